@@ -1,0 +1,37 @@
+//! # c10dsim-sim: the shared model and the discrete-event simulator
+//!
+//! This crate holds the model that both engines share — the validated [`scenario::Scenario`]
+//! (what every rank's Python program does, and on what machine) and the [`timeline::Timeline`]
+//! (what happened) — and the simulator that turns the one into the other in simulated time.
+//!
+//! The behaviour modelled is that of PyTorch's ProcessGroupNCCL and CUDA streams, as numbered
+//! rules R1… in `semantics.md`; code comments cite them.
+//!
+//! Invariant: nothing here reads a clock, a file or a GPU. Same scenario and seed ⇒ the same
+//! Timeline, bit for bit.
+//!
+//! ```
+//! let text = r#"
+//! [cluster]
+//! ranks = 2
+//! [tensors]
+//! buf = "64MiB"
+//! [[op]]
+//! all_reduce = "buf"
+//! async_op = true
+//! work = "w"
+//! [[op]]
+//! wait = "w"
+//! "#;
+//! let scenario = sim::scenario::parse("example.toml", text).unwrap();
+//! let timeline = sim::engine::simulate(&scenario);
+//! let collective = &timeline.ranks[0].collectives[0];
+//! let wait = collective.wait.unwrap();
+//! // R12: wait() returns on the host long before the collective ends on the GPU.
+//! assert!(wait.host_end_ns < collective.end_ns);
+//! assert!(!wait.completed_at_return);
+//! ```
+
+pub mod scenario;
+pub mod timeline;
+pub mod units;

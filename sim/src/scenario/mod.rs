@@ -1,0 +1,1263 @@
+//! Scenario files: TOML → a validated [`Scenario`].
+//!
+//! The format is described for users in `docs/scenario-format.md`. Every error names the file,
+//! the 1-based line and column, and what was expected; nothing half-parses.
+//!
+//! ```
+//! let text = r#"
+//! [cluster]
+//! ranks = 2
+//! [tensors]
+//! buf = "1MiB"
+//! [[op]]
+//! all_reduce = "buf"
+//! async_op = true
+//! work = "w"
+//! [[op]]
+//! wait = "w"
+//! "#;
+//! let scenario = sim::scenario::parse("example.toml", text).unwrap();
+//! assert_eq!(scenario.ops.len(), 2);
+//! let bad = sim::scenario::parse("bad.toml", "[[op]]\nwait = \"w\"\n").unwrap_err();
+//! assert_eq!((bad.line, bad.column), (2, 8));
+//! ```
+
+mod model;
+mod raw;
+
+pub use model::*;
+
+use crate::units::{parse_size_bytes, us_to_ns};
+use raw::*;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::ops::Range;
+use toml::Spanned;
+
+/// A scenario file that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub path: String,
+    /// 1-based; 0 when the error concerns the whole file.
+    pub line: u32,
+    /// 1-based, in characters.
+    pub column: u32,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: error: {}", self.path, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: error: {}",
+                self.path, self.line, self.column, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Largest rank count a scenario may ask for.
+pub const MAX_RANKS: u32 = 1 << 16;
+/// Largest repeat count.
+pub const MAX_REPEAT: u32 = 1_000_000;
+/// Longest single time a scenario may state (one day).
+pub const MAX_TIME_NS: u64 = 86_400 * 1_000_000_000;
+
+/// Parses and validates a scenario. `path` is only used in error messages and reports.
+pub fn parse(path: &str, text: &str) -> Result<Scenario> {
+    let resolver = Resolver {
+        path,
+        line_starts: line_starts(text),
+        text,
+    };
+    let raw: RawScenario = toml::from_str(text).map_err(|error| {
+        let span = error.span().unwrap_or(0..0);
+        resolver.error(span, error.message().trim_end().to_string())
+    })?;
+    resolver.resolve(raw)
+}
+
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
+}
+
+/// FNV-1a 64-bit, printed in hex: a stable content hash for reports and CSV rows.
+pub fn content_hash(text: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+struct Resolver<'a> {
+    path: &'a str,
+    text: &'a str,
+    line_starts: Vec<usize>,
+}
+
+type Result<T> = std::result::Result<T, ScenarioError>;
+
+struct Names {
+    tensors: HashMap<String, TensorId>,
+    streams: HashMap<String, StreamId>,
+    groups: HashMap<String, GroupId>,
+}
+
+impl Resolver<'_> {
+    fn line_column(&self, offset: usize) -> (u32, u32) {
+        let offset = offset.min(self.text.len());
+        let line_index = self.line_starts.partition_point(|&start| start <= offset) - 1;
+        let line_start = self.line_starts[line_index];
+        let column = self.text[line_start..offset].chars().count() + 1;
+        (line_index as u32 + 1, column as u32)
+    }
+
+    fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
+        let (line, column) = self.line_column(span.start);
+        ScenarioError {
+            path: self.path.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    fn whole_file_error(&self, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            path: self.path.to_string(),
+            line: 0,
+            column: 0,
+            message: message.into(),
+        }
+    }
+
+    fn line_of(&self, span: &Range<usize>) -> u32 {
+        self.line_column(span.start).0
+    }
+
+    fn count(&self, value: &Spanned<i64>, what: &str, min: i64, max: i64) -> Result<u64> {
+        let number = *value.get_ref();
+        if number < min || number > max {
+            return Err(self.error(
+                value.span(),
+                format!("{what} must be between {min} and {max}, found {number}"),
+            ));
+        }
+        Ok(number as u64)
+    }
+
+    fn time_us(&self, value: &Spanned<f64>, what: &str, allow_zero: bool) -> Result<u64> {
+        let us = *value.get_ref();
+        let max_us = MAX_TIME_NS as f64 / 1_000.0;
+        let too_small = if allow_zero { us < 0.0 } else { us <= 0.0 };
+        if !us.is_finite() || too_small || us > max_us {
+            let lower = if allow_zero { "≥ 0" } else { "> 0" };
+            return Err(self.error(
+                value.span(),
+                format!("{what} must be {lower} and at most one day ({max_us} µs), found {us}"),
+            ));
+        }
+        Ok(us_to_ns(us))
+    }
+
+    fn optional_time_us(
+        &self,
+        value: &Option<Spanned<f64>>,
+        what: &str,
+        default_ns: u64,
+    ) -> Result<u64> {
+        value
+            .as_ref()
+            .map_or(Ok(default_ns), |v| self.time_us(v, what, true))
+    }
+
+    fn positive(&self, value: &Spanned<f64>, what: &str, max: f64) -> Result<f64> {
+        let number = *value.get_ref();
+        if !number.is_finite() || number <= 0.0 || number > max {
+            return Err(self.error(
+                value.span(),
+                format!("{what} must be > 0 and at most {max}, found {number}"),
+            ));
+        }
+        Ok(number)
+    }
+
+    fn rank_list(&self, value: &Spanned<Vec<i64>>, ranks: u32, what: &str) -> Result<Vec<u32>> {
+        let mut list = Vec::with_capacity(value.get_ref().len());
+        for &rank in value.get_ref() {
+            if rank < 0 || rank >= i64::from(ranks) {
+                return Err(self.error(
+                    value.span(),
+                    format!(
+                        "{what}: rank {rank} does not exist (cluster.ranks = {ranks}, ranks are 0..{})",
+                        ranks - 1
+                    ),
+                ));
+            }
+            list.push(rank as u32);
+        }
+        list.sort_unstable();
+        list.dedup();
+        if list.is_empty() {
+            return Err(self.error(value.span(), format!("{what}: expected at least one rank")));
+        }
+        Ok(list)
+    }
+
+    fn lookup<T: Copy>(
+        &self,
+        table: &HashMap<String, T>,
+        name: &Spanned<String>,
+        what: &str,
+        declared_in: &str,
+    ) -> Result<T> {
+        table.get(name.get_ref()).copied().ok_or_else(|| {
+            let mut known: Vec<&str> = table.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            let known = if known.is_empty() {
+                "none is declared".to_string()
+            } else {
+                format!("known: {}", known.join(", "))
+            };
+            self.error(
+                name.span(),
+                format!(
+                    "unknown {what} {:?}; expected one declared in {declared_in} ({known})",
+                    name.get_ref()
+                ),
+            )
+        })
+    }
+
+    fn resolve(&self, raw: RawScenario) -> Result<Scenario> {
+        let torch = match &raw.torch {
+            None => TorchProfile::V2_12,
+            Some(value) => match value.get_ref().as_str() {
+                "2.12" => TorchProfile::V2_12,
+                "2.5" => TorchProfile::V2_5,
+                other => {
+                    return Err(self.error(
+                        value.span(),
+                        format!(
+                            "unknown behaviour profile {other:?}; expected \"2.12\" or \"2.5\""
+                        ),
+                    ))
+                }
+            },
+        };
+        let seed = match &raw.seed {
+            None => 0,
+            Some(value) => self.count(value, "seed", 0, i64::MAX)?,
+        };
+        let repeat = match &raw.repeat {
+            None => 1,
+            Some(value) => self.count(value, "repeat", 1, i64::from(MAX_REPEAT))? as u32,
+        };
+        let warmup = match &raw.warmup {
+            None => 0,
+            Some(value) => {
+                let warmup = self.count(value, "warmup", 0, i64::from(MAX_REPEAT))? as u32;
+                if warmup >= repeat {
+                    return Err(self.error(
+                        value.span(),
+                        format!("warmup ({warmup}) must be smaller than repeat ({repeat}), or no repeat is left to measure"),
+                    ));
+                }
+                warmup
+            }
+        };
+        let max_sim_time_ns = match &raw.max_sim_time_s {
+            None => 3_600 * 1_000_000_000,
+            Some(value) => (self.positive(value, "max_sim_time_s", 86_400.0)? * 1e9) as u64,
+        };
+        let cluster = self.cluster(raw.cluster.as_ref())?;
+        let network = self.network(raw.network.as_ref())?;
+        let env = self.env(raw.env.as_ref())?;
+        let host = self.host(raw.host.as_ref(), torch)?;
+
+        let mut names = Names {
+            tensors: HashMap::new(),
+            streams: HashMap::new(),
+            groups: HashMap::new(),
+        };
+        let tensors = self.tensors(raw.tensors.as_ref(), &mut names)?;
+        let streams = self.streams(raw.streams.as_ref(), &mut names)?;
+        let groups = self.groups(raw.groups.as_ref(), &cluster, &mut names)?;
+
+        let raw_ops = raw.op.unwrap_or_default();
+        if raw_ops.is_empty() {
+            return Err(self.whole_file_error(
+                "the scenario has no [[op]]: a program needs at least one operation",
+            ));
+        }
+        let mut program = ProgramBuilder::default();
+        for (index, raw_op) in raw_ops.iter().enumerate() {
+            let op = self.op(index, raw_op, &names, &cluster, &mut program)?;
+            program.ops.push(op);
+        }
+        let perturbations = self.perturbations(
+            raw.perturb.as_deref().unwrap_or_default(),
+            &program,
+            &cluster,
+            repeat,
+        )?;
+        let measures = self.measures(raw.measure.as_deref().unwrap_or_default(), &program)?;
+        let overlap = match &raw.overlap {
+            None => None,
+            Some(overlap) => Some(self.overlap(overlap.get_ref(), &measures)?),
+        };
+
+        Ok(Scenario {
+            name: raw.name.unwrap_or_else(|| {
+                std::path::Path::new(self.path)
+                    .file_stem()
+                    .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
+            }),
+            about: raw.about.unwrap_or_default(),
+            path: self.path.to_string(),
+            source_hash: content_hash(self.text),
+            torch,
+            seed,
+            repeat,
+            warmup,
+            max_sim_time_ns,
+            cluster,
+            network,
+            host,
+            env,
+            tensors,
+            streams,
+            groups,
+            works: program.works.names,
+            events: program.events.names,
+            marks: program.marks.names,
+            ops: program.ops,
+            perturbations,
+            measures,
+            overlap,
+        })
+    }
+
+    fn cluster(&self, raw: Option<&RawCluster>) -> Result<Cluster> {
+        let default_gpu = GpuSpec::preset("h100-sxm").expect("the default preset exists");
+        let Some(raw) = raw else {
+            return Ok(Cluster {
+                ranks: 8,
+                ranks_per_node: 8,
+                gpu: default_gpu,
+            });
+        };
+        let ranks = match &raw.ranks {
+            None => 8,
+            Some(value) => self.count(value, "cluster.ranks", 1, i64::from(MAX_RANKS))? as u32,
+        };
+        let ranks_per_node = match &raw.ranks_per_node {
+            None => ranks.min(8),
+            Some(value) => {
+                self.count(value, "cluster.ranks_per_node", 1, i64::from(MAX_RANKS))? as u32
+            }
+        };
+        let mut gpu = match &raw.gpu {
+            None => default_gpu,
+            Some(name) => GpuSpec::preset(name.get_ref()).ok_or_else(|| {
+                self.error(
+                    name.span(),
+                    format!(
+                        "unknown GPU preset {:?}; expected one of {}",
+                        name.get_ref(),
+                        GpuSpec::PRESETS.join(", ")
+                    ),
+                )
+            })?,
+        };
+        if let Some(sms) = &raw.sms {
+            gpu.sms = self.count(sms, "cluster.sms", 1, 1024)? as u32;
+        }
+        if let Some(rate) = &raw.bf16_tflops {
+            gpu.bf16_tflops = self.positive(rate, "cluster.bf16_tflops", 1e6)?;
+        }
+        if let Some(rate) = &raw.fp32_tflops {
+            gpu.fp32_tflops = self.positive(rate, "cluster.fp32_tflops", 1e6)?;
+        }
+        if let Some(efficiency) = &raw.gemm_efficiency {
+            gpu.gemm_efficiency = self.positive(efficiency, "cluster.gemm_efficiency", 1.0)?;
+        }
+        Ok(Cluster {
+            ranks,
+            ranks_per_node,
+            gpu,
+        })
+    }
+
+    fn network(&self, raw: Option<&RawNetwork>) -> Result<Network> {
+        let mut network = Network {
+            nvlink_bytes_per_s: 450e9,
+            nic_bytes_per_s: 50e9,
+            alpha_ns: 5_000,
+            nic_alpha_ns: 10_000,
+            kernel_floor_ns: 5_000,
+        };
+        let Some(raw) = raw else {
+            return Ok(network);
+        };
+        if let Some(gbps) = &raw.nvlink_gbps {
+            network.nvlink_bytes_per_s = self.positive(gbps, "network.nvlink_gbps", 1e5)? * 1e9;
+        }
+        if let Some(gbps) = &raw.nic_gbps {
+            network.nic_bytes_per_s = self.positive(gbps, "network.nic_gbps", 1e5)? * 1e9;
+        }
+        network.alpha_ns = self.optional_time_us(&raw.alpha_us, "network.alpha_us", 5_000)?;
+        network.nic_alpha_ns =
+            self.optional_time_us(&raw.nic_alpha_us, "network.nic_alpha_us", 10_000)?;
+        network.kernel_floor_ns =
+            self.optional_time_us(&raw.kernel_floor_us, "network.kernel_floor_us", 5_000)?;
+        if let Some(algorithm) = &raw.algorithm {
+            if algorithm.get_ref() != "ring" {
+                return Err(self.error(
+                    algorithm.span(),
+                    format!(
+                        "network.algorithm {:?} is not modelled; expected \"ring\" (R24)",
+                        algorithm.get_ref()
+                    ),
+                ));
+            }
+        }
+        Ok(network)
+    }
+
+    fn host(&self, raw: Option<&RawHost>, torch: TorchProfile) -> Result<HostCosts> {
+        let empty = RawHost {
+            launch_us: None,
+            launch_latency_us: None,
+            collective_us: None,
+            wait_us: None,
+            event_us: None,
+            sync_us: None,
+            item_us: None,
+            mark_us: None,
+            query_us: None,
+            comm_init_us: None,
+            blocking_wait_poll_us: None,
+        };
+        let raw = raw.unwrap_or(&empty);
+        let poll_ns = match &raw.blocking_wait_poll_us {
+            None => torch.blocking_wait_poll_ns(),
+            Some(value) => self.time_us(value, "host.blocking_wait_poll_us", false)?,
+        };
+        Ok(HostCosts {
+            launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
+            launch_latency_ns: self.optional_time_us(
+                &raw.launch_latency_us,
+                "host.launch_latency_us",
+                3_000,
+            )?,
+            collective_ns: self.optional_time_us(
+                &raw.collective_us,
+                "host.collective_us",
+                30_000,
+            )?,
+            wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,
+            event_ns: self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?,
+            sync_ns: self.optional_time_us(&raw.sync_us, "host.sync_us", 5_000)?,
+            item_ns: self.optional_time_us(&raw.item_us, "host.item_us", 15_000)?,
+            mark_ns: self.optional_time_us(&raw.mark_us, "host.mark_us", 2_000)?,
+            query_ns: self.optional_time_us(&raw.query_us, "host.query_us", 1_000)?,
+            comm_init_ns: self.optional_time_us(
+                &raw.comm_init_us,
+                "host.comm_init_us",
+                300_000_000,
+            )?,
+            blocking_wait_poll_ns: poll_ns,
+        })
+    }
+
+    fn env(&self, raw: Option<&BTreeMap<Spanned<String>, Spanned<toml::Value>>>) -> Result<Env> {
+        let mut env = Env {
+            blocking_wait: false,
+            high_priority: false,
+            enable_timing: false,
+            raw: BTreeMap::new(),
+        };
+        for (key, value) in raw.into_iter().flatten() {
+            let flag = match key.get_ref().as_str() {
+                "TORCH_NCCL_BLOCKING_WAIT" => &mut env.blocking_wait,
+                "TORCH_NCCL_HIGH_PRIORITY" => &mut env.high_priority,
+                "TORCH_NCCL_ENABLE_TIMING" => &mut env.enable_timing,
+                other => {
+                    let known: Vec<String> = Env::KNOWN
+                        .iter()
+                        .map(|(name, meaning)| format!("{name} ({meaning})"))
+                        .collect();
+                    return Err(self.error(
+                        key.span(),
+                        format!(
+                            "unknown or unmodelled environment variable {other:?}; expected one of: {}",
+                            known.join("; ")
+                        ),
+                    ));
+                }
+            };
+            let on = match value.get_ref() {
+                toml::Value::Integer(0) => false,
+                toml::Value::Integer(1) => true,
+                toml::Value::Boolean(b) => *b,
+                toml::Value::String(s) if s == "0" || s == "1" => s == "1",
+                other => {
+                    return Err(self.error(
+                        value.span(),
+                        format!("{} expects 0 or 1, found {other}", key.get_ref()),
+                    ))
+                }
+            };
+            *flag = on;
+            env.raw
+                .insert(key.get_ref().clone(), u8::from(on).to_string());
+        }
+        Ok(env)
+    }
+
+    fn tensors(
+        &self,
+        raw: Option<&BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+        names: &mut Names,
+    ) -> Result<Vec<Tensor>> {
+        let mut tensors = Vec::new();
+        for (name, value) in raw.into_iter().flatten() {
+            let (size_text, dtype) = match value.get_ref() {
+                toml::Value::String(size) => (size.clone(), DType::F32),
+                toml::Value::Integer(bytes) => (bytes.to_string(), DType::F32),
+                toml::Value::Table(table) => {
+                    for key in table.keys() {
+                        if key != "size" && key != "dtype" {
+                            return Err(self.error(
+                                value.span(),
+                                format!("unknown key {key:?} in tensor {:?}; expected size and dtype", name.get_ref()),
+                            ));
+                        }
+                    }
+                    let size = match table.get("size") {
+                        Some(toml::Value::String(size)) => size.clone(),
+                        Some(toml::Value::Integer(bytes)) => bytes.to_string(),
+                        _ => {
+                            return Err(self.error(
+                                value.span(),
+                                format!("tensor {:?} needs size = \"25MiB\" (a string with a unit, or bytes)", name.get_ref()),
+                            ))
+                        }
+                    };
+                    let dtype = match table.get("dtype") {
+                        None => DType::F32,
+                        Some(toml::Value::String(dtype)) => DType::parse(dtype).ok_or_else(|| {
+                            self.error(
+                                value.span(),
+                                format!("unknown dtype {dtype:?}; expected f32, bf16 or f16"),
+                            )
+                        })?,
+                        Some(other) => {
+                            return Err(self.error(
+                                value.span(),
+                                format!("dtype must be a string such as \"bf16\", found {other}"),
+                            ))
+                        }
+                    };
+                    (size, dtype)
+                }
+                other => {
+                    return Err(self.error(
+                        value.span(),
+                        format!(
+                            "tensor {:?}: expected a size such as \"25MiB\" or a table {{ size, dtype }}, found {other}",
+                            name.get_ref()
+                        ),
+                    ))
+                }
+            };
+            let size_bytes = parse_size_bytes(&size_text)
+                .map_err(|message| self.error(value.span(), message))?;
+            if size_bytes == 0 || size_bytes > (1 << 40) {
+                return Err(self.error(
+                    value.span(),
+                    format!("tensor size must be between 1 B and 1 TiB, found {size_bytes} B"),
+                ));
+            }
+            if size_bytes % dtype.size_bytes() != 0 {
+                return Err(self.error(
+                    value.span(),
+                    format!(
+                        "tensor size {size_bytes} B is not a whole number of {} elements",
+                        dtype.as_str()
+                    ),
+                ));
+            }
+            names.tensors.insert(name.get_ref().clone(), tensors.len());
+            tensors.push(Tensor {
+                name: name.get_ref().clone(),
+                size_bytes,
+                dtype,
+            });
+        }
+        Ok(tensors)
+    }
+
+    fn streams(
+        &self,
+        raw: Option<&BTreeMap<Spanned<String>, RawStream>>,
+        names: &mut Names,
+    ) -> Result<Vec<StreamDecl>> {
+        let mut streams = vec![StreamDecl {
+            name: "default".into(),
+            priority: Priority::Normal,
+        }];
+        names.streams.insert("default".into(), 0);
+        for (name, stream) in raw.into_iter().flatten() {
+            if name.get_ref() == "default" {
+                return Err(self.error(
+                    name.span(),
+                    "\"default\" is the default stream and cannot be redeclared",
+                ));
+            }
+            let priority = match &stream.priority {
+                None => Priority::Normal,
+                Some(p) => match p.get_ref().as_str() {
+                    "normal" => Priority::Normal,
+                    "high" => Priority::High,
+                    other => {
+                        return Err(self.error(
+                            p.span(),
+                            format!("unknown priority {other:?}; expected \"normal\" or \"high\""),
+                        ))
+                    }
+                },
+            };
+            names.streams.insert(name.get_ref().clone(), streams.len());
+            streams.push(StreamDecl {
+                name: name.get_ref().clone(),
+                priority,
+            });
+        }
+        Ok(streams)
+    }
+
+    fn groups(
+        &self,
+        raw: Option<&BTreeMap<Spanned<String>, Spanned<RawGroup>>>,
+        cluster: &Cluster,
+        names: &mut Names,
+    ) -> Result<Vec<Group>> {
+        let mut groups = vec![Group {
+            name: "world".into(),
+            ranks: (0..cluster.ranks).collect(),
+            eager_init: false,
+            high_priority: false,
+        }];
+        names.groups.insert("world".into(), 0);
+        for (name, group) in raw.into_iter().flatten() {
+            let raw_group = group.get_ref();
+            let ranks = match &raw_group.ranks {
+                None if name.get_ref() == "world" => (0..cluster.ranks).collect(),
+                None => {
+                    return Err(self.error(
+                        group.span(),
+                        format!("group {:?} needs ranks = [..]", name.get_ref()),
+                    ))
+                }
+                Some(ranks) => self.rank_list(
+                    ranks,
+                    cluster.ranks,
+                    &format!("groups.{}.ranks", name.get_ref()),
+                )?,
+            };
+            let declared = Group {
+                name: name.get_ref().clone(),
+                ranks,
+                eager_init: raw_group.eager_init.unwrap_or(false),
+                high_priority: raw_group.high_priority.unwrap_or(false),
+            };
+            if name.get_ref() == "world" {
+                if declared.ranks.len() as u32 != cluster.ranks {
+                    return Err(self.error(
+                        group.span(),
+                        "the world group always holds every rank; leave its ranks out",
+                    ));
+                }
+                groups[0] = declared;
+            } else {
+                names.groups.insert(name.get_ref().clone(), groups.len());
+                groups.push(declared);
+            }
+        }
+        Ok(groups)
+    }
+
+    fn op(
+        &self,
+        index: usize,
+        raw_op: &Spanned<RawOp>,
+        names: &Names,
+        cluster: &Cluster,
+        program: &mut ProgramBuilder,
+    ) -> Result<Op> {
+        let span = raw_op.span();
+        let raw = raw_op.get_ref();
+        let line = self.line_of(&span);
+
+        let mut present: Vec<(&'static str, Range<usize>)> = Vec::new();
+        macro_rules! note {
+            ($($field:ident),*) => {$(
+                if let Some(value) = &raw.$field {
+                    present.push((stringify!($field), value.span()));
+                }
+            )*};
+        }
+        note!(
+            all_reduce,
+            all_gather,
+            reduce_scatter,
+            broadcast,
+            barrier,
+            wait,
+            is_completed,
+            set_stream,
+            record_event,
+            wait_event,
+            event_sync,
+            stream_sync,
+            device_sync,
+            item,
+            gemm,
+            kernel,
+            gpu_sleep_us,
+            host_sleep_us,
+            mark
+        );
+        let key = match present.as_slice() {
+            [] => {
+                return Err(self.error(
+                    span,
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark",
+                ))
+            }
+            [(key, _)] => *key,
+            [(first, _), (second, second_span), ..] => {
+                return Err(self.error(
+                    second_span.clone(),
+                    format!("an [[op]] names exactly one operation, but this one has both {first} and {second}"),
+                ))
+            }
+        };
+
+        let mut allowed_modifiers: &[&str] = &[];
+        let ranks = match &raw.ranks {
+            None => None,
+            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?),
+        };
+        let label = raw.label.as_ref().map(|l| l.get_ref().clone());
+        if let Some(label_value) = &raw.label {
+            if program.labels.contains_key(label_value.get_ref()) {
+                return Err(self.error(
+                    label_value.span(),
+                    format!(
+                        "label {:?} is used twice; labels name one op",
+                        label_value.get_ref()
+                    ),
+                ));
+            }
+            program.labels.insert(label_value.get_ref().clone(), index);
+        }
+        let stream = match &raw.stream {
+            Some(name) => self.lookup(&names.streams, name, "stream", "[streams]")?,
+            None => program.current_stream,
+        };
+
+        let kind = match key {
+            "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" => {
+                allowed_modifiers = &["async_op", "work", "group"];
+                let (collective, tensor_name) = match key {
+                    "all_reduce" => (CollectiveKind::AllReduce, raw.all_reduce.as_ref()),
+                    "all_gather" => (CollectiveKind::AllGather, raw.all_gather.as_ref()),
+                    "reduce_scatter" => {
+                        (CollectiveKind::ReduceScatter, raw.reduce_scatter.as_ref())
+                    }
+                    _ => (CollectiveKind::Broadcast, raw.broadcast.as_ref()),
+                };
+                let tensor_name = tensor_name.expect("the key was found present");
+                let tensor = self.lookup(&names.tensors, tensor_name, "tensor", "[tensors]")?;
+                let group = match &raw.group {
+                    None => 0,
+                    Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
+                };
+                let async_op = raw.async_op.as_ref().is_some_and(|a| *a.get_ref());
+                let work = match &raw.work {
+                    None => None,
+                    Some(name) => {
+                        if !async_op {
+                            return Err(self.error(
+                                name.span(),
+                                "work = … needs async_op = true: a collective with async_op=False returns no Work (R11)",
+                            ));
+                        }
+                        let work = program.works.intern(name.get_ref());
+                        cover(&mut program.work_coverage, work, &ranks);
+                        Some(work)
+                    }
+                };
+                OpKind::Collective {
+                    collective,
+                    tensor,
+                    group,
+                    async_op,
+                    work,
+                }
+            }
+            "barrier" => {
+                allowed_modifiers = &["group"];
+                let group = match &raw.group {
+                    None => 0,
+                    Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
+                };
+                if raw.barrier.as_ref().is_some_and(|b| !*b.get_ref()) {
+                    return Err(self.error(
+                        raw.barrier.as_ref().expect("present").span(),
+                        "barrier = false is not an operation; write barrier = true or drop the op",
+                    ));
+                }
+                OpKind::Barrier { group }
+            }
+            "wait" | "is_completed" => {
+                let name = if key == "wait" {
+                    allowed_modifiers = &["timeout_ms"];
+                    raw.wait.as_ref()
+                } else {
+                    raw.is_completed.as_ref()
+                }
+                .expect("the key was found present");
+                let Some(work) = program.works.find(name.get_ref()) else {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "{key} on Work {:?}, which no earlier collective creates; add work = {:?} to an async_op = true collective before it",
+                            name.get_ref(),
+                            name.get_ref()
+                        ),
+                    ));
+                };
+                if let Some(rank) = uncovered(&program.work_coverage[work], &ranks) {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "{key} on Work {:?} runs on {rank}, where no earlier collective creates it",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                if key == "wait" {
+                    let timeout_ns = match &raw.timeout_ms {
+                        None => None,
+                        Some(ms) => Some(self.time_us(
+                            &Spanned::new(ms.span(), ms.get_ref() * 1_000.0),
+                            "timeout_ms",
+                            false,
+                        )?),
+                    };
+                    OpKind::Wait { work, timeout_ns }
+                } else {
+                    OpKind::IsCompleted { work }
+                }
+            }
+            "set_stream" => {
+                let name = raw.set_stream.as_ref().expect("present");
+                let stream = self.lookup(&names.streams, name, "stream", "[streams]")?;
+                if raw.stream.is_some() {
+                    return Err(self.error(
+                        span,
+                        "set_stream changes the current stream; it takes no stream = … of its own",
+                    ));
+                }
+                program.current_stream = stream;
+                OpKind::SetStream { stream }
+            }
+            "record_event" => {
+                let name = raw.record_event.as_ref().expect("present");
+                let event = program.events.intern(name.get_ref());
+                cover(&mut program.event_coverage, event, &ranks);
+                OpKind::RecordEvent { event }
+            }
+            "wait_event" | "event_sync" => {
+                let name = if key == "wait_event" {
+                    raw.wait_event.as_ref()
+                } else {
+                    raw.event_sync.as_ref()
+                }
+                .expect("present");
+                let Some(event) = program.events.find(name.get_ref()) else {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "{key} on event {:?}, which no earlier record_event records",
+                            name.get_ref()
+                        ),
+                    ));
+                };
+                if let Some(rank) = uncovered(&program.event_coverage[event], &ranks) {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "{key} on event {:?} runs on {rank}, where no earlier record_event records it",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                if key == "wait_event" {
+                    OpKind::WaitEvent { event }
+                } else {
+                    OpKind::EventSync { event }
+                }
+            }
+            "stream_sync" => {
+                let name = raw.stream_sync.as_ref().expect("present");
+                let stream = if name.get_ref() == "current" {
+                    stream
+                } else {
+                    self.lookup(&names.streams, name, "stream", "[streams] (or \"current\")")?
+                };
+                OpKind::StreamSync { stream }
+            }
+            "device_sync" => {
+                let flag = raw.device_sync.as_ref().expect("present");
+                if !*flag.get_ref() {
+                    return Err(self.error(
+                        flag.span(),
+                        "device_sync = false is not an operation; write device_sync = true or drop the op",
+                    ));
+                }
+                OpKind::DeviceSync
+            }
+            "item" => {
+                let name = raw.item.as_ref().expect("present");
+                OpKind::Item {
+                    tensor: self.lookup(&names.tensors, name, "tensor", "[tensors]")?,
+                }
+            }
+            "gemm" => {
+                allowed_modifiers = &["dtype"];
+                let shape = raw.gemm.as_ref().expect("present");
+                let dims = shape.get_ref();
+                if dims.len() != 3 || dims.iter().any(|&d| !(1..=1 << 20).contains(&d)) {
+                    return Err(self.error(
+                        shape.span(),
+                        format!("gemm expects [m, n, k] with each between 1 and 1048576, found {dims:?}"),
+                    ));
+                }
+                let dtype = match &raw.dtype {
+                    None => DType::Bf16,
+                    Some(name) => DType::parse(name.get_ref()).ok_or_else(|| {
+                        self.error(
+                            name.span(),
+                            format!(
+                                "unknown dtype {:?}; expected f32, bf16 or f16",
+                                name.get_ref()
+                            ),
+                        )
+                    })?,
+                };
+                OpKind::Gemm {
+                    m: dims[0] as u64,
+                    n: dims[1] as u64,
+                    k: dims[2] as u64,
+                    dtype,
+                }
+            }
+            "kernel" => {
+                let kernel = raw.kernel.as_ref().expect("present").get_ref();
+                let duration_ns = self.time_us(&kernel.us, "kernel.us", false)?;
+                let sms = match &kernel.sms {
+                    None => cluster.gpu.sms,
+                    Some(sms) => {
+                        self.count(sms, "kernel.sms", 1, i64::from(cluster.gpu.sms))? as u32
+                    }
+                };
+                OpKind::Kernel { duration_ns, sms }
+            }
+            "gpu_sleep_us" => OpKind::GpuSleep {
+                duration_ns: self.time_us(
+                    raw.gpu_sleep_us.as_ref().expect("present"),
+                    "gpu_sleep_us",
+                    false,
+                )?,
+            },
+            "host_sleep_us" => OpKind::HostSleep {
+                duration_ns: self.time_us(
+                    raw.host_sleep_us.as_ref().expect("present"),
+                    "host_sleep_us",
+                    false,
+                )?,
+            },
+            "mark" => {
+                let name = raw.mark.as_ref().expect("present");
+                if program.marks.find(name.get_ref()).is_some() {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "mark {:?} is set twice; a mark names one point of the program",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                OpKind::Mark {
+                    mark: program.marks.intern(name.get_ref()),
+                }
+            }
+            _ => unreachable!("every operation key is matched above"),
+        };
+
+        macro_rules! check_modifier {
+            ($($field:ident),*) => {$(
+                if let Some(value) = &raw.$field {
+                    if !allowed_modifiers.contains(&stringify!($field)) {
+                        return Err(self.error(
+                            value.span(),
+                            format!("{} does not apply to {key}{}", stringify!($field), if allowed_modifiers.is_empty() { String::new() } else { format!(" (it takes {})", allowed_modifiers.join(", ")) }),
+                        ));
+                    }
+                }
+            )*};
+        }
+        check_modifier!(async_op, work, group, dtype, timeout_ms);
+
+        let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
+            list.iter()
+                .flatten()
+                .map(|name| self.lookup(&names.tensors, name, "tensor", "[tensors]"))
+                .collect()
+        };
+        Ok(Op {
+            index,
+            label,
+            line,
+            kind,
+            stream,
+            ranks,
+            reads: resolve_tensors(&raw.reads)?,
+            writes: resolve_tensors(&raw.writes)?,
+        })
+    }
+
+    fn perturbations(
+        &self,
+        raw: &[Spanned<RawPerturb>],
+        program: &ProgramBuilder,
+        cluster: &Cluster,
+        repeat: u32,
+    ) -> Result<Vec<Perturbation>> {
+        raw.iter()
+            .map(|perturb| {
+                let p = perturb.get_ref();
+                let before_op = *program.labels.get(p.before.get_ref()).ok_or_else(|| {
+                    self.error(
+                        p.before.span(),
+                        format!(
+                            "perturb.before names label {:?}, which no op has",
+                            p.before.get_ref()
+                        ),
+                    )
+                })?;
+                let host_delay_ns =
+                    self.optional_time_us(&p.host_delay_us, "perturb.host_delay_us", 0)?;
+                let gpu_delay_ns =
+                    self.optional_time_us(&p.gpu_delay_us, "perturb.gpu_delay_us", 0)?;
+                if host_delay_ns == 0 && gpu_delay_ns == 0 {
+                    return Err(self.error(
+                        perturb.span(),
+                        "a [[perturb]] needs host_delay_us or gpu_delay_us",
+                    ));
+                }
+                let iterations = match &p.iterations {
+                    None => None,
+                    Some(list) => {
+                        let mut iterations = Vec::new();
+                        for &iteration in list.get_ref() {
+                            if iteration < 0 || iteration >= i64::from(repeat) {
+                                return Err(self.error(
+                                    list.span(),
+                                    format!(
+                                        "iteration {iteration} does not exist (repeat = {repeat})"
+                                    ),
+                                ));
+                            }
+                            iterations.push(iteration as u32);
+                        }
+                        Some(iterations)
+                    }
+                };
+                Ok(Perturbation {
+                    ranks: self.rank_list(&p.ranks, cluster.ranks, "perturb.ranks")?,
+                    before_op,
+                    host_delay_ns,
+                    gpu_delay_ns,
+                    iterations,
+                })
+            })
+            .collect()
+    }
+
+    fn measures(
+        &self,
+        raw: &[Spanned<RawMeasure>],
+        program: &ProgramBuilder,
+    ) -> Result<Vec<Measure>> {
+        let mut measures: Vec<Measure> = Vec::new();
+        for measure in raw {
+            let m = measure.get_ref();
+            if measures.iter().any(|other| &other.name == m.name.get_ref()) {
+                return Err(self.error(
+                    m.name.span(),
+                    format!("measure {:?} is declared twice", m.name.get_ref()),
+                ));
+            }
+            let mark = |name: &Spanned<String>| {
+                program.marks.find(name.get_ref()).ok_or_else(|| {
+                    self.error(
+                        name.span(),
+                        format!(
+                            "unknown mark {:?}; expected one set by a mark = … op (known: {})",
+                            name.get_ref(),
+                            program.marks.names.join(", ")
+                        ),
+                    )
+                })
+            };
+            let clock = match &m.clock {
+                None => Clock::Gpu,
+                Some(clock) => match clock.get_ref().as_str() {
+                    "gpu" => Clock::Gpu,
+                    "host" => Clock::Host,
+                    other => {
+                        return Err(self.error(
+                            clock.span(),
+                            format!("unknown clock {other:?}; expected \"gpu\" or \"host\""),
+                        ))
+                    }
+                },
+            };
+            let from = mark(&m.from)?;
+            let to = mark(&m.to)?;
+            if to <= from {
+                return Err(self.error(
+                    m.to.span(),
+                    format!(
+                        "measure {:?} ends at mark {:?}, which is not after {:?} in the program",
+                        m.name.get_ref(),
+                        m.to.get_ref(),
+                        m.from.get_ref()
+                    ),
+                ));
+            }
+            measures.push(Measure {
+                name: m.name.get_ref().clone(),
+                from,
+                to,
+                clock,
+            });
+        }
+        Ok(measures)
+    }
+
+    fn overlap(&self, raw: &RawOverlap, measures: &[Measure]) -> Result<OverlapSpec> {
+        let find = |name: &Spanned<String>| {
+            measures
+                .iter()
+                .position(|m| &m.name == name.get_ref())
+                .ok_or_else(|| {
+                    self.error(
+                        name.span(),
+                        format!(
+                            "unknown measure {:?}; overlap names three [[measure]]s",
+                            name.get_ref()
+                        ),
+                    )
+                })
+        };
+        Ok(OverlapSpec {
+            compute: find(&raw.compute)?,
+            comm: find(&raw.comm)?,
+            both: find(&raw.both)?,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Interner {
+    names: Vec<String>,
+    index: HashMap<String, usize>,
+}
+
+impl Interner {
+    fn intern(&mut self, name: &str) -> usize {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), self.names.len() - 1);
+        self.names.len() - 1
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+}
+
+#[derive(Default)]
+struct ProgramBuilder {
+    ops: Vec<Op>,
+    labels: HashMap<String, usize>,
+    works: Interner,
+    events: Interner,
+    marks: Interner,
+    current_stream: StreamId,
+    /// Per Work name: the ranks on which an earlier collective creates it.
+    work_coverage: Vec<Coverage>,
+    /// Per event name: the ranks on which an earlier op records it.
+    event_coverage: Vec<Coverage>,
+}
+
+/// The ranks on which a name has been defined so far.
+#[derive(Clone)]
+enum Coverage {
+    Every,
+    Some(std::collections::BTreeSet<u32>),
+}
+
+fn cover(coverage: &mut Vec<Coverage>, id: usize, ranks: &Option<Vec<u32>>) {
+    if coverage.len() <= id {
+        coverage.resize(id + 1, Coverage::Some(Default::default()));
+    }
+    match (ranks, &mut coverage[id]) {
+        (None, slot) => *slot = Coverage::Every,
+        (Some(_), Coverage::Every) => {}
+        (Some(list), Coverage::Some(set)) => set.extend(list.iter().copied()),
+    }
+}
+
+/// Describes a rank of `ranks` (all ranks when `None`) that `coverage` lacks.
+fn uncovered(coverage: &Coverage, ranks: &Option<Vec<u32>>) -> Option<String> {
+    match (coverage, ranks) {
+        (Coverage::Every, _) => None,
+        (Coverage::Some(set), None) => Some(match set.iter().next() {
+            Some(_) => "every rank, but it is defined only on some".to_string(),
+            None => "every rank".to_string(),
+        }),
+        (Coverage::Some(set), Some(list)) => list
+            .iter()
+            .find(|rank| !set.contains(rank))
+            .map(|rank| format!("rank {rank}")),
+    }
+}

@@ -1,0 +1,460 @@
+//! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
+//! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Index of a tensor in [`Scenario::tensors`].
+pub type TensorId = usize;
+/// Index of a stream in [`Scenario::streams`]; 0 is the default stream.
+pub type StreamId = usize;
+/// Index of a process group in [`Scenario::groups`]; 0 is the world group.
+pub type GroupId = usize;
+/// Index of a Work name in [`Scenario::works`].
+pub type WorkId = usize;
+/// Index of an event name in [`Scenario::events`].
+pub type EventId = usize;
+/// Index of a mark name in [`Scenario::marks`].
+pub type MarkId = usize;
+
+/// PyTorch behaviour profile (semantics.md "Defaults"): which version's ProcessGroupNCCL is
+/// modelled where the two seed articles differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TorchProfile {
+    /// PyTorch 2.12: `async_op=False` runs on the current stream (R11), blocking-wait poll 1 ms
+    /// (R15), stash lifetime.
+    #[serde(rename = "2.12")]
+    V2_12,
+    /// PyTorch 2.5: `async_op=False` uses the internal stream and calls `wait()` (R11),
+    /// blocking-wait poll 10 ms (R15).
+    #[serde(rename = "2.5")]
+    V2_5,
+}
+
+impl TorchProfile {
+    /// The blocking-wait poll interval of R15.
+    pub fn blocking_wait_poll_ns(self) -> u64 {
+        match self {
+            TorchProfile::V2_12 => 1_000_000,
+            TorchProfile::V2_5 => 10_000_000,
+        }
+    }
+
+    /// Whether `async_op=False` enqueues on the current stream (R11, 2.12) rather than on the
+    /// internal stream followed by `wait()` (2.5).
+    pub fn sync_collective_on_current_stream(self) -> bool {
+        matches!(self, TorchProfile::V2_12)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TorchProfile::V2_12 => "2.12",
+            TorchProfile::V2_5 => "2.5",
+        }
+    }
+}
+
+/// A GPU model: SM count and compute rates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuSpec {
+    pub preset: String,
+    pub sms: u32,
+    pub bf16_tflops: f64,
+    pub fp32_tflops: f64,
+    /// Fraction of the nominal rate a large GEMM reaches.
+    pub gemm_efficiency: f64,
+}
+
+impl GpuSpec {
+    /// The presets a scenario can name in `cluster.gpu`.
+    pub const PRESETS: [&'static str; 3] = ["h100-sxm", "h200", "a100"];
+
+    pub fn preset(name: &str) -> Option<GpuSpec> {
+        let (sms, bf16_tflops, fp32_tflops) = match name {
+            // Dense BF16 tensor-core and FP32 (TF32 tensor-core) nominal rates from NVIDIA's
+            // H100/H200 and A100 datasheets.
+            "h100-sxm" | "h200" => (132, 989.0, 494.0),
+            "a100" => (108, 312.0, 156.0),
+            _ => return None,
+        };
+        Some(GpuSpec {
+            preset: name.to_string(),
+            sms,
+            bf16_tflops,
+            fp32_tflops,
+            gemm_efficiency: 0.7,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cluster {
+    pub ranks: u32,
+    pub ranks_per_node: u32,
+    pub gpu: GpuSpec,
+}
+
+/// Ring algorithm parameters of R24.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Network {
+    /// Per-GPU unidirectional NVLink bandwidth, bytes per second.
+    pub nvlink_bytes_per_s: f64,
+    /// Per-GPU unidirectional NIC bandwidth, bytes per second.
+    pub nic_bytes_per_s: f64,
+    /// Per-step latency inside a node.
+    pub alpha_ns: u64,
+    /// Per-step latency across nodes.
+    pub nic_alpha_ns: u64,
+    /// Shortest NCCL kernel (a 1-rank collective still launches and finishes a kernel).
+    pub kernel_floor_ns: u64,
+}
+
+/// Host-side costs of the Python + c10d path (R1), in nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostCosts {
+    /// Launching a compute kernel (`gemm`, `kernel`, `gpu_sleep_us`).
+    pub launch_ns: u64,
+    /// From a host launch until the GPU can start the work at the earliest.
+    pub launch_latency_ns: u64,
+    /// A collective call through c10d and NCCL's enqueue (R10 a–f).
+    pub collective_ns: u64,
+    /// `work.wait()` without blocking wait (R12).
+    pub wait_ns: u64,
+    /// `event.record`, `stream.wait_event`, `set_stream`.
+    pub event_ns: u64,
+    /// Returning from a synchronisation once the GPU reached the point.
+    pub sync_ns: u64,
+    /// `.item()`: the device-to-host copy and the return, after the stream drained.
+    pub item_ns: u64,
+    /// A `mark` (host timestamp plus an event record).
+    pub mark_ns: u64,
+    /// `work.is_completed()` (an event query, R13).
+    pub query_ns: u64,
+    /// Communicator bootstrap paid inside the first collective of a group (R8).
+    pub comm_init_ns: u64,
+    /// Blocking-wait poll interval (R15); the profile's unless the scenario overrides it.
+    pub blocking_wait_poll_ns: u64,
+}
+
+/// The environment variables of PyTorch and NCCL the model reads.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Env {
+    /// `TORCH_NCCL_BLOCKING_WAIT` (R15).
+    pub blocking_wait: bool,
+    /// `TORCH_NCCL_HIGH_PRIORITY` (R9: the internal streams are high priority).
+    pub high_priority: bool,
+    /// `TORCH_NCCL_ENABLE_TIMING` (R6: Works get start events).
+    pub enable_timing: bool,
+    /// Every variable as written, for reports.
+    pub raw: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// The variables a scenario may set, with what they mean.
+    pub const KNOWN: [(&'static str, &'static str); 3] = [
+        (
+            "TORCH_NCCL_BLOCKING_WAIT",
+            "0 or 1: wait() polls completion on the host (R15)",
+        ),
+        (
+            "TORCH_NCCL_HIGH_PRIORITY",
+            "0 or 1: internal NCCL streams are high priority (R9)",
+        ),
+        (
+            "TORCH_NCCL_ENABLE_TIMING",
+            "0 or 1: Works record start events (R6)",
+        ),
+    ];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl DType {
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            DType::F32 => 4,
+            DType::Bf16 | DType::F16 => 2,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::Bf16 => "bf16",
+            DType::F16 => "f16",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<DType> {
+        match text {
+            "f32" | "fp32" | "float32" => Some(DType::F32),
+            "bf16" | "bfloat16" => Some(DType::Bf16),
+            "f16" | "fp16" | "float16" => Some(DType::F16),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tensor {
+    pub name: String,
+    pub size_bytes: u64,
+    pub dtype: DType,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Normal,
+    High,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamDecl {
+    pub name: String,
+    pub priority: Priority,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Group {
+    pub name: String,
+    /// Global ranks in the group, ascending.
+    pub ranks: Vec<u32>,
+    /// Communicator created at `init_process_group(device_id=…)` instead of the first collective
+    /// (R8).
+    pub eager_init: bool,
+    /// The group's internal stream is high priority (R9).
+    pub high_priority: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveKind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+}
+
+impl CollectiveKind {
+    /// The name NCCL's device kernels carry (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
+    pub fn kernel_word(self) -> &'static str {
+        match self {
+            CollectiveKind::AllReduce => "AllReduce_Sum",
+            CollectiveKind::AllGather => "AllGather",
+            CollectiveKind::ReduceScatter => "ReduceScatter_Sum",
+            CollectiveKind::Broadcast => "Broadcast",
+        }
+    }
+
+    /// The `OpType` PyTorch prints for a Work.
+    pub fn op_type(self) -> &'static str {
+        match self {
+            CollectiveKind::AllReduce => "ALLREDUCE",
+            CollectiveKind::AllGather => "_ALLGATHER_BASE",
+            CollectiveKind::ReduceScatter => "_REDUCE_SCATTER_BASE",
+            CollectiveKind::Broadcast => "BROADCAST",
+        }
+    }
+
+    pub fn key(self) -> &'static str {
+        match self {
+            CollectiveKind::AllReduce => "all_reduce",
+            CollectiveKind::AllGather => "all_gather",
+            CollectiveKind::ReduceScatter => "reduce_scatter",
+            CollectiveKind::Broadcast => "broadcast",
+        }
+    }
+}
+
+/// What one host-side call of the program does.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OpKind {
+    /// `dist.<collective>(t, async_op=…, group=…)` (R10, R11).
+    Collective {
+        collective: CollectiveKind,
+        tensor: TensorId,
+        group: GroupId,
+        async_op: bool,
+        work: Option<WorkId>,
+    },
+    /// `dist.barrier()`: a 1-element all_reduce, then the current stream is synchronised (R14).
+    Barrier { group: GroupId },
+    /// `work.wait()` (R12), blocking when `TORCH_NCCL_BLOCKING_WAIT` (R15).
+    Wait {
+        work: WorkId,
+        timeout_ns: Option<u64>,
+    },
+    /// `work.is_completed()` (R13): recorded, never blocks.
+    IsCompleted { work: WorkId },
+    /// `with torch.cuda.stream(s):` for the following ops of this iteration.
+    SetStream { stream: StreamId },
+    /// `event.record()` on the op's stream (R5).
+    RecordEvent { event: EventId },
+    /// `stream.wait_event(event)` (R5).
+    WaitEvent { event: EventId },
+    /// `event.synchronize()`: the host blocks until the event's point executed (R14).
+    EventSync { event: EventId },
+    /// `stream.synchronize()` (R14).
+    StreamSync { stream: StreamId },
+    /// `torch.cuda.synchronize()`: every stream, the internal ones included (R14).
+    DeviceSync,
+    /// `t.item()`: a read of `t` and a synchronisation of the current stream (R14).
+    Item { tensor: TensorId },
+    /// A GEMM `m×n×k` costed by FLOPs at the GPU's rate.
+    Gemm {
+        m: u64,
+        n: u64,
+        k: u64,
+        dtype: DType,
+    },
+    /// A generic kernel of a given duration and SM footprint.
+    Kernel { duration_ns: u64, sms: u32 },
+    /// `torch.cuda._sleep`: one block spinning for a duration.
+    GpuSleep { duration_ns: u64 },
+    /// Host work: data loading, checkpointing.
+    HostSleep { duration_ns: u64 },
+    /// A host timestamp plus a CUDA event on the op's stream.
+    Mark { mark: MarkId },
+}
+
+impl OpKind {
+    /// The scenario key that names this operation.
+    pub fn key(&self) -> &'static str {
+        match self {
+            OpKind::Collective { collective, .. } => collective.key(),
+            OpKind::Barrier { .. } => "barrier",
+            OpKind::Wait { .. } => "wait",
+            OpKind::IsCompleted { .. } => "is_completed",
+            OpKind::SetStream { .. } => "set_stream",
+            OpKind::RecordEvent { .. } => "record_event",
+            OpKind::WaitEvent { .. } => "wait_event",
+            OpKind::EventSync { .. } => "event_sync",
+            OpKind::StreamSync { .. } => "stream_sync",
+            OpKind::DeviceSync => "device_sync",
+            OpKind::Item { .. } => "item",
+            OpKind::Gemm { .. } => "gemm",
+            OpKind::Kernel { .. } => "kernel",
+            OpKind::GpuSleep { .. } => "gpu_sleep",
+            OpKind::HostSleep { .. } => "host_sleep",
+            OpKind::Mark { .. } => "mark",
+        }
+    }
+}
+
+/// One op of the program, with its resolved stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Op {
+    pub index: usize,
+    pub label: Option<String>,
+    /// 1-based line of the op's table in the scenario file.
+    pub line: u32,
+    pub kind: OpKind,
+    /// The stream current at this op (statically resolved: programs have no control flow; every
+    /// iteration starts on the default stream).
+    pub stream: StreamId,
+    /// Ranks that execute the op; `None` means every rank.
+    pub ranks: Option<Vec<u32>>,
+    pub reads: Vec<TensorId>,
+    pub writes: Vec<TensorId>,
+}
+
+impl Op {
+    pub fn runs_on(&self, rank: u32) -> bool {
+        self.ranks
+            .as_ref()
+            .is_none_or(|ranks| ranks.contains(&rank))
+    }
+
+    /// The label, or `key#index` when the op has none.
+    pub fn display_name(&self) -> String {
+        match &self.label {
+            Some(label) => label.clone(),
+            None => format!("{}#{}", self.kind.key(), self.index),
+        }
+    }
+}
+
+/// A per-rank delay before a labelled op (a straggler).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Perturbation {
+    pub ranks: Vec<u32>,
+    pub before_op: usize,
+    pub host_delay_ns: u64,
+    pub gpu_delay_ns: u64,
+    /// Iterations it applies to; `None` means all.
+    pub iterations: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    Gpu,
+    Host,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measure {
+    pub name: String,
+    pub from: MarkId,
+    pub to: MarkId,
+    pub clock: Clock,
+}
+
+/// The R3 overlap figure from three named measures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OverlapSpec {
+    pub compute: usize,
+    pub comm: usize,
+    pub both: usize,
+}
+
+/// A validated scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub about: String,
+    /// The file it came from, as given.
+    pub path: String,
+    /// FNV-1a hash of the file's bytes, hex.
+    pub source_hash: String,
+    pub torch: TorchProfile,
+    pub seed: u64,
+    pub repeat: u32,
+    pub warmup: u32,
+    /// Simulated time after which the simulator stops with a finding.
+    pub max_sim_time_ns: u64,
+    pub cluster: Cluster,
+    pub network: Network,
+    pub host: HostCosts,
+    pub env: Env,
+    pub tensors: Vec<Tensor>,
+    pub streams: Vec<StreamDecl>,
+    pub groups: Vec<Group>,
+    pub works: Vec<String>,
+    pub events: Vec<String>,
+    pub marks: Vec<String>,
+    pub ops: Vec<Op>,
+    pub perturbations: Vec<Perturbation>,
+    pub measures: Vec<Measure>,
+    pub overlap: Option<OverlapSpec>,
+}
+
+impl Scenario {
+    /// Whether ranks `a` and `b` share a node.
+    pub fn same_node(&self, a: u32, b: u32) -> bool {
+        a / self.cluster.ranks_per_node == b / self.cluster.ranks_per_node
+    }
+
+    /// Whether the op's internal-stream collectives of `group` run at high priority (R9).
+    pub fn group_stream_high_priority(&self, group: GroupId) -> bool {
+        self.env.high_priority || self.groups[group].high_priority
+    }
+}

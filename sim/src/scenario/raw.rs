@@ -1,0 +1,157 @@
+//! The TOML schema exactly as written in a scenario file, before names are resolved.
+//!
+//! Every table denies unknown keys (a misspelt `TORCH_NCCL_BLOCKING_WAIT` must not pass as the
+//! default), and every value that a later check may reject keeps its byte span so that the error
+//! can name the line and column.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScenario {
+    pub name: Option<String>,
+    pub about: Option<String>,
+    pub torch: Option<Spanned<String>>,
+    pub seed: Option<Spanned<i64>>,
+    pub repeat: Option<Spanned<i64>>,
+    pub warmup: Option<Spanned<i64>>,
+    pub max_sim_time_s: Option<Spanned<f64>>,
+    pub cluster: Option<RawCluster>,
+    pub network: Option<RawNetwork>,
+    pub host: Option<RawHost>,
+    pub env: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+    pub tensors: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+    pub streams: Option<BTreeMap<Spanned<String>, RawStream>>,
+    pub groups: Option<BTreeMap<Spanned<String>, Spanned<RawGroup>>>,
+    pub perturb: Option<Vec<Spanned<RawPerturb>>>,
+    pub op: Option<Vec<Spanned<RawOp>>>,
+    pub measure: Option<Vec<Spanned<RawMeasure>>>,
+    pub overlap: Option<Spanned<RawOverlap>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    pub ranks: Option<Spanned<i64>>,
+    pub ranks_per_node: Option<Spanned<i64>>,
+    pub gpu: Option<Spanned<String>>,
+    pub sms: Option<Spanned<i64>>,
+    pub bf16_tflops: Option<Spanned<f64>>,
+    pub fp32_tflops: Option<Spanned<f64>>,
+    pub gemm_efficiency: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetwork {
+    pub nvlink_gbps: Option<Spanned<f64>>,
+    pub nic_gbps: Option<Spanned<f64>>,
+    pub alpha_us: Option<Spanned<f64>>,
+    pub nic_alpha_us: Option<Spanned<f64>>,
+    pub kernel_floor_us: Option<Spanned<f64>>,
+    pub algorithm: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub launch_us: Option<Spanned<f64>>,
+    pub launch_latency_us: Option<Spanned<f64>>,
+    pub collective_us: Option<Spanned<f64>>,
+    pub wait_us: Option<Spanned<f64>>,
+    pub event_us: Option<Spanned<f64>>,
+    pub sync_us: Option<Spanned<f64>>,
+    pub item_us: Option<Spanned<f64>>,
+    pub mark_us: Option<Spanned<f64>>,
+    pub query_us: Option<Spanned<f64>>,
+    pub comm_init_us: Option<Spanned<f64>>,
+    pub blocking_wait_poll_us: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStream {
+    pub priority: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGroup {
+    pub ranks: Option<Spanned<Vec<i64>>>,
+    pub eager_init: Option<bool>,
+    pub high_priority: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPerturb {
+    pub ranks: Spanned<Vec<i64>>,
+    pub before: Spanned<String>,
+    pub host_delay_us: Option<Spanned<f64>>,
+    pub gpu_delay_us: Option<Spanned<f64>>,
+    pub iterations: Option<Spanned<Vec<i64>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKernel {
+    pub us: Spanned<f64>,
+    pub sms: Option<Spanned<i64>>,
+}
+
+/// One `[[op]]` table. Exactly one of the operation keys (`all_reduce`, `wait`, `gemm`, …) must
+/// be present; the others are modifiers checked against the operation.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOp {
+    pub label: Option<Spanned<String>>,
+    pub ranks: Option<Spanned<Vec<i64>>>,
+    pub stream: Option<Spanned<String>>,
+    pub reads: Option<Vec<Spanned<String>>>,
+    pub writes: Option<Vec<Spanned<String>>>,
+    // operation keys
+    pub all_reduce: Option<Spanned<String>>,
+    pub all_gather: Option<Spanned<String>>,
+    pub reduce_scatter: Option<Spanned<String>>,
+    pub broadcast: Option<Spanned<String>>,
+    pub barrier: Option<Spanned<bool>>,
+    pub wait: Option<Spanned<String>>,
+    pub is_completed: Option<Spanned<String>>,
+    pub set_stream: Option<Spanned<String>>,
+    pub record_event: Option<Spanned<String>>,
+    pub wait_event: Option<Spanned<String>>,
+    pub event_sync: Option<Spanned<String>>,
+    pub stream_sync: Option<Spanned<String>>,
+    pub device_sync: Option<Spanned<bool>>,
+    pub item: Option<Spanned<String>>,
+    pub gemm: Option<Spanned<Vec<i64>>>,
+    pub kernel: Option<Spanned<RawKernel>>,
+    pub gpu_sleep_us: Option<Spanned<f64>>,
+    pub host_sleep_us: Option<Spanned<f64>>,
+    pub mark: Option<Spanned<String>>,
+    // modifiers
+    pub async_op: Option<Spanned<bool>>,
+    pub work: Option<Spanned<String>>,
+    pub group: Option<Spanned<String>>,
+    pub dtype: Option<Spanned<String>>,
+    pub timeout_ms: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMeasure {
+    pub name: Spanned<String>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    pub clock: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOverlap {
+    pub compute: Spanned<String>,
+    pub comm: Spanned<String>,
+    pub both: Spanned<String>,
+}

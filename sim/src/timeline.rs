@@ -1,0 +1,340 @@
+//! The Timeline: what happened, per rank, per stream, per op — written by the simulator and by
+//! the hardware backend alike, read by `analysis` (metrics, traces, diffs, sweeps).
+//!
+//! Its JSON form is a documented wire format (`docs/timeline-format.md`, format id
+//! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
+//! share it (the hardware backend aligns them, R1–R3).
+
+use crate::scenario::{OpKind, Scenario};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Format id written into every Timeline; bumped on incompatible changes.
+pub const TIMELINE_FORMAT: &str = "c10dsim-timeline/1";
+
+/// Where a Timeline came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Simulated,
+    Measured,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub format: String,
+    pub source: Source,
+    pub scenario: ScenarioInfo,
+    /// Machine description: for a measured run the device, driver, CUDA and NCCL versions; for
+    /// a simulated one the model's version and GPU preset.
+    pub machine: BTreeMap<String, String>,
+    /// The program's ops, indexed by [`OpRef`]s in the records.
+    pub ops: Vec<OpInfo>,
+    pub ranks: Vec<RankTimeline>,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioInfo {
+    pub name: String,
+    pub path: String,
+    pub source_hash: String,
+    pub seed: u64,
+    pub torch: String,
+    pub repeat: u32,
+    pub warmup: u32,
+    pub ranks: u32,
+    /// Named measures (`[[measure]]`): name, from-mark, to-mark, clock.
+    pub measures: Vec<MeasureInfo>,
+    /// The overlap figure's three measures, by name.
+    pub overlap: Option<[String; 3]>,
+    pub marks: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureInfo {
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub clock: String,
+}
+
+/// One op of the program, as the records refer to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpInfo {
+    pub index: u32,
+    /// Label, or `key#index`.
+    pub name: String,
+    /// The scenario key (`all_reduce`, `wait`, `gemm`, …).
+    pub key: String,
+    /// Line of the op in the scenario file.
+    pub line: u32,
+    /// The kernel it launches, named as a profiler shows it, if any.
+    pub kernel_name: Option<String>,
+    /// Host-side API names a profiler shows for the call (`cudaStreamSynchronize`, …).
+    pub host_name: String,
+}
+
+/// Index into [`Timeline::ops`].
+pub type OpRef = u32;
+/// Index into [`RankTimeline::streams`].
+pub type StreamRef = u16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamKind {
+    /// The default (current at start) stream.
+    Default,
+    /// A stream the scenario declared.
+    User,
+    /// A process group's internal NCCL stream (R9).
+    Nccl,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamInfo {
+    pub name: String,
+    pub kind: StreamKind,
+    pub high_priority: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankTimeline {
+    pub rank: u32,
+    pub streams: Vec<StreamInfo>,
+    /// Every host call, in program order.
+    pub host: Vec<HostCall>,
+    /// Every kernel (compute, sleep, NCCL), in order of start.
+    pub kernels: Vec<KernelRecord>,
+    /// Every collective call (also `async_op=False` and barriers).
+    pub collectives: Vec<CollectiveRecord>,
+    pub marks: Vec<MarkRecord>,
+    /// Every `cudaStreamWaitEvent`: syncStream (R10a), `wait()` (R12), `wait_event` (R5).
+    pub stream_waits: Vec<StreamWaitRecord>,
+    /// `is_completed()` results (R13).
+    pub queries: Vec<QueryRecord>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostCall {
+    pub iteration: u32,
+    pub op: OpRef,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelClass {
+    Compute,
+    Communication,
+    Sleep,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelRecord {
+    pub iteration: u32,
+    pub op: OpRef,
+    pub stream: StreamRef,
+    pub class: KernelClass,
+    /// Host time of the launch.
+    pub enqueue_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveRecord {
+    pub iteration: u32,
+    pub op: OpRef,
+    pub group: String,
+    /// Sequence number within the group, counted from 1 as PyTorch's `SeqNum`.
+    pub seq: u64,
+    pub bytes: u64,
+    pub async_op: bool,
+    /// Stream current at the call.
+    pub call_stream: StreamRef,
+    /// Stream the kernel ran on (internal for async, R10; current for sync under 2.12, R11).
+    pub run_stream: StreamRef,
+    pub host_start_ns: u64,
+    pub host_end_ns: u64,
+    /// When the calling stream passed the call's point (the input-ready event fired, R10a).
+    pub input_ready_ns: u64,
+    pub kernel_start_ns: u64,
+    /// When the last rank's kernel arrived and data began to move (R16); for a measured run,
+    /// not observable and equal to `kernel_start_ns`.
+    pub data_start_ns: u64,
+    /// Kernel end = the Work's end event (R10d).
+    pub end_ns: u64,
+    /// The rank whose kernel arrived last (R16), where known.
+    pub last_rank: Option<u32>,
+    pub wait: Option<WaitRecord>,
+}
+
+/// A `wait()` on a collective's Work, or the implicit one of `async_op=False`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitRecord {
+    /// The wait op, or the collective itself for the implicit wait.
+    pub op: OpRef,
+    pub host_start_ns: u64,
+    pub host_end_ns: u64,
+    /// The stream current at `wait()` (R12).
+    pub stream: StreamRef,
+    /// When that stream passed the wait, i.e. the dependency resolved on the GPU.
+    pub released_ns: u64,
+    /// `is_completed()` right after `wait()` returned (R3).
+    pub completed_at_return: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkRecord {
+    pub iteration: u32,
+    pub mark: u32,
+    pub host_ns: u64,
+    /// When the stream passed the mark's event.
+    pub gpu_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamWaitRecord {
+    pub iteration: u32,
+    pub op: OpRef,
+    /// Stream whose event is waited on.
+    pub source_stream: StreamRef,
+    /// When that event fired.
+    pub source_ns: u64,
+    pub waiting_stream: StreamRef,
+    /// When the waiting stream passed the wait.
+    pub released_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryRecord {
+    pub iteration: u32,
+    pub op: OpRef,
+    pub host_ns: u64,
+    pub completed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Some rank can never proceed: a collective that a rank never joins, a wait that cannot be
+    /// satisfied.
+    Deadlock,
+    /// Simulated time reached the scenario's cap.
+    TimeCap,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub rank: Option<u32>,
+    pub iteration: Option<u32>,
+    pub op: Option<OpRef>,
+    pub stream: Option<String>,
+    pub message: String,
+}
+
+impl Timeline {
+    /// An empty Timeline for `scenario`, with the op table filled in.
+    pub fn for_scenario(scenario: &Scenario, source: Source) -> Timeline {
+        let ops = scenario
+            .ops
+            .iter()
+            .map(|op| OpInfo {
+                index: op.index as u32,
+                name: op.display_name(),
+                key: op.kind.key().to_string(),
+                line: op.line,
+                kernel_name: kernel_name(scenario, &op.kind),
+                host_name: host_name(&op.kind).to_string(),
+            })
+            .collect();
+        let mark_name = |id: usize| scenario.marks[id].clone();
+        let measure_name = |id: usize| scenario.measures[id].name.clone();
+        Timeline {
+            format: TIMELINE_FORMAT.to_string(),
+            source,
+            scenario: ScenarioInfo {
+                name: scenario.name.clone(),
+                path: scenario.path.clone(),
+                source_hash: scenario.source_hash.clone(),
+                seed: scenario.seed,
+                torch: scenario.torch.as_str().to_string(),
+                repeat: scenario.repeat,
+                warmup: scenario.warmup,
+                ranks: scenario.cluster.ranks,
+                measures: scenario
+                    .measures
+                    .iter()
+                    .map(|m| MeasureInfo {
+                        name: m.name.clone(),
+                        from: mark_name(m.from),
+                        to: mark_name(m.to),
+                        clock: match m.clock {
+                            crate::scenario::Clock::Gpu => "gpu".into(),
+                            crate::scenario::Clock::Host => "host".into(),
+                        },
+                    })
+                    .collect(),
+                overlap: scenario.overlap.as_ref().map(|o| {
+                    [
+                        measure_name(o.compute),
+                        measure_name(o.comm),
+                        measure_name(o.both),
+                    ]
+                }),
+                marks: scenario.marks.clone(),
+            },
+            machine: BTreeMap::new(),
+            ops,
+            ranks: Vec::new(),
+            findings: Vec::new(),
+        }
+    }
+}
+
+/// The kernel name a profiler shows for an op (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
+pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
+    Some(match kind {
+        OpKind::Collective {
+            collective, tensor, ..
+        } => format!(
+            "ncclDevKernel_{}_{}_RING_LL",
+            collective.kernel_word(),
+            scenario.tensors[*tensor].dtype.as_str()
+        ),
+        OpKind::Barrier { .. } => "ncclDevKernel_AllReduce_Sum_u8_RING_LL".to_string(),
+        OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
+        OpKind::Kernel { .. } => "spin_kernel".to_string(),
+        OpKind::GpuSleep { .. } => "cuda_sleep".to_string(),
+        _ => return None,
+    })
+}
+
+/// The host-side API a profiler's CPU row shows for an op.
+pub fn host_name(kind: &OpKind) -> &'static str {
+    match kind {
+        OpKind::Collective { collective, .. } => match collective {
+            crate::scenario::CollectiveKind::AllReduce => "c10d::allreduce_",
+            crate::scenario::CollectiveKind::AllGather => "c10d::_allgather_base_",
+            crate::scenario::CollectiveKind::ReduceScatter => "c10d::_reduce_scatter_base_",
+            crate::scenario::CollectiveKind::Broadcast => "c10d::broadcast_",
+        },
+        OpKind::Barrier { .. } => "c10d::barrier",
+        OpKind::Wait { .. } => "Work.wait",
+        OpKind::IsCompleted { .. } => "Work.is_completed",
+        OpKind::SetStream { .. } => "torch.cuda.set_stream",
+        OpKind::RecordEvent { .. } => "cudaEventRecord",
+        OpKind::WaitEvent { .. } => "cudaStreamWaitEvent",
+        OpKind::EventSync { .. } => "cudaEventSynchronize",
+        OpKind::StreamSync { .. } => "cudaStreamSynchronize",
+        OpKind::DeviceSync => "cudaDeviceSynchronize",
+        OpKind::Item { .. } => "aten::item (cudaMemcpy DtoH)",
+        OpKind::Gemm { .. } => "aten::mm",
+        OpKind::Kernel { .. } | OpKind::GpuSleep { .. } => "cudaLaunchKernel",
+        OpKind::HostSleep { .. } => "host work",
+        OpKind::Mark { .. } => "mark",
+    }
+}

@@ -1,0 +1,116 @@
+//! Parsing of sizes with units (`"25MiB"`, `1024`) and conversions of times to integer nanoseconds.
+
+/// Parses a size such as `"25MiB"`, `"1 KiB"`, `"64MB"` or `"4096"` into bytes.
+///
+/// Binary units (`KiB`, `MiB`, `GiB`, `TiB`) are powers of 1024, decimal ones (`KB`, `MB`, `GB`,
+/// `TB`) powers of 1000; `B` or no unit means bytes. Fractions are allowed when they give whole
+/// bytes (`"1.5KiB"` = 1536).
+pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split_at = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(trimmed.len());
+    let (number_text, unit_text) = trimmed.split_at(split_at);
+    let number_text = number_text.replace('_', "");
+    if number_text.is_empty() {
+        return Err(format!(
+            "expected a size such as \"25MiB\", \"1KiB\" or \"4096\", found {text:?}"
+        ));
+    }
+    let multiplier: u64 = match unit_text.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} in {text:?}; expected B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
+            ))
+        }
+    };
+    let value: f64 = number_text
+        .parse()
+        .map_err(|_| format!("expected a number before the unit in {text:?}"))?;
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("size {text:?} is out of range"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!("size {text:?} is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Formats a byte count the way the scenario files write it (`25MiB`, `1KiB`, `100B`).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (unit, scale) in UNITS {
+        if bytes >= scale && bytes % scale == 0 {
+            return format!("{}{unit}", bytes / scale);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// Converts microseconds given as a float (scenario files) to integer nanoseconds, rounding to
+/// the nearest nanosecond.
+pub fn us_to_ns(us: f64) -> u64 {
+    (us * 1_000.0).round().max(0.0) as u64
+}
+
+/// Converts integer nanoseconds to microseconds for reports.
+pub fn ns_to_us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        assert_eq!(parse_size_bytes("25MiB"), Ok(25 * 1024 * 1024));
+        assert_eq!(parse_size_bytes("1 KiB"), Ok(1024));
+        assert_eq!(parse_size_bytes("64MB"), Ok(64_000_000));
+        assert_eq!(parse_size_bytes("4096"), Ok(4096));
+        assert_eq!(parse_size_bytes("1.5KiB"), Ok(1536));
+        assert_eq!(parse_size_bytes("1_024B"), Ok(1024));
+    }
+
+    #[test]
+    fn bad_sizes_are_explained() {
+        assert!(parse_size_bytes("25 MiBs")
+            .unwrap_err()
+            .contains("unknown size unit"));
+        assert!(parse_size_bytes("MiB")
+            .unwrap_err()
+            .contains("expected a size"));
+        assert!(parse_size_bytes("1.3B")
+            .unwrap_err()
+            .contains("whole number"));
+    }
+
+    #[test]
+    fn sizes_format_back() {
+        assert_eq!(format_size(25 * 1024 * 1024), "25MiB");
+        assert_eq!(format_size(1000), "1000B");
+        assert_eq!(format_size(1 << 30), "1GiB");
+    }
+
+    #[test]
+    fn times_round_to_nanoseconds() {
+        assert_eq!(us_to_ns(4.15), 4150);
+        assert_eq!(us_to_ns(0.0004), 0);
+        assert_eq!(ns_to_us(3_584_432), 3584.432);
+    }
+}
