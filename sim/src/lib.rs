@@ -32,6 +32,8 @@
 //! assert!(!wait.completed_at_return);
 //! ```
 
+pub mod cost;
+pub mod engine;
 pub mod scenario;
 pub mod timeline;
 pub mod units;

@@ -49,6 +49,8 @@ pub struct ScenarioInfo {
     /// The overlap figure's three measures, by name.
     pub overlap: Option<[String; 3]>,
     pub marks: Vec<String>,
+    /// Process group names; index 0 is the world group.
+    pub groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,7 +106,7 @@ pub struct RankTimeline {
     pub streams: Vec<StreamInfo>,
     /// Every host call, in program order.
     pub host: Vec<HostCall>,
-    /// Every kernel (compute, sleep, NCCL), in order of start.
+    /// Every kernel (compute, sleep, NCCL), in order of launch.
     pub kernels: Vec<KernelRecord>,
     /// Every collective call (also `async_op=False` and barriers).
     pub collectives: Vec<CollectiveRecord>,
@@ -147,7 +149,8 @@ pub struct KernelRecord {
 pub struct CollectiveRecord {
     pub iteration: u32,
     pub op: OpRef,
-    pub group: String,
+    /// Index into [`ScenarioInfo::groups`].
+    pub group: u16,
     /// Sequence number within the group, counted from 1 as PyTorch's `SeqNum`.
     pub seq: u64,
     pub bytes: u64,
@@ -286,6 +289,7 @@ impl Timeline {
                     ]
                 }),
                 marks: scenario.marks.clone(),
+                groups: scenario.groups.iter().map(|g| g.name.clone()).collect(),
             },
             machine: BTreeMap::new(),
             ops,

@@ -301,7 +301,7 @@ impl Resolver<'_> {
         }
         let mut program = ProgramBuilder::default();
         for (index, raw_op) in raw_ops.iter().enumerate() {
-            let op = self.op(index, raw_op, &names, &cluster, &mut program)?;
+            let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
             program.ops.push(op);
         }
         let perturbations = self.perturbations(
@@ -704,6 +704,7 @@ impl Resolver<'_> {
         raw_op: &Spanned<RawOp>,
         names: &Names,
         cluster: &Cluster,
+        groups: &[Group],
         program: &mut ProgramBuilder,
     ) -> Result<Op> {
         let span = raw_op.span();
@@ -756,10 +757,28 @@ impl Resolver<'_> {
         };
 
         let mut allowed_modifiers: &[&str] = &[];
-        let ranks = match &raw.ranks {
+        let mut ranks = match &raw.ranks {
             None => None,
             Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?),
         };
+        // A collective of a subgroup runs only on its members: in PyTorch a non-member's call
+        // is a no-op.
+        if let Some(name) = &raw.group {
+            let group = self.lookup(&names.groups, name, "group", "[groups]")?;
+            if group != 0 {
+                let members = &groups[group].ranks;
+                ranks = Some(match ranks {
+                    None => members.clone(),
+                    Some(list) => list.into_iter().filter(|r| members.contains(r)).collect(),
+                });
+                if ranks.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(self.error(
+                        name.span(),
+                        format!("no rank listed in ranks = … is a member of group {:?}", name.get_ref()),
+                    ));
+                }
+            }
+        }
         let label = raw.label.as_ref().map(|l| l.get_ref().clone());
         if let Some(label_value) = &raw.label {
             if program.labels.contains_key(label_value.get_ref()) {

@@ -1,0 +1,1239 @@
+//! The discrete-event simulator: a [`Scenario`] in, a [`Timeline`] out.
+//!
+//! Each rank has a host thread that runs the program (R1) and a GPU with FIFO streams (R4).
+//! Host calls cost host time and push work onto streams; the host runs ahead of the GPU and
+//! stops only at the blocking points of R14/R15. Streams execute their queues in simulated time:
+//! event records fire when reached, event waits hold a stream until the event fired (R5),
+//! kernels occupy their stream for their duration, and a collective's kernel, once started,
+//! spins until every rank of the group has started it (R16), then moves data for its α-β time
+//! (R24).
+//!
+//! Events are processed in time order from a binary heap keyed by (time, sequence number), so
+//! equal times pop in the order they were scheduled and a run is deterministic. If the queue
+//! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
+//! the ranks, ops and streams that are stuck.
+
+use crate::cost::{collective_ns, gemm_ns};
+use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
+use crate::timeline::*;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+/// Sentinel for "has not happened".
+const NEVER: u64 = u64::MAX;
+
+/// Simulates `scenario` to completion (or to a deadlock or the time cap).
+pub fn simulate(scenario: &Scenario) -> Timeline {
+    let mut engine = Engine::new(scenario);
+    engine.run();
+    engine.finish()
+}
+
+/// Number of events processed by the last phase; exposed for the benchmark.
+pub fn simulate_counting(scenario: &Scenario) -> (Timeline, u64) {
+    let mut engine = Engine::new(scenario);
+    engine.run();
+    let events = engine.events_processed;
+    (engine.finish(), events)
+}
+
+type Instance = u32;
+
+#[derive(Debug, Clone, Copy)]
+enum GpuItem {
+    /// An event record: fires when the stream reaches it (R5).
+    Record { instance: Instance },
+    /// `cudaStreamWaitEvent`: the stream holds until the instance fired (R5).
+    WaitFor {
+        instance: Instance,
+        stream_wait: u32,
+    },
+    /// A kernel of known duration.
+    Kernel { duration_ns: u64, kernel: u32 },
+    /// An NCCL kernel: rendezvous with the group's other ranks (R16), then α-β time (R24).
+    Collective {
+        kernel: u32,
+        rendezvous: u32,
+        collective: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct QueuedItem {
+    item: GpuItem,
+    /// Earliest start: the host time of the call plus, for kernels, the launch latency.
+    ready_ns: u64,
+}
+
+#[derive(Default)]
+struct StreamState {
+    queue: VecDeque<QueuedItem>,
+    /// A kernel at the head is running.
+    busy: bool,
+    /// An `Advance` is already scheduled for this time.
+    wake_at_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Blocked {
+    /// Not blocked.
+    Running,
+    /// Waiting for `pending` instances to fire, then resuming after `cost_ns`; `from_ns` is the
+    /// host time at which the host started waiting.
+    Instances {
+        pending: u32,
+        latest_ns: u64,
+        from_ns: u64,
+        cost_ns: u64,
+    },
+    /// Blocking wait (R15): polls at `first_poll_ns + k·poll_ns`.
+    Polling { first_poll_ns: u64, poll_ns: u64 },
+    /// Lazy communicator init (R8): waiting for the group's other ranks.
+    CommInit,
+    /// The program ended.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Waiter {
+    Stream { stream: u16 },
+    Host,
+}
+
+struct RankState {
+    host_ns: u64,
+    iteration: u32,
+    pc: usize,
+    blocked: Blocked,
+    /// Op the host is blocked in, for deadlock findings.
+    blocked_op: usize,
+    streams: Vec<StreamState>,
+    /// Local stream index of each group's internal NCCL stream (R9).
+    group_stream: Vec<Option<u16>>,
+    /// Per group: collectives issued so far (the next SeqNum is this plus one).
+    group_seq: Vec<u64>,
+    group_initialised: Vec<bool>,
+    /// Fire time of every event instance this rank recorded.
+    fired_ns: Vec<u64>,
+    /// Stream on which each instance was recorded.
+    instance_stream: Vec<u16>,
+    waiters: HashMap<Instance, Vec<Waiter>>,
+    /// Latest instance of each named event.
+    event_instance: Vec<Instance>,
+    /// Per Work name: (collective record, end instance) of the latest creation.
+    work_state: Vec<Option<(u32, Instance)>>,
+    timeline: RankTimeline,
+    scratch: Scratch,
+}
+
+/// Instances whose fire times fill Timeline fields once the run ends.
+#[derive(Default)]
+struct Scratch {
+    collective_input_ready: Vec<Instance>,
+    collective_end: Vec<Instance>,
+    collective_kernel: Vec<u32>,
+    collective_wait_stream_wait: Vec<u32>,
+    mark_instance: Vec<Instance>,
+    stream_wait_instance: Vec<Instance>,
+    query_instance: Vec<Instance>,
+}
+
+struct Rendezvous {
+    group: GroupId,
+    collective: CollectiveKind,
+    size_bytes: u64,
+    arrived: u32,
+    last_arrival: (u64, u32),
+    /// (rank, stream) of every arrived kernel.
+    members: Vec<(u32, u16)>,
+    /// The op and sequence number, for findings.
+    op: usize,
+    seq: u64,
+    iteration: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Advance { rank: u32, stream: u16 },
+    KernelEnd { rank: u32, stream: u16 },
+    HostResume { rank: u32, at_ns: u64 },
+}
+
+struct Engine<'s> {
+    scenario: &'s Scenario,
+    now_ns: u64,
+    sequence: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    ranks: Vec<RankState>,
+    rendezvous: Vec<Option<Rendezvous>>,
+    /// (group, seq) → index into `rendezvous`.
+    rendezvous_index: HashMap<(GroupId, u64), u32>,
+    free_rendezvous: Vec<u32>,
+    /// Lazy communicator init: per group, ranks that arrived and their host times.
+    comm_init: Vec<Vec<(u32, u64)>>,
+    /// Per op: the perturbations applying to it.
+    perturbations_by_op: Vec<Vec<usize>>,
+    gemm_ns_by_op: Vec<u64>,
+    findings: Vec<Finding>,
+    events_processed: u64,
+}
+
+impl<'s> Engine<'s> {
+    fn new(scenario: &'s Scenario) -> Self {
+        let user_streams = scenario.streams.len();
+        let ranks = (0..scenario.cluster.ranks)
+            .map(|rank| {
+                let mut streams_info: Vec<StreamInfo> = scenario
+                    .streams
+                    .iter()
+                    .enumerate()
+                    .map(|(index, stream)| StreamInfo {
+                        name: stream.name.clone(),
+                        kind: if index == 0 {
+                            StreamKind::Default
+                        } else {
+                            StreamKind::User
+                        },
+                        high_priority: stream.priority == Priority::High,
+                    })
+                    .collect();
+                let mut group_stream = vec![None; scenario.groups.len()];
+                for (group_id, group) in scenario.groups.iter().enumerate() {
+                    if group.ranks.binary_search(&rank).is_ok() {
+                        group_stream[group_id] = Some(streams_info.len() as u16);
+                        streams_info.push(StreamInfo {
+                            name: format!("nccl:{}", group.name),
+                            kind: StreamKind::Nccl,
+                            high_priority: scenario.group_stream_high_priority(group_id),
+                        });
+                    }
+                }
+                let streams = (0..streams_info.len())
+                    .map(|_| StreamState::default())
+                    .collect();
+                RankState {
+                    host_ns: 0,
+                    iteration: 0,
+                    pc: 0,
+                    blocked: Blocked::Running,
+                    blocked_op: 0,
+                    streams,
+                    group_stream,
+                    group_seq: vec![0; scenario.groups.len()],
+                    group_initialised: scenario.groups.iter().map(|g| g.eager_init).collect(),
+                    fired_ns: Vec::new(),
+                    instance_stream: Vec::new(),
+                    waiters: HashMap::new(),
+                    event_instance: vec![0; scenario.events.len()],
+                    work_state: vec![None; scenario.works.len()],
+                    timeline: RankTimeline {
+                        rank,
+                        streams: streams_info,
+                        ..RankTimeline::default()
+                    },
+                    scratch: Scratch::default(),
+                }
+            })
+            .collect();
+        debug_assert!(user_streams >= 1);
+        let mut perturbations_by_op = vec![Vec::new(); scenario.ops.len()];
+        for (index, perturbation) in scenario.perturbations.iter().enumerate() {
+            perturbations_by_op[perturbation.before_op].push(index);
+        }
+        let gemm_ns_by_op = scenario
+            .ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::Gemm { m, n, k, dtype } => gemm_ns(&scenario.cluster.gpu, m, n, k, dtype),
+                _ => 0,
+            })
+            .collect();
+        Engine {
+            scenario,
+            now_ns: 0,
+            sequence: 0,
+            queue: BinaryHeap::new(),
+            ranks,
+            rendezvous: Vec::new(),
+            rendezvous_index: HashMap::new(),
+            free_rendezvous: Vec::new(),
+            comm_init: vec![Vec::new(); scenario.groups.len()],
+            perturbations_by_op,
+            gemm_ns_by_op,
+            findings: Vec::new(),
+            events_processed: 0,
+        }
+    }
+
+    fn schedule(&mut self, at_ns: u64, event: Event) {
+        debug_assert!(at_ns >= self.now_ns, "causality: an event scheduled in the past");
+        self.sequence += 1;
+        self.queue.push(Reverse((at_ns, self.sequence, event)));
+    }
+
+    fn run(&mut self) {
+        for rank in 0..self.ranks.len() as u32 {
+            self.run_host(rank);
+        }
+        while let Some(Reverse((at_ns, _, event))) = self.queue.pop() {
+            if at_ns > self.scenario.max_sim_time_ns {
+                self.findings.push(Finding {
+                    kind: FindingKind::TimeCap,
+                    rank: None,
+                    iteration: None,
+                    op: None,
+                    stream: None,
+                    message: format!(
+                        "simulated time reached the cap of {:.3} s (max_sim_time_s) with work still pending; the run was stopped there",
+                        self.scenario.max_sim_time_ns as f64 / 1e9
+                    ),
+                });
+                return;
+            }
+            debug_assert!(at_ns >= self.now_ns, "time only moves forward");
+            self.now_ns = at_ns;
+            self.events_processed += 1;
+            match event {
+                Event::Advance { rank, stream } => {
+                    let state = &mut self.ranks[rank as usize].streams[stream as usize];
+                    if state.wake_at_ns == Some(at_ns) {
+                        state.wake_at_ns = None;
+                    }
+                    self.advance(rank, stream);
+                }
+                Event::KernelEnd { rank, stream } => {
+                    let state = &mut self.ranks[rank as usize].streams[stream as usize];
+                    let finished = state.queue.pop_front().expect("a running kernel is queued");
+                    state.busy = false;
+                    let kernel = match finished.item {
+                        GpuItem::Kernel { kernel, .. } | GpuItem::Collective { kernel, .. } => {
+                            kernel
+                        }
+                        _ => unreachable!("only kernels end"),
+                    };
+                    self.ranks[rank as usize].timeline.kernels[kernel as usize].end_ns = at_ns;
+                    self.advance(rank, stream);
+                }
+                Event::HostResume { rank, at_ns } => {
+                    let state = &mut self.ranks[rank as usize];
+                    state.host_ns = state.host_ns.max(at_ns);
+                    let was = std::mem::replace(&mut state.blocked, Blocked::Running);
+                    // After a communicator init the call itself runs again (pc unchanged).
+                    if !matches!(was, Blocked::CommInit) {
+                        self.finish_blocking_call(rank);
+                    }
+                    self.run_host(rank);
+                }
+            }
+        }
+        self.report_deadlocks();
+    }
+
+    // ---------------------------------------------------------------- GPU side
+
+    fn new_instance(&mut self, rank: u32, stream: u16) -> Instance {
+        let state = &mut self.ranks[rank as usize];
+        state.fired_ns.push(NEVER);
+        state.instance_stream.push(stream);
+        (state.fired_ns.len() - 1) as Instance
+    }
+
+    fn push(&mut self, rank: u32, stream: u16, item: GpuItem, ready_ns: u64) {
+        self.ranks[rank as usize].streams[stream as usize]
+            .queue
+            .push_back(QueuedItem { item, ready_ns });
+        self.advance(rank, stream);
+    }
+
+    /// Runs the head of a stream as far as it can go at the current time (R4).
+    fn advance(&mut self, rank: u32, stream: u16) {
+        loop {
+            let now_ns = self.now_ns;
+            let state = &mut self.ranks[rank as usize].streams[stream as usize];
+            if state.busy {
+                return;
+            }
+            let Some(head) = state.queue.front().copied() else {
+                return;
+            };
+            if head.ready_ns > now_ns {
+                if state.wake_at_ns != Some(head.ready_ns) {
+                    state.wake_at_ns = Some(head.ready_ns);
+                    self.schedule(head.ready_ns, Event::Advance { rank, stream });
+                }
+                return;
+            }
+            match head.item {
+                GpuItem::Record { instance } => {
+                    state.queue.pop_front();
+                    self.fire(rank, instance);
+                }
+                GpuItem::WaitFor {
+                    instance,
+                    stream_wait,
+                } => {
+                    let rank_state = &mut self.ranks[rank as usize];
+                    if rank_state.fired_ns[instance as usize] == NEVER {
+                        rank_state
+                            .waiters
+                            .entry(instance)
+                            .or_default()
+                            .push(Waiter::Stream { stream });
+                        return;
+                    }
+                    rank_state.streams[stream as usize].queue.pop_front();
+                    rank_state.timeline.stream_waits[stream_wait as usize].released_ns = now_ns;
+                }
+                GpuItem::Kernel {
+                    duration_ns,
+                    kernel,
+                } => {
+                    state.busy = true;
+                    self.ranks[rank as usize].timeline.kernels[kernel as usize].start_ns = now_ns;
+                    self.schedule(now_ns + duration_ns, Event::KernelEnd { rank, stream });
+                    return;
+                }
+                GpuItem::Collective {
+                    kernel, rendezvous, ..
+                } => {
+                    state.busy = true;
+                    self.ranks[rank as usize].timeline.kernels[kernel as usize].start_ns = now_ns;
+                    self.arrive(rank, stream, rendezvous);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A collective kernel started on `rank` (R16): it spins until the last rank arrives.
+    fn arrive(&mut self, rank: u32, stream: u16, rendezvous: u32) {
+        let now_ns = self.now_ns;
+        let slot = self.rendezvous[rendezvous as usize]
+            .as_mut()
+            .expect("a live rendezvous");
+        slot.arrived += 1;
+        slot.members.push((rank, stream));
+        if now_ns >= slot.last_arrival.0 {
+            slot.last_arrival = (now_ns, rank);
+        }
+        let group = &self.scenario.groups[slot.group];
+        if slot.arrived < group.ranks.len() as u32 {
+            return;
+        }
+        let slot = self.rendezvous[rendezvous as usize]
+            .take()
+            .expect("a live rendezvous");
+        self.rendezvous_index.remove(&(slot.group, slot.seq));
+        self.free_rendezvous.push(rendezvous);
+        let duration_ns =
+            collective_ns(self.scenario, &group.ranks, slot.collective, slot.size_bytes);
+        let end_ns = now_ns + duration_ns;
+        for &(member, member_stream) in &slot.members {
+            let state = &mut self.ranks[member as usize];
+            let collective = match state.streams[member_stream as usize].queue.front() {
+                Some(QueuedItem {
+                    item: GpuItem::Collective { collective, .. },
+                    ..
+                }) => *collective,
+                _ => unreachable!("an arrived collective is at its stream's head"),
+            };
+            let record = &mut state.timeline.collectives[collective as usize];
+            record.data_start_ns = now_ns;
+            record.last_rank = Some(slot.last_arrival.1);
+            self.schedule(
+                end_ns,
+                Event::KernelEnd {
+                    rank: member,
+                    stream: member_stream,
+                },
+            );
+        }
+    }
+
+    /// An event instance fired: release the streams and hosts waiting on it.
+    fn fire(&mut self, rank: u32, instance: Instance) {
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        state.fired_ns[instance as usize] = now_ns;
+        let Some(waiters) = state.waiters.remove(&instance) else {
+            return;
+        };
+        for waiter in waiters {
+            match waiter {
+                Waiter::Stream { stream } => self.advance(rank, stream),
+                Waiter::Host => self.host_instance_fired(rank),
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- host side
+
+    fn host_instance_fired(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        match &mut state.blocked {
+            Blocked::Instances {
+                pending,
+                latest_ns,
+                from_ns,
+                cost_ns,
+            } => {
+                *pending -= 1;
+                *latest_ns = (*latest_ns).max(now_ns);
+                if *pending == 0 {
+                    let resume_ns = (*from_ns).max(*latest_ns) + *cost_ns;
+                    self.schedule(resume_ns, Event::HostResume { rank, at_ns: resume_ns });
+                }
+            }
+            Blocked::Polling {
+                first_poll_ns,
+                poll_ns,
+            } => {
+                // R15: the host sees completion at the first poll at or after the fire time.
+                let resume_ns = if now_ns <= *first_poll_ns {
+                    *first_poll_ns
+                } else {
+                    let polls = (now_ns - *first_poll_ns).div_ceil(*poll_ns);
+                    *first_poll_ns + polls * *poll_ns
+                };
+                self.schedule(resume_ns, Event::HostResume { rank, at_ns: resume_ns });
+            }
+            _ => unreachable!("a host waiter is blocked"),
+        }
+    }
+
+    /// Blocks the host until every instance fired, then resumes `cost_ns` later (R14).
+    /// Returns true when the host can go on at once.
+    fn block_on(&mut self, rank: u32, instances: &[Instance], cost_ns: u64) -> bool {
+        let state = &mut self.ranks[rank as usize];
+        let mut pending = 0;
+        let mut latest_ns = 0;
+        for &instance in instances {
+            let fired = state.fired_ns[instance as usize];
+            if fired == NEVER {
+                pending += 1;
+                state.waiters.entry(instance).or_default().push(Waiter::Host);
+            } else {
+                latest_ns = latest_ns.max(fired);
+            }
+        }
+        if pending == 0 {
+            state.host_ns = state.host_ns.max(latest_ns) + cost_ns;
+            return true;
+        }
+        state.blocked = Blocked::Instances {
+            pending,
+            latest_ns,
+            from_ns: state.host_ns,
+            cost_ns,
+        };
+        false
+    }
+
+    /// Completes the record of the call the host was blocked in.
+    fn finish_blocking_call(&mut self, rank: u32) {
+        let state = &mut self.ranks[rank as usize];
+        let host_ns = state.host_ns;
+        if let Some(call) = state.timeline.host.last_mut() {
+            call.end_ns = host_ns;
+        }
+        let op = &self.scenario.ops[state.blocked_op];
+        match op.kind {
+            OpKind::Wait { work, .. } => {
+                let (collective, _) = state.work_state[work].expect("waited Work exists");
+                if let Some(wait) = &mut state.timeline.collectives[collective as usize].wait {
+                    wait.host_end_ns = host_ns;
+                }
+            }
+            OpKind::Collective { .. } | OpKind::Barrier { .. } => {
+                if let Some(record) = state.timeline.collectives.last_mut() {
+                    if record.op as usize == op.index {
+                        match &mut record.wait {
+                            Some(wait) if wait.op as usize == op.index => {
+                                wait.host_end_ns = host_ns;
+                                record.host_end_ns = host_ns;
+                            }
+                            _ => record.host_end_ns = host_ns,
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        state.pc += 1;
+    }
+
+    /// Runs the rank's program until it blocks or ends (R1: the host runs ahead of the GPU).
+    fn run_host(&mut self, rank: u32) {
+        let ops = &self.scenario.ops;
+        loop {
+            let state = &mut self.ranks[rank as usize];
+            if !matches!(state.blocked, Blocked::Running) {
+                return;
+            }
+            if state.pc == ops.len() {
+                state.pc = 0;
+                state.iteration += 1;
+                if state.iteration == self.scenario.repeat {
+                    state.blocked = Blocked::Done;
+                    return;
+                }
+            }
+            let op = &ops[state.pc];
+            if !op.runs_on(rank) {
+                state.pc += 1;
+                continue;
+            }
+            let iteration = state.iteration;
+            for slot in 0..self.perturbations_by_op[op.index].len() {
+                let index = self.perturbations_by_op[op.index][slot];
+                let perturbation = &self.scenario.perturbations[index];
+                let applies = perturbation.ranks.binary_search(&rank).is_ok()
+                    && perturbation
+                        .iterations
+                        .as_ref()
+                        .is_none_or(|list| list.contains(&iteration));
+                if !applies {
+                    continue;
+                }
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += perturbation.host_delay_ns;
+                if perturbation.gpu_delay_ns > 0 {
+                    let host_ns = state.host_ns;
+                    self.launch_kernel(
+                        rank,
+                        op.stream as u16,
+                        op.index,
+                        KernelClass::Sleep,
+                        perturbation.gpu_delay_ns,
+                        host_ns,
+                    );
+                }
+            }
+            if self.execute(rank, op.index) {
+                self.ranks[rank as usize].pc += 1;
+            } else {
+                self.ranks[rank as usize].blocked_op = op.index;
+                return;
+            }
+        }
+    }
+
+    fn launch_kernel(
+        &mut self,
+        rank: u32,
+        stream: u16,
+        op: usize,
+        class: KernelClass,
+        duration_ns: u64,
+        host_ns: u64,
+    ) {
+        let state = &mut self.ranks[rank as usize];
+        let kernel = state.timeline.kernels.len() as u32;
+        state.timeline.kernels.push(KernelRecord {
+            iteration: state.iteration,
+            op: op as OpRef,
+            stream,
+            class,
+            enqueue_ns: host_ns,
+            start_ns: NEVER,
+            end_ns: NEVER,
+        });
+        let ready_ns = host_ns + self.scenario.host.launch_latency_ns;
+        self.push(
+            rank,
+            stream,
+            GpuItem::Kernel {
+                duration_ns,
+                kernel,
+            },
+            ready_ns,
+        );
+    }
+
+    /// Adds a `cudaStreamWaitEvent` of `waiting` on `instance`.
+    fn push_stream_wait(&mut self, rank: u32, op: usize, waiting: u16, instance: Instance) {
+        let state = &mut self.ranks[rank as usize];
+        let stream_wait = state.timeline.stream_waits.len() as u32;
+        state.timeline.stream_waits.push(StreamWaitRecord {
+            iteration: state.iteration,
+            op: op as OpRef,
+            source_stream: state.instance_stream[instance as usize],
+            source_ns: NEVER,
+            waiting_stream: waiting,
+            released_ns: NEVER,
+        });
+        state.scratch.stream_wait_instance.push(instance);
+        let host_ns = state.host_ns;
+        self.push(
+            rank,
+            waiting,
+            GpuItem::WaitFor {
+                instance,
+                stream_wait,
+            },
+            host_ns,
+        );
+    }
+
+    fn record(&mut self, rank: u32, stream: u16) -> Instance {
+        let instance = self.new_instance(rank, stream);
+        let host_ns = self.ranks[rank as usize].host_ns;
+        self.push(rank, stream, GpuItem::Record { instance }, host_ns);
+        instance
+    }
+
+    fn push_host_call(&mut self, rank: u32, op: usize, start_ns: u64) {
+        let state = &mut self.ranks[rank as usize];
+        state.timeline.host.push(HostCall {
+            iteration: state.iteration,
+            op: op as OpRef,
+            start_ns,
+            end_ns: state.host_ns,
+        });
+    }
+
+    /// Executes one op on the host. Returns false when the host blocked (the call's record is
+    /// completed when it resumes).
+    fn execute(&mut self, rank: u32, op_index: usize) -> bool {
+        let scenario = self.scenario;
+        let op = &scenario.ops[op_index];
+        let costs = &scenario.host;
+        let stream = op.stream as u16;
+        let start_ns = self.ranks[rank as usize].host_ns;
+        let mut proceed = true;
+        match op.kind {
+            OpKind::Collective {
+                collective,
+                tensor,
+                group,
+                async_op,
+                work,
+            } => {
+                let size_bytes = scenario.tensors[tensor].size_bytes;
+                proceed = self.collective(
+                    rank,
+                    op_index,
+                    collective,
+                    size_bytes,
+                    group,
+                    async_op,
+                    work,
+                    false,
+                );
+                return proceed;
+            }
+            OpKind::Barrier { group } => {
+                return self.collective(
+                    rank,
+                    op_index,
+                    CollectiveKind::AllReduce,
+                    1,
+                    group,
+                    true,
+                    None,
+                    true,
+                );
+            }
+            OpKind::Wait { work, .. } => {
+                self.ranks[rank as usize].host_ns += costs.wait_ns;
+                let (collective, end) = self.ranks[rank as usize].work_state[work]
+                    .expect("validation guarantees the Work exists");
+                proceed = self.wait(rank, op_index, collective, end, stream, start_ns);
+            }
+            OpKind::IsCompleted { work } => {
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += costs.query_ns;
+                let (_, end) = state.work_state[work].expect("validation guarantees the Work");
+                state.timeline.queries.push(QueryRecord {
+                    iteration: state.iteration,
+                    op: op_index as OpRef,
+                    host_ns: state.host_ns,
+                    completed: false,
+                });
+                state.scratch.query_instance.push(end);
+            }
+            OpKind::SetStream { .. } => {
+                self.ranks[rank as usize].host_ns += costs.event_ns;
+            }
+            OpKind::RecordEvent { event } => {
+                self.ranks[rank as usize].host_ns += costs.event_ns;
+                let instance = self.record(rank, stream);
+                self.ranks[rank as usize].event_instance[event] = instance;
+            }
+            OpKind::WaitEvent { event } => {
+                self.ranks[rank as usize].host_ns += costs.event_ns;
+                let instance = self.ranks[rank as usize].event_instance[event];
+                self.push_stream_wait(rank, op_index, stream, instance);
+            }
+            OpKind::EventSync { event } => {
+                let instance = self.ranks[rank as usize].event_instance[event];
+                proceed = self.block_on(rank, &[instance], costs.sync_ns);
+            }
+            OpKind::StreamSync { stream: target } => {
+                let instance = self.record(rank, target as u16);
+                proceed = self.block_on(rank, &[instance], costs.sync_ns);
+            }
+            OpKind::DeviceSync => {
+                let streams = self.ranks[rank as usize].streams.len() as u16;
+                let instances: Vec<Instance> = (0..streams).map(|s| self.record(rank, s)).collect();
+                proceed = self.block_on(rank, &instances, costs.sync_ns);
+            }
+            OpKind::Item { .. } => {
+                self.ranks[rank as usize].host_ns += costs.launch_ns;
+                let instance = self.record(rank, stream);
+                proceed = self.block_on(rank, &[instance], costs.item_ns);
+            }
+            OpKind::Gemm { .. } => {
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += costs.launch_ns;
+                let host_ns = state.host_ns;
+                let duration_ns = self.gemm_ns_by_op[op_index];
+                self.launch_kernel(
+                    rank,
+                    stream,
+                    op_index,
+                    KernelClass::Compute,
+                    duration_ns,
+                    host_ns,
+                );
+            }
+            OpKind::Kernel { duration_ns, .. } => {
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += costs.launch_ns;
+                let host_ns = state.host_ns;
+                self.launch_kernel(
+                    rank,
+                    stream,
+                    op_index,
+                    KernelClass::Compute,
+                    duration_ns,
+                    host_ns,
+                );
+            }
+            OpKind::GpuSleep { duration_ns } => {
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += costs.launch_ns;
+                let host_ns = state.host_ns;
+                self.launch_kernel(
+                    rank,
+                    stream,
+                    op_index,
+                    KernelClass::Sleep,
+                    duration_ns,
+                    host_ns,
+                );
+            }
+            OpKind::HostSleep { duration_ns } => {
+                self.ranks[rank as usize].host_ns += duration_ns;
+            }
+            OpKind::Mark { mark } => {
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += costs.mark_ns;
+                let instance = self.record(rank, stream);
+                let state = &mut self.ranks[rank as usize];
+                state.timeline.marks.push(MarkRecord {
+                    iteration: state.iteration,
+                    mark: mark as u32,
+                    host_ns: start_ns,
+                    gpu_ns: NEVER,
+                });
+                state.scratch.mark_instance.push(instance);
+            }
+        }
+        self.push_host_call(rank, op_index, start_ns);
+        proceed
+    }
+
+    /// `work.wait()` (R12): the stream current at the call waits on the end event; with
+    /// `TORCH_NCCL_BLOCKING_WAIT` the host then polls (R15).
+    fn wait(
+        &mut self,
+        rank: u32,
+        op_index: usize,
+        collective: u32,
+        end: Instance,
+        stream: u16,
+        start_ns: u64,
+    ) -> bool {
+        let stream_wait = self.ranks[rank as usize].timeline.stream_waits.len() as u32;
+        self.push_stream_wait(rank, op_index, stream, end);
+        let state = &mut self.ranks[rank as usize];
+        let host_ns = state.host_ns;
+        state.timeline.collectives[collective as usize].wait = Some(WaitRecord {
+            op: op_index as OpRef,
+            host_start_ns: start_ns,
+            host_end_ns: host_ns,
+            stream,
+            released_ns: NEVER,
+            completed_at_return: false,
+        });
+        state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
+        if !self.scenario.env.blocking_wait {
+            return true;
+        }
+        let poll_ns = self.scenario.host.blocking_wait_poll_ns;
+        let fired = state.fired_ns[end as usize];
+        if fired != NEVER {
+            // Completed before the first poll: the first check succeeds.
+            return true;
+        }
+        state.waiters.entry(end).or_default().push(Waiter::Host);
+        state.blocked = Blocked::Polling {
+            first_poll_ns: host_ns,
+            poll_ns,
+        };
+        false
+    }
+
+    /// A collective call (R10, R11), or a barrier (R14).
+    #[allow(clippy::too_many_arguments)]
+    fn collective(
+        &mut self,
+        rank: u32,
+        op_index: usize,
+        collective: CollectiveKind,
+        size_bytes: u64,
+        group: GroupId,
+        async_op: bool,
+        work: Option<WorkId>,
+        barrier: bool,
+    ) -> bool {
+        let scenario = self.scenario;
+        let costs = &scenario.host;
+        let op = &scenario.ops[op_index];
+        let call_stream = op.stream as u16;
+        let state = &mut self.ranks[rank as usize];
+        // A resumed call (after lazy init) must not repeat its bookkeeping.
+        let resuming_init = state.timeline.host.last().is_some_and(|call| {
+                call.op as usize == op_index
+                    && call.iteration == state.iteration
+                    && call.end_ns == NEVER
+            });
+        let start_ns = if resuming_init {
+            state.timeline.host.last().expect("checked").start_ns
+        } else {
+            state.host_ns
+        };
+        if !state.group_initialised[group] {
+            // R8: the first collective of a group bootstraps the communicator, a rendezvous of
+            // every member through the store, inside this call.
+            state.group_initialised[group] = true;
+            state.timeline.host.push(HostCall {
+                iteration: state.iteration,
+                op: op_index as OpRef,
+                start_ns,
+                end_ns: NEVER,
+            });
+            let arrived = &mut self.comm_init[group];
+            arrived.push((rank, state.host_ns));
+            if arrived.len() < scenario.groups[group].ranks.len() {
+                state.blocked = Blocked::CommInit;
+                self.ranks[rank as usize].blocked_op = op_index;
+                return false;
+            }
+            let resume_ns = arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + costs.comm_init_ns;
+            let members: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+            for member in members {
+                self.ranks[member as usize].blocked = Blocked::CommInit;
+                self.ranks[member as usize].blocked_op = op_index;
+                self.schedule(
+                    resume_ns.max(self.now_ns),
+                    Event::HostResume {
+                        rank: member,
+                        at_ns: resume_ns,
+                    },
+                );
+            }
+            return false;
+        }
+        let state = &mut self.ranks[rank as usize];
+        if resuming_init {
+            state.timeline.host.pop();
+        }
+        state.host_ns += costs.collective_ns;
+        state.group_seq[group] += 1;
+        let seq = state.group_seq[group];
+        let iteration = state.iteration;
+        let internal_stream = state.group_stream[group].expect("members have the group's stream");
+        let on_internal_stream =
+            barrier || async_op || !scenario.torch.sync_collective_on_current_stream();
+        let run_stream = if on_internal_stream {
+            internal_stream
+        } else {
+            call_stream
+        };
+
+        // R10a: input-ready event on the current stream; the NCCL stream waits on it.
+        let input_ready = self.record(rank, call_stream);
+        if on_internal_stream {
+            self.push_stream_wait(rank, op_index, run_stream, input_ready);
+        }
+        // R10c: the kernel, joined to the group's rendezvous (R16).
+        let rendezvous = self.rendezvous_slot(group, seq, collective, size_bytes, op_index, iteration);
+        let state = &mut self.ranks[rank as usize];
+        let host_ns = state.host_ns;
+        let kernel = state.timeline.kernels.len() as u32;
+        state.timeline.kernels.push(KernelRecord {
+            iteration,
+            op: op_index as OpRef,
+            stream: run_stream,
+            class: KernelClass::Communication,
+            enqueue_ns: host_ns,
+            start_ns: NEVER,
+            end_ns: NEVER,
+        });
+        let ready_ns = host_ns + costs.launch_latency_ns;
+        let collective_index = state.timeline.collectives.len() as u32;
+        self.push(
+            rank,
+            run_stream,
+            GpuItem::Collective {
+                kernel,
+                rendezvous,
+                collective: collective_index,
+            },
+            ready_ns,
+        );
+        // R10d: the Work's end event on the stream the kernel ran on.
+        let end = self.record(rank, run_stream);
+        let state = &mut self.ranks[rank as usize];
+        state.timeline.collectives.push(CollectiveRecord {
+            iteration,
+            op: op_index as OpRef,
+            group: group as u16,
+            seq,
+            bytes: size_bytes,
+            async_op,
+            call_stream,
+            run_stream,
+            host_start_ns: start_ns,
+            host_end_ns: host_ns,
+            input_ready_ns: NEVER,
+            kernel_start_ns: NEVER,
+            data_start_ns: NEVER,
+            end_ns: NEVER,
+            last_rank: None,
+            wait: None,
+        });
+        state.scratch.collective_input_ready.push(input_ready);
+        state.scratch.collective_end.push(end);
+        state.scratch.collective_kernel.push(kernel);
+        state.scratch.collective_wait_stream_wait.push(u32::MAX);
+        if let Some(work) = work {
+            state.work_state[work] = Some((collective_index, end));
+        }
+        self.push_host_call(rank, op_index, start_ns);
+
+        if barrier {
+            // R14: barrier = the all_reduce, wait() on the current stream, then
+            // currentStream.synchronize().
+            self.ranks[rank as usize].host_ns += costs.wait_ns;
+            let wait_start = self.ranks[rank as usize].host_ns;
+            self.wait(rank, op_index, collective_index, end, call_stream, wait_start);
+            let instance = self.record(rank, call_stream);
+            return self.block_on(rank, &[instance], costs.sync_ns);
+        }
+        if !async_op && on_internal_stream {
+            // R11 (≤ 2.5): the wrapper calls wait() itself.
+            self.ranks[rank as usize].host_ns += costs.wait_ns;
+            let wait_start = self.ranks[rank as usize].host_ns - costs.wait_ns;
+            let proceed =
+                self.wait(rank, op_index, collective_index, end, call_stream, wait_start);
+            let state = &mut self.ranks[rank as usize];
+            let host_ns = state.host_ns;
+            if let Some(call) = state.timeline.host.last_mut() {
+                call.end_ns = if proceed { host_ns } else { NEVER };
+            }
+            state.timeline.collectives[collective_index as usize].host_end_ns = host_ns;
+            return proceed;
+        }
+        true
+    }
+
+    fn rendezvous_slot(
+        &mut self,
+        group: GroupId,
+        seq: u64,
+        collective: CollectiveKind,
+        size_bytes: u64,
+        op: usize,
+        iteration: u32,
+    ) -> u32 {
+        if let Some(&slot) = self.rendezvous_index.get(&(group, seq)) {
+            return slot;
+        }
+        let rendezvous = Rendezvous {
+            group,
+            collective,
+            size_bytes,
+            arrived: 0,
+            last_arrival: (0, 0),
+            members: Vec::new(),
+            op,
+            seq,
+            iteration,
+        };
+        let slot = match self.free_rendezvous.pop() {
+            Some(slot) => {
+                self.rendezvous[slot as usize] = Some(rendezvous);
+                slot
+            }
+            None => {
+                self.rendezvous.push(Some(rendezvous));
+                (self.rendezvous.len() - 1) as u32
+            }
+        };
+        self.rendezvous_index.insert((group, seq), slot);
+        slot
+    }
+
+    // ---------------------------------------------------------------- the end
+
+    fn report_deadlocks(&mut self) {
+        const MAX_FINDINGS: usize = 32;
+        let scenario = self.scenario;
+        let mut stuck_collectives: Vec<&Rendezvous> =
+            self.rendezvous.iter().flatten().collect();
+        stuck_collectives.sort_by_key(|r| (r.group, r.seq));
+        for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
+            let group = &scenario.groups[rendezvous.group];
+            let arrived: Vec<u32> = {
+                let mut list: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
+                list.sort_unstable();
+                list
+            };
+            let missing: Vec<u32> = group
+                .ranks
+                .iter()
+                .copied()
+                .filter(|r| arrived.binary_search(r).is_err())
+                .collect();
+            let op = &scenario.ops[rendezvous.op];
+            let (first_rank, first_stream) = rendezvous.members.first().copied().unwrap_or((0, 0));
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: Some(first_rank),
+                iteration: Some(rendezvous.iteration),
+                op: Some(rendezvous.op as OpRef),
+                stream: Some(
+                    self.ranks[first_rank as usize].timeline.streams[first_stream as usize]
+                        .name
+                        .clone(),
+                ),
+                message: format!(
+                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), ranks {} never launched it",
+                    op.display_name(),
+                    rendezvous.seq,
+                    match op.kind {
+                        OpKind::Barrier { .. } => "BARRIER",
+                        _ => rendezvous.collective.op_type(),
+                    },
+                    group.name,
+                    op.line,
+                    rank_list(&arrived),
+                    rank_list(&missing),
+                ),
+            });
+        }
+        let mut blocked_hosts = 0;
+        for state in &self.ranks {
+            if matches!(state.blocked, Blocked::Done) {
+                continue;
+            }
+            blocked_hosts += 1;
+            if self.findings.len() >= MAX_FINDINGS {
+                continue;
+            }
+            let op = &scenario.ops[state.blocked_op];
+            let why = match state.blocked {
+                Blocked::CommInit => "waits for the group's other ranks to create the communicator (R8)",
+                Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
+                _ => "waits for GPU work that never finishes (R14)",
+            };
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: Some(state.timeline.rank),
+                iteration: Some(state.iteration),
+                op: Some(state.blocked_op as OpRef),
+                stream: Some(state.timeline.streams[op.stream].name.clone()),
+                message: format!(
+                    "host of rank {} is blocked in {} (line {}, iteration {}): it {why}",
+                    state.timeline.rank,
+                    op.display_name(),
+                    op.line,
+                    state.iteration
+                ),
+            });
+        }
+        if blocked_hosts > 0 && self.findings.len() >= MAX_FINDINGS {
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: None,
+                iteration: None,
+                op: None,
+                stream: None,
+                message: format!("{blocked_hosts} hosts in all are blocked; only the first findings are listed"),
+            });
+        }
+    }
+
+    fn finish(self) -> Timeline {
+        let scenario = self.scenario;
+        let mut timeline = Timeline::for_scenario(scenario, Source::Simulated);
+        timeline
+            .machine
+            .insert("model".into(), format!("c10dsim-sim {}", env!("CARGO_PKG_VERSION")));
+        timeline
+            .machine
+            .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
+        timeline.findings = self.findings;
+        for mut state in self.ranks {
+            let fired = &state.fired_ns;
+            let t = &mut state.timeline;
+            let scratch = &state.scratch;
+            for (wait, &instance) in t.stream_waits.iter_mut().zip(&scratch.stream_wait_instance) {
+                wait.source_ns = fired[instance as usize];
+            }
+            for (index, record) in t.collectives.iter_mut().enumerate() {
+                record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
+                record.end_ns = fired[scratch.collective_end[index] as usize];
+                record.kernel_start_ns = t.kernels[scratch.collective_kernel[index] as usize].start_ns;
+                let end_ns = record.end_ns;
+                if let Some(wait) = &mut record.wait {
+                    let stream_wait = scratch.collective_wait_stream_wait[index];
+                    wait.released_ns = t.stream_waits[stream_wait as usize].released_ns;
+                    wait.completed_at_return = end_ns <= wait.host_end_ns;
+                }
+            }
+            for (mark, &instance) in t.marks.iter_mut().zip(&scratch.mark_instance) {
+                mark.gpu_ns = fired[instance as usize];
+            }
+            for (query, &instance) in t.queries.iter_mut().zip(&scratch.query_instance) {
+                query.completed = fired[instance as usize] <= query.host_ns;
+            }
+            // Records of what never happened (a deadlock) are dropped; findings describe them.
+            t.kernels.retain(|k| k.end_ns != NEVER);
+            t.collectives.retain(|c| {
+                c.end_ns != NEVER && c.wait.is_none_or(|w| w.released_ns != NEVER)
+            });
+            t.marks.retain(|m| m.gpu_ns != NEVER);
+            t.stream_waits.retain(|w| w.released_ns != NEVER);
+            t.host.retain(|h| h.end_ns != NEVER);
+            timeline.ranks.push(state.timeline);
+        }
+        timeline
+    }
+}
+
+fn rank_list(ranks: &[u32]) -> String {
+    if ranks.is_empty() {
+        return "none".into();
+    }
+    const SHOWN: usize = 16;
+    let mut text: Vec<String> = ranks.iter().take(SHOWN).map(u32::to_string).collect();
+    if ranks.len() > SHOWN {
+        text.push(format!("… ({} in all)", ranks.len()));
+    }
+    format!("[{}]", text.join(", "))
+}
