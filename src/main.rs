@@ -1,1 +1,233 @@
-fn main() {}
+//! `c10dsim`: the command line. Thin glue: parse arguments, read files, call the `sim`, `hw` and
+//! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
+//! time cap), 2 bad input or environment.
+
+mod bench;
+
+use analysis::{metrics, text, trace};
+use clap::{Parser, Subcommand};
+use sim::scenario::{self, Scenario};
+use sim::timeline::Timeline;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "c10dsim",
+    version,
+    about = "When is my collective really done? Simulate torch.distributed + NCCL stream semantics, then check on GPUs.",
+    long_about = "c10dsim runs TOML scenarios — what every rank's PyTorch program does with collectives, \
+Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
+and reports host call times, stream intervals, completion and overlap (semantics.md R1–R30).\n\n\
+Exit codes: 0 ok; 1 the run found a problem (a deadlock, the simulated-time cap); 2 bad input or environment."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate a scenario and print its parameters, R3 metrics and measures.
+    Run {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Print one JSON object (parameters and report) instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Write a Chrome trace (opens in Perfetto / chrome://tracing).
+        #[arg(long, value_name = "OUT.json")]
+        trace: Option<PathBuf>,
+        /// Write the full Timeline (docs/timeline-format.md).
+        #[arg(long, value_name = "OUT.json")]
+        timeline: Option<PathBuf>,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Override a scenario value before running: `--set env.TORCH_NCCL_BLOCKING_WAIT=1`,
+        /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+        overrides: Vec<scenario::Override>,
+    },
+    /// Validate scenario files without running them.
+    Check {
+        /// Scenario files (TOML).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Measure the simulator's speed on a generated scenario (docs/perf.md).
+    Bench {
+        /// Ranks of the generated scenario.
+        #[arg(long, default_value_t = 1024)]
+        ranks: u32,
+        /// Iterations, each an async all_reduce, a GEMM and a wait.
+        #[arg(long, default_value_t = 1000)]
+        iterations: u32,
+        /// Print the generated scenario and exit.
+        #[arg(long)]
+        print_scenario: bool,
+    },
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn input(message: impl Into<String>) -> Failure {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run {
+            file,
+            json,
+            trace,
+            timeline,
+            seed,
+            overrides,
+        } => run(
+            &file,
+            &overrides,
+            json,
+            trace.as_deref(),
+            timeline.as_deref(),
+            seed,
+        ),
+        Command::Check { files } => check(&files),
+        Command::Bench {
+            ranks,
+            iterations,
+            print_scenario,
+        } => bench::bench(ranks, iterations, print_scenario).map_err(Failure::input),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("c10dsim: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn parse_override(text: &str) -> Result<scenario::Override, String> {
+    scenario::Override::parse(text).map_err(|e| e.to_string())
+}
+
+/// Reads and validates a scenario, applying `--set` overrides first. With overrides, error
+/// positions refer to the edited text, and the path says so.
+fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    let text = scenario::apply_overrides(&text, overrides)
+        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
+    let shown = if overrides.is_empty() {
+        path.display().to_string()
+    } else {
+        let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
+        format!("{} [--set {}]", path.display(), list.join(" --set "))
+    };
+    scenario::parse(&shown, &text).map_err(|error| Failure {
+        code: 2,
+        message: error.to_string(),
+    })
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure> {
+    let file = std::fs::File::create(path)
+        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
+    let mut writer = std::io::BufWriter::new(file);
+    serde_json::to_writer(&mut writer, value)
+        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
+    std::io::Write::flush(&mut writer)
+        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+}
+
+fn run(
+    file: &Path,
+    overrides: &[scenario::Override],
+    json: bool,
+    trace_path: Option<&Path>,
+    timeline_path: Option<&Path>,
+    seed: Option<u64>,
+) -> Result<u8, Failure> {
+    let mut scenario = load(file, overrides)?;
+    if let Some(seed) = seed {
+        scenario.seed = seed;
+    }
+    let timeline = sim::engine::simulate(&scenario);
+    let report = metrics::report(&timeline);
+    emit(
+        &scenario,
+        &timeline,
+        &report,
+        json,
+        trace_path,
+        timeline_path,
+    )?;
+    Ok(if report.findings.is_empty() { 0 } else { 1 })
+}
+
+fn emit(
+    scenario: &Scenario,
+    timeline: &Timeline,
+    report: &metrics::Report,
+    json: bool,
+    trace_path: Option<&Path>,
+    timeline_path: Option<&Path>,
+) -> Result<(), Failure> {
+    if let Some(path) = trace_path {
+        write_json(path, &trace::chrome_trace(timeline))?;
+        eprintln!("c10dsim: wrote trace {}", path.display());
+    }
+    if let Some(path) = timeline_path {
+        write_json(path, timeline)?;
+        eprintln!("c10dsim: wrote timeline {}", path.display());
+    }
+    if json {
+        let value = serde_json::json!({"parameters": scenario, "report": report});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).expect("reports serialise")
+        );
+    } else {
+        print!("{}", text::describe_scenario(scenario));
+        println!();
+        print!("{}", text::render_report(report));
+    }
+    Ok(())
+}
+
+fn check(files: &[PathBuf]) -> Result<u8, Failure> {
+    let mut bad = 0;
+    for file in files {
+        match load(file, &[]) {
+            Ok(scenario) => println!(
+                "ok: {} ({} ops, {} ranks, repeat {})",
+                file.display(),
+                scenario.ops.len(),
+                scenario.cluster.ranks,
+                scenario.repeat
+            ),
+            Err(failure) => {
+                bad += 1;
+                eprintln!("{}", failure.message);
+            }
+        }
+    }
+    if bad > 0 {
+        return Err(Failure::input(format!(
+            "{bad} of {} scenario files are invalid",
+            files.len()
+        )));
+    }
+    Ok(0)
+}

@@ -1,1 +1,24 @@
-//! analysis
+//! # c10dsim-analysis: pure functions over Timelines
+//!
+//! The R3 metrics (`host_call_us`, `stream_interval_us`, `completed_at_wait`, `overlap`) and the
+//! scenario's named measures ([`metrics::report`]), the Chrome trace that opens in Perfetto
+//! ([`trace::chrome_trace`]) and the text tables `c10dsim run` prints ([`text`]).
+//!
+//! Invariant: nothing here runs a simulation or touches a file, clock or GPU; every function
+//! maps Timelines (from the simulator or from the hardware backend alike) to values.
+//!
+//! ```
+//! let text = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n\
+//!             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+//! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
+//! let timeline = sim::engine::simulate(&scenario);
+//! let report = analysis::metrics::report(&timeline);
+//! assert_eq!(report.collectives[0].op, "ar");
+//! // A sync all_reduce returns on the host long before its stream interval ends (R11).
+//! let ar = &report.collectives[0];
+//! assert!(ar.host_call_us.median < ar.stream_interval_us.median);
+//! ```
+
+pub mod metrics;
+pub mod text;
+pub mod trace;

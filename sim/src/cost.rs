@@ -73,7 +73,9 @@ mod tests {
     #[test]
     fn crossing_nodes_uses_the_nic() {
         // 2 nodes of 1 rank: 2·1·10 µs + 2·1/2 · 50e6 B / 50e9 B/s = 20 µs + 1000 µs.
-        let s = scenario("[cluster]\nranks = 2\nranks_per_node = 1\n[network]\nnic_gbps = 50\nnic_alpha_us = 10");
+        let s = scenario(
+            "[cluster]\nranks = 2\nranks_per_node = 1\n[network]\nnic_gbps = 50\nnic_alpha_us = 10",
+        );
         let ns = collective_ns(&s, &[0, 1], CollectiveKind::AllReduce, 50_000_000);
         assert_eq!(ns, 20_000 + 1_000_000);
     }

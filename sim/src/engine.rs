@@ -266,7 +266,10 @@ impl<'s> Engine<'s> {
     }
 
     fn schedule(&mut self, at_ns: u64, event: Event) {
-        debug_assert!(at_ns >= self.now_ns, "causality: an event scheduled in the past");
+        debug_assert!(
+            at_ns >= self.now_ns,
+            "causality: an event scheduled in the past"
+        );
         self.sequence += 1;
         self.queue.push(Reverse((at_ns, self.sequence, event)));
     }
@@ -425,8 +428,12 @@ impl<'s> Engine<'s> {
             .expect("a live rendezvous");
         self.rendezvous_index.remove(&(slot.group, slot.seq));
         self.free_rendezvous.push(rendezvous);
-        let duration_ns =
-            collective_ns(self.scenario, &group.ranks, slot.collective, slot.size_bytes);
+        let duration_ns = collective_ns(
+            self.scenario,
+            &group.ranks,
+            slot.collective,
+            slot.size_bytes,
+        );
         let end_ns = now_ns + duration_ns;
         for &(member, member_stream) in &slot.members {
             let state = &mut self.ranks[member as usize];
@@ -482,7 +489,13 @@ impl<'s> Engine<'s> {
                 *latest_ns = (*latest_ns).max(now_ns);
                 if *pending == 0 {
                     let resume_ns = (*from_ns).max(*latest_ns) + *cost_ns;
-                    self.schedule(resume_ns, Event::HostResume { rank, at_ns: resume_ns });
+                    self.schedule(
+                        resume_ns,
+                        Event::HostResume {
+                            rank,
+                            at_ns: resume_ns,
+                        },
+                    );
                 }
             }
             Blocked::Polling {
@@ -496,7 +509,13 @@ impl<'s> Engine<'s> {
                     let polls = (now_ns - *first_poll_ns).div_ceil(*poll_ns);
                     *first_poll_ns + polls * *poll_ns
                 };
-                self.schedule(resume_ns, Event::HostResume { rank, at_ns: resume_ns });
+                self.schedule(
+                    resume_ns,
+                    Event::HostResume {
+                        rank,
+                        at_ns: resume_ns,
+                    },
+                );
             }
             _ => unreachable!("a host waiter is blocked"),
         }
@@ -512,7 +531,11 @@ impl<'s> Engine<'s> {
             let fired = state.fired_ns[instance as usize];
             if fired == NEVER {
                 pending += 1;
-                state.waiters.entry(instance).or_default().push(Waiter::Host);
+                state
+                    .waiters
+                    .entry(instance)
+                    .or_default()
+                    .push(Waiter::Host);
             } else {
                 latest_ns = latest_ns.max(fired);
             }
@@ -712,14 +735,7 @@ impl<'s> Engine<'s> {
             } => {
                 let size_bytes = scenario.tensors[tensor].size_bytes;
                 proceed = self.collective(
-                    rank,
-                    op_index,
-                    collective,
-                    size_bytes,
-                    group,
-                    async_op,
-                    work,
-                    false,
+                    rank, op_index, collective, size_bytes, group, async_op, work, false,
                 );
                 return proceed;
             }
@@ -906,10 +922,10 @@ impl<'s> Engine<'s> {
         let state = &mut self.ranks[rank as usize];
         // A resumed call (after lazy init) must not repeat its bookkeeping.
         let resuming_init = state.timeline.host.last().is_some_and(|call| {
-                call.op as usize == op_index
-                    && call.iteration == state.iteration
-                    && call.end_ns == NEVER
-            });
+            call.op as usize == op_index
+                && call.iteration == state.iteration
+                && call.end_ns == NEVER
+        });
         let start_ns = if resuming_init {
             state.timeline.host.last().expect("checked").start_ns
         } else {
@@ -951,7 +967,8 @@ impl<'s> Engine<'s> {
         if resuming_init {
             state.timeline.host.pop();
         }
-        state.host_ns += costs.collective_ns;
+        // The kernel is launched `collective_tail_ns` before the call returns.
+        state.host_ns += costs.collective_ns - costs.collective_tail_ns;
         state.group_seq[group] += 1;
         let seq = state.group_seq[group];
         let iteration = state.iteration;
@@ -970,7 +987,8 @@ impl<'s> Engine<'s> {
             self.push_stream_wait(rank, op_index, run_stream, input_ready);
         }
         // R10c: the kernel, joined to the group's rendezvous (R16).
-        let rendezvous = self.rendezvous_slot(group, seq, collective, size_bytes, op_index, iteration);
+        let rendezvous =
+            self.rendezvous_slot(group, seq, collective, size_bytes, op_index, iteration);
         let state = &mut self.ranks[rank as usize];
         let host_ns = state.host_ns;
         let kernel = state.timeline.kernels.len() as u32;
@@ -998,6 +1016,8 @@ impl<'s> Engine<'s> {
         // R10d: the Work's end event on the stream the kernel ran on.
         let end = self.record(rank, run_stream);
         let state = &mut self.ranks[rank as usize];
+        state.host_ns += costs.collective_tail_ns;
+        let host_ns = state.host_ns;
         state.timeline.collectives.push(CollectiveRecord {
             iteration,
             op: op_index as OpRef,
@@ -1030,7 +1050,14 @@ impl<'s> Engine<'s> {
             // currentStream.synchronize().
             self.ranks[rank as usize].host_ns += costs.wait_ns;
             let wait_start = self.ranks[rank as usize].host_ns;
-            self.wait(rank, op_index, collective_index, end, call_stream, wait_start);
+            self.wait(
+                rank,
+                op_index,
+                collective_index,
+                end,
+                call_stream,
+                wait_start,
+            );
             let instance = self.record(rank, call_stream);
             return self.block_on(rank, &[instance], costs.sync_ns);
         }
@@ -1038,8 +1065,14 @@ impl<'s> Engine<'s> {
             // R11 (≤ 2.5): the wrapper calls wait() itself.
             self.ranks[rank as usize].host_ns += costs.wait_ns;
             let wait_start = self.ranks[rank as usize].host_ns - costs.wait_ns;
-            let proceed =
-                self.wait(rank, op_index, collective_index, end, call_stream, wait_start);
+            let proceed = self.wait(
+                rank,
+                op_index,
+                collective_index,
+                end,
+                call_stream,
+                wait_start,
+            );
             let state = &mut self.ranks[rank as usize];
             let host_ns = state.host_ns;
             if let Some(call) = state.timeline.host.last_mut() {
@@ -1093,8 +1126,7 @@ impl<'s> Engine<'s> {
     fn report_deadlocks(&mut self) {
         const MAX_FINDINGS: usize = 32;
         let scenario = self.scenario;
-        let mut stuck_collectives: Vec<&Rendezvous> =
-            self.rendezvous.iter().flatten().collect();
+        let mut stuck_collectives: Vec<&Rendezvous> = self.rendezvous.iter().flatten().collect();
         stuck_collectives.sort_by_key(|r| (r.group, r.seq));
         for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
             let group = &scenario.groups[rendezvous.group];
@@ -1147,7 +1179,9 @@ impl<'s> Engine<'s> {
             }
             let op = &scenario.ops[state.blocked_op];
             let why = match state.blocked {
-                Blocked::CommInit => "waits for the group's other ranks to create the communicator (R8)",
+                Blocked::CommInit => {
+                    "waits for the group's other ranks to create the communicator (R8)"
+                }
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
                 _ => "waits for GPU work that never finishes (R14)",
             };
@@ -1173,7 +1207,9 @@ impl<'s> Engine<'s> {
                 iteration: None,
                 op: None,
                 stream: None,
-                message: format!("{blocked_hosts} hosts in all are blocked; only the first findings are listed"),
+                message: format!(
+                    "{blocked_hosts} hosts in all are blocked; only the first findings are listed"
+                ),
             });
         }
     }
@@ -1181,9 +1217,10 @@ impl<'s> Engine<'s> {
     fn finish(self) -> Timeline {
         let scenario = self.scenario;
         let mut timeline = Timeline::for_scenario(scenario, Source::Simulated);
-        timeline
-            .machine
-            .insert("model".into(), format!("c10dsim-sim {}", env!("CARGO_PKG_VERSION")));
+        timeline.machine.insert(
+            "model".into(),
+            format!("c10dsim-sim {}", env!("CARGO_PKG_VERSION")),
+        );
         timeline
             .machine
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
@@ -1198,7 +1235,8 @@ impl<'s> Engine<'s> {
             for (index, record) in t.collectives.iter_mut().enumerate() {
                 record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
                 record.end_ns = fired[scratch.collective_end[index] as usize];
-                record.kernel_start_ns = t.kernels[scratch.collective_kernel[index] as usize].start_ns;
+                record.kernel_start_ns =
+                    t.kernels[scratch.collective_kernel[index] as usize].start_ns;
                 let end_ns = record.end_ns;
                 if let Some(wait) = &mut record.wait {
                     let stream_wait = scratch.collective_wait_stream_wait[index];
@@ -1214,9 +1252,8 @@ impl<'s> Engine<'s> {
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             t.kernels.retain(|k| k.end_ns != NEVER);
-            t.collectives.retain(|c| {
-                c.end_ns != NEVER && c.wait.is_none_or(|w| w.released_ns != NEVER)
-            });
+            t.collectives
+                .retain(|c| c.end_ns != NEVER && c.wait.is_none_or(|w| w.released_ns != NEVER));
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);

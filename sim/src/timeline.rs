@@ -46,8 +46,8 @@ pub struct ScenarioInfo {
     pub ranks: u32,
     /// Named measures (`[[measure]]`): name, from-mark, to-mark, clock.
     pub measures: Vec<MeasureInfo>,
-    /// The overlap figure's three measures, by name.
-    pub overlap: Option<[String; 3]>,
+    /// Overlap figures (R3): name, then the compute, comm and both measures, by name.
+    pub overlaps: Vec<[String; 4]>,
     pub marks: Vec<String>,
     /// Process group names; index 0 is the world group.
     pub groups: Vec<String>,
@@ -281,13 +281,18 @@ impl Timeline {
                         },
                     })
                     .collect(),
-                overlap: scenario.overlap.as_ref().map(|o| {
-                    [
-                        measure_name(o.compute),
-                        measure_name(o.comm),
-                        measure_name(o.both),
-                    ]
-                }),
+                overlaps: scenario
+                    .overlaps
+                    .iter()
+                    .map(|o| {
+                        [
+                            o.name.clone(),
+                            measure_name(o.compute),
+                            measure_name(o.comm),
+                            measure_name(o.both),
+                        ]
+                    })
+                    .collect(),
                 marks: scenario.marks.clone(),
                 groups: scenario.groups.iter().map(|g| g.name.clone()).collect(),
             },

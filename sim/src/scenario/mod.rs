@@ -23,9 +23,11 @@
 //! ```
 
 mod model;
+mod overrides;
 mod raw;
 
 pub use model::*;
+pub use overrides::{apply_overrides, Override, OverrideError};
 
 use crate::units::{parse_size_bytes, us_to_ns};
 use raw::*;
@@ -311,10 +313,20 @@ impl Resolver<'_> {
             repeat,
         )?;
         let measures = self.measures(raw.measure.as_deref().unwrap_or_default(), &program)?;
-        let overlap = match &raw.overlap {
-            None => None,
-            Some(overlap) => Some(self.overlap(overlap.get_ref(), &measures)?),
-        };
+        let mut overlaps: Vec<OverlapSpec> = Vec::new();
+        for overlap in raw.overlap.iter().flatten() {
+            let spec = self.overlap(overlap.get_ref(), &measures)?;
+            if overlaps.iter().any(|o| o.name == spec.name) {
+                return Err(self.error(
+                    overlap.span(),
+                    format!(
+                        "overlap {:?} is declared twice; give each [[overlap]] its own name",
+                        spec.name
+                    ),
+                ));
+            }
+            overlaps.push(spec);
+        }
 
         Ok(Scenario {
             name: raw.name.unwrap_or_else(|| {
@@ -343,7 +355,7 @@ impl Resolver<'_> {
             ops: program.ops,
             perturbations,
             measures,
-            overlap,
+            overlaps,
         })
     }
 
@@ -439,6 +451,7 @@ impl Resolver<'_> {
             launch_us: None,
             launch_latency_us: None,
             collective_us: None,
+            collective_tail_us: None,
             wait_us: None,
             event_us: None,
             sync_us: None,
@@ -453,6 +466,21 @@ impl Resolver<'_> {
             None => torch.blocking_wait_poll_ns(),
             Some(value) => self.time_us(value, "host.blocking_wait_poll_us", false)?,
         };
+        let collective_ns =
+            self.optional_time_us(&raw.collective_us, "host.collective_us", 30_000)?;
+        let collective_tail_ns =
+            self.optional_time_us(&raw.collective_tail_us, "host.collective_tail_us", 10_000)?;
+        if collective_tail_ns > collective_ns {
+            let span = raw.collective_tail_us.as_ref().map_or(0..0, |v| v.span());
+            return Err(self.error(
+                span,
+                format!(
+                    "host.collective_tail_us ({} us) is part of host.collective_us ({} us) and cannot exceed it",
+                    collective_tail_ns as f64 / 1e3,
+                    collective_ns as f64 / 1e3
+                ),
+            ));
+        }
         Ok(HostCosts {
             launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
             launch_latency_ns: self.optional_time_us(
@@ -460,11 +488,8 @@ impl Resolver<'_> {
                 "host.launch_latency_us",
                 3_000,
             )?,
-            collective_ns: self.optional_time_us(
-                &raw.collective_us,
-                "host.collective_us",
-                30_000,
-            )?,
+            collective_ns,
+            collective_tail_ns,
             wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,
             event_ns: self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?,
             sync_ns: self.optional_time_us(&raw.sync_us, "host.sync_us", 5_000)?,
@@ -774,7 +799,10 @@ impl Resolver<'_> {
                 if ranks.as_ref().is_some_and(Vec::is_empty) {
                     return Err(self.error(
                         name.span(),
-                        format!("no rank listed in ranks = … is a member of group {:?}", name.get_ref()),
+                        format!(
+                            "no rank listed in ranks = … is a member of group {:?}",
+                            name.get_ref()
+                        ),
                     ));
                 }
             }
@@ -1169,14 +1197,12 @@ impl Resolver<'_> {
             };
             let from = mark(&m.from)?;
             let to = mark(&m.to)?;
-            if to <= from {
+            if to == from {
                 return Err(self.error(
                     m.to.span(),
                     format!(
-                        "measure {:?} ends at mark {:?}, which is not after {:?} in the program",
-                        m.name.get_ref(),
-                        m.to.get_ref(),
-                        m.from.get_ref()
+                        "measure {:?} starts and ends at the same mark",
+                        m.name.get_ref()
                     ),
                 ));
             }
@@ -1206,6 +1232,10 @@ impl Resolver<'_> {
                 })
         };
         Ok(OverlapSpec {
+            name: raw
+                .name
+                .as_ref()
+                .map_or_else(|| "overlap".to_string(), |n| n.get_ref().clone()),
             compute: find(&raw.compute)?,
             comm: find(&raw.comm)?,
             both: find(&raw.both)?,

@@ -118,6 +118,10 @@ pub struct HostCosts {
     pub launch_latency_ns: u64,
     /// A collective call through c10d and NCCL's enqueue (R10 a–f).
     pub collective_ns: u64,
+    /// The part of `collective_ns` after the kernel launch (end-event record, watchdog
+    /// enqueue, return to Python): the GPU may start the kernel this long before the call
+    /// returns.
+    pub collective_tail_ns: u64,
     /// `work.wait()` without blocking wait (R12).
     pub wait_ns: u64,
     /// `event.record`, `stream.wait_event`, `set_stream`.
@@ -411,6 +415,7 @@ pub struct Measure {
 /// The R3 overlap figure from three named measures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OverlapSpec {
+    pub name: String,
     pub compute: usize,
     pub comm: usize,
     pub both: usize,
@@ -444,7 +449,7 @@ pub struct Scenario {
     pub ops: Vec<Op>,
     pub perturbations: Vec<Perturbation>,
     pub measures: Vec<Measure>,
-    pub overlap: Option<OverlapSpec>,
+    pub overlaps: Vec<OverlapSpec>,
 }
 
 impl Scenario {

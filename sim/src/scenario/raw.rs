@@ -28,7 +28,7 @@ pub struct RawScenario {
     pub perturb: Option<Vec<Spanned<RawPerturb>>>,
     pub op: Option<Vec<Spanned<RawOp>>>,
     pub measure: Option<Vec<Spanned<RawMeasure>>>,
-    pub overlap: Option<Spanned<RawOverlap>>,
+    pub overlap: Option<Vec<Spanned<RawOverlap>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +60,7 @@ pub struct RawHost {
     pub launch_us: Option<Spanned<f64>>,
     pub launch_latency_us: Option<Spanned<f64>>,
     pub collective_us: Option<Spanned<f64>>,
+    pub collective_tail_us: Option<Spanned<f64>>,
     pub wait_us: Option<Spanned<f64>>,
     pub event_us: Option<Spanned<f64>>,
     pub sync_us: Option<Spanned<f64>>,
@@ -151,6 +152,7 @@ pub struct RawMeasure {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawOverlap {
+    pub name: Option<Spanned<String>>,
     pub compute: Spanned<String>,
     pub comm: Spanned<String>,
     pub both: Spanned<String>,

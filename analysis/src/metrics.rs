@@ -1,0 +1,392 @@
+//! The R3 metrics and the scenario's named measures, computed from a Timeline.
+//!
+//! Every figure is taken over the measured samples: all ranks, iterations from `warmup` on.
+
+use serde::{Deserialize, Serialize};
+use sim::timeline::{CollectiveRecord, Finding, Source, Timeline};
+use std::collections::HashMap;
+
+/// Summary of a set of samples, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stat {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub min: f64,
+    pub max: f64,
+    pub samples: usize,
+}
+
+impl Stat {
+    /// Summarises samples in nanoseconds (signed: a measure between two marks can be
+    /// negative when the later mark's event fired first); `None` when there are none.
+    pub fn from_ns(samples_ns: &mut [i64]) -> Option<Stat> {
+        if samples_ns.is_empty() {
+            return None;
+        }
+        samples_ns.sort_unstable();
+        let us = |ns: i64| ns as f64 / 1_000.0;
+        Some(Stat {
+            median: median_sorted(samples_ns),
+            p10: us(percentile_sorted(samples_ns, 0.10)),
+            p90: us(percentile_sorted(samples_ns, 0.90)),
+            min: us(samples_ns[0]),
+            max: us(samples_ns[samples_ns.len() - 1]),
+            samples: samples_ns.len(),
+        })
+    }
+}
+
+/// Median of sorted nanosecond samples, in microseconds (mean of the middle two for an even
+/// count).
+fn median_sorted(sorted: &[i64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2] as f64 / 1_000.0
+    } else {
+        (sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2_000.0
+    }
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile_sorted(sorted: &[i64], fraction: f64) -> i64 {
+    let rank = (fraction * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// R3 figures of one collective op of the program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveMetrics {
+    /// The op's label (or `key#index`).
+    pub op: String,
+    pub line: u32,
+    pub key: String,
+    pub bytes: u64,
+    pub async_op: bool,
+    /// Host time of the call (R3 `host_call_us`).
+    pub host_call_us: Stat,
+    /// Host time of the `wait()` on its Work, when there is one.
+    pub wait_us: Option<Stat>,
+    /// From the input-ready point on the calling stream to the point where the consuming
+    /// stream is released (R3 `stream_interval_us`).
+    pub stream_interval_us: Stat,
+    /// The NCCL kernel, start to end (includes spinning for late ranks, R16).
+    pub kernel_us: Stat,
+    /// Fraction of waits after which `is_completed()` was already true (R3
+    /// `completed_at_wait`).
+    pub completed_at_wait: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureValue {
+    pub name: String,
+    pub clock: String,
+    pub value_us: Stat,
+    /// Share of samples > 0: how often the `to` mark came after the `from` mark.
+    pub positive_fraction: f64,
+}
+
+/// One R3 overlap figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverlapValue {
+    pub name: String,
+    /// `(t_compute + t_comm − t_both) / min(t_compute, t_comm)`, the median over ranks of each
+    /// rank's figure from its own medians.
+    pub overlap: f64,
+    pub compute_us: f64,
+    pub comm_us: f64,
+    pub both_us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueryMetrics {
+    pub op: String,
+    pub line: u32,
+    /// Fraction of `is_completed()` calls that returned true.
+    pub completed: f64,
+    pub samples: usize,
+}
+
+/// Everything `c10dsim run` reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub scenario: String,
+    pub source: Source,
+    pub seed: u64,
+    pub torch: String,
+    pub ranks: u32,
+    pub repeat: u32,
+    pub warmup: u32,
+    pub collectives: Vec<CollectiveMetrics>,
+    pub measures: Vec<MeasureValue>,
+    pub overlaps: Vec<OverlapValue>,
+    pub queries: Vec<QueryMetrics>,
+    pub findings: Vec<Finding>,
+}
+
+fn stream_interval_ns(record: &CollectiveRecord) -> i64 {
+    let released_ns = match &record.wait {
+        Some(wait) => wait.released_ns,
+        None => record.end_ns,
+    };
+    released_ns as i64 - record.input_ready_ns as i64
+}
+
+/// Computes the report of a Timeline.
+pub fn report(timeline: &Timeline) -> Report {
+    let warmup = timeline.scenario.warmup;
+    let op_count = timeline.ops.len();
+
+    #[derive(Default)]
+    struct Samples {
+        host: Vec<i64>,
+        wait: Vec<i64>,
+        interval: Vec<i64>,
+        kernel: Vec<i64>,
+        completed: usize,
+        waits: usize,
+        bytes: u64,
+        async_op: bool,
+        seen: bool,
+    }
+    let mut per_op: Vec<Samples> = (0..op_count).map(|_| Samples::default()).collect();
+    let mut queries: Vec<(usize, usize)> = vec![(0, 0); op_count];
+    for rank in &timeline.ranks {
+        for record in rank.collectives.iter().filter(|c| c.iteration >= warmup) {
+            let samples = &mut per_op[record.op as usize];
+            samples.seen = true;
+            samples.bytes = record.bytes;
+            samples.async_op = record.async_op;
+            samples
+                .host
+                .push(record.host_end_ns as i64 - record.host_start_ns as i64);
+            samples.interval.push(stream_interval_ns(record));
+            samples
+                .kernel
+                .push(record.end_ns as i64 - record.kernel_start_ns as i64);
+            if let Some(wait) = &record.wait {
+                samples.waits += 1;
+                samples.completed += usize::from(wait.completed_at_return);
+                if wait.op != record.op {
+                    samples
+                        .wait
+                        .push(wait.host_end_ns as i64 - wait.host_start_ns as i64);
+                }
+            }
+        }
+        for query in rank.queries.iter().filter(|q| q.iteration >= warmup) {
+            let entry = &mut queries[query.op as usize];
+            entry.0 += usize::from(query.completed);
+            entry.1 += 1;
+        }
+    }
+    let collectives = per_op
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, samples)| samples.seen)
+        .map(|(op, samples)| {
+            let info = &timeline.ops[op];
+            CollectiveMetrics {
+                op: info.name.clone(),
+                line: info.line,
+                key: info.key.clone(),
+                bytes: samples.bytes,
+                async_op: samples.async_op,
+                host_call_us: Stat::from_ns(&mut samples.host).expect("seen ops have samples"),
+                wait_us: Stat::from_ns(&mut samples.wait),
+                stream_interval_us: Stat::from_ns(&mut samples.interval)
+                    .expect("seen ops have samples"),
+                kernel_us: Stat::from_ns(&mut samples.kernel).expect("seen ops have samples"),
+                completed_at_wait: (samples.waits > 0)
+                    .then(|| samples.completed as f64 / samples.waits as f64),
+            }
+        })
+        .collect();
+
+    let measure_samples = measure_samples_by_rank(timeline);
+    let measures = timeline
+        .scenario
+        .measures
+        .iter()
+        .enumerate()
+        .filter_map(|(index, measure)| {
+            let mut all: Vec<i64> = measure_samples
+                .iter()
+                .flat_map(|per_rank| per_rank[index].iter().copied())
+                .collect();
+            let positive = all.iter().filter(|&&v| v > 0).count();
+            let total = all.len();
+            Stat::from_ns(&mut all).map(|value_us| MeasureValue {
+                name: measure.name.clone(),
+                clock: measure.clock.clone(),
+                value_us,
+                positive_fraction: positive as f64 / total as f64,
+            })
+        })
+        .collect();
+
+    let overlaps = timeline
+        .scenario
+        .overlaps
+        .iter()
+        .filter_map(|names| overlap_value(timeline, &measure_samples, names))
+        .collect();
+
+    let queries = queries
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, total))| *total > 0)
+        .map(|(op, &(completed, total))| QueryMetrics {
+            op: timeline.ops[op].name.clone(),
+            line: timeline.ops[op].line,
+            completed: completed as f64 / total as f64,
+            samples: total,
+        })
+        .collect();
+
+    Report {
+        scenario: timeline.scenario.name.clone(),
+        source: timeline.source,
+        seed: timeline.scenario.seed,
+        torch: timeline.scenario.torch.clone(),
+        ranks: timeline.scenario.ranks,
+        repeat: timeline.scenario.repeat,
+        warmup,
+        collectives,
+        measures,
+        overlaps,
+        queries,
+        findings: timeline.findings.clone(),
+    }
+}
+
+fn median_of(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+fn overlap_value(
+    timeline: &Timeline,
+    measure_samples: &[Vec<Vec<i64>>],
+    names: &[String; 4],
+) -> Option<OverlapValue> {
+    let index = |name: &str| {
+        timeline
+            .scenario
+            .measures
+            .iter()
+            .position(|m| m.name == name)
+    };
+    let (compute, comm, both) = (index(&names[1])?, index(&names[2])?, index(&names[3])?);
+    let mut figures: Vec<f64> = Vec::new();
+    let mut medians: [Vec<f64>; 3] = Default::default();
+    for samples in measure_samples {
+        let median = |i: usize| {
+            let mut values = samples[i].clone();
+            Stat::from_ns(&mut values).map(|s| s.median)
+        };
+        let (Some(c), Some(m), Some(b)) = (median(compute), median(comm), median(both)) else {
+            continue;
+        };
+        if let Some(figure) = overlap_ratio(c, m, b) {
+            figures.push(figure);
+            medians[0].push(c);
+            medians[1].push(m);
+            medians[2].push(b);
+        }
+    }
+    let [mut c, mut m, mut b] = medians;
+    Some(OverlapValue {
+        name: names[0].clone(),
+        overlap: median_of(&mut figures)?,
+        compute_us: median_of(&mut c)?,
+        comm_us: median_of(&mut m)?,
+        both_us: median_of(&mut b)?,
+    })
+}
+
+/// R3: `(t_compute + t_comm − t_both) / min(t_compute, t_comm)`; 1 = fully hidden, 0 = serial.
+pub fn overlap_ratio(compute: f64, comm: f64, both: f64) -> Option<f64> {
+    let shorter = compute.min(comm);
+    (shorter > 0.0).then(|| (compute + comm - both) / shorter)
+}
+
+/// Per rank, per measure: the samples in nanoseconds over measured iterations.
+fn measure_samples_by_rank(timeline: &Timeline) -> Vec<Vec<Vec<i64>>> {
+    let warmup = timeline.scenario.warmup;
+    let mark_index: HashMap<&str, u32> = timeline
+        .scenario
+        .marks
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i as u32))
+        .collect();
+    timeline
+        .ranks
+        .iter()
+        .map(|rank| {
+            let mut marks: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
+            for mark in rank.marks.iter().filter(|m| m.iteration >= warmup) {
+                marks.insert((mark.iteration, mark.mark), (mark.host_ns, mark.gpu_ns));
+            }
+            timeline
+                .scenario
+                .measures
+                .iter()
+                .map(|measure| {
+                    let (Some(&from), Some(&to)) = (
+                        mark_index.get(measure.from.as_str()),
+                        mark_index.get(measure.to.as_str()),
+                    ) else {
+                        return Vec::new();
+                    };
+                    let host = measure.clock == "host";
+                    let mut samples = Vec::new();
+                    for iteration in warmup..timeline.scenario.repeat {
+                        let (Some(a), Some(b)) =
+                            (marks.get(&(iteration, from)), marks.get(&(iteration, to)))
+                        else {
+                            continue;
+                        };
+                        let (start, end) = if host { (a.0, b.0) } else { (a.1, b.1) };
+                        samples.push(end as i64 - start as i64);
+                    }
+                    samples
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_use_the_middle_and_nearest_rank() {
+        let mut samples = vec![4_000, 1_000, 3_000, 2_000];
+        let stat = Stat::from_ns(&mut samples).unwrap();
+        assert_eq!(stat.median, 2.5);
+        assert_eq!(stat.p10, 1.0);
+        assert_eq!(stat.p90, 4.0);
+        assert_eq!((stat.min, stat.max, stat.samples), (1.0, 4.0, 4));
+        assert!(Stat::from_ns(&mut []).is_none());
+    }
+
+    #[test]
+    fn overlap_follows_r3() {
+        // Fully hidden: both = max.
+        assert_eq!(overlap_ratio(1500.0, 150.0, 1500.0), Some(1.0));
+        // Serial: both = sum.
+        assert_eq!(overlap_ratio(1500.0, 150.0, 1650.0), Some(0.0));
+        assert_eq!(overlap_ratio(0.0, 150.0, 150.0), None);
+    }
+}

@@ -1,0 +1,249 @@
+//! Plain-text rendering of a scenario's resolved parameters and of a [`Report`].
+
+use crate::metrics::{Report, Stat};
+use sim::scenario::Scenario;
+use sim::units::format_size;
+use std::fmt::Write;
+
+/// The seed and every resolved parameter, printed before results so that a run can be replayed
+/// and its inputs checked.
+pub fn describe_scenario(scenario: &Scenario) -> String {
+    let mut out = String::new();
+    let us = |ns: u64| ns as f64 / 1_000.0;
+    let c = &scenario.cluster;
+    let n = &scenario.network;
+    let h = &scenario.host;
+    let _ = writeln!(
+        out,
+        "scenario {:?} ({}, sha {}), torch profile {}, seed {}",
+        scenario.name,
+        scenario.path,
+        scenario.source_hash,
+        scenario.torch.as_str(),
+        scenario.seed
+    );
+    let _ = writeln!(
+        out,
+        "  repeat {} (warmup {}), ranks {} ({} per node), gpu {} ({} SMs, {} bf16 TFLOP/s, gemm efficiency {})",
+        scenario.repeat,
+        scenario.warmup,
+        c.ranks,
+        c.ranks_per_node,
+        c.gpu.preset,
+        c.gpu.sms,
+        c.gpu.bf16_tflops,
+        c.gpu.gemm_efficiency
+    );
+    let _ = writeln!(
+        out,
+        "  network: nvlink {} GB/s, nic {} GB/s, alpha {} us (nic {} us), kernel floor {} us",
+        n.nvlink_bytes_per_s / 1e9,
+        n.nic_bytes_per_s / 1e9,
+        us(n.alpha_ns),
+        us(n.nic_alpha_ns),
+        us(n.kernel_floor_ns)
+    );
+    let _ = writeln!(
+        out,
+        "  host us: collective {}, wait {}, launch {}, launch latency {}, event {}, sync {}, item {}, mark {}, query {}, comm init {}, blocking-wait poll {}",
+        us(h.collective_ns),
+        us(h.wait_ns),
+        us(h.launch_ns),
+        us(h.launch_latency_ns),
+        us(h.event_ns),
+        us(h.sync_ns),
+        us(h.item_ns),
+        us(h.mark_ns),
+        us(h.query_ns),
+        us(h.comm_init_ns),
+        us(h.blocking_wait_poll_ns)
+    );
+    let env: Vec<String> = scenario
+        .env
+        .raw
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  env: {}",
+        if env.is_empty() {
+            "(defaults)".to_string()
+        } else {
+            env.join(" ")
+        }
+    );
+    if !scenario.tensors.is_empty() {
+        let tensors: Vec<String> = scenario
+            .tensors
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}={} {}",
+                    t.name,
+                    format_size(t.size_bytes),
+                    t.dtype.as_str()
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  tensors: {}", tensors.join(", "));
+    }
+    out
+}
+
+fn stat_cell(stat: &Stat) -> String {
+    format!("{:.3}", stat.median)
+}
+
+/// Renders a report as aligned tables (medians in microseconds).
+pub fn render_report(report: &Report) -> String {
+    let mut out = String::new();
+    if !report.collectives.is_empty() {
+        let header = [
+            "collective",
+            "line",
+            "size",
+            "async",
+            "host_call_us",
+            "wait_us",
+            "stream_interval_us",
+            "kernel_us",
+            "completed_at_wait",
+        ];
+        let rows: Vec<Vec<String>> = report
+            .collectives
+            .iter()
+            .map(|c| {
+                vec![
+                    c.op.clone(),
+                    c.line.to_string(),
+                    format_size(c.bytes),
+                    c.async_op.to_string(),
+                    stat_cell(&c.host_call_us),
+                    c.wait_us.as_ref().map_or("-".into(), stat_cell),
+                    stat_cell(&c.stream_interval_us),
+                    stat_cell(&c.kernel_us),
+                    c.completed_at_wait
+                        .map_or("-".into(), |f| format!("{:.0}%", f * 100.0)),
+                ]
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "collectives (medians over {} ranks x {} measured iterations, us):",
+            report.ranks,
+            report.repeat - report.warmup
+        );
+        out.push_str(&table(&header, &rows));
+    }
+    if !report.measures.is_empty() {
+        let header = [
+            "measure",
+            "clock",
+            "median_us",
+            "p10_us",
+            "p90_us",
+            "samples",
+            "positive",
+        ];
+        let rows: Vec<Vec<String>> = report
+            .measures
+            .iter()
+            .map(|m| {
+                vec![
+                    m.name.clone(),
+                    m.clock.clone(),
+                    format!("{:.3}", m.value_us.median),
+                    format!("{:.3}", m.value_us.p10),
+                    format!("{:.3}", m.value_us.p90),
+                    m.value_us.samples.to_string(),
+                    format!("{:.0}%", m.positive_fraction * 100.0),
+                ]
+            })
+            .collect();
+        out.push_str("measures:\n");
+        out.push_str(&table(&header, &rows));
+    }
+    if !report.overlaps.is_empty() {
+        out.push_str("overlap (R3: (t_compute + t_comm - t_both) / min(t_compute, t_comm); 1 = hidden, 0 = serial):\n");
+        let header = ["overlap", "value", "compute_us", "comm_us", "both_us"];
+        let rows: Vec<Vec<String>> = report
+            .overlaps
+            .iter()
+            .map(|o| {
+                vec![
+                    o.name.clone(),
+                    format!("{:.3}", o.overlap),
+                    format!("{:.3}", o.compute_us),
+                    format!("{:.3}", o.comm_us),
+                    format!("{:.3}", o.both_us),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&header, &rows));
+    }
+    for query in &report.queries {
+        let _ = writeln!(
+            out,
+            "is_completed {} (line {}): true in {:.0}% of {} calls",
+            query.op,
+            query.line,
+            query.completed * 100.0,
+            query.samples
+        );
+    }
+    if report.findings.is_empty() {
+        out.push_str("findings: none\n");
+    } else {
+        let _ = writeln!(out, "findings: {}", report.findings.len());
+        for finding in &report.findings {
+            let _ = writeln!(out, "  [{:?}] {}", finding.kind, finding.message);
+        }
+    }
+    out
+}
+
+/// Left-aligns the first column and right-aligns the others.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut text = String::from("  ");
+        for (index, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+            if index == 0 {
+                let _ = write!(text, "{cell:<width$}");
+            } else {
+                let _ = write!(text, "  {cell:>width$}");
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns() {
+        let text = table(
+            &["name", "value"],
+            &[
+                vec!["a".into(), "1".into()],
+                vec!["long".into(), "22".into()],
+            ],
+        );
+        assert_eq!(text, "  name  value\n  a         1\n  long     22\n");
+    }
+}
