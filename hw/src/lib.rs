@@ -1,1 +1,178 @@
-//! hw
+//! `hw`: run a c10dsim scenario on real NVIDIA GPUs and write the same
+//! [`Timeline`](sim::timeline::Timeline) the simulator writes, so that the two can be diffed.
+//!
+//! The crate re-enacts PyTorch's `ProcessGroupNCCL` (semantics.md R8–R15, R26) over cudarc's
+//! driver API, NVRTC, cuBLAS and a thin NCCL communicator of its own: per process group an
+//! internal NCCL stream (high priority when asked, R9), an input-ready event recorded on the
+//! current stream and waited on by the internal stream (R10a), Works with end events (R10d),
+//! `async_op=False` on the current stream (2.12) or on the internal stream followed by `wait()`
+//! (2.5, R11), `wait()` as a stream dependency (R12), blocking wait as host polling (R15) and a
+//! watchdog that aborts communicators after the timeout (R26). Every host call is timed by a
+//! monotonic clock, every GPU point by a timed CUDA event, and both are put on one axis
+//! ([`clock`](crate::clock) explains how).
+//!
+//! It builds and its tests run on machines without a GPU or CUDA libraries: cudarc loads them at
+//! run time, and [`probe`] checks each library before any other use, turning absence into an
+//! [`HwError`] (exit code 2) instead of cudarc's panic.
+//!
+//! ```no_run
+//! let text = std::fs::read_to_string("scenarios/stream_scope.toml").unwrap();
+//! let scenario = sim::scenario::parse("scenarios/stream_scope.toml", &text).unwrap();
+//! let report = hw::probe().unwrap_or_else(|error| {
+//!     eprintln!("{error}");
+//!     std::process::exit(error.exit_code());
+//! });
+//! eprintln!("running on {}", report.devices[0].name);
+//! let options = hw::HwOptions::from_env().unwrap();
+//! let timeline = hw::run_scenario(&scenario, &options).unwrap();
+//! println!("{}", serde_json::to_string_pretty(&timeline).unwrap());
+//! ```
+//!
+//! Without a GPU, the same options decide at once whether a scenario could run:
+//!
+//! ```
+//! use hw::{Downscale, HwOptions, Layout, StandIn};
+//! let plain = HwOptions::default();
+//! let error = Layout::resolve(8, &plain, 1).unwrap_err();
+//! assert_eq!(error.exit_code(), 2); // 8 ranks cannot share one GPU
+//! let downscaled = HwOptions { downscale: Downscale::parse("ring").unwrap(), ..plain };
+//! let layout = Layout::resolve(8, &downscaled, 1).unwrap();
+//! assert_eq!((layout.rank, layout.world, layout.stand_in), (0, 1, Some(StandIn::RingModel)));
+//! ```
+//!
+//! | PyTorch / CUDA | here |
+//! |---|---|
+//! | `ProcessGroupNCCL`, `WorkNCCL` | the executor (`exec.rs`) and its Work state; the Timeline's `CollectiveRecord` |
+//! | `ncclComm_t` of a group | `nccl::Communicator` (raw `cudarc::nccl::result`, a stream per call, abortable) |
+//! | internal NCCL stream (R9) | a `CudaStream` per group, named `nccl:<group>` in the Timeline |
+//! | `torch.cuda.current_stream()` | the op's statically resolved `stream` |
+//! | `cudaEvent_t` (timed) | an entry of the device's pre-created event pool, an `exec::Ev` |
+//! | `TORCH_NCCL_BLOCKING_WAIT`, `wait(timeout)` | host polling of the end event with the profile's interval (R15) |
+//! | watchdog thread (R26) | `watchdog::Watchdog`, `ncclCommAbort` on timeout or async error |
+//! | `torch.cuda._sleep`, a kernel of `sms` SMs | the NVRTC spin kernel timed by `%globaltimer` |
+//! | `torch.mm` | `cublasGemmEx` (bf16, f16, f32 as TF32) |
+//! | `t.item()` | 1-element `cuMemcpyDtoHAsync` to pageable memory, then `cuStreamSynchronize` |
+//! | `init_process_group` store, rank 0's unique id (R29) | a file in [`HwOptions::rendezvous_dir`] |
+//! | `torchrun` / `srun` ranks | [`HwOptions::from_env`], [`Layout`] |
+//! | `torch.cuda.synchronize()` | `cuCtxSynchronize` |
+
+mod clock;
+mod cuda;
+mod error;
+mod exec;
+mod nccl;
+mod options;
+mod plan;
+mod probe;
+mod watchdog;
+
+pub use error::HwError;
+pub use options::{Downscale, HwOptions, LaunchEnv, Layout, StandIn, DEFAULT_TIMEOUT_NS};
+pub use probe::{DeviceInfo, DeviceReport};
+
+use sim::scenario::Scenario;
+use sim::timeline::{Source, Timeline};
+
+/// Checks the CUDA driver, NVRTC, cuBLAS and NCCL libraries (before any other cudarc use), then
+/// lists the GPUs and the driver, CUDA and NCCL versions. A missing library or device is an
+/// [`HwError`] naming it, never a panic.
+pub fn probe() -> Result<DeviceReport, HwError> {
+    probe::probe()
+}
+
+/// Runs `scenario` as one rank on this machine's GPU and returns its measured Timeline
+/// (`source: measured`, one rank: this process's; warm-up iterations included and marked by
+/// their `iteration`, as the simulator does).
+///
+/// The layout is decided first ([`Layout::resolve`]): a scenario with more ranks than this
+/// process can host fails at once unless [`HwOptions::downscale`] asks for rank 0 alone.
+pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline, HwError> {
+    let report = probe()?;
+    let layout = Layout::resolve(scenario.cluster.ranks, options, report.devices.len())?;
+    let plan = plan::RankPlan::new(scenario, &layout)?;
+    let rendezvous = layout.launched.then(|| nccl::Rendezvous {
+        dir: options.rendezvous_dir.clone(),
+        run_key: options.run_key.clone(),
+    });
+    let mut device = cuda::CudaDevice::new(
+        scenario,
+        &plan,
+        layout.device,
+        rendezvous,
+        options.timeout_ns,
+    )?;
+    let anchor = device.start_clock()?;
+    let mut executor = exec::Executor::new(scenario, &plan, &mut device, options.timeout_ns);
+    executor.eager_init()?;
+    let log = executor.run()?;
+    let rank = log.resolve(&plan, |event| {
+        exec::Device::event_time_ns(&mut device, event)
+    })?;
+
+    let mut timeline = Timeline::for_scenario(scenario, Source::Measured);
+    timeline.machine = report.machine(layout.device);
+    timeline
+        .machine
+        .extend(run_facts(&layout, anchor.uncertainty_ns));
+    timeline.ranks.push(rank);
+    Ok(timeline)
+}
+
+/// The run's own entries of the `machine` map.
+fn run_facts(layout: &Layout, uncertainty_ns: u64) -> Vec<(String, String)> {
+    let downscale = match layout.stand_in {
+        None => "off".to_string(),
+        Some(StandIn::Nccl) => "rank 0 alone; collectives: 1-rank NCCL".to_string(),
+        Some(StandIn::Spin { duration_ns }) => {
+            format!("rank 0 alone; collectives: {duration_ns} ns spin kernels")
+        }
+        Some(StandIn::RingModel) => {
+            "rank 0 alone; collectives: spin kernels of the R24 ring-model duration".to_string()
+        }
+    };
+    [
+        (
+            "backend",
+            format!("c10dsim-hw {}", env!("CARGO_PKG_VERSION")),
+        ),
+        ("rank", layout.rank.to_string()),
+        ("world", layout.world.to_string()),
+        ("gpu_ordinal", layout.device.to_string()),
+        ("downscale", downscale),
+        ("clock_alignment_uncertainty_ns", uncertainty_ns.to_string()),
+        (
+            "events",
+            "every event timed (behaves as TORCH_NCCL_ENABLE_TIMING=1)".to_string(),
+        ),
+        (
+            "default_stream",
+            "a non-blocking stream (like PyTorch's streams, no implicit sync)".to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_facts_describe_the_downscale() {
+        let layout = Layout {
+            rank: 0,
+            world: 1,
+            device: 0,
+            launched: false,
+            stand_in: Some(StandIn::Spin { duration_ns: 5_000 }),
+        };
+        let facts: std::collections::BTreeMap<String, String> =
+            run_facts(&layout, 4).into_iter().collect();
+        assert_eq!(
+            facts["downscale"],
+            "rank 0 alone; collectives: 5000 ns spin kernels"
+        );
+        assert_eq!(facts["clock_alignment_uncertainty_ns"], "4");
+    }
+}

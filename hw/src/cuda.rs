@@ -1,0 +1,571 @@
+//! The real [`Device`]: one GPU driven through cudarc's driver API, NVRTC, cuBLAS and the
+//! crate's own NCCL communicator. Thin by design — the semantics live in [`crate::exec`].
+//!
+//! cudarc's automatic event tracking is disabled, so the only cross-stream dependencies on
+//! the GPU are the ones the scenario declares (a race stays a race). Streams, events and memory
+//! go through `cudarc::driver::result` with explicit handles; every event is timed.
+
+use crate::clock::{AnchorSample, ClockAnchor};
+use crate::error::HwError;
+use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
+use crate::nccl::{self, Communicator, Elem, Rendezvous};
+use crate::plan::{nccl_counts, GroupPlan, RankPlan};
+use crate::watchdog::Watchdog;
+use cudarc::cublas;
+use cudarc::driver::sys::{self, CUdevice_attribute, CUstream};
+use cudarc::driver::{
+    result, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+};
+use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId};
+use sim::timeline::StreamRef;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The spin kernel of `kernel {us, sms}`, `gpu_sleep_us` and the downscale stand-ins: each
+/// block's first thread reads `%globaltimer` until the asked duration has passed.
+const SPIN_SOURCE: &str = r#"
+extern "C" __global__ void c10dsim_spin(unsigned long long duration_ns) {
+    if (threadIdx.x != 0) {
+        return;
+    }
+    unsigned long long start;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    unsigned long long now = start;
+    while (now - start < duration_ns) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    }
+}
+"#;
+
+/// cuBLAS workspace, set explicitly so that no GEMM allocates (and synchronises) mid-run.
+const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
+
+/// Tries of the clock anchor (see [`crate::clock`]).
+const ANCHOR_SAMPLES: usize = 8;
+
+fn driver(call: &'static str) -> impl Fn(result::DriverError) -> HwError {
+    move |error| HwError::cuda(call, error)
+}
+
+/// Device memory freed on drop.
+struct Buffer {
+    ptr: sys::CUdeviceptr,
+}
+
+impl Buffer {
+    /// Allocates `bytes` and fills every byte with `0x3c` (not zeros: GEMMs on zeros run faster
+    /// than on data).
+    fn new(bytes: u64) -> Result<Buffer, HwError> {
+        let bytes = bytes.max(1) as usize;
+        // SAFETY: plain allocation and fill of memory this struct owns.
+        unsafe {
+            let ptr = result::malloc_sync(bytes).map_err(driver("cuMemAlloc"))?;
+            let buffer = Buffer { ptr };
+            result::memset_d8_sync(ptr, 0x3c, bytes).map_err(driver("cuMemsetD8"))?;
+            Ok(buffer)
+        }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from cuMemAlloc; the device is synchronised before drop.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+fn elem(dtype: DType) -> Elem {
+    match dtype {
+        DType::F32 => Elem::F32,
+        DType::Bf16 => Elem::Bf16,
+        DType::F16 => Elem::F16,
+    }
+}
+
+struct Blas {
+    handle: cublas::sys::cublasHandle_t,
+    workspace: Buffer,
+    stream: Option<StreamRef>,
+}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        // SAFETY: the handle is alive and unused from here on.
+        let _ = unsafe { cublas::result::destroy_handle(self.handle) };
+    }
+}
+
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    streams: Vec<Arc<CudaStream>>,
+    events: Arc<Vec<CudaEvent>>,
+    next_event: usize,
+    spin: CudaFunction,
+    own_sm_shared_bytes: u32,
+    blas: Blas,
+    gemm_buffers: HashMap<(u64, u64, u64, &'static str), [Buffer; 3]>,
+    tensors: Vec<Buffer>,
+    tensor_dtypes: Vec<DType>,
+    tensor_sizes: Vec<u64>,
+    barrier_buffer: Buffer,
+    host_element: Vec<u8>,
+    comms: Vec<Option<Arc<Communicator>>>,
+    rendezvous: Option<Rendezvous>,
+    rendezvous_timeout: Duration,
+    timeout_ns: u64,
+    blocking_wait: bool,
+    watchdog: Option<Watchdog>,
+    origin: Instant,
+    anchor: Option<(ClockAnchor, Ev)>,
+}
+
+impl CudaDevice {
+    /// Sets up everything before the first op: context (event tracking off), the plan's streams
+    /// with their priorities, the timed event pool, the spin kernel, cuBLAS, the scenario's
+    /// tensors and GEMM operands, and the watchdog.
+    pub fn new(
+        scenario: &Scenario,
+        plan: &RankPlan,
+        ordinal: usize,
+        rendezvous: Option<Rendezvous>,
+        timeout_ns: u64,
+    ) -> Result<CudaDevice, HwError> {
+        let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
+        // SAFETY: nothing was allocated through cudarc's tracked slices yet.
+        unsafe { ctx.disable_event_tracking() };
+        let (_least, greatest) =
+            result::stream::get_priority_range().map_err(driver("cuCtxGetStreamPriorityRange"))?;
+        let mut streams = Vec::with_capacity(plan.streams.len());
+        for info in &plan.streams {
+            // Every stream, the default one included, is a non-blocking stream: PyTorch's
+            // streams never synchronise implicitly with each other (R4).
+            let priority = if info.high_priority { greatest } else { 0 };
+            streams.push(
+                ctx.new_stream_with_priority(priority)
+                    .map_err(driver("cuStreamCreateWithPriority"))?,
+            );
+        }
+        let event_count = plan.events_per_iteration * scenario.repeat as usize + ANCHOR_SAMPLES;
+        let mut events = Vec::with_capacity(event_count);
+        for _ in 0..event_count {
+            events.push(
+                ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                    .map_err(driver("cuEventCreate"))?,
+            );
+        }
+        let events = Arc::new(events);
+
+        let device = ctx.cu_device();
+        let attribute = |attribute| {
+            // SAFETY: a valid device and attribute.
+            unsafe { result::device::get_attribute(device, attribute) }
+                .map_err(driver("cuDeviceGetAttribute"))
+        };
+        let major = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let shared_optin =
+            attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        let options = cudarc::nvrtc::CompileOptions {
+            options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
+            ..Default::default()
+        };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(SPIN_SOURCE, options)
+            .map_err(|error| HwError::cuda("nvrtcCompileProgram", error))?;
+        let module = ctx.load_module(ptx).map_err(driver("cuModuleLoadData"))?;
+        let spin = module
+            .load_function("c10dsim_spin")
+            .map_err(driver("cuModuleGetFunction"))?;
+        // A block that takes the most shared memory a block may have is alone on its SM.
+        spin.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared_optin,
+        )
+        .map_err(driver("cuFuncSetAttribute"))?;
+
+        let handle = cublas::result::create_handle()
+            .map_err(|error| HwError::cuda("cublasCreate", error))?;
+        let blas = Blas {
+            handle,
+            workspace: Buffer::new(CUBLAS_WORKSPACE_BYTES as u64)?,
+            stream: None,
+        };
+
+        let mut gemm_buffers = HashMap::new();
+        for op in scenario.ops.iter().filter(|op| op.runs_on(plan.rank)) {
+            if let OpKind::Gemm { m, n, k, dtype } = op.kind {
+                if let std::collections::hash_map::Entry::Vacant(slot) =
+                    gemm_buffers.entry((m, n, k, dtype.as_str()))
+                {
+                    let size = dtype.size_bytes();
+                    slot.insert([
+                        Buffer::new(m * k * size)?,
+                        Buffer::new(k * n * size)?,
+                        Buffer::new(m * n * size)?,
+                    ]);
+                }
+            }
+        }
+        let mut tensors = Vec::with_capacity(scenario.tensors.len());
+        for tensor in &scenario.tensors {
+            tensors.push(Buffer::new(tensor.size_bytes)?);
+        }
+        let mut device = CudaDevice {
+            ctx,
+            streams,
+            events,
+            next_event: 0,
+            spin,
+            own_sm_shared_bytes: shared_optin as u32,
+            blas,
+            gemm_buffers,
+            tensor_dtypes: scenario.tensors.iter().map(|t| t.dtype).collect(),
+            tensor_sizes: scenario.tensors.iter().map(|t| t.size_bytes).collect(),
+            tensors,
+            barrier_buffer: Buffer::new(1)?,
+            host_element: vec![0; 8],
+            comms: vec![None; scenario.groups.len()],
+            rendezvous,
+            rendezvous_timeout: Duration::from_nanos(timeout_ns),
+            timeout_ns,
+            blocking_wait: scenario.env.blocking_wait,
+            watchdog: None,
+            origin: Instant::now(),
+            anchor: None,
+        };
+        // Load the spin kernel now rather than inside the first measured op.
+        device.launch(
+            0,
+            Kernel::Spin {
+                duration_ns: 0,
+                blocks: 1,
+                own_sm: false,
+            },
+        )?;
+        device.device_sync()?;
+        Ok(device)
+    }
+
+    /// Starts the run's clock: the host origin (time 0 of the Timeline), the anchor events on
+    /// an idle stream, keeping the tightest (see [`crate::clock`]), and the watchdog (R26; none
+    /// under blocking wait, R15). Called once, after setup and before any communicator.
+    pub fn start_clock(&mut self) -> Result<ClockAnchor, HwError> {
+        self.origin = Instant::now();
+        if !self.blocking_wait {
+            self.watchdog = Some(Watchdog::start(
+                self.ctx.clone(),
+                self.events.clone(),
+                self.timeout_ns,
+                self.origin,
+            )?);
+        }
+        let stream = self.ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+        let mut samples = Vec::with_capacity(ANCHOR_SAMPLES);
+        let mut handles = Vec::with_capacity(ANCHOR_SAMPLES);
+        for _ in 0..ANCHOR_SAMPLES {
+            let ev = self.take_event()?;
+            let event = self.events[ev].cu_event();
+            let before_ns = self.now_ns();
+            // SAFETY: a pool event and a live stream of this context.
+            unsafe {
+                result::event::record(event, stream.cu_stream())
+                    .map_err(driver("cuEventRecord"))?;
+                result::event::synchronize(event).map_err(driver("cuEventSynchronize"))?;
+            }
+            let after_ns = self.now_ns();
+            samples.push(AnchorSample {
+                before_ns,
+                after_ns,
+            });
+            handles.push(ev);
+        }
+        let anchor = ClockAnchor::choose(&samples);
+        self.anchor = Some((anchor, handles[anchor.sample]));
+        Ok(anchor)
+    }
+
+    fn take_event(&mut self) -> Result<Ev, HwError> {
+        if self.next_event >= self.events.len() {
+            return Err(HwError::Unsupported(format!(
+                "the run used more than the {} timed events planned",
+                self.events.len()
+            )));
+        }
+        self.next_event += 1;
+        Ok(self.next_event - 1)
+    }
+
+    fn stream(&self, stream: StreamRef) -> CUstream {
+        self.streams[stream as usize].cu_stream()
+    }
+
+    fn gemm(
+        &mut self,
+        stream: StreamRef,
+        m: u64,
+        n: u64,
+        k: u64,
+        dtype: DType,
+    ) -> Result<(), HwError> {
+        use cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+        let blas_error = |call: &'static str| move |error| HwError::cuda(call, error);
+        if self.blas.stream != Some(stream) {
+            // SAFETY: live handle, stream and workspace of this context.
+            unsafe {
+                cublas::result::set_stream(self.blas.handle, self.stream(stream) as _)
+                    .map_err(blas_error("cublasSetStream"))?;
+                // cublasSetStream resets the workspace: set ours again so nothing allocates.
+                cublas::sys::cublasSetWorkspace_v2(
+                    self.blas.handle,
+                    self.blas.workspace.ptr as *mut c_void,
+                    CUBLAS_WORKSPACE_BYTES,
+                )
+                .result()
+                .map_err(blas_error("cublasSetWorkspace"))?;
+            }
+            self.blas.stream = Some(stream);
+        }
+        let [a, b, c] = &self.gemm_buffers[&(m, n, k, dtype.as_str())];
+        let (data, compute) = match dtype {
+            DType::Bf16 => (
+                cudaDataType::CUDA_R_16BF,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            DType::F16 => (
+                cudaDataType::CUDA_R_16F,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            // TF32 tensor cores, as the simulator's cost model assumes for FP32.
+            DType::F32 => (
+                cudaDataType::CUDA_R_32F,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            ),
+        };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let dim = |x: u64| x as i32;
+        // SAFETY: column-major C(m×n) = A(m×k)·B(k×n) on buffers sized for exactly these shapes.
+        unsafe {
+            cublas::result::gemm_ex(
+                self.blas.handle,
+                cublasOperation_t::CUBLAS_OP_N,
+                cublasOperation_t::CUBLAS_OP_N,
+                dim(m),
+                dim(n),
+                dim(k),
+                &alpha as *const f32 as *const c_void,
+                a.ptr as *const c_void,
+                data,
+                dim(m),
+                b.ptr as *const c_void,
+                data,
+                dim(k),
+                &beta as *const f32 as *const c_void,
+                c.ptr as *mut c_void,
+                data,
+                dim(m),
+                compute,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+            .map_err(blas_error("cublasGemmEx"))
+        }
+    }
+}
+
+impl Device for CudaDevice {
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    fn record(&mut self, stream: StreamRef) -> Result<Ev, HwError> {
+        let ev = self.take_event()?;
+        // SAFETY: a pool event and a live stream of this context.
+        unsafe { result::event::record(self.events[ev].cu_event(), self.stream(stream)) }
+            .map_err(driver("cuEventRecord"))?;
+        Ok(ev)
+    }
+
+    fn stream_wait(&mut self, stream: StreamRef, event: Ev) -> Result<(), HwError> {
+        // SAFETY: as above.
+        unsafe {
+            result::stream::wait_event(
+                self.stream(stream),
+                self.events[event].cu_event(),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(driver("cuStreamWaitEvent"))
+    }
+
+    fn query(&mut self, event: Ev) -> Result<bool, HwError> {
+        // SAFETY: a pool event.
+        match unsafe { result::event::query(self.events[event].cu_event()) } {
+            Ok(()) => Ok(true),
+            Err(result::DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+            Err(error) => Err(HwError::cuda("cuEventQuery", error)),
+        }
+    }
+
+    fn event_sync(&mut self, event: Ev) -> Result<(), HwError> {
+        // SAFETY: a pool event.
+        unsafe { result::event::synchronize(self.events[event].cu_event()) }
+            .map_err(driver("cuEventSynchronize"))
+    }
+
+    fn stream_sync(&mut self, stream: StreamRef) -> Result<(), HwError> {
+        // SAFETY: a live stream.
+        unsafe { result::stream::synchronize(self.stream(stream)) }
+            .map_err(driver("cuStreamSynchronize"))
+    }
+
+    fn device_sync(&mut self) -> Result<(), HwError> {
+        result::ctx::synchronize().map_err(driver("cuCtxSynchronize"))
+    }
+
+    fn launch(&mut self, stream: StreamRef, kernel: Kernel) -> Result<(), HwError> {
+        match kernel {
+            Kernel::Spin {
+                duration_ns,
+                blocks,
+                own_sm,
+            } => {
+                let config = LaunchConfig {
+                    grid_dim: (blocks.max(1), 1, 1),
+                    block_dim: (if own_sm { 32 } else { 1 }, 1, 1),
+                    shared_mem_bytes: if own_sm { self.own_sm_shared_bytes } else { 0 },
+                };
+                let stream = &self.streams[stream as usize];
+                let mut launch = stream.launch_builder(&self.spin);
+                launch.arg(&duration_ns);
+                // SAFETY: the kernel takes one u64 by value.
+                unsafe { launch.launch(config) }
+                    .map(|_| ())
+                    .map_err(driver("cuLaunchKernel"))
+            }
+            Kernel::Gemm { m, n, k, dtype } => self.gemm(stream, m, n, k, dtype),
+        }
+    }
+
+    fn init_comm(&mut self, group: &GroupPlan) -> Result<(), HwError> {
+        if self.comms[group.group].is_some() {
+            return Ok(());
+        }
+        let id = match (&self.rendezvous, group.comm_size > 1) {
+            (Some(rendezvous), _) if group.comm_rank == 0 => {
+                let id = nccl::new_unique_id()?;
+                rendezvous.publish(&group.name, &id)?;
+                id
+            }
+            (Some(rendezvous), true) => rendezvous.fetch(&group.name, self.rendezvous_timeout)?,
+            _ => nccl::new_unique_id()?,
+        };
+        let comm = Arc::new(Communicator::init(
+            &group.name,
+            group.comm_size,
+            group.comm_rank,
+            &id,
+        )?);
+        if let (Some(rendezvous), 0) = (&self.rendezvous, group.comm_rank) {
+            // Every rank read the id: ncclCommInitRank returns only once all joined.
+            rendezvous.remove(&group.name);
+        }
+        // NCCL's init may leave another context current; ours must stay bound.
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("cuCtxSetCurrent"))?;
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.add_comm(comm.clone());
+        }
+        self.comms[group.group] = Some(comm);
+        Ok(())
+    }
+
+    fn collective(
+        &mut self,
+        stream: StreamRef,
+        group: &GroupPlan,
+        call: CommCall,
+    ) -> Result<(), HwError> {
+        let comm = self.comms[group.group]
+            .as_ref()
+            .expect("init_comm ran before the collective");
+        let (op, buffer, slice, count, elem) = match call {
+            CommCall::Barrier => (nccl::Op::AllReduce, self.barrier_buffer.ptr, 0, 1, Elem::U8),
+            CommCall::Collective { collective, tensor } => {
+                let dtype = self.tensor_dtypes[tensor];
+                let ptr = self.tensors[tensor].ptr;
+                let counts = nccl_counts(
+                    collective,
+                    self.tensor_sizes[tensor],
+                    dtype.size_bytes(),
+                    group.comm_rank,
+                    group.comm_size,
+                );
+                let op = match collective {
+                    CollectiveKind::AllReduce => nccl::Op::AllReduce,
+                    CollectiveKind::AllGather => nccl::Op::AllGather,
+                    CollectiveKind::ReduceScatter => nccl::Op::ReduceScatter,
+                    CollectiveKind::Broadcast => nccl::Op::Broadcast,
+                };
+                (
+                    op,
+                    ptr,
+                    ptr + counts.slice_offset_bytes,
+                    counts.count,
+                    elem(dtype),
+                )
+            }
+        };
+        // SAFETY: buffers of this GPU sized by nccl_counts, alive until the device drains.
+        unsafe { comm.enqueue(op, self.stream(stream), buffer, slice, count, elem) }
+    }
+
+    fn read_element(&mut self, stream: StreamRef, tensor: TensorId) -> Result<(), HwError> {
+        let size = self.tensor_dtypes[tensor].size_bytes() as usize;
+        let stream = self.stream(stream);
+        // SAFETY: a pageable host buffer of `size` bytes and a device buffer at least that big;
+        // a copy to pageable memory returns once staged, then the stream is synchronised (R14).
+        unsafe {
+            result::memcpy_dtoh_async(
+                &mut self.host_element[..size],
+                self.tensors[tensor].ptr,
+                stream,
+            )
+            .map_err(driver("cuMemcpyDtoHAsync"))?;
+            result::stream::synchronize(stream).map_err(driver("cuStreamSynchronize"))
+        }
+    }
+
+    fn host_sleep(&mut self, duration_ns: u64) {
+        std::thread::sleep(Duration::from_nanos(duration_ns));
+    }
+
+    fn watch(&mut self, work: WatchedWork) {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.watch(work);
+        }
+    }
+
+    fn watchdog_failure(&mut self) -> Option<HwError> {
+        self.watchdog.as_ref().and_then(Watchdog::failure)
+    }
+
+    fn abort_comms(&mut self) {
+        for comm in self.comms.iter().flatten() {
+            comm.abort();
+        }
+    }
+
+    fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
+        let (anchor, anchor_event) = self.anchor.expect("start_clock ran before the first op");
+        // SAFETY: both events recorded and complete (the device was synchronised).
+        let elapsed_ms = unsafe {
+            result::event::elapsed(
+                self.events[anchor_event].cu_event(),
+                self.events[event].cu_event(),
+            )
+        }
+        .map_err(driver("cuEventElapsedTime"))?;
+        Ok(anchor.to_host_ns(elapsed_ms))
+    }
+}

@@ -1,0 +1,106 @@
+//! The crate's one error type and its exit codes.
+
+use std::fmt;
+
+/// Why a hardware run could not be made or did not finish.
+///
+/// Every variant's message names what is missing or wrong; [`HwError::exit_code`] gives the
+/// documented process exit code (architecture.md "Conventions": 1 = the run found a problem the
+/// user asked about, 2 = bad input or environment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HwError {
+    /// A shared library cudarc loads at run time is not found by the dynamic loader.
+    MissingLibrary {
+        /// Plain name, e.g. `libnccl.so`.
+        library: &'static str,
+        /// What the library is needed for.
+        needed_for: &'static str,
+    },
+    /// The driver loaded but reports no usable GPU (or `cuInit` failed).
+    NoDevice(String),
+    /// The scenario asks for a rank/GPU layout this machine or launch cannot host.
+    Layout(String),
+    /// Rank, world size or another option from the environment or the caller is invalid.
+    BadOptions(String),
+    /// The scenario uses something the hardware backend cannot execute.
+    Unsupported(String),
+    /// The NCCL unique-id exchange through the rendezvous directory failed (R29).
+    Rendezvous(String),
+    /// A CUDA driver, NVRTC or cuBLAS call failed.
+    Cuda { call: String, detail: String },
+    /// An NCCL call failed.
+    Nccl { call: String, detail: String },
+    /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
+    /// wait (R15) gave up and aborted the communicators.
+    Timeout(String),
+}
+
+impl HwError {
+    /// The process exit code the CLI should use: 1 for a timeout (a finding about the run), 2 for
+    /// everything else (bad input or environment: no GPU, no library, impossible layout, a failed
+    /// CUDA/NCCL call).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            HwError::Timeout(_) => 1,
+            _ => 2,
+        }
+    }
+
+    pub(crate) fn cuda(call: &str, detail: impl fmt::Debug) -> HwError {
+        HwError::Cuda {
+            call: call.to_string(),
+            detail: format!("{detail:?}"),
+        }
+    }
+
+    pub(crate) fn nccl(call: &str, detail: impl fmt::Debug) -> HwError {
+        HwError::Nccl {
+            call: call.to_string(),
+            detail: format!("{detail:?}"),
+        }
+    }
+}
+
+impl fmt::Display for HwError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HwError::MissingLibrary {
+                library,
+                needed_for,
+            } => write!(
+                f,
+                "{library} not found by the dynamic loader (needed for {needed_for}); \
+                 add its folder to LD_LIBRARY_PATH (see docs/hw.md)"
+            ),
+            HwError::NoDevice(detail) => write!(f, "no usable NVIDIA GPU: {detail}"),
+            HwError::Layout(detail) => write!(f, "cannot place the scenario's ranks: {detail}"),
+            HwError::BadOptions(detail) => write!(f, "bad hardware-run option: {detail}"),
+            HwError::Unsupported(detail) => {
+                write!(f, "the hardware backend cannot run this: {detail}")
+            }
+            HwError::Rendezvous(detail) => write!(f, "NCCL rendezvous failed: {detail}"),
+            HwError::Cuda { call, detail } => write!(f, "CUDA call {call} failed: {detail}"),
+            HwError::Nccl { call, detail } => write!(f, "NCCL call {call} failed: {detail}"),
+            HwError::Timeout(detail) => write!(f, "timeout: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for HwError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_convention() {
+        assert_eq!(HwError::Timeout("x".into()).exit_code(), 1);
+        let missing = HwError::MissingLibrary {
+            library: "libnccl.so",
+            needed_for: "collectives",
+        };
+        assert_eq!(missing.exit_code(), 2);
+        assert!(missing.to_string().contains("libnccl.so"));
+        assert_eq!(HwError::NoDevice("none".into()).exit_code(), 2);
+    }
+}

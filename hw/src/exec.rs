@@ -1,0 +1,1205 @@
+//! The ProcessGroupNCCL re-enactment: each scenario op becomes the host and GPU calls PyTorch
+//! makes for it, issued through the [`Device`] trait, and every call is written down so that the
+//! Timeline can be assembled once the GPU has drained.
+//!
+//! The executor holds all the semantics (R8–R15, R26 hand-off); [`crate::cuda::CudaDevice`] is
+//! the thin real implementation of [`Device`], and the tests below use a recording fake, so
+//! the planning of ops into GPU calls is checked without a GPU.
+
+use crate::error::HwError;
+use crate::options::StandIn;
+use crate::plan::{GroupPlan, Placement, RankPlan};
+use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId, WorkId};
+use sim::timeline::{
+    CollectiveRecord, HostCall, KernelClass, KernelRecord, MarkRecord, OpRef, QueryRecord,
+    RankTimeline, StreamRef, StreamWaitRecord, WaitRecord,
+};
+
+/// Handle of a timed CUDA event in the device's pool.
+pub type Ev = usize;
+
+/// Blocks a collective stand-in spin kernel occupies: about an NCCL kernel's channel count on
+/// an NVLink node (R22).
+pub const STAND_IN_BLOCKS: u32 = 16;
+
+/// A kernel the executor launches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kernel {
+    /// Spin for `duration_ns` by `%globaltimer` on `blocks` blocks; with `own_sm` each block
+    /// takes enough shared memory to be alone on its SM (`kernel {us, sms}`, stand-ins), else it
+    /// is one small block (`gpu_sleep_us`, like `torch.cuda._sleep`).
+    Spin {
+        duration_ns: u64,
+        blocks: u32,
+        own_sm: bool,
+    },
+    /// A cuBLAS GEMM `m×n×k`.
+    Gemm {
+        m: u64,
+        n: u64,
+        k: u64,
+        dtype: DType,
+    },
+}
+
+/// What a communicator is asked to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommCall {
+    Collective {
+        collective: CollectiveKind,
+        tensor: TensorId,
+    },
+    /// `barrier()`: a 1-element (u8) all_reduce (R14).
+    Barrier,
+}
+
+/// A Work handed to the watchdog (R10e, R26).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedWork {
+    pub end: Ev,
+    pub enqueue_ns: u64,
+    /// As PyTorch names it in the timeout message.
+    pub description: String,
+}
+
+/// The GPU calls of a ProcessGroupNCCL, on one device. Streams are [`StreamRef`]s of the
+/// [`RankPlan`]; every event is timed.
+pub trait Device {
+    /// Host clock: nanoseconds since the run's origin, monotonic.
+    fn now_ns(&self) -> u64;
+    /// `cudaEventRecord` of a fresh timed event.
+    fn record(&mut self, stream: StreamRef) -> Result<Ev, HwError>;
+    /// `cudaStreamWaitEvent` (R5).
+    fn stream_wait(&mut self, stream: StreamRef, event: Ev) -> Result<(), HwError>;
+    /// `cudaEventQuery`: never blocks (R13).
+    fn query(&mut self, event: Ev) -> Result<bool, HwError>;
+    fn event_sync(&mut self, event: Ev) -> Result<(), HwError>;
+    fn stream_sync(&mut self, stream: StreamRef) -> Result<(), HwError>;
+    /// `cudaDeviceSynchronize`: every stream, the internal ones included (R14).
+    fn device_sync(&mut self) -> Result<(), HwError>;
+    fn launch(&mut self, stream: StreamRef, kernel: Kernel) -> Result<(), HwError>;
+    /// Creates the group's communicator unless it exists (R8); blocks for the bootstrap.
+    fn init_comm(&mut self, group: &GroupPlan) -> Result<(), HwError>;
+    fn collective(
+        &mut self,
+        stream: StreamRef,
+        group: &GroupPlan,
+        call: CommCall,
+    ) -> Result<(), HwError>;
+    /// `.item()`: one element copied to pageable host memory on `stream`, then the stream
+    /// synchronised (R14).
+    fn read_element(&mut self, stream: StreamRef, tensor: TensorId) -> Result<(), HwError>;
+    fn host_sleep(&mut self, duration_ns: u64);
+    /// Hands a Work to the watchdog (R10e).
+    fn watch(&mut self, work: WatchedWork);
+    /// The watchdog's verdict, once it aborted the communicators (R26).
+    fn watchdog_failure(&mut self) -> Option<HwError>;
+    /// Aborts every communicator (`ncclCommAbort`), as a timed-out blocking wait does.
+    fn abort_comms(&mut self);
+    /// Host-axis time of an event, once the GPU drained.
+    fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending<T> {
+    iteration: u32,
+    op: OpRef,
+    rest: T,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct KernelLog {
+    stream: StreamRef,
+    class: KernelClass,
+    enqueue_ns: u64,
+    start: Ev,
+    end: Ev,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WaitLog {
+    op: OpRef,
+    host_start_ns: u64,
+    host_end_ns: u64,
+    stream: StreamRef,
+    released: Ev,
+    completed_at_return: bool,
+}
+
+#[derive(Debug, Clone)]
+struct CollectiveLog {
+    group: u16,
+    seq: u64,
+    bytes: u64,
+    async_op: bool,
+    call_stream: StreamRef,
+    run_stream: StreamRef,
+    host_start_ns: u64,
+    host_end_ns: u64,
+    input_ready: Ev,
+    start: Ev,
+    end: Ev,
+    wait: Option<WaitLog>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct StreamWaitLog {
+    source_stream: StreamRef,
+    source: Ev,
+    waiting_stream: StreamRef,
+    released: Ev,
+}
+
+/// Everything the run wrote down, with GPU times still as events.
+#[derive(Debug, Default)]
+pub struct RunLog {
+    host: Vec<HostCall>,
+    kernels: Vec<Pending<KernelLog>>,
+    collectives: Vec<Pending<CollectiveLog>>,
+    marks: Vec<Pending<(u64, Ev)>>,
+    stream_waits: Vec<Pending<StreamWaitLog>>,
+    queries: Vec<QueryRecord>,
+}
+
+impl RunLog {
+    /// Turns events into host-axis times and builds the rank's Timeline part.
+    pub fn resolve(
+        self,
+        plan: &RankPlan,
+        mut time: impl FnMut(Ev) -> Result<u64, HwError>,
+    ) -> Result<RankTimeline, HwError> {
+        let mut kernels = Vec::with_capacity(self.kernels.len());
+        for k in &self.kernels {
+            kernels.push(KernelRecord {
+                iteration: k.iteration,
+                op: k.op,
+                stream: k.rest.stream,
+                class: k.rest.class,
+                enqueue_ns: k.rest.enqueue_ns,
+                start_ns: time(k.rest.start)?,
+                end_ns: time(k.rest.end)?,
+            });
+        }
+        let mut collectives = Vec::with_capacity(self.collectives.len());
+        for c in self.collectives {
+            let r = c.rest;
+            let kernel_start_ns = time(r.start)?;
+            let wait = match r.wait {
+                None => None,
+                Some(w) => Some(WaitRecord {
+                    op: w.op,
+                    host_start_ns: w.host_start_ns,
+                    host_end_ns: w.host_end_ns,
+                    stream: w.stream,
+                    released_ns: time(w.released)?,
+                    completed_at_return: w.completed_at_return,
+                }),
+            };
+            collectives.push(CollectiveRecord {
+                iteration: c.iteration,
+                op: c.op,
+                group: r.group,
+                seq: r.seq,
+                bytes: r.bytes,
+                async_op: r.async_op,
+                call_stream: r.call_stream,
+                run_stream: r.run_stream,
+                host_start_ns: r.host_start_ns,
+                host_end_ns: r.host_end_ns,
+                input_ready_ns: time(r.input_ready)?,
+                kernel_start_ns,
+                // R16: when the last rank arrived is not observable from one rank.
+                data_start_ns: kernel_start_ns,
+                end_ns: time(r.end)?,
+                last_rank: None,
+                wait,
+            });
+        }
+        let mut marks = Vec::with_capacity(self.marks.len());
+        for m in &self.marks {
+            marks.push(MarkRecord {
+                iteration: m.iteration,
+                mark: m.op,
+                host_ns: m.rest.0,
+                gpu_ns: time(m.rest.1)?,
+            });
+        }
+        let mut stream_waits = Vec::with_capacity(self.stream_waits.len());
+        for w in &self.stream_waits {
+            stream_waits.push(StreamWaitRecord {
+                iteration: w.iteration,
+                op: w.op,
+                source_stream: w.rest.source_stream,
+                source_ns: time(w.rest.source)?,
+                waiting_stream: w.rest.waiting_stream,
+                released_ns: time(w.rest.released)?,
+            });
+        }
+        Ok(RankTimeline {
+            rank: plan.rank,
+            streams: plan.streams.clone(),
+            host: self.host,
+            kernels,
+            collectives,
+            marks,
+            stream_waits,
+            queries: self.queries,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct WorkState {
+    end: Ev,
+    run_stream: StreamRef,
+    enqueue_ns: u64,
+    record: usize,
+    description: String,
+}
+
+/// Runs a scenario's program for one rank on a [`Device`].
+pub struct Executor<'a, D: Device> {
+    scenario: &'a Scenario,
+    plan: &'a RankPlan,
+    device: &'a mut D,
+    timeout_ns: u64,
+    works: Vec<Option<WorkState>>,
+    events: Vec<Option<(Ev, StreamRef)>>,
+    seq: Vec<u64>,
+    log: RunLog,
+}
+
+impl<'a, D: Device> Executor<'a, D> {
+    pub fn new(
+        scenario: &'a Scenario,
+        plan: &'a RankPlan,
+        device: &'a mut D,
+        timeout_ns: u64,
+    ) -> Self {
+        Executor {
+            scenario,
+            plan,
+            device,
+            timeout_ns,
+            works: vec![None; scenario.works.len()],
+            events: vec![None; scenario.events.len()],
+            seq: vec![0; scenario.groups.len()],
+            log: RunLog::default(),
+        }
+    }
+
+    /// Creates the communicators of groups declared with `device_id` (R8, eager init).
+    pub fn eager_init(&mut self) -> Result<(), HwError> {
+        for group in self.plan.groups.iter().flatten() {
+            if group.eager_init {
+                self.device.init_comm(group)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every iteration (warm-up ones included, as the simulator does), then a device
+    /// synchronise so that every event can be read.
+    pub fn run(mut self) -> Result<RunLog, HwError> {
+        let rank = self.plan.rank;
+        for iteration in 0..self.scenario.repeat {
+            for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
+                if let Some(failure) = self.device.watchdog_failure() {
+                    return Err(failure);
+                }
+                self.perturb(iteration, op.index)?;
+                let host_start_ns = self.device.now_ns();
+                self.op(iteration, op)?;
+                let host_end_ns = self.device.now_ns();
+                self.log.host.push(HostCall {
+                    iteration,
+                    op: op.index as OpRef,
+                    start_ns: host_start_ns,
+                    end_ns: host_end_ns,
+                });
+            }
+        }
+        self.device.device_sync()?;
+        if let Some(failure) = self.device.watchdog_failure() {
+            return Err(failure);
+        }
+        Ok(self.log)
+    }
+
+    /// A straggler's delay before a labelled op: host sleep, then a one-block spin on the op's
+    /// stream (not recorded as a kernel of the op).
+    fn perturb(&mut self, iteration: u32, op_index: usize) -> Result<(), HwError> {
+        let rank = self.plan.rank;
+        for p in &self.scenario.perturbations {
+            let applies = p.before_op == op_index
+                && p.ranks.contains(&rank)
+                && p.iterations
+                    .as_ref()
+                    .is_none_or(|list| list.contains(&iteration));
+            if !applies {
+                continue;
+            }
+            if p.host_delay_ns > 0 {
+                self.device.host_sleep(p.host_delay_ns);
+            }
+            if p.gpu_delay_ns > 0 {
+                let stream = self.plan.stream(self.scenario.ops[op_index].stream);
+                self.device.launch(
+                    stream,
+                    Kernel::Spin {
+                        duration_ns: p.gpu_delay_ns,
+                        blocks: 1,
+                        own_sm: false,
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, iteration: u32, op: &sim::scenario::Op) -> Result<(), HwError> {
+        let stream = self.plan.stream(op.stream);
+        let op_ref = op.index as OpRef;
+        match op.kind {
+            OpKind::Collective {
+                collective,
+                tensor,
+                group,
+                async_op,
+                work,
+            } => {
+                let call = CommCall::Collective { collective, tensor };
+                let bytes = self.scenario.tensors[tensor].size_bytes;
+                let record =
+                    self.collective(iteration, op_ref, stream, group, call, bytes, async_op)?;
+                if let Some(work) = work {
+                    self.works[work] = Some(record);
+                }
+            }
+            OpKind::Barrier { group } => {
+                // R14: a 1-element all_reduce with a Work, wait(), then the current stream
+                // synchronised.
+                let work = self.collective(
+                    iteration,
+                    op_ref,
+                    stream,
+                    group,
+                    CommCall::Barrier,
+                    1,
+                    true, // a barrier's all_reduce returns a Work, as async_op=True does
+                )?;
+                let mut wait = self.wait_on(iteration, op_ref, stream, &work, None)?;
+                self.device.stream_sync(stream)?;
+                wait.host_end_ns = self.device.now_ns();
+                wait.completed_at_return = self.device.query(work.end)?;
+                self.log.collectives[work.record].rest.wait = Some(wait);
+            }
+            OpKind::Wait { work, timeout_ns } => {
+                let state = self.work(work, op)?;
+                let wait = self.wait_on(iteration, op_ref, stream, &state, timeout_ns)?;
+                // The record keeps the latest wait() on the Work, as the simulator does.
+                self.log.collectives[state.record].rest.wait = Some(wait);
+            }
+            OpKind::IsCompleted { work } => {
+                let state = self.work(work, op)?;
+                let host_ns = self.device.now_ns();
+                let completed = self.device.query(state.end)?;
+                self.log.queries.push(QueryRecord {
+                    iteration,
+                    op: op_ref,
+                    host_ns,
+                    completed,
+                });
+            }
+            OpKind::SetStream { .. } => {}
+            OpKind::RecordEvent { event } => {
+                let ev = self.device.record(stream)?;
+                self.events[event] = Some((ev, stream));
+            }
+            OpKind::WaitEvent { event } => {
+                let (source, source_stream) = self.recorded_event(event, op)?;
+                self.device.stream_wait(stream, source)?;
+                let released = self.device.record(stream)?;
+                self.log.stream_waits.push(Pending {
+                    iteration,
+                    op: op_ref,
+                    rest: StreamWaitLog {
+                        source_stream,
+                        source,
+                        waiting_stream: stream,
+                        released,
+                    },
+                });
+            }
+            OpKind::EventSync { event } => {
+                let (source, _) = self.recorded_event(event, op)?;
+                self.device.event_sync(source)?;
+            }
+            OpKind::StreamSync { stream } => self.device.stream_sync(self.plan.stream(stream))?,
+            OpKind::DeviceSync => self.device.device_sync()?,
+            OpKind::Item { tensor } => self.device.read_element(stream, tensor)?,
+            OpKind::Gemm { m, n, k, dtype } => self.kernel(
+                iteration,
+                op_ref,
+                stream,
+                KernelClass::Compute,
+                Kernel::Gemm { m, n, k, dtype },
+            )?,
+            OpKind::Kernel { duration_ns, sms } => self.kernel(
+                iteration,
+                op_ref,
+                stream,
+                KernelClass::Compute,
+                Kernel::Spin {
+                    duration_ns,
+                    blocks: sms,
+                    own_sm: true,
+                },
+            )?,
+            OpKind::GpuSleep { duration_ns } => self.kernel(
+                iteration,
+                op_ref,
+                stream,
+                KernelClass::Sleep,
+                Kernel::Spin {
+                    duration_ns,
+                    blocks: 1,
+                    own_sm: false,
+                },
+            )?,
+            OpKind::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
+            OpKind::Mark { mark } => {
+                let host_ns = self.device.now_ns();
+                let ev = self.device.record(stream)?;
+                self.log.marks.push(Pending {
+                    iteration,
+                    op: mark as OpRef,
+                    rest: (host_ns, ev),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn work(&self, work: WorkId, op: &sim::scenario::Op) -> Result<WorkState, HwError> {
+        self.works[work].clone().ok_or_else(|| {
+            HwError::Unsupported(format!(
+                "op {} (line {}) uses Work {:?} before this rank created it",
+                op.display_name(),
+                op.line,
+                self.scenario.works[work]
+            ))
+        })
+    }
+
+    fn recorded_event(
+        &self,
+        event: usize,
+        op: &sim::scenario::Op,
+    ) -> Result<(Ev, StreamRef), HwError> {
+        self.events[event].ok_or_else(|| {
+            HwError::Unsupported(format!(
+                "op {} (line {}) uses event {:?} before this rank recorded it",
+                op.display_name(),
+                op.line,
+                self.scenario.events[event]
+            ))
+        })
+    }
+
+    fn kernel(
+        &mut self,
+        iteration: u32,
+        op: OpRef,
+        stream: StreamRef,
+        class: KernelClass,
+        kernel: Kernel,
+    ) -> Result<(), HwError> {
+        let start = self.device.record(stream)?;
+        let enqueue_ns = self.device.now_ns();
+        self.device.launch(stream, kernel)?;
+        let end = self.device.record(stream)?;
+        self.log.kernels.push(Pending {
+            iteration,
+            op,
+            rest: KernelLog {
+                stream,
+                class,
+                enqueue_ns,
+                start,
+                end,
+            },
+        });
+        Ok(())
+    }
+
+    /// R10 (async), R11 (sync, by profile), and the collective half of a barrier. Returns the
+    /// Work; for `InternalThenWait` the implicit `wait()` is already done.
+    #[allow(clippy::too_many_arguments)]
+    fn collective(
+        &mut self,
+        iteration: u32,
+        op: OpRef,
+        call_stream: StreamRef,
+        group: usize,
+        call: CommCall,
+        bytes: u64,
+        async_op: bool,
+    ) -> Result<WorkState, HwError> {
+        let plan = self.plan;
+        let g = plan.group(group);
+        let placement = match call {
+            CommCall::Barrier => Placement::Internal,
+            CommCall::Collective { .. } => Placement::of(self.scenario, async_op),
+        };
+        let host_start_ns = self.device.now_ns();
+        self.device.init_comm(g)?; // R8: lazy bootstrap inside the first collective
+        self.seq[group] += 1;
+        let seq = self.seq[group];
+        let (run_stream, input_ready, start) = match placement {
+            Placement::Current => {
+                let ev = self.device.record(call_stream)?;
+                (call_stream, ev, ev)
+            }
+            Placement::Internal | Placement::InternalThenWait => {
+                // R10a: input-ready event on the current stream; the internal stream waits.
+                let input_ready = self.device.record(call_stream)?;
+                self.device.stream_wait(g.stream, input_ready)?;
+                let start = self.device.record(g.stream)?;
+                self.log.stream_waits.push(Pending {
+                    iteration,
+                    op,
+                    rest: StreamWaitLog {
+                        source_stream: call_stream,
+                        source: input_ready,
+                        waiting_stream: g.stream,
+                        released: start,
+                    },
+                });
+                (g.stream, input_ready, start)
+            }
+        };
+        let enqueue_ns = self.device.now_ns();
+        match plan.stand_in {
+            None | Some(StandIn::Nccl) => self.device.collective(run_stream, g, call)?,
+            Some(StandIn::Spin { duration_ns }) => {
+                self.device.launch(run_stream, stand_in(duration_ns))?
+            }
+            Some(StandIn::RingModel) => {
+                let collective = match call {
+                    CommCall::Collective { collective, .. } => collective,
+                    CommCall::Barrier => CollectiveKind::AllReduce,
+                };
+                // The simulator's own α-β formula (R24) for the real group size.
+                let ranks = &self.scenario.groups[group].ranks;
+                let duration_ns = sim::cost::collective_ns(self.scenario, ranks, collective, bytes);
+                self.device.launch(run_stream, stand_in(duration_ns))?
+            }
+        }
+        let end = self.device.record(run_stream)?; // R10d
+        let op_type = match call {
+            CommCall::Collective { collective, .. } => collective.op_type(),
+            CommCall::Barrier => "ALLREDUCE",
+        };
+        let description = format!(
+            "WorkNCCL(SeqNum={seq}, OpType={op_type}, NumelIn={bytes} B) on group {:?}",
+            g.name
+        );
+        // R10e / R11: the watchdog tracks every collective, sync ones too.
+        self.device.watch(WatchedWork {
+            end,
+            enqueue_ns: host_start_ns,
+            description: description.clone(),
+        });
+        self.log.kernels.push(Pending {
+            iteration,
+            op,
+            rest: KernelLog {
+                stream: run_stream,
+                class: KernelClass::Communication,
+                enqueue_ns,
+                start,
+                end,
+            },
+        });
+        let record = self.log.collectives.len();
+        self.log.collectives.push(Pending {
+            iteration,
+            op,
+            rest: CollectiveLog {
+                group: group as u16,
+                seq,
+                bytes,
+                async_op,
+                call_stream,
+                run_stream,
+                host_start_ns,
+                host_end_ns: host_start_ns,
+                input_ready,
+                start,
+                end,
+                wait: None,
+            },
+        });
+        let work = WorkState {
+            end,
+            run_stream,
+            enqueue_ns: host_start_ns,
+            record,
+            description,
+        };
+        if placement == Placement::InternalThenWait {
+            // R11 (2.5): the wrapper calls wait() on the Work it made.
+            let wait = self.wait_on(iteration, op, call_stream, &work, None)?;
+            self.log.collectives[record].rest.wait = Some(wait);
+        }
+        self.log.collectives[record].rest.host_end_ns = self.device.now_ns();
+        Ok(work)
+    }
+
+    /// `work.wait()`: the stream current at the call waits on the end event (R12); with
+    /// blocking wait or a timeout, the host polls `is_completed()` and sleeps the profile's
+    /// interval between polls (R15), giving up after the timeout counted from the enqueue (R26).
+    fn wait_on(
+        &mut self,
+        iteration: u32,
+        op: OpRef,
+        stream: StreamRef,
+        work: &WorkState,
+        timeout_ns: Option<u64>,
+    ) -> Result<WaitLog, HwError> {
+        let host_start_ns = self.device.now_ns();
+        self.device.stream_wait(stream, work.end)?;
+        let released = self.device.record(stream)?;
+        self.log.stream_waits.push(Pending {
+            iteration,
+            op,
+            rest: StreamWaitLog {
+                source_stream: work.run_stream,
+                source: work.end,
+                waiting_stream: stream,
+                released,
+            },
+        });
+        if self.scenario.env.blocking_wait || timeout_ns.is_some() {
+            let limit_ns = timeout_ns.unwrap_or(self.timeout_ns);
+            let poll_ns = self.scenario.host.blocking_wait_poll_ns.max(1);
+            while !self.device.query(work.end)? {
+                let waited_ns = self.device.now_ns().saturating_sub(work.enqueue_ns);
+                if waited_ns > limit_ns {
+                    self.device.abort_comms();
+                    return Err(HwError::Timeout(format!(
+                        "{} ran for {} ms, over the {} ms timeout; communicators aborted",
+                        work.description,
+                        waited_ns / 1_000_000,
+                        limit_ns / 1_000_000
+                    )));
+                }
+                self.device.host_sleep(poll_ns);
+            }
+        }
+        let host_end_ns = self.device.now_ns();
+        let completed_at_return = self.device.query(work.end)?;
+        Ok(WaitLog {
+            op,
+            host_start_ns,
+            host_end_ns,
+            stream,
+            released,
+            completed_at_return,
+        })
+    }
+}
+
+fn stand_in(duration_ns: u64) -> Kernel {
+    Kernel::Spin {
+        duration_ns,
+        blocks: STAND_IN_BLOCKS,
+        own_sm: true,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::options::Layout;
+    use std::collections::VecDeque;
+
+    /// A recording device: every call is logged as text, host time advances by 1 µs per call
+    /// (sleeps by their length), an event's time is its record time, and queries answer from a
+    /// script (then `true`).
+    #[derive(Default)]
+    pub struct FakeDevice {
+        pub calls: Vec<String>,
+        pub now_ns: u64,
+        pub event_times: Vec<u64>,
+        pub query_answers: VecDeque<bool>,
+        pub comms: Vec<String>,
+        pub watched: Vec<WatchedWork>,
+        pub aborted: bool,
+    }
+
+    impl FakeDevice {
+        fn tick(&mut self, call: String) {
+            self.now_ns += 1_000;
+            self.calls.push(call);
+        }
+    }
+
+    impl Device for FakeDevice {
+        fn now_ns(&self) -> u64 {
+            self.now_ns
+        }
+        fn record(&mut self, stream: StreamRef) -> Result<Ev, HwError> {
+            let ev = self.event_times.len();
+            self.tick(format!("record s{stream} e{ev}"));
+            self.event_times.push(self.now_ns);
+            Ok(ev)
+        }
+        fn stream_wait(&mut self, stream: StreamRef, event: Ev) -> Result<(), HwError> {
+            self.tick(format!("wait s{stream} e{event}"));
+            Ok(())
+        }
+        fn query(&mut self, event: Ev) -> Result<bool, HwError> {
+            let answer = self.query_answers.pop_front().unwrap_or(true);
+            self.tick(format!("query e{event} {answer}"));
+            Ok(answer)
+        }
+        fn event_sync(&mut self, event: Ev) -> Result<(), HwError> {
+            self.tick(format!("event_sync e{event}"));
+            Ok(())
+        }
+        fn stream_sync(&mut self, stream: StreamRef) -> Result<(), HwError> {
+            self.tick(format!("stream_sync s{stream}"));
+            Ok(())
+        }
+        fn device_sync(&mut self) -> Result<(), HwError> {
+            self.tick("device_sync".into());
+            Ok(())
+        }
+        fn launch(&mut self, stream: StreamRef, kernel: Kernel) -> Result<(), HwError> {
+            let what = match kernel {
+                Kernel::Spin {
+                    duration_ns,
+                    blocks,
+                    own_sm,
+                } => format!(
+                    "spin {duration_ns}ns x{blocks}{}",
+                    if own_sm { " own" } else { "" }
+                ),
+                Kernel::Gemm { m, n, k, dtype } => format!("gemm {m}x{n}x{k} {}", dtype.as_str()),
+            };
+            self.tick(format!("launch s{stream} {what}"));
+            Ok(())
+        }
+        fn init_comm(&mut self, group: &GroupPlan) -> Result<(), HwError> {
+            if !self.comms.contains(&group.name) {
+                self.comms.push(group.name.clone());
+                self.tick(format!("init_comm {}", group.name));
+            }
+            Ok(())
+        }
+        fn collective(
+            &mut self,
+            stream: StreamRef,
+            group: &GroupPlan,
+            call: CommCall,
+        ) -> Result<(), HwError> {
+            let what = match call {
+                CommCall::Collective { collective, .. } => collective.key(),
+                CommCall::Barrier => "barrier",
+            };
+            self.tick(format!("nccl s{stream} {what} {}", group.name));
+            Ok(())
+        }
+        fn read_element(&mut self, stream: StreamRef, tensor: TensorId) -> Result<(), HwError> {
+            self.tick(format!("item s{stream} t{tensor}"));
+            Ok(())
+        }
+        fn host_sleep(&mut self, duration_ns: u64) {
+            self.now_ns += duration_ns;
+            self.calls.push(format!("sleep {duration_ns}"));
+        }
+        fn watch(&mut self, work: WatchedWork) {
+            self.watched.push(work);
+        }
+        fn watchdog_failure(&mut self) -> Option<HwError> {
+            None
+        }
+        fn abort_comms(&mut self) {
+            self.aborted = true;
+            self.calls.push("abort".into());
+        }
+        fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
+            Ok(self.event_times[event])
+        }
+    }
+
+    pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwError> {
+        let scenario = sim::scenario::parse("fake.toml", text).unwrap();
+        let layout = Layout {
+            rank: 0,
+            world: 1,
+            device: 0,
+            launched: false,
+            stand_in: None,
+        };
+        let plan = RankPlan::new(&scenario, &layout)?;
+        let log = Executor::new(&scenario, &plan, device, 60_000_000_000).run()?;
+        let times = device.event_times.clone();
+        log.resolve(&plan, |ev| Ok(times[ev]))
+    }
+
+    const ASYNC: &str = r#"
+[cluster]
+ranks = 1
+[tensors]
+grad = "1MiB"
+[streams]
+side = {}
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+set_stream = "side"
+[[op]]
+wait = "w"
+[[op]]
+is_completed = "w"
+"#;
+
+    #[test]
+    fn async_all_reduce_is_r10_and_wait_is_r12() {
+        let mut device = FakeDevice::default();
+        let rank = run_fake(ASYNC, &mut device).unwrap();
+        // Streams: default 0, side 1, nccl:world 2.
+        assert_eq!(
+            device.calls,
+            [
+                "init_comm world",
+                "record s0 e0", // input-ready on the current stream (R10a)
+                "wait s2 e0",   // syncStream
+                "record s2 e1", // release = kernel start
+                "nccl s2 all_reduce world",
+                "record s2 e2", // end event (R10d)
+                "wait s1 e2",   // wait() blocks the stream current at the call (R12)
+                "record s1 e3",
+                "query e2 true", // completed_at_return
+                "query e2 true", // is_completed (R13)
+                "device_sync",
+            ]
+        );
+        assert_eq!(device.watched.len(), 1, "R10e: handed to the watchdog");
+        let c = &rank.collectives[0];
+        assert_eq!(
+            (c.call_stream, c.run_stream, c.seq, c.async_op),
+            (0, 2, 1, true)
+        );
+        let wait = c.wait.unwrap();
+        assert_eq!((wait.op, wait.stream), (2, 1));
+        assert_eq!(rank.stream_waits.len(), 2);
+        assert_eq!(rank.stream_waits[1].source_stream, 2);
+        assert_eq!(rank.stream_waits[1].waiting_stream, 1);
+        assert_eq!(rank.kernels[0].class, KernelClass::Communication);
+        assert_eq!(rank.queries.len(), 1);
+        assert_eq!(rank.host.len(), 4);
+        assert_eq!(c.data_start_ns, c.kernel_start_ns);
+        assert_eq!(c.last_rank, None);
+    }
+
+    #[test]
+    fn sync_collective_differs_by_profile() {
+        let text = r#"
+[cluster]
+ranks = 1
+[tensors]
+grad = "1MiB"
+[[op]]
+all_reduce = "grad"
+"#;
+        let mut v2_12 = FakeDevice::default();
+        let rank = run_fake(text, &mut v2_12).unwrap();
+        assert_eq!(
+            v2_12.calls,
+            [
+                "init_comm world",
+                "record s0 e0",
+                "nccl s0 all_reduce world", // R11: on the current stream
+                "record s0 e1",
+                "device_sync"
+            ]
+        );
+        assert_eq!(rank.collectives[0].run_stream, 0);
+        assert!(rank.collectives[0].wait.is_none());
+        assert_eq!(v2_12.watched.len(), 1, "the watchdog still tracks it (R11)");
+
+        let mut v2_5 = FakeDevice::default();
+        let rank = run_fake(&format!("torch = \"2.5\"\n{text}"), &mut v2_5).unwrap();
+        assert_eq!(
+            v2_5.calls,
+            [
+                "init_comm world",
+                "record s0 e0",
+                "wait s1 e0",
+                "record s1 e1",
+                "nccl s1 all_reduce world",
+                "record s1 e2",
+                "wait s0 e2", // the wrapper's wait()
+                "record s0 e3",
+                "query e2 true",
+                "device_sync"
+            ]
+        );
+        let c = &rank.collectives[0];
+        assert_eq!(c.run_stream, 1);
+        assert_eq!(
+            c.wait.unwrap().op,
+            0,
+            "the implicit wait names the collective"
+        );
+    }
+
+    #[test]
+    fn blocking_wait_polls_with_the_profile_interval() {
+        let text = ASYNC.replace(
+            "[cluster]",
+            "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[cluster]",
+        );
+        let mut device = FakeDevice {
+            query_answers: [false, false, false].into_iter().collect(),
+            ..FakeDevice::default()
+        };
+        let rank = run_fake(&text, &mut device).unwrap();
+        let sleeps = device
+            .calls
+            .iter()
+            .filter(|c| c.as_str() == "sleep 1000000")
+            .count();
+        assert_eq!(sleeps, 3, "R15: 1 ms polls under 2.12");
+        let wait = rank.collectives[0].wait.unwrap();
+        let host_ns = wait.host_end_ns - wait.host_start_ns;
+        assert!((3_000_000..3_100_000).contains(&host_ns), "{host_ns}");
+        assert!(wait.completed_at_return);
+    }
+
+    #[test]
+    fn blocking_wait_times_out_and_aborts() {
+        let text = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5");
+        let mut device = FakeDevice {
+            query_answers: std::iter::repeat_n(false, 100).collect(),
+            ..FakeDevice::default()
+        };
+        let error = run_fake(&text, &mut device).unwrap_err();
+        assert_eq!(error.exit_code(), 1);
+        assert!(error.to_string().contains("SeqNum=1"), "{error}");
+        assert!(device.aborted);
+        let sleeps = device
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("sleep"))
+            .count();
+        assert_eq!(sleeps, 3, "gave up after the third 1 ms poll passed 2.5 ms");
+    }
+
+    #[test]
+    fn barrier_item_marks_events_and_kernels() {
+        let text = r#"
+repeat = 2
+warmup = 1
+[cluster]
+ranks = 1
+[tensors]
+x = { size = "4KiB", dtype = "bf16" }
+[streams]
+side = {}
+[[op]]
+mark = "a"
+[[op]]
+gemm = [256, 256, 256]
+[[op]]
+record_event = "e"
+[[op]]
+wait_event = "e"
+stream = "side"
+[[op]]
+kernel = { us = 100, sms = 8 }
+stream = "side"
+[[op]]
+gpu_sleep_us = 50
+[[op]]
+barrier = true
+[[op]]
+item = "x"
+[[op]]
+host_sleep_us = 20
+[[op]]
+event_sync = "e"
+[[op]]
+stream_sync = "side"
+[[op]]
+device_sync = true
+"#;
+        let mut device = FakeDevice::default();
+        let rank = run_fake(text, &mut device).unwrap();
+        let first: Vec<&str> = device.calls.iter().take(19).map(String::as_str).collect();
+        assert_eq!(
+            first,
+            [
+                "record s0 e0", // mark
+                "record s0 e1", // gemm start
+                "launch s0 gemm 256x256x256 bf16",
+                "record s0 e2",
+                "record s0 e3", // record_event
+                "wait s1 e3",   // wait_event on side
+                "record s1 e4",
+                "record s1 e5",
+                "launch s1 spin 100000ns x8 own",
+                "record s1 e6",
+                "record s0 e7",
+                "launch s0 spin 50000ns x1",
+                "record s0 e8",
+                "init_comm world", // barrier: internal stream, wait, stream sync
+                "record s0 e9",
+                "wait s2 e9",
+                "record s2 e10",
+                "nccl s2 barrier world",
+                "record s2 e11",
+            ]
+        );
+        assert!(device.calls.contains(&"item s0 t0".to_string()));
+        assert!(device.calls.contains(&"sleep 20000".to_string()));
+        assert!(device.calls.contains(&"event_sync e3".to_string()));
+        assert!(device.calls.contains(&"stream_sync s1".to_string()));
+        assert_eq!(rank.marks.len(), 2);
+        assert_eq!(rank.host.len(), 2 * 12);
+        assert_eq!(rank.kernels.len(), 2 * 4);
+        let barrier = &rank.collectives[0];
+        assert!(barrier.async_op);
+        assert_eq!(barrier.bytes, 1);
+        let wait = barrier.wait.unwrap();
+        assert!(wait.completed_at_return);
+        assert_eq!(
+            rank.collectives[1].seq, 2,
+            "seq counts per group across iterations"
+        );
+    }
+
+    #[test]
+    fn stand_ins_replace_collectives_when_downscaled() {
+        let text = r#"
+[cluster]
+ranks = 4
+[tensors]
+grad = "64MiB"
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+"#;
+        let scenario = sim::scenario::parse("down.toml", text).unwrap();
+        for (stand_in, expected) in [
+            (
+                StandIn::Spin { duration_ns: 7_000 },
+                "launch s1 spin 7000ns x16 own".to_string(),
+            ),
+            (
+                StandIn::RingModel,
+                format!(
+                    "launch s1 spin {}ns x16 own",
+                    sim::cost::collective_ns(
+                        &scenario,
+                        &[0, 1, 2, 3],
+                        CollectiveKind::AllReduce,
+                        64 << 20
+                    )
+                ),
+            ),
+            (StandIn::Nccl, "nccl s1 all_reduce world".to_string()),
+        ] {
+            let layout = Layout {
+                rank: 0,
+                world: 1,
+                device: 0,
+                launched: false,
+                stand_in: Some(stand_in),
+            };
+            let plan = RankPlan::new(&scenario, &layout).unwrap();
+            let mut device = FakeDevice::default();
+            Executor::new(&scenario, &plan, &mut device, 1)
+                .run()
+                .unwrap();
+            assert!(device.calls.contains(&expected), "{:?}", device.calls);
+        }
+    }
+
+    #[test]
+    fn perturbations_delay_the_host_and_the_gpu() {
+        let text = r#"
+repeat = 2
+[cluster]
+ranks = 1
+[[op]]
+label = "late"
+gpu_sleep_us = 10
+[[perturb]]
+ranks = [0]
+before = "late"
+host_delay_us = 30
+gpu_delay_us = 40
+iterations = [1]
+"#;
+        let mut device = FakeDevice::default();
+        run_fake(text, &mut device).unwrap();
+        let sleeps: Vec<&String> = device
+            .calls
+            .iter()
+            .filter(|c| c.contains("sleep 30000") || c.contains("40000ns"))
+            .collect();
+        assert_eq!(sleeps.len(), 2, "only in iteration 1: {:?}", device.calls);
+    }
+
+    /// Every committed hardware scenario (and the shipped catalogue) plans and runs on the fake
+    /// device: the GPU runs only ever see programs that the executor accepts.
+    #[test]
+    fn committed_scenarios_run_on_the_fake_device() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut count = 0;
+        for dir in ["tests/data/hw/scenarios", "scenarios"] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                continue;
+            };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "toml") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let scenario = sim::scenario::parse(&path.to_string_lossy(), &text)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                let layout = Layout {
+                    rank: 0,
+                    world: 1,
+                    device: 0,
+                    launched: false,
+                    stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::RingModel),
+                };
+                let plan = RankPlan::new(&scenario, &layout).unwrap();
+                let mut device = FakeDevice::default();
+                let log = Executor::new(&scenario, &plan, &mut device, u64::MAX)
+                    .run()
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert!(
+                    device.event_times.len()
+                        <= plan.events_per_iteration * scenario.repeat as usize
+                );
+                let times = device.event_times.clone();
+                log.resolve(&plan, |ev| Ok(times[ev])).unwrap();
+                count += 1;
+            }
+        }
+        assert!(count >= 5, "found {count} scenarios");
+    }
+}

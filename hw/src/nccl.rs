@@ -1,0 +1,307 @@
+//! A thin NCCL communicator of the crate's own over `cudarc::nccl::{result, sys}`: the stream is
+//! an argument of every call (as in ProcessGroupNCCL, which enqueues on the internal or the
+//! current stream, R10/R11), the raw handle can be aborted from the watchdog thread (R26, R27),
+//! and errors are values, never panics. Also the unique-id exchange through a shared folder
+//! (R29).
+
+use crate::error::HwError;
+use cudarc::driver::sys::CUstream;
+use cudarc::nccl::{result, sys};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Size of NCCL's unique id in bytes.
+pub const UNIQUE_ID_BYTES: usize = 128;
+
+fn describe(error: result::NcclError) -> String {
+    // SAFETY: ncclGetErrorString returns a pointer to a static C string for any code.
+    let text = unsafe {
+        let ptr = sys::ncclGetErrorString(error.0);
+        if ptr.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(ptr).to_string_lossy().into_owned()
+        }
+    };
+    format!("{:?} ({text})", error.0)
+}
+
+fn check(call: &str, status: Result<result::NcclStatus, result::NcclError>) -> Result<(), HwError> {
+    status
+        .map(|_| ())
+        .map_err(|error| HwError::nccl(call, describe(error)))
+}
+
+/// NCCL's version as `major.minor.patch` (`ncclGetVersion`, e.g. 22809 → 2.28.9).
+pub fn version_string(code: i32) -> String {
+    if code >= 20_900 {
+        format!("{}.{}.{}", code / 10_000, code / 100 % 100, code % 100)
+    } else {
+        format!("{}.{}.{}", code / 1_000, code / 100 % 10, code % 100)
+    }
+}
+
+pub fn version() -> Result<String, HwError> {
+    result::get_nccl_version()
+        .map(version_string)
+        .map_err(|e| HwError::nccl("ncclGetVersion", describe(e)))
+}
+
+/// A new unique id as bytes (`ncclGetUniqueId`).
+pub fn new_unique_id() -> Result<[u8; UNIQUE_ID_BYTES], HwError> {
+    let id = result::get_uniqueid().map_err(|e| HwError::nccl("ncclGetUniqueId", describe(e)))?;
+    Ok(id.internal.map(|c| c as u8))
+}
+
+/// One communicator. `enqueue` and `abort` are serialised by a lock, so the watchdog can abort
+/// from its thread while the main thread enqueues.
+pub struct Communicator {
+    raw: Mutex<sys::ncclComm_t>,
+    aborted: AtomicBool,
+    pub name: String,
+}
+
+// SAFETY: an ncclComm_t may be used from any thread; every use here goes through the mutex, and
+// ncclCommAbort is documented as callable from another thread.
+unsafe impl Send for Communicator {}
+unsafe impl Sync for Communicator {}
+
+/// Element type of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elem {
+    U8,
+    F16,
+    Bf16,
+    F32,
+}
+
+impl Elem {
+    fn raw(self) -> sys::ncclDataType_t {
+        match self {
+            Elem::U8 => sys::ncclDataType_t::ncclUint8,
+            Elem::F16 => sys::ncclDataType_t::ncclFloat16,
+            Elem::Bf16 => sys::ncclDataType_t::ncclBfloat16,
+            Elem::F32 => sys::ncclDataType_t::ncclFloat32,
+        }
+    }
+}
+
+/// A collective on an in-place buffer (see [`crate::plan::nccl_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+}
+
+impl Communicator {
+    /// `ncclCommInitRank`: blocks until every rank of the communicator joined (R8 bootstrap).
+    pub fn init(
+        name: &str,
+        size: u32,
+        rank: u32,
+        id: &[u8; UNIQUE_ID_BYTES],
+    ) -> Result<Communicator, HwError> {
+        let unique = sys::ncclUniqueId {
+            internal: id.map(|b| b as std::ffi::c_char),
+        };
+        let mut raw: sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer; the id comes from ncclGetUniqueId on the
+        // group's first rank.
+        let status = unsafe { result::comm_init_rank(&mut raw, size as i32, unique, rank as i32) };
+        check("ncclCommInitRank", status)?;
+        Ok(Communicator {
+            raw: Mutex::new(raw),
+            aborted: AtomicBool::new(false),
+            name: name.to_string(),
+        })
+    }
+
+    /// Enqueues one collective on `stream`. `buffer` holds `count` elements per rank's part:
+    /// all_reduce and broadcast `count` in place; all_gather sends the rank's slice at
+    /// `slice` into the whole buffer; reduce_scatter reduces the whole buffer into the slice.
+    ///
+    /// # Safety
+    /// `buffer` and `slice` must be device pointers of this communicator's GPU, large enough for
+    /// the op's counts, alive until the kernel finished; `stream` must be a stream of that GPU.
+    pub unsafe fn enqueue(
+        &self,
+        op: Op,
+        stream: CUstream,
+        buffer: u64,
+        slice: u64,
+        count: usize,
+        elem: Elem,
+    ) -> Result<(), HwError> {
+        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
+        if self.aborted.load(Ordering::Acquire) {
+            return Err(HwError::nccl(
+                "enqueue",
+                format!("communicator {} was aborted by the watchdog", self.name),
+            ));
+        }
+        let stream = stream as sys::cudaStream_t;
+        let whole = buffer as *mut c_void;
+        let part = slice as *mut c_void;
+        let sum = sys::ncclRedOp_t::ncclSum;
+        let status = match op {
+            Op::AllReduce => result::all_reduce(whole, whole, count, elem.raw(), sum, *raw, stream),
+            Op::Broadcast => result::broadcast(whole, whole, count, elem.raw(), 0, *raw, stream),
+            Op::AllGather => result::all_gather(part, whole, count, elem.raw(), *raw, stream),
+            Op::ReduceScatter => {
+                result::reduce_scatter(whole, part, count, elem.raw(), sum, *raw, stream)
+            }
+        };
+        check("ncclCollective", status)
+    }
+
+    /// `ncclCommGetAsyncError`: an error NCCL met in the background, if any.
+    pub fn async_error(&self) -> Option<String> {
+        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
+        if self.aborted.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut code = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: the communicator is alive and not aborted; `code` is a valid out-pointer.
+        let status = unsafe { sys::ncclCommGetAsyncError(*raw, &mut code) };
+        match (status, code) {
+            (sys::ncclResult_t::ncclSuccess, sys::ncclResult_t::ncclSuccess)
+            | (sys::ncclResult_t::ncclSuccess, sys::ncclResult_t::ncclInProgress) => None,
+            (sys::ncclResult_t::ncclSuccess, code) => Some(format!("{code:?}")),
+            (status, _) => Some(format!("ncclCommGetAsyncError returned {status:?}")),
+        }
+    }
+
+    /// `ncclCommAbort` (R27 TearDown/CleanUpOnly): in-flight NCCL kernels exit, later enqueues
+    /// fail. Idempotent.
+    pub fn abort(&self) {
+        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.aborted.swap(true, Ordering::AcqRel) {
+            // SAFETY: the handle is alive; after this it is never used again.
+            // The result is ignored: abort is the last resort and has no recovery.
+            let _ = unsafe { result::comm_abort(*raw) };
+        }
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        if !self.aborted.load(Ordering::Acquire) {
+            let raw = *self.raw.get_mut().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: the handle is alive and no kernel is enqueued after the final device
+            // synchronise; a failing destroy at exit has no one left to report to.
+            let _ = unsafe { result::comm_destroy(raw) };
+        }
+    }
+}
+
+/// The unique-id exchange of R29 through files: the group's first rank writes the id under a
+/// temporary name and renames it (atomic on one file system); the others poll until it appears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendezvous {
+    pub dir: PathBuf,
+    pub run_key: String,
+}
+
+impl Rendezvous {
+    /// The id file of `group`; the run key keeps ids of different jobs apart.
+    pub fn path(&self, group: &str) -> PathBuf {
+        let clean = |text: &str| -> String {
+            text.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        self.dir.join(format!(
+            "c10dsim-{}-{}.ncclid",
+            clean(&self.run_key),
+            clean(group)
+        ))
+    }
+
+    pub fn publish(&self, group: &str, id: &[u8; UNIQUE_ID_BYTES]) -> Result<(), HwError> {
+        let path = self.path(group);
+        let temporary = path.with_extension(format!("tmp{}", std::process::id()));
+        let fail = |what: &str, error: std::io::Error| {
+            HwError::Rendezvous(format!("{what} {}: {error}", temporary.display()))
+        };
+        std::fs::write(&temporary, id).map_err(|e| fail("cannot write", e))?;
+        std::fs::rename(&temporary, &path).map_err(|e| fail("cannot rename", e))
+    }
+
+    /// Waits for the id (R29: `store.get` blocks until rank 0 published it or the timeout).
+    pub fn fetch(&self, group: &str, timeout: Duration) -> Result<[u8; UNIQUE_ID_BYTES], HwError> {
+        let path = self.path(group);
+        let start = Instant::now();
+        loop {
+            if let Ok(bytes) = std::fs::read(&path) {
+                if let Ok(id) = <[u8; UNIQUE_ID_BYTES]>::try_from(bytes.as_slice()) {
+                    return Ok(id);
+                }
+            }
+            if start.elapsed() > timeout {
+                return Err(HwError::Rendezvous(format!(
+                    "no NCCL unique id for group {group:?} at {} after {} s (possible application \
+                     crash on the group's first rank, or a folder the ranks do not share)",
+                    path.display(),
+                    timeout.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Removes the id file once the communicator exists on every rank.
+    pub fn remove(&self, group: &str) {
+        // A missing file is fine: nothing to clean.
+        let _ = std::fs::remove_file(self.path(group));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_print_like_nccl() {
+        assert_eq!(version_string(22809), "2.28.9");
+        assert_eq!(version_string(22203), "2.22.3");
+        assert_eq!(version_string(2708), "2.7.8");
+    }
+
+    #[test]
+    fn ids_travel_through_the_folder() {
+        let dir = std::env::temp_dir().join(format!("c10dsim-hw-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rendezvous = Rendezvous {
+            dir: dir.clone(),
+            run_key: "job 1/x".into(),
+        };
+        assert!(rendezvous
+            .path("world")
+            .ends_with("c10dsim-job_1_x-world.ncclid"));
+        let id = [7u8; UNIQUE_ID_BYTES];
+        let reader = {
+            let rendezvous = rendezvous.clone();
+            std::thread::spawn(move || rendezvous.fetch("world", Duration::from_secs(5)))
+        };
+        std::thread::sleep(Duration::from_millis(30));
+        rendezvous.publish("world", &id).unwrap();
+        assert_eq!(reader.join().unwrap().unwrap(), id);
+        rendezvous.remove("world");
+        let error = rendezvous
+            .fetch("world", Duration::from_millis(20))
+            .unwrap_err();
+        assert!(error.to_string().contains("possible application crash"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,330 @@
+//! Planning: which streams a rank needs, which communicator each collective uses, where each
+//! collective's kernel runs under the behaviour profile, and how long a downscale stand-in
+//! lasts. Pure functions of the scenario and the [`Layout`], tested without a GPU.
+
+use crate::error::HwError;
+use crate::options::{Layout, StandIn};
+use sim::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, StreamId};
+use sim::timeline::{StreamInfo, StreamKind, StreamRef};
+
+/// Largest number of timed events one run may use (a limit on every queue).
+pub const MAX_EVENTS: usize = 4_000_000;
+
+/// Where a collective's kernel runs and what the host does around it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// R10: input-ready event on the current stream, the internal stream waits on it, the
+    /// kernel and the end event go on the internal stream; a Work is returned.
+    Internal,
+    /// R11 (2.5): as [`Placement::Internal`], then the wrapper calls `wait()`.
+    InternalThenWait,
+    /// R11 (2.12): the kernel is enqueued directly on the current stream.
+    Current,
+}
+
+impl Placement {
+    pub fn of(scenario: &Scenario, async_op: bool) -> Placement {
+        if async_op {
+            Placement::Internal
+        } else if scenario.torch.sync_collective_on_current_stream() {
+            Placement::Current
+        } else {
+            Placement::InternalThenWait
+        }
+    }
+}
+
+/// One process group as this rank sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupPlan {
+    pub group: GroupId,
+    pub name: String,
+    /// This rank's position in the communicator.
+    pub comm_rank: u32,
+    /// Ranks in the communicator actually created (1 when downscaled).
+    pub comm_size: u32,
+    /// Ranks of the group in the scenario (for the ring model of a stand-in).
+    pub scenario_size: u32,
+    /// The group's internal NCCL stream (R9).
+    pub stream: StreamRef,
+    pub eager_init: bool,
+}
+
+/// Everything the executor needs to know before the first op.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankPlan {
+    pub rank: u32,
+    /// Scenario streams first (index = [`StreamId`]), then one internal stream per group of
+    /// this rank that runs collectives.
+    pub streams: Vec<StreamInfo>,
+    /// Per scenario group: `Some` when this rank is a member and calls collectives on it.
+    pub groups: Vec<Option<GroupPlan>>,
+    pub stand_in: Option<StandIn>,
+    /// Upper bound of timed events one iteration records.
+    pub events_per_iteration: usize,
+}
+
+impl RankPlan {
+    pub fn new(scenario: &Scenario, layout: &Layout) -> Result<RankPlan, HwError> {
+        let rank = layout.rank;
+        let mut streams: Vec<StreamInfo> = scenario
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(id, stream)| StreamInfo {
+                name: stream.name.clone(),
+                kind: if id == 0 {
+                    StreamKind::Default
+                } else {
+                    StreamKind::User
+                },
+                high_priority: stream.priority == Priority::High,
+            })
+            .collect();
+        // Like the simulator: one internal stream per group this rank belongs to, in group
+        // order (R9), whether or not the program uses it.
+        let downscaled = layout.world == 1;
+        let mut groups: Vec<Option<GroupPlan>> = Vec::with_capacity(scenario.groups.len());
+        for (group, declared) in scenario.groups.iter().enumerate() {
+            let Some(position) = declared.ranks.iter().position(|&r| r == rank) else {
+                groups.push(None);
+                continue;
+            };
+            streams.push(StreamInfo {
+                name: format!("nccl:{}", declared.name),
+                kind: StreamKind::Nccl,
+                high_priority: scenario.group_stream_high_priority(group),
+            });
+            groups.push(Some(GroupPlan {
+                group,
+                name: declared.name.clone(),
+                comm_rank: if downscaled { 0 } else { position as u32 },
+                comm_size: if downscaled {
+                    1
+                } else {
+                    declared.ranks.len() as u32
+                },
+                scenario_size: declared.ranks.len() as u32,
+                stream: (streams.len() - 1) as StreamRef,
+                eager_init: declared.eager_init,
+            }));
+        }
+        // The parser restricts a subgroup's collectives to its members, so every collective
+        // this rank runs has a group plan.
+        let events_per_iteration: usize = scenario
+            .ops
+            .iter()
+            .filter(|op| op.runs_on(rank))
+            .map(|op| events_of(&op.kind))
+            .sum();
+        let total = events_per_iteration.saturating_mul(scenario.repeat as usize);
+        if total > MAX_EVENTS {
+            return Err(HwError::Unsupported(format!(
+                "the run needs {total} timed CUDA events ({events_per_iteration} per iteration × {} \
+                 repeats); the hardware backend keeps at most {MAX_EVENTS}: lower repeat",
+                scenario.repeat
+            )));
+        }
+        Ok(RankPlan {
+            rank,
+            streams,
+            groups,
+            stand_in: layout.stand_in,
+            events_per_iteration,
+        })
+    }
+
+    /// The stream ref of a scenario stream.
+    pub fn stream(&self, stream: StreamId) -> StreamRef {
+        stream as StreamRef
+    }
+
+    pub fn group(&self, group: GroupId) -> &GroupPlan {
+        self.groups[group]
+            .as_ref()
+            .expect("the plan holds every group this rank calls collectives on")
+    }
+}
+
+/// Timed events an op records (see the executor): the bound sizes the event pool.
+fn events_of(kind: &OpKind) -> usize {
+    match kind {
+        // input-ready, start (= release of the syncStream wait), end, wait release
+        OpKind::Collective { .. } | OpKind::Barrier { .. } => 4,
+        OpKind::Gemm { .. } | OpKind::Kernel { .. } | OpKind::GpuSleep { .. } => 2,
+        OpKind::Wait { .. }
+        | OpKind::Mark { .. }
+        | OpKind::RecordEvent { .. }
+        | OpKind::WaitEvent { .. } => 1,
+        OpKind::IsCompleted { .. }
+        | OpKind::SetStream { .. }
+        | OpKind::EventSync { .. }
+        | OpKind::StreamSync { .. }
+        | OpKind::DeviceSync
+        | OpKind::Item { .. }
+        | OpKind::HostSleep { .. } => 0,
+    }
+}
+
+/// What a collective call hands NCCL: element counts per R10c for an in-place call on the
+/// scenario's tensor. The tensor is the full buffer: all_gather's output (each rank sends its
+/// `1/n` slice), reduce_scatter's input (each rank keeps a `1/n` slice), the all_reduce and
+/// broadcast buffer (root = the group's first rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NcclCounts {
+    /// Elements each rank sends (all_gather, reduce_scatter: the slice; others: the buffer).
+    pub count: usize,
+    /// Byte offset of this rank's slice inside the buffer (all_gather, reduce_scatter).
+    pub slice_offset_bytes: u64,
+}
+
+pub fn nccl_counts(
+    collective: CollectiveKind,
+    tensor_bytes: u64,
+    element_bytes: u64,
+    comm_rank: u32,
+    comm_size: u32,
+) -> NcclCounts {
+    let elements = tensor_bytes / element_bytes;
+    match collective {
+        CollectiveKind::AllReduce | CollectiveKind::Broadcast => NcclCounts {
+            count: elements as usize,
+            slice_offset_bytes: 0,
+        },
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
+            let slice = elements / u64::from(comm_size);
+            NcclCounts {
+                count: slice as usize,
+                slice_offset_bytes: slice * element_bytes * u64::from(comm_rank),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{HwOptions, Layout};
+
+    const TWO_GROUPS: &str = r#"
+torch = "2.5"
+repeat = 3
+[cluster]
+ranks = 4
+[tensors]
+grad = "64MiB"
+[streams]
+side = { priority = "high" }
+[groups]
+pair = { ranks = [0, 1], high_priority = true }
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+all_gather = "grad"
+group = "pair"
+ranks = [0, 1]
+[[op]]
+mark = "m"
+stream = "side"
+"#;
+
+    fn scenario(text: &str) -> Scenario {
+        sim::scenario::parse("plan.toml", text).unwrap()
+    }
+
+    #[test]
+    fn streams_and_groups_of_a_rank() {
+        let scenario = scenario(TWO_GROUPS);
+        let layout = Layout {
+            rank: 1,
+            world: 4,
+            device: 1,
+            launched: true,
+            stand_in: None,
+        };
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
+        let names: Vec<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["default", "side", "nccl:world", "nccl:pair"]);
+        assert!(plan.streams[1].high_priority);
+        assert!(!plan.streams[2].high_priority);
+        assert!(plan.streams[3].high_priority, "R9: the group asked for it");
+        let pair = plan.group(1);
+        assert_eq!((pair.comm_rank, pair.comm_size, pair.stream), (1, 2, 3));
+        assert_eq!(plan.events_per_iteration, 4 + 1 + 4 + 1);
+
+        // Rank 2 is not in `pair` and does not run the all_gather (ranks = [0, 1]).
+        let rank2 = RankPlan::new(&scenario, &Layout { rank: 2, ..layout }).unwrap();
+        assert!(rank2.groups[1].is_none());
+        assert_eq!(rank2.streams.len(), 3);
+    }
+
+    #[test]
+    fn downscaled_groups_are_one_rank_communicators() {
+        let scenario = scenario(TWO_GROUPS);
+        let layout = Layout::resolve(
+            4,
+            &HwOptions {
+                downscale: crate::options::Downscale::RankZero(StandIn::RingModel),
+                ..HwOptions::default()
+            },
+            1,
+        )
+        .unwrap();
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
+        let world = plan.group(0);
+        assert_eq!(
+            (world.comm_rank, world.comm_size, world.scenario_size),
+            (0, 1, 4)
+        );
+        assert_eq!(plan.stand_in, Some(StandIn::RingModel));
+    }
+
+    #[test]
+    fn placement_follows_the_profile() {
+        let v2_5 = scenario(TWO_GROUPS);
+        assert_eq!(Placement::of(&v2_5, true), Placement::Internal);
+        assert_eq!(Placement::of(&v2_5, false), Placement::InternalThenWait);
+        let v2_12 = scenario(&TWO_GROUPS.replace("torch = \"2.5\"", ""));
+        assert_eq!(Placement::of(&v2_12, false), Placement::Current);
+    }
+
+    #[test]
+    fn a_subgroup_collective_skips_non_members() {
+        let text = r#"
+[cluster]
+ranks = 2
+[tensors]
+t = "4KiB"
+[groups]
+solo = { ranks = [1] }
+[[op]]
+all_reduce = "t"
+group = "solo"
+"#;
+        let layout = Layout::resolve(
+            2,
+            &HwOptions {
+                downscale: crate::options::Downscale::RankZero(StandIn::Nccl),
+                ..HwOptions::default()
+            },
+            1,
+        )
+        .unwrap();
+        let plan = RankPlan::new(&scenario(text), &layout).unwrap();
+        assert!(plan.groups[1].is_none());
+        assert_eq!(plan.events_per_iteration, 0, "rank 0 does not run the op");
+    }
+
+    #[test]
+    fn nccl_counts_per_collective() {
+        use CollectiveKind::*;
+        assert_eq!(nccl_counts(AllReduce, 1024, 4, 1, 4).count, 256);
+        let gather = nccl_counts(AllGather, 1024, 4, 3, 4);
+        assert_eq!((gather.count, gather.slice_offset_bytes), (64, 768));
+        assert_eq!(nccl_counts(ReduceScatter, 1024, 2, 0, 1).count, 512);
+    }
+}

@@ -1,0 +1,163 @@
+//! The watchdog thread of R26: every 100 ms it checks each communicator for an NCCL async error,
+//! then each pending Work for a timeout counted on the host clock from the enqueue, then for
+//! completion. On an error or a timeout it aborts every communicator (`ncclCommAbort`, the
+//! TearDown of R27 without the dump wait) so that nothing hangs, and the main thread raises at
+//! its next op. Not started under `TORCH_NCCL_BLOCKING_WAIT` (R15), where the wait itself
+//! times out.
+
+use crate::error::HwError;
+use crate::exec::WatchedWork;
+use crate::nccl::Communicator;
+use cudarc::driver::{result, CudaContext, CudaEvent};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The watchdog's poll period (R26, semantics.md "Defaults").
+pub const POLL: Duration = Duration::from_millis(100);
+
+struct Shared {
+    events: Arc<Vec<CudaEvent>>,
+    pending: Mutex<Vec<WatchedWork>>,
+    comms: Mutex<Vec<Arc<Communicator>>>,
+    timeout_ns: u64,
+    origin: Instant,
+    stop: AtomicBool,
+    failure: Mutex<Option<HwError>>,
+}
+
+impl Shared {
+    fn fail(&self, error: HwError) {
+        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if failure.is_none() {
+            *failure = Some(error);
+        }
+        drop(failure);
+        for comm in self.comms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            comm.abort();
+        }
+    }
+
+    fn check(&self) {
+        let comms: Vec<Arc<Communicator>> =
+            self.comms.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for comm in &comms {
+            if let Some(error) = comm.async_error() {
+                self.fail(HwError::nccl(
+                    "ncclCommGetAsyncError",
+                    format!("communicator {}: {error}; communicators aborted", comm.name),
+                ));
+                return;
+            }
+        }
+        let now_ns = self.origin.elapsed().as_nanos() as u64;
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut timed_out = None;
+        pending.retain(|work| {
+            // SAFETY: the event belongs to the pool, alive as long as `Shared`.
+            let done = unsafe { result::event::query(self.events[work.end].cu_event()) };
+            if done.is_ok() {
+                return false;
+            }
+            let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
+            if ran_ns > self.timeout_ns && timed_out.is_none() {
+                timed_out = Some(format!(
+                    "Watchdog caught collective operation timeout: {} ran for {} ms, over the \
+                     {} ms timeout (counted from the enqueue, R26); communicators aborted",
+                    work.description,
+                    ran_ns / 1_000_000,
+                    self.timeout_ns / 1_000_000
+                ));
+            }
+            true
+        });
+        drop(pending);
+        if let Some(message) = timed_out {
+            self.fail(HwError::Timeout(message));
+        }
+    }
+}
+
+pub struct Watchdog {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    pub fn start(
+        ctx: Arc<CudaContext>,
+        events: Arc<Vec<CudaEvent>>,
+        timeout_ns: u64,
+        origin: Instant,
+    ) -> Result<Watchdog, HwError> {
+        let shared = Arc::new(Shared {
+            events,
+            pending: Mutex::new(Vec::new()),
+            comms: Mutex::new(Vec::new()),
+            timeout_ns,
+            origin,
+            stop: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        });
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("c10dsim-watchdog".into())
+            .spawn(move || {
+                if let Err(error) = ctx.bind_to_thread() {
+                    thread_shared.fail(HwError::cuda("cuCtxSetCurrent (watchdog)", error));
+                    return;
+                }
+                let step = Duration::from_millis(10);
+                while !thread_shared.stop.load(Ordering::Acquire) {
+                    let mut slept = Duration::ZERO;
+                    while slept < POLL && !thread_shared.stop.load(Ordering::Acquire) {
+                        std::thread::sleep(step);
+                        slept += step;
+                    }
+                    thread_shared.check();
+                }
+            })
+            .map_err(|error| {
+                HwError::BadOptions(format!("cannot start the watchdog thread: {error}"))
+            })?;
+        Ok(Watchdog {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn watch(&self, work: WatchedWork) {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(work);
+    }
+
+    pub fn add_comm(&self, comm: Arc<Communicator>) {
+        self.shared
+            .comms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(comm);
+    }
+
+    pub fn failure(&self) -> Option<HwError> {
+        self.shared
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            // A panicked watchdog has nothing more to report at shutdown.
+            let _ = thread.join();
+        }
+    }
+}
