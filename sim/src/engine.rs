@@ -755,7 +755,8 @@ impl<'s> Engine<'s> {
                 self.ranks[rank as usize].host_ns += costs.wait_ns;
                 let (collective, end) = self.ranks[rank as usize].work_state[work]
                     .expect("validation guarantees the Work exists");
-                proceed = self.wait(rank, op_index, collective, end, stream, start_ns);
+                let poll = self.scenario.env.blocking_wait;
+                proceed = self.wait(rank, op_index, collective, end, stream, start_ns, poll);
             }
             OpKind::IsCompleted { work } => {
                 let state = &mut self.ranks[rank as usize];
@@ -871,6 +872,7 @@ impl<'s> Engine<'s> {
         end: Instance,
         stream: u16,
         start_ns: u64,
+        poll: bool,
     ) -> bool {
         let stream_wait = self.ranks[rank as usize].timeline.stream_waits.len() as u32;
         self.push_stream_wait(rank, op_index, stream, end);
@@ -885,7 +887,7 @@ impl<'s> Engine<'s> {
             completed_at_return: false,
         });
         state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
-        if !self.scenario.env.blocking_wait {
+        if !poll {
             return true;
         }
         let poll_ns = self.scenario.host.blocking_wait_poll_ns;
@@ -1047,9 +1049,9 @@ impl<'s> Engine<'s> {
 
         if barrier {
             // R14: barrier = the all_reduce, wait() on the current stream, then
-            // currentStream.synchronize().
-            self.ranks[rank as usize].host_ns += costs.wait_ns;
+            // currentStream.synchronize(), which the host blocks in (so no polling is modelled).
             let wait_start = self.ranks[rank as usize].host_ns;
+            self.ranks[rank as usize].host_ns += costs.wait_ns;
             self.wait(
                 rank,
                 op_index,
@@ -1057,6 +1059,7 @@ impl<'s> Engine<'s> {
                 end,
                 call_stream,
                 wait_start,
+                false,
             );
             let instance = self.record(rank, call_stream);
             return self.block_on(rank, &[instance], costs.sync_ns);
@@ -1072,6 +1075,7 @@ impl<'s> Engine<'s> {
                 end,
                 call_stream,
                 wait_start,
+                scenario.env.blocking_wait,
             );
             let state = &mut self.ranks[rank as usize];
             let host_ns = state.host_ns;
@@ -1164,6 +1168,37 @@ impl<'s> Engine<'s> {
                     group.name,
                     op.line,
                     rank_list(&arrived),
+                    rank_list(&missing),
+                ),
+            });
+        }
+        for (group_id, arrived) in self.comm_init.iter().enumerate() {
+            let group = &scenario.groups[group_id];
+            if arrived.is_empty() || arrived.len() == group.ranks.len() {
+                continue;
+            }
+            let mut waiting: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+            waiting.sort_unstable();
+            let missing: Vec<u32> = group
+                .ranks
+                .iter()
+                .copied()
+                .filter(|r| waiting.binary_search(r).is_err())
+                .collect();
+            let first = waiting[0];
+            let op = &scenario.ops[self.ranks[first as usize].blocked_op];
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: Some(first),
+                iteration: Some(self.ranks[first as usize].iteration),
+                op: Some(op.index as OpRef),
+                stream: None,
+                message: format!(
+                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), ranks {} never issue a collective on it",
+                    group.name,
+                    rank_list(&waiting),
+                    op.display_name(),
+                    op.line,
                     rank_list(&missing),
                 ),
             });

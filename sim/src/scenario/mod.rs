@@ -556,7 +556,7 @@ impl Resolver<'_> {
         names: &mut Names,
     ) -> Result<Vec<Tensor>> {
         let mut tensors = Vec::new();
-        for (name, value) in raw.into_iter().flatten() {
+        for (name, value) in in_file_order(raw) {
             let (size_text, dtype) = match value.get_ref() {
                 toml::Value::String(size) => (size.clone(), DType::F32),
                 toml::Value::Integer(bytes) => (bytes.to_string(), DType::F32),
@@ -643,7 +643,7 @@ impl Resolver<'_> {
             priority: Priority::Normal,
         }];
         names.streams.insert("default".into(), 0);
-        for (name, stream) in raw.into_iter().flatten() {
+        for (name, stream) in in_file_order(raw) {
             if name.get_ref() == "default" {
                 return Err(self.error(
                     name.span(),
@@ -685,7 +685,7 @@ impl Resolver<'_> {
             high_priority: false,
         }];
         names.groups.insert("world".into(), 0);
-        for (name, group) in raw.into_iter().flatten() {
+        for (name, group) in in_file_order(raw) {
             let raw_group = group.get_ref();
             let ranks = match &raw_group.ranks {
                 None if name.get_ref() == "world" => (0..cluster.ranks).collect(),
@@ -1241,6 +1241,14 @@ impl Resolver<'_> {
             both: find(&raw.both)?,
         })
     }
+}
+
+/// The entries of a TOML table in the order the file declares them (a `BTreeMap` sorts them by
+/// name; the keys' spans give the file's order back).
+fn in_file_order<V>(table: Option<&BTreeMap<Spanned<String>, V>>) -> Vec<(&Spanned<String>, &V)> {
+    let mut entries: Vec<(&Spanned<String>, &V)> = table.into_iter().flatten().collect();
+    entries.sort_by_key(|(key, _)| key.span().start);
+    entries
 }
 
 #[derive(Default)]

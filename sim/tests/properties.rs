@@ -1,0 +1,302 @@
+//! Property tests of the engine's invariants over randomly generated programs: causality
+//! (nothing starts before its stream predecessor or the events it waits on, R4/R5/R10/R12),
+//! host time only moves forward (R1), the rendezvous of R16, every Work completes or is named in a
+//! deadlock finding, and determinism.
+
+use proptest::prelude::*;
+use sim::timeline::{FindingKind, Timeline};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Builds a valid scenario from random choices: the generator tracks which Works and events
+/// exist so that every reference resolves; `skip` makes one collective leave out the last rank,
+/// which must end in a deadlock finding.
+fn scenario_text(
+    ranks: u32,
+    repeat: u32,
+    blocking_wait: bool,
+    old_profile: bool,
+    choices: &[(u8, u8)],
+    skip: Option<usize>,
+) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "repeat = {repeat}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [0, {}] }}",
+        if old_profile { "2.5" } else { "2.12" },
+        u8::from(blocking_wait),
+        ranks.saturating_sub(1).min(1)
+    );
+    let streams = ["default", "s1", "s2"];
+    let mut works = 0usize;
+    let mut events: Vec<usize> = Vec::new();
+    let mut marks = 0usize;
+    for (index, &(kind, arg)) in choices.iter().enumerate() {
+        text.push_str("[[op]]\n");
+        let tensor = if arg % 2 == 0 { "a" } else { "b" };
+        match kind % 15 {
+            0 | 1 => {
+                let _ = writeln!(
+                    text,
+                    "all_reduce = \"{tensor}\"\nasync_op = true\nwork = \"w{works}\""
+                );
+                if skip == Some(index) && ranks > 1 {
+                    let listed: Vec<String> = (0..ranks - 1).map(|r| r.to_string()).collect();
+                    let _ = writeln!(text, "ranks = [{}]", listed.join(", "));
+                    // A Work that exists on some ranks only cannot be waited on everywhere.
+                    continue;
+                }
+                works += 1;
+            }
+            2 => {
+                let _ = writeln!(text, "all_gather = \"{tensor}\"");
+            }
+            3 if works > 0 => {
+                let _ = writeln!(text, "wait = \"w{}\"", arg as usize % works);
+            }
+            4 if works > 0 => {
+                let _ = writeln!(text, "is_completed = \"w{}\"", arg as usize % works);
+            }
+            5 => {
+                let _ = writeln!(text, "gemm = [{}, 512, 256]", 64 + u32::from(arg) * 8);
+            }
+            6 => {
+                let _ = writeln!(text, "kernel = {{ us = {} }}", 1 + u32::from(arg));
+            }
+            7 => {
+                let _ = writeln!(text, "gpu_sleep_us = {}", 1 + u32::from(arg) * 3);
+            }
+            8 => {
+                let _ = writeln!(text, "set_stream = \"{}\"", streams[arg as usize % 3]);
+            }
+            9 => {
+                let _ = writeln!(text, "record_event = \"e{}\"", arg as usize % 3);
+                if !events.contains(&(arg as usize % 3)) {
+                    events.push(arg as usize % 3);
+                }
+            }
+            10 if !events.is_empty() => {
+                let verb = if arg % 2 == 0 {
+                    "wait_event"
+                } else {
+                    "event_sync"
+                };
+                let _ = writeln!(
+                    text,
+                    "{verb} = \"e{}\"",
+                    events[arg as usize % events.len()]
+                );
+            }
+            11 => {
+                let _ = writeln!(text, "stream_sync = \"{}\"", streams[arg as usize % 3]);
+            }
+            12 => {
+                let _ = writeln!(
+                    text,
+                    "{}",
+                    if arg % 2 == 0 {
+                        "device_sync = true"
+                    } else {
+                        "item = \"a\""
+                    }
+                );
+            }
+            13 => {
+                let _ = writeln!(text, "mark = \"m{marks}\"");
+                marks += 1;
+            }
+            _ => {
+                let _ = writeln!(
+                    text,
+                    "{}",
+                    if arg % 3 == 0 {
+                        "barrier = true"
+                    } else {
+                        "host_sleep_us = 7"
+                    }
+                );
+                if arg % 3 == 1 {
+                    text.push_str("[[op]]\nall_reduce = \"a\"\ngroup = \"pair\"\n");
+                }
+            }
+        }
+    }
+    text
+}
+
+fn check_invariants(timeline: &Timeline) {
+    let latency_ns = 3_000;
+    for rank in &timeline.ranks {
+        // R1: host time only moves forward; calls do not overlap.
+        for pair in rank.host.windows(2) {
+            assert!(pair[0].start_ns <= pair[0].end_ns);
+            assert!(pair[0].end_ns <= pair[1].start_ns, "host went back in time");
+        }
+        // R4: a stream runs one kernel at a time, in launch order, none before its launch.
+        let mut last_end: HashMap<u16, u64> = HashMap::new();
+        for kernel in &rank.kernels {
+            assert!(
+                kernel.start_ns >= kernel.enqueue_ns + latency_ns,
+                "kernel before launch"
+            );
+            assert!(kernel.end_ns >= kernel.start_ns);
+            let previous = last_end.entry(kernel.stream).or_insert(0);
+            assert!(kernel.start_ns >= *previous, "stream FIFO violated");
+            *previous = kernel.end_ns;
+        }
+        // R5: a waiting stream is released only after the event it waits on fired.
+        for wait in &rank.stream_waits {
+            assert!(
+                wait.released_ns >= wait.source_ns,
+                "released before the event fired"
+            );
+        }
+        for mark in &rank.marks {
+            assert!(
+                mark.gpu_ns >= mark.host_ns,
+                "a GPU point before its host call"
+            );
+        }
+        for record in &rank.collectives {
+            // R10a: the NCCL stream waits for the input-ready event.
+            assert!(record.kernel_start_ns >= record.input_ready_ns);
+            // R16: data moves only when the last rank arrived.
+            assert!(record.data_start_ns >= record.kernel_start_ns);
+            assert!(record.end_ns >= record.data_start_ns);
+            if let Some(wait) = &record.wait {
+                // R12: the stream current at wait() is released only after the end event.
+                assert!(wait.released_ns >= record.end_ns);
+                assert_eq!(wait.completed_at_return, record.end_ns <= wait.host_end_ns);
+                // Work launched on that stream after wait() returned starts after the collective.
+                for kernel in &rank.kernels {
+                    if kernel.stream == wait.stream && kernel.enqueue_ns >= wait.host_end_ns {
+                        assert!(kernel.start_ns >= record.end_ns, "R12 ordering violated");
+                    }
+                }
+            }
+        }
+    }
+    // R16: every rank of a collective sees the same data start (the last arrival) and end.
+    let mut by_key: HashMap<(u16, u64), (u64, u64, u64)> = HashMap::new();
+    for rank in &timeline.ranks {
+        for record in &rank.collectives {
+            let entry = by_key.entry((record.group, record.seq)).or_insert((
+                record.data_start_ns,
+                record.end_ns,
+                0,
+            ));
+            assert_eq!((entry.0, entry.1), (record.data_start_ns, record.end_ns));
+            entry.2 = entry.2.max(record.kernel_start_ns);
+        }
+    }
+    for rank in &timeline.ranks {
+        for record in &rank.collectives {
+            assert_eq!(record.data_start_ns, by_key[&(record.group, record.seq)].2);
+        }
+    }
+}
+
+/// Without findings, every rank ran every op of every iteration and every collective completed.
+fn check_completion(timeline: &Timeline, text: &str) {
+    let scenario = sim::scenario::parse("p.toml", text).unwrap();
+    if timeline
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::Deadlock)
+    {
+        return;
+    }
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    for rank in &timeline.ranks {
+        let ops = scenario
+            .ops
+            .iter()
+            .filter(|op| op.runs_on(rank.rank))
+            .count();
+        assert_eq!(
+            rank.host.len(),
+            ops * scenario.repeat as usize,
+            "rank {}",
+            rank.rank
+        );
+        let collectives = scenario
+            .ops
+            .iter()
+            .filter(|op| {
+                op.runs_on(rank.rank)
+                    && matches!(
+                        op.kind,
+                        sim::scenario::OpKind::Collective { .. }
+                            | sim::scenario::OpKind::Barrier { .. }
+                    )
+            })
+            .count();
+        assert_eq!(
+            rank.collectives.len(),
+            collectives * scenario.repeat as usize
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_invariants_hold(
+        ranks in 1u32..5,
+        repeat in 1u32..4,
+        blocking_wait in any::<bool>(),
+        old_profile in any::<bool>(),
+        choices in proptest::collection::vec((any::<u8>(), any::<u8>()), 1..16),
+    ) {
+        let text = scenario_text(ranks, repeat, blocking_wait, old_profile, &choices, None);
+        let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        check_invariants(&timeline);
+        check_completion(&timeline, &text);
+        // Determinism: the same scenario gives the same Timeline.
+        prop_assert_eq!(&timeline, &sim::engine::simulate(&scenario));
+    }
+
+    #[test]
+    fn a_rank_skipping_a_collective_is_a_deadlock_finding_not_a_hang(
+        ranks in 2u32..5,
+        choices in proptest::collection::vec((0u8..2, any::<u8>()), 1..6),
+        skip_at in 0usize..6,
+    ) {
+        let skip = skip_at % choices.len();
+        let mut ops = choices.clone();
+        ops.push((12, 0)); // a device sync after all: the host must wait for the stuck kernel
+        let text = scenario_text(ranks, 1, false, false, &ops, Some(skip));
+        let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        check_invariants(&timeline);
+        prop_assert!(timeline.findings.iter().any(|f| f.kind == FindingKind::Deadlock), "{}", text);
+        let named_last = timeline.findings.iter().any(|f| {
+            f.message.contains(&format!("{}", ranks - 1))
+        });
+        prop_assert!(named_last, "the finding names the missing rank: {:?}", timeline.findings);
+    }
+
+    #[test]
+    fn no_text_makes_the_parser_panic(text in "\\PC{0,300}") {
+        let _ = sim::scenario::parse("fuzz.toml", &text);
+    }
+
+    #[test]
+    fn mutated_scenarios_parse_or_fail_cleanly(
+        cut in 0usize..2000,
+        insert in "[=\\[\\]\"a-z0-9.\\n -]{0,6}",
+    ) {
+        let base = scenario_text(2, 2, false, false, &[(0, 1), (3, 0), (5, 2), (13, 0)], None);
+        let at = cut % base.len();
+        let mut text = base[..at].to_string();
+        text.push_str(&insert);
+        text.push_str(&base[at..]);
+        if let Ok(scenario) = sim::scenario::parse("mutated.toml", &text) {
+            if scenario.cluster.ranks <= 64 && scenario.repeat <= 64 {
+                check_invariants(&sim::engine::simulate(&scenario));
+            }
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! End-to-end tests driven by the scenario catalogue: every file in `scenarios/` is run, and
+//! its outcome checked against figures derived from the model's inputs (the arithmetic is
+//! stated beside each check). A shipped scenario without an entry here fails the suite.
+
+use crate::util::{load, run_with, scenarios_dir};
+use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
+use sim::timeline::Timeline;
+
+/// Every shipped scenario and the check of its outcome.
+const CATALOGUE: &[(&str, fn(&Timeline, &Report))] = &[
+    ("exp_a_api_modes.toml", check_exp_a),
+    ("exp_b_stream_scope.toml", check_exp_b),
+    ("overlap_bench.toml", check_overlap_bench),
+];
+
+fn collective<'r>(report: &'r Report, name: &str) -> &'r CollectiveMetrics {
+    report
+        .collectives
+        .iter()
+        .find(|c| c.op == name)
+        .unwrap_or_else(|| panic!("no collective {name} in the report"))
+}
+
+fn overlap<'r>(report: &'r Report, name: &str) -> &'r OverlapValue {
+    report
+        .overlaps
+        .iter()
+        .find(|o| o.name == name)
+        .unwrap_or_else(|| panic!("no overlap {name} in the report"))
+}
+
+fn assert_close(actual: f64, expected: f64, tolerance: f64, what: &str) {
+    assert!(
+        (actual - expected).abs() <= tolerance,
+        "{what}: {actual} is not within {tolerance} of {expected}"
+    );
+}
+
+#[test]
+fn every_shipped_scenario_runs_and_shows_its_outcome() {
+    let mut shipped: Vec<String> = std::fs::read_dir(scenarios_dir())
+        .expect("scenarios/ exists")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".toml"))
+        .collect();
+    shipped.sort();
+    let mut listed: Vec<&str> = CATALOGUE.iter().map(|(name, _)| *name).collect();
+    listed.sort_unstable();
+    assert_eq!(
+        shipped, listed,
+        "every shipped scenario needs a check in CATALOGUE"
+    );
+    for (name, check) in CATALOGUE {
+        let scenario = load(name, &[]);
+        let timeline = sim::engine::simulate(&scenario);
+        assert!(
+            timeline.findings.is_empty(),
+            "{name}: unexpected findings {:?}",
+            timeline.findings
+        );
+        check(&timeline, &report(&timeline));
+    }
+}
+
+/// Experiment B: 130 ms sleep on the default stream, 64 MiB async all_reduce, wait() on
+/// wait_stream + marker, marker on free_stream.
+fn check_exp_b(timeline: &Timeline, report: &Report) {
+    let warmup = timeline.scenario.warmup;
+    let mark = |name: &str| {
+        timeline
+            .scenario
+            .marks
+            .iter()
+            .position(|m| m == name)
+            .unwrap() as u32
+    };
+    let (wait_marker, free_marker) = (mark("wait_marker"), mark("free_marker"));
+    let mut samples = 0;
+    for rank in &timeline.ranks {
+        for iteration in warmup..timeline.scenario.repeat {
+            let gpu = |m: u32| {
+                rank.marks
+                    .iter()
+                    .find(|r| r.iteration == iteration && r.mark == m)
+                    .unwrap()
+                    .gpu_ns
+            };
+            // R12: the free stream never waits for the collective; the wait stream does.
+            assert!(
+                gpu(free_marker) < gpu(wait_marker),
+                "rank {} iteration {iteration}",
+                rank.rank
+            );
+            samples += 1;
+        }
+    }
+    assert_eq!(samples, 4 * 40, "4 ranks x 40 measured repeats");
+    let ar = collective(report, "ar");
+    // Host wait() = the scenario's wait_us (5.4 µs): it does not block (R12).
+    assert_close(ar.wait_us.unwrap().median, 5.4, 1e-9, "host wait() in µs");
+    // R13: right after wait() the Work is not complete in any repeat.
+    assert_eq!(ar.completed_at_wait, Some(0.0));
+    // The wait marker trails the free marker by the sleep (130 ms, minus the host time spent
+    // between the two markers' launches) plus the all_reduce: 6·2.5 µs + 1.5·64 MiB/113.3 GB/s
+    // = 903.467 µs.
+    assert_close(
+        ar.kernel_us.median,
+        15.0 + 1.5 * 67_108_864.0 / 113.3e9 * 1e6,
+        0.01,
+        "kernel",
+    );
+    let gap = &report.measures[0];
+    assert_eq!(gap.name, "wait_marker_after_free_marker");
+    assert_eq!(gap.positive_fraction, 1.0);
+    assert!(gap.value_us.median > 130_000.0 && gap.value_us.median < 131_000.0);
+}
+
+/// The model's inputs for experiment A (exp_a_api_modes.toml).
+const COLLECTIVE_US: f64 = 70.0;
+const TAIL_US: f64 = 20.0;
+const WAIT_US: f64 = 4.15;
+const LATENCY_US: f64 = 3.0;
+const SIZES: [(&str, f64); 4] = [
+    ("1KiB", 1024.0),
+    ("1MiB", 1048576.0),
+    ("64MiB", 67108864.0),
+    ("256MiB", 268435456.0),
+];
+
+/// R24 for 4 ranks: 6·α + 2·3/4 · S/B with α = 2.5 µs, B = 113.3 GB/s.
+fn exp_a_kernel_us(bytes: f64) -> f64 {
+    6.0 * 2.5 + 1.5 * bytes / 113.3e9 * 1e6
+}
+
+fn check_exp_a(_timeline: &Timeline, report: &Report) {
+    let mut previous_interval = 0.0;
+    for (size, bytes) in SIZES {
+        let kernel_us = exp_a_kernel_us(bytes);
+        let sync = collective(report, &format!("sync_{size}"));
+        let with_wait = collective(report, &format!("async_{size}"));
+        // 2.5 profile: the sync API is the call plus the wrapper's non-blocking wait() (R11).
+        assert_close(
+            sync.host_call_us.median,
+            COLLECTIVE_US + WAIT_US,
+            1e-6,
+            "sync host call",
+        );
+        assert_close(
+            with_wait.host_call_us.median,
+            COLLECTIVE_US,
+            1e-6,
+            "async host call",
+        );
+        assert_close(with_wait.wait_us.unwrap().median, WAIT_US, 1e-6, "wait()");
+        assert_close(with_wait.kernel_us.median, kernel_us, 0.01, "kernel");
+        // The stream is released at the later of the kernel's end (launch latency + kernel
+        // after the input-ready point) and the wait's enqueue (tail + wait after it).
+        let interval = (LATENCY_US + kernel_us).max(TAIL_US + WAIT_US);
+        assert_close(
+            with_wait.stream_interval_us.median,
+            interval,
+            0.01,
+            "stream interval",
+        );
+        assert!(
+            interval >= previous_interval,
+            "the stream interval grows with size"
+        );
+        previous_interval = interval;
+        // is_completed() right after wait() returned: only when the kernel ended before the
+        // wait returned, i.e. 3 + kernel < 20 + 4.15 — true for 1 KiB (18.0 µs) alone.
+        let expected = if LATENCY_US + kernel_us < TAIL_US + WAIT_US {
+            1.0
+        } else {
+            0.0
+        };
+        assert_eq!(with_wait.completed_at_wait, Some(expected), "{size}");
+        // Device sync: the host pays the whole interval (R14).
+        let devsync = report
+            .measures
+            .iter()
+            .find(|m| m.name == format!("devsync_{size}_host"))
+            .unwrap();
+        // mark 2 + call (up to the launch) 50 + latency 3 + kernel + sync 5, or the call's
+        // return (70) + sync 5 when the kernel ended first.
+        let expected_host =
+            2.0 + (COLLECTIVE_US - TAIL_US + LATENCY_US + kernel_us).max(COLLECTIVE_US) + 5.0;
+        assert_close(
+            devsync.value_us.median,
+            expected_host,
+            0.01,
+            "device sync host time",
+        );
+    }
+    // 256 MiB: host call of microseconds, stream interval of milliseconds (the article: 74 µs
+    // vs 3584 µs).
+    let big = collective(report, "sync_256MiB");
+    assert!(big.stream_interval_us.median / big.host_call_us.median > 40.0);
+}
+
+#[test]
+fn blocking_wait_quantises_the_host_wait_to_the_poll_interval() {
+    for (profile, poll_us) in [("2.5", 10_000.0), ("2.12", 1_000.0)] {
+        let timeline = run_with(
+            "exp_a_api_modes.toml",
+            &[
+                "env.TORCH_NCCL_BLOCKING_WAIT=1",
+                &format!("torch={profile}"),
+            ],
+        );
+        let report = report(&timeline);
+        for (size, bytes) in SIZES {
+            let with_wait = collective(&report, &format!("async_{size}"));
+            // R15: the first poll comes right after the stream block, at launch + 20 + 4.15 µs;
+            // then every poll interval. The kernel ends at launch + 3 + kernel.
+            let first_poll = TAIL_US + WAIT_US;
+            let done = LATENCY_US + exp_a_kernel_us(bytes);
+            let polls = if done <= first_poll {
+                0.0
+            } else {
+                ((done - first_poll) / poll_us).ceil()
+            };
+            let expected = WAIT_US + polls * poll_us;
+            assert_close(
+                with_wait.wait_us.unwrap().median,
+                expected,
+                1e-6,
+                &format!("{profile} {size} blocking wait"),
+            );
+            if size != "1KiB" {
+                // Quantised: a whole number of polls, never the kernel's own duration.
+                let steps = (with_wait.wait_us.unwrap().median - WAIT_US) / poll_us;
+                assert!(steps >= 1.0 && (steps - steps.round()).abs() < 1e-9);
+            }
+        }
+        // 2.5: the sync API's wrapper wait() blocks too (R11, R15); 2.12 sync runs on the
+        // current stream without a Work, so its host call does not poll.
+        let sync = collective(&report, "sync_1MiB");
+        if profile == "2.5" {
+            assert_close(
+                sync.host_call_us.median,
+                COLLECTIVE_US + WAIT_US + poll_us,
+                1e-6,
+                "2.5 sync",
+            );
+        } else {
+            assert_close(sync.host_call_us.median, COLLECTIVE_US, 1e-6, "2.12 sync");
+        }
+    }
+}
+
+/// Overlap benchmark: 25 MiB all_reduce (8 ranks, α = 5 µs, B = 450 GB/s) and an 8192³ bf16 GEMM
+/// (989 TFLOP/s · 0.7).
+fn check_overlap_bench(_timeline: &Timeline, report: &Report) {
+    let ar_us = 14.0 * 5.0 + 1.75 * 26_214_400.0 / 450e9 * 1e6; // 171.945
+    let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6; // 1588.2
+    let none = overlap(report, "none");
+    assert_close(none.comm_us, ar_us, 0.01, "ar alone");
+    assert_close(none.compute_us, gemm_us, 0.01, "gemm alone");
+    // none: the all_reduce hides entirely under the longer GEMM.
+    assert_close(none.overlap, 1.0, 1e-9, "none");
+    // early_wait and async_op=False: the GEMM queues behind the all_reduce: both = ar + gemm.
+    assert_close(
+        overlap(report, "early_wait").overlap,
+        0.0,
+        1e-9,
+        "early_wait",
+    );
+    assert_close(
+        overlap(report, "async_false").overlap,
+        0.0,
+        1e-9,
+        "async_false",
+    );
+    // sync: the host waits for every stream, then sync (5) + launch (5) + latency (3) µs pass
+    // before the GEMM starts: both = ar + 13 + gemm, overlap = −13/ar.
+    assert_close(overlap(report, "sync").overlap, -13.0 / ar_us, 1e-6, "sync");
+    // item: the host waits for the *current* stream only (R14). The all_reduce starts when that
+    // stream reaches the input-ready point, the same moment .item() can return; item (15) +
+    // launch (5) + latency (3) µs later the GEMM starts: both = 23 + gemm, overlap = 1 − 23/ar.
+    assert_close(
+        overlap(report, "item").overlap,
+        1.0 - 23.0 / ar_us,
+        1e-6,
+        "item",
+    );
+}

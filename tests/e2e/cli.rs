@@ -1,0 +1,305 @@
+//! The command line: bad input names file, line and column and exits 2; outputs are
+//! deterministic; `check` validates the catalogue.
+
+use crate::util::{c10dsim, stderr, stdout};
+
+/// One class of bad input: the scenario text, where the error must point, and what it says.
+struct BadInput {
+    class: &'static str,
+    text: &'static str,
+    line: u32,
+    column: u32,
+    says: &'static str,
+}
+
+const BAD_INPUTS: &[BadInput] = &[
+    BadInput {
+        class: "TOML syntax",
+        text: "repeat = = 3\n",
+        line: 1,
+        column: 10,
+        says: "extra `=`",
+    },
+    BadInput {
+        class: "unknown key",
+        text: "[cluster]\nrankz = 4\n",
+        line: 2,
+        column: 1,
+        says: "unknown field `rankz`",
+    },
+    BadInput {
+        class: "unknown environment variable",
+        text: "[env]\nTORCH_NCCL_BLOCKING_WAITT = 1\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 1,
+        says: "unknown or unmodelled environment variable \"TORCH_NCCL_BLOCKING_WAITT\"",
+    },
+    BadInput {
+        class: "unknown tensor",
+        text: "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"y\"\n",
+        line: 4,
+        column: 14,
+        says: "unknown tensor \"y\"; expected one declared in [tensors] (known: x)",
+    },
+    BadInput {
+        class: "unknown stream",
+        text: "[[op]]\nset_stream = \"side\"\n",
+        line: 2,
+        column: 14,
+        says: "unknown stream \"side\"",
+    },
+    BadInput {
+        class: "event never recorded",
+        text: "[[op]]\nwait_event = \"e\"\n",
+        line: 2,
+        column: 14,
+        says: "no earlier record_event records",
+    },
+    BadInput {
+        class: "wait on a Work never created",
+        text: "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nwait = \"w\"\n",
+        line: 6,
+        column: 8,
+        says: "wait on Work \"w\", which no earlier collective creates",
+    },
+    BadInput {
+        class: "Work of another rank",
+        text: "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nranks = [0]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n",
+        line: 11,
+        column: 8,
+        says: "runs on every rank, but it is defined only on some",
+    },
+    BadInput {
+        class: "size out of range",
+        text: "[tensors]\nx = \"2TiB\"\n[[op]]\nall_reduce = \"x\"\n",
+        line: 2,
+        column: 5,
+        says: "tensor size must be between 1 B and 1 TiB",
+    },
+    BadInput {
+        class: "size unit",
+        text: "[tensors]\nx = \"25 MB/s\"\n[[op]]\nall_reduce = \"x\"\n",
+        line: 2,
+        column: 5,
+        says: "unknown size unit",
+    },
+    BadInput {
+        class: "time out of range",
+        text: "[[op]]\ngpu_sleep_us = -5\n",
+        line: 2,
+        column: 16,
+        says: "gpu_sleep_us must be > 0",
+    },
+    BadInput {
+        class: "count out of range",
+        text: "repeat = 0\n[[op]]\ndevice_sync = true\n",
+        line: 1,
+        column: 10,
+        says: "repeat must be between 1 and 1000000",
+    },
+    BadInput {
+        class: "two operations in one op",
+        text: "[[op]]\ndevice_sync = true\ngpu_sleep_us = 5\n",
+        line: 3,
+        column: 16,
+        says: "names exactly one operation, but this one has both",
+    },
+    BadInput {
+        class: "modifier that does not apply",
+        text: "[[op]]\ngpu_sleep_us = 5\nasync_op = true\n",
+        line: 3,
+        column: 12,
+        says: "async_op does not apply to gpu_sleep_us",
+    },
+    BadInput {
+        class: "unknown mark in a measure",
+        text: "[[op]]\nmark = \"a\"\n[[measure]]\nname = \"m\"\nfrom = \"a\"\nto = \"b\"\n",
+        line: 6,
+        column: 6,
+        says: "unknown mark \"b\"",
+    },
+];
+
+#[test]
+fn every_class_of_bad_input_names_its_line_and_column() {
+    for bad in BAD_INPUTS {
+        let error = sim::scenario::parse("bad.toml", bad.text)
+            .expect_err(&format!("{} must be rejected", bad.class));
+        assert_eq!(
+            (error.line, error.column),
+            (bad.line, bad.column),
+            "{}: {error}",
+            bad.class
+        );
+        assert!(
+            error.message.contains(bad.says),
+            "{}: {:?} does not say {:?}",
+            bad.class,
+            error.message,
+            bad.says
+        );
+    }
+}
+
+#[test]
+fn the_binary_reports_bad_input_with_file_line_column_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (index, bad) in BAD_INPUTS.iter().enumerate() {
+        let path = dir.join(format!("bad{index}.toml"));
+        std::fs::write(&path, bad.text).unwrap();
+        let path = path.to_string_lossy().into_owned();
+        for command in ["run", "check"] {
+            let output = c10dsim(&[command, &path]);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{}: {}",
+                bad.class,
+                stderr(&output)
+            );
+            let expected = format!("{path}:{}:{}: error:", bad.line, bad.column);
+            assert!(
+                stderr(&output).contains(&expected),
+                "{}: {:?} lacks {expected:?}",
+                bad.class,
+                stderr(&output)
+            );
+            assert!(!stderr(&output).contains("panicked"));
+        }
+    }
+    let missing = c10dsim(&["run", "no/such/file.toml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("cannot read no/such/file.toml"));
+    let bad_set = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--set",
+        "torch.x=1",
+    ]);
+    assert_eq!(bad_set.status.code(), Some(2));
+    assert!(
+        stderr(&bad_set).contains("is not a table"),
+        "{}",
+        stderr(&bad_set)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_accepts_the_whole_catalogue() {
+    let mut args = vec!["check".to_string()];
+    for entry in std::fs::read_dir(crate::util::scenarios_dir()).unwrap() {
+        args.push(entry.unwrap().path().to_string_lossy().into_owned());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = c10dsim(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output).matches("ok: ").count(), args.len() - 1);
+}
+
+#[test]
+fn same_file_and_seed_give_byte_identical_json_trace_and_timeline() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-det-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut runs = Vec::new();
+    for attempt in 0..2 {
+        let trace = dir.join(format!("trace{attempt}.json"));
+        let timeline = dir.join(format!("timeline{attempt}.json"));
+        let output = c10dsim(&[
+            "run",
+            "scenarios/overlap_bench.toml",
+            "--json",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--timeline",
+            timeline.to_str().unwrap(),
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        runs.push((
+            output.stdout,
+            std::fs::read(&trace).unwrap(),
+            std::fs::read(&timeline).unwrap(),
+        ));
+    }
+    assert!(runs[0] == runs[1], "two runs differ");
+    let json: serde_json::Value = serde_json::from_slice(&runs[0].0).unwrap();
+    assert_eq!(json["parameters"]["seed"], 1);
+    assert!(json["report"]["overlaps"].as_array().unwrap().len() == 5);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_trace_has_rank_processes_stream_threads_kernels_and_flows() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let events = value["traceEvents"].as_array().unwrap();
+    let named = |name: &str| events.iter().filter(|e| e["name"] == name).count();
+    assert_eq!(named("process_name"), 4, "one process row per rank");
+    // Per rank: 45 repeats of one all_reduce kernel, named as NCCL names it.
+    assert_eq!(named("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), 4 * 45);
+    // Flow arrows: syncStream (R10a) and wait() (R12) per all_reduce.
+    let flow_starts = events.iter().filter(|e| e["ph"] == "s").count();
+    assert_eq!(flow_starts, 4 * 45 * 2);
+    let thread_names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name" && e["pid"] == 0)
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        thread_names.contains(&"stream 1 (wait_stream)"),
+        "{thread_names:?}"
+    );
+    assert!(
+        thread_names.contains(&"stream 3 (nccl:world)"),
+        "{thread_names:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_rank_skipping_a_collective_ends_in_a_deadlock_finding_and_exit_1() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-dead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("skip.toml");
+    std::fs::write(
+        &path,
+        "[cluster]\nranks = 4\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nranks = [0, 1, 2]\nall_reduce = \"x\"\n[[op]]\nlabel = \"sync\"\ndevice_sync = true\n",
+    )
+    .unwrap();
+    let output = c10dsim(&["run", path.to_str().unwrap(), "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let findings = json["report"]["findings"].as_array().unwrap();
+    let messages: Vec<&str> = findings
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    // Rank 3 never creates the communicator, so ranks 0..2 wait in the lazy init (R8).
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("host of rank 0 is blocked in ar")),
+        "{messages:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_names_the_subcommands_and_exit_codes() {
+    let output = c10dsim(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    for word in ["run", "check", "bench", "Exit codes"] {
+        assert!(text.contains(word), "{word} missing from --help");
+    }
+}

@@ -1,0 +1,6 @@
+//! The end-to-end test binary: the scenario catalogue, the command line, bad input and
+//! determinism. One binary, as ripgrep does, so that the helpers in `util` are shared.
+
+mod catalogue;
+mod cli;
+mod util;

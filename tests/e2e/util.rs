@@ -1,0 +1,43 @@
+//! Helpers shared by the end-to-end tests.
+
+use sim::scenario::{self, Override, Scenario};
+use sim::timeline::Timeline;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub fn scenarios_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// Loads a shipped scenario, with `--set`-style overrides.
+pub fn load(name: &str, overrides: &[&str]) -> Scenario {
+    let path = scenarios_dir().join(name);
+    let text = std::fs::read_to_string(&path).expect("shipped scenario is readable");
+    let overrides: Vec<Override> = overrides
+        .iter()
+        .map(|o| Override::parse(o).expect("valid override"))
+        .collect();
+    let text = scenario::apply_overrides(&text, &overrides).expect("overrides apply");
+    scenario::parse(name, &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn run_with(name: &str, overrides: &[&str]) -> Timeline {
+    sim::engine::simulate(&load(name, overrides))
+}
+
+/// Runs the `c10dsim` binary.
+pub fn c10dsim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
