@@ -86,8 +86,13 @@ enum Blocked {
         from_ns: u64,
         cost_ns: u64,
     },
-    /// Blocking wait (R15): polls at `first_poll_ns + k·poll_ns`.
-    Polling { first_poll_ns: u64, poll_ns: u64 },
+    /// Blocking wait (R15) or `wait(timeout)`: polls at `first_poll_ns + k·poll_ns`, raising at
+    /// the first poll at or after `deadline_ns`.
+    Polling {
+        first_poll_ns: u64,
+        poll_ns: u64,
+        deadline_ns: u64,
+    },
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
     /// The program ended.
@@ -107,6 +112,8 @@ struct RankState {
     blocked: Blocked,
     /// Op the host is blocked in, for deadlock findings.
     blocked_op: usize,
+    /// Counts the host's resumptions, so that a stale timeout is recognised.
+    generation: u64,
     streams: Vec<StreamState>,
     /// Local stream index of each group's internal NCCL stream (R9).
     group_stream: Vec<Option<u16>>,
@@ -154,9 +161,33 @@ struct Rendezvous {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    Advance { rank: u32, stream: u16 },
-    KernelEnd { rank: u32, stream: u16 },
-    HostResume { rank: u32, at_ns: u64 },
+    Advance {
+        rank: u32,
+        stream: u16,
+    },
+    KernelEnd {
+        rank: u32,
+        stream: u16,
+    },
+    HostResume {
+        rank: u32,
+        at_ns: u64,
+    },
+    /// A polling `wait()` reaches its deadline; `generation` tells whether the host is still
+    /// in that wait.
+    WaitTimeout {
+        rank: u32,
+        generation: u64,
+    },
+}
+
+/// How `wait()` treats the host (R12, R15).
+#[derive(Debug, Clone, Copy)]
+enum WaitMode {
+    /// The default: block the current stream, return at once.
+    StreamOnly,
+    /// Also poll `is_completed()` on the host, raising at the timeout if there is one.
+    Poll { timeout_ns: Option<u64> },
 }
 
 struct Engine<'s> {
@@ -217,6 +248,7 @@ impl<'s> Engine<'s> {
                     pc: 0,
                     blocked: Blocked::Running,
                     blocked_op: 0,
+                    generation: 0,
                     streams,
                     group_stream,
                     group_seq: vec![0; scenario.groups.len()],
@@ -320,6 +352,7 @@ impl<'s> Engine<'s> {
                 Event::HostResume { rank, at_ns } => {
                     let state = &mut self.ranks[rank as usize];
                     state.host_ns = state.host_ns.max(at_ns);
+                    state.generation += 1;
                     let was = std::mem::replace(&mut state.blocked, Blocked::Running);
                     // After a communicator init the call itself runs again (pc unchanged).
                     if !matches!(was, Blocked::CommInit) {
@@ -327,6 +360,7 @@ impl<'s> Engine<'s> {
                     }
                     self.run_host(rank);
                 }
+                Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
             }
         }
         self.report_deadlocks();
@@ -501,22 +535,23 @@ impl<'s> Engine<'s> {
             Blocked::Polling {
                 first_poll_ns,
                 poll_ns,
+                deadline_ns,
             } => {
                 // R15: the host sees completion at the first poll at or after the fire time.
-                let resume_ns = if now_ns <= *first_poll_ns {
-                    *first_poll_ns
-                } else {
-                    let polls = (now_ns - *first_poll_ns).div_ceil(*poll_ns);
-                    *first_poll_ns + polls * *poll_ns
-                };
-                self.schedule(
-                    resume_ns,
-                    Event::HostResume {
-                        rank,
-                        at_ns: resume_ns,
-                    },
-                );
+                let resume_ns = next_poll_ns(*first_poll_ns, *poll_ns, now_ns);
+                // Past the deadline the pending timeout raises first.
+                if resume_ns < *deadline_ns {
+                    self.schedule(
+                        resume_ns,
+                        Event::HostResume {
+                            rank,
+                            at_ns: resume_ns,
+                        },
+                    );
+                }
             }
+            // The host raised in a timed-out wait() and the Work finished afterwards.
+            Blocked::Done => {}
             _ => unreachable!("a host waiter is blocked"),
         }
     }
@@ -751,12 +786,17 @@ impl<'s> Engine<'s> {
                     true,
                 );
             }
-            OpKind::Wait { work, .. } => {
+            OpKind::Wait { work, timeout_ns } => {
                 self.ranks[rank as usize].host_ns += costs.wait_ns;
                 let (collective, end) = self.ranks[rank as usize].work_state[work]
                     .expect("validation guarantees the Work exists");
-                let poll = self.scenario.env.blocking_wait;
-                proceed = self.wait(rank, op_index, collective, end, stream, start_ns, poll);
+                // R15: blocking wait, or an explicit timeout, makes the host poll.
+                let mode = if scenario.env.blocking_wait || timeout_ns.is_some() {
+                    WaitMode::Poll { timeout_ns }
+                } else {
+                    WaitMode::StreamOnly
+                };
+                proceed = self.wait(rank, op_index, (collective, end), stream, start_ns, mode);
             }
             OpKind::IsCompleted { work } => {
                 let state = &mut self.ranks[rank as usize];
@@ -868,11 +908,10 @@ impl<'s> Engine<'s> {
         &mut self,
         rank: u32,
         op_index: usize,
-        collective: u32,
-        end: Instance,
+        (collective, end): (u32, Instance),
         stream: u16,
         start_ns: u64,
-        poll: bool,
+        mode: WaitMode,
     ) -> bool {
         let stream_wait = self.ranks[rank as usize].timeline.stream_waits.len() as u32;
         self.push_stream_wait(rank, op_index, stream, end);
@@ -887,9 +926,9 @@ impl<'s> Engine<'s> {
             completed_at_return: false,
         });
         state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
-        if !poll {
+        let WaitMode::Poll { timeout_ns } = mode else {
             return true;
-        }
+        };
         let poll_ns = self.scenario.host.blocking_wait_poll_ns;
         let fired = state.fired_ns[end as usize];
         if fired != NEVER {
@@ -897,11 +936,60 @@ impl<'s> Engine<'s> {
             return true;
         }
         state.waiters.entry(end).or_default().push(Waiter::Host);
+        let deadline_ns = match timeout_ns {
+            // The check at each poll raises once the timeout has passed since the call.
+            Some(timeout_ns) => next_poll_ns(host_ns, poll_ns, start_ns + timeout_ns),
+            None => NEVER,
+        };
         state.blocked = Blocked::Polling {
             first_poll_ns: host_ns,
             poll_ns,
+            deadline_ns,
         };
+        if deadline_ns != NEVER {
+            let generation = state.generation;
+            self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
+        }
         false
+    }
+
+    /// `wait(timeout)` or blocking wait past the timeout: the main thread raises (R15) and the
+    /// rank's program ends there.
+    fn wait_timed_out(&mut self, rank: u32, generation: u64) {
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        if state.generation != generation || !matches!(state.blocked, Blocked::Polling { .. }) {
+            return;
+        }
+        let op = &self.scenario.ops[state.blocked_op];
+        let OpKind::Wait { work, timeout_ns } = op.kind else {
+            unreachable!("only wait() carries a timeout")
+        };
+        let (collective, _) = state.work_state[work].expect("waited Work exists");
+        let record = &state.timeline.collectives[collective as usize];
+        let op_type = match self.scenario.ops[record.op as usize].kind {
+            OpKind::Collective { collective, .. } => collective.op_type(),
+            _ => "BARRIER",
+        };
+        let waited_ms = now_ns.saturating_sub(record.host_start_ns) as f64 / 1e6;
+        self.findings.push(Finding {
+            kind: FindingKind::WaitTimeout,
+            rank: Some(rank),
+            iteration: Some(state.iteration),
+            op: Some(op.index as OpRef),
+            stream: Some(state.timeline.streams[op.stream].name.clone()),
+            message: format!(
+                "rank {rank}: WorkNCCL(SeqNum={}, OpType={op_type}, Timeout(ms)={}) timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and the rank's program stopped (R15)",
+                record.seq,
+                timeout_ns.unwrap_or(0) / 1_000_000,
+                op.display_name(),
+                op.line,
+            ),
+        });
+        state.blocked = Blocked::Done;
+        if let Some(call) = state.timeline.host.last_mut() {
+            call.end_ns = now_ns;
+        }
     }
 
     /// A collective call (R10, R11), or a barrier (R14).
@@ -1055,11 +1143,10 @@ impl<'s> Engine<'s> {
             self.wait(
                 rank,
                 op_index,
-                collective_index,
-                end,
+                (collective_index, end),
                 call_stream,
                 wait_start,
-                false,
+                WaitMode::StreamOnly,
             );
             let instance = self.record(rank, call_stream);
             return self.block_on(rank, &[instance], costs.sync_ns);
@@ -1071,11 +1158,14 @@ impl<'s> Engine<'s> {
             let proceed = self.wait(
                 rank,
                 op_index,
-                collective_index,
-                end,
+                (collective_index, end),
                 call_stream,
                 wait_start,
-                scenario.env.blocking_wait,
+                if scenario.env.blocking_wait {
+                    WaitMode::Poll { timeout_ns: None }
+                } else {
+                    WaitMode::StreamOnly
+                },
             );
             let state = &mut self.ranks[rank as usize];
             let host_ns = state.host_ns;
@@ -1298,6 +1388,15 @@ impl<'s> Engine<'s> {
     }
 }
 
+/// The first poll at or after `at_ns` of a loop polling at `first_poll_ns + k·poll_ns`.
+fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 {
+    if at_ns <= first_poll_ns {
+        first_poll_ns
+    } else {
+        first_poll_ns + (at_ns - first_poll_ns).div_ceil(poll_ns) * poll_ns
+    }
+}
+
 fn rank_list(ranks: &[u32]) -> String {
     if ranks.is_empty() {
         return "none".into();
@@ -1308,4 +1407,74 @@ fn rank_list(ranks: &[u32]) -> String {
         text.push(format!("… ({} in all)", ranks.len()));
     }
     format!("[{}]", text.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::parse;
+
+    const TWO_RANKS: &str = "torch = \"2.12\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n";
+
+    #[test]
+    fn a_straggler_makes_the_early_kernel_spin_r16() {
+        // Rank 1 arrives 500 µs late: rank 0's kernel starts at launch and spins until then.
+        let text = format!(
+            "{TWO_RANKS}[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 500\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n"
+        );
+        let timeline = simulate(&parse("s.toml", &text).unwrap());
+        let early = &timeline.ranks[0].collectives[0];
+        let late = &timeline.ranks[1].collectives[0];
+        assert_eq!(early.last_rank, Some(1));
+        assert_eq!(late.data_start_ns, late.kernel_start_ns);
+        assert_eq!(early.data_start_ns - early.kernel_start_ns, 500_000);
+        assert_eq!(early.end_ns, late.end_ns);
+    }
+
+    #[test]
+    fn wait_with_a_timeout_raises_at_the_first_poll_past_it_r15() {
+        // Rank 0 waits 10 ms for a collective rank 1 joins after 50 ms. Call at 0, returns at
+        // 30 µs; wait() costs 4 µs, first poll at 34 µs, then every 1 ms: the first poll past
+        // 30 µs + 10 ms is 34 µs + 10 ms.
+        let text = format!(
+            "{TWO_RANKS}[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 50000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"
+        );
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        assert_eq!(timeline.findings.len(), 1, "{:?}", timeline.findings);
+        let finding = &timeline.findings[0];
+        assert_eq!(finding.kind, FindingKind::WaitTimeout);
+        assert_eq!(finding.rank, Some(0));
+        assert!(
+            finding.message.contains("Timeout(ms)=10"),
+            "{}",
+            finding.message
+        );
+        assert!(finding.message.contains("10.034 ms"), "{}", finding.message);
+        let wait_call = timeline.ranks[0].host.last().unwrap();
+        assert_eq!(wait_call.end_ns, 10_034_000);
+    }
+
+    #[test]
+    fn a_wait_that_completes_in_time_does_not_raise() {
+        let text = format!(
+            "{TWO_RANKS}[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"
+        );
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        // A timeout makes wait() poll (R15): the host returns at the first poll after the end.
+        let record = &timeline.ranks[0].collectives[0];
+        let wait = record.wait.unwrap();
+        assert!(wait.host_end_ns >= record.end_ns);
+        assert!(wait.completed_at_return);
+    }
+
+    #[test]
+    fn stream_sync_blocks_the_host_for_the_backlog_r14() {
+        // A 2 ms sleep launched at 5 µs (launch cost), on the GPU from 8 µs; stream_sync returns
+        // 5 µs (sync cost) after it ends.
+        let text = "[cluster]\nranks = 1\n[[op]]\ngpu_sleep_us = 2000\n[[op]]\nstream_sync = \"current\"\n";
+        let timeline = simulate(&parse("s.toml", text).unwrap());
+        let sync = timeline.ranks[0].host[1];
+        assert_eq!(sync.end_ns, 8_000 + 2_000_000 + 5_000);
+    }
 }

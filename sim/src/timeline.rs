@@ -227,6 +227,8 @@ pub enum FindingKind {
     Deadlock,
     /// Simulated time reached the scenario's cap.
     TimeCap,
+    /// A polling `wait()` passed its timeout and raised in the main thread (R15).
+    WaitTimeout,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -6,8 +6,11 @@ use crate::util::{load, run_with, scenarios_dir};
 use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
 use sim::timeline::Timeline;
 
+/// Checks a scenario's outcome from its Timeline and report.
+type Check = fn(&Timeline, &Report);
+
 /// Every shipped scenario and the check of its outcome.
-const CATALOGUE: &[(&str, fn(&Timeline, &Report))] = &[
+const CATALOGUE: &[(&str, Check)] = &[
     ("exp_a_api_modes.toml", check_exp_a),
     ("exp_b_stream_scope.toml", check_exp_b),
     ("overlap_bench.toml", check_overlap_bench),
