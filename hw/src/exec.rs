@@ -515,8 +515,10 @@ impl<'a, D: Device> Executor<'a, D> {
         class: KernelClass,
         kernel: Kernel,
     ) -> Result<(), HwError> {
-        let start = self.device.record(stream)?;
+        // The launch's host time is taken before the start event is recorded, so that the
+        // event (which fires at once on an idle stream) never precedes it.
         let enqueue_ns = self.device.now_ns();
+        let start = self.device.record(stream)?;
         self.device.launch(stream, kernel)?;
         let end = self.device.record(stream)?;
         self.log.kernels.push(Pending {
@@ -556,6 +558,7 @@ impl<'a, D: Device> Executor<'a, D> {
         self.device.init_comm(g)?; // R8: lazy bootstrap inside the first collective
         self.seq[group] += 1;
         let seq = self.seq[group];
+        let mut enqueue_ns = self.device.now_ns();
         let (run_stream, input_ready, start) = match placement {
             Placement::Current => {
                 let ev = self.device.record(call_stream)?;
@@ -565,6 +568,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 // R10a: input-ready event on the current stream; the internal stream waits.
                 let input_ready = self.device.record(call_stream)?;
                 self.device.stream_wait(g.stream, input_ready)?;
+                enqueue_ns = self.device.now_ns();
                 let start = self.device.record(g.stream)?;
                 self.log.stream_waits.push(Pending {
                     iteration,
@@ -579,7 +583,6 @@ impl<'a, D: Device> Executor<'a, D> {
                 (g.stream, input_ready, start)
             }
         };
-        let enqueue_ns = self.device.now_ns();
         match plan.stand_in {
             None | Some(StandIn::Nccl) => self.device.collective(run_stream, g, call)?,
             Some(StandIn::Spin { duration_ns }) => {

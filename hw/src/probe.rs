@@ -94,11 +94,16 @@ pub fn cuda_version_string(code: i32) -> String {
     format!("{}.{}", code / 1000, code % 1000 / 10)
 }
 
-/// The release from `/proc/driver/nvidia/version`'s first line ("… Kernel Module  580.159.04 …").
+/// The release from `/proc/driver/nvidia/version`'s first line ("NVRM version: NVIDIA UNIX Open
+/// Kernel Module for x86_64  580.159.04  Release Build …"): its first dotted number.
 pub fn driver_release(proc_text: &str) -> Option<String> {
     let line = proc_text.lines().next()?;
-    let after = line.split("Kernel Module").nth(1)?;
-    after.split_whitespace().next().map(str::to_string)
+    line.split_whitespace()
+        .find(|word| {
+            word.contains('.')
+                && word.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
 }
 
 pub fn probe() -> Result<DeviceReport, HwError> {
@@ -158,6 +163,8 @@ mod tests {
         assert_eq!(cuda_version_string(12040), "12.4");
         let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue Oct 28 2025\nGCC version: gcc\n";
         assert_eq!(driver_release(text).as_deref(), Some("580.159.04"));
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct 30 2025\n";
+        assert_eq!(driver_release(open).as_deref(), Some("580.159.04"));
         assert_eq!(driver_release("garbage"), None);
     }
 

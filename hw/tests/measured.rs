@@ -1,0 +1,207 @@
+//! The Timelines measured on the H200 (committed under `tests/data/hw/`, see docs/hw.md) still
+//! parse as `sim::timeline::Timeline` and still show issue 7's outcomes. Needs no GPU: it reads
+//! the data only.
+
+use sim::timeline::{Source, Timeline, TIMELINE_FORMAT};
+use std::path::PathBuf;
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/hw")
+}
+
+fn load(name: &str) -> Timeline {
+    let path = data_dir().join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+fn op(timeline: &Timeline, name: &str) -> u32 {
+    timeline
+        .ops
+        .iter()
+        .find(|op| op.name == name)
+        .unwrap_or_else(|| panic!("no op {name} in {}", timeline.scenario.name))
+        .index
+}
+
+fn mark(timeline: &Timeline, name: &str) -> u32 {
+    timeline
+        .scenario
+        .marks
+        .iter()
+        .position(|m| m == name)
+        .unwrap_or_else(|| panic!("no mark {name}")) as u32
+}
+
+/// Host durations (ns) of an op over the measured iterations.
+fn host_ns(timeline: &Timeline, name: &str) -> Vec<u64> {
+    let op = op(timeline, name);
+    timeline.ranks[0]
+        .host
+        .iter()
+        .filter(|call| call.op == op && call.iteration >= timeline.scenario.warmup)
+        .map(|call| call.end_ns - call.start_ns)
+        .collect()
+}
+
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+fn uncertainty_ns(timeline: &Timeline) -> u64 {
+    timeline.machine["clock_alignment_uncertainty_ns"]
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn every_measured_timeline_parses_and_is_consistent() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(data_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let timeline = load(path.file_name().unwrap().to_str().unwrap());
+        assert_eq!(timeline.format, TIMELINE_FORMAT);
+        assert_eq!(timeline.source, Source::Measured);
+        for key in ["device", "driver", "cuda", "nccl", "backend", "downscale"] {
+            assert!(timeline.machine.contains_key(key), "{path:?} lacks {key}");
+        }
+        assert_eq!(timeline.ranks.len(), 1);
+        let rank = &timeline.ranks[0];
+        let repeat = timeline.scenario.repeat;
+        assert!(rank.host.iter().all(|c| c.end_ns >= c.start_ns && c.iteration < repeat));
+        assert!(rank.kernels.iter().all(|k| k.end_ns >= k.start_ns));
+        // Kernels start after their launch, within the clock alignment's uncertainty.
+        let slack = uncertainty_ns(&timeline);
+        assert!(rank.kernels.iter().all(|k| k.start_ns + slack >= k.enqueue_ns));
+        for c in &rank.collectives {
+            assert!(c.end_ns >= c.kernel_start_ns && c.kernel_start_ns + slack >= c.input_ready_ns);
+            assert_eq!(c.data_start_ns, c.kernel_start_ns, "R16 not observable from one rank");
+        }
+        count += 1;
+    }
+    assert!(count >= 6, "found {count} measured Timelines");
+}
+
+/// Experiment B (R12): the free-stream marker fires before the wait-stream marker in every
+/// repeat; wait() returns in microseconds with the Work incomplete.
+#[test]
+fn stream_scope_free_marker_first_and_wait_returns_at_once() {
+    let t = load("exp_b_stream_scope.json");
+    let (free, waited) = (mark(&t, "free_marker"), mark(&t, "wait_marker"));
+    let rank = &t.ranks[0];
+    let mut repeats = 0;
+    for iteration in t.scenario.warmup..t.scenario.repeat {
+        let gpu = |m: u32| {
+            rank.marks
+                .iter()
+                .find(|r| r.iteration == iteration && r.mark == m)
+                .unwrap()
+                .gpu_ns
+        };
+        assert!(gpu(free) < gpu(waited), "iteration {iteration}");
+        repeats += 1;
+    }
+    assert_eq!(repeats, t.scenario.repeat - t.scenario.warmup);
+    let waits: Vec<_> = rank
+        .collectives
+        .iter()
+        .filter(|c| c.iteration >= t.scenario.warmup)
+        .map(|c| c.wait.unwrap())
+        .collect();
+    assert!(waits.iter().all(|w| !w.completed_at_return));
+    let wait_ns = median(waits.iter().map(|w| w.host_end_ns - w.host_start_ns).collect());
+    assert!(wait_ns < 20_000, "median wait() {wait_ns} ns");
+}
+
+/// The backend's own host overhead (issue 7: under 10 µs each), and wait() returning before the
+/// Work completed.
+#[test]
+fn async_all_reduce_and_wait_cost_microseconds() {
+    let t = load("hw_host_overhead.json");
+    let call = median(host_ns(&t, "all_reduce_async"));
+    let wait = median(host_ns(&t, "wait"));
+    assert!(call < 10_000, "all_reduce {call} ns");
+    assert!(wait < 10_000, "wait {wait} ns");
+    let measured: Vec<_> = t.ranks[0]
+        .collectives
+        .iter()
+        .filter(|c| c.iteration >= t.scenario.warmup)
+        .collect();
+    let incomplete = measured
+        .iter()
+        .filter(|c| !c.wait.unwrap().completed_at_return)
+        .count();
+    assert!(incomplete * 10 >= measured.len() * 9, "{incomplete}/{}", measured.len());
+}
+
+/// R15 under 2.12: blocking wait's host time comes in ~1 ms steps, one per poll, and returns
+/// only after the Work's end event.
+#[test]
+fn blocking_wait_host_times_step_by_one_millisecond() {
+    let t = load("hw_blocking_wait_2_12.json");
+    assert_eq!(t.scenario.torch, "2.12");
+    let slack = uncertainty_ns(&t);
+    for (index, label) in ["wait_0.5ms", "wait_1.5ms", "wait_2.5ms", "wait_3.5ms"]
+        .into_iter()
+        .enumerate()
+    {
+        let polls = index as u64 + 1;
+        let op = op(&t, label);
+        for c in &t.ranks[0].collectives {
+            let Some(wait) = c.wait.filter(|w| w.op == op) else {
+                continue;
+            };
+            if c.iteration < t.scenario.warmup {
+                continue;
+            }
+            let host_ns = wait.host_end_ns - wait.host_start_ns;
+            assert!(wait.completed_at_return);
+            assert!(wait.host_end_ns + slack >= c.end_ns, "{label} returned before the end");
+            assert!(
+                (polls * 1_000_000..=polls * 1_150_000 + 100_000).contains(&host_ns),
+                "{label}: {host_ns} ns is not {polls} poll(s) of ~1 ms"
+            );
+        }
+    }
+}
+
+/// R14: `.item()` and the synchronisations block the host for the GPU backlog in front of them
+/// (a 5 ms sleep).
+#[test]
+fn item_and_synchronize_block_for_the_backlog() {
+    let t = load("hw_host_blocking.json");
+    for label in ["item", "device_sync", "stream_sync", "event_sync"] {
+        let ns = median(host_ns(&t, label));
+        assert!((4_800_000..6_000_000).contains(&ns), "{label}: {ns} ns");
+    }
+    let sleep = median(host_ns(&t, "host_sleep_3ms"));
+    assert!((3_000_000..3_500_000).contains(&sleep), "host sleep {sleep} ns");
+}
+
+/// Spin kernels last the asked duration within 2% (measured by CUDA events, warm-up excluded).
+#[test]
+fn spin_kernels_last_the_asked_duration() {
+    let t = load("hw_spin_kernels.json");
+    for (label, asked_ns) in [
+        ("spin_200us_132sm", 200_000u64),
+        ("spin_1ms_8sm", 1_000_000),
+        ("sleep_2ms", 2_000_000),
+        ("spin_20ms_66sm", 20_000_000),
+    ] {
+        let op = op(&t, label);
+        for k in t.ranks[0]
+            .kernels
+            .iter()
+            .filter(|k| k.op == op && k.iteration >= t.scenario.warmup)
+        {
+            let ns = k.end_ns - k.start_ns;
+            let error = ns.abs_diff(asked_ns) as f64 / asked_ns as f64;
+            assert!(error <= 0.02, "{label}: {ns} ns for {asked_ns} ns asked");
+        }
+    }
+}
