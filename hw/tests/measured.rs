@@ -73,14 +73,23 @@ fn every_measured_timeline_parses_and_is_consistent() {
         assert_eq!(timeline.ranks.len(), 1);
         let rank = &timeline.ranks[0];
         let repeat = timeline.scenario.repeat;
-        assert!(rank.host.iter().all(|c| c.end_ns >= c.start_ns && c.iteration < repeat));
+        assert!(rank
+            .host
+            .iter()
+            .all(|c| c.end_ns >= c.start_ns && c.iteration < repeat));
         assert!(rank.kernels.iter().all(|k| k.end_ns >= k.start_ns));
         // Kernels start after their launch, within the clock alignment's uncertainty.
         let slack = uncertainty_ns(&timeline);
-        assert!(rank.kernels.iter().all(|k| k.start_ns + slack >= k.enqueue_ns));
+        assert!(rank
+            .kernels
+            .iter()
+            .all(|k| k.start_ns + slack >= k.enqueue_ns));
         for c in &rank.collectives {
             assert!(c.end_ns >= c.kernel_start_ns && c.kernel_start_ns + slack >= c.input_ready_ns);
-            assert_eq!(c.data_start_ns, c.kernel_start_ns, "R16 not observable from one rank");
+            assert_eq!(
+                c.data_start_ns, c.kernel_start_ns,
+                "R16 not observable from one rank"
+            );
         }
         count += 1;
     }
@@ -114,7 +123,12 @@ fn stream_scope_free_marker_first_and_wait_returns_at_once() {
         .map(|c| c.wait.unwrap())
         .collect();
     assert!(waits.iter().all(|w| !w.completed_at_return));
-    let wait_ns = median(waits.iter().map(|w| w.host_end_ns - w.host_start_ns).collect());
+    let wait_ns = median(
+        waits
+            .iter()
+            .map(|w| w.host_end_ns - w.host_start_ns)
+            .collect(),
+    );
     assert!(wait_ns < 20_000, "median wait() {wait_ns} ns");
 }
 
@@ -136,7 +150,11 @@ fn async_all_reduce_and_wait_cost_microseconds() {
         .iter()
         .filter(|c| !c.wait.unwrap().completed_at_return)
         .count();
-    assert!(incomplete * 10 >= measured.len() * 9, "{incomplete}/{}", measured.len());
+    assert!(
+        incomplete * 10 >= measured.len() * 9,
+        "{incomplete}/{}",
+        measured.len()
+    );
 }
 
 /// R15 under 2.12: blocking wait's host time comes in ~1 ms steps, one per poll, and returns
@@ -161,7 +179,10 @@ fn blocking_wait_host_times_step_by_one_millisecond() {
             }
             let host_ns = wait.host_end_ns - wait.host_start_ns;
             assert!(wait.completed_at_return);
-            assert!(wait.host_end_ns + slack >= c.end_ns, "{label} returned before the end");
+            assert!(
+                wait.host_end_ns + slack >= c.end_ns,
+                "{label} returned before the end"
+            );
             assert!(
                 (polls * 1_000_000..=polls * 1_150_000 + 100_000).contains(&host_ns),
                 "{label}: {host_ns} ns is not {polls} poll(s) of ~1 ms"
@@ -180,7 +201,10 @@ fn item_and_synchronize_block_for_the_backlog() {
         assert!((4_800_000..6_000_000).contains(&ns), "{label}: {ns} ns");
     }
     let sleep = median(host_ns(&t, "host_sleep_3ms"));
-    assert!((3_000_000..3_500_000).contains(&sleep), "host sleep {sleep} ns");
+    assert!(
+        (3_000_000..3_500_000).contains(&sleep),
+        "host sleep {sleep} ns"
+    );
 }
 
 /// Spin kernels last the asked duration within 2% (measured by CUDA events, warm-up excluded).
