@@ -118,6 +118,9 @@ pub struct CudaDevice {
     blocking_wait: bool,
     watchdog: Option<Watchdog>,
     origin: Instant,
+    /// Wall-clock time of `origin`: shared by the processes of one host (and by NTP-synchronised
+    /// hosts), so that ranks' Timelines can be put on one axis ([`crate::merge_ranks`]).
+    pub origin_unix_ns: u64,
     anchor: Option<(ClockAnchor, Ev)>,
 }
 
@@ -232,6 +235,7 @@ impl CudaDevice {
             blocking_wait: scenario.env.blocking_wait,
             watchdog: None,
             origin: Instant::now(),
+            origin_unix_ns: 0,
             anchor: None,
         };
         // Load the spin kernel now rather than inside the first measured op.
@@ -252,6 +256,9 @@ impl CudaDevice {
     /// under blocking wait, R15). Called once, after setup and before any communicator.
     pub fn start_clock(&mut self) -> Result<ClockAnchor, HwError> {
         self.origin = Instant::now();
+        self.origin_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as u64);
         if !self.blocking_wait {
             self.watchdog = Some(Watchdog::start(
                 self.ctx.clone(),

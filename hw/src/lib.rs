@@ -53,7 +53,7 @@
 //! | `torch.mm` | `cublasGemmEx` (bf16, f16, f32 as TF32) |
 //! | `t.item()` | 1-element `cuMemcpyDtoHAsync` to pageable memory, then `cuStreamSynchronize` |
 //! | `init_process_group` store, rank 0's unique id (R29) | a file in [`HwOptions::rendezvous_dir`] |
-//! | `torchrun` / `srun` ranks | [`HwOptions::from_env`], [`Layout`] |
+//! | `torchrun` / `srun` ranks | [`HwOptions::from_env`], [`Layout`], [`merge_ranks`] for the per-process Timelines |
 //! | `torch.cuda.synchronize()` | `cuCtxSynchronize` |
 
 mod clock;
@@ -118,6 +118,116 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
     Ok(timeline)
 }
 
+/// `machine` entry: wall-clock time (Unix ns) of the rank's time 0.
+pub const ORIGIN_KEY: &str = "host_origin_unix_ns";
+
+/// Joins the one-rank Timelines of a launched run (one per process, each with its own time 0)
+/// into one Timeline holding every rank on a common axis: each rank is shifted by its
+/// [`ORIGIN_KEY`] relative to the earliest. On one host all processes read the same wall clock,
+/// so the axes agree to about a microsecond; across hosts, to the hosts' clock synchronisation
+/// (NTP: milliseconds; PTP: microseconds). `machine` keeps the first rank's entries, less the
+/// per-rank ones, with the largest alignment uncertainty.
+pub fn merge_ranks(parts: Vec<Timeline>) -> Result<Timeline, HwError> {
+    let bad = |why: String| HwError::BadOptions(format!("cannot merge rank Timelines: {why}"));
+    let origin = |part: &Timeline| -> Result<u64, HwError> {
+        part.machine
+            .get(ORIGIN_KEY)
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| bad(format!("a part has no {ORIGIN_KEY}")))
+    };
+    let mut parts = parts;
+    parts.sort_by_key(|part| part.ranks.first().map(|rank| rank.rank));
+    let first = parts
+        .first()
+        .ok_or_else(|| bad("no Timeline given".into()))?;
+    let earliest = parts.iter().map(origin).collect::<Result<Vec<_>, _>>()?;
+    let earliest = earliest.into_iter().min().unwrap_or(0);
+    let mut merged = first.clone();
+    merged.ranks.clear();
+    let mut uncertainty_ns = 0u64;
+    for part in &parts {
+        if part.scenario.source_hash != first.scenario.source_hash {
+            return Err(bad(format!(
+                "scenario {} (hash {}) is not {} (hash {})",
+                part.scenario.name,
+                part.scenario.source_hash,
+                first.scenario.name,
+                first.scenario.source_hash
+            )));
+        }
+        let [rank] = part.ranks.as_slice() else {
+            return Err(bad(format!(
+                "a part holds {} ranks, not 1",
+                part.ranks.len()
+            )));
+        };
+        if merged.ranks.iter().any(|r| r.rank == rank.rank) {
+            return Err(bad(format!("rank {} appears twice", rank.rank)));
+        }
+        let mut rank = rank.clone();
+        shift_rank(&mut rank, origin(part)? - earliest);
+        merged.ranks.push(rank);
+        let part_uncertainty = part
+            .machine
+            .get("clock_alignment_uncertainty_ns")
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(0);
+        uncertainty_ns = uncertainty_ns.max(part_uncertainty);
+    }
+    for key in ["rank", "gpu_ordinal"] {
+        merged.machine.remove(key);
+    }
+    merged
+        .machine
+        .insert(ORIGIN_KEY.to_string(), earliest.to_string());
+    merged.machine.insert(
+        "clock_alignment_uncertainty_ns".to_string(),
+        uncertainty_ns.to_string(),
+    );
+    Ok(merged)
+}
+
+/// Adds `delta_ns` to every time of a rank's records.
+fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) {
+    for call in &mut rank.host {
+        call.start_ns += delta_ns;
+        call.end_ns += delta_ns;
+    }
+    for kernel in &mut rank.kernels {
+        kernel.enqueue_ns += delta_ns;
+        kernel.start_ns += delta_ns;
+        kernel.end_ns += delta_ns;
+    }
+    for c in &mut rank.collectives {
+        for t in [
+            &mut c.host_start_ns,
+            &mut c.host_end_ns,
+            &mut c.input_ready_ns,
+            &mut c.kernel_start_ns,
+            &mut c.data_start_ns,
+            &mut c.end_ns,
+        ] {
+            *t += delta_ns;
+        }
+        if let Some(wait) = &mut c.wait {
+            wait.host_start_ns += delta_ns;
+            wait.host_end_ns += delta_ns;
+            wait.released_ns += delta_ns;
+        }
+    }
+    for mark in &mut rank.marks {
+        mark.host_ns += delta_ns;
+        mark.gpu_ns += delta_ns;
+    }
+    for wait in &mut rank.stream_waits {
+        wait.source_ns += delta_ns;
+        wait.released_ns += delta_ns;
+    }
+    for query in &mut rank.queries {
+        query.host_ns += delta_ns;
+    }
+}
+
 /// The run's own entries of the `machine` map.
 fn run_facts(layout: &Layout, uncertainty_ns: u64) -> Vec<(String, String)> {
     let downscale = match layout.stand_in {
@@ -157,6 +267,50 @@ fn run_facts(layout: &Layout, uncertainty_ns: u64) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn part(rank: u32, origin_ns: u64, hash: &str) -> Timeline {
+        let text = "[cluster]\nranks = 2\n[[op]]\nmark = \"m\"\n";
+        let scenario = sim::scenario::parse("merge.toml", text).unwrap();
+        let mut timeline = Timeline::for_scenario(&scenario, Source::Measured);
+        timeline.scenario.source_hash = hash.to_string();
+        timeline
+            .machine
+            .insert(ORIGIN_KEY.into(), origin_ns.to_string());
+        timeline.machine.insert("rank".into(), rank.to_string());
+        timeline.machine.insert(
+            "clock_alignment_uncertainty_ns".into(),
+            (rank + 3).to_string(),
+        );
+        timeline.ranks.push(sim::timeline::RankTimeline {
+            rank,
+            marks: vec![sim::timeline::MarkRecord {
+                iteration: 0,
+                mark: 0,
+                host_ns: 100,
+                gpu_ns: 150,
+            }],
+            ..Default::default()
+        });
+        timeline
+    }
+
+    #[test]
+    fn merged_ranks_share_the_earliest_origin() {
+        let merged = merge_ranks(vec![part(1, 5_000, "h"), part(0, 7_000, "h")]).unwrap();
+        let ranks: Vec<u32> = merged.ranks.iter().map(|r| r.rank).collect();
+        assert_eq!(ranks, [0, 1]);
+        assert_eq!(
+            merged.ranks[0].marks[0].host_ns, 2_100,
+            "rank 0 started 2 µs later"
+        );
+        assert_eq!(merged.ranks[1].marks[0].gpu_ns, 150);
+        assert_eq!(merged.machine[ORIGIN_KEY], "5000");
+        assert_eq!(merged.machine["clock_alignment_uncertainty_ns"], "4");
+        assert!(!merged.machine.contains_key("rank"));
+        assert!(merge_ranks(vec![part(0, 1, "h"), part(0, 1, "h")]).is_err());
+        assert!(merge_ranks(vec![part(0, 1, "h"), part(1, 1, "other")]).is_err());
+        assert!(merge_ranks(Vec::new()).is_err());
+    }
 
     #[test]
     fn run_facts_describe_the_downscale() {

@@ -93,6 +93,10 @@ pub struct HwOptions {
     pub downscale: Downscale,
     /// Process-group timeout for the watchdog and blocking waits (R26, R15).
     pub timeout_ns: u64,
+    /// GPU ordinal to drive; `None` means `LOCAL_RANK` (0 for a plain process). Set to 0 when
+    /// the launcher gave each process exactly one visible GPU (`CUDA_VISIBLE_DEVICES`, as
+    /// `srun --gpus-per-task=1` does).
+    pub device: Option<usize>,
 }
 
 impl Default for HwOptions {
@@ -103,6 +107,7 @@ impl Default for HwOptions {
             run_key: "local".to_string(),
             downscale: Downscale::Off,
             timeout_ns: DEFAULT_TIMEOUT_NS,
+            device: None,
         }
     }
 }
@@ -118,7 +123,8 @@ impl HwOptions {
     /// `SLURM_LOCALID`), Open MPI (`OMPI_COMM_WORLD_RANK`, `…_SIZE`, `…_LOCAL_RANK`).
     /// `C10DSIM_RENDEZVOUS_DIR` overrides the id folder; the run key comes from
     /// `TORCHELASTIC_RUN_ID`, else `SLURM_JOB_ID`.`SLURM_STEP_ID`, else
-    /// `MASTER_ADDR`:`MASTER_PORT`.
+    /// `MASTER_ADDR`:`MASTER_PORT`. A launched process whose `CUDA_VISIBLE_DEVICES` names one
+    /// GPU drives that one (ordinal 0).
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<HwOptions, HwError> {
         const LAUNCHERS: [[&str; 3]; 3] = [
             ["RANK", "WORLD_SIZE", "LOCAL_RANK"],
@@ -170,10 +176,13 @@ impl HwOptions {
         let rendezvous_dir = get("C10DSIM_RENDEZVOUS_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
+        let one_visible_gpu = get("CUDA_VISIBLE_DEVICES")
+            .is_some_and(|list| !list.trim().is_empty() && !list.contains(','));
         Ok(HwOptions {
             launch,
             rendezvous_dir,
             run_key,
+            device: (launch.is_some() && one_visible_gpu).then_some(0),
             ..HwOptions::default()
         })
     }
@@ -223,18 +232,19 @@ impl Layout {
                         launch.world_size
                     )));
                 }
-                if launch.local_rank as usize >= device_count {
+                let device = options.device.unwrap_or(launch.local_rank as usize);
+                if device >= device_count {
                     return Err(HwError::Layout(format!(
-                        "LOCAL_RANK {} needs GPU {} but this node has {device_count} GPU(s); one GPU \
+                        "LOCAL_RANK {} needs GPU {device} but this node has {device_count} GPU(s); one GPU \
                          hosts one rank (NCCL refuses two ranks of a communicator on one GPU): start at \
                          most {device_count} processes per node",
-                        launch.local_rank, launch.local_rank
+                        launch.local_rank
                     )));
                 }
                 Ok(Layout {
                     rank: launch.rank,
                     world: launch.world_size,
-                    device: launch.local_rank as usize,
+                    device,
                     launched: true,
                     stand_in: None,
                 })
@@ -242,7 +252,10 @@ impl Layout {
             (launch, Downscale::RankZero(stand_in)) => Ok(Layout {
                 rank: 0,
                 world: 1,
-                device: launch.map_or(0, |l| l.local_rank as usize).min(device_count - 1),
+                device: options
+                    .device
+                    .unwrap_or(launch.map_or(0, |l| l.local_rank as usize))
+                    .min(device_count - 1),
                 launched: false,
                 stand_in: (scenario_ranks > 1).then_some(stand_in),
             }),
@@ -336,6 +349,29 @@ mod tests {
         let plain = HwOptions::from_vars(vars(&[])).unwrap();
         assert_eq!(plain.launch, None);
         assert_eq!(plain.run_key, "local");
+    }
+
+    #[test]
+    fn one_visible_gpu_per_task_is_gpu_zero() {
+        let srun = HwOptions::from_vars(vars(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_LOCALID", "3"),
+            ("CUDA_VISIBLE_DEVICES", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(srun.device, Some(0));
+        let layout = Layout::resolve(4, &srun, 1).unwrap();
+        assert_eq!((layout.rank, layout.device), (3, 0));
+        let all = HwOptions::from_vars(vars(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "1"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ]))
+        .unwrap();
+        assert_eq!(all.device, None);
+        assert_eq!(Layout::resolve(2, &all, 2).unwrap().device, 1);
     }
 
     #[test]
