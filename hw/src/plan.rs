@@ -43,8 +43,6 @@ pub struct GroupPlan {
     pub comm_rank: u32,
     /// Ranks in the communicator actually created (1 when downscaled).
     pub comm_size: u32,
-    /// Ranks of the group in the scenario (for the ring model of a stand-in).
-    pub scenario_size: u32,
     /// The group's internal NCCL stream (R9).
     pub stream: StreamRef,
     pub eager_init: bool,
@@ -104,7 +102,6 @@ impl RankPlan {
                 } else {
                     declared.ranks.len() as u32
                 },
-                scenario_size: declared.ranks.len() as u32,
                 stream: (streams.len() - 1) as StreamRef,
                 eager_init: declared.eager_init,
             }));
@@ -276,10 +273,7 @@ stream = "side"
         .unwrap();
         let plan = RankPlan::new(&scenario, &layout).unwrap();
         let world = plan.group(0);
-        assert_eq!(
-            (world.comm_rank, world.comm_size, world.scenario_size),
-            (0, 1, 4)
-        );
+        assert_eq!((world.comm_rank, world.comm_size), (0, 1));
         assert_eq!(plan.stand_in, Some(StandIn::RingModel));
     }
 
