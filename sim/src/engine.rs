@@ -14,6 +14,7 @@
 //! the ranks, ops and streams that are stuck.
 
 use crate::cost::{collective_ns, gemm_ns};
+use crate::gpu::{KernelShape, SmScheduler};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
 use crate::timeline::*;
 use std::cmp::Reverse;
@@ -21,6 +22,12 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
+
+/// Channels (one block, one SM each) of an NCCL kernel (R22).
+const DEFAULT_NCCL_CHANNELS: u32 = 16;
+
+/// A GEMM's output tile per block (128×128, as cuBLAS's large-GEMM kernels use).
+const GEMM_TILE: u64 = 128;
 
 /// Simulates `scenario` to completion (or to a deadlock or the time cap).
 pub fn simulate(scenario: &Scenario) -> Timeline {
@@ -68,10 +75,14 @@ struct QueuedItem {
 #[derive(Default)]
 struct StreamState {
     queue: VecDeque<QueuedItem>,
-    /// A kernel at the head is running.
+    /// A kernel at the head asked for SMs or is running.
     busy: bool,
     /// An `Advance` is already scheduled for this time.
     wake_at_ns: Option<u64>,
+    /// Bumped whenever the head kernel's end is rescheduled; stale `KernelEnd`s are skipped.
+    end_version: u32,
+    /// Runs at high priority (R7).
+    high_priority: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +142,10 @@ struct RankState {
     work_state: Vec<Option<(u32, Instance)>>,
     timeline: RankTimeline,
     scratch: Scratch,
+    /// The GPU's SMs and the kernels sharing them (R7, R22).
+    gpu: SmScheduler,
+    /// The pending `SmTransfer`, if one is scheduled.
+    transfer_at_ns: Option<u64>,
 }
 
 /// Instances whose fire times fill Timeline fields once the run ends.
@@ -168,6 +183,11 @@ enum Event {
     KernelEnd {
         rank: u32,
         stream: u16,
+        version: u32,
+    },
+    /// SMs move from an elastic kernel to a waiting one (see `gpu`).
+    SmTransfer {
+        rank: u32,
     },
     HostResume {
         rank: u32,
@@ -239,8 +259,12 @@ impl<'s> Engine<'s> {
                         });
                     }
                 }
-                let streams = (0..streams_info.len())
-                    .map(|_| StreamState::default())
+                let streams = streams_info
+                    .iter()
+                    .map(|info| StreamState {
+                        high_priority: info.high_priority,
+                        ..StreamState::default()
+                    })
                     .collect();
                 RankState {
                     host_ns: 0,
@@ -264,6 +288,8 @@ impl<'s> Engine<'s> {
                         ..RankTimeline::default()
                     },
                     scratch: Scratch::default(),
+                    gpu: SmScheduler::new(scenario.cluster.gpu.sms),
+                    transfer_at_ns: None,
                 }
             })
             .collect();
@@ -336,8 +362,15 @@ impl<'s> Engine<'s> {
                     }
                     self.advance(rank, stream);
                 }
-                Event::KernelEnd { rank, stream } => {
+                Event::KernelEnd {
+                    rank,
+                    stream,
+                    version,
+                } => {
                     let state = &mut self.ranks[rank as usize].streams[stream as usize];
+                    if state.end_version != version {
+                        continue;
+                    }
                     let finished = state.queue.pop_front().expect("a running kernel is queued");
                     state.busy = false;
                     let kernel = match finished.item {
@@ -346,8 +379,20 @@ impl<'s> Engine<'s> {
                         }
                         _ => unreachable!("only kernels end"),
                     };
-                    self.ranks[rank as usize].timeline.kernels[kernel as usize].end_ns = at_ns;
+                    let rank_state = &mut self.ranks[rank as usize];
+                    rank_state.timeline.kernels[kernel as usize].end_ns = at_ns;
+                    rank_state.gpu.finish(at_ns, kernel);
+                    self.rebalance(rank);
                     self.advance(rank, stream);
+                }
+                Event::SmTransfer { rank } => {
+                    let state = &mut self.ranks[rank as usize];
+                    if state.transfer_at_ns != Some(at_ns) {
+                        continue;
+                    }
+                    state.transfer_at_ns = None;
+                    state.gpu.transfer(at_ns);
+                    self.rebalance(rank);
                 }
                 Event::HostResume { rank, at_ns } => {
                     let state = &mut self.ranks[rank as usize];
@@ -426,18 +471,90 @@ impl<'s> Engine<'s> {
                     kernel,
                 } => {
                     state.busy = true;
-                    self.ranks[rank as usize].timeline.kernels[kernel as usize].start_ns = now_ns;
-                    self.schedule(now_ns + duration_ns, Event::KernelEnd { rank, stream });
+                    let high_priority = state.high_priority;
+                    let shape = self.kernel_shape(rank, kernel, duration_ns);
+                    self.ranks[rank as usize]
+                        .gpu
+                        .submit(now_ns, kernel, high_priority, shape);
+                    self.rebalance(rank);
                     return;
                 }
-                GpuItem::Collective {
-                    kernel, rendezvous, ..
-                } => {
+                GpuItem::Collective { kernel, .. } => {
                     state.busy = true;
-                    self.ranks[rank as usize].timeline.kernels[kernel as usize].start_ns = now_ns;
-                    self.arrive(rank, stream, rendezvous);
+                    let high_priority = state.high_priority;
+                    let shape = KernelShape::Collective {
+                        channels: DEFAULT_NCCL_CHANNELS,
+                    };
+                    self.ranks[rank as usize]
+                        .gpu
+                        .submit(now_ns, kernel, high_priority, shape);
+                    self.rebalance(rank);
                     return;
                 }
+            }
+        }
+    }
+
+    /// How a kernel uses SMs: a GEMM fills the GPU in waves of 128×128-tile blocks, a generic
+    /// kernel holds its `sms`, a sleep (or a straggler's delay) one block (R22).
+    fn kernel_shape(&self, rank: u32, kernel: u32, duration_ns: u64) -> KernelShape {
+        let record = &self.ranks[rank as usize].timeline.kernels[kernel as usize];
+        let sms = self.scenario.cluster.gpu.sms;
+        match (record.class, &self.scenario.ops[record.op as usize].kind) {
+            (KernelClass::Compute, OpKind::Gemm { m, n, .. }) => {
+                let blocks = m.div_ceil(GEMM_TILE) * n.div_ceil(GEMM_TILE);
+                KernelShape::elastic(duration_ns, sms, blocks)
+            }
+            (KernelClass::Compute, OpKind::Kernel { sms, .. }) => KernelShape::Rigid {
+                sms: *sms,
+                duration_ns,
+            },
+            _ => KernelShape::Rigid {
+                sms: 1,
+                duration_ns,
+            },
+        }
+    }
+
+    /// Applies the SM scheduler's decisions for `rank`: kernels that got SMs start (a
+    /// collective's start is its arrival, R16), changed end times are rescheduled, and the
+    /// next SM transfer is timed.
+    fn rebalance(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let changes = self.ranks[rank as usize].gpu.rebalance(now_ns);
+        for kernel in changes.started {
+            let state = &mut self.ranks[rank as usize];
+            let record = &mut state.timeline.kernels[kernel as usize];
+            record.start_ns = now_ns;
+            let stream = record.stream;
+            if let Some(QueuedItem {
+                item: GpuItem::Collective { rendezvous, .. },
+                ..
+            }) = state.streams[stream as usize].queue.front().copied()
+            {
+                self.arrive(rank, stream, rendezvous);
+            }
+        }
+        for (kernel, end_ns) in changes.ends {
+            let state = &mut self.ranks[rank as usize];
+            let stream = state.timeline.kernels[kernel as usize].stream;
+            let stream_state = &mut state.streams[stream as usize];
+            stream_state.end_version += 1;
+            let version = stream_state.end_version;
+            self.schedule(
+                end_ns,
+                Event::KernelEnd {
+                    rank,
+                    stream,
+                    version,
+                },
+            );
+        }
+        let state = &mut self.ranks[rank as usize];
+        if let Some(at_ns) = changes.transfer_at_ns {
+            if state.transfer_at_ns != Some(at_ns) {
+                state.transfer_at_ns = Some(at_ns);
+                self.schedule(at_ns, Event::SmTransfer { rank });
             }
         }
     }
@@ -462,12 +579,33 @@ impl<'s> Engine<'s> {
             .expect("a live rendezvous");
         self.rendezvous_index.remove(&(slot.group, slot.seq));
         self.free_rendezvous.push(rendezvous);
-        let duration_ns = collective_ns(
+        // R22: data moves only on resident channels; the collective runs at the pace of the
+        // rank with the fewest channels resident when data starts.
+        let resident = slot
+            .members
+            .iter()
+            .map(|&(member, member_stream)| {
+                let state = &self.ranks[member as usize];
+                let kernel = match state.streams[member_stream as usize].queue.front() {
+                    Some(QueuedItem {
+                        item: GpuItem::Collective { kernel, .. },
+                        ..
+                    }) => *kernel,
+                    _ => unreachable!("an arrived collective is at its stream's head"),
+                };
+                state.gpu.held(kernel).max(1)
+            })
+            .min()
+            .unwrap_or(DEFAULT_NCCL_CHANNELS)
+            .min(DEFAULT_NCCL_CHANNELS);
+        let full_ns = collective_ns(
             self.scenario,
             &group.ranks,
             slot.collective,
             slot.size_bytes,
         );
+        let duration_ns = (u128::from(full_ns) * u128::from(DEFAULT_NCCL_CHANNELS))
+            .div_ceil(u128::from(resident)) as u64;
         let end_ns = now_ns + duration_ns;
         for &(member, member_stream) in &slot.members {
             let state = &mut self.ranks[member as usize];
@@ -481,11 +619,15 @@ impl<'s> Engine<'s> {
             let record = &mut state.timeline.collectives[collective as usize];
             record.data_start_ns = now_ns;
             record.last_rank = Some(slot.last_arrival.1);
+            let stream_state = &mut state.streams[member_stream as usize];
+            stream_state.end_version += 1;
+            let version = stream_state.end_version;
             self.schedule(
                 end_ns,
                 Event::KernelEnd {
                     rank: member,
                     stream: member_stream,
+                    version,
                 },
             );
         }

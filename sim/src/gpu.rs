@@ -1,0 +1,423 @@
+//! The SMs of one GPU and the kernels that share them (R7, R22).
+//!
+//! A kernel is a set of blocks; each block runs on one SM. The scheduler here is a fluid model
+//! of the hardware block scheduler:
+//!
+//! - **GEMM-like kernels are elastic**: `work` SM·ns split into blocks of `block_work` SM·ns.
+//!   They use as many SMs as they have blocks left (up to the whole GPU) and progress at one
+//!   SM·ns per ns per SM held, so a GEMM that holds fewer SMs runs longer.
+//! - **Rigid kernels** (`kernel { us, sms }`, `torch.cuda._sleep`) need `sms` blocks of fixed
+//!   duration; they end `duration` after their last block became resident.
+//! - **NCCL kernels** hold one block per channel for their whole life (R22); the engine times
+//!   their data movement (R16, R24) and scales it by the channels resident when data starts.
+//! - Free SMs go to pending blocks in order of stream priority, then launch order (R7). Running
+//!   blocks are never pre-empted. An elastic kernel gives SMs up only as its blocks retire: to a
+//!   higher-priority kernel at the block boundaries (after `needed / held` of a block time), to
+//!   any other kernel only once it has no blocks left to place (its tail).
+//!
+//! HBM bandwidth is not shared in this model: a kernel's speed depends on its SMs alone.
+//!
+//! ```
+//! use sim::gpu::{KernelShape, SmScheduler};
+//! let mut gpu = SmScheduler::new(132);
+//! // A GEMM of 1 ms at the full GPU, in 4096 blocks, then an NCCL kernel of 16 channels.
+//! gpu.submit(0, 1, false, KernelShape::elastic(1_000_000, 132, 4096));
+//! gpu.submit(0, 2, false, KernelShape::Collective { channels: 16 });
+//! let changes = gpu.rebalance(0);
+//! assert_eq!(changes.started, vec![1]); // the GEMM took every SM; NCCL waits for its tail
+//! assert!(changes.transfer_at_ns.unwrap() > 800_000);
+//! ```
+
+/// Identifies a kernel to the scheduler (the engine uses its Timeline kernel index).
+pub type KernelKey = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelShape {
+    Elastic {
+        /// Work left, SM·ns.
+        work_left: u64,
+        /// Work of one block, SM·ns.
+        block_work: u64,
+        /// The most SMs it can use at once.
+        max_sms: u32,
+    },
+    Rigid {
+        sms: u32,
+        duration_ns: u64,
+    },
+    Collective {
+        channels: u32,
+    },
+}
+
+impl KernelShape {
+    /// A kernel that takes `duration_ns` on all `sms` SMs, made of `blocks` equal blocks.
+    pub fn elastic(duration_ns: u64, sms: u32, blocks: u64) -> KernelShape {
+        let work = duration_ns.saturating_mul(u64::from(sms)).max(1);
+        KernelShape::Elastic {
+            work_left: work,
+            block_work: work.div_ceil(blocks.max(1)).max(1),
+            max_sms: sms,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Resident {
+    key: KernelKey,
+    high_priority: bool,
+    launch_seq: u64,
+    shape: KernelShape,
+    held: u32,
+    started: bool,
+    /// Rigid kernels: when every block is resident, their end is fixed.
+    timed: bool,
+}
+
+impl Resident {
+    /// SMs this kernel could use now.
+    fn wants(&self) -> u32 {
+        match self.shape {
+            KernelShape::Elastic {
+                work_left,
+                block_work,
+                max_sms,
+            } => {
+                let blocks_left = work_left.div_ceil(block_work);
+                blocks_left.min(u64::from(max_sms)) as u32
+            }
+            KernelShape::Rigid { sms, .. } => sms,
+            KernelShape::Collective { channels } => channels,
+        }
+    }
+
+    /// Orders demand: high priority first, then launch order (R7).
+    fn precedence(&self) -> (bool, u64) {
+        (!self.high_priority, self.launch_seq)
+    }
+}
+
+/// What a rebalance decided.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Kernels that got their first SM now.
+    pub started: Vec<KernelKey>,
+    /// Kernels whose end time is (re)computed: elastic kernels whose SMs changed, rigid kernels
+    /// that became fully resident.
+    pub ends: Vec<(KernelKey, u64)>,
+    /// When SMs will next move from an elastic kernel to a waiting one, if any waits.
+    pub transfer_at_ns: Option<u64>,
+}
+
+/// The SMs of one GPU.
+#[derive(Debug, Clone)]
+pub struct SmScheduler {
+    sms: u32,
+    kernels: Vec<Resident>,
+    next_launch_seq: u64,
+    updated_ns: u64,
+}
+
+impl SmScheduler {
+    pub fn new(sms: u32) -> SmScheduler {
+        SmScheduler {
+            sms,
+            kernels: Vec::new(),
+            next_launch_seq: 0,
+            updated_ns: 0,
+        }
+    }
+
+    /// A kernel reached the head of its stream and asks for SMs; call [`rebalance`] after.
+    ///
+    /// [`rebalance`]: SmScheduler::rebalance
+    pub fn submit(&mut self, now_ns: u64, key: KernelKey, high_priority: bool, shape: KernelShape) {
+        self.progress(now_ns);
+        self.next_launch_seq += 1;
+        let shape = match shape {
+            KernelShape::Elastic {
+                work_left,
+                block_work,
+                max_sms,
+            } => KernelShape::Elastic {
+                work_left,
+                block_work,
+                max_sms: max_sms.min(self.sms),
+            },
+            KernelShape::Rigid { sms, duration_ns } => KernelShape::Rigid {
+                sms: sms.clamp(1, self.sms),
+                duration_ns,
+            },
+            KernelShape::Collective { channels } => KernelShape::Collective {
+                channels: channels.clamp(1, self.sms),
+            },
+        };
+        self.kernels.push(Resident {
+            key,
+            high_priority,
+            launch_seq: self.next_launch_seq,
+            shape,
+            held: 0,
+            started: false,
+            timed: false,
+        });
+    }
+
+    /// A kernel ended: its SMs are free. Call [`rebalance`] after.
+    ///
+    /// [`rebalance`]: SmScheduler::rebalance
+    pub fn finish(&mut self, now_ns: u64, key: KernelKey) {
+        self.progress(now_ns);
+        self.kernels.retain(|k| k.key != key);
+    }
+
+    /// SMs a kernel holds.
+    pub fn held(&self, key: KernelKey) -> u32 {
+        self.kernels
+            .iter()
+            .find(|k| k.key == key)
+            .map_or(0, |k| k.held)
+    }
+
+    /// Elastic kernels progress at one SM·ns per ns per SM held.
+    fn progress(&mut self, now_ns: u64) {
+        let elapsed = now_ns.saturating_sub(self.updated_ns);
+        self.updated_ns = now_ns;
+        if elapsed == 0 {
+            return;
+        }
+        for kernel in &mut self.kernels {
+            if let KernelShape::Elastic { work_left, .. } = &mut kernel.shape {
+                *work_left = work_left.saturating_sub(elapsed * u64::from(kernel.held));
+            }
+        }
+    }
+
+    /// SMs move from elastic kernels to the first waiting kernel, as blocks retire.
+    pub fn transfer(&mut self, now_ns: u64) {
+        self.progress(now_ns);
+        let Some(waiting) = self.first_waiting() else {
+            return;
+        };
+        let mut needed = self.kernels[waiting].wants() - self.kernels[waiting].held;
+        let order = self.order();
+        for index in order.into_iter().rev() {
+            if needed == 0 {
+                break;
+            }
+            if index == waiting || !self.yields_to(index, waiting, now_ns) {
+                continue;
+            }
+            let moved = needed.min(self.kernels[index].held);
+            self.kernels[index].held -= moved;
+            self.kernels[waiting].held += moved;
+            needed -= moved;
+        }
+    }
+
+    /// Whether elastic kernel `giver` has, by `now_ns`, retired enough blocks for `taker`.
+    fn yields_to(&self, giver: usize, taker: usize, now_ns: u64) -> bool {
+        let giver_kernel = &self.kernels[giver];
+        if !matches!(giver_kernel.shape, KernelShape::Elastic { .. }) || giver_kernel.held == 0 {
+            return false;
+        }
+        self.yield_time(giver, taker, now_ns)
+            .is_some_and(|at| at <= now_ns)
+    }
+
+    /// When elastic kernel `giver` will have passed SMs to `taker` (see the module doc).
+    fn yield_time(&self, giver: usize, taker: usize, now_ns: u64) -> Option<u64> {
+        let giver_kernel = &self.kernels[giver];
+        let taker_kernel = &self.kernels[taker];
+        let KernelShape::Elastic {
+            work_left,
+            block_work,
+            ..
+        } = giver_kernel.shape
+        else {
+            return None;
+        };
+        let held = u64::from(giver_kernel.held);
+        if held == 0 {
+            return None;
+        }
+        let needed = u64::from(taker_kernel.wants() - taker_kernel.held).min(held);
+        if taker_kernel.high_priority && !giver_kernel.high_priority {
+            // Blocks retire at `held / block time` per ns; the next `needed` go to the taker.
+            let block_ns = block_work;
+            return Some(now_ns + (needed * block_ns).div_ceil(held));
+        }
+        // Otherwise the giver's own pending blocks come first: SMs free up only in its tail,
+        // once fewer than `held − needed` blocks of work remain.
+        let keep_work = (held - needed) * block_work;
+        Some(now_ns + work_left.saturating_sub(keep_work).div_ceil(held))
+    }
+
+    fn order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.kernels.len()).collect();
+        order.sort_by_key(|&i| self.kernels[i].precedence());
+        order
+    }
+
+    fn first_waiting(&self) -> Option<usize> {
+        self.order()
+            .into_iter()
+            .find(|&i| self.kernels[i].held < self.kernels[i].wants())
+    }
+
+    /// Hands free SMs to waiting blocks in precedence order and reports what changed.
+    pub fn rebalance(&mut self, now_ns: u64) -> Changes {
+        self.progress(now_ns);
+        let before: Vec<(KernelKey, u32)> = self.kernels.iter().map(|k| (k.key, k.held)).collect();
+        // Tails: an elastic kernel with fewer blocks left than SMs held frees the rest.
+        for kernel in &mut self.kernels {
+            if matches!(kernel.shape, KernelShape::Elastic { .. }) {
+                kernel.held = kernel.held.min(kernel.wants().max(1));
+            }
+        }
+        let mut free = self.sms - self.kernels.iter().map(|k| k.held).sum::<u32>();
+        let mut changes = Changes::default();
+        for index in self.order() {
+            let kernel = &mut self.kernels[index];
+            let take = free.min(kernel.wants().saturating_sub(kernel.held));
+            kernel.held += take;
+            free -= take;
+            if kernel.held > 0 && !kernel.started {
+                kernel.started = true;
+                changes.started.push(kernel.key);
+            }
+        }
+        for kernel in &mut self.kernels {
+            let previous = before
+                .iter()
+                .find(|(key, _)| *key == kernel.key)
+                .map_or(0, |&(_, held)| held);
+            match kernel.shape {
+                KernelShape::Elastic { work_left, .. } if kernel.held != previous => {
+                    if kernel.held > 0 {
+                        let end = now_ns + work_left.div_ceil(u64::from(kernel.held));
+                        changes.ends.push((kernel.key, end));
+                    }
+                }
+                KernelShape::Rigid { sms, duration_ns } if !kernel.timed && kernel.held == sms => {
+                    kernel.timed = true;
+                    changes.ends.push((kernel.key, now_ns + duration_ns));
+                }
+                _ => {}
+            }
+        }
+        if let Some(waiting) = self.first_waiting() {
+            changes.transfer_at_ns = (0..self.kernels.len())
+                .filter(|&giver| giver != waiting && self.kernels[giver].held > 0)
+                .filter_map(|giver| self.yield_time(giver, waiting, now_ns))
+                .min()
+                .map(|at| at.max(now_ns + 1));
+        }
+        changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gemm(duration_ns: u64) -> KernelShape {
+        // 132 SMs, 4096 blocks: one block is 132·duration/4096 SM·ns.
+        KernelShape::elastic(duration_ns, 132, 4096)
+    }
+
+    #[test]
+    fn a_lone_gemm_takes_every_sm_and_its_duration() {
+        let mut gpu = SmScheduler::new(132);
+        gpu.submit(0, 1, false, gemm(1_000_000));
+        let changes = gpu.rebalance(0);
+        assert_eq!(changes.started, vec![1]);
+        assert_eq!(changes.ends, vec![(1, 1_000_000)]);
+        assert_eq!(gpu.held(1), 132);
+        assert_eq!(changes.transfer_at_ns, None);
+    }
+
+    #[test]
+    fn nccl_first_slows_the_gemm_by_its_channels_r22() {
+        let mut gpu = SmScheduler::new(132);
+        gpu.submit(0, 1, false, KernelShape::Collective { channels: 16 });
+        gpu.submit(0, 2, false, gemm(1_000_000));
+        let changes = gpu.rebalance(0);
+        assert_eq!(changes.started, vec![1, 2]);
+        assert_eq!(gpu.held(2), 116);
+        // 132 ms·SM of work on 116 SMs.
+        assert_eq!(changes.ends, vec![(2, (132_000_000u64).div_ceil(116))]);
+        // The collective ends after 200 µs: the GEMM gets all SMs for the rest of its work.
+        gpu.finish(200_000, 1);
+        let changes = gpu.rebalance(200_000);
+        let left = 132_000_000 - 116 * 200_000;
+        assert_eq!(
+            changes.ends,
+            vec![(2, 200_000 + (left as u64).div_ceil(132))]
+        );
+    }
+
+    #[test]
+    fn normal_priority_nccl_waits_for_the_gemm_tail_r7() {
+        let mut gpu = SmScheduler::new(132);
+        gpu.submit(0, 1, false, gemm(1_000_000));
+        gpu.rebalance(0);
+        gpu.submit(10_000, 2, false, KernelShape::Collective { channels: 16 });
+        let changes = gpu.rebalance(10_000);
+        assert!(changes.started.is_empty());
+        // The GEMM keeps its SMs until only (132 − 16) blocks of work are left.
+        let block_work = (132_000_000u64).div_ceil(4096);
+        let left = 132_000_000 - 132 * 10_000;
+        let expected = 10_000 + (left - 116 * block_work).div_ceil(132);
+        assert_eq!(changes.transfer_at_ns, Some(expected));
+        gpu.transfer(expected);
+        let changes = gpu.rebalance(expected);
+        assert_eq!(changes.started, vec![2]);
+        assert_eq!(gpu.held(2), 16);
+        assert_eq!(gpu.held(1), 116);
+    }
+
+    #[test]
+    fn high_priority_nccl_gets_sms_at_the_next_block_boundaries_r7() {
+        let mut gpu = SmScheduler::new(132);
+        gpu.submit(0, 1, false, gemm(1_000_000));
+        gpu.rebalance(0);
+        gpu.submit(10_000, 2, true, KernelShape::Collective { channels: 16 });
+        let changes = gpu.rebalance(10_000);
+        let block_work = (132_000_000u64).div_ceil(4096);
+        // 16 of 132 resident blocks retire after 16/132 of a block time.
+        assert_eq!(
+            changes.transfer_at_ns,
+            Some(10_000 + (16 * block_work).div_ceil(132))
+        );
+    }
+
+    #[test]
+    fn a_rigid_kernel_runs_its_duration_once_fully_resident() {
+        let mut gpu = SmScheduler::new(8);
+        gpu.submit(
+            0,
+            1,
+            false,
+            KernelShape::Rigid {
+                sms: 6,
+                duration_ns: 100,
+            },
+        );
+        gpu.submit(
+            0,
+            2,
+            false,
+            KernelShape::Rigid {
+                sms: 4,
+                duration_ns: 50,
+            },
+        );
+        let changes = gpu.rebalance(0);
+        assert_eq!(changes.started, vec![1, 2]);
+        assert_eq!(changes.ends, vec![(1, 100)]);
+        gpu.finish(100, 1);
+        let changes = gpu.rebalance(100);
+        assert_eq!(changes.ends, vec![(2, 150)]);
+    }
+}
