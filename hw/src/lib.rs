@@ -111,9 +111,11 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
 
     let mut timeline = Timeline::for_scenario(scenario, Source::Measured);
     timeline.machine = report.machine(layout.device);
-    timeline
-        .machine
-        .extend(run_facts(&layout, anchor.uncertainty_ns));
+    timeline.machine.extend(run_facts(
+        &layout,
+        anchor.uncertainty_ns,
+        device.origin_unix_ns,
+    ));
     timeline.ranks.push(rank);
     Ok(timeline)
 }
@@ -229,7 +231,7 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) {
 }
 
 /// The run's own entries of the `machine` map.
-fn run_facts(layout: &Layout, uncertainty_ns: u64) -> Vec<(String, String)> {
+fn run_facts(layout: &Layout, uncertainty_ns: u64, origin_unix_ns: u64) -> Vec<(String, String)> {
     let downscale = match layout.stand_in {
         None => "off".to_string(),
         Some(StandIn::Nccl) => "rank 0 alone; collectives: 1-rank NCCL".to_string(),
@@ -250,6 +252,7 @@ fn run_facts(layout: &Layout, uncertainty_ns: u64) -> Vec<(String, String)> {
         ("gpu_ordinal", layout.device.to_string()),
         ("downscale", downscale),
         ("clock_alignment_uncertainty_ns", uncertainty_ns.to_string()),
+        (ORIGIN_KEY, origin_unix_ns.to_string()),
         (
             "events",
             "every event timed (behaves as TORCH_NCCL_ENABLE_TIMING=1)".to_string(),
@@ -322,11 +325,14 @@ mod tests {
             stand_in: Some(StandIn::Spin { duration_ns: 5_000 }),
         };
         let facts: std::collections::BTreeMap<String, String> =
-            run_facts(&layout, 4).into_iter().collect();
+            run_facts(&layout, 4, 1_700_000_000_000_000_000)
+                .into_iter()
+                .collect();
         assert_eq!(
             facts["downscale"],
             "rank 0 alone; collectives: 5000 ns spin kernels"
         );
         assert_eq!(facts["clock_alignment_uncertainty_ns"], "4");
+        assert_eq!(facts[ORIGIN_KEY], "1700000000000000000");
     }
 }
