@@ -1,17 +1,31 @@
-//! Cost models: α-β collectives (R24) and GEMMs by FLOPs.
+//! Cost models: collectives (R24, and the NCCL model of [`crate::nccl`]) and GEMMs by FLOPs.
 
 use crate::scenario::{CollectiveKind, DType, GpuSpec, Scenario};
 
-/// Duration of a collective's data movement over the ring of `group_ranks` (R24):
-/// all_reduce `2(n−1)·α + 2(n−1)/n · S/B`; all_gather and reduce_scatter `(n−1)·α + (n−1)/n · S/B`
-/// (S = the full, gathered size); broadcast, pipelined along the ring, `(n−1)·α + S/B`. B and α
-/// are NVLink's when the ring stays in one node, the NIC's otherwise. Never shorter than the
-/// network's kernel floor (a one-rank collective still runs a kernel).
+/// Duration of a collective's data movement over `group_ranks`, as planned by
+/// [`crate::nccl::plan_collective`]: the plain α-β ring of R24 unless the scenario asks for the
+/// NCCL model.
 pub fn collective_ns(
     scenario: &Scenario,
     group_ranks: &[u32],
     collective: CollectiveKind,
     size_bytes: u64,
+) -> u64 {
+    crate::nccl::plan_collective(scenario, group_ranks, collective, size_bytes).duration_ns
+}
+
+/// The α-β ring of R24 over `group_ranks`:
+/// all_reduce `2(n−1)·α + 2(n−1)/n · S/B`; all_gather and reduce_scatter `(n−1)·α + (n−1)/n · S/B`
+/// (S = the full, gathered size); broadcast, pipelined along the ring, `(n−1)·α + S/B`. B and α
+/// are NVLink's when the ring stays in one node, the NIC's otherwise; B is scaled by
+/// `bandwidth_share` (1 at the ring's full channel count, less when `NCCL_MAX_CTAS` caps it).
+/// Never shorter than the network's kernel floor (a one-rank collective still runs a kernel).
+pub fn ring_alpha_beta_ns(
+    scenario: &Scenario,
+    group_ranks: &[u32],
+    collective: CollectiveKind,
+    size_bytes: u64,
+    bandwidth_share: f64,
 ) -> u64 {
     let network = &scenario.network;
     let n = group_ranks.len() as u64;
@@ -34,7 +48,8 @@ pub fn collective_ns(
         }
         CollectiveKind::Broadcast => (n - 1, 1.0),
     };
-    let bandwidth_ns = (volume_factor * size_bytes as f64 / bandwidth * 1e9).round() as u64;
+    let bandwidth_ns =
+        (volume_factor * size_bytes as f64 / (bandwidth * bandwidth_share) * 1e9).round() as u64;
     (steps * alpha_ns + bandwidth_ns).max(network.kernel_floor_ns)
 }
 

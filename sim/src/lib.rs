@@ -34,6 +34,7 @@
 
 pub mod cost;
 pub mod engine;
+pub mod nccl;
 pub mod gpu;
 pub mod scenario;
 pub mod timeline;

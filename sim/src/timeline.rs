@@ -306,17 +306,33 @@ impl Timeline {
     }
 }
 
-/// The kernel name a profiler shows for an op (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
+/// The kernel name a profiler shows for an op (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`); for
+/// collectives the algorithm and protocol are those [`crate::nccl::plan_collective`] picks for
+/// the op's group and size.
 pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
     Some(match kind {
         OpKind::Collective {
-            collective, tensor, ..
-        } => format!(
-            "ncclDevKernel_{}_{}_RING_LL",
-            collective.kernel_word(),
-            scenario.tensors[*tensor].dtype.as_str()
-        ),
-        OpKind::Barrier { .. } => "ncclDevKernel_AllReduce_Sum_u8_RING_LL".to_string(),
+            collective,
+            tensor,
+            group,
+            ..
+        } => {
+            let tensor = &scenario.tensors[*tensor];
+            crate::nccl::plan_collective(
+                scenario,
+                &scenario.groups[*group].ranks,
+                *collective,
+                tensor.size_bytes,
+            )
+            .kernel_name(*collective, tensor.dtype.as_str())
+        }
+        OpKind::Barrier { group } => crate::nccl::plan_collective(
+            scenario,
+            &scenario.groups[*group].ranks,
+            crate::scenario::CollectiveKind::AllReduce,
+            1,
+        )
+        .kernel_name(crate::scenario::CollectiveKind::AllReduce, "u8"),
         OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
         OpKind::Kernel { .. } => "spin_kernel".to_string(),
         OpKind::GpuSleep { .. } => "cuda_sleep".to_string(),

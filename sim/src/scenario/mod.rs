@@ -328,7 +328,7 @@ impl Resolver<'_> {
             overlaps.push(spec);
         }
 
-        Ok(Scenario {
+        let scenario = Scenario {
             name: raw.name.unwrap_or_else(|| {
                 std::path::Path::new(self.path)
                     .file_stem()
@@ -356,7 +356,17 @@ impl Resolver<'_> {
             perturbations,
             measures,
             overlaps,
-        })
+        };
+        if let Some(message) = crate::nccl::unplannable_collective(&scenario) {
+            let span = raw
+                .env
+                .iter()
+                .flatten()
+                .find(|(key, _)| ["NCCL_ALGO", "NCCL_PROTO"].contains(&key.get_ref().as_str()))
+                .map_or(0..0, |(_, value)| value.span());
+            return Err(self.error(span, message));
+        }
+        Ok(scenario)
     }
 
     fn cluster(&self, raw: Option<&RawCluster>) -> Result<Cluster> {
@@ -417,6 +427,7 @@ impl Resolver<'_> {
             alpha_ns: 5_000,
             nic_alpha_ns: 10_000,
             kernel_floor_ns: 5_000,
+            algorithm: NetworkAlgorithm::Ring,
         };
         let Some(raw) = raw else {
             return Ok(network);
@@ -433,15 +444,18 @@ impl Resolver<'_> {
         network.kernel_floor_ns =
             self.optional_time_us(&raw.kernel_floor_us, "network.kernel_floor_us", 5_000)?;
         if let Some(algorithm) = &raw.algorithm {
-            if algorithm.get_ref() != "ring" {
-                return Err(self.error(
-                    algorithm.span(),
-                    format!(
-                        "network.algorithm {:?} is not modelled; expected \"ring\" (R24)",
-                        algorithm.get_ref()
-                    ),
-                ));
-            }
+            network.algorithm = match algorithm.get_ref().as_str() {
+                "ring" => NetworkAlgorithm::Ring,
+                "auto" => NetworkAlgorithm::Auto,
+                other => {
+                    return Err(self.error(
+                        algorithm.span(),
+                        format!(
+                            "network.algorithm {other:?} is not modelled; expected \"ring\" (the α-β ring of R24) or \"auto\" (the NCCL model: docs/nccl-model.md)"
+                        ),
+                    ))
+                }
+            };
         }
         Ok(network)
     }
@@ -510,9 +524,16 @@ impl Resolver<'_> {
             blocking_wait: false,
             high_priority: false,
             enable_timing: false,
+            nccl_algorithms: None,
+            nccl_protocols: None,
+            nccl_min_ctas: None,
+            nccl_max_ctas: None,
             raw: BTreeMap::new(),
         };
         for (key, value) in raw.into_iter().flatten() {
+            if key.get_ref().starts_with("NCCL_") && self.nccl_env(&mut env, key, value)? {
+                continue;
+            }
             let flag = match key.get_ref().as_str() {
                 "TORCH_NCCL_BLOCKING_WAIT" => &mut env.blocking_wait,
                 "TORCH_NCCL_HIGH_PRIORITY" => &mut env.high_priority,
@@ -548,6 +569,65 @@ impl Resolver<'_> {
                 .insert(key.get_ref().clone(), u8::from(on).to_string());
         }
         Ok(env)
+    }
+
+    /// Reads one of the NCCL variables of [`Env::KNOWN`] into `env`; false if `key` is none of
+    /// them.
+    fn nccl_env(
+        &self,
+        env: &mut Env,
+        key: &Spanned<String>,
+        value: &Spanned<toml::Value>,
+    ) -> Result<bool> {
+        let name = key.get_ref().as_str();
+        let text = match value.get_ref() {
+            toml::Value::String(text) => text.clone(),
+            toml::Value::Integer(number) => number.to_string(),
+            other => {
+                return Err(self.error(
+                    value.span(),
+                    format!("{name} expects a string or an integer, found {other}"),
+                ))
+            }
+        };
+        let invalid = |message: String| self.error(value.span(), format!("{name}: {message}"));
+        match name {
+            "NCCL_ALGO" => {
+                env.nccl_algorithms = Some(crate::nccl::parse_algorithms(&text).map_err(invalid)?)
+            }
+            "NCCL_PROTO" => {
+                env.nccl_protocols = Some(crate::nccl::parse_protocols(&text).map_err(invalid)?)
+            }
+            "NCCL_MIN_CTAS" | "NCCL_MAX_CTAS" => {
+                let ctas = text
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|ctas| (1..=64).contains(ctas))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "expects a channel count between 1 and 64, found {text:?}"
+                        ))
+                    })?;
+                let (min, max) = if name == "NCCL_MIN_CTAS" {
+                    env.nccl_min_ctas = Some(ctas);
+                    (Some(ctas), env.nccl_max_ctas)
+                } else {
+                    env.nccl_max_ctas = Some(ctas);
+                    (env.nccl_min_ctas, Some(ctas))
+                };
+                if let (Some(min), Some(max)) = (min, max) {
+                    if min > max {
+                        return Err(invalid(format!(
+                            "NCCL_MIN_CTAS ({min}) is larger than NCCL_MAX_CTAS ({max})"
+                        )));
+                    }
+                }
+            }
+            _ => return Ok(false),
+        }
+        env.raw.insert(name.to_string(), text);
+        Ok(true)
     }
 
     fn tensors(

@@ -94,7 +94,17 @@ pub struct Cluster {
     pub gpu: GpuSpec,
 }
 
-/// Ring algorithm parameters of R24.
+/// How collectives are costed (`network.algorithm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkAlgorithm {
+    /// `"ring"`: the plain α-β ring of R24.
+    Ring,
+    /// `"auto"`: the NCCL model picks algorithm and protocol per collective (`crate::nccl`).
+    Auto,
+}
+
+/// Link parameters: the α-β ring of R24, and the line rates the NCCL model starts from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Network {
     /// Per-GPU unidirectional NVLink bandwidth, bytes per second.
@@ -107,6 +117,8 @@ pub struct Network {
     pub nic_alpha_ns: u64,
     /// Shortest NCCL kernel (a 1-rank collective still launches and finishes a kernel).
     pub kernel_floor_ns: u64,
+    /// The cost model of collectives.
+    pub algorithm: NetworkAlgorithm,
 }
 
 /// Host-side costs of the Python + c10d path (R1), in nanoseconds.
@@ -149,13 +161,21 @@ pub struct Env {
     pub high_priority: bool,
     /// `TORCH_NCCL_ENABLE_TIMING` (R6: Works get start events).
     pub enable_timing: bool,
+    /// `NCCL_ALGO`: the algorithms all_reduce may use (`crate::nccl`).
+    pub nccl_algorithms: Option<Vec<crate::nccl::Algorithm>>,
+    /// `NCCL_PROTO`: the protocols collectives may use.
+    pub nccl_protocols: Option<Vec<crate::nccl::Protocol>>,
+    /// `NCCL_MIN_CTAS`: fewest channels (thread blocks) of an NCCL kernel (R22).
+    pub nccl_min_ctas: Option<u32>,
+    /// `NCCL_MAX_CTAS`: most channels of an NCCL kernel (R22).
+    pub nccl_max_ctas: Option<u32>,
     /// Every variable as written, for reports.
     pub raw: BTreeMap<String, String>,
 }
 
 impl Env {
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 3] = [
+    pub const KNOWN: [(&'static str, &'static str); 7] = [
         (
             "TORCH_NCCL_BLOCKING_WAIT",
             "0 or 1: wait() polls completion on the host (R15)",
@@ -168,6 +188,16 @@ impl Env {
             "TORCH_NCCL_ENABLE_TIMING",
             "0 or 1: Works record start events (R6)",
         ),
+        (
+            "NCCL_ALGO",
+            "Ring, Tree, NVLS (comma list, ^ excludes): all_reduce algorithms; turns on the NCCL model",
+        ),
+        (
+            "NCCL_PROTO",
+            "LL, LL128, Simple (comma list, ^ excludes): protocols; turns on the NCCL model",
+        ),
+        ("NCCL_MIN_CTAS", "1..64: fewest channels of an NCCL kernel (R22)"),
+        ("NCCL_MAX_CTAS", "1..64: most channels of an NCCL kernel (R22)"),
     ];
 }
 
