@@ -37,5 +37,6 @@ pub mod engine;
 pub mod nccl;
 pub mod gpu;
 pub mod scenario;
+pub mod sweep;
 pub mod timeline;
 pub mod units;

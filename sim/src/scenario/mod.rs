@@ -100,6 +100,22 @@ pub fn content_hash(text: &str) -> String {
     format!("{hash:016x}")
 }
 
+/// An error at a byte span of `text`, for checks made outside this module (the sweep axes of
+/// `crate::sweep`), with the same file:line:column as every other scenario error.
+pub fn error_at(
+    path: &str,
+    text: &str,
+    span: Range<usize>,
+    message: impl Into<String>,
+) -> ScenarioError {
+    let resolver = Resolver {
+        path,
+        line_starts: line_starts(text),
+        text,
+    };
+    resolver.error(span, message)
+}
+
 struct Resolver<'a> {
     path: &'a str,
     text: &'a str,

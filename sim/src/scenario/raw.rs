@@ -29,6 +29,9 @@ pub struct RawScenario {
     pub op: Option<Vec<Spanned<RawOp>>>,
     pub measure: Option<Vec<Spanned<RawMeasure>>>,
     pub overlap: Option<Vec<Spanned<RawOverlap>>>,
+    /// Sweep axes: read and checked by `crate::sweep`; a single run uses the file's own values.
+    #[serde(rename = "sweep")]
+    pub _sweep: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,783 @@
+//! Parameter sweeps: a scenario's `[sweep]` table, plus `--set key=v1,v2,…` axes from the
+//! command line, expanded into numbered points — each a list of overrides applied to the
+//! scenario's text, the values shown for them, and the point's own seed.
+//!
+//! ```toml
+//! [sweep]
+//! "tensors.buf" = ["1MiB", "64MiB"]            # an axis: a dotted path and its values
+//! "env.TORCH_NCCL_BLOCKING_WAIT" = [0, 1]
+//!
+//! [sweep.zip.mode]                              # a zipped axis: its paths advance together
+//! values = ["sync", "async"]                    # what the `mode` column shows
+//! "op.ar" = [{ all_reduce = "buf" }, { all_reduce = "buf", async_op = true, work = "w" }]
+//! "op.finish" = [{ set_stream = "default" }, { wait = "w" }]
+//! ```
+//!
+//! Points are the cartesian product of the axes in file order, the first axis varying slowest
+//! (nested loops). `op.LABEL.KEY` sets one key of the `[[op]]` labelled LABEL; `op.LABEL` with
+//! an inline table replaces that op's keys (its label stays). Every other path is handed to
+//! [`apply_overrides`]. The user-facing description is `docs/sweep-format.md`.
+//!
+//! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
+//! the point's index — never on which thread runs it or in what order.
+//!
+//! ```
+//! let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n\
+//!             [sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\"]\n\"cluster.ranks\" = [2, 4]\n";
+//! let sweep = sim::sweep::Sweep::parse("doc.toml", text, &[]).unwrap();
+//! assert_eq!(sweep.point_count(), 4);
+//! assert_eq!(sweep.columns(), ["tensors.x", "cluster.ranks"]);
+//! let point = sweep.point(1);
+//! assert_eq!(point.values, ["1KiB", "4"]);
+//! let scenario = sweep.scenario(&point).unwrap();
+//! assert_eq!(scenario.cluster.ranks, 4);
+//! ```
+
+use crate::scenario::{self, apply_overrides, Override, OverrideError, Scenario, ScenarioError};
+use std::fmt;
+use std::ops::Range;
+
+/// The most points one sweep may have.
+pub const MAX_POINTS: u64 = 1 << 40;
+
+/// The reserved key of `[sweep]` holding zipped axes (`[sweep.zip.NAME]`).
+const ZIP_KEY: &str = "zip";
+/// The reserved key of a zipped axis holding what its column shows.
+const ZIP_VALUES_KEY: &str = "values";
+
+/// One value of an axis: the TOML text that is set, and what its CSV cell shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AxisValue {
+    toml: String,
+    shown: String,
+}
+
+/// One dotted path and its values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AxisPath {
+    path: String,
+    values: Vec<AxisValue>,
+}
+
+/// One factor of the cartesian product: a single path, or a zipped group whose paths advance
+/// together (with an optional name column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Dimension {
+    /// `Some((name, labels))` for a zipped group: its column name and the label of each step.
+    zip: Option<(String, Vec<String>)>,
+    paths: Vec<AxisPath>,
+}
+
+impl Dimension {
+    fn len(&self) -> usize {
+        self.paths[0].values.len()
+    }
+
+    fn columns(&self) -> impl Iterator<Item = &str> {
+        self.zip
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .chain(self.paths.iter().map(|p| p.path.as_str()))
+    }
+}
+
+/// An axis given on the command line: `--set key=v1,v2,…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AxisArg {
+    pub path: String,
+    pub values: Vec<String>,
+}
+
+impl AxisArg {
+    /// Parses `key=v1,v2,…`; commas inside brackets, braces or quotes do not split
+    /// (`op.g.gemm=[1,2,3],[4,5,6]` has two values).
+    pub fn parse(text: &str) -> Result<AxisArg, OverrideError> {
+        let single = Override::parse(text)?;
+        let values = split_top_level(&single.value);
+        if values.iter().any(String::is_empty) {
+            return Err(OverrideError {
+                message: format!("--set {text}: empty value in the list"),
+            });
+        }
+        Ok(AxisArg {
+            path: single.path,
+            values,
+        })
+    }
+}
+
+impl fmt::Display for AxisArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.path, self.values.join(","))
+    }
+}
+
+fn split_top_level(text: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                parts.push(current.trim().to_string());
+                current.clear();
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    parts.push(current.trim().to_string());
+    parts
+}
+
+/// One point of a sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    /// 0-based position in the full (unsharded) sweep.
+    pub index: u64,
+    /// One cell per [`Sweep::columns`] entry.
+    pub values: Vec<String>,
+    /// What is set on the scenario's text (after the fixed `--set` overrides).
+    pub overrides: Vec<Override>,
+}
+
+/// A slice of a sweep for one machine: the points whose index ≡ `index` (mod `count`), so
+/// expensive corners of the grid spread over all slices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u64,
+    pub count: u64,
+}
+
+impl Shard {
+    /// The whole sweep.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `I/N` with 0 ≤ I < N.
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let invalid = || format!("--shard expects I/N with 0 <= I < N (e.g. 0/4), found {text:?}");
+        let (index, count) = text.split_once('/').ok_or_else(invalid)?;
+        let index: u64 = index.trim().parse().map_err(|_| invalid())?;
+        let count: u64 = count.trim().parse().map_err(|_| invalid())?;
+        if count == 0 || index >= count {
+            return Err(invalid());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The indices of this slice's points among `total`.
+    pub fn indices(self, total: u64) -> impl Iterator<Item = u64> {
+        (self.index..total).step_by(self.count as usize)
+    }
+
+    /// How many of `total` points are in this slice.
+    pub fn len(self, total: u64) -> u64 {
+        total.saturating_sub(self.index).div_ceil(self.count)
+    }
+
+    pub fn is_empty(self, total: u64) -> bool {
+        self.len(total) == 0
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// The seed of point `index`: the (index + 1)-th output of a SplitMix64 generator started at
+/// the scenario's seed. Portable and O(1) to jump to, so a point's seed never depends on which
+/// points ran before it.
+pub fn point_seed(scenario_seed: u64, index: u64) -> u64 {
+    let mut z = scenario_seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(index + 1));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A scenario file with its sweep axes, ready to produce points.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    path: String,
+    text: String,
+    /// `--set key=value` with one value on a key that is not an axis: applied to every point.
+    fixed: Vec<Override>,
+    dimensions: Vec<Dimension>,
+    point_count: u64,
+}
+
+impl Sweep {
+    /// Reads the `[sweep]` table of a scenario's text and adds the command-line axes: a key
+    /// that is already an axis gets the new values; a new key with several values becomes a new
+    /// axis (varying fastest); a new key with one value is set on every point. Errors name
+    /// file:line:column of the offending sweep key.
+    pub fn parse(path: &str, text: &str, cli: &[AxisArg]) -> Result<Sweep, ScenarioError> {
+        let document = toml_edit::Document::parse(text).map_err(|error| {
+            scenario::error_at(
+                path,
+                text,
+                error.span().unwrap_or(0..0),
+                error.message().trim_end().to_string(),
+            )
+        })?;
+        let mut dimensions = match document.get("sweep") {
+            None => Vec::new(),
+            Some(item) => FileAxes { path, text }.read(item)?,
+        };
+        let mut fixed = Vec::new();
+        for arg in cli {
+            let existing = dimensions
+                .iter_mut()
+                .flat_map(|d| {
+                    let steps = d.len();
+                    let named = d.zip.is_some();
+                    d.paths.iter_mut().map(move |p| (p, steps, named))
+                })
+                .find(|(p, _, _)| p.path == arg.path);
+            let values: Vec<AxisValue> = arg.values.iter().map(|v| cli_value(v)).collect();
+            match existing {
+                Some((axis, steps, zipped)) => {
+                    if zipped && values.len() != steps {
+                        return Err(whole_file(
+                            path,
+                            format!(
+                                "--set {arg}: {:?} is in a zipped axis of {steps} values, so it needs {steps} values, found {}",
+                                arg.path,
+                                values.len()
+                            ),
+                        ));
+                    }
+                    axis.values = values;
+                }
+                None if values.len() == 1 => fixed.push(Override {
+                    path: arg.path.clone(),
+                    value: values[0].toml.clone(),
+                }),
+                None => dimensions.push(Dimension {
+                    zip: None,
+                    paths: vec![AxisPath {
+                        path: arg.path.clone(),
+                        values,
+                    }],
+                }),
+            }
+        }
+        let mut point_count: u64 = 1;
+        for dimension in &dimensions {
+            point_count = point_count
+                .checked_mul(dimension.len() as u64)
+                .filter(|&n| n <= MAX_POINTS)
+                .ok_or_else(|| {
+                    whole_file(
+                        path,
+                        format!("the sweep has more than {MAX_POINTS} points; shrink its axes"),
+                    )
+                })?;
+        }
+        let sweep = Sweep {
+            path: path.to_string(),
+            text: text.to_string(),
+            fixed,
+            dimensions,
+            point_count,
+        };
+        sweep.check_columns_unique()?;
+        sweep.check_paths_apply()?;
+        Ok(sweep)
+    }
+
+    fn check_columns_unique(&self) -> Result<(), ScenarioError> {
+        let columns = self.columns();
+        for (i, column) in columns.iter().enumerate() {
+            if columns[..i].contains(column) {
+                return Err(whole_file(
+                    &self.path,
+                    format!("sweep column {column:?} appears twice; name each axis once"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every axis path must be settable on the file (a table path, or an op label that
+    /// exists); a value that is invalid for the scenario fails only the points that use it.
+    fn check_paths_apply(&self) -> Result<(), ScenarioError> {
+        let first: Vec<Override> = self
+            .dimensions
+            .iter()
+            .flat_map(|d| &d.paths)
+            .map(|p| Override {
+                path: p.path.clone(),
+                value: p.values[0].toml.clone(),
+            })
+            .collect();
+        let all: Vec<Override> = self.fixed.iter().cloned().chain(first).collect();
+        apply_all(&self.text, &all)
+            .map(|_| ())
+            .map_err(|error| whole_file(&self.path, format!("sweep: {error}")))
+    }
+
+    /// The file's path as given.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Points in the full sweep.
+    pub fn point_count(&self) -> u64 {
+        self.point_count
+    }
+
+    /// The axis columns, in order: for each axis its path; a zipped axis shows its name first,
+    /// then each of its paths.
+    pub fn columns(&self) -> Vec<&str> {
+        self.dimensions
+            .iter()
+            .flat_map(Dimension::columns)
+            .collect()
+    }
+
+    /// Point `index` (< [`Sweep::point_count`]): mixed-radix digits of the index, the last axis
+    /// varying fastest.
+    pub fn point(&self, index: u64) -> Point {
+        assert!(index < self.point_count, "point {index} out of range");
+        let mut steps = vec![0usize; self.dimensions.len()];
+        let mut rest = index;
+        for (step, dimension) in steps.iter_mut().zip(&self.dimensions).rev() {
+            let len = dimension.len() as u64;
+            *step = (rest % len) as usize;
+            rest /= len;
+        }
+        let mut values = Vec::new();
+        let mut overrides = Vec::new();
+        for (dimension, &step) in self.dimensions.iter().zip(&steps) {
+            if let Some((_, labels)) = &dimension.zip {
+                values.push(labels[step].clone());
+            }
+            for axis in &dimension.paths {
+                values.push(axis.values[step].shown.clone());
+                overrides.push(Override {
+                    path: axis.path.clone(),
+                    value: axis.values[step].toml.clone(),
+                });
+            }
+        }
+        Point {
+            index,
+            values,
+            overrides,
+        }
+    }
+
+    /// The file's own values (with the fixed `--set` overrides) and its own seed: what
+    /// `c10dsim run` runs, and what decides the metric columns of the sweep's CSV.
+    pub fn base_scenario(&self) -> Result<Scenario, ScenarioError> {
+        let text = apply_all(&self.text, &self.fixed)
+            .map_err(|error| whole_file(&self.path, error.to_string()))?;
+        scenario::parse(&self.path, &text)
+    }
+
+    /// The scenario of one point, its seed set to [`point_seed`]. Errors name the point's
+    /// overrides beside the file, as positions refer to the edited text.
+    pub fn scenario(&self, point: &Point) -> Result<Scenario, ScenarioError> {
+        let shown = format!(
+            "{} [point {}: {}]",
+            self.path,
+            point.index,
+            point
+                .overrides
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let all: Vec<Override> = self.fixed.iter().chain(&point.overrides).cloned().collect();
+        let text =
+            apply_all(&self.text, &all).map_err(|error| whole_file(&shown, error.message))?;
+        let mut scenario = scenario::parse(&shown, &text)?;
+        scenario.seed = point_seed(scenario.seed, point.index);
+        Ok(scenario)
+    }
+}
+
+fn whole_file(path: &str, message: impl Into<String>) -> ScenarioError {
+    ScenarioError {
+        path: path.to_string(),
+        line: 0,
+        column: 0,
+        message: message.into(),
+    }
+}
+
+/// A value typed on the command line: TOML when it parses as TOML, else a plain string.
+fn cli_value(text: &str) -> AxisValue {
+    match text.parse::<toml_edit::Value>() {
+        Ok(value) => AxisValue {
+            shown: shown(&value),
+            toml: text.to_string(),
+        },
+        Err(_) => AxisValue {
+            shown: text.to_string(),
+            toml: toml_edit::Value::from(text).to_string(),
+        },
+    }
+}
+
+/// A CSV cell for a value: strings without quotes, everything else as compact TOML.
+fn shown(value: &toml_edit::Value) -> String {
+    match value.as_str() {
+        Some(text) => text.to_string(),
+        None => {
+            let mut value = value.clone();
+            value.decor_mut().clear();
+            value.to_string()
+        }
+    }
+}
+
+fn toml_text(value: &toml_edit::Value) -> String {
+    let mut value = value.clone();
+    value.decor_mut().clear();
+    value.to_string()
+}
+
+/// Applies overrides: `op.LABEL[.KEY]` ones to the labelled `[[op]]`, the rest through
+/// [`apply_overrides`].
+fn apply_all(text: &str, overrides: &[Override]) -> Result<String, OverrideError> {
+    let (op_edits, table_edits): (Vec<&Override>, Vec<&Override>) = overrides
+        .iter()
+        .partition(|o| o.path.split('.').next() == Some("op"));
+    let table_edits: Vec<Override> = table_edits.into_iter().cloned().collect();
+    let text = apply_overrides(text, &table_edits)?;
+    if op_edits.is_empty() {
+        return Ok(text);
+    }
+    let mut document: toml_edit::DocumentMut =
+        text.parse()
+            .map_err(|e: toml_edit::TomlError| OverrideError {
+                message: format!("cannot edit a file that is not valid TOML: {}", e.message()),
+            })?;
+    for edit in op_edits {
+        set_op(&mut document, edit)?;
+    }
+    Ok(document.to_string())
+}
+
+fn set_op(document: &mut toml_edit::DocumentMut, edit: &Override) -> Result<(), OverrideError> {
+    let fail = |message: String| OverrideError {
+        message: format!("{edit}: {message}"),
+    };
+    let mut keys = edit.path.splitn(3, '.').skip(1);
+    let label = keys
+        .next()
+        .ok_or_else(|| fail("name an op by its label: op.LABEL or op.LABEL.KEY".to_string()))?;
+    let key = keys.next();
+    let ops = document
+        .get_mut("op")
+        .and_then(toml_edit::Item::as_array_of_tables_mut)
+        .ok_or_else(|| fail("the scenario has no [[op]] tables".to_string()))?;
+    let op = ops
+        .iter_mut()
+        .find(|op| op.get("label").and_then(toml_edit::Item::as_str) == Some(label))
+        .ok_or_else(|| fail(format!("no [[op]] has label = {label:?}")))?;
+    let value = match edit.value.parse::<toml_edit::Value>() {
+        Ok(value) => value,
+        Err(_) => toml_edit::Value::from(edit.value.as_str()),
+    };
+    match key {
+        Some(key) => {
+            op.insert(key, toml_edit::Item::Value(value));
+        }
+        None => {
+            let toml_edit::Value::InlineTable(replacement) = value else {
+                return Err(fail(
+                    "op.LABEL takes an inline table of the op's keys, e.g. { wait = \"w\" }"
+                        .to_string(),
+                ));
+            };
+            let keep: Vec<String> = op
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .filter(|k| k != "label")
+                .collect();
+            for k in keep {
+                op.remove(&k);
+            }
+            for (k, v) in replacement.iter() {
+                let mut v = v.clone();
+                v.decor_mut().clear();
+                op.insert(k, toml_edit::Item::Value(v));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `[sweep]` from the spanned document.
+struct FileAxes<'a> {
+    path: &'a str,
+    text: &'a str,
+}
+
+impl FileAxes<'_> {
+    fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
+        scenario::error_at(self.path, self.text, span.unwrap_or(0..0), message)
+    }
+
+    fn read(&self, sweep: &toml_edit::Item) -> Result<Vec<Dimension>, ScenarioError> {
+        let table = sweep.as_table_like().ok_or_else(|| {
+            self.error(
+                sweep.span(),
+                "[sweep] must be a table of dotted keys and value lists, e.g. \"tensors.buf\" = [\"1MiB\", \"64MiB\"]",
+            )
+        })?;
+        // File order: each entry (and each zipped group) sorted by where it is written.
+        let mut dimensions: Vec<(usize, Dimension)> = Vec::new();
+        for (key, item) in table.iter() {
+            let key_span = table.key(key).and_then(toml_edit::Key::span);
+            if key == ZIP_KEY {
+                let zips = item.as_table_like().ok_or_else(|| {
+                    self.error(
+                        key_span,
+                        "sweep.zip holds named zipped axes: [sweep.zip.NAME] with equal-length lists",
+                    )
+                })?;
+                for (name, group) in zips.iter() {
+                    let name_span = zips.key(name).and_then(toml_edit::Key::span);
+                    let dimension = self.zipped(name, name_span.clone(), group)?;
+                    dimensions.push((name_span.map_or(0, |s| s.start), dimension));
+                }
+                continue;
+            }
+            let axis = self.axis(key, key_span.clone(), item)?;
+            dimensions.push((
+                key_span.map_or(0, |s| s.start),
+                Dimension {
+                    zip: None,
+                    paths: vec![axis],
+                },
+            ));
+        }
+        dimensions.sort_by_key(|(start, _)| *start);
+        Ok(dimensions.into_iter().map(|(_, d)| d).collect())
+    }
+
+    fn axis(
+        &self,
+        key: &str,
+        key_span: Option<Range<usize>>,
+        item: &toml_edit::Item,
+    ) -> Result<AxisPath, ScenarioError> {
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            return Err(self.error(
+                key_span,
+                format!("sweep key {key:?} is not a dotted path such as \"tensors.buf\""),
+            ));
+        }
+        let values = self.values(key, key_span, item)?;
+        Ok(AxisPath {
+            path: key.to_string(),
+            values,
+        })
+    }
+
+    fn values(
+        &self,
+        key: &str,
+        key_span: Option<Range<usize>>,
+        item: &toml_edit::Item,
+    ) -> Result<Vec<AxisValue>, ScenarioError> {
+        let array = item.as_array().ok_or_else(|| {
+            self.error(
+                item.span().or(key_span.clone()),
+                format!("sweep axis {key:?} must be a list of values, e.g. [1, 2]"),
+            )
+        })?;
+        if array.is_empty() {
+            return Err(self.error(
+                array.span().or(key_span),
+                format!("sweep axis {key:?} has no values"),
+            ));
+        }
+        Ok(array
+            .iter()
+            .map(|value| AxisValue {
+                toml: toml_text(value),
+                shown: shown(value),
+            })
+            .collect())
+    }
+
+    fn zipped(
+        &self,
+        name: &str,
+        name_span: Option<Range<usize>>,
+        group: &toml_edit::Item,
+    ) -> Result<Dimension, ScenarioError> {
+        let table = group.as_table_like().ok_or_else(|| {
+            self.error(
+                name_span.clone(),
+                format!("sweep.zip.{name} must be a table of dotted keys and equal-length lists"),
+            )
+        })?;
+        let mut labels = None;
+        let mut paths = Vec::new();
+        let mut length: Option<(usize, String)> = None;
+        for (key, item) in table.iter() {
+            let key_span = table.key(key).and_then(toml_edit::Key::span);
+            let values = self.values(key, key_span.clone(), item)?;
+            match &length {
+                Some((n, first)) if *n != values.len() => {
+                    return Err(self.error(
+                        key_span,
+                        format!(
+                            "zipped axis {name:?}: {key:?} has {} values but {first:?} has {n}; zipped lists advance together and need equal lengths",
+                            values.len()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+                None => length = Some((values.len(), key.to_string())),
+            }
+            if key == ZIP_VALUES_KEY {
+                labels = Some(values.into_iter().map(|v| v.shown).collect::<Vec<_>>());
+            } else {
+                paths.push(self.axis(key, key_span, item)?);
+            }
+        }
+        if paths.is_empty() {
+            return Err(self.error(
+                name_span,
+                format!("zipped axis {name:?} sets no path; add e.g. \"tensors.buf\" = [..]"),
+            ));
+        }
+        let steps = paths[0].values.len();
+        let labels = labels.unwrap_or_else(|| (0..steps).map(|i| i.to_string()).collect());
+        Ok(Dimension {
+            zip: Some((name.to_string(), labels)),
+            paths,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "seed = 7\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+        [[op]]\nlabel = \"finish\"\nwait = \"w\"\n";
+
+    fn sweep(extra: &str, cli: &[&str]) -> Result<Sweep, ScenarioError> {
+        let cli: Vec<AxisArg> = cli.iter().map(|a| AxisArg::parse(a).unwrap()).collect();
+        Sweep::parse("s.toml", &format!("{BASE}{extra}"), &cli)
+    }
+
+    #[test]
+    fn splitmix64_is_the_reference_sequence() {
+        // The first outputs of SplitMix64 seeded with 0 (Vigna's reference implementation).
+        assert_eq!(point_seed(0, 0), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(point_seed(0, 1), 0x6e78_9e6a_a1b9_65f4);
+        assert_ne!(point_seed(1, 0), point_seed(0, 0));
+    }
+
+    #[test]
+    fn product_in_file_order_last_axis_fastest() {
+        let s = sweep(
+            "[sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\", \"64MiB\"]\n\"cluster.ranks\" = [2, 4]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.point_count(), 6);
+        let cells: Vec<Vec<String>> = (0..6).map(|i| s.point(i).values).collect();
+        assert_eq!(cells[0], ["1KiB", "2"]);
+        assert_eq!(cells[1], ["1KiB", "4"]);
+        assert_eq!(cells[5], ["64MiB", "4"]);
+        let scenario = s.scenario(&s.point(5)).unwrap();
+        assert_eq!(scenario.cluster.ranks, 4);
+        assert_eq!(scenario.seed, point_seed(7, 5));
+        assert_eq!(s.base_scenario().unwrap().seed, 7);
+    }
+
+    #[test]
+    fn zipped_axes_advance_together_and_replace_ops() {
+        let s = sweep(
+            "[sweep]\n\"cluster.ranks\" = [2, 4]\n[sweep.zip.mode]\nvalues = [\"sync\", \"async\"]\n\
+             \"op.ar\" = [{ all_reduce = \"x\" }, { all_reduce = \"x\", async_op = true, work = \"w\" }]\n\
+             \"op.finish\" = [{ device_sync = true }, { wait = \"w\" }]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.columns(), ["cluster.ranks", "mode", "op.ar", "op.finish"]);
+        assert_eq!(s.point_count(), 4);
+        let point = s.point(2);
+        assert_eq!(point.values[..2], ["4", "sync"]);
+        let scenario = s.scenario(&point).unwrap();
+        assert_eq!(scenario.ops[0].display_name(), "ar");
+        assert_eq!(scenario.ops[1].kind.key(), "device_sync");
+    }
+
+    #[test]
+    fn command_line_axes_add_replace_and_fix() {
+        let s = sweep(
+            "[sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\"]\n",
+            &["tensors.x=2MiB,4MiB,8MiB", "cluster.ranks=2,4", "repeat=3"],
+        )
+        .unwrap();
+        assert_eq!(s.columns(), ["tensors.x", "cluster.ranks"]);
+        assert_eq!(s.point_count(), 6);
+        assert_eq!(s.point(5).values, ["8MiB", "4"]);
+        assert_eq!(s.scenario(&s.point(0)).unwrap().repeat, 3);
+        let gemm = AxisArg::parse("op.g.gemm=[1,2,3], [4,5,6]").unwrap();
+        assert_eq!(gemm.values, ["[1,2,3]", "[4,5,6]"]);
+    }
+
+    #[test]
+    fn sweep_errors_name_line_and_column() {
+        let err = sweep("[sweep]\n\"tensors.x\" = \"1KiB\"\n", &[]).unwrap_err();
+        assert_eq!((err.line, err.column), (15, 15), "{err}");
+        assert!(err.message.contains("must be a list"), "{err}");
+        let err = sweep("[sweep]\n\"cluster.ranks\" = []\n", &[]).unwrap_err();
+        assert_eq!((err.line, err.column), (15, 19), "{err}");
+        let err = sweep(
+            "[sweep.zip.m]\n\"cluster.ranks\" = [2, 4]\n\"tensors.x\" = [\"1KiB\"]\n",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!((err.line, err.column), (16, 1), "{err}");
+        assert!(err.message.contains("equal lengths"), "{err}");
+        let err = sweep("[sweep]\n\"op.nope.gemm\" = [[1, 1, 1]]\n", &[]).unwrap_err();
+        assert!(err.message.contains("no [[op]] has label"), "{err}");
+    }
+
+    #[test]
+    fn an_invalid_combination_fails_only_its_point() {
+        let s = sweep("[sweep]\n\"tensors.x\" = [\"1KiB\", \"1KB2\"]\n", &[]).unwrap();
+        assert!(s.scenario(&s.point(0)).is_ok());
+        let err = s.scenario(&s.point(1)).unwrap_err();
+        assert!(err.path.contains("[point 1: tensors.x=\"1KB2\"]"), "{err}");
+        assert!(err.line > 0, "{err}");
+    }
+
+    #[test]
+    fn shards_partition_the_points() {
+        let shard = Shard::parse("1/3").unwrap();
+        assert_eq!(shard.indices(8).collect::<Vec<_>>(), [1, 4, 7]);
+        assert_eq!(shard.len(8), 3);
+        assert_eq!(Shard::parse("2/3").unwrap().len(8), 2);
+        let mut all: Vec<u64> = (0..3)
+            .flat_map(|i| Shard { index: i, count: 3 }.indices(8))
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..8).collect::<Vec<_>>());
+        assert!(Shard::parse("3/3").is_err());
+        assert!(Shard::parse("x").is_err());
+    }
+}
