@@ -3,7 +3,7 @@
 //! Every figure is taken over the measured samples: all ranks, iterations from `warmup` on.
 
 use serde::{Deserialize, Serialize};
-use sim::timeline::{CollectiveRecord, Finding, Source, Timeline};
+use sim::timeline::{CollectiveRecord, Finding, KernelClass, Source, Timeline};
 use std::collections::HashMap;
 
 /// Summary of a set of samples, in microseconds.
@@ -75,6 +75,24 @@ pub struct CollectiveMetrics {
     /// Fraction of waits after which `is_completed()` was already true (R3
     /// `completed_at_wait`).
     pub completed_at_wait: Option<f64>,
+    /// Time each kernel spun before the last rank arrived (R16): the wait a late rank imposed.
+    pub spin_us: Stat,
+    /// The rank that arrived last most often (ties: the lowest), where known.
+    pub last_rank: Option<u32>,
+    /// Share of samples in which `last_rank` was the last to arrive.
+    pub last_rank_share: f64,
+}
+
+/// Durations of the compute and sleep kernels an op launches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelMetrics {
+    pub op: String,
+    pub line: u32,
+    pub key: String,
+    /// Start to end on the GPU (longer when it shared the SMs, R22).
+    pub kernel_us: Stat,
+    /// Launch to start: stream predecessors, event waits and waiting for SMs.
+    pub queued_us: Stat,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +136,7 @@ pub struct Report {
     pub repeat: u32,
     pub warmup: u32,
     pub collectives: Vec<CollectiveMetrics>,
+    pub kernels: Vec<KernelMetrics>,
     pub measures: Vec<MeasureValue>,
     pub overlaps: Vec<OverlapValue>,
     pub queries: Vec<QueryMetrics>,
@@ -143,6 +162,8 @@ pub fn report(timeline: &Timeline) -> Report {
         wait: Vec<i64>,
         interval: Vec<i64>,
         kernel: Vec<i64>,
+        spin: Vec<i64>,
+        last_ranks: HashMap<u32, usize>,
         completed: usize,
         waits: usize,
         bytes: u64,
@@ -164,6 +185,12 @@ pub fn report(timeline: &Timeline) -> Report {
             samples
                 .kernel
                 .push(record.end_ns as i64 - record.kernel_start_ns as i64);
+            samples
+                .spin
+                .push(record.data_start_ns as i64 - record.kernel_start_ns as i64);
+            if let Some(last) = record.last_rank {
+                *samples.last_ranks.entry(last).or_default() += 1;
+            }
             if let Some(wait) = &record.wait {
                 samples.waits += 1;
                 samples.completed += usize::from(wait.completed_at_return);
@@ -199,9 +226,15 @@ pub fn report(timeline: &Timeline) -> Report {
                 kernel_us: Stat::from_ns(&mut samples.kernel).expect("seen ops have samples"),
                 completed_at_wait: (samples.waits > 0)
                     .then(|| samples.completed as f64 / samples.waits as f64),
+                spin_us: Stat::from_ns(&mut samples.spin).expect("seen ops have samples"),
+                last_rank: most_frequent(&samples.last_ranks).map(|(rank, _)| rank),
+                last_rank_share: most_frequent(&samples.last_ranks).map_or(0.0, |(_, count)| {
+                    count as f64 / samples.last_ranks.values().sum::<usize>() as f64
+                }),
             }
         })
         .collect();
+    let kernels = kernel_metrics(timeline);
 
     let measure_samples = measure_samples_by_rank(timeline);
     let measures = timeline
@@ -253,6 +286,7 @@ pub fn report(timeline: &Timeline) -> Report {
         repeat: timeline.scenario.repeat,
         warmup,
         collectives,
+        kernels,
         measures,
         overlaps,
         queries,
@@ -311,6 +345,46 @@ fn overlap_value(
         comm_us: median_of(&mut m)?,
         both_us: median_of(&mut b)?,
     })
+}
+
+/// The most frequent key (ties: the smallest) and its count.
+fn most_frequent(counts: &HashMap<u32, usize>) -> Option<(u32, usize)> {
+    counts
+        .iter()
+        .map(|(&key, &count)| (key, count))
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+}
+
+/// Per op launching compute or sleep kernels: their durations and queueing.
+fn kernel_metrics(timeline: &Timeline) -> Vec<KernelMetrics> {
+    let warmup = timeline.scenario.warmup;
+    let mut durations: Vec<Vec<i64>> = vec![Vec::new(); timeline.ops.len()];
+    let mut queued: Vec<Vec<i64>> = vec![Vec::new(); timeline.ops.len()];
+    for rank in &timeline.ranks {
+        for kernel in &rank.kernels {
+            if kernel.iteration < warmup || kernel.class == KernelClass::Communication {
+                continue;
+            }
+            let op = kernel.op as usize;
+            durations[op].push(kernel.end_ns as i64 - kernel.start_ns as i64);
+            queued[op].push(kernel.start_ns as i64 - kernel.enqueue_ns as i64);
+        }
+    }
+    durations
+        .iter_mut()
+        .zip(queued.iter_mut())
+        .enumerate()
+        .filter_map(|(op, (duration, queue))| {
+            let info = &timeline.ops[op];
+            Some(KernelMetrics {
+                op: info.name.clone(),
+                line: info.line,
+                key: info.key.clone(),
+                kernel_us: Stat::from_ns(duration)?,
+                queued_us: Stat::from_ns(queue)?,
+            })
+        })
+        .collect()
 }
 
 /// R3: `(t_compute + t_comm − t_both) / min(t_compute, t_comm)`; 1 = fully hidden, 0 = serial.

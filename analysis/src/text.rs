@@ -136,6 +136,48 @@ pub fn render_report(report: &Report) -> String {
         );
         out.push_str(&table(&header, &rows));
     }
+    if report.collectives.iter().any(|c| c.spin_us.max > 0.0) {
+        out.push_str("stragglers (R16: a kernel spins until the last rank arrives):\n");
+        let header = [
+            "collective",
+            "last_rank",
+            "share",
+            "spin_us_median",
+            "spin_us_max",
+        ];
+        let rows: Vec<Vec<String>> = report
+            .collectives
+            .iter()
+            .filter(|c| c.spin_us.max > 0.0)
+            .map(|c| {
+                vec![
+                    c.op.clone(),
+                    c.last_rank.map_or("-".into(), |r| r.to_string()),
+                    format!("{:.0}%", c.last_rank_share * 100.0),
+                    format!("{:.3}", c.spin_us.median),
+                    format!("{:.3}", c.spin_us.max),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&header, &rows));
+    }
+    if !report.kernels.is_empty() {
+        out.push_str("kernels (medians, us):\n");
+        let header = ["op", "line", "kernel_us", "queued_us"];
+        let rows: Vec<Vec<String>> = report
+            .kernels
+            .iter()
+            .map(|k| {
+                vec![
+                    k.op.clone(),
+                    k.line.to_string(),
+                    stat_cell(&k.kernel_us),
+                    stat_cell(&k.queued_us),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&header, &rows));
+    }
     if !report.measures.is_empty() {
         let header = [
             "measure",

@@ -109,6 +109,14 @@ pub struct Changes {
     pub transfer_at_ns: Option<u64>,
 }
 
+/// SMs an elastic kernel will hand to a waiting one as its blocks retire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PlannedTransfer {
+    giver: KernelKey,
+    taker: KernelKey,
+    sms: u32,
+}
+
 /// The SMs of one GPU.
 #[derive(Debug, Clone)]
 pub struct SmScheduler {
@@ -116,6 +124,7 @@ pub struct SmScheduler {
     kernels: Vec<Resident>,
     next_launch_seq: u64,
     updated_ns: u64,
+    planned: Option<PlannedTransfer>,
 }
 
 impl SmScheduler {
@@ -125,6 +134,7 @@ impl SmScheduler {
             kernels: Vec::new(),
             next_launch_seq: 0,
             updated_ns: 0,
+            planned: None,
         }
     }
 
@@ -193,36 +203,25 @@ impl SmScheduler {
         }
     }
 
-    /// SMs move from elastic kernels to the first waiting kernel, as blocks retire.
+    /// The planned transfer is due: SMs move from the elastic kernel to the waiting one, as
+    /// its blocks retired. Call [`rebalance`] after.
+    ///
+    /// [`rebalance`]: SmScheduler::rebalance
     pub fn transfer(&mut self, now_ns: u64) {
         self.progress(now_ns);
-        let Some(waiting) = self.first_waiting() else {
+        let Some(plan) = self.planned.take() else {
             return;
         };
-        let mut needed = self.kernels[waiting].wants() - self.kernels[waiting].held;
-        let order = self.order();
-        for index in order.into_iter().rev() {
-            if needed == 0 {
-                break;
-            }
-            if index == waiting || !self.yields_to(index, waiting, now_ns) {
-                continue;
-            }
-            let moved = needed.min(self.kernels[index].held);
-            self.kernels[index].held -= moved;
-            self.kernels[waiting].held += moved;
-            needed -= moved;
-        }
-    }
-
-    /// Whether elastic kernel `giver` has, by `now_ns`, retired enough blocks for `taker`.
-    fn yields_to(&self, giver: usize, taker: usize, now_ns: u64) -> bool {
-        let giver_kernel = &self.kernels[giver];
-        if !matches!(giver_kernel.shape, KernelShape::Elastic { .. }) || giver_kernel.held == 0 {
-            return false;
-        }
-        self.yield_time(giver, taker, now_ns)
-            .is_some_and(|at| at <= now_ns)
+        let position = |key: KernelKey| self.kernels.iter().position(|k| k.key == key);
+        let (Some(giver), Some(taker)) = (position(plan.giver), position(plan.taker)) else {
+            return;
+        };
+        let room = self.kernels[taker]
+            .wants()
+            .saturating_sub(self.kernels[taker].held);
+        let moved = plan.sms.min(self.kernels[giver].held).min(room);
+        self.kernels[giver].held -= moved;
+        self.kernels[taker].held += moved;
     }
 
     /// When elastic kernel `giver` will have passed SMs to `taker` (see the module doc).
@@ -306,12 +305,21 @@ impl SmScheduler {
                 _ => {}
             }
         }
+        self.planned = None;
         if let Some(waiting) = self.first_waiting() {
-            changes.transfer_at_ns = (0..self.kernels.len())
+            let earliest = (0..self.kernels.len())
                 .filter(|&giver| giver != waiting && self.kernels[giver].held > 0)
-                .filter_map(|giver| self.yield_time(giver, waiting, now_ns))
-                .min()
-                .map(|at| at.max(now_ns + 1));
+                .filter_map(|giver| Some((self.yield_time(giver, waiting, now_ns)?, giver)))
+                .min();
+            if let Some((at_ns, giver)) = earliest {
+                let taker = &self.kernels[waiting];
+                self.planned = Some(PlannedTransfer {
+                    giver: self.kernels[giver].key,
+                    taker: taker.key,
+                    sms: taker.wants() - taker.held,
+                });
+                changes.transfer_at_ns = Some(at_ns.max(now_ns + 1));
+            }
         }
         changes
     }

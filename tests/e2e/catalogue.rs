@@ -14,6 +14,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("exp_a_api_modes.toml", check_exp_a),
     ("exp_b_stream_scope.toml", check_exp_b),
     ("overlap_bench.toml", check_overlap_bench),
+    ("sm_contention.toml", check_sm_contention),
 ];
 
 fn collective<'r>(report: &'r Report, name: &str) -> &'r CollectiveMetrics {
@@ -292,4 +293,95 @@ fn check_overlap_bench(_timeline: &Timeline, report: &Report) {
     // all_reduce: overlap = (ar − 23)·(116/132)/ar.
     let item = (ar_us - 23.0) * (1.0 - sm_share) / ar_us;
     assert_close(overlap(report, "item").overlap, item, 1e-4, "item");
+}
+
+fn kernel<'r>(report: &'r Report, name: &str) -> &'r analysis::metrics::KernelMetrics {
+    report
+        .kernels
+        .iter()
+        .find(|k| k.op == name)
+        .unwrap_or_else(|| panic!("no kernel {name} in the report"))
+}
+
+/// Start of the first measured `op` kernel on rank 0.
+fn kernel_start_ns(timeline: &Timeline, op: &str) -> u64 {
+    let index = timeline.ops.iter().position(|o| o.name == op).unwrap() as u32;
+    timeline.ranks[0]
+        .kernels
+        .iter()
+        .find(|k| k.op == index && k.iteration == timeline.scenario.warmup)
+        .unwrap()
+        .start_ns
+}
+
+/// SM contention (H200 preset: 132 SMs; 16 NCCL channels; 8192³ GEMM in 4096 blocks).
+fn check_sm_contention(timeline: &Timeline, report: &Report) {
+    let ar_us = 14.0 * 5.0 + 1.75 * 26_214_400.0 / 450e9 * 1e6; // 171.945
+    let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6; // 1588.2
+                                                                // NCCL first: the all_reduce starts 3 µs (launch latency) after its launch; the GEMM is
+    // launched when the call returns (tail 10 µs) + 5 µs launch cost and starts 3 µs later,
+    // i.e. 15 µs after the collective. For the remaining ar − 15 µs it runs on 116 of 132 SMs
+    // (R22), losing 16·(ar − 15) SM·µs.
+    let slowed = gemm_us + (ar_us - 15.0) * 16.0 / 132.0;
+    assert_close(
+        kernel(report, "gemm_after_nccl").kernel_us.median,
+        slowed,
+        0.01,
+        "gemm after nccl",
+    );
+    assert_close(
+        kernel(report, "gemm_alone").kernel_us.median,
+        gemm_us,
+        0.01,
+        "gemm alone",
+    );
+    // GEMM first, normal priority (R7): the NCCL blocks get SMs only in the GEMM's tail, once
+    // fewer than 116 blocks (of 132·gemm/4096 SM·µs each) are left: 116/4096 of the GEMM
+    // before its end. The GEMM itself is not slowed: its tail needs no more than 116 SMs.
+    let nccl_start = kernel_start_ns(timeline, "ar_behind_gemm") as f64 / 1e3;
+    let gemm_start = kernel_start_ns(timeline, "gemm_first") as f64 / 1e3;
+    assert_close(
+        nccl_start - gemm_start,
+        gemm_us * (1.0 - 116.0 / 4096.0),
+        0.01,
+        "tail start",
+    );
+    assert_close(
+        kernel(report, "gemm_first").kernel_us.median,
+        gemm_us,
+        0.01,
+        "gemm first",
+    );
+    assert_close(
+        collective(report, "ar_behind_gemm").kernel_us.median,
+        ar_us,
+        0.01,
+        "ar",
+    );
+}
+
+#[test]
+fn a_high_priority_nccl_stream_gets_sms_at_the_next_block_boundaries() {
+    let timeline = run_with("sm_contention.toml", &["env.TORCH_NCCL_HIGH_PRIORITY=1"]);
+    let report = report(&timeline);
+    let ar_us = 14.0 * 5.0 + 1.75 * 26_214_400.0 / 450e9 * 1e6;
+    let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6;
+    // R7: 16 of the GEMM's 132 resident blocks retire after 16/132 of a block time
+    // (a block = 132·gemm/4096 SM·µs), and go to the high-priority NCCL stream.
+    let ar = collective(&report, "ar_behind_gemm");
+    let wait_for_sms = 16.0 * gemm_us / 4096.0;
+    assert_close(
+        ar.stream_interval_us.median,
+        3.0 + wait_for_sms + ar_us,
+        0.01,
+        "interval",
+    );
+    // ... and the GEMM pays for it: 116 SMs while the collective runs.
+    let gemm = kernel(&report, "gemm_first");
+    assert_close(
+        gemm.kernel_us.median,
+        gemm_us + ar_us * 16.0 / 132.0,
+        0.01,
+        "gemm",
+    );
 }
