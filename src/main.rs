@@ -41,6 +41,9 @@ enum Command {
         /// Write the full Timeline (docs/timeline-format.md).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
+        /// Also print nccl-tests' table (size, count, type, redop, time, algbw, busbw).
+        #[arg(long)]
+        nccl_tests: bool,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
             json,
             trace,
             timeline,
+            nccl_tests,
             seed,
             overrides,
         } => run(
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
             trace.as_deref(),
             timeline.as_deref(),
             seed,
+            nccl_tests,
         ),
         Command::Check { files } => check(&files),
         Command::Bench {
@@ -158,6 +163,7 @@ fn run(
     trace_path: Option<&Path>,
     timeline_path: Option<&Path>,
     seed: Option<u64>,
+    nccl_tests: bool,
 ) -> Result<u8, Failure> {
     let mut scenario = load(file, overrides)?;
     if let Some(seed) = seed {
@@ -173,6 +179,9 @@ fn run(
         trace_path,
         timeline_path,
     )?;
+    if nccl_tests {
+        print!("\n{}", analysis::nccl_tests::table(&timeline));
+    }
     Ok(if report.findings.is_empty() { 0 } else { 1 })
 }
 

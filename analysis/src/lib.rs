@@ -20,5 +20,6 @@
 //! ```
 
 pub mod metrics;
+pub mod nccl_tests;
 pub mod text;
 pub mod trace;

@@ -34,8 +34,8 @@
 
 pub mod cost;
 pub mod engine;
-pub mod nccl;
 pub mod gpu;
+pub mod nccl;
 pub mod scenario;
 pub mod sweep;
 pub mod timeline;

@@ -13,6 +13,7 @@ type Check = fn(&Timeline, &Report);
 const CATALOGUE: &[(&str, Check)] = &[
     ("exp_a_api_modes.toml", check_exp_a),
     ("exp_b_stream_scope.toml", check_exp_b),
+    ("nccl_tests_all_reduce.toml", check_nccl_tests_all_reduce),
     ("overlap_bench.toml", check_overlap_bench),
     ("sm_contention.toml", check_sm_contention),
 ];
@@ -383,5 +384,58 @@ fn a_high_priority_nccl_stream_gets_sms_at_the_next_block_boundaries() {
         gemm_us + ar_us * 16.0 / 132.0,
         0.01,
         "gemm",
+    );
+}
+
+/// nccl-tests all_reduce on 8 H200s (NCCL model, docs/nccl-model.md): busbw = S/t · 2·7/8 within
+/// 15% of the published figures, and NCCL's switch of protocol with size (LL, then LL128, then
+/// Simple on NVLS).
+fn check_nccl_tests_all_reduce(timeline: &Timeline, _report: &Report) {
+    let rows = analysis::nccl_tests::rows(timeline);
+    assert_eq!(rows.len(), 32, "8 B … 16 GiB in powers of two");
+    // Published busbw (GB/s) for 8 GPUs (docs/nccl-model.md, "Calibration").
+    for (size_bytes, published_gbps) in [
+        (1u64 << 20, 72.0),
+        (32 << 20, 298.0),
+        (256 << 20, 442.0),
+        (16 << 30, 480.0),
+    ] {
+        let row = rows.iter().find(|r| r.size_bytes == size_bytes).unwrap();
+        let error = row.busbw_gbps / published_gbps - 1.0;
+        assert!(
+            error.abs() <= 0.15,
+            "{size_bytes} B: busbw {} vs published {published_gbps}",
+            row.busbw_gbps
+        );
+        assert_close(
+            row.busbw_gbps,
+            row.algbw_gbps * 1.75,
+            1e-9,
+            "busbw = algbw · 2(n−1)/n",
+        );
+    }
+    assert_eq!(rows[0].algorithm, "RING_LL", "8 B: latency-bound, LL");
+    assert_eq!(
+        rows[31].algorithm, "NVLS_SIMPLE",
+        "16 GiB: bandwidth-bound, Simple on NVLS"
+    );
+    let protocol_rank = |name: &str| {
+        ["_LL", "_LL128", "_SIMPLE"]
+            .iter()
+            .rposition(|p| name.ends_with(p))
+            .unwrap()
+    };
+    for pair in rows.windows(2) {
+        assert!(
+            protocol_rank(&pair[0].algorithm) <= protocol_rank(&pair[1].algorithm),
+            "the protocol never steps back as size grows: {} then {}",
+            pair[0].algorithm,
+            pair[1].algorithm
+        );
+        assert!(pair[0].time_us <= pair[1].time_us, "time grows with size");
+    }
+    assert!(
+        rows.iter().any(|r| r.algorithm == "RING_LL128"),
+        "LL128 in between"
     );
 }

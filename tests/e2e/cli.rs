@@ -118,6 +118,27 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 6,
         says: "unknown mark \"b\"",
     },
+    BadInput {
+        class: "unknown NCCL algorithm",
+        text: "[env]\nNCCL_ALGO = \"Ring,Butterfly\"\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 13,
+        says: "NCCL_ALGO: unknown name \"Butterfly\"; expected a comma-separated list of RING, TREE, NVLS",
+    },
+    BadInput {
+        class: "NCCL channel bounds",
+        text: "[env]\nNCCL_MAX_CTAS = 2\nNCCL_MIN_CTAS = 4\n[[op]]\ndevice_sync = true\n",
+        line: 3,
+        column: 17,
+        says: "NCCL_MIN_CTAS (4) is larger than NCCL_MAX_CTAS (2)",
+    },
+    BadInput {
+        class: "NCCL choice impossible for a group",
+        text: "[cluster]\nranks = 16\n[env]\nNCCL_ALGO = \"NVLS\"\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n",
+        line: 4,
+        column: 13,
+        says: "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the all_reduce",
+    },
 ];
 
 #[test]
