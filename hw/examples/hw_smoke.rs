@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! hw_smoke [--downscale off|nccl|ring|spin:<µs>] [--timeout-ms MS] [--out DIR] FILE...
+//! hw_smoke merge OUT.json PART.json...
 //! ```
+//!
+//! Under a launcher each process writes `<scenario>.rank<r>.json`; `merge` joins such parts
+//! into one Timeline with every rank ([`hw::merge_ranks`]).
 //!
 //! Exit codes as `c10dsim hw`: 2 when no GPU or library is found or a file is bad, 1 on a
 //! timeout.
@@ -20,6 +24,7 @@ fn median(values: &mut [u64]) -> u64 {
 fn summary(timeline: &Timeline) {
     let warmup = timeline.scenario.warmup;
     for rank in &timeline.ranks {
+        println!(" rank {}", rank.rank);
         let mut host: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for call in rank.host.iter().filter(|c| c.iteration >= warmup) {
             host.entry(call.op)
@@ -58,8 +63,37 @@ fn summary(timeline: &Timeline) {
     }
 }
 
+fn merge(mut args: impl Iterator<Item = String>) {
+    let out = args.next().unwrap_or_default();
+    let mut parts = Vec::new();
+    for path in args {
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+            eprintln!("{path}: {error}");
+            std::process::exit(2)
+        });
+        parts.push(
+            serde_json::from_str::<Timeline>(&text).unwrap_or_else(|error| {
+                eprintln!("{path}: {error}");
+                std::process::exit(2)
+            }),
+        );
+    }
+    let merged = hw::merge_ranks(parts).unwrap_or_else(|e| fail(e));
+    let json = serde_json::to_string(&merged).expect("a Timeline serialises");
+    std::fs::write(&out, json).unwrap_or_else(|error| {
+        eprintln!("{out}: {error}");
+        std::process::exit(2)
+    });
+    println!("merged {} ranks -> {out}", merged.ranks.len());
+    summary(&merged);
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("merge") {
+        args.next();
+        return merge(args);
+    }
     let mut options = hw::HwOptions::from_env().unwrap_or_else(|error| fail(error));
     let mut out = PathBuf::from(".");
     let mut files = Vec::new();
@@ -95,7 +129,11 @@ fn main() {
             std::process::exit(2)
         });
         let timeline = hw::run_scenario(&scenario, &options).unwrap_or_else(|e| fail(e));
-        let path = out.join(format!("{}.json", scenario.name));
+        let name = match options.launch {
+            Some(launch) => format!("{}.rank{}.json", scenario.name, launch.rank),
+            None => format!("{}.json", scenario.name),
+        };
+        let path = out.join(name);
         let json = serde_json::to_string(&timeline).expect("a Timeline serialises");
         std::fs::write(&path, json).unwrap_or_else(|error| {
             eprintln!("{}: {error}", path.display());

@@ -5,7 +5,7 @@
 //! the GPU are the ones the scenario declares (a race stays a race). Streams, events and memory
 //! go through `cudarc::driver::result` with explicit handles; every event is timed.
 
-use crate::clock::{AnchorSample, ClockAnchor};
+use crate::clock::{AnchorSample, ClockAnchor, ClockMap};
 use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
 use crate::nccl::{self, Communicator, Elem, Rendezvous};
@@ -121,7 +121,10 @@ pub struct CudaDevice {
     /// Wall-clock time of `origin`: shared by the processes of one host (and by NTP-synchronised
     /// hosts), so that ranks' Timelines can be put on one axis ([`crate::merge_ranks`]).
     pub origin_unix_ns: u64,
-    anchor: Option<(ClockAnchor, Ev)>,
+    /// The idle stream of the anchors, and the start anchor with its event.
+    anchor_stream: Option<Arc<CudaStream>>,
+    start_anchor: Option<(ClockAnchor, Ev)>,
+    clock: Option<ClockMap>,
 }
 
 impl CudaDevice {
@@ -150,7 +153,7 @@ impl CudaDevice {
                     .map_err(driver("cuStreamCreateWithPriority"))?,
             );
         }
-        let event_count = plan.events_per_iteration * scenario.repeat as usize + ANCHOR_SAMPLES;
+        let event_count = plan.events_per_iteration * scenario.repeat as usize + 2 * ANCHOR_SAMPLES;
         let mut events = Vec::with_capacity(event_count);
         for _ in 0..event_count {
             events.push(
@@ -236,7 +239,9 @@ impl CudaDevice {
             watchdog: None,
             origin: Instant::now(),
             origin_unix_ns: 0,
-            anchor: None,
+            anchor_stream: None,
+            start_anchor: None,
+            clock: None,
         };
         // Load the spin kernel now rather than inside the first measured op.
         device.launch(
@@ -267,7 +272,37 @@ impl CudaDevice {
                 self.origin,
             )?);
         }
-        let stream = self.ctx.new_stream().map_err(driver("cuStreamCreate"))?;
+        self.anchor_stream = Some(self.ctx.new_stream().map_err(driver("cuStreamCreate"))?);
+        let (anchor, event) = self.sample_anchor()?;
+        self.start_anchor = Some((anchor, event));
+        Ok(anchor)
+    }
+
+    /// Takes the end anchor once the run drained and joins it to the start anchor, correcting
+    /// the clocks' drift (see [`crate::clock`]). Called once, after the last op.
+    pub fn finish_clock(&mut self) -> Result<ClockMap, HwError> {
+        let (start, start_event) = self.start_anchor.expect("start_clock ran before");
+        let (end, end_event) = self.sample_anchor()?;
+        // SAFETY: both events recorded and complete.
+        let elapsed_ms = unsafe {
+            result::event::elapsed(
+                self.events[start_event].cu_event(),
+                self.events[end_event].cu_event(),
+            )
+        }
+        .map_err(driver("cuEventElapsedTime"))?;
+        let map = ClockMap::new(start, end, elapsed_ms);
+        self.clock = Some(map);
+        Ok(map)
+    }
+
+    /// Records and synchronises an event on the idle anchor stream several times, keeping the
+    /// tightest host bracket.
+    fn sample_anchor(&mut self) -> Result<(ClockAnchor, Ev), HwError> {
+        let stream = self
+            .anchor_stream
+            .clone()
+            .expect("the anchor stream exists once the clock started");
         let mut samples = Vec::with_capacity(ANCHOR_SAMPLES);
         let mut handles = Vec::with_capacity(ANCHOR_SAMPLES);
         for _ in 0..ANCHOR_SAMPLES {
@@ -288,8 +323,7 @@ impl CudaDevice {
             handles.push(ev);
         }
         let anchor = ClockAnchor::choose(&samples);
-        self.anchor = Some((anchor, handles[anchor.sample]));
-        Ok(anchor)
+        Ok((anchor, handles[anchor.sample]))
     }
 
     fn take_event(&mut self) -> Result<Ev, HwError> {
@@ -564,7 +598,12 @@ impl Device for CudaDevice {
     }
 
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
-        let (anchor, anchor_event) = self.anchor.expect("start_clock ran before the first op");
+        let clock = self
+            .clock
+            .expect("finish_clock ran before the times are read");
+        let (_, anchor_event) = self
+            .start_anchor
+            .expect("start_clock ran before the first op");
         // SAFETY: both events recorded and complete (the device was synchronised).
         let elapsed_ms = unsafe {
             result::event::elapsed(
@@ -573,6 +612,6 @@ impl Device for CudaDevice {
             )
         }
         .map_err(driver("cuEventElapsedTime"))?;
-        Ok(anchor.to_host_ns(elapsed_ms))
+        Ok(clock.to_host_ns(elapsed_ms))
     }
 }

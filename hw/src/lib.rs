@@ -101,21 +101,20 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
         rendezvous,
         options.timeout_ns,
     )?;
-    let anchor = device.start_clock()?;
+    device.start_clock()?;
     let mut executor = exec::Executor::new(scenario, &plan, &mut device, options.timeout_ns);
     executor.eager_init()?;
     let log = executor.run()?;
+    let clock = device.finish_clock()?;
     let rank = log.resolve(&plan, |event| {
         exec::Device::event_time_ns(&mut device, event)
     })?;
 
     let mut timeline = Timeline::for_scenario(scenario, Source::Measured);
     timeline.machine = report.machine(layout.device);
-    timeline.machine.extend(run_facts(
-        &layout,
-        anchor.uncertainty_ns,
-        device.origin_unix_ns,
-    ));
+    timeline
+        .machine
+        .extend(run_facts(&layout, clock, device.origin_unix_ns));
     timeline.ranks.push(rank);
     Ok(timeline)
 }
@@ -231,7 +230,11 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) {
 }
 
 /// The run's own entries of the `machine` map.
-fn run_facts(layout: &Layout, uncertainty_ns: u64, origin_unix_ns: u64) -> Vec<(String, String)> {
+fn run_facts(
+    layout: &Layout,
+    clock: clock::ClockMap,
+    origin_unix_ns: u64,
+) -> Vec<(String, String)> {
     let downscale = match layout.stand_in {
         None => "off".to_string(),
         Some(StandIn::Nccl) => "rank 0 alone; collectives: 1-rank NCCL".to_string(),
@@ -251,7 +254,11 @@ fn run_facts(layout: &Layout, uncertainty_ns: u64, origin_unix_ns: u64) -> Vec<(
         ("world", layout.world.to_string()),
         ("gpu_ordinal", layout.device.to_string()),
         ("downscale", downscale),
-        ("clock_alignment_uncertainty_ns", uncertainty_ns.to_string()),
+        (
+            "clock_alignment_uncertainty_ns",
+            clock.uncertainty_ns.to_string(),
+        ),
+        ("gpu_clock_drift_ppm", format!("{:+.2}", clock.drift_ppm())),
         (ORIGIN_KEY, origin_unix_ns.to_string()),
         (
             "events",
@@ -324,8 +331,14 @@ mod tests {
             launched: false,
             stand_in: Some(StandIn::Spin { duration_ns: 5_000 }),
         };
+        let anchor = clock::ClockAnchor {
+            host_ns: 0,
+            uncertainty_ns: 4,
+            sample: 0,
+        };
+        let clock = clock::ClockMap::new(anchor, anchor, 0.0);
         let facts: std::collections::BTreeMap<String, String> =
-            run_facts(&layout, 4, 1_700_000_000_000_000_000)
+            run_facts(&layout, clock, 1_700_000_000_000_000_000)
                 .into_iter()
                 .collect();
         assert_eq!(
@@ -333,6 +346,7 @@ mod tests {
             "rank 0 alone; collectives: 5000 ns spin kernels"
         );
         assert_eq!(facts["clock_alignment_uncertainty_ns"], "4");
+        assert_eq!(facts["gpu_clock_drift_ppm"], "+0.00");
         assert_eq!(facts[ORIGIN_KEY], "1700000000000000000");
     }
 }

@@ -59,41 +59,59 @@ fn uncertainty_ns(timeline: &Timeline) -> u64 {
 #[test]
 fn every_measured_timeline_parses_and_is_consistent() {
     let mut count = 0;
-    for entry in std::fs::read_dir(data_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "json") {
-            continue;
+    for dir in ["", "x2"] {
+        for entry in std::fs::read_dir(data_dir().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let relative = if dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{dir}/{name}")
+            };
+            check_consistent(&load(&relative), name);
+            count += 1;
         }
-        let timeline = load(path.file_name().unwrap().to_str().unwrap());
-        assert_eq!(timeline.format, TIMELINE_FORMAT);
-        assert_eq!(timeline.source, Source::Measured);
-        for key in ["device", "driver", "cuda", "nccl", "backend", "downscale"] {
-            assert!(timeline.machine.contains_key(key), "{path:?} lacks {key}");
-        }
-        assert_eq!(timeline.ranks.len(), 1);
-        let rank = &timeline.ranks[0];
-        let repeat = timeline.scenario.repeat;
+    }
+    assert!(count >= 9, "found {count} measured Timelines");
+}
+
+fn check_consistent(timeline: &Timeline, name: &str) {
+    assert_eq!(timeline.format, TIMELINE_FORMAT);
+    assert_eq!(timeline.source, Source::Measured);
+    for key in ["device", "driver", "cuda", "nccl", "backend", "downscale"] {
+        assert!(timeline.machine.contains_key(key), "{name} lacks {key}");
+    }
+    // One process's rank, or every rank of a launched run joined by merge_ranks.
+    let ranks = timeline.ranks.len() as u32;
+    assert!(
+        ranks == 1 || ranks == timeline.scenario.ranks,
+        "{name}: {ranks} ranks"
+    );
+    let slack = uncertainty_ns(timeline);
+    let repeat = timeline.scenario.repeat;
+    for rank in &timeline.ranks {
         assert!(rank
             .host
             .iter()
             .all(|c| c.end_ns >= c.start_ns && c.iteration < repeat));
         assert!(rank.kernels.iter().all(|k| k.end_ns >= k.start_ns));
         // Kernels start after their launch, within the clock alignment's uncertainty.
-        let slack = uncertainty_ns(&timeline);
         assert!(rank
             .kernels
             .iter()
             .all(|k| k.start_ns + slack >= k.enqueue_ns));
         for c in &rank.collectives {
-            assert!(c.end_ns >= c.kernel_start_ns && c.kernel_start_ns + slack >= c.input_ready_ns);
+            assert!(c.end_ns >= c.kernel_start_ns);
+            assert!(c.kernel_start_ns + slack >= c.input_ready_ns);
             assert_eq!(
                 c.data_start_ns, c.kernel_start_ns,
                 "R16 not observable from one rank"
             );
         }
-        count += 1;
     }
-    assert!(count >= 6, "found {count} measured Timelines");
 }
 
 /// Experiment B (R12): the free-stream marker fires before the wait-stream marker in every
@@ -228,4 +246,47 @@ fn spin_kernels_last_the_asked_duration() {
             assert!(error <= 0.02, "{label}: {ns} ns for {asked_ns} ns asked");
         }
     }
+}
+
+/// Two H200s, one process each under torchrun, parts joined by `merge_ranks`: every rank shows
+/// experiment B's outcome, and the ranks' collectives pair up by sequence number and end together
+/// (R16: data moves only once both kernels are running), which also checks the merged time axis.
+#[test]
+fn two_rank_runs_pair_up_and_keep_the_stream_scope() {
+    let t = load("x2/exp_b_stream_scope.2ranks.json");
+    assert_eq!(t.machine["world"], "2");
+    let (free, waited) = (mark(&t, "free_marker"), mark(&t, "wait_marker"));
+    for rank in &t.ranks {
+        for iteration in t.scenario.warmup..t.scenario.repeat {
+            let gpu = |m: u32| {
+                rank.marks
+                    .iter()
+                    .find(|r| r.iteration == iteration && r.mark == m)
+                    .unwrap()
+                    .gpu_ns
+            };
+            assert!(
+                gpu(free) < gpu(waited),
+                "rank {} iteration {iteration}",
+                rank.rank
+            );
+        }
+    }
+    let a = load("x2/exp_a_api_modes.2ranks.json");
+    let (r0, r1) = (&a.ranks[0], &a.ranks[1]);
+    assert_eq!(r0.collectives.len(), r1.collectives.len());
+    let gaps: Vec<u64> = r0
+        .collectives
+        .iter()
+        .zip(&r1.collectives)
+        .map(|(c0, c1)| {
+            assert_eq!((c0.seq, c0.op), (c1.seq, c1.op));
+            c0.end_ns.abs_diff(c1.end_ns)
+        })
+        .collect();
+    let gap = median(gaps);
+    assert!(
+        gap < 10_000,
+        "median end-time gap between the ranks {gap} ns"
+    );
 }
