@@ -13,8 +13,9 @@
 //! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
 //! the ranks, ops and streams that are stuck.
 
-use crate::cost::{collective_ns, gemm_ns};
+use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
+use crate::nccl::{plan_collective, CollectivePlan};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
 use crate::timeline::*;
 use std::cmp::Reverse;
@@ -22,9 +23,6 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
-
-/// Channels (one block, one SM each) of an NCCL kernel (R22).
-const DEFAULT_NCCL_CHANNELS: u32 = 16;
 
 /// A GEMM's output tile per block (128×128, as cuBLAS's large-GEMM kernels use).
 const GEMM_TILE: u64 = 128;
@@ -163,7 +161,6 @@ struct Scratch {
 struct Rendezvous {
     group: GroupId,
     collective: CollectiveKind,
-    size_bytes: u64,
     arrived: u32,
     last_arrival: (u64, u32),
     /// (rank, stream) of every arrived kernel.
@@ -225,6 +222,8 @@ struct Engine<'s> {
     /// Per op: the perturbations applying to it.
     perturbations_by_op: Vec<Vec<usize>>,
     gemm_ns_by_op: Vec<u64>,
+    /// Per collective or barrier op: how NCCL runs it (channels, duration; R22, R24).
+    plan_by_op: Vec<Option<CollectivePlan>>,
     findings: Vec<Finding>,
     events_processed: u64,
 }
@@ -306,8 +305,27 @@ impl<'s> Engine<'s> {
                 _ => 0,
             })
             .collect();
+        let plan_by_op = scenario
+            .ops
+            .iter()
+            .map(|op| {
+                let (collective, group, size_bytes) = match op.kind {
+                    OpKind::Collective {
+                        collective,
+                        tensor,
+                        group,
+                        ..
+                    } => (collective, group, scenario.tensors[tensor].size_bytes),
+                    OpKind::Barrier { group } => (CollectiveKind::AllReduce, group, 1),
+                    _ => return None,
+                };
+                let ranks = &scenario.groups[group].ranks;
+                Some(plan_collective(scenario, ranks, collective, size_bytes))
+            })
+            .collect();
         Engine {
             scenario,
+            plan_by_op,
             now_ns: 0,
             sequence: 0,
             queue: BinaryHeap::new(),
@@ -482,8 +500,9 @@ impl<'s> Engine<'s> {
                 GpuItem::Collective { kernel, .. } => {
                     state.busy = true;
                     let high_priority = state.high_priority;
+                    let op = self.ranks[rank as usize].timeline.kernels[kernel as usize].op;
                     let shape = KernelShape::Collective {
-                        channels: DEFAULT_NCCL_CHANNELS,
+                        channels: self.plan(op as usize).channels,
                     };
                     self.ranks[rank as usize]
                         .gpu
@@ -493,6 +512,12 @@ impl<'s> Engine<'s> {
                 }
             }
         }
+    }
+
+    fn plan(&self, op: usize) -> &CollectivePlan {
+        self.plan_by_op[op]
+            .as_ref()
+            .expect("collective and barrier ops have a plan")
     }
 
     /// How a kernel uses SMs: a GEMM fills the GPU in waves of 128×128-tile blocks, a generic
@@ -596,15 +621,10 @@ impl<'s> Engine<'s> {
                 state.gpu.held(kernel).max(1)
             })
             .min()
-            .unwrap_or(DEFAULT_NCCL_CHANNELS)
-            .min(DEFAULT_NCCL_CHANNELS);
-        let full_ns = collective_ns(
-            self.scenario,
-            &group.ranks,
-            slot.collective,
-            slot.size_bytes,
-        );
-        let duration_ns = (u128::from(full_ns) * u128::from(DEFAULT_NCCL_CHANNELS))
+            .unwrap_or(1);
+        let plan = self.plan(slot.op);
+        let resident = resident.min(plan.channels);
+        let duration_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
             .div_ceil(u128::from(resident)) as u64;
         let end_ns = now_ns + duration_ns;
         for &(member, member_stream) in &slot.members {
@@ -1219,8 +1239,7 @@ impl<'s> Engine<'s> {
             self.push_stream_wait(rank, op_index, run_stream, input_ready);
         }
         // R10c: the kernel, joined to the group's rendezvous (R16).
-        let rendezvous =
-            self.rendezvous_slot(group, seq, collective, size_bytes, op_index, iteration);
+        let rendezvous = self.rendezvous_slot(group, seq, collective, op_index, iteration);
         let state = &mut self.ranks[rank as usize];
         let host_ns = state.host_ns;
         let kernel = state.timeline.kernels.len() as u32;
@@ -1325,7 +1344,6 @@ impl<'s> Engine<'s> {
         group: GroupId,
         seq: u64,
         collective: CollectiveKind,
-        size_bytes: u64,
         op: usize,
         iteration: u32,
     ) -> u32 {
@@ -1335,7 +1353,6 @@ impl<'s> Engine<'s> {
         let rendezvous = Rendezvous {
             group,
             collective,
-            size_bytes,
             arrived: 0,
             last_arrival: (0, 0),
             members: Vec::new(),

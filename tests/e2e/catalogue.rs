@@ -319,7 +319,8 @@ fn kernel_start_ns(timeline: &Timeline, op: &str) -> u64 {
 fn check_sm_contention(timeline: &Timeline, report: &Report) {
     let ar_us = 14.0 * 5.0 + 1.75 * 26_214_400.0 / 450e9 * 1e6; // 171.945
     let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6; // 1588.2
-                                                                // NCCL first: the all_reduce starts 3 µs (launch latency) after its launch; the GEMM is
+
+    // NCCL first: the all_reduce starts 3 µs (launch latency) after its launch; the GEMM is
     // launched when the call returns (tail 10 µs) + 5 µs launch cost and starts 3 µs later,
     // i.e. 15 µs after the collective. For the remaining ar − 15 µs it runs on 116 of 132 SMs
     // (R22), losing 16·(ar − 15) SM·µs.
@@ -359,6 +360,35 @@ fn check_sm_contention(timeline: &Timeline, report: &Report) {
         0.01,
         "ar",
     );
+}
+
+#[test]
+fn fewer_nccl_channels_make_the_gemm_faster_and_the_collective_slower() {
+    let timeline = run_with("sm_contention.toml", &["env.NCCL_MAX_CTAS=8"]);
+    let report = report(&timeline);
+    let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6;
+    // 8 of the ring's 16 channels carry the data: half the bandwidth (R22, R24):
+    // 14·5 µs + 1.75 · 25 MiB / (450 GB/s · 8/16) = 273.890 µs.
+    let ar_us = 70.0 + 1.75 * 26_214_400.0 / (450e9 * 0.5) * 1e6;
+    assert_close(
+        collective(&report, "ar_first").kernel_us.median,
+        ar_us,
+        0.01,
+        "ar",
+    );
+    // The GEMM loses only 8 SMs for the (ar − 15) µs they overlap.
+    let gemm = kernel(&report, "gemm_after_nccl").kernel_us.median;
+    assert_close(gemm, gemm_us + (ar_us - 15.0) * 8.0 / 132.0, 0.01, "gemm");
+    let default_channels = report_of("sm_contention.toml");
+    assert!(
+        gemm < kernel(&default_channels, "gemm_after_nccl")
+            .kernel_us
+            .median
+    );
+}
+
+fn report_of(name: &str) -> Report {
+    report(&run_with(name, &[]))
 }
 
 #[test]
