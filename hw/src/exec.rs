@@ -267,6 +267,8 @@ pub struct Executor<'a, D: Device> {
     events: Vec<Option<(Ev, StreamRef)>>,
     seq: Vec<u64>,
     log: RunLog,
+    /// The rank's random stream, as the simulator draws it: the same straggler delays.
+    rng: sim::random::StreamRng,
 }
 
 impl<'a, D: Device> Executor<'a, D> {
@@ -285,6 +287,7 @@ impl<'a, D: Device> Executor<'a, D> {
             events: vec![None; scenario.events.len()],
             seq: vec![0; scenario.groups.len()],
             log: RunLog::default(),
+            rng: sim::random::rank_rng(scenario.seed, plan.rank),
         }
     }
 
@@ -339,15 +342,17 @@ impl<'a, D: Device> Executor<'a, D> {
             if !applies {
                 continue;
             }
-            if p.host_delay_ns > 0 {
-                self.device.host_sleep(p.host_delay_ns);
+            let host_delay_ns = p.host_delay.sample_ns(&mut self.rng);
+            let gpu_delay_ns = p.gpu_delay.sample_ns(&mut self.rng);
+            if host_delay_ns > 0 {
+                self.device.host_sleep(host_delay_ns);
             }
-            if p.gpu_delay_ns > 0 {
+            if gpu_delay_ns > 0 {
                 let stream = self.plan.stream(self.scenario.ops[op_index].stream);
                 self.device.launch(
                     stream,
                     Kernel::Spin {
-                        duration_ns: p.gpu_delay_ns,
+                        duration_ns: gpu_delay_ns,
                         blocks: 1,
                         own_sm: false,
                     },

@@ -225,7 +225,9 @@ fn item_and_synchronize_block_for_the_backlog() {
     );
 }
 
-/// Spin kernels last the asked duration within 2% (measured by CUDA events, warm-up excluded).
+/// Spin kernels last the asked duration within 2%, or within 5 µs for short ones: timed by CUDA
+/// events, a kernel also carries a fixed 3–5 µs of launch (132 blocks reserving their SMs'
+/// shared memory) that is no error of the spin (docs/hw.md). Warm-up excluded.
 #[test]
 fn spin_kernels_last_the_asked_duration() {
     let t = load("hw_spin_kernels.json");
@@ -242,8 +244,11 @@ fn spin_kernels_last_the_asked_duration() {
             .filter(|k| k.op == op && k.iteration >= t.scenario.warmup)
         {
             let ns = k.end_ns - k.start_ns;
-            let error = ns.abs_diff(asked_ns) as f64 / asked_ns as f64;
-            assert!(error <= 0.02, "{label}: {ns} ns for {asked_ns} ns asked");
+            let tolerance_ns = (asked_ns / 50).max(5_000);
+            assert!(
+                ns.abs_diff(asked_ns) <= tolerance_ns,
+                "{label}: {ns} ns for {asked_ns} ns asked"
+            );
         }
     }
 }
