@@ -1,5 +1,5 @@
 //! `hw`: run a c10dsim scenario on real NVIDIA GPUs and write the same
-//! [`Timeline`](sim::timeline::Timeline) the simulator writes, so that the two can be diffed.
+//! [`sim::timeline::Timeline`] the simulator writes, so that the two can be diffed.
 //!
 //! The crate re-enacts PyTorch's `ProcessGroupNCCL` (semantics.md R8–R15, R26) over cudarc's
 //! driver API, NVRTC, cuBLAS and a thin NCCL communicator of its own: per process group an
@@ -8,8 +8,8 @@
 //! `async_op=False` on the current stream (2.12) or on the internal stream followed by `wait()`
 //! (2.5, R11), `wait()` as a stream dependency (R12), blocking wait as host polling (R15) and a
 //! watchdog that aborts communicators after the timeout (R26). Every host call is timed by a
-//! monotonic clock, every GPU point by a timed CUDA event, and both are put on one axis
-//! ([`clock`](crate::clock) explains how).
+//! monotonic clock, every GPU point by a timed CUDA event, and both are put on one axis by two
+//! anchor events that also correct the clocks' drift (`docs/hw.md` explains how).
 //!
 //! It builds and its tests run on machines without a GPU or CUDA libraries: cudarc loads them at
 //! run time, and [`probe`] checks each library before any other use, turning absence into an
