@@ -3,6 +3,7 @@
 //! time cap), 2 bad input or environment.
 
 mod bench;
+mod sweep;
 
 use analysis::{metrics, text, trace};
 use clap::{Parser, Subcommand};
@@ -70,6 +71,37 @@ enum Command {
         #[arg(long)]
         print_scenario: bool,
     },
+    /// Run a scenario's sweep points in parallel into a CSV (docs/sweep-format.md).
+    Sweep {
+        /// The scenario file (TOML) with a [sweep] table, or axes given with --set.
+        file: PathBuf,
+        /// The CSV to write (rows appear as points finish, in point order).
+        #[arg(short, long, value_name = "OUT.csv")]
+        output: PathBuf,
+        /// Worker threads (default: one per CPU).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Add or replace an axis: `--set tensors.buf=1MiB,64MiB`; one value on a key that is
+        /// not an axis sets it on every point (repeatable).
+        #[arg(long = "set", value_name = "KEY=V1,V2,...", value_parser = parse_axis)]
+        axes: Vec<sim::sweep::AxisArg>,
+        /// Run slice I of N (points with index mod N = I); default from
+        /// SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/C10DSIM_SHARD_COUNT.
+        #[arg(long, value_name = "I/N", value_parser = sim::sweep::Shard::parse)]
+        shard: Option<sim::sweep::Shard>,
+        /// Keep the rows already in OUT.csv and run only the missing points.
+        #[arg(long)]
+        resume: bool,
+    },
+    /// Join the CSVs of a sweep's shards into one, in point order.
+    Merge {
+        /// Shard CSVs written by `c10dsim sweep --shard`.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// The merged CSV.
+        #[arg(short, long, value_name = "OUT.csv")]
+        output: PathBuf,
+    },
 }
 
 /// A failure with the exit code it maps to.
@@ -113,6 +145,22 @@ fn main() -> ExitCode {
             iterations,
             print_scenario,
         } => bench::bench(ranks, iterations, print_scenario).map_err(Failure::input),
+        Command::Sweep {
+            file,
+            output,
+            threads,
+            axes,
+            shard,
+            resume,
+        } => sweep::sweep(&sweep::SweepArgs {
+            file,
+            output,
+            threads,
+            axes,
+            shard,
+            resume,
+        }),
+        Command::Merge { inputs, output } => sweep::merge(&inputs, &output),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -121,6 +169,10 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+fn parse_axis(text: &str) -> Result<sim::sweep::AxisArg, String> {
+    sim::sweep::AxisArg::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_override(text: &str) -> Result<scenario::Override, String> {

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod metrics;
+pub mod sweep;
 pub mod nccl_tests;
 pub mod text;
 pub mod trace;

@@ -60,10 +60,11 @@ struct AxisPath {
 }
 
 /// One factor of the cartesian product: a single path, or a zipped group whose paths advance
-/// together (with an optional name column).
+/// together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Dimension {
-    /// `Some((name, labels))` for a zipped group: its column name and the label of each step.
+    /// `Some((name, labels))` for a zipped group with `values`: one column, its name and the
+    /// label of each step, stands for all its paths. Otherwise every path is a column.
     zip: Option<(String, Vec<String>)>,
     paths: Vec<AxisPath>,
 }
@@ -73,11 +74,11 @@ impl Dimension {
         self.paths[0].values.len()
     }
 
-    fn columns(&self) -> impl Iterator<Item = &str> {
-        self.zip
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .chain(self.paths.iter().map(|p| p.path.as_str()))
+    fn columns(&self) -> Vec<&str> {
+        match &self.zip {
+            Some((name, _)) => vec![name.as_str()],
+            None => self.paths.iter().map(|p| p.path.as_str()).collect(),
+        }
     }
 }
 
@@ -238,8 +239,8 @@ impl Sweep {
                 .iter_mut()
                 .flat_map(|d| {
                     let steps = d.len();
-                    let named = d.zip.is_some();
-                    d.paths.iter_mut().map(move |p| (p, steps, named))
+                    let zipped = d.zip.is_some() || d.paths.len() > 1;
+                    d.paths.iter_mut().map(move |p| (p, steps, zipped))
                 })
                 .find(|(p, _, _)| p.path == arg.path);
             let values: Vec<AxisValue> = arg.values.iter().map(|v| cli_value(v)).collect();
@@ -335,8 +336,8 @@ impl Sweep {
         self.point_count
     }
 
-    /// The axis columns, in order: for each axis its path; a zipped axis shows its name first,
-    /// then each of its paths.
+    /// The axis columns, in order: for each axis its path; a zipped axis with `values` shows
+    /// one column named after it, one without shows each of its paths.
     pub fn columns(&self) -> Vec<&str> {
         self.dimensions
             .iter()
@@ -362,7 +363,9 @@ impl Sweep {
                 values.push(labels[step].clone());
             }
             for axis in &dimension.paths {
-                values.push(axis.values[step].shown.clone());
+                if dimension.zip.is_none() {
+                    values.push(axis.values[step].shown.clone());
+                }
                 overrides.push(Override {
                     path: axis.path.clone(),
                     value: axis.values[step].toml.clone(),
@@ -658,10 +661,8 @@ impl FileAxes<'_> {
                 format!("zipped axis {name:?} sets no path; add e.g. \"tensors.buf\" = [..]"),
             ));
         }
-        let steps = paths[0].values.len();
-        let labels = labels.unwrap_or_else(|| (0..steps).map(|i| i.to_string()).collect());
         Ok(Dimension {
-            zip: Some((name.to_string(), labels)),
+            zip: labels.map(|labels| (name.to_string(), labels)),
             paths,
         })
     }
@@ -715,13 +716,30 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(s.columns(), ["cluster.ranks", "mode", "op.ar", "op.finish"]);
+        assert_eq!(s.columns(), ["cluster.ranks", "mode"]);
         assert_eq!(s.point_count(), 4);
         let point = s.point(2);
-        assert_eq!(point.values[..2], ["4", "sync"]);
+        assert_eq!(point.values, ["4", "sync"]);
         let scenario = s.scenario(&point).unwrap();
         assert_eq!(scenario.ops[0].display_name(), "ar");
         assert_eq!(scenario.ops[1].kind.key(), "device_sync");
+    }
+
+    #[test]
+    fn a_zip_without_values_shows_each_path() {
+        let s = sweep(
+            "[sweep.zip.size]\n\"cluster.ranks\" = [2, 4]\n\"tensors.x\" = [\"1KiB\", \"2KiB\"]\n",
+            &["tensors.x=4KiB,8KiB"],
+        )
+        .unwrap();
+        assert_eq!(s.columns(), ["cluster.ranks", "tensors.x"]);
+        assert_eq!(s.point(1).values, ["4", "8KiB"]);
+        let err = sweep(
+            "[sweep.zip.size]\n\"cluster.ranks\" = [2, 4]\n\"tensors.x\" = [\"1KiB\", \"2KiB\"]\n",
+            &["tensors.x=4KiB"],
+        )
+        .unwrap_err();
+        assert!(err.message.contains("needs 2 values"), "{err}");
     }
 
     #[test]

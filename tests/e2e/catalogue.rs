@@ -12,9 +12,11 @@ type Check = fn(&Timeline, &Report);
 /// Every shipped scenario and the check of its outcome.
 const CATALOGUE: &[(&str, Check)] = &[
     ("exp_a_api_modes.toml", check_exp_a),
+    ("exp_a_sweep.toml", check_exp_a_sweep),
     ("exp_b_stream_scope.toml", check_exp_b),
     ("nccl_tests_all_reduce.toml", check_nccl_tests_all_reduce),
     ("overlap_bench.toml", check_overlap_bench),
+    ("overlap_sweep.toml", check_overlap_sweep),
     ("sm_contention.toml", check_sm_contention),
 ];
 
@@ -294,6 +296,61 @@ fn check_overlap_bench(_timeline: &Timeline, report: &Report) {
     // all_reduce: overlap = (ar − 23)·(116/132)/ar.
     let item = (ar_us - 23.0) * (1.0 - sm_share) / ar_us;
     assert_close(overlap(report, "item").overlap, item, 1e-4, "item");
+}
+
+/// Experiment A as a sweep (exp_a_sweep.toml), base point: 256 MiB, sync API, no blocking wait,
+/// PyTorch 2.5 profile, the inputs of exp_a_api_modes.toml. The whole grid is checked in
+/// `sweep.rs`.
+fn check_exp_a_sweep(_timeline: &Timeline, report: &Report) {
+    let kernel_us = exp_a_kernel_us(268_435_456.0); // 6·2.5 + 1.5·256 MiB/113.3 GB/s = 3568.867
+    let ar = collective(report, "ar");
+    // 2.5 sync API: the call plus the wrapper's non-blocking wait() (R11): 70 + 4.15 µs.
+    assert_close(
+        ar.host_call_us.median,
+        COLLECTIVE_US + WAIT_US,
+        1e-6,
+        "sync host call",
+    );
+    assert_close(ar.kernel_us.median, kernel_us, 0.01, "kernel (R24)");
+    // The stream is released when the kernel ends: launch latency 3 µs + kernel after the
+    // input-ready point (the wrapper's wait is enqueued 24.15 µs after it, earlier).
+    assert_close(
+        ar.stream_interval_us.median,
+        LATENCY_US + kernel_us,
+        0.01,
+        "interval",
+    );
+    assert_eq!(
+        ar.completed_at_wait,
+        Some(0.0),
+        "3571.9 µs kernel vs 24.15 µs host"
+    );
+    // start mark (2 µs) + the call (74.15 µs) + the no-op finish (event_us = 0) on the host.
+    let host = report
+        .measures
+        .iter()
+        .find(|m| m.name == "mode_host")
+        .unwrap();
+    assert_close(
+        host.value_us.median,
+        2.0 + COLLECTIVE_US + WAIT_US,
+        1e-6,
+        "mode_host",
+    );
+}
+
+/// The overlap sweep (overlap_sweep.toml), base point: killer none, 25 MiB, 8192³ — the
+/// `none` row of overlap_bench.toml with the same inputs. The grid is checked in `sweep.rs`.
+fn check_overlap_sweep(_timeline: &Timeline, report: &Report) {
+    let ar_us = 14.0 * 5.0 + 1.75 * 26_214_400.0 / 450e9 * 1e6; // 171.945
+    let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6; // 1588.2
+    let killed = overlap(report, "killed");
+    assert_close(killed.comm_us, ar_us, 0.01, "ar alone");
+    assert_close(killed.compute_us, gemm_us, 0.01, "gemm alone");
+    // The all_reduce holds 16 of 132 SMs while the GEMM runs (R22): both = gemm + ar·16/132,
+    // overlap = 1 − 16/132.
+    assert_close(killed.both_us, gemm_us + ar_us * 16.0 / 132.0, 0.01, "both");
+    assert_close(killed.overlap, 1.0 - 16.0 / 132.0, 1e-4, "none");
 }
 
 fn kernel<'r>(report: &'r Report, name: &str) -> &'r analysis::metrics::KernelMetrics {

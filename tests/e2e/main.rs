@@ -3,4 +3,5 @@
 
 mod catalogue;
 mod cli;
+mod sweep;
 mod util;

@@ -1,0 +1,285 @@
+//! Sweep CSV rows (`docs/sweep-format.md`): the column set of a sweep and one row of cells per
+//! point, from the point's [`Report`] or its error.
+//!
+//! The metric columns come from the base scenario's report (the file's own values), so every
+//! row of one sweep has the same columns whatever its point did; a metric that a point does
+//! not have is an empty cell.
+//!
+//! ```
+//! let text = "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
+//!             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+//! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
+//! let report = analysis::metrics::report(&sim::engine::simulate(&scenario));
+//! let columns = analysis::sweep::Columns::new(&["tensors.x"], &report);
+//! assert_eq!(columns.header()[..3], ["point", "tensors.x", "ar.host_call_us"]);
+//! let row = columns.row(
+//!     &analysis::sweep::PointInfo { index: 0, values: &["1MiB".to_string()], seed: 9 },
+//!     Ok(&report),
+//!     &analysis::sweep::Provenance { scenario_hash: "abc", version: "0.1.0" },
+//! );
+//! assert_eq!(row.len(), columns.header().len());
+//! ```
+
+use crate::metrics::Report;
+use sim::timeline::{Finding, FindingKind};
+use std::collections::HashMap;
+
+/// The first column: the point's index in the full sweep.
+pub const POINT_COLUMN: &str = "point";
+/// The suffixes of the per-collective columns, in order (R3).
+pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
+    "host_call_us",
+    "wait_us",
+    "stream_interval_us",
+    "kernel_us",
+    "completed_at_wait",
+];
+/// The columns after the metrics, in order.
+pub const TRAILING_COLUMNS: [&str; 8] = [
+    "findings",
+    "findings.deadlock",
+    "findings.time_cap",
+    "findings.wait_timeout",
+    "error",
+    "seed",
+    "scenario_hash",
+    "c10dsim_version",
+];
+
+/// What identifies a point in its row.
+pub struct PointInfo<'a> {
+    pub index: u64,
+    /// One cell per axis column.
+    pub values: &'a [String],
+    pub seed: u64,
+}
+
+/// Where every row of a sweep came from.
+pub struct Provenance<'a> {
+    /// `sim::scenario::content_hash` of the scenario file.
+    pub scenario_hash: &'a str,
+    /// The c10dsim version that ran the sweep.
+    pub version: &'a str,
+}
+
+/// The column set of one sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Columns {
+    axes: Vec<String>,
+    metrics: Vec<String>,
+}
+
+impl Columns {
+    /// Axis columns as given, metric columns from the base scenario's report.
+    pub fn new(axes: &[&str], base: &Report) -> Columns {
+        Columns {
+            axes: axes.iter().map(ToString::to_string).collect(),
+            metrics: metric_cells(base)
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect(),
+        }
+    }
+
+    /// `point`, the axes, the metrics, then [`TRAILING_COLUMNS`].
+    pub fn header(&self) -> Vec<String> {
+        std::iter::once(POINT_COLUMN.to_string())
+            .chain(self.axes.iter().cloned())
+            .chain(self.metrics.iter().cloned())
+            .chain(TRAILING_COLUMNS.iter().map(ToString::to_string))
+            .collect()
+    }
+
+    /// One row: the point's metrics from its report, or its error (a scenario that could not
+    /// be built). A report with findings (a deadlock, the time cap) keeps its metrics and
+    /// names the first finding in `error`.
+    pub fn row(
+        &self,
+        point: &PointInfo,
+        outcome: Result<&Report, &str>,
+        provenance: &Provenance,
+    ) -> Vec<String> {
+        let mut row = Vec::with_capacity(self.axes.len() + self.metrics.len() + 9);
+        row.push(point.index.to_string());
+        row.extend(point.values.iter().cloned());
+        let (cells, findings, error) = match outcome {
+            Ok(report) => {
+                let cells: HashMap<String, String> = metric_cells(report).into_iter().collect();
+                let error = report.findings.first().map_or(String::new(), |first| {
+                    let more = report.findings.len() - 1;
+                    let kind = finding_kind_name(first.kind);
+                    if more == 0 {
+                        format!("{kind}: {}", first.message)
+                    } else {
+                        format!("{kind}: {} (and {more} more findings)", first.message)
+                    }
+                });
+                (cells, Some(&report.findings), error)
+            }
+            Err(message) => (HashMap::new(), None, message.to_string()),
+        };
+        row.extend(
+            self.metrics
+                .iter()
+                .map(|name| cells.get(name).cloned().unwrap_or_default()),
+        );
+        let count = |keep: &dyn Fn(&Finding) -> bool| {
+            findings.map_or(String::new(), |all| {
+                all.iter().filter(|f| keep(f)).count().to_string()
+            })
+        };
+        row.push(count(&|_| true));
+        row.push(count(&|f| f.kind == FindingKind::Deadlock));
+        row.push(count(&|f| f.kind == FindingKind::TimeCap));
+        row.push(count(&|f| f.kind == FindingKind::WaitTimeout));
+        row.push(one_line(&error));
+        row.push(point.seed.to_string());
+        row.push(provenance.scenario_hash.to_string());
+        row.push(provenance.version.to_string());
+        row
+    }
+}
+
+fn finding_kind_name(kind: FindingKind) -> &'static str {
+    match kind {
+        FindingKind::Deadlock => "deadlock",
+        FindingKind::TimeCap => "time_cap",
+        FindingKind::WaitTimeout => "wait_timeout",
+    }
+}
+
+/// Errors on one line, so that every CSV record is one line of the file.
+fn one_line(text: &str) -> String {
+    text.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// A number as Rust prints it: the shortest text that reads back as the same f64.
+fn number(value: f64) -> String {
+    value.to_string()
+}
+
+/// Every metric of a report as (column, cell), in report order: per collective the R3 figures,
+/// per named measure its median, per overlap its figure, per `is_completed()` its share.
+fn metric_cells(report: &Report) -> Vec<(String, String)> {
+    let mut cells = Vec::new();
+    for c in &report.collectives {
+        let figures = [
+            Some(c.host_call_us.median),
+            c.wait_us.map(|s| s.median),
+            Some(c.stream_interval_us.median),
+            Some(c.kernel_us.median),
+            c.completed_at_wait,
+        ];
+        for (suffix, figure) in COLLECTIVE_SUFFIXES.iter().zip(figures) {
+            cells.push((
+                format!("{}.{suffix}", c.op),
+                figure.map_or(String::new(), number),
+            ));
+        }
+    }
+    for m in &report.measures {
+        cells.push((format!("{}.median_us", m.name), number(m.value_us.median)));
+    }
+    for o in &report.overlaps {
+        cells.push((format!("{}.overlap", o.name), number(o.overlap)));
+    }
+    for q in &report.queries {
+        cells.push((format!("{}.is_completed", q.op), number(q.completed)));
+    }
+    cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::report;
+
+    fn report_of(text: &str) -> Report {
+        let scenario = sim::scenario::parse("t.toml", text).unwrap();
+        report(&sim::engine::simulate(&scenario))
+    }
+
+    const ASYNC: &str = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nmark = \"a\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+        [[op]]\nwait = \"w\"\n[[op]]\nmark = \"b\"\n\
+        [[measure]]\nname = \"span\"\nfrom = \"a\"\nto = \"b\"\n";
+
+    #[test]
+    fn columns_follow_the_wire_format() {
+        let base = report_of(ASYNC);
+        let columns = Columns::new(&["tensors.x"], &base);
+        assert_eq!(
+            columns.header(),
+            [
+                "point",
+                "tensors.x",
+                "ar.host_call_us",
+                "ar.wait_us",
+                "ar.stream_interval_us",
+                "ar.kernel_us",
+                "ar.completed_at_wait",
+                "span.median_us",
+                "findings",
+                "findings.deadlock",
+                "findings.time_cap",
+                "findings.wait_timeout",
+                "error",
+                "seed",
+                "scenario_hash",
+                "c10dsim_version",
+            ]
+        );
+        let provenance = Provenance {
+            scenario_hash: "h",
+            version: "v",
+        };
+        let values = ["1MiB".to_string()];
+        let point = PointInfo {
+            index: 4,
+            values: &values,
+            seed: 11,
+        };
+        let row = columns.row(&point, Ok(&base), &provenance);
+        let ar = &base.collectives[0];
+        assert_eq!(row[2], ar.host_call_us.median.to_string());
+        assert_eq!(row[3], ar.wait_us.unwrap().median.to_string());
+        assert_eq!(row[8..13], ["0", "0", "0", "0", ""]);
+        assert_eq!(row[13..], ["11", "h", "v"]);
+        // A point that could not be built: metrics and counts empty, its error on one line.
+        let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &provenance);
+        assert!(row[2..12].iter().all(String::is_empty));
+        assert_eq!(row[12], "bad.toml:3:1: error | second line");
+    }
+
+    #[test]
+    fn a_deadlocked_point_keeps_its_row_and_names_the_finding() {
+        let base = report_of(ASYNC);
+        let columns = Columns::new(&[], &base);
+        let stuck = report_of(
+            "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nranks = [0]\n",
+        );
+        let row = columns.row(
+            &PointInfo {
+                index: 0,
+                values: &[],
+                seed: 0,
+            },
+            Ok(&stuck),
+            &Provenance {
+                scenario_hash: "h",
+                version: "v",
+            },
+        );
+        let header = columns.header();
+        let cell = |name: &str| &row[header.iter().position(|h| h == name).unwrap()];
+        assert_ne!(cell("findings"), "0");
+        assert_eq!(cell("findings"), cell("findings.deadlock"));
+        assert!(cell("error").starts_with("deadlock: "), "{}", cell("error"));
+        // The base's measure is missing from this point's report: an empty cell.
+        assert_eq!(cell("span.median_us"), "");
+    }
+}

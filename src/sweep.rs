@@ -1,0 +1,411 @@
+//! `c10dsim sweep` and `c10dsim merge`: run a scenario's sweep points in parallel (rayon) into a
+//! CSV (docs/sweep-format.md), and join the CSVs of shards.
+//!
+//! Rows are written as points finish, in point order: workers take points in order, and a
+//! reorder buffer holds a finished point until every earlier one of this run is written. So an
+//! interrupted sweep keeps a prefix of its rows, and the file is the same bytes whatever the
+//! thread count. `--resume` keeps the rows already in the file and runs the rest.
+
+use crate::Failure;
+use analysis::sweep::{Columns, PointInfo, Provenance, POINT_COLUMN};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::iter::{ParallelBridge, ParallelIterator};
+use sim::sweep::{point_seed, AxisArg, Shard, Sweep};
+use std::collections::{BTreeMap, HashSet};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+/// What `c10dsim sweep` was asked to do.
+pub struct SweepArgs {
+    pub file: PathBuf,
+    pub output: PathBuf,
+    pub threads: Option<usize>,
+    pub axes: Vec<AxisArg>,
+    pub shard: Option<Shard>,
+    pub resume: bool,
+}
+
+/// The variables a Kubernetes indexed Job sets (the index), and the one c10dsim reads for the
+/// number of completions (set it to the Job's `completions`).
+const K8S_INDEX_VARIABLE: &str = "JOB_COMPLETION_INDEX";
+const K8S_COUNT_VARIABLE: &str = "C10DSIM_SHARD_COUNT";
+
+fn variable(name: &str) -> Result<Option<u64>, Failure> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(text) => {
+            text.trim().parse().map(Some).map_err(|_| {
+                Failure::input(format!("{name}={text:?} is not a non-negative integer"))
+            })
+        }
+    }
+}
+
+/// `--shard` when given; else a Slurm array task's (`SLURM_ARRAY_TASK_ID` −
+/// `SLURM_ARRAY_TASK_MIN` of `SLURM_ARRAY_TASK_COUNT`); else a Kubernetes indexed Job's
+/// (`JOB_COMPLETION_INDEX` of `C10DSIM_SHARD_COUNT`); else the whole sweep.
+fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
+    if let Some(shard) = explicit {
+        return Ok((shard, "--shard"));
+    }
+    let check = |index: u64, count: u64, source: &'static str| {
+        Shard::parse(&format!("{index}/{count}"))
+            .map(|shard| (shard, source))
+            .map_err(|_| {
+                Failure::input(format!(
+                    "{source}: shard index {index} is not below the shard count {count}"
+                ))
+            })
+    };
+    if let (Some(id), Some(count)) = (
+        variable("SLURM_ARRAY_TASK_ID")?,
+        variable("SLURM_ARRAY_TASK_COUNT")?,
+    ) {
+        let min = variable("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+        return check(id.saturating_sub(min), count, "SLURM_ARRAY_TASK_ID");
+    }
+    if let Some(index) = variable(K8S_INDEX_VARIABLE)? {
+        let count = variable(K8S_COUNT_VARIABLE)?.ok_or_else(|| {
+            Failure::input(format!(
+                "{K8S_INDEX_VARIABLE} is set but {K8S_COUNT_VARIABLE} is not: set it to the Job's completions (or pass --shard I/N)"
+            ))
+        })?;
+        return check(index, count, K8S_INDEX_VARIABLE);
+    }
+    Ok((Shard::ALL, "default"))
+}
+
+pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
+    let path = args.file.display().to_string();
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|error| Failure::input(format!("cannot read {path}: {error}")))?;
+    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(scenario_failure)?;
+    let (shard, shard_source) = shard(args.shard)?;
+    let base = sweep.base_scenario().map_err(scenario_failure)?;
+    let base_report = analysis::metrics::report(&sim::engine::simulate(&base));
+    let columns = Columns::new(&sweep.columns(), &base_report);
+    let header = columns.header();
+    let hash = sim::scenario::content_hash(&text);
+    let provenance = Provenance {
+        scenario_hash: &hash,
+        version: env!("CARGO_PKG_VERSION"),
+    };
+
+    let done = if args.resume {
+        resume_rows(&args.output, &header, &hash)?
+    } else {
+        write_header(&args.output, &header)?;
+        Vec::new()
+    };
+    let done_set: HashSet<u64> = done.iter().copied().collect();
+    let pending: Vec<u64> = shard
+        .indices(sweep.point_count())
+        .filter(|index| !done_set.contains(index))
+        .collect();
+    eprintln!(
+        "c10dsim: {path}: {} points; shard {shard} ({shard_source}) has {}, {} already in {}, {} to run",
+        sweep.point_count(),
+        shard.len(sweep.point_count()),
+        done.len(),
+        args.output.display(),
+        pending.len()
+    );
+
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|error| Failure::input(format!("cannot start {threads} threads: {error}")))?;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&args.output)
+        .map_err(|error| write_failure(&args.output, error))?;
+    let mut writer = csv::Writer::from_writer(file);
+    let progress = progress_bar(pending.len() as u64);
+    let (sender, receiver) = mpsc::channel::<(u64, Vec<String>)>();
+    let mut failed_points = 0u64;
+    let base_seed = base.seed;
+    std::thread::scope(|scope| -> Result<(), Failure> {
+        let pending_ref = &pending;
+        let sweep_ref = &sweep;
+        let columns_ref = &columns;
+        let provenance_ref = &provenance;
+        scope.spawn(move || {
+            pool.install(|| {
+                pending_ref
+                    .iter()
+                    .par_bridge()
+                    .for_each_with(sender, |sender, &index| {
+                        let row =
+                            run_point(sweep_ref, columns_ref, provenance_ref, base_seed, index);
+                        // The writer only stops receiving when it failed; it reports why.
+                        let _ = sender.send((index, row));
+                    });
+            });
+        });
+        // Reorder buffer: write rows in the order of `pending`.
+        let error_column = header.iter().position(|h| h == "error").expect("has error");
+        let mut waiting: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+        let mut next = 0usize;
+        for (index, row) in receiver {
+            progress.inc(1);
+            if !row[error_column].is_empty() {
+                failed_points += 1;
+            }
+            waiting.insert(index, row);
+            let mut wrote = false;
+            while let Some(row) = pending.get(next).and_then(|i| waiting.remove(i)) {
+                writer
+                    .write_record(&row)
+                    .map_err(|error| write_failure(&args.output, error))?;
+                next += 1;
+                wrote = true;
+            }
+            if wrote {
+                writer
+                    .flush()
+                    .map_err(|error| write_failure(&args.output, error))?;
+            }
+        }
+        Ok(())
+    })?;
+    progress.finish_and_clear();
+    drop(writer);
+    if done.iter().zip(done.iter().skip(1)).any(|(a, b)| a > b)
+        || matches!((done.iter().max(), pending.first()), (Some(last), Some(first)) if last > first)
+    {
+        // Resumed onto a file whose rows were not a prefix: put them in point order.
+        let (header, rows) = read_rows(&args.output)?;
+        write_sorted(&args.output, &header, rows)?;
+    }
+    eprintln!(
+        "c10dsim: wrote {} ({} points run, {failed_points} with an error or finding)",
+        args.output.display(),
+        pending.len()
+    );
+    Ok(0)
+}
+
+fn run_point(
+    sweep: &Sweep,
+    columns: &Columns,
+    provenance: &Provenance,
+    base_seed: u64,
+    index: u64,
+) -> Vec<String> {
+    let point = sweep.point(index);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sweep.scenario(&point).map(|scenario| {
+            let report = analysis::metrics::report(&sim::engine::simulate(&scenario));
+            (scenario.seed, report)
+        })
+    }));
+    let info = |seed| PointInfo {
+        index,
+        values: &point.values,
+        seed,
+    };
+    let fallback_seed = point_seed(base_seed, index);
+    match outcome {
+        Ok(Ok((seed, report))) => columns.row(&info(seed), Ok(&report), provenance),
+        Ok(Err(error)) => columns.row(
+            &info(fallback_seed),
+            Err(error.to_string().as_str()),
+            provenance,
+        ),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(ToString::to_string))
+                .unwrap_or_default();
+            columns.row(
+                &info(fallback_seed),
+                Err(format!("internal error: the simulation panicked: {message}").as_str()),
+                provenance,
+            )
+        }
+    }
+}
+
+fn progress_bar(length: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(length), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} points, {per_sec}, ETA {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+fn scenario_failure(error: sim::scenario::ScenarioError) -> Failure {
+    Failure::input(error.to_string())
+}
+
+fn write_failure(path: &Path, error: impl std::fmt::Display) -> Failure {
+    Failure::input(format!("cannot write {}: {error}", path.display()))
+}
+
+fn read_failure(path: &Path, error: impl std::fmt::Display) -> Failure {
+    Failure::input(format!("cannot read {}: {error}", path.display()))
+}
+
+fn write_header(path: &Path, header: &[String]) -> Result<(), Failure> {
+    let mut writer = csv::Writer::from_path(path).map_err(|error| write_failure(path, error))?;
+    writer
+        .write_record(header)
+        .map_err(|error| write_failure(path, error))?;
+    writer.flush().map_err(|error| write_failure(path, error))
+}
+
+/// `--resume`: the points already in `path` (written by this sweep: same columns, same
+/// scenario file). A record cut short by an interruption is dropped; a missing file starts the
+/// sweep afresh.
+fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, Failure> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            write_header(path, header)?;
+            return Ok(Vec::new());
+        }
+        Err(error) => return Err(read_failure(path, error)),
+    };
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if complete < bytes.len() {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|file| file.set_len(complete as u64))
+            .map_err(|error| write_failure(path, error))?;
+    }
+    if complete == 0 {
+        write_header(path, header)?;
+        return Ok(Vec::new());
+    }
+    let (existing, rows) = read_rows(path)?;
+    if existing != header {
+        return Err(Failure::input(format!(
+            "--resume: {} has other columns than this sweep (another scenario, other axes or another c10dsim version?); write to a new file",
+            path.display()
+        )));
+    }
+    let hash_column = header
+        .iter()
+        .position(|h| h == "scenario_hash")
+        .expect("has scenario_hash");
+    if let Some(row) = rows.iter().find(|row| &row[hash_column] != hash) {
+        return Err(Failure::input(format!(
+            "--resume: {} holds rows of another version of the scenario file (hash {}, now {hash})",
+            path.display(),
+            &row[hash_column]
+        )));
+    }
+    rows.iter().map(|row| point_index(path, row)).collect()
+}
+
+fn point_index(path: &Path, row: &csv::StringRecord) -> Result<u64, Failure> {
+    row.get(0)
+        .and_then(|cell| cell.parse().ok())
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "{}: a row's first cell is not a point index: {row:?}",
+                path.display()
+            ))
+        })
+}
+
+/// Reads a sweep CSV: its header and rows.
+pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), Failure> {
+    let mut reader = csv::Reader::from_path(path).map_err(|error| read_failure(path, error))?;
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|error| read_failure(path, error))?
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
+        return Err(Failure::input(format!(
+            "{} is not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})",
+            path.display()
+        )));
+    }
+    let rows = reader
+        .records()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| read_failure(path, error))?;
+    Ok((header, rows))
+}
+
+/// Writes rows in point order through a temporary file renamed over `path`.
+fn write_sorted(
+    path: &Path,
+    header: &[String],
+    rows: Vec<csv::StringRecord>,
+) -> Result<(), Failure> {
+    let mut by_point: BTreeMap<u64, csv::StringRecord> = BTreeMap::new();
+    for row in rows {
+        let index = point_index(path, &row)?;
+        if let Some(previous) = by_point.insert(index, row.clone()) {
+            if previous != row {
+                return Err(Failure::input(format!(
+                    "point {index} appears twice with different rows; were these slices of one sweep?"
+                )));
+            }
+        }
+    }
+    let temporary = path.with_extension("csv.partial");
+    let mut writer =
+        csv::Writer::from_path(&temporary).map_err(|error| write_failure(&temporary, error))?;
+    writer
+        .write_record(header)
+        .map_err(|error| write_failure(&temporary, error))?;
+    for row in by_point.values() {
+        writer
+            .write_record(row)
+            .map_err(|error| write_failure(&temporary, error))?;
+    }
+    writer
+        .into_inner()
+        .map_err(|error| write_failure(&temporary, error.error()))?
+        .flush()
+        .map_err(|error| write_failure(&temporary, error))?;
+    std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))
+}
+
+/// `c10dsim merge`: the rows of every input (same columns), one per point, in point order.
+pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
+    let mut header: Option<(Vec<String>, &Path)> = None;
+    let mut all = Vec::new();
+    for input in inputs {
+        let (columns, rows) = read_rows(input)?;
+        match &header {
+            Some((first, first_path)) if *first != columns => {
+                return Err(Failure::input(format!(
+                    "{} and {} have different columns: not slices of one sweep",
+                    first_path.display(),
+                    input.display()
+                )))
+            }
+            Some(_) => {}
+            None => header = Some((columns, input)),
+        }
+        all.extend(rows);
+    }
+    let (header, _) = header.expect("clap requires an input");
+    let count = all.len();
+    write_sorted(output, &header, all)?;
+    eprintln!(
+        "c10dsim: merged {count} rows from {} files into {}",
+        inputs.len(),
+        output.display()
+    );
+    Ok(0)
+}

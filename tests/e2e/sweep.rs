@@ -1,0 +1,367 @@
+//! `c10dsim sweep`, `merge` and `plot`: the CSV has the documented columns (docs/sweep-format.md)
+//! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
+//! merged, and after an interrupted run resumed; failing points get error rows.
+
+use crate::util::{c10dsim, stderr};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn temp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep_{name}"))
+}
+
+fn sweep_to(out: &PathBuf, args: &[&str]) -> Vec<u8> {
+    let out_text = out.to_str().unwrap();
+    let mut all = vec!["sweep"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", out_text]);
+    let output = c10dsim(&all);
+    assert!(output.status.success(), "{}", stderr(&output));
+    std::fs::read(out).unwrap()
+}
+
+/// Rows as column → cell maps; the csv reader rejects ragged rows.
+fn rows(bytes: &[u8]) -> (Vec<String>, Vec<HashMap<String, String>>) {
+    let mut reader = csv::Reader::from_reader(bytes);
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let rows = reader
+        .records()
+        .map(|record| {
+            let record = record.unwrap();
+            assert_eq!(record.len(), header.len(), "every row has every column");
+            header
+                .iter()
+                .cloned()
+                .zip(record.iter().map(String::from))
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
+
+fn number(row: &HashMap<String, String>, column: &str) -> f64 {
+    row[column]
+        .parse()
+        .unwrap_or_else(|_| panic!("{column} = {:?} is not a number", row[column]))
+}
+
+fn close(actual: f64, expected: f64, what: &str) {
+    assert!(
+        (actual - expected).abs() <= 0.01,
+        "{what}: {actual} is not within 0.01 of {expected}"
+    );
+}
+
+/// The inputs of exp_a_sweep.toml (as exp_a_api_modes.toml): collective 70 µs, tail 20 µs,
+/// wait 4.15 µs, launch latency 3 µs, mark 2 µs, sync 5 µs, 2.5 blocking-wait poll 10 ms.
+const CALL_US: f64 = 70.0;
+const TAIL_US: f64 = 20.0;
+const WAIT_US: f64 = 4.15;
+const POLL_US: f64 = 10_000.0;
+
+#[test]
+fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
+    let (header, rows) = rows(&sweep_to(
+        &temp("exp_a.csv"),
+        &["scenarios/exp_a_sweep.toml", "--threads", "2"],
+    ));
+    let collective = ["host_call_us", "wait_us", "stream_interval_us", "kernel_us"]
+        .iter()
+        .chain(&["completed_at_wait"])
+        .map(|suffix| format!("ar.{suffix}"));
+    let expected: Vec<String> = ["point", "tensors.x", "mode", "blocking"]
+        .iter()
+        .map(ToString::to_string)
+        .chain(collective)
+        .chain(
+            [
+                "mode_host.median_us",
+                "findings",
+                "findings.deadlock",
+                "findings.time_cap",
+                "findings.wait_timeout",
+                "error",
+                "seed",
+                "scenario_hash",
+                "c10dsim_version",
+            ]
+            .iter()
+            .map(ToString::to_string),
+        )
+        .collect();
+    assert_eq!(header, expected);
+    assert_eq!(rows.len(), 4 * 3 * 2, "size x mode x blocking");
+    let sizes = [
+        ("1KiB", 1024.0),
+        ("1MiB", 1048576.0),
+        ("64MiB", 67108864.0),
+        ("256MiB", 268435456.0),
+    ];
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["point"], i.to_string());
+        assert_eq!(row["error"], "", "point {i}");
+        let bytes = sizes
+            .iter()
+            .find(|(s, _)| *s == row["tensors.x"])
+            .unwrap()
+            .1;
+        // R24, 4 ranks: 6·2.5 µs + 1.5·S / 113.3 GB/s.
+        let kernel_us = 15.0 + 1.5 * bytes / 113.3e9 * 1e6;
+        close(number(row, "ar.kernel_us"), kernel_us, "kernel");
+        // The kernel ends 3 + kernel µs after the input-ready point; a wait() issued with the
+        // call returns 20 + 4.15 µs after it. Done by then only at 1 KiB (18.0 < 24.15).
+        let done_us = 3.0 + kernel_us;
+        let done_at_wait = done_us <= TAIL_US + WAIT_US;
+        // R15 (2.5): a blocking wait polls every 10 ms until the kernel is done.
+        let blocking = row["blocking"] == "1";
+        let polls_us = if blocking && !done_at_wait {
+            POLL_US
+        } else {
+            0.0
+        };
+        let host = number(row, "mode_host.median_us");
+        match row["mode"].as_str() {
+            "sync" => {
+                // 2.5: the call includes the wrapper's wait() (R11): 70 + 4.15 µs, + polls.
+                close(
+                    number(row, "ar.host_call_us"),
+                    CALL_US + WAIT_US + polls_us,
+                    "sync call",
+                );
+                close(host, 2.0 + CALL_US + WAIT_US + polls_us, "sync host");
+            }
+            "async_wait" => {
+                close(number(row, "ar.host_call_us"), CALL_US, "async call");
+                close(number(row, "ar.wait_us"), WAIT_US + polls_us, "wait()");
+                close(host, 2.0 + CALL_US + WAIT_US + polls_us, "async+wait host");
+            }
+            "async_devsync" => {
+                assert_eq!(row["ar.wait_us"], "", "no wait() on this Work");
+                assert_eq!(row["ar.completed_at_wait"], "");
+                // The host waits until the kernel ends (launched 50 µs into the call), or for
+                // the call's return if later, then 5 µs: R14.
+                let expected = 2.0 + (CALL_US - TAIL_US + done_us).max(CALL_US) + 5.0;
+                close(host, expected, "device sync host");
+                continue;
+            }
+            other => panic!("unknown mode {other}"),
+        }
+        // R13: complete right after wait() only if done before it returned; a blocking wait
+        // returns only once complete.
+        let completed = if done_at_wait || blocking { 1.0 } else { 0.0 };
+        close(
+            number(row, "ar.completed_at_wait"),
+            completed,
+            "completed_at_wait",
+        );
+        // The stream is released at the later of the kernel's end and the wait's enqueue.
+        close(
+            number(row, "ar.stream_interval_us"),
+            done_us.max(TAIL_US + WAIT_US),
+            "stream interval",
+        );
+    }
+}
+
+#[test]
+fn overlap_sweep_shows_each_killer() {
+    let (_, rows) = rows(&sweep_to(
+        &temp("overlap_figures.csv"),
+        &["scenarios/overlap_sweep.toml"],
+    ));
+    assert_eq!(
+        rows.len(),
+        5 * 5 * 4,
+        "killer x all_reduce size x GEMM size"
+    );
+    let gemm_us = 2.0 * 8192f64.powi(3) / (989e12 * 0.7) * 1e6; // 1588.2
+    let sm_share = 16.0 / 132.0;
+    for row in rows.iter().filter(|r| r["gemm"] == "8192") {
+        assert_eq!(row["error"], "");
+        let ar_us = number(row, "ar_ms.median_us");
+        let mib: f64 = row["tensors.buf"].trim_end_matches("MiB").parse().unwrap();
+        // R24, 8 ranks: 14·5 µs + 1.75·S / 450 GB/s.
+        close(
+            ar_us,
+            70.0 + 1.75 * mib * 1048576.0 / 450e9 * 1e6,
+            "ar alone",
+        );
+        close(number(row, "gemm_ms.median_us"), gemm_us, "gemm alone");
+        let overlap = number(row, "killed.overlap");
+        // The arithmetic of overlap_bench (catalogue.rs), for all_reduces shorter than the GEMM.
+        let expected = match row["killer"].as_str() {
+            _ if ar_us > gemm_us => continue,
+            "none" => 1.0 - sm_share,
+            "item" => (ar_us - 23.0) * (1.0 - sm_share) / ar_us,
+            "early_wait" | "async_false" => 0.0,
+            "sync" => -13.0 / ar_us,
+            other => panic!("unknown killer {other}"),
+        };
+        close(overlap, expected, &format!("{} {}", row["killer"], mib));
+    }
+}
+
+#[test]
+fn one_and_two_threads_write_the_same_bytes() {
+    let one = sweep_to(
+        &temp("threads1.csv"),
+        &["scenarios/overlap_sweep.toml", "--threads", "1"],
+    );
+    let two = sweep_to(
+        &temp("threads2.csv"),
+        &["scenarios/overlap_sweep.toml", "--threads", "2"],
+    );
+    assert_eq!(rows(&one).1.len(), 100);
+    assert!(one == two, "1 and 2 threads differ");
+}
+
+#[test]
+fn shards_merged_equal_the_unsharded_run() {
+    let args = ["scenarios/exp_a_sweep.toml", "--set", "cluster.ranks=4,8"];
+    let whole = sweep_to(&temp("whole.csv"), &args);
+    let mut parts = Vec::new();
+    for index in 0..2 {
+        let path = temp(&format!("shard{index}.csv"));
+        let shard = format!("{index}/3");
+        let mut with_shard = args.to_vec();
+        with_shard.extend_from_slice(&["--shard", &shard]);
+        sweep_to(&path, &with_shard);
+        parts.push(path);
+    }
+    // The third slice as a Slurm array task (--array=1-3: task 3 of 3 is shard 2/3).
+    let slurm = temp("shard2.csv");
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args([
+            "sweep",
+            args[0],
+            args[1],
+            args[2],
+            "-o",
+            slurm.to_str().unwrap(),
+        ])
+        .env("SLURM_ARRAY_TASK_ID", "3")
+        .env("SLURM_ARRAY_TASK_MIN", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "3")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("shard 2/3 (SLURM_ARRAY_TASK_ID)"));
+    parts.push(slurm);
+    let sliced: Vec<usize> = parts
+        .iter()
+        .map(|p| rows(&std::fs::read(p).unwrap()).1.len())
+        .collect();
+    assert_eq!(sliced, [16, 16, 16], "48 points in 3 slices");
+    let merged = temp("merged.csv");
+    let mut merge = vec!["merge"];
+    // In any order.
+    merge.extend(parts.iter().rev().map(|p| p.to_str().unwrap()));
+    merge.extend_from_slice(&["-o", merged.to_str().unwrap()]);
+    let output = c10dsim(&merge);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        std::fs::read(&merged).unwrap() == whole,
+        "merged != unsharded"
+    );
+}
+
+#[test]
+fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
+    let whole = sweep_to(&temp("resume_whole.csv"), &["scenarios/exp_a_sweep.toml"]);
+    // Interrupted after 10 rows, in the middle of the 11th.
+    let text = String::from_utf8(whole.clone()).unwrap();
+    let cut: usize = text.match_indices('\n').nth(10).unwrap().0 + 1 + 7;
+    let partial = temp("resume_partial.csv");
+    std::fs::write(&partial, &text[..cut]).unwrap();
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--resume",
+        "-o",
+        partial.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("10 already in"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        std::fs::read(&partial).unwrap() == whole,
+        "resumed != whole"
+    );
+    // Another sweep's file is refused rather than mixed.
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/overlap_sweep.toml",
+        "--resume",
+        "-o",
+        partial.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("other columns"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn failing_points_get_error_rows_and_the_sweep_goes_on() {
+    let scenario = temp("failing.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         [sweep]\n\"tensors.x\" = [\"1KiB\", \"oops\"]\n\"op.ar.ranks\" = [[0], [0, 1]]\n",
+    )
+    .unwrap();
+    let (_, rows) = rows(&sweep_to(
+        &temp("failing.csv"),
+        &[scenario.to_str().unwrap()],
+    ));
+    assert_eq!(rows.len(), 4);
+    // An invalid value: the point's error names the file, the point and the position.
+    for row in &rows[2..] {
+        let error = &row["error"];
+        assert!(
+            error.contains("failing.toml [point") && error.contains("tensors.x=\"oops\""),
+            "{error}"
+        );
+        // The position is that of the value set, in the edited text: `x = "oops"` on line 4.
+        assert!(error.contains("]:4:5: error: expected a size"), "{error}");
+        assert_eq!(row["findings"], "");
+    }
+    // Only rank 0 joins the all_reduce: rank 1 never does (R16), a deadlock finding.
+    assert_eq!(rows[0]["op.ar.ranks"], "[0]");
+    assert!(
+        rows[0]["error"].starts_with("deadlock: "),
+        "{}",
+        rows[0]["error"]
+    );
+    assert_ne!(rows[0]["findings.deadlock"], "0");
+    assert_eq!(rows[1]["error"], "");
+    assert_eq!(rows[1]["findings"], "0");
+}
+
+#[test]
+fn bad_sweep_keys_name_file_line_and_column() {
+    let path = temp("bad.toml");
+    std::fs::write(
+        &path,
+        "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n[sweep]\n\"tensors.x\" = \"1KiB\"\n",
+    )
+    .unwrap();
+    let out = temp("bad.csv");
+    let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("bad.toml:6:15: error: sweep axis \"tensors.x\" must be a list"),
+        "{}",
+        stderr(&output)
+    );
+    // `run` on a sweep file runs its base point.
+    let output = c10dsim(&["run", "scenarios/overlap_sweep.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
