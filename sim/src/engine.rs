@@ -16,8 +16,10 @@
 use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
 use crate::nccl::{plan_collective, CollectivePlan};
+use crate::random::{collective_rng, jittered_ns, rank_rng};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
 use crate::timeline::*;
+use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
@@ -144,6 +146,11 @@ struct RankState {
     gpu: SmScheduler,
     /// The pending `SmTransfer`, if one is scheduled.
     transfer_at_ns: Option<u64>,
+    /// The rank's random stream: straggler delays and kernel jitter, in program order.
+    rng: ChaCha8Rng,
+    /// (iteration, op) whose perturbations were applied, so that an op re-run after a
+    /// communicator init is not delayed twice.
+    perturbed: Option<(u32, usize)>,
 }
 
 /// Instances whose fire times fill Timeline fields once the run ends.
@@ -289,6 +296,8 @@ impl<'s> Engine<'s> {
                     scratch: Scratch::default(),
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
                     transfer_at_ns: None,
+                    rng: rank_rng(scenario.seed, rank),
+                    perturbed: None,
                 }
             })
             .collect();
@@ -566,14 +575,16 @@ impl<'s> Engine<'s> {
             let stream_state = &mut state.streams[stream as usize];
             stream_state.end_version += 1;
             let version = stream_state.end_version;
-            self.schedule(
-                end_ns,
-                Event::KernelEnd {
-                    rank,
-                    stream,
-                    version,
-                },
-            );
+            if end_ns != u64::MAX {
+                self.schedule(
+                    end_ns,
+                    Event::KernelEnd {
+                        rank,
+                        stream,
+                        version,
+                    },
+                );
+            }
         }
         let state = &mut self.ranks[rank as usize];
         if let Some(at_ns) = changes.transfer_at_ns {
@@ -624,8 +635,15 @@ impl<'s> Engine<'s> {
             .unwrap_or(1);
         let plan = self.plan(slot.op);
         let resident = resident.min(plan.channels);
-        let duration_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
+        let full_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
             .div_ceil(u128::from(resident)) as u64;
+        let jitter = self.scenario.cluster.kernel_jitter;
+        let duration_ns = if jitter > 0.0 {
+            let mut rng = collective_rng(self.scenario.seed, slot.group, slot.seq);
+            jittered_ns(full_ns, jitter, &mut rng)
+        } else {
+            full_ns
+        };
         let end_ns = now_ns + duration_ns;
         for &(member, member_stream) in &slot.members {
             let state = &mut self.ranks[member as usize];
@@ -805,10 +823,13 @@ impl<'s> Engine<'s> {
                 continue;
             }
             let iteration = state.iteration;
+            let first_visit = state.perturbed != Some((iteration, op.index));
+            state.perturbed = Some((iteration, op.index));
             for slot in 0..self.perturbations_by_op[op.index].len() {
                 let index = self.perturbations_by_op[op.index][slot];
                 let perturbation = &self.scenario.perturbations[index];
-                let applies = perturbation.ranks.binary_search(&rank).is_ok()
+                let applies = first_visit
+                    && perturbation.ranks.binary_search(&rank).is_ok()
                     && perturbation
                         .iterations
                         .as_ref()
@@ -817,15 +838,16 @@ impl<'s> Engine<'s> {
                     continue;
                 }
                 let state = &mut self.ranks[rank as usize];
-                state.host_ns += perturbation.host_delay_ns;
-                if perturbation.gpu_delay_ns > 0 {
+                state.host_ns += perturbation.host_delay.sample_ns(&mut state.rng);
+                let gpu_delay_ns = perturbation.gpu_delay.sample_ns(&mut state.rng);
+                if gpu_delay_ns > 0 {
                     let host_ns = state.host_ns;
                     self.launch_kernel(
                         rank,
                         op.stream as u16,
                         op.index,
                         KernelClass::Sleep,
-                        perturbation.gpu_delay_ns,
+                        gpu_delay_ns,
                         host_ns,
                     );
                 }
@@ -849,6 +871,14 @@ impl<'s> Engine<'s> {
         host_ns: u64,
     ) {
         let state = &mut self.ranks[rank as usize];
+        let duration_ns = match class {
+            KernelClass::Compute => jittered_ns(
+                duration_ns,
+                self.scenario.cluster.kernel_jitter,
+                &mut state.rng,
+            ),
+            _ => duration_ns,
+        };
         let kernel = state.timeline.kernels.len() as u32;
         state.timeline.kernels.push(KernelRecord {
             iteration: state.iteration,

@@ -102,8 +102,8 @@ impl Resident {
 pub struct Changes {
     /// Kernels that got their first SM now.
     pub started: Vec<KernelKey>,
-    /// Kernels whose end time is (re)computed: elastic kernels whose SMs changed, rigid kernels
-    /// that became fully resident.
+    /// Kernels whose end time is (re)computed: elastic kernels whose SMs changed (`u64::MAX`
+    /// when they hold none: no end yet), rigid kernels that became fully resident.
     pub ends: Vec<(KernelKey, u64)>,
     /// When SMs will next move from an elastic kernel to a waiting one, if any waits.
     pub transfer_at_ns: Option<u64>,
@@ -293,10 +293,12 @@ impl SmScheduler {
                 .map_or(0, |&(_, held)| held);
             match kernel.shape {
                 KernelShape::Elastic { work_left, .. } if kernel.held != previous => {
-                    if kernel.held > 0 {
-                        let end = now_ns + work_left.div_ceil(u64::from(kernel.held));
-                        changes.ends.push((kernel.key, end));
-                    }
+                    // With no SM left it makes no progress: its end is unknown (`u64::MAX`).
+                    let end = match kernel.held {
+                        0 => u64::MAX,
+                        held => now_ns + work_left.div_ceil(u64::from(held)),
+                    };
+                    changes.ends.push((kernel.key, end));
                 }
                 KernelShape::Rigid { sms, duration_ns } if !kernel.timed && kernel.held == sms => {
                     kernel.timed = true;

@@ -36,6 +36,7 @@ pub mod cost;
 pub mod engine;
 pub mod gpu;
 pub mod nccl;
+pub mod random;
 pub mod scenario;
 pub mod sweep;
 pub mod timeline;

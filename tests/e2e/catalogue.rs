@@ -18,6 +18,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("overlap_bench.toml", check_overlap_bench),
     ("overlap_sweep.toml", check_overlap_sweep),
     ("sm_contention.toml", check_sm_contention),
+    ("straggler.toml", check_straggler),
 ];
 
 fn collective<'r>(report: &'r Report, name: &str) -> &'r CollectiveMetrics {
@@ -524,5 +525,47 @@ fn check_nccl_tests_all_reduce(timeline: &Timeline, _report: &Report) {
     assert!(
         rows.iter().any(|r| r.algorithm == "RING_LL128"),
         "LL128 in between"
+    );
+}
+
+/// Straggler: rank 3's host is late by a lognormal draw before every all_reduce (R16).
+fn check_straggler(timeline: &Timeline, report: &Report) {
+    use sim::random::{rank_rng, Delay};
+    let ar = collective(report, "ar");
+    assert_eq!(ar.last_rank, Some(3));
+    assert_eq!(ar.last_rank_share, 1.0);
+    // Rank 3's stream draws one delay per iteration, in program order (seed 42).
+    let delay = Delay::LogNormal {
+        mean_ns: 200_000.0,
+        std_ns: 50_000.0,
+    };
+    let mut rng = rank_rng(42, 3);
+    let draws: Vec<u64> = (0..timeline.scenario.repeat)
+        .map(|_| delay.sample_ns(&mut rng))
+        .collect();
+    // 8 ranks in one node: 14·5 µs + 1.75 · 25 MiB / 450 GB/s.
+    let data_ns = 70_000 + (1.75 * 26_214_400.0 / 450e9 * 1e9_f64).round() as u64;
+    for rank in &timeline.ranks {
+        for record in &rank.collectives {
+            let spin = record.data_start_ns - record.kernel_start_ns;
+            let expected = if rank.rank == 3 {
+                0
+            } else {
+                draws[record.iteration as usize]
+            };
+            // Every early rank's kernel spins for exactly that iteration's delay, then moves
+            // data; rank 3's kernel is the short one.
+            assert_eq!(
+                spin, expected,
+                "rank {} iteration {}",
+                rank.rank, record.iteration
+            );
+            assert_eq!(record.end_ns - record.data_start_ns, data_ns);
+        }
+    }
+    let mean_us = draws.iter().sum::<u64>() as f64 / draws.len() as f64 / 1e3;
+    assert!(
+        (150.0..250.0).contains(&mean_us),
+        "draws average {mean_us} µs"
     );
 }

@@ -392,6 +392,7 @@ impl Resolver<'_> {
                 ranks: 8,
                 ranks_per_node: 8,
                 gpu: default_gpu,
+                kernel_jitter: 0.0,
             });
         };
         let ranks = match &raw.ranks {
@@ -429,10 +430,26 @@ impl Resolver<'_> {
         if let Some(efficiency) = &raw.gemm_efficiency {
             gpu.gemm_efficiency = self.positive(efficiency, "cluster.gemm_efficiency", 1.0)?;
         }
+        let kernel_jitter = match &raw.kernel_jitter_pct {
+            None => 0.0,
+            Some(pct) => {
+                let value = *pct.get_ref();
+                if !(0.0..=50.0).contains(&value) {
+                    return Err(self.error(
+                        pct.span(),
+                        format!(
+                            "cluster.kernel_jitter_pct must be between 0 and 50, found {value}"
+                        ),
+                    ));
+                }
+                value / 100.0
+            }
+        };
         Ok(Cluster {
             ranks,
             ranks_per_node,
             gpu,
+            kernel_jitter,
         })
     }
 
@@ -1213,11 +1230,15 @@ impl Resolver<'_> {
                         ),
                     )
                 })?;
-                let host_delay_ns =
-                    self.optional_time_us(&p.host_delay_us, "perturb.host_delay_us", 0)?;
-                let gpu_delay_ns =
-                    self.optional_time_us(&p.gpu_delay_us, "perturb.gpu_delay_us", 0)?;
-                if host_delay_ns == 0 && gpu_delay_ns == 0 {
+                let host_delay = match &p.host_delay_us {
+                    None => Delay::NONE,
+                    Some(value) => self.delay(value, "perturb.host_delay_us")?,
+                };
+                let gpu_delay = match &p.gpu_delay_us {
+                    None => Delay::NONE,
+                    Some(value) => self.delay(value, "perturb.gpu_delay_us")?,
+                };
+                if host_delay.is_none() && gpu_delay.is_none() {
                     return Err(self.error(
                         perturb.span(),
                         "a [[perturb]] needs host_delay_us or gpu_delay_us",
@@ -1244,12 +1265,89 @@ impl Resolver<'_> {
                 Ok(Perturbation {
                     ranks: self.rank_list(&p.ranks, cluster.ranks, "perturb.ranks")?,
                     before_op,
-                    host_delay_ns,
-                    gpu_delay_ns,
+                    host_delay,
+                    gpu_delay,
                     iterations,
                 })
             })
             .collect()
+    }
+
+    /// A delay in µs: a number, or one distribution as a table:
+    /// `{ normal = { mean = 200, std = 50 } }`, `lognormal` (mean, std), `exponential` (mean),
+    /// `gamma` (shape, scale), `uniform` (min, max).
+    fn delay(&self, value: &Spanned<toml::Value>, what: &str) -> Result<Delay> {
+        let expected = "a number of µs, or one of { normal = { mean, std } }, { lognormal = { mean, std } }, { exponential = { mean } }, { gamma = { shape, scale } }, { uniform = { min, max } }";
+        let fail = |message: String| self.error(value.span(), format!("{what}: {message}"));
+        let table = match value.get_ref() {
+            toml::Value::Integer(_) | toml::Value::Float(_) => {
+                let us = value
+                    .get_ref()
+                    .as_float()
+                    .or_else(|| value.get_ref().as_integer().map(|i| i as f64))
+                    .expect("a number");
+                let ns = self.time_us(&Spanned::new(value.span(), us), what, true)?;
+                return Ok(Delay::Fixed { ns });
+            }
+            toml::Value::Table(table) if table.len() == 1 => table,
+            other => return Err(fail(format!("expected {expected}, found {other}"))),
+        };
+        let (name, params) = table.iter().next().expect("one entry");
+        let toml::Value::Table(params) = params else {
+            return Err(fail(format!(
+                "{name} takes a table of parameters, found {params}"
+            )));
+        };
+        let wanted: &[&str] = match name.as_str() {
+            "normal" | "lognormal" => &["mean", "std"],
+            "exponential" => &["mean"],
+            "gamma" => &["shape", "scale"],
+            "uniform" => &["min", "max"],
+            other => {
+                return Err(fail(format!(
+                    "unknown distribution {other:?}; expected {expected}"
+                )))
+            }
+        };
+        if let Some(key) = params.keys().find(|k| !wanted.contains(&k.as_str())) {
+            return Err(fail(format!(
+                "{name} takes {}, not {key:?}",
+                wanted.join(" and ")
+            )));
+        }
+        let param = |key: &str| -> Result<f64> {
+            match params.get(key) {
+                Some(toml::Value::Float(f)) => Ok(*f),
+                Some(toml::Value::Integer(i)) => Ok(*i as f64),
+                _ => Err(fail(format!("{name} needs {key} = <number>"))),
+            }
+        };
+        let us = 1_000.0;
+        let delay = match name.as_str() {
+            "normal" => Delay::Normal {
+                mean_ns: param("mean")? * us,
+                std_ns: param("std")? * us,
+            },
+            "lognormal" => Delay::LogNormal {
+                mean_ns: param("mean")? * us,
+                std_ns: param("std")? * us,
+            },
+            "exponential" => Delay::Exponential {
+                mean_ns: param("mean")? * us,
+            },
+            "gamma" => Delay::Gamma {
+                shape: param("shape")?,
+                scale_ns: param("scale")? * us,
+            },
+            _ => Delay::Uniform {
+                min_ns: param("min")? * us,
+                max_ns: param("max")? * us,
+            },
+        };
+        delay
+            .validate()
+            .map_err(|message| fail(format!("{name}: {message}")))?;
+        Ok(delay)
     }
 
     fn measures(

@@ -1,6 +1,7 @@
 //! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
 //! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
 
+pub use crate::random::Delay;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -92,6 +93,8 @@ pub struct Cluster {
     pub ranks: u32,
     pub ranks_per_node: u32,
     pub gpu: GpuSpec,
+    /// Standard deviation of per-kernel jitter, as a fraction of the kernel's duration.
+    pub kernel_jitter: f64,
 }
 
 /// How collectives are costed (`network.algorithm`).
@@ -421,8 +424,10 @@ impl Op {
 pub struct Perturbation {
     pub ranks: Vec<u32>,
     pub before_op: usize,
-    pub host_delay_ns: u64,
-    pub gpu_delay_ns: u64,
+    /// Host time spent before the op (fixed or drawn per rank and iteration).
+    pub host_delay: Delay,
+    /// A one-block delay kernel on the op's stream before it.
+    pub gpu_delay: Delay,
     /// Iterations it applies to; `None` means all.
     pub iterations: Option<Vec<u32>>,
 }

@@ -44,6 +44,7 @@ pub struct RawCluster {
     pub bf16_tflops: Option<Spanned<f64>>,
     pub fp32_tflops: Option<Spanned<f64>>,
     pub gemm_efficiency: Option<Spanned<f64>>,
+    pub kernel_jitter_pct: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -93,8 +94,8 @@ pub struct RawGroup {
 pub struct RawPerturb {
     pub ranks: Spanned<Vec<i64>>,
     pub before: Spanned<String>,
-    pub host_delay_us: Option<Spanned<f64>>,
-    pub gpu_delay_us: Option<Spanned<f64>>,
+    pub host_delay_us: Option<Spanned<toml::Value>>,
+    pub gpu_delay_us: Option<Spanned<toml::Value>>,
     pub iterations: Option<Spanned<Vec<i64>>>,
 }
 

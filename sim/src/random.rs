@@ -1,0 +1,251 @@
+//! Seeded randomness: straggler delays drawn from distributions and kernel jitter.
+//!
+//! Every random stream comes from the scenario's seed through a portable generator (ChaCha8):
+//! one stream per rank, drawn in the rank's program order, and one per collective keyed by
+//! (group, sequence number). So a run replays exactly, whatever order events are processed in,
+//! and the hardware backend can draw the very delays the simulator drew.
+//!
+//! ```
+//! use sim::random::{rank_rng, Delay};
+//! let delay = Delay::Normal { mean_ns: 200_000.0, std_ns: 50_000.0 };
+//! let a = delay.sample_ns(&mut rank_rng(7, 3));
+//! let b = delay.sample_ns(&mut rank_rng(7, 3));
+//! assert_eq!(a, b);
+//! ```
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use statrs::distribution::{Exp, Gamma, LogNormal, Normal, Uniform};
+
+/// The generator of every random stream.
+pub type StreamRng = ChaCha8Rng;
+
+/// SplitMix64's finaliser: spreads a seed and a stream index into an independent seed.
+pub fn mix_seed(seed: u64, stream: u64) -> u64 {
+    let mut z = seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The random stream of one rank's host program.
+pub fn rank_rng(seed: u64, rank: u32) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mix_seed(seed, u64::from(rank)))
+}
+
+/// The random stream of one collective, shared by all its ranks.
+pub fn collective_rng(seed: u64, group: usize, seq: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mix_seed(mix_seed(seed, 0x636f_6c6c ^ group as u64), seq))
+}
+
+/// A delay: fixed, or drawn from a distribution (parameters in nanoseconds; negative draws
+/// count as no delay).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "distribution", rename_all = "lowercase")]
+pub enum Delay {
+    Fixed {
+        ns: u64,
+    },
+    Normal {
+        mean_ns: f64,
+        std_ns: f64,
+    },
+    /// Parameterised by the delay's own mean and standard deviation.
+    LogNormal {
+        mean_ns: f64,
+        std_ns: f64,
+    },
+    Exponential {
+        mean_ns: f64,
+    },
+    Gamma {
+        shape: f64,
+        scale_ns: f64,
+    },
+    Uniform {
+        min_ns: f64,
+        max_ns: f64,
+    },
+}
+
+impl Delay {
+    pub const NONE: Delay = Delay::Fixed { ns: 0 };
+
+    pub fn is_none(&self) -> bool {
+        *self == Delay::NONE
+    }
+
+    /// Checks the parameters; the message says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = |value: f64, what: &str| {
+            if value.is_finite() && value > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{what} must be > 0, found {value}"))
+            }
+        };
+        match *self {
+            Delay::Fixed { .. } => Ok(()),
+            Delay::Normal { mean_ns, std_ns } => {
+                positive(std_ns, "std")?;
+                mean_ns
+                    .is_finite()
+                    .then_some(())
+                    .ok_or_else(|| "mean must be finite".to_string())
+            }
+            Delay::LogNormal { mean_ns, std_ns } => {
+                positive(mean_ns, "mean")?;
+                positive(std_ns, "std")
+            }
+            Delay::Exponential { mean_ns } => positive(mean_ns, "mean"),
+            Delay::Gamma { shape, scale_ns } => {
+                positive(shape, "shape")?;
+                positive(scale_ns, "scale")
+            }
+            Delay::Uniform { min_ns, max_ns } => {
+                if min_ns.is_finite() && max_ns.is_finite() && 0.0 <= min_ns && min_ns < max_ns {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "uniform needs 0 <= min < max, found min {min_ns}, max {max_ns}"
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Draws one delay. Fixed delays draw nothing, so adding one never shifts other streams.
+    pub fn sample_ns(&self, rng: &mut ChaCha8Rng) -> u64 {
+        use rand::distributions::Distribution;
+        let value = match *self {
+            Delay::Fixed { ns } => return ns,
+            Delay::Normal { mean_ns, std_ns } => {
+                Normal::new(mean_ns, std_ns).expect("validated").sample(rng)
+            }
+            Delay::LogNormal { mean_ns, std_ns } => {
+                // Moments of the delay → parameters of its logarithm.
+                let sigma2 = (1.0 + (std_ns / mean_ns).powi(2)).ln();
+                let mu = mean_ns.ln() - sigma2 / 2.0;
+                LogNormal::new(mu, sigma2.sqrt())
+                    .expect("validated")
+                    .sample(rng)
+            }
+            Delay::Exponential { mean_ns } => {
+                Exp::new(1.0 / mean_ns).expect("validated").sample(rng)
+            }
+            Delay::Gamma { shape, scale_ns } => Gamma::new(shape, 1.0 / scale_ns)
+                .expect("validated")
+                .sample(rng),
+            Delay::Uniform { min_ns, max_ns } => {
+                Uniform::new(min_ns, max_ns).expect("validated").sample(rng)
+            }
+        };
+        value.max(0.0).round() as u64
+    }
+}
+
+/// Multiplies a duration by `1 + N(0, jitter_fraction)` (never below zero): per-kernel jitter.
+pub fn jittered_ns(duration_ns: u64, jitter_fraction: f64, rng: &mut ChaCha8Rng) -> u64 {
+    if jitter_fraction <= 0.0 {
+        return duration_ns;
+    }
+    use rand::distributions::Distribution;
+    let factor = Normal::new(1.0, jitter_fraction)
+        .expect("a positive jitter")
+        .sample(rng);
+    (duration_ns as f64 * factor.max(0.0)).round() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mean_of(delay: Delay) -> f64 {
+        let mut rng = rank_rng(1, 0);
+        let n = 20_000;
+        (0..n)
+            .map(|_| delay.sample_ns(&mut rng) as f64)
+            .sum::<f64>()
+            / n as f64
+    }
+
+    #[test]
+    fn distributions_have_their_means() {
+        let close = |actual: f64, expected: f64| (actual - expected).abs() / expected < 0.03;
+        assert!(close(
+            mean_of(Delay::Normal {
+                mean_ns: 1e6,
+                std_ns: 1e5
+            }),
+            1e6
+        ));
+        assert!(close(
+            mean_of(Delay::LogNormal {
+                mean_ns: 2e5,
+                std_ns: 5e4
+            }),
+            2e5
+        ));
+        assert!(close(mean_of(Delay::Exponential { mean_ns: 3e5 }), 3e5));
+        assert!(close(
+            mean_of(Delay::Gamma {
+                shape: 2.0,
+                scale_ns: 1e5
+            }),
+            2e5
+        ));
+        assert!(close(
+            mean_of(Delay::Uniform {
+                min_ns: 0.0,
+                max_ns: 4e5
+            }),
+            2e5
+        ));
+        assert_eq!(mean_of(Delay::Fixed { ns: 7 }), 7.0);
+    }
+
+    #[test]
+    fn streams_are_reproducible_and_independent() {
+        let delay = Delay::Exponential { mean_ns: 1e6 };
+        let draw = |seed, rank| delay.sample_ns(&mut rank_rng(seed, rank));
+        assert_eq!(draw(5, 2), draw(5, 2));
+        assert_ne!(draw(5, 2), draw(5, 3));
+        assert_ne!(draw(5, 2), draw(6, 2));
+        let mut a = collective_rng(5, 0, 1);
+        let mut b = collective_rng(5, 0, 2);
+        assert_ne!(
+            jittered_ns(1_000_000, 0.1, &mut a),
+            jittered_ns(1_000_000, 0.1, &mut b)
+        );
+    }
+
+    #[test]
+    fn bad_parameters_are_explained() {
+        assert!(Delay::Normal {
+            mean_ns: 1.0,
+            std_ns: 0.0
+        }
+        .validate()
+        .unwrap_err()
+        .contains("std"));
+        assert!(Delay::Uniform {
+            min_ns: 5.0,
+            max_ns: 1.0
+        }
+        .validate()
+        .unwrap_err()
+        .contains("min < max"));
+        assert!(Delay::Gamma {
+            shape: -1.0,
+            scale_ns: 1.0
+        }
+        .validate()
+        .is_err());
+    }
+
+    #[test]
+    fn zero_jitter_keeps_durations() {
+        assert_eq!(jittered_ns(1234, 0.0, &mut rank_rng(0, 0)), 1234);
+    }
+}
