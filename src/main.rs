@@ -3,6 +3,7 @@
 //! time cap), 2 bad input or environment.
 
 mod bench;
+mod plot;
 mod sweep;
 
 use analysis::{metrics, text, trace};
@@ -42,6 +43,10 @@ enum Command {
         /// Write the full Timeline (docs/timeline-format.md).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
+        /// Write a Gantt chart of the Timeline (SVG): a host row and a row per stream for each
+        /// rank, kernels as bars, cross-stream waits as arrows.
+        #[arg(long, value_name = "OUT.svg")]
+        svg: Option<PathBuf>,
         /// Also print nccl-tests' table (size, count, type, redop, time, algbw, busbw).
         #[arg(long)]
         nccl_tests: bool,
@@ -93,6 +98,26 @@ enum Command {
         #[arg(long)]
         resume: bool,
     },
+    /// Draw columns of a sweep CSV as lines (SVG or PNG by the output's extension).
+    Plot {
+        /// A CSV written by `c10dsim sweep`.
+        csv: PathBuf,
+        /// The x column (sizes such as 64MiB give a log axis).
+        #[arg(long)]
+        x: String,
+        /// The y column.
+        #[arg(long)]
+        y: String,
+        /// One line per value of this column.
+        #[arg(long)]
+        by: Option<String>,
+        /// Only rows where COLUMN equals VALUE (repeatable).
+        #[arg(long = "where", value_name = "COLUMN=VALUE")]
+        filters: Vec<String>,
+        /// The picture: .svg or .png.
+        #[arg(short, long, value_name = "OUT.svg")]
+        output: PathBuf,
+    },
     /// Join the CSVs of a sweep's shards into one, in point order.
     Merge {
         /// Shard CSVs written by `c10dsim sweep --shard`.
@@ -127,6 +152,7 @@ fn main() -> ExitCode {
             json,
             trace,
             timeline,
+            svg,
             nccl_tests,
             seed,
             overrides,
@@ -134,8 +160,11 @@ fn main() -> ExitCode {
             &file,
             &overrides,
             json,
-            trace.as_deref(),
-            timeline.as_deref(),
+            &RunOutputs {
+                trace: trace.as_deref(),
+                timeline: timeline.as_deref(),
+                svg: svg.as_deref(),
+            },
             seed,
             nccl_tests,
         ),
@@ -161,6 +190,21 @@ fn main() -> ExitCode {
             resume,
         }),
         Command::Merge { inputs, output } => sweep::merge(&inputs, &output),
+        Command::Plot {
+            csv,
+            x,
+            y,
+            by,
+            filters,
+            output,
+        } => plot::plot(&plot::PlotArgs {
+            csv,
+            x,
+            y,
+            by,
+            filters,
+            output,
+        }),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -208,12 +252,18 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
         .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
 }
 
+/// The files `run` writes beside its report.
+struct RunOutputs<'a> {
+    trace: Option<&'a Path>,
+    timeline: Option<&'a Path>,
+    svg: Option<&'a Path>,
+}
+
 fn run(
     file: &Path,
     overrides: &[scenario::Override],
     json: bool,
-    trace_path: Option<&Path>,
-    timeline_path: Option<&Path>,
+    outputs: &RunOutputs,
     seed: Option<u64>,
     nccl_tests: bool,
 ) -> Result<u8, Failure> {
@@ -223,14 +273,7 @@ fn run(
     }
     let timeline = sim::engine::simulate(&scenario);
     let report = metrics::report(&timeline);
-    emit(
-        &scenario,
-        &timeline,
-        &report,
-        json,
-        trace_path,
-        timeline_path,
-    )?;
+    emit(&scenario, &timeline, &report, json, outputs)?;
     if nccl_tests {
         print!("\n{}", analysis::nccl_tests::table(&timeline));
     }
@@ -242,16 +285,19 @@ fn emit(
     timeline: &Timeline,
     report: &metrics::Report,
     json: bool,
-    trace_path: Option<&Path>,
-    timeline_path: Option<&Path>,
+    outputs: &RunOutputs,
 ) -> Result<(), Failure> {
-    if let Some(path) = trace_path {
+    if let Some(path) = outputs.trace {
         write_json(path, &trace::chrome_trace(timeline))?;
         eprintln!("c10dsim: wrote trace {}", path.display());
     }
-    if let Some(path) = timeline_path {
+    if let Some(path) = outputs.timeline {
         write_json(path, timeline)?;
         eprintln!("c10dsim: wrote timeline {}", path.display());
+    }
+    if let Some(path) = outputs.svg {
+        plot::write_timeline_svg(timeline, path)?;
+        eprintln!("c10dsim: wrote timeline chart {}", path.display());
     }
     if json {
         let value = serde_json::json!({"parameters": scenario, "report": report});

@@ -20,7 +20,8 @@
 //! ```
 
 pub mod metrics;
-pub mod sweep;
 pub mod nccl_tests;
+pub mod plot;
+pub mod sweep;
 pub mod text;
 pub mod trace;

@@ -365,3 +365,56 @@ fn bad_sweep_keys_name_file_line_and_column() {
     let output = c10dsim(&["run", "scenarios/overlap_sweep.toml"]);
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
+    let csv = temp("plot.csv");
+    sweep_to(&csv, &["scenarios/overlap_sweep.toml"]);
+    for extension in ["svg", "png"] {
+        let picture = temp(&format!("plot.{extension}"));
+        let output = c10dsim(&[
+            "plot",
+            csv.to_str().unwrap(),
+            "--x",
+            "tensors.buf",
+            "--y",
+            "killed.overlap",
+            "--by",
+            "killer",
+            "--where",
+            "gemm=8192",
+            "-o",
+            picture.to_str().unwrap(),
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(stderr(&output).contains("(5 lines)"), "{}", stderr(&output));
+        let bytes = std::fs::read(&picture).unwrap();
+        if extension == "png" {
+            assert_eq!(bytes[..8], *b"\x89PNG\r\n\x1a\n");
+        } else {
+            let svg = String::from_utf8(bytes).unwrap();
+            for killer in ["none", "item", "early_wait", "sync", "async_false"] {
+                // plotters writes each text on its own line.
+                assert!(
+                    svg.lines().any(|line| line.trim() == killer),
+                    "legend entry {killer}"
+                );
+            }
+            assert!(svg.contains("tensors.buf (bytes, log scale)"));
+            assert!(svg.contains("killed.overlap (R3: 1 = hidden, 0 = serial)"));
+        }
+    }
+    let gantt = temp("timeline.svg");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--svg",
+        gantt.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let svg = std::fs::read_to_string(&gantt).unwrap();
+    for row in ["rank 3 host", "rank 3 wait_stream", "rank 3 free_stream"] {
+        assert!(svg.contains(&format!(">{row}<")), "row {row}");
+    }
+    assert!(svg.contains("marker-end=\"url(#arrow)\""));
+}

@@ -1,0 +1,117 @@
+//! `c10dsim plot` and `c10dsim run --svg`: read a sweep CSV or take a Timeline, have
+//! `analysis::plot` draw it, write the picture. The chart's font is read here, from
+//! `C10DSIM_FONT` or the usual system places.
+
+use crate::Failure;
+use analysis::plot::{self, ChartQuery};
+use sim::timeline::Timeline;
+use std::path::{Path, PathBuf};
+
+/// What `c10dsim plot` was asked to draw.
+pub struct PlotArgs {
+    pub csv: PathBuf,
+    pub x: String,
+    pub y: String,
+    pub by: Option<String>,
+    /// `COLUMN=VALUE` filters.
+    pub filters: Vec<String>,
+    pub output: PathBuf,
+}
+
+/// The variable naming a TrueType font for chart text, and where one is looked for otherwise.
+const FONT_VARIABLE: &str = "C10DSIM_FONT";
+const FONT_PLACES: [&str; 6] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+fn load_font() -> Result<(), Failure> {
+    let chosen = std::env::var(FONT_VARIABLE).ok();
+    let places: Vec<&str> = match &chosen {
+        Some(path) => vec![path.as_str()],
+        None => FONT_PLACES.to_vec(),
+    };
+    for place in &places {
+        if let Ok(bytes) = std::fs::read(place) {
+            // plotters keeps registered fonts for the life of the process.
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            return plot::register_font(bytes)
+                .map_err(|error| Failure::input(format!("{place}: {error}")));
+        }
+    }
+    Err(Failure::input(format!(
+        "charts need a TrueType font and none was found at {}; set {FONT_VARIABLE}=/path/to/font.ttf",
+        places.join(", ")
+    )))
+}
+
+pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
+    let extension = args
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let png = match extension.as_deref() {
+        Some("svg") => false,
+        Some("png") => true,
+        _ => {
+            return Err(Failure::input(format!(
+                "{}: the picture's name must end in .svg or .png",
+                args.output.display()
+            )))
+        }
+    };
+    let filters = args
+        .filters
+        .iter()
+        .map(|filter| {
+            filter
+                .split_once('=')
+                .map(|(column, value)| (column.trim().to_string(), value.trim().to_string()))
+                .ok_or_else(|| {
+                    Failure::input(format!("--where expects COLUMN=VALUE, found {filter:?}"))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (header, records) = crate::sweep::read_rows(&args.csv)?;
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|record| record.iter().map(ToString::to_string).collect())
+        .collect();
+    let query = ChartQuery {
+        x: &args.x,
+        y: &args.y,
+        by: args.by.as_deref(),
+        filters: &filters,
+    };
+    let chart = plot::line_chart(&header, &rows, &query)
+        .map_err(|error| Failure::input(format!("{}: {error}", args.csv.display())))?;
+    load_font()?;
+    let bytes = if png {
+        plot::line_chart_png(&chart)
+    } else {
+        plot::line_chart_svg(&chart).map(String::into_bytes)
+    }
+    .map_err(Failure::input)?;
+    write(&args.output, &bytes)?;
+    eprintln!(
+        "c10dsim: wrote {} ({} lines)",
+        args.output.display(),
+        chart.series.len()
+    );
+    Ok(0)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes)
+        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+}
+
+/// `run --svg`: the Timeline as a Gantt chart.
+pub fn write_timeline_svg(timeline: &Timeline, path: &Path) -> Result<(), Failure> {
+    write(path, plot::timeline_svg(timeline).as_bytes())
+}
