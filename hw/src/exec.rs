@@ -18,10 +18,6 @@ use sim::timeline::{
 /// Handle of a timed CUDA event in the device's pool.
 pub type Ev = usize;
 
-/// Blocks a collective stand-in spin kernel occupies: about an NCCL kernel's channel count on
-/// an NVLink node (R22).
-pub const STAND_IN_BLOCKS: u32 = 16;
-
 /// A kernel the executor launches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kernel {
@@ -330,7 +326,8 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// A straggler's delay before a labelled op: host sleep, then a one-block spin on the op's
-    /// stream (not recorded as a kernel of the op).
+    /// stream. Fixed or drawn from the rank's seeded stream in the simulator's order
+    /// (`sim::random`), so both engines apply the same delays.
     fn perturb(&mut self, iteration: u32, op_index: usize) -> Result<(), HwError> {
         let rank = self.plan.rank;
         for p in &self.scenario.perturbations {
@@ -348,9 +345,13 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.device.host_sleep(host_delay_ns);
             }
             if gpu_delay_ns > 0 {
+                // Recorded as a sleep kernel of the op, as the simulator records it.
                 let stream = self.plan.stream(self.scenario.ops[op_index].stream);
-                self.device.launch(
+                self.kernel(
+                    iteration,
+                    op_index as OpRef,
                     stream,
+                    KernelClass::Sleep,
                     Kernel::Spin {
                         duration_ns: gpu_delay_ns,
                         blocks: 1,
@@ -443,24 +444,32 @@ impl<'a, D: Device> Executor<'a, D> {
             OpKind::StreamSync { stream } => self.device.stream_sync(self.plan.stream(stream))?,
             OpKind::DeviceSync => self.device.device_sync()?,
             OpKind::Item { tensor } => self.device.read_element(stream, tensor)?,
-            OpKind::Gemm { m, n, k, dtype } => self.kernel(
-                iteration,
-                op_ref,
-                stream,
-                KernelClass::Compute,
-                Kernel::Gemm { m, n, k, dtype },
-            )?,
-            OpKind::Kernel { duration_ns, sms } => self.kernel(
-                iteration,
-                op_ref,
-                stream,
-                KernelClass::Compute,
-                Kernel::Spin {
-                    duration_ns,
-                    blocks: sms,
-                    own_sm: true,
-                },
-            )?,
+            OpKind::Gemm { m, n, k, dtype } => {
+                // The simulator draws a jitter for every compute kernel from the rank's stream;
+                // a real GEMM has its own, so the draw only keeps the streams in step.
+                self.jitter(0);
+                self.kernel(
+                    iteration,
+                    op_ref,
+                    stream,
+                    KernelClass::Compute,
+                    Kernel::Gemm { m, n, k, dtype },
+                )?
+            }
+            OpKind::Kernel { duration_ns, sms } => {
+                let duration_ns = self.jitter(duration_ns);
+                self.kernel(
+                    iteration,
+                    op_ref,
+                    stream,
+                    KernelClass::Compute,
+                    Kernel::Spin {
+                        duration_ns,
+                        blocks: sms,
+                        own_sm: true,
+                    },
+                )?
+            }
             OpKind::GpuSleep { duration_ns } => self.kernel(
                 iteration,
                 op_ref,
@@ -484,6 +493,16 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         Ok(())
+    }
+
+    /// `cluster.kernel_jitter` applied to a compute kernel's duration with the draw the
+    /// simulator makes at the same point of the rank's random stream (none without jitter).
+    fn jitter(&mut self, duration_ns: u64) -> u64 {
+        sim::random::jittered_ns(
+            duration_ns,
+            self.scenario.cluster.kernel_jitter,
+            &mut self.rng,
+        )
     }
 
     fn work(&self, work: WorkId, op: &sim::scenario::Op) -> Result<WorkState, HwError> {
@@ -590,18 +609,31 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         match plan.stand_in {
             None | Some(StandIn::Nccl) => self.device.collective(run_stream, g, call)?,
-            Some(StandIn::Spin { duration_ns }) => {
-                self.device.launch(run_stream, stand_in(duration_ns))?
-            }
-            Some(StandIn::RingModel) => {
+            Some(stand_in) => {
+                // The simulator's plan of this collective for the real group (R22, R24): its
+                // channels become the spin's blocks, its duration the spin's unless fixed.
                 let collective = match call {
                     CommCall::Collective { collective, .. } => collective,
                     CommCall::Barrier => CollectiveKind::AllReduce,
                 };
-                // The simulator's own α-β formula (R24) for the real group size.
                 let ranks = &self.scenario.groups[group].ranks;
-                let duration_ns = sim::cost::collective_ns(self.scenario, ranks, collective, bytes);
-                self.device.launch(run_stream, stand_in(duration_ns))?
+                let model = sim::nccl::plan_collective(self.scenario, ranks, collective, bytes);
+                let duration_ns = match stand_in {
+                    StandIn::Spin { duration_ns } => duration_ns,
+                    _ if self.scenario.cluster.kernel_jitter > 0.0 => {
+                        // The simulator's per-collective jitter draw, shared by all ranks.
+                        let mut rng = sim::random::collective_rng(self.scenario.seed, group, seq);
+                        let jitter = self.scenario.cluster.kernel_jitter;
+                        sim::random::jittered_ns(model.duration_ns, jitter, &mut rng)
+                    }
+                    _ => model.duration_ns,
+                };
+                let spin = Kernel::Spin {
+                    duration_ns,
+                    blocks: model.channels,
+                    own_sm: true,
+                };
+                self.device.launch(run_stream, spin)?
             }
         }
         let end = self.device.record(run_stream)?; // R10d
@@ -716,14 +748,6 @@ impl<'a, D: Device> Executor<'a, D> {
             released,
             completed_at_return,
         })
-    }
-}
-
-fn stand_in(duration_ns: u64) -> Kernel {
-    Kernel::Spin {
-        duration_ns,
-        blocks: STAND_IN_BLOCKS,
-        own_sm: true,
     }
 }
 
@@ -1108,22 +1132,21 @@ work = "w"
 wait = "w"
 "#;
         let scenario = sim::scenario::parse("down.toml", text).unwrap();
+        let model = sim::nccl::plan_collective(
+            &scenario,
+            &[0, 1, 2, 3],
+            CollectiveKind::AllReduce,
+            64 << 20,
+        );
+        let channels = model.channels;
         for (stand_in, expected) in [
             (
                 StandIn::Spin { duration_ns: 7_000 },
-                "launch s1 spin 7000ns x16 own".to_string(),
+                format!("launch s1 spin 7000ns x{channels} own"),
             ),
             (
-                StandIn::RingModel,
-                format!(
-                    "launch s1 spin {}ns x16 own",
-                    sim::cost::collective_ns(
-                        &scenario,
-                        &[0, 1, 2, 3],
-                        CollectiveKind::AllReduce,
-                        64 << 20
-                    )
-                ),
+                StandIn::Model,
+                format!("launch s1 spin {}ns x{channels} own", model.duration_ns),
             ),
             (StandIn::Nccl, "nccl s1 all_reduce world".to_string()),
         ] {
@@ -1160,7 +1183,13 @@ gpu_delay_us = 40
 iterations = [1]
 "#;
         let mut device = FakeDevice::default();
-        run_fake(text, &mut device).unwrap();
+        let rank = run_fake(text, &mut device).unwrap();
+        let delays: Vec<_> = rank
+            .kernels
+            .iter()
+            .filter(|k| k.class == KernelClass::Sleep && k.iteration == 1)
+            .collect();
+        assert_eq!(delays.len(), 2, "the delay kernel and the op's own sleep");
         let sleeps: Vec<&String> = device
             .calls
             .iter()
@@ -1192,7 +1221,7 @@ iterations = [1]
                     world: 1,
                     device: 0,
                     launched: false,
-                    stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::RingModel),
+                    stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
                 };
                 let plan = RankPlan::new(&scenario, &layout).unwrap();
                 let mut device = FakeDevice::default();
@@ -1209,5 +1238,49 @@ iterations = [1]
             }
         }
         assert!(count >= 5, "found {count} scenarios");
+    }
+
+    /// Drawn delays come from the rank's seeded stream in the simulator's order (host, then
+    /// GPU, per perturbation and iteration; a jitter draw per compute kernel), so hw sleeps what
+    /// the simulator's rank sleeps.
+    #[test]
+    fn drawn_delays_and_jitter_follow_the_simulators_stream() {
+        let text = r#"
+seed = 9
+repeat = 3
+[cluster]
+ranks = 1
+kernel_jitter_pct = 5
+[[op]]
+label = "late"
+kernel = { us = 100, sms = 2 }
+[[perturb]]
+ranks = [0]
+before = "late"
+host_delay_us = { normal = { mean = 50, std = 10 } }
+gpu_delay_us = { uniform = { min = 10, max = 20 } }
+"#;
+        let scenario = sim::scenario::parse("draws.toml", text).unwrap();
+        let perturbation = &scenario.perturbations[0];
+        let mut rng = sim::random::rank_rng(9, 0);
+        let mut expected = Vec::new();
+        for _ in 0..3 {
+            let host = perturbation.host_delay.sample_ns(&mut rng);
+            let gpu = perturbation.gpu_delay.sample_ns(&mut rng);
+            let jitter = scenario.cluster.kernel_jitter;
+            let spin = sim::random::jittered_ns(100_000, jitter, &mut rng);
+            expected.push(format!("sleep {host}"));
+            expected.push(format!("launch s0 spin {gpu}ns x1"));
+            expected.push(format!("launch s0 spin {spin}ns x2 own"));
+        }
+        let mut device = FakeDevice::default();
+        run_fake(text, &mut device).unwrap();
+        let drawn: Vec<&str> = device
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("sleep") || c.starts_with("launch"))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(drawn, expected);
     }
 }

@@ -35,9 +35,9 @@
 //! let plain = HwOptions::default();
 //! let error = Layout::resolve(8, &plain, 1).unwrap_err();
 //! assert_eq!(error.exit_code(), 2); // 8 ranks cannot share one GPU
-//! let downscaled = HwOptions { downscale: Downscale::parse("ring").unwrap(), ..plain };
+//! let downscaled = HwOptions { downscale: Downscale::parse("model").unwrap(), ..plain };
 //! let layout = Layout::resolve(8, &downscaled, 1).unwrap();
-//! assert_eq!((layout.rank, layout.world, layout.stand_in), (0, 1, Some(StandIn::RingModel)));
+//! assert_eq!((layout.rank, layout.world, layout.stand_in), (0, 1, Some(StandIn::Model)));
 //! ```
 //!
 //! | PyTorch / CUDA | here |
@@ -241,8 +241,9 @@ fn run_facts(
         Some(StandIn::Spin { duration_ns }) => {
             format!("rank 0 alone; collectives: {duration_ns} ns spin kernels")
         }
-        Some(StandIn::RingModel) => {
-            "rank 0 alone; collectives: spin kernels of the R24 ring-model duration".to_string()
+        Some(StandIn::Model) => {
+            "rank 0 alone; collectives: spin kernels as the simulator plans them (duration, channels)"
+                .to_string()
         }
     };
     [

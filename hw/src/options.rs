@@ -28,11 +28,13 @@ pub struct LaunchEnv {
 pub enum StandIn {
     /// The real 1-rank NCCL collective (a few µs).
     Nccl,
-    /// A spin kernel of this fixed duration on the stream the collective would run on.
+    /// A spin kernel of this fixed duration on the stream the collective would run on, with
+    /// the channel count the simulator plans for the real collective.
     Spin { duration_ns: u64 },
-    /// A spin kernel lasting what the α-β ring model (R24) gives for the scenario's real
-    /// group size, tensor size and `[network]` parameters.
-    RingModel,
+    /// A spin kernel as the simulator plans the real collective (`sim::nccl::plan_collective`:
+    /// the α-β ring of R24, or the NCCL model where the scenario asks): its duration for the
+    /// real group size, tensor size and `[network]`, one block per channel (R22).
+    Model,
 }
 
 /// How a scenario with more ranks than this process can host is handled.
@@ -47,12 +49,12 @@ pub enum Downscale {
 }
 
 impl Downscale {
-    /// Parses the CLI spelling: `off`, `nccl`, `ring`, or `spin:<µs>` (e.g. `spin:500`).
+    /// Parses the CLI spelling: `off`, `nccl`, `model`, or `spin:<µs>` (e.g. `spin:500`).
     pub fn parse(text: &str) -> Result<Downscale, HwError> {
         let stand_in = match text {
             "off" => return Ok(Downscale::Off),
             "nccl" => StandIn::Nccl,
-            "ring" => StandIn::RingModel,
+            "model" => StandIn::Model,
             other => match other.strip_prefix("spin:") {
                 Some(us) => {
                     let us: f64 = us.parse().map_err(|_| {
@@ -71,7 +73,7 @@ impl Downscale {
                 }
                 None => {
                     return Err(HwError::BadOptions(format!(
-                        "unknown downscale mode {other:?}; expected off, nccl, ring or spin:<µs>"
+                        "unknown downscale mode {other:?}; expected off, nccl, model or spin:<µs>"
                     )))
                 }
             },
@@ -378,8 +380,8 @@ mod tests {
     fn downscale_spellings() {
         assert_eq!(Downscale::parse("off").unwrap(), Downscale::Off);
         assert_eq!(
-            Downscale::parse("ring").unwrap(),
-            Downscale::RankZero(StandIn::RingModel)
+            Downscale::parse("model").unwrap(),
+            Downscale::RankZero(StandIn::Model)
         );
         assert_eq!(
             Downscale::parse("spin:250").unwrap(),
@@ -403,12 +405,12 @@ mod tests {
         let one = Layout::resolve(1, &plain, 1).unwrap();
         assert_eq!((one.rank, one.world, one.stand_in), (0, 1, None));
         let down = HwOptions {
-            downscale: Downscale::RankZero(StandIn::RingModel),
+            downscale: Downscale::RankZero(StandIn::Model),
             ..HwOptions::default()
         };
         let layout = Layout::resolve(8, &down, 1).unwrap();
         assert_eq!(layout.world, 1);
-        assert_eq!(layout.stand_in, Some(StandIn::RingModel));
+        assert_eq!(layout.stand_in, Some(StandIn::Model));
         assert!(Layout::resolve(8, &plain, 0).is_err());
     }
 

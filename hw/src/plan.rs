@@ -108,12 +108,18 @@ impl RankPlan {
         }
         // The parser restricts a subgroup's collectives to its members, so every collective
         // this rank runs has a group plan.
+        let delay_kernels = scenario
+            .perturbations
+            .iter()
+            .filter(|p| p.ranks.contains(&rank) && !p.gpu_delay.is_none())
+            .count();
         let events_per_iteration: usize = scenario
             .ops
             .iter()
             .filter(|op| op.runs_on(rank))
             .map(|op| events_of(&op.kind))
-            .sum();
+            .sum::<usize>()
+            + 2 * delay_kernels;
         let total = events_per_iteration.saturating_mul(scenario.repeat as usize);
         if total > MAX_EVENTS {
             return Err(HwError::Unsupported(format!(
@@ -265,7 +271,7 @@ stream = "side"
         let layout = Layout::resolve(
             4,
             &HwOptions {
-                downscale: crate::options::Downscale::RankZero(StandIn::RingModel),
+                downscale: crate::options::Downscale::RankZero(StandIn::Model),
                 ..HwOptions::default()
             },
             1,
@@ -274,7 +280,7 @@ stream = "side"
         let plan = RankPlan::new(&scenario, &layout).unwrap();
         let world = plan.group(0);
         assert_eq!((world.comm_rank, world.comm_size), (0, 1));
-        assert_eq!(plan.stand_in, Some(StandIn::RingModel));
+        assert_eq!(plan.stand_in, Some(StandIn::Model));
     }
 
     #[test]
