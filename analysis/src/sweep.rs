@@ -107,7 +107,7 @@ impl Columns {
                 let cells: HashMap<String, String> = metric_cells(report).into_iter().collect();
                 let error = report.findings.first().map_or(String::new(), |first| {
                     let more = report.findings.len() - 1;
-                    let kind = finding_kind_name(first.kind);
+                    let kind = first.kind.as_str();
                     if more == 0 {
                         format!("{kind}: {}", first.message)
                     } else {
@@ -137,14 +137,6 @@ impl Columns {
         row.push(provenance.scenario_hash.to_string());
         row.push(provenance.version.to_string());
         row
-    }
-}
-
-fn finding_kind_name(kind: FindingKind) -> &'static str {
-    match kind {
-        FindingKind::Deadlock => "deadlock",
-        FindingKind::TimeCap => "time_cap",
-        FindingKind::WaitTimeout => "wait_timeout",
     }
 }
 

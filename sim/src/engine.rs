@@ -13,15 +13,21 @@
 //! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
 //! the ranks, ops and streams that are stuck.
 
+use crate::allocator::{Allocation, BlockId, CachingAllocator};
 use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
 use crate::nccl::{plan_collective, CollectivePlan};
+use crate::race::{AccessKind, Point, RaceDetector};
 use crate::random::{collective_rng, jittered_ns, rank_rng};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
+use crate::scenario::{Lifetime, TensorId};
 use crate::timeline::*;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use watchdog::{Failures, FaultEffect, WatchdogStep};
+
+mod watchdog;
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
@@ -106,8 +112,13 @@ enum Blocked {
     },
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
+    /// Waiting for the simulation to catch up with the host's time, then running the same op
+    /// again (an allocation that must see which recordStream events have passed, R19).
+    Timer,
     /// The program ended.
     Done,
+    /// The process is gone (a fault, an exception, an abort): nothing of it runs again.
+    Dead,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -151,6 +162,84 @@ struct RankState {
     /// (iteration, op) whose perturbations were applied, so that an op re-run after a
     /// communicator init is not delayed twice.
     perturbed: Option<(u32, usize)>,
+    /// The caching allocator and the lifetime of each tensor (R17–R20).
+    memory: MemoryState,
+    /// Happens-before of this rank's host and streams, for data races (R21).
+    race: RaceDetector,
+}
+
+/// Where each tensor lives and what keeps its block from being reused (R17–R20).
+struct MemoryState {
+    allocator: CachingAllocator,
+    /// Each tensor's block while it is allocated.
+    block: Vec<Option<BlockId>>,
+    /// Works not yet waited that hold each block (stash, R18).
+    holders: HashMap<BlockId, u32>,
+    /// Blocks whose tensor was deleted while Works still held them: freed with the last holder.
+    deferred_free: Vec<BlockId>,
+    /// Streams other than its own on which a collective used each tensor (recordStream, R19).
+    recorded_streams: Vec<Vec<u16>>,
+    /// Freed blocks waiting for their recordStream events to pass (R19).
+    pending_frees: Vec<(BlockId, Vec<Instance>)>,
+    /// Per group: Works not yet waited, with the block they hold and their end event — the
+    /// shelf (R18).
+    shelf: Vec<Vec<ShelfEntry>>,
+    /// The op resumes by running again (a cache release waited for the device to drain).
+    retry: bool,
+    /// Start of a call that runs again, for its host record.
+    retry_start_ns: Option<u64>,
+    /// A cache release is waiting for the device to drain (R20).
+    awaiting_idle: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ShelfEntry {
+    collective: u32,
+    block: BlockId,
+    end: Instance,
+}
+
+impl MemoryState {
+    /// Every tensor that no `alloc` creates lives for the whole run, allocated up front.
+    fn new(scenario: &Scenario) -> MemoryState {
+        let mut allocator = CachingAllocator::new(scenario.memory.capacity_bytes);
+        let block = scenario
+            .tensors
+            .iter()
+            .map(|tensor| match tensor.dynamic {
+                true => None,
+                false => match allocator.allocate(tensor.size_bytes, 0) {
+                    Allocation::NewSegment(block) | Allocation::Cached(block) => Some(block),
+                    Allocation::NeedsRelease | Allocation::OutOfMemory => None,
+                },
+            })
+            .collect();
+        MemoryState {
+            allocator,
+            block,
+            holders: HashMap::new(),
+            deferred_free: Vec::new(),
+            recorded_streams: vec![Vec::new(); scenario.tensors.len()],
+            pending_frees: Vec::new(),
+            shelf: vec![Vec::new(); scenario.groups.len()],
+            retry: false,
+            retry_start_ns: None,
+            awaiting_idle: false,
+        }
+    }
+
+    /// A Work lets go of its block (R18): freed now if its tensor was already deleted.
+    fn release_holder(&mut self, block: BlockId) {
+        let count = self.holders.entry(block).or_default();
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            self.holders.remove(&block);
+            if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
+                self.deferred_free.swap_remove(position);
+                self.allocator.free(block);
+            }
+        }
+    }
 }
 
 /// Instances whose fire times fill Timeline fields once the run ends.
@@ -203,6 +292,13 @@ enum Event {
         rank: u32,
         generation: u64,
     },
+    /// A step of a group's watchdog or heartbeat monitor, or of the store rendezvous
+    /// (R26–R29, `watchdog`).
+    Watchdog {
+        rank: u32,
+        group: u16,
+        step: WatchdogStep,
+    },
 }
 
 /// How `wait()` treats the host (R12, R15).
@@ -232,6 +328,8 @@ struct Engine<'s> {
     /// Per collective or barrier op: how NCCL runs it (channels, duration; R22, R24).
     plan_by_op: Vec<Option<CollectivePlan>>,
     findings: Vec<Finding>,
+    /// Faults, watchdogs, heartbeat monitors (R26–R29).
+    failures: Failures,
     events_processed: u64,
 }
 
@@ -265,6 +363,7 @@ impl<'s> Engine<'s> {
                         });
                     }
                 }
+                let stream_count = streams_info.len();
                 let streams = streams_info
                     .iter()
                     .map(|info| StreamState {
@@ -298,6 +397,8 @@ impl<'s> Engine<'s> {
                     transfer_at_ns: None,
                     rng: rank_rng(scenario.seed, rank),
                     perturbed: None,
+                    memory: MemoryState::new(scenario),
+                    race: RaceDetector::new(stream_count),
                 }
             })
             .collect();
@@ -346,6 +447,7 @@ impl<'s> Engine<'s> {
             perturbations_by_op,
             gemm_ns_by_op,
             findings: Vec::new(),
+            failures: Failures::new(scenario),
             events_processed: 0,
         }
     }
@@ -364,6 +466,9 @@ impl<'s> Engine<'s> {
             self.run_host(rank);
         }
         while let Some(Reverse((at_ns, _, event))) = self.queue.pop() {
+            if self.ignored(at_ns, event) {
+                continue;
+            }
             if at_ns > self.scenario.max_sim_time_ns {
                 self.findings.push(Finding {
                     kind: FindingKind::TimeCap,
@@ -426,13 +531,16 @@ impl<'s> Engine<'s> {
                     state.host_ns = state.host_ns.max(at_ns);
                     state.generation += 1;
                     let was = std::mem::replace(&mut state.blocked, Blocked::Running);
-                    // After a communicator init the call itself runs again (pc unchanged).
-                    if !matches!(was, Blocked::CommInit) {
+                    let retry = std::mem::take(&mut state.memory.retry);
+                    // After a communicator init, a timer or a cache release the call itself
+                    // runs again (pc unchanged).
+                    if !matches!(was, Blocked::CommInit | Blocked::Timer) && !retry {
                         self.finish_blocking_call(rank);
                     }
                     self.run_host(rank);
                 }
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
+                Event::Watchdog { rank, group, step } => self.watchdog_step(rank, group, step),
             }
         }
         self.report_deadlocks();
@@ -447,11 +555,20 @@ impl<'s> Engine<'s> {
         (state.fired_ns.len() - 1) as Instance
     }
 
-    fn push(&mut self, rank: u32, stream: u16, item: GpuItem, ready_ns: u64) {
-        self.ranks[rank as usize].streams[stream as usize]
+    /// Queues an item on a stream (R4) and returns its happens-before point (R21).
+    fn push(&mut self, rank: u32, stream: u16, item: GpuItem, ready_ns: u64) -> Point {
+        let state = &mut self.ranks[rank as usize];
+        let point = state.race.enqueue(stream);
+        match item {
+            GpuItem::Record { instance } => state.race.record(instance, &point),
+            GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
+            _ => {}
+        }
+        state.streams[stream as usize]
             .queue
             .push_back(QueuedItem { item, ready_ns });
         self.advance(rank, stream);
+        point
     }
 
     /// Runs the head of a stream as far as it can go at the current time (R4).
@@ -607,7 +724,7 @@ impl<'s> Engine<'s> {
             slot.last_arrival = (now_ns, rank);
         }
         let group = &self.scenario.groups[slot.group];
-        if slot.arrived < group.ranks.len() as u32 {
+        if slot.arrived < group.ranks.len() as u32 || self.failures.poisoned(rendezvous) {
             return;
         }
         let slot = self.rendezvous[rendezvous as usize]
@@ -740,6 +857,10 @@ impl<'s> Engine<'s> {
     /// Returns true when the host can go on at once.
     fn block_on(&mut self, rank: u32, instances: &[Instance], cost_ns: u64) -> bool {
         let state = &mut self.ranks[rank as usize];
+        for &instance in instances {
+            state.race.host_waits(instance);
+            state.race.forget(instance);
+        }
         let mut pending = 0;
         let mut latest_ns = 0;
         for &instance in instances {
@@ -852,6 +973,16 @@ impl<'s> Engine<'s> {
                     );
                 }
             }
+            if first_visit {
+                match self.apply_fault(rank, op.index) {
+                    FaultEffect::Run => {}
+                    FaultEffect::Skip => {
+                        self.ranks[rank as usize].pc += 1;
+                        continue;
+                    }
+                    FaultEffect::Stop => return,
+                }
+            }
             if self.execute(rank, op.index) {
                 self.ranks[rank as usize].pc += 1;
             } else {
@@ -869,7 +1000,7 @@ impl<'s> Engine<'s> {
         class: KernelClass,
         duration_ns: u64,
         host_ns: u64,
-    ) {
+    ) -> Point {
         let state = &mut self.ranks[rank as usize];
         let duration_ns = match class {
             KernelClass::Compute => jittered_ns(
@@ -898,7 +1029,7 @@ impl<'s> Engine<'s> {
                 kernel,
             },
             ready_ns,
-        );
+        )
     }
 
     /// Adds a `cudaStreamWaitEvent` of `waiting` on `instance`.
@@ -927,10 +1058,14 @@ impl<'s> Engine<'s> {
     }
 
     fn record(&mut self, rank: u32, stream: u16) -> Instance {
+        self.record_at(rank, stream).0
+    }
+
+    fn record_at(&mut self, rank: u32, stream: u16) -> (Instance, Point) {
         let instance = self.new_instance(rank, stream);
         let host_ns = self.ranks[rank as usize].host_ns;
-        self.push(rank, stream, GpuItem::Record { instance }, host_ns);
-        instance
+        let point = self.push(rank, stream, GpuItem::Record { instance }, host_ns);
+        (instance, point)
     }
 
     fn push_host_call(&mut self, rank: u32, op: usize, start_ns: u64) {
@@ -951,7 +1086,11 @@ impl<'s> Engine<'s> {
         let costs = &scenario.host;
         let stream = op.stream as u16;
         let start_ns = self.ranks[rank as usize].host_ns;
+        self.ranks[rank as usize].race.host_step();
         let mut proceed = true;
+        // Where the op's declared reads and writes happen (R21): at its kernel if it launches
+        // one, else at its point in the stream.
+        let mut access_point: Option<Point> = None;
         match op.kind {
             OpKind::Collective {
                 collective,
@@ -960,9 +1099,17 @@ impl<'s> Engine<'s> {
                 async_op,
                 work,
             } => {
-                let size_bytes = scenario.tensors[tensor].size_bytes;
+                let (collective, size_bytes) =
+                    self.issued_collective(rank, collective, scenario.tensors[tensor].size_bytes);
                 proceed = self.collective(
-                    rank, op_index, collective, size_bytes, group, async_op, work, false,
+                    rank,
+                    op_index,
+                    collective,
+                    (Some(tensor), size_bytes),
+                    group,
+                    async_op,
+                    work,
+                    false,
                 );
                 return proceed;
             }
@@ -971,7 +1118,7 @@ impl<'s> Engine<'s> {
                     rank,
                     op_index,
                     CollectiveKind::AllReduce,
-                    1,
+                    (None, 1),
                     group,
                     true,
                     None,
@@ -1028,50 +1175,54 @@ impl<'s> Engine<'s> {
                 let instances: Vec<Instance> = (0..streams).map(|s| self.record(rank, s)).collect();
                 proceed = self.block_on(rank, &instances, costs.sync_ns);
             }
-            OpKind::Item { .. } => {
+            OpKind::Item { tensor } => {
                 self.ranks[rank as usize].host_ns += costs.launch_ns;
-                let instance = self.record(rank, stream);
+                let (instance, point) = self.record_at(rank, stream);
+                self.access(rank, point.clone(), tensor, AccessKind::Read, op_index);
+                access_point = Some(point);
                 proceed = self.block_on(rank, &[instance], costs.item_ns);
             }
+            OpKind::Alloc { tensor } => return self.alloc(rank, op_index, tensor, stream),
+            OpKind::Free { tensor } => self.free(rank, tensor),
             OpKind::Gemm { .. } => {
                 let state = &mut self.ranks[rank as usize];
                 state.host_ns += costs.launch_ns;
                 let host_ns = state.host_ns;
                 let duration_ns = self.gemm_ns_by_op[op_index];
-                self.launch_kernel(
+                access_point = Some(self.launch_kernel(
                     rank,
                     stream,
                     op_index,
                     KernelClass::Compute,
                     duration_ns,
                     host_ns,
-                );
+                ));
             }
             OpKind::Kernel { duration_ns, .. } => {
                 let state = &mut self.ranks[rank as usize];
                 state.host_ns += costs.launch_ns;
                 let host_ns = state.host_ns;
-                self.launch_kernel(
+                access_point = Some(self.launch_kernel(
                     rank,
                     stream,
                     op_index,
                     KernelClass::Compute,
                     duration_ns,
                     host_ns,
-                );
+                ));
             }
             OpKind::GpuSleep { duration_ns } => {
                 let state = &mut self.ranks[rank as usize];
                 state.host_ns += costs.launch_ns;
                 let host_ns = state.host_ns;
-                self.launch_kernel(
+                access_point = Some(self.launch_kernel(
                     rank,
                     stream,
                     op_index,
                     KernelClass::Sleep,
                     duration_ns,
                     host_ns,
-                );
+                ));
             }
             OpKind::HostSleep { duration_ns } => {
                 self.ranks[rank as usize].host_ns += duration_ns;
@@ -1090,8 +1241,296 @@ impl<'s> Engine<'s> {
                 state.scratch.mark_instance.push(instance);
             }
         }
+        self.declared_accesses(rank, op_index, access_point);
         self.push_host_call(rank, op_index, start_ns);
         proceed
+    }
+
+    /// The op's `reads` and `writes` (R21), at `point` or, for ops without a GPU item of
+    /// their own, at their place in the stream.
+    fn declared_accesses(&mut self, rank: u32, op_index: usize, point: Option<Point>) {
+        let op = &self.scenario.ops[op_index];
+        if op.reads.is_empty() && op.writes.is_empty() {
+            return;
+        }
+        let point =
+            point.unwrap_or_else(|| self.ranks[rank as usize].race.enqueue(op.stream as u16));
+        for &tensor in &op.reads {
+            self.access(rank, point.clone(), tensor, AccessKind::Read, op_index);
+        }
+        for &tensor in &op.writes {
+            self.access(rank, point.clone(), tensor, AccessKind::Write, op_index);
+        }
+    }
+
+    /// Keeps a collective's tensor alive as the lifetime rule says (R18, R19): the Work stashes
+    /// it, or the allocator records the NCCL stream on it.
+    fn keep_alive(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        tensor: TensorId,
+        run_stream: u16,
+        (collective, end): (u32, Instance),
+    ) {
+        let memory = &mut self.ranks[rank as usize].memory;
+        let Some(block) = memory.block[tensor] else {
+            return;
+        };
+        match self.scenario.memory.lifetime {
+            Lifetime::Stash => {
+                *memory.holders.entry(block).or_default() += 1;
+                memory.shelf[group].push(ShelfEntry {
+                    collective,
+                    block,
+                    end,
+                });
+            }
+            Lifetime::RecordStream => {
+                let streams = &mut memory.recorded_streams[tensor];
+                if !streams.contains(&run_stream) {
+                    streams.push(run_stream);
+                }
+            }
+            Lifetime::None => {}
+        }
+    }
+
+    /// R18: Works never waited on leave the shelf at the next collective of their group once
+    /// they completed (as far as the simulation has got; later ones stay on the shelf).
+    fn release_shelf(&mut self, rank: u32, group: GroupId) {
+        let state = &mut self.ranks[rank as usize];
+        let fired = &state.fired_ns;
+        let memory = &mut state.memory;
+        let mut index = 0;
+        while index < memory.shelf[group].len() {
+            let entry = memory.shelf[group][index];
+            if fired[entry.end as usize] == NEVER {
+                index += 1;
+                continue;
+            }
+            memory.shelf[group].swap_remove(index);
+            memory.release_holder(entry.block);
+        }
+    }
+
+    /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work
+    /// holding it lets go (stash), or once events on the streams that used it passed
+    /// (recordStream).
+    fn free(&mut self, rank: u32, tensor: TensorId) {
+        let recorded =
+            std::mem::take(&mut self.ranks[rank as usize].memory.recorded_streams[tensor]);
+        let instances: Vec<Instance> = recorded.iter().map(|&s| self.record(rank, s)).collect();
+        let state = &mut self.ranks[rank as usize];
+        state.host_ns += self.scenario.memory.alloc_ns;
+        let memory = &mut state.memory;
+        let Some(block) = memory.block[tensor].take() else {
+            return;
+        };
+        if memory.holders.contains_key(&block) {
+            memory.deferred_free.push(block);
+        } else if !instances.is_empty() {
+            memory.pending_frees.push((block, instances));
+        } else {
+            memory.allocator.free(block);
+        }
+    }
+
+    /// `torch.empty` on `stream` (R17): from the stream's cache, a new segment, or — at the
+    /// capacity — after releasing the cache, which first waits for the whole device (R20).
+    fn alloc(&mut self, rank: u32, op_index: usize, tensor: TensorId, stream: u16) -> bool {
+        let scenario = self.scenario;
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        let start_ns = state.memory.retry_start_ns.take().unwrap_or(state.host_ns);
+        // R19: blocks freed under recordStream come back once their events passed, checked
+        // now; the simulation must have reached the host's time to know which did.
+        if !state.memory.pending_frees.is_empty() {
+            if now_ns < state.host_ns {
+                state.memory.retry_start_ns = Some(start_ns);
+                state.blocked = Blocked::Timer;
+                state.blocked_op = op_index;
+                let at_ns = state.host_ns;
+                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                return false;
+            }
+            let fired = &state.fired_ns;
+            let memory = &mut state.memory;
+            memory.pending_frees.retain(|(block, instances)| {
+                let passed = instances.iter().all(|&i| fired[i as usize] != NEVER);
+                if passed {
+                    memory.allocator.free(*block);
+                }
+                !passed
+            });
+        }
+        let memory_config = &scenario.memory;
+        let size_bytes = scenario.tensors[tensor].size_bytes;
+        loop {
+            let state = &mut self.ranks[rank as usize];
+            match state.memory.allocator.allocate(size_bytes, stream) {
+                Allocation::Cached(block) => {
+                    state.host_ns += memory_config.alloc_ns;
+                    state.memory.block[tensor] = Some(block);
+                    break;
+                }
+                Allocation::NewSegment(block) => {
+                    state.host_ns += memory_config.malloc_ns;
+                    state.memory.block[tensor] = Some(block);
+                    break;
+                }
+                Allocation::NeedsRelease
+                    if memory_config.expandable_segments || state.memory.awaiting_idle =>
+                {
+                    // R20: synchronize_and_free_events, then cudaFree every cached segment.
+                    let device_idle_ns =
+                        std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
+                    let pending = std::mem::take(&mut state.memory.pending_frees);
+                    for (block, _) in pending {
+                        state.memory.allocator.free(block);
+                    }
+                    let segments_freed = state.memory.allocator.release_cached();
+                    state.host_ns += memory_config.free_ns * u64::from(segments_freed);
+                    state.timeline.cache_releases.push(CacheRelease {
+                        iteration: state.iteration,
+                        op: op_index as OpRef,
+                        host_start_ns: start_ns,
+                        host_end_ns: state.host_ns,
+                        device_idle_ns,
+                        segments_freed,
+                    });
+                }
+                Allocation::NeedsRelease => {
+                    // cudaFree synchronises the device: the host waits for every stream, then
+                    // runs this allocation again (R20, R23 `frag`).
+                    state.memory.retry = true;
+                    state.memory.retry_start_ns = Some(start_ns);
+                    state.memory.awaiting_idle = true;
+                    let streams = state.streams.len() as u16;
+                    let instances: Vec<Instance> =
+                        (0..streams).map(|s| self.record(rank, s)).collect();
+                    if !self.block_on(rank, &instances, 0) {
+                        return false;
+                    }
+                }
+                Allocation::OutOfMemory => {
+                    let reserved = state.memory.allocator.reserved_bytes();
+                    self.findings.push(Finding {
+                        kind: FindingKind::OutOfMemory,
+                        rank: Some(rank),
+                        iteration: Some(state.iteration),
+                        op: Some(op_index as OpRef),
+                        stream: Some(state.timeline.streams[stream as usize].name.clone()),
+                        message: format!(
+                            "rank {rank}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
+                            scenario.ops[op_index].display_name(),
+                            scenario.ops[op_index].line,
+                            size_bytes,
+                            reserved,
+                            memory_config.capacity_bytes,
+                        ),
+                    });
+                    state.blocked = Blocked::Done;
+                    return false;
+                }
+            }
+        }
+        self.push_host_call(rank, op_index, start_ns);
+        true
+    }
+
+    /// One access of a tensor's block; a race with an earlier access becomes a record and a
+    /// finding (R21).
+    fn access(
+        &mut self,
+        rank: u32,
+        point: Point,
+        tensor: TensorId,
+        kind: AccessKind,
+        op_index: usize,
+    ) {
+        const MAX_RACE_FINDINGS: usize = 64;
+        let state = &mut self.ranks[rank as usize];
+        let Some(block) = state.memory.block[tensor] else {
+            return;
+        };
+        let Some(race) = state
+            .race
+            .access(point, u64::from(block), kind, op_index as u64)
+        else {
+            return;
+        };
+        let stream_name = |agent: usize| match agent {
+            0 => "host".to_string(),
+            agent => state.timeline.streams[agent - 1].name.clone(),
+        };
+        let record = RaceRecord {
+            iteration: state.iteration,
+            host_ns: state.host_ns,
+            tensor: self.scenario.tensors[tensor].name.clone(),
+            earlier_op: race.earlier_site as OpRef,
+            earlier_stream: stream_name(race.earlier_agent),
+            earlier_write: race.earlier_kind == AccessKind::Write,
+            later_op: race.later_site as OpRef,
+            later_stream: stream_name(race.later_agent),
+            later_write: race.later_kind == AccessKind::Write,
+        };
+        let is_nccl =
+            |agent: usize| agent > 0 && state.timeline.streams[agent - 1].kind == StreamKind::Nccl;
+        let ops = &self.scenario.ops;
+        let earlier = &ops[race.earlier_site as usize];
+        let later = &ops[race.later_site as usize];
+        let verb = |write: bool| if write { "write" } else { "read" };
+        let fix = match (is_nccl(race.earlier_agent), is_nccl(race.later_agent)) {
+            (true, true) => format!(
+                "order the two collectives: wait() on the Work of {} while {} is current before launching {}, or run both on one group",
+                earlier.display_name(), record.later_stream, later.display_name()
+            ),
+            (true, false) => format!(
+                "call wait() on the Work of {} while stream {} is current, before {} (R12)",
+                earlier.display_name(), record.later_stream, later.display_name()
+            ),
+            (false, true) => format!(
+                "make the stream current at {} wait for stream {} first (record_event there after {}, wait_event before the collective; syncStream only waits for the current stream, R10a)",
+                later.display_name(), record.earlier_stream, earlier.display_name()
+            ),
+            (false, false) => format!(
+                "record_event on stream {} after {} and wait_event on stream {} before {}",
+                record.earlier_stream, earlier.display_name(), record.later_stream, later.display_name()
+            ),
+        };
+        let message = format!(
+            "data race on tensor {} (rank {rank}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {} by {} (line {}) on stream {}; to order them, {fix}",
+            record.tensor,
+            record.iteration,
+            verb(record.later_write),
+            later.display_name(),
+            later.line,
+            record.later_stream,
+            verb(record.earlier_write),
+            earlier.display_name(),
+            earlier.line,
+            record.earlier_stream,
+        );
+        let stream = Some(record.later_stream.clone());
+        let iteration = record.iteration;
+        state.timeline.races.push(record);
+        if self
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Race)
+            .count()
+            < MAX_RACE_FINDINGS
+        {
+            self.findings.push(Finding {
+                kind: FindingKind::Race,
+                rank: Some(rank),
+                iteration: Some(iteration),
+                op: Some(op_index as OpRef),
+                stream,
+                message,
+            });
+        }
     }
 
     /// `work.wait()` (R12): the stream current at the call waits on the end event; with
@@ -1118,9 +1557,22 @@ impl<'s> Engine<'s> {
             completed_at_return: false,
         });
         state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
+        // R18: after the stream block the Work lets go of its stashed tensor.
+        for shelf in &mut state.memory.shelf {
+            if let Some(position) = shelf.iter().position(|e| e.collective == collective) {
+                let entry = shelf.remove(position);
+                state.memory.release_holder(entry.block);
+                break;
+            }
+        }
         let WaitMode::Poll { timeout_ns } = mode else {
             return true;
         };
+        // The polling host returns only once the end event passed.
+        state.race.host_waits(end);
+        let timeout_ns = self.wait_timeout_ns(rank, collective, timeout_ns);
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        let state = &mut self.ranks[rank as usize];
         let poll_ns = self.scenario.host.blocking_wait_poll_ns;
         let fired = state.fired_ns[end as usize];
         if fired != NEVER {
@@ -1129,8 +1581,9 @@ impl<'s> Engine<'s> {
         }
         state.waiters.entry(end).or_default().push(Waiter::Host);
         let deadline_ns = match timeout_ns {
-            // The check at each poll raises once the timeout has passed since the call.
-            Some(timeout_ns) => next_poll_ns(host_ns, poll_ns, start_ns + timeout_ns),
+            // The check at each poll raises once the timeout has passed since the Work's
+            // enqueue (R26's clock, checked by the main thread, R15).
+            Some(timeout_ns) => next_poll_ns(host_ns, poll_ns, enqueue_ns + timeout_ns),
             None => NEVER,
         };
         state.blocked = Blocked::Polling {
@@ -1154,10 +1607,18 @@ impl<'s> Engine<'s> {
             return;
         }
         let op = &self.scenario.ops[state.blocked_op];
-        let OpKind::Wait { work, timeout_ns } = op.kind else {
-            unreachable!("only wait() carries a timeout")
+        let (collective, own_timeout_ns) = match op.kind {
+            OpKind::Wait { work, timeout_ns } => {
+                let (collective, _) = state.work_state[work].expect("waited Work exists");
+                (collective, timeout_ns)
+            }
+            // The wait() inside a 2.5 synchronous collective (R11).
+            _ => (state.timeline.collectives.len() as u32 - 1, None),
         };
-        let (collective, _) = state.work_state[work].expect("waited Work exists");
+        let timeout_ns = self
+            .wait_timeout_ns(rank, collective, own_timeout_ns)
+            .expect("a polling wait that times out has a timeout");
+        let state = &mut self.ranks[rank as usize];
         let record = &state.timeline.collectives[collective as usize];
         let op_type = match self.scenario.ops[record.op as usize].kind {
             OpKind::Collective { collective, .. } => collective.op_type(),
@@ -1173,15 +1634,15 @@ impl<'s> Engine<'s> {
             message: format!(
                 "rank {rank}: WorkNCCL(SeqNum={}, OpType={op_type}, Timeout(ms)={}) timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and the rank's program stopped (R15)",
                 record.seq,
-                timeout_ns.unwrap_or(0) / 1_000_000,
+                timeout_ns / 1_000_000,
                 op.display_name(),
                 op.line,
             ),
         });
-        state.blocked = Blocked::Done;
         if let Some(call) = state.timeline.host.last_mut() {
             call.end_ns = now_ns;
         }
+        self.wait_raised(rank, collective, timeout_ns);
     }
 
     /// A collective call (R10, R11), or a barrier (R14).
@@ -1191,7 +1652,7 @@ impl<'s> Engine<'s> {
         rank: u32,
         op_index: usize,
         collective: CollectiveKind,
-        size_bytes: u64,
+        (tensor, size_bytes): (Option<TensorId>, u64),
         group: GroupId,
         async_op: bool,
         work: Option<WorkId>,
@@ -1228,6 +1689,7 @@ impl<'s> Engine<'s> {
             if arrived.len() < scenario.groups[group].ranks.len() {
                 state.blocked = Blocked::CommInit;
                 self.ranks[rank as usize].blocked_op = op_index;
+                self.store_get(rank, group);
                 return false;
             }
             let resume_ns = arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + costs.comm_init_ns;
@@ -1268,6 +1730,8 @@ impl<'s> Engine<'s> {
         if on_internal_stream {
             self.push_stream_wait(rank, op_index, run_stream, input_ready);
         }
+        self.ranks[rank as usize].race.forget(input_ready);
+        self.release_shelf(rank, group);
         // R10c: the kernel, joined to the group's rendezvous (R16).
         let rendezvous = self.rendezvous_slot(group, seq, collective, op_index, iteration);
         let state = &mut self.ranks[rank as usize];
@@ -1284,7 +1748,7 @@ impl<'s> Engine<'s> {
         });
         let ready_ns = host_ns + costs.launch_latency_ns;
         let collective_index = state.timeline.collectives.len() as u32;
-        self.push(
+        let kernel_point = self.push(
             rank,
             run_stream,
             GpuItem::Collective {
@@ -1294,6 +1758,17 @@ impl<'s> Engine<'s> {
             },
             ready_ns,
         );
+        // The collective reads and writes its tensor on the stream it runs on (R21).
+        if let Some(tensor) = tensor {
+            self.access(
+                rank,
+                kernel_point.clone(),
+                tensor,
+                AccessKind::Write,
+                op_index,
+            );
+        }
+        self.declared_accesses(rank, op_index, Some(kernel_point));
         // R10d: the Work's end event on the stream the kernel ran on.
         let end = self.record(rank, run_stream);
         let state = &mut self.ranks[rank as usize];
@@ -1322,8 +1797,24 @@ impl<'s> Engine<'s> {
         state.scratch.collective_kernel.push(kernel);
         state.scratch.collective_wait_stream_wait.push(u32::MAX);
         if let Some(work) = work {
+            if let Some((_, previous_end)) = state.work_state[work] {
+                state.race.forget(previous_end);
+            }
             state.work_state[work] = Some((collective_index, end));
+        } else if async_op && !barrier {
+            // A Work nobody can name is never waited on.
+            state.race.forget(end);
         }
+        if let Some(tensor) = tensor.filter(|_| on_internal_stream) {
+            self.keep_alive(rank, group, tensor, run_stream, (collective_index, end));
+        }
+        self.collective_enqueued(
+            rank,
+            group,
+            collective_index,
+            rendezvous,
+            (collective, size_bytes),
+        );
         self.push_host_call(rank, op_index, start_ns);
 
         if barrier {
@@ -1411,6 +1902,7 @@ impl<'s> Engine<'s> {
         let scenario = self.scenario;
         let mut stuck_collectives: Vec<&Rendezvous> = self.rendezvous.iter().flatten().collect();
         stuck_collectives.sort_by_key(|r| (r.group, r.seq));
+        stuck_collectives.retain(|r| !self.rendezvous_settled(r));
         for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
             let group = &scenario.groups[rendezvous.group];
             let arrived: Vec<u32> = {
@@ -1453,7 +1945,10 @@ impl<'s> Engine<'s> {
         }
         for (group_id, arrived) in self.comm_init.iter().enumerate() {
             let group = &scenario.groups[group_id];
-            if arrived.is_empty() || arrived.len() == group.ranks.len() {
+            if arrived.is_empty()
+                || arrived.len() == group.ranks.len()
+                || arrived.iter().all(|&(r, _)| self.is_dead(r))
+            {
                 continue;
             }
             let mut waiting: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
@@ -1484,7 +1979,7 @@ impl<'s> Engine<'s> {
         }
         let mut blocked_hosts = 0;
         for state in &self.ranks {
-            if matches!(state.blocked, Blocked::Done) {
+            if matches!(state.blocked, Blocked::Done | Blocked::Dead) {
                 continue;
             }
             blocked_hosts += 1;
@@ -1539,7 +2034,9 @@ impl<'s> Engine<'s> {
             .machine
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         timeline.findings = self.findings;
+        timeline.watchdog = self.failures.into_records();
         for mut state in self.ranks {
+            state.timeline.memory = state.memory.allocator.peaks();
             let fired = &state.fired_ns;
             let t = &mut state.timeline;
             let scratch = &state.scratch;
@@ -1629,8 +2126,12 @@ mod tests {
             "{TWO_RANKS}[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 50000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"
         );
         let timeline = simulate(&parse("t.toml", &text).unwrap());
-        assert_eq!(timeline.findings.len(), 1, "{:?}", timeline.findings);
-        let finding = &timeline.findings[0];
+        // Rank 0's process raises, so its kernel never meets rank 1's: rank 1 times out too.
+        let finding = timeline
+            .findings
+            .iter()
+            .find(|f| f.rank == Some(0))
+            .expect("rank 0 raised");
         assert_eq!(finding.kind, FindingKind::WaitTimeout);
         assert_eq!(finding.rank, Some(0));
         assert!(

@@ -32,10 +32,12 @@
 //! assert!(!wait.completed_at_return);
 //! ```
 
+pub mod allocator;
 pub mod cost;
 pub mod engine;
 pub mod gpu;
 pub mod nccl;
+pub mod race;
 pub mod random;
 pub mod scenario;
 pub mod sweep;

@@ -321,7 +321,7 @@ impl Sweep {
             })
             .collect();
         let all: Vec<Override> = self.fixed.iter().cloned().chain(first).collect();
-        apply_all(&self.text, &all)
+        apply_overrides_with_ops(&self.text, &all)
             .map(|_| ())
             .map_err(|error| whole_file(&self.path, format!("sweep: {error}")))
     }
@@ -382,7 +382,7 @@ impl Sweep {
     /// The file's own values (with the fixed `--set` overrides) and its own seed: what
     /// `c10dsim run` runs, and what decides the metric columns of the sweep's CSV.
     pub fn base_scenario(&self) -> Result<Scenario, ScenarioError> {
-        let text = apply_all(&self.text, &self.fixed)
+        let text = apply_overrides_with_ops(&self.text, &self.fixed)
             .map_err(|error| whole_file(&self.path, error.to_string()))?;
         scenario::parse(&self.path, &text)
     }
@@ -403,7 +403,7 @@ impl Sweep {
         );
         let all: Vec<Override> = self.fixed.iter().chain(&point.overrides).cloned().collect();
         let text =
-            apply_all(&self.text, &all).map_err(|error| whole_file(&shown, error.message))?;
+            apply_overrides_with_ops(&self.text, &all).map_err(|error| whole_file(&shown, error.message))?;
         let mut scenario = scenario::parse(&shown, &text)?;
         scenario.seed = point_seed(scenario.seed, point.index);
         Ok(scenario)
@@ -452,8 +452,8 @@ fn toml_text(value: &toml_edit::Value) -> String {
 }
 
 /// Applies overrides: `op.LABEL[.KEY]` ones to the labelled `[[op]]`, the rest through
-/// [`apply_overrides`].
-fn apply_all(text: &str, overrides: &[Override]) -> Result<String, OverrideError> {
+/// [`apply_overrides`]. What sweep points and `c10dsim run --set` use.
+pub fn apply_overrides_with_ops(text: &str, overrides: &[Override]) -> Result<String, OverrideError> {
     let (op_edits, table_edits): (Vec<&Override>, Vec<&Override>) = overrides
         .iter()
         .partition(|o| o.path.split('.').next() == Some("op"));

@@ -32,6 +32,10 @@ pub struct Timeline {
     pub ops: Vec<OpInfo>,
     pub ranks: Vec<RankTimeline>,
     pub findings: Vec<Finding>,
+    /// What the watchdog, the heartbeat monitor and the main thread did about timeouts and
+    /// errors (R15, R26–R29), in time order; empty in a run where nothing went wrong.
+    #[serde(default)]
+    pub watchdog: Vec<WatchdogRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +119,45 @@ pub struct RankTimeline {
     pub stream_waits: Vec<StreamWaitRecord>,
     /// `is_completed()` results (R13).
     pub queries: Vec<QueryRecord>,
+    /// Peak memory of the caching allocator (R17–R20).
+    #[serde(default)]
+    pub memory: crate::allocator::MemoryPeaks,
+    /// Allocations that had to release the cache first: a device-wide stall (R20).
+    #[serde(default)]
+    pub cache_releases: Vec<CacheRelease>,
+    /// Data races the detector found (R21).
+    #[serde(default)]
+    pub races: Vec<RaceRecord>,
+}
+
+/// An allocation that released the allocator's cache (`release_cached_blocks`: synchronise,
+/// then `cudaFree` every cached segment, R20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheRelease {
+    pub iteration: u32,
+    pub op: OpRef,
+    /// The host call that stalled, from its start to the allocation.
+    pub host_start_ns: u64,
+    pub host_end_ns: u64,
+    /// When the device had drained (none with expandable segments).
+    pub device_idle_ns: Option<u64>,
+    pub segments_freed: u32,
+}
+
+/// Two accesses of one block of memory that nothing orders (R21).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaceRecord {
+    pub iteration: u32,
+    /// Host time of the later access's call.
+    pub host_ns: u64,
+    /// The tensor of the later access (the block may have been another tensor's before).
+    pub tensor: String,
+    pub earlier_op: OpRef,
+    pub earlier_stream: String,
+    pub earlier_write: bool,
+    pub later_op: OpRef,
+    pub later_stream: String,
+    pub later_write: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -229,6 +272,97 @@ pub enum FindingKind {
     TimeCap,
     /// A polling `wait()` passed its timeout and raised in the main thread (R15).
     WaitTimeout,
+    /// The watchdog caught a collective past its timeout, counted from enqueue (R26).
+    WatchdogTimeout,
+    /// The watchdog caught an NCCL async error on a communicator, or one another rank
+    /// propagated (R26, R27).
+    AsyncError,
+    /// The heartbeat monitor found the watchdog stuck and aborted the process (R28).
+    HeartbeatAbort,
+    /// `store.get` of the NCCL unique id timed out: rank 0 never published it (R29).
+    StoreTimeout,
+    /// Ranks issued different collectives or sizes at one SeqNum of a group (R16).
+    Mismatch,
+    /// Two accesses of one tensor's memory that nothing orders (R21).
+    Race,
+    /// An allocation that does not fit even after the cache was released (R20).
+    OutOfMemory,
+}
+
+impl FindingKind {
+    /// The kind as written in the Timeline.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::Deadlock => "deadlock",
+            FindingKind::TimeCap => "time_cap",
+            FindingKind::WaitTimeout => "wait_timeout",
+            FindingKind::WatchdogTimeout => "watchdog_timeout",
+            FindingKind::AsyncError => "async_error",
+            FindingKind::HeartbeatAbort => "heartbeat_abort",
+            FindingKind::StoreTimeout => "store_timeout",
+            FindingKind::Mismatch => "mismatch",
+            FindingKind::Race => "race",
+            FindingKind::OutOfMemory => "out_of_memory",
+        }
+    }
+}
+
+/// The thread of a rank's process that acted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadKind {
+    /// The Python main thread (blocking wait, store rendezvous, program faults).
+    Main,
+    /// `pt_nccl_watchdg`, one per process group (R26).
+    Watchdog,
+    /// `pt_nccl_heartbt`, one per process group (R28).
+    HeartbeatMonitor,
+}
+
+/// What happened, in the order PyTorch's error path goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchdogEvent {
+    /// An injected fault took effect (`[[fault]]`).
+    Fault,
+    /// The watchdog caught a collective past its timeout (R26).
+    Timeout,
+    /// The watchdog caught an NCCL async error (R26).
+    AsyncError,
+    /// The watchdog learned through the store that another rank failed (R27,
+    /// `TORCH_NCCL_PROPAGATE_ERROR`).
+    RemoteError,
+    /// Flight-Recorder-like report of every rank's SeqNums (`TORCH_NCCL_DESYNC_DEBUG`).
+    DesyncReport,
+    /// The dump signal was written to the store for every rank (R27).
+    DumpSignal,
+    /// This rank dumped its Flight Recorder.
+    Dump,
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING=0`: the error is left alone.
+    NoHandling,
+    /// The communicators were aborted (`ncclCommAbort`).
+    Abort,
+    /// The process ended (exception, `std::abort()`, or a fault); its GPU work vanished.
+    Exit,
+    /// The heartbeat monitor found the watchdog's heartbeat unchanged (R28).
+    HeartbeatTimeout,
+    /// `store.get` of the NCCL unique id timed out (R29).
+    StoreTimeout,
+    /// A polling `wait()` raised its timeout in the main thread (R15).
+    WaitTimeout,
+}
+
+/// One step of the watchdog / error-handling story of a rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchdogRecord {
+    pub rank: u32,
+    /// Index into [`ScenarioInfo::groups`], for the per-group threads.
+    pub group: Option<u16>,
+    pub thread: ThreadKind,
+    pub event: WatchdogEvent,
+    pub at_ns: u64,
+    /// The log line, shaped like PyTorch's.
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,6 +436,7 @@ impl Timeline {
             ops,
             ranks: Vec::new(),
             findings: Vec::new(),
+            watchdog: Vec::new(),
         }
     }
 }
@@ -363,5 +498,7 @@ pub fn host_name(kind: &OpKind) -> &'static str {
         OpKind::Kernel { .. } | OpKind::GpuSleep { .. } => "cudaLaunchKernel",
         OpKind::HostSleep { .. } => "host work",
         OpKind::Mark { .. } => "mark",
+        OpKind::Alloc { .. } => "aten::empty (CUDACachingAllocator::malloc)",
+        OpKind::Free { .. } => "del (CUDACachingAllocator::free)",
     }
 }

@@ -22,6 +22,7 @@
 //! assert_eq!((bad.line, bad.column), (2, 8));
 //! ```
 
+mod faults;
 mod model;
 mod overrides;
 mod raw;
@@ -67,6 +68,8 @@ impl std::error::Error for ScenarioError {}
 pub const MAX_RANKS: u32 = 1 << 16;
 /// Largest repeat count.
 pub const MAX_REPEAT: u32 = 1_000_000;
+/// `init_process_group(timeout=…)`'s default for NCCL: 10 minutes (R26).
+pub const DEFAULT_GROUP_TIMEOUT_NS: u64 = 600 * 1_000_000_000;
 /// Longest single time a scenario may state (one day).
 pub const MAX_TIME_NS: u64 = 86_400 * 1_000_000_000;
 
@@ -301,6 +304,7 @@ impl Resolver<'_> {
         let network = self.network(raw.network.as_ref())?;
         let env = self.env(raw.env.as_ref())?;
         let host = self.host(raw.host.as_ref(), torch)?;
+        let memory = self.memory(raw.memory.as_ref(), &cluster, torch, &env)?;
 
         let mut names = Names {
             tensors: HashMap::new(),
@@ -318,7 +322,11 @@ impl Resolver<'_> {
             ));
         }
         let mut program = ProgramBuilder::default();
-        for (index, raw_op) in raw_ops.iter().enumerate() {
+        for raw_op in &raw_ops {
+            // R30: a functional collective's wait_tensor goes before the first op reading its
+            // result, so op indices count those waits too.
+            self.insert_tensor_waits(raw_op, &names, &mut program);
+            let index = program.ops.len();
             let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
             program.ops.push(op);
         }
@@ -328,6 +336,15 @@ impl Resolver<'_> {
             &cluster,
             repeat,
         )?;
+        let faults = self.faults(
+            raw.fault.as_deref().unwrap_or_default(),
+            &program,
+            &cluster,
+            &tensors,
+            repeat,
+        )?;
+        let mut tensors = tensors;
+        self.check_lifetimes(&program.ops, &mut tensors)?;
         let measures = self.measures(raw.measure.as_deref().unwrap_or_default(), &program)?;
         let mut overlaps: Vec<OverlapSpec> = Vec::new();
         for overlap in raw.overlap.iter().flatten() {
@@ -362,6 +379,7 @@ impl Resolver<'_> {
             network,
             host,
             env,
+            memory,
             tensors,
             streams,
             groups,
@@ -370,6 +388,7 @@ impl Resolver<'_> {
             marks: program.marks.names,
             ops: program.ops,
             perturbations,
+            faults,
             measures,
             overlaps,
         };
@@ -561,16 +580,34 @@ impl Resolver<'_> {
             nccl_protocols: None,
             nccl_min_ctas: None,
             nccl_max_ctas: None,
+            async_error_handling: ErrorHandling::SkipCleanUp,
+            wait_timeout_dump_ns: 15_000_000_000,
+            heartbeat_timeout_ns: 480_000_000_000,
+            enable_monitoring: true,
+            coord_check_ns: 1_000_000_000,
+            propagate_error: false,
+            desync_debug: false,
+            avoid_record_streams: None,
+            expandable_segments: false,
             raw: BTreeMap::new(),
         };
         for (key, value) in raw.into_iter().flatten() {
             if key.get_ref().starts_with("NCCL_") && self.nccl_env(&mut env, key, value)? {
                 continue;
             }
+            if self.watchdog_env(&mut env, key, value)? {
+                continue;
+            }
+            if self.allocator_env(&mut env, key, value)? {
+                continue;
+            }
             let flag = match key.get_ref().as_str() {
                 "TORCH_NCCL_BLOCKING_WAIT" => &mut env.blocking_wait,
                 "TORCH_NCCL_HIGH_PRIORITY" => &mut env.high_priority,
                 "TORCH_NCCL_ENABLE_TIMING" => &mut env.enable_timing,
+                "TORCH_NCCL_ENABLE_MONITORING" => &mut env.enable_monitoring,
+                "TORCH_NCCL_PROPAGATE_ERROR" => &mut env.propagate_error,
+                "TORCH_NCCL_DESYNC_DEBUG" => &mut env.desync_debug,
                 other => {
                     let known: Vec<String> = Env::KNOWN
                         .iter()
@@ -602,6 +639,177 @@ impl Resolver<'_> {
                 .insert(key.get_ref().clone(), u8::from(on).to_string());
         }
         Ok(env)
+    }
+
+    /// Tensors that an `alloc` op creates are dynamic: every use must come between their
+    /// `alloc` and their `free`, in program order, and each iteration must free what it
+    /// allocated (R17).
+    fn check_lifetimes(&self, ops: &[Op], tensors: &mut [Tensor]) -> Result<()> {
+        for op in ops {
+            if let OpKind::Alloc { tensor } = op.kind {
+                tensors[tensor].dynamic = true;
+            }
+        }
+        let at = |op: &Op, message: String| ScenarioError {
+            path: self.path.to_string(),
+            line: op.line,
+            column: 1,
+            message,
+        };
+        let mut alive = vec![false; tensors.len()];
+        for op in ops {
+            let mut used: Vec<TensorId> = op.reads.iter().chain(&op.writes).copied().collect();
+            match op.kind {
+                OpKind::Collective { tensor, .. } | OpKind::Item { tensor } => used.push(tensor),
+                OpKind::Alloc { tensor } => {
+                    if alive[tensor] {
+                        return Err(at(
+                            op,
+                            format!(
+                                "tensor {:?} is allocated again before it is freed",
+                                tensors[tensor].name
+                            ),
+                        ));
+                    }
+                    alive[tensor] = true;
+                }
+                OpKind::Free { tensor } => {
+                    if !tensors[tensor].dynamic || !alive[tensor] {
+                        return Err(at(op, format!("free of tensor {:?}, which is not allocated here; add alloc = {:?} before it", tensors[tensor].name, tensors[tensor].name)));
+                    }
+                    alive[tensor] = false;
+                }
+                _ => {}
+            }
+            if let Some(&tensor) = used.iter().find(|&&t| tensors[t].dynamic && !alive[t]) {
+                return Err(at(
+                    op,
+                    format!(
+                        "{} uses tensor {:?} outside its alloc … free",
+                        op.display_name(),
+                        tensors[tensor].name
+                    ),
+                ));
+            }
+        }
+        if let Some(tensor) = (0..tensors.len()).find(|&t| alive[t]) {
+            let last = ops.last().expect("a program has ops");
+            return Err(at(last, format!("tensor {:?} is still allocated when the program ends; free it in the same iteration", tensors[tensor].name)));
+        }
+        Ok(())
+    }
+
+    /// Reads the caching allocator's variables into `env`; false if `key` is neither.
+    fn allocator_env(
+        &self,
+        env: &mut Env,
+        key: &Spanned<String>,
+        value: &Spanned<toml::Value>,
+    ) -> Result<bool> {
+        match key.get_ref().as_str() {
+            "TORCH_NCCL_AVOID_RECORD_STREAMS" => {
+                let on = match value.get_ref() {
+                    toml::Value::Integer(0) => false,
+                    toml::Value::Integer(1) => true,
+                    toml::Value::Boolean(b) => *b,
+                    other => {
+                        return Err(self.error(
+                            value.span(),
+                            format!(
+                                "TORCH_NCCL_AVOID_RECORD_STREAMS expects 0 or 1, found {other}"
+                            ),
+                        ))
+                    }
+                };
+                env.avoid_record_streams = Some(on);
+                env.raw
+                    .insert(key.get_ref().clone(), u8::from(on).to_string());
+            }
+            "PYTORCH_CUDA_ALLOC_CONF" => {
+                let setting = match value.get_ref() {
+                    toml::Value::String(text) => text.replace(' ', ""),
+                    other => {
+                        return Err(self.error(
+                            value.span(),
+                            format!("PYTORCH_CUDA_ALLOC_CONF expects a string such as \"expandable_segments:True\", found {other}"),
+                        ))
+                    }
+                };
+                env.expandable_segments = match setting.as_str() {
+                    "expandable_segments:True" => true,
+                    "expandable_segments:False" => false,
+                    _ => {
+                        return Err(self.error(
+                            value.span(),
+                            format!("PYTORCH_CUDA_ALLOC_CONF {setting:?} is not modelled; expected \"expandable_segments:True\" or \"expandable_segments:False\""),
+                        ))
+                    }
+                };
+                env.raw.insert(key.get_ref().clone(), setting);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The caching allocator (R17–R20): capacity from the GPU preset and `fraction`, the
+    /// lifetime rule from `lifetime`, else `TORCH_NCCL_AVOID_RECORD_STREAMS`, else the profile.
+    fn memory(
+        &self,
+        raw: Option<&RawMemory>,
+        cluster: &Cluster,
+        torch: TorchProfile,
+        env: &Env,
+    ) -> Result<Memory> {
+        let device_gib = match cluster.gpu.preset.as_str() {
+            "h200" => 141.0,
+            _ => 80.0,
+        };
+        let empty = RawMemory {
+            capacity_gib: None,
+            fraction: None,
+            lifetime: None,
+            expandable_segments: None,
+            alloc_us: None,
+            malloc_us: None,
+            free_us: None,
+        };
+        let raw = raw.unwrap_or(&empty);
+        let capacity_gib = match &raw.capacity_gib {
+            None => device_gib,
+            Some(value) => self.positive(value, "memory.capacity_gib", 1e6)?,
+        };
+        let fraction = match &raw.fraction {
+            None => 1.0,
+            Some(value) => self.positive(value, "memory.fraction", 1.0)?,
+        };
+        let lifetime = match &raw.lifetime {
+            Some(name) => match name.get_ref().as_str() {
+                "stash" => Lifetime::Stash,
+                "record_stream" => Lifetime::RecordStream,
+                "none" => Lifetime::None,
+                other => {
+                    return Err(self.error(
+                        name.span(),
+                        format!("unknown lifetime {other:?}; expected \"stash\", \"record_stream\" or \"none\""),
+                    ))
+                }
+            },
+            // 2.12 stashes always (the variable is deprecated there); ≤ 2.5 records streams
+            // unless TORCH_NCCL_AVOID_RECORD_STREAMS=1 (R18, R19).
+            None => match (torch, env.avoid_record_streams) {
+                (TorchProfile::V2_12, _) | (_, Some(true)) => Lifetime::Stash,
+                _ => Lifetime::RecordStream,
+            },
+        };
+        Ok(Memory {
+            capacity_bytes: (capacity_gib * fraction * (1u64 << 30) as f64) as u64,
+            lifetime,
+            expandable_segments: raw.expandable_segments.unwrap_or(env.expandable_segments),
+            alloc_ns: self.optional_time_us(&raw.alloc_us, "memory.alloc_us", 2_000)?,
+            malloc_ns: self.optional_time_us(&raw.malloc_us, "memory.malloc_us", 50_000)?,
+            free_ns: self.optional_time_us(&raw.free_us, "memory.free_us", 100_000)?,
+        })
     }
 
     /// Reads one of the NCCL variables of [`Env::KNOWN`] into `env`; false if `key` is none of
@@ -741,6 +949,7 @@ impl Resolver<'_> {
                 name: name.get_ref().clone(),
                 size_bytes,
                 dtype,
+                dynamic: false,
             });
         }
         Ok(tensors)
@@ -796,6 +1005,7 @@ impl Resolver<'_> {
             ranks: (0..cluster.ranks).collect(),
             eager_init: false,
             high_priority: false,
+            timeout_ns: DEFAULT_GROUP_TIMEOUT_NS,
         }];
         names.groups.insert("world".into(), 0);
         for (name, group) in in_file_order(raw) {
@@ -819,6 +1029,12 @@ impl Resolver<'_> {
                 ranks,
                 eager_init: raw_group.eager_init.unwrap_or(false),
                 high_priority: raw_group.high_priority.unwrap_or(false),
+                timeout_ns: match &raw_group.timeout_s {
+                    None => DEFAULT_GROUP_TIMEOUT_NS,
+                    Some(seconds) => {
+                        (self.positive(seconds, "groups.timeout_s", 86_400.0)? * 1e9) as u64
+                    }
+                },
             };
             if name.get_ref() == "world" {
                 if declared.ranks.len() as u32 != cluster.ranks {
@@ -876,13 +1092,16 @@ impl Resolver<'_> {
             kernel,
             gpu_sleep_us,
             host_sleep_us,
-            mark
+            mark,
+            functional_all_reduce,
+            alloc,
+            free
         );
         let key = match present.as_slice() {
             [] => {
                 return Err(self.error(
                     span,
-                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark",
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
                 ))
             }
             [(key, _)] => *key,
@@ -1107,6 +1326,26 @@ impl Resolver<'_> {
                     tensor: self.lookup(&names.tensors, name, "tensor", "[tensors]")?,
                 }
             }
+            "alloc" | "free" => {
+                let name = if key == "alloc" {
+                    raw.alloc.as_ref()
+                } else {
+                    raw.free.as_ref()
+                }
+                .expect("present");
+                let tensor = self.lookup(&names.tensors, name, "tensor", "[tensors]")?;
+                if ranks.is_some() {
+                    return Err(self.error(
+                        name.span(),
+                        format!("{key} runs on every rank; it takes no ranks = …"),
+                    ));
+                }
+                if key == "alloc" {
+                    OpKind::Alloc { tensor }
+                } else {
+                    OpKind::Free { tensor }
+                }
+            }
             "gemm" => {
                 allowed_modifiers = &["dtype"];
                 let shape = raw.gemm.as_ref().expect("present");
@@ -1176,6 +1415,10 @@ impl Resolver<'_> {
                     mark: program.marks.intern(name.get_ref()),
                 }
             }
+            "functional_all_reduce" => {
+                allowed_modifiers = &["group", "result"];
+                self.functional_collective(raw, &ranks, names, program)?
+            }
             _ => unreachable!("every operation key is matched above"),
         };
 
@@ -1191,7 +1434,7 @@ impl Resolver<'_> {
                 }
             )*};
         }
-        check_modifier!(async_op, work, group, dtype, timeout_ms);
+        check_modifier!(async_op, work, group, dtype, timeout_ms, result);
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
             list.iter()
@@ -1478,6 +1721,8 @@ struct ProgramBuilder {
     work_coverage: Vec<Coverage>,
     /// Per event name: the ranks on which an earlier op records it.
     event_coverage: Vec<Coverage>,
+    /// Functional collectives whose result no op has read yet (R30).
+    pending_results: Vec<faults::PendingResult>,
 }
 
 /// The ranks on which a name has been defined so far.

@@ -172,13 +172,40 @@ pub struct Env {
     pub nccl_min_ctas: Option<u32>,
     /// `NCCL_MAX_CTAS`: most channels of an NCCL kernel (R22).
     pub nccl_max_ctas: Option<u32>,
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` (R27): what the watchdog does after an error.
+    pub async_error_handling: ErrorHandling,
+    /// `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC` (R27): the watchdog sleeps 4× this for the dumps.
+    pub wait_timeout_dump_ns: u64,
+    /// `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC` (R28).
+    pub heartbeat_timeout_ns: u64,
+    /// `TORCH_NCCL_ENABLE_MONITORING` (R28): the heartbeat monitor runs.
+    pub enable_monitoring: bool,
+    /// `TORCH_NCCL_COORD_CHECK_MILSEC`: the monitor polls the store's dump signal this often.
+    pub coord_check_ns: u64,
+    /// `TORCH_NCCL_PROPAGATE_ERROR` (R27): an error is signalled to the group's other ranks.
+    pub propagate_error: bool,
+    /// `TORCH_NCCL_DESYNC_DEBUG`: a timeout reports where every rank stopped.
+    pub desync_debug: bool,
+    /// `TORCH_NCCL_AVOID_RECORD_STREAMS` (R18, R19): stash (1) or recordStream (0); the
+    /// profile decides when unset.
+    pub avoid_record_streams: Option<bool>,
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (R20).
+    pub expandable_segments: bool,
     /// Every variable as written, for reports.
     pub raw: BTreeMap<String, String>,
 }
 
 impl Env {
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 7] = [
+    pub const KNOWN: [(&'static str, &'static str); 16] = [
+        (
+            "TORCH_NCCL_AVOID_RECORD_STREAMS",
+            "0 or 1: Works stash their tensors (1) or the allocator waits on recordStream events (0) (R18, R19)",
+        ),
+        (
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "\"expandable_segments:True\" or \"expandable_segments:False\" (R20)",
+        ),
         (
             "TORCH_NCCL_BLOCKING_WAIT",
             "0 or 1: wait() polls completion on the host (R15)",
@@ -201,7 +228,80 @@ impl Env {
         ),
         ("NCCL_MIN_CTAS", "1..64: fewest channels of an NCCL kernel (R22)"),
         ("NCCL_MAX_CTAS", "1..64: most channels of an NCCL kernel (R22)"),
+        (
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+            "0 NoHandling, 1 TearDown, 2 CleanUpOnly, 3 SkipCleanUp (default): after a timeout or error (R27)",
+        ),
+        (
+            "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC",
+            "ms, default 15000: the watchdog waits 4x this for dumps (R27)",
+        ),
+        (
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+            "s, default 480: a stuck watchdog is killed after this (R28)",
+        ),
+        (
+            "TORCH_NCCL_ENABLE_MONITORING",
+            "0 or 1 (default 1): the heartbeat monitor runs (R28)",
+        ),
+        (
+            "TORCH_NCCL_COORD_CHECK_MILSEC",
+            "ms, default 1000: the monitor polls the store's dump signal (R27)",
+        ),
+        (
+            "TORCH_NCCL_PROPAGATE_ERROR",
+            "0 or 1: an error is signalled to the group's other ranks through the store (R27)",
+        ),
+        (
+            "TORCH_NCCL_DESYNC_DEBUG",
+            "0 or 1: a timeout reports every rank's last enqueued and completed SeqNum",
+        ),
     ];
+}
+
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING` (R27): two switches, clean up (abort the communicators)
+/// and tear down (raise, so the process exits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ErrorHandling {
+    /// 0: nothing; the watchdog only logs.
+    NoHandling,
+    /// 1: abort the communicators, then the process exits.
+    TearDown,
+    /// 2: abort the communicators; the process stays alive.
+    CleanUpOnly,
+    /// 3 (default): the process exits without aborting (an abort could hang too).
+    SkipCleanUp,
+}
+
+impl ErrorHandling {
+    pub fn from_number(number: i64) -> Option<ErrorHandling> {
+        Some(match number {
+            0 => ErrorHandling::NoHandling,
+            1 => ErrorHandling::TearDown,
+            2 => ErrorHandling::CleanUpOnly,
+            3 => ErrorHandling::SkipCleanUp,
+            _ => return None,
+        })
+    }
+
+    /// PyTorch's `SHOULD_CLEAN_UP`: abort the communicators.
+    pub fn cleans_up(self) -> bool {
+        matches!(self, ErrorHandling::TearDown | ErrorHandling::CleanUpOnly)
+    }
+
+    /// PyTorch's `SHOULD_TEAR_DOWN`: rethrow, so the process exits.
+    pub fn tears_down(self) -> bool {
+        matches!(self, ErrorHandling::TearDown | ErrorHandling::SkipCleanUp)
+    }
+
+    pub fn number(self) -> u8 {
+        match self {
+            ErrorHandling::NoHandling => 0,
+            ErrorHandling::TearDown => 1,
+            ErrorHandling::CleanUpOnly => 2,
+            ErrorHandling::SkipCleanUp => 3,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -243,6 +343,40 @@ pub struct Tensor {
     pub name: String,
     pub size_bytes: u64,
     pub dtype: DType,
+    /// Allocated and freed by the program (`alloc`/`free`); otherwise it lives for the whole
+    /// run, allocated before the program starts.
+    pub dynamic: bool,
+}
+
+/// How the Work keeps a collective's tensors alive (semantics.md R18, R19).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifetime {
+    /// 2.12 default: the Work holds its tensors until `wait()`, or until the next collective
+    /// when never waited (R18).
+    Stash,
+    /// ≤ 2.5 default: a freed block returns to the pool once an event recorded on the NCCL
+    /// stream has passed, checked at later allocations (R19).
+    RecordStream,
+    /// Neither: `del t` returns the block at once (what R21 warns against).
+    None,
+}
+
+/// The CUDA caching allocator of each rank (R17, R20).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Memory {
+    /// Bytes the allocator may reserve (device memory × `set_per_process_memory_fraction`).
+    pub capacity_bytes: u64,
+    pub lifetime: Lifetime,
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: cached memory is returned without a
+    /// device-wide synchronisation (R20).
+    pub expandable_segments: bool,
+    /// Host time of an allocation served from the cache.
+    pub alloc_ns: u64,
+    /// Host time of a `cudaMalloc` for a new segment.
+    pub malloc_ns: u64,
+    /// Host time of each `cudaFree` when cached blocks are released (R20).
+    pub free_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -268,6 +402,9 @@ pub struct Group {
     pub eager_init: bool,
     /// The group's internal stream is high priority (R9).
     pub high_priority: bool,
+    /// `init_process_group(timeout=…)`: a Work's timeout from its enqueue (R26), and the store
+    /// timeout of the communicator rendezvous (R29).
+    pub timeout_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -360,6 +497,11 @@ pub enum OpKind {
     HostSleep { duration_ns: u64 },
     /// A host timestamp plus a CUDA event on the op's stream.
     Mark { mark: MarkId },
+    /// `t = torch.empty(...)` on the op's stream: a block from the caching allocator (R17).
+    Alloc { tensor: TensorId },
+    /// `del t`: the block goes back to the allocator, or waits for the Work's stash or a
+    /// recordStream event first (R18, R19).
+    Free { tensor: TensorId },
 }
 
 impl OpKind {
@@ -382,6 +524,8 @@ impl OpKind {
             OpKind::GpuSleep { .. } => "gpu_sleep",
             OpKind::HostSleep { .. } => "host_sleep",
             OpKind::Mark { .. } => "mark",
+            OpKind::Alloc { .. } => "alloc",
+            OpKind::Free { .. } => "free",
         }
     }
 }
@@ -417,6 +561,49 @@ impl Op {
             None => format!("{}#{}", self.kind.key(), self.index),
         }
     }
+}
+
+/// What a `[[fault]]` does to its ranks at its op and iteration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FaultKind {
+    /// The rank never issues the collective (a hang, or a desync at the next one).
+    Skip,
+    /// The rank issues a different collective or size: NCCL hangs or corrupts; the model
+    /// reports it and hangs.
+    Mismatch {
+        collective: CollectiveKind,
+        size_bytes: u64,
+    },
+    /// The process dies before the op: its host stops, its kernels vanish.
+    Die,
+    /// An NCCL async error (network failure) on the op's communicator `after_ns` after the
+    /// collective's enqueue; the collective never completes on that rank.
+    AsyncError { after_ns: u64 },
+    /// The watchdog thread hangs (in `cudaEventQuery`) at its first poll after the
+    /// collective's enqueue; only the heartbeat monitor can act (R28).
+    WatchdogStuck,
+}
+
+impl FaultKind {
+    pub fn key(&self) -> &'static str {
+        match self {
+            FaultKind::Skip => "skip",
+            FaultKind::Mismatch { .. } => "mismatch",
+            FaultKind::Die => "die",
+            FaultKind::AsyncError { .. } => "async_error",
+            FaultKind::WatchdogStuck => "watchdog_stuck",
+        }
+    }
+}
+
+/// A `[[fault]]`: something that goes wrong on some ranks at one op of one iteration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fault {
+    pub ranks: Vec<u32>,
+    pub op: usize,
+    pub iteration: u32,
+    pub kind: FaultKind,
 }
 
 /// A per-rank delay before a labelled op (a straggler).
@@ -475,6 +662,7 @@ pub struct Scenario {
     pub network: Network,
     pub host: HostCosts,
     pub env: Env,
+    pub memory: Memory,
     pub tensors: Vec<Tensor>,
     pub streams: Vec<StreamDecl>,
     pub groups: Vec<Group>,
@@ -483,6 +671,7 @@ pub struct Scenario {
     pub marks: Vec<String>,
     pub ops: Vec<Op>,
     pub perturbations: Vec<Perturbation>,
+    pub faults: Vec<Fault>,
     pub measures: Vec<Measure>,
     pub overlaps: Vec<OverlapSpec>,
 }

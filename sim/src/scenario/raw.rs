@@ -22,10 +22,12 @@ pub struct RawScenario {
     pub network: Option<RawNetwork>,
     pub host: Option<RawHost>,
     pub env: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+    pub memory: Option<RawMemory>,
     pub tensors: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
     pub streams: Option<BTreeMap<Spanned<String>, RawStream>>,
     pub groups: Option<BTreeMap<Spanned<String>, Spanned<RawGroup>>>,
     pub perturb: Option<Vec<Spanned<RawPerturb>>>,
+    pub fault: Option<Vec<Spanned<RawFault>>>,
     pub op: Option<Vec<Spanned<RawOp>>>,
     pub measure: Option<Vec<Spanned<RawMeasure>>>,
     pub overlap: Option<Vec<Spanned<RawOverlap>>>,
@@ -77,6 +79,18 @@ pub struct RawHost {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawMemory {
+    pub capacity_gib: Option<Spanned<f64>>,
+    pub fraction: Option<Spanned<f64>>,
+    pub lifetime: Option<Spanned<String>>,
+    pub expandable_segments: Option<bool>,
+    pub alloc_us: Option<Spanned<f64>>,
+    pub malloc_us: Option<Spanned<f64>>,
+    pub free_us: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawStream {
     pub priority: Option<Spanned<String>>,
 }
@@ -87,6 +101,7 @@ pub struct RawGroup {
     pub ranks: Option<Spanned<Vec<i64>>>,
     pub eager_init: Option<bool>,
     pub high_priority: Option<bool>,
+    pub timeout_s: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -97,6 +112,22 @@ pub struct RawPerturb {
     pub host_delay_us: Option<Spanned<toml::Value>>,
     pub gpu_delay_us: Option<Spanned<toml::Value>>,
     pub iterations: Option<Spanned<Vec<i64>>>,
+}
+
+/// One `[[fault]]`: what goes wrong on which ranks, at which labelled op and iteration.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFault {
+    pub ranks: Spanned<Vec<i64>>,
+    pub at: Spanned<String>,
+    pub iteration: Option<Spanned<i64>>,
+    pub kind: Spanned<String>,
+    /// `mismatch`: the collective the rank issues instead.
+    pub collective: Option<Spanned<String>>,
+    /// `mismatch`: the size the rank issues instead.
+    pub size: Option<Spanned<toml::Value>>,
+    /// `async_error`: delay from the collective's enqueue to the error.
+    pub after_us: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,12 +167,16 @@ pub struct RawOp {
     pub gpu_sleep_us: Option<Spanned<f64>>,
     pub host_sleep_us: Option<Spanned<f64>>,
     pub mark: Option<Spanned<String>>,
+    pub alloc: Option<Spanned<String>>,
+    pub free: Option<Spanned<String>>,
+    pub functional_all_reduce: Option<Spanned<String>>,
     // modifiers
     pub async_op: Option<Spanned<bool>>,
     pub work: Option<Spanned<String>>,
     pub group: Option<Spanned<String>>,
     pub dtype: Option<Spanned<String>>,
     pub timeout_ms: Option<Spanned<f64>>,
+    pub result: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,1042 @@
+//! Faults, the watchdog and what follows a timeout (R15, R26–R29), as hooks of the engine.
+//!
+//! - **Watchdog (R26)**: one thread per process group and rank, polling every 100 ms from its
+//!   start: async error, then timeout (host clock since the Work's *enqueue*), then completion.
+//!   It is not ticked: a Work's timeout can only be seen at the first tick at or after
+//!   `enqueue + timeout`, and only if the Work was not complete at the tick before. Works of a
+//!   group share one timeout, so the oldest pending Work decides first; one `Check` event per
+//!   group and rank waits at its deadline tick and is dropped there if the Work finished in
+//!   time. A run where nothing goes wrong pays one event per group and rank.
+//! - **Error handling (R27)**: log, desync report (`TORCH_NCCL_DESYNC_DEBUG`), dump signal
+//!   through the store (every rank's heartbeat monitor dumps at its next poll), sleep
+//!   4 × `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`, then `TORCH_NCCL_ASYNC_ERROR_HANDLING`:
+//!   0 nothing, 1 abort then exit, 2 abort and stay alive, 3 exit without abort.
+//!   `TORCH_NCCL_PROPAGATE_ERROR` hands the error to the group's other ranks at their next tick.
+//! - **Heartbeat monitor (R28)**: reads the watchdog's heartbeat every
+//!   `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC` from its start; unchanged since the last read ⇒ dump and
+//!   abort the process. Only a stalled heartbeat (a stuck watchdog, or a dump wait longer than
+//!   the heartbeat timeout) schedules a check.
+//! - **Store rendezvous (R29)**: a rank waiting for the NCCL unique id of a lazily created
+//!   communicator raises when the group's timeout passes before the root published it.
+//! - **Faults** (`[[fault]]`): skip, mismatch, die, async error, stuck watchdog. A process that
+//!   ends (fault, exit, abort) is `Blocked::Dead`: its host stops and its pending GPU work never
+//!   runs; collectives it had joined can never complete.
+
+use super::*;
+use crate::scenario::{ErrorHandling, FaultKind};
+use std::collections::HashSet;
+
+/// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
+const WATCHDOG_POLL_NS: u64 = 100_000_000;
+
+/// A step of the watchdog, the heartbeat monitor or the store rendezvous, for one rank and
+/// group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum WatchdogStep {
+    /// The deadline tick of the oldest pending Work (R26).
+    Check,
+    /// The first tick that sees an async error on the communicator (R26).
+    AsyncError,
+    /// The first tick after another rank propagated its error (R27).
+    RemoteError { from_rank: u32 },
+    /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
+    DumpSeen,
+    /// The watchdog's sleep for the dumps is over: act on the error-handling mode (R27).
+    DumpWaitOver,
+    /// The heartbeat monitor's read that finds the heartbeat unchanged (R28).
+    HeartbeatCheck,
+    /// `store.get` of the unique id passes the store timeout (R29).
+    StoreTimeout,
+}
+
+/// A pending Work in a watchdog's list.
+#[derive(Debug, Clone, Copy)]
+struct PendingWork {
+    enqueue_ns: u64,
+    collective: u32,
+}
+
+#[derive(Debug, Default)]
+struct WatchdogState {
+    pending: VecDeque<PendingWork>,
+    /// The `Check` event scheduled, if any.
+    check_at_ns: Option<u64>,
+    /// Ticks fall on `tick_origin_ns + k·100 ms` (the grid moves after a dump wait).
+    tick_origin_ns: u64,
+    /// Handling an error: asleep for the dumps, or done with this communicator.
+    handling: bool,
+    /// The tick at which the watchdog hung (a `watchdog_stuck` fault).
+    stuck_at_ns: Option<u64>,
+    /// The communicators were aborted (modes 1 and 2).
+    aborted: bool,
+}
+
+/// The engine's record of faults and of the watchdog threads.
+pub(super) struct Failures {
+    /// Watchdog threads exist: not under `TORCH_NCCL_BLOCKING_WAIT` (R15).
+    watchdog_enabled: bool,
+    groups: usize,
+    /// Per rank × group.
+    watchdogs: Vec<WatchdogState>,
+    records: Vec<WatchdogRecord>,
+    /// Per op: indices of the faults at it.
+    faults_by_op: Vec<Vec<usize>>,
+    /// Per rank: the fault that applies to the collective being issued.
+    armed: Vec<Option<FaultKind>>,
+    /// Some process ended.
+    any_dead: bool,
+    /// Rendezvous that can never complete (a member died or aborted, a network error, a
+    /// mismatch).
+    poisoned: HashSet<u32>,
+    /// Per (group, SeqNum): what the first caller issued, when calls may disagree.
+    signatures: Option<HashMap<(GroupId, u64), Signature>>,
+    /// (group, SeqNum) at which calls disagreed.
+    mismatched: HashSet<(GroupId, u64)>,
+    /// Per rank: its Flight Recorder was dumped.
+    dumped: Vec<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Signature {
+    collective: CollectiveKind,
+    size_bytes: u64,
+    rank: u32,
+    op: usize,
+}
+
+impl Failures {
+    pub(super) fn new(scenario: &Scenario) -> Failures {
+        let ranks = scenario.cluster.ranks as usize;
+        let groups = scenario.groups.len();
+        let mut faults_by_op = vec![Vec::new(); scenario.ops.len()];
+        for (index, fault) in scenario.faults.iter().enumerate() {
+            faults_by_op[fault.op].push(index);
+        }
+        // Calls at one SeqNum can only disagree where some rank issues another op than its
+        // peers: faults, or ops restricted to some ranks.
+        let calls_may_disagree = !scenario.faults.is_empty()
+            || scenario.ops.iter().any(|op| {
+                op.ranks.is_some()
+                    && matches!(op.kind, OpKind::Collective { .. } | OpKind::Barrier { .. })
+            });
+        Failures {
+            watchdog_enabled: !scenario.env.blocking_wait,
+            groups,
+            watchdogs: (0..ranks * groups)
+                .map(|_| WatchdogState::default())
+                .collect(),
+            records: Vec::new(),
+            faults_by_op,
+            armed: vec![None; ranks],
+            any_dead: false,
+            poisoned: HashSet::new(),
+            signatures: calls_may_disagree.then(HashMap::new),
+            mismatched: HashSet::new(),
+            dumped: vec![false; ranks],
+        }
+    }
+
+    /// The records, in time order.
+    pub(super) fn into_records(mut self) -> Vec<WatchdogRecord> {
+        self.records.sort_by_key(|r| (r.at_ns, r.rank));
+        self.records
+    }
+
+    /// Whether a rendezvous can never complete.
+    pub(super) fn poisoned(&self, rendezvous: u32) -> bool {
+        !self.poisoned.is_empty() && self.poisoned.contains(&rendezvous)
+    }
+}
+
+/// What the host does at an op with a fault.
+pub(super) enum FaultEffect {
+    /// Run the op (possibly altered: the fault is armed for the collective).
+    Run,
+    /// Go to the next op.
+    Skip,
+    /// The process is gone.
+    Stop,
+}
+
+/// The first tick at or after `at_ns` of a poller started at `origin_ns`.
+fn next_tick_ns(origin_ns: u64, period_ns: u64, at_ns: u64) -> u64 {
+    next_poll_ns(origin_ns, period_ns, at_ns)
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+impl Engine<'_> {
+    fn watchdog_index(&self, rank: u32, group: GroupId) -> usize {
+        rank as usize * self.failures.groups + group
+    }
+
+    pub(super) fn is_dead(&self, rank: u32) -> bool {
+        self.failures.any_dead && matches!(self.ranks[rank as usize].blocked, Blocked::Dead)
+    }
+
+    fn note(
+        &mut self,
+        rank: u32,
+        group: Option<GroupId>,
+        thread: ThreadKind,
+        event: WatchdogEvent,
+        at_ns: u64,
+        message: String,
+    ) {
+        self.failures.records.push(WatchdogRecord {
+            rank,
+            group: group.map(|g| g as u16),
+            thread,
+            event,
+            at_ns,
+            message,
+        });
+    }
+
+    fn find(&mut self, kind: FindingKind, rank: u32, op: Option<usize>, message: String) {
+        let iteration = self.ranks[rank as usize].iteration;
+        self.findings.push(Finding {
+            kind,
+            rank: Some(rank),
+            iteration: Some(iteration),
+            op: op.map(|o| o as OpRef),
+            stream: None,
+            message,
+        });
+    }
+
+    // ------------------------------------------------------------ events the engine skips
+
+    /// Events that change nothing: those of a dead process, and watchdog steps whose reason
+    /// went away (the Work finished in time, the root published the id). Dropped before the
+    /// time cap is checked, so a 10-minute watchdog deadline left over by a run that ended in
+    /// milliseconds costs nothing.
+    pub(super) fn ignored(&mut self, at_ns: u64, event: Event) -> bool {
+        let rank = match event {
+            Event::Advance { rank, .. }
+            | Event::KernelEnd { rank, .. }
+            | Event::SmTransfer { rank }
+            | Event::HostResume { rank, .. }
+            | Event::WaitTimeout { rank, .. }
+            | Event::Watchdog { rank, .. } => rank,
+        };
+        if self.is_dead(rank) {
+            return true;
+        }
+        let Event::Watchdog { group, step, .. } = event else {
+            return false;
+        };
+        let group = group as GroupId;
+        match step {
+            WatchdogStep::Check => !self.timeout_due(rank, group, at_ns),
+            WatchdogStep::StoreTimeout => {
+                let root = self.scenario.groups[group].ranks[0];
+                !matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
+                    || self.comm_init[group].iter().any(|&(r, _)| r == root)
+            }
+            WatchdogStep::AsyncError | WatchdogStep::RemoteError { .. } => {
+                let watchdog = &self.failures.watchdogs[self.watchdog_index(rank, group)];
+                watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
+            }
+            WatchdogStep::DumpSeen => self.failures.dumped[rank as usize],
+            WatchdogStep::DumpWaitOver | WatchdogStep::HeartbeatCheck => false,
+        }
+    }
+
+    /// At a `Check` event: drops Works that completed before their deadline tick; true when
+    /// the oldest pending Work times out now, else reschedules for the next one.
+    fn timeout_due(&mut self, rank: u32, group: GroupId, at_ns: u64) -> bool {
+        let index = self.watchdog_index(rank, group);
+        let watchdog = &mut self.failures.watchdogs[index];
+        if watchdog.check_at_ns == Some(at_ns) {
+            watchdog.check_at_ns = None;
+        }
+        if watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns) {
+            return false;
+        }
+        self.prune_finished(rank, group);
+        let Some(deadline_ns) = self.head_deadline_ns(rank, group) else {
+            return false;
+        };
+        if deadline_ns > at_ns {
+            self.schedule_check(rank, group, deadline_ns);
+            return false;
+        }
+        true
+    }
+
+    fn head_deadline_ns(&self, rank: u32, group: GroupId) -> Option<u64> {
+        let watchdog = &self.failures.watchdogs[self.watchdog_index(rank, group)];
+        let head = watchdog.pending.front()?;
+        let timeout_ns = self.scenario.groups[group].timeout_ns;
+        Some(next_tick_ns(
+            watchdog.tick_origin_ns,
+            WATCHDOG_POLL_NS,
+            head.enqueue_ns + timeout_ns,
+        ))
+    }
+
+    /// Drops pending Works that a tick saw complete before their deadline tick (the watchdog
+    /// checks timeout before completion, so a Work seen complete only at its deadline tick
+    /// still times out, R26).
+    fn prune_finished(&mut self, rank: u32, group: GroupId) {
+        let index = self.watchdog_index(rank, group);
+        while let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
+            let watchdog = &self.failures.watchdogs[index];
+            let head = watchdog.pending[0];
+            let state = &self.ranks[rank as usize];
+            let end = state.scratch.collective_end[head.collective as usize];
+            let fired_ns = state.fired_ns[end as usize];
+            if fired_ns == NEVER
+                || next_tick_ns(watchdog.tick_origin_ns, WATCHDOG_POLL_NS, fired_ns) >= deadline_ns
+            {
+                return;
+            }
+            self.failures.watchdogs[index].pending.pop_front();
+        }
+    }
+
+    fn schedule_check(&mut self, rank: u32, group: GroupId, at_ns: u64) {
+        let index = self.watchdog_index(rank, group);
+        let watchdog = &mut self.failures.watchdogs[index];
+        if watchdog.check_at_ns.is_some_and(|t| t <= at_ns) {
+            return;
+        }
+        watchdog.check_at_ns = Some(at_ns);
+        self.schedule_step(rank, group, WatchdogStep::Check, at_ns);
+    }
+
+    fn schedule_step(&mut self, rank: u32, group: GroupId, step: WatchdogStep, at_ns: u64) {
+        self.schedule(
+            at_ns.max(self.now_ns),
+            Event::Watchdog {
+                rank,
+                group: group as u16,
+                step,
+            },
+        );
+    }
+
+    // ------------------------------------------------------------ hooks on the host side
+
+    /// Before the host runs `op_index`: applies a fault of this rank, op and iteration.
+    pub(super) fn apply_fault(&mut self, rank: u32, op_index: usize) -> FaultEffect {
+        if self.failures.faults_by_op[op_index].is_empty() {
+            return FaultEffect::Run;
+        }
+        let scenario = self.scenario;
+        let iteration = self.ranks[rank as usize].iteration;
+        let Some(fault) = self.failures.faults_by_op[op_index]
+            .iter()
+            .map(|&index| &scenario.faults[index])
+            .find(|f| f.iteration == iteration && f.ranks.binary_search(&rank).is_ok())
+        else {
+            return FaultEffect::Run;
+        };
+        let now_ns = self.ranks[rank as usize].host_ns;
+        let op = &scenario.ops[op_index];
+        let where_ = format!(
+            "{} (line {}, iteration {iteration})",
+            op.display_name(),
+            op.line
+        );
+        let message = match &fault.kind {
+            FaultKind::Skip => format!("[Rank {rank}] fault: skips {where_}"),
+            FaultKind::Die => format!("[Rank {rank}] fault: the process dies before {where_}"),
+            FaultKind::Mismatch {
+                collective,
+                size_bytes,
+            } => format!(
+                "[Rank {rank}] fault: issues {} of {} at {where_}",
+                collective.op_type(),
+                crate::units::format_size(*size_bytes)
+            ),
+            FaultKind::AsyncError { after_ns } => format!(
+                "[Rank {rank}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
+                seconds(*after_ns)
+            ),
+            FaultKind::WatchdogStuck => format!(
+                "[Rank {rank}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
+            ),
+        };
+        self.note(
+            rank,
+            None,
+            ThreadKind::Main,
+            WatchdogEvent::Fault,
+            now_ns,
+            message,
+        );
+        match fault.kind {
+            FaultKind::Skip => FaultEffect::Skip,
+            FaultKind::Die => {
+                self.note(
+                    rank,
+                    None,
+                    ThreadKind::Main,
+                    WatchdogEvent::Exit,
+                    now_ns,
+                    format!("[Rank {rank}] process exited (fault); its GPU work vanishes"),
+                );
+                self.kill(rank);
+                FaultEffect::Stop
+            }
+            _ => {
+                self.failures.armed[rank as usize] = Some(fault.kind.clone());
+                FaultEffect::Run
+            }
+        }
+    }
+
+    /// The collective and size a rank issues at `op_index`: a mismatch fault changes them.
+    pub(super) fn issued_collective(
+        &self,
+        rank: u32,
+        collective: CollectiveKind,
+        size_bytes: u64,
+    ) -> (CollectiveKind, u64) {
+        match self.failures.armed[rank as usize] {
+            Some(FaultKind::Mismatch {
+                collective,
+                size_bytes,
+            }) => (collective, size_bytes),
+            _ => (collective, size_bytes),
+        }
+    }
+
+    /// A collective was enqueued (R10e): checks that the group's ranks agree on it, hands it
+    /// to the watchdog (R26), and applies an armed fault.
+    pub(super) fn collective_enqueued(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        collective_index: u32,
+        rendezvous: u32,
+        (collective, size_bytes): (CollectiveKind, u64),
+    ) {
+        let armed = self.failures.armed[rank as usize].take();
+        let state = &self.ranks[rank as usize];
+        let record = &state.timeline.collectives[collective_index as usize];
+        let seq = record.seq;
+        let op = record.op as usize;
+        let enqueue_ns = state.timeline.kernels
+            [state.scratch.collective_kernel[collective_index as usize] as usize]
+            .enqueue_ns;
+        self.check_signature(rank, group, seq, op, rendezvous, (collective, size_bytes));
+        if !self.failures.watchdog_enabled {
+            return;
+        }
+        self.prune_finished(rank, group);
+        let index = self.watchdog_index(rank, group);
+        let watchdog = &mut self.failures.watchdogs[index];
+        watchdog.pending.push_back(PendingWork {
+            enqueue_ns,
+            collective: collective_index,
+        });
+        let origin_ns = watchdog.tick_origin_ns;
+        let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
+        match armed {
+            Some(FaultKind::AsyncError { after_ns }) => {
+                // The network under this collective fails: it never completes, and the
+                // communicator reports the error from then on.
+                self.failures.poisoned.insert(rendezvous);
+                let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns + after_ns);
+                self.schedule_step(rank, group, WatchdogStep::AsyncError, seen_ns);
+            }
+            Some(FaultKind::WatchdogStuck) => {
+                let stuck_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns);
+                self.failures.watchdogs[index].stuck_at_ns = Some(stuck_ns);
+                self.note(
+                    rank,
+                    Some(group),
+                    ThreadKind::Watchdog,
+                    WatchdogEvent::Fault,
+                    stuck_ns,
+                    format!("[Rank {rank}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
+                );
+                self.heartbeat_stalls(rank, group, stuck_ns, NEVER);
+            }
+            _ => {}
+        }
+        if idle {
+            if let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
+                self.schedule_check(rank, group, deadline_ns);
+            }
+        }
+    }
+
+    /// Calls at one SeqNum must issue the same collective and size (R16); a disagreement is
+    /// reported once and the collective never completes (NCCL hangs or corrupts).
+    fn check_signature(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        seq: u64,
+        op: usize,
+        rendezvous: u32,
+        (collective, size_bytes): (CollectiveKind, u64),
+    ) {
+        let Some(signatures) = &mut self.failures.signatures else {
+            return;
+        };
+        let issued = Signature {
+            collective,
+            size_bytes,
+            rank,
+            op,
+        };
+        let first = *signatures.entry((group, seq)).or_insert(issued);
+        if (first.collective, first.size_bytes) == (collective, size_bytes)
+            || !self.failures.mismatched.insert((group, seq))
+        {
+            return;
+        }
+        self.failures.poisoned.insert(rendezvous);
+        let describe = |s: &Signature| {
+            format!(
+                "rank {} issued {} of {} ({}, line {})",
+                s.rank,
+                s.collective.op_type(),
+                crate::units::format_size(s.size_bytes),
+                self.scenario.ops[s.op].display_name(),
+                self.scenario.ops[s.op].line
+            )
+        };
+        let message = format!(
+            "ranks disagree on collective SeqNum={seq} of group {}: {}, {}; NCCL would hang or corrupt data, the model hangs it (R16)",
+            self.scenario.groups[group].name,
+            describe(&first),
+            describe(&issued)
+        );
+        self.find(FindingKind::Mismatch, rank, Some(op), message);
+    }
+
+    /// R29: a non-root rank waits in `store.get` for the unique id of a lazily created
+    /// communicator; it raises after the group's timeout unless the root publishes it.
+    pub(super) fn store_get(&mut self, rank: u32, group: GroupId) {
+        let root = self.scenario.groups[group].ranks[0];
+        if rank == root || self.comm_init[group].iter().any(|&(r, _)| r == root) {
+            return;
+        }
+        let at_ns = self.ranks[rank as usize].host_ns + self.scenario.groups[group].timeout_ns;
+        self.schedule_step(rank, group, WatchdogStep::StoreTimeout, at_ns);
+    }
+
+    /// The timeout of a polling `wait()`: its own, or under blocking wait the group's (R15).
+    pub(super) fn wait_timeout_ns(
+        &self,
+        rank: u32,
+        collective: u32,
+        own: Option<u64>,
+    ) -> Option<u64> {
+        if own.is_some() || !self.scenario.env.blocking_wait {
+            return own;
+        }
+        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
+        Some(self.scenario.groups[group as usize].timeout_ns)
+    }
+
+    /// When the Work of a collective record was enqueued (its kernel's launch).
+    pub(super) fn enqueue_ns(&self, rank: u32, collective: u32) -> u64 {
+        let state = &self.ranks[rank as usize];
+        state.timeline.kernels[state.scratch.collective_kernel[collective as usize] as usize]
+            .enqueue_ns
+    }
+
+    /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints it.
+    pub(super) fn work_text(&self, rank: u32, collective: u32, timeout_ns: u64) -> String {
+        let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
+        let op = &self.scenario.ops[record.op as usize];
+        let (op_type, element_bytes) = match op.kind {
+            OpKind::Collective {
+                collective, tensor, ..
+            } => (
+                collective.op_type(),
+                self.scenario.tensors[tensor].dtype.size_bytes(),
+            ),
+            _ => ("BARRIER", 1),
+        };
+        let numel = record.bytes / element_bytes;
+        let members = self.scenario.groups[record.group as usize].ranks.len() as u64;
+        let (numel_in, numel_out) = match op_type {
+            "_ALLGATHER_BASE" => (numel / members, numel),
+            "_REDUCE_SCATTER_BASE" => (numel, numel / members),
+            _ => (numel, numel),
+        };
+        format!(
+            "WorkNCCL(SeqNum={}, OpType={op_type}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
+            record.seq,
+            ms(timeout_ns)
+        )
+    }
+
+    /// A polling `wait()` raised (R15): under blocking wait the main thread aborts the
+    /// communicator and the exception ends the process.
+    pub(super) fn wait_raised(&mut self, rank: u32, collective: u32, timeout_ns: u64) {
+        let now_ns = self.now_ns;
+        let work = self.work_text(rank, collective, timeout_ns);
+        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
+        self.note(
+            rank,
+            Some(group as GroupId),
+            ThreadKind::Main,
+            WatchdogEvent::WaitTimeout,
+            now_ns,
+            format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread."),
+        );
+        self.note(
+            rank,
+            Some(group as GroupId),
+            ThreadKind::Main,
+            WatchdogEvent::Exit,
+            now_ns,
+            format!("[Rank {rank}] process exited: the exception was not caught"),
+        );
+        self.kill(rank);
+    }
+
+    // ------------------------------------------------------------ the watchdog's steps
+
+    pub(super) fn watchdog_step(&mut self, rank: u32, group: u16, step: WatchdogStep) {
+        let group = group as GroupId;
+        match step {
+            WatchdogStep::Check => {
+                let head = self.failures.watchdogs[self.watchdog_index(rank, group)].pending[0];
+                self.watchdog_caught(rank, group, Caught::Timeout(head));
+            }
+            WatchdogStep::AsyncError => {
+                let index = self.watchdog_index(rank, group);
+                let collective = self.failures.watchdogs[index]
+                    .pending
+                    .back()
+                    .map_or(0, |w| w.collective);
+                self.watchdog_caught(rank, group, Caught::AsyncError(collective));
+            }
+            WatchdogStep::RemoteError { from_rank } => {
+                self.watchdog_caught(rank, group, Caught::Remote(from_rank))
+            }
+            WatchdogStep::DumpSeen => {
+                self.failures.dumped[rank as usize] = true;
+                let now_ns = self.now_ns;
+                self.note(
+                    rank,
+                    Some(group),
+                    ThreadKind::HeartbeatMonitor,
+                    WatchdogEvent::Dump,
+                    now_ns,
+                    format!("[Rank {rank}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
+                );
+            }
+            WatchdogStep::DumpWaitOver => self.handle_error(rank, group),
+            WatchdogStep::HeartbeatCheck => self.heartbeat_abort(rank, group),
+            WatchdogStep::StoreTimeout => self.store_timed_out(rank, group),
+        }
+    }
+
+    fn watchdog_caught(&mut self, rank: u32, group: GroupId, caught: Caught) {
+        let now_ns = self.now_ns;
+        let env = &self.scenario.env;
+        let index = self.watchdog_index(rank, group);
+        self.failures.watchdogs[index].handling = true;
+        let timeout_ns = self.scenario.groups[group].timeout_ns;
+        let (event, kind, op, message) = match caught {
+            Caught::Timeout(work) => {
+                let ran_ms = ms(now_ns - work.enqueue_ns);
+                let op = self.ranks[rank as usize].timeline.collectives[work.collective as usize].op;
+                (
+                    WatchdogEvent::Timeout,
+                    FindingKind::WatchdogTimeout,
+                    Some(op as usize),
+                    format!(
+                        "[Rank {rank}] Watchdog caught collective operation timeout: {} ran for {ran_ms} milliseconds before timing out.",
+                        self.work_text(rank, work.collective, timeout_ns)
+                    ),
+                )
+            }
+            Caught::AsyncError(collective) => {
+                let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
+                let op = record.op as usize;
+                (
+                    WatchdogEvent::AsyncError,
+                    FindingKind::AsyncError,
+                    Some(op),
+                    format!(
+                        "[Rank {rank}] NCCL communicator of group {} encountered an async error: ncclRemoteError: a call failed possibly due to a network error or a remote process exiting prematurely; failure detected by watchdog at work sequence id: {}",
+                        self.scenario.groups[group].name, record.seq
+                    ),
+                )
+            }
+            Caught::Remote(from_rank) => (
+                WatchdogEvent::RemoteError,
+                FindingKind::AsyncError,
+                None,
+                format!(
+                    "[Rank {rank}] Watchdog found a remote error signalled by rank {from_rank} through the store for group {} (TORCH_NCCL_PROPAGATE_ERROR=1)",
+                    self.scenario.groups[group].name
+                ),
+            ),
+        };
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::Watchdog,
+            event,
+            now_ns,
+            message.clone(),
+        );
+        self.find(kind, rank, op, message);
+        if let (true, Caught::Timeout(work)) = (env.desync_debug, caught) {
+            let report = self.desync_report(rank, group, work.collective);
+            self.note(
+                rank,
+                Some(group),
+                ThreadKind::Watchdog,
+                WatchdogEvent::DesyncReport,
+                now_ns,
+                report,
+            );
+        }
+        if env.propagate_error && !matches!(caught, Caught::Remote(_)) {
+            for &member in &self.scenario.groups[group].ranks {
+                if member == rank || self.is_dead(member) {
+                    continue;
+                }
+                let origin_ns =
+                    self.failures.watchdogs[self.watchdog_index(member, group)].tick_origin_ns;
+                let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, now_ns + 1);
+                self.schedule_step(
+                    member,
+                    group,
+                    WatchdogStep::RemoteError { from_rank: rank },
+                    seen_ns,
+                );
+            }
+        }
+        self.broadcast_dump_signal(rank, group);
+        let wait_ns = 4 * self.scenario.env.wait_timeout_dump_ns;
+        self.schedule_step(rank, group, WatchdogStep::DumpWaitOver, now_ns + wait_ns);
+        // The watchdog sleeps: its heartbeat stalls until the sleep ends.
+        self.heartbeat_stalls(rank, group, now_ns, now_ns + wait_ns);
+    }
+
+    /// R27: the dump signal goes into the store; this rank dumps now, the others when their
+    /// heartbeat monitor next polls the store.
+    fn broadcast_dump_signal(&mut self, rank: u32, group: GroupId) {
+        let now_ns = self.now_ns;
+        let wait_ms = ms(4 * self.scenario.env.wait_timeout_dump_ns);
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::Watchdog,
+            WatchdogEvent::DumpSignal,
+            now_ns,
+            format!("[Rank {rank}] Broadcasting the dump signal to all ranks through the store; the watchdog sleeps {wait_ms} ms (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) for the Flight Recorder dumps"),
+        );
+        if !self.failures.dumped[rank as usize] {
+            self.failures.dumped[rank as usize] = true;
+            self.note(
+                rank,
+                Some(group),
+                ThreadKind::Watchdog,
+                WatchdogEvent::Dump,
+                now_ns,
+                format!("[Rank {rank}] dumping the Flight Recorder"),
+            );
+        }
+        if !self.scenario.env.enable_monitoring {
+            return;
+        }
+        let poll_ns = self.scenario.env.coord_check_ns;
+        let seen_ns = next_tick_ns(0, poll_ns, now_ns + 1);
+        for other in 0..self.ranks.len() as u32 {
+            if other != rank && !self.failures.dumped[other as usize] && !self.is_dead(other) {
+                self.schedule_step(other, 0, WatchdogStep::DumpSeen, seen_ns);
+            }
+        }
+    }
+
+    /// R27: after the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides.
+    fn handle_error(&mut self, rank: u32, group: GroupId) {
+        let now_ns = self.now_ns;
+        let mode = self.scenario.env.async_error_handling;
+        let name = match mode {
+            ErrorHandling::NoHandling => "NoHandling",
+            ErrorHandling::TearDown => "TearDown",
+            ErrorHandling::CleanUpOnly => "CleanUpOnly",
+            ErrorHandling::SkipCleanUp => "SkipCleanUp",
+        };
+        let setting = format!("TORCH_NCCL_ASYNC_ERROR_HANDLING={} ({name})", mode.number());
+        if mode == ErrorHandling::NoHandling {
+            self.note(
+                rank,
+                Some(group),
+                ThreadKind::Watchdog,
+                WatchdogEvent::NoHandling,
+                now_ns,
+                format!("[Rank {rank}] {setting}: the error is left alone; the process and its hung collective stay"),
+            );
+        }
+        if mode.cleans_up() {
+            self.note(
+                rank,
+                Some(group),
+                ThreadKind::Watchdog,
+                WatchdogEvent::Abort,
+                now_ns,
+                format!("[Rank {rank}] {setting}: aborting the communicators of group {} (ncclCommAbort)", self.scenario.groups[group].name),
+            );
+            self.abort_communicators(rank, group);
+        }
+        if mode.tears_down() {
+            self.note(
+                rank,
+                Some(group),
+                ThreadKind::Watchdog,
+                WatchdogEvent::Exit,
+                now_ns,
+                format!("[Rank {rank}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
+            );
+            self.kill(rank);
+            return;
+        }
+        // The process lives on and the watchdog resumes polling; the failed Works are done with.
+        let index = self.watchdog_index(rank, group);
+        let watchdog = &mut self.failures.watchdogs[index];
+        watchdog.handling = false;
+        watchdog.tick_origin_ns = now_ns;
+        watchdog.pending.clear();
+    }
+
+    /// `ncclCommAbort` (R27 modes 1, 2): this rank's spinning kernels of the group end now and
+    /// their collectives can never complete.
+    fn abort_communicators(&mut self, rank: u32, group: GroupId) {
+        let index = self.watchdog_index(rank, group);
+        self.failures.watchdogs[index].aborted = true;
+        let now_ns = self.now_ns;
+        for stream in 0..self.ranks[rank as usize].streams.len() as u16 {
+            let state = &mut self.ranks[rank as usize];
+            let Some(QueuedItem {
+                item:
+                    GpuItem::Collective {
+                        kernel,
+                        rendezvous,
+                        collective,
+                    },
+                ..
+            }) = state.streams[stream as usize].queue.front().copied()
+            else {
+                continue;
+            };
+            let started = state.timeline.kernels[kernel as usize].start_ns != NEVER;
+            if !started || state.timeline.collectives[collective as usize].group as GroupId != group
+            {
+                continue;
+            }
+            self.failures.poisoned.insert(rendezvous);
+            let stream_state = &mut state.streams[stream as usize];
+            stream_state.end_version += 1;
+            let version = stream_state.end_version;
+            self.schedule(
+                now_ns,
+                Event::KernelEnd {
+                    rank,
+                    stream,
+                    version,
+                },
+            );
+        }
+    }
+
+    /// The process ends: its host stops, and the collectives it joined can never complete.
+    pub(super) fn kill(&mut self, rank: u32) {
+        self.failures.any_dead = true;
+        self.ranks[rank as usize].blocked = Blocked::Dead;
+        for (slot, rendezvous) in self.rendezvous.iter().enumerate() {
+            if rendezvous
+                .as_ref()
+                .is_some_and(|r| r.members.iter().any(|&(member, _)| member == rank))
+            {
+                self.failures.poisoned.insert(slot as u32);
+            }
+        }
+    }
+
+    /// Whether nobody waits on a stuck rendezvous any more: every rank that joined it ended
+    /// or aborted its communicator (left out of the deadlock findings).
+    pub(super) fn rendezvous_settled(&self, rendezvous: &Rendezvous) -> bool {
+        let ended = |member: u32| {
+            self.is_dead(member)
+                || self.failures.watchdogs[self.watchdog_index(member, rendezvous.group)].aborted
+        };
+        !self.failures.poisoned.is_empty()
+            && !rendezvous.members.is_empty()
+            && rendezvous.members.iter().all(|&(member, _)| ended(member))
+    }
+
+    /// R28: the watchdog's heartbeat stops moving from its tick at `from_ns` until
+    /// `until_ns` (`NEVER`: it is stuck). The monitor reads it every heartbeat timeout from
+    /// its start and aborts at the first read that finds it unchanged since the last.
+    fn heartbeat_stalls(&mut self, rank: u32, group: GroupId, from_ns: u64, until_ns: u64) {
+        let env = &self.scenario.env;
+        if !env.enable_monitoring {
+            return;
+        }
+        let period_ns = env.heartbeat_timeout_ns;
+        let read_ns = next_tick_ns(0, period_ns, from_ns + period_ns);
+        if read_ns < until_ns {
+            self.schedule_step(rank, group, WatchdogStep::HeartbeatCheck, read_ns);
+        }
+    }
+
+    fn heartbeat_abort(&mut self, rank: u32, group: GroupId) {
+        let now_ns = self.now_ns;
+        let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
+        let message = format!(
+            "[Rank {rank}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives. If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
+        );
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::HeartbeatMonitor,
+            WatchdogEvent::HeartbeatTimeout,
+            now_ns,
+            message.clone(),
+        );
+        self.find(FindingKind::HeartbeatAbort, rank, None, message);
+        if !self.failures.dumped[rank as usize] {
+            self.failures.dumped[rank as usize] = true;
+            self.note(
+                rank,
+                Some(group),
+                ThreadKind::HeartbeatMonitor,
+                WatchdogEvent::Dump,
+                now_ns,
+                format!("[Rank {rank}] dumping the Flight Recorder and the C++ stacks"),
+            );
+        }
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::HeartbeatMonitor,
+            WatchdogEvent::Exit,
+            now_ns,
+            format!("[Rank {rank}] terminateProcess: std::abort()"),
+        );
+        self.kill(rank);
+    }
+
+    fn store_timed_out(&mut self, rank: u32, group: GroupId) {
+        let now_ns = self.now_ns;
+        let timeout_ns = self.scenario.groups[group].timeout_ns;
+        let root = self.scenario.groups[group].ranks[0];
+        let op = self.ranks[rank as usize].blocked_op;
+        let message = format!(
+            "[Rank {rank}] DistStoreError: wait timeout after {} ms for the NCCL unique id of group {} published by rank {root}. This may indicate a possible application crash on rank {root} or a network set up issue (R29)",
+            ms(timeout_ns),
+            self.scenario.groups[group].name
+        );
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::Main,
+            WatchdogEvent::StoreTimeout,
+            now_ns,
+            message.clone(),
+        );
+        self.find(FindingKind::StoreTimeout, rank, Some(op), message);
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::Main,
+            WatchdogEvent::Exit,
+            now_ns,
+            format!("[Rank {rank}] process exited: the exception was not caught"),
+        );
+        self.kill(rank);
+    }
+
+    /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
+    /// at the timed-out Work's SeqNum.
+    fn desync_report(&self, rank: u32, group: GroupId, collective: u32) -> String {
+        let now_ns = self.now_ns;
+        let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
+        let seq = record.seq;
+        let op = &self.scenario.ops[record.op as usize];
+        let op_type = match op.kind {
+            OpKind::Collective { collective, .. } => collective.op_type(),
+            _ => "BARRIER",
+        };
+        let group_name = &self.scenario.groups[group].name;
+        let mut text = format!(
+            "[Rank {rank}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
+            seconds(now_ns)
+        );
+        let mut missing = Vec::new();
+        let mut not_started = Vec::new();
+        for &member in &self.scenario.groups[group].ranks {
+            let state = &self.ranks[member as usize];
+            let enqueued = state.group_seq[group];
+            let mut completed = 0;
+            let mut started = false;
+            for (index, c) in state.timeline.collectives.iter().enumerate() {
+                if c.group as GroupId != group {
+                    continue;
+                }
+                let end = state.scratch.collective_end[index];
+                if state.fired_ns[end as usize] <= now_ns {
+                    completed = completed.max(c.seq);
+                }
+                if c.seq == seq {
+                    let kernel = state.scratch.collective_kernel[index];
+                    started |= state.timeline.kernels[kernel as usize].start_ns <= now_ns;
+                }
+            }
+            let status = if self.is_dead(member) {
+                ", process gone"
+            } else {
+                ""
+            };
+            text.push_str(&format!(
+                "\n  rank {member}: last enqueued {enqueued}, last completed {completed}{status}"
+            ));
+            if enqueued < seq {
+                missing.push(member);
+            } else if !started {
+                not_started.push(member);
+            }
+        }
+        let verdict = if !missing.is_empty() {
+            let who = if missing.len() == 1 {
+                format!("rank {}", missing[0])
+            } else {
+                format!("ranks {}", rank_list(&missing))
+            };
+            format!("{who} never joined collective {seq} ({op_type}, {group_name})")
+        } else if self.failures.mismatched.contains(&(group, seq)) {
+            format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
+        } else if !not_started.is_empty() {
+            format!(
+                "every rank enqueued collective {seq}; ranks {} have not started its kernel: their streams are still busy before it",
+                rank_list(&not_started)
+            )
+        } else {
+            format!("every rank enqueued and started collective {seq}; it never finished")
+        };
+        text.push_str(&format!("\n  verdict: {verdict}"));
+        text
+    }
+}
+
+/// What the watchdog caught.
+#[derive(Debug, Clone, Copy)]
+enum Caught {
+    Timeout(PendingWork),
+    AsyncError(u32),
+    Remote(u32),
+}

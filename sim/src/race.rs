@@ -1,0 +1,261 @@
+//! The stream race detector of one rank (R21): happens-before with vector clocks, as
+//! `torch.cuda._sanitizer` does, extended to the NCCL streams and to allocator reuse.
+//!
+//! Agents are the host thread (index 0) and each stream (1 + stream). Happens-before edges:
+//! host program order; the host issuing an item onto a stream; stream order (R4); an event's
+//! record and a later wait on it (R5: syncStream's input-ready event, `wait()`'s end event,
+//! `wait_event`); host synchronisations on events, streams or the device (R14). Memory is a
+//! block of the caching allocator, not a tensor name, so a block reused by a later tensor while
+//! NCCL still touches it is a race like any other (R17–R19). Two accesses conflict when they
+//! touch the same block, one writes, and neither happens before the other; each conflict is
+//! reported once per pair of ops.
+//!
+//! Everything here follows the order in which the host issues work, which is program order:
+//! the analysis needs no timing, so it finds races that did not happen to overlap in this run.
+//!
+//! ```
+//! use sim::race::{AccessKind, RaceDetector};
+//! let mut detector = RaceDetector::new(2); // host + streams 0 and 1
+//! let write = detector.enqueue(0);         // a kernel on stream 0 writes block 7
+//! assert!(detector.access(write, 7, AccessKind::Write, 1).is_none());
+//! let read = detector.enqueue(1);          // a kernel on stream 1 reads it: no event between
+//! let race = detector.access(read, 7, AccessKind::Read, 2).unwrap();
+//! assert_eq!(race.earlier_site, 1);
+//! ```
+
+use std::collections::{HashMap, HashSet};
+
+/// A vector clock over this rank's agents.
+type Clock = Vec<u32>;
+
+fn join(into: &mut Clock, other: &Clock) {
+    for (mine, theirs) in into.iter_mut().zip(other) {
+        *mine = (*mine).max(*theirs);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    Read,
+    Write,
+}
+
+/// A point on one agent: its agent index, and the vector clock there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    pub agent: usize,
+    clock: Clock,
+}
+
+#[derive(Debug, Clone)]
+struct Access {
+    agent: usize,
+    time: u32,
+    kind: AccessKind,
+    /// Caller's identifier of the access (an op, an iteration).
+    site: u64,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Shadow {
+    last_write: Option<Access>,
+    /// Reads since the last write.
+    reads: Vec<Access>,
+}
+
+/// Two unordered accesses of one block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Race {
+    pub block: u64,
+    pub earlier_agent: usize,
+    pub earlier_kind: AccessKind,
+    pub earlier_site: u64,
+    pub later_agent: usize,
+    pub later_kind: AccessKind,
+    pub later_site: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RaceDetector {
+    host: Clock,
+    streams: Vec<Clock>,
+    /// Clocks of recorded events that a later wait or sync may name.
+    events: HashMap<u32, Clock>,
+    shadows: HashMap<u64, Shadow>,
+    reported: HashSet<(u64, u64)>,
+}
+
+impl RaceDetector {
+    /// A detector for a rank with `streams` streams.
+    pub fn new(streams: usize) -> RaceDetector {
+        let agents = streams + 1;
+        let mut host = vec![0; agents];
+        host[0] = 1;
+        let streams = (1..agents)
+            .map(|agent| {
+                let mut clock = vec![0; agents];
+                clock[agent] = 1;
+                clock
+            })
+            .collect();
+        RaceDetector {
+            host,
+            streams,
+            events: HashMap::new(),
+            shadows: HashMap::new(),
+            reported: HashSet::new(),
+        }
+    }
+
+    /// The host issued the next call.
+    pub fn host_step(&mut self) {
+        self.host[0] += 1;
+    }
+
+    /// The host pushes an item onto `stream`: it follows the stream's previous item and the
+    /// host's calls so far. Returns the item's point.
+    pub fn enqueue(&mut self, stream: u16) -> Point {
+        let agent = usize::from(stream) + 1;
+        let clock = &mut self.streams[usize::from(stream)];
+        join(clock, &self.host);
+        clock[agent] += 1;
+        Point {
+            agent,
+            clock: clock.clone(),
+        }
+    }
+
+    /// An event recorded at `point` (which `enqueue` returned).
+    pub fn record(&mut self, instance: u32, point: &Point) {
+        self.events.insert(instance, point.clock.clone());
+    }
+
+    /// Forgets an event no later wait can name.
+    pub fn forget(&mut self, instance: u32) {
+        self.events.remove(&instance);
+    }
+
+    /// `stream` waits on a recorded event (R5): what happened before the record happens before
+    /// the stream's later items.
+    pub fn stream_waits(&mut self, stream: u16, instance: u32) {
+        if let Some(event) = self.events.get(&instance) {
+            join(&mut self.streams[usize::from(stream)], event);
+        }
+    }
+
+    /// The host waited for a recorded event (R14).
+    pub fn host_waits(&mut self, instance: u32) {
+        if let Some(event) = self.events.get(&instance) {
+            join(&mut self.host, event);
+        }
+    }
+
+    /// An access of `block` at `point`; returns the first race it makes, if any.
+    pub fn access(
+        &mut self,
+        point: Point,
+        block: u64,
+        kind: AccessKind,
+        site: u64,
+    ) -> Option<Race> {
+        let shadow = self.shadows.entry(block).or_default();
+        let ordered = |earlier: &Access| point.clock[earlier.agent] >= earlier.time;
+        let access = Access {
+            agent: point.agent,
+            time: point.clock[point.agent],
+            kind,
+            site,
+        };
+        let mut conflict: Option<Access> = None;
+        if let Some(write) = &shadow.last_write {
+            if !ordered(write) {
+                conflict = Some(write.clone());
+            }
+        }
+        if kind == AccessKind::Write && conflict.is_none() {
+            conflict = shadow.reads.iter().find(|read| !ordered(read)).cloned();
+        }
+        match kind {
+            AccessKind::Write => {
+                shadow.last_write = Some(access.clone());
+                shadow.reads.clear();
+            }
+            AccessKind::Read => {
+                shadow
+                    .reads
+                    .retain(|read| !ordered(read) || read.agent != access.agent);
+                shadow.reads.push(access.clone());
+            }
+        }
+        let earlier = conflict?;
+        if !self.reported.insert((earlier.site, site)) {
+            return None;
+        }
+        Some(Race {
+            block,
+            earlier_agent: earlier.agent,
+            earlier_kind: earlier.kind,
+            earlier_site: earlier.site,
+            later_agent: access.agent,
+            later_kind: kind,
+            later_site: site,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_wait_orders_two_streams_r5() {
+        let mut d = RaceDetector::new(2);
+        let write = d.enqueue(0);
+        assert!(d.access(write.clone(), 1, AccessKind::Write, 10).is_none());
+        let record = d.enqueue(0);
+        d.record(5, &record);
+        d.host_step();
+        d.enqueue(1);
+        d.stream_waits(1, 5);
+        let read = d.enqueue(1);
+        assert!(d.access(read, 1, AccessKind::Read, 11).is_none());
+    }
+
+    #[test]
+    fn reads_on_two_streams_do_not_race_but_a_later_write_does() {
+        let mut d = RaceDetector::new(2);
+        let a = d.enqueue(0);
+        assert!(d.access(a, 1, AccessKind::Read, 1).is_none());
+        let b = d.enqueue(1);
+        assert!(d.access(b, 1, AccessKind::Read, 2).is_none());
+        let c = d.enqueue(0);
+        let race = d.access(c, 1, AccessKind::Write, 3).unwrap();
+        assert_eq!((race.earlier_site, race.later_site), (2, 3));
+    }
+
+    #[test]
+    fn a_host_sync_orders_later_launches_r14() {
+        let mut d = RaceDetector::new(2);
+        let write = d.enqueue(0);
+        assert!(d.access(write, 1, AccessKind::Write, 1).is_none());
+        let tail = d.enqueue(0);
+        d.record(9, &tail);
+        d.host_waits(9);
+        d.host_step();
+        let read = d.enqueue(1);
+        assert!(d.access(read, 1, AccessKind::Read, 2).is_none());
+    }
+
+    #[test]
+    fn each_pair_of_sites_is_reported_once() {
+        let mut d = RaceDetector::new(2);
+        for _ in 0..3 {
+            let w = d.enqueue(0);
+            d.access(w, 1, AccessKind::Write, 1);
+        }
+        let r = d.enqueue(1);
+        assert!(d.access(r, 1, AccessKind::Read, 2).is_some());
+        let r = d.enqueue(1);
+        assert!(d.access(r, 1, AccessKind::Read, 2).is_none());
+    }
+}

@@ -1,0 +1,336 @@
+//! Resolution of what goes wrong: `[[fault]]` tables, the watchdog's environment variables
+//! (R26–R28) and functional collectives (R30), with file:line:column errors like every other
+//! scenario check.
+
+use super::raw::{RawFault, RawOp};
+use super::*;
+
+/// A functional collective whose result no later op has read yet (R30).
+pub(super) struct PendingResult {
+    result: TensorId,
+    work: WorkId,
+    ranks: Option<Vec<u32>>,
+}
+
+impl Resolver<'_> {
+    /// Reads one of the watchdog's numeric variables into `env`; false if `key` is none of
+    /// them.
+    pub(super) fn watchdog_env(
+        &self,
+        env: &mut Env,
+        key: &Spanned<String>,
+        value: &Spanned<toml::Value>,
+    ) -> Result<bool> {
+        let name = key.get_ref().as_str();
+        let (min, max) = match name {
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING" => (0, 3),
+            "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" | "TORCH_NCCL_COORD_CHECK_MILSEC" => {
+                (1, 86_400_000)
+            }
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" => (1, 86_400),
+            _ => return Ok(false),
+        };
+        let number = match value.get_ref() {
+            toml::Value::Integer(number) => Some(*number),
+            toml::Value::String(text) => text.trim().parse::<i64>().ok(),
+            _ => None,
+        }
+        .filter(|number| (min..=max).contains(number))
+        .ok_or_else(|| {
+            self.error(
+                value.span(),
+                format!(
+                    "{name} expects an integer between {min} and {max}, found {}",
+                    value.get_ref()
+                ),
+            )
+        })?;
+        let ms = 1_000_000u64;
+        match name {
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING" => {
+                env.async_error_handling =
+                    ErrorHandling::from_number(number).expect("checked range")
+            }
+            "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" => env.wait_timeout_dump_ns = number as u64 * ms,
+            "TORCH_NCCL_COORD_CHECK_MILSEC" => env.coord_check_ns = number as u64 * ms,
+            _ => env.heartbeat_timeout_ns = number as u64 * 1_000 * ms,
+        }
+        env.raw.insert(name.to_string(), number.to_string());
+        Ok(true)
+    }
+
+    pub(super) fn faults(
+        &self,
+        raw: &[Spanned<RawFault>],
+        program: &ProgramBuilder,
+        cluster: &Cluster,
+        tensors: &[Tensor],
+        repeat: u32,
+    ) -> Result<Vec<Fault>> {
+        raw.iter()
+            .map(|fault| self.fault(fault.get_ref(), program, cluster, tensors, repeat))
+            .collect()
+    }
+
+    fn fault(
+        &self,
+        raw: &RawFault,
+        program: &ProgramBuilder,
+        cluster: &Cluster,
+        tensors: &[Tensor],
+        repeat: u32,
+    ) -> Result<Fault> {
+        let op_index = *program.labels.get(raw.at.get_ref()).ok_or_else(|| {
+            self.error(
+                raw.at.span(),
+                format!(
+                    "fault.at names label {:?}, which no op has",
+                    raw.at.get_ref()
+                ),
+            )
+        })?;
+        let op = &program.ops[op_index];
+        let ranks = self.rank_list(&raw.ranks, cluster.ranks, "fault.ranks")?;
+        if let Some(rank) = ranks.iter().find(|&&rank| !op.runs_on(rank)) {
+            return Err(self.error(
+                raw.ranks.span(),
+                format!(
+                    "fault.ranks: rank {rank} does not run op {:?}, so nothing can go wrong there",
+                    raw.at.get_ref()
+                ),
+            ));
+        }
+        let iteration = match &raw.iteration {
+            None => 0,
+            Some(value) => self.count(value, "fault.iteration", 0, i64::from(repeat) - 1)? as u32,
+        };
+        let collective = match op.kind {
+            OpKind::Collective {
+                collective, tensor, ..
+            } => Some((collective, tensors[tensor].size_bytes)),
+            OpKind::Barrier { .. } => Some((CollectiveKind::AllReduce, 1)),
+            _ => None,
+        };
+        let kind_name = raw.kind.get_ref().as_str();
+        let mut allowed: &[&str] = &[];
+        let kind = match kind_name {
+            "die" => FaultKind::Die,
+            "skip" | "mismatch" | "async_error" | "watchdog_stuck" => {
+                let Some((issued, issued_bytes)) = collective else {
+                    return Err(self.error(
+                        raw.at.span(),
+                        format!(
+                            "a {kind_name} fault needs a collective at {:?}, but that op is {}",
+                            raw.at.get_ref(),
+                            op.kind.key()
+                        ),
+                    ));
+                };
+                match kind_name {
+                    "skip" => FaultKind::Skip,
+                    "watchdog_stuck" => FaultKind::WatchdogStuck,
+                    "async_error" => {
+                        allowed = &["after_us"];
+                        FaultKind::AsyncError {
+                            after_ns: self.optional_time_us(
+                                &raw.after_us,
+                                "fault.after_us",
+                                0,
+                            )?,
+                        }
+                    }
+                    _ => {
+                        allowed = &["collective", "size"];
+                        let collective = match &raw.collective {
+                            None => issued,
+                            Some(name) => collective_kind(name.get_ref()).ok_or_else(|| {
+                                self.error(
+                                    name.span(),
+                                    format!(
+                                        "unknown collective {:?}; expected all_reduce, all_gather, reduce_scatter or broadcast",
+                                        name.get_ref()
+                                    ),
+                                )
+                            })?,
+                        };
+                        let size_bytes = match &raw.size {
+                            None => issued_bytes,
+                            Some(size) => self.fault_size(size)?,
+                        };
+                        if (collective, size_bytes) == (issued, issued_bytes) {
+                            return Err(self.error(
+                                raw.kind.span(),
+                                "a mismatch fault needs collective = … or size = … differing from the op's",
+                            ));
+                        }
+                        FaultKind::Mismatch {
+                            collective,
+                            size_bytes,
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(self.error(
+                    raw.kind.span(),
+                    format!(
+                        "unknown fault kind {other:?}; expected skip, mismatch, die, async_error or watchdog_stuck"
+                    ),
+                ))
+            }
+        };
+        let extras = [
+            ("collective", raw.collective.as_ref().map(|v| v.span())),
+            ("size", raw.size.as_ref().map(|v| v.span())),
+            ("after_us", raw.after_us.as_ref().map(|v| v.span())),
+        ];
+        for (key, span) in extras {
+            if let Some(span) = span.filter(|_| !allowed.contains(&key)) {
+                return Err(
+                    self.error(span, format!("{key} does not apply to a {kind_name} fault"))
+                );
+            }
+        }
+        Ok(Fault {
+            ranks,
+            op: op_index,
+            iteration,
+            kind,
+        })
+    }
+
+    fn fault_size(&self, size: &Spanned<toml::Value>) -> Result<u64> {
+        let text = match size.get_ref() {
+            toml::Value::String(text) => text.clone(),
+            toml::Value::Integer(bytes) => bytes.to_string(),
+            other => {
+                return Err(self.error(
+                    size.span(),
+                    format!("fault.size expects a size such as \"2MiB\", found {other}"),
+                ))
+            }
+        };
+        match parse_size_bytes(&text) {
+            Ok(bytes) if (1..=1 << 40).contains(&bytes) => Ok(bytes),
+            Ok(bytes) => Err(self.error(
+                size.span(),
+                format!("fault.size must be between 1 B and 1 TiB, found {bytes} B"),
+            )),
+            Err(message) => Err(self.error(size.span(), message)),
+        }
+    }
+
+    /// `functional_all_reduce = "x"`, `result = "y"` (R30): an async all_reduce whose Work is
+    /// waited on (`wait_tensor`) at the first later op that reads `y`.
+    pub(super) fn functional_collective(
+        &self,
+        raw: &RawOp,
+        ranks: &Option<Vec<u32>>,
+        names: &Names,
+        program: &mut ProgramBuilder,
+    ) -> Result<OpKind> {
+        let input = raw.functional_all_reduce.as_ref().expect("present");
+        let tensor = self.lookup(&names.tensors, input, "tensor", "[tensors]")?;
+        let Some(result_name) = &raw.result else {
+            return Err(self.error(
+                input.span(),
+                "functional_all_reduce needs result = \"…\": a tensor declared in [tensors] that receives the reduced copy",
+            ));
+        };
+        let result = self.lookup(&names.tensors, result_name, "tensor", "[tensors]")?;
+        let group = match &raw.group {
+            None => 0,
+            Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
+        };
+        let work = program
+            .works
+            .intern(&format!("wait_tensor({})", result_name.get_ref()));
+        cover(&mut program.work_coverage, work, ranks);
+        program.pending_results.retain(|p| p.result != result);
+        program.pending_results.push(PendingResult {
+            result,
+            work,
+            ranks: ranks.clone(),
+        });
+        Ok(OpKind::Collective {
+            collective: CollectiveKind::AllReduce,
+            tensor,
+            group,
+            async_op: true,
+            work: Some(work),
+        })
+    }
+
+    /// R30: before an op that reads a pending functional result, the `wait_tensor` of its
+    /// collective: the latest legal point, on the stream current at that op.
+    pub(super) fn insert_tensor_waits(
+        &self,
+        raw_op: &Spanned<RawOp>,
+        names: &Names,
+        program: &mut ProgramBuilder,
+    ) {
+        if program.pending_results.is_empty() {
+            return;
+        }
+        let raw = raw_op.get_ref();
+        let read_names = raw
+            .reads
+            .iter()
+            .flatten()
+            .chain(raw.item.as_ref())
+            .chain(raw.all_reduce.as_ref())
+            .chain(raw.all_gather.as_ref())
+            .chain(raw.reduce_scatter.as_ref())
+            .chain(raw.broadcast.as_ref())
+            .chain(raw.functional_all_reduce.as_ref());
+        let read: Vec<TensorId> = read_names
+            .filter_map(|name| names.tensors.get(name.get_ref()).copied())
+            .collect();
+        let stream = raw
+            .stream
+            .as_ref()
+            .and_then(|name| names.streams.get(name.get_ref()).copied())
+            .unwrap_or(program.current_stream);
+        let line = self.line_of(&raw_op.span());
+        let mut slot = 0;
+        while slot < program.pending_results.len() {
+            if !read.contains(&program.pending_results[slot].result) {
+                slot += 1;
+                continue;
+            }
+            let pending = program.pending_results.remove(slot);
+            let result_name = &names_of(names, pending.result);
+            program.ops.push(Op {
+                index: program.ops.len(),
+                label: Some(format!("wait_tensor({result_name})")),
+                line,
+                kind: OpKind::Wait {
+                    work: pending.work,
+                    timeout_ns: None,
+                },
+                stream,
+                ranks: pending.ranks,
+                reads: vec![pending.result],
+                writes: Vec::new(),
+            });
+        }
+    }
+}
+
+fn names_of(names: &Names, tensor: TensorId) -> String {
+    names
+        .tensors
+        .iter()
+        .find(|(_, &id)| id == tensor)
+        .map_or_else(String::new, |(name, _)| name.clone())
+}
+
+fn collective_kind(name: &str) -> Option<CollectiveKind> {
+    Some(match name {
+        "all_reduce" => CollectiveKind::AllReduce,
+        "all_gather" => CollectiveKind::AllGather,
+        "reduce_scatter" => CollectiveKind::ReduceScatter,
+        "broadcast" => CollectiveKind::Broadcast,
+        _ => return None,
+    })
+}
