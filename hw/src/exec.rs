@@ -240,6 +240,7 @@ impl RunLog {
             marks,
             stream_waits,
             queries: self.queries,
+            ..RankTimeline::default()
         })
     }
 }
@@ -482,6 +483,10 @@ impl<'a, D: Device> Executor<'a, D> {
                 },
             )?,
             OpKind::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
+            // Every tensor is allocated before the run (cuda.rs), so `alloc` and `free` are
+            // timed host calls that move no memory: the caching allocator's reuse and its
+            // cudaFree stalls (R17–R20) are the simulator's alone (docs/hw.md).
+            OpKind::Alloc { .. } | OpKind::Free { .. } => {}
             OpKind::Mark { mark } => {
                 let host_ns = self.device.now_ns();
                 let ev = self.device.record(stream)?;

@@ -165,7 +165,9 @@ fn events_of(kind: &OpKind) -> usize {
         | OpKind::StreamSync { .. }
         | OpKind::DeviceSync
         | OpKind::Item { .. }
-        | OpKind::HostSleep { .. } => 0,
+        | OpKind::HostSleep { .. }
+        | OpKind::Alloc { .. }
+        | OpKind::Free { .. } => 0,
     }
 }
 
