@@ -119,6 +119,9 @@ enum Blocked {
     Done,
     /// The process is gone (a fault, an exception, an abort): nothing of it runs again.
     Dead,
+    /// The host hangs for good before an op (a `hang` fault: a stuck data loader, a
+    /// deadlocked Python thread); its GPU work and watchdog go on.
+    Hung,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1618,13 +1621,14 @@ impl<'s> Engine<'s> {
         let timeout_ns = self
             .wait_timeout_ns(rank, collective, own_timeout_ns)
             .expect("a polling wait that times out has a timeout");
+        let enqueue_ns = self.enqueue_ns(rank, collective);
         let state = &mut self.ranks[rank as usize];
         let record = &state.timeline.collectives[collective as usize];
         let op_type = match self.scenario.ops[record.op as usize].kind {
             OpKind::Collective { collective, .. } => collective.op_type(),
             _ => "BARRIER",
         };
-        let waited_ms = now_ns.saturating_sub(record.host_start_ns) as f64 / 1e6;
+        let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
         self.findings.push(Finding {
             kind: FindingKind::WaitTimeout,
             rank: Some(rank),
@@ -1992,6 +1996,7 @@ impl<'s> Engine<'s> {
                     "waits for the group's other ranks to create the communicator (R8)"
                 }
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
+                Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
                 _ => "waits for GPU work that never finishes (R14)",
             };
             self.findings.push(Finding {
@@ -2119,9 +2124,10 @@ mod tests {
 
     #[test]
     fn wait_with_a_timeout_raises_at_the_first_poll_past_it_r15() {
-        // Rank 0 waits 10 ms for a collective rank 1 joins after 50 ms. Call at 0, returns at
-        // 30 µs; wait() costs 4 µs, first poll at 34 µs, then every 1 ms: the first poll past
-        // 30 µs + 10 ms is 34 µs + 10 ms.
+        // Rank 0 waits 10 ms for a collective rank 1 joins after 50 ms. Call at 0, kernel
+        // enqueued at 20 µs, returns at 30 µs; wait() costs 4 µs, first poll at 34 µs, then
+        // every 1 ms: the first poll past enqueue + 10 ms (R26's clock) is 34 µs + 10 ms,
+        // 10.014 ms after the enqueue.
         let text = format!(
             "{TWO_RANKS}[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 50000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"
         );
@@ -2139,7 +2145,7 @@ mod tests {
             "{}",
             finding.message
         );
-        assert!(finding.message.contains("10.034 ms"), "{}", finding.message);
+        assert!(finding.message.contains("10.014 ms"), "{}", finding.message);
         let wait_call = timeline.ranks[0].host.last().unwrap();
         assert_eq!(wait_call.end_ns, 10_034_000);
     }

@@ -348,6 +348,7 @@ impl Engine<'_> {
         );
         let message = match &fault.kind {
             FaultKind::Skip => format!("[Rank {rank}] fault: skips {where_}"),
+            FaultKind::Hang => format!("[Rank {rank}] fault: the host hangs before {where_}"),
             FaultKind::Die => format!("[Rank {rank}] fault: the process dies before {where_}"),
             FaultKind::Mismatch {
                 collective,
@@ -375,6 +376,12 @@ impl Engine<'_> {
         );
         match fault.kind {
             FaultKind::Skip => FaultEffect::Skip,
+            FaultKind::Hang => {
+                let state = &mut self.ranks[rank as usize];
+                state.blocked = Blocked::Hung;
+                state.blocked_op = op_index;
+                FaultEffect::Stop
+            }
             FaultKind::Die => {
                 self.note(
                     rank,
@@ -645,10 +652,13 @@ impl Engine<'_> {
         let index = self.watchdog_index(rank, group);
         self.failures.watchdogs[index].handling = true;
         let timeout_ns = self.scenario.groups[group].timeout_ns;
+        let mut diagnosis = String::new();
         let (event, kind, op, message) = match caught {
             Caught::Timeout(work) => {
                 let ran_ms = ms(now_ns - work.enqueue_ns);
                 let op = self.ranks[rank as usize].timeline.collectives[work.collective as usize].op;
+                let (_, verdict) = self.desync_report(rank, group, work.collective);
+                diagnosis = format!(" Diagnosis: {verdict}.");
                 (
                     WatchdogEvent::Timeout,
                     FindingKind::WatchdogTimeout,
@@ -690,9 +700,10 @@ impl Engine<'_> {
             now_ns,
             message.clone(),
         );
-        self.find(kind, rank, op, message);
+        self.find(kind, rank, op, message + &diagnosis);
         if let (true, Caught::Timeout(work)) = (env.desync_debug, caught) {
-            let report = self.desync_report(rank, group, work.collective);
+            let (table, verdict) = self.desync_report(rank, group, work.collective);
+            let report = format!("{table}\n  verdict: {verdict}");
             self.note(
                 rank,
                 Some(group),
@@ -963,7 +974,7 @@ impl Engine<'_> {
 
     /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
     /// at the timed-out Work's SeqNum.
-    fn desync_report(&self, rank: u32, group: GroupId, collective: u32) -> String {
+    fn desync_report(&self, rank: u32, group: GroupId, collective: u32) -> (String, String) {
         let now_ns = self.now_ns;
         let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
         let seq = record.seq;
@@ -1028,8 +1039,7 @@ impl Engine<'_> {
         } else {
             format!("every rank enqueued and started collective {seq}; it never finished")
         };
-        text.push_str(&format!("\n  verdict: {verdict}"));
-        text
+        (text, verdict)
     }
 }
 

@@ -115,6 +115,7 @@ impl Resolver<'_> {
         let mut allowed: &[&str] = &[];
         let kind = match kind_name {
             "die" => FaultKind::Die,
+            "hang" => FaultKind::Hang,
             "skip" | "mismatch" | "async_error" | "watchdog_stuck" => {
                 let Some((issued, issued_bytes)) = collective else {
                     return Err(self.error(
@@ -126,6 +127,22 @@ impl Resolver<'_> {
                         ),
                     ));
                 };
+                if let (
+                    "skip",
+                    OpKind::Collective {
+                        work: Some(work), ..
+                    },
+                ) = (kind_name, &op.kind)
+                {
+                    return Err(self.error(
+                        raw.kind.span(),
+                        format!(
+                            "a skip fault at {:?} would leave the later wait on Work {:?} without a Work; use kind = \"hang\" (the host stops before the op)",
+                            raw.at.get_ref(),
+                            program.works.names[*work]
+                        ),
+                    ));
+                }
                 match kind_name {
                     "skip" => FaultKind::Skip,
                     "watchdog_stuck" => FaultKind::WatchdogStuck,
@@ -174,7 +191,7 @@ impl Resolver<'_> {
                 return Err(self.error(
                     raw.kind.span(),
                     format!(
-                        "unknown fault kind {other:?}; expected skip, mismatch, die, async_error or watchdog_stuck"
+                        "unknown fault kind {other:?}; expected skip, hang, mismatch, die, async_error or watchdog_stuck"
                     ),
                 ))
             }

@@ -567,8 +567,12 @@ impl Op {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FaultKind {
-    /// The rank never issues the collective (a hang, or a desync at the next one).
+    /// The rank never issues the collective and goes on: its next collective pairs with the
+    /// others' call of this one (a desync).
     Skip,
+    /// The host hangs for good before the op (a stuck data loader): the process and its GPU
+    /// work stay, the others' collectives time out.
+    Hang,
     /// The rank issues a different collective or size: NCCL hangs or corrupts; the model
     /// reports it and hangs.
     Mismatch {
@@ -589,6 +593,7 @@ impl FaultKind {
     pub fn key(&self) -> &'static str {
         match self {
             FaultKind::Skip => "skip",
+            FaultKind::Hang => "hang",
             FaultKind::Mismatch { .. } => "mismatch",
             FaultKind::Die => "die",
             FaultKind::AsyncError { .. } => "async_error",
