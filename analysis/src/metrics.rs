@@ -3,7 +3,7 @@
 //! Every figure is taken over the measured samples: all ranks, iterations from `warmup` on.
 
 use serde::{Deserialize, Serialize};
-use sim::timeline::{CollectiveRecord, Finding, KernelClass, Source, Timeline};
+use sim::timeline::{CollectiveRecord, Finding, KernelClass, Source, Timeline, WatchdogRecord};
 use std::collections::HashMap;
 
 /// Summary of a set of samples, in microseconds.
@@ -141,6 +141,9 @@ pub struct Report {
     pub overlaps: Vec<OverlapValue>,
     pub queries: Vec<QueryMetrics>,
     pub findings: Vec<Finding>,
+    /// What the watchdog, the heartbeat monitor and the main thread did about timeouts and
+    /// errors (R15, R26–R29), in time order.
+    pub watchdog: Vec<WatchdogRecord>,
 }
 
 fn stream_interval_ns(record: &CollectiveRecord) -> i64 {
@@ -291,6 +294,7 @@ pub fn report(timeline: &Timeline) -> Report {
         overlaps,
         queries,
         findings: timeline.findings.clone(),
+        watchdog: timeline.watchdog.clone(),
     }
 }
 

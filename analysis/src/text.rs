@@ -2,6 +2,7 @@
 
 use crate::metrics::{Report, Stat};
 use sim::scenario::Scenario;
+use sim::timeline::ThreadKind;
 use sim::units::format_size;
 use std::fmt::Write;
 
@@ -233,6 +234,28 @@ pub fn render_report(report: &Report) -> String {
             query.completed * 100.0,
             query.samples
         );
+    }
+    if !report.watchdog.is_empty() {
+        out.push_str(
+            "watchdog, heartbeat monitor and main thread (R15, R26-R29), simulated time:\n",
+        );
+        for record in &report.watchdog {
+            let thread = match record.thread {
+                ThreadKind::Main => "main",
+                ThreadKind::Watchdog => "pt_nccl_watchdg",
+                ThreadKind::HeartbeatMonitor => "pt_nccl_heartbt",
+            };
+            let mut lines = record.message.lines();
+            let _ = writeln!(
+                out,
+                "  {:>12.3} s  {thread:<15}  {}",
+                record.at_ns as f64 / 1e9,
+                lines.next().unwrap_or_default()
+            );
+            for line in lines {
+                let _ = writeln!(out, "  {:>12}    {:<15}  {line}", "", "");
+            }
+        }
     }
     if report.findings.is_empty() {
         out.push_str("findings: none\n");

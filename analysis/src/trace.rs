@@ -4,10 +4,12 @@
 //! One process row per rank ("rank N"); thread 0 is the host (Python main thread), thread
 //! `1 + s` is stream `s`. Host calls and kernels are complete (`X`) events in microseconds;
 //! every `cudaStreamWaitEvent` is a flow arrow from the event's record on its stream to the point
-//! where the waiting stream was released; findings are instant events.
+//! where the waiting stream was released; findings are instant events. The watchdog and the
+//! heartbeat monitor of group `g` (R26, R28) are threads `1000 + 2g` and `1001 + 2g`, their
+//! steps instant events; steps of the main thread (store timeout, blocking wait) are on thread 0.
 
 use serde_json::{json, Value};
-use sim::timeline::{KernelClass, Timeline};
+use sim::timeline::{KernelClass, ThreadKind, Timeline};
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
@@ -90,6 +92,28 @@ pub fn chrome_trace(timeline: &Timeline) -> Value {
             events.push(json!({"ph": "f", "bp": "e", "cat": "stream_wait",
                 "name": "cudaStreamWaitEvent", "id": flow_id, "pid": pid, "tid": waiting_tid,
                 "ts": us(wait.released_ns)}));
+        }
+        let mut named_threads = Vec::new();
+        for record in timeline.watchdog.iter().filter(|r| r.rank == rank.rank) {
+            let group = usize::from(record.group.unwrap_or(0));
+            let (tid, thread) = match record.thread {
+                ThreadKind::Main => (0, "main"),
+                ThreadKind::Watchdog => (1000 + 2 * group, "pt_nccl_watchdg"),
+                ThreadKind::HeartbeatMonitor => (1001 + 2 * group, "pt_nccl_heartbt"),
+            };
+            if tid != 0 && !named_threads.contains(&tid) {
+                named_threads.push(tid);
+                let group_name = &timeline.scenario.groups[group];
+                events.push(
+                    json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                    "args": {"name": format!("{thread} (group {group_name})")}}),
+                );
+            }
+            events.push(
+                json!({"ph": "i", "s": "t", "cat": "watchdog", "name": record.event,
+                "pid": pid, "tid": tid, "ts": us(record.at_ns),
+                "args": {"message": record.message}}),
+            );
         }
         for mark in &rank.marks {
             let name = &timeline.scenario.marks[mark.mark as usize];
