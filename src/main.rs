@@ -228,7 +228,7 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
 fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
-    let text = scenario::apply_overrides(&text, overrides)
+    let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
         .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
     let shown = if overrides.is_empty() {
         path.display().to_string()

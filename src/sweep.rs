@@ -198,10 +198,9 @@ fn run_point(
 ) -> Vec<String> {
     let point = sweep.point(index);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        sweep.scenario(&point).map(|scenario| {
-            let report = analysis::metrics::report(&sim::engine::simulate(&scenario));
-            (scenario.seed, report)
-        })
+        sweep
+            .scenario(&point)
+            .map(|scenario| (scenario.seed, sim::engine::simulate(&scenario)))
     }));
     let info = |seed| PointInfo {
         index,
@@ -210,7 +209,7 @@ fn run_point(
     };
     let fallback_seed = point_seed(base_seed, index);
     match outcome {
-        Ok(Ok((seed, report))) => columns.row(&info(seed), Ok(&report), provenance),
+        Ok(Ok((seed, timeline))) => columns.row(&info(seed), Ok(&timeline), provenance),
         Ok(Err(error)) => columns.row(
             &info(fallback_seed),
             Err(error.to_string().as_str()),

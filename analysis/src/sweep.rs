@@ -1,5 +1,5 @@
 //! Sweep CSV rows (`docs/sweep-format.md`): the column set of a sweep and one row of cells per
-//! point, from the point's [`Report`] or its error.
+//! point, from the point's Timeline or its error.
 //!
 //! The metric columns come from the base scenario's report (the file's own values), so every
 //! row of one sweep has the same columns whatever its point did; a metric that a point does
@@ -9,19 +9,20 @@
 //! let text = "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
 //!             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
 //! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
-//! let report = analysis::metrics::report(&sim::engine::simulate(&scenario));
-//! let columns = analysis::sweep::Columns::new(&["tensors.x"], &report);
+//! let timeline = sim::engine::simulate(&scenario);
+//! let base = analysis::metrics::report(&timeline);
+//! let columns = analysis::sweep::Columns::new(&["tensors.x"], &base);
 //! assert_eq!(columns.header()[..3], ["point", "tensors.x", "ar.host_call_us"]);
 //! let row = columns.row(
 //!     &analysis::sweep::PointInfo { index: 0, values: &["1MiB".to_string()], seed: 9 },
-//!     Ok(&report),
+//!     Ok(&timeline),
 //!     &analysis::sweep::Provenance { scenario_hash: "abc", version: "0.1.0" },
 //! );
 //! assert_eq!(row.len(), columns.header().len());
 //! ```
 
-use crate::metrics::Report;
-use sim::timeline::{Finding, FindingKind};
+use crate::metrics::{report, Report};
+use sim::timeline::{FindingKind, Timeline};
 use std::collections::HashMap;
 
 /// The first column: the point's index in the full sweep.
@@ -34,17 +35,63 @@ pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
     "kernel_us",
     "completed_at_wait",
 ];
-/// The columns after the metrics, in order.
-pub const TRAILING_COLUMNS: [&str; 8] = [
-    "findings",
-    "findings.deadlock",
-    "findings.time_cap",
-    "findings.wait_timeout",
-    "error",
-    "seed",
-    "scenario_hash",
-    "c10dsim_version",
+/// Every finding kind, in the order of their `findings.<kind>` columns.
+pub const FINDING_KINDS: [FindingKind; 10] = [
+    FindingKind::Deadlock,
+    FindingKind::TimeCap,
+    FindingKind::WaitTimeout,
+    FindingKind::WatchdogTimeout,
+    FindingKind::AsyncError,
+    FindingKind::HeartbeatAbort,
+    FindingKind::StoreTimeout,
+    FindingKind::Mismatch,
+    FindingKind::Race,
+    FindingKind::OutOfMemory,
 ];
+
+/// The position of a kind in [`FINDING_KINDS`]; a new kind fails to compile here until it has
+/// a column.
+fn finding_column(kind: FindingKind) -> usize {
+    match kind {
+        FindingKind::Deadlock => 0,
+        FindingKind::TimeCap => 1,
+        FindingKind::WaitTimeout => 2,
+        FindingKind::WatchdogTimeout => 3,
+        FindingKind::AsyncError => 4,
+        FindingKind::HeartbeatAbort => 5,
+        FindingKind::StoreTimeout => 6,
+        FindingKind::Mismatch => 7,
+        FindingKind::Race => 8,
+        FindingKind::OutOfMemory => 9,
+    }
+}
+
+/// The caching allocator's figures (R17–R20): the largest peak over ranks, the cache
+/// releases summed over ranks.
+pub const MEMORY_COLUMNS: [&str; 3] = [
+    "memory.peak_reserved_bytes",
+    "memory.peak_allocated_bytes",
+    "memory.cache_releases",
+];
+
+/// The columns after the metrics, memory and findings, in order.
+pub const PROVENANCE_COLUMNS: [&str; 4] = ["error", "seed", "scenario_hash", "c10dsim_version"];
+
+/// The columns after the metrics: memory, finding counts (total, then by kind), error and
+/// provenance.
+pub fn trailing_columns() -> Vec<String> {
+    MEMORY_COLUMNS
+        .iter()
+        .map(ToString::to_string)
+        .chain(std::iter::once("findings".to_string()))
+        .chain(
+            FINDING_KINDS
+                .iter()
+                .map(|kind| format!("findings.{}", kind.as_str())),
+        )
+        .chain(PROVENANCE_COLUMNS.iter().map(ToString::to_string))
+        .collect()
+}
 
 /// What identifies a point in its row.
 pub struct PointInfo<'a> {
@@ -81,32 +128,33 @@ impl Columns {
         }
     }
 
-    /// `point`, the axes, the metrics, then [`TRAILING_COLUMNS`].
+    /// `point`, the axes, the metrics, then [`trailing_columns`].
     pub fn header(&self) -> Vec<String> {
         std::iter::once(POINT_COLUMN.to_string())
             .chain(self.axes.iter().cloned())
             .chain(self.metrics.iter().cloned())
-            .chain(TRAILING_COLUMNS.iter().map(ToString::to_string))
+            .chain(trailing_columns())
             .collect()
     }
 
-    /// One row: the point's metrics from its report, or its error (a scenario that could not
-    /// be built). A report with findings (a deadlock, the time cap) keeps its metrics and
-    /// names the first finding in `error`.
+    /// One row: the point's metrics from its Timeline, or its error (a scenario that could not
+    /// be built). A run with findings (a deadlock, the time cap) keeps its metrics and names
+    /// the first finding in `error`.
     pub fn row(
         &self,
         point: &PointInfo,
-        outcome: Result<&Report, &str>,
+        outcome: Result<&Timeline, &str>,
         provenance: &Provenance,
     ) -> Vec<String> {
-        let mut row = Vec::with_capacity(self.axes.len() + self.metrics.len() + 9);
+        let mut row = Vec::with_capacity(self.axes.len() + self.metrics.len() + 20);
         row.push(point.index.to_string());
         row.extend(point.values.iter().cloned());
         let (cells, findings, error) = match outcome {
-            Ok(report) => {
-                let cells: HashMap<String, String> = metric_cells(report).into_iter().collect();
-                let error = report.findings.first().map_or(String::new(), |first| {
-                    let more = report.findings.len() - 1;
+            Ok(timeline) => {
+                let metrics = report(timeline);
+                let cells: HashMap<String, String> = metric_cells(&metrics).into_iter().collect();
+                let error = metrics.findings.first().map_or(String::new(), |first| {
+                    let more = metrics.findings.len() - 1;
                     let kind = first.kind.as_str();
                     if more == 0 {
                         format!("{kind}: {}", first.message)
@@ -114,7 +162,7 @@ impl Columns {
                         format!("{kind}: {} (and {more} more findings)", first.message)
                     }
                 });
-                (cells, Some(&report.findings), error)
+                (cells, Some(metrics.findings), error)
             }
             Err(message) => (HashMap::new(), None, message.to_string()),
         };
@@ -123,15 +171,29 @@ impl Columns {
                 .iter()
                 .map(|name| cells.get(name).cloned().unwrap_or_default()),
         );
-        let count = |keep: &dyn Fn(&Finding) -> bool| {
-            findings.map_or(String::new(), |all| {
-                all.iter().filter(|f| keep(f)).count().to_string()
-            })
-        };
-        row.push(count(&|_| true));
-        row.push(count(&|f| f.kind == FindingKind::Deadlock));
-        row.push(count(&|f| f.kind == FindingKind::TimeCap));
-        row.push(count(&|f| f.kind == FindingKind::WaitTimeout));
+        match outcome {
+            Ok(timeline) => {
+                let memory = timeline.ranks.iter().map(|rank| rank.memory);
+                let reserved = memory.clone().map(|m| m.peak_reserved_bytes).max();
+                let allocated = memory.clone().map(|m| m.peak_allocated_bytes).max();
+                let releases: u64 = memory.map(|m| u64::from(m.cache_releases)).sum();
+                row.push(reserved.unwrap_or(0).to_string());
+                row.push(allocated.unwrap_or(0).to_string());
+                row.push(releases.to_string());
+            }
+            Err(_) => row.extend(MEMORY_COLUMNS.iter().map(|_| String::new())),
+        }
+        match &findings {
+            Some(all) => {
+                let mut by_kind = [0usize; FINDING_KINDS.len()];
+                for finding in all {
+                    by_kind[finding_column(finding.kind)] += 1;
+                }
+                row.push(all.len().to_string());
+                row.extend(by_kind.iter().map(ToString::to_string));
+            }
+            None => row.extend((0..=FINDING_KINDS.len()).map(|_| String::new())),
+        }
         row.push(one_line(&error));
         row.push(point.seed.to_string());
         row.push(provenance.scenario_hash.to_string());
@@ -188,11 +250,10 @@ fn metric_cells(report: &Report) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::report;
 
-    fn report_of(text: &str) -> Report {
+    fn timeline_of(text: &str) -> Timeline {
         let scenario = sim::scenario::parse("t.toml", text).unwrap();
-        report(&sim::engine::simulate(&scenario))
+        sim::engine::simulate(&scenario)
     }
 
     const ASYNC: &str = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
@@ -200,12 +261,26 @@ mod tests {
         [[op]]\nwait = \"w\"\n[[op]]\nmark = \"b\"\n\
         [[measure]]\nname = \"span\"\nfrom = \"a\"\nto = \"b\"\n";
 
+    const PROVENANCE: Provenance = Provenance {
+        scenario_hash: "h",
+        version: "v",
+    };
+
+    #[test]
+    fn every_finding_kind_has_its_column() {
+        for (index, kind) in FINDING_KINDS.iter().enumerate() {
+            assert_eq!(finding_column(*kind), index, "{}", kind.as_str());
+        }
+    }
+
     #[test]
     fn columns_follow_the_wire_format() {
-        let base = report_of(ASYNC);
+        let timeline = timeline_of(ASYNC);
+        let base = report(&timeline);
         let columns = Columns::new(&["tensors.x"], &base);
+        let header = columns.header();
         assert_eq!(
-            columns.header(),
+            header[..8],
             [
                 "point",
                 "tensors.x",
@@ -215,57 +290,52 @@ mod tests {
                 "ar.kernel_us",
                 "ar.completed_at_wait",
                 "span.median_us",
-                "findings",
-                "findings.deadlock",
-                "findings.time_cap",
-                "findings.wait_timeout",
-                "error",
-                "seed",
-                "scenario_hash",
-                "c10dsim_version",
             ]
         );
-        let provenance = Provenance {
-            scenario_hash: "h",
-            version: "v",
-        };
+        assert_eq!(header[8..11], MEMORY_COLUMNS);
+        assert_eq!(header[11..13], ["findings", "findings.deadlock"]);
+        assert_eq!(header[21], "findings.out_of_memory");
+        assert_eq!(
+            header[22..],
+            ["error", "seed", "scenario_hash", "c10dsim_version"]
+        );
         let values = ["1MiB".to_string()];
         let point = PointInfo {
             index: 4,
             values: &values,
             seed: 11,
         };
-        let row = columns.row(&point, Ok(&base), &provenance);
+        let row = columns.row(&point, Ok(&timeline), &PROVENANCE);
+        assert_eq!(row.len(), header.len());
         let ar = &base.collectives[0];
         assert_eq!(row[2], ar.host_call_us.median.to_string());
         assert_eq!(row[3], ar.wait_us.unwrap().median.to_string());
-        assert_eq!(row[8..13], ["0", "0", "0", "0", ""]);
-        assert_eq!(row[13..], ["11", "h", "v"]);
-        // A point that could not be built: metrics and counts empty, its error on one line.
-        let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &provenance);
-        assert!(row[2..12].iter().all(String::is_empty));
-        assert_eq!(row[12], "bad.toml:3:1: error | second line");
+        let peak = timeline
+            .ranks
+            .iter()
+            .map(|r| r.memory.peak_reserved_bytes)
+            .max();
+        assert_eq!(row[8], peak.unwrap().to_string());
+        assert!(row[11..22].iter().all(|cell| cell == "0"));
+        assert_eq!(row[22..], ["", "11", "h", "v"]);
+        // A point that could not be built: figures and counts empty, its error on one line.
+        let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &PROVENANCE);
+        assert!(row[2..22].iter().all(String::is_empty));
+        assert_eq!(row[22], "bad.toml:3:1: error | second line");
     }
 
     #[test]
     fn a_deadlocked_point_keeps_its_row_and_names_the_finding() {
-        let base = report_of(ASYNC);
-        let columns = Columns::new(&[], &base);
-        let stuck = report_of(
+        let columns = Columns::new(&[], &report(&timeline_of(ASYNC)));
+        let stuck = timeline_of(
             "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nranks = [0]\n",
         );
-        let row = columns.row(
-            &PointInfo {
-                index: 0,
-                values: &[],
-                seed: 0,
-            },
-            Ok(&stuck),
-            &Provenance {
-                scenario_hash: "h",
-                version: "v",
-            },
-        );
+        let point = PointInfo {
+            index: 0,
+            values: &[],
+            seed: 0,
+        };
+        let row = columns.row(&point, Ok(&stuck), &PROVENANCE);
         let header = columns.header();
         let cell = |name: &str| &row[header.iter().position(|h| h == name).unwrap()];
         assert_ne!(cell("findings"), "0");

@@ -402,8 +402,8 @@ impl Sweep {
                 .join(" ")
         );
         let all: Vec<Override> = self.fixed.iter().chain(&point.overrides).cloned().collect();
-        let text =
-            apply_overrides_with_ops(&self.text, &all).map_err(|error| whole_file(&shown, error.message))?;
+        let text = apply_overrides_with_ops(&self.text, &all)
+            .map_err(|error| whole_file(&shown, error.message))?;
         let mut scenario = scenario::parse(&shown, &text)?;
         scenario.seed = point_seed(scenario.seed, point.index);
         Ok(scenario)
@@ -453,7 +453,10 @@ fn toml_text(value: &toml_edit::Value) -> String {
 
 /// Applies overrides: `op.LABEL[.KEY]` ones to the labelled `[[op]]`, the rest through
 /// [`apply_overrides`]. What sweep points and `c10dsim run --set` use.
-pub fn apply_overrides_with_ops(text: &str, overrides: &[Override]) -> Result<String, OverrideError> {
+pub fn apply_overrides_with_ops(
+    text: &str,
+    overrides: &[Override],
+) -> Result<String, OverrideError> {
     let (op_edits, table_edits): (Vec<&Override>, Vec<&Override>) = overrides
         .iter()
         .partition(|o| o.path.split('.').next() == Some("op"));

@@ -77,10 +77,20 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
         .chain(
             [
                 "mode_host.median_us",
+                "memory.peak_reserved_bytes",
+                "memory.peak_allocated_bytes",
+                "memory.cache_releases",
                 "findings",
                 "findings.deadlock",
                 "findings.time_cap",
                 "findings.wait_timeout",
+                "findings.watchdog_timeout",
+                "findings.async_error",
+                "findings.heartbeat_abort",
+                "findings.store_timeout",
+                "findings.mismatch",
+                "findings.race",
+                "findings.out_of_memory",
                 "error",
                 "seed",
                 "scenario_hash",
@@ -361,9 +371,23 @@ fn bad_sweep_keys_name_file_line_and_column() {
         "{}",
         stderr(&output)
     );
-    // `run` on a sweep file runs its base point.
+    // `run` on a sweep file runs its base point; its --set reaches ops by label as axes do.
     let output = c10dsim(&["run", "scenarios/overlap_sweep.toml"]);
     assert!(output.status.success(), "{}", stderr(&output));
+    let output = c10dsim(&[
+        "run",
+        "scenarios/overlap_sweep.toml",
+        "--set",
+        "op.killer={ device_sync = true }",
+        "--set",
+        "op.ar.work=w2",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("op.ar.work=w2]:"),
+        "wait(\"w\") now has no Work: {}",
+        stderr(&output)
+    );
 }
 
 #[test]
