@@ -16,6 +16,7 @@ use cudarc::driver::sys::{self, CUdevice_attribute, CUstream};
 use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
+use sim::allocator::BlockId;
 use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId};
 use sim::timeline::StreamRef;
 use std::collections::HashMap;
@@ -55,17 +56,22 @@ struct Buffer {
 }
 
 impl Buffer {
-    /// Allocates `bytes` and fills every byte with `0x3c` (not zeros: GEMMs on zeros run faster
-    /// than on data).
+    /// Allocates `bytes` (`cuMemAlloc`, as the caching allocator's `cudaMalloc`) and fills every
+    /// byte with `0x3c` (not zeros: GEMMs on zeros run faster than on data).
     fn new(bytes: u64) -> Result<Buffer, HwError> {
-        let bytes = bytes.max(1) as usize;
-        // SAFETY: plain allocation and fill of memory this struct owns.
-        unsafe {
-            let ptr = result::malloc_sync(bytes).map_err(driver("cuMemAlloc"))?;
-            let buffer = Buffer { ptr };
-            result::memset_d8_sync(ptr, 0x3c, bytes).map_err(driver("cuMemsetD8"))?;
-            Ok(buffer)
-        }
+        let buffer = Buffer::unfilled(bytes)?;
+        // SAFETY: a fill of memory this struct owns.
+        unsafe { result::memset_d8_sync(buffer.ptr, 0x3c, bytes.max(1) as usize) }
+            .map_err(driver("cuMemsetD8"))?;
+        Ok(buffer)
+    }
+
+    /// Allocates `bytes` without touching them (`torch.empty` mid-run launches nothing).
+    fn unfilled(bytes: u64) -> Result<Buffer, HwError> {
+        // SAFETY: plain allocation of memory this struct owns.
+        let ptr =
+            unsafe { result::malloc_sync(bytes.max(1) as usize) }.map_err(driver("cuMemAlloc"))?;
+        Ok(Buffer { ptr })
     }
 }
 
@@ -106,7 +112,14 @@ pub struct CudaDevice {
     own_sm_shared_bytes: u32,
     blas: Blas,
     gemm_buffers: HashMap<(u64, u64, u64, &'static str), [Buffer; 3]>,
-    tensors: Vec<Buffer>,
+    /// The allocator's segments, by block id (R17); `None` once given back.
+    segments: Vec<Option<Buffer>>,
+    /// Segments released with expandable segments: freed only after the run, so that the
+    /// release costs no device-wide synchronise (R20).
+    released: Vec<Buffer>,
+    /// Each tensor's memory while it is allocated.
+    tensor_ptrs: Vec<Option<sys::CUdeviceptr>>,
+    tensor_names: Vec<String>,
     tensor_dtypes: Vec<DType>,
     tensor_sizes: Vec<u64>,
     barrier_buffer: Buffer,
@@ -213,10 +226,6 @@ impl CudaDevice {
                 }
             }
         }
-        let mut tensors = Vec::with_capacity(scenario.tensors.len());
-        for tensor in &scenario.tensors {
-            tensors.push(Buffer::new(tensor.size_bytes)?);
-        }
         let mut device = CudaDevice {
             ctx,
             streams,
@@ -228,7 +237,10 @@ impl CudaDevice {
             gemm_buffers,
             tensor_dtypes: scenario.tensors.iter().map(|t| t.dtype).collect(),
             tensor_sizes: scenario.tensors.iter().map(|t| t.size_bytes).collect(),
-            tensors,
+            segments: Vec::new(),
+            released: Vec::new(),
+            tensor_ptrs: vec![None; scenario.tensors.len()],
+            tensor_names: scenario.tensors.iter().map(|t| t.name.clone()).collect(),
             barrier_buffer: Buffer::new(1)?,
             host_element: vec![0; 8],
             comms: vec![None; scenario.groups.len()],
@@ -534,7 +546,7 @@ impl Device for CudaDevice {
             CommCall::Barrier => (nccl::Op::AllReduce, self.barrier_buffer.ptr, 0, 1, Elem::U8),
             CommCall::Collective { collective, tensor } => {
                 let dtype = self.tensor_dtypes[tensor];
-                let ptr = self.tensors[tensor].ptr;
+                let ptr = self.tensor_ptr(tensor)?;
                 let counts = nccl_counts(
                     collective,
                     self.tensor_sizes[tensor],
@@ -564,15 +576,12 @@ impl Device for CudaDevice {
     fn read_element(&mut self, stream: StreamRef, tensor: TensorId) -> Result<(), HwError> {
         let size = self.tensor_dtypes[tensor].size_bytes() as usize;
         let stream = self.stream(stream);
+        let ptr = self.tensor_ptr(tensor)?;
         // SAFETY: a pageable host buffer of `size` bytes and a device buffer at least that big;
         // a copy to pageable memory returns once staged, then the stream is synchronised (R14).
         unsafe {
-            result::memcpy_dtoh_async(
-                &mut self.host_element[..size],
-                self.tensors[tensor].ptr,
-                stream,
-            )
-            .map_err(driver("cuMemcpyDtoHAsync"))?;
+            result::memcpy_dtoh_async(&mut self.host_element[..size], ptr, stream)
+                .map_err(driver("cuMemcpyDtoHAsync"))?;
             result::stream::synchronize(stream).map_err(driver("cuStreamSynchronize"))
         }
     }
@@ -597,6 +606,36 @@ impl Device for CudaDevice {
         }
     }
 
+    fn malloc(&mut self, block: BlockId, bytes: u64, fill: bool) -> Result<(), HwError> {
+        let buffer = if fill {
+            Buffer::new(bytes)?
+        } else {
+            Buffer::unfilled(bytes)?
+        };
+        let index = block as usize;
+        if self.segments.len() <= index {
+            self.segments.resize_with(index + 1, || None);
+        }
+        self.segments[index] = Some(buffer);
+        Ok(())
+    }
+
+    fn free_segment(&mut self, block: BlockId, deferred: bool) {
+        if let Some(buffer) = self.segments.get_mut(block as usize).and_then(Option::take) {
+            if deferred {
+                self.released.push(buffer);
+            }
+            // Otherwise dropped here: cuMemFree.
+        }
+    }
+
+    fn bind(&mut self, tensor: TensorId, block: Option<BlockId>) {
+        self.tensor_ptrs[tensor] = block
+            .and_then(|b| self.segments.get(b as usize))
+            .and_then(Option::as_ref)
+            .map(|buffer| buffer.ptr);
+    }
+
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
         let clock = self
             .clock
@@ -613,5 +652,16 @@ impl Device for CudaDevice {
         }
         .map_err(driver("cuEventElapsedTime"))?;
         Ok(clock.to_host_ns(elapsed_ms))
+    }
+}
+
+impl CudaDevice {
+    fn tensor_ptr(&self, tensor: TensorId) -> Result<sys::CUdeviceptr, HwError> {
+        self.tensor_ptrs[tensor].ok_or_else(|| {
+            HwError::Unsupported(format!(
+                "tensor {:?} is used while it is not allocated",
+                self.tensor_names[tensor]
+            ))
+        })
     }
 }

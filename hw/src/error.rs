@@ -30,18 +30,22 @@ pub enum HwError {
     Cuda { call: String, detail: String },
     /// An NCCL call failed.
     Nccl { call: String, detail: String },
+    /// An allocation did not fit in the allocator's capacity even after releasing the cache
+    /// (R20), as PyTorch's "CUDA out of memory".
+    OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
     /// wait (R15) gave up and aborted the communicators.
     Timeout(String),
 }
 
 impl HwError {
-    /// The process exit code the CLI should use: 1 for a timeout (a finding about the run), 2 for
+    /// The process exit code the CLI should use: 1 for a timeout or an out-of-memory (findings
+    /// about the run), 2 for
     /// everything else (bad input or environment: no GPU, no library, impossible layout, a failed
     /// CUDA/NCCL call).
     pub fn exit_code(&self) -> i32 {
         match self {
-            HwError::Timeout(_) => 1,
+            HwError::Timeout(_) | HwError::OutOfMemory(_) => 1,
             _ => 2,
         }
     }
@@ -81,6 +85,7 @@ impl fmt::Display for HwError {
             HwError::Rendezvous(detail) => write!(f, "NCCL rendezvous failed: {detail}"),
             HwError::Cuda { call, detail } => write!(f, "CUDA call {call} failed: {detail}"),
             HwError::Nccl { call, detail } => write!(f, "NCCL call {call} failed: {detail}"),
+            HwError::OutOfMemory(detail) => write!(f, "out of memory: {detail}"),
             HwError::Timeout(detail) => write!(f, "timeout: {detail}"),
         }
     }

@@ -7,12 +7,14 @@
 //! the planning of ops into GPU calls is checked without a GPU.
 
 use crate::error::HwError;
+use crate::memory::{AllocStep, Memory};
 use crate::options::StandIn;
 use crate::plan::{GroupPlan, Placement, RankPlan};
+use sim::allocator::{BlockId, MemoryPeaks};
 use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId, WorkId};
 use sim::timeline::{
-    CollectiveRecord, HostCall, KernelClass, KernelRecord, MarkRecord, OpRef, QueryRecord,
-    RankTimeline, StreamRef, StreamWaitRecord, WaitRecord,
+    CacheRelease, CollectiveRecord, HostCall, KernelClass, KernelRecord, MarkRecord, OpRef,
+    QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, WaitRecord,
 };
 
 /// Handle of a timed CUDA event in the device's pool.
@@ -94,6 +96,14 @@ pub trait Device {
     fn abort_comms(&mut self);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
+    /// A new segment of the caching allocator for `block` (`cudaMalloc`, R17); `fill` writes a
+    /// non-zero pattern (tensors that live for the whole run).
+    fn malloc(&mut self, block: BlockId, bytes: u64, fill: bool) -> Result<(), HwError>;
+    /// Gives a released segment back (`cudaFree`, R20); `deferred` (expandable segments) keeps
+    /// it until the run ends, so that the release costs no device-wide synchronise.
+    fn free_segment(&mut self, block: BlockId, deferred: bool);
+    /// The tensor now lives in the block's segment (`None`: not allocated).
+    fn bind(&mut self, tensor: TensorId, block: Option<BlockId>);
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +165,8 @@ pub struct RunLog {
     marks: Vec<Pending<(u64, Ev)>>,
     stream_waits: Vec<Pending<StreamWaitLog>>,
     queries: Vec<QueryRecord>,
+    cache_releases: Vec<CacheRelease>,
+    memory: MemoryPeaks,
 }
 
 impl RunLog {
@@ -240,7 +252,10 @@ impl RunLog {
             marks,
             stream_waits,
             queries: self.queries,
-            ..RankTimeline::default()
+            memory: self.memory,
+            cache_releases: self.cache_releases,
+            // The race detector is the simulator's: the GPU shows no races by itself.
+            races: Vec::new(),
         })
     }
 }
@@ -264,6 +279,7 @@ pub struct Executor<'a, D: Device> {
     events: Vec<Option<(Ev, StreamRef)>>,
     seq: Vec<u64>,
     log: RunLog,
+    memory: Memory,
     /// The rank's random stream, as the simulator draws it: the same straggler delays.
     rng: sim::random::StreamRng,
 }
@@ -284,12 +300,18 @@ impl<'a, D: Device> Executor<'a, D> {
             events: vec![None; scenario.events.len()],
             seq: vec![0; scenario.groups.len()],
             log: RunLog::default(),
+            memory: Memory::new(scenario),
             rng: sim::random::rank_rng(scenario.seed, plan.rank),
         }
     }
 
-    /// Creates the communicators of groups declared with `device_id` (R8, eager init).
-    pub fn eager_init(&mut self) -> Result<(), HwError> {
+    /// Before the program: every tensor that no `alloc` creates gets its segment (R17), and the
+    /// communicators of groups declared with `device_id` are created (R8, eager init).
+    pub fn setup(&mut self) -> Result<(), HwError> {
+        for (tensor, block, bytes) in self.memory.static_segments() {
+            self.device.malloc(block, bytes, true)?;
+            self.device.bind(tensor, Some(block));
+        }
         for group in self.plan.groups.iter().flatten() {
             if group.eager_init {
                 self.device.init_comm(group)?;
@@ -323,6 +345,7 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some(failure) = self.device.watchdog_failure() {
             return Err(failure);
         }
+        self.log.memory = self.memory.peaks();
         Ok(self.log)
     }
 
@@ -483,10 +506,16 @@ impl<'a, D: Device> Executor<'a, D> {
                 },
             )?,
             OpKind::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
-            // Every tensor is allocated before the run (cuda.rs), so `alloc` and `free` are
-            // timed host calls that move no memory: the caching allocator's reuse and its
-            // cudaFree stalls (R17–R20) are the simulator's alone (docs/hw.md).
-            OpKind::Alloc { .. } | OpKind::Free { .. } => {}
+            OpKind::Alloc { tensor } => self.alloc(iteration, op, tensor, stream)?,
+            OpKind::Free { tensor } => {
+                // recordStream (R19): an event on every other stream that used the tensor.
+                let mut events = Vec::new();
+                for used_on in self.memory.streams_to_record(tensor) {
+                    events.push(self.device.record(used_on)?);
+                }
+                self.memory.free(tensor, events);
+                self.device.bind(tensor, None);
+            }
             OpKind::Mark { mark } => {
                 let host_ns = self.device.now_ns();
                 let ev = self.device.record(stream)?;
@@ -498,6 +527,85 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         Ok(())
+    }
+
+    /// R18: Works of `group` never waited on leave the shelf once complete.
+    fn release_shelf(&mut self, group: usize) -> Result<(), HwError> {
+        let mut completed = Vec::new();
+        for end in self.memory.shelf_ends(group) {
+            if self.device.query(end)? {
+                completed.push(end);
+            }
+        }
+        self.memory
+            .release_shelf(group, |end| completed.contains(&end));
+        Ok(())
+    }
+
+    /// `torch.empty` on the op's stream (R17): from the stream's cache, a new segment, or — at
+    /// the capacity — after releasing the cache: the host first waits for the whole device,
+    /// unless expandable segments (R20).
+    fn alloc(
+        &mut self,
+        iteration: u32,
+        op: &sim::scenario::Op,
+        tensor: TensorId,
+        stream: StreamRef,
+    ) -> Result<(), HwError> {
+        let host_start_ns = self.device.now_ns();
+        let mut passed = Vec::new();
+        for event in self.memory.pending_events() {
+            if self.device.query(event)? {
+                passed.push(event);
+            }
+        }
+        self.memory.collect_pending(|event| passed.contains(&event));
+        let size_bytes = self.scenario.tensors[tensor].size_bytes;
+        let expandable = self.scenario.memory.expandable_segments;
+        // At most one release: after it the request fits or never will.
+        for _ in 0..2 {
+            match self.memory.allocate(tensor, size_bytes, stream) {
+                AllocStep::Cached(block) => {
+                    self.device.bind(tensor, Some(block));
+                    return Ok(());
+                }
+                AllocStep::NewSegment(block, bytes) => {
+                    self.device.malloc(block, bytes, false)?;
+                    self.device.bind(tensor, Some(block));
+                    return Ok(());
+                }
+                AllocStep::NeedsRelease => {
+                    let device_idle_ns = if expandable {
+                        None
+                    } else {
+                        self.device.device_sync()?;
+                        Some(self.device.now_ns())
+                    };
+                    let blocks = self.memory.release_cache();
+                    for &block in &blocks {
+                        self.device.free_segment(block, expandable);
+                    }
+                    self.log.cache_releases.push(CacheRelease {
+                        iteration,
+                        op: op.index as OpRef,
+                        host_start_ns,
+                        host_end_ns: self.device.now_ns(),
+                        device_idle_ns,
+                        segments_freed: blocks.len() as u32,
+                    });
+                }
+                AllocStep::OutOfMemory => break,
+            }
+        }
+        Err(HwError::OutOfMemory(format!(
+            "{} B for {:?} at {} (line {}) do not fit in the {} B the allocator may reserve, even \
+             after releasing the cache (R20)",
+            size_bytes,
+            self.scenario.tensors[tensor].name,
+            op.display_name(),
+            op.line,
+            self.scenario.memory.capacity_bytes
+        )))
     }
 
     /// `cluster.kernel_jitter` applied to a compute kernel's duration with the draw the
@@ -591,12 +699,14 @@ impl<'a, D: Device> Executor<'a, D> {
         let (run_stream, input_ready, start) = match placement {
             Placement::Current => {
                 let ev = self.device.record(call_stream)?;
+                self.release_shelf(group)?;
                 (call_stream, ev, ev)
             }
             Placement::Internal | Placement::InternalThenWait => {
                 // R10a: input-ready event on the current stream; the internal stream waits.
                 let input_ready = self.device.record(call_stream)?;
                 self.device.stream_wait(g.stream, input_ready)?;
+                self.release_shelf(group)?;
                 enqueue_ns = self.device.now_ns();
                 let start = self.device.record(g.stream)?;
                 self.log.stream_waits.push(Pending {
@@ -686,6 +796,11 @@ impl<'a, D: Device> Executor<'a, D> {
                 wait: None,
             },
         });
+        if let (CommCall::Collective { tensor, .. }, true) = (call, placement != Placement::Current)
+        {
+            self.memory
+                .keep_alive(tensor, group, run_stream, record, end);
+        }
         let work = WorkState {
             end,
             run_stream,
@@ -715,6 +830,7 @@ impl<'a, D: Device> Executor<'a, D> {
     ) -> Result<WaitLog, HwError> {
         let host_start_ns = self.device.now_ns();
         self.device.stream_wait(stream, work.end)?;
+        self.memory.release_on_wait(work.record); // R18: the stash lets go
         let released = self.device.record(stream)?;
         self.log.stream_waits.push(Pending {
             iteration,
@@ -762,7 +878,7 @@ pub(crate) mod tests {
     use crate::options::Layout;
     use std::collections::VecDeque;
 
-    /// A recording device: every call is logged as text, host time advances by 1 µs per call
+    /// A recording device: every call is logged as text (the allocator's in `memory_calls`), host time advances by 1 µs per call
     /// (sleeps by their length), an event's time is its record time, and queries answer from a
     /// script (then `true`).
     #[derive(Default)]
@@ -774,6 +890,8 @@ pub(crate) mod tests {
         pub comms: Vec<String>,
         pub watched: Vec<WatchedWork>,
         pub aborted: bool,
+        /// The allocator's calls, apart from the stream calls.
+        pub memory_calls: Vec<String>,
     }
 
     impl FakeDevice {
@@ -870,6 +988,19 @@ pub(crate) mod tests {
         fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
             Ok(self.event_times[event])
         }
+        fn malloc(&mut self, block: BlockId, bytes: u64, fill: bool) -> Result<(), HwError> {
+            let how = if fill { " filled" } else { "" };
+            self.memory_calls
+                .push(format!("malloc b{block} {bytes}{how}"));
+            Ok(())
+        }
+        fn free_segment(&mut self, block: BlockId, deferred: bool) {
+            let how = if deferred { " deferred" } else { "" };
+            self.memory_calls.push(format!("free b{block}{how}"));
+        }
+        fn bind(&mut self, tensor: TensorId, block: Option<BlockId>) {
+            self.memory_calls.push(format!("bind t{tensor} {block:?}"));
+        }
     }
 
     pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwError> {
@@ -882,7 +1013,9 @@ pub(crate) mod tests {
             stand_in: None,
         };
         let plan = RankPlan::new(&scenario, &layout)?;
-        let log = Executor::new(&scenario, &plan, device, 60_000_000_000).run()?;
+        let mut executor = Executor::new(&scenario, &plan, device, 60_000_000_000);
+        executor.setup()?;
+        let log = executor.run()?;
         let times = device.event_times.clone();
         log.resolve(&plan, |ev| Ok(times[ev]))
     }
@@ -1287,5 +1420,63 @@ gpu_delay_us = { uniform = { min = 10, max = 20 } }
             .map(String::as_str)
             .collect();
         assert_eq!(drawn, expected);
+    }
+
+    /// R20 through the executor: the allocation that does not fit synchronises the device,
+    /// frees the cached segment and records the release; with expandable segments it neither
+    /// synchronises nor frees before the run ends.
+    #[test]
+    fn a_cache_release_synchronises_unless_expandable() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/hw/scenarios/hw_cache_release.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut device = FakeDevice::default();
+        let rank = run_fake(&text, &mut device).unwrap();
+        let release = rank.cache_releases[0];
+        assert_eq!(
+            (release.iteration, release.op, release.segments_freed),
+            (0, 3, 1)
+        );
+        assert!(release.device_idle_ns.is_some());
+        let alloc_b = device
+            .calls
+            .iter()
+            .position(|c| c == "launch s1 spin 5000000ns x1")
+            .unwrap();
+        assert_eq!(
+            device.calls[alloc_b + 2],
+            "device_sync",
+            "{:?}",
+            device.calls
+        );
+        assert_eq!(
+            &device.memory_calls[..5],
+            [
+                "malloc b0 629145600",
+                "bind t0 Some(0)",
+                "bind t0 None",
+                "free b0",
+                "malloc b1 629145600",
+            ]
+        );
+        assert_eq!(rank.memory.cache_releases, rank.cache_releases.len() as u32);
+        assert!(rank.memory.peak_reserved_bytes <= 1 << 30);
+
+        let expandable = text.replace(
+            "fraction = 1.0",
+            "fraction = 1.0\nexpandable_segments = true",
+        );
+        let mut device = FakeDevice::default();
+        let rank = run_fake(&expandable, &mut device).unwrap();
+        assert!(rank
+            .cache_releases
+            .iter()
+            .all(|r| r.device_idle_ns.is_none()));
+        // The program's five device_sync ops and the one after the run: none for the releases.
+        let syncs = device.calls.iter().filter(|c| *c == "device_sync").count();
+        assert_eq!(syncs, 6);
+        assert!(device
+            .memory_calls
+            .contains(&"free b0 deferred".to_string()));
     }
 }

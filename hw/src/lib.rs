@@ -60,6 +60,7 @@ mod clock;
 mod cuda;
 mod error;
 mod exec;
+mod memory;
 mod nccl;
 mod options;
 mod plan;
@@ -103,7 +104,7 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
     )?;
     device.start_clock()?;
     let mut executor = exec::Executor::new(scenario, &plan, &mut device, options.timeout_ns);
-    executor.eager_init()?;
+    executor.setup()?;
     let log = executor.run()?;
     let clock = device.finish_clock()?;
     let rank = log.resolve(&plan, |event| {

@@ -108,6 +108,7 @@ impl RankPlan {
         }
         // The parser restricts a subgroup's collectives to its members, so every collective
         // this rank runs has a group plan.
+        let nccl_streams = groups.iter().flatten().count();
         let delay_kernels = scenario
             .perturbations
             .iter()
@@ -117,7 +118,11 @@ impl RankPlan {
             .ops
             .iter()
             .filter(|op| op.runs_on(rank))
-            .map(|op| events_of(&op.kind))
+            .map(|op| match op.kind {
+                // recordStream (R19): at most one event per internal stream.
+                OpKind::Free { .. } => nccl_streams,
+                _ => events_of(&op.kind),
+            })
             .sum::<usize>()
             + 2 * delay_kernels;
         let total = events_per_iteration.saturating_mul(scenario.repeat as usize);

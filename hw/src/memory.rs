@@ -1,0 +1,366 @@
+//! The caching allocator's books on the hardware backend (R17–R20): which block each tensor
+//! lives in, what keeps a freed block from its pool (the Work's stash, R18; recordStream events,
+//! R19), and when the cache must be released (R20). The decisions are the simulator's own
+//! [`CachingAllocator`]; the executor carries them out with real `cuMemAlloc`/`cuMemFree` and,
+//! for a release, a real device-wide synchronise. Pure bookkeeping, tested without a GPU.
+
+use crate::exec::Ev;
+use sim::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks};
+use sim::scenario::{Lifetime, Scenario, TensorId};
+use sim::timeline::StreamRef;
+use std::collections::{BTreeSet, HashMap};
+
+/// A Work not yet waited that stashes a block (R18).
+#[derive(Debug, Clone, Copy)]
+struct ShelfEntry {
+    /// The collective's record in the run log.
+    collective: usize,
+    block: BlockId,
+    end: Ev,
+}
+
+#[derive(Debug)]
+pub struct Memory {
+    allocator: CachingAllocator,
+    lifetime: Lifetime,
+    block: Vec<Option<BlockId>>,
+    /// Works not yet waited that hold each block.
+    holders: HashMap<BlockId, u32>,
+    /// Blocks whose tensor was deleted while Works still held them.
+    deferred_free: Vec<BlockId>,
+    /// Streams other than its own on which a collective used each tensor (recordStream).
+    recorded_streams: Vec<Vec<StreamRef>>,
+    /// Freed blocks waiting for their recordStream events.
+    pending_frees: Vec<(BlockId, Vec<Ev>)>,
+    /// Per group, the shelf of R18.
+    shelf: Vec<Vec<ShelfEntry>>,
+    /// Blocks in the cache (freed, not handed out again): the segments a release gives back.
+    cached: BTreeSet<BlockId>,
+    /// Tensors that live for the whole run, not yet given their segments: (tensor, block, bytes).
+    static_segments: Vec<(TensorId, BlockId, u64)>,
+}
+
+/// What an allocation needs from the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllocStep {
+    /// Served from the stream's cache: the tensor now lives in this block.
+    Cached(BlockId),
+    /// A new segment of `bytes` must be allocated for this block.
+    NewSegment(BlockId, u64),
+    /// The capacity is reached: synchronise the device (unless expandable segments), call
+    /// [`Memory::release_cache`], then ask again.
+    NeedsRelease,
+    OutOfMemory,
+}
+
+impl Memory {
+    /// The books, with every tensor that no `alloc` creates allocated up front on the default
+    /// stream, as the simulator does ([`Memory::static_segments`] lists them).
+    pub fn new(scenario: &Scenario) -> Memory {
+        let mut memory = Memory {
+            allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
+            lifetime: scenario.memory.lifetime,
+            block: vec![None; scenario.tensors.len()],
+            holders: HashMap::new(),
+            deferred_free: Vec::new(),
+            recorded_streams: vec![Vec::new(); scenario.tensors.len()],
+            pending_frees: Vec::new(),
+            shelf: vec![Vec::new(); scenario.groups.len()],
+            cached: BTreeSet::new(),
+            static_segments: Vec::new(),
+        };
+        for (tensor, declared) in scenario.tensors.iter().enumerate() {
+            if declared.dynamic {
+                continue;
+            }
+            if let AllocStep::NewSegment(block, bytes) =
+                memory.allocate(tensor, declared.size_bytes, 0)
+            {
+                memory.static_segments.push((tensor, block, bytes));
+            }
+        }
+        memory
+    }
+
+    /// The segments the up-front tensors need: (tensor, block, bytes); empty after the first
+    /// call.
+    pub fn static_segments(&mut self) -> Vec<(TensorId, BlockId, u64)> {
+        std::mem::take(&mut self.static_segments)
+    }
+
+    /// End events of the group's shelf.
+    pub fn shelf_ends(&self, group: usize) -> Vec<Ev> {
+        self.shelf[group].iter().map(|entry| entry.end).collect()
+    }
+
+    /// Events that recordStream frees wait for.
+    pub fn pending_events(&self) -> Vec<Ev> {
+        self.pending_frees
+            .iter()
+            .flat_map(|(_, events)| events.iter().copied())
+            .collect()
+    }
+
+    pub fn peaks(&self) -> MemoryPeaks {
+        self.allocator.peaks()
+    }
+
+    /// R19: blocks freed under recordStream return to their pool once their events passed,
+    /// checked at each allocation.
+    pub fn collect_pending(&mut self, mut passed: impl FnMut(Ev) -> bool) {
+        let mut index = 0;
+        while index < self.pending_frees.len() {
+            if self.pending_frees[index].1.iter().all(|&ev| passed(ev)) {
+                let (block, _) = self.pending_frees.swap_remove(index);
+                self.return_block(block);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    /// `torch.empty` of `size_bytes` on `stream` (R17).
+    pub fn allocate(&mut self, tensor: TensorId, size_bytes: u64, stream: StreamRef) -> AllocStep {
+        match self.allocator.allocate(size_bytes, stream) {
+            Allocation::Cached(block) => {
+                self.cached.remove(&block);
+                self.block[tensor] = Some(block);
+                AllocStep::Cached(block)
+            }
+            Allocation::NewSegment(block) => {
+                self.block[tensor] = Some(block);
+                AllocStep::NewSegment(block, size_bytes.max(1).div_ceil(512) * 512)
+            }
+            Allocation::NeedsRelease => AllocStep::NeedsRelease,
+            Allocation::OutOfMemory => AllocStep::OutOfMemory,
+        }
+    }
+
+    /// R20's `release_cached_blocks`: pending recordStream frees are forced, then every cached
+    /// segment goes back to the system. Returns the blocks whose segments to free.
+    pub fn release_cache(&mut self) -> Vec<BlockId> {
+        for (block, _) in std::mem::take(&mut self.pending_frees) {
+            self.return_block(block);
+        }
+        let released = self.allocator.release_cached();
+        let blocks: Vec<BlockId> = std::mem::take(&mut self.cached).into_iter().collect();
+        debug_assert_eq!(blocks.len() as u32, released);
+        blocks
+    }
+
+    /// Keeps a collective's tensor alive as the lifetime rule says (R18, R19), for a collective
+    /// run on an internal stream.
+    pub fn keep_alive(
+        &mut self,
+        tensor: TensorId,
+        group: usize,
+        run_stream: StreamRef,
+        collective: usize,
+        end: Ev,
+    ) {
+        let Some(block) = self.block[tensor] else {
+            return;
+        };
+        match self.lifetime {
+            Lifetime::Stash => {
+                *self.holders.entry(block).or_default() += 1;
+                self.shelf[group].push(ShelfEntry {
+                    collective,
+                    block,
+                    end,
+                });
+            }
+            Lifetime::RecordStream => {
+                let streams = &mut self.recorded_streams[tensor];
+                if !streams.contains(&run_stream) {
+                    streams.push(run_stream);
+                }
+            }
+            Lifetime::None => {}
+        }
+    }
+
+    /// R18: at a collective's enqueue, Works of the group never waited on leave the shelf once
+    /// they completed.
+    pub fn release_shelf(&mut self, group: usize, mut completed: impl FnMut(Ev) -> bool) {
+        let mut index = 0;
+        while index < self.shelf[group].len() {
+            let entry = self.shelf[group][index];
+            if completed(entry.end) {
+                self.shelf[group].swap_remove(index);
+                self.release_holder(entry.block);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    /// R18: after `wait()`'s stream block the Work lets go of its stashed tensor.
+    pub fn release_on_wait(&mut self, collective: usize) {
+        for group in 0..self.shelf.len() {
+            if let Some(position) = self.shelf[group]
+                .iter()
+                .position(|e| e.collective == collective)
+            {
+                let entry = self.shelf[group].remove(position);
+                self.release_holder(entry.block);
+                return;
+            }
+        }
+    }
+
+    /// The streams on which `del t` must record an event first (recordStream, R19).
+    pub fn streams_to_record(&mut self, tensor: TensorId) -> Vec<StreamRef> {
+        std::mem::take(&mut self.recorded_streams[tensor])
+    }
+
+    /// `del t` with the events recorded on [`Memory::streams_to_record`]'s streams: the block
+    /// returns to its pool now, with the last Work holding it, or once the events passed.
+    pub fn free(&mut self, tensor: TensorId, events: Vec<Ev>) {
+        let Some(block) = self.block[tensor].take() else {
+            return;
+        };
+        if self.holders.contains_key(&block) {
+            self.deferred_free.push(block);
+        } else if !events.is_empty() {
+            self.pending_frees.push((block, events));
+        } else {
+            self.return_block(block);
+        }
+    }
+
+    fn release_holder(&mut self, block: BlockId) {
+        let count = self.holders.entry(block).or_default();
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            self.holders.remove(&block);
+            if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
+                self.deferred_free.swap_remove(position);
+                self.return_block(block);
+            }
+        }
+    }
+
+    fn return_block(&mut self, block: BlockId) {
+        self.allocator.free(block);
+        self.cached.insert(block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1 GiB of capacity: the static 64 MiB plus one 512 MiB block fit, a second does not.
+    fn scenario(lifetime: &str) -> Scenario {
+        let text = format!(
+            r#"
+[cluster]
+ranks = 1
+[memory]
+capacity_gib = 1
+fraction = 1.0
+lifetime = "{lifetime}"
+[tensors]
+fixed = "64MiB"
+grad = "256MiB"
+other = "256MiB"
+big = "512MiB"
+[[op]]
+alloc = "grad"
+[[op]]
+alloc = "other"
+[[op]]
+alloc = "big"
+[[op]]
+free = "grad"
+[[op]]
+free = "other"
+[[op]]
+free = "big"
+"#
+        );
+        sim::scenario::parse("memory.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn static_tensors_are_allocated_up_front() {
+        let mut memory = Memory::new(&scenario("stash"));
+        assert_eq!(memory.static_segments(), [(0, 0, 64 * MIB)]);
+        assert!(memory.static_segments().is_empty());
+    }
+
+    #[test]
+    fn a_stashed_block_returns_at_wait_then_is_reused() {
+        let mut memory = Memory::new(&scenario("stash"));
+        let AllocStep::NewSegment(grad, _) = memory.allocate(1, 256 * MIB, 0) else {
+            panic!()
+        };
+        memory.keep_alive(1, 0, 2, 7, 99);
+        memory.free(1, Vec::new());
+        // Held by the Work's stash: not in the pool (R18), so a new segment.
+        assert!(matches!(
+            memory.allocate(2, 256 * MIB, 0),
+            AllocStep::NewSegment(..)
+        ));
+        memory.release_on_wait(7);
+        assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(grad));
+    }
+
+    #[test]
+    fn never_waited_works_leave_the_shelf_once_complete() {
+        let mut memory = Memory::new(&scenario("stash"));
+        let AllocStep::NewSegment(grad, _) = memory.allocate(1, 256 * MIB, 0) else {
+            panic!()
+        };
+        memory.keep_alive(1, 0, 2, 3, 40);
+        memory.free(1, Vec::new());
+        assert_eq!(memory.shelf_ends(0), [40]);
+        memory.release_shelf(0, |_| false);
+        assert!(matches!(
+            memory.allocate(2, 256 * MIB, 0),
+            AllocStep::NewSegment(..)
+        ));
+        memory.release_shelf(0, |end| end == 40);
+        assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(grad));
+    }
+
+    #[test]
+    fn record_stream_frees_wait_for_their_events() {
+        let mut memory = Memory::new(&scenario("record_stream"));
+        let AllocStep::NewSegment(grad, _) = memory.allocate(1, 256 * MIB, 0) else {
+            panic!()
+        };
+        memory.keep_alive(1, 0, 2, 0, 5);
+        assert_eq!(memory.streams_to_record(1), [2]);
+        memory.free(1, vec![11]);
+        assert_eq!(memory.pending_events(), [11]);
+        memory.collect_pending(|_| false);
+        assert!(matches!(
+            memory.allocate(2, 256 * MIB, 0),
+            AllocStep::NewSegment(..)
+        ));
+        memory.collect_pending(|event| event == 11);
+        assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(grad));
+    }
+
+    #[test]
+    fn a_full_cache_is_released_then_out_of_memory() {
+        let mut memory = Memory::new(&scenario("none"));
+        let AllocStep::NewSegment(big, _) = memory.allocate(3, 512 * MIB, 0) else {
+            panic!()
+        };
+        memory.free(3, Vec::new());
+        // Cached on stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
+        assert_eq!(memory.allocate(3, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(memory.release_cache(), [big]);
+        assert!(matches!(
+            memory.allocate(3, 512 * MIB, 1),
+            AllocStep::NewSegment(..)
+        ));
+        assert_eq!(memory.allocate(1, 512 * MIB, 0), AllocStep::OutOfMemory);
+        assert_eq!(memory.peaks().cache_releases, 1);
+    }
+}
