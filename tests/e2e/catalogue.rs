@@ -2,6 +2,7 @@
 //! its outcome checked against figures derived from the model's inputs (the arithmetic is
 //! stated beside each check). A shipped scenario without an entry here fails the suite.
 
+use crate::faults;
 use crate::util::{load, run_with, scenarios_dir};
 use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
 use sim::timeline::Timeline;
@@ -19,6 +20,13 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("overlap_sweep.toml", check_overlap_sweep),
     ("sm_contention.toml", check_sm_contention),
     ("straggler.toml", check_straggler),
+    ("hang_10min.toml", faults::check_hang_10min),
+    ("watchdog_stuck.toml", faults::check_watchdog_stuck),
+    ("gpu_backlog_timeout.toml", faults::check_gpu_backlog_timeout),
+    ("mismatch.toml", faults::check_mismatch),
+    ("rank0_crash_init.toml", faults::check_rank0_crash_init),
+    ("async_error.toml", faults::check_async_error),
+    ("functional_collective.toml", faults::check_functional_collective),
 ];
 
 fn collective<'r>(report: &'r Report, name: &str) -> &'r CollectiveMetrics {
@@ -61,8 +69,10 @@ fn every_shipped_scenario_runs_and_shows_its_outcome() {
     for (name, check) in CATALOGUE {
         let scenario = load(name, &[]);
         let timeline = sim::engine::simulate(&scenario);
-        assert!(
-            timeline.findings.is_empty(),
+        // Fault scenarios end in findings on purpose; every other one ends without.
+        assert_eq!(
+            faults::finding_kinds(&timeline),
+            faults::expected_findings(name),
             "{name}: unexpected findings {:?}",
             timeline.findings
         );

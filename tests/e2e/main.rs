@@ -3,5 +3,6 @@
 
 mod catalogue;
 mod cli;
+mod faults;
 mod sweep;
 mod util;

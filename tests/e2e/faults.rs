@@ -1,0 +1,346 @@
+//! The fault scenarios of the catalogue (R15, R26–R30): the simulated times of detection,
+//! dump wait, abort and exit, checked against the arithmetic of the model's inputs, and their
+//! variants under the other `TORCH_NCCL_*` settings.
+//!
+//! Defaults used below (semantics.md "Defaults"): the group timeout is 600 s, the watchdog polls
+//! every 100 ms from t = 0, the dump wait is 4 × 15 s = 60 s, the heartbeat timeout 480 s, the
+//! monitor polls the store every 1 s. A collective call costs 30 µs of which the last 10 µs come
+//! after the kernel launch, so a collective called at t is enqueued at t + 20 µs.
+
+use crate::util::run_with;
+use analysis::metrics::Report;
+use sim::timeline::{FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+
+const S: u64 = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+/// The watchdog's poll interval (R26).
+const POLL_NS: u64 = 100 * MS;
+/// 4 × TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC (R27).
+const DUMP_WAIT_NS: u64 = 60 * S;
+const TIMEOUT_NS: u64 = 600 * S;
+
+/// The finding kinds a shipped scenario ends with on purpose (the catalogue accepts exactly
+/// these; every other scenario must end without findings).
+pub fn expected_findings(name: &str) -> Vec<FindingKind> {
+    use FindingKind::*;
+    match name {
+        // Rank 3's host hangs for good: besides the timeouts, a deadlock finding names it.
+        "hang_10min.toml" => vec![Deadlock, WatchdogTimeout],
+        "watchdog_stuck.toml" => vec![Deadlock, HeartbeatAbort, WatchdogTimeout],
+        "gpu_backlog_timeout.toml" => vec![WatchdogTimeout],
+        "mismatch.toml" => vec![Mismatch, WatchdogTimeout],
+        "rank0_crash_init.toml" => vec![StoreTimeout],
+        "async_error.toml" => vec![AsyncError],
+        _ => Vec::new(),
+    }
+}
+
+/// The distinct finding kinds of a run, in the order of [`expected_findings`].
+pub fn finding_kinds(timeline: &Timeline) -> Vec<FindingKind> {
+    let mut kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+    kinds.sort_by_key(|k| k.as_str());
+    kinds.dedup();
+    kinds
+}
+
+fn records(timeline: &Timeline, rank: u32, event: WatchdogEvent) -> Vec<&WatchdogRecord> {
+    timeline
+        .watchdog
+        .iter()
+        .filter(|r| r.rank == rank && r.event == event)
+        .collect()
+}
+
+/// The time of the only `event` of `rank`.
+fn at(timeline: &Timeline, rank: u32, event: WatchdogEvent) -> u64 {
+    let found = records(timeline, rank, event);
+    assert_eq!(found.len(), 1, "rank {rank} {event:?}: {found:?}");
+    found[0].at_ns
+}
+
+/// The first watchdog poll at or after `ns` (polls at k·100 ms from t = 0).
+fn next_poll_ns(ns: u64) -> u64 {
+    ns.div_ceil(POLL_NS) * POLL_NS
+}
+
+/// hang_10min.toml (000 §8.4): ranks 0–2 enqueue at 20 µs; rank 3 never joins.
+pub fn check_hang_10min(timeline: &Timeline, _report: &Report) {
+    let enqueue_ns = 20 * US;
+    // R26: the first poll at or after enqueue + 600 s: 600.1 s, within one poll of the timeout.
+    let detected_ns = next_poll_ns(enqueue_ns + TIMEOUT_NS);
+    assert_eq!(detected_ns, 600_100 * MS);
+    for rank in 0..3 {
+        let timeout = records(timeline, rank, WatchdogEvent::Timeout);
+        assert_eq!(timeout.len(), 1, "rank {rank}");
+        assert_eq!(timeout[0].at_ns, detected_ns);
+        assert!(timeout[0].at_ns - enqueue_ns >= TIMEOUT_NS);
+        assert!(timeout[0].at_ns - enqueue_ns < TIMEOUT_NS + POLL_NS);
+        assert_eq!(timeout[0].thread, ThreadKind::Watchdog);
+        // 600.1 s − 20 µs = 600099.98 ms, printed truncated as PyTorch does.
+        assert!(
+            timeout[0].message.starts_with(&format!(
+                "[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=6553600, NumelOut=6553600, Timeout(ms)=600000) ran for 600099 milliseconds before timing out."
+            )),
+            "{}",
+            timeout[0].message
+        );
+        // The desync report (TORCH_NCCL_DESYNC_DEBUG=1) names the rank that never joined.
+        let report = records(timeline, rank, WatchdogEvent::DesyncReport);
+        assert_eq!(report.len(), 1);
+        assert!(report[0]
+            .message
+            .contains("rank 3: last enqueued 0, last completed 0"));
+        assert!(report[0]
+            .message
+            .contains("verdict: rank 3 never joined collective 1 (ALLREDUCE, world)"));
+        // R27, mode 3 (SkipCleanUp): exit after the 60-s dump wait, with no abort: ≈ 11 min.
+        assert_eq!(
+            at(timeline, rank, WatchdogEvent::Exit),
+            detected_ns + DUMP_WAIT_NS
+        );
+        assert!(records(timeline, rank, WatchdogEvent::Abort).is_empty());
+    }
+    // Rank 3's heartbeat monitor polls the store every second: it dumps at 601 s.
+    assert_eq!(at(timeline, 3, WatchdogEvent::Dump), 601 * S);
+    assert!(records(timeline, 3, WatchdogEvent::Exit).is_empty());
+}
+
+#[test]
+fn tear_down_aborts_the_communicator_before_the_process_exits() {
+    let timeline = run_with(
+        "hang_10min.toml",
+        &["env.TORCH_NCCL_ASYNC_ERROR_HANDLING=1"],
+    );
+    for rank in 0..3 {
+        let abort = at(&timeline, rank, WatchdogEvent::Abort);
+        let exit = at(&timeline, rank, WatchdogEvent::Exit);
+        // Both after the 60-s dump wait past the 600.1-s detection; abort first.
+        assert_eq!(abort, 660_100 * MS);
+        assert_eq!(exit, abort);
+        let order: Vec<WatchdogEvent> = timeline
+            .watchdog
+            .iter()
+            .filter(|r| r.rank == rank && r.at_ns == abort)
+            .map(|r| r.event)
+            .collect();
+        assert_eq!(order, [WatchdogEvent::Abort, WatchdogEvent::Exit]);
+    }
+}
+
+#[test]
+fn clean_up_only_aborts_and_the_process_lives_on() {
+    let timeline = run_with(
+        "hang_10min.toml",
+        &["env.TORCH_NCCL_ASYNC_ERROR_HANDLING=2"],
+    );
+    for rank in 0..3u32 {
+        assert_eq!(at(&timeline, rank, WatchdogEvent::Abort), 660_100 * MS);
+        assert!(records(&timeline, rank, WatchdogEvent::Exit).is_empty());
+        // The abort ends the spinning kernel, so the stream moves on and `.item()` returns
+        // 15 µs (item_us) later: the program finishes alive.
+        let last_call = timeline.ranks[rank as usize].host.last().unwrap();
+        assert_eq!(last_call.end_ns, 660_100 * MS + 15 * US);
+    }
+}
+
+#[test]
+fn no_handling_leaves_the_hosts_blocked_and_the_run_ends_with_a_deadlock() {
+    let timeline = run_with(
+        "hang_10min.toml",
+        &["env.TORCH_NCCL_ASYNC_ERROR_HANDLING=0"],
+    );
+    for rank in 0..3 {
+        assert_eq!(at(&timeline, rank, WatchdogEvent::NoHandling), 660_100 * MS);
+        assert!(records(&timeline, rank, WatchdogEvent::Exit).is_empty());
+        assert!(records(&timeline, rank, WatchdogEvent::Abort).is_empty());
+    }
+    let blocked = timeline
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Deadlock && f.message.contains("is blocked in loss"))
+        .count();
+    assert_eq!(blocked, 3, "{:?}", timeline.findings);
+}
+
+#[test]
+fn blocking_wait_raises_in_the_main_thread_without_a_watchdog() {
+    let timeline = run_with("hang_10min.toml", &["env.TORCH_NCCL_BLOCKING_WAIT=1"]);
+    // R15: no watchdog thread; wait() (called at 30 µs, 4 µs) polls at 34 µs + k·1 ms and
+    // raises at the first poll past enqueue + 600 s = 600.000020 s: 600.000034 s.
+    assert!(timeline
+        .watchdog
+        .iter()
+        .all(|r| r.thread == ThreadKind::Main));
+    for rank in 0..3 {
+        let raised = records(&timeline, rank, WatchdogEvent::WaitTimeout);
+        assert_eq!(raised.len(), 1);
+        assert_eq!(raised[0].at_ns, 600 * S + 34 * US);
+        assert!(raised[0].message.contains("timed out in blocking wait"));
+        assert_eq!(at(&timeline, rank, WatchdogEvent::Exit), 600 * S + 34 * US);
+    }
+    assert_eq!(
+        finding_kinds(&timeline),
+        [FindingKind::Deadlock, FindingKind::WaitTimeout]
+    );
+}
+
+/// watchdog_stuck.toml (R28): rank 0's watchdog hangs at its poll of 0.1 s.
+pub fn check_watchdog_stuck(timeline: &Timeline, _report: &Report) {
+    let stuck_ns = 100 * MS;
+    let heartbeat_ns = 480 * S;
+    let fault = records(timeline, 0, WatchdogEvent::Fault);
+    assert!(fault
+        .iter()
+        .any(|r| r.thread == ThreadKind::Watchdog && r.at_ns == stuck_ns));
+    // The monitor reads the heartbeat at 480 s (moved since its start) and 960 s (unchanged).
+    let abort_ns = at(timeline, 0, WatchdogEvent::HeartbeatTimeout);
+    assert_eq!(abort_ns, 2 * heartbeat_ns);
+    assert!(abort_ns - stuck_ns >= heartbeat_ns && abort_ns - stuck_ns <= 2 * heartbeat_ns);
+    assert_eq!(at(timeline, 0, WatchdogEvent::Exit), abort_ns);
+    // A stuck watchdog reports nothing itself.
+    assert!(records(timeline, 0, WatchdogEvent::Timeout).is_empty());
+    // Ranks 1 and 2 take the normal path; their dump signal reaches rank 0's monitor at 601 s.
+    for rank in 1..3 {
+        assert_eq!(at(timeline, rank, WatchdogEvent::Timeout), 600_100 * MS);
+        assert_eq!(at(timeline, rank, WatchdogEvent::Exit), 660_100 * MS);
+    }
+    assert_eq!(at(timeline, 0, WatchdogEvent::Dump), 601 * S);
+}
+
+/// gpu_backlog_timeout.toml (R26): a 605-s GPU sleep before the all_reduce on every rank.
+pub fn check_gpu_backlog_timeout(timeline: &Timeline, _report: &Report) {
+    // Enqueued at 25 µs (sleep launch 5 µs, then 20 µs of the call): detected at 600.1 s.
+    let enqueue_ns = 25 * US;
+    let detected_ns = next_poll_ns(enqueue_ns + TIMEOUT_NS);
+    for (rank, ranked) in timeline.ranks.iter().enumerate() {
+        let rank = rank as u32;
+        assert_eq!(at(timeline, rank, WatchdogEvent::Timeout), detected_ns);
+        let collective = &ranked.collectives[0];
+        // The kernel starts after the backlog (605 s + 8 µs of launches and latency), after
+        // the timeout: the clock runs from enqueue, not from kernel start.
+        assert!(collective.kernel_start_ns >= 605 * S);
+        assert!(collective.kernel_start_ns > detected_ns);
+        // Nothing was wrong: it completes, and the process still exits after the dump wait.
+        let exit_ns = at(timeline, rank, WatchdogEvent::Exit);
+        assert!(collective.end_ns < exit_ns);
+        assert_eq!(exit_ns, detected_ns + DUMP_WAIT_NS);
+        let report = records(timeline, rank, WatchdogEvent::DesyncReport);
+        assert!(report[0].message.contains("have not started its kernel"));
+    }
+}
+
+/// mismatch.toml (R16): rank 1 issues an all_gather where rank 0 issues an all_reduce.
+pub fn check_mismatch(timeline: &Timeline, _report: &Report) {
+    let mismatch: Vec<_> = timeline
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::Mismatch)
+        .collect();
+    assert_eq!(mismatch.len(), 1);
+    assert!(mismatch[0].message.contains(
+        "rank 0 issued ALLREDUCE of 4MiB (ar, line 25), rank 1 issued _ALLGATHER_BASE of 4MiB"
+    ));
+    for rank in 0..2 {
+        assert_eq!(at(timeline, rank, WatchdogEvent::Timeout), 600_100 * MS);
+        let report = records(timeline, rank, WatchdogEvent::DesyncReport);
+        assert!(report[0]
+            .message
+            .contains("verdict: ranks disagree on the op at 1 (world)"));
+        assert_eq!(at(timeline, rank, WatchdogEvent::Exit), 660_100 * MS);
+    }
+}
+
+#[test]
+fn a_mismatch_with_no_error_handling_still_ends_the_run() {
+    let timeline = run_with("mismatch.toml", &["env.TORCH_NCCL_ASYNC_ERROR_HANDLING=0"]);
+    assert_eq!(
+        finding_kinds(&timeline),
+        [
+            FindingKind::Deadlock,
+            FindingKind::Mismatch,
+            FindingKind::WatchdogTimeout
+        ]
+    );
+    assert!(timeline
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::Deadlock && f.message.contains("never completes")));
+}
+
+/// rank0_crash_init.toml (R29): rank 0 dies before its lazy communicator init.
+pub fn check_rank0_crash_init(timeline: &Timeline, _report: &Report) {
+    assert_eq!(at(timeline, 0, WatchdogEvent::Exit), 0);
+    for rank in 1..4 {
+        // store.get from t = 0 until the store timeout (the group's 600 s).
+        let raised = records(timeline, rank, WatchdogEvent::StoreTimeout);
+        assert_eq!(raised.len(), 1);
+        assert_eq!(raised[0].at_ns, TIMEOUT_NS);
+        assert_eq!(raised[0].thread, ThreadKind::Main);
+        assert!(raised[0]
+            .message
+            .contains("possible application crash on rank 0"));
+        assert_eq!(at(timeline, rank, WatchdogEvent::Exit), TIMEOUT_NS);
+    }
+}
+
+/// async_error.toml (R26, R27): rank 1's network fails 5 s after its enqueue at 20 µs.
+pub fn check_async_error(timeline: &Timeline, _report: &Report) {
+    let seen_ns = next_poll_ns(20 * US + 5 * S);
+    assert_eq!(seen_ns, 5_100 * MS);
+    assert_eq!(at(timeline, 1, WatchdogEvent::AsyncError), seen_ns);
+    assert_eq!(at(timeline, 1, WatchdogEvent::Exit), seen_ns + DUMP_WAIT_NS);
+    for rank in [0, 2, 3] {
+        // TORCH_NCCL_PROPAGATE_ERROR: the next poll after the error reached the store.
+        let remote = records(timeline, rank, WatchdogEvent::RemoteError);
+        assert_eq!(remote.len(), 1);
+        assert_eq!(remote[0].at_ns, seen_ns + POLL_NS);
+        assert!(remote[0].message.contains("signalled by rank 1"));
+        assert_eq!(
+            at(timeline, rank, WatchdogEvent::Exit),
+            seen_ns + POLL_NS + DUMP_WAIT_NS
+        );
+    }
+}
+
+#[test]
+fn without_propagation_the_other_ranks_wait_for_their_own_timeout() {
+    let timeline = run_with("async_error.toml", &["env.TORCH_NCCL_PROPAGATE_ERROR=0"]);
+    assert_eq!(at(&timeline, 1, WatchdogEvent::AsyncError), 5_100 * MS);
+    for rank in [0, 2, 3] {
+        assert_eq!(at(&timeline, rank, WatchdogEvent::Timeout), 600_100 * MS);
+    }
+}
+
+/// functional_collective.toml (R30): wait_tensor(y) is issued at the first read of y.
+pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
+    let names: Vec<&str> = timeline.ops.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["ar", "gemm", "wait_tensor(y)", "use_y", "stream_sync#4"]
+    );
+    let wait_op = 2;
+    // 8 ranks, 25 MiB over NVLink: 14·5 µs + 2·7/8·26214400 B / 450 GB/s = 171.945 µs.
+    let ar = report.collectives.iter().find(|c| c.op == "ar").unwrap();
+    assert!((ar.kernel_us.median - 171.945).abs() < 1e-3);
+    for rank in &timeline.ranks {
+        for record in &rank.collectives {
+            let wait = record.wait.expect("wait_tensor waited on the Work");
+            assert_eq!(wait.op, wait_op);
+            let kernel = |op: u32| {
+                rank.kernels
+                    .iter()
+                    .find(|k| k.op == op && k.iteration == record.iteration)
+                    .unwrap()
+            };
+            let gemm = kernel(1);
+            let use_y = kernel(3);
+            // The wait is issued after the GEMM's launch, so the all_reduce runs under it and
+            // ends first; the reader starts only once the default stream passed the wait.
+            assert!(wait.host_start_ns >= gemm.enqueue_ns);
+            assert!(record.end_ns < gemm.end_ns);
+            assert!(use_y.start_ns >= wait.released_ns);
+            assert!(wait.released_ns >= record.end_ns);
+        }
+    }
+}
