@@ -228,6 +228,9 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
 fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    // A [sweep] table is checked too: bad input never half-runs.
+    sim::sweep::Sweep::parse(&path.display().to_string(), &text, &[])
+        .map_err(|error| Failure::input(error.to_string()))?;
     let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
         .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
     let shown = if overrides.is_empty() {

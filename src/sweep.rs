@@ -8,7 +8,7 @@
 
 use crate::Failure;
 use analysis::sweep::{Columns, PointInfo, Provenance, POINT_COLUMN};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use sim::sweep::{point_seed, AxisArg, Shard, Sweep};
 use std::collections::{BTreeMap, HashSet};
@@ -237,9 +237,15 @@ fn progress_bar(length: u64) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(length), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} points, {per_sec}, ETA {eta}",
+            "{elapsed_precise} [{bar:40}] {pos}/{len} points, {rate}, ETA {eta}",
         )
         .expect("valid template")
+        .with_key(
+            "rate",
+            |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+                let _ = write!(out, "{:.0} points/s", state.per_sec());
+            },
+        )
         .progress_chars("=> "),
     );
     bar

@@ -366,11 +366,14 @@ fn bad_sweep_keys_name_file_line_and_column() {
     let out = temp("bad.csv");
     let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr(&output).contains("bad.toml:6:15: error: sweep axis \"tensors.x\" must be a list"),
-        "{}",
-        stderr(&output)
-    );
+    let expected = "bad.toml:6:15: error: sweep axis \"tensors.x\" must be a list";
+    assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+    // `run` and `check` refuse it too, rather than run half of the file.
+    for command in ["run", "check"] {
+        let output = c10dsim(&[command, path.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+    }
     // `run` on a sweep file runs its base point; its --set reaches ops by label as axes do.
     let output = c10dsim(&["run", "scenarios/overlap_sweep.toml"]);
     assert!(output.status.success(), "{}", stderr(&output));
