@@ -349,12 +349,13 @@ pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), F
     Ok((header, rows))
 }
 
-/// Writes rows in point order through a temporary file renamed over `path`.
+/// Writes rows in point order through a temporary file renamed over `path`; returns how many
+/// (a point present twice with the same row is written once).
 fn write_sorted(
     path: &Path,
     header: &[String],
     rows: Vec<csv::StringRecord>,
-) -> Result<(), Failure> {
+) -> Result<usize, Failure> {
     let mut by_point: BTreeMap<u64, csv::StringRecord> = BTreeMap::new();
     for row in rows {
         let index = point_index(path, &row)?;
@@ -382,7 +383,8 @@ fn write_sorted(
         .map_err(|error| write_failure(&temporary, error.error()))?
         .flush()
         .map_err(|error| write_failure(&temporary, error))?;
-    std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))
+    std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))?;
+    Ok(by_point.len())
 }
 
 /// `c10dsim merge`: the rows of every input (same columns), one per point, in point order.
@@ -405,10 +407,9 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         all.extend(rows);
     }
     let (header, _) = header.expect("clap requires an input");
-    let count = all.len();
-    write_sorted(output, &header, all)?;
+    let count = write_sorted(output, &header, all)?;
     eprintln!(
-        "c10dsim: merged {count} rows from {} files into {}",
+        "c10dsim: merged {count} points from {} files into {}",
         inputs.len(),
         output.display()
     );
