@@ -1050,3 +1050,103 @@ enum Caught {
     AsyncError(u32),
     Remote(u32),
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::simulate;
+    use crate::scenario::parse;
+    use crate::timeline::{FindingKind, WatchdogEvent};
+
+    /// Two ranks, a 1-s group timeout, an async all_reduce enqueued at 20 µs, then wait and
+    /// `.item()`.
+    fn two_ranks(extra: &str) -> String {
+        format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{extra}\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n"
+        )
+    }
+
+    fn events_of(text: &str, rank: u32, event: WatchdogEvent) -> Vec<u64> {
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        timeline
+            .watchdog
+            .iter()
+            .filter(|r| r.rank == rank && r.event == event)
+            .map(|r| r.at_ns)
+            .collect()
+    }
+
+    #[test]
+    fn a_work_seen_complete_only_at_its_deadline_poll_still_times_out_r26() {
+        // Rank 0's deadline: the first poll past 20 µs + 1 s is 1.1 s. Rank 1 joins at
+        // 1.05 s, so the Work completes at ≈ 1.0501 s: not yet at the 1.0-s poll, and at the
+        // 1.1-s poll the timeout is checked before completion.
+        let late = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1050000");
+        assert_eq!(events_of(&late, 0, WatchdogEvent::Timeout), [1_100_000_000]);
+        // Joining at 0.95 s, it completes before the 1.0-s poll: no timeout on any rank.
+        let in_time =
+            two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 950000");
+        let timeline = simulate(&parse("t.toml", &in_time).unwrap());
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        assert!(timeline.watchdog.is_empty());
+    }
+
+    #[test]
+    fn a_slow_host_phase_before_a_collective_times_out_the_others() {
+        // Rank 1's host spends 2 s (a checkpoint) before the all_reduce: rank 0 times out at
+        // 1.1 s; rank 1 then joins at 2 s while rank 0 is still in its dump wait, so the
+        // collective completes — and rank 0 still exits at 1.1 s + 60 s.
+        let text = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 2000000");
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        let at = |rank: u32, event: WatchdogEvent| {
+            timeline
+                .watchdog
+                .iter()
+                .find(|r| r.rank == rank && r.event == event)
+                .map(|r| r.at_ns)
+        };
+        assert_eq!(at(0, WatchdogEvent::Timeout), Some(1_100_000_000));
+        assert_eq!(at(0, WatchdogEvent::Exit), Some(61_100_000_000));
+        assert_eq!(at(1, WatchdogEvent::Timeout), None);
+        let end_ns = timeline.ranks[1].collectives[0].end_ns;
+        assert!(end_ns > 2_000_000_000 && end_ns < 2_001_000_000, "{end_ns}");
+    }
+
+    #[test]
+    fn a_process_that_dies_loses_its_queued_gpu_work_and_its_peers_time_out() {
+        // Rank 1 queues a 1-s GPU sleep, then dies before the all_reduce: the sleep never
+        // finishes (its process is gone) and rank 0's Work times out at 1.1 s.
+        let text = format!(
+            "[[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 1000000\nranks = [1]\n{}",
+            two_ranks("[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"")
+        );
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        assert!(timeline.ranks[1].kernels.is_empty());
+        let exit: Vec<u64> = timeline
+            .watchdog
+            .iter()
+            .filter(|r| r.rank == 1 && r.event == WatchdogEvent::Exit)
+            .map(|r| r.at_ns)
+            .collect();
+        assert_eq!(exit, [5_000], "died after the 5-µs launch");
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::WatchdogTimeout]);
+        assert!(timeline.findings[0]
+            .message
+            .contains("rank 1 never joined collective 1"));
+    }
+
+    #[test]
+    fn the_heartbeat_monitor_can_kill_a_watchdog_asleep_in_a_long_dump_wait_r28() {
+        // A 1-s heartbeat timeout is shorter than the 60-s dump wait: rank 0's watchdog
+        // stops beating at the 1.1-s timeout poll, and the monitor's reads at 2 s (moved since
+        // 1 s) and 3 s (unchanged) abort it at 3 s.
+        let text = two_ranks(
+            "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"",
+        );
+        assert_eq!(
+            events_of(&text, 0, WatchdogEvent::HeartbeatTimeout),
+            [3_000_000_000]
+        );
+        assert!(events_of(&text, 0, WatchdogEvent::Abort).is_empty());
+    }
+}

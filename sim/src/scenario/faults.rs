@@ -351,3 +351,108 @@ fn collective_kind(name: &str) -> Option<CollectiveKind> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::{parse, ErrorHandling, FaultKind, OpKind};
+
+    const PROGRAM: &str = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+
+    /// The line and column of an error, and its message.
+    fn error(text: &str) -> (u32, u32, String) {
+        let error = parse("f.toml", text).unwrap_err();
+        (error.line, error.column, error.message)
+    }
+
+    #[test]
+    fn faults_resolve_to_their_op_and_kind() {
+        let text = format!(
+            "{PROGRAM}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\nsize = \"2MiB\"\n"
+        );
+        let scenario = parse("f.toml", &text).unwrap();
+        assert_eq!(scenario.faults[0].op, 0);
+        assert_eq!(
+            scenario.faults[0].kind,
+            FaultKind::Mismatch {
+                collective: crate::scenario::CollectiveKind::AllReduce,
+                size_bytes: 2 << 20
+            }
+        );
+    }
+
+    #[test]
+    fn bad_faults_name_their_line_and_column() {
+        // The [[fault]] table opens on line 13: ranks on 14, at on 15, then the next keys.
+        let fault = |body: &str| format!("{PROGRAM}[[fault]]\n{body}");
+        let (line, column, message) =
+            error(&fault("ranks = [1]\nat = \"ar\"\nkind = \"explode\"\n"));
+        assert_eq!((line, column), (16, 8));
+        assert!(
+            message.contains("expected skip, hang, mismatch"),
+            "{message}"
+        );
+        let (line, column, message) = error(&fault("ranks = [1]\nat = \"nope\"\nkind = \"die\"\n"));
+        assert_eq!((line, column), (15, 6));
+        assert!(message.contains("no op has"), "{message}");
+        let (line, _, message) = error(&fault("ranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\n"));
+        assert_eq!(line, 16);
+        assert!(message.contains("differing from the op's"), "{message}");
+        let (line, _, message) = error(&fault("ranks = [1]\nat = \"ar\"\nkind = \"skip\"\n"));
+        assert_eq!(line, 16);
+        assert!(message.contains("use kind = \"hang\""), "{message}");
+        let (line, _, message) = error(&fault(
+            "ranks = [1]\nat = \"ar\"\nkind = \"die\"\nafter_us = 5\n",
+        ));
+        assert_eq!(line, 17);
+        assert!(
+            message.contains("after_us does not apply to a die fault"),
+            "{message}"
+        );
+        let (line, _, message) = error(&fault(
+            "ranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"die\"\n",
+        ));
+        assert_eq!(line, 16);
+        assert!(
+            message.contains("fault.iteration must be between 0 and 0"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn watchdog_variables_are_checked_and_read() {
+        let text = format!("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = \"60\"\n{PROGRAM}");
+        let env = parse("f.toml", &text).unwrap().env;
+        assert_eq!(env.async_error_handling, ErrorHandling::CleanUpOnly);
+        assert_eq!(env.heartbeat_timeout_ns, 60_000_000_000);
+        let (line, column, message) = error(&format!(
+            "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 4\n{PROGRAM}"
+        ));
+        assert_eq!((line, column), (2, 35));
+        assert!(message.contains("between 0 and 3"), "{message}");
+        let (line, _, message) = error(&format!("[groups.world]\ntimeout_s = -1\n{PROGRAM}"));
+        assert_eq!(line, 2);
+        assert!(message.contains("groups.timeout_s"), "{message}");
+    }
+
+    #[test]
+    fn a_functional_collective_waits_at_the_first_read_of_its_result_r30() {
+        let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\ngemm = [64, 64, 64]\nreads = [\"x\"]\n[[op]]\nlabel = \"use\"\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+        let scenario = parse("f.toml", text).unwrap();
+        let keys: Vec<&str> = scenario.ops.iter().map(|op| op.kind.key()).collect();
+        // One wait_tensor, right before the first reader; none before the second.
+        assert_eq!(keys, ["all_reduce", "gemm", "wait", "kernel", "kernel"]);
+        assert!(matches!(
+            scenario.ops[0].kind,
+            OpKind::Collective {
+                async_op: true,
+                work: Some(_),
+                ..
+            }
+        ));
+        assert_eq!(scenario.ops[2].display_name(), "wait_tensor(y)");
+        let (line, _, message) =
+            error("[tensors]\nx = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\n");
+        assert_eq!(line, 4);
+        assert!(message.contains("needs result"), "{message}");
+    }
+}
