@@ -165,14 +165,14 @@ pub fn line_chart(
     })
 }
 
-/// Chart size in pixels.
-const CHART_SIZE: (u32, u32) = (960, 600);
+/// Chart size: width, height.
+const CHART_SIZE_PX: (u32, u32) = (960, 600);
 
 /// The chart as SVG text.
 pub fn line_chart_svg(chart: &LineChart) -> Result<String, String> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, CHART_SIZE_PX).into_drawing_area();
         draw_chart(root, chart)?;
     }
     Ok(svg)
@@ -180,10 +180,10 @@ pub fn line_chart_svg(chart: &LineChart) -> Result<String, String> {
 
 /// The chart as PNG bytes.
 pub fn line_chart_png(chart: &LineChart) -> Result<Vec<u8>, String> {
-    let (width, height) = CHART_SIZE;
+    let (width, height) = CHART_SIZE_PX;
     let mut rgb = vec![0u8; (width * height * 3) as usize];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, CHART_SIZE).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, CHART_SIZE_PX).into_drawing_area();
         draw_chart(root, chart)?;
     }
     let mut png_bytes = Vec::new();
@@ -324,10 +324,10 @@ where
 /// The most ranks a Gantt chart draws (the first ones); the rest are named in a note.
 pub const GANTT_MAX_RANKS: usize = 16;
 
-const GANTT_LABEL_WIDTH: f64 = 190.0;
-const GANTT_PLOT_WIDTH: f64 = 1200.0;
-const GANTT_ROW_HEIGHT: f64 = 22.0;
-const GANTT_TOP: f64 = 40.0;
+const GANTT_LABEL_WIDTH_PX: f64 = 190.0;
+const GANTT_PLOT_WIDTH_PX: f64 = 1200.0;
+const GANTT_ROW_HEIGHT_PX: f64 = 22.0;
+const GANTT_TOP_PX: f64 = 40.0;
 
 /// A "nice" tick step (1, 2 or 5 × 10^k) giving about `ticks` ticks over `span`.
 fn tick_step(span: f64, ticks: f64) -> f64 {
@@ -364,10 +364,10 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    let x = |ns: u64| GANTT_LABEL_WIDTH + ns as f64 / end_ns as f64 * GANTT_PLOT_WIDTH;
+    let x = |ns: u64| GANTT_LABEL_WIDTH_PX + ns as f64 / end_ns as f64 * GANTT_PLOT_WIDTH_PX;
     let rows: usize = ranks.iter().map(|r| 1 + r.streams.len()).sum();
-    let height = GANTT_TOP + rows as f64 * GANTT_ROW_HEIGHT + 50.0;
-    let width = GANTT_LABEL_WIDTH + GANTT_PLOT_WIDTH + 20.0;
+    let height = GANTT_TOP_PX + rows as f64 * GANTT_ROW_HEIGHT_PX + 50.0;
+    let width = GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX + 20.0;
     let op_name = |op: u32| {
         timeline
             .ops
@@ -398,10 +398,10 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
     );
     let mut next_row = 0usize;
     for rank in ranks {
-        let host_y = GANTT_TOP + next_row as f64 * GANTT_ROW_HEIGHT;
+        let host_y = GANTT_TOP_PX + next_row as f64 * GANTT_ROW_HEIGHT_PX;
         next_row += 1;
         let streams_y: Vec<f64> = (0..rank.streams.len())
-            .map(|i| GANTT_TOP + (next_row + i) as f64 * GANTT_ROW_HEIGHT)
+            .map(|i| GANTT_TOP_PX + (next_row + i) as f64 * GANTT_ROW_HEIGHT_PX)
             .collect();
         next_row += rank.streams.len();
         let _ = writeln!(
@@ -413,13 +413,13 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
         for (stream, y) in rank.streams.iter().zip(&streams_y) {
             let _ = writeln!(
                 svg,
-                r##"<text x="6" y="{}">rank {} {}</text><line x1="{GANTT_LABEL_WIDTH}" x2="{}" y1="{}" y2="{}" stroke="#eeeeee"/>"##,
+                r##"<text x="6" y="{}">rank {} {}</text><line x1="{GANTT_LABEL_WIDTH_PX}" x2="{}" y1="{}" y2="{}" stroke="#eeeeee"/>"##,
                 y + 15.0,
                 rank.rank,
                 escape(&stream.name),
-                GANTT_LABEL_WIDTH + GANTT_PLOT_WIDTH,
-                y + GANTT_ROW_HEIGHT / 2.0,
-                y + GANTT_ROW_HEIGHT / 2.0
+                GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX,
+                y + GANTT_ROW_HEIGHT_PX / 2.0,
+                y + GANTT_ROW_HEIGHT_PX / 2.0
             );
         }
         for call in &rank.host {
@@ -429,7 +429,7 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
                 x(call.start_ns),
                 host_y + 5.0,
                 (x(call.end_ns) - x(call.start_ns)).max(0.5),
-                GANTT_ROW_HEIGHT - 10.0,
+                GANTT_ROW_HEIGHT_PX - 10.0,
                 escape(&op_name(call.op)),
                 call.iteration,
                 call.start_ns as f64 / 1e3,
@@ -449,7 +449,7 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
                 x(kernel.start_ns),
                 y + 3.0,
                 (x(kernel.end_ns) - x(kernel.start_ns)).max(0.5),
-                GANTT_ROW_HEIGHT - 6.0,
+                GANTT_ROW_HEIGHT_PX - 6.0,
                 escape(&op_name(kernel.op)),
                 kernel.iteration,
                 kernel.start_ns as f64 / 1e3,
@@ -460,8 +460,8 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
             if wait.source_stream == wait.waiting_stream {
                 continue;
             }
-            let from_y = streams_y[usize::from(wait.source_stream)] + GANTT_ROW_HEIGHT / 2.0;
-            let to_y = streams_y[usize::from(wait.waiting_stream)] + GANTT_ROW_HEIGHT / 2.0;
+            let from_y = streams_y[usize::from(wait.source_stream)] + GANTT_ROW_HEIGHT_PX / 2.0;
+            let to_y = streams_y[usize::from(wait.waiting_stream)] + GANTT_ROW_HEIGHT_PX / 2.0;
             let _ = writeln!(
                 svg,
                 r##"<line x1="{:.2}" y1="{from_y}" x2="{:.2}" y2="{to_y}" stroke="#c0392b" stroke-width="1" marker-end="url(#arrow)"><title>{} iteration {}: stream wait, event at {:.3} µs, released at {:.3} µs</title></line>"##,
@@ -474,17 +474,17 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
             );
         }
     }
-    let axis_y = GANTT_TOP + next_row as f64 * GANTT_ROW_HEIGHT + 8.0;
+    let axis_y = GANTT_TOP_PX + next_row as f64 * GANTT_ROW_HEIGHT_PX + 8.0;
     let end_us = end_ns as f64 / 1e3;
     let step = tick_step(end_us, 10.0);
     let _ = writeln!(
         svg,
-        r##"<line x1="{GANTT_LABEL_WIDTH}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="black"/>"##,
-        GANTT_LABEL_WIDTH + GANTT_PLOT_WIDTH
+        r##"<line x1="{GANTT_LABEL_WIDTH_PX}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="black"/>"##,
+        GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX
     );
     let mut tick = 0.0;
     while tick <= end_us {
-        let tx = GANTT_LABEL_WIDTH + tick / end_us * GANTT_PLOT_WIDTH;
+        let tx = GANTT_LABEL_WIDTH_PX + tick / end_us * GANTT_PLOT_WIDTH_PX;
         let _ = writeln!(
             svg,
             r##"<line x1="{tx:.2}" x2="{tx:.2}" y1="{axis_y}" y2="{}" stroke="black"/><text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"##,
@@ -497,7 +497,7 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
     let _ = writeln!(
         svg,
         r##"<text x="{}" y="{}" text-anchor="middle">time (µs)</text>"##,
-        GANTT_LABEL_WIDTH + GANTT_PLOT_WIDTH / 2.0,
+        GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX / 2.0,
         axis_y + 36.0
     );
     svg.push_str("</svg>\n");

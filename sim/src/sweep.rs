@@ -182,10 +182,6 @@ impl Shard {
     pub fn len(self, total: u64) -> u64 {
         total.saturating_sub(self.index).div_ceil(self.count)
     }
-
-    pub fn is_empty(self, total: u64) -> bool {
-        self.len(total) == 0
-    }
 }
 
 impl fmt::Display for Shard {
@@ -324,11 +320,6 @@ impl Sweep {
         apply_overrides_with_ops(&self.text, &all)
             .map(|_| ())
             .map_err(|error| whole_file(&self.path, format!("sweep: {error}")))
-    }
-
-    /// The file's path as given.
-    pub fn path(&self) -> &str {
-        &self.path
     }
 
     /// Points in the full sweep.
