@@ -2,10 +2,35 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 
-use crate::util::{c10dsim, stderr};
+use crate::util::stderr;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// The variables `c10dsim sweep` takes its shard from when `--shard` is not given.
+const SHARD_VARIABLES: [&str; 5] = [
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_COUNT",
+    "JOB_COMPLETION_INDEX",
+    "C10DSIM_SHARD_COUNT",
+];
+
+/// Runs the binary with `shard` as its shard variables and none of the caller's, so that a test
+/// run inside a Slurm array or an indexed Job sees the whole sweep.
+fn c10dsim_with(args: &[&str], shard: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_c10dsim"));
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    for variable in SHARD_VARIABLES {
+        command.env_remove(variable);
+    }
+    command.envs(shard.iter().copied());
+    command.output().expect("the binary runs")
+}
+
+fn c10dsim(args: &[&str]) -> Output {
+    c10dsim_with(args, &[])
+}
 
 fn temp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep_{name}"))
@@ -241,21 +266,21 @@ fn shards_merged_equal_the_unsharded_run() {
     }
     // The third slice as a Slurm array task (--array=1-3: task 3 of 3 is shard 2/3).
     let slurm = temp("shard2.csv");
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args([
+    let output = c10dsim_with(
+        &[
             "sweep",
             args[0],
             args[1],
             args[2],
             "-o",
             slurm.to_str().unwrap(),
-        ])
-        .env("SLURM_ARRAY_TASK_ID", "3")
-        .env("SLURM_ARRAY_TASK_MIN", "1")
-        .env("SLURM_ARRAY_TASK_COUNT", "3")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
+        ],
+        &[
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("shard 2/3 (SLURM_ARRAY_TASK_ID)"));
     parts.push(slurm);
