@@ -295,3 +295,37 @@ fn two_rank_runs_pair_up_and_keep_the_stream_scope() {
         "median end-time gap between the ranks {gap} ns"
     );
 }
+
+/// R20 on the GPU: an allocation that must release the cache waits for the device (behind a 5 ms
+/// sleep on another stream); with expandable segments it does not.
+#[test]
+fn a_cache_release_waits_for_the_device_unless_expandable() {
+    let t = load("hw_cache_release.json");
+    let rank = &t.ranks[0];
+    let alloc_b = op(&t, "alloc_b");
+    let stalls: Vec<_> = rank
+        .cache_releases
+        .iter()
+        .filter(|r| r.op == alloc_b && r.iteration >= t.scenario.warmup)
+        .collect();
+    assert_eq!(stalls.len() as u32, t.scenario.repeat - t.scenario.warmup);
+    for release in &stalls {
+        assert!(release.device_idle_ns.is_some());
+        let ns = release.host_end_ns - release.host_start_ns;
+        assert!(
+            ns >= 4_500_000,
+            "release took {ns} ns, not the 5 ms backlog"
+        );
+    }
+    assert!(median(host_ns(&t, "alloc_b")) >= 4_500_000);
+
+    let e = load("hw_cache_release_expandable.json");
+    assert!(!e.ranks[0].cache_releases.is_empty());
+    assert!(e.ranks[0]
+        .cache_releases
+        .iter()
+        .all(|r| r.device_idle_ns.is_none()));
+    let host = median(host_ns(&e, "alloc_b"));
+    assert!(host < 1_000_000, "expandable alloc_b took {host} ns");
+    assert_eq!(e.ranks[0].memory.peak_reserved_bytes, 600 << 20);
+}
