@@ -55,6 +55,7 @@
 //! | `init_process_group` store, rank 0's unique id (R29) | a file in [`HwOptions::rendezvous_dir`] |
 //! | `torchrun` / `srun` ranks | [`HwOptions::from_env`], [`Layout`], [`merge_ranks`] for the per-process Timelines |
 //! | `torch.cuda.synchronize()` | `cuCtxSynchronize` |
+//! | `CUDACachingAllocator` (R17–R20) | the simulator's `sim::allocator` books in `memory.rs`, carried out with `cuMemAlloc` / `cuMemFree` and, for a cache release, `cuCtxSynchronize` |
 
 mod clock;
 mod cuda;
