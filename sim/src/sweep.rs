@@ -517,6 +517,28 @@ fn set_op(document: &mut toml_edit::DocumentMut, edit: &Override) -> Result<(), 
     Ok(())
 }
 
+/// The entries of a table with nested tables flattened into dotted keys, so that
+/// `tensors.buf = [..]` (a dotted key) reads as `"tensors.buf" = [..]`; `zip` stays a table.
+fn flatten(
+    table: &dyn toml_edit::TableLike,
+) -> Vec<(String, Option<Range<usize>>, &toml_edit::Item)> {
+    let mut entries = Vec::new();
+    for (key, item) in table.iter() {
+        let span = table.key(key).and_then(toml_edit::Key::span);
+        match item.as_table_like() {
+            Some(inner) if key != ZIP_KEY => {
+                entries.extend(
+                    flatten(inner)
+                        .into_iter()
+                        .map(|(rest, span, item)| (format!("{key}.{rest}"), span, item)),
+                );
+            }
+            _ => entries.push((key.to_string(), span, item)),
+        }
+    }
+    entries
+}
+
 /// Reads `[sweep]` from the spanned document.
 struct FileAxes<'a> {
     path: &'a str,
@@ -537,8 +559,7 @@ impl FileAxes<'_> {
         })?;
         // File order: each entry (and each zipped group) sorted by where it is written.
         let mut dimensions: Vec<(usize, Dimension)> = Vec::new();
-        for (key, item) in table.iter() {
-            let key_span = table.key(key).and_then(toml_edit::Key::span);
+        for (key, key_span, item) in flatten(table) {
             if key == ZIP_KEY {
                 let zips = item.as_table_like().ok_or_else(|| {
                     self.error(
@@ -553,7 +574,7 @@ impl FileAxes<'_> {
                 }
                 continue;
             }
-            let axis = self.axis(key, key_span.clone(), item)?;
+            let axis = self.axis(&key, key_span.clone(), item)?;
             dimensions.push((
                 key_span.map_or(0, |s| s.start),
                 Dimension {
@@ -627,9 +648,8 @@ impl FileAxes<'_> {
         let mut labels = None;
         let mut paths = Vec::new();
         let mut length: Option<(usize, String)> = None;
-        for (key, item) in table.iter() {
-            let key_span = table.key(key).and_then(toml_edit::Key::span);
-            let values = self.values(key, key_span.clone(), item)?;
+        for (key, key_span, item) in flatten(table) {
+            let values = self.values(&key, key_span.clone(), item)?;
             match &length {
                 Some((n, first)) if *n != values.len() => {
                     return Err(self.error(
@@ -641,12 +661,12 @@ impl FileAxes<'_> {
                     ))
                 }
                 Some(_) => {}
-                None => length = Some((values.len(), key.to_string())),
+                None => length = Some((values.len(), key.clone())),
             }
             if key == ZIP_VALUES_KEY {
                 labels = Some(values.into_iter().map(|v| v.shown).collect::<Vec<_>>());
             } else {
-                paths.push(self.axis(key, key_span, item)?);
+                paths.push(self.axis(&key, key_span, item)?);
             }
         }
         if paths.is_empty() {
@@ -717,6 +737,18 @@ mod tests {
         let scenario = s.scenario(&point).unwrap();
         assert_eq!(scenario.ops[0].display_name(), "ar");
         assert_eq!(scenario.ops[1].kind.key(), "device_sync");
+    }
+
+    #[test]
+    fn dotted_keys_need_no_quotes() {
+        let s = sweep(
+            "[sweep]\ncluster.ranks = [2, 4]\ntensors.x = [\"1KiB\"]\n\
+             [sweep.zip.size]\nvalues = [\"small\"]\nop.ar.async_op = [false]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.columns(), ["cluster.ranks", "tensors.x", "size"]);
+        assert_eq!(s.point(1).overrides[2].path, "op.ar.async_op");
     }
 
     #[test]
