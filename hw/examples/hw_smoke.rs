@@ -110,7 +110,7 @@ fn main() {
                         "--timeout-ms takes milliseconds".into(),
                     ))
                 });
-                options.timeout_ns = ms * 1_000_000;
+                options.timeout_ns = Some(ms * 1_000_000);
             }
             _ => files.push(arg),
         }

@@ -126,8 +126,6 @@ pub struct CudaDevice {
     host_element: Vec<u8>,
     comms: Vec<Option<Arc<Communicator>>>,
     rendezvous: Option<Rendezvous>,
-    rendezvous_timeout: Duration,
-    timeout_ns: u64,
     blocking_wait: bool,
     watchdog: Option<Watchdog>,
     origin: Instant,
@@ -149,7 +147,6 @@ impl CudaDevice {
         plan: &RankPlan,
         ordinal: usize,
         rendezvous: Option<Rendezvous>,
-        timeout_ns: u64,
     ) -> Result<CudaDevice, HwError> {
         let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
         // SAFETY: nothing was allocated through cudarc's tracked slices yet.
@@ -245,8 +242,6 @@ impl CudaDevice {
             host_element: vec![0; 8],
             comms: vec![None; scenario.groups.len()],
             rendezvous,
-            rendezvous_timeout: Duration::from_nanos(timeout_ns),
-            timeout_ns,
             blocking_wait: scenario.env.blocking_wait,
             watchdog: None,
             origin: Instant::now(),
@@ -280,7 +275,6 @@ impl CudaDevice {
             self.watchdog = Some(Watchdog::start(
                 self.ctx.clone(),
                 self.events.clone(),
-                self.timeout_ns,
                 self.origin,
             )?);
         }
@@ -509,7 +503,9 @@ impl Device for CudaDevice {
                 rendezvous.publish(&group.name, &id)?;
                 id
             }
-            (Some(rendezvous), true) => rendezvous.fetch(&group.name, self.rendezvous_timeout)?,
+            (Some(rendezvous), true) => {
+                rendezvous.fetch(&group.name, Duration::from_nanos(group.timeout_ns))?
+            }
             _ => nccl::new_unique_id()?,
         };
         let comm = Arc::new(Communicator::init(

@@ -56,6 +56,8 @@ pub enum CommCall {
 pub struct WatchedWork {
     pub end: Ev,
     pub enqueue_ns: u64,
+    /// The group's timeout, counted from the enqueue (R26).
+    pub timeout_ns: u64,
     /// As PyTorch names it in the timeout message.
     pub description: String,
 }
@@ -267,6 +269,8 @@ struct WorkState {
     enqueue_ns: u64,
     record: usize,
     description: String,
+    /// The group's timeout (R26).
+    timeout_ns: u64,
 }
 
 /// Runs a scenario's program for one rank on a [`Device`].
@@ -274,7 +278,6 @@ pub struct Executor<'a, D: Device> {
     scenario: &'a Scenario,
     plan: &'a RankPlan,
     device: &'a mut D,
-    timeout_ns: u64,
     works: Vec<Option<WorkState>>,
     events: Vec<Option<(Ev, StreamRef)>>,
     seq: Vec<u64>,
@@ -285,17 +288,11 @@ pub struct Executor<'a, D: Device> {
 }
 
 impl<'a, D: Device> Executor<'a, D> {
-    pub fn new(
-        scenario: &'a Scenario,
-        plan: &'a RankPlan,
-        device: &'a mut D,
-        timeout_ns: u64,
-    ) -> Self {
+    pub fn new(scenario: &'a Scenario, plan: &'a RankPlan, device: &'a mut D) -> Self {
         Executor {
             scenario,
             plan,
             device,
-            timeout_ns,
             works: vec![None; scenario.works.len()],
             events: vec![None; scenario.events.len()],
             seq: vec![0; scenario.groups.len()],
@@ -764,6 +761,7 @@ impl<'a, D: Device> Executor<'a, D> {
         self.device.watch(WatchedWork {
             end,
             enqueue_ns: host_start_ns,
+            timeout_ns: g.timeout_ns,
             description: description.clone(),
         });
         self.log.kernels.push(Pending {
@@ -807,6 +805,7 @@ impl<'a, D: Device> Executor<'a, D> {
             enqueue_ns: host_start_ns,
             record,
             description,
+            timeout_ns: g.timeout_ns,
         };
         if placement == Placement::InternalThenWait {
             // R11 (2.5): the wrapper calls wait() on the Work it made.
@@ -843,7 +842,7 @@ impl<'a, D: Device> Executor<'a, D> {
             },
         });
         if self.scenario.env.blocking_wait || timeout_ns.is_some() {
-            let limit_ns = timeout_ns.unwrap_or(self.timeout_ns);
+            let limit_ns = timeout_ns.unwrap_or(work.timeout_ns);
             let poll_ns = self.scenario.host.blocking_wait_poll_ns.max(1);
             while !self.device.query(work.end)? {
                 let waited_ns = self.device.now_ns().saturating_sub(work.enqueue_ns);
@@ -1012,8 +1011,8 @@ pub(crate) mod tests {
             launched: false,
             stand_in: None,
         };
-        let plan = RankPlan::new(&scenario, &layout)?;
-        let mut executor = Executor::new(&scenario, &plan, device, 60_000_000_000);
+        let plan = RankPlan::new(&scenario, &layout, None)?;
+        let mut executor = Executor::new(&scenario, &plan, device);
         executor.setup()?;
         let log = executor.run()?;
         let times = device.event_times.clone();
@@ -1295,11 +1294,9 @@ wait = "w"
                 launched: false,
                 stand_in: Some(stand_in),
             };
-            let plan = RankPlan::new(&scenario, &layout).unwrap();
+            let plan = RankPlan::new(&scenario, &layout, None).unwrap();
             let mut device = FakeDevice::default();
-            Executor::new(&scenario, &plan, &mut device, 1)
-                .run()
-                .unwrap();
+            Executor::new(&scenario, &plan, &mut device).run().unwrap();
             assert!(device.calls.contains(&expected), "{:?}", device.calls);
         }
     }
@@ -1361,9 +1358,9 @@ iterations = [1]
                     launched: false,
                     stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
                 };
-                let plan = RankPlan::new(&scenario, &layout).unwrap();
+                let plan = RankPlan::new(&scenario, &layout, None).unwrap();
                 let mut device = FakeDevice::default();
-                let log = Executor::new(&scenario, &plan, &mut device, u64::MAX)
+                let log = Executor::new(&scenario, &plan, &mut device)
                     .run()
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert!(
@@ -1478,5 +1475,34 @@ gpu_delay_us = { uniform = { min = 10, max = 20 } }
         assert!(device
             .memory_calls
             .contains(&"free b0 deferred".to_string()));
+    }
+
+    /// Without `timeout_ms`, a blocking wait gives up after its group's timeout
+    /// (`init_process_group(timeout=…)`, R15, R26), which the watchdog gets too.
+    #[test]
+    fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
+        let text = ASYNC.replace(
+            "[cluster]",
+            "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\ntimeout_s = 0.0035\n[cluster]",
+        );
+        let mut device = FakeDevice {
+            query_answers: std::iter::repeat_n(false, 100).collect(),
+            ..FakeDevice::default()
+        };
+        let error = run_fake(&text, &mut device).unwrap_err();
+        assert!(
+            error.to_string().contains("over the 3 ms timeout"),
+            "{error}"
+        );
+        assert_eq!(device.watched[0].timeout_ns, 3_500_000);
+        let sleeps = device
+            .calls
+            .iter()
+            .filter(|c| c.starts_with("sleep"))
+            .count();
+        assert_eq!(
+            sleeps, 4,
+            "gave up after the fourth 1 ms poll passed 3.5 ms"
+        );
     }
 }

@@ -69,7 +69,7 @@ mod probe;
 mod watchdog;
 
 pub use error::HwError;
-pub use options::{Downscale, HwOptions, LaunchEnv, Layout, StandIn, DEFAULT_TIMEOUT_NS};
+pub use options::{Downscale, HwOptions, LaunchEnv, Layout, StandIn};
 pub use probe::{DeviceInfo, DeviceReport};
 
 use sim::scenario::Scenario;
@@ -91,20 +91,14 @@ pub fn probe() -> Result<DeviceReport, HwError> {
 pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline, HwError> {
     let report = probe()?;
     let layout = Layout::resolve(scenario.cluster.ranks, options, report.devices.len())?;
-    let plan = plan::RankPlan::new(scenario, &layout)?;
+    let plan = plan::RankPlan::new(scenario, &layout, options.timeout_ns)?;
     let rendezvous = layout.launched.then(|| nccl::Rendezvous {
         dir: options.rendezvous_dir.clone(),
         run_key: options.run_key.clone(),
     });
-    let mut device = cuda::CudaDevice::new(
-        scenario,
-        &plan,
-        layout.device,
-        rendezvous,
-        options.timeout_ns,
-    )?;
+    let mut device = cuda::CudaDevice::new(scenario, &plan, layout.device, rendezvous)?;
     device.start_clock()?;
-    let mut executor = exec::Executor::new(scenario, &plan, &mut device, options.timeout_ns);
+    let mut executor = exec::Executor::new(scenario, &plan, &mut device);
     executor.setup()?;
     let log = executor.run()?;
     let clock = device.finish_clock()?;

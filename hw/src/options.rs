@@ -4,9 +4,6 @@
 use crate::error::HwError;
 use std::path::PathBuf;
 
-/// Default process-group timeout (semantics.md "Defaults": 10 min for NCCL, R26).
-pub const DEFAULT_TIMEOUT_NS: u64 = 10 * 60 * 1_000_000_000;
-
 /// The rank of this process as a launcher (torchrun, srun, mpirun) describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchEnv {
@@ -93,8 +90,9 @@ pub struct HwOptions {
     /// Distinguishes this job's id files from an earlier job's in the same folder.
     pub run_key: String,
     pub downscale: Downscale,
-    /// Process-group timeout for the watchdog and blocking waits (R26, R15).
-    pub timeout_ns: u64,
+    /// Overrides every group's `timeout` (`init_process_group(timeout=…)`, default 10 min) for
+    /// the watchdog, blocking waits and the id rendezvous (R26, R15, R29).
+    pub timeout_ns: Option<u64>,
     /// GPU ordinal to drive; `None` means `LOCAL_RANK` (0 for a plain process). Set to 0 when
     /// the launcher gave each process exactly one visible GPU (`CUDA_VISIBLE_DEVICES`, as
     /// `srun --gpus-per-task=1` does).
@@ -108,7 +106,7 @@ impl Default for HwOptions {
             rendezvous_dir: std::env::temp_dir(),
             run_key: "local".to_string(),
             downscale: Downscale::Off,
-            timeout_ns: DEFAULT_TIMEOUT_NS,
+            timeout_ns: None,
             device: None,
         }
     }

@@ -46,6 +46,8 @@ pub struct GroupPlan {
     /// The group's internal NCCL stream (R9).
     pub stream: StreamRef,
     pub eager_init: bool,
+    /// The group's timeout (R26, R29), or the run's override.
+    pub timeout_ns: u64,
 }
 
 /// Everything the executor needs to know before the first op.
@@ -63,7 +65,12 @@ pub struct RankPlan {
 }
 
 impl RankPlan {
-    pub fn new(scenario: &Scenario, layout: &Layout) -> Result<RankPlan, HwError> {
+    /// `timeout_ns` overrides every group's timeout.
+    pub fn new(
+        scenario: &Scenario,
+        layout: &Layout,
+        timeout_ns: Option<u64>,
+    ) -> Result<RankPlan, HwError> {
         let rank = layout.rank;
         let mut streams: Vec<StreamInfo> = scenario
             .streams
@@ -104,6 +111,7 @@ impl RankPlan {
                 },
                 stream: (streams.len() - 1) as StreamRef,
                 eager_init: declared.eager_init,
+                timeout_ns: timeout_ns.unwrap_or(declared.timeout_ns),
             }));
         }
         // The parser restricts a subgroup's collectives to its members, so every collective
@@ -256,7 +264,7 @@ stream = "side"
             launched: true,
             stand_in: None,
         };
-        let plan = RankPlan::new(&scenario, &layout).unwrap();
+        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
         let names: Vec<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["default", "side", "nccl:world", "nccl:pair"]);
         assert!(plan.streams[1].high_priority);
@@ -267,7 +275,7 @@ stream = "side"
         assert_eq!(plan.events_per_iteration, 4 + 1 + 4 + 1);
 
         // Rank 2 is not in `pair` and does not run the all_gather (ranks = [0, 1]).
-        let rank2 = RankPlan::new(&scenario, &Layout { rank: 2, ..layout }).unwrap();
+        let rank2 = RankPlan::new(&scenario, &Layout { rank: 2, ..layout }, None).unwrap();
         assert!(rank2.groups[1].is_none());
         assert_eq!(rank2.streams.len(), 3);
     }
@@ -284,7 +292,7 @@ stream = "side"
             1,
         )
         .unwrap();
-        let plan = RankPlan::new(&scenario, &layout).unwrap();
+        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
         let world = plan.group(0);
         assert_eq!((world.comm_rank, world.comm_size), (0, 1));
         assert_eq!(plan.stand_in, Some(StandIn::Model));
@@ -321,7 +329,7 @@ group = "solo"
             1,
         )
         .unwrap();
-        let plan = RankPlan::new(&scenario(text), &layout).unwrap();
+        let plan = RankPlan::new(&scenario(text), &layout, None).unwrap();
         assert!(plan.groups[1].is_none());
         assert_eq!(plan.events_per_iteration, 0, "rank 0 does not run the op");
     }

@@ -21,7 +21,6 @@ struct Shared {
     events: Arc<Vec<CudaEvent>>,
     pending: Mutex<Vec<WatchedWork>>,
     comms: Mutex<Vec<Arc<Communicator>>>,
-    timeout_ns: u64,
     origin: Instant,
     stop: AtomicBool,
     failure: Mutex<Option<HwError>>,
@@ -61,13 +60,13 @@ impl Shared {
                 return false;
             }
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
-            if ran_ns > self.timeout_ns && timed_out.is_none() {
+            if ran_ns > work.timeout_ns && timed_out.is_none() {
                 timed_out = Some(format!(
                     "Watchdog caught collective operation timeout: {} ran for {} ms, over the \
                      {} ms timeout (counted from the enqueue, R26); communicators aborted",
                     work.description,
                     ran_ns / 1_000_000,
-                    self.timeout_ns / 1_000_000
+                    work.timeout_ns / 1_000_000
                 ));
             }
             true
@@ -88,14 +87,12 @@ impl Watchdog {
     pub fn start(
         ctx: Arc<CudaContext>,
         events: Arc<Vec<CudaEvent>>,
-        timeout_ns: u64,
         origin: Instant,
     ) -> Result<Watchdog, HwError> {
         let shared = Arc::new(Shared {
             events,
             pending: Mutex::new(Vec::new()),
             comms: Mutex::new(Vec::new()),
-            timeout_ns,
             origin,
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
