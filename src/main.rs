@@ -50,6 +50,9 @@ enum Command {
         /// Also print nccl-tests' table (size, count, type, redop, time, algbw, busbw).
         #[arg(long)]
         nccl_tests: bool,
+        /// Exit 1 when the race detector finds a data race (R21); races are reported either way.
+        #[arg(long)]
+        fail_on_race: bool,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -154,6 +157,7 @@ fn main() -> ExitCode {
             timeline,
             svg,
             nccl_tests,
+            fail_on_race,
             seed,
             overrides,
         } => run(
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
             },
             seed,
             nccl_tests,
+            fail_on_race,
         ),
         Command::Check { files } => check(&files),
         Command::Bench {
@@ -269,6 +274,7 @@ fn run(
     outputs: &RunOutputs,
     seed: Option<u64>,
     nccl_tests: bool,
+    fail_on_race: bool,
 ) -> Result<u8, Failure> {
     let mut scenario = load(file, overrides)?;
     if let Some(seed) = seed {
@@ -280,7 +286,13 @@ fn run(
     if nccl_tests {
         print!("\n{}", analysis::nccl_tests::table(&timeline));
     }
-    Ok(if report.findings.is_empty() { 0 } else { 1 })
+    // Races stop nothing in the program, so they fail the run only when asked; every other
+    // finding (deadlock, timeout, out of memory…) does.
+    let failing = report
+        .findings
+        .iter()
+        .any(|f| fail_on_race || f.kind != sim::timeline::FindingKind::Race);
+    Ok(u8::from(failing))
 }
 
 fn emit(

@@ -140,10 +140,23 @@ pub struct Report {
     pub measures: Vec<MeasureValue>,
     pub overlaps: Vec<OverlapValue>,
     pub queries: Vec<QueryMetrics>,
+    /// The caching allocator (R17–R20), over ranks.
+    pub memory: MemoryMetrics,
     pub findings: Vec<Finding>,
     /// What the watchdog, the heartbeat monitor and the main thread did about timeouts and
     /// errors (R15, R26–R29), in time order.
     pub watchdog: Vec<WatchdogRecord>,
+}
+
+/// Peak memory and cache releases of the caching allocator (R17–R20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryMetrics {
+    /// The highest peak of reserved memory (segments) of any rank.
+    pub peak_reserved_bytes: u64,
+    /// The highest peak of allocated memory (live tensors) of any rank.
+    pub peak_allocated_bytes: u64,
+    /// Allocations that released the cache (`cudaFree`, a device-wide stall, R20), all ranks.
+    pub cache_releases: u64,
 }
 
 fn stream_interval_ns(record: &CollectiveRecord) -> i64 {
@@ -293,6 +306,25 @@ pub fn report(timeline: &Timeline) -> Report {
         measures,
         overlaps,
         queries,
+        memory: MemoryMetrics {
+            peak_reserved_bytes: timeline
+                .ranks
+                .iter()
+                .map(|r| r.memory.peak_reserved_bytes)
+                .max()
+                .unwrap_or(0),
+            peak_allocated_bytes: timeline
+                .ranks
+                .iter()
+                .map(|r| r.memory.peak_allocated_bytes)
+                .max()
+                .unwrap_or(0),
+            cache_releases: timeline
+                .ranks
+                .iter()
+                .map(|r| r.cache_releases.len() as u64)
+                .sum(),
+        },
         findings: timeline.findings.clone(),
         watchdog: timeline.watchdog.clone(),
     }

@@ -235,6 +235,14 @@ pub fn render_report(report: &Report) -> String {
             query.samples
         );
     }
+    let memory = &report.memory;
+    let _ = writeln!(
+        out,
+        "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree, device-wide stall) {}",
+        format_size(memory.peak_reserved_bytes),
+        format_size(memory.peak_allocated_bytes),
+        memory.cache_releases
+    );
     if !report.watchdog.is_empty() {
         out.push_str(
             "watchdog, heartbeat monitor and main thread (R15, R26-R29), simulated time:\n",

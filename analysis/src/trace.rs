@@ -93,6 +93,30 @@ pub fn chrome_trace(timeline: &Timeline) -> Value {
                 "name": "cudaStreamWaitEvent", "id": flow_id, "pid": pid, "tid": waiting_tid,
                 "ts": us(wait.released_ns)}));
         }
+        for release in &rank.cache_releases {
+            let op = &timeline.ops[release.op as usize];
+            events.push(json!({"ph": "X", "cat": "cuda_runtime",
+                "name": "cudaFree (release_cached_blocks)", "pid": pid, "tid": 0,
+                "ts": us(release.host_start_ns),
+                "dur": us(release.host_end_ns - release.host_start_ns),
+                "args": {"op": op.name, "iteration": release.iteration,
+                    "segments_freed": release.segments_freed,
+                    "device_idle_us": release.device_idle_ns.map(us)}}));
+        }
+        for race in &rank.races {
+            let tid = rank
+                .streams
+                .iter()
+                .position(|s| s.name == race.later_stream)
+                .map_or(0, |index| index + 1);
+            events.push(json!({"ph": "i", "s": "t", "cat": "race",
+                "name": format!("data race on {}", race.tensor), "pid": pid, "tid": tid,
+                "ts": us(race.host_ns),
+                "args": {"earlier_op": timeline.ops[race.earlier_op as usize].name,
+                    "earlier_stream": race.earlier_stream,
+                    "later_op": timeline.ops[race.later_op as usize].name,
+                    "later_stream": race.later_stream, "iteration": race.iteration}}));
+        }
         let mut named_threads = Vec::new();
         for record in timeline.watchdog.iter().filter(|r| r.rank == rank.rank) {
             let group = usize::from(record.group.unwrap_or(0));

@@ -1,40 +1,48 @@
 //! The CUDA caching allocator of one rank (R17, R20), as far as timing and reuse go.
 //!
-//! Freed blocks are cached per stream: an allocation on stream S takes the smallest cached block
-//! of S that fits (R17), else asks `cudaMalloc` for a new segment while the reserved total stays
-//! under the capacity. When it would not, the allocator must first release its cache — in
-//! PyTorch `release_cached_blocks`: synchronise the events of blocks still in use elsewhere, then
-//! `cudaFree` every cached segment, which synchronises the whole device (R20). The engine carries
-//! out that stall; this type keeps the books: blocks, pools, reserved and allocated bytes, peaks.
+//! Memory comes from `cudaMalloc` in segments: requests up to 1 MiB share 2 MiB segments, up
+//! to 10 MiB 20 MiB segments, larger ones get their own, rounded up to 2 MiB — as PyTorch's
+//! allocator does. A segment is split into blocks; a freed block is cached for the stream it was
+//! allocated on and merges with free neighbours. An allocation on stream S takes the smallest
+//! cached block of S that fits, splitting it (R17); else it asks for a new segment while the
+//! reserved total stays under the capacity. When it would not, the allocator must first release
+//! its cache — PyTorch's `release_cached_blocks`: synchronise the events of blocks still in use
+//! elsewhere, then `cudaFree` every segment that is wholly free, which synchronises the whole
+//! device (R20). A cached block that is split among live tensors keeps its whole segment: that
+//! is fragmentation, and why a large request can force a release although much is free.
 //!
-//! Sizes are rounded up to 512 B as PyTorch does; blocks are not split or merged.
+//! The engine carries out the stall; this type keeps the books: segments, blocks, pools,
+//! reserved and allocated bytes, peaks.
 //!
 //! ```
 //! use sim::allocator::{Allocation, CachingAllocator};
-//! let mut pool = CachingAllocator::new(4 << 20);
-//! let Allocation::NewSegment(a) = pool.allocate(3 << 20, 0) else { panic!() };
+//! let mut pool = CachingAllocator::new(48 << 20);
+//! let Allocation::NewSegment(a) = pool.allocate(30 << 20, 0) else { panic!() };
 //! pool.free(a);
 //! // Cached for stream 0: stream 1 would need the cache released first (R20) …
-//! assert_eq!(pool.allocate(2 << 20, 1), Allocation::NeedsRelease);
+//! assert_eq!(pool.allocate(30 << 20, 1), Allocation::NeedsRelease);
 //! // … while stream 0 reuses it at once (R17).
-//! assert_eq!(pool.allocate(1 << 20, 0), Allocation::Cached(a));
+//! assert_eq!(pool.allocate(30 << 20, 0), Allocation::Cached(a));
 //! ```
 
 use serde::{Deserialize, Serialize};
 
-/// Index of a block (a segment) of this rank's allocator.
+/// Index of a block of this rank's allocator; stable while the block lives.
 pub type BlockId = u32;
 
 /// PyTorch rounds every request up to a multiple of 512 bytes.
 const MIN_BLOCK_BYTES: u64 = 512;
+const MIB: u64 = 1 << 20;
+/// A cached block is split only if at least this much would be left over.
+const MIN_SPLIT_REMAINDER_BYTES: u64 = MIB;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allocation {
     /// A cached block of the same stream (R17).
     Cached(BlockId),
-    /// A new segment from `cudaMalloc`.
+    /// A block of a new segment from `cudaMalloc`.
     NewSegment(BlockId),
-    /// The capacity is reached: cached blocks must be released first (R20).
+    /// The capacity is reached: cached segments must be released first (R20).
     NeedsRelease,
     /// Even with the cache released the request does not fit.
     OutOfMemory,
@@ -44,18 +52,36 @@ pub enum Allocation {
 enum BlockState {
     InUse,
     Cached,
-    /// Returned to the system by `cudaFree`.
-    Released,
+    /// Merged into a neighbour or returned with its segment.
+    Gone,
 }
 
 #[derive(Debug, Clone)]
 struct Block {
+    segment: u32,
+    offset_bytes: u64,
     size_bytes: u64,
-    /// The stream whose pool it returns to.
-    stream: u16,
     state: BlockState,
     /// Bytes the current user asked for.
     requested_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Segment {
+    size_bytes: u64,
+    /// The stream whose pool its blocks return to.
+    stream: u16,
+    released: bool,
+    /// Its live blocks, by offset.
+    blocks: Vec<BlockId>,
+}
+
+/// Where a block lives: for the race detector, memory is (segment, byte range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub segment: u32,
+    pub start_bytes: u64,
+    pub end_bytes: u64,
 }
 
 /// Peak memory of a rank, for reports.
@@ -70,6 +96,7 @@ pub struct MemoryPeaks {
 #[derive(Debug, Clone)]
 pub struct CachingAllocator {
     capacity_bytes: u64,
+    segments: Vec<Segment>,
     blocks: Vec<Block>,
     reserved_bytes: u64,
     allocated_bytes: u64,
@@ -80,10 +107,22 @@ fn rounded(size_bytes: u64) -> u64 {
     size_bytes.max(1).div_ceil(MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
 }
 
+/// The `cudaMalloc` size for a request, as PyTorch sizes segments.
+fn segment_bytes(size_bytes: u64) -> u64 {
+    if size_bytes <= MIB {
+        2 * MIB
+    } else if size_bytes <= 10 * MIB {
+        20 * MIB
+    } else {
+        size_bytes.div_ceil(2 * MIB) * 2 * MIB
+    }
+}
+
 impl CachingAllocator {
     pub fn new(capacity_bytes: u64) -> CachingAllocator {
         CachingAllocator {
             capacity_bytes,
+            segments: Vec::new(),
             blocks: Vec::new(),
             reserved_bytes: 0,
             allocated_bytes: 0,
@@ -98,69 +137,144 @@ impl CachingAllocator {
             .blocks
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.state == BlockState::Cached && b.stream == stream)
-            .filter(|(_, b)| b.size_bytes >= size)
+            .filter(|(_, b)| b.state == BlockState::Cached && b.size_bytes >= size)
+            .filter(|(_, b)| self.segments[b.segment as usize].stream == stream)
             .min_by_key(|(index, b)| (b.size_bytes, *index))
-            .map(|(index, _)| index);
-        if let Some(index) = best {
-            self.take(index, size_bytes);
-            return Allocation::Cached(index as BlockId);
+            .map(|(index, _)| index as BlockId);
+        if let Some(block) = best {
+            self.take(block, size, size_bytes);
+            return Allocation::Cached(block);
         }
-        if self.reserved_bytes + size > self.capacity_bytes {
+        let new_bytes = segment_bytes(size);
+        if self.reserved_bytes + new_bytes > self.capacity_bytes {
             let releasable: u64 = self
-                .blocks
+                .segments
                 .iter()
-                .filter(|b| b.state == BlockState::Cached)
-                .map(|b| b.size_bytes)
+                .enumerate()
+                .filter(|(index, _)| self.wholly_free(*index))
+                .map(|(_, s)| s.size_bytes)
                 .sum();
-            return if self.reserved_bytes - releasable + size <= self.capacity_bytes {
+            return if self.reserved_bytes - releasable + new_bytes <= self.capacity_bytes {
                 Allocation::NeedsRelease
             } else {
                 Allocation::OutOfMemory
             };
         }
-        self.reserved_bytes += size;
+        self.reserved_bytes += new_bytes;
+        self.peaks.peak_reserved_bytes = self.peaks.peak_reserved_bytes.max(self.reserved_bytes);
+        let segment = self.segments.len() as u32;
+        let block = self.blocks.len() as BlockId;
         self.blocks.push(Block {
-            size_bytes: size,
-            stream,
+            segment,
+            offset_bytes: 0,
+            size_bytes: new_bytes,
             state: BlockState::Cached,
             requested_bytes: 0,
         });
-        let index = self.blocks.len() - 1;
-        self.take(index, size_bytes);
-        self.peaks.peak_reserved_bytes = self.peaks.peak_reserved_bytes.max(self.reserved_bytes);
-        Allocation::NewSegment(index as BlockId)
+        self.segments.push(Segment {
+            size_bytes: new_bytes,
+            stream,
+            released: false,
+            blocks: vec![block],
+        });
+        self.take(block, size, size_bytes);
+        Allocation::NewSegment(block)
     }
 
-    fn take(&mut self, index: usize, size_bytes: u64) {
-        let block = &mut self.blocks[index];
-        block.state = BlockState::InUse;
-        block.requested_bytes = size_bytes;
-        self.allocated_bytes += size_bytes;
+    fn wholly_free(&self, segment: usize) -> bool {
+        let segment = &self.segments[segment];
+        !segment.released
+            && segment
+                .blocks
+                .iter()
+                .all(|&b| self.blocks[b as usize].state == BlockState::Cached)
+    }
+
+    /// Marks `block` in use for a request of `size` bytes (rounded), splitting off the rest.
+    fn take(&mut self, block: BlockId, size: u64, requested_bytes: u64) {
+        let remainder = self.blocks[block as usize].size_bytes - size;
+        if remainder >= MIN_SPLIT_REMAINDER_BYTES {
+            let (segment, offset) = {
+                let b = &mut self.blocks[block as usize];
+                b.size_bytes = size;
+                (b.segment, b.offset_bytes + size)
+            };
+            let rest = self.blocks.len() as BlockId;
+            self.blocks.push(Block {
+                segment,
+                offset_bytes: offset,
+                size_bytes: remainder,
+                state: BlockState::Cached,
+                requested_bytes: 0,
+            });
+            let list = &mut self.segments[segment as usize].blocks;
+            let position = list
+                .iter()
+                .position(|&b| b == block)
+                .expect("in its segment");
+            list.insert(position + 1, rest);
+        }
+        let b = &mut self.blocks[block as usize];
+        b.state = BlockState::InUse;
+        b.requested_bytes = requested_bytes;
+        self.allocated_bytes += requested_bytes;
         self.peaks.peak_allocated_bytes = self.peaks.peak_allocated_bytes.max(self.allocated_bytes);
     }
 
-    /// Returns a block to its stream's pool.
+    /// Returns a block to its stream's pool, merged with free neighbours. The block's id stays
+    /// valid until the block is merged into a neighbour or its segment is released.
     pub fn free(&mut self, block: BlockId) {
-        let block = &mut self.blocks[block as usize];
-        debug_assert_eq!(block.state, BlockState::InUse, "a block freed twice");
-        block.state = BlockState::Cached;
-        self.allocated_bytes -= block.requested_bytes;
-        block.requested_bytes = 0;
+        let b = &mut self.blocks[block as usize];
+        debug_assert_eq!(b.state, BlockState::InUse, "a block freed twice");
+        b.state = BlockState::Cached;
+        self.allocated_bytes -= b.requested_bytes;
+        b.requested_bytes = 0;
+        let segment = b.segment as usize;
+        // Merge runs of cached neighbours into their first block.
+        let list = std::mem::take(&mut self.segments[segment].blocks);
+        let mut merged: Vec<BlockId> = Vec::with_capacity(list.len());
+        for id in list {
+            let cached = self.blocks[id as usize].state == BlockState::Cached;
+            if let Some(&previous) = merged.last() {
+                if cached && self.blocks[previous as usize].state == BlockState::Cached {
+                    let size = self.blocks[id as usize].size_bytes;
+                    self.blocks[previous as usize].size_bytes += size;
+                    self.blocks[id as usize].state = BlockState::Gone;
+                    continue;
+                }
+            }
+            merged.push(id);
+        }
+        self.segments[segment].blocks = merged;
     }
 
-    /// `cudaFree`s every cached block; returns how many segments went back.
+    /// `cudaFree`s every wholly free segment; returns how many went back.
     pub fn release_cached(&mut self) -> u32 {
         let mut released = 0;
-        for block in &mut self.blocks {
-            if block.state == BlockState::Cached {
-                block.state = BlockState::Released;
-                self.reserved_bytes -= block.size_bytes;
-                released += 1;
+        for index in 0..self.segments.len() {
+            if !self.wholly_free(index) {
+                continue;
             }
+            let segment = &mut self.segments[index];
+            segment.released = true;
+            self.reserved_bytes -= segment.size_bytes;
+            for &b in &segment.blocks {
+                self.blocks[b as usize].state = BlockState::Gone;
+            }
+            released += 1;
         }
         self.peaks.cache_releases += 1;
         released
+    }
+
+    /// Where a block lives.
+    pub fn region(&self, block: BlockId) -> Region {
+        let b = &self.blocks[block as usize];
+        Region {
+            segment: b.segment,
+            start_bytes: b.offset_bytes,
+            end_bytes: b.offset_bytes + b.size_bytes,
+        }
     }
 
     pub fn peaks(&self) -> MemoryPeaks {
@@ -177,45 +291,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn best_fit_within_the_stream_pool() {
-        let mut pool = CachingAllocator::new(1 << 30);
-        let Allocation::NewSegment(big) = pool.allocate(8 << 20, 0) else {
-            panic!()
-        };
-        let Allocation::NewSegment(small) = pool.allocate(2 << 20, 0) else {
-            panic!()
-        };
-        pool.free(big);
-        pool.free(small);
-        assert_eq!(pool.allocate(1 << 20, 0), Allocation::Cached(small));
-        assert_eq!(pool.allocate(1 << 20, 0), Allocation::Cached(big));
-        assert_eq!(pool.reserved_bytes(), 10 << 20);
-        assert_eq!(pool.peaks().peak_allocated_bytes, 10 << 20);
+    fn segments_are_sized_as_pytorch_does() {
+        assert_eq!(segment_bytes(4096), 2 * MIB);
+        assert_eq!(segment_bytes(3 * MIB), 20 * MIB);
+        assert_eq!(segment_bytes(25 * MIB), 26 * MIB);
     }
 
     #[test]
-    fn capacity_forces_a_release_then_out_of_memory() {
-        let mut pool = CachingAllocator::new(10 << 20);
-        let Allocation::NewSegment(a) = pool.allocate(6 << 20, 0) else {
+    fn a_cached_block_is_split_and_merged_back() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        let Allocation::NewSegment(a) = pool.allocate(3 * MIB, 0) else {
+            panic!()
+        };
+        // The 20 MiB segment's other 17 MiB serve the next request of the stream.
+        let Allocation::Cached(b) = pool.allocate(5 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!(pool.region(b).start_bytes, 3 * MIB);
+        assert_eq!(pool.reserved_bytes(), 20 * MIB);
+        pool.free(a);
+        pool.free(b);
+        // Merged again: one 20 MiB block that fits 18 MiB.
+        assert_eq!(pool.allocate(18 * MIB, 0), Allocation::Cached(a));
+        assert_eq!(pool.peaks().peak_allocated_bytes, 18 * MIB);
+    }
+
+    #[test]
+    fn a_live_block_keeps_its_segment_from_release() {
+        let mut pool = CachingAllocator::new(40 * MIB);
+        let Allocation::NewSegment(a) = pool.allocate(3 * MIB, 0) else {
+            panic!()
+        };
+        let Allocation::Cached(b) = pool.allocate(3 * MIB, 0) else {
             panic!()
         };
         pool.free(a);
-        // 6 MiB cached on stream 0; 6 MiB on stream 1 does not fit beside it.
-        assert_eq!(pool.allocate(6 << 20, 1), Allocation::NeedsRelease);
+        // 20 MiB reserved, 17 MiB of it free but split by b: 30 MiB more does not fit and
+        // nothing can be released.
+        assert_eq!(pool.allocate(30 * MIB, 0), Allocation::OutOfMemory);
+        pool.free(b);
+        assert_eq!(pool.allocate(30 * MIB, 1), Allocation::NeedsRelease);
         assert_eq!(pool.release_cached(), 1);
-        assert_eq!(pool.reserved_bytes(), 0);
         assert!(matches!(
-            pool.allocate(6 << 20, 1),
+            pool.allocate(30 * MIB, 1),
             Allocation::NewSegment(_)
         ));
-        assert_eq!(pool.allocate(6 << 20, 1), Allocation::OutOfMemory);
         assert_eq!(pool.peaks().cache_releases, 1);
-    }
-
-    #[test]
-    fn requests_round_to_512_bytes() {
-        let mut pool = CachingAllocator::new(1024);
-        assert!(matches!(pool.allocate(1, 0), Allocation::NewSegment(_)));
-        assert!(matches!(pool.allocate(513, 0), Allocation::OutOfMemory));
     }
 }

@@ -1393,7 +1393,10 @@ impl<'s> Engine<'s> {
                         state.memory.allocator.free(block);
                     }
                     let segments_freed = state.memory.allocator.release_cached();
-                    state.host_ns += memory_config.free_ns * u64::from(segments_freed);
+                    // Expandable segments unmap pages without cudaFree's synchronisation.
+                    if !memory_config.expandable_segments {
+                        state.host_ns += memory_config.free_ns * u64::from(segments_freed);
+                    }
                     state.timeline.cache_releases.push(CacheRelease {
                         iteration: state.iteration,
                         op: op_index as OpRef,
@@ -1457,10 +1460,9 @@ impl<'s> Engine<'s> {
         let Some(block) = state.memory.block[tensor] else {
             return;
         };
-        let Some(race) = state
-            .race
-            .access(point, u64::from(block), kind, op_index as u64)
-        else {
+        let region = state.memory.allocator.region(block);
+        let range = (region.segment, region.start_bytes, region.end_bytes);
+        let Some(race) = state.race.access(point, range, kind, op_index as u64) else {
             return;
         };
         let stream_name = |agent: usize| match agent {
@@ -1486,8 +1488,8 @@ impl<'s> Engine<'s> {
         let verb = |write: bool| if write { "write" } else { "read" };
         let fix = match (is_nccl(race.earlier_agent), is_nccl(race.later_agent)) {
             (true, true) => format!(
-                "order the two collectives: wait() on the Work of {} while {} is current before launching {}, or run both on one group",
-                earlier.display_name(), record.later_stream, later.display_name()
+                "order the two collectives: call wait() on the Work of {} before launching {} (syncStream then makes {} wait too, R10a), or run both on one group",
+                earlier.display_name(), later.display_name(), record.later_stream
             ),
             (true, false) => format!(
                 "call wait() on the Work of {} while stream {} is current, before {} (R12)",

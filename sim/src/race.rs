@@ -6,9 +6,9 @@
 //! record and a later wait on it (R5: syncStream's input-ready event, `wait()`'s end event,
 //! `wait_event`); host synchronisations on events, streams or the device (R14). Memory is a
 //! block of the caching allocator, not a tensor name, so a block reused by a later tensor while
-//! NCCL still touches it is a race like any other (R17–R19). Two accesses conflict when they
-//! touch the same block, one writes, and neither happens before the other; each conflict is
-//! reported once per pair of ops.
+//! NCCL still touches it is a race like any other (R17–R19). Memory is a byte range of an
+//! allocator segment. Two accesses conflict when their ranges overlap, one writes, and neither
+//! happens before the other; each conflict is reported once per pair of ops.
 //!
 //! Everything here follows the order in which the host issues work, which is program order:
 //! the analysis needs no timing, so it finds races that did not happen to overlap in this run.
@@ -16,10 +16,10 @@
 //! ```
 //! use sim::race::{AccessKind, RaceDetector};
 //! let mut detector = RaceDetector::new(2); // host + streams 0 and 1
-//! let write = detector.enqueue(0);         // a kernel on stream 0 writes block 7
-//! assert!(detector.access(write, 7, AccessKind::Write, 1).is_none());
-//! let read = detector.enqueue(1);          // a kernel on stream 1 reads it: no event between
-//! let race = detector.access(read, 7, AccessKind::Read, 2).unwrap();
+//! let write = detector.enqueue(0);         // a kernel on stream 0 writes bytes 0..64 of segment 7
+//! assert!(detector.access(write, (7, 0, 64), AccessKind::Write, 1).is_none());
+//! let read = detector.enqueue(1);          // a kernel on stream 1 reads them: no event between
+//! let race = detector.access(read, (7, 32, 96), AccessKind::Read, 2).unwrap();
 //! assert_eq!(race.earlier_site, 1);
 //! ```
 
@@ -47,26 +47,27 @@ pub struct Point {
     clock: Clock,
 }
 
+/// Memory: (segment, first byte, end byte).
+pub type Range = (u32, u64, u64);
+
 #[derive(Debug, Clone)]
 struct Access {
     agent: usize,
     time: u32,
     kind: AccessKind,
-    /// Caller's identifier of the access (an op, an iteration).
+    /// Caller's identifier of the access (an op).
     site: u64,
+    start: u64,
+    end: u64,
 }
 
-#[derive(Debug, Default, Clone)]
-struct Shadow {
-    last_write: Option<Access>,
-    /// Reads since the last write.
-    reads: Vec<Access>,
-}
+/// Accesses kept per segment; beyond it the oldest ordered ones are dropped.
+const MAX_ACCESSES_PER_SEGMENT: usize = 256;
 
 /// Two unordered accesses of one block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Race {
-    pub block: u64,
+    pub segment: u32,
     pub earlier_agent: usize,
     pub earlier_kind: AccessKind,
     pub earlier_site: u64,
@@ -81,7 +82,7 @@ pub struct RaceDetector {
     streams: Vec<Clock>,
     /// Clocks of recorded events that a later wait or sync may name.
     events: HashMap<u32, Clock>,
-    shadows: HashMap<u64, Shadow>,
+    shadows: HashMap<u32, Vec<Access>>,
     reported: HashSet<(u64, u64)>,
 }
 
@@ -150,53 +151,59 @@ impl RaceDetector {
         }
     }
 
-    /// An access of `block` at `point`; returns the first race it makes, if any.
+    /// An access of `range` at `point`; returns the first race it makes, if any.
     pub fn access(
         &mut self,
         point: Point,
-        block: u64,
+        range: Range,
         kind: AccessKind,
         site: u64,
     ) -> Option<Race> {
-        let shadow = self.shadows.entry(block).or_default();
+        let (segment, start, end) = range;
+        let accesses = self.shadows.entry(segment).or_default();
         let ordered = |earlier: &Access| point.clock[earlier.agent] >= earlier.time;
-        let access = Access {
+        let overlaps = |other: &Access| other.start < end && start < other.end;
+        let conflict = accesses
+            .iter()
+            .find(|other| {
+                overlaps(other)
+                    && (other.kind == AccessKind::Write || kind == AccessKind::Write)
+                    && !ordered(other)
+            })
+            .cloned();
+        // What this access supersedes: ordered accesses it covers, if it writes; ordered reads
+        // of the same range by the same agent, if it reads.
+        accesses.retain(|other| {
+            let covered = start <= other.start && other.end <= end;
+            let superseded = ordered(other)
+                && covered
+                && (kind == AccessKind::Write
+                    || (other.kind == AccessKind::Read && other.agent == point.agent));
+            !superseded
+        });
+        if accesses.len() >= MAX_ACCESSES_PER_SEGMENT {
+            if let Some(oldest) = accesses.iter().position(&ordered) {
+                accesses.remove(oldest);
+            }
+        }
+        accesses.push(Access {
             agent: point.agent,
             time: point.clock[point.agent],
             kind,
             site,
-        };
-        let mut conflict: Option<Access> = None;
-        if let Some(write) = &shadow.last_write {
-            if !ordered(write) {
-                conflict = Some(write.clone());
-            }
-        }
-        if kind == AccessKind::Write && conflict.is_none() {
-            conflict = shadow.reads.iter().find(|read| !ordered(read)).cloned();
-        }
-        match kind {
-            AccessKind::Write => {
-                shadow.last_write = Some(access.clone());
-                shadow.reads.clear();
-            }
-            AccessKind::Read => {
-                shadow
-                    .reads
-                    .retain(|read| !ordered(read) || read.agent != access.agent);
-                shadow.reads.push(access.clone());
-            }
-        }
+            start,
+            end,
+        });
         let earlier = conflict?;
         if !self.reported.insert((earlier.site, site)) {
             return None;
         }
         Some(Race {
-            block,
+            segment,
             earlier_agent: earlier.agent,
             earlier_kind: earlier.kind,
             earlier_site: earlier.site,
-            later_agent: access.agent,
+            later_agent: point.agent,
             later_kind: kind,
             later_site: site,
         })
@@ -211,25 +218,27 @@ mod tests {
     fn an_event_wait_orders_two_streams_r5() {
         let mut d = RaceDetector::new(2);
         let write = d.enqueue(0);
-        assert!(d.access(write.clone(), 1, AccessKind::Write, 10).is_none());
+        assert!(d
+            .access(write.clone(), (1, 0, 8), AccessKind::Write, 10)
+            .is_none());
         let record = d.enqueue(0);
         d.record(5, &record);
         d.host_step();
         d.enqueue(1);
         d.stream_waits(1, 5);
         let read = d.enqueue(1);
-        assert!(d.access(read, 1, AccessKind::Read, 11).is_none());
+        assert!(d.access(read, (1, 0, 8), AccessKind::Read, 11).is_none());
     }
 
     #[test]
     fn reads_on_two_streams_do_not_race_but_a_later_write_does() {
         let mut d = RaceDetector::new(2);
         let a = d.enqueue(0);
-        assert!(d.access(a, 1, AccessKind::Read, 1).is_none());
+        assert!(d.access(a, (1, 0, 8), AccessKind::Read, 1).is_none());
         let b = d.enqueue(1);
-        assert!(d.access(b, 1, AccessKind::Read, 2).is_none());
+        assert!(d.access(b, (1, 0, 8), AccessKind::Read, 2).is_none());
         let c = d.enqueue(0);
-        let race = d.access(c, 1, AccessKind::Write, 3).unwrap();
+        let race = d.access(c, (1, 0, 8), AccessKind::Write, 3).unwrap();
         assert_eq!((race.earlier_site, race.later_site), (2, 3));
     }
 
@@ -237,13 +246,24 @@ mod tests {
     fn a_host_sync_orders_later_launches_r14() {
         let mut d = RaceDetector::new(2);
         let write = d.enqueue(0);
-        assert!(d.access(write, 1, AccessKind::Write, 1).is_none());
+        assert!(d.access(write, (1, 0, 8), AccessKind::Write, 1).is_none());
         let tail = d.enqueue(0);
         d.record(9, &tail);
         d.host_waits(9);
         d.host_step();
         let read = d.enqueue(1);
-        assert!(d.access(read, 1, AccessKind::Read, 2).is_none());
+        assert!(d.access(read, (1, 0, 8), AccessKind::Read, 2).is_none());
+    }
+
+    #[test]
+    fn disjoint_ranges_of_one_segment_do_not_race() {
+        let mut d = RaceDetector::new(2);
+        let a = d.enqueue(0);
+        assert!(d.access(a, (1, 0, 64), AccessKind::Write, 1).is_none());
+        let b = d.enqueue(1);
+        assert!(d.access(b, (1, 64, 128), AccessKind::Write, 2).is_none());
+        let c = d.enqueue(1);
+        assert!(d.access(c, (1, 60, 70), AccessKind::Read, 3).is_some());
     }
 
     #[test]
@@ -251,11 +271,11 @@ mod tests {
         let mut d = RaceDetector::new(2);
         for _ in 0..3 {
             let w = d.enqueue(0);
-            d.access(w, 1, AccessKind::Write, 1);
+            d.access(w, (1, 0, 8), AccessKind::Write, 1);
         }
         let r = d.enqueue(1);
-        assert!(d.access(r, 1, AccessKind::Read, 2).is_some());
+        assert!(d.access(r, (1, 0, 8), AccessKind::Read, 2).is_some());
         let r = d.enqueue(1);
-        assert!(d.access(r, 1, AccessKind::Read, 2).is_none());
+        assert!(d.access(r, (1, 0, 8), AccessKind::Read, 2).is_none());
     }
 }

@@ -2,7 +2,7 @@
 //! its outcome checked against figures derived from the model's inputs (the arithmetic is
 //! stated beside each check). A shipped scenario without an entry here fails the suite.
 
-use crate::faults;
+use crate::{faults, lifetime};
 use crate::util::{load, run_with, scenarios_dir};
 use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
 use sim::timeline::Timeline;
@@ -27,6 +27,10 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("rank0_crash_init.toml", faults::check_rank0_crash_init),
     ("async_error.toml", faults::check_async_error),
     ("functional_collective.toml", faults::check_functional_collective),
+    ("races_4_6.toml", lifetime::check_races_4_6),
+    ("races_streams.toml", lifetime::check_races_streams),
+    ("frag_killer.toml", lifetime::check_frag_killer),
+    ("lifetime_peak.toml", lifetime::check_lifetime_peak),
 ];
 
 fn collective<'r>(report: &'r Report, name: &str) -> &'r CollectiveMetrics {

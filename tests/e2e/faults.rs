@@ -32,6 +32,8 @@ pub fn expected_findings(name: &str) -> Vec<FindingKind> {
         "mismatch.toml" => vec![Mismatch, WatchdogTimeout],
         "rank0_crash_init.toml" => vec![StoreTimeout],
         "async_error.toml" => vec![AsyncError],
+        // Written to race (R21): the detector must find their races, and only those.
+        "races_4_6.toml" | "races_streams.toml" => vec![Race],
         _ => Vec::new(),
     }
 }

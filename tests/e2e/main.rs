@@ -4,5 +4,6 @@
 mod catalogue;
 mod cli;
 mod faults;
+mod lifetime;
 mod sweep;
 mod util;

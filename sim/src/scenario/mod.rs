@@ -807,8 +807,8 @@ impl Resolver<'_> {
             lifetime,
             expandable_segments: raw.expandable_segments.unwrap_or(env.expandable_segments),
             alloc_ns: self.optional_time_us(&raw.alloc_us, "memory.alloc_us", 2_000)?,
-            malloc_ns: self.optional_time_us(&raw.malloc_us, "memory.malloc_us", 50_000)?,
-            free_ns: self.optional_time_us(&raw.free_us, "memory.free_us", 100_000)?,
+            malloc_ns: self.optional_time_us(&raw.malloc_us, "memory.malloc_us", 20_000)?,
+            free_ns: self.optional_time_us(&raw.free_us, "memory.free_us", 30_000)?,
         })
     }
 
@@ -1122,7 +1122,7 @@ impl Resolver<'_> {
         // is a no-op.
         if let Some(name) = &raw.group {
             let group = self.lookup(&names.groups, name, "group", "[groups]")?;
-            if group != 0 {
+            if group != 0 && groups[group].ranks.len() < cluster.ranks as usize {
                 let members = &groups[group].ranks;
                 ranks = Some(match ranks {
                     None => members.clone(),
