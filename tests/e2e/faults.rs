@@ -8,7 +8,7 @@
 //! after the kernel launch, so a collective called at t is enqueued at t + 20 µs.
 
 use crate::util::run_with;
-use analysis::metrics::Report;
+use analysis::metrics::{report, Report};
 use sim::timeline::{FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
 
 const S: u64 = 1_000_000_000;
@@ -243,6 +243,12 @@ pub fn check_mismatch(timeline: &Timeline, _report: &Report) {
     assert!(mismatch[0].message.contains(
         "rank 0 issued ALLREDUCE of 4MiB (ar, line 25), rank 1 issued _ALLGATHER_BASE of 4MiB"
     ));
+    // Each rank's timeout line shows the Work it issued: rank 1's all_gather of 4 MiB gathers
+    // 2 × 524288 f32 elements.
+    let rank1 = records(timeline, 1, WatchdogEvent::Timeout);
+    assert!(rank1[0]
+        .message
+        .contains("OpType=_ALLGATHER_BASE, NumelIn=524288, NumelOut=1048576"));
     for rank in 0..2 {
         assert_eq!(at(timeline, rank, WatchdogEvent::Timeout), 600_100 * MS);
         let report = records(timeline, rank, WatchdogEvent::DesyncReport);
@@ -345,4 +351,30 @@ pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
             assert!(wait.released_ns >= record.end_ns);
         }
     }
+}
+
+#[test]
+fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
+    let timeline = run_with("hang_10min.toml", &[]);
+    let text = analysis::text::render_report(&report(&timeline));
+    assert!(text.contains(
+        "     600.100 s  pt_nccl_watchdg  [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE"
+    ), "{text}");
+    assert!(text.contains("     601.000 s  pt_nccl_heartbt  [Rank 3] Received a dump signal"));
+    let trace = analysis::trace::chrome_trace(&timeline);
+    let events = trace["traceEvents"].as_array().unwrap();
+    // Rank 0's watchdog of group 0 is thread 1000; its timeout is an instant at 600.1 s.
+    assert!(events.iter().any(|e| e["ph"] == "M"
+        && e["pid"] == 0
+        && e["tid"] == 1000
+        && e["args"]["name"] == "pt_nccl_watchdg (group world)"));
+    assert!(events.iter().any(|e| e["ph"] == "i"
+        && e["pid"] == 0
+        && e["tid"] == 1000
+        && e["name"] == "timeout"
+        && e["ts"] == 600_100_000.0));
+    // Rank 3's heartbeat monitor is thread 1001.
+    assert!(events
+        .iter()
+        .any(|e| e["pid"] == 3 && e["tid"] == 1001 && e["name"] == "dump"));
 }

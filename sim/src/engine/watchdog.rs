@@ -35,8 +35,9 @@ const WATCHDOG_POLL_NS: u64 = 100_000_000;
 pub(super) enum WatchdogStep {
     /// The deadline tick of the oldest pending Work (R26).
     Check,
-    /// The first tick that sees an async error on the communicator (R26).
-    AsyncError,
+    /// The first tick that sees an async error on the communicator under collective record
+    /// `collective` (R26).
+    AsyncError { collective: u32 },
     /// The first tick after another rank propagated its error (R27).
     RemoteError { from_rank: u32 },
     /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
@@ -94,6 +95,8 @@ pub(super) struct Failures {
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
     dumped: Vec<bool>,
+    /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
+    issued_instead: HashMap<(u32, u32), CollectiveKind>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,9 +133,10 @@ impl Failures {
             armed: vec![None; ranks],
             any_dead: false,
             poisoned: HashSet::new(),
-            signatures: calls_may_disagree.then(HashMap::new),
+            signatures: calls_may_disagree.then(HashMap::default),
             mismatched: HashSet::new(),
             dumped: vec![false; ranks],
+            issued_instead: HashMap::default(),
         }
     }
 
@@ -240,7 +244,7 @@ impl Engine<'_> {
                 !matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
                     || self.comm_init[group].iter().any(|&(r, _)| r == root)
             }
-            WatchdogStep::AsyncError | WatchdogStep::RemoteError { .. } => {
+            WatchdogStep::AsyncError { .. } | WatchdogStep::RemoteError { .. } => {
                 let watchdog = &self.failures.watchdogs[self.watchdog_index(rank, group)];
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
@@ -428,6 +432,11 @@ impl Engine<'_> {
         (collective, size_bytes): (CollectiveKind, u64),
     ) {
         let armed = self.failures.armed[rank as usize].take();
+        if let Some(FaultKind::Mismatch { collective, .. }) = armed {
+            self.failures
+                .issued_instead
+                .insert((rank, collective_index), collective);
+        }
         let state = &self.ranks[rank as usize];
         let record = &state.timeline.collectives[collective_index as usize];
         let seq = record.seq;
@@ -454,7 +463,14 @@ impl Engine<'_> {
                 // communicator reports the error from then on.
                 self.failures.poisoned.insert(rendezvous);
                 let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns + after_ns);
-                self.schedule_step(rank, group, WatchdogStep::AsyncError, seen_ns);
+                self.schedule_step(
+                    rank,
+                    group,
+                    WatchdogStep::AsyncError {
+                        collective: collective_index,
+                    },
+                    seen_ns,
+                );
             }
             Some(FaultKind::WatchdogStuck) => {
                 let stuck_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns);
@@ -549,6 +565,18 @@ impl Engine<'_> {
         Some(self.scenario.groups[group as usize].timeout_ns)
     }
 
+    /// The `OpType` of a collective record as issued (a mismatch fault changes it).
+    fn op_type(&self, rank: u32, collective: u32) -> &'static str {
+        if let Some(kind) = self.failures.issued_instead.get(&(rank, collective)) {
+            return kind.op_type();
+        }
+        let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
+        match self.scenario.ops[record.op as usize].kind {
+            OpKind::Collective { collective, .. } => collective.op_type(),
+            _ => "BARRIER",
+        }
+    }
+
     /// When the Work of a collective record was enqueued (its kernel's launch).
     pub(super) fn enqueue_ns(&self, rank: u32, collective: u32) -> u64 {
         let state = &self.ranks[rank as usize];
@@ -560,14 +588,10 @@ impl Engine<'_> {
     pub(super) fn work_text(&self, rank: u32, collective: u32, timeout_ns: u64) -> String {
         let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
         let op = &self.scenario.ops[record.op as usize];
-        let (op_type, element_bytes) = match op.kind {
-            OpKind::Collective {
-                collective, tensor, ..
-            } => (
-                collective.op_type(),
-                self.scenario.tensors[tensor].dtype.size_bytes(),
-            ),
-            _ => ("BARRIER", 1),
+        let op_type = self.op_type(rank, collective);
+        let element_bytes = match op.kind {
+            OpKind::Collective { tensor, .. } => self.scenario.tensors[tensor].dtype.size_bytes(),
+            _ => 1,
         };
         let numel = record.bytes / element_bytes;
         let members = self.scenario.groups[record.group as usize].ranks.len() as u64;
@@ -617,13 +641,8 @@ impl Engine<'_> {
                 let head = self.failures.watchdogs[self.watchdog_index(rank, group)].pending[0];
                 self.watchdog_caught(rank, group, Caught::Timeout(head));
             }
-            WatchdogStep::AsyncError => {
-                let index = self.watchdog_index(rank, group);
-                let collective = self.failures.watchdogs[index]
-                    .pending
-                    .back()
-                    .map_or(0, |w| w.collective);
-                self.watchdog_caught(rank, group, Caught::AsyncError(collective));
+            WatchdogStep::AsyncError { collective } => {
+                self.watchdog_caught(rank, group, Caught::AsyncError(collective))
             }
             WatchdogStep::RemoteError { from_rank } => {
                 self.watchdog_caught(rank, group, Caught::Remote(from_rank))
@@ -978,11 +997,7 @@ impl Engine<'_> {
         let now_ns = self.now_ns;
         let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
         let seq = record.seq;
-        let op = &self.scenario.ops[record.op as usize];
-        let op_type = match op.kind {
-            OpKind::Collective { collective, .. } => collective.op_type(),
-            _ => "BARRIER",
-        };
+        let op_type = self.op_type(rank, collective);
         let group_name = &self.scenario.groups[group].name;
         let mut text = format!(
             "[Rank {rank}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
