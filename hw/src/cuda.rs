@@ -8,6 +8,7 @@
 use crate::clock::{AnchorSample, ClockAnchor, ClockMap};
 use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
+use crate::memory::Place;
 use crate::nccl::{self, Communicator, Elem, Rendezvous};
 use crate::plan::{nccl_counts, GroupPlan, RankPlan};
 use crate::watchdog::Watchdog;
@@ -16,7 +17,6 @@ use cudarc::driver::sys::{self, CUdevice_attribute, CUstream};
 use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
-use sim::allocator::BlockId;
 use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId};
 use sim::timeline::StreamRef;
 use std::collections::HashMap;
@@ -112,7 +112,7 @@ pub struct CudaDevice {
     own_sm_shared_bytes: u32,
     blas: Blas,
     gemm_buffers: HashMap<(u64, u64, u64, &'static str), [Buffer; 3]>,
-    /// The allocator's segments, by block id (R17); `None` once given back.
+    /// The allocator's segments, by segment id (R17); `None` once given back.
     segments: Vec<Option<Buffer>>,
     /// Segments released with expandable segments: freed only after the run, so that the
     /// release costs no device-wide synchronise (R20).
@@ -602,13 +602,13 @@ impl Device for CudaDevice {
         }
     }
 
-    fn malloc(&mut self, block: BlockId, bytes: u64, fill: bool) -> Result<(), HwError> {
+    fn malloc(&mut self, segment: u32, bytes: u64, fill: bool) -> Result<(), HwError> {
         let buffer = if fill {
             Buffer::new(bytes)?
         } else {
             Buffer::unfilled(bytes)?
         };
-        let index = block as usize;
+        let index = segment as usize;
         if self.segments.len() <= index {
             self.segments.resize_with(index + 1, || None);
         }
@@ -616,8 +616,12 @@ impl Device for CudaDevice {
         Ok(())
     }
 
-    fn free_segment(&mut self, block: BlockId, deferred: bool) {
-        if let Some(buffer) = self.segments.get_mut(block as usize).and_then(Option::take) {
+    fn free_segment(&mut self, segment: u32, deferred: bool) {
+        if let Some(buffer) = self
+            .segments
+            .get_mut(segment as usize)
+            .and_then(Option::take)
+        {
             if deferred {
                 self.released.push(buffer);
             }
@@ -625,11 +629,11 @@ impl Device for CudaDevice {
         }
     }
 
-    fn bind(&mut self, tensor: TensorId, block: Option<BlockId>) {
-        self.tensor_ptrs[tensor] = block
-            .and_then(|b| self.segments.get(b as usize))
-            .and_then(Option::as_ref)
-            .map(|buffer| buffer.ptr);
+    fn bind(&mut self, tensor: TensorId, place: Option<Place>) {
+        self.tensor_ptrs[tensor] = place.and_then(|place| {
+            let buffer = self.segments.get(place.segment as usize)?.as_ref()?;
+            Some(buffer.ptr + place.offset_bytes)
+        });
     }
 
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {

@@ -7,10 +7,10 @@
 //! the planning of ops into GPU calls is checked without a GPU.
 
 use crate::error::HwError;
-use crate::memory::{AllocStep, Memory};
+use crate::memory::{AllocStep, Memory, Place};
 use crate::options::StandIn;
 use crate::plan::{GroupPlan, Placement, RankPlan};
-use sim::allocator::{BlockId, MemoryPeaks};
+use sim::allocator::MemoryPeaks;
 use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId, WorkId};
 use sim::timeline::{
     CacheRelease, CollectiveRecord, HostCall, KernelClass, KernelRecord, MarkRecord, OpRef,
@@ -98,14 +98,14 @@ pub trait Device {
     fn abort_comms(&mut self);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
-    /// A new segment of the caching allocator for `block` (`cudaMalloc`, R17); `fill` writes a
-    /// non-zero pattern (tensors that live for the whole run).
-    fn malloc(&mut self, block: BlockId, bytes: u64, fill: bool) -> Result<(), HwError>;
+    /// A new segment of the caching allocator (`cudaMalloc`, R17); `fill` writes a non-zero
+    /// pattern (segments of tensors that live for the whole run).
+    fn malloc(&mut self, segment: u32, bytes: u64, fill: bool) -> Result<(), HwError>;
     /// Gives a released segment back (`cudaFree`, R20); `deferred` (expandable segments) keeps
     /// it until the run ends, so that the release costs no device-wide synchronise.
-    fn free_segment(&mut self, block: BlockId, deferred: bool);
-    /// The tensor now lives in the block's segment (`None`: not allocated).
-    fn bind(&mut self, tensor: TensorId, block: Option<BlockId>);
+    fn free_segment(&mut self, segment: u32, deferred: bool);
+    /// The tensor now lives at `place` (`None`: not allocated).
+    fn bind(&mut self, tensor: TensorId, place: Option<Place>);
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -305,9 +305,23 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Before the program: every tensor that no `alloc` creates gets its segment (R17), and the
     /// communicators of groups declared with `device_id` are created (R8, eager init).
     pub fn setup(&mut self) -> Result<(), HwError> {
-        for (tensor, block, bytes) in self.memory.static_segments() {
-            self.device.malloc(block, bytes, true)?;
-            self.device.bind(tensor, Some(block));
+        for (tensor, step) in self.memory.static_steps() {
+            let place = match step {
+                AllocStep::NewSegment { place, bytes } => {
+                    self.device.malloc(place.segment, bytes, true)?;
+                    place
+                }
+                AllocStep::Cached(place) => place,
+                AllocStep::NeedsRelease | AllocStep::OutOfMemory => {
+                    return Err(HwError::OutOfMemory(format!(
+                        "tensor {:?} ({} B) does not fit in the {} B the allocator may reserve",
+                        self.scenario.tensors[tensor].name,
+                        self.scenario.tensors[tensor].size_bytes,
+                        self.scenario.memory.capacity_bytes
+                    )))
+                }
+            };
+            self.device.bind(tensor, Some(place));
         }
         for group in self.plan.groups.iter().flatten() {
             if group.eager_init {
@@ -562,13 +576,13 @@ impl<'a, D: Device> Executor<'a, D> {
         // At most one release: after it the request fits or never will.
         for _ in 0..2 {
             match self.memory.allocate(tensor, size_bytes, stream) {
-                AllocStep::Cached(block) => {
-                    self.device.bind(tensor, Some(block));
+                AllocStep::Cached(place) => {
+                    self.device.bind(tensor, Some(place));
                     return Ok(());
                 }
-                AllocStep::NewSegment(block, bytes) => {
-                    self.device.malloc(block, bytes, false)?;
-                    self.device.bind(tensor, Some(block));
+                AllocStep::NewSegment { place, bytes } => {
+                    self.device.malloc(place.segment, bytes, false)?;
+                    self.device.bind(tensor, Some(place));
                     return Ok(());
                 }
                 AllocStep::NeedsRelease => {
@@ -578,9 +592,9 @@ impl<'a, D: Device> Executor<'a, D> {
                         self.device.device_sync()?;
                         Some(self.device.now_ns())
                     };
-                    let blocks = self.memory.release_cache();
-                    for &block in &blocks {
-                        self.device.free_segment(block, expandable);
+                    let segments = self.memory.release_cache();
+                    for &segment in &segments {
+                        self.device.free_segment(segment, expandable);
                     }
                     self.log.cache_releases.push(CacheRelease {
                         iteration,
@@ -588,7 +602,7 @@ impl<'a, D: Device> Executor<'a, D> {
                         host_start_ns,
                         host_end_ns: self.device.now_ns(),
                         device_idle_ns,
-                        segments_freed: blocks.len() as u32,
+                        segments_freed: segments.len() as u32,
                     });
                 }
                 AllocStep::OutOfMemory => break,
@@ -987,18 +1001,19 @@ pub(crate) mod tests {
         fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
             Ok(self.event_times[event])
         }
-        fn malloc(&mut self, block: BlockId, bytes: u64, fill: bool) -> Result<(), HwError> {
+        fn malloc(&mut self, segment: u32, bytes: u64, fill: bool) -> Result<(), HwError> {
             let how = if fill { " filled" } else { "" };
             self.memory_calls
-                .push(format!("malloc b{block} {bytes}{how}"));
+                .push(format!("malloc s{segment} {bytes}{how}"));
             Ok(())
         }
-        fn free_segment(&mut self, block: BlockId, deferred: bool) {
+        fn free_segment(&mut self, segment: u32, deferred: bool) {
             let how = if deferred { " deferred" } else { "" };
-            self.memory_calls.push(format!("free b{block}{how}"));
+            self.memory_calls.push(format!("free s{segment}{how}"));
         }
-        fn bind(&mut self, tensor: TensorId, block: Option<BlockId>) {
-            self.memory_calls.push(format!("bind t{tensor} {block:?}"));
+        fn bind(&mut self, tensor: TensorId, place: Option<Place>) {
+            let at = place.map(|p| format!("s{}+{}", p.segment, p.offset_bytes));
+            self.memory_calls.push(format!("bind t{tensor} {at:?}"));
         }
     }
 
@@ -1449,11 +1464,11 @@ gpu_delay_us = { uniform = { min = 10, max = 20 } }
         assert_eq!(
             &device.memory_calls[..5],
             [
-                "malloc b0 629145600",
-                "bind t0 Some(0)",
+                "malloc s0 629145600",
+                "bind t0 Some(\"s0+0\")",
                 "bind t0 None",
-                "free b0",
-                "malloc b1 629145600",
+                "free s0",
+                "malloc s1 629145600",
             ]
         );
         assert_eq!(rank.memory.cache_releases, rank.cache_releases.len() as u32);
@@ -1474,7 +1489,7 @@ gpu_delay_us = { uniform = { min = 10, max = 20 } }
         assert_eq!(syncs, 6);
         assert!(device
             .memory_calls
-            .contains(&"free b0 deferred".to_string()));
+            .contains(&"free s0 deferred".to_string()));
     }
 
     /// Without `timeout_ms`, a blocking wait gives up after its group's timeout

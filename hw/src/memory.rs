@@ -1,8 +1,9 @@
-//! The caching allocator's books on the hardware backend (R17–R20): which block each tensor
-//! lives in, what keeps a freed block from its pool (the Work's stash, R18; recordStream events,
-//! R19), and when the cache must be released (R20). The decisions are the simulator's own
-//! [`CachingAllocator`]; the executor carries them out with real `cuMemAlloc`/`cuMemFree` and,
-//! for a release, a real device-wide synchronise. Pure bookkeeping, tested without a GPU.
+//! The caching allocator's books on the hardware backend (R17–R20): which block (a byte range
+//! of a segment) each tensor lives in, what keeps a freed block from its pool (the Work's stash,
+//! R18; recordStream events, R19), and when the cache must be released (R20). The decisions —
+//! segment sizes, splitting, best fit per stream — are the simulator's own [`CachingAllocator`];
+//! the executor carries them out with one real `cuMemAlloc` per segment, `cuMemFree` at a
+//! release, and a real device-wide synchronise first. Pure bookkeeping, tested without a GPU.
 
 use crate::exec::Ev;
 use sim::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks};
@@ -34,19 +35,32 @@ pub struct Memory {
     pending_frees: Vec<(BlockId, Vec<Ev>)>,
     /// Per group, the shelf of R18.
     shelf: Vec<Vec<ShelfEntry>>,
-    /// Blocks in the cache (freed, not handed out again): the segments a release gives back.
-    cached: BTreeSet<BlockId>,
-    /// Tensors that live for the whole run, not yet given their segments: (tensor, block, bytes).
-    static_segments: Vec<(TensorId, BlockId, u64)>,
+    /// Blocks handed out and not yet returned to the allocator, with their segment: a segment
+    /// with none is wholly free, and a release gives it back.
+    in_use: HashMap<BlockId, u32>,
+    /// Segments allocated and not released.
+    live_segments: BTreeSet<u32>,
+    /// What the tensors that live for the whole run need, in order.
+    static_steps: Vec<(TensorId, AllocStep)>,
+}
+
+/// Where a tensor's block lies: a byte offset into a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub segment: u32,
+    pub offset_bytes: u64,
 }
 
 /// What an allocation needs from the device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AllocStep {
-    /// Served from the stream's cache: the tensor now lives in this block.
-    Cached(BlockId),
-    /// A new segment of `bytes` must be allocated for this block.
-    NewSegment(BlockId, u64),
+    /// Served from the stream's cache (part of a segment already allocated).
+    Cached(Place),
+    /// A new segment of `bytes` must be allocated; the tensor lives at `place` in it.
+    NewSegment {
+        place: Place,
+        bytes: u64,
+    },
     /// The capacity is reached: synchronise the device (unless expandable segments), call
     /// [`Memory::release_cache`], then ask again.
     NeedsRelease,
@@ -66,26 +80,23 @@ impl Memory {
             recorded_streams: vec![Vec::new(); scenario.tensors.len()],
             pending_frees: Vec::new(),
             shelf: vec![Vec::new(); scenario.groups.len()],
-            cached: BTreeSet::new(),
-            static_segments: Vec::new(),
+            in_use: HashMap::new(),
+            live_segments: BTreeSet::new(),
+            static_steps: Vec::new(),
         };
         for (tensor, declared) in scenario.tensors.iter().enumerate() {
             if declared.dynamic {
                 continue;
             }
-            if let AllocStep::NewSegment(block, bytes) =
-                memory.allocate(tensor, declared.size_bytes, 0)
-            {
-                memory.static_segments.push((tensor, block, bytes));
-            }
+            let step = memory.allocate(tensor, declared.size_bytes, 0);
+            memory.static_steps.push((tensor, step));
         }
         memory
     }
 
-    /// The segments the up-front tensors need: (tensor, block, bytes); empty after the first
-    /// call.
-    pub fn static_segments(&mut self) -> Vec<(TensorId, BlockId, u64)> {
-        std::mem::take(&mut self.static_segments)
+    /// What the up-front tensors need, in order; empty after the first call.
+    pub fn static_steps(&mut self) -> Vec<(TensorId, AllocStep)> {
+        std::mem::take(&mut self.static_steps)
     }
 
     /// End events of the group's shelf.
@@ -121,31 +132,46 @@ impl Memory {
 
     /// `torch.empty` of `size_bytes` on `stream` (R17).
     pub fn allocate(&mut self, tensor: TensorId, size_bytes: u64, stream: StreamRef) -> AllocStep {
+        let reserved_before = self.allocator.reserved_bytes();
         match self.allocator.allocate(size_bytes, stream) {
-            Allocation::Cached(block) => {
-                self.cached.remove(&block);
-                self.block[tensor] = Some(block);
-                AllocStep::Cached(block)
-            }
+            Allocation::Cached(block) => AllocStep::Cached(self.hand_out(tensor, block)),
             Allocation::NewSegment(block) => {
-                self.block[tensor] = Some(block);
-                AllocStep::NewSegment(block, size_bytes.max(1).div_ceil(512) * 512)
+                let place = self.hand_out(tensor, block);
+                self.live_segments.insert(place.segment);
+                AllocStep::NewSegment {
+                    place,
+                    bytes: self.allocator.reserved_bytes() - reserved_before,
+                }
             }
             Allocation::NeedsRelease => AllocStep::NeedsRelease,
             Allocation::OutOfMemory => AllocStep::OutOfMemory,
         }
     }
 
-    /// R20's `release_cached_blocks`: pending recordStream frees are forced, then every cached
-    /// segment goes back to the system. Returns the blocks whose segments to free.
-    pub fn release_cache(&mut self) -> Vec<BlockId> {
+    /// R20's `release_cached_blocks`: pending recordStream frees are forced, then every wholly
+    /// free segment goes back to the system. Returns those segments.
+    pub fn release_cache(&mut self) -> Vec<u32> {
         for (block, _) in std::mem::take(&mut self.pending_frees) {
             self.return_block(block);
         }
         let released = self.allocator.release_cached();
-        let blocks: Vec<BlockId> = std::mem::take(&mut self.cached).into_iter().collect();
-        debug_assert_eq!(blocks.len() as u32, released);
-        blocks
+        let busy: BTreeSet<u32> = self.in_use.values().copied().collect();
+        let segments: Vec<u32> = self.live_segments.difference(&busy).copied().collect();
+        for segment in &segments {
+            self.live_segments.remove(segment);
+        }
+        debug_assert_eq!(segments.len() as u32, released);
+        segments
+    }
+
+    fn hand_out(&mut self, tensor: TensorId, block: BlockId) -> Place {
+        let region = self.allocator.region(block);
+        self.block[tensor] = Some(block);
+        self.in_use.insert(block, region.segment);
+        Place {
+            segment: region.segment,
+            offset_bytes: region.start_bytes,
+        }
     }
 
     /// Keeps a collective's tensor alive as the lifetime rule says (R18, R19), for a collective
@@ -243,7 +269,7 @@ impl Memory {
 
     fn return_block(&mut self, block: BlockId) {
         self.allocator.free(block);
-        self.cached.insert(block);
+        self.in_use.remove(&block);
     }
 }
 
@@ -251,7 +277,7 @@ impl Memory {
 mod tests {
     use super::*;
 
-    /// 1 GiB of capacity: the static 64 MiB plus one 512 MiB block fit, a second does not.
+    /// 1 GiB of capacity: the static 64 MiB plus one 512 MiB segment fit, a second does not.
     fn scenario(lifetime: &str) -> Scenario {
         let text = format!(
             r#"
@@ -263,6 +289,7 @@ fraction = 1.0
 lifetime = "{lifetime}"
 [tensors]
 fixed = "64MiB"
+small = "4KiB"
 grad = "256MiB"
 other = "256MiB"
 big = "512MiB"
@@ -285,82 +312,117 @@ free = "big"
 
     const MIB: u64 = 1 << 20;
 
+    fn new_segment(step: AllocStep) -> Place {
+        match step {
+            AllocStep::NewSegment { place, .. } => place,
+            other => panic!("expected a new segment, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn static_tensors_are_allocated_up_front() {
+    fn static_tensors_are_allocated_up_front_in_pytorch_sized_segments() {
         let mut memory = Memory::new(&scenario("stash"));
-        assert_eq!(memory.static_segments(), [(0, 0, 64 * MIB)]);
-        assert!(memory.static_segments().is_empty());
+        let steps = memory.static_steps();
+        assert_eq!(steps.len(), 2);
+        let fixed = Place {
+            segment: 0,
+            offset_bytes: 0,
+        };
+        assert_eq!(
+            steps[0],
+            (
+                0,
+                AllocStep::NewSegment {
+                    place: fixed,
+                    bytes: 64 * MIB
+                }
+            )
+        );
+        // 4 KiB get a 2 MiB segment of their own (small requests share 2 MiB segments).
+        assert_eq!(
+            steps[1].1,
+            AllocStep::NewSegment {
+                place: Place {
+                    segment: 1,
+                    offset_bytes: 0
+                },
+                bytes: 2 * MIB
+            }
+        );
+        assert!(memory.static_steps().is_empty());
     }
 
     #[test]
     fn a_stashed_block_returns_at_wait_then_is_reused() {
         let mut memory = Memory::new(&scenario("stash"));
-        let AllocStep::NewSegment(grad, _) = memory.allocate(1, 256 * MIB, 0) else {
-            panic!()
-        };
-        memory.keep_alive(1, 0, 2, 7, 99);
-        memory.free(1, Vec::new());
+        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+        memory.keep_alive(2, 0, 2, 7, 99);
+        memory.free(2, Vec::new());
         // Held by the Work's stash: not in the pool (R18), so a new segment.
-        assert!(matches!(
-            memory.allocate(2, 256 * MIB, 0),
-            AllocStep::NewSegment(..)
-        ));
+        new_segment(memory.allocate(3, 256 * MIB, 0));
         memory.release_on_wait(7);
-        assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(grad));
+        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
     }
 
     #[test]
     fn never_waited_works_leave_the_shelf_once_complete() {
         let mut memory = Memory::new(&scenario("stash"));
-        let AllocStep::NewSegment(grad, _) = memory.allocate(1, 256 * MIB, 0) else {
-            panic!()
-        };
-        memory.keep_alive(1, 0, 2, 3, 40);
-        memory.free(1, Vec::new());
+        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+        memory.keep_alive(2, 0, 2, 3, 40);
+        memory.free(2, Vec::new());
         assert_eq!(memory.shelf_ends(0), [40]);
         memory.release_shelf(0, |_| false);
-        assert!(matches!(
-            memory.allocate(2, 256 * MIB, 0),
-            AllocStep::NewSegment(..)
-        ));
+        new_segment(memory.allocate(3, 256 * MIB, 0));
         memory.release_shelf(0, |end| end == 40);
-        assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(grad));
+        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
     }
 
     #[test]
     fn record_stream_frees_wait_for_their_events() {
         let mut memory = Memory::new(&scenario("record_stream"));
-        let AllocStep::NewSegment(grad, _) = memory.allocate(1, 256 * MIB, 0) else {
-            panic!()
-        };
-        memory.keep_alive(1, 0, 2, 0, 5);
-        assert_eq!(memory.streams_to_record(1), [2]);
-        memory.free(1, vec![11]);
+        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+        memory.keep_alive(2, 0, 2, 0, 5);
+        assert_eq!(memory.streams_to_record(2), [2]);
+        memory.free(2, vec![11]);
         assert_eq!(memory.pending_events(), [11]);
         memory.collect_pending(|_| false);
-        assert!(matches!(
-            memory.allocate(2, 256 * MIB, 0),
-            AllocStep::NewSegment(..)
-        ));
+        new_segment(memory.allocate(3, 256 * MIB, 0));
         memory.collect_pending(|event| event == 11);
-        assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(grad));
+        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
     }
 
     #[test]
     fn a_full_cache_is_released_then_out_of_memory() {
         let mut memory = Memory::new(&scenario("none"));
-        let AllocStep::NewSegment(big, _) = memory.allocate(3, 512 * MIB, 0) else {
+        let big = new_segment(memory.allocate(4, 512 * MIB, 0));
+        memory.free(4, Vec::new());
+        // Cached for stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
+        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(memory.release_cache(), [big.segment]);
+        new_segment(memory.allocate(4, 512 * MIB, 1));
+        assert_eq!(memory.allocate(2, 512 * MIB, 0), AllocStep::OutOfMemory);
+        assert_eq!(memory.peaks().cache_releases, 1);
+    }
+
+    #[test]
+    fn a_split_segment_is_released_only_when_wholly_free() {
+        let mut memory = Memory::new(&scenario("none"));
+        // Two 256 MiB tensors from one 512 MiB cached segment (split, R17).
+        let big = new_segment(memory.allocate(4, 512 * MIB, 0));
+        memory.free(4, Vec::new());
+        let AllocStep::Cached(first) = memory.allocate(2, 256 * MIB, 0) else {
             panic!()
         };
+        let AllocStep::Cached(second) = memory.allocate(3, 256 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!((first.segment, second.segment), (big.segment, big.segment));
+        assert_eq!(second.offset_bytes, 256 * MIB);
+        memory.free(2, Vec::new());
+        // Half of the segment is still in use: nothing to release (fragmentation).
+        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::OutOfMemory);
         memory.free(3, Vec::new());
-        // Cached on stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
-        assert_eq!(memory.allocate(3, 512 * MIB, 1), AllocStep::NeedsRelease);
-        assert_eq!(memory.release_cache(), [big]);
-        assert!(matches!(
-            memory.allocate(3, 512 * MIB, 1),
-            AllocStep::NewSegment(..)
-        ));
-        assert_eq!(memory.allocate(1, 512 * MIB, 0), AllocStep::OutOfMemory);
-        assert_eq!(memory.peaks().cache_releases, 1);
+        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(memory.release_cache(), [big.segment]);
     }
 }
