@@ -1664,6 +1664,9 @@ impl<'s> Engine<'s> {
         work: Option<WorkId>,
         barrier: bool,
     ) -> bool {
+        if self.communicator_aborted(rank, group, op_index) {
+            return false;
+        }
         let scenario = self.scenario;
         let costs = &scenario.host;
         let op = &scenario.ops[op_index];

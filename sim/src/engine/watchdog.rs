@@ -883,6 +883,32 @@ impl Engine<'_> {
         }
     }
 
+    /// A collective on a communicator the watchdog aborted (mode 2, R27) raises
+    /// `DistBackendError` in the main thread; uncaught, it ends the process. True when it did.
+    pub(super) fn communicator_aborted(&mut self, rank: u32, group: GroupId, op: usize) -> bool {
+        if !self.failures.watchdogs[self.watchdog_index(rank, group)].aborted {
+            return false;
+        }
+        let host_ns = self.ranks[rank as usize].host_ns;
+        let message = format!(
+            "[Rank {rank}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, uncaught, ends the process",
+            self.scenario.groups[group].name,
+            self.scenario.ops[op].display_name(),
+            self.scenario.ops[op].line
+        );
+        self.note(
+            rank,
+            Some(group),
+            ThreadKind::Main,
+            WatchdogEvent::Exit,
+            host_ns,
+            message.clone(),
+        );
+        self.find(FindingKind::AsyncError, rank, Some(op), message);
+        self.kill(rank);
+        true
+    }
+
     /// The process ends: its host stops, and the collectives it joined can never complete.
     pub(super) fn kill(&mut self, rank: u32) {
         self.failures.any_dead = true;
@@ -1148,6 +1174,21 @@ mod tests {
         assert!(timeline.findings[0]
             .message
             .contains("rank 1 never joined collective 1"));
+    }
+
+    #[test]
+    fn after_clean_up_only_the_next_collective_on_the_aborted_communicator_raises_r27() {
+        // Mode 2: rank 0 times out at 1.1 s and aborts at 61.1 s; its wait and `.item()` return
+        // (15 µs), and its second iteration's all_reduce raises in the main thread.
+        let text = format!(
+            "repeat = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n{}",
+            two_ranks("[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"")
+        );
+        assert_eq!(events_of(&text, 0, WatchdogEvent::Abort), [61_100_000_000]);
+        assert_eq!(
+            events_of(&text, 0, WatchdogEvent::Exit),
+            [61_100_000_000 + 15_000]
+        );
     }
 
     #[test]
