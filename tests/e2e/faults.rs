@@ -378,3 +378,15 @@ fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
         .iter()
         .any(|e| e["pid"] == 3 && e["tid"] == 1001 && e["name"] == "dump"));
 }
+
+#[test]
+fn a_time_cap_below_the_timeout_stops_the_hang_with_a_clear_finding() {
+    // The watchdog's deadline poll (600.1 s) lies past a 300-s cap: the run stops at the cap.
+    let timeline = run_with("hang_10min.toml", &["max_sim_time_s=300"]);
+    assert_eq!(finding_kinds(&timeline), [FindingKind::TimeCap]);
+    assert!(timeline.findings[0].message.contains("cap of 300.000 s"));
+    assert!(timeline
+        .watchdog
+        .iter()
+        .all(|r| r.event == WatchdogEvent::Fault));
+}
