@@ -390,3 +390,20 @@ fn a_time_cap_below_the_timeout_stops_the_hang_with_a_clear_finding() {
         .iter()
         .all(|r| r.event == WatchdogEvent::Fault));
 }
+
+#[test]
+fn without_the_heartbeat_monitor_a_stuck_watchdog_leaves_a_deadlock() {
+    // TORCH_NCCL_ENABLE_MONITORING=0: nothing watches rank 0's stuck watchdog, so its host stays
+    // blocked in `.item()` and the run ends with a deadlock finding for it, not a hang.
+    let timeline = run_with(
+        "watchdog_stuck.toml",
+        &["env.TORCH_NCCL_ENABLE_MONITORING=0"],
+    );
+    assert!(records(&timeline, 0, WatchdogEvent::HeartbeatTimeout).is_empty());
+    assert!(records(&timeline, 0, WatchdogEvent::Exit).is_empty());
+    assert!(timeline
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::Deadlock
+            && f.message.starts_with("host of rank 0 is blocked in loss")));
+}
