@@ -9,7 +9,7 @@
 //! steps instant events; steps of the main thread (store timeout, blocking wait) are on thread 0.
 
 use serde_json::{json, Value};
-use sim::timeline::{KernelClass, ThreadKind, Timeline};
+use sim::timeline::{KernelClass, ThreadKind, Timeline, WatchdogEvent};
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
@@ -138,6 +138,22 @@ pub fn chrome_trace(timeline: &Timeline) -> Value {
                 "pid": pid, "tid": tid, "ts": us(record.at_ns),
                 "args": {"message": record.message}}),
             );
+            // R27: the watchdog sleeps for the dumps until it acts on the error.
+            let acted = timeline.watchdog.iter().find(|r| {
+                (r.rank, r.group, r.thread) == (record.rank, record.group, record.thread)
+                    && r.at_ns > record.at_ns
+                    && matches!(
+                        r.event,
+                        WatchdogEvent::NoHandling | WatchdogEvent::Abort | WatchdogEvent::Exit
+                    )
+            });
+            if let (WatchdogEvent::DumpSignal, Some(acted)) = (record.event, acted) {
+                events.push(
+                    json!({"ph": "X", "cat": "watchdog", "name": "dump wait (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC)",
+                    "pid": pid, "tid": tid, "ts": us(record.at_ns),
+                    "dur": us(acted.at_ns - record.at_ns)}),
+                );
+            }
         }
         for mark in &rank.marks {
             let name = &timeline.scenario.marks[mark.mark as usize];

@@ -373,6 +373,12 @@ fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
         && e["tid"] == 1000
         && e["name"] == "timeout"
         && e["ts"] == 600_100_000.0));
+    // The 60-s dump wait is a slice on the watchdog's thread, from 600.1 s to 660.1 s.
+    assert!(events.iter().any(|e| e["ph"] == "X"
+        && e["pid"] == 0
+        && e["tid"] == 1000
+        && e["ts"] == 600_100_000.0
+        && e["dur"] == 60_000_000.0));
     // Rank 3's heartbeat monitor is thread 1001.
     assert!(events
         .iter()
