@@ -6,7 +6,8 @@
 //! every `cudaStreamWaitEvent` is a flow arrow from the event's record on its stream to the point
 //! where the waiting stream was released; findings are instant events. The watchdog and the
 //! heartbeat monitor of group `g` (R26, R28) are threads `1000 + 2g` and `1001 + 2g`, their
-//! steps instant events; steps of the main thread (store timeout, blocking wait) are on thread 0.
+//! steps instant events and their dump wait a slice; steps of the main thread (store timeout,
+//! blocking wait) are on thread 0.
 
 use serde_json::{json, Value};
 use sim::timeline::{KernelClass, ThreadKind, Timeline, WatchdogEvent};
