@@ -44,9 +44,19 @@ pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, St
         return Ok(0);
     }
     let scenario = sim::scenario::parse("<bench>", &text).map_err(|e| e.to_string())?;
+    eprintln!(
+        "c10dsim: simulating {ranks} ranks x {iterations} iterations without the race detector ..."
+    );
+    let started = Instant::now();
+    let options = sim::engine::Options {
+        race_detector: false,
+    };
+    let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
+    let without_detector_s = started.elapsed().as_secs_f64();
+    drop(without_detector);
     eprintln!("c10dsim: simulating {ranks} ranks x {iterations} iterations ...");
     let started = Instant::now();
-    let (timeline, events) = sim::engine::simulate_counting(&scenario);
+    let (timeline, events) = sim::engine::simulate_with(&scenario, sim::engine::Options::default());
     let simulate_s = started.elapsed().as_secs_f64();
     let report_started = Instant::now();
     let report = analysis::metrics::report(&timeline);
@@ -57,6 +67,10 @@ pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, St
     println!("collective records: {collectives}, kernel records: {kernels}");
     println!("events processed: {events}");
     println!("simulate wall time: {simulate_s:.3} s");
+    println!(
+        "simulate wall time without the race detector: {without_detector_s:.3} s (detector costs {:.2}x)",
+        simulate_s / without_detector_s.max(1e-9)
+    );
     println!(
         "events per second: {:.0}",
         events as f64 / simulate_s.max(1e-9)

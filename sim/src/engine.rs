@@ -23,6 +23,7 @@ use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkI
 use crate::scenario::{Lifetime, TensorId};
 use crate::timeline::*;
 use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use watchdog::{Failures, FaultEffect, WatchdogStep};
@@ -37,14 +38,27 @@ const GEMM_TILE: u64 = 128;
 
 /// Simulates `scenario` to completion (or to a deadlock or the time cap).
 pub fn simulate(scenario: &Scenario) -> Timeline {
-    let mut engine = Engine::new(scenario);
-    engine.run();
-    engine.finish()
+    simulate_with(scenario, Options::default()).0
 }
 
-/// Number of events processed by the last phase; exposed for the benchmark.
-pub fn simulate_counting(scenario: &Scenario) -> (Timeline, u64) {
-    let mut engine = Engine::new(scenario);
+/// What a simulation does besides the timeline.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Run the race detector (R21).
+    pub race_detector: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            race_detector: true,
+        }
+    }
+}
+
+/// Simulates with `options`; also returns the number of events processed (for the benchmark).
+pub fn simulate_with(scenario: &Scenario, options: Options) -> (Timeline, u64) {
+    let mut engine = Engine::new(scenario, options);
     engine.run();
     let events = engine.events_processed;
     (engine.finish(), events)
@@ -149,7 +163,7 @@ struct RankState {
     fired_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     instance_stream: Vec<u16>,
-    waiters: HashMap<Instance, Vec<Waiter>>,
+    waiters: FxHashMap<Instance, Vec<Waiter>>,
     /// Latest instance of each named event.
     event_instance: Vec<Instance>,
     /// Per Work name: (collective record, end instance) of the latest creation.
@@ -177,7 +191,7 @@ struct MemoryState {
     /// Each tensor's block while it is allocated.
     block: Vec<Option<BlockId>>,
     /// Works not yet waited that hold each block (stash, R18).
-    holders: HashMap<BlockId, u32>,
+    holders: FxHashMap<BlockId, u32>,
     /// Blocks whose tensor was deleted while Works still held them: freed with the last holder.
     deferred_free: Vec<BlockId>,
     /// Streams other than its own on which a collective used each tensor (recordStream, R19).
@@ -220,7 +234,7 @@ impl MemoryState {
         MemoryState {
             allocator,
             block,
-            holders: HashMap::new(),
+            holders: FxHashMap::default(),
             deferred_free: Vec::new(),
             recorded_streams: vec![Vec::new(); scenario.tensors.len()],
             pending_frees: Vec::new(),
@@ -321,7 +335,7 @@ struct Engine<'s> {
     ranks: Vec<RankState>,
     rendezvous: Vec<Option<Rendezvous>>,
     /// (group, seq) → index into `rendezvous`.
-    rendezvous_index: HashMap<(GroupId, u64), u32>,
+    rendezvous_index: FxHashMap<(GroupId, u64), u32>,
     free_rendezvous: Vec<u32>,
     /// Lazy communicator init: per group, ranks that arrived and their host times.
     comm_init: Vec<Vec<(u32, u64)>>,
@@ -337,7 +351,7 @@ struct Engine<'s> {
 }
 
 impl<'s> Engine<'s> {
-    fn new(scenario: &'s Scenario) -> Self {
+    fn new(scenario: &'s Scenario, options: Options) -> Self {
         let user_streams = scenario.streams.len();
         let ranks = (0..scenario.cluster.ranks)
             .map(|rank| {
@@ -387,7 +401,7 @@ impl<'s> Engine<'s> {
                     group_initialised: scenario.groups.iter().map(|g| g.eager_init).collect(),
                     fired_ns: Vec::new(),
                     instance_stream: Vec::new(),
-                    waiters: HashMap::new(),
+                    waiters: FxHashMap::default(),
                     event_instance: vec![0; scenario.events.len()],
                     work_state: vec![None; scenario.works.len()],
                     timeline: RankTimeline {
@@ -401,7 +415,11 @@ impl<'s> Engine<'s> {
                     rng: rank_rng(scenario.seed, rank),
                     perturbed: None,
                     memory: MemoryState::new(scenario),
-                    race: RaceDetector::new(stream_count),
+                    race: if options.race_detector {
+                        RaceDetector::new(stream_count)
+                    } else {
+                        RaceDetector::disabled(stream_count)
+                    },
                 }
             })
             .collect();
@@ -444,7 +462,7 @@ impl<'s> Engine<'s> {
             queue: BinaryHeap::new(),
             ranks,
             rendezvous: Vec::new(),
-            rendezvous_index: HashMap::new(),
+            rendezvous_index: FxHashMap::default(),
             free_rendezvous: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
             perturbations_by_op,
