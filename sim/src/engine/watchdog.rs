@@ -70,6 +70,8 @@ struct WatchdogState {
     stuck_at_ns: Option<u64>,
     /// The communicators were aborted (modes 1 and 2).
     aborted: bool,
+    /// The error being handled is a timeout (only that Work failed), not a communicator error.
+    handling_timeout: bool,
 }
 
 /// The engine's record of faults and of the watchdog threads.
@@ -670,6 +672,7 @@ impl Engine<'_> {
         let env = &self.scenario.env;
         let index = self.watchdog_index(rank, group);
         self.failures.watchdogs[index].handling = true;
+        self.failures.watchdogs[index].handling_timeout = matches!(caught, Caught::Timeout(_));
         let timeout_ns = self.scenario.groups[group].timeout_ns;
         let mut diagnosis = String::new();
         let (event, kind, op, message) = match caught {
@@ -835,12 +838,20 @@ impl Engine<'_> {
             self.kill(rank);
             return;
         }
-        // The process lives on and the watchdog resumes polling; the failed Works are done with.
+        // The process lives on and the watchdog resumes polling: a timed-out Work is done
+        // with, and every Work of a failed or aborted communicator.
         let index = self.watchdog_index(rank, group);
         let watchdog = &mut self.failures.watchdogs[index];
         watchdog.handling = false;
         watchdog.tick_origin_ns = now_ns;
-        watchdog.pending.clear();
+        if watchdog.handling_timeout && !watchdog.aborted {
+            watchdog.pending.pop_front();
+        } else {
+            watchdog.pending.clear();
+        }
+        if let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
+            self.schedule_check(rank, group, deadline_ns);
+        }
     }
 
     /// `ncclCommAbort` (R27 modes 1, 2): this rank's spinning kernels of the group end now and
@@ -1188,6 +1199,22 @@ mod tests {
         assert_eq!(
             events_of(&text, 0, WatchdogEvent::Exit),
             [61_100_000_000 + 15_000]
+        );
+    }
+
+    #[test]
+    fn no_handling_goes_on_to_the_next_pending_work_after_the_dump_wait_r27() {
+        // Mode 0: rank 0 enqueued two all_reduces (20 µs and 50 µs); both are past their
+        // deadline at the 1.1-s poll, but the watchdog handles the first, sleeps 60 s, and only
+        // then reaches the second (61.1 s), as one pass of Watchdog::runLoop does.
+        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"v\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        assert_eq!(
+            events_of(text, 0, WatchdogEvent::Timeout),
+            [1_100_000_000, 61_100_000_000]
+        );
+        assert_eq!(
+            events_of(text, 0, WatchdogEvent::NoHandling),
+            [61_100_000_000, 121_100_000_000]
         );
     }
 
