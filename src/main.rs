@@ -3,6 +3,7 @@
 //! time cap), 2 bad input or environment.
 
 mod bench;
+mod hw_cmd;
 mod plot;
 mod sweep;
 
@@ -66,6 +67,46 @@ enum Command {
         /// Scenario files (TOML).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Run a scenario on this machine's GPUs with real NCCL (docs/hw.md) and print the same
+    /// report as `run`. Under torchrun/srun each process runs its rank (RANK, WORLD_SIZE,
+    /// LOCAL_RANK); write per-rank files with `{rank}` in the path and join them with
+    /// `hw-merge`.
+    Hw {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// With more ranks than GPUs: `off` (refuse), or run rank 0 alone with each collective
+        /// as a 1-rank NCCL call (`nccl`), a spin kernel of the simulator's planned duration
+        /// (`model`) or of a fixed length (`spin:<µs>`).
+        #[arg(long, default_value = "off", value_name = "MODE")]
+        downscale: String,
+        /// Override every group's timeout (the watchdog aborts communicators after it).
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// The GPU to use (default: LOCAL_RANK, else 0).
+        #[arg(long)]
+        device: Option<usize>,
+        /// Print one JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Write a Chrome trace; `{rank}` in the path becomes the rank.
+        #[arg(long, value_name = "OUT.json")]
+        trace: Option<PathBuf>,
+        /// Write the measured Timeline; `{rank}` in the path becomes the rank.
+        #[arg(long, value_name = "OUT.json")]
+        timeline: Option<PathBuf>,
+        /// Override a scenario value (as for `run`).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+        overrides: Vec<scenario::Override>,
+    },
+    /// Join the one-rank Timelines of a launched `hw` run into one (a common time axis).
+    HwMerge {
+        /// Per-rank Timeline files.
+        #[arg(required = true)]
+        parts: Vec<PathBuf>,
+        /// The merged Timeline.
+        #[arg(short, long, value_name = "OUT.json")]
+        output: PathBuf,
     },
     /// Measure the simulator's speed on a generated scenario (docs/perf.md).
     Bench {
@@ -174,6 +215,26 @@ fn main() -> ExitCode {
             fail_on_race,
         ),
         Command::Check { files } => check(&files),
+        Command::Hw {
+            file,
+            downscale,
+            timeout_ms,
+            device,
+            json,
+            trace,
+            timeline,
+            overrides,
+        } => hw_cmd::hw(hw_cmd::HwArgs {
+            file: &file,
+            overrides: &overrides,
+            downscale: &downscale,
+            timeout_ms,
+            device,
+            json,
+            trace: trace.as_deref(),
+            timeline: timeline.as_deref(),
+        }),
+        Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
         Command::Bench {
             ranks,
             iterations,

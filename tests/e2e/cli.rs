@@ -324,3 +324,19 @@ fn help_names_the_subcommands_and_exit_codes() {
         assert!(text.contains(word), "{word} missing from --help");
     }
 }
+
+#[test]
+fn hw_without_a_gpu_exits_2_naming_what_is_missing() {
+    let output = c10dsim(&["hw", "scenarios/exp_b_stream_scope.toml"]);
+    let text = stderr(&output);
+    if output.status.code() == Some(0) {
+        eprintln!("skipped: this machine has a GPU; `c10dsim hw` ran ({text})");
+        return;
+    }
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("not found") || text.contains("no GPU") || text.contains("ranks"),
+        "{text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
+}
