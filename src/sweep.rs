@@ -99,17 +99,19 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         Vec::new()
     };
     let done_set: HashSet<u64> = done.iter().copied().collect();
-    let pending: Vec<u64> = shard
-        .indices(sweep.point_count())
-        .filter(|index| !done_set.contains(index))
-        .collect();
+    // The points to run, in order, without holding them all (a shard may have millions).
+    let pending = || {
+        shard
+            .indices(sweep.point_count())
+            .filter(|index| !done_set.contains(index))
+    };
+    let pending_count = pending().count() as u64;
     eprintln!(
-        "c10dsim: {path}: {} points; shard {shard} ({shard_source}) has {}, {} already in {}, {} to run",
+        "c10dsim: {path}: {} points; shard {shard} ({shard_source}) has {}, {} already in {}, {pending_count} to run",
         sweep.point_count(),
         shard.len(sweep.point_count()),
         done.len(),
         args.output.display(),
-        pending.len()
     );
 
     let threads = args.threads.unwrap_or_else(|| {
@@ -124,32 +126,28 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .open(&args.output)
         .map_err(|error| write_failure(&args.output, error))?;
     let mut writer = csv::Writer::from_writer(file);
-    let progress = progress_bar(pending.len() as u64);
+    let progress = progress_bar(pending_count);
     let (sender, receiver) = mpsc::channel::<(u64, Vec<String>)>();
     let mut failed_points = 0u64;
     let base_seed = base.seed;
     std::thread::scope(|scope| -> Result<(), Failure> {
-        let pending_ref = &pending;
         let sweep_ref = &sweep;
         let columns_ref = &columns;
         let provenance_ref = &provenance;
+        let to_run = pending();
         scope.spawn(move || {
             pool.install(|| {
-                pending_ref
-                    .iter()
-                    .par_bridge()
-                    .for_each_with(sender, |sender, &index| {
-                        let row =
-                            run_point(sweep_ref, columns_ref, provenance_ref, base_seed, index);
-                        // The writer only stops receiving when it failed; it reports why.
-                        let _ = sender.send((index, row));
-                    });
+                to_run.par_bridge().for_each_with(sender, |sender, index| {
+                    let row = run_point(sweep_ref, columns_ref, provenance_ref, base_seed, index);
+                    // The writer only stops receiving when it failed; it reports why.
+                    let _ = sender.send((index, row));
+                });
             });
         });
-        // Reorder buffer: write rows in the order of `pending`.
+        // Reorder buffer: write rows in the order the workers took them.
         let error_column = header.iter().position(|h| h == "error").expect("has error");
         let mut waiting: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-        let mut next = 0usize;
+        let mut expected = pending().peekable();
         for (index, row) in receiver {
             progress.inc(1);
             if !row[error_column].is_empty() {
@@ -157,11 +155,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             }
             waiting.insert(index, row);
             let mut wrote = false;
-            while let Some(row) = pending.get(next).and_then(|i| waiting.remove(i)) {
+            while let Some(row) = expected.peek().and_then(|i| waiting.remove(i)) {
                 writer
                     .write_record(&row)
                     .map_err(|error| write_failure(&args.output, error))?;
-                next += 1;
+                expected.next();
                 wrote = true;
             }
             if wrote {
@@ -175,16 +173,15 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     progress.finish_and_clear();
     drop(writer);
     if done.iter().zip(done.iter().skip(1)).any(|(a, b)| a > b)
-        || matches!((done.iter().max(), pending.first()), (Some(last), Some(first)) if last > first)
+        || matches!((done.iter().max(), pending().next()), (Some(&last), Some(first)) if last > first)
     {
         // Resumed onto a file whose rows were not a prefix: put them in point order.
         let (header, rows) = read_rows(&args.output)?;
         write_sorted(&args.output, &header, rows)?;
     }
     eprintln!(
-        "c10dsim: wrote {} ({} points run, {failed_points} with an error or finding)",
+        "c10dsim: wrote {} ({pending_count} points run, {failed_points} with an error or finding)",
         args.output.display(),
-        pending.len()
     );
     Ok(0)
 }
