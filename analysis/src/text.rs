@@ -74,6 +74,41 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
             env.join(" ")
         }
     );
+    let e = &scenario.env;
+    let timeouts: Vec<String> = scenario
+        .groups
+        .iter()
+        .map(|g| format!("{} {} s", g.name, g.timeout_ns as f64 / 1e9))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  watchdog (R26-R28): group timeouts {}; {}; async error handling {}, dump wait 4 x {} ms, heartbeat {} s (monitoring {}), store poll {} ms, propagate error {}, desync debug {}",
+        timeouts.join(", "),
+        if e.blocking_wait {
+            "no watchdog (blocking wait)"
+        } else {
+            "polls every 100 ms"
+        },
+        e.async_error_handling.number(),
+        e.wait_timeout_dump_ns / 1_000_000,
+        e.heartbeat_timeout_ns / 1_000_000_000,
+        if e.enable_monitoring { "on" } else { "off" },
+        e.coord_check_ns / 1_000_000,
+        u8::from(e.propagate_error),
+        u8::from(e.desync_debug)
+    );
+    for fault in &scenario.faults {
+        let op = &scenario.ops[fault.op];
+        let _ = writeln!(
+            out,
+            "  fault: {} on ranks {:?} at {} (line {}), iteration {}",
+            fault.kind.key(),
+            fault.ranks,
+            op.display_name(),
+            op.line,
+            fault.iteration
+        );
+    }
     if !scenario.tensors.is_empty() {
         let tensors: Vec<String> = scenario
             .tensors
