@@ -1219,6 +1219,35 @@ mod tests {
     }
 
     #[test]
+    fn a_skipped_collective_desyncs_the_sequence_numbers() {
+        // Rank 1 skips the all_reduce of iteration 0, so its iteration-1 call is its SeqNum 1
+        // and completes rank 0's first; rank 0's SeqNum 2 is never joined and times out at the
+        // first poll past its enqueue + 1 s.
+        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"skip\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        assert_eq!(timeline.ranks[1].collectives.len(), 1);
+        assert_eq!(timeline.ranks[1].collectives[0].iteration, 1);
+        assert_eq!(
+            timeline.ranks[0].collectives[0].end_ns,
+            timeline.ranks[1].collectives[0].end_ns
+        );
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::WatchdogTimeout]);
+        assert!(timeline.findings[0]
+            .message
+            .contains("rank 1 never joined collective 2 (ALLREDUCE, world)"));
+        assert_eq!(timeline.findings[0].iteration, Some(1));
+        assert_eq!(
+            timeline
+                .watchdog
+                .iter()
+                .find(|r| r.event == WatchdogEvent::Timeout)
+                .map(|r| r.at_ns),
+            Some(1_100_000_000)
+        );
+    }
+
+    #[test]
     fn the_heartbeat_monitor_can_kill_a_watchdog_asleep_in_a_long_dump_wait_r28() {
         // A 1-s heartbeat timeout is shorter than the 60-s dump wait: rank 0's watchdog
         // stops beating at the 1.1-s timeout poll, and the monitor's reads at 2 s (moved since
