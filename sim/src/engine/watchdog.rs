@@ -1248,6 +1248,25 @@ mod tests {
     }
 
     #[test]
+    fn the_watchdog_costs_no_processed_event_when_nothing_times_out() {
+        // The same program with and without watchdog threads (blocking wait starts none, R15;
+        // with no wait() it changes nothing else) processes the same events: the one deadline
+        // event per group and rank is dropped unprocessed at the end.
+        let program = |blocking: u8| {
+            format!(
+                "repeat = 50\n[cluster]\nranks = 4\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {blocking}\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\ngemm = [512, 512, 512]\n"
+            )
+        };
+        let options = crate::engine::Options::default();
+        let (with_watchdog, events) =
+            crate::engine::simulate_with(&parse("t.toml", &program(0)).unwrap(), options);
+        let (_, events_without) =
+            crate::engine::simulate_with(&parse("t.toml", &program(1)).unwrap(), options);
+        assert!(with_watchdog.findings.is_empty());
+        assert_eq!(events, events_without);
+    }
+
+    #[test]
     fn the_heartbeat_monitor_can_kill_a_watchdog_asleep_in_a_long_dump_wait_r28() {
         // A 1-s heartbeat timeout is shorter than the 60-s dump wait: rank 0's watchdog
         // stops beating at the 1.1-s timeout poll, and the monitor's reads at 2 s (moved since
