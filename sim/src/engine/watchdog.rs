@@ -1267,6 +1267,27 @@ mod tests {
     }
 
     #[test]
+    fn each_process_group_has_its_own_watchdog_and_timeout() {
+        // A subgroup with a 2-s timeout: rank 1 never joins its collective, so rank 0's
+        // watchdog of that group (not the world's) fires at the first poll past 20 µs + 2 s.
+        let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\ntimeout_s = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ngroup = \"pair\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        let timeout = timeline
+            .watchdog
+            .iter()
+            .find(|r| r.event == WatchdogEvent::Timeout)
+            .unwrap();
+        assert_eq!(
+            (timeout.rank, timeout.group, timeout.at_ns),
+            (0, Some(1), 2_100_000_000)
+        );
+        assert!(timeout.message.contains("Timeout(ms)=2000"));
+        assert!(timeline.findings[0]
+            .message
+            .contains("rank 1 never joined collective 1 (ALLREDUCE, pair)"));
+    }
+
+    #[test]
     fn the_heartbeat_monitor_can_kill_a_watchdog_asleep_in_a_long_dump_wait_r28() {
         // A 1-s heartbeat timeout is shorter than the 60-s dump wait: rank 0's watchdog
         // stops beating at the 1.1-s timeout poll, and the monitor's reads at 2 s (moved since
