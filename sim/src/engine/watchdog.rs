@@ -18,9 +18,12 @@
 //!   the heartbeat timeout) schedules a check.
 //! - **Store rendezvous (R29)**: a rank waiting for the NCCL unique id of a lazily created
 //!   communicator raises when the group's timeout passes before the root published it.
-//! - **Faults** (`[[fault]]`): skip, mismatch, die, async error, stuck watchdog. A process that
-//!   ends (fault, exit, abort) is `Blocked::Dead`: its host stops and its pending GPU work never
-//!   runs; collectives it had joined can never complete.
+//! - **Faults** (`[[fault]]`): hang, skip, mismatch, die, async error, stuck watchdog. A process
+//!   that ends (fault, exit, abort) is `Blocked::Dead`: its host stops and its pending GPU work
+//!   never runs; collectives it had joined can never complete. A hung host is `Blocked::Hung`.
+//! - **Mismatch (R16)**: where calls at one SeqNum can disagree (faults, ops restricted to some
+//!   ranks), each call is compared with the first; a disagreement is a finding and the
+//!   collective never completes.
 
 use super::*;
 use crate::scenario::{ErrorHandling, FaultKind};
@@ -407,7 +410,8 @@ impl Engine<'_> {
         }
     }
 
-    /// The collective and size a rank issues at `op_index`: a mismatch fault changes them.
+    /// The collective and size a rank issues for the op it is running (the declared ones, or
+    /// those of an armed mismatch fault).
     pub(super) fn issued_collective(
         &self,
         rank: u32,
