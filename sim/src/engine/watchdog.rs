@@ -451,6 +451,11 @@ impl Engine<'_> {
             [state.scratch.collective_kernel[collective_index as usize] as usize]
             .enqueue_ns;
         self.check_signature(rank, group, seq, op, rendezvous, (collective, size_bytes));
+        if let Some(FaultKind::AsyncError { .. }) = armed {
+            // The network under this collective fails: it never completes, and the
+            // communicator reports the error from then on (to a watchdog, if there is one).
+            self.failures.poisoned.insert(rendezvous);
+        }
         if !self.failures.watchdog_enabled {
             return;
         }
@@ -465,9 +470,6 @@ impl Engine<'_> {
         let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
         match armed {
             Some(FaultKind::AsyncError { after_ns }) => {
-                // The network under this collective fails: it never completes, and the
-                // communicator reports the error from then on.
-                self.failures.poisoned.insert(rendezvous);
                 let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns + after_ns);
                 self.schedule_step(
                     rank,
@@ -1289,6 +1291,40 @@ mod tests {
         assert!(timeline.findings[0]
             .message
             .contains("rank 1 never joined collective 1 (ALLREDUCE, pair)"));
+    }
+
+    #[test]
+    fn every_fault_under_every_handling_mode_ends_the_run_with_findings() {
+        // Each fault kind on each rank, at each collective, under each error-handling mode and
+        // with blocking wait: the run ends (no hang, no panic) and says what went wrong.
+        let kinds = [
+            ("ar", "hang", ""),
+            ("ar", "die", ""),
+            ("ar", "async_error", "after_us = 1000"),
+            ("ar", "watchdog_stuck", ""),
+            ("ar", "mismatch", "size = \"2MiB\""),
+            ("ar2", "skip", ""),
+            ("ar2", "mismatch", "collective = \"broadcast\""),
+        ];
+        for (at, kind, extra) in kinds {
+            for rank in 0..3 {
+                for mode in 0..4 {
+                    for blocking in 0..2 {
+                        let text = format!(
+                            "repeat = 2\n[cluster]\nranks = 3\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_BLOCKING_WAIT = {blocking}\nTORCH_NCCL_DESYNC_DEBUG = 1\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 30\n[groups.world]\ntimeout_s = 10\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [256, 256, 256]\n[[op]]\nwait = \"w\"\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [{rank}]\nat = \"{at}\"\niteration = 1\nkind = \"{kind}\"\n{extra}\n"
+                        );
+                        let timeline = simulate(&parse("t.toml", &text).unwrap());
+                        // Blocking wait starts no watchdog, so none can hang.
+                        let harmless = kind == "watchdog_stuck" && blocking == 1;
+                        assert_eq!(
+                            timeline.findings.is_empty(),
+                            harmless,
+                            "{kind} at {at} on rank {rank}, mode {mode}, blocking {blocking}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
