@@ -383,10 +383,11 @@ impl CudaDevice {
                 cudaDataType::CUDA_R_16F,
                 cublasComputeType_t::CUBLAS_COMPUTE_32F,
             ),
-            // TF32 tensor cores, as the simulator's cost model assumes for FP32.
+            // Plain FP32, as PyTorch's matmul runs it by default (`allow_tf32` is False) and
+            // the simulator's cost model assumes.
             DType::F32 => (
                 cudaDataType::CUDA_R_32F,
-                cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
             ),
         };
         let (alpha, beta) = (1.0f32, 0.0f32);

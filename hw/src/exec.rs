@@ -408,7 +408,15 @@ impl<'a, D: Device> Executor<'a, D> {
                 group,
                 async_op,
                 work,
+                batch,
             } => {
+                if self.scenario.tensors[tensor].count > 1 {
+                    return Err(HwError::Unsupported(format!(
+                        "op {} (line {}) issues a list of tensors ({batch:?}, R25); lists, coalescing and buckets are simulated only",
+                        op.display_name(),
+                        op.line
+                    )));
+                }
                 let call = CommCall::Collective { collective, tensor };
                 let bytes = self.scenario.tensors[tensor].size_bytes;
                 let record =

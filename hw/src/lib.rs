@@ -50,7 +50,7 @@
 //! | `TORCH_NCCL_BLOCKING_WAIT`, `wait(timeout)` | host polling of the end event with the profile's interval (R15) |
 //! | watchdog thread (R26) | `watchdog::Watchdog`, `ncclCommAbort` on timeout or async error |
 //! | `torch.cuda._sleep`, a kernel of `sms` SMs | the NVRTC spin kernel timed by `%globaltimer` |
-//! | `torch.mm` | `cublasGemmEx` (bf16, f16, f32 as TF32) |
+//! | `torch.mm` | `cublasGemmEx` (bf16, f16, plain f32) |
 //! | `t.item()` | 1-element `cuMemcpyDtoHAsync` to pageable memory, then `cuStreamSynchronize` |
 //! | `init_process_group` store, rank 0's unique id (R29) | a file in [`HwOptions::rendezvous_dir`] |
 //! | `torchrun` / `srun` ranks | [`HwOptions::from_env`], [`Layout`], [`merge_ranks`] for the per-process Timelines |

@@ -54,7 +54,8 @@ pub fn ring_alpha_beta_ns(
 }
 
 /// Duration of an `m×n×k` GEMM: `2·m·n·k` FLOPs at the GPU's nominal rate for the dtype times
-/// its efficiency (FP32 runs on TF32 tensor cores, as PyTorch allows by default for matmul).
+/// its efficiency (FP32 at the plain FP32 rate: PyTorch does not use TF32 for matmul unless
+/// `allow_tf32` is set).
 pub fn gemm_ns(gpu: &GpuSpec, m: u64, n: u64, k: u64, dtype: DType) -> u64 {
     let flops = 2.0 * m as f64 * n as f64 * k as f64;
     let tflops = match dtype {

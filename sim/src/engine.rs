@@ -19,8 +19,8 @@ use crate::gpu::{KernelShape, SmScheduler};
 use crate::nccl::{plan_collective, CollectivePlan};
 use crate::race::{AccessKind, Point, RaceDetector};
 use crate::random::{collective_rng, jittered_ns, rank_rng};
+use crate::scenario::{Batch, Lifetime, TensorId};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
-use crate::scenario::{Lifetime, TensorId};
 use crate::timeline::*;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
@@ -181,6 +181,8 @@ struct RankState {
     perturbed: Option<(u32, usize)>,
     /// The caching allocator and the lifetime of each tensor (R17–R20).
     memory: MemoryState,
+    /// The next call of a batched collective op to issue after a communicator init (R25).
+    batch_next: usize,
     /// Happens-before of this rank's host and streams, for data races (R21).
     race: RaceDetector,
 }
@@ -225,7 +227,7 @@ impl MemoryState {
             .iter()
             .map(|tensor| match tensor.dynamic {
                 true => None,
-                false => match allocator.allocate(tensor.size_bytes, 0) {
+                false => match allocator.allocate(tensor.size_bytes * u64::from(tensor.count), 0) {
                     Allocation::NewSegment(block) | Allocation::Cached(block) => Some(block),
                     Allocation::NeedsRelease | Allocation::OutOfMemory => None,
                 },
@@ -343,7 +345,8 @@ struct Engine<'s> {
     perturbations_by_op: Vec<Vec<usize>>,
     gemm_ns_by_op: Vec<u64>,
     /// Per collective or barrier op: how NCCL runs it (channels, duration; R22, R24).
-    plan_by_op: Vec<Option<CollectivePlan>>,
+    /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
+    plans: FxHashMap<(usize, u64), CollectivePlan>,
     findings: Vec<Finding>,
     /// Faults, watchdogs, heartbeat monitors (R26–R29).
     failures: Failures,
@@ -415,6 +418,7 @@ impl<'s> Engine<'s> {
                     rng: rank_rng(scenario.seed, rank),
                     perturbed: None,
                     memory: MemoryState::new(scenario),
+                    batch_next: 0,
                     race: if options.race_detector {
                         RaceDetector::new(stream_count)
                     } else {
@@ -436,27 +440,21 @@ impl<'s> Engine<'s> {
                 _ => 0,
             })
             .collect();
-        let plan_by_op = scenario
-            .ops
-            .iter()
-            .map(|op| {
-                let (collective, group, size_bytes) = match op.kind {
-                    OpKind::Collective {
-                        collective,
-                        tensor,
-                        group,
-                        ..
-                    } => (collective, group, scenario.tensors[tensor].size_bytes),
-                    OpKind::Barrier { group } => (CollectiveKind::AllReduce, group, 1),
-                    _ => return None,
-                };
+        let mut plans = FxHashMap::default();
+        for op in &scenario.ops {
+            let Some((collective, group)) = collective_of(&op.kind) else {
+                continue;
+            };
+            for size_bytes in call_sizes(scenario, &op.kind) {
                 let ranks = &scenario.groups[group].ranks;
-                Some(plan_collective(scenario, ranks, collective, size_bytes))
-            })
-            .collect();
+                plans
+                    .entry((op.index, size_bytes))
+                    .or_insert_with(|| plan_collective(scenario, ranks, collective, size_bytes));
+            }
+        }
         Engine {
             scenario,
-            plan_by_op,
+            plans,
             now_ns: 0,
             sequence: 0,
             queue: BinaryHeap::new(),
@@ -644,12 +642,16 @@ impl<'s> Engine<'s> {
                     self.rebalance(rank);
                     return;
                 }
-                GpuItem::Collective { kernel, .. } => {
+                GpuItem::Collective {
+                    kernel, collective, ..
+                } => {
                     state.busy = true;
                     let high_priority = state.high_priority;
-                    let op = self.ranks[rank as usize].timeline.kernels[kernel as usize].op;
+                    let timeline = &self.ranks[rank as usize].timeline;
+                    let op = timeline.kernels[kernel as usize].op as usize;
+                    let bytes = timeline.collectives[collective as usize].bytes;
                     let shape = KernelShape::Collective {
-                        channels: self.plan(op as usize).channels,
+                        channels: self.plan(op, bytes).channels,
                     };
                     self.ranks[rank as usize]
                         .gpu
@@ -661,10 +663,23 @@ impl<'s> Engine<'s> {
         }
     }
 
-    fn plan(&self, op: usize) -> &CollectivePlan {
-        self.plan_by_op[op]
-            .as_ref()
-            .expect("collective and barrier ops have a plan")
+    /// The plan of one call of a collective op: precomputed for the sizes the program issues,
+    /// computed here for others (a rank that issues a different size, a mismatch fault).
+    fn plan(&mut self, op: usize, size_bytes: u64) -> CollectivePlan {
+        let scenario = self.scenario;
+        self.plans
+            .entry((op, size_bytes))
+            .or_insert_with(|| {
+                let (collective, group) =
+                    collective_of(&scenario.ops[op].kind).expect("a collective op");
+                plan_collective(
+                    scenario,
+                    &scenario.groups[group].ranks,
+                    collective,
+                    size_bytes,
+                )
+            })
+            .clone()
     }
 
     /// How a kernel uses SMs: a GEMM fills the GPU in waves of 128×128-tile blocks, a generic
@@ -771,7 +786,18 @@ impl<'s> Engine<'s> {
             })
             .min()
             .unwrap_or(1);
-        let plan = self.plan(slot.op);
+        let (first_rank, first_stream) = slot.members[0];
+        let size_bytes = match self.ranks[first_rank as usize].streams[first_stream as usize]
+            .queue
+            .front()
+        {
+            Some(QueuedItem {
+                item: GpuItem::Collective { collective, .. },
+                ..
+            }) => self.ranks[first_rank as usize].timeline.collectives[*collective as usize].bytes,
+            _ => unreachable!("an arrived collective is at its stream's head"),
+        };
+        let plan = self.plan(slot.op, size_bytes);
         let resident = resident.min(plan.channels);
         let full_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
             .div_ceil(u128::from(resident)) as u64;
@@ -1119,19 +1145,36 @@ impl<'s> Engine<'s> {
                 group,
                 async_op,
                 work,
+                batch,
             } => {
-                let (collective, size_bytes) =
-                    self.issued_collective(rank, collective, scenario.tensors[tensor].size_bytes);
-                proceed = self.collective(
-                    rank,
-                    op_index,
-                    collective,
-                    (Some(tensor), size_bytes),
-                    group,
-                    async_op,
-                    work,
-                    false,
-                );
+                let sizes = call_sizes(scenario, &op.kind);
+                if batch == Batch::Coalesced && self.ranks[rank as usize].batch_next == 0 {
+                    // R25: the coalescing manager only records each call; one launch follows.
+                    let count = u64::from(scenario.tensors[tensor].count);
+                    self.ranks[rank as usize].host_ns += (count - 1) * costs.event_ns;
+                }
+                // A batch resumes where a communicator init stopped it.
+                let first = std::mem::take(&mut self.ranks[rank as usize].batch_next);
+                for (call, &size_bytes) in sizes.iter().enumerate().skip(first) {
+                    let (collective, size_bytes) =
+                        self.issued_collective(rank, collective, size_bytes);
+                    proceed = self.collective(
+                        rank,
+                        op_index,
+                        collective,
+                        (Some(tensor), size_bytes),
+                        group,
+                        async_op,
+                        work,
+                        false,
+                    );
+                    if !proceed {
+                        if matches!(self.ranks[rank as usize].blocked, Blocked::CommInit) {
+                            self.ranks[rank as usize].batch_next = call;
+                        }
+                        return false;
+                    }
+                }
                 return proceed;
             }
             OpKind::Barrier { group } => {
@@ -1386,7 +1429,8 @@ impl<'s> Engine<'s> {
             });
         }
         let memory_config = &scenario.memory;
-        let size_bytes = scenario.tensors[tensor].size_bytes;
+        let size_bytes =
+            scenario.tensors[tensor].size_bytes * u64::from(scenario.tensors[tensor].count);
         loop {
             let state = &mut self.ranks[rank as usize];
             match state.memory.allocator.allocate(size_bytes, stream) {
@@ -2108,6 +2152,44 @@ fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 {
         first_poll_ns
     } else {
         first_poll_ns + (at_ns - first_poll_ns).div_ceil(poll_ns) * poll_ns
+    }
+}
+
+/// The collective and group of a collective or barrier op.
+fn collective_of(kind: &OpKind) -> Option<(CollectiveKind, GroupId)> {
+    match *kind {
+        OpKind::Collective {
+            collective, group, ..
+        } => Some((collective, group)),
+        OpKind::Barrier { group } => Some((CollectiveKind::AllReduce, group)),
+        _ => None,
+    }
+}
+
+/// The bytes of each NCCL call an op issues (R25): one per tensor of a list, one for all of
+/// them coalesced, or one per bucket of at most the cap (tensors are not split across
+/// buckets, as DDP does not split a gradient).
+fn call_sizes(scenario: &Scenario, kind: &OpKind) -> Vec<u64> {
+    match *kind {
+        OpKind::Collective { tensor, batch, .. } => {
+            let tensor = &scenario.tensors[tensor];
+            let (size, count) = (tensor.size_bytes, u64::from(tensor.count));
+            match batch {
+                Batch::Each => vec![size; count as usize],
+                Batch::Coalesced => vec![size * count],
+                Batch::Bucketed { cap_bytes } => {
+                    let per_bucket = (cap_bytes / size).max(1);
+                    let full = count / per_bucket;
+                    let mut sizes = vec![per_bucket * size; full as usize];
+                    if count % per_bucket != 0 {
+                        sizes.push((count % per_bucket) * size);
+                    }
+                    sizes
+                }
+            }
+        }
+        OpKind::Barrier { .. } => vec![1],
+        _ => Vec::new(),
     }
 }
 

@@ -2,8 +2,8 @@
 //! its outcome checked against figures derived from the model's inputs (the arithmetic is
 //! stated beside each check). A shipped scenario without an entry here fails the suite.
 
-use crate::{faults, lifetime};
 use crate::util::{load, run_with, scenarios_dir};
+use crate::{faults, lifetime};
 use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
 use sim::timeline::Timeline;
 
@@ -20,13 +20,20 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("overlap_sweep.toml", check_overlap_sweep),
     ("sm_contention.toml", check_sm_contention),
     ("straggler.toml", check_straggler),
+    ("coalescing.toml", check_coalescing),
     ("hang_10min.toml", faults::check_hang_10min),
     ("watchdog_stuck.toml", faults::check_watchdog_stuck),
-    ("gpu_backlog_timeout.toml", faults::check_gpu_backlog_timeout),
+    (
+        "gpu_backlog_timeout.toml",
+        faults::check_gpu_backlog_timeout,
+    ),
     ("mismatch.toml", faults::check_mismatch),
     ("rank0_crash_init.toml", faults::check_rank0_crash_init),
     ("async_error.toml", faults::check_async_error),
-    ("functional_collective.toml", faults::check_functional_collective),
+    (
+        "functional_collective.toml",
+        faults::check_functional_collective,
+    ),
     ("races_4_6.toml", lifetime::check_races_4_6),
     ("races_streams.toml", lifetime::check_races_streams),
     ("frag_killer.toml", lifetime::check_frag_killer),
@@ -582,4 +589,60 @@ fn check_straggler(timeline: &Timeline, report: &Report) {
         (150.0..250.0).contains(&mean_us),
         "draws average {mean_us} µs"
     );
+}
+
+/// 1,000 × 25 KB on 8 ranks (α = 5 µs, B = 450 GB/s): separate calls, one coalesced group,
+/// one 25 MB bucket (R24, R25).
+fn check_coalescing(timeline: &Timeline, report: &Report) {
+    let measure = |name: &str| {
+        report
+            .measures
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap()
+            .value_us
+            .median
+    };
+    // One call: 14·α + 1.75 · 25,000 B / 450 GB/s.
+    let one_us = 70.0 + 1.75 * 25_000.0 / 450e9 * 1e6;
+    let each = collective(report, "each");
+    assert_close(each.kernel_us.median, one_us, 0.001, "one small all_reduce");
+    // α paid 1,000 times: the GPU time is 1,000 kernels back to back (+ the marks' 23 µs of
+    // launch and latency around them).
+    assert_close(measure("each_gpu"), 1_000.0 * one_us, 30.0, "each");
+    // α paid once: 14·α + 1.75 · 25 MB / 450 GB/s, coalesced or bucketed alike under α-β.
+    let once_us = 70.0 + 1.75 * 25e6 / 450e9 * 1e6;
+    assert_close(
+        collective(report, "coalesced").kernel_us.median,
+        once_us,
+        0.001,
+        "coalesced",
+    );
+    assert_close(
+        collective(report, "bucket").kernel_us.median,
+        once_us,
+        0.001,
+        "bucket",
+    );
+    assert_close(measure("coalesced_gpu"), once_us, 0.001, "coalesced gpu");
+    // The host: 1,000 calls of 30 µs; one call plus 999 recorded at 2 µs each (+ a 2 µs mark).
+    assert_close(
+        measure("each_host"),
+        1_000.0 * 30.0 + 2.0,
+        1e-6,
+        "each host",
+    );
+    assert_close(
+        measure("coalesced_host"),
+        30.0 + 999.0 * 2.0 + 2.0,
+        1e-6,
+        "coalesced host",
+    );
+    // One kernel per call: 1,000 + 1 + 1 per rank and iteration.
+    let kernels = timeline.ranks[0]
+        .kernels
+        .iter()
+        .filter(|k| k.iteration == 1)
+        .count();
+    assert_eq!(kernels, 1_002);
 }

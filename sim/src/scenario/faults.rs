@@ -275,6 +275,7 @@ impl Resolver<'_> {
             group,
             async_op: true,
             work: Some(work),
+            batch: crate::scenario::Batch::Each,
         })
     }
 

@@ -321,7 +321,10 @@ impl Resolver<'_> {
                 "the scenario has no [[op]]: a program needs at least one operation",
             ));
         }
-        let mut program = ProgramBuilder::default();
+        let mut program = ProgramBuilder {
+            tensor_counts: tensors.iter().map(|t| t.count).collect(),
+            ..ProgramBuilder::default()
+        };
         for raw_op in &raw_ops {
             // R30: a functional collective's wait_tensor goes before the first op reading its
             // result, so op indices count those waits too.
@@ -883,10 +886,10 @@ impl Resolver<'_> {
                 toml::Value::Integer(bytes) => (bytes.to_string(), DType::F32),
                 toml::Value::Table(table) => {
                     for key in table.keys() {
-                        if key != "size" && key != "dtype" {
+                        if key != "size" && key != "dtype" && key != "count" {
                             return Err(self.error(
                                 value.span(),
-                                format!("unknown key {key:?} in tensor {:?}; expected size and dtype", name.get_ref()),
+                                format!("unknown key {key:?} in tensor {:?}; expected size, dtype and count", name.get_ref()),
                             ));
                         }
                     }
@@ -944,8 +947,22 @@ impl Resolver<'_> {
                     ),
                 ));
             }
+            let count = match value.get_ref() {
+                toml::Value::Table(table) => match table.get("count") {
+                    None => 1,
+                    Some(toml::Value::Integer(n)) if (1..=100_000).contains(n) => *n as u32,
+                    Some(other) => {
+                        return Err(self.error(
+                            value.span(),
+                            format!("tensor {:?}: count must be an integer between 1 and 100000, found {other}", name.get_ref()),
+                        ))
+                    }
+                },
+                _ => 1,
+            };
             names.tensors.insert(name.get_ref().clone(), tensors.len());
             tensors.push(Tensor {
+                count,
                 name: name.get_ref().clone(),
                 size_bytes,
                 dtype,
@@ -1159,7 +1176,7 @@ impl Resolver<'_> {
 
         let kind = match key {
             "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" => {
-                allowed_modifiers = &["async_op", "work", "group"];
+                allowed_modifiers = &["async_op", "work", "group", "coalesce", "bucket"];
                 let (collective, tensor_name) = match key {
                     "all_reduce" => (CollectiveKind::AllReduce, raw.all_reduce.as_ref()),
                     "all_gather" => (CollectiveKind::AllGather, raw.all_gather.as_ref()),
@@ -1189,12 +1206,41 @@ impl Resolver<'_> {
                         Some(work)
                     }
                 };
+                let batch = match (&raw.coalesce, &raw.bucket) {
+                    (Some(_), Some(bucket)) => return Err(self.error(
+                        bucket.span(),
+                        "coalesce and bucket are two ways to batch one list of tensors; choose one",
+                    )),
+                    (Some(flag), None) if *flag.get_ref() => Batch::Coalesced,
+                    (None, Some(bucket)) => {
+                        let cap_bytes = parse_size_bytes(bucket.get_ref())
+                            .map_err(|message| self.error(bucket.span(), message))?;
+                        if cap_bytes == 0 {
+                            return Err(self.error(bucket.span(), "bucket must be larger than 0 B"));
+                        }
+                        Batch::Bucketed { cap_bytes }
+                    }
+                    _ => Batch::Each,
+                };
+                let batched =
+                    raw.coalesce.as_ref().is_some_and(|c| *c.get_ref()) || raw.bucket.is_some();
+                if batched && program.tensor_counts[tensor] < 2 {
+                    let span = raw.coalesce.as_ref().map_or_else(
+                        || raw.bucket.as_ref().expect("batched").span(),
+                        |c| c.span(),
+                    );
+                    return Err(self.error(
+                        span,
+                        format!("coalesce and bucket apply to a list of tensors; give tensor {:?} a count = N > 1 in [tensors]", tensor_name.get_ref()),
+                    ));
+                }
                 OpKind::Collective {
                     collective,
                     tensor,
                     group,
                     async_op,
                     work,
+                    batch,
                 }
             }
             "barrier" => {
@@ -1434,7 +1480,7 @@ impl Resolver<'_> {
                 }
             )*};
         }
-        check_modifier!(async_op, work, group, dtype, timeout_ms, result);
+        check_modifier!(async_op, work, group, dtype, timeout_ms, result, coalesce, bucket);
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
             list.iter()
@@ -1721,6 +1767,8 @@ struct ProgramBuilder {
     work_coverage: Vec<Coverage>,
     /// Per event name: the ranks on which an earlier op records it.
     event_coverage: Vec<Coverage>,
+    /// `count` of each tensor, for batched collectives (R25).
+    tensor_counts: Vec<u32>,
     /// Functional collectives whose result no op has read yet (R30).
     pending_results: Vec<faults::PendingResult>,
 }

@@ -72,10 +72,11 @@ impl GpuSpec {
 
     pub fn preset(name: &str) -> Option<GpuSpec> {
         let (sms, bf16_tflops, fp32_tflops) = match name {
-            // Dense BF16 tensor-core and FP32 (TF32 tensor-core) nominal rates from NVIDIA's
-            // H100/H200 and A100 datasheets.
-            "h100-sxm" | "h200" => (132, 989.0, 494.0),
-            "a100" => (108, 312.0, 156.0),
+            // Dense BF16 tensor-core and plain FP32 nominal rates from NVIDIA's H100/H200 and
+            // A100 datasheets. FP32 matmuls do not use TF32 unless asked
+            // (`torch.backends.cuda.matmul.allow_tf32` defaults to False).
+            "h100-sxm" | "h200" => (132, 989.0, 67.0),
+            "a100" => (108, 312.0, 19.5),
             _ => return None,
         };
         Some(GpuSpec {
@@ -338,10 +339,27 @@ impl DType {
     }
 }
 
+/// How a collective on a tensor list (`count` > 1) is issued (R25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "batch", rename_all = "snake_case")]
+pub enum Batch {
+    /// One call per tensor: `for t in tensors: dist.all_reduce(t)` — α paid each time.
+    Each,
+    /// `with dist._coalescing_manager(): …`: one NCCL group, one kernel launch, one Work, one
+    /// end event — α paid once.
+    Coalesced,
+    /// DDP buckets: the tensors flattened into buffers of at most `cap_bytes`, one collective
+    /// each.
+    Bucketed { cap_bytes: u64 },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tensor {
     pub name: String,
+    /// Bytes of one tensor (of each, when `count` > 1).
     pub size_bytes: u64,
+    /// A list of `count` equal tensors (gradients, say) under one name.
+    pub count: u32,
     pub dtype: DType,
     /// Allocated and freed by the program (`alloc`/`free`); otherwise it lives for the whole
     /// run, allocated before the program starts.
@@ -451,13 +469,15 @@ impl CollectiveKind {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum OpKind {
-    /// `dist.<collective>(t, async_op=…, group=…)` (R10, R11).
+    /// `dist.<collective>(t, async_op=…, group=…)` (R10, R11); on a tensor of `count` > 1,
+    /// one call per tensor, one coalesced call, or bucketed calls (R25).
     Collective {
         collective: CollectiveKind,
         tensor: TensorId,
         group: GroupId,
         async_op: bool,
         work: Option<WorkId>,
+        batch: Batch,
     },
     /// `dist.barrier()`: a 1-element all_reduce, then the current stream is synchronised (R14).
     Barrier { group: GroupId },

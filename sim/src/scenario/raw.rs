@@ -176,6 +176,8 @@ pub struct RawOp {
     pub group: Option<Spanned<String>>,
     pub dtype: Option<Spanned<String>>,
     pub timeout_ms: Option<Spanned<f64>>,
+    pub coalesce: Option<Spanned<bool>>,
+    pub bucket: Option<Spanned<String>>,
     pub result: Option<Spanned<String>>,
 }
 
