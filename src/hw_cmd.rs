@@ -78,9 +78,8 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         .map(|path| {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
-            serde_json::from_str::<Timeline>(&text).map_err(|e| {
-                Failure::input(format!("{} is not a Timeline: {e}", path.display()))
-            })
+            serde_json::from_str::<Timeline>(&text)
+                .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let merged = hw::merge_ranks(timelines).map_err(hw_failure)?;

@@ -1,6 +1,6 @@
 //! `c10dsim plot` and `c10dsim run --svg`: read a sweep CSV or take a Timeline, have
 //! `analysis::plot` draw it, write the picture. The chart's font is read here, from
-//! `C10DSIM_FONT` or the usual system places.
+//! `C10DSIM_FONT` or the usual system places, else the DejaVu Sans compiled in.
 
 use crate::Failure;
 use analysis::plot::{self, ChartQuery};
@@ -43,11 +43,19 @@ fn load_font() -> Result<(), Failure> {
                 .map_err(|error| Failure::input(format!("{place}: {error}")));
         }
     }
-    Err(Failure::input(format!(
-        "charts need a TrueType font and none was found at {}; set {FONT_VARIABLE}=/path/to/font.ttf",
-        places.join(", ")
-    )))
+    if chosen.is_some() {
+        return Err(Failure::input(format!(
+            "{FONT_VARIABLE} names {}, which cannot be read",
+            places.join(", ")
+        )));
+    }
+    // No system font: the DejaVu Sans shipped with the project (assets/fonts, free licence).
+    plot::register_font(SHIPPED_FONT)
+        .map_err(|error| Failure::input(format!("shipped font: {error}")))
 }
+
+/// DejaVu Sans, compiled in so that charts draw on machines without fonts.
+static SHIPPED_FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 
 pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
     let extension = args

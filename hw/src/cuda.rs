@@ -121,7 +121,6 @@ pub struct CudaDevice {
     tensor_ptrs: Vec<Option<sys::CUdeviceptr>>,
     tensor_names: Vec<String>,
     tensor_dtypes: Vec<DType>,
-    tensor_sizes: Vec<u64>,
     barrier_buffer: Buffer,
     host_element: Vec<u8>,
     comms: Vec<Option<Arc<Communicator>>>,
@@ -233,7 +232,6 @@ impl CudaDevice {
             blas,
             gemm_buffers,
             tensor_dtypes: scenario.tensors.iter().map(|t| t.dtype).collect(),
-            tensor_sizes: scenario.tensors.iter().map(|t| t.size_bytes).collect(),
             segments: Vec::new(),
             released: Vec::new(),
             tensor_ptrs: vec![None; scenario.tensors.len()],
@@ -541,12 +539,16 @@ impl Device for CudaDevice {
             .expect("init_comm ran before the collective");
         let (op, buffer, slice, count, elem) = match call {
             CommCall::Barrier => (nccl::Op::AllReduce, self.barrier_buffer.ptr, 0, 1, Elem::U8),
-            CommCall::Collective { collective, tensor } => {
+            CommCall::Collective {
+                collective,
+                tensor,
+                bytes,
+            } => {
                 let dtype = self.tensor_dtypes[tensor];
                 let ptr = self.tensor_ptr(tensor)?;
                 let counts = nccl_counts(
                     collective,
-                    self.tensor_sizes[tensor],
+                    bytes,
                     dtype.size_bytes(),
                     group.comm_rank,
                     group.comm_size,

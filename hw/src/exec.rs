@@ -46,6 +46,8 @@ pub enum CommCall {
     Collective {
         collective: CollectiveKind,
         tensor: TensorId,
+        /// Bytes of this call: the tensor, or a slice of a list of tensors (R25).
+        bytes: u64,
     },
     /// `barrier()`: a 1-element (u8) all_reduce (R14).
     Barrier,
@@ -408,21 +410,22 @@ impl<'a, D: Device> Executor<'a, D> {
                 group,
                 async_op,
                 work,
-                batch,
+                ..
             } => {
-                if self.scenario.tensors[tensor].count > 1 {
-                    return Err(HwError::Unsupported(format!(
-                        "op {} (line {}) issues a list of tensors ({batch:?}, R25); lists, coalescing and buckets are simulated only",
-                        op.display_name(),
-                        op.line
-                    )));
-                }
-                let call = CommCall::Collective { collective, tensor };
-                let bytes = self.scenario.tensors[tensor].size_bytes;
-                let record =
-                    self.collective(iteration, op_ref, stream, group, call, bytes, async_op)?;
-                if let Some(work) = work {
-                    self.works[work] = Some(record);
+                // A list of tensors (R25) is one NCCL call per tensor, one call over the whole
+                // list for a coalesced group (one launch, α once), or one per bucket; all of
+                // them on the list's one buffer.
+                for bytes in self.scenario.call_sizes(&op.kind) {
+                    let call = CommCall::Collective {
+                        collective,
+                        tensor,
+                        bytes,
+                    };
+                    let record =
+                        self.collective(iteration, op_ref, stream, group, call, bytes, async_op)?;
+                    if let Some(work) = work {
+                        self.works[work] = Some(record);
+                    }
                 }
             }
             OpKind::Barrier { group } => {
@@ -579,7 +582,7 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         self.memory.collect_pending(|event| passed.contains(&event));
-        let size_bytes = self.scenario.tensors[tensor].size_bytes;
+        let size_bytes = self.scenario.tensor_bytes(tensor);
         let expandable = self.scenario.memory.expandable_segments;
         // At most one release: after it the request fits or never will.
         for _ in 0..2 {

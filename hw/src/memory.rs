@@ -88,7 +88,7 @@ impl Memory {
             if declared.dynamic {
                 continue;
             }
-            let step = memory.allocate(tensor, declared.size_bytes, 0);
+            let step = memory.allocate(tensor, declared.size_bytes * u64::from(declared.count), 0);
             memory.static_steps.push((tensor, step));
         }
         memory

@@ -129,7 +129,7 @@ impl RankPlan {
             .map(|op| match op.kind {
                 // recordStream (R19): at most one event per internal stream.
                 OpKind::Free { .. } => nccl_streams,
-                _ => events_of(&op.kind),
+                _ => events_of(scenario, &op.kind),
             })
             .sum::<usize>()
             + 2 * delay_kernels;
@@ -163,10 +163,10 @@ impl RankPlan {
 }
 
 /// Timed events an op records (see the executor): the bound sizes the event pool.
-fn events_of(kind: &OpKind) -> usize {
+fn events_of(scenario: &Scenario, kind: &OpKind) -> usize {
     match kind {
         // input-ready, start (= release of the syncStream wait), end, wait release
-        OpKind::Collective { .. } | OpKind::Barrier { .. } => 4,
+        OpKind::Collective { .. } | OpKind::Barrier { .. } => 4 * scenario.call_sizes(kind).len(),
         OpKind::Gemm { .. } | OpKind::Kernel { .. } | OpKind::GpuSleep { .. } => 2,
         OpKind::Wait { .. }
         | OpKind::Mark { .. }

@@ -445,7 +445,7 @@ impl<'s> Engine<'s> {
             let Some((collective, group)) = collective_of(&op.kind) else {
                 continue;
             };
-            for size_bytes in call_sizes(scenario, &op.kind) {
+            for size_bytes in scenario.call_sizes(&op.kind) {
                 let ranks = &scenario.groups[group].ranks;
                 plans
                     .entry((op.index, size_bytes))
@@ -1147,7 +1147,7 @@ impl<'s> Engine<'s> {
                 work,
                 batch,
             } => {
-                let sizes = call_sizes(scenario, &op.kind);
+                let sizes = scenario.call_sizes(&op.kind);
                 if batch == Batch::Coalesced && self.ranks[rank as usize].batch_next == 0 {
                     // R25: the coalescing manager only records each call; one launch follows.
                     let count = u64::from(scenario.tensors[tensor].count);
@@ -2163,33 +2163,6 @@ fn collective_of(kind: &OpKind) -> Option<(CollectiveKind, GroupId)> {
         } => Some((collective, group)),
         OpKind::Barrier { group } => Some((CollectiveKind::AllReduce, group)),
         _ => None,
-    }
-}
-
-/// The bytes of each NCCL call an op issues (R25): one per tensor of a list, one for all of
-/// them coalesced, or one per bucket of at most the cap (tensors are not split across
-/// buckets, as DDP does not split a gradient).
-fn call_sizes(scenario: &Scenario, kind: &OpKind) -> Vec<u64> {
-    match *kind {
-        OpKind::Collective { tensor, batch, .. } => {
-            let tensor = &scenario.tensors[tensor];
-            let (size, count) = (tensor.size_bytes, u64::from(tensor.count));
-            match batch {
-                Batch::Each => vec![size; count as usize],
-                Batch::Coalesced => vec![size * count],
-                Batch::Bucketed { cap_bytes } => {
-                    let per_bucket = (cap_bytes / size).max(1);
-                    let full = count / per_bucket;
-                    let mut sizes = vec![per_bucket * size; full as usize];
-                    if count % per_bucket != 0 {
-                        sizes.push((count % per_bucket) * size);
-                    }
-                    sizes
-                }
-            }
-        }
-        OpKind::Barrier { .. } => vec![1],
-        _ => Vec::new(),
     }
 }
 

@@ -184,7 +184,12 @@ fn races_fail_the_run_only_with_fail_on_race() {
     let plain = c10dsim(&["run", "scenarios/races_4_6.toml"]);
     assert_eq!(plain.status.code(), Some(0));
     assert!(stdout(&plain).contains("[Race] data race on tensor t"));
-    let strict = c10dsim(&["run", "scenarios/races_4_6.toml", "--fail-on-race", "--json"]);
+    let strict = c10dsim(&[
+        "run",
+        "scenarios/races_4_6.toml",
+        "--fail-on-race",
+        "--json",
+    ]);
     assert_eq!(strict.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&strict.stdout).unwrap();
     let kinds: Vec<&str> = json["report"]["findings"]

@@ -702,6 +702,38 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The bytes of each NCCL call an op issues (R25): one per tensor of a list, one for all
+    /// of them coalesced, or one per bucket of at most the cap (a tensor is never split across
+    /// buckets, as DDP does not split a gradient); a barrier's one byte; nothing for other ops.
+    pub fn call_sizes(&self, kind: &OpKind) -> Vec<u64> {
+        match *kind {
+            OpKind::Collective { tensor, batch, .. } => {
+                let tensor = &self.tensors[tensor];
+                let (size, count) = (tensor.size_bytes, u64::from(tensor.count));
+                match batch {
+                    Batch::Each => vec![size; count as usize],
+                    Batch::Coalesced => vec![size * count],
+                    Batch::Bucketed { cap_bytes } => {
+                        let per_bucket = (cap_bytes / size).max(1);
+                        let mut sizes = vec![per_bucket * size; (count / per_bucket) as usize];
+                        if count % per_bucket != 0 {
+                            sizes.push((count % per_bucket) * size);
+                        }
+                        sizes
+                    }
+                }
+            }
+            OpKind::Barrier { .. } => vec![1],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Bytes of a tensor, all of a list's tensors together.
+    pub fn tensor_bytes(&self, tensor: TensorId) -> u64 {
+        let tensor = &self.tensors[tensor];
+        tensor.size_bytes * u64::from(tensor.count)
+    }
+
     /// Whether ranks `a` and `b` share a node.
     pub fn same_node(&self, a: u32, b: u32) -> bool {
         a / self.cluster.ranks_per_node == b / self.cluster.ranks_per_node
