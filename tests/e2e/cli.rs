@@ -139,6 +139,27 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 13,
         says: "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the all_reduce",
     },
+    BadInput {
+        class: "coalescing a single tensor",
+        text: "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ncoalesce = true\n",
+        line: 5,
+        column: 12,
+        says: "give tensor \"x\" a count = N > 1",
+    },
+    BadInput {
+        class: "unknown tensor lifetime",
+        text: "[memory]\nlifetime = \"forever\"\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 12,
+        says: "unknown lifetime \"forever\"",
+    },
+    BadInput {
+        class: "use outside alloc and free",
+        text: "[tensors]\nt = \"1MiB\"\n[[op]]\nalloc = \"t\"\n[[op]]\nfree = \"t\"\n[[op]]\nitem = \"t\"\n",
+        line: 7,
+        column: 1,
+        says: "uses tensor \"t\" outside its alloc … free",
+    },
 ];
 
 #[test]

@@ -1133,7 +1133,9 @@ impl Resolver<'_> {
         let mut allowed_modifiers: &[&str] = &[];
         let mut ranks = match &raw.ranks {
             None => None,
-            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?),
+            // Listing every rank is the same as listing none.
+            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?)
+                .filter(|list| list.len() < cluster.ranks as usize),
         };
         // A collective of a subgroup runs only on its members: in PyTorch a non-member's call
         // is a no-op.
