@@ -13,13 +13,13 @@
 //! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
 //! the ranks, ops and streams that are stuck.
 
-use crate::allocator::{Allocation, BlockId, CachingAllocator};
 use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
+use crate::lifetime::{AllocStep, TensorMemory};
 use crate::nccl::{plan_collective, CollectivePlan};
 use crate::race::{AccessKind, Point, RaceDetector};
 use crate::random::{collective_rng, jittered_ns, rank_rng};
-use crate::scenario::{Batch, Lifetime, TensorId};
+use crate::scenario::{Batch, TensorId};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
 use crate::timeline::*;
 use rand_chacha::ChaCha8Rng;
@@ -187,22 +187,10 @@ struct RankState {
     race: RaceDetector,
 }
 
-/// Where each tensor lives and what keeps its block from being reused (R17–R20).
+/// Where each tensor lives and what keeps its block from being reused (R17–R20), and the
+/// state of an allocation that waits for the device before releasing the cache.
 struct MemoryState {
-    allocator: CachingAllocator,
-    /// Each tensor's block while it is allocated.
-    block: Vec<Option<BlockId>>,
-    /// Works not yet waited that hold each block (stash, R18).
-    holders: FxHashMap<BlockId, u32>,
-    /// Blocks whose tensor was deleted while Works still held them: freed with the last holder.
-    deferred_free: Vec<BlockId>,
-    /// Streams other than its own on which a collective used each tensor (recordStream, R19).
-    recorded_streams: Vec<Vec<u16>>,
-    /// Freed blocks waiting for their recordStream events to pass (R19).
-    pending_frees: Vec<(BlockId, Vec<Instance>)>,
-    /// Per group: Works not yet waited, with the block they hold and their end event — the
-    /// shelf (R18).
-    shelf: Vec<Vec<ShelfEntry>>,
+    books: TensorMemory<Instance>,
     /// The op resumes by running again (a cache release waited for the device to drain).
     retry: bool,
     /// Start of a call that runs again, for its host record.
@@ -211,52 +199,16 @@ struct MemoryState {
     awaiting_idle: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct ShelfEntry {
-    collective: u32,
-    block: BlockId,
-    end: Instance,
-}
-
 impl MemoryState {
-    /// Every tensor that no `alloc` creates lives for the whole run, allocated up front.
     fn new(scenario: &Scenario) -> MemoryState {
-        let mut allocator = CachingAllocator::new(scenario.memory.capacity_bytes);
-        let block = scenario
-            .tensors
-            .iter()
-            .map(|tensor| match tensor.dynamic {
-                true => None,
-                false => match allocator.allocate(tensor.size_bytes * u64::from(tensor.count), 0) {
-                    Allocation::NewSegment(block) | Allocation::Cached(block) => Some(block),
-                    Allocation::NeedsRelease | Allocation::OutOfMemory => None,
-                },
-            })
-            .collect();
+        let mut books = TensorMemory::new(scenario);
+        // The up-front allocations cost no simulated time: they happen before the program.
+        books.static_steps();
         MemoryState {
-            allocator,
-            block,
-            holders: FxHashMap::default(),
-            deferred_free: Vec::new(),
-            recorded_streams: vec![Vec::new(); scenario.tensors.len()],
-            pending_frees: Vec::new(),
-            shelf: vec![Vec::new(); scenario.groups.len()],
+            books,
             retry: false,
             retry_start_ns: None,
             awaiting_idle: false,
-        }
-    }
-
-    /// A Work lets go of its block (R18): freed now if its tensor was already deleted.
-    fn release_holder(&mut self, block: BlockId) {
-        let count = self.holders.entry(block).or_default();
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            self.holders.remove(&block);
-            if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
-                self.deferred_free.swap_remove(position);
-                self.allocator.free(block);
-            }
         }
     }
 }
@@ -1337,27 +1289,8 @@ impl<'s> Engine<'s> {
         run_stream: u16,
         (collective, end): (u32, Instance),
     ) {
-        let memory = &mut self.ranks[rank as usize].memory;
-        let Some(block) = memory.block[tensor] else {
-            return;
-        };
-        match self.scenario.memory.lifetime {
-            Lifetime::Stash => {
-                *memory.holders.entry(block).or_default() += 1;
-                memory.shelf[group].push(ShelfEntry {
-                    collective,
-                    block,
-                    end,
-                });
-            }
-            Lifetime::RecordStream => {
-                let streams = &mut memory.recorded_streams[tensor];
-                if !streams.contains(&run_stream) {
-                    streams.push(run_stream);
-                }
-            }
-            Lifetime::None => {}
-        }
+        let books = &mut self.ranks[rank as usize].memory.books;
+        books.keep_alive(tensor, group, run_stream, collective as usize, end);
     }
 
     /// R18: Works never waited on leave the shelf at the next collective of their group once
@@ -1365,39 +1298,24 @@ impl<'s> Engine<'s> {
     fn release_shelf(&mut self, rank: u32, group: GroupId) {
         let state = &mut self.ranks[rank as usize];
         let fired = &state.fired_ns;
-        let memory = &mut state.memory;
-        let mut index = 0;
-        while index < memory.shelf[group].len() {
-            let entry = memory.shelf[group][index];
-            if fired[entry.end as usize] == NEVER {
-                index += 1;
-                continue;
-            }
-            memory.shelf[group].swap_remove(index);
-            memory.release_holder(entry.block);
-        }
+        state
+            .memory
+            .books
+            .release_shelf(group, |end| fired[end as usize] != NEVER);
     }
 
     /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work
     /// holding it lets go (stash), or once events on the streams that used it passed
     /// (recordStream).
     fn free(&mut self, rank: u32, tensor: TensorId) {
-        let recorded =
-            std::mem::take(&mut self.ranks[rank as usize].memory.recorded_streams[tensor]);
-        let instances: Vec<Instance> = recorded.iter().map(|&s| self.record(rank, s)).collect();
+        let streams = self.ranks[rank as usize]
+            .memory
+            .books
+            .streams_to_record(tensor);
+        let instances: Vec<Instance> = streams.iter().map(|&s| self.record(rank, s)).collect();
         let state = &mut self.ranks[rank as usize];
         state.host_ns += self.scenario.memory.alloc_ns;
-        let memory = &mut state.memory;
-        let Some(block) = memory.block[tensor].take() else {
-            return;
-        };
-        if memory.holders.contains_key(&block) {
-            memory.deferred_free.push(block);
-        } else if !instances.is_empty() {
-            memory.pending_frees.push((block, instances));
-        } else {
-            memory.allocator.free(block);
-        }
+        state.memory.books.free(tensor, instances);
     }
 
     /// `torch.empty` on `stream` (R17): from the stream's cache, a new segment, or — at the
@@ -1409,7 +1327,7 @@ impl<'s> Engine<'s> {
         let start_ns = state.memory.retry_start_ns.take().unwrap_or(state.host_ns);
         // R19: blocks freed under recordStream come back once their events passed, checked
         // now; the simulation must have reached the host's time to know which did.
-        if !state.memory.pending_frees.is_empty() {
+        if !state.memory.books.pending_events().is_empty() {
             if now_ns < state.host_ns {
                 state.memory.retry_start_ns = Some(start_ns);
                 state.blocked = Blocked::Timer;
@@ -1419,42 +1337,31 @@ impl<'s> Engine<'s> {
                 return false;
             }
             let fired = &state.fired_ns;
-            let memory = &mut state.memory;
-            memory.pending_frees.retain(|(block, instances)| {
-                let passed = instances.iter().all(|&i| fired[i as usize] != NEVER);
-                if passed {
-                    memory.allocator.free(*block);
-                }
-                !passed
-            });
+            state
+                .memory
+                .books
+                .collect_pending(|instance| fired[instance as usize] != NEVER);
         }
         let memory_config = &scenario.memory;
-        let size_bytes =
-            scenario.tensors[tensor].size_bytes * u64::from(scenario.tensors[tensor].count);
+        let size_bytes = scenario.tensor_bytes(tensor);
         loop {
             let state = &mut self.ranks[rank as usize];
-            match state.memory.allocator.allocate(size_bytes, stream) {
-                Allocation::Cached(block) => {
+            match state.memory.books.allocate(tensor, size_bytes, stream) {
+                AllocStep::Cached(_) => {
                     state.host_ns += memory_config.alloc_ns;
-                    state.memory.block[tensor] = Some(block);
                     break;
                 }
-                Allocation::NewSegment(block) => {
+                AllocStep::NewSegment { .. } => {
                     state.host_ns += memory_config.malloc_ns;
-                    state.memory.block[tensor] = Some(block);
                     break;
                 }
-                Allocation::NeedsRelease
+                AllocStep::NeedsRelease
                     if memory_config.expandable_segments || state.memory.awaiting_idle =>
                 {
                     // R20: synchronize_and_free_events, then cudaFree every cached segment.
                     let device_idle_ns =
                         std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
-                    let pending = std::mem::take(&mut state.memory.pending_frees);
-                    for (block, _) in pending {
-                        state.memory.allocator.free(block);
-                    }
-                    let segments_freed = state.memory.allocator.release_cached();
+                    let segments_freed = state.memory.books.release_cache().len() as u32;
                     // Expandable segments unmap pages without cudaFree's synchronisation.
                     if !memory_config.expandable_segments {
                         state.host_ns += memory_config.free_ns * u64::from(segments_freed);
@@ -1468,21 +1375,24 @@ impl<'s> Engine<'s> {
                         segments_freed,
                     });
                 }
-                Allocation::NeedsRelease => {
-                    // cudaFree synchronises the device: the host waits for every stream, then
-                    // runs this allocation again (R20, R23 `frag`).
+                AllocStep::NeedsRelease => {
+                    // cudaFree synchronises the device: the host waits for every stream and for
+                    // pending recordStream events, then runs this allocation again (R20, R23
+                    // `frag`).
                     state.memory.retry = true;
                     state.memory.retry_start_ns = Some(start_ns);
                     state.memory.awaiting_idle = true;
+                    let pending = state.memory.books.pending_events();
                     let streams = state.streams.len() as u16;
-                    let instances: Vec<Instance> =
+                    let mut instances: Vec<Instance> =
                         (0..streams).map(|s| self.record(rank, s)).collect();
+                    instances.extend(pending);
                     if !self.block_on(rank, &instances, 0) {
                         return false;
                     }
                 }
-                Allocation::OutOfMemory => {
-                    let reserved = state.memory.allocator.reserved_bytes();
+                AllocStep::OutOfMemory => {
+                    let reserved = state.memory.books.reserved_bytes();
                     self.findings.push(Finding {
                         kind: FindingKind::OutOfMemory,
                         rank: Some(rank),
@@ -1519,10 +1429,9 @@ impl<'s> Engine<'s> {
     ) {
         const MAX_RACE_FINDINGS: usize = 64;
         let state = &mut self.ranks[rank as usize];
-        let Some(block) = state.memory.block[tensor] else {
+        let Some(region) = state.memory.books.region(tensor) else {
             return;
         };
-        let region = state.memory.allocator.region(block);
         let range = (region.segment, region.start_bytes, region.end_bytes);
         let Some(race) = state.race.access(point, range, kind, op_index as u64) else {
             return;
@@ -1625,13 +1534,7 @@ impl<'s> Engine<'s> {
         });
         state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
         // R18: after the stream block the Work lets go of its stashed tensor.
-        for shelf in &mut state.memory.shelf {
-            if let Some(position) = shelf.iter().position(|e| e.collective == collective) {
-                let entry = shelf.remove(position);
-                state.memory.release_holder(entry.block);
-                break;
-            }
-        }
+        state.memory.books.release_on_wait(collective as usize);
         let WaitMode::Poll { timeout_ns } = mode else {
             return true;
         };
@@ -2108,7 +2011,7 @@ impl<'s> Engine<'s> {
         timeline.findings = self.findings;
         timeline.watchdog = self.failures.into_records();
         for mut state in self.ranks {
-            state.timeline.memory = state.memory.allocator.peaks();
+            state.timeline.memory = state.memory.books.peaks();
             let fired = &state.fired_ns;
             let t = &mut state.timeline;
             let scratch = &state.scratch;

@@ -36,6 +36,7 @@ pub mod allocator;
 pub mod cost;
 pub mod engine;
 pub mod gpu;
+pub mod lifetime;
 pub mod nccl;
 pub mod race;
 pub mod random;

@@ -1,0 +1,449 @@
+//! The books of a rank's tensor memory (R17–R20), shared by both engines: which block (a byte
+//! range of a segment) each tensor lives in, what keeps a freed block from its pool (the Work's
+//! stash, R18; recordStream events, R19), and when the cache must be released (R20). The
+//! decisions — segment sizes, splitting, best fit per stream — are the [`CachingAllocator`]'s.
+//! The simulator times the steps; the hardware backend carries them out with one real
+//! `cuMemAlloc` per segment, `cuMemFree` at a release and a real device-wide synchronise first.
+//! `E` is the engine's handle of a recorded event (an event instance, a CUDA event).
+//!
+//! ```
+//! use sim::lifetime::{AllocStep, TensorMemory};
+//! let text = "[cluster]\nranks = 1\n[tensors]\ng = \"64MiB\"\n\
+//!             [[op]]\nalloc = \"g\"\n[[op]]\nfree = \"g\"\n";
+//! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
+//! let mut memory: TensorMemory<u32> = TensorMemory::new(&scenario);
+//! assert!(matches!(memory.allocate(0, 64 << 20, 0), AllocStep::NewSegment { .. }));
+//! memory.free(0, Vec::new());
+//! // Cached for the default stream: the next allocation there reuses the block (R17).
+//! assert!(matches!(memory.allocate(0, 64 << 20, 0), AllocStep::Cached(_)));
+//! ```
+
+use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
+use crate::scenario::{Lifetime, Scenario, TensorId};
+use crate::timeline::StreamRef;
+use std::collections::{BTreeSet, HashMap};
+
+/// A Work not yet waited that stashes a block (R18).
+#[derive(Debug, Clone, Copy)]
+struct ShelfEntry<E> {
+    /// The collective's record in the engine's log.
+    collective: usize,
+    block: BlockId,
+    end: E,
+}
+
+#[derive(Debug)]
+pub struct TensorMemory<E> {
+    allocator: CachingAllocator,
+    lifetime: Lifetime,
+    block: Vec<Option<BlockId>>,
+    /// Works not yet waited that hold each block.
+    holders: HashMap<BlockId, u32>,
+    /// Blocks whose tensor was deleted while Works still held them.
+    deferred_free: Vec<BlockId>,
+    /// Streams other than its own on which a collective used each tensor (recordStream).
+    recorded_streams: Vec<Vec<StreamRef>>,
+    /// Freed blocks waiting for their recordStream events.
+    pending_frees: Vec<(BlockId, Vec<E>)>,
+    /// Per group, the shelf of R18.
+    shelf: Vec<Vec<ShelfEntry<E>>>,
+    /// Blocks handed out and not yet returned to the allocator, with their segment: a segment
+    /// with none is wholly free, and a release gives it back.
+    in_use: HashMap<BlockId, u32>,
+    /// Segments allocated and not released.
+    live_segments: BTreeSet<u32>,
+    /// What the tensors that live for the whole run need, in order.
+    static_steps: Vec<(TensorId, AllocStep)>,
+}
+
+/// Where a tensor's block lies: a byte offset into a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub segment: u32,
+    pub offset_bytes: u64,
+}
+
+/// What an allocation needs from the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllocStep {
+    /// Served from the stream's cache (part of a segment already allocated).
+    Cached(Place),
+    /// A new segment of `bytes` must be allocated; the tensor lives at `place` in it.
+    NewSegment {
+        place: Place,
+        bytes: u64,
+    },
+    /// The capacity is reached: synchronise the device (unless expandable segments), call
+    /// [`TensorMemory::release_cache`], then ask again.
+    NeedsRelease,
+    OutOfMemory,
+}
+
+impl<E: Copy> TensorMemory<E> {
+    /// The books, with every tensor that no `alloc` creates allocated up front on the default
+    /// stream ([`TensorMemory::static_steps`] lists what that took).
+    pub fn new(scenario: &Scenario) -> TensorMemory<E> {
+        let mut memory = TensorMemory {
+            allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
+            lifetime: scenario.memory.lifetime,
+            block: vec![None; scenario.tensors.len()],
+            holders: HashMap::new(),
+            deferred_free: Vec::new(),
+            recorded_streams: vec![Vec::new(); scenario.tensors.len()],
+            pending_frees: Vec::new(),
+            shelf: vec![Vec::new(); scenario.groups.len()],
+            in_use: HashMap::new(),
+            live_segments: BTreeSet::new(),
+            static_steps: Vec::new(),
+        };
+        for (tensor, declared) in scenario.tensors.iter().enumerate() {
+            if declared.dynamic {
+                continue;
+            }
+            let step = memory.allocate(tensor, declared.size_bytes * u64::from(declared.count), 0);
+            memory.static_steps.push((tensor, step));
+        }
+        memory
+    }
+
+    /// What the up-front tensors need, in order; empty after the first call.
+    pub fn static_steps(&mut self) -> Vec<(TensorId, AllocStep)> {
+        std::mem::take(&mut self.static_steps)
+    }
+
+    /// End events of the group's shelf.
+    pub fn shelf_ends(&self, group: usize) -> Vec<E> {
+        self.shelf[group].iter().map(|entry| entry.end).collect()
+    }
+
+    /// Events that recordStream frees wait for.
+    pub fn pending_events(&self) -> Vec<E> {
+        self.pending_frees
+            .iter()
+            .flat_map(|(_, events)| events.iter().copied())
+            .collect()
+    }
+
+    pub fn peaks(&self) -> MemoryPeaks {
+        self.allocator.peaks()
+    }
+
+    pub fn reserved_bytes(&self) -> u64 {
+        self.allocator.reserved_bytes()
+    }
+
+    /// Where a tensor lives while it is allocated.
+    pub fn region(&self, tensor: TensorId) -> Option<Region> {
+        self.block[tensor].map(|block| self.allocator.region(block))
+    }
+
+    /// R19: blocks freed under recordStream return to their pool once their events passed,
+    /// checked at each allocation.
+    pub fn collect_pending(&mut self, mut passed: impl FnMut(E) -> bool) {
+        let mut index = 0;
+        while index < self.pending_frees.len() {
+            if self.pending_frees[index].1.iter().all(|&ev| passed(ev)) {
+                let (block, _) = self.pending_frees.swap_remove(index);
+                self.return_block(block);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    /// `torch.empty` of `size_bytes` on `stream` (R17).
+    pub fn allocate(&mut self, tensor: TensorId, size_bytes: u64, stream: StreamRef) -> AllocStep {
+        let reserved_before = self.allocator.reserved_bytes();
+        match self.allocator.allocate(size_bytes, stream) {
+            Allocation::Cached(block) => AllocStep::Cached(self.hand_out(tensor, block)),
+            Allocation::NewSegment(block) => {
+                let place = self.hand_out(tensor, block);
+                self.live_segments.insert(place.segment);
+                AllocStep::NewSegment {
+                    place,
+                    bytes: self.allocator.reserved_bytes() - reserved_before,
+                }
+            }
+            Allocation::NeedsRelease => AllocStep::NeedsRelease,
+            Allocation::OutOfMemory => AllocStep::OutOfMemory,
+        }
+    }
+
+    /// R20's `release_cached_blocks`: pending recordStream frees are forced, then every wholly
+    /// free segment goes back to the system. Returns those segments.
+    pub fn release_cache(&mut self) -> Vec<u32> {
+        for (block, _) in std::mem::take(&mut self.pending_frees) {
+            self.return_block(block);
+        }
+        let released = self.allocator.release_cached();
+        let busy: BTreeSet<u32> = self.in_use.values().copied().collect();
+        let segments: Vec<u32> = self.live_segments.difference(&busy).copied().collect();
+        for segment in &segments {
+            self.live_segments.remove(segment);
+        }
+        debug_assert_eq!(segments.len() as u32, released);
+        segments
+    }
+
+    fn hand_out(&mut self, tensor: TensorId, block: BlockId) -> Place {
+        let region = self.allocator.region(block);
+        self.block[tensor] = Some(block);
+        self.in_use.insert(block, region.segment);
+        Place {
+            segment: region.segment,
+            offset_bytes: region.start_bytes,
+        }
+    }
+
+    /// Keeps a collective's tensor alive as the lifetime rule says (R18, R19), for a collective
+    /// run on an internal stream.
+    pub fn keep_alive(
+        &mut self,
+        tensor: TensorId,
+        group: usize,
+        run_stream: StreamRef,
+        collective: usize,
+        end: E,
+    ) {
+        let Some(block) = self.block[tensor] else {
+            return;
+        };
+        match self.lifetime {
+            Lifetime::Stash => {
+                *self.holders.entry(block).or_default() += 1;
+                self.shelf[group].push(ShelfEntry {
+                    collective,
+                    block,
+                    end,
+                });
+            }
+            Lifetime::RecordStream => {
+                let streams = &mut self.recorded_streams[tensor];
+                if !streams.contains(&run_stream) {
+                    streams.push(run_stream);
+                }
+            }
+            Lifetime::None => {}
+        }
+    }
+
+    /// R18: at a collective's enqueue, Works of the group never waited on leave the shelf once
+    /// they completed.
+    pub fn release_shelf(&mut self, group: usize, mut completed: impl FnMut(E) -> bool) {
+        let mut index = 0;
+        while index < self.shelf[group].len() {
+            let entry = self.shelf[group][index];
+            if completed(entry.end) {
+                self.shelf[group].swap_remove(index);
+                self.release_holder(entry.block);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    /// R18: after `wait()`'s stream block the Work lets go of its stashed tensor.
+    pub fn release_on_wait(&mut self, collective: usize) {
+        for group in 0..self.shelf.len() {
+            if let Some(position) = self.shelf[group]
+                .iter()
+                .position(|e| e.collective == collective)
+            {
+                let entry = self.shelf[group].remove(position);
+                self.release_holder(entry.block);
+                return;
+            }
+        }
+    }
+
+    /// The streams on which `del t` must record an event first (recordStream, R19).
+    pub fn streams_to_record(&mut self, tensor: TensorId) -> Vec<StreamRef> {
+        std::mem::take(&mut self.recorded_streams[tensor])
+    }
+
+    /// `del t` with the events recorded on [`TensorMemory::streams_to_record`]'s streams: the block
+    /// returns to its pool now, with the last Work holding it, or once the events passed.
+    pub fn free(&mut self, tensor: TensorId, events: Vec<E>) {
+        let Some(block) = self.block[tensor].take() else {
+            return;
+        };
+        if self.holders.contains_key(&block) {
+            self.deferred_free.push(block);
+        } else if !events.is_empty() {
+            self.pending_frees.push((block, events));
+        } else {
+            self.return_block(block);
+        }
+    }
+
+    fn release_holder(&mut self, block: BlockId) {
+        let count = self.holders.entry(block).or_default();
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            self.holders.remove(&block);
+            if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
+                self.deferred_free.swap_remove(position);
+                self.return_block(block);
+            }
+        }
+    }
+
+    fn return_block(&mut self, block: BlockId) {
+        self.allocator.free(block);
+        self.in_use.remove(&block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1 GiB of capacity: the static 64 MiB plus one 512 MiB segment fit, a second does not.
+    fn scenario(lifetime: &str) -> Scenario {
+        let text = format!(
+            r#"
+[cluster]
+ranks = 1
+[memory]
+capacity_gib = 1
+fraction = 1.0
+lifetime = "{lifetime}"
+[tensors]
+fixed = "64MiB"
+small = "4KiB"
+grad = "256MiB"
+other = "256MiB"
+big = "512MiB"
+[[op]]
+alloc = "grad"
+[[op]]
+alloc = "other"
+[[op]]
+alloc = "big"
+[[op]]
+free = "grad"
+[[op]]
+free = "other"
+[[op]]
+free = "big"
+"#
+        );
+        crate::scenario::parse("memory.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    fn new_segment(step: AllocStep) -> Place {
+        match step {
+            AllocStep::NewSegment { place, .. } => place,
+            other => panic!("expected a new segment, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn static_tensors_are_allocated_up_front_in_pytorch_sized_segments() {
+        let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+        let steps = memory.static_steps();
+        assert_eq!(steps.len(), 2);
+        let fixed = Place {
+            segment: 0,
+            offset_bytes: 0,
+        };
+        assert_eq!(
+            steps[0],
+            (
+                0,
+                AllocStep::NewSegment {
+                    place: fixed,
+                    bytes: 64 * MIB
+                }
+            )
+        );
+        // 4 KiB get a 2 MiB segment of their own (small requests share 2 MiB segments).
+        assert_eq!(
+            steps[1].1,
+            AllocStep::NewSegment {
+                place: Place {
+                    segment: 1,
+                    offset_bytes: 0
+                },
+                bytes: 2 * MIB
+            }
+        );
+        assert!(memory.static_steps().is_empty());
+    }
+
+    #[test]
+    fn a_stashed_block_returns_at_wait_then_is_reused() {
+        let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+        memory.keep_alive(2, 0, 2, 7, 99);
+        memory.free(2, Vec::new());
+        // Held by the Work's stash: not in the pool (R18), so a new segment.
+        new_segment(memory.allocate(3, 256 * MIB, 0));
+        memory.release_on_wait(7);
+        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
+    }
+
+    #[test]
+    fn never_waited_works_leave_the_shelf_once_complete() {
+        let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+        memory.keep_alive(2, 0, 2, 3, 40);
+        memory.free(2, Vec::new());
+        assert_eq!(memory.shelf_ends(0), [40]);
+        memory.release_shelf(0, |_| false);
+        new_segment(memory.allocate(3, 256 * MIB, 0));
+        memory.release_shelf(0, |end| end == 40);
+        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
+    }
+
+    #[test]
+    fn record_stream_frees_wait_for_their_events() {
+        let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
+        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+        memory.keep_alive(2, 0, 2, 0, 5);
+        assert_eq!(memory.streams_to_record(2), [2]);
+        memory.free(2, vec![11]);
+        assert_eq!(memory.pending_events(), [11]);
+        memory.collect_pending(|_| false);
+        new_segment(memory.allocate(3, 256 * MIB, 0));
+        memory.collect_pending(|event| event == 11);
+        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
+    }
+
+    #[test]
+    fn a_full_cache_is_released_then_out_of_memory() {
+        let mut memory = TensorMemory::<u32>::new(&scenario("none"));
+        let big = new_segment(memory.allocate(4, 512 * MIB, 0));
+        memory.free(4, Vec::new());
+        // Cached for stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
+        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(memory.release_cache(), [big.segment]);
+        new_segment(memory.allocate(4, 512 * MIB, 1));
+        assert_eq!(memory.allocate(2, 512 * MIB, 0), AllocStep::OutOfMemory);
+        assert_eq!(memory.peaks().cache_releases, 1);
+    }
+
+    #[test]
+    fn a_split_segment_is_released_only_when_wholly_free() {
+        let mut memory = TensorMemory::<u32>::new(&scenario("none"));
+        // Two 256 MiB tensors from one 512 MiB cached segment (split, R17).
+        let big = new_segment(memory.allocate(4, 512 * MIB, 0));
+        memory.free(4, Vec::new());
+        let AllocStep::Cached(first) = memory.allocate(2, 256 * MIB, 0) else {
+            panic!()
+        };
+        let AllocStep::Cached(second) = memory.allocate(3, 256 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!((first.segment, second.segment), (big.segment, big.segment));
+        assert_eq!(second.offset_bytes, 256 * MIB);
+        memory.free(2, Vec::new());
+        // Half of the segment is still in use: nothing to release (fragmentation).
+        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::OutOfMemory);
+        memory.free(3, Vec::new());
+        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(memory.release_cache(), [big.segment]);
+    }
+}
