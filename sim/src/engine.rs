@@ -1214,31 +1214,16 @@ impl<'s> Engine<'s> {
                     host_ns,
                 ));
             }
-            OpKind::Kernel { duration_ns, .. } => {
+            OpKind::Kernel { duration_ns, .. } | OpKind::GpuSleep { duration_ns } => {
+                let class = match op.kind {
+                    OpKind::GpuSleep { .. } => KernelClass::Sleep,
+                    _ => KernelClass::Compute,
+                };
                 let state = &mut self.ranks[rank as usize];
                 state.host_ns += costs.launch_ns;
                 let host_ns = state.host_ns;
-                access_point = Some(self.launch_kernel(
-                    rank,
-                    stream,
-                    op_index,
-                    KernelClass::Compute,
-                    duration_ns,
-                    host_ns,
-                ));
-            }
-            OpKind::GpuSleep { duration_ns } => {
-                let state = &mut self.ranks[rank as usize];
-                state.host_ns += costs.launch_ns;
-                let host_ns = state.host_ns;
-                access_point = Some(self.launch_kernel(
-                    rank,
-                    stream,
-                    op_index,
-                    KernelClass::Sleep,
-                    duration_ns,
-                    host_ns,
-                ));
+                access_point =
+                    Some(self.launch_kernel(rank, stream, op_index, class, duration_ns, host_ns));
             }
             OpKind::HostSleep { duration_ns } => {
                 self.ranks[rank as usize].host_ns += duration_ns;
