@@ -3,6 +3,7 @@
 //! time cap), 2 bad input or environment.
 
 mod bench;
+mod diff_cmd;
 mod hw_cmd;
 mod plot;
 mod sweep;
@@ -57,6 +58,15 @@ enum Command {
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
+        /// Run on this machine profile: its values replace the scenario's (docs/diff.md).
+        #[arg(long, value_name = "PROFILE.toml")]
+        machine: Option<PathBuf>,
+        /// Diff the simulated Timeline against this one (measured) instead of printing the
+        /// report; exit 1 when a difference exceeds the tolerances.
+        #[arg(long, value_name = "MEASURED.json")]
+        against: Option<PathBuf>,
+        #[command(flatten)]
+        tolerance: diff_cmd::ToleranceArgs,
         /// Override a scenario value before running: `--set env.TORCH_NCCL_BLOCKING_WAIT=1`,
         /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
@@ -162,6 +172,36 @@ enum Command {
         #[arg(short, long, value_name = "OUT.svg")]
         output: PathBuf,
     },
+    /// Compare two Timelines (simulated or measured) op by op: Δs, R3 metrics, ordering
+    /// verdicts, findings (docs/diff.md). Exit 1 when a difference exceeds the tolerances.
+    Diff {
+        /// The reference Timeline (A).
+        a: PathBuf,
+        /// The Timeline compared with it (B).
+        b: PathBuf,
+        /// Print one JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        tolerance: diff_cmd::ToleranceArgs,
+    },
+    /// Fit a machine profile to measured Timelines and print each value with its residual
+    /// (docs/diff.md).
+    Calibrate {
+        /// Measured Timelines: RUN.json (scenario: scenarios/<stem>.toml beside it, else the
+        /// path it records) or RUN.json=SCENARIO.toml.
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// The profile to write (TOML).
+        #[arg(short, long, value_name = "PROFILE.toml")]
+        output: PathBuf,
+        /// Start from this profile's values (kept where the runs fit nothing).
+        #[arg(long, value_name = "PROFILE.toml")]
+        prior: Option<PathBuf>,
+        /// The profile's name.
+        #[arg(long, default_value = "calibrated")]
+        name: String,
+    },
     /// Join the CSVs of a sweep's shards into one, in point order.
     Merge {
         /// Shard CSVs written by `c10dsim sweep --shard`.
@@ -200,6 +240,9 @@ fn main() -> ExitCode {
             nccl_tests,
             fail_on_race,
             seed,
+            machine,
+            against,
+            tolerance,
             overrides,
         } => run(
             &file,
@@ -210,9 +253,14 @@ fn main() -> ExitCode {
                 timeline: timeline.as_deref(),
                 svg: svg.as_deref(),
             },
-            seed,
             nccl_tests,
             fail_on_race,
+            &Against {
+                seed,
+                machine: machine.as_deref(),
+                measured: against.as_deref(),
+                tolerance,
+            },
         ),
         Command::Check { files } => check(&files),
         Command::Hw {
@@ -256,6 +304,18 @@ fn main() -> ExitCode {
             resume,
         }),
         Command::Merge { inputs, output } => sweep::merge(&inputs, &output),
+        Command::Diff {
+            a,
+            b,
+            json,
+            tolerance,
+        } => diff_cmd::diff_files(&a, &b, tolerance, json),
+        Command::Calibrate {
+            runs,
+            output,
+            prior,
+            name,
+        } => diff_cmd::calibrate_runs(&runs, &output, prior.as_deref(), &name),
         Command::Plot {
             csv,
             x,
@@ -292,11 +352,22 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
 /// Reads and validates a scenario, applying `--set` overrides first. With overrides, error
 /// positions refer to the edited text, and the path says so.
 fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
+    load_on(path, overrides, None)
+}
+
+/// [`load`], then the scenario's `machine` profile and `--machine` (docs/diff.md).
+fn load_on(
+    path: &Path,
+    overrides: &[scenario::Override],
+    machine: Option<&Path>,
+) -> Result<Scenario, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
     // A [sweep] table is checked too: bad input never half-runs.
     sim::sweep::Sweep::parse(&path.display().to_string(), &text, &[])
         .map_err(|error| Failure::input(error.to_string()))?;
+    // The profile first, so that `--set` wins over it.
+    let (text, machine_note) = diff_cmd::resolve_machine(path, &text, machine)?;
     let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
         .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
     let shown = if overrides.is_empty() {
@@ -305,9 +376,13 @@ fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failu
         let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
         format!("{} [--set {}]", path.display(), list.join(" --set "))
     };
+
     scenario::parse(&shown, &text).map_err(|error| Failure {
         code: 2,
-        message: error.to_string(),
+        message: match &machine_note {
+            Some(note) => format!("{error} (with {note} applied)"),
+            None => error.to_string(),
+        },
     })
 }
 
@@ -319,6 +394,14 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
         .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
     std::io::Write::flush(&mut writer)
         .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+}
+
+/// `run --seed`, `--machine` and `--against`.
+struct Against<'a> {
+    seed: Option<u64>,
+    machine: Option<&'a Path>,
+    measured: Option<&'a Path>,
+    tolerance: diff_cmd::ToleranceArgs,
 }
 
 /// The files `run` writes beside its report.
@@ -333,15 +416,22 @@ fn run(
     overrides: &[scenario::Override],
     json: bool,
     outputs: &RunOutputs,
-    seed: Option<u64>,
     nccl_tests: bool,
     fail_on_race: bool,
+    against: &Against,
 ) -> Result<u8, Failure> {
-    let mut scenario = load(file, overrides)?;
-    if let Some(seed) = seed {
+    let mut scenario = load_on(file, overrides, against.machine)?;
+    if let Some(seed) = against.seed {
         scenario.seed = seed;
     }
     let timeline = sim::engine::simulate(&scenario);
+    if let Some(measured) = against.measured {
+        if let Some(path) = outputs.timeline {
+            write_json(path, &timeline)?;
+        }
+        let measured = diff_cmd::read_timeline(measured)?;
+        return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
+    }
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, json, outputs)?;
     if nccl_tests {

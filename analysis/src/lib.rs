@@ -19,6 +19,8 @@
 //! assert!(ar.host_call_us.median < ar.stream_interval_us.median);
 //! ```
 
+pub mod calibrate;
+pub mod diff;
 pub mod metrics;
 pub mod nccl_tests;
 pub mod plot;

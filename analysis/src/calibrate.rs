@@ -1,0 +1,902 @@
+//! Machine profiles and their calibration from measured Timelines (`c10dsim calibrate`,
+//! docs/diff.md).
+//!
+//! A profile is a TOML file of a machine's parameters under the scenario's own keys (`[host]`
+//! costs of each call kind (R1), `[network]` α and bandwidth (R24), `[cluster]` GPU rates), plus a
+//! `[profile]` table naming it and its sources. [`apply_profile`] writes it into a scenario's
+//! text before the scenario is parsed, so `sim` stays free of files.
+//!
+//! [`calibrate`] fits the parameters to measured runs with robust estimators: medians of
+//! per-op medians for host costs (R1, R12, R14), the ratio of FLOPs to duration for GEMM rates,
+//! and a relative least-squares line `t = steps·α + volume/B` through the real multi-rank
+//! collectives' kernel times (R24). Each fitted value comes with its residual.
+
+use serde::Serialize;
+use sim::scenario::{CollectiveKind, DType, OpKind, Scenario};
+use sim::timeline::{KernelClass, Timeline};
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+/// The keys a profile may set, by table.
+pub const PROFILE_KEYS: [(&str, &[&str]); 4] = [
+    (
+        "cluster",
+        &[
+            "gpu",
+            "sms",
+            "bf16_tflops",
+            "fp32_tflops",
+            "gemm_efficiency",
+        ],
+    ),
+    (
+        "network",
+        &[
+            "nvlink_gbps",
+            "nic_gbps",
+            "alpha_us",
+            "nic_alpha_us",
+            "kernel_floor_us",
+            "algorithm",
+        ],
+    ),
+    (
+        "host",
+        &[
+            "collective_us",
+            "collective_tail_us",
+            "wait_us",
+            "launch_us",
+            "launch_latency_us",
+            "event_us",
+            "sync_us",
+            "item_us",
+            "mark_us",
+            "query_us",
+            "comm_init_us",
+        ],
+    ),
+    ("memory", &["alloc_us", "malloc_us", "free_us"]),
+];
+
+/// Keys whose values are strings; every other key holds a number ≥ 0.
+const STRING_KEYS: [&str; 2] = ["cluster.gpu", "network.algorithm"];
+
+/// A machine profile: what it is, where its figures come from, and the values by dotted key
+/// (`host.wait_us`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Profile {
+    pub name: String,
+    pub about: String,
+    pub sources: Vec<String>,
+    pub values: BTreeMap<String, ProfileValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ProfileValue {
+    Number(f64),
+    Text(String),
+}
+
+impl fmt::Display for ProfileValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileValue::Number(value) => write!(f, "{}", toml_edit::Value::from(*value)),
+            ProfileValue::Text(text) => write!(f, "{}", toml_edit::Value::from(text.as_str())),
+        }
+    }
+}
+
+/// A bad profile or scenario text: `file:line:column: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError {
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+/// `file:line:column` of a byte offset.
+fn position(path: &str, text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
+    format!("{path}:{line}:{column}")
+}
+
+fn error_at(
+    path: &str,
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    message: String,
+) -> ProfileError {
+    ProfileError {
+        message: format!(
+            "{}: {message}",
+            position(path, text, span.map_or(0, |s| s.start))
+        ),
+    }
+}
+
+/// Parses and validates a profile; errors name `path:line:column`.
+pub fn parse_profile(path: &str, text: &str) -> Result<Profile, ProfileError> {
+    let document = toml_edit::Document::parse(text).map_err(|e| {
+        error_at(
+            path,
+            text,
+            e.span(),
+            format!("not valid TOML: {}", e.message().trim()),
+        )
+    })?;
+    let mut profile = Profile::default();
+    for (table_name, item) in document.as_table().iter() {
+        let (key, _) = document
+            .as_table()
+            .get_key_value(table_name)
+            .expect("iterated keys exist");
+        let Some(table) = item.as_table() else {
+            return Err(error_at(
+                path,
+                text,
+                key.span(),
+                format!("{table_name:?} must be a table ([profile], [cluster], [network], [host], [memory])"),
+            ));
+        };
+        if table_name == "profile" {
+            for (name, value) in table.iter() {
+                let (key, _) = table.get_key_value(name).expect("iterated keys exist");
+                let span = value.span().or(key.span());
+                match (name, value.as_value()) {
+                    ("name", Some(toml_edit::Value::String(s))) => profile.name = s.value().clone(),
+                    ("about", Some(toml_edit::Value::String(s))) => {
+                        profile.about = s.value().clone()
+                    }
+                    ("sources", Some(toml_edit::Value::Array(list))) => {
+                        for entry in list.iter() {
+                            let Some(source) = entry.as_str() else {
+                                return Err(error_at(
+                                    path,
+                                    text,
+                                    entry.span(),
+                                    "profile.sources holds strings".into(),
+                                ));
+                            };
+                            profile.sources.push(source.to_string());
+                        }
+                    }
+                    ("name" | "about", _) => {
+                        return Err(error_at(
+                            path,
+                            text,
+                            span,
+                            format!("profile.{name} must be a string"),
+                        ))
+                    }
+                    ("sources", _) => {
+                        return Err(error_at(
+                            path,
+                            text,
+                            span,
+                            "profile.sources must be a list of strings".into(),
+                        ))
+                    }
+                    _ => {
+                        return Err(error_at(
+                            path,
+                            text,
+                            key.span(),
+                            format!("unknown key profile.{name}; expected name, about, sources"),
+                        ))
+                    }
+                }
+            }
+            continue;
+        }
+        let Some((_, allowed)) = PROFILE_KEYS.iter().find(|(name, _)| *name == table_name) else {
+            return Err(error_at(
+                path,
+                text,
+                key.span(),
+                format!("unknown table [{table_name}]; expected [profile], [cluster], [network], [host], [memory]"),
+            ));
+        };
+        for (name, value) in table.iter() {
+            let (key, _) = table.get_key_value(name).expect("iterated keys exist");
+            let dotted = format!("{table_name}.{name}");
+            if !allowed.contains(&name) {
+                return Err(error_at(
+                    path,
+                    text,
+                    key.span(),
+                    format!(
+                        "unknown key {dotted}; [{table_name}] takes {}",
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+            let span = value.span().or(key.span());
+            let parsed = match value.as_value() {
+                Some(toml_edit::Value::String(s)) if STRING_KEYS.contains(&dotted.as_str()) => {
+                    ProfileValue::Text(s.value().clone())
+                }
+                Some(toml_edit::Value::Float(x)) if !STRING_KEYS.contains(&dotted.as_str()) => {
+                    ProfileValue::Number(*x.value())
+                }
+                Some(toml_edit::Value::Integer(x)) if !STRING_KEYS.contains(&dotted.as_str()) => {
+                    ProfileValue::Number(*x.value() as f64)
+                }
+                _ if STRING_KEYS.contains(&dotted.as_str()) => {
+                    return Err(error_at(
+                        path,
+                        text,
+                        span,
+                        format!("{dotted} must be a string"),
+                    ))
+                }
+                _ => {
+                    return Err(error_at(
+                        path,
+                        text,
+                        span,
+                        format!("{dotted} must be a number"),
+                    ))
+                }
+            };
+            if let ProfileValue::Number(x) = parsed {
+                if !(x.is_finite() && x >= 0.0) {
+                    return Err(error_at(
+                        path,
+                        text,
+                        span,
+                        format!("{dotted} must be ≥ 0, found {x}"),
+                    ));
+                }
+            }
+            profile.values.insert(dotted, parsed);
+        }
+    }
+    Ok(profile)
+}
+
+/// How a profile meets a scenario's own values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileMode {
+    /// The scenario's keys win; the profile fills the rest (`machine = "…"` in the scenario).
+    FillUnset,
+    /// The profile's keys win (`--machine`: predict this scenario on that machine).
+    Replace,
+}
+
+/// The top-level `machine = "…"` of a scenario's text, with its byte span (key to value).
+pub fn machine_reference(
+    path: &str,
+    text: &str,
+) -> Result<Option<(String, std::ops::Range<usize>)>, ProfileError> {
+    let Ok(document) = toml_edit::Document::parse(text) else {
+        // The scenario parser reports bad TOML with its own position.
+        return Ok(None);
+    };
+    let Some((key, item)) = document.as_table().get_key_value("machine") else {
+        return Ok(None);
+    };
+    let Some(name) = item.as_str() else {
+        return Err(error_at(
+            path,
+            text,
+            item.span().or(key.span()),
+            "machine must be a string: a profile file or a name in profiles/".into(),
+        ));
+    };
+    let start = key.span().map_or(0, |s| s.start);
+    let end = item.span().map_or(start, |s| s.end);
+    Ok(Some((name.to_string(), start..end)))
+}
+
+/// Writes a profile's values into a scenario's text. The `machine` key is blanked (spaces keep
+/// every other line and column where they were); keys are set per `mode`.
+pub fn apply_profile(
+    text: &str,
+    profile: &Profile,
+    mode: ProfileMode,
+) -> Result<String, ProfileError> {
+    let mut text = text.to_string();
+    if let Some((_, span)) = machine_reference("", &text)? {
+        text.replace_range(span.clone(), &" ".repeat(span.len()));
+    }
+    let mut document: toml_edit::DocumentMut =
+        text.parse()
+            .map_err(|e: toml_edit::TomlError| ProfileError {
+                message: format!("the scenario is not valid TOML: {}", e.message().trim()),
+            })?;
+    for (dotted, value) in &profile.values {
+        let (table_name, key) = dotted.split_once('.').expect("profile keys are dotted");
+        let table = document
+            .as_table_mut()
+            .entry(table_name)
+            .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+        let Some(table) = table.as_table_like_mut() else {
+            return Err(ProfileError {
+                message: format!("the scenario's {table_name:?} is not a table"),
+            });
+        };
+        if mode == ProfileMode::FillUnset && table.contains_key(key) {
+            continue;
+        }
+        let value = match value {
+            ProfileValue::Number(x) if dotted == "cluster.sms" => {
+                toml_edit::Value::from(x.round() as i64)
+            }
+            ProfileValue::Number(x) => toml_edit::Value::from(*x),
+            ProfileValue::Text(s) => toml_edit::Value::from(s.as_str()),
+        };
+        table.insert(key, toml_edit::Item::Value(value));
+    }
+    Ok(document.to_string())
+}
+
+/// A profile as TOML, each fitted value followed by its residual as a comment.
+pub fn render_profile(profile: &Profile, fitted: &[FittedValue]) -> String {
+    let mut out = String::from("[profile]\n");
+    let _ = writeln!(
+        out,
+        "name = {}",
+        toml_edit::Value::from(profile.name.as_str())
+    );
+    let _ = writeln!(
+        out,
+        "about = {}",
+        toml_edit::Value::from(profile.about.as_str())
+    );
+    out.push_str("sources = [\n");
+    for source in &profile.sources {
+        let _ = writeln!(out, "    {},", toml_edit::Value::from(source.as_str()));
+    }
+    out.push_str("]\n");
+    for (table, keys) in PROFILE_KEYS {
+        let present: Vec<&&str> = keys
+            .iter()
+            .filter(|k| profile.values.contains_key(&format!("{table}.{k}")))
+            .collect();
+        if present.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n[{table}]");
+        for key in present {
+            let dotted = format!("{table}.{key}");
+            match &profile.values[&dotted] {
+                ProfileValue::Number(x) if dotted == "cluster.sms" => {
+                    let _ = write!(out, "{key} = {}", x.round() as i64);
+                }
+                value => {
+                    let _ = write!(out, "{key} = {value}");
+                }
+            }
+            match fitted.iter().find(|f| f.key == dotted) {
+                Some(f) => {
+                    let _ = writeln!(
+                        out,
+                        "  # fitted to {} samples, residual {}",
+                        f.samples, f.residual
+                    );
+                }
+                None => out.push('\n'),
+            }
+        }
+    }
+    out
+}
+
+/// A measured run and the scenario it ran.
+pub struct CalibrationRun<'a> {
+    pub scenario: &'a Scenario,
+    pub timeline: &'a Timeline,
+}
+
+/// One fitted parameter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedValue {
+    /// The profile key (`host.wait_us`).
+    pub key: String,
+    pub value: f64,
+    /// Per-op medians (or collectives) it was fitted to.
+    pub samples: usize,
+    /// How far the samples lie from the fitted model: the median |residual|, with its unit.
+    pub residual: String,
+    pub method: String,
+}
+
+/// Median of values (mean of the middle two); 0 for none.
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => sorted[n / 2],
+        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn median_abs_residual(values: &[f64], fitted: f64) -> f64 {
+    median(
+        &values
+            .iter()
+            .map(|v| (v - fitted).abs())
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Per-op median samples in µs, one list per (run, op).
+type OpSamples = Vec<Vec<f64>>;
+
+fn host_cost(key: &str, method: &str, per_op: OpSamples) -> Option<FittedValue> {
+    let medians: Vec<f64> = per_op
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| median(s))
+        .collect();
+    if medians.is_empty() {
+        return None;
+    }
+    let value = median(&medians);
+    Some(FittedValue {
+        key: key.to_string(),
+        value,
+        samples: medians.len(),
+        residual: format!("{:.2} µs", median_abs_residual(&medians, value)),
+        method: method.to_string(),
+    })
+}
+
+fn us(ns: i64) -> f64 {
+    ns as f64 / 1e3
+}
+
+/// Host durations of the measured calls of ops whose key is in `keys`, per (run, op).
+fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in t.ops.iter().filter(|op| keys.contains(&op.key.as_str())) {
+            let samples = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.host)
+                .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup)
+                .map(|c| us(c.end_ns as i64 - c.start_ns as i64))
+                .collect();
+            out.push(samples);
+        }
+    }
+    out
+}
+
+/// For blocking calls: host return minus the moment the GPU work it waited for ended (the last
+/// kernel or collective end inside the call), where the call did block.
+fn return_after_gpu(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in t.ops.iter().filter(|op| keys.contains(&op.key.as_str())) {
+            let mut samples = Vec::new();
+            for rank in &t.ranks {
+                let ends: Vec<u64> = rank
+                    .kernels
+                    .iter()
+                    .map(|k| k.end_ns)
+                    .chain(rank.collectives.iter().map(|c| c.end_ns))
+                    .collect();
+                for call in rank
+                    .host
+                    .iter()
+                    .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup)
+                {
+                    let done = ends
+                        .iter()
+                        .filter(|&&end| end > call.start_ns && end <= call.end_ns)
+                        .max();
+                    if let Some(&done) = done {
+                        samples.push(us(call.end_ns as i64 - done as i64));
+                    }
+                }
+            }
+            out.push(samples);
+        }
+    }
+    out
+}
+
+fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let mut fitted = Vec::new();
+    let mut collective = OpSamples::new();
+    let mut tail = OpSamples::new();
+    let mut wait = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        let blocking_wait = run.scenario.env.blocking_wait;
+        for op in &t.ops {
+            let records: Vec<_> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.collectives)
+                .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup && c.async_op)
+                .collect();
+            if records.is_empty() {
+                continue;
+            }
+            collective.push(
+                records
+                    .iter()
+                    .map(|c| us(c.host_end_ns as i64 - c.host_start_ns as i64))
+                    .collect(),
+            );
+            tail.push(
+                records
+                    .iter()
+                    .filter(|c| {
+                        c.kernel_start_ns >= c.host_start_ns && c.kernel_start_ns <= c.host_end_ns
+                    })
+                    .map(|c| us(c.host_end_ns as i64 - c.kernel_start_ns as i64))
+                    .collect(),
+            );
+            if !blocking_wait {
+                wait.push(
+                    records
+                        .iter()
+                        .filter_map(|c| c.wait.filter(|w| w.op != c.op))
+                        .map(|w| us(w.host_end_ns as i64 - w.host_start_ns as i64))
+                        .collect(),
+                );
+            }
+        }
+    }
+    let per_op = "median over ops of each op's median host time";
+    fitted.extend(host_cost(
+        "host.collective_us",
+        "median over async collectives of each one's median host call (R10)",
+        collective,
+    ));
+    fitted.extend(host_cost(
+        "host.collective_tail_us",
+        "median of host return − NCCL stream start, where the stream started inside the call",
+        tail,
+    ));
+    fitted.extend(host_cost(
+        "host.wait_us",
+        "median over waits of each one's median host time, blocking wait off (R12)",
+        wait,
+    ));
+    fitted.extend(host_cost(
+        "host.launch_us",
+        per_op,
+        host_durations(runs, &["gemm", "kernel", "gpu_sleep_us"]),
+    ));
+    fitted.extend(host_cost(
+        "host.event_us",
+        per_op,
+        host_durations(runs, &["record_event", "wait_event", "set_stream"]),
+    ));
+    fitted.extend(host_cost(
+        "host.mark_us",
+        per_op,
+        host_durations(runs, &["mark"]),
+    ));
+    fitted.extend(host_cost(
+        "host.query_us",
+        per_op,
+        host_durations(runs, &["is_completed"]),
+    ));
+    fitted.extend(host_cost(
+        "host.sync_us",
+        "median of host return − end of the GPU work waited for (R14)",
+        return_after_gpu(runs, &["device_sync", "stream_sync", "event_sync"]),
+    ));
+    fitted.extend(host_cost(
+        "host.item_us",
+        "median of host return − end of the GPU work waited for (R14)",
+        return_after_gpu(runs, &["item"]),
+    ));
+    fitted
+}
+
+/// GEMM kernels: (FLOPs, duration µs, dtype, the run's nominal rate for the dtype in TFLOP/s).
+fn gemm_samples(runs: &[CalibrationRun]) -> Vec<(f64, f64, DType, f64)> {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in &run.scenario.ops {
+            let OpKind::Gemm { m, n, k, dtype } = op.kind else {
+                continue;
+            };
+            let durations: Vec<f64> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.kernels)
+                .filter(|k| {
+                    k.op == op.index as u32
+                        && k.iteration >= t.scenario.warmup
+                        && k.class == KernelClass::Compute
+                })
+                .map(|k| us(k.end_ns as i64 - k.start_ns as i64))
+                .collect();
+            if durations.is_empty() {
+                continue;
+            }
+            let gpu = &run.scenario.cluster.gpu;
+            let rate = match dtype {
+                DType::Bf16 | DType::F16 => gpu.bf16_tflops,
+                DType::F32 => gpu.fp32_tflops,
+            };
+            out.push((
+                2.0 * m as f64 * n as f64 * k as f64,
+                median(&durations),
+                dtype,
+                rate,
+            ));
+        }
+    }
+    out
+}
+
+fn fit_gemms(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let samples = gemm_samples(runs);
+    let half: Vec<_> = samples.iter().filter(|s| s.2 != DType::F32).collect();
+    if half.is_empty() {
+        return Vec::new();
+    }
+    let efficiencies: Vec<f64> = half
+        .iter()
+        .map(|(flops, t, _, rate)| flops / (t * 1e-6) / (rate * 1e12))
+        .collect();
+    let efficiency = median(&efficiencies);
+    let relative = |flops: f64, t: f64, rate_tflops: f64| {
+        let predicted = flops / (rate_tflops * 1e12 * efficiency) * 1e6;
+        (predicted - t).abs() / t * 100.0
+    };
+    let half_residuals: Vec<f64> = half
+        .iter()
+        .map(|(f, t, _, r)| relative(*f, *t, *r))
+        .collect();
+    let mut fitted = vec![FittedValue {
+        key: "cluster.gemm_efficiency".into(),
+        value: efficiency,
+        samples: half.len(),
+        residual: format!("{:.1}% of duration", median(&half_residuals)),
+        method: "median over bf16/f16 GEMMs of FLOPs / (duration · nominal bf16 rate)".into(),
+    }];
+    let single: Vec<_> = samples.iter().filter(|s| s.2 == DType::F32).collect();
+    if !single.is_empty() {
+        let rates: Vec<f64> = single
+            .iter()
+            .map(|(flops, t, _, _)| flops / (t * 1e-6) / efficiency / 1e12)
+            .collect();
+        let rate = median(&rates);
+        let residuals: Vec<f64> = single
+            .iter()
+            .map(|(f, t, _, _)| relative(*f, *t, rate))
+            .collect();
+        fitted.push(FittedValue {
+            key: "cluster.fp32_tflops".into(),
+            value: rate,
+            samples: single.len(),
+            residual: format!("{:.1}% of duration", median(&residuals)),
+            method: "median over f32 GEMMs of FLOPs / (duration · gemm_efficiency) (the backend runs them as TF32)".into(),
+        });
+    }
+    fitted
+}
+
+/// One collective for the network fit: α steps, volume in bytes, measured kernel µs.
+struct CollectivePoint {
+    steps: f64,
+    volume_bytes: f64,
+    kernel_us: f64,
+}
+
+/// Real multi-rank collectives inside one node: per (run, op) the median kernel time.
+fn collective_points(runs: &[CalibrationRun]) -> Vec<CollectivePoint> {
+    let mut points = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        let downscaled = t.machine.get("downscale").is_some_and(|d| d != "off");
+        if downscaled {
+            continue;
+        }
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                collective, group, ..
+            } = op.kind
+            else {
+                continue;
+            };
+            let ranks = &run.scenario.groups[group].ranks;
+            let n = ranks.len() as f64;
+            if ranks.len() < 2 || ranks.iter().any(|&r| !run.scenario.same_node(ranks[0], r)) {
+                continue;
+            }
+            let records: Vec<_> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.collectives)
+                .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                .collect();
+            let Some(first) = records.first() else {
+                continue;
+            };
+            let durations: Vec<f64> = records
+                .iter()
+                .map(|c| us(c.end_ns as i64 - c.kernel_start_ns as i64))
+                .collect();
+            let (steps, factor) = match collective {
+                CollectiveKind::AllReduce => (2.0 * (n - 1.0), 2.0 * (n - 1.0) / n),
+                CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
+                    (n - 1.0, (n - 1.0) / n)
+                }
+                CollectiveKind::Broadcast => (n - 1.0, 1.0),
+            };
+            points.push(CollectivePoint {
+                steps,
+                volume_bytes: factor * first.bytes as f64,
+                kernel_us: median(&durations),
+            });
+        }
+    }
+    points
+}
+
+/// `t = steps·α + volume/B` by least squares on relative residuals (each point weighs 1/t², so
+/// a 1 KiB and a 256 MiB collective count alike).
+fn fit_network(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let points = collective_points(runs);
+    if points.len() < 2 {
+        return Vec::new();
+    }
+    // Unknowns: α (µs), β = 1/B (µs per byte). Normal equations of Σ ((steps·α + v·β − t)/t)².
+    let (mut saa, mut sab, mut sbb, mut sat, mut sbt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for p in &points {
+        let w = 1.0 / (p.kernel_us * p.kernel_us);
+        saa += w * p.steps * p.steps;
+        sab += w * p.steps * p.volume_bytes;
+        sbb += w * p.volume_bytes * p.volume_bytes;
+        sat += w * p.steps * p.kernel_us;
+        sbt += w * p.volume_bytes * p.kernel_us;
+    }
+    let determinant = saa * sbb - sab * sab;
+    if determinant.abs() < f64::EPSILON * saa * sbb {
+        return Vec::new();
+    }
+    let alpha_us = ((sat * sbb - sab * sbt) / determinant).max(0.0);
+    let beta_us_per_byte = (saa * sbt - sab * sat) / determinant;
+    if beta_us_per_byte <= 0.0 {
+        return Vec::new();
+    }
+    let gbps = 1.0 / beta_us_per_byte / 1e3;
+    let residuals: Vec<f64> = points
+        .iter()
+        .map(|p| {
+            ((p.steps * alpha_us + p.volume_bytes * beta_us_per_byte) - p.kernel_us).abs()
+                / p.kernel_us
+                * 100.0
+        })
+        .collect();
+    let residual = format!("{:.1}% of kernel time", median(&residuals));
+    let method = "relative least squares of kernel time = steps·α + volume/B over real multi-rank collectives in one node (R24)";
+    vec![
+        FittedValue {
+            key: "network.alpha_us".into(),
+            value: alpha_us,
+            samples: points.len(),
+            residual: residual.clone(),
+            method: method.into(),
+        },
+        FittedValue {
+            key: "network.nvlink_gbps".into(),
+            value: gbps,
+            samples: points.len(),
+            residual,
+            method: method.into(),
+        },
+    ]
+}
+
+/// A one-rank collective has no peer and no data (R16, R24): its kernel time is the network's
+/// floor. Median over real (not downscaled) one-rank collectives.
+fn fit_kernel_floor(runs: &[CalibrationRun]) -> Option<FittedValue> {
+    let mut per_op = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        if t.machine.get("downscale").is_some_and(|d| d != "off") {
+            continue;
+        }
+        for op in &run.scenario.ops {
+            let OpKind::Collective { group, .. } = op.kind else {
+                continue;
+            };
+            if run.scenario.groups[group].ranks.len() != 1 {
+                continue;
+            }
+            per_op.push(
+                t.ranks
+                    .iter()
+                    .flat_map(|r| &r.collectives)
+                    .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                    .map(|c| us(c.end_ns as i64 - c.kernel_start_ns as i64))
+                    .collect(),
+            );
+        }
+    }
+    host_cost(
+        "network.kernel_floor_us",
+        "median over real one-rank collectives of each one's median kernel time (R24)",
+        per_op,
+    )
+}
+
+/// The GPU preset of the measured device (`machine.device`, e.g. `NVIDIA H200`), when every run
+/// names the same one.
+fn measured_gpu_preset(runs: &[CalibrationRun]) -> Option<&'static str> {
+    let preset = |device: &str| {
+        let device = device.to_ascii_uppercase();
+        [("H200", "h200"), ("H100", "h100-sxm"), ("A100", "a100")]
+            .into_iter()
+            .find(|(needle, _)| device.contains(needle))
+            .map(|(_, preset)| preset)
+    };
+    let mut presets = runs
+        .iter()
+        .map(|run| run.timeline.machine.get("device").and_then(|d| preset(d)));
+    let first = presets.next()??;
+    presets.all(|p| p == Some(first)).then_some(first)
+}
+
+/// The result of a calibration: the fitted values and the profile they make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub fitted: Vec<FittedValue>,
+    /// `prior` with every fitted value replaced.
+    pub profile: Profile,
+}
+
+/// Fits a profile to measured runs, starting from `prior` (kept for what the runs cannot fit).
+pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
+    let mut fitted = fit_host_costs(runs);
+    fitted.extend(fit_gemms(runs));
+    fitted.extend(fit_network(runs));
+    fitted.extend(fit_kernel_floor(runs));
+    let mut profile = prior.clone();
+    if let Some(preset) = measured_gpu_preset(runs) {
+        profile
+            .values
+            .insert("cluster.gpu".into(), ProfileValue::Text(preset.into()));
+    }
+    for value in &fitted {
+        // Three significant decimals are far below every residual.
+        let rounded = (value.value * 1e3).round() / 1e3;
+        profile
+            .values
+            .insert(value.key.clone(), ProfileValue::Number(rounded));
+    }
+    Calibration { fitted, profile }
+}
+
+/// The fitted values as a table: key, value, samples, residual, method.
+pub fn render_fitted(fitted: &[FittedValue]) -> String {
+    let mut out = format!(
+        "{:<26} {:>12} {:>8}  {:<24} {}\n",
+        "parameter", "value", "samples", "residual", "method"
+    );
+    for f in fitted {
+        let _ = writeln!(
+            out,
+            "{:<26} {:>12.3} {:>8}  {:<24} {}",
+            f.key, f.value, f.samples, f.residual, f.method
+        );
+    }
+    out
+}

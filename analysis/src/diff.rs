@@ -1,0 +1,769 @@
+//! Where two Timelines part: simulated against measured, or two runs of either
+//! (`c10dsim diff`, docs/diff.md).
+//!
+//! Ops are aligned by rank, iteration and op name (the label, or `key#index`). Times are taken
+//! relative to the start of their iteration on their rank (the first host call's start), so a
+//! difference in setup (a communicator bootstrap, R8) or in the clocks' origin does not move
+//! every later op. Per op the medians over the measured iterations of the Δ (B − A) of the
+//! host return (R1), the GPU start and the GPU end; per R3 metric (`host_call_us`, `wait_us`,
+//! `stream_interval_us`, `kernel_us`, `completed_at_wait`, measures, overlaps) both values and
+//! their ratio; ordering verdicts (which of two GPU events — a mark's event (R5), a collective's
+//! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
+//! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
+
+use crate::metrics::{self, Report};
+use serde::{Deserialize, Serialize};
+use sim::timeline::{Finding, Timeline};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+/// Tolerances and bounds of a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DiffOptions {
+    /// A timing difference counts only when it exceeds this share of A's value (percent);
+    /// fractions (`completed_at_wait`, overlap) when they differ by more than this many
+    /// hundredths.
+    pub tolerance_pct: f64,
+    /// ... and this many microseconds.
+    pub tolerance_us: f64,
+    /// Two events closer than this are simultaneous: no order is read from them (the
+    /// hardware backend's clock alignment is good to about 4 µs, docs/hw.md).
+    pub order_tie_us: f64,
+    /// Ordering verdicts consider the first this many GPU events of each iteration and rank.
+    pub order_events_per_iteration: usize,
+    /// How many ops the summary names as the worst.
+    pub worst_op_count: usize,
+}
+
+impl Default for DiffOptions {
+    fn default() -> DiffOptions {
+        DiffOptions {
+            tolerance_pct: 10.0,
+            tolerance_us: 10.0,
+            order_tie_us: 5.0,
+            order_events_per_iteration: 32,
+            worst_op_count: 5,
+        }
+    }
+}
+
+/// One side of a diff, as the report names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    pub scenario: String,
+    pub source: String,
+    pub seed: u64,
+    pub machine: String,
+}
+
+/// One time of an op on both sides, medians over the aligned iterations, in µs since the
+/// iteration's start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimeDelta {
+    pub a_us: f64,
+    pub b_us: f64,
+    /// Median over iterations of B − A.
+    pub delta_us: f64,
+    /// Median over iterations of |B − A|.
+    pub abs_delta_us: f64,
+}
+
+/// The Δs of one op on one rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpDelta {
+    pub rank: u32,
+    pub op: String,
+    pub key: String,
+    /// Aligned iterations (measured ones: from `warmup` on).
+    pub iterations: usize,
+    pub host_return: Option<TimeDelta>,
+    pub gpu_start: Option<TimeDelta>,
+    pub gpu_end: Option<TimeDelta>,
+    /// Whether a Δ exceeds both tolerances.
+    pub exceeds: bool,
+}
+
+impl OpDelta {
+    /// The largest median |Δ| of the three times.
+    pub fn largest_abs_delta_us(&self) -> f64 {
+        [self.host_return, self.gpu_start, self.gpu_end]
+            .iter()
+            .flatten()
+            .map(|d| d.abs_delta_us)
+            .fold(0.0, f64::max)
+    }
+}
+
+/// |Δ| over every aligned (rank, iteration, op) sample of one kind of time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeltaSummary {
+    /// `host_return`, `gpu_start` or `gpu_end`.
+    pub time: String,
+    pub samples: usize,
+    pub median_abs_us: f64,
+    pub p90_abs_us: f64,
+    pub max_abs_us: f64,
+}
+
+/// An R3 metric, measure or overlap on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricDelta {
+    /// `<op>.<metric>` (`ar.kernel_us`), `measure.<name>` or `overlap.<name>`.
+    pub metric: String,
+    /// `us` for times, `fraction` for shares and overlaps.
+    pub unit: String,
+    pub a: f64,
+    pub b: f64,
+    /// B / A, where A is not 0.
+    pub ratio: Option<f64>,
+    /// |B − A| / |A| in percent, where A is not 0.
+    pub error_pct: Option<f64>,
+    pub exceeds: bool,
+}
+
+/// Which of two events comes first in most measured iterations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// The first event precedes the second in more than half of the iterations.
+    Before,
+    /// The second precedes the first in more than half of the iterations.
+    After,
+    /// Neither: simultaneous (within the tie) or mixed.
+    Unsettled,
+}
+
+/// The order of two events of one rank on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderVerdict {
+    pub rank: u32,
+    /// Events: `mark:<name>`, `end:<op>` (a collective's end event), `released:<wait op>`.
+    pub first: String,
+    pub second: String,
+    pub a: Order,
+    pub b: Order,
+    /// Iterations in which `first` strictly preceded `second`, and all iterations, per side.
+    pub a_before: usize,
+    pub a_iterations: usize,
+    pub b_before: usize,
+    pub b_iterations: usize,
+}
+
+impl OrderVerdict {
+    /// The two sides hold opposite orders.
+    pub fn disagrees(&self) -> bool {
+        matches!(
+            (self.a, self.b),
+            (Order::Before, Order::After) | (Order::After, Order::Before)
+        )
+    }
+}
+
+/// Everything `c10dsim diff` reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diff {
+    pub a: Side,
+    pub b: Side,
+    pub options: DiffOptions,
+    /// Per (rank, op), in rank then program order.
+    pub ops: Vec<OpDelta>,
+    /// Ops (by name) found on one side only.
+    pub ops_only_in_a: Vec<String>,
+    pub ops_only_in_b: Vec<String>,
+    pub summary: Vec<DeltaSummary>,
+    /// The ops with the largest median |Δ|, largest first.
+    pub worst_ops: Vec<OpDelta>,
+    pub metrics: Vec<MetricDelta>,
+    /// Pairs of events compared, and those whose verdicts agree (neither side unsettled counts
+    /// as agreeing).
+    pub order_pairs: usize,
+    pub order_pairs_agreeing: usize,
+    /// The pairs whose orders are opposite.
+    pub order_disagreements: Vec<OrderVerdict>,
+    pub findings_only_in_a: Vec<Finding>,
+    pub findings_only_in_b: Vec<Finding>,
+    /// No Δ, no metric difference, no ordering or finding difference at all.
+    pub identical: bool,
+    /// What exceeds the tolerances: ops and metrics that moved, orders and findings that
+    /// differ. Empty ⇒ exit 0.
+    pub exceeded: Vec<String>,
+}
+
+impl Diff {
+    pub fn within_tolerance(&self) -> bool {
+        self.exceeded.is_empty()
+    }
+}
+
+/// Per (rank, iteration, op): host return, GPU start, GPU end, relative to the iteration start.
+type OpTimes = BTreeMap<(u32, u32, String), [Option<i64>; 3]>;
+
+fn side(timeline: &Timeline) -> Side {
+    Side {
+        scenario: timeline.scenario.name.clone(),
+        source: match timeline.source {
+            sim::timeline::Source::Simulated => "simulated".into(),
+            sim::timeline::Source::Measured => "measured".into(),
+        },
+        seed: timeline.scenario.seed,
+        machine: timeline
+            .machine
+            .get("device")
+            .or_else(|| timeline.machine.get("gpu"))
+            .cloned()
+            .unwrap_or_default(),
+    }
+}
+
+/// Host return, GPU start and GPU end of every op of the measured iterations.
+fn op_times(timeline: &Timeline) -> OpTimes {
+    let warmup = timeline.scenario.warmup;
+    let mut times = OpTimes::new();
+    for rank in &timeline.ranks {
+        let mut iteration_start: HashMap<u32, u64> = HashMap::new();
+        for call in &rank.host {
+            let start = iteration_start
+                .entry(call.iteration)
+                .or_insert(call.start_ns);
+            *start = (*start).min(call.start_ns);
+        }
+        let relative = |iteration: u32, ns: u64| {
+            iteration_start
+                .get(&iteration)
+                .map(|&start| ns as i64 - start as i64)
+        };
+        let name = |op: u32| timeline.ops[op as usize].name.clone();
+        for call in rank.host.iter().filter(|c| c.iteration >= warmup) {
+            let entry = times
+                .entry((rank.rank, call.iteration, name(call.op)))
+                .or_default();
+            entry[0] = relative(call.iteration, call.end_ns);
+        }
+        // The op's last kernel is its own (a perturbation's delay kernel comes first).
+        for kernel in rank.kernels.iter().filter(|k| k.iteration >= warmup) {
+            let entry = times
+                .entry((rank.rank, kernel.iteration, name(kernel.op)))
+                .or_default();
+            entry[1] = relative(kernel.iteration, kernel.start_ns);
+            entry[2] = relative(kernel.iteration, kernel.end_ns);
+        }
+    }
+    times
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile_sorted(sorted: &[f64], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (fraction * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn exceeds_us(options: &DiffOptions, a: f64, b: f64) -> bool {
+    let delta = (b - a).abs();
+    delta > options.tolerance_us && delta > options.tolerance_pct / 100.0 * a.abs()
+}
+
+fn exceeds_fraction(options: &DiffOptions, a: f64, b: f64) -> bool {
+    (b - a).abs() > options.tolerance_pct / 100.0
+}
+
+const TIME_NAMES: [&str; 3] = ["host_return", "gpu_start", "gpu_end"];
+
+fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>, [Vec<f64>; 3]) {
+    let times_a = op_times(a);
+    let times_b = op_times(b);
+    // (rank, op) → per time kind: (a, b) pairs in µs.
+    type Pairs = [Vec<(f64, f64)>; 3];
+    let mut per_op: BTreeMap<(u32, usize, String), (Pairs, usize)> = BTreeMap::new();
+    let order_of: HashMap<&str, usize> = a
+        .ops
+        .iter()
+        .map(|op| (op.name.as_str(), op.index as usize))
+        .collect();
+    let mut all_abs: [Vec<f64>; 3] = Default::default();
+    for ((rank, iteration, op), ta) in &times_a {
+        let Some(tb) = times_b.get(&(*rank, *iteration, op.clone())) else {
+            continue;
+        };
+        let position = order_of.get(op.as_str()).copied().unwrap_or(usize::MAX);
+        let entry = per_op.entry((*rank, position, op.clone())).or_default();
+        entry.1 += 1;
+        for kind in 0..3 {
+            if let (Some(x), Some(y)) = (ta[kind], tb[kind]) {
+                let (x, y) = (x as f64 / 1e3, y as f64 / 1e3);
+                entry.0[kind].push((x, y));
+                all_abs[kind].push((y - x).abs());
+            }
+        }
+    }
+    let key_of: HashMap<&str, &str> = a
+        .ops
+        .iter()
+        .map(|op| (op.name.as_str(), op.key.as_str()))
+        .collect();
+    let ops = per_op
+        .into_iter()
+        .map(|((rank, _, op), (pairs, iterations))| {
+            let delta = |pairs: &[(f64, f64)]| {
+                (!pairs.is_empty()).then(|| {
+                    let mut a: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+                    let mut b: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+                    let mut d: Vec<f64> = pairs.iter().map(|p| p.1 - p.0).collect();
+                    let mut abs: Vec<f64> = d.iter().map(|x| x.abs()).collect();
+                    TimeDelta {
+                        a_us: median(&mut a),
+                        b_us: median(&mut b),
+                        delta_us: median(&mut d),
+                        abs_delta_us: median(&mut abs),
+                    }
+                })
+            };
+            let [host_return, gpu_start, gpu_end] = [0, 1, 2].map(|kind| delta(&pairs[kind]));
+            let exceeds = [host_return, gpu_start, gpu_end]
+                .iter()
+                .flatten()
+                .any(|d| exceeds_us(options, d.a_us, d.a_us + d.delta_us));
+            OpDelta {
+                rank,
+                key: key_of.get(op.as_str()).unwrap_or(&"").to_string(),
+                op,
+                iterations,
+                host_return,
+                gpu_start,
+                gpu_end,
+                exceeds,
+            }
+        })
+        .collect();
+    (ops, all_abs)
+}
+
+fn op_names(timeline: &Timeline) -> BTreeSet<String> {
+    timeline.ops.iter().map(|op| op.name.clone()).collect()
+}
+
+fn metric(options: &DiffOptions, metric: String, unit: &str, a: f64, b: f64) -> MetricDelta {
+    let nonzero = a != 0.0;
+    MetricDelta {
+        exceeds: if unit == "us" {
+            exceeds_us(options, a, b)
+        } else {
+            exceeds_fraction(options, a, b)
+        },
+        metric,
+        unit: unit.to_string(),
+        a,
+        b,
+        ratio: nonzero.then(|| b / a),
+        error_pct: nonzero.then(|| (b - a).abs() / a.abs() * 100.0),
+    }
+}
+
+/// The R3 metrics, measures and overlaps of one report by name, with their units.
+pub fn named_metrics(report: &Report) -> Vec<(String, &'static str, f64)> {
+    let mut out = Vec::new();
+    for c in &report.collectives {
+        out.push((
+            format!("{}.host_call_us", c.op),
+            "us",
+            c.host_call_us.median,
+        ));
+        if let Some(wait) = &c.wait_us {
+            out.push((format!("{}.wait_us", c.op), "us", wait.median));
+        }
+        out.push((
+            format!("{}.stream_interval_us", c.op),
+            "us",
+            c.stream_interval_us.median,
+        ));
+        out.push((format!("{}.kernel_us", c.op), "us", c.kernel_us.median));
+        if let Some(share) = c.completed_at_wait {
+            out.push((format!("{}.completed_at_wait", c.op), "fraction", share));
+        }
+    }
+    for k in &report.kernels {
+        out.push((format!("{}.kernel_us", k.op), "us", k.kernel_us.median));
+    }
+    for m in &report.measures {
+        out.push((format!("measure.{}", m.name), "us", m.value_us.median));
+    }
+    for o in &report.overlaps {
+        out.push((format!("overlap.{}", o.name), "fraction", o.overlap));
+    }
+    out
+}
+
+fn metric_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Vec<MetricDelta> {
+    let report_a = metrics::report(a);
+    let report_b = metrics::report(b);
+    let values_b: HashMap<String, f64> = named_metrics(&report_b)
+        .into_iter()
+        .map(|(name, _, value)| (name, value))
+        .collect();
+    named_metrics(&report_a)
+        .into_iter()
+        .filter_map(|(name, unit, value_a)| {
+            let value_b = *values_b.get(&name)?;
+            Some(metric(options, name, unit, value_a, value_b))
+        })
+        .collect()
+}
+
+/// A GPU event of one iteration: its name and time.
+fn gpu_events(
+    timeline: &Timeline,
+    options: &DiffOptions,
+) -> BTreeMap<(u32, u32), Vec<(String, u64)>> {
+    let warmup = timeline.scenario.warmup;
+    // Per (rank, iteration): (host time of the call that made it, name, GPU time).
+    type Placed = Vec<(u64, String, u64)>;
+    let mut events: BTreeMap<(u32, u32), Placed> = BTreeMap::new();
+    for rank in &timeline.ranks {
+        // Program position of each event, so the first N of an iteration are the same on
+        // both sides whatever their times.
+        for mark in rank.marks.iter().filter(|m| m.iteration >= warmup) {
+            let name = format!("mark:{}", timeline.scenario.marks[mark.mark as usize]);
+            events
+                .entry((rank.rank, mark.iteration))
+                .or_default()
+                .push((mark.host_ns, name, mark.gpu_ns));
+        }
+        for c in rank.collectives.iter().filter(|c| c.iteration >= warmup) {
+            let list = events.entry((rank.rank, c.iteration)).or_default();
+            let op_name = &timeline.ops[c.op as usize].name;
+            list.push((c.host_start_ns, format!("end:{op_name}"), c.end_ns));
+            if let Some(wait) = &c.wait {
+                let wait_name = &timeline.ops[wait.op as usize].name;
+                list.push((
+                    wait.host_start_ns,
+                    format!("released:{wait_name}"),
+                    wait.released_ns,
+                ));
+            }
+        }
+    }
+    events
+        .into_iter()
+        .map(|(key, mut list)| {
+            list.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+            list.truncate(options.order_events_per_iteration);
+            let named = list.into_iter().map(|(_, name, at)| (name, at)).collect();
+            (key, named)
+        })
+        .collect()
+}
+
+/// Per (rank, first, second): iterations with first strictly before, strictly after, and all.
+type OrderCounts = BTreeMap<(u32, String, String), (usize, usize, usize)>;
+
+fn order_counts(timeline: &Timeline, options: &DiffOptions) -> OrderCounts {
+    let tie_ns = (options.order_tie_us * 1e3) as i64;
+    let mut counts = OrderCounts::new();
+    for ((rank, _), list) in gpu_events(timeline, options) {
+        for (i, (first, t_first)) in list.iter().enumerate() {
+            for (second, t_second) in &list[i + 1..] {
+                if first == second {
+                    continue;
+                }
+                let gap = *t_second as i64 - *t_first as i64;
+                let entry = counts
+                    .entry((rank, first.clone(), second.clone()))
+                    .or_default();
+                entry.0 += usize::from(gap > tie_ns);
+                entry.1 += usize::from(gap < -tie_ns);
+                entry.2 += 1;
+            }
+        }
+    }
+    counts
+}
+
+fn verdict(before: usize, after: usize, iterations: usize) -> Order {
+    if 2 * before > iterations {
+        Order::Before
+    } else if 2 * after > iterations {
+        Order::After
+    } else {
+        Order::Unsettled
+    }
+}
+
+fn order_verdicts(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Vec<OrderVerdict> {
+    let counts_a = order_counts(a, options);
+    let counts_b = order_counts(b, options);
+    counts_a
+        .into_iter()
+        .filter_map(|(key, (a_before, a_after, a_iterations))| {
+            let &(b_before, b_after, b_iterations) = counts_b.get(&key)?;
+            let (rank, first, second) = key;
+            Some(OrderVerdict {
+                rank,
+                first,
+                second,
+                a: verdict(a_before, a_after, a_iterations),
+                b: verdict(b_before, b_after, b_iterations),
+                a_before,
+                a_iterations,
+                b_before,
+                b_iterations,
+            })
+        })
+        .collect()
+}
+
+/// What identifies a finding across runs: kind, rank, iteration and op name.
+fn finding_key(timeline: &Timeline, finding: &Finding) -> String {
+    let op = finding
+        .op
+        .and_then(|op| timeline.ops.get(op as usize))
+        .map_or("-", |op| op.name.as_str());
+    format!(
+        "{} rank {:?} iteration {:?} op {op}",
+        finding.kind.as_str(),
+        finding.rank,
+        finding.iteration
+    )
+}
+
+fn findings_only_in(first: &Timeline, second: &Timeline) -> Vec<Finding> {
+    let keys: BTreeSet<String> = second
+        .findings
+        .iter()
+        .map(|f| finding_key(second, f))
+        .collect();
+    first
+        .findings
+        .iter()
+        .filter(|f| !keys.contains(&finding_key(first, f)))
+        .cloned()
+        .collect()
+}
+
+/// Compares two Timelines of one scenario (B against the reference A).
+pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
+    let (ops, mut all_abs) = op_deltas(a, b, options);
+    let names_a = op_names(a);
+    let names_b = op_names(b);
+    let summary = TIME_NAMES
+        .iter()
+        .zip(all_abs.iter_mut())
+        .map(|(time, values)| {
+            values.sort_by(f64::total_cmp);
+            DeltaSummary {
+                time: time.to_string(),
+                samples: values.len(),
+                median_abs_us: median(values),
+                p90_abs_us: percentile_sorted(values, 0.9),
+                max_abs_us: values.last().copied().unwrap_or(0.0),
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut worst_ops: Vec<OpDelta> = ops
+        .iter()
+        .filter(|op| op.largest_abs_delta_us() > 0.0)
+        .cloned()
+        .collect();
+    worst_ops.sort_by(|x, y| {
+        y.largest_abs_delta_us()
+            .total_cmp(&x.largest_abs_delta_us())
+    });
+    worst_ops.truncate(options.worst_op_count);
+    let metrics = metric_deltas(a, b, options);
+    let verdicts = order_verdicts(a, b, options);
+    let order_disagreements: Vec<OrderVerdict> =
+        verdicts.iter().filter(|v| v.disagrees()).cloned().collect();
+    let findings_only_in_a = findings_only_in(a, b);
+    let findings_only_in_b = findings_only_in(b, a);
+
+    let mut exceeded = Vec::new();
+    for op in ops.iter().filter(|op| op.exceeds) {
+        for (time, delta) in TIME_NAMES
+            .iter()
+            .zip([op.host_return, op.gpu_start, op.gpu_end])
+        {
+            if let Some(d) = delta.filter(|d| exceeds_us(options, d.a_us, d.a_us + d.delta_us)) {
+                exceeded.push(format!(
+                    "op {} (rank {}): {time} {:+.1} µs ({:.1} → {:.1} µs after the iteration start)",
+                    op.op, op.rank, d.delta_us, d.a_us, d.b_us
+                ));
+            }
+        }
+    }
+    for m in metrics.iter().filter(|m| m.exceeds) {
+        exceeded.push(format!(
+            "metric {}: {:.3} → {:.3} {}{}",
+            m.metric,
+            m.a,
+            m.b,
+            m.unit,
+            m.ratio.map_or(String::new(), |r| format!(" (×{r:.3})"))
+        ));
+    }
+    for v in &order_disagreements {
+        exceeded.push(format!(
+            "order (rank {}): {} before {} in {}/{} iterations of A, {}/{} of B",
+            v.rank, v.first, v.second, v.a_before, v.a_iterations, v.b_before, v.b_iterations
+        ));
+    }
+    for (side, list) in [("A", &findings_only_in_a), ("B", &findings_only_in_b)] {
+        for f in list {
+            exceeded.push(format!(
+                "finding only in {side}: {}: {}",
+                f.kind.as_str(),
+                f.message
+            ));
+        }
+    }
+    let ops_only_in_a: Vec<String> = names_a.difference(&names_b).cloned().collect();
+    let ops_only_in_b: Vec<String> = names_b.difference(&names_a).cloned().collect();
+    for name in ops_only_in_a.iter().chain(&ops_only_in_b) {
+        exceeded.push(format!("op {name} is in one Timeline only"));
+    }
+    let identical = summary.iter().all(|s| s.max_abs_us == 0.0)
+        && metrics.iter().all(|m| m.a == m.b)
+        && verdicts.iter().all(|v| v.a == v.b)
+        && findings_only_in_a.is_empty()
+        && findings_only_in_b.is_empty()
+        && ops_only_in_a.is_empty()
+        && ops_only_in_b.is_empty();
+    Diff {
+        a: side(a),
+        b: side(b),
+        options: *options,
+        ops,
+        ops_only_in_a,
+        ops_only_in_b,
+        summary,
+        worst_ops,
+        metrics,
+        order_pairs: verdicts.len(),
+        order_pairs_agreeing: verdicts.len() - order_disagreements.len(),
+        order_disagreements,
+        findings_only_in_a,
+        findings_only_in_b,
+        identical,
+        exceeded,
+    }
+}
+
+fn fmt_time(delta: Option<TimeDelta>) -> String {
+    delta.map_or("-".into(), |d| format!("{:+.1}", d.delta_us))
+}
+
+/// The diff as the text `c10dsim diff` prints.
+pub fn render_diff(diff: &Diff) -> String {
+    let mut out = String::new();
+    let describe = |s: &Side| {
+        format!(
+            "{} ({}, seed {}, {})",
+            s.scenario, s.source, s.seed, s.machine
+        )
+    };
+    let _ = writeln!(out, "A: {}", describe(&diff.a));
+    let _ = writeln!(out, "B: {}", describe(&diff.b));
+    let _ = writeln!(
+        out,
+        "tolerance: {}% and {} µs; order tie {} µs",
+        diff.options.tolerance_pct, diff.options.tolerance_us, diff.options.order_tie_us
+    );
+    let _ = writeln!(out, "\n|Δ| (B − A), times since each iteration's start:");
+    let _ = writeln!(
+        out,
+        "  {:<12} {:>8} {:>12} {:>12} {:>12}",
+        "time", "samples", "median µs", "p90 µs", "max µs"
+    );
+    for s in &diff.summary {
+        let _ = writeln!(
+            out,
+            "  {:<12} {:>8} {:>12.3} {:>12.3} {:>12.3}",
+            s.time, s.samples, s.median_abs_us, s.p90_abs_us, s.max_abs_us
+        );
+    }
+    if !diff.worst_ops.is_empty() {
+        let _ = writeln!(out, "\nworst ops (median Δ µs):");
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<28} {:>12} {:>12} {:>12}",
+            "rank", "op", "host_return", "gpu_start", "gpu_end"
+        );
+        for op in &diff.worst_ops {
+            let _ = writeln!(
+                out,
+                "  {:<5} {:<28} {:>12} {:>12} {:>12}",
+                op.rank,
+                op.op,
+                fmt_time(op.host_return),
+                fmt_time(op.gpu_start),
+                fmt_time(op.gpu_end)
+            );
+        }
+    }
+    let _ = writeln!(out, "\nmetrics (medians):");
+    let _ = writeln!(
+        out,
+        "  {:<40} {:>14} {:>14} {:>8} {:>8}",
+        "metric", "A", "B", "B/A", "error"
+    );
+    for m in &diff.metrics {
+        let _ = writeln!(
+            out,
+            "  {:<40} {:>14.3} {:>14.3} {:>8} {:>8}{}",
+            m.metric,
+            m.a,
+            m.b,
+            m.ratio.map_or("-".into(), |r| format!("{r:.3}")),
+            m.error_pct.map_or("-".into(), |e| format!("{e:.1}%")),
+            if m.exceeds { "  !" } else { "" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nordering verdicts: {}/{} pairs agree",
+        diff.order_pairs_agreeing, diff.order_pairs
+    );
+    for v in &diff.order_disagreements {
+        let _ = writeln!(
+            out,
+            "  rank {}: {} before {}: A {}/{}, B {}/{}",
+            v.rank, v.first, v.second, v.a_before, v.a_iterations, v.b_before, v.b_iterations
+        );
+    }
+    for (side, list) in [
+        ("A", &diff.findings_only_in_a),
+        ("B", &diff.findings_only_in_b),
+    ] {
+        for f in list {
+            let _ = writeln!(
+                out,
+                "finding only in {side}: {}: {}",
+                f.kind.as_str(),
+                f.message
+            );
+        }
+    }
+    if diff.identical {
+        let _ = writeln!(out, "\nidentical: no differences");
+    } else if diff.within_tolerance() {
+        let _ = writeln!(out, "\nwithin tolerance");
+    } else {
+        let _ = writeln!(out, "\nexceeds tolerance ({}):", diff.exceeded.len());
+        for line in &diff.exceeded {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    out
+}

@@ -1,0 +1,230 @@
+//! `c10dsim diff`, `run --against` and `calibrate`: file I/O and output formats around
+//! `analysis::diff` and `analysis::calibrate` (docs/diff.md). Exit codes: 0 within tolerance,
+//! 1 a difference exceeds it, 2 bad input.
+
+use crate::Failure;
+use analysis::calibrate::{self, CalibrationRun, Profile, ProfileMode};
+use analysis::diff::{self, DiffOptions};
+use sim::scenario::Scenario;
+use sim::timeline::Timeline;
+use std::path::{Path, PathBuf};
+
+/// Tolerances of `diff` and `run --against`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct ToleranceArgs {
+    /// A timing difference fails only above this share of the reference value (percent).
+    #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+    pub tol_pct: f64,
+    /// ... and above this many microseconds.
+    #[arg(long, default_value_t = 10.0, value_name = "US")]
+    pub tol_us: f64,
+    /// Events closer than this are simultaneous for the ordering verdicts (µs).
+    #[arg(long, default_value_t = 5.0, value_name = "US")]
+    pub order_tie_us: f64,
+}
+
+impl ToleranceArgs {
+    fn options(self) -> Result<DiffOptions, Failure> {
+        for (name, value) in [
+            ("--tol-pct", self.tol_pct),
+            ("--tol-us", self.tol_us),
+            ("--order-tie-us", self.order_tie_us),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(Failure::input(format!(
+                    "{name} must be a number ≥ 0, found {value}"
+                )));
+            }
+        }
+        Ok(DiffOptions {
+            tolerance_pct: self.tol_pct,
+            tolerance_us: self.tol_us,
+            order_tie_us: self.order_tie_us,
+            ..DiffOptions::default()
+        })
+    }
+}
+
+/// Reads a Timeline file.
+pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
+}
+
+/// Prints the diff of B against the reference A; 1 when it exceeds the tolerances.
+pub fn print_diff(
+    a: &Timeline,
+    b: &Timeline,
+    tolerance: ToleranceArgs,
+    json: bool,
+) -> Result<u8, Failure> {
+    let result = diff::diff(a, b, &tolerance.options()?);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).expect("diffs serialise")
+        );
+    } else {
+        print!("{}", diff::render_diff(&result));
+    }
+    Ok(u8::from(!result.within_tolerance()))
+}
+
+/// `c10dsim diff A.json B.json`.
+pub fn diff_files(a: &Path, b: &Path, tolerance: ToleranceArgs, json: bool) -> Result<u8, Failure> {
+    print_diff(&read_timeline(a)?, &read_timeline(b)?, tolerance, json)
+}
+
+/// Where a profile named by a scenario (`machine = "h200"` or `"profiles/h200.toml"`) is: a
+/// path is taken relative to the scenario's folder, then to the working directory; a plain
+/// name is looked up as `profiles/<name>.toml` in the scenario's folder and each folder above
+/// it, then in the working directory.
+fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
+    let folder = scenario.parent().unwrap_or(Path::new(""));
+    if name.ends_with(".toml") || name.contains('/') {
+        return [folder.join(name), PathBuf::from(name)]
+            .into_iter()
+            .find(|p| p.is_file());
+    }
+    let file = format!("{name}.toml");
+    folder
+        .ancestors()
+        .map(|dir| dir.join("profiles").join(&file))
+        .chain(std::iter::once(Path::new("profiles").join(&file)))
+        .find(|p| p.is_file())
+}
+
+/// Reads and validates a profile file.
+pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    calibrate::parse_profile(&path.display().to_string(), &text)
+        .map_err(|e| Failure::input(e.to_string()))
+}
+
+/// Applies the scenario's `machine` profile (its own keys win), then `forced` (`--machine`:
+/// the profile's keys win). Returns the text to parse and a note for error positions.
+pub fn resolve_machine(
+    path: &Path,
+    text: &str,
+    forced: Option<&Path>,
+) -> Result<(String, Option<String>), Failure> {
+    let shown = path.display().to_string();
+    let mut text = text.to_string();
+    let mut notes = Vec::new();
+    let reference =
+        calibrate::machine_reference(&shown, &text).map_err(|e| Failure::input(e.to_string()))?;
+    if reference.is_some() || forced.is_some() {
+        // Errors of the file itself are reported first, at their own positions (the profile's
+        // keys, once inserted, move the lines below them).
+        let mut own = text.clone();
+        if let Some((_, span)) = &reference {
+            own.replace_range(span.clone(), &" ".repeat(span.len()));
+        }
+        sim::scenario::parse(&shown, &own).map_err(|e| Failure::input(e.to_string()))?;
+    }
+    if let Some((name, _)) = reference {
+        let file = find_profile(path, &name).ok_or_else(|| {
+            Failure::input(format!(
+                "{shown}: machine = {name:?}: no such profile (looked for {name:?} beside the \
+                 scenario and in the working directory, or profiles/{name}.toml in the \
+                 scenario's folder, the folders above it and the working directory)"
+            ))
+        })?;
+        let profile = read_profile(&file)?;
+        text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)
+            .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
+        eprintln!("c10dsim: machine profile {}", file.display());
+        notes.push(format!("machine {}", file.display()));
+    }
+    if let Some(file) = forced {
+        let profile = read_profile(file)?;
+        text = calibrate::apply_profile(&text, &profile, ProfileMode::Replace)
+            .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
+        notes.push(format!("--machine {}", file.display()));
+    }
+    Ok((text, (!notes.is_empty()).then(|| notes.join(", "))))
+}
+
+/// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the
+/// path the Timeline records) or `RUN.json=SCENARIO.toml`.
+fn calibration_input(argument: &str) -> Result<(Timeline, Scenario), Failure> {
+    let (run, scenario) = match argument.split_once('=') {
+        Some((run, scenario)) => (PathBuf::from(run), Some(PathBuf::from(scenario))),
+        None => (PathBuf::from(argument), None),
+    };
+    let timeline = read_timeline(&run)?;
+    let scenario_path = match scenario {
+        Some(path) => path,
+        None => {
+            let stem = run.file_stem().unwrap_or_default().to_string_lossy();
+            let beside = run
+                .parent()
+                .unwrap_or(Path::new(""))
+                .join("scenarios")
+                .join(format!("{stem}.toml"));
+            [beside, PathBuf::from(&timeline.scenario.path)]
+                .into_iter()
+                .find(|p| p.is_file())
+                .ok_or_else(|| {
+                    Failure::input(format!(
+                        "{}: its scenario is neither scenarios/{stem}.toml beside it nor {}; \
+                         name it as RUN.json=SCENARIO.toml",
+                        run.display(),
+                        timeline.scenario.path
+                    ))
+                })?
+        }
+    };
+    let scenario = crate::load(&scenario_path, &[])?;
+    Ok((timeline, scenario))
+}
+
+/// `c10dsim calibrate RUNS… -o profile.toml`: prints each fitted value with its residual and
+/// writes the profile (the prior's values where the runs fit nothing).
+pub fn calibrate_runs(
+    runs: &[String],
+    output: &Path,
+    prior: Option<&Path>,
+    name: &str,
+) -> Result<u8, Failure> {
+    let inputs = runs
+        .iter()
+        .map(|run| calibration_input(run))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut prior = match prior {
+        Some(path) => read_profile(path)?,
+        None => Profile::default(),
+    };
+    prior.about = format!(
+        "calibrated by c10dsim calibrate from {} measured runs{}",
+        runs.len(),
+        if prior.name.is_empty() {
+            String::new()
+        } else {
+            format!(" (unfitted values: profile {})", prior.name)
+        }
+    );
+    prior.name = name.to_string();
+    prior
+        .sources
+        .extend(runs.iter().map(|run| format!("measured: {run}")));
+    let pairs: Vec<CalibrationRun> = inputs
+        .iter()
+        .map(|(timeline, scenario)| CalibrationRun { scenario, timeline })
+        .collect();
+    let calibration = calibrate::calibrate(&pairs, &prior);
+    print!("{}", calibrate::render_fitted(&calibration.fitted));
+    if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
+        println!("cluster.gpu = {gpu}");
+    }
+    std::fs::write(
+        output,
+        calibrate::render_profile(&calibration.profile, &calibration.fitted),
+    )
+    .map_err(|e| Failure::input(format!("cannot write {}: {e}", output.display())))?;
+    eprintln!("c10dsim: wrote profile {}", output.display());
+    Ok(0)
+}
