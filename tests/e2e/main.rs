@@ -5,5 +5,6 @@ mod catalogue;
 mod cli;
 mod faults;
 mod lifetime;
+mod multi_gpu;
 mod sweep;
 mod util;
