@@ -18,7 +18,7 @@ use crate::gpu::{KernelShape, SmScheduler};
 use crate::lifetime::{AllocStep, TensorMemory};
 use crate::nccl::{plan_collective, CollectivePlan};
 use crate::race::{AccessKind, Point, RaceDetector};
-use crate::random::{collective_rng, jittered_ns, rank_rng};
+use crate::random::{collective_rng, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::{Batch, TensorId};
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
 use crate::timeline::*;
@@ -183,6 +183,8 @@ struct RankState {
     memory: MemoryState,
     /// The next call of a batched collective op to issue after a communicator init (R25).
     batch_next: usize,
+    /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
+    compute_speed: f64,
     /// Happens-before of this rank's host and streams, for data races (R21).
     race: RaceDetector,
 }
@@ -371,6 +373,7 @@ impl<'s> Engine<'s> {
                     perturbed: None,
                     memory: MemoryState::new(scenario),
                     batch_next: 0,
+                    compute_speed: rank_speed(scenario, rank),
                     race: if options.race_detector {
                         RaceDetector::new(stream_count)
                     } else {
@@ -1003,7 +1006,7 @@ impl<'s> Engine<'s> {
         let state = &mut self.ranks[rank as usize];
         let duration_ns = match class {
             KernelClass::Compute => jittered_ns(
-                duration_ns,
+                (duration_ns as f64 * state.compute_speed).round() as u64,
                 self.scenario.cluster.kernel_jitter,
                 &mut state.rng,
             ),
@@ -1705,7 +1708,7 @@ impl<'s> Engine<'s> {
             start_ns: NEVER,
             end_ns: NEVER,
         });
-        let ready_ns = host_ns + costs.launch_latency_ns;
+        let ready_ns = host_ns + costs.nccl_launch_latency_ns;
         let collective_index = state.timeline.collectives.len() as u32;
         let kernel_point = self.push(
             rank,
@@ -2043,6 +2046,20 @@ fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 {
     }
 }
 
+/// A rank's compute-time factor, `max(0.5, 1 + N(0, spread))`, drawn from its own stream so that
+/// it shifts no other draw.
+fn rank_speed(scenario: &Scenario, rank: u32) -> f64 {
+    let spread = scenario.cluster.rank_speed_spread;
+    if spread <= 0.0 {
+        return 1.0;
+    }
+    let mut rng = rank_rng(mix_seed(scenario.seed, RANK_SPEED_STREAM), rank);
+    (jittered_ns(1_000_000_000, spread, &mut rng) as f64 / 1e9).max(0.5)
+}
+
+/// Stream key of the per-rank speed draws.
+const RANK_SPEED_STREAM: u64 = 0x7370_6565_64;
+
 /// The collective and group of a collective or barrier op.
 fn collective_of(kind: &OpKind) -> Option<(CollectiveKind, GroupId)> {
     match *kind {
@@ -2128,6 +2145,44 @@ mod tests {
         let wait = record.wait.unwrap();
         assert!(wait.host_end_ns >= record.end_ns);
         assert!(wait.completed_at_return);
+    }
+
+    #[test]
+    fn a_slower_nccl_launch_lets_the_gemm_take_the_sms_first_r22() {
+        // The all_reduce is launched first, but its kernel is ready 20 µs after the launch; the
+        // GEMM, launched 15 µs later with a 3 µs latency, starts first and holds every SM, so
+        // the NCCL kernel gets SMs only in the GEMM's tail.
+        let text = format!(
+            "{TWO_RANKS}[host]\nnccl_launch_latency_us = 20\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [8192, 8192, 8192]\n[[op]]\nwait = \"w\"\n"
+        );
+        let timeline = simulate(&parse("l.toml", &text).unwrap());
+        let rank = &timeline.ranks[0];
+        let gemm = rank
+            .kernels
+            .iter()
+            .find(|k| k.class == KernelClass::Compute)
+            .unwrap();
+        let nccl = &rank.collectives[0];
+        assert!(gemm.start_ns < nccl.kernel_start_ns);
+        assert!(nccl.kernel_start_ns > gemm.start_ns + (gemm.end_ns - gemm.start_ns) / 2);
+    }
+
+    #[test]
+    fn ranks_compute_at_their_own_drawn_speed() {
+        let text = "seed = 3\n[cluster]\nranks = 4\nrank_speed_spread_pct = 5\n[[op]]\ngemm = [4096, 4096, 4096]\n";
+        let durations = |text: &str| -> Vec<u64> {
+            simulate(&parse("s.toml", text).unwrap())
+                .ranks
+                .iter()
+                .map(|r| r.kernels[0].end_ns - r.kernels[0].start_ns)
+                .collect()
+        };
+        let first = durations(text);
+        assert_eq!(first, durations(text), "seeded");
+        assert!(first.iter().any(|&d| d != first[0]), "{first:?}");
+        let even =
+            durations(&text.replace("rank_speed_spread_pct = 5", "rank_speed_spread_pct = 0"));
+        assert!(even.iter().all(|&d| d == even[0]));
     }
 
     #[test]

@@ -415,6 +415,7 @@ impl Resolver<'_> {
                 ranks_per_node: 8,
                 gpu: default_gpu,
                 kernel_jitter: 0.0,
+                rank_speed_spread: 0.0,
             });
         };
         let ranks = match &raw.ranks {
@@ -452,26 +453,28 @@ impl Resolver<'_> {
         if let Some(efficiency) = &raw.gemm_efficiency {
             gpu.gemm_efficiency = self.positive(efficiency, "cluster.gemm_efficiency", 1.0)?;
         }
-        let kernel_jitter = match &raw.kernel_jitter_pct {
-            None => 0.0,
-            Some(pct) => {
-                let value = *pct.get_ref();
-                if !(0.0..=50.0).contains(&value) {
-                    return Err(self.error(
-                        pct.span(),
-                        format!(
-                            "cluster.kernel_jitter_pct must be between 0 and 50, found {value}"
-                        ),
-                    ));
-                }
-                value / 100.0
+        let percent = |value: &Option<Spanned<f64>>, what: &str| -> Result<f64> {
+            let Some(pct) = value else {
+                return Ok(0.0);
+            };
+            let number = *pct.get_ref();
+            if !(0.0..=50.0).contains(&number) {
+                return Err(self.error(
+                    pct.span(),
+                    format!("{what} must be between 0 and 50, found {number}"),
+                ));
             }
+            Ok(number / 100.0)
         };
         Ok(Cluster {
             ranks,
             ranks_per_node,
             gpu,
-            kernel_jitter,
+            kernel_jitter: percent(&raw.kernel_jitter_pct, "cluster.kernel_jitter_pct")?,
+            rank_speed_spread: percent(
+                &raw.rank_speed_spread_pct,
+                "cluster.rank_speed_spread_pct",
+            )?,
         })
     }
 
@@ -519,6 +522,7 @@ impl Resolver<'_> {
         let empty = RawHost {
             launch_us: None,
             launch_latency_us: None,
+            nccl_launch_latency_us: None,
             collective_us: None,
             collective_tail_us: None,
             wait_us: None,
@@ -550,12 +554,15 @@ impl Resolver<'_> {
                 ),
             ));
         }
+        let launch_latency_ns =
+            self.optional_time_us(&raw.launch_latency_us, "host.launch_latency_us", 3_000)?;
         Ok(HostCosts {
             launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
-            launch_latency_ns: self.optional_time_us(
-                &raw.launch_latency_us,
-                "host.launch_latency_us",
-                3_000,
+            launch_latency_ns,
+            nccl_launch_latency_ns: self.optional_time_us(
+                &raw.nccl_launch_latency_us,
+                "host.nccl_launch_latency_us",
+                launch_latency_ns,
             )?,
             collective_ns,
             collective_tail_ns,

@@ -96,6 +96,9 @@ pub struct Cluster {
     pub gpu: GpuSpec,
     /// Standard deviation of per-kernel jitter, as a fraction of the kernel's duration.
     pub kernel_jitter: f64,
+    /// Standard deviation of each rank's compute speed (drawn once per rank from the seed), as
+    /// a fraction: GPUs of one model differ by a few percent.
+    pub rank_speed_spread: f64,
 }
 
 /// How collectives are costed (`network.algorithm`).
@@ -132,6 +135,9 @@ pub struct HostCosts {
     pub launch_ns: u64,
     /// From a host launch until the GPU can start the work at the earliest.
     pub launch_latency_ns: u64,
+    /// The same for an NCCL kernel (its launch goes through NCCL's enqueue); defaults to
+    /// `launch_latency_ns`.
+    pub nccl_launch_latency_ns: u64,
     /// A collective call through c10d and NCCL's enqueue (R10 a–f).
     pub collective_ns: u64,
     /// The part of `collective_ns` after the kernel launch (end-event record, watchdog

@@ -47,6 +47,7 @@ pub struct RawCluster {
     pub fp32_tflops: Option<Spanned<f64>>,
     pub gemm_efficiency: Option<Spanned<f64>>,
     pub kernel_jitter_pct: Option<Spanned<f64>>,
+    pub rank_speed_spread_pct: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,6 +66,7 @@ pub struct RawNetwork {
 pub struct RawHost {
     pub launch_us: Option<Spanned<f64>>,
     pub launch_latency_us: Option<Spanned<f64>>,
+    pub nccl_launch_latency_us: Option<Spanned<f64>>,
     pub collective_us: Option<Spanned<f64>>,
     pub collective_tail_us: Option<Spanned<f64>>,
     pub wait_us: Option<Spanned<f64>>,
