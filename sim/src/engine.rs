@@ -2058,7 +2058,7 @@ fn rank_speed(scenario: &Scenario, rank: u32) -> f64 {
 }
 
 /// Stream key of the per-rank speed draws.
-const RANK_SPEED_STREAM: u64 = 0x7370_6565_64;
+const RANK_SPEED_STREAM: u64 = 0x73_7065_6564;
 
 /// The collective and group of a collective or barrier op.
 fn collective_of(kind: &OpKind) -> Option<(CollectiveKind, GroupId)> {
