@@ -150,7 +150,7 @@ pub fn resolve_machine(
 
 /// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the
 /// path the Timeline records) or `RUN.json=SCENARIO.toml`.
-fn calibration_input(argument: &str) -> Result<(Timeline, Scenario), Failure> {
+fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf), Failure> {
     let (run, scenario) = match argument.split_once('=') {
         Some((run, scenario)) => (PathBuf::from(run), Some(PathBuf::from(scenario))),
         None => (PathBuf::from(argument), None),
@@ -178,19 +178,28 @@ fn calibration_input(argument: &str) -> Result<(Timeline, Scenario), Failure> {
                 })?
         }
     };
-    let scenario = crate::load(&scenario_path, &[])?;
-    Ok((timeline, scenario))
+    Ok((timeline, scenario_path))
 }
 
 /// `c10dsim calibrate RUNS… -o profile.toml`: prints each fitted value with its residual and
 /// writes the profile (the prior's values where the runs fit nothing).
-pub fn calibrate_runs(
-    runs: &[String],
-    output: &Path,
-    prior: Option<&Path>,
-    name: &str,
-) -> Result<u8, Failure> {
+pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
+    let CalibrateArgs {
+        runs,
+        output,
+        prior,
+        name,
+        held_out,
+    } = args;
     let inputs = runs
+        .iter()
+        .map(|run| {
+            let (timeline, path) = calibration_input(run)?;
+            Ok((timeline, crate::load(&path, &[])?))
+        })
+        .collect::<Result<Vec<(Timeline, Scenario)>, Failure>>()?;
+    // Read before fitting: a bad held-out argument fails before anything is written.
+    let held_out = held_out
         .iter()
         .map(|run| calibration_input(run))
         .collect::<Result<Vec<_>, _>>()?;
@@ -226,5 +235,29 @@ pub fn calibrate_runs(
     )
     .map_err(|e| Failure::input(format!("cannot write {}: {e}", output.display())))?;
     eprintln!("c10dsim: wrote profile {}", output.display());
+    if held_out.is_empty() {
+        return Ok(0);
+    }
+    let mut diffs = Vec::new();
+    for (measured, path) in &held_out {
+        let scenario = crate::load_on(path, &[], Some(output))?;
+        let simulated = sim::engine::simulate(&scenario);
+        diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
+    }
+    println!();
+    print!(
+        "{}",
+        calibrate::render_validation(&calibrate::validation(&diffs))
+    );
     Ok(0)
+}
+
+/// `c10dsim calibrate`'s arguments.
+pub struct CalibrateArgs {
+    pub runs: Vec<String>,
+    pub output: PathBuf,
+    pub prior: Option<PathBuf>,
+    pub name: String,
+    /// Measured runs to predict with the fitted profile (never fitted to).
+    pub held_out: Vec<String>,
 }

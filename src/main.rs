@@ -201,6 +201,10 @@ enum Command {
         /// The profile's name.
         #[arg(long, default_value = "calibrated")]
         name: String,
+        /// Held-out measured runs (as RUNS): simulated with the fitted profile and compared,
+        /// timing metric by metric, with the median error and the ordering verdicts.
+        #[arg(long = "validate", value_name = "RUN.json")]
+        held_out: Vec<String>,
     },
     /// Join the CSVs of a sweep's shards into one, in point order.
     Merge {
@@ -315,7 +319,14 @@ fn main() -> ExitCode {
             output,
             prior,
             name,
-        } => diff_cmd::calibrate_runs(&runs, &output, prior.as_deref(), &name),
+            held_out,
+        } => diff_cmd::calibrate_runs(&diff_cmd::CalibrateArgs {
+            runs,
+            output,
+            prior,
+            name,
+            held_out,
+        }),
         Command::Plot {
             csv,
             x,

@@ -900,3 +900,206 @@ pub fn render_fitted(fitted: &[FittedValue]) -> String {
     }
     out
 }
+
+/// One timing metric of a held-out run: measured, simulated with the calibrated profile, and
+/// the relative error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ValidationRow {
+    pub scenario: String,
+    pub metric: String,
+    pub measured_us: f64,
+    pub simulated_us: f64,
+    pub error_pct: f64,
+}
+
+/// How well a calibrated profile predicts runs it was not fitted to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Validation {
+    /// Every timing (µs) metric of every held-out run with a nonzero measured value.
+    pub rows: Vec<ValidationRow>,
+    pub median_error_pct: f64,
+    pub order_pairs: usize,
+    pub order_pairs_agreeing: usize,
+}
+
+/// Collects the held-out errors from diffs of measured (A) against simulated (B) runs.
+pub fn validation(diffs: &[crate::diff::Diff]) -> Validation {
+    let rows: Vec<ValidationRow> = diffs
+        .iter()
+        .flat_map(|d| {
+            d.metrics.iter().filter(|m| m.unit == "us").filter_map(|m| {
+                Some(ValidationRow {
+                    scenario: d.a.scenario.clone(),
+                    metric: m.metric.clone(),
+                    measured_us: m.a,
+                    simulated_us: m.b,
+                    error_pct: m.error_pct?,
+                })
+            })
+        })
+        .collect();
+    let errors: Vec<f64> = rows.iter().map(|r| r.error_pct).collect();
+    Validation {
+        median_error_pct: median(&errors),
+        order_pairs: diffs.iter().map(|d| d.order_pairs).sum(),
+        order_pairs_agreeing: diffs.iter().map(|d| d.order_pairs_agreeing).sum(),
+        rows,
+    }
+}
+
+/// The held-out table (Markdown) and its summary line.
+pub fn render_validation(validation: &Validation) -> String {
+    let mut out = String::from(
+        "| scenario | metric | measured (µs) | simulated (µs) | error |\n|---|---|---|---|---|\n",
+    );
+    for row in &validation.rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} | {:.1} | {:.1}% |",
+            row.scenario, row.metric, row.measured_us, row.simulated_us, row.error_pct
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nheld-out: median error {:.2}% over {} timing metrics; ordering verdicts {}/{} agree",
+        validation.median_error_pct,
+        validation.rows.len(),
+        validation.order_pairs_agreeing,
+        validation.order_pairs
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn number(profile: &Profile, key: &str) -> f64 {
+        match profile.values[key] {
+            ProfileValue::Number(x) => x,
+            ProfileValue::Text(_) => panic!("{key} is text"),
+        }
+    }
+
+    #[test]
+    fn a_profile_parses_and_errors_name_line_and_column() {
+        let text = "[profile]\nname = \"m\"\nsources = [\"datasheet\"]\n[network]\nalpha_us = 2\n[cluster]\ngpu = \"h200\"\n";
+        let profile = parse_profile("m.toml", text).unwrap();
+        assert_eq!(profile.name, "m");
+        assert_eq!(profile.sources, ["datasheet"]);
+        assert_eq!(number(&profile, "network.alpha_us"), 2.0);
+        assert_eq!(
+            profile.values["cluster.gpu"],
+            ProfileValue::Text("h200".into())
+        );
+        for (text, says) in [
+            (
+                "[host]\nwiat_us = 1\n",
+                "m.toml:2:1: unknown key host.wiat_us",
+            ),
+            (
+                "[host]\nwait_us = \"1\"\n",
+                "m.toml:2:11: host.wait_us must be a number",
+            ),
+            (
+                "[host]\nwait_us = -1\n",
+                "m.toml:2:11: host.wait_us must be ≥ 0",
+            ),
+            (
+                "[cluster]\ngpu = 3\n",
+                "m.toml:2:7: cluster.gpu must be a string",
+            ),
+            ("[env]\nX = 1\n", "m.toml:1:2: unknown table [env]"),
+            ("[host\n", "m.toml:1:"),
+        ] {
+            let error = parse_profile("m.toml", text).unwrap_err().to_string();
+            assert!(error.starts_with(says), "{error} should start with {says}");
+        }
+    }
+
+    #[test]
+    fn the_scenario_keeps_its_keys_unless_the_profile_replaces_them() {
+        let profile = parse_profile("p.toml", "[host]\nwait_us = 2\nlaunch_us = 3\n").unwrap();
+        let scenario = "machine = \"p\"\n[host]\nwait_us = 9\n[[op]]\ndevice_sync = true\n";
+        let filled = apply_profile(scenario, &profile, ProfileMode::FillUnset).unwrap();
+        let parsed = sim::scenario::parse("s.toml", &filled).unwrap();
+        assert_eq!(parsed.host.wait_ns, 9_000);
+        assert_eq!(parsed.host.launch_ns, 3_000);
+        let replaced = apply_profile(scenario, &profile, ProfileMode::Replace).unwrap();
+        assert_eq!(
+            sim::scenario::parse("s.toml", &replaced)
+                .unwrap()
+                .host
+                .wait_ns,
+            2_000
+        );
+        // The machine key is blanked in place and an existing value replaced in place: the op
+        // stays on line 4 (an inserted key moves the lines below it).
+        let only_wait = parse_profile("p.toml", "[host]\nwait_us = 2\n").unwrap();
+        let replaced = apply_profile(scenario, &only_wait, ProfileMode::Replace).unwrap();
+        assert_eq!(
+            sim::scenario::parse("s.toml", &replaced).unwrap().ops[0].line,
+            4
+        );
+    }
+
+    #[test]
+    fn calibration_recovers_the_parameters_a_simulation_ran_with() {
+        // Two ranks on one node, all_reduces of 1 KiB to 256 MiB, waits, bf16 GEMMs.
+        let text = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\ngpu = \"h200\"\ngemm_efficiency = 0.8\n\
+            [network]\nnvlink_gbps = 300\nalpha_us = 7\n[host]\nwait_us = 3\ncollective_us = 12\nlaunch_us = 6\n\
+            [tensors]\na = \"1KiB\"\nb = \"1MiB\"\nc = \"64MiB\"\nd = \"256MiB\"\n\
+            [[op]]\nall_reduce = \"a\"\nasync_op = true\nwork = \"wa\"\n[[op]]\nwait = \"wa\"\n\
+            [[op]]\nall_reduce = \"b\"\nasync_op = true\nwork = \"wb\"\n[[op]]\nwait = \"wb\"\n\
+            [[op]]\nall_reduce = \"c\"\nasync_op = true\nwork = \"wc\"\n[[op]]\nwait = \"wc\"\n\
+            [[op]]\nall_reduce = \"d\"\nasync_op = true\nwork = \"wd\"\n[[op]]\nwait = \"wd\"\n\
+            [[op]]\ngemm = [4096, 4096, 4096]\n[[op]]\ngemm = [8192, 8192, 8192]\n";
+        let scenario = sim::scenario::parse("cal.toml", text).unwrap();
+        let timeline = sim::engine::simulate(&scenario);
+        let runs = [CalibrationRun {
+            scenario: &scenario,
+            timeline: &timeline,
+        }];
+        let calibration = calibrate(&runs, &Profile::default());
+        let fitted = |key: &str| number(&calibration.profile, key);
+        let close = |key: &str, truth: f64| {
+            let value = fitted(key);
+            assert!(
+                (value - truth).abs() <= 0.01 * truth,
+                "{key}: fitted {value}, ran with {truth}"
+            );
+        };
+        close("network.nvlink_gbps", 300.0);
+        close("network.alpha_us", 7.0);
+        close("host.wait_us", 3.0);
+        close("host.collective_us", 12.0);
+        close("host.launch_us", 6.0);
+        close("cluster.gemm_efficiency", 0.8);
+        let rendered = render_profile(&calibration.profile, &calibration.fitted);
+        assert!(rendered.contains("nvlink_gbps = 300"), "{rendered}");
+        // What it writes is a profile again.
+        assert_eq!(
+            parse_profile("out.toml", &rendered).unwrap().values,
+            calibration.profile.values
+        );
+    }
+
+    #[test]
+    fn held_out_errors_take_the_timing_metrics() {
+        let text = "[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n[[op]]\nall_reduce = \"x\"\n";
+        let scenario = sim::scenario::parse("v.toml", text).unwrap();
+        let a = sim::engine::simulate(&scenario);
+        let result = validation(&[crate::diff::diff(
+            &a,
+            &a,
+            &crate::diff::DiffOptions::default(),
+        )]);
+        assert_eq!(
+            result.rows.len(),
+            3,
+            "host_call, stream_interval and kernel µs"
+        );
+        assert_eq!(result.median_error_pct, 0.0);
+        assert!(render_validation(&result).contains("median error 0.00% over 3 timing metrics"));
+    }
+}

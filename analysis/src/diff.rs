@@ -66,6 +66,17 @@ pub struct TimeDelta {
     pub delta_us: f64,
     /// Median over iterations of |B − A|.
     pub abs_delta_us: f64,
+    /// A's duration of the host call (for the host return) or of the kernel (for GPU times):
+    /// the base of the percentage tolerance, so that an op late in a long iteration is held
+    /// to its own scale.
+    pub scale_us: f64,
+}
+
+impl TimeDelta {
+    fn exceeds(&self, options: &DiffOptions) -> bool {
+        let moved = self.delta_us.abs();
+        moved > options.tolerance_us && moved > options.tolerance_pct / 100.0 * self.scale_us
+    }
 }
 
 /// The Δs of one op on one rank.
@@ -195,8 +206,9 @@ impl Diff {
     }
 }
 
-/// Per (rank, iteration, op): host return, GPU start, GPU end, relative to the iteration start.
-type OpTimes = BTreeMap<(u32, u32, String), [Option<i64>; 3]>;
+/// Per (rank, iteration, op): host return, GPU start and GPU end, relative to the iteration
+/// start, then the host call's and the kernel's durations.
+type OpTimes = BTreeMap<(u32, u32, String), [Option<i64>; 5]>;
 
 fn side(timeline: &Timeline) -> Side {
     Side {
@@ -238,6 +250,7 @@ fn op_times(timeline: &Timeline) -> OpTimes {
                 .entry((rank.rank, call.iteration, name(call.op)))
                 .or_default();
             entry[0] = relative(call.iteration, call.end_ns);
+            entry[3] = Some(call.end_ns as i64 - call.start_ns as i64);
         }
         // The op's last kernel is its own (a perturbation's delay kernel comes first).
         for kernel in rank.kernels.iter().filter(|k| k.iteration >= warmup) {
@@ -246,6 +259,7 @@ fn op_times(timeline: &Timeline) -> OpTimes {
                 .or_default();
             entry[1] = relative(kernel.iteration, kernel.start_ns);
             entry[2] = relative(kernel.iteration, kernel.end_ns);
+            entry[4] = Some(kernel.end_ns as i64 - kernel.start_ns as i64);
         }
     }
     times
@@ -286,8 +300,8 @@ const TIME_NAMES: [&str; 3] = ["host_return", "gpu_start", "gpu_end"];
 fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>, [Vec<f64>; 3]) {
     let times_a = op_times(a);
     let times_b = op_times(b);
-    // (rank, op) → per time kind: (a, b) pairs in µs.
-    type Pairs = [Vec<(f64, f64)>; 3];
+    // (rank, op) → per time kind: (a, b, A's duration) in µs.
+    type Pairs = [Vec<(f64, f64, f64)>; 3];
     let mut per_op: BTreeMap<(u32, usize, String), (Pairs, usize)> = BTreeMap::new();
     let order_of: HashMap<&str, usize> = a
         .ops
@@ -305,7 +319,8 @@ fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>
         for kind in 0..3 {
             if let (Some(x), Some(y)) = (ta[kind], tb[kind]) {
                 let (x, y) = (x as f64 / 1e3, y as f64 / 1e3);
-                entry.0[kind].push((x, y));
+                let scale = ta[if kind == 0 { 3 } else { 4 }].unwrap_or(0) as f64 / 1e3;
+                entry.0[kind].push((x, y, scale));
                 all_abs[kind].push((y - x).abs());
             }
         }
@@ -318,17 +333,19 @@ fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>
     let ops = per_op
         .into_iter()
         .map(|((rank, _, op), (pairs, iterations))| {
-            let delta = |pairs: &[(f64, f64)]| {
+            let delta = |pairs: &[(f64, f64, f64)]| {
                 (!pairs.is_empty()).then(|| {
                     let mut a: Vec<f64> = pairs.iter().map(|p| p.0).collect();
                     let mut b: Vec<f64> = pairs.iter().map(|p| p.1).collect();
                     let mut d: Vec<f64> = pairs.iter().map(|p| p.1 - p.0).collect();
                     let mut abs: Vec<f64> = d.iter().map(|x| x.abs()).collect();
+                    let mut scale: Vec<f64> = pairs.iter().map(|p| p.2).collect();
                     TimeDelta {
                         a_us: median(&mut a),
                         b_us: median(&mut b),
                         delta_us: median(&mut d),
                         abs_delta_us: median(&mut abs),
+                        scale_us: median(&mut scale),
                     }
                 })
             };
@@ -336,7 +353,7 @@ fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>
             let exceeds = [host_return, gpu_start, gpu_end]
                 .iter()
                 .flatten()
-                .any(|d| exceeds_us(options, d.a_us, d.a_us + d.delta_us));
+                .any(|d| d.exceeds(options));
             OpDelta {
                 rank,
                 key: key_of.get(op.as_str()).unwrap_or(&"").to_string(),
@@ -595,7 +612,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
             .iter()
             .zip([op.host_return, op.gpu_start, op.gpu_end])
         {
-            if let Some(d) = delta.filter(|d| exceeds_us(options, d.a_us, d.a_us + d.delta_us)) {
+            if let Some(d) = delta.filter(|d| d.exceeds(options)) {
                 exceeded.push(format!(
                     "op {} (rank {}): {time} {:+.1} µs ({:.1} → {:.1} µs after the iteration start)",
                     op.op, op.rank, d.delta_us, d.a_us, d.b_us
@@ -766,4 +783,140 @@ pub fn render_diff(diff: &Diff) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::scenario::{parse, Override};
+    use sim::sweep::apply_overrides_with_ops;
+
+    /// Two ranks: an all_reduce waited on the default stream; a sleep and a mark on a side
+    /// stream, a kernel and a mark on the default one.
+    const SCENARIO: &str =
+        "repeat = 4\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n\
+        [streams]\nside = {}\n\
+        [[op]]\nlabel = \"side_sleep\"\ngpu_sleep_us = 50\nstream = \"side\"\n\
+        [[op]]\nmark = \"side_done\"\nstream = \"side\"\n\
+        [[op]]\nlabel = \"main_kernel\"\nkernel = { us = 200, sms = 8 }\n\
+        [[op]]\nmark = \"main_done\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+        [[op]]\nlabel = \"wait\"\nwait = \"w\"\n";
+
+    fn simulate(overrides: &[&str]) -> Timeline {
+        let overrides: Vec<Override> = overrides
+            .iter()
+            .map(|o| Override::parse(o).unwrap())
+            .collect();
+        let text = apply_overrides_with_ops(SCENARIO, &overrides).unwrap();
+        sim::engine::simulate(&parse("diff.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn a_timeline_against_itself_is_identical() {
+        let a = simulate(&[]);
+        let result = diff(&a, &a, &DiffOptions::default());
+        assert!(result.identical && result.within_tolerance(), "{result:#?}");
+        assert!(result.order_pairs > 0);
+        assert_eq!(result.order_pairs, result.order_pairs_agreeing);
+        assert!(result.worst_ops.is_empty());
+    }
+
+    #[test]
+    fn half_the_bandwidth_moves_the_collective_and_its_metrics() {
+        let a = simulate(&[]);
+        let b = simulate(&["network.nvlink_gbps=225"]);
+        let result = diff(&a, &b, &DiffOptions::default());
+        assert!(!result.within_tolerance());
+        let kernel = result
+            .metrics
+            .iter()
+            .find(|m| m.metric == "ar.kernel_us")
+            .unwrap();
+        assert!(kernel.exceeds && kernel.ratio.unwrap() > 1.8, "{kernel:?}");
+        assert!(
+            result
+                .exceeded
+                .iter()
+                .any(|e| e.starts_with("op ar (rank 0): gpu_end")),
+            "{:#?}",
+            result.exceeded
+        );
+        assert_eq!(result.worst_ops[0].op, "ar");
+        // The mark GPU times did not move, so no order changed.
+        assert!(result.order_disagreements.is_empty());
+    }
+
+    #[test]
+    fn an_order_that_flips_is_a_verdict() {
+        let a = simulate(&[]);
+        // The side stream's sleep now outlasts the default stream's kernel.
+        let b = simulate(&["op.side_sleep.gpu_sleep_us=500"]);
+        let result = diff(&a, &b, &DiffOptions::default());
+        let flipped = result
+            .order_disagreements
+            .iter()
+            .find(|v| v.first == "mark:side_done" && v.second == "mark:main_done")
+            .expect("the marks' order flipped");
+        assert_eq!((flipped.a, flipped.b), (Order::Before, Order::After));
+        assert_eq!(
+            (flipped.a_before, flipped.a_iterations, flipped.b_before),
+            (3, 3, 0)
+        );
+        assert!(result
+            .exceeded
+            .iter()
+            .any(|e| e.starts_with("order (rank 0): mark:side_done before mark:main_done")));
+    }
+
+    #[test]
+    fn events_within_the_tie_have_no_order() {
+        assert_eq!(verdict(3, 0, 3), Order::Before);
+        assert_eq!(verdict(0, 2, 3), Order::After);
+        assert_eq!(verdict(1, 1, 3), Order::Unsettled);
+        let unsettled = OrderVerdict {
+            rank: 0,
+            first: "a".into(),
+            second: "b".into(),
+            a: Order::Before,
+            b: Order::Unsettled,
+            a_before: 3,
+            a_iterations: 3,
+            b_before: 1,
+            b_iterations: 3,
+        };
+        assert!(!unsettled.disagrees());
+    }
+
+    #[test]
+    fn tolerances_need_both_the_share_and_the_microseconds() {
+        let options = DiffOptions {
+            tolerance_pct: 10.0,
+            tolerance_us: 10.0,
+            ..DiffOptions::default()
+        };
+        assert!(!exceeds_us(&options, 5.0, 12.0), "7 µs is under 10 µs");
+        assert!(!exceeds_us(&options, 1000.0, 1050.0), "5% is under 10%");
+        assert!(exceeds_us(&options, 1000.0, 1200.0));
+        assert!(exceeds_fraction(&options, 0.4, 0.0));
+        assert!(!exceeds_fraction(&options, 0.4, 0.45));
+    }
+
+    #[test]
+    fn a_finding_on_one_side_only_is_reported() {
+        let a = simulate(&[]);
+        let mut b = a.clone();
+        b.findings.push(Finding {
+            kind: sim::timeline::FindingKind::Deadlock,
+            rank: Some(1),
+            iteration: Some(2),
+            op: Some(4),
+            stream: None,
+            message: "rank 1 never joined ar".into(),
+        });
+        let result = diff(&a, &b, &DiffOptions::default());
+        assert_eq!(result.findings_only_in_b.len(), 1);
+        assert!(result.findings_only_in_a.is_empty());
+        assert!(!result.identical && !result.within_tolerance());
+    }
 }

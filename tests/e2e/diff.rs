@@ -1,0 +1,227 @@
+//! `c10dsim diff`, `run --against`, machine profiles and `calibrate` (docs/diff.md): the
+//! held-out loop over the measured H200 runs in tests/data/hw, a wrong bandwidth that the diff
+//! catches, and jitter that it reports.
+
+use crate::util::{c10dsim, stderr, stdout};
+use serde_json::Value;
+
+const CALIBRATION_SET: [&str; 4] = [
+    "tests/data/hw/hw_host_overhead.json",
+    "tests/data/hw/hw_spin_kernels.json",
+    "tests/data/hw/hw_host_blocking.json",
+    "tests/data/hw/x2/exp_a_api_modes.2ranks.json",
+];
+
+/// Never fitted to: real 2-rank NCCL (exp. B, the overlap benchmark) and blocking wait (R15).
+const HELD_OUT: [&str; 3] = [
+    "tests/data/hw/x2/exp_b_stream_scope.2ranks.json",
+    "tests/data/hw/x2/overlap_bench.2ranks.json",
+    "tests/data/hw/hw_blocking_wait_2_12.json",
+];
+
+const OVERLAP_2RANKS: &str = "tests/data/hw/x2/scenarios/overlap_bench.2ranks.toml";
+
+fn temp(name: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("c10dsim-e2e-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name).display().to_string()
+}
+
+fn json(output: &std::process::Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(output), stderr(output)))
+}
+
+#[test]
+fn calibrated_on_one_set_the_simulator_predicts_the_held_out_runs() {
+    assert!(HELD_OUT.iter().all(|run| !CALIBRATION_SET.contains(run)));
+    let profile = temp("h200.toml");
+    let mut args = vec!["calibrate"];
+    args.extend(CALIBRATION_SET);
+    args.extend([
+        "--prior",
+        "profiles/h100.toml",
+        "--name",
+        "h200",
+        "-o",
+        &profile,
+    ]);
+    for run in HELD_OUT {
+        args.extend(["--validate", run]);
+    }
+    let output = c10dsim(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    // Each fitted value is printed with its residual.
+    for key in [
+        "network.nvlink_gbps",
+        "network.alpha_us",
+        "host.wait_us",
+        "cluster.gemm_efficiency",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(key)),
+            "{key} missing:\n{text}"
+        );
+    }
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("held-out:"))
+        .expect("summary line");
+    let median: f64 = summary
+        .split("median error ")
+        .nth(1)
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|n| n.parse().ok())
+        .expect("median error figure");
+    assert!(median < 10.0, "{summary}");
+    let (agreeing, pairs) = summary
+        .split("ordering verdicts ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|frac| frac.split_once('/'))
+        .expect("ordering figure");
+    assert_eq!(agreeing, pairs, "{summary}");
+    assert!(pairs.parse::<usize>().unwrap() > 100);
+    // The shipped profile is this calibration's output (its header comment aside).
+    let shipped = std::fs::read_to_string("profiles/h200.toml").unwrap();
+    let shipped: String = shipped
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(shipped, std::fs::read_to_string(&profile).unwrap());
+}
+
+#[test]
+fn a_bandwidth_two_times_off_makes_the_diff_fail_naming_what_moved() {
+    let right = temp("right.json");
+    let wrong = temp("wrong.json");
+    let machine = ["--machine", "profiles/h200.toml"];
+    for (out, extra) in [(&right, None), (&wrong, Some("network.nvlink_gbps=143.7"))] {
+        let mut args = vec!["run", OVERLAP_2RANKS, "--timeline", out];
+        args.extend(machine);
+        if let Some(set) = extra {
+            args.extend(["--set", set]);
+        }
+        assert!(c10dsim(&args).status.success());
+    }
+    let output = c10dsim(&["diff", &right, &wrong]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let text = stdout(&output);
+    assert!(text.contains("metric ar_alone.kernel_us"), "{text}");
+    assert!(text.contains("op ar_alone (rank 0): gpu_end"), "{text}");
+    let same = c10dsim(&["diff", &right, &right]);
+    assert_eq!(same.status.code(), Some(0));
+
+    // Against the measured run: the wrong bandwidth adds the collectives' kernel times to what
+    // exceeds a loose tolerance.
+    let exceeded = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "run",
+            "tests/data/hw/x2/scenarios/exp_a_api_modes.2ranks.toml",
+            "--against",
+            "tests/data/hw/x2/exp_a_api_modes.2ranks.json",
+            "--tol-pct",
+            "30",
+            "--tol-us",
+            "50",
+            "--json",
+        ];
+        args.extend(machine);
+        args.extend(extra);
+        let value = json(&c10dsim(&args));
+        value["exceeded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap().to_string())
+            .collect()
+    };
+    let calibrated = exceeded(&[]);
+    assert!(
+        calibrated.iter().all(|e| !e.contains("kernel_us")),
+        "{calibrated:#?}"
+    );
+    let off = exceeded(&["--set", "network.nvlink_gbps=143.7"]);
+    assert!(
+        off.iter()
+            .any(|e| e.starts_with("metric async_256MiB.kernel_us")),
+        "{off:#?}"
+    );
+    assert!(off.len() > calibrated.len() + 10);
+}
+
+#[test]
+fn jitter_with_another_seed_differs_and_the_same_seed_does_not() {
+    let run = |seed: &str, out: &str| {
+        let output = c10dsim(&[
+            "run",
+            OVERLAP_2RANKS,
+            "--set",
+            "cluster.kernel_jitter_pct=5",
+            "--seed",
+            seed,
+            "--timeline",
+            out,
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    let (one, one_again, two) = (temp("seed1.json"), temp("seed1b.json"), temp("seed2.json"));
+    run("1", &one);
+    run("1", &one_again);
+    run("2", &two);
+    let same = json(&c10dsim(&["diff", &one, &one_again, "--json"]));
+    assert_eq!(same["identical"], true);
+    assert_eq!(same["exceeded"].as_array().unwrap().len(), 0);
+    let other = c10dsim(&["diff", &one, &two, "--json"]);
+    let other = json(&other);
+    assert_eq!(other["identical"], false);
+    let gpu_end = &other["summary"][2];
+    assert_eq!(gpu_end["time"], "gpu_end");
+    assert!(gpu_end["max_abs_us"].as_f64().unwrap() > 1.0, "{gpu_end}");
+    assert!(other["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["a"] != m["b"]));
+}
+
+#[test]
+fn a_scenario_names_its_machine_and_bad_profiles_point_at_the_error() {
+    let scenario = temp("named.toml");
+    std::fs::write(&scenario, "machine = \"h200\"\n[cluster]\nranks = 2\n[host]\nwait_us = 7\n[[op]]\ndevice_sync = true\n").unwrap();
+    // Looked up as profiles/h200.toml from the working directory (the repository root).
+    let output = c10dsim(&["run", &scenario, "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let parameters = &json(&output)["parameters"];
+    assert_eq!(parameters["cluster"]["gpu"]["preset"], "h200");
+    assert_eq!(
+        parameters["host"]["wait_ns"], 7000,
+        "the scenario's own key wins"
+    );
+    assert_eq!(parameters["host"]["collective_ns"], 16556);
+
+    let bad = temp("bad.toml");
+    std::fs::write(&bad, "[network]\nalpha_us = 1\nnvlink_gpbs = 9\n").unwrap();
+    let output = c10dsim(&["run", &scenario, "--machine", &bad]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains(&format!("{bad}:3:1: unknown key network.nvlink_gpbs")),
+        "{}",
+        stderr(&output)
+    );
+
+    std::fs::write(
+        &scenario,
+        "machine = \"no_such_machine\"\n[[op]]\ndevice_sync = true\n",
+    )
+    .unwrap();
+    let output = c10dsim(&["check", &scenario]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no such profile"),
+        "{}",
+        stderr(&output)
+    );
+}
