@@ -3,6 +3,7 @@
 
 mod catalogue;
 mod cli;
+mod diff;
 mod faults;
 mod lifetime;
 mod multi_gpu;
