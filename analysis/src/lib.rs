@@ -2,7 +2,9 @@
 //!
 //! The R3 metrics (`host_call_us`, `stream_interval_us`, `completed_at_wait`, `overlap`) and the
 //! scenario's named measures ([`metrics::report`]), the Chrome trace that opens in Perfetto
-//! ([`trace::chrome_trace`]) and the text tables `c10dsim run` prints ([`text`]).
+//! ([`trace::chrome_trace`]), the text tables `c10dsim run` prints ([`text`]), the comparison of
+//! two Timelines ([`diff::diff`]) and machine profiles fitted to measured ones
+//! ([`calibrate::calibrate`]).
 //!
 //! Invariant: nothing here runs a simulation or touches a file, clock or GPU; every function
 //! maps Timelines (from the simulator or from the hardware backend alike) to values.
