@@ -1009,7 +1009,7 @@ mod tests {
                 "[cluster]\ngpu = 3\n",
                 "m.toml:2:7: cluster.gpu must be a string",
             ),
-            ("[env]\nX = 1\n", "m.toml:1:2: unknown table [env]"),
+            ("[hots]\nX = 1\n", "m.toml:1:2: unknown table [hots]"),
             ("[host\n", "m.toml:1:"),
         ] {
             let error = parse_profile("m.toml", text).unwrap_err().to_string();
