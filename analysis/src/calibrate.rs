@@ -929,7 +929,7 @@ pub fn validation(diffs: &[crate::diff::Diff]) -> Validation {
         .flat_map(|d| {
             d.metrics.iter().filter(|m| m.unit == "us").filter_map(|m| {
                 Some(ValidationRow {
-                    scenario: d.a.scenario.clone(),
+                    scenario: format!("{} ({} ranks)", d.a.scenario, d.a.ranks),
                     metric: m.metric.clone(),
                     measured_us: m.a,
                     simulated_us: m.b,
@@ -1101,5 +1101,6 @@ mod tests {
         );
         assert_eq!(result.median_error_pct, 0.0);
         assert!(render_validation(&result).contains("median error 0.00% over 3 timing metrics"));
+        assert_eq!(result.rows[0].scenario, "v (2 ranks)");
     }
 }

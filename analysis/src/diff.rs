@@ -51,6 +51,7 @@ impl Default for DiffOptions {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Side {
     pub scenario: String,
+    pub ranks: u32,
     pub source: String,
     pub seed: u64,
     pub machine: String,
@@ -213,6 +214,7 @@ type OpTimes = BTreeMap<(u32, u32, String), [Option<i64>; 5]>;
 fn side(timeline: &Timeline) -> Side {
     Side {
         scenario: timeline.scenario.name.clone(),
+        ranks: timeline.scenario.ranks,
         source: match timeline.source {
             sim::timeline::Source::Simulated => "simulated".into(),
             sim::timeline::Source::Measured => "measured".into(),
@@ -686,8 +688,8 @@ pub fn render_diff(diff: &Diff) -> String {
     let mut out = String::new();
     let describe = |s: &Side| {
         format!(
-            "{} ({}, seed {}, {})",
-            s.scenario, s.source, s.seed, s.machine
+            "{} ({} ranks, {}, seed {}, {})",
+            s.scenario, s.ranks, s.source, s.seed, s.machine
         )
     };
     let _ = writeln!(out, "A: {}", describe(&diff.a));
