@@ -255,3 +255,17 @@ fn a_scenario_names_its_machine_and_bad_profiles_point_at_the_error() {
         stderr(&output)
     );
 }
+
+#[test]
+fn diff_of_files_that_are_not_timelines_exits_2_naming_them() {
+    let output = c10dsim(&["diff", "tests/data/hw/hw_spin_kernels.json", "README.md"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("README.md is not a Timeline"),
+        "{}",
+        stderr(&output)
+    );
+    let output = c10dsim(&["diff", "no_such_file.json", "README.md"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read no_such_file.json"));
+}
