@@ -10,6 +10,11 @@
 //! event's host time is the start anchor's plus its elapsed time from that anchor, scaled by
 //! the rate the two anchors measured, so that the error stays within the anchors' uncertainty
 //! over the whole run.
+//!
+//! Host delays (a straggler's `host_delay_us`, `host_sleep` ops, blocking-wait polls) are timed
+//! on the same monotonic clock by [`precise_sleep`].
+
+use std::time::{Duration, Instant};
 
 /// One try: host instants around `record(anchor); synchronize(anchor)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,9 +98,63 @@ impl ClockMap {
     }
 }
 
+/// How far before a host delay's deadline the thread stops sleeping and spins on the monotonic
+/// clock. Linux ends a `thread::sleep` late by its timer slack (50 µs) plus the wake-up: the
+/// 4-GPU straggler runs measured 53–66 µs (docs/multi-gpu.md); 200 µs leaves room for a loaded
+/// host.
+pub const SPIN_BEFORE_DEADLINE_NS: u64 = 200_000;
+
+/// The part of `remaining_ns` that may be slept coarsely (the rest is spun); none when the
+/// deadline is within the spin window.
+pub fn coarse_sleep_ns(remaining_ns: u64) -> Option<u64> {
+    remaining_ns
+        .checked_sub(SPIN_BEFORE_DEADLINE_NS)
+        .filter(|&sleep_ns| sleep_ns > 0)
+}
+
+/// Blocks the thread for `duration_ns`, returning within about a microsecond of the deadline:
+/// a coarse sleep until [`SPIN_BEFORE_DEADLINE_NS`] before it, then a spin on [`Instant`].
+pub fn precise_sleep(duration_ns: u64) {
+    let deadline = Instant::now() + Duration::from_nanos(duration_ns);
+    loop {
+        let Some(remaining) = deadline.checked_duration_since(Instant::now()) else {
+            return;
+        };
+        match coarse_sleep_ns(remaining.as_nanos() as u64) {
+            Some(sleep_ns) => std::thread::sleep(Duration::from_nanos(sleep_ns)),
+            None => std::hint::spin_loop(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sleeps_coarsely_only_outside_the_spin_window() {
+        assert_eq!(coarse_sleep_ns(0), None);
+        assert_eq!(coarse_sleep_ns(SPIN_BEFORE_DEADLINE_NS), None);
+        assert_eq!(coarse_sleep_ns(SPIN_BEFORE_DEADLINE_NS - 1), None);
+        assert_eq!(
+            coarse_sleep_ns(SPIN_BEFORE_DEADLINE_NS + 5_000),
+            Some(5_000)
+        );
+        assert_eq!(
+            coarse_sleep_ns(10_000_000),
+            Some(10_000_000 - SPIN_BEFORE_DEADLINE_NS)
+        );
+    }
+
+    #[test]
+    fn a_precise_sleep_lasts_at_least_its_duration_and_ends_near_it() {
+        let start = Instant::now();
+        precise_sleep(300_000);
+        let slept_ns = start.elapsed().as_nanos() as u64;
+        assert!(slept_ns >= 300_000, "{slept_ns} ns");
+        // Generous for a loaded CI host; a plain thread::sleep overshoots by 50 µs or more.
+        assert!(slept_ns < 300_000 + 2_000_000, "{slept_ns} ns");
+    }
 
     #[test]
     fn tightest_bracket_wins_and_gives_the_midpoint() {

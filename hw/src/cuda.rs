@@ -5,7 +5,7 @@
 //! the GPU are the ones the scenario declares (a race stays a race). Streams, events and memory
 //! go through `cudarc::driver::result` with explicit handles; every event is timed.
 
-use crate::clock::{AnchorSample, ClockAnchor, ClockMap};
+use crate::clock::{self, AnchorSample, ClockAnchor, ClockMap};
 use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
 use crate::memory::Place;
@@ -586,7 +586,7 @@ impl Device for CudaDevice {
     }
 
     fn host_sleep(&mut self, duration_ns: u64) {
-        std::thread::sleep(Duration::from_nanos(duration_ns));
+        clock::precise_sleep(duration_ns);
     }
 
     fn watch(&mut self, work: WatchedWork) {
