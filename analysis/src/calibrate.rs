@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 /// The keys a profile may set, by table.
-pub const PROFILE_KEYS: [(&str, &[&str]); 4] = [
+pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
     (
         "cluster",
         &[
@@ -27,6 +27,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 4] = [
             "bf16_tflops",
             "fp32_tflops",
             "gemm_efficiency",
+            "rank_speed_spread_pct",
         ],
     ),
     (
@@ -48,6 +49,8 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 4] = [
             "wait_us",
             "launch_us",
             "launch_latency_us",
+            "nccl_launch_latency_us",
+            "stream_wait_latency_us",
             "event_us",
             "sync_us",
             "item_us",
@@ -57,10 +60,12 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 4] = [
         ],
     ),
     ("memory", &["alloc_us", "malloc_us", "free_us"]),
+    // What the machine's NCCL is run with (a machine may keep NVLink SHARP off).
+    ("env", &["NCCL_NVLS_ENABLE"]),
 ];
 
 /// Keys whose values are strings; every other key holds a number ≥ 0.
-const STRING_KEYS: [&str; 2] = ["cluster.gpu", "network.algorithm"];
+const STRING_KEYS: [&str; 3] = ["cluster.gpu", "network.algorithm", "env.NCCL_NVLS_ENABLE"];
 
 /// A machine profile: what it is, where its figures come from, and the values by dotted key
 /// (`host.wait_us`).

@@ -573,12 +573,22 @@ impl<'s> Engine<'s> {
                     stream_wait,
                 } => {
                     let rank_state = &mut self.ranks[rank as usize];
-                    if rank_state.fired_ns[instance as usize] == NEVER {
+                    let fired_ns = rank_state.fired_ns[instance as usize];
+                    if fired_ns == NEVER {
                         rank_state
                             .waiters
                             .entry(instance)
                             .or_default()
                             .push(Waiter::Stream { stream });
+                        return;
+                    }
+                    let release_ns = fired_ns + self.scenario.host.stream_wait_latency_ns;
+                    if release_ns > now_ns {
+                        let state = &mut rank_state.streams[stream as usize];
+                        if state.wake_at_ns != Some(release_ns) {
+                            state.wake_at_ns = Some(release_ns);
+                            self.schedule(release_ns, Event::Advance { rank, stream });
+                        }
                         return;
                     }
                     rank_state.streams[stream as usize].queue.pop_front();
@@ -2165,6 +2175,45 @@ mod tests {
         let nccl = &rank.collectives[0];
         assert!(gemm.start_ns < nccl.kernel_start_ns);
         assert!(nccl.kernel_start_ns > gemm.start_ns + (gemm.end_ns - gemm.start_ns) / 2);
+    }
+
+    #[test]
+    fn a_stream_wait_latency_lets_a_queued_gemm_start_before_the_nccl_kernel_r22() {
+        // The GPU is behind the host (a 2 ms sleep): the all_reduce's input-ready wait and the
+        // GEMM queued behind the sleep become runnable at the sleep's end. Without a latency
+        // the NCCL kernel, launched first, takes its SMs first; with one, the GEMM does.
+        let text = format!(
+            "{TWO_RANKS}[[op]]\ngpu_sleep_us = 2000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [8192, 8192, 8192]\n[[op]]\nwait = \"w\"\n"
+        );
+        let starts = |text: &str| {
+            let timeline = simulate(&parse("w.toml", text).unwrap());
+            let rank = &timeline.ranks[0];
+            let sleep_end = rank.kernels[0].end_ns;
+            let gemm = rank
+                .kernels
+                .iter()
+                .rfind(|k| k.class == KernelClass::Compute);
+            let nccl = &rank.collectives[0];
+            let wait = &rank.stream_waits[0];
+            (
+                sleep_end,
+                gemm.unwrap().start_ns,
+                nccl.kernel_start_ns,
+                wait.released_ns,
+            )
+        };
+        let (sleep_end, gemm, nccl, released) = starts(&text);
+        assert_eq!((gemm, nccl, released), (sleep_end, sleep_end, sleep_end));
+        let late = text.replace(
+            "[[op]]\ngpu",
+            "[host]\nstream_wait_latency_us = 3\n[[op]]\ngpu",
+        );
+        let (sleep_end, gemm, nccl, released) = starts(&late);
+        assert_eq!((gemm, released), (sleep_end, sleep_end + 3_000));
+        assert!(
+            nccl > gemm + 500_000,
+            "the NCCL kernel waits for the GEMM's tail"
+        );
     }
 
     #[test]

@@ -15,9 +15,9 @@
 //!   the bus bandwidth — the lesser of `channels × per-channel rate` and `line rate × protocol
 //!   efficiency` — divided by the algorithm's traffic factor (`2(n−1)/n` for a ring all_reduce,
 //!   2 for a tree, which sends everything up and then down). The fastest allowed pair wins, as
-//!   NCCL's tuner picks; `NCCL_ALGO`/`NCCL_PROTO` narrow the choice, `NCCL_MIN_CTAS` /
-//!   `NCCL_MAX_CTAS` bound the channel count (R22: fewer channels, fewer SMs held, less
-//!   bandwidth).
+//!   NCCL's tuner picks; `NCCL_ALGO`/`NCCL_PROTO` (and `NCCL_NVLS_ENABLE=0`) narrow the choice,
+//!   `NCCL_MIN_CTAS` / `NCCL_MAX_CTAS` bound the channel count (R22: fewer channels, fewer SMs
+//!   held, less bandwidth).
 //!
 //! Algorithms: ring (every collective), tree (all_reduce only) and NVLS — NVLink SHARP, the
 //! switch-side reduction NCCL uses by default for all_reduce on H100/H200 NVSwitch nodes; it is
@@ -289,7 +289,7 @@ pub fn plan_collective(
             channels,
             duration_ns: (time_ns.round() as u64).max(floor_ns),
         })
-        .expect("parsing rejects NCCL_ALGO/NCCL_PROTO that leave no pair (unplannable_collective)")
+        .expect("parsing rejects an environment that leaves no pair (unplannable_collective)")
 }
 
 /// The first collective of the program that the NCCL model cannot plan because `NCCL_ALGO` /
@@ -380,7 +380,7 @@ fn candidates<'a>(
                         .as_ref()
                         .is_none_or(|a| a.contains(&algorithm))
                     && (algorithm == Algorithm::Tree
-                        || (tuning.nvls_channels > 0 && fabric.nodes == 1))
+                        || (env.nccl_nvls_enable && tuning.nvls_channels > 0 && fabric.nodes == 1))
             }
         })
         .flat_map(move |algorithm| {
@@ -623,5 +623,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(plan(&a100, 1 << 30).algorithm, Algorithm::Ring);
+    }
+
+    #[test]
+    fn nvls_enable_0_leaves_nvls_out_of_the_choice() {
+        let off = scenario(8, 8, "algorithm = \"auto\"", "NCCL_NVLS_ENABLE = 0");
+        let ring = scenario(8, 8, "", "NCCL_ALGO = \"Ring\"");
+        for shift in [10, 20, 30] {
+            assert_eq!(
+                plan(&off, 1 << shift),
+                plan(&ring, 1 << shift),
+                "2^{shift} B"
+            );
+        }
+        assert_eq!(plan(&auto(8, 8), 1 << 30).algorithm, Algorithm::Nvls);
+        assert!(!uses_nccl_model(&scenario(
+            8,
+            8,
+            "",
+            "NCCL_NVLS_ENABLE = \"0\""
+        )));
+        let forced = "[cluster]\nranks = 8\ngpu = \"h200\"\n[env]\nNCCL_ALGO = \"NVLS\"\n\
+                      NCCL_NVLS_ENABLE = 0\n[tensors]\nx = \"1GiB\"\n[[op]]\nall_reduce = \"x\"\n";
+        assert!(parse("n.toml", forced)
+            .unwrap_err()
+            .to_string()
+            .contains("leave no algorithm"));
+        let bad = "[env]\nNCCL_NVLS_ENABLE = 2\n";
+        assert!(parse("b.toml", bad)
+            .unwrap_err()
+            .to_string()
+            .contains("expects 0 or 1"));
     }
 }

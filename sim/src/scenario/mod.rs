@@ -523,6 +523,7 @@ impl Resolver<'_> {
             launch_us: None,
             launch_latency_us: None,
             nccl_launch_latency_us: None,
+            stream_wait_latency_us: None,
             collective_us: None,
             collective_tail_us: None,
             wait_us: None,
@@ -564,6 +565,11 @@ impl Resolver<'_> {
                 "host.nccl_launch_latency_us",
                 launch_latency_ns,
             )?,
+            stream_wait_latency_ns: self.optional_time_us(
+                &raw.stream_wait_latency_us,
+                "host.stream_wait_latency_us",
+                0,
+            )?,
             collective_ns,
             collective_tail_ns,
             wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,
@@ -588,6 +594,7 @@ impl Resolver<'_> {
             enable_timing: false,
             nccl_algorithms: None,
             nccl_protocols: None,
+            nccl_nvls_enable: true,
             nccl_min_ctas: None,
             nccl_max_ctas: None,
             async_error_handling: ErrorHandling::SkipCleanUp,
@@ -848,6 +855,13 @@ impl Resolver<'_> {
             }
             "NCCL_PROTO" => {
                 env.nccl_protocols = Some(crate::nccl::parse_protocols(&text).map_err(invalid)?)
+            }
+            "NCCL_NVLS_ENABLE" => {
+                env.nccl_nvls_enable = match text.trim() {
+                    "0" => false,
+                    "1" => true,
+                    _ => return Err(invalid(format!("expects 0 or 1, found {text:?}"))),
+                }
             }
             "NCCL_MIN_CTAS" | "NCCL_MAX_CTAS" => {
                 let ctas = text

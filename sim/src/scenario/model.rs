@@ -138,6 +138,10 @@ pub struct HostCosts {
     /// The same for an NCCL kernel (its launch goes through NCCL's enqueue); defaults to
     /// `launch_latency_ns`.
     pub nccl_launch_latency_ns: u64,
+    /// From the event a stream waits on firing until the waiting stream can start its next
+    /// item (cross-stream synchronisation on the GPU; a kernel queued behind another on the
+    /// same stream starts at once).
+    pub stream_wait_latency_ns: u64,
     /// A collective call through c10d and NCCL's enqueue (R10 a–f).
     pub collective_ns: u64,
     /// The part of `collective_ns` after the kernel launch (end-event record, watchdog
@@ -175,6 +179,8 @@ pub struct Env {
     pub nccl_algorithms: Option<Vec<crate::nccl::Algorithm>>,
     /// `NCCL_PROTO`: the protocols collectives may use.
     pub nccl_protocols: Option<Vec<crate::nccl::Protocol>>,
+    /// `NCCL_NVLS_ENABLE`: NVLink SHARP may be chosen (1, NCCL's default); 0 leaves it out.
+    pub nccl_nvls_enable: bool,
     /// `NCCL_MIN_CTAS`: fewest channels (thread blocks) of an NCCL kernel (R22).
     pub nccl_min_ctas: Option<u32>,
     /// `NCCL_MAX_CTAS`: most channels of an NCCL kernel (R22).
@@ -204,7 +210,7 @@ pub struct Env {
 
 impl Env {
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 16] = [
+    pub const KNOWN: [(&'static str, &'static str); 17] = [
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",
             "0 or 1: Works stash their tensors (1) or the allocator waits on recordStream events (0) (R18, R19)",
@@ -232,6 +238,10 @@ impl Env {
         (
             "NCCL_PROTO",
             "LL, LL128, Simple (comma list, ^ excludes): protocols; turns on the NCCL model",
+        ),
+        (
+            "NCCL_NVLS_ENABLE",
+            "0 or 1 (default 1): the NCCL model may choose NVLS (NVLink SHARP)",
         ),
         ("NCCL_MIN_CTAS", "1..64: fewest channels of an NCCL kernel (R22)"),
         ("NCCL_MAX_CTAS", "1..64: most channels of an NCCL kernel (R22)"),

@@ -67,6 +67,7 @@ pub struct RawHost {
     pub launch_us: Option<Spanned<f64>>,
     pub launch_latency_us: Option<Spanned<f64>>,
     pub nccl_launch_latency_us: Option<Spanned<f64>>,
+    pub stream_wait_latency_us: Option<Spanned<f64>>,
     pub collective_us: Option<Spanned<f64>>,
     pub collective_tail_us: Option<Spanned<f64>>,
     pub wait_us: Option<Spanned<f64>>,
