@@ -28,6 +28,8 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "fp32_tflops",
             "gemm_efficiency",
             "rank_speed_spread_pct",
+            "gemm_tile_m",
+            "gemm_tile_n",
         ],
     ),
     (
@@ -63,6 +65,9 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
     // What the machine's NCCL is run with (a machine may keep NVLink SHARP off).
     ("env", &["NCCL_NVLS_ENABLE"]),
 ];
+
+/// Number keys the scenario takes as integers (written without a fraction).
+const INTEGER_KEYS: [&str; 3] = ["cluster.sms", "cluster.gemm_tile_m", "cluster.gemm_tile_n"];
 
 /// Keys whose values are strings; every other key holds a number ≥ 0.
 const STRING_KEYS: [&str; 3] = ["cluster.gpu", "network.algorithm", "env.NCCL_NVLS_ENABLE"];
@@ -334,7 +339,7 @@ pub fn apply_profile(
             continue;
         }
         let value = match value {
-            ProfileValue::Number(x) if dotted == "cluster.sms" => {
+            ProfileValue::Number(x) if INTEGER_KEYS.contains(&dotted.as_str()) => {
                 toml_edit::Value::from(x.round() as i64)
             }
             ProfileValue::Number(x) => toml_edit::Value::from(*x),
@@ -375,7 +380,7 @@ pub fn render_profile(profile: &Profile, fitted: &[FittedValue]) -> String {
         for key in present {
             let dotted = format!("{table}.{key}");
             match &profile.values[&dotted] {
-                ProfileValue::Number(x) if dotted == "cluster.sms" => {
+                ProfileValue::Number(x) if INTEGER_KEYS.contains(&dotted.as_str()) => {
                     let _ = write!(out, "{key} = {}", x.round() as i64);
                 }
                 value => {

@@ -33,9 +33,6 @@ mod watchdog;
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
 
-/// A GEMM's output tile per block (128×128, as cuBLAS's large-GEMM kernels use).
-const GEMM_TILE: u64 = 128;
-
 /// Simulates `scenario` to completion (or to a deadlock or the time cap).
 pub fn simulate(scenario: &Scenario) -> Timeline {
     simulate_with(scenario, Options::default()).0
@@ -647,14 +644,15 @@ impl<'s> Engine<'s> {
             .clone()
     }
 
-    /// How a kernel uses SMs: a GEMM fills the GPU in waves of 128×128-tile blocks, a generic
+    /// How a kernel uses SMs: a GEMM fills the GPU in waves of `cluster.gemm_tile` blocks, a generic
     /// kernel holds its `sms`, a sleep (or a straggler's delay) one block (R22).
     fn kernel_shape(&self, rank: u32, kernel: u32, duration_ns: u64) -> KernelShape {
         let record = &self.ranks[rank as usize].timeline.kernels[kernel as usize];
         let sms = self.scenario.cluster.gpu.sms;
         match (record.class, &self.scenario.ops[record.op as usize].kind) {
             (KernelClass::Compute, OpKind::Gemm { m, n, .. }) => {
-                let blocks = m.div_ceil(GEMM_TILE) * n.div_ceil(GEMM_TILE);
+                let [tile_m, tile_n] = self.scenario.cluster.gemm_tile;
+                let blocks = m.div_ceil(tile_m) * n.div_ceil(tile_n);
                 KernelShape::elastic(duration_ns, sms, blocks)
             }
             (KernelClass::Compute, OpKind::Kernel { sms, .. }) => KernelShape::Rigid {
@@ -2214,6 +2212,33 @@ mod tests {
             nccl > gemm + 500_000,
             "the NCCL kernel waits for the GEMM's tail"
         );
+    }
+
+    #[test]
+    fn wider_gemm_tiles_give_the_nccl_kernel_a_longer_tail_r22() {
+        // 8192² outputs: 4096 blocks of 128×128 are 31.03 waves on 132 SMs, so the last wave
+        // (4 blocks) frees SMs for about 1/31 of the GEMM; 2048 blocks of 128×256 are 15.5
+        // waves and the last (68 blocks) frees 64 SMs for about 1/15.5 of it.
+        let text = format!(
+            "{TWO_RANKS}[host]\nstream_wait_latency_us = 3\n[[op]]\ngpu_sleep_us = 2000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [8192, 8192, 8192]\n[[op]]\nwait = \"w\"\n"
+        );
+        let lead_ns = |text: &str| {
+            let timeline = simulate(&parse("t.toml", text).unwrap());
+            let rank = &timeline.ranks[0];
+            let gemm = rank
+                .kernels
+                .iter()
+                .rfind(|k| k.class == KernelClass::Compute);
+            let gemm = gemm.unwrap();
+            let waves = (gemm.end_ns - gemm.start_ns) as f64;
+            (gemm.end_ns - rank.collectives[0].kernel_start_ns) as f64 / waves
+        };
+        let narrow = lead_ns(&text);
+        let wide = lead_ns(&text.replace("[cluster]", "[cluster]\ngemm_tile_n = 256"));
+        // At least one wave ahead of the GEMM's end (a little more: the NCCL kernel's 16 SMs
+        // slow the GEMM's last blocks).
+        assert!((1.0 / 31.03..1.3 / 31.03).contains(&narrow), "{narrow}");
+        assert!((1.0 / 15.52..1.3 / 15.52).contains(&wide), "{wide}");
     }
 
     #[test]

@@ -66,6 +66,9 @@ impl std::error::Error for ScenarioError {}
 
 /// Largest rank count a scenario may ask for.
 pub const MAX_RANKS: u32 = 1 << 16;
+/// Output rows × columns of one GEMM block unless `cluster.gemm_tile_m` / `_n` say otherwise
+/// (128×128, a tile cuBLAS's large-GEMM kernels use).
+pub const DEFAULT_GEMM_TILE: [u64; 2] = [128, 128];
 /// Largest repeat count.
 pub const MAX_REPEAT: u32 = 1_000_000;
 /// `init_process_group(timeout=…)`'s default for NCCL: 10 minutes (R26).
@@ -416,6 +419,7 @@ impl Resolver<'_> {
                 gpu: default_gpu,
                 kernel_jitter: 0.0,
                 rank_speed_spread: 0.0,
+                gemm_tile: DEFAULT_GEMM_TILE,
             });
         };
         let ranks = match &raw.ranks {
@@ -475,6 +479,16 @@ impl Resolver<'_> {
                 &raw.rank_speed_spread_pct,
                 "cluster.rank_speed_spread_pct",
             )?,
+            gemm_tile: [
+                match &raw.gemm_tile_m {
+                    None => DEFAULT_GEMM_TILE[0],
+                    Some(rows) => self.count(rows, "cluster.gemm_tile_m", 1, 4096)?,
+                },
+                match &raw.gemm_tile_n {
+                    None => DEFAULT_GEMM_TILE[1],
+                    Some(columns) => self.count(columns, "cluster.gemm_tile_n", 1, 4096)?,
+                },
+            ],
         })
     }
 

@@ -99,6 +99,8 @@ pub struct Cluster {
     /// Standard deviation of each rank's compute speed (drawn once per rank from the seed), as
     /// a fraction: GPUs of one model differ by a few percent.
     pub rank_speed_spread: f64,
+    /// Output rows and columns of one GEMM thread block (the SM model's unit of work, R22).
+    pub gemm_tile: [u64; 2],
 }
 
 /// How collectives are costed (`network.algorithm`).

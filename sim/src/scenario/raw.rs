@@ -48,6 +48,8 @@ pub struct RawCluster {
     pub gemm_efficiency: Option<Spanned<f64>>,
     pub kernel_jitter_pct: Option<Spanned<f64>>,
     pub rank_speed_spread_pct: Option<Spanned<f64>>,
+    pub gemm_tile_m: Option<Spanned<i64>>,
+    pub gemm_tile_n: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
