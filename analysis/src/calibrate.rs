@@ -41,6 +41,12 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "nic_alpha_us",
             "kernel_floor_us",
             "algorithm",
+            "nccl_ll_launch_us",
+            "nccl_ll128_launch_us",
+            "nccl_simple_launch_us",
+            "nccl_ll_wire_efficiency",
+            "nccl_ll128_wire_efficiency",
+            "nccl_simple_wire_efficiency",
         ],
     ),
     (

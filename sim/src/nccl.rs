@@ -185,6 +185,23 @@ impl FabricTuning {
             _ => hopper,
         }
     }
+
+    /// The preset's tuning with the scenario's `network.nccl_*_launch_us` and
+    /// `network.nccl_*_wire_efficiency` in place of its figures (a machine profile's fit).
+    pub fn for_scenario(scenario: &Scenario) -> FabricTuning {
+        let mut tuning = FabricTuning::for_gpu(&scenario.cluster.gpu.preset);
+        let network = &scenario.network;
+        for protocol in Protocol::ALL {
+            let p = protocol.index();
+            if let Some(launch_ns) = network.nccl_launch_ns[p] {
+                tuning.launch_us[p] = launch_ns as f64 / 1e3;
+            }
+            if let Some(efficiency) = network.nccl_wire_efficiency[p] {
+                tuning.wire_efficiency[p] = efficiency;
+            }
+        }
+        tuning
+    }
 }
 
 /// How one collective runs: the engine holds `channels` SMs for `duration_ns` (R16, R22).
@@ -240,7 +257,7 @@ pub fn plan_collective(
     collective: CollectiveKind,
     size_bytes: u64,
 ) -> CollectivePlan {
-    let tuning = FabricTuning::for_gpu(&scenario.cluster.gpu.preset);
+    let tuning = FabricTuning::for_scenario(scenario);
     let floor_ns = scenario.network.kernel_floor_ns;
     let nccl_model = uses_nccl_model(scenario);
     if group_ranks.len() <= 1 {
@@ -298,7 +315,7 @@ pub fn unplannable_collective(scenario: &Scenario) -> Option<String> {
     if !uses_nccl_model(scenario) {
         return None;
     }
-    let tuning = FabricTuning::for_gpu(&scenario.cluster.gpu.preset);
+    let tuning = FabricTuning::for_scenario(scenario);
     scenario.ops.iter().find_map(|op| {
         let (collective, group) = match op.kind {
             crate::scenario::OpKind::Collective {
@@ -654,5 +671,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("expects 0 or 1"));
+    }
+
+    #[test]
+    fn network_keys_replace_the_presets_launch_cost_and_wire_efficiency() {
+        // 4 ranks, Ring/Simple, 1 GiB: latency 16.2 µs + 6 hops · 2.2 µs = 29.4 µs; busbw
+        // min(16 · 24, 450 · 0.788) = 354.6 GB/s; algbw 354.6 / 1.5 = 236.4 GB/s;
+        // 2^30 B / 236.4 GB/s = 4_542_055.1 ns.
+        let s = scenario(
+            4,
+            4,
+            "nccl_simple_launch_us = 16.2\nnccl_simple_wire_efficiency = 0.788",
+            "NCCL_ALGO = \"Ring\"\nNCCL_PROTO = \"Simple\"",
+        );
+        assert_eq!(plan(&s, 1 << 30).duration_ns, 29_400 + 4_542_055);
+        // LL and LL128 keep the preset's figures unless set.
+        let ll = scenario(4, 4, "nccl_ll_launch_us = 7.8", "NCCL_PROTO = \"LL\"");
+        assert_eq!(plan(&ll, 8).duration_ns, 7_800 + 6 * 700);
+        let bad = "[network]\nnccl_ll128_wire_efficiency = 1.5\n";
+        assert!(parse("b.toml", bad)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 1"));
     }
 }

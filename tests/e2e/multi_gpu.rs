@@ -306,9 +306,10 @@ fn profiled_overlap_matches_the_measured_phases() {
     }
 }
 
-/// The profile's α-β ring, fitted to the sweep: busbw within 10% of both NCCL versions' from
-/// 64 MiB on (within 5% from 4 MiB on); the NCCL model with NVLS off (`NCCL_NVLS_ENABLE=0`, as
-/// on the machine) within 10% from 64 MiB on too.
+/// The profile's NCCL model (protocols refitted to the sweep, NVLS off): busbw within 15% of
+/// both NCCL versions' at every size from 8 B to 4 GiB, within 10% from 64 MiB on (issue 9's
+/// target), within 5% from 4 MiB on; the preset's model with only NVLS off
+/// (`NCCL_NVLS_ENABLE=0`, as on the machine) within 10% from 64 MiB on too.
 #[test]
 fn profiled_busbw_matches_the_sweep() {
     let profiled = busbw_by_size(&simulate_on_profile("nccl_tests_all_reduce.4ranks.toml"));
@@ -321,23 +322,28 @@ fn profiled_busbw_matches_the_sweep() {
         "nccl_tests_all_reduce.4ranks.torch_nccl.json",
     ] {
         let measured = busbw_by_size(&load(file));
-        let mut checked = 0;
-        for (&bytes, &busbw) in measured.range(4 << 20..) {
-            let tolerance = if bytes >= 64 << 20 { 0.10 } else { 0.05 };
-            for (model, predicted) in [("profile", &profiled), ("NVLS off", &nvls_off)] {
-                if model == "NVLS off" && bytes < 64 << 20 {
-                    continue;
-                }
-                let error = (predicted[&bytes] - busbw) / busbw;
+        assert_eq!(measured.len(), 30, "{file}: 8 B to 4 GiB");
+        for (&bytes, &busbw) in &measured {
+            let tolerance = match bytes {
+                b if b >= 64 << 20 => 0.10,
+                b if b >= 4 << 20 => 0.05,
+                _ => 0.15,
+            };
+            let error = (profiled[&bytes] - busbw) / busbw;
+            assert!(
+                error.abs() < tolerance,
+                "{file} {bytes} B: measured {busbw} GB/s, profile {}",
+                profiled[&bytes]
+            );
+            if bytes >= 64 << 20 {
+                let error = (nvls_off[&bytes] - busbw) / busbw;
                 assert!(
-                    error.abs() < tolerance,
-                    "{file} {bytes} B, {model}: measured {busbw} GB/s, simulated {}",
-                    predicted[&bytes]
+                    error.abs() < 0.10,
+                    "{file} {bytes} B: measured {busbw} GB/s, NVLS off {}",
+                    nvls_off[&bytes]
                 );
             }
-            checked += 1;
         }
-        assert_eq!(checked, 11, "{file}: 4 MiB to 4 GiB");
     }
 }
 

@@ -500,6 +500,8 @@ impl Resolver<'_> {
             nic_alpha_ns: 10_000,
             kernel_floor_ns: 5_000,
             algorithm: NetworkAlgorithm::Ring,
+            nccl_launch_ns: [None; 3],
+            nccl_wire_efficiency: [None; 3],
         };
         let Some(raw) = raw else {
             return Ok(network);
@@ -515,6 +517,35 @@ impl Resolver<'_> {
             self.optional_time_us(&raw.nic_alpha_us, "network.nic_alpha_us", 10_000)?;
         network.kernel_floor_ns =
             self.optional_time_us(&raw.kernel_floor_us, "network.kernel_floor_us", 5_000)?;
+        let launches = [
+            (&raw.nccl_ll_launch_us, "network.nccl_ll_launch_us"),
+            (&raw.nccl_ll128_launch_us, "network.nccl_ll128_launch_us"),
+            (&raw.nccl_simple_launch_us, "network.nccl_simple_launch_us"),
+        ];
+        for (slot, (value, what)) in network.nccl_launch_ns.iter_mut().zip(launches) {
+            if let Some(value) = value {
+                *slot = Some(self.time_us(value, what, true)?);
+            }
+        }
+        let efficiencies = [
+            (
+                &raw.nccl_ll_wire_efficiency,
+                "network.nccl_ll_wire_efficiency",
+            ),
+            (
+                &raw.nccl_ll128_wire_efficiency,
+                "network.nccl_ll128_wire_efficiency",
+            ),
+            (
+                &raw.nccl_simple_wire_efficiency,
+                "network.nccl_simple_wire_efficiency",
+            ),
+        ];
+        for (slot, (value, what)) in network.nccl_wire_efficiency.iter_mut().zip(efficiencies) {
+            if let Some(value) = value {
+                *slot = Some(self.positive(value, what, 1.0)?);
+            }
+        }
         if let Some(algorithm) = &raw.algorithm {
             network.algorithm = match algorithm.get_ref().as_str() {
                 "ring" => NetworkAlgorithm::Ring,

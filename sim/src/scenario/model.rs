@@ -128,6 +128,12 @@ pub struct Network {
     pub kernel_floor_ns: u64,
     /// The cost model of collectives.
     pub algorithm: NetworkAlgorithm,
+    /// NCCL model: fixed cost of a kernel per protocol (LL, LL128, Simple) in place of the GPU
+    /// preset's (`crate::nccl::FabricTuning`).
+    pub nccl_launch_ns: [Option<u64>; 3],
+    /// NCCL model: fraction of the line rate a ring reaches per protocol (LL, LL128, Simple) in
+    /// place of the GPU preset's.
+    pub nccl_wire_efficiency: [Option<f64>; 3],
 }
 
 /// Host-side costs of the Python + c10d path (R1), in nanoseconds.

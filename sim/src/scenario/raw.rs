@@ -61,6 +61,12 @@ pub struct RawNetwork {
     pub nic_alpha_us: Option<Spanned<f64>>,
     pub kernel_floor_us: Option<Spanned<f64>>,
     pub algorithm: Option<Spanned<String>>,
+    pub nccl_ll_launch_us: Option<Spanned<f64>>,
+    pub nccl_ll128_launch_us: Option<Spanned<f64>>,
+    pub nccl_simple_launch_us: Option<Spanned<f64>>,
+    pub nccl_ll_wire_efficiency: Option<Spanned<f64>>,
+    pub nccl_ll128_wire_efficiency: Option<Spanned<f64>>,
+    pub nccl_simple_wire_efficiency: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]
