@@ -15,6 +15,7 @@ use crate::metrics::{self, Report};
 use serde::{Deserialize, Serialize};
 use sim::timeline::{Finding, Timeline};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::text::table;
 use std::fmt::Write as _;
 
 /// Tolerances and bounds of a diff.
@@ -700,55 +701,59 @@ pub fn render_diff(diff: &Diff) -> String {
         diff.options.tolerance_pct, diff.options.tolerance_us, diff.options.order_tie_us
     );
     let _ = writeln!(out, "\n|Δ| (B − A), times since each iteration's start:");
-    let _ = writeln!(
-        out,
-        "  {:<12} {:>8} {:>12} {:>12} {:>12}",
-        "time", "samples", "median µs", "p90 µs", "max µs"
-    );
-    for s in &diff.summary {
-        let _ = writeln!(
-            out,
-            "  {:<12} {:>8} {:>12.3} {:>12.3} {:>12.3}",
-            s.time, s.samples, s.median_abs_us, s.p90_abs_us, s.max_abs_us
-        );
-    }
+    let rows: Vec<Vec<String>> = diff
+        .summary
+        .iter()
+        .map(|s| {
+            vec![
+                s.time.to_string(),
+                s.samples.to_string(),
+                format!("{:.3}", s.median_abs_us),
+                format!("{:.3}", s.p90_abs_us),
+                format!("{:.3}", s.max_abs_us),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["time", "samples", "median µs", "p90 µs", "max µs"],
+        &rows,
+    ));
     if !diff.worst_ops.is_empty() {
         let _ = writeln!(out, "\nworst ops (median Δ µs):");
-        let _ = writeln!(
-            out,
-            "  {:<5} {:<28} {:>12} {:>12} {:>12}",
-            "rank", "op", "host_return", "gpu_start", "gpu_end"
-        );
-        for op in &diff.worst_ops {
-            let _ = writeln!(
-                out,
-                "  {:<5} {:<28} {:>12} {:>12} {:>12}",
-                op.rank,
-                op.op,
-                fmt_time(op.host_return),
-                fmt_time(op.gpu_start),
-                fmt_time(op.gpu_end)
-            );
-        }
+        let rows: Vec<Vec<String>> = diff
+            .worst_ops
+            .iter()
+            .map(|op| {
+                vec![
+                    op.rank.to_string(),
+                    op.op.clone(),
+                    fmt_time(op.host_return),
+                    fmt_time(op.gpu_start),
+                    fmt_time(op.gpu_end),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["rank", "op", "host_return", "gpu_start", "gpu_end"],
+            &rows,
+        ));
     }
     let _ = writeln!(out, "\nmetrics (medians):");
-    let _ = writeln!(
-        out,
-        "  {:<40} {:>14} {:>14} {:>8} {:>8}",
-        "metric", "A", "B", "B/A", "error"
-    );
-    for m in &diff.metrics {
-        let _ = writeln!(
-            out,
-            "  {:<40} {:>14.3} {:>14.3} {:>8} {:>8}{}",
-            m.metric,
-            m.a,
-            m.b,
-            m.ratio.map_or("-".into(), |r| format!("{r:.3}")),
-            m.error_pct.map_or("-".into(), |e| format!("{e:.1}%")),
-            if m.exceeds { "  !" } else { "" }
-        );
-    }
+    let rows: Vec<Vec<String>> = diff
+        .metrics
+        .iter()
+        .map(|m| {
+            vec![
+                m.metric.clone(),
+                format!("{:.3}", m.a),
+                format!("{:.3}", m.b),
+                m.ratio.map_or("-".into(), |r| format!("{r:.3}")),
+                m.error_pct.map_or("-".into(), |e| format!("{e:.1}%")),
+                if m.exceeds { "!" } else { "" }.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["metric", "A", "B", "B/A", "error", "over"], &rows));
     let _ = writeln!(
         out,
         "\nordering verdicts: {}/{} pairs agree",

@@ -311,8 +311,9 @@ pub fn render_report(report: &Report) -> String {
     out
 }
 
-/// Left-aligns the first column and right-aligns the others.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+/// Left-aligns the first column and right-aligns the others; every text table of the crate
+/// goes through it.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
