@@ -684,18 +684,7 @@ impl Resolver<'_> {
                     ));
                 }
             };
-            let on = match value.get_ref() {
-                toml::Value::Integer(0) => false,
-                toml::Value::Integer(1) => true,
-                toml::Value::Boolean(b) => *b,
-                toml::Value::String(s) if s == "0" || s == "1" => s == "1",
-                other => {
-                    return Err(self.error(
-                        value.span(),
-                        format!("{} expects 0 or 1, found {other}", key.get_ref()),
-                    ))
-                }
-            };
+            let on = self.env_flag(key, value)?;
             *flag = on;
             env.raw
                 .insert(key.get_ref().clone(), u8::from(on).to_string());
@@ -761,6 +750,20 @@ impl Resolver<'_> {
         Ok(())
     }
 
+    /// A 0/1 environment variable (an integer, a boolean or the string "0"/"1").
+    fn env_flag(&self, key: &Spanned<String>, value: &Spanned<toml::Value>) -> Result<bool> {
+        match value.get_ref() {
+            toml::Value::Integer(0) => Ok(false),
+            toml::Value::Integer(1) => Ok(true),
+            toml::Value::Boolean(b) => Ok(*b),
+            toml::Value::String(s) if s == "0" || s == "1" => Ok(s == "1"),
+            other => Err(self.error(
+                value.span(),
+                format!("{} expects 0 or 1, found {other}", key.get_ref()),
+            )),
+        }
+    }
+
     /// Reads the caching allocator's variables into `env`; false if `key` is neither.
     fn allocator_env(
         &self,
@@ -770,19 +773,7 @@ impl Resolver<'_> {
     ) -> Result<bool> {
         match key.get_ref().as_str() {
             "TORCH_NCCL_AVOID_RECORD_STREAMS" => {
-                let on = match value.get_ref() {
-                    toml::Value::Integer(0) => false,
-                    toml::Value::Integer(1) => true,
-                    toml::Value::Boolean(b) => *b,
-                    other => {
-                        return Err(self.error(
-                            value.span(),
-                            format!(
-                                "TORCH_NCCL_AVOID_RECORD_STREAMS expects 0 or 1, found {other}"
-                            ),
-                        ))
-                    }
-                };
+                let on = self.env_flag(key, value)?;
                 env.avoid_record_streams = Some(on);
                 env.raw
                     .insert(key.get_ref().clone(), u8::from(on).to_string());
@@ -901,13 +892,7 @@ impl Resolver<'_> {
             "NCCL_PROTO" => {
                 env.nccl_protocols = Some(crate::nccl::parse_protocols(&text).map_err(invalid)?)
             }
-            "NCCL_NVLS_ENABLE" => {
-                env.nccl_nvls_enable = match text.trim() {
-                    "0" => false,
-                    "1" => true,
-                    _ => return Err(invalid(format!("expects 0 or 1, found {text:?}"))),
-                }
-            }
+            "NCCL_NVLS_ENABLE" => env.nccl_nvls_enable = self.env_flag(key, value)?,
             "NCCL_MIN_CTAS" | "NCCL_MAX_CTAS" => {
                 let ctas = text
                     .trim()
