@@ -12,10 +12,10 @@
 //! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
 
 use crate::metrics::{self, Report};
+use crate::text::table;
 use serde::{Deserialize, Serialize};
 use sim::timeline::{Finding, Timeline};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use crate::text::table;
 use std::fmt::Write as _;
 
 /// Tolerances and bounds of a diff.
