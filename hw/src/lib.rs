@@ -61,6 +61,8 @@ mod clock;
 mod cuda;
 mod error;
 mod exec;
+#[cfg(test)]
+mod golden;
 mod memory;
 mod nccl;
 mod options;
