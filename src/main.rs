@@ -7,6 +7,7 @@ mod diff_cmd;
 mod hw_cmd;
 mod plot;
 mod sweep;
+mod torch_cmd;
 
 use analysis::{metrics, text, trace};
 use clap::{Parser, Subcommand};
@@ -103,6 +104,37 @@ enum Command {
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
         /// Write the measured Timeline; `{rank}` in the path becomes the rank.
+        #[arg(long, value_name = "OUT.json")]
+        timeline: Option<PathBuf>,
+        /// Override a scenario value (as for `run`).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+        overrides: Vec<scenario::Override>,
+    },
+    /// Print the resolved scenario (what the simulator, `hw` and `torch` read) as JSON
+    /// (docs/torch.md).
+    Resolve {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Print JSON (the only form `resolve` prints).
+        #[arg(long, required = true)]
+        json: bool,
+        /// Override a scenario value (as for `run`).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+        overrides: Vec<scenario::Override>,
+    },
+    /// Run a scenario through real torch.distributed (NCCL backend), one process per GPU under
+    /// torchrun, and print the same report as `run` from the measured Timeline
+    /// (docs/torch.md). Needs Python with PyTorch and a GPU (exit 2 names what is missing).
+    Torch {
+        /// The scenario file (TOML).
+        file: PathBuf,
+        /// Processes (= GPUs = world size); default: the scenario's ranks, at most the GPUs.
+        #[arg(long)]
+        nproc: Option<u32>,
+        /// Print one JSON object instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Write the measured Timeline (all ranks joined).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
         /// Override a scenario value (as for `run`).
@@ -284,6 +316,24 @@ fn main() -> ExitCode {
             device,
             json,
             trace: trace.as_deref(),
+            timeline: timeline.as_deref(),
+        }),
+        Command::Resolve {
+            file,
+            json: _,
+            overrides,
+        } => torch_cmd::resolve(&file, &overrides),
+        Command::Torch {
+            file,
+            nproc,
+            json,
+            timeline,
+            overrides,
+        } => torch_cmd::torch(torch_cmd::TorchArgs {
+            file: &file,
+            overrides: &overrides,
+            nproc,
+            json,
             timeline: timeline.as_deref(),
         }),
         Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),

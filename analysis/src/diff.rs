@@ -219,6 +219,7 @@ fn side(timeline: &Timeline) -> Side {
         source: match timeline.source {
             sim::timeline::Source::Simulated => "simulated".into(),
             sim::timeline::Source::Measured => "measured".into(),
+            sim::timeline::Source::Torch => "torch".into(),
         },
         seed: timeline.scenario.seed,
         machine: timeline

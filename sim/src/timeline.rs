@@ -17,7 +17,10 @@ pub const TIMELINE_FORMAT: &str = "c10dsim-timeline/1";
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     Simulated,
+    /// Measured by the hardware backend (`hw`), the re-enactment of ProcessGroupNCCL.
     Measured,
+    /// Measured through real `torch.distributed` by the Python interpreter (`c10dsim torch`).
+    Torch,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

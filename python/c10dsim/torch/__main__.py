@@ -1,0 +1,99 @@
+"""``python -m c10dsim.torch SCENARIO.json --out DIR [--world N]``: one rank of a resolved
+scenario (``c10dsim resolve FILE --json``) through real ``torch.distributed``.
+
+Run one process per GPU under torchrun (``c10dsim torch FILE`` does it). Each process writes
+``DIR/rank<RANK>.json``. Exit status: 0 the program ran; 1 it stopped on a caught exception (a
+timed-out wait, an aborted communicator: recorded in the Timeline); 2 the scenario asks for
+something this interpreter cannot enact, or the launch does not fit it.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+# Set unless the scenario's [env] says otherwise: Works time their kernels (as the hardware
+# backend's do) and the Flight Recorder keeps every collective, so that kernel durations can be
+# read back at the end (docs/torch.md).
+MEASUREMENT_ENV = {
+    "TORCH_NCCL_ENABLE_TIMING": "1",
+    "TORCH_FR_BUFFER_SIZE": "100000",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "100000",
+}
+
+
+def export_environment(scenario, environ):
+    """Exports the scenario's [env] (as written), then the measurement's defaults where the
+    scenario is silent; returns what was set, for the Timeline's machine map."""
+    exported = {}
+    for key, value in sorted(scenario["env"]["raw"].items()):
+        environ[key] = str(value)
+        exported[key] = str(value)
+    for key, value in MEASUREMENT_ENV.items():
+        if key not in exported:
+            environ[key] = value
+            exported[key] = value
+    return exported
+
+
+def fail(message):
+    sys.stderr.write("c10dsim.torch: %s\n" % message)
+    return 2
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m c10dsim.torch", description=__doc__)
+    parser.add_argument("scenario", help="resolved scenario (c10dsim resolve FILE --json)")
+    parser.add_argument("--out", required=True, help="folder for rank<r>.json")
+    parser.add_argument("--world", type=int, default=None,
+                        help="processes launched (default: WORLD_SIZE)")
+    args = parser.parse_args(argv)
+    with open(args.scenario) as handle:
+        scenario = json.load(handle)
+    exported = export_environment(scenario, os.environ)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.world is not None and args.world != world:
+        return fail("launched with WORLD_SIZE=%d, expected --world %d" % (world, args.world))
+    if world > scenario["cluster"]["ranks"]:
+        return fail("WORLD_SIZE=%d exceeds the scenario's %d ranks" % (
+            world, scenario["cluster"]["ranks"]))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+
+    import torch  # after the environment: PyTorch and NCCL read it at import and init
+
+    from .interpreter import Interpreter, Refusal
+
+    out_path = os.path.join(args.out, "rank%d.json" % rank)
+    try:
+        interpreter = Interpreter(scenario, torch, rank, world, local_rank, out_path)
+    except Refusal as refusal:
+        return fail(str(refusal))
+    interpreter.machine.update(
+        torch=torch.__version__,
+        nccl=".".join(str(part) for part in torch.cuda.nccl.version()),
+        device=torch.cuda.get_device_name(local_rank),
+        cuda=torch.version.cuda,
+        gpus=torch.cuda.device_count(),
+        env=" ".join("%s=%s" % item for item in sorted(exported.items())),
+    )
+    if world < scenario["cluster"]["ranks"]:
+        interpreter.machine["downscale"] = (
+            "ranks 0..%d of %d launched; groups hold the launched ranks only"
+            % (world - 1, scenario["cluster"]["ranks"]))
+    interpreter.setup()
+    status = interpreter.run()
+    interpreter.finish()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if status == 0:
+        torch.distributed.destroy_process_group()
+        return 0
+    # After an error the communicators may be aborted or stuck: leave without tearing down.
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,826 @@
+"""The interpreter: one rank of a resolved scenario, run through real ``torch.distributed``.
+
+``Interpreter(scenario, torch, ...)`` takes the torch module as an argument, so that the tests
+can hand it a stand-in (``python/tests/fake_torch``). Every ``OpKind`` of the resolved scenario
+is either enacted with the PyTorch call a user would write or refused up front
+(:class:`Refusal`, exit 2). What is measured and how is in docs/torch.md.
+"""
+
+import datetime
+import importlib
+import os
+import pickle
+import random
+import signal
+import threading
+import time
+
+from . import timeline as tl
+
+DTYPES = {"f32": ("float32", 4), "bf16": ("bfloat16", 2), "f16": ("float16", 2)}
+
+# Host sleeps sleep until this long before their deadline, then spin: a plain sleep ends
+# 50-70 us late on Linux (timer slack and wake-up), as docs/hw.md measured.
+SPIN_MARGIN_NS = 200_000
+
+# The journal thread writes the Timeline so far when one op has blocked this long, so that a
+# process killed inside it (a watchdog abort) still leaves its records.
+JOURNAL_AFTER_NS = 500_000_000
+
+
+class Refusal(Exception):
+    """Something in the scenario that this interpreter cannot enact through PyTorch."""
+
+
+class GpuTime:
+    """A timing CUDA event whose host-axis time is known only once it has completed."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event):
+        self.event = event
+
+
+class CoalescedWork:
+    """The Works of one ``_coalescing_manager`` block, waited and queried together."""
+
+    def __init__(self, manager):
+        self.manager = manager
+
+    def wait(self, timeout=None):
+        for work in self.manager.works:
+            if timeout is None:
+                work.wait()
+            else:
+                work.wait(timeout)
+        return True
+
+    def is_completed(self):
+        return all(work.is_completed() for work in self.manager.works)
+
+
+class FunctionalWork:
+    """A functional collective's result: waited by ``wait_tensor`` (R30)."""
+
+    def __init__(self, funcol, result):
+        self.funcol = funcol
+        self.result = result
+
+    def wait(self, timeout=None):
+        self.funcol.wait_tensor(self.result)
+        return True
+
+    def is_completed(self):
+        return None
+
+
+def _precise_sleep(ns, clock):
+    deadline = clock() + ns
+    if ns > SPIN_MARGIN_NS:
+        time.sleep((ns - SPIN_MARGIN_NS) / 1e9)
+    while clock() < deadline:
+        pass
+
+
+class Interpreter:
+    def __init__(self, scenario, torch, rank, world, local_rank, out_path,
+                 clock=time.perf_counter_ns, wall_clock=time.time_ns):
+        self.scenario = scenario
+        self.torch = torch
+        self.dist = torch.distributed
+        self.rank = rank
+        self.world = world
+        self.local_rank = local_rank
+        self.out_path = out_path
+        self.clock = clock
+        self.origin_ns = clock()
+        self.origin_unix_ns = wall_clock()
+        self.machine = {}
+        self.findings = []
+        self.watchdog = []
+        self.timing_events = []
+        self.current = 0
+        self.works = {}
+        self.event_sources = {}
+        self.seq = {}
+        self.exit_status = 0
+        self.busy_since_ns = None
+        self.busy_op = None
+        self.lock = threading.Lock()
+        self.rng = random.Random(scenario["seed"] * 1_000_003 + rank)
+        self.members = [
+            [r for r in group["ranks"] if r < world] for group in scenario["groups"]
+        ]
+        self.refuse_what_cannot_run()
+        self.streams_info = [
+            {"name": s["name"], "kind": "default" if i == 0 else "user",
+             "high_priority": s["priority"] == "high"}
+            for i, s in enumerate(scenario["streams"])
+        ]
+        self.nccl_stream = {}
+        for index, group in enumerate(scenario["groups"]):
+            if rank in self.members[index]:
+                self.nccl_stream[index] = len(self.streams_info)
+                self.streams_info.append({
+                    "name": "nccl:" + group["name"], "kind": "nccl",
+                    "high_priority": scenario["env"]["high_priority"] or group["high_priority"],
+                })
+        self.record = tl.empty_rank(rank, self.streams_info)
+
+    # ---- refusals -------------------------------------------------------------------------
+
+    def where(self, op):
+        return "%s:%d" % (self.scenario["path"], op["line"])
+
+    def refuse_what_cannot_run(self):
+        ops = self.scenario["ops"]
+        for op in ops:
+            kind = op["kind"]
+            if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
+                    and kind["collective"] == "broadcast"):
+                raise Refusal(
+                    "%s: a coalesced broadcast cannot be issued through "
+                    "torch.distributed._coalescing_manager (it takes all_reduce, "
+                    "all_gather_into_tensor and reduce_scatter_tensor)" % self.where(op))
+        for fault in self.scenario["faults"]:
+            if not any(r < self.world for r in fault["ranks"]):
+                continue
+            kind = fault["kind"]["kind"]
+            if kind in ("async_error", "watchdog_stuck"):
+                raise Refusal(
+                    "%s: fault %r on rank(s) %s cannot be enacted through PyTorch (%s)" % (
+                        self.where(ops[fault["op"]]), kind, fault["ranks"],
+                        "NCCL offers no way to inject a network failure"
+                        if kind == "async_error"
+                        else "the watchdog thread cannot be made to hang from Python"))
+
+    # ---- time -----------------------------------------------------------------------------
+
+    def rel(self, host_ns):
+        return host_ns - self.origin_ns
+
+    def now(self):
+        return self.rel(self.clock())
+
+    def gpu_time(self, stream_index):
+        """Records a timing event on a stream; its time is resolved at the end."""
+        event = self.torch.cuda.Event(enable_timing=True)
+        event.record(self.streams[stream_index])
+        self.timing_events.append(event)
+        return GpuTime(event)
+
+    def anchor(self):
+        """The tightest of eight (host before record, host after synchronize) brackets of a
+        timing event on an idle stream: its midpoint and half-width (docs/hw.md)."""
+        best = None
+        for _ in range(8):
+            event = self.torch.cuda.Event(enable_timing=True)
+            before = self.clock()
+            event.record(self.anchor_stream)
+            event.synchronize()
+            after = self.clock()
+            if best is None or after - before < best[2] - best[1]:
+                best = (event, before, after)
+        event, before, after = best
+        return event, self.rel((before + after) // 2), (after - before) // 2
+
+    def resolve(self, value, final):
+        """Host-axis ns of a GpuTime (None while its event has not completed)."""
+        if not isinstance(value, GpuTime):
+            return value
+        if not final and not value.event.query():
+            return None
+        elapsed_ns = self.start_anchor[0].elapsed_time(value.event) * 1e6
+        return int(self.start_anchor[1] + elapsed_ns * self.drift_scale)
+
+    # ---- setup ----------------------------------------------------------------------------
+
+    def setup(self):
+        torch, dist, scenario = self.torch, self.dist, self.scenario
+        torch.cuda.set_device(self.local_rank)
+        self.device = torch.device("cuda", self.local_rank)
+        self.streams = [torch.cuda.current_stream()]
+        for stream in scenario["streams"][1:]:
+            self.streams.append(
+                torch.cuda.Stream(priority=-1 if stream["priority"] == "high" else 0))
+        self.anchor_stream = torch.cuda.Stream()
+        world_group = scenario["groups"][0]
+        init_start = self.clock()
+        dist.init_process_group(
+            backend="nccl", rank=self.rank, world_size=self.world,
+            timeout=datetime.timedelta(microseconds=world_group["timeout_ns"] // 1000),
+            device_id=self.device if world_group["eager_init"] else None,
+            pg_options=self.pg_options(world_group))
+        self.machine["init_process_group_ns"] = self.clock() - init_start
+        self.groups = [dist.group.WORLD]
+        for index, group in enumerate(scenario["groups"][1:], start=1):
+            pg = dist.new_group(
+                ranks=self.members[index],
+                timeout=datetime.timedelta(microseconds=group["timeout_ns"] // 1000),
+                pg_options=self.pg_options(group))
+            self.groups.append(pg)
+        self.funcol = importlib.import_module("torch.distributed._functional_collectives")
+        self.tensors = {}
+        for index, tensor in enumerate(scenario["tensors"]):
+            if not tensor["dynamic"]:
+                self.tensors[index] = self.allocate(tensor, fill=True)
+        self.gemm_operands = {}
+        self.buckets = {}
+        for op in scenario["ops"]:
+            kind = op["kind"]
+            if kind["kind"] == "gemm":
+                self.gemm_operand(kind)
+            if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
+                self.buckets[op["index"]] = self.bucket_buffers(kind)
+        self.calibrate_sleep()
+        torch.cuda.synchronize()
+        self.start_anchor = self.anchor()
+        self.drift_scale = 1.0
+
+    def pg_options(self, group):
+        if not group["high_priority"]:
+            return None
+        options = self.dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = True
+        return options
+
+    def dtype(self, name):
+        return getattr(self.torch, DTYPES[name][0])
+
+    def allocate(self, tensor, fill=False):
+        numel = max(1, tensor["size_bytes"] // DTYPES[tensor["dtype"]][1])
+        make = self.torch.ones if fill else self.torch.empty
+        return [make(numel, dtype=self.dtype(tensor["dtype"]), device=self.device)
+                for _ in range(tensor["count"])]
+
+    def gemm_operand(self, kind):
+        key = (kind["m"], kind["n"], kind["k"], kind["dtype"])
+        if key not in self.gemm_operands:
+            dtype = self.dtype(kind["dtype"])
+            a = self.torch.randn(kind["m"], kind["k"], dtype=dtype, device=self.device)
+            b = self.torch.randn(kind["k"], kind["n"], dtype=dtype, device=self.device)
+            c = self.torch.empty(kind["m"], kind["n"], dtype=dtype, device=self.device)
+            self.gemm_operands[key] = (a, b, c)
+        return self.gemm_operands[key]
+
+    def bucket_buffers(self, kind):
+        tensor = self.scenario["tensors"][kind["tensor"]]
+        size, count = tensor["size_bytes"], tensor["count"]
+        per_bucket = max(1, kind["batch"]["cap_bytes"] // size)
+        sizes = [per_bucket * size] * (count // per_bucket)
+        if count % per_bucket:
+            sizes.append((count % per_bucket) * size)
+        element = DTYPES[tensor["dtype"]][1]
+        return [self.torch.ones(max(1, s // element), dtype=self.dtype(tensor["dtype"]),
+                                device=self.device) for s in sizes]
+
+    def calibrate_sleep(self):
+        """``torch.cuda._sleep`` counts cycles: one timed million-cycle sleep (after a warm-up)
+        gives the cycles per ns used for every later sleep."""
+        cycles = 1_000_000
+        for _ in range(2):
+            start = self.torch.cuda.Event(enable_timing=True)
+            end = self.torch.cuda.Event(enable_timing=True)
+            start.record(self.streams[0])
+            self.torch.cuda._sleep(cycles)
+            end.record(self.streams[0])
+            end.synchronize()
+            elapsed_ns = start.elapsed_time(end) * 1e6
+        self.cycles_per_ns = cycles / max(elapsed_ns, 1.0)
+        self.machine["sleep_cycles_per_us"] = "%.1f" % (self.cycles_per_ns * 1000)
+
+    def sleep_gpu(self, duration_ns):
+        self.torch.cuda._sleep(max(1, int(duration_ns * self.cycles_per_ns)))
+
+    # ---- the program ----------------------------------------------------------------------
+
+    def run(self):
+        """Runs every iteration; returns the process's exit status (0, or 1 after a caught
+        exception)."""
+        scenario = self.scenario
+        journal = threading.Thread(target=self.journal_loop, daemon=True)
+        journal.start()
+        iterations = scenario["warmup"] + scenario["repeat"]
+        try:
+            for iteration in range(iterations):
+                self.set_current(0)
+                for op in scenario["ops"]:
+                    if op["ranks"] is not None and self.rank not in op["ranks"]:
+                        continue
+                    if not self.step(op, iteration):
+                        return self.exit_status
+        finally:
+            self.busy_since_ns = None
+        return self.exit_status
+
+    def set_current(self, stream):
+        if stream != self.current or stream == 0:
+            self.torch.cuda.set_stream(self.streams[stream])
+            self.current = stream
+
+    def step(self, op, iteration):
+        """One op of one iteration; False once the program has stopped."""
+        if op["stream"] != self.current and op["kind"]["kind"] != "set_stream":
+            self.set_current(op["stream"])
+        for perturbation in self.scenario["perturbations"]:
+            if (self.rank in perturbation["ranks"] and perturbation["before_op"] == op["index"]
+                    and (perturbation["iterations"] is None
+                         or iteration in perturbation["iterations"])):
+                self.perturb(perturbation, op, iteration)
+        fault = self.fault_at(op, iteration)
+        if fault is not None and not self.enact_fault(fault, op, iteration):
+            return False
+        self.busy_op = op
+        self.busy_since_ns = self.clock()
+        try:
+            getattr(self, "op_" + op["kind"]["kind"])(op, op["kind"], iteration)
+        except Refusal:
+            raise
+        except Exception as error:  # a timed-out wait, an aborted communicator
+            self.caught(op, iteration, error)
+            return False
+        finally:
+            self.busy_since_ns = None
+        return True
+
+    def host(self, op, iteration, start_ns, end_ns):
+        self.record["host"].append({"iteration": iteration, "op": op["index"],
+                                    "start_ns": self.rel(start_ns), "end_ns": self.rel(end_ns)})
+
+    def kernel(self, op, iteration, stream, kind_class, enqueue_ns, start, end):
+        self.record["kernels"].append({
+            "iteration": iteration, "op": op["index"], "stream": stream, "class": kind_class,
+            "enqueue_ns": self.rel(enqueue_ns), "start_ns": start, "end_ns": end})
+
+    def perturb(self, perturbation, op, iteration):
+        host_ns = tl.draw_delay_ns(perturbation["host_delay"], self.rng)
+        gpu_ns = tl.draw_delay_ns(perturbation["gpu_delay"], self.rng)
+        if host_ns:
+            _precise_sleep(host_ns, self.clock)
+        if gpu_ns:
+            start = self.gpu_time(self.current)
+            enqueue = self.clock()
+            self.sleep_gpu(gpu_ns)
+            end = self.gpu_time(self.current)
+            self.kernel(op, iteration, self.current, "sleep", enqueue, start, end)
+
+    # ---- faults ---------------------------------------------------------------------------
+
+    def fault_at(self, op, iteration):
+        for fault in self.scenario["faults"]:
+            if (self.rank in fault["ranks"] and fault["op"] == op["index"]
+                    and fault["iteration"] == iteration):
+                return fault
+        return None
+
+    def enact_fault(self, fault, op, iteration):
+        """Enacts a fault before ``op``; False when the program stops here."""
+        kind = fault["kind"]["kind"]
+        name = tl.display_name(op)
+        self.watchdog.append(tl.watchdog_record(
+            self.rank, "fault", self.now(),
+            "[Rank %d] fault: %s before %s (line %d, iteration %d)" % (
+                self.rank, kind, name, op["line"], iteration)))
+        if kind == "skip":
+            return True
+        if kind == "mismatch":
+            self.issue_mismatch(fault["kind"], op)
+            return True
+        if kind == "die":
+            self.exit_status = -signal.SIGKILL
+            self.watchdog.append(tl.watchdog_record(
+                self.rank, "exit", self.now(),
+                "[Rank %d] the process is killed (SIGKILL) before %s" % (self.rank, name)))
+            self.write(final=False)
+            os.kill(os.getpid(), signal.SIGKILL)
+        # hang: the host never reaches the op; the process stays until the group's timeout
+        # has long passed or the launcher kills it.
+        self.write(final=False)
+        time.sleep(self.scenario["groups"][0]["timeout_ns"] / 1e9 + 60.0)
+        self.exit_status = 1
+        return False
+
+    def issue_mismatch(self, fault_kind, op):
+        group = self.groups[op["kind"]["group"]]
+        element = DTYPES["f32"][1]
+        numel = max(1, fault_kind["size_bytes"] // element)
+        buffer = self.torch.ones(numel, dtype=self.torch.float32, device=self.device)
+        self.issue(fault_kind["collective"], buffer, group, op["kind"]["group"], True)
+
+    def caught(self, op, iteration, error):
+        at = self.now()
+        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        kind = op["kind"]
+        if kind["kind"] == "wait" and (kind["timeout_ns"] is not None
+                                       or self.scenario["env"]["blocking_wait"]):
+            finding, event = "wait_timeout", "wait_timeout"
+        elif "timeout" in message.lower() or "timed out" in message.lower():
+            finding, event = "watchdog_timeout", "timeout"
+        else:
+            finding, event = "async_error", "async_error"
+        text = "[Rank %d] %s raised %s at %s (line %d): %s" % (
+            self.rank, tl.display_name(op), type(error).__name__, iteration, op["line"],
+            message)
+        self.findings.append(tl.finding(finding, self.rank, iteration, op["index"], text))
+        self.watchdog.append(tl.watchdog_record(self.rank, event, at, text))
+        self.exit_status = 1
+
+    # ---- collectives ----------------------------------------------------------------------
+
+    def issue(self, collective, buffer, group, group_index, async_op):
+        dist = self.dist
+        n = len(self.members[group_index])
+        if collective == "all_reduce":
+            return dist.all_reduce(buffer, group=group, async_op=async_op)
+        if collective == "broadcast":
+            return dist.broadcast(buffer, src=self.members[group_index][0], group=group,
+                                  async_op=async_op)
+        chunk = buffer.numel() // n
+        position = self.members[group_index].index(self.rank)
+        whole = buffer.narrow(0, 0, chunk * n)
+        mine = buffer.narrow(0, position * chunk, chunk)
+        if collective == "all_gather":
+            return dist.all_gather_into_tensor(whole, mine, group=group, async_op=async_op)
+        return dist.reduce_scatter_tensor(mine, whole, group=group, async_op=async_op)
+
+    def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
+                          end_ns, ready):
+        self.seq[group_index] = self.seq.get(group_index, 0) + 1
+        record = {
+            "iteration": iteration, "op": op["index"], "group": group_index,
+            "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,
+            "call_stream": self.current, "run_stream": self.nccl_stream[group_index],
+            "host_start_ns": self.rel(start_ns), "host_end_ns": self.rel(end_ns),
+            "input_ready_ns": ready, "kernel_start_ns": None, "data_start_ns": None,
+            "end_ns": None, "last_rank": None, "wait": None,
+        }
+        self.record["collectives"].append(record)
+        return record
+
+    def implicit_wait(self, op, record):
+        """``async_op=False``: the call returns once the current stream waits for the kernel;
+        released when that stream passes the call."""
+        record["wait"] = {
+            "op": op["index"], "host_start_ns": record["host_start_ns"],
+            "host_end_ns": record["host_end_ns"], "stream": self.current,
+            "released_ns": self.gpu_time(self.current), "completed_at_return": None,
+        }
+
+    def op_collective(self, op, kind, iteration):
+        group_index = kind["group"]
+        group = self.groups[group_index]
+        tensor = self.scenario["tensors"][kind["tensor"]]
+        batch = kind["batch"]["batch"]
+        async_op = kind["async_op"]
+        entries = []
+        if tl.is_functional(self.scenario, op):
+            ready = self.gpu_time(self.current)
+            start = self.clock()
+            result = self.funcol.all_reduce(self.tensors[kind["tensor"]][0], "sum", group)
+            end = self.clock()
+            record = self.collective_record(op, iteration, group_index, tensor["size_bytes"],
+                                            True, start, end, ready)
+            entries.append((FunctionalWork(self.funcol, result), record))
+        elif batch == "coalesced":
+            buffers = self.tensors[kind["tensor"]]
+            ready = self.gpu_time(self.current)
+            start = self.clock()
+            with self.dist._coalescing_manager(group=group, device=self.device,
+                                               async_ops=async_op) as manager:
+                for buffer in buffers:
+                    self.issue(kind["collective"], buffer, group, group_index, False)
+            end = self.clock()
+            record = self.collective_record(op, iteration, group_index,
+                                            tensor["size_bytes"] * tensor["count"], async_op,
+                                            start, end, ready)
+            entries.append((CoalescedWork(manager), record))
+        else:
+            buffers = (self.buckets[op["index"]] if batch == "bucketed"
+                       else self.tensors[kind["tensor"]])
+            element = DTYPES[tensor["dtype"]][1]
+            first_start = None
+            for buffer in buffers:
+                ready = self.gpu_time(self.current)
+                start = self.clock()
+                work = self.issue(kind["collective"], buffer, group, group_index, async_op)
+                end = self.clock()
+                first_start = first_start if first_start is not None else start
+                record = self.collective_record(op, iteration, group_index,
+                                                buffer.numel() * element, async_op, start,
+                                                end, ready)
+                entries.append((work, record))
+            start = first_start
+        self.host(op, iteration, start, end)
+        for work, record in entries:
+            if async_op:
+                continue
+            self.implicit_wait(op, record)
+        if kind["work"] is not None and async_op:
+            self.works[kind["work"]] = entries
+
+    def op_barrier(self, op, kind, iteration):
+        group_index = kind["group"]
+        ready = self.gpu_time(self.current)
+        start = self.clock()
+        self.dist.barrier(group=self.groups[group_index], device_ids=[self.local_rank])
+        end = self.clock()
+        self.host(op, iteration, start, end)
+        record = self.collective_record(op, iteration, group_index, 1, False, start, end,
+                                        ready)
+        self.implicit_wait(op, record)
+
+    def op_wait(self, op, kind, iteration):
+        entries = self.works.get(kind["work"], [])
+        timeout = None
+        if kind["timeout_ns"] is not None:
+            timeout = datetime.timedelta(microseconds=kind["timeout_ns"] // 1000)
+        start = self.clock()
+        for work, _ in entries:
+            if timeout is None:
+                work.wait()
+            else:
+                work.wait(timeout)
+        end = self.clock()
+        released = self.gpu_time(self.current)
+        completed = [work.is_completed() for work, _ in entries]
+        self.host(op, iteration, start, end)
+        for (work, record), done in zip(entries, completed):
+            record["wait"] = {
+                "op": op["index"], "host_start_ns": self.rel(start),
+                "host_end_ns": self.rel(end), "stream": self.current,
+                "released_ns": released, "completed_at_return": done,
+            }
+
+    def op_is_completed(self, op, kind, iteration):
+        entries = self.works.get(kind["work"], [])
+        start = self.clock()
+        answers = [work.is_completed() for work, _ in entries]
+        end = self.clock()
+        self.host(op, iteration, start, end)
+        self.record["queries"].append({
+            "iteration": iteration, "op": op["index"], "host_ns": self.rel(start),
+            "completed": all(bool(a) for a in answers)})
+
+    # ---- streams, events, synchronisation -------------------------------------------------
+
+    def op_set_stream(self, op, kind, iteration):
+        start = self.clock()
+        self.torch.cuda.set_stream(self.streams[kind["stream"]])
+        end = self.clock()
+        self.current = kind["stream"]
+        self.host(op, iteration, start, end)
+
+    def user_event(self, index):
+        if not hasattr(self, "events"):
+            self.events = {}
+        if index not in self.events:
+            self.events[index] = self.torch.cuda.Event()
+        return self.events[index]
+
+    def op_record_event(self, op, kind, iteration):
+        event = self.user_event(kind["event"])
+        start = self.clock()
+        event.record(self.streams[self.current])
+        end = self.clock()
+        self.event_sources[kind["event"]] = (self.current, self.gpu_time(self.current))
+        self.host(op, iteration, start, end)
+
+    def op_wait_event(self, op, kind, iteration):
+        event = self.user_event(kind["event"])
+        start = self.clock()
+        self.streams[self.current].wait_event(event)
+        end = self.clock()
+        released = self.gpu_time(self.current)
+        self.host(op, iteration, start, end)
+        if kind["event"] in self.event_sources:
+            source_stream, fired = self.event_sources[kind["event"]]
+            self.record["stream_waits"].append({
+                "iteration": iteration, "op": op["index"], "source_stream": source_stream,
+                "source_ns": fired, "waiting_stream": self.current, "released_ns": released})
+
+    def op_event_sync(self, op, kind, iteration):
+        event = self.user_event(kind["event"])
+        start = self.clock()
+        event.synchronize()
+        self.host(op, iteration, start, self.clock())
+
+    def op_stream_sync(self, op, kind, iteration):
+        stream = self.streams[kind["stream"]]
+        start = self.clock()
+        stream.synchronize()
+        self.host(op, iteration, start, self.clock())
+
+    def op_device_sync(self, op, kind, iteration):
+        start = self.clock()
+        self.torch.cuda.synchronize()
+        self.host(op, iteration, start, self.clock())
+
+    def op_item(self, op, kind, iteration):
+        element = self.tensors[kind["tensor"]][0].view(-1)[:1]
+        start = self.clock()
+        element.item()
+        self.host(op, iteration, start, self.clock())
+
+    # ---- kernels, host work, marks, memory ------------------------------------------------
+
+    def launch(self, op, iteration, kind_class, launch):
+        start_event = self.gpu_time(self.current)
+        start = self.clock()
+        launch()
+        end = self.clock()
+        end_event = self.gpu_time(self.current)
+        self.host(op, iteration, start, end)
+        self.kernel(op, iteration, self.current, kind_class, start, start_event, end_event)
+
+    def op_gemm(self, op, kind, iteration):
+        a, b, c = self.gemm_operand(kind)
+        self.launch(op, iteration, "compute", lambda: self.torch.matmul(a, b, out=c))
+
+    def op_kernel(self, op, kind, iteration):
+        self.launch(op, iteration, "compute", lambda: self.sleep_gpu(kind["duration_ns"]))
+
+    def op_gpu_sleep(self, op, kind, iteration):
+        self.launch(op, iteration, "sleep", lambda: self.sleep_gpu(kind["duration_ns"]))
+
+    def op_host_sleep(self, op, kind, iteration):
+        start = self.clock()
+        _precise_sleep(kind["duration_ns"], self.clock)
+        self.host(op, iteration, start, self.clock())
+
+    def op_mark(self, op, kind, iteration):
+        start = self.clock()
+        gpu = self.gpu_time(self.current)
+        end = self.clock()
+        self.host(op, iteration, start, end)
+        self.record["marks"].append({"iteration": iteration, "mark": kind["mark"],
+                                     "host_ns": self.rel(start), "gpu_ns": gpu})
+
+    def op_alloc(self, op, kind, iteration):
+        tensor = self.scenario["tensors"][kind["tensor"]]
+        start = self.clock()
+        self.tensors[kind["tensor"]] = self.allocate(tensor)
+        self.host(op, iteration, start, self.clock())
+
+    def op_free(self, op, kind, iteration):
+        start = self.clock()
+        self.tensors.pop(kind["tensor"], None)
+        self.host(op, iteration, start, self.clock())
+
+    # ---- the end --------------------------------------------------------------------------
+
+    def finish(self):
+        """Drains the GPU (unless the program stopped on an error) and takes the end anchor,
+        which gives the GPU clock's drift against the host's."""
+        if self.exit_status == 0:
+            self.torch.cuda.synchronize()
+            end_anchor = self.anchor()
+            host_span = end_anchor[1] - self.start_anchor[1]
+            gpu_span = self.start_anchor[0].elapsed_time(end_anchor[0]) * 1e6
+            if gpu_span > 0:
+                self.drift_scale = host_span / gpu_span
+            self.machine["gpu_clock_drift_ppm"] = "%.2f" % ((1.0 / self.drift_scale - 1) * 1e6)
+            self.machine["clock_alignment_uncertainty_ns"] = max(
+                self.start_anchor[2], end_anchor[2])
+        else:
+            self.machine["clock_alignment_uncertainty_ns"] = self.start_anchor[2]
+        stats = self.torch.cuda.memory_stats()
+        self.record["memory"] = {
+            "peak_reserved_bytes": int(self.torch.cuda.max_memory_reserved()),
+            "peak_allocated_bytes": int(self.torch.cuda.max_memory_allocated()),
+            "cache_releases": int(stats.get("num_alloc_retries", 0)),
+        }
+        self.durations = self.kernel_durations()
+        if self.exit_status != 0:
+            self.watchdog.append(tl.watchdog_record(
+                self.rank, "exit", self.now(),
+                "[Rank %d] the program stopped on the exception; exit status %d" % (
+                    self.rank, self.exit_status)))
+        self.write(final=self.exit_status == 0)
+
+    def kernel_durations(self):
+        """Per group, the NCCL kernel durations (ns) of its collectives in call order, from
+        the Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1);
+        empty where the dump is not available."""
+        try:
+            dump = pickle.loads(self.torch._C._distributed_c10d._dump_nccl_trace())
+        except Exception as error:  # the private API moved or the recorder is off
+            self.machine["kernel_durations"] = "unavailable (%s)" % type(error).__name__
+            return {}
+        names = {}
+        for index, group in enumerate(self.groups):
+            if group is not None and index in self.nccl_stream:
+                names[str(getattr(group, "group_name", index))] = index
+        durations = {}
+        for entry in sorted(dump.get("entries", []), key=lambda e: e.get("record_id", 0)):
+            if entry.get("is_p2p"):
+                continue
+            group = entry.get("process_group", ("",))[0]
+            duration = entry.get("duration_ms")
+            if group in names and duration is not None:
+                durations.setdefault(names[group], {})[entry.get("collective_seq_id")] = \
+                    int(duration * 1e6)
+        self.machine["kernel_durations"] = "Flight Recorder duration_ms"
+        return durations
+
+    def resolved_rank(self, final):
+        """The rank's records with every GPU time on the host axis; records whose events have
+        not completed (the work never ran) are left out, as the simulator leaves out work that
+        never happened."""
+        def resolve_all(record):
+            out = {}
+            for key, value in record.items():
+                value = self.resolve(value, final)
+                if value is None and key in ("start_ns", "end_ns", "gpu_ns", "source_ns",
+                                             "released_ns", "input_ready_ns"):
+                    return None
+                out[key] = value
+            return out
+
+        rank = dict(self.record)
+        for key in ("kernels", "marks", "stream_waits"):
+            rank[key] = [r for r in map(resolve_all, list(self.record[key])) if r is not None]
+        rank["host"] = list(self.record["host"])
+        rank["queries"] = list(self.record["queries"])
+        collectives = []
+        kernels = rank["kernels"]
+        previous_end = {}
+        durations = getattr(self, "durations", {})
+        for record in list(self.record["collectives"]):
+            record = dict(record)
+            record["input_ready_ns"] = self.resolve(record["input_ready_ns"], final)
+            wait = dict(record["wait"]) if record["wait"] else None
+            if wait is not None:
+                wait["released_ns"] = self.resolve(wait["released_ns"], final)
+                if wait["released_ns"] is None:
+                    wait = None
+            if record["input_ready_ns"] is None:
+                continue
+            group = record["group"]
+            start = max(record["input_ready_ns"], previous_end.get(group, 0),
+                        record["host_start_ns"])
+            duration = durations.get(group, {}).get(record["seq"])
+            if duration is not None:
+                end = start + duration
+            elif wait is not None:
+                end = max(start, wait["released_ns"])
+            else:
+                continue
+            previous_end[group] = end
+            record.update(kernel_start_ns=start, data_start_ns=start, end_ns=end)
+            if wait is not None and wait["completed_at_return"] is None:
+                wait["completed_at_return"] = end <= wait["host_end_ns"]
+            record["wait"] = wait
+            collectives.append(record)
+            kernels.append({
+                "iteration": record["iteration"], "op": record["op"],
+                "stream": record["run_stream"], "class": "communication",
+                "enqueue_ns": record["host_start_ns"], "start_ns": start, "end_ns": end})
+            rank["stream_waits"].append({
+                "iteration": record["iteration"], "op": record["op"],
+                "source_stream": record["call_stream"], "source_ns": record["input_ready_ns"],
+                "waiting_stream": record["run_stream"], "released_ns": start})
+            if wait is not None:
+                rank["stream_waits"].append({
+                    "iteration": record["iteration"], "op": wait["op"],
+                    "source_stream": record["run_stream"], "source_ns": end,
+                    "waiting_stream": wait["stream"], "released_ns": wait["released_ns"]})
+        kernels.sort(key=lambda k: k["enqueue_ns"])
+        rank["stream_waits"].sort(key=lambda w: w["released_ns"])
+        rank["collectives"] = collectives
+        return rank
+
+    def timeline(self, final):
+        machine = dict(self.machine)
+        machine.update(
+            backend="c10dsim.torch", rank=self.rank, world=self.world,
+            host_origin_unix_ns=self.origin_unix_ns, exit_status=self.exit_status,
+            journal="final" if final else "partial (written before the process could end "
+                                          "normally)")
+        return tl.timeline(self.scenario, machine, self.resolved_rank(final),
+                           list(self.findings), list(self.watchdog))
+
+    def write(self, final):
+        import json
+
+        with self.lock:
+            document = self.timeline(final)
+            temporary = self.out_path + ".tmp"
+            with open(temporary, "w") as handle:
+                json.dump(document, handle, separators=(",", ":"))
+            os.replace(temporary, self.out_path)
+
+    def journal_loop(self):
+        """Writes the Timeline so far once when an op has blocked for JOURNAL_AFTER_NS."""
+        written_for = None
+        while True:
+            time.sleep(0.1)
+            since = self.busy_since_ns
+            if since is None or self.clock() - since < JOURNAL_AFTER_NS:
+                continue
+            if written_for == since:
+                continue
+            written_for = since
+            try:
+                self.write(final=False)
+            except Exception:  # the main thread finished meanwhile; its write wins
+                continue

@@ -1,0 +1,218 @@
+"""The Timeline's JSON (docs/timeline-format.md, ``c10dsim-timeline/1``) built from a resolved
+scenario: the header, the op table and the record shapes. Pure Python; no torch.
+
+Field names and order follow ``sim/src/timeline.rs``; the Rust side parses the result with
+``serde_json::from_str::<Timeline>``.
+"""
+
+import math
+
+TIMELINE_FORMAT = "c10dsim-timeline/1"
+
+# The Python call the interpreter makes for each op key: the Timeline's ``host_name``.
+TORCH_CALLS = {
+    "all_reduce": "torch.distributed.all_reduce",
+    "all_gather": "torch.distributed.all_gather_into_tensor",
+    "reduce_scatter": "torch.distributed.reduce_scatter_tensor",
+    "broadcast": "torch.distributed.broadcast",
+    "barrier": "torch.distributed.barrier",
+    "wait": "Work.wait",
+    "is_completed": "Work.is_completed",
+    "set_stream": "torch.cuda.set_stream",
+    "record_event": "torch.cuda.Event.record",
+    "wait_event": "torch.cuda.Stream.wait_event",
+    "event_sync": "torch.cuda.Event.synchronize",
+    "stream_sync": "torch.cuda.Stream.synchronize",
+    "device_sync": "torch.cuda.synchronize",
+    "item": "torch.Tensor.item",
+    "gemm": "torch.matmul",
+    "kernel": "torch.cuda._sleep",
+    "gpu_sleep": "torch.cuda._sleep",
+    "host_sleep": "time.sleep",
+    "mark": "mark (perf_counter_ns + torch.cuda.Event.record)",
+    "alloc": "torch.empty",
+    "free": "del",
+}
+
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+def op_key(kind):
+    """The scenario key of a resolved op kind (``OpKind::key``)."""
+    if kind["kind"] == "collective":
+        return kind["collective"]
+    return kind["kind"]
+
+
+def display_name(op):
+    """The op's label, or ``key#index``."""
+    if op.get("label"):
+        return op["label"]
+    return "%s#%d" % (op_key(op["kind"]), op["index"])
+
+
+def is_functional(scenario, op):
+    """Whether a collective op is a functional collective (R30): its Work is the
+    ``wait_tensor(<result>)`` the resolver made for it."""
+    kind = op["kind"]
+    work = kind.get("work")
+    return (
+        kind["kind"] == "collective"
+        and work is not None
+        and scenario["works"][work].startswith("wait_tensor(")
+    )
+
+
+def host_name(scenario, op):
+    if is_functional(scenario, op):
+        return "torch.distributed._functional_collectives.all_reduce"
+    if op["kind"]["kind"] == "wait" and scenario["works"][op["kind"]["work"]].startswith(
+        "wait_tensor("
+    ):
+        return "torch.distributed._functional_collectives.wait_tensor"
+    if op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced":
+        return "torch.distributed._coalescing_manager"
+    return TORCH_CALLS[op_key(op["kind"])]
+
+
+def kernel_name(op):
+    """The kernel an op launches, as far as the interpreter knows it: NCCL picks its own
+    kernel, so collectives name the collective only."""
+    kind = op["kind"]
+    key = op_key(kind)
+    if kind["kind"] == "collective":
+        return "nccl:" + key
+    if key == "barrier":
+        return "nccl:barrier"
+    if key == "gemm":
+        return "gemm_%s_%dx%dx%d" % (kind["dtype"], kind["m"], kind["n"], kind["k"])
+    if key in ("kernel", "gpu_sleep"):
+        return "cuda_sleep"
+    return None
+
+
+def op_table(scenario):
+    return [
+        {
+            "index": op["index"],
+            "name": display_name(op),
+            "key": op_key(op["kind"]),
+            "line": op["line"],
+            "kernel_name": kernel_name(op),
+            "host_name": host_name(scenario, op),
+        }
+        for op in scenario["ops"]
+    ]
+
+
+def scenario_info(scenario):
+    marks = scenario["marks"]
+    measures = scenario["measures"]
+    return {
+        "name": scenario["name"],
+        "path": scenario["path"],
+        "source_hash": scenario["source_hash"],
+        "seed": scenario["seed"],
+        "torch": scenario["torch"],
+        "repeat": scenario["repeat"],
+        "warmup": scenario["warmup"],
+        "ranks": scenario["cluster"]["ranks"],
+        "measures": [
+            {
+                "name": m["name"],
+                "from": marks[m["from"]],
+                "to": marks[m["to"]],
+                "clock": m["clock"],
+            }
+            for m in measures
+        ],
+        "overlaps": [
+            [
+                o["name"],
+                measures[o["compute"]]["name"],
+                measures[o["comm"]]["name"],
+                measures[o["both"]]["name"],
+            ]
+            for o in scenario["overlaps"]
+        ],
+        "marks": list(marks),
+        "groups": [g["name"] for g in scenario["groups"]],
+    }
+
+
+def empty_rank(rank, streams):
+    return {
+        "rank": rank,
+        "streams": streams,
+        "host": [],
+        "kernels": [],
+        "collectives": [],
+        "marks": [],
+        "stream_waits": [],
+        "queries": [],
+        "memory": {
+            "peak_reserved_bytes": 0,
+            "peak_allocated_bytes": 0,
+            "cache_releases": 0,
+        },
+        "cache_releases": [],
+        "races": [],
+    }
+
+
+def timeline(scenario, machine, rank_record, findings, watchdog):
+    return {
+        "format": TIMELINE_FORMAT,
+        "source": "torch",
+        "scenario": scenario_info(scenario),
+        "machine": {key: str(value) for key, value in sorted(machine.items())},
+        "ops": op_table(scenario),
+        "ranks": [rank_record],
+        "findings": findings,
+        "watchdog": watchdog,
+    }
+
+
+def finding(kind, rank, iteration, op, message):
+    return {
+        "kind": kind,
+        "rank": rank,
+        "iteration": iteration,
+        "op": op,
+        "stream": None,
+        "message": message,
+    }
+
+
+def watchdog_record(rank, event, at_ns, message, thread="main", group=None):
+    return {
+        "rank": rank,
+        "group": group,
+        "thread": thread,
+        "event": event,
+        "at_ns": at_ns,
+        "message": message,
+    }
+
+
+def draw_delay_ns(delay, rng):
+    """A perturbation's delay (``sim::random::Delay``) in ns, drawn from ``rng`` (a
+    ``random.Random``). The draws are the interpreter's own, not the simulator's sequence."""
+    distribution = delay["distribution"]
+    if distribution == "fixed":
+        return delay["ns"]
+    if distribution == "normal":
+        value = rng.gauss(delay["mean_ns"], delay["std_ns"])
+    elif distribution == "lognormal":
+        mean, std = delay["mean_ns"], delay["std_ns"]
+        sigma2 = math.log(1.0 + (std * std) / (mean * mean))
+        value = rng.lognormvariate(math.log(mean) - sigma2 / 2.0, math.sqrt(sigma2))
+    elif distribution == "exponential":
+        value = rng.expovariate(1.0 / delay["mean_ns"])
+    elif distribution == "gamma":
+        value = rng.gammavariate(delay["shape"], delay["scale_ns"])
+    elif distribution == "uniform":
+        value = rng.uniform(delay["min_ns"], delay["max_ns"])
+    else:
+        raise ValueError("unknown delay distribution %r" % distribution)
+    return max(0, int(value))

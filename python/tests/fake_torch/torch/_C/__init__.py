@@ -1,0 +1,1 @@
+from . import _distributed_c10d  # noqa: F401

@@ -1,0 +1,81 @@
+"""A stand-in for the parts of PyTorch that c10dsim.torch calls, for tests without torch or a
+GPU. Every call is appended to ``CALLS`` (and, when ``FAKE_TORCH_LOG`` names a file, written
+there as one JSON line) so tests can check what was dispatched. GPU events read the host clock:
+a "kernel" takes no time. ``FAKE_TORCH_WAIT_RAISES=1`` makes every ``Work.wait`` raise the
+timeout error PyTorch raises.
+"""
+
+import json
+import os
+
+from . import cuda, distributed, version  # noqa: F401
+
+__version__ = "0.0-fake"
+
+CALLS = []
+
+float32 = "float32"
+bfloat16 = "bfloat16"
+float16 = "float16"
+
+
+def log(name, *args):
+    CALLS.append((name,) + args)
+    path = os.environ.get("FAKE_TORCH_LOG")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(json.dumps([name] + [str(a) for a in args]) + "\n")
+
+
+class device:
+    def __init__(self, kind, index):
+        self.kind = kind
+        self.index = index
+
+
+class Tensor:
+    def __init__(self, numel, dtype):
+        self._numel = numel
+        self.dtype = dtype
+
+    def numel(self):
+        return self._numel
+
+    def narrow(self, dim, start, length):
+        return Tensor(length, self.dtype)
+
+    def view(self, *shape):
+        return self
+
+    def __getitem__(self, index):
+        return Tensor(1, self.dtype)
+
+    def item(self):
+        log("item")
+        return 1.0
+
+
+def _numel(shape):
+    total = 1
+    for size in shape:
+        total *= size
+    return total
+
+
+def ones(*shape, dtype=None, device=None):
+    log("ones", _numel(shape), dtype)
+    return Tensor(_numel(shape), dtype)
+
+
+def empty(*shape, dtype=None, device=None):
+    log("empty", _numel(shape), dtype)
+    return Tensor(_numel(shape), dtype)
+
+
+def randn(*shape, dtype=None, device=None):
+    return Tensor(_numel(shape), dtype)
+
+
+def matmul(a, b, out=None):
+    log("matmul", a.numel(), b.numel())
+    return out

@@ -1,0 +1,87 @@
+import time
+
+from . import nccl  # noqa: F401
+
+
+def _log(*args):
+    import torch
+
+    torch.log(*args)
+
+
+class Stream:
+    def __init__(self, priority=0):
+        self.priority = priority
+
+    def synchronize(self):
+        _log("stream.synchronize")
+
+    def wait_event(self, event):
+        _log("stream.wait_event")
+
+
+_DEFAULT = Stream()
+_current = [_DEFAULT]
+
+
+class Event:
+    def __init__(self, enable_timing=False):
+        self.enable_timing = enable_timing
+        self.time_ns = None
+
+    def record(self, stream=None):
+        self.time_ns = time.perf_counter_ns()
+
+    def synchronize(self):
+        _log("event.synchronize")
+
+    def query(self):
+        return self.time_ns is not None
+
+    def elapsed_time(self, other):
+        return (other.time_ns - self.time_ns) / 1e6
+
+
+def current_stream():
+    return _current[0]
+
+
+def set_stream(stream):
+    _log("set_stream", stream.priority)
+    _current[0] = stream
+
+
+def set_device(index):
+    _log("set_device", index)
+
+
+def synchronize():
+    _log("cuda.synchronize")
+
+
+def _sleep(cycles):
+    _log("_sleep", cycles)
+
+
+def is_available():
+    return True
+
+
+def device_count():
+    return 1
+
+
+def get_device_name(index):
+    return "Fake GPU"
+
+
+def memory_stats():
+    return {"num_alloc_retries": 0}
+
+
+def max_memory_reserved():
+    return 0
+
+
+def max_memory_allocated():
+    return 0

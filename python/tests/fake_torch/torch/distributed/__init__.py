@@ -1,0 +1,108 @@
+import contextlib
+import os
+
+from .. import _C
+
+
+def _log(*args):
+    import torch
+
+    torch.log(*args)
+
+
+class _Group:
+    def __init__(self, name, ranks):
+        self.group_name = name
+        self.ranks = ranks
+        self.seq = 0
+
+
+class group:
+    WORLD = None
+
+
+_groups = []
+
+
+class Work:
+    def __init__(self, name):
+        self.name = name
+
+    def wait(self, timeout=None):
+        _log("work.wait", self.name, timeout)
+        if os.environ.get("FAKE_TORCH_WAIT_RAISES") == "1":
+            raise RuntimeError("Watchdog caught collective operation timeout: WorkNCCL(fake) "
+                               "timed out")
+        return True
+
+    def is_completed(self):
+        _log("work.is_completed", self.name)
+        return True
+
+
+def _issue(name, group, async_op):
+    group = group or _groups[0]
+    group.seq += 1
+    _C._distributed_c10d.ENTRIES.append({
+        "record_id": len(_C._distributed_c10d.ENTRIES), "process_group": (group.group_name, ""),
+        "collective_seq_id": group.seq, "duration_ms": 0.01, "is_p2p": False})
+    _log(name, group.group_name, async_op)
+    return Work(name) if async_op else None
+
+
+class ProcessGroupNCCL:
+    class Options:
+        is_high_priority_stream = False
+
+
+def init_process_group(backend=None, rank=0, world_size=1, timeout=None, device_id=None,
+                       pg_options=None):
+    _log("init_process_group", backend, rank, world_size, timeout, device_id is not None)
+    world = _Group("0", list(range(world_size)))
+    _groups.append(world)
+    group.WORLD = world
+
+
+def new_group(ranks=None, timeout=None, pg_options=None):
+    _log("new_group", ranks)
+    created = _Group(str(len(_groups)), ranks)
+    _groups.append(created)
+    return created
+
+
+def destroy_process_group():
+    _log("destroy_process_group")
+
+
+def all_reduce(tensor, group=None, async_op=False):
+    return _issue("all_reduce", group, async_op)
+
+
+def broadcast(tensor, src=0, group=None, async_op=False):
+    return _issue("broadcast", group, async_op)
+
+
+def all_gather_into_tensor(output, input, group=None, async_op=False):
+    return _issue("all_gather_into_tensor", group, async_op)
+
+
+def reduce_scatter_tensor(output, input, group=None, async_op=False):
+    return _issue("reduce_scatter_tensor", group, async_op)
+
+
+def barrier(group=None, device_ids=None):
+    _issue("barrier", group, False)
+
+
+class _CoalescingManager:
+    def __init__(self):
+        self.works = []
+
+
+@contextlib.contextmanager
+def _coalescing_manager(group=None, device=None, async_ops=False):
+    _log("coalescing_manager.enter", async_ops)
+    manager = _CoalescingManager()
+    yield manager
+    manager.works.append(_issue("coalesced", group, True))
+    _log("coalescing_manager.exit")

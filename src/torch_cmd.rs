@@ -1,0 +1,353 @@
+//! `c10dsim resolve` and `c10dsim torch`: hand the resolved scenario to the Python interpreter
+//! (`python/c10dsim/torch`), launch it under torchrun, one process per GPU, and join the
+//! per-rank Timelines it writes (docs/torch.md).
+
+use crate::{emit, load, Failure, RunOutputs};
+use analysis::metrics;
+use sim::scenario::{Override, Scenario};
+use sim::timeline::{RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The interpreter's package, relative to a folder on `PYTHONPATH`.
+const PACKAGE_ENTRY: &str = "c10dsim/torch/__main__.py";
+
+/// What the probe asks Python: whether torch imports, its versions and the GPUs it sees.
+const PROBE_SCRIPT: &str = "import json\n\
+try:\n    import torch\nexcept Exception as error:\n    print(json.dumps({'torch': None, 'error': repr(error)}))\n    raise SystemExit(0)\n\
+try:\n    import c10dsim.torch.interpreter\n    package = True\nexcept Exception:\n    package = False\n\
+print(json.dumps({'torch': torch.__version__, 'cuda': torch.cuda.is_available(), 'gpus': torch.cuda.device_count() if torch.cuda.is_available() else 0, 'package': package}))\n";
+
+/// `c10dsim resolve FILE --json`: the scenario both engines read, as JSON.
+pub fn resolve(file: &Path, overrides: &[Override]) -> Result<u8, Failure> {
+    let scenario = load(file, overrides)?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&scenario).expect("scenarios serialise")
+    );
+    Ok(0)
+}
+
+/// Options of `c10dsim torch`.
+pub struct TorchArgs<'a> {
+    pub file: &'a Path,
+    pub overrides: &'a [Override],
+    pub nproc: Option<u32>,
+    pub json: bool,
+    pub timeline: Option<&'a Path>,
+}
+
+/// What the probe found.
+struct Probe {
+    torch_version: String,
+    gpus: u32,
+}
+
+/// The Python interpreter to launch: `C10DSIM_PYTHON`, else `python3`.
+fn python() -> String {
+    std::env::var("C10DSIM_PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+/// The folder holding `c10dsim/torch` in a checkout: `python/` in the working directory or
+/// beside the binary's ancestors (`target/release/c10dsim`, `.carry/c10dsim`). `None` when the
+/// package is not in a checkout (then it must be installed, e.g. from the wheel).
+fn package_folder() -> Option<PathBuf> {
+    let mut candidates = vec![PathBuf::from("python")];
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.extend(
+            exe.ancestors()
+                .skip(1)
+                .take(3)
+                .map(|dir| dir.join("python")),
+        );
+    }
+    candidates
+        .into_iter()
+        .find(|dir| dir.join(PACKAGE_ENTRY).is_file())
+        .and_then(|dir| dir.canonicalize().ok())
+}
+
+/// `PYTHONPATH` with the package's folder first.
+fn python_path(package: Option<&Path>) -> Option<String> {
+    let package = package?;
+    let mut path = package.display().to_string();
+    if let Ok(existing) = std::env::var("PYTHONPATH") {
+        if !existing.is_empty() {
+            path = format!("{path}:{existing}");
+        }
+    }
+    Some(path)
+}
+
+fn python_command(python: &str, package: Option<&Path>) -> Command {
+    let mut command = Command::new(python);
+    if let Some(path) = python_path(package) {
+        command.env("PYTHONPATH", path);
+    }
+    command
+}
+
+/// Checks, before launching anything, that Python, PyTorch with CUDA, a GPU and the
+/// interpreter package are there; each missing piece is named (exit 2).
+fn probe(python: &str, package: Option<&Path>) -> Result<Probe, Failure> {
+    let output = python_command(python, package)
+        .args(["-c", PROBE_SCRIPT])
+        .output()
+        .map_err(|error| {
+            Failure::input(format!(
+                "cannot run {python} ({error}): c10dsim torch needs Python 3 with PyTorch; set C10DSIM_PYTHON to its interpreter"
+            ))
+        })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let answer: serde_json::Value = text
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .ok_or_else(|| {
+            Failure::input(format!(
+                "{python} did not answer the probe: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        })?;
+    let Some(torch_version) = answer["torch"].as_str() else {
+        return Err(Failure::input(format!(
+            "{python} cannot import torch ({}): install PyTorch with CUDA, or set C10DSIM_PYTHON",
+            answer["error"].as_str().unwrap_or("unknown error")
+        )));
+    };
+    if answer["package"] != serde_json::Value::Bool(true) {
+        return Err(Failure::input(format!(
+            "{python} cannot import c10dsim.torch: run from the checkout (its python/ folder) or install the c10dsim wheel"
+        )));
+    }
+    if answer["cuda"] != serde_json::Value::Bool(true) {
+        return Err(Failure::input(format!(
+            "PyTorch {torch_version} sees no CUDA GPU (torch.cuda.is_available() is False): c10dsim torch needs an NVIDIA GPU"
+        )));
+    }
+    let gpus = answer["gpus"].as_u64().unwrap_or(0) as u32;
+    if gpus == 0 {
+        return Err(Failure::input(format!(
+            "PyTorch {torch_version} sees no GPU: c10dsim torch needs an NVIDIA GPU"
+        )));
+    }
+    Ok(Probe {
+        torch_version: torch_version.to_string(),
+        gpus,
+    })
+}
+
+/// The scenario to launch with `world` processes, and a note for the user when it is not the
+/// file's own rank count: first the scenario at `cluster.ranks = world`; where that does not
+/// parse (a fault or op names a rank the smaller world lacks), the full scenario with only
+/// ranks below `world` launched (faults of the others are not enacted).
+fn downscaled(
+    args: &TorchArgs,
+    scenario: Scenario,
+    world: u32,
+) -> Result<(Scenario, Option<String>), Failure> {
+    let ranks = scenario.cluster.ranks;
+    if ranks <= world {
+        return Ok((scenario, None));
+    }
+    let mut overrides = args.overrides.to_vec();
+    overrides.push(Override {
+        path: "cluster.ranks".to_string(),
+        value: world.to_string(),
+    });
+    match load(args.file, &overrides) {
+        Ok(smaller) => Ok((
+            smaller,
+            Some(format!(
+                "the scenario has {ranks} ranks and this machine {world} GPUs: running it at cluster.ranks = {world} (compare with `c10dsim run … --set cluster.ranks={world}`)"
+            )),
+        )),
+        Err(failure) => Ok((
+            scenario,
+            Some(format!(
+                "the scenario has {ranks} ranks and this machine {world} GPUs; at cluster.ranks = {world} it does not parse ({}), so ranks 0..{} run the {ranks}-rank program on {world}-rank groups and the other ranks' ops and faults are left out",
+                failure.message,
+                world - 1
+            )),
+        )),
+    }
+}
+
+/// A fresh folder for the run's files.
+fn run_folder() -> Result<PathBuf, Failure> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("c10dsim-torch-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::input(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+/// `c10dsim torch FILE`: the scenario through real `torch.distributed` (docs/torch.md).
+pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
+    let scenario = load(args.file, args.overrides)?;
+    let python = python();
+    let package = package_folder();
+    let probe = probe(&python, package.as_deref())?;
+    let world = match args.nproc {
+        Some(0) => return Err(Failure::input("--nproc must be at least 1")),
+        Some(n) if n > probe.gpus => {
+            return Err(Failure::input(format!(
+                "--nproc {n}: PyTorch sees {} GPUs here (one process per GPU)",
+                probe.gpus
+            )))
+        }
+        Some(n) => n,
+        None => probe.gpus.min(scenario.cluster.ranks),
+    };
+    let (scenario, note) = downscaled(&args, scenario, world)?;
+    if let Some(note) = &note {
+        eprintln!("c10dsim: {note}");
+    }
+    let dir = run_folder()?;
+    let scenario_path = dir.join("scenario.json");
+    crate::write_json(&scenario_path, &scenario)?;
+    eprintln!(
+        "c10dsim: PyTorch {} on {world} of {} GPUs, files in {}",
+        probe.torch_version,
+        probe.gpus,
+        dir.display()
+    );
+    let status = python_command(&python, package.as_deref())
+        .args(["-m", "torch.distributed.run", "--standalone"])
+        .arg(format!("--nproc-per-node={world}"))
+        .args(["-m", "c10dsim.torch"])
+        .arg(&scenario_path)
+        .arg("--out")
+        .arg(&dir)
+        .arg("--world")
+        .arg(world.to_string())
+        .stdout(Stdio::from(std::io::stderr()))
+        .status()
+        .map_err(|e| {
+            Failure::input(format!(
+                "cannot launch {python} -m torch.distributed.run: {e}"
+            ))
+        })?;
+    let launcher_status = status
+        .code()
+        .map_or_else(|| "killed by a signal".to_string(), |code| code.to_string());
+    let timeline = join_ranks(&dir, world, &launcher_status)?;
+    let report = metrics::report(&timeline);
+    emit(
+        &scenario,
+        &timeline,
+        &report,
+        args.json,
+        &RunOutputs {
+            trace: None,
+            timeline: args.timeline,
+            svg: None,
+        },
+    )?;
+    let findings = !report.findings.is_empty();
+    Ok(u8::from(findings || !status.success()))
+}
+
+/// Reads `rank<r>.json` for every launched rank and joins them (`hw::merge_ranks`), keeping
+/// every rank's watchdog records on the common axis. A rank that wrote nothing (killed before
+/// its first journal) gets an empty record and an `exit` watchdog record saying so.
+fn join_ranks(dir: &Path, world: u32, launcher_status: &str) -> Result<Timeline, Failure> {
+    let mut parts = Vec::new();
+    let mut silent = Vec::new();
+    for rank in 0..world {
+        let path = dir.join(format!("rank{rank}.json"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let mut part = serde_json::from_str::<Timeline>(&text).map_err(|e| {
+                    Failure::input(format!("{} is not a Timeline: {e}", path.display()))
+                })?;
+                note_unfinished(&mut part, rank, launcher_status);
+                parts.push(part);
+            }
+            Err(_) => silent.push(rank),
+        }
+    }
+    if parts.is_empty() {
+        return Err(Failure::input(format!(
+            "no rank wrote a Timeline into {} (the launcher exited with status {launcher_status}); its output above says why",
+            dir.display()
+        )));
+    }
+    let origins: Vec<u64> = parts.iter().map(origin_ns).collect();
+    let earliest = origins.iter().copied().min().unwrap_or(0);
+    let mut watchdog: Vec<WatchdogRecord> = parts
+        .iter()
+        .zip(&origins)
+        .flat_map(|(part, origin)| {
+            part.watchdog.iter().cloned().map(move |mut record| {
+                record.at_ns += origin - earliest;
+                record
+            })
+        })
+        .collect();
+    let mut timeline = hw::merge_ranks(parts).map_err(|e| Failure::input(e.to_string()))?;
+    for rank in silent {
+        timeline.ranks.push(RankTimeline {
+            rank,
+            ..RankTimeline::default()
+        });
+        watchdog.push(WatchdogRecord {
+            rank,
+            group: None,
+            thread: ThreadKind::Main,
+            event: WatchdogEvent::Exit,
+            at_ns: 0,
+            message: format!(
+                "[Rank {rank}] the process ended without writing its Timeline (launcher exit status {launcher_status})"
+            ),
+        });
+    }
+    timeline.ranks.sort_by_key(|rank| rank.rank);
+    watchdog.sort_by_key(|record| (record.at_ns, record.rank));
+    timeline.watchdog = watchdog;
+    timeline.machine.insert(
+        "launcher_exit_status".to_string(),
+        launcher_status.to_string(),
+    );
+    Ok(timeline)
+}
+
+/// A rank whose last file is the journal written while an op blocked (not its final
+/// Timeline) ended inside that op without saying so: an `exit` record says it did.
+fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) {
+    let partial = part
+        .machine
+        .get("journal")
+        .is_some_and(|journal| journal.starts_with("partial"));
+    let exit_recorded = part
+        .watchdog
+        .iter()
+        .any(|record| record.event == WatchdogEvent::Exit);
+    if partial && !exit_recorded {
+        let at_ns = part
+            .ranks
+            .iter()
+            .flat_map(|rank| rank.host.iter().map(|call| call.end_ns))
+            .max()
+            .unwrap_or(0);
+        part.watchdog.push(WatchdogRecord {
+            rank,
+            group: None,
+            thread: ThreadKind::Main,
+            event: WatchdogEvent::Exit,
+            at_ns,
+            message: format!(
+                "[Rank {rank}] the process ended inside a blocking call, after its last completed op, without writing its final Timeline (launcher exit status {launcher_status})"
+            ),
+        });
+    }
+}
+
+fn origin_ns(part: &Timeline) -> u64 {
+    part.machine
+        .get("host_origin_unix_ns")
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(0)
+}
