@@ -12,7 +12,7 @@
 //! collectives' kernel times (R24). Each fitted value comes with its residual.
 
 use serde::Serialize;
-use sim::scenario::{CollectiveKind, DType, OpKind, Scenario};
+use sim::scenario::{DType, OpKind, Scenario};
 use sim::timeline::{KernelClass, Timeline};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -732,7 +732,6 @@ fn collective_points(runs: &[CalibrationRun]) -> Vec<CollectivePoint> {
                 continue;
             };
             let ranks = &run.scenario.groups[group].ranks;
-            let n = ranks.len() as f64;
             if ranks.len() < 2 || ranks.iter().any(|&r| !run.scenario.same_node(ranks[0], r)) {
                 continue;
             }
@@ -749,13 +748,9 @@ fn collective_points(runs: &[CalibrationRun]) -> Vec<CollectivePoint> {
                 .iter()
                 .map(|c| us(c.end_ns as i64 - c.kernel_start_ns as i64))
                 .collect();
-            let (steps, factor) = match collective {
-                CollectiveKind::AllReduce => (2.0 * (n - 1.0), 2.0 * (n - 1.0) / n),
-                CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
-                    (n - 1.0, (n - 1.0) / n)
-                }
-                CollectiveKind::Broadcast => (n - 1.0, 1.0),
-            };
+            let ring = collective.descriptor().ring;
+            let n = ranks.len() as u64;
+            let (steps, factor) = (ring.steps(n) as f64, ring.volume_factor(n));
             points.push(CollectivePoint {
                 steps,
                 volume_bytes: factor * first.bytes as f64,

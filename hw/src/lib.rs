@@ -108,7 +108,9 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
         exec::Device::event_time_ns(&mut device, event)
     })?;
 
-    let mut timeline = Timeline::for_scenario(scenario, Source::Measured);
+    let mut timeline = Timeline::for_scenario(scenario, Source::Measured, |kind| {
+        sim::nccl::kernel_name(scenario, kind)
+    });
     timeline.machine = report.machine(layout.device);
     timeline
         .machine
@@ -280,7 +282,9 @@ mod tests {
     fn part(rank: u32, origin_ns: u64, hash: &str) -> Timeline {
         let text = "[cluster]\nranks = 2\n[[op]]\nmark = \"m\"\n";
         let scenario = sim::scenario::parse("merge.toml", text).unwrap();
-        let mut timeline = Timeline::for_scenario(&scenario, Source::Measured);
+        let mut timeline = Timeline::for_scenario(&scenario, Source::Measured, |kind| {
+            sim::nccl::kernel_name(&scenario, kind)
+        });
         timeline.scenario.source_hash = hash.to_string();
         timeline
             .machine

@@ -4,6 +4,7 @@
 
 use crate::error::HwError;
 use crate::options::{Layout, StandIn};
+use sim::collective::NcclCount;
 use sim::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, StreamId};
 use sim::timeline::{StreamInfo, StreamKind, StreamRef};
 
@@ -204,12 +205,12 @@ pub fn nccl_counts(
     comm_size: u32,
 ) -> NcclCounts {
     let elements = tensor_bytes / element_bytes;
-    match collective {
-        CollectiveKind::AllReduce | CollectiveKind::Broadcast => NcclCounts {
+    match collective.descriptor().nccl_count {
+        NcclCount::Whole => NcclCounts {
             count: elements as usize,
             slice_offset_bytes: 0,
         },
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
+        NcclCount::Slice => {
             let slice = elements / u64::from(comm_size);
             NcclCounts {
                 count: slice as usize,

@@ -41,13 +41,8 @@ pub fn ring_alpha_beta_ns(
     } else {
         (network.nvlink_bytes_per_s, network.alpha_ns)
     };
-    let (steps, volume_factor) = match collective {
-        CollectiveKind::AllReduce => (2 * (n - 1), 2.0 * (n - 1) as f64 / n as f64),
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
-            (n - 1, (n - 1) as f64 / n as f64)
-        }
-        CollectiveKind::Broadcast => (n - 1, 1.0),
-    };
+    let ring = collective.descriptor().ring;
+    let (steps, volume_factor) = (ring.steps(n), ring.volume_factor(n));
     let bandwidth_ns =
         (volume_factor * size_bytes as f64 / (bandwidth * bandwidth_share) * 1e9).round() as u64;
     (steps * alpha_ns + bandwidth_ns).max(network.kernel_floor_ns)

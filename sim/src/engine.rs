@@ -1996,7 +1996,9 @@ impl<'s> Engine<'s> {
 
     fn finish(self) -> Timeline {
         let scenario = self.scenario;
-        let mut timeline = Timeline::for_scenario(scenario, Source::Simulated);
+        let mut timeline = Timeline::for_scenario(scenario, Source::Simulated, |kind| {
+            crate::nccl::kernel_name(scenario, kind)
+        });
         timeline.machine.insert(
             "model".into(),
             format!("c10dsim-sim {}", env!("CARGO_PKG_VERSION")),

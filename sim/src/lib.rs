@@ -33,11 +33,13 @@
 //! ```
 
 pub mod allocator;
+pub mod collective;
 pub mod cost;
 pub mod engine;
 pub mod gpu;
 pub mod lifetime;
 pub mod nccl;
+pub mod nccl_env;
 pub mod race;
 pub mod random;
 pub mod scenario;

@@ -30,103 +30,11 @@
 //! Pure: no clock, file or GPU. Floats appear only in the cost formulas, rounded once to ns.
 
 use crate::cost::ring_alpha_beta_ns;
-use crate::scenario::{CollectiveKind, NetworkAlgorithm, Scenario};
+use crate::nccl_env::{allowed_pairs, preset_has_nvls};
+pub use crate::nccl_env::{Algorithm, Protocol};
+use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::Serialize;
 use std::fmt;
-
-/// An NCCL algorithm, in NCCL's tie-break order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum Algorithm {
-    Ring,
-    Tree,
-    /// NVLink SHARP: the NVSwitch reduces; single-node groups on presets with NVSwitch multicast.
-    Nvls,
-}
-
-impl Algorithm {
-    pub const ALL: [Algorithm; 3] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Nvls];
-
-    /// The word NCCL prints in kernel names and accepts in `NCCL_ALGO` (case-insensitively).
-    pub fn nccl_name(self) -> &'static str {
-        match self {
-            Algorithm::Ring => "RING",
-            Algorithm::Tree => "TREE",
-            Algorithm::Nvls => "NVLS",
-        }
-    }
-}
-
-/// An NCCL protocol, in NCCL's tie-break order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum Protocol {
-    Ll,
-    Ll128,
-    Simple,
-}
-
-impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::Ll, Protocol::Ll128, Protocol::Simple];
-
-    /// The word NCCL prints in kernel names and accepts in `NCCL_PROTO` (case-insensitively).
-    pub fn nccl_name(self) -> &'static str {
-        match self {
-            Protocol::Ll => "LL",
-            Protocol::Ll128 => "LL128",
-            Protocol::Simple => "SIMPLE",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// Parses an `NCCL_ALGO` value: a comma-separated list of `Ring`, `Tree`, `NVLS`
-/// (case-insensitive), or `^list` for every algorithm except those. Returns the allowed set.
-pub fn parse_algorithms(text: &str) -> Result<Vec<Algorithm>, String> {
-    parse_list(text, &Algorithm::ALL, Algorithm::nccl_name)
-}
-
-/// Parses an `NCCL_PROTO` value: a comma-separated list of `LL`, `LL128`, `Simple`
-/// (case-insensitive), or `^list` for every protocol except those. Returns the allowed set.
-pub fn parse_protocols(text: &str) -> Result<Vec<Protocol>, String> {
-    parse_list(text, &Protocol::ALL, Protocol::nccl_name)
-}
-
-fn parse_list<T: Copy + PartialEq>(
-    text: &str,
-    all: &[T],
-    name: fn(T) -> &'static str,
-) -> Result<Vec<T>, String> {
-    let (exclude, list) = match text.strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
-    let mut named = Vec::new();
-    for word in list.split(',').map(str::trim) {
-        let item = all
-            .iter()
-            .copied()
-            .find(|&item| name(item).eq_ignore_ascii_case(word))
-            .ok_or_else(|| {
-                let known: Vec<&str> = all.iter().map(|&item| name(item)).collect();
-                format!(
-                    "unknown name {word:?}; expected a comma-separated list of {} (or ^list to exclude)",
-                    known.join(", ")
-                )
-            })?;
-        named.push(item);
-    }
-    let allowed: Vec<T> = all
-        .iter()
-        .copied()
-        .filter(|item| named.contains(item) != exclude)
-        .collect();
-    if allowed.is_empty() {
-        return Err(format!("{text:?} leaves nothing to choose from"));
-    }
-    Ok(allowed)
-}
 
 /// The interconnect parameters of a GPU preset, for the NCCL model. Arrays are indexed by
 /// [`Protocol`] (LL, LL128, Simple). Line rates come from `[network]` (`nvlink_gbps`,
@@ -177,12 +85,9 @@ impl FabricTuning {
             nic_hop_us: [3.5, 5.0, 10.0],
             channel_min_bytes: [16 << 10, 64 << 10, 512 << 10],
         };
-        match preset {
-            "a100" => FabricTuning {
-                nvls_channels: 0,
-                ..hopper
-            },
-            _ => hopper,
+        FabricTuning {
+            nvls_channels: if preset_has_nvls(preset) { 16 } else { 0 },
+            ..hopper
         }
     }
 
@@ -239,18 +144,11 @@ impl fmt::Display for CollectivePlan {
     }
 }
 
-/// Whether collectives are costed by the NCCL model rather than the plain α-β ring.
-pub fn uses_nccl_model(scenario: &Scenario) -> bool {
-    scenario.network.algorithm == NetworkAlgorithm::Auto
-        || scenario.env.nccl_algorithms.is_some()
-        || scenario.env.nccl_protocols.is_some()
-}
-
 /// Plans one collective of `collective` over `group_ranks` moving `size_bytes` (the full,
 /// gathered size for all_gather, as R24 counts it).
 ///
 /// Panics if the scenario's `NCCL_ALGO`/`NCCL_PROTO` leave no possible pair for this group;
-/// parsing rejects such scenarios ([`unplannable_collective`]).
+/// parsing rejects such scenarios (`Scenario::unplannable_collective`).
 pub fn plan_collective(
     scenario: &Scenario,
     group_ranks: &[u32],
@@ -259,7 +157,7 @@ pub fn plan_collective(
 ) -> CollectivePlan {
     let tuning = FabricTuning::for_scenario(scenario);
     let floor_ns = scenario.network.kernel_floor_ns;
-    let nccl_model = uses_nccl_model(scenario);
+    let nccl_model = scenario.uses_nccl_model();
     if group_ranks.len() <= 1 {
         // One rank: a local copy on one channel (the α-β model keeps its historical name).
         return CollectivePlan {
@@ -306,39 +204,42 @@ pub fn plan_collective(
             channels,
             duration_ns: (time_ns.round() as u64).max(floor_ns),
         })
-        .expect("parsing rejects an environment that leaves no pair (unplannable_collective)")
+        .expect(
+            "parsing rejects an environment that leaves no pair (Scenario::unplannable_collective)",
+        )
 }
 
-/// The first collective of the program that the NCCL model cannot plan because `NCCL_ALGO` /
-/// `NCCL_PROTO` exclude every pair its group supports (as NCCL fails such a call), described.
-pub fn unplannable_collective(scenario: &Scenario) -> Option<String> {
-    if !uses_nccl_model(scenario) {
-        return None;
-    }
-    let tuning = FabricTuning::for_scenario(scenario);
-    scenario.ops.iter().find_map(|op| {
-        let (collective, group) = match op.kind {
-            crate::scenario::OpKind::Collective {
-                collective, group, ..
-            } => (collective, group),
-            crate::scenario::OpKind::Barrier { group } => (CollectiveKind::AllReduce, group),
-            _ => return None,
-        };
-        let ranks = &scenario.groups[group].ranks;
-        let fabric = Fabric::of(scenario, ranks);
-        let none = ranks.len() > 1
-            && candidates(scenario, &tuning, &fabric, collective)
-                .next()
-                .is_none();
-        none.then(|| {
-            format!(
-                "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the {} of op {} (line {}) on group {:?}",
-                collective.key(),
-                op.display_name(),
-                op.line,
-                scenario.groups[group].name
+/// The kernel name a profiler shows for an op (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`); for
+/// collectives the algorithm and protocol are those [`plan_collective`] picks for
+/// the op's group and size.
+pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
+    Some(match kind {
+        OpKind::Collective {
+            collective,
+            tensor,
+            group,
+            ..
+        } => {
+            let tensor = &scenario.tensors[*tensor];
+            plan_collective(
+                scenario,
+                &scenario.groups[*group].ranks,
+                *collective,
+                tensor.size_bytes,
             )
-        })
+            .kernel_name(*collective, tensor.dtype.as_str())
+        }
+        OpKind::Barrier { group } => plan_collective(
+            scenario,
+            &scenario.groups[*group].ranks,
+            CollectiveKind::AllReduce,
+            1,
+        )
+        .kernel_name(CollectiveKind::AllReduce, "u8"),
+        OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
+        OpKind::Kernel { .. } => "spin_kernel".to_string(),
+        OpKind::GpuSleep { .. } => "cuda_sleep".to_string(),
+        _ => return None,
     })
 }
 
@@ -379,39 +280,12 @@ fn candidates<'a>(
     collective: CollectiveKind,
 ) -> impl Iterator<Item = (Algorithm, Protocol)> + 'a {
     let env = &scenario.env;
-    Algorithm::ALL
-        .into_iter()
-        .filter(move |&algorithm| match algorithm {
-            // Only all_reduce has a choice of algorithm here; NCCL_ALGO narrows that choice.
-            Algorithm::Ring => {
-                collective != CollectiveKind::AllReduce
-                    || env
-                        .nccl_algorithms
-                        .as_ref()
-                        .is_none_or(|a| a.contains(&algorithm))
-            }
-            Algorithm::Tree | Algorithm::Nvls => {
-                collective == CollectiveKind::AllReduce
-                    && env
-                        .nccl_algorithms
-                        .as_ref()
-                        .is_none_or(|a| a.contains(&algorithm))
-                    && (algorithm == Algorithm::Tree
-                        || (env.nccl_nvls_enable && tuning.nvls_channels > 0 && fabric.nodes == 1))
-            }
-        })
-        .flat_map(move |algorithm| {
-            Protocol::ALL
-                .into_iter()
-                .filter(move |&protocol| {
-                    (algorithm != Algorithm::Nvls || protocol == Protocol::Simple)
-                        && env
-                            .nccl_protocols
-                            .as_ref()
-                            .is_none_or(|p| p.contains(&protocol))
-                })
-                .map(move |protocol| (algorithm, protocol))
-        })
+    allowed_pairs(
+        collective,
+        env.nccl_algorithms.as_deref(),
+        env.nccl_protocols.as_deref(),
+        env.nccl_nvls_enable && tuning.nvls_channels > 0 && fabric.nodes == 1,
+    )
 }
 
 /// NCCL_MIN_CTAS / NCCL_MAX_CTAS applied to a channel count.
@@ -432,7 +306,6 @@ fn nccl_time_ns(
     size_bytes: u64,
 ) -> (f64, u32) {
     let p = protocol.index();
-    let n = f64::from(fabric.ranks);
     let full_channels = match algorithm {
         Algorithm::Nvls => tuning.nvls_channels,
         Algorithm::Ring | Algorithm::Tree => tuning.ring_channels,
@@ -446,17 +319,10 @@ fn nccl_time_ns(
     let channel_limit_gbps = bandwidth_channels * tuning.channel_gbps[p];
     let (latency_us, algbw_gbps) = match algorithm {
         Algorithm::Ring => {
-            let (steps, traffic) = match collective {
-                CollectiveKind::AllReduce => (2 * (fabric.ranks - 1), 2.0 * (n - 1.0) / n),
-                CollectiveKind::AllGather | CollectiveKind::ReduceScatter => {
-                    (fabric.ranks - 1, (n - 1.0) / n)
-                }
-                CollectiveKind::Broadcast => (fabric.ranks - 1, 1.0),
-            };
-            let nic_steps = match collective {
-                CollectiveKind::AllReduce => 2 * (fabric.nodes - 1),
-                _ => fabric.nodes - 1,
-            };
+            let ring = collective.descriptor().ring;
+            let steps = ring.steps(u64::from(fabric.ranks)) as u32;
+            let traffic = ring.volume_factor(u64::from(fabric.ranks));
+            let nic_steps = ring.steps(u64::from(fabric.nodes)) as u32;
             let latency_us = tuning.launch_us[p]
                 + f64::from(steps - nic_steps) * tuning.nvlink_hop_us[p]
                 + f64::from(nic_steps) * tuning.nic_hop_us[p];
@@ -548,7 +414,7 @@ mod tests {
     #[test]
     fn env_forces_algorithm_and_protocol() {
         let s = scenario(8, 8, "", "NCCL_ALGO = \"tree\"\nNCCL_PROTO = \"LL128\"");
-        assert!(uses_nccl_model(&s));
+        assert!(s.uses_nccl_model());
         for size in [8, 1 << 20, 1 << 30] {
             let p = plan(&s, size);
             assert_eq!(
@@ -558,25 +424,6 @@ mod tests {
         }
         let no_ll = scenario(8, 8, "algorithm = \"auto\"", "NCCL_PROTO = \"^LL\"");
         assert_eq!(plan(&no_ll, 8).protocol, Protocol::Ll128);
-    }
-
-    #[test]
-    fn lists_parse_like_nccl_and_reject_unknown_names() {
-        assert_eq!(
-            parse_algorithms("ring,NVLS").unwrap(),
-            [Algorithm::Ring, Algorithm::Nvls]
-        );
-        assert_eq!(
-            parse_algorithms("^tree").unwrap(),
-            [Algorithm::Ring, Algorithm::Nvls]
-        );
-        assert_eq!(parse_protocols("Simple").unwrap(), [Protocol::Simple]);
-        assert!(parse_protocols("LL256")
-            .unwrap_err()
-            .contains("LL, LL128, SIMPLE"));
-        assert!(parse_algorithms("^ring,tree,nvls")
-            .unwrap_err()
-            .contains("nothing to choose from"));
     }
 
     #[test]
@@ -654,12 +501,7 @@ mod tests {
             );
         }
         assert_eq!(plan(&auto(8, 8), 1 << 30).algorithm, Algorithm::Nvls);
-        assert!(!uses_nccl_model(&scenario(
-            8,
-            8,
-            "",
-            "NCCL_NVLS_ENABLE = \"0\""
-        )));
+        assert!(!scenario(8, 8, "", "NCCL_NVLS_ENABLE = \"0\"").uses_nccl_model());
         let forced = "[cluster]\nranks = 8\ngpu = \"h200\"\n[env]\nNCCL_ALGO = \"NVLS\"\n\
                       NCCL_NVLS_ENABLE = 0\n[tensors]\nx = \"1GiB\"\n[[op]]\nall_reduce = \"x\"\n";
         assert!(parse("n.toml", forced)

@@ -379,8 +379,14 @@ pub struct Finding {
 }
 
 impl Timeline {
-    /// An empty Timeline for `scenario`, with the op table filled in.
-    pub fn for_scenario(scenario: &Scenario, source: Source) -> Timeline {
+    /// An empty Timeline for `scenario`, with the op table filled in; `kernel_name` names the
+    /// kernel an op launches, as a profiler would show it (the simulator passes
+    /// `crate::nccl::kernel_name`, which knows the NCCL algorithm it picked).
+    pub fn for_scenario(
+        scenario: &Scenario,
+        source: Source,
+        kernel_name: impl Fn(&OpKind) -> Option<String>,
+    ) -> Timeline {
         let ops = scenario
             .ops
             .iter()
@@ -389,7 +395,7 @@ impl Timeline {
                 name: op.display_name(),
                 key: op.kind.key().to_string(),
                 line: op.line,
-                kernel_name: kernel_name(scenario, &op.kind),
+                kernel_name: kernel_name(&op.kind),
                 host_name: host_name(&op.kind).to_string(),
             })
             .collect();
@@ -444,49 +450,10 @@ impl Timeline {
     }
 }
 
-/// The kernel name a profiler shows for an op (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`); for
-/// collectives the algorithm and protocol are those [`crate::nccl::plan_collective`] picks for
-/// the op's group and size.
-pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
-    Some(match kind {
-        OpKind::Collective {
-            collective,
-            tensor,
-            group,
-            ..
-        } => {
-            let tensor = &scenario.tensors[*tensor];
-            crate::nccl::plan_collective(
-                scenario,
-                &scenario.groups[*group].ranks,
-                *collective,
-                tensor.size_bytes,
-            )
-            .kernel_name(*collective, tensor.dtype.as_str())
-        }
-        OpKind::Barrier { group } => crate::nccl::plan_collective(
-            scenario,
-            &scenario.groups[*group].ranks,
-            crate::scenario::CollectiveKind::AllReduce,
-            1,
-        )
-        .kernel_name(crate::scenario::CollectiveKind::AllReduce, "u8"),
-        OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
-        OpKind::Kernel { .. } => "spin_kernel".to_string(),
-        OpKind::GpuSleep { .. } => "cuda_sleep".to_string(),
-        _ => return None,
-    })
-}
-
 /// The host-side API a profiler's CPU row shows for an op.
 pub fn host_name(kind: &OpKind) -> &'static str {
     match kind {
-        OpKind::Collective { collective, .. } => match collective {
-            crate::scenario::CollectiveKind::AllReduce => "c10d::allreduce_",
-            crate::scenario::CollectiveKind::AllGather => "c10d::_allgather_base_",
-            crate::scenario::CollectiveKind::ReduceScatter => "c10d::_reduce_scatter_base_",
-            crate::scenario::CollectiveKind::Broadcast => "c10d::broadcast_",
-        },
+        OpKind::Collective { collective, .. } => collective.descriptor().host_name,
         OpKind::Barrier { .. } => "c10d::barrier",
         OpKind::Wait { .. } => "Work.wait",
         OpKind::IsCompleted { .. } => "Work.is_completed",

@@ -160,7 +160,7 @@ impl Resolver<'_> {
                         allowed = &["collective", "size"];
                         let collective = match &raw.collective {
                             None => issued,
-                            Some(name) => collective_kind(name.get_ref()).ok_or_else(|| {
+                            Some(name) => CollectiveKind::from_key(name.get_ref()).ok_or_else(|| {
                                 self.error(
                                     name.span(),
                                     format!(
@@ -341,16 +341,6 @@ fn names_of(names: &Names, tensor: TensorId) -> String {
         .iter()
         .find(|(_, &id)| id == tensor)
         .map_or_else(String::new, |(name, _)| name.clone())
-}
-
-fn collective_kind(name: &str) -> Option<CollectiveKind> {
-    Some(match name {
-        "all_reduce" => CollectiveKind::AllReduce,
-        "all_gather" => CollectiveKind::AllGather,
-        "reduce_scatter" => CollectiveKind::ReduceScatter,
-        "broadcast" => CollectiveKind::Broadcast,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

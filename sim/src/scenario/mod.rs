@@ -398,7 +398,7 @@ impl Resolver<'_> {
             measures,
             overlaps,
         };
-        if let Some(message) = crate::nccl::unplannable_collective(&scenario) {
+        if let Some(message) = scenario.unplannable_collective() {
             let span = raw
                 .env
                 .iter()
@@ -887,10 +887,10 @@ impl Resolver<'_> {
         let invalid = |message: String| self.error(value.span(), format!("{name}: {message}"));
         match name {
             "NCCL_ALGO" => {
-                env.nccl_algorithms = Some(crate::nccl::parse_algorithms(&text).map_err(invalid)?)
+                env.nccl_algorithms = Some(crate::nccl_env::parse_algorithms(&text).map_err(invalid)?)
             }
             "NCCL_PROTO" => {
-                env.nccl_protocols = Some(crate::nccl::parse_protocols(&text).map_err(invalid)?)
+                env.nccl_protocols = Some(crate::nccl_env::parse_protocols(&text).map_err(invalid)?)
             }
             "NCCL_NVLS_ENABLE" => env.nccl_nvls_enable = self.env_flag(key, value)?,
             "NCCL_MIN_CTAS" | "NCCL_MAX_CTAS" => {

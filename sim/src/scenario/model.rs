@@ -1,6 +1,7 @@
 //! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
 //! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
 
+pub use crate::collective::CollectiveKind;
 pub use crate::random::Delay;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -184,9 +185,9 @@ pub struct Env {
     /// `TORCH_NCCL_ENABLE_TIMING` (R6: Works get start events).
     pub enable_timing: bool,
     /// `NCCL_ALGO`: the algorithms all_reduce may use (`crate::nccl`).
-    pub nccl_algorithms: Option<Vec<crate::nccl::Algorithm>>,
+    pub nccl_algorithms: Option<Vec<crate::nccl_env::Algorithm>>,
     /// `NCCL_PROTO`: the protocols collectives may use.
-    pub nccl_protocols: Option<Vec<crate::nccl::Protocol>>,
+    pub nccl_protocols: Option<Vec<crate::nccl_env::Protocol>>,
     /// `NCCL_NVLS_ENABLE`: NVLink SHARP may be chosen (1, NCCL's default); 0 leaves it out.
     pub nccl_nvls_enable: bool,
     /// `NCCL_MIN_CTAS`: fewest channels (thread blocks) of an NCCL kernel (R22).
@@ -447,46 +448,6 @@ pub struct Group {
     /// `init_process_group(timeout=…)`: a Work's timeout from its enqueue (R26), and the store
     /// timeout of the communicator rendezvous (R29).
     pub timeout_ns: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CollectiveKind {
-    AllReduce,
-    AllGather,
-    ReduceScatter,
-    Broadcast,
-}
-
-impl CollectiveKind {
-    /// The name NCCL's device kernels carry (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
-    pub fn kernel_word(self) -> &'static str {
-        match self {
-            CollectiveKind::AllReduce => "AllReduce_Sum",
-            CollectiveKind::AllGather => "AllGather",
-            CollectiveKind::ReduceScatter => "ReduceScatter_Sum",
-            CollectiveKind::Broadcast => "Broadcast",
-        }
-    }
-
-    /// The `OpType` PyTorch prints for a Work.
-    pub fn op_type(self) -> &'static str {
-        match self {
-            CollectiveKind::AllReduce => "ALLREDUCE",
-            CollectiveKind::AllGather => "_ALLGATHER_BASE",
-            CollectiveKind::ReduceScatter => "_REDUCE_SCATTER_BASE",
-            CollectiveKind::Broadcast => "BROADCAST",
-        }
-    }
-
-    pub fn key(self) -> &'static str {
-        match self {
-            CollectiveKind::AllReduce => "all_reduce",
-            CollectiveKind::AllGather => "all_gather",
-            CollectiveKind::ReduceScatter => "reduce_scatter",
-            CollectiveKind::Broadcast => "broadcast",
-        }
-    }
 }
 
 /// What one host-side call of the program does.
@@ -759,6 +720,54 @@ impl Scenario {
     }
 
     /// Whether ranks `a` and `b` share a node.
+    /// Whether collectives are costed by the NCCL model (algorithms × protocols) rather than
+    /// the plain α-β ring: `network.algorithm = "auto"`, or `NCCL_ALGO` / `NCCL_PROTO` set.
+    pub fn uses_nccl_model(&self) -> bool {
+        self.network.algorithm == NetworkAlgorithm::Auto
+            || self.env.nccl_algorithms.is_some()
+            || self.env.nccl_protocols.is_some()
+    }
+
+    /// The first collective that the NCCL model could not plan because `NCCL_ALGO` /
+    /// `NCCL_PROTO` exclude every pair its group supports (NCCL fails such a call), described.
+    pub fn unplannable_collective(&self) -> Option<String> {
+        if !self.uses_nccl_model() {
+            return None;
+        }
+        self.ops.iter().find_map(|op| {
+            let (collective, group) = match op.kind {
+                OpKind::Collective {
+                    collective, group, ..
+                } => (collective, group),
+                OpKind::Barrier { group } => (CollectiveKind::AllReduce, group),
+                _ => return None,
+            };
+            let ranks = &self.groups[group].ranks;
+            let single_node = ranks.iter().all(|&rank| self.same_node(ranks[0], rank));
+            let nvls_possible = self.env.nccl_nvls_enable
+                && crate::nccl_env::preset_has_nvls(&self.cluster.gpu.preset)
+                && single_node;
+            let none = ranks.len() > 1
+                && crate::nccl_env::allowed_pairs(
+                    collective,
+                    self.env.nccl_algorithms.as_deref(),
+                    self.env.nccl_protocols.as_deref(),
+                    nvls_possible,
+                )
+                .next()
+                .is_none();
+            none.then(|| {
+                format!(
+                    "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the {} of op {} (line {}) on group {:?}",
+                    collective.key(),
+                    op.display_name(),
+                    op.line,
+                    self.groups[group].name
+                )
+            })
+        })
+    }
+
     pub fn same_node(&self, a: u32, b: u32) -> bool {
         a / self.cluster.ranks_per_node == b / self.cluster.ranks_per_node
     }

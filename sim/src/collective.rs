@@ -1,0 +1,183 @@
+//! One descriptor per collective kind: everything that differs between `all_reduce`,
+//! `all_gather`, `reduce_scatter` and `broadcast` — the scenario key, PyTorch's names for the
+//! call and its Work, NCCL's kernel word, how a ring moves the bytes (R24), and how NCCL counts
+//! a rank's elements — in one table, so that the parser, the cost models, the Timeline and `hw`
+//! read the same facts instead of matching on the kind each in its own way.
+//!
+//! Adding a kind: a variant of [`CollectiveKind`] and its row in [`DESCRIPTORS`]; the compiler
+//! then points at the few `match`es that must say how the kind runs (`hw`'s NCCL call).
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveKind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+}
+
+/// How a ring moves a collective's bytes over `n` ranks (R24): the number of α-costed steps
+/// and the fraction of the full size each rank sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingTraffic {
+    /// Reduce-scatter then all-gather: `2(n−1)` steps, `2(n−1)/n` of the size.
+    ReduceThenGather,
+    /// One pass: `n−1` steps, `(n−1)/n` of the (gathered) size.
+    OnePass,
+    /// A pipelined chain from the root: `n−1` steps, the whole size through every link.
+    Chain,
+}
+
+impl RingTraffic {
+    /// Ring steps over `ranks` ranks.
+    pub fn steps(self, ranks: u64) -> u64 {
+        let hops = ranks.saturating_sub(1);
+        match self {
+            RingTraffic::ReduceThenGather => 2 * hops,
+            RingTraffic::OnePass | RingTraffic::Chain => hops,
+        }
+    }
+
+    /// The fraction of the collective's full size each rank sends over `ranks` ranks.
+    pub fn volume_factor(self, ranks: u64) -> f64 {
+        let n = ranks as f64;
+        match self {
+            RingTraffic::ReduceThenGather => 2.0 * (n - 1.0) / n,
+            RingTraffic::OnePass => (n - 1.0) / n,
+            RingTraffic::Chain => 1.0,
+        }
+    }
+}
+
+/// How NCCL counts a rank's elements for a tensor of the collective's full size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NcclCount {
+    /// The whole tensor (all_reduce, broadcast).
+    Whole,
+    /// One rank's slice of it (all_gather's input, reduce_scatter's output).
+    Slice,
+}
+
+/// The facts of one collective kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Descriptor {
+    pub kind: CollectiveKind,
+    /// The scenario key (`all_reduce = "grad"`) and the functional collective's name.
+    pub key: &'static str,
+    /// The `OpType` PyTorch prints for the Work.
+    pub op_type: &'static str,
+    /// The word in NCCL's device kernel names (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
+    pub kernel_word: &'static str,
+    /// The op torch.profiler shows on the CPU row.
+    pub host_name: &'static str,
+    pub ring: RingTraffic,
+    /// Whether the algorithm choice (ring, tree, NVLS) applies; the others always use a ring.
+    pub chooses_algorithm: bool,
+    pub nccl_count: NcclCount,
+}
+
+/// Every kind's descriptor, in [`CollectiveKind`] order.
+pub const DESCRIPTORS: [Descriptor; 4] = [
+    Descriptor {
+        kind: CollectiveKind::AllReduce,
+        key: "all_reduce",
+        op_type: "ALLREDUCE",
+        kernel_word: "AllReduce_Sum",
+        host_name: "c10d::allreduce_",
+        ring: RingTraffic::ReduceThenGather,
+        chooses_algorithm: true,
+        nccl_count: NcclCount::Whole,
+    },
+    Descriptor {
+        kind: CollectiveKind::AllGather,
+        key: "all_gather",
+        op_type: "_ALLGATHER_BASE",
+        kernel_word: "AllGather",
+        host_name: "c10d::_allgather_base_",
+        ring: RingTraffic::OnePass,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::Slice,
+    },
+    Descriptor {
+        kind: CollectiveKind::ReduceScatter,
+        key: "reduce_scatter",
+        op_type: "_REDUCE_SCATTER_BASE",
+        kernel_word: "ReduceScatter_Sum",
+        host_name: "c10d::_reduce_scatter_base_",
+        ring: RingTraffic::OnePass,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::Slice,
+    },
+    Descriptor {
+        kind: CollectiveKind::Broadcast,
+        key: "broadcast",
+        op_type: "BROADCAST",
+        kernel_word: "Broadcast",
+        host_name: "c10d::broadcast_",
+        ring: RingTraffic::Chain,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::Whole,
+    },
+];
+
+impl CollectiveKind {
+    pub const ALL: [CollectiveKind; 4] = [
+        CollectiveKind::AllReduce,
+        CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter,
+        CollectiveKind::Broadcast,
+    ];
+
+    pub fn descriptor(self) -> &'static Descriptor {
+        &DESCRIPTORS[self as usize]
+    }
+
+    /// The kind a scenario key names.
+    pub fn from_key(key: &str) -> Option<CollectiveKind> {
+        DESCRIPTORS.iter().find(|d| d.key == key).map(|d| d.kind)
+    }
+
+    /// The scenario key of this kind.
+    pub fn key(self) -> &'static str {
+        self.descriptor().key
+    }
+
+    /// The word NCCL's device kernels carry (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
+    pub fn kernel_word(self) -> &'static str {
+        self.descriptor().kernel_word
+    }
+
+    /// The `OpType` PyTorch prints for a Work.
+    pub fn op_type(self) -> &'static str {
+        self.descriptor().op_type
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_are_in_kind_order_and_keys_round_trip() {
+        for (index, kind) in CollectiveKind::ALL.into_iter().enumerate() {
+            assert_eq!(DESCRIPTORS[index].kind, kind);
+            assert_eq!(CollectiveKind::from_key(kind.key()), Some(kind));
+        }
+        assert_eq!(CollectiveKind::from_key("all_to_al"), None);
+    }
+
+    #[test]
+    fn ring_traffic_follows_r24() {
+        // 8 ranks: all_reduce 14 steps and 14/8 of the size; all_gather 7 and 7/8; broadcast
+        // 7 and the whole size.
+        assert_eq!(RingTraffic::ReduceThenGather.steps(8), 14);
+        assert_eq!(RingTraffic::ReduceThenGather.volume_factor(8), 1.75);
+        assert_eq!(RingTraffic::OnePass.steps(8), 7);
+        assert_eq!(RingTraffic::OnePass.volume_factor(8), 0.875);
+        assert_eq!(RingTraffic::Chain.steps(8), 7);
+        assert_eq!(RingTraffic::Chain.volume_factor(8), 1.0);
+        assert_eq!(RingTraffic::OnePass.steps(1), 0);
+    }
+}
