@@ -1,7 +1,7 @@
 //! `hw`: run a c10dsim scenario on real NVIDIA GPUs and write the same
 //! [`sim::timeline::Timeline`] the simulator writes, so that the two can be diffed.
 //!
-//! The crate re-enacts PyTorch's `ProcessGroupNCCL` (semantics.md R8–R15, R26) over cudarc's
+//! The crate re-enacts PyTorch's `ProcessGroupNCCL` (docs/semantics.md R8–R15, R26) over cudarc's
 //! driver API, NVRTC, cuBLAS and a thin NCCL communicator of its own: per process group an
 //! internal NCCL stream (high priority when asked, R9), an input-ready event recorded on the
 //! current stream and waited on by the internal stream (R10a), Works with end events (R10d),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The watchdog's poll period (R26, semantics.md "Defaults").
+/// The watchdog's poll period (R26, docs/semantics.md "Defaults").
 pub const POLL: Duration = Duration::from_millis(100);
 
 struct Shared {

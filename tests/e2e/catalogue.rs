@@ -200,8 +200,8 @@ fn check_exp_a(_timeline: &Timeline, report: &Report) {
             "device sync host time",
         );
     }
-    // 256 MiB: host call of microseconds, stream interval of milliseconds (the article: 74 µs
-    // vs 3584 µs).
+    // 256 MiB: host call of microseconds, stream interval of milliseconds ([streams] experiment A:
+    // 74 µs vs 3584 µs).
     let big = collective(report, "sync_256MiB");
     assert!(big.stream_interval_us.median / big.host_call_us.median > 40.0);
 }

@@ -2,9 +2,9 @@
 //! dump wait, abort and exit, checked against the arithmetic of the model's inputs, and their
 //! variants under the other `TORCH_NCCL_*` settings.
 //!
-//! Defaults used below (semantics.md "Defaults"): the group timeout is 600 s, the watchdog polls
-//! every 100 ms from t = 0, the dump wait is 4 × 15 s = 60 s, the heartbeat timeout 480 s, the
-//! monitor polls the store every 1 s. A collective call costs 30 µs of which the last 10 µs come
+//! Defaults used below (docs/semantics.md "Defaults"): the group timeout is 600 s, the watchdog
+//! polls every 100 ms from t = 0, the dump wait is 4 × 15 s = 60 s, the heartbeat timeout 480 s,
+//! the monitor polls the store every 1 s. A collective call costs 30 µs of which the last 10 µs come
 //! after the kernel launch, so a collective called at t is enqueued at t + 20 µs.
 
 use crate::util::run_with;
@@ -66,7 +66,8 @@ fn next_poll_ns(ns: u64) -> u64 {
     ns.div_ceil(POLL_NS) * POLL_NS
 }
 
-/// hang_10min.toml (000 §8.4): ranks 0–2 enqueue at 20 µs; rank 3 never joins.
+/// hang_10min.toml ([c10d] §8.4, docs/semantics.md#sources): ranks 0–2 enqueue at 20 µs; rank 3
+/// never joins.
 pub fn check_hang_10min(timeline: &Timeline, _report: &Report) {
     let enqueue_ns = 20 * US;
     // R26: the first poll at or after enqueue + 600 s: 600.1 s, within one poll of the timeout.

@@ -36,8 +36,9 @@ fn on_both_ranks(pairs: &[(&str, &str)]) -> Vec<(u32, String, String)> {
     list
 }
 
-/// §4.6 under the 2.12 stash: only the write before wait() races (R21); `del a` before wait()
-/// is safe because the Work holds `a`'s block (R18); the write after wait() is ordered (R12).
+/// [c10d] §4.6 (docs/semantics.md#sources) under the 2.12 stash: only the write before wait()
+/// races (R21); `del a` before wait() is safe because the Work holds `a`'s block (R18); the write
+/// after wait() is ordered (R12).
 pub fn check_races_4_6(timeline: &Timeline, _report: &Report) {
     assert_eq!(
         races(timeline),
