@@ -1,17 +1,19 @@
-//! The ProcessGroupNCCL re-enactment: each scenario op becomes the host and GPU calls PyTorch
-//! makes for it, issued through the [`Device`] trait, and every call is written down so that the
-//! Timeline can be assembled once the GPU has drained.
+//! The ProcessGroupNCCL re-enactment: each scenario op becomes the steps `sim::pg` lowers it to
+//! (the one implementation of R8–R15, R18, R25 both engines share), and each step the host and
+//! GPU calls PyTorch makes for it, issued through the [`Device`] trait; every call is written
+//! down so that the Timeline can be assembled once the GPU has drained.
 //!
-//! The executor holds all the semantics (R8–R15, R26 hand-off); [`crate::cuda::CudaDevice`] is
-//! the thin real implementation of [`Device`], and the tests below use a recording fake, so
-//! the planning of ops into GPU calls is checked without a GPU.
+//! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the tests below
+//! use a recording fake, so the mapping of steps onto GPU calls is checked without a GPU.
 
 use crate::error::HwError;
 use crate::memory::{AllocStep, Memory, Place};
 use crate::options::StandIn;
-use crate::plan::{GroupPlan, Placement, RankPlan};
+use crate::plan::{GroupPlan, RankPlan};
 use sim::allocator::MemoryPeaks;
-use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId, WorkId};
+use sim::pg::{work_text, Kernel as SimKernel, NcclCall, ProcessGroupNccl, Step};
+use sim::random::apply_jitter;
+use sim::scenario::{CollectiveKind, DType, Op, Scenario, TensorId};
 use sim::timeline::{
     CacheRelease, CollectiveRecord, HostCall, KernelClass, KernelRecord, MarkRecord, OpRef,
     QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, WaitRecord,
@@ -264,29 +266,52 @@ impl RunLog {
     }
 }
 
+/// A Work as the executor needs it for `wait()` and the watchdog.
 #[derive(Debug, Clone)]
 struct WorkState {
     end: Ev,
     run_stream: StreamRef,
+    /// The NCCL kernel's enqueue: the Work's timeout counts from it (R26).
     enqueue_ns: u64,
-    record: usize,
     description: String,
     /// The group's timeout (R26).
     timeout_ns: u64,
 }
 
-/// Runs a scenario's program for one rank on a [`Device`].
+/// The NCCL call between its [`Step::Nccl`] and its [`Step::Watch`].
+#[derive(Debug, Clone, Copy)]
+struct IssuedCall {
+    call: NcclCall,
+    enqueue_ns: u64,
+    input_ready: Ev,
+    start: Ev,
+}
+
+/// Runs a scenario's program for one rank on a [`Device`]: the steps ProcessGroupNCCL makes of
+/// each op ([`sim::pg`]), one device call (or a few) per step.
 pub struct Executor<'a, D: Device> {
     scenario: &'a Scenario,
     plan: &'a RankPlan,
     device: &'a mut D,
-    works: Vec<Option<WorkState>>,
-    events: Vec<Option<(Ev, StreamRef)>>,
-    seq: Vec<u64>,
+    pg: ProcessGroupNccl,
+    /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
+    #[cfg(test)]
+    executed: Vec<Step>,
+    /// The event and stream of every slot.
+    slots: Vec<(Ev, StreamRef)>,
+    /// Per stream: the event recorded last, while nothing else followed it; a kernel launched
+    /// next starts at that event.
+    last_record: Vec<Option<Ev>>,
+    /// Per collective record.
+    works: Vec<WorkState>,
+    issued: Option<IssuedCall>,
+    call_start_ns: u64,
+    /// The collective record the current call made.
+    call_collective: Option<usize>,
+    /// The `wait()` under way: its log, until it returns.
+    wait: Option<WaitLog>,
     log: RunLog,
     memory: Memory,
-    /// The rank's random stream, as the simulator draws it: the same straggler delays.
-    rng: sim::random::StreamRng,
 }
 
 impl<'a, D: Device> Executor<'a, D> {
@@ -295,12 +320,18 @@ impl<'a, D: Device> Executor<'a, D> {
             scenario,
             plan,
             device,
-            works: vec![None; scenario.works.len()],
-            events: vec![None; scenario.events.len()],
-            seq: vec![0; scenario.groups.len()],
+            pg: ProcessGroupNccl::new(scenario, plan.rank),
+            #[cfg(test)]
+            executed: Vec::new(),
+            slots: Vec::new(),
+            last_record: vec![None; plan.streams.len()],
+            works: Vec::new(),
+            issued: None,
+            call_start_ns: 0,
+            call_collective: None,
+            wait: None,
             log: RunLog::default(),
             memory: Memory::new(scenario),
-            rng: sim::random::rank_rng(scenario.seed, plan.rank),
         }
     }
 
@@ -333,25 +364,32 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
+    /// The steps run so far, in order.
+    #[cfg(test)]
+    pub fn executed(&self) -> &[Step] {
+        &self.executed
+    }
+
     /// Every iteration (warm-up ones included, as the simulator does), then a device
     /// synchronise so that every event can be read.
-    pub fn run(mut self) -> Result<RunLog, HwError> {
+    pub fn run(&mut self) -> Result<RunLog, HwError> {
         let rank = self.plan.rank;
+        let mut steps = Vec::new();
         for iteration in 0..self.scenario.repeat {
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
                 if let Some(failure) = self.device.watchdog_failure() {
                     return Err(failure);
                 }
-                self.perturb(iteration, op.index)?;
-                let host_start_ns = self.device.now_ns();
-                self.op(iteration, op)?;
-                let host_end_ns = self.device.now_ns();
-                self.log.host.push(HostCall {
-                    iteration,
-                    op: op.index as OpRef,
-                    start_ns: host_start_ns,
-                    end_ns: host_end_ns,
-                });
+                steps.clear();
+                self.pg.before_op(self.scenario, iteration, op, &mut steps);
+                self.pg
+                    .op(self.scenario, op, &mut steps)
+                    .map_err(|error| HwError::Unsupported(error.0))?;
+                for &step in &steps {
+                    #[cfg(test)]
+                    self.executed.push(step);
+                    self.step(iteration, op, step)?;
+                }
             }
         }
         self.device.device_sync()?;
@@ -359,103 +397,106 @@ impl<'a, D: Device> Executor<'a, D> {
             return Err(failure);
         }
         self.log.memory = self.memory.peaks();
-        Ok(self.log)
+        Ok(std::mem::take(&mut self.log))
     }
 
-    /// A straggler's delay before a labelled op: host sleep, then a one-block spin on the op's
-    /// stream. Fixed or drawn from the rank's seeded stream in the simulator's order
-    /// (`sim::random`), so both engines apply the same delays.
-    fn perturb(&mut self, iteration: u32, op_index: usize) -> Result<(), HwError> {
-        let rank = self.plan.rank;
-        for p in &self.scenario.perturbations {
-            let applies = p.before_op == op_index
-                && p.ranks.contains(&rank)
-                && p.iterations
-                    .as_ref()
-                    .is_none_or(|list| list.contains(&iteration));
-            if !applies {
-                continue;
-            }
-            let host_delay_ns = p.host_delay.sample_ns(&mut self.rng);
-            let gpu_delay_ns = p.gpu_delay.sample_ns(&mut self.rng);
-            if host_delay_ns > 0 {
-                self.device.host_sleep(host_delay_ns);
-            }
-            if gpu_delay_ns > 0 {
-                // Recorded as a sleep kernel of the op, as the simulator records it.
-                let stream = self.plan.stream(self.scenario.ops[op_index].stream);
-                self.kernel(
-                    iteration,
-                    op_index as OpRef,
-                    stream,
-                    KernelClass::Sleep,
-                    Kernel::Spin {
-                        duration_ns: gpu_delay_ns,
-                        blocks: 1,
-                        own_sm: false,
-                    },
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    fn op(&mut self, iteration: u32, op: &sim::scenario::Op) -> Result<(), HwError> {
-        let stream = self.plan.stream(op.stream);
+    fn step(&mut self, iteration: u32, op: &Op, step: Step) -> Result<(), HwError> {
         let op_ref = op.index as OpRef;
-        match op.kind {
-            OpKind::Collective {
-                collective,
-                tensor,
-                group,
-                async_op,
-                work,
-                ..
-            } => {
-                // A list of tensors (R25) is one NCCL call per tensor, one call over the whole
-                // list for a coalesced group (one launch, α once), or one per bucket; all of
-                // them on the list's one buffer.
-                for bytes in self.scenario.call_sizes(&op.kind) {
-                    let call = CommCall::Collective {
-                        collective,
-                        tensor,
-                        bytes,
-                    };
-                    let record =
-                        self.collective(iteration, op_ref, stream, group, call, bytes, async_op)?;
-                    if let Some(work) = work {
-                        self.works[work] = Some(record);
-                    }
+        match step {
+            Step::CallStart => {
+                self.call_start_ns = self.device.now_ns();
+                self.call_collective = None;
+            }
+            Step::CallEnd => {
+                let end_ns = self.device.now_ns();
+                self.log.host.push(HostCall {
+                    iteration,
+                    op: op_ref,
+                    start_ns: self.call_start_ns,
+                    end_ns,
+                });
+                if let Some(record) = self.call_collective {
+                    self.log.collectives[record].rest.host_end_ns = end_ns;
                 }
             }
-            OpKind::Barrier { group } => {
-                // R14: a 1-element all_reduce with a Work, wait(), then the current stream
-                // synchronised.
-                let work = self.collective(
-                    iteration,
-                    op_ref,
+            // A real call takes its own time.
+            Step::HostCost { .. } => {}
+            Step::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
+            Step::Record { stream, slot } => {
+                debug_assert_eq!(slot as usize, self.slots.len());
+                let ev = self.record(stream)?;
+                self.slots.push((ev, stream));
+            }
+            Step::StreamWait { stream, slot } => {
+                let (source, source_stream) = self.slots[slot as usize];
+                self.stream_wait(iteration, op_ref, (source_stream, source), stream)?;
+            }
+            Step::Launch {
+                stream,
+                class,
+                kernel,
+                jitter,
+            } => {
+                let kernel = match kernel {
+                    SimKernel::Spin {
+                        duration_ns,
+                        blocks,
+                        own_sm,
+                    } => Kernel::Spin {
+                        duration_ns: apply_jitter(duration_ns, jitter),
+                        blocks,
+                        own_sm,
+                    },
+                    // A real GEMM has its own jitter.
+                    SimKernel::Gemm { m, n, k, dtype } => Kernel::Gemm { m, n, k, dtype },
+                };
+                self.kernel(iteration, op_ref, stream, class, kernel)?;
+            }
+            // The watchdog's verdict is checked before every op.
+            Step::CheckComm { .. } => {}
+            Step::InitComm { group } => self.device.init_comm(self.plan.group(group))?,
+            Step::ReleaseShelf { group } => self.release_shelf(group)?,
+            Step::Nccl(call) => self.nccl(call)?,
+            Step::Watch {
+                collective,
+                end,
+                stash,
+                ..
+            } => self.watch(iteration, op, collective, self.slots[end as usize].0, stash),
+            Step::Wait {
+                collective, stream, ..
+            } => {
+                let work = self.works[collective as usize].clone();
+                let host_start_ns = self.device.now_ns();
+                let released =
+                    self.stream_wait(iteration, op_ref, (work.run_stream, work.end), stream)?;
+                self.wait = Some(WaitLog {
+                    op: op_ref,
+                    host_start_ns,
+                    host_end_ns: host_start_ns,
                     stream,
-                    group,
-                    CommCall::Barrier,
-                    1,
-                    true, // a barrier's all_reduce returns a Work, as async_op=True does
-                )?;
-                let mut wait = self.wait_on(iteration, op_ref, stream, &work, None)?;
-                self.device.stream_sync(stream)?;
+                    released,
+                    completed_at_return: false,
+                });
+            }
+            Step::ReleaseOnWait { collective } => self.memory.release_on_wait(collective as usize),
+            Step::Poll {
+                collective,
+                interval_ns,
+                timeout_ns,
+                ..
+            } => self.poll(collective, interval_ns, timeout_ns)?,
+            Step::WaitReturn { collective } => {
+                let end = self.works[collective as usize].end;
+                let mut wait = self.wait.take().expect("wait() returns after it began");
                 wait.host_end_ns = self.device.now_ns();
-                wait.completed_at_return = self.device.query(work.end)?;
-                self.log.collectives[work.record].rest.wait = Some(wait);
-            }
-            OpKind::Wait { work, timeout_ns } => {
-                let state = self.work(work, op)?;
-                let wait = self.wait_on(iteration, op_ref, stream, &state, timeout_ns)?;
+                wait.completed_at_return = self.device.query(end)?;
                 // The record keeps the latest wait() on the Work, as the simulator does.
-                self.log.collectives[state.record].rest.wait = Some(wait);
+                self.log.collectives[collective as usize].rest.wait = Some(wait);
             }
-            OpKind::IsCompleted { work } => {
-                let state = self.work(work, op)?;
+            Step::Query { slot, .. } => {
                 let host_ns = self.device.now_ns();
-                let completed = self.device.query(state.end)?;
+                let completed = self.device.query(self.slots[slot as usize].0)?;
                 self.log.queries.push(QueryRecord {
                     iteration,
                     op: op_ref,
@@ -463,92 +504,66 @@ impl<'a, D: Device> Executor<'a, D> {
                     completed,
                 });
             }
-            OpKind::SetStream { .. } => {}
-            OpKind::RecordEvent { event } => {
-                let ev = self.device.record(stream)?;
-                self.events[event] = Some((ev, stream));
+            Step::EventSync { slot, .. } => self.device.event_sync(self.slots[slot as usize].0)?,
+            Step::StreamSync { stream, .. } => self.device.stream_sync(stream)?,
+            Step::DeviceSync { .. } => self.device.device_sync()?,
+            Step::Item { stream, tensor, .. } => {
+                self.last_record[stream as usize] = None;
+                self.device.read_element(stream, tensor)?;
             }
-            OpKind::WaitEvent { event } => {
-                let (source, source_stream) = self.recorded_event(event, op)?;
-                self.device.stream_wait(stream, source)?;
-                let released = self.device.record(stream)?;
-                self.log.stream_waits.push(Pending {
-                    iteration,
-                    op: op_ref,
-                    rest: StreamWaitLog {
-                        source_stream,
-                        source,
-                        waiting_stream: stream,
-                        released,
-                    },
-                });
-            }
-            OpKind::EventSync { event } => {
-                let (source, _) = self.recorded_event(event, op)?;
-                self.device.event_sync(source)?;
-            }
-            OpKind::StreamSync { stream } => self.device.stream_sync(self.plan.stream(stream))?,
-            OpKind::DeviceSync => self.device.device_sync()?,
-            OpKind::Item { tensor } => self.device.read_element(stream, tensor)?,
-            OpKind::Gemm { m, n, k, dtype } => {
-                // The simulator draws a jitter for every compute kernel from the rank's stream;
-                // a real GEMM has its own, so the draw only keeps the streams in step.
-                self.jitter(0);
-                self.kernel(
-                    iteration,
-                    op_ref,
-                    stream,
-                    KernelClass::Compute,
-                    Kernel::Gemm { m, n, k, dtype },
-                )?
-            }
-            OpKind::Kernel { duration_ns, sms } => {
-                let duration_ns = self.jitter(duration_ns);
-                self.kernel(
-                    iteration,
-                    op_ref,
-                    stream,
-                    KernelClass::Compute,
-                    Kernel::Spin {
-                        duration_ns,
-                        blocks: sms,
-                        own_sm: true,
-                    },
-                )?
-            }
-            OpKind::GpuSleep { duration_ns } => self.kernel(
-                iteration,
-                op_ref,
-                stream,
-                KernelClass::Sleep,
-                Kernel::Spin {
-                    duration_ns,
-                    blocks: 1,
-                    own_sm: false,
-                },
-            )?,
-            OpKind::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
-            OpKind::Alloc { tensor } => self.alloc(iteration, op, tensor, stream)?,
-            OpKind::Free { tensor } => {
+            Step::Alloc { tensor, stream } => self.alloc(iteration, op, tensor, stream)?,
+            Step::Free { tensor } => {
                 // recordStream (R19): an event on every other stream that used the tensor.
                 let mut events = Vec::new();
                 for used_on in self.memory.streams_to_record(tensor) {
-                    events.push(self.device.record(used_on)?);
+                    events.push(self.record(used_on)?);
                 }
                 self.memory.free(tensor, events);
                 self.device.bind(tensor, None);
             }
-            OpKind::Mark { mark } => {
+            Step::Mark { mark, stream, .. } => {
                 let host_ns = self.device.now_ns();
-                let ev = self.device.record(stream)?;
+                let ev = self.record(stream)?;
                 self.log.marks.push(Pending {
                     iteration,
                     op: mark as OpRef,
                     rest: (host_ns, ev),
                 });
             }
+            // The race detector is the simulator's: the GPU shows no races by itself.
+            Step::Access { .. } => {}
         }
         Ok(())
+    }
+
+    fn record(&mut self, stream: StreamRef) -> Result<Ev, HwError> {
+        let ev = self.device.record(stream)?;
+        self.last_record[stream as usize] = Some(ev);
+        Ok(ev)
+    }
+
+    /// `cudaStreamWaitEvent` of `stream` on `source`, and an event after it that times the
+    /// release.
+    fn stream_wait(
+        &mut self,
+        iteration: u32,
+        op: OpRef,
+        (source_stream, source): (StreamRef, Ev),
+        stream: StreamRef,
+    ) -> Result<Ev, HwError> {
+        self.device.stream_wait(stream, source)?;
+        let released = self.record(stream)?;
+        self.log.stream_waits.push(Pending {
+            iteration,
+            op,
+            rest: StreamWaitLog {
+                source_stream,
+                source,
+                waiting_stream: stream,
+                released,
+            },
+        });
+        Ok(released)
     }
 
     /// R18: Works of `group` never waited on leave the shelf once complete.
@@ -570,7 +585,7 @@ impl<'a, D: Device> Executor<'a, D> {
     fn alloc(
         &mut self,
         iteration: u32,
-        op: &sim::scenario::Op,
+        op: &Op,
         tensor: TensorId,
         stream: StreamRef,
     ) -> Result<(), HwError> {
@@ -630,42 +645,6 @@ impl<'a, D: Device> Executor<'a, D> {
         )))
     }
 
-    /// `cluster.kernel_jitter` applied to a compute kernel's duration with the draw the
-    /// simulator makes at the same point of the rank's random stream (none without jitter).
-    fn jitter(&mut self, duration_ns: u64) -> u64 {
-        sim::random::jittered_ns(
-            duration_ns,
-            self.scenario.cluster.kernel_jitter,
-            &mut self.rng,
-        )
-    }
-
-    fn work(&self, work: WorkId, op: &sim::scenario::Op) -> Result<WorkState, HwError> {
-        self.works[work].clone().ok_or_else(|| {
-            HwError::Unsupported(format!(
-                "op {} (line {}) uses Work {:?} before this rank created it",
-                op.display_name(),
-                op.line,
-                self.scenario.works[work]
-            ))
-        })
-    }
-
-    fn recorded_event(
-        &self,
-        event: usize,
-        op: &sim::scenario::Op,
-    ) -> Result<(Ev, StreamRef), HwError> {
-        self.events[event].ok_or_else(|| {
-            HwError::Unsupported(format!(
-                "op {} (line {}) uses event {:?} before this rank recorded it",
-                op.display_name(),
-                op.line,
-                self.scenario.events[event]
-            ))
-        })
-    }
-
     fn kernel(
         &mut self,
         iteration: u32,
@@ -677,9 +656,9 @@ impl<'a, D: Device> Executor<'a, D> {
         // The launch's host time is taken before the start event is recorded, so that the
         // event (which fires at once on an idle stream) never precedes it.
         let enqueue_ns = self.device.now_ns();
-        let start = self.device.record(stream)?;
+        let start = self.record(stream)?;
         self.device.launch(stream, kernel)?;
-        let end = self.device.record(stream)?;
+        let end = self.record(stream)?;
         self.log.kernels.push(Pending {
             iteration,
             op,
@@ -694,205 +673,156 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
-    /// R10 (async), R11 (sync, by profile), and the collective half of a barrier. Returns the
-    /// Work; for `InternalThenWait` the implicit `wait()` is already done.
-    #[allow(clippy::too_many_arguments)]
-    fn collective(
-        &mut self,
-        iteration: u32,
-        op: OpRef,
-        call_stream: StreamRef,
-        group: usize,
-        call: CommCall,
-        bytes: u64,
-        async_op: bool,
-    ) -> Result<WorkState, HwError> {
-        let plan = self.plan;
-        let g = plan.group(group);
-        let placement = match call {
-            CommCall::Barrier => Placement::Internal,
-            CommCall::Collective { .. } => Placement::of(self.scenario, async_op),
+    /// The NCCL kernel (R10c), or its stand-in when downscaled; it starts at the event recorded
+    /// just before it on its stream, else at one recorded now.
+    fn nccl(&mut self, call: NcclCall) -> Result<(), HwError> {
+        let g = self.plan.group(call.group);
+        let enqueue_ns = self.device.now_ns();
+        let start = match self.last_record[call.stream as usize] {
+            Some(ev) => ev,
+            None => self.record(call.stream)?,
         };
-        let host_start_ns = self.device.now_ns();
-        self.device.init_comm(g)?; // R8: lazy bootstrap inside the first collective
-        self.seq[group] += 1;
-        let seq = self.seq[group];
-        let mut enqueue_ns = self.device.now_ns();
-        let (run_stream, input_ready, start) = match placement {
-            Placement::Current => {
-                let ev = self.device.record(call_stream)?;
-                self.release_shelf(group)?;
-                (call_stream, ev, ev)
-            }
-            Placement::Internal | Placement::InternalThenWait => {
-                // R10a: input-ready event on the current stream; the internal stream waits.
-                let input_ready = self.device.record(call_stream)?;
-                self.device.stream_wait(g.stream, input_ready)?;
-                self.release_shelf(group)?;
-                enqueue_ns = self.device.now_ns();
-                let start = self.device.record(g.stream)?;
-                self.log.stream_waits.push(Pending {
-                    iteration,
-                    op,
-                    rest: StreamWaitLog {
-                        source_stream: call_stream,
-                        source: input_ready,
-                        waiting_stream: g.stream,
-                        released: start,
+        match self.plan.stand_in {
+            None | Some(StandIn::Nccl) => {
+                let comm_call = match call.tensor {
+                    Some(tensor) => CommCall::Collective {
+                        collective: call.kind,
+                        tensor,
+                        bytes: call.bytes,
                     },
-                });
-                (g.stream, input_ready, start)
+                    None => CommCall::Barrier,
+                };
+                self.device.collective(call.stream, g, comm_call)?
             }
-        };
-        match plan.stand_in {
-            None | Some(StandIn::Nccl) => self.device.collective(run_stream, g, call)?,
             Some(stand_in) => {
                 // The simulator's plan of this collective for the real group (R22, R24): its
                 // channels become the spin's blocks, its duration the spin's unless fixed.
-                let collective = match call {
-                    CommCall::Collective { collective, .. } => collective,
-                    CommCall::Barrier => CollectiveKind::AllReduce,
-                };
-                let ranks = &self.scenario.groups[group].ranks;
-                let model = sim::nccl::plan_collective(self.scenario, ranks, collective, bytes);
+                let ranks = &self.scenario.groups[call.group].ranks;
+                let model = sim::nccl::plan_collective(self.scenario, ranks, call.kind, call.bytes);
                 let duration_ns = match stand_in {
                     StandIn::Spin { duration_ns } => duration_ns,
-                    _ if self.scenario.cluster.kernel_jitter > 0.0 => {
-                        // The simulator's per-collective jitter draw, shared by all ranks.
-                        let mut rng = sim::random::collective_rng(self.scenario.seed, group, seq);
-                        let jitter = self.scenario.cluster.kernel_jitter;
-                        sim::random::jittered_ns(model.duration_ns, jitter, &mut rng)
-                    }
-                    _ => model.duration_ns,
+                    _ => apply_jitter(model.duration_ns, call.jitter),
                 };
                 let spin = Kernel::Spin {
                     duration_ns,
                     blocks: model.channels,
                     own_sm: true,
                 };
-                self.device.launch(run_stream, spin)?
+                self.device.launch(call.stream, spin)?
             }
         }
-        let end = self.device.record(run_stream)?; // R10d
-        let op_type = match call {
-            CommCall::Collective { collective, .. } => collective.op_type(),
-            CommCall::Barrier => "ALLREDUCE",
-        };
+        self.last_record[call.stream as usize] = None;
+        self.issued = Some(IssuedCall {
+            call,
+            enqueue_ns,
+            input_ready: self.slots[call.input_ready as usize].0,
+            start,
+        });
+        Ok(())
+    }
+
+    /// R10e / R11: the watchdog tracks every collective, sync ones too.
+    fn watch(
+        &mut self,
+        iteration: u32,
+        op: &Op,
+        collective: u32,
+        end: Ev,
+        stash: Option<TensorId>,
+    ) {
+        let issued = self.issued.take().expect("a Work follows its NCCL call");
+        let call = issued.call;
+        let g = self.plan.group(call.group);
         let description = format!(
-            "WorkNCCL(SeqNum={seq}, OpType={op_type}, NumelIn={bytes} B) on group {:?}",
+            "{} on group {:?}",
+            work_text(
+                self.scenario,
+                op,
+                (call.kind, call.bytes),
+                (call.group, call.seq),
+                g.timeout_ns
+            ),
             g.name
         );
-        // R10e / R11: the watchdog tracks every collective, sync ones too.
         self.device.watch(WatchedWork {
             end,
-            enqueue_ns: host_start_ns,
+            enqueue_ns: issued.enqueue_ns,
             timeout_ns: g.timeout_ns,
             description: description.clone(),
         });
+        let op_ref = op.index as OpRef;
         self.log.kernels.push(Pending {
             iteration,
-            op,
+            op: op_ref,
             rest: KernelLog {
-                stream: run_stream,
+                stream: call.stream,
                 class: KernelClass::Communication,
-                enqueue_ns,
-                start,
+                enqueue_ns: issued.enqueue_ns,
+                start: issued.start,
                 end,
             },
         });
         let record = self.log.collectives.len();
+        debug_assert_eq!(record, collective as usize);
         self.log.collectives.push(Pending {
             iteration,
-            op,
+            op: op_ref,
             rest: CollectiveLog {
-                group: group as u16,
-                seq,
-                bytes,
-                async_op,
-                call_stream,
-                run_stream,
-                host_start_ns,
-                host_end_ns: host_start_ns,
-                input_ready,
-                start,
+                group: call.group as u16,
+                seq: call.seq,
+                bytes: call.bytes,
+                async_op: call.async_op,
+                call_stream: call.call_stream,
+                run_stream: call.stream,
+                host_start_ns: self.call_start_ns,
+                host_end_ns: self.call_start_ns,
+                input_ready: issued.input_ready,
+                start: issued.start,
                 end,
                 wait: None,
             },
         });
-        if let (CommCall::Collective { tensor, .. }, true) = (call, placement != Placement::Current)
-        {
+        if let Some(tensor) = stash {
             self.memory
-                .keep_alive(tensor, group, run_stream, record, end);
+                .keep_alive(tensor, call.group, call.stream, record, end);
         }
-        let work = WorkState {
+        self.works.push(WorkState {
             end,
-            run_stream,
-            enqueue_ns: host_start_ns,
-            record,
+            run_stream: call.stream,
+            enqueue_ns: issued.enqueue_ns,
             description,
             timeout_ns: g.timeout_ns,
-        };
-        if placement == Placement::InternalThenWait {
-            // R11 (2.5): the wrapper calls wait() on the Work it made.
-            let wait = self.wait_on(iteration, op, call_stream, &work, None)?;
-            self.log.collectives[record].rest.wait = Some(wait);
-        }
-        self.log.collectives[record].rest.host_end_ns = self.device.now_ns();
-        Ok(work)
+        });
+        self.call_collective = Some(record);
     }
 
-    /// `work.wait()`: the stream current at the call waits on the end event (R12); with
-    /// blocking wait or a timeout, the host polls `is_completed()` and sleeps the profile's
-    /// interval between polls (R15), giving up after the timeout counted from the enqueue (R26).
-    fn wait_on(
+    /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
+    /// polls (R15); a poll that finds the timeout (the group's unless given) passed since the
+    /// enqueue aborts the communicators and raises (R26's clock; PyTorch's check is
+    /// `elapsed >= timeout`).
+    fn poll(
         &mut self,
-        iteration: u32,
-        op: OpRef,
-        stream: StreamRef,
-        work: &WorkState,
+        collective: u32,
+        interval_ns: u64,
         timeout_ns: Option<u64>,
-    ) -> Result<WaitLog, HwError> {
-        let host_start_ns = self.device.now_ns();
-        self.device.stream_wait(stream, work.end)?;
-        self.memory.release_on_wait(work.record); // R18: the stash lets go
-        let released = self.device.record(stream)?;
-        self.log.stream_waits.push(Pending {
-            iteration,
-            op,
-            rest: StreamWaitLog {
-                source_stream: work.run_stream,
-                source: work.end,
-                waiting_stream: stream,
-                released,
-            },
-        });
-        if self.scenario.env.blocking_wait || timeout_ns.is_some() {
-            let limit_ns = timeout_ns.unwrap_or(work.timeout_ns);
-            let poll_ns = self.scenario.host.blocking_wait_poll_ns.max(1);
-            while !self.device.query(work.end)? {
-                let waited_ns = self.device.now_ns().saturating_sub(work.enqueue_ns);
-                if waited_ns > limit_ns {
-                    self.device.abort_comms();
-                    return Err(HwError::Timeout(format!(
-                        "{} ran for {} ms, over the {} ms timeout; communicators aborted",
-                        work.description,
-                        waited_ns / 1_000_000,
-                        limit_ns / 1_000_000
-                    )));
-                }
-                self.device.host_sleep(poll_ns);
+    ) -> Result<(), HwError> {
+        let work = &self.works[collective as usize];
+        let limit_ns = timeout_ns.unwrap_or(work.timeout_ns);
+        let poll_ns = interval_ns.max(1);
+        while !self.device.query(work.end)? {
+            let waited_ns = self.device.now_ns().saturating_sub(work.enqueue_ns);
+            if waited_ns >= limit_ns {
+                self.device.abort_comms();
+                return Err(HwError::Timeout(format!(
+                    "{} ran for {} ms, reaching the {} ms timeout; communicators aborted",
+                    work.description,
+                    waited_ns / 1_000_000,
+                    limit_ns / 1_000_000
+                )));
             }
+            self.device.host_sleep(poll_ns);
         }
-        let host_end_ns = self.device.now_ns();
-        let completed_at_return = self.device.query(work.end)?;
-        Ok(WaitLog {
-            op,
-            host_start_ns,
-            host_end_ns,
-            stream,
-            released,
-            completed_at_return,
-        })
+        Ok(())
     }
 }
 
@@ -1063,6 +993,31 @@ wait = "w"
 [[op]]
 is_completed = "w"
 "#;
+
+    #[test]
+    fn the_executor_runs_the_process_groups_steps_and_nothing_else() {
+        let scenario = sim::scenario::parse("fake.toml", ASYNC).unwrap();
+        let layout = Layout {
+            rank: 0,
+            world: 1,
+            device: 0,
+            launched: false,
+            stand_in: None,
+        };
+        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let mut device = FakeDevice::default();
+        let mut executor = Executor::new(&scenario, &plan, &mut device);
+        executor.setup().unwrap();
+        executor.run().unwrap();
+        let mut pg = ProcessGroupNccl::new(&scenario, 0);
+        let mut expected = Vec::new();
+        for op in &scenario.ops {
+            pg.before_op(&scenario, 0, op, &mut expected);
+            pg.op(&scenario, op, &mut expected).unwrap();
+        }
+        assert_eq!(executor.executed(), expected);
+        assert!(expected.len() > scenario.ops.len());
+    }
 
     #[test]
     fn async_all_reduce_is_r10_and_wait_is_r12() {
@@ -1517,7 +1472,7 @@ gpu_delay_us = { uniform = { min = 10, max = 20 } }
         };
         let error = run_fake(&text, &mut device).unwrap_err();
         assert!(
-            error.to_string().contains("over the 3 ms timeout"),
+            error.to_string().contains("reaching the 3 ms timeout"),
             "{error}"
         );
         assert_eq!(device.watched[0].timeout_ns, 3_500_000);

@@ -1,39 +1,15 @@
-//! Planning: which streams a rank needs, which communicator each collective uses, where each
-//! collective's kernel runs under the behaviour profile, and how long a downscale stand-in
-//! lasts. Pure functions of the scenario and the [`Layout`], tested without a GPU.
+//! Planning: which streams a rank needs, which communicator each collective uses, and how long
+//! a downscale stand-in lasts (where each collective's kernel runs is `sim::pg`'s). Pure
+//! functions of the scenario and the [`Layout`], tested without a GPU.
 
 use crate::error::HwError;
 use crate::options::{Layout, StandIn};
 use sim::collective::NcclCount;
-use sim::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, StreamId};
+use sim::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
 use sim::timeline::{StreamInfo, StreamKind, StreamRef};
 
 /// Largest number of timed events one run may use (a limit on every queue).
 pub const MAX_EVENTS: usize = 4_000_000;
-
-/// Where a collective's kernel runs and what the host does around it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
-    /// R10: input-ready event on the current stream, the internal stream waits on it, the
-    /// kernel and the end event go on the internal stream; a Work is returned.
-    Internal,
-    /// R11 (2.5): as [`Placement::Internal`], then the wrapper calls `wait()`.
-    InternalThenWait,
-    /// R11 (2.12): the kernel is enqueued directly on the current stream.
-    Current,
-}
-
-impl Placement {
-    pub fn of(scenario: &Scenario, async_op: bool) -> Placement {
-        if async_op {
-            Placement::Internal
-        } else if scenario.torch.sync_collective_on_current_stream() {
-            Placement::Current
-        } else {
-            Placement::InternalThenWait
-        }
-    }
-}
 
 /// One process group as this rank sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,11 +125,6 @@ impl RankPlan {
             stand_in: layout.stand_in,
             events_per_iteration,
         })
-    }
-
-    /// The stream ref of a scenario stream.
-    pub fn stream(&self, stream: StreamId) -> StreamRef {
-        stream as StreamRef
     }
 
     pub fn group(&self, group: GroupId) -> &GroupPlan {
@@ -297,15 +268,6 @@ stream = "side"
         let world = plan.group(0);
         assert_eq!((world.comm_rank, world.comm_size), (0, 1));
         assert_eq!(plan.stand_in, Some(StandIn::Model));
-    }
-
-    #[test]
-    fn placement_follows_the_profile() {
-        let v2_5 = scenario(TWO_GROUPS);
-        assert_eq!(Placement::of(&v2_5, true), Placement::Internal);
-        assert_eq!(Placement::of(&v2_5, false), Placement::InternalThenWait);
-        let v2_12 = scenario(&TWO_GROUPS.replace("torch = \"2.5\"", ""));
-        assert_eq!(Placement::of(&v2_12, false), Placement::Current);
     }
 
     #[test]

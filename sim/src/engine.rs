@@ -15,19 +15,21 @@
 
 use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
-use crate::lifetime::{AllocStep, TensorMemory};
+use crate::lifetime::TensorMemory;
 use crate::nccl::{plan_collective, CollectivePlan};
 use crate::race::{AccessKind, Point, RaceDetector};
-use crate::random::{collective_rng, jittered_ns, mix_seed, rank_rng};
-use crate::scenario::{Batch, TensorId};
-use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario, WorkId};
+use crate::pg::ProcessGroupNccl;
+use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
+use crate::scenario::TensorId;
+use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
 use crate::timeline::*;
-use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use watchdog::{Failures, FaultEffect, WatchdogStep};
+use host::{next_poll_ns, Cursor, StepLog};
+use watchdog::{Failures, WatchdogStep};
 
+mod host;
 mod watchdog;
 
 /// Sentinel for "has not happened".
@@ -114,16 +116,19 @@ enum Blocked {
         from_ns: u64,
         cost_ns: u64,
     },
-    /// Blocking wait (R15) or `wait(timeout)`: polls at `first_poll_ns + k·poll_ns`, raising at
-    /// the first poll at or after `deadline_ns`.
+    /// Blocking wait (R15) or `wait(timeout)` on the Work of collective record `collective`:
+    /// polls at `first_poll_ns + k·poll_ns`, raising at the first poll at or after
+    /// `deadline_ns`.
     Polling {
         first_poll_ns: u64,
         poll_ns: u64,
         deadline_ns: u64,
+        collective: u32,
+        own_timeout_ns: Option<u64>,
     },
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
-    /// Waiting for the simulation to catch up with the host's time, then running the same op
+    /// Waiting for the simulation to catch up with the host's time, then running the same step
     /// again (an allocation that must see which recordStream events have passed, R19).
     Timer,
     /// The program ended.
@@ -144,42 +149,37 @@ enum Waiter {
 struct RankState {
     host_ns: u64,
     iteration: u32,
+    /// The next op of the program.
     pc: usize,
     blocked: Blocked,
-    /// Op the host is blocked in, for deadlock findings.
+    /// The op the host is in (blocked in, for deadlock findings).
     blocked_op: usize,
+    /// ProcessGroupNCCL of this rank: what each op is made of.
+    pg: ProcessGroupNccl,
+    /// The current op's steps and the host's place in them.
+    cursor: Cursor,
+    /// The event instance of every slot the steps recorded.
+    slot_instance: Vec<Instance>,
     /// Counts the host's resumptions, so that a stale timeout is recognised.
     generation: u64,
     streams: Vec<StreamState>,
-    /// Local stream index of each group's internal NCCL stream (R9).
-    group_stream: Vec<Option<u16>>,
-    /// Per group: collectives issued so far (the next SeqNum is this plus one).
+    /// Per group: the SeqNum of the last collective the host enqueued.
     group_seq: Vec<u64>,
-    group_initialised: Vec<bool>,
     /// Fire time of every event instance this rank recorded.
     fired_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     instance_stream: Vec<u16>,
     waiters: FxHashMap<Instance, Vec<Waiter>>,
-    /// Latest instance of each named event.
-    event_instance: Vec<Instance>,
-    /// Per Work name: (collective record, end instance) of the latest creation.
-    work_state: Vec<Option<(u32, Instance)>>,
+    /// Per Work name: the end instance of its latest creation.
+    work_end: Vec<Option<Instance>>,
     timeline: RankTimeline,
     scratch: Scratch,
     /// The GPU's SMs and the kernels sharing them (R7, R22).
     gpu: SmScheduler,
     /// The pending `SmTransfer`, if one is scheduled.
     transfer_at_ns: Option<u64>,
-    /// The rank's random stream: straggler delays and kernel jitter, in program order.
-    rng: ChaCha8Rng,
-    /// (iteration, op) whose perturbations were applied, so that an op re-run after a
-    /// communicator init is not delayed twice.
-    perturbed: Option<(u32, usize)>,
     /// The caching allocator and the lifetime of each tensor (R17–R20).
     memory: MemoryState,
-    /// The next call of a batched collective op to issue after a communicator init (R25).
-    batch_next: usize,
     /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
     compute_speed: f64,
     /// Happens-before of this rank's host and streams, for data races (R21).
@@ -190,10 +190,6 @@ struct RankState {
 /// state of an allocation that waits for the device before releasing the cache.
 struct MemoryState {
     books: TensorMemory<Instance>,
-    /// The op resumes by running again (a cache release waited for the device to drain).
-    retry: bool,
-    /// Start of a call that runs again, for its host record.
-    retry_start_ns: Option<u64>,
     /// A cache release is waiting for the device to drain (R20).
     awaiting_idle: bool,
 }
@@ -205,8 +201,6 @@ impl MemoryState {
         books.static_steps();
         MemoryState {
             books,
-            retry: false,
-            retry_start_ns: None,
             awaiting_idle: false,
         }
     }
@@ -235,6 +229,8 @@ struct Rendezvous {
     op: usize,
     seq: u64,
     iteration: u32,
+    /// Factor on the data-moving time, the same for every rank (`cluster.kernel_jitter`).
+    jitter: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -271,15 +267,6 @@ enum Event {
     },
 }
 
-/// How `wait()` treats the host (R12, R15).
-#[derive(Debug, Clone, Copy)]
-enum WaitMode {
-    /// The default: block the current stream, return at once.
-    StreamOnly,
-    /// Also poll `is_completed()` on the host, raising at the timeout if there is one.
-    Poll { timeout_ns: Option<u64> },
-}
-
 struct Engine<'s> {
     scenario: &'s Scenario,
     now_ns: u64,
@@ -292,8 +279,6 @@ struct Engine<'s> {
     free_rendezvous: Vec<u32>,
     /// Lazy communicator init: per group, ranks that arrived and their host times.
     comm_init: Vec<Vec<(u32, u64)>>,
-    /// Per op: the perturbations applying to it.
-    perturbations_by_op: Vec<Vec<usize>>,
     gemm_ns_by_op: Vec<u64>,
     /// Per collective or barrier op: how NCCL runs it (channels, duration; R22, R24).
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
@@ -302,6 +287,7 @@ struct Engine<'s> {
     /// Faults, watchdogs, heartbeat monitors (R26–R29).
     failures: Failures,
     events_processed: u64,
+    step_log: StepLog,
 }
 
 impl<'s> Engine<'s> {
@@ -323,10 +309,8 @@ impl<'s> Engine<'s> {
                         high_priority: stream.priority == Priority::High,
                     })
                     .collect();
-                let mut group_stream = vec![None; scenario.groups.len()];
                 for (group_id, group) in scenario.groups.iter().enumerate() {
                     if group.ranks.binary_search(&rank).is_ok() {
-                        group_stream[group_id] = Some(streams_info.len() as u16);
                         streams_info.push(StreamInfo {
                             name: format!("nccl:{}", group.name),
                             kind: StreamKind::Nccl,
@@ -348,16 +332,16 @@ impl<'s> Engine<'s> {
                     pc: 0,
                     blocked: Blocked::Running,
                     blocked_op: 0,
+                    pg: ProcessGroupNccl::new(scenario, rank),
+                    cursor: Cursor::default(),
+                    slot_instance: Vec::new(),
                     generation: 0,
                     streams,
-                    group_stream,
                     group_seq: vec![0; scenario.groups.len()],
-                    group_initialised: scenario.groups.iter().map(|g| g.eager_init).collect(),
                     fired_ns: Vec::new(),
                     instance_stream: Vec::new(),
                     waiters: FxHashMap::default(),
-                    event_instance: vec![0; scenario.events.len()],
-                    work_state: vec![None; scenario.works.len()],
+                    work_end: vec![None; scenario.works.len()],
                     timeline: RankTimeline {
                         rank,
                         streams: streams_info,
@@ -366,10 +350,7 @@ impl<'s> Engine<'s> {
                     scratch: Scratch::default(),
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
                     transfer_at_ns: None,
-                    rng: rank_rng(scenario.seed, rank),
-                    perturbed: None,
                     memory: MemoryState::new(scenario),
-                    batch_next: 0,
                     compute_speed: rank_speed(scenario, rank),
                     race: if options.race_detector {
                         RaceDetector::new(stream_count)
@@ -380,10 +361,6 @@ impl<'s> Engine<'s> {
             })
             .collect();
         debug_assert!(user_streams >= 1);
-        let mut perturbations_by_op = vec![Vec::new(); scenario.ops.len()];
-        for (index, perturbation) in scenario.perturbations.iter().enumerate() {
-            perturbations_by_op[perturbation.before_op].push(index);
-        }
         let gemm_ns_by_op = scenario
             .ops
             .iter()
@@ -415,11 +392,11 @@ impl<'s> Engine<'s> {
             rendezvous_index: FxHashMap::default(),
             free_rendezvous: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
-            perturbations_by_op,
             gemm_ns_by_op,
             findings: Vec::new(),
             failures: Failures::new(scenario),
             events_processed: 0,
+            step_log: None,
         }
     }
 
@@ -501,13 +478,7 @@ impl<'s> Engine<'s> {
                     let state = &mut self.ranks[rank as usize];
                     state.host_ns = state.host_ns.max(at_ns);
                     state.generation += 1;
-                    let was = std::mem::replace(&mut state.blocked, Blocked::Running);
-                    let retry = std::mem::take(&mut state.memory.retry);
-                    // After a communicator init, a timer or a cache release the call itself
-                    // runs again (pc unchanged).
-                    if !matches!(was, Blocked::CommInit | Blocked::Timer) && !retry {
-                        self.finish_blocking_call(rank);
-                    }
+                    state.blocked = Blocked::Running;
                     self.run_host(rank);
                 }
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
@@ -764,14 +735,7 @@ impl<'s> Engine<'s> {
         let resident = resident.min(plan.channels);
         let full_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
             .div_ceil(u128::from(resident)) as u64;
-        let jitter = self.scenario.cluster.kernel_jitter;
-        let duration_ns = if jitter > 0.0 {
-            let mut rng = collective_rng(self.scenario.seed, slot.group, slot.seq);
-            jittered_ns(full_ns, jitter, &mut rng)
-        } else {
-            full_ns
-        };
-        let end_ns = now_ns + duration_ns;
+        let end_ns = now_ns + apply_jitter(full_ns, slot.jitter);
         for &(member, member_stream) in &slot.members {
             let state = &mut self.ranks[member as usize];
             let collective = match state.streams[member_stream as usize].queue.front() {
@@ -812,605 +776,6 @@ impl<'s> Engine<'s> {
                 Waiter::Host => self.host_instance_fired(rank),
             }
         }
-    }
-
-    // ---------------------------------------------------------------- host side
-
-    fn host_instance_fired(&mut self, rank: u32) {
-        let now_ns = self.now_ns;
-        let state = &mut self.ranks[rank as usize];
-        match &mut state.blocked {
-            Blocked::Instances {
-                pending,
-                latest_ns,
-                from_ns,
-                cost_ns,
-            } => {
-                *pending -= 1;
-                *latest_ns = (*latest_ns).max(now_ns);
-                if *pending == 0 {
-                    let resume_ns = (*from_ns).max(*latest_ns) + *cost_ns;
-                    self.schedule(
-                        resume_ns,
-                        Event::HostResume {
-                            rank,
-                            at_ns: resume_ns,
-                        },
-                    );
-                }
-            }
-            Blocked::Polling {
-                first_poll_ns,
-                poll_ns,
-                deadline_ns,
-            } => {
-                // R15: the host sees completion at the first poll at or after the fire time.
-                let resume_ns = next_poll_ns(*first_poll_ns, *poll_ns, now_ns);
-                // Past the deadline the pending timeout raises first.
-                if resume_ns < *deadline_ns {
-                    self.schedule(
-                        resume_ns,
-                        Event::HostResume {
-                            rank,
-                            at_ns: resume_ns,
-                        },
-                    );
-                }
-            }
-            // The host raised in a timed-out wait() and the Work finished afterwards.
-            Blocked::Done => {}
-            _ => unreachable!("a host waiter is blocked"),
-        }
-    }
-
-    /// Blocks the host until every instance fired, then resumes `cost_ns` later (R14).
-    /// Returns true when the host can go on at once.
-    fn block_on(&mut self, rank: u32, instances: &[Instance], cost_ns: u64) -> bool {
-        let state = &mut self.ranks[rank as usize];
-        for &instance in instances {
-            state.race.host_waits(instance);
-            state.race.forget(instance);
-        }
-        let mut pending = 0;
-        let mut latest_ns = 0;
-        for &instance in instances {
-            let fired = state.fired_ns[instance as usize];
-            if fired == NEVER {
-                pending += 1;
-                state
-                    .waiters
-                    .entry(instance)
-                    .or_default()
-                    .push(Waiter::Host);
-            } else {
-                latest_ns = latest_ns.max(fired);
-            }
-        }
-        if pending == 0 {
-            state.host_ns = state.host_ns.max(latest_ns) + cost_ns;
-            return true;
-        }
-        state.blocked = Blocked::Instances {
-            pending,
-            latest_ns,
-            from_ns: state.host_ns,
-            cost_ns,
-        };
-        false
-    }
-
-    /// Completes the record of the call the host was blocked in.
-    fn finish_blocking_call(&mut self, rank: u32) {
-        let state = &mut self.ranks[rank as usize];
-        let host_ns = state.host_ns;
-        if let Some(call) = state.timeline.host.last_mut() {
-            call.end_ns = host_ns;
-        }
-        let op = &self.scenario.ops[state.blocked_op];
-        match op.kind {
-            OpKind::Wait { work, .. } => {
-                let (collective, _) = state.work_state[work].expect("waited Work exists");
-                if let Some(wait) = &mut state.timeline.collectives[collective as usize].wait {
-                    wait.host_end_ns = host_ns;
-                }
-            }
-            OpKind::Collective { .. } | OpKind::Barrier { .. } => {
-                if let Some(record) = state.timeline.collectives.last_mut() {
-                    if record.op as usize == op.index {
-                        match &mut record.wait {
-                            Some(wait) if wait.op as usize == op.index => {
-                                wait.host_end_ns = host_ns;
-                                record.host_end_ns = host_ns;
-                            }
-                            _ => record.host_end_ns = host_ns,
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-        state.pc += 1;
-    }
-
-    /// Runs the rank's program until it blocks or ends (R1: the host runs ahead of the GPU).
-    fn run_host(&mut self, rank: u32) {
-        let ops = &self.scenario.ops;
-        loop {
-            let state = &mut self.ranks[rank as usize];
-            if !matches!(state.blocked, Blocked::Running) {
-                return;
-            }
-            if state.pc == ops.len() {
-                state.pc = 0;
-                state.iteration += 1;
-                if state.iteration == self.scenario.repeat {
-                    state.blocked = Blocked::Done;
-                    return;
-                }
-            }
-            let op = &ops[state.pc];
-            if !op.runs_on(rank) {
-                state.pc += 1;
-                continue;
-            }
-            let iteration = state.iteration;
-            let first_visit = state.perturbed != Some((iteration, op.index));
-            state.perturbed = Some((iteration, op.index));
-            for slot in 0..self.perturbations_by_op[op.index].len() {
-                let index = self.perturbations_by_op[op.index][slot];
-                let perturbation = &self.scenario.perturbations[index];
-                let applies = first_visit
-                    && perturbation.ranks.binary_search(&rank).is_ok()
-                    && perturbation
-                        .iterations
-                        .as_ref()
-                        .is_none_or(|list| list.contains(&iteration));
-                if !applies {
-                    continue;
-                }
-                let state = &mut self.ranks[rank as usize];
-                state.host_ns += perturbation.host_delay.sample_ns(&mut state.rng);
-                let gpu_delay_ns = perturbation.gpu_delay.sample_ns(&mut state.rng);
-                if gpu_delay_ns > 0 {
-                    let host_ns = state.host_ns;
-                    self.launch_kernel(
-                        rank,
-                        op.stream as u16,
-                        op.index,
-                        KernelClass::Sleep,
-                        gpu_delay_ns,
-                        host_ns,
-                    );
-                }
-            }
-            if first_visit {
-                match self.apply_fault(rank, op.index) {
-                    FaultEffect::Run => {}
-                    FaultEffect::Skip => {
-                        self.ranks[rank as usize].pc += 1;
-                        continue;
-                    }
-                    FaultEffect::Stop => return,
-                }
-            }
-            if self.execute(rank, op.index) {
-                self.ranks[rank as usize].pc += 1;
-            } else {
-                self.ranks[rank as usize].blocked_op = op.index;
-                return;
-            }
-        }
-    }
-
-    fn launch_kernel(
-        &mut self,
-        rank: u32,
-        stream: u16,
-        op: usize,
-        class: KernelClass,
-        duration_ns: u64,
-        host_ns: u64,
-    ) -> Point {
-        let state = &mut self.ranks[rank as usize];
-        let duration_ns = match class {
-            KernelClass::Compute => jittered_ns(
-                (duration_ns as f64 * state.compute_speed).round() as u64,
-                self.scenario.cluster.kernel_jitter,
-                &mut state.rng,
-            ),
-            _ => duration_ns,
-        };
-        let kernel = state.timeline.kernels.len() as u32;
-        state.timeline.kernels.push(KernelRecord {
-            iteration: state.iteration,
-            op: op as OpRef,
-            stream,
-            class,
-            enqueue_ns: host_ns,
-            start_ns: NEVER,
-            end_ns: NEVER,
-        });
-        let ready_ns = host_ns + self.scenario.host.launch_latency_ns;
-        self.push(
-            rank,
-            stream,
-            GpuItem::Kernel {
-                duration_ns,
-                kernel,
-            },
-            ready_ns,
-        )
-    }
-
-    /// Adds a `cudaStreamWaitEvent` of `waiting` on `instance`.
-    fn push_stream_wait(&mut self, rank: u32, op: usize, waiting: u16, instance: Instance) {
-        let state = &mut self.ranks[rank as usize];
-        let stream_wait = state.timeline.stream_waits.len() as u32;
-        state.timeline.stream_waits.push(StreamWaitRecord {
-            iteration: state.iteration,
-            op: op as OpRef,
-            source_stream: state.instance_stream[instance as usize],
-            source_ns: NEVER,
-            waiting_stream: waiting,
-            released_ns: NEVER,
-        });
-        state.scratch.stream_wait_instance.push(instance);
-        let host_ns = state.host_ns;
-        self.push(
-            rank,
-            waiting,
-            GpuItem::WaitFor {
-                instance,
-                stream_wait,
-            },
-            host_ns,
-        );
-    }
-
-    fn record(&mut self, rank: u32, stream: u16) -> Instance {
-        self.record_at(rank, stream).0
-    }
-
-    fn record_at(&mut self, rank: u32, stream: u16) -> (Instance, Point) {
-        let instance = self.new_instance(rank, stream);
-        let host_ns = self.ranks[rank as usize].host_ns;
-        let point = self.push(rank, stream, GpuItem::Record { instance }, host_ns);
-        (instance, point)
-    }
-
-    fn push_host_call(&mut self, rank: u32, op: usize, start_ns: u64) {
-        let state = &mut self.ranks[rank as usize];
-        state.timeline.host.push(HostCall {
-            iteration: state.iteration,
-            op: op as OpRef,
-            start_ns,
-            end_ns: state.host_ns,
-        });
-    }
-
-    /// Executes one op on the host. Returns false when the host blocked (the call's record is
-    /// completed when it resumes).
-    fn execute(&mut self, rank: u32, op_index: usize) -> bool {
-        let scenario = self.scenario;
-        let op = &scenario.ops[op_index];
-        let costs = &scenario.host;
-        let stream = op.stream as u16;
-        let start_ns = self.ranks[rank as usize].host_ns;
-        self.ranks[rank as usize].race.host_step();
-        let mut proceed = true;
-        // Where the op's declared reads and writes happen (R21): at its kernel if it launches
-        // one, else at its point in the stream.
-        let mut access_point: Option<Point> = None;
-        match op.kind {
-            OpKind::Collective {
-                collective,
-                tensor,
-                group,
-                async_op,
-                work,
-                batch,
-            } => {
-                let sizes = scenario.call_sizes(&op.kind);
-                if batch == Batch::Coalesced && self.ranks[rank as usize].batch_next == 0 {
-                    // R25: the coalescing manager only records each call; one launch follows.
-                    let count = u64::from(scenario.tensors[tensor].count);
-                    self.ranks[rank as usize].host_ns += (count - 1) * costs.event_ns;
-                }
-                // A batch resumes where a communicator init stopped it.
-                let first = std::mem::take(&mut self.ranks[rank as usize].batch_next);
-                for (call, &size_bytes) in sizes.iter().enumerate().skip(first) {
-                    let (collective, size_bytes) =
-                        self.issued_collective(rank, collective, size_bytes);
-                    proceed = self.collective(
-                        rank,
-                        op_index,
-                        collective,
-                        (Some(tensor), size_bytes),
-                        group,
-                        async_op,
-                        work,
-                        false,
-                    );
-                    if !proceed {
-                        if matches!(self.ranks[rank as usize].blocked, Blocked::CommInit) {
-                            self.ranks[rank as usize].batch_next = call;
-                        }
-                        return false;
-                    }
-                }
-                return proceed;
-            }
-            OpKind::Barrier { group } => {
-                return self.collective(
-                    rank,
-                    op_index,
-                    CollectiveKind::AllReduce,
-                    (None, 1),
-                    group,
-                    true,
-                    None,
-                    true,
-                );
-            }
-            OpKind::Wait { work, timeout_ns } => {
-                self.ranks[rank as usize].host_ns += costs.wait_ns;
-                let (collective, end) = self.ranks[rank as usize].work_state[work]
-                    .expect("validation guarantees the Work exists");
-                // R15: blocking wait, or an explicit timeout, makes the host poll.
-                let mode = if scenario.env.blocking_wait || timeout_ns.is_some() {
-                    WaitMode::Poll { timeout_ns }
-                } else {
-                    WaitMode::StreamOnly
-                };
-                proceed = self.wait(rank, op_index, (collective, end), stream, start_ns, mode);
-            }
-            OpKind::IsCompleted { work } => {
-                let state = &mut self.ranks[rank as usize];
-                state.host_ns += costs.query_ns;
-                let (_, end) = state.work_state[work].expect("validation guarantees the Work");
-                state.timeline.queries.push(QueryRecord {
-                    iteration: state.iteration,
-                    op: op_index as OpRef,
-                    host_ns: state.host_ns,
-                    completed: false,
-                });
-                state.scratch.query_instance.push(end);
-            }
-            OpKind::SetStream { .. } => {
-                self.ranks[rank as usize].host_ns += costs.event_ns;
-            }
-            OpKind::RecordEvent { event } => {
-                self.ranks[rank as usize].host_ns += costs.event_ns;
-                let instance = self.record(rank, stream);
-                self.ranks[rank as usize].event_instance[event] = instance;
-            }
-            OpKind::WaitEvent { event } => {
-                self.ranks[rank as usize].host_ns += costs.event_ns;
-                let instance = self.ranks[rank as usize].event_instance[event];
-                self.push_stream_wait(rank, op_index, stream, instance);
-            }
-            OpKind::EventSync { event } => {
-                let instance = self.ranks[rank as usize].event_instance[event];
-                proceed = self.block_on(rank, &[instance], costs.sync_ns);
-            }
-            OpKind::StreamSync { stream: target } => {
-                let instance = self.record(rank, target as u16);
-                proceed = self.block_on(rank, &[instance], costs.sync_ns);
-            }
-            OpKind::DeviceSync => {
-                let streams = self.ranks[rank as usize].streams.len() as u16;
-                let instances: Vec<Instance> = (0..streams).map(|s| self.record(rank, s)).collect();
-                proceed = self.block_on(rank, &instances, costs.sync_ns);
-            }
-            OpKind::Item { tensor } => {
-                self.ranks[rank as usize].host_ns += costs.launch_ns;
-                let (instance, point) = self.record_at(rank, stream);
-                self.access(rank, point.clone(), tensor, AccessKind::Read, op_index);
-                access_point = Some(point);
-                proceed = self.block_on(rank, &[instance], costs.item_ns);
-            }
-            OpKind::Alloc { tensor } => return self.alloc(rank, op_index, tensor, stream),
-            OpKind::Free { tensor } => self.free(rank, tensor),
-            OpKind::Gemm { .. } => {
-                let state = &mut self.ranks[rank as usize];
-                state.host_ns += costs.launch_ns;
-                let host_ns = state.host_ns;
-                let duration_ns = self.gemm_ns_by_op[op_index];
-                access_point = Some(self.launch_kernel(
-                    rank,
-                    stream,
-                    op_index,
-                    KernelClass::Compute,
-                    duration_ns,
-                    host_ns,
-                ));
-            }
-            OpKind::Kernel { duration_ns, .. } | OpKind::GpuSleep { duration_ns } => {
-                let class = match op.kind {
-                    OpKind::GpuSleep { .. } => KernelClass::Sleep,
-                    _ => KernelClass::Compute,
-                };
-                let state = &mut self.ranks[rank as usize];
-                state.host_ns += costs.launch_ns;
-                let host_ns = state.host_ns;
-                access_point =
-                    Some(self.launch_kernel(rank, stream, op_index, class, duration_ns, host_ns));
-            }
-            OpKind::HostSleep { duration_ns } => {
-                self.ranks[rank as usize].host_ns += duration_ns;
-            }
-            OpKind::Mark { mark } => {
-                let state = &mut self.ranks[rank as usize];
-                state.host_ns += costs.mark_ns;
-                let instance = self.record(rank, stream);
-                let state = &mut self.ranks[rank as usize];
-                state.timeline.marks.push(MarkRecord {
-                    iteration: state.iteration,
-                    mark: mark as u32,
-                    host_ns: start_ns,
-                    gpu_ns: NEVER,
-                });
-                state.scratch.mark_instance.push(instance);
-            }
-        }
-        self.declared_accesses(rank, op_index, access_point);
-        self.push_host_call(rank, op_index, start_ns);
-        proceed
-    }
-
-    /// The op's `reads` and `writes` (R21), at `point` or, for ops without a GPU item of
-    /// their own, at their place in the stream.
-    fn declared_accesses(&mut self, rank: u32, op_index: usize, point: Option<Point>) {
-        let op = &self.scenario.ops[op_index];
-        if op.reads.is_empty() && op.writes.is_empty() {
-            return;
-        }
-        let point =
-            point.unwrap_or_else(|| self.ranks[rank as usize].race.enqueue(op.stream as u16));
-        for &tensor in &op.reads {
-            self.access(rank, point.clone(), tensor, AccessKind::Read, op_index);
-        }
-        for &tensor in &op.writes {
-            self.access(rank, point.clone(), tensor, AccessKind::Write, op_index);
-        }
-    }
-
-    /// Keeps a collective's tensor alive as the lifetime rule says (R18, R19): the Work stashes
-    /// it, or the allocator records the NCCL stream on it.
-    fn keep_alive(
-        &mut self,
-        rank: u32,
-        group: GroupId,
-        tensor: TensorId,
-        run_stream: u16,
-        (collective, end): (u32, Instance),
-    ) {
-        let books = &mut self.ranks[rank as usize].memory.books;
-        books.keep_alive(tensor, group, run_stream, collective as usize, end);
-    }
-
-    /// R18: Works never waited on leave the shelf at the next collective of their group once
-    /// they completed (as far as the simulation has got; later ones stay on the shelf).
-    fn release_shelf(&mut self, rank: u32, group: GroupId) {
-        let state = &mut self.ranks[rank as usize];
-        let fired = &state.fired_ns;
-        state
-            .memory
-            .books
-            .release_shelf(group, |end| fired[end as usize] != NEVER);
-    }
-
-    /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work
-    /// holding it lets go (stash), or once events on the streams that used it passed
-    /// (recordStream).
-    fn free(&mut self, rank: u32, tensor: TensorId) {
-        let streams = self.ranks[rank as usize]
-            .memory
-            .books
-            .streams_to_record(tensor);
-        let instances: Vec<Instance> = streams.iter().map(|&s| self.record(rank, s)).collect();
-        let state = &mut self.ranks[rank as usize];
-        state.host_ns += self.scenario.memory.alloc_ns;
-        state.memory.books.free(tensor, instances);
-    }
-
-    /// `torch.empty` on `stream` (R17): from the stream's cache, a new segment, or — at the
-    /// capacity — after releasing the cache, which first waits for the whole device (R20).
-    fn alloc(&mut self, rank: u32, op_index: usize, tensor: TensorId, stream: u16) -> bool {
-        let scenario = self.scenario;
-        let now_ns = self.now_ns;
-        let state = &mut self.ranks[rank as usize];
-        let start_ns = state.memory.retry_start_ns.take().unwrap_or(state.host_ns);
-        // R19: blocks freed under recordStream come back once their events passed, checked
-        // now; the simulation must have reached the host's time to know which did.
-        if !state.memory.books.pending_events().is_empty() {
-            if now_ns < state.host_ns {
-                state.memory.retry_start_ns = Some(start_ns);
-                state.blocked = Blocked::Timer;
-                state.blocked_op = op_index;
-                let at_ns = state.host_ns;
-                self.schedule(at_ns, Event::HostResume { rank, at_ns });
-                return false;
-            }
-            let fired = &state.fired_ns;
-            state
-                .memory
-                .books
-                .collect_pending(|instance| fired[instance as usize] != NEVER);
-        }
-        let memory_config = &scenario.memory;
-        let size_bytes = scenario.tensor_bytes(tensor);
-        loop {
-            let state = &mut self.ranks[rank as usize];
-            match state.memory.books.allocate(tensor, size_bytes, stream) {
-                AllocStep::Cached(_) => {
-                    state.host_ns += memory_config.alloc_ns;
-                    break;
-                }
-                AllocStep::NewSegment { .. } => {
-                    state.host_ns += memory_config.malloc_ns;
-                    break;
-                }
-                AllocStep::NeedsRelease
-                    if memory_config.expandable_segments || state.memory.awaiting_idle =>
-                {
-                    // R20: synchronize_and_free_events, then cudaFree every cached segment.
-                    let device_idle_ns =
-                        std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
-                    let segments_freed = state.memory.books.release_cache().len() as u32;
-                    // Expandable segments unmap pages without cudaFree's synchronisation.
-                    if !memory_config.expandable_segments {
-                        state.host_ns += memory_config.free_ns * u64::from(segments_freed);
-                    }
-                    state.timeline.cache_releases.push(CacheRelease {
-                        iteration: state.iteration,
-                        op: op_index as OpRef,
-                        host_start_ns: start_ns,
-                        host_end_ns: state.host_ns,
-                        device_idle_ns,
-                        segments_freed,
-                    });
-                }
-                AllocStep::NeedsRelease => {
-                    // cudaFree synchronises the device: the host waits for every stream and for
-                    // pending recordStream events, then runs this allocation again (R20, R23
-                    // `frag`).
-                    state.memory.retry = true;
-                    state.memory.retry_start_ns = Some(start_ns);
-                    state.memory.awaiting_idle = true;
-                    let pending = state.memory.books.pending_events();
-                    let streams = state.streams.len() as u16;
-                    let mut instances: Vec<Instance> =
-                        (0..streams).map(|s| self.record(rank, s)).collect();
-                    instances.extend(pending);
-                    if !self.block_on(rank, &instances, 0) {
-                        return false;
-                    }
-                }
-                AllocStep::OutOfMemory => {
-                    let reserved = state.memory.books.reserved_bytes();
-                    self.findings.push(Finding {
-                        kind: FindingKind::OutOfMemory,
-                        rank: Some(rank),
-                        iteration: Some(state.iteration),
-                        op: Some(op_index as OpRef),
-                        stream: Some(state.timeline.streams[stream as usize].name.clone()),
-                        message: format!(
-                            "rank {rank}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
-                            scenario.ops[op_index].display_name(),
-                            scenario.ops[op_index].line,
-                            size_bytes,
-                            reserved,
-                            memory_config.capacity_bytes,
-                        ),
-                    });
-                    state.blocked = Blocked::Done;
-                    return false;
-                }
-            }
-        }
-        self.push_host_call(rank, op_index, start_ns);
-        true
     }
 
     /// One access of a tensor's block; a race with an earlier access becomes a record and a
@@ -1505,331 +870,6 @@ impl<'s> Engine<'s> {
         }
     }
 
-    /// `work.wait()` (R12): the stream current at the call waits on the end event; with
-    /// `TORCH_NCCL_BLOCKING_WAIT` the host then polls (R15).
-    fn wait(
-        &mut self,
-        rank: u32,
-        op_index: usize,
-        (collective, end): (u32, Instance),
-        stream: u16,
-        start_ns: u64,
-        mode: WaitMode,
-    ) -> bool {
-        let stream_wait = self.ranks[rank as usize].timeline.stream_waits.len() as u32;
-        self.push_stream_wait(rank, op_index, stream, end);
-        let state = &mut self.ranks[rank as usize];
-        let host_ns = state.host_ns;
-        state.timeline.collectives[collective as usize].wait = Some(WaitRecord {
-            op: op_index as OpRef,
-            host_start_ns: start_ns,
-            host_end_ns: host_ns,
-            stream,
-            released_ns: NEVER,
-            completed_at_return: false,
-        });
-        state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
-        // R18: after the stream block the Work lets go of its stashed tensor.
-        state.memory.books.release_on_wait(collective as usize);
-        let WaitMode::Poll { timeout_ns } = mode else {
-            return true;
-        };
-        // The polling host returns only once the end event passed.
-        state.race.host_waits(end);
-        let timeout_ns = self.wait_timeout_ns(rank, collective, timeout_ns);
-        let enqueue_ns = self.enqueue_ns(rank, collective);
-        let state = &mut self.ranks[rank as usize];
-        let poll_ns = self.scenario.host.blocking_wait_poll_ns;
-        let fired = state.fired_ns[end as usize];
-        if fired != NEVER {
-            // Completed before the first poll: the first check succeeds.
-            return true;
-        }
-        state.waiters.entry(end).or_default().push(Waiter::Host);
-        let deadline_ns = match timeout_ns {
-            // The check at each poll raises once the timeout has passed since the Work's
-            // enqueue (R26's clock, checked by the main thread, R15).
-            Some(timeout_ns) => next_poll_ns(host_ns, poll_ns, enqueue_ns + timeout_ns),
-            None => NEVER,
-        };
-        state.blocked = Blocked::Polling {
-            first_poll_ns: host_ns,
-            poll_ns,
-            deadline_ns,
-        };
-        if deadline_ns != NEVER {
-            let generation = state.generation;
-            self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
-        }
-        false
-    }
-
-    /// `wait(timeout)` or blocking wait past the timeout: the main thread raises (R15) and the
-    /// rank's program ends there.
-    fn wait_timed_out(&mut self, rank: u32, generation: u64) {
-        let now_ns = self.now_ns;
-        let state = &mut self.ranks[rank as usize];
-        if state.generation != generation || !matches!(state.blocked, Blocked::Polling { .. }) {
-            return;
-        }
-        let op = &self.scenario.ops[state.blocked_op];
-        let (collective, own_timeout_ns) = match op.kind {
-            OpKind::Wait { work, timeout_ns } => {
-                let (collective, _) = state.work_state[work].expect("waited Work exists");
-                (collective, timeout_ns)
-            }
-            // The wait() inside a 2.5 synchronous collective (R11).
-            _ => (state.timeline.collectives.len() as u32 - 1, None),
-        };
-        let timeout_ns = self
-            .wait_timeout_ns(rank, collective, own_timeout_ns)
-            .expect("a polling wait that times out has a timeout");
-        let enqueue_ns = self.enqueue_ns(rank, collective);
-        let state = &mut self.ranks[rank as usize];
-        let record = &state.timeline.collectives[collective as usize];
-        let op_type = match self.scenario.ops[record.op as usize].kind {
-            OpKind::Collective { collective, .. } => collective.op_type(),
-            _ => "BARRIER",
-        };
-        let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
-        self.findings.push(Finding {
-            kind: FindingKind::WaitTimeout,
-            rank: Some(rank),
-            iteration: Some(state.iteration),
-            op: Some(op.index as OpRef),
-            stream: Some(state.timeline.streams[op.stream].name.clone()),
-            message: format!(
-                "rank {rank}: WorkNCCL(SeqNum={}, OpType={op_type}, Timeout(ms)={}) timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and the rank's program stopped (R15)",
-                record.seq,
-                timeout_ns / 1_000_000,
-                op.display_name(),
-                op.line,
-            ),
-        });
-        if let Some(call) = state.timeline.host.last_mut() {
-            call.end_ns = now_ns;
-        }
-        self.wait_raised(rank, collective, timeout_ns);
-    }
-
-    /// A collective call (R10, R11), or a barrier (R14).
-    #[allow(clippy::too_many_arguments)]
-    fn collective(
-        &mut self,
-        rank: u32,
-        op_index: usize,
-        collective: CollectiveKind,
-        (tensor, size_bytes): (Option<TensorId>, u64),
-        group: GroupId,
-        async_op: bool,
-        work: Option<WorkId>,
-        barrier: bool,
-    ) -> bool {
-        if self.communicator_aborted(rank, group, op_index) {
-            return false;
-        }
-        let scenario = self.scenario;
-        let costs = &scenario.host;
-        let op = &scenario.ops[op_index];
-        let call_stream = op.stream as u16;
-        let state = &mut self.ranks[rank as usize];
-        // A resumed call (after lazy init) must not repeat its bookkeeping.
-        let resuming_init = state.timeline.host.last().is_some_and(|call| {
-            call.op as usize == op_index
-                && call.iteration == state.iteration
-                && call.end_ns == NEVER
-        });
-        let start_ns = if resuming_init {
-            state.timeline.host.last().expect("checked").start_ns
-        } else {
-            state.host_ns
-        };
-        if !state.group_initialised[group] {
-            // R8: the first collective of a group bootstraps the communicator, a rendezvous of
-            // every member through the store, inside this call.
-            state.group_initialised[group] = true;
-            state.timeline.host.push(HostCall {
-                iteration: state.iteration,
-                op: op_index as OpRef,
-                start_ns,
-                end_ns: NEVER,
-            });
-            let arrived = &mut self.comm_init[group];
-            arrived.push((rank, state.host_ns));
-            if arrived.len() < scenario.groups[group].ranks.len() {
-                state.blocked = Blocked::CommInit;
-                self.ranks[rank as usize].blocked_op = op_index;
-                self.store_get(rank, group);
-                return false;
-            }
-            let resume_ns = arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + costs.comm_init_ns;
-            let members: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
-            for member in members {
-                self.ranks[member as usize].blocked = Blocked::CommInit;
-                self.ranks[member as usize].blocked_op = op_index;
-                self.schedule(
-                    resume_ns.max(self.now_ns),
-                    Event::HostResume {
-                        rank: member,
-                        at_ns: resume_ns,
-                    },
-                );
-            }
-            return false;
-        }
-        let state = &mut self.ranks[rank as usize];
-        if resuming_init {
-            state.timeline.host.pop();
-        }
-        // The kernel is launched `collective_tail_ns` before the call returns.
-        state.host_ns += costs.collective_ns - costs.collective_tail_ns;
-        state.group_seq[group] += 1;
-        let seq = state.group_seq[group];
-        let iteration = state.iteration;
-        let internal_stream = state.group_stream[group].expect("members have the group's stream");
-        let on_internal_stream =
-            barrier || async_op || !scenario.torch.sync_collective_on_current_stream();
-        let run_stream = if on_internal_stream {
-            internal_stream
-        } else {
-            call_stream
-        };
-
-        // R10a: input-ready event on the current stream; the NCCL stream waits on it.
-        let input_ready = self.record(rank, call_stream);
-        if on_internal_stream {
-            self.push_stream_wait(rank, op_index, run_stream, input_ready);
-        }
-        self.ranks[rank as usize].race.forget(input_ready);
-        self.release_shelf(rank, group);
-        // R10c: the kernel, joined to the group's rendezvous (R16).
-        let rendezvous = self.rendezvous_slot(group, seq, collective, op_index, iteration);
-        let state = &mut self.ranks[rank as usize];
-        let host_ns = state.host_ns;
-        let kernel = state.timeline.kernels.len() as u32;
-        state.timeline.kernels.push(KernelRecord {
-            iteration,
-            op: op_index as OpRef,
-            stream: run_stream,
-            class: KernelClass::Communication,
-            enqueue_ns: host_ns,
-            start_ns: NEVER,
-            end_ns: NEVER,
-        });
-        let ready_ns = host_ns + costs.nccl_launch_latency_ns;
-        let collective_index = state.timeline.collectives.len() as u32;
-        let kernel_point = self.push(
-            rank,
-            run_stream,
-            GpuItem::Collective {
-                kernel,
-                rendezvous,
-                collective: collective_index,
-            },
-            ready_ns,
-        );
-        // The collective reads and writes its tensor on the stream it runs on (R21).
-        if let Some(tensor) = tensor {
-            self.access(
-                rank,
-                kernel_point.clone(),
-                tensor,
-                AccessKind::Write,
-                op_index,
-            );
-        }
-        self.declared_accesses(rank, op_index, Some(kernel_point));
-        // R10d: the Work's end event on the stream the kernel ran on.
-        let end = self.record(rank, run_stream);
-        let state = &mut self.ranks[rank as usize];
-        state.host_ns += costs.collective_tail_ns;
-        let host_ns = state.host_ns;
-        state.timeline.collectives.push(CollectiveRecord {
-            iteration,
-            op: op_index as OpRef,
-            group: group as u16,
-            seq,
-            bytes: size_bytes,
-            async_op,
-            call_stream,
-            run_stream,
-            host_start_ns: start_ns,
-            host_end_ns: host_ns,
-            input_ready_ns: NEVER,
-            kernel_start_ns: NEVER,
-            data_start_ns: NEVER,
-            end_ns: NEVER,
-            last_rank: None,
-            wait: None,
-        });
-        state.scratch.collective_input_ready.push(input_ready);
-        state.scratch.collective_end.push(end);
-        state.scratch.collective_kernel.push(kernel);
-        state.scratch.collective_wait_stream_wait.push(u32::MAX);
-        if let Some(work) = work {
-            if let Some((_, previous_end)) = state.work_state[work] {
-                state.race.forget(previous_end);
-            }
-            state.work_state[work] = Some((collective_index, end));
-        } else if async_op && !barrier {
-            // A Work nobody can name is never waited on.
-            state.race.forget(end);
-        }
-        if let Some(tensor) = tensor.filter(|_| on_internal_stream) {
-            self.keep_alive(rank, group, tensor, run_stream, (collective_index, end));
-        }
-        self.collective_enqueued(
-            rank,
-            group,
-            collective_index,
-            rendezvous,
-            (collective, size_bytes),
-        );
-        self.push_host_call(rank, op_index, start_ns);
-
-        if barrier {
-            // R14: barrier = the all_reduce, wait() on the current stream, then
-            // currentStream.synchronize(), which the host blocks in (so no polling is modelled).
-            let wait_start = self.ranks[rank as usize].host_ns;
-            self.ranks[rank as usize].host_ns += costs.wait_ns;
-            self.wait(
-                rank,
-                op_index,
-                (collective_index, end),
-                call_stream,
-                wait_start,
-                WaitMode::StreamOnly,
-            );
-            let instance = self.record(rank, call_stream);
-            return self.block_on(rank, &[instance], costs.sync_ns);
-        }
-        if !async_op && on_internal_stream {
-            // R11 (≤ 2.5): the wrapper calls wait() itself.
-            self.ranks[rank as usize].host_ns += costs.wait_ns;
-            let wait_start = self.ranks[rank as usize].host_ns - costs.wait_ns;
-            let proceed = self.wait(
-                rank,
-                op_index,
-                (collective_index, end),
-                call_stream,
-                wait_start,
-                if scenario.env.blocking_wait {
-                    WaitMode::Poll { timeout_ns: None }
-                } else {
-                    WaitMode::StreamOnly
-                },
-            );
-            let state = &mut self.ranks[rank as usize];
-            let host_ns = state.host_ns;
-            if let Some(call) = state.timeline.host.last_mut() {
-                call.end_ns = if proceed { host_ns } else { NEVER };
-            }
-            state.timeline.collectives[collective_index as usize].host_end_ns = host_ns;
-            return proceed;
-        }
-        true
-    }
-
     fn rendezvous_slot(
         &mut self,
         group: GroupId,
@@ -1837,6 +877,7 @@ impl<'s> Engine<'s> {
         collective: CollectiveKind,
         op: usize,
         iteration: u32,
+        jitter: f64,
     ) -> u32 {
         if let Some(&slot) = self.rendezvous_index.get(&(group, seq)) {
             return slot;
@@ -1850,6 +891,7 @@ impl<'s> Engine<'s> {
             op,
             seq,
             iteration,
+            jitter,
         };
         let slot = match self.free_rendezvous.pop() {
             Some(slot) => {
@@ -1902,10 +944,7 @@ impl<'s> Engine<'s> {
                     "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), ranks {} never launched it",
                     op.display_name(),
                     rendezvous.seq,
-                    match op.kind {
-                        OpKind::Barrier { .. } => "BARRIER",
-                        _ => rendezvous.collective.op_type(),
-                    },
+                    rendezvous.collective.op_type(),
                     group.name,
                     op.line,
                     rank_list(&arrived),
@@ -2044,15 +1083,6 @@ impl<'s> Engine<'s> {
             timeline.ranks.push(state.timeline);
         }
         timeline
-    }
-}
-
-/// The first poll at or after `at_ns` of a loop polling at `first_poll_ns + k·poll_ns`.
-fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 {
-    if at_ns <= first_poll_ns {
-        first_poll_ns
-    } else {
-        first_poll_ns + (at_ns - first_poll_ns).div_ceil(poll_ns) * poll_ns
     }
 }
 

@@ -40,6 +40,7 @@ pub mod gpu;
 pub mod lifetime;
 pub mod nccl;
 pub mod nccl_env;
+pub mod pg;
 pub mod race;
 pub mod random;
 pub mod scenario;

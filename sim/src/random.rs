@@ -147,19 +147,46 @@ impl Delay {
 
 /// Multiplies a duration by `1 + N(0, jitter_fraction)` (never below zero): per-kernel jitter.
 pub fn jittered_ns(duration_ns: u64, jitter_fraction: f64, rng: &mut ChaCha8Rng) -> u64 {
+    apply_jitter(duration_ns, jitter_factor(jitter_fraction, rng))
+}
+
+/// The factor `1 + N(0, jitter_fraction)` a kernel's duration is multiplied by; 1 without a
+/// draw when there is no jitter.
+pub fn jitter_factor(jitter_fraction: f64, rng: &mut ChaCha8Rng) -> f64 {
     if jitter_fraction <= 0.0 {
-        return duration_ns;
+        return 1.0;
     }
     use rand::distributions::Distribution;
-    let factor = Normal::new(1.0, jitter_fraction)
+    Normal::new(1.0, jitter_fraction)
         .expect("a positive jitter")
-        .sample(rng);
+        .sample(rng)
+}
+
+/// A duration times a [`jitter_factor`] (a negative factor counts as zero), rounded to ns.
+pub fn apply_jitter(duration_ns: u64, factor: f64) -> u64 {
+    if factor == 1.0 {
+        return duration_ns;
+    }
     (duration_ns as f64 * factor.max(0.0)).round() as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drawn_jitter_factor_applied_later_gives_the_jittered_duration() {
+        let (mut a, mut b) = (rank_rng(7, 1), rank_rng(7, 1));
+        for duration_ns in [0, 1, 999, 1_234_567] {
+            let factor = jitter_factor(0.2, &mut b);
+            assert_eq!(
+                jittered_ns(duration_ns, 0.2, &mut a),
+                apply_jitter(duration_ns, factor)
+            );
+        }
+        assert_eq!(jitter_factor(0.0, &mut a), 1.0);
+        assert_eq!(apply_jitter(5, -0.5), 0);
+    }
 
     fn mean_of(delay: Delay) -> f64 {
         let mut rng = rank_rng(1, 0);

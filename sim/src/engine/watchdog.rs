@@ -573,16 +573,22 @@ impl Engine<'_> {
         Some(self.scenario.groups[group as usize].timeout_ns)
     }
 
-    /// The `OpType` of a collective record as issued (a mismatch fault changes it).
-    fn op_type(&self, rank: u32, collective: u32) -> &'static str {
-        if let Some(kind) = self.failures.issued_instead.get(&(rank, collective)) {
-            return kind.op_type();
+    /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
+    /// its all_reduce).
+    fn issued_kind(&self, rank: u32, collective: u32) -> CollectiveKind {
+        if let Some(&kind) = self.failures.issued_instead.get(&(rank, collective)) {
+            return kind;
         }
         let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
         match self.scenario.ops[record.op as usize].kind {
-            OpKind::Collective { collective, .. } => collective.op_type(),
-            _ => "BARRIER",
+            OpKind::Collective { collective, .. } => collective,
+            _ => CollectiveKind::AllReduce,
         }
+    }
+
+    /// The `OpType` of a collective record as issued.
+    pub(super) fn op_type(&self, rank: u32, collective: u32) -> &'static str {
+        self.issued_kind(rank, collective).op_type()
     }
 
     /// When the Work of a collective record was enqueued (its kernel's launch).
@@ -595,23 +601,12 @@ impl Engine<'_> {
     /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints it.
     pub(super) fn work_text(&self, rank: u32, collective: u32, timeout_ns: u64) -> String {
         let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
-        let op = &self.scenario.ops[record.op as usize];
-        let op_type = self.op_type(rank, collective);
-        let element_bytes = match op.kind {
-            OpKind::Collective { tensor, .. } => self.scenario.tensors[tensor].dtype.size_bytes(),
-            _ => 1,
-        };
-        let numel = record.bytes / element_bytes;
-        let members = self.scenario.groups[record.group as usize].ranks.len() as u64;
-        let (numel_in, numel_out) = match op_type {
-            "_ALLGATHER_BASE" => (numel / members, numel),
-            "_REDUCE_SCATTER_BASE" => (numel, numel / members),
-            _ => (numel, numel),
-        };
-        format!(
-            "WorkNCCL(SeqNum={}, OpType={op_type}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
-            record.seq,
-            ms(timeout_ns)
+        crate::pg::work_text(
+            self.scenario,
+            &self.scenario.ops[record.op as usize],
+            (self.issued_kind(rank, collective), record.bytes),
+            (record.group as GroupId, record.seq),
+            timeout_ns,
         )
     }
 

@@ -1,0 +1,840 @@
+//! The host side of a rank: a cursor over the steps ProcessGroupNCCL makes of each op
+//! ([`crate::pg`]), each step mapped to simulated time.
+//!
+//! The host runs its program ahead of its GPU (R1): a step costs host time or pushes items onto
+//! streams. A blocking step (R14, R15, a lazy communicator init R8, a cache release R20) stops
+//! the cursor; when the host resumes, the cursor goes on at the next step (or runs the same
+//! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
+//! an op, after its straggler delays.
+
+use super::watchdog::FaultEffect;
+use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
+use crate::lifetime::AllocStep;
+use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
+use crate::race::{AccessKind, Point};
+use crate::random::apply_jitter;
+use crate::scenario::{CollectiveKind, GroupId, TensorId};
+use crate::timeline::*;
+
+/// Where a rank's host is in its program.
+#[derive(Default)]
+pub(super) struct Cursor {
+    /// The steps of the current op; `next` is the one to run.
+    steps: Vec<Step>,
+    next: usize,
+    /// Steps of the current op run so far (a step run again is not counted twice).
+    counted: usize,
+    /// Host time at the current call's start.
+    call_start_ns: u64,
+    /// The collective record the current call made.
+    call_collective: Option<u32>,
+    /// Where the op's accesses happen (R21): its last GPU item.
+    access_point: Option<Point>,
+    /// The NCCL call issued last, until its Work is watched.
+    issued: Option<Issued>,
+}
+
+#[derive(Clone, Copy)]
+struct Issued {
+    group: GroupId,
+    stream: u16,
+    rendezvous: u32,
+    /// As issued: a mismatch fault changes the kind and size.
+    kind: CollectiveKind,
+    bytes: u64,
+}
+
+/// The steps each rank executed, when the caller asked for them.
+pub(super) type StepLog = Option<(u32, Vec<Step>)>;
+
+impl Engine<'_> {
+    /// Runs the rank's steps until the host blocks or the program ends (R1: the host runs ahead
+    /// of the GPU).
+    pub(super) fn run_host(&mut self, rank: u32) {
+        loop {
+            let state = &mut self.ranks[rank as usize];
+            if !matches!(state.blocked, Blocked::Running) {
+                return;
+            }
+            let cursor = &mut state.cursor;
+            if cursor.next == cursor.steps.len() {
+                if !self.next_op(rank) {
+                    return;
+                }
+                continue;
+            }
+            let index = cursor.next;
+            let step = cursor.steps[index];
+            cursor.next += 1;
+            if index == cursor.counted {
+                cursor.counted += 1;
+                self.log_step(rank, step);
+            }
+            self.step(rank, step);
+        }
+    }
+
+    fn log_step(&mut self, rank: u32, step: Step) {
+        if let Some((logged_rank, steps)) = &mut self.step_log {
+            if *logged_rank == rank {
+                steps.push(step);
+            }
+        }
+    }
+
+    /// Moves the cursor to the next op of the program: its straggler delays run, then a fault
+    /// may apply, then the op is lowered. False when the host stopped (the program ended, or
+    /// a fault stopped it).
+    fn next_op(&mut self, rank: u32) -> bool {
+        let scenario = self.scenario;
+        let ops = &scenario.ops;
+        let state = &mut self.ranks[rank as usize];
+        if state.pc == ops.len() {
+            state.pc = 0;
+            state.iteration += 1;
+            if state.iteration == scenario.repeat {
+                state.blocked = Blocked::Done;
+                return false;
+            }
+        }
+        let op = &ops[state.pc];
+        state.pc += 1;
+        if !op.runs_on(rank) {
+            return true;
+        }
+        state.blocked_op = op.index;
+        let mut steps = std::mem::take(&mut state.cursor).steps;
+        steps.clear();
+        state
+            .pg
+            .before_op(scenario, state.iteration, op, &mut steps);
+        for &step in &steps {
+            // Straggler delays never block.
+            self.log_step(rank, step);
+            self.step(rank, step);
+        }
+        match self.apply_fault(rank, op.index) {
+            FaultEffect::Run => {}
+            FaultEffect::Skip => {
+                steps.clear();
+                self.ranks[rank as usize].cursor.steps = steps;
+                return true;
+            }
+            FaultEffect::Stop => return false,
+        }
+        let state = &mut self.ranks[rank as usize];
+        state.race.host_step();
+        steps.clear();
+        if let Err(error) = state.pg.op(scenario, op, &mut steps) {
+            unreachable!("validation guarantees what the op uses: {}", error.0);
+        }
+        state.cursor = Cursor {
+            steps,
+            ..Cursor::default()
+        };
+        true
+    }
+
+    /// Executes one step in simulated time.
+    fn step(&mut self, rank: u32, step: Step) {
+        let op = self.ranks[rank as usize].blocked_op;
+        match step {
+            Step::CallStart => {
+                let state = &mut self.ranks[rank as usize];
+                state.cursor.call_start_ns = state.host_ns;
+                state.cursor.call_collective = None;
+            }
+            Step::CallEnd => {
+                let state = &mut self.ranks[rank as usize];
+                let host_ns = state.host_ns;
+                if let Some(collective) = state.cursor.call_collective {
+                    state.timeline.collectives[collective as usize].host_end_ns = host_ns;
+                }
+                self.push_host_call(rank, op, host_ns);
+            }
+            Step::HostCost { cost_ns } => self.ranks[rank as usize].host_ns += cost_ns,
+            Step::HostSleep { duration_ns } => self.ranks[rank as usize].host_ns += duration_ns,
+            Step::Record { stream, slot } => {
+                let instance = self.record(rank, stream);
+                let slots = &mut self.ranks[rank as usize].slot_instance;
+                debug_assert_eq!(slot as usize, slots.len());
+                slots.push(instance);
+            }
+            Step::StreamWait { stream, slot } => {
+                let instance = self.instance(rank, slot);
+                self.push_stream_wait(rank, op, stream, instance);
+            }
+            Step::Launch {
+                stream,
+                class,
+                kernel,
+                jitter,
+            } => {
+                let state = &self.ranks[rank as usize];
+                let mut duration_ns = match kernel {
+                    Kernel::Spin { duration_ns, .. } => duration_ns,
+                    Kernel::Gemm { .. } => self.gemm_ns_by_op[op],
+                };
+                if class == KernelClass::Compute {
+                    let modelled_ns = (duration_ns as f64 * state.compute_speed).round() as u64;
+                    duration_ns = apply_jitter(modelled_ns, jitter);
+                }
+                let host_ns = state.host_ns;
+                let point = self.launch_kernel(rank, stream, op, class, duration_ns, host_ns);
+                self.ranks[rank as usize].cursor.access_point = Some(point);
+            }
+            Step::CheckComm { group } => {
+                // An aborted communicator raises and ends the process (R27).
+                self.communicator_aborted(rank, group, op);
+            }
+            Step::InitComm { group } => self.init_comm(rank, group),
+            Step::ReleaseShelf { group } => self.release_shelf(rank, group),
+            Step::Nccl(call) => self.nccl(rank, op, call),
+            Step::Watch {
+                collective,
+                end,
+                stash,
+                holder,
+            } => self.watch(rank, collective, end, stash, holder),
+            Step::Wait {
+                collective,
+                stream,
+                end,
+                cost_ns,
+            } => {
+                let instance = self.instance(rank, end);
+                let state = &mut self.ranks[rank as usize];
+                let host_start_ns = state.host_ns;
+                state.host_ns += cost_ns;
+                let stream_wait = state.timeline.stream_waits.len() as u32;
+                self.push_stream_wait(rank, op, stream, instance);
+                let state = &mut self.ranks[rank as usize];
+                state.timeline.collectives[collective as usize].wait = Some(WaitRecord {
+                    op: op as OpRef,
+                    host_start_ns,
+                    host_end_ns: state.host_ns,
+                    stream,
+                    released_ns: NEVER,
+                    completed_at_return: false,
+                });
+                state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
+            }
+            Step::ReleaseOnWait { collective } => {
+                // R18: after the stream block the Work lets go of its stashed tensor.
+                let books = &mut self.ranks[rank as usize].memory.books;
+                books.release_on_wait(collective as usize);
+            }
+            Step::Poll {
+                collective,
+                end,
+                interval_ns,
+                timeout_ns,
+            } => self.poll(rank, collective, end, interval_ns, timeout_ns),
+            Step::WaitReturn { collective } => {
+                let state = &mut self.ranks[rank as usize];
+                let host_ns = state.host_ns;
+                if let Some(wait) = &mut state.timeline.collectives[collective as usize].wait {
+                    wait.host_end_ns = host_ns;
+                }
+            }
+            Step::Query { slot, cost_ns } => {
+                let instance = self.instance(rank, slot);
+                let state = &mut self.ranks[rank as usize];
+                state.host_ns += cost_ns;
+                state.timeline.queries.push(QueryRecord {
+                    iteration: state.iteration,
+                    op: op as OpRef,
+                    host_ns: state.host_ns,
+                    completed: false,
+                });
+                state.scratch.query_instance.push(instance);
+            }
+            Step::EventSync { slot, cost_ns } => {
+                let instance = self.instance(rank, slot);
+                self.block_on(rank, &[instance], cost_ns);
+            }
+            Step::StreamSync { stream, cost_ns } => {
+                let instance = self.record(rank, stream);
+                self.block_on(rank, &[instance], cost_ns);
+            }
+            Step::DeviceSync { cost_ns } => {
+                let streams = self.ranks[rank as usize].streams.len() as u16;
+                let instances: Vec<Instance> = (0..streams).map(|s| self.record(rank, s)).collect();
+                self.block_on(rank, &instances, cost_ns);
+            }
+            Step::Item {
+                stream, cost_ns, ..
+            } => {
+                let (instance, point) = self.record_at(rank, stream);
+                self.ranks[rank as usize].cursor.access_point = Some(point);
+                self.block_on(rank, &[instance], cost_ns);
+            }
+            Step::Alloc { tensor, stream } => {
+                if !self.alloc(rank, op, tensor, stream) {
+                    // The allocation runs again once the host resumes.
+                    self.ranks[rank as usize].cursor.next -= 1;
+                }
+            }
+            Step::Free { tensor } => self.free(rank, tensor),
+            Step::Mark {
+                mark,
+                stream,
+                cost_ns,
+            } => {
+                let state = &mut self.ranks[rank as usize];
+                let host_ns = state.host_ns;
+                state.host_ns += cost_ns;
+                let instance = self.record(rank, stream);
+                let state = &mut self.ranks[rank as usize];
+                state.timeline.marks.push(MarkRecord {
+                    iteration: state.iteration,
+                    mark: mark as u32,
+                    host_ns,
+                    gpu_ns: NEVER,
+                });
+                state.scratch.mark_instance.push(instance);
+            }
+            Step::Access { tensor, write } => {
+                let state = &mut self.ranks[rank as usize];
+                let stream = self.scenario.ops[op].stream as u16;
+                let point = match &state.cursor.access_point {
+                    Some(point) => point.clone(),
+                    None => {
+                        // An op without a GPU item of its own accesses at its place in the
+                        // stream.
+                        let point = state.race.enqueue(stream);
+                        state.cursor.access_point = Some(point.clone());
+                        point
+                    }
+                };
+                let kind = if write {
+                    AccessKind::Write
+                } else {
+                    AccessKind::Read
+                };
+                self.access(rank, point, tensor, kind, op);
+            }
+        }
+    }
+
+    fn instance(&self, rank: u32, slot: Slot) -> Instance {
+        self.ranks[rank as usize].slot_instance[slot as usize]
+    }
+
+    /// The host call record of the current call, ending at `end_ns`.
+    pub(super) fn push_host_call(&mut self, rank: u32, op: usize, end_ns: u64) {
+        let state = &mut self.ranks[rank as usize];
+        state.timeline.host.push(HostCall {
+            iteration: state.iteration,
+            op: op as OpRef,
+            start_ns: state.cursor.call_start_ns,
+            end_ns,
+        });
+    }
+
+    /// R8: the first collective of a group bootstraps the communicator, a rendezvous of every
+    /// member through the store (R29), inside the call.
+    fn init_comm(&mut self, rank: u32, group: GroupId) {
+        let host_ns = self.ranks[rank as usize].host_ns;
+        let arrived = &mut self.comm_init[group];
+        arrived.push((rank, host_ns));
+        self.ranks[rank as usize].blocked = Blocked::CommInit;
+        if arrived.len() < self.scenario.groups[group].ranks.len() {
+            self.store_get(rank, group);
+            return;
+        }
+        let resume_ns =
+            arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + self.scenario.host.comm_init_ns;
+        let members: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+        for member in members {
+            self.ranks[member as usize].blocked = Blocked::CommInit;
+            self.schedule(
+                resume_ns.max(self.now_ns),
+                Event::HostResume {
+                    rank: member,
+                    at_ns: resume_ns,
+                },
+            );
+        }
+    }
+
+    /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).
+    fn nccl(&mut self, rank: u32, op: usize, call: NcclCall) {
+        let (kind, bytes) = self.issued_collective(rank, call.kind, call.bytes);
+        let input_ready = self.instance(rank, call.input_ready);
+        let state = &mut self.ranks[rank as usize];
+        state.race.forget(input_ready);
+        state.group_seq[call.group] = call.seq;
+        let iteration = state.iteration;
+        let rendezvous =
+            self.rendezvous_slot(call.group, call.seq, kind, op, iteration, call.jitter);
+        let state = &mut self.ranks[rank as usize];
+        let host_ns = state.host_ns;
+        let kernel = state.timeline.kernels.len() as u32;
+        state.timeline.kernels.push(KernelRecord {
+            iteration,
+            op: op as OpRef,
+            stream: call.stream,
+            class: KernelClass::Communication,
+            enqueue_ns: host_ns,
+            start_ns: NEVER,
+            end_ns: NEVER,
+        });
+        debug_assert_eq!(call.collective as usize, state.timeline.collectives.len());
+        state.timeline.collectives.push(CollectiveRecord {
+            iteration,
+            op: op as OpRef,
+            group: call.group as u16,
+            seq: call.seq,
+            bytes,
+            async_op: call.async_op,
+            call_stream: call.call_stream,
+            run_stream: call.stream,
+            host_start_ns: state.cursor.call_start_ns,
+            host_end_ns: host_ns,
+            input_ready_ns: NEVER,
+            kernel_start_ns: NEVER,
+            data_start_ns: NEVER,
+            end_ns: NEVER,
+            last_rank: None,
+            wait: None,
+        });
+        state.scratch.collective_input_ready.push(input_ready);
+        state.scratch.collective_kernel.push(kernel);
+        state.scratch.collective_wait_stream_wait.push(u32::MAX);
+        state.cursor.call_collective = Some(call.collective);
+        state.cursor.issued = Some(Issued {
+            group: call.group,
+            stream: call.stream,
+            rendezvous,
+            kind,
+            bytes,
+        });
+        let ready_ns = host_ns + self.scenario.host.nccl_launch_latency_ns;
+        let point = self.push(
+            rank,
+            call.stream,
+            GpuItem::Collective {
+                kernel,
+                rendezvous,
+                collective: call.collective,
+            },
+            ready_ns,
+        );
+        self.ranks[rank as usize].cursor.access_point = Some(point);
+    }
+
+    /// R10e: the Work goes to the watchdog (R26); its tensor is stashed (R18) or recorded on
+    /// the NCCL stream (R19).
+    fn watch(
+        &mut self,
+        rank: u32,
+        collective: u32,
+        end: Slot,
+        stash: Option<TensorId>,
+        holder: WorkHolder,
+    ) {
+        let end = self.instance(rank, end);
+        let state = &mut self.ranks[rank as usize];
+        let issued = state
+            .cursor
+            .issued
+            .take()
+            .expect("a Work follows its NCCL call");
+        state.scratch.collective_end.push(end);
+        state.timeline.collectives[collective as usize].host_end_ns = state.host_ns;
+        match holder {
+            WorkHolder::Named(work) => {
+                if let Some(previous_end) = state.work_end[work].replace(end) {
+                    state.race.forget(previous_end);
+                }
+            }
+            // A Work nobody can name is never waited on.
+            WorkHolder::Dropped => state.race.forget(end),
+            WorkHolder::Call => {}
+        }
+        if let Some(tensor) = stash {
+            let books = &mut state.memory.books;
+            books.keep_alive(
+                tensor,
+                issued.group,
+                issued.stream,
+                collective as usize,
+                end,
+            );
+        }
+        self.collective_enqueued(
+            rank,
+            issued.group,
+            collective,
+            issued.rendezvous,
+            (issued.kind, issued.bytes),
+        );
+    }
+
+    /// Blocking wait (R15) or `wait(timeout)`: the host polls until the end event fired,
+    /// raising at the first poll at or after the timeout counted from the enqueue (R26's clock,
+    /// checked by the main thread).
+    fn poll(
+        &mut self,
+        rank: u32,
+        collective: u32,
+        end: Slot,
+        interval_ns: u64,
+        own_timeout_ns: Option<u64>,
+    ) {
+        let end = self.instance(rank, end);
+        // The polling host returns only once the end event passed.
+        self.ranks[rank as usize].race.host_waits(end);
+        let timeout_ns = self.wait_timeout_ns(rank, collective, own_timeout_ns);
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        let state = &mut self.ranks[rank as usize];
+        if state.fired_ns[end as usize] != NEVER {
+            // Completed before the first poll: the first check succeeds.
+            return;
+        }
+        state.waiters.entry(end).or_default().push(Waiter::Host);
+        let host_ns = state.host_ns;
+        let deadline_ns = match timeout_ns {
+            Some(timeout_ns) => next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns),
+            None => NEVER,
+        };
+        state.blocked = Blocked::Polling {
+            first_poll_ns: host_ns,
+            poll_ns: interval_ns,
+            deadline_ns,
+            collective,
+            own_timeout_ns,
+        };
+        if deadline_ns != NEVER {
+            let generation = state.generation;
+            self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
+        }
+    }
+
+    /// `wait(timeout)` or blocking wait past the timeout: the main thread raises (R15) and the
+    /// rank's program ends there.
+    pub(super) fn wait_timed_out(&mut self, rank: u32, generation: u64) {
+        let now_ns = self.now_ns;
+        let state = &self.ranks[rank as usize];
+        let Blocked::Polling {
+            collective,
+            own_timeout_ns,
+            ..
+        } = state.blocked
+        else {
+            return;
+        };
+        if state.generation != generation {
+            return;
+        }
+        let op = &self.scenario.ops[state.blocked_op];
+        let timeout_ns = self
+            .wait_timeout_ns(rank, collective, own_timeout_ns)
+            .expect("a polling wait that times out has a timeout");
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        let op_type = self.op_type(rank, collective);
+        let state = &self.ranks[rank as usize];
+        let record = &state.timeline.collectives[collective as usize];
+        let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
+        let finding = Finding {
+            kind: FindingKind::WaitTimeout,
+            rank: Some(rank),
+            iteration: Some(state.iteration),
+            op: Some(op.index as OpRef),
+            stream: Some(state.timeline.streams[op.stream].name.clone()),
+            message: format!(
+                "rank {rank}: WorkNCCL(SeqNum={}, OpType={op_type}, Timeout(ms)={}) timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and the rank's program stopped (R15)",
+                record.seq,
+                timeout_ns / 1_000_000,
+                op.display_name(),
+                op.line,
+            ),
+        };
+        self.findings.push(finding);
+        // The call ends where it raised.
+        self.push_host_call(rank, op.index, now_ns);
+        self.wait_raised(rank, collective, timeout_ns);
+    }
+
+    /// An event instance the host waits on fired.
+    pub(super) fn host_instance_fired(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        match &mut state.blocked {
+            Blocked::Instances {
+                pending,
+                latest_ns,
+                from_ns,
+                cost_ns,
+            } => {
+                *pending -= 1;
+                *latest_ns = (*latest_ns).max(now_ns);
+                if *pending == 0 {
+                    let resume_ns = (*from_ns).max(*latest_ns) + *cost_ns;
+                    self.schedule(
+                        resume_ns,
+                        Event::HostResume {
+                            rank,
+                            at_ns: resume_ns,
+                        },
+                    );
+                }
+            }
+            Blocked::Polling {
+                first_poll_ns,
+                poll_ns,
+                deadline_ns,
+                ..
+            } => {
+                // R15: the host sees completion at the first poll at or after the fire time.
+                let resume_ns = next_poll_ns(*first_poll_ns, *poll_ns, now_ns);
+                // Past the deadline the pending timeout raises first.
+                if resume_ns < *deadline_ns {
+                    self.schedule(
+                        resume_ns,
+                        Event::HostResume {
+                            rank,
+                            at_ns: resume_ns,
+                        },
+                    );
+                }
+            }
+            // The host raised in a timed-out wait() and the Work finished afterwards.
+            Blocked::Done => {}
+            _ => unreachable!("a host waiter is blocked"),
+        }
+    }
+
+    /// Blocks the host until every instance fired, then resumes `cost_ns` later (R14).
+    /// Returns true when the host can go on at once.
+    pub(super) fn block_on(&mut self, rank: u32, instances: &[Instance], cost_ns: u64) -> bool {
+        let state = &mut self.ranks[rank as usize];
+        for &instance in instances {
+            state.race.host_waits(instance);
+            state.race.forget(instance);
+        }
+        let mut pending = 0;
+        let mut latest_ns = 0;
+        for &instance in instances {
+            let fired = state.fired_ns[instance as usize];
+            if fired == NEVER {
+                pending += 1;
+                state
+                    .waiters
+                    .entry(instance)
+                    .or_default()
+                    .push(Waiter::Host);
+            } else {
+                latest_ns = latest_ns.max(fired);
+            }
+        }
+        if pending == 0 {
+            state.host_ns = state.host_ns.max(latest_ns) + cost_ns;
+            return true;
+        }
+        state.blocked = Blocked::Instances {
+            pending,
+            latest_ns,
+            from_ns: state.host_ns,
+            cost_ns,
+        };
+        false
+    }
+
+    pub(super) fn launch_kernel(
+        &mut self,
+        rank: u32,
+        stream: u16,
+        op: usize,
+        class: KernelClass,
+        duration_ns: u64,
+        host_ns: u64,
+    ) -> Point {
+        let state = &mut self.ranks[rank as usize];
+        let kernel = state.timeline.kernels.len() as u32;
+        state.timeline.kernels.push(KernelRecord {
+            iteration: state.iteration,
+            op: op as OpRef,
+            stream,
+            class,
+            enqueue_ns: host_ns,
+            start_ns: NEVER,
+            end_ns: NEVER,
+        });
+        let ready_ns = host_ns + self.scenario.host.launch_latency_ns;
+        self.push(
+            rank,
+            stream,
+            GpuItem::Kernel {
+                duration_ns,
+                kernel,
+            },
+            ready_ns,
+        )
+    }
+
+    /// Adds a `cudaStreamWaitEvent` of `waiting` on `instance`.
+    fn push_stream_wait(&mut self, rank: u32, op: usize, waiting: u16, instance: Instance) {
+        let state = &mut self.ranks[rank as usize];
+        let stream_wait = state.timeline.stream_waits.len() as u32;
+        state.timeline.stream_waits.push(StreamWaitRecord {
+            iteration: state.iteration,
+            op: op as OpRef,
+            source_stream: state.instance_stream[instance as usize],
+            source_ns: NEVER,
+            waiting_stream: waiting,
+            released_ns: NEVER,
+        });
+        state.scratch.stream_wait_instance.push(instance);
+        let host_ns = state.host_ns;
+        self.push(
+            rank,
+            waiting,
+            GpuItem::WaitFor {
+                instance,
+                stream_wait,
+            },
+            host_ns,
+        );
+    }
+
+    pub(super) fn record(&mut self, rank: u32, stream: u16) -> Instance {
+        self.record_at(rank, stream).0
+    }
+
+    fn record_at(&mut self, rank: u32, stream: u16) -> (Instance, Point) {
+        let instance = self.new_instance(rank, stream);
+        let host_ns = self.ranks[rank as usize].host_ns;
+        let point = self.push(rank, stream, GpuItem::Record { instance }, host_ns);
+        (instance, point)
+    }
+
+    /// R18: Works never waited on leave the shelf at the next collective of their group once
+    /// they completed (as far as the simulation has got; later ones stay on the shelf).
+    fn release_shelf(&mut self, rank: u32, group: GroupId) {
+        let state = &mut self.ranks[rank as usize];
+        let fired = &state.fired_ns;
+        state
+            .memory
+            .books
+            .release_shelf(group, |end| fired[end as usize] != NEVER);
+    }
+
+    /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work
+    /// holding it lets go (stash), or once events on the streams that used it passed
+    /// (recordStream).
+    fn free(&mut self, rank: u32, tensor: TensorId) {
+        let streams = self.ranks[rank as usize]
+            .memory
+            .books
+            .streams_to_record(tensor);
+        let instances: Vec<Instance> = streams.iter().map(|&s| self.record(rank, s)).collect();
+        let state = &mut self.ranks[rank as usize];
+        state.host_ns += self.scenario.memory.alloc_ns;
+        state.memory.books.free(tensor, instances);
+    }
+
+    /// `torch.empty` on `stream` (R17): from the stream's cache, a new segment, or — at the
+    /// capacity — after releasing the cache, which first waits for the whole device (R20).
+    /// False when the host blocked (the allocation runs again when it resumes) or stopped.
+    fn alloc(&mut self, rank: u32, op_index: usize, tensor: TensorId, stream: u16) -> bool {
+        let scenario = self.scenario;
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        let start_ns = state.cursor.call_start_ns;
+        // R19: blocks freed under recordStream come back once their events passed, checked
+        // now; the simulation must have reached the host's time to know which did.
+        if !state.memory.books.pending_events().is_empty() {
+            if now_ns < state.host_ns {
+                state.blocked = Blocked::Timer;
+                let at_ns = state.host_ns;
+                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                return false;
+            }
+            let fired = &state.fired_ns;
+            state
+                .memory
+                .books
+                .collect_pending(|instance| fired[instance as usize] != NEVER);
+        }
+        let memory_config = &scenario.memory;
+        let size_bytes = scenario.tensor_bytes(tensor);
+        loop {
+            let state = &mut self.ranks[rank as usize];
+            match state.memory.books.allocate(tensor, size_bytes, stream) {
+                AllocStep::Cached(_) => {
+                    state.host_ns += memory_config.alloc_ns;
+                    return true;
+                }
+                AllocStep::NewSegment { .. } => {
+                    state.host_ns += memory_config.malloc_ns;
+                    return true;
+                }
+                AllocStep::NeedsRelease
+                    if memory_config.expandable_segments || state.memory.awaiting_idle =>
+                {
+                    // R20: synchronize_and_free_events, then cudaFree every cached segment.
+                    let device_idle_ns =
+                        std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
+                    let segments_freed = state.memory.books.release_cache().len() as u32;
+                    // Expandable segments unmap pages without cudaFree's synchronisation.
+                    if !memory_config.expandable_segments {
+                        state.host_ns += memory_config.free_ns * u64::from(segments_freed);
+                    }
+                    state.timeline.cache_releases.push(CacheRelease {
+                        iteration: state.iteration,
+                        op: op_index as OpRef,
+                        host_start_ns: start_ns,
+                        host_end_ns: state.host_ns,
+                        device_idle_ns,
+                        segments_freed,
+                    });
+                }
+                AllocStep::NeedsRelease => {
+                    // cudaFree synchronises the device: the host waits for every stream and for
+                    // pending recordStream events, then runs this allocation again (R20, R23
+                    // `frag`).
+                    state.memory.awaiting_idle = true;
+                    let pending = state.memory.books.pending_events();
+                    let streams = state.streams.len() as u16;
+                    let mut instances: Vec<Instance> =
+                        (0..streams).map(|s| self.record(rank, s)).collect();
+                    instances.extend(pending);
+                    if !self.block_on(rank, &instances, 0) {
+                        return false;
+                    }
+                }
+                AllocStep::OutOfMemory => {
+                    let reserved = state.memory.books.reserved_bytes();
+                    self.findings.push(Finding {
+                        kind: FindingKind::OutOfMemory,
+                        rank: Some(rank),
+                        iteration: Some(state.iteration),
+                        op: Some(op_index as OpRef),
+                        stream: Some(state.timeline.streams[stream as usize].name.clone()),
+                        message: format!(
+                            "rank {rank}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
+                            scenario.ops[op_index].display_name(),
+                            scenario.ops[op_index].line,
+                            size_bytes,
+                            reserved,
+                            memory_config.capacity_bytes,
+                        ),
+                    });
+                    state.blocked = Blocked::Done;
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// The first poll at or after `at_ns` of a loop polling at `first_poll_ns + k·poll_ns`.
+pub(super) fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 {
+    if at_ns <= first_poll_ns {
+        first_poll_ns
+    } else {
+        first_poll_ns + (at_ns - first_poll_ns).div_ceil(poll_ns) * poll_ns
+    }
+}

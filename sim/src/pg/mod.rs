@@ -1,0 +1,721 @@
+//! ProcessGroupNCCL, written once. Each op of a rank's program becomes, when the rank's host
+//! reaches it, the sequence of primitive [`Step`]s that PyTorch's ProcessGroupNCCL, CUDA and
+//! the caching allocator carry out for it. Both engines execute these steps and nothing else:
+//! the simulator (`crate::engine`) maps each to simulated time, `hw` to CUDA and NCCL calls.
+//!
+//! The rules implemented here: lazy communicator init (R8), one internal stream per group
+//! (R9), `async_op=True` (R10: input-ready event on the current stream, the internal stream
+//! waits on it, the kernel, the end event, the Work to the watchdog), `async_op=False` by
+//! PyTorch version (R11), `wait()` as a stream wait (R12), `is_completed()` (R13), the blocking
+//! points (R14), blocking wait's polls (R15), a straggler's delays before an op (R16), the
+//! stash and its release (R18), recordStream (R19, through the allocator steps), barrier
+//! (R14: a one-element all_reduce, `wait()`, then the current stream synchronised),
+//! coalescing (R25) and functional collectives (R30: their `wait_tensor` is an ordinary
+//! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
+//! here, in program order, so that both engines apply the same ones.
+
+mod step;
+
+pub use step::{Kernel, NcclCall, Slot, Step, WorkHolder};
+
+use crate::random::{collective_rng, jitter_factor, rank_rng};
+use crate::scenario::{Batch, CollectiveKind, GroupId, Op, OpKind, Scenario, TensorId, WorkId};
+use crate::timeline::{KernelClass, StreamRef};
+use rand_chacha::ChaCha8Rng;
+
+/// A program that uses a Work or an event this rank never created (possible only when a fault
+/// skipped the op that creates it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LowerError(pub String);
+
+/// The ProcessGroupNCCL state of one rank: sequence numbers, communicators, Works, events and
+/// the rank's random stream.
+pub struct ProcessGroupNccl {
+    rank: u32,
+    rng: ChaCha8Rng,
+    /// The internal NCCL stream of each group this rank belongs to (R9): after the scenario's
+    /// streams, one per member group in group order.
+    group_stream: Vec<Option<StreamRef>>,
+    /// Per group: collectives issued so far (the last SeqNum).
+    group_seq: Vec<u64>,
+    /// Per group: whether the communicator exists (eager init, or an earlier collective).
+    initialised: Vec<bool>,
+    next_slot: Slot,
+    collectives: u32,
+    /// Latest slot of each named event.
+    event_slot: Vec<Option<Slot>>,
+    /// Latest (collective record, end event) of each named Work.
+    works: Vec<Option<(u32, Slot)>>,
+    /// Per op: the perturbations (straggler delays) that apply to this rank.
+    perturbations_by_op: Vec<Vec<usize>>,
+}
+
+impl ProcessGroupNccl {
+    pub fn new(scenario: &Scenario, rank: u32) -> ProcessGroupNccl {
+        let mut group_stream = vec![None; scenario.groups.len()];
+        let mut next_stream = scenario.streams.len();
+        for (group, declared) in scenario.groups.iter().enumerate() {
+            if declared.ranks.contains(&rank) {
+                group_stream[group] = Some(next_stream as StreamRef);
+                next_stream += 1;
+            }
+        }
+        let mut perturbations_by_op = vec![Vec::new(); scenario.ops.len()];
+        for (index, perturbation) in scenario.perturbations.iter().enumerate() {
+            if perturbation.ranks.contains(&rank) {
+                perturbations_by_op[perturbation.before_op].push(index);
+            }
+        }
+        ProcessGroupNccl {
+            rank,
+            rng: rank_rng(scenario.seed, rank),
+            group_stream,
+            group_seq: vec![0; scenario.groups.len()],
+            initialised: scenario.groups.iter().map(|g| g.eager_init).collect(),
+            next_slot: 0,
+            collectives: 0,
+            event_slot: vec![None; scenario.events.len()],
+            works: vec![None; scenario.works.len()],
+            perturbations_by_op,
+        }
+    }
+
+    /// The group's internal NCCL stream on this rank (R9).
+    pub fn group_stream(&self, group: GroupId) -> Option<StreamRef> {
+        self.group_stream[group]
+    }
+
+    /// A straggler's delays before `op` in `iteration` (R16): a host sleep, then a one-block
+    /// delay kernel on the op's stream, both drawn from the rank's stream.
+    pub fn before_op(&mut self, scenario: &Scenario, iteration: u32, op: &Op, out: &mut Vec<Step>) {
+        for &index in &self.perturbations_by_op[op.index] {
+            let perturbation = &scenario.perturbations[index];
+            let applies = perturbation
+                .iterations
+                .as_ref()
+                .is_none_or(|list| list.contains(&iteration));
+            if !applies {
+                continue;
+            }
+            let host_delay_ns = perturbation.host_delay.sample_ns(&mut self.rng);
+            let gpu_delay_ns = perturbation.gpu_delay.sample_ns(&mut self.rng);
+            if host_delay_ns > 0 {
+                out.push(Step::HostSleep {
+                    duration_ns: host_delay_ns,
+                });
+            }
+            if gpu_delay_ns > 0 {
+                out.push(Step::Launch {
+                    stream: op.stream as StreamRef,
+                    class: KernelClass::Sleep,
+                    kernel: Kernel::Spin {
+                        duration_ns: gpu_delay_ns,
+                        blocks: 1,
+                        own_sm: false,
+                    },
+                    jitter: 1.0,
+                });
+            }
+        }
+    }
+
+    /// The steps of `op` (after [`ProcessGroupNccl::before_op`]).
+    pub fn op(
+        &mut self,
+        scenario: &Scenario,
+        op: &Op,
+        out: &mut Vec<Step>,
+    ) -> Result<(), LowerError> {
+        let costs = &scenario.host;
+        let stream = op.stream as StreamRef;
+        match op.kind {
+            OpKind::Collective {
+                collective,
+                tensor,
+                group,
+                async_op,
+                work,
+                batch,
+            } => {
+                if batch == Batch::Coalesced {
+                    // R25: the coalescing manager only records each call; one launch follows.
+                    let count = u64::from(scenario.tensors[tensor].count);
+                    out.push(Step::HostCost {
+                        cost_ns: (count - 1) * costs.event_ns,
+                    });
+                }
+                // A list of tensors is one NCCL call per tensor, one for a coalesced group, or
+                // one per bucket, all on the list's one buffer (R25).
+                for bytes in scenario.call_sizes(&op.kind) {
+                    let call = CollectiveCall {
+                        kind: collective,
+                        tensor: Some(tensor),
+                        group,
+                        bytes,
+                        async_op,
+                        work,
+                    };
+                    self.collective(scenario, op, call, out);
+                }
+                return Ok(());
+            }
+            OpKind::Barrier { group } => {
+                // R14: a one-element all_reduce whose Work (OpType ALLREDUCE: PyTorch's
+                // barrier calls allreduce_impl) is waited on, then the current stream
+                // synchronised.
+                let call = CollectiveCall {
+                    kind: CollectiveKind::AllReduce,
+                    tensor: None,
+                    group,
+                    bytes: 1,
+                    async_op: true,
+                    work: None,
+                };
+                self.collective(scenario, op, call, out);
+                return Ok(());
+            }
+            _ => {}
+        }
+        out.push(Step::CallStart);
+        match op.kind {
+            OpKind::Collective { .. } | OpKind::Barrier { .. } => unreachable!("lowered above"),
+            OpKind::Wait { work, timeout_ns } => {
+                let (collective, end) = self.work(scenario, op, work)?;
+                let poll = scenario.env.blocking_wait || timeout_ns.is_some();
+                self.wait(
+                    scenario,
+                    (collective, end),
+                    stream,
+                    poll.then_some(timeout_ns),
+                    out,
+                );
+            }
+            OpKind::IsCompleted { work } => {
+                let (_, end) = self.work(scenario, op, work)?;
+                out.push(Step::Query {
+                    slot: end,
+                    cost_ns: costs.query_ns,
+                });
+            }
+            OpKind::SetStream { .. } => out.push(Step::HostCost {
+                cost_ns: costs.event_ns,
+            }),
+            OpKind::RecordEvent { event } => {
+                out.push(Step::HostCost {
+                    cost_ns: costs.event_ns,
+                });
+                let slot = self.record(stream, out);
+                self.event_slot[event] = Some(slot);
+            }
+            OpKind::WaitEvent { event } => {
+                let slot = self.event(scenario, op, event)?;
+                out.push(Step::HostCost {
+                    cost_ns: costs.event_ns,
+                });
+                out.push(Step::StreamWait { stream, slot });
+            }
+            OpKind::EventSync { event } => {
+                let slot = self.event(scenario, op, event)?;
+                out.push(Step::EventSync {
+                    slot,
+                    cost_ns: costs.sync_ns,
+                });
+            }
+            OpKind::StreamSync { stream: target } => out.push(Step::StreamSync {
+                stream: target as StreamRef,
+                cost_ns: costs.sync_ns,
+            }),
+            OpKind::DeviceSync => out.push(Step::DeviceSync {
+                cost_ns: costs.sync_ns,
+            }),
+            OpKind::Item { tensor } => {
+                out.push(Step::HostCost {
+                    cost_ns: costs.launch_ns,
+                });
+                out.push(Step::Item {
+                    stream,
+                    tensor,
+                    cost_ns: costs.item_ns,
+                });
+                out.push(Step::Access {
+                    tensor,
+                    write: false,
+                });
+            }
+            OpKind::Gemm { m, n, k, dtype } => {
+                self.launch(scenario, stream, Kernel::Gemm { m, n, k, dtype }, out)
+            }
+            OpKind::Kernel { duration_ns, sms } => self.launch(
+                scenario,
+                stream,
+                Kernel::Spin {
+                    duration_ns,
+                    blocks: sms,
+                    own_sm: true,
+                },
+                out,
+            ),
+            OpKind::GpuSleep { duration_ns } => {
+                out.push(Step::HostCost {
+                    cost_ns: costs.launch_ns,
+                });
+                out.push(Step::Launch {
+                    stream,
+                    class: KernelClass::Sleep,
+                    kernel: Kernel::Spin {
+                        duration_ns,
+                        blocks: 1,
+                        own_sm: false,
+                    },
+                    jitter: 1.0,
+                });
+            }
+            OpKind::HostSleep { duration_ns } => out.push(Step::HostSleep { duration_ns }),
+            OpKind::Alloc { tensor } => out.push(Step::Alloc { tensor, stream }),
+            OpKind::Free { tensor } => out.push(Step::Free { tensor }),
+            OpKind::Mark { mark } => out.push(Step::Mark {
+                mark,
+                stream,
+                cost_ns: costs.mark_ns,
+            }),
+        }
+        declared_accesses(op, out);
+        out.push(Step::CallEnd);
+        Ok(())
+    }
+
+    /// One collective call (R10, R11), or a barrier's all_reduce (R14).
+    fn collective(
+        &mut self,
+        scenario: &Scenario,
+        op: &Op,
+        call: CollectiveCall,
+        out: &mut Vec<Step>,
+    ) {
+        let costs = &scenario.host;
+        let group = call.group;
+        let call_stream = op.stream as StreamRef;
+        let barrier = call.tensor.is_none();
+        out.push(Step::CallStart);
+        out.push(Step::CheckComm { group });
+        if !self.initialised[group] {
+            // R8: the first collective of a group bootstraps the communicator inside the call.
+            self.initialised[group] = true;
+            out.push(Step::InitComm { group });
+        }
+        // The kernel is launched `collective_tail_ns` before the call returns.
+        out.push(Step::HostCost {
+            cost_ns: costs.collective_ns - costs.collective_tail_ns,
+        });
+        self.group_seq[group] += 1;
+        let seq = self.group_seq[group];
+        let internal_stream = self.group_stream[group].expect("members have the group's stream");
+        let on_internal_stream =
+            call.async_op || !scenario.torch.sync_collective_on_current_stream();
+        let stream = if on_internal_stream {
+            internal_stream
+        } else {
+            call_stream
+        };
+        // R10a: input-ready event on the current stream; the internal stream waits on it.
+        let input_ready = self.record(call_stream, out);
+        if on_internal_stream {
+            out.push(Step::StreamWait {
+                stream,
+                slot: input_ready,
+            });
+        }
+        out.push(Step::ReleaseShelf { group });
+        let jitter = if scenario.cluster.kernel_jitter > 0.0 {
+            // Drawn per collective, so that every rank of it draws the same.
+            let mut rng = collective_rng(scenario.seed, group, seq);
+            jitter_factor(scenario.cluster.kernel_jitter, &mut rng)
+        } else {
+            1.0
+        };
+        let collective = self.collectives;
+        self.collectives += 1;
+        out.push(Step::Nccl(NcclCall {
+            collective,
+            group,
+            kind: call.kind,
+            tensor: call.tensor,
+            bytes: call.bytes,
+            seq,
+            call_stream,
+            stream,
+            async_op: call.async_op,
+            input_ready,
+            jitter,
+        }));
+        // The collective reads and writes its tensor on the stream it runs on (R21).
+        if let Some(tensor) = call.tensor {
+            out.push(Step::Access {
+                tensor,
+                write: true,
+            });
+        }
+        declared_accesses(op, out);
+        // R10d: the Work's end event on the stream the kernel ran on.
+        let end = self.record(stream, out);
+        out.push(Step::HostCost {
+            cost_ns: costs.collective_tail_ns,
+        });
+        let holder = match call.work {
+            Some(work) => {
+                self.works[work] = Some((collective, end));
+                WorkHolder::Named(work)
+            }
+            None if call.async_op && !barrier => WorkHolder::Dropped,
+            None => WorkHolder::Call,
+        };
+        out.push(Step::Watch {
+            collective,
+            end,
+            stash: call.tensor.filter(|_| on_internal_stream),
+            holder,
+        });
+        if barrier {
+            // wait() on the current stream (polling under blocking wait, R15), then
+            // currentStream.synchronize(), which the host blocks in.
+            let poll = scenario.env.blocking_wait.then_some(None);
+            self.wait_steps(scenario, (collective, end), call_stream, poll, out);
+            out.push(Step::StreamSync {
+                stream: call_stream,
+                cost_ns: costs.sync_ns,
+            });
+            out.push(Step::WaitReturn { collective });
+        } else if !call.async_op && on_internal_stream {
+            // R11 (≤ 2.5): the wrapper calls wait() itself.
+            let poll = scenario.env.blocking_wait.then_some(None);
+            self.wait(scenario, (collective, end), call_stream, poll, out);
+        }
+        out.push(Step::CallEnd);
+    }
+
+    /// `work.wait()` (R12), polling when `poll` is `Some(timeout)` (R15).
+    fn wait(
+        &mut self,
+        scenario: &Scenario,
+        work: (u32, Slot),
+        stream: StreamRef,
+        poll: Option<Option<u64>>,
+        out: &mut Vec<Step>,
+    ) {
+        self.wait_steps(scenario, work, stream, poll, out);
+        out.push(Step::WaitReturn { collective: work.0 });
+    }
+
+    fn wait_steps(
+        &mut self,
+        scenario: &Scenario,
+        (collective, end): (u32, Slot),
+        stream: StreamRef,
+        poll: Option<Option<u64>>,
+        out: &mut Vec<Step>,
+    ) {
+        out.push(Step::Wait {
+            collective,
+            stream,
+            end,
+            cost_ns: scenario.host.wait_ns,
+        });
+        out.push(Step::ReleaseOnWait { collective });
+        if let Some(timeout_ns) = poll {
+            out.push(Step::Poll {
+                collective,
+                end,
+                interval_ns: scenario.host.blocking_wait_poll_ns,
+                timeout_ns,
+            });
+        }
+    }
+
+    /// A compute kernel, its duration jittered by a draw from the rank's stream.
+    fn launch(
+        &mut self,
+        scenario: &Scenario,
+        stream: StreamRef,
+        kernel: Kernel,
+        out: &mut Vec<Step>,
+    ) {
+        out.push(Step::HostCost {
+            cost_ns: scenario.host.launch_ns,
+        });
+        let jitter = jitter_factor(scenario.cluster.kernel_jitter, &mut self.rng);
+        out.push(Step::Launch {
+            stream,
+            class: KernelClass::Compute,
+            kernel,
+            jitter,
+        });
+    }
+
+    fn record(&mut self, stream: StreamRef, out: &mut Vec<Step>) -> Slot {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        out.push(Step::Record { stream, slot });
+        slot
+    }
+
+    fn work(&self, scenario: &Scenario, op: &Op, work: WorkId) -> Result<(u32, Slot), LowerError> {
+        self.works[work].ok_or_else(|| {
+            LowerError(format!(
+                "op {} (line {}) uses Work {:?} before rank {} created it",
+                op.display_name(),
+                op.line,
+                scenario.works[work],
+                self.rank
+            ))
+        })
+    }
+
+    fn event(&self, scenario: &Scenario, op: &Op, event: usize) -> Result<Slot, LowerError> {
+        self.event_slot[event].ok_or_else(|| {
+            LowerError(format!(
+                "op {} (line {}) uses event {:?} before rank {} recorded it",
+                op.display_name(),
+                op.line,
+                scenario.events[event],
+                self.rank
+            ))
+        })
+    }
+}
+
+/// What one NCCL call of an op is.
+struct CollectiveCall {
+    kind: CollectiveKind,
+    tensor: Option<TensorId>,
+    group: GroupId,
+    bytes: u64,
+    async_op: bool,
+    work: Option<WorkId>,
+}
+
+/// The op's declared `reads` and `writes` (R21).
+fn declared_accesses(op: &Op, out: &mut Vec<Step>) {
+    for &tensor in &op.reads {
+        out.push(Step::Access {
+            tensor,
+            write: false,
+        });
+    }
+    for &tensor in &op.writes {
+        out.push(Step::Access {
+            tensor,
+            write: true,
+        });
+    }
+}
+
+/// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints a
+/// Work, for a call of `kind` over `bytes` issued by `op` (element counts, as PyTorch counts
+/// them: a barrier's is its one element).
+pub fn work_text(
+    scenario: &Scenario,
+    op: &Op,
+    (kind, bytes): (CollectiveKind, u64),
+    (group, seq): (GroupId, u64),
+    timeout_ns: u64,
+) -> String {
+    let element_bytes = match op.kind {
+        OpKind::Collective { tensor, .. } => scenario.tensors[tensor].dtype.size_bytes(),
+        _ => 1,
+    };
+    let numel = bytes / element_bytes;
+    let members = scenario.groups[group].ranks.len() as u64;
+    let (numel_in, numel_out) = match kind {
+        CollectiveKind::AllGather => (numel / members, numel),
+        CollectiveKind::ReduceScatter => (numel, numel / members),
+        _ => (numel, numel),
+    };
+    format!(
+        "WorkNCCL(SeqNum={seq}, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
+        kind.op_type(),
+        timeout_ns / 1_000_000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::parse;
+
+    /// The steps of every op of rank 0's first iteration, as text.
+    fn lowered(text: &str) -> Vec<String> {
+        let scenario = parse("pg.toml", text).unwrap();
+        let mut pg = ProcessGroupNccl::new(&scenario, 0);
+        let mut steps = Vec::new();
+        for op in scenario.ops.iter().filter(|op| op.runs_on(0)) {
+            pg.before_op(&scenario, 0, op, &mut steps);
+            pg.op(&scenario, op, &mut steps).unwrap();
+        }
+        steps.iter().map(Step::to_string).collect()
+    }
+
+    const ASYNC: &str = r#"
+[cluster]
+ranks = 2
+[host]
+collective_us = 10
+collective_tail_us = 2
+wait_us = 3
+[tensors]
+grad = "1MiB"
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+"#;
+
+    #[test]
+    fn an_async_collective_is_r10_and_its_wait_r12() {
+        let steps = lowered(ASYNC);
+        assert_eq!(
+            steps[..12],
+            [
+                "call",
+                "check_comm g0",
+                "init_comm g0",
+                "host_cost 8000ns",
+                "record s0 e0",
+                "stream_wait s1 e0",
+                "release_shelf g0",
+                "nccl c0 g0 ALLREDUCE 1048576B seq 1 s0->s1 async ready e0 jitter 1.000000000",
+                "write t0",
+                "record s1 e1",
+                "host_cost 2000ns",
+                "watch c0 end e1 stash Some(0) Named(0)",
+            ]
+        );
+        assert_eq!(
+            steps[13..18],
+            [
+                "call",
+                "wait c0 s0 e1 +3000ns",
+                "release_on_wait c0",
+                "wait_return c0",
+                "return"
+            ]
+        );
+        // R8: the communicator is created once, inside the first collective.
+        assert_eq!(
+            steps.iter().filter(|s| s.starts_with("init_comm")).count(),
+            1
+        );
+        assert!(steps.contains(
+            &"nccl c1 g0 ALLREDUCE 1048576B seq 2 s0->s1 async ready e2 jitter 1.000000000"
+                .to_string()
+        ));
+    }
+
+    #[test]
+    fn a_sync_collective_runs_on_the_current_stream_in_2_12_and_waits_in_2_5_r11() {
+        let sync = "[cluster]\nranks = 2\n[host]\nwait_us = 3\n[tensors]\ngrad = \"1MiB\"\n[[op]]\nall_reduce = \"grad\"\n";
+        let v2_12 = lowered(sync);
+        assert!(v2_12
+            .iter()
+            .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1048576B seq 1 s0->s0 ready")));
+        assert!(!v2_12
+            .iter()
+            .any(|s| s.starts_with("stream_wait") || s.starts_with("wait ")));
+        let v2_5 = lowered(&format!("torch = \"2.5\"\n{sync}"));
+        assert!(v2_5
+            .iter()
+            .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1048576B seq 1 s0->s1 ready")));
+        assert!(v2_5.contains(&"wait c0 s0 e1 +3000ns".to_string()));
+        assert!(v2_5.contains(&"watch c0 end e1 stash Some(0) Call".to_string()));
+    }
+
+    #[test]
+    fn blocking_wait_and_a_timeout_poll_r15() {
+        let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{ASYNC}"));
+        assert!(blocking.contains(&"poll c0 e1 every 1000000ns timeout None".to_string()));
+        let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5"));
+        assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout Some(2500000)".to_string()));
+        assert!(!lowered(ASYNC).iter().any(|s| s.starts_with("poll")));
+    }
+
+    #[test]
+    fn a_barrier_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14() {
+        let text =
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[[op]]\nbarrier = true\n";
+        let steps = lowered(text);
+        assert!(
+            !steps.iter().any(|s| s.starts_with("init_comm")),
+            "eager init"
+        );
+        let tail: Vec<&str> = steps
+            .iter()
+            .rev()
+            .take(6)
+            .rev()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                "watch c0 end e1 stash None Call",
+                "wait c0 s0 e1 +4000ns",
+                "release_on_wait c0",
+                "stream_sync s0 +5000ns",
+                "wait_return c0",
+                "return"
+            ]
+        );
+        assert!(steps
+            .iter()
+            .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1B seq 1 s0->s1 async")));
+    }
+
+    #[test]
+    fn straggler_delays_and_jitter_are_drawn_in_program_order() {
+        let text = r#"
+[cluster]
+ranks = 2
+kernel_jitter_pct = 10
+[[op]]
+label = "k"
+kernel = { us = 100, sms = 4 }
+[[perturb]]
+ranks = [0]
+before = "k"
+host_delay_us = { normal = { mean = 50, std = 10 } }
+gpu_delay_us = 7
+"#;
+        let scenario = parse("pg.toml", text).unwrap();
+        let mut rng = rank_rng(scenario.seed, 0);
+        let host_ns = scenario.perturbations[0].host_delay.sample_ns(&mut rng);
+        scenario.perturbations[0].gpu_delay.sample_ns(&mut rng);
+        let jitter = jitter_factor(0.1, &mut rng);
+        let steps = lowered(text);
+        assert_eq!(steps[0], format!("host_sleep {host_ns}ns"));
+        assert_eq!(
+            steps[1],
+            "launch s0 Sleep spin 7000ns x1 jitter 1.000000000"
+        );
+        assert_eq!(
+            steps[4],
+            format!("launch s0 Compute spin 100000ns x4 own jitter {jitter:.9}")
+        );
+    }
+
+    #[test]
+    fn a_work_prints_element_counts_as_pytorch_does() {
+        let text = "[cluster]\nranks = 4\n[tensors]\nx = { size = \"4KiB\", dtype = \"bf16\" }\n[[op]]\nall_gather = \"x\"\n";
+        let scenario = parse("pg.toml", text).unwrap();
+        let op = &scenario.ops[0];
+        let gather = (CollectiveKind::AllGather, 4096);
+        assert_eq!(
+            work_text(&scenario, op, gather, (0, 3), 600_000_000_000),
+            "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! The primitive steps ProcessGroupNCCL's calls are made of: what [`super::ProcessGroupNccl`]
+//! emits and what each engine executes (the simulator in simulated time, `hw` as CUDA and NCCL
+//! calls). A step names streams by [`StreamRef`] and events by [`Slot`]; each engine keeps its
+//! own handle per slot.
+
+use crate::scenario::{CollectiveKind, DType, GroupId, MarkId, TensorId, WorkId};
+use crate::timeline::{KernelClass, StreamRef};
+use std::fmt;
+
+/// An event this rank recorded, numbered in recording order from 0.
+pub type Slot = u32;
+
+/// A kernel the program launches (not an NCCL one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kernel {
+    /// Busy for `duration_ns` on `blocks` blocks; with `own_sm` each block has its SM to itself
+    /// (`kernel {us, sms}`), else it is one small block (`gpu_sleep_us`, a straggler's delay).
+    Spin {
+        duration_ns: u64,
+        blocks: u32,
+        own_sm: bool,
+    },
+    /// A GEMM `m×n×k`.
+    Gemm {
+        m: u64,
+        n: u64,
+        k: u64,
+        dtype: DType,
+    },
+}
+
+/// Who holds a collective's Work once the call returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkHolder {
+    /// The program, under this name (`work = "w"`).
+    Named(WorkId),
+    /// Nobody: an `async_op=True` Work the program dropped; it is never waited on.
+    Dropped,
+    /// The call itself: a synchronous collective or a barrier waits on it before returning.
+    Call,
+}
+
+/// One NCCL call (R10c): the kernel on `stream`, joined with the group's other ranks (R16).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NcclCall {
+    /// Index of the call among this rank's collective records (the Timeline's order).
+    pub collective: u32,
+    pub group: GroupId,
+    pub kind: CollectiveKind,
+    /// The collective's tensor; `None` for a barrier's internal one-element tensor.
+    pub tensor: Option<TensorId>,
+    pub bytes: u64,
+    /// PyTorch's SeqNum in the group, from 1.
+    pub seq: u64,
+    /// The stream current at the call.
+    pub call_stream: StreamRef,
+    /// The stream the kernel runs on: the group's internal one (R10) or the current one (R11).
+    pub stream: StreamRef,
+    pub async_op: bool,
+    /// The input-ready event on the current stream (R10a).
+    pub input_ready: Slot,
+    /// Factor on the kernel's modelled duration, drawn per (group, SeqNum) so that every rank
+    /// of the collective draws the same (`cluster.kernel_jitter`; 1 without jitter).
+    pub jitter: f64,
+}
+
+/// A primitive step of ProcessGroupNCCL, CUDA or the caching allocator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    /// A host call of the program begins (the start of its Timeline host record).
+    CallStart,
+    /// The host call returns (its host record ends; a collective call's record ends with it).
+    CallEnd,
+    /// Host time the model charges for a call (`[host]` costs); on hardware the call itself
+    /// takes its time, so `hw` does nothing.
+    HostCost { cost_ns: u64 },
+    /// The host sleeps: a `host_sleep` op or a straggler's host delay (R16).
+    HostSleep { duration_ns: u64 },
+    /// `cudaEventRecord` of a new event on `stream` (R5).
+    Record { stream: StreamRef, slot: Slot },
+    /// `cudaStreamWaitEvent`: later work on `stream` waits until `slot` fired (R5).
+    StreamWait { stream: StreamRef, slot: Slot },
+    /// A compute or sleep kernel; `jitter` multiplies a modelled duration
+    /// (`cluster.kernel_jitter`, drawn from the rank's stream for compute kernels).
+    Launch {
+        stream: StreamRef,
+        class: KernelClass,
+        kernel: Kernel,
+        jitter: f64,
+    },
+    /// A collective on `group` first checks that its communicator was not aborted (R27).
+    CheckComm { group: GroupId },
+    /// Lazy communicator init inside the group's first collective (R8): the host blocks until
+    /// every member bootstrapped it.
+    InitComm { group: GroupId },
+    /// Works of `group` never waited on leave the stash shelf once complete (R18).
+    ReleaseShelf { group: GroupId },
+    /// The NCCL kernel (R10c, R16, R24, R25).
+    Nccl(NcclCall),
+    /// The Work of collective record `collective`, whose end event is `end`, is handed to the
+    /// watchdog (R10e, R26); `stash` is the tensor the Work keeps alive (R18, R19).
+    Watch {
+        collective: u32,
+        end: Slot,
+        stash: Option<TensorId>,
+        holder: WorkHolder,
+    },
+    /// `work.wait()`: after `cost_ns` of host time the stream current at the call waits on the
+    /// Work's end event (R12).
+    Wait {
+        collective: u32,
+        stream: StreamRef,
+        end: Slot,
+        cost_ns: u64,
+    },
+    /// After the stream wait the Work lets go of its stashed tensors (R18).
+    ReleaseOnWait { collective: u32 },
+    /// Blocking wait or `wait(timeout)`: the host polls `is_completed()` every `interval_ns`
+    /// and raises once `timeout_ns` (the group's when `None`) passed since the enqueue (R15).
+    Poll {
+        collective: u32,
+        end: Slot,
+        interval_ns: u64,
+        timeout_ns: Option<u64>,
+    },
+    /// `wait()` returns (the end of its wait record).
+    WaitReturn { collective: u32 },
+    /// `work.is_completed()` after `cost_ns`: never blocks (R13).
+    Query { slot: Slot, cost_ns: u64 },
+    /// `event.synchronize()`: the host blocks until `slot` fired, then `cost_ns` (R14).
+    EventSync { slot: Slot, cost_ns: u64 },
+    /// `stream.synchronize()` (R14).
+    StreamSync { stream: StreamRef, cost_ns: u64 },
+    /// `torch.cuda.synchronize()`: every stream, the internal ones included (R14).
+    DeviceSync { cost_ns: u64 },
+    /// `.item()`: one element copied to the host on `stream`, which the host waits for (R14).
+    Item {
+        stream: StreamRef,
+        tensor: TensorId,
+        cost_ns: u64,
+    },
+    /// `torch.empty` on `stream` through the caching allocator (R17, R20).
+    Alloc { tensor: TensorId, stream: StreamRef },
+    /// `del t` (R18, R19).
+    Free { tensor: TensorId },
+    /// A named mark: an event on `stream` and the host time before `cost_ns`.
+    Mark {
+        mark: MarkId,
+        stream: StreamRef,
+        cost_ns: u64,
+    },
+    /// The op reads or writes `tensor` at its last GPU item (R21; only the race detector
+    /// looks).
+    Access { tensor: TensorId, write: bool },
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Kernel::Spin {
+                duration_ns,
+                blocks,
+                own_sm,
+            } => write!(
+                f,
+                "spin {duration_ns}ns x{blocks}{}",
+                if own_sm { " own" } else { "" }
+            ),
+            Kernel::Gemm { m, n, k, dtype } => write!(f, "gemm {m}x{n}x{k} {}", dtype.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    /// One line per step, the same from both engines (the engine-equivalence test compares
+    /// them).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Step::CallStart => write!(f, "call"),
+            Step::CallEnd => write!(f, "return"),
+            Step::HostCost { cost_ns } => write!(f, "host_cost {cost_ns}ns"),
+            Step::HostSleep { duration_ns } => write!(f, "host_sleep {duration_ns}ns"),
+            Step::Record { stream, slot } => write!(f, "record s{stream} e{slot}"),
+            Step::StreamWait { stream, slot } => write!(f, "stream_wait s{stream} e{slot}"),
+            Step::Launch {
+                stream,
+                class,
+                kernel,
+                jitter,
+            } => write!(f, "launch s{stream} {class:?} {kernel} jitter {jitter:.9}"),
+            Step::CheckComm { group } => write!(f, "check_comm g{group}"),
+            Step::InitComm { group } => write!(f, "init_comm g{group}"),
+            Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),
+            Step::Nccl(call) => write!(
+                f,
+                "nccl c{} g{} {} {}B seq {} s{}->s{}{} ready e{} jitter {:.9}",
+                call.collective,
+                call.group,
+                call.kind.op_type(),
+                call.bytes,
+                call.seq,
+                call.call_stream,
+                call.stream,
+                if call.async_op { " async" } else { "" },
+                call.input_ready,
+                call.jitter
+            ),
+            Step::Watch {
+                collective,
+                end,
+                stash,
+                holder,
+            } => write!(
+                f,
+                "watch c{collective} end e{end} stash {stash:?} {holder:?}"
+            ),
+            Step::Wait {
+                collective,
+                stream,
+                end,
+                cost_ns,
+            } => write!(f, "wait c{collective} s{stream} e{end} +{cost_ns}ns"),
+            Step::ReleaseOnWait { collective } => write!(f, "release_on_wait c{collective}"),
+            Step::Poll {
+                collective,
+                end,
+                interval_ns,
+                timeout_ns,
+            } => write!(
+                f,
+                "poll c{collective} e{end} every {interval_ns}ns timeout {timeout_ns:?}"
+            ),
+            Step::WaitReturn { collective } => write!(f, "wait_return c{collective}"),
+            Step::Query { slot, cost_ns } => write!(f, "query e{slot} +{cost_ns}ns"),
+            Step::EventSync { slot, cost_ns } => write!(f, "event_sync e{slot} +{cost_ns}ns"),
+            Step::StreamSync { stream, cost_ns } => {
+                write!(f, "stream_sync s{stream} +{cost_ns}ns")
+            }
+            Step::DeviceSync { cost_ns } => write!(f, "device_sync +{cost_ns}ns"),
+            Step::Item {
+                stream,
+                tensor,
+                cost_ns,
+            } => write!(f, "item s{stream} t{tensor} +{cost_ns}ns"),
+            Step::Alloc { tensor, stream } => write!(f, "alloc t{tensor} s{stream}"),
+            Step::Free { tensor } => write!(f, "free t{tensor}"),
+            Step::Mark {
+                mark,
+                stream,
+                cost_ns,
+            } => write!(f, "mark m{mark} s{stream} +{cost_ns}ns"),
+            Step::Access { tensor, write } => {
+                write!(f, "{} t{tensor}", if write { "write" } else { "read" })
+            }
+        }
+    }
+}
