@@ -59,6 +59,8 @@
 
 mod clock;
 mod cuda;
+#[cfg(test)]
+mod equivalence;
 mod error;
 mod exec;
 #[cfg(test)]

@@ -17,16 +17,16 @@ use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
 use crate::lifetime::TensorMemory;
 use crate::nccl::{plan_collective, CollectivePlan};
+use crate::pg::{ProcessGroupNccl, Step};
 use crate::race::{AccessKind, Point, RaceDetector};
-use crate::pg::ProcessGroupNccl;
 use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::TensorId;
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
 use crate::timeline::*;
+use host::{next_poll_ns, Cursor, StepLog};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use host::{next_poll_ns, Cursor, StepLog};
 use watchdog::{Failures, WatchdogStep};
 
 mod host;
@@ -61,6 +61,19 @@ pub fn simulate_with(scenario: &Scenario, options: Options) -> (Timeline, u64) {
     engine.run();
     let events = engine.events_processed;
     (engine.finish(), events)
+}
+
+/// Simulates `scenario` and returns the steps `rank`'s host executed, in order: the
+/// simulator's side of the engine-equivalence test (`hw` logs the steps it runs too).
+pub fn executed_steps(scenario: &Scenario, rank: u32) -> Vec<Step> {
+    let mut engine = Engine::new(scenario, Options::default());
+    engine.step_log = Some((rank, Vec::new()));
+    engine.run();
+    engine
+        .step_log
+        .take()
+        .map(|(_, steps)| steps)
+        .unwrap_or_default()
 }
 
 type Instance = u32;

@@ -1,0 +1,88 @@
+//! The engine-equivalence test: for every catalogue scenario, the steps the simulator's host
+//! executed for rank 0 equal the steps `hw`'s executor ran on the fake device (a scenario of
+//! several ranks as the one-GPU model stand-in runs it, as `golden.rs` does). Both engines
+//! execute the steps `sim::pg` lowers the program to, so a difference means one engine
+//! skipped, repeated or reordered a step of ProcessGroupNCCL.
+//!
+//! `hw` does not inject `[[fault]]`s, so where a fault (or its consequence: a timeout, an
+//! abort) stops rank 0 in the simulation, the simulator's steps are compared up to there.
+
+use crate::exec::tests::FakeDevice;
+use crate::exec::Executor;
+use crate::options::{Layout, StandIn};
+use crate::plan::RankPlan;
+use std::path::{Path, PathBuf};
+
+fn catalogue() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Where two step logs first differ, or `None` when they agree as the scenario requires.
+fn first_difference(simulated: &[String], ran: &[String], faults: bool) -> Option<usize> {
+    let common = simulated.len().min(ran.len());
+    if let Some(index) = (0..common).find(|&i| simulated[i] != ran[i]) {
+        return Some(index);
+    }
+    let complete = simulated.len() == ran.len() || (faults && simulated.len() < ran.len());
+    (!complete).then_some(common)
+}
+
+#[test]
+fn both_engines_execute_the_same_steps_for_every_catalogue_scenario() {
+    let paths = catalogue();
+    assert!(paths.len() >= 20, "found {} scenarios", paths.len());
+    let mut failures = Vec::new();
+    for path in &paths {
+        let text = std::fs::read_to_string(path).unwrap();
+        let scenario = sim::scenario::parse(&path.to_string_lossy(), &text)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let layout = Layout {
+            rank: 0,
+            world: 1,
+            device: 0,
+            launched: false,
+            stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
+        };
+        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let mut device = FakeDevice::default();
+        let mut executor = Executor::new(&scenario, &plan, &mut device);
+        // An error (an out-of-memory, say) stops hw: the steps up to it are compared.
+        let _ = executor.setup().and_then(|()| executor.run());
+        let ran: Vec<String> = executor.executed().iter().map(|s| s.to_string()).collect();
+        let simulated: Vec<String> = sim::engine::executed_steps(&scenario, 0)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(!ran.is_empty(), "{}: hw ran no step", path.display());
+        if let Some(at) = first_difference(&simulated, &ran, !scenario.faults.is_empty()) {
+            failures.push(format!(
+                "{}: step {at} differs (simulated {} steps, hw ran {}):\n  simulator: {}\n  hw:        {}",
+                path.display(),
+                simulated.len(),
+                ran.len(),
+                simulated.get(at).map_or("<end>", String::as_str),
+                ran.get(at).map_or("<end>", String::as_str),
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_missing_or_extra_step_is_a_difference() {
+    let steps = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let full = steps(&["call", "record s0 e0", "return"]);
+    assert_eq!(first_difference(&full, &full, false), None);
+    assert_eq!(first_difference(&full[..2], &full, false), Some(2));
+    assert_eq!(first_difference(&full[..2], &full, true), None);
+    assert_eq!(first_difference(&full, &full[..2], true), Some(2));
+    let reordered = steps(&["record s0 e0", "call", "return"]);
+    assert_eq!(first_difference(&reordered, &full, true), Some(0));
+}
