@@ -141,6 +141,20 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<scenario::Override>,
     },
+    /// The fidelity table (docs/fidelity.md): measured PyTorch runs (`<scenario>.run<k>.json`)
+    /// against the simulator and the hardware backend, with PyTorch's run-to-run spread and the
+    /// outcome verdicts.
+    Fidelity {
+        /// Folder of `c10dsim torch` Timelines named `<scenario>.run<k>.json`.
+        #[arg(long, default_value = "tests/data/torch")]
+        torch: PathBuf,
+        /// Folder of `hw` Timelines named `<scenario>.json`.
+        #[arg(long, default_value = "tests/data/hw")]
+        hw: PathBuf,
+        /// Write Markdown here, replacing what follows the generated-part marker.
+        #[arg(short, long, value_name = "OUT.md")]
+        output: Option<PathBuf>,
+    },
     /// Join the one-rank Timelines of a launched `hw` run into one (a common time axis).
     HwMerge {
         /// Per-rank Timeline files.
@@ -336,6 +350,9 @@ fn main() -> ExitCode {
             json,
             timeline: timeline.as_deref(),
         }),
+        Command::Fidelity { torch, hw, output } => {
+            torch_cmd::fidelity(&torch, &hw, output.as_deref())
+        }
         Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
         Command::Bench {
             ranks,

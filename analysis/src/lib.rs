@@ -23,6 +23,7 @@
 
 pub mod calibrate;
 pub mod diff;
+pub mod fidelity;
 pub mod metrics;
 pub mod nccl_tests;
 pub mod plot;

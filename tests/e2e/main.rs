@@ -8,4 +8,5 @@ mod faults;
 mod lifetime;
 mod multi_gpu;
 mod sweep;
+mod torch;
 mod util;

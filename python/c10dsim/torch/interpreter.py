@@ -232,10 +232,25 @@ class Interpreter:
                 self.gemm_operand(kind)
             if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
                 self.buckets[op["index"]] = self.bucket_buffers(kind)
+        self.limit_memory()
         self.calibrate_sleep()
         torch.cuda.synchronize()
         self.start_anchor = self.anchor()
         self.drift_scale = 1.0
+
+    def limit_memory(self):
+        """The scenario's allocator capacity (R17), plus the GEMM operands and bucket buffers the
+        interpreter adds and the simulator does not count, as the allocator's fraction of the
+        device."""
+        extra_bytes = sum(t.numel() * t.element_size()
+                          for operands in self.gemm_operands.values() for t in operands)
+        extra_bytes += sum(b.numel() * b.element_size()
+                           for buffers in self.buckets.values() for b in buffers)
+        total_bytes = self.torch.cuda.get_device_properties(self.local_rank).total_memory
+        capacity = self.scenario["memory"]["capacity_bytes"] + extra_bytes
+        fraction = min(1.0, capacity / total_bytes)
+        self.torch.cuda.set_per_process_memory_fraction(fraction, self.local_rank)
+        self.machine["memory_fraction"] = "%.4f" % fraction
 
     def pg_options(self, group):
         if not group["high_priority"]:

@@ -41,6 +41,9 @@ class Tensor:
     def numel(self):
         return self._numel
 
+    def element_size(self):
+        return {"float32": 4}.get(self.dtype, 2)
+
     def narrow(self, dim, start, length):
         return Tensor(length, self.dtype)
 
@@ -79,3 +82,10 @@ def randn(*shape, dtype=None, device=None):
 def matmul(a, b, out=None):
     log("matmul", a.numel(), b.numel())
     return out
+
+
+# What the process environment held when torch was imported: the interpreter must export the
+# scenario's [env] before this import.
+for _name in os.environ.get("FAKE_TORCH_WATCH", "").split(","):
+    if _name:
+        log("import", "%s=%s" % (_name, os.environ.get(_name)))

@@ -85,3 +85,15 @@ def max_memory_reserved():
 
 def max_memory_allocated():
     return 0
+
+
+class _Properties:
+    total_memory = 141 * 2**30
+
+
+def get_device_properties(index):
+    return _Properties()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    _log("set_per_process_memory_fraction", round(fraction, 4))

@@ -1,0 +1,488 @@
+//! The fidelity table (docs/fidelity.md): per scenario and metric, the simulator and the
+//! hardware backend against PyTorch measured through `c10dsim torch`, PyTorch's own run-to-run
+//! spread, and the ordering and outcome verdicts. Pure: Timelines in, a table out.
+
+use crate::diff::{self, DiffOptions};
+use crate::metrics;
+use crate::text::table;
+use serde::{Deserialize, Serialize};
+use sim::timeline::{Timeline, WatchdogEvent};
+use std::collections::BTreeSet;
+
+/// One scenario's Timelines: the simulation at the measured world size, the hardware backend's
+/// run where there is one, and every PyTorch run (separate processes).
+pub struct ScenarioRuns {
+    pub name: String,
+    pub simulated: Timeline,
+    pub hw: Option<Timeline>,
+    pub torch: Vec<Timeline>,
+}
+
+/// Which side of the machine a metric times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricSide {
+    /// A host call's duration (`host_call_us`, `wait_us`, host-clock measures).
+    Host,
+    /// GPU work (`stream_interval_us`, `kernel_us`, GPU-clock measures).
+    Gpu,
+    /// A share or an overlap: shown, not in the error medians.
+    Fraction,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricRow {
+    pub scenario: String,
+    pub metric: String,
+    pub side: MetricSide,
+    pub simulated: f64,
+    pub hw: Option<f64>,
+    /// Median over the PyTorch runs of each run's median.
+    pub torch: f64,
+    /// Largest minus smallest of the runs' values.
+    pub torch_spread: f64,
+    pub torch_runs: usize,
+    /// |simulated − torch| / torch, percent (none where torch is 0).
+    pub simulated_error_pct: Option<f64>,
+    pub hw_error_pct: Option<f64>,
+    /// |simulated − torch| ≤ the spread: PyTorch's runs differ by as much (none with fewer
+    /// than two runs: no spread was measured).
+    pub simulated_within_spread: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutcomeRow {
+    pub scenario: String,
+    /// Finding kinds of the simulation, and of the first PyTorch run.
+    pub simulated_findings: Vec<String>,
+    pub torch_findings: Vec<String>,
+    /// How the process ended: `ran to the end`, or the last `exit` record's message.
+    pub simulated_end: String,
+    pub torch_end: String,
+    /// Ordering pairs of the first PyTorch run against the simulation (`diff`'s verdicts).
+    pub order_pairs: usize,
+    pub order_pairs_agreeing: usize,
+    pub agree: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fidelity {
+    pub metrics: Vec<MetricRow>,
+    pub outcomes: Vec<OutcomeRow>,
+    /// Median simulated error over GPU-side rows, and the rows counted.
+    pub gpu_median_error_pct: Option<f64>,
+    pub gpu_rows: usize,
+    pub host_median_error_pct: Option<f64>,
+    pub host_rows: usize,
+    pub host_within_spread: usize,
+    pub hw_median_error_pct: Option<f64>,
+    pub hw_rows: usize,
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
+}
+
+fn error_pct(value: f64, reference: f64) -> Option<f64> {
+    (reference != 0.0).then(|| (value - reference).abs() / reference.abs() * 100.0)
+}
+
+fn side_of(timeline: &Timeline, metric: &str, unit: &str) -> MetricSide {
+    if unit == "fraction" {
+        return MetricSide::Fraction;
+    }
+    if metric.ends_with(".host_call_us") || metric.ends_with(".wait_us") {
+        return MetricSide::Host;
+    }
+    let host_measure = metric.strip_prefix("measure.").is_some_and(|name| {
+        timeline
+            .scenario
+            .measures
+            .iter()
+            .any(|m| m.name == name && m.clock == "host")
+    });
+    if host_measure {
+        MetricSide::Host
+    } else {
+        MetricSide::Gpu
+    }
+}
+
+fn lookup(values: &[(String, &'static str, f64)], metric: &str) -> Option<f64> {
+    values
+        .iter()
+        .find(|(name, _, _)| name == metric)
+        .map(|(_, _, value)| *value)
+}
+
+fn finding_kinds(timeline: &Timeline) -> Vec<String> {
+    let kinds: BTreeSet<&str> = timeline
+        .findings
+        .iter()
+        .filter(|f| f.kind != sim::timeline::FindingKind::Race)
+        .map(|f| f.kind.as_str())
+        .collect();
+    kinds.into_iter().map(str::to_string).collect()
+}
+
+/// How the run's process ended: the last `exit` record, else a launcher that did not exit 0
+/// (a measured run), else `ran to the end`.
+fn end_of(timeline: &Timeline) -> String {
+    if let Some(exit) = timeline
+        .watchdog
+        .iter()
+        .rev()
+        .find(|record| record.event == WatchdogEvent::Exit)
+    {
+        return format!("exited at {:.3} s", exit.at_ns as f64 / 1e9);
+    }
+    match timeline.machine.get("launcher_exit_status") {
+        Some(status) if status != "0" => format!("launcher exit status {status}"),
+        _ => "ran to the end".to_string(),
+    }
+}
+
+/// Whether two ends say the same thing: both ran to the end, or neither did.
+fn same_end(a: &str, b: &str) -> bool {
+    (a == "ran to the end") == (b == "ran to the end")
+}
+
+fn scenario_rows(runs: &ScenarioRuns) -> (Vec<MetricRow>, Option<OutcomeRow>) {
+    let Some(first) = runs.torch.first() else {
+        return (Vec::new(), None);
+    };
+    let simulated = diff::named_metrics(&metrics::report(&runs.simulated));
+    let hw = runs
+        .hw
+        .as_ref()
+        .map(|timeline| diff::named_metrics(&metrics::report(timeline)));
+    let torch: Vec<Vec<(String, &'static str, f64)>> = runs
+        .torch
+        .iter()
+        .map(|timeline| diff::named_metrics(&metrics::report(timeline)))
+        .collect();
+    let mut rows = Vec::new();
+    for (metric, unit, _) in &torch[0] {
+        let Some(sim_value) = lookup(&simulated, metric) else {
+            continue;
+        };
+        let mut values: Vec<f64> = torch.iter().filter_map(|run| lookup(run, metric)).collect();
+        let spread = values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            - values.iter().copied().fold(f64::INFINITY, f64::min);
+        let runs_counted = values.len();
+        let Some(torch_value) = median(&mut values) else {
+            continue;
+        };
+        let hw_value = hw.as_ref().and_then(|hw| lookup(hw, metric));
+        rows.push(MetricRow {
+            scenario: runs.name.clone(),
+            metric: metric.clone(),
+            side: side_of(first, metric, unit),
+            simulated: sim_value,
+            hw: hw_value,
+            torch: torch_value,
+            torch_spread: spread,
+            torch_runs: runs_counted,
+            simulated_error_pct: error_pct(sim_value, torch_value),
+            hw_error_pct: hw_value.and_then(|value| error_pct(value, torch_value)),
+            simulated_within_spread: (runs_counted >= 2)
+                .then(|| (sim_value - torch_value).abs() <= spread),
+        });
+    }
+    let compared = diff::diff(&runs.simulated, first, &DiffOptions::default());
+    let simulated_end = end_of(&runs.simulated);
+    let torch_end = end_of(first);
+    let simulated_findings = finding_kinds(&runs.simulated);
+    let torch_findings = finding_kinds(first);
+    let agree = simulated_findings == torch_findings
+        && same_end(&simulated_end, &torch_end)
+        && compared.order_disagreements.is_empty();
+    let outcome = OutcomeRow {
+        scenario: runs.name.clone(),
+        simulated_findings,
+        torch_findings,
+        simulated_end,
+        torch_end,
+        order_pairs: compared.order_pairs,
+        order_pairs_agreeing: compared.order_pairs_agreeing,
+        agree,
+    };
+    (rows, Some(outcome))
+}
+
+/// The table over every scenario, in the order given.
+pub fn fidelity(scenarios: &[ScenarioRuns]) -> Fidelity {
+    let mut metrics = Vec::new();
+    let mut outcomes = Vec::new();
+    for runs in scenarios {
+        let (rows, outcome) = scenario_rows(runs);
+        metrics.extend(rows);
+        outcomes.extend(outcome);
+    }
+    let errors = |side: MetricSide, hw: bool| -> Vec<f64> {
+        metrics
+            .iter()
+            .filter(|row| row.side == side || (hw && row.side != MetricSide::Fraction))
+            .filter_map(|row| {
+                if hw {
+                    row.hw_error_pct
+                } else {
+                    row.simulated_error_pct
+                }
+            })
+            .collect()
+    };
+    let mut gpu = errors(MetricSide::Gpu, false);
+    let mut host = errors(MetricSide::Host, false);
+    let mut hw = errors(MetricSide::Gpu, true);
+    let host_within_spread = metrics
+        .iter()
+        .filter(|row| row.side == MetricSide::Host && row.simulated_within_spread == Some(true))
+        .count();
+    Fidelity {
+        gpu_rows: gpu.len(),
+        gpu_median_error_pct: median(&mut gpu),
+        host_rows: host.len(),
+        host_median_error_pct: median(&mut host),
+        host_within_spread,
+        hw_rows: hw.len(),
+        hw_median_error_pct: median(&mut hw),
+        metrics,
+        outcomes,
+    }
+}
+
+fn number(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".to_string(), |v| format!("{v:.1}%"))
+}
+
+/// The table as the Markdown of docs/fidelity.md's generated part.
+pub fn render_markdown(fidelity: &Fidelity) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "**Simulator vs PyTorch:** median error {} over {} GPU-side metrics, {} over {} host-side \
+         metrics, of which {} are within PyTorch's own run-to-run spread. **hw vs PyTorch:** \
+         median error {} over {} timing metrics. **Outcome verdicts:** {} of {} scenarios agree.\n\n",
+        percent(fidelity.gpu_median_error_pct),
+        fidelity.gpu_rows,
+        percent(fidelity.host_median_error_pct),
+        fidelity.host_rows,
+        fidelity.host_within_spread,
+        fidelity.hw_median_error_pct.map_or_else(|| "–".into(), |v| format!("{v:.1}%")),
+        fidelity.hw_rows,
+        fidelity.outcomes.iter().filter(|o| o.agree).count(),
+        fidelity.outcomes.len(),
+    ));
+    out.push_str("### Outcomes and orderings\n\n");
+    let rows: Vec<Vec<String>> = fidelity
+        .outcomes
+        .iter()
+        .map(|o| {
+            vec![
+                o.scenario.clone(),
+                list(&o.simulated_findings),
+                list(&o.torch_findings),
+                o.simulated_end.clone(),
+                o.torch_end.clone(),
+                format!("{}/{}", o.order_pairs_agreeing, o.order_pairs),
+                if o.agree { "agree" } else { "differ" }.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&markdown_table(
+        &[
+            "scenario",
+            "sim findings",
+            "torch findings",
+            "sim process",
+            "torch process",
+            "orderings agreeing",
+            "verdict",
+        ],
+        &rows,
+    ));
+    out.push_str("\n### Metrics (µs, fractions where named)\n\n");
+    let rows: Vec<Vec<String>> = fidelity
+        .metrics
+        .iter()
+        .map(|row| {
+            vec![
+                row.scenario.clone(),
+                row.metric.clone(),
+                format!("{:?}", row.side).to_lowercase(),
+                number(row.simulated),
+                row.hw.map_or_else(|| "–".into(), number),
+                number(row.torch),
+                if row.torch_runs < 2 {
+                    "– (1 run)".to_string()
+                } else {
+                    format!("{} ({} runs)", number(row.torch_spread), row.torch_runs)
+                },
+                percent(row.simulated_error_pct),
+                percent(row.hw_error_pct),
+                match row.simulated_within_spread {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "–",
+                }
+                .to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&markdown_table(
+        &[
+            "scenario",
+            "metric",
+            "side",
+            "sim",
+            "hw",
+            "torch",
+            "torch spread",
+            "sim error",
+            "hw error",
+            "sim within spread",
+        ],
+        &rows,
+    ));
+    out
+}
+
+fn list(kinds: &[String]) -> String {
+    if kinds.is_empty() {
+        "none".to_string()
+    } else {
+        kinds.join(", ")
+    }
+}
+
+fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut out = format!("| {} |\n", header.join(" | "));
+    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    for row in rows {
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}
+
+/// The plain-text form `c10dsim fidelity` prints without `-o`.
+pub fn render_text(fidelity: &Fidelity) -> String {
+    let rows: Vec<Vec<String>> = fidelity
+        .metrics
+        .iter()
+        .map(|row| {
+            vec![
+                row.scenario.clone(),
+                row.metric.clone(),
+                number(row.simulated),
+                number(row.torch),
+                number(row.torch_spread),
+                percent(row.simulated_error_pct),
+                percent(row.hw_error_pct),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "scenario", "metric", "sim", "torch", "spread", "sim_err", "hw_err",
+        ],
+        &rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::timeline::Source;
+
+    fn simulate(text: &str) -> Timeline {
+        let scenario = sim::scenario::parse("fidelity.toml", text).expect("valid scenario");
+        sim::engine::simulate(&scenario)
+    }
+
+    const SCENARIO: &str = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[tensors]\nx = \"64MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+
+    /// A "measured" copy of a simulation with every kernel `factor` times as long.
+    fn stretched(timeline: &Timeline, factor: f64) -> Timeline {
+        let mut out = timeline.clone();
+        out.source = Source::Torch;
+        for rank in &mut out.ranks {
+            for c in &mut rank.collectives {
+                c.end_ns =
+                    c.kernel_start_ns + ((c.end_ns - c.kernel_start_ns) as f64 * factor) as u64;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_error_is_against_the_median_run_and_the_spread_spans_the_runs() {
+        let simulated = simulate(SCENARIO);
+        let runs = ScenarioRuns {
+            name: "ar".into(),
+            torch: vec![
+                stretched(&simulated, 1.25),
+                stretched(&simulated, 1.35),
+                stretched(&simulated, 1.3),
+            ],
+            hw: None,
+            simulated,
+        };
+        let table = fidelity(&[runs]);
+        let kernel = table
+            .metrics
+            .iter()
+            .find(|row| row.metric == "ar.kernel_us")
+            .expect("the kernel row");
+        assert_eq!(kernel.side, MetricSide::Gpu);
+        assert_eq!(kernel.torch_runs, 3);
+        // torch median = 1.3 × sim, so the error is 0.3 / 1.3 of it; the runs span 0.1 × sim.
+        let error = kernel.simulated_error_pct.expect("non-zero");
+        assert!((error - 100.0 * 0.3 / 1.3).abs() < 0.1, "{error}");
+        assert!((kernel.torch_spread / kernel.simulated - 0.1).abs() < 0.01);
+        assert_eq!(kernel.simulated_within_spread, Some(false));
+        let host = table
+            .metrics
+            .iter()
+            .find(|row| row.metric == "ar.host_call_us")
+            .expect("the host row");
+        assert_eq!(host.side, MetricSide::Host);
+        assert_eq!(host.simulated_error_pct, Some(0.0));
+        assert_eq!(host.simulated_within_spread, Some(true));
+        assert_eq!(table.outcomes.len(), 1);
+        assert!(table.outcomes[0].agree, "{:?}", table.outcomes[0]);
+    }
+
+    #[test]
+    fn a_killed_torch_run_disagrees_with_a_simulation_that_ran_to_the_end() {
+        let simulated = simulate(SCENARIO);
+        let mut killed = stretched(&simulated, 1.0);
+        killed
+            .machine
+            .insert("launcher_exit_status".into(), "1".into());
+        let table = fidelity(&[ScenarioRuns {
+            name: "ar".into(),
+            torch: vec![killed],
+            hw: None,
+            simulated,
+        }]);
+        let outcome = &table.outcomes[0];
+        assert_eq!(outcome.torch_end, "launcher exit status 1");
+        assert!(!outcome.agree);
+        assert!(render_markdown(&table)
+            .contains("| ar | none | none | ran to the end | launcher exit status 1 |"));
+    }
+}

@@ -1,0 +1,157 @@
+"""The interpreter's logic against the fake torch: ops dispatched, environment exported before
+the import, the Timeline's shape, caught exceptions, faults and refusals."""
+
+import json
+import random
+
+import pytest
+
+from c10dsim.torch import timeline as tl
+from c10dsim.torch.__main__ import MEASUREMENT_ENV, export_environment
+
+RANK_FIELDS = ["rank", "streams", "host", "kernels", "collectives", "marks", "stream_waits",
+               "queries", "memory", "cache_releases", "races"]
+
+
+def names(calls):
+    return [call[0] for call in calls]
+
+
+def test_every_op_of_the_overlap_benchmark_is_dispatched_to_torch(resolve, interpret):
+    path, scenario = resolve("overlap_bench", "cluster.ranks=1")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    called = names(calls)
+    iterations = scenario["warmup"] + scenario["repeat"]
+    gemms = sum(op["kind"]["kind"] == "gemm" for op in scenario["ops"])
+    collectives = sum(op["kind"]["kind"] == "collective" for op in scenario["ops"])
+    assert called.count("matmul") == gemms * iterations
+    assert called.count("all_reduce") == collectives * iterations
+    assert "item" in called and "cuda.synchronize" in called and "work.wait" in called
+    (init,) = [call for call in calls if call[0] == "init_process_group"]
+    eager = scenario["groups"][0]["eager_init"]
+    assert init[1:4] == ["nccl", "0", "1"] and init[5] == str(eager)
+
+
+def test_the_timeline_has_the_rust_shape_and_one_host_record_per_op_and_iteration(
+        resolve, interpret):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1", "repeat=3",
+                             "warmup=1")
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert document["format"] == tl.TIMELINE_FORMAT and document["source"] == "torch"
+    assert list(document) == ["format", "source", "scenario", "machine", "ops", "ranks",
+                              "findings", "watchdog"]
+    assert all(isinstance(v, str) for v in document["machine"].values())
+    for key in ("torch", "nccl", "device", "host_origin_unix_ns", "exit_status"):
+        assert key in document["machine"]
+    assert [op["index"] for op in document["ops"]] == list(range(len(scenario["ops"])))
+    (rank,) = document["ranks"]
+    assert list(rank) == RANK_FIELDS
+    assert len(rank["host"]) == len(scenario["ops"]) * 4
+    assert [s["kind"] for s in rank["streams"]][-1] == "nccl"
+    (collective,) = {c["op"] for c in rank["collectives"]}
+    assert len(rank["collectives"]) == 4
+    for record in rank["collectives"]:
+        assert record["kernel_start_ns"] <= record["end_ns"]
+        assert record["wait"]["released_ns"] >= record["wait"]["host_start_ns"] - 10**6
+    assert len(rank["marks"]) == len([o for o in scenario["ops"] if o["kind"]["kind"] == "mark"]) * 4
+    assert any(k["class"] == "sleep" for k in rank["kernels"])
+
+
+def test_the_scenario_environment_is_exported_before_torch_is_imported(resolve, interpret):
+    path, _ = resolve("sm_contention", "cluster.ranks=1", "env.TORCH_NCCL_BLOCKING_WAIT=1")
+    completed, document, calls = interpret(
+        path, env={"FAKE_TORCH_WATCH": "TORCH_NCCL_BLOCKING_WAIT,TORCH_NCCL_ENABLE_TIMING"})
+    assert completed.returncode == 0, completed.stderr
+    assert calls[0] == ["import", "TORCH_NCCL_BLOCKING_WAIT=1"]
+    assert calls[1] == ["import", "TORCH_NCCL_ENABLE_TIMING=1"]
+    assert "TORCH_NCCL_BLOCKING_WAIT=1" in document["machine"]["env"]
+
+
+def test_a_scenario_value_wins_over_the_measurement_defaults():
+    environ = {}
+    exported = export_environment({"env": {"raw": {"TORCH_NCCL_ENABLE_TIMING": "0"}}},
+                                  environ)
+    assert environ["TORCH_NCCL_ENABLE_TIMING"] == "0"
+    assert set(exported) == set(MEASUREMENT_ENV)
+
+
+def test_coalesced_and_functional_collectives_use_their_torch_apis(resolve, interpret):
+    path, _ = resolve("coalescing", "cluster.ranks=1")
+    completed, _, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert "coalescing_manager.enter" in names(calls)
+    path, _ = resolve("functional_collective", "cluster.ranks=1")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert names(calls).count("functional.all_reduce") == 4
+    assert names(calls).count("functional.wait_tensor") == 4
+    assert document["ops"][0]["host_name"].endswith("_functional_collectives.all_reduce")
+
+
+def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
+        resolve, interpret):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_WAIT_RAISES": "1"})
+    assert completed.returncode == 1
+    (finding,) = document["findings"]
+    assert finding["kind"] == "watchdog_timeout" and finding["iteration"] == 0
+    assert "RuntimeError" in finding["message"]
+    events = [record["event"] for record in document["watchdog"]]
+    assert events == ["timeout", "exit"]
+    assert document["machine"]["exit_status"] == "1"
+    assert names(calls).count("work.wait") == 1
+
+
+def test_a_dying_rank_is_killed_after_writing_what_it_did(resolve, interpret):
+    path, _ = resolve("rank0_crash_init")
+    completed, document, _ = interpret(path)
+    assert completed.returncode == -9
+    assert [r["event"] for r in document["watchdog"]] == ["fault", "exit"]
+    assert document["machine"]["journal"].startswith("partial")
+
+
+def test_faults_that_pytorch_cannot_enact_are_refused_with_exit_2(resolve, interpret,
+                                                                      tmp_path):
+    path, scenario = resolve("mismatch")
+    scenario["faults"][0]["ranks"] = [0]
+    scenario["faults"][0]["kind"] = {"kind": "async_error", "after_ns": 5}
+    edited = tmp_path / "async_error_rank0.json"
+    edited.write_text(json.dumps(scenario))
+    completed, document, calls = interpret(edited, world=2)
+    assert completed.returncode == 2 and document is None
+    assert "async_error" in completed.stderr and ":%d:" % scenario["ops"][0]["line"] \
+        in completed.stderr
+    assert "init_process_group" not in names(calls)
+
+
+def test_faults_on_ranks_that_were_not_launched_are_left_out(resolve, interpret):
+    path, scenario = resolve("watchdog_stuck")
+    scenario_ranks = scenario["cluster"]["ranks"]
+    completed, _, _ = interpret(path)
+    assert scenario_ranks == 4 and completed.returncode == 2
+    assert "watchdog_stuck" in completed.stderr
+    path, _ = resolve("hang_10min")
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert document["watchdog"] == [] and "downscale" in document["machine"]
+
+
+@pytest.mark.parametrize("delay", [
+    {"distribution": "normal", "mean_ns": 1000.0, "std_ns": 10.0},
+    {"distribution": "lognormal", "mean_ns": 200000.0, "std_ns": 50000.0},
+    {"distribution": "exponential", "mean_ns": 1000.0},
+    {"distribution": "gamma", "shape": 2.0, "scale_ns": 500.0},
+    {"distribution": "uniform", "min_ns": 10.0, "max_ns": 20.0},
+])
+def test_drawn_delays_have_the_asked_mean(delay):
+    rng = random.Random(1)
+    draws = [tl.draw_delay_ns(delay, rng) for _ in range(4000)]
+    mean = {"gamma": 1000.0, "uniform": 15.0}.get(delay["distribution"], delay.get("mean_ns"))
+    assert all(isinstance(d, int) and d >= 0 for d in draws)
+    assert abs(sum(draws) / len(draws) - mean) < 0.06 * mean + 1
+
+
+def test_a_fixed_delay_is_exact():
+    assert tl.draw_delay_ns({"distribution": "fixed", "ns": 1234}, random.Random(0)) == 1234

@@ -1,0 +1,158 @@
+//! `c10dsim resolve` and `c10dsim torch` without PyTorch or a GPU: the resolved JSON, the exit
+//! code and message when something is missing, and the whole launch against the fake torch of
+//! `python/tests/fake_torch` (the Timeline it writes must parse as a Rust [`Timeline`]).
+
+use crate::util::{c10dsim, stderr, stdout};
+use sim::timeline::{Source, Timeline, WatchdogEvent};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python_available() -> bool {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+#[test]
+fn resolve_prints_the_scenario_both_engines_read() {
+    let output = c10dsim(&[
+        "resolve",
+        "scenarios/exp_b_stream_scope.toml",
+        "--json",
+        "--set",
+        "repeat=3",
+        "--set",
+        "warmup=1",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let resolved: serde_json::Value = serde_json::from_str(&stdout(&output)).expect("JSON");
+    let scenario = crate::util::load("exp_b_stream_scope.toml", &["repeat=3", "warmup=1"]);
+    assert_eq!(resolved["repeat"], 3);
+    assert_eq!(
+        resolved["ops"].as_array().expect("ops").len(),
+        scenario.ops.len()
+    );
+    assert_eq!(resolved["ops"][1]["kind"]["kind"], "gpu_sleep");
+    assert_eq!(resolved["ops"][1]["kind"]["duration_ns"], 130_000_000);
+    assert_eq!(resolved["env"]["blocking_wait"], false);
+}
+
+#[test]
+fn resolve_without_json_is_refused() {
+    let output = c10dsim(&["resolve", "scenarios/exp_b_stream_scope.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--json"), "{}", stderr(&output));
+}
+
+#[test]
+fn torch_without_python_exits_2_and_names_it() {
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", "scenarios/exp_b_stream_scope.toml"])
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "/nonexistent/python3")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("cannot run /nonexistent/python3") && message.contains("PyTorch"),
+        "{message}"
+    );
+}
+
+#[test]
+fn torch_without_torch_exits_2_and_names_it() {
+    if !python_available() {
+        eprintln!("skipped: no python3 on PATH");
+        return;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", "scenarios/exp_b_stream_scope.toml"])
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "python3")
+        .env("PYTHONPATH", repo().join("tests"))
+        .env("PYTHONNOUSERSITE", "1")
+        .output()
+        .expect("the binary runs");
+    if output.status.code() != Some(2) || !stderr(&output).contains("cannot import torch") {
+        // A machine with PyTorch installed gets past this check (then a GPU decides).
+        eprintln!(
+            "skipped: python3 imports torch here ({})",
+            stderr(&output).trim()
+        );
+        return;
+    }
+    assert!(stderr(&output).contains("install PyTorch"));
+}
+
+#[test]
+fn torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts() {
+    if !python_available() {
+        eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("c10dsim-torch-e2e-{}.json", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", "scenarios/overlap_bench.toml", "--timeline"])
+        .arg(&out)
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "python3")
+        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("running it at cluster.ranks = 1"),
+        "{}",
+        stderr(&output)
+    );
+    let text = std::fs::read_to_string(&out).expect("the Timeline was written");
+    std::fs::remove_file(&out).ok();
+    let timeline: Timeline = serde_json::from_str(&text).expect("a Timeline");
+    assert_eq!(timeline.source, Source::Torch);
+    assert_eq!(timeline.scenario.ranks, 1);
+    assert_eq!(timeline.machine["device"], "Fake GPU");
+    assert_eq!(timeline.machine["launcher_exit_status"], "0");
+    let [rank] = timeline.ranks.as_slice() else {
+        panic!("one rank expected")
+    };
+    let iterations = (timeline.scenario.warmup + timeline.scenario.repeat) as usize;
+    let collectives = timeline
+        .ops
+        .iter()
+        .filter(|op| op.key == "all_reduce")
+        .count();
+    assert_eq!(rank.collectives.len(), collectives * iterations);
+    assert!(stdout(&output).contains("overlap"), "{}", stdout(&output));
+}
+
+#[test]
+fn a_killed_rank_is_an_outcome_with_its_exit_recorded() {
+    if !python_available() {
+        eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("c10dsim-torch-kill-{}.json", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", "scenarios/rank0_crash_init.toml", "--timeline"])
+        .arg(&out)
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "python3")
+        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&out).expect("the Timeline was written");
+    std::fs::remove_file(&out).ok();
+    let timeline: Timeline = serde_json::from_str(&text).expect("a Timeline");
+    let events: Vec<WatchdogEvent> = timeline.watchdog.iter().map(|r| r.event).collect();
+    assert_eq!(events, [WatchdogEvent::Fault, WatchdogEvent::Exit]);
+    assert_eq!(timeline.machine["exit_status"], "-9");
+    assert_ne!(timeline.machine["launcher_exit_status"], "0");
+    assert!(timeline.ranks[0].collectives.is_empty());
+}
