@@ -7,8 +7,8 @@
 //! `hw` does not inject `[[fault]]`s, so where a fault (or its consequence: a timeout, an
 //! abort) stops rank 0 in the simulation, the simulator's steps are compared up to there.
 
-use crate::exec::tests::FakeDevice;
 use crate::exec::Executor;
+use crate::fake::FakeDevice;
 use crate::options::{Layout, StandIn};
 use crate::plan::RankPlan;
 use std::path::{Path, PathBuf};

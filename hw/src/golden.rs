@@ -7,8 +7,8 @@
 //! the commit. The first [`LINES_SHOWN`] calls are written in full, then the number and a hash
 //! of all of them, so that a change past the shown part shows too.
 
-use crate::exec::tests::FakeDevice;
 use crate::exec::Executor;
+use crate::fake::FakeDevice;
 use crate::options::{Layout, StandIn};
 use crate::plan::RankPlan;
 use std::fmt::Write;

@@ -64,6 +64,8 @@ mod equivalence;
 mod error;
 mod exec;
 #[cfg(test)]
+mod fake;
+#[cfg(test)]
 mod golden;
 mod memory;
 mod nccl;

@@ -9,7 +9,6 @@
 
 use super::watchdog::FaultEffect;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
-use crate::lifetime::AllocStep;
 use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
@@ -25,7 +24,7 @@ pub(super) struct Cursor {
     /// Steps of the current op run so far (a step run again is not counted twice).
     counted: usize,
     /// Host time at the current call's start.
-    call_start_ns: u64,
+    pub(super) call_start_ns: u64,
     /// The collective record the current call made.
     call_collective: Option<u32>,
     /// Where the op's accesses happen (R21): its last GPU item.
@@ -708,125 +707,6 @@ impl Engine<'_> {
         let host_ns = self.ranks[rank as usize].host_ns;
         let point = self.push(rank, stream, GpuItem::Record { instance }, host_ns);
         (instance, point)
-    }
-
-    /// R18: Works never waited on leave the shelf at the next collective of their group once
-    /// they completed (as far as the simulation has got; later ones stay on the shelf).
-    fn release_shelf(&mut self, rank: u32, group: GroupId) {
-        let state = &mut self.ranks[rank as usize];
-        let fired = &state.fired_ns;
-        state
-            .memory
-            .books
-            .release_shelf(group, |end| fired[end as usize] != NEVER);
-    }
-
-    /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work
-    /// holding it lets go (stash), or once events on the streams that used it passed
-    /// (recordStream).
-    fn free(&mut self, rank: u32, tensor: TensorId) {
-        let streams = self.ranks[rank as usize]
-            .memory
-            .books
-            .streams_to_record(tensor);
-        let instances: Vec<Instance> = streams.iter().map(|&s| self.record(rank, s)).collect();
-        let state = &mut self.ranks[rank as usize];
-        state.host_ns += self.scenario.memory.alloc_ns;
-        state.memory.books.free(tensor, instances);
-    }
-
-    /// `torch.empty` on `stream` (R17): from the stream's cache, a new segment, or — at the
-    /// capacity — after releasing the cache, which first waits for the whole device (R20).
-    /// False when the host blocked (the allocation runs again when it resumes) or stopped.
-    fn alloc(&mut self, rank: u32, op_index: usize, tensor: TensorId, stream: u16) -> bool {
-        let scenario = self.scenario;
-        let now_ns = self.now_ns;
-        let state = &mut self.ranks[rank as usize];
-        let start_ns = state.cursor.call_start_ns;
-        // R19: blocks freed under recordStream come back once their events passed, checked
-        // now; the simulation must have reached the host's time to know which did.
-        if !state.memory.books.pending_events().is_empty() {
-            if now_ns < state.host_ns {
-                state.blocked = Blocked::Timer;
-                let at_ns = state.host_ns;
-                self.schedule(at_ns, Event::HostResume { rank, at_ns });
-                return false;
-            }
-            let fired = &state.fired_ns;
-            state
-                .memory
-                .books
-                .collect_pending(|instance| fired[instance as usize] != NEVER);
-        }
-        let memory_config = &scenario.memory;
-        let size_bytes = scenario.tensor_bytes(tensor);
-        loop {
-            let state = &mut self.ranks[rank as usize];
-            match state.memory.books.allocate(tensor, size_bytes, stream) {
-                AllocStep::Cached(_) => {
-                    state.host_ns += memory_config.alloc_ns;
-                    return true;
-                }
-                AllocStep::NewSegment { .. } => {
-                    state.host_ns += memory_config.malloc_ns;
-                    return true;
-                }
-                AllocStep::NeedsRelease
-                    if memory_config.expandable_segments || state.memory.awaiting_idle =>
-                {
-                    // R20: synchronize_and_free_events, then cudaFree every cached segment.
-                    let device_idle_ns =
-                        std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
-                    let segments_freed = state.memory.books.release_cache().len() as u32;
-                    // Expandable segments unmap pages without cudaFree's synchronisation.
-                    if !memory_config.expandable_segments {
-                        state.host_ns += memory_config.free_ns * u64::from(segments_freed);
-                    }
-                    state.timeline.cache_releases.push(CacheRelease {
-                        iteration: state.iteration,
-                        op: op_index as OpRef,
-                        host_start_ns: start_ns,
-                        host_end_ns: state.host_ns,
-                        device_idle_ns,
-                        segments_freed,
-                    });
-                }
-                AllocStep::NeedsRelease => {
-                    // cudaFree synchronises the device: the host waits for every stream and for
-                    // pending recordStream events, then runs this allocation again (R20, R23
-                    // `frag`).
-                    state.memory.awaiting_idle = true;
-                    let pending = state.memory.books.pending_events();
-                    let streams = state.streams.len() as u16;
-                    let mut instances: Vec<Instance> =
-                        (0..streams).map(|s| self.record(rank, s)).collect();
-                    instances.extend(pending);
-                    if !self.block_on(rank, &instances, 0) {
-                        return false;
-                    }
-                }
-                AllocStep::OutOfMemory => {
-                    let reserved = state.memory.books.reserved_bytes();
-                    self.findings.push(Finding {
-                        kind: FindingKind::OutOfMemory,
-                        rank: Some(rank),
-                        iteration: Some(state.iteration),
-                        op: Some(op_index as OpRef),
-                        stream: Some(state.timeline.streams[stream as usize].name.clone()),
-                        message: format!(
-                            "rank {rank}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
-                            scenario.ops[op_index].display_name(),
-                            scenario.ops[op_index].line,
-                            size_bytes,
-                            reserved,
-                            memory_config.capacity_bytes,
-                        ),
-                    });
-                    state.blocked = Blocked::Done;
-                    return true;
-                }
-            }
-        }
     }
 }
 

@@ -12,6 +12,13 @@
 //! equal times pop in the order they were scheduled and a run is deterministic. If the queue
 //! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
 //! the ranks, ops and streams that are stuck.
+//!
+//! The parts: [`host`] is each rank's host, a cursor over the steps ProcessGroupNCCL makes of
+//! its ops ([`crate::pg`], shared with `hw`); [`streams`] the GPU's streams, event instances
+//! and SMs; [`rendezvous`] the collectives' meeting of ranks (R16, R24); [`memory`] the caching
+//! allocator and tensor lifetimes (R17–R20); [`queue`] the event queue; [`findings`] data races
+//! and deadlocks; [`watchdog`] faults and ProcessGroupNCCL's side threads (R26–R29). This file
+//! holds the per-rank state, the run loop and the Timeline's assembly once the run ends.
 
 use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
@@ -23,13 +30,22 @@ use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::TensorId;
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
 use crate::timeline::*;
+use findings::rank_list;
 use host::{next_poll_ns, Cursor, StepLog};
+use memory::MemoryState;
+use queue::{Event, EventQueue};
+use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use watchdog::{Failures, WatchdogStep};
+use std::collections::{HashMap, VecDeque};
+use streams::{GpuItem, QueuedItem, StreamState};
+use watchdog::Failures;
 
+mod findings;
 mod host;
+mod memory;
+mod queue;
+mod rendezvous;
+mod streams;
 mod watchdog;
 
 /// Sentinel for "has not happened".
@@ -77,45 +93,6 @@ pub fn executed_steps(scenario: &Scenario, rank: u32) -> Vec<Step> {
 }
 
 type Instance = u32;
-
-#[derive(Debug, Clone, Copy)]
-enum GpuItem {
-    /// An event record: fires when the stream reaches it (R5).
-    Record { instance: Instance },
-    /// `cudaStreamWaitEvent`: the stream holds until the instance fired (R5).
-    WaitFor {
-        instance: Instance,
-        stream_wait: u32,
-    },
-    /// A kernel of known duration.
-    Kernel { duration_ns: u64, kernel: u32 },
-    /// An NCCL kernel: rendezvous with the group's other ranks (R16), then α-β time (R24).
-    Collective {
-        kernel: u32,
-        rendezvous: u32,
-        collective: u32,
-    },
-}
-
-#[derive(Debug, Clone, Copy)]
-struct QueuedItem {
-    item: GpuItem,
-    /// Earliest start: the host time of the call plus, for kernels, the launch latency.
-    ready_ns: u64,
-}
-
-#[derive(Default)]
-struct StreamState {
-    queue: VecDeque<QueuedItem>,
-    /// A kernel at the head asked for SMs or is running.
-    busy: bool,
-    /// An `Advance` is already scheduled for this time.
-    wake_at_ns: Option<u64>,
-    /// Bumped whenever the head kernel's end is rescheduled; stale `KernelEnd`s are skipped.
-    end_version: u32,
-    /// Runs at high priority (R7).
-    high_priority: bool,
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Blocked {
@@ -199,26 +176,6 @@ struct RankState {
     race: RaceDetector,
 }
 
-/// Where each tensor lives and what keeps its block from being reused (R17–R20), and the
-/// state of an allocation that waits for the device before releasing the cache.
-struct MemoryState {
-    books: TensorMemory<Instance>,
-    /// A cache release is waiting for the device to drain (R20).
-    awaiting_idle: bool,
-}
-
-impl MemoryState {
-    fn new(scenario: &Scenario) -> MemoryState {
-        let mut books = TensorMemory::new(scenario);
-        // The up-front allocations cost no simulated time: they happen before the program.
-        books.static_steps();
-        MemoryState {
-            books,
-            awaiting_idle: false,
-        }
-    }
-}
-
 /// Instances whose fire times fill Timeline fields once the run ends.
 #[derive(Default)]
 struct Scratch {
@@ -231,60 +188,10 @@ struct Scratch {
     query_instance: Vec<Instance>,
 }
 
-struct Rendezvous {
-    group: GroupId,
-    collective: CollectiveKind,
-    arrived: u32,
-    last_arrival: (u64, u32),
-    /// (rank, stream) of every arrived kernel.
-    members: Vec<(u32, u16)>,
-    /// The op and sequence number, for findings.
-    op: usize,
-    seq: u64,
-    iteration: u32,
-    /// Factor on the data-moving time, the same for every rank (`cluster.kernel_jitter`).
-    jitter: f64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
-    Advance {
-        rank: u32,
-        stream: u16,
-    },
-    KernelEnd {
-        rank: u32,
-        stream: u16,
-        version: u32,
-    },
-    /// SMs move from an elastic kernel to a waiting one (see `gpu`).
-    SmTransfer {
-        rank: u32,
-    },
-    HostResume {
-        rank: u32,
-        at_ns: u64,
-    },
-    /// A polling `wait()` reaches its deadline; `generation` tells whether the host is still
-    /// in that wait.
-    WaitTimeout {
-        rank: u32,
-        generation: u64,
-    },
-    /// A step of a group's watchdog or heartbeat monitor, or of the store rendezvous
-    /// (R26–R29, `watchdog`).
-    Watchdog {
-        rank: u32,
-        group: u16,
-        step: WatchdogStep,
-    },
-}
-
 struct Engine<'s> {
     scenario: &'s Scenario,
     now_ns: u64,
-    sequence: u64,
-    queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    queue: EventQueue,
     ranks: Vec<RankState>,
     rendezvous: Vec<Option<Rendezvous>>,
     /// (group, seq) → index into `rendezvous`.
@@ -398,8 +305,7 @@ impl<'s> Engine<'s> {
             scenario,
             plans,
             now_ns: 0,
-            sequence: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             ranks,
             rendezvous: Vec::new(),
             rendezvous_index: FxHashMap::default(),
@@ -418,15 +324,14 @@ impl<'s> Engine<'s> {
             at_ns >= self.now_ns,
             "causality: an event scheduled in the past"
         );
-        self.sequence += 1;
-        self.queue.push(Reverse((at_ns, self.sequence, event)));
+        self.queue.push(at_ns, event);
     }
 
     fn run(&mut self) {
         for rank in 0..self.ranks.len() as u32 {
             self.run_host(rank);
         }
-        while let Some(Reverse((at_ns, _, event))) = self.queue.pop() {
+        while let Some((at_ns, event)) = self.queue.pop() {
             if self.ignored(at_ns, event) {
                 continue;
             }
@@ -503,548 +408,7 @@ impl<'s> Engine<'s> {
 
     // ---------------------------------------------------------------- GPU side
 
-    fn new_instance(&mut self, rank: u32, stream: u16) -> Instance {
-        let state = &mut self.ranks[rank as usize];
-        state.fired_ns.push(NEVER);
-        state.instance_stream.push(stream);
-        (state.fired_ns.len() - 1) as Instance
-    }
-
-    /// Queues an item on a stream (R4) and returns its happens-before point (R21).
-    fn push(&mut self, rank: u32, stream: u16, item: GpuItem, ready_ns: u64) -> Point {
-        let state = &mut self.ranks[rank as usize];
-        let point = state.race.enqueue(stream);
-        match item {
-            GpuItem::Record { instance } => state.race.record(instance, &point),
-            GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
-            _ => {}
-        }
-        state.streams[stream as usize]
-            .queue
-            .push_back(QueuedItem { item, ready_ns });
-        self.advance(rank, stream);
-        point
-    }
-
-    /// Runs the head of a stream as far as it can go at the current time (R4).
-    fn advance(&mut self, rank: u32, stream: u16) {
-        loop {
-            let now_ns = self.now_ns;
-            let state = &mut self.ranks[rank as usize].streams[stream as usize];
-            if state.busy {
-                return;
-            }
-            let Some(head) = state.queue.front().copied() else {
-                return;
-            };
-            if head.ready_ns > now_ns {
-                if state.wake_at_ns != Some(head.ready_ns) {
-                    state.wake_at_ns = Some(head.ready_ns);
-                    self.schedule(head.ready_ns, Event::Advance { rank, stream });
-                }
-                return;
-            }
-            match head.item {
-                GpuItem::Record { instance } => {
-                    state.queue.pop_front();
-                    self.fire(rank, instance);
-                }
-                GpuItem::WaitFor {
-                    instance,
-                    stream_wait,
-                } => {
-                    let rank_state = &mut self.ranks[rank as usize];
-                    let fired_ns = rank_state.fired_ns[instance as usize];
-                    if fired_ns == NEVER {
-                        rank_state
-                            .waiters
-                            .entry(instance)
-                            .or_default()
-                            .push(Waiter::Stream { stream });
-                        return;
-                    }
-                    let release_ns = fired_ns + self.scenario.host.stream_wait_latency_ns;
-                    if release_ns > now_ns {
-                        let state = &mut rank_state.streams[stream as usize];
-                        if state.wake_at_ns != Some(release_ns) {
-                            state.wake_at_ns = Some(release_ns);
-                            self.schedule(release_ns, Event::Advance { rank, stream });
-                        }
-                        return;
-                    }
-                    rank_state.streams[stream as usize].queue.pop_front();
-                    rank_state.timeline.stream_waits[stream_wait as usize].released_ns = now_ns;
-                }
-                GpuItem::Kernel {
-                    duration_ns,
-                    kernel,
-                } => {
-                    state.busy = true;
-                    let high_priority = state.high_priority;
-                    let shape = self.kernel_shape(rank, kernel, duration_ns);
-                    self.ranks[rank as usize]
-                        .gpu
-                        .submit(now_ns, kernel, high_priority, shape);
-                    self.rebalance(rank);
-                    return;
-                }
-                GpuItem::Collective {
-                    kernel, collective, ..
-                } => {
-                    state.busy = true;
-                    let high_priority = state.high_priority;
-                    let timeline = &self.ranks[rank as usize].timeline;
-                    let op = timeline.kernels[kernel as usize].op as usize;
-                    let bytes = timeline.collectives[collective as usize].bytes;
-                    let shape = KernelShape::Collective {
-                        channels: self.plan(op, bytes).channels,
-                    };
-                    self.ranks[rank as usize]
-                        .gpu
-                        .submit(now_ns, kernel, high_priority, shape);
-                    self.rebalance(rank);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// The plan of one call of a collective op: precomputed for the sizes the program issues,
-    /// computed here for others (a rank that issues a different size, a mismatch fault).
-    fn plan(&mut self, op: usize, size_bytes: u64) -> CollectivePlan {
-        let scenario = self.scenario;
-        self.plans
-            .entry((op, size_bytes))
-            .or_insert_with(|| {
-                let (collective, group) =
-                    collective_of(&scenario.ops[op].kind).expect("a collective op");
-                plan_collective(
-                    scenario,
-                    &scenario.groups[group].ranks,
-                    collective,
-                    size_bytes,
-                )
-            })
-            .clone()
-    }
-
-    /// How a kernel uses SMs: a GEMM fills the GPU in waves of `cluster.gemm_tile` blocks, a generic
-    /// kernel holds its `sms`, a sleep (or a straggler's delay) one block (R22).
-    fn kernel_shape(&self, rank: u32, kernel: u32, duration_ns: u64) -> KernelShape {
-        let record = &self.ranks[rank as usize].timeline.kernels[kernel as usize];
-        let sms = self.scenario.cluster.gpu.sms;
-        match (record.class, &self.scenario.ops[record.op as usize].kind) {
-            (KernelClass::Compute, OpKind::Gemm { m, n, .. }) => {
-                let [tile_m, tile_n] = self.scenario.cluster.gemm_tile;
-                let blocks = m.div_ceil(tile_m) * n.div_ceil(tile_n);
-                KernelShape::elastic(duration_ns, sms, blocks)
-            }
-            (KernelClass::Compute, OpKind::Kernel { sms, .. }) => KernelShape::Rigid {
-                sms: *sms,
-                duration_ns,
-            },
-            _ => KernelShape::Rigid {
-                sms: 1,
-                duration_ns,
-            },
-        }
-    }
-
-    /// Applies the SM scheduler's decisions for `rank`: kernels that got SMs start (a
-    /// collective's start is its arrival, R16), changed end times are rescheduled, and the
-    /// next SM transfer is timed.
-    fn rebalance(&mut self, rank: u32) {
-        let now_ns = self.now_ns;
-        let changes = self.ranks[rank as usize].gpu.rebalance(now_ns);
-        for kernel in changes.started {
-            let state = &mut self.ranks[rank as usize];
-            let record = &mut state.timeline.kernels[kernel as usize];
-            record.start_ns = now_ns;
-            let stream = record.stream;
-            if let Some(QueuedItem {
-                item: GpuItem::Collective { rendezvous, .. },
-                ..
-            }) = state.streams[stream as usize].queue.front().copied()
-            {
-                self.arrive(rank, stream, rendezvous);
-            }
-        }
-        for (kernel, end_ns) in changes.ends {
-            let state = &mut self.ranks[rank as usize];
-            let stream = state.timeline.kernels[kernel as usize].stream;
-            let stream_state = &mut state.streams[stream as usize];
-            stream_state.end_version += 1;
-            let version = stream_state.end_version;
-            if end_ns != u64::MAX {
-                self.schedule(
-                    end_ns,
-                    Event::KernelEnd {
-                        rank,
-                        stream,
-                        version,
-                    },
-                );
-            }
-        }
-        let state = &mut self.ranks[rank as usize];
-        if let Some(at_ns) = changes.transfer_at_ns {
-            if state.transfer_at_ns != Some(at_ns) {
-                state.transfer_at_ns = Some(at_ns);
-                self.schedule(at_ns, Event::SmTransfer { rank });
-            }
-        }
-    }
-
-    /// A collective kernel started on `rank` (R16): it spins until the last rank arrives.
-    fn arrive(&mut self, rank: u32, stream: u16, rendezvous: u32) {
-        let now_ns = self.now_ns;
-        let slot = self.rendezvous[rendezvous as usize]
-            .as_mut()
-            .expect("a live rendezvous");
-        slot.arrived += 1;
-        slot.members.push((rank, stream));
-        if now_ns >= slot.last_arrival.0 {
-            slot.last_arrival = (now_ns, rank);
-        }
-        let group = &self.scenario.groups[slot.group];
-        if slot.arrived < group.ranks.len() as u32 || self.failures.poisoned(rendezvous) {
-            return;
-        }
-        let slot = self.rendezvous[rendezvous as usize]
-            .take()
-            .expect("a live rendezvous");
-        self.rendezvous_index.remove(&(slot.group, slot.seq));
-        self.free_rendezvous.push(rendezvous);
-        // R22: data moves only on resident channels; the collective runs at the pace of the
-        // rank with the fewest channels resident when data starts.
-        let resident = slot
-            .members
-            .iter()
-            .map(|&(member, member_stream)| {
-                let state = &self.ranks[member as usize];
-                let kernel = match state.streams[member_stream as usize].queue.front() {
-                    Some(QueuedItem {
-                        item: GpuItem::Collective { kernel, .. },
-                        ..
-                    }) => *kernel,
-                    _ => unreachable!("an arrived collective is at its stream's head"),
-                };
-                state.gpu.held(kernel).max(1)
-            })
-            .min()
-            .unwrap_or(1);
-        let (first_rank, first_stream) = slot.members[0];
-        let size_bytes = match self.ranks[first_rank as usize].streams[first_stream as usize]
-            .queue
-            .front()
-        {
-            Some(QueuedItem {
-                item: GpuItem::Collective { collective, .. },
-                ..
-            }) => self.ranks[first_rank as usize].timeline.collectives[*collective as usize].bytes,
-            _ => unreachable!("an arrived collective is at its stream's head"),
-        };
-        let plan = self.plan(slot.op, size_bytes);
-        let resident = resident.min(plan.channels);
-        let full_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
-            .div_ceil(u128::from(resident)) as u64;
-        let end_ns = now_ns + apply_jitter(full_ns, slot.jitter);
-        for &(member, member_stream) in &slot.members {
-            let state = &mut self.ranks[member as usize];
-            let collective = match state.streams[member_stream as usize].queue.front() {
-                Some(QueuedItem {
-                    item: GpuItem::Collective { collective, .. },
-                    ..
-                }) => *collective,
-                _ => unreachable!("an arrived collective is at its stream's head"),
-            };
-            let record = &mut state.timeline.collectives[collective as usize];
-            record.data_start_ns = now_ns;
-            record.last_rank = Some(slot.last_arrival.1);
-            let stream_state = &mut state.streams[member_stream as usize];
-            stream_state.end_version += 1;
-            let version = stream_state.end_version;
-            self.schedule(
-                end_ns,
-                Event::KernelEnd {
-                    rank: member,
-                    stream: member_stream,
-                    version,
-                },
-            );
-        }
-    }
-
-    /// An event instance fired: release the streams and hosts waiting on it.
-    fn fire(&mut self, rank: u32, instance: Instance) {
-        let now_ns = self.now_ns;
-        let state = &mut self.ranks[rank as usize];
-        state.fired_ns[instance as usize] = now_ns;
-        let Some(waiters) = state.waiters.remove(&instance) else {
-            return;
-        };
-        for waiter in waiters {
-            match waiter {
-                Waiter::Stream { stream } => self.advance(rank, stream),
-                Waiter::Host => self.host_instance_fired(rank),
-            }
-        }
-    }
-
-    /// One access of a tensor's block; a race with an earlier access becomes a record and a
-    /// finding (R21).
-    fn access(
-        &mut self,
-        rank: u32,
-        point: Point,
-        tensor: TensorId,
-        kind: AccessKind,
-        op_index: usize,
-    ) {
-        const MAX_RACE_FINDINGS: usize = 64;
-        let state = &mut self.ranks[rank as usize];
-        let Some(region) = state.memory.books.region(tensor) else {
-            return;
-        };
-        let range = (region.segment, region.start_bytes, region.end_bytes);
-        let Some(race) = state.race.access(point, range, kind, op_index as u64) else {
-            return;
-        };
-        let stream_name = |agent: usize| match agent {
-            0 => "host".to_string(),
-            agent => state.timeline.streams[agent - 1].name.clone(),
-        };
-        let record = RaceRecord {
-            iteration: state.iteration,
-            host_ns: state.host_ns,
-            tensor: self.scenario.tensors[tensor].name.clone(),
-            earlier_op: race.earlier_site as OpRef,
-            earlier_stream: stream_name(race.earlier_agent),
-            earlier_write: race.earlier_kind == AccessKind::Write,
-            later_op: race.later_site as OpRef,
-            later_stream: stream_name(race.later_agent),
-            later_write: race.later_kind == AccessKind::Write,
-        };
-        let is_nccl =
-            |agent: usize| agent > 0 && state.timeline.streams[agent - 1].kind == StreamKind::Nccl;
-        let ops = &self.scenario.ops;
-        let earlier = &ops[race.earlier_site as usize];
-        let later = &ops[race.later_site as usize];
-        let verb = |write: bool| if write { "write" } else { "read" };
-        let fix = match (is_nccl(race.earlier_agent), is_nccl(race.later_agent)) {
-            (true, true) => format!(
-                "order the two collectives: call wait() on the Work of {} before launching {} (syncStream then makes {} wait too, R10a), or run both on one group",
-                earlier.display_name(), later.display_name(), record.later_stream
-            ),
-            (true, false) => format!(
-                "call wait() on the Work of {} while stream {} is current, before {} (R12)",
-                earlier.display_name(), record.later_stream, later.display_name()
-            ),
-            (false, true) => format!(
-                "make the stream current at {} wait for stream {} first (record_event there after {}, wait_event before the collective; syncStream only waits for the current stream, R10a)",
-                later.display_name(), record.earlier_stream, earlier.display_name()
-            ),
-            (false, false) => format!(
-                "record_event on stream {} after {} and wait_event on stream {} before {}",
-                record.earlier_stream, earlier.display_name(), record.later_stream, later.display_name()
-            ),
-        };
-        let message = format!(
-            "data race on tensor {} (rank {rank}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {} by {} (line {}) on stream {}; to order them, {fix}",
-            record.tensor,
-            record.iteration,
-            verb(record.later_write),
-            later.display_name(),
-            later.line,
-            record.later_stream,
-            verb(record.earlier_write),
-            earlier.display_name(),
-            earlier.line,
-            record.earlier_stream,
-        );
-        let stream = Some(record.later_stream.clone());
-        let iteration = record.iteration;
-        state.timeline.races.push(record);
-        if self
-            .findings
-            .iter()
-            .filter(|f| f.kind == FindingKind::Race)
-            .count()
-            < MAX_RACE_FINDINGS
-        {
-            self.findings.push(Finding {
-                kind: FindingKind::Race,
-                rank: Some(rank),
-                iteration: Some(iteration),
-                op: Some(op_index as OpRef),
-                stream,
-                message,
-            });
-        }
-    }
-
-    fn rendezvous_slot(
-        &mut self,
-        group: GroupId,
-        seq: u64,
-        collective: CollectiveKind,
-        op: usize,
-        iteration: u32,
-        jitter: f64,
-    ) -> u32 {
-        if let Some(&slot) = self.rendezvous_index.get(&(group, seq)) {
-            return slot;
-        }
-        let rendezvous = Rendezvous {
-            group,
-            collective,
-            arrived: 0,
-            last_arrival: (0, 0),
-            members: Vec::new(),
-            op,
-            seq,
-            iteration,
-            jitter,
-        };
-        let slot = match self.free_rendezvous.pop() {
-            Some(slot) => {
-                self.rendezvous[slot as usize] = Some(rendezvous);
-                slot
-            }
-            None => {
-                self.rendezvous.push(Some(rendezvous));
-                (self.rendezvous.len() - 1) as u32
-            }
-        };
-        self.rendezvous_index.insert((group, seq), slot);
-        slot
-    }
-
     // ---------------------------------------------------------------- the end
-
-    fn report_deadlocks(&mut self) {
-        const MAX_FINDINGS: usize = 32;
-        let scenario = self.scenario;
-        let mut stuck_collectives: Vec<&Rendezvous> = self.rendezvous.iter().flatten().collect();
-        stuck_collectives.sort_by_key(|r| (r.group, r.seq));
-        stuck_collectives.retain(|r| !self.rendezvous_settled(r));
-        for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
-            let group = &scenario.groups[rendezvous.group];
-            let arrived: Vec<u32> = {
-                let mut list: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
-                list.sort_unstable();
-                list
-            };
-            let missing: Vec<u32> = group
-                .ranks
-                .iter()
-                .copied()
-                .filter(|r| arrived.binary_search(r).is_err())
-                .collect();
-            let op = &scenario.ops[rendezvous.op];
-            let (first_rank, first_stream) = rendezvous.members.first().copied().unwrap_or((0, 0));
-            self.findings.push(Finding {
-                kind: FindingKind::Deadlock,
-                rank: Some(first_rank),
-                iteration: Some(rendezvous.iteration),
-                op: Some(rendezvous.op as OpRef),
-                stream: Some(
-                    self.ranks[first_rank as usize].timeline.streams[first_stream as usize]
-                        .name
-                        .clone(),
-                ),
-                message: format!(
-                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), ranks {} never launched it",
-                    op.display_name(),
-                    rendezvous.seq,
-                    rendezvous.collective.op_type(),
-                    group.name,
-                    op.line,
-                    rank_list(&arrived),
-                    rank_list(&missing),
-                ),
-            });
-        }
-        for (group_id, arrived) in self.comm_init.iter().enumerate() {
-            let group = &scenario.groups[group_id];
-            if arrived.is_empty()
-                || arrived.len() == group.ranks.len()
-                || arrived.iter().all(|&(r, _)| self.is_dead(r))
-            {
-                continue;
-            }
-            let mut waiting: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
-            waiting.sort_unstable();
-            let missing: Vec<u32> = group
-                .ranks
-                .iter()
-                .copied()
-                .filter(|r| waiting.binary_search(r).is_err())
-                .collect();
-            let first = waiting[0];
-            let op = &scenario.ops[self.ranks[first as usize].blocked_op];
-            self.findings.push(Finding {
-                kind: FindingKind::Deadlock,
-                rank: Some(first),
-                iteration: Some(self.ranks[first as usize].iteration),
-                op: Some(op.index as OpRef),
-                stream: None,
-                message: format!(
-                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), ranks {} never issue a collective on it",
-                    group.name,
-                    rank_list(&waiting),
-                    op.display_name(),
-                    op.line,
-                    rank_list(&missing),
-                ),
-            });
-        }
-        let mut blocked_hosts = 0;
-        for state in &self.ranks {
-            if matches!(state.blocked, Blocked::Done | Blocked::Dead) {
-                continue;
-            }
-            blocked_hosts += 1;
-            if self.findings.len() >= MAX_FINDINGS {
-                continue;
-            }
-            let op = &scenario.ops[state.blocked_op];
-            let why = match state.blocked {
-                Blocked::CommInit => {
-                    "waits for the group's other ranks to create the communicator (R8)"
-                }
-                Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
-                Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
-                _ => "waits for GPU work that never finishes (R14)",
-            };
-            self.findings.push(Finding {
-                kind: FindingKind::Deadlock,
-                rank: Some(state.timeline.rank),
-                iteration: Some(state.iteration),
-                op: Some(state.blocked_op as OpRef),
-                stream: Some(state.timeline.streams[op.stream].name.clone()),
-                message: format!(
-                    "host of rank {} is blocked in {} (line {}, iteration {}): it {why}",
-                    state.timeline.rank,
-                    op.display_name(),
-                    op.line,
-                    state.iteration
-                ),
-            });
-        }
-        if blocked_hosts > 0 && self.findings.len() >= MAX_FINDINGS {
-            self.findings.push(Finding {
-                kind: FindingKind::Deadlock,
-                rank: None,
-                iteration: None,
-                op: None,
-                stream: None,
-                message: format!(
-                    "{blocked_hosts} hosts in all are blocked; only the first findings are listed"
-                ),
-            });
-        }
-    }
 
     fn finish(self) -> Timeline {
         let scenario = self.scenario;
@@ -1122,18 +486,6 @@ fn collective_of(kind: &OpKind) -> Option<(CollectiveKind, GroupId)> {
         OpKind::Barrier { group } => Some((CollectiveKind::AllReduce, group)),
         _ => None,
     }
-}
-
-fn rank_list(ranks: &[u32]) -> String {
-    if ranks.is_empty() {
-        return "none".into();
-    }
-    const SHOWN: usize = 16;
-    let mut text: Vec<String> = ranks.iter().take(SHOWN).map(u32::to_string).collect();
-    if ranks.len() > SHOWN {
-        text.push(format!("… ({} in all)", ranks.len()));
-    }
-    format!("[{}]", text.join(", "))
 }
 
 #[cfg(test)]

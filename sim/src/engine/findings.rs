@@ -1,0 +1,235 @@
+//! Findings the simulator reports besides the watchdog's: data races with their fix (R21) and,
+//! when the event queue runs dry with work pending, the deadlocks — collectives some ranks never
+//! joined (R16), communicators that never formed (R8), hosts blocked for good (R14, R15).
+
+use super::*;
+
+impl Engine<'_> {
+    /// One access of a tensor's block; a race with an earlier access becomes a record and a
+    /// finding (R21).
+    pub(super) fn access(
+        &mut self,
+        rank: u32,
+        point: Point,
+        tensor: TensorId,
+        kind: AccessKind,
+        op_index: usize,
+    ) {
+        const MAX_RACE_FINDINGS: usize = 64;
+        let state = &mut self.ranks[rank as usize];
+        let Some(region) = state.memory.books.region(tensor) else {
+            return;
+        };
+        let range = (region.segment, region.start_bytes, region.end_bytes);
+        let Some(race) = state.race.access(point, range, kind, op_index as u64) else {
+            return;
+        };
+        let stream_name = |agent: usize| match agent {
+            0 => "host".to_string(),
+            agent => state.timeline.streams[agent - 1].name.clone(),
+        };
+        let record = RaceRecord {
+            iteration: state.iteration,
+            host_ns: state.host_ns,
+            tensor: self.scenario.tensors[tensor].name.clone(),
+            earlier_op: race.earlier_site as OpRef,
+            earlier_stream: stream_name(race.earlier_agent),
+            earlier_write: race.earlier_kind == AccessKind::Write,
+            later_op: race.later_site as OpRef,
+            later_stream: stream_name(race.later_agent),
+            later_write: race.later_kind == AccessKind::Write,
+        };
+        let is_nccl =
+            |agent: usize| agent > 0 && state.timeline.streams[agent - 1].kind == StreamKind::Nccl;
+        let ops = &self.scenario.ops;
+        let earlier = &ops[race.earlier_site as usize];
+        let later = &ops[race.later_site as usize];
+        let verb = |write: bool| if write { "write" } else { "read" };
+        let fix = match (is_nccl(race.earlier_agent), is_nccl(race.later_agent)) {
+            (true, true) => format!(
+                "order the two collectives: call wait() on the Work of {} before launching {} (syncStream then makes {} wait too, R10a), or run both on one group",
+                earlier.display_name(), later.display_name(), record.later_stream
+            ),
+            (true, false) => format!(
+                "call wait() on the Work of {} while stream {} is current, before {} (R12)",
+                earlier.display_name(), record.later_stream, later.display_name()
+            ),
+            (false, true) => format!(
+                "make the stream current at {} wait for stream {} first (record_event there after {}, wait_event before the collective; syncStream only waits for the current stream, R10a)",
+                later.display_name(), record.earlier_stream, earlier.display_name()
+            ),
+            (false, false) => format!(
+                "record_event on stream {} after {} and wait_event on stream {} before {}",
+                record.earlier_stream, earlier.display_name(), record.later_stream, later.display_name()
+            ),
+        };
+        let message = format!(
+            "data race on tensor {} (rank {rank}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {} by {} (line {}) on stream {}; to order them, {fix}",
+            record.tensor,
+            record.iteration,
+            verb(record.later_write),
+            later.display_name(),
+            later.line,
+            record.later_stream,
+            verb(record.earlier_write),
+            earlier.display_name(),
+            earlier.line,
+            record.earlier_stream,
+        );
+        let stream = Some(record.later_stream.clone());
+        let iteration = record.iteration;
+        state.timeline.races.push(record);
+        if self
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Race)
+            .count()
+            < MAX_RACE_FINDINGS
+        {
+            self.findings.push(Finding {
+                kind: FindingKind::Race,
+                rank: Some(rank),
+                iteration: Some(iteration),
+                op: Some(op_index as OpRef),
+                stream,
+                message,
+            });
+        }
+    }
+
+    pub(super) fn report_deadlocks(&mut self) {
+        const MAX_FINDINGS: usize = 32;
+        let scenario = self.scenario;
+        let mut stuck_collectives: Vec<&Rendezvous> = self.rendezvous.iter().flatten().collect();
+        stuck_collectives.sort_by_key(|r| (r.group, r.seq));
+        stuck_collectives.retain(|r| !self.rendezvous_settled(r));
+        for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
+            let group = &scenario.groups[rendezvous.group];
+            let arrived: Vec<u32> = {
+                let mut list: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
+                list.sort_unstable();
+                list
+            };
+            let missing: Vec<u32> = group
+                .ranks
+                .iter()
+                .copied()
+                .filter(|r| arrived.binary_search(r).is_err())
+                .collect();
+            let op = &scenario.ops[rendezvous.op];
+            let (first_rank, first_stream) = rendezvous.members.first().copied().unwrap_or((0, 0));
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: Some(first_rank),
+                iteration: Some(rendezvous.iteration),
+                op: Some(rendezvous.op as OpRef),
+                stream: Some(
+                    self.ranks[first_rank as usize].timeline.streams[first_stream as usize]
+                        .name
+                        .clone(),
+                ),
+                message: format!(
+                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), ranks {} never launched it",
+                    op.display_name(),
+                    rendezvous.seq,
+                    rendezvous.collective.op_type(),
+                    group.name,
+                    op.line,
+                    rank_list(&arrived),
+                    rank_list(&missing),
+                ),
+            });
+        }
+        for (group_id, arrived) in self.comm_init.iter().enumerate() {
+            let group = &scenario.groups[group_id];
+            if arrived.is_empty()
+                || arrived.len() == group.ranks.len()
+                || arrived.iter().all(|&(r, _)| self.is_dead(r))
+            {
+                continue;
+            }
+            let mut waiting: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+            waiting.sort_unstable();
+            let missing: Vec<u32> = group
+                .ranks
+                .iter()
+                .copied()
+                .filter(|r| waiting.binary_search(r).is_err())
+                .collect();
+            let first = waiting[0];
+            let op = &scenario.ops[self.ranks[first as usize].blocked_op];
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: Some(first),
+                iteration: Some(self.ranks[first as usize].iteration),
+                op: Some(op.index as OpRef),
+                stream: None,
+                message: format!(
+                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), ranks {} never issue a collective on it",
+                    group.name,
+                    rank_list(&waiting),
+                    op.display_name(),
+                    op.line,
+                    rank_list(&missing),
+                ),
+            });
+        }
+        let mut blocked_hosts = 0;
+        for state in &self.ranks {
+            if matches!(state.blocked, Blocked::Done | Blocked::Dead) {
+                continue;
+            }
+            blocked_hosts += 1;
+            if self.findings.len() >= MAX_FINDINGS {
+                continue;
+            }
+            let op = &scenario.ops[state.blocked_op];
+            let why = match state.blocked {
+                Blocked::CommInit => {
+                    "waits for the group's other ranks to create the communicator (R8)"
+                }
+                Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
+                Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
+                _ => "waits for GPU work that never finishes (R14)",
+            };
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: Some(state.timeline.rank),
+                iteration: Some(state.iteration),
+                op: Some(state.blocked_op as OpRef),
+                stream: Some(state.timeline.streams[op.stream].name.clone()),
+                message: format!(
+                    "host of rank {} is blocked in {} (line {}, iteration {}): it {why}",
+                    state.timeline.rank,
+                    op.display_name(),
+                    op.line,
+                    state.iteration
+                ),
+            });
+        }
+        if blocked_hosts > 0 && self.findings.len() >= MAX_FINDINGS {
+            self.findings.push(Finding {
+                kind: FindingKind::Deadlock,
+                rank: None,
+                iteration: None,
+                op: None,
+                stream: None,
+                message: format!(
+                    "{blocked_hosts} hosts in all are blocked; only the first findings are listed"
+                ),
+            });
+        }
+    }
+}
+
+pub(super) fn rank_list(ranks: &[u32]) -> String {
+    if ranks.is_empty() {
+        return "none".into();
+    }
+    const SHOWN: usize = 16;
+    let mut text: Vec<String> = ranks.iter().take(SHOWN).map(u32::to_string).collect();
+    if ranks.len() > SHOWN {
+        text.push(format!("… ({} in all)", ranks.len()));
+    }
+    format!("[{}]", text.join(", "))
+}

@@ -1,0 +1,158 @@
+//! The collective rendezvous (R16): a collective's kernel, once started, spins until every
+//! rank of its group has started it; then data moves for the collective's α-β or NCCL-model
+//! time (R24), at the pace of the rank with the fewest resident channels (R22).
+
+use super::*;
+
+pub(super) struct Rendezvous {
+    pub(super) group: GroupId,
+    pub(super) collective: CollectiveKind,
+    pub(super) arrived: u32,
+    pub(super) last_arrival: (u64, u32),
+    /// (rank, stream) of every arrived kernel.
+    pub(super) members: Vec<(u32, u16)>,
+    /// The op and sequence number, for findings.
+    pub(super) op: usize,
+    pub(super) seq: u64,
+    pub(super) iteration: u32,
+    /// Factor on the data-moving time, the same for every rank (`cluster.kernel_jitter`).
+    pub(super) jitter: f64,
+}
+
+impl Engine<'_> {
+    /// The plan of one call of a collective op: precomputed for the sizes the program issues,
+    /// computed here for others (a rank that issues a different size, a mismatch fault).
+    pub(super) fn plan(&mut self, op: usize, size_bytes: u64) -> CollectivePlan {
+        let scenario = self.scenario;
+        self.plans
+            .entry((op, size_bytes))
+            .or_insert_with(|| {
+                let (collective, group) =
+                    collective_of(&scenario.ops[op].kind).expect("a collective op");
+                plan_collective(
+                    scenario,
+                    &scenario.groups[group].ranks,
+                    collective,
+                    size_bytes,
+                )
+            })
+            .clone()
+    }
+
+    /// A collective kernel started on `rank` (R16): it spins until the last rank arrives.
+    pub(super) fn arrive(&mut self, rank: u32, stream: u16, rendezvous: u32) {
+        let now_ns = self.now_ns;
+        let slot = self.rendezvous[rendezvous as usize]
+            .as_mut()
+            .expect("a live rendezvous");
+        slot.arrived += 1;
+        slot.members.push((rank, stream));
+        if now_ns >= slot.last_arrival.0 {
+            slot.last_arrival = (now_ns, rank);
+        }
+        let group = &self.scenario.groups[slot.group];
+        if slot.arrived < group.ranks.len() as u32 || self.failures.poisoned(rendezvous) {
+            return;
+        }
+        let slot = self.rendezvous[rendezvous as usize]
+            .take()
+            .expect("a live rendezvous");
+        self.rendezvous_index.remove(&(slot.group, slot.seq));
+        self.free_rendezvous.push(rendezvous);
+        // R22: data moves only on resident channels; the collective runs at the pace of the
+        // rank with the fewest channels resident when data starts.
+        let resident = slot
+            .members
+            .iter()
+            .map(|&(member, member_stream)| {
+                let state = &self.ranks[member as usize];
+                let kernel = match state.streams[member_stream as usize].queue.front() {
+                    Some(QueuedItem {
+                        item: GpuItem::Collective { kernel, .. },
+                        ..
+                    }) => *kernel,
+                    _ => unreachable!("an arrived collective is at its stream's head"),
+                };
+                state.gpu.held(kernel).max(1)
+            })
+            .min()
+            .unwrap_or(1);
+        let (first_rank, first_stream) = slot.members[0];
+        let size_bytes = match self.ranks[first_rank as usize].streams[first_stream as usize]
+            .queue
+            .front()
+        {
+            Some(QueuedItem {
+                item: GpuItem::Collective { collective, .. },
+                ..
+            }) => self.ranks[first_rank as usize].timeline.collectives[*collective as usize].bytes,
+            _ => unreachable!("an arrived collective is at its stream's head"),
+        };
+        let plan = self.plan(slot.op, size_bytes);
+        let resident = resident.min(plan.channels);
+        let full_ns = (u128::from(plan.duration_ns) * u128::from(plan.channels))
+            .div_ceil(u128::from(resident)) as u64;
+        let end_ns = now_ns + apply_jitter(full_ns, slot.jitter);
+        for &(member, member_stream) in &slot.members {
+            let state = &mut self.ranks[member as usize];
+            let collective = match state.streams[member_stream as usize].queue.front() {
+                Some(QueuedItem {
+                    item: GpuItem::Collective { collective, .. },
+                    ..
+                }) => *collective,
+                _ => unreachable!("an arrived collective is at its stream's head"),
+            };
+            let record = &mut state.timeline.collectives[collective as usize];
+            record.data_start_ns = now_ns;
+            record.last_rank = Some(slot.last_arrival.1);
+            let stream_state = &mut state.streams[member_stream as usize];
+            stream_state.end_version += 1;
+            let version = stream_state.end_version;
+            self.schedule(
+                end_ns,
+                Event::KernelEnd {
+                    rank: member,
+                    stream: member_stream,
+                    version,
+                },
+            );
+        }
+    }
+
+    pub(super) fn rendezvous_slot(
+        &mut self,
+        group: GroupId,
+        seq: u64,
+        collective: CollectiveKind,
+        op: usize,
+        iteration: u32,
+        jitter: f64,
+    ) -> u32 {
+        if let Some(&slot) = self.rendezvous_index.get(&(group, seq)) {
+            return slot;
+        }
+        let rendezvous = Rendezvous {
+            group,
+            collective,
+            arrived: 0,
+            last_arrival: (0, 0),
+            members: Vec::new(),
+            op,
+            seq,
+            iteration,
+            jitter,
+        };
+        let slot = match self.free_rendezvous.pop() {
+            Some(slot) => {
+                self.rendezvous[slot as usize] = Some(rendezvous);
+                slot
+            }
+            None => {
+                self.rendezvous.push(Some(rendezvous));
+                (self.rendezvous.len() - 1) as u32
+            }
+        };
+        self.rendezvous_index.insert((group, seq), slot);
+        slot
+    }
+}

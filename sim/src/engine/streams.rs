@@ -1,0 +1,235 @@
+//! The GPU side of a rank: FIFO streams (R4) of event records, event waits (R5), kernels and
+//! NCCL kernels; event instances fire when their stream reaches them, and kernels share the
+//! GPU's SMs through the rank's [`crate::gpu::SmScheduler`] (R7, R22).
+
+use super::*;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum GpuItem {
+    /// An event record: fires when the stream reaches it (R5).
+    Record { instance: Instance },
+    /// `cudaStreamWaitEvent`: the stream holds until the instance fired (R5).
+    WaitFor {
+        instance: Instance,
+        stream_wait: u32,
+    },
+    /// A kernel of known duration.
+    Kernel { duration_ns: u64, kernel: u32 },
+    /// An NCCL kernel: rendezvous with the group's other ranks (R16), then α-β time (R24).
+    Collective {
+        kernel: u32,
+        rendezvous: u32,
+        collective: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QueuedItem {
+    pub(super) item: GpuItem,
+    /// Earliest start: the host time of the call plus, for kernels, the launch latency.
+    pub(super) ready_ns: u64,
+}
+
+#[derive(Default)]
+pub(super) struct StreamState {
+    pub(super) queue: VecDeque<QueuedItem>,
+    /// A kernel at the head asked for SMs or is running.
+    pub(super) busy: bool,
+    /// An `Advance` is already scheduled for this time.
+    pub(super) wake_at_ns: Option<u64>,
+    /// Bumped whenever the head kernel's end is rescheduled; stale `KernelEnd`s are skipped.
+    pub(super) end_version: u32,
+    /// Runs at high priority (R7).
+    pub(super) high_priority: bool,
+}
+
+impl Engine<'_> {
+    pub(super) fn new_instance(&mut self, rank: u32, stream: u16) -> Instance {
+        let state = &mut self.ranks[rank as usize];
+        state.fired_ns.push(NEVER);
+        state.instance_stream.push(stream);
+        (state.fired_ns.len() - 1) as Instance
+    }
+
+    /// Queues an item on a stream (R4) and returns its happens-before point (R21).
+    pub(super) fn push(&mut self, rank: u32, stream: u16, item: GpuItem, ready_ns: u64) -> Point {
+        let state = &mut self.ranks[rank as usize];
+        let point = state.race.enqueue(stream);
+        match item {
+            GpuItem::Record { instance } => state.race.record(instance, &point),
+            GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
+            _ => {}
+        }
+        state.streams[stream as usize]
+            .queue
+            .push_back(QueuedItem { item, ready_ns });
+        self.advance(rank, stream);
+        point
+    }
+
+    /// Runs the head of a stream as far as it can go at the current time (R4).
+    pub(super) fn advance(&mut self, rank: u32, stream: u16) {
+        loop {
+            let now_ns = self.now_ns;
+            let state = &mut self.ranks[rank as usize].streams[stream as usize];
+            if state.busy {
+                return;
+            }
+            let Some(head) = state.queue.front().copied() else {
+                return;
+            };
+            if head.ready_ns > now_ns {
+                if state.wake_at_ns != Some(head.ready_ns) {
+                    state.wake_at_ns = Some(head.ready_ns);
+                    self.schedule(head.ready_ns, Event::Advance { rank, stream });
+                }
+                return;
+            }
+            match head.item {
+                GpuItem::Record { instance } => {
+                    state.queue.pop_front();
+                    self.fire(rank, instance);
+                }
+                GpuItem::WaitFor {
+                    instance,
+                    stream_wait,
+                } => {
+                    let rank_state = &mut self.ranks[rank as usize];
+                    let fired_ns = rank_state.fired_ns[instance as usize];
+                    if fired_ns == NEVER {
+                        rank_state
+                            .waiters
+                            .entry(instance)
+                            .or_default()
+                            .push(Waiter::Stream { stream });
+                        return;
+                    }
+                    let release_ns = fired_ns + self.scenario.host.stream_wait_latency_ns;
+                    if release_ns > now_ns {
+                        let state = &mut rank_state.streams[stream as usize];
+                        if state.wake_at_ns != Some(release_ns) {
+                            state.wake_at_ns = Some(release_ns);
+                            self.schedule(release_ns, Event::Advance { rank, stream });
+                        }
+                        return;
+                    }
+                    rank_state.streams[stream as usize].queue.pop_front();
+                    rank_state.timeline.stream_waits[stream_wait as usize].released_ns = now_ns;
+                }
+                GpuItem::Kernel {
+                    duration_ns,
+                    kernel,
+                } => {
+                    state.busy = true;
+                    let high_priority = state.high_priority;
+                    let shape = self.kernel_shape(rank, kernel, duration_ns);
+                    self.ranks[rank as usize]
+                        .gpu
+                        .submit(now_ns, kernel, high_priority, shape);
+                    self.rebalance(rank);
+                    return;
+                }
+                GpuItem::Collective {
+                    kernel, collective, ..
+                } => {
+                    state.busy = true;
+                    let high_priority = state.high_priority;
+                    let timeline = &self.ranks[rank as usize].timeline;
+                    let op = timeline.kernels[kernel as usize].op as usize;
+                    let bytes = timeline.collectives[collective as usize].bytes;
+                    let shape = KernelShape::Collective {
+                        channels: self.plan(op, bytes).channels,
+                    };
+                    self.ranks[rank as usize]
+                        .gpu
+                        .submit(now_ns, kernel, high_priority, shape);
+                    self.rebalance(rank);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How a kernel uses SMs: a GEMM fills the GPU in waves of `cluster.gemm_tile` blocks, a generic
+    /// kernel holds its `sms`, a sleep (or a straggler's delay) one block (R22).
+    pub(super) fn kernel_shape(&self, rank: u32, kernel: u32, duration_ns: u64) -> KernelShape {
+        let record = &self.ranks[rank as usize].timeline.kernels[kernel as usize];
+        let sms = self.scenario.cluster.gpu.sms;
+        match (record.class, &self.scenario.ops[record.op as usize].kind) {
+            (KernelClass::Compute, OpKind::Gemm { m, n, .. }) => {
+                let [tile_m, tile_n] = self.scenario.cluster.gemm_tile;
+                let blocks = m.div_ceil(tile_m) * n.div_ceil(tile_n);
+                KernelShape::elastic(duration_ns, sms, blocks)
+            }
+            (KernelClass::Compute, OpKind::Kernel { sms, .. }) => KernelShape::Rigid {
+                sms: *sms,
+                duration_ns,
+            },
+            _ => KernelShape::Rigid {
+                sms: 1,
+                duration_ns,
+            },
+        }
+    }
+
+    /// Applies the SM scheduler's decisions for `rank`: kernels that got SMs start (a
+    /// collective's start is its arrival, R16), changed end times are rescheduled, and the
+    /// next SM transfer is timed.
+    pub(super) fn rebalance(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let changes = self.ranks[rank as usize].gpu.rebalance(now_ns);
+        for kernel in changes.started {
+            let state = &mut self.ranks[rank as usize];
+            let record = &mut state.timeline.kernels[kernel as usize];
+            record.start_ns = now_ns;
+            let stream = record.stream;
+            if let Some(QueuedItem {
+                item: GpuItem::Collective { rendezvous, .. },
+                ..
+            }) = state.streams[stream as usize].queue.front().copied()
+            {
+                self.arrive(rank, stream, rendezvous);
+            }
+        }
+        for (kernel, end_ns) in changes.ends {
+            let state = &mut self.ranks[rank as usize];
+            let stream = state.timeline.kernels[kernel as usize].stream;
+            let stream_state = &mut state.streams[stream as usize];
+            stream_state.end_version += 1;
+            let version = stream_state.end_version;
+            if end_ns != u64::MAX {
+                self.schedule(
+                    end_ns,
+                    Event::KernelEnd {
+                        rank,
+                        stream,
+                        version,
+                    },
+                );
+            }
+        }
+        let state = &mut self.ranks[rank as usize];
+        if let Some(at_ns) = changes.transfer_at_ns {
+            if state.transfer_at_ns != Some(at_ns) {
+                state.transfer_at_ns = Some(at_ns);
+                self.schedule(at_ns, Event::SmTransfer { rank });
+            }
+        }
+    }
+
+    /// An event instance fired: release the streams and hosts waiting on it.
+    pub(super) fn fire(&mut self, rank: u32, instance: Instance) {
+        let now_ns = self.now_ns;
+        let state = &mut self.ranks[rank as usize];
+        state.fired_ns[instance as usize] = now_ns;
+        let Some(waiters) = state.waiters.remove(&instance) else {
+            return;
+        };
+        for waiter in waiters {
+            match waiter {
+                Waiter::Stream { stream } => self.advance(rank, stream),
+                Waiter::Host => self.host_instance_fired(rank),
+            }
+        }
+    }
+}
