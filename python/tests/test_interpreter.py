@@ -155,3 +155,14 @@ def test_drawn_delays_have_the_asked_mean(delay):
 
 def test_a_fixed_delay_is_exact():
     assert tl.draw_delay_ns({"distribution": "fixed", "ns": 1234}, random.Random(0)) == 1234
+
+
+def test_an_op_kind_the_interpreter_does_not_know_is_refused(resolve, interpret, tmp_path):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    scenario["ops"][1]["kind"] = {"kind": "teleport"}
+    edited = tmp_path / "unknown.json"
+    edited.write_text(json.dumps(scenario))
+    completed, document, _ = interpret(edited)
+    assert completed.returncode == 2 and document is None
+    assert "'teleport' is not known" in completed.stderr
+    assert ":%d:" % scenario["ops"][1]["line"] in completed.stderr

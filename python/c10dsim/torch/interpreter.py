@@ -136,6 +136,12 @@ class Interpreter:
         ops = self.scenario["ops"]
         for op in ops:
             kind = op["kind"]
+            if not hasattr(self, "op_" + kind["kind"]):
+                raise Refusal("%s: op kind %r is not known to this interpreter" % (
+                    self.where(op), kind["kind"]))
+            if kind["kind"] == "collective" and kind["collective"] not in tl.COLLECTIVE_KINDS:
+                raise Refusal("%s: collective %r is not known to this interpreter" % (
+                    self.where(op), kind["collective"]))
             if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
                     and kind["collective"] == "broadcast"):
                 raise Refusal(
@@ -456,7 +462,9 @@ class Interpreter:
         mine = buffer.narrow(0, position * chunk, chunk)
         if collective == "all_gather":
             return dist.all_gather_into_tensor(whole, mine, group=group, async_op=async_op)
-        return dist.reduce_scatter_tensor(mine, whole, group=group, async_op=async_op)
+        if collective == "reduce_scatter":
+            return dist.reduce_scatter_tensor(mine, whole, group=group, async_op=async_op)
+        raise Refusal("collective %r is not known to this interpreter" % collective)
 
     def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
                           end_ns, ready):
