@@ -558,6 +558,9 @@ impl Device for CudaDevice {
                     CollectiveKind::AllGather => nccl::Op::AllGather,
                     CollectiveKind::ReduceScatter => nccl::Op::ReduceScatter,
                     CollectiveKind::Broadcast => nccl::Op::Broadcast,
+                    CollectiveKind::AllToAll => nccl::Op::AllToAll {
+                        peers: group.comm_size,
+                    },
                 };
                 (
                     op,

@@ -79,6 +79,14 @@ pub enum Elem {
 }
 
 impl Elem {
+    fn size_bytes(self) -> usize {
+        match self {
+            Elem::U8 => 1,
+            Elem::F16 | Elem::Bf16 => 2,
+            Elem::F32 => 4,
+        }
+    }
+
     fn raw(self) -> sys::ncclDataType_t {
         match self {
             Elem::U8 => sys::ncclDataType_t::ncclUint8,
@@ -96,6 +104,11 @@ pub enum Op {
     AllGather,
     ReduceScatter,
     Broadcast,
+    /// A send and a receive of one slice per peer inside one NCCL group (the buffer holds
+    /// `peers` slices of `count` elements; in place, as the other ops here).
+    AllToAll {
+        peers: u32,
+    },
 }
 
 impl Communicator {
@@ -154,6 +167,33 @@ impl Communicator {
             Op::AllGather => result::all_gather(part, whole, count, elem.raw(), *raw, stream),
             Op::ReduceScatter => {
                 result::reduce_scatter(whole, part, count, elem.raw(), sum, *raw, stream)
+            }
+            Op::AllToAll { peers } => {
+                let slice_bytes = count * elem.size_bytes();
+                let grouped = result::group_start().and_then(|_| {
+                    for peer in 0..peers as usize {
+                        let at = buffer as usize + peer * slice_bytes;
+                        result::send(
+                            at as *const c_void,
+                            count,
+                            elem.raw(),
+                            peer as i32,
+                            *raw,
+                            stream,
+                        )?;
+                        result::recv(
+                            at as *mut c_void,
+                            count,
+                            elem.raw(),
+                            peer as i32,
+                            *raw,
+                            stream,
+                        )?;
+                    }
+                    Ok(result::NcclStatus::Success)
+                });
+                let ended = result::group_end();
+                grouped.and(ended)
             }
         };
         check("ncclCollective", status)

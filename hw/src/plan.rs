@@ -181,7 +181,7 @@ pub fn nccl_counts(
             count: elements as usize,
             slice_offset_bytes: 0,
         },
-        NcclCount::Slice => {
+        NcclCount::Slice | NcclCount::PerPeer => {
             let slice = elements / u64::from(comm_size);
             NcclCounts {
                 count: slice as usize,

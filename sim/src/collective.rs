@@ -1,5 +1,5 @@
 //! One descriptor per collective kind: everything that differs between `all_reduce`,
-//! `all_gather`, `reduce_scatter` and `broadcast` — the scenario key, PyTorch's names for the
+//! `all_gather`, `reduce_scatter`, `broadcast` and `all_to_all` — the scenario key, PyTorch's names for the
 //! call and its Work, NCCL's kernel word, how a ring moves the bytes (R24), and how NCCL counts
 //! a rank's elements — in one table, so that the parser, the cost models, the Timeline and `hw`
 //! read the same facts instead of matching on the kind each in its own way.
@@ -16,6 +16,7 @@ pub enum CollectiveKind {
     AllGather,
     ReduceScatter,
     Broadcast,
+    AllToAll,
 }
 
 /// How a ring moves a collective's bytes over `n` ranks (R24): the number of α-costed steps
@@ -58,6 +59,9 @@ pub enum NcclCount {
     Whole,
     /// One rank's slice of it (all_gather's input, reduce_scatter's output).
     Slice,
+    /// One slice per peer, each sent to and received from that peer (all_to_all: NCCL has no
+    /// all-to-all call; PyTorch issues a send and a receive per peer inside one NCCL group).
+    PerPeer,
 }
 
 /// The facts of one collective kind.
@@ -70,6 +74,9 @@ pub struct Descriptor {
     pub op_type: &'static str,
     /// The word in NCCL's device kernel names (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`).
     pub kernel_word: &'static str,
+    /// Whether the kernel's name carries the dtype, algorithm and protocol
+    /// (`…_AllReduce_Sum_f32_RING_LL`); NCCL's send-receive kernel is named `…_SendRecv` alone.
+    pub kernel_name_is_specialised: bool,
     /// The op torch.profiler shows on the CPU row.
     pub host_name: &'static str,
     pub ring: RingTraffic,
@@ -79,12 +86,13 @@ pub struct Descriptor {
 }
 
 /// Every kind's descriptor, in [`CollectiveKind`] order.
-pub const DESCRIPTORS: [Descriptor; 4] = [
+pub const DESCRIPTORS: [Descriptor; 5] = [
     Descriptor {
         kind: CollectiveKind::AllReduce,
         key: "all_reduce",
         op_type: "ALLREDUCE",
         kernel_word: "AllReduce_Sum",
+        kernel_name_is_specialised: true,
         host_name: "c10d::allreduce_",
         ring: RingTraffic::ReduceThenGather,
         chooses_algorithm: true,
@@ -95,6 +103,7 @@ pub const DESCRIPTORS: [Descriptor; 4] = [
         key: "all_gather",
         op_type: "_ALLGATHER_BASE",
         kernel_word: "AllGather",
+        kernel_name_is_specialised: true,
         host_name: "c10d::_allgather_base_",
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
@@ -105,6 +114,7 @@ pub const DESCRIPTORS: [Descriptor; 4] = [
         key: "reduce_scatter",
         op_type: "_REDUCE_SCATTER_BASE",
         kernel_word: "ReduceScatter_Sum",
+        kernel_name_is_specialised: true,
         host_name: "c10d::_reduce_scatter_base_",
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
@@ -115,19 +125,34 @@ pub const DESCRIPTORS: [Descriptor; 4] = [
         key: "broadcast",
         op_type: "BROADCAST",
         kernel_word: "Broadcast",
+        kernel_name_is_specialised: true,
         host_name: "c10d::broadcast_",
         ring: RingTraffic::Chain,
         chooses_algorithm: false,
         nccl_count: NcclCount::Whole,
     },
+    Descriptor {
+        kind: CollectiveKind::AllToAll,
+        key: "all_to_all",
+        op_type: "ALLTOALL_BASE",
+        // PyTorch's all_to_all_single is NCCL sends and receives in one group: one
+        // send-receive kernel.
+        kernel_word: "SendRecv",
+        kernel_name_is_specialised: false,
+        host_name: "c10d::alltoall_base_",
+        ring: RingTraffic::OnePass,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::PerPeer,
+    },
 ];
 
 impl CollectiveKind {
-    pub const ALL: [CollectiveKind; 4] = [
+    pub const ALL: [CollectiveKind; 5] = [
         CollectiveKind::AllReduce,
         CollectiveKind::AllGather,
         CollectiveKind::ReduceScatter,
         CollectiveKind::Broadcast,
+        CollectiveKind::AllToAll,
     ];
 
     pub fn descriptor(self) -> &'static Descriptor {

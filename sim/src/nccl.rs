@@ -124,6 +124,9 @@ impl CollectivePlan {
     /// The kernel name a profiler shows (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`), for a
     /// tensor of `dtype` (`f32`, `bf16`, `u8`, …).
     pub fn kernel_name(&self, collective: CollectiveKind, dtype: &str) -> String {
+        if !collective.descriptor().kernel_name_is_specialised {
+            return format!("ncclDevKernel_{}", collective.kernel_word());
+        }
         format!(
             "ncclDevKernel_{}_{dtype}_{}_{}",
             collective.kernel_word(),

@@ -21,6 +21,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("sm_contention.toml", check_sm_contention),
     ("straggler.toml", check_straggler),
     ("coalescing.toml", check_coalescing),
+    ("all_to_all.toml", check_all_to_all),
     ("hang_10min.toml", faults::check_hang_10min),
     ("watchdog_stuck.toml", faults::check_watchdog_stuck),
     (
@@ -371,6 +372,37 @@ fn kernel_start_ns(timeline: &Timeline, op: &str) -> u64 {
         .find(|k| k.op == index && k.iteration == timeline.scenario.warmup)
         .unwrap()
         .start_ns
+}
+
+/// all_to_all on 8 ranks of one node: (n−1)·α + (n−1)/n · S/B = 7·5 µs + 7/8 · 32 MiB / 450
+/// GB/s, for the dispatch and the combine alike; the dispatch's Work is not complete when wait()
+/// returns (R12: a stream dependency), and the expert kernel starts only after the dispatch ended.
+fn check_all_to_all(timeline: &Timeline, report: &Report) {
+    let expected_us = 35.0 + 0.875 * 33_554_432.0 / 450e9 * 1e6;
+    for name in ["dispatch", "combine"] {
+        assert_close(
+            collective(report, name).kernel_us.median,
+            expected_us,
+            0.01,
+            name,
+        );
+    }
+    assert_eq!(collective(report, "dispatch").completed_at_wait, Some(0.0));
+    let kernel_name = timeline.ops.iter().find(|op| op.name == "dispatch");
+    assert_eq!(
+        kernel_name.and_then(|op| op.kernel_name.as_deref()),
+        Some("ncclDevKernel_SendRecv")
+    );
+    for rank in &timeline.ranks {
+        for record in rank.collectives.iter().filter(|c| c.op == 1) {
+            let expert = rank
+                .kernels
+                .iter()
+                .find(|k| k.op == 4 && k.iteration == record.iteration)
+                .expect("the expert kernel of every iteration");
+            assert!(expert.start_ns >= record.end_ns, "rank {}", rank.rank);
+        }
+    }
 }
 
 /// SM contention (H200 preset: 132 SMs; 16 NCCL channels; 8192³ GEMM in 4096 blocks).

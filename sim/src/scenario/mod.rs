@@ -1146,6 +1146,7 @@ impl Resolver<'_> {
             all_gather,
             reduce_scatter,
             broadcast,
+            all_to_all,
             barrier,
             wait,
             is_completed,
@@ -1169,7 +1170,7 @@ impl Resolver<'_> {
             [] => {
                 return Err(self.error(
                     span,
-                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
                 ))
             }
             [(key, _)] => *key,
@@ -1228,7 +1229,7 @@ impl Resolver<'_> {
         };
 
         let kind = match key {
-            "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" => {
+            "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" | "all_to_all" => {
                 allowed_modifiers = &["async_op", "work", "group", "coalesce", "bucket"];
                 let (collective, tensor_name) = match key {
                     "all_reduce" => (CollectiveKind::AllReduce, raw.all_reduce.as_ref()),
@@ -1236,7 +1237,8 @@ impl Resolver<'_> {
                     "reduce_scatter" => {
                         (CollectiveKind::ReduceScatter, raw.reduce_scatter.as_ref())
                     }
-                    _ => (CollectiveKind::Broadcast, raw.broadcast.as_ref()),
+                    "broadcast" => (CollectiveKind::Broadcast, raw.broadcast.as_ref()),
+                    _ => (CollectiveKind::AllToAll, raw.all_to_all.as_ref()),
                 };
                 let tensor_name = tensor_name.expect("the key was found present");
                 let tensor = self.lookup(&names.tensors, tensor_name, "tensor", "[tensors]")?;

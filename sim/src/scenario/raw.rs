@@ -163,6 +163,7 @@ pub struct RawOp {
     pub all_gather: Option<Spanned<String>>,
     pub reduce_scatter: Option<Spanned<String>>,
     pub broadcast: Option<Spanned<String>>,
+    pub all_to_all: Option<Spanned<String>>,
     pub barrier: Option<Spanned<bool>>,
     pub wait: Option<Spanned<String>>,
     pub is_completed: Option<Spanned<String>>,
