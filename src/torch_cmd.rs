@@ -5,7 +5,9 @@
 use crate::{emit, load, Failure, RunOutputs};
 use analysis::metrics;
 use sim::scenario::{Override, Scenario};
-use sim::timeline::{RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{
+    Finding, FindingKind, RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -214,7 +216,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
         probe.gpus,
         dir.display()
     );
-    let status = python_command(&python, package.as_deref())
+    let mut launcher = python_command(&python, package.as_deref())
         .args(["-m", "torch.distributed.run", "--standalone"])
         .arg(format!("--nproc-per-node={world}"))
         .args(["-m", "c10dsim.torch"])
@@ -224,16 +226,24 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
         .arg("--world")
         .arg(world.to_string())
         .stdout(Stdio::from(std::io::stderr()))
-        .status()
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| {
             Failure::input(format!(
                 "cannot launch {python} -m torch.distributed.run: {e}"
             ))
         })?;
+    let log = launcher.stderr.take().map(echo_and_keep);
+    let status = launcher
+        .wait()
+        .map_err(|e| Failure::input(format!("the launcher could not be waited for: {e}")))?;
+    let log = log
+        .and_then(|reader| reader.join().ok())
+        .unwrap_or_default();
     let launcher_status = status
         .code()
         .map_or_else(|| "killed by a signal".to_string(), |code| code.to_string());
-    let timeline = join_ranks(&dir, world, &launcher_status)?;
+    let timeline = join_ranks(&dir, world, &launcher_status, &log)?;
     let report = metrics::report(&timeline);
     emit(
         &scenario,
@@ -250,10 +260,37 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     Ok(u8::from(findings || !status.success()))
 }
 
+/// Copies the launcher's stderr (PyTorch's and NCCL's logs) to ours as it comes, and keeps it
+/// for [`analysis::torch_log`].
+fn echo_and_keep(pipe: std::process::ChildStderr) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        use std::io::{BufRead, Write};
+        let mut reader = std::io::BufReader::new(pipe);
+        let mut kept = String::new();
+        let mut line = Vec::new();
+        while reader
+            .read_until(b'\n', &mut line)
+            .is_ok_and(|read| read > 0)
+        {
+            let text = String::from_utf8_lossy(&line);
+            eprint!("{text}");
+            std::io::stderr().flush().ok();
+            kept.push_str(&text);
+            line.clear();
+        }
+        kept
+    })
+}
+
 /// Reads `rank<r>.json` for every launched rank and joins them (`hw::merge_ranks`), keeping
 /// every rank's watchdog records on the common axis. A rank that wrote nothing (killed before
 /// its first journal) gets an empty record and an `exit` watchdog record saying so.
-fn join_ranks(dir: &Path, world: u32, launcher_status: &str) -> Result<Timeline, Failure> {
+fn join_ranks(
+    dir: &Path,
+    world: u32,
+    launcher_status: &str,
+    log: &str,
+) -> Result<Timeline, Failure> {
     let mut parts = Vec::new();
     let mut silent = Vec::new();
     for rank in 0..world {
@@ -303,6 +340,26 @@ fn join_ranks(dir: &Path, world: u32, launcher_status: &str) -> Result<Timeline,
                 "[Rank {rank}] the process ended without writing its Timeline (launcher exit status {launcher_status})"
             ),
         });
+    }
+    // What PyTorch's watchdog logged (its timeout, dump, taking the process down) is on the
+    // same wall clock: records on the common axis, and a finding per timed-out rank.
+    for record in analysis::torch_log::watchdog_records(log, earliest) {
+        let timed_out = record.event == WatchdogEvent::Timeout;
+        if timed_out
+            && !timeline.findings.iter().any(|finding| {
+                finding.rank == Some(record.rank) && finding.kind == FindingKind::WatchdogTimeout
+            })
+        {
+            timeline.findings.push(Finding {
+                kind: FindingKind::WatchdogTimeout,
+                rank: Some(record.rank),
+                iteration: None,
+                op: None,
+                stream: None,
+                message: format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message),
+            });
+        }
+        watchdog.push(record);
     }
     timeline.ranks.sort_by_key(|rank| rank.rank);
     watchdog.sort_by_key(|record| (record.at_ns, record.rank));

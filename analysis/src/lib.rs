@@ -29,4 +29,5 @@ pub mod nccl_tests;
 pub mod plot;
 pub mod sweep;
 pub mod text;
+pub mod torch_log;
 pub mod trace;

@@ -156,3 +156,38 @@ fn a_killed_rank_is_an_outcome_with_its_exit_recorded() {
     assert_ne!(timeline.machine["launcher_exit_status"], "0");
     assert!(timeline.ranks[0].collectives.is_empty());
 }
+
+#[test]
+fn pytorch_s_watchdog_log_lines_become_records_and_a_finding() {
+    if !python_available() {
+        eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("c10dsim-torch-log-{}.json", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", "scenarios/lifetime_peak.toml", "--timeline"])
+        .arg(&out)
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "python3")
+        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
+        .env("FAKE_TORCH_LOG_TIMEOUT", "1")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("Watchdog caught collective operation timeout"));
+    let text = std::fs::read_to_string(&out).expect("the Timeline was written");
+    std::fs::remove_file(&out).ok();
+    let timeline: Timeline = serde_json::from_str(&text).expect("a Timeline");
+    let [record] = timeline.watchdog.as_slice() else {
+        panic!("one record expected: {:?}", timeline.watchdog)
+    };
+    assert_eq!(record.event, WatchdogEvent::Timeout);
+    let last_host_ns = timeline.ranks[0].host.last().expect("host calls").end_ns;
+    assert!(
+        record.at_ns < last_host_ns,
+        "{} {last_host_ns}",
+        record.at_ns
+    );
+    assert_eq!(timeline.findings.len(), 1);
+    assert!(timeline.findings[0].message.contains("(PyTorch's log)"));
+}

@@ -1,5 +1,7 @@
 import contextlib
+import datetime
 import os
+import sys
 
 from .. import _C
 
@@ -58,6 +60,13 @@ class ProcessGroupNCCL:
 def init_process_group(backend=None, rank=0, world_size=1, timeout=None, device_id=None,
                        pg_options=None):
     _log("init_process_group", backend, rank, world_size, timeout, device_id is not None)
+    if os.environ.get("FAKE_TORCH_LOG_TIMEOUT") == "1":
+        # A line as PyTorch's watchdog logs it (glog style, UTC).
+        now = datetime.datetime.now(datetime.timezone.utc)
+        sys.stderr.write("[rank%d]:[E%s000 ProcessGroupNCCL.cpp:1] [Rank %d] Watchdog caught "
+                         "collective operation timeout: WorkNCCL(SeqNum=1, fake)\n"
+                         % (rank, now.strftime("%m%d %H:%M:%S.%f"), rank))
+        sys.stderr.flush()
     world = _Group("0", list(range(world_size)))
     _groups.append(world)
     group.WORLD = world

@@ -1,0 +1,153 @@
+//! PyTorch's own error-path log lines (glog style, `[rank0]:[E1201 03:54:42.518274455
+//! ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: …`) turned
+//! into Timeline watchdog records: what the watchdog did in a `c10dsim torch` run, which the
+//! Python interpreter cannot see from the main thread (docs/torch.md). Pure: text in, records
+//! out.
+
+use sim::timeline::{ThreadKind, WatchdogEvent, WatchdogRecord};
+
+/// Which log lines become which records, by a phrase of the message.
+const EVENTS: [(&str, ThreadKind, WatchdogEvent); 5] = [
+    (
+        "Watchdog caught collective operation timeout",
+        ThreadKind::Watchdog,
+        WatchdogEvent::Timeout,
+    ),
+    (
+        "to signal dumping",
+        ThreadKind::Watchdog,
+        WatchdogEvent::DumpSignal,
+    ),
+    (
+        "preparing to dump debug info",
+        ThreadKind::Watchdog,
+        WatchdogEvent::Dump,
+    ),
+    (
+        "taking the entire process down",
+        ThreadKind::Watchdog,
+        WatchdogEvent::Exit,
+    ),
+    (
+        "Heartbeat monitor timed out",
+        ThreadKind::HeartbeatMonitor,
+        WatchdogEvent::HeartbeatTimeout,
+    ),
+];
+
+/// Days from 1970-01-01 to a proleptic Gregorian date.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The year of a Unix time (the log lines carry month and day only).
+fn year_of(unix_ns: u64) -> i64 {
+    let days = (unix_ns / 1_000_000_000 / 86_400) as i64;
+    let mut year = 1970 + days / 365;
+    while days_from_civil(year, 1, 1) > days {
+        year -= 1;
+    }
+    while days_from_civil(year + 1, 1, 1) <= days {
+        year += 1;
+    }
+    year
+}
+
+/// `[rank0]:[E1201 03:54:42.518274455 File.cpp:1] message` → (rank, Unix ns, message); the
+/// clock is read as UTC.
+fn parse_line(line: &str, year: i64) -> Option<(u32, u64, &str)> {
+    let rest = line.strip_prefix("[rank")?;
+    let (rank, rest) = rest.split_once("]:[")?;
+    let rank: u32 = rank.parse().ok()?;
+    let (header, message) = rest.split_once("] ")?;
+    let mut fields = header.split(' ');
+    let date = fields.next()?.get(1..)?;
+    let time = fields.next()?;
+    let month: i64 = date.get(0..2)?.parse().ok()?;
+    let day: i64 = date.get(2..4)?.parse().ok()?;
+    let (clock, fraction) = time.split_once('.')?;
+    let mut parts = clock.split(':').map(|part| part.parse::<i64>().ok());
+    let (hour, minute, second) = (parts.next()??, parts.next()??, parts.next()??);
+    let nanos: i64 = format!("{fraction:0<9}").get(0..9)?.parse().ok()?;
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let unix_ns = u64::try_from(seconds * 1_000_000_000 + nanos).ok()?;
+    Some((rank, unix_ns, message.trim()))
+}
+
+/// The watchdog records in `log` (PyTorch's stderr of a launch), on the axis whose time 0 is
+/// `origin_unix_ns`; lines before the origin, or of another kind, are skipped.
+pub fn watchdog_records(log: &str, origin_unix_ns: u64) -> Vec<WatchdogRecord> {
+    let year = year_of(origin_unix_ns);
+    let mut records = Vec::new();
+    for line in log.lines() {
+        let Some((rank, unix_ns, message)) = parse_line(line, year) else {
+            continue;
+        };
+        // The watchdog thread's exception repeats the timeout's message: one record is enough.
+        if message.contains("terminated with exception") {
+            continue;
+        }
+        let Some((_, thread, event)) = EVENTS
+            .iter()
+            .find(|(phrase, _, _)| message.contains(phrase))
+        else {
+            continue;
+        };
+        let Some(at_ns) = unix_ns.checked_sub(origin_unix_ns) else {
+            continue;
+        };
+        records.push(WatchdogRecord {
+            rank,
+            group: None,
+            thread: *thread,
+            event: *event,
+            at_ns,
+            message: message.to_string(),
+        });
+    }
+    records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_days_match_known_dates() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(2026, 12, 1), 20_788);
+        assert_eq!(year_of(20_788 * 86_400 * 1_000_000_000), 2026);
+    }
+
+    #[test]
+    fn the_measured_gpu_backlog_timeout_log_gives_pytorch_s_error_path() {
+        // Measured on the H200 (tests/data/torch): a 1 s timeout behind a 3 s GPU backlog.
+        let log = include_str!("../../tests/data/torch/gpu_backlog_timeout.run1.log");
+        let origin_unix_ns =
+            20_788 * 86_400 * 1_000_000_000 + (3 * 3600 + 54 * 60 + 40) * 1_000_000_000;
+        let records = watchdog_records(log, origin_unix_ns);
+        let events: Vec<WatchdogEvent> = records.iter().map(|r| r.event).collect();
+        assert_eq!(
+            events,
+            [
+                WatchdogEvent::Timeout,
+                WatchdogEvent::DumpSignal,
+                WatchdogEvent::Dump,
+                WatchdogEvent::Exit
+            ]
+        );
+        // 03:54:42.518274455 is 2.518274455 s after the origin chosen at 03:54:40.
+        assert_eq!(records[0].at_ns, 2_518_274_455);
+        assert_eq!(records[0].rank, 0);
+        assert!(records[0].message.contains("Timeout(ms)=1000"));
+        // From the timeout to the process being taken down: 4.095 s.
+        assert_eq!(records[3].at_ns - records[0].at_ns, 4_095_299_994);
+    }
+}
