@@ -561,6 +561,13 @@ impl Device for CudaDevice {
                     CollectiveKind::AllToAll => nccl::Op::AllToAll {
                         peers: group.comm_size,
                     },
+                    // A pair's communicator has two ranks: the peer is the other one.
+                    CollectiveKind::Send => nccl::Op::Send {
+                        peer: 1 - group.comm_rank,
+                    },
+                    CollectiveKind::Recv => nccl::Op::Recv {
+                        peer: 1 - group.comm_rank,
+                    },
                 };
                 (
                     op,

@@ -109,6 +109,14 @@ pub enum Op {
     AllToAll {
         peers: u32,
     },
+    /// `ncclSend` of the whole buffer to `peer` (a rank of the communicator).
+    Send {
+        peer: u32,
+    },
+    /// `ncclRecv` of the whole buffer from `peer`.
+    Recv {
+        peer: u32,
+    },
 }
 
 impl Communicator {
@@ -195,6 +203,8 @@ impl Communicator {
                 let ended = result::group_end();
                 grouped.and(ended)
             }
+            Op::Send { peer } => result::send(whole, count, elem.raw(), peer as i32, *raw, stream),
+            Op::Recv { peer } => result::recv(whole, count, elem.raw(), peer as i32, *raw, stream),
         };
         check("ncclCollective", status)
     }

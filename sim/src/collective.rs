@@ -17,6 +17,8 @@ pub enum CollectiveKind {
     ReduceScatter,
     Broadcast,
     AllToAll,
+    Send,
+    Recv,
 }
 
 /// How a ring moves a collective's bytes over `n` ranks (R24): the number of α-costed steps
@@ -29,6 +31,8 @@ pub enum RingTraffic {
     OnePass,
     /// A pipelined chain from the root: `n−1` steps, the whole size through every link.
     Chain,
+    /// One transfer between two ranks: one step, the whole size.
+    PointToPoint,
 }
 
 impl RingTraffic {
@@ -38,6 +42,7 @@ impl RingTraffic {
         match self {
             RingTraffic::ReduceThenGather => 2 * hops,
             RingTraffic::OnePass | RingTraffic::Chain => hops,
+            RingTraffic::PointToPoint => hops.min(1),
         }
     }
 
@@ -47,7 +52,7 @@ impl RingTraffic {
         match self {
             RingTraffic::ReduceThenGather => 2.0 * (n - 1.0) / n,
             RingTraffic::OnePass => (n - 1.0) / n,
-            RingTraffic::Chain => 1.0,
+            RingTraffic::Chain | RingTraffic::PointToPoint => 1.0,
         }
     }
 }
@@ -83,10 +88,13 @@ pub struct Descriptor {
     /// Whether the algorithm choice (ring, tree, NVLS) applies; the others always use a ring.
     pub chooses_algorithm: bool,
     pub nccl_count: NcclCount,
+    /// The kind the other ranks must issue at the same SeqNum (R16): the same one for a
+    /// collective, a receive for a send and a send for a receive.
+    pub counterpart: CollectiveKind,
 }
 
 /// Every kind's descriptor, in [`CollectiveKind`] order.
-pub const DESCRIPTORS: [Descriptor; 5] = [
+pub const DESCRIPTORS: [Descriptor; 7] = [
     Descriptor {
         kind: CollectiveKind::AllReduce,
         key: "all_reduce",
@@ -97,6 +105,7 @@ pub const DESCRIPTORS: [Descriptor; 5] = [
         ring: RingTraffic::ReduceThenGather,
         chooses_algorithm: true,
         nccl_count: NcclCount::Whole,
+        counterpart: CollectiveKind::AllReduce,
     },
     Descriptor {
         kind: CollectiveKind::AllGather,
@@ -108,6 +117,7 @@ pub const DESCRIPTORS: [Descriptor; 5] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::Slice,
+        counterpart: CollectiveKind::AllGather,
     },
     Descriptor {
         kind: CollectiveKind::ReduceScatter,
@@ -119,6 +129,7 @@ pub const DESCRIPTORS: [Descriptor; 5] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::Slice,
+        counterpart: CollectiveKind::ReduceScatter,
     },
     Descriptor {
         kind: CollectiveKind::Broadcast,
@@ -130,6 +141,7 @@ pub const DESCRIPTORS: [Descriptor; 5] = [
         ring: RingTraffic::Chain,
         chooses_algorithm: false,
         nccl_count: NcclCount::Whole,
+        counterpart: CollectiveKind::Broadcast,
     },
     Descriptor {
         kind: CollectiveKind::AllToAll,
@@ -143,16 +155,43 @@ pub const DESCRIPTORS: [Descriptor; 5] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::PerPeer,
+        counterpart: CollectiveKind::AllToAll,
+    },
+    Descriptor {
+        kind: CollectiveKind::Send,
+        key: "send",
+        op_type: "SEND",
+        kernel_word: "SendRecv",
+        kernel_name_is_specialised: false,
+        host_name: "c10d::send",
+        ring: RingTraffic::PointToPoint,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::Whole,
+        counterpart: CollectiveKind::Recv,
+    },
+    Descriptor {
+        kind: CollectiveKind::Recv,
+        key: "recv",
+        op_type: "RECV",
+        kernel_word: "SendRecv",
+        kernel_name_is_specialised: false,
+        host_name: "c10d::recv_",
+        ring: RingTraffic::PointToPoint,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::Whole,
+        counterpart: CollectiveKind::Send,
     },
 ];
 
 impl CollectiveKind {
-    pub const ALL: [CollectiveKind; 5] = [
+    pub const ALL: [CollectiveKind; 7] = [
         CollectiveKind::AllReduce,
         CollectiveKind::AllGather,
         CollectiveKind::ReduceScatter,
         CollectiveKind::Broadcast,
         CollectiveKind::AllToAll,
+        CollectiveKind::Send,
+        CollectiveKind::Recv,
     ];
 
     pub fn descriptor(self) -> &'static Descriptor {
@@ -191,6 +230,9 @@ mod tests {
             assert_eq!(CollectiveKind::from_key(kind.key()), Some(kind));
         }
         assert_eq!(CollectiveKind::from_key("all_to_al"), None);
+        for kind in CollectiveKind::ALL {
+            assert_eq!(kind.descriptor().counterpart.descriptor().counterpart, kind);
+        }
     }
 
     #[test]
@@ -204,5 +246,7 @@ mod tests {
         assert_eq!(RingTraffic::Chain.steps(8), 7);
         assert_eq!(RingTraffic::Chain.volume_factor(8), 1.0);
         assert_eq!(RingTraffic::OnePass.steps(1), 0);
+        assert_eq!(RingTraffic::PointToPoint.steps(2), 1);
+        assert_eq!(RingTraffic::PointToPoint.volume_factor(2), 1.0);
     }
 }

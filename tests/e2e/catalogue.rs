@@ -22,6 +22,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("straggler.toml", check_straggler),
     ("coalescing.toml", check_coalescing),
     ("all_to_all.toml", check_all_to_all),
+    ("send_recv.toml", check_send_recv),
     ("hang_10min.toml", faults::check_hang_10min),
     ("watchdog_stuck.toml", faults::check_watchdog_stuck),
     (
@@ -402,6 +403,53 @@ fn check_all_to_all(timeline: &Timeline, report: &Report) {
                 .expect("the expert kernel of every iteration");
             assert!(expert.start_ns >= record.end_ns, "rank {}", rank.rank);
         }
+    }
+}
+
+/// Two pipeline stages over a pair communicator: α + S/B = 5 µs + 16 MiB / 450 GB/s per
+/// transfer; the pair's communicator is bootstrapped by its first send/recv (R8: the default
+/// 300 ms inside that call on both ranks) and by no later one; the next stage's GEMM starts only
+/// after its receive ended (R12).
+fn check_send_recv(timeline: &Timeline, report: &Report) {
+    let expected_us = 5.0 + 16_777_216.0 / 450e9 * 1e6;
+    assert_close(
+        collective(report, "recv_act").kernel_us.median,
+        expected_us,
+        0.01,
+        "recv",
+    );
+    assert_eq!(timeline.scenario.groups, ["world", "p2p:0:1"]);
+    let op = |name: &str| timeline.ops.iter().find(|op| op.name == name).unwrap();
+    assert_eq!(
+        op("send_act").kernel_name.as_deref(),
+        Some("ncclDevKernel_SendRecv")
+    );
+    assert_eq!(op("recv_act").host_name, "c10d::recv_");
+    for (rank, name) in [(0, "send_act"), (1, "recv_act")] {
+        let calls: Vec<u64> = timeline.ranks[rank]
+            .host
+            .iter()
+            .filter(|call| call.op == op(name).index)
+            .map(|call| call.end_ns - call.start_ns)
+            .collect();
+        assert_eq!(calls.len(), 4, "{name}: one call per iteration");
+        assert!(
+            calls[0] >= 300_000_000,
+            "{name}: the first call bootstraps the pair"
+        );
+        assert!(
+            calls[1..].iter().all(|&ns| ns == 30_000),
+            "{name}: {calls:?}"
+        );
+    }
+    let rank1 = &timeline.ranks[1];
+    for record in &rank1.collectives {
+        let forward = rank1
+            .kernels
+            .iter()
+            .find(|k| k.op == op("forward_1").index && k.iteration == record.iteration)
+            .expect("a forward GEMM per iteration");
+        assert!(forward.start_ns >= record.end_ns);
     }
 }
 

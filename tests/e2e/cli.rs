@@ -160,6 +160,27 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 1,
         says: "uses tensor \"t\" outside its alloc … free",
     },
+    BadInput {
+        class: "send without a peer",
+        text: "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nranks = [0]\nsend = \"t\"\n",
+        line: 5,
+        column: 1,
+        says: "send needs peer = <rank>",
+    },
+    BadInput {
+        class: "send on several ranks",
+        text: "[cluster]\nranks = 4\n[tensors]\nt = \"1MiB\"\n[[op]]\nranks = [0, 1]\nrecv = \"t\"\npeer = 2\n",
+        line: 6,
+        column: 9,
+        says: "recv runs on one rank: give it ranks = [r]",
+    },
+    BadInput {
+        class: "send to itself",
+        text: "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nranks = [1]\nsend = \"t\"\npeer = 1\n",
+        line: 8,
+        column: 8,
+        says: "peer must be another rank of the cluster (0..2, not the op's own rank 1)",
+    },
 ];
 
 #[test]

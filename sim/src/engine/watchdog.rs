@@ -528,7 +528,8 @@ impl Engine<'_> {
             op,
         };
         let first = *signatures.entry((group, seq)).or_insert(issued);
-        if (first.collective, first.size_bytes) == (collective, size_bytes)
+        if (first.collective.descriptor().counterpart, first.size_bytes) == (collective, size_bytes)
+            || (first.rank == rank && first.collective == collective)
             || !self.failures.mismatched.insert((group, seq))
         {
             return;

@@ -316,7 +316,7 @@ impl Resolver<'_> {
         };
         let tensors = self.tensors(raw.tensors.as_ref(), &mut names)?;
         let streams = self.streams(raw.streams.as_ref(), &mut names)?;
-        let groups = self.groups(raw.groups.as_ref(), &cluster, &mut names)?;
+        let mut groups = self.groups(raw.groups.as_ref(), &cluster, &mut names)?;
 
         let raw_ops = raw.op.unwrap_or_default();
         if raw_ops.is_empty() {
@@ -335,6 +335,16 @@ impl Resolver<'_> {
             let index = program.ops.len();
             let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
             program.ops.push(op);
+        }
+        for &(low, high) in &program.pairs {
+            groups.push(Group {
+                name: format!("p2p:{low}:{high}"),
+                ranks: vec![low, high],
+                eager_init: false,
+                high_priority: groups[0].high_priority,
+                timeout_ns: groups[0].timeout_ns,
+                point_to_point: true,
+            });
         }
         let perturbations = self.perturbations(
             raw.perturb.as_deref().unwrap_or_default(),
@@ -887,7 +897,8 @@ impl Resolver<'_> {
         let invalid = |message: String| self.error(value.span(), format!("{name}: {message}"));
         match name {
             "NCCL_ALGO" => {
-                env.nccl_algorithms = Some(crate::nccl_env::parse_algorithms(&text).map_err(invalid)?)
+                env.nccl_algorithms =
+                    Some(crate::nccl_env::parse_algorithms(&text).map_err(invalid)?)
             }
             "NCCL_PROTO" => {
                 env.nccl_protocols = Some(crate::nccl_env::parse_protocols(&text).map_err(invalid)?)
@@ -1074,6 +1085,7 @@ impl Resolver<'_> {
             eager_init: false,
             high_priority: false,
             timeout_ns: DEFAULT_GROUP_TIMEOUT_NS,
+            point_to_point: false,
         }];
         names.groups.insert("world".into(), 0);
         for (name, group) in in_file_order(raw) {
@@ -1103,6 +1115,7 @@ impl Resolver<'_> {
                         (self.positive(seconds, "groups.timeout_s", 86_400.0)? * 1e9) as u64
                     }
                 },
+                point_to_point: false,
             };
             if name.get_ref() == "world" {
                 if declared.ranks.len() as u32 != cluster.ranks {
@@ -1147,6 +1160,8 @@ impl Resolver<'_> {
             reduce_scatter,
             broadcast,
             all_to_all,
+            send,
+            recv,
             barrier,
             wait,
             is_completed,
@@ -1170,7 +1185,7 @@ impl Resolver<'_> {
             [] => {
                 return Err(self.error(
                     span,
-                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
                 ))
             }
             [(key, _)] => *key,
@@ -1246,21 +1261,7 @@ impl Resolver<'_> {
                     None => 0,
                     Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
                 };
-                let async_op = raw.async_op.as_ref().is_some_and(|a| *a.get_ref());
-                let work = match &raw.work {
-                    None => None,
-                    Some(name) => {
-                        if !async_op {
-                            return Err(self.error(
-                                name.span(),
-                                "work = … needs async_op = true: a collective with async_op=False returns no Work (R11)",
-                            ));
-                        }
-                        let work = program.works.intern(name.get_ref());
-                        cover(&mut program.work_coverage, work, &ranks);
-                        Some(work)
-                    }
-                };
+                let (async_op, work) = self.async_work(raw, &ranks, program)?;
                 let batch = match (&raw.coalesce, &raw.bucket) {
                     (Some(_), Some(bucket)) => return Err(self.error(
                         bucket.span(),
@@ -1296,6 +1297,26 @@ impl Resolver<'_> {
                     async_op,
                     work,
                     batch,
+                }
+            }
+            "send" | "recv" => {
+                allowed_modifiers = &["async_op", "work", "peer"];
+                let (collective, tensor_name) = if key == "send" {
+                    (CollectiveKind::Send, raw.send.as_ref())
+                } else {
+                    (CollectiveKind::Recv, raw.recv.as_ref())
+                };
+                let tensor_name = tensor_name.expect("the key was found present");
+                let tensor = self.lookup(&names.tensors, tensor_name, "tensor", "[tensors]")?;
+                let group = self.pair_group(raw, span.clone(), &ranks, cluster, groups, program)?;
+                let (async_op, work) = self.async_work(raw, &ranks, program)?;
+                OpKind::Collective {
+                    collective,
+                    tensor,
+                    group,
+                    async_op,
+                    work,
+                    batch: Batch::Each,
                 }
             }
             "barrier" => {
@@ -1535,7 +1556,7 @@ impl Resolver<'_> {
                 }
             )*};
         }
-        check_modifier!(async_op, work, group, dtype, timeout_ms, result, coalesce, bucket);
+        check_modifier!(async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer);
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
             list.iter()
@@ -1553,6 +1574,88 @@ impl Resolver<'_> {
             reads: resolve_tensors(&raw.reads)?,
             writes: resolve_tensors(&raw.writes)?,
         })
+    }
+
+    /// `async_op = true` and the `work = "w"` it may name (R10, R11).
+    fn async_work(
+        &self,
+        raw: &RawOp,
+        ranks: &Option<Vec<u32>>,
+        program: &mut ProgramBuilder,
+    ) -> Result<(bool, Option<WorkId>)> {
+        let async_op = raw.async_op.as_ref().is_some_and(|a| *a.get_ref());
+        let work = match &raw.work {
+            None => None,
+            Some(name) => {
+                if !async_op {
+                    return Err(self.error(
+                        name.span(),
+                        "work = … needs async_op = true: a collective with async_op=False returns no Work (R11)",
+                    ));
+                }
+                let work = program.works.intern(name.get_ref());
+                cover(&mut program.work_coverage, work, ranks);
+                Some(work)
+            }
+        };
+        Ok((async_op, work))
+    }
+
+    /// The two-rank communicator ProcessGroupNCCL creates lazily for a send or receive between
+    /// the op's one rank and its `peer` (R8: keyed by the pair, bootstrapped by the pair's first
+    /// point-to-point op). Its index follows the declared groups.
+    fn pair_group(
+        &self,
+        raw: &RawOp,
+        span: Range<usize>,
+        ranks: &Option<Vec<u32>>,
+        cluster: &Cluster,
+        groups: &[Group],
+        program: &mut ProgramBuilder,
+    ) -> Result<GroupId> {
+        let key = if raw.send.is_some() { "send" } else { "recv" };
+        let Some(peer) = &raw.peer else {
+            return Err(self.error(
+                span,
+                format!(
+                    "{key} needs peer = <rank>: the rank it {} (dist.{key}(t, {}))",
+                    if key == "send" {
+                        "sends to"
+                    } else {
+                        "receives from"
+                    },
+                    if key == "send" { "dst" } else { "src" }
+                ),
+            ));
+        };
+        let own = match ranks.as_deref() {
+            Some([own]) => *own,
+            _ => {
+                return Err(self.error(
+                    raw.ranks.as_ref().map_or(span, |r| r.span()),
+                    format!("{key} runs on one rank: give it ranks = [r] (and the other side its matching {} on the peer)", if key == "send" { "recv" } else { "send" }),
+                ))
+            }
+        };
+        let peer_rank = *peer.get_ref();
+        if peer_rank < 0 || peer_rank >= i64::from(cluster.ranks) || peer_rank == i64::from(own) {
+            return Err(self.error(
+                peer.span(),
+                format!(
+                    "peer must be another rank of the cluster (0..{}, not the op's own rank {own})",
+                    cluster.ranks
+                ),
+            ));
+        }
+        let pair = (own.min(peer_rank as u32), own.max(peer_rank as u32));
+        let position = match program.pairs.iter().position(|&p| p == pair) {
+            Some(position) => position,
+            None => {
+                program.pairs.push(pair);
+                program.pairs.len() - 1
+            }
+        };
+        Ok(groups.len() + position)
     }
 
     fn perturbations(
@@ -1826,6 +1929,9 @@ struct ProgramBuilder {
     tensor_counts: Vec<u32>,
     /// Functional collectives whose result no op has read yet (R30).
     pending_results: Vec<faults::PendingResult>,
+    /// Rank pairs with a point-to-point communicator, in order of first use (their groups
+    /// follow the declared ones).
+    pairs: Vec<(u32, u32)>,
 }
 
 /// The ranks on which a name has been defined so far.

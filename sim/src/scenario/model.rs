@@ -448,6 +448,9 @@ pub struct Group {
     /// `init_process_group(timeout=…)`: a Work's timeout from its enqueue (R26), and the store
     /// timeout of the communicator rendezvous (R29).
     pub timeout_ns: u64,
+    /// A two-rank communicator ProcessGroupNCCL creates by itself for `send`/`recv` between a
+    /// pair of ranks (named `p2p:<low>:<high>`), not a group the program declared.
+    pub point_to_point: bool,
 }
 
 /// What one host-side call of the program does.

@@ -164,6 +164,8 @@ pub struct RawOp {
     pub reduce_scatter: Option<Spanned<String>>,
     pub broadcast: Option<Spanned<String>>,
     pub all_to_all: Option<Spanned<String>>,
+    pub send: Option<Spanned<String>>,
+    pub recv: Option<Spanned<String>>,
     pub barrier: Option<Spanned<bool>>,
     pub wait: Option<Spanned<String>>,
     pub is_completed: Option<Spanned<String>>,
@@ -191,6 +193,7 @@ pub struct RawOp {
     pub coalesce: Option<Spanned<bool>>,
     pub bucket: Option<Spanned<String>>,
     pub result: Option<Spanned<String>>,
+    pub peer: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
