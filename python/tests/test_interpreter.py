@@ -166,3 +166,14 @@ def test_an_op_kind_the_interpreter_does_not_know_is_refused(resolve, interpret,
     assert completed.returncode == 2 and document is None
     assert "'teleport' is not known" in completed.stderr
     assert ":%d:" % scenario["ops"][1]["line"] in completed.stderr
+
+
+def test_all_to_all_runs_as_all_to_all_single_into_a_receive_buffer(resolve, interpret):
+    path, scenario = resolve("all_to_all", "cluster.ranks=1")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    iterations = scenario["warmup"] + scenario["repeat"]
+    sends = sum(op["kind"].get("collective") == "all_to_all" for op in scenario["ops"])
+    assert names(calls).count("all_to_all_single") == sends * iterations
+    assert {op["host_name"] for op in document["ops"] if op["key"] == "all_to_all"} == {
+        "torch.distributed.all_to_all_single"}

@@ -143,11 +143,12 @@ class Interpreter:
                 raise Refusal("%s: collective %r is not known to this interpreter" % (
                     self.where(op), kind["collective"]))
             if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
-                    and kind["collective"] == "broadcast"):
+                    and kind["collective"] in ("broadcast", "all_to_all")):
                 raise Refusal(
-                    "%s: a coalesced broadcast cannot be issued through "
+                    "%s: a coalesced %s cannot be issued through "
                     "torch.distributed._coalescing_manager (it takes all_reduce, "
-                    "all_gather_into_tensor and reduce_scatter_tensor)" % self.where(op))
+                    "all_gather_into_tensor and reduce_scatter_tensor)" % (
+                        self.where(op), kind["collective"]))
         for fault in self.scenario["faults"]:
             if not any(r < self.world for r in fault["ranks"]):
                 continue
@@ -232,12 +233,15 @@ class Interpreter:
                 self.tensors[index] = self.allocate(tensor, fill=True)
         self.gemm_operands = {}
         self.buckets = {}
+        self.all_to_all_outputs = {}
         for op in scenario["ops"]:
             kind = op["kind"]
             if kind["kind"] == "gemm":
                 self.gemm_operand(kind)
             if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
                 self.buckets[op["index"]] = self.bucket_buffers(kind)
+            if kind["kind"] == "collective" and kind["collective"] == "all_to_all":
+                self.all_to_all_output(kind)
         self.limit_memory()
         self.calibrate_sleep()
         torch.cuda.synchronize()
@@ -294,6 +298,15 @@ class Interpreter:
         element = DTYPES[tensor["dtype"]][1]
         return [self.torch.ones(max(1, s // element), dtype=self.dtype(tensor["dtype"]),
                                 device=self.device) for s in sizes]
+
+    def all_to_all_output(self, kind):
+        """``all_to_all_single`` cannot run in place: a receive buffer per sent tensor, made at
+        setup (a dynamic tensor gets its own at first use, outside the timed call)."""
+        for buffer in self.tensors.get(kind["tensor"], []):
+            output = self.all_to_all_outputs.get(id(buffer))
+            if output is None or output.numel() != buffer.numel():
+                self.all_to_all_outputs[id(buffer)] = self.torch.empty(
+                    buffer.numel(), dtype=buffer.dtype, device=self.device)
 
     def calibrate_sleep(self):
         """``torch.cuda._sleep`` counts cycles: one timed million-cycle sleep (after a warm-up)
@@ -464,6 +477,9 @@ class Interpreter:
             return dist.all_gather_into_tensor(whole, mine, group=group, async_op=async_op)
         if collective == "reduce_scatter":
             return dist.reduce_scatter_tensor(mine, whole, group=group, async_op=async_op)
+        if collective == "all_to_all":
+            received = self.all_to_all_outputs[id(buffer)].narrow(0, 0, chunk * n)
+            return dist.all_to_all_single(received, whole, group=group, async_op=async_op)
         raise Refusal("collective %r is not known to this interpreter" % collective)
 
     def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
@@ -520,6 +536,8 @@ class Interpreter:
         else:
             buffers = (self.buckets[op["index"]] if batch == "bucketed"
                        else self.tensors[kind["tensor"]])
+            if kind["collective"] == "all_to_all":
+                self.all_to_all_output(kind)
             element = DTYPES[tensor["dtype"]][1]
             first_start = None
             for buffer in buffers:

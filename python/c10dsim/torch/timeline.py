@@ -15,6 +15,7 @@ TORCH_CALLS = {
     "all_gather": "torch.distributed.all_gather_into_tensor",
     "reduce_scatter": "torch.distributed.reduce_scatter_tensor",
     "broadcast": "torch.distributed.broadcast",
+    "all_to_all": "torch.distributed.all_to_all_single",
     "barrier": "torch.distributed.barrier",
     "wait": "Work.wait",
     "is_completed": "Work.is_completed",
@@ -34,7 +35,7 @@ TORCH_CALLS = {
     "free": "del",
 }
 
-COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 
 
 def op_key(kind):

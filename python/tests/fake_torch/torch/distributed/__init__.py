@@ -99,6 +99,10 @@ def reduce_scatter_tensor(output, input, group=None, async_op=False):
     return _issue("reduce_scatter_tensor", group, async_op)
 
 
+def all_to_all_single(output, input, group=None, async_op=False):
+    return _issue("all_to_all_single", group, async_op)
+
+
 def barrier(group=None, device_ids=None):
     _issue("barrier", group, False)
 
