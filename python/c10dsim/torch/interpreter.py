@@ -27,6 +27,9 @@ SPIN_MARGIN_NS = 200_000
 # process killed inside it (a watchdog abort) still leaves its records.
 JOURNAL_AFTER_NS = 500_000_000
 
+# Flight Recorder dumps tried, 100 ms apart, until every collective has its kernel duration.
+DURATION_ATTEMPTS = 20
+
 
 class Refusal(Exception):
     """Something in the scenario that this interpreter cannot enact through PyTorch."""
@@ -739,28 +742,38 @@ class Interpreter:
         self.write(final=self.exit_status == 0)
 
     def kernel_durations(self):
-        """Per group, the NCCL kernel durations (ns) of its collectives in call order, from
-        the Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1);
-        empty where the dump is not available."""
-        try:
-            dump = pickle.loads(self.torch._C._distributed_c10d._dump_nccl_trace())
-        except Exception as error:  # the private API moved or the recorder is off
-            self.machine["kernel_durations"] = "unavailable (%s)" % type(error).__name__
-            return {}
+        """Per group, the NCCL kernel durations (ns) of its collectives by SeqNum, from the
+        Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1); empty
+        where the dump is not available. PyTorch fills ``duration_ms`` when its watchdog retires
+        a completed Work (every ~100 ms), so the dump is retried, up to 2 s, until every
+        collective of the run has one; ``machine.kernel_durations`` says how many matched."""
         names = {}
         for index, group in enumerate(self.groups):
             if group is not None and index in self.nccl_stream:
                 names[str(getattr(group, "group_name", index))] = index
+        wanted = {(record["group"], record["seq"]) for record in self.record["collectives"]}
         durations = {}
-        for entry in sorted(dump.get("entries", []), key=lambda e: e.get("record_id", 0)):
-            if entry.get("is_p2p"):
-                continue
-            group = entry.get("process_group", ("",))[0]
-            duration = entry.get("duration_ms")
-            if group in names and duration is not None:
+        for attempt in range(DURATION_ATTEMPTS):
+            try:
+                dump = pickle.loads(self.torch._C._distributed_c10d._dump_nccl_trace())
+            except Exception as error:  # the private API moved or the recorder is off
+                self.machine["kernel_durations"] = "unavailable (%s)" % type(error).__name__
+                return {}
+            durations = {}
+            for entry in dump.get("entries", []):
+                group = entry.get("process_group", ("",))[0]
+                duration = entry.get("duration_ms")
+                if entry.get("is_p2p") or group not in names or duration is None:
+                    continue
                 durations.setdefault(names[group], {})[entry.get("collective_seq_id")] = \
                     int(duration * 1e6)
-        self.machine["kernel_durations"] = "Flight Recorder duration_ms"
+            found = sum(seq in durations.get(group, {}) for group, seq in wanted)
+            if found == len(wanted):
+                break
+            time.sleep(0.1)
+        self.machine["kernel_durations"] = (
+            "Flight Recorder duration_ms for %d of %d collectives (after %d dumps)"
+            % (found, len(wanted), attempt + 1))
         return durations
 
     def resolved_rank(self, final):
