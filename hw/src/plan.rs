@@ -140,6 +140,8 @@ fn events_of(scenario: &Scenario, kind: &OpKind) -> usize {
         // input-ready, start (= release of the syncStream wait), end, wait release
         OpKind::Collective { .. } | OpKind::Barrier { .. } => 4 * scenario.call_sizes(kind).len(),
         OpKind::Gemm { .. } | OpKind::Kernel { .. } | OpKind::GpuSleep { .. } => 2,
+        // The stream wait's release, and the callback kernel's start and end.
+        OpKind::GetFuture { .. } => 3,
         OpKind::Wait { .. }
         | OpKind::Mark { .. }
         | OpKind::RecordEvent { .. }

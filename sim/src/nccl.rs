@@ -240,7 +240,10 @@ pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
         )
         .kernel_name(CollectiveKind::AllReduce, "u8"),
         OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
-        OpKind::Kernel { .. } => "spin_kernel".to_string(),
+        OpKind::Kernel { .. }
+        | OpKind::GetFuture {
+            callback: Some(_), ..
+        } => "spin_kernel".to_string(),
         OpKind::GpuSleep { .. } => "cuda_sleep".to_string(),
         _ => return None,
     })

@@ -457,6 +457,8 @@ pub fn host_name(kind: &OpKind) -> &'static str {
         OpKind::Barrier { .. } => "c10d::barrier",
         OpKind::Wait { .. } => "Work.wait",
         OpKind::IsCompleted { .. } => "Work.is_completed",
+        OpKind::GetFuture { callback: None, .. } => "Future.wait",
+        OpKind::GetFuture { .. } => "Future.then",
         OpKind::SetStream { .. } => "torch.cuda.set_stream",
         OpKind::RecordEvent { .. } => "cudaEventRecord",
         OpKind::WaitEvent { .. } => "cudaStreamWaitEvent",

@@ -23,6 +23,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("coalescing.toml", check_coalescing),
     ("all_to_all.toml", check_all_to_all),
     ("send_recv.toml", check_send_recv),
+    ("get_future.toml", check_get_future),
     ("hang_10min.toml", faults::check_hang_10min),
     ("watchdog_stuck.toml", faults::check_watchdog_stuck),
     (
@@ -450,6 +451,41 @@ fn check_send_recv(timeline: &Timeline, report: &Report) {
             .find(|k| k.op == op("forward_1").index && k.iteration == record.iteration)
             .expect("a forward GEMM per iteration");
         assert!(forward.start_ns >= record.end_ns);
+    }
+}
+
+/// A comm hook on the all_reduce's future: `then` returns after the wait and launch costs
+/// (4 + 5 µs, no host wait for the GPU), and the callback's kernel starts exactly when the
+/// all_reduce ends (14·5 µs + 1.75 · 100 MiB / 450 GB/s), after the GEMM that ended earlier.
+fn check_get_future(timeline: &Timeline, report: &Report) {
+    let expected_us = 70.0 + 1.75 * 104_857_600.0 / 450e9 * 1e6;
+    assert_close(
+        collective(report, "bucket_ar").kernel_us.median,
+        expected_us,
+        0.01,
+        "ar",
+    );
+    let op = |name: &str| timeline.ops.iter().find(|op| op.name == name).unwrap();
+    assert_eq!(op("hook").host_name, "Future.then");
+    for rank in &timeline.ranks {
+        for call in rank.host.iter().filter(|c| c.op == op("hook").index) {
+            assert_eq!(call.end_ns - call.start_ns, 9_000, "rank {}", rank.rank);
+        }
+        for record in &rank.collectives {
+            let kernel_of = |name: &str| {
+                rank.kernels
+                    .iter()
+                    .find(|k| k.op == op(name).index && k.iteration == record.iteration)
+                    .expect("one kernel per iteration")
+            };
+            assert_eq!(
+                kernel_of("hook").start_ns,
+                record.end_ns,
+                "rank {}",
+                rank.rank
+            );
+            assert!(kernel_of("backward_gemm").end_ns < record.end_ns);
+        }
     }
 }
 

@@ -181,6 +181,13 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 8,
         says: "peer must be another rank of the cluster (0..2, not the op's own rank 1)",
     },
+    BadInput {
+        class: "a callback on a plain wait",
+        text: "[tensors]\nt = \"1MiB\"\n[[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\nthen = { us = 5 }\n",
+        line: 9,
+        column: 8,
+        says: "then does not apply to wait (it takes timeout_ms)",
+    },
 ];
 
 #[test]

@@ -190,6 +190,28 @@ impl ProcessGroupNccl {
                     out,
                 );
             }
+            OpKind::GetFuture { work, callback } => {
+                // The future was marked complete when the collective was enqueued; its value
+                // is ready once the current stream waited for the Work's end event, and a
+                // callback runs at once on this thread, its kernel behind that wait.
+                let (_, end) = self.work(scenario, op, work)?;
+                out.push(Step::HostCost {
+                    cost_ns: costs.wait_ns,
+                });
+                out.push(Step::StreamWait { stream, slot: end });
+                if let Some((duration_ns, sms)) = callback {
+                    self.launch(
+                        scenario,
+                        stream,
+                        Kernel::Spin {
+                            duration_ns,
+                            blocks: sms,
+                            own_sm: true,
+                        },
+                        out,
+                    );
+                }
+            }
             OpKind::IsCompleted { work } => {
                 let (_, end) = self.work(scenario, op, work)?;
                 out.push(Step::Query {

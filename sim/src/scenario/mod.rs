@@ -1165,6 +1165,7 @@ impl Resolver<'_> {
             barrier,
             wait,
             is_completed,
+            get_future,
             set_stream,
             record_event,
             wait_event,
@@ -1185,7 +1186,7 @@ impl Resolver<'_> {
             [] => {
                 return Err(self.error(
                     span,
-                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, barrier, wait, is_completed, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, barrier, wait, is_completed, get_future, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
                 ))
             }
             [(key, _)] => *key,
@@ -1333,12 +1334,17 @@ impl Resolver<'_> {
                 }
                 OpKind::Barrier { group }
             }
-            "wait" | "is_completed" => {
-                let name = if key == "wait" {
-                    allowed_modifiers = &["timeout_ms"];
-                    raw.wait.as_ref()
-                } else {
-                    raw.is_completed.as_ref()
+            "wait" | "is_completed" | "get_future" => {
+                let name = match key {
+                    "wait" => {
+                        allowed_modifiers = &["timeout_ms"];
+                        raw.wait.as_ref()
+                    }
+                    "get_future" => {
+                        allowed_modifiers = &["then"];
+                        raw.get_future.as_ref()
+                    }
+                    _ => raw.is_completed.as_ref(),
                 }
                 .expect("the key was found present");
                 let Some(work) = program.works.find(name.get_ref()) else {
@@ -1370,6 +1376,14 @@ impl Resolver<'_> {
                         )?),
                     };
                     OpKind::Wait { work, timeout_ns }
+                } else if key == "get_future" {
+                    let callback = match &raw.then {
+                        None => None,
+                        Some(kernel) => {
+                            Some(self.kernel_shape(kernel.get_ref(), "then", cluster)?)
+                        }
+                    };
+                    OpKind::GetFuture { work, callback }
                 } else {
                     OpKind::IsCompleted { work }
                 }
@@ -1499,13 +1513,7 @@ impl Resolver<'_> {
             }
             "kernel" => {
                 let kernel = raw.kernel.as_ref().expect("present").get_ref();
-                let duration_ns = self.time_us(&kernel.us, "kernel.us", false)?;
-                let sms = match &kernel.sms {
-                    None => cluster.gpu.sms,
-                    Some(sms) => {
-                        self.count(sms, "kernel.sms", 1, i64::from(cluster.gpu.sms))? as u32
-                    }
-                };
+                let (duration_ns, sms) = self.kernel_shape(kernel, "kernel", cluster)?;
                 OpKind::Kernel { duration_ns, sms }
             }
             "gpu_sleep_us" => OpKind::GpuSleep {
@@ -1556,7 +1564,9 @@ impl Resolver<'_> {
                 }
             )*};
         }
-        check_modifier!(async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer);
+        check_modifier!(
+            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then
+        );
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
             list.iter()
@@ -1574,6 +1584,18 @@ impl Resolver<'_> {
             reads: resolve_tensors(&raw.reads)?,
             writes: resolve_tensors(&raw.writes)?,
         })
+    }
+
+    /// A kernel's `{ us, sms }` (every SM unless `sms` is given) under `key`.
+    fn kernel_shape(&self, kernel: &RawKernel, key: &str, cluster: &Cluster) -> Result<(u64, u32)> {
+        let duration_ns = self.time_us(&kernel.us, &format!("{key}.us"), false)?;
+        let sms = match &kernel.sms {
+            None => cluster.gpu.sms,
+            Some(sms) => {
+                self.count(sms, &format!("{key}.sms"), 1, i64::from(cluster.gpu.sms))? as u32
+            }
+        };
+        Ok((duration_ns, sms))
     }
 
     /// `async_op = true` and the `work = "w"` it may name (R10, R11).

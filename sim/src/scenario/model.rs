@@ -476,6 +476,15 @@ pub enum OpKind {
     },
     /// `work.is_completed()` (R13): recorded, never blocks.
     IsCompleted { work: WorkId },
+    /// `work.get_future()` then `.wait()`, or `.then(callback)` when `callback` gives the
+    /// kernel the callback launches (duration, SMs). NCCL's Work marks its CUDA-aware future
+    /// complete as soon as the collective is enqueued, so the callback runs at once on the
+    /// calling thread after the current stream was made to wait for the collective (R12's
+    /// stream dependency, not a host wait): its kernel runs after the collective's.
+    GetFuture {
+        work: WorkId,
+        callback: Option<(u64, u32)>,
+    },
     /// `with torch.cuda.stream(s):` for the following ops of this iteration.
     SetStream { stream: StreamId },
     /// `event.record()` on the op's stream (R5).
@@ -520,6 +529,7 @@ impl OpKind {
             OpKind::Barrier { .. } => "barrier",
             OpKind::Wait { .. } => "wait",
             OpKind::IsCompleted { .. } => "is_completed",
+            OpKind::GetFuture { .. } => "get_future",
             OpKind::SetStream { .. } => "set_stream",
             OpKind::RecordEvent { .. } => "record_event",
             OpKind::WaitEvent { .. } => "wait_event",

@@ -169,6 +169,7 @@ pub struct RawOp {
     pub barrier: Option<Spanned<bool>>,
     pub wait: Option<Spanned<String>>,
     pub is_completed: Option<Spanned<String>>,
+    pub get_future: Option<Spanned<String>>,
     pub set_stream: Option<Spanned<String>>,
     pub record_event: Option<Spanned<String>>,
     pub wait_event: Option<Spanned<String>>,
@@ -194,6 +195,7 @@ pub struct RawOp {
     pub bucket: Option<Spanned<String>>,
     pub result: Option<Spanned<String>>,
     pub peer: Option<Spanned<i64>>,
+    pub then: Option<Spanned<RawKernel>>,
 }
 
 #[derive(Debug, Deserialize)]
