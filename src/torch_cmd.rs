@@ -200,6 +200,12 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
                 probe.gpus
             )))
         }
+        Some(n) if n > scenario.cluster.ranks => {
+            return Err(Failure::input(format!(
+                "--nproc {n}: the scenario has {} ranks",
+                scenario.cluster.ranks
+            )))
+        }
         Some(n) => n,
         None => probe.gpus.min(scenario.cluster.ranks),
     };

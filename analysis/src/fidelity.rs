@@ -75,6 +75,8 @@ pub struct Fidelity {
     pub host_median_error_pct: Option<f64>,
     pub host_rows: usize,
     pub host_within_spread: usize,
+    /// Host-side rows with at least two PyTorch runs (a spread to be within).
+    pub host_rows_with_spread: usize,
     pub hw_median_error_pct: Option<f64>,
     pub hw_rows: usize,
 }
@@ -248,7 +250,12 @@ pub fn fidelity(scenarios: &[ScenarioRuns]) -> Fidelity {
         .iter()
         .filter(|row| row.side == MetricSide::Host && row.simulated_within_spread == Some(true))
         .count();
+    let host_rows_with_spread = metrics
+        .iter()
+        .filter(|row| row.side == MetricSide::Host && row.simulated_within_spread.is_some())
+        .count();
     Fidelity {
+        host_rows_with_spread,
         gpu_rows: gpu.len(),
         gpu_median_error_pct: median(&mut gpu),
         host_rows: host.len(),
@@ -272,15 +279,22 @@ fn percent(value: Option<f64>) -> String {
 /// The table as the Markdown of docs/fidelity.md's generated part.
 pub fn render_markdown(fidelity: &Fidelity) -> String {
     let mut out = String::new();
+    let spread = if fidelity.host_rows_with_spread == 0 {
+        "none with a measured run-to-run spread (one PyTorch run each)".to_string()
+    } else {
+        format!(
+            "{} of the {} with two runs or more within PyTorch's own run-to-run spread",
+            fidelity.host_within_spread, fidelity.host_rows_with_spread
+        )
+    };
     out.push_str(&format!(
         "**Simulator vs PyTorch:** median error {} over {} GPU-side metrics, {} over {} host-side \
-         metrics, of which {} are within PyTorch's own run-to-run spread. **hw vs PyTorch:** \
+         metrics, {spread}. **hw vs PyTorch:** \
          median error {} over {} timing metrics. **Outcome verdicts:** {} of {} scenarios agree.\n\n",
         percent(fidelity.gpu_median_error_pct),
         fidelity.gpu_rows,
         percent(fidelity.host_median_error_pct),
         fidelity.host_rows,
-        fidelity.host_within_spread,
         fidelity.hw_median_error_pct.map_or_else(|| "–".into(), |v| format!("{v:.1}%")),
         fidelity.hw_rows,
         fidelity.outcomes.iter().filter(|o| o.agree).count(),
@@ -464,6 +478,9 @@ mod tests {
         assert_eq!(host.simulated_within_spread, Some(true));
         assert_eq!(table.outcomes.len(), 1);
         assert!(table.outcomes[0].agree, "{:?}", table.outcomes[0]);
+        assert!(render_markdown(&table).contains(
+            "2 host-side metrics, 2 of the 2 with two runs or more within PyTorch's own run-to-run spread"
+        ));
     }
 
     #[test]
@@ -479,6 +496,7 @@ mod tests {
             hw: None,
             simulated,
         }]);
+        assert!(render_markdown(&table).contains("none with a measured run-to-run spread"));
         let outcome = &table.outcomes[0];
         assert_eq!(outcome.torch_end, "launcher exit status 1");
         assert!(!outcome.agree);
