@@ -8,7 +8,6 @@
 use crate::clock::{self, AnchorSample, ClockAnchor, ClockMap};
 use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
-use crate::memory::Place;
 use crate::nccl::{self, Communicator, Elem, Rendezvous};
 use crate::plan::{nccl_counts, GroupPlan, RankPlan};
 use crate::watchdog::Watchdog;
@@ -17,6 +16,7 @@ use cudarc::driver::sys::{self, CUdevice_attribute, CUstream};
 use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
+use sim::lifetime::Place;
 use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId};
 use sim::timeline::StreamRef;
 use std::collections::HashMap;

@@ -9,10 +9,10 @@
 //! rule the steps carry out.)
 
 use crate::error::HwError;
-use crate::memory::{AllocStep, Memory, Place};
 use crate::options::StandIn;
 use crate::plan::{GroupPlan, RankPlan};
 use sim::allocator::MemoryPeaks;
+use sim::lifetime::{AllocStep, Place};
 use sim::pg::{work_text, Kernel as SimKernel, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
 use sim::scenario::{CollectiveKind, DType, Op, Scenario, TensorId};
@@ -23,6 +23,11 @@ use sim::timeline::{
 
 /// Handle of a timed CUDA event in the device's pool.
 pub type Ev = usize;
+
+/// The tensor memory of the rank: the simulator's own books ([`sim::lifetime`]) keyed by CUDA
+/// events; the executor carries their steps out with real `cuMemAlloc`/`cuMemFree` and a real
+/// device-wide synchronise before a cache release (R17–R20).
+pub type Memory = sim::lifetime::TensorMemory<Ev>;
 
 /// A kernel the executor launches.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -3,8 +3,8 @@
 
 use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
-use crate::memory::Place;
 use crate::plan::GroupPlan;
+use sim::lifetime::Place;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
 use std::collections::VecDeque;

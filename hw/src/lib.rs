@@ -67,7 +67,6 @@ mod exec;
 mod fake;
 #[cfg(test)]
 mod golden;
-mod memory;
 mod nccl;
 mod options;
 mod plan;

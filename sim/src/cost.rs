@@ -1,18 +1,7 @@
-//! Cost models: collectives (R24, and the NCCL model of [`crate::nccl`]) and GEMMs by FLOPs.
+//! Cost models: the α-β ring of collectives (R24; the NCCL model in `crate::nccl` builds on it)
+//! and GEMMs by FLOPs. A leaf: it reads the scenario and nothing else.
 
 use crate::scenario::{CollectiveKind, DType, GpuSpec, Scenario};
-
-/// Duration of a collective's data movement over `group_ranks`, as planned by
-/// [`crate::nccl::plan_collective`]: the plain α-β ring of R24 unless the scenario asks for the
-/// NCCL model.
-pub fn collective_ns(
-    scenario: &Scenario,
-    group_ranks: &[u32],
-    collective: CollectiveKind,
-    size_bytes: u64,
-) -> u64 {
-    crate::nccl::plan_collective(scenario, group_ranks, collective, size_bytes).duration_ns
-}
 
 /// The α-β ring of R24 over `group_ranks`:
 /// all_reduce `2(n−1)·α + 2(n−1)/n · S/B`; all_gather and reduce_scatter `(n−1)·α + (n−1)/n · S/B`
@@ -77,7 +66,7 @@ mod tests {
         // 14·5 µs + 2·7/8 · 26214400 B / 450e9 B/s = 70 µs + 101.945 µs.
         let s = scenario("[cluster]\nranks = 8\n[network]\nnvlink_gbps = 450\nalpha_us = 5");
         let ranks: Vec<u32> = (0..8).collect();
-        let ns = collective_ns(&s, &ranks, CollectiveKind::AllReduce, 25 << 20);
+        let ns = ring_alpha_beta_ns(&s, &ranks, CollectiveKind::AllReduce, 25 << 20, 1.0);
         assert_eq!(ns, 70_000 + 101_945);
     }
 
@@ -87,7 +76,7 @@ mod tests {
         let s = scenario(
             "[cluster]\nranks = 2\nranks_per_node = 1\n[network]\nnic_gbps = 50\nnic_alpha_us = 10",
         );
-        let ns = collective_ns(&s, &[0, 1], CollectiveKind::AllReduce, 50_000_000);
+        let ns = ring_alpha_beta_ns(&s, &[0, 1], CollectiveKind::AllReduce, 50_000_000, 1.0);
         assert_eq!(ns, 20_000 + 1_000_000);
     }
 
@@ -97,12 +86,12 @@ mod tests {
         let ranks = [0, 1, 2, 3];
         // (n−1)·α + (n−1)/n · S/B = 3 µs + 0.75 · 1e8 / 1e11 s = 3 µs + 750 µs.
         assert_eq!(
-            collective_ns(&s, &ranks, CollectiveKind::AllGather, 100_000_000),
+            ring_alpha_beta_ns(&s, &ranks, CollectiveKind::AllGather, 100_000_000, 1.0),
             753_000
         );
         // (n−1)·α + S/B = 3 µs + 1000 µs.
         assert_eq!(
-            collective_ns(&s, &ranks, CollectiveKind::Broadcast, 100_000_000),
+            ring_alpha_beta_ns(&s, &ranks, CollectiveKind::Broadcast, 100_000_000, 1.0),
             1_003_000
         );
     }
@@ -111,7 +100,7 @@ mod tests {
     fn one_rank_costs_the_kernel_floor() {
         let s = scenario("[cluster]\nranks = 1\n[network]\nkernel_floor_us = 7");
         assert_eq!(
-            collective_ns(&s, &[0], CollectiveKind::AllReduce, 1 << 30),
+            ring_alpha_beta_ns(&s, &[0], CollectiveKind::AllReduce, 1 << 30, 1.0),
             7_000
         );
     }
