@@ -179,3 +179,25 @@ def test_all_to_all_runs_as_all_to_all_single_into_a_receive_buffer(resolve, int
     assert names(calls).count("all_to_all_single") == sends * iterations
     assert {op["host_name"] for op in document["ops"] if op["key"] == "all_to_all"} == {
         "torch.distributed.all_to_all_single"}
+
+
+def test_send_and_recv_go_to_the_peer_without_a_group_of_their_own(resolve, interpret):
+    path, _ = resolve("send_recv")
+    # Rank 0 of a two-rank launch: it sends to rank 1.
+    completed, document, calls = interpret(path, world=2)
+    assert completed.returncode == 0, completed.stderr
+    assert ["isend", "1"] in calls
+    assert not any(call[0] == "new_group" for call in calls)
+    assert {op["host_name"] for op in document["ops"] if op["key"] == "send"} == {
+        "torch.distributed.isend"}
+
+
+def test_get_future_then_launches_the_callback_kernel_after_the_collective(resolve, interpret):
+    path, scenario = resolve("get_future", "cluster.ranks=1")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    iterations = scenario["warmup"] + scenario["repeat"]
+    assert names(calls).count("future.then") == iterations
+    (op,) = [op for op in scenario["ops"] if op["kind"]["kind"] == "get_future"]
+    callback_kernels = [k for k in document["ranks"][0]["kernels"] if k["op"] == op["index"]]
+    assert len(callback_kernels) == iterations

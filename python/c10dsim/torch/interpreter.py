@@ -224,6 +224,11 @@ class Interpreter:
         self.machine["init_process_group_ns"] = self.clock() - init_start
         self.groups = [dist.group.WORLD]
         for index, group in enumerate(scenario["groups"][1:], start=1):
+            if group.get("point_to_point"):
+                # PyTorch makes a pair's communicator itself, lazily, at the first send/recv
+                # on the world group: no group of ours.
+                self.groups.append(dist.group.WORLD)
+                continue
             pg = dist.new_group(
                 ranks=self.members[index],
                 timeout=datetime.timedelta(microseconds=group["timeout_ns"] // 1000),
@@ -480,6 +485,13 @@ class Interpreter:
             return dist.all_gather_into_tensor(whole, mine, group=group, async_op=async_op)
         if collective == "reduce_scatter":
             return dist.reduce_scatter_tensor(mine, whole, group=group, async_op=async_op)
+        if collective in ("send", "recv"):
+            (peer,) = [r for r in self.members[group_index] if r != self.rank]
+            if collective == "send":
+                call = dist.isend if async_op else dist.send
+                return call(buffer, dst=peer)
+            call = dist.irecv if async_op else dist.recv
+            return call(buffer, src=peer)
         if collective == "all_to_all":
             received = self.all_to_all_outputs[id(buffer)].narrow(0, 0, chunk * n)
             return dist.all_to_all_single(received, whole, group=group, async_op=async_op)
@@ -594,6 +606,32 @@ class Interpreter:
                 "host_end_ns": self.rel(end), "stream": self.current,
                 "released_ns": released, "completed_at_return": done,
             }
+
+    def op_get_future(self, op, kind, iteration):
+        """``work.get_future().wait()``, or ``.then(callback)`` whose callback launches a
+        ``_sleep`` of the callback's duration on the current stream (its SM footprint is not
+        reproduced), timed by events recorded inside the callback."""
+        entries = self.works.get(kind["work"], [])
+        callback = kind["callback"]
+        launched = []
+
+        def launch(_future):
+            start_event = self.gpu_time(self.current)
+            enqueue = self.clock()
+            self.sleep_gpu(callback[0])
+            launched.append((enqueue, start_event, self.gpu_time(self.current)))
+
+        start = self.clock()
+        for work, _ in entries:
+            future = work.get_future()
+            if callback is None:
+                future.wait()
+            else:
+                future.then(launch)
+        end = self.clock()
+        self.host(op, iteration, start, end)
+        for enqueue, start_event, end_event in launched:
+            self.kernel(op, iteration, self.current, "compute", enqueue, start_event, end_event)
 
     def op_is_completed(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])

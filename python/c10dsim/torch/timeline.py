@@ -16,6 +16,9 @@ TORCH_CALLS = {
     "reduce_scatter": "torch.distributed.reduce_scatter_tensor",
     "broadcast": "torch.distributed.broadcast",
     "all_to_all": "torch.distributed.all_to_all_single",
+    "send": "torch.distributed.isend",
+    "recv": "torch.distributed.irecv",
+    "get_future": "Work.get_future",
     "barrier": "torch.distributed.barrier",
     "wait": "Work.wait",
     "is_completed": "Work.is_completed",
@@ -35,7 +38,8 @@ TORCH_CALLS = {
     "free": "del",
 }
 
-COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all",
+                    "send", "recv")
 
 
 def op_key(kind):
@@ -87,7 +91,7 @@ def kernel_name(op):
         return "nccl:barrier"
     if key == "gemm":
         return "gemm_%s_%dx%dx%d" % (kind["dtype"], kind["m"], kind["n"], kind["k"])
-    if key in ("kernel", "gpu_sleep"):
+    if key in ("kernel", "gpu_sleep") or (key == "get_future" and kind["callback"]):
         return "cuda_sleep"
     return None
 

@@ -41,6 +41,24 @@ class Work:
         _log("work.is_completed", self.name)
         return True
 
+    def get_future(self):
+        return Future(self.name)
+
+
+class Future:
+    """A CUDA-aware future as NCCL's Work hands it out: complete at once."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def wait(self):
+        _log("future.wait", self.name)
+
+    def then(self, callback):
+        _log("future.then", self.name)
+        callback(self)
+        return self
+
 
 def _issue(name, group, async_op):
     group = group or _groups[0]
@@ -101,6 +119,16 @@ def reduce_scatter_tensor(output, input, group=None, async_op=False):
 
 def all_to_all_single(output, input, group=None, async_op=False):
     return _issue("all_to_all_single", group, async_op)
+
+
+def isend(tensor, dst=None, group=None):
+    _log("isend", dst)
+    return _issue("isend", group, True)
+
+
+def irecv(tensor, src=None, group=None):
+    _log("irecv", src)
+    return _issue("irecv", group, True)
 
 
 def barrier(group=None, device_ids=None):
