@@ -568,6 +568,11 @@ impl Device for CudaDevice {
                     CollectiveKind::Recv => nccl::Op::Recv {
                         peer: 1 - group.comm_rank,
                     },
+                    CollectiveKind::BatchP2p => {
+                        return Err(HwError::Unsupported(
+                            "batch_isend_irecv runs on hardware only as a model stand-in".into(),
+                        ))
+                    }
                 };
                 (
                     op,

@@ -19,6 +19,7 @@ pub enum CollectiveKind {
     AllToAll,
     Send,
     Recv,
+    BatchP2p,
 }
 
 /// How a ring moves a collective's bytes over `n` ranks (R24): the number of α-costed steps
@@ -94,7 +95,7 @@ pub struct Descriptor {
 }
 
 /// Every kind's descriptor, in [`CollectiveKind`] order.
-pub const DESCRIPTORS: [Descriptor; 7] = [
+pub const DESCRIPTORS: [Descriptor; 8] = [
     Descriptor {
         kind: CollectiveKind::AllReduce,
         key: "all_reduce",
@@ -181,10 +182,23 @@ pub const DESCRIPTORS: [Descriptor; 7] = [
         nccl_count: NcclCount::Whole,
         counterpart: CollectiveKind::Send,
     },
+    Descriptor {
+        kind: CollectiveKind::BatchP2p,
+        key: "batch_isend_irecv",
+        // One coalesced Work for the whole batch, as `_coalescing_manager` returns.
+        op_type: "COALESCED",
+        kernel_word: "SendRecv",
+        kernel_name_is_specialised: false,
+        host_name: "c10d::batch_isend_irecv",
+        ring: RingTraffic::PointToPoint,
+        chooses_algorithm: false,
+        nccl_count: NcclCount::Whole,
+        counterpart: CollectiveKind::BatchP2p,
+    },
 ];
 
 impl CollectiveKind {
-    pub const ALL: [CollectiveKind; 7] = [
+    pub const ALL: [CollectiveKind; 8] = [
         CollectiveKind::AllReduce,
         CollectiveKind::AllGather,
         CollectiveKind::ReduceScatter,
@@ -192,6 +206,7 @@ impl CollectiveKind {
         CollectiveKind::AllToAll,
         CollectiveKind::Send,
         CollectiveKind::Recv,
+        CollectiveKind::BatchP2p,
     ];
 
     pub fn descriptor(self) -> &'static Descriptor {

@@ -240,6 +240,9 @@ pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
         )
         .kernel_name(CollectiveKind::AllReduce, "u8"),
         OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
+        OpKind::BatchP2p { .. } => {
+            format!("ncclDevKernel_{}", CollectiveKind::BatchP2p.kernel_word())
+        }
         OpKind::Kernel { .. }
         | OpKind::GetFuture {
             callback: Some(_), ..

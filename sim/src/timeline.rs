@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 
-use crate::scenario::{OpKind, Scenario};
+use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -454,6 +454,7 @@ impl Timeline {
 pub fn host_name(kind: &OpKind) -> &'static str {
     match kind {
         OpKind::Collective { collective, .. } => collective.descriptor().host_name,
+        OpKind::BatchP2p { .. } => CollectiveKind::BatchP2p.descriptor().host_name,
         OpKind::Barrier { .. } => "c10d::barrier",
         OpKind::Wait { .. } => "Work.wait",
         OpKind::IsCompleted { .. } => "Work.is_completed",

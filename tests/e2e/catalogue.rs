@@ -24,6 +24,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("all_to_all.toml", check_all_to_all),
     ("send_recv.toml", check_send_recv),
     ("get_future.toml", check_get_future),
+    ("batch_isend_irecv.toml", check_batch_isend_irecv),
     ("hang_10min.toml", faults::check_hang_10min),
     ("watchdog_stuck.toml", faults::check_watchdog_stuck),
     (
@@ -485,6 +486,45 @@ fn check_get_future(timeline: &Timeline, report: &Report) {
                 rank.rank
             );
             assert!(kernel_of("backward_gemm").end_ns < record.end_ns);
+        }
+    }
+}
+
+/// A ring exchange with batch_isend_irecv: one SendRecv kernel of α + S/B (5 µs + 8 MiB /
+/// 450 GB/s) on the world communicator, which the first batch bootstraps on every rank (R8; no
+/// pair communicators), and the next GEMM only after the exchange (R12).
+fn check_batch_isend_irecv(timeline: &Timeline, report: &Report) {
+    let expected_us = 5.0 + 8_388_608.0 / 450e9 * 1e6;
+    assert_close(
+        collective(report, "ring_step").kernel_us.median,
+        expected_us,
+        0.01,
+        "ring",
+    );
+    assert_eq!(timeline.scenario.groups, ["world"]);
+    let op = |name: &str| timeline.ops.iter().find(|op| op.name == name).unwrap();
+    assert_eq!(
+        op("ring_step").kernel_name.as_deref(),
+        Some("ncclDevKernel_SendRecv")
+    );
+    for rank in &timeline.ranks {
+        let first = rank
+            .host
+            .iter()
+            .find(|call| call.op == op("ring_step").index)
+            .expect("a batch call");
+        assert!(
+            first.end_ns - first.start_ns >= 300_000_000,
+            "rank {}",
+            rank.rank
+        );
+        for record in &rank.collectives {
+            let next = rank
+                .kernels
+                .iter()
+                .find(|k| k.op == op("attention_next").index && k.iteration == record.iteration)
+                .expect("one GEMM per iteration");
+            assert!(next.start_ns >= record.end_ns, "rank {}", rank.rank);
         }
     }
 }

@@ -188,6 +188,20 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 8,
         says: "then does not apply to wait (it takes timeout_ms)",
     },
+    BadInput {
+        class: "a batch send nobody receives",
+        text: "[cluster]\nranks = 4\n[tensors]\na = \"1MiB\"\n[[op]]\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }]\n",
+        line: 6,
+        column: 22,
+        says: "this send by shift 1 has no matching recv by shift -1 of the same size",
+    },
+    BadInput {
+        class: "a batch transfer to itself",
+        text: "[cluster]\nranks = 2\n[tensors]\na = \"1MiB\"\n[[op]]\nbatch_isend_irecv = [{ send = \"a\", shift = 2 }]\n",
+        line: 6,
+        column: 44,
+        says: "shift 2 points a rank at itself in a group of 2 ranks",
+    },
 ];
 
 #[test]

@@ -291,7 +291,7 @@ impl<'s> Engine<'s> {
             .collect();
         let mut plans = FxHashMap::default();
         for op in &scenario.ops {
-            let Some((collective, group)) = collective_of(&op.kind) else {
+            let Some((collective, group)) = op.kind.collective() else {
                 continue;
             };
             for size_bytes in scenario.call_sizes(&op.kind) {
@@ -478,16 +478,6 @@ fn rank_speed(scenario: &Scenario, rank: u32) -> f64 {
 const RANK_SPEED_STREAM: u64 = 0x73_7065_6564;
 
 /// The collective and group of a collective or barrier op.
-fn collective_of(kind: &OpKind) -> Option<(CollectiveKind, GroupId)> {
-    match *kind {
-        OpKind::Collective {
-            collective, group, ..
-        } => Some((collective, group)),
-        OpKind::Barrier { group } => Some((CollectiveKind::AllReduce, group)),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ impl Engine<'_> {
             .entry((op, size_bytes))
             .or_insert_with(|| {
                 let (collective, group) =
-                    collective_of(&scenario.ops[op].kind).expect("a collective op");
+                    scenario.ops[op].kind.collective().expect("a collective op");
                 plan_collective(
                     scenario,
                     &scenario.groups[group].ranks,

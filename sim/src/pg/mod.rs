@@ -159,6 +159,35 @@ impl ProcessGroupNccl {
                 }
                 return Ok(());
             }
+            OpKind::BatchP2p {
+                group,
+                ref transfers,
+                work,
+            } => {
+                // R25: the coalescing manager records each isend/irecv; one NCCL group on the
+                // group's communicator and stream, one kernel, one Work. Its transfers run
+                // together: the kernel moves the larger of what this rank sends and receives.
+                let total = |send: bool| -> u64 {
+                    transfers
+                        .iter()
+                        .filter(|t| t.send == send)
+                        .map(|t| scenario.tensor_bytes(t.tensor))
+                        .sum()
+                };
+                out.push(Step::HostCost {
+                    cost_ns: (transfers.len() as u64 - 1) * costs.event_ns,
+                });
+                let call = CollectiveCall {
+                    kind: CollectiveKind::BatchP2p,
+                    tensor: Some(transfers[0].tensor),
+                    group,
+                    bytes: total(true).max(total(false)),
+                    async_op: true,
+                    work,
+                };
+                self.collective(scenario, op, call, out);
+                return Ok(());
+            }
             OpKind::Barrier { group } => {
                 // R14: a one-element all_reduce whose Work (OpType ALLREDUCE: PyTorch's
                 // barrier calls allreduce_impl) is waited on, then the current stream
@@ -178,7 +207,9 @@ impl ProcessGroupNccl {
         }
         out.push(Step::CallStart);
         match op.kind {
-            OpKind::Collective { .. } | OpKind::Barrier { .. } => unreachable!("lowered above"),
+            OpKind::Collective { .. } | OpKind::Barrier { .. } | OpKind::BatchP2p { .. } => {
+                unreachable!("lowered above")
+            }
             OpKind::Wait { work, timeout_ns } => {
                 let (collective, end) = self.work(scenario, op, work)?;
                 let poll = scenario.env.blocking_wait || timeout_ns.is_some();
@@ -370,12 +401,23 @@ impl ProcessGroupNccl {
             input_ready,
             jitter,
         }));
-        // The collective reads and writes its tensor on the stream it runs on (R21).
-        if let Some(tensor) = call.tensor {
-            out.push(Step::Access {
-                tensor,
-                write: true,
-            });
+        // The collective reads and writes its tensor on the stream it runs on (R21); a batch
+        // reads what it sends and writes what it receives.
+        match &op.kind {
+            OpKind::BatchP2p { transfers, .. } => {
+                out.extend(transfers.iter().map(|t| Step::Access {
+                    tensor: t.tensor,
+                    write: !t.send,
+                }))
+            }
+            _ => {
+                if let Some(tensor) = call.tensor {
+                    out.push(Step::Access {
+                        tensor,
+                        write: true,
+                    });
+                }
+            }
         }
         declared_accesses(op, out);
         // R10d: the Work's end event on the stream the kernel ran on.

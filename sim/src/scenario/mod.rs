@@ -326,6 +326,7 @@ impl Resolver<'_> {
         }
         let mut program = ProgramBuilder {
             tensor_counts: tensors.iter().map(|t| t.count).collect(),
+            tensor_sizes: tensors.iter().map(|t| t.size_bytes).collect(),
             ..ProgramBuilder::default()
         };
         for raw_op in &raw_ops {
@@ -1162,6 +1163,7 @@ impl Resolver<'_> {
             all_to_all,
             send,
             recv,
+            batch_isend_irecv,
             barrier,
             wait,
             is_completed,
@@ -1186,7 +1188,7 @@ impl Resolver<'_> {
             [] => {
                 return Err(self.error(
                     span,
-                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, barrier, wait, is_completed, get_future, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, batch_isend_irecv, barrier, wait, is_completed, get_future, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
                 ))
             }
             [(key, _)] => *key,
@@ -1318,6 +1320,36 @@ impl Resolver<'_> {
                     async_op,
                     work,
                     batch: Batch::Each,
+                }
+            }
+            "batch_isend_irecv" => {
+                allowed_modifiers = &["group", "work"];
+                let list = raw.batch_isend_irecv.as_ref().expect("present");
+                let group = match &raw.group {
+                    None => 0,
+                    Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
+                };
+                let members = &groups[group].ranks;
+                if ranks.as_ref().is_some_and(|r| r != members) {
+                    return Err(self.error(
+                        raw.ranks.as_ref().map_or(list.span(), |r| r.span()),
+                        "batch_isend_irecv runs on every rank of its group (each rank's peers are given by shift); leave ranks out",
+                    ));
+                }
+                let transfers =
+                    self.p2p_transfers(list, members.len(), names, &program.tensor_sizes)?;
+                let work = match &raw.work {
+                    None => None,
+                    Some(name) => {
+                        let work = program.works.intern(name.get_ref());
+                        cover(&mut program.work_coverage, work, &ranks);
+                        Some(work)
+                    }
+                };
+                OpKind::BatchP2p {
+                    group,
+                    transfers,
+                    work,
                 }
             }
             "barrier" => {
@@ -1596,6 +1628,81 @@ impl Resolver<'_> {
             }
         };
         Ok((duration_ns, sms))
+    }
+
+    /// The sends and receives of a `batch_isend_irecv` over a group of `size` ranks: each names
+    /// one tensor and a `shift` that is not a multiple of the size, and every send by `k` has a
+    /// receive by `−k` of the same size, so that the batch matches itself on every rank.
+    fn p2p_transfers(
+        &self,
+        list: &Spanned<Vec<Spanned<RawP2p>>>,
+        size: usize,
+        names: &Names,
+        tensor_sizes: &[u64],
+    ) -> Result<Vec<P2pTransfer>> {
+        if list.get_ref().is_empty() {
+            return Err(self.error(list.span(), "batch_isend_irecv needs at least one { send = …, shift = … } or { recv = …, shift = … }"));
+        }
+        let mut transfers = Vec::new();
+        for entry in list.get_ref() {
+            let raw = entry.get_ref();
+            let (send, name) = match (&raw.send, &raw.recv) {
+                (Some(name), None) => (true, name),
+                (None, Some(name)) => (false, name),
+                _ => {
+                    return Err(self.error(
+                        entry.span(),
+                        "each transfer names exactly one of send = \"t\" or recv = \"t\"",
+                    ))
+                }
+            };
+            let shift = *raw.shift.get_ref();
+            if shift.rem_euclid(size as i64) == 0 {
+                return Err(self.error(
+                    raw.shift.span(),
+                    format!("shift {shift} points a rank at itself in a group of {size} ranks"),
+                ));
+            }
+            let tensor = self.lookup(&names.tensors, name, "tensor", "[tensors]")?;
+            transfers.push((
+                entry.span(),
+                P2pTransfer {
+                    send,
+                    tensor,
+                    shift,
+                },
+            ));
+        }
+        for (span, transfer) in &transfers {
+            let size_of = |t: &P2pTransfer| tensor_sizes[t.tensor];
+            let sends = |t: &&P2pTransfer| {
+                t.send == transfer.send
+                    && t.shift == transfer.shift
+                    && size_of(t) == size_of(transfer)
+            };
+            let matches = |t: &&P2pTransfer| {
+                t.send != transfer.send
+                    && t.shift == -transfer.shift
+                    && size_of(t) == size_of(transfer)
+            };
+            let mine = transfers.iter().map(|(_, t)| t).filter(sends).count();
+            let theirs = transfers.iter().map(|(_, t)| t).filter(matches).count();
+            if mine != theirs {
+                let (verb, other) = if transfer.send {
+                    ("send", "recv")
+                } else {
+                    ("recv", "send")
+                };
+                return Err(self.error(
+                    span.clone(),
+                    format!(
+                        "this {verb} by shift {} has no matching {other} by shift {} of the same size: the peer's batch, which is the same list, would never match it",
+                        transfer.shift, -transfer.shift
+                    ),
+                ));
+            }
+        }
+        Ok(transfers.into_iter().map(|(_, t)| t).collect())
     }
 
     /// `async_op = true` and the `work = "w"` it may name (R10, R11).
@@ -1949,6 +2056,8 @@ struct ProgramBuilder {
     event_coverage: Vec<Coverage>,
     /// `count` of each tensor, for batched collectives (R25).
     tensor_counts: Vec<u32>,
+    /// Size of each tensor, to match a batch's sends with its receives.
+    tensor_sizes: Vec<u64>,
     /// Functional collectives whose result no op has read yet (R30).
     pending_results: Vec<faults::PendingResult>,
     /// Rank pairs with a point-to-point communicator, in order of first use (their groups

@@ -453,6 +453,16 @@ pub struct Group {
     pub point_to_point: bool,
 }
 
+/// One send or receive of a `batch_isend_irecv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct P2pTransfer {
+    /// `dist.P2POp(dist.isend, …)`; else `dist.irecv`.
+    pub send: bool,
+    pub tensor: TensorId,
+    /// The peer, as a distance along the group's ranks (+1: the next rank, −1: the previous).
+    pub shift: i64,
+}
+
 /// What one host-side call of the program does.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -466,6 +476,14 @@ pub enum OpKind {
         async_op: bool,
         work: Option<WorkId>,
         batch: Batch,
+    },
+    /// `dist.batch_isend_irecv([...])` on every rank of `group`: its sends and receives, each to
+    /// or from the rank `shift` places along the group, in one NCCL group on the group's
+    /// communicator and internal stream (R25's coalescing manager), one Work.
+    BatchP2p {
+        group: GroupId,
+        transfers: Vec<P2pTransfer>,
+        work: Option<WorkId>,
     },
     /// `dist.barrier()`: a 1-element all_reduce, then the current stream is synchronised (R14).
     Barrier { group: GroupId },
@@ -522,6 +540,19 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// The collective an op issues and its group: a barrier's is an all_reduce (R14), a
+    /// `batch_isend_irecv`'s one coalesced send-receive.
+    pub fn collective(&self) -> Option<(CollectiveKind, GroupId)> {
+        match *self {
+            OpKind::Collective {
+                collective, group, ..
+            } => Some((collective, group)),
+            OpKind::Barrier { group } => Some((CollectiveKind::AllReduce, group)),
+            OpKind::BatchP2p { group, .. } => Some((CollectiveKind::BatchP2p, group)),
+            _ => None,
+        }
+    }
+
     /// The scenario key that names this operation.
     pub fn key(&self) -> &'static str {
         match self {
@@ -529,6 +560,7 @@ impl OpKind {
             OpKind::Barrier { .. } => "barrier",
             OpKind::Wait { .. } => "wait",
             OpKind::IsCompleted { .. } => "is_completed",
+            OpKind::BatchP2p { .. } => "batch_isend_irecv",
             OpKind::GetFuture { .. } => "get_future",
             OpKind::SetStream { .. } => "set_stream",
             OpKind::RecordEvent { .. } => "record_event",
@@ -748,13 +780,7 @@ impl Scenario {
             return None;
         }
         self.ops.iter().find_map(|op| {
-            let (collective, group) = match op.kind {
-                OpKind::Collective {
-                    collective, group, ..
-                } => (collective, group),
-                OpKind::Barrier { group } => (CollectiveKind::AllReduce, group),
-                _ => return None,
-            };
+            let (collective, group) = op.kind.collective()?;
             let ranks = &self.groups[group].ranks;
             let single_node = ranks.iter().all(|&rank| self.same_node(ranks[0], rank));
             let nvls_possible = self.env.nccl_nvls_enable

@@ -148,6 +148,15 @@ pub struct RawKernel {
     pub sms: Option<Spanned<i64>>,
 }
 
+/// One send or receive of a `batch_isend_irecv = [...]` list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawP2p {
+    pub send: Option<Spanned<String>>,
+    pub recv: Option<Spanned<String>>,
+    pub shift: Spanned<i64>,
+}
+
 /// One `[[op]]` table. Exactly one of the operation keys (`all_reduce`, `wait`, `gemm`, …) must
 /// be present; the others are modifiers checked against the operation.
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +175,7 @@ pub struct RawOp {
     pub all_to_all: Option<Spanned<String>>,
     pub send: Option<Spanned<String>>,
     pub recv: Option<Spanned<String>>,
+    pub batch_isend_irecv: Option<Spanned<Vec<Spanned<RawP2p>>>>,
     pub barrier: Option<Spanned<bool>>,
     pub wait: Option<Spanned<String>>,
     pub is_completed: Option<Spanned<String>>,
