@@ -42,6 +42,10 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     if args.device.is_some() {
         options.device = args.device;
     }
+    // A fault the hardware cannot produce is refused before any GPU is touched.
+    if let Some(refusal) = hw::refusal(&scenario, &options) {
+        return Err(hw_failure(refusal));
+    }
     let report = hw::probe().map_err(hw_failure)?;
     let rank = options.launch.as_ref().map_or(0, |launch| launch.rank);
     if let Some(device) = report.devices.first() {
@@ -68,7 +72,11 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
             svg: None,
         },
     )?;
-    Ok(u8::from(!report.findings.is_empty()))
+    // A run that a verdict or a dead process ended wrote its Timeline up to there (with the
+    // finding); it ends now, whatever the GPU still holds.
+    Ok(u8::from(
+        !report.findings.is_empty() || hw::ended_early(&timeline),
+    ))
 }
 
 /// Joins one-rank Timelines into one on a common axis (`hw::merge_ranks`).

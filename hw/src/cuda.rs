@@ -17,7 +17,7 @@ use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
 use sim::lifetime::Place;
-use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId};
+use sim::scenario::{CollectiveKind, DType, ErrorHandling, OpKind, Scenario, TensorId};
 use sim::timeline::StreamRef;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -126,6 +126,8 @@ pub struct CudaDevice {
     comms: Vec<Option<Arc<Communicator>>>,
     rendezvous: Option<Rendezvous>,
     blocking_wait: bool,
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks the watchdog to abort the communicators (R27).
+    abort_on_error: bool,
     watchdog: Option<Watchdog>,
     origin: Instant,
     /// Wall-clock time of `origin`: shared by the processes of one host (and by NTP-synchronised
@@ -241,6 +243,10 @@ impl CudaDevice {
             comms: vec![None; scenario.groups.len()],
             rendezvous,
             blocking_wait: scenario.env.blocking_wait,
+            abort_on_error: matches!(
+                scenario.env.async_error_handling,
+                ErrorHandling::TearDown | ErrorHandling::CleanUpOnly
+            ),
             watchdog: None,
             origin: Instant::now(),
             origin_unix_ns: 0,
@@ -274,6 +280,7 @@ impl CudaDevice {
                 self.ctx.clone(),
                 self.events.clone(),
                 self.origin,
+                self.abort_on_error,
             )?);
         }
         self.anchor_stream = Some(self.ctx.new_stream().map_err(driver("cuStreamCreate"))?);
@@ -453,18 +460,24 @@ impl Device for CudaDevice {
     }
 
     fn event_sync(&mut self, event: Ev) -> Result<(), HwError> {
+        if self.watchdog.is_some() {
+            return self.until_done(|device| device.query(event));
+        }
         // SAFETY: a pool event.
         unsafe { result::event::synchronize(self.events[event].cu_event()) }
             .map_err(driver("cuEventSynchronize"))
     }
 
     fn stream_sync(&mut self, stream: StreamRef) -> Result<(), HwError> {
-        // SAFETY: a live stream.
-        unsafe { result::stream::synchronize(self.stream(stream)) }
-            .map_err(driver("cuStreamSynchronize"))
+        let stream = self.stream(stream);
+        self.sync_streams(&[stream])
     }
 
     fn device_sync(&mut self) -> Result<(), HwError> {
+        if self.watchdog.is_some() {
+            let streams: Vec<CUstream> = self.streams.iter().map(|s| s.cu_stream()).collect();
+            return self.sync_streams(&streams);
+        }
         result::ctx::synchronize().map_err(driver("cuCtxSynchronize"))
     }
 
@@ -596,8 +609,8 @@ impl Device for CudaDevice {
         unsafe {
             result::memcpy_dtoh_async(&mut self.host_element[..size], ptr, stream)
                 .map_err(driver("cuMemcpyDtoHAsync"))?;
-            result::stream::synchronize(stream).map_err(driver("cuStreamSynchronize"))
         }
+        self.sync_streams(&[stream])
     }
 
     fn host_sleep(&mut self, duration_ns: u64) {
@@ -674,6 +687,49 @@ impl Device for CudaDevice {
 }
 
 impl CudaDevice {
+    /// `cuStreamSynchronize` of each stream; while a watchdog runs, polled instead
+    /// (`cuStreamQuery`), so that the host call ends at the watchdog's verdict whatever the GPU
+    /// still holds (R27: the error handling ends the process, not the GPU).
+    fn sync_streams(&mut self, streams: &[CUstream]) -> Result<(), HwError> {
+        if self.watchdog.is_none() {
+            for &stream in streams {
+                // SAFETY: a live stream of this context.
+                unsafe { result::stream::synchronize(stream) }
+                    .map_err(driver("cuStreamSynchronize"))?;
+            }
+            return Ok(());
+        }
+        let streams = streams.to_vec();
+        self.until_done(move |_| {
+            for &stream in &streams {
+                // SAFETY: a live stream of this context.
+                match unsafe { sys::cuStreamQuery(stream) } {
+                    sys::CUresult::CUDA_SUCCESS => {}
+                    sys::CUresult::CUDA_ERROR_NOT_READY => return Ok(false),
+                    error => return Err(HwError::cuda("cuStreamQuery", error)),
+                }
+            }
+            Ok(true)
+        })
+    }
+
+    /// Polls `done` (yielding the thread in between) until it holds or the watchdog aborted
+    /// the communicators; then its verdict is the error.
+    fn until_done(
+        &mut self,
+        mut done: impl FnMut(&mut Self) -> Result<bool, HwError>,
+    ) -> Result<(), HwError> {
+        loop {
+            if done(self)? {
+                return Ok(());
+            }
+            if let Some(failure) = self.watchdog_failure() {
+                return Err(failure);
+            }
+            std::thread::yield_now();
+        }
+    }
+
     fn tensor_ptr(&self, tensor: TensorId) -> Result<sys::CUdeviceptr, HwError> {
         self.tensor_ptrs[tensor].ok_or_else(|| {
             HwError::Unsupported(format!(

@@ -36,16 +36,19 @@ pub enum HwError {
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
     /// wait (R15) gave up and aborted the communicators.
     Timeout(String),
+    /// The watchdog found an NCCL async error on a communicator (an injected `[[fault]]` of
+    /// kind `async_error`) and aborted the communicators (R26, R27).
+    AsyncError(String),
 }
 
 impl HwError {
-    /// The process exit code the CLI should use: 1 for a timeout or an out-of-memory (findings
-    /// about the run), 2 for
+    /// The process exit code the CLI should use: 1 for a timeout, an async error or an
+    /// out-of-memory (findings about the run), 2 for
     /// everything else (bad input or environment: no GPU, no library, impossible layout, a failed
     /// CUDA/NCCL call).
     pub fn exit_code(&self) -> i32 {
         match self {
-            HwError::Timeout(_) | HwError::OutOfMemory(_) => 1,
+            HwError::Timeout(_) | HwError::AsyncError(_) | HwError::OutOfMemory(_) => 1,
             _ => 2,
         }
     }
@@ -87,6 +90,7 @@ impl fmt::Display for HwError {
             HwError::Nccl { call, detail } => write!(f, "NCCL call {call} failed: {detail}"),
             HwError::OutOfMemory(detail) => write!(f, "out of memory: {detail}"),
             HwError::Timeout(detail) => write!(f, "timeout: {detail}"),
+            HwError::AsyncError(detail) => write!(f, "NCCL async error: {detail}"),
         }
     }
 }

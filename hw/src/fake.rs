@@ -1,17 +1,23 @@
 //! The recording fake [`Device`] the tests run the executor on: no GPU, every call written
-//! down as text (the golden snapshots and the engine-equivalence test read it).
+//! down as text (the golden snapshots and the engine-equivalence test read it). It also plays
+//! a GPU that never finishes a stand-in collective of [`FOREVER_NS`] and the watchdog that
+//! then gives its verdict (R26), so that fault runs are tested without a GPU.
 
 use crate::error::HwError;
-use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
+use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
 use crate::plan::GroupPlan;
 use sim::lifetime::Place;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+
+/// The watchdog's poll period (R26).
+const POLL_NS: u64 = 100_000_000;
 
 /// A recording device: every call is logged as text (the allocator's in `memory_calls`), host
 /// time advances by 1 µs per call (sleeps by their length), an event's time is its record
-/// time, and queries answer from a script (then `true`).
+/// time, and queries answer from a script (then `true`) — except for events that never fire:
+/// those behind a [`FOREVER_NS`] kernel on their stream, or behind a wait on such an event.
 #[derive(Default)]
 pub struct FakeDevice {
     pub calls: Vec<String>,
@@ -23,12 +29,63 @@ pub struct FakeDevice {
     pub aborted: bool,
     /// The allocator's calls, apart from the stream calls.
     pub memory_calls: Vec<String>,
+    /// Streams stuck behind a kernel that never ends.
+    pub hung_streams: HashSet<StreamRef>,
+    /// Events that never fire.
+    pub never_fired: HashSet<Ev>,
 }
 
 impl FakeDevice {
     fn tick(&mut self, call: String) {
         self.now_ns += 1_000;
         self.calls.push(call);
+    }
+
+    /// An event's time, `None` if it never fired.
+    pub fn time_of(&self, event: Ev) -> Option<u64> {
+        (!self.never_fired.contains(&event)).then(|| self.event_times[event])
+    }
+
+    /// The watchdog's verdict on the Works that never complete: at its first 100-ms poll past
+    /// the first injected async error (checked first) or timeout (counted from the enqueue).
+    fn verdict(&self) -> Option<(u64, HwError)> {
+        let next_poll = |at_ns: u64| at_ns.div_ceil(POLL_NS) * POLL_NS;
+        let stuck = self
+            .watched
+            .iter()
+            .filter(|work| self.never_fired.contains(&work.end));
+        let mut verdict: Option<(u64, HwError)> = None;
+        for work in stuck {
+            let candidates = [
+                work.async_error.as_ref().map(|(after_ns, why)| {
+                    (
+                        next_poll(work.enqueue_ns + after_ns),
+                        HwError::AsyncError(format!("{} ({why})", work.description)),
+                    )
+                }),
+                Some((
+                    next_poll(work.enqueue_ns + work.timeout_ns + 1),
+                    HwError::Timeout(format!("Watchdog caught {}", work.description)),
+                )),
+            ];
+            for (at_ns, error) in candidates.into_iter().flatten() {
+                if verdict.as_ref().is_none_or(|(best, _)| at_ns < *best) {
+                    verdict = Some((at_ns, error));
+                }
+            }
+        }
+        verdict
+    }
+
+    /// A host call that blocks on work that never ends returns at the watchdog's verdict.
+    fn block_until_verdict(&mut self, call: String) -> Result<(), HwError> {
+        self.tick(call);
+        let (at_ns, error) = self.verdict().ok_or_else(|| {
+            HwError::Unsupported("the fake host would block forever: no watchdog verdict".into())
+        })?;
+        self.now_ns = self.now_ns.max(at_ns);
+        self.calls.push(format!("watchdog verdict at {at_ns}ns"));
+        Err(error)
     }
 }
 
@@ -40,26 +97,47 @@ impl Device for FakeDevice {
         let ev = self.event_times.len();
         self.tick(format!("record s{stream} e{ev}"));
         self.event_times.push(self.now_ns);
+        if self.hung_streams.contains(&stream) {
+            self.never_fired.insert(ev);
+        }
         Ok(ev)
     }
     fn stream_wait(&mut self, stream: StreamRef, event: Ev) -> Result<(), HwError> {
         self.tick(format!("wait s{stream} e{event}"));
+        if self.never_fired.contains(&event) {
+            self.hung_streams.insert(stream);
+        }
         Ok(())
     }
     fn query(&mut self, event: Ev) -> Result<bool, HwError> {
+        if self.never_fired.contains(&event) {
+            self.tick(format!("query e{event} false"));
+            return Ok(false);
+        }
         let answer = self.query_answers.pop_front().unwrap_or(true);
         self.tick(format!("query e{event} {answer}"));
         Ok(answer)
     }
     fn event_sync(&mut self, event: Ev) -> Result<(), HwError> {
-        self.tick(format!("event_sync e{event}"));
+        let call = format!("event_sync e{event}");
+        if self.never_fired.contains(&event) {
+            return self.block_until_verdict(call);
+        }
+        self.tick(call);
         Ok(())
     }
     fn stream_sync(&mut self, stream: StreamRef) -> Result<(), HwError> {
-        self.tick(format!("stream_sync s{stream}"));
+        let call = format!("stream_sync s{stream}");
+        if self.hung_streams.contains(&stream) {
+            return self.block_until_verdict(call);
+        }
+        self.tick(call);
         Ok(())
     }
     fn device_sync(&mut self) -> Result<(), HwError> {
+        if !self.hung_streams.is_empty() {
+            return self.block_until_verdict("device_sync".into());
+        }
         self.tick("device_sync".into());
         Ok(())
     }
@@ -76,6 +154,9 @@ impl Device for FakeDevice {
             Kernel::Gemm { m, n, k, dtype } => format!("gemm {m}x{n}x{k} {}", dtype.as_str()),
         };
         self.tick(format!("launch s{stream} {what}"));
+        if matches!(kernel, Kernel::Spin { duration_ns, .. } if duration_ns == FOREVER_NS) {
+            self.hung_streams.insert(stream);
+        }
         Ok(())
     }
     fn init_comm(&mut self, group: &GroupPlan) -> Result<(), HwError> {
@@ -99,7 +180,11 @@ impl Device for FakeDevice {
         Ok(())
     }
     fn read_element(&mut self, stream: StreamRef, tensor: TensorId) -> Result<(), HwError> {
-        self.tick(format!("item s{stream} t{tensor}"));
+        let call = format!("item s{stream} t{tensor}");
+        if self.hung_streams.contains(&stream) {
+            return self.block_until_verdict(call);
+        }
+        self.tick(call);
         Ok(())
     }
     fn host_sleep(&mut self, duration_ns: u64) {
@@ -110,7 +195,9 @@ impl Device for FakeDevice {
         self.watched.push(work);
     }
     fn watchdog_failure(&mut self) -> Option<HwError> {
-        None
+        self.verdict()
+            .filter(|(at_ns, _)| *at_ns <= self.now_ns)
+            .map(|(_, error)| error)
     }
     fn abort_comms(&mut self) {
         self.aborted = true;

@@ -69,14 +69,34 @@ fn call_log(path: &Path, text: &str) -> String {
     let mut device = FakeDevice::default();
     let mut executor = Executor::new(&scenario, &plan, &mut device);
     let outcome = executor.setup().and_then(|()| executor.run());
-    let watched: Vec<String> = device.watched.iter().map(|w| format!("{w:?}")).collect();
+    let watched: Vec<String> = device
+        .watched
+        .iter()
+        .map(|w| {
+            let injected = w
+                .async_error
+                .as_ref()
+                .map_or_else(String::new, |error| format!(", async_error: {error:?}"));
+            format!(
+                "WatchedWork {{ end: {}, enqueue_ns: {}, timeout_ns: {}, description: {:?}{injected} }}",
+                w.end, w.enqueue_ns, w.timeout_ns, w.description
+            )
+        })
+        .collect();
     section(&mut out, "calls", &device.calls);
     section(&mut out, "memory", &device.memory_calls);
     section(&mut out, "watched", &watched);
     match outcome {
         Ok(log) => {
-            let times = device.event_times.clone();
-            match log.resolve(&plan, |ev| Ok(times[ev])) {
+            let findings: Vec<String> = log
+                .findings
+                .iter()
+                .map(|f| format!("{:?} op {:?} iteration {:?}", f.kind, f.op, f.iteration))
+                .collect();
+            if !findings.is_empty() {
+                section(&mut out, "findings", &findings);
+            }
+            match log.resolve(&plan, |ev| Ok(device.time_of(ev))) {
                 Ok(rank) => writeln!(
                     out,
                     "# resolved: host={} kernels={} collectives={} marks={} stream_waits={} queries={}",

@@ -97,6 +97,9 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
     let report = probe()?;
     let layout = Layout::resolve(scenario.cluster.ranks, options, report.devices.len())?;
     let plan = plan::RankPlan::new(scenario, &layout, options.timeout_ns)?;
+    if let Some(refusal) = exec::Executor::<cuda::CudaDevice>::refusal(scenario, &plan) {
+        return Err(refusal);
+    }
     let rendezvous = layout.launched.then(|| nccl::Rendezvous {
         dir: options.rendezvous_dir.clone(),
         run_key: options.run_key.clone(),
@@ -105,10 +108,17 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
     device.start_clock()?;
     let mut executor = exec::Executor::new(scenario, &plan, &mut device);
     executor.setup()?;
-    let log = executor.run()?;
+    let mut log = executor.run()?;
     let clock = device.finish_clock()?;
+    let findings = std::mem::take(&mut log.findings);
+    let records = std::mem::take(&mut log.records);
+    let ended_early = log.ended_early;
     let rank = log.resolve(&plan, |event| {
-        exec::Device::event_time_ns(&mut device, event)
+        if exec::Device::query(&mut device, event)? {
+            exec::Device::event_time_ns(&mut device, event).map(Some)
+        } else {
+            Ok(None)
+        }
     })?;
 
     let mut timeline = Timeline::for_scenario(scenario, Source::Measured, |kind| {
@@ -119,7 +129,35 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
         .machine
         .extend(run_facts(&layout, clock, device.origin_unix_ns));
     timeline.ranks.push(rank);
+    timeline.findings = findings;
+    timeline.watchdog = records;
+    if ended_early {
+        // The GPU may still run work that never ends: freeing its memory or destroying its
+        // context would wait for it. The process ends soon after and takes the GPU work along.
+        std::mem::forget(device);
+    }
     Ok(timeline)
+}
+
+/// Why the scenario's faults cannot be produced by a hardware run with these options (exit 2),
+/// decided without a GPU: the rank this process runs comes from the launch (0 when downscaled
+/// or alone).
+pub fn refusal(scenario: &Scenario, options: &HwOptions) -> Option<HwError> {
+    let rank = options.launch.as_ref().map_or(0, |launch| launch.rank);
+    let alone = options.launch.is_none() || options.downscale != Downscale::Off;
+    sim::pg::faults::RankFaults::new(scenario, rank)
+        .not_on_hardware(alone)
+        .map(HwError::Unsupported)
+}
+
+/// Whether a Timeline of `hw` ended early: its process was taken down by a verdict (a timeout,
+/// an async error) or by a `die` fault.
+pub fn ended_early(timeline: &Timeline) -> bool {
+    !timeline.findings.is_empty()
+        || timeline
+            .watchdog
+            .iter()
+            .any(|record| record.event == sim::timeline::WatchdogEvent::Exit)
 }
 
 /// `machine` entry: wall-clock time (Unix ns) of the rank's time 0.

@@ -1,8 +1,11 @@
-//! The watchdog thread of R26: every 100 ms it checks each communicator for an NCCL async error,
-//! then each pending Work for a timeout counted on the host clock from the enqueue, then for
-//! completion. On an error or a timeout it aborts every communicator (`ncclCommAbort`, the
-//! TearDown of R27 without the dump wait) so that nothing hangs, and the main thread raises at
-//! its next op. Not started under `TORCH_NCCL_BLOCKING_WAIT` (R15), where the wait itself
+//! The watchdog thread of R26: every 100 ms it checks each communicator for an NCCL async error
+//! (and each pending Work for one a `[[fault]]` injects), then each pending Work for a timeout counted on the host clock from the enqueue, then for
+//! completion. On an error or a timeout it gives its verdict, which ends the main thread's
+//! blocked call and the run (R27, without the dump wait); it aborts every communicator
+//! (`ncclCommAbort`) first only where `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
+//! TearDown, 2 CleanUpOnly): under the default 3 (SkipCleanUp) PyTorch takes the process down
+//! without an abort, and an abort would wait behind GPU work that never ends (NCCL frees
+//! memory, which synchronises the device). Not started under `TORCH_NCCL_BLOCKING_WAIT` (R15), where the wait itself
 //! times out.
 
 use crate::error::HwError;
@@ -24,6 +27,7 @@ struct Shared {
     origin: Instant,
     stop: AtomicBool,
     failure: Mutex<Option<HwError>>,
+    abort_on_error: bool,
 }
 
 impl Shared {
@@ -33,6 +37,9 @@ impl Shared {
             *failure = Some(error);
         }
         drop(failure);
+        if !self.abort_on_error {
+            return;
+        }
         for comm in self.comms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             comm.abort();
         }
@@ -45,13 +52,31 @@ impl Shared {
             if let Some(error) = comm.async_error() {
                 self.fail(HwError::nccl(
                     "ncclCommGetAsyncError",
-                    format!("communicator {}: {error}; communicators aborted", comm.name),
+                    format!("communicator {}: {error}", comm.name),
                 ));
                 return;
             }
         }
         let now_ns = self.origin.elapsed().as_nanos() as u64;
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        // An injected async error (a `[[fault]]`) is found like a real one: first.
+        let injected = pending.iter().find_map(|work| {
+            let (after_ns, why) = work.async_error.as_ref()?;
+            let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
+            (ran_ns >= *after_ns).then(|| {
+                format!(
+                    "ncclRemoteError on the communicator of {} ({why}; injected by [[fault]]), \
+                     found {} ms after its enqueue",
+                    work.description,
+                    ran_ns / 1_000_000
+                )
+            })
+        });
+        if let Some(message) = injected {
+            drop(pending);
+            self.fail(HwError::AsyncError(message));
+            return;
+        }
         let mut timed_out = None;
         pending.retain(|work| {
             // SAFETY: the event belongs to the pool, alive as long as `Shared`.
@@ -63,7 +88,7 @@ impl Shared {
             if ran_ns > work.timeout_ns && timed_out.is_none() {
                 timed_out = Some(format!(
                     "Watchdog caught collective operation timeout: {} ran for {} ms, over the \
-                     {} ms timeout (counted from the enqueue, R26); communicators aborted",
+                     {} ms timeout (counted from the enqueue, R26)",
                     work.description,
                     ran_ns / 1_000_000,
                     work.timeout_ns / 1_000_000
@@ -88,6 +113,7 @@ impl Watchdog {
         ctx: Arc<CudaContext>,
         events: Arc<Vec<CudaEvent>>,
         origin: Instant,
+        abort_on_error: bool,
     ) -> Result<Watchdog, HwError> {
         let shared = Arc::new(Shared {
             events,
@@ -96,6 +122,7 @@ impl Watchdog {
             origin,
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
+            abort_on_error,
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()

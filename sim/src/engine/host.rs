@@ -7,8 +7,8 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 
-use super::watchdog::FaultEffect;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
+use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
@@ -113,13 +113,13 @@ impl Engine<'_> {
             self.step(rank, step);
         }
         match self.apply_fault(rank, op.index) {
-            FaultEffect::Run => {}
-            FaultEffect::Skip => {
+            HostEffect::Run => {}
+            HostEffect::Skip => {
                 steps.clear();
                 self.ranks[rank as usize].cursor.steps = steps;
                 return true;
             }
-            FaultEffect::Stop => return false,
+            HostEffect::Stop => return false,
         }
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();

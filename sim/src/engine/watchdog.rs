@@ -31,6 +31,7 @@
 //!   collective never completes.
 
 use super::*;
+use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 use crate::scenario::{ErrorHandling, FaultKind};
 use std::collections::HashSet;
 
@@ -90,8 +91,6 @@ pub(super) struct Failures {
     /// Per rank × group.
     watchdogs: Vec<WatchdogState>,
     records: Vec<WatchdogRecord>,
-    /// Per op: indices of the faults at it.
-    faults_by_op: Vec<Vec<usize>>,
     /// Per rank: the fault that applies to the collective being issued.
     armed: Vec<Option<FaultKind>>,
     /// Some process ended.
@@ -121,10 +120,6 @@ impl Failures {
     pub(super) fn new(scenario: &Scenario) -> Failures {
         let ranks = scenario.cluster.ranks as usize;
         let groups = scenario.groups.len();
-        let mut faults_by_op = vec![Vec::new(); scenario.ops.len()];
-        for (index, fault) in scenario.faults.iter().enumerate() {
-            faults_by_op[fault.op].push(index);
-        }
         // Calls at one SeqNum can only disagree where some rank issues another op than its
         // peers: faults, or ops restricted to some ranks.
         let calls_may_disagree = !scenario.faults.is_empty()
@@ -139,7 +134,6 @@ impl Failures {
                 .map(|_| WatchdogState::default())
                 .collect(),
             records: Vec::new(),
-            faults_by_op,
             armed: vec![None; ranks],
             any_dead: false,
             poisoned: HashSet::new(),
@@ -160,16 +154,6 @@ impl Failures {
     pub(super) fn poisoned(&self, rendezvous: u32) -> bool {
         !self.poisoned.is_empty() && self.poisoned.contains(&rendezvous)
     }
-}
-
-/// What the host does at an op with a fault.
-pub(super) enum FaultEffect {
-    /// Run the op (possibly altered: the fault is armed for the collective).
-    Run,
-    /// Go to the next op.
-    Skip,
-    /// The process is gone.
-    Stop,
 }
 
 /// The first tick at or after `at_ns` of a poller started at `origin_ns`.
@@ -340,18 +324,13 @@ impl Engine<'_> {
     // ------------------------------------------------------------ hooks on the host side
 
     /// Before the host runs `op_index`: applies a fault of this rank, op and iteration.
-    pub(super) fn apply_fault(&mut self, rank: u32, op_index: usize) -> FaultEffect {
-        if self.failures.faults_by_op[op_index].is_empty() {
-            return FaultEffect::Run;
-        }
+    /// The fault comes from the step transformer both engines share
+    /// ([`crate::pg::faults`]), and so does what becomes of the op's steps.
+    pub(super) fn apply_fault(&mut self, rank: u32, op_index: usize) -> HostEffect {
         let scenario = self.scenario;
         let iteration = self.ranks[rank as usize].iteration;
-        let Some(fault) = self.failures.faults_by_op[op_index]
-            .iter()
-            .map(|&index| &scenario.faults[index])
-            .find(|f| f.iteration == iteration && f.ranks.binary_search(&rank).is_ok())
-        else {
-            return FaultEffect::Run;
+        let Some(fault) = RankFaults::new(scenario, rank).at(op_index, iteration) else {
+            return HostEffect::Run;
         };
         let now_ns = self.ranks[rank as usize].host_ns;
         let op = &scenario.ops[op_index];
@@ -388,13 +367,12 @@ impl Engine<'_> {
             now_ns,
             message,
         );
+        let effect = host_effect(&fault.kind);
         match fault.kind {
-            FaultKind::Skip => FaultEffect::Skip,
             FaultKind::Hang => {
                 let state = &mut self.ranks[rank as usize];
                 state.blocked = Blocked::Hung;
                 state.blocked_op = op_index;
-                FaultEffect::Stop
             }
             FaultKind::Die => {
                 self.note(
@@ -406,13 +384,11 @@ impl Engine<'_> {
                     format!("[Rank {rank}] process exited (fault); its GPU work vanishes"),
                 );
                 self.kill(rank);
-                FaultEffect::Stop
             }
-            _ => {
-                self.failures.armed[rank as usize] = Some(fault.kind.clone());
-                FaultEffect::Run
-            }
+            FaultKind::Skip => {}
+            _ => self.failures.armed[rank as usize] = Some(fault.kind.clone()),
         }
+        effect
     }
 
     /// The collective and size a rank issues for the op it is running (the declared ones, or

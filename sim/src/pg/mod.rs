@@ -14,6 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 
+pub mod faults;
 mod step;
 
 pub use step::{Kernel, NcclCall, Slot, Step, WorkHolder};

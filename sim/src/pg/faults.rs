@@ -1,0 +1,289 @@
+//! `[[fault]]`s as a transformer of a rank's step stream, shared by both engines.
+//!
+//! Before a rank's host lowers an op, [`RankFaults::at`] finds the fault of that rank, op and
+//! iteration, and [`host_effect`] says what becomes of the op's steps: none and the host goes
+//! on (`skip`: the rank never joins that collective), none and the host stops for good (`hang`:
+//! the process lives on; `die`: the process is gone), or the op's steps with the collective
+//! armed (`mismatch`, `async_error`, `watchdog_stuck`). The simulator (`crate::engine`) and
+//! `hw`'s executor both ask here.
+//!
+//! A one-GPU hardware run executes one rank alone (the downscale): the other ranks' faults then
+//! cannot act through a rendezvous, so [`RankFaults::collective_fate`] says what they do to the
+//! lone rank's collectives — the collective never completes (a peer hangs, dies or issues
+//! another op), or it never completes and NCCL reports an async error after a delay.
+//! [`RankFaults::not_on_hardware`] names the faults a hardware run cannot produce.
+
+use crate::scenario::{Fault, FaultKind, GroupId, Op, Scenario};
+
+/// What becomes of an op's steps on a rank with a fault there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostEffect {
+    /// The op's steps run; a collective fault is armed for its collective.
+    Run,
+    /// No steps: the rank does not issue the op and goes on to the next one.
+    Skip,
+    /// No steps, now or later: the host hangs (`hang`) or the process died (`die`).
+    Stop,
+}
+
+/// What a fault does to the steps of the op it is at.
+pub fn host_effect(kind: &FaultKind) -> HostEffect {
+    match kind {
+        FaultKind::Skip => HostEffect::Skip,
+        FaultKind::Hang | FaultKind::Die => HostEffect::Stop,
+        FaultKind::Mismatch { .. } | FaultKind::AsyncError { .. } | FaultKind::WatchdogStuck => {
+            HostEffect::Run
+        }
+    }
+}
+
+/// How a collective of a rank run alone ends, given the faults of the ranks that are not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CollectiveFate {
+    Completes,
+    /// It never completes: only a timeout (R26, R15) or the process's end stops its kernel.
+    NeverCompletes {
+        why: String,
+    },
+    /// It never completes, and NCCL reports an async error `after_ns` after its enqueue (R26).
+    AsyncError {
+        after_ns: u64,
+        why: String,
+    },
+}
+
+/// The faults of one rank, looked up by op and iteration.
+pub struct RankFaults<'a> {
+    scenario: &'a Scenario,
+    rank: u32,
+}
+
+impl<'a> RankFaults<'a> {
+    pub fn new(scenario: &'a Scenario, rank: u32) -> RankFaults<'a> {
+        RankFaults { scenario, rank }
+    }
+
+    /// The fault of this rank at `op` in `iteration`, if any (the first declared).
+    pub fn at(&self, op: usize, iteration: u32) -> Option<&'a Fault> {
+        self.scenario.faults.iter().find(|fault| {
+            fault.op == op
+                && fault.iteration == iteration
+                && fault.ranks.binary_search(&self.rank).is_ok()
+        })
+    }
+
+    /// The fate of this rank's collective at `op` (on `group`) in `iteration` when the group's
+    /// other ranks are not run: their faults at or before this point of the program decide,
+    /// and so does this rank's own armed fault.
+    pub fn collective_fate(&self, op: &Op, iteration: u32, group: GroupId) -> CollectiveFate {
+        let members = &self.scenario.groups[group].ranks;
+        let here = (iteration, op.index);
+        let mut fate = CollectiveFate::Completes;
+        for fault in &self.scenario.faults {
+            let own = fault.ranks.binary_search(&self.rank).is_ok();
+            let peers: Vec<u32> = fault
+                .ranks
+                .iter()
+                .copied()
+                .filter(|rank| *rank != self.rank && members.contains(rank))
+                .collect();
+            let at_this_op = (fault.iteration, fault.op) == here;
+            let before = (fault.iteration, fault.op) <= here;
+            let where_ = format!(
+                "{} (iteration {})",
+                self.scenario.ops[fault.op].display_name(),
+                fault.iteration
+            );
+            let ranks_text = peers
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let next = match &fault.kind {
+                FaultKind::AsyncError { after_ns } if own && at_this_op => {
+                    Some(CollectiveFate::AsyncError {
+                        after_ns: *after_ns,
+                        why: format!("the network fails under {where_} on this rank"),
+                    })
+                }
+                FaultKind::Mismatch { .. } if own && at_this_op => {
+                    Some(CollectiveFate::NeverCompletes {
+                        why: format!("this rank issues another collective at {where_}"),
+                    })
+                }
+                _ if peers.is_empty() || !before => None,
+                FaultKind::Hang | FaultKind::Die | FaultKind::Skip => {
+                    Some(CollectiveFate::NeverCompletes {
+                        why: format!("rank {ranks_text} never joins from {where_} on"),
+                    })
+                }
+                FaultKind::Mismatch { .. } if at_this_op => Some(CollectiveFate::NeverCompletes {
+                    why: format!("rank {ranks_text} issues another collective at {where_}"),
+                }),
+                FaultKind::AsyncError { after_ns } if at_this_op => {
+                    let why = format!("the network fails under {where_} on rank {ranks_text}");
+                    Some(if self.scenario.env.propagate_error {
+                        // The peer's watchdog writes the error into the store
+                        // (TORCH_NCCL_PROPAGATE_ERROR); this rank reads it at its next poll.
+                        CollectiveFate::AsyncError {
+                            after_ns: *after_ns,
+                            why: format!("{why}, propagated through the store"),
+                        }
+                    } else {
+                        CollectiveFate::NeverCompletes { why }
+                    })
+                }
+                _ => None,
+            };
+            if let Some(next) = next {
+                // An async error decides earlier than a plain hang.
+                if !matches!(fate, CollectiveFate::AsyncError { .. }) {
+                    fate = next;
+                }
+            }
+        }
+        fate
+    }
+
+    /// Why a hardware run of this rank cannot produce the scenario's faults, if it cannot:
+    /// `alone` when the other ranks are not run (the downscale).
+    pub fn not_on_hardware(&self, alone: bool) -> Option<String> {
+        for fault in &self.scenario.faults {
+            let own = fault.ranks.binary_search(&self.rank).is_ok();
+            let op = &self.scenario.ops[fault.op];
+            let where_ = format!(
+                "[[fault]] kind = \"{}\" at {:?} (line {})",
+                fault.kind.key(),
+                op.display_name(),
+                op.line
+            );
+            let why = match &fault.kind {
+                FaultKind::WatchdogStuck if own => Some(
+                    "hw has no heartbeat monitor (R28), the only thread that could end a run whose \
+                     watchdog hangs",
+                ),
+                FaultKind::Hang if own => Some(
+                    "the rank the hardware runs would hang for good: nothing ends that process \
+                     (the simulator reports it as a deadlock)",
+                ),
+                FaultKind::Skip if own && alone => Some(
+                    "a skipped collective desyncs the others' later calls, which the one-GPU \
+                     stand-ins do not model",
+                ),
+                FaultKind::Mismatch { .. } | FaultKind::AsyncError { .. } if own && !alone => {
+                    Some("it is produced only on the one-GPU downscale's stand-in collectives")
+                }
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Some(format!("{where_} cannot be produced on hardware: {why}"));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::parse;
+
+    fn scenario(faults: &str, env: &str) -> Scenario {
+        let text = format!(
+            "[cluster]\nranks = 4\n[env]\n{env}\n[tensors]\ng = \"1MiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\nlabel = \"b\"\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n{faults}"
+        );
+        parse("faults.toml", &text).unwrap()
+    }
+
+    fn fault(ranks: &str, at: &str, kind: &str) -> String {
+        format!("[[fault]]\nranks = {ranks}\nat = \"{at}\"\nkind = \"{kind}\"\n")
+    }
+
+    #[test]
+    fn a_fault_transforms_the_steps_of_its_rank_op_and_iteration_only() {
+        let scenario = scenario(&fault("[1]", "b", "die"), "");
+        let rank1 = RankFaults::new(&scenario, 1);
+        let found = rank1.at(1, 0).expect("rank 1 dies at b");
+        assert_eq!(host_effect(&found.kind), HostEffect::Stop);
+        assert!(rank1.at(0, 0).is_none());
+        assert!(RankFaults::new(&scenario, 0).at(1, 0).is_none());
+        assert_eq!(host_effect(&FaultKind::Skip), HostEffect::Skip);
+        assert_eq!(host_effect(&FaultKind::Hang), HostEffect::Stop);
+        assert_eq!(
+            host_effect(&FaultKind::AsyncError { after_ns: 1 }),
+            HostEffect::Run
+        );
+    }
+
+    #[test]
+    fn a_peer_that_never_joins_leaves_the_lone_ranks_collectives_incomplete_from_there_on() {
+        let scenario = scenario(&fault("[3]", "b", "hang"), "");
+        let rank0 = RankFaults::new(&scenario, 0);
+        assert_eq!(
+            rank0.collective_fate(&scenario.ops[0], 0, 0),
+            CollectiveFate::Completes
+        );
+        let CollectiveFate::NeverCompletes { why } = rank0.collective_fate(&scenario.ops[1], 0, 0)
+        else {
+            panic!("rank 3 hangs before b");
+        };
+        assert_eq!(why, "rank 3 never joins from b (iteration 0) on");
+    }
+
+    #[test]
+    fn a_peers_async_error_reaches_the_lone_rank_only_when_propagated() {
+        let faults = format!("{}after_us = 5000\n", fault("[1]", "b", "async_error"));
+        let propagated = scenario(&faults, "TORCH_NCCL_PROPAGATE_ERROR = 1");
+        assert!(matches!(
+            RankFaults::new(&propagated, 0).collective_fate(&propagated.ops[1], 0, 0),
+            CollectiveFate::AsyncError {
+                after_ns: 5_000_000,
+                ..
+            }
+        ));
+        let local = scenario(&faults, "");
+        assert!(matches!(
+            RankFaults::new(&local, 0).collective_fate(&local.ops[1], 0, 0),
+            CollectiveFate::NeverCompletes { .. }
+        ));
+        // The rank that fails sees its own error, propagated or not.
+        assert!(matches!(
+            RankFaults::new(&local, 1).collective_fate(&local.ops[1], 0, 0),
+            CollectiveFate::AsyncError { .. }
+        ));
+    }
+
+    #[test]
+    fn a_mismatch_hangs_only_the_collective_it_is_at() {
+        let faults = format!("{}size = \"2MiB\"\n", fault("[1]", "a", "mismatch"));
+        let scenario = scenario(&faults, "");
+        let rank0 = RankFaults::new(&scenario, 0);
+        assert!(matches!(
+            rank0.collective_fate(&scenario.ops[0], 0, 0),
+            CollectiveFate::NeverCompletes { .. }
+        ));
+        assert_eq!(
+            rank0.collective_fate(&scenario.ops[1], 0, 0),
+            CollectiveFate::Completes
+        );
+    }
+
+    #[test]
+    fn faults_hardware_cannot_produce_are_named_with_the_reason() {
+        let stuck = scenario(&fault("[0]", "b", "watchdog_stuck"), "");
+        let why = RankFaults::new(&stuck, 0).not_on_hardware(true).unwrap();
+        assert!(
+            why.starts_with("[[fault]] kind = \"watchdog_stuck\" at \"b\" (line"),
+            "{why}"
+        );
+        assert!(why.contains("no heartbeat monitor"), "{why}");
+        // Another rank's stuck watchdog does not concern rank 0's run.
+        assert_eq!(RankFaults::new(&stuck, 1).not_on_hardware(true), None);
+        let hang = scenario(&fault("[3]", "b", "hang"), "");
+        assert_eq!(RankFaults::new(&hang, 0).not_on_hardware(true), None);
+        assert!(RankFaults::new(&hang, 3)
+            .not_on_hardware(false)
+            .unwrap()
+            .contains("hang for good"));
+    }
+}
