@@ -1,8 +1,10 @@
 //! # c10dsim-sim: the shared model and the discrete-event simulator
 //!
 //! This crate holds the model that both engines share — the validated [`scenario::Scenario`]
-//! (what every rank's Python program does, and on what machine) and the [`timeline::Timeline`]
-//! (what happened) — and the simulator that turns the one into the other in simulated time.
+//! (what every rank's Python program does, and on what machine), ProcessGroupNCCL's lowering of
+//! each op into the primitive steps both engines execute ([`pg`]), and the
+//! [`timeline::Timeline`] (what happened) — and the simulator that turns the one into the other
+//! in simulated time.
 //!
 //! The behaviour modelled is that of PyTorch's ProcessGroupNCCL and CUDA streams, as numbered
 //! rules R1…R30 in `docs/semantics.md` (at the repository's root); code comments cite them.

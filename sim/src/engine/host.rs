@@ -21,7 +21,7 @@ pub(super) struct Cursor {
     /// The steps of the current op; `next` is the one to run.
     steps: Vec<Step>,
     next: usize,
-    /// Steps of the current op run so far (a step run again is not counted twice).
+    /// Steps of the current op logged so far (a step run again is logged once).
     counted: usize,
     /// Host time at the current call's start.
     pub(super) call_start_ns: u64,
@@ -50,6 +50,7 @@ impl Engine<'_> {
     /// Runs the rank's steps until the host blocks or the program ends (R1: the host runs ahead
     /// of the GPU).
     pub(super) fn run_host(&mut self, rank: u32) {
+        let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         loop {
             let state = &mut self.ranks[rank as usize];
             if !matches!(state.blocked, Blocked::Running) {
@@ -65,19 +66,18 @@ impl Engine<'_> {
             let index = cursor.next;
             let step = cursor.steps[index];
             cursor.next += 1;
-            if index == cursor.counted {
+            if logged && index == cursor.counted {
                 cursor.counted += 1;
-                self.log_step(rank, step);
+                self.log_step(step);
             }
             self.step(rank, step);
         }
     }
 
-    fn log_step(&mut self, rank: u32, step: Step) {
-        if let Some((logged_rank, steps)) = &mut self.step_log {
-            if *logged_rank == rank {
-                steps.push(step);
-            }
+    /// Adds a step to the log of the rank whose steps were asked for.
+    fn log_step(&mut self, step: Step) {
+        if let Some((_, steps)) = &mut self.step_log {
+            steps.push(step);
         }
     }
 
@@ -107,9 +107,12 @@ impl Engine<'_> {
         state
             .pg
             .before_op(scenario, state.iteration, op, &mut steps);
+        let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         for &step in &steps {
             // Straggler delays never block.
-            self.log_step(rank, step);
+            if logged {
+                self.log_step(step);
+            }
             self.step(rank, step);
         }
         match self.apply_fault(rank, op.index) {
@@ -135,6 +138,7 @@ impl Engine<'_> {
     }
 
     /// Executes one step in simulated time.
+    #[inline(always)]
     fn step(&mut self, rank: u32, step: Step) {
         let op = self.ranks[rank as usize].blocked_op;
         match step {

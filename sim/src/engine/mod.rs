@@ -13,11 +13,11 @@
 //! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
 //! the ranks, ops and streams that are stuck.
 //!
-//! The parts: [`host`] is each rank's host, a cursor over the steps ProcessGroupNCCL makes of
-//! its ops ([`crate::pg`], shared with `hw`); [`streams`] the GPU's streams, event instances
-//! and SMs; [`rendezvous`] the collectives' meeting of ranks (R16, R24); [`memory`] the caching
-//! allocator and tensor lifetimes (R17–R20); [`queue`] the event queue; [`findings`] data races
-//! and deadlocks; [`watchdog`] faults and ProcessGroupNCCL's side threads (R26–R29). This file
+//! The parts: `host` is each rank's host, a cursor over the steps ProcessGroupNCCL makes of
+//! its ops ([`crate::pg`], shared with `hw`); `streams` the GPU's streams, event instances
+//! and SMs; `rendezvous` the collectives' meeting of ranks (R16, R24); `memory` the caching
+//! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
+//! and deadlocks; `watchdog` faults and ProcessGroupNCCL's side threads (R26–R29). This file
 //! holds the per-rank state, the run loop and the Timeline's assembly once the run ends.
 
 use crate::cost::gemm_ns;
@@ -36,6 +36,7 @@ use memory::MemoryState;
 use queue::{Event, EventQueue};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::collections::{HashMap, VecDeque};
 use streams::{GpuItem, QueuedItem, StreamState};
 use watchdog::Failures;
@@ -159,7 +160,7 @@ struct RankState {
     fired_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     instance_stream: Vec<u16>,
-    waiters: FxHashMap<Instance, Vec<Waiter>>,
+    waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
     /// Per Work name: the end instance of its latest creation.
     work_end: Vec<Option<Instance>>,
     timeline: RankTimeline,

@@ -145,18 +145,24 @@ impl ProcessGroupNccl {
                         cost_ns: (count - 1) * costs.event_ns,
                     });
                 }
+                let call = |bytes| CollectiveCall {
+                    kind: collective,
+                    tensor: Some(tensor),
+                    group,
+                    bytes,
+                    async_op,
+                    work,
+                };
+                if scenario.tensors[tensor].count == 1 {
+                    // One tensor: one call of its size, however it is batched.
+                    let bytes = scenario.tensors[tensor].size_bytes;
+                    self.collective(scenario, op, call(bytes), out);
+                    return Ok(());
+                }
                 // A list of tensors is one NCCL call per tensor, one for a coalesced group, or
                 // one per bucket, all on the list's one buffer (R25).
                 for bytes in scenario.call_sizes(&op.kind) {
-                    let call = CollectiveCall {
-                        kind: collective,
-                        tensor: Some(tensor),
-                        group,
-                        bytes,
-                        async_op,
-                        work,
-                    };
-                    self.collective(scenario, op, call, out);
+                    self.collective(scenario, op, call(bytes), out);
                 }
                 return Ok(());
             }
