@@ -310,7 +310,6 @@ impl RunLog {
 #[derive(Debug, Clone)]
 struct WorkState {
     end: Ev,
-    run_stream: StreamRef,
     /// The NCCL kernel's enqueue: the Work's timeout counts from it (R26).
     enqueue_ns: u64,
     description: String,
@@ -438,11 +437,10 @@ impl<'a, D: Device> Executor<'a, D> {
             return Err(refusal);
         }
         let outcome = match self.program() {
-            Ok(true) => self.device.device_sync().and_then(|()| {
-                self.device
-                    .watchdog_failure()
-                    .map_or(Ok(()), |failure| Err(failure))
-            }),
+            Ok(true) => self
+                .device
+                .device_sync()
+                .and_then(|()| self.device.watchdog_failure().map_or(Ok(()), Err)),
             Ok(false) => Ok(()),
             Err(error) => Err(error),
         };
@@ -650,13 +648,12 @@ impl<'a, D: Device> Executor<'a, D> {
                 stash,
                 ..
             } => self.watch(iteration, op, collective, self.slots[end as usize].0, stash),
-            Step::Wait {
-                collective, stream, ..
-            } => {
-                let work = self.works[collective as usize].clone();
+            Step::Wait { stream, end, .. } => {
+                // The Work's end event, or the event that completes a future's callback.
+                let (event, source_stream) = self.slots[end as usize];
                 let host_start_ns = self.device.now_ns();
                 let released =
-                    self.stream_wait(iteration, op_ref, (work.run_stream, work.end), stream)?;
+                    self.stream_wait(iteration, op_ref, (source_stream, event), stream)?;
                 self.wait = Some(WaitLog {
                     op: op_ref,
                     host_start_ns,
@@ -997,7 +994,6 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.works.push(WorkState {
             end,
-            run_stream: call.stream,
             enqueue_ns: issued.enqueue_ns,
             description,
             timeout_ns: g.timeout_ns,

@@ -154,8 +154,8 @@ fn events_of(scenario: &Scenario, kind: &OpKind) -> usize {
         OpKind::Collective { .. } | OpKind::Barrier { .. } => 4 * scenario.call_sizes(kind).len(),
         OpKind::BatchP2p { .. } => 4,
         OpKind::Gemm { .. } | OpKind::Kernel { .. } | OpKind::GpuSleep { .. } => 2,
-        // The stream wait's release, and the callback kernel's start and end.
-        OpKind::GetFuture { .. } => 3,
+        // The stream wait's release, the callback kernel's start and end, the child future.
+        OpKind::GetFuture { .. } => 4,
         OpKind::Wait { .. }
         | OpKind::Mark { .. }
         | OpKind::RecordEvent { .. }

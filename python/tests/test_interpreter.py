@@ -201,3 +201,7 @@ def test_get_future_then_launches_the_callback_kernel_after_the_collective(resol
     (op,) = [op for op in scenario["ops"] if op["kind"]["kind"] == "get_future"]
     callback_kernels = [k for k in document["ranks"][0]["kernels"] if k["op"] == op["index"]]
     assert len(callback_kernels) == iterations
+    pool = op["kind"]["callback"]["stream"]
+    assert pool != 0 and all(k["stream"] == pool for k in callback_kernels)
+    # The optimizer's wait is on the future then() returned, not on the Work.
+    assert names(calls).count("future.wait") == iterations

@@ -456,8 +456,11 @@ fn check_send_recv(timeline: &Timeline, report: &Report) {
 }
 
 /// A comm hook on the all_reduce's future: `then` returns after the wait and launch costs
-/// (4 + 5 µs, no host wait for the GPU), and the callback's kernel starts exactly when the
-/// all_reduce ends (14·5 µs + 1.75 · 100 MiB / 450 GB/s), after the GEMM that ended earlier.
+/// (4 + 5 µs, no host wait for the GPU); the callback's kernel runs on the pool stream and starts
+/// exactly when the all_reduce ends (14·5 µs + 1.75 · 100 MiB / 450 GB/s), after the GEMM that
+/// ended earlier on the current stream; the optimizer, behind the wait on then()'s future,
+/// starts after the callback. Without that wait the optimizer would read the bucket while the
+/// all_reduce writes it: the race detector says so.
 fn check_get_future(timeline: &Timeline, report: &Report) {
     let expected_us = 70.0 + 1.75 * 104_857_600.0 / 450e9 * 1e6;
     assert_close(
@@ -479,15 +482,25 @@ fn check_get_future(timeline: &Timeline, report: &Report) {
                     .find(|k| k.op == op(name).index && k.iteration == record.iteration)
                     .expect("one kernel per iteration")
             };
-            assert_eq!(
-                kernel_of("hook").start_ns,
-                record.end_ns,
-                "rank {}",
-                rank.rank
-            );
+            let hook = kernel_of("hook");
+            assert_eq!(hook.start_ns, record.end_ns, "rank {}", rank.rank);
+            assert_eq!(hook.stream, 1, "the pool stream");
             assert!(kernel_of("backward_gemm").end_ns < record.end_ns);
+            assert!(kernel_of("optimizer").start_ns >= hook.end_ns);
         }
     }
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    let text = std::fs::read_to_string(scenarios_dir().join("get_future.toml")).unwrap();
+    let unordered = text.replace("[[op]]\nwait = \"hooked\"\n", "");
+    assert_ne!(unordered, text);
+    let scenario = sim::scenario::parse("get_future.toml", &unordered).unwrap();
+    let races = sim::engine::simulate(&scenario).findings;
+    assert!(
+        races
+            .iter()
+            .any(|f| f.kind == sim::timeline::FindingKind::Race && f.message.contains("bucket")),
+        "{races:?}"
+    );
 }
 
 /// A ring exchange with batch_isend_irecv: one SendRecv kernel of α + S/B (5 µs + 8 MiB /

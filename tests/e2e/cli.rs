@@ -183,10 +183,17 @@ const BAD_INPUTS: &[BadInput] = &[
     },
     BadInput {
         class: "a callback on a plain wait",
-        text: "[tensors]\nt = \"1MiB\"\n[[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\nthen = { us = 5 }\n",
-        line: 9,
+        text: "[streams]\npool = {}\n[tensors]\nt = \"1MiB\"\n[[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\nthen = { us = 5, stream = \"pool\" }\n",
+        line: 11,
         column: 8,
         says: "then does not apply to wait (it takes timeout_ms)",
+    },
+    BadInput {
+        class: "naming the future of a get_future without then",
+        text: "[tensors]\nt = \"1MiB\"\n[[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nget_future = \"w\"\nwork = \"f\"\n",
+        line: 9,
+        column: 8,
+        says: "work = … names the future that then(…) returns",
     },
     BadInput {
         class: "a batch send nobody receives",

@@ -62,6 +62,21 @@ class CoalescedWork:
         return all(work.is_completed() for work in self.manager.works)
 
 
+class FutureWork:
+    """The future ``then`` returned: ``wait()`` orders the current stream after the callback's
+    work; it has no ``is_completed``, so ``done()`` answers."""
+
+    def __init__(self, future):
+        self.future = future
+
+    def wait(self, timeout=None):
+        self.future.wait()
+        return True
+
+    def is_completed(self):
+        return self.future.done()
+
+
 class FunctionalWork:
     """A functional collective's result: waited by ``wait_tensor`` (R30)."""
 
@@ -173,9 +188,13 @@ class Interpreter:
         return self.rel(self.clock())
 
     def gpu_time(self, stream_index):
-        """Records a timing event on a stream; its time is resolved at the end."""
+        """Records a timing event on a scenario stream; its time is resolved at the end."""
+        return self.gpu_time_on(self.streams[stream_index])
+
+    def gpu_time_on(self, stream):
+        """Records a timing event on a torch stream; its time is resolved at the end."""
         event = self.torch.cuda.Event(enable_timing=True)
-        event.record(self.streams[stream_index])
+        event.record(stream)
         self.timing_events.append(event)
         return GpuTime(event)
 
@@ -608,30 +627,37 @@ class Interpreter:
             }
 
     def op_get_future(self, op, kind, iteration):
-        """``work.get_future().wait()``, or ``.then(callback)`` whose callback launches a
-        ``_sleep`` of the callback's duration on the current stream (its SM footprint is not
-        reproduced), timed by events recorded inside the callback."""
+        """``work.get_future().wait()``, or ``.then(callback)``. PyTorch runs the callback at
+        once, on a stream from its pool that it made wait on the Work; the callback launches a
+        ``_sleep`` of its duration there (its SM footprint is not reproduced), timed by events
+        on that stream, recorded under the scenario's stream for it. The future ``then``
+        returns is kept under ``work`` for a later ``wait``."""
         entries = self.works.get(kind["work"], [])
         callback = kind["callback"]
         launched = []
 
         def launch(_future):
-            start_event = self.gpu_time(self.current)
+            pool = self.torch.cuda.current_stream()
+            start_event = self.gpu_time_on(pool)
             enqueue = self.clock()
-            self.sleep_gpu(callback[0])
-            launched.append((enqueue, start_event, self.gpu_time(self.current)))
+            self.sleep_gpu(callback["duration_ns"])
+            launched.append((enqueue, start_event, self.gpu_time_on(pool)))
 
+        children = []
         start = self.clock()
-        for work, _ in entries:
+        for work, record in entries:
             future = work.get_future()
             if callback is None:
                 future.wait()
             else:
-                future.then(launch)
+                children.append((FutureWork(future.then(launch)), record))
         end = self.clock()
         self.host(op, iteration, start, end)
         for enqueue, start_event, end_event in launched:
-            self.kernel(op, iteration, self.current, "compute", enqueue, start_event, end_event)
+            self.kernel(op, iteration, callback["stream"], "compute", enqueue, start_event,
+                        end_event)
+        if kind["child"] is not None:
+            self.works[kind["child"]] = children
 
     def op_is_completed(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])

@@ -228,26 +228,38 @@ impl ProcessGroupNccl {
                     out,
                 );
             }
-            OpKind::GetFuture { work, callback } => {
-                // The future was marked complete when the collective was enqueued; its value
-                // is ready once the current stream waited for the Work's end event, and a
-                // callback runs at once on this thread, its kernel behind that wait.
-                let (_, end) = self.work(scenario, op, work)?;
+            OpKind::GetFuture {
+                work,
+                callback,
+                child,
+            } => {
+                // The future was marked complete when the collective was enqueued. wait()
+                // makes the current stream wait on the Work's end event; then(callback) runs
+                // the callback at once, on a pool stream made to wait on it instead, and the
+                // future it returns completes at an event after the callback's kernel.
+                let (collective, end) = self.work(scenario, op, work)?;
                 out.push(Step::HostCost {
                     cost_ns: costs.wait_ns,
                 });
-                out.push(Step::StreamWait { stream, slot: end });
-                if let Some((duration_ns, sms)) = callback {
-                    self.launch(
-                        scenario,
-                        stream,
-                        Kernel::Spin {
-                            duration_ns,
-                            blocks: sms,
+                match callback {
+                    None => out.push(Step::StreamWait { stream, slot: end }),
+                    Some(callback) => {
+                        let pool = callback.stream as StreamRef;
+                        out.push(Step::StreamWait {
+                            stream: pool,
+                            slot: end,
+                        });
+                        let kernel = Kernel::Spin {
+                            duration_ns: callback.duration_ns,
+                            blocks: callback.sms,
                             own_sm: true,
-                        },
-                        out,
-                    );
+                        };
+                        self.launch(scenario, pool, kernel, out);
+                        if let Some(child) = child {
+                            let done = self.record(pool, out);
+                            self.works[child] = Some((collective, done));
+                        }
+                    }
                 }
             }
             OpKind::IsCompleted { work } => {

@@ -1373,7 +1373,7 @@ impl Resolver<'_> {
                         raw.wait.as_ref()
                     }
                     "get_future" => {
-                        allowed_modifiers = &["then"];
+                        allowed_modifiers = &["then", "work"];
                         raw.get_future.as_ref()
                     }
                     _ => raw.is_completed.as_ref(),
@@ -1411,11 +1411,41 @@ impl Resolver<'_> {
                 } else if key == "get_future" {
                     let callback = match &raw.then {
                         None => None,
-                        Some(kernel) => {
-                            Some(self.kernel_shape(kernel.get_ref(), "then", cluster)?)
+                        Some(then) => {
+                            let then = then.get_ref();
+                            let shape = RawKernel {
+                                us: then.us.clone(),
+                                sms: then.sms.clone(),
+                            };
+                            let (duration_ns, sms) = self.kernel_shape(&shape, "then", cluster)?;
+                            let stream =
+                                self.lookup(&names.streams, &then.stream, "stream", "[streams]")?;
+                            Some(Callback {
+                                duration_ns,
+                                sms,
+                                stream,
+                            })
                         }
                     };
-                    OpKind::GetFuture { work, callback }
+                    let child = match (&raw.work, &callback) {
+                        (None, _) => None,
+                        (Some(name), None) => {
+                            return Err(self.error(
+                                name.span(),
+                                "work = … names the future that then(…) returns; without then, get_future returns none to name",
+                            ))
+                        }
+                        (Some(name), Some(_)) => {
+                            let child = program.works.intern(name.get_ref());
+                            cover(&mut program.work_coverage, child, &ranks);
+                            Some(child)
+                        }
+                    };
+                    OpKind::GetFuture {
+                        work,
+                        callback,
+                        child,
+                    }
                 } else {
                     OpKind::IsCompleted { work }
                 }

@@ -453,6 +453,15 @@ pub struct Group {
     pub point_to_point: bool,
 }
 
+/// The kernel a future's callback launches (`then`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Callback {
+    pub duration_ns: u64,
+    pub sms: u32,
+    /// The stream the callback runs on (PyTorch's pool stream, declared by the scenario).
+    pub stream: StreamId,
+}
+
 /// One send or receive of a `batch_isend_irecv`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct P2pTransfer {
@@ -494,14 +503,16 @@ pub enum OpKind {
     },
     /// `work.is_completed()` (R13): recorded, never blocks.
     IsCompleted { work: WorkId },
-    /// `work.get_future()` then `.wait()`, or `.then(callback)` when `callback` gives the
-    /// kernel the callback launches (duration, SMs). NCCL's Work marks its CUDA-aware future
-    /// complete as soon as the collective is enqueued, so the callback runs at once on the
-    /// calling thread after the current stream was made to wait for the collective (R12's
-    /// stream dependency, not a host wait): its kernel runs after the collective's.
+    /// `work.get_future().wait()`: the current stream waits on the Work's end event (R12); or,
+    /// with `callback`, `work.get_future().then(callback)`. NCCL's Work marks its CUDA-aware
+    /// future complete when the collective is enqueued, so the callback runs at once on the
+    /// calling thread, on a stream PyTorch takes from its pool, made to wait on the Work's end
+    /// event; the current stream is not. `child` names the future `then` returns: a later
+    /// `wait` on it orders the current stream after the callback's kernel.
     GetFuture {
         work: WorkId,
-        callback: Option<(u64, u32)>,
+        callback: Option<Callback>,
+        child: Option<WorkId>,
     },
     /// `with torch.cuda.stream(s):` for the following ops of this iteration.
     SetStream { stream: StreamId },

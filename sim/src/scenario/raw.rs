@@ -148,6 +148,16 @@ pub struct RawKernel {
     pub sms: Option<Spanned<i64>>,
 }
 
+/// `then = { us, sms, stream }`: the kernel a future's callback launches, and the stream PyTorch
+/// took from its pool to run the callback on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCallback {
+    pub us: Spanned<f64>,
+    pub sms: Option<Spanned<i64>>,
+    pub stream: Spanned<String>,
+}
+
 /// One send or receive of a `batch_isend_irecv = [...]` list.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -205,7 +215,7 @@ pub struct RawOp {
     pub bucket: Option<Spanned<String>>,
     pub result: Option<Spanned<String>>,
     pub peer: Option<Spanned<i64>>,
-    pub then: Option<Spanned<RawKernel>>,
+    pub then: Option<Spanned<RawCallback>>,
 }
 
 #[derive(Debug, Deserialize)]
