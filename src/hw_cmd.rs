@@ -74,9 +74,10 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     )?;
     // A run that a verdict or a dead process ended wrote its Timeline up to there (with the
     // finding); it ends now, whatever the GPU still holds.
-    Ok(u8::from(
-        !report.findings.is_empty() || hw::ended_early(&timeline),
-    ))
+    if hw::ended_early(&timeline) {
+        hw::exit_without_cleanup(1);
+    }
+    Ok(u8::from(!report.findings.is_empty()))
 }
 
 /// Joins one-rank Timelines into one on a common axis (`hw::merge_ranks`).

@@ -82,6 +82,33 @@ impl Drop for Buffer {
     }
 }
 
+/// Eight bytes of page-locked host memory: the target of `.item()`'s copy while a watchdog
+/// runs. A copy to pageable memory blocks the host inside the driver until the stream reached
+/// it, so behind a kernel that never ends the host could never see the watchdog's verdict; a
+/// copy to pinned memory returns at once and the host polls the stream.
+struct PinnedElement(*mut u8);
+
+impl PinnedElement {
+    fn new() -> Result<PinnedElement, HwError> {
+        // SAFETY: a plain page-locked allocation of 8 bytes, freed in drop.
+        let ptr = unsafe { result::malloc_host(8, 0) }.map_err(driver("cuMemHostAlloc"))?;
+        Ok(PinnedElement(ptr.cast()))
+    }
+
+    fn bytes(&mut self, size: usize) -> &mut [u8] {
+        // SAFETY: the allocation holds 8 bytes and `size` is an element's size (at most 8).
+        unsafe { std::slice::from_raw_parts_mut(self.0, size.min(8)) }
+    }
+}
+
+impl Drop for PinnedElement {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from cuMemHostAlloc; no copy into it is pending once the
+        // device is dropped after its final synchronise.
+        let _ = unsafe { result::free_host(self.0.cast()) };
+    }
+}
+
 fn elem(dtype: DType) -> Elem {
     match dtype {
         DType::F32 => Elem::F32,
@@ -123,6 +150,8 @@ pub struct CudaDevice {
     tensor_dtypes: Vec<DType>,
     barrier_buffer: Buffer,
     host_element: Vec<u8>,
+    /// `.item()`'s target while a watchdog runs.
+    pinned_element: Option<PinnedElement>,
     comms: Vec<Option<Arc<Communicator>>>,
     rendezvous: Option<Rendezvous>,
     blocking_wait: bool,
@@ -240,6 +269,7 @@ impl CudaDevice {
             tensor_names: scenario.tensors.iter().map(|t| t.name.clone()).collect(),
             barrier_buffer: Buffer::new(1)?,
             host_element: vec![0; 8],
+            pinned_element: None,
             comms: vec![None; scenario.groups.len()],
             rendezvous,
             blocking_wait: scenario.env.blocking_wait,
@@ -604,11 +634,16 @@ impl Device for CudaDevice {
         let size = self.tensor_dtypes[tensor].size_bytes() as usize;
         let stream = self.stream(stream);
         let ptr = self.tensor_ptr(tensor)?;
-        // SAFETY: a pageable host buffer of `size` bytes and a device buffer at least that big;
-        // a copy to pageable memory returns once staged, then the stream is synchronised (R14).
+        let target = match (&self.watchdog, &mut self.pinned_element) {
+            (None, _) => &mut self.host_element[..size],
+            (Some(_), Some(pinned)) => pinned.bytes(size),
+            (Some(_), none) => none.insert(PinnedElement::new()?).bytes(size),
+        };
+        // SAFETY: a host buffer of `size` bytes and a device buffer at least that big. A copy to
+        // pageable memory returns once staged (R14), one to pinned memory at once; then the
+        // stream is synchronised, by polling while a watchdog runs.
         unsafe {
-            result::memcpy_dtoh_async(&mut self.host_element[..size], ptr, stream)
-                .map_err(driver("cuMemcpyDtoHAsync"))?;
+            result::memcpy_dtoh_async(target, ptr, stream).map_err(driver("cuMemcpyDtoHAsync"))?;
         }
         self.sync_streams(&[stream])
     }

@@ -60,7 +60,7 @@ fn uncertainty_ns(timeline: &Timeline) -> u64 {
 #[test]
 fn every_measured_timeline_parses_and_is_consistent() {
     let mut count = 0;
-    for dir in ["", "x2"] {
+    for dir in ["", "x2", "new_kinds", "faults"] {
         for entry in std::fs::read_dir(data_dir().join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "json") {
@@ -316,4 +316,88 @@ fn a_cache_release_waits_for_the_device_unless_expandable() {
     let host = median(host_ns(&e, "alloc_b"));
     assert!(host < 1_000_000, "expandable alloc_b took {host} ns");
     assert_eq!(e.ranks[0].memory.peak_reserved_bytes, 600 << 20);
+}
+
+/// The op kinds added through the shared lowering, measured on one H200 (tests/data/hw/new_kinds):
+/// `get_future().then` at one rank with real NCCL runs its callback on the pool stream after the
+/// all_reduce, and the optimizer, behind the wait on then()'s future, after the callback; the
+/// point-to-point stand-ins last about the model's α + S/B.
+#[test]
+fn new_kinds_measured_on_the_h200() {
+    let future = load("new_kinds/get_future.r1.json");
+    let slack = uncertainty_ns(&future);
+    let (hook, optimizer) = (op(&future, "hook"), op(&future, "optimizer"));
+    let rank = &future.ranks[0];
+    assert_eq!(rank.streams[1].name, "pool");
+    for record in &rank.collectives {
+        let kernel = |index: u32| {
+            rank.kernels
+                .iter()
+                .find(|k| k.op == index && k.iteration == record.iteration)
+                .expect("one kernel per iteration")
+        };
+        assert_eq!(kernel(hook).stream, 1);
+        assert!(kernel(hook).start_ns + slack >= record.end_ns);
+        assert!(kernel(optimizer).start_ns + slack >= kernel(hook).end_ns);
+    }
+    let all_to_all = load("new_kinds/all_to_all.r1.json");
+    assert_eq!(all_to_all.machine["downscale"], "off");
+    assert_eq!(
+        all_to_all.ranks[0].collectives.len(),
+        2 * all_to_all.scenario.repeat as usize
+    );
+    // Stand-ins of the model's α + S/B: 5 µs + 16 MiB / 450 GB/s and 5 µs + 8 MiB / 450 GB/s;
+    // after the first (cold) iteration the spin kernel adds at most 15 µs of its own start.
+    for (name, model_us) in [("send_recv", 42.28), ("batch_isend_irecv", 23.64)] {
+        let timeline = load(&format!("new_kinds/{name}.json"));
+        for c in timeline.ranks[0].collectives.iter().skip(1) {
+            let us = (c.end_ns - c.kernel_start_ns) as f64 / 1e3;
+            assert!(us >= model_us && us <= model_us + 15.0, "{name}: {us} µs");
+        }
+    }
+}
+
+/// The fault scenarios on one H200 (`--downscale model --timeout-ms 5000`): rank 0's collective
+/// never ends, the real watchdog's verdict comes at the first poll past the 5 s timeout (or the
+/// injected async error's), and the Timeline up to there holds the finding.
+#[test]
+fn fault_runs_end_at_the_watchdogs_verdict() {
+    use sim::timeline::{FindingKind, WatchdogEvent};
+    for (name, kind, event) in [
+        (
+            "hang_10min",
+            FindingKind::WatchdogTimeout,
+            WatchdogEvent::Timeout,
+        ),
+        (
+            "mismatch",
+            FindingKind::WatchdogTimeout,
+            WatchdogEvent::Timeout,
+        ),
+        (
+            "gpu_backlog_timeout",
+            FindingKind::WatchdogTimeout,
+            WatchdogEvent::Timeout,
+        ),
+        (
+            "async_error",
+            FindingKind::AsyncError,
+            WatchdogEvent::AsyncError,
+        ),
+    ] {
+        let timeline = load(&format!("faults/{name}.json"));
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [kind], "{name}");
+        let verdict = timeline
+            .watchdog
+            .iter()
+            .find(|record| record.event == event)
+            .unwrap_or_else(|| panic!("{name}: no verdict"));
+        assert!(
+            (5_000_000_000..6_000_000_000).contains(&verdict.at_ns),
+            "{name}: verdict at {} ns",
+            verdict.at_ns
+        );
+        assert_eq!(timeline.watchdog.last().unwrap().event, WatchdogEvent::Exit);
+    }
 }

@@ -205,3 +205,14 @@ def test_get_future_then_launches_the_callback_kernel_after_the_collective(resol
     assert pool != 0 and all(k["stream"] == pool for k in callback_kernels)
     # The optimizer's wait is on the future then() returned, not on the Work.
     assert names(calls).count("future.wait") == iterations
+
+
+def test_a_send_whose_peer_was_not_launched_is_refused(resolve, interpret):
+    path, scenario = resolve("send_recv")
+    # One process: rank 0 would send to rank 1, which this launch does not run.
+    completed, document, calls = interpret(path, world=1)
+    assert completed.returncode == 2 and document is None
+    assert "needs both processes" in completed.stderr
+    (send,) = [op for op in scenario["ops"] if op["kind"].get("collective") == "send"]
+    assert ":%d:" % send["line"] in completed.stderr
+    assert "init_process_group" not in names(calls)

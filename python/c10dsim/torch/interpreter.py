@@ -160,6 +160,13 @@ class Interpreter:
             if kind["kind"] == "collective" and kind["collective"] not in tl.COLLECTIVE_KINDS:
                 raise Refusal("%s: collective %r is not known to this interpreter" % (
                     self.where(op), kind["collective"]))
+            if kind["kind"] == "collective" and kind["collective"] in ("send", "recv"):
+                pair = self.scenario["groups"][kind["group"]]["ranks"]
+                if any(rank >= self.world for rank in pair):
+                    raise Refusal(
+                        "%s: a %s between ranks %s needs both processes, and this launch runs "
+                        "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
+                            self.where(op), kind["collective"], pair, self.world))
             if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
                     and kind["collective"] in ("broadcast", "all_to_all")):
                 raise Refusal(
