@@ -15,9 +15,12 @@ use crate::plan::{GroupPlan, RankPlan};
 use sim::allocator::MemoryPeaks;
 use sim::lifetime::{AllocStep, Place};
 use sim::pg::faults::{host_effect, CollectiveFate, HostEffect, RankFaults};
-use sim::pg::{work_text, Kernel as SimKernel, NcclCall, ProcessGroupNccl, Step};
+/// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
+/// `%globaltimer`, each block alone on its SM with `own_sm`; or a cuBLAS GEMM).
+pub use sim::pg::Kernel;
+use sim::pg::{work_text, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
-use sim::scenario::{CollectiveKind, DType, Op, Scenario, TensorId};
+use sim::scenario::{CollectiveKind, Op, Scenario, TensorId};
 use sim::timeline::{
     CacheRelease, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, KernelRecord,
     MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, ThreadKind,
@@ -35,26 +38,6 @@ pub type Ev = usize;
 /// events; the executor carries their steps out with real `cuMemAlloc`/`cuMemFree` and a real
 /// device-wide synchronise before a cache release (R17–R20).
 pub type Memory = sim::lifetime::TensorMemory<Ev>;
-
-/// A kernel the executor launches.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Kernel {
-    /// Spin for `duration_ns` by `%globaltimer` on `blocks` blocks; with `own_sm` each block
-    /// takes enough shared memory to be alone on its SM (`kernel {us, sms}`, stand-ins), else it
-    /// is one small block (`gpu_sleep_us`, like `torch.cuda._sleep`).
-    Spin {
-        duration_ns: u64,
-        blocks: u32,
-        own_sm: bool,
-    },
-    /// A cuBLAS GEMM `m×n×k`.
-    Gemm {
-        m: u64,
-        n: u64,
-        k: u64,
-        dtype: DType,
-    },
-}
 
 /// What a communicator is asked to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -624,7 +607,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 jitter,
             } => {
                 let kernel = match kernel {
-                    SimKernel::Spin {
+                    Kernel::Spin {
                         duration_ns,
                         blocks,
                         own_sm,
@@ -634,7 +617,7 @@ impl<'a, D: Device> Executor<'a, D> {
                         own_sm,
                     },
                     // A real GEMM has its own jitter.
-                    SimKernel::Gemm { m, n, k, dtype } => Kernel::Gemm { m, n, k, dtype },
+                    gemm @ Kernel::Gemm { .. } => gemm,
                 };
                 self.kernel(iteration, op_ref, stream, class, kernel)?;
             }
