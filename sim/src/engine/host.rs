@@ -536,9 +536,8 @@ impl Engine<'_> {
             .wait_timeout_ns(rank, collective, own_timeout_ns)
             .expect("a polling wait that times out has a timeout");
         let enqueue_ns = self.enqueue_ns(rank, collective);
-        let op_type = self.op_type(rank, collective);
+        let work = self.work_text(rank, collective, timeout_ns);
         let state = &self.ranks[rank as usize];
-        let record = &state.timeline.collectives[collective as usize];
         let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
         let finding = Finding {
             kind: FindingKind::WaitTimeout,
@@ -547,9 +546,7 @@ impl Engine<'_> {
             op: Some(op.index as OpRef),
             stream: Some(state.timeline.streams[op.stream].name.clone()),
             message: format!(
-                "rank {rank}: WorkNCCL(SeqNum={}, OpType={op_type}, Timeout(ms)={}) timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and the rank's program stopped (R15)",
-                record.seq,
-                timeout_ns / 1_000_000,
+                "rank {rank}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and the rank's program stopped (R15)",
                 op.display_name(),
                 op.line,
             ),

@@ -519,8 +519,11 @@ mod tests {
             .expect("rank 0 raised");
         assert_eq!(finding.kind, FindingKind::WaitTimeout);
         assert_eq!(finding.rank, Some(0));
+        // The Work as PyTorch prints it, the same text the watchdog and hw use: 1 MiB of f32.
         assert!(
-            finding.message.contains("Timeout(ms)=10"),
+            finding.message.contains(
+                "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=10)"
+            ),
             "{}",
             finding.message
         );
