@@ -216,3 +216,19 @@ def test_a_send_whose_peer_was_not_launched_is_refused(resolve, interpret):
     (send,) = [op for op in scenario["ops"] if op["kind"].get("collective") == "send"]
     assert ":%d:" % send["line"] in completed.stderr
     assert "init_process_group" not in names(calls)
+
+
+def test_batch_isend_irecv_sends_and_receives_by_shift_in_one_call(resolve, interpret):
+    path, scenario = resolve("batch_isend_irecv", "cluster.ranks=2")
+    # Rank 0 of two: +1 and -1 are both rank 1.
+    completed, document, calls = interpret(path, world=2)
+    assert completed.returncode == 0, completed.stderr
+    iterations = scenario["warmup"] + scenario["repeat"]
+    batches = [call for call in calls if call[0] == "batch_isend_irecv"]
+    assert len(batches) == iterations
+    assert batches[0][1:] == ["isend:1", "irecv:1"]
+    (op,) = [op for op in scenario["ops"] if op["kind"]["kind"] == "batch_p2p"]
+    records = [c for c in document["ranks"][0]["collectives"] if c["op"] == op["index"]]
+    assert len(records) == iterations and all(c["bytes"] == 8 << 20 for c in records)
+    completed, document, _ = interpret(path, world=1)
+    assert completed.returncode == 2 and "need as many GPUs" in completed.stderr

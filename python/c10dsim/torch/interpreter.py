@@ -167,6 +167,13 @@ class Interpreter:
                         "%s: a %s between ranks %s needs both processes, and this launch runs "
                         "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
                             self.where(op), kind["collective"], pair, self.world))
+            if kind["kind"] == "batch_p2p":
+                members = self.scenario["groups"][kind["group"]]["ranks"]
+                if any(rank >= self.world for rank in members):
+                    raise Refusal(
+                        "%s: batch_isend_irecv exchanges with ranks %s, and this launch runs "
+                        "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
+                            self.where(op), members, self.world))
             if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
                     and kind["collective"] in ("broadcast", "all_to_all")):
                 raise Refusal(
@@ -599,6 +606,31 @@ class Interpreter:
             self.implicit_wait(op, record)
         if kind["work"] is not None and async_op:
             self.works[kind["work"]] = entries
+
+    def op_batch_p2p(self, op, kind, iteration):
+        """``dist.batch_isend_irecv``: a ``P2POp`` per transfer, its peer ``shift`` places along
+        the group; PyTorch issues them in one coalesced NCCL group on the group's
+        communicator, and every Work it returns is that group's."""
+        group_index = kind["group"]
+        members = self.members[group_index]
+        position = members.index(self.rank)
+        p2p_ops = []
+        sizes = {True: 0, False: 0}
+        for transfer in kind["transfers"]:
+            peer = members[(position + transfer["shift"]) % len(members)]
+            call = self.dist.isend if transfer["send"] else self.dist.irecv
+            buffer = self.tensors[transfer["tensor"]][0]
+            p2p_ops.append(self.dist.P2POp(call, buffer, peer, self.groups[group_index]))
+            sizes[transfer["send"]] += self.scenario["tensors"][transfer["tensor"]]["size_bytes"]
+        ready = self.gpu_time(self.current)
+        start = self.clock()
+        works = self.dist.batch_isend_irecv(p2p_ops)
+        end = self.clock()
+        record = self.collective_record(op, iteration, group_index, max(sizes.values()), True,
+                                        start, end, ready)
+        self.host(op, iteration, start, end)
+        if kind["work"] is not None:
+            self.works[kind["work"]] = [(work, record) for work in works]
 
     def op_barrier(self, op, kind, iteration):
         group_index = kind["group"]

@@ -18,6 +18,7 @@ TORCH_CALLS = {
     "all_to_all": "torch.distributed.all_to_all_single",
     "send": "torch.distributed.isend",
     "recv": "torch.distributed.irecv",
+    "batch_isend_irecv": "torch.distributed.batch_isend_irecv",
     "get_future": "Work.get_future",
     "barrier": "torch.distributed.barrier",
     "wait": "Work.wait",
@@ -46,6 +47,8 @@ def op_key(kind):
     """The scenario key of a resolved op kind (``OpKind::key``)."""
     if kind["kind"] == "collective":
         return kind["collective"]
+    if kind["kind"] == "batch_p2p":
+        return "batch_isend_irecv"
     return kind["kind"]
 
 
@@ -85,7 +88,7 @@ def kernel_name(op):
     kernel, so collectives name the collective only."""
     kind = op["kind"]
     key = op_key(kind)
-    if kind["kind"] == "collective":
+    if kind["kind"] in ("collective", "batch_p2p"):
         return "nccl:" + key
     if key == "barrier":
         return "nccl:barrier"

@@ -150,3 +150,16 @@ def _coalescing_manager(group=None, device=None, async_ops=False):
     yield manager
     manager.works.append(_issue("coalesced", group, True))
     _log("coalescing_manager.exit")
+
+
+class P2POp:
+    """One send or receive of a batch, as ``torch.distributed.P2POp`` holds it."""
+
+    def __init__(self, op, tensor, peer, group=None):
+        self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
+
+
+def batch_isend_irecv(p2p_op_list):
+    names = ["%s:%d" % (p.op.__name__, p.peer) for p in p2p_op_list]
+    _log("batch_isend_irecv", *names)
+    return [Work("batch")]
