@@ -148,6 +148,8 @@ pub struct CudaDevice {
     tensor_ptrs: Vec<Option<sys::CUdeviceptr>>,
     tensor_names: Vec<String>,
     tensor_dtypes: Vec<DType>,
+    /// Each tensor's size (all of a list's tensors).
+    tensor_bytes: Vec<u64>,
     barrier_buffer: Buffer,
     host_element: Vec<u8>,
     /// `.item()`'s target while a watchdog runs.
@@ -263,6 +265,9 @@ impl CudaDevice {
             blas,
             gemm_buffers,
             tensor_dtypes: scenario.tensors.iter().map(|t| t.dtype).collect(),
+            tensor_bytes: (0..scenario.tensors.len())
+                .map(|t| scenario.tensor_bytes(t))
+                .collect(),
             segments: Vec::new(),
             released: Vec::new(),
             tensor_ptrs: vec![None; scenario.tensors.len()],
@@ -575,12 +580,29 @@ impl Device for CudaDevice {
         &mut self,
         stream: StreamRef,
         group: &GroupPlan,
-        call: CommCall,
+        call: CommCall<'_>,
     ) -> Result<(), HwError> {
         let comm = self.comms[group.group]
             .as_ref()
             .expect("init_comm ran before the collective");
         let (op, buffer, slice, count, elem) = match call {
+            CommCall::Batch { transfers } => {
+                let size = i64::from(group.comm_size);
+                let mut peers = Vec::with_capacity(transfers.len());
+                for t in transfers {
+                    let dtype = self.tensor_dtypes[t.tensor];
+                    peers.push(nccl::PeerTransfer {
+                        send: t.send,
+                        buffer: self.tensor_ptr(t.tensor)?,
+                        count: (self.tensor_bytes[t.tensor] / dtype.size_bytes()) as usize,
+                        elem: elem(dtype),
+                        peer: (i64::from(group.comm_rank) + t.shift).rem_euclid(size) as u32,
+                    });
+                }
+                // SAFETY: each tensor's buffer holds its elements and lives until the device
+                // drained.
+                return unsafe { comm.enqueue_p2p(self.stream(stream), &peers) };
+            }
             CommCall::Barrier => (nccl::Op::AllReduce, self.barrier_buffer.ptr, 0, 1, Elem::U8),
             CommCall::Collective {
                 collective,
@@ -596,27 +618,27 @@ impl Device for CudaDevice {
                     group.comm_rank,
                     group.comm_size,
                 );
-                let op = match collective {
-                    CollectiveKind::AllReduce => nccl::Op::AllReduce,
-                    CollectiveKind::AllGather => nccl::Op::AllGather,
-                    CollectiveKind::ReduceScatter => nccl::Op::ReduceScatter,
-                    CollectiveKind::Broadcast => nccl::Op::Broadcast,
-                    CollectiveKind::AllToAll => nccl::Op::AllToAll {
-                        peers: group.comm_size,
-                    },
-                    // A pair's communicator has two ranks: the peer is the other one.
-                    CollectiveKind::Send => nccl::Op::Send {
-                        peer: 1 - group.comm_rank,
-                    },
-                    CollectiveKind::Recv => nccl::Op::Recv {
-                        peer: 1 - group.comm_rank,
-                    },
-                    CollectiveKind::BatchP2p => {
-                        return Err(HwError::Unsupported(
-                            "batch_isend_irecv runs on hardware only as a model stand-in".into(),
-                        ))
-                    }
-                };
+                let op =
+                    match collective {
+                        CollectiveKind::AllReduce => nccl::Op::AllReduce,
+                        CollectiveKind::AllGather => nccl::Op::AllGather,
+                        CollectiveKind::ReduceScatter => nccl::Op::ReduceScatter,
+                        CollectiveKind::Broadcast => nccl::Op::Broadcast,
+                        CollectiveKind::AllToAll => nccl::Op::AllToAll {
+                            peers: group.comm_size,
+                        },
+                        // A pair's communicator has two ranks: the peer is the other one.
+                        CollectiveKind::Send => nccl::Op::Send {
+                            peer: 1 - group.comm_rank,
+                        },
+                        CollectiveKind::Recv => nccl::Op::Recv {
+                            peer: 1 - group.comm_rank,
+                        },
+                        CollectiveKind::BatchP2p => return Err(HwError::Unsupported(
+                            "a batch of sends and receives needs its transfers (CommCall::Batch)"
+                                .into(),
+                        )),
+                    };
                 (
                     op,
                     ptr,

@@ -20,7 +20,7 @@ use sim::pg::faults::{host_effect, CollectiveFate, HostEffect, RankFaults};
 pub use sim::pg::Kernel;
 use sim::pg::{work_text, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
-use sim::scenario::{CollectiveKind, Op, Scenario, TensorId};
+use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId};
 use sim::timeline::{
     CacheRelease, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, KernelRecord,
     MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, ThreadKind,
@@ -41,7 +41,7 @@ pub type Memory = sim::lifetime::TensorMemory<Ev>;
 
 /// What a communicator is asked to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommCall {
+pub enum CommCall<'a> {
     Collective {
         collective: CollectiveKind,
         tensor: TensorId,
@@ -50,6 +50,9 @@ pub enum CommCall {
     },
     /// `barrier()`: a 1-element (u8) all_reduce (R14).
     Barrier,
+    /// `batch_isend_irecv`: every transfer's send or receive of its whole tensor, to or from the
+    /// rank `shift` places along the group, in one NCCL group (R25).
+    Batch { transfers: &'a [P2pTransfer] },
 }
 
 /// A Work handed to the watchdog (R10e, R26).
@@ -88,7 +91,7 @@ pub trait Device {
         &mut self,
         stream: StreamRef,
         group: &GroupPlan,
-        call: CommCall,
+        call: CommCall<'_>,
     ) -> Result<(), HwError>;
     /// `.item()`: one element copied to pageable host memory on `stream`, then the stream
     /// synchronised (R14).
@@ -872,13 +875,14 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.device.launch(call.stream, spin)?
             }
             None | Some(StandIn::Nccl) => {
-                let comm_call = match call.tensor {
-                    Some(tensor) => CommCall::Collective {
+                let comm_call = match (&op.kind, call.tensor) {
+                    (OpKind::BatchP2p { transfers, .. }, _) => CommCall::Batch { transfers },
+                    (_, Some(tensor)) => CommCall::Collective {
                         collective: call.kind,
                         tensor,
                         bytes: call.bytes,
                     },
-                    None => CommCall::Barrier,
+                    (_, None) => CommCall::Barrier,
                 };
                 self.device.collective(call.stream, g, comm_call)?
             }
@@ -1063,6 +1067,40 @@ mod tests {
         let log = run_fake_log(text, device, None);
         assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
         log.findings[0].clone()
+    }
+
+    /// A batch of sends and receives is one NCCL call of all its transfers (R25), on the group's
+    /// stream, and the batch's one Work waits as any other.
+    #[test]
+    fn batch_isend_irecv_is_one_call_of_every_transfer() {
+        let text = r#"
+[cluster]
+ranks = 2
+[tensors]
+kv = "1MiB"
+kv_next = "1MiB"
+[[op]]
+batch_isend_irecv = [{ send = "kv", shift = 1 }, { recv = "kv_next", shift = -1 }]
+work = "exchange"
+[[op]]
+wait = "exchange"
+"#;
+        let mut device = FakeDevice::default();
+        let rank = run_fake(text, &mut device).unwrap();
+        let batches: Vec<&String> = device
+            .calls
+            .iter()
+            .filter(|c| c.contains("batch"))
+            .collect();
+        assert_eq!(
+            batches,
+            ["nccl s1 batch [send t0 +1, recv t1 -1] world"],
+            "{:?}",
+            device.calls
+        );
+        assert_eq!(rank.collectives.len(), 1);
+        assert_eq!(rank.collectives[0].bytes, 1 << 20);
+        assert!(rank.collectives[0].wait.is_some());
     }
 
     const ASYNC: &str = r#"

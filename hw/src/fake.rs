@@ -170,11 +170,21 @@ impl Device for FakeDevice {
         &mut self,
         stream: StreamRef,
         group: &GroupPlan,
-        call: CommCall,
+        call: CommCall<'_>,
     ) -> Result<(), HwError> {
         let what = match call {
-            CommCall::Collective { collective, .. } => collective.key(),
-            CommCall::Barrier => "barrier",
+            CommCall::Collective { collective, .. } => collective.key().to_string(),
+            CommCall::Barrier => "barrier".to_string(),
+            CommCall::Batch { transfers } => {
+                let each: Vec<String> = transfers
+                    .iter()
+                    .map(|t| {
+                        let verb = if t.send { "send" } else { "recv" };
+                        format!("{verb} t{} {:+}", t.tensor, t.shift)
+                    })
+                    .collect();
+                format!("batch [{}]", each.join(", "))
+            }
         };
         self.tick(format!("nccl s{stream} {what} {}", group.name));
         Ok(())

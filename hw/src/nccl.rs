@@ -97,6 +97,17 @@ impl Elem {
     }
 }
 
+/// One send or receive of a batch: `count` elements of `elem` at the device pointer `buffer`,
+/// to or from the communicator's rank `peer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerTransfer {
+    pub send: bool,
+    pub buffer: u64,
+    pub count: usize,
+    pub elem: Elem,
+    pub peer: u32,
+}
+
 /// A collective on an in-place buffer (see [`crate::plan::nccl_counts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -140,6 +151,42 @@ impl Communicator {
             aborted: AtomicBool::new(false),
             name: name.to_string(),
         })
+    }
+
+    /// Enqueues sends and receives, each of `count` elements at a device pointer to or from a
+    /// rank of this communicator, in one NCCL group on `stream` (`batch_isend_irecv`).
+    ///
+    /// # Safety
+    /// Every pointer must be a device pointer of this communicator's GPU holding its count, alive
+    /// until the kernel finished; `stream` must be a stream of that GPU.
+    pub unsafe fn enqueue_p2p(
+        &self,
+        stream: CUstream,
+        transfers: &[PeerTransfer],
+    ) -> Result<(), HwError> {
+        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
+        if self.aborted.load(Ordering::Acquire) {
+            return Err(HwError::nccl(
+                "enqueue",
+                format!("communicator {} was aborted by the watchdog", self.name),
+            ));
+        }
+        let stream = stream as sys::cudaStream_t;
+        let grouped = result::group_start().and_then(|_| {
+            for t in transfers {
+                let peer = t.peer as i32;
+                if t.send {
+                    let at = t.buffer as *const c_void;
+                    result::send(at, t.count, t.elem.raw(), peer, *raw, stream)?;
+                } else {
+                    let at = t.buffer as *mut c_void;
+                    result::recv(at, t.count, t.elem.raw(), peer, *raw, stream)?;
+                }
+            }
+            Ok(result::NcclStatus::Success)
+        });
+        let ended = result::group_end();
+        check("ncclGroupEnd", grouped.and(ended))
     }
 
     /// Enqueues one collective on `stream`. `buffer` holds `count` elements per rank's part:

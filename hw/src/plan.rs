@@ -110,19 +110,6 @@ impl RankPlan {
             })
             .sum::<usize>()
             + 2 * delay_kernels;
-        let real_nccl = matches!(layout.stand_in, None | Some(StandIn::Nccl));
-        if let Some(op) = scenario
-            .ops
-            .iter()
-            .find(|op| real_nccl && matches!(op.kind, OpKind::BatchP2p { .. }))
-        {
-            return Err(HwError::Unsupported(format!(
-                "op {} (line {}) is a batch_isend_irecv, which the hardware backend runs only as the one-GPU model stand-in (--downscale model); its real NCCL \
-                 group of sends and receives is not written yet",
-                op.display_name(),
-                op.line
-            )));
-        }
         let total = events_per_iteration.saturating_mul(scenario.repeat as usize);
         if total > MAX_EVENTS {
             return Err(HwError::Unsupported(format!(
@@ -284,39 +271,6 @@ stream = "side"
         let world = plan.group(0);
         assert_eq!((world.comm_rank, world.comm_size), (0, 1));
         assert_eq!(plan.stand_in, Some(StandIn::Model));
-    }
-
-    #[test]
-    fn a_batch_of_sends_and_receives_runs_only_as_the_model_stand_in() {
-        let scenario = scenario(
-            "[cluster]\nranks = 2\n[tensors]\na = \"1MiB\"\nb = \"1MiB\"\n[[op]]\n\
-             batch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n",
-        );
-        let real = Layout {
-            rank: 0,
-            world: 2,
-            device: 0,
-            launched: true,
-            stand_in: None,
-        };
-        let refused = RankPlan::new(&scenario, &real, None).unwrap_err();
-        assert_eq!(refused.exit_code(), 2);
-        assert!(
-            refused.to_string().contains("batch_isend_irecv"),
-            "{refused}"
-        );
-        let model = Layout {
-            world: 1,
-            launched: false,
-            stand_in: Some(StandIn::Model),
-            ..real
-        };
-        assert_eq!(
-            RankPlan::new(&scenario, &model, None)
-                .unwrap()
-                .events_per_iteration,
-            4
-        );
     }
 
     #[test]
