@@ -533,6 +533,25 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_that_times_out_is_named_as_the_coalesced_work_it_is() {
+        // Rank 1 hangs before the batch: rank 0's watchdog catches the batch's one Work.
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\na = \"1MiB\"\nb = \"1MiB\"\n\
+                    [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n\
+                    [[fault]]\nranks = [1]\nat = \"ring\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("b.toml", text).unwrap());
+        let timeout = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
+            .expect("rank 0's watchdog times out");
+        assert!(
+            timeout.message.contains("OpType=COALESCED"),
+            "{}",
+            timeout.message
+        );
+    }
+
+    #[test]
     fn a_wait_that_completes_in_time_does_not_raise() {
         let text = format!(
             "{TWO_RANKS}[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"

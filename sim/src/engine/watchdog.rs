@@ -562,10 +562,10 @@ impl Engine<'_> {
             return kind;
         }
         let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
-        match self.scenario.ops[record.op as usize].kind {
-            OpKind::Collective { collective, .. } => collective,
-            _ => CollectiveKind::AllReduce,
-        }
+        self.scenario.ops[record.op as usize]
+            .kind
+            .collective()
+            .map_or(CollectiveKind::AllReduce, |(kind, _)| kind)
     }
 
     /// The `OpType` of a collective record as issued.
