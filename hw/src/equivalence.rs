@@ -51,7 +51,7 @@ fn both_engines_execute_the_same_steps_for_every_catalogue_scenario() {
             launched: false,
             stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
         };
-        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
         if Executor::<FakeDevice>::refusal(&scenario, &plan).is_some() {
             // Refused on hardware (its snapshot in tests/golden/hw says why): no steps to
             // compare.

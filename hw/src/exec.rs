@@ -300,8 +300,6 @@ struct WorkState {
     /// The NCCL kernel's enqueue: the Work's timeout counts from it (R26).
     enqueue_ns: u64,
     description: String,
-    /// The group's timeout (R26).
-    timeout_ns: u64,
     group: usize,
     iteration: u32,
     op: OpRef,
@@ -984,7 +982,6 @@ impl<'a, D: Device> Executor<'a, D> {
             end,
             enqueue_ns: issued.enqueue_ns,
             description,
-            timeout_ns: g.timeout_ns,
             group: call.group,
             iteration,
             op: op_ref,
@@ -996,14 +993,8 @@ impl<'a, D: Device> Executor<'a, D> {
     /// polls (R15); a poll that finds the timeout (the group's unless given) passed since the
     /// enqueue aborts the communicators and raises (R26's clock; PyTorch's check is
     /// `elapsed >= timeout`).
-    fn poll(
-        &mut self,
-        collective: u32,
-        interval_ns: u64,
-        timeout_ns: Option<u64>,
-    ) -> Result<(), HwError> {
+    fn poll(&mut self, collective: u32, interval_ns: u64, limit_ns: u64) -> Result<(), HwError> {
         let work = &self.works[collective as usize];
-        let limit_ns = timeout_ns.unwrap_or(work.timeout_ns);
         let poll_ns = interval_ns.max(1);
         while !self.device.query(work.end)? {
             let waited_ns = self.device.now_ns().saturating_sub(work.enqueue_ns);
@@ -1038,7 +1029,7 @@ mod tests {
             launched: false,
             stand_in: None,
         };
-        let plan = RankPlan::new(&scenario, &layout, None)?;
+        let plan = RankPlan::new(&scenario, &layout)?;
         let mut executor = Executor::new(&scenario, &plan, device);
         executor.setup()?;
         let log = executor.run()?;
@@ -1055,7 +1046,7 @@ mod tests {
             launched: false,
             stand_in,
         };
-        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
         let mut executor = Executor::new(&scenario, &plan, device);
         executor.setup().unwrap();
         let log = executor.run().unwrap();
@@ -1132,7 +1123,7 @@ is_completed = "w"
             launched: false,
             stand_in: None,
         };
-        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
         let mut device = FakeDevice::default();
         let mut executor = Executor::new(&scenario, &plan, &mut device);
         executor.setup().unwrap();
@@ -1404,7 +1395,7 @@ wait = "w"
                 launched: false,
                 stand_in: Some(stand_in),
             };
-            let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+            let plan = RankPlan::new(&scenario, &layout).unwrap();
             let mut device = FakeDevice::default();
             Executor::new(&scenario, &plan, &mut device).run().unwrap();
             assert!(device.calls.contains(&expected), "{:?}", device.calls);
@@ -1468,7 +1459,7 @@ iterations = [1]
                     launched: false,
                     stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
                 };
-                let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+                let plan = RankPlan::new(&scenario, &layout).unwrap();
                 if Executor::<FakeDevice>::refusal(&scenario, &plan).is_some() {
                     continue;
                 }

@@ -59,7 +59,7 @@ fn call_log(path: &Path, text: &str) -> String {
         stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
     };
     let mut out = String::new();
-    let plan = match RankPlan::new(&scenario, &layout, None) {
+    let plan = match RankPlan::new(&scenario, &layout) {
         Ok(plan) => plan,
         Err(error) => {
             writeln!(out, "refused: {error}").unwrap();

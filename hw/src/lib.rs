@@ -96,7 +96,20 @@ pub fn probe() -> Result<DeviceReport, HwError> {
 pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline, HwError> {
     let report = probe()?;
     let layout = Layout::resolve(scenario.cluster.ranks, options, report.devices.len())?;
-    let plan = plan::RankPlan::new(scenario, &layout, options.timeout_ns)?;
+    let timed;
+    let scenario = match options.timeout_ns {
+        None => scenario,
+        Some(timeout_ns) => {
+            // `--timeout-ms`: every group's timeout, for the watchdog and blocking wait alike.
+            let mut copy = scenario.clone();
+            copy.groups
+                .iter_mut()
+                .for_each(|g| g.timeout_ns = timeout_ns);
+            timed = copy;
+            &timed
+        }
+    };
+    let plan = plan::RankPlan::new(scenario, &layout)?;
     if let Some(refusal) = exec::Executor::<cuda::CudaDevice>::refusal(scenario, &plan) {
         return Err(refusal);
     }

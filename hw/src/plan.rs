@@ -42,12 +42,9 @@ pub struct RankPlan {
 }
 
 impl RankPlan {
-    /// `timeout_ns` overrides every group's timeout.
-    pub fn new(
-        scenario: &Scenario,
-        layout: &Layout,
-        timeout_ns: Option<u64>,
-    ) -> Result<RankPlan, HwError> {
+    /// The plan of `layout`'s rank (the groups' timeouts are the scenario's: `--timeout-ms` is
+    /// applied to the scenario first, so that the lowering's waits see it too).
+    pub fn new(scenario: &Scenario, layout: &Layout) -> Result<RankPlan, HwError> {
         let rank = layout.rank;
         let mut streams: Vec<StreamInfo> = scenario
             .streams
@@ -88,7 +85,7 @@ impl RankPlan {
                 },
                 stream: (streams.len() - 1) as StreamRef,
                 eager_init: declared.eager_init,
-                timeout_ns: timeout_ns.unwrap_or(declared.timeout_ns),
+                timeout_ns: declared.timeout_ns,
             }));
         }
         // The parser restricts a subgroup's collectives to its members, so every collective
@@ -239,7 +236,7 @@ stream = "side"
             launched: true,
             stand_in: None,
         };
-        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
         let names: Vec<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["default", "side", "nccl:world", "nccl:pair"]);
         assert!(plan.streams[1].high_priority);
@@ -250,7 +247,7 @@ stream = "side"
         assert_eq!(plan.events_per_iteration, 4 + 1 + 4 + 1);
 
         // Rank 2 is not in `pair` and does not run the all_gather (ranks = [0, 1]).
-        let rank2 = RankPlan::new(&scenario, &Layout { rank: 2, ..layout }, None).unwrap();
+        let rank2 = RankPlan::new(&scenario, &Layout { rank: 2, ..layout }).unwrap();
         assert!(rank2.groups[1].is_none());
         assert_eq!(rank2.streams.len(), 3);
     }
@@ -267,7 +264,7 @@ stream = "side"
             1,
         )
         .unwrap();
-        let plan = RankPlan::new(&scenario, &layout, None).unwrap();
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
         let world = plan.group(0);
         assert_eq!((world.comm_rank, world.comm_size), (0, 1));
         assert_eq!(plan.stand_in, Some(StandIn::Model));
@@ -295,7 +292,7 @@ group = "solo"
             1,
         )
         .unwrap();
-        let plan = RankPlan::new(&scenario(text), &layout, None).unwrap();
+        let plan = RankPlan::new(&scenario(text), &layout).unwrap();
         assert!(plan.groups[1].is_none());
         assert_eq!(plan.events_per_iteration, 0, "rank 0 does not run the op");
     }

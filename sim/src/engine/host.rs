@@ -478,18 +478,10 @@ impl Engine<'_> {
     /// Blocking wait (R15) or `wait(timeout)`: the host polls until the end event fired,
     /// raising at the first poll at or after the timeout counted from the enqueue (R26's clock,
     /// checked by the main thread).
-    fn poll(
-        &mut self,
-        rank: u32,
-        collective: u32,
-        end: Slot,
-        interval_ns: u64,
-        own_timeout_ns: Option<u64>,
-    ) {
+    fn poll(&mut self, rank: u32, collective: u32, end: Slot, interval_ns: u64, timeout_ns: u64) {
         let end = self.instance(rank, end);
         // The polling host returns only once the end event passed.
         self.ranks[rank as usize].race.host_waits(end);
-        let timeout_ns = self.wait_timeout_ns(rank, collective, own_timeout_ns);
         let enqueue_ns = self.enqueue_ns(rank, collective);
         let state = &mut self.ranks[rank as usize];
         if state.fired_ns[end as usize] != NEVER {
@@ -498,21 +490,16 @@ impl Engine<'_> {
         }
         state.waiters.entry(end).or_default().push(Waiter::Host);
         let host_ns = state.host_ns;
-        let deadline_ns = match timeout_ns {
-            Some(timeout_ns) => next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns),
-            None => NEVER,
-        };
+        let deadline_ns = next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns);
         state.blocked = Blocked::Polling {
             first_poll_ns: host_ns,
             poll_ns: interval_ns,
             deadline_ns,
             collective,
-            own_timeout_ns,
+            timeout_ns,
         };
-        if deadline_ns != NEVER {
-            let generation = state.generation;
-            self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
-        }
+        let generation = state.generation;
+        self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
     }
 
     /// `wait(timeout)` or blocking wait past the timeout: the main thread raises (R15) and the
@@ -522,7 +509,7 @@ impl Engine<'_> {
         let state = &self.ranks[rank as usize];
         let Blocked::Polling {
             collective,
-            own_timeout_ns,
+            timeout_ns,
             ..
         } = state.blocked
         else {
@@ -532,9 +519,6 @@ impl Engine<'_> {
             return;
         }
         let op = &self.scenario.ops[state.blocked_op];
-        let timeout_ns = self
-            .wait_timeout_ns(rank, collective, own_timeout_ns)
-            .expect("a polling wait that times out has a timeout");
         let enqueue_ns = self.enqueue_ns(rank, collective);
         let work = self.work_text(rank, collective, timeout_ns);
         let state = &self.ranks[rank as usize];

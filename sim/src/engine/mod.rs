@@ -115,7 +115,7 @@ enum Blocked {
         poll_ns: u64,
         deadline_ns: u64,
         collective: u32,
-        own_timeout_ns: Option<u64>,
+        timeout_ns: u64,
     },
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,

@@ -541,20 +541,6 @@ impl Engine<'_> {
         self.schedule_step(rank, group, WatchdogStep::StoreTimeout, at_ns);
     }
 
-    /// The timeout of a polling `wait()`: its own, or under blocking wait the group's (R15).
-    pub(super) fn wait_timeout_ns(
-        &self,
-        rank: u32,
-        collective: u32,
-        own: Option<u64>,
-    ) -> Option<u64> {
-        if own.is_some() || !self.scenario.env.blocking_wait {
-            return own;
-        }
-        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
-        Some(self.scenario.groups[group as usize].timeout_ns)
-    }
-
     /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
     /// its all_reduce).
     fn issued_kind(&self, rank: u32, collective: u32) -> CollectiveKind {

@@ -45,7 +45,8 @@ pub struct ProcessGroupNccl {
     /// Per group: whether the communicator exists (eager init, or an earlier collective).
     initialised: Vec<bool>,
     next_slot: Slot,
-    collectives: u32,
+    /// Per collective record: its group (a wait's timeout defaults to the group's).
+    collective_groups: Vec<GroupId>,
     /// Latest slot of each named event.
     event_slot: Vec<Option<Slot>>,
     /// Latest (collective record, end event) of each named Work.
@@ -77,7 +78,7 @@ impl ProcessGroupNccl {
             group_seq: vec![0; scenario.groups.len()],
             initialised: scenario.groups.iter().map(|g| g.eager_init).collect(),
             next_slot: 0,
-            collectives: 0,
+            collective_groups: Vec::new(),
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             perturbations_by_op,
@@ -408,8 +409,8 @@ impl ProcessGroupNccl {
         } else {
             1.0
         };
-        let collective = self.collectives;
-        self.collectives += 1;
+        let collective = self.collective_groups.len() as u32;
+        self.collective_groups.push(group);
         out.push(Step::Nccl(NcclCall {
             collective,
             group,
@@ -507,12 +508,14 @@ impl ProcessGroupNccl {
             cost_ns: scenario.host.wait_ns,
         });
         out.push(Step::ReleaseOnWait { collective });
-        if let Some(timeout_ns) = poll {
+        if let Some(own_timeout_ns) = poll {
+            // R15: `wait(timeout)`'s own timeout, else the group's (blocking wait).
+            let group = self.collective_groups[collective as usize];
             out.push(Step::Poll {
                 collective,
                 end,
                 interval_ns: scenario.host.blocking_wait_poll_ns,
-                timeout_ns,
+                timeout_ns: own_timeout_ns.unwrap_or(scenario.groups[group].timeout_ns),
             });
         }
     }
@@ -722,10 +725,12 @@ work = "w"
 
     #[test]
     fn blocking_wait_and_a_timeout_poll_r15() {
+        // Blocking wait polls until the group's timeout (600 s by default); wait(timeout) until
+        // its own.
         let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{ASYNC}"));
-        assert!(blocking.contains(&"poll c0 e1 every 1000000ns timeout None".to_string()));
+        assert!(blocking.contains(&"poll c0 e1 every 1000000ns timeout 600000000000ns".to_string()));
         let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5"));
-        assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout Some(2500000)".to_string()));
+        assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout 2500000ns".to_string()));
         assert!(!lowered(ASYNC).iter().any(|s| s.starts_with("poll")));
     }
 

@@ -116,12 +116,13 @@ pub enum Step {
     /// After the stream wait the Work lets go of its stashed tensors (R18).
     ReleaseOnWait { collective: u32 },
     /// Blocking wait or `wait(timeout)`: the host polls `is_completed()` every `interval_ns`
-    /// and raises once `timeout_ns` (the group's when `None`) passed since the enqueue (R15).
+    /// and raises once `timeout_ns` (the wait's own, else the group's) passed since the enqueue
+    /// (R15).
     Poll {
         collective: u32,
         end: Slot,
         interval_ns: u64,
-        timeout_ns: Option<u64>,
+        timeout_ns: u64,
     },
     /// `wait()` returns (the end of its wait record).
     WaitReturn { collective: u32 },
@@ -228,7 +229,7 @@ impl fmt::Display for Step {
                 timeout_ns,
             } => write!(
                 f,
-                "poll c{collective} e{end} every {interval_ns}ns timeout {timeout_ns:?}"
+                "poll c{collective} e{end} every {interval_ns}ns timeout {timeout_ns}ns"
             ),
             Step::WaitReturn { collective } => write!(f, "wait_return c{collective}"),
             Step::Query { slot, cost_ns } => write!(f, "query e{slot} +{cost_ns}ns"),
