@@ -8,9 +8,7 @@
 //! abort) stops rank 0 in the simulation, the simulator's steps are compared up to there.
 
 use crate::exec::Executor;
-use crate::fake::FakeDevice;
-use crate::options::{Layout, StandIn};
-use crate::plan::RankPlan;
+use crate::fake::{rank0_plan, FakeDevice};
 use std::path::{Path, PathBuf};
 
 fn catalogue() -> Vec<PathBuf> {
@@ -44,14 +42,7 @@ fn both_engines_execute_the_same_steps_for_every_catalogue_scenario() {
         let text = std::fs::read_to_string(path).unwrap();
         let scenario = sim::scenario::parse(&path.to_string_lossy(), &text)
             .unwrap_or_else(|error| panic!("{error}"));
-        let layout = Layout {
-            rank: 0,
-            world: 1,
-            device: 0,
-            launched: false,
-            stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
-        };
-        let plan = RankPlan::new(&scenario, &layout).unwrap();
+        let plan = rank0_plan(&scenario).unwrap();
         if Executor::<FakeDevice>::refusal(&scenario, &plan).is_some() {
             // Refused on hardware (its snapshot in tests/golden/hw says why): no steps to
             // compare.

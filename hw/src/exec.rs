@@ -1452,14 +1452,7 @@ iterations = [1]
                 let text = std::fs::read_to_string(&path).unwrap();
                 let scenario = sim::scenario::parse(&path.to_string_lossy(), &text)
                     .unwrap_or_else(|e| panic!("{e}"));
-                let layout = Layout {
-                    rank: 0,
-                    world: 1,
-                    device: 0,
-                    launched: false,
-                    stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
-                };
-                let plan = RankPlan::new(&scenario, &layout).unwrap();
+                let plan = crate::fake::rank0_plan(&scenario).unwrap();
                 if Executor::<FakeDevice>::refusal(&scenario, &plan).is_some() {
                     continue;
                 }

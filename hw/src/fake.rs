@@ -5,8 +5,10 @@
 
 use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
-use crate::plan::GroupPlan;
+use crate::options::{Layout, StandIn};
+use crate::plan::{GroupPlan, RankPlan};
 use sim::lifetime::Place;
+use sim::scenario::Scenario;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
 use std::collections::{HashSet, VecDeque};
@@ -230,4 +232,18 @@ impl Device for FakeDevice {
         let at = place.map(|p| format!("s{}+{}", p.segment, p.offset_bytes));
         self.memory_calls.push(format!("bind t{tensor} {at:?}"));
     }
+}
+
+/// The plan of rank 0 of `scenario` on one fake GPU: a scenario of several ranks runs as the
+/// one-GPU model stand-in, as `c10dsim hw --downscale model` runs it (the golden snapshots, the
+/// engine-equivalence test and the executor's catalogue test all use it).
+pub fn rank0_plan(scenario: &Scenario) -> Result<RankPlan, HwError> {
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
+    };
+    RankPlan::new(scenario, &layout)
 }

@@ -8,9 +8,7 @@
 //! of all of them, so that a change past the shown part shows too.
 
 use crate::exec::Executor;
-use crate::fake::FakeDevice;
-use crate::options::{Layout, StandIn};
-use crate::plan::RankPlan;
+use crate::fake::{rank0_plan, FakeDevice};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -51,15 +49,8 @@ fn section(out: &mut String, title: &str, lines: &[String]) {
 fn call_log(path: &Path, text: &str) -> String {
     let scenario = sim::scenario::parse(&path.to_string_lossy(), text)
         .unwrap_or_else(|error| panic!("{error}"));
-    let layout = Layout {
-        rank: 0,
-        world: 1,
-        device: 0,
-        launched: false,
-        stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
-    };
     let mut out = String::new();
-    let plan = match RankPlan::new(&scenario, &layout) {
+    let plan = match rank0_plan(&scenario) {
         Ok(plan) => plan,
         Err(error) => {
             writeln!(out, "refused: {error}").unwrap();
