@@ -18,6 +18,29 @@ fn python_available() -> bool {
         .is_ok_and(|output| output.status.success())
 }
 
+/// `c10dsim torch SCENARIO --timeline …` against the fake torch, with `env` set: the command's
+/// output and the Timeline it wrote.
+fn torch_with_fake_torch(
+    scenario: &str,
+    tag: &str,
+    env: &[(&str, &str)],
+) -> (std::process::Output, Timeline) {
+    let out = std::env::temp_dir().join(format!("c10dsim-torch-{tag}-{}.json", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", scenario, "--timeline"])
+        .arg(&out)
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "python3")
+        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs");
+    let text = std::fs::read_to_string(&out)
+        .unwrap_or_else(|error| panic!("no Timeline ({error}): {}", stderr(&output)));
+    std::fs::remove_file(&out).ok();
+    (output, serde_json::from_str(&text).expect("a Timeline"))
+}
+
 #[test]
 fn resolve_prints_the_scenario_both_engines_read() {
     let output = c10dsim(&[
@@ -96,24 +119,13 @@ fn torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts() {
         eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
         return;
     }
-    let out = std::env::temp_dir().join(format!("c10dsim-torch-e2e-{}.json", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["torch", "scenarios/overlap_bench.toml", "--timeline"])
-        .arg(&out)
-        .current_dir(repo())
-        .env("C10DSIM_PYTHON", "python3")
-        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
-        .output()
-        .expect("the binary runs");
+    let (output, timeline) = torch_with_fake_torch("scenarios/overlap_bench.toml", "e2e", &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("running it at cluster.ranks = 1"),
         "{}",
         stderr(&output)
     );
-    let text = std::fs::read_to_string(&out).expect("the Timeline was written");
-    std::fs::remove_file(&out).ok();
-    let timeline: Timeline = serde_json::from_str(&text).expect("a Timeline");
     assert_eq!(timeline.source, Source::Torch);
     assert_eq!(timeline.scenario.ranks, 1);
     assert_eq!(timeline.machine["device"], "Fake GPU");
@@ -137,19 +149,8 @@ fn a_killed_rank_is_an_outcome_with_its_exit_recorded() {
         eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
         return;
     }
-    let out = std::env::temp_dir().join(format!("c10dsim-torch-kill-{}.json", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["torch", "scenarios/rank0_crash_init.toml", "--timeline"])
-        .arg(&out)
-        .current_dir(repo())
-        .env("C10DSIM_PYTHON", "python3")
-        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
-        .output()
-        .expect("the binary runs");
+    let (output, timeline) = torch_with_fake_torch("scenarios/rank0_crash_init.toml", "kill", &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let text = std::fs::read_to_string(&out).expect("the Timeline was written");
-    std::fs::remove_file(&out).ok();
-    let timeline: Timeline = serde_json::from_str(&text).expect("a Timeline");
     let events: Vec<WatchdogEvent> = timeline.watchdog.iter().map(|r| r.event).collect();
     assert_eq!(events, [WatchdogEvent::Fault, WatchdogEvent::Exit]);
     assert_eq!(timeline.machine["exit_status"], "-9");
@@ -163,21 +164,13 @@ fn pytorch_s_watchdog_log_lines_become_records_and_a_finding() {
         eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
         return;
     }
-    let out = std::env::temp_dir().join(format!("c10dsim-torch-log-{}.json", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["torch", "scenarios/lifetime_peak.toml", "--timeline"])
-        .arg(&out)
-        .current_dir(repo())
-        .env("C10DSIM_PYTHON", "python3")
-        .env("PYTHONPATH", repo().join("python/tests/fake_torch"))
-        .env("FAKE_TORCH_LOG_TIMEOUT", "1")
-        .output()
-        .expect("the binary runs");
+    let (output, timeline) = torch_with_fake_torch(
+        "scenarios/lifetime_peak.toml",
+        "log",
+        &[("FAKE_TORCH_LOG_TIMEOUT", "1")],
+    );
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("Watchdog caught collective operation timeout"));
-    let text = std::fs::read_to_string(&out).expect("the Timeline was written");
-    std::fs::remove_file(&out).ok();
-    let timeline: Timeline = serde_json::from_str(&text).expect("a Timeline");
     let [record] = timeline.watchdog.as_slice() else {
         panic!("one record expected: {:?}", timeline.watchdog)
     };
