@@ -153,6 +153,18 @@ impl Communicator {
         })
     }
 
+    /// The communicator's handle, held for an enqueue, unless the watchdog aborted it.
+    fn live(&self) -> Result<std::sync::MutexGuard<'_, sys::ncclComm_t>, HwError> {
+        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
+        if self.aborted.load(Ordering::Acquire) {
+            return Err(HwError::nccl(
+                "enqueue",
+                format!("communicator {} was aborted by the watchdog", self.name),
+            ));
+        }
+        Ok(raw)
+    }
+
     /// Enqueues sends and receives, each of `count` elements at a device pointer to or from a
     /// rank of this communicator, in one NCCL group on `stream` (`batch_isend_irecv`).
     ///
@@ -164,13 +176,7 @@ impl Communicator {
         stream: CUstream,
         transfers: &[PeerTransfer],
     ) -> Result<(), HwError> {
-        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
-        if self.aborted.load(Ordering::Acquire) {
-            return Err(HwError::nccl(
-                "enqueue",
-                format!("communicator {} was aborted by the watchdog", self.name),
-            ));
-        }
+        let raw = self.live()?;
         let stream = stream as sys::cudaStream_t;
         let grouped = result::group_start().and_then(|_| {
             for t in transfers {
@@ -205,13 +211,7 @@ impl Communicator {
         count: usize,
         elem: Elem,
     ) -> Result<(), HwError> {
-        let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
-        if self.aborted.load(Ordering::Acquire) {
-            return Err(HwError::nccl(
-                "enqueue",
-                format!("communicator {} was aborted by the watchdog", self.name),
-            ));
-        }
+        let raw = self.live()?;
         let stream = stream as sys::cudaStream_t;
         let whole = buffer as *mut c_void;
         let part = slice as *mut c_void;
