@@ -5,7 +5,7 @@
 use crate::util::{load, run_with, scenarios_dir};
 use crate::{faults, lifetime};
 use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
-use sim::timeline::Timeline;
+use sim::timeline::{KernelRecord, OpInfo, RankTimeline, Timeline};
 
 /// Checks a scenario's outcome from its Timeline and report.
 type Check = fn(&Timeline, &Report);
@@ -377,6 +377,29 @@ fn kernel_start_ns(timeline: &Timeline, op: &str) -> u64 {
         .start_ns
 }
 
+/// The op named `name` in the Timeline's op table.
+fn op_named<'t>(timeline: &'t Timeline, name: &str) -> &'t OpInfo {
+    timeline
+        .ops
+        .iter()
+        .find(|op| op.name == name)
+        .unwrap_or_else(|| panic!("no op {name}"))
+}
+
+/// The kernel op `op` launched on `rank` in `iteration`.
+fn kernel_of(rank: &RankTimeline, op: &OpInfo, iteration: u32) -> KernelRecord {
+    *rank
+        .kernels
+        .iter()
+        .find(|k| k.op == op.index && k.iteration == iteration)
+        .unwrap_or_else(|| {
+            panic!(
+                "rank {}: no kernel of {} in iteration {iteration}",
+                rank.rank, op.name
+            )
+        })
+}
+
 /// all_to_all on 8 ranks of one node: (n−1)·α + (n−1)/n · S/B = 7·5 µs + 7/8 · 32 MiB / 450
 /// GB/s, for the dispatch and the combine alike; the dispatch's Work is not complete when wait()
 /// returns (R12: a stream dependency), and the expert kernel starts only after the dispatch ended.
@@ -391,19 +414,16 @@ fn check_all_to_all(timeline: &Timeline, report: &Report) {
         );
     }
     assert_eq!(collective(report, "dispatch").completed_at_wait, Some(0.0));
-    let kernel_name = timeline.ops.iter().find(|op| op.name == "dispatch");
+    let dispatch = op_named(timeline, "dispatch");
     assert_eq!(
-        kernel_name.and_then(|op| op.kernel_name.as_deref()),
+        dispatch.kernel_name.as_deref(),
         Some("ncclDevKernel_SendRecv")
     );
+    let expert = op_named(timeline, "expert");
     for rank in &timeline.ranks {
-        for record in rank.collectives.iter().filter(|c| c.op == 1) {
-            let expert = rank
-                .kernels
-                .iter()
-                .find(|k| k.op == 4 && k.iteration == record.iteration)
-                .expect("the expert kernel of every iteration");
-            assert!(expert.start_ns >= record.end_ns, "rank {}", rank.rank);
+        for record in rank.collectives.iter().filter(|c| c.op == dispatch.index) {
+            let kernel = kernel_of(rank, expert, record.iteration);
+            assert!(kernel.start_ns >= record.end_ns, "rank {}", rank.rank);
         }
     }
 }
@@ -421,7 +441,7 @@ fn check_send_recv(timeline: &Timeline, report: &Report) {
         "recv",
     );
     assert_eq!(timeline.scenario.groups, ["world", "p2p:0:1"]);
-    let op = |name: &str| timeline.ops.iter().find(|op| op.name == name).unwrap();
+    let op = |name: &str| op_named(timeline, name);
     assert_eq!(
         op("send_act").kernel_name.as_deref(),
         Some("ncclDevKernel_SendRecv")
@@ -446,11 +466,7 @@ fn check_send_recv(timeline: &Timeline, report: &Report) {
     }
     let rank1 = &timeline.ranks[1];
     for record in &rank1.collectives {
-        let forward = rank1
-            .kernels
-            .iter()
-            .find(|k| k.op == op("forward_1").index && k.iteration == record.iteration)
-            .expect("a forward GEMM per iteration");
+        let forward = kernel_of(rank1, op("forward_1"), record.iteration);
         assert!(forward.start_ns >= record.end_ns);
     }
 }
@@ -469,24 +485,19 @@ fn check_get_future(timeline: &Timeline, report: &Report) {
         0.01,
         "ar",
     );
-    let op = |name: &str| timeline.ops.iter().find(|op| op.name == name).unwrap();
+    let op = |name: &str| op_named(timeline, name);
     assert_eq!(op("hook").host_name, "Future.then");
     for rank in &timeline.ranks {
         for call in rank.host.iter().filter(|c| c.op == op("hook").index) {
             assert_eq!(call.end_ns - call.start_ns, 9_000, "rank {}", rank.rank);
         }
         for record in &rank.collectives {
-            let kernel_of = |name: &str| {
-                rank.kernels
-                    .iter()
-                    .find(|k| k.op == op(name).index && k.iteration == record.iteration)
-                    .expect("one kernel per iteration")
-            };
-            let hook = kernel_of("hook");
+            let kernel = |name: &str| kernel_of(rank, op(name), record.iteration);
+            let hook = kernel("hook");
             assert_eq!(hook.start_ns, record.end_ns, "rank {}", rank.rank);
             assert_eq!(hook.stream, 1, "the pool stream");
-            assert!(kernel_of("backward_gemm").end_ns < record.end_ns);
-            assert!(kernel_of("optimizer").start_ns >= hook.end_ns);
+            assert!(kernel("backward_gemm").end_ns < record.end_ns);
+            assert!(kernel("optimizer").start_ns >= hook.end_ns);
         }
     }
     assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
@@ -515,7 +526,7 @@ fn check_batch_isend_irecv(timeline: &Timeline, report: &Report) {
         "ring",
     );
     assert_eq!(timeline.scenario.groups, ["world"]);
-    let op = |name: &str| timeline.ops.iter().find(|op| op.name == name).unwrap();
+    let op = |name: &str| op_named(timeline, name);
     assert_eq!(
         op("ring_step").kernel_name.as_deref(),
         Some("ncclDevKernel_SendRecv")
@@ -532,11 +543,7 @@ fn check_batch_isend_irecv(timeline: &Timeline, report: &Report) {
             rank.rank
         );
         for record in &rank.collectives {
-            let next = rank
-                .kernels
-                .iter()
-                .find(|k| k.op == op("attention_next").index && k.iteration == record.iteration)
-                .expect("one GEMM per iteration");
+            let next = kernel_of(rank, op("attention_next"), record.iteration);
             assert!(next.start_ns >= record.end_ns, "rank {}", rank.rank);
         }
     }
