@@ -5,7 +5,7 @@
 use crate::Failure;
 use analysis::calibrate::{self, CalibrationRun, Profile, ProfileMode};
 use analysis::diff::{self, DiffOptions};
-use sim::scenario::Scenario;
+use sim::scenario::{Override, Scenario};
 use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
 
@@ -149,36 +149,52 @@ pub fn resolve_machine(
 }
 
 /// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the
-/// path the Timeline records) or `RUN.json=SCENARIO.toml`.
-fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf), Failure> {
+/// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`.
+fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
     let (run, scenario) = match argument.split_once('=') {
         Some((run, scenario)) => (PathBuf::from(run), Some(PathBuf::from(scenario))),
         None => (PathBuf::from(argument), None),
     };
     let timeline = read_timeline(&run)?;
-    let scenario_path = match scenario {
-        Some(path) => path,
-        None => {
-            let stem = run.file_stem().unwrap_or_default().to_string_lossy();
-            let beside = run
-                .parent()
-                .unwrap_or(Path::new(""))
-                .join("scenarios")
-                .join(format!("{stem}.toml"));
-            [beside, PathBuf::from(&timeline.scenario.path)]
-                .into_iter()
-                .find(|p| p.is_file())
-                .ok_or_else(|| {
-                    Failure::input(format!(
-                        "{}: its scenario is neither scenarios/{stem}.toml beside it nor {}; \
-                         name it as RUN.json=SCENARIO.toml",
-                        run.display(),
-                        timeline.scenario.path
-                    ))
-                })?
-        }
+    if let Some(path) = scenario {
+        return Ok((timeline, path, Vec::new()));
+    }
+    let stem = run.file_stem().unwrap_or_default().to_string_lossy();
+    let beside = run
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join("scenarios")
+        .join(format!("{stem}.toml"));
+    if beside.is_file() {
+        return Ok((timeline, beside, Vec::new()));
+    }
+    let (recorded, overrides) = recorded_invocation(&timeline.scenario.path)?;
+    if !recorded.is_file() {
+        return Err(Failure::input(format!(
+            "{}: its scenario is neither scenarios/{stem}.toml beside it nor {}; \
+             name it as RUN.json=SCENARIO.toml",
+            run.display(),
+            timeline.scenario.path
+        )));
+    }
+    Ok((timeline, recorded, overrides))
+}
+
+/// The scenario file and `--set`s of a Timeline's `scenario.path` (`FILE [--set K=V --set …]`,
+/// as `load` shows a scenario read with overrides).
+pub fn recorded_invocation(path: &str) -> Result<(PathBuf, Vec<Override>), Failure> {
+    let Some((file, sets)) = path.split_once(" [--set ") else {
+        return Ok((PathBuf::from(path), Vec::new()));
     };
-    Ok((timeline, scenario_path))
+    let overrides = sets
+        .trim_end_matches(']')
+        .split(" --set ")
+        .map(|text| {
+            Override::parse(text)
+                .map_err(|e| Failure::input(format!("{path}: recorded --set {text:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((PathBuf::from(file), overrides))
 }
 
 /// `c10dsim calibrate RUNS… -o profile.toml`: prints each fitted value with its residual and
@@ -194,8 +210,8 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let inputs = runs
         .iter()
         .map(|run| {
-            let (timeline, path) = calibration_input(run)?;
-            Ok((timeline, crate::load(&path, &[])?))
+            let (timeline, path, overrides) = calibration_input(run)?;
+            Ok((timeline, crate::load(&path, &overrides)?))
         })
         .collect::<Result<Vec<(Timeline, Scenario)>, Failure>>()?;
     // Read before fitting: a bad held-out argument fails before anything is written.
@@ -239,8 +255,8 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let mut diffs = Vec::new();
-    for (measured, path) in &held_out {
-        let scenario = crate::load_on(path, &[], Some(output))?;
+    for (measured, path, overrides) in &held_out {
+        let scenario = crate::load_on(path, overrides, Some(output))?;
         let simulated = sim::engine::simulate(&scenario);
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }

@@ -148,9 +148,17 @@ enum Command {
         /// Folder of `c10dsim torch` Timelines named `<scenario>.run<k>.json`.
         #[arg(long, default_value = "tests/data/torch")]
         torch: PathBuf,
-        /// Folder of `hw` Timelines named `<scenario>.json`.
-        #[arg(long, default_value = "tests/data/hw")]
+        /// Folder of `hw` Timelines named `<scenario>.json`, measured at the PyTorch runs' world
+        /// size without stand-ins.
+        #[arg(long, default_value = "tests/data/hw/world1")]
         hw: PathBuf,
+        /// Simulate on this machine profile (`--machine` of `run`).
+        #[arg(
+            long,
+            value_name = "PROFILE.toml",
+            default_value = "profiles/h200-torch.toml"
+        )]
+        machine: PathBuf,
         /// Write Markdown here, replacing what follows the generated-part marker.
         #[arg(short, long, value_name = "OUT.md")]
         output: Option<PathBuf>,
@@ -350,9 +358,12 @@ fn main() -> ExitCode {
             json,
             timeline: timeline.as_deref(),
         }),
-        Command::Fidelity { torch, hw, output } => {
-            torch_cmd::fidelity(&torch, &hw, output.as_deref())
-        }
+        Command::Fidelity {
+            torch,
+            hw,
+            machine,
+            output,
+        } => torch_cmd::fidelity(&torch, &hw, &machine, output.as_deref()),
         Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
         Command::Bench {
             ranks,
@@ -434,7 +445,7 @@ fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failu
 }
 
 /// [`load`], then the scenario's `machine` profile and `--machine` (docs/diff.md).
-fn load_on(
+pub(crate) fn load_on(
     path: &Path,
     overrides: &[scenario::Override],
     machine: Option<&Path>,

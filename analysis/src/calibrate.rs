@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 use sim::scenario::{DType, OpKind, Scenario};
-use sim::timeline::{KernelClass, Timeline};
+use sim::timeline::{CollectiveRecord, KernelClass, RankTimeline, Timeline};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
@@ -59,6 +59,9 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
         &[
             "collective_us",
             "collective_tail_us",
+            "collective_cold_us",
+            "collective_warm_within_us",
+            "collective_cold_after_us",
             "wait_us",
             "launch_us",
             "launch_latency_us",
@@ -533,59 +536,108 @@ fn return_after_gpu(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     out
 }
 
+/// How long before each collective record's call the rank's previous collective call returned
+/// (`None` for the rank's first), by (rank, record) position.
+fn gaps_since_previous_call(rank: &RankTimeline) -> Vec<Option<u64>> {
+    let mut order: Vec<usize> = (0..rank.collectives.len()).collect();
+    order.sort_by_key(|&i| rank.collectives[i].host_start_ns);
+    let mut gaps = vec![None; rank.collectives.len()];
+    let mut previous_return_ns: Option<u64> = None;
+    for i in order {
+        let call = &rank.collectives[i];
+        gaps[i] = previous_return_ns.map(|returned| call.host_start_ns.saturating_sub(returned));
+        previous_return_ns = Some(call.host_end_ns);
+    }
+    gaps
+}
+
+/// Whether a call `gap_ns` after the previous collective call is warm, cold or between, by
+/// the model's thresholds (`host.collective_warm_within_us`, `host.collective_cold_after_us`).
+fn warmth_of(gap_ns: Option<u64>, costs: &sim::scenario::HostCosts) -> Option<bool> {
+    match gap_ns {
+        Some(gap) if gap <= costs.collective_warm_within_ns => Some(true),
+        Some(gap) if gap >= costs.collective_cold_after_ns => Some(false),
+        _ => None,
+    }
+}
+
 fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     let mut fitted = Vec::new();
     let mut collective = OpSamples::new();
+    let mut warm = OpSamples::new();
+    let mut cold = OpSamples::new();
     let mut tail = OpSamples::new();
     let mut wait = OpSamples::new();
     for run in runs {
         let t = run.timeline;
         let blocking_wait = run.scenario.env.blocking_wait;
+        let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
         for op in &t.ops {
             let records: Vec<_> = t
                 .ranks
                 .iter()
-                .flat_map(|r| &r.collectives)
-                .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup && c.async_op)
+                .zip(&gaps)
+                .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                .filter(|(c, _)| c.op == op.index && c.iteration >= t.scenario.warmup && c.async_op)
                 .collect();
             if records.is_empty() {
                 continue;
             }
-            collective.push(
+            let host_call =
+                |c: &&CollectiveRecord| us(c.host_end_ns as i64 - c.host_start_ns as i64);
+            let of_warmth = |want: bool| -> Vec<f64> {
                 records
                     .iter()
-                    .map(|c| us(c.host_end_ns as i64 - c.host_start_ns as i64))
-                    .collect(),
-            );
+                    .filter(|(_, gap)| warmth_of(**gap, &run.scenario.host) == Some(want))
+                    .map(|(c, _)| host_call(c))
+                    .collect()
+            };
+            collective.push(records.iter().map(|(c, _)| host_call(c)).collect());
+            warm.push(of_warmth(true));
+            cold.push(of_warmth(false));
             tail.push(
                 records
                     .iter()
-                    .filter(|c| {
-                        c.kernel_start_ns >= c.host_start_ns && c.kernel_start_ns <= c.host_end_ns
+                    .filter(|(c, gap)| {
+                        c.kernel_start_ns >= c.host_start_ns
+                            && c.kernel_start_ns <= c.host_end_ns
+                            && warmth_of(**gap, &run.scenario.host) == Some(true)
                     })
-                    .map(|c| us(c.host_end_ns as i64 - c.kernel_start_ns as i64))
+                    .map(|(c, _)| us(c.host_end_ns as i64 - c.kernel_start_ns as i64))
                     .collect(),
             );
             if !blocking_wait {
                 wait.push(
                     records
                         .iter()
-                        .filter_map(|c| c.wait.filter(|w| w.op != c.op))
+                        .filter_map(|(c, _)| c.wait.filter(|w| w.op != c.op))
                         .map(|w| us(w.host_end_ns as i64 - w.host_start_ns as i64))
                         .collect(),
                 );
             }
         }
     }
-    let per_op = "median over ops of each op's median host time";
+    // Calls in a tight loop fit `collective_us` where the runs have them, and calls after a
+    // long gap `collective_cold_us` (docs/torch.md#host-warmth); without tight loops every
+    // call fits `collective_us`, as before the distinction.
+    let has_warm = warm.iter().any(|samples| !samples.is_empty());
     fitted.extend(host_cost(
         "host.collective_us",
-        "median over async collectives of each one's median host call (R10)",
-        collective,
+        if has_warm {
+            "median over async collectives of each one's median host call, calls within host.collective_warm_within_us of the previous one (R10)"
+        } else {
+            "median over async collectives of each one's median host call (R10)"
+        },
+        if has_warm { warm } else { collective },
+    ));
+    fitted.extend(host_cost(
+        "host.collective_cold_us",
+        "median over async collectives of each one's median host call, calls host.collective_cold_after_us or more after the previous one (R10)",
+        cold,
     ));
     fitted.extend(host_cost(
         "host.collective_tail_us",
-        "median of host return − NCCL stream start, where the stream started inside the call",
+        "median of host return − NCCL stream start, where the stream started inside a warm call",
         tail,
     ));
     fitted.extend(host_cost(
@@ -593,6 +645,7 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         "median over waits of each one's median host time, blocking wait off (R12)",
         wait,
     ));
+    let per_op = "median over ops of each op's median host time";
     fitted.extend(host_cost(
         "host.launch_us",
         per_op,

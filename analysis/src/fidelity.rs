@@ -63,6 +63,10 @@ pub struct OutcomeRow {
     pub order_pairs: usize,
     pub order_pairs_agreeing: usize,
     pub agree: bool,
+    /// Ranks the PyTorch run launched, where fewer than the scenario's: it ran the lower
+    /// ranks' part of the program, and what the others do (their faults) did not happen, so
+    /// the outcome is not compared (`agree` is false).
+    pub launched_of: Option<(usize, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -205,7 +209,11 @@ fn scenario_rows(runs: &ScenarioRuns) -> (Vec<MetricRow>, Option<OutcomeRow>) {
     let torch_end = end_of(first);
     let simulated_findings = finding_kinds(&runs.simulated);
     let torch_findings = finding_kinds(first);
-    let agree = simulated_findings == torch_findings
+    let launched = first.ranks.len();
+    let launched_of =
+        (launched < first.scenario.ranks as usize).then_some((launched, first.scenario.ranks));
+    let agree = launched_of.is_none()
+        && simulated_findings == torch_findings
         && same_end(&simulated_end, &torch_end)
         && compared.order_disagreements.is_empty();
     let outcome = OutcomeRow {
@@ -217,7 +225,12 @@ fn scenario_rows(runs: &ScenarioRuns) -> (Vec<MetricRow>, Option<OutcomeRow>) {
         order_pairs: compared.order_pairs,
         order_pairs_agreeing: compared.order_pairs_agreeing,
         agree,
+        launched_of,
     };
+    if launched_of.is_some() {
+        // The timings are of another program than the one simulated.
+        rows.clear();
+    }
     (rows, Some(outcome))
 }
 
@@ -290,15 +303,27 @@ pub fn render_markdown(fidelity: &Fidelity) -> String {
     out.push_str(&format!(
         "**Simulator vs PyTorch:** median error {} over {} GPU-side metrics, {} over {} host-side \
          metrics, {spread}. **hw vs PyTorch:** \
-         median error {} over {} timing metrics. **Outcome verdicts:** {} of {} scenarios agree.\n\n",
+         median error {} over {} timing metrics. **Outcome verdicts:** {} of {} scenarios agree \
+         ({} not comparable: the PyTorch run launched fewer ranks than the scenario has).\n\n",
         percent(fidelity.gpu_median_error_pct),
         fidelity.gpu_rows,
         percent(fidelity.host_median_error_pct),
         fidelity.host_rows,
-        fidelity.hw_median_error_pct.map_or_else(|| "–".into(), |v| format!("{v:.1}%")),
+        fidelity
+            .hw_median_error_pct
+            .map_or_else(|| "–".into(), |v| format!("{v:.1}%")),
         fidelity.hw_rows,
         fidelity.outcomes.iter().filter(|o| o.agree).count(),
-        fidelity.outcomes.len(),
+        fidelity
+            .outcomes
+            .iter()
+            .filter(|o| o.launched_of.is_none())
+            .count(),
+        fidelity
+            .outcomes
+            .iter()
+            .filter(|o| o.launched_of.is_some())
+            .count(),
     ));
     out.push_str("### Outcomes and orderings\n\n");
     let rows: Vec<Vec<String>> = fidelity
@@ -312,7 +337,13 @@ pub fn render_markdown(fidelity: &Fidelity) -> String {
                 o.simulated_end.clone(),
                 o.torch_end.clone(),
                 format!("{}/{}", o.order_pairs_agreeing, o.order_pairs),
-                if o.agree { "agree" } else { "differ" }.to_string(),
+                match o.launched_of {
+                    Some((launched, ranks)) => format!(
+                        "not comparable: {launched} of {ranks} ranks launched, the others' part (faults included) not run"
+                    ),
+                    None if o.agree => "agree".to_string(),
+                    None => "differ".to_string(),
+                },
             ]
         })
         .collect();
@@ -502,5 +533,27 @@ mod tests {
         assert!(!outcome.agree);
         assert!(render_markdown(&table)
             .contains("| ar | none | none | ran to the end | launcher exit status 1 |"));
+    }
+
+    #[test]
+    fn a_run_of_fewer_ranks_than_the_scenario_is_not_compared() {
+        let simulated = simulate(SCENARIO);
+        let mut partial = stretched(&simulated, 1.0);
+        partial.scenario.ranks = 4;
+        let table = fidelity(&[ScenarioRuns {
+            name: "ar".into(),
+            torch: vec![partial],
+            hw: None,
+            simulated,
+        }]);
+        let outcome = &table.outcomes[0];
+        assert_eq!(outcome.launched_of, Some((1, 4)));
+        assert!(!outcome.agree);
+        let text = render_markdown(&table);
+        assert!(
+            text.contains("0 of 0 scenarios agree (1 not comparable"),
+            "{text}"
+        );
+        assert!(text.contains("not comparable: 1 of 4 ranks launched"));
     }
 }

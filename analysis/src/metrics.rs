@@ -67,8 +67,10 @@ pub struct CollectiveMetrics {
     pub host_call_us: Stat,
     /// Host time of the `wait()` on its Work, when there is one.
     pub wait_us: Option<Stat>,
-    /// From the input-ready point on the calling stream to the point where the consuming
-    /// stream is released (R3 `stream_interval_us`).
+    /// From the input-ready point on the calling stream to the point from which work issued
+    /// on the consuming stream after the wait returned can run: the stream's release, or the
+    /// wait's host return where that is later (R3 `stream_interval_us`; a GPU event recorded
+    /// after `wait()` returns, which is what PyTorch can observe, reads the same).
     pub stream_interval_us: Stat,
     /// The NCCL kernel, start to end (includes spinning for late ranks, R16).
     pub kernel_us: Stat,
@@ -161,7 +163,9 @@ pub struct MemoryMetrics {
 
 fn stream_interval_ns(record: &CollectiveRecord) -> i64 {
     let released_ns = match &record.wait {
-        Some(wait) => wait.released_ns,
+        Some(wait) => wait.released_ns.max(wait.host_end_ns),
+        // A blocking collective (`async_op=False`) releases the calling stream itself.
+        None if !record.async_op => record.end_ns.max(record.host_end_ns),
         None => record.end_ns,
     };
     released_ns as i64 - record.input_ready_ns as i64

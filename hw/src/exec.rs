@@ -590,7 +590,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 }
             }
             // A real call takes its own time.
-            Step::HostCost { .. } => {}
+            Step::HostCost { .. } | Step::CollectiveCost(_) => {}
             Step::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
             Step::Record { stream, slot } => {
                 debug_assert_eq!(slot as usize, self.slots.len());

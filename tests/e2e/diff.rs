@@ -230,7 +230,7 @@ fn a_scenario_names_its_machine_and_bad_profiles_point_at_the_error() {
         parameters["host"]["wait_ns"], 7000,
         "the scenario's own key wins"
     );
-    assert_eq!(parameters["host"]["collective_ns"], 16556);
+    assert_eq!(parameters["host"]["collective_ns"], 16073);
 
     let bad = temp("bad.toml");
     std::fs::write(&bad, "[network]\nalpha_us = 1\nnvlink_gpbs = 9\n").unwrap();

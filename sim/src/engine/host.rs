@@ -152,10 +152,18 @@ impl Engine<'_> {
                 let host_ns = state.host_ns;
                 if let Some(collective) = state.cursor.call_collective {
                     state.timeline.collectives[collective as usize].host_end_ns = host_ns;
+                    state.last_collective_return_ns = Some(host_ns);
                 }
                 self.push_host_call(rank, op, host_ns);
             }
             Step::HostCost { cost_ns } => self.ranks[rank as usize].host_ns += cost_ns,
+            Step::CollectiveCost(warmth) => {
+                let state = &mut self.ranks[rank as usize];
+                let since_previous_ns = state
+                    .last_collective_return_ns
+                    .map(|returned_ns| state.host_ns.saturating_sub(returned_ns));
+                state.host_ns += warmth.cost_ns(since_previous_ns);
+            }
             Step::HostSleep { duration_ns } => self.ranks[rank as usize].host_ns += duration_ns,
             Step::Record { stream, slot } => {
                 let instance = self.record(rank, stream);

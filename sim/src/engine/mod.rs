@@ -149,6 +149,8 @@ struct RankState {
     pg: ProcessGroupNccl,
     /// The current op's steps and the host's place in them.
     cursor: Cursor,
+    /// Host time at which the rank's last collective call returned (`pg::CallWarmth`).
+    last_collective_return_ns: Option<u64>,
     /// The event instance of every slot the steps recorded.
     slot_instance: Vec<Instance>,
     /// Counts the host's resumptions, so that a stale timeout is recognised.
@@ -255,6 +257,7 @@ impl<'s> Engine<'s> {
                     blocked_op: 0,
                     pg: ProcessGroupNccl::new(scenario, rank),
                     cursor: Cursor::default(),
+                    last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
                     streams,
@@ -485,6 +488,24 @@ mod tests {
     use crate::scenario::parse;
 
     const TWO_RANKS: &str = "torch = \"2.12\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n";
+
+    #[test]
+    fn a_collective_call_costs_more_the_longer_since_the_previous_one() {
+        // Warm 20 µs within 30 µs of the previous call's return, cold 200 µs from 30 ms on and
+        // for the first call; 3 ms after the previous call is two thirds of the way (log).
+        let text = format!(
+            "{TWO_RANKS}[host]\ncollective_us = 20\ncollective_tail_us = 0\ncollective_cold_us = 200\n\
+             [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nhost_sleep_us = 3000\n\
+             [[op]]\nall_reduce = \"x\"\n[[op]]\nhost_sleep_us = 50000\n[[op]]\nall_reduce = \"x\"\n"
+        );
+        let timeline = simulate(&parse("w.toml", &text).unwrap());
+        let calls_us: Vec<u64> = timeline.ranks[0]
+            .collectives
+            .iter()
+            .map(|c| (c.host_end_ns - c.host_start_ns) / 1_000)
+            .collect();
+        assert_eq!(calls_us, [200, 20, 140, 200]);
+    }
 
     #[test]
     fn a_straggler_makes_the_early_kernel_spin_r16() {

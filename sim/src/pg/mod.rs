@@ -20,7 +20,7 @@
 pub mod faults;
 mod step;
 
-pub use step::{Kernel, NcclCall, Slot, Step, WorkHolder};
+pub use step::{CallWarmth, Kernel, NcclCall, Slot, Step, WorkHolder};
 
 use crate::random::{collective_rng, jitter_factor, rank_rng};
 use crate::scenario::{Batch, CollectiveKind, GroupId, Op, OpKind, Scenario, TensorId, WorkId};
@@ -380,9 +380,12 @@ impl ProcessGroupNccl {
             out.push(Step::InitComm { group });
         }
         // The kernel is launched `collective_tail_ns` before the call returns.
-        out.push(Step::HostCost {
-            cost_ns: costs.collective_ns - costs.collective_tail_ns,
-        });
+        out.push(Step::CollectiveCost(CallWarmth {
+            warm_ns: costs.collective_ns - costs.collective_tail_ns,
+            cold_ns: costs.collective_cold_ns - costs.collective_tail_ns,
+            warm_within_ns: costs.collective_warm_within_ns,
+            cold_after_ns: costs.collective_cold_after_ns,
+        }));
         self.group_seq[group] += 1;
         let seq = self.group_seq[group];
         let internal_stream = self.group_stream[group].expect("members have the group's stream");
@@ -673,7 +676,7 @@ work = "w"
                 "call",
                 "check_comm g0",
                 "init_comm g0",
-                "host_cost 8000ns",
+                "collective_cost 8000..8000ns",
                 "record s0 e0",
                 "stream_wait s1 e0",
                 "release_shelf g0",

@@ -74,6 +74,9 @@ pub enum Step {
     /// Host time the model charges for a call (`[host]` costs); on hardware the call itself
     /// takes its time, so `hw` does nothing.
     HostCost { cost_ns: u64 },
+    /// The host part of a collective call before its kernel launch, which depends on how long
+    /// ago the rank's previous collective call returned ([`CallWarmth`]); `hw` does nothing.
+    CollectiveCost(CallWarmth),
     /// The host sleeps: a `host_sleep` op or a straggler's host delay (R16).
     HostSleep { duration_ns: u64 },
     /// `cudaEventRecord` of a new event on `stream` (R5).
@@ -172,6 +175,38 @@ impl fmt::Display for Kernel {
     }
 }
 
+/// A collective call's host cost by the gap since the rank's previous collective call
+/// returned: `warm_ns` up to `warm_within_ns`, `cold_ns` from `cold_after_ns` on (and for the
+/// rank's first call), interpolated on a log scale of the gap between
+/// (`host.collective_cold_us`, docs/torch.md#host-warmth).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallWarmth {
+    pub warm_ns: u64,
+    pub cold_ns: u64,
+    pub warm_within_ns: u64,
+    pub cold_after_ns: u64,
+}
+
+impl CallWarmth {
+    /// The cost of a call `since_previous_ns` after the previous collective call returned
+    /// (`None`: the rank's first).
+    pub fn cost_ns(&self, since_previous_ns: Option<u64>) -> u64 {
+        let Some(gap_ns) = since_previous_ns else {
+            return self.cold_ns;
+        };
+        if gap_ns <= self.warm_within_ns || self.warm_ns == self.cold_ns {
+            return self.warm_ns;
+        }
+        if gap_ns >= self.cold_after_ns {
+            return self.cold_ns;
+        }
+        let share = (gap_ns as f64 / self.warm_within_ns as f64).ln()
+            / (self.cold_after_ns as f64 / self.warm_within_ns as f64).ln();
+        let cost = self.warm_ns as f64 + share * (self.cold_ns as f64 - self.warm_ns as f64);
+        cost.round() as u64
+    }
+}
+
 impl fmt::Display for Step {
     /// One line per step, the same from both engines (the engine-equivalence test compares
     /// them).
@@ -180,6 +215,11 @@ impl fmt::Display for Step {
             Step::CallStart => write!(f, "call"),
             Step::CallEnd => write!(f, "return"),
             Step::HostCost { cost_ns } => write!(f, "host_cost {cost_ns}ns"),
+            Step::CollectiveCost(warmth) => write!(
+                f,
+                "collective_cost {}..{}ns",
+                warmth.warm_ns, warmth.cold_ns
+            ),
             Step::HostSleep { duration_ns } => write!(f, "host_sleep {duration_ns}ns"),
             Step::Record { stream, slot } => write!(f, "record s{stream} e{slot}"),
             Step::StreamWait { stream, slot } => write!(f, "stream_wait s{stream} e{slot}"),
@@ -254,5 +294,38 @@ impl fmt::Display for Step {
                 write!(f, "{} t{tensor}", if write { "write" } else { "read" })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod warmth_tests {
+    use super::CallWarmth;
+
+    const WARMTH: CallWarmth = CallWarmth {
+        warm_ns: 20_000,
+        cold_ns: 200_000,
+        warm_within_ns: 30_000,
+        cold_after_ns: 30_000_000,
+    };
+
+    #[test]
+    fn a_call_is_warm_in_a_tight_loop_cold_after_a_long_gap_and_first() {
+        assert_eq!(WARMTH.cost_ns(Some(0)), 20_000);
+        assert_eq!(WARMTH.cost_ns(Some(30_000)), 20_000);
+        assert_eq!(WARMTH.cost_ns(Some(30_000_000)), 200_000);
+        assert_eq!(WARMTH.cost_ns(Some(u64::MAX)), 200_000);
+        assert_eq!(WARMTH.cost_ns(None), 200_000);
+    }
+
+    #[test]
+    fn between_the_thresholds_the_cost_follows_the_log_of_the_gap() {
+        // 30 µs → 30 ms spans three decades: 300 µs is a third of the way, 3 ms two thirds.
+        assert_eq!(WARMTH.cost_ns(Some(300_000)), 80_000);
+        assert_eq!(WARMTH.cost_ns(Some(3_000_000)), 140_000);
+        let rising: Vec<u64> = [40_000, 100_000, 1_000_000, 10_000_000]
+            .iter()
+            .map(|&gap| WARMTH.cost_ns(Some(gap)))
+            .collect();
+        assert!(rising.windows(2).all(|w| w[0] < w[1]), "{rising:?}");
     }
 }

@@ -587,6 +587,9 @@ impl Resolver<'_> {
             stream_wait_latency_us: None,
             collective_us: None,
             collective_tail_us: None,
+            collective_cold_us: None,
+            collective_warm_within_us: None,
+            collective_cold_after_us: None,
             wait_us: None,
             event_us: None,
             sync_us: None,
@@ -616,6 +619,47 @@ impl Resolver<'_> {
                 ),
             ));
         }
+        let collective_cold_ns = self.optional_time_us(
+            &raw.collective_cold_us,
+            "host.collective_cold_us",
+            collective_ns,
+        )?;
+        if collective_tail_ns > collective_cold_ns {
+            let span = raw.collective_cold_us.as_ref().map_or(0..0, |v| v.span());
+            return Err(self.error(
+                span,
+                format!(
+                    "host.collective_cold_us ({} us) must cover host.collective_tail_us ({} us), the part of a call after its kernel launch",
+                    collective_cold_ns as f64 / 1e3,
+                    collective_tail_ns as f64 / 1e3
+                ),
+            ));
+        }
+        let collective_warm_within_ns = self.optional_time_us(
+            &raw.collective_warm_within_us,
+            "host.collective_warm_within_us",
+            30_000,
+        )?;
+        let collective_cold_after_ns = self.optional_time_us(
+            &raw.collective_cold_after_us,
+            "host.collective_cold_after_us",
+            30_000_000,
+        )?;
+        if collective_warm_within_ns == 0 || collective_cold_after_ns <= collective_warm_within_ns {
+            let span = raw
+                .collective_cold_after_us
+                .as_ref()
+                .or(raw.collective_warm_within_us.as_ref())
+                .map_or(0..0, |v| v.span());
+            return Err(self.error(
+                span,
+                format!(
+                    "host.collective_warm_within_us ({} us) must be above 0 and below host.collective_cold_after_us ({} us)",
+                    collective_warm_within_ns as f64 / 1e3,
+                    collective_cold_after_ns as f64 / 1e3
+                ),
+            ));
+        }
         let launch_latency_ns =
             self.optional_time_us(&raw.launch_latency_us, "host.launch_latency_us", 3_000)?;
         Ok(HostCosts {
@@ -633,6 +677,9 @@ impl Resolver<'_> {
             )?,
             collective_ns,
             collective_tail_ns,
+            collective_cold_ns,
+            collective_warm_within_ns,
+            collective_cold_after_ns,
             wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,
             event_ns: self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?,
             sync_ns: self.optional_time_us(&raw.sync_us, "host.sync_us", 5_000)?,

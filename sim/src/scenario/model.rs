@@ -160,6 +160,17 @@ pub struct HostCosts {
     /// enqueue, return to Python): the GPU may start the kernel this long before the call
     /// returns.
     pub collective_tail_ns: u64,
+    /// `collective_ns` of a cold call: the first collective call of a rank, or one issued
+    /// `collective_cold_after_ns` or more after the rank's previous collective call returned
+    /// (PyTorch's call path costs several times more after the host did other things or
+    /// waited on the GPU than in a tight loop; docs/torch.md#host-warmth). Between
+    /// `collective_warm_within_ns` and `collective_cold_after_ns` the cost is interpolated on a
+    /// log scale of that gap; equal to `collective_ns` unless a profile says otherwise.
+    pub collective_cold_ns: u64,
+    /// Gap after the previous collective call up to which a call costs `collective_ns`.
+    pub collective_warm_within_ns: u64,
+    /// Gap from which a call costs `collective_cold_ns`.
+    pub collective_cold_after_ns: u64,
     /// `work.wait()` without blocking wait (R12).
     pub wait_ns: u64,
     /// `event.record`, `stream.wait_event`, `set_stream`.
