@@ -7,8 +7,9 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 
+use super::failure::Notice;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
-use crate::pg::faults::HostEffect;
+use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
@@ -115,7 +116,7 @@ impl Engine<'_> {
             }
             self.step(rank, step);
         }
-        match self.apply_fault(rank, op.index) {
+        match self.fault_reached(rank, op.index) {
             HostEffect::Run => {}
             HostEffect::Skip => {
                 steps.clear();
@@ -188,7 +189,13 @@ impl Engine<'_> {
             }
             Step::CheckComm { group } => {
                 // An aborted communicator raises and ends the process (R27).
-                self.communicator_aborted(rank, group, op);
+                let host_ns = self.ranks[rank as usize].host_ns;
+                self.notify(Notice::CommunicatorUsed {
+                    rank,
+                    group,
+                    op,
+                    host_ns,
+                });
             }
             Step::InitComm { group } => self.init_comm(rank, group),
             Step::ReleaseShelf { group } => self.release_shelf(rank, group),
@@ -343,7 +350,14 @@ impl Engine<'_> {
         arrived.push((rank, host_ns));
         self.ranks[rank as usize].blocked = Blocked::CommInit;
         if arrived.len() < self.scenario.groups[group].ranks.len() {
-            self.store_get(rank, group);
+            let root = self.scenario.groups[group].ranks[0];
+            let root_published = arrived.iter().any(|&(r, _)| r == root);
+            self.notify(Notice::StoreWait {
+                rank,
+                group,
+                host_ns,
+                root_published,
+            });
             return;
         }
         let resume_ns =
@@ -363,7 +377,7 @@ impl Engine<'_> {
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).
     fn nccl(&mut self, rank: u32, op: usize, call: NcclCall) {
-        let (kind, bytes) = self.issued_collective(rank, call.kind, call.bytes);
+        let (kind, bytes) = self.failure.issued(rank, call.kind, call.bytes);
         let input_ready = self.instance(rank, call.input_ready);
         let state = &mut self.ranks[rank as usize];
         state.race.forget(input_ready);
@@ -466,13 +480,15 @@ impl Engine<'_> {
                 end,
             );
         }
-        self.collective_enqueued(
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        self.notify(Notice::WorkEnqueued {
             rank,
-            issued.group,
+            group: issued.group,
             collective,
-            issued.rendezvous,
-            (issued.kind, issued.bytes),
-        );
+            rendezvous: issued.rendezvous,
+            enqueue_ns,
+            issued: (issued.kind, issued.bytes),
+        });
     }
 
     /// Blocking wait (R15) or `wait(timeout)`: the host polls until the end event fired,
@@ -538,7 +554,40 @@ impl Engine<'_> {
         self.findings.push(finding);
         // The call ends where it raised.
         self.push_host_call(rank, op.index, now_ns);
-        self.wait_raised(rank, collective, timeout_ns);
+        self.notify(Notice::WaitRaised {
+            rank,
+            collective,
+            timeout_ns,
+            now_ns,
+        });
+    }
+
+    /// When the Work of a collective record was enqueued (its kernel's launch).
+    fn enqueue_ns(&self, rank: u32, collective: u32) -> u64 {
+        let state = &self.ranks[rank as usize];
+        state.timeline.kernels[state.scratch.collective_kernel[collective as usize] as usize]
+            .enqueue_ns
+    }
+
+    /// Before the host runs `op_index`: the fault of this rank, op and iteration, from the
+    /// step transformer both engines share ([`crate::pg::faults`]), goes to the failure
+    /// component, and says what becomes of the op's steps.
+    fn fault_reached(&mut self, rank: u32, op_index: usize) -> HostEffect {
+        let scenario = self.scenario;
+        let state = &self.ranks[rank as usize];
+        let iteration = state.iteration;
+        let Some(fault) = RankFaults::new(scenario, rank).at(op_index, iteration) else {
+            return HostEffect::Run;
+        };
+        let host_ns = state.host_ns;
+        self.notify(Notice::FaultReached {
+            rank,
+            op: op_index,
+            iteration,
+            fault: fault.kind.clone(),
+            host_ns,
+        });
+        host_effect(&fault.kind)
     }
 
     /// An event instance the host waits on fired.

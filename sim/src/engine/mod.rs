@@ -17,7 +17,8 @@
 //! its ops ([`crate::pg`], shared with `hw`); `streams` the GPU's streams, event instances
 //! and SMs; `rendezvous` the collectives' meeting of ranks (R16, R24); `memory` the caching
 //! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
-//! and deadlocks; `watchdog` faults and ProcessGroupNCCL's side threads (R26–R29). This file
+//! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
+//! that is told what happened and answers with commands, which `commands` applies. This file
 //! holds the per-rank state, the run loop and the Timeline's assembly once the run ends.
 
 use crate::cost::gemm_ns;
@@ -30,24 +31,24 @@ use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::TensorId;
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
 use crate::timeline::*;
-use findings::rank_list;
-use host::{next_poll_ns, Cursor, StepLog};
+use failure::{Failure, Wake};
+use host::{Cursor, StepLog};
 use memory::MemoryState;
 use queue::{Event, EventQueue};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use streams::{GpuItem, QueuedItem, StreamState};
-use watchdog::Failures;
 
+mod commands;
+mod failure;
 mod findings;
 mod host;
 mod memory;
 mod queue;
 mod rendezvous;
 mod streams;
-mod watchdog;
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
@@ -205,8 +206,15 @@ struct Engine<'s> {
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
     plans: FxHashMap<(usize, u64), CollectivePlan>,
     findings: Vec<Finding>,
-    /// Faults, watchdogs, heartbeat monitors (R26–R29).
-    failures: Failures,
+    /// Faults, watchdogs, heartbeat monitors, the store (R26–R29).
+    failure: Failure<'s>,
+    /// The failure component's commands being applied (kept to reuse the buffer).
+    commands: Vec<failure::Command>,
+    /// Some process ended.
+    any_dead: bool,
+    /// Rendezvous that can never complete (a member died or aborted, a network error, a
+    /// mismatch).
+    poisoned: HashSet<u32>,
     events_processed: u64,
     step_log: StepLog,
 }
@@ -314,7 +322,10 @@ impl<'s> Engine<'s> {
             comm_init: vec![Vec::new(); scenario.groups.len()],
             gemm_ns_by_op,
             findings: Vec::new(),
-            failures: Failures::new(scenario),
+            failure: Failure::new(scenario),
+            commands: Vec::new(),
+            any_dead: false,
+            poisoned: HashSet::new(),
             events_processed: 0,
             step_log: None,
         }
@@ -326,6 +337,27 @@ impl<'s> Engine<'s> {
             "causality: an event scheduled in the past"
         );
         self.queue.push(at_ns, event);
+    }
+
+    /// Events that change nothing: those of a dead process, and failure wake-ups whose reason
+    /// went away (dropped before the time cap is checked, so a 10-minute watchdog deadline
+    /// left over by a run that ended in milliseconds costs nothing).
+    fn ignored(&mut self, at_ns: u64, event: Event) -> bool {
+        let rank = match event {
+            Event::Advance { rank, .. }
+            | Event::KernelEnd { rank, .. }
+            | Event::SmTransfer { rank }
+            | Event::HostResume { rank, .. }
+            | Event::WaitTimeout { rank, .. }
+            | Event::Failure { rank, .. } => rank,
+        };
+        if self.is_dead(rank) {
+            return true;
+        }
+        let Event::Failure { group, wake, .. } = event else {
+            return false;
+        };
+        self.wake_is_stale((rank, group as GroupId, wake), at_ns)
     }
 
     fn run(&mut self) {
@@ -401,7 +433,12 @@ impl<'s> Engine<'s> {
                     self.run_host(rank);
                 }
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
-                Event::Watchdog { rank, group, step } => self.watchdog_step(rank, group, step),
+                Event::Failure { rank, group, wake } => self.notify(failure::Notice::Woken {
+                    rank,
+                    group: group as GroupId,
+                    wake,
+                    now_ns: at_ns,
+                }),
             }
         }
         self.report_deadlocks();
@@ -424,7 +461,7 @@ impl<'s> Engine<'s> {
             .machine
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         timeline.findings = self.findings;
-        timeline.watchdog = self.failures.into_records();
+        timeline.watchdog = self.failure.into_records();
         for mut state in self.ranks {
             state.timeline.memory = state.memory.books.peaks();
             let fired = &state.fired_ns;
