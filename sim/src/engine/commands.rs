@@ -119,14 +119,18 @@ impl Engine<'_> {
                     group,
                     wake,
                     at_ns,
-                } => self.schedule(
-                    at_ns.max(self.now_ns),
-                    Event::Failure {
-                        rank,
-                        group: group as u16,
-                        wake,
-                    },
-                ),
+                } => {
+                    let at_ns = at_ns.max(self.now_ns);
+                    *self.failure_wakes.entry(at_ns).or_default() += 1;
+                    self.schedule(
+                        at_ns,
+                        Event::Failure {
+                            rank,
+                            group: group as u16,
+                            wake,
+                        },
+                    );
+                }
                 Command::Finding {
                     kind,
                     rank,
@@ -157,6 +161,27 @@ impl Engine<'_> {
                 Command::KillProcess { rank } => self.kill(rank),
             }
         }
+    }
+
+    /// A failure wake-up left the queue.
+    pub(super) fn failure_wake_popped(&mut self, at_ns: u64) {
+        let Some(count) = self.failure_wakes.get_mut(&at_ns) else {
+            unreachable!("every failure wake-up in the queue is counted");
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.failure_wakes.remove(&at_ns);
+        }
+    }
+
+    /// How far a host may run ahead of the simulation: to the earliest failure wake-up in the
+    /// queue, which may end its process, abort its communicators or hand it an error (R1,
+    /// R26–R29). Past it, the host waits for the simulation to get there, so that whatever
+    /// the side threads do reaches it at its simulated time.
+    pub(super) fn host_horizon_ns(&self) -> u64 {
+        self.failure_wakes
+            .first_key_value()
+            .map_or(u64::MAX, |(&at_ns, _)| at_ns)
     }
 
     pub(super) fn is_dead(&self, rank: u32) -> bool {
@@ -463,5 +488,50 @@ mod tests {
             [3_000_000_000]
         );
         assert!(events_of(&text, 0, WatchdogEvent::Abort).is_empty());
+    }
+
+    #[test]
+    fn a_host_running_ahead_sees_the_abort_at_its_simulated_time_r27() {
+        // Mode 2: rank 0 times out at 1.1 s and aborts at 61.1 s. Its host does not block
+        // (no `.item()`): it sleeps 70 s and reaches the next iteration's all_reduce at
+        // ≈ 70 s. That call starts after the abort, so it sees the aborted communicator and
+        // raises, though the host ran ahead of the simulation.
+        let text = "repeat = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 70000000\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        assert_eq!(events_of(text, 0, WatchdogEvent::Abort), [61_100_000_000]);
+        let exit = timeline
+            .watchdog
+            .iter()
+            .find(|r| r.rank == 0 && r.event == WatchdogEvent::Exit)
+            .unwrap();
+        assert!(
+            exit.message.contains("DistBackendError"),
+            "{}",
+            exit.message
+        );
+        assert!(exit.at_ns > 70_000_000_000, "{}", exit.at_ns);
+        let raised = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::AsyncError)
+            .unwrap();
+        assert_eq!((raised.rank, raised.iteration), (Some(0), Some(1)));
+    }
+
+    #[test]
+    fn a_process_taken_down_by_its_watchdog_runs_nothing_after_its_death_r27() {
+        // Mode 3: rank 0 exits at 61.1 s; its host, sleeping 20 s per iteration and never
+        // blocking, would otherwise have gone on calling past that instant.
+        let text = "repeat = 10\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 20000000\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        assert_eq!(events_of(text, 0, WatchdogEvent::Exit), [61_100_000_000]);
+        let starts: Vec<u64> = timeline.ranks[0].host.iter().map(|h| h.start_ns).collect();
+        assert!(!starts.is_empty());
+        assert!(starts.iter().all(|&t| t <= 61_100_000_000), "{starts:?}");
+        // The sleep that began at ≈ 60 s never ended: the process died in it.
+        assert!(timeline.ranks[0]
+            .host
+            .iter()
+            .all(|h| h.end_ns <= 61_100_000_000));
     }
 }

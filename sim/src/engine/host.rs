@@ -53,8 +53,17 @@ impl Engine<'_> {
     pub(super) fn run_host(&mut self, rank: u32) {
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         loop {
+            let horizon_ns = self.host_horizon_ns();
             let state = &mut self.ranks[rank as usize];
             if !matches!(state.blocked, Blocked::Running) {
+                return;
+            }
+            if state.host_ns > horizon_ns {
+                // A side thread may act before the host's next step: wait for the
+                // simulation to reach the host's time, then go on (R26–R29).
+                let at_ns = state.host_ns;
+                state.blocked = Blocked::Timer;
+                self.schedule(at_ns, Event::HostResume { rank, at_ns });
                 return;
             }
             let cursor = &mut state.cursor;

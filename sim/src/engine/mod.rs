@@ -38,7 +38,7 @@ use queue::{Event, EventQueue};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use streams::{GpuItem, QueuedItem, StreamState};
 
 mod commands;
@@ -215,6 +215,8 @@ struct Engine<'s> {
     /// Rendezvous that can never complete (a member died or aborted, a network error, a
     /// mismatch).
     poisoned: HashSet<u32>,
+    /// The failure wake-ups in the queue: their times and how many at each.
+    failure_wakes: BTreeMap<u64, u32>,
     events_processed: u64,
     step_log: StepLog,
 }
@@ -326,6 +328,7 @@ impl<'s> Engine<'s> {
             commands: Vec::new(),
             any_dead: false,
             poisoned: HashSet::new(),
+            failure_wakes: BTreeMap::new(),
             events_processed: 0,
             step_log: None,
         }
@@ -365,6 +368,9 @@ impl<'s> Engine<'s> {
             self.run_host(rank);
         }
         while let Some((at_ns, event)) = self.queue.pop() {
+            if let Event::Failure { .. } = event {
+                self.failure_wake_popped(at_ns);
+            }
             if self.ignored(at_ns, event) {
                 continue;
             }
@@ -489,9 +495,14 @@ impl<'s> Engine<'s> {
                 query.completed = fired[instance as usize] <= query.host_ns;
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
+            // A collective whose kernel an abort ended never moved data: it did not happen
+            // either (R27).
             t.kernels.retain(|k| k.end_ns != NEVER);
-            t.collectives
-                .retain(|c| c.end_ns != NEVER && c.wait.is_none_or(|w| w.released_ns != NEVER));
+            t.collectives.retain(|c| {
+                c.end_ns != NEVER
+                    && c.data_start_ns != NEVER
+                    && c.wait.is_none_or(|w| w.released_ns != NEVER)
+            });
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
