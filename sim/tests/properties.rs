@@ -369,7 +369,8 @@ fn failing_text(
     )
 }
 
-/// No host call of a rank starts after its process ended, and no collective a rank issued
+/// No host call of a rank starts after its process ended, no deadlock finding blames a rank
+/// whose process ended for not doing what its death stopped, and no collective a rank issued
 /// after its communicator of that group was aborted completes.
 fn check_side_thread_effects(timeline: &Timeline) {
     for rank in &timeline.ranks {
@@ -389,6 +390,27 @@ fn check_side_thread_effects(timeline: &Timeline) {
                     rank.rank,
                     call.start_ns
                 );
+            }
+        }
+        // No deadlock finding blames a dead rank for what its death stopped.
+        if at(WatchdogEvent::Exit).is_some() {
+            for finding in &timeline.findings {
+                if finding.kind != FindingKind::Deadlock {
+                    continue;
+                }
+                for never in ["] never launched it", "] never issue a collective"] {
+                    let Some(end) = finding.message.find(never) else {
+                        continue;
+                    };
+                    let start = finding.message[..end].rfind('[').unwrap() + 1;
+                    let blamed: Vec<&str> = finding.message[start..end].split(", ").collect();
+                    assert!(
+                        !blamed.contains(&rank.rank.to_string().as_str()),
+                        "rank {} is dead and blamed: {}",
+                        rank.rank,
+                        finding.message
+                    );
+                }
             }
         }
         if let Some((Some(group), abort_ns)) = at(WatchdogEvent::Abort) {

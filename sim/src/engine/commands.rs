@@ -246,13 +246,19 @@ impl Engine<'_> {
     }
 
     /// Whether nobody waits on a stuck rendezvous any more: every rank that joined it ended
-    /// or aborted its communicator (left out of the deadlock findings).
+    /// or aborted its communicator, or, when none joined, every rank of its group ended (left
+    /// out of the deadlock findings).
     pub(super) fn rendezvous_settled(&self, rendezvous: &Rendezvous) -> bool {
+        if !self.any_dead && self.poisoned.is_empty() {
+            return false;
+        }
         let ended =
             |member: u32| self.is_dead(member) || self.failure.is_aborted(member, rendezvous.group);
-        !self.poisoned.is_empty()
-            && !rendezvous.members.is_empty()
-            && rendezvous.members.iter().all(|&(member, _)| ended(member))
+        if rendezvous.members.is_empty() {
+            let ranks = &self.scenario.groups[rendezvous.group].ranks;
+            return ranks.iter().all(|&r| self.is_dead(r));
+        }
+        rendezvous.members.iter().all(|&(member, _)| ended(member))
     }
 }
 
@@ -533,5 +539,37 @@ mod tests {
             .host
             .iter()
             .all(|h| h.end_ns <= 61_100_000_000));
+    }
+
+    #[test]
+    fn a_deadlock_finding_does_not_blame_a_dead_rank_for_what_its_death_stopped() {
+        // Rank 1 dies before the all_reduce; under mode 0 ranks 0 and 2 stay blocked in
+        // `.item()`: the collective never completes because rank 1's process ended.
+        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 3\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        let deadlock = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::Deadlock)
+            .unwrap();
+        assert!(
+            deadlock.message.ends_with(
+                "ranks [0, 2] started its kernel and spin (R16), the process of ranks [1] ended before launching it"
+            ),
+            "{}",
+            deadlock.message
+        );
+        let timeout = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::WatchdogTimeout)
+            .unwrap();
+        assert!(
+            timeout.message.ends_with(
+                "rank 1 never joined collective 1 (ALLREDUCE, world): its process ended."
+            ),
+            "{}",
+            timeout.message
+        );
     }
 }

@@ -317,7 +317,16 @@ impl Failure<'_> {
             } else {
                 format!("ranks {}", rank_list(&missing))
             };
-            format!("{who} never joined collective {seq} ({op_type}, {group_name})")
+            let gone = if missing.iter().all(|&r| view.is_dead(r)) {
+                if missing.len() == 1 {
+                    ": its process ended"
+                } else {
+                    ": their processes ended"
+                }
+            } else {
+                ""
+            };
+            format!("{who} never joined collective {seq} ({op_type}, {group_name}){gone}")
         } else if self.mismatched.contains(&(group, seq)) {
             format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
         } else if !not_started.is_empty() {
