@@ -572,4 +572,65 @@ mod tests {
             timeout.message
         );
     }
+
+    /// Rank 0's network fails under its all_reduce, NCCL reporting it 1 ms after the 20-µs
+    /// enqueue; `extra` goes into `[env]`, `between` between the all_reduce and
+    /// `is_completed()`, `wait()`.
+    fn failed_work(extra: &str, between: &str) -> crate::timeline::Timeline {
+        let text = format!(
+            "[env]\n{extra}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n{between}[[op]]\nis_completed = \"w\"\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        simulate(&parse("t.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn a_work_failed_by_an_async_error_is_completed_and_its_wait_raises_r27() {
+        // The host sleeps 5 ms, past the error: is_completed() is true, wait() raises.
+        let timeline = failed_work("", "[[op]]\nhost_sleep_us = 5000\n");
+        assert_eq!(timeline.ranks[0].queries.len(), 1);
+        assert!(timeline.ranks[0].queries[0].completed);
+        let raised = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::AsyncError && f.rank == Some(0))
+            .unwrap();
+        assert_eq!(raised.op, Some(3), "the wait() op raises");
+        assert!(
+            raised.message.contains("DistBackendError"),
+            "{}",
+            raised.message
+        );
+        let exit = timeline
+            .watchdog
+            .iter()
+            .find(|r| r.rank == 0 && r.event == WatchdogEvent::Exit)
+            .unwrap();
+        assert_eq!(exit.message, raised.message);
+        let wait_call = timeline.ranks[0].host.last().unwrap();
+        assert_eq!(wait_call.op, 3);
+        assert_eq!(wait_call.start_ns, wait_call.end_ns, "it raised at once");
+        // Before the error, is_completed() is false and wait() returns.
+        let timeline = failed_work("", "");
+        assert!(!timeline.ranks[0].queries[0].completed);
+        assert!(timeline.ranks[0].host.iter().any(|h| h.op == 2));
+    }
+
+    #[test]
+    fn a_blocking_wait_raises_at_the_first_poll_after_the_async_error_r15_r27() {
+        // wait() starts polling at ≈ 35 µs, every 1 ms: the first poll past the error at
+        // 1.02 ms raises it, not the group timeout at 1 s.
+        let timeline = failed_work("TORCH_NCCL_BLOCKING_WAIT = 1", "");
+        let raised = timeline
+            .findings
+            .iter()
+            .find(|f| f.rank == Some(0))
+            .unwrap();
+        assert_eq!(raised.kind, FindingKind::AsyncError, "{}", raised.message);
+        let wait_call = timeline.ranks[0].host.last().unwrap();
+        assert!(
+            (1_020_000..2_100_000).contains(&wait_call.end_ns),
+            "{}",
+            wait_call.end_ns
+        );
+    }
 }

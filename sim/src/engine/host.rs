@@ -13,7 +13,7 @@ use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
-use crate::scenario::{CollectiveKind, GroupId, TensorId};
+use crate::scenario::{CollectiveKind, GroupId, OpKind, TensorId};
 use crate::timeline::*;
 
 /// Where a rank's host is in its program.
@@ -221,6 +221,18 @@ impl Engine<'_> {
                 end,
                 cost_ns,
             } => {
+                // A Work that failed with an NCCL async error raises in wait() (R27).
+                let host_ns = self.ranks[rank as usize].host_ns;
+                self.notify(Notice::WaitCalled {
+                    rank,
+                    collective,
+                    op,
+                    host_ns,
+                });
+                if self.is_dead(rank) {
+                    self.push_host_call(rank, op, host_ns);
+                    return;
+                }
                 let instance = self.instance(rank, end);
                 let state = &mut self.ranks[rank as usize];
                 let host_start_ns = state.host_ns;
@@ -258,7 +270,16 @@ impl Engine<'_> {
             }
             Step::Query { slot, cost_ns } => {
                 let instance = self.instance(rank, slot);
+                let failed_ns = match self.scenario.ops[op].kind {
+                    OpKind::IsCompleted { work } => self.ranks[rank as usize].work_end[work]
+                        .and_then(|(_, collective)| self.failure.work_failed_ns(rank, collective)),
+                    _ => None,
+                };
                 let state = &mut self.ranks[rank as usize];
+                state
+                    .scratch
+                    .query_failed_ns
+                    .push(failed_ns.unwrap_or(NEVER));
                 state.host_ns += cost_ns;
                 state.timeline.queries.push(QueryRecord {
                     iteration: state.iteration,
@@ -471,7 +492,7 @@ impl Engine<'_> {
         state.timeline.collectives[collective as usize].host_end_ns = state.host_ns;
         match holder {
             WorkHolder::Named(work) => {
-                if let Some(previous_end) = state.work_end[work].replace(end) {
+                if let Some((previous_end, _)) = state.work_end[work].replace((end, collective)) {
                     state.race.forget(previous_end);
                 }
             }
@@ -508,6 +529,7 @@ impl Engine<'_> {
         // The polling host returns only once the end event passed.
         self.ranks[rank as usize].race.host_waits(end);
         let enqueue_ns = self.enqueue_ns(rank, collective);
+        let failed_ns = self.failure.work_failed_ns(rank, collective);
         let state = &mut self.ranks[rank as usize];
         if state.fired_ns[end as usize] != NEVER {
             // Completed before the first poll: the first check succeeds.
@@ -515,7 +537,12 @@ impl Engine<'_> {
         }
         state.waiters.entry(end).or_default().push(Waiter::Host);
         let host_ns = state.host_ns;
-        let deadline_ns = next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns);
+        let timeout_poll_ns = next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns);
+        // A Work that failed with an NCCL async error is completed, with its error, at the
+        // first poll after the error, and raises there (R27).
+        let deadline_ns = failed_ns.map_or(timeout_poll_ns, |error_ns| {
+            timeout_poll_ns.min(next_poll_ns(host_ns, interval_ns, error_ns))
+        });
         state.blocked = Blocked::Polling {
             first_poll_ns: host_ns,
             poll_ns: interval_ns,
@@ -543,7 +570,23 @@ impl Engine<'_> {
         if state.generation != generation {
             return;
         }
-        let op = &self.scenario.ops[state.blocked_op];
+        let op = state.blocked_op;
+        if self
+            .failure
+            .work_failed_ns(rank, collective)
+            .is_some_and(|error_ns| error_ns <= now_ns)
+        {
+            // The poll found the Work failed: wait() raises its error, not a timeout.
+            self.push_host_call(rank, op, now_ns);
+            self.notify(Notice::WaitCalled {
+                rank,
+                collective,
+                op,
+                host_ns: now_ns,
+            });
+            return;
+        }
+        let op = &self.scenario.ops[op];
         let enqueue_ns = self.enqueue_ns(rank, collective);
         let work = self.work_text(rank, collective, timeout_ns);
         let state = &self.ranks[rank as usize];

@@ -162,8 +162,8 @@ struct RankState {
     /// Stream on which each instance was recorded.
     instance_stream: Vec<u16>,
     waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
-    /// Per Work name: the end instance of its latest creation.
-    work_end: Vec<Option<Instance>>,
+    /// Per Work name: the end instance and collective record of its latest creation.
+    work_end: Vec<Option<(Instance, u32)>>,
     timeline: RankTimeline,
     scratch: Scratch,
     /// The GPU's SMs and the kernels sharing them (R7, R22).
@@ -188,6 +188,8 @@ struct Scratch {
     mark_instance: Vec<Instance>,
     stream_wait_instance: Vec<Instance>,
     query_instance: Vec<Instance>,
+    /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
+    query_failed_ns: Vec<u64>,
 }
 
 struct Engine<'s> {
@@ -491,8 +493,14 @@ impl<'s> Engine<'s> {
             for (mark, &instance) in t.marks.iter_mut().zip(&scratch.mark_instance) {
                 mark.gpu_ns = fired[instance as usize];
             }
-            for (query, &instance) in t.queries.iter_mut().zip(&scratch.query_instance) {
-                query.completed = fired[instance as usize] <= query.host_ns;
+            for ((query, &instance), &failed_ns) in t
+                .queries
+                .iter_mut()
+                .zip(&scratch.query_instance)
+                .zip(&scratch.query_failed_ns)
+            {
+                // A Work that failed is completed (with its error) from then on (R27).
+                query.completed = fired[instance as usize].min(failed_ns) <= query.host_ns;
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective whose kernel an abort ended never moved data: it did not happen

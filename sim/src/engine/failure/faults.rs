@@ -93,7 +93,7 @@ impl Failure<'_> {
         &mut self,
         view: &impl RunView,
         (rank, collective_index, rendezvous): (u32, u32, u32),
-        issued: (CollectiveKind, u64),
+        (issued, enqueue_ns): ((CollectiveKind, u64), u64),
         armed: Option<&FaultKind>,
         out: &mut Vec<Command>,
     ) {
@@ -109,10 +109,13 @@ impl Failure<'_> {
             issued,
             out,
         );
-        if let Some(FaultKind::AsyncError { .. }) = armed {
+        if let Some(FaultKind::AsyncError { after_ns }) = armed {
             // The network under this collective fails: it never completes, and the
-            // communicator reports the error from then on (to a watchdog, if there is one).
+            // communicator reports the error from then on (to a watchdog, if there is one,
+            // and to the Work's `is_completed()` and `wait()`).
             out.push(Command::PoisonRendezvous { rendezvous });
+            self.failed_works
+                .insert((rank, collective_index), enqueue_ns + after_ns);
         }
     }
 
@@ -166,6 +169,54 @@ impl Failure<'_> {
             op: Some(op),
             message,
         });
+    }
+
+    /// When the Work of `rank`'s collective record `collective` failed with an NCCL async
+    /// error, if it did: from then on `is_completed()` is true and `wait()` raises.
+    pub(in crate::engine) fn work_failed_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+        self.failed_works.get(&(rank, collective)).copied()
+    }
+
+    /// `wait()` on a Work that failed with an NCCL async error by the call raises
+    /// `DistBackendError` in the main thread; uncaught, it ends the process. Called before
+    /// the error, `wait()` only makes the current stream wait.
+    pub(super) fn wait_called(
+        &mut self,
+        view: &impl RunView,
+        (rank, collective, op): (u32, u32, usize),
+        host_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(error_ns) = self
+            .work_failed_ns(rank, collective)
+            .filter(|&error_ns| error_ns <= host_ns)
+        else {
+            return;
+        };
+        let work = view.work(rank, collective);
+        let timeout_ns = self.scenario.groups[work.group].timeout_ns;
+        let op_spec = &self.scenario.ops[op];
+        let message = format!(
+            "[Rank {rank}] DistBackendError: {} failed: NCCL reported an async error (ncclRemoteError) at {}; {} (line {}) raises in the main thread and, uncaught, ends the process",
+            self.work_text(view, rank, collective, timeout_ns),
+            seconds(error_ns),
+            op_spec.display_name(),
+            op_spec.line
+        );
+        self.note(
+            rank,
+            Some(work.group),
+            (ThreadKind::Main, WatchdogEvent::Exit),
+            host_ns,
+            message.clone(),
+        );
+        out.push(Command::Finding {
+            kind: FindingKind::AsyncError,
+            rank,
+            op: Some(op),
+            message,
+        });
+        out.push(Command::KillProcess { rank });
     }
 
     /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
@@ -323,5 +374,48 @@ mod tests {
         assert_eq!(commands[0], finding(FindingKind::AsyncError, 0, Some(0)));
         // While the error is handled, the deadline poll is stale.
         assert_eq!(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000), []);
+    }
+
+    #[test]
+    fn wait_on_a_work_that_failed_with_an_async_error_raises_from_the_error_on_r27() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        reached(
+            &mut failure,
+            0,
+            FaultKind::AsyncError {
+                after_ns: 500_000_000,
+            },
+        );
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        assert_eq!(failure.work_failed_ns(0, 0), Some(500_020_000));
+        let wait = |host_ns| Notice::WaitCalled {
+            rank: 0,
+            collective: 0,
+            op: 1,
+            host_ns,
+        };
+        // Before the error, wait() only makes the stream wait.
+        let mut out = Vec::new();
+        failure.notify(&run, wait(500_019_999), &mut out);
+        assert_eq!(out, []);
+        failure.notify(&run, wait(500_020_000), &mut out);
+        let (commands, messages) = split(out);
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::AsyncError, 0, Some(1)),
+                Command::KillProcess { rank: 0 },
+            ]
+        );
+        assert!(
+            messages[0]
+                .contains("failed: NCCL reported an async error (ncclRemoteError) at 0.500 s"),
+            "{}",
+            messages[0]
+        );
+        // A Work without an error never raises in wait().
+        assert_eq!(failure.work_failed_ns(1, 0), None);
     }
 }

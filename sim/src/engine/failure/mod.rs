@@ -89,6 +89,13 @@ pub(in crate::engine) enum Notice {
         op: usize,
         host_ns: u64,
     },
+    /// The main thread calls `wait()` (op `op`) on the Work of collective record `collective`.
+    WaitCalled {
+        rank: u32,
+        collective: u32,
+        op: usize,
+        host_ns: u64,
+    },
     /// A polling `wait()` of collective record `collective` raised (R15).
     WaitRaised {
         rank: u32,
@@ -194,6 +201,9 @@ pub(in crate::engine) struct Failure<'s> {
     dumped: Vec<bool>,
     /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
     issued_instead: HashMap<(u32, u32), CollectiveKind>,
+    /// (rank, collective record) → when NCCL reported the async error of the network under
+    /// it (an `async_error` fault).
+    failed_works: HashMap<(u32, u32), u64>,
 }
 
 impl<'s> Failure<'s> {
@@ -224,6 +234,7 @@ impl<'s> Failure<'s> {
             mismatched: HashSet::new(),
             dumped: vec![false; ranks],
             issued_instead: HashMap::default(),
+            failed_works: HashMap::default(),
         }
     }
 
@@ -260,7 +271,7 @@ impl<'s> Failure<'s> {
                 self.check_work(
                     view,
                     (rank, collective, rendezvous),
-                    issued,
+                    (issued, enqueue_ns),
                     armed.as_ref(),
                     out,
                 );
@@ -282,6 +293,12 @@ impl<'s> Failure<'s> {
                 op,
                 host_ns,
             } => self.communicator_used(rank, group, op, host_ns, out),
+            Notice::WaitCalled {
+                rank,
+                collective,
+                op,
+                host_ns,
+            } => self.wait_called(view, (rank, collective, op), host_ns, out),
             Notice::WaitRaised {
                 rank,
                 collective,
