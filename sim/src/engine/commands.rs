@@ -5,6 +5,7 @@
 
 use super::failure::{Command, Notice, Progress, RunView, WorkFacts};
 use super::*;
+use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 
 /// The engine's [`View`], borrowing only the fields it reads (so that the failure component,
 /// another field, can be borrowed mutably beside it).
@@ -102,6 +103,27 @@ impl Engine<'_> {
         self.apply(&mut commands);
         self.commands = commands;
         stale
+    }
+
+    /// Before the host runs `op_index`: the fault of this rank, op and iteration, from the
+    /// step transformer both engines share ([`crate::pg::faults`]), goes to the failure
+    /// component, and says what becomes of the op's steps.
+    pub(super) fn fault_reached(&mut self, rank: u32, op_index: usize) -> HostEffect {
+        let scenario = self.scenario;
+        let state = &self.ranks[rank as usize];
+        let iteration = state.iteration;
+        let Some(fault) = RankFaults::new(scenario, rank).at(op_index, iteration) else {
+            return HostEffect::Run;
+        };
+        let host_ns = state.host_ns;
+        self.notify(Notice::FaultReached {
+            rank,
+            op: op_index,
+            iteration,
+            fault: fault.kind.clone(),
+            host_ns,
+        });
+        host_effect(&fault.kind)
     }
 
     /// `WorkNCCL(…)` as PyTorch prints it, with the collective as issued.

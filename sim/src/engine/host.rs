@@ -9,7 +9,7 @@
 
 use super::failure::Notice;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
-use crate::pg::faults::{host_effect, HostEffect, RankFaults};
+use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
@@ -619,27 +619,6 @@ impl Engine<'_> {
         let state = &self.ranks[rank as usize];
         state.timeline.kernels[state.scratch.collective_kernel[collective as usize] as usize]
             .enqueue_ns
-    }
-
-    /// Before the host runs `op_index`: the fault of this rank, op and iteration, from the
-    /// step transformer both engines share ([`crate::pg::faults`]), goes to the failure
-    /// component, and says what becomes of the op's steps.
-    fn fault_reached(&mut self, rank: u32, op_index: usize) -> HostEffect {
-        let scenario = self.scenario;
-        let state = &self.ranks[rank as usize];
-        let iteration = state.iteration;
-        let Some(fault) = RankFaults::new(scenario, rank).at(op_index, iteration) else {
-            return HostEffect::Run;
-        };
-        let host_ns = state.host_ns;
-        self.notify(Notice::FaultReached {
-            rank,
-            op: op_index,
-            iteration,
-            fault: fault.kind.clone(),
-            host_ns,
-        });
-        host_effect(&fault.kind)
     }
 
     /// An event instance the host waits on fired.

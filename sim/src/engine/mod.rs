@@ -121,7 +121,8 @@ enum Blocked {
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
     /// Waiting for the simulation to catch up with the host's time, then running the same step
-    /// again (an allocation that must see which recordStream events have passed, R19).
+    /// again (an allocation that must see which recordStream events have passed, R19), or
+    /// going on at the next step (a host that reached a pending side-thread step, R26–R29).
     Timer,
     /// The program ended.
     Done,

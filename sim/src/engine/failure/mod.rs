@@ -17,7 +17,7 @@
 //! R16 mismatch check).
 
 use super::host::next_poll_ns as next_tick_ns;
-use crate::scenario::{CollectiveKind, FaultKind, GroupId, Scenario};
+use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use std::collections::{HashMap, HashSet};
 use watchdog::WatchdogState;
@@ -215,11 +215,7 @@ impl<'s> Failure<'s> {
         let calls_may_disagree = !scenario.faults.is_empty()
             || scenario.ops.iter().any(|op| {
                 op.ranks.is_some()
-                    && matches!(
-                        op.kind,
-                        crate::scenario::OpKind::Collective { .. }
-                            | crate::scenario::OpKind::Barrier { .. }
-                    )
+                    && matches!(op.kind, OpKind::Collective { .. } | OpKind::Barrier { .. })
             });
         Failure {
             scenario,
