@@ -21,7 +21,7 @@ macro_rules! view {
 }
 
 /// The run as the failure component may read it.
-pub(super) struct View<'a> {
+struct View<'a> {
     ranks: &'a [RankState],
     comm_init: &'a [Vec<(u32, u64)>],
     scenario: &'a Scenario,
