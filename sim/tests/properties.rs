@@ -4,7 +4,7 @@
 //! deadlock finding, and determinism.
 
 use proptest::prelude::*;
-use sim::timeline::{FindingKind, Timeline};
+use sim::timeline::{FindingKind, Timeline, WatchdogEvent};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -302,6 +302,22 @@ proptest! {
     }
 
     #[test]
+    fn side_thread_effects_reach_the_host_at_their_simulated_time(
+        ranks in 2u32..4,
+        mode in 0u8..4,
+        fault in (any::<u8>(), any::<u32>(), any::<u32>()),
+        host_phase_ms in 1u32..400,
+        heartbeat_s in 1u32..3,
+    ) {
+        let text = failing_text(ranks, mode, fault, host_phase_ms, heartbeat_s);
+        let scenario = sim::scenario::parse("f.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        check_invariants(&timeline);
+        check_side_thread_effects(&timeline);
+        prop_assert!(!timeline.findings.is_empty(), "{}", text);
+    }
+
+    #[test]
     fn no_text_makes_the_parser_panic(text in "\\PC{0,300}") {
         let _ = sim::scenario::parse("fuzz.toml", &text);
     }
@@ -319,6 +335,92 @@ proptest! {
         if let Ok(scenario) = sim::scenario::parse("mutated.toml", &text) {
             if scenario.cluster.ranks <= 64 && scenario.repeat <= 64 {
                 check_invariants(&sim::engine::simulate(&scenario));
+            }
+        }
+    }
+}
+
+/// A program that goes on after a fault: every iteration an async all_reduce (`ar`), a host
+/// phase, `wait()`, another host phase and a barrier-free `.item()`-less tail, so hosts keep
+/// issuing calls while the side threads time out, abort and end processes. Short timeouts
+/// and dump waits make the side threads act within the run.
+fn failing_text(
+    ranks: u32,
+    mode: u8,
+    fault: (u8, u32, u32),
+    host_phase_ms: u32,
+    heartbeat_s: u32,
+) -> String {
+    let (kind, rank, iteration) = fault;
+    let kind = match kind % 5 {
+        0 => "kind = \"hang\"",
+        1 => "kind = \"die\"",
+        2 => "kind = \"async_error\"\nafter_us = 50000",
+        3 => "kind = \"watchdog_stuck\"",
+        _ => "kind = \"mismatch\"\nsize = \"2MiB\"",
+    };
+    format!(
+        "repeat = 6\n[cluster]\nranks = {ranks}\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 100\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = {heartbeat_s}\nTORCH_NCCL_PROPAGATE_ERROR = {}\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[op]]\nwait = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[fault]]\nranks = [{}]\nat = \"ar\"\niteration = {}\n{kind}\n",
+        mode % 2,
+        host_phase_ms * 1000,
+        host_phase_ms * 700,
+        rank % ranks,
+        iteration % 6,
+    )
+}
+
+/// No host call of a rank starts after its process ended, no deadlock finding blames a rank
+/// whose process ended for not doing what its death stopped, and no collective a rank issued
+/// after its communicator of that group was aborted completes.
+fn check_side_thread_effects(timeline: &Timeline) {
+    for rank in &timeline.ranks {
+        let at = |event: WatchdogEvent| {
+            timeline
+                .watchdog
+                .iter()
+                .filter(|r| r.rank == rank.rank && r.event == event)
+                .map(|r| (r.group, r.at_ns))
+                .min_by_key(|&(_, at_ns)| at_ns)
+        };
+        if let Some((_, exit_ns)) = at(WatchdogEvent::Exit) {
+            for call in &rank.host {
+                assert!(
+                    call.start_ns <= exit_ns,
+                    "rank {}: a host call starts at {} after the process ended at {exit_ns}",
+                    rank.rank,
+                    call.start_ns
+                );
+            }
+        }
+        // No deadlock finding blames a dead rank for what its death stopped.
+        if at(WatchdogEvent::Exit).is_some() {
+            for finding in &timeline.findings {
+                if finding.kind != FindingKind::Deadlock {
+                    continue;
+                }
+                for never in ["] never launched it", "] never issue a collective"] {
+                    let Some(end) = finding.message.find(never) else {
+                        continue;
+                    };
+                    let start = finding.message[..end].rfind('[').unwrap() + 1;
+                    let blamed: Vec<&str> = finding.message[start..end].split(", ").collect();
+                    assert!(
+                        !blamed.contains(&rank.rank.to_string().as_str()),
+                        "rank {} is dead and blamed: {}",
+                        rank.rank,
+                        finding.message
+                    );
+                }
+            }
+        }
+        if let Some((Some(group), abort_ns)) = at(WatchdogEvent::Abort) {
+            for record in &rank.collectives {
+                assert!(
+                    record.group != group || record.host_start_ns <= abort_ns,
+                    "rank {}: a collective issued at {} after the abort at {abort_ns} completed",
+                    rank.rank,
+                    record.host_start_ns
+                );
             }
         }
     }

@@ -116,6 +116,7 @@ impl Engine<'_> {
                 .copied()
                 .filter(|r| arrived.binary_search(r).is_err())
                 .collect();
+            let absent = self.absent_ranks(missing, "never launched it", "launching it");
             let op = &scenario.ops[rendezvous.op];
             let (first_rank, first_stream) = rendezvous.members.first().copied().unwrap_or((0, 0));
             self.findings.push(Finding {
@@ -129,14 +130,13 @@ impl Engine<'_> {
                         .clone(),
                 ),
                 message: format!(
-                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), ranks {} never launched it",
+                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), {absent}",
                     op.display_name(),
                     rendezvous.seq,
                     rendezvous.collective.op_type(),
                     group.name,
                     op.line,
                     rank_list(&arrived),
-                    rank_list(&missing),
                 ),
             });
         }
@@ -148,14 +148,21 @@ impl Engine<'_> {
             {
                 continue;
             }
-            let mut waiting: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
-            waiting.sort_unstable();
+            let mut arrived: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+            arrived.sort_unstable();
             let missing: Vec<u32> = group
                 .ranks
                 .iter()
                 .copied()
-                .filter(|r| waiting.binary_search(r).is_err())
+                .filter(|r| arrived.binary_search(r).is_err())
                 .collect();
+            // Ranks that died in the init wait no more.
+            let waiting: Vec<u32> = arrived.into_iter().filter(|&r| !self.is_dead(r)).collect();
+            let absent = self.absent_ranks(
+                missing,
+                "never issue a collective on it",
+                "issuing a collective on it",
+            );
             let first = waiting[0];
             let op = &scenario.ops[self.ranks[first as usize].blocked_op];
             self.findings.push(Finding {
@@ -165,12 +172,11 @@ impl Engine<'_> {
                 op: Some(op.index as OpRef),
                 stream: None,
                 message: format!(
-                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), ranks {} never issue a collective on it",
+                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), {absent}",
                     group.name,
                     rank_list(&waiting),
                     op.display_name(),
                     op.line,
-                    rank_list(&missing),
                 ),
             });
         }
@@ -218,6 +224,25 @@ impl Engine<'_> {
                     "{blocked_hosts} hosts in all are blocked; only the first findings are listed"
                 ),
             });
+        }
+    }
+}
+
+impl Engine<'_> {
+    /// The ranks that did not do what a deadlock waits for: those that never did (`never`),
+    /// and apart from them those whose process ended before doing it (`before`) — their death
+    /// stopped them, so they are not blamed for it.
+    fn absent_ranks(&self, missing: Vec<u32>, never: &str, before: &str) -> String {
+        let (dead, alive): (Vec<u32>, Vec<u32>) =
+            missing.into_iter().partition(|&r| self.is_dead(r));
+        let ended = format!(
+            "the process of ranks {} ended before {before}",
+            rank_list(&dead)
+        );
+        match (dead.is_empty(), alive.is_empty()) {
+            (true, _) => format!("ranks {} {never}", rank_list(&alive)),
+            (false, true) => ended,
+            (false, false) => format!("ranks {} {never}, and {ended}", rank_list(&alive)),
         }
     }
 }

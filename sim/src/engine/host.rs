@@ -7,12 +7,13 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 
+use super::failure::Notice;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
 use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
-use crate::scenario::{CollectiveKind, GroupId, TensorId};
+use crate::scenario::{CollectiveKind, GroupId, OpKind, TensorId};
 use crate::timeline::*;
 
 /// Where a rank's host is in its program.
@@ -52,8 +53,17 @@ impl Engine<'_> {
     pub(super) fn run_host(&mut self, rank: u32) {
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         loop {
+            let horizon_ns = self.host_horizon_ns();
             let state = &mut self.ranks[rank as usize];
             if !matches!(state.blocked, Blocked::Running) {
+                return;
+            }
+            if state.host_ns > horizon_ns {
+                // A side thread may act before the host's next step: wait for the
+                // simulation to reach the host's time, then go on (R26–R29).
+                let at_ns = state.host_ns;
+                state.blocked = Blocked::Timer;
+                self.schedule(at_ns, Event::HostResume { rank, at_ns });
                 return;
             }
             let cursor = &mut state.cursor;
@@ -115,7 +125,7 @@ impl Engine<'_> {
             }
             self.step(rank, step);
         }
-        match self.apply_fault(rank, op.index) {
+        match self.fault_reached(rank, op.index) {
             HostEffect::Run => {}
             HostEffect::Skip => {
                 steps.clear();
@@ -196,7 +206,13 @@ impl Engine<'_> {
             }
             Step::CheckComm { group } => {
                 // An aborted communicator raises and ends the process (R27).
-                self.communicator_aborted(rank, group, op);
+                let host_ns = self.ranks[rank as usize].host_ns;
+                self.notify(Notice::CommunicatorUsed {
+                    rank,
+                    group,
+                    op,
+                    host_ns,
+                });
             }
             Step::InitComm { group } => self.init_comm(rank, group),
             Step::ReleaseShelf { group } => self.release_shelf(rank, group),
@@ -213,6 +229,18 @@ impl Engine<'_> {
                 end,
                 cost_ns,
             } => {
+                // A Work that failed with an NCCL async error raises in wait() (R27).
+                let host_ns = self.ranks[rank as usize].host_ns;
+                self.notify(Notice::WaitCalled {
+                    rank,
+                    collective,
+                    op,
+                    host_ns,
+                });
+                if self.is_dead(rank) {
+                    self.push_host_call(rank, op, host_ns);
+                    return;
+                }
                 let instance = self.instance(rank, end);
                 let state = &mut self.ranks[rank as usize];
                 let host_start_ns = state.host_ns;
@@ -250,7 +278,16 @@ impl Engine<'_> {
             }
             Step::Query { slot, cost_ns } => {
                 let instance = self.instance(rank, slot);
+                let failed_ns = match self.scenario.ops[op].kind {
+                    OpKind::IsCompleted { work } => self.ranks[rank as usize].work_end[work]
+                        .and_then(|(_, collective)| self.failure.work_failed_ns(rank, collective)),
+                    _ => None,
+                };
                 let state = &mut self.ranks[rank as usize];
+                state
+                    .scratch
+                    .query_failed_ns
+                    .push(failed_ns.unwrap_or(NEVER));
                 state.host_ns += cost_ns;
                 state.timeline.queries.push(QueryRecord {
                     iteration: state.iteration,
@@ -351,7 +388,14 @@ impl Engine<'_> {
         arrived.push((rank, host_ns));
         self.ranks[rank as usize].blocked = Blocked::CommInit;
         if arrived.len() < self.scenario.groups[group].ranks.len() {
-            self.store_get(rank, group);
+            let root = self.scenario.groups[group].ranks[0];
+            let root_published = arrived.iter().any(|&(r, _)| r == root);
+            self.notify(Notice::StoreWait {
+                rank,
+                group,
+                host_ns,
+                root_published,
+            });
             return;
         }
         let resume_ns =
@@ -371,7 +415,7 @@ impl Engine<'_> {
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).
     fn nccl(&mut self, rank: u32, op: usize, call: NcclCall) {
-        let (kind, bytes) = self.issued_collective(rank, call.kind, call.bytes);
+        let (kind, bytes) = self.failure.issued(rank, call.kind, call.bytes);
         let input_ready = self.instance(rank, call.input_ready);
         let state = &mut self.ranks[rank as usize];
         state.race.forget(input_ready);
@@ -456,7 +500,7 @@ impl Engine<'_> {
         state.timeline.collectives[collective as usize].host_end_ns = state.host_ns;
         match holder {
             WorkHolder::Named(work) => {
-                if let Some(previous_end) = state.work_end[work].replace(end) {
+                if let Some((previous_end, _)) = state.work_end[work].replace((end, collective)) {
                     state.race.forget(previous_end);
                 }
             }
@@ -474,13 +518,15 @@ impl Engine<'_> {
                 end,
             );
         }
-        self.collective_enqueued(
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        self.notify(Notice::WorkEnqueued {
             rank,
-            issued.group,
+            group: issued.group,
             collective,
-            issued.rendezvous,
-            (issued.kind, issued.bytes),
-        );
+            rendezvous: issued.rendezvous,
+            enqueue_ns,
+            issued: (issued.kind, issued.bytes),
+        });
     }
 
     /// Blocking wait (R15) or `wait(timeout)`: the host polls until the end event fired,
@@ -491,6 +537,7 @@ impl Engine<'_> {
         // The polling host returns only once the end event passed.
         self.ranks[rank as usize].race.host_waits(end);
         let enqueue_ns = self.enqueue_ns(rank, collective);
+        let failed_ns = self.failure.work_failed_ns(rank, collective);
         let state = &mut self.ranks[rank as usize];
         if state.fired_ns[end as usize] != NEVER {
             // Completed before the first poll: the first check succeeds.
@@ -498,7 +545,12 @@ impl Engine<'_> {
         }
         state.waiters.entry(end).or_default().push(Waiter::Host);
         let host_ns = state.host_ns;
-        let deadline_ns = next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns);
+        let timeout_poll_ns = next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns);
+        // A Work that failed with an NCCL async error is completed, with its error, at the
+        // first poll after the error, and raises there (R27).
+        let deadline_ns = failed_ns.map_or(timeout_poll_ns, |error_ns| {
+            timeout_poll_ns.min(next_poll_ns(host_ns, interval_ns, error_ns))
+        });
         state.blocked = Blocked::Polling {
             first_poll_ns: host_ns,
             poll_ns: interval_ns,
@@ -526,7 +578,23 @@ impl Engine<'_> {
         if state.generation != generation {
             return;
         }
-        let op = &self.scenario.ops[state.blocked_op];
+        let op = state.blocked_op;
+        if self
+            .failure
+            .work_failed_ns(rank, collective)
+            .is_some_and(|error_ns| error_ns <= now_ns)
+        {
+            // The poll found the Work failed: wait() raises its error, not a timeout.
+            self.push_host_call(rank, op, now_ns);
+            self.notify(Notice::WaitCalled {
+                rank,
+                collective,
+                op,
+                host_ns: now_ns,
+            });
+            return;
+        }
+        let op = &self.scenario.ops[op];
         let enqueue_ns = self.enqueue_ns(rank, collective);
         let work = self.work_text(rank, collective, timeout_ns);
         let state = &self.ranks[rank as usize];
@@ -546,7 +614,19 @@ impl Engine<'_> {
         self.findings.push(finding);
         // The call ends where it raised.
         self.push_host_call(rank, op.index, now_ns);
-        self.wait_raised(rank, collective, timeout_ns);
+        self.notify(Notice::WaitRaised {
+            rank,
+            collective,
+            timeout_ns,
+            now_ns,
+        });
+    }
+
+    /// When the Work of a collective record was enqueued (its kernel's launch).
+    fn enqueue_ns(&self, rank: u32, collective: u32) -> u64 {
+        let state = &self.ranks[rank as usize];
+        state.timeline.kernels[state.scratch.collective_kernel[collective as usize] as usize]
+            .enqueue_ns
     }
 
     /// An event instance the host waits on fired.

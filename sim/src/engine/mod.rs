@@ -17,7 +17,8 @@
 //! its ops ([`crate::pg`], shared with `hw`); `streams` the GPU's streams, event instances
 //! and SMs; `rendezvous` the collectives' meeting of ranks (R16, R24); `memory` the caching
 //! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
-//! and deadlocks; `watchdog` faults and ProcessGroupNCCL's side threads (R26–R29). This file
+//! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
+//! that is told what happened and answers with commands, which `commands` applies. This file
 //! holds the per-rank state, the run loop and the Timeline's assembly once the run ends.
 
 use crate::cost::gemm_ns;
@@ -30,24 +31,24 @@ use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::TensorId;
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
 use crate::timeline::*;
-use findings::rank_list;
-use host::{next_poll_ns, Cursor, StepLog};
+use failure::{Failure, Wake};
+use host::{Cursor, StepLog};
 use memory::MemoryState;
 use queue::{Event, EventQueue};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use streams::{GpuItem, QueuedItem, StreamState};
-use watchdog::Failures;
 
+mod commands;
+mod failure;
 mod findings;
 mod host;
 mod memory;
 mod queue;
 mod rendezvous;
 mod streams;
-mod watchdog;
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
@@ -120,7 +121,8 @@ enum Blocked {
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
     /// Waiting for the simulation to catch up with the host's time, then running the same step
-    /// again (an allocation that must see which recordStream events have passed, R19).
+    /// again (an allocation that must see which recordStream events have passed, R19), or
+    /// going on at the next step (a host that reached a pending side-thread step, R26–R29).
     Timer,
     /// The program ended.
     Done,
@@ -163,8 +165,8 @@ struct RankState {
     /// Stream on which each instance was recorded.
     instance_stream: Vec<u16>,
     waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
-    /// Per Work name: the end instance of its latest creation.
-    work_end: Vec<Option<Instance>>,
+    /// Per Work name: the end instance and collective record of its latest creation.
+    work_end: Vec<Option<(Instance, u32)>>,
     timeline: RankTimeline,
     scratch: Scratch,
     /// The GPU's SMs and the kernels sharing them (R7, R22).
@@ -189,6 +191,8 @@ struct Scratch {
     mark_instance: Vec<Instance>,
     stream_wait_instance: Vec<Instance>,
     query_instance: Vec<Instance>,
+    /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
+    query_failed_ns: Vec<u64>,
 }
 
 struct Engine<'s> {
@@ -207,8 +211,17 @@ struct Engine<'s> {
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
     plans: FxHashMap<(usize, u64), CollectivePlan>,
     findings: Vec<Finding>,
-    /// Faults, watchdogs, heartbeat monitors (R26–R29).
-    failures: Failures,
+    /// Faults, watchdogs, heartbeat monitors, the store (R26–R29).
+    failure: Failure<'s>,
+    /// The failure component's commands being applied (kept to reuse the buffer).
+    commands: Vec<failure::Command>,
+    /// Some process ended.
+    any_dead: bool,
+    /// Rendezvous that can never complete (a member died or aborted, a network error, a
+    /// mismatch).
+    poisoned: HashSet<u32>,
+    /// The failure wake-ups in the queue: their times and how many at each.
+    failure_wakes: BTreeMap<u64, u32>,
     events_processed: u64,
     step_log: StepLog,
 }
@@ -317,7 +330,11 @@ impl<'s> Engine<'s> {
             comm_init: vec![Vec::new(); scenario.groups.len()],
             gemm_ns_by_op,
             findings: Vec::new(),
-            failures: Failures::new(scenario),
+            failure: Failure::new(scenario),
+            commands: Vec::new(),
+            any_dead: false,
+            poisoned: HashSet::new(),
+            failure_wakes: BTreeMap::new(),
             events_processed: 0,
             step_log: None,
         }
@@ -331,11 +348,35 @@ impl<'s> Engine<'s> {
         self.queue.push(at_ns, event);
     }
 
+    /// Events that change nothing: those of a dead process, and failure wake-ups whose reason
+    /// went away (dropped before the time cap is checked, so a 10-minute watchdog deadline
+    /// left over by a run that ended in milliseconds costs nothing).
+    fn ignored(&mut self, at_ns: u64, event: Event) -> bool {
+        let rank = match event {
+            Event::Advance { rank, .. }
+            | Event::KernelEnd { rank, .. }
+            | Event::SmTransfer { rank }
+            | Event::HostResume { rank, .. }
+            | Event::WaitTimeout { rank, .. }
+            | Event::Failure { rank, .. } => rank,
+        };
+        if self.is_dead(rank) {
+            return true;
+        }
+        let Event::Failure { group, wake, .. } = event else {
+            return false;
+        };
+        self.wake_is_stale((rank, group as GroupId, wake), at_ns)
+    }
+
     fn run(&mut self) {
         for rank in 0..self.ranks.len() as u32 {
             self.run_host(rank);
         }
         while let Some((at_ns, event)) = self.queue.pop() {
+            if let Event::Failure { .. } = event {
+                self.failure_wake_popped(at_ns);
+            }
             if self.ignored(at_ns, event) {
                 continue;
             }
@@ -404,7 +445,12 @@ impl<'s> Engine<'s> {
                     self.run_host(rank);
                 }
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
-                Event::Watchdog { rank, group, step } => self.watchdog_step(rank, group, step),
+                Event::Failure { rank, group, wake } => self.notify(failure::Notice::Woken {
+                    rank,
+                    group: group as GroupId,
+                    wake,
+                    now_ns: at_ns,
+                }),
             }
         }
         self.report_deadlocks();
@@ -427,7 +473,7 @@ impl<'s> Engine<'s> {
             .machine
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         timeline.findings = self.findings;
-        timeline.watchdog = self.failures.into_records();
+        timeline.watchdog = self.failure.into_records();
         for mut state in self.ranks {
             state.timeline.memory = state.memory.books.peaks();
             let fired = &state.fired_ns;
@@ -451,13 +497,24 @@ impl<'s> Engine<'s> {
             for (mark, &instance) in t.marks.iter_mut().zip(&scratch.mark_instance) {
                 mark.gpu_ns = fired[instance as usize];
             }
-            for (query, &instance) in t.queries.iter_mut().zip(&scratch.query_instance) {
-                query.completed = fired[instance as usize] <= query.host_ns;
+            for ((query, &instance), &failed_ns) in t
+                .queries
+                .iter_mut()
+                .zip(&scratch.query_instance)
+                .zip(&scratch.query_failed_ns)
+            {
+                // A Work that failed is completed (with its error) from then on (R27).
+                query.completed = fired[instance as usize].min(failed_ns) <= query.host_ns;
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
+            // A collective whose kernel an abort ended never moved data: it did not happen
+            // either (R27).
             t.kernels.retain(|k| k.end_ns != NEVER);
-            t.collectives
-                .retain(|c| c.end_ns != NEVER && c.wait.is_none_or(|w| w.released_ns != NEVER));
+            t.collectives.retain(|c| {
+                c.end_ns != NEVER
+                    && c.data_start_ns != NEVER
+                    && c.wait.is_none_or(|w| w.released_ns != NEVER)
+            });
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);

@@ -1,7 +1,7 @@
 //! The event queue: one binary heap of (time, sequence number, event), so that events of equal
 //! time pop in the order they were scheduled and a run is deterministic.
 
-use super::watchdog::WatchdogStep;
+use super::failure::Wake;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -30,12 +30,12 @@ pub(super) enum Event {
         rank: u32,
         generation: u64,
     },
-    /// A step of a group's watchdog or heartbeat monitor, or of the store rendezvous
-    /// (R26–R29, `watchdog`).
-    Watchdog {
+    /// A wake-up the failure component asked for: a step of a group's watchdog or heartbeat
+    /// monitor, or of the store rendezvous (R26–R29, `failure`).
+    Failure {
         rank: u32,
         group: u16,
-        step: WatchdogStep,
+        wake: Wake,
     },
 }
 

@@ -51,7 +51,7 @@ impl Engine<'_> {
             slot.last_arrival = (now_ns, rank);
         }
         let group = &self.scenario.groups[slot.group];
-        if slot.arrived < group.ranks.len() as u32 || self.failures.poisoned(rendezvous) {
+        if slot.arrived < group.ranks.len() as u32 || self.poisoned(rendezvous) {
             return;
         }
         let slot = self.rendezvous[rendezvous as usize]

@@ -1,0 +1,658 @@
+//! The engine's side of the failure component ([`failure`](super::failure)): the read-only
+//! view of the run it is given, and the one place its commands are applied to rank, host and
+//! stream state — schedule a wake-up, record a finding, poison a rendezvous, hang a host,
+//! abort a communicator, end a process.
+
+use super::failure::{Command, Notice, Progress, RunView, WorkFacts};
+use super::*;
+use crate::pg::faults::{host_effect, HostEffect, RankFaults};
+
+/// The engine's [`View`], borrowing only the fields it reads (so that the failure component,
+/// another field, can be borrowed mutably beside it).
+macro_rules! view {
+    ($engine:expr) => {
+        View {
+            ranks: &$engine.ranks,
+            comm_init: &$engine.comm_init,
+            scenario: $engine.scenario,
+            any_dead: $engine.any_dead,
+        }
+    };
+}
+
+/// The run as the failure component may read it.
+struct View<'a> {
+    ranks: &'a [RankState],
+    comm_init: &'a [Vec<(u32, u64)>],
+    scenario: &'a Scenario,
+    any_dead: bool,
+}
+
+impl RunView for View<'_> {
+    fn is_dead(&self, rank: u32) -> bool {
+        self.any_dead && matches!(self.ranks[rank as usize].blocked, Blocked::Dead)
+    }
+
+    fn work(&self, rank: u32, collective: u32) -> WorkFacts {
+        let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
+        WorkFacts {
+            op: record.op as usize,
+            group: record.group as GroupId,
+            seq: record.seq,
+            bytes: record.bytes,
+        }
+    }
+
+    fn work_end_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+        let state = &self.ranks[rank as usize];
+        let end = state.scratch.collective_end[collective as usize];
+        let fired_ns = state.fired_ns[end as usize];
+        (fired_ns != NEVER).then_some(fired_ns)
+    }
+
+    fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress {
+        let state = &self.ranks[rank as usize];
+        let mut progress = Progress {
+            last_enqueued: state.group_seq[group],
+            ..Progress::default()
+        };
+        for (index, c) in state.timeline.collectives.iter().enumerate() {
+            if c.group as GroupId != group {
+                continue;
+            }
+            let end = state.scratch.collective_end[index];
+            if state.fired_ns[end as usize] <= now_ns {
+                progress.last_completed = progress.last_completed.max(c.seq);
+            }
+            if c.seq == seq {
+                let kernel = state.scratch.collective_kernel[index];
+                progress.kernel_started |=
+                    state.timeline.kernels[kernel as usize].start_ns <= now_ns;
+            }
+        }
+        progress
+    }
+
+    fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool {
+        let root = self.scenario.groups[group].ranks[0];
+        matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
+            && !self.comm_init[group].iter().any(|&(r, _)| r == root)
+    }
+
+    fn host_op(&self, rank: u32) -> usize {
+        self.ranks[rank as usize].blocked_op
+    }
+}
+
+impl Engine<'_> {
+    /// Tells the failure component what happened and applies what it answers.
+    pub(super) fn notify(&mut self, notice: Notice) {
+        let mut commands = std::mem::take(&mut self.commands);
+        let view = view!(self);
+        self.failure.notify(&view, notice, &mut commands);
+        self.apply(&mut commands);
+        self.commands = commands;
+    }
+
+    /// Whether a failure wake-up due at `at_ns` changes nothing any more (it is dropped); the
+    /// component may ask for a later one instead.
+    pub(super) fn wake_is_stale(&mut self, wake: (u32, GroupId, Wake), at_ns: u64) -> bool {
+        let mut commands = std::mem::take(&mut self.commands);
+        let view = view!(self);
+        let stale = self.failure.is_stale(&view, wake, at_ns, &mut commands);
+        self.apply(&mut commands);
+        self.commands = commands;
+        stale
+    }
+
+    /// Before the host runs `op_index`: the fault of this rank, op and iteration, from the
+    /// step transformer both engines share ([`crate::pg::faults`]), goes to the failure
+    /// component, and says what becomes of the op's steps.
+    pub(super) fn fault_reached(&mut self, rank: u32, op_index: usize) -> HostEffect {
+        let scenario = self.scenario;
+        let state = &self.ranks[rank as usize];
+        let iteration = state.iteration;
+        let Some(fault) = RankFaults::new(scenario, rank).at(op_index, iteration) else {
+            return HostEffect::Run;
+        };
+        let host_ns = state.host_ns;
+        self.notify(Notice::FaultReached {
+            rank,
+            op: op_index,
+            iteration,
+            fault: fault.kind.clone(),
+            host_ns,
+        });
+        host_effect(&fault.kind)
+    }
+
+    /// `WorkNCCL(…)` as PyTorch prints it, with the collective as issued.
+    pub(super) fn work_text(&self, rank: u32, collective: u32, timeout_ns: u64) -> String {
+        self.failure
+            .work_text(&view!(self), rank, collective, timeout_ns)
+    }
+
+    /// The one place the failure component's commands change the run, in their order.
+    fn apply(&mut self, commands: &mut Vec<Command>) {
+        for command in commands.drain(..) {
+            match command {
+                Command::Wake {
+                    rank,
+                    group,
+                    wake,
+                    at_ns,
+                } => {
+                    let at_ns = at_ns.max(self.now_ns);
+                    *self.failure_wakes.entry(at_ns).or_default() += 1;
+                    self.schedule(
+                        at_ns,
+                        Event::Failure {
+                            rank,
+                            group: group as u16,
+                            wake,
+                        },
+                    );
+                }
+                Command::Finding {
+                    kind,
+                    rank,
+                    op,
+                    message,
+                } => {
+                    let iteration = self.ranks[rank as usize].iteration;
+                    self.findings.push(Finding {
+                        kind,
+                        rank: Some(rank),
+                        iteration: Some(iteration),
+                        op: op.map(|o| o as OpRef),
+                        stream: None,
+                        message,
+                    });
+                }
+                Command::PoisonRendezvous { rendezvous } => {
+                    self.poisoned.insert(rendezvous);
+                }
+                Command::HangHost { rank, op } => {
+                    let state = &mut self.ranks[rank as usize];
+                    state.blocked = Blocked::Hung;
+                    state.blocked_op = op;
+                }
+                Command::AbortCommunicators { rank, group } => {
+                    self.abort_communicators(rank, group)
+                }
+                Command::KillProcess { rank } => self.kill(rank),
+            }
+        }
+    }
+
+    /// A failure wake-up left the queue.
+    pub(super) fn failure_wake_popped(&mut self, at_ns: u64) {
+        let Some(count) = self.failure_wakes.get_mut(&at_ns) else {
+            unreachable!("every failure wake-up in the queue is counted");
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.failure_wakes.remove(&at_ns);
+        }
+    }
+
+    /// How far a host may run ahead of the simulation: to the earliest failure wake-up in the
+    /// queue, which may end its process, abort its communicators or hand it an error (R1,
+    /// R26–R29). Past it, the host waits for the simulation to get there, so that whatever
+    /// the side threads do reaches it at its simulated time.
+    pub(super) fn host_horizon_ns(&self) -> u64 {
+        self.failure_wakes
+            .first_key_value()
+            .map_or(u64::MAX, |(&at_ns, _)| at_ns)
+    }
+
+    pub(super) fn is_dead(&self, rank: u32) -> bool {
+        view!(self).is_dead(rank)
+    }
+
+    /// Whether a rendezvous can never complete.
+    pub(super) fn poisoned(&self, rendezvous: u32) -> bool {
+        !self.poisoned.is_empty() && self.poisoned.contains(&rendezvous)
+    }
+
+    /// `ncclCommAbort` (R27 modes 1, 2): this rank's spinning kernels of the group end now and
+    /// their collectives can never complete.
+    fn abort_communicators(&mut self, rank: u32, group: GroupId) {
+        let now_ns = self.now_ns;
+        for stream in 0..self.ranks[rank as usize].streams.len() as u16 {
+            let state = &mut self.ranks[rank as usize];
+            let Some(QueuedItem {
+                item:
+                    GpuItem::Collective {
+                        kernel,
+                        rendezvous,
+                        collective,
+                    },
+                ..
+            }) = state.streams[stream as usize].queue.front().copied()
+            else {
+                continue;
+            };
+            let started = state.timeline.kernels[kernel as usize].start_ns != NEVER;
+            if !started || state.timeline.collectives[collective as usize].group as GroupId != group
+            {
+                continue;
+            }
+            self.poisoned.insert(rendezvous);
+            let stream_state = &mut state.streams[stream as usize];
+            stream_state.end_version += 1;
+            let version = stream_state.end_version;
+            self.schedule(
+                now_ns,
+                Event::KernelEnd {
+                    rank,
+                    stream,
+                    version,
+                },
+            );
+        }
+    }
+
+    /// The process ends: its host stops, and the collectives it joined can never complete.
+    fn kill(&mut self, rank: u32) {
+        self.any_dead = true;
+        self.ranks[rank as usize].blocked = Blocked::Dead;
+        for (slot, rendezvous) in self.rendezvous.iter().enumerate() {
+            if rendezvous
+                .as_ref()
+                .is_some_and(|r| r.members.iter().any(|&(member, _)| member == rank))
+            {
+                self.poisoned.insert(slot as u32);
+            }
+        }
+    }
+
+    /// Whether nobody waits on a stuck rendezvous any more: every rank that joined it ended
+    /// or aborted its communicator, or, when none joined, every rank of its group ended (left
+    /// out of the deadlock findings).
+    pub(super) fn rendezvous_settled(&self, rendezvous: &Rendezvous) -> bool {
+        if !self.any_dead && self.poisoned.is_empty() {
+            return false;
+        }
+        let ended =
+            |member: u32| self.is_dead(member) || self.failure.is_aborted(member, rendezvous.group);
+        if rendezvous.members.is_empty() {
+            let ranks = &self.scenario.groups[rendezvous.group].ranks;
+            return ranks.iter().all(|&r| self.is_dead(r));
+        }
+        rendezvous.members.iter().all(|&(member, _)| ended(member))
+    }
+}
+
+/// The failure machinery through the whole engine: scenarios in, Timelines out.
+#[cfg(test)]
+mod tests {
+    use crate::engine::simulate;
+    use crate::scenario::parse;
+    use crate::timeline::{FindingKind, WatchdogEvent};
+
+    /// Two ranks, a 1-s group timeout, an async all_reduce enqueued at 20 µs, then wait and
+    /// `.item()`.
+    fn two_ranks(extra: &str) -> String {
+        format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{extra}\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n"
+        )
+    }
+
+    fn events_of(text: &str, rank: u32, event: WatchdogEvent) -> Vec<u64> {
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        timeline
+            .watchdog
+            .iter()
+            .filter(|r| r.rank == rank && r.event == event)
+            .map(|r| r.at_ns)
+            .collect()
+    }
+
+    #[test]
+    fn a_work_seen_complete_only_at_its_deadline_poll_still_times_out_r26() {
+        // Rank 0's deadline: the first poll past 20 µs + 1 s is 1.1 s. Rank 1 joins at
+        // 1.05 s, so the Work completes at ≈ 1.0501 s: not yet at the 1.0-s poll, and at the
+        // 1.1-s poll the timeout is checked before completion.
+        let late = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1050000");
+        assert_eq!(events_of(&late, 0, WatchdogEvent::Timeout), [1_100_000_000]);
+        // Joining at 0.95 s, it completes before the 1.0-s poll: no timeout on any rank.
+        let in_time =
+            two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 950000");
+        let timeline = simulate(&parse("t.toml", &in_time).unwrap());
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        assert!(timeline.watchdog.is_empty());
+    }
+
+    #[test]
+    fn a_slow_host_phase_before_a_collective_times_out_the_others() {
+        // Rank 1's host spends 2 s (a checkpoint) before the all_reduce: rank 0 times out at
+        // 1.1 s; rank 1 then joins at 2 s while rank 0 is still in its dump wait, so the
+        // collective completes — and rank 0 still exits at 1.1 s + 60 s.
+        let text = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 2000000");
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        let at = |rank: u32, event: WatchdogEvent| {
+            timeline
+                .watchdog
+                .iter()
+                .find(|r| r.rank == rank && r.event == event)
+                .map(|r| r.at_ns)
+        };
+        assert_eq!(at(0, WatchdogEvent::Timeout), Some(1_100_000_000));
+        assert_eq!(at(0, WatchdogEvent::Exit), Some(61_100_000_000));
+        assert_eq!(at(1, WatchdogEvent::Timeout), None);
+        let end_ns = timeline.ranks[1].collectives[0].end_ns;
+        assert!(end_ns > 2_000_000_000 && end_ns < 2_001_000_000, "{end_ns}");
+    }
+
+    #[test]
+    fn a_process_that_dies_loses_its_queued_gpu_work_and_its_peers_time_out() {
+        // Rank 1 queues a 1-s GPU sleep, then dies before the all_reduce: the sleep never
+        // finishes (its process is gone) and rank 0's Work times out at 1.1 s.
+        let text = format!(
+            "[[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 1000000\nranks = [1]\n{}",
+            two_ranks("[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"")
+        );
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        assert!(timeline.ranks[1].kernels.is_empty());
+        let exit: Vec<u64> = timeline
+            .watchdog
+            .iter()
+            .filter(|r| r.rank == 1 && r.event == WatchdogEvent::Exit)
+            .map(|r| r.at_ns)
+            .collect();
+        assert_eq!(exit, [5_000], "died after the 5-µs launch");
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::WatchdogTimeout]);
+        assert!(timeline.findings[0]
+            .message
+            .contains("rank 1 never joined collective 1"));
+    }
+
+    #[test]
+    fn after_clean_up_only_the_next_collective_on_the_aborted_communicator_raises_r27() {
+        // Mode 2: rank 0 times out at 1.1 s and aborts at 61.1 s; its wait and `.item()` return
+        // (15 µs), and its second iteration's all_reduce raises in the main thread.
+        let text = format!(
+            "repeat = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n{}",
+            two_ranks("[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"")
+        );
+        assert_eq!(events_of(&text, 0, WatchdogEvent::Abort), [61_100_000_000]);
+        assert_eq!(
+            events_of(&text, 0, WatchdogEvent::Exit),
+            [61_100_000_000 + 15_000]
+        );
+    }
+
+    #[test]
+    fn no_handling_goes_on_to_the_next_pending_work_after_the_dump_wait_r27() {
+        // Mode 0: rank 0 enqueued two all_reduces (20 µs and 50 µs); both are past their
+        // deadline at the 1.1-s poll, but the watchdog handles the first, sleeps 60 s, and only
+        // then reaches the second (61.1 s), as one pass of Watchdog::runLoop does.
+        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"v\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        assert_eq!(
+            events_of(text, 0, WatchdogEvent::Timeout),
+            [1_100_000_000, 61_100_000_000]
+        );
+        assert_eq!(
+            events_of(text, 0, WatchdogEvent::NoHandling),
+            [61_100_000_000, 121_100_000_000]
+        );
+    }
+
+    #[test]
+    fn a_skipped_collective_desyncs_the_sequence_numbers() {
+        // Rank 1 skips the all_reduce of iteration 0, so its iteration-1 call is its SeqNum 1
+        // and completes rank 0's first; rank 0's SeqNum 2 is never joined and times out at the
+        // first poll past its enqueue + 1 s.
+        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"skip\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        assert_eq!(timeline.ranks[1].collectives.len(), 1);
+        assert_eq!(timeline.ranks[1].collectives[0].iteration, 1);
+        assert_eq!(
+            timeline.ranks[0].collectives[0].end_ns,
+            timeline.ranks[1].collectives[0].end_ns
+        );
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::WatchdogTimeout]);
+        assert!(timeline.findings[0]
+            .message
+            .contains("rank 1 never joined collective 2 (ALLREDUCE, world)"));
+        assert_eq!(timeline.findings[0].iteration, Some(1));
+        assert_eq!(
+            timeline
+                .watchdog
+                .iter()
+                .find(|r| r.event == WatchdogEvent::Timeout)
+                .map(|r| r.at_ns),
+            Some(1_100_000_000)
+        );
+    }
+
+    #[test]
+    fn the_watchdog_costs_no_processed_event_when_nothing_times_out() {
+        // The same program with and without watchdog threads (blocking wait starts none, R15;
+        // with no wait() it changes nothing else) processes the same events: the one deadline
+        // event per group and rank is dropped unprocessed at the end.
+        let program = |blocking: u8| {
+            format!(
+                "repeat = 50\n[cluster]\nranks = 4\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {blocking}\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\ngemm = [512, 512, 512]\n"
+            )
+        };
+        let options = crate::engine::Options::default();
+        let (with_watchdog, events) =
+            crate::engine::simulate_with(&parse("t.toml", &program(0)).unwrap(), options);
+        let (_, events_without) =
+            crate::engine::simulate_with(&parse("t.toml", &program(1)).unwrap(), options);
+        assert!(with_watchdog.findings.is_empty());
+        assert_eq!(events, events_without);
+    }
+
+    #[test]
+    fn each_process_group_has_its_own_watchdog_and_timeout() {
+        // A subgroup with a 2-s timeout: rank 1 never joins its collective, so rank 0's
+        // watchdog of that group (not the world's) fires at the first poll past 20 µs + 2 s.
+        let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\ntimeout_s = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ngroup = \"pair\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        let timeout = timeline
+            .watchdog
+            .iter()
+            .find(|r| r.event == WatchdogEvent::Timeout)
+            .unwrap();
+        assert_eq!(
+            (timeout.rank, timeout.group, timeout.at_ns),
+            (0, Some(1), 2_100_000_000)
+        );
+        assert!(timeout.message.contains("Timeout(ms)=2000"));
+        assert!(timeline.findings[0]
+            .message
+            .contains("rank 1 never joined collective 1 (ALLREDUCE, pair)"));
+    }
+
+    #[test]
+    fn every_fault_under_every_handling_mode_ends_the_run_with_findings() {
+        // Each fault kind on each rank, at each collective, under each error-handling mode and
+        // with blocking wait: the run ends (no hang, no panic) and says what went wrong.
+        let kinds = [
+            ("ar", "hang", ""),
+            ("ar", "die", ""),
+            ("ar", "async_error", "after_us = 1000"),
+            ("ar", "watchdog_stuck", ""),
+            ("ar", "mismatch", "size = \"2MiB\""),
+            ("ar2", "skip", ""),
+            ("ar2", "mismatch", "collective = \"broadcast\""),
+        ];
+        for (at, kind, extra) in kinds {
+            for rank in 0..3 {
+                for mode in 0..4 {
+                    for blocking in 0..2 {
+                        let text = format!(
+                            "repeat = 2\n[cluster]\nranks = 3\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_BLOCKING_WAIT = {blocking}\nTORCH_NCCL_DESYNC_DEBUG = 1\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 30\n[groups.world]\ntimeout_s = 10\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [256, 256, 256]\n[[op]]\nwait = \"w\"\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [{rank}]\nat = \"{at}\"\niteration = 1\nkind = \"{kind}\"\n{extra}\n"
+                        );
+                        let timeline = simulate(&parse("t.toml", &text).unwrap());
+                        // Blocking wait starts no watchdog, so none can hang.
+                        let harmless = kind == "watchdog_stuck" && blocking == 1;
+                        assert_eq!(
+                            timeline.findings.is_empty(),
+                            harmless,
+                            "{kind} at {at} on rank {rank}, mode {mode}, blocking {blocking}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_heartbeat_monitor_can_kill_a_watchdog_asleep_in_a_long_dump_wait_r28() {
+        // A 1-s heartbeat timeout is shorter than the 60-s dump wait: rank 0's watchdog
+        // stops beating at the 1.1-s timeout poll, and the monitor's reads at 2 s (moved since
+        // 1 s) and 3 s (unchanged) abort it at 3 s.
+        let text = two_ranks(
+            "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"",
+        );
+        assert_eq!(
+            events_of(&text, 0, WatchdogEvent::HeartbeatTimeout),
+            [3_000_000_000]
+        );
+        assert!(events_of(&text, 0, WatchdogEvent::Abort).is_empty());
+    }
+
+    #[test]
+    fn a_host_running_ahead_sees_the_abort_at_its_simulated_time_r27() {
+        // Mode 2: rank 0 times out at 1.1 s and aborts at 61.1 s. Its host does not block
+        // (no `.item()`): it sleeps 70 s and reaches the next iteration's all_reduce at
+        // ≈ 70 s. That call starts after the abort, so it sees the aborted communicator and
+        // raises, though the host ran ahead of the simulation.
+        let text = "repeat = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 70000000\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        assert_eq!(events_of(text, 0, WatchdogEvent::Abort), [61_100_000_000]);
+        let exit = timeline
+            .watchdog
+            .iter()
+            .find(|r| r.rank == 0 && r.event == WatchdogEvent::Exit)
+            .unwrap();
+        assert!(
+            exit.message.contains("DistBackendError"),
+            "{}",
+            exit.message
+        );
+        assert!(exit.at_ns > 70_000_000_000, "{}", exit.at_ns);
+        let raised = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::AsyncError)
+            .unwrap();
+        assert_eq!((raised.rank, raised.iteration), (Some(0), Some(1)));
+    }
+
+    #[test]
+    fn a_process_taken_down_by_its_watchdog_runs_nothing_after_its_death_r27() {
+        // Mode 3: rank 0 exits at 61.1 s; its host, sleeping 20 s per iteration and never
+        // blocking, would otherwise have gone on calling past that instant.
+        let text = "repeat = 10\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 20000000\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        assert_eq!(events_of(text, 0, WatchdogEvent::Exit), [61_100_000_000]);
+        let starts: Vec<u64> = timeline.ranks[0].host.iter().map(|h| h.start_ns).collect();
+        assert!(!starts.is_empty());
+        assert!(starts.iter().all(|&t| t <= 61_100_000_000), "{starts:?}");
+        // The sleep that began at ≈ 60 s never ended: the process died in it.
+        assert!(timeline.ranks[0]
+            .host
+            .iter()
+            .all(|h| h.end_ns <= 61_100_000_000));
+    }
+
+    #[test]
+    fn a_deadlock_finding_does_not_blame_a_dead_rank_for_what_its_death_stopped() {
+        // Rank 1 dies before the all_reduce; under mode 0 ranks 0 and 2 stay blocked in
+        // `.item()`: the collective never completes because rank 1's process ended.
+        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 3\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        let deadlock = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::Deadlock)
+            .unwrap();
+        assert!(
+            deadlock.message.ends_with(
+                "ranks [0, 2] started its kernel and spin (R16), the process of ranks [1] ended before launching it"
+            ),
+            "{}",
+            deadlock.message
+        );
+        let timeout = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::WatchdogTimeout)
+            .unwrap();
+        assert!(
+            timeout.message.ends_with(
+                "rank 1 never joined collective 1 (ALLREDUCE, world): its process ended."
+            ),
+            "{}",
+            timeout.message
+        );
+    }
+
+    /// Rank 0's network fails under its all_reduce, NCCL reporting it 1 ms after the 20-µs
+    /// enqueue; `extra` goes into `[env]`, `between` between the all_reduce and
+    /// `is_completed()`, `wait()`.
+    fn failed_work(extra: &str, between: &str) -> crate::timeline::Timeline {
+        let text = format!(
+            "[env]\n{extra}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n{between}[[op]]\nis_completed = \"w\"\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        simulate(&parse("t.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn a_work_failed_by_an_async_error_is_completed_and_its_wait_raises_r27() {
+        // The host sleeps 5 ms, past the error: is_completed() is true, wait() raises.
+        let timeline = failed_work("", "[[op]]\nhost_sleep_us = 5000\n");
+        assert_eq!(timeline.ranks[0].queries.len(), 1);
+        assert!(timeline.ranks[0].queries[0].completed);
+        let raised = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::AsyncError && f.rank == Some(0))
+            .unwrap();
+        assert_eq!(raised.op, Some(3), "the wait() op raises");
+        assert!(
+            raised.message.contains("DistBackendError"),
+            "{}",
+            raised.message
+        );
+        let exit = timeline
+            .watchdog
+            .iter()
+            .find(|r| r.rank == 0 && r.event == WatchdogEvent::Exit)
+            .unwrap();
+        assert_eq!(exit.message, raised.message);
+        let wait_call = timeline.ranks[0].host.last().unwrap();
+        assert_eq!(wait_call.op, 3);
+        assert_eq!(wait_call.start_ns, wait_call.end_ns, "it raised at once");
+        // Before the error, is_completed() is false and wait() returns.
+        let timeline = failed_work("", "");
+        assert!(!timeline.ranks[0].queries[0].completed);
+        assert!(timeline.ranks[0].host.iter().any(|h| h.op == 2));
+    }
+
+    #[test]
+    fn a_blocking_wait_raises_at_the_first_poll_after_the_async_error_r15_r27() {
+        // wait() starts polling at ≈ 35 µs, every 1 ms: the first poll past the error at
+        // 1.02 ms raises it, not the group timeout at 1 s.
+        let timeline = failed_work("TORCH_NCCL_BLOCKING_WAIT = 1", "");
+        let raised = timeline
+            .findings
+            .iter()
+            .find(|f| f.rank == Some(0))
+            .unwrap();
+        assert_eq!(raised.kind, FindingKind::AsyncError, "{}", raised.message);
+        let wait_call = timeline.ranks[0].host.last().unwrap();
+        assert!(
+            (1_020_000..2_100_000).contains(&wait_call.end_ns),
+            "{}",
+            wait_call.end_ns
+        );
+    }
+}

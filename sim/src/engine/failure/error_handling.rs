@@ -1,0 +1,372 @@
+//! After a timeout or an error (R27): the dump signal through the store, the watchdog's sleep
+//! of 4 × `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`, then `TORCH_NCCL_ASYNC_ERROR_HANDLING`:
+//! 0 nothing, 1 abort then exit, 2 abort and stay alive, 3 exit without abort. A communicator
+//! the watchdog aborted raises at its next use in the main thread; a polling `wait()` that
+//! raised (R15) ends the process.
+
+use super::{ms, next_tick_ns, Command, Failure, RunView, Wake};
+use crate::scenario::{ErrorHandling, GroupId};
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+
+impl Failure<'_> {
+    /// The dump signal goes into the store; this rank dumps now, the others when their
+    /// heartbeat monitor next polls the store.
+    pub(super) fn broadcast_dump_signal(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let env = &self.scenario.env;
+        let wait_ms = ms(4 * env.wait_timeout_dump_ns);
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Watchdog, WatchdogEvent::DumpSignal),
+            now_ns,
+            format!("[Rank {rank}] Broadcasting the dump signal to all ranks through the store; the watchdog sleeps {wait_ms} ms (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) for the Flight Recorder dumps"),
+        );
+        if !self.dumped[rank as usize] {
+            self.dumped[rank as usize] = true;
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Watchdog, WatchdogEvent::Dump),
+                now_ns,
+                format!("[Rank {rank}] dumping the Flight Recorder"),
+            );
+        }
+        if !env.enable_monitoring {
+            return;
+        }
+        let seen_ns = next_tick_ns(0, env.coord_check_ns, now_ns + 1);
+        for other in 0..self.dumped.len() as u32 {
+            if other != rank && !self.dumped[other as usize] && !view.is_dead(other) {
+                super::wake(out, other, 0, Wake::DumpSeen, seen_ns);
+            }
+        }
+    }
+
+    /// The heartbeat monitor of `rank` found the dump signal.
+    pub(super) fn dump_seen(&mut self, rank: u32, group: GroupId, now_ns: u64) {
+        self.dumped[rank as usize] = true;
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
+            now_ns,
+            format!("[Rank {rank}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
+        );
+    }
+
+    /// After the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides.
+    pub(super) fn handle_error(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let mode = self.scenario.env.async_error_handling;
+        let name = match mode {
+            ErrorHandling::NoHandling => "NoHandling",
+            ErrorHandling::TearDown => "TearDown",
+            ErrorHandling::CleanUpOnly => "CleanUpOnly",
+            ErrorHandling::SkipCleanUp => "SkipCleanUp",
+        };
+        let setting = format!("TORCH_NCCL_ASYNC_ERROR_HANDLING={} ({name})", mode.number());
+        if mode == ErrorHandling::NoHandling {
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Watchdog, WatchdogEvent::NoHandling),
+                now_ns,
+                format!("[Rank {rank}] {setting}: the error is left alone; the process and its hung collective stay"),
+            );
+        }
+        let index = self.index(rank, group);
+        if mode.cleans_up() {
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Watchdog, WatchdogEvent::Abort),
+                now_ns,
+                format!(
+                    "[Rank {rank}] {setting}: aborting the communicators of group {} (ncclCommAbort)",
+                    self.scenario.groups[group].name
+                ),
+            );
+            self.watchdogs[index].aborted = true;
+            out.push(Command::AbortCommunicators { rank, group });
+        }
+        if mode.tears_down() {
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Watchdog, WatchdogEvent::Exit),
+                now_ns,
+                format!("[Rank {rank}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
+            );
+            out.push(Command::KillProcess { rank });
+            return;
+        }
+        // The process lives on and the watchdog resumes polling: a timed-out Work is done
+        // with, and every Work of a failed or aborted communicator.
+        let watchdog = &mut self.watchdogs[index];
+        watchdog.handling = false;
+        watchdog.tick_origin_ns = now_ns;
+        if watchdog.handling_timeout && !watchdog.aborted {
+            watchdog.pending.pop_front();
+        } else {
+            watchdog.pending.clear();
+        }
+        if let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
+            self.schedule_check(rank, group, deadline_ns, out);
+        }
+    }
+
+    /// A collective on a communicator the watchdog aborted (mode 2) raises `DistBackendError`
+    /// in the main thread; uncaught, it ends the process.
+    pub(super) fn communicator_used(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        op: usize,
+        host_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        if !self.is_aborted(rank, group) {
+            return;
+        }
+        let scenario = self.scenario;
+        let message = format!(
+            "[Rank {rank}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, uncaught, ends the process",
+            scenario.groups[group].name,
+            scenario.ops[op].display_name(),
+            scenario.ops[op].line
+        );
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::Exit),
+            host_ns,
+            message.clone(),
+        );
+        out.push(Command::Finding {
+            kind: FindingKind::AsyncError,
+            rank,
+            op: Some(op),
+            message,
+        });
+        out.push(Command::KillProcess { rank });
+    }
+
+    /// A polling `wait()` raised (R15): under blocking wait the main thread aborts the
+    /// communicator and the exception ends the process.
+    pub(super) fn wait_raised(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        collective: u32,
+        timeout_ns: u64,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let work = self.work_text(view, rank, collective, timeout_ns);
+        let group = view.work(rank, collective).group;
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+            now_ns,
+            format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread."),
+        );
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::Exit),
+            now_ns,
+            format!("[Rank {rank}] process exited: the exception was not caught"),
+        );
+        out.push(Command::KillProcess { rank });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::{Command, Failure, Notice, Wake};
+    use crate::timeline::{FindingKind, WatchdogEvent};
+
+    /// Rank 0 enqueues at 20 µs and times out at 1.1 s (rank 1 never joins).
+    fn time_out(failure: &mut Failure<'_>, run: &FakeRun) {
+        enqueue(failure, run, (0, 0), 20_000);
+        let (commands, _) = split(woken(failure, run, 0, Wake::Check, 1_100_000_000));
+        assert_eq!(
+            commands[0],
+            finding(FindingKind::WatchdogTimeout, 0, Some(0))
+        );
+    }
+
+    /// The events of rank 0's records at `at_ns`.
+    fn events_at(failure: Failure<'_>, at_ns: u64) -> Vec<WatchdogEvent> {
+        failure
+            .into_records()
+            .iter()
+            .filter(|r| r.rank == 0 && r.at_ns == at_ns)
+            .map(|r| r.event)
+            .collect()
+    }
+
+    const DUMP_WAIT_OVER_NS: u64 = 61_100_000_000;
+
+    #[test]
+    fn skip_clean_up_exits_without_abort_r27() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        time_out(&mut failure, &run);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [Command::KillProcess { rank: 0 }]
+        );
+        assert!(!failure.is_aborted(0, 0));
+        assert_eq!(events_at(failure, DUMP_WAIT_OVER_NS), [WatchdogEvent::Exit]);
+    }
+
+    #[test]
+    fn tear_down_aborts_then_exits_r27() {
+        let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        time_out(&mut failure, &run);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [
+                Command::AbortCommunicators { rank: 0, group: 0 },
+                Command::KillProcess { rank: 0 },
+            ]
+        );
+        assert_eq!(
+            events_at(failure, DUMP_WAIT_OVER_NS),
+            [WatchdogEvent::Abort, WatchdogEvent::Exit]
+        );
+    }
+
+    #[test]
+    fn clean_up_only_aborts_and_the_next_use_of_the_communicator_raises_r27() {
+        let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        // Before the abort the communicator is fine.
+        let used = |host_ns| Notice::CommunicatorUsed {
+            rank: 0,
+            group: 0,
+            op: 0,
+            host_ns,
+        };
+        let mut out = Vec::new();
+        failure.notify(&run, used(1_000), &mut out);
+        assert_eq!(out, []);
+        time_out(&mut failure, &run);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [Command::AbortCommunicators { rank: 0, group: 0 }]
+        );
+        assert!(failure.is_aborted(0, 0));
+        failure.notify(&run, used(DUMP_WAIT_OVER_NS + 15_000), &mut out);
+        let (commands, messages) = split(out);
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::AsyncError, 0, Some(0)),
+                Command::KillProcess { rank: 0 },
+            ]
+        );
+        assert!(messages[0].contains("DistBackendError"), "{}", messages[0]);
+    }
+
+    #[test]
+    fn no_handling_leaves_the_process_and_goes_on_to_the_next_pending_work_r27() {
+        // Two Works (20 µs and 50 µs): the first times out at 1.1 s; after the dump wait the
+        // watchdog's polls restart at 61.1 s, where the second is long past its deadline.
+        let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1).with_work(0, 1, 2);
+        time_out(&mut failure, &run);
+        assert_eq!(enqueue(&mut failure, &run, (0, 1), 50_000), []);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [wake(0, Wake::Check, DUMP_WAIT_OVER_NS)]
+        );
+        let (commands, messages) =
+            split(woken(&mut failure, &run, 0, Wake::Check, DUMP_WAIT_OVER_NS));
+        assert_eq!(
+            commands[0],
+            finding(FindingKind::WatchdogTimeout, 0, Some(0))
+        );
+        assert!(messages[0].contains("SeqNum=2"), "{}", messages[0]);
+        assert_eq!(
+            events_at(failure, DUMP_WAIT_OVER_NS),
+            [
+                WatchdogEvent::NoHandling,
+                WatchdogEvent::Timeout,
+                WatchdogEvent::DumpSignal
+            ]
+        );
+    }
+
+    #[test]
+    fn the_dump_wait_is_four_times_the_dump_timeout_and_each_rank_dumps_once_r27() {
+        let scenario = two_ranks("[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1000", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        assert_eq!(
+            commands.last(),
+            Some(&wake(0, Wake::DumpWaitOver, 5_100_000_000))
+        );
+        // Rank 1's monitor dumps at its poll; a second signal finds it dumped.
+        assert_eq!(
+            woken(&mut failure, &run, 1, Wake::DumpSeen, 2_000_000_000),
+            []
+        );
+        let mut out = Vec::new();
+        assert!(failure.is_stale(&run, (1, 0, Wake::DumpSeen), 3_000_000_000, &mut out));
+        let dumps = failure
+            .into_records()
+            .iter()
+            .filter(|r| r.event == WatchdogEvent::Dump)
+            .map(|r| (r.rank, r.at_ns))
+            .collect::<Vec<_>>();
+        assert_eq!(dumps, [(0, 1_100_000_000), (1, 2_000_000_000)]);
+    }
+
+    #[test]
+    fn a_blocking_wait_that_raised_ends_the_process_r15() {
+        let scenario = two_ranks("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        // Blocking wait starts no watchdog: an enqueue asks for nothing.
+        assert_eq!(enqueue(&mut failure, &run, (0, 0), 20_000), []);
+        let mut out = Vec::new();
+        failure.notify(
+            &run,
+            Notice::WaitRaised {
+                rank: 0,
+                collective: 0,
+                timeout_ns: 1_000_000_000,
+                now_ns: 1_000_034_000,
+            },
+            &mut out,
+        );
+        assert_eq!(out, [Command::KillProcess { rank: 0 }]);
+        assert_eq!(
+            events_at(failure, 1_000_034_000),
+            [WatchdogEvent::WaitTimeout, WatchdogEvent::Exit]
+        );
+    }
+}

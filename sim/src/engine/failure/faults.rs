@@ -1,0 +1,421 @@
+//! `[[fault]]`s as they act at run time, and the R16 mismatch check. Which fault applies
+//! where, and what becomes of the op's steps, is [`crate::pg::faults`] (shared with `hw`);
+//! here a fault the host reached is logged and acted on: `hang` stops the host, `die` ends
+//! the process, and a collective fault (`mismatch`, `async_error`, `watchdog_stuck`) is armed
+//! for the rank's next enqueued Work.
+//!
+//! Where calls at one SeqNum can disagree (faults, ops restricted to some ranks), each call is
+//! compared with the first; a disagreement is a finding and the collective never completes.
+
+use super::{seconds, Command, Failure, RunView, Signature};
+use crate::scenario::{CollectiveKind, FaultKind, GroupId};
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+
+impl Failure<'_> {
+    /// `rank`'s host reached `op`, where `fault` applies.
+    pub(super) fn fault_reached(
+        &mut self,
+        (rank, op, iteration): (u32, usize, u32),
+        fault: FaultKind,
+        host_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let op_spec = &self.scenario.ops[op];
+        let where_ = format!(
+            "{} (line {}, iteration {iteration})",
+            op_spec.display_name(),
+            op_spec.line
+        );
+        let message = match &fault {
+            FaultKind::Skip => format!("[Rank {rank}] fault: skips {where_}"),
+            FaultKind::Hang => format!("[Rank {rank}] fault: the host hangs before {where_}"),
+            FaultKind::Die => format!("[Rank {rank}] fault: the process dies before {where_}"),
+            FaultKind::Mismatch {
+                collective,
+                size_bytes,
+            } => format!(
+                "[Rank {rank}] fault: issues {} of {} at {where_}",
+                collective.op_type(),
+                crate::units::format_size(*size_bytes)
+            ),
+            FaultKind::AsyncError { after_ns } => format!(
+                "[Rank {rank}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
+                seconds(*after_ns)
+            ),
+            FaultKind::WatchdogStuck => format!(
+                "[Rank {rank}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
+            ),
+        };
+        self.note(
+            rank,
+            None,
+            (ThreadKind::Main, WatchdogEvent::Fault),
+            host_ns,
+            message,
+        );
+        match fault {
+            FaultKind::Hang => out.push(Command::HangHost { rank, op }),
+            FaultKind::Die => {
+                self.note(
+                    rank,
+                    None,
+                    (ThreadKind::Main, WatchdogEvent::Exit),
+                    host_ns,
+                    format!("[Rank {rank}] process exited (fault); its GPU work vanishes"),
+                );
+                out.push(Command::KillProcess { rank });
+            }
+            FaultKind::Skip => {}
+            armed => self.armed[rank as usize] = Some(armed),
+        }
+    }
+
+    /// The collective and size `rank` issues for the op it is running (the declared ones, or
+    /// those of an armed mismatch fault).
+    pub(in crate::engine) fn issued(
+        &self,
+        rank: u32,
+        collective: CollectiveKind,
+        size_bytes: u64,
+    ) -> (CollectiveKind, u64) {
+        match self.armed[rank as usize] {
+            Some(FaultKind::Mismatch {
+                collective,
+                size_bytes,
+            }) => (collective, size_bytes),
+            _ => (collective, size_bytes),
+        }
+    }
+
+    /// An enqueued Work with the fault armed for it: what a mismatch issued instead, whether
+    /// the group's ranks agree on it (R16), and a network that fails under it.
+    pub(super) fn check_work(
+        &mut self,
+        view: &impl RunView,
+        (rank, collective_index, rendezvous): (u32, u32, u32),
+        (issued, enqueue_ns): ((CollectiveKind, u64), u64),
+        armed: Option<&FaultKind>,
+        out: &mut Vec<Command>,
+    ) {
+        if let Some(FaultKind::Mismatch { collective, .. }) = armed {
+            self.issued_instead
+                .insert((rank, collective_index), *collective);
+        }
+        let work = view.work(rank, collective_index);
+        self.check_signature(
+            rank,
+            (work.group, work.seq, work.op),
+            rendezvous,
+            issued,
+            out,
+        );
+        if let Some(FaultKind::AsyncError { after_ns }) = armed {
+            // The network under this collective fails: it never completes, and the
+            // communicator reports the error from then on (to a watchdog, if there is one,
+            // and to the Work's `is_completed()` and `wait()`).
+            out.push(Command::PoisonRendezvous { rendezvous });
+            self.failed_works
+                .insert((rank, collective_index), enqueue_ns + after_ns);
+        }
+    }
+
+    /// Calls at one SeqNum must issue the same collective and size (R16); a disagreement is
+    /// reported once and the collective never completes (NCCL hangs or corrupts).
+    fn check_signature(
+        &mut self,
+        rank: u32,
+        (group, seq, op): (GroupId, u64, usize),
+        rendezvous: u32,
+        (collective, size_bytes): (CollectiveKind, u64),
+        out: &mut Vec<Command>,
+    ) {
+        let Some(signatures) = &mut self.signatures else {
+            return;
+        };
+        let issued = Signature {
+            collective,
+            size_bytes,
+            rank,
+            op,
+        };
+        let first = *signatures.entry((group, seq)).or_insert(issued);
+        if (first.collective.descriptor().counterpart, first.size_bytes) == (collective, size_bytes)
+            || (first.rank == rank && first.collective == collective)
+            || !self.mismatched.insert((group, seq))
+        {
+            return;
+        }
+        out.push(Command::PoisonRendezvous { rendezvous });
+        let scenario = self.scenario;
+        let describe = |s: &Signature| {
+            format!(
+                "rank {} issued {} of {} ({}, line {})",
+                s.rank,
+                s.collective.op_type(),
+                crate::units::format_size(s.size_bytes),
+                scenario.ops[s.op].display_name(),
+                scenario.ops[s.op].line
+            )
+        };
+        let message = format!(
+            "ranks disagree on collective SeqNum={seq} of group {}: {}, {}; NCCL would hang or corrupt data, the model hangs it (R16)",
+            scenario.groups[group].name,
+            describe(&first),
+            describe(&issued)
+        );
+        out.push(Command::Finding {
+            kind: FindingKind::Mismatch,
+            rank,
+            op: Some(op),
+            message,
+        });
+    }
+
+    /// When the Work of `rank`'s collective record `collective` failed with an NCCL async
+    /// error, if it did: from then on `is_completed()` is true and `wait()` raises.
+    pub(in crate::engine) fn work_failed_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+        self.failed_works.get(&(rank, collective)).copied()
+    }
+
+    /// `wait()` on a Work that failed with an NCCL async error by the call raises
+    /// `DistBackendError` in the main thread; uncaught, it ends the process. Called before
+    /// the error, `wait()` only makes the current stream wait.
+    pub(super) fn wait_called(
+        &mut self,
+        view: &impl RunView,
+        (rank, collective, op): (u32, u32, usize),
+        host_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(error_ns) = self
+            .work_failed_ns(rank, collective)
+            .filter(|&error_ns| error_ns <= host_ns)
+        else {
+            return;
+        };
+        let work = view.work(rank, collective);
+        let timeout_ns = self.scenario.groups[work.group].timeout_ns;
+        let op_spec = &self.scenario.ops[op];
+        let message = format!(
+            "[Rank {rank}] DistBackendError: {} failed: NCCL reported an async error (ncclRemoteError) at {}; {} (line {}) raises in the main thread and, uncaught, ends the process",
+            self.work_text(view, rank, collective, timeout_ns),
+            seconds(error_ns),
+            op_spec.display_name(),
+            op_spec.line
+        );
+        self.note(
+            rank,
+            Some(work.group),
+            (ThreadKind::Main, WatchdogEvent::Exit),
+            host_ns,
+            message.clone(),
+        );
+        out.push(Command::Finding {
+            kind: FindingKind::AsyncError,
+            rank,
+            op: Some(op),
+            message,
+        });
+        out.push(Command::KillProcess { rank });
+    }
+
+    /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
+    /// its all_reduce).
+    pub(super) fn issued_kind(
+        &self,
+        view: &impl RunView,
+        rank: u32,
+        collective: u32,
+    ) -> CollectiveKind {
+        if let Some(&kind) = self.issued_instead.get(&(rank, collective)) {
+            return kind;
+        }
+        self.scenario.ops[view.work(rank, collective).op]
+            .kind
+            .collective()
+            .map_or(CollectiveKind::AllReduce, |(kind, _)| kind)
+    }
+
+    /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints
+    /// it.
+    pub(in crate::engine) fn work_text(
+        &self,
+        view: &impl RunView,
+        rank: u32,
+        collective: u32,
+        timeout_ns: u64,
+    ) -> String {
+        let work = view.work(rank, collective);
+        crate::pg::work_text(
+            self.scenario,
+            &self.scenario.ops[work.op],
+            (self.issued_kind(view, rank, collective), work.bytes),
+            (work.group, work.seq),
+            timeout_ns,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::{Command, Failure, Notice, Wake};
+    use crate::scenario::{CollectiveKind, FaultKind};
+    use crate::timeline::FindingKind;
+
+    fn reached(failure: &mut Failure<'_>, rank: u32, fault: FaultKind) -> Vec<Command> {
+        let mut out = Vec::new();
+        let notice = Notice::FaultReached {
+            rank,
+            op: 0,
+            iteration: 0,
+            fault,
+            host_ns: 0,
+        };
+        failure.notify(&FakeRun::default(), notice, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_hang_stops_the_host_and_a_death_ends_the_process() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        assert_eq!(
+            reached(&mut failure, 1, FaultKind::Hang),
+            [Command::HangHost { rank: 1, op: 0 }]
+        );
+        assert_eq!(
+            reached(&mut failure, 0, FaultKind::Die),
+            [Command::KillProcess { rank: 0 }]
+        );
+        assert_eq!(reached(&mut failure, 0, FaultKind::Skip), []);
+    }
+
+    #[test]
+    fn a_mismatch_changes_what_is_issued_and_the_disagreement_is_found_once_r16() {
+        let faults = "[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\nsize = \"2MiB\"\n";
+        let scenario = two_ranks("", faults);
+        let mut failure = Failure::new(&scenario);
+        let fault = scenario.faults[0].kind.clone();
+        assert_eq!(reached(&mut failure, 1, fault), []);
+        let one_mib = 1 << 20;
+        assert_eq!(
+            failure.issued(1, CollectiveKind::AllReduce, one_mib),
+            (CollectiveKind::AllReduce, 2 << 20)
+        );
+        assert_eq!(
+            failure.issued(0, CollectiveKind::AllReduce, one_mib),
+            (CollectiveKind::AllReduce, one_mib)
+        );
+        let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let mut out = Vec::new();
+        failure.notify(
+            &run,
+            Notice::WorkEnqueued {
+                rank: 1,
+                group: 0,
+                collective: 0,
+                rendezvous: 0,
+                enqueue_ns: 20_000,
+                issued: (CollectiveKind::AllReduce, 2 << 20),
+            },
+            &mut out,
+        );
+        let (commands, messages) = split(out);
+        assert_eq!(
+            commands,
+            [
+                Command::PoisonRendezvous { rendezvous: 0 },
+                finding(FindingKind::Mismatch, 1, Some(0)),
+                wake(1, Wake::Check, 1_100_000_000),
+            ]
+        );
+        assert!(
+            messages[0].contains("rank 0 issued ALLREDUCE of 1MiB")
+                && messages[0].contains("rank 1 issued ALLREDUCE of 2MiB"),
+            "{}",
+            messages[0]
+        );
+        // The fault was used up by that Work.
+        assert_eq!(
+            failure.issued(1, CollectiveKind::AllReduce, one_mib),
+            (CollectiveKind::AllReduce, one_mib)
+        );
+    }
+
+    #[test]
+    fn an_async_error_poisons_its_collective_and_is_caught_at_the_next_poll_r26() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        reached(
+            &mut failure,
+            0,
+            FaultKind::AsyncError {
+                after_ns: 500_000_000,
+            },
+        );
+        assert_eq!(
+            enqueue(&mut failure, &run, (0, 0), 20_000),
+            [
+                Command::PoisonRendezvous { rendezvous: 0 },
+                wake(0, Wake::AsyncError { collective: 0 }, 600_000_000),
+                wake(0, Wake::Check, 1_100_000_000),
+            ]
+        );
+        let (commands, _) = split(woken(
+            &mut failure,
+            &run,
+            0,
+            Wake::AsyncError { collective: 0 },
+            600_000_000,
+        ));
+        assert_eq!(commands[0], finding(FindingKind::AsyncError, 0, Some(0)));
+        // While the error is handled, the deadline poll is stale.
+        assert_eq!(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000), []);
+    }
+
+    #[test]
+    fn wait_on_a_work_that_failed_with_an_async_error_raises_from_the_error_on_r27() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        reached(
+            &mut failure,
+            0,
+            FaultKind::AsyncError {
+                after_ns: 500_000_000,
+            },
+        );
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        assert_eq!(failure.work_failed_ns(0, 0), Some(500_020_000));
+        let wait = |host_ns| Notice::WaitCalled {
+            rank: 0,
+            collective: 0,
+            op: 1,
+            host_ns,
+        };
+        // Before the error, wait() only makes the stream wait.
+        let mut out = Vec::new();
+        failure.notify(&run, wait(500_019_999), &mut out);
+        assert_eq!(out, []);
+        failure.notify(&run, wait(500_020_000), &mut out);
+        let (commands, messages) = split(out);
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::AsyncError, 0, Some(1)),
+                Command::KillProcess { rank: 0 },
+            ]
+        );
+        assert!(
+            messages[0]
+                .contains("failed: NCCL reported an async error (ncclRemoteError) at 0.500 s"),
+            "{}",
+            messages[0]
+        );
+        // A Work without an error never raises in wait().
+        assert_eq!(failure.work_failed_ns(1, 0), None);
+    }
+}

@@ -1,0 +1,166 @@
+//! The heartbeat monitor (R28): reads the watchdog's heartbeat every
+//! `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC` from its start; unchanged since the last read ⇒ dump and
+//! abort the process. Only a stalled heartbeat (a stuck watchdog, or a dump wait longer than
+//! the heartbeat timeout) asks for a read.
+
+use super::{next_tick_ns, wake, Command, Failure, Wake};
+use crate::scenario::GroupId;
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+
+impl Failure<'_> {
+    /// The watchdog's heartbeat stops moving from its poll at `from_ns` until `until_ns`
+    /// (`u64::MAX`: it is stuck). The monitor aborts at the first read that finds it
+    /// unchanged since the last.
+    pub(super) fn heartbeat_stalls(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        from_ns: u64,
+        until_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let env = &self.scenario.env;
+        if !env.enable_monitoring {
+            return;
+        }
+        let period_ns = env.heartbeat_timeout_ns;
+        let read_ns = next_tick_ns(0, period_ns, from_ns + period_ns);
+        if read_ns < until_ns {
+            wake(out, rank, group, Wake::HeartbeatCheck, read_ns);
+        }
+    }
+
+    /// The read that found the heartbeat unchanged: dump, then `std::abort()`.
+    pub(super) fn heartbeat_abort(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
+        let message = format!(
+            "[Rank {rank}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives. If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
+        );
+        self.note(
+            rank,
+            Some(group),
+            (
+                ThreadKind::HeartbeatMonitor,
+                WatchdogEvent::HeartbeatTimeout,
+            ),
+            now_ns,
+            message.clone(),
+        );
+        out.push(Command::Finding {
+            kind: FindingKind::HeartbeatAbort,
+            rank,
+            op: None,
+            message,
+        });
+        if !self.dumped[rank as usize] {
+            self.dumped[rank as usize] = true;
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
+                now_ns,
+                format!("[Rank {rank}] dumping the Flight Recorder and the C++ stacks"),
+            );
+        }
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::HeartbeatMonitor, WatchdogEvent::Exit),
+            now_ns,
+            format!("[Rank {rank}] terminateProcess: std::abort()"),
+        );
+        out.push(Command::KillProcess { rank });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::{Command, Failure, Notice, Wake};
+    use crate::scenario::FaultKind;
+    use crate::timeline::FindingKind;
+
+    #[test]
+    fn a_stuck_watchdog_is_aborted_at_the_first_read_that_finds_the_heartbeat_unchanged_r28() {
+        // The watchdog hangs at its first poll after the 20-µs enqueue (0.1 s); the monitor
+        // reads every 480 s: at 480 s the heartbeat moved, at 960 s it did not.
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        let mut out = Vec::new();
+        failure.notify(
+            &run,
+            Notice::FaultReached {
+                rank: 0,
+                op: 0,
+                iteration: 0,
+                fault: FaultKind::WatchdogStuck,
+                host_ns: 0,
+            },
+            &mut out,
+        );
+        assert_eq!(out, []);
+        // The Work's deadline poll was asked for before the watchdog hung; it finds it hung.
+        assert_eq!(
+            enqueue(&mut failure, &run, (0, 0), 20_000),
+            [
+                wake(0, Wake::HeartbeatCheck, 960_000_000_000),
+                wake(0, Wake::Check, 1_100_000_000),
+            ]
+        );
+        let mut out = Vec::new();
+        assert!(failure.is_stale(&run, (0, 0, Wake::Check), 1_100_000_000, &mut out));
+        assert_eq!(out, []);
+        let (commands, messages) = split(woken(
+            &mut failure,
+            &run,
+            0,
+            Wake::HeartbeatCheck,
+            960_000_000_000,
+        ));
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::HeartbeatAbort, 0, None),
+                Command::KillProcess { rank: 0 },
+            ]
+        );
+        assert!(messages[0].contains("got stuck for 480 seconds"));
+    }
+
+    #[test]
+    fn a_dump_wait_longer_than_the_heartbeat_timeout_stalls_the_heartbeat_r28() {
+        // A 1-s heartbeat timeout: the watchdog stops beating at its 1.1-s timeout poll; the
+        // monitor's read at 2 s sees it moved since 1 s, the read at 3 s does not.
+        let scenario = two_ranks("[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        assert_eq!(
+            commands.last(),
+            Some(&wake(0, Wake::HeartbeatCheck, 3_000_000_000))
+        );
+        // Without monitoring, nobody reads it, and nobody polls the store for dumps.
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\nTORCH_NCCL_ENABLE_MONITORING = 0",
+            "",
+        );
+        let mut failure = Failure::new(&scenario);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                wake(0, Wake::DumpWaitOver, 61_100_000_000),
+            ]
+        );
+    }
+}

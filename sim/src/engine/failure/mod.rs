@@ -1,0 +1,400 @@
+//! ProcessGroupNCCL's side threads and the faults a scenario injects, as a component of the
+//! engine that receives notifications and returns commands (R15, R16, R26–R29).
+//!
+//! The component owns its state — each watchdog's pending Works and deadline, the heartbeat,
+//! per-rank error state (armed faults, dumps, aborted communicators), the calls at each
+//! SeqNum for the mismatch check — and its log (the Timeline's `watchdog` records). It never
+//! touches the engine: the engine tells it what happened ([`Notice`]), it answers with
+//! [`Command`]s the engine applies in one place (`engine/commands.rs`), in the order given.
+//! What it must know of the run's progress that it is not told (whether a Work's end event
+//! fired, where each rank stands for the desync report) it reads through [`RunView`], a
+//! read-only view the engine implements and unit tests fake.
+//!
+//! Its parts: `watchdog` (R26: pending Works, deadline polls, what a poll catches, the desync
+//! report), `error_handling` (R27: the dump signal, the dump wait, the modes of
+//! `TORCH_NCCL_ASYNC_ERROR_HANDLING`, aborted communicators, a blocking wait that raised),
+//! `heartbeat` (R28), `store` (R29), `faults` (`[[fault]]`s as they act at run time, and the
+//! R16 mismatch check).
+
+use super::host::next_poll_ns as next_tick_ns;
+use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
+use std::collections::{HashMap, HashSet};
+use watchdog::WatchdogState;
+
+mod error_handling;
+mod faults;
+mod heartbeat;
+mod store;
+mod watchdog;
+
+#[cfg(test)]
+mod fake;
+
+/// A wake-up the component asked for: a step of a group's watchdog or heartbeat monitor, or
+/// of the store rendezvous, for one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(in crate::engine) enum Wake {
+    /// The deadline poll of the oldest pending Work (R26).
+    Check,
+    /// The first poll that sees an async error on the communicator under collective record
+    /// `collective` (R26).
+    AsyncError { collective: u32 },
+    /// The first poll after another rank propagated its error (R27).
+    RemoteError { from_rank: u32 },
+    /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
+    DumpSeen,
+    /// The watchdog's sleep for the dumps is over: act on the error-handling mode (R27).
+    DumpWaitOver,
+    /// The heartbeat monitor's read that finds the heartbeat unchanged (R28).
+    HeartbeatCheck,
+    /// `store.get` of the unique id passes the store timeout (R29).
+    StoreTimeout,
+}
+
+/// What happened in the run, as the component is told.
+#[derive(Debug, Clone, PartialEq)]
+pub(in crate::engine) enum Notice {
+    /// `rank`'s host reached `op`, where a `[[fault]]` of kind `fault` applies.
+    FaultReached {
+        rank: u32,
+        op: usize,
+        iteration: u32,
+        fault: FaultKind,
+        host_ns: u64,
+    },
+    /// A Work was enqueued (R10e): collective record `collective` of `rank`, joined to
+    /// rendezvous `rendezvous`, issued as `issued` (kind and size; a mismatch fault changes
+    /// them).
+    WorkEnqueued {
+        rank: u32,
+        group: GroupId,
+        collective: u32,
+        rendezvous: u32,
+        enqueue_ns: u64,
+        issued: (CollectiveKind, u64),
+    },
+    /// A non-root rank blocked in `store.get` for the unique id of `group`'s communicator
+    /// (R8, R29); `root_published`: the root already arrived.
+    StoreWait {
+        rank: u32,
+        group: GroupId,
+        host_ns: u64,
+        root_published: bool,
+    },
+    /// The main thread checks the communicator of `group` before a collective of `op`.
+    CommunicatorUsed {
+        rank: u32,
+        group: GroupId,
+        op: usize,
+        host_ns: u64,
+    },
+    /// The main thread calls `wait()` (op `op`) on the Work of collective record `collective`.
+    WaitCalled {
+        rank: u32,
+        collective: u32,
+        op: usize,
+        host_ns: u64,
+    },
+    /// A polling `wait()` of collective record `collective` raised (R15).
+    WaitRaised {
+        rank: u32,
+        collective: u32,
+        timeout_ns: u64,
+        now_ns: u64,
+    },
+    /// A wake-up the component asked for is due and not stale.
+    Woken {
+        rank: u32,
+        group: GroupId,
+        wake: Wake,
+        now_ns: u64,
+    },
+}
+
+/// What the component asks the engine to do.
+#[derive(Debug, Clone, PartialEq)]
+pub(in crate::engine) enum Command {
+    /// Deliver [`Notice::Woken`] at `at_ns` (or now, if that passed).
+    Wake {
+        rank: u32,
+        group: GroupId,
+        wake: Wake,
+        at_ns: u64,
+    },
+    /// A finding on `rank` (in the iteration it is in).
+    Finding {
+        kind: FindingKind,
+        rank: u32,
+        op: Option<usize>,
+        message: String,
+    },
+    /// The collective of this rendezvous can never complete.
+    PoisonRendezvous { rendezvous: u32 },
+    /// The host of `rank` hangs for good in `op` (a `hang` fault).
+    HangHost { rank: u32, op: usize },
+    /// `ncclCommAbort` of `rank`'s communicator of `group`: its started kernels end now and
+    /// their collectives can never complete.
+    AbortCommunicators { rank: u32, group: GroupId },
+    /// The process of `rank` ends now: its host stops, its GPU work vanishes.
+    KillProcess { rank: u32 },
+}
+
+/// What a collective record is, as the run knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) struct WorkFacts {
+    pub(in crate::engine) op: usize,
+    pub(in crate::engine) group: GroupId,
+    pub(in crate::engine) seq: u64,
+    pub(in crate::engine) bytes: u64,
+}
+
+/// Where a rank stands in a group at some time, for the desync report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(in crate::engine) struct Progress {
+    pub(in crate::engine) last_enqueued: u64,
+    pub(in crate::engine) last_completed: u64,
+    /// The kernel of the SeqNum asked about started.
+    pub(in crate::engine) kernel_started: bool,
+}
+
+/// The run's progress as the component may read it; the engine implements it.
+pub(in crate::engine) trait RunView {
+    /// The process of `rank` ended.
+    fn is_dead(&self, rank: u32) -> bool;
+    /// Collective record `collective` of `rank`.
+    fn work(&self, rank: u32, collective: u32) -> WorkFacts;
+    /// When the end event of that Work fired, if it has as far as the run has got.
+    fn work_end_ns(&self, rank: u32, collective: u32) -> Option<u64>;
+    /// Where `rank` stands in `group` at `now_ns`, and whether its kernel of `seq` started.
+    fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress;
+    /// `rank`'s host still waits in `store.get` for the unique id of `group`'s communicator.
+    fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool;
+    /// The op `rank`'s host is in.
+    fn host_op(&self, rank: u32) -> usize;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Signature {
+    collective: CollectiveKind,
+    size_bytes: u64,
+    rank: u32,
+    op: usize,
+}
+
+/// Faults and ProcessGroupNCCL's side threads of every rank.
+pub(in crate::engine) struct Failure<'s> {
+    scenario: &'s Scenario,
+    /// Watchdog threads exist: not under `TORCH_NCCL_BLOCKING_WAIT` (R15).
+    watchdog_enabled: bool,
+    groups: usize,
+    /// Per rank × group.
+    watchdogs: Vec<WatchdogState>,
+    records: Vec<WatchdogRecord>,
+    /// Per rank: the fault that applies to the collective being issued.
+    armed: Vec<Option<FaultKind>>,
+    /// Per (group, SeqNum): what the first caller issued, when calls may disagree.
+    signatures: Option<HashMap<(GroupId, u64), Signature>>,
+    /// (group, SeqNum) at which calls disagreed.
+    mismatched: HashSet<(GroupId, u64)>,
+    /// Per rank: its Flight Recorder was dumped.
+    dumped: Vec<bool>,
+    /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
+    issued_instead: HashMap<(u32, u32), CollectiveKind>,
+    /// (rank, collective record) → when NCCL reported the async error of the network under
+    /// it (an `async_error` fault).
+    failed_works: HashMap<(u32, u32), u64>,
+}
+
+impl<'s> Failure<'s> {
+    pub(in crate::engine) fn new(scenario: &'s Scenario) -> Failure<'s> {
+        let ranks = scenario.cluster.ranks as usize;
+        let groups = scenario.groups.len();
+        // Calls at one SeqNum can only disagree where some rank issues another op than its
+        // peers: faults, or ops restricted to some ranks.
+        let calls_may_disagree = !scenario.faults.is_empty()
+            || scenario.ops.iter().any(|op| {
+                op.ranks.is_some()
+                    && matches!(op.kind, OpKind::Collective { .. } | OpKind::Barrier { .. })
+            });
+        Failure {
+            scenario,
+            watchdog_enabled: !scenario.env.blocking_wait,
+            groups,
+            watchdogs: (0..ranks * groups)
+                .map(|_| WatchdogState::default())
+                .collect(),
+            records: Vec::new(),
+            armed: vec![None; ranks],
+            signatures: calls_may_disagree.then(HashMap::default),
+            mismatched: HashSet::new(),
+            dumped: vec![false; ranks],
+            issued_instead: HashMap::default(),
+            failed_works: HashMap::default(),
+        }
+    }
+
+    /// The log, in time order.
+    pub(in crate::engine) fn into_records(mut self) -> Vec<WatchdogRecord> {
+        self.records.sort_by_key(|r| (r.at_ns, r.rank));
+        self.records
+    }
+
+    /// Takes in what happened; pushes what the engine must do onto `out`, in order.
+    pub(in crate::engine) fn notify(
+        &mut self,
+        view: &impl RunView,
+        notice: Notice,
+        out: &mut Vec<Command>,
+    ) {
+        match notice {
+            Notice::FaultReached {
+                rank,
+                op,
+                iteration,
+                fault,
+                host_ns,
+            } => self.fault_reached((rank, op, iteration), fault, host_ns, out),
+            Notice::WorkEnqueued {
+                rank,
+                group,
+                collective,
+                rendezvous,
+                enqueue_ns,
+                issued,
+            } => {
+                let armed = self.armed[rank as usize].take();
+                self.check_work(
+                    view,
+                    (rank, collective, rendezvous),
+                    (issued, enqueue_ns),
+                    armed.as_ref(),
+                    out,
+                );
+                let work = watchdog::PendingWork {
+                    enqueue_ns,
+                    collective,
+                };
+                self.watch(view, (rank, group), work, armed, out);
+            }
+            Notice::StoreWait {
+                rank,
+                group,
+                host_ns,
+                root_published,
+            } => self.store_wait(rank, group, host_ns, root_published, out),
+            Notice::CommunicatorUsed {
+                rank,
+                group,
+                op,
+                host_ns,
+            } => self.communicator_used(rank, group, op, host_ns, out),
+            Notice::WaitCalled {
+                rank,
+                collective,
+                op,
+                host_ns,
+            } => self.wait_called(view, (rank, collective, op), host_ns, out),
+            Notice::WaitRaised {
+                rank,
+                collective,
+                timeout_ns,
+                now_ns,
+            } => self.wait_raised(view, rank, collective, timeout_ns, now_ns, out),
+            Notice::Woken {
+                rank,
+                group,
+                wake,
+                now_ns,
+            } => match wake {
+                Wake::Check => {
+                    let head = self.watchdogs[self.index(rank, group)].pending[0];
+                    self.caught(view, rank, group, Caught::Timeout(head), now_ns, out);
+                }
+                Wake::AsyncError { collective } => self.caught(
+                    view,
+                    rank,
+                    group,
+                    Caught::AsyncError(collective),
+                    now_ns,
+                    out,
+                ),
+                Wake::RemoteError { from_rank } => {
+                    self.caught(view, rank, group, Caught::Remote(from_rank), now_ns, out)
+                }
+                Wake::DumpSeen => self.dump_seen(rank, group, now_ns),
+                Wake::DumpWaitOver => self.handle_error(rank, group, now_ns, out),
+                Wake::HeartbeatCheck => self.heartbeat_abort(rank, group, now_ns, out),
+                Wake::StoreTimeout => self.store_timed_out(view, rank, group, now_ns, out),
+            },
+        }
+    }
+
+    /// Whether a wake-up due at `at_ns` changes nothing any more (the Work finished in time,
+    /// the root published the id, the watchdog is busy or hung); such wake-ups are dropped
+    /// before the time cap is checked, so a 10-minute deadline left over by a run that ended
+    /// in milliseconds costs nothing. A `Check` whose Work is not due yet asks for its next
+    /// deadline poll on `out`.
+    pub(in crate::engine) fn is_stale(
+        &mut self,
+        view: &impl RunView,
+        (rank, group, wake): (u32, GroupId, Wake),
+        at_ns: u64,
+        out: &mut Vec<Command>,
+    ) -> bool {
+        match wake {
+            Wake::Check => !self.timeout_due(view, rank, group, at_ns, out),
+            Wake::StoreTimeout => !view.waits_for_unique_id(rank, group),
+            Wake::AsyncError { .. } | Wake::RemoteError { .. } => {
+                let watchdog = &self.watchdogs[self.index(rank, group)];
+                watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
+            }
+            Wake::DumpSeen => self.dumped[rank as usize],
+            Wake::DumpWaitOver | Wake::HeartbeatCheck => false,
+        }
+    }
+
+    fn note(
+        &mut self,
+        rank: u32,
+        group: Option<GroupId>,
+        (thread, event): (ThreadKind, WatchdogEvent),
+        at_ns: u64,
+        message: String,
+    ) {
+        self.records.push(WatchdogRecord {
+            rank,
+            group: group.map(|g| g as u16),
+            thread,
+            event,
+            at_ns,
+            message,
+        });
+    }
+}
+
+/// What the watchdog caught.
+#[derive(Debug, Clone, Copy)]
+enum Caught {
+    Timeout(watchdog::PendingWork),
+    AsyncError(u32),
+    Remote(u32),
+}
+
+/// Asks for a wake-up.
+fn wake(out: &mut Vec<Command>, rank: u32, group: GroupId, wake: Wake, at_ns: u64) {
+    out.push(Command::Wake {
+        rank,
+        group,
+        wake,
+        at_ns,
+    });
+}
+
+fn ms(ns: u64) -> u64 {
+    ns / 1_000_000
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}

@@ -1,0 +1,474 @@
+//! The watchdog (R26): one thread per process group and rank, polling every 100 ms from its
+//! start: async error, then timeout (host clock since the Work's *enqueue*), then completion.
+//!
+//! It is not ticked: a Work's timeout can only be seen at the first poll at or after
+//! `enqueue + timeout`, and only if the Work was not complete at the poll before. Works of a
+//! group share one timeout, so the oldest pending Work decides first; one `Check` wake-up per
+//! group and rank waits at its deadline poll and is dropped there if the Work finished in
+//! time. A run where nothing goes wrong pays one event per group and rank.
+
+use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
+use crate::engine::findings::rank_list;
+use crate::scenario::{FaultKind, GroupId};
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use std::collections::VecDeque;
+
+/// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
+pub(super) const WATCHDOG_POLL_NS: u64 = 100_000_000;
+
+/// A pending Work in a watchdog's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PendingWork {
+    pub(super) enqueue_ns: u64,
+    pub(super) collective: u32,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct WatchdogState {
+    pub(super) pending: VecDeque<PendingWork>,
+    /// The `Check` wake-up asked for, if any.
+    check_at_ns: Option<u64>,
+    /// Polls fall on `tick_origin_ns + k·100 ms` (the grid moves after a dump wait).
+    pub(super) tick_origin_ns: u64,
+    /// Handling an error: asleep for the dumps, or done with this communicator.
+    pub(super) handling: bool,
+    /// The poll at which the watchdog hung (a `watchdog_stuck` fault).
+    pub(super) stuck_at_ns: Option<u64>,
+    /// The communicators were aborted (modes 1 and 2).
+    pub(super) aborted: bool,
+    /// The error being handled is a timeout (only that Work failed), not a communicator error.
+    pub(super) handling_timeout: bool,
+}
+
+impl Failure<'_> {
+    pub(super) fn index(&self, rank: u32, group: GroupId) -> usize {
+        rank as usize * self.groups + group
+    }
+
+    /// Whether `rank`'s watchdog of `group` aborted its communicators (R27 modes 1, 2).
+    pub(in crate::engine) fn is_aborted(&self, rank: u32, group: GroupId) -> bool {
+        self.watchdogs[self.index(rank, group)].aborted
+    }
+
+    /// The Work goes onto the watchdog's list (R10e, R26), with the fault armed for it.
+    pub(super) fn watch(
+        &mut self,
+        view: &impl RunView,
+        (rank, group): (u32, GroupId),
+        work: PendingWork,
+        armed: Option<FaultKind>,
+        out: &mut Vec<Command>,
+    ) {
+        if !self.watchdog_enabled {
+            return;
+        }
+        self.prune_finished(view, rank, group);
+        let index = self.index(rank, group);
+        let watchdog = &mut self.watchdogs[index];
+        watchdog.pending.push_back(work);
+        let PendingWork {
+            enqueue_ns,
+            collective,
+        } = work;
+        let origin_ns = watchdog.tick_origin_ns;
+        let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
+        match armed {
+            Some(FaultKind::AsyncError { after_ns }) => {
+                let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns + after_ns);
+                wake(out, rank, group, Wake::AsyncError { collective }, seen_ns);
+            }
+            Some(FaultKind::WatchdogStuck) => {
+                let stuck_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns);
+                self.watchdogs[index].stuck_at_ns = Some(stuck_ns);
+                self.note(
+                    rank,
+                    Some(group),
+                    (ThreadKind::Watchdog, WatchdogEvent::Fault),
+                    stuck_ns,
+                    format!("[Rank {rank}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
+                );
+                self.heartbeat_stalls(rank, group, stuck_ns, u64::MAX, out);
+            }
+            _ => {}
+        }
+        if idle {
+            if let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
+                self.schedule_check(rank, group, deadline_ns, out);
+            }
+        }
+    }
+
+    /// At a `Check`: drops Works that completed before their deadline poll; true when the
+    /// oldest pending Work times out now, else asks for the next deadline poll.
+    pub(super) fn timeout_due(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        at_ns: u64,
+        out: &mut Vec<Command>,
+    ) -> bool {
+        let index = self.index(rank, group);
+        let watchdog = &mut self.watchdogs[index];
+        if watchdog.check_at_ns == Some(at_ns) {
+            watchdog.check_at_ns = None;
+        }
+        if watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns) {
+            return false;
+        }
+        self.prune_finished(view, rank, group);
+        let Some(deadline_ns) = self.head_deadline_ns(rank, group) else {
+            return false;
+        };
+        if deadline_ns > at_ns {
+            self.schedule_check(rank, group, deadline_ns, out);
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn head_deadline_ns(&self, rank: u32, group: GroupId) -> Option<u64> {
+        let watchdog = &self.watchdogs[self.index(rank, group)];
+        let head = watchdog.pending.front()?;
+        let timeout_ns = self.scenario.groups[group].timeout_ns;
+        Some(next_tick_ns(
+            watchdog.tick_origin_ns,
+            WATCHDOG_POLL_NS,
+            head.enqueue_ns + timeout_ns,
+        ))
+    }
+
+    /// Drops pending Works that a poll saw complete before their deadline poll (the watchdog
+    /// checks timeout before completion, so a Work seen complete only at its deadline poll
+    /// still times out, R26).
+    fn prune_finished(&mut self, view: &impl RunView, rank: u32, group: GroupId) {
+        let index = self.index(rank, group);
+        while let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
+            let watchdog = &self.watchdogs[index];
+            let head = watchdog.pending[0];
+            let Some(end_ns) = view.work_end_ns(rank, head.collective) else {
+                return;
+            };
+            if next_tick_ns(watchdog.tick_origin_ns, WATCHDOG_POLL_NS, end_ns) >= deadline_ns {
+                return;
+            }
+            self.watchdogs[index].pending.pop_front();
+        }
+    }
+
+    pub(super) fn schedule_check(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        at_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let index = self.index(rank, group);
+        let watchdog = &mut self.watchdogs[index];
+        if watchdog.check_at_ns.is_some_and(|t| t <= at_ns) {
+            return;
+        }
+        watchdog.check_at_ns = Some(at_ns);
+        wake(out, rank, group, Wake::Check, at_ns);
+    }
+
+    /// A poll caught a timeout or an error: log it, report it, propagate it, signal the
+    /// dumps and sleep for them (R26, R27).
+    pub(super) fn caught(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        caught: Caught,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let scenario = self.scenario;
+        let env = &scenario.env;
+        let index = self.index(rank, group);
+        self.watchdogs[index].handling = true;
+        self.watchdogs[index].handling_timeout = matches!(caught, Caught::Timeout(_));
+        let timeout_ns = scenario.groups[group].timeout_ns;
+        let mut diagnosis = String::new();
+        let (event, kind, op, message) = match caught {
+            Caught::Timeout(work) => {
+                let ran_ms = ms(now_ns - work.enqueue_ns);
+                let op = view.work(rank, work.collective).op;
+                let (_, verdict) = self.desync_report(view, rank, group, work.collective, now_ns);
+                diagnosis = format!(" Diagnosis: {verdict}.");
+                (
+                    WatchdogEvent::Timeout,
+                    FindingKind::WatchdogTimeout,
+                    Some(op),
+                    format!(
+                        "[Rank {rank}] Watchdog caught collective operation timeout: {} ran for {ran_ms} milliseconds before timing out.",
+                        self.work_text(view, rank, work.collective, timeout_ns)
+                    ),
+                )
+            }
+            Caught::AsyncError(collective) => {
+                let work = view.work(rank, collective);
+                (
+                    WatchdogEvent::AsyncError,
+                    FindingKind::AsyncError,
+                    Some(work.op),
+                    format!(
+                        "[Rank {rank}] NCCL communicator of group {} encountered an async error: ncclRemoteError: a call failed possibly due to a network error or a remote process exiting prematurely; failure detected by watchdog at work sequence id: {}",
+                        scenario.groups[group].name, work.seq
+                    ),
+                )
+            }
+            Caught::Remote(from_rank) => (
+                WatchdogEvent::RemoteError,
+                FindingKind::AsyncError,
+                None,
+                format!(
+                    "[Rank {rank}] Watchdog found a remote error signalled by rank {from_rank} through the store for group {} (TORCH_NCCL_PROPAGATE_ERROR=1)",
+                    scenario.groups[group].name
+                ),
+            ),
+        };
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Watchdog, event),
+            now_ns,
+            message.clone(),
+        );
+        out.push(Command::Finding {
+            kind,
+            rank,
+            op,
+            message: message + &diagnosis,
+        });
+        if let (true, Caught::Timeout(work)) = (env.desync_debug, caught) {
+            let (table, verdict) = self.desync_report(view, rank, group, work.collective, now_ns);
+            let report = format!("{table}\n  verdict: {verdict}");
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Watchdog, WatchdogEvent::DesyncReport),
+                now_ns,
+                report,
+            );
+        }
+        if env.propagate_error && !matches!(caught, Caught::Remote(_)) {
+            for &member in &scenario.groups[group].ranks {
+                if member == rank || view.is_dead(member) {
+                    continue;
+                }
+                let origin_ns = self.watchdogs[self.index(member, group)].tick_origin_ns;
+                let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, now_ns + 1);
+                wake(
+                    out,
+                    member,
+                    group,
+                    Wake::RemoteError { from_rank: rank },
+                    seen_ns,
+                );
+            }
+        }
+        self.broadcast_dump_signal(view, rank, group, now_ns, out);
+        let wait_ns = 4 * env.wait_timeout_dump_ns;
+        wake(out, rank, group, Wake::DumpWaitOver, now_ns + wait_ns);
+        // The watchdog sleeps: its heartbeat stalls until the sleep ends.
+        self.heartbeat_stalls(rank, group, now_ns, now_ns + wait_ns, out);
+    }
+
+    /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
+    /// at the timed-out Work's SeqNum; the table and the verdict.
+    fn desync_report(
+        &self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        collective: u32,
+        now_ns: u64,
+    ) -> (String, String) {
+        let WorkFacts { seq, .. } = view.work(rank, collective);
+        let op_type = self.issued_kind(view, rank, collective).op_type();
+        let group_name = &self.scenario.groups[group].name;
+        let mut text = format!(
+            "[Rank {rank}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
+            seconds(now_ns)
+        );
+        let mut missing = Vec::new();
+        let mut not_started = Vec::new();
+        for &member in &self.scenario.groups[group].ranks {
+            let progress = view.progress(member, group, seq, now_ns);
+            let status = if view.is_dead(member) {
+                ", process gone"
+            } else {
+                ""
+            };
+            text.push_str(&format!(
+                "\n  rank {member}: last enqueued {}, last completed {}{status}",
+                progress.last_enqueued, progress.last_completed
+            ));
+            if progress.last_enqueued < seq {
+                missing.push(member);
+            } else if !progress.kernel_started {
+                not_started.push(member);
+            }
+        }
+        let verdict = if !missing.is_empty() {
+            let who = if missing.len() == 1 {
+                format!("rank {}", missing[0])
+            } else {
+                format!("ranks {}", rank_list(&missing))
+            };
+            let gone = if missing.iter().all(|&r| view.is_dead(r)) {
+                if missing.len() == 1 {
+                    ": its process ended"
+                } else {
+                    ": their processes ended"
+                }
+            } else {
+                ""
+            };
+            format!("{who} never joined collective {seq} ({op_type}, {group_name}){gone}")
+        } else if self.mismatched.contains(&(group, seq)) {
+            format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
+        } else if !not_started.is_empty() {
+            format!(
+                "every rank enqueued collective {seq}; ranks {} have not started its kernel: their streams are still busy before it",
+                rank_list(&not_started)
+            )
+        } else {
+            format!("every rank enqueued and started collective {seq}; it never finished")
+        };
+        (text, verdict)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::{Command, Failure, Wake};
+    use crate::timeline::FindingKind;
+
+    #[test]
+    fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+        // Enqueued at 0: enqueue + timeout falls on a poll, and that poll is the deadline.
+        assert_eq!(
+            enqueue(&mut failure, &run, (0, 0), 0),
+            [wake(0, Wake::Check, 1_000_000_000)]
+        );
+        // One nanosecond later, it is the next poll.
+        assert_eq!(
+            enqueue(&mut failure, &run, (1, 0), 1),
+            [wake(1, Wake::Check, 1_100_000_000)]
+        );
+        // At the deadline itself the Work times out (deadline >= poll).
+        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_000_000_000));
+        assert_eq!(
+            commands[0],
+            finding(FindingKind::WatchdogTimeout, 0, Some(0))
+        );
+    }
+
+    #[test]
+    fn a_work_seen_complete_before_its_deadline_poll_is_dropped_else_it_times_out_r26() {
+        // Enqueued at 20 µs: the deadline poll is 1.1 s, the poll before it 1.0 s. A Work
+        // complete by the 1.0-s poll is dropped; one complete after it is first seen at the
+        // deadline poll, where the timeout is checked before completion.
+        for (end_ns, times_out) in [
+            (950_000_000, false),
+            (1_000_000_000, false),
+            (1_000_000_001, true),
+            (1_050_000_000, true),
+        ] {
+            let scenario = two_ranks("", "");
+            let mut failure = Failure::new(&scenario);
+            let mut run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+            enqueue(&mut failure, &run, (0, 0), 20_000);
+            run.ends_ns.insert((0, 0), end_ns);
+            let (commands, messages) =
+                split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+            if times_out {
+                assert_eq!(
+                    commands[0],
+                    finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                    "{end_ns}"
+                );
+                assert!(
+                    messages[0].contains("ran for 1099 milliseconds"),
+                    "{}",
+                    messages[0]
+                );
+            } else {
+                assert!(commands.is_empty(), "{end_ns}: {commands:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_timeout_reports_signals_the_dumps_and_sleeps_r26_r27() {
+        // Rank 1 never enqueued: the diagnosis names it. Rank 1's heartbeat monitor sees the
+        // dump signal at its next 1-s store poll (2 s); the watchdog sleeps 4 × 15 s.
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let (commands, messages) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                wake(1, Wake::DumpSeen, 2_000_000_000),
+                wake(0, Wake::DumpWaitOver, 61_100_000_000),
+            ]
+        );
+        assert_eq!(
+            messages[0],
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1099 milliseconds before timing out. Diagnosis: rank 1 never joined collective 1 (ALLREDUCE, world)."
+        );
+        // Asleep, the watchdog asks for no deadline of a new Work, and its async errors wait.
+        let run = run.with_work(0, 1, 2);
+        assert_eq!(enqueue(&mut failure, &run, (0, 1), 2_000_000_000), []);
+        let async_error = Wake::AsyncError { collective: 1 };
+        assert_eq!(woken(&mut failure, &run, 0, async_error, 2_100_000_000), []);
+    }
+
+    #[test]
+    fn propagate_error_hands_the_error_to_the_groups_other_ranks_at_their_next_poll_r27() {
+        let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        assert_eq!(
+            commands[1],
+            wake(1, Wake::RemoteError { from_rank: 0 }, 1_200_000_000)
+        );
+        // Rank 1 handles it as its own error, and propagates it no further.
+        let (commands, messages) = split(woken(
+            &mut failure,
+            &run,
+            1,
+            Wake::RemoteError { from_rank: 0 },
+            1_200_000_000,
+        ));
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::AsyncError, 1, None),
+                wake(1, Wake::DumpWaitOver, 61_200_000_000),
+            ]
+        );
+        assert!(messages[0].contains("remote error signalled by rank 0"));
+        // A dead peer is told nothing.
+        let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
+        let mut failure = Failure::new(&scenario);
+        let mut run = FakeRun::default().with_work(0, 0, 1);
+        run.dead.push(1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        assert!(!commands
+            .iter()
+            .any(|c| matches!(c, Command::Wake { rank: 1, .. })));
+    }
+}
