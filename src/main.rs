@@ -3,6 +3,7 @@
 //! time cap), 2 bad input or environment.
 
 mod bench;
+mod diagnostic;
 mod diff_cmd;
 mod hw_cmd;
 mod plot;
@@ -427,8 +428,8 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
     scenario::Override::parse(text).map_err(|e| e.to_string())
 }
 
-/// Reads and validates a scenario, applying `--set` overrides first. With overrides, error
-/// positions refer to the edited text, and the path says so.
+/// Reads and validates a scenario, applying `--set` overrides first. An error points at the
+/// file's line, or at the `--set` argument that wrote the line (`diagnostic::locate`).
 fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
     load_on(path, overrides, None)
 }
@@ -439,28 +440,25 @@ fn load_on(
     overrides: &[scenario::Override],
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
-    let text = std::fs::read_to_string(path)
+    let original = std::fs::read_to_string(path)
         .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    let shown = path.display().to_string();
     // A [sweep] table is checked too: bad input never half-runs.
-    sim::sweep::Sweep::parse(&path.display().to_string(), &text, &[])
-        .map_err(|error| Failure::input(error.to_string()))?;
+    sim::sweep::Sweep::parse(&shown, &original, &[]).map_err(|error| {
+        let located = diagnostic::locate(error, &shown, &original, &original, &[]);
+        Failure::input(diagnostic::render(&located))
+    })?;
     // The profile first, so that `--set` wins over it.
-    let (text, machine_note) = diff_cmd::resolve_machine(path, &text, machine)?;
+    let (text, machine_note) = diff_cmd::resolve_machine(path, &original, machine)?;
     let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
-        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
-    let shown = if overrides.is_empty() {
-        path.display().to_string()
-    } else {
-        let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
-        format!("{} [--set {}]", path.display(), list.join(" --set "))
-    };
-
-    scenario::parse(&shown, &text).map_err(|error| Failure {
-        code: 2,
-        message: match &machine_note {
-            Some(note) => format!("{error} (with {note} applied)"),
-            None => error.to_string(),
-        },
+        .map_err(|error| Failure::input(format!("{shown}: {error}")))?;
+    scenario::parse(&shown, &text).map_err(|error| {
+        let located = diagnostic::locate(error, &shown, &original, &text, overrides);
+        let rendered = diagnostic::render(&located);
+        Failure::input(match &machine_note {
+            Some(note) => format!("{rendered}\n(with {note} applied)"),
+            None => rendered,
+        })
     })
 }
 

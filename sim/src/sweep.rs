@@ -406,6 +406,7 @@ fn whole_file(path: &str, message: impl Into<String>) -> ScenarioError {
         path: path.to_string(),
         line: 0,
         column: 0,
+        width: 0,
         message: message.into(),
     }
 }

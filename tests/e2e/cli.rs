@@ -410,3 +410,101 @@ fn hw_without_a_gpu_exits_2_naming_what_is_missing() {
     );
     assert!(!text.contains("panicked"), "{text}");
 }
+
+#[test]
+fn errors_show_the_line_with_a_caret_and_suggest_the_near_name() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-caret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("typo.toml");
+    std::fs::write(
+        &path,
+        "[tensors]\nbuf = \"1MiB\"\n[[op]]\nall_reduce = \"bfu\"\n",
+    )
+    .unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let output = c10dsim(&["check", &path]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains(&format!("{path}:4:14: error: unknown tensor \"bfu\"")),
+        "{text}"
+    );
+    assert!(text.contains("did you mean \"buf\"?"), "{text}");
+    assert!(text.contains("4 │ all_reduce = \"bfu\""), "{text}");
+    assert!(text.contains("│              ^^^^^"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_error_written_by_set_points_at_the_set_argument() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--set",
+        "cluster.ranks=4",
+        "--set",
+        "env.TORCH_NCCL_BLOCKING_WAITT=1",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    let heading = text.lines().next().unwrap_or_default();
+    assert!(
+        heading.starts_with("c10dsim: --set env.TORCH_NCCL_BLOCKING_WAITT=1:1:5: error:"),
+        "{text}"
+    );
+    assert!(
+        heading.contains("did you mean \"TORCH_NCCL_BLOCKING_WAIT\""),
+        "{text}"
+    );
+    // One suggestion, not the ~1,800 characters of every modelled variable.
+    assert!(
+        heading.len() < 300,
+        "{} characters: {heading}",
+        heading.len()
+    );
+    assert!(
+        text.contains("1 │ env.TORCH_NCCL_BLOCKING_WAITT=1"),
+        "{text}"
+    );
+    // A bad value given by --set: the caret is under the value in the argument.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--set",
+        "repeat=0",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with("c10dsim: --set repeat=0:1:8: error: repeat must be"),
+        "{text}"
+    );
+    assert!(text.contains("1 │ repeat=0\n  │        ^"), "{text}");
+    // An error on a line the overrides left alone keeps the file's own line number, though
+    // the edit added lines before it.
+    let dir = std::env::temp_dir().join(format!("c10dsim-setline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("late.toml");
+    std::fs::write(
+        &path,
+        "[env]\n[tensors]\nbuf = \"1MiB\"\n[[op]]\nall_reduce = \"nope\"\n",
+    )
+    .unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let output = c10dsim(&[
+        "run",
+        &path,
+        "--set",
+        "env.TORCH_NCCL_BLOCKING_WAIT=1",
+        "--set",
+        "tensors.grad=2MiB",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with(&format!("c10dsim: {path}:5:14: error: unknown tensor")),
+        "{text}"
+    );
+    assert!(text.contains("5 │ all_reduce = \"nope\""), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
