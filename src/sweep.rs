@@ -86,7 +86,8 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     let base_report = analysis::metrics::report(&sim::engine::simulate(&base));
-    let columns = Columns::new(&sweep.columns(), &base_report);
+    let columns =
+        Columns::new(&sweep.columns(), &base_report).with_size_axes(&sweep.size_columns());
     let header = columns.header();
     let hash = sim::scenario::content_hash(&text);
     let provenance = Provenance {

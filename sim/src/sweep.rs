@@ -27,6 +27,7 @@
 //! let sweep = sim::sweep::Sweep::parse("doc.toml", text, &[]).unwrap();
 //! assert_eq!(sweep.point_count(), 4);
 //! assert_eq!(sweep.columns(), ["tensors.x", "cluster.ranks"]);
+//! assert_eq!(sweep.size_columns(), [true, false]);
 //! let point = sweep.point(1);
 //! assert_eq!(point.values, ["1KiB", "4"]);
 //! let scenario = sweep.scenario(&point).unwrap();
@@ -34,6 +35,7 @@
 //! ```
 
 use crate::scenario::{self, apply_overrides, Override, OverrideError, Scenario, ScenarioError};
+use crate::units::parse_size_bytes;
 use std::fmt;
 use std::ops::Range;
 
@@ -333,6 +335,34 @@ impl Sweep {
         self.dimensions
             .iter()
             .flat_map(Dimension::columns)
+            .collect()
+    }
+
+    /// Per column of [`Sweep::columns`]: whether it holds sizes — a tensor's size
+    /// (`tensors.NAME` or `tensors.NAME.size`) every value of which reads as one (`25MiB`,
+    /// `4096`). The CSV adds the size in bytes beside such a column.
+    pub fn size_columns(&self) -> Vec<bool> {
+        self.dimensions
+            .iter()
+            .flat_map(|dimension| -> Vec<bool> {
+                if dimension.zip.is_some() {
+                    return vec![false];
+                }
+                dimension
+                    .paths
+                    .iter()
+                    .map(|axis| {
+                        let parts: Vec<&str> = axis.path.split('.').collect();
+                        let names_size = parts.first() == Some(&"tensors")
+                            && (parts.len() == 2 || (parts.len() == 3 && parts[2] == "size"));
+                        names_size
+                            && axis
+                                .values
+                                .iter()
+                                .all(|value| parse_size_bytes(&value.shown).is_ok())
+                    })
+                    .collect()
+            })
             .collect()
     }
 
