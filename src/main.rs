@@ -509,8 +509,8 @@ fn run(
         return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
     }
     let report = metrics::report(&timeline);
-    emit(&scenario, &timeline, &report, json, outputs)?;
-    if nccl_tests {
+    emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;
+    if nccl_tests && !json {
         print!("\n{}", analysis::nccl_tests::table(&timeline));
     }
     // Races stop nothing in the program, so they fail the run only when asked; every other
@@ -527,6 +527,7 @@ fn emit(
     timeline: &Timeline,
     report: &metrics::Report,
     json: bool,
+    nccl_tests: bool,
     outputs: &RunOutputs,
 ) -> Result<(), Failure> {
     if let Some(path) = outputs.trace {
@@ -542,7 +543,11 @@ fn emit(
         eprintln!("c10dsim: wrote timeline chart {}", path.display());
     }
     if json {
-        let value = serde_json::json!({"parameters": scenario, "report": report});
+        let mut value = serde_json::json!({"parameters": scenario, "report": report});
+        if nccl_tests {
+            // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
+            value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(timeline));
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&value).expect("reports serialise")

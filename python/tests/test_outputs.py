@@ -62,15 +62,15 @@ def parse_nccl_tests(text):
 
 def test_nccl_tests_output_parses_like_all_reduce_perf():
     text = run_binary("run", "scenarios/nccl_tests_all_reduce.toml", "--nccl-tests").stdout
-    table = text[text.index("#  out-of-place") - 200:] if "#  out-of-place" in text else text
-    rows, average = parse_nccl_tests(table)
+    rows, average = parse_nccl_tests(text[text.index("# c10dsim: simulated"):])
     assert len(rows) > 20
     sizes = [row["size"] for row in rows]
     assert sizes == sorted(sizes)
     for row in rows:
         assert row["type"] == "float" and row["redop"] == "sum" and row["root"] == -1
         assert row["count"] * 4 == row["size"]
-        assert row["oop_wrong"] == "0" and row["ip_wrong"] == "0"
+        # No data is checked: nccl-tests prints N/A for #wrong then (-c 0).
+        assert row["oop_wrong"] == "N/A" and row["ip_wrong"] == "N/A"
         assert row["oop_time"] > 0 and row["oop_busbw"] >= 0
     assert average is not None
     mean = sum(row["oop_busbw"] for row in rows) / len(rows)

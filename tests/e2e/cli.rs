@@ -508,3 +508,75 @@ fn an_error_written_by_set_points_at_the_set_argument() {
     assert!(text.contains("5 │ all_reduce = \"nope\""), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn nccl_tests_output_has_all_reduce_perf_columns_and_json_stays_json() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/nccl_tests_all_reduce.toml",
+        "--nccl-tests",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let table = &text[text.find("# c10dsim: simulated").expect("the table")..];
+    // As scripts parse all_reduce_perf: data lines are those not starting with '#'; 13 fields.
+    let mut sizes = Vec::new();
+    let mut busbw_sum = 0.0;
+    for line in table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 13, "{line}");
+        let size: u64 = fields[0].parse().unwrap();
+        let count: u64 = fields[1].parse().unwrap();
+        assert_eq!(
+            (fields[2], fields[3], fields[4]),
+            ("float", "sum", "-1"),
+            "{line}"
+        );
+        assert_eq!(count * 4, size);
+        for at in [5, 6, 7, 9, 10, 11] {
+            fields[at]
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("{line}: field {at}"));
+        }
+        assert_eq!(
+            fields[5..9],
+            fields[9..13],
+            "in place = out of place: {line}"
+        );
+        assert_eq!(fields[8], "N/A");
+        busbw_sum += fields[7].parse::<f64>().unwrap();
+        sizes.push(size);
+    }
+    assert!(
+        sizes.len() > 20 && sizes.windows(2).all(|w| w[0] < w[1]),
+        "{sizes:?}"
+    );
+    let average: f64 = table
+        .lines()
+        .find_map(|l| l.strip_prefix("# Avg bus bandwidth    : "))
+        .expect("the footer")
+        .trim()
+        .parse()
+        .unwrap();
+    let mean = busbw_sum / sizes.len() as f64;
+    assert!(
+        (average - mean).abs() < 0.01 + 1e-3 * mean,
+        "{average} vs {mean}"
+    );
+
+    let output = c10dsim(&[
+        "run",
+        "scenarios/nccl_tests_all_reduce.toml",
+        "--nccl-tests",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let rows = json["nccl_tests"].as_array().expect("the table's rows");
+    assert_eq!(rows.len(), sizes.len());
+    assert_eq!(rows[0]["size_bytes"], sizes[0]);
+    assert!(json["report"].is_object());
+}

@@ -434,7 +434,11 @@ fn bad_sweep_keys_name_file_line_and_column() {
         "wait(\"w\") now has no Work: {}",
         stderr(&output)
     );
-    assert!(stderr(&output).contains("did you mean \"w2\"?"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("did you mean \"w2\"?"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
