@@ -215,7 +215,16 @@ enum Command {
         /// Only rows where COLUMN equals VALUE (repeatable).
         #[arg(long = "where", value_name = "COLUMN=VALUE")]
         filters: Vec<String>,
-        /// The picture: .svg or .png.
+        /// A logarithmic y axis (every y must be positive).
+        #[arg(long)]
+        log_y: bool,
+        /// The picture's width in pixels.
+        #[arg(long, default_value_t = 960, value_name = "PX")]
+        width: u32,
+        /// The picture's height in pixels.
+        #[arg(long, default_value_t = 600, value_name = "PX")]
+        height: u32,
+        /// The picture: .svg or .png (`-`: SVG on stdout).
         #[arg(short, long, value_name = "OUT.svg")]
         output: PathBuf,
     },
@@ -401,6 +410,9 @@ fn main() -> ExitCode {
             y,
             by,
             filters,
+            log_y,
+            width,
+            height,
             output,
         } => plot::plot(&plot::PlotArgs {
             csv,
@@ -408,6 +420,11 @@ fn main() -> ExitCode {
             y,
             by,
             filters,
+            canvas: analysis::plot::Canvas {
+                width_px: width,
+                height_px: height,
+                log_y,
+            },
             output,
         }),
     };

@@ -15,6 +15,9 @@ pub struct PlotArgs {
     pub by: Option<String>,
     /// `COLUMN=VALUE` filters.
     pub filters: Vec<String>,
+    /// Size and y scale.
+    pub canvas: plot::Canvas,
+    /// `-`: SVG on stdout.
     pub output: PathBuf,
 }
 
@@ -63,7 +66,9 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
+    let to_stdout = args.output.as_os_str() == "-";
     let png = match extension.as_deref() {
+        _ if to_stdout => false,
         Some("svg") => false,
         Some("png") => true,
         _ => {
@@ -100,11 +105,16 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         .map_err(|error| Failure::input(format!("{}: {error}", args.csv.display())))?;
     load_font()?;
     let bytes = if png {
-        plot::line_chart_png(&chart)
+        plot::line_chart_png(&chart, args.canvas)
     } else {
-        plot::line_chart_svg(&chart).map(String::into_bytes)
+        plot::line_chart_svg(&chart, args.canvas).map(String::into_bytes)
     }
     .map_err(Failure::input)?;
+    if to_stdout {
+        std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
+            .map_err(|error| Failure::input(format!("cannot write to stdout: {error}")))?;
+        return Ok(0);
+    }
     write(&args.output, &bytes)?;
     eprintln!(
         "c10dsim: wrote {} ({} lines)",

@@ -111,8 +111,10 @@ pub fn line_chart(
         .map(|(name, value)| column(name).map(|i| (i, value.as_str())))
         .collect::<Result<Vec<_>, _>>()?;
     let mut series: Vec<Series> = Vec::new();
+    // Per series, the row index of each point (for the ambiguity check).
+    let mut sources: Vec<Vec<usize>> = Vec::new();
     let mut any_bytes = false;
-    for row in rows {
+    for (row_index, row) in rows.iter().enumerate() {
         if filters.iter().any(|&(i, value)| row[i] != value) {
             continue;
         }
@@ -134,10 +136,12 @@ pub fn line_chart(
                     name,
                     points: Vec::new(),
                 });
+                sources.push(Vec::new());
                 series.len() - 1
             }
         };
         series[index].points.push((x_number, y_value));
+        sources[index].push(row_index);
     }
     if series.is_empty() {
         return Err(format!(
@@ -145,8 +149,21 @@ pub fn line_chart(
             query.y
         ));
     }
-    for line in &mut series {
-        line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let fixed: Vec<usize> = [Some(x), by]
+        .into_iter()
+        .flatten()
+        .chain(filters.iter().map(|&(i, _)| i))
+        .collect();
+    for (line, rows_of_line) in series.iter_mut().zip(&sources) {
+        let mut order: Vec<usize> = (0..line.points.len()).collect();
+        order.sort_by(|&a, &b| line.points[a].0.total_cmp(&line.points[b].0));
+        for pair in order.windows(2) {
+            if line.points[pair[0]].0 == line.points[pair[1]].0 {
+                let same_x = [rows_of_line[pair[0]], rows_of_line[pair[1]]];
+                return Err(ambiguous(header, rows, &fixed, same_x, query, &line.name));
+            }
+        }
+        line.points = order.iter().map(|&i| line.points[i]).collect();
     }
     let x_is_bytes = any_bytes || query.x.ends_with("_bytes");
     let mut title = format!("{} by {}", query.y, query.x);
@@ -165,26 +182,117 @@ pub fn line_chart(
     })
 }
 
-/// Chart size: width, height.
-const CHART_SIZE_PX: (u32, u32) = (960, 600);
+/// Two rows of one line at the same x: the chart would join unrelated points. The message names
+/// the input columns that differ between them (the sweep's axes, when the table is a sweep CSV),
+/// so that `--by` or `--where` can tell them apart.
+fn ambiguous(
+    header: &[String],
+    rows: &[Vec<String>],
+    fixed: &[usize],
+    same_x: [usize; 2],
+    query: &ChartQuery,
+    line: &str,
+) -> String {
+    let inputs = crate::sweep::axis_columns(header);
+    let varying: Vec<&str> = inputs
+        .filter(|i| !fixed.contains(i))
+        .filter(|&i| rows[same_x[0]][i] != rows[same_x[1]][i])
+        .filter(|&i| {
+            // A size's `_bytes` twin varies with its label: name the label only.
+            let name = &header[i];
+            let twin = name.strip_suffix(crate::sweep::SIZE_BYTES_SUFFIX);
+            twin.is_none_or(|label| !header.iter().any(|h| h == label))
+        })
+        .map(|i| header[i].as_str())
+        .collect();
+    let point = |row: usize| {
+        header
+            .iter()
+            .position(|h| h == crate::sweep::POINT_COLUMN)
+            .map_or(format!("row {}", row + 1), |i| {
+                format!("point {}", rows[row][i])
+            })
+    };
+    let differ = if varying.is_empty() {
+        "no input column tells them apart".to_string()
+    } else {
+        format!("they differ in {}", varying.join(", "))
+    };
+    format!(
+        "ambiguous series: {} and {} both give line {line:?} a point at {} = {:?}; {differ}. \
+         Draw one line per value with --by COLUMN, or keep one with --where COLUMN=VALUE",
+        point(same_x[0]),
+        point(same_x[1]),
+        query.x,
+        rows[same_x[0]][header.iter().position(|h| h == query.x).unwrap_or(0)],
+    )
+}
+
+/// How a chart is drawn: its size in pixels and whether the y axis is logarithmic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Canvas {
+    pub width_px: u32,
+    pub height_px: u32,
+    pub log_y: bool,
+}
+
+impl Default for Canvas {
+    /// 960 × 600, linear y.
+    fn default() -> Canvas {
+        Canvas {
+            width_px: 960,
+            height_px: 600,
+            log_y: false,
+        }
+    }
+}
+
+impl Canvas {
+    /// Checks the size (16 to 16384 pixels a side) and, for a log y axis, that every y is
+    /// positive.
+    pub fn check(&self, chart: &LineChart) -> Result<(), String> {
+        for (what, px) in [("--width", self.width_px), ("--height", self.height_px)] {
+            if !(16..=16_384).contains(&px) {
+                return Err(format!("{what} {px}: expected 16 to 16384 pixels"));
+            }
+        }
+        if self.log_y {
+            let bad = chart
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter().map(move |p| (s, p)))
+                .find(|(_, p)| p.1 <= 0.0);
+            if let Some((series, point)) = bad {
+                return Err(format!(
+                    "--log-y needs positive values; line {:?} has {} at x = {}",
+                    series.name, point.1, point.0
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The chart as SVG text.
-pub fn line_chart_svg(chart: &LineChart) -> Result<String, String> {
+pub fn line_chart_svg(chart: &LineChart, canvas: Canvas) -> Result<String, String> {
+    canvas.check(chart)?;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE_PX).into_drawing_area();
-        draw_chart(root, chart)?;
+        let size = (canvas.width_px, canvas.height_px);
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        draw_chart(root, chart, canvas.log_y)?;
     }
     Ok(svg)
 }
 
 /// The chart as PNG bytes.
-pub fn line_chart_png(chart: &LineChart) -> Result<Vec<u8>, String> {
-    let (width, height) = CHART_SIZE_PX;
-    let mut rgb = vec![0u8; (width * height * 3) as usize];
+pub fn line_chart_png(chart: &LineChart, canvas: Canvas) -> Result<Vec<u8>, String> {
+    canvas.check(chart)?;
+    let (width, height) = (canvas.width_px, canvas.height_px);
+    let mut rgb = vec![0u8; (width as usize) * (height as usize) * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, CHART_SIZE_PX).into_drawing_area();
-        draw_chart(root, chart)?;
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        draw_chart(root, chart, canvas.log_y)?;
     }
     let mut png_bytes = Vec::new();
     let mut encoder = png::Encoder::new(&mut png_bytes, width, height);
@@ -209,6 +317,7 @@ fn padded(low: f64, high: f64) -> (f64, f64) {
 fn draw_chart<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &LineChart,
+    log_y: bool,
 ) -> Result<(), String> {
     let all = chart.series.iter().flat_map(|s| s.points.iter());
     let (x_low, x_high) = all
@@ -219,19 +328,87 @@ fn draw_chart<DB: DrawingBackend>(
     let (y_low, y_high) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
         (lo.min(p.1), hi.max(p.1))
     });
-    let y_range = {
-        let (low, high) = padded(y_low, y_high);
-        low..high
-    };
-    if chart.x_is_bytes && x_low > 0.0 {
-        let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
-        draw_with(root, chart, x_range, y_range, &|bytes: &f64| {
-            size_tick(*bytes)
-        })
+    let size_format = |bytes: &f64| size_tick(*bytes);
+    let number_format = |x: &f64| number_tick(*x);
+    let x_format: &dyn Fn(&f64) -> String = if chart.x_is_bytes && x_low > 0.0 {
+        &size_format
     } else {
-        let (low, high) = padded(x_low, x_high);
-        draw_with(root, chart, low..high, y_range, &|x: &f64| number_tick(*x))
+        &number_format
+    };
+    let (x_pad_low, x_pad_high) = padded(x_low, x_high);
+    let (y_pad_low, y_pad_high) = padded(y_low, y_high);
+    let log_y_range = (y_low / 1.5..y_high * 1.5).log_scale().base(10.0);
+    match (chart.x_is_bytes && x_low > 0.0, log_y) {
+        (true, true) => {
+            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
+            draw_with(root, chart, x_range, log_y_range, x_format)
+        }
+        (true, false) => {
+            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
+            draw_with(root, chart, x_range, y_pad_low..y_pad_high, x_format)
+        }
+        (false, true) => draw_with(root, chart, x_pad_low..x_pad_high, log_y_range, x_format),
+        (false, false) => draw_with(
+            root,
+            chart,
+            x_pad_low..x_pad_high,
+            y_pad_low..y_pad_high,
+            x_format,
+        ),
     }
+}
+
+/// The colour of line `index`: Okabe and Ito's colour-blind-safe palette (no yellow, which
+/// vanishes on white), then again.
+fn line_color(index: usize) -> RGBColor {
+    const PALETTE: [(u8, u8, u8); 7] = [
+        (0, 114, 178),
+        (213, 94, 0),
+        (0, 158, 115),
+        (204, 121, 167),
+        (230, 159, 0),
+        (86, 180, 233),
+        (0, 0, 0),
+    ];
+    let (r, g, b) = PALETTE[index % PALETTE.len()];
+    RGBColor(r, g, b)
+}
+
+/// The dash of line `index` (drawn length, gap, in pixels; a gap of 0 is a solid line), so that
+/// lines that coincide stay distinguishable and the chart reads in black and white.
+fn dash_of(index: usize) -> (u32, u32) {
+    const DASHES: [(u32, u32); 4] = [(1, 0), (10, 5), (3, 4), (14, 4)];
+    DASHES[index % DASHES.len()]
+}
+
+/// The marker of line `index`, as a filled polygon around (0, 0) in pixels: circle, triangle,
+/// square, diamond, then again.
+fn marker_of(index: usize) -> Vec<(i32, i32)> {
+    match index % 4 {
+        0 => (0..12)
+            .map(|k| {
+                let angle = f64::from(k) * std::f64::consts::PI / 6.0;
+                (
+                    (4.0 * angle.cos()).round() as i32,
+                    (4.0 * angle.sin()).round() as i32,
+                )
+            })
+            .collect(),
+        1 => vec![(0, -5), (5, 4), (-5, 4)],
+        2 => vec![(-4, -4), (4, -4), (4, 4), (-4, 4)],
+        _ => vec![(0, -5), (5, 0), (0, 5), (-5, 0)],
+    }
+}
+
+/// The legend's sample of line `index`: three segments over 24 pixels in the line's dash.
+fn legend_segments(index: usize) -> [[(i32, i32); 2]; 3] {
+    let (dash, gap) = dash_of(index);
+    let (dash, gap) = (dash as i32, gap as i32);
+    if gap == 0 {
+        return [[(0, 0), (8, 0)], [(8, 0), (16, 0)], [(16, 0), (24, 0)]];
+    }
+    let start = |k: i32| (k * (dash + gap)).min(24);
+    [0, 1, 2].map(|k| [(start(k), 0), ((start(k) + dash).min(24), 0)])
 }
 
 fn size_tick(bytes: f64) -> String {
@@ -260,17 +437,19 @@ fn number_tick(value: f64) -> String {
     }
 }
 
-fn draw_with<DB, X>(
+fn draw_with<DB, X, Y>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &LineChart,
     x_range: X,
-    y_range: std::ops::Range<f64>,
+    y_range: Y,
     x_format: &dyn Fn(&f64) -> String,
 ) -> Result<(), String>
 where
     DB: DrawingBackend,
     X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
     X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let fail = |error: &dyn std::fmt::Display| format!("drawing the chart failed: {error}");
     root.fill(&WHITE).map_err(|e| fail(&e))?;
@@ -291,24 +470,49 @@ where
         .axis_desc_style(("sans-serif", 16))
         .draw()
         .map_err(|e| fail(&e))?;
+    let count = chart.series.len();
     for (index, line) in chart.series.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
+        let color = line_color(index);
+        let points = line.points.iter().copied();
+        // Earlier lines are drawn wider and with larger markers, so that a later line lying on
+        // top of one leaves its edges visible.
+        let below = (count - 1 - index).min(3) as u32;
+        let stroke = color.stroke_width(2 + below);
+        let scale = 1.0 + 0.25 * f64::from(below);
+        let marker: Vec<(i32, i32)> = marker_of(index)
+            .into_iter()
+            .map(|(dx, dy)| {
+                (
+                    (f64::from(dx) * scale) as i32,
+                    (f64::from(dy) * scale) as i32,
+                )
+            })
+            .collect();
+        let annotation = match dash_of(index) {
+            (_, 0) => context.draw_series(LineSeries::new(points, stroke)),
+            (dash, gap) => context.draw_series(DashedLineSeries::new(points, dash, gap, stroke)),
+        }
+        .map_err(|e| fail(&e))?;
+        let segments = legend_segments(index);
+        let legend_stroke = color.stroke_width(2);
+        annotation.label(&line.name).legend(move |(x, y)| {
+            let [a, b, c] = segments;
+            EmptyElement::at((x, y))
+                + PathElement::new(a.to_vec(), legend_stroke)
+                + PathElement::new(b.to_vec(), legend_stroke)
+                + PathElement::new(c.to_vec(), legend_stroke)
+                + Polygon::new(
+                    marker_of(index)
+                        .into_iter()
+                        .map(|(dx, dy)| (dx + 12, dy))
+                        .collect::<Vec<_>>(),
+                    color.filled(),
+                )
+        });
         context
-            .draw_series(LineSeries::new(
-                line.points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| fail(&e))?
-            .label(&line.name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        context
-            .draw_series(
-                line.points
-                    .iter()
-                    .map(|&point| Circle::new(point, 3, color.filled())),
-            )
+            .draw_series(line.points.iter().map(|&point| {
+                EmptyElement::at(point) + Polygon::new(marker.clone(), color.filled())
+            }))
             .map_err(|e| fail(&e))?;
     }
     context
@@ -547,6 +751,114 @@ mod tests {
         assert_eq!(chart.series[0].points, [(1.0, 2.0), (3.0, 4.0)]);
         let err = line_chart(&header, &rows, &ChartQuery { x: "m", ..query }).unwrap_err();
         assert!(err.contains("no column \"m\""), "{err}");
+    }
+
+    fn sweep_table() -> (Vec<String>, Vec<Vec<String>>) {
+        let header = [
+            "point",
+            "tensors.buf",
+            "tensors.buf_bytes",
+            "killer",
+            "gemm",
+            "k.overlap",
+            "seed",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows = [
+            ["0", "1MiB", "1048576", "none", "4096", "0.5", "11"],
+            ["1", "1MiB", "1048576", "none", "8192", "0.9", "12"],
+            ["2", "2MiB", "2097152", "none", "4096", "0.6", "13"],
+            ["3", "2MiB", "2097152", "none", "8192", "0.8", "14"],
+        ]
+        .map(|row| row.map(String::from).to_vec())
+        .to_vec();
+        (header, rows)
+    }
+
+    #[test]
+    fn rows_that_share_an_x_in_one_line_are_refused_naming_the_varying_axis() {
+        let (header, rows) = sweep_table();
+        let query = ChartQuery {
+            x: "tensors.buf",
+            y: "k.overlap",
+            by: Some("killer"),
+            filters: &[],
+        };
+        let err = line_chart(&header, &rows, &query).unwrap_err();
+        assert!(
+            err.starts_with("ambiguous series: point 0 and point 1"),
+            "{err}"
+        );
+        assert!(err.contains("they differ in gemm."), "{err}");
+        let by_gemm = ChartQuery {
+            by: Some("gemm"),
+            ..query
+        };
+        assert_eq!(
+            line_chart(&header, &rows, &by_gemm).unwrap().series.len(),
+            2
+        );
+        let filters = [("gemm".to_string(), "8192".to_string())];
+        let one = ChartQuery {
+            filters: &filters,
+            ..query
+        };
+        let chart = line_chart(&header, &rows, &one).unwrap();
+        assert_eq!(chart.series[0].points, [(1048576.0, 0.9), (2097152.0, 0.8)]);
+    }
+
+    #[test]
+    fn canvases_draw_any_size_log_y_and_distinct_lines() {
+        register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
+        let (header, rows) = sweep_table();
+        let query = ChartQuery {
+            x: "tensors.buf_bytes",
+            y: "k.overlap",
+            by: Some("gemm"),
+            filters: &[],
+        };
+        let chart = line_chart(&header, &rows, &query).unwrap();
+        let canvas = Canvas {
+            width_px: 400,
+            height_px: 300,
+            log_y: true,
+        };
+        let svg = line_chart_svg(&chart, canvas).unwrap();
+        assert!(
+            svg.contains(r#"width="400" height="300""#),
+            "{}",
+            &svg[..200]
+        );
+        assert!(svg.contains("stroke-dasharray") || svg.matches("<polyline").count() > 2);
+        // Two lines, two marker shapes: 12-gon circles for the first, triangles the second.
+        assert_eq!(marker_of(0).len(), 12);
+        assert_eq!(marker_of(1).len(), 3);
+        assert_ne!(dash_of(0), dash_of(1));
+        let png = line_chart_png(&chart, canvas).unwrap();
+        assert_eq!(png[..8], *b"\x89PNG\r\n\x1a\n");
+        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 400);
+        let zero = [("point".to_string(), "0".to_string())];
+        let mut with_zero = rows.clone();
+        with_zero[0][5] = "0".into();
+        let chart = line_chart(
+            &header,
+            &with_zero,
+            &ChartQuery {
+                filters: &zero,
+                ..query
+            },
+        )
+        .unwrap();
+        let err = line_chart_svg(&chart, canvas).unwrap_err();
+        assert!(err.contains("--log-y needs positive values"), "{err}");
+        let tiny = Canvas {
+            width_px: 2,
+            ..canvas
+        };
+        assert!(line_chart_svg(&chart, tiny)
+            .unwrap_err()
+            .contains("--width 2"));
     }
 
     #[test]

@@ -113,6 +113,24 @@ pub struct Provenance<'a> {
 /// size as an integer count of bytes, beside the label as written (`25MiB`).
 pub const SIZE_BYTES_SUFFIX: &str = "_bytes";
 
+/// The indices of a table's input columns: in a sweep CSV (first column `point`), the axis
+/// columns (with their `_bytes` twins) between `point` and the first metric or memory column;
+/// in any other table, every column.
+pub fn axis_columns(header: &[String]) -> std::ops::Range<usize> {
+    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
+        return 0..header.len();
+    }
+    let is_metric = |name: &String| {
+        COLLECTIVE_SUFFIXES
+            .iter()
+            .chain(&["median_us", "overlap", "is_completed_share"])
+            .any(|suffix| name.ends_with(&format!(".{suffix}")))
+            || name == MEMORY_COLUMNS[0]
+    };
+    let end = header.iter().position(is_metric).unwrap_or(header.len());
+    1..end
+}
+
 /// The column set of one sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Columns {
@@ -392,7 +410,7 @@ mod tests {
     fn numbers_have_no_float_noise() {
         assert_eq!(number(1.0000000000000002), "1");
         assert_eq!(number(0.1 + 0.2), "0.3");
-        assert_eq!(number(74.15000000000001), "74.15");
+        assert_eq!(number(70.0 + 4.15), "74.15");
         assert_eq!(number(-0.0000001), "0");
         assert_eq!(number(1588.2015), "1588.2015");
         assert_eq!(number(-0.1127), "-0.1127");

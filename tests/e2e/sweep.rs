@@ -479,6 +479,54 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
             assert!(svg.contains("killed.overlap (R3: 1 = hidden, 0 = serial)"));
         }
     }
+    // Without --where gemm=…, each killer's line would join the four GEMM sizes' rows.
+    let ambiguous = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "tensors.buf",
+        "--y",
+        "killed.overlap",
+        "--by",
+        "killer",
+        "-o",
+        temp("ambiguous.svg").to_str().unwrap(),
+    ]);
+    assert_eq!(ambiguous.status.code(), Some(2), "{}", stderr(&ambiguous));
+    assert!(
+        stderr(&ambiguous).contains("ambiguous series")
+            && stderr(&ambiguous).contains("they differ in gemm."),
+        "{}",
+        stderr(&ambiguous)
+    );
+    assert!(!temp("ambiguous.svg").exists());
+    // Any size, a log y axis, SVG on stdout with `-o -`.
+    let output = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "tensors.buf_bytes",
+        "--y",
+        "gemm_ms.median_us",
+        "--by",
+        "gemm",
+        "--where",
+        "killer=none",
+        "--log-y",
+        "--width",
+        "640",
+        "--height",
+        "400",
+        "-o",
+        "-",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let svg = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains(r#"width="640" height="400""#),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
     let gantt = temp("timeline.svg");
     let output = c10dsim(&[
         "run",
