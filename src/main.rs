@@ -11,7 +11,7 @@ mod sweep;
 mod torch_cmd;
 
 use analysis::{metrics, text, trace};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sim::scenario::{self, Scenario};
 use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
@@ -74,6 +74,14 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<scenario::Override>,
     },
+    /// Print a shell completion script on stdout, e.g.
+    /// `c10dsim completions bash > ~/.local/share/bash-completion/completions/c10dsim`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `c10dsim man > c10dsim.1; man ./c10dsim.1`.
+    Man,
     /// Validate scenario files without running them.
     Check {
         /// Scenario files (TOML).
@@ -322,6 +330,19 @@ fn main() -> ExitCode {
                 tolerance,
             },
         ),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "c10dsim",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| 0)
+            .map_err(|error| Failure::input(format!("cannot write the man page: {error}"))),
         Command::Check { files } => check(&files),
         Command::Hw {
             file,

@@ -580,3 +580,50 @@ fn nccl_tests_output_has_all_reduce_perf_columns_and_json_stays_json() {
     assert_eq!(rows[0]["size_bytes"], sizes[0]);
     assert!(json["report"].is_object());
 }
+
+#[test]
+fn completions_and_the_man_page_name_every_subcommand() {
+    let subcommands = [
+        "run",
+        "check",
+        "sweep",
+        "merge",
+        "plot",
+        "diff",
+        "completions",
+        "man",
+    ];
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = c10dsim(&["completions", shell]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{shell}: {}",
+            stderr(&output)
+        );
+        let script = stdout(&output);
+        for word in subcommands {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let bash = stdout(&c10dsim(&["completions", "bash"]));
+    assert!(bash.contains("complete -F _c10dsim"), "{bash}");
+    assert!(bash.contains("--nccl-tests") && bash.contains("--log-y"));
+    let bad = c10dsim(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let man = c10dsim(&["man"]);
+    assert_eq!(man.status.code(), Some(0), "{}", stderr(&man));
+    let page = stdout(&man);
+    assert!(
+        page.starts_with(".ie \\n(.g .ds Aq") || page.contains(".TH c10dsim 1"),
+        "{page}"
+    );
+    assert!(
+        page.contains(".TH c10dsim 1"),
+        "{}",
+        &page[..300.min(page.len())]
+    );
+    for word in ["run", "sweep", "completions", "Exit codes"] {
+        assert!(page.contains(word), "the man page lacks {word}");
+    }
+}
