@@ -7,6 +7,7 @@ mod diagnostic;
 mod diff_cmd;
 mod hw_cmd;
 mod plot;
+mod stdio;
 mod sweep;
 mod torch_cmd;
 
@@ -478,8 +479,7 @@ fn load_on(
     overrides: &[scenario::Override],
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
-    let original = std::fs::read_to_string(path)
-        .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    let original = stdio::read_text(path)?;
     let shown = path.display().to_string();
     // A [sweep] table is checked too: bad input never half-runs.
     sim::sweep::Sweep::parse(&shown, &original, &[]).map_err(|error| {
@@ -500,14 +500,22 @@ fn load_on(
     })
 }
 
+/// Writes JSON to `path`, or to standard output for `-`, streaming (Timelines can be large).
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure> {
-    let file = std::fs::File::create(path)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
-    let mut writer = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut writer, value)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
-    std::io::Write::flush(&mut writer)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+    let cannot = |error: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot write {}: {error}", path.display()))
+    };
+    let sink: Box<dyn std::io::Write> = if stdio::is_dash(path) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(path).map_err(|e| cannot(&e))?)
+    };
+    let mut writer = std::io::BufWriter::new(sink);
+    serde_json::to_writer(&mut writer, value).map_err(|e| cannot(&e))?;
+    if stdio::is_dash(path) {
+        std::io::Write::write_all(&mut writer, b"\n").map_err(|e| cannot(&e))?;
+    }
+    std::io::Write::flush(&mut writer).map_err(|e| cannot(&e))
 }
 
 /// `run --seed`, `--machine` and `--against`.
@@ -568,17 +576,39 @@ fn emit(
     nccl_tests: bool,
     outputs: &RunOutputs,
 ) -> Result<(), Failure> {
+    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr.
+    let dashes = [outputs.trace, outputs.timeline, outputs.svg]
+        .iter()
+        .flatten()
+        .filter(|path| stdio::is_dash(path))
+        .count();
+    if dashes > 1 {
+        return Err(Failure::input(
+            "only one of --trace, --timeline and --svg can be `-` (standard output)",
+        ));
+    }
+    let shown = |path: &Path| {
+        if stdio::is_dash(path) {
+            "to standard output".to_string()
+        } else {
+            path.display().to_string()
+        }
+    };
     if let Some(path) = outputs.trace {
         write_json(path, &trace::chrome_trace(timeline))?;
-        eprintln!("c10dsim: wrote trace {}", path.display());
+        eprintln!("c10dsim: wrote trace {}", shown(path));
     }
     if let Some(path) = outputs.timeline {
         write_json(path, timeline)?;
-        eprintln!("c10dsim: wrote timeline {}", path.display());
+        eprintln!("c10dsim: wrote timeline {}", shown(path));
     }
     if let Some(path) = outputs.svg {
         plot::write_timeline_svg(timeline, path)?;
-        eprintln!("c10dsim: wrote timeline chart {}", path.display());
+        eprintln!("c10dsim: wrote timeline chart {}", shown(path));
+    }
+    if dashes == 1 {
+        eprint!("{}", text::render_report(report));
+        return Ok(());
     }
     if json {
         let mut value = serde_json::json!({"parameters": scenario, "report": report});

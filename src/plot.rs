@@ -110,12 +110,10 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         plot::line_chart_svg(&chart, args.canvas).map(String::into_bytes)
     }
     .map_err(Failure::input)?;
+    crate::stdio::write_bytes(&args.output, &bytes)?;
     if to_stdout {
-        std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)
-            .map_err(|error| Failure::input(format!("cannot write to stdout: {error}")))?;
         return Ok(0);
     }
-    write(&args.output, &bytes)?;
     eprintln!(
         "c10dsim: wrote {} ({} lines)",
         args.output.display(),
@@ -125,8 +123,7 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    std::fs::write(path, bytes)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+    crate::stdio::write_bytes(path, bytes)
 }
 
 /// `run --svg`: the Timeline as a Gantt chart.

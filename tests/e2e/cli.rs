@@ -623,3 +623,57 @@ fn completions_and_the_man_page_name_every_subcommand() {
         assert!(page.contains(word), "the man page lacks {word}");
     }
 }
+
+/// Runs the binary with `input` on its standard input.
+fn c10dsim_fed(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_dash_reads_standard_input_and_writes_standard_output() {
+    let scenario = std::fs::read("scenarios/exp_b_stream_scope.toml").unwrap();
+    let check = c10dsim_fed(&["check", "-"], &scenario);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    assert!(stdout(&check).starts_with("ok: - "), "{}", stdout(&check));
+    // --timeline - puts the Timeline alone on stdout; the report moves to stderr.
+    let run = c10dsim_fed(
+        &["run", "-", "--set", "repeat=10", "--timeline", "-"],
+        &scenario,
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let timeline: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON");
+    assert_eq!(timeline["format"], "c10dsim-timeline/1");
+    assert!(
+        stderr(&run).contains("collectives (medians"),
+        "{}",
+        stderr(&run)
+    );
+    let diff = c10dsim_fed(&["diff", "-", "-"], b"");
+    assert_eq!(diff.status.code(), Some(2), "{}", stderr(&diff));
+    let bad = c10dsim_fed(&["check", "-"], b"[cluster]\nrankz = 2\n");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("-:2:1: error: unknown field `rankz`"),
+        "{}",
+        stderr(&bad)
+    );
+    let twice = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--trace",
+        "-",
+        "--timeline",
+        "-",
+    ]);
+    assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
+}
