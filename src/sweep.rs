@@ -78,11 +78,13 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
 
 pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|error| Failure::input(format!("cannot read {path}: {error}")))?;
+    let original = crate::stdio::read_text(&args.file)?;
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
-    let (text, _) = crate::diff_cmd::resolve_machine(&args.file, &text, None)?;
-    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(scenario_failure)?;
+    let (text, _) = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
+    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(|error| {
+        let located = crate::diagnostic::locate(error, &path, &original, &text, &[]);
+        Failure::input(crate::diagnostic::render(&located))
+    })?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     let base_report = analysis::metrics::report(&sim::engine::simulate(&base));

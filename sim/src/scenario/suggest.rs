@@ -29,7 +29,8 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
 }
 
 /// serde's unknown-field message (`unknown field `rankz`, expected one of `ranks`, `gpu``)
-/// with the nearest expected field appended; any other message unchanged.
+/// shortened to the nearest expected field when there is one (`unknown field `rankz`; did you
+/// mean `ranks`?`), else left listing every field; any other message unchanged.
 pub fn explain_unknown_field(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field ") else {
         return message.to_string();
@@ -39,7 +40,7 @@ pub fn explain_unknown_field(message: &str) -> String {
         return message.to_string();
     };
     match nearest(field, quoted) {
-        Some(found) => format!("{message}; did you mean `{found}`?"),
+        Some(found) => format!("unknown field `{field}`; did you mean `{found}`?"),
         None => message.to_string(),
     }
 }
@@ -74,11 +75,11 @@ mod tests {
     fn unknown_field_messages_gain_the_nearest_field() {
         assert_eq!(
             explain_unknown_field("unknown field `rankz`, expected one of `ranks`, `gpu`"),
-            "unknown field `rankz`, expected one of `ranks`, `gpu`; did you mean `ranks`?"
+            "unknown field `rankz`; did you mean `ranks`?"
         );
         assert_eq!(
             explain_unknown_field("unknown field `all_reduc`, expected `all_reduce` or `wait`"),
-            "unknown field `all_reduc`, expected `all_reduce` or `wait`; did you mean `all_reduce`?"
+            "unknown field `all_reduc`; did you mean `all_reduce`?"
         );
         let far = "unknown field `zzz`, expected `ranks`";
         assert_eq!(explain_unknown_field(far), far);
