@@ -128,5 +128,5 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
 
 /// `run --svg`: the Timeline as a Gantt chart.
 pub fn write_timeline_svg(timeline: &Timeline, path: &Path) -> Result<(), Failure> {
-    write(path, plot::timeline_svg(timeline).as_bytes())
+    write(path, analysis::gantt::timeline_svg(timeline).as_bytes())
 }
