@@ -56,6 +56,7 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
         .collect();
     let mut too_new = Vec::new();
     let mut checked = 0;
+    let mut highest = ((0, 0, 0), String::new());
     for package in metadata["packages"].as_array().unwrap() {
         let name = package["name"].as_str().unwrap();
         let id = package["id"].as_str().unwrap();
@@ -72,6 +73,9 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
         for (needs, why) in [(rust_version, "rust-version"), (Some(edition), "edition")] {
             if let Some(needs) = needs {
                 checked += 1;
+                if version(needs) > highest.0 {
+                    highest = (version(needs), format!("{name} ({why} {needs})"));
+                }
                 if version(needs) > version(declared) {
                     too_new.push(format!(
                         "{name} {} needs Rust {needs} ({why})",
