@@ -47,8 +47,7 @@ impl ToleranceArgs {
 
 /// Reads a Timeline file.
 pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::stdio::read_text(path)?;
     serde_json::from_str(&text)
         .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
 }
@@ -123,7 +122,10 @@ pub fn resolve_machine(
         if let Some((_, span)) = &reference {
             own.replace_range(span.clone(), &" ".repeat(span.len()));
         }
-        sim::scenario::parse(&shown, &own).map_err(|e| Failure::input(e.to_string()))?;
+        sim::scenario::parse(&shown, &own).map_err(|error| {
+            let located = crate::diagnostic::locate(error, &shown, &text, &own, &[]);
+            Failure::input(crate::diagnostic::render(&located))
+        })?;
     }
     if let Some((name, _)) = reference {
         let file = find_profile(path, &name).ok_or_else(|| {

@@ -66,6 +66,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
         &timeline,
         &report,
         args.json,
+        false,
         &RunOutputs {
             trace: trace.as_deref(),
             timeline: timeline_path.as_deref(),

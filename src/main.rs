@@ -3,14 +3,16 @@
 //! time cap), 2 bad input or environment.
 
 mod bench;
+mod diagnostic;
 mod diff_cmd;
 mod hw_cmd;
 mod plot;
+mod stdio;
 mod sweep;
 mod torch_cmd;
 
 use analysis::{metrics, text, trace};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sim::scenario::{self, Scenario};
 use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
@@ -73,6 +75,14 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<scenario::Override>,
     },
+    /// Print a shell completion script on stdout, e.g.
+    /// `c10dsim completions bash > ~/.local/share/bash-completion/completions/c10dsim`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `c10dsim man > c10dsim.1; man ./c10dsim.1`.
+    Man,
     /// Validate scenario files without running them.
     Check {
         /// Scenario files (TOML).
@@ -222,7 +232,16 @@ enum Command {
         /// Only rows where COLUMN equals VALUE (repeatable).
         #[arg(long = "where", value_name = "COLUMN=VALUE")]
         filters: Vec<String>,
-        /// The picture: .svg or .png.
+        /// A logarithmic y axis (every y must be positive).
+        #[arg(long)]
+        log_y: bool,
+        /// The picture's width in pixels.
+        #[arg(long, default_value_t = 960, value_name = "PX")]
+        width: u32,
+        /// The picture's height in pixels.
+        #[arg(long, default_value_t = 600, value_name = "PX")]
+        height: u32,
+        /// The picture: .svg or .png (`-`: SVG on stdout).
         #[arg(short, long, value_name = "OUT.svg")]
         output: PathBuf,
     },
@@ -320,6 +339,19 @@ fn main() -> ExitCode {
                 tolerance,
             },
         ),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "c10dsim",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| 0)
+            .map_err(|error| Failure::input(format!("cannot write the man page: {error}"))),
         Command::Check { files } => check(&files),
         Command::Hw {
             file,
@@ -411,6 +443,9 @@ fn main() -> ExitCode {
             y,
             by,
             filters,
+            log_y,
+            width,
+            height,
             output,
         } => plot::plot(&plot::PlotArgs {
             csv,
@@ -418,6 +453,11 @@ fn main() -> ExitCode {
             y,
             by,
             filters,
+            canvas: analysis::plot::Canvas {
+                width_px: width,
+                height_px: height,
+                log_y,
+            },
             output,
         }),
     };
@@ -438,8 +478,8 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
     scenario::Override::parse(text).map_err(|e| e.to_string())
 }
 
-/// Reads and validates a scenario, applying `--set` overrides first. With overrides, error
-/// positions refer to the edited text, and the path says so.
+/// Reads and validates a scenario, applying `--set` overrides first. An error points at the
+/// file's line, or at the `--set` argument that wrote the line (`diagnostic::locate`).
 fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
     load_on(path, overrides, None)
 }
@@ -450,39 +490,43 @@ pub(crate) fn load_on(
     overrides: &[scenario::Override],
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    let original = stdio::read_text(path)?;
+    let shown = path.display().to_string();
     // A [sweep] table is checked too: bad input never half-runs.
-    sim::sweep::Sweep::parse(&path.display().to_string(), &text, &[])
-        .map_err(|error| Failure::input(error.to_string()))?;
+    sim::sweep::Sweep::parse(&shown, &original, &[]).map_err(|error| {
+        let located = diagnostic::locate(error, &shown, &original, &original, &[]);
+        Failure::input(diagnostic::render(&located))
+    })?;
     // The profile first, so that `--set` wins over it.
-    let (text, machine_note) = diff_cmd::resolve_machine(path, &text, machine)?;
+    let (text, machine_note) = diff_cmd::resolve_machine(path, &original, machine)?;
     let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
-        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
-    let shown = if overrides.is_empty() {
-        path.display().to_string()
-    } else {
-        let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
-        format!("{} [--set {}]", path.display(), list.join(" --set "))
-    };
-
-    scenario::parse(&shown, &text).map_err(|error| Failure {
-        code: 2,
-        message: match &machine_note {
-            Some(note) => format!("{error} (with {note} applied)"),
-            None => error.to_string(),
-        },
+        .map_err(|error| Failure::input(format!("{shown}: {error}")))?;
+    scenario::parse(&shown, &text).map_err(|error| {
+        let located = diagnostic::locate(error, &shown, &original, &text, overrides);
+        let rendered = diagnostic::render(&located);
+        Failure::input(match &machine_note {
+            Some(note) => format!("{rendered}\n(with {note} applied)"),
+            None => rendered,
+        })
     })
 }
 
+/// Writes JSON to `path`, or to standard output for `-`, streaming (Timelines can be large).
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure> {
-    let file = std::fs::File::create(path)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
-    let mut writer = std::io::BufWriter::new(file);
-    serde_json::to_writer(&mut writer, value)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))?;
-    std::io::Write::flush(&mut writer)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+    let cannot = |error: &dyn std::fmt::Display| {
+        Failure::input(format!("cannot write {}: {error}", path.display()))
+    };
+    let sink: Box<dyn std::io::Write> = if stdio::is_dash(path) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(path).map_err(|e| cannot(&e))?)
+    };
+    let mut writer = std::io::BufWriter::new(sink);
+    serde_json::to_writer(&mut writer, value).map_err(|e| cannot(&e))?;
+    if stdio::is_dash(path) {
+        std::io::Write::write_all(&mut writer, b"\n").map_err(|e| cannot(&e))?;
+    }
+    std::io::Write::flush(&mut writer).map_err(|e| cannot(&e))
 }
 
 /// `run --seed`, `--machine` and `--against`.
@@ -522,8 +566,8 @@ fn run(
         return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
     }
     let report = metrics::report(&timeline);
-    emit(&scenario, &timeline, &report, json, outputs)?;
-    if nccl_tests {
+    emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;
+    if nccl_tests && !json {
         print!("\n{}", analysis::nccl_tests::table(&timeline));
     }
     // Races stop nothing in the program, so they fail the run only when asked; every other
@@ -540,22 +584,49 @@ fn emit(
     timeline: &Timeline,
     report: &metrics::Report,
     json: bool,
+    nccl_tests: bool,
     outputs: &RunOutputs,
 ) -> Result<(), Failure> {
+    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr.
+    let dashes = [outputs.trace, outputs.timeline, outputs.svg]
+        .iter()
+        .flatten()
+        .filter(|path| stdio::is_dash(path))
+        .count();
+    if dashes > 1 {
+        return Err(Failure::input(
+            "only one of --trace, --timeline and --svg can be `-` (standard output)",
+        ));
+    }
+    let shown = |path: &Path| {
+        if stdio::is_dash(path) {
+            "to standard output".to_string()
+        } else {
+            path.display().to_string()
+        }
+    };
     if let Some(path) = outputs.trace {
         write_json(path, &trace::chrome_trace(timeline))?;
-        eprintln!("c10dsim: wrote trace {}", path.display());
+        eprintln!("c10dsim: wrote trace {}", shown(path));
     }
     if let Some(path) = outputs.timeline {
         write_json(path, timeline)?;
-        eprintln!("c10dsim: wrote timeline {}", path.display());
+        eprintln!("c10dsim: wrote timeline {}", shown(path));
     }
     if let Some(path) = outputs.svg {
         plot::write_timeline_svg(timeline, path)?;
-        eprintln!("c10dsim: wrote timeline chart {}", path.display());
+        eprintln!("c10dsim: wrote timeline chart {}", shown(path));
+    }
+    if dashes == 1 {
+        eprint!("{}", text::render_report(report));
+        return Ok(());
     }
     if json {
-        let value = serde_json::json!({"parameters": scenario, "report": report});
+        let mut value = serde_json::json!({"parameters": scenario, "report": report});
+        if nccl_tests {
+            // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
+            value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(timeline));
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&value).expect("reports serialise")

@@ -15,6 +15,9 @@ pub struct PlotArgs {
     pub by: Option<String>,
     /// `COLUMN=VALUE` filters.
     pub filters: Vec<String>,
+    /// Size and y scale.
+    pub canvas: plot::Canvas,
+    /// `-`: SVG on stdout.
     pub output: PathBuf,
 }
 
@@ -63,7 +66,9 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
+    let to_stdout = args.output.as_os_str() == "-";
     let png = match extension.as_deref() {
+        _ if to_stdout => false,
         Some("svg") => false,
         Some("png") => true,
         _ => {
@@ -100,12 +105,15 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         .map_err(|error| Failure::input(format!("{}: {error}", args.csv.display())))?;
     load_font()?;
     let bytes = if png {
-        plot::line_chart_png(&chart)
+        plot::line_chart_png(&chart, args.canvas)
     } else {
-        plot::line_chart_svg(&chart).map(String::into_bytes)
+        plot::line_chart_svg(&chart, args.canvas).map(String::into_bytes)
     }
     .map_err(Failure::input)?;
-    write(&args.output, &bytes)?;
+    crate::stdio::write_bytes(&args.output, &bytes)?;
+    if to_stdout {
+        return Ok(0);
+    }
     eprintln!(
         "c10dsim: wrote {} ({} lines)",
         args.output.display(),
@@ -115,11 +123,10 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    std::fs::write(path, bytes)
-        .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
+    crate::stdio::write_bytes(path, bytes)
 }
 
 /// `run --svg`: the Timeline as a Gantt chart.
 pub fn write_timeline_svg(timeline: &Timeline, path: &Path) -> Result<(), Failure> {
-    write(path, plot::timeline_svg(timeline).as_bytes())
+    write(path, analysis::gantt::timeline_svg(timeline).as_bytes())
 }

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use sim::sweep::{point_seed, AxisArg, Shard, Sweep};
 use std::collections::{BTreeMap, HashSet};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
@@ -78,15 +78,18 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
 
 pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|error| Failure::input(format!("cannot read {path}: {error}")))?;
+    let original = crate::stdio::read_text(&args.file)?;
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
-    let (text, _) = crate::diff_cmd::resolve_machine(&args.file, &text, None)?;
-    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(scenario_failure)?;
+    let (text, _) = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
+    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(|error| {
+        let located = crate::diagnostic::locate(error, &path, &original, &text, &[]);
+        Failure::input(crate::diagnostic::render(&located))
+    })?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     let base_report = analysis::metrics::report(&sim::engine::simulate(&base));
-    let columns = Columns::new(&sweep.columns(), &base_report);
+    let columns =
+        Columns::new(&sweep.columns(), &base_report).with_size_axes(&sweep.size_columns());
     let header = columns.header();
     let hash = sim::scenario::content_hash(&text);
     let provenance = Provenance {
@@ -328,7 +331,8 @@ fn point_index(path: &Path, row: &csv::StringRecord) -> Result<u64, Failure> {
 
 /// Reads a sweep CSV: its header and rows.
 pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), Failure> {
-    let mut reader = csv::Reader::from_path(path).map_err(|error| read_failure(path, error))?;
+    let text = crate::stdio::read_text(path)?;
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
     let header: Vec<String> = reader
         .headers()
         .map_err(|error| read_failure(path, error))?
@@ -366,23 +370,26 @@ fn write_sorted(
             }
         }
     }
-    let temporary = path.with_extension("csv.partial");
-    let mut writer =
-        csv::Writer::from_path(&temporary).map_err(|error| write_failure(&temporary, error))?;
+    let mut writer = csv::Writer::from_writer(Vec::new());
     writer
         .write_record(header)
-        .map_err(|error| write_failure(&temporary, error))?;
+        .map_err(|error| write_failure(path, error))?;
     for row in by_point.values() {
         writer
             .write_record(row)
-            .map_err(|error| write_failure(&temporary, error))?;
+            .map_err(|error| write_failure(path, error))?;
     }
-    writer
+    let bytes = writer
         .into_inner()
-        .map_err(|error| write_failure(&temporary, error.error()))?
-        .flush()
-        .map_err(|error| write_failure(&temporary, error))?;
-    std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))?;
+        .map_err(|error| write_failure(path, error.error()))?;
+    if crate::stdio::is_dash(path) {
+        crate::stdio::write_bytes(path, &bytes)?;
+    } else {
+        // Written whole, then renamed: an interrupted merge leaves no half file.
+        let temporary = path.with_extension("csv.partial");
+        crate::stdio::write_bytes(&temporary, &bytes)?;
+        std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))?;
+    }
     Ok(by_point.len())
 }
 

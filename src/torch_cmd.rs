@@ -257,6 +257,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
         &timeline,
         &report,
         args.json,
+        false,
         &RunOutputs {
             trace: None,
             timeline: args.timeline,

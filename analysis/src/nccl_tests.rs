@@ -11,14 +11,17 @@
 //! Pure: a function of the Timeline.
 
 use crate::metrics::Stat;
+use serde::Serialize;
 use sim::timeline::Timeline;
 use std::fmt::Write;
 
 /// One line of the table.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     /// The op's label (or `key#index`).
     pub op: String,
+    /// The collective (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`).
+    pub op_key: &'static str,
     pub size_bytes: u64,
     /// Elements of the tensor's type.
     pub count: u64,
@@ -82,6 +85,7 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
             };
             Some(Row {
                 op: op.name.clone(),
+                op_key: traffic_word,
                 size_bytes,
                 count: size_bytes / element_bytes,
                 type_name,
@@ -95,33 +99,82 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
         .collect()
 }
 
-/// The table as `all_reduce_perf` prints it (time in µs, bandwidths in GB/s), with the
-/// algorithm and protocol in a last column.
+/// nccl-tests' `root` column: −1 for collectives without a root; broadcast's root is rank 0
+/// (`dist.broadcast`'s usual `src`; scenarios do not name another).
+fn root_of(row: &Row) -> i32 {
+    if row.op_key == "broadcast" {
+        0
+    } else {
+        -1
+    }
+}
+
+/// The table as `all_reduce_perf` prints it, so that scripts that parse nccl-tests' output read
+/// it: `#` comment lines, then per size the 13 whitespace-separated columns size, count, type,
+/// redop, root, and time (µs), algbw, busbw (GB/s), #wrong out of place and again in place, then
+/// the `# Out of bounds values` and `# Avg bus bandwidth` footer lines. The simulator does not
+/// tell in-place from out-of-place calls (both columns are the same figures) and checks no data
+/// (`#wrong` is `N/A`, as nccl-tests prints it with `-c 0`). The algorithm and protocol of
+/// each row (`RING_LL`) follow as comment lines.
 pub fn table(timeline: &Timeline) -> String {
+    let rows = rows(timeline);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "#{:>12} {:>13} {:>9} {:>7} {:>10} {:>8} {:>8}  algorithm",
-        "size", "count", "type", "redop", "time", "algbw", "busbw"
+        "# c10dsim: simulated {}; in-place = out-of-place (not told apart), no data checked",
+        timeline.scenario.name
     );
+    let _ = writeln!(out, "#");
+    let over_columns = format!("#{:>48}{:^32}{:^32}", "", "out-of-place", "in-place");
+    let _ = writeln!(out, "{}", over_columns.trim_end());
     let _ = writeln!(
         out,
-        "#{:>12} {:>13} {:>9} {:>7} {:>10} {:>8} {:>8}",
-        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)"
+        "#{:>11} {:>12} {:>8} {:>6} {:>6} {:>8} {:>7} {:>7} {:>6} {:>8} {:>7} {:>7} {:>6}",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong"
     );
-    for row in rows(timeline) {
+    let units = format!(
+        "#{:>11} {:>12} {:>8} {:>6} {:>6} {:>8} {:>7} {:>7} {:>6} {:>8} {:>7} {:>7}",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)"
+    );
+    let _ = writeln!(out, "{units}");
+    for row in &rows {
+        let measured = format!(
+            "{:>8.2} {:>7.2} {:>7.2} {:>6}",
+            row.time_us, row.algbw_gbps, row.busbw_gbps, "N/A"
+        );
         let _ = writeln!(
             out,
-            " {:>12} {:>13} {:>9} {:>7} {:>10.2} {:>8.2} {:>8.2}  {}",
+            " {:>11} {:>12} {:>8} {:>6} {:>6} {measured} {measured}",
             row.size_bytes,
             row.count,
             row.type_name,
             row.redop,
-            row.time_us,
-            row.algbw_gbps,
-            row.busbw_gbps,
-            row.algorithm
+            root_of(row),
         );
+    }
+    let average = if rows.is_empty() {
+        0.0
+    } else {
+        rows.iter().map(|row| row.busbw_gbps).sum::<f64>() / rows.len() as f64
+    };
+    let _ = writeln!(out, "# Out of bounds values : 0 OK");
+    let _ = writeln!(out, "# Avg bus bandwidth    : {average:.4} ");
+    let _ = writeln!(out, "#");
+    let _ = writeln!(out, "# algorithm and protocol per row (c10dsim):");
+    for row in &rows {
+        let _ = writeln!(out, "# {:>11} {} {}", row.size_bytes, row.op, row.algorithm);
     }
     out
 }
@@ -157,9 +210,16 @@ mod tests {
         assert!((row.busbw_gbps - 99.602).abs() < 1e-3, "{}", row.busbw_gbps);
         let table = table(&timeline);
         assert!(table.contains("(elements)"), "{table}");
-        assert!(
-            table.contains("    100000000      25000000     float     sum    1506.00    66.40    99.60  RING_LL"),
+        let data: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            data,
+            ["   100000000     25000000    float    sum     -1  1506.00   66.40   99.60    N/A  1506.00   66.40   99.60    N/A"],
             "{table}"
         );
+        assert!(
+            table.contains("\n# Avg bus bandwidth    : 99.6016 \n"),
+            "{table}"
+        );
+        assert!(table.contains("\n#   100000000 ar RING_LL\n"), "{table}");
     }
 }

@@ -1,6 +1,5 @@
-//! Pictures: line charts of sweep CSV columns (plotters, SVG text or PNG bytes) and a Gantt
-//! chart of a Timeline (SVG text) with a row per rank's host and per stream, kernels as bars
-//! and stream waits as arrows. Nothing here touches a file: callers write the results.
+//! Line charts of sweep CSV columns (plotters, SVG text or PNG bytes); the Gantt chart of a
+//! Timeline is `crate::gantt`. Nothing here touches a file: callers write the results.
 //!
 //! Text in charts needs a TrueType font registered once with [`register_font`] (the binary
 //! reads one from the system); the Gantt chart leaves fonts to the SVG viewer.
@@ -22,7 +21,6 @@
 
 use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
-use sim::timeline::{KernelClass, Timeline};
 use std::fmt::Write;
 
 /// Registers the TrueType font that chart text is drawn with (family `sans-serif`).
@@ -111,8 +109,10 @@ pub fn line_chart(
         .map(|(name, value)| column(name).map(|i| (i, value.as_str())))
         .collect::<Result<Vec<_>, _>>()?;
     let mut series: Vec<Series> = Vec::new();
+    // Per series, the row index of each point (for the ambiguity check).
+    let mut sources: Vec<Vec<usize>> = Vec::new();
     let mut any_bytes = false;
-    for row in rows {
+    for (row_index, row) in rows.iter().enumerate() {
         if filters.iter().any(|&(i, value)| row[i] != value) {
             continue;
         }
@@ -134,10 +134,12 @@ pub fn line_chart(
                     name,
                     points: Vec::new(),
                 });
+                sources.push(Vec::new());
                 series.len() - 1
             }
         };
         series[index].points.push((x_number, y_value));
+        sources[index].push(row_index);
     }
     if series.is_empty() {
         return Err(format!(
@@ -145,8 +147,21 @@ pub fn line_chart(
             query.y
         ));
     }
-    for line in &mut series {
-        line.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let fixed: Vec<usize> = [Some(x), by]
+        .into_iter()
+        .flatten()
+        .chain(filters.iter().map(|&(i, _)| i))
+        .collect();
+    for (line, rows_of_line) in series.iter_mut().zip(&sources) {
+        let mut order: Vec<usize> = (0..line.points.len()).collect();
+        order.sort_by(|&a, &b| line.points[a].0.total_cmp(&line.points[b].0));
+        for pair in order.windows(2) {
+            if line.points[pair[0]].0 == line.points[pair[1]].0 {
+                let same_x = [rows_of_line[pair[0]], rows_of_line[pair[1]]];
+                return Err(ambiguous(header, rows, &fixed, same_x, query, &line.name));
+            }
+        }
+        line.points = order.iter().map(|&i| line.points[i]).collect();
     }
     let x_is_bytes = any_bytes || query.x.ends_with("_bytes");
     let mut title = format!("{} by {}", query.y, query.x);
@@ -165,26 +180,117 @@ pub fn line_chart(
     })
 }
 
-/// Chart size: width, height.
-const CHART_SIZE_PX: (u32, u32) = (960, 600);
+/// Two rows of one line at the same x: the chart would join unrelated points. The message names
+/// the input columns that differ between them (the sweep's axes, when the table is a sweep CSV),
+/// so that `--by` or `--where` can tell them apart.
+fn ambiguous(
+    header: &[String],
+    rows: &[Vec<String>],
+    fixed: &[usize],
+    same_x: [usize; 2],
+    query: &ChartQuery,
+    line: &str,
+) -> String {
+    let inputs = crate::sweep::axis_columns(header);
+    let varying: Vec<&str> = inputs
+        .filter(|i| !fixed.contains(i))
+        .filter(|&i| rows[same_x[0]][i] != rows[same_x[1]][i])
+        .filter(|&i| {
+            // A size's `_bytes` twin varies with its label: name the label only.
+            let name = &header[i];
+            let twin = name.strip_suffix(crate::sweep::SIZE_BYTES_SUFFIX);
+            twin.is_none_or(|label| !header.iter().any(|h| h == label))
+        })
+        .map(|i| header[i].as_str())
+        .collect();
+    let point = |row: usize| {
+        header
+            .iter()
+            .position(|h| h == crate::sweep::POINT_COLUMN)
+            .map_or(format!("row {}", row + 1), |i| {
+                format!("point {}", rows[row][i])
+            })
+    };
+    let differ = if varying.is_empty() {
+        "no input column tells them apart".to_string()
+    } else {
+        format!("they differ in {}", varying.join(", "))
+    };
+    format!(
+        "ambiguous series: {} and {} both give line {line:?} a point at {} = {:?}; {differ}. \
+         Draw one line per value with --by COLUMN, or keep one with --where COLUMN=VALUE",
+        point(same_x[0]),
+        point(same_x[1]),
+        query.x,
+        rows[same_x[0]][header.iter().position(|h| h == query.x).unwrap_or(0)],
+    )
+}
+
+/// How a chart is drawn: its size in pixels and whether the y axis is logarithmic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Canvas {
+    pub width_px: u32,
+    pub height_px: u32,
+    pub log_y: bool,
+}
+
+impl Default for Canvas {
+    /// 960 × 600, linear y.
+    fn default() -> Canvas {
+        Canvas {
+            width_px: 960,
+            height_px: 600,
+            log_y: false,
+        }
+    }
+}
+
+impl Canvas {
+    /// Checks the size (16 to 16384 pixels a side) and, for a log y axis, that every y is
+    /// positive.
+    pub fn check(&self, chart: &LineChart) -> Result<(), String> {
+        for (what, px) in [("--width", self.width_px), ("--height", self.height_px)] {
+            if !(16..=16_384).contains(&px) {
+                return Err(format!("{what} {px}: expected 16 to 16384 pixels"));
+            }
+        }
+        if self.log_y {
+            let bad = chart
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter().map(move |p| (s, p)))
+                .find(|(_, p)| p.1 <= 0.0);
+            if let Some((series, point)) = bad {
+                return Err(format!(
+                    "--log-y needs positive values; line {:?} has {} at x = {}",
+                    series.name, point.1, point.0
+                ));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The chart as SVG text.
-pub fn line_chart_svg(chart: &LineChart) -> Result<String, String> {
+pub fn line_chart_svg(chart: &LineChart, canvas: Canvas) -> Result<String, String> {
+    canvas.check(chart)?;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, CHART_SIZE_PX).into_drawing_area();
-        draw_chart(root, chart)?;
+        let size = (canvas.width_px, canvas.height_px);
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        draw_chart(root, chart, canvas.log_y)?;
     }
     Ok(svg)
 }
 
 /// The chart as PNG bytes.
-pub fn line_chart_png(chart: &LineChart) -> Result<Vec<u8>, String> {
-    let (width, height) = CHART_SIZE_PX;
-    let mut rgb = vec![0u8; (width * height * 3) as usize];
+pub fn line_chart_png(chart: &LineChart, canvas: Canvas) -> Result<Vec<u8>, String> {
+    canvas.check(chart)?;
+    let (width, height) = (canvas.width_px, canvas.height_px);
+    let mut rgb = vec![0u8; (width as usize) * (height as usize) * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut rgb, CHART_SIZE_PX).into_drawing_area();
-        draw_chart(root, chart)?;
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        draw_chart(root, chart, canvas.log_y)?;
     }
     let mut png_bytes = Vec::new();
     let mut encoder = png::Encoder::new(&mut png_bytes, width, height);
@@ -209,6 +315,7 @@ fn padded(low: f64, high: f64) -> (f64, f64) {
 fn draw_chart<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &LineChart,
+    log_y: bool,
 ) -> Result<(), String> {
     let all = chart.series.iter().flat_map(|s| s.points.iter());
     let (x_low, x_high) = all
@@ -219,19 +326,87 @@ fn draw_chart<DB: DrawingBackend>(
     let (y_low, y_high) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
         (lo.min(p.1), hi.max(p.1))
     });
-    let y_range = {
-        let (low, high) = padded(y_low, y_high);
-        low..high
-    };
-    if chart.x_is_bytes && x_low > 0.0 {
-        let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
-        draw_with(root, chart, x_range, y_range, &|bytes: &f64| {
-            size_tick(*bytes)
-        })
+    let size_format = |bytes: &f64| size_tick(*bytes);
+    let number_format = |x: &f64| number_tick(*x);
+    let x_format: &dyn Fn(&f64) -> String = if chart.x_is_bytes && x_low > 0.0 {
+        &size_format
     } else {
-        let (low, high) = padded(x_low, x_high);
-        draw_with(root, chart, low..high, y_range, &|x: &f64| number_tick(*x))
+        &number_format
+    };
+    let (x_pad_low, x_pad_high) = padded(x_low, x_high);
+    let (y_pad_low, y_pad_high) = padded(y_low, y_high);
+    let log_y_range = (y_low / 1.5..y_high * 1.5).log_scale().base(10.0);
+    match (chart.x_is_bytes && x_low > 0.0, log_y) {
+        (true, true) => {
+            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
+            draw_with(root, chart, x_range, log_y_range, x_format)
+        }
+        (true, false) => {
+            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
+            draw_with(root, chart, x_range, y_pad_low..y_pad_high, x_format)
+        }
+        (false, true) => draw_with(root, chart, x_pad_low..x_pad_high, log_y_range, x_format),
+        (false, false) => draw_with(
+            root,
+            chart,
+            x_pad_low..x_pad_high,
+            y_pad_low..y_pad_high,
+            x_format,
+        ),
     }
+}
+
+/// The colour of line `index`: Okabe and Ito's colour-blind-safe palette (no yellow, which
+/// vanishes on white), then again.
+fn line_color(index: usize) -> RGBColor {
+    const PALETTE: [(u8, u8, u8); 7] = [
+        (0, 114, 178),
+        (213, 94, 0),
+        (0, 158, 115),
+        (204, 121, 167),
+        (230, 159, 0),
+        (86, 180, 233),
+        (0, 0, 0),
+    ];
+    let (r, g, b) = PALETTE[index % PALETTE.len()];
+    RGBColor(r, g, b)
+}
+
+/// The dash of line `index` (drawn length, gap, in pixels; a gap of 0 is a solid line), so that
+/// lines that coincide stay distinguishable and the chart reads in black and white.
+fn dash_of(index: usize) -> (u32, u32) {
+    const DASHES: [(u32, u32); 4] = [(1, 0), (10, 5), (3, 4), (14, 4)];
+    DASHES[index % DASHES.len()]
+}
+
+/// The marker of line `index`, as a filled polygon around (0, 0) in pixels: circle, triangle,
+/// square, diamond, then again.
+fn marker_of(index: usize) -> Vec<(i32, i32)> {
+    match index % 4 {
+        0 => (0..12)
+            .map(|k| {
+                let angle = f64::from(k) * std::f64::consts::PI / 6.0;
+                (
+                    (4.0 * angle.cos()).round() as i32,
+                    (4.0 * angle.sin()).round() as i32,
+                )
+            })
+            .collect(),
+        1 => vec![(0, -5), (5, 4), (-5, 4)],
+        2 => vec![(-4, -4), (4, -4), (4, 4), (-4, 4)],
+        _ => vec![(0, -5), (5, 0), (0, 5), (-5, 0)],
+    }
+}
+
+/// The legend's sample of line `index`: three segments over 24 pixels in the line's dash.
+fn legend_segments(index: usize) -> [[(i32, i32); 2]; 3] {
+    let (dash, gap) = dash_of(index);
+    let (dash, gap) = (dash as i32, gap as i32);
+    if gap == 0 {
+        return [[(0, 0), (8, 0)], [(8, 0), (16, 0)], [(16, 0), (24, 0)]];
+    }
+    let start = |k: i32| (k * (dash + gap)).min(24);
+    [0, 1, 2].map(|k| [(start(k), 0), ((start(k) + dash).min(24), 0)])
 }
 
 fn size_tick(bytes: f64) -> String {
@@ -250,7 +425,7 @@ fn size_tick(bytes: f64) -> String {
     number_tick(bytes / scale) + " " + unit
 }
 
-fn number_tick(value: f64) -> String {
+pub(crate) fn number_tick(value: f64) -> String {
     let text = format!("{value:.3}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
     if text == "-0" {
@@ -260,17 +435,19 @@ fn number_tick(value: f64) -> String {
     }
 }
 
-fn draw_with<DB, X>(
+fn draw_with<DB, X, Y>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &LineChart,
     x_range: X,
-    y_range: std::ops::Range<f64>,
+    y_range: Y,
     x_format: &dyn Fn(&f64) -> String,
 ) -> Result<(), String>
 where
     DB: DrawingBackend,
     X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
     X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let fail = |error: &dyn std::fmt::Display| format!("drawing the chart failed: {error}");
     root.fill(&WHITE).map_err(|e| fail(&e))?;
@@ -291,24 +468,49 @@ where
         .axis_desc_style(("sans-serif", 16))
         .draw()
         .map_err(|e| fail(&e))?;
+    let count = chart.series.len();
     for (index, line) in chart.series.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
+        let color = line_color(index);
+        let points = line.points.iter().copied();
+        // Earlier lines are drawn wider and with larger markers, so that a later line lying on
+        // top of one leaves its edges visible.
+        let below = (count - 1 - index).min(3) as u32;
+        let stroke = color.stroke_width(2 + below);
+        let scale = 1.0 + 0.25 * f64::from(below);
+        let marker: Vec<(i32, i32)> = marker_of(index)
+            .into_iter()
+            .map(|(dx, dy)| {
+                (
+                    (f64::from(dx) * scale) as i32,
+                    (f64::from(dy) * scale) as i32,
+                )
+            })
+            .collect();
+        let annotation = match dash_of(index) {
+            (_, 0) => context.draw_series(LineSeries::new(points, stroke)),
+            (dash, gap) => context.draw_series(DashedLineSeries::new(points, dash, gap, stroke)),
+        }
+        .map_err(|e| fail(&e))?;
+        let segments = legend_segments(index);
+        let legend_stroke = color.stroke_width(2);
+        annotation.label(&line.name).legend(move |(x, y)| {
+            let [a, b, c] = segments;
+            EmptyElement::at((x, y))
+                + PathElement::new(a.to_vec(), legend_stroke)
+                + PathElement::new(b.to_vec(), legend_stroke)
+                + PathElement::new(c.to_vec(), legend_stroke)
+                + Polygon::new(
+                    marker_of(index)
+                        .into_iter()
+                        .map(|(dx, dy)| (dx + 12, dy))
+                        .collect::<Vec<_>>(),
+                    color.filled(),
+                )
+        });
         context
-            .draw_series(LineSeries::new(
-                line.points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| fail(&e))?
-            .label(&line.name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        context
-            .draw_series(
-                line.points
-                    .iter()
-                    .map(|&point| Circle::new(point, 3, color.filled())),
-            )
+            .draw_series(line.points.iter().map(|&point| {
+                EmptyElement::at(point) + Polygon::new(marker.clone(), color.filled())
+            }))
             .map_err(|e| fail(&e))?;
     }
     context
@@ -319,189 +521,6 @@ where
         .draw()
         .map_err(|e| fail(&e))?;
     root.present().map_err(|e| fail(&e))
-}
-
-/// The most ranks a Gantt chart draws (the first ones); the rest are named in a note.
-pub const GANTT_MAX_RANKS: usize = 16;
-
-const GANTT_LABEL_WIDTH_PX: f64 = 190.0;
-const GANTT_PLOT_WIDTH_PX: f64 = 1200.0;
-const GANTT_ROW_HEIGHT_PX: f64 = 22.0;
-const GANTT_TOP_PX: f64 = 40.0;
-
-/// A "nice" tick step (1, 2 or 5 × 10^k) giving about `ticks` ticks over `span`.
-fn tick_step(span: f64, ticks: f64) -> f64 {
-    let raw = (span / ticks).max(f64::MIN_POSITIVE);
-    let magnitude = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * magnitude)
-        .find(|step| *step >= raw)
-        .unwrap_or(10.0 * magnitude)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The Timeline as a Gantt chart: per rank a host row (host calls) and a row per stream
-/// (kernels: compute blue, communication orange, sleep grey), with an arrow for each
-/// cross-stream wait from where the source stream's event fired to where the waiting stream
-/// was released (R5, R10a, R12). Times in µs from the start of the run.
-pub fn timeline_svg(timeline: &Timeline) -> String {
-    let ranks = &timeline.ranks[..timeline.ranks.len().min(GANTT_MAX_RANKS)];
-    let end_ns = ranks
-        .iter()
-        .flat_map(|r| {
-            r.host
-                .iter()
-                .map(|h| h.end_ns)
-                .chain(r.kernels.iter().map(|k| k.end_ns))
-        })
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let x = |ns: u64| GANTT_LABEL_WIDTH_PX + ns as f64 / end_ns as f64 * GANTT_PLOT_WIDTH_PX;
-    let rows: usize = ranks.iter().map(|r| 1 + r.streams.len()).sum();
-    let height = GANTT_TOP_PX + rows as f64 * GANTT_ROW_HEIGHT_PX + 50.0;
-    let width = GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX + 20.0;
-    let op_name = |op: u32| {
-        timeline
-            .ops
-            .get(op as usize)
-            .map_or_else(|| format!("op {op}"), |o| o.name.clone())
-    };
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">"##
-    );
-    svg.push_str(
-        r##"<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#c0392b"/></marker></defs>
-<rect width="100%" height="100%" fill="white"/>
-"##,
-    );
-    let mut title = format!(
-        "{}: {} ranks, {} iterations — host calls, kernels (compute, communication, sleep) and stream waits (arrows)",
-        timeline.scenario.name, timeline.scenario.ranks, timeline.scenario.repeat
-    );
-    if timeline.ranks.len() > ranks.len() {
-        let _ = write!(title, "; the first {} ranks shown", ranks.len());
-    }
-    let _ = writeln!(
-        svg,
-        r#"<text x="10" y="20" font-size="14">{}</text>"#,
-        escape(&title)
-    );
-    let mut next_row = 0usize;
-    for rank in ranks {
-        let host_y = GANTT_TOP_PX + next_row as f64 * GANTT_ROW_HEIGHT_PX;
-        next_row += 1;
-        let streams_y: Vec<f64> = (0..rank.streams.len())
-            .map(|i| GANTT_TOP_PX + (next_row + i) as f64 * GANTT_ROW_HEIGHT_PX)
-            .collect();
-        next_row += rank.streams.len();
-        let _ = writeln!(
-            svg,
-            r##"<text x="6" y="{}">rank {} host</text>"##,
-            host_y + 15.0,
-            rank.rank
-        );
-        for (stream, y) in rank.streams.iter().zip(&streams_y) {
-            let _ = writeln!(
-                svg,
-                r##"<text x="6" y="{}">rank {} {}</text><line x1="{GANTT_LABEL_WIDTH_PX}" x2="{}" y1="{}" y2="{}" stroke="#eeeeee"/>"##,
-                y + 15.0,
-                rank.rank,
-                escape(&stream.name),
-                GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX,
-                y + GANTT_ROW_HEIGHT_PX / 2.0,
-                y + GANTT_ROW_HEIGHT_PX / 2.0
-            );
-        }
-        for call in &rank.host {
-            let _ = writeln!(
-                svg,
-                r##"<rect x="{:.2}" y="{}" width="{:.2}" height="{}" fill="#7f8c8d"><title>{} iteration {}: host {:.3}–{:.3} µs</title></rect>"##,
-                x(call.start_ns),
-                host_y + 5.0,
-                (x(call.end_ns) - x(call.start_ns)).max(0.5),
-                GANTT_ROW_HEIGHT_PX - 10.0,
-                escape(&op_name(call.op)),
-                call.iteration,
-                call.start_ns as f64 / 1e3,
-                call.end_ns as f64 / 1e3
-            );
-        }
-        for kernel in &rank.kernels {
-            let color = match kernel.class {
-                KernelClass::Compute => "#2e86c1",
-                KernelClass::Communication => "#e67e22",
-                KernelClass::Sleep => "#95a5a6",
-            };
-            let y = streams_y[usize::from(kernel.stream)];
-            let _ = writeln!(
-                svg,
-                r##"<rect x="{:.2}" y="{}" width="{:.2}" height="{}" fill="{color}"><title>{} iteration {}: {:.3}–{:.3} µs</title></rect>"##,
-                x(kernel.start_ns),
-                y + 3.0,
-                (x(kernel.end_ns) - x(kernel.start_ns)).max(0.5),
-                GANTT_ROW_HEIGHT_PX - 6.0,
-                escape(&op_name(kernel.op)),
-                kernel.iteration,
-                kernel.start_ns as f64 / 1e3,
-                kernel.end_ns as f64 / 1e3
-            );
-        }
-        for wait in &rank.stream_waits {
-            if wait.source_stream == wait.waiting_stream {
-                continue;
-            }
-            let from_y = streams_y[usize::from(wait.source_stream)] + GANTT_ROW_HEIGHT_PX / 2.0;
-            let to_y = streams_y[usize::from(wait.waiting_stream)] + GANTT_ROW_HEIGHT_PX / 2.0;
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{:.2}" y1="{from_y}" x2="{:.2}" y2="{to_y}" stroke="#c0392b" stroke-width="1" marker-end="url(#arrow)"><title>{} iteration {}: stream wait, event at {:.3} µs, released at {:.3} µs</title></line>"##,
-                x(wait.source_ns),
-                x(wait.released_ns),
-                escape(&op_name(wait.op)),
-                wait.iteration,
-                wait.source_ns as f64 / 1e3,
-                wait.released_ns as f64 / 1e3
-            );
-        }
-    }
-    let axis_y = GANTT_TOP_PX + next_row as f64 * GANTT_ROW_HEIGHT_PX + 8.0;
-    let end_us = end_ns as f64 / 1e3;
-    let step = tick_step(end_us, 10.0);
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{GANTT_LABEL_WIDTH_PX}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="black"/>"##,
-        GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX
-    );
-    let mut tick = 0.0;
-    while tick <= end_us {
-        let tx = GANTT_LABEL_WIDTH_PX + tick / end_us * GANTT_PLOT_WIDTH_PX;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{tx:.2}" x2="{tx:.2}" y1="{axis_y}" y2="{}" stroke="black"/><text x="{tx:.2}" y="{}" text-anchor="middle">{}</text>"##,
-            axis_y + 5.0,
-            axis_y + 18.0,
-            number_tick(tick)
-        );
-        tick += step;
-    }
-    let _ = writeln!(
-        svg,
-        r##"<text x="{}" y="{}" text-anchor="middle">time (µs)</text>"##,
-        GANTT_LABEL_WIDTH_PX + GANTT_PLOT_WIDTH_PX / 2.0,
-        axis_y + 36.0
-    );
-    svg.push_str("</svg>\n");
-    svg
 }
 
 #[cfg(test)]
@@ -520,8 +539,6 @@ mod tests {
 
     #[test]
     fn ticks_are_round() {
-        assert_eq!(tick_step(1000.0, 10.0), 100.0);
-        assert_eq!(tick_step(1500.0, 10.0), 200.0);
         assert_eq!(size_tick(1048576.0), "1 MiB");
         assert_eq!(size_tick(1536.0), "1.5 KiB");
         assert_eq!(number_tick(0.25), "0.25");
@@ -549,33 +566,111 @@ mod tests {
         assert!(err.contains("no column \"m\""), "{err}");
     }
 
+    fn sweep_table() -> (Vec<String>, Vec<Vec<String>>) {
+        let header = [
+            "point",
+            "tensors.buf",
+            "tensors.buf_bytes",
+            "killer",
+            "gemm",
+            "k.overlap",
+            "seed",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows = [
+            ["0", "1MiB", "1048576", "none", "4096", "0.5", "11"],
+            ["1", "1MiB", "1048576", "none", "8192", "0.9", "12"],
+            ["2", "2MiB", "2097152", "none", "4096", "0.6", "13"],
+            ["3", "2MiB", "2097152", "none", "8192", "0.8", "14"],
+        ]
+        .map(|row| row.map(String::from).to_vec())
+        .to_vec();
+        (header, rows)
+    }
+
     #[test]
-    fn the_gantt_chart_has_a_row_per_stream_and_arrows_for_waits() {
-        let text = "[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n[[op]]\nlabel = \"ar\"\n\
-                    all_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
-        let scenario = sim::scenario::parse("g.toml", text).unwrap();
-        let timeline = sim::engine::simulate(&scenario);
-        let svg = timeline_svg(&timeline);
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-        for rank in &timeline.ranks {
-            assert!(svg.contains(&format!(">rank {} host<", rank.rank)));
-            for stream in &rank.streams {
-                assert!(svg.contains(&format!(">rank {} {}<", rank.rank, stream.name)));
-            }
-        }
-        // syncStream (R10a) and wait() (R12): two cross-stream waits per rank.
-        let waits: usize = timeline
-            .ranks
-            .iter()
-            .flat_map(|r| &r.stream_waits)
-            .filter(|w| w.source_stream != w.waiting_stream)
-            .count();
-        assert_eq!(waits, 4);
-        assert_eq!(svg.matches("marker-end=\"url(#arrow)\"").count(), waits);
-        assert_eq!(
-            svg.matches("fill=\"#e67e22\"").count(),
-            2,
-            "one NCCL kernel per rank"
+    fn rows_that_share_an_x_in_one_line_are_refused_naming_the_varying_axis() {
+        let (header, rows) = sweep_table();
+        let query = ChartQuery {
+            x: "tensors.buf",
+            y: "k.overlap",
+            by: Some("killer"),
+            filters: &[],
+        };
+        let err = line_chart(&header, &rows, &query).unwrap_err();
+        assert!(
+            err.starts_with("ambiguous series: point 0 and point 1"),
+            "{err}"
         );
+        assert!(err.contains("they differ in gemm."), "{err}");
+        let by_gemm = ChartQuery {
+            by: Some("gemm"),
+            ..query
+        };
+        assert_eq!(
+            line_chart(&header, &rows, &by_gemm).unwrap().series.len(),
+            2
+        );
+        let filters = [("gemm".to_string(), "8192".to_string())];
+        let one = ChartQuery {
+            filters: &filters,
+            ..query
+        };
+        let chart = line_chart(&header, &rows, &one).unwrap();
+        assert_eq!(chart.series[0].points, [(1048576.0, 0.9), (2097152.0, 0.8)]);
+    }
+
+    #[test]
+    fn canvases_draw_any_size_log_y_and_distinct_lines() {
+        register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
+        let (header, rows) = sweep_table();
+        let query = ChartQuery {
+            x: "tensors.buf_bytes",
+            y: "k.overlap",
+            by: Some("gemm"),
+            filters: &[],
+        };
+        let chart = line_chart(&header, &rows, &query).unwrap();
+        let canvas = Canvas {
+            width_px: 400,
+            height_px: 300,
+            log_y: true,
+        };
+        let svg = line_chart_svg(&chart, canvas).unwrap();
+        assert!(
+            svg.contains(r#"width="400" height="300""#),
+            "{}",
+            &svg[..200]
+        );
+        assert!(svg.contains("stroke-dasharray") || svg.matches("<polyline").count() > 2);
+        // Two lines, two marker shapes: 12-gon circles for the first, triangles the second.
+        assert_eq!(marker_of(0).len(), 12);
+        assert_eq!(marker_of(1).len(), 3);
+        assert_ne!(dash_of(0), dash_of(1));
+        let png = line_chart_png(&chart, canvas).unwrap();
+        assert_eq!(png[..8], *b"\x89PNG\r\n\x1a\n");
+        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 400);
+        let zero = [("point".to_string(), "0".to_string())];
+        let mut with_zero = rows.clone();
+        with_zero[0][5] = "0".into();
+        let chart = line_chart(
+            &header,
+            &with_zero,
+            &ChartQuery {
+                filters: &zero,
+                ..query
+            },
+        )
+        .unwrap();
+        let err = line_chart_svg(&chart, canvas).unwrap_err();
+        assert!(err.contains("--log-y needs positive values"), "{err}");
+        let tiny = Canvas {
+            width_px: 2,
+            ..canvas
+        };
+        assert!(line_chart_svg(&chart, tiny)
+            .unwrap_err()
+            .contains("--width 2"));
     }
 }

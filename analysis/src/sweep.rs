@@ -33,7 +33,7 @@ pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
     "wait_us",
     "stream_interval_us",
     "kernel_us",
-    "completed_at_wait",
+    "completed_at_wait_share",
 ];
 /// Every finding kind, in the order of their `findings.<kind>` columns.
 pub const FINDING_KINDS: [FindingKind; 10] = [
@@ -109,10 +109,34 @@ pub struct Provenance<'a> {
     pub version: &'a str,
 }
 
+/// The suffix of the column that follows a size axis (`tensors.buf` → `tensors.buf_bytes`): the
+/// size as an integer count of bytes, beside the label as written (`25MiB`).
+pub const SIZE_BYTES_SUFFIX: &str = "_bytes";
+
+/// The indices of a table's input columns: in a sweep CSV (first column `point`), the axis
+/// columns (with their `_bytes` twins) between `point` and the first metric or memory column;
+/// in any other table, every column.
+pub fn axis_columns(header: &[String]) -> std::ops::Range<usize> {
+    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
+        return 0..header.len();
+    }
+    let is_metric = |name: &String| {
+        COLLECTIVE_SUFFIXES
+            .iter()
+            .chain(&["median_us", "overlap", "is_completed_share"])
+            .any(|suffix| name.ends_with(&format!(".{suffix}")))
+            || name == MEMORY_COLUMNS[0]
+    };
+    let end = header.iter().position(is_metric).unwrap_or(header.len());
+    1..end
+}
+
 /// The column set of one sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Columns {
     axes: Vec<String>,
+    /// Per axis: whether its values are sizes, which gain a `…_bytes` column.
+    size_axes: Vec<bool>,
     metrics: Vec<String>,
 }
 
@@ -121,6 +145,7 @@ impl Columns {
     pub fn new(axes: &[&str], base: &Report) -> Columns {
         Columns {
             axes: axes.iter().map(ToString::to_string).collect(),
+            size_axes: vec![false; axes.len()],
             metrics: metric_cells(base)
                 .into_iter()
                 .map(|(name, _)| name)
@@ -128,10 +153,31 @@ impl Columns {
         }
     }
 
-    /// `point`, the axes, the metrics, then [`trailing_columns`].
+    /// Marks the axes whose values are sizes (`sim::sweep::Sweep::size_columns`): each is
+    /// followed by a `<axis>_bytes` column holding the size in bytes.
+    pub fn with_size_axes(mut self, size_axes: &[bool]) -> Columns {
+        self.size_axes = self
+            .axes
+            .iter()
+            .enumerate()
+            .map(|(index, _)| size_axes.get(index).copied().unwrap_or(false))
+            .collect();
+        self
+    }
+
+    /// `point`, the axes (a size axis followed by its `_bytes` column), the metrics, then
+    /// [`trailing_columns`].
     pub fn header(&self) -> Vec<String> {
+        let axes = self
+            .axes
+            .iter()
+            .zip(&self.size_axes)
+            .flat_map(|(axis, &size)| {
+                std::iter::once(axis.clone())
+                    .chain(size.then(|| format!("{axis}{SIZE_BYTES_SUFFIX}")))
+            });
         std::iter::once(POINT_COLUMN.to_string())
-            .chain(self.axes.iter().cloned())
+            .chain(axes)
             .chain(self.metrics.iter().cloned())
             .chain(trailing_columns())
             .collect()
@@ -148,7 +194,13 @@ impl Columns {
     ) -> Vec<String> {
         let mut row = Vec::with_capacity(self.axes.len() + self.metrics.len() + 20);
         row.push(point.index.to_string());
-        row.extend(point.values.iter().cloned());
+        for (index, value) in point.values.iter().enumerate() {
+            row.push(value.clone());
+            if self.size_axes.get(index).copied().unwrap_or(false) {
+                let bytes = sim::units::parse_size_bytes(value);
+                row.push(bytes.map_or(String::new(), |bytes| bytes.to_string()));
+            }
+        }
         let (cells, findings, error) = match outcome {
             Ok(timeline) => {
                 let metrics = report(timeline);
@@ -211,9 +263,18 @@ fn one_line(text: &str) -> String {
         .join(" | ")
 }
 
-/// A number as Rust prints it: the shortest text that reads back as the same f64.
-fn number(value: f64) -> String {
-    value.to_string()
+/// A number rounded to 6 decimal places (µs to the picosecond, shares and overlaps to 10⁻⁶),
+/// then as Rust prints it: the shortest text that reads back as the same f64, so that sums of
+/// nanoseconds print as `74.15`, not `74.15000000000001`. Magnitudes of 10⁹ and more, where the
+/// rounding itself would lose digits, are printed as they are.
+pub fn number(value: f64) -> String {
+    if !value.is_finite() || value.abs() >= 1e9 {
+        return value.to_string();
+    }
+    let rounded = (value * 1e6).round() / 1e6;
+    // No "-0".
+    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+    rounded.to_string()
 }
 
 /// Every metric of a report as (column, cell), in report order: per collective the R3 figures,
@@ -242,7 +303,7 @@ fn metric_cells(report: &Report) -> Vec<(String, String)> {
         cells.push((format!("{}.overlap", o.name), number(o.overlap)));
     }
     for q in &report.queries {
-        cells.push((format!("{}.is_completed", q.op), number(q.completed)));
+        cells.push((format!("{}.is_completed_share", q.op), number(q.completed)));
     }
     cells
 }
@@ -288,7 +349,7 @@ mod tests {
                 "ar.wait_us",
                 "ar.stream_interval_us",
                 "ar.kernel_us",
-                "ar.completed_at_wait",
+                "ar.completed_at_wait_share",
                 "span.median_us",
             ]
         );
@@ -343,5 +404,41 @@ mod tests {
         assert!(cell("error").starts_with("deadlock: "), "{}", cell("error"));
         // The base's measure is missing from this point's report: an empty cell.
         assert_eq!(cell("span.median_us"), "");
+    }
+
+    #[test]
+    fn numbers_have_no_float_noise() {
+        assert_eq!(number(1.0000000000000002), "1");
+        assert_eq!(number(0.1 + 0.2), "0.3");
+        assert_eq!(number(70.0 + 4.15), "74.15");
+        assert_eq!(number(-0.0000001), "0");
+        assert_eq!(number(1588.2015), "1588.2015");
+        assert_eq!(number(-0.1127), "-0.1127");
+        assert_eq!(number(3.5e12), "3500000000000");
+    }
+
+    #[test]
+    fn a_size_axis_gains_a_bytes_column() {
+        let timeline = timeline_of(ASYNC);
+        let base = report(&timeline);
+        let columns = Columns::new(&["tensors.x", "cluster.ranks"], &base).with_size_axes(&[true]);
+        let header = columns.header();
+        assert_eq!(
+            header[..4],
+            ["point", "tensors.x", "tensors.x_bytes", "cluster.ranks"]
+        );
+        let values = ["25MiB".to_string(), "2".to_string()];
+        let provenance = Provenance {
+            scenario_hash: "h",
+            version: "v",
+        };
+        let point = PointInfo {
+            index: 3,
+            values: &values,
+            seed: 1,
+        };
+        let row = columns.row(&point, Ok(&timeline), &provenance);
+        assert_eq!(row[..4], ["3", "25MiB", "26214400", "2"]);
+        assert_eq!(row.len(), header.len());
     }
 }

@@ -410,3 +410,270 @@ fn hw_without_a_gpu_exits_2_naming_what_is_missing() {
     );
     assert!(!text.contains("panicked"), "{text}");
 }
+
+#[test]
+fn errors_show_the_line_with_a_caret_and_suggest_the_near_name() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-caret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("typo.toml");
+    std::fs::write(
+        &path,
+        "[tensors]\nbuf = \"1MiB\"\n[[op]]\nall_reduce = \"bfu\"\n",
+    )
+    .unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let output = c10dsim(&["check", &path]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains(&format!("{path}:4:14: error: unknown tensor \"bfu\"")),
+        "{text}"
+    );
+    assert!(text.contains("did you mean \"buf\"?"), "{text}");
+    assert!(text.contains("4 │ all_reduce = \"bfu\""), "{text}");
+    assert!(text.contains("│              ^^^^^"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_error_written_by_set_points_at_the_set_argument() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--set",
+        "cluster.ranks=4",
+        "--set",
+        "env.TORCH_NCCL_BLOCKING_WAITT=1",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    let heading = text.lines().next().unwrap_or_default();
+    assert!(
+        heading.starts_with("c10dsim: --set env.TORCH_NCCL_BLOCKING_WAITT=1:1:5: error:"),
+        "{text}"
+    );
+    assert!(
+        heading.contains("did you mean \"TORCH_NCCL_BLOCKING_WAIT\""),
+        "{text}"
+    );
+    // One suggestion, not the ~1,800 characters of every modelled variable.
+    assert!(
+        heading.len() < 300,
+        "{} characters: {heading}",
+        heading.len()
+    );
+    assert!(
+        text.contains("1 │ env.TORCH_NCCL_BLOCKING_WAITT=1"),
+        "{text}"
+    );
+    // A bad value given by --set: the caret is under the value in the argument.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--set",
+        "repeat=0",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with("c10dsim: --set repeat=0:1:8: error: repeat must be"),
+        "{text}"
+    );
+    assert!(text.contains("1 │ repeat=0\n  │        ^"), "{text}");
+    // An error on a line the overrides left alone keeps the file's own line number, though
+    // the edit added lines before it.
+    let dir = std::env::temp_dir().join(format!("c10dsim-setline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("late.toml");
+    std::fs::write(
+        &path,
+        "[env]\n[tensors]\nbuf = \"1MiB\"\n[[op]]\nall_reduce = \"nope\"\n",
+    )
+    .unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let output = c10dsim(&[
+        "run",
+        &path,
+        "--set",
+        "env.TORCH_NCCL_BLOCKING_WAIT=1",
+        "--set",
+        "tensors.grad=2MiB",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with(&format!("c10dsim: {path}:5:14: error: unknown tensor")),
+        "{text}"
+    );
+    assert!(text.contains("5 │ all_reduce = \"nope\""), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn nccl_tests_output_has_all_reduce_perf_columns_and_json_stays_json() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/nccl_tests_all_reduce.toml",
+        "--nccl-tests",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let table = &text[text.find("# c10dsim: simulated").expect("the table")..];
+    // As scripts parse all_reduce_perf: data lines are those not starting with '#'; 13 fields.
+    let mut sizes = Vec::new();
+    let mut busbw_sum = 0.0;
+    for line in table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 13, "{line}");
+        let size: u64 = fields[0].parse().unwrap();
+        let count: u64 = fields[1].parse().unwrap();
+        assert_eq!(
+            (fields[2], fields[3], fields[4]),
+            ("float", "sum", "-1"),
+            "{line}"
+        );
+        assert_eq!(count * 4, size);
+        for at in [5, 6, 7, 9, 10, 11] {
+            fields[at]
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("{line}: field {at}"));
+        }
+        assert_eq!(
+            fields[5..9],
+            fields[9..13],
+            "in place = out of place: {line}"
+        );
+        assert_eq!(fields[8], "N/A");
+        busbw_sum += fields[7].parse::<f64>().unwrap();
+        sizes.push(size);
+    }
+    assert!(
+        sizes.len() > 20 && sizes.windows(2).all(|w| w[0] < w[1]),
+        "{sizes:?}"
+    );
+    let average: f64 = table
+        .lines()
+        .find_map(|l| l.strip_prefix("# Avg bus bandwidth    : "))
+        .expect("the footer")
+        .trim()
+        .parse()
+        .unwrap();
+    let mean = busbw_sum / sizes.len() as f64;
+    assert!(
+        (average - mean).abs() < 0.01 + 1e-3 * mean,
+        "{average} vs {mean}"
+    );
+
+    let output = c10dsim(&[
+        "run",
+        "scenarios/nccl_tests_all_reduce.toml",
+        "--nccl-tests",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let rows = json["nccl_tests"].as_array().expect("the table's rows");
+    assert_eq!(rows.len(), sizes.len());
+    assert_eq!(rows[0]["size_bytes"], sizes[0]);
+    assert!(json["report"].is_object());
+}
+
+#[test]
+fn completions_and_the_man_page_name_every_subcommand() {
+    let subcommands = [
+        "run",
+        "check",
+        "sweep",
+        "merge",
+        "plot",
+        "diff",
+        "completions",
+        "man",
+    ];
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = c10dsim(&["completions", shell]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{shell}: {}",
+            stderr(&output)
+        );
+        let script = stdout(&output);
+        for word in subcommands {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let bash = stdout(&c10dsim(&["completions", "bash"]));
+    assert!(bash.contains("complete -F _c10dsim"), "{bash}");
+    assert!(bash.contains("--nccl-tests") && bash.contains("--log-y"));
+    let bad = c10dsim(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let man = c10dsim(&["man"]);
+    assert_eq!(man.status.code(), Some(0), "{}", stderr(&man));
+    let page = stdout(&man);
+    assert!(
+        page.contains(".TH c10dsim 1"),
+        "{}",
+        &page[..300.min(page.len())]
+    );
+    for word in ["run", "sweep", "completions", "Exit codes"] {
+        assert!(page.contains(word), "the man page lacks {word}");
+    }
+}
+
+/// Runs the binary with `input` on its standard input.
+fn c10dsim_fed(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_dash_reads_standard_input_and_writes_standard_output() {
+    let scenario = std::fs::read("scenarios/exp_b_stream_scope.toml").unwrap();
+    let check = c10dsim_fed(&["check", "-"], &scenario);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    assert!(stdout(&check).starts_with("ok: - "), "{}", stdout(&check));
+    // --timeline - puts the Timeline alone on stdout; the report moves to stderr.
+    let run = c10dsim_fed(
+        &["run", "-", "--set", "repeat=10", "--timeline", "-"],
+        &scenario,
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let timeline: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON");
+    assert_eq!(timeline["format"], "c10dsim-timeline/1");
+    assert!(
+        stderr(&run).contains("collectives (medians"),
+        "{}",
+        stderr(&run)
+    );
+    let diff = c10dsim_fed(&["diff", "-", "-"], b"");
+    assert_eq!(diff.status.code(), Some(2), "{}", stderr(&diff));
+    let bad = c10dsim_fed(&["check", "-"], b"[cluster]\nrankz = 2\n");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("-:2:1: error: unknown field `rankz`"),
+        "{}",
+        stderr(&bad)
+    );
+    let twice = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--trace",
+        "-",
+        "--timeline",
+        "-",
+    ]);
+    assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
+}

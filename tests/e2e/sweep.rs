@@ -93,9 +93,9 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
     ));
     let collective = ["host_call_us", "wait_us", "stream_interval_us", "kernel_us"]
         .iter()
-        .chain(&["completed_at_wait"])
+        .chain(&["completed_at_wait_share"])
         .map(|suffix| format!("ar.{suffix}"));
-    let expected: Vec<String> = ["point", "tensors.x", "mode", "blocking"]
+    let expected: Vec<String> = ["point", "tensors.x", "tensors.x_bytes", "mode", "blocking"]
         .iter()
         .map(ToString::to_string)
         .chain(collective)
@@ -141,6 +141,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
             .find(|(s, _)| *s == row["tensors.x"])
             .unwrap()
             .1;
+        assert_eq!(number(row, "tensors.x_bytes"), bytes, "the label's bytes");
         // R24, 4 ranks: 6·2.5 µs + 1.5·S / 113.3 GB/s.
         let kernel_us = 15.0 + 1.5 * bytes / 113.3e9 * 1e6;
         close(number(row, "ar.kernel_us"), kernel_us, "kernel");
@@ -173,7 +174,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
             }
             "async_devsync" => {
                 assert_eq!(row["ar.wait_us"], "", "no wait() on this Work");
-                assert_eq!(row["ar.completed_at_wait"], "");
+                assert_eq!(row["ar.completed_at_wait_share"], "");
                 // The host waits until the kernel ends (launched 50 µs into the call), or for
                 // the call's return if later, then 5 µs: R14.
                 let expected = 2.0 + (CALL_US - TAIL_US + done_us).max(CALL_US) + 5.0;
@@ -186,9 +187,9 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
         // returns only once complete.
         let completed = if done_at_wait || blocking { 1.0 } else { 0.0 };
         close(
-            number(row, "ar.completed_at_wait"),
+            number(row, "ar.completed_at_wait_share"),
             completed,
-            "completed_at_wait",
+            "completed_at_wait_share",
         );
         // The stream is released at the later of the kernel's end and the wait's enqueue;
         // work issued after wait() can run from its return on, after the polls (R3).
@@ -428,9 +429,15 @@ fn bad_sweep_keys_name_file_line_and_column() {
         "op.ar.work=w2",
     ]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    // The error is on a line the edits kept: it names the file's own line.
     assert!(
-        stderr(&output).contains("op.ar.work=w2]:"),
+        stderr(&output).contains("scenarios/overlap_sweep.toml:77:8: error: wait on Work \"w\""),
         "wait(\"w\") now has no Work: {}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("did you mean \"w2\"?"),
+        "{}",
         stderr(&output)
     );
 }
@@ -473,6 +480,54 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
             assert!(svg.contains("killed.overlap (R3: 1 = hidden, 0 = serial)"));
         }
     }
+    // Without --where gemm=…, each killer's line would join the four GEMM sizes' rows.
+    let ambiguous = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "tensors.buf",
+        "--y",
+        "killed.overlap",
+        "--by",
+        "killer",
+        "-o",
+        temp("ambiguous.svg").to_str().unwrap(),
+    ]);
+    assert_eq!(ambiguous.status.code(), Some(2), "{}", stderr(&ambiguous));
+    assert!(
+        stderr(&ambiguous).contains("ambiguous series")
+            && stderr(&ambiguous).contains("they differ in gemm."),
+        "{}",
+        stderr(&ambiguous)
+    );
+    assert!(!temp("ambiguous.svg").exists());
+    // Any size, a log y axis, SVG on stdout with `-o -`.
+    let output = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "tensors.buf_bytes",
+        "--y",
+        "gemm_ms.median_us",
+        "--by",
+        "gemm",
+        "--where",
+        "killer=none",
+        "--log-y",
+        "--width",
+        "640",
+        "--height",
+        "400",
+        "-o",
+        "-",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let svg = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains(r#"width="640" height="400""#),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
     let gantt = temp("timeline.svg");
     let output = c10dsim(&[
         "run",
@@ -486,4 +541,63 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
         assert!(svg.contains(&format!(">{row}<")), "row {row}");
     }
     assert!(svg.contains("marker-end=\"url(#arrow)\""));
+}
+
+/// What pandas would make of the file: every column whose name carries a unit (`_us`, `_bytes`,
+/// `_share`, `.overlap`, counts) parses as a number in every row that ran, with no float noise
+/// (a shortest f64 text longer than 6 decimals), and size axes have integer bytes.
+#[test]
+fn numeric_columns_parse_as_numbers_without_float_noise() {
+    let (header, rows) = rows(&sweep_to(
+        &temp("numeric.csv"),
+        &[
+            "scenarios/overlap_sweep.toml",
+            "--set",
+            "tensors.buf=1MiB,400MiB",
+        ],
+    ));
+    let text_columns = [
+        "error",
+        "scenario_hash",
+        "c10dsim_version",
+        "killer",
+        "tensors.buf",
+    ];
+    let numeric: Vec<&String> = header
+        .iter()
+        .filter(|name| !text_columns.contains(&name.as_str()))
+        .collect();
+    assert!(
+        header.contains(&"tensors.buf_bytes".to_string()),
+        "{header:?}"
+    );
+    assert!(numeric.len() > 20, "{numeric:?}");
+    for row in &rows {
+        assert_eq!(row["error"], "");
+        for column in &numeric {
+            let cell = &row[column.as_str()];
+            if cell.is_empty() {
+                continue;
+            }
+            let value: f64 = cell
+                .parse()
+                .unwrap_or_else(|_| panic!("{column} = {cell:?} is not a number"));
+            assert!(value.is_finite(), "{column} = {cell}");
+            let decimals = cell
+                .split_once('.')
+                .map_or(0, |(_, fraction)| fraction.len());
+            assert!(decimals <= 6, "{column} = {cell}: float noise");
+            if column.ends_with("_bytes") {
+                assert!(
+                    cell.parse::<u64>().is_ok(),
+                    "{column} = {cell}: not whole bytes"
+                );
+            }
+        }
+    }
+    let bytes: Vec<u64> = rows
+        .iter()
+        .map(|row| row["tensors.buf_bytes"].parse().unwrap())
+        .collect();
+    assert!(bytes.contains(&(400 << 20)), "{bytes:?}");
 }

@@ -84,8 +84,12 @@ impl Resolver<'_> {
             self.error(
                 raw.at.span(),
                 format!(
-                    "fault.at names label {:?}, which no op has",
-                    raw.at.get_ref()
+                    "fault.at names label {:?}, which no op has{}",
+                    raw.at.get_ref(),
+                    super::suggest::did_you_mean(
+                        raw.at.get_ref(),
+                        program.labels.keys().map(String::as_str)
+                    )
                 ),
             )
         })?;

@@ -31,9 +31,11 @@ mod faults;
 mod model;
 mod overrides;
 mod raw;
+mod suggest;
 
 pub use model::*;
-pub use overrides::{apply_overrides, Override, OverrideError};
+pub use overrides::{apply_overrides, line_origin, LineOrigin, Override, OverrideError};
+pub use suggest::nearest;
 
 use crate::units::{parse_size_bytes, us_to_ns};
 use raw::*;
@@ -50,6 +52,9 @@ pub struct ScenarioError {
     pub line: u32,
     /// 1-based, in characters.
     pub column: u32,
+    /// Characters from `column` that the error concerns, on that line (at least 1 when `line`
+    /// is not 0): what a rendering underlines.
+    pub width: u32,
     pub message: String,
 }
 
@@ -90,7 +95,10 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario> {
     };
     let raw: RawScenario = toml::from_str(text).map_err(|error| {
         let span = error.span().unwrap_or(0..0);
-        resolver.error(span, error.message().trim_end().to_string())
+        resolver.error(
+            span,
+            suggest::explain_unknown_field(error.message().trim_end()),
+        )
     })?;
     resolver.resolve(raw)
 }
@@ -152,10 +160,16 @@ impl Resolver<'_> {
 
     fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
         let (line, column) = self.line_column(span.start);
+        let start = span.start.min(self.text.len());
+        let end = span.end.clamp(start, self.text.len());
+        let on_line = self.text.get(start..end).map_or(0, |spanned| {
+            spanned.split('\n').next().unwrap_or("").chars().count()
+        });
         ScenarioError {
             path: self.path.to_string(),
             line,
             column,
+            width: on_line.max(1) as u32,
             message: message.into(),
         }
     }
@@ -165,6 +179,7 @@ impl Resolver<'_> {
             path: self.path.to_string(),
             line: 0,
             column: 0,
+            width: 0,
             message: message.into(),
         }
     }
@@ -252,6 +267,7 @@ impl Resolver<'_> {
         table.get(name.get_ref()).copied().ok_or_else(|| {
             let mut known: Vec<&str> = table.keys().map(String::as_str).collect();
             known.sort_unstable();
+            let hint = suggest::did_you_mean(name.get_ref(), known.iter().copied());
             let known = if known.is_empty() {
                 "none is declared".to_string()
             } else {
@@ -260,7 +276,7 @@ impl Resolver<'_> {
             self.error(
                 name.span(),
                 format!(
-                    "unknown {what} {:?}; expected one declared in {declared_in} ({known})",
+                    "unknown {what} {:?}; expected one declared in {declared_in} ({known}){hint}",
                     name.get_ref()
                 ),
             )
@@ -454,9 +470,10 @@ impl Resolver<'_> {
                 self.error(
                     name.span(),
                     format!(
-                        "unknown GPU preset {:?}; expected one of {}",
+                        "unknown GPU preset {:?}; expected one of {}{}",
                         name.get_ref(),
-                        GpuSpec::PRESETS.join(", ")
+                        GpuSpec::PRESETS.join(", "),
+                        suggest::did_you_mean(name.get_ref(), GpuSpec::PRESETS.iter().copied())
                     ),
                 )
             })?,
@@ -734,16 +751,23 @@ impl Resolver<'_> {
                 "TORCH_NCCL_PROPAGATE_ERROR" => &mut env.propagate_error,
                 "TORCH_NCCL_DESYNC_DEBUG" => &mut env.desync_debug,
                 other => {
-                    let known: Vec<String> = Env::KNOWN
-                        .iter()
-                        .map(|(name, meaning)| format!("{name} ({meaning})"))
-                        .collect();
+                    let names = Env::KNOWN.iter().map(|(name, _)| *name);
+                    let advice = match suggest::nearest(other, names.clone()) {
+                        Some(found) => {
+                            let meaning = Env::KNOWN
+                                .iter()
+                                .find(|(name, _)| *name == found)
+                                .map_or("", |(_, meaning)| *meaning);
+                            format!("did you mean {found:?} ({meaning})?")
+                        }
+                        None => format!(
+                            "the modelled ones are {} (docs/scenario-format.md says what each does)",
+                            names.collect::<Vec<_>>().join(", ")
+                        ),
+                    };
                     return Err(self.error(
                         key.span(),
-                        format!(
-                            "unknown or unmodelled environment variable {other:?}; expected one of: {}",
-                            known.join("; ")
-                        ),
+                        format!("unknown or unmodelled environment variable {other:?}; {advice}"),
                     ));
                 }
             };
@@ -768,6 +792,7 @@ impl Resolver<'_> {
             path: self.path.to_string(),
             line: op.line,
             column: 1,
+            width: 1,
             message,
         };
         let mut alive = vec![false; tensors.len()];
@@ -1435,9 +1460,13 @@ impl Resolver<'_> {
                     return Err(self.error(
                         name.span(),
                         format!(
-                            "{key} on Work {:?}, which no earlier collective creates; add work = {:?} to an async_op = true collective before it",
+                            "{key} on Work {:?}, which no earlier collective creates; add work = {:?} to an async_op = true collective before it{}",
                             name.get_ref(),
-                            name.get_ref()
+                            name.get_ref(),
+                            suggest::did_you_mean(
+                                name.get_ref(),
+                                program.works.names.iter().map(String::as_str)
+                            )
                         ),
                     ));
                 };
@@ -1883,8 +1912,12 @@ impl Resolver<'_> {
                     self.error(
                         p.before.span(),
                         format!(
-                            "perturb.before names label {:?}, which no op has",
-                            p.before.get_ref()
+                            "perturb.before names label {:?}, which no op has{}",
+                            p.before.get_ref(),
+                            suggest::did_you_mean(
+                                p.before.get_ref(),
+                                program.labels.keys().map(String::as_str)
+                            )
                         ),
                     )
                 })?;
@@ -2027,9 +2060,13 @@ impl Resolver<'_> {
                     self.error(
                         name.span(),
                         format!(
-                            "unknown mark {:?}; expected one set by a mark = … op (known: {})",
+                            "unknown mark {:?}; expected one set by a mark = … op (known: {}){}",
                             name.get_ref(),
-                            program.marks.names.join(", ")
+                            program.marks.names.join(", "),
+                            suggest::did_you_mean(
+                                name.get_ref(),
+                                program.marks.names.iter().map(String::as_str)
+                            )
                         ),
                     )
                 })
@@ -2077,8 +2114,12 @@ impl Resolver<'_> {
                     self.error(
                         name.span(),
                         format!(
-                            "unknown measure {:?}; overlap names three [[measure]]s",
-                            name.get_ref()
+                            "unknown measure {:?}; overlap names three [[measure]]s{}",
+                            name.get_ref(),
+                            suggest::did_you_mean(
+                                name.get_ref(),
+                                measures.iter().map(|m| m.name.as_str())
+                            )
                         ),
                     )
                 })

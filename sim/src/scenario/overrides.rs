@@ -124,6 +124,95 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
     Ok(())
 }
 
+/// Where a line of a text edited by [`apply_overrides`] (or any edit that keeps untouched lines
+/// as they were, as toml_edit does) came from: so an error in the edited text can point at the
+/// file's own line, or at the `--set` argument that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineOrigin {
+    /// Unchanged from the original text: its 1-based line there.
+    Original(u32),
+    /// Written by `overrides[index]` (its last key starts the line).
+    Override(usize),
+    /// Written by an edit that is not one of the overrides given (a machine profile).
+    Edited,
+}
+
+/// The origin of 1-based `line` of `edited`: lines are matched to `original` by a longest common
+/// subsequence (unchanged lines are kept by the edit), and an unmatched line is put down to the
+/// last override whose last key it sets.
+pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u32) -> LineOrigin {
+    let old: Vec<&str> = original.lines().collect();
+    let new: Vec<&str> = edited.lines().collect();
+    let wanted = (line as usize).saturating_sub(1);
+    let Some(text) = new.get(wanted) else {
+        return LineOrigin::Edited;
+    };
+    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let suffix = old[prefix..]
+        .iter()
+        .rev()
+        .zip(new[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    if wanted < prefix {
+        return LineOrigin::Original(line);
+    }
+    if wanted >= new.len() - suffix {
+        return LineOrigin::Original((wanted + old.len() - new.len() + 1) as u32);
+    }
+    let (old_middle, new_middle) = (
+        &old[prefix..old.len() - suffix],
+        &new[prefix..new.len() - suffix],
+    );
+    if let Some(index) = matched_line(old_middle, new_middle, wanted - prefix) {
+        return LineOrigin::Original((prefix + index + 1) as u32);
+    }
+    let key = text.split('=').next().unwrap_or("").trim();
+    let key = key
+        .rsplit('.')
+        .next()
+        .unwrap_or(key)
+        .trim()
+        .trim_matches('"');
+    overrides
+        .iter()
+        .rposition(|o| o.path.rsplit('.').next() == Some(key))
+        .map_or(LineOrigin::Edited, LineOrigin::Override)
+}
+
+/// The line of `old` that line `wanted` of `new` is paired with in a longest common subsequence.
+fn matched_line(old: &[&str], new: &[&str], wanted: usize) -> Option<usize> {
+    let columns = new.len() + 1;
+    let mut common = vec![0u32; (old.len() + 1) * columns];
+    for i in (0..old.len()).rev() {
+        for j in (0..new.len()).rev() {
+            common[i * columns + j] = if old[i] == new[j] {
+                common[(i + 1) * columns + j + 1] + 1
+            } else {
+                common[(i + 1) * columns + j].max(common[i * columns + j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() && j < new.len() {
+        if old[i] == new[j] {
+            if j == wanted {
+                return Some(i);
+            }
+            i += 1;
+            j += 1;
+        } else if common[(i + 1) * columns + j] >= common[i * columns + j + 1] {
+            i += 1;
+        } else {
+            if j == wanted {
+                return None;
+            }
+            j += 1;
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +266,31 @@ mod tests {
         assert!(err.message.contains("is not a table"), "{}", err.message);
         let err = set("[[op]]\nwait = \"w\"\n", &["op=1"]).unwrap_err();
         assert!(err.message.contains("is a table"), "{}", err.message);
+    }
+
+    #[test]
+    fn edited_lines_are_traced_to_the_file_or_the_set_argument() {
+        let text = "# head\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 0\n[tensors]\nbuf = \"1MiB\"\n[[op]]\nwait = \"w\"\n";
+        let pairs = [
+            "tensors.grad=2MiB",
+            "env.TORCH_NCCL_BLOCKING_WAIT=1",
+            "cluster.ranks=2",
+        ];
+        let overrides: Vec<Override> = pairs.iter().map(|p| Override::parse(p).unwrap()).collect();
+        let edited = apply_overrides(text, &overrides).unwrap();
+        let line_of =
+            |needle: &str| edited.lines().position(|l| l.starts_with(needle)).unwrap() as u32 + 1;
+        let origin = |needle: &str| line_origin(text, &edited, &overrides, line_of(needle));
+        assert_eq!(origin("# head"), LineOrigin::Original(1));
+        assert_eq!(origin("TORCH_NCCL"), LineOrigin::Override(1), "{edited}");
+        assert_eq!(origin("buf"), LineOrigin::Original(5));
+        assert_eq!(origin("grad"), LineOrigin::Override(0));
+        assert_eq!(origin("wait"), LineOrigin::Original(7));
+        assert_eq!(origin("ranks"), LineOrigin::Override(2));
+        assert_eq!(origin("[cluster]"), LineOrigin::Edited);
+        assert_eq!(
+            line_origin(text, &edited, &overrides, 999),
+            LineOrigin::Edited
+        );
     }
 }
