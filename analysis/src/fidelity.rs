@@ -53,13 +53,13 @@ pub struct MetricRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutcomeRow {
     pub scenario: String,
-    /// Finding kinds of the simulation, and of the first PyTorch run.
+    /// Finding kinds of the simulation, and of the newest PyTorch run (the last given).
     pub simulated_findings: Vec<String>,
     pub torch_findings: Vec<String>,
     /// How the process ended: `ran to the end`, or the last `exit` record's message.
     pub simulated_end: String,
     pub torch_end: String,
-    /// Ordering pairs of the first PyTorch run against the simulation (`diff`'s verdicts).
+    /// Ordering pairs of the newest PyTorch run against the simulation (`diff`'s verdicts).
     pub order_pairs: usize,
     pub order_pairs_agreeing: usize,
     pub agree: bool,
@@ -204,14 +204,17 @@ fn scenario_rows(runs: &ScenarioRuns) -> (Vec<MetricRow>, Option<OutcomeRow>) {
                 .then(|| (sim_value - torch_value).abs() <= spread),
         });
     }
-    let compared = diff::diff(&runs.simulated, first, &DiffOptions::default());
+    // Outcomes from the newest run: the interpreter that wrote it read the most of PyTorch's
+    // own log (earlier runs may predate a reader).
+    let newest = runs.torch.last().unwrap_or(first);
+    let compared = diff::diff(&runs.simulated, newest, &DiffOptions::default());
     let simulated_end = end_of(&runs.simulated);
-    let torch_end = end_of(first);
+    let torch_end = end_of(newest);
     let simulated_findings = finding_kinds(&runs.simulated);
-    let torch_findings = finding_kinds(first);
-    let launched = first.ranks.len();
+    let torch_findings = finding_kinds(newest);
+    let launched = newest.ranks.len();
     let launched_of =
-        (launched < first.scenario.ranks as usize).then_some((launched, first.scenario.ranks));
+        (launched < newest.scenario.ranks as usize).then_some((launched, newest.scenario.ranks));
     let agree = launched_of.is_none()
         && simulated_findings == torch_findings
         && same_end(&simulated_end, &torch_end)
