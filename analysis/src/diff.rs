@@ -10,6 +10,10 @@
 //! their ratio; ordering verdicts (which of two GPU events — a mark's event (R5), a collective's
 //! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
 //! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
+//!
+//! Over 800 lines (about 930, 135 of them tests): the three comparisons (op times, metrics,
+//! orderings) and the text rendering share the `Diff` types and the alignment of ops; the
+//! renderer (`render_diff` onwards, ~100 lines) is the piece to move out if it grows.
 
 use crate::metrics::{self, Report};
 use crate::text::table;
