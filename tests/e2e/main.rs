@@ -5,6 +5,7 @@ mod catalogue;
 mod cli;
 mod diff;
 mod faults;
+mod fidelity;
 mod lifetime;
 mod multi_gpu;
 mod sweep;
