@@ -631,8 +631,19 @@ impl<'a, D: Device> Executor<'a, D> {
                 collective,
                 end,
                 stash,
-                ..
-            } => self.watch(iteration, op, collective, self.slots[end as usize].0, stash),
+                holder,
+            } => {
+                let held = holder.program_holds();
+                self.watch(
+                    iteration,
+                    op,
+                    collective,
+                    self.slots[end as usize].0,
+                    stash,
+                    held,
+                )
+            }
+            Step::DropHandle { collective } => self.memory.drop_handle(collective as usize),
             Step::Wait { stream, end, .. } => {
                 // The Work's end event, or the event that completes a future's callback.
                 let (event, source_stream) = self.slots[end as usize];
@@ -920,6 +931,7 @@ impl<'a, D: Device> Executor<'a, D> {
         collective: u32,
         end: Ev,
         stash: Option<TensorId>,
+        held: bool,
     ) {
         let issued = self.issued.take().expect("a Work follows its NCCL call");
         let call = issued.call;
@@ -976,7 +988,7 @@ impl<'a, D: Device> Executor<'a, D> {
         });
         if let Some(tensor) = stash {
             self.memory
-                .keep_alive(tensor, call.group, call.stream, record, end);
+                .keep_alive(tensor, call.group, call.stream, record, end, held);
         }
         self.works.push(WorkState {
             end,

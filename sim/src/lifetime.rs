@@ -30,6 +30,9 @@ struct ShelfEntry<E> {
     collective: usize,
     block: BlockId,
     end: E,
+    /// The program still holds the Work (a named Work not yet rebound): PyTorch keeps its
+    /// tensors with it until `wait()` (measured, docs/torch.md#unwaited-works).
+    held: bool,
 }
 
 #[derive(Debug)]
@@ -204,6 +207,7 @@ impl<E: Copy> TensorMemory<E> {
         run_stream: StreamRef,
         collective: usize,
         end: E,
+        held: bool,
     ) {
         let Some(block) = self.block[tensor] else {
             return;
@@ -215,6 +219,7 @@ impl<E: Copy> TensorMemory<E> {
                     collective,
                     block,
                     end,
+                    held,
                 });
             }
             Lifetime::RecordStream => {
@@ -227,13 +232,28 @@ impl<E: Copy> TensorMemory<E> {
         }
     }
 
-    /// R18: at a collective's enqueue, Works of the group never waited on leave the shelf once
-    /// they completed.
+    /// Whether Works of `group` that were never waited on hold blocks.
+    pub fn has_shelved(&self, group: usize) -> bool {
+        !self.shelf[group].is_empty()
+    }
+
+    /// The program let go of collective's Work without waiting on it (its name was bound to
+    /// a newer Work): the next collective of its group may release its tensors (R18).
+    pub fn drop_handle(&mut self, collective: usize) {
+        for entry in self.shelf.iter_mut().flatten() {
+            if entry.collective == collective {
+                entry.held = false;
+            }
+        }
+    }
+
+    /// R18: at a collective's enqueue, Works of the group that the program no longer holds and
+    /// never waited on leave the shelf once they completed.
     pub fn release_shelf(&mut self, group: usize, mut completed: impl FnMut(E) -> bool) {
         let mut index = 0;
         while index < self.shelf[group].len() {
             let entry = self.shelf[group][index];
-            if completed(entry.end) {
+            if !entry.held && completed(entry.end) {
                 self.shelf[group].swap_remove(index);
                 self.release_holder(entry.block);
             } else {
@@ -377,7 +397,7 @@ free = "big"
     fn a_stashed_block_returns_at_wait_then_is_reused() {
         let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
         let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-        memory.keep_alive(2, 0, 2, 7, 99);
+        memory.keep_alive(2, 0, 2, 7, 99, true);
         memory.free(2, Vec::new());
         // Held by the Work's stash: not in the pool (R18), so a new segment.
         new_segment(memory.allocate(3, 256 * MIB, 0));
@@ -386,14 +406,18 @@ free = "big"
     }
 
     #[test]
-    fn never_waited_works_leave_the_shelf_once_complete() {
+    fn never_waited_works_leave_the_shelf_once_complete_and_let_go() {
         let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
         let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-        memory.keep_alive(2, 0, 2, 3, 40);
+        memory.keep_alive(2, 0, 2, 3, 40, true);
         memory.free(2, Vec::new());
         assert_eq!(memory.shelf_ends(0), [40]);
         memory.release_shelf(0, |_| false);
         new_segment(memory.allocate(3, 256 * MIB, 0));
+        // Complete, but the program still holds the Work: it keeps the block.
+        memory.release_shelf(0, |end| end == 40);
+        assert_eq!(memory.shelf_ends(0), [40]);
+        memory.drop_handle(3);
         memory.release_shelf(0, |end| end == 40);
         assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
     }
@@ -402,7 +426,7 @@ free = "big"
     fn record_stream_frees_wait_for_their_events() {
         let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
         let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-        memory.keep_alive(2, 0, 2, 0, 5);
+        memory.keep_alive(2, 0, 2, 0, 5, false);
         assert_eq!(memory.streams_to_record(2), [2]);
         memory.free(2, vec![11]);
         assert_eq!(memory.pending_events(), [11]);

@@ -27,6 +27,7 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("all_to_all.toml", check_all_to_all),
     ("send_recv.toml", check_send_recv),
     ("get_future.toml", check_get_future),
+    ("unwaited_work.toml", lifetime::check_unwaited_work),
     ("batch_isend_irecv.toml", check_batch_isend_irecv),
     ("hang_10min.toml", faults::check_hang_10min),
     ("watchdog_stuck.toml", faults::check_watchdog_stuck),

@@ -149,6 +149,16 @@ pub fn check_lifetime_peak(timeline: &Timeline, report: &Report) {
     assert!(timeline.findings.is_empty());
 }
 
+/// R18 as PyTorch 2.11 does it (measured, docs/torch.md#unwaited-works): x's block stays with
+/// the never-waited Work the program still holds, through ten watchdog polls and the group's
+/// next collective, so fresh and again each need their own 64 MiB: 3 × 64 + 2 MiB (y's
+/// small-pool segment) reserved.
+pub fn check_unwaited_work(timeline: &Timeline, report: &Report) {
+    assert_eq!(report.memory.peak_reserved_bytes, 194 << 20);
+    assert_eq!(report.memory.peak_allocated_bytes, 192 << 20);
+    assert!(timeline.findings.is_empty());
+}
+
 #[test]
 fn record_stream_raises_peak_memory_in_the_same_loop() {
     // R19: each freed block waits for an event on the NCCL stream; with the host eight

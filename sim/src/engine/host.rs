@@ -215,7 +215,12 @@ impl Engine<'_> {
                 });
             }
             Step::InitComm { group } => self.init_comm(rank, group),
-            Step::ReleaseShelf { group } => self.release_shelf(rank, group),
+            Step::ReleaseShelf { group } => {
+                if !self.release_shelf(rank, group) {
+                    // The release runs again once the simulation reached the host's time.
+                    self.ranks[rank as usize].cursor.next -= 1;
+                }
+            }
             Step::Nccl(call) => self.nccl(rank, op, call),
             Step::Watch {
                 collective,
@@ -223,6 +228,10 @@ impl Engine<'_> {
                 stash,
                 holder,
             } => self.watch(rank, collective, end, stash, holder),
+            Step::DropHandle { collective } => self.ranks[rank as usize]
+                .memory
+                .books
+                .drop_handle(collective as usize),
             Step::Wait {
                 collective,
                 stream,
@@ -516,6 +525,7 @@ impl Engine<'_> {
                 issued.stream,
                 collective as usize,
                 end,
+                holder.program_holds(),
             );
         }
         let enqueue_ns = self.enqueue_ns(rank, collective);

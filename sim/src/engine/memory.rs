@@ -28,14 +28,28 @@ impl MemoryState {
 
 impl Engine<'_> {
     /// R18: Works never waited on leave the shelf at the next collective of their group once
-    /// they completed (as far as the simulation has got; later ones stay on the shelf).
-    pub(super) fn release_shelf(&mut self, rank: u32, group: GroupId) {
+    /// they completed by the host's time (later ones stay on the shelf). The simulation must
+    /// have reached the host's time to know which did: false when the host blocked until then
+    /// (the step runs again when it resumes).
+    pub(super) fn release_shelf(&mut self, rank: u32, group: GroupId) -> bool {
+        let now_ns = self.now_ns;
         let state = &mut self.ranks[rank as usize];
+        if !state.memory.books.has_shelved(group) {
+            return true;
+        }
+        if now_ns < state.host_ns {
+            state.blocked = Blocked::Timer;
+            let at_ns = state.host_ns;
+            self.schedule(at_ns, Event::HostResume { rank, at_ns });
+            return false;
+        }
+        let host_ns = state.host_ns;
         let fired = &state.fired_ns;
         state
             .memory
             .books
-            .release_shelf(group, |end| fired[end as usize] != NEVER);
+            .release_shelf(group, |end| fired[end as usize] <= host_ns);
+        true
     }
 
     /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work

@@ -547,6 +547,30 @@ mod tests {
     const TWO_RANKS: &str = "torch = \"2.12\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n";
 
     #[test]
+    fn a_dropped_work_leaves_the_shelf_at_the_next_collective_a_held_one_at_wait_r18() {
+        // x's all_reduce ends ~50 ms in; the host, a second later, calls the next collective on
+        // the group. A Work the program dropped lets go of x there, although the simulation
+        // had not yet reached the host's time when the host got there; a Work still held by
+        // its name keeps x (PyTorch 2.11, docs/torch.md#unwaited-works).
+        let text = |work: &str| {
+            format!(
+                "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+                 [tensors]\nx = \"64MiB\"\nfresh = \"64MiB\"\ny = \"512KiB\"\n\
+                 [[op]]\nalloc = \"x\"\n[[op]]\ngpu_sleep_us = 50000\n\
+                 [[op]]\nall_reduce = \"x\"\nasync_op = true\n{work}[[op]]\nfree = \"x\"\n\
+                 [[op]]\nhost_sleep_us = 1000000\n[[op]]\nalloc = \"y\"\n[[op]]\nall_reduce = \"y\"\n\
+                 [[op]]\nfree = \"y\"\n[[op]]\nalloc = \"fresh\"\n[[op]]\nfree = \"fresh\"\n"
+            )
+        };
+        let peak_allocated = |work: &str| {
+            let timeline = simulate(&parse("shelf.toml", &text(work)).unwrap());
+            timeline.ranks[0].memory.peak_allocated_bytes
+        };
+        assert_eq!(peak_allocated(""), (64 << 20) + (512 << 10));
+        assert_eq!(peak_allocated("work = \"w\"\n"), (128 << 20));
+    }
+
+    #[test]
     fn a_collective_call_costs_more_the_longer_since_the_previous_one() {
         // Warm 20 µs within 30 µs of the previous call's return, cold 200 µs from 30 ms on and
         // for the first call; 3 ms after the previous call is two thirds of the way (log).

@@ -451,9 +451,10 @@ impl ProcessGroupNccl {
         out.push(Step::HostCost {
             cost_ns: costs.collective_tail_ns,
         });
+        let mut rebound = None;
         let holder = match call.work {
             Some(work) => {
-                self.works[work] = Some((collective, end));
+                rebound = self.works[work].replace((collective, end));
                 WorkHolder::Named(work)
             }
             None if call.async_op && !barrier => WorkHolder::Dropped,
@@ -465,6 +466,12 @@ impl ProcessGroupNccl {
             stash: call.tensor.filter(|_| on_internal_stream),
             holder,
         });
+        if let Some((previous, _)) = rebound {
+            // `w = dist.all_reduce(..., async_op=True)` drops the Work `w` named before.
+            out.push(Step::DropHandle {
+                collective: previous,
+            });
+        }
         if barrier {
             // wait() on the current stream (polling under blocking wait, R15), then
             // currentStream.synchronize(), which the host blocks in.

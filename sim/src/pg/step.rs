@@ -40,6 +40,14 @@ pub enum WorkHolder {
     Call,
 }
 
+impl WorkHolder {
+    /// Whether the program keeps a handle on the Work after the call: only a named one, until
+    /// the name is bound to a newer Work ([`Step::DropHandle`]).
+    pub fn program_holds(self) -> bool {
+        matches!(self, WorkHolder::Named(_))
+    }
+}
+
 /// One NCCL call (R10c): the kernel on `stream`, joined with the group's other ranks (R16).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NcclCall {
@@ -98,6 +106,9 @@ pub enum Step {
     InitComm { group: GroupId },
     /// Works of `group` never waited on leave the stash shelf once complete (R18).
     ReleaseShelf { group: GroupId },
+    /// The program's name for a Work was bound to a newer one: it no longer holds `collective`'s
+    /// Work, so a never-waited Work's tensors may leave at the group's next collective (R18).
+    DropHandle { collective: u32 },
     /// The NCCL kernel (R10c, R16, R24, R25).
     Nccl(NcclCall),
     /// The Work of collective record `collective`, whose end event is `end`, is handed to the
@@ -232,6 +243,7 @@ impl fmt::Display for Step {
             Step::CheckComm { group } => write!(f, "check_comm g{group}"),
             Step::InitComm { group } => write!(f, "init_comm g{group}"),
             Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),
+            Step::DropHandle { collective } => write!(f, "drop_handle c{collective}"),
             Step::Nccl(call) => write!(
                 f,
                 "nccl c{} g{} {} {}B seq {} s{}->s{}{} ready e{} jitter {:.9}",
