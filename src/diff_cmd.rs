@@ -49,7 +49,7 @@ impl ToleranceArgs {
 pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
+    Timeline::from_json(&text)
         .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
 }
 
@@ -62,12 +62,12 @@ pub fn print_diff(
 ) -> Result<u8, Failure> {
     let result = diff::diff(a, b, &tolerance.options()?);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&result).expect("diffs serialise")
-        );
+        )?;
     } else {
-        print!("{}", diff::render_diff(&result));
+        out!("{}", diff::render_diff(&result))?;
     }
     Ok(u8::from(!result.within_tolerance()))
 }
@@ -225,9 +225,9 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .map(|(timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let calibration = calibrate::calibrate(&pairs, &prior);
-    print!("{}", calibrate::render_fitted(&calibration.fitted));
+    out!("{}", calibrate::render_fitted(&calibration.fitted))?;
     if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
-        println!("cluster.gpu = {gpu}");
+        outln!("cluster.gpu = {gpu}")?;
     }
     std::fs::write(
         output,
@@ -244,11 +244,11 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         let simulated = sim::engine::simulate(&scenario);
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
-    println!();
-    print!(
+    outln!()?;
+    out!(
         "{}",
         calibrate::render_validation(&calibrate::validation(&diffs))
-    );
+    )?;
     Ok(0)
 }
 

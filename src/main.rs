@@ -2,6 +2,24 @@
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
 //! time cap), 2 bad input or environment.
 
+/// `print!` that returns a [`Failure`] instead of panicking when standard output is a closed
+/// pipe or a full disk (`c10dsim run … | head -1`, `> /dev/full`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` through [`out!`].
+macro_rules! outln {
+    () => {
+        out!("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod bench;
 mod diff_cmd;
 mod hw_cmd;
@@ -263,6 +281,27 @@ enum Command {
     },
 }
 
+/// Writes to standard output; see [`out!`].
+fn write_stdout(text: std::fmt::Arguments) -> Result<(), Failure> {
+    std::io::Write::write_fmt(&mut std::io::stdout().lock(), text).map_err(output_failure)
+}
+
+/// A write to standard output that failed: a reader that went away (`| head -1`) ends the
+/// program quietly, as `cat` does; anything else (a full disk) is an error, exit 1.
+fn output_failure(error: std::io::Error) -> Failure {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure {
+            code: 0,
+            message: String::new(),
+        }
+    } else {
+        Failure {
+            code: 1,
+            message: format!("writing output: {error}"),
+        }
+    }
+}
+
 /// A failure with the exit code it maps to.
 struct Failure {
     code: u8,
@@ -358,7 +397,7 @@ fn main() -> ExitCode {
             ranks,
             iterations,
             print_scenario,
-        } => bench::bench(ranks, iterations, print_scenario).map_err(Failure::input),
+        } => bench::bench(ranks, iterations, print_scenario),
         Command::Sweep {
             file,
             output,
@@ -410,10 +449,18 @@ fn main() -> ExitCode {
             output,
         }),
     };
+    // What is still buffered goes out now, so that its failure is reported too.
+    let result = result.and_then(|code| {
+        std::io::Write::flush(&mut std::io::stdout())
+            .map(|()| code)
+            .map_err(output_failure)
+    });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("c10dsim: {}", failure.message);
+            if !failure.message.is_empty() {
+                eprintln!("c10dsim: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }
@@ -513,7 +560,7 @@ fn run(
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, json, outputs)?;
     if nccl_tests {
-        print!("\n{}", analysis::nccl_tests::table(&timeline));
+        out!("\n{}", analysis::nccl_tests::table(&timeline))?;
     }
     // Races stop nothing in the program, so they fail the run only when asked; every other
     // finding (deadlock, timeout, out of memory…) does.
@@ -545,14 +592,14 @@ fn emit(
     }
     if json {
         let value = serde_json::json!({"parameters": scenario, "report": report});
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&value).expect("reports serialise")
-        );
+        )?;
     } else {
-        print!("{}", text::describe_scenario(scenario));
-        println!();
-        print!("{}", text::render_report(report));
+        out!("{}", text::describe_scenario(scenario))?;
+        outln!()?;
+        out!("{}", text::render_report(report))?;
     }
     Ok(())
 }
@@ -561,13 +608,13 @@ fn check(files: &[PathBuf]) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
         match load(file, &[]) {
-            Ok(scenario) => println!(
+            Ok(scenario) => outln!(
                 "ok: {} ({} ops, {} ranks, repeat {})",
                 file.display(),
                 scenario.ops.len(),
                 scenario.cluster.ranks,
                 scenario.repeat
-            ),
+            )?,
             Err(failure) => {
                 bad += 1;
                 eprintln!("{}", failure.message);

@@ -23,10 +23,10 @@ print(json.dumps({'torch': torch.__version__, 'cuda': torch.cuda.is_available(),
 /// `c10dsim resolve FILE --json`: the scenario both engines read, as JSON.
 pub fn resolve(file: &Path, overrides: &[Override]) -> Result<u8, Failure> {
     let scenario = load(file, overrides)?;
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&scenario).expect("scenarios serialise")
-    );
+    )?;
     Ok(0)
 }
 
@@ -303,7 +303,7 @@ fn join_ranks(
         let path = dir.join(format!("rank{rank}.json"));
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                let mut part = serde_json::from_str::<Timeline>(&text).map_err(|e| {
+                let mut part = Timeline::from_json(&text).map_err(|e| {
                     Failure::input(format!("{} is not a Timeline: {e}", path.display()))
                 })?;
                 note_unfinished(&mut part, rank, launcher_status);
@@ -439,7 +439,7 @@ fn recorded_invocation(path: &str) -> Result<(PathBuf, Vec<Override>), Failure> 
 fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
+    Timeline::from_json(&text)
         .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
 }
 
@@ -505,7 +505,7 @@ pub fn fidelity(torch_dir: &Path, hw_dir: &Path, output: Option<&Path>) -> Resul
     }
     let table = analysis::fidelity::fidelity(&scenarios);
     let Some(output) = output else {
-        print!("{}", analysis::fidelity::render_text(&table));
+        out!("{}", analysis::fidelity::render_text(&table))?;
         return Ok(0);
     };
     let previous = std::fs::read_to_string(output).unwrap_or_default();

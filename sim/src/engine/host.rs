@@ -56,6 +56,14 @@ impl Engine<'_> {
             if !matches!(state.blocked, Blocked::Running) {
                 return;
             }
+            if state.host_ns > self.scenario.max_sim_time_ns {
+                // Host-only work past the time cap: an event at the host's time lets the
+                // event loop's cap check end the run, as for GPU work.
+                state.blocked = Blocked::Timer;
+                let at_ns = state.host_ns;
+                self.schedule(at_ns.max(self.now_ns), Event::HostResume { rank, at_ns });
+                return;
+            }
             let cursor = &mut state.cursor;
             if cursor.next == cursor.steps.len() {
                 if !self.next_op(rank) {
