@@ -181,6 +181,12 @@ fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf), Failure> {
     Ok((timeline, scenario_path))
 }
 
+/// Refuses a Timeline paired with a scenario it is not a run of.
+fn paired(argument: &str, timeline: &Timeline, scenario: &Scenario) -> Result<(), Failure> {
+    calibrate::check_pairing(timeline, scenario)
+        .map_err(|error| Failure::input(format!("calibrate {argument}: {error}")))
+}
+
 /// `c10dsim calibrate RUNS… -o profile.toml`: prints each fitted value with its residual and
 /// writes the profile (the prior's values where the runs fit nothing).
 pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
@@ -195,7 +201,9 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .iter()
         .map(|run| {
             let (timeline, path) = calibration_input(run)?;
-            Ok((timeline, crate::load(&path, &[])?))
+            let scenario = crate::load(&path, &[])?;
+            paired(run, &timeline, &scenario)?;
+            Ok((timeline, scenario))
         })
         .collect::<Result<Vec<(Timeline, Scenario)>, Failure>>()?;
     // Read before fitting: a bad held-out argument fails before anything is written.
@@ -241,6 +249,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut diffs = Vec::new();
     for (measured, path) in &held_out {
         let scenario = crate::load_on(path, &[], Some(output))?;
+        paired(&path.display().to_string(), measured, &scenario)?;
         let simulated = sim::engine::simulate(&scenario);
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }

@@ -491,10 +491,17 @@ fn load_on(
     // A [sweep] table is checked too: bad input never half-runs.
     sim::sweep::Sweep::parse(&path.display().to_string(), &text, &[])
         .map_err(|error| Failure::input(error.to_string()))?;
-    // The profile first, so that `--set` wins over it.
+    // `--set machine=…` names the profile, so it applies before the profile is read; then the
+    // profile, so that the other `--set`s win over it.
+    let (machine_set, rest): (Vec<_>, Vec<_>) = overrides
+        .iter()
+        .cloned()
+        .partition(|o| o.path == "machine");
+    let set_failure =
+        |error: scenario::OverrideError| Failure::input(format!("{}: {error}", path.display()));
+    let text = sim::sweep::apply_overrides_with_ops(&text, &machine_set).map_err(set_failure)?;
     let (text, machine_note) = diff_cmd::resolve_machine(path, &text, machine)?;
-    let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
-        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))?;
+    let text = sim::sweep::apply_overrides_with_ops(&text, &rest).map_err(set_failure)?;
     let shown = if overrides.is_empty() {
         path.display().to_string()
     } else {

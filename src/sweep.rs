@@ -7,7 +7,7 @@
 //! thread count. `--resume` keeps the rows already in the file and runs the rest.
 
 use crate::Failure;
-use analysis::sweep::{Columns, PointInfo, Provenance, POINT_COLUMN};
+use analysis::sweep::{Columns, PointInfo, Provenance};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use sim::sweep::{point_seed, AxisArg, Shard, Sweep};
@@ -174,10 +174,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     })?;
     progress.finish_and_clear();
     drop(writer);
-    if done.iter().zip(done.iter().skip(1)).any(|(a, b)| a > b)
+    // Rows out of order, or a point twice (a row duplicated by hand or by a copy), are put
+    // in point order, one per point.
+    if done.iter().zip(done.iter().skip(1)).any(|(a, b)| a >= b)
         || matches!((done.iter().max(), pending().next()), (Some(&last), Some(first)) if last > first)
     {
-        // Resumed onto a file whose rows were not a prefix: put them in point order.
         let (header, rows) = read_rows(&args.output)?;
         write_sorted(&args.output, &header, rows)?;
     }
@@ -316,36 +317,15 @@ fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, F
 }
 
 fn point_index(path: &Path, row: &csv::StringRecord) -> Result<u64, Failure> {
-    row.get(0)
-        .and_then(|cell| cell.parse().ok())
-        .ok_or_else(|| {
-            Failure::input(format!(
-                "{}: a row's first cell is not a point index: {row:?}",
-                path.display()
-            ))
-        })
+    analysis::sweep::point_index(row)
+        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))
 }
 
 /// Reads a sweep CSV: its header and rows.
 pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), Failure> {
-    let mut reader = csv::Reader::from_path(path).map_err(|error| read_failure(path, error))?;
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|error| read_failure(path, error))?
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
-        return Err(Failure::input(format!(
-            "{} is not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})",
-            path.display()
-        )));
-    }
-    let rows = reader
-        .records()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| read_failure(path, error))?;
-    Ok((header, rows))
+    let bytes = std::fs::read(path).map_err(|error| read_failure(path, error))?;
+    analysis::sweep::read_table(&bytes)
+        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))
 }
 
 /// Writes rows in point order through a temporary file renamed over `path`; returns how many
@@ -355,24 +335,14 @@ fn write_sorted(
     header: &[String],
     rows: Vec<csv::StringRecord>,
 ) -> Result<usize, Failure> {
-    let mut by_point: BTreeMap<u64, csv::StringRecord> = BTreeMap::new();
-    for row in rows {
-        let index = point_index(path, &row)?;
-        if let Some(previous) = by_point.insert(index, row.clone()) {
-            if previous != row {
-                return Err(Failure::input(format!(
-                    "point {index} appears twice with different rows; were these slices of one sweep?"
-                )));
-            }
-        }
-    }
+    let rows = analysis::sweep::rows_in_point_order(rows).map_err(Failure::input)?;
     let temporary = path.with_extension("csv.partial");
     let mut writer =
         csv::Writer::from_path(&temporary).map_err(|error| write_failure(&temporary, error))?;
     writer
         .write_record(header)
         .map_err(|error| write_failure(&temporary, error))?;
-    for row in by_point.values() {
+    for row in &rows {
         writer
             .write_record(row)
             .map_err(|error| write_failure(&temporary, error))?;
@@ -383,7 +353,7 @@ fn write_sorted(
         .flush()
         .map_err(|error| write_failure(&temporary, error))?;
     std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))?;
-    Ok(by_point.len())
+    Ok(rows.len())
 }
 
 /// `c10dsim merge`: the rows of every input (same columns), one per point, in point order.

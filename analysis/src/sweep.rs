@@ -77,6 +77,55 @@ pub const MEMORY_COLUMNS: [&str; 3] = [
 /// The columns after the metrics, memory and findings, in order.
 pub const PROVENANCE_COLUMNS: [&str; 4] = ["error", "seed", "scenario_hash", "c10dsim_version"];
 
+/// Reads a sweep CSV (`c10dsim sweep`'s output): its header and rows. The first column must
+/// be [`POINT_COLUMN`]; every row has the header's length (the `csv` reader checks).
+pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>), String> {
+    let mut reader = csv::Reader::from_reader(bytes);
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|error| error.to_string())?
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
+        return Err(format!(
+            "not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})"
+        ));
+    }
+    let rows = reader
+        .records()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| error.to_string())?;
+    Ok((header, rows))
+}
+
+/// A row's point index (its first cell).
+pub fn point_index(row: &csv::StringRecord) -> Result<u64, String> {
+    row.get(0)
+        .and_then(|cell| cell.parse().ok())
+        .ok_or_else(|| format!("a row's first cell is not a point index: {row:?}"))
+}
+
+/// Rows in point order, one per point: a point present twice with the same row is kept once
+/// (a resumed or merged sweep may hold it twice); twice with different rows is an error.
+pub fn rows_in_point_order(
+    rows: Vec<csv::StringRecord>,
+) -> Result<Vec<csv::StringRecord>, String> {
+    let mut by_point: std::collections::BTreeMap<u64, csv::StringRecord> =
+        std::collections::BTreeMap::new();
+    for row in rows {
+        let index = point_index(&row)?;
+        if let Some(previous) = by_point.insert(index, row.clone()) {
+            if previous != row {
+                return Err(format!(
+                    "point {index} appears twice with different rows; were these slices of one sweep?"
+                ));
+            }
+        }
+    }
+    Ok(by_point.into_values().collect())
+}
+
 /// The columns after the metrics: memory, finding counts (total, then by kind), error and
 /// provenance.
 pub fn trailing_columns() -> Vec<String> {

@@ -288,7 +288,56 @@ impl Sweep {
         };
         sweep.check_columns_unique()?;
         sweep.check_paths_apply()?;
+        sweep.check_each_axis_has_a_valid_value()?;
         Ok(sweep)
+    }
+
+    /// An axis none of whose values gives a valid scenario (a misspelt key such as
+    /// `env.TORCH_NCCL_BLOCKING_WIAT`) is bad input, refused before anything runs; a value that
+    /// fails where others pass fails only its points. Each axis is tried with the others at
+    /// their first value, so this costs one parse per axis when the sweep is sound.
+    fn check_each_axis_has_a_valid_value(&self) -> Result<(), ScenarioError> {
+        for (varied, dimension) in self.dimensions.iter().enumerate() {
+            let mut first_error = None;
+            for step in 0..dimension.len() {
+                let overrides: Vec<Override> = self
+                    .dimensions
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(index, d)| {
+                        let at = if index == varied { step } else { 0 };
+                        d.paths.iter().map(move |axis| Override {
+                            path: axis.path.clone(),
+                            value: axis.values[at].toml.clone(),
+                        })
+                    })
+                    .collect();
+                let point = Point {
+                    index: 0,
+                    values: Vec::new(),
+                    overrides,
+                };
+                match self.scenario(&point) {
+                    Ok(_) => {
+                        first_error = None;
+                        break;
+                    }
+                    Err(error) => {
+                        first_error.get_or_insert(error);
+                    }
+                }
+            }
+            if let Some(mut error) = first_error {
+                let paths: Vec<&str> = dimension.paths.iter().map(|p| p.path.as_str()).collect();
+                error.message = format!(
+                    "sweep axis {}: none of its values gives a valid scenario (a misspelt key?); the first: {}",
+                    paths.join(", "),
+                    error.message
+                );
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     fn check_columns_unique(&self) -> Result<(), ScenarioError> {
