@@ -51,6 +51,7 @@ pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, Fa
     let started = Instant::now();
     let options = sim::engine::Options {
         race_detector: false,
+        ..sim::engine::Options::default()
     };
     let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
     let without_detector_s = started.elapsed().as_secs_f64();

@@ -23,6 +23,7 @@ macro_rules! outln {
 mod bench;
 mod diff_cmd;
 mod hw_cmd;
+mod limits;
 mod plot;
 mod sweep;
 mod torch_cmd;
@@ -86,6 +87,8 @@ enum Command {
         against: Option<PathBuf>,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
+        #[command(flatten)]
+        limits: limits::LimitArgs,
         /// Override a scenario value before running: `--set env.TORCH_NCCL_BLOCKING_WAIT=1`,
         /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
@@ -96,6 +99,8 @@ enum Command {
         /// Scenario files (TOML).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        limits: limits::LimitArgs,
     },
     /// Run a scenario on this machine's GPUs with real NCCL (docs/hw.md) and print the same
     /// report as `run`. Under torchrun/srun each process runs its rank (RANK, WORLD_SIZE,
@@ -215,6 +220,8 @@ enum Command {
         /// Keep the rows already in OUT.csv and run only the missing points.
         #[arg(long)]
         resume: bool,
+        #[command(flatten)]
+        limits: limits::LimitArgs,
     },
     /// Draw columns of a sweep CSV as lines (SVG or PNG by the output's extension).
     Plot {
@@ -332,6 +339,7 @@ fn main() -> ExitCode {
             machine,
             against,
             tolerance,
+            limits,
             overrides,
         } => run(
             &file,
@@ -350,8 +358,9 @@ fn main() -> ExitCode {
                 measured: against.as_deref(),
                 tolerance,
             },
+            &limits,
         ),
-        Command::Check { files } => check(&files),
+        Command::Check { files, limits } => check(&files, &limits),
         Command::Hw {
             file,
             downscale,
@@ -405,6 +414,7 @@ fn main() -> ExitCode {
             axes,
             shard,
             resume,
+            limits,
         } => sweep::sweep(&sweep::SweepArgs {
             file,
             output,
@@ -412,6 +422,7 @@ fn main() -> ExitCode {
             axes,
             shard,
             resume,
+            limits,
         }),
         Command::Merge { inputs, output } => sweep::merge(&inputs, &output),
         Command::Diff {
@@ -551,12 +562,14 @@ fn run(
     nccl_tests: bool,
     fail_on_race: bool,
     against: &Against,
+    limits: &limits::LimitArgs,
 ) -> Result<u8, Failure> {
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
         scenario.seed = seed;
     }
-    let timeline = sim::engine::simulate(&scenario);
+    limits.check(file, &scenario)?;
+    let (timeline, _) = sim::engine::simulate_with(&scenario, limits.engine_options());
     if let Some(measured) = against.measured {
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
@@ -611,17 +624,26 @@ fn emit(
     Ok(())
 }
 
-fn check(files: &[PathBuf]) -> Result<u8, Failure> {
+fn check(files: &[PathBuf], limits: &limits::LimitArgs) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
-        match load(file, &[]) {
-            Ok(scenario) => outln!(
-                "ok: {} ({} ops, {} ranks, repeat {})",
-                file.display(),
-                scenario.ops.len(),
-                scenario.cluster.ranks,
-                scenario.repeat
-            )?,
+        match load(file, &[]).and_then(|scenario| {
+            limits.check(file, &scenario)?;
+            Ok(scenario)
+        }) {
+            Ok(scenario) => {
+                let estimate = sim::limits::estimate(&scenario);
+                outln!(
+                    "ok: {} ({} ops, {} ranks, repeat {}; about {} op calls, {} events, a {} Timeline)",
+                    file.display(),
+                    scenario.ops.len(),
+                    scenario.cluster.ranks,
+                    scenario.repeat,
+                    estimate.op_calls,
+                    estimate.events,
+                    sim::units::format_size(estimate.timeline_bytes)
+                )?
+            }
             Err(failure) => {
                 bad += 1;
                 eprintln!("{}", failure.message);

@@ -24,6 +24,7 @@ pub struct SweepArgs {
     pub axes: Vec<AxisArg>,
     pub shard: Option<Shard>,
     pub resume: bool,
+    pub limits: crate::limits::LimitArgs,
 }
 
 /// The variables a Kubernetes indexed Job sets (the index), and the one c10dsim reads for the
@@ -85,7 +86,9 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let sweep = Sweep::parse(&path, &text, &args.axes).map_err(scenario_failure)?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
-    let base_report = analysis::metrics::report(&sim::engine::simulate(&base));
+    args.limits.check(&args.file, &base)?;
+    let options = args.limits.engine_options();
+    let base_report = analysis::metrics::report(&sim::engine::simulate_with(&base, options).0);
     let columns = Columns::new(&sweep.columns(), &base_report);
     let header = columns.header();
     let hash = sim::scenario::content_hash(&text);
@@ -140,7 +143,16 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         scope.spawn(move || {
             pool.install(|| {
                 to_run.par_bridge().for_each_with(sender, |sender, index| {
-                    let row = run_point(sweep_ref, columns_ref, provenance_ref, base_seed, index);
+                    let row = run_point(
+                        &PointRun {
+                            sweep: sweep_ref,
+                            columns: columns_ref,
+                            provenance: provenance_ref,
+                            limits: &args.limits,
+                            base_seed,
+                        },
+                        index,
+                    );
                     // The writer only stops receiving when it failed; it reports why.
                     let _ = sender.send((index, row));
                 });
@@ -189,18 +201,32 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
-fn run_point(
-    sweep: &Sweep,
-    columns: &Columns,
-    provenance: &Provenance,
+/// What every point of a sweep shares.
+struct PointRun<'a> {
+    sweep: &'a Sweep,
+    columns: &'a Columns,
+    provenance: &'a Provenance<'a>,
+    limits: &'a crate::limits::LimitArgs,
     base_seed: u64,
-    index: u64,
-) -> Vec<String> {
+}
+
+fn run_point(shared: &PointRun, index: u64) -> Vec<String> {
+    let PointRun {
+        sweep,
+        columns,
+        provenance,
+        limits,
+        base_seed,
+    } = *shared;
     let point = sweep.point(index);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        sweep
-            .scenario(&point)
-            .map(|scenario| (scenario.seed, sim::engine::simulate(&scenario)))
+        let scenario = sweep.scenario(&point).map_err(|error| error.to_string())?;
+        // A point over the caps is an error row, not a run that takes the machine.
+        sim::limits::estimate(&scenario)
+            .check(&limits.limits())
+            .map_err(|message| format!("{message} (raise the caps with --max-events / --max-timeline)"))?;
+        let (timeline, _) = sim::engine::simulate_with(&scenario, limits.engine_options());
+        Ok::<_, String>((scenario.seed, timeline))
     }));
     let info = |seed| PointInfo {
         index,
@@ -210,11 +236,7 @@ fn run_point(
     let fallback_seed = point_seed(base_seed, index);
     match outcome {
         Ok(Ok((seed, timeline))) => columns.row(&info(seed), Ok(&timeline), provenance),
-        Ok(Err(error)) => columns.row(
-            &info(fallback_seed),
-            Err(error.to_string().as_str()),
-            provenance,
-        ),
+        Ok(Err(error)) => columns.row(&info(fallback_seed), Err(error.as_str()), provenance),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<String>()

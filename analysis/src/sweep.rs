@@ -36,7 +36,7 @@ pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
     "completed_at_wait",
 ];
 /// Every finding kind, in the order of their `findings.<kind>` columns.
-pub const FINDING_KINDS: [FindingKind; 10] = [
+pub const FINDING_KINDS: [FindingKind; 11] = [
     FindingKind::Deadlock,
     FindingKind::TimeCap,
     FindingKind::WaitTimeout,
@@ -47,6 +47,7 @@ pub const FINDING_KINDS: [FindingKind; 10] = [
     FindingKind::Mismatch,
     FindingKind::Race,
     FindingKind::OutOfMemory,
+    FindingKind::MemoryCap,
 ];
 
 /// The position of a kind in [`FINDING_KINDS`]; a new kind fails to compile here until it has
@@ -63,6 +64,7 @@ fn finding_column(kind: FindingKind) -> usize {
         FindingKind::Mismatch => 7,
         FindingKind::Race => 8,
         FindingKind::OutOfMemory => 9,
+        FindingKind::MemoryCap => 10,
     }
 }
 

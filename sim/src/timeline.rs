@@ -290,6 +290,9 @@ pub enum FindingKind {
     Race,
     /// An allocation that does not fit even after the cache was released (R20).
     OutOfMemory,
+    /// The simulator itself held more memory than its cap (`--max-memory`): the run was
+    /// stopped, and what it recorded so far is reported.
+    MemoryCap,
 }
 
 impl FindingKind {
@@ -306,6 +309,7 @@ impl FindingKind {
             FindingKind::Mismatch => "mismatch",
             FindingKind::Race => "race",
             FindingKind::OutOfMemory => "out_of_memory",
+            FindingKind::MemoryCap => "memory_cap",
         }
     }
 }

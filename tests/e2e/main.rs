@@ -7,6 +7,7 @@ mod diff;
 mod faults;
 mod lifetime;
 mod multi_gpu;
+mod robustness;
 mod sweep;
 mod torch;
 mod util;
