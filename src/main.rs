@@ -43,7 +43,12 @@ use std::process::ExitCode;
     long_about = "c10dsim runs TOML scenarios — what every rank's PyTorch program does with collectives, \
 Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
 and reports host call times, stream intervals, completion and overlap (rules R1–R30 of docs/semantics.md).\n\n\
-Exit codes: 0 ok; 1 the run found a problem (a deadlock, the simulated-time cap); 2 bad input or environment."
+Exit codes: 0 ok; 1 the run found a problem (a deadlock, the simulated-time cap, the memory cap) \
+or its output could not be written; 2 bad input or environment.\n\n\
+Limits (docs/reliability.md): before a run, its work is estimated (op calls, engine events, \
+Timeline size) and a scenario over --max-events (10^9) or --max-timeline (4GiB) is refused with \
+exit 2 and the numbers; a run holding more memory than --max-memory (8GiB, or 3/4 of the \
+machine's) stops with a memory_cap finding (exit 1); max_sim_time_s caps host and GPU time alike."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -1279,8 +1279,11 @@ impl Resolver<'_> {
                     (None, Some(bucket)) => {
                         let cap_bytes = parse_size_bytes(bucket.get_ref())
                             .map_err(|message| self.error(bucket.span(), message))?;
-                        if cap_bytes == 0 {
-                            return Err(self.error(bucket.span(), "bucket must be larger than 0 B"));
+                        if !(1..=1 << 40).contains(&cap_bytes) {
+                            return Err(self.error(
+                                bucket.span(),
+                                format!("bucket must be between 1 B and 1 TiB, found {cap_bytes} B"),
+                            ));
                         }
                         Batch::Bucketed { cap_bytes }
                     }
