@@ -44,7 +44,8 @@ pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, Fa
         out!("{text}")?;
         return Ok(0);
     }
-    let scenario = sim::scenario::parse("<bench>", &text).map_err(|e| Failure::input(e.to_string()))?;
+    let scenario =
+        sim::scenario::parse("<bench>", &text).map_err(|e| Failure::input(e.to_string()))?;
     eprintln!(
         "c10dsim: simulating {ranks} ranks x {iterations} iterations without the race detector ..."
     );

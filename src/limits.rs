@@ -61,11 +61,13 @@ impl LimitArgs {
 /// 8 GiB, or three quarters of the machine's memory when that is less.
 fn default_memory_cap() -> u64 {
     let eight_gib = 8 << 30;
-    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
-        let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    });
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        });
     total.map_or(eight_gib, |bytes| (bytes / 4 * 3).min(eight_gib))
 }
 

@@ -359,11 +359,11 @@ fn main() -> ExitCode {
             fail_on_race,
             &Against {
                 seed,
+                limits,
                 machine: machine.as_deref(),
                 measured: against.as_deref(),
                 tolerance,
             },
-            &limits,
         ),
         Command::Check { files, limits } => check(&files, &limits),
         Command::Hw {
@@ -509,10 +509,8 @@ fn load_on(
         .map_err(|error| Failure::input(error.to_string()))?;
     // `--set machine=…` names the profile, so it applies before the profile is read; then the
     // profile, so that the other `--set`s win over it.
-    let (machine_set, rest): (Vec<_>, Vec<_>) = overrides
-        .iter()
-        .cloned()
-        .partition(|o| o.path == "machine");
+    let (machine_set, rest): (Vec<_>, Vec<_>) =
+        overrides.iter().cloned().partition(|o| o.path == "machine");
     let set_failure =
         |error: scenario::OverrideError| Failure::input(format!("{}: {error}", path.display()));
     let text = sim::sweep::apply_overrides_with_ops(&text, &machine_set).map_err(set_failure)?;
@@ -544,9 +542,10 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
         .map_err(|error| Failure::input(format!("cannot write {}: {error}", path.display())))
 }
 
-/// `run --seed`, `--machine` and `--against`.
+/// `run --seed`, `--machine`, `--against` and the caps of `--max-events` and the like.
 struct Against<'a> {
     seed: Option<u64>,
+    limits: limits::LimitArgs,
     machine: Option<&'a Path>,
     measured: Option<&'a Path>,
     tolerance: diff_cmd::ToleranceArgs,
@@ -567,8 +566,8 @@ fn run(
     nccl_tests: bool,
     fail_on_race: bool,
     against: &Against,
-    limits: &limits::LimitArgs,
 ) -> Result<u8, Failure> {
+    let limits = &against.limits;
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
         scenario.seed = seed;

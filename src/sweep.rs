@@ -224,7 +224,9 @@ fn run_point(shared: &PointRun, index: u64) -> Vec<String> {
         // A point over the caps is an error row, not a run that takes the machine.
         sim::limits::estimate(&scenario)
             .check(&limits.limits())
-            .map_err(|message| format!("{message} (raise the caps with --max-events / --max-timeline)"))?;
+            .map_err(|message| {
+                format!("{message} (raise the caps with --max-events / --max-timeline)")
+            })?;
         let (timeline, _) = sim::engine::simulate_with(&scenario, limits.engine_options());
         Ok::<_, String>((scenario.seed, timeline))
     }));

@@ -369,8 +369,7 @@ const DEFAULT_COLLECTIVE_TAIL_US: f64 = 10.0;
 /// tail (a run where no NCCL kernel started inside the call) lowers the scenario's tail (its
 /// own or the default) to the fitted call, rather than leave a scenario the parser refuses.
 fn clamp_collective_tail(document: &mut toml_edit::DocumentMut, profile: &Profile) {
-    let Some(ProfileValue::Number(collective_us)) = profile.values.get("host.collective_us")
-    else {
+    let Some(ProfileValue::Number(collective_us)) = profile.values.get("host.collective_us") else {
         return;
     };
     if profile.values.contains_key("host.collective_tail_us") {
@@ -1101,15 +1100,22 @@ mod tests {
     #[test]
     fn a_fitted_collective_call_shorter_than_the_tail_lowers_the_tail() {
         let profile = parse_profile("p.toml", "[host]\ncollective_us = 12.5\n").unwrap();
-        let own_tail = "[host]\ncollective_us = 70\ncollective_tail_us = 20\n[[op]]\ndevice_sync = true\n";
+        let own_tail =
+            "[host]\ncollective_us = 70\ncollective_tail_us = 20\n[[op]]\ndevice_sync = true\n";
         let replaced = apply_profile(own_tail, &profile, ProfileMode::Replace).unwrap();
         let host = sim::scenario::parse("s.toml", &replaced).unwrap().host;
-        assert_eq!((host.collective_ns, host.collective_tail_ns), (12_500, 12_500));
+        assert_eq!(
+            (host.collective_ns, host.collective_tail_ns),
+            (12_500, 12_500)
+        );
         let short = parse_profile("p.toml", "[host]\ncollective_us = 4\n").unwrap();
         let default_tail = "[[op]]\ndevice_sync = true\n";
         let filled = apply_profile(default_tail, &short, ProfileMode::FillUnset).unwrap();
         let host = sim::scenario::parse("s.toml", &filled).unwrap().host;
-        assert_eq!((host.collective_ns, host.collective_tail_ns), (4_000, 4_000));
+        assert_eq!(
+            (host.collective_ns, host.collective_tail_ns),
+            (4_000, 4_000)
+        );
         let long = parse_profile("p.toml", "[host]\ncollective_us = 40\n").unwrap();
         let kept = apply_profile(own_tail, &long, ProfileMode::Replace).unwrap();
         let host = sim::scenario::parse("s.toml", &kept).unwrap().host;

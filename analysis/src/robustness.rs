@@ -80,7 +80,10 @@ pub fn profile(data: &[u8]) -> bool {
         return false;
     };
     let _ = calibrate::render_profile(&profile, &[]);
-    for mode in [calibrate::ProfileMode::FillUnset, calibrate::ProfileMode::Replace] {
+    for mode in [
+        calibrate::ProfileMode::FillUnset,
+        calibrate::ProfileMode::Replace,
+    ] {
         if let Ok(edited) = calibrate::apply_profile(PROFILE_TARGET, &profile, mode) {
             let _ = scenario::parse("fuzz.toml", &edited);
         }

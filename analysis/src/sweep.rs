@@ -110,9 +110,7 @@ pub fn point_index(row: &csv::StringRecord) -> Result<u64, String> {
 
 /// Rows in point order, one per point: a point present twice with the same row is kept once
 /// (a resumed or merged sweep may hold it twice); twice with different rows is an error.
-pub fn rows_in_point_order(
-    rows: Vec<csv::StringRecord>,
-) -> Result<Vec<csv::StringRecord>, String> {
+pub fn rows_in_point_order(rows: Vec<csv::StringRecord>) -> Result<Vec<csv::StringRecord>, String> {
     let mut by_point: std::collections::BTreeMap<u64, csv::StringRecord> =
         std::collections::BTreeMap::new();
     for row in rows {
@@ -345,9 +343,12 @@ mod tests {
         );
         assert_eq!(header[8..11], MEMORY_COLUMNS);
         assert_eq!(header[11..13], ["findings", "findings.deadlock"]);
-        assert_eq!(header[21], "findings.out_of_memory");
         assert_eq!(
-            header[22..],
+            header[21..23],
+            ["findings.out_of_memory", "findings.memory_cap"]
+        );
+        assert_eq!(
+            header[23..],
             ["error", "seed", "scenario_hash", "c10dsim_version"]
         );
         let values = ["1MiB".to_string()];
@@ -367,12 +368,12 @@ mod tests {
             .map(|r| r.memory.peak_reserved_bytes)
             .max();
         assert_eq!(row[8], peak.unwrap().to_string());
-        assert!(row[11..22].iter().all(|cell| cell == "0"));
-        assert_eq!(row[22..], ["", "11", "h", "v"]);
+        assert!(row[11..23].iter().all(|cell| cell == "0"));
+        assert_eq!(row[23..], ["", "11", "h", "v"]);
         // A point that could not be built: figures and counts empty, its error on one line.
         let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &PROVENANCE);
-        assert!(row[2..22].iter().all(String::is_empty));
-        assert_eq!(row[22], "bad.toml:3:1: error | second line");
+        assert!(row[2..23].iter().all(String::is_empty));
+        assert_eq!(row[23], "bad.toml:3:1: error | second line");
     }
 
     #[test]

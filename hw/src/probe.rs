@@ -109,7 +109,10 @@ const SYMBOLS: [(&str, &[&str]); 4] = [
         "libnvrtc.so",
         &["nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetPTX"],
     ),
-    ("libcublas.so", &["cublasCreate_v2", "cublasSetWorkspace_v2"]),
+    (
+        "libcublas.so",
+        &["cublasCreate_v2", "cublasSetWorkspace_v2"],
+    ),
     (
         "libnccl.so",
         &["ncclGetUniqueId", "ncclCommInitRank", "ncclGetErrorString"],

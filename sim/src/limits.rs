@@ -66,12 +66,15 @@ pub fn estimate(scenario: &Scenario) -> WorkEstimate {
         sum.saturating_add(runs_on.saturating_mul(calls))
     });
     let op_calls = per_iteration.saturating_mul(u64::from(scenario.repeat));
-    let may_time_out = !scenario.faults.is_empty() || scenario.ops.iter().any(|op| op.ranks.is_some());
+    let may_time_out =
+        !scenario.faults.is_empty() || scenario.ops.iter().any(|op| op.ranks.is_some());
     let watchdog_bytes = if may_time_out {
         scenario.groups.iter().fold(0u64, |sum, group| {
             let members = group.ranks.len() as u64;
             let desync = if scenario.env.desync_debug {
-                members.saturating_mul(members).saturating_mul(DESYNC_BYTES_PER_PAIR)
+                members
+                    .saturating_mul(members)
+                    .saturating_mul(DESYNC_BYTES_PER_PAIR)
             } else {
                 0
             };

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use statrs::distribution::{Exp, Gamma, LogNormal, Normal, Uniform};
 
-use crate::scenario::MAX_TIME_NS;
+use crate::units::MAX_TIME_NS;
 
 /// Smallest and largest shape of a gamma delay: outside these the draws are all but 0 or all
 /// but the mean, and the sampler's arithmetic loses its meaning.
@@ -131,7 +131,10 @@ impl Delay {
                 positive(scale_ns, "scale")?;
                 positive(shape * scale_ns, "the mean (shape × scale)")
             }
-            Delay::Uniform { min_ns, max_ns: high_ns } => {
+            Delay::Uniform {
+                min_ns,
+                max_ns: high_ns,
+            } => {
                 if min_ns.is_finite()
                     && high_ns.is_finite()
                     && 0.0 <= min_ns
@@ -370,7 +373,10 @@ mod tests {
         };
         delay.validate().unwrap();
         let mut rng = rank_rng(3, 0);
-        let largest = (0..10_000).map(|_| delay.sample_ns(&mut rng)).max().unwrap();
+        let largest = (0..10_000)
+            .map(|_| delay.sample_ns(&mut rng))
+            .max()
+            .unwrap();
         assert_eq!(largest, MAX_TIME_NS);
     }
 }

@@ -510,7 +510,8 @@ impl Timeline {
             }
         }
         for (position, rank) in self.ranks.iter().enumerate() {
-            let in_rank = |error: String| format!("ranks[{position}] (rank {}): {error}", rank.rank);
+            let in_rank =
+                |error: String| format!("ranks[{position}] (rank {}): {error}", rank.rank);
             let streams = rank.streams.len();
             let op = |index: OpRef| check("op", u64::from(index), ops);
             let stream = |index: StreamRef| check("stream", u64::from(index), streams);
@@ -558,7 +559,11 @@ impl Timeline {
                 }
                 for release in &rank.cache_releases {
                     op(release.op)?;
-                    ordered("a cache release", release.host_start_ns, release.host_end_ns)?;
+                    ordered(
+                        "a cache release",
+                        release.host_start_ns,
+                        release.host_end_ns,
+                    )?;
                 }
                 for race in &rank.races {
                     op(race.earlier_op)?;
@@ -634,7 +639,10 @@ mod tests {
         let mut timeline = simulated();
         timeline.ranks[1].host[0].op = 99;
         let error = timeline.check_references().unwrap_err();
-        assert_eq!(error, "ranks[1] (rank 1): op 99 is out of range (the Timeline has 4)");
+        assert_eq!(
+            error,
+            "ranks[1] (rank 1): op 99 is out of range (the Timeline has 4)"
+        );
 
         let mut timeline = simulated();
         timeline.ranks[0].marks[0].mark = 7;
@@ -646,7 +654,10 @@ mod tests {
 
         let mut timeline = simulated();
         timeline.ranks[0].kernels[0].stream = 40;
-        assert!(timeline.check_references().unwrap_err().contains("stream 40"));
+        assert!(timeline
+            .check_references()
+            .unwrap_err()
+            .contains("stream 40"));
 
         let mut timeline = simulated();
         let wait = timeline.ranks[0].collectives[0].wait.as_mut().unwrap();

@@ -30,7 +30,8 @@ fn assert_no_panic(output: &std::process::Output) {
     assert_ne!(code(output), Some(101), "{err}");
 }
 
-const AR: &str = "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"t\"\n";
+const AR: &str =
+    "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"t\"\n";
 
 #[test]
 fn a_label_and_a_measure_name_of_70000_characters_are_printed_whole() {
@@ -107,8 +108,18 @@ fn timelines_with_out_of_range_indices_are_refused_by_diff_against_and_calibrate
     let calibrate_arg = format!("{bad}=scenarios/exp_b_stream_scope.toml");
     for args in [
         vec!["diff", good.as_str(), bad.as_str()],
-        vec!["run", "scenarios/exp_b_stream_scope.toml", "--against", bad.as_str()],
-        vec!["calibrate", calibrate_arg.as_str(), "-o", profile.to_str().unwrap()],
+        vec![
+            "run",
+            "scenarios/exp_b_stream_scope.toml",
+            "--against",
+            bad.as_str(),
+        ],
+        vec![
+            "calibrate",
+            calibrate_arg.as_str(),
+            "-o",
+            profile.to_str().unwrap(),
+        ],
     ] {
         let output = c10dsim(&args);
         assert_no_panic(&output);
@@ -124,7 +135,12 @@ fn timelines_with_out_of_range_indices_are_refused_by_diff_against_and_calibrate
 #[test]
 fn a_reader_that_goes_away_ends_the_run_quietly() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["run", "scenarios/hang_10min.toml", "--set", "cluster.ranks=64"])
+        .args([
+            "run",
+            "scenarios/hang_10min.toml",
+            "--set",
+            "cluster.ranks=64",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -155,7 +171,11 @@ fn a_full_disk_is_an_error_with_a_message() {
         .unwrap();
     assert_no_panic(&output);
     assert_eq!(code(&output), Some(1));
-    assert!(stderr(&output).starts_with("c10dsim: writing output: "), "{}", stderr(&output));
+    assert!(
+        stderr(&output).starts_with("c10dsim: writing output: "),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -215,7 +235,9 @@ fn plot_draws_a_column_holding_nan_and_inf_without_hanging() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success());
-    assert!(std::fs::read_to_string(&picture).unwrap().starts_with("<svg"));
+    assert!(std::fs::read_to_string(&picture)
+        .unwrap()
+        .starts_with("<svg"));
 }
 
 #[test]
@@ -275,7 +297,10 @@ fn the_memory_cap_ends_the_run_with_a_finding() {
     let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     let finding = &report["report"]["findings"][0];
     assert_eq!(finding["kind"], "memory_cap");
-    assert!(finding["message"].as_str().unwrap().contains("over the cap of 1MiB"));
+    assert!(finding["message"]
+        .as_str()
+        .unwrap()
+        .contains("over the cap of 1MiB"));
 }
 
 #[test]
@@ -292,7 +317,10 @@ fn a_misspelt_sweep_axis_exits_2_before_anything_runs() {
     ]);
     assert_eq!(code(&output), Some(2), "{}", stderr(&output));
     let err = stderr(&output);
-    assert!(err.contains("sweep axis env.TORCH_NCCL_BLOCKING_WIAT: none of its values"), "{err}");
+    assert!(
+        err.contains("sweep axis env.TORCH_NCCL_BLOCKING_WIAT: none of its values"),
+        "{err}"
+    );
     assert!(err.contains("TORCH_NCCL_BLOCKING_WIAT"), "{err}");
     assert!(!out.exists(), "nothing runs, nothing is written");
 }
@@ -307,7 +335,11 @@ fn calibrate_refuses_a_timeline_of_another_scenario() {
         profile.to_str().unwrap(),
     ]);
     assert_eq!(code(&output), Some(2));
-    assert!(stderr(&output).contains("not a run of this scenario"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not a run of this scenario"),
+        "{}",
+        stderr(&output)
+    );
     assert!(!profile.exists());
 }
 
@@ -342,7 +374,10 @@ fn set_machine_names_a_profile() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     assert!(stderr(&output).contains("machine profile profiles/h200.toml"));
     let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
-    assert_eq!(report["parameters"]["memory"]["capacity_bytes"], serde_json::json!(141u64 << 30));
+    assert_eq!(
+        report["parameters"]["memory"]["capacity_bytes"],
+        serde_json::json!(141u64 << 30)
+    );
 }
 
 #[test]

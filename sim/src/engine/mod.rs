@@ -366,7 +366,7 @@ impl<'s> Engine<'s> {
             debug_assert!(at_ns >= self.now_ns, "time only moves forward");
             self.now_ns = at_ns;
             self.events_processed += 1;
-            if self.events_processed % MEMORY_CHECK_EVENTS == 0 && self.over_memory_cap() {
+            if self.events_processed.is_multiple_of(MEMORY_CHECK_EVENTS) && self.over_memory_cap() {
                 return;
             }
             match event {

@@ -78,8 +78,7 @@ pub const DEFAULT_GEMM_TILE: [u64; 2] = [128, 128];
 pub const MAX_REPEAT: u32 = 1_000_000;
 /// `init_process_group(timeout=…)`'s default for NCCL: 10 minutes (R26).
 pub const DEFAULT_GROUP_TIMEOUT_NS: u64 = 600 * 1_000_000_000;
-/// Longest single time a scenario may state (one day).
-pub const MAX_TIME_NS: u64 = 86_400 * 1_000_000_000;
+pub use crate::units::MAX_TIME_NS;
 
 /// Parses and validates a scenario. `path` is only used in error messages and reports.
 pub fn parse(path: &str, text: &str) -> Result<Scenario> {
@@ -1282,7 +1281,9 @@ impl Resolver<'_> {
                         if !(1..=1 << 40).contains(&cap_bytes) {
                             return Err(self.error(
                                 bucket.span(),
-                                format!("bucket must be between 1 B and 1 TiB, found {cap_bytes} B"),
+                                format!(
+                                    "bucket must be between 1 B and 1 TiB, found {cap_bytes} B"
+                                ),
                             ));
                         }
                         Batch::Bucketed { cap_bytes }
