@@ -47,8 +47,7 @@ impl ToleranceArgs {
 
 /// Reads a Timeline file.
 pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::read_text(path)?;
     Timeline::from_json(&text)
         .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
 }
@@ -98,8 +97,7 @@ fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
 
 /// Reads and validates a profile file.
 pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::read_text(path)?;
     calibrate::parse_profile(&path.display().to_string(), &text)
         .map_err(|e| Failure::input(e.to_string()))
 }
@@ -125,13 +123,14 @@ pub fn resolve_machine(
         }
         sim::scenario::parse(&shown, &own).map_err(|e| Failure::input(e.to_string()))?;
     }
-    if let Some((name, _)) = reference {
+    if let Some((name, span)) = reference {
         let file = find_profile(path, &name).ok_or_else(|| {
-            Failure::input(format!(
-                "{shown}: machine = {name:?}: no such profile (looked for {name:?} beside the \
+            let message = format!(
+                "machine = {name:?}: no such profile (looked for {name:?} beside the \
                  scenario and in the working directory, or profiles/{name}.toml in the \
                  scenario's folder, the folders above it and the working directory)"
-            ))
+            );
+            Failure::input(sim::scenario::error_at(&shown, &text, span, message).to_string())
         })?;
         let profile = read_profile(&file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)

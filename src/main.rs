@@ -502,8 +502,7 @@ fn load_on(
     overrides: &[scenario::Override],
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    let text = read_text(path)?;
     // A [sweep] table is checked too: bad input never half-runs.
     sim::sweep::Sweep::parse(&path.display().to_string(), &text, &[])
         .map_err(|error| Failure::input(error.to_string()))?;
@@ -529,6 +528,29 @@ fn load_on(
             Some(note) => format!("{error} (with {note} applied)"),
             None => error.to_string(),
         },
+    })
+}
+
+/// Reads a text file: a file that is not UTF-8 is refused at the line and column of its first
+/// byte that is not.
+fn read_text(path: &Path) -> Result<String, Failure> {
+    let bytes = std::fs::read(path)
+        .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?;
+    String::from_utf8(bytes).map_err(|error| {
+        let bytes = error.as_bytes();
+        let valid = error.utf8_error().valid_up_to();
+        let text = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
+        let line = text.matches('\n').count() + 1;
+        let column = text
+            .rsplit('\n')
+            .next()
+            .map_or(0, |last| last.chars().count())
+            + 1;
+        Failure::input(format!(
+            "{}:{line}:{column}: error: not UTF-8 text (byte 0x{:02x}); c10dsim reads UTF-8 files",
+            path.display(),
+            bytes[valid]
+        ))
     })
 }
 

@@ -79,8 +79,7 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
 
 pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|error| Failure::input(format!("cannot read {path}: {error}")))?;
+    let text = crate::read_text(&args.file)?;
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
     let (text, _) = crate::diff_cmd::resolve_machine(&args.file, &text, None)?;
     let sweep = Sweep::parse(&path, &text, &args.axes).map_err(scenario_failure)?;

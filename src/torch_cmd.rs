@@ -437,8 +437,7 @@ fn recorded_invocation(path: &str) -> Result<(PathBuf, Vec<Override>), Failure> 
 }
 
 fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::read_text(path)?;
     Timeline::from_json(&text)
         .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
 }

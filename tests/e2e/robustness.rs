@@ -405,3 +405,37 @@ fn resume_removes_a_duplicated_row() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), whole);
 }
+
+#[test]
+fn a_file_that_is_not_utf8_is_refused_at_its_first_bad_byte() {
+    let path = temp("latin1.toml");
+    std::fs::write(
+        &path,
+        b"[cluster]\nranks = 2 # caf\xe9\n[[op]]\nmark = \"a\"\n",
+    )
+    .unwrap();
+    let output = c10dsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("latin1.toml:2:16: error: not UTF-8 text (byte 0xe9)"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn an_unknown_machine_profile_is_refused_at_its_key() {
+    let file = write(
+        "unknown_machine.toml",
+        "name = \"m\"\nmachine = \"no_such_gpu\"\n[[op]]\nmark = \"a\"\n",
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains(
+            "unknown_machine.toml:2:1: error: machine = \"no_such_gpu\": no such profile"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
