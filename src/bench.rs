@@ -2,6 +2,7 @@
 //! each iteration an async all_reduce, a GEMM and a wait — timed with the wall clock, with the
 //! process's peak resident memory.
 
+use crate::Failure;
 use std::time::Instant;
 
 /// The benchmark scenario: `ranks` ranks, `iterations` repeats of {async all_reduce, GEMM, wait}.
@@ -37,19 +38,21 @@ fn peak_resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, String> {
+pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, Failure> {
     let text = scenario_text(ranks, iterations);
     if print_scenario {
-        print!("{text}");
+        out!("{text}")?;
         return Ok(0);
     }
-    let scenario = sim::scenario::parse("<bench>", &text).map_err(|e| e.to_string())?;
+    let scenario =
+        sim::scenario::parse("<bench>", &text).map_err(|e| Failure::input(e.to_string()))?;
     eprintln!(
         "c10dsim: simulating {ranks} ranks x {iterations} iterations without the race detector ..."
     );
     let started = Instant::now();
     let options = sim::engine::Options {
         race_detector: false,
+        ..sim::engine::Options::default()
     };
     let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
     let without_detector_s = started.elapsed().as_secs_f64();
@@ -63,30 +66,30 @@ pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, St
     let report_s = report_started.elapsed().as_secs_f64();
     let collectives: usize = timeline.ranks.iter().map(|r| r.collectives.len()).sum();
     let kernels: usize = timeline.ranks.iter().map(|r| r.kernels.len()).sum();
-    println!("scenario: {ranks} ranks x {iterations} iterations (async all_reduce 25MiB + gemm 4096^3 + wait)");
-    println!("collective records: {collectives}, kernel records: {kernels}");
-    println!("events processed: {events}");
-    println!("simulate wall time: {simulate_s:.3} s");
-    println!(
+    outln!("scenario: {ranks} ranks x {iterations} iterations (async all_reduce 25MiB + gemm 4096^3 + wait)")?;
+    outln!("collective records: {collectives}, kernel records: {kernels}")?;
+    outln!("events processed: {events}")?;
+    outln!("simulate wall time: {simulate_s:.3} s")?;
+    outln!(
         "simulate wall time without the race detector: {without_detector_s:.3} s (detector costs {:.2}x)",
         simulate_s / without_detector_s.max(1e-9)
-    );
-    println!(
+    )?;
+    outln!(
         "events per second: {:.0}",
         events as f64 / simulate_s.max(1e-9)
-    );
-    println!("report (metrics) wall time: {report_s:.3} s");
+    )?;
+    outln!("report (metrics) wall time: {report_s:.3} s")?;
     match peak_resident_bytes() {
-        Some(bytes) => println!("peak resident memory: {:.1} MiB", bytes as f64 / 1048576.0),
-        None => println!("peak resident memory: unavailable (no /proc/self/status)"),
+        Some(bytes) => outln!("peak resident memory: {:.1} MiB", bytes as f64 / 1048576.0)?,
+        None => outln!("peak resident memory: unavailable (no /proc/self/status)")?,
     }
-    println!(
+    outln!(
         "simulated stream interval of ar: {:.3} us (median), findings: {}",
         report
             .collectives
             .first()
             .map_or(0.0, |c| c.stream_interval_us.median),
         report.findings.len()
-    );
+    )?;
     Ok(0)
 }

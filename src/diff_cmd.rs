@@ -48,7 +48,7 @@ impl ToleranceArgs {
 /// Reads a Timeline file.
 pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
     let text = crate::stdio::read_text(path)?;
-    serde_json::from_str(&text)
+    Timeline::from_json(&text)
         .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
 }
 
@@ -61,12 +61,12 @@ pub fn print_diff(
 ) -> Result<u8, Failure> {
     let result = diff::diff(a, b, &tolerance.options()?);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&result).expect("diffs serialise")
-        );
+        )?;
     } else {
-        print!("{}", diff::render_diff(&result));
+        out!("{}", diff::render_diff(&result))?;
     }
     Ok(u8::from(!result.within_tolerance()))
 }
@@ -97,8 +97,7 @@ fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
 
 /// Reads and validates a profile file.
 pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+    let text = crate::stdio::read_text(path)?;
     calibrate::parse_profile(&path.display().to_string(), &text)
         .map_err(|e| Failure::input(e.to_string()))
 }
@@ -127,13 +126,14 @@ pub fn resolve_machine(
             Failure::input(crate::diagnostic::render(&located))
         })?;
     }
-    if let Some((name, _)) = reference {
+    if let Some((name, span)) = reference {
         let file = find_profile(path, &name).ok_or_else(|| {
-            Failure::input(format!(
-                "{shown}: machine = {name:?}: no such profile (looked for {name:?} beside the \
+            let message = format!(
+                "machine = {name:?}: no such profile (looked for {name:?} beside the \
                  scenario and in the working directory, or profiles/{name}.toml in the \
                  scenario's folder, the folders above it and the working directory)"
-            ))
+            );
+            Failure::input(sim::scenario::error_at(&shown, &text, span, message).to_string())
         })?;
         let profile = read_profile(&file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)
@@ -199,6 +199,12 @@ pub fn recorded_invocation(path: &str) -> Result<(PathBuf, Vec<Override>), Failu
     Ok((PathBuf::from(file), overrides))
 }
 
+/// Refuses a Timeline paired with a scenario it is not a run of.
+fn paired(argument: &str, timeline: &Timeline, scenario: &Scenario) -> Result<(), Failure> {
+    calibrate::check_pairing(timeline, scenario)
+        .map_err(|error| Failure::input(format!("calibrate {argument}: {error}")))
+}
+
 /// `c10dsim calibrate RUNS… -o profile.toml`: prints each fitted value with its residual and
 /// writes the profile (the prior's values where the runs fit nothing).
 pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
@@ -213,7 +219,9 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .iter()
         .map(|run| {
             let (timeline, path, overrides) = calibration_input(run)?;
-            Ok((timeline, crate::load(&path, &overrides)?))
+            let scenario = crate::load(&path, &overrides)?;
+            paired(run, &timeline, &scenario)?;
+            Ok((timeline, scenario))
         })
         .collect::<Result<Vec<(Timeline, Scenario)>, Failure>>()?;
     // Read before fitting: a bad held-out argument fails before anything is written.
@@ -243,9 +251,9 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .map(|(timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let calibration = calibrate::calibrate(&pairs, &prior);
-    print!("{}", calibrate::render_fitted(&calibration.fitted));
+    out!("{}", calibrate::render_fitted(&calibration.fitted))?;
     if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
-        println!("cluster.gpu = {gpu}");
+        outln!("cluster.gpu = {gpu}")?;
     }
     std::fs::write(
         output,
@@ -259,14 +267,15 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut diffs = Vec::new();
     for (measured, path, overrides) in &held_out {
         let scenario = crate::load_on(path, overrides, Some(output))?;
+        paired(&path.display().to_string(), measured, &scenario)?;
         let simulated = sim::engine::simulate(&scenario);
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
-    println!();
-    print!(
+    outln!()?;
+    out!(
         "{}",
         calibrate::render_validation(&calibrate::validation(&diffs))
-    );
+    )?;
     Ok(0)
 }
 

@@ -86,9 +86,8 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     let timelines = parts
         .iter()
         .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
-            serde_json::from_str::<Timeline>(&text)
+            let text = crate::stdio::read_text(path)?;
+            Timeline::from_json(&text)
                 .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -2,10 +2,29 @@
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
 //! time cap), 2 bad input or environment.
 
+/// `print!` that returns a [`Failure`] instead of panicking when standard output is a closed
+/// pipe or a full disk (`c10dsim run … | head -1`, `> /dev/full`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` through [`out!`].
+macro_rules! outln {
+    () => {
+        out!("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod bench;
 mod diagnostic;
 mod diff_cmd;
 mod hw_cmd;
+mod limits;
 mod plot;
 mod stdio;
 mod sweep;
@@ -26,7 +45,12 @@ use std::process::ExitCode;
     long_about = "c10dsim runs TOML scenarios — what every rank's PyTorch program does with collectives, \
 Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
 and reports host call times, stream intervals, completion and overlap (rules R1–R30 of docs/semantics.md).\n\n\
-Exit codes: 0 ok; 1 the run found a problem (a deadlock, the simulated-time cap); 2 bad input or environment."
+Exit codes: 0 ok; 1 the run found a problem (a deadlock, the simulated-time cap, the memory cap) \
+or its output could not be written; 2 bad input or environment.\n\n\
+Limits (docs/reliability.md): before a run, its work is estimated (op calls, engine events, \
+Timeline size) and a scenario over --max-events (10^9) or --max-timeline (4GiB) is refused with \
+exit 2 and the numbers; a run holding more memory than --max-memory (8GiB, or 3/4 of the \
+machine's) stops with a memory_cap finding (exit 1); max_sim_time_s caps host and GPU time alike."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -70,6 +94,8 @@ enum Command {
         against: Option<PathBuf>,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
+        #[command(flatten)]
+        limits: limits::LimitArgs,
         /// Override a scenario value before running: `--set env.TORCH_NCCL_BLOCKING_WAIT=1`,
         /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
@@ -88,6 +114,8 @@ enum Command {
         /// Scenario files (TOML).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        limits: limits::LimitArgs,
     },
     /// Run a scenario on this machine's GPUs with real NCCL (docs/hw.md) and print the same
     /// report as `run`. Under torchrun/srun each process runs its rank (RANK, WORLD_SIZE,
@@ -215,6 +243,8 @@ enum Command {
         /// Keep the rows already in OUT.csv and run only the missing points.
         #[arg(long)]
         resume: bool,
+        #[command(flatten)]
+        limits: limits::LimitArgs,
     },
     /// Draw columns of a sweep CSV as lines (SVG or PNG by the output's extension).
     Plot {
@@ -290,6 +320,27 @@ enum Command {
     },
 }
 
+/// Writes to standard output; see [`out!`].
+fn write_stdout(text: std::fmt::Arguments) -> Result<(), Failure> {
+    std::io::Write::write_fmt(&mut std::io::stdout().lock(), text).map_err(output_failure)
+}
+
+/// A write to standard output that failed: a reader that went away (`| head -1`) ends the
+/// program quietly, as `cat` does; anything else (a full disk) is an error, exit 1.
+fn output_failure(error: std::io::Error) -> Failure {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure {
+            code: 0,
+            message: String::new(),
+        }
+    } else {
+        Failure {
+            code: 1,
+            message: format!("writing output: {error}"),
+        }
+    }
+}
+
 /// A failure with the exit code it maps to.
 struct Failure {
     code: u8,
@@ -320,6 +371,7 @@ fn main() -> ExitCode {
             machine,
             against,
             tolerance,
+            limits,
             overrides,
         } => run(
             &file,
@@ -334,6 +386,7 @@ fn main() -> ExitCode {
             fail_on_race,
             &Against {
                 seed,
+                limits,
                 machine: machine.as_deref(),
                 measured: against.as_deref(),
                 tolerance,
@@ -352,7 +405,7 @@ fn main() -> ExitCode {
             .render(&mut std::io::stdout())
             .map(|()| 0)
             .map_err(|error| Failure::input(format!("cannot write the man page: {error}"))),
-        Command::Check { files } => check(&files),
+        Command::Check { files, limits } => check(&files, &limits),
         Command::Hw {
             file,
             downscale,
@@ -401,7 +454,7 @@ fn main() -> ExitCode {
             ranks,
             iterations,
             print_scenario,
-        } => bench::bench(ranks, iterations, print_scenario).map_err(Failure::input),
+        } => bench::bench(ranks, iterations, print_scenario),
         Command::Sweep {
             file,
             output,
@@ -409,6 +462,7 @@ fn main() -> ExitCode {
             axes,
             shard,
             resume,
+            limits,
         } => sweep::sweep(&sweep::SweepArgs {
             file,
             output,
@@ -416,6 +470,7 @@ fn main() -> ExitCode {
             axes,
             shard,
             resume,
+            limits,
         }),
         Command::Merge { inputs, output } => sweep::merge(&inputs, &output),
         Command::Diff {
@@ -461,10 +516,18 @@ fn main() -> ExitCode {
             output,
         }),
     };
+    // What is still buffered goes out now, so that its failure is reported too.
+    let result = result.and_then(|code| {
+        std::io::Write::flush(&mut std::io::stdout())
+            .map(|()| code)
+            .map_err(output_failure)
+    });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("c10dsim: {}", failure.message);
+            if !failure.message.is_empty() {
+                eprintln!("c10dsim: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }
@@ -497,11 +560,24 @@ pub(crate) fn load_on(
         let located = diagnostic::locate(error, &shown, &original, &original, &[]);
         Failure::input(diagnostic::render(&located))
     })?;
-    // The profile first, so that `--set` wins over it.
-    let (text, machine_note) = diff_cmd::resolve_machine(path, &original, machine)?;
-    let text = sim::sweep::apply_overrides_with_ops(&text, overrides)
-        .map_err(|error| Failure::input(format!("{shown}: {error}")))?;
-    scenario::parse(&shown, &text).map_err(|error| {
+    // `--set machine=…` names the profile, so it applies before the profile is read; then the
+    // profile, so that the other `--set`s win over it.
+    let (machine_set, rest): (Vec<_>, Vec<_>) =
+        overrides.iter().cloned().partition(|o| o.path == "machine");
+    let set_failure = |error: scenario::OverrideError| Failure::input(format!("{shown}: {error}"));
+    let text =
+        sim::sweep::apply_overrides_with_ops(&original, &machine_set).map_err(set_failure)?;
+    let (text, machine_note) = diff_cmd::resolve_machine(path, &text, machine)?;
+    let text = sim::sweep::apply_overrides_with_ops(&text, &rest).map_err(set_failure)?;
+    // The scenario records how it was invoked (`FILE [--set K=V …]`, the Timeline's
+    // `scenario.path`), so that a measured run can be simulated again as it ran.
+    let recorded = if overrides.is_empty() {
+        shown.clone()
+    } else {
+        let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
+        format!("{shown} [--set {}]", list.join(" --set "))
+    };
+    scenario::parse(&recorded, &text).map_err(|error| {
         let located = diagnostic::locate(error, &shown, &original, &text, overrides);
         let rendered = diagnostic::render(&located);
         Failure::input(match &machine_note {
@@ -529,9 +605,10 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
     std::io::Write::flush(&mut writer).map_err(|e| cannot(&e))
 }
 
-/// `run --seed`, `--machine` and `--against`.
+/// `run --seed`, `--machine`, `--against` and the caps of `--max-events` and the like.
 struct Against<'a> {
     seed: Option<u64>,
+    limits: limits::LimitArgs,
     machine: Option<&'a Path>,
     measured: Option<&'a Path>,
     tolerance: diff_cmd::ToleranceArgs,
@@ -553,11 +630,13 @@ fn run(
     fail_on_race: bool,
     against: &Against,
 ) -> Result<u8, Failure> {
+    let limits = &against.limits;
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
         scenario.seed = seed;
     }
-    let timeline = sim::engine::simulate(&scenario);
+    limits.check(file, &scenario)?;
+    let (timeline, _) = sim::engine::simulate_with(&scenario, limits.engine_options());
     if let Some(measured) = against.measured {
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
@@ -568,7 +647,7 @@ fn run(
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;
     if nccl_tests && !json {
-        print!("\n{}", analysis::nccl_tests::table(&timeline));
+        out!("\n{}", analysis::nccl_tests::table(&timeline))?;
     }
     // Races stop nothing in the program, so they fail the run only when asked; every other
     // finding (deadlock, timeout, out of memory…) does.
@@ -627,29 +706,38 @@ fn emit(
             // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
             value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(timeline));
         }
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&value).expect("reports serialise")
-        );
+        )?;
     } else {
-        print!("{}", text::describe_scenario(scenario));
-        println!();
-        print!("{}", text::render_report(report));
+        out!("{}", text::describe_scenario(scenario))?;
+        outln!()?;
+        out!("{}", text::render_report(report))?;
     }
     Ok(())
 }
 
-fn check(files: &[PathBuf]) -> Result<u8, Failure> {
+fn check(files: &[PathBuf], limits: &limits::LimitArgs) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
-        match load(file, &[]) {
-            Ok(scenario) => println!(
-                "ok: {} ({} ops, {} ranks, repeat {})",
-                file.display(),
-                scenario.ops.len(),
-                scenario.cluster.ranks,
-                scenario.repeat
-            ),
+        match load(file, &[]).and_then(|scenario| {
+            limits.check(file, &scenario)?;
+            Ok(scenario)
+        }) {
+            Ok(scenario) => {
+                let estimate = sim::limits::estimate(&scenario);
+                outln!(
+                    "ok: {} ({} ops, {} ranks, repeat {}; about {} op calls, {} events, a {} Timeline)",
+                    file.display(),
+                    scenario.ops.len(),
+                    scenario.cluster.ranks,
+                    scenario.repeat,
+                    estimate.op_calls,
+                    estimate.events,
+                    sim::units::format_size(estimate.timeline_bytes)
+                )?
+            }
             Err(failure) => {
                 bad += 1;
                 eprintln!("{}", failure.message);

@@ -7,7 +7,7 @@
 //! thread count. `--resume` keeps the rows already in the file and runs the rest.
 
 use crate::Failure;
-use analysis::sweep::{Columns, PointInfo, Provenance, POINT_COLUMN};
+use analysis::sweep::{Columns, PointInfo, Provenance};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use sim::sweep::{point_seed, AxisArg, Shard, Sweep};
@@ -24,6 +24,7 @@ pub struct SweepArgs {
     pub axes: Vec<AxisArg>,
     pub shard: Option<Shard>,
     pub resume: bool,
+    pub limits: crate::limits::LimitArgs,
 }
 
 /// The variables a Kubernetes indexed Job sets (the index), and the one c10dsim reads for the
@@ -87,7 +88,9 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     })?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
-    let base_report = analysis::metrics::report(&sim::engine::simulate(&base));
+    args.limits.check(&args.file, &base)?;
+    let options = args.limits.engine_options();
+    let base_report = analysis::metrics::report(&sim::engine::simulate_with(&base, options).0);
     let columns =
         Columns::new(&sweep.columns(), &base_report).with_size_axes(&sweep.size_columns());
     let header = columns.header();
@@ -143,7 +146,16 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         scope.spawn(move || {
             pool.install(|| {
                 to_run.par_bridge().for_each_with(sender, |sender, index| {
-                    let row = run_point(sweep_ref, columns_ref, provenance_ref, base_seed, index);
+                    let row = run_point(
+                        &PointRun {
+                            sweep: sweep_ref,
+                            columns: columns_ref,
+                            provenance: provenance_ref,
+                            limits: &args.limits,
+                            base_seed,
+                        },
+                        index,
+                    );
                     // The writer only stops receiving when it failed; it reports why.
                     let _ = sender.send((index, row));
                 });
@@ -177,10 +189,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     })?;
     progress.finish_and_clear();
     drop(writer);
-    if done.iter().zip(done.iter().skip(1)).any(|(a, b)| a > b)
+    // Rows out of order, or a point twice (a row duplicated by hand or by a copy), are put
+    // in point order, one per point.
+    if done.iter().zip(done.iter().skip(1)).any(|(a, b)| a >= b)
         || matches!((done.iter().max(), pending().next()), (Some(&last), Some(first)) if last > first)
     {
-        // Resumed onto a file whose rows were not a prefix: put them in point order.
         let (header, rows) = read_rows(&args.output)?;
         write_sorted(&args.output, &header, rows)?;
     }
@@ -191,18 +204,34 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
-fn run_point(
-    sweep: &Sweep,
-    columns: &Columns,
-    provenance: &Provenance,
+/// What every point of a sweep shares.
+struct PointRun<'a> {
+    sweep: &'a Sweep,
+    columns: &'a Columns,
+    provenance: &'a Provenance<'a>,
+    limits: &'a crate::limits::LimitArgs,
     base_seed: u64,
-    index: u64,
-) -> Vec<String> {
+}
+
+fn run_point(shared: &PointRun, index: u64) -> Vec<String> {
+    let PointRun {
+        sweep,
+        columns,
+        provenance,
+        limits,
+        base_seed,
+    } = *shared;
     let point = sweep.point(index);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        sweep
-            .scenario(&point)
-            .map(|scenario| (scenario.seed, sim::engine::simulate(&scenario)))
+        let scenario = sweep.scenario(&point).map_err(|error| error.to_string())?;
+        // A point over the caps is an error row, not a run that takes the machine.
+        sim::limits::estimate(&scenario)
+            .check(&limits.limits())
+            .map_err(|message| {
+                format!("{message} (raise the caps with --max-events / --max-timeline)")
+            })?;
+        let (timeline, _) = sim::engine::simulate_with(&scenario, limits.engine_options());
+        Ok::<_, String>((scenario.seed, timeline))
     }));
     let info = |seed| PointInfo {
         index,
@@ -212,11 +241,7 @@ fn run_point(
     let fallback_seed = point_seed(base_seed, index);
     match outcome {
         Ok(Ok((seed, timeline))) => columns.row(&info(seed), Ok(&timeline), provenance),
-        Ok(Err(error)) => columns.row(
-            &info(fallback_seed),
-            Err(error.to_string().as_str()),
-            provenance,
-        ),
+        Ok(Err(error)) => columns.row(&info(fallback_seed), Err(error.as_str()), provenance),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<String>()
@@ -319,37 +344,15 @@ fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, F
 }
 
 fn point_index(path: &Path, row: &csv::StringRecord) -> Result<u64, Failure> {
-    row.get(0)
-        .and_then(|cell| cell.parse().ok())
-        .ok_or_else(|| {
-            Failure::input(format!(
-                "{}: a row's first cell is not a point index: {row:?}",
-                path.display()
-            ))
-        })
+    analysis::sweep::point_index(row)
+        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))
 }
 
 /// Reads a sweep CSV: its header and rows.
 pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), Failure> {
     let text = crate::stdio::read_text(path)?;
-    let mut reader = csv::Reader::from_reader(text.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|error| read_failure(path, error))?
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
-        return Err(Failure::input(format!(
-            "{} is not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})",
-            path.display()
-        )));
-    }
-    let rows = reader
-        .records()
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| read_failure(path, error))?;
-    Ok((header, rows))
+    analysis::sweep::read_table(text.as_bytes())
+        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))
 }
 
 /// Writes rows in point order through a temporary file renamed over `path`; returns how many
@@ -359,22 +362,12 @@ fn write_sorted(
     header: &[String],
     rows: Vec<csv::StringRecord>,
 ) -> Result<usize, Failure> {
-    let mut by_point: BTreeMap<u64, csv::StringRecord> = BTreeMap::new();
-    for row in rows {
-        let index = point_index(path, &row)?;
-        if let Some(previous) = by_point.insert(index, row.clone()) {
-            if previous != row {
-                return Err(Failure::input(format!(
-                    "point {index} appears twice with different rows; were these slices of one sweep?"
-                )));
-            }
-        }
-    }
+    let rows = analysis::sweep::rows_in_point_order(rows).map_err(Failure::input)?;
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer
         .write_record(header)
         .map_err(|error| write_failure(path, error))?;
-    for row in by_point.values() {
+    for row in &rows {
         writer
             .write_record(row)
             .map_err(|error| write_failure(path, error))?;
@@ -390,7 +383,7 @@ fn write_sorted(
         crate::stdio::write_bytes(&temporary, &bytes)?;
         std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))?;
     }
-    Ok(by_point.len())
+    Ok(rows.len())
 }
 
 /// `c10dsim merge`: the rows of every input (same columns), one per point, in point order.

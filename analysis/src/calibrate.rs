@@ -361,7 +361,39 @@ pub fn apply_profile(
         };
         table.insert(key, toml_edit::Item::Value(value));
     }
+    clamp_collective_tail(&mut document, profile);
     Ok(document.to_string())
+}
+
+/// `host.collective_tail_us` the scenario does not set (R10).
+const DEFAULT_COLLECTIVE_TAIL_US: f64 = 10.0;
+
+/// The tail is a part of the collective call: a profile that fits `host.collective_us` but no
+/// tail (a run where no NCCL kernel started inside the call) lowers the scenario's tail (its
+/// own or the default) to the fitted call, rather than leave a scenario the parser refuses.
+fn clamp_collective_tail(document: &mut toml_edit::DocumentMut, profile: &Profile) {
+    let Some(ProfileValue::Number(collective_us)) = profile.values.get("host.collective_us") else {
+        return;
+    };
+    if profile.values.contains_key("host.collective_tail_us") {
+        return;
+    }
+    let Some(host) = document
+        .get_mut("host")
+        .and_then(toml_edit::Item::as_table_like_mut)
+    else {
+        return;
+    };
+    let tail_us = host
+        .get("collective_tail_us")
+        .and_then(|item| item.as_float().or(item.as_integer().map(|i| i as f64)))
+        .unwrap_or(DEFAULT_COLLECTIVE_TAIL_US);
+    if tail_us > *collective_us {
+        host.insert(
+            "collective_tail_us",
+            toml_edit::Item::Value(toml_edit::Value::from(*collective_us)),
+        );
+    }
 }
 
 /// A profile as TOML, each fitted value followed by its residual as a comment.
@@ -932,6 +964,38 @@ pub struct Calibration {
     pub profile: Profile,
 }
 
+/// A measured Timeline belongs to the scenario it is paired with: the same program, op by op
+/// (key and name), and the same rank count. A Timeline of another scenario would fit the
+/// profile to unrelated records.
+pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), String> {
+    if timeline.scenario.ranks != scenario.cluster.ranks {
+        return Err(format!(
+            "the Timeline ran {} ranks, the scenario has {}: not a run of this scenario",
+            timeline.scenario.ranks, scenario.cluster.ranks
+        ));
+    }
+    if timeline.ops.len() != scenario.ops.len() {
+        return Err(format!(
+            "the Timeline's program has {} ops, the scenario's {}: not a run of this scenario",
+            timeline.ops.len(),
+            scenario.ops.len()
+        ));
+    }
+    for (recorded, op) in timeline.ops.iter().zip(&scenario.ops) {
+        let name = op.display_name();
+        if recorded.key != op.kind.key() || recorded.name != name {
+            return Err(format!(
+                "op {} is {} {:?} in the Timeline but {} {name:?} in the scenario: not a run of this scenario",
+                op.index,
+                recorded.key,
+                recorded.name,
+                op.kind.key()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Fits a profile to measured runs, starting from `prior` (kept for what the runs cannot fit).
 pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
     let mut fitted = fit_host_costs(runs);
@@ -1084,6 +1148,31 @@ mod tests {
             let error = parse_profile("m.toml", text).unwrap_err().to_string();
             assert!(error.starts_with(says), "{error} should start with {says}");
         }
+    }
+
+    #[test]
+    fn a_fitted_collective_call_shorter_than_the_tail_lowers_the_tail() {
+        let profile = parse_profile("p.toml", "[host]\ncollective_us = 12.5\n").unwrap();
+        let own_tail =
+            "[host]\ncollective_us = 70\ncollective_tail_us = 20\n[[op]]\ndevice_sync = true\n";
+        let replaced = apply_profile(own_tail, &profile, ProfileMode::Replace).unwrap();
+        let host = sim::scenario::parse("s.toml", &replaced).unwrap().host;
+        assert_eq!(
+            (host.collective_ns, host.collective_tail_ns),
+            (12_500, 12_500)
+        );
+        let short = parse_profile("p.toml", "[host]\ncollective_us = 4\n").unwrap();
+        let default_tail = "[[op]]\ndevice_sync = true\n";
+        let filled = apply_profile(default_tail, &short, ProfileMode::FillUnset).unwrap();
+        let host = sim::scenario::parse("s.toml", &filled).unwrap().host;
+        assert_eq!(
+            (host.collective_ns, host.collective_tail_ns),
+            (4_000, 4_000)
+        );
+        let long = parse_profile("p.toml", "[host]\ncollective_us = 40\n").unwrap();
+        let kept = apply_profile(own_tail, &long, ProfileMode::Replace).unwrap();
+        let host = sim::scenario::parse("s.toml", &kept).unwrap().host;
+        assert_eq!(host.collective_tail_ns, 20_000);
     }
 
     #[test]

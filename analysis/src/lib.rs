@@ -28,6 +28,7 @@ pub mod gantt;
 pub mod metrics;
 pub mod nccl_tests;
 pub mod plot;
+pub mod robustness;
 pub mod sweep;
 pub mod text;
 pub mod torch_log;

@@ -78,10 +78,21 @@ pub fn axis_label(column: &str, is_bytes: bool) -> String {
     format!("{column} ({unit})")
 }
 
+/// Cell `i` of a row; a short row reads as empty cells.
+fn cell(row: &[String], i: usize) -> &str {
+    row.get(i).map_or("", String::as_str)
+}
+
+/// A value an axis can hold: finite and small enough that a range over any two of them, with
+/// its padding, is finite too.
+fn plottable(value: f64) -> bool {
+    value.is_finite() && value.abs() <= 1e300
+}
+
 /// A cell as a number: plain, or a size with a unit (`64MiB`) in bytes.
 fn x_value(cell: &str) -> Option<(f64, bool)> {
     if let Ok(number) = cell.trim().parse::<f64>() {
-        return number.is_finite().then_some((number, false));
+        return plottable(number).then_some((number, false));
     }
     sim::units::parse_size_bytes(cell)
         .ok()
@@ -113,20 +124,27 @@ pub fn line_chart(
     let mut sources: Vec<Vec<usize>> = Vec::new();
     let mut any_bytes = false;
     for (row_index, row) in rows.iter().enumerate() {
-        if filters.iter().any(|&(i, value)| row[i] != value) {
+        if filters.iter().any(|&(i, value)| cell(row, i) != value) {
             continue;
         }
-        let Ok(y_value) = row[y].trim().parse::<f64>() else {
+        // `nan`, `inf` and numbers no axis can span are left out, as empty cells are.
+        let Some(y_value) = cell(row, y)
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|&v| plottable(v))
+        else {
             continue;
         };
-        let Some((x_number, is_bytes)) = x_value(&row[x]) else {
+        let Some((x_number, is_bytes)) = x_value(cell(row, x)) else {
             return Err(format!(
-                "column {:?} holds {:?}, not a number or a size",
-                query.x, row[x]
+                "column {:?} holds {:?}, not a finite number or a size",
+                query.x,
+                cell(row, x)
             ));
         };
         any_bytes |= is_bytes;
-        let name = by.map_or_else(|| query.y.to_string(), |i| row[i].clone());
+        let name = by.map_or_else(|| query.y.to_string(), |i| cell(row, i).to_string());
         let index = match series.iter().position(|s| s.name == name) {
             Some(index) => index,
             None => {
@@ -303,13 +321,15 @@ pub fn line_chart_png(chart: &LineChart, canvas: Canvas) -> Result<Vec<u8>, Stri
     Ok(png_bytes)
 }
 
+/// The range with 5% of room on each side; a single value gets room of 5% of itself (at
+/// least 0.05), so that the range is never empty, however large the value.
 fn padded(low: f64, high: f64) -> (f64, f64) {
-    if high > low {
-        let pad = (high - low) * 0.05;
-        (low - pad, high + pad)
+    let pad = if high > low {
+        (high - low) * 0.05
     } else {
-        (low - 1.0, high + 1.0)
-    }
+        low.abs().max(1.0) * 0.05
+    };
+    (low - pad, high + pad)
 }
 
 fn draw_chart<DB: DrawingBackend>(
@@ -587,6 +607,33 @@ mod tests {
         .map(|row| row.map(String::from).to_vec())
         .to_vec();
         (header, rows)
+    }
+
+    #[test]
+    fn cells_no_axis_can_hold_are_left_out() {
+        let header = ["point", "n", "y"].map(String::from);
+        let rows: Vec<Vec<String>> = [
+            ["0", "1", "nan"],
+            ["1", "2", "inf"],
+            ["2", "3", "-inf"],
+            ["3", "4", "1e308"],
+            ["4", "5", "7"],
+        ]
+        .iter()
+        .map(|row| row.map(String::from).to_vec())
+        .collect();
+        let query = ChartQuery {
+            x: "n",
+            y: "y",
+            by: None,
+            filters: &[],
+        };
+        let chart = line_chart(&header, &rows, &query).unwrap();
+        assert_eq!(chart.series[0].points, [(5.0, 7.0)]);
+        let inf_x = vec![["0", "inf", "1"].map(String::from).to_vec()];
+        let err = line_chart(&header, &inf_x, &query).unwrap_err();
+        assert!(err.contains("not a finite number"), "{err}");
+        assert_eq!(padded(1e20, 1e20), (1e20 - 5e18, 1e20 + 5e18));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
     "completed_at_wait_share",
 ];
 /// Every finding kind, in the order of their `findings.<kind>` columns.
-pub const FINDING_KINDS: [FindingKind; 10] = [
+pub const FINDING_KINDS: [FindingKind; 11] = [
     FindingKind::Deadlock,
     FindingKind::TimeCap,
     FindingKind::WaitTimeout,
@@ -47,6 +47,7 @@ pub const FINDING_KINDS: [FindingKind; 10] = [
     FindingKind::Mismatch,
     FindingKind::Race,
     FindingKind::OutOfMemory,
+    FindingKind::MemoryCap,
 ];
 
 /// The position of a kind in [`FINDING_KINDS`]; a new kind fails to compile here until it has
@@ -63,6 +64,7 @@ fn finding_column(kind: FindingKind) -> usize {
         FindingKind::Mismatch => 7,
         FindingKind::Race => 8,
         FindingKind::OutOfMemory => 9,
+        FindingKind::MemoryCap => 10,
     }
 }
 
@@ -76,6 +78,53 @@ pub const MEMORY_COLUMNS: [&str; 3] = [
 
 /// The columns after the metrics, memory and findings, in order.
 pub const PROVENANCE_COLUMNS: [&str; 4] = ["error", "seed", "scenario_hash", "c10dsim_version"];
+
+/// Reads a sweep CSV (`c10dsim sweep`'s output): its header and rows. The first column must
+/// be [`POINT_COLUMN`]; every row has the header's length (the `csv` reader checks).
+pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>), String> {
+    let mut reader = csv::Reader::from_reader(bytes);
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|error| error.to_string())?
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if header.first().map(String::as_str) != Some(POINT_COLUMN) {
+        return Err(format!(
+            "not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})"
+        ));
+    }
+    let rows = reader
+        .records()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| error.to_string())?;
+    Ok((header, rows))
+}
+
+/// A row's point index (its first cell).
+pub fn point_index(row: &csv::StringRecord) -> Result<u64, String> {
+    row.get(0)
+        .and_then(|cell| cell.parse().ok())
+        .ok_or_else(|| format!("a row's first cell is not a point index: {row:?}"))
+}
+
+/// Rows in point order, one per point: a point present twice with the same row is kept once
+/// (a resumed or merged sweep may hold it twice); twice with different rows is an error.
+pub fn rows_in_point_order(rows: Vec<csv::StringRecord>) -> Result<Vec<csv::StringRecord>, String> {
+    let mut by_point: std::collections::BTreeMap<u64, csv::StringRecord> =
+        std::collections::BTreeMap::new();
+    for row in rows {
+        let index = point_index(&row)?;
+        if let Some(previous) = by_point.insert(index, row.clone()) {
+            if previous != row {
+                return Err(format!(
+                    "point {index} appears twice with different rows; were these slices of one sweep?"
+                ));
+            }
+        }
+    }
+    Ok(by_point.into_values().collect())
+}
 
 /// The columns after the metrics: memory, finding counts (total, then by kind), error and
 /// provenance.
@@ -355,9 +404,12 @@ mod tests {
         );
         assert_eq!(header[8..11], MEMORY_COLUMNS);
         assert_eq!(header[11..13], ["findings", "findings.deadlock"]);
-        assert_eq!(header[21], "findings.out_of_memory");
         assert_eq!(
-            header[22..],
+            header[21..23],
+            ["findings.out_of_memory", "findings.memory_cap"]
+        );
+        assert_eq!(
+            header[23..],
             ["error", "seed", "scenario_hash", "c10dsim_version"]
         );
         let values = ["1MiB".to_string()];
@@ -377,12 +429,12 @@ mod tests {
             .map(|r| r.memory.peak_reserved_bytes)
             .max();
         assert_eq!(row[8], peak.unwrap().to_string());
-        assert!(row[11..22].iter().all(|cell| cell == "0"));
-        assert_eq!(row[22..], ["", "11", "h", "v"]);
+        assert!(row[11..23].iter().all(|cell| cell == "0"));
+        assert_eq!(row[23..], ["", "11", "h", "v"]);
         // A point that could not be built: figures and counts empty, its error on one line.
         let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &PROVENANCE);
-        assert!(row[2..22].iter().all(String::is_empty));
-        assert_eq!(row[22], "bad.toml:3:1: error | second line");
+        assert!(row[2..23].iter().all(String::is_empty));
+        assert_eq!(row[23], "bad.toml:3:1: error | second line");
     }
 
     #[test]

@@ -323,11 +323,16 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
     let mut line = |cells: Vec<&str>| {
         let mut text = String::from("  ");
-        for (index, (cell, width)) in cells.iter().zip(&widths).enumerate() {
+        // Padded by hand: `format!`'s width stops at 65,535, and a label may be longer.
+        for (index, (cell, &width)) in cells.iter().zip(&widths).enumerate() {
+            let padding = " ".repeat(width.saturating_sub(cell.chars().count()));
             if index == 0 {
-                let _ = write!(text, "{cell:<width$}");
+                text.push_str(cell);
+                text.push_str(&padding);
             } else {
-                let _ = write!(text, "  {cell:>width$}");
+                text.push_str("  ");
+                text.push_str(&padding);
+                text.push_str(cell);
             }
         }
         out.push_str(text.trim_end());
@@ -354,5 +359,15 @@ mod tests {
             ],
         );
         assert_eq!(text, "  name  value\n  a         1\n  long     22\n");
+    }
+
+    #[test]
+    fn a_cell_longer_than_the_formatter_pads_is_written_whole() {
+        let long = "m".repeat(70_000);
+        let text = table(&["name", "value"], &[vec![long.clone(), "1".into()]]);
+        assert!(text.contains(&format!("{long}      1")));
+        let text = table(&["value", "name"], &[vec!["1".into(), long.clone()]]);
+        assert!(text.starts_with("  value  "));
+        assert!(text.ends_with(&format!("\n  1      {long}\n")));
     }
 }

@@ -16,6 +16,12 @@ pub enum HwError {
         /// What the library is needed for.
         needed_for: &'static str,
     },
+    /// A library was found but lacks a function c10dsim calls (a stub or another
+    /// product's library of that name): cudarc would panic on first use.
+    MissingSymbol {
+        library: &'static str,
+        symbol: &'static str,
+    },
     /// The driver loaded but reports no usable GPU (or `cuInit` failed).
     NoDevice(String),
     /// The scenario asks for a rank/GPU layout this machine or launch cannot host.
@@ -78,6 +84,11 @@ impl fmt::Display for HwError {
                 f,
                 "{library} not found by the dynamic loader (needed for {needed_for}); \
                  add its folder to LD_LIBRARY_PATH (see docs/hw.md)"
+            ),
+            HwError::MissingSymbol { library, symbol } => write!(
+                f,
+                "{library} was found but does not export {symbol}: not the NVIDIA library \
+                 c10dsim needs (a stub or another version?); check LD_LIBRARY_PATH (see docs/hw.md)"
             ),
             HwError::NoDevice(detail) => write!(f, "no usable NVIDIA GPU: {detail}"),
             HwError::Layout(detail) => write!(f, "cannot place the scenario's ranks: {detail}"),

@@ -86,6 +86,60 @@ pub fn check_libraries() -> Result<(), HwError> {
             });
         }
     }
+    check_symbols()
+}
+
+/// Functions each library must export, checked before cudarc resolves them (it panics on a
+/// missing symbol): those of the probe and of each library's first use.
+const SYMBOLS: [(&str, &[&str]); 4] = [
+    (
+        "libcuda.so",
+        &[
+            "cuInit",
+            "cuDeviceGetCount",
+            "cuDeviceGet",
+            "cuDeviceGetAttribute",
+            "cuDeviceGetName",
+            "cuDeviceTotalMem_v2",
+            "cuDriverGetVersion",
+            "cuStreamQuery",
+        ],
+    ),
+    (
+        "libnvrtc.so",
+        &["nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetPTX"],
+    ),
+    (
+        "libcublas.so",
+        &["cublasCreate_v2", "cublasSetWorkspace_v2"],
+    ),
+    (
+        "libnccl.so",
+        &["ncclGetUniqueId", "ncclCommInitRank", "ncclGetErrorString"],
+    ),
+];
+
+/// Fails with the first function of [`SYMBOLS`] its library does not export.
+fn check_symbols() -> Result<(), HwError> {
+    // SAFETY: the libraries are present (checked above), so `culib` loads rather than panics;
+    // a symbol is only looked up, never called.
+    let libraries = unsafe {
+        [
+            cudarc::driver::sys::culib(),
+            cudarc::nvrtc::sys::culib(),
+            cudarc::cublas::sys::culib(),
+            cudarc::nccl::sys::culib(),
+        ]
+    };
+    for ((library, symbols), loaded) in SYMBOLS.into_iter().zip(libraries) {
+        for &symbol in symbols {
+            // SAFETY: the pointer is only tested for presence.
+            let found = unsafe { loaded.get::<*const ()>(symbol.as_bytes()) }.is_ok();
+            if !found {
+                return Err(HwError::MissingSymbol { library, symbol });
+            }
+        }
+    }
     Ok(())
 }
 

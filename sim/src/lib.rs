@@ -40,6 +40,7 @@ pub mod cost;
 pub mod engine;
 pub mod gpu;
 pub mod lifetime;
+pub mod limits;
 pub mod nccl;
 pub mod nccl_env;
 pub mod pg;

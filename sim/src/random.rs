@@ -18,6 +18,13 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use statrs::distribution::{Exp, Gamma, LogNormal, Normal, Uniform};
 
+use crate::units::MAX_TIME_NS;
+
+/// Smallest and largest shape of a gamma delay: outside these the draws are all but 0 or all
+/// but the mean, and the sampler's arithmetic loses its meaning.
+pub const MIN_GAMMA_SHAPE: f64 = 1e-3;
+pub const MAX_GAMMA_SHAPE: f64 = 1e6;
+
 /// The generator of every random stream.
 pub type StreamRng = ChaCha8Rng;
 
@@ -40,7 +47,7 @@ pub fn collective_rng(seed: u64, group: usize, seq: u64) -> ChaCha8Rng {
 }
 
 /// A delay: fixed, or drawn from a distribution (parameters in nanoseconds; negative draws
-/// count as no delay).
+/// count as no delay, draws above one day as one day).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "distribution", rename_all = "lowercase")]
 pub enum Delay {
@@ -76,23 +83,39 @@ impl Delay {
         *self == Delay::NONE
     }
 
-    /// Checks the parameters; the message says what is wrong.
+    /// Checks the parameters against their documented ranges (docs/scenario-format.md,
+    /// `[[perturb]]`); the message says what is wrong. Times are at most one day
+    /// ([`MAX_TIME_NS`]); a gamma's shape is between [`MIN_GAMMA_SHAPE`] and
+    /// [`MAX_GAMMA_SHAPE`] and its mean (shape × scale) at most one day.
     pub fn validate(&self) -> Result<(), String> {
+        let max_ns = MAX_TIME_NS as f64;
+        let max_us = max_ns / 1e3;
         let positive = |value: f64, what: &str| {
-            if value.is_finite() && value > 0.0 {
+            if value.is_finite() && value > 0.0 && value <= max_ns {
                 Ok(())
             } else {
-                Err(format!("{what} must be > 0, found {value}"))
+                Err(format!(
+                    "{what} must be > 0 and at most one day ({max_us} µs), found {} µs",
+                    value / 1e3
+                ))
             }
         };
         match *self {
-            Delay::Fixed { .. } => Ok(()),
+            Delay::Fixed { ns } if ns <= MAX_TIME_NS => Ok(()),
+            Delay::Fixed { ns } => Err(format!(
+                "the delay must be at most one day ({max_us} µs), found {} µs",
+                ns as f64 / 1e3
+            )),
             Delay::Normal { mean_ns, std_ns } => {
                 positive(std_ns, "std")?;
-                mean_ns
-                    .is_finite()
-                    .then_some(())
-                    .ok_or_else(|| "mean must be finite".to_string())
+                if mean_ns.is_finite() && mean_ns.abs() <= max_ns {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "mean must be between -{max_us} and {max_us} µs (one day), found {} µs",
+                        mean_ns / 1e3
+                    ))
+                }
             }
             Delay::LogNormal { mean_ns, std_ns } => {
                 positive(mean_ns, "mean")?;
@@ -100,15 +123,30 @@ impl Delay {
             }
             Delay::Exponential { mean_ns } => positive(mean_ns, "mean"),
             Delay::Gamma { shape, scale_ns } => {
-                positive(shape, "shape")?;
-                positive(scale_ns, "scale")
+                if !(MIN_GAMMA_SHAPE..=MAX_GAMMA_SHAPE).contains(&shape) {
+                    return Err(format!(
+                        "shape must be between {MIN_GAMMA_SHAPE} and {MAX_GAMMA_SHAPE}, found {shape}"
+                    ));
+                }
+                positive(scale_ns, "scale")?;
+                positive(shape * scale_ns, "the mean (shape × scale)")
             }
-            Delay::Uniform { min_ns, max_ns } => {
-                if min_ns.is_finite() && max_ns.is_finite() && 0.0 <= min_ns && min_ns < max_ns {
+            Delay::Uniform {
+                min_ns,
+                max_ns: high_ns,
+            } => {
+                if min_ns.is_finite()
+                    && high_ns.is_finite()
+                    && 0.0 <= min_ns
+                    && min_ns < high_ns
+                    && high_ns <= max_ns
+                {
                     Ok(())
                 } else {
                     Err(format!(
-                        "uniform needs 0 <= min < max, found min {min_ns}, max {max_ns}"
+                        "uniform needs 0 <= min < max <= one day ({max_us} µs), found min {} µs, max {} µs",
+                        min_ns / 1e3,
+                        high_ns / 1e3
                     ))
                 }
             }
@@ -124,8 +162,12 @@ impl Delay {
                 Normal::new(mean_ns, std_ns).expect("validated").sample(rng)
             }
             Delay::LogNormal { mean_ns, std_ns } => {
-                // Moments of the delay → parameters of its logarithm.
-                let sigma2 = (1.0 + (std_ns / mean_ns).powi(2)).ln();
+                // Moments of the delay → parameters of its logarithm. A spread too small to
+                // show in an f64 (σ² rounds to 0) is the mean itself.
+                let sigma2 = (std_ns / mean_ns).powi(2).ln_1p();
+                if sigma2 <= 0.0 {
+                    return (mean_ns.round() as u64).min(MAX_TIME_NS);
+                }
                 let mu = mean_ns.ln() - sigma2 / 2.0;
                 LogNormal::new(mu, sigma2.sqrt())
                     .expect("validated")
@@ -141,7 +183,9 @@ impl Delay {
                 Uniform::new(min_ns, max_ns).expect("validated").sample(rng)
             }
         };
-        value.max(0.0).round() as u64
+        // A draw from a long tail may be larger than any time the engine adds up: capped at
+        // one day, as every time a scenario states.
+        (value.max(0.0).round() as u64).min(MAX_TIME_NS)
     }
 }
 
@@ -274,5 +318,65 @@ mod tests {
     #[test]
     fn zero_jitter_keeps_durations() {
         assert_eq!(jittered_ns(1234, 0.0, &mut rank_rng(0, 0)), 1234);
+    }
+
+    #[test]
+    fn parameters_beyond_one_day_or_a_sane_shape_are_refused() {
+        let huge = Delay::Normal {
+            mean_ns: 1e33,
+            std_ns: 1e33,
+        };
+        assert!(huge.validate().unwrap_err().contains("at most one day"));
+        assert!(Delay::Exponential { mean_ns: 1e30 }.validate().is_err());
+        assert!(Delay::Uniform {
+            min_ns: 0.0,
+            max_ns: 1e20
+        }
+        .validate()
+        .is_err());
+        assert!(Delay::Gamma {
+            shape: 1e-9,
+            scale_ns: 1.0
+        }
+        .validate()
+        .unwrap_err()
+        .contains("shape"));
+        assert!(Delay::Gamma {
+            shape: 1e6,
+            scale_ns: 1e12
+        }
+        .validate()
+        .unwrap_err()
+        .contains("shape × scale"));
+        assert!(Delay::Fixed {
+            ns: MAX_TIME_NS + 1
+        }
+        .validate()
+        .is_err());
+    }
+
+    #[test]
+    fn a_lognormal_too_narrow_for_an_f64_draws_its_mean() {
+        let delay = Delay::LogNormal {
+            mean_ns: 200e3,
+            std_ns: 1e-6,
+        };
+        delay.validate().unwrap();
+        assert_eq!(delay.sample_ns(&mut rank_rng(1, 0)), 200_000);
+    }
+
+    #[test]
+    fn draws_from_a_long_tail_stop_at_one_day() {
+        let delay = Delay::LogNormal {
+            mean_ns: 1e12,
+            std_ns: MAX_TIME_NS as f64,
+        };
+        delay.validate().unwrap();
+        let mut rng = rank_rng(3, 0);
+        let largest = (0..10_000)
+            .map(|_| delay.sample_ns(&mut rng))
+            .max()
+            .unwrap();
+        assert_eq!(largest, MAX_TIME_NS);
     }
 }

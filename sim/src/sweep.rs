@@ -294,7 +294,61 @@ impl Sweep {
         };
         sweep.check_columns_unique()?;
         sweep.check_paths_apply()?;
+        sweep.check_each_axis_has_a_valid_value()?;
         Ok(sweep)
+    }
+
+    /// An axis none of whose values gives a valid scenario (a misspelt key such as
+    /// `env.TORCH_NCCL_BLOCKING_WIAT`) is bad input, refused before anything runs; a value that
+    /// fails where others pass fails only its points. Each value is tried on the file alone,
+    /// then with the other axes at their first value (values that are valid only together);
+    /// a sound sweep costs one parse per axis.
+    fn check_each_axis_has_a_valid_value(&self) -> Result<(), ScenarioError> {
+        for (varied, dimension) in self.dimensions.iter().enumerate() {
+            let at = |step: usize, others: bool| -> Vec<Override> {
+                self.dimensions
+                    .iter()
+                    .enumerate()
+                    .filter(|&(index, _)| others || index == varied)
+                    .flat_map(|(index, d)| {
+                        let at = if index == varied { step } else { 0 };
+                        d.paths.iter().map(move |axis| Override {
+                            path: axis.path.clone(),
+                            value: axis.values[at].toml.clone(),
+                        })
+                    })
+                    .collect()
+            };
+            let mut first_error = None;
+            'values: for step in 0..dimension.len() {
+                for others in [false, true] {
+                    let point = Point {
+                        index: 0,
+                        values: Vec::new(),
+                        overrides: at(step, others),
+                    };
+                    match self.scenario(&point) {
+                        Ok(_) => {
+                            first_error = None;
+                            break 'values;
+                        }
+                        Err(error) => {
+                            first_error.get_or_insert(error);
+                        }
+                    }
+                }
+            }
+            if let Some(mut error) = first_error {
+                let paths: Vec<&str> = dimension.paths.iter().map(|p| p.path.as_str()).collect();
+                error.message = format!(
+                    "sweep axis {}: none of its values gives a valid scenario (a misspelt key?); the first: {}",
+                    paths.join(", "),
+                    error.message
+                );
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     fn check_columns_unique(&self) -> Result<(), ScenarioError> {
@@ -778,7 +832,7 @@ mod tests {
     fn dotted_keys_need_no_quotes() {
         let s = sweep(
             "[sweep]\ncluster.ranks = [2, 4]\ntensors.x = [\"1KiB\"]\n\
-             [sweep.zip.size]\nvalues = [\"small\"]\nop.ar.async_op = [false]\n",
+             [sweep.zip.size]\nvalues = [\"small\"]\nop.ar.async_op = [true]\n",
             &[],
         )
         .unwrap();
@@ -858,5 +912,24 @@ mod tests {
         assert_eq!(all, (0..8).collect::<Vec<_>>());
         assert!(Shard::parse("3/3").is_err());
         assert!(Shard::parse("x").is_err());
+    }
+
+    #[test]
+    fn an_axis_no_value_of_which_is_valid_is_refused_by_name() {
+        let error = sweep("", &["env.TORCH_NCCL_BLOCKING_WIAT=0,1"]).unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("sweep axis env.TORCH_NCCL_BLOCKING_WIAT: none of its values"),
+            "{error}"
+        );
+        // The culprit is named even when another axis comes first.
+        let error = sweep("", &["cluster.ranks=2,4", "op.ar.async_op=false,false"]).unwrap_err();
+        assert!(
+            error.message.starts_with("sweep axis op.ar.async_op:"),
+            "{error}"
+        );
+        // One bad value among good ones fails only its points.
+        assert!(sweep("", &["op.ar.async_op=true,false"]).is_ok());
     }
 }

@@ -290,6 +290,9 @@ pub enum FindingKind {
     Race,
     /// An allocation that does not fit even after the cache was released (R20).
     OutOfMemory,
+    /// The simulator itself held more memory than its cap (`--max-memory`): the run was
+    /// stopped, and what it recorded so far is reported.
+    MemoryCap,
 }
 
 impl FindingKind {
@@ -306,6 +309,7 @@ impl FindingKind {
             FindingKind::Mismatch => "mismatch",
             FindingKind::Race => "race",
             FindingKind::OutOfMemory => "out_of_memory",
+            FindingKind::MemoryCap => "memory_cap",
         }
     }
 }
@@ -451,6 +455,138 @@ impl Timeline {
 }
 
 /// The host-side API a profiler's CPU row shows for an op.
+impl Timeline {
+    /// Reads a Timeline's JSON and checks that every index in it points at something
+    /// ([`Timeline::check_references`]): a file cut or edited by hand is refused with a
+    /// message, never read into a panic later.
+    pub fn from_json(text: &str) -> Result<Timeline, String> {
+        let timeline: Timeline = serde_json::from_str(text).map_err(|error| error.to_string())?;
+        timeline.check_references()?;
+        Ok(timeline)
+    }
+
+    /// Every op, mark, group and stream index of the records is in range, and every interval
+    /// ends no earlier than it starts. The message names the rank and the record.
+    pub fn check_references(&self) -> Result<(), String> {
+        let ops = self.ops.len();
+        let marks = self.scenario.marks.len();
+        let groups = self.scenario.groups.len();
+        let check = |what: &str, index: u64, count: usize| {
+            if index < count as u64 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} {index} is out of range (the Timeline has {count})"
+                ))
+            }
+        };
+        let ordered = |what: &str, start_ns: u64, end_ns: u64| {
+            if start_ns <= end_ns {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} ends at {end_ns} ns, before it starts at {start_ns} ns"
+                ))
+            }
+        };
+        for measure in &self.scenario.measures {
+            for mark in [&measure.from, &measure.to] {
+                if !self.scenario.marks.contains(mark) {
+                    return Err(format!(
+                        "measure {:?} names mark {mark:?}, which scenario.marks does not list",
+                        measure.name
+                    ));
+                }
+            }
+        }
+        for overlap in &self.scenario.overlaps {
+            for measure in &overlap[1..] {
+                if !self.scenario.measures.iter().any(|m| &m.name == measure) {
+                    return Err(format!(
+                        "overlap {:?} names measure {measure:?}, which scenario.measures does not list",
+                        overlap[0]
+                    ));
+                }
+            }
+        }
+        for (position, rank) in self.ranks.iter().enumerate() {
+            let in_rank =
+                |error: String| format!("ranks[{position}] (rank {}): {error}", rank.rank);
+            let streams = rank.streams.len();
+            let op = |index: OpRef| check("op", u64::from(index), ops);
+            let stream = |index: StreamRef| check("stream", u64::from(index), streams);
+            (|| -> Result<(), String> {
+                for call in &rank.host {
+                    op(call.op)?;
+                    ordered("a host call", call.start_ns, call.end_ns)?;
+                }
+                for kernel in &rank.kernels {
+                    op(kernel.op)?;
+                    stream(kernel.stream)?;
+                    ordered("a kernel", kernel.start_ns, kernel.end_ns)?;
+                }
+                for collective in &rank.collectives {
+                    op(collective.op)?;
+                    check("group", u64::from(collective.group), groups)?;
+                    stream(collective.call_stream)?;
+                    stream(collective.run_stream)?;
+                    ordered(
+                        "a collective's host call",
+                        collective.host_start_ns,
+                        collective.host_end_ns,
+                    )?;
+                    ordered(
+                        "a collective's kernel",
+                        collective.kernel_start_ns,
+                        collective.end_ns,
+                    )?;
+                    if let Some(wait) = &collective.wait {
+                        op(wait.op)?;
+                        stream(wait.stream)?;
+                        ordered("a wait", wait.host_start_ns, wait.host_end_ns)?;
+                    }
+                }
+                for mark in &rank.marks {
+                    check("mark", u64::from(mark.mark), marks)?;
+                }
+                for wait in &rank.stream_waits {
+                    op(wait.op)?;
+                    stream(wait.source_stream)?;
+                    stream(wait.waiting_stream)?;
+                }
+                for query in &rank.queries {
+                    op(query.op)?;
+                }
+                for release in &rank.cache_releases {
+                    op(release.op)?;
+                    ordered(
+                        "a cache release",
+                        release.host_start_ns,
+                        release.host_end_ns,
+                    )?;
+                }
+                for race in &rank.races {
+                    op(race.earlier_op)?;
+                    op(race.later_op)?;
+                }
+                Ok(())
+            })()
+            .map_err(in_rank)?;
+        }
+        for finding in &self.findings {
+            if let Some(index) = finding.op {
+                check("a finding's op", u64::from(index), ops)?;
+            }
+        }
+        for record in &self.watchdog {
+            if let Some(group) = record.group {
+                check("a watchdog record's group", u64::from(group), groups)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn host_name(kind: &OpKind) -> &'static str {
     match kind {
         OpKind::Collective { collective, .. } => collective.descriptor().host_name,
@@ -473,5 +609,70 @@ pub fn host_name(kind: &OpKind) -> &'static str {
         OpKind::Mark { .. } => "mark",
         OpKind::Alloc { .. } => "aten::empty (CUDACachingAllocator::malloc)",
         OpKind::Free { .. } => "del (CUDACachingAllocator::free)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn simulated() -> Timeline {
+        let scenario = crate::scenario::parse(
+            "t.toml",
+            "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nmark = \"a\"\n\
+             [[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n\
+             [[op]]\nmark = \"b\"\n",
+        )
+        .unwrap();
+        crate::engine::simulate(&scenario)
+    }
+
+    #[test]
+    fn a_simulated_timeline_reads_back() {
+        let timeline = simulated();
+        let text = serde_json::to_string(&timeline).unwrap();
+        assert_eq!(Timeline::from_json(&text).unwrap(), timeline);
+    }
+
+    #[test]
+    fn out_of_range_indices_are_refused_with_the_record_named() {
+        let mut timeline = simulated();
+        timeline.ranks[1].host[0].op = 99;
+        let error = timeline.check_references().unwrap_err();
+        assert_eq!(
+            error,
+            "ranks[1] (rank 1): op 99 is out of range (the Timeline has 4)"
+        );
+
+        let mut timeline = simulated();
+        timeline.ranks[0].marks[0].mark = 7;
+        assert!(timeline.check_references().unwrap_err().contains("mark 7"));
+
+        let mut timeline = simulated();
+        timeline.ranks[0].collectives[0].group = 3;
+        assert!(timeline.check_references().unwrap_err().contains("group 3"));
+
+        let mut timeline = simulated();
+        timeline.ranks[0].kernels[0].stream = 40;
+        assert!(timeline
+            .check_references()
+            .unwrap_err()
+            .contains("stream 40"));
+
+        let mut timeline = simulated();
+        let wait = timeline.ranks[0].collectives[0].wait.as_mut().unwrap();
+        wait.op = 1000;
+        assert!(timeline.check_references().unwrap_err().contains("op 1000"));
+    }
+
+    #[test]
+    fn a_kernel_that_ends_before_it_starts_is_refused() {
+        let mut timeline = simulated();
+        let kernel = &mut timeline.ranks[0].kernels[0];
+        kernel.end_ns = kernel.start_ns.wrapping_sub(1);
+        assert!(timeline
+            .check_references()
+            .unwrap_err()
+            .contains("a kernel ends at"));
     }
 }

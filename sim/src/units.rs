@@ -1,5 +1,8 @@
 //! Parsing of sizes with units (`"25MiB"`, `1024`) and conversions of times to integer nanoseconds.
 
+/// Longest single time a scenario may state, and longest drawn delay (one day).
+pub const MAX_TIME_NS: u64 = 86_400 * 1_000_000_000;
+
 /// Parses a size such as `"25MiB"`, `"1 KiB"`, `"64MB"` or `"4096"` into bytes.
 ///
 /// Binary units (`KiB`, `MiB`, `GiB`, `TiB`) are powers of 1024, decimal ones (`KB`, `MB`, `GB`,

@@ -8,6 +8,7 @@ mod faults;
 mod fidelity;
 mod lifetime;
 mod multi_gpu;
+mod robustness;
 mod sweep;
 mod torch;
 mod util;

@@ -116,6 +116,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
                 "findings.mismatch",
                 "findings.race",
                 "findings.out_of_memory",
+                "findings.memory_cap",
                 "error",
                 "seed",
                 "scenario_hash",

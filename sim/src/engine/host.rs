@@ -54,16 +54,18 @@ impl Engine<'_> {
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         loop {
             let horizon_ns = self.host_horizon_ns();
+            let max_sim_time_ns = self.scenario.max_sim_time_ns;
             let state = &mut self.ranks[rank as usize];
             if !matches!(state.blocked, Blocked::Running) {
                 return;
             }
-            if state.host_ns > horizon_ns {
-                // A side thread may act before the host's next step: wait for the
-                // simulation to reach the host's time, then go on (R26–R29).
+            if state.host_ns > horizon_ns || state.host_ns > max_sim_time_ns {
+                // A side thread may act before the host's next step (R26–R29), or host-only
+                // work went past the time cap: wait for the simulation to reach the host's
+                // time (the event loop's cap check ends a run past the cap), then go on.
                 let at_ns = state.host_ns;
                 state.blocked = Blocked::Timer;
-                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                self.schedule(at_ns.max(self.now_ns), Event::HostResume { rank, at_ns });
                 return;
             }
             let cursor = &mut state.cursor;

@@ -63,12 +63,23 @@ pub fn simulate(scenario: &Scenario) -> Timeline {
 pub struct Options {
     /// Run the race detector (R21).
     pub race_detector: bool,
+    /// The memory cap (docs/reliability.md): `memory_in_use` (what the process holds, as its
+    /// allocator counts it) is asked every [`MEMORY_CHECK_EVENTS`] events, and a run past
+    /// `max_memory_bytes` stops there with a `memory_cap` finding. The engine reads no
+    /// counter of its own; without one there is no cap.
+    pub memory_in_use: Option<fn() -> u64>,
+    pub max_memory_bytes: u64,
 }
+
+/// Events between two looks at the memory in use.
+pub const MEMORY_CHECK_EVENTS: u64 = 4_096;
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             race_detector: true,
+            memory_in_use: None,
+            max_memory_bytes: u64::MAX,
         }
     }
 }
@@ -223,6 +234,7 @@ struct Engine<'s> {
     /// The failure wake-ups in the queue: their times and how many at each.
     failure_wakes: BTreeMap<u64, u32>,
     events_processed: u64,
+    options: Options,
     step_log: StepLog,
 }
 
@@ -336,6 +348,7 @@ impl<'s> Engine<'s> {
             poisoned: HashSet::new(),
             failure_wakes: BTreeMap::new(),
             events_processed: 0,
+            options,
             step_log: None,
         }
     }
@@ -397,6 +410,9 @@ impl<'s> Engine<'s> {
             debug_assert!(at_ns >= self.now_ns, "time only moves forward");
             self.now_ns = at_ns;
             self.events_processed += 1;
+            if self.events_processed.is_multiple_of(MEMORY_CHECK_EVENTS) && self.over_memory_cap() {
+                return;
+            }
             match event {
                 Event::Advance { rank, stream } => {
                     let state = &mut self.ranks[rank as usize].streams[stream as usize];
@@ -454,6 +470,32 @@ impl<'s> Engine<'s> {
             }
         }
         self.report_deadlocks();
+    }
+
+    /// True, with a finding, when the process holds more than the memory cap.
+    fn over_memory_cap(&mut self) -> bool {
+        let Some(memory_in_use) = self.options.memory_in_use else {
+            return false;
+        };
+        let held_bytes = memory_in_use();
+        if held_bytes <= self.options.max_memory_bytes {
+            return false;
+        }
+        self.findings.push(Finding {
+            kind: FindingKind::MemoryCap,
+            rank: None,
+            iteration: None,
+            op: None,
+            stream: None,
+            message: format!(
+                "the simulation held {} of memory, over the cap of {} (--max-memory), after {} events at simulated time {:.3} s; the run was stopped there",
+                crate::units::format_size(held_bytes),
+                crate::units::format_size(self.options.max_memory_bytes),
+                self.events_processed,
+                self.now_ns as f64 / 1e9
+            ),
+        });
+        true
     }
 
     // ---------------------------------------------------------------- GPU side

@@ -83,8 +83,7 @@ pub const DEFAULT_GEMM_TILE: [u64; 2] = [128, 128];
 pub const MAX_REPEAT: u32 = 1_000_000;
 /// `init_process_group(timeout=…)`'s default for NCCL: 10 minutes (R26).
 pub const DEFAULT_GROUP_TIMEOUT_NS: u64 = 600 * 1_000_000_000;
-/// Longest single time a scenario may state (one day).
-pub const MAX_TIME_NS: u64 = 86_400 * 1_000_000_000;
+pub use crate::units::MAX_TIME_NS;
 
 /// Parses and validates a scenario. `path` is only used in error messages and reports.
 pub fn parse(path: &str, text: &str) -> Result<Scenario> {
@@ -1351,8 +1350,13 @@ impl Resolver<'_> {
                     (None, Some(bucket)) => {
                         let cap_bytes = parse_size_bytes(bucket.get_ref())
                             .map_err(|message| self.error(bucket.span(), message))?;
-                        if cap_bytes == 0 {
-                            return Err(self.error(bucket.span(), "bucket must be larger than 0 B"));
+                        if !(1..=1 << 40).contains(&cap_bytes) {
+                            return Err(self.error(
+                                bucket.span(),
+                                format!(
+                                    "bucket must be between 1 B and 1 TiB, found {cap_bytes} B"
+                                ),
+                            ));
                         }
                         Batch::Bucketed { cap_bytes }
                     }

@@ -1,0 +1,117 @@
+//! The readers of user input, each fed raw bytes and then, when it accepts them, passed
+//! through what consumes its result: the entry points of the fuzz targets (`fuzz/`, cargo fuzz)
+//! and of the stable test that replays their corpus (`analysis/tests/fuzz_corpus.rs`). Each
+//! returns whether the input was accepted; what it must never do is panic, hang or abort
+//! (docs/reliability.md).
+//!
+//! None of them simulates: how much work a valid scenario asks for is bounded by
+//! `sim::limits`, which the scenario entry point also evaluates.
+
+use crate::{calibrate, diff, metrics, plot, sweep, text, trace};
+use sim::scenario::{self, Override};
+use sim::sweep::{AxisArg, Sweep};
+use sim::timeline::Timeline;
+
+/// A scenario file: parsed and resolved, its `[sweep]` table read, its work estimated.
+pub fn scenario(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let parsed = scenario::parse("fuzz.toml", text);
+    let _ = Sweep::parse("fuzz.toml", text, &[]);
+    match parsed {
+        Ok(scenario) => {
+            let _ = sim::limits::estimate(&scenario);
+            let _ = text::describe_scenario(&scenario);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// `--set KEY=VALUE` (first line) on a scenario (the rest): the argument parsed as an override
+/// and as a sweep axis, applied, and the result parsed.
+pub fn set_override(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let (argument, scenario_text) = text.split_once('\n').unwrap_or((text, ""));
+    let axis = AxisArg::parse(argument);
+    if let Ok(axis) = &axis {
+        let _ = Sweep::parse("fuzz.toml", scenario_text, std::slice::from_ref(axis));
+    }
+    let Ok(set) = Override::parse(argument) else {
+        return false;
+    };
+    let _ = set.to_string();
+    match sim::sweep::apply_overrides_with_ops(scenario_text, &[set]) {
+        Ok(edited) => scenario::parse("fuzz.toml", &edited).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// A Timeline file: read and checked, then reported, traced and diffed against itself.
+pub fn timeline(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Ok(timeline) = Timeline::from_json(text) else {
+        return false;
+    };
+    let report = metrics::report(&timeline);
+    let _ = text::render_report(&report);
+    let _ = trace::chrome_trace(&timeline);
+    let compared = diff::diff(&timeline, &timeline, &diff::DiffOptions::default());
+    let _ = diff::render_diff(&compared);
+    true
+}
+
+/// The scenario a profile is applied to: one of the catalogue's, with a `[host]` and a
+/// `[network]` table.
+const PROFILE_TARGET: &str = include_str!("../../scenarios/exp_b_stream_scope.toml");
+
+/// A machine profile: parsed, then applied to a scenario both ways (`machine = …` and
+/// `--machine`) and the results parsed.
+pub fn profile(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Ok(profile) = calibrate::parse_profile("fuzz.toml", text) else {
+        return false;
+    };
+    let _ = calibrate::render_profile(&profile, &[]);
+    for mode in [
+        calibrate::ProfileMode::FillUnset,
+        calibrate::ProfileMode::Replace,
+    ] {
+        if let Ok(edited) = calibrate::apply_profile(PROFILE_TARGET, &profile, mode) {
+            let _ = scenario::parse("fuzz.toml", &edited);
+        }
+    }
+    true
+}
+
+/// A sweep CSV: read, put in point order (as `--resume` and `merge` do) and charted (as `plot`
+/// does: its second column against its last).
+pub fn sweep_csv(data: &[u8]) -> bool {
+    let Ok((header, rows)) = sweep::read_table(data) else {
+        return false;
+    };
+    let Ok(rows) = sweep::rows_in_point_order(rows) else {
+        return false;
+    };
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(ToString::to_string).collect())
+        .collect();
+    if let (Some(x), Some(y)) = (header.get(1), header.last()) {
+        let query = plot::ChartQuery {
+            x,
+            y,
+            by: header.get(2).map(String::as_str),
+            filters: &[],
+        };
+        let _ = plot::line_chart(&header, &rows, &query);
+    }
+    true
+}

@@ -1,0 +1,161 @@
+//! The fuzz targets' short run on the stable toolchain (CI): every seed of `fuzz/seeds/` and
+//! every input a campaign found and `fuzz/regressions/` keeps goes through its target's entry
+//! point (`analysis::robustness`), then proptest mutates the seeds (byte edits, cuts and
+//! splices) a few hundred times per target. A panic fails the test; the catalogue's own
+//! files must also be accepted. The long coverage-guided campaigns: docs/reliability.md.
+
+use analysis::robustness;
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+type Entry = fn(&[u8]) -> bool;
+
+const TARGETS: [(&str, Entry); 5] = [
+    ("scenario", robustness::scenario),
+    ("set_override", robustness::set_override),
+    ("timeline", robustness::timeline),
+    ("profile", robustness::profile),
+    ("sweep_csv", robustness::sweep_csv),
+];
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+fn files(kind: &str, target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let Ok(entries) = std::fs::read_dir(fuzz_dir().join(kind).join(target)) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(PathBuf, Vec<u8>)> = entries
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file())
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    files("seeds", target)
+        .into_iter()
+        .map(|(_, bytes)| bytes)
+        .collect()
+}
+
+#[test]
+fn every_seed_is_accepted_and_every_kept_crash_input_runs() {
+    for (target, entry) in TARGETS {
+        let seeds = files("seeds", target);
+        assert!(!seeds.is_empty(), "fuzz/seeds/{target} is empty");
+        for (path, bytes) in seeds {
+            // A `--set` seed may name a key its scenario refuses; every other seed is a file
+            // of the catalogue and must read.
+            let accepted = entry(&bytes);
+            assert!(
+                accepted || target == "set_override",
+                "{} is not accepted",
+                path.display()
+            );
+        }
+        for (_, bytes) in files("regressions", target) {
+            entry(&bytes);
+        }
+    }
+}
+
+/// One edit of a seed: overwrite a byte, insert bytes, cut a range, or splice in a piece of
+/// another seed (positions are taken modulo the length).
+#[derive(Debug, Clone)]
+enum Edit {
+    Overwrite(usize, u8),
+    Insert(usize, Vec<u8>),
+    Cut(usize, usize),
+    Splice(usize, usize, usize, usize),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let byte = prop_oneof![
+        any::<u8>(),
+        prop::sample::select(b"0123456789-.e=[]{}\",\n ".to_vec())
+    ];
+    prop_oneof![
+        (any::<usize>(), any::<u8>()).prop_map(|(at, byte)| Edit::Overwrite(at, byte)),
+        (any::<usize>(), prop::collection::vec(byte, 1..12))
+            .prop_map(|(at, bytes)| Edit::Insert(at, bytes)),
+        (any::<usize>(), 1usize..64).prop_map(|(at, len)| Edit::Cut(at, len)),
+        (any::<usize>(), any::<usize>(), any::<usize>(), 1usize..256)
+            .prop_map(|(seed, from, at, len)| Edit::Splice(seed, from, at, len)),
+    ]
+}
+
+fn mutate(seeds: &[Vec<u8>], seed: usize, edits: &[Edit]) -> Vec<u8> {
+    let mut bytes = seeds[seed % seeds.len()].clone();
+    for edit in edits {
+        let at = |position: usize, bytes: &Vec<u8>| position % (bytes.len() + 1);
+        match edit {
+            Edit::Overwrite(position, byte) => {
+                if !bytes.is_empty() {
+                    let index = position % bytes.len();
+                    bytes[index] = *byte;
+                }
+            }
+            Edit::Insert(position, inserted) => {
+                let index = at(*position, &bytes);
+                bytes.splice(index..index, inserted.iter().copied());
+            }
+            Edit::Cut(position, len) => {
+                let start = at(*position, &bytes);
+                let end = (start + len).min(bytes.len());
+                bytes.drain(start..end);
+            }
+            Edit::Splice(other, from, position, len) => {
+                let donor = &seeds[other % seeds.len()];
+                let start = from % (donor.len() + 1);
+                let end = (start + len).min(donor.len());
+                let index = at(*position, &bytes);
+                bytes.splice(index..index, donor[start..end].iter().copied());
+            }
+        }
+    }
+    bytes
+}
+
+fn mutations(target: &str, entry: Entry, cases: u32) {
+    let seeds = seeds(target);
+    let config = ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(seed in any::<usize>(), edits in prop::collection::vec(edit(), 1..6))| {
+        entry(&mutate(&seeds, seed, &edits));
+    });
+}
+
+#[test]
+fn mutated_scenarios_never_panic() {
+    mutations("scenario", robustness::scenario, 400);
+}
+
+#[test]
+fn mutated_set_overrides_never_panic() {
+    mutations("set_override", robustness::set_override, 400);
+}
+
+#[test]
+fn mutated_timelines_never_panic() {
+    mutations("timeline", robustness::timeline, 200);
+}
+
+#[test]
+fn mutated_profiles_never_panic() {
+    mutations("profile", robustness::profile, 400);
+}
+
+#[test]
+fn mutated_sweep_csvs_never_panic() {
+    mutations("sweep_csv", robustness::sweep_csv, 400);
+}

@@ -1,0 +1,173 @@
+//! How much a scenario asks of the machine, estimated before it runs, and the caps that refuse
+//! a run too large to finish (docs/reliability.md).
+//!
+//! The estimate counts op calls (every op on every rank that runs it, every iteration, one
+//! call per tensor of a list) and derives the engine's events and the Timeline's size from
+//! them with per-call figures measured on the catalogue (about one event and 170–400 bytes of
+//! Timeline JSON per call; the constants below round up). A scenario that can time out (a fault,
+//! or an op only some ranks run) adds what the watchdog writes for every member of every group,
+//! every member's whole group again when `TORCH_NCCL_DESYNC_DEBUG` reports each rank's state.
+//!
+//! ```
+//! let text = "repeat = 1000\n[cluster]\nranks = 4\n[[op]]\nhost_sleep_us = 5\n";
+//! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
+//! let estimate = sim::limits::estimate(&scenario);
+//! assert_eq!(estimate.op_calls, 4_000);
+//! assert!(estimate.check(&sim::limits::Limits::default()).is_ok());
+//! ```
+
+use crate::scenario::{OpKind, Scenario};
+use serde::Serialize;
+
+/// Engine events per op call, rounded up from the catalogue's (the benchmark: 1.01).
+pub const EVENTS_PER_CALL: u64 = 4;
+/// Timeline JSON bytes per op call, rounded up from the catalogue's (170–400).
+pub const TIMELINE_BYTES_PER_CALL: u64 = 512;
+/// Timeline bytes the watchdog writes per member of a group that times out (a handful of
+/// records with their messages).
+pub const WATCHDOG_BYTES_PER_RANK: u64 = 2_048;
+/// Timeline bytes of one rank's line in another rank's desync report.
+pub const DESYNC_BYTES_PER_PAIR: u64 = 128;
+
+/// The caps a run must fit; `c10dsim run --max-events / --max-timeline` raise them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_events: u64,
+    pub max_timeline_bytes: u64,
+}
+
+impl Default for Limits {
+    /// 10⁹ events (minutes of simulation) and a 4 GiB Timeline.
+    fn default() -> Limits {
+        Limits {
+            max_events: 1_000_000_000,
+            max_timeline_bytes: 4 << 30,
+        }
+    }
+}
+
+/// What a scenario asks for, before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WorkEstimate {
+    pub op_calls: u64,
+    pub events: u64,
+    pub timeline_bytes: u64,
+}
+
+/// Estimates a scenario's work without running it; saturates instead of overflowing.
+pub fn estimate(scenario: &Scenario) -> WorkEstimate {
+    let ranks = u64::from(scenario.cluster.ranks);
+    let per_iteration = scenario.ops.iter().fold(0u64, |sum, op| {
+        let runs_on = op.ranks.as_ref().map_or(ranks, |list| list.len() as u64);
+        let calls = match op.kind {
+            OpKind::Collective { .. } => scenario.call_sizes(&op.kind).len().max(1) as u64,
+            _ => 1,
+        };
+        sum.saturating_add(runs_on.saturating_mul(calls))
+    });
+    let op_calls = per_iteration.saturating_mul(u64::from(scenario.repeat));
+    let may_time_out =
+        !scenario.faults.is_empty() || scenario.ops.iter().any(|op| op.ranks.is_some());
+    let watchdog_bytes = if may_time_out {
+        scenario.groups.iter().fold(0u64, |sum, group| {
+            let members = group.ranks.len() as u64;
+            let desync = if scenario.env.desync_debug {
+                members
+                    .saturating_mul(members)
+                    .saturating_mul(DESYNC_BYTES_PER_PAIR)
+            } else {
+                0
+            };
+            sum.saturating_add(members.saturating_mul(WATCHDOG_BYTES_PER_RANK))
+                .saturating_add(desync)
+        })
+    } else {
+        0
+    };
+    WorkEstimate {
+        op_calls,
+        events: op_calls.saturating_mul(EVENTS_PER_CALL),
+        timeline_bytes: op_calls
+            .saturating_mul(TIMELINE_BYTES_PER_CALL)
+            .saturating_add(watchdog_bytes),
+    }
+}
+
+impl WorkEstimate {
+    /// Ok when the estimate fits the caps; else what exceeds which cap, with the numbers.
+    pub fn check(&self, limits: &Limits) -> Result<(), String> {
+        let mut over = Vec::new();
+        if self.events > limits.max_events {
+            over.push(format!(
+                "about {} engine events, over the cap of {}",
+                self.events, limits.max_events
+            ));
+        }
+        if self.timeline_bytes > limits.max_timeline_bytes {
+            over.push(format!(
+                "a Timeline of about {}, over the cap of {}",
+                crate::units::format_size(self.timeline_bytes),
+                crate::units::format_size(limits.max_timeline_bytes)
+            ));
+        }
+        if over.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the scenario asks for {} op calls: {}",
+                self.op_calls,
+                over.join("; ")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(text: &str) -> Scenario {
+        crate::scenario::parse("l.toml", text).unwrap()
+    }
+
+    #[test]
+    fn calls_count_every_rank_iteration_and_listed_tensor() {
+        let estimate = estimate(&scenario(
+            "repeat = 10\n[cluster]\nranks = 8\n[tensors]\ng = { size = \"1MiB\", count = 3 }\n\
+             [[op]]\nall_reduce = \"g\"\n[[op]]\nranks = [0, 1]\nhost_sleep_us = 1\n",
+        ));
+        assert_eq!(estimate.op_calls, 10 * (8 * 3 + 2));
+        // An op only some ranks run may leave the others to their watchdogs.
+        assert_eq!(
+            estimate.timeline_bytes,
+            estimate.op_calls * TIMELINE_BYTES_PER_CALL + 8 * WATCHDOG_BYTES_PER_RANK
+        );
+    }
+
+    #[test]
+    fn the_largest_scenario_is_refused_with_its_numbers() {
+        let estimate = estimate(&scenario(
+            "repeat = 1000000\n[cluster]\nranks = 65536\n[[op]]\nhost_sleep_us = 1\n",
+        ));
+        assert_eq!(estimate.op_calls, 65_536_000_000);
+        let message = estimate.check(&Limits::default()).unwrap_err();
+        assert!(message.contains("65536000000 op calls"), "{message}");
+        assert!(message.contains("over the cap of 1000000000"), "{message}");
+        assert!(message.contains("over the cap of 4GiB"), "{message}");
+    }
+
+    #[test]
+    fn desync_reports_grow_with_the_square_of_the_group() {
+        let text = "[cluster]\nranks = 65536\n[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n\
+                    [tensors]\ng = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+                    [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n";
+        let estimate = estimate(&scenario(text));
+        assert!(estimate.timeline_bytes > 65_536 * 65_536 * DESYNC_BYTES_PER_PAIR);
+        assert!(estimate.check(&Limits::default()).is_err());
+        let raised = Limits {
+            max_events: u64::MAX,
+            max_timeline_bytes: u64::MAX,
+        };
+        assert!(estimate.check(&raised).is_ok());
+    }
+}

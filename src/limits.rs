@@ -1,0 +1,81 @@
+//! `--max-events`, `--max-timeline` and `--max-memory` (docs/reliability.md): the caps a run
+//! must fit, checked against `sim::limits`'s estimate before it runs (exit 2) and, for
+//! memory, while it runs (a `memory_cap` finding, exit 1). The memory in use is the process's
+//! resident set, read from /proc (no cap where there is none).
+
+use crate::Failure;
+use sim::scenario::Scenario;
+use std::path::Path;
+
+/// The caps' flags, shared by `run`, `check` and `sweep`.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct LimitArgs {
+    /// Refuse (exit 2) a scenario estimated to need more engine events than this.
+    #[arg(long, value_name = "N", default_value_t = sim::limits::Limits::default().max_events)]
+    pub max_events: u64,
+    /// Refuse (exit 2) a scenario whose Timeline is estimated larger than this (e.g. 16GiB).
+    #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]
+    pub max_timeline: u64,
+    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
+    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    sim::units::parse_size_bytes(text)
+}
+
+impl LimitArgs {
+    /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
+    /// exceeds them.
+    pub fn check(&self, path: &Path, scenario: &Scenario) -> Result<(), Failure> {
+        sim::limits::estimate(scenario)
+            .check(&self.limits())
+            .map_err(|message| {
+                Failure::input(format!(
+                    "{}: {message}; nothing was run (raise the caps with --max-events / --max-timeline)",
+                    path.display()
+                ))
+            })
+    }
+
+    /// The estimate's caps.
+    pub fn limits(&self) -> sim::limits::Limits {
+        sim::limits::Limits {
+            max_events: self.max_events,
+            max_timeline_bytes: self.max_timeline,
+        }
+    }
+
+    /// Engine options with the memory cap.
+    pub fn engine_options(&self) -> sim::engine::Options {
+        sim::engine::Options {
+            memory_in_use: Some(resident_bytes),
+            max_memory_bytes: self.max_memory.unwrap_or_else(default_memory_cap),
+            ..sim::engine::Options::default()
+        }
+    }
+}
+
+/// 8 GiB, or three quarters of the machine's memory when that is less.
+fn default_memory_cap() -> u64 {
+    let eight_gib = 8 << 30;
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        });
+    total.map_or(eight_gib, |bytes| (bytes / 4 * 3).min(eight_gib))
+}
+
+/// The process's resident set (0 where /proc is missing: no cap).
+fn resident_bytes() -> u64 {
+    const PAGE_BYTES: u64 = 4096;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|text| text.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * PAGE_BYTES)
+}

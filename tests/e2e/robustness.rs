@@ -1,0 +1,441 @@
+//! Regression tests of issue 16: every input the adversarial run found to panic, hang, abort
+//! or mislead, small and written anew, with the exit code and message each must give now
+//! (docs/reliability.md).
+
+use crate::util::{c10dsim, stderr, stdout};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn temp(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("robustness");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn write(name: &str, text: &str) -> String {
+    let path = temp(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn code(output: &std::process::Output) -> Option<i32> {
+    output.status.code()
+}
+
+fn assert_no_panic(output: &std::process::Output) {
+    let err = stderr(output);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(code(output), Some(101), "{err}");
+}
+
+const AR: &str =
+    "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"t\"\n";
+
+#[test]
+fn a_label_and_a_measure_name_of_70000_characters_are_printed_whole() {
+    let long = "m".repeat(70_000);
+    let file = write(
+        "long_names.toml",
+        &format!(
+            "[cluster]\nranks = 1\n[[op]]\nmark = \"a\"\n[[op]]\nlabel = \"{long}\"\nhost_sleep_us = 3\n\
+             [[op]]\nmark = \"b\"\n[[measure]]\nname = \"{long}x\"\nfrom = \"a\"\nto = \"b\"\nclock = \"host\"\n"
+        ),
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).contains(&format!("{long}x")));
+}
+
+#[test]
+fn delays_with_a_huge_mean_are_refused_at_their_position() {
+    let file = write(
+        "huge_mean.toml",
+        &format!("{AR}[[perturb]]\nranks = [0]\nbefore = \"ar\"\nhost_delay_us = {{ normal = {{ mean = 1e30, std = 1e30 }} }}\n"),
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_eq!(code(&output), Some(2));
+    assert!(stderr(&output).contains("huge_mean.toml:11:17: error: perturb.host_delay_us: normal: std must be > 0 and at most one day"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_lognormal_narrower_than_an_f64_runs() {
+    let file = write(
+        "narrow_lognormal.toml",
+        &format!("{AR}[[perturb]]\nranks = [0]\nbefore = \"ar\"\nhost_delay_us = {{ lognormal = {{ mean = 200, std = 1e-9 }} }}\n"),
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+}
+
+#[test]
+fn the_largest_gpu_delay_draws_leave_every_kernel_ending_after_it_starts() {
+    let text = format!(
+        "repeat = 20\n{}[[perturb]]\nranks = [0]\nbefore = \"ar\"\ngpu_delay_us = {{ lognormal = {{ mean = 1e9, std = 8.64e10 }} }}\n",
+        AR.replace("[cluster]", "max_sim_time_s = 86400\n[cluster]")
+    );
+    let scenario = sim::scenario::parse("gpu_delay.toml", &text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    timeline.check_references().unwrap();
+    let longest = timeline
+        .ranks
+        .iter()
+        .flat_map(|r| &r.kernels)
+        .map(|k| k.end_ns - k.start_ns)
+        .max()
+        .unwrap();
+    assert!(longest <= sim::scenario::MAX_TIME_NS, "{longest}");
+}
+
+fn timeline_with_a_bad_op_index() -> String {
+    let timeline = crate::util::run_with("exp_b_stream_scope.toml", &[]);
+    let mut value = serde_json::to_value(&timeline).unwrap();
+    value["ranks"][0]["host"][0]["op"] = serde_json::json!(4000);
+    write("bad_op.json", &value.to_string())
+}
+
+#[test]
+fn timelines_with_out_of_range_indices_are_refused_by_diff_against_and_calibrate() {
+    let bad = timeline_with_a_bad_op_index();
+    let good = write(
+        "good.json",
+        &serde_json::to_string(&crate::util::run_with("exp_b_stream_scope.toml", &[])).unwrap(),
+    );
+    let profile = temp("bad_op_profile.toml");
+    let calibrate_arg = format!("{bad}=scenarios/exp_b_stream_scope.toml");
+    for args in [
+        vec!["diff", good.as_str(), bad.as_str()],
+        vec![
+            "run",
+            "scenarios/exp_b_stream_scope.toml",
+            "--against",
+            bad.as_str(),
+        ],
+        vec![
+            "calibrate",
+            calibrate_arg.as_str(),
+            "-o",
+            profile.to_str().unwrap(),
+        ],
+    ] {
+        let output = c10dsim(&args);
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains("ranks[0] (rank 0): op 4000 is out of range"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args([
+            "run",
+            "scenarios/hang_10min.toml",
+            "--set",
+            "cluster.ranks=64",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("scenario \"hang_10min\""), "{first}");
+    let output = child.wait_with_output().unwrap();
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn a_full_disk_is_an_error_with_a_message() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    };
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["run", "scenarios/all_to_all.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(1));
+    assert!(
+        stderr(&output).starts_with("c10dsim: writing output: "),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn hw_refuses_a_libcuda_without_the_driver_symbols() {
+    let dir = temp("fake_cuda");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("empty.c");
+    std::fs::write(&source, "int c10dsim_fake_symbol(void) { return 0; }\n").unwrap();
+    for library in ["cuda", "nvrtc", "cublas", "nccl"] {
+        let built = Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(dir.join(format!("lib{library}.so")))
+            .arg(&source)
+            .status();
+        if !matches!(built, Ok(status) if status.success()) {
+            eprintln!("skipped: no C compiler to build a stub lib{library}.so");
+            return;
+        }
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["hw", "scenarios/exp_b_stream_scope.toml"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("LD_LIBRARY_PATH", &dir)
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("libcuda.so was found but does not export cuInit"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn plot_draws_a_column_holding_nan_and_inf_without_hanging() {
+    let csv = write(
+        "nan.csv",
+        "point,tensors.x,ar.wait_us\n0,1MiB,nan\n1,2MiB,inf\n2,4MiB,3.5\n3,8MiB,-inf\n4,16MiB,4\n",
+    );
+    let picture = temp("nan.svg");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["plot", &csv, "--x", "tensors.x", "--y", "ar.wait_us", "-o"])
+        .arg(&picture)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("plot still runs after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    assert!(std::fs::read_to_string(&picture)
+        .unwrap()
+        .starts_with("<svg"));
+}
+
+#[test]
+fn check_and_run_refuse_a_scenario_too_large_to_finish_with_the_numbers() {
+    let file = write(
+        "too_large.toml",
+        "repeat = 1000000\n[cluster]\nranks = 65536\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    for command in ["check", "run"] {
+        let output = c10dsim(&[command, &file]);
+        assert_eq!(code(&output), Some(2));
+        let err = stderr(&output);
+        assert!(err.contains("65536000000 op calls"), "{err}");
+        assert!(err.contains("over the cap of 1000000000"), "{err}");
+        assert!(err.contains("--max-events"), "{err}");
+    }
+    let small = write(
+        "raised.toml",
+        "repeat = 300\n[cluster]\nranks = 4\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let refused = c10dsim(&["check", &small, "--max-events", "1000"]);
+    assert_eq!(code(&refused), Some(2));
+    let output = c10dsim(&["check", &small]);
+    assert_eq!(code(&output), Some(0));
+    assert!(stdout(&output).contains("about 1200 op calls, 4800 events"));
+}
+
+#[test]
+fn the_time_cap_stops_host_only_work() {
+    let file = write(
+        "host_days.toml",
+        "[cluster]\nranks = 1\n[[op]]\nhost_sleep_us = 86400000000\n[[op]]\nhost_sleep_us = 86400000000\n\
+         [[op]]\nhost_sleep_us = 86400000000\n",
+    );
+    let output = c10dsim(&["run", &file, "--json"]);
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(report["report"]["findings"][0]["kind"], "time_cap");
+}
+
+#[test]
+fn the_memory_cap_ends_the_run_with_a_finding() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/all_to_all.toml",
+        "--set",
+        "repeat=400",
+        "--max-memory",
+        "1MiB",
+        "--json",
+    ]);
+    if code(&output) == Some(0) {
+        eprintln!("skipped: no /proc/self/statm, so no memory figure to cap");
+        return;
+    }
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let finding = &report["report"]["findings"][0];
+    assert_eq!(finding["kind"], "memory_cap");
+    assert!(finding["message"]
+        .as_str()
+        .unwrap()
+        .contains("over the cap of 1MiB"));
+}
+
+#[test]
+fn a_misspelt_sweep_axis_exits_2_before_anything_runs() {
+    let out = temp("misspelt.csv");
+    let _ = std::fs::remove_file(&out);
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_api_modes.toml",
+        "--set",
+        "env.TORCH_NCCL_BLOCKING_WIAT=0,1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("sweep axis env.TORCH_NCCL_BLOCKING_WIAT: none of its values"),
+        "{err}"
+    );
+    assert!(err.contains("TORCH_NCCL_BLOCKING_WIAT"), "{err}");
+    assert!(!out.exists(), "nothing runs, nothing is written");
+}
+
+#[test]
+fn calibrate_refuses_a_timeline_of_another_scenario() {
+    let profile = temp("wrong_pair.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/hw/exp_b_stream_scope.json=scenarios/all_to_all.toml",
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("not a run of this scenario"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!profile.exists());
+}
+
+#[test]
+fn a_profile_calibrated_from_exp_b_alone_runs_exp_b() {
+    let profile = temp("exp_b_only.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/hw/exp_b_stream_scope.json",
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--machine",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+}
+
+#[test]
+fn set_machine_names_a_profile() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/all_to_all.toml",
+        "--set",
+        "machine=h200",
+        "--json",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("machine profile profiles/h200.toml"));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        report["parameters"]["memory"]["capacity_bytes"],
+        serde_json::json!(141u64 << 30)
+    );
+}
+
+#[test]
+fn resume_removes_a_duplicated_row() {
+    let out = temp("duplicated.csv");
+    let out_text = out.to_str().unwrap();
+    let args = [
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--threads",
+        "1",
+        "-o",
+        out_text,
+    ];
+    let output = c10dsim(&args);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let whole = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let mut duplicated: Vec<&str> = lines[..3].to_vec();
+    duplicated.push(lines[2]);
+    std::fs::write(&out, duplicated.join("\n") + "\n").unwrap();
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let output = c10dsim(&resume);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), whole);
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_refused_at_its_first_bad_byte() {
+    let path = temp("latin1.toml");
+    std::fs::write(
+        &path,
+        b"[cluster]\nranks = 2 # caf\xe9\n[[op]]\nmark = \"a\"\n",
+    )
+    .unwrap();
+    let output = c10dsim(&["run", path.to_str().unwrap()]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("latin1.toml:2:16: error: not UTF-8 text (byte 0xe9)"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn an_unknown_machine_profile_is_refused_at_its_key() {
+    let file = write(
+        "unknown_machine.toml",
+        "name = \"m\"\nmachine = \"no_such_gpu\"\n[[op]]\nmark = \"a\"\n",
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains(
+            "unknown_machine.toml:2:1: error: machine = \"no_such_gpu\": no such profile"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
