@@ -22,7 +22,6 @@ pub struct GroupPlan {
     pub comm_size: u32,
     /// The group's internal NCCL stream (R9).
     pub stream: StreamRef,
-    pub eager_init: bool,
     /// The group's timeout (R26, R29), or the run's override.
     pub timeout_ns: u64,
 }
@@ -84,7 +83,6 @@ impl RankPlan {
                     declared.ranks.len() as u32
                 },
                 stream: (streams.len() - 1) as StreamRef,
-                eager_init: declared.eager_init,
                 timeout_ns: declared.timeout_ns,
             }));
         }

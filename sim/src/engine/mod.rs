@@ -262,14 +262,16 @@ impl<'s> Engine<'s> {
                         ..StreamState::default()
                     })
                     .collect();
+                let mut pg = ProcessGroupNccl::new(scenario, rank);
+                let cursor = Cursor::at_start(scenario, &mut pg);
                 RankState {
                     host_ns: 0,
                     iteration: 0,
                     pc: 0,
                     blocked: Blocked::Running,
                     blocked_op: 0,
-                    pg: ProcessGroupNccl::new(scenario, rank),
-                    cursor: Cursor::default(),
+                    pg,
+                    cursor,
                     last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
@@ -504,7 +506,9 @@ impl<'s> Engine<'s> {
                 .zip(&scratch.query_failed_ns)
             {
                 // A Work that failed is completed (with its error) from then on (R27).
-                query.completed = fired[instance as usize].min(failed_ns) <= query.host_ns;
+                let end_fired = fired[instance as usize] <= query.host_ns;
+                let error_ns = (failed_ns != NEVER).then_some(failed_ns);
+                query.completed = crate::pg::work::is_completed(end_fired, error_ns, query.host_ns);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective whose kernel an abort ended never moved data: it did not happen

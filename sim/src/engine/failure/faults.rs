@@ -8,6 +8,7 @@
 //! compared with the first; a disagreement is a finding and the collective never completes.
 
 use super::{seconds, Command, Failure, RunView, Signature};
+use crate::pg::work;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 
@@ -187,21 +188,17 @@ impl Failure<'_> {
         host_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let Some(error_ns) = self
-            .work_failed_ns(rank, collective)
-            .filter(|&error_ns| error_ns <= host_ns)
-        else {
+        let error_ns = self.work_failed_ns(rank, collective);
+        let Some(error_ns) = error_ns.filter(|_| work::failed_by(error_ns, host_ns)) else {
             return;
         };
         let work = view.work(rank, collective);
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
-        let op_spec = &self.scenario.ops[op];
-        let message = format!(
-            "[Rank {rank}] DistBackendError: {} failed: NCCL reported an async error (ncclRemoteError) at {}; {} (line {}) raises in the main thread and, uncaught, ends the process",
-            self.work_text(view, rank, collective, timeout_ns),
-            seconds(error_ns),
-            op_spec.display_name(),
-            op_spec.line
+        let message = work::async_error_raised(
+            rank,
+            &self.work_text(view, rank, collective, timeout_ns),
+            error_ns,
+            &self.scenario.ops[op],
         );
         self.note(
             rank,

@@ -9,12 +9,10 @@
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
 use crate::engine::findings::rank_list;
+use crate::pg::work::{timeout_deadline_ns, WATCHDOG_POLL_NS};
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 use std::collections::VecDeque;
-
-/// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
-pub(super) const WATCHDOG_POLL_NS: u64 = 100_000_000;
 
 /// A pending Work in a watchdog's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +132,7 @@ impl Failure<'_> {
         Some(next_tick_ns(
             watchdog.tick_origin_ns,
             WATCHDOG_POLL_NS,
-            head.enqueue_ns + timeout_ns,
+            timeout_deadline_ns(head.enqueue_ns, timeout_ns),
         ))
     }
 
