@@ -329,11 +329,10 @@ pub struct Executor<'a, D: Device> {
     pg: ProcessGroupNccl,
     /// The `[[fault]]`s of this rank, and (downscaled) what the others' do to its collectives.
     faults: RankFaults<'a>,
-    /// A polling `wait()` raised (R15), rather than the watchdog (R26).
-    wait_timed_out: bool,
-    /// The `wait()` that raised `DistBackendError` on a Work an async error failed (R27): its
-    /// iteration and op.
-    wait_failed: Option<(u32, OpRef)>,
+    /// The `wait()` that raised in the main thread, rather than the watchdog (R26): a polling
+    /// one that timed out (R15), or one on a Work an async error failed (R27). Its iteration
+    /// and op, which the finding names, as the simulator's does.
+    wait_raised: Option<(u32, OpRef)>,
     /// The error instant of every Work an NCCL async error failed, by its end event (R27).
     failed_ends: HashMap<Ev, u64>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
@@ -364,8 +363,7 @@ impl<'a, D: Device> Executor<'a, D> {
             device,
             pg: ProcessGroupNccl::new(scenario, plan.rank),
             faults: RankFaults::new(scenario, plan.rank),
-            wait_timed_out: false,
-            wait_failed: None,
+            wait_raised: None,
             failed_ends: HashMap::new(),
             #[cfg(test)]
             executed: Vec::new(),
@@ -391,7 +389,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     place
                 }
                 AllocStep::Cached(place) => place,
-                AllocStep::NeedsRelease | AllocStep::OutOfMemory => {
+                AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => {
                     return Err(HwError::OutOfMemory(format!(
                         "tensor {:?} ({} B) does not fit in the {} B the allocator may reserve",
                         self.scenario.tensors[tensor].name,
@@ -535,7 +533,7 @@ impl<'a, D: Device> Executor<'a, D> {
     /// wait), whatever the GPU still holds.
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
-        if let (Some((iteration, op)), HwError::AsyncError(message)) = (self.wait_failed, &error) {
+        if let (Some((iteration, op)), HwError::AsyncError(message)) = (self.wait_raised, &error) {
             // wait() raised in the main thread: uncaught, the exception ends the process.
             self.note(ThreadKind::Main, WatchdogEvent::Exit, message.clone());
             self.log.findings.push(Finding {
@@ -556,13 +554,13 @@ impl<'a, D: Device> Executor<'a, D> {
                 break;
             }
         }
-        let (kind, event, thread) = match (&error, self.wait_timed_out) {
+        let (kind, event, thread) = match (&error, self.wait_raised) {
             (HwError::AsyncError(_), _) => (
                 FindingKind::AsyncError,
                 WatchdogEvent::AsyncError,
                 ThreadKind::Watchdog,
             ),
-            (_, true) => (
+            (_, Some(_)) => (
                 FindingKind::WaitTimeout,
                 WatchdogEvent::Timeout,
                 ThreadKind::Main,
@@ -585,14 +583,18 @@ impl<'a, D: Device> Executor<'a, D> {
             format!(
                 "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down \
                  now, without waiting for the GPU's work (R27, no dump wait)",
-                self.scenario.env.async_error_handling as u8
+                self.scenario.env.async_error_handling.number()
             ),
         );
+        // The wait() that raised, else the oldest Work not complete.
+        let at = self
+            .wait_raised
+            .or(oldest.map(|(_, iteration, op)| (iteration, op)));
         self.log.findings.push(Finding {
             kind,
             rank: Some(rank),
-            iteration: oldest.map(|(_, iteration, _)| iteration),
-            op: oldest.map(|(_, _, op)| op),
+            iteration: at.map(|(iteration, _)| iteration),
+            op: at.map(|(_, op)| op),
             stream: None,
             message,
         });
@@ -809,7 +811,6 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.memory.collect_pending(|event| passed.contains(&event));
         let size_bytes = self.scenario.tensor_bytes(tensor);
-        let expandable = self.scenario.memory.expandable_segments;
         // At most one release: after it the request fits or never will.
         for _ in 0..2 {
             match self.memory.allocate(tensor, size_bytes, stream) {
@@ -822,16 +823,16 @@ impl<'a, D: Device> Executor<'a, D> {
                     self.device.bind(tensor, Some(place));
                     return Ok(());
                 }
-                AllocStep::NeedsRelease => {
-                    let device_idle_ns = if expandable {
-                        None
-                    } else {
+                AllocStep::NeedsRelease { synchronises } => {
+                    let device_idle_ns = if synchronises {
                         self.device.device_sync()?;
                         Some(self.device.now_ns())
+                    } else {
+                        None
                     };
                     let segments = self.memory.release_cache();
                     for &segment in &segments {
-                        self.device.free_segment(segment, expandable);
+                        self.device.free_segment(segment, !synchronises);
                     }
                     self.log.cache_releases.push(CacheRelease {
                         iteration,
@@ -1061,7 +1062,7 @@ impl<'a, D: Device> Executor<'a, D> {
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 self.device.abort_comms();
-                self.wait_timed_out = true;
+                self.wait_raised = Some((iteration, op.index as OpRef));
                 return Err(HwError::Timeout(format!(
                     "{} ran for {} ms, reaching the {} ms timeout; communicators aborted",
                     self.works[collective as usize].description,
@@ -1090,7 +1091,7 @@ impl<'a, D: Device> Executor<'a, D> {
             start_ns: self.call_start_ns,
             end_ns: now_ns,
         });
-        self.wait_failed = Some((iteration, op.index as OpRef));
+        self.wait_raised = Some((iteration, op.index as OpRef));
         Err(HwError::AsyncError(message))
     }
 }
@@ -1349,7 +1350,8 @@ all_reduce = "grad"
         };
         let finding = only_finding(&text, &mut device);
         assert_eq!(finding.kind, FindingKind::WaitTimeout);
-        assert_eq!((finding.op, finding.iteration), (Some(0), Some(0)));
+        // The wait() op raised (as the simulator's finding names it).
+        assert_eq!((finding.op, finding.iteration), (Some(2), Some(0)));
         assert!(finding.message.contains("SeqNum=1"), "{}", finding.message);
         assert!(device.aborted);
         let sleeps = device

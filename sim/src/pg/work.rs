@@ -1,13 +1,20 @@
 //! What a Work's state is at an instant, as ProcessGroupNCCL decides it: when it has timed out
-//! (R15's polling `wait()`, R26's watchdog) and what an NCCL async error does to it (R27).
+//! (R15's polling `wait()`, R26's watchdog, whether that runs and how often it polls) and what
+//! an NCCL async error does to it (R27).
 //! These are decisions at run time, over times only an engine knows (the enqueue, the host's
 //! clock), so both engines call these functions with their own times: the simulator with
 //! simulated ones, `hw` with its host clock's.
 
-use crate::scenario::Op;
+use crate::scenario::{Env, Op};
 
 /// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
 pub const WATCHDOG_POLL_NS: u64 = 100_000_000;
+
+/// Whether ProcessGroupNCCL starts its watchdog thread (R26): not under
+/// `TORCH_NCCL_BLOCKING_WAIT`, where `wait()` itself polls and times out (R15).
+pub fn watchdog_runs(env: &Env) -> bool {
+    !env.blocking_wait
+}
 
 /// The first instant at which a Work enqueued at `enqueue_ns` counts as timed out: PyTorch
 /// checks `elapsed >= timeout`, the elapsed time counted from the enqueue (R15, R26).
