@@ -29,7 +29,7 @@ use crate::pg::{ProcessGroupNccl, Step};
 use crate::race::{AccessKind, Point, RaceDetector};
 use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::TensorId;
-use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
+use crate::scenario::{CollectiveKind, GroupId, OpKind, Scenario};
 use crate::timeline::*;
 use failure::{Failure, Wake};
 use host::{Cursor, StepLog};
@@ -231,29 +231,7 @@ impl<'s> Engine<'s> {
         let user_streams = scenario.streams.len();
         let ranks = (0..scenario.cluster.ranks)
             .map(|rank| {
-                let mut streams_info: Vec<StreamInfo> = scenario
-                    .streams
-                    .iter()
-                    .enumerate()
-                    .map(|(index, stream)| StreamInfo {
-                        name: stream.name.clone(),
-                        kind: if index == 0 {
-                            StreamKind::Default
-                        } else {
-                            StreamKind::User
-                        },
-                        high_priority: stream.priority == Priority::High,
-                    })
-                    .collect();
-                for (group_id, group) in scenario.groups.iter().enumerate() {
-                    if group.ranks.binary_search(&rank).is_ok() {
-                        streams_info.push(StreamInfo {
-                            name: format!("nccl:{}", group.name),
-                            kind: StreamKind::Nccl,
-                            high_priority: scenario.group_stream_high_priority(group_id),
-                        });
-                    }
-                }
+                let streams_info = crate::pg::streams::rank_streams(scenario, rank);
                 let stream_count = streams_info.len();
                 let streams = streams_info
                     .iter()

@@ -19,6 +19,7 @@
 
 pub mod faults;
 mod step;
+pub mod streams;
 pub mod work;
 
 pub use step::{CallWarmth, Kernel, NcclCall, Slot, Step, WorkHolder};
@@ -59,14 +60,6 @@ pub struct ProcessGroupNccl {
 
 impl ProcessGroupNccl {
     pub fn new(scenario: &Scenario, rank: u32) -> ProcessGroupNccl {
-        let mut group_stream = vec![None; scenario.groups.len()];
-        let mut next_stream = scenario.streams.len();
-        for (group, declared) in scenario.groups.iter().enumerate() {
-            if declared.ranks.contains(&rank) {
-                group_stream[group] = Some(next_stream as StreamRef);
-                next_stream += 1;
-            }
-        }
         let mut perturbations_by_op = vec![Vec::new(); scenario.ops.len()];
         for (index, perturbation) in scenario.perturbations.iter().enumerate() {
             if perturbation.ranks.contains(&rank) {
@@ -76,7 +69,7 @@ impl ProcessGroupNccl {
         ProcessGroupNccl {
             rank,
             rng: rank_rng(scenario.seed, rank),
-            group_stream,
+            group_stream: streams::group_streams(scenario, rank),
             group_seq: vec![0; scenario.groups.len()],
             initialised: vec![false; scenario.groups.len()],
             next_slot: 0,
