@@ -985,7 +985,7 @@ impl<'a, D: Device> Executor<'a, D> {
         );
         if let (Some((after_ns, _)), true) = (&issued.async_error, issued.fails_work) {
             self.failed_ends
-                .insert(end, issued.enqueue_ns.saturating_add(*after_ns));
+                .insert(end, work::async_error_ns(issued.enqueue_ns, *after_ns));
         }
         self.device.watch(WatchedWork {
             end,

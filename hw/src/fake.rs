@@ -8,7 +8,7 @@ use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
 use crate::options::{Layout, StandIn};
 use crate::plan::{GroupPlan, RankPlan};
 use sim::lifetime::Place;
-use sim::pg::work::{timeout_deadline_ns, WATCHDOG_POLL_NS};
+use sim::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
 use sim::scenario::Scenario;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
@@ -59,7 +59,7 @@ impl FakeDevice {
             let candidates = [
                 work.async_error.as_ref().map(|(after_ns, why)| {
                     (
-                        next_poll(work.enqueue_ns + after_ns),
+                        next_poll(async_error_ns(work.enqueue_ns, *after_ns)),
                         HwError::AsyncError(format!("{} ({why})", work.description)),
                     )
                 }),

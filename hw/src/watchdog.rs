@@ -12,7 +12,7 @@ use crate::error::HwError;
 use crate::exec::WatchedWork;
 use crate::nccl::Communicator;
 use cudarc::driver::{result, CudaContext, CudaEvent};
-use sim::pg::work::{failed_by, timed_out, WATCHDOG_POLL_NS};
+use sim::pg::work::{async_error_ns, failed_by, timed_out, WATCHDOG_POLL_NS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -64,7 +64,7 @@ impl Shared {
         let injected = pending.iter().find_map(|work| {
             let (after_ns, why) = work.async_error.as_ref()?;
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
-            let error_ns = work.enqueue_ns.saturating_add(*after_ns);
+            let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
             failed_by(Some(error_ns), now_ns).then(|| {
                 format!(
                     "ncclRemoteError on the communicator of {} ({why}; injected by [[fault]]), \

@@ -27,6 +27,12 @@ pub fn timed_out(enqueue_ns: u64, timeout_ns: u64, now_ns: u64) -> bool {
     now_ns >= timeout_deadline_ns(enqueue_ns, timeout_ns)
 }
 
+/// When NCCL reports the async error a `[[fault]] kind = "async_error"` injects under a Work
+/// enqueued at `enqueue_ns`: `after_ns` (`after_us`) later (R26, R27).
+pub fn async_error_ns(enqueue_ns: u64, after_ns: u64) -> u64 {
+    enqueue_ns.saturating_add(after_ns)
+}
+
 /// Whether a Work whose communicator reported an NCCL async error at `error_ns` (if it did)
 /// has failed by `now_ns`: from the error on it is completed, with its error, so that
 /// `is_completed()` is true and `wait()` raises `DistBackendError` (R27).

@@ -115,8 +115,10 @@ impl Failure<'_> {
             // communicator reports the error from then on (to a watchdog, if there is one,
             // and to the Work's `is_completed()` and `wait()`).
             out.push(Command::PoisonRendezvous { rendezvous });
-            self.failed_works
-                .insert((rank, collective_index), enqueue_ns + after_ns);
+            self.failed_works.insert(
+                (rank, collective_index),
+                work::async_error_ns(enqueue_ns, *after_ns),
+            );
         }
     }
 
