@@ -1,8 +1,8 @@
 //! The ProcessGroupNCCL re-enactment: each scenario op becomes the steps `sim::pg` lowers it to
-//! (the one implementation of R8–R15, R18, R25 both engines share; a Work's timeout and async
-//! error state are `sim::pg::work`'s), and each step the host and
-//! GPU calls PyTorch makes for it, issued through the [`Device`] trait; every call is written
-//! down so that the Timeline can be assembled once the GPU has drained.
+//! (the one implementation of R8–R15, R18, R25 both engines share; a Work's timeout and its
+//! async error are decided by `sim::pg::work`), and each step the host and GPU calls PyTorch
+//! makes for it, issued through the [`Device`] trait; every call is written down so that the
+//! Timeline can be assembled once the GPU has drained.
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the tests below
 //! use the recording [`crate::fake`] device, so the mapping of steps onto GPU calls is checked
@@ -1079,11 +1079,13 @@ impl<'a, D: Device> Executor<'a, D> {
     /// the main thread (R27, [`work::failed_by`]); the call ends there.
     fn raise_if_failed(&mut self, iteration: u32, op: &Op, collective: u32) -> Result<(), HwError> {
         let work = &self.works[collective as usize];
-        let error_ns = self.failed_ends.get(&work.end).copied();
-        let now_ns = self.device.now_ns();
-        let Some(error_ns) = error_ns.filter(|_| work::failed_by(error_ns, now_ns)) else {
+        let Some(&error_ns) = self.failed_ends.get(&work.end) else {
             return Ok(());
         };
+        let now_ns = self.device.now_ns();
+        if !work::failed_by(Some(error_ns), now_ns) {
+            return Ok(());
+        }
         let message = work::async_error_raised(self.plan.rank, &work.description, error_ns, op);
         self.log.host.push(HostCall {
             iteration,

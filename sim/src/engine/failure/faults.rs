@@ -190,10 +190,12 @@ impl Failure<'_> {
         host_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let error_ns = self.work_failed_ns(rank, collective);
-        let Some(error_ns) = error_ns.filter(|_| work::failed_by(error_ns, host_ns)) else {
+        let Some(error_ns) = self.work_failed_ns(rank, collective) else {
             return;
         };
+        if !work::failed_by(Some(error_ns), host_ns) {
+            return;
+        }
         let work = view.work(rank, collective);
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
         let message = work::async_error_raised(
