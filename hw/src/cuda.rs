@@ -17,7 +17,7 @@ use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
 use sim::lifetime::Place;
-use sim::scenario::{CollectiveKind, DType, ErrorHandling, OpKind, Scenario, TensorId};
+use sim::scenario::{CollectiveKind, DType, OpKind, Scenario, TensorId};
 use sim::timeline::StreamRef;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -156,7 +156,8 @@ pub struct CudaDevice {
     pinned_element: Option<PinnedElement>,
     comms: Vec<Option<Arc<Communicator>>>,
     rendezvous: Option<Rendezvous>,
-    blocking_wait: bool,
+    /// Whether ProcessGroupNCCL starts its watchdog thread (R26; not under blocking wait, R15).
+    watchdog_runs: bool,
     /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks the watchdog to abort the communicators (R27).
     abort_on_error: bool,
     watchdog: Option<Watchdog>,
@@ -277,11 +278,8 @@ impl CudaDevice {
             pinned_element: None,
             comms: vec![None; scenario.groups.len()],
             rendezvous,
-            blocking_wait: scenario.env.blocking_wait,
-            abort_on_error: matches!(
-                scenario.env.async_error_handling,
-                ErrorHandling::TearDown | ErrorHandling::CleanUpOnly
-            ),
+            watchdog_runs: sim::pg::work::watchdog_runs(&scenario.env),
+            abort_on_error: scenario.env.async_error_handling.cleans_up(),
             watchdog: None,
             origin: Instant::now(),
             origin_unix_ns: 0,
@@ -310,7 +308,7 @@ impl CudaDevice {
         self.origin_unix_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_nanos() as u64);
-        if !self.blocking_wait {
+        if self.watchdog_runs {
             self.watchdog = Some(Watchdog::start(
                 self.ctx.clone(),
                 self.events.clone(),

@@ -1,11 +1,12 @@
 //! The ProcessGroupNCCL re-enactment: each scenario op becomes the steps `sim::pg` lowers it to
-//! (the one implementation of R8–R15, R18, R25 both engines share), and each step the host and
-//! GPU calls PyTorch makes for it, issued through the [`Device`] trait; every call is written
-//! down so that the Timeline can be assembled once the GPU has drained.
+//! (the one implementation of R8–R15, R18, R25 both engines share; a Work's timeout and its
+//! async error are decided by `sim::pg::work`), and each step the host and GPU calls PyTorch
+//! makes for it, issued through the [`Device`] trait; every call is written down so that the
+//! Timeline can be assembled once the GPU has drained.
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the tests below
 //! use the recording [`crate::fake`] device, so the mapping of steps onto GPU calls is checked
-//! without a GPU. (Over 800 lines: the code is about 1,040 — the steps, the faults hw injects,
+//! without a GPU. (Over 800 lines: the code is about 1,100 — the steps, the faults hw injects,
 //! the run log — and the rest its unit tests; moving the run log and the fault handling into
 //! files of their own would bring it under.)
 
@@ -18,7 +19,7 @@ use sim::pg::faults::{host_effect, CollectiveFate, HostEffect, RankFaults};
 /// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
 /// `%globaltimer`, each block alone on its SM with `own_sm`; or a cuBLAS GEMM).
 pub use sim::pg::Kernel;
-use sim::pg::{work_text, NcclCall, ProcessGroupNccl, Step};
+use sim::pg::{work, work_text, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
 use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId};
 use sim::timeline::{
@@ -26,6 +27,7 @@ use sim::timeline::{
     MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, ThreadKind,
     WaitRecord, WatchdogEvent, WatchdogRecord,
 };
+use std::collections::HashMap;
 
 /// The duration of a stand-in collective that never completes (a peer never joins, the
 /// network failed): the spin kernel runs until the process ends.
@@ -314,6 +316,8 @@ struct IssuedCall {
     start: Ev,
     /// The injected async error of a faulted collective: after how long, and why.
     async_error: Option<(u64, String)>,
+    /// Whether that error fails this Work itself (this rank's network, R27).
+    fails_work: bool,
 }
 
 /// Runs a scenario's program for one rank on a [`Device`]: the steps ProcessGroupNCCL makes of
@@ -325,8 +329,12 @@ pub struct Executor<'a, D: Device> {
     pg: ProcessGroupNccl,
     /// The `[[fault]]`s of this rank, and (downscaled) what the others' do to its collectives.
     faults: RankFaults<'a>,
-    /// A polling `wait()` raised (R15), rather than the watchdog (R26).
-    wait_timed_out: bool,
+    /// The `wait()` that raised in the main thread, rather than the watchdog (R26): a polling
+    /// one that timed out (R15), or one on a Work an async error failed (R27). Its iteration
+    /// and op, which the finding names, as the simulator's does.
+    wait_raised: Option<(u32, OpRef)>,
+    /// The error instant of every Work an NCCL async error failed, by its end event (R27).
+    failed_ends: HashMap<Ev, u64>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
     #[cfg(test)]
     executed: Vec<Step>,
@@ -355,7 +363,8 @@ impl<'a, D: Device> Executor<'a, D> {
             device,
             pg: ProcessGroupNccl::new(scenario, plan.rank),
             faults: RankFaults::new(scenario, plan.rank),
-            wait_timed_out: false,
+            wait_raised: None,
+            failed_ends: HashMap::new(),
             #[cfg(test)]
             executed: Vec::new(),
             slots: Vec::new(),
@@ -371,7 +380,7 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// Before the program: every tensor that no `alloc` creates gets its segment (R17), and the
-    /// communicators of groups declared with `device_id` are created (R8, eager init).
+    /// steps `sim::pg` runs in `init_process_group` (R8, eager init) are run.
     pub fn setup(&mut self) -> Result<(), HwError> {
         for (tensor, step) in self.memory.static_steps() {
             let place = match step {
@@ -380,7 +389,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     place
                 }
                 AllocStep::Cached(place) => place,
-                AllocStep::NeedsRelease | AllocStep::OutOfMemory => {
+                AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => {
                     return Err(HwError::OutOfMemory(format!(
                         "tensor {:?} ({} B) does not fit in the {} B the allocator may reserve",
                         self.scenario.tensors[tensor].name,
@@ -391,10 +400,15 @@ impl<'a, D: Device> Executor<'a, D> {
             };
             self.device.bind(tensor, Some(place));
         }
-        for group in self.plan.groups.iter().flatten() {
-            if group.eager_init {
-                self.device.init_comm(group)?;
-            }
+        let mut steps = Vec::new();
+        self.pg.prologue(self.scenario, &mut steps);
+        for step in steps {
+            #[cfg(test)]
+            self.executed.push(step);
+            let Step::EagerInit { group } = step else {
+                unreachable!("the prologue only creates communicators, not {step}")
+            };
+            self.device.init_comm(self.plan.group(group))?;
         }
         Ok(())
     }
@@ -519,6 +533,20 @@ impl<'a, D: Device> Executor<'a, D> {
     /// wait), whatever the GPU still holds.
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
+        if let (Some((iteration, op)), HwError::AsyncError(message)) = (self.wait_raised, &error) {
+            // wait() raised in the main thread: uncaught, the exception ends the process.
+            self.note(ThreadKind::Main, WatchdogEvent::Exit, message.clone());
+            self.log.findings.push(Finding {
+                kind: FindingKind::AsyncError,
+                rank: Some(self.plan.rank),
+                iteration: Some(iteration),
+                op: Some(op),
+                stream: None,
+                message: message.clone(),
+            });
+            self.log.ended_early = true;
+            return Ok(());
+        }
         let mut oldest = None;
         for work in &self.works {
             if !self.device.query(work.end)? {
@@ -526,13 +554,13 @@ impl<'a, D: Device> Executor<'a, D> {
                 break;
             }
         }
-        let (kind, event, thread) = match (&error, self.wait_timed_out) {
+        let (kind, event, thread) = match (&error, self.wait_raised) {
             (HwError::AsyncError(_), _) => (
                 FindingKind::AsyncError,
                 WatchdogEvent::AsyncError,
                 ThreadKind::Watchdog,
             ),
-            (_, true) => (
+            (_, Some(_)) => (
                 FindingKind::WaitTimeout,
                 WatchdogEvent::Timeout,
                 ThreadKind::Main,
@@ -555,14 +583,18 @@ impl<'a, D: Device> Executor<'a, D> {
             format!(
                 "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down \
                  now, without waiting for the GPU's work (R27, no dump wait)",
-                self.scenario.env.async_error_handling as u8
+                self.scenario.env.async_error_handling.number()
             ),
         );
+        // The wait() that raised, else the oldest Work not complete.
+        let at = self
+            .wait_raised
+            .or(oldest.map(|(_, iteration, op)| (iteration, op)));
         self.log.findings.push(Finding {
             kind,
             rank: Some(rank),
-            iteration: oldest.map(|(_, iteration, _)| iteration),
-            op: oldest.map(|(_, _, op)| op),
+            iteration: at.map(|(iteration, _)| iteration),
+            op: at.map(|(_, op)| op),
             stream: None,
             message,
         });
@@ -624,7 +656,9 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             // The watchdog's verdict is checked before every op.
             Step::CheckComm { .. } => {}
-            Step::InitComm { group } => self.device.init_comm(self.plan.group(group))?,
+            Step::InitComm { group } | Step::EagerInit { group } => {
+                self.device.init_comm(self.plan.group(group))?
+            }
             Step::ReleaseShelf { group } => self.release_shelf(group)?,
             Step::Nccl(call) => self.nccl(iteration, op, call)?,
             Step::Watch {
@@ -644,7 +678,14 @@ impl<'a, D: Device> Executor<'a, D> {
                 )
             }
             Step::DropHandle { collective } => self.memory.drop_handle(collective as usize),
-            Step::Wait { stream, end, .. } => {
+            Step::Wait {
+                collective,
+                stream,
+                end,
+                ..
+            } => {
+                // A Work that failed with an NCCL async error raises in wait() (R27).
+                self.raise_if_failed(iteration, op, collective)?;
                 // The Work's end event, or the event that completes a future's callback.
                 let (event, source_stream) = self.slots[end as usize];
                 let host_start_ns = self.device.now_ns();
@@ -665,7 +706,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 interval_ns,
                 timeout_ns,
                 ..
-            } => self.poll(collective, interval_ns, timeout_ns)?,
+            } => self.poll(iteration, op, collective, (interval_ns, timeout_ns))?,
             Step::WaitReturn { collective } => {
                 let end = self.works[collective as usize].end;
                 let mut wait = self.wait.take().expect("wait() returns after it began");
@@ -676,7 +717,10 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             Step::Query { slot, .. } => {
                 let host_ns = self.device.now_ns();
-                let completed = self.device.query(self.slots[slot as usize].0)?;
+                let event = self.slots[slot as usize].0;
+                let fired = self.device.query(event)?;
+                let error_ns = self.failed_ends.get(&event).copied();
+                let completed = work::is_completed(fired, error_ns, host_ns);
                 self.log.queries.push(QueryRecord {
                     iteration,
                     op: op_ref,
@@ -778,7 +822,6 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.memory.collect_pending(|event| passed.contains(&event));
         let size_bytes = self.scenario.tensor_bytes(tensor);
-        let expandable = self.scenario.memory.expandable_segments;
         // At most one release: after it the request fits or never will.
         for _ in 0..2 {
             match self.memory.allocate(tensor, size_bytes, stream) {
@@ -791,16 +834,16 @@ impl<'a, D: Device> Executor<'a, D> {
                     self.device.bind(tensor, Some(place));
                     return Ok(());
                 }
-                AllocStep::NeedsRelease => {
-                    let device_idle_ns = if expandable {
-                        None
-                    } else {
+                AllocStep::NeedsRelease { synchronises } => {
+                    let device_idle_ns = if synchronises {
                         self.device.device_sync()?;
                         Some(self.device.now_ns())
+                    } else {
+                        None
                     };
                     let segments = self.memory.release_cache();
                     for &segment in &segments {
-                        self.device.free_segment(segment, expandable);
+                        self.device.free_segment(segment, !synchronises);
                     }
                     self.log.cache_releases.push(CacheRelease {
                         iteration,
@@ -868,9 +911,13 @@ impl<'a, D: Device> Executor<'a, D> {
             Some(_) => self.faults.collective_fate(op, iteration, call.group),
             None => CollectiveFate::Completes,
         };
-        let async_error = match &fate {
-            CollectiveFate::AsyncError { after_ns, why } => Some((*after_ns, why.clone())),
-            _ => None,
+        let (async_error, fails_work) = match &fate {
+            CollectiveFate::AsyncError {
+                after_ns,
+                why,
+                fails_work,
+            } => (Some((*after_ns, why.clone())), *fails_work),
+            _ => (None, false),
         };
         match self.plan.stand_in {
             Some(_) if fate != CollectiveFate::Completes => {
@@ -919,6 +966,7 @@ impl<'a, D: Device> Executor<'a, D> {
             input_ready: self.slots[call.input_ready as usize].0,
             start,
             async_error,
+            fails_work,
         });
         Ok(())
     }
@@ -947,6 +995,10 @@ impl<'a, D: Device> Executor<'a, D> {
             ),
             g.name
         );
+        if let (Some((after_ns, _)), true) = (&issued.async_error, issued.fails_work) {
+            self.failed_ends
+                .insert(end, work::async_error_ns(issued.enqueue_ns, *after_ns));
+        }
         self.device.watch(WatchedWork {
             end,
             enqueue_ns: issued.enqueue_ns,
@@ -1002,27 +1054,59 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
-    /// polls (R15); a poll that finds the timeout (the group's unless given) passed since the
-    /// enqueue aborts the communicators and raises (R26's clock; PyTorch's check is
-    /// `elapsed >= timeout`).
-    fn poll(&mut self, collective: u32, interval_ns: u64, limit_ns: u64) -> Result<(), HwError> {
-        let work = &self.works[collective as usize];
+    /// polls (R15); a poll that finds the Work failed by an async error raises it (R27), one
+    /// that finds the timeout (`sim::pg`'s: the wait's own, else the group's) passed since the
+    /// enqueue aborts the communicators and raises (R26's clock, [`work::timed_out`]).
+    fn poll(
+        &mut self,
+        iteration: u32,
+        op: &Op,
+        collective: u32,
+        (interval_ns, limit_ns): (u64, u64),
+    ) -> Result<(), HwError> {
         let poll_ns = interval_ns.max(1);
-        while !self.device.query(work.end)? {
-            let waited_ns = self.device.now_ns().saturating_sub(work.enqueue_ns);
-            if waited_ns >= limit_ns {
+        let (end, enqueue_ns) = {
+            let work = &self.works[collective as usize];
+            (work.end, work.enqueue_ns)
+        };
+        while !self.device.query(end)? {
+            self.raise_if_failed(iteration, op, collective)?;
+            let now_ns = self.device.now_ns();
+            if work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 self.device.abort_comms();
-                self.wait_timed_out = true;
+                self.wait_raised = Some((iteration, op.index as OpRef));
                 return Err(HwError::Timeout(format!(
                     "{} ran for {} ms, reaching the {} ms timeout; communicators aborted",
-                    work.description,
-                    waited_ns / 1_000_000,
+                    self.works[collective as usize].description,
+                    now_ns.saturating_sub(enqueue_ns) / 1_000_000,
                     limit_ns / 1_000_000
                 )));
             }
             self.device.host_sleep(poll_ns);
         }
         Ok(())
+    }
+
+    /// `wait()` on a Work that an NCCL async error failed by now raises `DistBackendError` in
+    /// the main thread (R27, [`work::failed_by`]); the call ends there.
+    fn raise_if_failed(&mut self, iteration: u32, op: &Op, collective: u32) -> Result<(), HwError> {
+        let work = &self.works[collective as usize];
+        let Some(&error_ns) = self.failed_ends.get(&work.end) else {
+            return Ok(());
+        };
+        let now_ns = self.device.now_ns();
+        if !work::failed_by(Some(error_ns), now_ns) {
+            return Ok(());
+        }
+        let message = work::async_error_raised(self.plan.rank, &work.description, error_ns, op);
+        self.log.host.push(HostCall {
+            iteration,
+            op: op.index as OpRef,
+            start_ns: self.call_start_ns,
+            end_ns: now_ns,
+        });
+        self.wait_raised = Some((iteration, op.index as OpRef));
+        Err(HwError::AsyncError(message))
     }
 }
 
@@ -1127,7 +1211,8 @@ is_completed = "w"
 
     #[test]
     fn the_executor_runs_the_process_groups_steps_and_nothing_else() {
-        let scenario = sim::scenario::parse("fake.toml", ASYNC).unwrap();
+        let text = ASYNC.replace("[tensors]", "[groups.world]\neager_init = true\n[tensors]");
+        let scenario = sim::scenario::parse("fake.toml", &text).unwrap();
         let layout = Layout {
             rank: 0,
             world: 1,
@@ -1142,12 +1227,18 @@ is_completed = "w"
         executor.run().unwrap();
         let mut pg = ProcessGroupNccl::new(&scenario, 0);
         let mut expected = Vec::new();
+        pg.prologue(&scenario, &mut expected);
         for op in &scenario.ops {
             pg.before_op(&scenario, 0, op, &mut expected);
             pg.op(&scenario, op, &mut expected).unwrap();
         }
         assert_eq!(executor.executed(), expected);
         assert!(expected.len() > scenario.ops.len());
+        // R8, eager: pg's prologue created the communicator before the program; no
+        // collective bootstraps it again.
+        assert_eq!(expected[0], Step::EagerInit { group: 0 });
+        assert!(!expected.contains(&Step::InitComm { group: 0 }));
+        assert_eq!(device.calls[0], "init_comm world");
     }
 
     #[test]
@@ -1273,7 +1364,8 @@ all_reduce = "grad"
         };
         let finding = only_finding(&text, &mut device);
         assert_eq!(finding.kind, FindingKind::WaitTimeout);
-        assert_eq!((finding.op, finding.iteration), (Some(0), Some(0)));
+        // The wait() op raised (as the simulator's finding names it).
+        assert_eq!((finding.op, finding.iteration), (Some(2), Some(0)));
         assert!(finding.message.contains("SeqNum=1"), "{}", finding.message);
         assert!(device.aborted);
         let sleeps = device
@@ -1584,6 +1676,78 @@ gpu_delay_us = { uniform = { min = 10, max = 20 } }
         assert!(device
             .memory_calls
             .contains(&"free s0 deferred".to_string()));
+    }
+
+    /// Rank 0's network fails under its all_reduce, NCCL reporting it 1 ms after the enqueue
+    /// (as `sim`'s engine tests have it); `extra` goes into `[env]`, `between` between the
+    /// all_reduce and `is_completed()`, `wait()`. Run on the fake device as the one-GPU stand-in
+    /// does (the device injects the error), and simulated.
+    fn failed_work(extra: &str, between: &str) -> (RunLog, sim::timeline::Timeline) {
+        let text = format!(
+            "[env]\n{extra}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n{between}[[op]]\nis_completed = \"w\"\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("failed.toml", &text).unwrap();
+        (log, sim::engine::simulate(&scenario))
+    }
+
+    /// The first finding about rank 0: (kind, iteration, op, whether it says DistBackendError).
+    fn rank0_verdict(findings: &[Finding]) -> (FindingKind, Option<u32>, Option<OpRef>, bool) {
+        let finding = findings.iter().find(|f| f.rank == Some(0)).unwrap();
+        let raised = finding.message.contains("DistBackendError");
+        (finding.kind, finding.iteration, finding.op, raised)
+    }
+
+    /// R27 on hardware as in the simulator: from the async error on, the failed Work's
+    /// `is_completed()` is true and its `wait()` raises `DistBackendError` in the main thread,
+    /// ending the process there; before the error `wait()` returns and the watchdog catches it.
+    #[test]
+    fn a_work_failed_by_an_async_error_is_completed_and_its_wait_raises_r27() {
+        let (log, simulated) = failed_work("", "[[op]]\nhost_sleep_us = 5000\n");
+        assert_eq!(log.queries.len(), 1);
+        assert!(log.queries[0].completed, "completed with its error");
+        let verdict = rank0_verdict(&log.findings);
+        assert_eq!(verdict, (FindingKind::AsyncError, Some(0), Some(3), true));
+        assert_eq!(verdict, rank0_verdict(&simulated.findings), "both engines");
+        assert_eq!(
+            simulated.ranks[0].queries[0].completed,
+            log.queries[0].completed
+        );
+        let exit = log
+            .records
+            .iter()
+            .find(|r| r.event == WatchdogEvent::Exit)
+            .unwrap();
+        assert_eq!(exit.thread, ThreadKind::Main);
+        assert_eq!(exit.message, log.findings[0].message);
+        let wait_call = log.host.last().unwrap();
+        assert_eq!(wait_call.op, 3);
+        assert_eq!(wait_call.start_ns, wait_call.end_ns, "it raised at once");
+
+        // Before the error: is_completed() is false, wait() returns, and the watchdog's poll
+        // finds the error later.
+        let (log, simulated) = failed_work("", "");
+        assert!(!log.queries[0].completed);
+        assert!(!simulated.ranks[0].queries[0].completed);
+        assert!(log.host.iter().any(|h| h.op == 2));
+        let (kind, _, _, raised) = rank0_verdict(&log.findings);
+        assert_eq!((kind, raised), (FindingKind::AsyncError, false));
+    }
+
+    /// A polling wait() raises the async error at its first poll after it, not the timeout.
+    #[test]
+    fn a_blocking_wait_raises_at_the_first_poll_after_the_async_error_r15_r27() {
+        let (log, simulated) = failed_work("TORCH_NCCL_BLOCKING_WAIT = 1", "");
+        let verdict = rank0_verdict(&log.findings);
+        assert_eq!(verdict, (FindingKind::AsyncError, Some(0), Some(2), true));
+        assert_eq!(verdict, rank0_verdict(&simulated.findings), "both engines");
+        let wait_call = log.host.last().unwrap();
+        assert!(
+            (1_000_000..2_100_000).contains(&wait_call.end_ns),
+            "{}",
+            wait_call.end_ns
+        );
     }
 
     /// Without `timeout_ms`, a blocking wait gives up after its group's timeout

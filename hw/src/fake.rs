@@ -8,13 +8,11 @@ use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
 use crate::options::{Layout, StandIn};
 use crate::plan::{GroupPlan, RankPlan};
 use sim::lifetime::Place;
+use sim::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
 use sim::scenario::Scenario;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
 use std::collections::{HashSet, VecDeque};
-
-/// The watchdog's poll period (R26).
-const POLL_NS: u64 = 100_000_000;
 
 /// A recording device: every call is logged as text (the allocator's in `memory_calls`), host
 /// time advances by 1 µs per call (sleeps by their length), an event's time is its record
@@ -51,7 +49,7 @@ impl FakeDevice {
     /// The watchdog's verdict on the Works that never complete: at its first 100-ms poll past
     /// the first injected async error (checked first) or timeout (counted from the enqueue).
     fn verdict(&self) -> Option<(u64, HwError)> {
-        let next_poll = |at_ns: u64| at_ns.div_ceil(POLL_NS) * POLL_NS;
+        let next_poll = |at_ns: u64| at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS;
         let stuck = self
             .watched
             .iter()
@@ -61,12 +59,12 @@ impl FakeDevice {
             let candidates = [
                 work.async_error.as_ref().map(|(after_ns, why)| {
                     (
-                        next_poll(work.enqueue_ns + after_ns),
+                        next_poll(async_error_ns(work.enqueue_ns, *after_ns)),
                         HwError::AsyncError(format!("{} ({why})", work.description)),
                     )
                 }),
                 Some((
-                    next_poll(work.enqueue_ns + work.timeout_ns + 1),
+                    next_poll(timeout_deadline_ns(work.enqueue_ns, work.timeout_ns)),
                     HwError::Timeout(format!("Watchdog caught {}", work.description)),
                 )),
             ];

@@ -5,8 +5,8 @@
 use crate::error::HwError;
 use crate::options::{Layout, StandIn};
 use sim::collective::NcclCount;
-use sim::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
-use sim::timeline::{StreamInfo, StreamKind, StreamRef};
+use sim::scenario::{CollectiveKind, GroupId, OpKind, Scenario};
+use sim::timeline::{StreamInfo, StreamRef};
 
 /// Largest number of timed events one run may use (a limit on every queue).
 pub const MAX_EVENTS: usize = 4_000_000;
@@ -22,7 +22,6 @@ pub struct GroupPlan {
     pub comm_size: u32,
     /// The group's internal NCCL stream (R9).
     pub stream: StreamRef,
-    pub eager_init: bool,
     /// The group's timeout (R26, R29), or the run's override.
     pub timeout_ns: u64,
 }
@@ -46,48 +45,31 @@ impl RankPlan {
     /// applied to the scenario first, so that the lowering's waits see it too).
     pub fn new(scenario: &Scenario, layout: &Layout) -> Result<RankPlan, HwError> {
         let rank = layout.rank;
-        let mut streams: Vec<StreamInfo> = scenario
-            .streams
+        // `sim::pg`'s layout: the scenario's streams, then one internal stream per group this
+        // rank belongs to, in group order (R9), whether or not the program uses it.
+        let streams = sim::pg::streams::rank_streams(scenario, rank);
+        let downscaled = layout.world == 1;
+        let groups: Vec<Option<GroupPlan>> = scenario
+            .groups
             .iter()
+            .zip(sim::pg::streams::group_streams(scenario, rank))
             .enumerate()
-            .map(|(id, stream)| StreamInfo {
-                name: stream.name.clone(),
-                kind: if id == 0 {
-                    StreamKind::Default
-                } else {
-                    StreamKind::User
-                },
-                high_priority: stream.priority == Priority::High,
+            .map(|(group, (declared, stream))| {
+                let position = declared.ranks.iter().position(|&r| r == rank)?;
+                Some(GroupPlan {
+                    group,
+                    name: declared.name.clone(),
+                    comm_rank: if downscaled { 0 } else { position as u32 },
+                    comm_size: if downscaled {
+                        1
+                    } else {
+                        declared.ranks.len() as u32
+                    },
+                    stream: stream?,
+                    timeout_ns: declared.timeout_ns,
+                })
             })
             .collect();
-        // Like the simulator: one internal stream per group this rank belongs to, in group
-        // order (R9), whether or not the program uses it.
-        let downscaled = layout.world == 1;
-        let mut groups: Vec<Option<GroupPlan>> = Vec::with_capacity(scenario.groups.len());
-        for (group, declared) in scenario.groups.iter().enumerate() {
-            let Some(position) = declared.ranks.iter().position(|&r| r == rank) else {
-                groups.push(None);
-                continue;
-            };
-            streams.push(StreamInfo {
-                name: format!("nccl:{}", declared.name),
-                kind: StreamKind::Nccl,
-                high_priority: scenario.group_stream_high_priority(group),
-            });
-            groups.push(Some(GroupPlan {
-                group,
-                name: declared.name.clone(),
-                comm_rank: if downscaled { 0 } else { position as u32 },
-                comm_size: if downscaled {
-                    1
-                } else {
-                    declared.ranks.len() as u32
-                },
-                stream: (streams.len() - 1) as StreamRef,
-                eager_init: declared.eager_init,
-                timeout_ns: declared.timeout_ns,
-            }));
-        }
         // The parser restricts a subgroup's collectives to its members, so every collective
         // this rank runs has a group plan.
         let nccl_streams = groups.iter().flatten().count();

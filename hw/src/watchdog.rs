@@ -12,13 +12,14 @@ use crate::error::HwError;
 use crate::exec::WatchedWork;
 use crate::nccl::Communicator;
 use cudarc::driver::{result, CudaContext, CudaEvent};
+use sim::pg::work::{async_error_ns, failed_by, timed_out, WATCHDOG_POLL_NS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The watchdog's poll period (R26, docs/semantics.md "Defaults").
-pub const POLL: Duration = Duration::from_millis(100);
+/// The watchdog's poll period (R26, docs/semantics.md "Defaults"; `sim::pg`'s).
+pub const POLL: Duration = Duration::from_nanos(WATCHDOG_POLL_NS);
 
 struct Shared {
     events: Arc<Vec<CudaEvent>>,
@@ -63,7 +64,8 @@ impl Shared {
         let injected = pending.iter().find_map(|work| {
             let (after_ns, why) = work.async_error.as_ref()?;
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
-            (ran_ns >= *after_ns).then(|| {
+            let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
+            failed_by(Some(error_ns), now_ns).then(|| {
                 format!(
                     "ncclRemoteError on the communicator of {} ({why}; injected by [[fault]]), \
                      found {} ms after its enqueue",
@@ -77,7 +79,7 @@ impl Shared {
             self.fail(HwError::AsyncError(message));
             return;
         }
-        let mut timed_out = None;
+        let mut caught = None;
         pending.retain(|work| {
             // SAFETY: the event belongs to the pool, alive as long as `Shared`.
             let done = unsafe { result::event::query(self.events[work.end].cu_event()) };
@@ -85,9 +87,9 @@ impl Shared {
                 return false;
             }
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
-            if ran_ns > work.timeout_ns && timed_out.is_none() {
-                timed_out = Some(format!(
-                    "Watchdog caught collective operation timeout: {} ran for {} ms, over the \
+            if timed_out(work.enqueue_ns, work.timeout_ns, now_ns) && caught.is_none() {
+                caught = Some(format!(
+                    "Watchdog caught collective operation timeout: {} ran for {} ms, reaching the \
                      {} ms timeout (counted from the enqueue, R26)",
                     work.description,
                     ran_ns / 1_000_000,
@@ -97,7 +99,7 @@ impl Shared {
             true
         });
         drop(pending);
-        if let Some(message) = timed_out {
+        if let Some(message) = caught {
             self.fail(HwError::Timeout(message));
         }
     }

@@ -57,6 +57,8 @@ pub struct TensorMemory<E> {
     live_segments: BTreeSet<u32>,
     /// What the tensors that live for the whole run need, in order.
     static_steps: Vec<(TensorId, AllocStep)>,
+    /// `expandable_segments:True`: a cache release neither synchronises nor frees (R20).
+    expandable_segments: bool,
 }
 
 /// Where a tensor's block lies: a byte offset into a segment.
@@ -76,9 +78,12 @@ pub enum AllocStep {
         place: Place,
         bytes: u64,
     },
-    /// The capacity is reached: synchronise the device (unless expandable segments), call
-    /// [`TensorMemory::release_cache`], then ask again.
-    NeedsRelease,
+    /// The capacity is reached: call [`TensorMemory::release_cache`], then ask again. With
+    /// `synchronises` the release first waits for the whole device and frees each segment
+    /// with `cudaFree`; expandable segments unmap pages without either (R20).
+    NeedsRelease {
+        synchronises: bool,
+    },
     OutOfMemory,
 }
 
@@ -98,6 +103,7 @@ impl<E: Copy> TensorMemory<E> {
             in_use: HashMap::new(),
             live_segments: BTreeSet::new(),
             static_steps: Vec::new(),
+            expandable_segments: scenario.memory.expandable_segments,
         };
         for (tensor, declared) in scenario.tensors.iter().enumerate() {
             if declared.dynamic {
@@ -167,7 +173,9 @@ impl<E: Copy> TensorMemory<E> {
                     bytes: self.allocator.reserved_bytes() - reserved_before,
                 }
             }
-            Allocation::NeedsRelease => AllocStep::NeedsRelease,
+            Allocation::NeedsRelease => AllocStep::NeedsRelease {
+                synchronises: !self.expandable_segments,
+            },
             Allocation::OutOfMemory => AllocStep::OutOfMemory,
         }
     }
@@ -442,11 +450,29 @@ free = "big"
         let big = new_segment(memory.allocate(4, 512 * MIB, 0));
         memory.free(4, Vec::new());
         // Cached for stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
-        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(
+            memory.allocate(4, 512 * MIB, 1),
+            AllocStep::NeedsRelease { synchronises: true }
+        );
         assert_eq!(memory.release_cache(), [big.segment]);
         new_segment(memory.allocate(4, 512 * MIB, 1));
         assert_eq!(memory.allocate(2, 512 * MIB, 0), AllocStep::OutOfMemory);
         assert_eq!(memory.peaks().cache_releases, 1);
+    }
+
+    #[test]
+    fn with_expandable_segments_a_release_does_not_synchronise_r20() {
+        let mut config = scenario("none");
+        config.memory.expandable_segments = true;
+        let mut memory = TensorMemory::<u32>::new(&config);
+        new_segment(memory.allocate(4, 512 * MIB, 0));
+        memory.free(4, Vec::new());
+        assert_eq!(
+            memory.allocate(4, 512 * MIB, 1),
+            AllocStep::NeedsRelease {
+                synchronises: false
+            }
+        );
     }
 
     #[test]
@@ -467,7 +493,10 @@ free = "big"
         // Half of the segment is still in use: nothing to release (fragmentation).
         assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::OutOfMemory);
         memory.free(3, Vec::new());
-        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::NeedsRelease);
+        assert_eq!(
+            memory.allocate(4, 512 * MIB, 1),
+            AllocStep::NeedsRelease { synchronises: true }
+        );
         assert_eq!(memory.release_cache(), [big.segment]);
     }
 }

@@ -111,3 +111,28 @@ fn docs_fidelity_md_is_what_the_command_makes_of_the_committed_runs() {
         "docs/fidelity.md is stale: run `c10dsim fidelity -o docs/fidelity.md`"
     );
 }
+
+#[test]
+fn a_timeline_records_the_sets_it_was_run_with() {
+    // fidelity and calibrate simulate a measured run again from its `scenario.path`.
+    let out = std::env::temp_dir().join(format!("c10dsim-recorded-{}.json", std::process::id()));
+    let out_text = out.display().to_string();
+    let ran = c10dsim(&[
+        "run",
+        "scenarios/overlap_bench.toml",
+        "--set",
+        "repeat=8",
+        "--set",
+        "cluster.ranks=1",
+        "--timeline",
+        &out_text,
+    ]);
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    assert_eq!(
+        recorded_invocation(&out),
+        (
+            "scenarios/overlap_bench.toml".to_string(),
+            vec!["repeat=8".to_string(), "cluster.ranks=1".to_string()]
+        )
+    );
+}

@@ -10,10 +10,10 @@
 use super::failure::Notice;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
 use crate::pg::faults::HostEffect;
-use crate::pg::{Kernel, NcclCall, Slot, Step, WorkHolder};
+use crate::pg::{work, Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
-use crate::scenario::{CollectiveKind, GroupId, OpKind, TensorId};
+use crate::scenario::{CollectiveKind, GroupId, OpKind, Scenario, TensorId};
 use crate::timeline::*;
 
 /// Where a rank's host is in its program.
@@ -42,6 +42,19 @@ struct Issued {
     /// As issued: a mismatch fault changes the kind and size.
     kind: CollectiveKind,
     bytes: u64,
+}
+
+impl Cursor {
+    /// The cursor at the start of a rank's program: on the steps `init_process_group` runs
+    /// before the first op (R8, eager init).
+    pub(super) fn at_start(scenario: &Scenario, pg: &mut ProcessGroupNccl) -> Cursor {
+        let mut steps = Vec::new();
+        pg.prologue(scenario, &mut steps);
+        Cursor {
+            steps,
+            ..Cursor::default()
+        }
+    }
 }
 
 /// The steps each rank executed, when the caller asked for them.
@@ -216,6 +229,8 @@ impl Engine<'_> {
                     host_ns,
                 });
             }
+            // Created in init_process_group, before the program's t = 0: free here.
+            Step::EagerInit { .. } => {}
             Step::InitComm { group } => self.init_comm(rank, group),
             Step::ReleaseShelf { group } => {
                 if !self.release_shelf(rank, group) {
@@ -557,7 +572,11 @@ impl Engine<'_> {
         }
         state.waiters.entry(end).or_default().push(Waiter::Host);
         let host_ns = state.host_ns;
-        let timeout_poll_ns = next_poll_ns(host_ns, interval_ns, enqueue_ns + timeout_ns);
+        let timeout_poll_ns = next_poll_ns(
+            host_ns,
+            interval_ns,
+            work::timeout_deadline_ns(enqueue_ns, timeout_ns),
+        );
         // A Work that failed with an NCCL async error is completed, with its error, at the
         // first poll after the error, and raises there (R27).
         let deadline_ns = failed_ns.map_or(timeout_poll_ns, |error_ns| {
@@ -591,11 +610,7 @@ impl Engine<'_> {
             return;
         }
         let op = state.blocked_op;
-        if self
-            .failure
-            .work_failed_ns(rank, collective)
-            .is_some_and(|error_ns| error_ns <= now_ns)
-        {
+        if work::failed_by(self.failure.work_failed_ns(rank, collective), now_ns) {
             // The poll found the Work failed: wait() raises its error, not a timeout.
             self.push_host_call(rank, op, now_ns);
             self.notify(Notice::WaitCalled {

@@ -108,15 +108,15 @@ impl Engine<'_> {
                     state.host_ns += memory_config.malloc_ns;
                     return true;
                 }
-                AllocStep::NeedsRelease
-                    if memory_config.expandable_segments || state.memory.awaiting_idle =>
+                AllocStep::NeedsRelease { synchronises }
+                    if !synchronises || state.memory.awaiting_idle =>
                 {
                     // R20: synchronize_and_free_events, then cudaFree every cached segment.
                     let device_idle_ns =
                         std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
                     let segments_freed = state.memory.books.release_cache().len() as u32;
                     // Expandable segments unmap pages without cudaFree's synchronisation.
-                    if !memory_config.expandable_segments {
+                    if synchronises {
                         state.host_ns += memory_config.free_ns * u64::from(segments_freed);
                     }
                     state.timeline.cache_releases.push(CacheRelease {
@@ -128,7 +128,7 @@ impl Engine<'_> {
                         segments_freed,
                     });
                 }
-                AllocStep::NeedsRelease => {
+                AllocStep::NeedsRelease { .. } => {
                     // cudaFree synchronises the device: the host waits for every stream and for
                     // pending recordStream events, then runs this allocation again (R20, R23
                     // `frag`).

@@ -29,7 +29,7 @@ use crate::pg::{ProcessGroupNccl, Step};
 use crate::race::{AccessKind, Point, RaceDetector};
 use crate::random::{apply_jitter, jittered_ns, mix_seed, rank_rng};
 use crate::scenario::TensorId;
-use crate::scenario::{CollectiveKind, GroupId, OpKind, Priority, Scenario};
+use crate::scenario::{CollectiveKind, GroupId, OpKind, Scenario};
 use crate::timeline::*;
 use failure::{Failure, Wake};
 use host::{Cursor, StepLog};
@@ -243,29 +243,7 @@ impl<'s> Engine<'s> {
         let user_streams = scenario.streams.len();
         let ranks = (0..scenario.cluster.ranks)
             .map(|rank| {
-                let mut streams_info: Vec<StreamInfo> = scenario
-                    .streams
-                    .iter()
-                    .enumerate()
-                    .map(|(index, stream)| StreamInfo {
-                        name: stream.name.clone(),
-                        kind: if index == 0 {
-                            StreamKind::Default
-                        } else {
-                            StreamKind::User
-                        },
-                        high_priority: stream.priority == Priority::High,
-                    })
-                    .collect();
-                for (group_id, group) in scenario.groups.iter().enumerate() {
-                    if group.ranks.binary_search(&rank).is_ok() {
-                        streams_info.push(StreamInfo {
-                            name: format!("nccl:{}", group.name),
-                            kind: StreamKind::Nccl,
-                            high_priority: scenario.group_stream_high_priority(group_id),
-                        });
-                    }
-                }
+                let streams_info = crate::pg::streams::rank_streams(scenario, rank);
                 let stream_count = streams_info.len();
                 let streams = streams_info
                     .iter()
@@ -274,14 +252,16 @@ impl<'s> Engine<'s> {
                         ..StreamState::default()
                     })
                     .collect();
+                let mut pg = ProcessGroupNccl::new(scenario, rank);
+                let cursor = Cursor::at_start(scenario, &mut pg);
                 RankState {
                     host_ns: 0,
                     iteration: 0,
                     pc: 0,
                     blocked: Blocked::Running,
                     blocked_op: 0,
-                    pg: ProcessGroupNccl::new(scenario, rank),
-                    cursor: Cursor::default(),
+                    pg,
+                    cursor,
                     last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
@@ -546,7 +526,9 @@ impl<'s> Engine<'s> {
                 .zip(&scratch.query_failed_ns)
             {
                 // A Work that failed is completed (with its error) from then on (R27).
-                query.completed = fired[instance as usize].min(failed_ns) <= query.host_ns;
+                let end_fired = fired[instance as usize] <= query.host_ns;
+                let error_ns = (failed_ns != NEVER).then_some(failed_ns);
+                query.completed = crate::pg::work::is_completed(end_fired, error_ns, query.host_ns);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective whose kernel an abort ended never moved data: it did not happen

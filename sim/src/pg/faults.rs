@@ -46,9 +46,14 @@ pub enum CollectiveFate {
         why: String,
     },
     /// It never completes, and NCCL reports an async error `after_ns` after its enqueue (R26).
+    /// `fails_work`: the network failed under this rank's own call, so that its Work is
+    /// completed with the error from then on (`is_completed()` true, `wait()` raises, R27;
+    /// see [`super::work::failed_by`]); a peer's error propagated through the store reaches
+    /// only the watchdog.
     AsyncError {
         after_ns: u64,
         why: String,
+        fails_work: bool,
     },
 }
 
@@ -104,6 +109,7 @@ impl<'a> RankFaults<'a> {
                     Some(CollectiveFate::AsyncError {
                         after_ns: *after_ns,
                         why: format!("the network fails under {where_} on this rank"),
+                        fails_work: true,
                     })
                 }
                 FaultKind::Mismatch { .. } if own && at_this_op => {
@@ -128,6 +134,7 @@ impl<'a> RankFaults<'a> {
                         CollectiveFate::AsyncError {
                             after_ns: *after_ns,
                             why: format!("{why}, propagated through the store"),
+                            fails_work: false,
                         }
                     } else {
                         CollectiveFate::NeverCompletes { why }
@@ -238,6 +245,7 @@ mod tests {
             RankFaults::new(&propagated, 0).collective_fate(&propagated.ops[1], 0, 0),
             CollectiveFate::AsyncError {
                 after_ns: 5_000_000,
+                fails_work: false,
                 ..
             }
         ));
@@ -249,7 +257,10 @@ mod tests {
         // The rank that fails sees its own error, propagated or not.
         assert!(matches!(
             RankFaults::new(&local, 1).collective_fate(&local.ops[1], 0, 0),
-            CollectiveFate::AsyncError { .. }
+            CollectiveFate::AsyncError {
+                fails_work: true,
+                ..
+            }
         ));
     }
 

@@ -19,6 +19,8 @@
 
 pub mod faults;
 mod step;
+pub mod streams;
+pub mod work;
 
 pub use step::{CallWarmth, Kernel, NcclCall, Slot, Step, WorkHolder};
 
@@ -42,7 +44,8 @@ pub struct ProcessGroupNccl {
     group_stream: Vec<Option<StreamRef>>,
     /// Per group: collectives issued so far (the last SeqNum).
     group_seq: Vec<u64>,
-    /// Per group: whether the communicator exists (eager init, or an earlier collective).
+    /// Per group: whether the communicator exists (the prologue's eager init, or an earlier
+    /// collective).
     initialised: Vec<bool>,
     next_slot: Slot,
     /// Per collective record: its group (a wait's timeout defaults to the group's).
@@ -57,14 +60,6 @@ pub struct ProcessGroupNccl {
 
 impl ProcessGroupNccl {
     pub fn new(scenario: &Scenario, rank: u32) -> ProcessGroupNccl {
-        let mut group_stream = vec![None; scenario.groups.len()];
-        let mut next_stream = scenario.streams.len();
-        for (group, declared) in scenario.groups.iter().enumerate() {
-            if declared.ranks.contains(&rank) {
-                group_stream[group] = Some(next_stream as StreamRef);
-                next_stream += 1;
-            }
-        }
         let mut perturbations_by_op = vec![Vec::new(); scenario.ops.len()];
         for (index, perturbation) in scenario.perturbations.iter().enumerate() {
             if perturbation.ranks.contains(&rank) {
@@ -74,14 +69,26 @@ impl ProcessGroupNccl {
         ProcessGroupNccl {
             rank,
             rng: rank_rng(scenario.seed, rank),
-            group_stream,
+            group_stream: streams::group_streams(scenario, rank),
             group_seq: vec![0; scenario.groups.len()],
-            initialised: scenario.groups.iter().map(|g| g.eager_init).collect(),
+            initialised: vec![false; scenario.groups.len()],
             next_slot: 0,
             collective_groups: Vec::new(),
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             perturbations_by_op,
+        }
+    }
+
+    /// `init_process_group(device_id=…)`, before the program's first op: the communicator of
+    /// every group of this rank declared with `eager_init` is created now (R8, eager), so that
+    /// its first collective bootstraps nothing. Both engines run these steps first.
+    pub fn prologue(&mut self, scenario: &Scenario, out: &mut Vec<Step>) {
+        for (group, declared) in scenario.groups.iter().enumerate() {
+            if declared.eager_init && self.group_stream[group].is_some() {
+                self.initialised[group] = true;
+                out.push(Step::EagerInit { group });
+            }
         }
     }
 
@@ -646,6 +653,7 @@ mod tests {
         let scenario = parse("pg.toml", text).unwrap();
         let mut pg = ProcessGroupNccl::new(&scenario, 0);
         let mut steps = Vec::new();
+        pg.prologue(&scenario, &mut steps);
         for op in scenario.ops.iter().filter(|op| op.runs_on(0)) {
             pg.before_op(&scenario, 0, op, &mut steps);
             pg.op(&scenario, op, &mut steps).unwrap();
@@ -749,6 +757,7 @@ work = "w"
         let text =
             "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[[op]]\nbarrier = true\n";
         let steps = lowered(text);
+        assert_eq!(steps[0], "eager_init g0", "R8: created before the program");
         assert!(
             !steps.iter().any(|s| s.starts_with("init_comm")),
             "eager init"
@@ -774,6 +783,15 @@ work = "w"
         assert!(steps
             .iter()
             .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1B seq 1 s0->s1 async")));
+    }
+
+    #[test]
+    fn the_prologue_creates_only_this_ranks_eager_communicators_r8() {
+        let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\n[groups.far]\nranks = [2, 3]\neager_init = true\n[groups.lazy]\nranks = [0, 2]\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"pair\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"lazy\"\n";
+        let steps = lowered(text);
+        assert_eq!(steps[..2], ["eager_init g0", "eager_init g1"]);
+        let inits: Vec<&String> = steps.iter().filter(|s| s.contains("init")).collect();
+        assert_eq!(inits, ["eager_init g0", "eager_init g1", "init_comm g3"]);
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub enum Step {
     },
     /// A collective on `group` first checks that its communicator was not aborted (R27).
     CheckComm { group: GroupId },
+    /// Eager communicator init (R8 with `device_id`): `init_process_group` creates the
+    /// group's communicator before the program's first op. The simulator counts it as done
+    /// before t = 0 (it costs the program nothing); `hw` creates the communicator.
+    EagerInit { group: GroupId },
     /// Lazy communicator init inside the group's first collective (R8): the host blocks until
     /// every member bootstrapped it.
     InitComm { group: GroupId },
@@ -241,6 +245,7 @@ impl fmt::Display for Step {
                 jitter,
             } => write!(f, "launch s{stream} {class:?} {kernel} jitter {jitter:.9}"),
             Step::CheckComm { group } => write!(f, "check_comm g{group}"),
+            Step::EagerInit { group } => write!(f, "eager_init g{group}"),
             Step::InitComm { group } => write!(f, "init_comm g{group}"),
             Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),
             Step::DropHandle { collective } => write!(f, "drop_handle c{collective}"),

@@ -8,6 +8,7 @@
 //! compared with the first; a disagreement is a finding and the collective never completes.
 
 use super::{seconds, Command, Failure, RunView, Signature};
+use crate::pg::work;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 
@@ -114,8 +115,10 @@ impl Failure<'_> {
             // communicator reports the error from then on (to a watchdog, if there is one,
             // and to the Work's `is_completed()` and `wait()`).
             out.push(Command::PoisonRendezvous { rendezvous });
-            self.failed_works
-                .insert((rank, collective_index), enqueue_ns + after_ns);
+            self.failed_works.insert(
+                (rank, collective_index),
+                work::async_error_ns(enqueue_ns, *after_ns),
+            );
         }
     }
 
@@ -187,21 +190,19 @@ impl Failure<'_> {
         host_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let Some(error_ns) = self
-            .work_failed_ns(rank, collective)
-            .filter(|&error_ns| error_ns <= host_ns)
-        else {
+        let Some(error_ns) = self.work_failed_ns(rank, collective) else {
             return;
         };
+        if !work::failed_by(Some(error_ns), host_ns) {
+            return;
+        }
         let work = view.work(rank, collective);
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
-        let op_spec = &self.scenario.ops[op];
-        let message = format!(
-            "[Rank {rank}] DistBackendError: {} failed: NCCL reported an async error (ncclRemoteError) at {}; {} (line {}) raises in the main thread and, uncaught, ends the process",
-            self.work_text(view, rank, collective, timeout_ns),
-            seconds(error_ns),
-            op_spec.display_name(),
-            op_spec.line
+        let message = work::async_error_raised(
+            rank,
+            &self.work_text(view, rank, collective, timeout_ns),
+            error_ns,
+            &self.scenario.ops[op],
         );
         self.note(
             rank,

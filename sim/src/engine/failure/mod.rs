@@ -219,7 +219,7 @@ impl<'s> Failure<'s> {
             });
         Failure {
             scenario,
-            watchdog_enabled: !scenario.env.blocking_wait,
+            watchdog_enabled: crate::pg::work::watchdog_runs(&scenario.env),
             groups,
             watchdogs: (0..ranks * groups)
                 .map(|_| WatchdogState::default())

@@ -9,12 +9,10 @@
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
 use crate::engine::findings::rank_list;
+use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 use std::collections::VecDeque;
-
-/// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
-pub(super) const WATCHDOG_POLL_NS: u64 = 100_000_000;
 
 /// A pending Work in a watchdog's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +72,11 @@ impl Failure<'_> {
         let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
         match armed {
             Some(FaultKind::AsyncError { after_ns }) => {
-                let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns + after_ns);
+                let seen_ns = next_tick_ns(
+                    origin_ns,
+                    WATCHDOG_POLL_NS,
+                    async_error_ns(enqueue_ns, after_ns),
+                );
                 wake(out, rank, group, Wake::AsyncError { collective }, seen_ns);
             }
             Some(FaultKind::WatchdogStuck) => {
@@ -134,7 +136,7 @@ impl Failure<'_> {
         Some(next_tick_ns(
             watchdog.tick_origin_ns,
             WATCHDOG_POLL_NS,
-            head.enqueue_ns + timeout_ns,
+            timeout_deadline_ns(head.enqueue_ns, timeout_ns),
         ))
     }
 

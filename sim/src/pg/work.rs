@@ -1,0 +1,80 @@
+//! What a Work's state is at an instant, as ProcessGroupNCCL decides it: when it has timed out
+//! (R15's polling `wait()`, R26's watchdog, whether that runs and how often it polls) and what
+//! an NCCL async error does to it (R27).
+//! These are decisions at run time, over times only an engine knows (the enqueue, the host's
+//! clock), so both engines call these functions with their own times: the simulator with
+//! simulated ones, `hw` with its host clock's.
+
+use crate::scenario::{Env, Op};
+
+/// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
+pub const WATCHDOG_POLL_NS: u64 = 100_000_000;
+
+/// Whether ProcessGroupNCCL starts its watchdog thread (R26): not under
+/// `TORCH_NCCL_BLOCKING_WAIT`, where `wait()` itself polls and times out (R15).
+pub fn watchdog_runs(env: &Env) -> bool {
+    !env.blocking_wait
+}
+
+/// The first instant at which a Work enqueued at `enqueue_ns` counts as timed out: PyTorch
+/// checks `elapsed >= timeout`, the elapsed time counted from the enqueue (R15, R26).
+pub fn timeout_deadline_ns(enqueue_ns: u64, timeout_ns: u64) -> u64 {
+    enqueue_ns.saturating_add(timeout_ns)
+}
+
+/// Whether a Work enqueued at `enqueue_ns` has timed out at `now_ns` (R15, R26).
+pub fn timed_out(enqueue_ns: u64, timeout_ns: u64, now_ns: u64) -> bool {
+    now_ns >= timeout_deadline_ns(enqueue_ns, timeout_ns)
+}
+
+/// When NCCL reports the async error a `[[fault]] kind = "async_error"` injects under a Work
+/// enqueued at `enqueue_ns`: `after_ns` (`after_us`) later (R26, R27).
+pub fn async_error_ns(enqueue_ns: u64, after_ns: u64) -> u64 {
+    enqueue_ns.saturating_add(after_ns)
+}
+
+/// Whether a Work whose communicator reported an NCCL async error at `error_ns` (if it did)
+/// has failed by `now_ns`: from the error on it is completed, with its error, so that
+/// `is_completed()` is true and `wait()` raises `DistBackendError` (R27).
+pub fn failed_by(error_ns: Option<u64>, now_ns: u64) -> bool {
+    error_ns.is_some_and(|error_ns| error_ns <= now_ns)
+}
+
+/// `work.is_completed()` at `now_ns` (R13, R27): its end event fired, or it failed.
+pub fn is_completed(end_fired: bool, error_ns: Option<u64>, now_ns: u64) -> bool {
+    end_fired || failed_by(error_ns, now_ns)
+}
+
+/// What the main thread raises when `op`'s `wait()` finds its Work `work` (as [`super::work_text`]
+/// prints it) failed by an NCCL async error at `error_ns` (R27).
+pub fn async_error_raised(rank: u32, work: &str, error_ns: u64, op: &Op) -> String {
+    format!(
+        "[Rank {rank}] DistBackendError: {work} failed: NCCL reported an async error (ncclRemoteError) at {:.3} s; {} (line {}) raises in the main thread and, uncaught, ends the process",
+        error_ns as f64 / 1e9,
+        op.display_name(),
+        op.line
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_work_times_out_when_the_elapsed_time_reaches_the_timeout() {
+        assert_eq!(timeout_deadline_ns(20, 1_000), 1_020);
+        assert!(!timed_out(20, 1_000, 1_019));
+        assert!(timed_out(20, 1_000, 1_020), "elapsed >= timeout");
+        assert_eq!(timeout_deadline_ns(5, u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_failed_work_is_completed_from_its_error_on() {
+        assert!(!failed_by(None, 10));
+        assert!(!failed_by(Some(11), 10));
+        assert!(failed_by(Some(10), 10));
+        assert!(!is_completed(false, Some(11), 10));
+        assert!(is_completed(false, Some(9), 10));
+        assert!(is_completed(true, None, 10));
+    }
+}
