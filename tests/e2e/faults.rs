@@ -321,8 +321,14 @@ fn without_propagation_the_other_ranks_wait_for_their_own_timeout() {
     }
 }
 
-/// functional_collective.toml (R30): wait_tensor(y) is issued at the first read of y.
+/// functional_collective.toml (R30): wait_tensor(y) is issued at the first read of y; the
+/// GEMM that writes the input x after the call does not race (the call cloned x).
 pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
+    assert!(
+        timeline.ranks.iter().all(|rank| rank.races.is_empty()),
+        "{:?}",
+        timeline.findings
+    );
     let names: Vec<&str> = timeline.ops.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
         names,
@@ -351,6 +357,30 @@ pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
             assert!(use_y.start_ns >= wait.released_ns);
             assert!(wait.released_ns >= record.end_ns);
         }
+    }
+}
+
+#[test]
+fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_result_on_nccls(
+) {
+    // R30: writing x right after the call is ordered after the clone; writing y before its
+    // wait_tensor races the all_reduce still writing y on the NCCL stream (R21).
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"write_x\"\nkernel = { us = 5 }\nwrites = [\"x\"]\n[[op]]\nlabel = \"write_y\"\nkernel = { us = 5 }\nwrites = [\"y\"]\n[[op]]\nlabel = \"read_y\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let scenario = sim::scenario::parse("fcol.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    for rank in &timeline.ranks {
+        let races: Vec<(&str, &str, &str)> = rank
+            .races
+            .iter()
+            .map(|race| {
+                (
+                    race.tensor.as_str(),
+                    timeline.ops[race.later_op as usize].name.as_str(),
+                    timeline.ops[race.earlier_op as usize].name.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(races, [("y", "write_y", "ar")]);
     }
 }
 

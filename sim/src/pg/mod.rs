@@ -141,6 +141,7 @@ impl ProcessGroupNccl {
                 async_op,
                 work,
                 batch,
+                result,
             } => {
                 if batch == Batch::Coalesced {
                     // R25: the coalescing manager only records each call; one launch follows.
@@ -149,13 +150,15 @@ impl ProcessGroupNccl {
                         cost_ns: (count - 1) * costs.event_ns,
                     });
                 }
+                // A functional collective reduces the clone of its input (R30).
                 let call = |bytes| CollectiveCall {
                     kind: collective,
-                    tensor: Some(tensor),
+                    tensor: Some(result.unwrap_or(tensor)),
                     group,
                     bytes,
                     async_op,
                     work,
+                    clone_of: result.map(|_| tensor),
                 };
                 if scenario.tensors[tensor].count == 1 {
                     // One tensor: one call of its size, however it is batched.
@@ -195,6 +198,7 @@ impl ProcessGroupNccl {
                     bytes: total(true).max(total(false)),
                     async_op: true,
                     work,
+                    clone_of: None,
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -210,6 +214,7 @@ impl ProcessGroupNccl {
                     bytes: 1,
                     async_op: true,
                     work: None,
+                    clone_of: None,
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -223,7 +228,9 @@ impl ProcessGroupNccl {
             }
             OpKind::Wait { work, timeout_ns } => {
                 let (collective, end) = self.work(scenario, op, work)?;
-                let poll = scenario.env.blocking_wait || timeout_ns.is_some();
+                // R15: blocking wait polls; so does wait(timeout) where the profile says so.
+                let timed = timeout_ns.is_some() && scenario.torch.timed_wait_polls();
+                let poll = scenario.env.blocking_wait || timed;
                 self.wait(
                     scenario,
                     (collective, end),
@@ -396,6 +403,19 @@ impl ProcessGroupNccl {
         } else {
             call_stream
         };
+        if let (Some(input), Some(result)) = (call.clone_of, call.tensor) {
+            // R30: `input.clone()` on the current stream before the call returns: the clone
+            // reads the input there, so the input is the program's again once the call
+            // returned; the collective then runs on the clone.
+            out.push(Step::Access {
+                tensor: input,
+                write: false,
+            });
+            out.push(Step::Access {
+                tensor: result,
+                write: true,
+            });
+        }
         // R10a: input-ready event on the current stream; the internal stream waits on it.
         let input_ready = self.record(call_stream, out);
         if on_internal_stream {
@@ -583,6 +603,8 @@ struct CollectiveCall {
     bytes: u64,
     async_op: bool,
     work: Option<WorkId>,
+    /// A functional collective's input, cloned into `tensor` on the current stream (R30).
+    clone_of: Option<TensorId>,
 }
 
 /// The op's declared `reads` and `writes` (R21).
@@ -735,6 +757,20 @@ work = "w"
         let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5"));
         assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout 2500000ns".to_string()));
         assert!(!lowered(ASYNC).iter().any(|s| s.starts_with("poll")));
+    }
+
+    #[test]
+    fn in_2_5_only_blocking_wait_polls_r15() {
+        // 2.5's wait(timeout) adds the stream dependency and returns; its timeout only bounds
+        // a blocking wait's polls.
+        let timed = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5");
+        let v2_5 = lowered(&format!("torch = \"2.5\"\n{timed}"));
+        assert!(!v2_5.iter().any(|s| s.starts_with("poll")), "{v2_5:?}");
+        assert!(v2_5.contains(&"wait c0 s0 e1 +3000ns".to_string()));
+        let blocking = lowered(&format!(
+            "torch = \"2.5\"\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{timed}"
+        ));
+        assert!(blocking.contains(&"poll c0 e1 every 10000000ns timeout 2500000ns".to_string()));
     }
 
     #[test]

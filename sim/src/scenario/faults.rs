@@ -280,6 +280,7 @@ impl Resolver<'_> {
             async_op: true,
             work: Some(work),
             batch: crate::scenario::Batch::Each,
+            result: Some(result),
         })
     }
 

@@ -1377,6 +1377,7 @@ impl Resolver<'_> {
                     async_op,
                     work,
                     batch,
+                    result: None,
                 }
             }
             "send" | "recv" => {
@@ -1397,6 +1398,7 @@ impl Resolver<'_> {
                     async_op,
                     work,
                     batch: Batch::Each,
+                    result: None,
                 }
             }
             "batch_isend_irecv" => {

@@ -45,6 +45,13 @@ impl TorchProfile {
         }
     }
 
+    /// Whether `wait(timeout)` polls without `TORCH_NCCL_BLOCKING_WAIT` (R15): in 2.12 an
+    /// explicit timeout makes `wait()` poll until it; 2.5 polls only under blocking wait and
+    /// ignores the timeout otherwise (its `wait()` adds the stream dependency and returns).
+    pub fn timed_wait_polls(self) -> bool {
+        matches!(self, TorchProfile::V2_12)
+    }
+
     /// Whether `async_op=False` enqueues on the current stream (R11, 2.12) rather than on the
     /// internal stream followed by `wait()` (2.5).
     pub fn sync_collective_on_current_stream(self) -> bool {
@@ -499,6 +506,11 @@ pub enum OpKind {
         async_op: bool,
         work: Option<WorkId>,
         batch: Batch,
+        /// A functional collective's result (R30): `y = fcol.all_reduce(x)` clones `tensor`
+        /// into this one on the current stream, then reduces the clone in place; `tensor` is
+        /// only read, by the clone, before the call returns.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<TensorId>,
     },
     /// `dist.batch_isend_irecv([...])` on every rank of `group`: its sends and receives, each to
     /// or from the rank `shift` places along the group, in one NCCL group on the group's
