@@ -796,6 +796,13 @@ fn check_coalescing(timeline: &Timeline, report: &Report) {
         1e-6,
         "coalesced host",
     );
+    // The block is one host record: its recorded calls, then the call that launches (R25).
+    assert_close(
+        collective(report, "coalesced").host_call_us.median,
+        30.0 + 999.0 * 2.0,
+        1e-6,
+        "coalesced host call",
+    );
     // One kernel per call: 1,000 + 1 + 1 per rank and iteration.
     let kernels = timeline.ranks[0]
         .kernels

@@ -361,8 +361,7 @@ pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
 }
 
 #[test]
-fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_result_on_nccls(
-) {
+fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_result_on_nccls() {
     // R30: writing x right after the call is ordered after the clone; writing y before its
     // wait_tensor races the all_reduce still writing y on the NCCL stream (R21).
     let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"write_x\"\nkernel = { us = 5 }\nwrites = [\"x\"]\n[[op]]\nlabel = \"write_y\"\nkernel = { us = 5 }\nwrites = [\"y\"]\n[[op]]\nlabel = \"read_y\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";

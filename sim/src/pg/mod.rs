@@ -143,13 +143,12 @@ impl ProcessGroupNccl {
                 batch,
                 result,
             } => {
-                if batch == Batch::Coalesced {
-                    // R25: the coalescing manager only records each call; one launch follows.
+                // R25: inside a `_coalescing_manager` block every call but the last is only
+                // recorded; one launch follows. The block is one host record.
+                let recorded_calls_ns = (batch == Batch::Coalesced).then(|| {
                     let count = u64::from(scenario.tensors[tensor].count);
-                    out.push(Step::HostCost {
-                        cost_ns: (count - 1) * costs.event_ns,
-                    });
-                }
+                    (count - 1) * costs.coalesced_call_ns
+                });
                 // A functional collective reduces the clone of its input (R30).
                 let call = |bytes| CollectiveCall {
                     kind: collective,
@@ -159,6 +158,7 @@ impl ProcessGroupNccl {
                     async_op,
                     work,
                     clone_of: result.map(|_| tensor),
+                    recorded_calls_ns,
                 };
                 if scenario.tensors[tensor].count == 1 {
                     // One tensor: one call of its size, however it is batched.
@@ -188,9 +188,6 @@ impl ProcessGroupNccl {
                         .map(|t| scenario.tensor_bytes(t.tensor))
                         .sum()
                 };
-                out.push(Step::HostCost {
-                    cost_ns: (transfers.len() as u64 - 1) * costs.event_ns,
-                });
                 let call = CollectiveCall {
                     kind: CollectiveKind::BatchP2p,
                     tensor: Some(transfers[0].tensor),
@@ -199,6 +196,7 @@ impl ProcessGroupNccl {
                     async_op: true,
                     work,
                     clone_of: None,
+                    recorded_calls_ns: Some((transfers.len() as u64 - 1) * costs.coalesced_call_ns),
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -215,6 +213,7 @@ impl ProcessGroupNccl {
                     async_op: true,
                     work: None,
                     clone_of: None,
+                    recorded_calls_ns: None,
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -380,6 +379,9 @@ impl ProcessGroupNccl {
         let call_stream = op.stream as StreamRef;
         let barrier = call.tensor.is_none();
         out.push(Step::CallStart);
+        if let Some(cost_ns) = call.recorded_calls_ns {
+            out.push(Step::HostCost { cost_ns });
+        }
         out.push(Step::CheckComm { group });
         if !self.initialised[group] {
             // R8: the first collective of a group bootstraps the communicator inside the call.
@@ -605,6 +607,9 @@ struct CollectiveCall {
     work: Option<WorkId>,
     /// A functional collective's input, cloned into `tensor` on the current stream (R30).
     clone_of: Option<TensorId>,
+    /// Host time of the calls a coalescing manager block only recorded before this, its one
+    /// launch (R25); `None` outside a block.
+    recorded_calls_ns: Option<u64>,
 }
 
 /// The op's declared `reads` and `writes` (R21).
@@ -771,6 +776,18 @@ work = "w"
             "torch = \"2.5\"\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{timed}"
         ));
         assert!(blocking.contains(&"poll c0 e1 every 10000000ns timeout 2500000ns".to_string()));
+    }
+
+    #[test]
+    fn a_coalesced_block_is_one_call_whose_record_covers_the_recorded_calls_r25() {
+        let block = "[cluster]\nranks = 2\n[host]\nevent_us = 2\n[tensors]\ng = { size = \"1KiB\", count = 4 }\n[[op]]\nall_reduce = \"g\"\ncoalesce = true\n";
+        let steps = lowered(block);
+        // Three calls only recorded, then the one that launches, inside one host record.
+        assert_eq!(steps[..2], ["call", "host_cost 6000ns"]);
+        assert_eq!(steps.iter().filter(|s| *s == "call").count(), 1);
+        let priced =
+            lowered(&block.replace("event_us = 2", "event_us = 2\ncoalesced_call_us = 4.5"));
+        assert_eq!(priced[..2], ["call", "host_cost 13500ns"]);
     }
 
     #[test]

@@ -609,6 +609,7 @@ impl Resolver<'_> {
             collective_cold_after_us: None,
             wait_us: None,
             event_us: None,
+            coalesced_call_us: None,
             sync_us: None,
             item_us: None,
             mark_us: None,
@@ -679,6 +680,7 @@ impl Resolver<'_> {
         }
         let launch_latency_ns =
             self.optional_time_us(&raw.launch_latency_us, "host.launch_latency_us", 3_000)?;
+        let event_ns = self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?;
         Ok(HostCosts {
             launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
             launch_latency_ns,
@@ -698,7 +700,12 @@ impl Resolver<'_> {
             collective_warm_within_ns,
             collective_cold_after_ns,
             wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,
-            event_ns: self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?,
+            event_ns,
+            coalesced_call_ns: self.optional_time_us(
+                &raw.coalesced_call_us,
+                "host.coalesced_call_us",
+                event_ns,
+            )?,
             sync_ns: self.optional_time_us(&raw.sync_us, "host.sync_us", 5_000)?,
             item_ns: self.optional_time_us(&raw.item_us, "host.item_us", 15_000)?,
             mark_ns: self.optional_time_us(&raw.mark_us, "host.mark_us", 2_000)?,

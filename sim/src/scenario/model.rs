@@ -182,6 +182,10 @@ pub struct HostCosts {
     pub wait_ns: u64,
     /// `event.record`, `stream.wait_event`, `set_stream`.
     pub event_ns: u64,
+    /// Each collective call inside a `_coalescing_manager` block (or each `P2POp` of a
+    /// `batch_isend_irecv`) but the last, which only records the call (R25); `event_ns`
+    /// unless set.
+    pub coalesced_call_ns: u64,
     /// Returning from a synchronisation once the GPU reached the point.
     pub sync_ns: u64,
     /// `.item()`: the device-to-host copy and the return, after the stream drained.

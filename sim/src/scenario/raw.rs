@@ -83,6 +83,7 @@ pub struct RawHost {
     pub collective_cold_after_us: Option<Spanned<f64>>,
     pub wait_us: Option<Spanned<f64>>,
     pub event_us: Option<Spanned<f64>>,
+    pub coalesced_call_us: Option<Spanned<f64>>,
     pub sync_us: Option<Spanned<f64>>,
     pub item_us: Option<Spanned<f64>>,
     pub mark_us: Option<Spanned<f64>>,
