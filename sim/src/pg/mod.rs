@@ -427,6 +427,10 @@ impl ProcessGroupNccl {
             });
         }
         out.push(Step::ReleaseShelf { group });
+        if scenario.env.times_works() {
+            // R6: the Work's start event, on the kernel's stream right before the kernel.
+            self.record(stream, out);
+        }
         let jitter = if scenario.cluster.kernel_jitter > 0.0 {
             // Drawn per collective, so that every rank of it draws the same.
             let mut rng = collective_rng(scenario.seed, group, seq);
@@ -788,6 +792,23 @@ work = "w"
         let priced =
             lowered(&block.replace("event_us = 2", "event_us = 2\ncoalesced_call_us = 4.5"));
         assert_eq!(priced[..2], ["call", "host_cost 13500ns"]);
+    }
+
+    #[test]
+    fn timing_gives_every_work_a_start_event_before_its_kernel_r6() {
+        let untimed = lowered(ASYNC);
+        for env in [
+            "TORCH_NCCL_ENABLE_TIMING = 1",
+            "TORCH_NCCL_DESYNC_DEBUG = 1",
+        ] {
+            let timed = lowered(&format!("[env]\n{env}\n{ASYNC}"));
+            let nccl = timed.iter().position(|s| s.starts_with("nccl c0")).unwrap();
+            assert_eq!(timed[nccl - 1], "record s1 e1", "{env}");
+            assert!(timed.contains(&"watch c0 end e2 stash Some(0) Named(0)".to_string()));
+            // One more event per collective, nothing else.
+            assert_eq!(timed.len(), untimed.len() + 2);
+        }
+        assert!(untimed.contains(&"watch c0 end e1 stash Some(0) Named(0)".to_string()));
     }
 
     #[test]

@@ -243,6 +243,13 @@ pub struct Env {
 }
 
 impl Env {
+    /// Whether every Work records a start event on its kernel's stream (R6):
+    /// `TORCH_NCCL_ENABLE_TIMING`, or `TORCH_NCCL_DESYNC_DEBUG`, which needs the start events
+    /// and turns timing on.
+    pub fn times_works(&self) -> bool {
+        self.enable_timing || self.desync_debug
+    }
+
     /// The variables a scenario may set, with what they mean.
     pub const KNOWN: [(&'static str, &'static str); 17] = [
         (
