@@ -79,6 +79,15 @@ def test_a_scenario_value_wins_over_the_measurement_defaults():
     assert set(exported) == set(MEASUREMENT_ENV)
 
 
+def test_a_scenario_flight_recorder_size_under_either_name_is_not_overridden():
+    environ = {}
+    exported = export_environment(
+        {"env": {"raw": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "500"}}}, environ)
+    assert environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "500"
+    assert "TORCH_FR_BUFFER_SIZE" not in environ
+    assert set(exported) == {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_ENABLE_TIMING"}
+
+
 def test_coalesced_and_functional_collectives_use_their_torch_apis(resolve, interpret):
     path, _ = resolve("coalescing", "cluster.ranks=1")
     completed, _, calls = interpret(path)

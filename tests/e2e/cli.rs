@@ -140,6 +140,20 @@ const BAD_INPUTS: &[BadInput] = &[
         says: "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the all_reduce",
     },
     BadInput {
+        class: "an observability variable whose effect is not modelled",
+        text: "[env]\nTORCH_NCCL_NAN_CHECK = 1\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 24,
+        says: "that kernel's duration is not modelled",
+    },
+    BadInput {
+        class: "a legacy name PyTorch does not read",
+        text: "[env]\nNCCL_TRACE_BUFFER_SIZE = 100\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 1,
+        says: "PyTorch 2.12 reads this variable only as TORCH_NCCL_TRACE_BUFFER_SIZE",
+    },
+    BadInput {
         class: "coalescing a single tensor",
         text: "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ncoalesce = true\n",
         line: 5,

@@ -110,6 +110,20 @@ pub fn check_hang_10min(timeline: &Timeline, _report: &Report) {
 }
 
 #[test]
+fn without_dump_on_timeout_the_process_goes_down_at_the_timeout_with_no_dumps() {
+    // TORCH_NCCL_DUMP_ON_TIMEOUT=0 (R27): no dump signal, no 60-s sleep for the dumps.
+    let timeline = run_with("hang_10min.toml", &["env.TORCH_NCCL_DUMP_ON_TIMEOUT=0"]);
+    let detected_ns = next_poll_ns(20 * US + TIMEOUT_NS);
+    for rank in 0..3 {
+        assert_eq!(at(&timeline, rank, WatchdogEvent::Exit), detected_ns);
+    }
+    for rank in 0..4 {
+        assert!(records(&timeline, rank, WatchdogEvent::Dump).is_empty());
+        assert!(records(&timeline, rank, WatchdogEvent::DumpSignal).is_empty());
+    }
+}
+
+#[test]
 fn tear_down_aborts_the_communicator_before_the_process_exits() {
     let timeline = run_with(
         "hang_10min.toml",

@@ -29,6 +29,7 @@
 
 mod faults;
 mod model;
+mod observability;
 mod overrides;
 mod raw;
 mod suggest;
@@ -736,11 +737,19 @@ impl Resolver<'_> {
             coord_check_ns: 1_000_000_000,
             propagate_error: false,
             desync_debug: false,
+            dump_on_timeout: true,
+            trace_buffer_entries: 2000,
             avoid_record_streams: None,
             expandable_segments: false,
             raw: BTreeMap::new(),
         };
-        for (key, value) in raw.into_iter().flatten() {
+        let none = BTreeMap::new();
+        let all = raw.unwrap_or(&none);
+        for (written, value) in all {
+            let key = &self.canonical_env_key(written, all)?;
+            if self.observability_env(&mut env, key, value)? {
+                continue;
+            }
             if key.get_ref().starts_with("NCCL_") && self.nccl_env(&mut env, key, value)? {
                 continue;
             }

@@ -233,6 +233,13 @@ pub struct Env {
     pub propagate_error: bool,
     /// `TORCH_NCCL_DESYNC_DEBUG`: a timeout reports where every rank stopped.
     pub desync_debug: bool,
+    /// `TORCH_NCCL_DUMP_ON_TIMEOUT` (R27, default 1): after a timeout or error the watchdog
+    /// broadcasts the dump signal and sleeps for the Flight Recorder dumps; 0: neither, the
+    /// error is handled at once.
+    pub dump_on_timeout: bool,
+    /// `TORCH_FR_BUFFER_SIZE` / `TORCH_NCCL_TRACE_BUFFER_SIZE` (default 2000): the entries a
+    /// Flight Recorder dump holds at most (the simulator's dumps are notes without entries).
+    pub trace_buffer_entries: u64,
     /// `TORCH_NCCL_AVOID_RECORD_STREAMS` (R18, R19): stash (1) or recordStream (0); the
     /// profile decides when unset.
     pub avoid_record_streams: Option<bool>,
@@ -251,7 +258,7 @@ impl Env {
     }
 
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 17] = [
+    pub const KNOWN: [(&'static str, &'static str); 22] = [
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",
             "0 or 1: Works stash their tensors (1) or the allocator waits on recordStream events (0) (R18, R19)",
@@ -312,7 +319,27 @@ impl Env {
         ),
         (
             "TORCH_NCCL_DESYNC_DEBUG",
-            "0 or 1: a timeout reports every rank's last enqueued and completed SeqNum",
+            "0 or 1: a timeout reports every rank's last enqueued and completed SeqNum; turns timing on (R6)",
+        ),
+        (
+            "TORCH_NCCL_DUMP_ON_TIMEOUT",
+            "0 or 1 (default 1): after a timeout or error, the dump signal and the dump wait (R27); 0 handles the error at once",
+        ),
+        (
+            "TORCH_FR_BUFFER_SIZE",
+            "entries, default 2000: the Flight Recorder's buffer (PyTorch >= 2.11; 0 is refused)",
+        ),
+        (
+            "TORCH_NCCL_TRACE_BUFFER_SIZE",
+            "entries, default 2000: the Flight Recorder's buffer, older name of TORCH_FR_BUFFER_SIZE",
+        ),
+        (
+            "TORCH_NCCL_NAN_CHECK",
+            "0 only: 1 (a NaN-check kernel before each collective) is refused, not modelled",
+        ),
+        (
+            "TORCH_NCCL_CUDA_EVENT_CACHE",
+            "1 only (the default): 0 (no event cache) is refused, not modelled",
         ),
     ];
 }
