@@ -289,6 +289,8 @@ impl RunLog {
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
             races: Vec::new(),
+            // The process's end is the launcher's to see (`c10dsim hw` reports its exit).
+            end: None,
         })
     }
 }

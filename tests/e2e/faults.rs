@@ -9,7 +9,7 @@
 
 use crate::util::run_with;
 use analysis::metrics::{report, Report};
-use sim::timeline::{FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{ExitStatus, FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -107,6 +107,55 @@ pub fn check_hang_10min(timeline: &Timeline, _report: &Report) {
     // Rank 3's heartbeat monitor polls the store every second: it dumps at 601 s.
     assert_eq!(at(timeline, 3, WatchdogEvent::Dump), 601 * S);
     assert!(records(timeline, 3, WatchdogEvent::Exit).is_empty());
+}
+
+/// Each rank's process end, as (status, time).
+fn ends(timeline: &Timeline) -> Vec<(ExitStatus, Option<u64>)> {
+    timeline
+        .ranks
+        .iter()
+        .map(|rank| {
+            let end = rank.end.expect("the simulator records every process's end");
+            (end.status, end.at_ns)
+        })
+        .collect()
+}
+
+#[test]
+fn every_process_end_is_recorded_with_its_exit_status() {
+    // The watchdog's SkipCleanUp takes ranks 0-2 down (SIGABRT) after the dump wait; rank 3,
+    // hung before the collective, runs on.
+    let aborted = (ExitStatus::Aborted, Some(660_100 * MS));
+    assert_eq!(
+        ends(&run_with("hang_10min.toml", &[])),
+        [aborted, aborted, aborted, (ExitStatus::Running, None)]
+    );
+    // Under blocking wait the timeout raises in the main thread: exit code 1, at the poll.
+    let blocking = run_with("hang_10min.toml", &["env.TORCH_NCCL_BLOCKING_WAIT=1"]);
+    for (status, at_ns) in &ends(&blocking)[..3] {
+        assert_eq!(*status, ExitStatus::Raised);
+        assert!(at_ns.unwrap() >= TIMEOUT_NS);
+    }
+    // Rank 0 dies before publishing the unique id; the others' store wait raises (R29).
+    let crash = ends(&run_with("rank0_crash_init.toml", &[]));
+    assert_eq!(crash[0].0, ExitStatus::Killed);
+    assert!(crash[1..]
+        .iter()
+        .all(|(status, _)| *status == ExitStatus::Raised));
+    // A program that ran to its end exits cleanly when its last call returns.
+    let clean = run_with("straggler.toml", &[]);
+    for (rank, (status, at_ns)) in ends(&clean).into_iter().enumerate() {
+        assert_eq!(status, ExitStatus::Clean);
+        let last = clean.ranks[rank].host.iter().map(|h| h.end_ns).max();
+        assert_eq!(at_ns, last);
+    }
+    // No host call starts after its process ended.
+    for timeline in [&blocking, &clean] {
+        for rank in &timeline.ranks {
+            let end_ns = rank.end.unwrap().at_ns.unwrap_or(u64::MAX);
+            assert!(rank.host.iter().all(|h| h.start_ns <= end_ns));
+        }
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 use super::{seconds, Command, Failure, RunView, Signature};
 use crate::scenario::{CollectiveKind, FaultKind, GroupId};
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// `rank`'s host reached `op`, where `fault` applies.
@@ -63,7 +63,11 @@ impl Failure<'_> {
                     host_ns,
                     format!("[Rank {rank}] process exited (fault); its GPU work vanishes"),
                 );
-                out.push(Command::KillProcess { rank });
+                out.push(Command::KillProcess {
+                    rank,
+                    status: ExitStatus::Killed,
+                    at_ns: host_ns,
+                });
             }
             FaultKind::Skip => {}
             armed => self.armed[rank as usize] = Some(armed),
@@ -216,7 +220,11 @@ impl Failure<'_> {
             op: Some(op),
             message,
         });
-        out.push(Command::KillProcess { rank });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: host_ns,
+        });
     }
 
     /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
@@ -261,7 +269,7 @@ mod tests {
     use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::{CollectiveKind, FaultKind};
-    use crate::timeline::FindingKind;
+    use crate::timeline::{ExitStatus, FindingKind};
 
     fn reached(failure: &mut Failure<'_>, rank: u32, fault: FaultKind) -> Vec<Command> {
         let mut out = Vec::new();
@@ -286,7 +294,11 @@ mod tests {
         );
         assert_eq!(
             reached(&mut failure, 0, FaultKind::Die),
-            [Command::KillProcess { rank: 0 }]
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Killed,
+                at_ns: 0
+            }]
         );
         assert_eq!(reached(&mut failure, 0, FaultKind::Skip), []);
     }
@@ -406,7 +418,11 @@ mod tests {
             commands,
             [
                 finding(FindingKind::AsyncError, 0, Some(1)),
-                Command::KillProcess { rank: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Raised,
+                    at_ns: 500_020_000,
+                },
             ]
         );
         assert!(

@@ -18,7 +18,7 @@
 
 use super::host::next_poll_ns as next_tick_ns;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use std::collections::{HashMap, HashSet};
 use watchdog::WatchdogState;
 
@@ -136,8 +136,13 @@ pub(in crate::engine) enum Command {
     /// `ncclCommAbort` of `rank`'s communicator of `group`: its started kernels end now and
     /// their collectives can never complete.
     AbortCommunicators { rank: u32, group: GroupId },
-    /// The process of `rank` ends now: its host stops, its GPU work vanishes.
-    KillProcess { rank: u32 },
+    /// The process of `rank` ends at `at_ns` with `status`: its host stops, its GPU work
+    /// vanishes.
+    KillProcess {
+        rank: u32,
+        status: ExitStatus,
+        at_ns: u64,
+    },
 }
 
 /// What a collective record is, as the run knows it.

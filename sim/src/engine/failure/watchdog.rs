@@ -350,7 +350,7 @@ impl Failure<'_> {
 mod tests {
     use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Wake};
-    use crate::timeline::{FindingKind, WatchdogEvent};
+    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     #[test]
     fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
@@ -451,7 +451,11 @@ mod tests {
             commands,
             [
                 finding(FindingKind::WatchdogTimeout, 0, Some(0)),
-                Command::KillProcess { rank: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Aborted,
+                    at_ns: 1_100_000_000,
+                },
             ]
         );
         let events: Vec<WatchdogEvent> = failure.into_records().iter().map(|r| r.event).collect();
