@@ -115,6 +115,26 @@ def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
     assert names(calls).count("work.wait") == 1
 
 
+def test_a_wait_with_catch_records_the_exception_and_goes_on(resolve, interpret, tmp_path):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    waits = [op for op in scenario["ops"] if op["kind"]["kind"] == "wait"]
+    for op in waits:
+        op["catch"] = True
+    edited = tmp_path / "caught.json"
+    edited.write_text(json.dumps(scenario))
+    completed, document, calls = interpret(str(edited), env={"FAKE_TORCH_WAIT_RAISES": "1"})
+    assert completed.returncode == 0, completed.stderr
+    assert document["findings"] == []
+    (rank,) = document["ranks"]
+    iterations = scenario["warmup"] + scenario["repeat"]
+    assert len(rank["exceptions"]) == len(waits) * iterations
+    first = rank["exceptions"][0]
+    assert first["exception"] == "RuntimeError" and first["op"] == waits[0]["index"]
+    host = [h for h in rank["host"] if h["op"] == waits[0]["index"]]
+    assert host[0]["end_ns"] == first["at_ns"]
+    assert names(calls).count("work.wait") == len(waits) * iterations
+
+
 def test_a_dying_rank_is_killed_after_writing_what_it_did(resolve, interpret):
     path, _ = resolve("rank0_crash_init")
     completed, document, _ = interpret(path)

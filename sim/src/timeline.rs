@@ -128,6 +128,18 @@ pub enum ExitStatus {
     Running,
 }
 
+/// An exception a call raised and the program caught (`catch = true`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExceptionRecord {
+    pub iteration: u32,
+    pub op: OpRef,
+    /// Host time of the raise (the call's end).
+    pub at_ns: u64,
+    /// Its Python type, e.g. `DistBackendError`.
+    pub exception: String,
+    pub message: String,
+}
+
 /// A rank's process end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessEnd {
@@ -160,6 +172,9 @@ pub struct RankTimeline {
     /// Data races the detector found (R21).
     #[serde(default)]
     pub races: Vec<RaceRecord>,
+    /// Exceptions the program caught (`catch = true`) and went on from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exceptions: Vec<ExceptionRecord>,
     /// How the rank's process ended (the simulator's; engines that do not know leave it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<ProcessEnd>,

@@ -200,7 +200,7 @@ const BAD_INPUTS: &[BadInput] = &[
         text: "[streams]\npool = {}\n[tensors]\nt = \"1MiB\"\n[[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\nthen = { us = 5, stream = \"pool\" }\n",
         line: 11,
         column: 8,
-        says: "then does not apply to wait (it takes timeout_ms)",
+        says: "then does not apply to wait (it takes timeout_ms, catch)",
     },
     BadInput {
         class: "naming the future of a get_future without then",

@@ -158,6 +158,78 @@ fn every_process_end_is_recorded_with_its_exit_status() {
     }
 }
 
+/// A blocking wait on a collective rank 1 never joins, on a 1-s timeout, then a kernel.
+const CAUGHT_TIMEOUT: &str = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\nranks = [0]\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\nranks = [0]\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n";
+
+fn simulate_text(text: &str) -> Timeline {
+    sim::engine::simulate(&sim::scenario::parse("catch.toml", text).unwrap())
+}
+
+#[test]
+fn a_caught_wait_timeout_is_recorded_and_the_program_goes_on() {
+    let timeline = simulate_text(CAUGHT_TIMEOUT);
+    let rank0 = &timeline.ranks[0];
+    assert_eq!(rank0.exceptions.len(), 1, "{:?}", rank0.exceptions);
+    let caught = &rank0.exceptions[0];
+    assert_eq!(caught.exception, "DistBackendError");
+    assert_eq!(timeline.ops[caught.op as usize].name, "wait_w");
+    assert!(caught.message.contains("timed out in blocking wait"));
+    assert!(caught.at_ns >= S, "{}", caught.at_ns);
+    // The program went on: the kernel after the wait ran, from the raise on, and the process
+    // exited cleanly.
+    let after = timeline.ops.iter().position(|o| o.name == "after").unwrap() as u32;
+    let call = rank0.host.iter().find(|h| h.op == after).unwrap();
+    assert!(call.start_ns >= caught.at_ns);
+    assert!(rank0.kernels.iter().any(|k| k.op == after));
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+    // Uncaught, the same raise ends the process there.
+    let uncaught = simulate_text(&CAUGHT_TIMEOUT.replace("catch = true\n", ""));
+    let rank0 = &uncaught.ranks[0];
+    assert!(rank0.exceptions.is_empty());
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Raised);
+    assert!(rank0.host.iter().all(|h| h.op != after));
+}
+
+#[test]
+fn a_caught_async_error_leaves_the_watchdog_to_end_the_process() {
+    // The Work failed at 1 ms; wait() at 2 ms raises it, the program catches it and goes on;
+    // the watchdog still finds the error at its poll and, after the dump wait, takes the
+    // process down (SkipCleanUp, R27).
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 2000\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    let timeline = simulate_text(text);
+    let rank0 = &timeline.ranks[0];
+    assert_eq!(rank0.exceptions.len(), 1);
+    assert!(rank0.exceptions[0].message.contains("ncclRemoteError"));
+    let after = timeline.ops.iter().position(|o| o.name == "after").unwrap() as u32;
+    assert!(rank0.host.iter().any(|h| h.op == after));
+    let end = rank0.end.unwrap();
+    assert_eq!(end.status, ExitStatus::Aborted);
+    assert!(end.at_ns.unwrap() > 60 * S);
+}
+
+#[test]
+fn catch_applies_to_wait_only_and_hw_refuses_it() {
+    let on_kernel = CAUGHT_TIMEOUT.replace(
+        "kernel = { us = 5 }\n",
+        "kernel = { us = 5 }\ncatch = true\n",
+    );
+    let error = sim::scenario::parse("catch.toml", &on_kernel).unwrap_err();
+    assert!(
+        error.message.contains("catch does not apply to kernel"),
+        "{}",
+        error.message
+    );
+    let path = std::env::temp_dir().join(format!("c10dsim-catch-{}.toml", std::process::id()));
+    std::fs::write(&path, CAUGHT_TIMEOUT).unwrap();
+    let refused = crate::util::c10dsim(&["hw", &path.display().to_string()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        crate::util::stderr(&refused).contains("has catch = true"),
+        "{}",
+        crate::util::stderr(&refused)
+    );
+}
+
 #[test]
 fn without_dump_on_timeout_the_process_goes_down_at_the_timeout_with_no_dumps() {
     // TORCH_NCCL_DUMP_ON_TIMEOUT=0 (R27): no dump signal, no 60-s sleep for the dumps.

@@ -191,6 +191,23 @@ impl Engine<'_> {
                         at_ns: Some(at_ns),
                     },
                 ),
+                Command::Caught {
+                    rank,
+                    op,
+                    exception,
+                    message,
+                    at_ns,
+                } => {
+                    let state = &mut self.ranks[rank as usize];
+                    state.caught = true;
+                    state.timeline.exceptions.push(ExceptionRecord {
+                        iteration: state.iteration,
+                        op: op as OpRef,
+                        at_ns,
+                        exception: exception.to_string(),
+                        message,
+                    });
+                }
             }
         }
     }

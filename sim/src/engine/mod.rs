@@ -175,6 +175,8 @@ struct RankState {
     transfer_at_ns: Option<u64>,
     /// How the process ended, once it did (the first end counts).
     end: Option<ProcessEnd>,
+    /// The current call raised an exception the program catches (`catch = true`).
+    caught: bool,
     /// The caching allocator and the lifetime of each tensor (R17–R20).
     memory: MemoryState,
     /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
@@ -290,6 +292,7 @@ impl<'s> Engine<'s> {
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
                     transfer_at_ns: None,
                     end: None,
+                    caught: false,
                     memory: MemoryState::new(scenario),
                     compute_speed: rank_speed(scenario, rank),
                     race: if options.race_detector {

@@ -335,6 +335,7 @@ impl Resolver<'_> {
                 ranks: pending.ranks,
                 reads: vec![pending.result],
                 writes: Vec::new(),
+                catch: false,
             });
         }
     }

@@ -1464,7 +1464,7 @@ impl Resolver<'_> {
             "wait" | "is_completed" | "get_future" => {
                 let name = match key {
                     "wait" => {
-                        allowed_modifiers = &["timeout_ms"];
+                        allowed_modifiers = &["timeout_ms", "catch"];
                         raw.wait.as_ref()
                     }
                     "get_future" => {
@@ -1726,7 +1726,7 @@ impl Resolver<'_> {
             )*};
         }
         check_modifier!(
-            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then
+            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then, catch
         );
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
@@ -1744,6 +1744,7 @@ impl Resolver<'_> {
             ranks,
             reads: resolve_tensors(&raw.reads)?,
             writes: resolve_tensors(&raw.writes)?,
+            catch: raw.catch.as_ref().is_some_and(|catch| *catch.get_ref()),
         })
     }
 

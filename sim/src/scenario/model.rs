@@ -670,6 +670,10 @@ pub struct Op {
     pub ranks: Option<Vec<u32>>,
     pub reads: Vec<TensorId>,
     pub writes: Vec<TensorId>,
+    /// `try: … except DistBackendError:` around the call (`catch = true`, on `wait` ops): an
+    /// exception it raises is recorded and the program goes on.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub catch: bool,
 }
 
 impl Op {

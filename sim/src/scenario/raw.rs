@@ -220,6 +220,7 @@ pub struct RawOp {
     pub result: Option<Spanned<String>>,
     pub peer: Option<Spanned<i64>>,
     pub then: Option<Spanned<RawCallback>>,
+    pub catch: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

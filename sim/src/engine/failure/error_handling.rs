@@ -176,21 +176,35 @@ impl Failure<'_> {
     pub(super) fn wait_raised(
         &mut self,
         view: &impl RunView,
-        rank: u32,
-        collective: u32,
+        (rank, collective, op): (u32, u32, usize),
         timeout_ns: u64,
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
         let work = self.work_text(view, rank, collective, timeout_ns);
         let group = view.work(rank, collective).group;
+        let message = format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread.");
         self.note(
             rank,
             Some(group),
             (ThreadKind::Main, WatchdogEvent::WaitTimeout),
             now_ns,
-            format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread."),
+            message.clone(),
         );
+        if self.scenario.ops[op].catch {
+            // The communicator is aborted all the same: its next use raises (R27).
+            let index = self.index(rank, group);
+            self.watchdogs[index].aborted = true;
+            out.push(Command::AbortCommunicators { rank, group });
+            out.push(Command::Caught {
+                rank,
+                op,
+                exception: "DistBackendError",
+                message: format!("{message} Caught (catch = true), the program goes on."),
+                at_ns: now_ns,
+            });
+            return;
+        }
         self.note(
             rank,
             Some(group),
@@ -382,6 +396,7 @@ mod tests {
             Notice::WaitRaised {
                 rank: 0,
                 collective: 0,
+                op: 0,
                 timeout_ns: 1_000_000_000,
                 now_ns: 1_000_034_000,
             },

@@ -200,13 +200,24 @@ impl Failure<'_> {
         let work = view.work(rank, collective);
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
         let op_spec = &self.scenario.ops[op];
-        let message = format!(
-            "[Rank {rank}] DistBackendError: {} failed: NCCL reported an async error (ncclRemoteError) at {}; {} (line {}) raises in the main thread and, uncaught, ends the process",
+        let failed = format!(
+            "[Rank {rank}] DistBackendError: {} failed: NCCL reported an async error (ncclRemoteError) at {}; {} (line {}) raises in the main thread",
             self.work_text(view, rank, collective, timeout_ns),
             seconds(error_ns),
             op_spec.display_name(),
             op_spec.line
         );
+        if op_spec.catch {
+            out.push(Command::Caught {
+                rank,
+                op,
+                exception: "DistBackendError",
+                message: format!("{failed}; caught (catch = true), the program goes on"),
+                at_ns: host_ns,
+            });
+            return;
+        }
+        let message = format!("{failed} and, uncaught, ends the process");
         self.note(
             rank,
             Some(work.group),

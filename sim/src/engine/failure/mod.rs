@@ -100,6 +100,7 @@ pub(in crate::engine) enum Notice {
     WaitRaised {
         rank: u32,
         collective: u32,
+        op: usize,
         timeout_ns: u64,
         now_ns: u64,
     },
@@ -141,6 +142,15 @@ pub(in crate::engine) enum Command {
     KillProcess {
         rank: u32,
         status: ExitStatus,
+        at_ns: u64,
+    },
+    /// The program of `rank` caught the exception `op` raised at `at_ns` (`catch = true`): the
+    /// call ends there and the program goes on at its next op.
+    Caught {
+        rank: u32,
+        op: usize,
+        exception: &'static str,
+        message: String,
         at_ns: u64,
     },
 }
@@ -303,9 +313,10 @@ impl<'s> Failure<'s> {
             Notice::WaitRaised {
                 rank,
                 collective,
+                op,
                 timeout_ns,
                 now_ns,
-            } => self.wait_raised(view, rank, collective, timeout_ns, now_ns, out),
+            } => self.wait_raised(view, (rank, collective, op), timeout_ns, now_ns, out),
             Notice::Woken {
                 rank,
                 group,
