@@ -6,6 +6,10 @@
 //! the cursor; when the host resumes, the cursor goes on at the next step (or runs the same
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
+//!
+//! Just over 800 lines: one `match` maps every step kind to simulated time, and the blocking
+//! points (waits, polls, raises and their catch) resume the same cursor; the poll and raise
+//! helpers would be the part to move out if it grows.
 
 use super::failure::Notice;
 use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
