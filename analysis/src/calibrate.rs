@@ -68,6 +68,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "nccl_launch_latency_us",
             "stream_wait_latency_us",
             "event_us",
+            "coalesced_call_us",
             "sync_us",
             "item_us",
             "mark_us",

@@ -291,8 +291,26 @@ impl RunLog {
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
             races: Vec::new(),
+            // A program that catches is refused before it runs (`refusal`).
+            exceptions: Vec::new(),
+            // The process's end is the launcher's to see (`c10dsim hw` reports its exit).
+            end: None,
         })
     }
+}
+
+/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a `catch`
+/// (no `wait()` of hw raises an exception a program could catch) or a fault hardware cannot
+/// produce; `alone` when the other ranks are not run (the downscale).
+pub(crate) fn not_on_hardware(scenario: &Scenario, rank: u32, alone: bool) -> Option<String> {
+    if let Some(op) = scenario.ops.iter().find(|op| op.catch && op.runs_on(rank)) {
+        return Some(format!(
+            "op {:?} (line {}) has catch = true: on hardware no wait() raises a DistBackendError the program could catch (hw ends the run at a timeout or an async error, R15, R27); the simulator enacts it",
+            op.display_name(),
+            op.line
+        ));
+    }
+    RankFaults::new(scenario, rank).not_on_hardware(alone)
 }
 
 /// A Work as the executor needs it for `wait()` and the watchdog.
@@ -422,9 +440,7 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Why this rank's hardware run cannot produce the scenario's faults, if it cannot (exit
     /// 2, before anything runs).
     pub fn refusal(scenario: &Scenario, plan: &RankPlan) -> Option<HwError> {
-        RankFaults::new(scenario, plan.rank)
-            .not_on_hardware(plan.stand_in.is_some())
-            .map(HwError::Unsupported)
+        not_on_hardware(scenario, plan.rank, plan.stand_in.is_some()).map(HwError::Unsupported)
     }
 
     /// Every iteration (warm-up ones included, as the simulator does), then a device

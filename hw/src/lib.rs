@@ -171,9 +171,7 @@ pub fn exit_without_cleanup(code: u8) -> ! {
 pub fn refusal(scenario: &Scenario, options: &HwOptions) -> Option<HwError> {
     let rank = options.launch.as_ref().map_or(0, |launch| launch.rank);
     let alone = options.launch.is_none() || options.downscale != Downscale::Off;
-    sim::pg::faults::RankFaults::new(scenario, rank)
-        .not_on_hardware(alone)
-        .map(HwError::Unsupported)
+    exec::not_on_hardware(scenario, rank, alone).map(HwError::Unsupported)
 }
 
 /// Whether a Timeline of `hw` ended early: its process was taken down by a verdict (a timeout,

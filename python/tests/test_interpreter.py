@@ -79,6 +79,15 @@ def test_a_scenario_value_wins_over_the_measurement_defaults():
     assert set(exported) == set(MEASUREMENT_ENV)
 
 
+def test_a_scenario_flight_recorder_size_under_either_name_is_not_overridden():
+    environ = {}
+    exported = export_environment(
+        {"env": {"raw": {"TORCH_NCCL_TRACE_BUFFER_SIZE": "500"}}}, environ)
+    assert environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "500"
+    assert "TORCH_FR_BUFFER_SIZE" not in environ
+    assert set(exported) == {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_ENABLE_TIMING"}
+
+
 def test_coalesced_and_functional_collectives_use_their_torch_apis(resolve, interpret):
     path, _ = resolve("coalescing", "cluster.ranks=1")
     completed, _, calls = interpret(path)
@@ -104,6 +113,26 @@ def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
     assert events == ["timeout", "exit"]
     assert document["machine"]["exit_status"] == "1"
     assert names(calls).count("work.wait") == 1
+
+
+def test_a_wait_with_catch_records_the_exception_and_goes_on(resolve, interpret, tmp_path):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    waits = [op for op in scenario["ops"] if op["kind"]["kind"] == "wait"]
+    for op in waits:
+        op["catch"] = True
+    edited = tmp_path / "caught.json"
+    edited.write_text(json.dumps(scenario))
+    completed, document, calls = interpret(str(edited), env={"FAKE_TORCH_WAIT_RAISES": "1"})
+    assert completed.returncode == 0, completed.stderr
+    assert document["findings"] == []
+    (rank,) = document["ranks"]
+    iterations = scenario["warmup"] + scenario["repeat"]
+    assert len(rank["exceptions"]) == len(waits) * iterations
+    first = rank["exceptions"][0]
+    assert first["exception"] == "RuntimeError" and first["op"] == waits[0]["index"]
+    host = [h for h in rank["host"] if h["op"] == waits[0]["index"]]
+    assert host[0]["end_ns"] == first["at_ns"]
+    assert names(calls).count("work.wait") == len(waits) * iterations
 
 
 def test_a_dying_rank_is_killed_after_writing_what_it_did(resolve, interpret):

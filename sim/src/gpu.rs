@@ -7,7 +7,9 @@
 //!   They use as many SMs as they have blocks left (up to the whole GPU) and progress at one
 //!   SM·ns per ns per SM held, so a GEMM that holds fewer SMs runs longer.
 //! - **Rigid kernels** (`kernel { us, sms }`, `torch.cuda._sleep`) need `sms` blocks of fixed
-//!   duration; they end `duration` after their last block became resident.
+//!   duration; they start once all their blocks fit and end `duration` later. (On hardware
+//!   the first blocks would start earlier on the SMs free then; the end is the same, and two
+//!   rigid kernels can never each hold a part of the SMs and wait for the other.)
 //! - **NCCL kernels** hold one block per channel for their whole life (R22); the engine times
 //!   their data movement (R16, R24) and scales it by the channels resident when data starts.
 //! - Free SMs go to pending blocks in order of stream priority, then launch order (R7). Running
@@ -278,6 +280,12 @@ impl SmScheduler {
         let mut changes = Changes::default();
         for index in self.order() {
             let kernel = &mut self.kernels[index];
+            let rigid_start = matches!(kernel.shape, KernelShape::Rigid { .. }) && kernel.held == 0;
+            if rigid_start && free < kernel.wants() {
+                // A rigid kernel starts with all its blocks resident: two rigid kernels that
+                // each held part of the SMs would wait for each other for ever.
+                continue;
+            }
             let take = free.min(kernel.wants().saturating_sub(kernel.held));
             kernel.held += take;
             free -= take;
@@ -403,6 +411,40 @@ mod tests {
     }
 
     #[test]
+    fn two_rigid_kernels_behind_a_collective_do_not_split_the_sms() {
+        // A low-priority then a high-priority full-GPU kernel queue behind 16 NCCL channels:
+        // neither takes the 116 free SMs alone, so when the channels end the high-priority one
+        // gets all 132 (before, each held a part and waited for the other for ever).
+        let mut gpu = SmScheduler::new(132);
+        gpu.submit(0, 1, false, KernelShape::Collective { channels: 16 });
+        gpu.submit(
+            0,
+            2,
+            false,
+            KernelShape::Rigid {
+                sms: 132,
+                duration_ns: 1_000,
+            },
+        );
+        let changes = gpu.rebalance(0);
+        assert_eq!(changes.started, vec![1]);
+        gpu.submit(
+            10,
+            3,
+            true,
+            KernelShape::Rigid {
+                sms: 132,
+                duration_ns: 1_000,
+            },
+        );
+        assert!(gpu.rebalance(10).started.is_empty());
+        gpu.finish(20, 1);
+        let changes = gpu.rebalance(20);
+        assert_eq!(changes.started, vec![3]);
+        assert_eq!(changes.ends, vec![(3, 1_020)]);
+    }
+
+    #[test]
     fn a_rigid_kernel_runs_its_duration_once_fully_resident() {
         let mut gpu = SmScheduler::new(8);
         gpu.submit(
@@ -423,11 +465,15 @@ mod tests {
                 duration_ns: 50,
             },
         );
+        // Kernel 2's 4 blocks do not fit beside kernel 1's 6: it starts once they do. Its end
+        // is the same as if 2 of its blocks had run early (the last one decides), its start
+        // is later than the hardware's first block (the price of never deadlocking).
         let changes = gpu.rebalance(0);
-        assert_eq!(changes.started, vec![1, 2]);
+        assert_eq!(changes.started, vec![1]);
         assert_eq!(changes.ends, vec![(1, 100)]);
         gpu.finish(100, 1);
         let changes = gpu.rebalance(100);
+        assert_eq!(changes.started, vec![2]);
         assert_eq!(changes.ends, vec![(2, 150)]);
     }
 }

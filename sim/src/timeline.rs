@@ -107,6 +107,47 @@ pub struct StreamInfo {
     pub high_priority: bool,
 }
 
+/// How a rank's process ended, as its launcher sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    /// The program ran to its end: exit code 0.
+    Clean,
+    /// An exception nobody caught in the main thread (`DistBackendError` from a failed Work or
+    /// an aborted communicator, a blocking wait's timeout, `DistStoreError`, CUDA out of
+    /// memory): exit code 1.
+    Raised,
+    /// `SIGABRT`: the watchdog took the process down (`TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 or
+    /// 3: its exception, uncaught in its thread, ends in `std::abort`), or the heartbeat
+    /// monitor called `std::abort()` (R27, R28).
+    Aborted,
+    /// Killed from outside (a `die` fault).
+    Killed,
+    /// Still running when the run ended: hung (a deadlock, a `hang` fault, an error left
+    /// alone) or stopped at the time cap; only a launcher's time limit would end it.
+    Running,
+}
+
+/// An exception a call raised and the program caught (`catch = true`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExceptionRecord {
+    pub iteration: u32,
+    pub op: OpRef,
+    /// Host time of the raise (the call's end).
+    pub at_ns: u64,
+    /// Its Python type, e.g. `DistBackendError`.
+    pub exception: String,
+    pub message: String,
+}
+
+/// A rank's process end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessEnd {
+    pub status: ExitStatus,
+    /// When it ended (the last host call's return for a clean exit); `None` while running.
+    pub at_ns: Option<u64>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RankTimeline {
     pub rank: u32,
@@ -131,6 +172,12 @@ pub struct RankTimeline {
     /// Data races the detector found (R21).
     #[serde(default)]
     pub races: Vec<RaceRecord>,
+    /// Exceptions the program caught (`catch = true`) and went on from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exceptions: Vec<ExceptionRecord>,
+    /// How the rank's process ended (the simulator's; engines that do not know leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<ProcessEnd>,
 }
 
 /// An allocation that released the allocator's cache (`release_cached_blocks`: synchronise,

@@ -127,6 +127,13 @@ fn scenario_text(
 fn check_invariants(timeline: &Timeline) {
     let latency_ns = 3_000;
     for rank in &timeline.ranks {
+        // A process executes nothing after it ended (issue 14's property).
+        let end = rank.end.expect("the simulator records every process's end");
+        let end_ns = end.at_ns.unwrap_or(u64::MAX);
+        assert!(
+            rank.host.iter().all(|call| call.start_ns <= end_ns),
+            "host call after the process ended"
+        );
         // R1: host time only moves forward; calls do not overlap.
         for pair in rank.host.windows(2) {
             assert!(pair[0].start_ns <= pair[0].end_ns);

@@ -215,6 +215,43 @@ fn check_exp_a(_timeline: &Timeline, report: &Report) {
 }
 
 #[test]
+fn timing_adds_a_start_event_per_work_and_moves_nothing_r6() {
+    // TORCH_NCCL_ENABLE_TIMING: every Work records a start event before its kernel (both
+    // engines execute it); an event record takes no GPU time, so the simulated run is the
+    // same, and getDuration() is each record's end_ns − kernel_start_ns.
+    let plain = run_with("exp_a_api_modes.toml", &[]);
+    let timed = run_with("exp_a_api_modes.toml", &["env.TORCH_NCCL_ENABLE_TIMING=1"]);
+    for (a, b) in plain.ranks.iter().zip(&timed.ranks) {
+        assert_eq!(a.host, b.host);
+        assert_eq!(a.kernels, b.kernels);
+        assert_eq!(a.collectives, b.collectives);
+    }
+    let steps = |overrides: &[&str]| {
+        let scenario = load("exp_a_api_modes.toml", overrides);
+        let mut pg = sim::pg::ProcessGroupNccl::new(&scenario, 0);
+        let mut steps = Vec::new();
+        for op in scenario.ops.iter().filter(|op| op.runs_on(0)) {
+            pg.op(&scenario, op, &mut steps).unwrap();
+        }
+        let collectives = steps
+            .iter()
+            .filter(|s| matches!(s, sim::pg::Step::Nccl(_)))
+            .count();
+        let records = steps
+            .iter()
+            .filter(|s| matches!(s, sim::pg::Step::Record { .. }))
+            .count();
+        (collectives, records)
+    };
+    let (collectives, untimed_records) = steps(&[]);
+    assert!(collectives > 0);
+    assert_eq!(
+        steps(&["env.TORCH_NCCL_ENABLE_TIMING=1"]),
+        (collectives, untimed_records + collectives)
+    );
+}
+
+#[test]
 fn blocking_wait_quantises_the_host_wait_to_the_poll_interval() {
     for (profile, poll_us) in [("2.5", 10_000.0), ("2.12", 1_000.0)] {
         let timeline = run_with(
@@ -796,6 +833,13 @@ fn check_coalescing(timeline: &Timeline, report: &Report) {
         30.0 + 999.0 * 2.0 + 2.0,
         1e-6,
         "coalesced host",
+    );
+    // The block is one host record: its recorded calls, then the call that launches (R25).
+    assert_close(
+        collective(report, "coalesced").host_call_us.median,
+        30.0 + 999.0 * 2.0,
+        1e-6,
+        "coalesced host call",
     );
     // One kernel per call: 1,000 + 1 + 1 per rank and iteration.
     let kernels = timeline.ranks[0]

@@ -140,6 +140,20 @@ const BAD_INPUTS: &[BadInput] = &[
         says: "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the all_reduce",
     },
     BadInput {
+        class: "an observability variable whose effect is not modelled",
+        text: "[env]\nTORCH_NCCL_NAN_CHECK = 1\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 24,
+        says: "that kernel's duration is not modelled",
+    },
+    BadInput {
+        class: "a legacy name PyTorch does not read",
+        text: "[env]\nNCCL_TRACE_BUFFER_SIZE = 100\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 1,
+        says: "PyTorch 2.12 reads this variable only as TORCH_NCCL_TRACE_BUFFER_SIZE",
+    },
+    BadInput {
         class: "coalescing a single tensor",
         text: "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ncoalesce = true\n",
         line: 5,
@@ -186,7 +200,7 @@ const BAD_INPUTS: &[BadInput] = &[
         text: "[streams]\npool = {}\n[tensors]\nt = \"1MiB\"\n[[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\nthen = { us = 5, stream = \"pool\" }\n",
         line: 11,
         column: 8,
-        says: "then does not apply to wait (it takes timeout_ms)",
+        says: "then does not apply to wait (it takes timeout_ms, catch)",
     },
     BadInput {
         class: "naming the future of a get_future without then",

@@ -9,7 +9,7 @@
 
 use crate::util::run_with;
 use analysis::metrics::{report, Report};
-use sim::timeline::{FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{ExitStatus, FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
 
 const S: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -107,6 +107,141 @@ pub fn check_hang_10min(timeline: &Timeline, _report: &Report) {
     // Rank 3's heartbeat monitor polls the store every second: it dumps at 601 s.
     assert_eq!(at(timeline, 3, WatchdogEvent::Dump), 601 * S);
     assert!(records(timeline, 3, WatchdogEvent::Exit).is_empty());
+}
+
+/// Each rank's process end, as (status, time).
+fn ends(timeline: &Timeline) -> Vec<(ExitStatus, Option<u64>)> {
+    timeline
+        .ranks
+        .iter()
+        .map(|rank| {
+            let end = rank.end.expect("the simulator records every process's end");
+            (end.status, end.at_ns)
+        })
+        .collect()
+}
+
+#[test]
+fn every_process_end_is_recorded_with_its_exit_status() {
+    // The watchdog's SkipCleanUp takes ranks 0-2 down (SIGABRT) after the dump wait; rank 3,
+    // hung before the collective, runs on.
+    let aborted = (ExitStatus::Aborted, Some(660_100 * MS));
+    assert_eq!(
+        ends(&run_with("hang_10min.toml", &[])),
+        [aborted, aborted, aborted, (ExitStatus::Running, None)]
+    );
+    // Under blocking wait the timeout raises in the main thread: exit code 1, at the poll.
+    let blocking = run_with("hang_10min.toml", &["env.TORCH_NCCL_BLOCKING_WAIT=1"]);
+    for (status, at_ns) in &ends(&blocking)[..3] {
+        assert_eq!(*status, ExitStatus::Raised);
+        assert!(at_ns.unwrap() >= TIMEOUT_NS);
+    }
+    // Rank 0 dies before publishing the unique id; the others' store wait raises (R29).
+    let crash = ends(&run_with("rank0_crash_init.toml", &[]));
+    assert_eq!(crash[0].0, ExitStatus::Killed);
+    assert!(crash[1..]
+        .iter()
+        .all(|(status, _)| *status == ExitStatus::Raised));
+    // A program that ran to its end exits cleanly when its last call returns.
+    let clean = run_with("straggler.toml", &[]);
+    for (rank, (status, at_ns)) in ends(&clean).into_iter().enumerate() {
+        assert_eq!(status, ExitStatus::Clean);
+        let last = clean.ranks[rank].host.iter().map(|h| h.end_ns).max();
+        assert_eq!(at_ns, last);
+    }
+    // No host call starts after its process ended.
+    for timeline in [&blocking, &clean] {
+        for rank in &timeline.ranks {
+            let end_ns = rank.end.unwrap().at_ns.unwrap_or(u64::MAX);
+            assert!(rank.host.iter().all(|h| h.start_ns <= end_ns));
+        }
+    }
+}
+
+/// A blocking wait on a collective rank 1 never joins, on a 1-s timeout, then a kernel.
+const CAUGHT_TIMEOUT: &str = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\nranks = [0]\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\nranks = [0]\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n";
+
+fn simulate_text(text: &str) -> Timeline {
+    sim::engine::simulate(&sim::scenario::parse("catch.toml", text).unwrap())
+}
+
+#[test]
+fn a_caught_wait_timeout_is_recorded_and_the_program_goes_on() {
+    let timeline = simulate_text(CAUGHT_TIMEOUT);
+    let rank0 = &timeline.ranks[0];
+    assert_eq!(rank0.exceptions.len(), 1, "{:?}", rank0.exceptions);
+    let caught = &rank0.exceptions[0];
+    assert_eq!(caught.exception, "DistBackendError");
+    assert_eq!(timeline.ops[caught.op as usize].name, "wait_w");
+    assert!(caught.message.contains("timed out in blocking wait"));
+    assert!(caught.at_ns >= S, "{}", caught.at_ns);
+    // The program went on: the kernel after the wait ran, from the raise on, and the process
+    // exited cleanly.
+    let after = timeline.ops.iter().position(|o| o.name == "after").unwrap() as u32;
+    let call = rank0.host.iter().find(|h| h.op == after).unwrap();
+    assert!(call.start_ns >= caught.at_ns);
+    assert!(rank0.kernels.iter().any(|k| k.op == after));
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+    // Uncaught, the same raise ends the process there.
+    let uncaught = simulate_text(&CAUGHT_TIMEOUT.replace("catch = true\n", ""));
+    let rank0 = &uncaught.ranks[0];
+    assert!(rank0.exceptions.is_empty());
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Raised);
+    assert!(rank0.host.iter().all(|h| h.op != after));
+}
+
+#[test]
+fn a_caught_async_error_leaves_the_watchdog_to_end_the_process() {
+    // The Work failed at 1 ms; wait() at 2 ms raises it, the program catches it and goes on;
+    // the watchdog still finds the error at its poll and, after the dump wait, takes the
+    // process down (SkipCleanUp, R27).
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 2000\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    let timeline = simulate_text(text);
+    let rank0 = &timeline.ranks[0];
+    assert_eq!(rank0.exceptions.len(), 1);
+    assert!(rank0.exceptions[0].message.contains("ncclRemoteError"));
+    let after = timeline.ops.iter().position(|o| o.name == "after").unwrap() as u32;
+    assert!(rank0.host.iter().any(|h| h.op == after));
+    let end = rank0.end.unwrap();
+    assert_eq!(end.status, ExitStatus::Aborted);
+    assert!(end.at_ns.unwrap() > 60 * S);
+}
+
+#[test]
+fn catch_applies_to_wait_only_and_hw_refuses_it() {
+    let on_kernel = CAUGHT_TIMEOUT.replace(
+        "kernel = { us = 5 }\n",
+        "kernel = { us = 5 }\ncatch = true\n",
+    );
+    let error = sim::scenario::parse("catch.toml", &on_kernel).unwrap_err();
+    assert!(
+        error.message.contains("catch does not apply to kernel"),
+        "{}",
+        error.message
+    );
+    let path = std::env::temp_dir().join(format!("c10dsim-catch-{}.toml", std::process::id()));
+    std::fs::write(&path, CAUGHT_TIMEOUT).unwrap();
+    let refused = crate::util::c10dsim(&["hw", &path.display().to_string()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        crate::util::stderr(&refused).contains("has catch = true"),
+        "{}",
+        crate::util::stderr(&refused)
+    );
+}
+
+#[test]
+fn without_dump_on_timeout_the_process_goes_down_at_the_timeout_with_no_dumps() {
+    // TORCH_NCCL_DUMP_ON_TIMEOUT=0 (R27): no dump signal, no 60-s sleep for the dumps.
+    let timeline = run_with("hang_10min.toml", &["env.TORCH_NCCL_DUMP_ON_TIMEOUT=0"]);
+    let detected_ns = next_poll_ns(20 * US + TIMEOUT_NS);
+    for rank in 0..3 {
+        assert_eq!(at(&timeline, rank, WatchdogEvent::Exit), detected_ns);
+    }
+    for rank in 0..4 {
+        assert!(records(&timeline, rank, WatchdogEvent::Dump).is_empty());
+        assert!(records(&timeline, rank, WatchdogEvent::DumpSignal).is_empty());
+    }
 }
 
 #[test]
@@ -321,8 +456,14 @@ fn without_propagation_the_other_ranks_wait_for_their_own_timeout() {
     }
 }
 
-/// functional_collective.toml (R30): wait_tensor(y) is issued at the first read of y.
+/// functional_collective.toml (R30): wait_tensor(y) is issued at the first read of y; the
+/// GEMM that writes the input x after the call does not race (the call cloned x).
 pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
+    assert!(
+        timeline.ranks.iter().all(|rank| rank.races.is_empty()),
+        "{:?}",
+        timeline.findings
+    );
     let names: Vec<&str> = timeline.ops.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
         names,
@@ -351,6 +492,29 @@ pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
             assert!(use_y.start_ns >= wait.released_ns);
             assert!(wait.released_ns >= record.end_ns);
         }
+    }
+}
+
+#[test]
+fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_result_on_nccls() {
+    // R30: writing x right after the call is ordered after the clone; writing y before its
+    // wait_tensor races the all_reduce still writing y on the NCCL stream (R21).
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"write_x\"\nkernel = { us = 5 }\nwrites = [\"x\"]\n[[op]]\nlabel = \"write_y\"\nkernel = { us = 5 }\nwrites = [\"y\"]\n[[op]]\nlabel = \"read_y\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let scenario = sim::scenario::parse("fcol.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    for rank in &timeline.ranks {
+        let races: Vec<(&str, &str, &str)> = rank
+            .races
+            .iter()
+            .map(|race| {
+                (
+                    race.tensor.as_str(),
+                    timeline.ops[race.later_op as usize].name.as_str(),
+                    timeline.ops[race.earlier_op as usize].name.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(races, [("y", "write_y", "ar")]);
     }
 }
 

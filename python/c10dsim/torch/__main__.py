@@ -29,8 +29,12 @@ def export_environment(scenario, environ):
     for key, value in sorted(scenario["env"]["raw"].items()):
         environ[key] = str(value)
         exported[key] = str(value)
+    # The Flight Recorder's buffer has two names (PyTorch >= 2.11 reads TORCH_FR_BUFFER_SIZE
+    # first): a scenario that sets either keeps both unset by the defaults.
+    buffer_names = {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}
+    scenario_buffer = bool(buffer_names & set(exported))
     for key, value in MEASUREMENT_ENV.items():
-        if key not in exported:
+        if key not in exported and not (scenario_buffer and key in buffer_names):
             environ[key] = value
             exported[key] = value
     return exported

@@ -416,6 +416,10 @@ class Interpreter:
         except Refusal:
             raise
         except Exception as error:  # a timed-out wait, an aborted communicator
+            if op.get("catch", False):
+                # try: … except: around the call (catch = true): recorded, the program goes on.
+                self.handled(op, iteration, error)
+                return True
             self.caught(op, iteration, error)
             return False
         finally:
@@ -485,6 +489,17 @@ class Interpreter:
         numel = max(1, fault_kind["size_bytes"] // element)
         buffer = self.torch.ones(numel, dtype=self.torch.float32, device=self.device)
         self.issue(fault_kind["collective"], buffer, group, op["kind"]["group"], True)
+
+    def handled(self, op, iteration, error):
+        """An exception the program catches (``catch = true``): the call's host record ends at
+        the raise, the exception goes into the Timeline's ``exceptions``."""
+        end = self.clock()
+        self.host(op, iteration, self.busy_since_ns, end)
+        message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        self.record.setdefault("exceptions", []).append({
+            "iteration": iteration, "op": op["index"], "at_ns": self.rel(end),
+            "exception": type(error).__name__, "message": message,
+        })
 
     def caught(self, op, iteration, error):
         at = self.now()

@@ -180,7 +180,34 @@ impl Engine<'_> {
                 Command::AbortCommunicators { rank, group } => {
                     self.abort_communicators(rank, group)
                 }
-                Command::KillProcess { rank } => self.kill(rank),
+                Command::KillProcess {
+                    rank,
+                    status,
+                    at_ns,
+                } => self.kill(
+                    rank,
+                    ProcessEnd {
+                        status,
+                        at_ns: Some(at_ns),
+                    },
+                ),
+                Command::Caught {
+                    rank,
+                    op,
+                    exception,
+                    message,
+                    at_ns,
+                } => {
+                    let state = &mut self.ranks[rank as usize];
+                    state.caught = true;
+                    state.timeline.exceptions.push(ExceptionRecord {
+                        iteration: state.iteration,
+                        op: op as OpRef,
+                        at_ns,
+                        exception: exception.to_string(),
+                        message,
+                    });
+                }
             }
         }
     }
@@ -254,7 +281,8 @@ impl Engine<'_> {
     }
 
     /// The process ends: its host stops, and the collectives it joined can never complete.
-    fn kill(&mut self, rank: u32) {
+    fn kill(&mut self, rank: u32, end: ProcessEnd) {
+        self.ranks[rank as usize].end.get_or_insert(end);
         self.any_dead = true;
         self.ranks[rank as usize].blocked = Blocked::Dead;
         for (slot, rendezvous) in self.rendezvous.iter().enumerate() {

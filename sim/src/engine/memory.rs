@@ -159,6 +159,11 @@ impl Engine<'_> {
                             memory_config.capacity_bytes,
                         ),
                     });
+                    // torch.OutOfMemoryError, uncaught: the process exits.
+                    state.end = Some(ProcessEnd {
+                        status: ExitStatus::Raised,
+                        at_ns: Some(state.host_ns),
+                    });
                     state.blocked = Blocked::Done;
                     return true;
                 }

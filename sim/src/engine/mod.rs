@@ -184,6 +184,10 @@ struct RankState {
     gpu: SmScheduler,
     /// The pending `SmTransfer`, if one is scheduled.
     transfer_at_ns: Option<u64>,
+    /// How the process ended, once it did (the first end counts).
+    end: Option<ProcessEnd>,
+    /// The current call raised an exception the program catches (`catch = true`).
+    caught: bool,
     /// The caching allocator and the lifetime of each tensor (R17–R20).
     memory: MemoryState,
     /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
@@ -279,6 +283,8 @@ impl<'s> Engine<'s> {
                     scratch: Scratch::default(),
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
                     transfer_at_ns: None,
+                    end: None,
+                    caught: false,
                     memory: MemoryState::new(scenario),
                     compute_speed: rank_speed(scenario, rank),
                     race: if options.race_detector {
@@ -542,6 +548,17 @@ impl<'s> Engine<'s> {
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
+            // A process nothing ended exited cleanly when its program returned, or runs on.
+            t.end = Some(state.end.unwrap_or(match state.blocked {
+                Blocked::Done => ProcessEnd {
+                    status: ExitStatus::Clean,
+                    at_ns: Some(t.host.iter().map(|h| h.end_ns).max().unwrap_or(0)),
+                },
+                _ => ProcessEnd {
+                    status: ExitStatus::Running,
+                    at_ns: None,
+                },
+            }));
             timeline.ranks.push(state.timeline);
         }
         timeline

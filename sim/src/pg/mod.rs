@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! About 800 lines, 180 of them tests: the lowering of every op kind is one `match`, so that
+//! About 890 lines, 225 of them tests: the lowering of every op kind is one `match`, so that
 //! each ProcessGroupNCCL rule is written in one place.
 
 pub mod faults;
@@ -148,21 +148,24 @@ impl ProcessGroupNccl {
                 async_op,
                 work,
                 batch,
+                result,
             } => {
-                if batch == Batch::Coalesced {
-                    // R25: the coalescing manager only records each call; one launch follows.
+                // R25: inside a `_coalescing_manager` block every call but the last is only
+                // recorded; one launch follows. The block is one host record.
+                let recorded_calls_ns = (batch == Batch::Coalesced).then(|| {
                     let count = u64::from(scenario.tensors[tensor].count);
-                    out.push(Step::HostCost {
-                        cost_ns: (count - 1) * costs.event_ns,
-                    });
-                }
+                    (count - 1) * costs.coalesced_call_ns
+                });
+                // A functional collective reduces the clone of its input (R30).
                 let call = |bytes| CollectiveCall {
                     kind: collective,
-                    tensor: Some(tensor),
+                    tensor: Some(result.unwrap_or(tensor)),
                     group,
                     bytes,
                     async_op,
                     work,
+                    clone_of: result.map(|_| tensor),
+                    recorded_calls_ns,
                 };
                 if scenario.tensors[tensor].count == 1 {
                     // One tensor: one call of its size, however it is batched.
@@ -192,9 +195,6 @@ impl ProcessGroupNccl {
                         .map(|t| scenario.tensor_bytes(t.tensor))
                         .sum()
                 };
-                out.push(Step::HostCost {
-                    cost_ns: (transfers.len() as u64 - 1) * costs.event_ns,
-                });
                 let call = CollectiveCall {
                     kind: CollectiveKind::BatchP2p,
                     tensor: Some(transfers[0].tensor),
@@ -202,6 +202,8 @@ impl ProcessGroupNccl {
                     bytes: total(true).max(total(false)),
                     async_op: true,
                     work,
+                    clone_of: None,
+                    recorded_calls_ns: Some((transfers.len() as u64 - 1) * costs.coalesced_call_ns),
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -217,6 +219,8 @@ impl ProcessGroupNccl {
                     bytes: 1,
                     async_op: true,
                     work: None,
+                    clone_of: None,
+                    recorded_calls_ns: None,
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -230,7 +234,9 @@ impl ProcessGroupNccl {
             }
             OpKind::Wait { work, timeout_ns } => {
                 let (collective, end) = self.work(scenario, op, work)?;
-                let poll = scenario.env.blocking_wait || timeout_ns.is_some();
+                // R15: blocking wait polls; so does wait(timeout) where the profile says so.
+                let timed = timeout_ns.is_some() && scenario.torch.timed_wait_polls();
+                let poll = scenario.env.blocking_wait || timed;
                 self.wait(
                     scenario,
                     (collective, end),
@@ -380,6 +386,9 @@ impl ProcessGroupNccl {
         let call_stream = op.stream as StreamRef;
         let barrier = call.tensor.is_none();
         out.push(Step::CallStart);
+        if let Some(cost_ns) = call.recorded_calls_ns {
+            out.push(Step::HostCost { cost_ns });
+        }
         out.push(Step::CheckComm { group });
         if !self.initialised[group] {
             // R8: the first collective of a group bootstraps the communicator inside the call.
@@ -403,6 +412,19 @@ impl ProcessGroupNccl {
         } else {
             call_stream
         };
+        if let (Some(input), Some(result)) = (call.clone_of, call.tensor) {
+            // R30: `input.clone()` on the current stream before the call returns: the clone
+            // reads the input there, so the input is the program's again once the call
+            // returned; the collective then runs on the clone.
+            out.push(Step::Access {
+                tensor: input,
+                write: false,
+            });
+            out.push(Step::Access {
+                tensor: result,
+                write: true,
+            });
+        }
         // R10a: input-ready event on the current stream; the internal stream waits on it.
         let input_ready = self.record(call_stream, out);
         if on_internal_stream {
@@ -412,6 +434,10 @@ impl ProcessGroupNccl {
             });
         }
         out.push(Step::ReleaseShelf { group });
+        if scenario.env.times_works() {
+            // R6: the Work's start event, on the kernel's stream right before the kernel.
+            self.record(stream, out);
+        }
         let jitter = if scenario.cluster.kernel_jitter > 0.0 {
             // Drawn per collective, so that every rank of it draws the same.
             let mut rng = collective_rng(scenario.seed, group, seq);
@@ -597,6 +623,11 @@ struct CollectiveCall {
     bytes: u64,
     async_op: bool,
     work: Option<WorkId>,
+    /// A functional collective's input, cloned into `tensor` on the current stream (R30).
+    clone_of: Option<TensorId>,
+    /// Host time of the calls a coalescing manager block only recorded before this, its one
+    /// launch (R25); `None` outside a block.
+    recorded_calls_ns: Option<u64>,
 }
 
 /// The op's declared `reads` and `writes` (R21).
@@ -750,6 +781,49 @@ work = "w"
         let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5"));
         assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout 2500000ns".to_string()));
         assert!(!lowered(ASYNC).iter().any(|s| s.starts_with("poll")));
+    }
+
+    #[test]
+    fn in_2_5_only_blocking_wait_polls_r15() {
+        // 2.5's wait(timeout) adds the stream dependency and returns; its timeout only bounds
+        // a blocking wait's polls.
+        let timed = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5");
+        let v2_5 = lowered(&format!("torch = \"2.5\"\n{timed}"));
+        assert!(!v2_5.iter().any(|s| s.starts_with("poll")), "{v2_5:?}");
+        assert!(v2_5.contains(&"wait c0 s0 e1 +3000ns".to_string()));
+        let blocking = lowered(&format!(
+            "torch = \"2.5\"\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{timed}"
+        ));
+        assert!(blocking.contains(&"poll c0 e1 every 10000000ns timeout 2500000ns".to_string()));
+    }
+
+    #[test]
+    fn a_coalesced_block_is_one_call_whose_record_covers_the_recorded_calls_r25() {
+        let block = "[cluster]\nranks = 2\n[host]\nevent_us = 2\n[tensors]\ng = { size = \"1KiB\", count = 4 }\n[[op]]\nall_reduce = \"g\"\ncoalesce = true\n";
+        let steps = lowered(block);
+        // Three calls only recorded, then the one that launches, inside one host record.
+        assert_eq!(steps[..2], ["call", "host_cost 6000ns"]);
+        assert_eq!(steps.iter().filter(|s| *s == "call").count(), 1);
+        let priced =
+            lowered(&block.replace("event_us = 2", "event_us = 2\ncoalesced_call_us = 4.5"));
+        assert_eq!(priced[..2], ["call", "host_cost 13500ns"]);
+    }
+
+    #[test]
+    fn timing_gives_every_work_a_start_event_before_its_kernel_r6() {
+        let untimed = lowered(ASYNC);
+        for env in [
+            "TORCH_NCCL_ENABLE_TIMING = 1",
+            "TORCH_NCCL_DESYNC_DEBUG = 1",
+        ] {
+            let timed = lowered(&format!("[env]\n{env}\n{ASYNC}"));
+            let nccl = timed.iter().position(|s| s.starts_with("nccl c0")).unwrap();
+            assert_eq!(timed[nccl - 1], "record s1 e1", "{env}");
+            assert!(timed.contains(&"watch c0 end e2 stash Some(0) Named(0)".to_string()));
+            // One more event per collective, nothing else.
+            assert_eq!(timed.len(), untimed.len() + 2);
+        }
+        assert!(untimed.contains(&"watch c0 end e1 stash Some(0) Named(0)".to_string()));
     }
 
     #[test]

@@ -49,7 +49,16 @@ pub fn is_completed(end_fired: bool, error_ns: Option<u64>, now_ns: u64) -> bool
 /// prints it) failed by an NCCL async error at `error_ns` (R27).
 pub fn async_error_raised(rank: u32, work: &str, error_ns: u64, op: &Op) -> String {
     format!(
-        "[Rank {rank}] DistBackendError: {work} failed: NCCL reported an async error (ncclRemoteError) at {:.3} s; {} (line {}) raises in the main thread and, uncaught, ends the process",
+        "{} and, uncaught, ends the process",
+        async_error_failed(rank, work, error_ns, op)
+    )
+}
+
+/// What `wait()` on a Work failed by an async error raises, before the program's choice of
+/// catching it (`catch = true`) or not.
+pub fn async_error_failed(rank: u32, work: &str, error_ns: u64, op: &Op) -> String {
+    format!(
+        "[Rank {rank}] DistBackendError: {work} failed: NCCL reported an async error (ncclRemoteError) at {:.3} s; {} (line {}) raises in the main thread",
         error_ns as f64 / 1e9,
         op.display_name(),
         op.line

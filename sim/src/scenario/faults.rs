@@ -280,6 +280,7 @@ impl Resolver<'_> {
             async_op: true,
             work: Some(work),
             batch: crate::scenario::Batch::Each,
+            result: Some(result),
         })
     }
 
@@ -334,6 +335,7 @@ impl Resolver<'_> {
                 ranks: pending.ranks,
                 reads: vec![pending.result],
                 writes: Vec::new(),
+                catch: false,
             });
         }
     }

@@ -29,6 +29,7 @@
 
 mod faults;
 mod model;
+mod observability;
 mod overrides;
 mod raw;
 mod suggest;
@@ -608,6 +609,7 @@ impl Resolver<'_> {
             collective_cold_after_us: None,
             wait_us: None,
             event_us: None,
+            coalesced_call_us: None,
             sync_us: None,
             item_us: None,
             mark_us: None,
@@ -678,6 +680,7 @@ impl Resolver<'_> {
         }
         let launch_latency_ns =
             self.optional_time_us(&raw.launch_latency_us, "host.launch_latency_us", 3_000)?;
+        let event_ns = self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?;
         Ok(HostCosts {
             launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
             launch_latency_ns,
@@ -697,7 +700,12 @@ impl Resolver<'_> {
             collective_warm_within_ns,
             collective_cold_after_ns,
             wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,
-            event_ns: self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?,
+            event_ns,
+            coalesced_call_ns: self.optional_time_us(
+                &raw.coalesced_call_us,
+                "host.coalesced_call_us",
+                event_ns,
+            )?,
             sync_ns: self.optional_time_us(&raw.sync_us, "host.sync_us", 5_000)?,
             item_ns: self.optional_time_us(&raw.item_us, "host.item_us", 15_000)?,
             mark_ns: self.optional_time_us(&raw.mark_us, "host.mark_us", 2_000)?,
@@ -728,11 +736,19 @@ impl Resolver<'_> {
             coord_check_ns: 1_000_000_000,
             propagate_error: false,
             desync_debug: false,
+            dump_on_timeout: true,
+            trace_buffer_entries: 2000,
             avoid_record_streams: None,
             expandable_segments: false,
             raw: BTreeMap::new(),
         };
-        for (key, value) in raw.into_iter().flatten() {
+        let none = BTreeMap::new();
+        let all = raw.unwrap_or(&none);
+        for (written, value) in all {
+            let key = &self.canonical_env_key(written, all)?;
+            if self.observability_env(&mut env, key, value)? {
+                continue;
+            }
             if key.get_ref().starts_with("NCCL_") && self.nccl_env(&mut env, key, value)? {
                 continue;
             }
@@ -1381,6 +1397,7 @@ impl Resolver<'_> {
                     async_op,
                     work,
                     batch,
+                    result: None,
                 }
             }
             "send" | "recv" => {
@@ -1401,6 +1418,7 @@ impl Resolver<'_> {
                     async_op,
                     work,
                     batch: Batch::Each,
+                    result: None,
                 }
             }
             "batch_isend_irecv" => {
@@ -1450,7 +1468,7 @@ impl Resolver<'_> {
             "wait" | "is_completed" | "get_future" => {
                 let name = match key {
                     "wait" => {
-                        allowed_modifiers = &["timeout_ms"];
+                        allowed_modifiers = &["timeout_ms", "catch"];
                         raw.wait.as_ref()
                     }
                     "get_future" => {
@@ -1712,7 +1730,7 @@ impl Resolver<'_> {
             )*};
         }
         check_modifier!(
-            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then
+            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then, catch
         );
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
@@ -1730,6 +1748,7 @@ impl Resolver<'_> {
             ranks,
             reads: resolve_tensors(&raw.reads)?,
             writes: resolve_tensors(&raw.writes)?,
+            catch: raw.catch.as_ref().is_some_and(|catch| *catch.get_ref()),
         })
     }
 

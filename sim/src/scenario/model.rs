@@ -45,6 +45,13 @@ impl TorchProfile {
         }
     }
 
+    /// Whether `wait(timeout)` polls without `TORCH_NCCL_BLOCKING_WAIT` (R15): in 2.12 an
+    /// explicit timeout makes `wait()` poll until it; 2.5 polls only under blocking wait and
+    /// ignores the timeout otherwise (its `wait()` adds the stream dependency and returns).
+    pub fn timed_wait_polls(self) -> bool {
+        matches!(self, TorchProfile::V2_12)
+    }
+
     /// Whether `async_op=False` enqueues on the current stream (R11, 2.12) rather than on the
     /// internal stream followed by `wait()` (2.5).
     pub fn sync_collective_on_current_stream(self) -> bool {
@@ -175,6 +182,10 @@ pub struct HostCosts {
     pub wait_ns: u64,
     /// `event.record`, `stream.wait_event`, `set_stream`.
     pub event_ns: u64,
+    /// Each collective call inside a `_coalescing_manager` block (or each `P2POp` of a
+    /// `batch_isend_irecv`) but the last, which only records the call (R25); `event_ns`
+    /// unless set.
+    pub coalesced_call_ns: u64,
     /// Returning from a synchronisation once the GPU reached the point.
     pub sync_ns: u64,
     /// `.item()`: the device-to-host copy and the return, after the stream drained.
@@ -222,6 +233,13 @@ pub struct Env {
     pub propagate_error: bool,
     /// `TORCH_NCCL_DESYNC_DEBUG`: a timeout reports where every rank stopped.
     pub desync_debug: bool,
+    /// `TORCH_NCCL_DUMP_ON_TIMEOUT` (R27, default 1): after a timeout or error the watchdog
+    /// broadcasts the dump signal and sleeps for the Flight Recorder dumps; 0: neither, the
+    /// error is handled at once.
+    pub dump_on_timeout: bool,
+    /// `TORCH_FR_BUFFER_SIZE` / `TORCH_NCCL_TRACE_BUFFER_SIZE` (default 2000): the entries a
+    /// Flight Recorder dump holds at most (the simulator's dumps are notes without entries).
+    pub trace_buffer_entries: u64,
     /// `TORCH_NCCL_AVOID_RECORD_STREAMS` (R18, R19): stash (1) or recordStream (0); the
     /// profile decides when unset.
     pub avoid_record_streams: Option<bool>,
@@ -232,8 +250,15 @@ pub struct Env {
 }
 
 impl Env {
+    /// Whether every Work records a start event on its kernel's stream (R6):
+    /// `TORCH_NCCL_ENABLE_TIMING`, or `TORCH_NCCL_DESYNC_DEBUG`, which needs the start events
+    /// and turns timing on.
+    pub fn times_works(&self) -> bool {
+        self.enable_timing || self.desync_debug
+    }
+
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 17] = [
+    pub const KNOWN: [(&'static str, &'static str); 22] = [
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",
             "0 or 1: Works stash their tensors (1) or the allocator waits on recordStream events (0) (R18, R19)",
@@ -294,7 +319,27 @@ impl Env {
         ),
         (
             "TORCH_NCCL_DESYNC_DEBUG",
-            "0 or 1: a timeout reports every rank's last enqueued and completed SeqNum",
+            "0 or 1: a timeout reports every rank's last enqueued and completed SeqNum; turns timing on (R6)",
+        ),
+        (
+            "TORCH_NCCL_DUMP_ON_TIMEOUT",
+            "0 or 1 (default 1): after a timeout or error, the dump signal and the dump wait (R27); 0 handles the error at once",
+        ),
+        (
+            "TORCH_FR_BUFFER_SIZE",
+            "entries, default 2000: the Flight Recorder's buffer (PyTorch >= 2.11; 0 is refused)",
+        ),
+        (
+            "TORCH_NCCL_TRACE_BUFFER_SIZE",
+            "entries, default 2000: the Flight Recorder's buffer, older name of TORCH_FR_BUFFER_SIZE",
+        ),
+        (
+            "TORCH_NCCL_NAN_CHECK",
+            "0 only: 1 (a NaN-check kernel before each collective) is refused, not modelled",
+        ),
+        (
+            "TORCH_NCCL_CUDA_EVENT_CACHE",
+            "1 only (the default): 0 (no event cache) is refused, not modelled",
         ),
     ];
 }
@@ -499,6 +544,11 @@ pub enum OpKind {
         async_op: bool,
         work: Option<WorkId>,
         batch: Batch,
+        /// A functional collective's result (R30): `y = fcol.all_reduce(x)` clones `tensor`
+        /// into this one on the current stream, then reduces the clone in place; `tensor` is
+        /// only read, by the clone, before the call returns.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<TensorId>,
     },
     /// `dist.batch_isend_irecv([...])` on every rank of `group`: its sends and receives, each to
     /// or from the rank `shift` places along the group, in one NCCL group on the group's
@@ -620,6 +670,10 @@ pub struct Op {
     pub ranks: Option<Vec<u32>>,
     pub reads: Vec<TensorId>,
     pub writes: Vec<TensorId>,
+    /// `try: … except DistBackendError:` around the call (`catch = true`, on `wait` ops): an
+    /// exception it raises is recorded and the program goes on.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub catch: bool,
 }
 
 impl Op {

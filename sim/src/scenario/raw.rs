@@ -83,6 +83,7 @@ pub struct RawHost {
     pub collective_cold_after_us: Option<Spanned<f64>>,
     pub wait_us: Option<Spanned<f64>>,
     pub event_us: Option<Spanned<f64>>,
+    pub coalesced_call_us: Option<Spanned<f64>>,
     pub sync_us: Option<Spanned<f64>>,
     pub item_us: Option<Spanned<f64>>,
     pub mark_us: Option<Spanned<f64>>,
@@ -219,6 +220,7 @@ pub struct RawOp {
     pub result: Option<Spanned<String>>,
     pub peer: Option<Spanned<i64>>,
     pub then: Option<Spanned<RawCallback>>,
+    pub catch: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,7 +6,7 @@
 
 use super::{ms, next_tick_ns, Command, Failure, RunView, Wake};
 use crate::scenario::{ErrorHandling, GroupId};
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// The dump signal goes into the store; this rank dumps now, the others when their
@@ -109,7 +109,11 @@ impl Failure<'_> {
                 now_ns,
                 format!("[Rank {rank}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
             );
-            out.push(Command::KillProcess { rank });
+            out.push(Command::KillProcess {
+                rank,
+                status: ExitStatus::Aborted,
+                at_ns: now_ns,
+            });
             return;
         }
         // The process lives on and the watchdog resumes polling: a timed-out Work is done
@@ -160,7 +164,11 @@ impl Failure<'_> {
             op: Some(op),
             message,
         });
-        out.push(Command::KillProcess { rank });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: host_ns,
+        });
     }
 
     /// A polling `wait()` raised (R15): under blocking wait the main thread aborts the
@@ -168,21 +176,35 @@ impl Failure<'_> {
     pub(super) fn wait_raised(
         &mut self,
         view: &impl RunView,
-        rank: u32,
-        collective: u32,
+        (rank, collective, op): (u32, u32, usize),
         timeout_ns: u64,
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
         let work = self.work_text(view, rank, collective, timeout_ns);
         let group = view.work(rank, collective).group;
+        let message = format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread.");
         self.note(
             rank,
             Some(group),
             (ThreadKind::Main, WatchdogEvent::WaitTimeout),
             now_ns,
-            format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread."),
+            message.clone(),
         );
+        if self.scenario.ops[op].catch {
+            // The communicator is aborted all the same: its next use raises (R27).
+            let index = self.index(rank, group);
+            self.watchdogs[index].aborted = true;
+            out.push(Command::AbortCommunicators { rank, group });
+            out.push(Command::Caught {
+                rank,
+                op,
+                exception: "DistBackendError",
+                message: format!("{message} Caught (catch = true), the program goes on."),
+                at_ns: now_ns,
+            });
+            return;
+        }
         self.note(
             rank,
             Some(group),
@@ -190,7 +212,11 @@ impl Failure<'_> {
             now_ns,
             format!("[Rank {rank}] process exited: the exception was not caught"),
         );
-        out.push(Command::KillProcess { rank });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: now_ns,
+        });
     }
 }
 
@@ -198,7 +224,7 @@ impl Failure<'_> {
 mod tests {
     use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
-    use crate::timeline::{FindingKind, WatchdogEvent};
+    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     /// Rank 0 enqueues at 20 µs and times out at 1.1 s (rank 1 never joins).
     fn time_out(failure: &mut Failure<'_>, run: &FakeRun) {
@@ -230,7 +256,11 @@ mod tests {
         time_out(&mut failure, &run);
         assert_eq!(
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
-            [Command::KillProcess { rank: 0 }]
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Aborted,
+                at_ns: DUMP_WAIT_OVER_NS
+            }]
         );
         assert!(!failure.is_aborted(0, 0));
         assert_eq!(events_at(failure, DUMP_WAIT_OVER_NS), [WatchdogEvent::Exit]);
@@ -246,7 +276,11 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
-                Command::KillProcess { rank: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Aborted,
+                    at_ns: DUMP_WAIT_OVER_NS
+                },
             ]
         );
         assert_eq!(
@@ -282,7 +316,11 @@ mod tests {
             commands,
             [
                 finding(FindingKind::AsyncError, 0, Some(0)),
-                Command::KillProcess { rank: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Raised,
+                    at_ns: DUMP_WAIT_OVER_NS + 15_000
+                },
             ]
         );
         assert!(messages[0].contains("DistBackendError"), "{}", messages[0]);
@@ -358,12 +396,20 @@ mod tests {
             Notice::WaitRaised {
                 rank: 0,
                 collective: 0,
+                op: 0,
                 timeout_ns: 1_000_000_000,
                 now_ns: 1_000_034_000,
             },
             &mut out,
         );
-        assert_eq!(out, [Command::KillProcess { rank: 0 }]);
+        assert_eq!(
+            out,
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Raised,
+                at_ns: 1_000_034_000
+            }]
+        );
         assert_eq!(
             events_at(failure, 1_000_034_000),
             [WatchdogEvent::WaitTimeout, WatchdogEvent::Exit]

@@ -10,7 +10,7 @@
 use super::{seconds, Command, Failure, RunView, Signature};
 use crate::pg::work;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId};
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// `rank`'s host reached `op`, where `fault` applies.
@@ -64,7 +64,11 @@ impl Failure<'_> {
                     host_ns,
                     format!("[Rank {rank}] process exited (fault); its GPU work vanishes"),
                 );
-                out.push(Command::KillProcess { rank });
+                out.push(Command::KillProcess {
+                    rank,
+                    status: ExitStatus::Killed,
+                    at_ns: host_ns,
+                });
             }
             FaultKind::Skip => {}
             armed => self.armed[rank as usize] = Some(armed),
@@ -198,12 +202,24 @@ impl Failure<'_> {
         }
         let work = view.work(rank, collective);
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
-        let message = work::async_error_raised(
+        let op_spec = &self.scenario.ops[op];
+        let failed = work::async_error_failed(
             rank,
             &self.work_text(view, rank, collective, timeout_ns),
             error_ns,
-            &self.scenario.ops[op],
+            op_spec,
         );
+        if op_spec.catch {
+            out.push(Command::Caught {
+                rank,
+                op,
+                exception: "DistBackendError",
+                message: format!("{failed}; caught (catch = true), the program goes on"),
+                at_ns: host_ns,
+            });
+            return;
+        }
+        let message = format!("{failed} and, uncaught, ends the process");
         self.note(
             rank,
             Some(work.group),
@@ -217,7 +233,11 @@ impl Failure<'_> {
             op: Some(op),
             message,
         });
-        out.push(Command::KillProcess { rank });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: host_ns,
+        });
     }
 
     /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
@@ -262,7 +282,7 @@ mod tests {
     use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::{CollectiveKind, FaultKind};
-    use crate::timeline::FindingKind;
+    use crate::timeline::{ExitStatus, FindingKind};
 
     fn reached(failure: &mut Failure<'_>, rank: u32, fault: FaultKind) -> Vec<Command> {
         let mut out = Vec::new();
@@ -287,7 +307,11 @@ mod tests {
         );
         assert_eq!(
             reached(&mut failure, 0, FaultKind::Die),
-            [Command::KillProcess { rank: 0 }]
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Killed,
+                at_ns: 0
+            }]
         );
         assert_eq!(reached(&mut failure, 0, FaultKind::Skip), []);
     }
@@ -407,7 +431,11 @@ mod tests {
             commands,
             [
                 finding(FindingKind::AsyncError, 0, Some(1)),
-                Command::KillProcess { rank: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Raised,
+                    at_ns: 500_020_000,
+                },
             ]
         );
         assert!(

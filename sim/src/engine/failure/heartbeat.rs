@@ -5,7 +5,7 @@
 
 use super::{next_tick_ns, wake, Command, Failure, Wake};
 use crate::scenario::GroupId;
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// The watchdog's heartbeat stops moving from its poll at `from_ns` until `until_ns`
@@ -75,7 +75,11 @@ impl Failure<'_> {
             now_ns,
             format!("[Rank {rank}] terminateProcess: std::abort()"),
         );
-        out.push(Command::KillProcess { rank });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Aborted,
+            at_ns: now_ns,
+        });
     }
 }
 
@@ -84,7 +88,7 @@ mod tests {
     use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::FaultKind;
-    use crate::timeline::FindingKind;
+    use crate::timeline::{ExitStatus, FindingKind};
 
     #[test]
     fn a_stuck_watchdog_is_aborted_at_the_first_read_that_finds_the_heartbeat_unchanged_r28() {
@@ -128,7 +132,11 @@ mod tests {
             commands,
             [
                 finding(FindingKind::HeartbeatAbort, 0, None),
-                Command::KillProcess { rank: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Aborted,
+                    at_ns: 960_000_000_000,
+                },
             ]
         );
         assert!(messages[0].contains("got stuck for 480 seconds"));

@@ -18,7 +18,7 @@
 
 use super::host::next_poll_ns as next_tick_ns;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use std::collections::{HashMap, HashSet};
 use watchdog::WatchdogState;
 
@@ -100,6 +100,7 @@ pub(in crate::engine) enum Notice {
     WaitRaised {
         rank: u32,
         collective: u32,
+        op: usize,
         timeout_ns: u64,
         now_ns: u64,
     },
@@ -136,8 +137,22 @@ pub(in crate::engine) enum Command {
     /// `ncclCommAbort` of `rank`'s communicator of `group`: its started kernels end now and
     /// their collectives can never complete.
     AbortCommunicators { rank: u32, group: GroupId },
-    /// The process of `rank` ends now: its host stops, its GPU work vanishes.
-    KillProcess { rank: u32 },
+    /// The process of `rank` ends at `at_ns` with `status`: its host stops, its GPU work
+    /// vanishes.
+    KillProcess {
+        rank: u32,
+        status: ExitStatus,
+        at_ns: u64,
+    },
+    /// The program of `rank` caught the exception `op` raised at `at_ns` (`catch = true`): the
+    /// call ends there and the program goes on at its next op.
+    Caught {
+        rank: u32,
+        op: usize,
+        exception: &'static str,
+        message: String,
+        at_ns: u64,
+    },
 }
 
 /// What a collective record is, as the run knows it.
@@ -298,9 +313,10 @@ impl<'s> Failure<'s> {
             Notice::WaitRaised {
                 rank,
                 collective,
+                op,
                 timeout_ns,
                 now_ns,
-            } => self.wait_raised(view, rank, collective, timeout_ns, now_ns, out),
+            } => self.wait_raised(view, (rank, collective, op), timeout_ns, now_ns, out),
             Notice::Woken {
                 rank,
                 group,

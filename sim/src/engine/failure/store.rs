@@ -3,7 +3,7 @@
 
 use super::{ms, wake, Command, Failure, RunView, Wake};
 use crate::scenario::GroupId;
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// A rank blocked in `store.get` at `host_ns`: unless it is the root or the root already
@@ -60,7 +60,11 @@ impl Failure<'_> {
             now_ns,
             format!("[Rank {rank}] process exited: the exception was not caught"),
         );
-        out.push(Command::KillProcess { rank });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: now_ns,
+        });
     }
 }
 
@@ -68,7 +72,7 @@ impl Failure<'_> {
 mod tests {
     use super::super::fake::{finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
-    use crate::timeline::FindingKind;
+    use crate::timeline::{ExitStatus, FindingKind};
 
     fn store_wait(rank: u32, root_published: bool) -> Notice {
         Notice::StoreWait {
@@ -108,7 +112,11 @@ mod tests {
             commands,
             [
                 finding(FindingKind::StoreTimeout, 1, Some(0)),
-                Command::KillProcess { rank: 1 },
+                Command::KillProcess {
+                    rank: 1,
+                    status: ExitStatus::Raised,
+                    at_ns: 1_000_030_000,
+                },
             ]
         );
         assert!(

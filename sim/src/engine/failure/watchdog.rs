@@ -270,6 +270,11 @@ impl Failure<'_> {
                 );
             }
         }
+        if !env.dump_on_timeout {
+            // TORCH_NCCL_DUMP_ON_TIMEOUT=0: no dump signal, no sleep for the dumps.
+            self.handle_error(rank, group, now_ns, out);
+            return;
+        }
         self.broadcast_dump_signal(view, rank, group, now_ns, out);
         let wait_ns = 4 * env.wait_timeout_dump_ns;
         wake(out, rank, group, Wake::DumpWaitOver, now_ns + wait_ns);
@@ -347,7 +352,7 @@ impl Failure<'_> {
 mod tests {
     use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Wake};
-    use crate::timeline::FindingKind;
+    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     #[test]
     fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
@@ -433,6 +438,32 @@ mod tests {
         assert_eq!(enqueue(&mut failure, &run, (0, 1), 2_000_000_000), []);
         let async_error = Wake::AsyncError { collective: 1 };
         assert_eq!(woken(&mut failure, &run, 0, async_error, 2_100_000_000), []);
+    }
+
+    #[test]
+    fn without_dump_on_timeout_the_error_is_handled_at_once_r27() {
+        // No dump signal for the other ranks, no sleep: mode 3 takes the process down at the
+        // poll that found the timeout.
+        let scenario = two_ranks("[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0", "");
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        assert_eq!(
+            commands,
+            [
+                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Aborted,
+                    at_ns: 1_100_000_000,
+                },
+            ]
+        );
+        let events: Vec<WatchdogEvent> = failure.into_records().iter().map(|r| r.event).collect();
+        assert!(!events.contains(&WatchdogEvent::DumpSignal), "{events:?}");
+        assert!(!events.contains(&WatchdogEvent::Dump), "{events:?}");
+        assert!(events.contains(&WatchdogEvent::Exit), "{events:?}");
     }
 
     #[test]
