@@ -19,8 +19,9 @@ def binary():
     path = os.environ.get("C10DSIM_BIN")
     if path:
         return pathlib.Path(path)
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     for profile in ("debug", "release"):
-        candidate = REPO / "target" / profile / "c10dsim"
+        candidate = target / profile / "c10dsim"
         if candidate.is_file():
             return candidate
     return None

@@ -63,6 +63,8 @@ struct AxisValue {
 struct AxisPath {
     path: String,
     values: Vec<AxisValue>,
+    /// Where the axis's key is written in `[sweep]`, for errors.
+    key_span: Option<Range<usize>>,
 }
 
 /// One factor of the cartesian product: a single path, or a zipped group whose paths advance
@@ -269,6 +271,7 @@ impl Sweep {
                     paths: vec![AxisPath {
                         path: arg.path.clone(),
                         values,
+                        key_span: None,
                     }],
                 }),
             }
@@ -367,19 +370,26 @@ impl Sweep {
     /// Every axis path must be settable on the file (a table path, or an op label that
     /// exists); a value that is invalid for the scenario fails only the points that use it.
     fn check_paths_apply(&self) -> Result<(), ScenarioError> {
-        let first: Vec<Override> = self
-            .dimensions
-            .iter()
-            .flat_map(|d| &d.paths)
-            .map(|p| Override {
-                path: p.path.clone(),
-                value: p.values[0].toml.clone(),
-            })
-            .collect();
-        let all: Vec<Override> = self.fixed.iter().cloned().chain(first).collect();
-        apply_overrides_with_ops(&self.text, &all)
-            .map(|_| ())
-            .map_err(|error| whole_file(&self.path, format!("sweep: {error}")))
+        apply_overrides_with_ops(&self.text, &self.fixed)
+            .map_err(|error| whole_file(&self.path, format!("--set: {error}")))?;
+        for axis in self.dimensions.iter().flat_map(|d| &d.paths) {
+            let first = Override {
+                path: axis.path.clone(),
+                value: axis.values[0].toml.clone(),
+            };
+            let edits: Vec<Override> = self.fixed.iter().cloned().chain([first]).collect();
+            apply_overrides_with_ops(&self.text, &edits).map_err(|error| match &axis.key_span {
+                Some(span) => scenario::error_at(
+                    &self.path,
+                    &self.text,
+                    span.clone(),
+                    format!("sweep axis {:?}: {error}", axis.path),
+                ),
+                // An axis given on the command line: the `--set` argument is at fault.
+                None => whole_file(&self.path, format!("--set {}: {error}", axis.path)),
+            })?;
+        }
+        Ok(())
     }
 
     /// Points in the full sweep.
@@ -688,10 +698,11 @@ impl FileAxes<'_> {
                 format!("sweep key {key:?} is not a dotted path such as \"tensors.buf\""),
             ));
         }
-        let values = self.values(key, key_span, item)?;
+        let values = self.values(key, key_span.clone(), item)?;
         Ok(AxisPath {
             path: key.to_string(),
             values,
+            key_span,
         })
     }
 
@@ -888,6 +899,7 @@ mod tests {
         assert!(err.message.contains("equal lengths"), "{err}");
         let err = sweep("[sweep]\n\"op.nope.gemm\" = [[1, 1, 1]]\n", &[]).unwrap_err();
         assert!(err.message.contains("no [[op]] has label"), "{err}");
+        assert_eq!((err.line, err.column), (15, 1), "{err}");
     }
 
     #[test]
