@@ -11,7 +11,7 @@
 //! and a relative least-squares line `t = steps·α + volume/B` through the real multi-rank
 //! collectives' kernel times (R24). Each fitted value comes with its residual.
 //!
-//! Over 1,000 lines (the last 140 are tests): parsing, writing into a scenario and rendering
+//! About 1,270 lines (the last 160 are tests): parsing, writing into a scenario and rendering
 //! read the profile's one table of keys (`PROFILE_KEYS`), and the fit produces values under the
 //! same keys. Profiles (up to `render_profile`) against the fit and its validation (from
 //! `median` on) is the line to split along, not cut yet.

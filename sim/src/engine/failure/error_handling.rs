@@ -6,7 +6,7 @@
 
 use super::{ms, next_tick_ns, Command, Failure, RunView, Wake};
 use crate::scenario::{ErrorHandling, GroupId};
-use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// The dump signal goes into the store; this rank dumps now, the others when their
@@ -151,24 +151,7 @@ impl Failure<'_> {
             scenario.ops[op].display_name(),
             scenario.ops[op].line
         );
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Main, WatchdogEvent::Exit),
-            host_ns,
-            message.clone(),
-        );
-        out.push(Command::Finding {
-            kind: FindingKind::AsyncError,
-            rank,
-            op: Some(op),
-            message,
-        });
-        out.push(Command::KillProcess {
-            rank,
-            status: ExitStatus::Raised,
-            at_ns: host_ns,
-        });
+        self.raise_uncaught((rank, group, op), host_ns, message, out);
     }
 
     /// A polling `wait()` raised (R15): under blocking wait the main thread aborts the

@@ -220,24 +220,7 @@ impl Failure<'_> {
             return;
         }
         let message = format!("{failed} and, uncaught, ends the process");
-        self.note(
-            rank,
-            Some(work.group),
-            (ThreadKind::Main, WatchdogEvent::Exit),
-            host_ns,
-            message.clone(),
-        );
-        out.push(Command::Finding {
-            kind: FindingKind::AsyncError,
-            rank,
-            op: Some(op),
-            message,
-        });
-        out.push(Command::KillProcess {
-            rank,
-            status: ExitStatus::Raised,
-            at_ns: host_ns,
-        });
+        self.raise_uncaught((rank, work.group, op), host_ns, message, out);
     }
 
     /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is

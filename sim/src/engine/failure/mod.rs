@@ -370,6 +370,35 @@ impl<'s> Failure<'s> {
         }
     }
 
+    /// A `DistBackendError` nobody catches in `rank`'s main thread at `op` (R27): logged, a
+    /// finding, and the process ends.
+    fn raise_uncaught(
+        &mut self,
+        (rank, group, op): (u32, GroupId, usize),
+        host_ns: u64,
+        message: String,
+        out: &mut Vec<Command>,
+    ) {
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::Exit),
+            host_ns,
+            message.clone(),
+        );
+        out.push(Command::Finding {
+            kind: FindingKind::AsyncError,
+            rank,
+            op: Some(op),
+            message,
+        });
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: host_ns,
+        });
+    }
+
     fn note(
         &mut self,
         rank: u32,
