@@ -6,9 +6,9 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the tests below
 //! use the recording [`crate::fake`] device, so the mapping of steps onto GPU calls is checked
-//! without a GPU. (Over 800 lines: the code is about 1,130, its tests 670 — the steps, the faults hw injects,
-//! the run log — and the rest its unit tests; moving the run log and the fault handling into
-//! files of their own would bring it under.)
+//! without a GPU. (Over 800 lines: about 1,130 of code — the steps, the faults hw injects, the
+//! run log — and 670 of unit tests; moving the run log and the fault handling into files of
+//! their own would bring it under.)
 
 use crate::error::HwError;
 use crate::options::StandIn;
