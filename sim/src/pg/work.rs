@@ -48,10 +48,12 @@ pub fn is_completed(end_fired: bool, error_ns: Option<u64>, now_ns: u64) -> bool
 /// What the main thread raises when `op`'s `wait()` finds its Work `work` (as [`super::work_text`]
 /// prints it) failed by an NCCL async error at `error_ns` (R27).
 pub fn async_error_raised(rank: u32, work: &str, error_ns: u64, op: &Op) -> String {
-    format!(
-        "{} and, uncaught, ends the process",
-        async_error_failed(rank, work, error_ns, op)
-    )
+    uncaught(&async_error_failed(rank, work, error_ns, op))
+}
+
+/// The message of an exception the program does not catch: it ends the process.
+pub fn uncaught(raised: &str) -> String {
+    format!("{raised} and, uncaught, ends the process")
 }
 
 /// What `wait()` on a Work failed by an async error raises, before the program's choice of

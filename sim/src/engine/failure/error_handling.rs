@@ -188,18 +188,7 @@ impl Failure<'_> {
             });
             return;
         }
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Main, WatchdogEvent::Exit),
-            now_ns,
-            format!("[Rank {rank}] process exited: the exception was not caught"),
-        );
-        out.push(Command::KillProcess {
-            rank,
-            status: ExitStatus::Raised,
-            at_ns: now_ns,
-        });
+        self.exit_uncaught(rank, group, now_ns, out);
     }
 }
 

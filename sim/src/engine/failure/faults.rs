@@ -219,7 +219,7 @@ impl Failure<'_> {
             });
             return;
         }
-        let message = format!("{failed} and, uncaught, ends the process");
+        let message = work::uncaught(&failed);
         self.raise_uncaught((rank, work.group, op), host_ns, message, out);
     }
 

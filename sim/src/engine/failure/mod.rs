@@ -399,6 +399,23 @@ impl<'s> Failure<'s> {
         });
     }
 
+    /// The main thread ends on an exception nobody caught (R27, R29): logged, and the process
+    /// ends with status `raised`.
+    fn exit_uncaught(&mut self, rank: u32, group: GroupId, now_ns: u64, out: &mut Vec<Command>) {
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::Exit),
+            now_ns,
+            format!("[Rank {rank}] process exited: the exception was not caught"),
+        );
+        out.push(Command::KillProcess {
+            rank,
+            status: ExitStatus::Raised,
+            at_ns: now_ns,
+        });
+    }
+
     fn note(
         &mut self,
         rank: u32,

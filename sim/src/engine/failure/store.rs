@@ -3,7 +3,7 @@
 
 use super::{ms, wake, Command, Failure, RunView, Wake};
 use crate::scenario::GroupId;
-use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// A rank blocked in `store.get` at `host_ns`: unless it is the root or the root already
@@ -53,18 +53,7 @@ impl Failure<'_> {
             op: Some(view.host_op(rank)),
             message,
         });
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Main, WatchdogEvent::Exit),
-            now_ns,
-            format!("[Rank {rank}] process exited: the exception was not caught"),
-        );
-        out.push(Command::KillProcess {
-            rank,
-            status: ExitStatus::Raised,
-            at_ns: now_ns,
-        });
+        self.exit_uncaught(rank, group, now_ns, out);
     }
 }
 
