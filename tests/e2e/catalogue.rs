@@ -38,6 +38,9 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("mismatch.toml", faults::check_mismatch),
     ("rank0_crash_init.toml", faults::check_rank0_crash_init),
     ("async_error.toml", faults::check_async_error),
+    ("caught_timeout.toml", faults::check_caught_timeout),
+    ("wait_timeout.toml", faults::check_wait_timeout),
+    ("timeout_dump.toml", faults::check_timeout_dump),
     (
         "functional_collective.toml",
         faults::check_functional_collective,

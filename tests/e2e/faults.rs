@@ -32,6 +32,9 @@ pub fn expected_findings(name: &str) -> Vec<FindingKind> {
         "mismatch.toml" => vec![Mismatch, WatchdogTimeout],
         "rank0_crash_init.toml" => vec![StoreTimeout],
         "async_error.toml" => vec![AsyncError],
+        // Caught by the program (catch = true), still a finding: the wait raised.
+        "caught_timeout.toml" | "wait_timeout.toml" => vec![WaitTimeout],
+        "timeout_dump.toml" => vec![WatchdogTimeout],
         // Written to race (R21): the detector must find their races, and only those.
         "races_4_6.toml" | "races_streams.toml" => vec![Race],
         _ => Vec::new(),
@@ -577,4 +580,81 @@ fn without_the_heartbeat_monitor_a_stuck_watchdog_leaves_a_deadlock() {
         .iter()
         .any(|f| f.kind == FindingKind::Deadlock
             && f.message.starts_with("host of rank 0 is blocked in loss")));
+}
+
+/// The one caught exception of rank 0, raised by `wait_w`.
+fn caught_at_wait(timeline: &Timeline) -> &sim::timeline::ExceptionRecord {
+    let rank0 = &timeline.ranks[0];
+    assert_eq!(rank0.exceptions.len(), 1, "{:?}", rank0.exceptions);
+    let caught = &rank0.exceptions[0];
+    assert_eq!(caught.exception, "DistBackendError");
+    assert_eq!(timeline.ops[caught.op as usize].name, "wait_w");
+    caught
+}
+
+/// The host time the call of `ar` started (it is enqueued within the call's 30 µs).
+fn call_start_ns(timeline: &Timeline) -> u64 {
+    let ar = timeline.ops.iter().position(|o| o.name == "ar").unwrap() as u32;
+    timeline.ranks[0]
+        .host
+        .iter()
+        .find(|h| h.op == ar)
+        .unwrap()
+        .start_ns
+}
+
+/// caught_timeout.toml (R15, R27): a blocking wait's timeout, caught; the program goes on.
+pub fn check_caught_timeout(timeline: &Timeline, _report: &Report) {
+    let caught = caught_at_wait(timeline);
+    // Polled every 1 ms from the wait's start: raised at the first poll ≥ 500 ms after enqueue.
+    let timeout_ns = 500 * MS;
+    assert!(caught.at_ns >= call_start_ns(timeline) + timeout_ns);
+    assert!(caught.at_ns <= call_start_ns(timeline) + timeout_ns + MS + 100 * US);
+    let rank0 = &timeline.ranks[0];
+    let after = timeline.ops.iter().position(|o| o.name == "after").unwrap() as u32;
+    let kernel = rank0.kernels.iter().find(|k| k.op == after).unwrap();
+    // The kernel after the catch queues behind the 2 s sleep; the process ends cleanly after it.
+    assert!(kernel.start_ns >= 2 * S);
+    let end = rank0.end.unwrap();
+    assert_eq!(end.status, ExitStatus::Clean);
+    assert!(end.at_ns.unwrap() >= kernel.end_ns);
+}
+
+/// wait_timeout.toml (R12, R15): `wait(timeout=50ms)` raises at 50 ms under 2.12 and returns at
+/// once under 2.5.
+pub fn check_wait_timeout(timeline: &Timeline, _report: &Report) {
+    let caught = caught_at_wait(timeline);
+    assert!(caught.at_ns >= call_start_ns(timeline) + 50 * MS);
+    assert!(caught.at_ns <= call_start_ns(timeline) + 51 * MS + 100 * US);
+    assert_eq!(timeline.ranks[0].end.unwrap().status, ExitStatus::Clean);
+    let text = std::fs::read_to_string(crate::util::scenarios_dir().join("wait_timeout.toml"))
+        .unwrap()
+        .replace("warmup = 0\n", "warmup = 0\ntorch = \"2.5\"\n");
+    let old = sim::engine::simulate(&sim::scenario::parse("wait_timeout.toml", &text).unwrap());
+    let rank0 = &old.ranks[0];
+    assert!(
+        rank0.exceptions.is_empty(),
+        "2.5 raises nothing: {:?}",
+        rank0.exceptions
+    );
+    assert!(old.findings.is_empty(), "{:?}", old.findings);
+    let wait = old.ops.iter().position(|o| o.name == "wait_w").unwrap() as u32;
+    let call = rank0.host.iter().find(|h| h.op == wait).unwrap();
+    assert!(call.end_ns < MS, "wait() returned at once: {}", call.end_ns);
+    assert!(rank0.end.unwrap().at_ns.unwrap() >= 300 * MS);
+}
+
+/// timeout_dump.toml (R6, R26, R27): found at the first poll past 1 s, the desync report, the
+/// dump signal and a 4 × 250 ms dump wait, then the process taken down.
+pub fn check_timeout_dump(timeline: &Timeline, _report: &Report) {
+    let detected_ns = next_poll_ns(call_start_ns(timeline) + S);
+    assert_eq!(at(timeline, 0, WatchdogEvent::Timeout), detected_ns);
+    assert_eq!(at(timeline, 0, WatchdogEvent::Dump), detected_ns);
+    let report = records(timeline, 0, WatchdogEvent::DesyncReport);
+    assert!(report[0].message.contains("have not started its kernel"));
+    let exit_ns = at(timeline, 0, WatchdogEvent::Exit);
+    assert_eq!(exit_ns, detected_ns + 4 * 250 * MS);
+    let end = timeline.ranks[0].end.unwrap();
+    assert_eq!(end.status, ExitStatus::Aborted);
+    assert_eq!(end.at_ns, Some(exit_ns));
 }

@@ -602,3 +602,130 @@ fn numeric_columns_parse_as_numbers_without_float_noise() {
         .collect();
     assert!(bytes.contains(&(400 << 20)), "{bytes:?}");
 }
+
+/// The value of `key: value` on a line of `text` that starts (after spaces) with `key:`.
+fn yaml_value<'t>(text: &'t str, key: &str) -> &'t str {
+    text.lines()
+        .map(str::trim)
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no `{key}:` in the manifest"))
+        .trim()
+}
+
+/// The directory holding the binary, for scripts that call `c10dsim` by name.
+fn binary_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_c10dsim"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn path_with_binary() -> String {
+    format!(
+        "{}:{}",
+        binary_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Merges every CSV in `dir` and checks the result equals `whole` byte for byte.
+fn assert_parts_merge_to(dir: &std::path::Path, tasks: usize, whole: &[u8]) {
+    let mut parts: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path().to_string_lossy().into_owned())
+        .filter(|path| path.ends_with(".csv"))
+        .collect();
+    parts.sort();
+    assert_eq!(parts.len(), tasks, "one part per task: {parts:?}");
+    let merged = dir.join("merged.out");
+    let mut merge = vec!["merge"];
+    merge.extend(parts.iter().map(String::as_str));
+    merge.extend_from_slice(&["-o", merged.to_str().unwrap()]);
+    let output = c10dsim(&merge);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        std::fs::read(&merged).unwrap() == whole,
+        "merged != unsharded"
+    );
+}
+
+#[test]
+fn the_shipped_slurm_array_script_runs_its_shards_and_they_merge_to_the_whole() {
+    let script = std::fs::read_to_string("docs/cluster/sweep.sbatch").unwrap();
+    let directives = script.replace("#SBATCH --array=", "array:");
+    let array = yaml_value(&directives, "array");
+    let (first, last) = array.split_once('-').expect("--array=A-B");
+    let (first, last): (usize, usize) = (first.parse().unwrap(), last.parse().unwrap());
+    let tasks = last - first + 1;
+    let args = ["scenarios/exp_a_sweep.toml", "--set", "cluster.ranks=4,8"];
+    let whole = sweep_to(&temp("slurm_whole.csv"), &args);
+    let out_dir = temp("slurm_parts");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    for task in first..=last {
+        // As Slurm starts each array task: its variables, the script's arguments.
+        let output = Command::new("bash")
+            .arg("docs/cluster/sweep.sbatch")
+            .args([args[0], out_dir.to_str().unwrap(), args[1], args[2]])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("PATH", path_with_binary())
+            .env_remove("C10DSIM")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .env_remove("C10DSIM_SHARD_COUNT")
+            .env("SLURM_ARRAY_TASK_ID", task.to_string())
+            .env("SLURM_ARRAY_TASK_MIN", first.to_string())
+            .env("SLURM_ARRAY_TASK_COUNT", tasks.to_string())
+            .env("SLURM_CPUS_PER_TASK", "1")
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "task {task}: {}", stderr(&output));
+        assert!(stderr(&output).contains(&format!(
+            "shard {}/{tasks} (SLURM_ARRAY_TASK_ID)",
+            task - first
+        )));
+    }
+    assert_parts_merge_to(&out_dir, tasks, &whole);
+}
+
+#[test]
+fn the_shipped_kubernetes_indexed_job_runs_its_shards_and_they_merge_to_the_whole() {
+    let manifest = std::fs::read_to_string("docs/cluster/sweep-job.yaml").unwrap();
+    let completions: usize = yaml_value(&manifest, "completions").parse().unwrap();
+    assert_eq!(yaml_value(&manifest, "completionMode"), "Indexed");
+    // The container's environment, as written in the manifest.
+    let mut env: HashMap<String, String> = manifest
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- {name: "))
+        .filter_map(|entry| {
+            let (name, rest) = entry.split_once(", value: ")?;
+            let value = rest.strip_suffix('}')?.trim_matches('"');
+            Some((name.to_string(), value.to_string()))
+        })
+        .collect();
+    assert_eq!(env["C10DSIM_SHARD_COUNT"], completions.to_string());
+    // The command is a YAML flow sequence of double-quoted strings, which is JSON.
+    let command: Vec<String> =
+        serde_json::from_str(yaml_value(&manifest, "command")).expect("command is a JSON array");
+    assert_eq!(command[..2], ["sh", "-c"]);
+    let args = ["scenarios/exp_a_sweep.toml", "--set", "cluster.ranks=4,8"];
+    let whole = sweep_to(&temp("k8s_whole.csv"), &args);
+    // The two volume mounts become local paths; every other variable is the manifest's.
+    let out_dir = temp("k8s_parts");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    env.insert("SCENARIO".into(), args[0].into());
+    env.insert("OUT_DIR".into(), out_dir.to_string_lossy().into_owned());
+    env.insert("SWEEP_ARGS".into(), format!("{} {}", args[1], args[2]));
+    for index in 0..completions {
+        let output = Command::new(&command[0])
+            .args(&command[1..])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("PATH", path_with_binary())
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .envs(&env)
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "pod {index}: {}", stderr(&output));
+        assert!(stderr(&output).contains(&format!("shard {index}/{completions}")));
+    }
+    assert_parts_merge_to(&out_dir, completions, &whole);
+}
