@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 use sim::scenario::{DType, OpKind, Scenario};
-use sim::timeline::{CollectiveRecord, KernelClass, RankTimeline, Timeline};
+use sim::timeline::{CollectiveRecord, KernelClass, RankTimeline, Timeline, WatchdogEvent};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
@@ -73,6 +73,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "item_us",
             "mark_us",
             "query_us",
+            "watchdog_stack_trace_us",
             "comm_init_us",
         ],
     ),
@@ -709,7 +710,34 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         "median of host return − end of the GPU work waited for (R14)",
         return_after_gpu(runs, &["item"]),
     ));
+    fitted.extend(host_cost(
+        "host.watchdog_stack_trace_us",
+        "median of the watchdog's dump signal − its timeout detection, per rank (R27)",
+        timeout_to_dump_signal(runs),
+    ));
     fitted
+}
+
+/// Per (run, rank): the watchdog's first dump signal minus its first timeout detection, where
+/// the rank's watchdog found a timeout and signalled the dump.
+fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
+    let first = |t: &Timeline, rank: u32, event: WatchdogEvent| {
+        t.watchdog
+            .iter()
+            .filter(|r| r.rank == rank && r.event == event)
+            .map(|r| r.at_ns)
+            .min()
+    };
+    runs.iter()
+        .flat_map(|run| {
+            let t = run.timeline;
+            (0..t.ranks.len() as u32).filter_map(move |rank| {
+                let found = first(t, rank, WatchdogEvent::Timeout)?;
+                let signalled = first(t, rank, WatchdogEvent::DumpSignal)?;
+                (signalled >= found).then(|| vec![us(signalled as i64 - found as i64)])
+            })
+        })
+        .collect()
 }
 
 /// GEMM kernels: (FLOPs, duration µs, dtype, the run's nominal rate for the dtype in TFLOP/s).

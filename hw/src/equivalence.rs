@@ -4,8 +4,9 @@
 //! execute the steps `sim::pg` lowers the program to, so a difference means one engine
 //! skipped, repeated or reordered a step of ProcessGroupNCCL.
 //!
-//! `hw` does not inject `[[fault]]`s, so where a fault (or its consequence: a timeout, an
-//! abort) stops rank 0 in the simulation, the simulator's steps are compared up to there.
+//! The fake device never times out and `hw` does not inject `[[fault]]`s, so where a fault or a
+//! timeout (and what follows: an abort, an exit) stops rank 0 in the simulation, the
+//! simulator's steps are compared up to there.
 
 use crate::exec::Executor;
 use crate::fake::{rank0_plan, FakeDevice};
@@ -64,7 +65,12 @@ fn both_engines_execute_the_same_steps_for_every_catalogue_scenario() {
             "{}: hw ran no step",
             path.display()
         );
-        if let Some(at) = first_difference(&simulated, &ran, !scenario.faults.is_empty()) {
+        // Did a fault or a timeout end rank 0's process before its program did?
+        let stopped = !scenario.faults.is_empty()
+            || sim::engine::simulate(&scenario).ranks[0]
+                .end
+                .is_some_and(|end| end.status != sim::timeline::ExitStatus::Clean);
+        if let Some(at) = first_difference(&simulated, &ran, stopped) {
             failures.push(format!(
                 "{}: step {at} differs (simulated {} steps, hw ran {}):\n  simulator: {}\n  hw:        {}",
                 path.display(),
@@ -78,8 +84,12 @@ fn both_engines_execute_the_same_steps_for_every_catalogue_scenario() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(
         refused,
-        ["watchdog_stuck.toml"],
-        "only the stuck watchdog is refused on hardware"
+        [
+            "caught_timeout.toml",
+            "wait_timeout.toml",
+            "watchdog_stuck.toml"
+        ],
+        "refused on hardware: a caught exception (no hw wait() raises), the stuck watchdog"
     );
 }
 

@@ -388,6 +388,8 @@ pub enum WatchdogEvent {
     RemoteError,
     /// Flight-Recorder-like report of every rank's SeqNums (`TORCH_NCCL_DESYNC_DEBUG`).
     DesyncReport,
+    /// The watchdog logged a timed-out Work's stack trace before signalling the dump (R27).
+    StackTrace,
     /// The dump signal was written to the store for every rank (R27).
     DumpSignal,
     /// This rank dumped its Flight Recorder.

@@ -616,6 +616,7 @@ impl Resolver<'_> {
             query_us: None,
             comm_init_us: None,
             blocking_wait_poll_us: None,
+            watchdog_stack_trace_us: None,
         };
         let raw = raw.unwrap_or(&empty);
         let poll_ns = match &raw.blocking_wait_poll_us {
@@ -716,6 +717,11 @@ impl Resolver<'_> {
                 300_000_000,
             )?,
             blocking_wait_poll_ns: poll_ns,
+            watchdog_stack_trace_ns: self.optional_time_us(
+                &raw.watchdog_stack_trace_us,
+                "host.watchdog_stack_trace_us",
+                0,
+            )?,
         })
     }
 

@@ -198,6 +198,10 @@ pub struct HostCosts {
     pub comm_init_ns: u64,
     /// Blocking-wait poll interval (R15); the profile's unless the scenario overrides it.
     pub blocking_wait_poll_ns: u64,
+    /// After the watchdog found a timed-out Work it logs the Work's stack trace (C++ and
+    /// Python frames, symbolised) before it signals the dump (R27); 0 unless a machine profile
+    /// measured it (PyTorch 2.11 on an H200: 3.6–4.0 s, docs/watchdog.md).
+    pub watchdog_stack_trace_ns: u64,
 }
 
 /// The environment variables of PyTorch and NCCL the model reads.

@@ -90,6 +90,7 @@ pub struct RawHost {
     pub query_us: Option<Spanned<f64>>,
     pub comm_init_us: Option<Spanned<f64>>,
     pub blocking_wait_poll_us: Option<Spanned<f64>>,
+    pub watchdog_stack_trace_us: Option<Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

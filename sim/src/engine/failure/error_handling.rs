@@ -356,6 +356,42 @@ mod tests {
     }
 
     #[test]
+    fn a_timeout_s_stack_trace_delays_the_dump_signal_and_the_wait_r27() {
+        // PyTorch symbolises the timed-out Work's stack trace first (host cost 3.9 s here).
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\nwatchdog_stack_trace_us = 3_900_000",
+            "",
+        );
+        let mut failure = Failure::new(&scenario);
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        assert_eq!(
+            commands.last(),
+            Some(&wake(0, Wake::StackTraceLogged, 5_000_000_000))
+        );
+        assert!(!commands.contains(&wake(0, Wake::DumpWaitOver, 2_100_000_000)));
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::StackTraceLogged, 5_000_000_000).last(),
+            Some(&wake(0, Wake::DumpWaitOver, 6_000_000_000))
+        );
+        let events: Vec<(WatchdogEvent, u64)> = failure
+            .into_records()
+            .iter()
+            .filter(|r| r.rank == 0)
+            .map(|r| (r.event, r.at_ns))
+            .collect();
+        assert_eq!(
+            events[..3],
+            [
+                (WatchdogEvent::Timeout, 1_100_000_000),
+                (WatchdogEvent::StackTrace, 5_000_000_000),
+                (WatchdogEvent::DumpSignal, 5_000_000_000)
+            ]
+        );
+    }
+
+    #[test]
     fn a_blocking_wait_that_raised_ends_the_process_r15() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1", "");
         let mut failure = Failure::new(&scenario);

@@ -44,6 +44,9 @@ pub(in crate::engine) enum Wake {
     RemoteError { from_rank: u32 },
     /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
     DumpSeen,
+    /// The watchdog finished logging a timed-out Work's stack trace: it signals the dump now
+    /// (R27; `host.watchdog_stack_trace_us`).
+    StackTraceLogged,
     /// The watchdog's sleep for the dumps is over: act on the error-handling mode (R27).
     DumpWaitOver,
     /// The heartbeat monitor's read that finds the heartbeat unchanged (R28).
@@ -339,6 +342,10 @@ impl<'s> Failure<'s> {
                     self.caught(view, rank, group, Caught::Remote(from_rank), now_ns, out)
                 }
                 Wake::DumpSeen => self.dump_seen(rank, group, now_ns),
+                Wake::StackTraceLogged => {
+                    self.stack_trace_logged(rank, group, now_ns);
+                    self.signal_dump(view, rank, group, now_ns, out);
+                }
                 Wake::DumpWaitOver => self.handle_error(rank, group, now_ns, out),
                 Wake::HeartbeatCheck => self.heartbeat_abort(rank, group, now_ns, out),
                 Wake::StoreTimeout => self.store_timed_out(view, rank, group, now_ns, out),
@@ -366,7 +373,7 @@ impl<'s> Failure<'s> {
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
             Wake::DumpSeen => self.dumped[rank as usize],
-            Wake::DumpWaitOver | Wake::HeartbeatCheck => false,
+            Wake::StackTraceLogged | Wake::DumpWaitOver | Wake::HeartbeatCheck => false,
         }
     }
 

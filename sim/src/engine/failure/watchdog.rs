@@ -275,11 +275,55 @@ impl Failure<'_> {
             self.handle_error(rank, group, now_ns, out);
             return;
         }
-        self.broadcast_dump_signal(view, rank, group, now_ns, out);
+        let stack_trace_ns = match caught {
+            Caught::Timeout(_) => scenario.host.watchdog_stack_trace_ns,
+            _ => 0,
+        };
         let wait_ns = 4 * env.wait_timeout_dump_ns;
+        if stack_trace_ns == 0 {
+            self.signal_dump(view, rank, group, now_ns, out);
+            // The watchdog sleeps: its heartbeat stalls until the sleep ends.
+            self.heartbeat_stalls(rank, group, now_ns, now_ns + wait_ns, out);
+            return;
+        }
+        // A timeout: the watchdog first symbolises and logs the Work's stack trace, and its
+        // heartbeat stalls from now until its sleep for the dumps ends.
+        wake(
+            out,
+            rank,
+            group,
+            Wake::StackTraceLogged,
+            now_ns + stack_trace_ns,
+        );
+        self.heartbeat_stalls(rank, group, now_ns, now_ns + stack_trace_ns + wait_ns, out);
+    }
+
+    /// The timed-out Work's stack trace, logged `host.watchdog_stack_trace_us` after the
+    /// timeout was found.
+    pub(super) fn stack_trace_logged(&mut self, rank: u32, group: GroupId, now_ns: u64) {
+        let took_ms = ms(self.scenario.host.watchdog_stack_trace_ns);
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
+            now_ns,
+            format!("[Rank {rank}] Stack trace of the failed collective (symbolised in {took_ms} ms, host.watchdog_stack_trace_us)"),
+        );
+    }
+
+    /// The dump signal, then the watchdog's sleep for the dumps (R27); the caller stalls the
+    /// heartbeat for the sleep.
+    pub(super) fn signal_dump(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        self.broadcast_dump_signal(view, rank, group, now_ns, out);
+        let wait_ns = 4 * self.scenario.env.wait_timeout_dump_ns;
         wake(out, rank, group, Wake::DumpWaitOver, now_ns + wait_ns);
-        // The watchdog sleeps: its heartbeat stalls until the sleep ends.
-        self.heartbeat_stalls(rank, group, now_ns, now_ns + wait_ns, out);
     }
 
     /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
