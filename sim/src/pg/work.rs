@@ -16,6 +16,15 @@ pub fn watchdog_runs(env: &Env) -> bool {
     !env.blocking_wait
 }
 
+/// Whether a `wait(timeout)` that timed out also hands its Work to the watchdog's error path
+/// (log, stack trace, dump signal, dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING`), even when
+/// the program catches the exception: measured on PyTorch 2.11 (`scenarios/wait_timeout.toml`,
+/// docs/watchdog.md: `SIGABRT` after the dump wait). Only where the watchdog runs; under
+/// blocking wait the process lived on.
+pub fn wait_timeout_reaches_watchdog(env: &Env) -> bool {
+    watchdog_runs(env)
+}
+
 /// The first instant at which a Work enqueued at `enqueue_ns` counts as timed out: PyTorch
 /// checks `elapsed >= timeout`, the elapsed time counted from the enqueue (R15, R26).
 pub fn timeout_deadline_ns(enqueue_ns: u64, timeout_ns: u64) -> u64 {

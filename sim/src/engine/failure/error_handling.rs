@@ -186,6 +186,20 @@ impl Failure<'_> {
                 message: format!("{message} Caught (catch = true), the program goes on."),
                 at_ns: now_ns,
             });
+            // A wait(timeout)'s Work is the watchdog's too: it handles the timeout as its own.
+            let watchdog = &self.watchdogs[index];
+            let pending = watchdog
+                .pending
+                .iter()
+                .find(|p| p.collective == collective)
+                .copied();
+            if let (true, false, Some(work)) = (
+                crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env),
+                watchdog.handling,
+                pending,
+            ) {
+                self.caught(view, rank, group, super::Caught::Timeout(work), now_ns, out);
+            }
             return;
         }
         self.exit_uncaught(rank, group, now_ns, out);
