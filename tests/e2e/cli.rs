@@ -351,13 +351,22 @@ fn the_trace_has_rank_processes_stream_threads_kernels_and_flows() {
     let named = |name: &str| events.iter().filter(|e| e["name"] == name).count();
     assert_eq!(named("process_name"), 4, "one process row per rank");
     // Per rank: 45 repeats of one all_reduce kernel, named as NCCL names it.
-    assert_eq!(named("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), 4 * 45);
-    // Flow arrows: syncStream (R10a) and wait() (R12) per all_reduce.
-    let flow_starts = events.iter().filter(|e| e["ph"] == "s").count();
-    assert_eq!(flow_starts, 4 * 45 * 2);
+    assert_eq!(
+        named("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+        4 * 45
+    );
+    // Flow arrows: syncStream (R10a) and wait() (R12) per all_reduce; one launch arrow per kernel.
+    let flow_starts = |cat: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "s" && e["cat"] == cat)
+            .count()
+    };
+    assert_eq!(flow_starts("stream_wait"), 4 * 45 * 2);
+    assert_eq!(flow_starts("ac2g"), named("cudaLaunchKernel"));
     let thread_names: Vec<&str> = events
         .iter()
-        .filter(|e| e["name"] == "thread_name" && e["pid"] == 0)
+        .filter(|e| e["name"] == "thread_name" && e["pid"] == 1)
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect();
     assert!(
