@@ -81,8 +81,14 @@ impl<'w> Sink<'w> {
         }
     }
 
+    /// A process or thread name. It carries a time (0) as torch.profiler's do: without one,
+    /// HTA's table of times has a gap, turns to floats, and HTA warns that it rounds them.
     fn metadata(&mut self, name: &str, pid: u64, tid: u64, args: Value) -> io::Result<()> {
-        self.event(&json!({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}))
+        let ts = self.time(0);
+        self.event(
+            &json!({"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": ts,
+            "args": args}),
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -301,6 +307,18 @@ impl<'a> TraceContext<'a> {
                 json!({"name": format!("stream {index} ({}{priority})", stream.name)}),
             )?;
         }
+        // The traced span, on a thread of its own (tid 0, which HTA reads as a device's and
+        // leaves out of call stacks): HTA loads no file without a slice, and a rank that hung
+        // before any call returned has no other.
+        sink.metadata("thread_name", pid, 0, json!({"name": "trace span"}))?;
+        sink.slice(
+            "trace_span",
+            &format!("c10dsim trace (rank {})", rank.rank),
+            (pid, 0),
+            0,
+            last_recorded_ns(self.timeline, rank),
+            json!({}),
+        )?;
         // Parents before children: HTA nests slices of equal extent in file order.
         self.profiler_steps(rank, sink)?;
         self.host_calls(rank, sink)?;
@@ -699,23 +717,11 @@ impl<'a> Launches<'a> {
     }
 }
 
-/// When a finding happened, which the Timeline does not record: the start of the host call it
-/// names (rank, iteration and op), else the time of the watchdog step that reported it, else
-/// the last time its rank (or, without a rank, any rank) recorded anything — where a deadlock or
-/// a cap stopped it.
+/// When a finding happened, which the Timeline does not record: the time of the watchdog step
+/// that reported it (a timeout, an async error, a heartbeat or store timeout), else the start of
+/// the host call it names (rank, iteration and op: a race, a mismatch), else the last time its
+/// rank (or, without a rank, any rank) recorded anything — where a deadlock or a cap stopped it.
 fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
-    let rank = finding
-        .rank
-        .and_then(|rank| timeline.ranks.iter().find(|r| r.rank == rank));
-    if let (Some(rank), Some(op), Some(iteration)) = (rank, finding.op, finding.iteration) {
-        if let Some(call) = rank
-            .host
-            .iter()
-            .find(|call| call.op == op && call.iteration == iteration)
-        {
-            return call.start_ns;
-        }
-    }
     let reported_by = match finding.kind {
         FindingKind::WatchdogTimeout => Some(WatchdogEvent::Timeout),
         FindingKind::AsyncError => Some(WatchdogEvent::AsyncError),
@@ -733,18 +739,37 @@ fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
             return record.at_ns;
         }
     }
-    let last = |rank: &RankTimeline| {
-        let host = rank.host.iter().map(|call| call.end_ns);
-        let kernels = rank.kernels.iter().map(|kernel| kernel.end_ns);
-        let steps = timeline
-            .watchdog
+    let rank = finding
+        .rank
+        .and_then(|rank| timeline.ranks.iter().find(|r| r.rank == rank));
+    if let (Some(rank), Some(op), Some(iteration)) = (rank, finding.op, finding.iteration) {
+        if let Some(call) = rank
+            .host
             .iter()
-            .filter(|r| r.rank == rank.rank)
-            .map(|r| r.at_ns);
-        host.chain(kernels).chain(steps).max().unwrap_or(0)
-    };
-    match rank {
-        Some(rank) => last(rank),
-        None => timeline.ranks.iter().map(last).max().unwrap_or(0),
+            .find(|call| call.op == op && call.iteration == iteration)
+        {
+            return call.start_ns;
+        }
     }
+    match rank {
+        Some(rank) => last_recorded_ns(timeline, rank),
+        None => timeline
+            .ranks
+            .iter()
+            .map(|rank| last_recorded_ns(timeline, rank))
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+/// The last time `rank` recorded anything: a call's or a kernel's end, a watchdog step.
+fn last_recorded_ns(timeline: &Timeline, rank: &RankTimeline) -> u64 {
+    let host = rank.host.iter().map(|call| call.end_ns);
+    let kernels = rank.kernels.iter().map(|kernel| kernel.end_ns);
+    let steps = timeline
+        .watchdog
+        .iter()
+        .filter(|r| r.rank == rank.rank)
+        .map(|r| r.at_ns);
+    host.chain(kernels).chain(steps).max().unwrap_or(0)
 }
