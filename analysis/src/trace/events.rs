@@ -26,7 +26,7 @@ fn stream_tid(stream: u16) -> u64 {
 }
 
 /// Where a rank's correlation and flow ids start, so that they are unique in their file.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(super) struct RankIds {
     /// Kernel `k` of the rank has correlation (and `ac2g` flow id) `correlation_base + k + 1`.
     pub correlation_base: u64,
@@ -91,7 +91,6 @@ impl<'w> Sink<'w> {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn slice(
         &mut self,
         cat: &str,
@@ -619,12 +618,10 @@ impl<'a> TraceContext<'a> {
                     json!({"name": format!("{thread} (group {group_name})")}),
                 )?;
             }
+            let name = serde_json::to_value(record.event)?;
             sink.instant(
                 "watchdog",
-                &serde_json::to_value(record.event)?
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
+                name.as_str().unwrap_or_default(),
                 (pid, tid),
                 record.at_ns,
                 json!({"message": record.message}),

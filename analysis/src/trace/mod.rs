@@ -57,8 +57,10 @@ pub fn write_chrome_trace(timeline: &Timeline, out: &mut dyn Write) -> io::Resul
     serde_json::to_writer(&mut *out, &other_data(timeline))?;
     write!(out, ",\"traceEvents\":[")?;
     let mut sink = events::Sink::new(out, Clock::Nanoseconds);
-    let mut ids = events::RankIds::default();
-    ids.wait_flow_base = timeline.ranks.iter().map(|r| r.kernels.len() as u64).sum();
+    let mut ids = events::RankIds {
+        correlation_base: 0,
+        wait_flow_base: timeline.ranks.iter().map(|r| r.kernels.len() as u64).sum(),
+    };
     for position in 0..timeline.ranks.len() {
         context.rank_events(position, ids, &mut sink)?;
         let rank = &timeline.ranks[position];
