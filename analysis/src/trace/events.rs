@@ -226,7 +226,8 @@ impl<'a> TraceContext<'a> {
             .into_iter()
             .enumerate()
             .map(|(group, set)| match group {
-                0 => (0..timeline.scenario.ranks).collect(),
+                // No scenario has more ranks; a file that says so was not written by c10dsim.
+                0 => (0..timeline.scenario.ranks.min(sim::scenario::MAX_RANKS)).collect(),
                 _ => set.into_iter().collect(),
             })
             .collect();
@@ -610,7 +611,12 @@ impl<'a> TraceContext<'a> {
             };
             if tid != HOST_TID && !named_threads.contains(&tid) {
                 named_threads.push(tid);
-                let group_name = &self.timeline.scenario.groups[group];
+                let group_name = self
+                    .timeline
+                    .scenario
+                    .groups
+                    .get(group)
+                    .map_or("?", String::as_str);
                 sink.metadata(
                     "thread_name",
                     pid,

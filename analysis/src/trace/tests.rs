@@ -363,3 +363,32 @@ fn group_ranks_are_listed_up_to_thirty_as_pytorch_writes_them() {
     assert!(listed.starts_with("[0, 1, 2, "));
     assert!(listed.ends_with("28, 29, ...]"), "{listed}");
 }
+
+#[test]
+fn a_timeline_claiming_a_huge_world_or_no_groups_still_writes() {
+    let mut timeline = simulated("");
+    timeline.scenario.ranks = u32::MAX;
+    let (_, _, trace) = &rank_files(&timeline)[0];
+    let world = trace["distributedInfo"]["pg_config"][0]["ranks"]
+        .as_array()
+        .unwrap();
+    assert_eq!(world.len(), sim::scenario::MAX_RANKS as usize);
+    // A watchdog record of a group the Timeline does not name (a hand-edited file).
+    let mut timeline = simulated("");
+    timeline.watchdog.push(sim::timeline::WatchdogRecord {
+        rank: 0,
+        group: None,
+        thread: sim::timeline::ThreadKind::Watchdog,
+        event: sim::timeline::WatchdogEvent::Timeout,
+        at_ns: 5,
+        message: "m".into(),
+    });
+    timeline.scenario.groups.clear();
+    for rank in &mut timeline.ranks {
+        rank.collectives.clear();
+    }
+    let trace = single_file(&timeline);
+    assert!(named(&trace, "thread_name")
+        .iter()
+        .any(|e| e["args"]["name"] == "pt_nccl_watchdg (group ?)"));
+}
