@@ -14,6 +14,8 @@ use std::io::{self, Write};
 
 /// The Python main thread of every rank.
 const HOST_TID: u64 = 1;
+/// CUPTI's callback id of `cudaLaunchKernel`, which torch.profiler writes as `cbid`.
+const CUDA_LAUNCH_KERNEL_CBID: u32 = 211;
 /// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
 const LISTED_RANKS: usize = 30;
 
@@ -495,7 +497,8 @@ impl<'a> TraceContext<'a> {
                 (pid, HOST_TID),
                 launch_start_ns,
                 kernel.enqueue_ns,
-                json!({"correlation": correlation, "External id": external}),
+                json!({"correlation": correlation, "External id": external,
+                    "cbid": CUDA_LAUNCH_KERNEL_CBID}),
             )?;
             let op_info = &self.timeline.ops[kernel.op as usize];
             let op = &self.ops[kernel.op as usize];

@@ -114,6 +114,7 @@ fn each_kernel_pairs_with_one_launch_on_the_host_by_correlation() {
             // starts; the kernel is on its stream's thread with that stream as argument.
             assert_eq!(launch["tid"], 1);
             assert_eq!(launch["cat"], "cuda_runtime");
+            assert_eq!(launch["args"]["cbid"], 211);
             assert!(
                 host_calls.iter().any(|call| within(launch, call)),
                 "{launch}"
