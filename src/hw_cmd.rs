@@ -16,6 +16,7 @@ pub struct HwArgs<'a> {
     pub device: Option<usize>,
     pub json: bool,
     pub trace: Option<&'a Path>,
+    pub trace_dir: Option<&'a Path>,
     pub timeline: Option<&'a Path>,
 }
 
@@ -69,6 +70,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
         false,
         &RunOutputs {
             trace: trace.as_deref(),
+            trace_dir: args.trace_dir,
             timeline: timeline_path.as_deref(),
             svg: None,
         },

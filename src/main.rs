@@ -29,8 +29,9 @@ mod plot;
 mod stdio;
 mod sweep;
 mod torch_cmd;
+mod trace_out;
 
-use analysis::{metrics, text, trace};
+use analysis::{metrics, text};
 use clap::{CommandFactory, Parser, Subcommand};
 use sim::scenario::{self, Scenario};
 use sim::timeline::Timeline;
@@ -66,9 +67,14 @@ enum Command {
         /// Print one JSON object (parameters and report) instead of tables.
         #[arg(long)]
         json: bool,
-        /// Write a Chrome trace (opens in Perfetto / chrome://tracing).
+        /// Write a Chrome trace with every rank (opens in Perfetto / chrome://tracing).
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
+        /// Write a folder with one trace per rank (`rank<N>.pt.trace.json`), shaped like
+        /// torch.profiler's, for Holistic Trace Analysis (`TraceAnalysis(trace_dir=DIR)`) and
+        /// Perfetto.
+        #[arg(long, value_name = "DIR")]
+        trace_dir: Option<PathBuf>,
         /// Write the full Timeline (docs/timeline-format.md).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
@@ -141,6 +147,10 @@ enum Command {
         /// Write a Chrome trace; `{rank}` in the path becomes the rank.
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
+        /// Write this process's rank as `DIR/rank<N>.pt.trace.json`, beside the other
+        /// processes' files: a folder Holistic Trace Analysis loads.
+        #[arg(long, value_name = "DIR")]
+        trace_dir: Option<PathBuf>,
         /// Write the measured Timeline; `{rank}` in the path becomes the rank.
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
@@ -363,6 +373,7 @@ fn main() -> ExitCode {
             file,
             json,
             trace,
+            trace_dir,
             timeline,
             svg,
             nccl_tests,
@@ -379,6 +390,7 @@ fn main() -> ExitCode {
             json,
             &RunOutputs {
                 trace: trace.as_deref(),
+                trace_dir: trace_dir.as_deref(),
                 timeline: timeline.as_deref(),
                 svg: svg.as_deref(),
             },
@@ -413,6 +425,7 @@ fn main() -> ExitCode {
             device,
             json,
             trace,
+            trace_dir,
             timeline,
             overrides,
         } => hw_cmd::hw(hw_cmd::HwArgs {
@@ -423,6 +436,7 @@ fn main() -> ExitCode {
             device,
             json,
             trace: trace.as_deref(),
+            trace_dir: trace_dir.as_deref(),
             timeline: timeline.as_deref(),
         }),
         Command::Resolve {
@@ -589,6 +603,20 @@ pub(crate) fn load_on(
 
 /// Writes JSON to `path`, or to standard output for `-`, streaming (Timelines can be large).
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure> {
+    write_with(path, |out| {
+        serde_json::to_writer(&mut *out, value)?;
+        if stdio::is_dash(path) {
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}
+
+/// Opens `path` (standard output for `-`) buffered and hands it to `write`.
+fn write_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), Failure> {
     let cannot = |error: &dyn std::fmt::Display| {
         Failure::input(format!("cannot write {}: {error}", path.display()))
     };
@@ -598,10 +626,7 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
         Box::new(std::fs::File::create(path).map_err(|e| cannot(&e))?)
     };
     let mut writer = std::io::BufWriter::new(sink);
-    serde_json::to_writer(&mut writer, value).map_err(|e| cannot(&e))?;
-    if stdio::is_dash(path) {
-        std::io::Write::write_all(&mut writer, b"\n").map_err(|e| cannot(&e))?;
-    }
+    write(&mut writer).map_err(|e| cannot(&e))?;
     std::io::Write::flush(&mut writer).map_err(|e| cannot(&e))
 }
 
@@ -617,6 +642,8 @@ struct Against<'a> {
 /// The files `run` writes beside its report.
 struct RunOutputs<'a> {
     trace: Option<&'a Path>,
+    /// `--trace-dir`: a simulated Timeline holds the whole job, a measured one this process.
+    trace_dir: Option<&'a Path>,
     timeline: Option<&'a Path>,
     svg: Option<&'a Path>,
 }
@@ -685,8 +712,21 @@ fn emit(
         }
     };
     if let Some(path) = outputs.trace {
-        write_json(path, &trace::chrome_trace(timeline))?;
+        trace_out::write_trace(path, timeline)?;
         eprintln!("c10dsim: wrote trace {}", shown(path));
+    }
+    if let Some(dir) = outputs.trace_dir {
+        let ranks = match timeline.source {
+            sim::timeline::Source::Simulated => trace_out::Ranks::WholeJob,
+            _ => trace_out::Ranks::ThisProcess,
+        };
+        trace_out::write_trace_dir(dir, timeline, ranks)?;
+        eprintln!(
+            "c10dsim: wrote {} rank trace{} into {}",
+            timeline.ranks.len(),
+            if timeline.ranks.len() == 1 { "" } else { "s" },
+            dir.display()
+        );
     }
     if let Some(path) = outputs.timeline {
         write_json(path, timeline)?;

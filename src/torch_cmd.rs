@@ -260,6 +260,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
         false,
         &RunOutputs {
             trace: None,
+            trace_dir: None,
             timeline: args.timeline,
             svg: None,
         },

@@ -1,13 +1,15 @@
 //! # c10dsim-analysis: pure functions over Timelines
 //!
 //! The R3 metrics (`host_call_us`, `stream_interval_us`, `completed_at_wait`, `overlap`) and the
-//! scenario's named measures ([`metrics::report`]), the Chrome trace that opens in Perfetto
-//! ([`trace::chrome_trace`]), the text tables `c10dsim run` prints ([`text`]), the comparison of
+//! scenario's named measures ([`metrics::report`]), the Chrome traces that open in Perfetto and
+//! load in Holistic Trace Analysis ([`trace::write_chrome_trace`], [`trace::RankTraces`]), the
+//! text tables `c10dsim run` prints ([`text`]), the comparison of
 //! two Timelines ([`diff::diff`]) and machine profiles fitted to measured ones
 //! ([`calibrate::calibrate`]).
 //!
 //! Invariant: nothing here runs a simulation or touches a file, clock or GPU; every function
-//! maps Timelines (from the simulator or from the hardware backend alike) to values.
+//! maps Timelines (from the simulator or from the hardware backend alike) to values (the traces
+//! are written to a writer the caller opens).
 //!
 //! ```
 //! let text = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n\

@@ -60,7 +60,11 @@ pub fn timeline(data: &[u8]) -> bool {
     };
     let report = metrics::report(&timeline);
     let _ = text::render_report(&report);
-    let _ = trace::chrome_trace(&timeline);
+    let _ = trace::write_chrome_trace(&timeline, &mut std::io::sink());
+    let traces = trace::RankTraces::new(&timeline);
+    for (position, _) in traces.files() {
+        let _ = traces.write(position, &mut std::io::sink());
+    }
     let compared = diff::diff(&timeline, &timeline, &diff::DiffOptions::default());
     let _ = diff::render_diff(&compared);
     true

@@ -351,13 +351,26 @@ fn the_trace_has_rank_processes_stream_threads_kernels_and_flows() {
     let named = |name: &str| events.iter().filter(|e| e["name"] == name).count();
     assert_eq!(named("process_name"), 4, "one process row per rank");
     // Per rank: 45 repeats of one all_reduce kernel, named as NCCL names it.
-    assert_eq!(named("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), 4 * 45);
-    // Flow arrows: syncStream (R10a) and wait() (R12) per all_reduce.
-    let flow_starts = events.iter().filter(|e| e["ph"] == "s").count();
-    assert_eq!(flow_starts, 4 * 45 * 2);
+    assert_eq!(
+        named("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+        4 * 45
+    );
+    // Flow arrows: syncStream (R10a) and wait() (R12) per all_reduce; one launch arrow per kernel.
+    let flow_starts = |cat: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "s" && e["cat"] == cat)
+            .count()
+    };
+    assert_eq!(flow_starts("stream_wait"), 4 * 45 * 2);
+    let launches = events
+        .iter()
+        .filter(|e| e["name"] == "cudaLaunchKernel" && e["cat"] == "cuda_runtime")
+        .count();
+    assert_eq!(flow_starts("ac2g"), launches);
     let thread_names: Vec<&str> = events
         .iter()
-        .filter(|e| e["name"] == "thread_name" && e["pid"] == 0)
+        .filter(|e| e["name"] == "thread_name" && e["pid"] == 1)
         .map(|e| e["args"]["name"].as_str().unwrap())
         .collect();
     assert!(
@@ -368,6 +381,51 @@ fn the_trace_has_rank_processes_stream_threads_kernels_and_flows() {
         thread_names.contains(&"stream 3 (nccl:world)"),
         "{thread_names:?}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trace_dir_writes_one_file_per_rank_and_refuses_files_of_other_ranks() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-trace-dir-{}", std::process::id()));
+    let traces = dir.join("traces");
+    let run = || {
+        c10dsim(&[
+            "run",
+            "scenarios/exp_b_stream_scope.toml",
+            "--trace-dir",
+            traces.to_str().unwrap(),
+        ])
+    };
+    let output = run();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).contains("wrote 4 rank traces into"));
+    for rank in 0..4 {
+        let path = traces.join(format!("rank{rank}.pt.trace.json"));
+        let value: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(value["distributedInfo"]["rank"], rank);
+        assert_eq!(value["distributedInfo"]["world_size"], 4);
+        assert!(value["traceEvents"].as_array().unwrap().len() > 100);
+    }
+    // Writing again over the same ranks is fine; a file of a rank this run lacks is refused,
+    // as HTA would read it as part of the run.
+    assert_eq!(run().status.code(), Some(0));
+    std::fs::write(traces.join("rank7.pt.trace.json"), "{}").unwrap();
+    let refused = run();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("holds rank7.pt.trace.json, of a rank this run does not have"),
+        "{}",
+        stderr(&refused)
+    );
+    let dash = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--trace-dir",
+        "-",
+    ]);
+    assert_eq!(dash.status.code(), Some(2));
+    assert!(stderr(&dash).contains("--trace-dir writes a folder"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -531,28 +531,35 @@ fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
         "     600.100 s  pt_nccl_watchdg  [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE"
     ), "{text}");
     assert!(text.contains("     601.000 s  pt_nccl_heartbt  [Rank 3] Received a dump signal"));
-    let trace = analysis::trace::chrome_trace(&timeline);
+    let mut bytes = Vec::new();
+    analysis::trace::write_chrome_trace(&timeline, &mut bytes).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
-    // Rank 0's watchdog of group 0 is thread 1000; its timeout is an instant at 600.1 s.
+    // Rank 0 (pid 1)'s watchdog of group 0 is thread 1000; its timeout is an instant at 600.1 s.
     assert!(events.iter().any(|e| e["ph"] == "M"
-        && e["pid"] == 0
+        && e["pid"] == 1
         && e["tid"] == 1000
         && e["args"]["name"] == "pt_nccl_watchdg (group world)"));
     assert!(events.iter().any(|e| e["ph"] == "i"
-        && e["pid"] == 0
+        && e["pid"] == 1
         && e["tid"] == 1000
         && e["name"] == "timeout"
         && e["ts"] == 600_100_000.0));
     // The 60-s dump wait is a slice on the watchdog's thread, from 600.1 s to 660.1 s.
     assert!(events.iter().any(|e| e["ph"] == "X"
-        && e["pid"] == 0
+        && e["pid"] == 1
         && e["tid"] == 1000
         && e["ts"] == 600_100_000.0
         && e["dur"] == 60_000_000.0));
-    // Rank 3's heartbeat monitor is thread 1001.
+    // Rank 3 (pid 4)'s heartbeat monitor is thread 1001.
     assert!(events
         .iter()
-        .any(|e| e["pid"] == 3 && e["tid"] == 1001 && e["name"] == "dump"));
+        .any(|e| e["pid"] == 4 && e["tid"] == 1001 && e["name"] == "dump"));
+    // The watchdog's timeout finding sits at the watchdog's timeout, not at 0.
+    assert!(events.iter().any(|e| e["ph"] == "i"
+        && e["cat"] == "finding"
+        && e["name"] == "watchdog_timeout"
+        && e["ts"] == 600_100_000.0));
 }
 
 #[test]

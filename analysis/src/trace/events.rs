@@ -1,0 +1,781 @@
+//! The events of one rank, each written as soon as it is built: nothing here holds more than the
+//! op table, the groups' members and one event.
+
+use super::nccl_names::{self, NcclKernel};
+use super::Clock;
+use serde::Serialize;
+use serde_json::{json, Value};
+use sim::scenario::CollectiveKind;
+use sim::timeline::{
+    Finding, FindingKind, HostCall, KernelClass, RankTimeline, ThreadKind, Timeline, WatchdogEvent,
+};
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+/// The Python main thread of every rank.
+const HOST_TID: u64 = 1;
+/// CUPTI's callback id of `cudaLaunchKernel`, which torch.profiler writes as `cbid`.
+const CUDA_LAUNCH_KERNEL_CBID: u32 = 211;
+/// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
+const LISTED_RANKS: usize = 30;
+
+fn pid(rank: u32) -> u64 {
+    u64::from(rank) + 1
+}
+
+fn stream_tid(stream: u16) -> u64 {
+    2 + u64::from(stream)
+}
+
+/// Where a rank's correlation and flow ids start, so that they are unique in their file.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RankIds {
+    /// Kernel `k` of the rank has correlation (and `ac2g` flow id) `correlation_base + k + 1`.
+    pub correlation_base: u64,
+    /// Stream wait `w` of the rank has flow id `wait_flow_base + w + 1`.
+    pub wait_flow_base: u64,
+}
+
+/// The `traceEvents` array being written: one event per line.
+pub(super) struct Sink<'w> {
+    out: &'w mut dyn Write,
+    clock: Clock,
+    first: bool,
+}
+
+impl<'w> Sink<'w> {
+    pub fn new(out: &'w mut dyn Write, clock: Clock) -> Sink<'w> {
+        Sink {
+            out,
+            clock,
+            first: true,
+        }
+    }
+
+    /// The writer, after the last event.
+    pub fn finish(self) -> io::Result<&'w mut dyn Write> {
+        if !self.first {
+            self.out.write_all(b"\n")?;
+        }
+        Ok(self.out)
+    }
+
+    fn event(&mut self, event: &Value) -> io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",")?;
+        }
+        self.out.write_all(b"\n")?;
+        self.first = false;
+        serde_json::to_writer(&mut *self.out, event).map_err(io::Error::from)
+    }
+
+    fn time(&self, ns: u64) -> Value {
+        match self.clock {
+            Clock::Nanoseconds => json!(ns as f64 / 1_000.0),
+            Clock::WholeMicroseconds => json!(ns / 1_000),
+        }
+    }
+
+    fn length(&self, start_ns: u64, end_ns: u64) -> Value {
+        match self.clock {
+            Clock::Nanoseconds => json!(end_ns.saturating_sub(start_ns) as f64 / 1_000.0),
+            Clock::WholeMicroseconds => json!((end_ns / 1_000).saturating_sub(start_ns / 1_000)),
+        }
+    }
+
+    /// A process or thread name. It carries a time (0) as torch.profiler's do: without one,
+    /// HTA's table of times has a gap, turns to floats, and HTA warns that it rounds them.
+    fn metadata(&mut self, name: &str, pid: u64, tid: u64, args: Value) -> io::Result<()> {
+        let ts = self.time(0);
+        self.event(
+            &json!({"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": ts,
+            "args": args}),
+        )
+    }
+
+    fn slice(
+        &mut self,
+        cat: &str,
+        name: &str,
+        (pid, tid): (u64, u64),
+        start_ns: u64,
+        end_ns: u64,
+        args: Value,
+    ) -> io::Result<()> {
+        let event = json!({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+            "ts": self.time(start_ns), "dur": self.length(start_ns, end_ns), "args": args});
+        self.event(&event)
+    }
+
+    fn instant(
+        &mut self,
+        cat: &str,
+        name: &str,
+        (pid, tid): (u64, u64),
+        at_ns: u64,
+        args: Value,
+    ) -> io::Result<()> {
+        let event = json!({"ph": "i", "s": "t", "cat": cat, "name": name, "pid": pid,
+            "tid": tid, "ts": self.time(at_ns), "args": args});
+        self.event(&event)
+    }
+
+    /// A flow arrow from `from` to the slice enclosing `to`'s time on its thread.
+    fn flow(
+        &mut self,
+        cat: &str,
+        name: &str,
+        id: u64,
+        from: ((u64, u64), u64),
+        to: ((u64, u64), u64),
+    ) -> io::Result<()> {
+        let (((from_pid, from_tid), from_ns), ((to_pid, to_tid), to_ns)) = (from, to);
+        self.event(&json!({"ph": "s", "cat": cat, "name": name, "id": id,
+            "pid": from_pid, "tid": from_tid, "ts": self.time(from_ns)}))?;
+        self.event(
+            &json!({"ph": "f", "bp": "e", "cat": cat, "name": name, "id": id,
+            "pid": to_pid, "tid": to_tid, "ts": self.time(to_ns)}),
+        )
+    }
+}
+
+/// What the trace says of an op beyond the Timeline's op table.
+struct OpTrace {
+    /// An NCCL kernel as a profiler names it.
+    nccl: Option<NcclKernel>,
+    /// `record_param_comms`'s collective name, for a collective or a barrier.
+    collective_name: Option<&'static str>,
+    collective: Option<CollectiveKind>,
+}
+
+/// PyTorch's name of a collective in `record_param_comms` (`ProcessGroupNCCL`'s calls).
+fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
+    Some(match collective {
+        CollectiveKind::AllReduce => "allreduce",
+        CollectiveKind::AllGather => "_allgather_base",
+        CollectiveKind::ReduceScatter => "_reduce_scatter_base",
+        CollectiveKind::Broadcast => "broadcast",
+        CollectiveKind::AllToAll => "all_to_all",
+        CollectiveKind::Send => "send",
+        CollectiveKind::Recv => "recv",
+        // Its sends and receives are recorded one by one inside the coalescing manager; the
+        // Timeline keeps the batch as one record.
+        CollectiveKind::BatchP2p => return None,
+    })
+}
+
+/// The group facts of `distributedInfo`, as torch.profiler writes them.
+#[derive(Serialize)]
+pub(super) struct DistributedInfo {
+    backend: &'static str,
+    rank: u32,
+    world_size: u32,
+    pg_count: usize,
+    pg_config: Vec<GroupConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nccl_version: Option<String>,
+}
+
+#[derive(Serialize)]
+struct GroupConfig {
+    pg_name: String,
+    pg_desc: String,
+    backend_config: &'static str,
+    pg_size: usize,
+    ranks: Vec<u32>,
+}
+
+/// The Timeline with what every rank's events need: the ops' profiler names and the groups'
+/// members.
+pub(super) struct TraceContext<'a> {
+    timeline: &'a Timeline,
+    ops: Vec<OpTrace>,
+    /// Per group: the world's ranks for group 0, else the ranks whose collectives the Timeline
+    /// holds on it.
+    group_ranks: Vec<Vec<u32>>,
+}
+
+impl<'a> TraceContext<'a> {
+    pub fn new(timeline: &'a Timeline) -> TraceContext<'a> {
+        let ops = timeline
+            .ops
+            .iter()
+            .map(|op| {
+                let collective = match op.key.as_str() {
+                    "barrier" => None,
+                    key => CollectiveKind::from_key(key),
+                };
+                OpTrace {
+                    nccl: op.kernel_name.as_deref().and_then(nccl_names::nccl_kernel),
+                    collective_name: match op.key.as_str() {
+                        "barrier" => Some("barrier"),
+                        _ => collective.and_then(param_comms_name),
+                    },
+                    collective,
+                }
+            })
+            .collect();
+        let groups = timeline.scenario.groups.len();
+        let mut members = vec![BTreeSet::new(); groups];
+        for rank in &timeline.ranks {
+            for record in &rank.collectives {
+                if let Some(set) = members.get_mut(usize::from(record.group)) {
+                    set.insert(rank.rank);
+                }
+            }
+        }
+        let group_ranks = members
+            .into_iter()
+            .enumerate()
+            .map(|(group, set)| match group {
+                // No scenario has more ranks; a file that says so was not written by c10dsim.
+                0 => (0..timeline.scenario.ranks.min(sim::scenario::MAX_RANKS)).collect(),
+                _ => set.into_iter().collect(),
+            })
+            .collect();
+        TraceContext {
+            timeline,
+            ops,
+            group_ranks,
+        }
+    }
+
+    pub fn timeline(&self) -> &'a Timeline {
+        self.timeline
+    }
+
+    /// `distributedInfo` of `rank`'s file.
+    pub fn distributed_info(&self, rank: u32) -> DistributedInfo {
+        let scenario = &self.timeline.scenario;
+        DistributedInfo {
+            backend: "nccl",
+            rank,
+            world_size: scenario.ranks,
+            pg_count: scenario.groups.len(),
+            pg_config: (0..scenario.groups.len())
+                .map(|group| GroupConfig {
+                    pg_name: group.to_string(),
+                    pg_desc: self.group_description(group),
+                    backend_config: "cuda:nccl",
+                    pg_size: self.group_ranks[group].len(),
+                    ranks: self.group_ranks[group].clone(),
+                })
+                .collect(),
+            nccl_version: self.timeline.machine.get("nccl").cloned(),
+        }
+    }
+
+    /// PyTorch names process groups by creation order (`"0"` the world) and describes the world
+    /// as `default_pg`; the others carry the scenario's name as their description.
+    fn group_description(&self, group: usize) -> String {
+        match group {
+            0 => "default_pg".into(),
+            _ => self.timeline.scenario.groups[group].clone(),
+        }
+    }
+
+    /// Every event of the rank at `position` in `timeline.ranks`.
+    pub fn rank_events(&self, position: usize, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
+        let rank = &self.timeline.ranks[position];
+        let pid = pid(rank.rank);
+        sink.metadata(
+            "process_name",
+            pid,
+            0,
+            json!({"name": format!("rank {}", rank.rank)}),
+        )?;
+        sink.metadata(
+            "process_sort_index",
+            pid,
+            0,
+            json!({"sort_index": rank.rank}),
+        )?;
+        sink.metadata(
+            "thread_name",
+            pid,
+            HOST_TID,
+            json!({"name": "host (python main thread)"}),
+        )?;
+        for (index, stream) in rank.streams.iter().enumerate() {
+            let priority = if stream.high_priority {
+                ", high priority"
+            } else {
+                ""
+            };
+            sink.metadata(
+                "thread_name",
+                pid,
+                stream_tid(index as u16),
+                json!({"name": format!("stream {index} ({}{priority})", stream.name)}),
+            )?;
+        }
+        // The traced span, on a thread of its own (tid 0, which HTA reads as a device's and
+        // leaves out of call stacks): HTA loads no file without a slice, and a rank that hung
+        // before any call returned has no other.
+        sink.metadata("thread_name", pid, 0, json!({"name": "trace span"}))?;
+        sink.slice(
+            "trace_span",
+            &format!("c10dsim trace (rank {})", rank.rank),
+            (pid, 0),
+            0,
+            last_recorded_ns(self.timeline, rank),
+            json!({}),
+        )?;
+        // Parents before children: HTA nests slices of equal extent in file order.
+        self.profiler_steps(rank, sink)?;
+        self.host_calls(rank, sink)?;
+        self.param_comms(rank, sink)?;
+        self.cache_releases(rank, sink)?;
+        self.kernels(rank, ids, sink)?;
+        self.stream_waits(rank, ids, sink)?;
+        self.races(rank, sink)?;
+        self.watchdog(rank, sink)?;
+        for mark in &rank.marks {
+            let name = &self.timeline.scenario.marks[mark.mark as usize];
+            sink.instant(
+                "mark",
+                name,
+                (pid, HOST_TID),
+                mark.host_ns,
+                json!({"gpu_us": mark.gpu_ns as f64 / 1_000.0, "iteration": mark.iteration}),
+            )?;
+        }
+        for finding in &self.timeline.findings {
+            if finding.rank == Some(rank.rank) {
+                self.finding(finding, pid, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The findings of no rank in the Timeline (a whole-run deadlock, a rank the Timeline does
+    /// not hold), on the first rank's process.
+    pub fn rankless_findings(&self, sink: &mut Sink) -> io::Result<()> {
+        let pid = self.timeline.ranks.first().map_or(1, |rank| pid(rank.rank));
+        for finding in &self.timeline.findings {
+            let held = finding
+                .rank
+                .is_some_and(|rank| self.timeline.ranks.iter().any(|r| r.rank == rank));
+            if !held {
+                self.finding(finding, pid, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `ProfilerStep#<i>` from the first host call of iteration `i` to the first of the next
+    /// (the last: to its last call's end), as torch.profiler's `step()` marks them.
+    fn profiler_steps(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let at = (pid(rank.rank), HOST_TID);
+        let mut open: Option<(u32, u64, u64)> = None;
+        for call in &rank.host {
+            match open {
+                Some((iteration, start_ns, _)) if iteration != call.iteration => {
+                    let name = format!("ProfilerStep#{iteration}");
+                    sink.slice(
+                        "user_annotation",
+                        &name,
+                        at,
+                        start_ns,
+                        call.start_ns,
+                        json!({}),
+                    )?;
+                    open = Some((call.iteration, call.start_ns, call.end_ns));
+                }
+                Some((iteration, start_ns, end_ns)) => {
+                    open = Some((iteration, start_ns, end_ns.max(call.end_ns)));
+                }
+                None => open = Some((call.iteration, call.start_ns, call.end_ns)),
+            }
+        }
+        if let Some((iteration, start_ns, end_ns)) = open {
+            let name = format!("ProfilerStep#{iteration}");
+            sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
+        }
+        Ok(())
+    }
+
+    fn host_calls(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let at = (pid(rank.rank), HOST_TID);
+        for (index, call) in rank.host.iter().enumerate() {
+            let op = &self.timeline.ops[call.op as usize];
+            sink.slice(
+                "cpu_op",
+                &op.host_name,
+                at,
+                call.start_ns,
+                call.end_ns,
+                json!({"op": op.name, "line": op.line, "iteration": call.iteration,
+                    "External id": index + 1}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `record_param_comms` over each collective's host call, with the arguments PyTorch's
+    /// profiler gives it (`torch/csrc/profiler/util.cpp` names them).
+    fn param_comms(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let at = (pid(rank.rank), HOST_TID);
+        for record in &rank.collectives {
+            let op = &self.ops[record.op as usize];
+            let Some(name) = op.collective_name else {
+                continue;
+            };
+            let group = usize::from(record.group);
+            let members = &self.group_ranks[group];
+            let nccl_type = op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref());
+            let elements = nccl_type
+                .and_then(nccl_names::element_bytes)
+                .map(|bytes| record.bytes / bytes);
+            let group_size = (members.len() as u64).max(1);
+            let (in_elements, out_elements) = match (op.collective, elements) {
+                (Some(CollectiveKind::AllGather), Some(n)) => (Some(n / group_size), Some(n)),
+                (Some(CollectiveKind::ReduceScatter), Some(n)) => (Some(n), Some(n / group_size)),
+                (_, n) => (n, n),
+            };
+            let mut args = json!({
+                "Collective name": name,
+                "In split size": "[]",
+                "Out split size": "[]",
+                "Group size": members.len(),
+                "Process Group Name": group.to_string(),
+                "Process Group Description": self.group_description(group),
+                "Process Group Ranks": listed_ranks(members),
+                "Rank": rank.rank,
+                "Seq": record.seq,
+                "op": self.timeline.ops[record.op as usize].name,
+                "iteration": record.iteration,
+            });
+            if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
+                args["dtype"] = json!(dtype);
+            }
+            if let (Some(input), Some(output)) = (in_elements, out_elements) {
+                args["In msg nelems"] = json!(input);
+                args["Out msg nelems"] = json!(output);
+            }
+            sink.slice(
+                "cpu_op",
+                "record_param_comms",
+                at,
+                record.host_start_ns,
+                record.host_end_ns,
+                args,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn cache_releases(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let at = (pid(rank.rank), HOST_TID);
+        for release in &rank.cache_releases {
+            let op = &self.timeline.ops[release.op as usize];
+            sink.slice(
+                "cuda_runtime",
+                "cudaFree (release_cached_blocks)",
+                at,
+                release.host_start_ns,
+                release.host_end_ns,
+                json!({"op": op.name, "iteration": release.iteration,
+                    "segments_freed": release.segments_freed,
+                    "device_idle_us": release.device_idle_ns.map(|ns| ns as f64 / 1_000.0)}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Each kernel with its `cudaLaunchKernel` on the host and the `ac2g` arrow between them.
+    fn kernels(&self, rank: &RankTimeline, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
+        let pid = pid(rank.rank);
+        let mut launches = Launches::new(&rank.host);
+        for (index, kernel) in rank.kernels.iter().enumerate() {
+            let correlation = ids.correlation_base + index as u64 + 1;
+            let (call, launch_start_ns) = launches.locate(kernel.enqueue_ns);
+            let external = call.map(|call| call + 1);
+            sink.slice(
+                "cuda_runtime",
+                "cudaLaunchKernel",
+                (pid, HOST_TID),
+                launch_start_ns,
+                kernel.enqueue_ns,
+                json!({"correlation": correlation, "External id": external,
+                    "cbid": CUDA_LAUNCH_KERNEL_CBID}),
+            )?;
+            let op_info = &self.timeline.ops[kernel.op as usize];
+            let op = &self.ops[kernel.op as usize];
+            let tid = stream_tid(kernel.stream);
+            let fallback = match kernel.class {
+                KernelClass::Sleep => "delay",
+                KernelClass::Communication | KernelClass::Compute => &op_info.name,
+            };
+            let name = match &op.nccl {
+                Some(nccl) => &nccl.profiler_name,
+                None => op_info.kernel_name.as_deref().unwrap_or(fallback),
+            };
+            let mut args = json!({"op": op_info.name, "line": op_info.line,
+                "iteration": kernel.iteration, "device": rank.rank, "stream": tid,
+                "correlation": correlation, "External id": external});
+            if let Some(nccl) = &op.nccl {
+                if let Some(algorithm) = &nccl.algorithm {
+                    args["algorithm"] = json!(algorithm);
+                }
+                if let Some(protocol) = &nccl.protocol {
+                    args["protocol"] = json!(protocol);
+                }
+            }
+            sink.slice(
+                "kernel",
+                name,
+                (pid, tid),
+                kernel.start_ns,
+                kernel.end_ns,
+                args,
+            )?;
+            sink.flow(
+                "ac2g",
+                "ac2g",
+                correlation,
+                ((pid, HOST_TID), launch_start_ns),
+                ((pid, tid), kernel.start_ns),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Every `cudaStreamWaitEvent`: where the event fired on its stream, where the waiting stream
+    /// was released, and an arrow between them. The two ends carry `stream` and no correlation,
+    /// so that HTA reads them as GPU-side marks, not as CUDA calls.
+    fn stream_waits(&self, rank: &RankTimeline, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
+        let pid = pid(rank.rank);
+        for (index, wait) in rank.stream_waits.iter().enumerate() {
+            let op = &self.timeline.ops[wait.op as usize];
+            let source = (pid, stream_tid(wait.source_stream));
+            let waiting = (pid, stream_tid(wait.waiting_stream));
+            sink.slice(
+                "stream_wait",
+                "event fired (cudaEventRecord)",
+                source,
+                wait.source_ns,
+                wait.source_ns,
+                json!({"op": op.name, "iteration": wait.iteration, "stream": source.1}),
+            )?;
+            sink.slice(
+                "stream_wait",
+                "wait released (cudaStreamWaitEvent)",
+                waiting,
+                wait.released_ns,
+                wait.released_ns,
+                json!({"op": op.name, "iteration": wait.iteration, "stream": waiting.1}),
+            )?;
+            sink.flow(
+                "stream_wait",
+                "cudaStreamWaitEvent",
+                ids.wait_flow_base + index as u64 + 1,
+                (source, wait.source_ns),
+                (waiting, wait.released_ns),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn races(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let ops = &self.timeline.ops;
+        for race in &rank.races {
+            let tid = rank
+                .streams
+                .iter()
+                .position(|s| s.name == race.later_stream)
+                .map_or(HOST_TID, |index| stream_tid(index as u16));
+            sink.instant(
+                "race",
+                &format!("data race on {}", race.tensor),
+                (pid(rank.rank), tid),
+                race.host_ns,
+                json!({"earlier_op": ops[race.earlier_op as usize].name,
+                    "earlier_stream": race.earlier_stream,
+                    "later_op": ops[race.later_op as usize].name,
+                    "later_stream": race.later_stream, "iteration": race.iteration}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The watchdog's, the heartbeat monitor's and the main thread's steps (R26–R29), and the
+    /// watchdog's sleep for the dumps (R27).
+    fn watchdog(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let pid = pid(rank.rank);
+        let records = &self.timeline.watchdog;
+        let mut named_threads = Vec::new();
+        for record in records.iter().filter(|r| r.rank == rank.rank) {
+            let group = usize::from(record.group.unwrap_or(0));
+            let (tid, thread) = match record.thread {
+                ThreadKind::Main => (HOST_TID, "main"),
+                ThreadKind::Watchdog => (1000 + 2 * group as u64, "pt_nccl_watchdg"),
+                ThreadKind::HeartbeatMonitor => (1001 + 2 * group as u64, "pt_nccl_heartbt"),
+            };
+            if tid != HOST_TID && !named_threads.contains(&tid) {
+                named_threads.push(tid);
+                let group_name = self
+                    .timeline
+                    .scenario
+                    .groups
+                    .get(group)
+                    .map_or("?", String::as_str);
+                sink.metadata(
+                    "thread_name",
+                    pid,
+                    tid,
+                    json!({"name": format!("{thread} (group {group_name})")}),
+                )?;
+            }
+            let name = serde_json::to_value(record.event)?;
+            sink.instant(
+                "watchdog",
+                name.as_str().unwrap_or_default(),
+                (pid, tid),
+                record.at_ns,
+                json!({"message": record.message}),
+            )?;
+            let acted = records.iter().find(|r| {
+                (r.rank, r.group, r.thread) == (record.rank, record.group, record.thread)
+                    && r.at_ns > record.at_ns
+                    && matches!(
+                        r.event,
+                        WatchdogEvent::NoHandling | WatchdogEvent::Abort | WatchdogEvent::Exit
+                    )
+            });
+            if let (WatchdogEvent::DumpSignal, Some(acted)) = (record.event, acted) {
+                sink.slice(
+                    "watchdog",
+                    "dump wait (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC)",
+                    (pid, tid),
+                    record.at_ns,
+                    acted.at_ns,
+                    json!({}),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finding(&self, finding: &Finding, pid: u64, sink: &mut Sink) -> io::Result<()> {
+        sink.event(&json!({"ph": "i", "s": "g", "cat": "finding",
+            "name": finding.kind.as_str(), "pid": pid, "tid": HOST_TID,
+            "ts": sink.time(finding_time_ns(self.timeline, finding)),
+            "args": {"message": finding.message, "iteration": finding.iteration}}))
+    }
+}
+
+/// `"[0, 1, 2]"`, cut after the first 30 ranks as `"[0, …, 29, ...]"` (what PyTorch's profiler
+/// writes for `Process Group Ranks`).
+pub(super) fn listed_ranks(ranks: &[u32]) -> String {
+    let listed: Vec<String> = ranks
+        .iter()
+        .take(LISTED_RANKS)
+        .map(ToString::to_string)
+        .collect();
+    let more = if ranks.len() > LISTED_RANKS {
+        ", ..."
+    } else {
+        ""
+    };
+    format!("[{}{more}]", listed.join(", "))
+}
+
+/// Where each kernel's launch sits among the host calls, both in program order: the call that
+/// holds the launch, and the launch's start — the call's start, or the end of the call's
+/// previous launch (a call that launches twice, as a coalesced batch, spends its time on both).
+pub(super) struct Launches<'a> {
+    calls: &'a [HostCall],
+    next_call: usize,
+    previous: Option<(usize, u64)>,
+}
+
+impl<'a> Launches<'a> {
+    pub(super) fn new(calls: &'a [HostCall]) -> Launches<'a> {
+        Launches {
+            calls,
+            next_call: 0,
+            previous: None,
+        }
+    }
+
+    /// The call holding a launch at `enqueue_ns` and the launch's start; a launch outside
+    /// every call (a measured Timeline's clock) starts where it ends.
+    pub(super) fn locate(&mut self, enqueue_ns: u64) -> (Option<usize>, u64) {
+        while self
+            .calls
+            .get(self.next_call)
+            .is_some_and(|call| call.end_ns < enqueue_ns)
+        {
+            self.next_call += 1;
+        }
+        match self.calls.get(self.next_call) {
+            Some(call) if call.start_ns <= enqueue_ns => {
+                let start_ns = match self.previous {
+                    Some((index, at_ns)) if index == self.next_call => at_ns,
+                    _ => call.start_ns,
+                };
+                self.previous = Some((self.next_call, enqueue_ns));
+                (Some(self.next_call), start_ns.min(enqueue_ns))
+            }
+            _ => (None, enqueue_ns),
+        }
+    }
+}
+
+/// When a finding happened, which the Timeline does not record: the time of the watchdog step
+/// that reported it (a timeout, an async error, a heartbeat or store timeout), else the start of
+/// the host call it names (rank, iteration and op: a race, a mismatch), else the last time its
+/// rank (or, without a rank, any rank) recorded anything — where a deadlock or a cap stopped it.
+fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
+    let reported_by = match finding.kind {
+        FindingKind::WatchdogTimeout => Some(WatchdogEvent::Timeout),
+        FindingKind::AsyncError => Some(WatchdogEvent::AsyncError),
+        FindingKind::HeartbeatAbort => Some(WatchdogEvent::HeartbeatTimeout),
+        FindingKind::StoreTimeout => Some(WatchdogEvent::StoreTimeout),
+        FindingKind::WaitTimeout => Some(WatchdogEvent::WaitTimeout),
+        _ => None,
+    };
+    if let Some(event) = reported_by {
+        if let Some(record) = timeline
+            .watchdog
+            .iter()
+            .find(|r| Some(r.rank) == finding.rank && r.event == event)
+        {
+            return record.at_ns;
+        }
+    }
+    let rank = finding
+        .rank
+        .and_then(|rank| timeline.ranks.iter().find(|r| r.rank == rank));
+    if let (Some(rank), Some(op), Some(iteration)) = (rank, finding.op, finding.iteration) {
+        if let Some(call) = rank
+            .host
+            .iter()
+            .find(|call| call.op == op && call.iteration == iteration)
+        {
+            return call.start_ns;
+        }
+    }
+    match rank {
+        Some(rank) => last_recorded_ns(timeline, rank),
+        None => timeline
+            .ranks
+            .iter()
+            .map(|rank| last_recorded_ns(timeline, rank))
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+/// The last time `rank` recorded anything: a call's or a kernel's end, a watchdog step.
+fn last_recorded_ns(timeline: &Timeline, rank: &RankTimeline) -> u64 {
+    let host = rank.host.iter().map(|call| call.end_ns);
+    let kernels = rank.kernels.iter().map(|kernel| kernel.end_ns);
+    let steps = timeline
+        .watchdog
+        .iter()
+        .filter(|r| r.rank == rank.rank)
+        .map(|r| r.at_ns);
+    host.chain(kernels).chain(steps).max().unwrap_or(0)
+}

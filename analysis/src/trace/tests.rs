@@ -1,0 +1,395 @@
+//! The writer's files as their readers see them: parsed back, then checked event by event.
+
+use super::events::{listed_ranks, Launches};
+use super::*;
+use serde_json::Value;
+use sim::timeline::{Finding, FindingKind, HostCall};
+
+/// Two ranks, 3 iterations (the first a warm-up) of an async all_reduce, a GEMM and a wait.
+fn simulated(extra: &str) -> Timeline {
+    let text = format!(
+        "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n{extra}[tensors]\ngrad = \"8MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nlabel = \"mm\"\ngemm = [2048, 2048, 2048]\n[[op]]\nwait = \"w\"\n"
+    );
+    let scenario = sim::scenario::parse("t.toml", &text).unwrap();
+    sim::engine::simulate(&scenario)
+}
+
+/// Each rank's file, parsed, by rank.
+fn rank_files(timeline: &Timeline) -> Vec<(String, String, Value)> {
+    let traces = RankTraces::new(timeline);
+    traces
+        .files()
+        .map(|(position, name)| {
+            let mut bytes = Vec::new();
+            traces.write(position, &mut bytes).unwrap();
+            let text = String::from_utf8(bytes).unwrap();
+            let value = serde_json::from_str(&text).unwrap();
+            (name, text, value)
+        })
+        .collect()
+}
+
+fn single_file(timeline: &Timeline) -> Value {
+    let mut bytes = Vec::new();
+    write_chrome_trace(timeline, &mut bytes).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn events(trace: &Value) -> &Vec<Value> {
+    trace["traceEvents"].as_array().unwrap()
+}
+
+fn named<'a>(trace: &'a Value, name: &str) -> Vec<&'a Value> {
+    events(trace).iter().filter(|e| e["name"] == name).collect()
+}
+
+fn span(event: &Value) -> (f64, f64) {
+    let ts = event["ts"].as_f64().unwrap();
+    (ts, ts + event["dur"].as_f64().unwrap())
+}
+
+fn within(inner: &Value, outer: &Value) -> bool {
+    let ((inner_start, inner_end), (outer_start, outer_end)) = (span(inner), span(outer));
+    outer_start <= inner_start && inner_end <= outer_end
+}
+
+#[test]
+fn every_rank_file_says_which_rank_it_is_before_any_event() {
+    let timeline = simulated("");
+    let files = rank_files(&timeline);
+    assert_eq!(files.len(), 2);
+    for (rank, (name, text, trace)) in files.iter().enumerate() {
+        assert_eq!(name, &format!("rank{rank}.pt.trace.json"));
+        let info = &trace["distributedInfo"];
+        assert_eq!(info["backend"], "nccl");
+        assert_eq!(info["rank"], rank);
+        assert_eq!(info["world_size"], 2);
+        assert_eq!(info["pg_config"][0]["pg_desc"], "default_pg");
+        assert_eq!(info["pg_config"][0]["ranks"], serde_json::json!([0, 1]));
+        let device = &trace["deviceProperties"][0];
+        assert_eq!(
+            (device["id"].clone(), device["numSms"].clone()),
+            (rank.into(), 132.into())
+        );
+        // HTA finds the rank with the pattern `"rank":\s+(\d+)`: the first such text in the
+        // file is distributedInfo's, before the events.
+        let first = text.find("\"rank\": ").unwrap();
+        assert_eq!(&text[first..first + 9], format!("\"rank\": {rank}"));
+        assert!(first < text.find("traceEvents").unwrap());
+        // Every event is this rank's process, none the pid HTA reads as a GPU.
+        assert!(events(trace).iter().all(|e| e["pid"] == rank + 1));
+    }
+}
+
+#[test]
+fn each_kernel_pairs_with_one_launch_on_the_host_by_correlation() {
+    let timeline = simulated("");
+    for (_, _, trace) in rank_files(&timeline) {
+        let kernels: Vec<&Value> = events(&trace)
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .collect();
+        let launches = named(&trace, "cudaLaunchKernel");
+        assert_eq!(
+            kernels.len(),
+            3 * 2,
+            "an all_reduce and a GEMM per iteration"
+        );
+        assert_eq!(launches.len(), kernels.len());
+        let host_calls: Vec<&Value> = events(&trace)
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] != "record_param_comms")
+            .collect();
+        for kernel in &kernels {
+            let correlation = &kernel["args"]["correlation"];
+            let paired: Vec<&&Value> = launches
+                .iter()
+                .filter(|l| &l["args"]["correlation"] == correlation)
+                .collect();
+            assert_eq!(paired.len(), 1, "{kernel}");
+            let launch = paired[0];
+            // The launch is on the host thread, inside its call, and ends before the kernel
+            // starts; the kernel is on its stream's thread with that stream as argument.
+            assert_eq!(launch["tid"], 1);
+            assert_eq!(launch["cat"], "cuda_runtime");
+            assert_eq!(launch["args"]["cbid"], 211);
+            assert!(
+                host_calls.iter().any(|call| within(launch, call)),
+                "{launch}"
+            );
+            assert!(span(launch).1 <= span(kernel).0);
+            assert_eq!(kernel["tid"], kernel["args"]["stream"]);
+            assert!(kernel["args"]["stream"].as_u64().unwrap() >= 2);
+            // torch.profiler's ac2g arrow joins them.
+            let flows: Vec<&Value> = events(&trace)
+                .iter()
+                .filter(|e| e["cat"] == "ac2g" && &e["id"] == correlation)
+                .collect();
+            assert_eq!(flows.len(), 2);
+            assert_eq!(
+                (flows[0]["ph"].as_str(), flows[0]["tid"].as_u64()),
+                (Some("s"), Some(1))
+            );
+            assert_eq!(flows[1]["ph"], "f");
+            assert_eq!(flows[1]["tid"], kernel["tid"]);
+            assert_eq!(flows[1]["ts"], kernel["ts"]);
+        }
+    }
+}
+
+#[test]
+fn nccl_kernels_carry_the_compiled_name_and_the_model_s_choice() {
+    let timeline = simulated("[env]\nNCCL_ALGO = \"Ring\"\nNCCL_PROTO = \"Simple\"\n");
+    assert_eq!(
+        timeline.ops[0].kernel_name.as_deref(),
+        Some("ncclDevKernel_AllReduce_Sum_f32_RING_SIMPLE")
+    );
+    let trace = single_file(&timeline);
+    let nccl: Vec<&Value> = events(&trace)
+        .iter()
+        .filter(|e| e["cat"] == "kernel" && e["args"]["op"] == "ar")
+        .collect();
+    assert_eq!(nccl.len(), 2 * 3);
+    for kernel in nccl {
+        assert_eq!(
+            kernel["name"],
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+        );
+        assert_eq!(kernel["args"]["algorithm"], "RING");
+        assert_eq!(kernel["args"]["protocol"], "SIMPLE");
+    }
+    // Other kernels keep the Timeline's name.
+    let gemm = timeline.ops[1].kernel_name.as_deref().unwrap();
+    assert!(gemm.starts_with("gemm_"));
+    assert_eq!(named(&trace, gemm).len(), 2 * 3);
+}
+
+#[test]
+fn record_param_comms_sits_inside_each_collective_call_with_pytorch_s_arguments() {
+    let timeline = simulated("");
+    let (_, _, trace) = &rank_files(&timeline)[1];
+    let calls = named(trace, "c10d::allreduce_");
+    let params = named(trace, "record_param_comms");
+    assert_eq!((calls.len(), params.len()), (3, 3));
+    for (seq, (call, param)) in calls.iter().zip(&params).enumerate() {
+        assert!(within(param, call));
+        let args = &param["args"];
+        assert_eq!(args["Collective name"], "allreduce");
+        assert_eq!(args["dtype"], "Float");
+        assert_eq!(args["In msg nelems"], 2 * 1024 * 1024);
+        assert_eq!(args["Out msg nelems"], 2 * 1024 * 1024);
+        assert_eq!(args["Group size"], 2);
+        assert_eq!(args["Process Group Name"], "0");
+        assert_eq!(args["Process Group Description"], "default_pg");
+        assert_eq!(args["Process Group Ranks"], "[0, 1]");
+        assert_eq!(args["Rank"], 1);
+        assert_eq!(args["Seq"], seq + 1);
+    }
+}
+
+#[test]
+fn an_all_gather_counts_one_slice_in_and_the_whole_out() {
+    let text = "[cluster]\nranks = 4\n[tensors]\nx = \"4MiB\"\n[[op]]\nall_gather = \"x\"\n\
+                [[op]]\nreduce_scatter = \"x\"\n";
+    let scenario = sim::scenario::parse("t.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    let trace = single_file(&timeline);
+    let params = named(&trace, "record_param_comms");
+    let gather = params
+        .iter()
+        .find(|p| p["args"]["Collective name"] == "_allgather_base")
+        .unwrap();
+    assert_eq!(gather["args"]["In msg nelems"], 256 * 1024);
+    assert_eq!(gather["args"]["Out msg nelems"], 1024 * 1024);
+    let scatter = params
+        .iter()
+        .find(|p| p["args"]["Collective name"] == "_reduce_scatter_base")
+        .unwrap();
+    assert_eq!(scatter["args"]["In msg nelems"], 1024 * 1024);
+    assert_eq!(scatter["args"]["Out msg nelems"], 256 * 1024);
+    assert!(
+        named(
+            &trace,
+            "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+        )
+        .len()
+            == 4
+    );
+}
+
+#[test]
+fn one_profiler_step_per_iteration_holds_that_iteration_s_calls() {
+    let timeline = simulated("");
+    for (_, _, trace) in rank_files(&timeline) {
+        let steps: Vec<&Value> = events(&trace)
+            .iter()
+            .filter(|e| e["cat"] == "user_annotation")
+            .collect();
+        let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+        );
+        for call in events(&trace)
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] != "record_param_comms")
+        {
+            let holding: Vec<&&Value> = steps.iter().filter(|s| within(call, s)).collect();
+            assert!(!holding.is_empty(), "{call}");
+            let iteration = call["args"]["iteration"].as_u64().unwrap();
+            assert!(holding
+                .iter()
+                .any(|s| s["name"] == format!("ProfilerStep#{iteration}").as_str()));
+        }
+    }
+}
+
+#[test]
+fn rank_files_hold_whole_microseconds_and_the_single_file_nanoseconds() {
+    let timeline = simulated("");
+    for (_, _, trace) in rank_files(&timeline) {
+        for event in events(&trace).iter().filter(|e| e["ph"] == "X") {
+            assert!(event["ts"].is_u64() && event["dur"].is_u64(), "{event}");
+        }
+    }
+    let trace = single_file(&timeline);
+    let kernel = events(&trace)
+        .iter()
+        .find(|e| e["cat"] == "kernel")
+        .unwrap();
+    let record = &timeline.ranks[0].kernels[0];
+    assert_eq!(kernel["ts"].as_f64().unwrap(), record.start_ns as f64 / 1e3);
+    // Correlations stay unique across the ranks of one file.
+    let mut correlations: Vec<u64> = named(&trace, "cudaLaunchKernel")
+        .iter()
+        .map(|l| l["args"]["correlation"].as_u64().unwrap())
+        .collect();
+    let count = correlations.len();
+    correlations.sort_unstable();
+    correlations.dedup();
+    assert_eq!(correlations.len(), count);
+    assert_eq!(count, 2 * 6);
+}
+
+#[test]
+fn findings_sit_at_their_time() {
+    let mut timeline = simulated("");
+    let wait = &timeline.ranks[1].host[5];
+    let at_call = wait.start_ns;
+    let (op, iteration) = (wait.op, wait.iteration);
+    let last_ns = timeline
+        .ranks
+        .iter()
+        .flat_map(|r| {
+            r.kernels
+                .iter()
+                .map(|k| k.end_ns)
+                .chain(r.host.iter().map(|h| h.end_ns))
+        })
+        .max()
+        .unwrap();
+    let finding = |rank, op, iteration, message: &str| Finding {
+        kind: FindingKind::Deadlock,
+        rank,
+        iteration,
+        op,
+        stream: None,
+        message: message.into(),
+    };
+    timeline.findings = vec![
+        finding(Some(1), Some(op), Some(iteration), "at a call"),
+        finding(None, None, None, "the whole run"),
+    ];
+    let trace = single_file(&timeline);
+    let found: Vec<&Value> = events(&trace)
+        .iter()
+        .filter(|e| e["cat"] == "finding")
+        .collect();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0]["args"]["message"], "at a call");
+    assert_eq!(found[0]["ts"].as_f64().unwrap(), at_call as f64 / 1e3);
+    assert_eq!(found[0]["pid"], 2);
+    assert_eq!(found[1]["ts"].as_f64().unwrap(), last_ns as f64 / 1e3);
+    assert!(at_call > 0);
+    // Per rank: rank 1's file has both (the run's finding is every rank's), rank 0's only the
+    // run's.
+    let files = rank_files(&timeline);
+    let count = |trace: &Value| {
+        events(trace)
+            .iter()
+            .filter(|e| e["cat"] == "finding")
+            .count()
+    };
+    assert_eq!((count(&files[0].2), count(&files[1].2)), (1, 2));
+}
+
+#[test]
+fn the_same_timeline_writes_the_same_bytes() {
+    let timeline = simulated("");
+    let write = || {
+        let mut bytes = Vec::new();
+        write_chrome_trace(&timeline, &mut bytes).unwrap();
+        bytes
+    };
+    assert_eq!(write(), write());
+    let first: Vec<String> = rank_files(&timeline).into_iter().map(|f| f.1).collect();
+    let second: Vec<String> = rank_files(&timeline).into_iter().map(|f| f.1).collect();
+    assert_eq!(first, second);
+}
+
+#[test]
+fn a_launch_starts_at_its_call_or_at_the_call_s_previous_launch() {
+    let call = |start_ns, end_ns| HostCall {
+        iteration: 0,
+        op: 0,
+        start_ns,
+        end_ns,
+    };
+    let calls = [call(0, 10), call(10, 10), call(20, 40)];
+    let mut launches = Launches::new(&calls);
+    assert_eq!(launches.locate(10), (Some(0), 0));
+    assert_eq!(launches.locate(25), (Some(2), 20));
+    assert_eq!(launches.locate(30), (Some(2), 25));
+    // A launch outside every call (a measured clock) has no length.
+    assert_eq!(launches.locate(50), (None, 50));
+}
+
+#[test]
+fn group_ranks_are_listed_up_to_thirty_as_pytorch_writes_them() {
+    assert_eq!(listed_ranks(&[0, 2, 4]), "[0, 2, 4]");
+    let many: Vec<u32> = (0..64).collect();
+    let listed = listed_ranks(&many);
+    assert!(listed.starts_with("[0, 1, 2, "));
+    assert!(listed.ends_with("28, 29, ...]"), "{listed}");
+}
+
+#[test]
+fn a_timeline_claiming_a_huge_world_or_no_groups_still_writes() {
+    let mut timeline = simulated("");
+    timeline.scenario.ranks = u32::MAX;
+    let (_, _, trace) = &rank_files(&timeline)[0];
+    let world = trace["distributedInfo"]["pg_config"][0]["ranks"]
+        .as_array()
+        .unwrap();
+    assert_eq!(world.len(), sim::scenario::MAX_RANKS as usize);
+    // A watchdog record of a group the Timeline does not name (a hand-edited file).
+    let mut timeline = simulated("");
+    timeline.watchdog.push(sim::timeline::WatchdogRecord {
+        rank: 0,
+        group: None,
+        thread: sim::timeline::ThreadKind::Watchdog,
+        event: sim::timeline::WatchdogEvent::Timeout,
+        at_ns: 5,
+        message: "m".into(),
+    });
+    timeline.scenario.groups.clear();
+    for rank in &mut timeline.ranks {
+        rank.collectives.clear();
+    }
+    let trace = single_file(&timeline);
+    assert!(named(&trace, "thread_name")
+        .iter()
+        .any(|e| e["args"]["name"] == "pt_nccl_watchdg (group ?)"));
+}
