@@ -26,9 +26,11 @@
 //! gpu.submit(0, 1, false, KernelShape::elastic(1_000_000, 132, 4096));
 //! gpu.submit(0, 2, false, KernelShape::Collective { channels: 16 });
 //! let changes = gpu.rebalance(0);
-//! assert_eq!(changes.started, vec![1]); // the GEMM took every SM; NCCL waits for its tail
+//! assert_eq!(changes.started.to_vec(), vec![1]); // the GEMM took every SM; NCCL waits for its tail
 //! assert!(changes.transfer_at_ns.unwrap() > 800_000);
 //! ```
+
+use smallvec::SmallVec;
 
 /// Identifies a kernel to the scheduler (the engine uses its Timeline kernel index).
 pub type KernelKey = u32;
@@ -71,6 +73,8 @@ struct Resident {
     launch_seq: u64,
     shape: KernelShape,
     held: u32,
+    /// SMs held when the current rebalance began.
+    held_before: u32,
     started: bool,
     /// Rigid kernels: when every block is resident, their end is fixed.
     timed: bool,
@@ -99,14 +103,15 @@ impl Resident {
     }
 }
 
-/// What a rebalance decided.
+/// What a rebalance decided. A GPU holds a handful of kernels at once, so the lists live inline
+/// (a rebalance runs at every kernel start and end: it allocates nothing).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Kernels that got their first SM now.
-    pub started: Vec<KernelKey>,
+    pub started: SmallVec<[KernelKey; 4]>,
     /// Kernels whose end time is (re)computed: elastic kernels whose SMs changed (`u64::MAX`
     /// when they hold none: no end yet), rigid kernels that became fully resident.
-    pub ends: Vec<(KernelKey, u64)>,
+    pub ends: SmallVec<[(KernelKey, u64); 4]>,
     /// When SMs will next move from an elastic kernel to a waiting one, if any waits.
     pub transfer_at_ns: Option<u64>,
 }
@@ -124,6 +129,8 @@ struct PlannedTransfer {
 pub struct SmScheduler {
     sms: u32,
     kernels: Vec<Resident>,
+    /// Indices into `kernels` in precedence order (R7), kept as kernels come and go.
+    order: Vec<usize>,
     next_launch_seq: u64,
     updated_ns: u64,
     planned: Option<PlannedTransfer>,
@@ -134,6 +141,7 @@ impl SmScheduler {
         SmScheduler {
             sms,
             kernels: Vec::new(),
+            order: Vec::new(),
             next_launch_seq: 0,
             updated_ns: 0,
             planned: None,
@@ -170,9 +178,11 @@ impl SmScheduler {
             launch_seq: self.next_launch_seq,
             shape,
             held: 0,
+            held_before: 0,
             started: false,
             timed: false,
         });
+        self.reorder();
     }
 
     /// A kernel ended: its SMs are free. Call [`rebalance`] after.
@@ -181,6 +191,7 @@ impl SmScheduler {
     pub fn finish(&mut self, now_ns: u64, key: KernelKey) {
         self.progress(now_ns);
         self.kernels.retain(|k| k.key != key);
+        self.reorder();
     }
 
     /// SMs a kernel holds.
@@ -254,22 +265,27 @@ impl SmScheduler {
         Some(now_ns + work_left.saturating_sub(keep_work).div_ceil(held))
     }
 
-    fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.kernels.len()).collect();
-        order.sort_by_key(|&i| self.kernels[i].precedence());
-        order
+    /// Recomputes the precedence order after a kernel came or went.
+    fn reorder(&mut self) {
+        self.order.clear();
+        self.order.extend(0..self.kernels.len());
+        let kernels = &self.kernels;
+        self.order.sort_by_key(|&i| kernels[i].precedence());
     }
 
     fn first_waiting(&self) -> Option<usize> {
-        self.order()
-            .into_iter()
+        self.order
+            .iter()
+            .copied()
             .find(|&i| self.kernels[i].held < self.kernels[i].wants())
     }
 
     /// Hands free SMs to waiting blocks in precedence order and reports what changed.
     pub fn rebalance(&mut self, now_ns: u64) -> Changes {
         self.progress(now_ns);
-        let before: Vec<(KernelKey, u32)> = self.kernels.iter().map(|k| (k.key, k.held)).collect();
+        for kernel in &mut self.kernels {
+            kernel.held_before = kernel.held;
+        }
         // Tails: an elastic kernel with fewer blocks left than SMs held frees the rest.
         for kernel in &mut self.kernels {
             if matches!(kernel.shape, KernelShape::Elastic { .. }) {
@@ -278,7 +294,7 @@ impl SmScheduler {
         }
         let mut free = self.sms - self.kernels.iter().map(|k| k.held).sum::<u32>();
         let mut changes = Changes::default();
-        for index in self.order() {
+        for &index in &self.order {
             let kernel = &mut self.kernels[index];
             let rigid_start = matches!(kernel.shape, KernelShape::Rigid { .. }) && kernel.held == 0;
             if rigid_start && free < kernel.wants() {
@@ -295,10 +311,7 @@ impl SmScheduler {
             }
         }
         for kernel in &mut self.kernels {
-            let previous = before
-                .iter()
-                .find(|(key, _)| *key == kernel.key)
-                .map_or(0, |&(_, held)| held);
+            let previous = kernel.held_before;
             match kernel.shape {
                 KernelShape::Elastic { work_left, .. } if kernel.held != previous => {
                     // With no SM left it makes no progress: its end is unknown (`u64::MAX`).
@@ -349,8 +362,8 @@ mod tests {
         let mut gpu = SmScheduler::new(132);
         gpu.submit(0, 1, false, gemm(1_000_000));
         let changes = gpu.rebalance(0);
-        assert_eq!(changes.started, vec![1]);
-        assert_eq!(changes.ends, vec![(1, 1_000_000)]);
+        assert_eq!(changes.started.to_vec(), vec![1]);
+        assert_eq!(changes.ends.to_vec(), vec![(1, 1_000_000)]);
         assert_eq!(gpu.held(1), 132);
         assert_eq!(changes.transfer_at_ns, None);
     }
@@ -361,16 +374,19 @@ mod tests {
         gpu.submit(0, 1, false, KernelShape::Collective { channels: 16 });
         gpu.submit(0, 2, false, gemm(1_000_000));
         let changes = gpu.rebalance(0);
-        assert_eq!(changes.started, vec![1, 2]);
+        assert_eq!(changes.started.to_vec(), vec![1, 2]);
         assert_eq!(gpu.held(2), 116);
         // 132 ms·SM of work on 116 SMs.
-        assert_eq!(changes.ends, vec![(2, (132_000_000u64).div_ceil(116))]);
+        assert_eq!(
+            changes.ends.to_vec(),
+            vec![(2, (132_000_000u64).div_ceil(116))]
+        );
         // The collective ends after 200 µs: the GEMM gets all SMs for the rest of its work.
         gpu.finish(200_000, 1);
         let changes = gpu.rebalance(200_000);
         let left = 132_000_000 - 116 * 200_000;
         assert_eq!(
-            changes.ends,
+            changes.ends.to_vec(),
             vec![(2, 200_000 + (left as u64).div_ceil(132))]
         );
     }
@@ -390,7 +406,7 @@ mod tests {
         assert_eq!(changes.transfer_at_ns, Some(expected));
         gpu.transfer(expected);
         let changes = gpu.rebalance(expected);
-        assert_eq!(changes.started, vec![2]);
+        assert_eq!(changes.started.to_vec(), vec![2]);
         assert_eq!(gpu.held(2), 16);
         assert_eq!(gpu.held(1), 116);
     }
@@ -427,7 +443,7 @@ mod tests {
             },
         );
         let changes = gpu.rebalance(0);
-        assert_eq!(changes.started, vec![1]);
+        assert_eq!(changes.started.to_vec(), vec![1]);
         gpu.submit(
             10,
             3,
@@ -440,8 +456,8 @@ mod tests {
         assert!(gpu.rebalance(10).started.is_empty());
         gpu.finish(20, 1);
         let changes = gpu.rebalance(20);
-        assert_eq!(changes.started, vec![3]);
-        assert_eq!(changes.ends, vec![(3, 1_020)]);
+        assert_eq!(changes.started.to_vec(), vec![3]);
+        assert_eq!(changes.ends.to_vec(), vec![(3, 1_020)]);
     }
 
     #[test]
@@ -469,11 +485,11 @@ mod tests {
         // is the same as if 2 of its blocks had run early (the last one decides), its start
         // is later than the hardware's first block (the price of never deadlocking).
         let changes = gpu.rebalance(0);
-        assert_eq!(changes.started, vec![1]);
-        assert_eq!(changes.ends, vec![(1, 100)]);
+        assert_eq!(changes.started.to_vec(), vec![1]);
+        assert_eq!(changes.ends.to_vec(), vec![(1, 100)]);
         gpu.finish(100, 1);
         let changes = gpu.rebalance(100);
-        assert_eq!(changes.started, vec![2]);
-        assert_eq!(changes.ends, vec![(2, 150)]);
+        assert_eq!(changes.started.to_vec(), vec![2]);
+        assert_eq!(changes.ends.to_vec(), vec![(2, 150)]);
     }
 }

@@ -21,7 +21,8 @@
 use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
 use crate::scenario::{Lifetime, Scenario, TensorId};
 use crate::timeline::StreamRef;
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeSet;
 
 /// A Work not yet waited that stashes a block (R18).
 #[derive(Debug, Clone, Copy)]
@@ -95,12 +96,12 @@ impl<E: Copy> TensorMemory<E> {
             allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
             lifetime: scenario.memory.lifetime,
             block: vec![None; scenario.tensors.len()],
-            holders: HashMap::new(),
+            holders: HashMap::default(),
             deferred_free: Vec::new(),
             recorded_streams: vec![Vec::new(); scenario.tensors.len()],
             pending_frees: Vec::new(),
             shelf: vec![Vec::new(); scenario.groups.len()],
-            in_use: HashMap::new(),
+            in_use: HashMap::default(),
             live_segments: BTreeSet::new(),
             static_steps: Vec::new(),
             expandable_segments: scenario.memory.expandable_segments,
