@@ -124,6 +124,9 @@ impl Engine<'_> {
                 state.blocked = Blocked::Done;
                 return false;
             }
+            if state.iteration == 1 {
+                state.reserve_iterations((scenario.repeat - 1) as usize);
+            }
         }
         let op = &ops[state.pc];
         state.pc += 1;

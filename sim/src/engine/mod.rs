@@ -196,6 +196,35 @@ struct RankState {
     race: RaceDetector,
 }
 
+impl RankState {
+    /// After the first iteration: room for `more` iterations like it in the records that grow
+    /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
+    fn reserve_iterations(&mut self, more: usize) {
+        fn room<T>(records: &mut Vec<T>, more: usize) {
+            records.reserve_exact(records.len().saturating_mul(more));
+        }
+        let timeline = &mut self.timeline;
+        room(&mut timeline.host, more);
+        room(&mut timeline.kernels, more);
+        room(&mut timeline.collectives, more);
+        room(&mut timeline.marks, more);
+        room(&mut timeline.stream_waits, more);
+        room(&mut timeline.queries, more);
+        let scratch = &mut self.scratch;
+        room(&mut scratch.collective_input_ready, more);
+        room(&mut scratch.collective_end, more);
+        room(&mut scratch.collective_kernel, more);
+        room(&mut scratch.collective_wait_stream_wait, more);
+        room(&mut scratch.mark_instance, more);
+        room(&mut scratch.stream_wait_instance, more);
+        room(&mut scratch.query_instance, more);
+        room(&mut scratch.query_failed_ns, more);
+        room(&mut self.fired_ns, more);
+        room(&mut self.instance_stream, more);
+        room(&mut self.slot_instance, more);
+    }
+}
+
 /// Instances whose fire times fill Timeline fields once the run ends.
 #[derive(Default)]
 struct Scratch {
