@@ -18,8 +18,9 @@
 //! and SMs; `rendezvous` the collectives' meeting of ranks (R16, R24); `memory` the caching
 //! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
 //! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
-//! that is told what happened and answers with commands, which `commands` applies. This file
-//! holds the per-rank state, the run loop and the Timeline's assembly once the run ends.
+//! that is told what happened and answers with commands, which `commands` applies; `rank` the
+//! state of one rank. This file holds the run loop and the Timeline's assembly once the run
+//! ends.
 
 use crate::cost::gemm_ns;
 use crate::gpu::{KernelShape, SmScheduler};
@@ -35,9 +36,9 @@ use failure::{Failure, Wake};
 use host::{Cursor, StepLog};
 use memory::MemoryState;
 use queue::{Event, EventQueue};
+use rank::{RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use streams::{GpuItem, QueuedItem, StreamState};
 
@@ -47,6 +48,7 @@ mod findings;
 mod host;
 mod memory;
 mod queue;
+mod rank;
 mod rendezvous;
 mod streams;
 
@@ -148,95 +150,6 @@ enum Blocked {
 enum Waiter {
     Stream { stream: u16 },
     Host,
-}
-
-struct RankState {
-    host_ns: u64,
-    iteration: u32,
-    /// The next op of the program.
-    pc: usize,
-    blocked: Blocked,
-    /// The op the host is in (blocked in, for deadlock findings).
-    blocked_op: usize,
-    /// ProcessGroupNCCL of this rank: what each op is made of.
-    pg: ProcessGroupNccl,
-    /// The current op's steps and the host's place in them.
-    cursor: Cursor,
-    /// Host time at which the rank's last collective call returned (`pg::CallWarmth`).
-    last_collective_return_ns: Option<u64>,
-    /// The event instance of every slot the steps recorded.
-    slot_instance: Vec<Instance>,
-    /// Counts the host's resumptions, so that a stale timeout is recognised.
-    generation: u64,
-    streams: Vec<StreamState>,
-    /// Per group: the SeqNum of the last collective the host enqueued.
-    group_seq: Vec<u64>,
-    /// Fire time of every event instance this rank recorded.
-    fired_ns: Vec<u64>,
-    /// Stream on which each instance was recorded.
-    instance_stream: Vec<u16>,
-    waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
-    /// Per Work name: the end instance and collective record of its latest creation.
-    work_end: Vec<Option<(Instance, u32)>>,
-    timeline: RankTimeline,
-    scratch: Scratch,
-    /// The GPU's SMs and the kernels sharing them (R7, R22).
-    gpu: SmScheduler,
-    /// The pending `SmTransfer`, if one is scheduled.
-    transfer_at_ns: Option<u64>,
-    /// How the process ended, once it did (the first end counts).
-    end: Option<ProcessEnd>,
-    /// The current call raised an exception the program catches (`catch = true`).
-    caught: bool,
-    /// The caching allocator and the lifetime of each tensor (R17–R20).
-    memory: MemoryState,
-    /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
-    compute_speed: f64,
-    /// Happens-before of this rank's host and streams, for data races (R21).
-    race: RaceDetector,
-}
-
-impl RankState {
-    /// After the first iteration: room for `more` iterations like it in the records that grow
-    /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
-    fn reserve_iterations(&mut self, more: usize) {
-        fn room<T>(records: &mut Vec<T>, more: usize) {
-            records.reserve_exact(records.len().saturating_mul(more));
-        }
-        let timeline = &mut self.timeline;
-        room(&mut timeline.host, more);
-        room(&mut timeline.kernels, more);
-        room(&mut timeline.collectives, more);
-        room(&mut timeline.marks, more);
-        room(&mut timeline.stream_waits, more);
-        room(&mut timeline.queries, more);
-        let scratch = &mut self.scratch;
-        room(&mut scratch.collective_input_ready, more);
-        room(&mut scratch.collective_end, more);
-        room(&mut scratch.collective_kernel, more);
-        room(&mut scratch.collective_wait_stream_wait, more);
-        room(&mut scratch.mark_instance, more);
-        room(&mut scratch.stream_wait_instance, more);
-        room(&mut scratch.query_instance, more);
-        room(&mut scratch.query_failed_ns, more);
-        room(&mut self.fired_ns, more);
-        room(&mut self.instance_stream, more);
-        room(&mut self.slot_instance, more);
-    }
-}
-
-/// Instances whose fire times fill Timeline fields once the run ends.
-#[derive(Default)]
-struct Scratch {
-    collective_input_ready: Vec<Instance>,
-    collective_end: Vec<Instance>,
-    collective_kernel: Vec<u32>,
-    collective_wait_stream_wait: Vec<u32>,
-    mark_instance: Vec<Instance>,
-    stream_wait_instance: Vec<Instance>,
-    query_instance: Vec<Instance>,
-    /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
-    query_failed_ns: Vec<u64>,
 }
 
 struct Engine<'s> {

@@ -1,0 +1,103 @@
+//! The state of one rank in the simulation: its host's place in the program, its streams,
+//! event instances and SMs, its Timeline records as they are made, its memory books and its
+//! race detector.
+
+use super::host::Cursor;
+use super::memory::MemoryState;
+use super::streams::StreamState;
+use super::{Blocked, Instance, Waiter};
+use crate::gpu::SmScheduler;
+use crate::pg::ProcessGroupNccl;
+use crate::race::RaceDetector;
+use crate::timeline::{ProcessEnd, RankTimeline};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+pub(super) struct RankState {
+    pub(super) host_ns: u64,
+    pub(super) iteration: u32,
+    /// The next op of the program.
+    pub(super) pc: usize,
+    pub(super) blocked: Blocked,
+    /// The op the host is in (blocked in, for deadlock findings).
+    pub(super) blocked_op: usize,
+    /// ProcessGroupNCCL of this rank: what each op is made of.
+    pub(super) pg: ProcessGroupNccl,
+    /// The current op's steps and the host's place in them.
+    pub(super) cursor: Cursor,
+    /// Host time at which the rank's last collective call returned (`pg::CallWarmth`).
+    pub(super) last_collective_return_ns: Option<u64>,
+    /// The event instance of every slot the steps recorded.
+    pub(super) slot_instance: Vec<Instance>,
+    /// Counts the host's resumptions, so that a stale timeout is recognised.
+    pub(super) generation: u64,
+    pub(super) streams: Vec<StreamState>,
+    /// Per group: the SeqNum of the last collective the host enqueued.
+    pub(super) group_seq: Vec<u64>,
+    /// Fire time of every event instance this rank recorded.
+    pub(super) fired_ns: Vec<u64>,
+    /// Stream on which each instance was recorded.
+    pub(super) instance_stream: Vec<u16>,
+    pub(super) waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
+    /// Per Work name: the end instance and collective record of its latest creation.
+    pub(super) work_end: Vec<Option<(Instance, u32)>>,
+    pub(super) timeline: RankTimeline,
+    pub(super) scratch: Scratch,
+    /// The GPU's SMs and the kernels sharing them (R7, R22).
+    pub(super) gpu: SmScheduler,
+    /// The pending `SmTransfer`, if one is scheduled.
+    pub(super) transfer_at_ns: Option<u64>,
+    /// How the process ended, once it did (the first end counts).
+    pub(super) end: Option<ProcessEnd>,
+    /// The current call raised an exception the program catches (`catch = true`).
+    pub(super) caught: bool,
+    /// The caching allocator and the lifetime of each tensor (R17–R20).
+    pub(super) memory: MemoryState,
+    /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
+    pub(super) compute_speed: f64,
+    /// Happens-before of this rank's host and streams, for data races (R21).
+    pub(super) race: RaceDetector,
+}
+
+impl RankState {
+    /// After the first iteration: room for `more` iterations like it in the records that grow
+    /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
+    pub(super) fn reserve_iterations(&mut self, more: usize) {
+        fn room<T>(records: &mut Vec<T>, more: usize) {
+            records.reserve_exact(records.len().saturating_mul(more));
+        }
+        let timeline = &mut self.timeline;
+        room(&mut timeline.host, more);
+        room(&mut timeline.kernels, more);
+        room(&mut timeline.collectives, more);
+        room(&mut timeline.marks, more);
+        room(&mut timeline.stream_waits, more);
+        room(&mut timeline.queries, more);
+        let scratch = &mut self.scratch;
+        room(&mut scratch.collective_input_ready, more);
+        room(&mut scratch.collective_end, more);
+        room(&mut scratch.collective_kernel, more);
+        room(&mut scratch.collective_wait_stream_wait, more);
+        room(&mut scratch.mark_instance, more);
+        room(&mut scratch.stream_wait_instance, more);
+        room(&mut scratch.query_instance, more);
+        room(&mut scratch.query_failed_ns, more);
+        room(&mut self.fired_ns, more);
+        room(&mut self.instance_stream, more);
+        room(&mut self.slot_instance, more);
+    }
+}
+
+/// Instances whose fire times fill Timeline fields once the run ends.
+#[derive(Default)]
+pub(super) struct Scratch {
+    pub(super) collective_input_ready: Vec<Instance>,
+    pub(super) collective_end: Vec<Instance>,
+    pub(super) collective_kernel: Vec<u32>,
+    pub(super) collective_wait_stream_wait: Vec<u32>,
+    pub(super) mark_instance: Vec<Instance>,
+    pub(super) stream_wait_instance: Vec<Instance>,
+    pub(super) query_instance: Vec<Instance>,
+    /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
+    pub(super) query_failed_ns: Vec<u64>,
+}
