@@ -75,6 +75,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "query_us",
             "watchdog_stack_trace_us",
             "comm_init_us",
+            "launch_queue_depth",
         ],
     ),
     ("memory", &["alloc_us", "malloc_us", "free_us"]),
@@ -83,7 +84,12 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
 ];
 
 /// Number keys the scenario takes as integers (written without a fraction).
-const INTEGER_KEYS: [&str; 3] = ["cluster.sms", "cluster.gemm_tile_m", "cluster.gemm_tile_n"];
+const INTEGER_KEYS: [&str; 4] = [
+    "cluster.sms",
+    "cluster.gemm_tile_m",
+    "cluster.gemm_tile_n",
+    "host.launch_queue_depth",
+];
 
 /// Keys whose values are strings; every other key holds a number ≥ 0.
 const STRING_KEYS: [&str; 3] = ["cluster.gpu", "network.algorithm", "env.NCCL_NVLS_ENABLE"];

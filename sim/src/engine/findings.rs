@@ -196,6 +196,9 @@ impl Engine<'_> {
                 }
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
                 Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
+                Blocked::LaunchQueue { .. } => {
+                    "is in a kernel launch onto a stream that holds host.launch_queue_depth kernels, none of which ends (CUDA's launch queue)"
+                }
                 _ => "waits for GPU work that never finishes (R14)",
             };
             self.findings.push(Finding {

@@ -72,6 +72,7 @@ impl Engine<'_> {
         loop {
             let horizon_ns = self.host_horizon_ns();
             let max_sim_time_ns = self.scenario.max_sim_time_ns;
+            let launch_queue_depth = self.scenario.host.launch_queue_depth;
             let state = &mut self.ranks[rank as usize];
             if !matches!(state.blocked, Blocked::Running) {
                 return;
@@ -94,6 +95,14 @@ impl Engine<'_> {
             }
             let index = cursor.next;
             let step = cursor.steps[index];
+            if let Some(stream) = launch_stream(step) {
+                if state.streams[stream as usize].launches_held >= launch_queue_depth {
+                    // The launch waits until a kernel of the stream ends, then runs.
+                    state.blocked = Blocked::LaunchQueue { stream };
+                    return;
+                }
+            }
+            let cursor = &mut state.cursor;
             cursor.next += 1;
             if logged && index == cursor.counted {
                 cursor.counted += 1;
@@ -856,6 +865,15 @@ impl Engine<'_> {
         let host_ns = self.ranks[rank as usize].host_ns;
         let point = self.push(rank, stream, GpuItem::Record { instance }, host_ns);
         (instance, point)
+    }
+}
+
+/// The stream a step launches a kernel onto, if it does (a launch can block on a full queue).
+fn launch_stream(step: Step) -> Option<u16> {
+    match step {
+        Step::Launch { stream, .. } => Some(stream),
+        Step::Nccl(call) => Some(call.stream),
+        _ => None,
     }
 }
 

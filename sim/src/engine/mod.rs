@@ -131,6 +131,9 @@ enum Blocked {
         collective: u32,
         timeout_ns: u64,
     },
+    /// In a kernel launch onto `stream`, which already holds `host.launch_queue_depth`
+    /// kernels: CUDA blocks the launching thread until one of them ends.
+    LaunchQueue { stream: u16 },
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
     /// Waiting for the simulation to catch up with the host's time, then running the same step
@@ -366,6 +369,14 @@ impl<'s> Engine<'s> {
                         }
                         _ => unreachable!("only kernels end"),
                     };
+                    state.launches_held -= 1;
+                    let rank_state = &mut self.ranks[rank as usize];
+                    if matches!(rank_state.blocked, Blocked::LaunchQueue { stream: full } if full == stream)
+                    {
+                        // The launch that blocked goes through now.
+                        rank_state.blocked = Blocked::Timer;
+                        self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                    }
                     let rank_state = &mut self.ranks[rank as usize];
                     rank_state.timeline.kernels[kernel as usize].end_ns = at_ns;
                     rank_state.gpu.finish(at_ns, kernel);
@@ -634,6 +645,44 @@ mod tests {
             "{}",
             timeout.message
         );
+    }
+
+    #[test]
+    fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
+        // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 kernels:
+        // the sleep and three launch at once, the fourth launch returns when the sleep ends.
+        let ops = "[[op]]\nkernel = { us = 1 }\n".repeat(5);
+        let text =
+            |depth: &str| format!("{TWO_RANKS}[host]\n{depth}[[op]]\ngpu_sleep_us = 1000\n{ops}");
+        let timeline = simulate(&parse("q.toml", &text("launch_queue_depth = 4\n")).unwrap());
+        let rank = &timeline.ranks[0];
+        let sleep_end_ns = rank.kernels[0].end_ns;
+        assert_eq!(rank.host.len(), 6);
+        assert!(rank.host[3].end_ns < 100_000, "{:?}", rank.host[3]);
+        assert!(rank.host[4].end_ns >= sleep_end_ns, "{:?}", rank.host[4]);
+        assert!(rank.kernels[4].enqueue_ns >= sleep_end_ns);
+        // The default depth (1,022 measured on an H200) never fills with six kernels.
+        let unbounded = simulate(&parse("q.toml", &text("")).unwrap());
+        assert!(unbounded.ranks[0].host[5].end_ns < 100_000);
+        assert!(unbounded.findings.is_empty(), "{:?}", unbounded.findings);
+    }
+
+    #[test]
+    fn a_launch_behind_kernels_that_never_end_is_a_named_deadlock() {
+        // Rank 1 never joins: rank 0's synchronous all_reduce spins for ever on the current
+        // stream (where 2.12 runs an `async_op=False` collective); with room for two kernels,
+        // the first GEMM still launches behind it, the second's launch never returns.
+        let text = format!(
+            "{TWO_RANKS}[host]\nlaunch_queue_depth = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[[op]]\nlabel = \"ar\"\nranks = [0]\nall_reduce = \"x\"\nstream = \"default\"\n[[op]]\ngemm = [512, 512, 512]\n[[op]]\nlabel = \"stuck\"\ngemm = [512, 512, 512]\n"
+        );
+        let timeline = simulate(&parse("d.toml", &text).unwrap());
+        let deadlock = timeline
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::Deadlock && f.message.contains("kernel launch"))
+            .unwrap_or_else(|| panic!("{:?}", timeline.findings));
+        assert_eq!(deadlock.rank, Some(0));
+        assert!(deadlock.message.contains("stuck"), "{}", deadlock.message);
     }
 
     #[test]

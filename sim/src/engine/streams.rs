@@ -41,6 +41,8 @@ pub(super) struct StreamState {
     pub(super) end_version: u32,
     /// Runs at high priority (R7).
     pub(super) high_priority: bool,
+    /// Kernels queued or running: at `host.launch_queue_depth` the next launch blocks the host.
+    pub(super) launches_held: u32,
 }
 
 impl Engine<'_> {
@@ -60,9 +62,11 @@ impl Engine<'_> {
             GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
             _ => {}
         }
-        state.streams[stream as usize]
-            .queue
-            .push_back(QueuedItem { item, ready_ns });
+        let stream_state = &mut state.streams[stream as usize];
+        if matches!(item, GpuItem::Kernel { .. } | GpuItem::Collective { .. }) {
+            stream_state.launches_held += 1;
+        }
+        stream_state.queue.push_back(QueuedItem { item, ready_ns });
         self.advance(rank, stream);
         point
     }

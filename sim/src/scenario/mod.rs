@@ -617,6 +617,7 @@ impl Resolver<'_> {
             comm_init_us: None,
             blocking_wait_poll_us: None,
             watchdog_stack_trace_us: None,
+            launch_queue_depth: None,
         };
         let raw = raw.unwrap_or(&empty);
         let poll_ns = match &raw.blocking_wait_poll_us {
@@ -722,6 +723,10 @@ impl Resolver<'_> {
                 "host.watchdog_stack_trace_us",
                 0,
             )?,
+            launch_queue_depth: match &raw.launch_queue_depth {
+                Some(depth) => self.count(depth, "host.launch_queue_depth", 1, 1 << 20)? as u32,
+                None => DEFAULT_LAUNCH_QUEUE_DEPTH,
+            },
         })
     }
 

@@ -202,7 +202,15 @@ pub struct HostCosts {
     /// Python frames, symbolised) before it signals the dump (R27); 0 unless a machine profile
     /// measured it (PyTorch 2.11 on an H200: 3.6–4.0 s, docs/watchdog.md).
     pub watchdog_stack_trace_ns: u64,
+    /// Kernels a stream holds (queued or running) before the next launch onto it blocks the
+    /// launching host thread until one ends: CUDA's launch queue.
+    pub launch_queue_depth: u32,
 }
+
+/// `host.launch_queue_depth` unless a scenario sets it: on an H200 (driver 580, CUDA 13.0,
+/// PyTorch 2.11) the 1,022nd kernel launched behind a running 2 s sleep blocked the host until
+/// the sleep ended, in 3 of 3 runs (`tests/data/torch/recorded/launch_queue.json`).
+pub const DEFAULT_LAUNCH_QUEUE_DEPTH: u32 = 1022;
 
 /// The environment variables of PyTorch and NCCL the model reads.
 #[derive(Debug, Clone, PartialEq, Serialize)]

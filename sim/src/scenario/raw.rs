@@ -91,6 +91,7 @@ pub struct RawHost {
     pub comm_init_us: Option<Spanned<f64>>,
     pub blocking_wait_poll_us: Option<Spanned<f64>>,
     pub watchdog_stack_trace_us: Option<Spanned<f64>>,
+    pub launch_queue_depth: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
