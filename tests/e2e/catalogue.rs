@@ -49,7 +49,23 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("races_streams.toml", lifetime::check_races_streams),
     ("frag_killer.toml", lifetime::check_frag_killer),
     ("lifetime_peak.toml", lifetime::check_lifetime_peak),
+    ("launch_queue.toml", check_launch_queue),
 ];
+
+/// R1 bounded by CUDA's launch queue (`host.launch_queue_depth` = 1022): 1,022 launches of
+/// 5 µs each (5.1 ms) return before the first 12 ms kernel ends; launch 1,022 returns when
+/// kernel 0 ends, and each later one when the next kernel ends.
+fn check_launch_queue(timeline: &Timeline, _report: &Report) {
+    let rank = &timeline.ranks[0];
+    assert_eq!(rank.host.len(), 1026);
+    let first_end_ns = rank.kernels[0].end_ns;
+    assert_eq!(rank.host[1021].end_ns, 1022 * 5_000);
+    assert!(rank.host[1021].end_ns < first_end_ns);
+    for (call, kernel) in (1022..1026).zip(0..) {
+        assert_eq!(rank.host[call].end_ns, rank.kernels[kernel].end_ns, "call {call}");
+    }
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+}
 
 fn collective<'r>(report: &'r Report, name: &str) -> &'r CollectiveMetrics {
     report
