@@ -217,7 +217,7 @@ fn overlap_sweep_shows_each_killer() {
     let sm_share = 16.0 / 132.0;
     for row in rows.iter().filter(|r| r["gemm"] == "8192") {
         assert_eq!(row["error"], "");
-        let ar_us = number(row, "ar_ms.median_us");
+        let ar_us = number(row, "ar_us.median_us");
         let mib: f64 = row["tensors.buf"].trim_end_matches("MiB").parse().unwrap();
         // R24, 8 ranks: 14·5 µs + 1.75·S / 450 GB/s.
         close(
@@ -225,7 +225,7 @@ fn overlap_sweep_shows_each_killer() {
             70.0 + 1.75 * mib * 1048576.0 / 450e9 * 1e6,
             "ar alone",
         );
-        close(number(row, "gemm_ms.median_us"), gemm_us, "gemm alone");
+        close(number(row, "gemm_us.median_us"), gemm_us, "gemm alone");
         let overlap = number(row, "killed.overlap");
         // The arithmetic of overlap_bench (catalogue.rs), for all_reduces shorter than the GEMM.
         let expected = match row["killer"].as_str() {
@@ -509,7 +509,7 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
         "--x",
         "tensors.buf_bytes",
         "--y",
-        "gemm_ms.median_us",
+        "gemm_us.median_us",
         "--by",
         "gemm",
         "--where",
