@@ -241,7 +241,7 @@ fn overlap_sweep_shows_each_killer() {
 }
 
 #[test]
-fn one_and_two_threads_write_the_same_bytes() {
+fn one_and_two_threads_and_standard_output_write_the_same_bytes() {
     let one = sweep_to(
         &temp("threads1.csv"),
         &["scenarios/overlap_sweep.toml", "--threads", "1"],
@@ -252,6 +252,29 @@ fn one_and_two_threads_write_the_same_bytes() {
     );
     assert_eq!(rows(&one).1.len(), 100);
     assert!(one == two, "1 and 2 threads differ");
+    // `-o -`: the same CSV on stdout, the notes on stderr.
+    let piped = c10dsim(&["sweep", "scenarios/overlap_sweep.toml", "-o", "-"]);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert!(piped.stdout == one, "-o - differs from the file");
+    assert!(
+        stderr(&piped).contains("c10dsim: wrote standard output (100 points run"),
+        "{}",
+        stderr(&piped)
+    );
+    let resume = c10dsim(&[
+        "sweep",
+        "scenarios/overlap_sweep.toml",
+        "--resume",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(resume.status.code(), Some(2), "{}", stderr(&resume));
+    assert!(resume.stdout.is_empty());
+    assert!(
+        stderr(&resume).contains("--resume keeps the rows already in OUT.csv"),
+        "{}",
+        stderr(&resume)
+    );
 }
 
 #[test]
@@ -542,6 +565,19 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
         assert!(svg.contains(&format!(">{row}<")), "row {row}");
     }
     assert!(svg.contains("marker-end=\"url(#arrow)\""));
+    // `--svg -`: the same chart alone on stdout; the report moves to stderr.
+    let piped = c10dsim(&["run", "scenarios/exp_b_stream_scope.toml", "--svg", "-"]);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert!(
+        piped.stdout == svg.as_bytes(),
+        "--svg - differs from the file"
+    );
+    assert!(
+        stderr(&piped).contains("wrote timeline chart to standard output")
+            && stderr(&piped).contains("collectives (medians"),
+        "{}",
+        stderr(&piped)
+    );
 }
 
 /// What pandas would make of the file: every column whose name carries a unit (`_us`, `_bytes`,
