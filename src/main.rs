@@ -84,7 +84,9 @@ enum Command {
         /// then goes to stderr).
         #[arg(long, value_name = "OUT.svg")]
         svg: Option<PathBuf>,
-        /// Also print nccl-tests' table (size, count, type, redop, time, algbw, busbw).
+        /// Print nccl-tests' all_reduce_perf table (size, count, type, redop, root, time, algbw,
+        /// busbw, #wrong) alone on stdout, as all_reduce_perf does, and the report on stderr;
+        /// with --json, its rows join the JSON object.
         #[arg(long)]
         nccl_tests: bool,
         /// Exit 1 when the race detector finds a data race (R21); races are reported either way.
@@ -678,9 +680,6 @@ fn run(
     }
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;
-    if nccl_tests && !json {
-        out!("\n{}", analysis::nccl_tests::table(&timeline))?;
-    }
     // Races stop nothing in the program, so they fail the run only when asked; every other
     // finding (deadlock, timeout, out of memory…) does.
     let failing = report
@@ -698,15 +697,17 @@ fn emit(
     nccl_tests: bool,
     outputs: &RunOutputs,
 ) -> Result<(), Failure> {
-    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr.
+    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr. So does
+    // nccl-tests' table (without --json), so that stdout reads as all_reduce_perf's does.
     let dashes = [outputs.trace, outputs.timeline, outputs.svg]
         .iter()
         .flatten()
         .filter(|path| stdio::is_dash(path))
         .count();
-    if dashes > 1 {
+    let table = nccl_tests && !json;
+    if dashes + usize::from(table) > 1 {
         return Err(Failure::input(
-            "only one of --trace, --timeline and --svg can be `-` (standard output)",
+            "only one of --trace -, --timeline -, --svg - and --nccl-tests can have standard output",
         ));
     }
     let shown = |path: &Path| {
@@ -743,6 +744,13 @@ fn emit(
     }
     if dashes == 1 {
         eprint!("{}", text::render_report(report));
+        return Ok(());
+    }
+    if table {
+        eprint!("{}", text::describe_scenario(scenario));
+        eprintln!();
+        eprint!("{}", text::render_report(report));
+        out!("{}", analysis::nccl_tests::table(timeline))?;
         return Ok(());
     }
     if json {

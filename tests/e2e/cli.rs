@@ -589,8 +589,14 @@ fn nccl_tests_output_has_all_reduce_perf_columns_and_json_stays_json() {
         "--nccl-tests",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let text = stdout(&output);
-    let table = &text[text.find("# c10dsim: simulated").expect("the table")..];
+    // The table alone on stdout, as all_reduce_perf prints it; the report on stderr.
+    let table = stdout(&output);
+    assert!(table.starts_with("# c10dsim: simulated"), "{table}");
+    assert!(
+        stderr(&output).contains("collectives (medians"),
+        "{}",
+        stderr(&output)
+    );
     // As scripts parse all_reduce_perf: data lines are those not starting with '#'; 13 fields.
     let mut sizes = Vec::new();
     let mut busbw_sum = 0.0;
@@ -651,6 +657,16 @@ fn nccl_tests_output_has_all_reduce_perf_columns_and_json_stays_json() {
     assert_eq!(rows.len(), sizes.len());
     assert_eq!(rows[0]["size_bytes"], sizes[0]);
     assert!(json["report"].is_object());
+    // The table and a file on stdout would mix: refused.
+    let both = c10dsim(&[
+        "run",
+        "scenarios/nccl_tests_all_reduce.toml",
+        "--nccl-tests",
+        "--timeline",
+        "-",
+    ]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr(&both));
+    assert!(both.stdout.is_empty());
 }
 
 #[test]
