@@ -4,7 +4,8 @@
 //! Rows are written as points finish, in point order: workers take points in order, and a
 //! reorder buffer holds a finished point until every earlier one of this run is written. So an
 //! interrupted sweep keeps a prefix of its rows, and the file is the same bytes whatever the
-//! thread count. `--resume` keeps the rows already in the file and runs the rest.
+//! thread count. `--resume` keeps the rows already in the file and runs the rest. `-o -` writes
+//! the same bytes to standard output.
 
 use crate::Failure;
 use analysis::sweep::{Columns, PointInfo, Provenance};
