@@ -224,6 +224,12 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
             Ok((timeline, scenario))
         })
         .collect::<Result<Vec<(Timeline, Scenario)>, Failure>>()?;
+    let to_stdout = crate::stdio::is_dash(output);
+    if to_stdout && !held_out.is_empty() {
+        return Err(Failure::input(
+            "--validate simulates with the profile read back from -o; `-o -` (standard output) cannot be read back: give a file",
+        ));
+    }
     // Read before fitting: a bad held-out argument fails before anything is written.
     let held_out = held_out
         .iter()
@@ -251,15 +257,19 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .map(|(timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let calibration = calibrate::calibrate(&pairs, &prior);
-    out!("{}", calibrate::render_fitted(&calibration.fitted))?;
+    let mut fitted = calibrate::render_fitted(&calibration.fitted);
     if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
-        outln!("cluster.gpu = {gpu}")?;
+        fitted.push_str(&format!("cluster.gpu = {gpu}\n"));
     }
-    std::fs::write(
-        output,
-        calibrate::render_profile(&calibration.profile, &calibration.fitted),
-    )
-    .map_err(|e| Failure::input(format!("cannot write {}: {e}", output.display())))?;
+    let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
+    // The profile written to standard output takes it alone: the fitted values go to stderr.
+    if to_stdout {
+        eprint!("{fitted}");
+        crate::stdio::write_bytes(output, profile.as_bytes())?;
+        return Ok(0);
+    }
+    out!("{fitted}")?;
+    crate::stdio::write_bytes(output, profile.as_bytes())?;
     eprintln!("c10dsim: wrote profile {}", output.display());
     if held_out.is_empty() {
         return Ok(0);

@@ -98,7 +98,11 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     eprintln!(
         "c10dsim: merged {} ranks into {}",
         merged.ranks.len(),
-        output.display()
+        if crate::stdio::is_dash(output) {
+            "standard output".to_string()
+        } else {
+            output.display().to_string()
+        }
     );
     Ok(0)
 }

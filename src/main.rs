@@ -67,7 +67,8 @@ enum Command {
         /// Print one JSON object (parameters and report) instead of tables.
         #[arg(long)]
         json: bool,
-        /// Write a Chrome trace with every rank (opens in Perfetto / chrome://tracing).
+        /// Write a Chrome trace with every rank (opens in Perfetto / chrome://tracing; `-`:
+        /// standard output).
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
         /// Write a folder with one trace per rank (`rank<N>.pt.trace.json`), shaped like
@@ -75,14 +76,17 @@ enum Command {
         /// Perfetto.
         #[arg(long, value_name = "DIR")]
         trace_dir: Option<PathBuf>,
-        /// Write the full Timeline (docs/timeline-format.md).
+        /// Write the full Timeline (docs/timeline-format.md; `-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
         /// Write a Gantt chart of the Timeline (SVG): a host row and a row per stream for each
-        /// rank, kernels as bars, cross-stream waits as arrows.
+        /// rank, kernels as bars, cross-stream waits as arrows (`-`: standard output, the report
+        /// then goes to stderr).
         #[arg(long, value_name = "OUT.svg")]
         svg: Option<PathBuf>,
-        /// Also print nccl-tests' table (size, count, type, redop, time, algbw, busbw).
+        /// Print nccl-tests' all_reduce_perf table (size, count, type, redop, root, time, algbw,
+        /// busbw, #wrong) alone on stdout, as all_reduce_perf does, and the report on stderr;
+        /// with --json, its rows join the JSON object.
         #[arg(long)]
         nccl_tests: bool,
         /// Exit 1 when the race detector finds a data race (R21); races are reported either way.
@@ -182,7 +186,7 @@ enum Command {
         /// Print one JSON object instead of tables.
         #[arg(long)]
         json: bool,
-        /// Write the measured Timeline (all ranks joined).
+        /// Write the measured Timeline (all ranks joined; `-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
         /// Override a scenario value (as for `run`).
@@ -207,7 +211,8 @@ enum Command {
             default_value = "profiles/h200-torch.toml"
         )]
         machine: PathBuf,
-        /// Write Markdown here, replacing what follows the generated-part marker.
+        /// Write Markdown here, replacing what follows the generated-part marker (`-`: the
+        /// marker and the generated Markdown on standard output).
         #[arg(short, long, value_name = "OUT.md")]
         output: Option<PathBuf>,
     },
@@ -216,7 +221,7 @@ enum Command {
         /// Per-rank Timeline files.
         #[arg(required = true)]
         parts: Vec<PathBuf>,
-        /// The merged Timeline.
+        /// The merged Timeline (`-`: standard output).
         #[arg(short, long, value_name = "OUT.json")]
         output: PathBuf,
     },
@@ -236,7 +241,8 @@ enum Command {
     Sweep {
         /// The scenario file (TOML) with a [sweep] table, or axes given with --set.
         file: PathBuf,
-        /// The CSV to write (rows appear as points finish, in point order).
+        /// The CSV to write (rows appear as points finish, in point order; `-`: standard
+        /// output, without --resume).
         #[arg(short, long, value_name = "OUT.csv")]
         output: PathBuf,
         /// Worker threads (default: one per CPU).
@@ -305,7 +311,8 @@ enum Command {
         /// path it records) or RUN.json=SCENARIO.toml.
         #[arg(required = true)]
         runs: Vec<String>,
-        /// The profile to write (TOML).
+        /// The profile to write (TOML; `-`: standard output, the fitted values then go to
+        /// stderr; not with --validate, which reads the profile back).
         #[arg(short, long, value_name = "PROFILE.toml")]
         output: PathBuf,
         /// Start from this profile's values (kept where the runs fit nothing).
@@ -324,7 +331,7 @@ enum Command {
         /// Shard CSVs written by `c10dsim sweep --shard`.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
-        /// The merged CSV.
+        /// The merged CSV (`-`: standard output).
         #[arg(short, long, value_name = "OUT.csv")]
         output: PathBuf,
     },
@@ -673,9 +680,6 @@ fn run(
     }
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;
-    if nccl_tests && !json {
-        out!("\n{}", analysis::nccl_tests::table(&timeline))?;
-    }
     // Races stop nothing in the program, so they fail the run only when asked; every other
     // finding (deadlock, timeout, out of memory…) does.
     let failing = report
@@ -693,15 +697,17 @@ fn emit(
     nccl_tests: bool,
     outputs: &RunOutputs,
 ) -> Result<(), Failure> {
-    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr.
+    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr. So does
+    // nccl-tests' table (without --json), so that stdout reads as all_reduce_perf's does.
     let dashes = [outputs.trace, outputs.timeline, outputs.svg]
         .iter()
         .flatten()
         .filter(|path| stdio::is_dash(path))
         .count();
-    if dashes > 1 {
+    let table = nccl_tests && !json;
+    if dashes + usize::from(table) > 1 {
         return Err(Failure::input(
-            "only one of --trace, --timeline and --svg can be `-` (standard output)",
+            "only one of --trace -, --timeline -, --svg - and --nccl-tests can have standard output",
         ));
     }
     let shown = |path: &Path| {
@@ -738,6 +744,13 @@ fn emit(
     }
     if dashes == 1 {
         eprint!("{}", text::render_report(report));
+        return Ok(());
+    }
+    if table {
+        eprint!("{}", text::describe_scenario(scenario));
+        eprintln!();
+        eprint!("{}", text::render_report(report));
+        out!("{}", analysis::nccl_tests::table(timeline))?;
         return Ok(());
     }
     if json {

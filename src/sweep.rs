@@ -4,7 +4,8 @@
 //! Rows are written as points finish, in point order: workers take points in order, and a
 //! reorder buffer holds a finished point until every earlier one of this run is written. So an
 //! interrupted sweep keeps a prefix of its rows, and the file is the same bytes whatever the
-//! thread count. `--resume` keeps the rows already in the file and runs the rest.
+//! thread count. `--resume` keeps the rows already in the file and runs the rest. `-o -` writes
+//! the same bytes to standard output.
 
 use crate::Failure;
 use analysis::sweep::{Columns, PointInfo, Provenance};
@@ -100,8 +101,22 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         version: env!("CARGO_PKG_VERSION"),
     };
 
+    // `-o -`: the rows go to standard output as they are written to a file, header first.
+    let to_stdout = crate::stdio::is_dash(&args.output);
+    if to_stdout && args.resume {
+        return Err(Failure::input(
+            "--resume keeps the rows already in OUT.csv; `-o -` (standard output) holds none: give a file",
+        ));
+    }
+    let shown = if to_stdout {
+        "standard output".to_string()
+    } else {
+        args.output.display().to_string()
+    };
     let done = if args.resume {
         resume_rows(&args.output, &header, &hash)?
+    } else if to_stdout {
+        Vec::new()
     } else {
         write_header(&args.output, &header)?;
         Vec::new()
@@ -119,7 +134,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         sweep.point_count(),
         shard.len(sweep.point_count()),
         done.len(),
-        args.output.display(),
+        shown,
     );
 
     let threads = args.threads.unwrap_or_else(|| {
@@ -129,11 +144,23 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .num_threads(threads)
         .build()
         .map_err(|error| Failure::input(format!("cannot start {threads} threads: {error}")))?;
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&args.output)
-        .map_err(|error| write_failure(&args.output, error))?;
-    let mut writer = csv::Writer::from_writer(file);
+    let sink: Box<dyn std::io::Write> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&args.output)
+                .map_err(|error| write_failure(&args.output, error))?,
+        )
+    };
+    let mut writer = csv::Writer::from_writer(sink);
+    if to_stdout {
+        writer
+            .write_record(&header)
+            .and_then(|()| writer.flush().map_err(csv::Error::from))
+            .map_err(|error| row_failure(&args.output, error))?;
+    }
     let progress = progress_bar(pending_count);
     let (sender, receiver) = mpsc::channel::<(u64, Vec<String>)>();
     let mut failed_points = 0u64;
@@ -175,14 +202,14 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             while let Some(row) = expected.peek().and_then(|i| waiting.remove(i)) {
                 writer
                     .write_record(&row)
-                    .map_err(|error| write_failure(&args.output, error))?;
+                    .map_err(|error| row_failure(&args.output, error))?;
                 expected.next();
                 wrote = true;
             }
             if wrote {
                 writer
                     .flush()
-                    .map_err(|error| write_failure(&args.output, error))?;
+                    .map_err(|error| row_failure(&args.output, error.into()))?;
             }
         }
         Ok(())
@@ -198,8 +225,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         write_sorted(&args.output, &header, rows)?;
     }
     eprintln!(
-        "c10dsim: wrote {} ({pending_count} points run, {failed_points} with an error or finding)",
-        args.output.display(),
+        "c10dsim: wrote {shown} ({pending_count} points run, {failed_points} with an error or finding)",
     );
     Ok(0)
 }
@@ -284,6 +310,17 @@ fn scenario_failure(error: sim::scenario::ScenarioError) -> Failure {
 
 fn write_failure(path: &Path, error: impl std::fmt::Display) -> Failure {
     Failure::input(format!("cannot write {}: {error}", path.display()))
+}
+
+/// A row not written: on standard output like any output (a reader that went away, `| head`,
+/// ends the sweep quietly), else naming the file.
+fn row_failure(path: &Path, error: csv::Error) -> Failure {
+    match error.kind() {
+        csv::ErrorKind::Io(io) if crate::stdio::is_dash(path) => {
+            crate::output_failure(std::io::Error::from(io.kind()))
+        }
+        _ => write_failure(path, error),
+    }
 }
 
 fn read_failure(path: &Path, error: impl std::fmt::Display) -> Failure {

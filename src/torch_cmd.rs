@@ -501,6 +501,13 @@ pub fn fidelity(
         out!("{}", analysis::fidelity::render_text(&table))?;
         return Ok(0);
     };
+    if crate::stdio::is_dash(output) {
+        out!(
+            "{GENERATED_MARKER}\n\n{}",
+            analysis::fidelity::render_markdown(&table)
+        )?;
+        return Ok(0);
+    }
     let previous = std::fs::read_to_string(output).unwrap_or_default();
     let kept = previous
         .split_once(GENERATED_MARKER)

@@ -287,7 +287,7 @@ fn profiled_overlap_matches_the_measured_phases() {
     let measured = report(&load("overlap_bench.4ranks.json"));
     let simulated = report(&simulate_on_profile("overlap_bench.4ranks.toml"));
     for name in [
-        "gemm_ms",
+        "gemm_us",
         "both_none",
         "both_item",
         "both_early_wait",

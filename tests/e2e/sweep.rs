@@ -217,7 +217,7 @@ fn overlap_sweep_shows_each_killer() {
     let sm_share = 16.0 / 132.0;
     for row in rows.iter().filter(|r| r["gemm"] == "8192") {
         assert_eq!(row["error"], "");
-        let ar_us = number(row, "ar_ms.median_us");
+        let ar_us = number(row, "ar_us.median_us");
         let mib: f64 = row["tensors.buf"].trim_end_matches("MiB").parse().unwrap();
         // R24, 8 ranks: 14·5 µs + 1.75·S / 450 GB/s.
         close(
@@ -225,7 +225,7 @@ fn overlap_sweep_shows_each_killer() {
             70.0 + 1.75 * mib * 1048576.0 / 450e9 * 1e6,
             "ar alone",
         );
-        close(number(row, "gemm_ms.median_us"), gemm_us, "gemm alone");
+        close(number(row, "gemm_us.median_us"), gemm_us, "gemm alone");
         let overlap = number(row, "killed.overlap");
         // The arithmetic of overlap_bench (catalogue.rs), for all_reduces shorter than the GEMM.
         let expected = match row["killer"].as_str() {
@@ -241,7 +241,7 @@ fn overlap_sweep_shows_each_killer() {
 }
 
 #[test]
-fn one_and_two_threads_write_the_same_bytes() {
+fn one_and_two_threads_and_standard_output_write_the_same_bytes() {
     let one = sweep_to(
         &temp("threads1.csv"),
         &["scenarios/overlap_sweep.toml", "--threads", "1"],
@@ -252,6 +252,29 @@ fn one_and_two_threads_write_the_same_bytes() {
     );
     assert_eq!(rows(&one).1.len(), 100);
     assert!(one == two, "1 and 2 threads differ");
+    // `-o -`: the same CSV on stdout, the notes on stderr.
+    let piped = c10dsim(&["sweep", "scenarios/overlap_sweep.toml", "-o", "-"]);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert!(piped.stdout == one, "-o - differs from the file");
+    assert!(
+        stderr(&piped).contains("c10dsim: wrote standard output (100 points run"),
+        "{}",
+        stderr(&piped)
+    );
+    let resume = c10dsim(&[
+        "sweep",
+        "scenarios/overlap_sweep.toml",
+        "--resume",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(resume.status.code(), Some(2), "{}", stderr(&resume));
+    assert!(resume.stdout.is_empty());
+    assert!(
+        stderr(&resume).contains("--resume keeps the rows already in OUT.csv"),
+        "{}",
+        stderr(&resume)
+    );
 }
 
 #[test]
@@ -509,7 +532,7 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
         "--x",
         "tensors.buf_bytes",
         "--y",
-        "gemm_ms.median_us",
+        "gemm_us.median_us",
         "--by",
         "gemm",
         "--where",
@@ -542,6 +565,19 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
         assert!(svg.contains(&format!(">{row}<")), "row {row}");
     }
     assert!(svg.contains("marker-end=\"url(#arrow)\""));
+    // `--svg -`: the same chart alone on stdout; the report moves to stderr.
+    let piped = c10dsim(&["run", "scenarios/exp_b_stream_scope.toml", "--svg", "-"]);
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    assert!(
+        piped.stdout == svg.as_bytes(),
+        "--svg - differs from the file"
+    );
+    assert!(
+        stderr(&piped).contains("wrote timeline chart to standard output")
+            && stderr(&piped).contains("collectives (medians"),
+        "{}",
+        stderr(&piped)
+    );
 }
 
 /// What pandas would make of the file: every column whose name carries a unit (`_us`, `_bytes`,
