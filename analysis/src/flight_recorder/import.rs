@@ -377,20 +377,22 @@ fn render(input: &RenderInput) -> String {
     let last_seq = steps.last().map_or(0, |s| s.entry.collective_seq_id);
     let _ = writeln!(
         out,
-        "# Imported from the Flight Recorder dumps {} by `c10dsim import flight-recorder`\n\
-         # (docs/flight-recorder.md): {} collectives of rank {} (the rank that recorded the most),\n\
-         # up to SeqNum {last_seq}; host_sleep_us ops are the time between its calls. Where the\n\
-         # other ranks part from it is a [[fault]] at the end. TORCH_NCCL_DESYNC_DEBUG gives the\n\
-         # desync report when the watchdog times out.",
+        "# Imported from the Flight Recorder dumps in {} by `c10dsim import flight-recorder`\n\
+         # (docs/flight-recorder.md): the {} collective{} rank {} recorded (the rank that recorded\n\
+         # the most), up to SeqNum {last_seq}; each host_sleep_us is the time between two of its\n\
+         # calls. Where another rank parts from it is a [[fault]] at the end.\n\
+         # TORCH_NCCL_DESYNC_DEBUG gives the desync report when the watchdog times out.",
         input.source,
         steps.len(),
+        if steps.len() == 1 { "" } else { "s" },
         input.reference,
     );
     let _ = writeln!(out, "name = \"flight_recorder_import\"");
     let _ = writeln!(
         out,
-        "about = \"the collectives of {} Flight Recorder dumps, replayed to their hang\"",
-        input.world_size
+        "about = \"the collectives in the Flight Recorder dumps of {} rank{}, replayed to their end\"",
+        input.world_size,
+        if input.world_size == 1 { "" } else { "s" }
     );
     let _ = writeln!(out, "\n[cluster]\nranks = {}", input.world_size);
     // Groups, with the timeout their last recorded entry had.
@@ -440,13 +442,13 @@ fn render(input: &RenderInput) -> String {
             if *busy_index == index {
                 let sleep_us = entry.timeout_ms * 2 * 1000;
                 let why = if input.timing {
-                    "whose kernel never started"
+                    "never started it"
                 } else {
-                    "that never completed it (without timing the dumps cannot tell a busy stream from a stuck kernel)"
+                    "never completed it (without timing, the dumps cannot tell a busy\n# stream from a kernel that started and never finished)"
                 };
                 let _ = writeln!(
                     out,
-                    "\n# Every rank issued SeqNum {}; ranks {} {why}: a GPU sleep of twice the\n# timeout stands for what kept their streams busy.\n[[op]]\nlabel = \"busy_before_{}\"\ngpu_sleep_us = {sleep_us}\nranks = {}",
+                    "\n# Every rank issued SeqNum {}; ranks {} {why}:\n# a GPU sleep of twice the timeout stands for what kept their streams busy.\n[[op]]\nlabel = \"busy_before_{}\"\ngpu_sleep_us = {sleep_us}\nranks = {}",
                     entry.collective_seq_id,
                     rank_list(ranks),
                     step.label,
@@ -457,7 +459,7 @@ fn render(input: &RenderInput) -> String {
         let frame = entry
             .frames
             .iter()
-            .find(|f| !f.filename.contains("/torch/"))
+            .find(|f| !f.filename.contains("-packages/"))
             .or(entry.frames.first())
             .map(|f| format!(", from {} ({}:{})", f.name, f.filename, f.line))
             .unwrap_or_default();
