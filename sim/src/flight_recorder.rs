@@ -314,3 +314,99 @@ pub fn dump(
         entries,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::parse;
+
+    /// Two ranks, three all_reduces of 4 MiB; rank 1 hangs before the third.
+    fn dumps(env: &str, fault: &str) -> Vec<FlightRecorderDump> {
+        let text = format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[env]\n{env}\n\
+             [tensors]\ng = \"4MiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\nlabel = \"b\"\n\
+             all_reduce = \"g\"\n[[op]]\nlabel = \"c\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [1]\nat = \"c\"\n{fault}\n"
+        );
+        crate::engine::simulate(&parse("fr.toml", &text).unwrap()).flight_recorder
+    }
+
+    #[test]
+    fn each_rank_dumps_its_last_entries_with_their_states_at_the_dump() {
+        let dumps = dumps("TORCH_FR_BUFFER_SIZE = 2", "kind = \"hang\"");
+        assert_eq!(dumps.len(), 2);
+        let (waiting, hung) = (&dumps[0], &dumps[1]);
+        assert_eq!((waiting.rank, hung.rank), (0, 1));
+        assert_eq!(waiting.version, DUMP_VERSION);
+        // The buffer keeps the last two of rank 0's three entries; record ids count all three.
+        let ids: Vec<(u64, u64)> = waiting
+            .entries
+            .iter()
+            .map(|e| (e.record_id, e.collective_seq_id))
+            .collect();
+        assert_eq!(ids, [(1, 2), (2, 3)]);
+        let (done, stuck) = (&waiting.entries[0], &waiting.entries[1]);
+        assert_eq!(done.state, EntryState::Completed);
+        assert!(done.retired);
+        assert!(done.time_discovered_completed_ns.unwrap() % WATCHDOG_POLL_NS == 0);
+        // Without timing, a started kernel is not known to have started.
+        assert_eq!(stuck.state, EntryState::Scheduled);
+        assert_eq!(stuck.time_discovered_started_ns, None);
+        assert_eq!(stuck.duration_ms, None);
+        assert!(!stuck.retired);
+        assert_eq!(stuck.profiling_name, "nccl:all_reduce");
+        assert_eq!(stuck.input_sizes, [[1 << 20]]);
+        assert_eq!(stuck.input_dtypes, ["Float"]);
+        assert_eq!(stuck.timeout_ms, 1000);
+        assert_eq!(
+            (stuck.pg_name.as_str(), stuck.pg_desc.as_str()),
+            ("0", "default_pg")
+        );
+        assert_eq!(stuck.frames[0].name, "c");
+        let world = &waiting.groups[0];
+        assert_eq!(world.ranks, [0, 1]);
+        assert_eq!(
+            (
+                world.last_enqueued,
+                world.last_started,
+                world.last_completed
+            ),
+            (3, -1, 2)
+        );
+        // The hung rank dumps too (its heartbeat monitor saw the signal): two entries, done.
+        assert_eq!(hung.entries.len(), 2);
+        assert!(hung
+            .entries
+            .iter()
+            .all(|e| e.state == EntryState::Completed));
+        assert_eq!(hung.groups[0].last_enqueued, 2);
+    }
+
+    #[test]
+    fn timing_shows_started_kernels_and_durations() {
+        let dumps = dumps("TORCH_NCCL_ENABLE_TIMING = 1", "kind = \"hang\"");
+        let entries = &dumps[0].entries;
+        assert_eq!(entries.len(), 3);
+        assert!(entries[0].duration_ms.is_some_and(|ms| ms > 0.0));
+        assert_eq!(entries[2].state, EntryState::Started);
+        assert!(entries[2].time_discovered_started_ns.is_some());
+        assert_eq!(dumps[0].groups[0].last_started, 3);
+    }
+
+    #[test]
+    fn a_mismatch_is_recorded_as_the_rank_issued_it() {
+        let dumps = dumps("", "kind = \"mismatch\"\ncollective = \"all_gather\"");
+        let issued = dumps[1].entries.last().unwrap();
+        assert_eq!(issued.profiling_name, "nccl:_all_gather_base");
+        assert_eq!(issued.input_sizes, [[1 << 19]]);
+        assert_eq!(issued.output_sizes, [[1 << 20]]);
+    }
+
+    #[test]
+    fn nothing_is_dumped_without_a_timeout_or_with_dump_on_timeout_off() {
+        assert!(dumps("TORCH_NCCL_DUMP_ON_TIMEOUT = 0", "kind = \"hang\"").is_empty());
+        let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
+        let timeline = crate::engine::simulate(&parse("ok.toml", text).unwrap());
+        assert!(timeline.flight_recorder.is_empty());
+    }
+}

@@ -560,3 +560,151 @@ pub fn verdict(timeline: &Timeline) -> Vec<String> {
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dumps of a simulated two-rank run: three all_reduces, `fault` at the third on
+    /// rank 1.
+    fn simulated(env: &str, fault: &str) -> Vec<FlightRecorderDump> {
+        let text = format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[env]\n{env}\n\
+             [tensors]\ng = \"4MiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\n\
+             host_sleep_us = 500\n[[op]]\nlabel = \"b\"\nall_reduce = \"g\"\n[[op]]\nlabel = \"c\"\n\
+             all_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [1]\nat = \"c\"\n{fault}\n"
+        );
+        sim::engine::simulate(&sim::scenario::parse("fr.toml", &text).unwrap()).flight_recorder
+    }
+
+    /// The verdicts of the imported scenario's run.
+    fn replayed(text: &str) -> Vec<String> {
+        let scenario =
+            sim::scenario::parse("imported.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verdict(&sim::engine::simulate(&scenario))
+    }
+
+    #[test]
+    fn a_rank_that_never_issued_a_collective_hangs_there() {
+        let text = scenario(&simulated("", "kind = \"hang\""), "sim").unwrap();
+        assert!(
+            text.contains("[[fault]]\nranks = [1]\nat = \"all_reduce_3\"\nkind = \"hang\""),
+            "{text}"
+        );
+        assert!(text.contains("timeout_s = 1 "), "{text}");
+        assert!(
+            text.contains("g_4MiB")
+                || text.contains("f32_4MiB = { size = \"4MiB\", dtype = \"f32\" }"),
+            "{text}"
+        );
+        // The host time between the calls (500 µs and the calls' own costs).
+        assert!(text.contains("host_sleep_us = 5"), "{text}");
+        assert_eq!(
+            replayed(&text),
+            ["desync report (rank 0's watchdog): rank 1 never joined collective 3 (ALLREDUCE, world)"]
+        );
+        // Same dumps, same text.
+        assert_eq!(
+            scenario(&simulated("", "kind = \"hang\""), "sim").unwrap(),
+            text
+        );
+    }
+
+    #[test]
+    fn another_kind_or_size_is_a_mismatch() {
+        let text = scenario(
+            &simulated("", "kind = \"mismatch\"\nsize = \"2MiB\""),
+            "sim",
+        )
+        .unwrap();
+        assert!(
+            text.contains("kind = \"mismatch\"\nsize = \"2MiB\"\n"),
+            "{text}"
+        );
+        assert!(!text.contains("collective = "), "{text}");
+        let verdicts = replayed(&text);
+        assert!(
+            verdicts[0].contains("ranks disagree on the op at 3"),
+            "{verdicts:?}"
+        );
+        assert!(
+            verdicts[1].contains("rank 1 issued ALLREDUCE of 2MiB"),
+            "{verdicts:?}"
+        );
+        let text = scenario(
+            &simulated("", "kind = \"mismatch\"\ncollective = \"broadcast\""),
+            "sim",
+        )
+        .unwrap();
+        assert!(
+            text.contains("kind = \"mismatch\"\ncollective = \"broadcast\"\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_full_ring_buffer_starts_the_program_where_every_rank_still_has_entries() {
+        // Rank 0 kept SeqNums 2 and 3, rank 1 (hung before 3) 1 and 2.
+        let dumps = simulated("TORCH_FR_BUFFER_SIZE = 2", "kind = \"hang\"");
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(!text.contains("label = \"all_reduce_1\""), "{text}");
+        assert!(text.contains("label = \"all_reduce_2\""), "{text}");
+        assert!(
+            text.contains("at = \"all_reduce_3\"\nkind = \"hang\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_rank_issued_it_and_one_never_started_it_a_busy_stream() {
+        let real = crate::flight_recorder::read(
+            include_bytes!("../../../tests/data/torch/recorded/fr/timeout_rank0"),
+            0,
+        )
+        .unwrap();
+        let text = scenario(&[real], "recorded/fr").unwrap();
+        assert!(
+            text.contains(
+                "gpu_sleep_us = 2000000\nranks = [0]\n\n# SeqNum 47 nccl:all_reduce [[1048576]]"
+            ),
+            "{text}"
+        );
+        // The frame shown is the program's, not PyTorch's.
+        assert!(
+            text.contains("from ddp_step_fn (/work/main/tests/data/torch/probes/train_step.py:47)"),
+            "{text}"
+        );
+        assert_eq!(
+            replayed(&text),
+            ["desync report (rank 0's watchdog): every rank enqueued collective 47; ranks [0] have not started its kernel: their streams are still busy before it"]
+        );
+    }
+
+    #[test]
+    fn dumps_that_cannot_be_imported_say_why() {
+        let mut dumps = simulated("", "kind = \"hang\"");
+        let message = |dumps: &[FlightRecorderDump]| scenario(dumps, "sim").unwrap_err().message;
+        assert!(message(&dumps[..1]).contains("no dump for rank 1"));
+        let mut twice = dumps.clone();
+        twice[1].rank = 0;
+        assert_eq!(message(&twice), "two dumps for rank 0");
+        dumps[0].entries[0].profiling_name = "nccl:gather".into();
+        assert!(message(&dumps).contains("\"nccl:gather\" is not a collective c10dsim models"));
+        dumps[0].entries[0].is_p2p = true;
+        assert!(message(&dumps).contains("point-to-point entries"));
+        assert_eq!(message(&[]), "no dumps to import");
+    }
+
+    #[test]
+    fn without_a_hang_every_collective_completes() {
+        let mut dumps = simulated("", "kind = \"hang\"");
+        dumps[0].entries.pop();
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(!text.contains("\n[[fault]]\n"), "{text}");
+        assert_eq!(
+            replayed(&text),
+            ["no watchdog timeout and no mismatch: every collective in the dumps completes when replayed"]
+        );
+    }
+}
