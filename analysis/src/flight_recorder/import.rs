@@ -79,8 +79,8 @@ fn dtype(name: &str) -> (&'static str, u64) {
 fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
     let (key, output) = scenario_key(&entry.profiling_name).ok_or_else(|| {
         error(format!(
-            "rank {rank}, entry {} (record_id {}): {:?} is not a collective c10dsim models (all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, barrier)",
-            entry.collective_seq_id, entry.record_id, entry.profiling_name
+            "rank {rank}, record_id {} (SeqNum {}): {:?} is not a collective c10dsim models (all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, barrier)",
+            entry.record_id, entry.collective_seq_id, entry.profiling_name
         ))
     })?;
     let (sizes, dtypes) = if output {
@@ -89,11 +89,17 @@ fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
         (&entry.input_sizes, &entry.input_dtypes)
     };
     let (dtype, element_bytes) = dtype(dtypes.first().map_or("Float", String::as_str));
-    let numel: u64 = sizes
-        .iter()
-        .map(|shape| shape.iter().product::<u64>())
-        .sum();
+    let numel = sizes.iter().fold(0u64, |total, shape| {
+        total.saturating_add(shape.iter().fold(1u64, |n, &d| n.saturating_mul(d)))
+    });
     let bytes = numel.saturating_mul(element_bytes);
+    if bytes > 1 << 40 {
+        return Err(error(format!(
+            "rank {rank}, record_id {}: {} of {bytes} B: c10dsim's tensors are at most 1 TiB",
+            entry.record_id,
+            comment_safe(&entry.profiling_name)
+        )));
+    }
     // The scenario counts a non-f32 dtype it does not know as f32 bytes: round up to 4.
     let size_bytes = match (dtype, element_bytes) {
         ("f32", 4) | ("bf16" | "f16", 2) => bytes,
@@ -121,25 +127,55 @@ enum Departure {
     Mismatch { key: &'static str, size_bytes: u64 },
 }
 
-/// The scenario's name of a group: its description where that is a usable name.
+/// `text` with only ASCII letters, digits and `_` kept (the rest become `_`).
+fn identifier(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// `text` fit for a one-line comment: control characters become spaces.
+fn comment_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// The scenario's name of a group: its description where that is a usable name, else
+/// `pg<name>`; unique among `taken`.
 fn group_name(name: &str, desc: &str, taken: &BTreeSet<String>) -> String {
     if desc == "default_pg" {
         return "world".into();
     }
-    let clean: String = desc
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let usable = !clean.is_empty()
-        && clean != "undefined"
+    let clean = identifier(desc);
+    let usable = clean != "undefined"
         && clean != "world"
-        && clean.starts_with(|c: char| c.is_ascii_alphabetic())
-        && !taken.contains(&clean);
-    if usable {
+        && clean.starts_with(|c: char| c.is_ascii_alphabetic());
+    let base = if usable {
         clean
     } else {
-        format!("pg{name}")
+        format!("pg{}", identifier(name))
+    };
+    let mut candidate = base.clone();
+    let mut suffix = 2;
+    while taken.contains(&candidate) || candidate == "world" {
+        candidate = format!("{base}_{suffix}");
+        suffix += 1;
     }
+    candidate
+}
+
+/// The longest a scenario's duration may be: one day, in µs.
+const ONE_DAY_US: u64 = 86_400_000_000;
+
+/// The host time between two calls created at these times, at most one day.
+fn gap_us(earlier_ns: u64, later_ns: u64) -> u64 {
+    (later_ns.saturating_sub(earlier_ns) / 1000).min(ONE_DAY_US)
+}
+
+/// The GPU sleep standing for a busy stream: twice the timeout, at most one day.
+fn busy_sleep_us(timeout_ms: u64) -> u64 {
+    timeout_ms.saturating_mul(2000).min(ONE_DAY_US)
 }
 
 /// The key of a collective in its group: (group name, SeqNum).
@@ -172,6 +208,20 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
             ))
         })?;
     let world_size = world.ranks.len() as u32;
+    if world.ranks.iter().copied().ne(0..world_size) {
+        return Err(error(format!(
+            "rank {}'s default group lists ranks {:?}: expected 0 to {} in order",
+            first.rank,
+            world.ranks,
+            world_size.saturating_sub(1)
+        )));
+    }
+    if world_size > sim::scenario::MAX_RANKS {
+        return Err(error(format!(
+            "the default group has {world_size} ranks; c10dsim simulates at most {}",
+            sim::scenario::MAX_RANKS
+        )));
+    }
     let missing: Vec<String> = (0..world_size)
         .filter(|rank| !by_rank.contains_key(rank))
         .map(|rank| rank.to_string())
@@ -195,6 +245,18 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
             if groups.contains_key(&group.name) {
                 continue;
             }
+            let mut members = group.ranks.clone();
+            members.sort_unstable();
+            members.dedup();
+            if members.len() != group.ranks.len()
+                || members.is_empty()
+                || members.iter().any(|&r| r >= world_size)
+            {
+                return Err(error(format!(
+                    "rank {}'s process group {:?} lists ranks {:?}: expected distinct ranks of the {world_size} of the default group",
+                    dump.rank, group.name, group.ranks
+                )));
+            }
             let name = group_name(&group.name, &group.desc, &taken);
             taken.insert(name.clone());
             groups.insert(group.name.clone(), (name, group.ranks.clone()));
@@ -209,6 +271,22 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
             return Err(error(format!(
                 "rank {rank}, record_id {}: point-to-point entries ({}) are not imported yet",
                 p2p.record_id, p2p.profiling_name
+            )));
+        }
+        if let Some(bad) = list
+            .iter()
+            .find(|e| !(1..=ONE_DAY_US / 1000).contains(&e.timeout_ms))
+        {
+            return Err(error(format!(
+                "rank {rank}, record_id {}: timeout_ms = {} (c10dsim takes 1 ms to one day)",
+                bad.record_id, bad.timeout_ms
+            )));
+        }
+        let mut seen = BTreeSet::new();
+        if let Some(twice) = list.iter().find(|e| !seen.insert(slot(e))) {
+            return Err(error(format!(
+                "rank {rank}, record_id {}: SeqNum {} of process group {:?} is recorded twice",
+                twice.record_id, twice.collective_seq_id, twice.pg_name
             )));
         }
         if let Some(unknown) = list.iter().find(|e| !groups.contains_key(&e.pg_name)) {
@@ -382,7 +460,7 @@ fn render(input: &RenderInput) -> String {
          # the most), up to SeqNum {last_seq}; each host_sleep_us is the time between two of its\n\
          # calls. Where another rank parts from it is a [[fault]] at the end.\n\
          # TORCH_NCCL_DESYNC_DEBUG gives the desync report when the watchdog times out.",
-        input.source,
+        comment_safe(input.source),
         steps.len(),
         if steps.len() == 1 { "" } else { "s" },
         input.reference,
@@ -394,6 +472,20 @@ fn render(input: &RenderInput) -> String {
         input.world_size,
         if input.world_size == 1 { "" } else { "s" }
     );
+    // Simulated time to reach the end: the host gaps, a busy stream's sleep, then the
+    // timeout and the watchdog's dump wait (4 × 15 s), with a minute to spare.
+    let mut total_us: u64 = steps
+        .windows(2)
+        .map(|pair| gap_us(pair[0].entry.time_created_ns, pair[1].entry.time_created_ns))
+        .sum();
+    if let Some((index, _)) = input.busy {
+        total_us += busy_sleep_us(steps[*index].entry.timeout_ms);
+    }
+    let longest_timeout_ms = steps.iter().map(|s| s.entry.timeout_ms).max().unwrap_or(0);
+    let needed_s = (total_us / 1_000_000 + longest_timeout_ms / 1000 + 120).min(86_400);
+    if needed_s > 3600 {
+        let _ = writeln!(out, "max_sim_time_s = {needed_s}");
+    }
     let _ = writeln!(out, "\n[cluster]\nranks = {}", input.world_size);
     // Groups, with the timeout their last recorded entry had.
     let mut timeouts: BTreeMap<&str, u64> = BTreeMap::new();
@@ -432,7 +524,7 @@ fn render(input: &RenderInput) -> String {
     for (index, step) in steps.iter().enumerate() {
         let entry = step.entry;
         if let Some(previous_ns) = previous_ns {
-            let gap_us = entry.time_created_ns.saturating_sub(previous_ns) / 1000;
+            let gap_us = gap_us(previous_ns, entry.time_created_ns);
             if gap_us > 0 {
                 let _ = writeln!(out, "\n[[op]]\nhost_sleep_us = {gap_us}");
             }
@@ -440,7 +532,7 @@ fn render(input: &RenderInput) -> String {
         previous_ns = Some(entry.time_created_ns);
         if let Some((busy_index, ranks)) = input.busy {
             if *busy_index == index {
-                let sleep_us = entry.timeout_ms * 2 * 1000;
+                let sleep_us = busy_sleep_us(entry.timeout_ms);
                 let why = if input.timing {
                     "never started it"
                 } else {
@@ -461,13 +553,13 @@ fn render(input: &RenderInput) -> String {
             .iter()
             .find(|f| !f.filename.contains("-packages/"))
             .or(entry.frames.first())
-            .map(|f| format!(", from {} ({}:{})", f.name, f.filename, f.line))
+            .map(|f| comment_safe(&format!(", from {} ({}:{})", f.name, f.filename, f.line)))
             .unwrap_or_default();
         let _ = writeln!(
             out,
             "\n# SeqNum {} {} {:?} {:?}{frame}: {}",
             entry.collective_seq_id,
-            entry.profiling_name,
+            comment_safe(&entry.profiling_name),
             entry.input_sizes,
             entry.input_dtypes,
             states(input, step)
