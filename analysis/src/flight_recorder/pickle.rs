@@ -200,7 +200,7 @@ impl Machine<'_> {
     }
 
     fn set_items(&mut self, items: Vec<usize>) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return self.fail("SETITEMS with a key and no value");
         }
         let dict = self.top()?;

@@ -44,6 +44,7 @@ use streams::{GpuItem, QueuedItem, StreamState};
 mod commands;
 mod failure;
 mod findings;
+mod flight_recorder;
 mod host;
 mod memory;
 mod queue;
@@ -543,8 +544,7 @@ impl<'s> Engine<'s> {
                 record.rank == rank && record.event == crate::timeline::WatchdogEvent::Dump
             });
             if let Some(record) = dumped {
-                let dump =
-                    crate::flight_recorder::dump(scenario, rank, record.at_ns, &t.collectives);
+                let dump = flight_recorder::dump(scenario, rank, record.at_ns, &t.collectives);
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
