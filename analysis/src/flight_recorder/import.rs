@@ -100,12 +100,10 @@ fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
             comment_safe(&entry.profiling_name)
         )));
     }
-    // The scenario counts a non-f32 dtype it does not know as f32 bytes: round up to 4.
-    let size_bytes = match (dtype, element_bytes) {
-        ("f32", 4) | ("bf16" | "f16", 2) => bytes,
-        _ => bytes.div_ceil(4) * 4,
-    }
-    .max(element_bytes.min(4));
+    // A whole number of the scenario dtype's elements, at least one: a dtype the scenario does
+    // not know counts as f32 bytes, rounded up.
+    let scenario_element_bytes = if dtype == "f32" { 4 } else { 2 };
+    let size_bytes = bytes.max(1).div_ceil(scenario_element_bytes) * scenario_element_bytes;
     Ok(Call {
         key,
         dtype,
