@@ -94,6 +94,39 @@ fn a_simulated_hang_s_dumps_import_to_the_culprit_the_simulator_named() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The keys (and their Python types where both are set) of a dump, as `python3`'s own pickle
+/// reads it: the top level, `pg_config`'s and `pg_status`'s groups, the first entry and frame.
+fn shape(path: &Path) -> Option<String> {
+    const SHAPE: &str = "import pickle, sys\n\
+        d = pickle.load(open(sys.argv[1], 'rb'))\n\
+        g = lambda x: sorted((k, type(v).__name__) for k, v in x.items() if v is not None)\n\
+        print(g(d)); print(g(next(iter(d['pg_config'].values()))))\n\
+        print(g(next(iter(d['pg_status'].values()))))\n\
+        e = d['entries'][0]; print(sorted(e)); print(g(e['frames'][0]))\n\
+        print(sorted((k, type(v).__name__) for k, v in e.items() if k not in ('time_discovered_started_ns', 'time_discovered_completed_ns')))";
+    let output = Command::new("python3")
+        .args(["-c", SHAPE, path.to_str().unwrap()])
+        .output()
+        .ok()?;
+    assert!(output.status.success(), "{}", stderr(&output));
+    Some(stdout(&output))
+}
+
+#[test]
+fn python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s() {
+    let dir = scratch("shape");
+    dump("scenarios/mismatch.toml", &dir);
+    let (Some(ours), Some(theirs)) = (
+        shape(&dir.join("nccl_trace_rank_0")),
+        shape(Path::new("tests/data/torch/recorded/fr/timeout_rank0")),
+    ) else {
+        eprintln!("SKIPPED python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s: no python3");
+        return;
+    };
+    assert_eq!(ours, theirs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_mismatch_s_dumps_import_to_the_rank_that_issued_another_op() {
     let dir = scratch("mismatch");
