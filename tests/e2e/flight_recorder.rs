@@ -150,6 +150,63 @@ fn a_mismatch_s_dumps_import_to_the_rank_that_issued_another_op() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Four ranks, a tensor-parallel group of ranks 0 and 1 whose all_gather rank 1 issues at half
+/// the size, between two world all_reduces.
+const SUBGROUP: &str = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\ntimeout_s = 2\n\
+    [groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+    [tensors]\ng = { size = \"8MiB\", dtype = \"bf16\" }\n\
+    [[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+    [[op]]\nlabel = \"tp_ag\"\nall_gather = \"g\"\ngroup = \"tp\"\n\
+    [[op]]\nlabel = \"ar2\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+    [[fault]]\nranks = [1]\nat = \"tp_ag\"\nkind = \"mismatch\"\nsize = \"4MiB\"\n";
+
+/// The subgroup scenario's dumps in `dir/dumps`.
+fn subgroup_dumps(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let scenario = dir.join("subgroup.toml");
+    std::fs::write(&scenario, SUBGROUP).unwrap();
+    let dumps = dir.join("dumps");
+    let output = c10dsim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--fr-dir",
+        dumps.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    dumps
+}
+
+#[test]
+fn a_subgroup_s_size_mismatch_imports_to_that_group_and_size() {
+    let dir = scratch("subgroup");
+    let dumps = subgroup_dumps(&dir);
+    let scenario = dir.join("imported.toml");
+    let verdict = import(&dumps, &scenario);
+    assert!(
+        verdict.contains("ranks disagree on the op at 1 (tp)"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("rank 0 issued _ALLGATHER_BASE of 8MiB")
+            && verdict.contains("rank 1 issued _ALLGATHER_BASE of 4MiB"),
+        "{verdict}"
+    );
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    assert!(
+        text.contains("[groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1 "),
+        "{text}"
+    );
+    assert!(
+        text.contains("all_gather = \"bf16_8MiB\"\ngroup = \"tp\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("kind = \"mismatch\"\nsize = \"4MiB\""),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_scenario_s_dump_prefix_places_the_files() {
     let dir = scratch("prefix");
