@@ -696,6 +696,7 @@ fn run(
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
         }
+        fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
         let measured = diff_cmd::read_timeline(measured)?;
         return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
     }
