@@ -4,8 +4,14 @@
 //! 2; and, where PyTorch's analyser is importable, torchfrtrace names the same culprit.
 
 use crate::util::{c10dsim, stderr, stdout};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Says a test was skipped, outside the harness's capture, so that the skip is visible.
+fn skipped(why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED {why}");
+}
 
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -120,7 +126,9 @@ fn python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s() {
         shape(&dir.join("nccl_trace_rank_0")),
         shape(Path::new("tests/data/torch/recorded/fr/timeout_rank0")),
     ) else {
-        eprintln!("SKIPPED python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s: no python3");
+        skipped(
+            "python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s: no python3",
+        );
         return;
     };
     assert_eq!(ours, theirs);
@@ -337,7 +345,7 @@ fn torchfrtrace_names_the_culprits_the_simulator_named() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !importable {
-        eprintln!("SKIPPED torchfrtrace_names_the_culprits_the_simulator_named: python3 cannot import torch.distributed.flight_recorder (docs/flight-recorder.md)");
+        skipped("torchfrtrace_names_the_culprits_the_simulator_named: python3 cannot import torch.distributed.flight_recorder (docs/flight-recorder.md)");
         return;
     }
     let dir = scratch("torchfrtrace");
