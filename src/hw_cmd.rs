@@ -72,6 +72,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
             trace: trace.as_deref(),
             trace_dir: args.trace_dir,
             timeline: timeline_path.as_deref(),
+            fr_dir: None,
             svg: None,
         },
     )?;

@@ -23,6 +23,7 @@ macro_rules! outln {
 mod bench;
 mod diagnostic;
 mod diff_cmd;
+mod fr_cmd;
 mod hw_cmd;
 mod limits;
 mod plot;
@@ -79,6 +80,12 @@ enum Command {
         /// Write the full Timeline (docs/timeline-format.md; `-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
+        /// Write the Flight Recorder dump of each rank that dumped after a watchdog timeout or
+        /// error into DIR, as `<prefix><rank>` (the file name of TORCH_FR_DUMP_TEMP_FILE, else
+        /// `nccl_trace_rank_`): the pickles torchfrtrace reads (docs/flight-recorder.md).
+        /// Without it, a scenario that sets TORCH_FR_DUMP_TEMP_FILE gets its dumps there.
+        #[arg(long, value_name = "DIR")]
+        fr_dir: Option<PathBuf>,
         /// Write a Gantt chart of the Timeline (SVG): a host row and a row per stream for each
         /// rank, kernels as bars, cross-stream waits as arrows (`-`: standard output, the report
         /// then goes to stderr).
@@ -110,6 +117,11 @@ enum Command {
         /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<scenario::Override>,
+    },
+    /// Make a scenario of what a real job recorded (docs/flight-recorder.md).
+    Import {
+        #[command(subcommand)]
+        source: ImportSource,
     },
     /// Print a shell completion script on stdout, e.g.
     /// `c10dsim completions bash > ~/.local/share/bash-completion/completions/c10dsim`.
@@ -337,6 +349,15 @@ enum Command {
     },
 }
 
+/// What `import` reads.
+#[derive(Subcommand)]
+enum ImportSource {
+    /// A job's Flight Recorder dumps (one pickle per rank, as PyTorch writes them on a watchdog
+    /// timeout) → a scenario that replays their collectives to the hang, and the verdict of
+    /// its desync report: which rank never joined, which op mismatched.
+    FlightRecorder(fr_cmd::FlightRecorderArgs),
+}
+
 /// Writes to standard output; see [`out!`].
 fn write_stdout(text: std::fmt::Arguments) -> Result<(), Failure> {
     std::io::Write::write_fmt(&mut std::io::stdout().lock(), text).map_err(output_failure)
@@ -382,6 +403,7 @@ fn main() -> ExitCode {
             trace,
             trace_dir,
             timeline,
+            fr_dir,
             svg,
             nccl_tests,
             fail_on_race,
@@ -399,6 +421,7 @@ fn main() -> ExitCode {
                 trace: trace.as_deref(),
                 trace_dir: trace_dir.as_deref(),
                 timeline: timeline.as_deref(),
+                fr_dir: fr_dir.as_deref(),
                 svg: svg.as_deref(),
             },
             nccl_tests,
@@ -411,6 +434,9 @@ fn main() -> ExitCode {
                 tolerance,
             },
         ),
+        Command::Import {
+            source: ImportSource::FlightRecorder(args),
+        } => fr_cmd::import(&args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -652,6 +678,8 @@ struct RunOutputs<'a> {
     /// `--trace-dir`: a simulated Timeline holds the whole job, a measured one this process.
     trace_dir: Option<&'a Path>,
     timeline: Option<&'a Path>,
+    /// `--fr-dir`: the Flight Recorder dumps' folder.
+    fr_dir: Option<&'a Path>,
     svg: Option<&'a Path>,
 }
 
@@ -675,6 +703,7 @@ fn run(
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
         }
+        fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
         let measured = diff_cmd::read_timeline(measured)?;
         return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
     }
@@ -738,6 +767,7 @@ fn emit(
         write_json(path, timeline)?;
         eprintln!("c10dsim: wrote timeline {}", shown(path));
     }
+    fr_cmd::write_dumps(scenario, timeline, outputs.fr_dir)?;
     if let Some(path) = outputs.svg {
         plot::write_timeline_svg(timeline, path)?;
         eprintln!("c10dsim: wrote timeline chart {}", shown(path));

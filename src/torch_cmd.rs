@@ -262,6 +262,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
             trace: None,
             trace_dir: None,
             timeline: args.timeline,
+            fr_dir: None,
             svg: None,
         },
     )?;

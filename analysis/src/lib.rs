@@ -26,6 +26,7 @@
 pub mod calibrate;
 pub mod diff;
 pub mod fidelity;
+pub mod flight_recorder;
 pub mod gantt;
 pub mod metrics;
 pub mod nccl_tests;

@@ -7,7 +7,7 @@
 //! None of them simulates: how much work a valid scenario asks for is bounded by
 //! `sim::limits`, which the scenario entry point also evaluates.
 
-use crate::{calibrate, diff, metrics, plot, sweep, text, trace};
+use crate::{calibrate, diff, flight_recorder, metrics, plot, sweep, text, trace};
 use sim::scenario::{self, Override};
 use sim::sweep::{AxisArg, Sweep};
 use sim::timeline::Timeline;
@@ -116,6 +116,32 @@ pub fn sweep_csv(data: &[u8]) -> bool {
             filters: &[],
         };
         let _ = plot::line_chart(&header, &rows, &query);
+    }
+    true
+}
+
+/// A Flight Recorder dump (pickle): read as rank 0's and as rank 1's, each written back and
+/// read again (it must read the same), and both made a scenario that must parse, as
+/// `import flight-recorder` does (without running it).
+pub fn flight_recorder(data: &[u8]) -> bool {
+    let Ok(dump) = flight_recorder::read(data, 0) else {
+        return false;
+    };
+    let bytes = flight_recorder::write(&dump);
+    let again = flight_recorder::read(&bytes, 0).expect("a dump written back reads");
+    assert_eq!(
+        flight_recorder::write(&again),
+        bytes,
+        "a dump written back reads the same"
+    );
+    let mut other = dump.clone();
+    other.rank = 1;
+    for dumps in [vec![dump.clone()], vec![dump, other]] {
+        if let Ok(text) = flight_recorder::import::scenario(&dumps, "fuzz") {
+            if let Err(error) = scenario::parse("fuzz.toml", &text) {
+                panic!("an imported scenario does not parse: {error}\n{text}");
+            }
+        }
     }
     true
 }

@@ -38,6 +38,7 @@ pub mod allocator;
 pub mod collective;
 pub mod cost;
 pub mod engine;
+pub mod flight_recorder;
 pub mod gpu;
 pub mod lifetime;
 pub mod limits;

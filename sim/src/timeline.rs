@@ -39,6 +39,10 @@ pub struct Timeline {
     /// errors (R15, R26–R29), in time order; empty in a run where nothing went wrong.
     #[serde(default)]
     pub watchdog: Vec<WatchdogRecord>,
+    /// The Flight Recorder dump of each rank that dumped (`TORCH_NCCL_DUMP_ON_TIMEOUT`, R27),
+    /// in rank order; absent when none did (docs/flight-recorder.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flight_recorder: Vec<crate::flight_recorder::FlightRecorderDump>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -499,6 +503,7 @@ impl Timeline {
             ranks: Vec::new(),
             findings: Vec::new(),
             watchdog: Vec::new(),
+            flight_recorder: Vec::new(),
         }
     }
 }

@@ -6,6 +6,7 @@ mod cli;
 mod diff;
 mod faults;
 mod fidelity;
+mod flight_recorder;
 mod lifetime;
 mod multi_gpu;
 mod robustness;

@@ -45,6 +45,7 @@ use streams::{GpuItem, QueuedItem, StreamState};
 mod commands;
 mod failure;
 mod findings;
+mod flight_recorder;
 mod host;
 mod memory;
 mod queue;
@@ -455,6 +456,7 @@ impl<'s> Engine<'s> {
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         timeline.findings = self.findings;
         timeline.watchdog = self.failure.into_records();
+        let scenario = self.scenario;
         for mut state in self.ranks {
             state.timeline.memory = state.memory.books.peaks();
             let fired = &state.fired_ns;
@@ -488,6 +490,15 @@ impl<'s> Engine<'s> {
                 let end_fired = fired[instance as usize] <= query.host_ns;
                 let error_ns = (failed_ns != NEVER).then_some(failed_ns);
                 query.completed = crate::pg::work::is_completed(end_fired, error_ns, query.host_ns);
+            }
+            // The Flight Recorder sees every collective created before its dump, finished or not.
+            let rank = t.rank;
+            let dumped = timeline.watchdog.iter().find(|record| {
+                record.rank == rank && record.event == crate::timeline::WatchdogEvent::Dump
+            });
+            if let Some(record) = dumped {
+                let dump = flight_recorder::dump(scenario, rank, record.at_ns, &t.collectives);
+                timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective whose kernel an abort ended never moved data: it did not happen

@@ -749,6 +749,7 @@ impl Resolver<'_> {
             desync_debug: false,
             dump_on_timeout: true,
             trace_buffer_entries: 2000,
+            dump_file_prefix: None,
             avoid_record_streams: None,
             expandable_segments: false,
             raw: BTreeMap::new(),

@@ -250,8 +250,11 @@ pub struct Env {
     /// error is handled at once.
     pub dump_on_timeout: bool,
     /// `TORCH_FR_BUFFER_SIZE` / `TORCH_NCCL_TRACE_BUFFER_SIZE` (default 2000): the entries a
-    /// Flight Recorder dump holds at most (the simulator's dumps are notes without entries).
+    /// Flight Recorder dump holds at most (the last ones created).
     pub trace_buffer_entries: u64,
+    /// `TORCH_FR_DUMP_TEMP_FILE` / `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`: the dump files' path
+    /// before the rank; set, `c10dsim run` writes the dumps there (docs/flight-recorder.md).
+    pub dump_file_prefix: Option<String>,
     /// `TORCH_NCCL_AVOID_RECORD_STREAMS` (R18, R19): stash (1) or recordStream (0); the
     /// profile decides when unset.
     pub avoid_record_streams: Option<bool>,
@@ -270,7 +273,7 @@ impl Env {
     }
 
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 22] = [
+    pub const KNOWN: [(&'static str, &'static str); 24] = [
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",
             "0 or 1: Works stash their tensors (1) or the allocator waits on recordStream events (0) (R18, R19)",
@@ -344,6 +347,14 @@ impl Env {
         (
             "TORCH_NCCL_TRACE_BUFFER_SIZE",
             "entries, default 2000: the Flight Recorder's buffer, older name of TORCH_FR_BUFFER_SIZE",
+        ),
+        (
+            "TORCH_FR_DUMP_TEMP_FILE",
+            "a path prefix: `c10dsim run` writes each rank's Flight Recorder dump to it, the rank appended",
+        ),
+        (
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+            "a path prefix, older name of TORCH_FR_DUMP_TEMP_FILE",
         ),
         (
             "TORCH_NCCL_NAN_CHECK",

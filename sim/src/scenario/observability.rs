@@ -19,7 +19,7 @@ const LEGACY_ALIASES: [(&str, &str); 4] = [
 
 /// `TORCH_NCCL_` variables PyTorch reads under that name only: written without the prefix,
 /// neither PyTorch nor NCCL reads them.
-const WITHOUT_ALIAS: [&str; 11] = [
+const WITHOUT_ALIAS: [&str; 12] = [
     "TORCH_NCCL_HIGH_PRIORITY",
     "TORCH_NCCL_AVOID_RECORD_STREAMS",
     "TORCH_NCCL_ENABLE_MONITORING",
@@ -29,6 +29,7 @@ const WITHOUT_ALIAS: [&str; 11] = [
     "TORCH_NCCL_PROPAGATE_ERROR",
     "TORCH_NCCL_DUMP_ON_TIMEOUT",
     "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
     "TORCH_NCCL_NAN_CHECK",
     "TORCH_NCCL_CUDA_EVENT_CACHE",
 ];
@@ -36,6 +37,10 @@ const WITHOUT_ALIAS: [&str; 11] = [
 /// The Flight Recorder's buffer: PyTorch ≥ 2.11 reads `TORCH_FR_BUFFER_SIZE` first, then the
 /// older `TORCH_NCCL_TRACE_BUFFER_SIZE`.
 const BUFFER_NAMES: [&str; 2] = ["TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"];
+
+/// The dump files' path prefix: PyTorch ≥ 2.11 reads `TORCH_FR_DUMP_TEMP_FILE` first, then the
+/// older `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`.
+const DUMP_FILE_NAMES: [&str; 2] = ["TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"];
 
 impl Resolver<'_> {
     /// The name `key` stands for: a legacy alias becomes its `TORCH_NCCL_` name. An error for
@@ -63,11 +68,13 @@ impl Resolver<'_> {
                 format!("{name} is read by neither PyTorch nor NCCL: PyTorch 2.12 reads this variable only as {prefixed} (its legacy un-prefixed names are NCCL_BLOCKING_WAIT, NCCL_ASYNC_ERROR_HANDLING, NCCL_DESYNC_DEBUG and NCCL_ENABLE_TIMING)"),
             ));
         }
-        if BUFFER_NAMES[1] == name && all.keys().any(|other| other.get_ref() == BUFFER_NAMES[0]) {
-            return Err(self.error(
-                key.span(),
-                format!("{name} and {} are both set; PyTorch >= 2.11 reads {} and ignores {name}: remove one", BUFFER_NAMES[0], BUFFER_NAMES[0]),
-            ));
+        for [new_name, old_name] in [BUFFER_NAMES, DUMP_FILE_NAMES] {
+            if old_name == name && all.keys().any(|other| other.get_ref() == new_name) {
+                return Err(self.error(
+                    key.span(),
+                    format!("{name} and {new_name} are both set; PyTorch >= 2.11 reads {new_name} and ignores {name}: remove one"),
+                ));
+            }
         }
         Ok(key.clone())
     }
@@ -109,6 +116,22 @@ impl Resolver<'_> {
                 }
                 env.trace_buffer_entries = entries as u64;
                 entries.to_string()
+            }
+            "TORCH_FR_DUMP_TEMP_FILE" | "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" => {
+                let prefix = match value.get_ref() {
+                    toml::Value::String(text) if !text.trim().is_empty() => text.clone(),
+                    _ => {
+                        return Err(self.error(
+                            value.span(),
+                            format!(
+                                "{name} expects the dump files' path before the rank, such as \"/tmp/nccl_trace_rank_\", found {}",
+                                value.get_ref()
+                            ),
+                        ))
+                    }
+                };
+                env.dump_file_prefix = Some(prefix.clone());
+                prefix
             }
             "TORCH_NCCL_NAN_CHECK" => {
                 if self.env_flag(key, value)? {
@@ -161,6 +184,26 @@ mod tests {
         assert_eq!(off.env.raw["TORCH_FR_BUFFER_SIZE"], "5000");
         let old = with_env("TORCH_NCCL_TRACE_BUFFER_SIZE = \"100000\"").unwrap();
         assert_eq!(old.env.trace_buffer_entries, 100_000);
+    }
+
+    #[test]
+    fn the_dump_file_prefix_has_two_names_and_is_a_path() {
+        assert_eq!(with_env("").unwrap().env.dump_file_prefix, None);
+        let new = with_env("TORCH_FR_DUMP_TEMP_FILE = \"out/fr_rank\"").unwrap();
+        assert_eq!(new.env.dump_file_prefix.as_deref(), Some("out/fr_rank"));
+        let old = with_env("TORCH_NCCL_DEBUG_INFO_TEMP_FILE = \"/tmp/t\"").unwrap();
+        assert_eq!(old.env.dump_file_prefix.as_deref(), Some("/tmp/t"));
+        let (line, column, message) = refused("TORCH_FR_DUMP_TEMP_FILE = 3");
+        assert_eq!((line, column), (2, 27));
+        assert!(message.contains("path before the rank"), "{message}");
+        let (_, _, message) =
+            refused("TORCH_FR_DUMP_TEMP_FILE = \"a\"\nTORCH_NCCL_DEBUG_INFO_TEMP_FILE = \"b\"");
+        assert!(message.contains("both set"), "{message}");
+        let (_, _, message) = refused("NCCL_DEBUG_INFO_TEMP_FILE = \"b\"");
+        assert!(
+            message.contains("only as TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+            "{message}"
+        );
     }
 
     #[test]

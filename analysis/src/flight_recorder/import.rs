@@ -1,0 +1,800 @@
+//! A job's Flight Recorder dumps (one per rank) → a scenario that reproduces what they show
+//! (docs/flight-recorder.md): the collective sequence of the rank that recorded the most, its
+//! sizes, dtypes and groups, the host time between the calls; then, rank by rank, where the
+//! others part from it — a rank that never issued a collective hangs there (`hang` fault), a
+//! rank that issued another kind or size there mismatches (`mismatch` fault) — and, where every
+//! rank issued a collective that some never completed, a GPU sleep of twice the timeout before
+//! it on those ranks (the dumps do not say what kept their streams busy). The scenario turns on
+//! `TORCH_NCCL_DESYNC_DEBUG`, so that running it gives the simulator's desync report, whose
+//! verdict [`verdict`] collects.
+
+use sim::flight_recorder::{DumpEntry, EntryState, FlightRecorderDump};
+use sim::timeline::{FindingKind, Timeline, WatchdogEvent};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// Why the dumps cannot be made a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportError {
+    pub message: String,
+}
+
+impl std::fmt::Display for ImportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn error(message: impl Into<String>) -> ImportError {
+    ImportError {
+        message: message.into(),
+    }
+}
+
+/// A recorded collective as the scenario issues it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Call {
+    /// The scenario key (`all_reduce`, …; `barrier`).
+    key: &'static str,
+    /// The scenario's dtype name.
+    dtype: &'static str,
+    /// The tensor's bytes as the scenario counts them (an all_gather's gathered output).
+    size_bytes: u64,
+}
+
+/// The scenario key of a profiling name, and whether its size is the output's.
+fn scenario_key(profiling_name: &str) -> Option<(&'static str, bool)> {
+    let name = profiling_name.strip_prefix("nccl:")?;
+    Some(match name {
+        "all_reduce" | "allreduce_coalesced" => ("all_reduce", false),
+        "all_reduce_barrier" => ("barrier", false),
+        "_all_gather_base"
+        | "all_gather"
+        | "all_gather_into_tensor_coalesced"
+        | "ALLGATHER_coalesced" => ("all_gather", true),
+        "_reduce_scatter_base"
+        | "reduce_scatter"
+        | "reduce_scatter_tensor_coalesced"
+        | "REDUCE_SCATTER_coalesced" => ("reduce_scatter", false),
+        "broadcast" | "_broadcast_oop" => ("broadcast", false),
+        "all_to_all" => ("all_to_all", false),
+        _ => return None,
+    })
+}
+
+/// A PyTorch dtype name → the scenario's dtype and element bytes. The scenario knows three;
+/// another dtype becomes `f32` of the same byte count.
+fn dtype(name: &str) -> (&'static str, u64) {
+    match name {
+        "Float" => ("f32", 4),
+        "BFloat16" => ("bf16", 2),
+        "Half" => ("f16", 2),
+        "Double" | "Long" | "ComplexFloat" => ("f32", 8),
+        "Int" => ("f32", 4),
+        "Short" => ("f32", 2),
+        _ => ("f32", 1),
+    }
+}
+
+fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
+    let (key, output) = scenario_key(&entry.profiling_name).ok_or_else(|| {
+        error(format!(
+            "rank {rank}, record_id {} (SeqNum {}): {:?} is not a collective c10dsim models (all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, barrier)",
+            entry.record_id, entry.collective_seq_id, entry.profiling_name
+        ))
+    })?;
+    let (sizes, dtypes) = if output {
+        (&entry.output_sizes, &entry.output_dtypes)
+    } else {
+        (&entry.input_sizes, &entry.input_dtypes)
+    };
+    let (dtype, element_bytes) = dtype(dtypes.first().map_or("Float", String::as_str));
+    let numel = sizes.iter().fold(0u64, |total, shape| {
+        total.saturating_add(shape.iter().fold(1u64, |n, &d| n.saturating_mul(d)))
+    });
+    let bytes = numel.saturating_mul(element_bytes);
+    if bytes > 1 << 40 {
+        return Err(error(format!(
+            "rank {rank}, record_id {}: {} of {bytes} B: c10dsim's tensors are at most 1 TiB",
+            entry.record_id,
+            comment_safe(&entry.profiling_name)
+        )));
+    }
+    // A whole number of the scenario dtype's elements, at least one: a dtype the scenario does
+    // not know counts as f32 bytes, rounded up.
+    let scenario_element_bytes = if dtype == "f32" { 4 } else { 2 };
+    let size_bytes = bytes.max(1).div_ceil(scenario_element_bytes) * scenario_element_bytes;
+    Ok(Call {
+        key,
+        dtype,
+        size_bytes,
+    })
+}
+
+/// One collective of the program: the reference rank's entry.
+struct Step<'a> {
+    entry: &'a DumpEntry,
+    call: Call,
+    label: String,
+}
+
+/// What a rank does differently at a step.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Departure {
+    Hang,
+    Mismatch { key: &'static str, size_bytes: u64 },
+}
+
+/// `text` with only ASCII letters, digits and `_` kept (the rest become `_`).
+fn identifier(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// `text` fit for a one-line comment: control characters become spaces.
+fn comment_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// The scenario's name of a group: its description where that is a usable name, else
+/// `pg<name>`; unique among `taken`.
+fn group_name(name: &str, desc: &str, taken: &BTreeSet<String>) -> String {
+    if desc == "default_pg" {
+        return "world".into();
+    }
+    let clean = identifier(desc);
+    let usable = clean != "undefined"
+        && clean != "world"
+        && clean.starts_with(|c: char| c.is_ascii_alphabetic());
+    let base = if usable {
+        clean
+    } else {
+        format!("pg{}", identifier(name))
+    };
+    let mut candidate = base.clone();
+    let mut suffix = 2;
+    while taken.contains(&candidate) || candidate == "world" {
+        candidate = format!("{base}_{suffix}");
+        suffix += 1;
+    }
+    candidate
+}
+
+/// The longest a scenario's duration may be: one day, in µs.
+const ONE_DAY_US: u64 = 86_400_000_000;
+
+/// The host time between two calls created at these times, at most one day.
+fn gap_us(earlier_ns: u64, later_ns: u64) -> u64 {
+    (later_ns.saturating_sub(earlier_ns) / 1000).min(ONE_DAY_US)
+}
+
+/// The GPU sleep standing for a busy stream: twice the timeout, at most one day.
+fn busy_sleep_us(timeout_ms: u64) -> u64 {
+    timeout_ms.saturating_mul(2000).min(ONE_DAY_US)
+}
+
+/// The key of a collective in its group: (group name, SeqNum).
+fn slot(entry: &DumpEntry) -> (String, u64) {
+    (entry.pg_name.clone(), entry.collective_seq_id)
+}
+
+/// The scenario text reproducing `dumps` (any order, one per rank), from files described by
+/// `source` (for the header).
+pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, ImportError> {
+    let mut by_rank: BTreeMap<u32, &FlightRecorderDump> = BTreeMap::new();
+    for dump in dumps {
+        if by_rank.insert(dump.rank, dump).is_some() {
+            return Err(error(format!("two dumps for rank {}", dump.rank)));
+        }
+    }
+    let first = by_rank
+        .values()
+        .next()
+        .ok_or_else(|| error("no dumps to import"))?;
+    let world = first
+        .groups
+        .iter()
+        .find(|g| g.desc == "default_pg")
+        .or_else(|| first.groups.iter().find(|g| g.name == "0"))
+        .ok_or_else(|| {
+            error(format!(
+                "rank {}'s dump has no default process group (desc \"default_pg\") in pg_config",
+                first.rank
+            ))
+        })?;
+    let world_size = world.ranks.len() as u32;
+    if world.ranks.iter().copied().ne(0..world_size) {
+        return Err(error(format!(
+            "rank {}'s default group lists ranks {:?}: expected 0 to {} in order",
+            first.rank,
+            world.ranks,
+            world_size.saturating_sub(1)
+        )));
+    }
+    if world_size > sim::scenario::MAX_RANKS {
+        return Err(error(format!(
+            "the default group has {world_size} ranks; c10dsim simulates at most {}",
+            sim::scenario::MAX_RANKS
+        )));
+    }
+    let missing: Vec<String> = (0..world_size)
+        .filter(|rank| !by_rank.contains_key(rank))
+        .map(|rank| rank.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(error(format!(
+            "the default group has {world_size} ranks but there is no dump for rank {}: a dump per rank is needed (torchfrtrace needs them too)",
+            missing.join(", ")
+        )));
+    }
+    if let Some(extra) = by_rank.keys().find(|&&rank| rank >= world_size) {
+        return Err(error(format!(
+            "a dump for rank {extra}, outside the default group's {world_size} ranks"
+        )));
+    }
+    // Groups: every dump's pg_config, by PyTorch's group name.
+    let mut groups: BTreeMap<String, (String, Vec<u32>)> = BTreeMap::new();
+    let mut taken = BTreeSet::new();
+    for dump in by_rank.values() {
+        for group in &dump.groups {
+            if groups.contains_key(&group.name) {
+                continue;
+            }
+            let mut members = group.ranks.clone();
+            members.sort_unstable();
+            members.dedup();
+            if members.len() != group.ranks.len()
+                || members.is_empty()
+                || members.iter().any(|&r| r >= world_size)
+            {
+                return Err(error(format!(
+                    "rank {}'s process group {:?} lists ranks {:?}: expected distinct ranks of the {world_size} of the default group",
+                    dump.rank, group.name, group.ranks
+                )));
+            }
+            let name = group_name(&group.name, &group.desc, &taken);
+            taken.insert(name.clone());
+            groups.insert(group.name.clone(), (name, group.ranks.clone()));
+        }
+    }
+    // Each rank's collectives in the order it created them.
+    let mut entries: BTreeMap<u32, Vec<&DumpEntry>> = BTreeMap::new();
+    for (&rank, dump) in &by_rank {
+        let mut list: Vec<&DumpEntry> = dump.entries.iter().collect();
+        list.sort_by_key(|e| e.record_id);
+        if let Some(p2p) = list.iter().find(|e| e.is_p2p) {
+            return Err(error(format!(
+                "rank {rank}, record_id {}: point-to-point entries ({}) are not imported yet",
+                p2p.record_id, p2p.profiling_name
+            )));
+        }
+        if let Some(bad) = list
+            .iter()
+            .find(|e| !(1..=ONE_DAY_US / 1000).contains(&e.timeout_ms))
+        {
+            return Err(error(format!(
+                "rank {rank}, record_id {}: timeout_ms = {} (c10dsim takes 1 ms to one day)",
+                bad.record_id, bad.timeout_ms
+            )));
+        }
+        let mut seen = BTreeSet::new();
+        if let Some(twice) = list.iter().find(|e| !seen.insert(slot(e))) {
+            return Err(error(format!(
+                "rank {rank}, record_id {}: SeqNum {} of process group {:?} is recorded twice",
+                twice.record_id, twice.collective_seq_id, twice.pg_name
+            )));
+        }
+        if let Some(unknown) = list.iter().find(|e| !groups.contains_key(&e.pg_name)) {
+            return Err(error(format!(
+                "rank {rank}, record_id {}: process group {:?} is not in any dump's pg_config",
+                unknown.record_id, unknown.pg_name
+            )));
+        }
+        entries.insert(rank, list);
+    }
+    // The reference: the rank that recorded the most (the lowest such rank).
+    let reference = *entries
+        .iter()
+        .max_by_key(|(rank, list)| (list.len(), std::cmp::Reverse(**rank)))
+        .map(|(rank, _)| rank)
+        .expect("one dump at least");
+    // Where every member still holds a group's entries: a full ring buffer dropped the oldest.
+    let mut start: BTreeMap<String, u64> = BTreeMap::new();
+    for list in entries.values() {
+        let mut earliest: BTreeMap<&str, u64> = BTreeMap::new();
+        for entry in list {
+            let seq = earliest
+                .entry(entry.pg_name.as_str())
+                .or_insert(entry.collective_seq_id);
+            *seq = (*seq).min(entry.collective_seq_id);
+        }
+        for (pg, seq) in earliest {
+            let at = start.entry(pg.to_string()).or_insert(seq);
+            *at = (*at).max(seq);
+        }
+    }
+    let mut steps = Vec::new();
+    for entry in &entries[&reference] {
+        if entry.collective_seq_id < start[&entry.pg_name] {
+            continue;
+        }
+        let call = call_of(reference, entry)?;
+        let group = &groups[&entry.pg_name].0;
+        let label = if group == "world" {
+            format!("{}_{}", call.key, entry.collective_seq_id)
+        } else {
+            format!("{group}_{}_{}", call.key, entry.collective_seq_id)
+        };
+        steps.push(Step { entry, call, label });
+    }
+    if steps.is_empty() {
+        return Err(error(format!(
+            "no collective in the dumps to import (rank {reference} recorded the most: none)"
+        )));
+    }
+    // Where each other rank parts from the reference.
+    let mut departures: BTreeMap<(usize, Departure), Vec<u32>> = BTreeMap::new();
+    let mut slots: BTreeMap<u32, BTreeMap<(String, u64), &DumpEntry>> = BTreeMap::new();
+    for (&rank, list) in &entries {
+        let own = list.iter().map(|e| (slot(e), *e)).collect();
+        slots.insert(rank, own);
+    }
+    for &rank in entries.keys() {
+        for (index, step) in steps.iter().enumerate() {
+            if !groups[&step.entry.pg_name].1.contains(&rank) {
+                continue;
+            }
+            let departure = match slots[&rank].get(&slot(step.entry)) {
+                None => Some(Departure::Hang),
+                Some(entry) => {
+                    let call = call_of(rank, entry)?;
+                    (call.key != step.call.key || call.size_bytes != step.call.size_bytes)
+                        .then_some(Departure::Mismatch {
+                            key: call.key,
+                            size_bytes: call.size_bytes,
+                        })
+                }
+            };
+            if let Some(departure) = departure {
+                departures.entry((index, departure)).or_default().push(rank);
+                break;
+            }
+        }
+    }
+    // A collective every rank issued alike but some never completed: their streams were busy.
+    let departed: BTreeSet<usize> = departures.keys().map(|(index, _)| *index).collect();
+    let timing = by_rank.values().flat_map(|d| &d.entries).any(|e| {
+        e.state == EntryState::Started
+            || e.time_discovered_started_ns.is_some()
+            || e.duration_ms.is_some()
+    });
+    let mut busy: Option<(usize, Vec<u32>)> = None;
+    for (index, step) in steps.iter().enumerate() {
+        if departed.iter().any(|&d| d <= index) {
+            break;
+        }
+        let late: Vec<u32> = groups[&step.entry.pg_name]
+            .1
+            .iter()
+            .copied()
+            .filter(|rank| {
+                slots[rank].get(&slot(step.entry)).is_some_and(|e| {
+                    e.state == EntryState::Scheduled
+                        || (!timing && e.state != EntryState::Completed)
+                })
+            })
+            .collect();
+        if !late.is_empty() {
+            busy = Some((index, late));
+            break;
+        }
+    }
+    Ok(render(&RenderInput {
+        source,
+        world_size,
+        reference,
+        groups: &groups,
+        steps: &steps,
+        departures: &departures,
+        busy: busy.as_ref(),
+        timing,
+        slots: &slots,
+    }))
+}
+
+struct RenderInput<'a> {
+    source: &'a str,
+    world_size: u32,
+    reference: u32,
+    groups: &'a BTreeMap<String, (String, Vec<u32>)>,
+    steps: &'a [Step<'a>],
+    departures: &'a BTreeMap<(usize, Departure), Vec<u32>>,
+    busy: Option<&'a (usize, Vec<u32>)>,
+    timing: bool,
+    slots: &'a BTreeMap<u32, BTreeMap<(String, u64), &'a DumpEntry>>,
+}
+
+fn rank_list(ranks: &[u32]) -> String {
+    let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+    format!("[{}]", list.join(", "))
+}
+
+/// `4194304` bytes as `"4MiB"`, and a tensor name for a size and dtype.
+fn tensor_name(call: &Call) -> String {
+    format!(
+        "{}_{}",
+        call.dtype,
+        sim::units::format_size(call.size_bytes)
+    )
+}
+
+/// Where each rank stands at a step, for the step's comment.
+fn states(input: &RenderInput, step: &Step) -> String {
+    let mut by_state: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for &rank in &input.groups[&step.entry.pg_name].1 {
+        let state = input.slots[&rank]
+            .get(&slot(step.entry))
+            .map_or("not issued", |e| e.state.name());
+        by_state.entry(state).or_default().push(rank);
+    }
+    let parts: Vec<String> = by_state
+        .iter()
+        .map(|(state, ranks)| format!("{state} on {}", rank_list(ranks)))
+        .collect();
+    parts.join(", ")
+}
+
+fn render(input: &RenderInput) -> String {
+    let mut out = String::new();
+    let steps = input.steps;
+    let last_seq = steps.last().map_or(0, |s| s.entry.collective_seq_id);
+    let _ = writeln!(
+        out,
+        "# Imported from the Flight Recorder dumps in {} by `c10dsim import flight-recorder`\n\
+         # (docs/flight-recorder.md): the {} collective{} rank {} recorded (the rank that recorded\n\
+         # the most), up to SeqNum {last_seq}; each host_sleep_us is the time between two of its\n\
+         # calls. Where another rank parts from it is a [[fault]] at the end.\n\
+         # TORCH_NCCL_DESYNC_DEBUG gives the desync report when the watchdog times out.",
+        comment_safe(input.source),
+        steps.len(),
+        if steps.len() == 1 { "" } else { "s" },
+        input.reference,
+    );
+    let _ = writeln!(out, "name = \"flight_recorder_import\"");
+    let _ = writeln!(
+        out,
+        "about = \"the collectives in the Flight Recorder dumps of {} rank{}, replayed to their end\"",
+        input.world_size,
+        if input.world_size == 1 { "" } else { "s" }
+    );
+    // Simulated time to reach the end: the host gaps, a busy stream's sleep, then the
+    // timeout and the watchdog's dump wait (4 × 15 s), with a minute to spare.
+    let mut total_us: u64 = steps
+        .windows(2)
+        .map(|pair| gap_us(pair[0].entry.time_created_ns, pair[1].entry.time_created_ns))
+        .sum();
+    if let Some((index, _)) = input.busy {
+        total_us += busy_sleep_us(steps[*index].entry.timeout_ms);
+    }
+    let longest_timeout_ms = steps.iter().map(|s| s.entry.timeout_ms).max().unwrap_or(0);
+    let needed_s = (total_us / 1_000_000 + longest_timeout_ms / 1000 + 120).min(86_400);
+    if needed_s > 3600 {
+        let _ = writeln!(out, "max_sim_time_s = {needed_s}");
+    }
+    let _ = writeln!(out, "\n[cluster]\nranks = {}", input.world_size);
+    // Groups, with the timeout their last recorded entry had.
+    let mut timeouts: BTreeMap<&str, u64> = BTreeMap::new();
+    for step in steps {
+        timeouts.insert(step.entry.pg_name.as_str(), step.entry.timeout_ms);
+    }
+    for (pg, (name, ranks)) in input.groups {
+        let _ = writeln!(out, "\n[groups.{name}]");
+        if name != "world" {
+            let _ = writeln!(out, "ranks = {}", rank_list(ranks));
+        }
+        let _ = writeln!(out, "eager_init = true");
+        if let Some(timeout_ms) = timeouts.get(pg.as_str()) {
+            let _ = writeln!(
+                out,
+                "timeout_s = {}   # timeout_ms = {timeout_ms} in the dumps",
+                *timeout_ms as f64 / 1000.0
+            );
+        }
+    }
+    let _ = writeln!(out, "\n[env]\nTORCH_NCCL_DESYNC_DEBUG = 1");
+    let mut tensors: BTreeMap<String, &Call> = BTreeMap::new();
+    for step in steps.iter().filter(|s| s.call.key != "barrier") {
+        tensors.insert(tensor_name(&step.call), &step.call);
+    }
+    let _ = writeln!(out, "\n[tensors]");
+    for (name, call) in &tensors {
+        let _ = writeln!(
+            out,
+            "{name} = {{ size = \"{}\", dtype = \"{}\" }}",
+            sim::units::format_size(call.size_bytes),
+            call.dtype
+        );
+    }
+    let mut previous_ns: Option<u64> = None;
+    for (index, step) in steps.iter().enumerate() {
+        let entry = step.entry;
+        if let Some(previous_ns) = previous_ns {
+            let gap_us = gap_us(previous_ns, entry.time_created_ns);
+            if gap_us > 0 {
+                let _ = writeln!(out, "\n[[op]]\nhost_sleep_us = {gap_us}");
+            }
+        }
+        previous_ns = Some(entry.time_created_ns);
+        if let Some((busy_index, ranks)) = input.busy {
+            if *busy_index == index {
+                let sleep_us = busy_sleep_us(entry.timeout_ms);
+                let why = if input.timing {
+                    "never started it"
+                } else {
+                    "never completed it (without timing, the dumps cannot tell a busy\n# stream from a kernel that started and never finished)"
+                };
+                let _ = writeln!(
+                    out,
+                    "\n# Every rank issued SeqNum {}; ranks {} {why}:\n# a GPU sleep of twice the timeout stands for what kept their streams busy.\n[[op]]\nlabel = \"busy_before_{}\"\ngpu_sleep_us = {sleep_us}\nranks = {}",
+                    entry.collective_seq_id,
+                    rank_list(ranks),
+                    step.label,
+                    rank_list(ranks)
+                );
+            }
+        }
+        let frame = entry
+            .frames
+            .iter()
+            .find(|f| !f.filename.contains("-packages/"))
+            .or(entry.frames.first())
+            .map(|f| comment_safe(&format!(", from {} ({}:{})", f.name, f.filename, f.line)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\n# SeqNum {} {} {:?} {:?}{frame}: {}",
+            entry.collective_seq_id,
+            comment_safe(&entry.profiling_name),
+            entry.input_sizes,
+            entry.input_dtypes,
+            states(input, step)
+        );
+        let _ = writeln!(out, "[[op]]\nlabel = \"{}\"", step.label);
+        if step.call.key == "barrier" {
+            let _ = writeln!(out, "barrier = true");
+        } else {
+            let _ = writeln!(out, "{} = \"{}\"", step.call.key, tensor_name(&step.call));
+        }
+        let group = &input.groups[&entry.pg_name].0;
+        if group != "world" {
+            let _ = writeln!(out, "group = \"{group}\"");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n# The program waits for its GPU work, as a training step does before its next one.\n[[op]]\ndevice_sync = true"
+    );
+    for ((index, departure), ranks) in input.departures {
+        let step = &steps[*index];
+        let _ = writeln!(
+            out,
+            "\n[[fault]]\nranks = {}\nat = \"{}\"",
+            rank_list(ranks),
+            step.label
+        );
+        match departure {
+            Departure::Hang => {
+                let _ = writeln!(
+                    out,
+                    "kind = \"hang\"   # never issued SeqNum {}",
+                    step.entry.collective_seq_id
+                );
+            }
+            Departure::Mismatch { key, size_bytes } => {
+                let _ = writeln!(out, "kind = \"mismatch\"");
+                if *key != step.call.key {
+                    let _ = writeln!(out, "collective = \"{key}\"");
+                }
+                if *size_bytes != step.call.size_bytes {
+                    let _ = writeln!(out, "size = \"{}\"", sim::units::format_size(*size_bytes));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The verdicts of a run of an imported scenario: each desync report's verdict (with the ranks
+/// whose watchdog gave it), then each mismatch finding; a sentence when there is neither.
+pub fn verdict(timeline: &Timeline) -> Vec<String> {
+    let mut verdicts: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for record in &timeline.watchdog {
+        if record.event != WatchdogEvent::DesyncReport {
+            continue;
+        }
+        let Some((_, verdict)) = record.message.split_once("verdict: ") else {
+            continue;
+        };
+        let verdict = verdict.trim().to_string();
+        if !verdicts.contains_key(&verdict) {
+            order.push(verdict.clone());
+        }
+        verdicts.entry(verdict).or_default().push(record.rank);
+    }
+    let mut lines: Vec<String> = order
+        .into_iter()
+        .map(|verdict| {
+            let ranks = &verdicts[&verdict];
+            let who = if ranks.len() == 1 {
+                format!("rank {}", ranks[0])
+            } else {
+                format!("ranks {}", rank_list(ranks))
+            };
+            format!("desync report ({who}'s watchdog): {verdict}")
+        })
+        .collect();
+    for finding in &timeline.findings {
+        if finding.kind == FindingKind::Mismatch {
+            lines.push(format!("mismatch: {}", finding.message));
+        }
+    }
+    if lines.is_empty() {
+        lines.push(
+            "no watchdog timeout and no mismatch: every collective in the dumps completes when replayed"
+                .to_string(),
+        );
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dumps of a simulated two-rank run: three all_reduces, `fault` at the third on
+    /// rank 1.
+    fn simulated(env: &str, fault: &str) -> Vec<FlightRecorderDump> {
+        let text = format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[env]\n{env}\n\
+             [tensors]\ng = \"4MiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\n\
+             host_sleep_us = 500\n[[op]]\nlabel = \"b\"\nall_reduce = \"g\"\n[[op]]\nlabel = \"c\"\n\
+             all_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [1]\nat = \"c\"\n{fault}\n"
+        );
+        sim::engine::simulate(&sim::scenario::parse("fr.toml", &text).unwrap()).flight_recorder
+    }
+
+    /// The verdicts of the imported scenario's run.
+    fn replayed(text: &str) -> Vec<String> {
+        let scenario =
+            sim::scenario::parse("imported.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        verdict(&sim::engine::simulate(&scenario))
+    }
+
+    #[test]
+    fn a_rank_that_never_issued_a_collective_hangs_there() {
+        let text = scenario(&simulated("", "kind = \"hang\""), "sim").unwrap();
+        assert!(
+            text.contains("[[fault]]\nranks = [1]\nat = \"all_reduce_3\"\nkind = \"hang\""),
+            "{text}"
+        );
+        assert!(text.contains("timeout_s = 1 "), "{text}");
+        assert!(
+            text.contains("g_4MiB")
+                || text.contains("f32_4MiB = { size = \"4MiB\", dtype = \"f32\" }"),
+            "{text}"
+        );
+        // The host time between the calls (500 µs and the calls' own costs).
+        assert!(text.contains("host_sleep_us = 5"), "{text}");
+        assert_eq!(
+            replayed(&text),
+            ["desync report (rank 0's watchdog): rank 1 never joined collective 3 (ALLREDUCE, world)"]
+        );
+        // Same dumps, same text.
+        assert_eq!(
+            scenario(&simulated("", "kind = \"hang\""), "sim").unwrap(),
+            text
+        );
+    }
+
+    #[test]
+    fn another_kind_or_size_is_a_mismatch() {
+        let text = scenario(
+            &simulated("", "kind = \"mismatch\"\nsize = \"2MiB\""),
+            "sim",
+        )
+        .unwrap();
+        assert!(
+            text.contains("kind = \"mismatch\"\nsize = \"2MiB\"\n"),
+            "{text}"
+        );
+        assert!(!text.contains("collective = "), "{text}");
+        let verdicts = replayed(&text);
+        assert!(
+            verdicts[0].contains("ranks disagree on the op at 3"),
+            "{verdicts:?}"
+        );
+        assert!(
+            verdicts[1].contains("rank 1 issued ALLREDUCE of 2MiB"),
+            "{verdicts:?}"
+        );
+        let text = scenario(
+            &simulated("", "kind = \"mismatch\"\ncollective = \"broadcast\""),
+            "sim",
+        )
+        .unwrap();
+        assert!(
+            text.contains("kind = \"mismatch\"\ncollective = \"broadcast\"\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_full_ring_buffer_starts_the_program_where_every_rank_still_has_entries() {
+        // Rank 0 kept SeqNums 2 and 3, rank 1 (hung before 3) 1 and 2.
+        let dumps = simulated("TORCH_FR_BUFFER_SIZE = 2", "kind = \"hang\"");
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(!text.contains("label = \"all_reduce_1\""), "{text}");
+        assert!(text.contains("label = \"all_reduce_2\""), "{text}");
+        assert!(
+            text.contains("at = \"all_reduce_3\"\nkind = \"hang\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_rank_issued_it_and_one_never_started_it_a_busy_stream() {
+        let real = crate::flight_recorder::read(
+            include_bytes!("../../../tests/data/torch/recorded/fr/timeout_rank0"),
+            0,
+        )
+        .unwrap();
+        let text = scenario(&[real], "recorded/fr").unwrap();
+        assert!(
+            text.contains(
+                "gpu_sleep_us = 2000000\nranks = [0]\n\n# SeqNum 47 nccl:all_reduce [[1048576]]"
+            ),
+            "{text}"
+        );
+        // The frame shown is the program's, not PyTorch's.
+        assert!(
+            text.contains("from ddp_step_fn (/work/main/tests/data/torch/probes/train_step.py:47)"),
+            "{text}"
+        );
+        assert_eq!(
+            replayed(&text),
+            ["desync report (rank 0's watchdog): every rank enqueued collective 47; ranks [0] have not started its kernel: their streams are still busy before it"]
+        );
+    }
+
+    #[test]
+    fn dumps_that_cannot_be_imported_say_why() {
+        let mut dumps = simulated("", "kind = \"hang\"");
+        let message = |dumps: &[FlightRecorderDump]| scenario(dumps, "sim").unwrap_err().message;
+        assert!(message(&dumps[..1]).contains("no dump for rank 1"));
+        let mut twice = dumps.clone();
+        twice[1].rank = 0;
+        assert_eq!(message(&twice), "two dumps for rank 0");
+        dumps[0].entries[0].profiling_name = "nccl:gather".into();
+        assert!(message(&dumps).contains("\"nccl:gather\" is not a collective c10dsim models"));
+        dumps[0].entries[0].is_p2p = true;
+        assert!(message(&dumps).contains("point-to-point entries"));
+        assert_eq!(message(&[]), "no dumps to import");
+    }
+
+    #[test]
+    fn without_a_hang_every_collective_completes() {
+        let mut dumps = simulated("", "kind = \"hang\"");
+        dumps[0].entries.pop();
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(!text.contains("\n[[fault]]\n"), "{text}");
+        assert_eq!(
+            replayed(&text),
+            ["no watchdog timeout and no mismatch: every collective in the dumps completes when replayed"]
+        );
+    }
+}

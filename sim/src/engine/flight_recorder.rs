@@ -1,0 +1,269 @@
+//! The Flight Recorder's snapshot of a rank at its dump (docs/flight-recorder.md): every
+//! collective the rank created before the dump, finished or not — taken before the Timeline
+//! drops the records of what never happened.
+
+use crate::collective::CollectiveKind;
+use crate::flight_recorder::{
+    dtype_name, group_names, profiling_name, DumpEntry, DumpGroup, EntryState, FlightRecorderDump,
+    Frame, DUMP_VERSION,
+};
+use crate::pg::faults::RankFaults;
+use crate::pg::work::WATCHDOG_POLL_NS;
+use crate::scenario::{DType, FaultKind, OpKind, Scenario};
+use crate::timeline::CollectiveRecord;
+
+/// The first poll of the watchdog (every 100 ms from 0) at or after `at_ns`.
+fn discovered_ns(at_ns: u64) -> u64 {
+    at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS
+}
+
+/// `rank`'s dump at `dump_ns`: the last `TORCH_FR_BUFFER_SIZE` collectives it created by then,
+/// from its records (`u64::MAX` for what never happened), each in its state at the dump.
+pub(super) fn dump(
+    scenario: &Scenario,
+    rank: u32,
+    dump_ns: u64,
+    records: &[CollectiveRecord],
+) -> FlightRecorderDump {
+    let timing = scenario.env.enable_timing || scenario.env.desync_debug;
+    let faults = RankFaults::new(scenario, rank);
+    let created: Vec<&CollectiveRecord> = records
+        .iter()
+        .filter(|record| record.host_start_ns <= dump_ns)
+        .collect();
+    let groups = scenario
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, group)| !group.point_to_point && group.ranks.contains(&rank))
+        .map(|(index, group)| {
+            let (name, desc) = group_names(scenario, index);
+            let in_group = created.iter().filter(|r| usize::from(r.group) == index);
+            let last = |done: &dyn Fn(&CollectiveRecord) -> bool| {
+                in_group
+                    .clone()
+                    .filter(|r| done(r))
+                    .map(|r| r.seq as i64)
+                    .max()
+                    .unwrap_or(-1)
+            };
+            DumpGroup {
+                name,
+                desc,
+                ranks: group.ranks.clone(),
+                last_enqueued: last(&|_| true),
+                last_started: if timing {
+                    last(&|r| r.kernel_start_ns <= dump_ns)
+                } else {
+                    -1
+                },
+                last_completed: last(&|r| r.end_ns <= dump_ns),
+            }
+        })
+        .collect();
+    let kept = created
+        .len()
+        .saturating_sub(scenario.env.trace_buffer_entries as usize);
+    let entries = created
+        .iter()
+        .enumerate()
+        .skip(kept)
+        .map(|(record_id, record)| {
+            let op = &scenario.ops[record.op as usize];
+            let pair = usize::from(record.group);
+            // PyTorch records a send or receive under the group it was called on (the
+            // default one), not the pair's own communicator.
+            let group = if scenario.groups[pair].point_to_point {
+                0
+            } else {
+                pair
+            };
+            let (kind, dtype) = match op.kind {
+                OpKind::Collective {
+                    collective, tensor, ..
+                } => (collective, scenario.tensors[tensor].dtype),
+                _ => (
+                    op.kind
+                        .collective()
+                        .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
+                    DType::F32,
+                ),
+            };
+            let barrier = matches!(op.kind, OpKind::Barrier { .. });
+            let kind = match faults.at(op.index, record.iteration).map(|f| &f.kind) {
+                Some(FaultKind::Mismatch { collective, .. }) => *collective,
+                _ => kind,
+            };
+            let members = scenario.groups[group].ranks.len() as u64;
+            let numel = record.bytes / dtype.size_bytes();
+            let (numel_in, numel_out) = match kind {
+                CollectiveKind::AllGather => (numel / members, numel),
+                CollectiveKind::ReduceScatter => (numel, numel / members),
+                _ => (numel, numel),
+            };
+            let peer = scenario.groups[pair]
+                .ranks
+                .iter()
+                .copied()
+                .find(|&member| member != rank)
+                .unwrap_or(rank);
+            let profiling = match kind {
+                CollectiveKind::Send => format!("nccl:send {rank}->{peer}"),
+                CollectiveKind::Recv => format!("nccl:recv {rank}<-{peer}"),
+                _ if barrier => "nccl:all_reduce_barrier".to_string(),
+                _ => profiling_name(kind).to_string(),
+            };
+            let is_p2p = matches!(
+                kind,
+                CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p
+            );
+            let completed = record.end_ns <= dump_ns;
+            let started = timing && record.kernel_start_ns <= dump_ns;
+            let state = if completed {
+                EntryState::Completed
+            } else if started {
+                EntryState::Started
+            } else {
+                EntryState::Scheduled
+            };
+            let completed_seen_ns = completed.then(|| discovered_ns(record.end_ns));
+            let (pg_name, pg_desc) = group_names(scenario, group);
+            let dtype = dtype_name(dtype).to_string();
+            DumpEntry {
+                record_id: record_id as u64,
+                pg_id: group as u64,
+                pg_name,
+                pg_desc,
+                collective_seq_id: if is_p2p { 0 } else { record.seq },
+                p2p_seq_id: if is_p2p { record.seq } else { 0 },
+                op_id: record.seq,
+                profiling_name: profiling,
+                time_created_ns: record.host_start_ns,
+                duration_ms: (timing && completed)
+                    .then(|| (record.end_ns - record.kernel_start_ns) as f64 / 1e6),
+                input_sizes: vec![vec![numel_in]],
+                input_dtypes: vec![dtype.clone()],
+                output_sizes: vec![vec![numel_out]],
+                output_dtypes: vec![dtype],
+                state,
+                time_discovered_started_ns: started
+                    .then(|| discovered_ns(record.kernel_start_ns).min(dump_ns)),
+                time_discovered_completed_ns: completed_seen_ns.map(|seen| seen.min(dump_ns)),
+                retired: completed_seen_ns.is_some_and(|seen| seen <= dump_ns),
+                timeout_ms: scenario.groups[group].timeout_ns / 1_000_000,
+                is_p2p,
+                thread_name: "python".to_string(),
+                thread_id: "1".to_string(),
+                frames: vec![Frame {
+                    name: op.display_name(),
+                    filename: scenario.path.clone(),
+                    line: u64::from(op.line),
+                }],
+            }
+        })
+        .collect();
+    FlightRecorderDump {
+        rank,
+        version: DUMP_VERSION.to_string(),
+        comm_lib_version: "c10dsim".to_string(),
+        groups,
+        entries,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flight_recorder::DUMP_VERSION;
+    use crate::scenario::parse;
+
+    /// Two ranks, three all_reduces of 4 MiB; rank 1 hangs before the third.
+    fn dumps(env: &str, fault: &str) -> Vec<FlightRecorderDump> {
+        let text = format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[env]\n{env}\n\
+             [tensors]\ng = \"4MiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\nlabel = \"b\"\n\
+             all_reduce = \"g\"\n[[op]]\nlabel = \"c\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [1]\nat = \"c\"\n{fault}\n"
+        );
+        crate::engine::simulate(&parse("fr.toml", &text).unwrap()).flight_recorder
+    }
+
+    #[test]
+    fn each_rank_dumps_its_last_entries_with_their_states_at_the_dump() {
+        let dumps = dumps("TORCH_FR_BUFFER_SIZE = 2", "kind = \"hang\"");
+        assert_eq!(dumps.len(), 2);
+        let (waiting, hung) = (&dumps[0], &dumps[1]);
+        assert_eq!((waiting.rank, hung.rank), (0, 1));
+        assert_eq!(waiting.version, DUMP_VERSION);
+        // The buffer keeps the last two of rank 0's three entries; record ids count all three.
+        let ids: Vec<(u64, u64)> = waiting
+            .entries
+            .iter()
+            .map(|e| (e.record_id, e.collective_seq_id))
+            .collect();
+        assert_eq!(ids, [(1, 2), (2, 3)]);
+        let (done, stuck) = (&waiting.entries[0], &waiting.entries[1]);
+        assert_eq!(done.state, EntryState::Completed);
+        assert!(done.retired);
+        assert!(done.time_discovered_completed_ns.unwrap() % WATCHDOG_POLL_NS == 0);
+        // Without timing, a started kernel is not known to have started.
+        assert_eq!(stuck.state, EntryState::Scheduled);
+        assert_eq!(stuck.time_discovered_started_ns, None);
+        assert_eq!(stuck.duration_ms, None);
+        assert!(!stuck.retired);
+        assert_eq!(stuck.profiling_name, "nccl:all_reduce");
+        assert_eq!(stuck.input_sizes, [[1 << 20]]);
+        assert_eq!(stuck.input_dtypes, ["Float"]);
+        assert_eq!(stuck.timeout_ms, 1000);
+        assert_eq!(
+            (stuck.pg_name.as_str(), stuck.pg_desc.as_str()),
+            ("0", "default_pg")
+        );
+        assert_eq!(stuck.frames[0].name, "c");
+        let world = &waiting.groups[0];
+        assert_eq!(world.ranks, [0, 1]);
+        assert_eq!(
+            (
+                world.last_enqueued,
+                world.last_started,
+                world.last_completed
+            ),
+            (3, -1, 2)
+        );
+        // The hung rank dumps too (its heartbeat monitor saw the signal): two entries, done.
+        assert_eq!(hung.entries.len(), 2);
+        assert!(hung
+            .entries
+            .iter()
+            .all(|e| e.state == EntryState::Completed));
+        assert_eq!(hung.groups[0].last_enqueued, 2);
+    }
+
+    #[test]
+    fn timing_shows_started_kernels_and_durations() {
+        let dumps = dumps("TORCH_NCCL_ENABLE_TIMING = 1", "kind = \"hang\"");
+        let entries = &dumps[0].entries;
+        assert_eq!(entries.len(), 3);
+        assert!(entries[0].duration_ms.is_some_and(|ms| ms > 0.0));
+        assert_eq!(entries[2].state, EntryState::Started);
+        assert!(entries[2].time_discovered_started_ns.is_some());
+        assert_eq!(dumps[0].groups[0].last_started, 3);
+    }
+
+    #[test]
+    fn a_mismatch_is_recorded_as_the_rank_issued_it() {
+        let dumps = dumps("", "kind = \"mismatch\"\ncollective = \"all_gather\"");
+        let issued = dumps[1].entries.last().unwrap();
+        assert_eq!(issued.profiling_name, "nccl:_all_gather_base");
+        assert_eq!(issued.input_sizes, [[1 << 19]]);
+        assert_eq!(issued.output_sizes, [[1 << 20]]);
+    }
+
+    #[test]
+    fn nothing_is_dumped_without_a_timeout_or_with_dump_on_timeout_off() {
+        assert!(dumps("TORCH_NCCL_DUMP_ON_TIMEOUT = 0", "kind = \"hang\"").is_empty());
+        let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
+        let timeline = crate::engine::simulate(&parse("ok.toml", text).unwrap());
+        assert!(timeline.flight_recorder.is_empty());
+    }
+}

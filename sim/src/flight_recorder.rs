@@ -1,0 +1,155 @@
+//! PyTorch's Flight Recorder dumps as values: what each rank that dumped after a timeout or an
+//! error (`TORCH_NCCL_DUMP_ON_TIMEOUT`, R27) held in its ring buffer of collectives
+//! (`TORCH_FR_BUFFER_SIZE` entries), with each entry's state at the dump, and the names PyTorch
+//! gives their collectives, dtypes and groups. The engine builds them into the Timeline
+//! (`engine/flight_recorder.rs`); `analysis::flight_recorder` writes and reads them as the
+//! pickle PyTorch 2.11 writes (docs/flight-recorder.md); the binary writes the files.
+
+use crate::collective::CollectiveKind;
+use crate::scenario::{DType, Scenario};
+use serde::{Deserialize, Serialize};
+
+/// The `version` PyTorch 2.11 writes into its dumps (its Flight Recorder format, not the
+/// PyTorch version).
+pub const DUMP_VERSION: &str = "2.10";
+
+/// The dump file's name before the rank when `TORCH_FR_DUMP_TEMP_FILE` is not set (PyTorch's
+/// default prefix is `/tmp/nccl_trace_rank_`).
+pub const DEFAULT_FILE_PREFIX: &str = "nccl_trace_rank_";
+
+/// One rank's dump.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlightRecorderDump {
+    pub rank: u32,
+    /// The dump format's version (`DUMP_VERSION` for the simulator's).
+    pub version: String,
+    /// NCCL's version as the dump writes it (`"2.28.9"`); the simulator writes `"c10dsim"`.
+    pub comm_lib_version: String,
+    /// `pg_config` and `pg_status`: the process groups this rank is a member of.
+    pub groups: Vec<DumpGroup>,
+    pub entries: Vec<DumpEntry>,
+}
+
+/// A process group as a dump describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpGroup {
+    /// PyTorch's group name (`"0"` for the default group, then `"1"`, … in creation order).
+    pub name: String,
+    /// `"default_pg"` for the default group, else the group's description.
+    pub desc: String,
+    /// Global ranks.
+    pub ranks: Vec<u32>,
+    /// The last SeqNum enqueued, started (known only with timing), completed; −1 for none.
+    pub last_enqueued: i64,
+    pub last_started: i64,
+    pub last_completed: i64,
+}
+
+/// What the recorder knew of an entry's Work at the dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryState {
+    /// Enqueued; not known to have started.
+    Scheduled,
+    /// Its start event fired (only with timing: `TORCH_NCCL_ENABLE_TIMING` or desync debug).
+    Started,
+    /// Its end event fired.
+    Completed,
+}
+
+impl EntryState {
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryState::Scheduled => "scheduled",
+            EntryState::Started => "started",
+            EntryState::Completed => "completed",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<EntryState> {
+        [
+            EntryState::Scheduled,
+            EntryState::Started,
+            EntryState::Completed,
+        ]
+        .into_iter()
+        .find(|state| state.name() == name)
+    }
+}
+
+/// One Python stack frame of the call that created an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    pub name: String,
+    pub filename: String,
+    pub line: u64,
+}
+
+/// One recorded collective (or point-to-point call), the keys of a PyTorch 2.11 entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DumpEntry {
+    /// Counts every entry of this rank from 0 (across groups).
+    pub record_id: u64,
+    pub pg_id: u64,
+    /// `process_group`: the group's name and description.
+    pub pg_name: String,
+    pub pg_desc: String,
+    /// SeqNum of a collective in its group (0 for point-to-point calls).
+    pub collective_seq_id: u64,
+    /// Sequence number of a point-to-point call in its group (0 for collectives).
+    pub p2p_seq_id: u64,
+    pub op_id: u64,
+    /// `nccl:all_reduce`, `nccl:_all_gather_base`, `nccl:send 0->1`, …
+    pub profiling_name: String,
+    pub time_created_ns: u64,
+    /// The kernel's time between its start and end events (with timing, once completed).
+    pub duration_ms: Option<f64>,
+    pub input_sizes: Vec<Vec<u64>>,
+    pub input_dtypes: Vec<String>,
+    pub output_sizes: Vec<Vec<u64>>,
+    pub output_dtypes: Vec<String>,
+    pub state: EntryState,
+    pub time_discovered_started_ns: Option<u64>,
+    pub time_discovered_completed_ns: Option<u64>,
+    /// The watchdog saw the Work complete and dropped it.
+    pub retired: bool,
+    pub timeout_ms: u64,
+    pub is_p2p: bool,
+    pub thread_name: String,
+    pub thread_id: String,
+    pub frames: Vec<Frame>,
+}
+
+/// The profiling name PyTorch records for a collective of `kind` (point-to-point calls add
+/// their peers; a barrier is `nccl:all_reduce_barrier`).
+pub fn profiling_name(kind: CollectiveKind) -> &'static str {
+    match kind {
+        CollectiveKind::AllReduce => "nccl:all_reduce",
+        CollectiveKind::AllGather => "nccl:_all_gather_base",
+        CollectiveKind::ReduceScatter => "nccl:_reduce_scatter_base",
+        CollectiveKind::Broadcast => "nccl:broadcast",
+        CollectiveKind::AllToAll => "nccl:all_to_all",
+        CollectiveKind::Send => "nccl:send",
+        CollectiveKind::Recv => "nccl:recv",
+        CollectiveKind::BatchP2p => "nccl:coalesced",
+    }
+}
+
+/// The name PyTorch gives a dtype in dumps (`c10::ScalarType`'s name).
+pub fn dtype_name(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "Float",
+        DType::Bf16 => "BFloat16",
+        DType::F16 => "Half",
+    }
+}
+
+/// The group's name and description in dumps: the default group is `"0"`, `default_pg`.
+pub fn group_names(scenario: &Scenario, group: usize) -> (String, String) {
+    let desc = if group == 0 {
+        "default_pg".to_string()
+    } else {
+        scenario.groups[group].name.clone()
+    };
+    (group.to_string(), desc)
+}

@@ -1,0 +1,162 @@
+//! The Flight Recorder's files (docs/flight-recorder.md): `import flight-recorder` reads a
+//! job's dump folder, writes the scenario it makes and runs it for the desync report's verdict;
+//! `run` writes the simulated ranks' dumps where the scenario's `TORCH_FR_DUMP_TEMP_FILE` or
+//! `--fr-dir` says.
+
+use crate::{stdio, write_with, Failure};
+use analysis::flight_recorder::{self, import};
+use sim::flight_recorder::DEFAULT_FILE_PREFIX;
+use sim::scenario::Scenario;
+use sim::timeline::Timeline;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `c10dsim import flight-recorder`.
+#[derive(clap::Args)]
+pub struct FlightRecorderArgs {
+    /// The folder of per-rank dumps, each named `<prefix><rank>` as PyTorch writes them
+    /// (`TORCH_FR_DUMP_TEMP_FILE` + rank; `nccl_trace_rank_<rank>` by default).
+    pub dir: PathBuf,
+    /// The scenario to write (TOML; `-`: standard output, and the verdict goes to standard
+    /// error).
+    #[arg(short, long, value_name = "SCENARIO.toml")]
+    pub output: PathBuf,
+    /// The file names' part before the rank (default: the one prefix every `<name><digits>`
+    /// file of the folder shares, as torchfrtrace infers it).
+    #[arg(short, long)]
+    pub prefix: Option<String>,
+}
+
+/// The dump files of `dir` by rank: `<prefix><rank>`, the prefix given or inferred.
+fn dump_files(dir: &Path, prefix: Option<&str>) -> Result<BTreeMap<u32, PathBuf>, Failure> {
+    let listing = std::fs::read_dir(dir)
+        .map_err(|e| Failure::input(format!("cannot read the folder {}: {e}", dir.display())))?;
+    let mut by_prefix: BTreeMap<String, BTreeMap<u32, PathBuf>> = BTreeMap::new();
+    for item in listing {
+        let item = item.map_err(|e| Failure::input(format!("{}: {e}", dir.display())))?;
+        let path = item.path();
+        if !path.is_file() {
+            continue;
+        }
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (stem, rank) = name.split_at(name.len() - digits);
+        let Ok(rank) = rank.parse::<u32>() else {
+            continue;
+        };
+        if prefix.is_none_or(|p| p == stem) {
+            by_prefix
+                .entry(stem.to_string())
+                .or_default()
+                .insert(rank, path);
+        }
+    }
+    match by_prefix.len() {
+        1 => Ok(by_prefix.into_values().next().expect("one prefix")),
+        0 => Err(Failure::input(format!(
+            "no Flight Recorder dumps in {}: expected files named {}<rank>",
+            dir.display(),
+            prefix.unwrap_or("<prefix>")
+        ))),
+        _ => {
+            let names: Vec<String> = by_prefix.keys().map(|p| format!("{p:?}")).collect();
+            Err(Failure::input(format!(
+                "{} holds files of several prefixes ({}): name one with --prefix",
+                dir.display(),
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+/// `import flight-recorder DIR -o SCENARIO.toml`.
+pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
+    let files = dump_files(&args.dir, args.prefix.as_deref())?;
+    let mut dumps = Vec::new();
+    for (&rank, path) in &files {
+        let bytes = std::fs::read(path)
+            .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+        let dump = flight_recorder::read(&bytes, rank)
+            .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+        dumps.push(dump);
+    }
+    let shown = args.dir.display().to_string();
+    let text =
+        import::scenario(&dumps, &shown).map_err(|e| Failure::input(format!("{shown}: {e}")))?;
+    let scenario = sim::scenario::parse("imported.toml", &text).map_err(|e| Failure {
+        code: 1,
+        message: format!("the imported scenario does not parse (a bug in the importer): {e}"),
+    })?;
+    write_with(&args.output, |out| out.write_all(text.as_bytes()))?;
+    let timeline = sim::engine::simulate(&scenario);
+    let mut report = format!(
+        "c10dsim: imported {} dumps from {shown} into {}\n",
+        dumps.len(),
+        if stdio::is_dash(&args.output) {
+            "standard output".to_string()
+        } else {
+            args.output.display().to_string()
+        }
+    );
+    for line in import::verdict(&timeline) {
+        report.push_str(&format!("verdict: {line}\n"));
+    }
+    if stdio::is_dash(&args.output) {
+        eprint!("{report}");
+    } else {
+        out!("{report}")?;
+    }
+    Ok(0)
+}
+
+/// Where `rank`'s dump goes: `--fr-dir`'s folder with the prefix's file name, else the
+/// scenario's prefix as written (relative to the working directory, as PyTorch's).
+fn dump_path(scenario: &Scenario, fr_dir: Option<&Path>, rank: u32) -> Option<PathBuf> {
+    let prefix = scenario.env.dump_file_prefix.as_deref();
+    match (fr_dir, prefix) {
+        (Some(dir), _) => {
+            let name = prefix.map_or(DEFAULT_FILE_PREFIX, |p| {
+                p.rsplit_once('/').map_or(p, |(_, name)| name)
+            });
+            Some(dir.join(format!("{name}{rank}")))
+        }
+        (None, Some(prefix)) => Some(PathBuf::from(format!("{prefix}{rank}"))),
+        (None, None) => None,
+    }
+}
+
+/// Writes the dumps of the ranks that dumped, where the scenario or `--fr-dir` asks.
+pub fn write_dumps(
+    scenario: &Scenario,
+    timeline: &Timeline,
+    fr_dir: Option<&Path>,
+) -> Result<(), Failure> {
+    if fr_dir.is_some() && timeline.flight_recorder.is_empty() {
+        eprintln!("c10dsim: no rank dumped its Flight Recorder (no watchdog timeout or error, or TORCH_NCCL_DUMP_ON_TIMEOUT = 0): --fr-dir wrote nothing");
+    }
+    let mut written = Vec::new();
+    for dump in &timeline.flight_recorder {
+        let Some(path) = dump_path(scenario, fr_dir, dump.rank) else {
+            return Ok(());
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Failure::input(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let bytes = flight_recorder::write(dump);
+        write_with(&path, |out| out.write_all(&bytes))?;
+        written.push(path);
+    }
+    if let (Some(first), Some(last)) = (written.first(), written.last()) {
+        eprintln!(
+            "c10dsim: wrote {} Flight Recorder dump{} ({} … {})",
+            written.len(),
+            if written.len() == 1 { "" } else { "s" },
+            first.display(),
+            last.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,379 @@
+//! Flight Recorder dumps through the binary (docs/flight-recorder.md): a simulated hang writes
+//! them, `import flight-recorder` reads them back and names the culprit the simulator named;
+//! the dump PyTorch 2.11 wrote on the H200 imports and replays to its timeout; bad folders exit
+//! 2; and, where PyTorch's analyser is importable, torchfrtrace names the same culprit.
+
+use crate::util::{c10dsim, stderr, stdout};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Says a test was skipped, outside the harness's capture, so that the skip is visible.
+fn skipped(why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED {why}");
+}
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("c10dsim-fr-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `c10dsim run SCENARIO --fr-dir DIR` with short timeouts; its standard output.
+fn dump(scenario: &str, dir: &Path) -> String {
+    let output = c10dsim(&[
+        "run",
+        scenario,
+        "--set",
+        "groups.world.timeout_s=1",
+        "--set",
+        "env.TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=100",
+        "--fr-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Flight Recorder dump"),
+        "{}",
+        stderr(&output)
+    );
+    stdout(&output)
+}
+
+/// `c10dsim import flight-recorder DIR -o OUT`: its standard output (the verdict).
+fn import(dir: &Path, out: &Path) -> String {
+    let output = c10dsim(&[
+        "import",
+        "flight-recorder",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    stdout(&output)
+}
+
+#[test]
+fn a_simulated_hang_s_dumps_import_to_the_culprit_the_simulator_named() {
+    let dir = scratch("hang");
+    let dumps = dir.join("dumps");
+    let report = dump("scenarios/hang_10min.toml", &dumps);
+    let named = "rank 3 never joined collective 1 (ALLREDUCE, world)";
+    assert!(report.contains(&format!("Diagnosis: {named}")), "{report}");
+    let names: Vec<String> = (0..4).map(|r| format!("nccl_trace_rank_{r}")).collect();
+    for name in &names {
+        assert!(dumps.join(name).is_file(), "{name}");
+    }
+    let scenario = dir.join("imported.toml");
+    let verdict = import(&dumps, &scenario);
+    assert!(
+        verdict.contains(&format!(
+            "verdict: desync report (ranks [0, 1, 2]'s watchdog): {named}"
+        )),
+        "{verdict}"
+    );
+    // Same run, same bytes; same dumps, same scenario.
+    let again = dir.join("again");
+    dump("scenarios/hang_10min.toml", &again);
+    for name in &names {
+        assert_eq!(
+            std::fs::read(dumps.join(name)).unwrap(),
+            std::fs::read(again.join(name)).unwrap()
+        );
+    }
+    let second = dir.join("second.toml");
+    import(&dumps, &second);
+    assert_eq!(
+        std::fs::read_to_string(&scenario).unwrap(),
+        std::fs::read_to_string(&second).unwrap()
+    );
+    // The imported scenario runs on its own and hangs the same way.
+    let output = c10dsim(&["run", scenario.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains(&format!("Diagnosis: {named}")),
+        "{}",
+        stdout(&output)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The keys (and their Python types where both are set) of a dump, as `python3`'s own pickle
+/// reads it: the top level, `pg_config`'s and `pg_status`'s groups, the first entry and frame.
+fn shape(path: &Path) -> Option<String> {
+    const SHAPE: &str = "import pickle, sys\n\
+        d = pickle.load(open(sys.argv[1], 'rb'))\n\
+        g = lambda x: sorted((k, type(v).__name__) for k, v in x.items() if v is not None)\n\
+        print(g(d)); print(g(next(iter(d['pg_config'].values()))))\n\
+        print(g(next(iter(d['pg_status'].values()))))\n\
+        e = d['entries'][0]; print(sorted(e)); print(g(e['frames'][0]))\n\
+        print(sorted((k, type(v).__name__) for k, v in e.items() if k not in ('time_discovered_started_ns', 'time_discovered_completed_ns')))";
+    let output = Command::new("python3")
+        .args(["-c", SHAPE, path.to_str().unwrap()])
+        .output()
+        .ok()?;
+    assert!(output.status.success(), "{}", stderr(&output));
+    Some(stdout(&output))
+}
+
+#[test]
+fn python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s() {
+    let dir = scratch("shape");
+    dump("scenarios/mismatch.toml", &dir);
+    let (Some(ours), Some(theirs)) = (
+        shape(&dir.join("nccl_trace_rank_0")),
+        shape(Path::new("tests/data/torch/recorded/fr/timeout_rank0")),
+    ) else {
+        skipped(
+            "python_reads_the_simulator_s_dumps_with_the_keys_and_types_of_pytorch_s: no python3",
+        );
+        return;
+    };
+    assert_eq!(ours, theirs);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_mismatch_s_dumps_import_to_the_rank_that_issued_another_op() {
+    let dir = scratch("mismatch");
+    let dumps = dir.join("dumps");
+    dump("scenarios/mismatch.toml", &dumps);
+    let scenario = dir.join("imported.toml");
+    let verdict = import(&dumps, &scenario);
+    assert!(
+        verdict.contains("ranks disagree on the op at 1 (world)"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("rank 1 issued _ALLGATHER_BASE of 4MiB"),
+        "{verdict}"
+    );
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    assert!(
+        text.contains("kind = \"mismatch\"\ncollective = \"all_gather\""),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Four ranks, a tensor-parallel group of ranks 0 and 1 whose all_gather rank 1 issues at half
+/// the size, between two world all_reduces.
+const SUBGROUP: &str = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\ntimeout_s = 2\n\
+    [groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+    [tensors]\ng = { size = \"8MiB\", dtype = \"bf16\" }\n\
+    [[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+    [[op]]\nlabel = \"tp_ag\"\nall_gather = \"g\"\ngroup = \"tp\"\n\
+    [[op]]\nlabel = \"ar2\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+    [[fault]]\nranks = [1]\nat = \"tp_ag\"\nkind = \"mismatch\"\nsize = \"4MiB\"\n";
+
+/// The subgroup scenario's dumps in `dir/dumps`.
+fn subgroup_dumps(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let scenario = dir.join("subgroup.toml");
+    std::fs::write(&scenario, SUBGROUP).unwrap();
+    let dumps = dir.join("dumps");
+    let output = c10dsim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--fr-dir",
+        dumps.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    dumps
+}
+
+#[test]
+fn a_subgroup_s_size_mismatch_imports_to_that_group_and_size() {
+    let dir = scratch("subgroup");
+    let dumps = subgroup_dumps(&dir);
+    let scenario = dir.join("imported.toml");
+    let verdict = import(&dumps, &scenario);
+    assert!(
+        verdict.contains("ranks disagree on the op at 1 (tp)"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("rank 0 issued _ALLGATHER_BASE of 8MiB")
+            && verdict.contains("rank 1 issued _ALLGATHER_BASE of 4MiB"),
+        "{verdict}"
+    );
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    assert!(
+        text.contains("[groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1 "),
+        "{text}"
+    );
+    assert!(
+        text.contains("all_gather = \"bf16_8MiB\"\ngroup = \"tp\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("kind = \"mismatch\"\nsize = \"4MiB\""),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_scenario_s_dump_prefix_places_the_files() {
+    let dir = scratch("prefix");
+    let prefix = format!("{}/job/fr_", dir.display());
+    let output = c10dsim(&[
+        "run",
+        "scenarios/mismatch.toml",
+        "--set",
+        "groups.world.timeout_s=1",
+        "--set",
+        &format!("env.TORCH_FR_DUMP_TEMP_FILE={prefix}"),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(dir.join("job/fr_0").is_file() && dir.join("job/fr_1").is_file());
+    // --fr-dir keeps the prefix's file name.
+    let other = dir.join("other");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/mismatch.toml",
+        "--set",
+        "groups.world.timeout_s=1",
+        "--set",
+        &format!("env.TORCH_FR_DUMP_TEMP_FILE={prefix}"),
+        "--fr-dir",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(other.join("fr_1").is_file());
+    // A run where no watchdog fired writes nothing, and says so.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--fr-dir",
+        other.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr(&output).contains("no rank dumped"),
+        "{}",
+        stderr(&output)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_h200_dump_imports_and_replays_to_its_timeout() {
+    let output = c10dsim(&[
+        "import",
+        "flight-recorder",
+        "tests/data/torch/recorded/fr",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("# Imported from the Flight Recorder dumps"),
+        "{text}"
+    );
+    assert!(text.contains("label = \"all_reduce_47\""), "{text}");
+    assert!(
+        stderr(&output).contains("verdict: desync report (rank 0's watchdog): every rank enqueued collective 47; ranks [0] have not started its kernel"),
+        "{}",
+        stderr(&output)
+    );
+    let dir = scratch("h200");
+    let scenario = dir.join("h200.toml");
+    std::fs::write(&scenario, &text).unwrap();
+    let run = c10dsim(&["run", scenario.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(1));
+    // PyTorch: "WorkNCCL(SeqNum=47, OpType=ALLREDUCE, NumelIn=1048576, …) ran for 1052
+    // milliseconds" (tests/data/torch/recorded/fr/run.log).
+    assert!(
+        stdout(&run).contains("WorkNCCL(SeqNum=47, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=1000) ran for 10"),
+        "{}",
+        stdout(&run)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn folders_that_hold_no_readable_dumps_exit_2_naming_the_file() {
+    let dir = scratch("bad");
+    let out = dir.join("out.toml");
+    let run = |folder: &Path| {
+        let output = c10dsim(&[
+            "import",
+            "flight-recorder",
+            folder.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        stderr(&output)
+    };
+    assert!(run(&dir.join("absent")).contains("cannot read the folder"));
+    assert!(run(&dir).contains("no Flight Recorder dumps"));
+    std::fs::write(dir.join("nccl_trace_rank_0"), "{\"not\": \"a pickle\"}").unwrap();
+    let message = run(&dir);
+    assert!(
+        message.contains("nccl_trace_rank_0: not a Flight Recorder dump"),
+        "{message}"
+    );
+    let real = std::fs::read("tests/data/torch/recorded/fr/timeout_rank0").unwrap();
+    let at = real.windows(4).position(|w| w == b"2.10").unwrap();
+    let mut newer = real.clone();
+    newer[at..at + 4].copy_from_slice(b"2.99");
+    std::fs::write(dir.join("nccl_trace_rank_0"), newer).unwrap();
+    let message = run(&dir);
+    assert!(
+        message.contains("version \"2.99\" is not supported; supported: 2.10 (PyTorch 2.11)"),
+        "{message}"
+    );
+    std::fs::write(dir.join("nccl_trace_rank_0"), &real[..real.len() / 2]).unwrap();
+    assert!(run(&dir).contains("not a readable pickle: at byte"));
+    std::fs::write(dir.join("nccl_trace_rank_0"), &real).unwrap();
+    std::fs::write(dir.join("other_1"), &real).unwrap();
+    assert!(run(&dir).contains("several prefixes"));
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// PyTorch's own analyser on the simulator's dumps, where `python3` can import it (PyTorch
+/// installed, or its `torch/distributed/flight_recorder` on `PYTHONPATH`: docs/flight-recorder.md).
+#[test]
+fn torchfrtrace_names_the_culprits_the_simulator_named() {
+    let importable = Command::new("python3")
+        .args(["-c", "import torch.distributed.flight_recorder.fr_trace"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !importable {
+        skipped("torchfrtrace_names_the_culprits_the_simulator_named: python3 cannot import torch.distributed.flight_recorder (docs/flight-recorder.md)");
+        return;
+    }
+    let dir = scratch("torchfrtrace");
+    let analyse = |folder: &Path| {
+        let output = Command::new("python3")
+            .args([
+                "-m",
+                "torch.distributed.flight_recorder.fr_trace",
+                folder.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        // Its findings are log records, on standard error.
+        stdout(&output) + &stderr(&output)
+    };
+    dump("scenarios/hang_10min.toml", &dir.join("hang"));
+    let hang = analyse(&dir.join("hang"));
+    assert!(
+        hang.contains("Not all ranks joining collective, sequence number: 1"),
+        "{hang}"
+    );
+    assert!(hang.contains("missing ranks: {3}"), "{hang}");
+    dump("scenarios/mismatch.toml", &dir.join("mismatch"));
+    let mismatch = analyse(&dir.join("mismatch"));
+    assert!(
+        mismatch.contains("Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH"),
+        "{mismatch}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
