@@ -24,6 +24,7 @@ mod bench;
 mod diagnostic;
 mod diff_cmd;
 mod hw_cmd;
+mod import_cmd;
 mod limits;
 mod plot;
 mod stdio;
@@ -319,6 +320,11 @@ enum Command {
         #[arg(long = "validate", value_name = "RUN.json")]
         held_out: Vec<String>,
     },
+    /// Turn another tool's files into a scenario (docs/import.md).
+    Import {
+        #[command(subcommand)]
+        format: import_cmd::ImportCommand,
+    },
     /// Join the CSVs of a sweep's shards into one, in point order.
     Merge {
         /// Shard CSVs written by `c10dsim sweep --shard`.
@@ -464,6 +470,7 @@ fn main() -> ExitCode {
             output,
         } => torch_cmd::fidelity(&torch, &hw, &machine, output.as_deref()),
         Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
+        Command::Import { format } => import_cmd::import(format),
         Command::Bench {
             ranks,
             iterations,

@@ -27,6 +27,7 @@ pub mod calibrate;
 pub mod diff;
 pub mod fidelity;
 pub mod gantt;
+pub mod import;
 pub mod metrics;
 pub mod nccl_tests;
 pub mod plot;
