@@ -87,12 +87,13 @@ fn import_kineto(
     if !replay {
         return Ok(0);
     }
-    let scenario = sim::scenario::parse(&output.display().to_string(), &text).map_err(|error| {
-        Failure {
+    let scenario =
+        sim::scenario::parse(&output.display().to_string(), &text).map_err(|error| Failure {
             code: 1,
-            message: format!("the imported scenario does not parse (a bug of the importer): {error}"),
-        }
-    })?;
+            message: format!(
+                "the imported scenario does not parse (a bug of the importer): {error}"
+            ),
+        })?;
     let timeline = sim::engine::simulate(&scenario);
     let reference = if against.is_empty() {
         traces
