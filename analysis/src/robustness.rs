@@ -7,6 +7,7 @@
 //! None of them simulates: how much work a valid scenario asks for is bounded by
 //! `sim::limits`, which the scenario entry point also evaluates.
 
+use crate::import::{kineto, replay};
 use crate::{calibrate, diff, metrics, plot, sweep, text, trace};
 use sim::scenario::{self, Override};
 use sim::sweep::{AxisArg, Sweep};
@@ -118,4 +119,33 @@ pub fn sweep_csv(data: &[u8]) -> bool {
         let _ = plot::line_chart(&header, &rows, &query);
     }
     true
+}
+
+/// A torch.profiler trace: imported (alone, and with itself as the what-if re-bucketed), the
+/// traced replay figures taken, and every scenario the importer writes parsed. An import that
+/// does not parse is the importer's bug, and panics here.
+pub fn kineto(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let file = kineto::TraceFile {
+        name: "fuzz.json",
+        text,
+    };
+    let Ok(trace) = kineto::Trace::parse(&file) else {
+        return false;
+    };
+    let _ = replay::render(&replay::traced(&trace), &[]);
+    let traces = [trace];
+    let mut accepted = false;
+    for bucket_bytes in [None, Some(100 << 20)] {
+        let options = kineto::KinetoOptions { bucket_bytes };
+        if let Ok(imported) = kineto::import_traces(&traces, &options) {
+            if let Err(error) = scenario::parse("fuzz.toml", &imported) {
+                panic!("the imported scenario does not parse: {error}\n{imported}");
+            }
+            accepted = true;
+        }
+    }
+    accepted
 }

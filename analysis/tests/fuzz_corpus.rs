@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 
 type Entry = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Entry); 5] = [
+const TARGETS: [(&str, Entry); 6] = [
     ("scenario", robustness::scenario),
     ("set_override", robustness::set_override),
     ("timeline", robustness::timeline),
     ("profile", robustness::profile),
     ("sweep_csv", robustness::sweep_csv),
+    ("kineto", robustness::kineto),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -158,4 +159,9 @@ fn mutated_profiles_never_panic() {
 #[test]
 fn mutated_sweep_csvs_never_panic() {
     mutations("sweep_csv", robustness::sweep_csv, 400);
+}
+
+#[test]
+fn mutated_kineto_traces_never_panic() {
+    mutations("kineto", robustness::kineto, 200);
 }

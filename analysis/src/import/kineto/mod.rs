@@ -23,7 +23,8 @@ pub use trace::{GpuKind, GpuOp, Step, Trace};
 
 use super::ImportError;
 use program::{
-    gpu_preset, launch_latency_ns, one_rank_collective_ns, size_text, us, Declarations, RankProgram,
+    comment_text, gpu_preset, launch_latency_ns, one_rank_collective_ns, size_text, us,
+    Declarations, RankProgram,
 };
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -96,13 +97,13 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     let _ = writeln!(
         text,
         "# Imported by `c10dsim import kineto` from {} (docs/import.md).",
-        names.join(", ")
+        comment_text(&names.join(", "))
     );
     let _ = writeln!(
         text,
         "# torch.profiler trace on {}, NCCL {}, world size {world}; {} step(s) per rank.",
-        first.gpu_name.as_deref().unwrap_or("an unnamed GPU"),
-        first.nccl_version.as_deref().unwrap_or("unknown"),
+        comment_text(first.gpu_name.as_deref().unwrap_or("an unnamed GPU")),
+        comment_text(first.nccl_version.as_deref().unwrap_or("unknown")),
         first.steps.len()
     );
     let stream_map: Vec<String> = first
@@ -322,5 +323,95 @@ mod tests {
             missing.message.contains("no trace of rank [1]"),
             "{missing}"
         );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// One event of a generated trace: a category, a name, times and args drawn from values
+    /// that stress the importer (huge, negative, odd names, unknown collectives, bad ranks).
+    fn event() -> impl Strategy<Value = serde_json::Value> {
+        let name = prop::sample::select(vec![
+            "cudaLaunchKernel",
+            "cudaMemcpyAsync",
+            "cudaMemcpy",
+            "cudaStreamWaitEvent",
+            "cudaEventRecord",
+            "cudaEventSynchronize",
+            "cudaStreamSynchronize",
+            "cudaDeviceSynchronize",
+            "void a::b<1>(int)",
+            "Memcpy DtoH (Device -> Pinned)",
+            "record_param_comms",
+            "ProfilerStep#1\n[x]",
+            "nccl:all_reduce",
+            "\"odd\\name\"",
+        ]);
+        let category = prop::sample::select(vec![
+            "cuda_runtime",
+            "kernel",
+            "gpu_memcpy",
+            "gpu_memset",
+            "cpu_op",
+            "user_annotation",
+        ]);
+        let collective =
+            prop::sample::select(vec!["allreduce", "_allgather_base", "send", "barrier"]);
+        let ranks = prop::sample::select(vec!["[0]", "[0, 1]", "[0, 0]", "[5]", "[]", "x"]);
+        (
+            name,
+            category,
+            prop_oneof![40 => 0.0..2000.0f64, 1 => Just(1e14), 1 => Just(-5.0)],
+            prop_oneof![40 => 0.0..500.0f64, 1 => Just(1e11)],
+            0i64..4,
+            0i64..6,
+            collective,
+            ranks,
+            prop_oneof![20 => 1u64..1_000_000, 1 => Just(u64::MAX / 2)],
+            prop::collection::vec(0u64..300, 0..3),
+        )
+            .prop_map(
+                |(name, cat, ts, dur, stream, correlation, collective, ranks, elements, grid)| {
+                    json!({
+                        "ph": "X", "cat": cat, "name": name, "tid": stream % 2, "ts": ts, "dur": dur,
+                        "args": {
+                            "stream": stream, "correlation": correlation, "grid": grid,
+                            "Collective name": collective, "dtype": "BFloat16",
+                            "In msg nelems": elements, "Out msg nelems": elements,
+                            "Process Group Ranks": ranks,
+                        }
+                    })
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever a trace holds, the importer refuses it or writes a scenario that parses.
+        #[test]
+        fn an_import_parses_or_is_refused(
+            events in prop::collection::vec(event(), 0..40),
+            world in prop_oneof![3 => Just(1u32), 1 => Just(2u32)],
+            bucket in prop::option::of(1u64..200_000_000),
+        ) {
+            let trace = json!({
+                "distributedInfo": {"rank": 0, "world_size": world},
+                "deviceProperties": [{"name": "NVIDIA H200\n", "numSms": 132}],
+                "traceEvents": events,
+            })
+            .to_string();
+            let options = KinetoOptions { bucket_bytes: bucket };
+            let file = TraceFile { name: "p.json", text: &trace };
+            if let Ok(text) = import(&[file], &options) {
+                if let Err(error) = sim::scenario::parse("p.toml", &text) {
+                    panic!("{error}\n{text}");
+                }
+            }
+        }
     }
 }

@@ -26,6 +26,15 @@ pub(super) fn size_text(bytes: u64) -> String {
     }
 }
 
+/// Text from the trace made safe for a TOML comment: control characters become spaces, and it
+/// is cut at 200 characters.
+pub(super) fn comment_text(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 /// A kernel's name shortened to a label: the function's own name, without namespaces,
 /// template arguments or parameters.
 pub(super) fn short_kernel_name(name: &str) -> String {
@@ -419,7 +428,7 @@ impl<'t> RankProgram<'t> {
             dropped_ns: 0,
             action: Action::Comment(format!(
                 "{} (rank {}): {} µs on the host in the trace, {calls} CUDA runtime calls",
-                info.name,
+                comment_text(&info.name),
                 trace.rank,
                 us(info.end_ns - info.start_ns)
             )),
@@ -654,7 +663,7 @@ mod tests {
             bytes,
             ranks: None,
         };
-        let text = crate::import::kineto::tests::small_trace(0, 1);
+        let text = crate::import::kineto::tests::small_trace(0, 2);
         let mut trace = Trace::parse(&TraceFile {
             name: "t",
             text: &text,

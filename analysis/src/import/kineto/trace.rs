@@ -97,6 +97,12 @@ pub(super) fn error(file: &str, place: Option<String>, message: impl Into<String
     }
 }
 
+/// The longest span the importer takes (the scenario's times are at most a day).
+const DAY_NS: i64 = 86_400_000_000_000;
+
+/// The largest collective the importer takes (a scenario's tensor is at most 1 TiB).
+const MAX_TENSOR_BYTES: u64 = 1 << 40;
+
 /// Microseconds (Kineto's unit) → integer nanoseconds; `None` outside ±10¹⁵ µs.
 fn ns_of_us(us: f64) -> Option<i64> {
     (us.is_finite() && us.abs() < 1e15).then(|| (us * 1000.0).round() as i64)
@@ -243,11 +249,13 @@ impl Trace {
                     format!("{event_name:?} ({category}) needs numeric \"ts\" and \"dur\" in µs"),
                 ));
             };
-            if duration_ns < 0 {
+            if !(0..=DAY_NS).contains(&duration_ns) {
                 return Err(error(
                     name,
                     place(),
-                    format!("{event_name:?} has a negative duration"),
+                    format!(
+                        "{event_name:?} lasts {duration_ns} ns: a duration is between 0 and a day"
+                    ),
                 ));
             }
             let args = event
@@ -387,6 +395,47 @@ impl Trace {
                 format!("the trace has GPU activities on {} devices ({devices:?}): give one trace per rank (one device each)", devices.len()),
             ));
         }
+        let starts = self
+            .gpu
+            .iter()
+            .map(|op| op.start_ns)
+            .chain(self.runtime.iter().map(|c| c.start_ns));
+        let ends = self
+            .gpu
+            .iter()
+            .map(|op| op.start_ns + op.duration_ns)
+            .chain(self.runtime.iter().map(|c| c.end_ns));
+        if let (Some(first), Some(last)) = (starts.min(), ends.max()) {
+            if last - first > DAY_NS {
+                return Err(error(
+                    &self.file,
+                    None,
+                    "the trace spans more than a day; c10dsim imports at most a day",
+                ));
+            }
+        }
+        for comm in &self.comms {
+            if comm.bytes > MAX_TENSOR_BYTES {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "a {} of {} bytes: c10dsim's tensors are at most 1 TiB",
+                        comm.key, comm.bytes
+                    ),
+                ));
+            }
+            if let Some(rank) = comm.ranks.iter().flatten().find(|&&r| r >= self.world_size) {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "a {} on a group with rank {rank}, outside the world of {}",
+                        comm.key, self.world_size
+                    ),
+                ));
+            }
+        }
         self.gpu.sort_by_key(|op| (op.start_ns, op.stream));
         self.runtime.sort_by_key(|call| call.start_ns);
         self.comms.sort_by_key(|comm| comm.start_ns);
@@ -507,7 +556,12 @@ impl Comm {
         let ranks = args
             .get("Process Group Ranks")
             .and_then(Value::as_str)
-            .and_then(parse_ranks);
+            .and_then(parse_ranks)
+            .map(|mut ranks| {
+                ranks.sort_unstable();
+                ranks.dedup();
+                ranks
+            });
         Ok(Some(Comm {
             thread,
             start_ns,
