@@ -6,6 +6,7 @@ mod cli;
 mod diff;
 mod faults;
 mod fidelity;
+mod import;
 mod lifetime;
 mod multi_gpu;
 mod robustness;
