@@ -185,3 +185,48 @@ fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_multi_rank_trace_folder_of_c10dsim_round_trips() {
+    // get_future.toml on 8 ranks, written as one torch.profiler-shaped file per rank, imported
+    // back: every rank's streams are as busy as the trace says (the all_reduce's data time
+    // comes from the rendezvous of the eight imported programs, not from the trace).
+    let dir = std::env::temp_dir().join(format!("c10dsim-import-rt-{}", std::process::id()));
+    let run = c10dsim(&[
+        "run",
+        "scenarios/get_future.toml",
+        "--trace-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let texts: Vec<(String, String)> = (0..8)
+        .map(|rank| {
+            let name = format!("rank{rank}.pt.trace.json");
+            let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+            (name, text)
+        })
+        .collect();
+    let traces: Vec<Trace> = texts
+        .iter()
+        .map(|(name, text)| Trace::parse(&TraceFile { name, text }).unwrap())
+        .collect();
+    let text = kineto::import_traces(&traces, &KinetoOptions::default()).unwrap();
+    let scenario = sim::scenario::parse("rt.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let simulated = replay::simulated(&sim::engine::simulate(&scenario));
+    let traced: Vec<StepFigures> = traces.iter().flat_map(replay::traced).collect();
+    assert_eq!(simulated.len(), traced.len());
+    for (traced, simulated) in traced.iter().zip(&simulated) {
+        assert_eq!(traced.rank, simulated.rank);
+        for (stream, busy_ns) in &traced.busy_ns {
+            let replayed = simulated.busy_ns.get(stream).copied().unwrap_or(0);
+            let error = (replayed as f64 - *busy_ns as f64).abs() / (*busy_ns as f64).max(1.0);
+            assert!(
+                error <= BUSY_TOLERANCE_PCT / 100.0,
+                "rank {} {}: {stream} busy {busy_ns} ns traced, {replayed} ns replayed",
+                traced.rank,
+                traced.step
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -59,6 +59,9 @@ pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, Im
     import_traces(&traces, options).map_err(|message| error(first.name, None, message))
 }
 
+/// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
+const SHARING_HEADROOM_SMS: u32 = 64;
+
 /// Imports traces already read (see [`Trace::parse`]).
 pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
     let world = traces[0].world_size;
@@ -152,13 +155,15 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     if let Some(preset) = first.gpu_name.as_deref().and_then(gpu_preset) {
         let _ = writeln!(text, "gpu = \"{preset}\"");
     }
-    // One more SM than the GPU has: the copy engine, on which the copies (footprint 1) run
-    // beside kernels, which ask for at most the GPU's own SMs.
+    // More SMs than the GPU has: the trace's kernels ask for at most the GPU's own, so the copy
+    // engine (the copies' one SM) and up to 64 NCCL channels always find theirs. The measured
+    // durations already hold what sharing the SMs cost; the replay must not charge it twice.
+    let gpu_sms = first.sms.unwrap_or(132);
     let _ = writeln!(
         text,
-        "# the trace's {} SMs and one for the copy engine, where memcpys and memsets run\nsms = {}",
-        first.sms.unwrap_or(132),
-        first.sms.unwrap_or(132) + 1
+        "# the trace's {gpu_sms} SMs, one for the copy engine (memcpys, memsets) and 64 for NCCL's\n\
+         # channels: kernels keep their measured durations, side by side as in the trace\nsms = {}",
+        gpu_sms + 1 + SHARING_HEADROOM_SMS
     );
     if let Some(floor) = one_rank_collective_ns(traces) {
         let _ = writeln!(
@@ -171,7 +176,7 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     if let Some(latency) = launch_latency_ns(traces) {
         let _ = writeln!(
             text,
-            "# median start of a GPU activity after its launch call, on an idle stream\nlaunch_latency_us = {}\nnccl_launch_latency_us = {}",
+            "# start of a GPU activity after its launch call on an idle stream (10th percentile)\nlaunch_latency_us = {}\nnccl_launch_latency_us = {}",
             us(latency),
             us(latency)
         );

@@ -425,7 +425,7 @@ impl<'t> RankProgram<'t> {
         self.plan.push(Planned {
             at_ns: info.start_ns,
             resume_ns: info.start_ns,
-            dropped_ns: 0,
+            dropped_ns: std::mem::take(dropped_ns),
             action: Action::Comment(format!(
                 "{} (rank {}): {} µs on the host in the trace, {calls} CUDA runtime calls",
                 comment_text(&info.name),
@@ -433,7 +433,6 @@ impl<'t> RankProgram<'t> {
                 us(info.end_ns - info.start_ns)
             )),
         });
-        *dropped_ns = 0;
         self.plan.push(Planned {
             at_ns: info.start_ns,
             resume_ns: info.start_ns,
@@ -456,10 +455,6 @@ impl<'t> RankProgram<'t> {
                     continue;
                 }
             }
-            if let Action::Comment(comment) = &planned.action {
-                let _ = writeln!(text, "\n# {comment}");
-                continue;
-            }
             if let Some(cursor) = cursor {
                 let gap = planned.at_ns - cursor - planned.dropped_ns;
                 if gap > 0 {
@@ -472,6 +467,10 @@ impl<'t> RankProgram<'t> {
                 }
             }
             cursor = Some(planned.resume_ns.max(cursor.unwrap_or(i64::MIN)));
+            if let Action::Comment(comment) = &planned.action {
+                let _ = writeln!(text, "\n# {comment}");
+                continue;
+            }
             let stream_key = |stream: &str| {
                 if stream == "default" {
                     String::new()
@@ -480,7 +479,7 @@ impl<'t> RankProgram<'t> {
                 }
             };
             let body = match &planned.action {
-                Action::Comment(_) => unreachable!("written above"),
+                Action::Comment(_) => continue,
                 Action::Mark(mark) => {
                     marks.push(mark.clone());
                     format!("mark = \"{mark}\"\n")
@@ -577,8 +576,9 @@ impl<'t> RankProgram<'t> {
     }
 }
 
-/// The host's launch latency the traces show: the median, over GPU activities that found their
-/// stream idle, of the activity's start minus its launch call's start.
+/// The host's launch latency the traces show: over GPU activities that found their stream idle,
+/// the 10th percentile of the activity's start minus its launch call's start (a wait on another
+/// stream only adds to it, so the low end is the latency).
 pub(super) fn launch_latency_ns(traces: &[Trace]) -> Option<i64> {
     let mut samples = Vec::new();
     for trace in traces {
@@ -606,7 +606,8 @@ pub(super) fn launch_latency_ns(traces: &[Trace]) -> Option<i64> {
             stream_free.insert(gpu.stream, gpu.start_ns + gpu.duration_ns);
         }
     }
-    median(&mut samples)
+    samples.sort_unstable();
+    samples.get((samples.len().max(1) - 1) / 10).copied()
 }
 
 /// The GPU time of the asynchronous collectives of one-rank traces (NCCL's copy on the internal

@@ -100,6 +100,9 @@ pub(super) fn error(file: &str, place: Option<String>, message: impl Into<String
 /// The longest span the importer takes (the scenario's times are at most a day).
 const DAY_NS: i64 = 86_400_000_000_000;
 
+/// The most SMs a trace's GPU may have: with the import's 65 more, the scenario's limit of 1024.
+const MAX_GPU_SMS: u64 = 959;
+
 /// The largest collective the importer takes (a scenario's tensor is at most 1 TiB).
 const MAX_TENSOR_BYTES: u64 = 1 << 40;
 
@@ -364,7 +367,7 @@ impl Trace {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             self.sms = args_u64(device, "numSms")
-                .filter(|&sms| (1..=4096).contains(&sms))
+                .filter(|&sms| (1..=MAX_GPU_SMS).contains(&sms))
                 .map(|sms| sms as u32);
         }
         Ok(())
@@ -473,7 +476,7 @@ impl Trace {
             let comm = comms_by_thread.get(call.thread.as_str()).and_then(|list| {
                 let before = list.partition_point(|&c| self.comms[c].start_ns <= call.start_ns);
                 let candidate = *list.get(before.checked_sub(1)?)?;
-                (call.start_ns <= self.comms[candidate].end_ns).then_some(candidate)
+                (call.start_ns < self.comms[candidate].end_ns).then_some(candidate)
             });
             if let (Some(comm), Some(gpu)) = (comm, gpu) {
                 self.comm_activity[comm].push(gpu);
