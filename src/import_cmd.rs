@@ -54,19 +54,21 @@ pub fn import(command: ImportCommand) -> Result<u8, Failure> {
     }
 }
 
+/// The traces of the files: one rank each, or every rank of a file that holds them all.
 fn read_traces(paths: &[PathBuf]) -> Result<Vec<kineto::Trace>, Failure> {
-    paths
-        .iter()
-        .map(|path| {
-            let text = stdio::read_text(path)?;
-            let name = path.display().to_string();
-            kineto::Trace::parse(&kineto::TraceFile {
-                name: &name,
-                text: &text,
-            })
-            .map_err(|error| Failure::input(error.to_string()))
-        })
-        .collect()
+    let mut traces = Vec::new();
+    for path in paths {
+        let text = stdio::read_text(path)?;
+        let name = path.display().to_string();
+        let file = kineto::TraceFile {
+            name: &name,
+            text: &text,
+        };
+        traces.extend(
+            kineto::Trace::parse_file(&file).map_err(|error| Failure::input(error.to_string()))?,
+        );
+    }
+    Ok(traces)
 }
 
 fn import_kineto(

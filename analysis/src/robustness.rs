@@ -121,7 +121,8 @@ pub fn sweep_csv(data: &[u8]) -> bool {
     true
 }
 
-/// A torch.profiler trace: imported (alone, and with itself as the what-if re-bucketed), the
+/// A torch.profiler trace (one rank, or a file of every rank): imported (as it is, and with the
+/// what-if re-bucketed), the
 /// traced replay figures taken, and every scenario the importer writes parsed. An import that
 /// does not parse is the importer's bug, and panics here.
 pub fn kineto(data: &[u8]) -> bool {
@@ -132,11 +133,11 @@ pub fn kineto(data: &[u8]) -> bool {
         name: "fuzz.json",
         text,
     };
-    let Ok(trace) = kineto::Trace::parse(&file) else {
+    let Ok(traces) = kineto::Trace::parse_file(&file) else {
         return false;
     };
-    let _ = replay::render(&replay::traced(&trace), &[]);
-    let traces = [trace];
+    let traced: Vec<replay::StepFigures> = traces.iter().flat_map(replay::traced).collect();
+    let _ = replay::render(&traced, &[]);
     let mut accepted = false;
     for bucket_bytes in [None, Some(100 << 20)] {
         let options = kineto::KinetoOptions { bucket_bytes };

@@ -187,7 +187,7 @@ fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
 }
 
 #[test]
-fn a_multi_rank_trace_folder_of_c10dsim_round_trips() {
+fn a_multi_rank_trace_of_c10dsim_round_trips_as_a_folder_and_as_one_file() {
     // get_future.toml on 8 ranks, written as one torch.profiler-shaped file per rank, imported
     // back: every rank's streams are as busy as the trace says (the all_reduce's data time
     // comes from the rendezvous of the eight imported programs, not from the trace).
@@ -228,5 +228,31 @@ fn a_multi_rank_trace_folder_of_c10dsim_round_trips() {
             );
         }
     }
+    // the same run as one file with every rank (`--trace`): one process per rank
+    let merged = dir.join("all.json");
+    let run = c10dsim(&[
+        "run",
+        "scenarios/get_future.toml",
+        "--trace",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let imported = c10dsim(&[
+        "import",
+        "kineto",
+        merged.to_str().unwrap(),
+        "-o",
+        "-",
+        "--replay",
+    ]);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    let scenario = sim::scenario::parse("all.toml", &stdout(&imported)).unwrap();
+    assert_eq!(scenario.cluster.ranks, 8);
+    assert!(
+        stderr(&imported)
+            .contains("| 7 | busy: stream4 | 477.8 (477.8…477.8) | 477.8 (477.8…477.8) | +0.0% |"),
+        "{}",
+        stderr(&imported)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

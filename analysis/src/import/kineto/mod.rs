@@ -47,22 +47,22 @@ pub struct KinetoOptions {
     pub bucket_bytes: Option<u64>,
 }
 
-/// Imports traces (one per rank of the job) into a scenario's text.
+/// Imports traces (one per rank of the job, or one file of every rank) into a scenario's text.
 pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, ImportError> {
     let Some(first) = files.first() else {
         return Err(error("kineto", None, "no trace given"));
     };
-    let traces = files
-        .iter()
-        .map(Trace::parse)
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut traces = Vec::new();
+    for file in files {
+        traces.extend(Trace::parse_file(file)?);
+    }
     import_traces(&traces, options).map_err(|message| error(first.name, None, message))
 }
 
 /// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
 const SHARING_HEADROOM_SMS: u32 = 64;
 
-/// Imports traces already read (see [`Trace::parse`]).
+/// Imports traces already read (see [`Trace::parse_file`]).
 pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
     let world = traces[0].world_size;
     let several = traces.len() > 1;
@@ -96,7 +96,8 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     }
     let mut text = String::new();
     let first = ordered[0];
-    let names: Vec<&str> = ordered.iter().map(|t| t.file.as_str()).collect();
+    let mut names: Vec<&str> = ordered.iter().map(|t| t.path.as_str()).collect();
+    names.dedup();
     let _ = writeln!(
         text,
         "# Imported by `c10dsim import kineto` from {} (docs/import.md).",
@@ -134,7 +135,7 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     }
     // the file's folder and stem (`ddp_b25/rank0.json` → `kineto_ddp_b25_rank0`)
     let parts: Vec<&str> = first
-        .file
+        .path
         .trim_end_matches(".json")
         .rsplit(['/', '\\'])
         .take(2)

@@ -64,7 +64,10 @@ pub struct Step {
 /// One rank's trace, read.
 #[derive(Debug, Clone)]
 pub struct Trace {
+    /// The file's name, for messages (`rank0.json`, `all.json (process 3)`).
     pub file: String,
+    /// The file's name alone.
+    pub path: String,
     pub rank: u32,
     pub world_size: u32,
     pub gpu_name: Option<String>,
@@ -172,6 +175,22 @@ impl Trace {
     /// Reads one trace: JSON syntax errors with their line and column, malformed events with
     /// their index in `traceEvents`; a trace without CUDA activities or runtime calls is refused.
     pub fn parse(file: &TraceFile) -> Result<Trace, ImportError> {
+        let mut traces = Trace::parse_file(file)?;
+        if traces.len() > 1 {
+            return Err(error(
+                file.name,
+                None,
+                format!("the file holds the CUDA calls of {} processes (a trace of every rank): read it with parse_file", traces.len()),
+            ));
+        }
+        Ok(traces.remove(0))
+    }
+
+    /// Reads a file: one rank's trace, or, where CUDA calls come from several processes (a
+    /// trace of every rank in one file, as `c10dsim run --trace` writes it, each rank a process
+    /// with its host and GPU rows), one trace per process: ranks in process order, the world
+    /// their number.
+    pub fn parse_file(file: &TraceFile) -> Result<Vec<Trace>, ImportError> {
         let name = file.name;
         let root: Value = serde_json::from_str(file.text).map_err(|e| {
             error(
@@ -200,8 +219,47 @@ impl Trace {
                 ))
             }
         };
+        let mut processes: Vec<&Value> = Vec::new();
+        for event in events {
+            let cuda_call = matches!(
+                event.get("cat").and_then(Value::as_str),
+                Some("cuda_runtime" | "cuda_driver")
+            );
+            if let (true, Some(pid)) = (cuda_call, event.get("pid")) {
+                if !processes.contains(&pid) {
+                    processes.push(pid);
+                }
+            }
+        }
+        if processes.len() <= 1 {
+            return Ok(vec![Trace::from_events(name, events, meta, None)?]);
+        }
+        processes.sort_by_key(|pid| (pid.as_i64(), pid.to_string()));
+        let world = processes.len() as u32;
+        processes
+            .iter()
+            .enumerate()
+            .map(|(rank, pid)| {
+                let process = format!("{name} (process {pid})");
+                let mut trace =
+                    Trace::from_events(&process, events, meta, Some((pid, rank as u32, world)))?;
+                trace.path = name.to_string();
+                Ok(trace)
+            })
+            .collect()
+    }
+
+    /// One rank's trace from the file's events; where `process` is (pid, rank, world), of that
+    /// process only, as that rank of that world.
+    fn from_events(
+        name: &str,
+        events: &[Value],
+        meta: Option<&Map<String, Value>>,
+        process: Option<(&Value, u32, u32)>,
+    ) -> Result<Trace, ImportError> {
         let mut trace = Trace {
             file: name.to_string(),
+            path: name.to_string(),
             rank: 0,
             world_size: 1,
             gpu_name: None,
@@ -220,13 +278,19 @@ impl Trace {
         if let Some(meta) = meta {
             trace.read_meta(meta)?;
         }
+        if let Some((_, rank, world)) = process {
+            trace.rank = rank;
+            trace.world_size = world;
+        }
         let empty = Map::new();
         let mut nccl_annotations = Vec::new();
         for (index, event) in events.iter().enumerate() {
             let Value::Object(event) = event else {
                 continue;
             };
-            if event.get("ph").and_then(Value::as_str) != Some("X") {
+            if event.get("ph").and_then(Value::as_str) != Some("X")
+                || process.is_some_and(|(pid, _, _)| event.get("pid") != Some(pid))
+            {
                 continue;
             }
             let category = event.get("cat").and_then(Value::as_str).unwrap_or("");
