@@ -487,8 +487,22 @@ impl Trace {
                     &self.file,
                     None,
                     format!(
-                        "a {} of {} bytes: c10dsim's tensors are at most 1 TiB",
+                        "{} of {} bytes: c10dsim's tensors are at most 1 TiB",
                         comm.key, comm.bytes
+                    ),
+                ));
+            }
+            if comm
+                .ranks
+                .as_ref()
+                .is_some_and(|r| !r.is_empty() && !r.contains(&self.rank))
+            {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "rank {} calls {} on a group without it",
+                        self.rank, comm.key
                     ),
                 ));
             }
@@ -497,7 +511,7 @@ impl Trace {
                     &self.file,
                     None,
                     format!(
-                        "a {} on a group with rank {rank}, outside the world of {}",
+                        "{} on a group with rank {rank}, outside the world of {}",
                         comm.key, self.world_size
                     ),
                 ));
