@@ -459,3 +459,23 @@ fn a_trace_whose_rank_calls_a_collective_on_a_group_without_it_is_refused() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_trace_whose_step_lies_days_from_its_calls_is_refused() {
+    // found by the kineto fuzz target (fuzz/regressions/kineto): a ProfilerStep moved far from
+    // the CUDA calls made a host gap of 61 days, which the scenario parser refused
+    let output = c10dsim(&[
+        "import",
+        "kineto",
+        "fuzz/regressions/kineto/crash-4e9e89b4335068698567072f4b652e71ce51ec08",
+        "-o",
+        "-",
+    ]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("error: the trace spans more than a day"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -466,12 +466,16 @@ impl Trace {
             .gpu
             .iter()
             .map(|op| op.start_ns)
-            .chain(self.runtime.iter().map(|c| c.start_ns));
+            .chain(self.runtime.iter().map(|c| c.start_ns))
+            .chain(self.comms.iter().map(|c| c.start_ns))
+            .chain(self.steps.iter().map(|s| s.start_ns));
         let ends = self
             .gpu
             .iter()
             .map(|op| op.start_ns + op.duration_ns)
-            .chain(self.runtime.iter().map(|c| c.end_ns));
+            .chain(self.runtime.iter().map(|c| c.end_ns))
+            .chain(self.comms.iter().map(|c| c.end_ns))
+            .chain(self.steps.iter().map(|s| s.end_ns));
         if let (Some(first), Some(last)) = (starts.min(), ends.max()) {
             if last - first > DAY_NS {
                 return Err(error(
