@@ -25,6 +25,7 @@ mod diagnostic;
 mod diff_cmd;
 mod fr_cmd;
 mod hw_cmd;
+mod import_cmd;
 mod limits;
 mod plot;
 mod stdio;
@@ -117,11 +118,6 @@ enum Command {
         /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<scenario::Override>,
-    },
-    /// Make a scenario of what a real job recorded (docs/flight-recorder.md).
-    Import {
-        #[command(subcommand)]
-        source: ImportSource,
     },
     /// Print a shell completion script on stdout, e.g.
     /// `c10dsim completions bash > ~/.local/share/bash-completion/completions/c10dsim`.
@@ -338,6 +334,12 @@ enum Command {
         #[arg(long = "validate", value_name = "RUN.json")]
         held_out: Vec<String>,
     },
+    /// Turn what a real job recorded into a scenario: torch.profiler traces (docs/import.md) or
+    /// Flight Recorder dumps (docs/flight-recorder.md).
+    Import {
+        #[command(subcommand)]
+        format: import_cmd::ImportCommand,
+    },
     /// Join the CSVs of a sweep's shards into one, in point order.
     Merge {
         /// Shard CSVs written by `c10dsim sweep --shard`.
@@ -347,15 +349,6 @@ enum Command {
         #[arg(short, long, value_name = "OUT.csv")]
         output: PathBuf,
     },
-}
-
-/// What `import` reads.
-#[derive(Subcommand)]
-enum ImportSource {
-    /// A job's Flight Recorder dumps (one pickle per rank, as PyTorch writes them on a watchdog
-    /// timeout) → a scenario that replays their collectives to the hang, and the verdict of
-    /// its desync report: which rank never joined, which op mismatched.
-    FlightRecorder(fr_cmd::FlightRecorderArgs),
 }
 
 /// Writes to standard output; see [`out!`].
@@ -434,9 +427,6 @@ fn main() -> ExitCode {
                 tolerance,
             },
         ),
-        Command::Import {
-            source: ImportSource::FlightRecorder(args),
-        } => fr_cmd::import(&args),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -497,6 +487,7 @@ fn main() -> ExitCode {
             output,
         } => torch_cmd::fidelity(&torch, &hw, &machine, output.as_deref()),
         Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
+        Command::Import { format } => import_cmd::import(format),
         Command::Bench {
             ranks,
             iterations,

@@ -28,6 +28,7 @@ pub mod diff;
 pub mod fidelity;
 pub mod flight_recorder;
 pub mod gantt;
+pub mod import;
 pub mod metrics;
 pub mod nccl_tests;
 pub mod plot;

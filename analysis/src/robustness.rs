@@ -7,6 +7,7 @@
 //! None of them simulates: how much work a valid scenario asks for is bounded by
 //! `sim::limits`, which the scenario entry point also evaluates.
 
+use crate::import::{kineto, replay};
 use crate::{calibrate, diff, flight_recorder, metrics, plot, sweep, text, trace};
 use sim::scenario::{self, Override};
 use sim::sweep::{AxisArg, Sweep};
@@ -144,4 +145,34 @@ pub fn flight_recorder(data: &[u8]) -> bool {
         }
     }
     true
+}
+
+/// A torch.profiler trace (one rank, or a file of every rank): imported (as it is, and with the
+/// what-if re-bucketed), the
+/// traced replay figures taken, and every scenario the importer writes parsed. An import that
+/// does not parse is the importer's bug, and panics here.
+pub fn kineto(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let file = kineto::TraceFile {
+        name: "fuzz.json",
+        text,
+    };
+    let Ok(traces) = kineto::Trace::parse_file(&file) else {
+        return false;
+    };
+    let traced: Vec<replay::StepFigures> = traces.iter().flat_map(replay::traced).collect();
+    let _ = replay::render(&traced, &[]);
+    let mut accepted = false;
+    for bucket_bytes in [None, Some(100 << 20)] {
+        let options = kineto::KinetoOptions { bucket_bytes };
+        if let Ok(imported) = kineto::import_traces(&traces, &options) {
+            if let Err(error) = scenario::parse("fuzz.toml", &imported) {
+                panic!("the imported scenario does not parse: {error}\n{imported}");
+            }
+            accepted = true;
+        }
+    }
+    accepted
 }

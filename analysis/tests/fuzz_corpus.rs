@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 type Entry = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Entry); 6] = [
+const TARGETS: [(&str, Entry); 7] = [
     ("scenario", robustness::scenario),
     ("set_override", robustness::set_override),
     ("timeline", robustness::timeline),
     ("profile", robustness::profile),
     ("sweep_csv", robustness::sweep_csv),
     ("flight_recorder", robustness::flight_recorder),
+    ("kineto", robustness::kineto),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -164,4 +165,9 @@ fn mutated_sweep_csvs_never_panic() {
 #[test]
 fn mutated_flight_recorder_dumps_never_panic() {
     mutations("flight_recorder", robustness::flight_recorder, 400);
+}
+
+#[test]
+fn mutated_kineto_traces_never_panic() {
+    mutations("kineto", robustness::kineto, 200);
 }

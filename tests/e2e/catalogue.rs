@@ -62,7 +62,10 @@ fn check_launch_queue(timeline: &Timeline, _report: &Report) {
     assert_eq!(rank.host[1021].end_ns, 1022 * 5_000);
     assert!(rank.host[1021].end_ns < first_end_ns);
     for (call, kernel) in (1022..1026).zip(0..) {
-        assert_eq!(rank.host[call].end_ns, rank.kernels[kernel].end_ns, "call {call}");
+        assert_eq!(
+            rank.host[call].end_ns, rank.kernels[kernel].end_ns,
+            "call {call}"
+        );
     }
     assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
 }

@@ -439,3 +439,43 @@ fn an_unknown_machine_profile_is_refused_at_its_key() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_trace_whose_rank_calls_a_collective_on_a_group_without_it_is_refused() {
+    // found by the kineto fuzz target (fuzz/regressions/kineto): a 2-rank c10dsim trace whose
+    // group list was edited to [1] imported into a scenario the parser refused
+    let output = c10dsim(&[
+        "import",
+        "kineto",
+        "fuzz/regressions/kineto/crash-6409a95fcf0867c7728a7751c4cef6c9aacea68d",
+        "-o",
+        "-",
+    ]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("error: rank 0 calls all_reduce on a group without it"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_trace_whose_step_lies_days_from_its_calls_is_refused() {
+    // found by the kineto fuzz target (fuzz/regressions/kineto): a ProfilerStep moved far from
+    // the CUDA calls made a host gap of 61 days, which the scenario parser refused
+    let output = c10dsim(&[
+        "import",
+        "kineto",
+        "fuzz/regressions/kineto/crash-4e9e89b4335068698567072f4b652e71ce51ec08",
+        "-o",
+        "-",
+    ]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("error: the trace spans more than a day"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -1,0 +1,423 @@
+//! torch.profiler (Kineto) Chrome traces → a scenario (docs/import.md).
+//!
+//! One trace per rank, recorded with CUDA activities: every GPU activity (`kernel`,
+//! `gpu_memcpy`, `gpu_memset`) becomes a `kernel` op of its measured duration on its stream (SMs
+//! from the grid where the trace gives one); every `record_param_comms` a collective of its size,
+//! dtype and group (the CUDA calls inside it are ProcessGroupNCCL's own and are left to the
+//! simulator); `cudaEventRecord`/`cudaStreamWaitEvent`, the synchronisations and `.item()`-like
+//! copies the matching ops; the host's time between the calls `host_sleep_us`, with every
+//! `[host]` cost 0, so that the measured gaps are the host's whole time. A `mark` starts each
+//! `ProfilerStep#N` (one comment per step) and a host-clock `[[measure]]` spans it.
+//!
+//! Kineto's runtime events do not name the stream or the event a call uses, so two things are
+//! inferred, as docs/import.md says: a recorded event is on the stream of the GPU work the host
+//! issued last, a wait is by the stream of the GPU work it issues next and on the latest event
+//! recorded on another stream (or, while asynchronous collectives are outstanding, their Work,
+//! oldest first).
+
+mod program;
+mod trace;
+
+use trace::error;
+pub use trace::{GpuKind, GpuOp, Step, Trace};
+
+use super::ImportError;
+use program::{
+    comment_text, gpu_preset, launch_latency_ns, one_rank_collective_ns, size_text, us,
+    Declarations, RankProgram,
+};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// One trace file: its name (for messages and comments) and its text.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceFile<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+}
+
+/// Edits of the imported program (what-ifs).
+#[derive(Debug, Clone, Default)]
+pub struct KinetoOptions {
+    /// Re-bucket DDP's gradients: within a step, consecutive asynchronous all_reduces of one
+    /// group and dtype join one collective the way DDP's reducer fills a bucket (a tensor joins
+    /// while the bucket holds less than this many bytes); the joined collective is issued where
+    /// the last of its members was, and the others' host time (their `record_param_comms`) is
+    /// dropped.
+    pub bucket_bytes: Option<u64>,
+}
+
+/// Imports traces (one per rank of the job, or one file of every rank) into a scenario's text.
+pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, ImportError> {
+    let Some(first) = files.first() else {
+        return Err(error("kineto", None, "no trace given"));
+    };
+    let mut traces = Vec::new();
+    for file in files {
+        traces.extend(Trace::parse_file(file)?);
+    }
+    import_traces(&traces, options).map_err(|message| error(first.name, None, message))
+}
+
+/// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
+const SHARING_HEADROOM_SMS: u32 = 64;
+
+/// Imports traces already read (see [`Trace::parse_file`]).
+pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
+    let world = traces[0].world_size;
+    let several = traces.len() > 1;
+    let mut seen = BTreeSet::new();
+    for trace in traces {
+        if trace.world_size != world {
+            return Err(format!(
+                "{} is of world size {}, {} of world size {world}: the traces are not of one job",
+                trace.file, trace.world_size, traces[0].file
+            ));
+        }
+        if !seen.insert(trace.rank) {
+            return Err(format!("two traces of rank {}", trace.rank));
+        }
+    }
+    if seen.len() as u32 != world {
+        let missing: Vec<u32> = (0..world).filter(|r| !seen.contains(r)).collect();
+        return Err(format!(
+            "world size {world} but no trace of rank{} {missing:?}: give one trace per rank",
+            if missing.len() > 1 { "s" } else { "" }
+        ));
+    }
+    let mut declarations = Declarations::default();
+    let mut programs = String::new();
+    let mut ordered: Vec<&Trace> = traces.iter().collect();
+    ordered.sort_by_key(|t| t.rank);
+    for trace in &ordered {
+        let mut program = RankProgram::new(trace, several);
+        program.plan(options);
+        programs.push_str(&program.render(&mut declarations));
+    }
+    let mut text = String::new();
+    let first = ordered[0];
+    let mut names: Vec<&str> = ordered.iter().map(|t| t.path.as_str()).collect();
+    names.dedup();
+    let _ = writeln!(
+        text,
+        "# Imported by `c10dsim import kineto` from {} (docs/import.md).",
+        comment_text(&names.join(", "))
+    );
+    let _ = writeln!(
+        text,
+        "# torch.profiler trace on {}, NCCL {}, world size {world}; {} step(s) per rank.",
+        comment_text(first.gpu_name.as_deref().unwrap_or("an unnamed GPU")),
+        comment_text(first.nccl_version.as_deref().unwrap_or("unknown")),
+        first.steps.len()
+    );
+    let stream_map: Vec<String> = first
+        .streams
+        .iter()
+        .map(|(id, name)| format!("{id} → {name}"))
+        .collect();
+    let _ = writeln!(
+        text,
+        "# Trace streams: {}; the others are ProcessGroupNCCL's internal streams.",
+        stream_map.join(", ")
+    );
+    text.push_str(
+        "# Every GPU activity is a kernel of its measured duration; the host's time between the\n\
+         # calls is host_sleep_us and every [host] cost is 0. Events and waits are inferred: a\n\
+         # record is on the stream of the GPU work issued last, a wait by the stream of the work\n\
+         # issued next, on the latest event of another stream or an outstanding Work.\n",
+    );
+    if let Some(cap) = options.bucket_bytes {
+        let _ = writeln!(
+            text,
+            "# What-if: asynchronous all_reduces re-bucketed as DDP fills buckets of {}.",
+            size_text(cap)
+        );
+    }
+    // the file's folder and stem (`ddp_b25/rank0.json` → `kineto_ddp_b25_rank0`)
+    let parts: Vec<&str> = first
+        .path
+        .trim_end_matches(".json")
+        .rsplit(['/', '\\'])
+        .take(2)
+        .collect();
+    let stem: String = parts
+        .iter()
+        .rev()
+        .copied()
+        .collect::<Vec<_>>()
+        .join("_")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let _ = writeln!(text, "name = \"kineto_{stem}\"");
+    text.push_str("about = \"a torch.profiler trace imported by c10dsim import kineto\"\n");
+    text.push_str("torch = \"2.12\"\n\n[cluster]\n");
+    let _ = writeln!(text, "ranks = {world}");
+    if let Some(preset) = first.gpu_name.as_deref().and_then(gpu_preset) {
+        let _ = writeln!(text, "gpu = \"{preset}\"");
+    }
+    // More SMs than the GPU has: the trace's kernels ask for at most the GPU's own, so the copy
+    // engine (the copies' one SM) and up to 64 NCCL channels always find theirs. The measured
+    // durations already hold what sharing the SMs cost; the replay must not charge it twice.
+    let gpu_sms = first.sms.unwrap_or(132);
+    let _ = writeln!(
+        text,
+        "# the trace's {gpu_sms} SMs, one for the copy engine (memcpys, memsets) and 64 for NCCL's\n\
+         # channels: kernels keep their measured durations, side by side as in the trace\nsms = {}",
+        gpu_sms + 1 + SHARING_HEADROOM_SMS
+    );
+    if let Some(floor) = one_rank_collective_ns(traces) {
+        let _ = writeln!(
+            text,
+            "\n[network]\n# a one-rank collective's GPU time in the trace (median)\nkernel_floor_us = {}",
+            us(floor)
+        );
+    }
+    text.push_str("\n[host]\n");
+    if let Some(latency) = launch_latency_ns(traces) {
+        let _ = writeln!(
+            text,
+            "# start of a GPU activity after its launch call on an idle stream (10th percentile)\nlaunch_latency_us = {}\nnccl_launch_latency_us = {}",
+            us(latency),
+            us(latency)
+        );
+    }
+    for key in [
+        "launch_us",
+        "collective_us",
+        "collective_tail_us",
+        "wait_us",
+        "event_us",
+        "sync_us",
+        "item_us",
+        "mark_us",
+        "query_us",
+    ] {
+        let _ = writeln!(text, "{key} = 0");
+    }
+    text.push_str("\n[groups.world]\neager_init = true\n");
+    for (name, ranks) in &declarations.groups {
+        let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            text,
+            "[groups.{name}]\nranks = [{}]\neager_init = true",
+            list.join(", ")
+        );
+    }
+    let user_streams: Vec<&String> = declarations
+        .streams
+        .iter()
+        .filter(|s| s.as_str() != "default")
+        .collect();
+    if !user_streams.is_empty() {
+        text.push_str("\n[streams]\n");
+        for stream in user_streams {
+            let _ = writeln!(text, "{stream} = {{}}");
+        }
+    }
+    if !declarations.tensors.is_empty() || declarations.item {
+        text.push_str("\n[tensors]\n");
+        for (name, (bytes, dtype)) in &declarations.tensors {
+            let _ = writeln!(
+                text,
+                "{name} = {{ size = \"{}\", dtype = \"{dtype}\" }}",
+                size_text(*bytes)
+            );
+        }
+        if declarations.item {
+            text.push_str("item_value = 4\n");
+        }
+    }
+    for (name, from, to) in &declarations.measures {
+        let _ = writeln!(
+            text,
+            "\n[[measure]]\nname = \"{name}\"\nfrom = \"{from}\"\nto = \"{to}\"\nclock = \"host\""
+        );
+    }
+    text.push_str(&programs);
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small trace: a GEMM on stream 7, an all_reduce whose GPU activity is an NCCL kernel on
+    /// stream 13, the Work waited, a device synchronisation; one ProfilerStep.
+    pub(crate) fn small_trace(rank: u32, world: u32) -> String {
+        format!(
+            r#"{{"distributedInfo": {{"rank": {rank}, "world_size": {world}, "nccl_version": "2.28.9"}},
+"deviceProperties": [{{"name": "NVIDIA H200", "numSms": 132}}],
+"traceEvents": [
+{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 100.0, "dur": 500.0}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110.0, "dur": 5.0, "args": {{"correlation": 1}}}},
+{{"ph": "X", "cat": "kernel", "name": "void at::native::gemm_kernel<8>(int)", "pid": 0, "tid": 7, "ts": 118.0, "dur": 200.0, "args": {{"stream": 7, "device": 0, "correlation": 1, "grid": [2, 66, 1]}}}},
+{{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {{"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaEventRecord", "pid": 1, "tid": 1, "ts": 131.0, "dur": 1.0, "args": {{"correlation": 2}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 133.0, "dur": 1.0, "args": {{"correlation": 8}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernelExC", "pid": 1, "tid": 1, "ts": 140.0, "dur": 6.0, "args": {{"correlation": 3}}}},
+{{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "pid": 0, "tid": 13, "ts": 320.0, "dur": 40.0, "args": {{"stream": 13, "device": 0, "correlation": 3, "grid": [16, 1, 1]}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 200.0, "dur": 1.0, "args": {{"correlation": 4}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 210.0, "dur": 3.0, "args": {{"correlation": 5}}}},
+{{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 7, "ts": 361.0, "dur": 2.0, "args": {{"stream": 7, "device": 0, "correlation": 5}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 214.0, "dur": 150.0, "args": {{"correlation": 6}}}},
+{{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 400.0, "dur": 10.0, "args": {{"correlation": 7}}}}
+]}}"#
+        )
+    }
+
+    fn import_one(text: &str) -> Result<String, ImportError> {
+        import(
+            &[TraceFile {
+                name: "rank0.json",
+                text,
+            }],
+            &KinetoOptions::default(),
+        )
+    }
+
+    #[test]
+    fn a_small_trace_becomes_a_scenario_that_parses() {
+        let two = [small_trace(0, 2), small_trace(1, 2)];
+        let files = [
+            TraceFile {
+                name: "rank0.json",
+                text: &two[0],
+            },
+            TraceFile {
+                name: "rank1.json",
+                text: &two[1],
+            },
+        ];
+        let text = import(&files, &KinetoOptions::default()).unwrap();
+        assert!(text.contains("kernel = { us = 200, sms = 132 }"), "{text}");
+        assert!(
+            text.contains("all_reduce = \"f32_1MiB\"\nasync_op = true"),
+            "{text}"
+        );
+        assert!(text.contains("wait = \"r0_w1\""), "{text}");
+        assert!(text.contains("item = \"item_value\""), "{text}");
+        assert!(text.contains("device_sync = true"), "{text}");
+        assert!(text.contains("# ProfilerStep#3 (rank 1)"), "{text}");
+        // the host's own time: from the step's start to the launch, 10 µs
+        assert!(
+            text.contains("[[op]]\nranks = [0]\nhost_sleep_us = 10\n"),
+            "{text}"
+        );
+        let scenario =
+            sim::scenario::parse("import.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        assert_eq!(text, import(&files, &KinetoOptions::default()).unwrap());
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong_and_where() {
+        let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
+        assert_eq!(syntax.place.as_deref(), Some("2:14"));
+        let no_cuda = import_one(r#"{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]}"#)
+            .unwrap_err();
+        assert!(no_cuda.message.contains("no CUDA activities"), "{no_cuda}");
+        let bad_ts = import_one(
+            r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "x", "dur": 2}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(bad_ts.to_string(), "rank0.json:traceEvents[0]: error: \"k\" (kernel) needs numeric \"ts\" and \"dur\" in µs");
+        let half = small_trace(0, 2);
+        let missing = import_one(&half).unwrap_err();
+        assert!(
+            missing.message.contains("no trace of rank [1]"),
+            "{missing}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// One event of a generated trace: a category, a name, times and args drawn from values
+    /// that stress the importer (huge, negative, odd names, unknown collectives, bad ranks).
+    fn event() -> impl Strategy<Value = serde_json::Value> {
+        let name = prop::sample::select(vec![
+            "cudaLaunchKernel",
+            "cudaMemcpyAsync",
+            "cudaMemcpy",
+            "cudaStreamWaitEvent",
+            "cudaEventRecord",
+            "cudaEventSynchronize",
+            "cudaStreamSynchronize",
+            "cudaDeviceSynchronize",
+            "void a::b<1>(int)",
+            "Memcpy DtoH (Device -> Pinned)",
+            "record_param_comms",
+            "ProfilerStep#1\n[x]",
+            "nccl:all_reduce",
+            "\"odd\\name\"",
+        ]);
+        let category = prop::sample::select(vec![
+            "cuda_runtime",
+            "kernel",
+            "gpu_memcpy",
+            "gpu_memset",
+            "cpu_op",
+            "user_annotation",
+        ]);
+        let collective =
+            prop::sample::select(vec!["allreduce", "_allgather_base", "send", "barrier"]);
+        let ranks = prop::sample::select(vec!["[0]", "[0, 1]", "[0, 0]", "[5]", "[]", "x"]);
+        (
+            name,
+            category,
+            prop_oneof![40 => 0.0..2000.0f64, 1 => Just(1e14), 1 => Just(-5.0)],
+            prop_oneof![40 => 0.0..500.0f64, 1 => Just(1e11)],
+            0i64..4,
+            0i64..6,
+            collective,
+            ranks,
+            prop_oneof![20 => 1u64..1_000_000, 1 => Just(u64::MAX / 2)],
+            prop::collection::vec(0u64..300, 0..3),
+        )
+            .prop_map(
+                |(name, cat, ts, dur, stream, correlation, collective, ranks, elements, grid)| {
+                    json!({
+                        "ph": "X", "cat": cat, "name": name, "tid": stream % 2, "ts": ts, "dur": dur,
+                        "args": {
+                            "stream": stream, "correlation": correlation, "grid": grid,
+                            "Collective name": collective, "dtype": "BFloat16",
+                            "In msg nelems": elements, "Out msg nelems": elements,
+                            "Process Group Ranks": ranks,
+                        }
+                    })
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever a trace holds, the importer refuses it or writes a scenario that parses.
+        #[test]
+        fn an_import_parses_or_is_refused(
+            events in prop::collection::vec(event(), 0..40),
+            world in prop_oneof![3 => Just(1u32), 1 => Just(2u32)],
+            bucket in prop::option::of(1u64..200_000_000),
+        ) {
+            let trace = json!({
+                "distributedInfo": {"rank": 0, "world_size": world},
+                "deviceProperties": [{"name": "NVIDIA H200\n", "numSms": 132}],
+                "traceEvents": events,
+            })
+            .to_string();
+            let options = KinetoOptions { bucket_bytes: bucket };
+            let file = TraceFile { name: "p.json", text: &trace };
+            if let Ok(text) = import(&[file], &options) {
+                if let Err(error) = sim::scenario::parse("p.toml", &text) {
+                    panic!("{error}\n{text}");
+                }
+            }
+        }
+    }
+}

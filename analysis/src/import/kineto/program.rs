@@ -1,0 +1,700 @@
+//! One rank's trace as a program: the calls and collectives in host order turned into
+//! actions (the inferred events and waits, DDP's re-bucketing), then written as `[[op]]`s with
+//! the host's gaps between them.
+
+use super::trace::{GpuKind, Trace};
+use super::KinetoOptions;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write as _;
+
+/// Nanoseconds as µs with at most three decimals (`1234` → `1.234`, `5000` → `5`).
+pub(super) fn us(ns: i64) -> String {
+    let ns = ns.max(0);
+    let text = format!("{}.{:03}", ns / 1000, ns % 1000);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+pub(super) fn size_text(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const KIB: u64 = 1 << 10;
+    if bytes.is_multiple_of(MIB) {
+        format!("{}MiB", bytes / MIB)
+    } else if bytes.is_multiple_of(KIB) {
+        format!("{}KiB", bytes / KIB)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// Text from the trace made safe for a TOML comment: control characters become spaces, and it
+/// is cut at 200 characters.
+pub(super) fn comment_text(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// A kernel's name shortened to a label: the function's own name, without namespaces,
+/// template arguments or parameters.
+pub(super) fn short_kernel_name(name: &str) -> String {
+    let name = name.trim_start_matches("void ");
+    let cut = name
+        .find('<')
+        .or_else(|| name.find('('))
+        .unwrap_or(name.len());
+    let function = name[..cut].rsplit("::").next().unwrap_or("");
+    let short: String = function
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(48)
+        .collect();
+    if short.is_empty() {
+        "kernel".to_string()
+    } else {
+        short
+    }
+}
+
+fn median(values: &mut [i64]) -> Option<i64> {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied()
+}
+
+/// What the host does at one point of the program.
+#[derive(Debug, Clone)]
+enum Action {
+    Mark(String),
+    Comment(String),
+    Kernel {
+        gpu: usize,
+    },
+    Collective {
+        comm: usize,
+        bytes: u64,
+        stream: String,
+        work: Option<String>,
+    },
+    RecordEvent {
+        event: String,
+        stream: String,
+    },
+    WaitEvent {
+        event: String,
+        stream: String,
+    },
+    Wait {
+        work: String,
+        stream: String,
+    },
+    EventSync {
+        event: String,
+    },
+    StreamSync {
+        stream: String,
+    },
+    Item {
+        stream: String,
+    },
+    DeviceSync,
+}
+
+/// An action at a host time; `resume_ns` is where the host's own time goes on counting (the
+/// call's start, or its end for a blocking call the simulator re-times); `dropped_ns` is host
+/// time removed before it (collectives joined into a bucket).
+#[derive(Debug, Clone)]
+struct Planned {
+    at_ns: i64,
+    resume_ns: i64,
+    dropped_ns: i64,
+    action: Action,
+}
+
+/// The scenario-wide declarations the ranks' programs need.
+#[derive(Default)]
+pub(super) struct Declarations {
+    pub(super) tensors: BTreeMap<String, (u64, &'static str)>,
+    pub(super) groups: BTreeMap<String, Vec<u32>>,
+    pub(super) streams: BTreeSet<String>,
+    pub(super) measures: Vec<(String, String, String)>,
+    pub(super) item: bool,
+}
+
+/// The program of one rank, as TOML text, and what it declares.
+pub(super) struct RankProgram<'t> {
+    trace: &'t Trace,
+    prefix: String,
+    ranks_key: String,
+    plan: Vec<Planned>,
+    used_events: BTreeSet<String>,
+    /// Numbers of the labels, events and Works named so far.
+    counters: [usize; 3],
+}
+
+impl<'t> RankProgram<'t> {
+    pub(super) fn new(trace: &'t Trace, several: bool) -> RankProgram<'t> {
+        RankProgram {
+            trace,
+            prefix: if several {
+                format!("r{}_", trace.rank)
+            } else {
+                String::new()
+            },
+            ranks_key: if several {
+                format!("ranks = [{}]\n", trace.rank)
+            } else {
+                String::new()
+            },
+            plan: Vec::new(),
+            used_events: BTreeSet::new(),
+            counters: [0; 3],
+        }
+    }
+
+    /// The next name of a kind (0 labels, 1 events, 2 Works): `{prefix}{stem}{number}`.
+    fn next_name(&mut self, kind: usize, stem: &str) -> String {
+        self.counters[kind] += 1;
+        format!("{}{stem}{}", self.prefix, self.counters[kind])
+    }
+
+    fn stream_name(&self, stream: i64) -> Option<&str> {
+        self.trace.streams.get(&stream).map(String::as_str)
+    }
+
+    /// Which collectives a bucket joins (what-if) and the bytes of the ones that remain.
+    pub(super) fn buckets(&self, options: &KinetoOptions) -> Vec<Option<u64>> {
+        let trace = self.trace;
+        let mut bytes: Vec<Option<u64>> = trace.comms.iter().map(|c| Some(c.bytes)).collect();
+        let Some(cap) = options.bucket_bytes else {
+            return bytes;
+        };
+        let mut index = 0;
+        while index < trace.comms.len() {
+            let first = &trace.comms[index];
+            let joinable = |c: usize| {
+                let comm = &trace.comms[c];
+                comm.key == "all_reduce"
+                    && trace.comm_async[c]
+                    && comm.dtype == first.dtype
+                    && comm.ranks == first.ranks
+                    && trace.step_of(comm.start_ns) == trace.step_of(first.start_ns)
+            };
+            if !joinable(index) {
+                index += 1;
+                continue;
+            }
+            let mut total = first.bytes;
+            let mut last = index;
+            while total < cap && last + 1 < trace.comms.len() && joinable(last + 1) {
+                last += 1;
+                total = total.saturating_add(trace.comms[last].bytes);
+            }
+            for member in &mut bytes[index..last] {
+                *member = None;
+            }
+            bytes[last] = Some(total);
+            index = last + 1;
+        }
+        bytes
+    }
+
+    /// Orders the trace's calls and collectives into the rank's actions.
+    pub(super) fn plan(&mut self, options: &KinetoOptions) {
+        let trace = self.trace;
+        // A synchronous collective runs on the caller's stream: where its GPU activity is, or
+        // the current stream where it has none (an in-place one-rank call copies nothing).
+        let sync_stream: Vec<Option<String>> = (0..trace.comms.len())
+            .map(|comm| {
+                if trace.comm_async[comm] {
+                    return None;
+                }
+                trace.comm_activity[comm]
+                    .first()
+                    .and_then(|&op| self.stream_name(trace.gpu[op].stream))
+                    .map(str::to_string)
+            })
+            .collect();
+        let bytes = self.buckets(options);
+        enum Item {
+            Call(usize),
+            Comm(usize),
+        }
+        let mut items: Vec<(i64, Item)> = trace
+            .comms
+            .iter()
+            .enumerate()
+            .map(|(index, comm)| (comm.start_ns, Item::Comm(index)))
+            .collect();
+        items.extend(
+            (0..trace.runtime.len())
+                .filter(|&call| trace.comm_of_call[call].is_none())
+                .map(|call| (trace.runtime[call].start_ns, Item::Call(call))),
+        );
+        items.sort_by_key(|(at, item)| (*at, matches!(item, Item::Call(_))));
+        // The stream of each item's GPU work, for the streams a record or a wait is inferred on.
+        let stream_of: Vec<Option<String>> = items
+            .iter()
+            .map(|(_, item)| match item {
+                Item::Call(call) => trace.gpu_of_call[*call]
+                    .and_then(|op| self.stream_name(trace.gpu[op].stream))
+                    .map(str::to_string),
+                Item::Comm(comm) => sync_stream[*comm].clone(),
+            })
+            .collect();
+        let mut next_stream = vec![None; items.len()];
+        let mut upcoming: Option<String> = None;
+        for index in (0..items.len()).rev() {
+            next_stream[index] = upcoming.clone();
+            if stream_of[index].is_some() {
+                upcoming = stream_of[index].clone();
+            }
+        }
+        let mut last_stream = "default".to_string();
+        let mut recorded: Vec<(String, String)> = Vec::new();
+        let mut works: VecDeque<String> = VecDeque::new();
+        let mut dropped_ns = 0;
+        let mut step = None;
+        for (index, (at_ns, item)) in items.iter().enumerate() {
+            let Some(item_step) = trace.step_of(*at_ns) else {
+                continue;
+            };
+            if step != Some(item_step) {
+                step = Some(item_step);
+                self.begin_step(item_step, &mut dropped_ns);
+            }
+            let current = last_stream.clone();
+            let waiter = next_stream[index]
+                .clone()
+                .unwrap_or_else(|| current.clone());
+            let mut push = |plan: &mut Vec<Planned>, resume_ns: i64, action: Action| {
+                plan.push(Planned {
+                    at_ns: *at_ns,
+                    resume_ns,
+                    dropped_ns: std::mem::take(&mut dropped_ns),
+                    action,
+                });
+            };
+            match item {
+                Item::Comm(comm) => {
+                    let Some(bytes) = bytes[*comm] else {
+                        let c = &trace.comms[*comm];
+                        dropped_ns += c.end_ns - c.start_ns;
+                        continue;
+                    };
+                    let (stream, work) = if trace.comm_async[*comm] {
+                        let work = self.next_name(2, "w");
+                        works.push_back(work.clone());
+                        (current.clone(), Some(work))
+                    } else {
+                        let stream = sync_stream[*comm]
+                            .clone()
+                            .unwrap_or_else(|| current.clone());
+                        (stream, None)
+                    };
+                    push(
+                        &mut self.plan,
+                        *at_ns,
+                        Action::Collective {
+                            comm: *comm,
+                            bytes,
+                            stream: stream.clone(),
+                            work,
+                        },
+                    );
+                    // One rank: NCCL's copy is the collective's whole GPU work, as measured.
+                    if trace.world_size == 1 && !trace.comm_async[*comm] {
+                        for &op in &trace.comm_activity[*comm] {
+                            push(&mut self.plan, *at_ns, Action::Kernel { gpu: op });
+                        }
+                        last_stream = stream;
+                    }
+                }
+                Item::Call(call) => {
+                    let call_info = &trace.runtime[*call];
+                    let name = call_info.name.as_str();
+                    if let Some(op) = trace.gpu_of_call[*call] {
+                        let Some(stream) =
+                            self.stream_name(trace.gpu[op].stream).map(str::to_string)
+                        else {
+                            continue;
+                        };
+                        push(&mut self.plan, *at_ns, Action::Kernel { gpu: op });
+                        let copy_to_host = trace.gpu[op].kind
+                            == (GpuKind::Memcpy {
+                                device_to_host: true,
+                            });
+                        if name == "cudaMemcpy" && copy_to_host {
+                            push(
+                                &mut self.plan,
+                                call_info.end_ns,
+                                Action::Item {
+                                    stream: stream.clone(),
+                                },
+                            );
+                        }
+                        last_stream = stream;
+                        continue;
+                    }
+                    let blocking_end = call_info.end_ns;
+                    match name {
+                        "cudaEventRecord" | "cudaEventRecordWithFlags" => {
+                            let event = self.next_name(1, "e");
+                            recorded.push((event.clone(), current.clone()));
+                            push(
+                                &mut self.plan,
+                                *at_ns,
+                                Action::RecordEvent {
+                                    event,
+                                    stream: current,
+                                },
+                            );
+                        }
+                        "cudaStreamWaitEvent" => {
+                            if let Some(work) = works.pop_front() {
+                                push(
+                                    &mut self.plan,
+                                    *at_ns,
+                                    Action::Wait {
+                                        work,
+                                        stream: waiter,
+                                    },
+                                );
+                            } else if let Some((event, _)) =
+                                recorded.iter().rev().find(|(_, stream)| *stream != waiter)
+                            {
+                                self.used_events.insert(event.clone());
+                                let event = event.clone();
+                                push(
+                                    &mut self.plan,
+                                    *at_ns,
+                                    Action::WaitEvent {
+                                        event,
+                                        stream: waiter,
+                                    },
+                                );
+                            }
+                        }
+                        "cudaEventSynchronize" => {
+                            if let Some((event, _)) = recorded.last() {
+                                self.used_events.insert(event.clone());
+                                let event = event.clone();
+                                push(&mut self.plan, blocking_end, Action::EventSync { event });
+                            }
+                        }
+                        "cudaStreamSynchronize" => {
+                            let after_copy = matches!(
+                                self.plan.last(),
+                                Some(Planned { action: Action::Kernel { gpu }, .. })
+                                    if trace.gpu[*gpu].kind == (GpuKind::Memcpy { device_to_host: true })
+                            );
+                            let action = if after_copy {
+                                Action::Item { stream: current }
+                            } else {
+                                Action::StreamSync { stream: current }
+                            };
+                            push(&mut self.plan, blocking_end, action);
+                        }
+                        "cudaDeviceSynchronize" | "cudaCtxSynchronize" | "cuCtxSynchronize" => {
+                            push(&mut self.plan, blocking_end, Action::DeviceSync);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if let Some(last) = trace.steps.last() {
+            let mark = format!("{}end", self.prefix);
+            self.plan.push(Planned {
+                at_ns: last.end_ns,
+                resume_ns: last.end_ns,
+                dropped_ns,
+                action: Action::Mark(mark),
+            });
+        }
+    }
+
+    fn begin_step(&mut self, step: usize, dropped_ns: &mut i64) {
+        let trace = self.trace;
+        let info = &trace.steps[step];
+        let calls = trace
+            .runtime
+            .iter()
+            .filter(|c| trace.step_of(c.start_ns) == Some(step))
+            .count();
+        let number = step + 1;
+        self.plan.push(Planned {
+            at_ns: info.start_ns,
+            resume_ns: info.start_ns,
+            dropped_ns: std::mem::take(dropped_ns),
+            action: Action::Comment(format!(
+                "{} (rank {}): {} µs on the host in the trace, {calls} CUDA runtime calls",
+                comment_text(&info.name),
+                trace.rank,
+                us(info.end_ns - info.start_ns)
+            )),
+        });
+        self.plan.push(Planned {
+            at_ns: info.start_ns,
+            resume_ns: info.start_ns,
+            dropped_ns: 0,
+            action: Action::Mark(format!("{}step_{number}", self.prefix)),
+        });
+    }
+
+    /// The `[[op]]`s, with `host_sleep_us` for the host's time between them.
+    pub(super) fn render(&mut self, declarations: &mut Declarations) -> String {
+        let trace = self.trace;
+        let sms = trace.sms.unwrap_or(132);
+        let mut text = String::new();
+        let mut cursor: Option<i64> = None;
+        let mut marks: Vec<String> = Vec::new();
+        let plan = std::mem::take(&mut self.plan);
+        for planned in &plan {
+            if let Action::RecordEvent { event, .. } = &planned.action {
+                if !self.used_events.contains(event) {
+                    continue;
+                }
+            }
+            if let Some(cursor) = cursor {
+                let gap = planned.at_ns - cursor - planned.dropped_ns;
+                if gap > 0 {
+                    let _ = writeln!(
+                        text,
+                        "[[op]]\n{}host_sleep_us = {}",
+                        self.ranks_key,
+                        us(gap)
+                    );
+                }
+            }
+            cursor = Some(planned.resume_ns.max(cursor.unwrap_or(i64::MIN)));
+            if let Action::Comment(comment) = &planned.action {
+                let _ = writeln!(text, "\n# {comment}");
+                continue;
+            }
+            let stream_key = |stream: &str| {
+                if stream == "default" {
+                    String::new()
+                } else {
+                    format!("stream = \"{stream}\"\n")
+                }
+            };
+            let body = match &planned.action {
+                Action::Comment(_) => continue,
+                Action::Mark(mark) => {
+                    marks.push(mark.clone());
+                    format!("mark = \"{mark}\"\n")
+                }
+                Action::Kernel { gpu } => {
+                    let op = &trace.gpu[*gpu];
+                    let stream = self.stream_name(op.stream).unwrap_or("default").to_string();
+                    declarations.streams.insert(stream.clone());
+                    let (stem, footprint) = match op.kind {
+                        GpuKind::Kernel => (
+                            short_kernel_name(&op.name),
+                            op.blocks
+                                .map_or(u64::from(sms), |b| b.clamp(1, u64::from(sms))),
+                        ),
+                        GpuKind::Memcpy {
+                            device_to_host: true,
+                        } => ("memcpy_dtoh".to_string(), 1),
+                        GpuKind::Memcpy { .. } => ("memcpy".to_string(), 1),
+                        GpuKind::Memset => ("memset".to_string(), 1),
+                    };
+                    let label = self.next_name(0, &format!("{stem}_"));
+                    format!(
+                        "label = \"{label}\"\nkernel = {{ us = {}, sms = {footprint} }}\n{}",
+                        us(op.duration_ns.max(1)),
+                        stream_key(&stream)
+                    )
+                }
+                Action::Collective {
+                    comm,
+                    bytes,
+                    stream,
+                    work,
+                } => {
+                    let c = &trace.comms[*comm];
+                    declarations.streams.insert(stream.clone());
+                    let label = self.next_name(0, &format!("{}_", c.key));
+                    let mut body = format!("label = \"{label}\"\n");
+                    if c.key == "barrier" {
+                        body.push_str("barrier = true\n");
+                    } else {
+                        let tensor = format!("{}_{}", c.dtype, size_text(*bytes));
+                        declarations
+                            .tensors
+                            .insert(tensor.clone(), (*bytes, c.dtype));
+                        let _ = writeln!(body, "{} = \"{tensor}\"", c.key);
+                    }
+                    if let Some(ranks) = &c.ranks {
+                        let world = ranks.len() as u32 == trace.world_size
+                            && ranks.iter().enumerate().all(|(i, r)| *r == i as u32);
+                        if !world && !ranks.is_empty() {
+                            let group = format!(
+                                "ranks_{}",
+                                ranks
+                                    .iter()
+                                    .map(u32::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join("_")
+                            );
+                            declarations.groups.insert(group.clone(), ranks.clone());
+                            let _ = writeln!(body, "group = \"{group}\"");
+                        }
+                    }
+                    if let Some(work) = work {
+                        let _ = writeln!(body, "async_op = true\nwork = \"{work}\"");
+                    }
+                    body + &stream_key(stream)
+                }
+                Action::RecordEvent { event, stream } => {
+                    format!("record_event = \"{event}\"\n{}", stream_key(stream))
+                }
+                Action::WaitEvent { event, stream } => {
+                    format!("wait_event = \"{event}\"\n{}", stream_key(stream))
+                }
+                Action::Wait { work, stream } => {
+                    format!("wait = \"{work}\"\n{}", stream_key(stream))
+                }
+                Action::EventSync { event } => format!("event_sync = \"{event}\"\n"),
+                Action::StreamSync { stream } => format!("stream_sync = \"{stream}\"\n"),
+                Action::Item { stream } => {
+                    declarations.item = true;
+                    format!("item = \"item_value\"\n{}", stream_key(stream))
+                }
+                Action::DeviceSync => "device_sync = true\n".to_string(),
+            };
+            let _ = write!(text, "[[op]]\n{}{body}", self.ranks_key);
+        }
+        for pair in marks.windows(2) {
+            let name = pair[0].clone();
+            declarations
+                .measures
+                .push((name, pair[0].clone(), pair[1].clone()));
+        }
+        text
+    }
+}
+
+/// The host's launch latency the traces show: over GPU activities that found their stream idle,
+/// the 10th percentile of the activity's start minus its launch call's start (a wait on another
+/// stream only adds to it, so the low end is the latency).
+pub(super) fn launch_latency_ns(traces: &[Trace]) -> Option<i64> {
+    let mut samples = Vec::new();
+    for trace in traces {
+        let collective_ops: BTreeSet<usize> =
+            trace.comm_activity.iter().flatten().copied().collect();
+        let mut stream_free: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut launches: Vec<(i64, usize)> = (0..trace.runtime.len())
+            .filter_map(|call| Some((trace.runtime[call].start_ns, trace.gpu_of_call[call]?)))
+            .collect();
+        launches.sort_unstable();
+        let mut by_start: Vec<usize> = (0..trace.gpu.len()).collect();
+        by_start.sort_by_key(|&op| trace.gpu[op].start_ns);
+        let mut launch_of = vec![None; trace.gpu.len()];
+        for (start, op) in launches {
+            launch_of[op] = Some(start);
+        }
+        for op in by_start {
+            let gpu = &trace.gpu[op];
+            let free = stream_free.get(&gpu.stream).copied().unwrap_or(i64::MIN);
+            if let (Some(launch), false) = (launch_of[op], collective_ops.contains(&op)) {
+                if free <= launch && gpu.start_ns >= launch {
+                    samples.push(gpu.start_ns - launch);
+                }
+            }
+            stream_free.insert(gpu.stream, gpu.start_ns + gpu.duration_ns);
+        }
+    }
+    samples.sort_unstable();
+    samples.get((samples.len().max(1) - 1) / 10).copied()
+}
+
+/// The GPU time of the asynchronous collectives of one-rank traces (NCCL's copy on the internal
+/// stream, or nothing for an in-place one): the median over them (0 without any), the
+/// simulator's `kernel_floor_us` for a one-rank group. A synchronous one's copy is a kernel of
+/// its own on the caller's stream.
+pub(super) fn one_rank_collective_ns(traces: &[Trace]) -> Option<i64> {
+    if traces.iter().all(|t| t.world_size != 1) {
+        return None;
+    }
+    let mut samples: Vec<i64> = traces
+        .iter()
+        .filter(|t| t.world_size == 1)
+        .flat_map(|t| {
+            (0..t.comms.len())
+                .filter(|&comm| t.comm_async[comm])
+                .map(|comm| {
+                    t.comm_activity[comm]
+                        .iter()
+                        .map(|&op| t.gpu[op].duration_ns)
+                        .sum()
+                })
+        })
+        .collect();
+    Some(median(&mut samples).unwrap_or(0))
+}
+
+pub(super) fn gpu_preset(name: &str) -> Option<&'static str> {
+    if name.contains("H200") {
+        Some("h200")
+    } else if name.contains("H100") {
+        Some("h100-sxm")
+    } else if name.contains("A100") {
+        Some("a100")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::kineto::trace::Comm;
+    use crate::import::kineto::TraceFile;
+
+    #[test]
+    fn buckets_join_as_ddp_fills_them() {
+        let comm = |bytes| Comm {
+            thread: "1".into(),
+            start_ns: 0,
+            end_ns: 1,
+            key: "all_reduce",
+            dtype: "bf16",
+            bytes,
+            ranks: None,
+        };
+        let text = crate::import::kineto::tests::small_trace(0, 2);
+        let mut trace = Trace::parse(&TraceFile {
+            name: "t",
+            text: &text,
+        })
+        .unwrap();
+        trace.comms = vec![comm(32), comm(32), comm(32), comm(32), comm(32)];
+        trace.comm_activity = vec![Vec::new(); 5];
+        trace.comm_async = vec![true; 5];
+        let program = RankProgram::new(&trace, false);
+        let options = KinetoOptions {
+            bucket_bytes: Some(100),
+        };
+        let bytes = program.buckets(&options);
+        // 32, 64, 96 < 100: the fourth joins, then the bucket holds 128 and closes
+        assert_eq!(bytes, [None, None, None, Some(128), Some(32)]);
+    }
+
+    #[test]
+    fn kernel_names_shorten_to_their_function() {
+        assert_eq!(
+            short_kernel_name("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::X<2>>(int)"),
+            "multi_tensor_apply_kernel"
+        );
+        assert_eq!(
+            short_kernel_name("nvjet_sm90_tst_256x128"),
+            "nvjet_sm90_tst_256x128"
+        );
+        assert_eq!(short_kernel_name("(odd)"), "kernel");
+        assert_eq!(us(1_234), "1.234");
+        assert_eq!(us(5_000), "5");
+        assert_eq!(size_text(3 << 20), "3MiB");
+    }
+}

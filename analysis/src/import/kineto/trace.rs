@@ -1,0 +1,699 @@
+//! Reading a torch.profiler trace: its GPU activities, CUDA calls, collectives and steps,
+//! joined (a call to the activity it launched and to the collective it is part of) and its
+//! streams named.
+
+use super::TraceFile;
+use crate::import::ImportError;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a GPU activity is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuKind {
+    Kernel,
+    Memcpy { device_to_host: bool },
+    Memset,
+}
+
+/// A GPU activity of the trace.
+#[derive(Debug, Clone)]
+pub struct GpuOp {
+    pub kind: GpuKind,
+    pub name: String,
+    pub stream: i64,
+    pub device: i64,
+    pub start_ns: i64,
+    pub duration_ns: i64,
+    pub correlation: Option<i64>,
+    /// Thread blocks (grid x·y·z), where the trace gives a grid.
+    pub blocks: Option<u64>,
+}
+
+/// A CUDA runtime or driver call on a host thread.
+#[derive(Debug, Clone)]
+pub(super) struct RuntimeCall {
+    pub(super) name: String,
+    pub(super) thread: String,
+    pub(super) start_ns: i64,
+    pub(super) end_ns: i64,
+    pub(super) correlation: Option<i64>,
+}
+
+/// A collective call (`record_param_comms`, or `nccl:*` where a trace has none).
+#[derive(Debug, Clone)]
+pub(super) struct Comm {
+    pub(super) thread: String,
+    pub(super) start_ns: i64,
+    pub(super) end_ns: i64,
+    /// Scenario key (`all_reduce`, …).
+    pub(super) key: &'static str,
+    pub(super) dtype: &'static str,
+    pub(super) bytes: u64,
+    /// The group's ranks, where the trace names them.
+    pub(super) ranks: Option<Vec<u32>>,
+}
+
+/// A `ProfilerStep#N` on the host.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub name: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// One rank's trace, read.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// The file's name, for messages (`rank0.json`, `all.json (process 3)`).
+    pub file: String,
+    /// The file's name alone.
+    pub path: String,
+    pub rank: u32,
+    pub world_size: u32,
+    pub gpu_name: Option<String>,
+    pub sms: Option<u32>,
+    pub nccl_version: Option<String>,
+    /// The steps, in time order; one step spanning the trace where it has no `ProfilerStep`.
+    pub steps: Vec<Step>,
+    pub gpu: Vec<GpuOp>,
+    /// Trace stream id → scenario stream name, for the streams that carry work other than a
+    /// collective's (the others are ProcessGroupNCCL's internal streams).
+    pub streams: BTreeMap<i64, String>,
+    pub(super) runtime: Vec<RuntimeCall>,
+    pub(super) comms: Vec<Comm>,
+    /// Per runtime call: the collective it is part of.
+    pub(super) comm_of_call: Vec<Option<usize>>,
+    /// Per runtime call: the GPU activity it launched.
+    pub(super) gpu_of_call: Vec<Option<usize>>,
+    /// Per collective: its GPU activities.
+    pub(super) comm_activity: Vec<Vec<usize>>,
+    /// Per collective: whether it ran on an internal stream (ProcessGroupNCCL made that stream
+    /// wait on the caller's: a `cudaStreamWaitEvent` inside the call).
+    pub(super) comm_async: Vec<bool>,
+}
+
+pub(super) fn error(file: &str, place: Option<String>, message: impl Into<String>) -> ImportError {
+    ImportError {
+        file: file.to_string(),
+        place,
+        message: message.into(),
+    }
+}
+
+/// The longest span the importer takes (the scenario's times are at most a day).
+const DAY_NS: i64 = 86_400_000_000_000;
+
+/// The most SMs a trace's GPU may have: with the import's 65 more, the scenario's limit of 1024.
+const MAX_GPU_SMS: u64 = 959;
+
+/// The largest collective the importer takes (a scenario's tensor is at most 1 TiB).
+const MAX_TENSOR_BYTES: u64 = 1 << 40;
+
+/// Microseconds (Kineto's unit) → integer nanoseconds; `None` outside ±10¹⁵ µs.
+fn ns_of_us(us: f64) -> Option<i64> {
+    (us.is_finite() && us.abs() < 1e15).then(|| (us * 1000.0).round() as i64)
+}
+
+fn thread_key(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// dtype as `record_param_comms` (`BFloat16`) or an op's input type (`c10::BFloat16`,
+/// `float`) writes it → the scenario's dtype and the element's bytes.
+fn dtype_of(name: &str) -> Option<(&'static str, u64)> {
+    let name = name.trim_start_matches("c10::");
+    Some(match name {
+        "Float" | "float" => ("f32", 4),
+        "BFloat16" => ("bf16", 2),
+        "Half" => ("f16", 2),
+        "Double" | "double" | "Long" | "long int" | "ComplexFloat" => ("f32", 8),
+        "Int" | "int" => ("f32", 4),
+        "Short" => ("f32", 2),
+        "Byte" | "Char" | "Bool" | "bool" | "Float8_e4m3fn" | "Float8_e5m2" => ("f32", 1),
+        _ => return None,
+    })
+}
+
+/// A collective's name in `record_param_comms` or after `nccl:` → the scenario key.
+fn collective_key(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "allreduce" | "all_reduce" | "allreduce_coalesced" => "all_reduce",
+        "allgather"
+        | "all_gather"
+        | "_allgather_base"
+        | "_all_gather_base"
+        | "all_gather_into_tensor"
+        | "allgather_into_tensor_coalesced" => "all_gather",
+        "reduce_scatter"
+        | "_reduce_scatter_base"
+        | "reduce_scatter_tensor"
+        | "reduce_scatter_tensor_coalesced" => "reduce_scatter",
+        "broadcast" => "broadcast",
+        "all_to_all" | "alltoall" | "alltoall_base" | "all_to_all_single" => "all_to_all",
+        "barrier" => "barrier",
+        _ => return None,
+    })
+}
+
+fn parse_ranks(text: &str) -> Option<Vec<u32>> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+    if inner.trim().is_empty() {
+        return Some(Vec::new());
+    }
+    inner.split(',').map(|r| r.trim().parse().ok()).collect()
+}
+
+fn args_u64(args: &Map<String, Value>, key: &str) -> Option<u64> {
+    args.get(key).and_then(Value::as_u64)
+}
+
+impl Trace {
+    /// Reads one trace: JSON syntax errors with their line and column, malformed events with
+    /// their index in `traceEvents`; a trace without CUDA activities or runtime calls is refused.
+    pub fn parse(file: &TraceFile) -> Result<Trace, ImportError> {
+        let mut traces = Trace::parse_file(file)?;
+        if traces.len() > 1 {
+            return Err(error(
+                file.name,
+                None,
+                format!("the file holds the CUDA calls of {} processes (a trace of every rank): read it with parse_file", traces.len()),
+            ));
+        }
+        Ok(traces.remove(0))
+    }
+
+    /// Reads a file: one rank's trace, or, where CUDA calls come from several processes (a
+    /// trace of every rank in one file, as `c10dsim run --trace` writes it, each rank a process
+    /// with its host and GPU rows), one trace per process: ranks in process order, the world
+    /// their number.
+    pub fn parse_file(file: &TraceFile) -> Result<Vec<Trace>, ImportError> {
+        let name = file.name;
+        let root: Value = serde_json::from_str(file.text).map_err(|e| {
+            error(
+                name,
+                Some(format!("{}:{}", e.line(), e.column())),
+                format!("not a JSON trace: {e}"),
+            )
+        })?;
+        let (events, meta) = match &root {
+            Value::Object(map) => match map.get("traceEvents") {
+                Some(Value::Array(events)) => (events, Some(map)),
+                _ => {
+                    return Err(error(
+                        name,
+                        None,
+                        "no \"traceEvents\" array: not a torch.profiler trace (export it with prof.export_chrome_trace)",
+                    ))
+                }
+            },
+            Value::Array(events) => (events, None),
+            _ => {
+                return Err(error(
+                    name,
+                    None,
+                    "a trace is a JSON object with \"traceEvents\" (or an array of events)",
+                ))
+            }
+        };
+        let mut processes: Vec<&Value> = Vec::new();
+        for event in events {
+            let cuda_call = matches!(
+                event.get("cat").and_then(Value::as_str),
+                Some("cuda_runtime" | "cuda_driver")
+            );
+            if let (true, Some(pid)) = (cuda_call, event.get("pid")) {
+                if !processes.contains(&pid) {
+                    processes.push(pid);
+                }
+            }
+        }
+        if processes.len() <= 1 {
+            return Ok(vec![Trace::from_events(name, events, meta, None)?]);
+        }
+        processes.sort_by_key(|pid| (pid.as_i64(), pid.to_string()));
+        let world = processes.len() as u32;
+        processes
+            .iter()
+            .enumerate()
+            .map(|(rank, pid)| {
+                let process = format!("{name} (process {pid})");
+                let mut trace =
+                    Trace::from_events(&process, events, meta, Some((pid, rank as u32, world)))?;
+                trace.path = name.to_string();
+                Ok(trace)
+            })
+            .collect()
+    }
+
+    /// One rank's trace from the file's events; where `process` is (pid, rank, world), of that
+    /// process only, as that rank of that world.
+    fn from_events(
+        name: &str,
+        events: &[Value],
+        meta: Option<&Map<String, Value>>,
+        process: Option<(&Value, u32, u32)>,
+    ) -> Result<Trace, ImportError> {
+        let mut trace = Trace {
+            file: name.to_string(),
+            path: name.to_string(),
+            rank: 0,
+            world_size: 1,
+            gpu_name: None,
+            sms: None,
+            nccl_version: None,
+            steps: Vec::new(),
+            gpu: Vec::new(),
+            streams: BTreeMap::new(),
+            runtime: Vec::new(),
+            comms: Vec::new(),
+            comm_of_call: Vec::new(),
+            gpu_of_call: Vec::new(),
+            comm_activity: Vec::new(),
+            comm_async: Vec::new(),
+        };
+        if let Some(meta) = meta {
+            trace.read_meta(meta)?;
+        }
+        if let Some((_, rank, world)) = process {
+            trace.rank = rank;
+            trace.world_size = world;
+        }
+        let empty = Map::new();
+        let mut nccl_annotations = Vec::new();
+        for (index, event) in events.iter().enumerate() {
+            let Value::Object(event) = event else {
+                continue;
+            };
+            if event.get("ph").and_then(Value::as_str) != Some("X")
+                || process.is_some_and(|(pid, _, _)| event.get("pid") != Some(pid))
+            {
+                continue;
+            }
+            let category = event.get("cat").and_then(Value::as_str).unwrap_or("");
+            let event_name = event.get("name").and_then(Value::as_str).unwrap_or("");
+            let wanted = matches!(
+                category,
+                "kernel" | "gpu_memcpy" | "gpu_memset" | "cuda_runtime" | "cuda_driver"
+            ) || event_name == "record_param_comms"
+                || (category == "user_annotation"
+                    && (event_name.starts_with("ProfilerStep#")
+                        || event_name.starts_with("nccl:")));
+            if !wanted {
+                continue;
+            }
+            let place = || Some(format!("traceEvents[{index}]"));
+            let (Some(start_ns), Some(duration_ns)) = (
+                event.get("ts").and_then(Value::as_f64).and_then(ns_of_us),
+                event.get("dur").and_then(Value::as_f64).and_then(ns_of_us),
+            ) else {
+                return Err(error(
+                    name,
+                    place(),
+                    format!("{event_name:?} ({category}) needs numeric \"ts\" and \"dur\" in µs"),
+                ));
+            };
+            if !(0..=DAY_NS).contains(&duration_ns) {
+                return Err(error(
+                    name,
+                    place(),
+                    format!(
+                        "{event_name:?} lasts {duration_ns} ns: a duration is between 0 and a day"
+                    ),
+                ));
+            }
+            let args = event
+                .get("args")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            let thread = thread_key(event.get("tid"));
+            match category {
+                "kernel" | "gpu_memcpy" | "gpu_memset" => {
+                    let Some(stream) = args.get("stream").and_then(Value::as_i64) else {
+                        return Err(error(
+                            name,
+                            place(),
+                            format!("GPU activity {event_name:?} names no \"stream\" in its args"),
+                        ));
+                    };
+                    let kind = match category {
+                        "kernel" => GpuKind::Kernel,
+                        "gpu_memset" => GpuKind::Memset,
+                        _ => GpuKind::Memcpy {
+                            device_to_host: event_name.contains("DtoH"),
+                        },
+                    };
+                    let blocks = args.get("grid").and_then(Value::as_array).and_then(|grid| {
+                        grid.iter()
+                            .try_fold(1u64, |product, d| product.checked_mul(d.as_u64()?))
+                    });
+                    trace.gpu.push(GpuOp {
+                        kind,
+                        name: event_name.to_string(),
+                        stream,
+                        device: args.get("device").and_then(Value::as_i64).unwrap_or(0),
+                        start_ns,
+                        duration_ns,
+                        correlation: args.get("correlation").and_then(Value::as_i64),
+                        blocks,
+                    });
+                }
+                "cuda_runtime" | "cuda_driver" => trace.runtime.push(RuntimeCall {
+                    name: event_name.to_string(),
+                    thread,
+                    start_ns,
+                    end_ns: start_ns + duration_ns,
+                    correlation: args.get("correlation").and_then(Value::as_i64),
+                }),
+                _ if event_name == "record_param_comms" => {
+                    if let Some(comm) =
+                        Comm::from_record_param_comms(args, thread, start_ns, duration_ns)
+                            .map_err(|message| error(name, place(), message))?
+                    {
+                        trace.comms.push(comm);
+                    }
+                }
+                _ if event_name.starts_with("nccl:") => {
+                    nccl_annotations.push((index, event_name, args, thread, start_ns, duration_ns));
+                }
+                _ => trace.steps.push(Step {
+                    name: event_name.to_string(),
+                    start_ns,
+                    end_ns: start_ns + duration_ns,
+                }),
+            }
+        }
+        if trace.comms.is_empty() {
+            for (index, event_name, args, thread, start_ns, duration_ns) in nccl_annotations {
+                if let Some(comm) =
+                    Comm::from_nccl_annotation(event_name, args, thread, start_ns, duration_ns)
+                        .map_err(|message| {
+                            error(name, Some(format!("traceEvents[{index}]")), message)
+                        })?
+                {
+                    trace.comms.push(comm);
+                }
+            }
+        }
+        trace.check_and_link()?;
+        Ok(trace)
+    }
+
+    fn read_meta(&mut self, meta: &Map<String, Value>) -> Result<(), ImportError> {
+        if let Some(info) = meta.get("distributedInfo").and_then(Value::as_object) {
+            let rank = args_u64(info, "rank").unwrap_or(0);
+            let world = args_u64(info, "world_size").unwrap_or(1);
+            if world == 0 || world > 65_536 || rank >= world {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!("distributedInfo: rank {rank} of world size {world} is not a rank of the job"),
+                ));
+            }
+            self.rank = rank as u32;
+            self.world_size = world as u32;
+            self.nccl_version = info
+                .get("nccl_version")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        if let Some(device) = meta
+            .get("deviceProperties")
+            .and_then(Value::as_array)
+            .and_then(|devices| devices.first())
+            .and_then(Value::as_object)
+        {
+            self.gpu_name = device
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            self.sms = args_u64(device, "numSms")
+                .filter(|&sms| (1..=MAX_GPU_SMS).contains(&sms))
+                .map(|sms| sms as u32);
+        }
+        Ok(())
+    }
+
+    /// Refuses traces this importer cannot turn into a program, orders everything by time and
+    /// joins the calls to their GPU activities and collectives.
+    fn check_and_link(&mut self) -> Result<(), ImportError> {
+        if self.gpu.is_empty() {
+            return Err(error(
+                &self.file,
+                None,
+                "the trace has no CUDA activities (no \"kernel\", \"gpu_memcpy\" or \"gpu_memset\" events): record it with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+            ));
+        }
+        if self.runtime.is_empty() {
+            return Err(error(
+                &self.file,
+                None,
+                "the trace has CUDA activities but no CUDA runtime calls (\"cuda_runtime\" events): record it with ProfilerActivity.CPU as well",
+            ));
+        }
+        let devices: BTreeSet<i64> = self.gpu.iter().map(|op| op.device).collect();
+        if devices.len() > 1 {
+            return Err(error(
+                &self.file,
+                None,
+                format!("the trace has GPU activities on {} devices ({devices:?}): give one trace per rank (one device each)", devices.len()),
+            ));
+        }
+        let starts = self
+            .gpu
+            .iter()
+            .map(|op| op.start_ns)
+            .chain(self.runtime.iter().map(|c| c.start_ns))
+            .chain(self.comms.iter().map(|c| c.start_ns))
+            .chain(self.steps.iter().map(|s| s.start_ns));
+        let ends = self
+            .gpu
+            .iter()
+            .map(|op| op.start_ns + op.duration_ns)
+            .chain(self.runtime.iter().map(|c| c.end_ns))
+            .chain(self.comms.iter().map(|c| c.end_ns))
+            .chain(self.steps.iter().map(|s| s.end_ns));
+        if let (Some(first), Some(last)) = (starts.min(), ends.max()) {
+            if last - first > DAY_NS {
+                return Err(error(
+                    &self.file,
+                    None,
+                    "the trace spans more than a day; c10dsim imports at most a day",
+                ));
+            }
+        }
+        for comm in &self.comms {
+            if comm.bytes > MAX_TENSOR_BYTES {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "{} of {} bytes: c10dsim's tensors are at most 1 TiB",
+                        comm.key, comm.bytes
+                    ),
+                ));
+            }
+            if comm
+                .ranks
+                .as_ref()
+                .is_some_and(|r| !r.is_empty() && !r.contains(&self.rank))
+            {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "rank {} calls {} on a group without it",
+                        self.rank, comm.key
+                    ),
+                ));
+            }
+            if let Some(rank) = comm.ranks.iter().flatten().find(|&&r| r >= self.world_size) {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "{} on a group with rank {rank}, outside the world of {}",
+                        comm.key, self.world_size
+                    ),
+                ));
+            }
+        }
+        self.gpu.sort_by_key(|op| (op.start_ns, op.stream));
+        self.runtime.sort_by_key(|call| call.start_ns);
+        self.comms.sort_by_key(|comm| comm.start_ns);
+        self.steps.sort_by_key(|step| step.start_ns);
+        if self.steps.is_empty() {
+            let start_ns = self.runtime[0].start_ns;
+            let end_ns = self
+                .runtime
+                .iter()
+                .map(|c| c.end_ns)
+                .max()
+                .unwrap_or(start_ns);
+            self.steps.push(Step {
+                name: "the whole trace (no ProfilerStep#N)".to_string(),
+                start_ns,
+                end_ns,
+            });
+        }
+        let by_correlation: BTreeMap<i64, usize> = self
+            .gpu
+            .iter()
+            .enumerate()
+            .filter_map(|(index, op)| Some((op.correlation?, index)))
+            .collect();
+        let mut comms_by_thread: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (index, comm) in self.comms.iter().enumerate() {
+            comms_by_thread.entry(&comm.thread).or_default().push(index);
+        }
+        self.comm_activity = vec![Vec::new(); self.comms.len()];
+        self.comm_async = vec![false; self.comms.len()];
+        for call in &self.runtime {
+            let gpu = call
+                .correlation
+                .and_then(|c| by_correlation.get(&c).copied());
+            let comm = comms_by_thread.get(call.thread.as_str()).and_then(|list| {
+                let before = list.partition_point(|&c| self.comms[c].start_ns <= call.start_ns);
+                let candidate = *list.get(before.checked_sub(1)?)?;
+                (call.start_ns < self.comms[candidate].end_ns).then_some(candidate)
+            });
+            if let (Some(comm), Some(gpu)) = (comm, gpu) {
+                self.comm_activity[comm].push(gpu);
+            }
+            if let (Some(comm), "cudaStreamWaitEvent") = (comm, call.name.as_str()) {
+                self.comm_async[comm] = true;
+            }
+            self.gpu_of_call.push(gpu);
+            self.comm_of_call.push(comm);
+        }
+        // A user stream carries work other than an asynchronous collective's (a synchronous
+        // collective runs on the caller's stream).
+        let internal_ops: BTreeSet<usize> = (0..self.comms.len())
+            .filter(|&comm| self.comm_async[comm])
+            .flat_map(|comm| self.comm_activity[comm].iter().copied())
+            .collect();
+        let collective_ops: BTreeSet<usize> =
+            self.comm_activity.iter().flatten().copied().collect();
+        let mut work_per_stream: BTreeMap<i64, usize> = BTreeMap::new();
+        for (index, op) in self.gpu.iter().enumerate() {
+            if !internal_ops.contains(&index) {
+                let work = usize::from(!collective_ops.contains(&index));
+                *work_per_stream.entry(op.stream).or_default() += work;
+            }
+        }
+        let default = work_per_stream
+            .iter()
+            .max_by_key(|(stream, count)| (**count, std::cmp::Reverse(**stream)))
+            .map(|(stream, _)| *stream);
+        for stream in work_per_stream.keys() {
+            let name = if Some(*stream) == default {
+                "default".to_string()
+            } else {
+                format!("stream{stream}")
+            };
+            self.streams.insert(*stream, name);
+        }
+        Ok(())
+    }
+
+    /// The index of the step a host time falls in: from its start to the next step's start
+    /// (the last step: to its end).
+    pub(super) fn step_of(&self, at_ns: i64) -> Option<usize> {
+        let after = self.steps.partition_point(|s| s.start_ns <= at_ns);
+        let index = after.checked_sub(1)?;
+        (index + 1 < self.steps.len() || at_ns <= self.steps[index].end_ns).then_some(index)
+    }
+}
+
+impl Comm {
+    fn from_record_param_comms(
+        args: &Map<String, Value>,
+        thread: String,
+        start_ns: i64,
+        duration_ns: i64,
+    ) -> Result<Option<Comm>, String> {
+        let collective = args
+            .get("Collective name")
+            .and_then(Value::as_str)
+            .ok_or("record_param_comms has no \"Collective name\"")?;
+        let Some(key) = collective_key(collective) else {
+            return Ok(None);
+        };
+        let dtype_name = args.get("dtype").and_then(Value::as_str).unwrap_or("Float");
+        let (dtype, element_bytes) = dtype_of(dtype_name).ok_or_else(|| {
+            format!("record_param_comms: dtype {dtype_name:?} is not one c10dsim knows")
+        })?;
+        let elements_key = if key == "all_gather" {
+            "Out msg nelems"
+        } else {
+            "In msg nelems"
+        };
+        let elements = if key == "barrier" {
+            1
+        } else {
+            args_u64(args, elements_key).ok_or_else(|| {
+                format!("record_param_comms ({collective}) has no {elements_key:?}")
+            })?
+        };
+        let ranks = args
+            .get("Process Group Ranks")
+            .and_then(Value::as_str)
+            .and_then(parse_ranks)
+            .map(|mut ranks| {
+                ranks.sort_unstable();
+                ranks.dedup();
+                ranks
+            });
+        Ok(Some(Comm {
+            thread,
+            start_ns,
+            end_ns: start_ns + duration_ns,
+            key,
+            dtype,
+            bytes: elements.saturating_mul(element_bytes).max(1),
+            ranks,
+        }))
+    }
+
+    fn from_nccl_annotation(
+        name: &str,
+        args: &Map<String, Value>,
+        thread: String,
+        start_ns: i64,
+        duration_ns: i64,
+    ) -> Result<Option<Comm>, String> {
+        let Some(key) = collective_key(name.trim_start_matches("nccl:")) else {
+            return Ok(None);
+        };
+        let input_type = args
+            .get("Input type")
+            .and_then(Value::as_array)
+            .and_then(|types| types.first())
+            .and_then(Value::as_str)
+            .unwrap_or("float");
+        let (dtype, element_bytes) = dtype_of(input_type)
+            .ok_or_else(|| format!("{name}: input type {input_type:?} is not one c10dsim knows"))?;
+        let elements = args
+            .get("Input Dims")
+            .and_then(Value::as_array)
+            .and_then(|dims| dims.first())
+            .and_then(Value::as_array)
+            .and_then(|dims| {
+                dims.iter()
+                    .try_fold(1u64, |p, d| p.checked_mul(d.as_u64()?))
+            })
+            .unwrap_or(1);
+        Ok(Some(Comm {
+            thread,
+            start_ns,
+            end_ns: start_ns + duration_ns,
+            key,
+            dtype,
+            bytes: elements.saturating_mul(element_bytes).max(1),
+            ranks: None,
+        }))
+    }
+}

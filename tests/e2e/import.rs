@@ -1,0 +1,258 @@
+//! `c10dsim import kineto` on the traces recorded on the H200 (tests/data/torch/recorded,
+//! docs/import.md): each imports into a scenario that parses and runs, whose simulated step
+//! time is within the documented tolerance of the traced one; the 100 MiB-bucket what-if
+//! predicted from the 25 MiB trace against the measured 100 MiB run; bad input refused.
+
+use crate::util::{c10dsim, stderr, stdout};
+use analysis::import::kineto::{self, KinetoOptions, Trace, TraceFile};
+use analysis::import::replay::{self, StepFigures};
+use std::path::PathBuf;
+
+/// docs/import.md: the simulated mean step time is within 5% of the traced one.
+const STEP_TOLERANCE_PCT: f64 = 5.0;
+/// Each stream's busy time is the sum of measured durations: within 1%.
+const BUSY_TOLERANCE_PCT: f64 = 1.0;
+
+fn trace_path(workload: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/torch/recorded/traces")
+        .join(workload)
+        .join("rank0.json")
+}
+
+fn read(workload: &str) -> Trace {
+    let path = trace_path(workload);
+    let text = std::fs::read_to_string(&path).unwrap();
+    Trace::parse(&TraceFile {
+        name: workload,
+        text: &text,
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The imported scenario, simulated: its text and its steps' figures.
+fn simulate(trace: &Trace, options: &KinetoOptions) -> (String, Vec<StepFigures>) {
+    let text = kineto::import_traces(std::slice::from_ref(trace), options).unwrap();
+    let scenario = sim::scenario::parse("import.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let timeline = sim::engine::simulate(&scenario);
+    assert!(
+        timeline.findings.is_empty(),
+        "the replay ends cleanly: {:?}",
+        timeline.findings
+    );
+    (text, replay::simulated(&timeline))
+}
+
+fn steps(figures: &[StepFigures]) -> Vec<u64> {
+    figures.iter().map(|s| s.step_ns).collect()
+}
+
+fn busy(figures: &[StepFigures], stream: &str) -> Vec<u64> {
+    figures
+        .iter()
+        .map(|s| s.busy_ns.get(stream).copied().unwrap_or(0))
+        .collect()
+}
+
+/// The traced host step times of steps.jsonl (`traced_host_step_ns`), for one workload.
+fn steps_jsonl(workload: &str, bucket_mb: u64) -> Vec<u64> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch/recorded/steps.jsonl");
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|row| row["workload"] == workload && row["bucket_mb"] == bucket_mb)
+        .map(|row| {
+            row["traced_host_step_ns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect()
+        })
+        .unwrap()
+}
+
+#[test]
+fn every_recorded_trace_replays_within_the_tolerance() {
+    for (workload, name, bucket_mb, streams) in [
+        ("ddp_b25", "ddp", 25, &["default"][..]),
+        ("ddp_b100", "ddp", 100, &["default"][..]),
+        ("fsdp_b25", "fsdp", 25, &["default", "stream20"][..]),
+    ] {
+        let trace = read(workload);
+        let traced = replay::traced(&trace);
+        let (text, simulated) = simulate(&trace, &KinetoOptions::default());
+        assert_eq!(traced.len(), 5, "{workload}: five ProfilerSteps");
+        assert_eq!(simulated.len(), 5, "{workload}: five simulated steps");
+        assert_eq!(
+            text.matches("\n# ProfilerStep#").count(),
+            5,
+            "{workload}: one comment per step"
+        );
+        let error = replay::error_pct(&steps(&traced), &steps(&simulated)).unwrap();
+        assert!(
+            error.abs() <= STEP_TOLERANCE_PCT,
+            "{workload}: step time {error:+.2}%"
+        );
+        // the probe's own clock around step() + synchronize(), outside the profiler's marks
+        let probe = replay::error_pct(&steps_jsonl(name, bucket_mb), &steps(&simulated)).unwrap();
+        assert!(
+            probe.abs() <= STEP_TOLERANCE_PCT,
+            "{workload}: step time against steps.jsonl {probe:+.2}%"
+        );
+        for stream in streams {
+            let error = replay::error_pct(&busy(&traced, stream), &busy(&simulated, stream))
+                .unwrap_or_else(|| panic!("{workload}: {stream} is busy"));
+            assert!(
+                error.abs() <= BUSY_TOLERANCE_PCT,
+                "{workload}: {stream} busy {error:+.2}%"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_100mib_bucket_predicted_from_the_25mib_trace_matches_the_measured_run() {
+    let b25 = read("ddp_b25");
+    let b100 = read("ddp_b100");
+    let options = KinetoOptions {
+        bucket_bytes: Some(100 << 20),
+    };
+    let (predicted_text, predicted) = simulate(&b25, &options);
+    let (measured_text, _) = simulate(&b100, &KinetoOptions::default());
+    // DDP's reducer closes a bucket once it holds 100 MiB: 4 × 32 MiB per bucket, 2 per step
+    let all_reduces = |text: &str| text.matches("all_reduce = \"bf16_128MiB\"").count();
+    assert_eq!(all_reduces(&predicted_text), 10, "{predicted_text}");
+    assert_eq!(all_reduces(&measured_text), 10);
+    let error = replay::error_pct(&steps(&replay::traced(&b100)), &steps(&predicted)).unwrap();
+    assert!(
+        error.abs() <= STEP_TOLERANCE_PCT,
+        "predicted 100 MiB step {error:+.2}%"
+    );
+}
+
+#[test]
+fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("fsdp.toml");
+    let trace = trace_path("fsdp_b25");
+    let written = c10dsim(&[
+        "import",
+        "kineto",
+        trace.to_str().unwrap(),
+        "-o",
+        scenario.to_str().unwrap(),
+        "--replay",
+    ]);
+    assert!(written.status.success(), "{}", stderr(&written));
+    assert!(
+        stdout(&written).contains("| 0 | step time |"),
+        "{}",
+        stdout(&written)
+    );
+    let checked = c10dsim(&["check", scenario.to_str().unwrap()]);
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    let to_stdout = c10dsim(&["import", "kineto", trace.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(
+        stdout(&to_stdout),
+        std::fs::read_to_string(&scenario).unwrap(),
+        "same trace, same scenario"
+    );
+
+    let no_cuda = dir.join("cpu_only.json");
+    std::fs::write(
+        &no_cuda,
+        r#"{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]}"#,
+    )
+    .unwrap();
+    let refused = c10dsim(&["import", "kineto", no_cuda.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("cpu_only.json: error: the trace has no CUDA activities"),
+        "{}",
+        stderr(&refused)
+    );
+    let broken = dir.join("broken.json");
+    std::fs::write(&broken, "{\"traceEvents\": [\n  {\"ph\": ]}").unwrap();
+    let refused = c10dsim(&["import", "kineto", broken.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("broken.json:2:10: error: not a JSON trace"),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_multi_rank_trace_of_c10dsim_round_trips_as_a_folder_and_as_one_file() {
+    // get_future.toml on 8 ranks, written as one torch.profiler-shaped file per rank, imported
+    // back: every rank's streams are as busy as the trace says (the all_reduce's data time
+    // comes from the rendezvous of the eight imported programs, not from the trace).
+    let dir = std::env::temp_dir().join(format!("c10dsim-import-rt-{}", std::process::id()));
+    let run = c10dsim(&[
+        "run",
+        "scenarios/get_future.toml",
+        "--trace-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let texts: Vec<(String, String)> = (0..8)
+        .map(|rank| {
+            let name = format!("rank{rank}.pt.trace.json");
+            let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+            (name, text)
+        })
+        .collect();
+    let traces: Vec<Trace> = texts
+        .iter()
+        .map(|(name, text)| Trace::parse(&TraceFile { name, text }).unwrap())
+        .collect();
+    let text = kineto::import_traces(&traces, &KinetoOptions::default()).unwrap();
+    let scenario = sim::scenario::parse("rt.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let simulated = replay::simulated(&sim::engine::simulate(&scenario));
+    let traced: Vec<StepFigures> = traces.iter().flat_map(replay::traced).collect();
+    assert_eq!(simulated.len(), traced.len());
+    for (traced, simulated) in traced.iter().zip(&simulated) {
+        assert_eq!(traced.rank, simulated.rank);
+        for (stream, busy_ns) in &traced.busy_ns {
+            let replayed = simulated.busy_ns.get(stream).copied().unwrap_or(0);
+            let error = (replayed as f64 - *busy_ns as f64).abs() / (*busy_ns as f64).max(1.0);
+            assert!(
+                error <= BUSY_TOLERANCE_PCT / 100.0,
+                "rank {} {}: {stream} busy {busy_ns} ns traced, {replayed} ns replayed",
+                traced.rank,
+                traced.step
+            );
+        }
+    }
+    // the same run as one file with every rank (`--trace`): one process per rank
+    let merged = dir.join("all.json");
+    let run = c10dsim(&[
+        "run",
+        "scenarios/get_future.toml",
+        "--trace",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let imported = c10dsim(&[
+        "import",
+        "kineto",
+        merged.to_str().unwrap(),
+        "-o",
+        "-",
+        "--replay",
+    ]);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    let scenario = sim::scenario::parse("all.toml", &stdout(&imported)).unwrap();
+    assert_eq!(scenario.cluster.ranks, 8);
+    assert!(
+        stderr(&imported)
+            .contains("| 7 | busy: stream4 | 477.8 (477.8…477.8) | 477.8 (477.8…477.8) | +0.0% |"),
+        "{}",
+        stderr(&imported)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
