@@ -197,7 +197,7 @@ impl Engine<'_> {
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
                 Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
                 Blocked::LaunchQueue { .. } => {
-                    "is in a kernel launch onto a stream that holds host.launch_queue_depth kernels, none of which ends (CUDA's launch queue)"
+                    "is in a kernel launch or event record onto a stream that holds host.launch_queue_depth commands, none of which the GPU ever takes (CUDA's launch queue)"
                 }
                 _ => "waits for GPU work that never finishes (R14)",
             };

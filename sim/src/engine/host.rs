@@ -72,7 +72,7 @@ impl Engine<'_> {
         loop {
             let horizon_ns = self.host_horizon_ns();
             let max_sim_time_ns = self.scenario.max_sim_time_ns;
-            let launch_queue_depth = self.scenario.host.launch_queue_depth;
+            let launch_queue_depth = self.scenario.host.launch_queue_depth as usize;
             let state = &mut self.ranks[rank as usize];
             if !matches!(state.blocked, Blocked::Running) {
                 return;
@@ -95,9 +95,9 @@ impl Engine<'_> {
             }
             let index = cursor.next;
             let step = cursor.steps[index];
-            if let Some(stream) = launch_stream(step) {
-                if state.streams[stream as usize].launches_held >= launch_queue_depth {
-                    // The launch waits until a kernel of the stream ends, then runs.
+            if let Some(stream) = enqueue_stream(step) {
+                if state.streams[stream as usize].queue.len() >= launch_queue_depth {
+                    // The enqueue waits until the GPU takes a command off the stream, then runs.
                     state.blocked = Blocked::LaunchQueue { stream };
                     return;
                 }
@@ -868,10 +868,17 @@ impl Engine<'_> {
     }
 }
 
-/// The stream a step launches a kernel onto, if it does (a launch can block on a full queue).
-fn launch_stream(step: Step) -> Option<u16> {
+/// The stream a step enqueues a command onto (a kernel, an event record, a stream wait), if
+/// it does: the enqueue blocks while that stream's queue is full (R1).
+fn enqueue_stream(step: Step) -> Option<u16> {
     match step {
-        Step::Launch { stream, .. } => Some(stream),
+        Step::Launch { stream, .. }
+        | Step::Record { stream, .. }
+        | Step::StreamWait { stream, .. }
+        | Step::Wait { stream, .. }
+        | Step::Mark { stream, .. }
+        | Step::Item { stream, .. }
+        | Step::StreamSync { stream, .. } => Some(stream),
         Step::Nccl(call) => Some(call.stream),
         _ => None,
     }

@@ -132,8 +132,8 @@ enum Blocked {
         collective: u32,
         timeout_ns: u64,
     },
-    /// In a kernel launch onto `stream`, which already holds `host.launch_queue_depth`
-    /// kernels: CUDA blocks the launching thread until one of them ends.
+    /// Enqueueing onto `stream` (a launch, an event record, a stream wait), which already holds
+    /// `host.launch_queue_depth` commands: CUDA blocks the thread until the GPU takes one.
     LaunchQueue { stream: u16 },
     /// Lazy communicator init (R8): waiting for the group's other ranks.
     CommInit,
@@ -370,14 +370,7 @@ impl<'s> Engine<'s> {
                         }
                         _ => unreachable!("only kernels end"),
                     };
-                    state.launches_held -= 1;
-                    let rank_state = &mut self.ranks[rank as usize];
-                    if matches!(rank_state.blocked, Blocked::LaunchQueue { stream: full } if full == stream)
-                    {
-                        // The launch that blocked goes through now.
-                        rank_state.blocked = Blocked::Timer;
-                        self.schedule(at_ns, Event::HostResume { rank, at_ns });
-                    }
+                    self.stream_popped(rank, stream);
                     let rank_state = &mut self.ranks[rank as usize];
                     rank_state.timeline.kernels[kernel as usize].end_ns = at_ns;
                     rank_state.gpu.finish(at_ns, kernel);
@@ -660,7 +653,7 @@ mod tests {
 
     #[test]
     fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
-        // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 kernels:
+        // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 commands:
         // the sleep and three launch at once, the fourth launch returns when the sleep ends.
         let ops = "[[op]]\nkernel = { us = 1 }\n".repeat(5);
         let text =
@@ -681,8 +674,8 @@ mod tests {
     #[test]
     fn a_launch_behind_kernels_that_never_end_is_a_named_deadlock() {
         // Rank 1 never joins: rank 0's synchronous all_reduce spins for ever on the current
-        // stream (where 2.12 runs an `async_op=False` collective); with room for two kernels,
-        // the first GEMM still launches behind it, the second's launch never returns.
+        // stream (where 2.12 runs an `async_op=False` collective), behind its input-ready
+        // record; with room for two commands, the first GEMM's launch never returns.
         let text = format!(
             "{TWO_RANKS}[host]\nlaunch_queue_depth = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[[op]]\nlabel = \"ar\"\nranks = [0]\nall_reduce = \"x\"\nstream = \"default\"\n[[op]]\ngemm = [512, 512, 512]\n[[op]]\nlabel = \"stuck\"\ngemm = [512, 512, 512]\n"
         );
@@ -690,10 +683,10 @@ mod tests {
         let deadlock = timeline
             .findings
             .iter()
-            .find(|f| f.kind == FindingKind::Deadlock && f.message.contains("kernel launch"))
+            .find(|f| f.kind == FindingKind::Deadlock && f.message.contains("launch queue"))
             .unwrap_or_else(|| panic!("{:?}", timeline.findings));
         assert_eq!(deadlock.rank, Some(0));
-        assert!(deadlock.message.contains("stuck"), "{}", deadlock.message);
+        assert!(deadlock.message.contains("gemm#1"), "{}", deadlock.message);
     }
 
     #[test]

@@ -41,8 +41,6 @@ pub(super) struct StreamState {
     pub(super) end_version: u32,
     /// Runs at high priority (R7).
     pub(super) high_priority: bool,
-    /// Kernels queued or running: at `host.launch_queue_depth` the next launch blocks the host.
-    pub(super) launches_held: u32,
 }
 
 impl Engine<'_> {
@@ -62,11 +60,9 @@ impl Engine<'_> {
             GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
             _ => {}
         }
-        let stream_state = &mut state.streams[stream as usize];
-        if matches!(item, GpuItem::Kernel { .. } | GpuItem::Collective { .. }) {
-            stream_state.launches_held += 1;
-        }
-        stream_state.queue.push_back(QueuedItem { item, ready_ns });
+        state.streams[stream as usize]
+            .queue
+            .push_back(QueuedItem { item, ready_ns });
         self.advance(rank, stream);
         point
     }
@@ -92,6 +88,7 @@ impl Engine<'_> {
             match head.item {
                 GpuItem::Record { instance } => {
                     state.queue.pop_front();
+                    self.stream_popped(rank, stream);
                     self.fire(rank, instance);
                 }
                 GpuItem::WaitFor {
@@ -119,6 +116,7 @@ impl Engine<'_> {
                     }
                     rank_state.streams[stream as usize].queue.pop_front();
                     rank_state.timeline.stream_waits[stream_wait as usize].released_ns = now_ns;
+                    self.stream_popped(rank, stream);
                 }
                 GpuItem::Kernel {
                     duration_ns,
@@ -218,6 +216,19 @@ impl Engine<'_> {
                 state.transfer_at_ns = Some(at_ns);
                 self.schedule(at_ns, Event::SmTransfer { rank });
             }
+        }
+    }
+
+    /// A stream's head left its queue: a host blocked on the full queue (R1) goes on now.
+    pub(super) fn stream_popped(&mut self, rank: u32, stream: u16) {
+        let depth = self.scenario.host.launch_queue_depth as usize;
+        let state = &mut self.ranks[rank as usize];
+        let blocked_here =
+            matches!(state.blocked, Blocked::LaunchQueue { stream: full } if full == stream);
+        if blocked_here && state.streams[stream as usize].queue.len() < depth {
+            state.blocked = Blocked::Timer;
+            let at_ns = self.now_ns;
+            self.schedule(at_ns, Event::HostResume { rank, at_ns });
         }
     }
 

@@ -281,7 +281,10 @@ impl<'t> RankProgram<'t> {
                         dropped_ns += c.end_ns - c.start_ns;
                         continue;
                     };
-                    let (stream, work) = if trace.comm_async[*comm] {
+                    // A barrier has no asynchronous form in the scenario format: it is read as
+                    // the synchronous call it is in programs (`dist.barrier()`).
+                    let barrier = trace.comms[*comm].key == "barrier";
+                    let (stream, work) = if trace.comm_async[*comm] && !barrier {
                         let work = self.next_name(2, "w");
                         works.push_back(work.clone());
                         (current.clone(), Some(work))
