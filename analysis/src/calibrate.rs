@@ -11,10 +11,11 @@
 //! and a relative least-squares line `t = steps·α + volume/B` through the real multi-rank
 //! collectives' kernel times (R24). Each fitted value comes with its residual.
 //!
-//! About 1,270 lines (the last 160 are tests): parsing, writing into a scenario and rendering
-//! read the profile's one table of keys (`PROFILE_KEYS`), and the fit produces values under the
-//! same keys. Profiles (up to `render_profile`) against the fit and its validation (from
-//! `median` on) is the line to split along, not cut yet.
+//! About 1,300 lines (the last 160 are tests), kept as one piece: parsing, writing into a
+//! scenario and rendering read the profile's one table of keys (`PROFILE_KEYS`) and its key
+//! checks, and the fit produces values under the same keys, so a profile and its fit change
+//! together. Profiles (up to `render_profile`) against the fit and its validation (from
+//! `median` on) is the line to split along once either half grows.
 
 use serde::Serialize;
 use sim::scenario::{DType, OpKind, Scenario};

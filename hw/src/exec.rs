@@ -7,8 +7,10 @@
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the tests below
 //! use the recording [`crate::fake`] device, so the mapping of steps onto GPU calls is checked
 //! without a GPU. (Over 800 lines: about 1,130 of code — the steps, the faults hw injects, the
-//! run log — and 670 of unit tests; moving the run log and the fault handling into files of
-//! their own would bring it under.)
+//! run log — and 670 of unit tests. Kept as one piece because every step arm, the injected
+//! faults and the run log share the executor's live CUDA handles and its log's ordering, which
+//! the engine-equivalence test compares call by call; moving the run log and the fault handling
+//! into files of their own would bring it under.)
 
 use crate::error::HwError;
 use crate::options::StandIn;
