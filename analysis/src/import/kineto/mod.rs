@@ -23,9 +23,10 @@ pub use trace::{GpuKind, GpuOp, Step, Trace};
 
 use super::ImportError;
 use program::{
-    comment_text, gpu_preset, launch_latency_ns, one_rank_collective_ns, size_text, us,
-    Declarations, RankProgram,
+    comment_text, gpu_preset, launch_latency_ns, one_rank_collective_ns, us, Declarations,
+    RankProgram,
 };
+use sim::units::format_size;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -130,7 +131,7 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
         let _ = writeln!(
             text,
             "# What-if: asynchronous all_reduces re-bucketed as DDP fills buckets of {}.",
-            size_text(cap)
+            format_size(cap)
         );
     }
     // the file's folder and stem (`ddp_b25/rank0.json` → `kineto_ddp_b25_rank0`)
@@ -221,7 +222,7 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
             let _ = writeln!(
                 text,
                 "{name} = {{ size = \"{}\", dtype = \"{dtype}\" }}",
-                size_text(*bytes)
+                format_size(*bytes)
             );
         }
         if declarations.item {

@@ -4,6 +4,7 @@
 
 use super::trace::{GpuKind, Trace};
 use super::KinetoOptions;
+use sim::units::format_size;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 
@@ -12,18 +13,6 @@ pub(super) fn us(ns: i64) -> String {
     let ns = ns.max(0);
     let text = format!("{}.{:03}", ns / 1000, ns % 1000);
     text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-pub(super) fn size_text(bytes: u64) -> String {
-    const MIB: u64 = 1 << 20;
-    const KIB: u64 = 1 << 10;
-    if bytes.is_multiple_of(MIB) {
-        format!("{}MiB", bytes / MIB)
-    } else if bytes.is_multiple_of(KIB) {
-        format!("{}KiB", bytes / KIB)
-    } else {
-        format!("{bytes}B")
-    }
 }
 
 /// Text from the trace made safe for a TOML comment: control characters become spaces, and it
@@ -523,7 +512,7 @@ impl<'t> RankProgram<'t> {
                     if c.key == "barrier" {
                         body.push_str("barrier = true\n");
                     } else {
-                        let tensor = format!("{}_{}", c.dtype, size_text(*bytes));
+                        let tensor = format!("{}_{}", c.dtype, format_size(*bytes));
                         declarations
                             .tensors
                             .insert(tensor.clone(), (*bytes, c.dtype));
@@ -698,6 +687,5 @@ mod tests {
         assert_eq!(short_kernel_name("(odd)"), "kernel");
         assert_eq!(us(1_234), "1.234");
         assert_eq!(us(5_000), "5");
-        assert_eq!(size_text(3 << 20), "3MiB");
     }
 }
