@@ -674,7 +674,7 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             // The watchdog's verdict is checked before every op.
             Step::CheckComm { .. } => {}
-            Step::InitComm { group } | Step::EagerInit { group } => {
+            Step::InitComm { group, .. } | Step::EagerInit { group } => {
                 self.device.init_comm(self.plan.group(group))?
             }
             Step::ReleaseShelf { group } => self.release_shelf(group)?,
@@ -1255,7 +1255,9 @@ is_completed = "w"
         // R8, eager: pg's prologue created the communicator before the program; no
         // collective bootstraps it again.
         assert_eq!(expected[0], Step::EagerInit { group: 0 });
-        assert!(!expected.contains(&Step::InitComm { group: 0 }));
+        assert!(!expected
+            .iter()
+            .any(|step| matches!(step, Step::InitComm { group: 0, .. })));
         assert_eq!(device.calls[0], "init_comm world");
     }
 
@@ -1267,6 +1269,7 @@ is_completed = "w"
         assert_eq!(
             device.calls,
             [
+                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world",
                 "record s0 e0", // input-ready on the current stream (R10a)
                 "wait s2 e0",   // syncStream
@@ -1313,6 +1316,7 @@ all_reduce = "grad"
         assert_eq!(
             v2_12.calls,
             [
+                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world",
                 "record s0 e0",
                 "nccl s0 all_reduce world", // R11: on the current stream
@@ -1329,6 +1333,7 @@ all_reduce = "grad"
         assert_eq!(
             v2_5.calls,
             [
+                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world",
                 "record s0 e0",
                 "wait s1 e0",
@@ -1434,7 +1439,7 @@ device_sync = true
 "#;
         let mut device = FakeDevice::default();
         let rank = run_fake(text, &mut device).unwrap();
-        let first: Vec<&str> = device.calls.iter().take(19).map(String::as_str).collect();
+        let first: Vec<&str> = device.calls.iter().take(20).map(String::as_str).collect();
         assert_eq!(
             first,
             [
@@ -1451,6 +1456,7 @@ device_sync = true
                 "record s0 e7",
                 "launch s0 spin 50000ns x1",
                 "record s0 e8",
+                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world", // barrier: internal stream, wait, stream sync
                 "record s0 e9",
                 "wait s2 e9",

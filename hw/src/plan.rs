@@ -134,7 +134,9 @@ fn events_of(scenario: &Scenario, kind: &OpKind) -> usize {
         | OpKind::Item { .. }
         | OpKind::HostSleep { .. }
         | OpKind::Alloc { .. }
-        | OpKind::Free { .. } => 0,
+        | OpKind::Free { .. }
+        | OpKind::InitProcessGroup { .. }
+        | OpKind::NewGroup { .. } => 0,
     }
 }
 

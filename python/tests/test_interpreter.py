@@ -261,3 +261,22 @@ def test_batch_isend_irecv_sends_and_receives_by_shift_in_one_call(resolve, inte
     assert len(records) == iterations and all(c["bytes"] == 8 << 20 for c in records)
     completed, document, _ = interpret(path, world=1)
     assert completed.returncode == 2 and "need as many GPUs" in completed.stderr
+
+
+def test_init_process_group_and_new_group_ops_run_once_in_program_order(resolve, interpret):
+    path, scenario = resolve("process_group_setup", "op.init.device_id=true")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    called = names(calls)
+    # Nothing is set up before the program: the init op comes first, then the backlog, the
+    # world's all_reduce and new_group, each once although the program runs twice.
+    assert called.count("init_process_group") == 1 and called.count("new_group") == 1
+    (init,) = [call for call in calls if call[0] == "init_process_group"]
+    assert init[5] == "True"
+    assert called.index("init_process_group") < called.index("all_reduce")
+    assert called.index("all_reduce") < called.index("new_group")
+    assert called.count("all_reduce") == 2 * scenario["repeat"]
+    (rank,) = document["ranks"]
+    ops = {op["label"]: op["index"] for op in scenario["ops"]}
+    setup = [h for h in rank["host"] if h["op"] in (ops["init"], ops["make_sub"])]
+    assert [h["iteration"] for h in setup] == [0, 0]

@@ -663,6 +663,8 @@ pub fn host_name(kind: &OpKind) -> &'static str {
         OpKind::Mark { .. } => "mark",
         OpKind::Alloc { .. } => "aten::empty (CUDACachingAllocator::malloc)",
         OpKind::Free { .. } => "del (CUDACachingAllocator::free)",
+        OpKind::InitProcessGroup { .. } => "c10d::init_process_group",
+        OpKind::NewGroup { .. } => "c10d::new_group",
     }
 }
 

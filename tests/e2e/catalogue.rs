@@ -6,7 +6,7 @@
 //! split by scenario family (faults, overlap, memory) if the catalogue grows.
 
 use crate::util::{load, run_with, scenarios_dir};
-use crate::{faults, lifetime};
+use crate::{faults, lifetime, process_group};
 use analysis::metrics::{report, CollectiveMetrics, OverlapValue, Report};
 use sim::timeline::{KernelRecord, OpInfo, RankTimeline, Timeline};
 
@@ -48,8 +48,13 @@ const CATALOGUE: &[(&str, Check)] = &[
     ("races_4_6.toml", lifetime::check_races_4_6),
     ("races_streams.toml", lifetime::check_races_streams),
     ("frag_killer.toml", lifetime::check_frag_killer),
+    ("frag_seed.toml", lifetime::check_frag_seed),
     ("lifetime_peak.toml", lifetime::check_lifetime_peak),
     ("launch_queue.toml", check_launch_queue),
+    (
+        "process_group_setup.toml",
+        process_group::check_process_group_setup,
+    ),
 ];
 
 /// R1 bounded by CUDA's launch queue (`host.launch_queue_depth` = 1022): 1,022 launches of

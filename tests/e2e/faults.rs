@@ -174,8 +174,14 @@ fn simulate_text(text: &str) -> Timeline {
 fn a_caught_wait_timeout_is_recorded_and_the_program_goes_on() {
     let timeline = simulate_text(CAUGHT_TIMEOUT);
     let rank0 = &timeline.ranks[0];
-    assert_eq!(rank0.exceptions.len(), 1, "{:?}", rank0.exceptions);
-    let caught = &rank0.exceptions[0];
+    let wait = timeline
+        .ops
+        .iter()
+        .position(|o| o.name == "wait_w")
+        .unwrap() as u32;
+    let mut at_wait = rank0.exceptions.iter().filter(|e| e.op == wait);
+    let caught = at_wait.next().expect("wait_w raised");
+    assert!(at_wait.next().is_none(), "{:?}", rank0.exceptions);
     assert_eq!(caught.exception, "DistBackendError");
     assert_eq!(timeline.ops[caught.op as usize].name, "wait_w");
     assert!(caught.message.contains("timed out in blocking wait"));
@@ -594,8 +600,14 @@ fn without_the_heartbeat_monitor_a_stuck_watchdog_leaves_a_deadlock() {
 /// The one caught exception of rank 0, raised by `wait_w`.
 fn caught_at_wait(timeline: &Timeline) -> &sim::timeline::ExceptionRecord {
     let rank0 = &timeline.ranks[0];
-    assert_eq!(rank0.exceptions.len(), 1, "{:?}", rank0.exceptions);
-    let caught = &rank0.exceptions[0];
+    let wait = timeline
+        .ops
+        .iter()
+        .position(|o| o.name == "wait_w")
+        .unwrap() as u32;
+    let mut at_wait = rank0.exceptions.iter().filter(|e| e.op == wait);
+    let caught = at_wait.next().expect("wait_w raised");
+    assert!(at_wait.next().is_none(), "{:?}", rank0.exceptions);
     assert_eq!(caught.exception, "DistBackendError");
     assert_eq!(timeline.ops[caught.op as usize].name, "wait_w");
     caught
@@ -620,7 +632,27 @@ pub fn check_caught_timeout(timeline: &Timeline, _report: &Report) {
     assert!(caught.at_ns >= call_start_ns(timeline) + timeout_ns);
     assert!(caught.at_ns <= call_start_ns(timeline) + timeout_ns + MS + 100 * US);
     let rank0 = &timeline.ranks[0];
+    // The retry on the aborted communicator raises at once, before issuing anything: caught,
+    // recorded, no second collective, no kernel; its call ends where it raised.
+    let retry = timeline.ops.iter().position(|o| o.name == "retry").unwrap() as u32;
+    let raised = rank0.exceptions.iter().find(|e| e.op == retry).unwrap();
+    assert_eq!(raised.exception, "DistBackendError");
+    assert!(raised.message.contains("aborted"), "{}", raised.message);
+    assert!(raised.at_ns >= caught.at_ns && raised.at_ns < caught.at_ns + MS);
+    assert_eq!(rank0.collectives.len(), 1, "the retry issued nothing");
+    let retry_call = rank0.host.iter().find(|h| h.op == retry).unwrap();
+    assert_eq!(retry_call.end_ns, raised.at_ns);
+    // Without catch on the retry, its raise ends the process there.
+    let text = std::fs::read_to_string(crate::util::scenarios_dir().join("caught_timeout.toml"))
+        .unwrap()
+        .replace("all_reduce = \"x\"\ncatch = true\n", "all_reduce = \"x\"\n");
+    let uncaught =
+        sim::engine::simulate(&sim::scenario::parse("caught_timeout.toml", &text).unwrap());
+    let end = uncaught.ranks[0].end.unwrap();
+    assert_eq!(end.status, ExitStatus::Raised);
+    assert_eq!(end.at_ns, Some(raised.at_ns));
     let after = timeline.ops.iter().position(|o| o.name == "after").unwrap() as u32;
+    assert!(uncaught.ranks[0].host.iter().all(|h| h.op != after));
     let kernel = rank0.kernels.iter().find(|k| k.op == after).unwrap();
     // The kernel after the catch queues behind the 2 s sleep; the process ends cleanly after it.
     assert!(kernel.start_ns >= 2 * S);

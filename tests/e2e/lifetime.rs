@@ -129,6 +129,25 @@ pub fn check_frag_killer(timeline: &Timeline, report: &Report) {
     assert_eq!(report.memory.cache_releases, 8);
 }
 
+/// frag_seed.toml (R20, R23): the seed's own recipe, a 0.12 quota of 141 GiB (16.9 GiB), is
+/// never reached by the ~1 GiB the program holds: no cache release, the overlap stays; a quota
+/// of 0.0065 (938 MiB) is, and the release stalls the device.
+pub fn check_frag_seed(timeline: &Timeline, report: &Report) {
+    let frag = report.overlaps.iter().find(|o| o.name == "frag").unwrap();
+    assert!(frag.overlap > 0.85, "frag overlap {}", frag.overlap);
+    assert!(timeline.ranks.iter().all(|r| r.cache_releases.is_empty()));
+    assert!(report.memory.peak_reserved_bytes < 1 << 30);
+    let small = run_with("frag_seed.toml", &["memory.fraction=0.0065"]);
+    let small_report = analysis::metrics::report(&small);
+    let frag = small_report
+        .overlaps
+        .iter()
+        .find(|o| o.name == "frag")
+        .unwrap();
+    assert!(frag.overlap <= 0.0, "frag overlap {}", frag.overlap);
+    assert!(small.ranks.iter().all(|r| r.cache_releases.len() == 1));
+}
+
 #[test]
 fn expandable_segments_recover_the_overlap() {
     let timeline = run_with(

@@ -10,6 +10,7 @@ mod flight_recorder;
 mod import;
 mod lifetime;
 mod multi_gpu;
+mod process_group;
 mod robustness;
 mod sweep;
 mod torch;

@@ -17,7 +17,7 @@ pub fn load(name: &str, overrides: &[&str]) -> Scenario {
         .iter()
         .map(|o| Override::parse(o).expect("valid override"))
         .collect();
-    let text = scenario::apply_overrides(&text, &overrides).expect("overrides apply");
+    let text = sim::sweep::apply_overrides_with_ops(&text, &overrides).expect("overrides apply");
     scenario::parse(name, &text).unwrap_or_else(|e| panic!("{e}"))
 }
 

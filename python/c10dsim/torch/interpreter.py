@@ -251,26 +251,15 @@ class Interpreter:
             self.streams.append(
                 torch.cuda.Stream(priority=-1 if stream["priority"] == "high" else 0))
         self.anchor_stream = torch.cuda.Stream()
-        world_group = scenario["groups"][0]
-        init_start = self.clock()
-        dist.init_process_group(
-            backend="nccl", rank=self.rank, world_size=self.world,
-            timeout=datetime.timedelta(microseconds=world_group["timeout_ns"] // 1000),
-            device_id=self.device if world_group["eager_init"] else None,
-            pg_options=self.pg_options(world_group))
-        self.machine["init_process_group_ns"] = self.clock() - init_start
-        self.groups = [dist.group.WORLD]
-        for index, group in enumerate(scenario["groups"][1:], start=1):
-            if group.get("point_to_point"):
-                # PyTorch makes a pair's communicator itself, lazily, at the first send/recv
-                # on the world group: no group of ours.
-                self.groups.append(dist.group.WORLD)
-                continue
-            pg = dist.new_group(
-                ranks=self.members[index],
-                timeout=datetime.timedelta(microseconds=group["timeout_ns"] // 1000),
-                pg_options=self.pg_options(group))
-            self.groups.append(pg)
+        self.groups = [None] * len(scenario["groups"])
+        if scenario["groups"][0].get("created_by") is None:
+            # The default group exists before the program (no init_process_group op).
+            init_start = self.clock()
+            self.init_process_group(scenario["groups"][0]["eager_init"])
+            self.machine["init_process_group_ns"] = self.clock() - init_start
+            for index, group in enumerate(scenario["groups"][1:], start=1):
+                if group.get("created_by") is None:
+                    self.new_group(index)
         self.funcol = importlib.import_module("torch.distributed._functional_collectives")
         self.tensors = {}
         for index, tensor in enumerate(scenario["tensors"]):
@@ -306,6 +295,29 @@ class Interpreter:
         fraction = min(1.0, capacity / total_bytes)
         self.torch.cuda.set_per_process_memory_fraction(fraction, self.local_rank)
         self.machine["memory_fraction"] = "%.4f" % fraction
+
+    def init_process_group(self, device_id):
+        world_group = self.scenario["groups"][0]
+        self.dist.init_process_group(
+            backend="nccl", rank=self.rank, world_size=self.world,
+            timeout=datetime.timedelta(microseconds=world_group["timeout_ns"] // 1000),
+            device_id=self.device if device_id else None,
+            pg_options=self.pg_options(world_group))
+        self.groups[0] = self.dist.group.WORLD
+        for index, group in enumerate(self.scenario["groups"]):
+            if group.get("point_to_point"):
+                # PyTorch makes a pair's communicator itself, lazily, at the first send/recv
+                # on the world group: no group of ours.
+                self.groups[index] = self.dist.group.WORLD
+
+    def new_group(self, index):
+        group = self.scenario["groups"][index]
+        if group.get("point_to_point"):
+            return
+        self.groups[index] = self.dist.new_group(
+            ranks=self.members[index],
+            timeout=datetime.timedelta(microseconds=group["timeout_ns"] // 1000),
+            pg_options=self.pg_options(group))
 
     def pg_options(self, group):
         if not group["high_priority"]:
@@ -774,6 +786,22 @@ class Interpreter:
         stream = self.streams[kind["stream"]]
         start = self.clock()
         stream.synchronize()
+        self.host(op, iteration, start, self.clock())
+
+    def op_init_process_group(self, op, kind, iteration):
+        """``dist.init_process_group`` in the program, in the first iteration only (R8)."""
+        if iteration > 0:
+            return
+        start = self.clock()
+        self.init_process_group(kind["device_id"])
+        self.host(op, iteration, start, self.clock())
+
+    def op_new_group(self, op, kind, iteration):
+        """``dist.new_group`` in the program, on every rank, in the first iteration only."""
+        if iteration > 0:
+            return
+        start = self.clock()
+        self.new_group(kind["group"])
         self.host(op, iteration, start, self.clock())
 
     def op_device_sync(self, op, kind, iteration):

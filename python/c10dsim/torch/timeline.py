@@ -37,6 +37,8 @@ TORCH_CALLS = {
     "mark": "mark (perf_counter_ns + torch.cuda.Event.record)",
     "alloc": "torch.empty",
     "free": "del",
+    "init_process_group": "torch.distributed.init_process_group",
+    "new_group": "torch.distributed.new_group",
 }
 
 COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all",

@@ -79,6 +79,11 @@ impl RunView for View<'_> {
             && !self.comm_init[group].iter().any(|&(r, _)| r == root)
     }
 
+    fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
+        matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
+            && self.comm_init[group].len() < self.scenario.groups[group].ranks.len()
+    }
+
     fn host_op(&self, rank: u32) -> usize {
         self.ranks[rank as usize].blocked_op
     }

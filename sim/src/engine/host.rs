@@ -165,10 +165,16 @@ impl Engine<'_> {
             }
             HostEffect::Stop => return false,
         }
+        // R27: a collective on an aborted communicator raises before it issues anything.
+        let aborted = (op.kind.collective())
+            .map(|(_, group)| group)
+            .filter(|&group| self.failure.is_aborted(rank, group));
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();
         steps.clear();
-        if let Err(error) = state.pg.op(scenario, op, &mut steps) {
+        if let Some(group) = aborted {
+            ProcessGroupNccl::aborted_call(group, &mut steps);
+        } else if let Err(error) = state.pg.op(scenario, op, &mut steps) {
             unreachable!("validation guarantees what the op uses: {}", error.0);
         }
         state.cursor = Cursor {
@@ -244,10 +250,21 @@ impl Engine<'_> {
                     op,
                     host_ns,
                 });
+                if self.take_caught(rank) {
+                    // `catch = true`: the call ends where it raised; the program goes on.
+                    self.push_host_call(rank, op, host_ns);
+                    let cursor = &mut self.ranks[rank as usize].cursor;
+                    cursor.next = cursor.steps.len();
+                }
             }
             // Created in init_process_group, before the program's t = 0: free here.
             Step::EagerInit { .. } => {}
-            Step::InitComm { group } => self.init_comm(rank, group),
+            Step::InitComm {
+                group,
+                cost_ns,
+                timeout_ns,
+                nonblocking,
+            } => self.init_comm(rank, group, cost_ns, (timeout_ns, nonblocking)),
             Step::ReleaseShelf { group } => {
                 if !self.release_shelf(rank, group) {
                     // The release runs again once the simulation reached the host's time.
@@ -431,7 +448,13 @@ impl Engine<'_> {
 
     /// R8: the first collective of a group bootstraps the communicator, a rendezvous of every
     /// member through the store (R29), inside the call.
-    fn init_comm(&mut self, rank: u32, group: GroupId) {
+    fn init_comm(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        cost_ns: u64,
+        (timeout_ns, nonblocking): (u64, bool),
+    ) {
         let host_ns = self.ranks[rank as usize].host_ns;
         let arrived = &mut self.comm_init[group];
         arrived.push((rank, host_ns));
@@ -444,11 +467,12 @@ impl Engine<'_> {
                 group,
                 host_ns,
                 root_published,
+                timeout_ns,
+                nonblocking,
             });
             return;
         }
-        let resume_ns =
-            arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + self.scenario.host.comm_init_ns;
+        let resume_ns = arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + cost_ns;
         let members: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;

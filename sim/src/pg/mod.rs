@@ -47,6 +47,13 @@ pub struct ProcessGroupNccl {
     /// Per group: whether the communicator exists (the prologue's eager init, or an earlier
     /// collective).
     initialised: Vec<bool>,
+    /// Whether this process created a communicator yet: its first waits for the device to
+    /// drain and costs `comm_init_ns`, later ones `comm_init_next_ns` (R8).
+    any_communicator: bool,
+    /// Per group: an eager init that `TORCH_NCCL_USE_COMM_NONBLOCKING` left to the first use.
+    deferred: Vec<bool>,
+    /// Per op: a setup op (`init_process_group`, `new_group`) that already ran.
+    ran_once: Vec<bool>,
     next_slot: Slot,
     /// Per collective record: its group (a wait's timeout defaults to the group's).
     collective_groups: Vec<GroupId>,
@@ -72,6 +79,9 @@ impl ProcessGroupNccl {
             group_stream: streams::group_streams(scenario, rank),
             group_seq: vec![0; scenario.groups.len()],
             initialised: vec![false; scenario.groups.len()],
+            any_communicator: false,
+            deferred: vec![false; scenario.groups.len()],
+            ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
             collective_groups: Vec::new(),
             event_slot: vec![None; scenario.events.len()],
@@ -85,11 +95,80 @@ impl ProcessGroupNccl {
     /// its first collective bootstraps nothing. Both engines run these steps first.
     pub fn prologue(&mut self, scenario: &Scenario, out: &mut Vec<Step>) {
         for (group, declared) in scenario.groups.iter().enumerate() {
-            if declared.eager_init && self.group_stream[group].is_some() {
+            let before_program = declared.created_by.is_none();
+            if declared.eager_init && before_program && self.group_stream[group].is_some() {
                 self.initialised[group] = true;
+                self.any_communicator = true;
                 out.push(Step::EagerInit { group });
             }
         }
+    }
+
+    /// A communicator created now (R8): the process's first waits for the device to drain
+    /// (NCCL's first init loads its device code: on the H200 a lazy world init returned only
+    /// after a 300 ms GPU backlog drained, later groups' did not, docs/torch.md#process-group-setup).
+    fn create_communicator(&mut self, scenario: &Scenario, group: GroupId, out: &mut Vec<Step>) {
+        let first = !self.any_communicator;
+        if first {
+            out.push(Step::DeviceSync { cost_ns: 0 });
+        }
+        self.any_communicator = true;
+        self.initialised[group] = true;
+        let nonblocking = self.deferred[group];
+        out.push(Step::InitComm {
+            group,
+            cost_ns: if first {
+                scenario.host.comm_init_ns
+            } else {
+                scenario.host.comm_init_next_ns
+            },
+            timeout_ns: if nonblocking {
+                scenario.env.nonblocking_timeout_ns
+            } else {
+                scenario.groups[group].timeout_ns
+            },
+            nonblocking,
+        });
+    }
+
+    /// A communication op on a communicator the watchdog aborted (R27, mode 2), as the host
+    /// reaches it: the call checks the communicator and raises `DistBackendError` before it
+    /// issues anything (no SeqNum, no Work, no kernel); a `catch` goes on at the next op.
+    pub fn aborted_call(group: GroupId, out: &mut Vec<Step>) {
+        out.extend([Step::CallStart, Step::CheckComm { group }, Step::CallEnd]);
+    }
+
+    /// `init_process_group` and `new_group` (R8), in the first iteration only.
+    fn setup_op(&mut self, scenario: &Scenario, op: &Op, out: &mut Vec<Step>) {
+        if std::mem::replace(&mut self.ran_once[op.index], true) {
+            return;
+        }
+        out.push(Step::CallStart);
+        match op.kind {
+            OpKind::InitProcessGroup { device_id } => {
+                out.push(Step::HostCost {
+                    cost_ns: scenario.host.init_process_group_ns,
+                });
+                if device_id && scenario.env.use_comm_nonblocking {
+                    // The call returns; the communicator is finished at its first use.
+                    self.deferred[0] = true;
+                } else if device_id {
+                    self.create_communicator(scenario, 0, out);
+                }
+            }
+            OpKind::NewGroup { group } => {
+                out.push(Step::HostCost {
+                    cost_ns: scenario.host.new_group_ns,
+                });
+                // PyTorch splits the world's communicator for the new group when the world's
+                // has a device (checked at parse time for an eager_init group).
+                if scenario.groups[group].eager_init && self.group_stream[group].is_some() {
+                    self.create_communicator(scenario, group, out);
+                }
+            }
+            _ => unreachable!("only setup ops"),
+        }
+        out.push(Step::CallEnd);
     }
 
     /// The group's internal NCCL stream on this rank (R9).
@@ -208,6 +287,10 @@ impl ProcessGroupNccl {
                 self.collective(scenario, op, call, out);
                 return Ok(());
             }
+            OpKind::InitProcessGroup { .. } | OpKind::NewGroup { .. } => {
+                self.setup_op(scenario, op, out);
+                return Ok(());
+            }
             OpKind::Barrier { group } => {
                 // R14: a one-element all_reduce whose Work (OpType ALLREDUCE: PyTorch's
                 // barrier calls allreduce_impl) is waited on, then the current stream
@@ -229,7 +312,11 @@ impl ProcessGroupNccl {
         }
         out.push(Step::CallStart);
         match op.kind {
-            OpKind::Collective { .. } | OpKind::Barrier { .. } | OpKind::BatchP2p { .. } => {
+            OpKind::Collective { .. }
+            | OpKind::Barrier { .. }
+            | OpKind::BatchP2p { .. }
+            | OpKind::InitProcessGroup { .. }
+            | OpKind::NewGroup { .. } => {
                 unreachable!("lowered above")
             }
             OpKind::Wait { work, timeout_ns } => {
@@ -392,8 +479,7 @@ impl ProcessGroupNccl {
         out.push(Step::CheckComm { group });
         if !self.initialised[group] {
             // R8: the first collective of a group bootstraps the communicator inside the call.
-            self.initialised[group] = true;
-            out.push(Step::InitComm { group });
+            self.create_communicator(scenario, group, out);
         }
         // The kernel is launched `collective_tail_ns` before the call returns.
         out.push(Step::CollectiveCost(CallWarmth {
@@ -717,10 +803,11 @@ work = "w"
     fn an_async_collective_is_r10_and_its_wait_r12() {
         let steps = lowered(ASYNC);
         assert_eq!(
-            steps[..12],
+            steps[..13],
             [
                 "call",
                 "check_comm g0",
+                "device_sync +0ns",
                 "init_comm g0",
                 "collective_cost 8000..8000ns",
                 "record s0 e0",
@@ -734,7 +821,7 @@ work = "w"
             ]
         );
         assert_eq!(
-            steps[13..18],
+            steps[14..19],
             [
                 "call",
                 "wait c0 s0 e1 +3000ns",

@@ -105,9 +105,17 @@ pub enum Step {
     /// group's communicator before the program's first op. The simulator counts it as done
     /// before t = 0 (it costs the program nothing); `hw` creates the communicator.
     EagerInit { group: GroupId },
-    /// Lazy communicator init inside the group's first collective (R8): the host blocks until
-    /// every member bootstrapped it.
-    InitComm { group: GroupId },
+    /// A communicator created during the program (R8): lazily inside the group's first
+    /// collective, or eagerly in `init_process_group(device_id=…)` / `new_group`. The host
+    /// blocks until every member arrived, then for `cost_ns`; a member still waiting for the
+    /// others after `timeout_ns` raises (the store's timeout, R29, or under
+    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` the non-blocking init's, `nonblocking`).
+    InitComm {
+        group: GroupId,
+        cost_ns: u64,
+        timeout_ns: u64,
+        nonblocking: bool,
+    },
     /// Works of `group` never waited on leave the stash shelf once complete (R18).
     ReleaseShelf { group: GroupId },
     /// The program's name for a Work was bound to a newer one: it no longer holds `collective`'s
@@ -246,7 +254,7 @@ impl fmt::Display for Step {
             } => write!(f, "launch s{stream} {class:?} {kernel} jitter {jitter:.9}"),
             Step::CheckComm { group } => write!(f, "check_comm g{group}"),
             Step::EagerInit { group } => write!(f, "eager_init g{group}"),
-            Step::InitComm { group } => write!(f, "init_comm g{group}"),
+            Step::InitComm { group, .. } => write!(f, "init_comm g{group}"),
             Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),
             Step::DropHandle { collective } => write!(f, "drop_handle c{collective}"),
             Step::Nccl(call) => write!(

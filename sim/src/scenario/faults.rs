@@ -27,7 +27,7 @@ impl Resolver<'_> {
             "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" | "TORCH_NCCL_COORD_CHECK_MILSEC" => {
                 (1, 86_400_000)
             }
-            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" => (1, 86_400),
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" | "TORCH_NCCL_NONBLOCKING_TIMEOUT" => (1, 86_400),
             _ => return Ok(false),
         };
         let number = match value.get_ref() {
@@ -53,6 +53,9 @@ impl Resolver<'_> {
             }
             "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" => env.wait_timeout_dump_ns = number as u64 * ms,
             "TORCH_NCCL_COORD_CHECK_MILSEC" => env.coord_check_ns = number as u64 * ms,
+            "TORCH_NCCL_NONBLOCKING_TIMEOUT" => {
+                env.nonblocking_timeout_ns = number as u64 * 1_000 * ms
+            }
             _ => env.heartbeat_timeout_ns = number as u64 * 1_000 * ms,
         }
         env.raw.insert(name.to_string(), number.to_string());

@@ -350,14 +350,25 @@ impl Resolver<'_> {
             tensor_sizes: tensors.iter().map(|t| t.size_bytes).collect(),
             ..ProgramBuilder::default()
         };
+        program.init_planned = raw_ops
+            .iter()
+            .any(|op| op.get_ref().init_process_group.is_some());
+        program.created_planned = raw_ops
+            .iter()
+            .filter_map(|op| op.get_ref().new_group.as_ref())
+            .filter_map(|name| names.groups.get(name.get_ref()).copied())
+            .collect();
+        let declared_groups = groups.len();
         for raw_op in &raw_ops {
             // R30: a functional collective's wait_tensor goes before the first op reading its
             // result, so op indices count those waits too.
             self.insert_tensor_waits(raw_op, &names, &mut program);
             let index = program.ops.len();
             let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
+            self.check_group_exists(&op, raw_op.span(), declared_groups, &groups, &program)?;
             program.ops.push(op);
         }
+        self.setup_ops(&raw_ops, &mut groups, &program)?;
         for &(low, high) in &program.pairs {
             groups.push(Group {
                 name: format!("p2p:{low}:{high}"),
@@ -366,6 +377,7 @@ impl Resolver<'_> {
                 high_priority: groups[0].high_priority,
                 timeout_ns: groups[0].timeout_ns,
                 point_to_point: true,
+                created_by: None,
             });
         }
         let perturbations = self.perturbations(
@@ -615,6 +627,9 @@ impl Resolver<'_> {
             mark_us: None,
             query_us: None,
             comm_init_us: None,
+            comm_init_next_us: None,
+            init_process_group_us: None,
+            new_group_us: None,
             blocking_wait_poll_us: None,
             watchdog_stack_trace_us: None,
             launch_queue_depth: None,
@@ -717,6 +732,21 @@ impl Resolver<'_> {
                 "host.comm_init_us",
                 300_000_000,
             )?,
+            comm_init_next_ns: self.optional_time_us(
+                &raw.comm_init_next_us,
+                "host.comm_init_next_us",
+                DEFAULT_COMM_INIT_NEXT_NS,
+            )?,
+            init_process_group_ns: self.optional_time_us(
+                &raw.init_process_group_us,
+                "host.init_process_group_us",
+                DEFAULT_INIT_PROCESS_GROUP_NS,
+            )?,
+            new_group_ns: self.optional_time_us(
+                &raw.new_group_us,
+                "host.new_group_us",
+                DEFAULT_NEW_GROUP_NS,
+            )?,
             blocking_wait_poll_ns: poll_ns,
             watchdog_stack_trace_ns: self.optional_time_us(
                 &raw.watchdog_stack_trace_us,
@@ -747,6 +777,8 @@ impl Resolver<'_> {
             coord_check_ns: 1_000_000_000,
             propagate_error: false,
             desync_debug: false,
+            use_comm_nonblocking: false,
+            nonblocking_timeout_ns: 1_800_000_000_000,
             dump_on_timeout: true,
             trace_buffer_entries: 2000,
             dump_file_prefix: None,
@@ -777,6 +809,7 @@ impl Resolver<'_> {
                 "TORCH_NCCL_ENABLE_MONITORING" => &mut env.enable_monitoring,
                 "TORCH_NCCL_PROPAGATE_ERROR" => &mut env.propagate_error,
                 "TORCH_NCCL_DESYNC_DEBUG" => &mut env.desync_debug,
+                "TORCH_NCCL_USE_COMM_NONBLOCKING" => &mut env.use_comm_nonblocking,
                 other => {
                     let names = Env::KNOWN.iter().map(|(name, _)| *name);
                     let advice = match suggest::nearest(other, names.clone()) {
@@ -1191,6 +1224,7 @@ impl Resolver<'_> {
             high_priority: false,
             timeout_ns: DEFAULT_GROUP_TIMEOUT_NS,
             point_to_point: false,
+            created_by: None,
         }];
         names.groups.insert("world".into(), 0);
         for (name, group) in in_file_order(raw) {
@@ -1221,6 +1255,7 @@ impl Resolver<'_> {
                     }
                 },
                 point_to_point: false,
+                created_by: None,
             };
             if name.get_ref() == "world" {
                 if declared.ranks.len() as u32 != cluster.ranks {
@@ -1286,13 +1321,15 @@ impl Resolver<'_> {
             mark,
             functional_all_reduce,
             alloc,
-            free
+            free,
+            init_process_group,
+            new_group
         );
         let key = match present.as_slice() {
             [] => {
                 return Err(self.error(
                     span,
-                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, batch_isend_irecv, barrier, wait, is_completed, get_future, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free",
+                    "this [[op]] names no operation; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, batch_isend_irecv, barrier, wait, is_completed, get_future, set_stream, record_event, wait_event, event_sync, stream_sync, device_sync, item, gemm, kernel, gpu_sleep_us, host_sleep_us, mark, functional_all_reduce, alloc, free, init_process_group, new_group",
                 ))
             }
             [(key, _)] => *key,
@@ -1352,7 +1389,7 @@ impl Resolver<'_> {
 
         let kind = match key {
             "all_reduce" | "all_gather" | "reduce_scatter" | "broadcast" | "all_to_all" => {
-                allowed_modifiers = &["async_op", "work", "group", "coalesce", "bucket"];
+                allowed_modifiers = &["async_op", "work", "group", "coalesce", "bucket", "catch"];
                 let (collective, tensor_name) = match key {
                     "all_reduce" => (CollectiveKind::AllReduce, raw.all_reduce.as_ref()),
                     "all_gather" => (CollectiveKind::AllGather, raw.all_gather.as_ref()),
@@ -1413,7 +1450,7 @@ impl Resolver<'_> {
                 }
             }
             "send" | "recv" => {
-                allowed_modifiers = &["async_op", "work", "peer"];
+                allowed_modifiers = &["async_op", "work", "peer", "catch"];
                 let (collective, tensor_name) = if key == "send" {
                     (CollectiveKind::Send, raw.send.as_ref())
                 } else {
@@ -1434,7 +1471,7 @@ impl Resolver<'_> {
                 }
             }
             "batch_isend_irecv" => {
-                allowed_modifiers = &["group", "work"];
+                allowed_modifiers = &["group", "work", "catch"];
                 let list = raw.batch_isend_irecv.as_ref().expect("present");
                 let group = match &raw.group {
                     None => 0,
@@ -1464,7 +1501,7 @@ impl Resolver<'_> {
                 }
             }
             "barrier" => {
-                allowed_modifiers = &["group"];
+                allowed_modifiers = &["group", "catch"];
                 let group = match &raw.group {
                     None => 0,
                     Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
@@ -1723,8 +1760,81 @@ impl Resolver<'_> {
                 }
             }
             "functional_all_reduce" => {
-                allowed_modifiers = &["group", "result"];
+                allowed_modifiers = &["group", "result", "catch"];
                 self.functional_collective(raw, &ranks, names, program)?
+            }
+            "init_process_group" => {
+                allowed_modifiers = &["device_id"];
+                let flag = raw.init_process_group.as_ref().expect("present");
+                if !*flag.get_ref() {
+                    return Err(self.error(
+                        flag.span(),
+                        "init_process_group = false is not an operation; write init_process_group = true or drop the op",
+                    ));
+                }
+                if ranks.is_some() {
+                    return Err(self.error(
+                        flag.span(),
+                        "init_process_group runs on every rank; it takes no ranks = …",
+                    ));
+                }
+                if let Some(first) = program.init_op {
+                    return Err(self.error(
+                        flag.span(),
+                        format!("init_process_group is called twice (op {} on line {} is the first); PyTorch raises on a second call", first + 1, program.ops[first].line),
+                    ));
+                }
+                program.init_op = Some(index);
+                OpKind::InitProcessGroup {
+                    device_id: raw.device_id.as_ref().is_some_and(|d| *d.get_ref()),
+                }
+            }
+            "new_group" => {
+                let name = raw.new_group.as_ref().expect("present");
+                let group = self.lookup(&names.groups, name, "group", "[groups]")?;
+                if group == 0 {
+                    return Err(self.error(
+                        name.span(),
+                        "the world group is made by init_process_group; new_group makes one of the other [groups]",
+                    ));
+                }
+                if ranks.is_some() {
+                    return Err(self.error(
+                        name.span(),
+                        "new_group runs on every rank (PyTorch needs every process to call it, members or not); it takes no ranks = …",
+                    ));
+                }
+                if let Some(first) = program.created.get(&group) {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "group {:?} is created twice (the first new_group is on line {})",
+                            name.get_ref(),
+                            program.ops[*first].line
+                        ),
+                    ));
+                }
+                if program.init_planned && program.init_op.is_none() {
+                    return Err(self.error(
+                        name.span(),
+                        "new_group before init_process_group: the default group must exist first",
+                    ));
+                }
+                let world_eager = match program.init_op {
+                    Some(init) => matches!(
+                        program.ops[init].kind,
+                        OpKind::InitProcessGroup { device_id: true }
+                    ),
+                    None => groups[0].eager_init,
+                };
+                if groups[group].eager_init && !world_eager {
+                    return Err(self.error(
+                        name.span(),
+                        format!("group {:?} is eager_init, but the world's communicator is lazy: PyTorch creates a new group's communicator eagerly only when init_process_group had a device_id (device_id = true on the init_process_group op, or [groups.world] eager_init = true)", name.get_ref()),
+                    ));
+                }
+                program.created.insert(group, index);
+                OpKind::NewGroup { group }
             }
             _ => unreachable!("every operation key is matched above"),
         };
@@ -1742,7 +1852,8 @@ impl Resolver<'_> {
             )*};
         }
         check_modifier!(
-            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then, catch
+            async_op, work, group, dtype, timeout_ms, result, coalesce, bucket, peer, then, catch,
+            device_id
         );
 
         let resolve_tensors = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<TensorId>> {
@@ -1762,6 +1873,79 @@ impl Resolver<'_> {
             writes: resolve_tensors(&raw.writes)?,
             catch: raw.catch.as_ref().is_some_and(|catch| *catch.get_ref()),
         })
+    }
+
+    /// A communication op on a group the program creates later (`init_process_group`,
+    /// `new_group`) is an error: in PyTorch the group does not exist yet.
+    fn check_group_exists(
+        &self,
+        op: &Op,
+        span: Range<usize>,
+        declared_groups: usize,
+        groups: &[Group],
+        program: &ProgramBuilder,
+    ) -> Result<()> {
+        let Some((_, group)) = op.kind.collective() else {
+            return Ok(());
+        };
+        // A send/recv pair's communicator hangs off the world group.
+        let group = if group < declared_groups { group } else { 0 };
+        if group == 0 && program.init_planned && program.init_op.is_none() {
+            return Err(self.error(
+                span,
+                format!(
+                    "{} before init_process_group: the default group does not exist yet",
+                    op.kind.key()
+                ),
+            ));
+        }
+        if program.created_planned.contains(&group) && !program.created.contains_key(&group) {
+            return Err(self.error(
+                span,
+                format!(
+                    "{} on group {:?} before its new_group op: the group does not exist yet",
+                    op.kind.key(),
+                    groups[group].name
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Once every op is resolved: the groups the program creates say so, and a program that
+    /// calls `init_process_group` creates every other group with `new_group`.
+    fn setup_ops(
+        &self,
+        raw_ops: &[Spanned<RawOp>],
+        groups: &mut [Group],
+        program: &ProgramBuilder,
+    ) -> Result<()> {
+        if let Some(init) = program.init_op {
+            let span = raw_ops[init].span();
+            if groups[0].eager_init {
+                return Err(self.error(
+                    span,
+                    "the program calls init_process_group, so [groups.world] eager_init cannot say how: write device_id = true on the init_process_group op instead",
+                ));
+            }
+            if let Some(missing) = groups[1..].iter().enumerate().find(|(offset, group)| {
+                !group.point_to_point && !program.created.contains_key(&(offset + 1))
+            }) {
+                return Err(self.error(
+                    span,
+                    format!("group {:?} is never created: a program that calls init_process_group makes its other groups with new_group; add [[op]] new_group = {:?} after it", missing.1.name, missing.1.name),
+                ));
+            }
+            let OpKind::InitProcessGroup { device_id } = program.ops[init].kind else {
+                unreachable!("init_op is an init_process_group op")
+            };
+            groups[0].eager_init = device_id;
+            groups[0].created_by = Some(init);
+        }
+        for (&group, &op) in &program.created {
+            groups[group].created_by = Some(op);
+        }
+        Ok(())
     }
 
     /// A kernel's `{ us, sms }` (every SM unless `sms` is given) under `key`.
@@ -2221,6 +2405,14 @@ struct ProgramBuilder {
     /// Rank pairs with a point-to-point communicator, in order of first use (their groups
     /// follow the declared ones).
     pairs: Vec<(u32, u32)>,
+    /// The program has an `init_process_group` op somewhere (found before resolving ops).
+    init_planned: bool,
+    /// Groups a `new_group` op creates somewhere (found before resolving ops).
+    created_planned: std::collections::BTreeSet<GroupId>,
+    /// The `init_process_group` op resolved so far.
+    init_op: Option<usize>,
+    /// The `new_group` op of each group resolved so far.
+    created: BTreeMap<GroupId, usize>,
 }
 
 /// The ranks on which a name has been defined so far.

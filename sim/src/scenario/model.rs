@@ -194,8 +194,17 @@ pub struct HostCosts {
     pub mark_ns: u64,
     /// `work.is_completed()` (an event query, R13).
     pub query_ns: u64,
-    /// Communicator bootstrap paid inside the first collective of a group (R8).
+    /// The process's first communicator (R8): NCCL's bootstrap and the load of its device
+    /// code, paid inside the group's first collective (lazy) or in `init_process_group`
+    /// (eager), after the device drained.
     pub comm_init_ns: u64,
+    /// Every later communicator of the process (another group's, split from or made beside
+    /// the first): no device drain, much cheaper (R8).
+    pub comm_init_next_ns: u64,
+    /// `init_process_group` without the communicator: the store, the ProcessGroupNCCL object.
+    pub init_process_group_ns: u64,
+    /// `new_group` without the communicator.
+    pub new_group_ns: u64,
     /// Blocking-wait poll interval (R15); the profile's unless the scenario overrides it.
     pub blocking_wait_poll_ns: u64,
     /// After the watchdog found a timed-out Work it logs the Work's stack trace (C++ and
@@ -211,6 +220,18 @@ pub struct HostCosts {
 /// PyTorch 2.11) the 1,022nd kernel launched behind a running 2 s sleep blocked the host until
 /// the sleep ended, in 3 of 3 runs (`tests/data/torch/recorded/launch_queue.json`).
 pub const DEFAULT_LAUNCH_QUEUE_DEPTH: u32 = 1022;
+
+/// `host.comm_init_next_us` unless a scenario sets it: on an H200 (PyTorch 2.11, NCCL 2.28.9,
+/// one rank) a new group's communicator took 23–31 ms inside its first collective, and the
+/// eager `new_group` 17–27 ms, against 300–390 ms for the process's first
+/// (`tests/data/torch/probes/`, docs/torch.md#process-group-setup).
+pub const DEFAULT_COMM_INIT_NEXT_NS: u64 = 25_000_000;
+
+/// `host.init_process_group_us` unless set: 1.6 ms on the H200 without `device_id`.
+pub const DEFAULT_INIT_PROCESS_GROUP_NS: u64 = 1_600_000;
+
+/// `host.new_group_us` unless set: 0.39–0.56 ms on the H200 for a lazily created group.
+pub const DEFAULT_NEW_GROUP_NS: u64 = 450_000;
 
 /// The environment variables of PyTorch and NCCL the model reads.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -245,6 +266,12 @@ pub struct Env {
     pub propagate_error: bool,
     /// `TORCH_NCCL_DESYNC_DEBUG`: a timeout reports where every rank stopped.
     pub desync_debug: bool,
+    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` (R8): `init_process_group(device_id=…)` returns
+    /// without waiting for the communicator, which is finished at its first use.
+    pub use_comm_nonblocking: bool,
+    /// `TORCH_NCCL_NONBLOCKING_TIMEOUT` (seconds, default 1800): how long the first use of a
+    /// non-blocking communicator waits for it before raising (R8).
+    pub nonblocking_timeout_ns: u64,
     /// `TORCH_NCCL_DUMP_ON_TIMEOUT` (R27, default 1): after a timeout or error the watchdog
     /// broadcasts the dump signal and sleeps for the Flight Recorder dumps; 0: neither, the
     /// error is handled at once.
@@ -273,7 +300,15 @@ impl Env {
     }
 
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 24] = [
+    pub const KNOWN: [(&'static str, &'static str); 26] = [
+        (
+            "TORCH_NCCL_USE_COMM_NONBLOCKING",
+            "0 or 1: an eager communicator is finished at its first use, not in init_process_group (R8)",
+        ),
+        (
+            "TORCH_NCCL_NONBLOCKING_TIMEOUT",
+            "seconds, default 1800: the first use of a non-blocking communicator raises after this (R8)",
+        ),
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",
             "0 or 1: Works stash their tensors (1) or the allocator waits on recordStream events (0) (R18, R19)",
@@ -533,6 +568,9 @@ pub struct Group {
     /// A two-rank communicator ProcessGroupNCCL creates by itself for `send`/`recv` between a
     /// pair of ranks (named `p2p:<low>:<high>`), not a group the program declared.
     pub point_to_point: bool,
+    /// The op that creates the group during the program (`init_process_group` for the world,
+    /// `new_group` for another); `None`: it exists before the program's first op.
+    pub created_by: Option<usize>,
 }
 
 /// The kernel a future's callback launches (`then`).
@@ -635,9 +673,26 @@ pub enum OpKind {
     /// `del t`: the block goes back to the allocator, or waits for the Work's stash or a
     /// recordStream event first (R18, R19).
     Free { tensor: TensorId },
+    /// `dist.init_process_group("nccl", device_id=…)`, once, in the first iteration: the
+    /// world group exists from here; with `device_id` its communicator is created in the call
+    /// (eager, R8), else at its first collective.
+    InitProcessGroup { device_id: bool },
+    /// `dist.new_group(ranks=…)`, once, in the first iteration, on every rank: the group exists
+    /// from here; an `eager_init` group's communicator is created in the call, from the
+    /// world's (R8).
+    NewGroup { group: GroupId },
 }
 
 impl OpKind {
+    /// Whether the op sets up the process group (`init_process_group`, `new_group`): it runs
+    /// in the first iteration only.
+    pub fn runs_once(&self) -> bool {
+        matches!(
+            self,
+            OpKind::InitProcessGroup { .. } | OpKind::NewGroup { .. }
+        )
+    }
+
     /// The collective an op issues and its group: a barrier's is an all_reduce (R14), a
     /// `batch_isend_irecv`'s one coalesced send-receive.
     pub fn collective(&self) -> Option<(CollectiveKind, GroupId)> {
@@ -674,6 +729,8 @@ impl OpKind {
             OpKind::Mark { .. } => "mark",
             OpKind::Alloc { .. } => "alloc",
             OpKind::Free { .. } => "free",
+            OpKind::InitProcessGroup { .. } => "init_process_group",
+            OpKind::NewGroup { .. } => "new_group",
         }
     }
 }

@@ -89,6 +89,9 @@ pub struct RawHost {
     pub mark_us: Option<Spanned<f64>>,
     pub query_us: Option<Spanned<f64>>,
     pub comm_init_us: Option<Spanned<f64>>,
+    pub comm_init_next_us: Option<Spanned<f64>>,
+    pub init_process_group_us: Option<Spanned<f64>>,
+    pub new_group_us: Option<Spanned<f64>>,
     pub blocking_wait_poll_us: Option<Spanned<f64>>,
     pub watchdog_stack_trace_us: Option<Spanned<f64>>,
     pub launch_queue_depth: Option<Spanned<i64>>,
@@ -211,6 +214,8 @@ pub struct RawOp {
     pub alloc: Option<Spanned<String>>,
     pub free: Option<Spanned<String>>,
     pub functional_all_reduce: Option<Spanned<String>>,
+    pub init_process_group: Option<Spanned<bool>>,
+    pub new_group: Option<Spanned<String>>,
     // modifiers
     pub async_op: Option<Spanned<bool>>,
     pub work: Option<Spanned<String>>,
@@ -223,6 +228,7 @@ pub struct RawOp {
     pub peer: Option<Spanned<i64>>,
     pub then: Option<Spanned<RawCallback>>,
     pub catch: Option<Spanned<bool>>,
+    pub device_id: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

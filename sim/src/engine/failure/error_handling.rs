@@ -145,12 +145,35 @@ impl Failure<'_> {
             return;
         }
         let scenario = self.scenario;
+        let caught = scenario.ops[op].catch;
         let message = format!(
-            "[Rank {rank}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, uncaught, ends the process",
+            "[Rank {rank}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, {}",
             scenario.groups[group].name,
             scenario.ops[op].display_name(),
-            scenario.ops[op].line
+            scenario.ops[op].line,
+            if caught {
+                "caught (catch = true), the program goes on"
+            } else {
+                "uncaught, ends the process"
+            }
         );
+        if caught {
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Main, WatchdogEvent::AsyncError),
+                host_ns,
+                message.clone(),
+            );
+            out.push(Command::Caught {
+                rank,
+                op,
+                exception: "DistBackendError",
+                message,
+                at_ns: host_ns,
+            });
+            return;
+        }
         self.raise_uncaught((rank, group, op), host_ns, message, out);
     }
 

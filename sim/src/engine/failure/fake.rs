@@ -59,6 +59,10 @@ impl RunView for FakeRun {
         self.waiting_for_unique_id.contains(&rank)
     }
 
+    fn waits_for_communicator(&self, rank: u32, _group: GroupId) -> bool {
+        self.waiting_for_unique_id.contains(&rank)
+    }
+
     fn host_op(&self, _rank: u32) -> usize {
         0
     }

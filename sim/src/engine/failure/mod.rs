@@ -84,6 +84,10 @@ pub(in crate::engine) enum Notice {
         group: GroupId,
         host_ns: u64,
         root_published: bool,
+        /// How long it waits before raising: the store's timeout (R29), or the non-blocking
+        /// init's (`nonblocking`, R8).
+        timeout_ns: u64,
+        nonblocking: bool,
     },
     /// The main thread checks the communicator of `group` before a collective of `op`.
     CommunicatorUsed {
@@ -188,6 +192,8 @@ pub(in crate::engine) trait RunView {
     fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress;
     /// `rank`'s host still waits in `store.get` for the unique id of `group`'s communicator.
     fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool;
+    /// `rank`'s host still waits for the others to finish `group`'s communicator (R8).
+    fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool;
     /// The op `rank`'s host is in.
     fn host_op(&self, rank: u32) -> usize;
 }
@@ -222,6 +228,9 @@ pub(in crate::engine) struct Failure<'s> {
     /// (rank, collective record) → when NCCL reported the async error of the network under
     /// it (an `async_error` fault).
     failed_works: HashMap<(u32, u32), u64>,
+    /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
+    /// timeout raises the non-blocking init's error, not the store's.
+    nonblocking_waits: HashSet<(u32, GroupId)>,
 }
 
 impl<'s> Failure<'s> {
@@ -249,6 +258,7 @@ impl<'s> Failure<'s> {
             dumped: vec![false; ranks],
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
+            nonblocking_waits: HashSet::new(),
         }
     }
 
@@ -300,7 +310,16 @@ impl<'s> Failure<'s> {
                 group,
                 host_ns,
                 root_published,
-            } => self.store_wait(rank, group, host_ns, root_published, out),
+                timeout_ns,
+                nonblocking,
+            } => {
+                if nonblocking {
+                    self.nonblocking_waits.insert((rank, group));
+                    wake(out, rank, group, Wake::StoreTimeout, host_ns + timeout_ns);
+                } else {
+                    self.store_wait(rank, group, host_ns, root_published, timeout_ns, out);
+                }
+            }
             Notice::CommunicatorUsed {
                 rank,
                 group,
@@ -367,6 +386,9 @@ impl<'s> Failure<'s> {
     ) -> bool {
         match wake {
             Wake::Check => !self.timeout_due(view, rank, group, at_ns, out),
+            Wake::StoreTimeout if self.nonblocking_waits.contains(&(rank, group)) => {
+                !view.waits_for_communicator(rank, group)
+            }
             Wake::StoreTimeout => !view.waits_for_unique_id(rank, group),
             Wake::AsyncError { .. } | Wake::RemoteError { .. } => {
                 let watchdog = &self.watchdogs[self.index(rank, group)];

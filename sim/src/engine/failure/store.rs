@@ -14,13 +14,14 @@ impl Failure<'_> {
         group: GroupId,
         host_ns: u64,
         root_published: bool,
+        timeout_ns: u64,
         out: &mut Vec<Command>,
     ) {
         let group_spec = &self.scenario.groups[group];
         if rank == group_spec.ranks[0] || root_published {
             return;
         }
-        let at_ns = host_ns + group_spec.timeout_ns;
+        let at_ns = host_ns + timeout_ns;
         wake(out, rank, group, Wake::StoreTimeout, at_ns);
     }
 
@@ -35,11 +36,19 @@ impl Failure<'_> {
     ) {
         let group_spec = &self.scenario.groups[group];
         let root = group_spec.ranks[0];
-        let message = format!(
+        let message = if self.nonblocking_waits.contains(&(rank, group)) {
+            format!(
+                "[Rank {rank}] DistBackendError: the non-blocking NCCL communicator of group {} was not ready after {} ms (TORCH_NCCL_NONBLOCKING_TIMEOUT): its other ranks never finished the init (R8)",
+                group_spec.name,
+                ms(self.scenario.env.nonblocking_timeout_ns)
+            )
+        } else {
+            format!(
             "[Rank {rank}] DistStoreError: wait timeout after {} ms for the NCCL unique id of group {} published by rank {root}. This may indicate a possible application crash on rank {root} or a network set up issue (R29)",
             ms(group_spec.timeout_ns),
             group_spec.name
-        );
+        )
+        };
         self.note(
             rank,
             Some(group),
@@ -69,6 +78,8 @@ mod tests {
             group: 0,
             host_ns: 30_000,
             root_published,
+            timeout_ns: 1_000_000_000,
+            nonblocking: false,
         }
     }
 

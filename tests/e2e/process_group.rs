@@ -1,0 +1,160 @@
+//! `init_process_group` and `new_group` as ops of the program (R8): process_group_setup.toml
+//! and its variants (eager, split, non-blocking), and the program errors around them.
+
+use crate::util::{load, run_with};
+use analysis::metrics::Report;
+use sim::timeline::{HostCall, Timeline};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+
+fn call(timeline: &Timeline, name: &str, iteration: u32) -> Option<HostCall> {
+    let op = timeline.ops.iter().position(|o| o.name == name).unwrap() as u32;
+    timeline.ranks[0]
+        .host
+        .iter()
+        .find(|h| h.op == op && h.iteration == iteration)
+        .copied()
+}
+
+fn took(timeline: &Timeline, name: &str, iteration: u32) -> u64 {
+    let host = call(timeline, name, iteration).unwrap();
+    host.end_ns - host.start_ns
+}
+
+/// process_group_setup.toml with the default profile (init 1.6 ms, new_group 0.45 ms, first
+/// communicator 300 ms, later ones 25 ms, a collective call 30 µs): the lazy world's first
+/// all_reduce returns after the 300 ms backlog and the bootstrap; sub's first one after 25 ms
+/// and no drain; the setup ops run once.
+pub fn check_process_group_setup(timeline: &Timeline, _report: &Report) {
+    assert_eq!(took(timeline, "init", 0), 1_600 * US);
+    let backlog_end_ns = timeline.ranks[0].kernels[0].end_ns;
+    let first_world = call(timeline, "first_world", 0).unwrap();
+    // Drained first (the 300 ms sleep queued 5 µs into the program), then 300 ms of bootstrap,
+    // then the call's 30 µs.
+    assert_eq!(first_world.end_ns, backlog_end_ns + 300 * MS + 30 * US);
+    assert_eq!(took(timeline, "make_sub", 0), 450 * US);
+    assert_eq!(took(timeline, "first_sub", 0), 25 * MS + 30 * US);
+    // The second iteration: no setup op, warm communicators.
+    assert!(call(timeline, "init", 1).is_none() && call(timeline, "make_sub", 1).is_none());
+    assert_eq!(took(timeline, "first_world", 1), 30 * US);
+    assert_eq!(took(timeline, "first_sub", 1), 30 * US);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+}
+
+#[test]
+fn eager_init_pays_the_bootstrap_in_init_process_group_and_new_group_splits_from_it() {
+    let eager = run_with(
+        "process_group_setup.toml",
+        &["op.init.device_id=true", "groups.sub.eager_init=true"],
+    );
+    assert_eq!(took(&eager, "init", 0), 1_600 * US + 300 * MS);
+    // The first all_reduce finds its communicator: it does not wait for the backlog.
+    assert_eq!(took(&eager, "first_world", 0), 30 * US);
+    assert_eq!(took(&eager, "make_sub", 0), 450 * US + 25 * MS);
+    assert_eq!(took(&eager, "first_sub", 0), 30 * US);
+}
+
+#[test]
+fn a_non_blocking_eager_init_returns_at_once_and_is_finished_at_the_first_use() {
+    let timeline = run_with(
+        "process_group_setup.toml",
+        &[
+            "op.init.device_id=true",
+            "env.TORCH_NCCL_USE_COMM_NONBLOCKING=1",
+        ],
+    );
+    assert_eq!(took(&timeline, "init", 0), 1_600 * US);
+    let backlog_end_ns = timeline.ranks[0].kernels[0].end_ns;
+    let first_world = call(&timeline, "first_world", 0).unwrap();
+    assert_eq!(first_world.end_ns, backlog_end_ns + 300 * MS + 30 * US);
+}
+
+#[test]
+fn a_lazy_world_cannot_split_an_eager_group_nor_can_a_collective_precede_its_group() {
+    let parse = |sets: &[&str]| {
+        let path = crate::util::scenarios_dir().join("process_group_setup.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let overrides: Vec<_> = sets
+            .iter()
+            .map(|s| sim::scenario::Override::parse(s).unwrap())
+            .collect();
+        let text = sim::sweep::apply_overrides_with_ops(&text, &overrides).unwrap();
+        sim::scenario::parse("process_group_setup.toml", &text)
+            .unwrap_err()
+            .to_string()
+    };
+    let message = parse(&["groups.sub.eager_init=true"]);
+    assert!(
+        message.contains("world's communicator is lazy"),
+        "{message}"
+    );
+    let message = parse(&["groups.world.eager_init=true"]);
+    assert!(message.contains("device_id = true"), "{message}");
+    // A program that creates the world but not `sub`.
+    let text =
+        std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml"))
+            .unwrap();
+    let without_new_group = text.replace("new_group = \"sub\"", "host_sleep_us = 1");
+    let message = sim::scenario::parse("p.toml", &without_new_group)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("never created"), "{message}");
+    // A collective on `sub` before its new_group.
+    let early = text.replace(
+        "[[op]]\nlabel = \"backlog\"",
+        "[[op]]\nall_reduce = \"x\"\ngroup = \"sub\"\n\n[[op]]\nlabel = \"backlog\"",
+    );
+    let message = sim::scenario::parse("p.toml", &early)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("before its new_group"), "{message}");
+    // And on the world before init_process_group.
+    let early = text.replace(
+        "[[op]]\nlabel = \"init\"",
+        "[[op]]\nall_reduce = \"x\"\n\n[[op]]\nlabel = \"init\"",
+    );
+    let message = sim::scenario::parse("p.toml", &early)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("before init_process_group"), "{message}");
+    let _ = load("process_group_setup.toml", &[]);
+}
+
+#[test]
+fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeout() {
+    // Two ranks; rank 1 dies before init_process_group, so rank 0's first use waits for a
+    // communicator that is never finished: it raises after TORCH_NCCL_NONBLOCKING_TIMEOUT,
+    // not after the group's (600 s) store timeout.
+    let text = std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml"))
+        .unwrap()
+        .replace("ranks = 1\n", "ranks = 2\n")
+        .replace("ranks = [0]", "ranks = [0, 1]")
+        .replace(
+            "[tensors]",
+            "[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 5\n\n[tensors]",
+        )
+        .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
+        + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", &text).unwrap());
+    // first_world starts where the backlog's launch returned; it dies inside, unrecorded.
+    let first_world_start_ns = call(&timeline, "backlog", 0).unwrap().end_ns;
+    assert!(call(&timeline, "first_world", 0).is_none());
+    let end = timeline.ranks[0].end.unwrap();
+    assert_eq!(end.status, sim::timeline::ExitStatus::Raised);
+    let at_ns = end.at_ns.unwrap();
+    // The device drain first (the 300 ms sleep's end), then the 5 s of
+    // TORCH_NCCL_NONBLOCKING_TIMEOUT, not the group's 600 s.
+    let drained_ns = timeline.ranks[0].kernels[0].end_ns;
+    assert!(drained_ns >= first_world_start_ns + 300 * MS - 5 * US);
+    assert!(at_ns >= drained_ns + 5_000 * MS, "{at_ns}");
+    assert!(at_ns <= drained_ns + 5_000 * MS + 10 * US, "{at_ns}");
+    assert!(
+        timeline
+            .watchdog
+            .iter()
+            .any(|r| r.message.contains("TORCH_NCCL_NONBLOCKING_TIMEOUT")),
+        "{:?}",
+        timeline.watchdog
+    );
+}
