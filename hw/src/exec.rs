@@ -1269,8 +1269,8 @@ is_completed = "w"
         assert_eq!(
             device.calls,
             [
-                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world",
+                "device_sync", // the process's first communicator then waits for the device (R8)
                 "record s0 e0", // input-ready on the current stream (R10a)
                 "wait s2 e0",   // syncStream
                 "record s2 e1", // release = kernel start
@@ -1316,8 +1316,8 @@ all_reduce = "grad"
         assert_eq!(
             v2_12.calls,
             [
-                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world",
+                "device_sync", // the process's first communicator then waits for the device (R8)
                 "record s0 e0",
                 "nccl s0 all_reduce world", // R11: on the current stream
                 "record s0 e1",
@@ -1333,8 +1333,8 @@ all_reduce = "grad"
         assert_eq!(
             v2_5.calls,
             [
-                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world",
+                "device_sync", // the process's first communicator then waits for the device (R8)
                 "record s0 e0",
                 "wait s1 e0",
                 "record s1 e1",
@@ -1456,8 +1456,8 @@ device_sync = true
                 "record s0 e7",
                 "launch s0 spin 50000ns x1",
                 "record s0 e8",
-                "device_sync", // the process's first communicator waits for the device (R8)
                 "init_comm world", // barrier: internal stream, wait, stream sync
+                "device_sync", // the process's first communicator then waits for the device (R8)
                 "record s0 e9",
                 "wait s2 e9",
                 "record s2 e10",

@@ -104,14 +104,13 @@ impl ProcessGroupNccl {
         }
     }
 
-    /// A communicator created now (R8): the process's first waits for the device to drain
-    /// (NCCL's first init loads its device code: on the H200 a lazy world init returned only
-    /// after a 300 ms GPU backlog drained, later groups' did not, docs/torch.md#process-group-setup).
+    /// A communicator created now (R8). The process's first also waits for the device to
+    /// drain, at its end: its bootstrap runs beside the GPU backlog and returns at the later of
+    /// the two (on the H200 a lazy world init behind a 300 ms GPU sleep returned after 386-507
+    /// ms with the sleep drained, an eager one with no backlog took 391-417 ms; later groups'
+    /// never waited, docs/torch.md#process-group-setup).
     fn create_communicator(&mut self, scenario: &Scenario, group: GroupId, out: &mut Vec<Step>) {
         let first = !self.any_communicator;
-        if first {
-            out.push(Step::DeviceSync { cost_ns: 0 });
-        }
         self.any_communicator = true;
         self.initialised[group] = true;
         let nonblocking = self.deferred[group];
@@ -129,6 +128,9 @@ impl ProcessGroupNccl {
             },
             nonblocking,
         });
+        if first {
+            out.push(Step::DeviceSync { cost_ns: 0 });
+        }
     }
 
     /// A communication op on a communicator the watchdog aborted (R27, mode 2), as the host
@@ -160,8 +162,8 @@ impl ProcessGroupNccl {
                 out.push(Step::HostCost {
                     cost_ns: scenario.host.new_group_ns,
                 });
-                // PyTorch splits the world's communicator for the new group when the world's
-                // has a device (checked at parse time for an eager_init group).
+                // PyTorch splits the world's communicator for the new group when the world has
+                // a device (`eager_init` of a group `new_group` makes says so, from the parse).
                 if scenario.groups[group].eager_init && self.group_stream[group].is_some() {
                     self.create_communicator(scenario, group, out);
                 }
@@ -807,8 +809,8 @@ work = "w"
             [
                 "call",
                 "check_comm g0",
-                "device_sync +0ns",
                 "init_comm g0",
+                "device_sync +0ns",
                 "collective_cost 8000..8000ns",
                 "record s0 e0",
                 "stream_wait s1 e0",

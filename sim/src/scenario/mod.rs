@@ -1942,8 +1942,13 @@ impl Resolver<'_> {
             groups[0].eager_init = device_id;
             groups[0].created_by = Some(init);
         }
+        // With a device-bound world PyTorch creates every new group's communicator in
+        // new_group (a split of the world's), whatever the program intends: measured on the
+        // H200 for a group not asked to be eager (docs/torch.md#process-group-setup).
+        let world_eager = groups[0].eager_init;
         for (&group, &op) in &program.created {
             groups[group].created_by = Some(op);
+            groups[group].eager_init |= world_eager;
         }
         Ok(())
     }
