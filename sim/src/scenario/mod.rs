@@ -452,6 +452,7 @@ impl Resolver<'_> {
                 kernel_jitter: 0.0,
                 rank_speed_spread: 0.0,
                 gemm_tile: DEFAULT_GEMM_TILE,
+                fold: true,
             });
         };
         let ranks = match &raw.ranks {
@@ -522,6 +523,7 @@ impl Resolver<'_> {
                     Some(columns) => self.count(columns, "cluster.gemm_tile_n", 1, 4096)?,
                 },
             ],
+            fold: raw.fold.as_ref().is_none_or(|fold| *fold.get_ref()),
         })
     }
 
