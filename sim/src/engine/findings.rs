@@ -248,7 +248,8 @@ impl Engine<'_> {
             self.ranks_of(&dead).named()
         );
         match (dead.is_empty(), alive.is_empty()) {
-            (true, _) => format!("{} {never}", self.ranks_of(&alive).named()),
+            (true, true) => "every rank of the group did".to_string(),
+            (true, false) => format!("{} {never}", self.ranks_of(&alive).named()),
             (false, true) => ended,
             (false, false) => format!("{} {never}, and {ended}", self.ranks_of(&alive).named()),
         }
