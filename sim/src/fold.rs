@@ -77,7 +77,11 @@ impl Classes {
             group_classes: Vec::new(),
         };
         for group in &scenario.groups {
-            let mut in_group: Vec<u32> = group.ranks.iter().map(|&r| classes.class_of[r as usize]).collect();
+            let mut in_group: Vec<u32> = group
+                .ranks
+                .iter()
+                .map(|&r| classes.class_of[r as usize])
+                .collect();
             in_group.sort_unstable();
             in_group.dedup();
             let simulated = if folded {
@@ -162,7 +166,8 @@ impl Classes {
     /// Whether what a simulated rank finds and logs is kept: a class's findings and watchdog
     /// records are its lowest rank's, which stand for the others' (folded or not).
     pub fn reports(&self, simulated: u32) -> bool {
-        self.folded || self.members[self.class_of[simulated as usize] as usize].first() == Some(simulated)
+        self.folded
+            || self.members[self.class_of[simulated as usize] as usize].first() == Some(simulated)
     }
 
     /// The ranks of simulated rank `simulated`'s class.
@@ -278,7 +283,8 @@ mod tests {
         assert_eq!(classes(&fault), ["0-2,4-7", "3"]);
         let restricted = format!("{base}[[op]]\nranks = [0, 1]\ngemm = [64, 64, 64]\n");
         assert_eq!(classes(&restricted), ["0-1", "2-7"]);
-        let fixed = format!("{base}[[perturb]]\nranks = [5, 6]\nbefore = \"ar\"\nhost_delay_us = 500\n");
+        let fixed =
+            format!("{base}[[perturb]]\nranks = [5, 6]\nbefore = \"ar\"\nhost_delay_us = 500\n");
         assert_eq!(classes(&fixed), ["0-4,7", "5-6"]);
         let drawn = format!(
             "{base}[[perturb]]\nranks = [5, 6]\nbefore = \"ar\"\nhost_delay_us = {{ exponential = {{ mean = 500 }} }}\n"
@@ -302,7 +308,10 @@ mod tests {
         let scenario = parse("c.toml", text).unwrap();
         let folded = Classes::of(&scenario, true);
         assert_eq!(folded.simulated(), 2);
-        assert_eq!((folded.rank_of(1), folded.weight(0), folded.highest_rank(0)), (2, 3, 3));
+        assert_eq!(
+            (folded.rank_of(1), folded.weight(0), folded.highest_rank(0)),
+            (2, 3, 3)
+        );
         let unfolded = Classes::of(&scenario, false);
         assert_eq!(unfolded.simulated(), 4);
         assert_eq!(

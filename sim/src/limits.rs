@@ -84,19 +84,23 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
     let may_time_out =
         !scenario.faults.is_empty() || scenario.ops.iter().any(|op| op.ranks.is_some());
     let watchdog_bytes = if may_time_out {
-        scenario.groups.iter().enumerate().fold(0u64, |sum, (index, _)| {
-            // Records and report lines are made once per class (folded or not).
-            let members = classes.group_classes(index).len() as u64;
-            let desync = if scenario.env.desync_debug {
-                members
-                    .saturating_mul(members)
-                    .saturating_mul(DESYNC_BYTES_PER_PAIR)
-            } else {
-                0
-            };
-            sum.saturating_add(members.saturating_mul(WATCHDOG_BYTES_PER_RANK))
-                .saturating_add(desync)
-        })
+        scenario
+            .groups
+            .iter()
+            .enumerate()
+            .fold(0u64, |sum, (index, _)| {
+                // Records and report lines are made once per class (folded or not).
+                let members = classes.group_classes(index).len() as u64;
+                let desync = if scenario.env.desync_debug {
+                    members
+                        .saturating_mul(members)
+                        .saturating_mul(DESYNC_BYTES_PER_PAIR)
+                } else {
+                    0
+                };
+                sum.saturating_add(members.saturating_mul(WATCHDOG_BYTES_PER_RANK))
+                    .saturating_add(desync)
+            })
     } else {
         0
     };

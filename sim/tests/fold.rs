@@ -17,7 +17,10 @@ fn options(fold: bool) -> Options {
 fn assert_exact(name: &str, scenario: &Scenario) -> usize {
     let (folded, _) = simulate_with(scenario, options(true));
     let (unfolded, _) = simulate_with(scenario, options(false));
-    assert!(!unfolded.is_folded(), "{name}: an unfolded run is not folded");
+    assert!(
+        !unfolded.is_folded(),
+        "{name}: an unfolded run is not folded"
+    );
     let expanded = serde_json::to_string_pretty(&folded.expand()).unwrap();
     let unfolded = serde_json::to_string_pretty(&unfolded).unwrap();
     if expanded != unfolded {
@@ -111,8 +114,7 @@ fn symmetric_jobs_with_stragglers_and_faults_fold_exactly() {
         for env in envs {
             for eager in [true, false] {
                 let text = job(8, env, eager, fault);
-                let scenario =
-                    parse("job.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                let scenario = parse("job.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
                 let classes = assert_exact(&text, &scenario);
                 assert!(classes < 8, "{text}\nfolds into {classes} classes");
                 cases += 1;
@@ -134,7 +136,10 @@ fn a_large_job_with_three_stragglers_costs_about_four_ranks() {
     assert_eq!(folded.ranks.len(), 4);
     assert_eq!(folded.ranks[0].stands_for.count(), 4093);
     let (_, unfolded_events) = simulate_with(&scenario, options(false));
-    assert!(events * 1000 < unfolded_events, "{events} vs {unfolded_events}");
+    assert!(
+        events * 1000 < unfolded_events,
+        "{events} vs {unfolded_events}"
+    );
     // The last rank of every collective is the slowest straggler's.
     let expanded = folded.expand();
     assert_eq!(expanded.ranks.len(), 4096);

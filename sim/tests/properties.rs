@@ -441,8 +441,7 @@ fn check_side_thread_effects(timeline: &Timeline) {
                     assert!(
                         !blamed,
                         "rank {} is dead and blamed: {}",
-                        rank.rank,
-                        finding.message
+                        rank.rank, finding.message
                     );
                 }
             }

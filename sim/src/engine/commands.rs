@@ -76,7 +76,9 @@ impl RunView for View<'_> {
     }
 
     fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool {
-        let root = self.classes.simulated_of(self.scenario.groups[group].ranks[0]);
+        let root = self
+            .classes
+            .simulated_of(self.scenario.groups[group].ranks[0]);
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && !self.comm_init[group].iter().any(|&(r, _)| r == root)
     }

@@ -112,12 +112,8 @@ impl Engine<'_> {
             let missing = self.others_in_group(rendezvous.group, &arrived);
             let absent = self.absent_ranks(&missing, "never launched it", "launching it");
             let op = &scenario.ops[rendezvous.op];
-            let (first_rank, first_stream) = rendezvous
-                .members
-                .iter()
-                .copied()
-                .min()
-                .unwrap_or((0, 0));
+            let (first_rank, first_stream) =
+                rendezvous.members.iter().copied().min().unwrap_or((0, 0));
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
                 rank: Some(self.classes.rank_of(first_rank)),
@@ -241,8 +237,7 @@ impl Engine<'_> {
     /// and apart from them those whose process ended before doing it (`before`) — their death
     /// stopped them, so they are not blamed for it.
     fn absent_ranks(&self, missing: &[u32], never: &str, before: &str) -> String {
-        let (dead, alive): (Vec<u32>, Vec<u32>) =
-            missing.iter().partition(|&&r| self.is_dead(r));
+        let (dead, alive): (Vec<u32>, Vec<u32>) = missing.iter().partition(|&&r| self.is_dead(r));
         let ended = format!(
             "the process of {} ended before {before}",
             self.ranks_of(&dead).named()

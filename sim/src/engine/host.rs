@@ -438,7 +438,9 @@ impl Engine<'_> {
         self.comm_init_ranks[group] += self.classes.weight(rank);
         self.ranks[rank as usize].blocked = Blocked::CommInit;
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
-            let root = self.classes.simulated_of(self.scenario.groups[group].ranks[0]);
+            let root = self
+                .classes
+                .simulated_of(self.scenario.groups[group].ranks[0]);
             let root_published = arrived.iter().any(|&(r, _)| r == root);
             self.notify(Notice::StoreWait {
                 rank,

@@ -24,6 +24,7 @@
 //! is just over 800 lines, and those tests are the part to move out.
 
 use crate::cost::gemm_ns;
+use crate::fold::Classes;
 use crate::gpu::{KernelShape, SmScheduler};
 use crate::lifetime::TensorMemory;
 use crate::nccl::{plan_collective, CollectivePlan};
@@ -40,7 +41,6 @@ use queue::{Event, EventQueue};
 use rank::{RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
-use crate::fold::Classes;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::rc::Rc;
 use streams::{GpuItem, QueuedItem, StreamState};

@@ -21,8 +21,8 @@ use crate::fold::Classes;
 use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
-use std::rc::Rc;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use watchdog::WatchdogState;
 
 mod error_handling;

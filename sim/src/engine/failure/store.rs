@@ -60,7 +60,7 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{per_rank, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind};
 

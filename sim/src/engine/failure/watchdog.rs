@@ -8,8 +8,8 @@
 //! time. A run where nothing goes wrong pays one event per group and rank.
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
-use crate::ranks::RankSet;
 use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
+use crate::ranks::RankSet;
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 use std::collections::VecDeque;
@@ -413,7 +413,7 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{per_rank, enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
