@@ -4,6 +4,10 @@
 //! Its JSON form is a documented wire format (`docs/timeline-format.md`, format id
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
+//!
+//! Just over 800 lines: the wire types, their reference check and `Timeline::expand` (a folded
+//! Timeline rank by rank, docs/scale.md) are one format; the reference check is the part to move
+//! out if it grows.
 
 pub use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, OpKind, Scenario};

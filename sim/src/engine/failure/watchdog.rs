@@ -400,8 +400,13 @@ impl Failure<'_> {
         } else if self.mismatched.contains(&(group, seq)) {
             format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
         } else if !not_started.is_empty() {
+            let (have, their) = if not_started.count() == 1 {
+                ("has", "its stream is")
+            } else {
+                ("have", "their streams are")
+            };
             format!(
-                "every rank enqueued collective {seq}; {} have not started its kernel: their streams are still busy before it",
+                "every rank enqueued collective {seq}; {} {have} not started its kernel: {their} still busy before it",
                 not_started.named()
             )
         } else {
