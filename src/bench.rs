@@ -66,8 +66,16 @@ pub fn bench(ranks: u32, iterations: u32, print_scenario: bool) -> Result<u8, Fa
     let report_s = report_started.elapsed().as_secs_f64();
     let collectives: usize = timeline.ranks.iter().map(|r| r.collectives.len()).sum();
     let kernels: usize = timeline.ranks.iter().map(|r| r.kernels.len()).sum();
+    let classes = sim::engine::classes(&scenario, sim::engine::Options::default());
     outln!("scenario: {ranks} ranks x {iterations} iterations (async all_reduce 25MiB + gemm 4096^3 + wait)")?;
-    outln!("collective records: {collectives}, kernel records: {kernels}")?;
+    outln!(
+        "classes of ranks that behave alike: {} ({} simulated ranks; docs/scale.md)",
+        classes.count(),
+        classes.simulated()
+    )?;
+    outln!(
+        "collective records: {collectives}, kernel records: {kernels} (of the simulated ranks)"
+    )?;
     outln!("events processed: {events}")?;
     outln!("simulate wall time: {simulate_s:.3} s")?;
     outln!(

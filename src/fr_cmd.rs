@@ -136,6 +136,14 @@ pub fn write_dumps(
     if fr_dir.is_some() && timeline.flight_recorder.is_empty() {
         eprintln!("c10dsim: no rank dumped its Flight Recorder (no watchdog timeout or error, or TORCH_NCCL_DUMP_ON_TIMEOUT = 0): --fr-dir wrote nothing");
     }
+    // A folded Timeline holds one dump per class of ranks that behave alike: one file per rank.
+    let expanded;
+    let timeline = if timeline.is_folded() && dump_path(scenario, fr_dir, 0).is_some() {
+        expanded = timeline.expand();
+        &expanded
+    } else {
+        timeline
+    };
     let mut written = Vec::new();
     for dump in &timeline.flight_recorder {
         let Some(path) = dump_path(scenario, fr_dir, dump.rank) else {

@@ -7,7 +7,7 @@ use crate::Failure;
 use sim::scenario::Scenario;
 use std::path::Path;
 
-/// The caps' flags, shared by `run`, `check` and `sweep`.
+/// The caps' flags and how ranks are simulated, shared by `run`, `check` and `sweep`.
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct LimitArgs {
     /// Refuse (exit 2) a scenario estimated to need more engine events than this.
@@ -20,6 +20,21 @@ pub struct LimitArgs {
     /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_memory: Option<u64>,
+    /// Simulate every rank, also ranks that behave alike, which are simulated once by default
+    /// (docs/scale.md); the report is the same.
+    #[arg(long)]
+    pub no_fold: bool,
+    /// `--detail ranks`: every rank's findings and watchdog records, not one per class of
+    /// ranks that behave alike (simulates every rank; docs/scale.md).
+    #[arg(long, value_name = "WHAT")]
+    pub detail: Option<Detail>,
+}
+
+/// What `--detail` lists in full.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Every rank on its own.
+    Ranks,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -30,7 +45,8 @@ impl LimitArgs {
     /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
     /// exceeds them.
     pub fn check(&self, path: &Path, scenario: &Scenario) -> Result<(), Failure> {
-        sim::limits::estimate(scenario)
+        let classes = sim::engine::classes(scenario, self.engine_options());
+        sim::limits::estimate_for(scenario, &classes)
             .check(&self.limits())
             .map_err(|message| {
                 Failure::input(format!(
@@ -53,6 +69,8 @@ impl LimitArgs {
         sim::engine::Options {
             memory_in_use: Some(resident_bytes),
             max_memory_bytes: self.max_memory.unwrap_or_else(default_memory_cap),
+            fold: !self.no_fold,
+            per_rank_detail: self.detail == Some(Detail::Ranks),
             ..sim::engine::Options::default()
         }
     }

@@ -699,6 +699,7 @@ fn run(
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
         }
+        let timeline = timeline.expand();
         fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
         let measured = diff_cmd::read_timeline(measured)?;
         return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
@@ -742,8 +743,12 @@ fn emit(
             path.display().to_string()
         }
     };
+    // Traces and charts show every rank: a folded Timeline is expanded for them (the report
+    // weighs its classes instead, docs/scale.md).
+    let expanded = std::cell::OnceCell::new();
+    let per_rank = || expanded.get_or_init(|| timeline.expand());
     if let Some(path) = outputs.trace {
-        trace_out::write_trace(path, timeline)?;
+        trace_out::write_trace(path, per_rank())?;
         eprintln!("c10dsim: wrote trace {}", shown(path));
     }
     if let Some(dir) = outputs.trace_dir {
@@ -751,6 +756,7 @@ fn emit(
             sim::timeline::Source::Simulated => trace_out::Ranks::WholeJob,
             _ => trace_out::Ranks::ThisProcess,
         };
+        let timeline = per_rank();
         trace_out::write_trace_dir(dir, timeline, ranks)?;
         eprintln!(
             "c10dsim: wrote {} rank trace{} into {}",
@@ -765,7 +771,7 @@ fn emit(
     }
     fr_cmd::write_dumps(scenario, timeline, outputs.fr_dir)?;
     if let Some(path) = outputs.svg {
-        plot::write_timeline_svg(timeline, path)?;
+        plot::write_timeline_svg(per_rank(), path)?;
         eprintln!("c10dsim: wrote timeline chart {}", shown(path));
     }
     if dashes == 1 {
@@ -776,14 +782,14 @@ fn emit(
         eprint!("{}", text::describe_scenario(scenario));
         eprintln!();
         eprint!("{}", text::render_report(report));
-        out!("{}", analysis::nccl_tests::table(timeline))?;
+        out!("{}", analysis::nccl_tests::table(per_rank()))?;
         return Ok(());
     }
     if json {
         let mut value = serde_json::json!({"parameters": scenario, "report": report});
         if nccl_tests {
             // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
-            value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(timeline));
+            value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(per_rank()));
         }
         outln!(
             "{}",

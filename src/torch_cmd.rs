@@ -341,6 +341,7 @@ fn join_ranks(
             ..RankTimeline::default()
         });
         watchdog.push(WatchdogRecord {
+            stands_for: Default::default(),
             rank,
             group: None,
             thread: ThreadKind::Main,
@@ -361,6 +362,7 @@ fn join_ranks(
             })
         {
             timeline.findings.push(Finding {
+                stands_for: Default::default(),
                 kind: FindingKind::WatchdogTimeout,
                 rank: Some(record.rank),
                 iteration: None,
@@ -400,6 +402,7 @@ fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) {
             .max()
             .unwrap_or(0);
         part.watchdog.push(WatchdogRecord {
+            stands_for: Default::default(),
             rank,
             group: None,
             thread: ThreadKind::Main,

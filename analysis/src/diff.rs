@@ -919,6 +919,7 @@ mod tests {
         let a = simulate(&[]);
         let mut b = a.clone();
         b.findings.push(Finding {
+            stands_for: Default::default(),
             kind: sim::timeline::FindingKind::Deadlock,
             rank: Some(1),
             iteration: Some(2),

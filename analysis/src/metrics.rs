@@ -1,6 +1,8 @@
 //! The R3 metrics and the scenario's named measures, computed from a Timeline.
 //!
-//! Every figure is taken over the measured samples: all ranks, iterations from `warmup` on.
+//! Every figure is taken over the measured samples: all ranks, iterations from `warmup` on. A
+//! folded Timeline's records stand for several ranks each (docs/scale.md): they count as many
+//! samples as ranks, so the report is the unfolded run's without expanding it.
 
 use serde::{Deserialize, Serialize};
 use sim::timeline::{CollectiveRecord, Finding, KernelClass, Source, Timeline, WatchdogRecord};
@@ -33,6 +35,46 @@ impl Stat {
             min: us(samples_ns[0]),
             max: us(samples_ns[samples_ns.len() - 1]),
             samples: samples_ns.len(),
+        })
+    }
+}
+
+impl Stat {
+    /// Summarises samples in nanoseconds, each counted `weight` times: the same as
+    /// [`Stat::from_ns`] over the samples repeated.
+    pub fn from_weighted_ns(samples_ns: &mut [(i64, u64)]) -> Option<Stat> {
+        samples_ns.sort_unstable();
+        let total: u64 = samples_ns.iter().map(|&(_, weight)| weight).sum();
+        if total == 0 {
+            return None;
+        }
+        let nth = |index: u64| -> i64 {
+            let mut seen = 0;
+            for &(value, weight) in samples_ns.iter() {
+                seen += weight;
+                if index < seen {
+                    return value;
+                }
+            }
+            unreachable!("the index is below the total weight")
+        };
+        let us = |ns: i64| ns as f64 / 1_000.0;
+        let percentile = |fraction: f64| {
+            let rank = (fraction * total as f64).ceil() as u64;
+            nth(rank.clamp(1, total) - 1)
+        };
+        let median = if total % 2 == 1 {
+            nth(total / 2) as f64 / 1_000.0
+        } else {
+            (nth(total / 2 - 1) as f64 + nth(total / 2) as f64) / 2_000.0
+        };
+        Some(Stat {
+            median,
+            p10: us(percentile(0.10)),
+            p90: us(percentile(0.90)),
+            min: us(samples_ns[0].0),
+            max: us(samples_ns[samples_ns.len() - 1].0),
+            samples: total as usize,
         })
     }
 }
@@ -178,11 +220,11 @@ pub fn report(timeline: &Timeline) -> Report {
 
     #[derive(Default)]
     struct Samples {
-        host: Vec<i64>,
-        wait: Vec<i64>,
-        interval: Vec<i64>,
-        kernel: Vec<i64>,
-        spin: Vec<i64>,
+        host: Vec<(i64, u64)>,
+        wait: Vec<(i64, u64)>,
+        interval: Vec<(i64, u64)>,
+        kernel: Vec<(i64, u64)>,
+        spin: Vec<(i64, u64)>,
         last_ranks: HashMap<u32, usize>,
         completed: usize,
         waits: usize,
@@ -193,38 +235,42 @@ pub fn report(timeline: &Timeline) -> Report {
     let mut per_op: Vec<Samples> = (0..op_count).map(|_| Samples::default()).collect();
     let mut queries: Vec<(usize, usize)> = vec![(0, 0); op_count];
     for rank in &timeline.ranks {
+        let weight = rank.weight();
+        let count = weight as usize;
         for record in rank.collectives.iter().filter(|c| c.iteration >= warmup) {
             let samples = &mut per_op[record.op as usize];
             samples.seen = true;
             samples.bytes = record.bytes;
             samples.async_op = record.async_op;
-            samples
-                .host
-                .push(record.host_end_ns as i64 - record.host_start_ns as i64);
-            samples.interval.push(stream_interval_ns(record));
+            samples.host.push((
+                record.host_end_ns as i64 - record.host_start_ns as i64,
+                weight,
+            ));
+            samples.interval.push((stream_interval_ns(record), weight));
             samples
                 .kernel
-                .push(record.end_ns as i64 - record.kernel_start_ns as i64);
-            samples
-                .spin
-                .push(record.data_start_ns as i64 - record.kernel_start_ns as i64);
+                .push((record.end_ns as i64 - record.kernel_start_ns as i64, weight));
+            samples.spin.push((
+                record.data_start_ns as i64 - record.kernel_start_ns as i64,
+                weight,
+            ));
             if let Some(last) = record.last_rank {
-                *samples.last_ranks.entry(last).or_default() += 1;
+                *samples.last_ranks.entry(last).or_default() += count;
             }
             if let Some(wait) = &record.wait {
-                samples.waits += 1;
-                samples.completed += usize::from(wait.completed_at_return);
+                samples.waits += count;
+                samples.completed += usize::from(wait.completed_at_return) * count;
                 if wait.op != record.op {
                     samples
                         .wait
-                        .push(wait.host_end_ns as i64 - wait.host_start_ns as i64);
+                        .push((wait.host_end_ns as i64 - wait.host_start_ns as i64, weight));
                 }
             }
         }
         for query in rank.queries.iter().filter(|q| q.iteration >= warmup) {
             let entry = &mut queries[query.op as usize];
-            entry.0 += usize::from(query.completed);
-            entry.1 += 1;
+            entry.0 += usize::from(query.completed) * count;
+            entry.1 += count;
         }
     }
     let collectives = per_op
@@ -239,14 +285,16 @@ pub fn report(timeline: &Timeline) -> Report {
                 key: info.key.clone(),
                 bytes: samples.bytes,
                 async_op: samples.async_op,
-                host_call_us: Stat::from_ns(&mut samples.host).expect("seen ops have samples"),
-                wait_us: Stat::from_ns(&mut samples.wait),
-                stream_interval_us: Stat::from_ns(&mut samples.interval)
+                host_call_us: Stat::from_weighted_ns(&mut samples.host)
                     .expect("seen ops have samples"),
-                kernel_us: Stat::from_ns(&mut samples.kernel).expect("seen ops have samples"),
+                wait_us: Stat::from_weighted_ns(&mut samples.wait),
+                stream_interval_us: Stat::from_weighted_ns(&mut samples.interval)
+                    .expect("seen ops have samples"),
+                kernel_us: Stat::from_weighted_ns(&mut samples.kernel)
+                    .expect("seen ops have samples"),
                 completed_at_wait: (samples.waits > 0)
                     .then(|| samples.completed as f64 / samples.waits as f64),
-                spin_us: Stat::from_ns(&mut samples.spin).expect("seen ops have samples"),
+                spin_us: Stat::from_weighted_ns(&mut samples.spin).expect("seen ops have samples"),
                 last_rank: most_frequent(&samples.last_ranks).map(|(rank, _)| rank),
                 last_rank_share: most_frequent(&samples.last_ranks).map_or(0.0, |(_, count)| {
                     count as f64 / samples.last_ranks.values().sum::<usize>() as f64
@@ -263,13 +311,16 @@ pub fn report(timeline: &Timeline) -> Report {
         .iter()
         .enumerate()
         .filter_map(|(index, measure)| {
-            let mut all: Vec<i64> = measure_samples
+            let mut all: Vec<(i64, u64)> = measure_samples
                 .iter()
-                .flat_map(|per_rank| per_rank[index].iter().copied())
+                .zip(&timeline.ranks)
+                .flat_map(|(per_rank, rank)| {
+                    per_rank[index].iter().map(|&value| (value, rank.weight()))
+                })
                 .collect();
-            let positive = all.iter().filter(|&&v| v > 0).count();
-            let total = all.len();
-            Stat::from_ns(&mut all).map(|value_us| MeasureValue {
+            let positive: u64 = all.iter().filter(|&&(v, _)| v > 0).map(|&(_, w)| w).sum();
+            let total: u64 = all.iter().map(|&(_, w)| w).sum();
+            Stat::from_weighted_ns(&mut all).map(|value_us| MeasureValue {
                 name: measure.name.clone(),
                 clock: measure.clock.clone(),
                 value_us,
@@ -326,7 +377,7 @@ pub fn report(timeline: &Timeline) -> Report {
             cache_releases: timeline
                 .ranks
                 .iter()
-                .map(|r| r.cache_releases.len() as u64)
+                .map(|r| r.cache_releases.len() as u64 * r.weight())
                 .sum(),
         },
         findings: timeline.findings.clone(),
@@ -334,16 +385,28 @@ pub fn report(timeline: &Timeline) -> Report {
     }
 }
 
-fn median_of(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
+/// The median of values each counted `weight` times.
+fn median_of(values: &mut [(f64, u64)]) -> Option<f64> {
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n: u64 = values.iter().map(|&(_, w)| w).sum();
+    if n == 0 {
         return None;
     }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
+    let nth = |index: u64| {
+        let mut seen = 0;
+        values
+            .iter()
+            .find(|&&(_, w)| {
+                seen += w;
+                index < seen
+            })
+            .map(|&(v, _)| v)
+            .expect("the index is below the total weight")
+    };
     Some(if n % 2 == 1 {
-        values[n / 2]
+        nth(n / 2)
     } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
+        (nth(n / 2 - 1) + nth(n / 2)) / 2.0
     })
 }
 
@@ -360,9 +423,10 @@ fn overlap_value(
             .position(|m| m.name == name)
     };
     let (compute, comm, both) = (index(&names[1])?, index(&names[2])?, index(&names[3])?);
-    let mut figures: Vec<f64> = Vec::new();
-    let mut medians: [Vec<f64>; 3] = Default::default();
-    for samples in measure_samples {
+    let mut figures: Vec<(f64, u64)> = Vec::new();
+    let mut medians: [Vec<(f64, u64)>; 3] = Default::default();
+    for (samples, rank) in measure_samples.iter().zip(&timeline.ranks) {
+        let weight = rank.weight();
         let median = |i: usize| {
             let mut values = samples[i].clone();
             Stat::from_ns(&mut values).map(|s| s.median)
@@ -371,10 +435,10 @@ fn overlap_value(
             continue;
         };
         if let Some(figure) = overlap_ratio(c, m, b) {
-            figures.push(figure);
-            medians[0].push(c);
-            medians[1].push(m);
-            medians[2].push(b);
+            figures.push((figure, weight));
+            medians[0].push((c, weight));
+            medians[1].push((m, weight));
+            medians[2].push((b, weight));
         }
     }
     let [mut c, mut m, mut b] = medians;
@@ -398,16 +462,17 @@ fn most_frequent(counts: &HashMap<u32, usize>) -> Option<(u32, usize)> {
 /// Per op launching compute or sleep kernels: their durations and queueing.
 fn kernel_metrics(timeline: &Timeline) -> Vec<KernelMetrics> {
     let warmup = timeline.scenario.warmup;
-    let mut durations: Vec<Vec<i64>> = vec![Vec::new(); timeline.ops.len()];
-    let mut queued: Vec<Vec<i64>> = vec![Vec::new(); timeline.ops.len()];
+    let mut durations: Vec<Vec<(i64, u64)>> = vec![Vec::new(); timeline.ops.len()];
+    let mut queued: Vec<Vec<(i64, u64)>> = vec![Vec::new(); timeline.ops.len()];
     for rank in &timeline.ranks {
+        let weight = rank.weight();
         for kernel in &rank.kernels {
             if kernel.iteration < warmup || kernel.class == KernelClass::Communication {
                 continue;
             }
             let op = kernel.op as usize;
-            durations[op].push(kernel.end_ns as i64 - kernel.start_ns as i64);
-            queued[op].push(kernel.start_ns as i64 - kernel.enqueue_ns as i64);
+            durations[op].push((kernel.end_ns as i64 - kernel.start_ns as i64, weight));
+            queued[op].push((kernel.start_ns as i64 - kernel.enqueue_ns as i64, weight));
         }
     }
     durations
@@ -420,8 +485,8 @@ fn kernel_metrics(timeline: &Timeline) -> Vec<KernelMetrics> {
                 op: info.name.clone(),
                 line: info.line,
                 key: info.key.clone(),
-                kernel_us: Stat::from_ns(duration)?,
-                queued_us: Stat::from_ns(queue)?,
+                kernel_us: Stat::from_weighted_ns(duration)?,
+                queued_us: Stat::from_weighted_ns(queue)?,
             })
         })
         .collect()
@@ -493,6 +558,14 @@ mod tests {
         assert_eq!(stat.p90, 4.0);
         assert_eq!((stat.min, stat.max, stat.samples), (1.0, 4.0, 4));
         assert!(Stat::from_ns(&mut []).is_none());
+        // Weights count as repeated samples.
+        let mut weighted = vec![(4_000, 1), (1_000, 2), (3_000, 1)];
+        let mut repeated = vec![4_000, 1_000, 1_000, 3_000];
+        assert_eq!(
+            Stat::from_weighted_ns(&mut weighted),
+            Stat::from_ns(&mut repeated)
+        );
+        assert!(Stat::from_weighted_ns(&mut [(5, 0)]).is_none());
     }
 
     #[test]

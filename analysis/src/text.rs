@@ -288,7 +288,8 @@ pub fn render_report(report: &Report) -> String {
                 ThreadKind::Watchdog => "pt_nccl_watchdg",
                 ThreadKind::HeartbeatMonitor => "pt_nccl_heartbt",
             };
-            let mut lines = record.message.lines();
+            let message = for_ranks(record.rank, &record.stands_for, &record.message);
+            let mut lines = message.lines();
             let _ = writeln!(
                 out,
                 "  {:>12.3} s  {thread:<15}  {}",
@@ -305,10 +306,27 @@ pub fn render_report(report: &Report) -> String {
     } else {
         let _ = writeln!(out, "findings: {}", report.findings.len());
         for finding in &report.findings {
-            let _ = writeln!(out, "  [{:?}] {}", finding.kind, finding.message);
+            let message = match finding.rank {
+                Some(rank) => for_ranks(rank, &finding.stands_for, &finding.message),
+                None => finding.message.clone(),
+            };
+            let _ = writeln!(out, "  [{:?}] {message}", finding.kind);
         }
     }
     out
+}
+
+/// A record made once for every rank of `stands_for` (docs/scale.md), as the report shows it:
+/// its `[Rank r]` names them all (`[Ranks 0-2,4-99999 (99,999 ranks)]`), or they lead it.
+fn for_ranks(rank: u32, stands_for: &sim::ranks::RankSet, message: &str) -> String {
+    if stands_for.count() <= 1 {
+        return message.to_string();
+    }
+    let named = stands_for.named();
+    match message.strip_prefix(&format!("[Rank {rank}]")) {
+        Some(rest) => format!("[R{}]{rest}", &named[1..]),
+        None => format!("{named}: {message}"),
+    }
 }
 
 /// Left-aligns the first column and right-aligns the others; every text table of the crate

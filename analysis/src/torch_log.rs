@@ -103,6 +103,7 @@ pub fn watchdog_records(log: &str, origin_unix_ns: u64) -> Vec<WatchdogRecord> {
             continue;
         };
         records.push(WatchdogRecord {
+            stands_for: Default::default(),
             rank,
             group: None,
             thread: *thread,

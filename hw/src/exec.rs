@@ -281,6 +281,7 @@ impl RunLog {
             });
         }
         Ok(RankTimeline {
+            stands_for: Default::default(),
             rank: plan.rank,
             streams: plan.streams.clone(),
             host: self.host,
@@ -537,6 +538,7 @@ impl<'a, D: Device> Executor<'a, D> {
         message: String,
     ) {
         self.log.records.push(WatchdogRecord {
+            stands_for: Default::default(),
             rank: self.plan.rank,
             group: group.map(|g| g as u16),
             thread,
@@ -555,6 +557,7 @@ impl<'a, D: Device> Executor<'a, D> {
             // wait() raised in the main thread: uncaught, the exception ends the process.
             self.note(ThreadKind::Main, WatchdogEvent::Exit, message.clone());
             self.log.findings.push(Finding {
+                stands_for: Default::default(),
                 kind: FindingKind::AsyncError,
                 rank: Some(self.plan.rank),
                 iteration: Some(iteration),
@@ -609,6 +612,7 @@ impl<'a, D: Device> Executor<'a, D> {
             .wait_raised
             .or(oldest.map(|(_, iteration, op)| (iteration, op)));
         self.log.findings.push(Finding {
+            stands_for: Default::default(),
             kind,
             rank: Some(rank),
             iteration: at.map(|(iteration, _)| iteration),

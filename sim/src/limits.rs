@@ -7,6 +7,8 @@
 //! Timeline JSON per call; the constants below round up). A scenario that can time out (a fault,
 //! or an op only some ranks run) adds what the watchdog writes for every member of every group,
 //! every member's whole group again when `TORCH_NCCL_DESYNC_DEBUG` reports each rank's state.
+//! A folded run (docs/scale.md) simulates and logs once per class of ranks that behave alike:
+//! its estimate counts classes where the unfolded one counts ranks.
 //!
 //! ```
 //! let text = "repeat = 1000\n[cluster]\nranks = 4\n[[op]]\nhost_sleep_us = 5\n";
@@ -16,6 +18,7 @@
 //! assert!(estimate.check(&sim::limits::Limits::default()).is_ok());
 //! ```
 
+use crate::fold::Classes;
 use crate::scenario::{OpKind, Scenario};
 use serde::Serialize;
 
@@ -54,11 +57,23 @@ pub struct WorkEstimate {
     pub timeline_bytes: u64,
 }
 
-/// Estimates a scenario's work without running it; saturates instead of overflowing.
+/// Estimates a scenario's work without running it, folded as its `cluster.fold` says;
+/// saturates instead of overflowing.
 pub fn estimate(scenario: &Scenario) -> WorkEstimate {
-    let ranks = u64::from(scenario.cluster.ranks);
+    estimate_for(scenario, &Classes::of(scenario, true))
+}
+
+/// Estimates a scenario's work with its ranks simulated as `classes` says.
+pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
+    let ranks = u64::from(classes.simulated());
     let per_iteration = scenario.ops.iter().fold(0u64, |sum, op| {
-        let runs_on = op.ranks.as_ref().map_or(ranks, |list| list.len() as u64);
+        let runs_on = match &op.ranks {
+            None => ranks,
+            Some(list) if !classes.folded() => list.len() as u64,
+            Some(_) => (0..classes.simulated())
+                .filter(|&simulated| op.runs_on(classes.rank_of(simulated)))
+                .count() as u64,
+        };
         let calls = match op.kind {
             OpKind::Collective { .. } => scenario.call_sizes(&op.kind).len().max(1) as u64,
             _ => 1,
@@ -69,18 +84,23 @@ pub fn estimate(scenario: &Scenario) -> WorkEstimate {
     let may_time_out =
         !scenario.faults.is_empty() || scenario.ops.iter().any(|op| op.ranks.is_some());
     let watchdog_bytes = if may_time_out {
-        scenario.groups.iter().fold(0u64, |sum, group| {
-            let members = group.ranks.len() as u64;
-            let desync = if scenario.env.desync_debug {
-                members
-                    .saturating_mul(members)
-                    .saturating_mul(DESYNC_BYTES_PER_PAIR)
-            } else {
-                0
-            };
-            sum.saturating_add(members.saturating_mul(WATCHDOG_BYTES_PER_RANK))
-                .saturating_add(desync)
-        })
+        scenario
+            .groups
+            .iter()
+            .enumerate()
+            .fold(0u64, |sum, (index, _)| {
+                // Records and report lines are made once per class (folded or not).
+                let members = classes.group_classes(index).len() as u64;
+                let desync = if scenario.env.desync_debug {
+                    members
+                        .saturating_mul(members)
+                        .saturating_mul(DESYNC_BYTES_PER_PAIR)
+                } else {
+                    0
+                };
+                sum.saturating_add(members.saturating_mul(WATCHDOG_BYTES_PER_RANK))
+                    .saturating_add(desync)
+            })
     } else {
         0
     };
@@ -132,23 +152,33 @@ mod tests {
 
     #[test]
     fn calls_count_every_rank_iteration_and_listed_tensor() {
-        let estimate = estimate(&scenario(
-            "repeat = 10\n[cluster]\nranks = 8\n[tensors]\ng = { size = \"1MiB\", count = 3 }\n\
+        let scenario = scenario(
+            "repeat = 10\n[cluster]\nranks = 8\n[groups.world]\neager_init = true\n\
+             [tensors]\ng = { size = \"1MiB\", count = 3 }\n\
              [[op]]\nall_reduce = \"g\"\n[[op]]\nranks = [0, 1]\nhost_sleep_us = 1\n",
-        ));
-        assert_eq!(estimate.op_calls, 10 * (8 * 3 + 2));
+        );
+        let unfolded = estimate_for(&scenario, &Classes::per_rank(&scenario));
+        assert_eq!(unfolded.op_calls, 10 * (8 * 3 + 2));
         // An op only some ranks run may leave the others to their watchdogs.
         assert_eq!(
-            estimate.timeline_bytes,
-            estimate.op_calls * TIMELINE_BYTES_PER_CALL + 8 * WATCHDOG_BYTES_PER_RANK
+            unfolded.timeline_bytes,
+            unfolded.op_calls * TIMELINE_BYTES_PER_CALL + 8 * WATCHDOG_BYTES_PER_RANK
+        );
+        // Folded, ranks 0-1 and 2-7 are simulated once each, and log once each.
+        let folded = estimate(&scenario);
+        assert_eq!(folded.op_calls, 10 * (2 * 3 + 1));
+        assert_eq!(
+            folded.timeline_bytes,
+            folded.op_calls * TIMELINE_BYTES_PER_CALL + 2 * WATCHDOG_BYTES_PER_RANK
         );
     }
 
     #[test]
     fn the_largest_scenario_is_refused_with_its_numbers() {
-        let estimate = estimate(&scenario(
-            "repeat = 1000000\n[cluster]\nranks = 65536\n[[op]]\nhost_sleep_us = 1\n",
-        ));
+        let scenario = scenario(
+            "repeat = 1000000\n[cluster]\nranks = 65536\nfold = false\n[[op]]\nhost_sleep_us = 1\n",
+        );
+        let estimate = estimate(&scenario);
         assert_eq!(estimate.op_calls, 65_536_000_000);
         let message = estimate.check(&Limits::default()).unwrap_err();
         assert!(message.contains("65536000000 op calls"), "{message}");
@@ -157,11 +187,16 @@ mod tests {
     }
 
     #[test]
-    fn desync_reports_grow_with_the_square_of_the_group() {
+    fn desync_reports_grow_with_the_square_of_the_classes() {
         let text = "[cluster]\nranks = 65536\n[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n\
                     [tensors]\ng = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
                     [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n";
-        let estimate = estimate(&scenario(text));
+        let scenario = scenario(text);
+        // Rank 0 (the root of the lazily created communicator), rank 3, and the others.
+        let classes = estimate(&scenario);
+        assert!(classes.timeline_bytes < 4 * 4 * DESYNC_BYTES_PER_PAIR + (1 << 20));
+        assert!(classes.check(&Limits::default()).is_ok());
+        let estimate = estimate_for(&scenario, &Classes::per_rank(&scenario));
         assert!(estimate.timeline_bytes > 65_536 * 65_536 * DESYNC_BYTES_PER_PAIR);
         assert!(estimate.check(&Limits::default()).is_err());
         let raised = Limits {

@@ -4,7 +4,12 @@
 //! Its JSON form is a documented wire format (`docs/timeline-format.md`, format id
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
+//!
+//! Just over 800 lines: the wire types, their reference check and `Timeline::expand` (a folded
+//! Timeline rank by rank, docs/scale.md) are one format; the reference check is the part to move
+//! out if it grows.
 
+pub use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -182,6 +187,10 @@ pub struct RankTimeline {
     /// How the rank's process ended (the simulator's; engines that do not know leave it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<ProcessEnd>,
+    /// In a folded Timeline (docs/scale.md): every rank these records stand for, `rank` the
+    /// lowest, as inclusive ranges; absent when they are `rank`'s alone.
+    #[serde(default, skip_serializing_if = "RankSet::is_empty")]
+    pub stands_for: RankSet,
 }
 
 /// An allocation that released the allocator's cache (`release_cached_blocks`: synchronise,
@@ -423,6 +432,11 @@ pub struct WatchdogRecord {
     pub at_ns: u64,
     /// The log line, shaped like PyTorch's.
     pub message: String,
+    /// Every rank that logged the same at the same time (`rank` the lowest), when more than
+    /// `rank` did: the record is made once per class of ranks that behave alike
+    /// (docs/scale.md).
+    #[serde(default, skip_serializing_if = "RankSet::is_empty")]
+    pub stands_for: RankSet,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -433,6 +447,10 @@ pub struct Finding {
     pub op: Option<OpRef>,
     pub stream: Option<String>,
     pub message: String,
+    /// Every rank that found the same (`rank` the lowest), when more than `rank` did: a
+    /// finding is made once per class of ranks that behave alike (docs/scale.md).
+    #[serde(default, skip_serializing_if = "RankSet::is_empty")]
+    pub stands_for: RankSet,
 }
 
 impl Timeline {
@@ -505,6 +523,89 @@ impl Timeline {
             watchdog: Vec::new(),
             flight_recorder: Vec::new(),
         }
+    }
+}
+
+impl RankTimeline {
+    /// How many ranks these records stand for.
+    pub fn weight(&self) -> u64 {
+        if self.stands_for.is_empty() {
+            1
+        } else {
+            self.stands_for.count()
+        }
+    }
+}
+
+impl Timeline {
+    /// Whether some [`RankTimeline`] stands for several ranks (a folded run, docs/scale.md).
+    pub fn is_folded(&self) -> bool {
+        self.ranks.iter().any(|rank| !rank.stands_for.is_empty())
+    }
+
+    /// The Timeline of the same run simulated rank by rank: each class's records copied to
+    /// every rank it stands for, with the rank substituted (its `rank`, the `[Rank r]` that
+    /// opens its exceptions' messages, its Flight Recorder dump). Findings and watchdog
+    /// records are made once per class in both and stay as they are. A Timeline that is not
+    /// folded comes back unchanged.
+    pub fn expand(&self) -> Timeline {
+        if !self.is_folded() {
+            return self.clone();
+        }
+        let mut ranks = Vec::with_capacity(self.scenario.ranks as usize);
+        let mut flight_recorder = Vec::new();
+        for class in &self.ranks {
+            let dump = self.flight_recorder.iter().find(|d| d.rank == class.rank);
+            if class.stands_for.is_empty() {
+                ranks.push(class.clone());
+                flight_recorder.extend(dump.cloned());
+                continue;
+            }
+            for member in class.stands_for.iter() {
+                let mut copy = class.clone();
+                copy.rank = member;
+                copy.stands_for = RankSet::default();
+                for exception in &mut copy.exceptions {
+                    exception.message = with_rank(&exception.message, class.rank, member);
+                }
+                ranks.push(copy);
+                if let Some(dump) = dump {
+                    let mut copy = dump.clone();
+                    copy.rank = member;
+                    flight_recorder.push(copy);
+                }
+            }
+        }
+        ranks.sort_by_key(|rank| rank.rank);
+        flight_recorder.sort_by_key(|dump| dump.rank);
+        Timeline {
+            ranks,
+            flight_recorder,
+            ..self.clone_without_ranks()
+        }
+    }
+
+    /// A copy with no rank records and no dumps (cheap to make for a large folded Timeline).
+    fn clone_without_ranks(&self) -> Timeline {
+        Timeline {
+            format: self.format.clone(),
+            source: self.source,
+            scenario: self.scenario.clone(),
+            machine: self.machine.clone(),
+            ops: self.ops.clone(),
+            ranks: Vec::new(),
+            findings: self.findings.clone(),
+            watchdog: self.watchdog.clone(),
+            flight_recorder: Vec::new(),
+        }
+    }
+}
+
+/// `message` as `member` writes it, where `rank` wrote it: the `[Rank r]` it opens with.
+fn with_rank(message: &str, rank: u32, member: u32) -> String {
+    match message.strip_prefix(&format!("[Rank {rank}]")) {
+        Some(rest) => format!("[Rank {member}]{rest}"),
+        None => message.to_string(),
     }
 }
 

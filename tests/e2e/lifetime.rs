@@ -213,7 +213,7 @@ fn races_fail_the_run_only_with_fail_on_race() {
     use crate::util::{c10dsim, stdout};
     let plain = c10dsim(&["run", "scenarios/races_4_6.toml"]);
     assert_eq!(plain.status.code(), Some(0));
-    assert!(stdout(&plain).contains("[Race] data race on tensor t"));
+    assert!(stdout(&plain).contains("data race on tensor t"));
     let strict = c10dsim(&[
         "run",
         "scenarios/races_4_6.toml",
@@ -228,5 +228,6 @@ fn races_fail_the_run_only_with_fail_on_race() {
         .iter()
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["race", "race"]);
+    // One finding per class of ranks that behave alike (both ranks race alike, docs/scale.md).
+    assert_eq!(kinds, ["race"]);
 }

@@ -7,6 +7,7 @@ mod diff;
 mod faults;
 mod fidelity;
 mod flight_recorder;
+mod fold;
 mod import;
 mod lifetime;
 mod multi_gpu;

@@ -692,7 +692,7 @@ mod tests {
         assert!(text.contains("host_sleep_us = 5"), "{text}");
         assert_eq!(
             replayed(&text),
-            ["desync report (rank 0's watchdog): rank 1 never joined collective 3 (ALLREDUCE, world)"]
+            ["desync report (rank 0's watchdog): rank 1 never joined collective 3 (ALLREDUCE, world); rank 0 waiting"]
         );
         // Same dumps, same text.
         assert_eq!(
@@ -767,7 +767,7 @@ mod tests {
         );
         assert_eq!(
             replayed(&text),
-            ["desync report (rank 0's watchdog): every rank enqueued collective 47; ranks [0] have not started its kernel: their streams are still busy before it"]
+            ["desync report (rank 0's watchdog): every rank enqueued collective 47; rank 0 has not started its kernel: its stream is still busy before it"]
         );
     }
 

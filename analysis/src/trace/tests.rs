@@ -291,6 +291,7 @@ fn findings_sit_at_their_time() {
         .max()
         .unwrap();
     let finding = |rank, op, iteration, message: &str| Finding {
+        stands_for: Default::default(),
         kind: FindingKind::Deadlock,
         rank,
         iteration,
@@ -377,6 +378,7 @@ fn a_timeline_claiming_a_huge_world_or_no_groups_still_writes() {
     // A watchdog record of a group the Timeline does not name (a hand-edited file).
     let mut timeline = simulated("");
     timeline.watchdog.push(sim::timeline::WatchdogRecord {
+        stands_for: Default::default(),
         rank: 0,
         group: None,
         thread: sim::timeline::ThreadKind::Watchdog,

@@ -12,6 +12,7 @@ use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 macro_rules! view {
     ($engine:expr) => {
         View {
+            classes: &$engine.classes,
             ranks: &$engine.ranks,
             comm_init: &$engine.comm_init,
             scenario: $engine.scenario,
@@ -22,6 +23,7 @@ macro_rules! view {
 
 /// The run as the failure component may read it.
 struct View<'a> {
+    classes: &'a Classes,
     ranks: &'a [RankState],
     comm_init: &'a [Vec<(u32, u64)>],
     scenario: &'a Scenario,
@@ -74,14 +76,20 @@ impl RunView for View<'_> {
     }
 
     fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool {
-        let root = self.scenario.groups[group].ranks[0];
+        let root = self
+            .classes
+            .simulated_of(self.scenario.groups[group].ranks[0]);
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && !self.comm_init[group].iter().any(|&(r, _)| r == root)
     }
 
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
-            && self.comm_init[group].len() < self.scenario.groups[group].ranks.len()
+            && (self.comm_init[group]
+                .iter()
+                .map(|&(r, _)| self.classes.weight(r) as usize)
+                .sum::<usize>())
+                < self.scenario.groups[group].ranks.len()
     }
 
     fn host_op(&self, rank: u32) -> usize {
@@ -117,7 +125,8 @@ impl Engine<'_> {
         let scenario = self.scenario;
         let state = &self.ranks[rank as usize];
         let iteration = state.iteration;
-        let Some(fault) = RankFaults::new(scenario, rank).at(op_index, iteration) else {
+        let rank_id = state.timeline.rank;
+        let Some(fault) = RankFaults::new(scenario, rank_id).at(op_index, iteration) else {
             return HostEffect::Run;
         };
         let host_ns = state.host_ns;
@@ -165,14 +174,16 @@ impl Engine<'_> {
                     message,
                 } => {
                     let iteration = self.ranks[rank as usize].iteration;
-                    self.findings.push(Finding {
+                    let finding = Finding {
                         kind,
-                        rank: Some(rank),
+                        rank: None,
                         iteration: Some(iteration),
                         op: op.map(|o| o as OpRef),
                         stream: None,
                         message,
-                    });
+                        stands_for: RankSet::default(),
+                    };
+                    self.rank_finding(rank, finding);
                 }
                 Command::PoisonRendezvous { rendezvous } => {
                     self.poisoned.insert(rendezvous);
@@ -310,7 +321,7 @@ impl Engine<'_> {
         let ended =
             |member: u32| self.is_dead(member) || self.failure.is_aborted(member, rendezvous.group);
         if rendezvous.members.is_empty() {
-            let ranks = &self.scenario.groups[rendezvous.group].ranks;
+            let ranks = self.classes.group_simulated(rendezvous.group);
             return ranks.iter().all(|&r| self.is_dead(r));
         }
         rendezvous.members.iter().all(|&(member, _)| ended(member))
@@ -609,7 +620,7 @@ mod tests {
             .unwrap();
         assert!(
             deadlock.message.ends_with(
-                "ranks [0, 2] started its kernel and spin (R16), the process of ranks [1] ended before launching it"
+                "ranks 0,2 (2 ranks) started its kernel and spin (R16), the process of rank 1 ended before launching it"
             ),
             "{}",
             deadlock.message
@@ -619,9 +630,11 @@ mod tests {
             .iter()
             .find(|f| f.kind == FindingKind::WatchdogTimeout)
             .unwrap();
+        // Ranks 0 and 2 behave alike: one finding stands for both.
+        assert_eq!(timeout.stands_for.to_string(), "0,2");
         assert!(
             timeout.message.ends_with(
-                "rank 1 never joined collective 1 (ALLREDUCE, world): its process ended."
+                "rank 1 never joined collective 1 (ALLREDUCE, world): its process ended; ranks 0,2 (2 ranks) waiting."
             ),
             "{}",
             timeout.message

@@ -63,8 +63,9 @@ impl Engine<'_> {
                 record.earlier_stream, earlier.display_name(), record.later_stream, later.display_name()
             ),
         };
+        let rank_id = state.timeline.rank;
         let message = format!(
-            "data race on tensor {} (rank {rank}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {} by {} (line {}) on stream {}; to order them, {fix}",
+            "data race on tensor {} (rank {rank_id}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {} by {} (line {}) on stream {}; to order them, {fix}",
             record.tensor,
             record.iteration,
             verb(record.later_write),
@@ -86,14 +87,16 @@ impl Engine<'_> {
             .count()
             < MAX_RACE_FINDINGS
         {
-            self.findings.push(Finding {
+            let finding = Finding {
                 kind: FindingKind::Race,
-                rank: Some(rank),
+                rank: None,
                 iteration: Some(iteration),
                 op: Some(op_index as OpRef),
                 stream,
                 message,
-            });
+                stands_for: RankSet::default(),
+            };
+            self.rank_finding(rank, finding);
         }
     }
 
@@ -105,23 +108,15 @@ impl Engine<'_> {
         stuck_collectives.retain(|r| !self.rendezvous_settled(r));
         for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
             let group = &scenario.groups[rendezvous.group];
-            let arrived: Vec<u32> = {
-                let mut list: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
-                list.sort_unstable();
-                list
-            };
-            let missing: Vec<u32> = group
-                .ranks
-                .iter()
-                .copied()
-                .filter(|r| arrived.binary_search(r).is_err())
-                .collect();
-            let absent = self.absent_ranks(missing, "never launched it", "launching it");
+            let arrived: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
+            let missing = self.others_in_group(rendezvous.group, &arrived);
+            let absent = self.absent_ranks(&missing, "never launched it", "launching it");
             let op = &scenario.ops[rendezvous.op];
-            let (first_rank, first_stream) = rendezvous.members.first().copied().unwrap_or((0, 0));
+            let (first_rank, first_stream) =
+                rendezvous.members.iter().copied().min().unwrap_or((0, 0));
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
-                rank: Some(first_rank),
+                rank: Some(self.classes.rank_of(first_rank)),
                 iteration: Some(rendezvous.iteration),
                 op: Some(rendezvous.op as OpRef),
                 stream: Some(
@@ -130,36 +125,32 @@ impl Engine<'_> {
                         .clone(),
                 ),
                 message: format!(
-                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), {absent}",
+                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: {} started its kernel and spin (R16), {absent}",
                     op.display_name(),
                     rendezvous.seq,
                     rendezvous.collective.op_type(),
                     group.name,
                     op.line,
-                    rank_list(&arrived),
+                    self.ranks_of(&arrived).named(),
                 ),
+                stands_for: RankSet::default(),
             });
         }
         for (group_id, arrived) in self.comm_init.iter().enumerate() {
             let group = &scenario.groups[group_id];
             if arrived.is_empty()
-                || arrived.len() == group.ranks.len()
+                || self.comm_init_ranks[group_id] as usize == group.ranks.len()
                 || arrived.iter().all(|&(r, _)| self.is_dead(r))
             {
                 continue;
             }
-            let mut arrived: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
-            arrived.sort_unstable();
-            let missing: Vec<u32> = group
-                .ranks
-                .iter()
-                .copied()
-                .filter(|r| arrived.binary_search(r).is_err())
-                .collect();
+            let arrived: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+            let missing = self.others_in_group(group_id, &arrived);
             // Ranks that died in the init wait no more.
-            let waiting: Vec<u32> = arrived.into_iter().filter(|&r| !self.is_dead(r)).collect();
+            let mut waiting: Vec<u32> = arrived.into_iter().filter(|&r| !self.is_dead(r)).collect();
+            waiting.sort_unstable();
             let absent = self.absent_ranks(
-                missing,
+                &missing,
                 "never issue a collective on it",
                 "issuing a collective on it",
             );
@@ -167,28 +158,31 @@ impl Engine<'_> {
             let op = &scenario.ops[self.ranks[first as usize].blocked_op];
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
-                rank: Some(first),
+                rank: Some(self.classes.rank_of(first)),
                 iteration: Some(self.ranks[first as usize].iteration),
                 op: Some(op.index as OpRef),
                 stream: None,
                 message: format!(
-                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), {absent}",
+                    "the communicator of group {} never forms (R8): {} wait in its lazy init at {} (line {}), {absent}",
                     group.name,
-                    rank_list(&waiting),
+                    self.ranks_of(&waiting).named(),
                     op.display_name(),
                     op.line,
                 ),
+                stands_for: RankSet::default(),
             });
         }
-        let mut blocked_hosts = 0;
-        for state in &self.ranks {
+        let mut blocked_hosts = 0u64;
+        for (simulated, state) in self.ranks.iter().enumerate() {
+            let simulated = simulated as u32;
             if matches!(state.blocked, Blocked::Done | Blocked::Dead) {
                 continue;
             }
-            blocked_hosts += 1;
-            if self.findings.len() >= MAX_FINDINGS {
+            blocked_hosts += u64::from(self.classes.weight(simulated));
+            if self.findings.len() >= MAX_FINDINGS || !self.classes.reports(simulated) {
                 continue;
             }
+            let class = self.classes.class_members(simulated);
             let op = &scenario.ops[state.blocked_op];
             let why = match state.blocked {
                 Blocked::CommInit => {
@@ -214,6 +208,11 @@ impl Engine<'_> {
                     op.line,
                     state.iteration
                 ),
+                stands_for: if class.count() > 1 {
+                    class.clone()
+                } else {
+                    RankSet::default()
+                },
             });
         }
         if blocked_hosts > 0 && self.findings.len() >= MAX_FINDINGS {
@@ -224,8 +223,10 @@ impl Engine<'_> {
                 op: None,
                 stream: None,
                 message: format!(
-                    "{blocked_hosts} hosts in all are blocked; only the first findings are listed"
+                    "{} hosts in all are blocked; only the first findings are listed",
+                    crate::ranks::thousands(blocked_hosts)
                 ),
+                stands_for: RankSet::default(),
             });
         }
     }
@@ -235,29 +236,52 @@ impl Engine<'_> {
     /// The ranks that did not do what a deadlock waits for: those that never did (`never`),
     /// and apart from them those whose process ended before doing it (`before`) — their death
     /// stopped them, so they are not blamed for it.
-    fn absent_ranks(&self, missing: Vec<u32>, never: &str, before: &str) -> String {
-        let (dead, alive): (Vec<u32>, Vec<u32>) =
-            missing.into_iter().partition(|&r| self.is_dead(r));
+    fn absent_ranks(&self, missing: &[u32], never: &str, before: &str) -> String {
+        let (dead, alive): (Vec<u32>, Vec<u32>) = missing.iter().partition(|&&r| self.is_dead(r));
         let ended = format!(
-            "the process of ranks {} ended before {before}",
-            rank_list(&dead)
+            "the process of {} ended before {before}",
+            self.ranks_of(&dead).named()
         );
         match (dead.is_empty(), alive.is_empty()) {
-            (true, _) => format!("ranks {} {never}", rank_list(&alive)),
+            (true, true) => "every rank of the group did".to_string(),
+            (true, false) => format!("{} {never}", self.ranks_of(&alive).named()),
             (false, true) => ended,
-            (false, false) => format!("ranks {} {never}, and {ended}", rank_list(&alive)),
+            (false, false) => format!("{} {never}, and {ended}", self.ranks_of(&alive).named()),
         }
     }
-}
 
-pub(super) fn rank_list(ranks: &[u32]) -> String {
-    if ranks.is_empty() {
-        return "none".into();
+    /// The simulated ranks of `group` that are not in `present`.
+    fn others_in_group(&self, group: GroupId, present: &[u32]) -> Vec<u32> {
+        let present: HashSet<u32> = present.iter().copied().collect();
+        self.classes
+            .group_simulated(group)
+            .iter()
+            .copied()
+            .filter(|r| !present.contains(r))
+            .collect()
     }
-    const SHOWN: usize = 16;
-    let mut text: Vec<String> = ranks.iter().take(SHOWN).map(u32::to_string).collect();
-    if ranks.len() > SHOWN {
-        text.push(format!("… ({} in all)", ranks.len()));
+
+    /// Every rank the simulated ranks stand for.
+    pub(super) fn ranks_of(&self, simulated: &[u32]) -> RankSet {
+        if !self.classes.folded() {
+            return RankSet::from_ranks(simulated.iter().copied());
+        }
+        simulated.iter().fold(RankSet::default(), |set, &r| {
+            set.union(self.classes.class_members(r))
+        })
     }
-    format!("[{}]", text.join(", "))
+
+    /// A finding of simulated rank `simulated`: kept once per class, for its lowest rank and
+    /// standing for the others (docs/scale.md).
+    pub(super) fn rank_finding(&mut self, simulated: u32, mut finding: Finding) {
+        if !self.classes.reports(simulated) {
+            return;
+        }
+        let class = self.classes.class_members(simulated);
+        finding.rank = Some(self.classes.rank_of(simulated));
+        if class.count() > 1 {
+            finding.stands_for = class.clone();
+        }
+        self.findings.push(finding);
+    }
 }

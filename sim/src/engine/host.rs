@@ -139,7 +139,7 @@ impl Engine<'_> {
         }
         let op = &ops[state.pc];
         state.pc += 1;
-        if !op.runs_on(rank) {
+        if !op.runs_on(state.timeline.rank) {
             return true;
         }
         state.blocked_op = op.index;
@@ -458,9 +458,12 @@ impl Engine<'_> {
         let host_ns = self.ranks[rank as usize].host_ns;
         let arrived = &mut self.comm_init[group];
         arrived.push((rank, host_ns));
+        self.comm_init_ranks[group] += self.classes.weight(rank);
         self.ranks[rank as usize].blocked = Blocked::CommInit;
-        if arrived.len() < self.scenario.groups[group].ranks.len() {
-            let root = self.scenario.groups[group].ranks[0];
+        if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
+            let root = self
+                .classes
+                .simulated_of(self.scenario.groups[group].ranks[0]);
             let root_published = arrived.iter().any(|&(r, _)| r == root);
             self.notify(Notice::StoreWait {
                 rank,
@@ -674,15 +677,16 @@ impl Engine<'_> {
         let enqueue_ns = self.enqueue_ns(rank, collective);
         let work = self.work_text(rank, collective, timeout_ns);
         let state = &self.ranks[rank as usize];
+        let rank_id = state.timeline.rank;
         let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
         let finding = Finding {
             kind: FindingKind::WaitTimeout,
-            rank: Some(rank),
+            rank: Some(rank_id),
             iteration: Some(state.iteration),
             op: Some(op.index as OpRef),
             stream: Some(state.timeline.streams[op.stream].name.clone()),
             message: format!(
-                "rank {rank}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and {} (R15)",
+                "rank {rank_id}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and {} (R15)",
                 op.display_name(),
                 op.line,
                 if op.catch {
@@ -691,8 +695,9 @@ impl Engine<'_> {
                     "the rank's program stopped"
                 },
             ),
+            stands_for: RankSet::default(),
         };
-        self.findings.push(finding);
+        self.rank_finding(rank, finding);
         // The call ends where it raised.
         self.push_host_call(rank, op.index, now_ns);
         self.notify(Notice::WaitRaised {

@@ -144,27 +144,30 @@ impl Engine<'_> {
                 }
                 AllocStep::OutOfMemory => {
                     let reserved = state.memory.books.reserved_bytes();
-                    self.findings.push(Finding {
+                    let rank_id = state.timeline.rank;
+                    let finding = Finding {
                         kind: FindingKind::OutOfMemory,
-                        rank: Some(rank),
+                        rank: Some(rank_id),
                         iteration: Some(state.iteration),
                         op: Some(op_index as OpRef),
                         stream: Some(state.timeline.streams[stream as usize].name.clone()),
                         message: format!(
-                            "rank {rank}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
+                            "rank {rank_id}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
                             scenario.ops[op_index].display_name(),
                             scenario.ops[op_index].line,
                             size_bytes,
                             reserved,
                             memory_config.capacity_bytes,
                         ),
-                    });
+                        stands_for: RankSet::default(),
+                    };
                     // torch.OutOfMemoryError, uncaught: the process exits.
                     state.end = Some(ProcessEnd {
                         status: ExitStatus::Raised,
                         at_ns: Some(state.host_ns),
                     });
                     state.blocked = Blocked::Done;
+                    self.rank_finding(rank, finding);
                     return true;
                 }
             }

@@ -24,6 +24,7 @@
 //! is just over 800 lines, and those tests are the part to move out.
 
 use crate::cost::gemm_ns;
+use crate::fold::Classes;
 use crate::gpu::{KernelShape, SmScheduler};
 use crate::lifetime::TensorMemory;
 use crate::nccl::{plan_collective, CollectivePlan};
@@ -41,6 +42,7 @@ use rank::{RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::rc::Rc;
 use streams::{GpuItem, QueuedItem, StreamState};
 
 mod commands;
@@ -57,9 +59,10 @@ mod streams;
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
 
-/// Simulates `scenario` to completion (or to a deadlock or the time cap).
+/// Simulates `scenario` to completion (or to a deadlock or the time cap), folding ranks that
+/// behave alike (docs/scale.md), and returns the Timeline rank by rank (expanded).
 pub fn simulate(scenario: &Scenario) -> Timeline {
-    simulate_with(scenario, Options::default()).0
+    simulate_with(scenario, Options::default()).0.expand()
 }
 
 /// What a simulation does besides the timeline.
@@ -73,6 +76,12 @@ pub struct Options {
     /// counter of its own; without one there is no cap.
     pub memory_in_use: Option<fn() -> u64>,
     pub max_memory_bytes: u64,
+    /// Simulate one rank per class of ranks that behave alike (with the scenario's
+    /// `cluster.fold`); the Timeline is then folded (docs/scale.md).
+    pub fold: bool,
+    /// Report every rank's findings and watchdog records, not one per class: every rank is a
+    /// class of its own (`--detail ranks`).
+    pub per_rank_detail: bool,
 }
 
 /// Events between two looks at the memory in use.
@@ -84,11 +93,23 @@ impl Default for Options {
             race_detector: true,
             memory_in_use: None,
             max_memory_bytes: u64::MAX,
+            fold: true,
+            per_rank_detail: false,
         }
     }
 }
 
+/// The classes of ranks a simulation with `options` uses (docs/scale.md).
+pub fn classes(scenario: &Scenario, options: Options) -> Classes {
+    if options.per_rank_detail {
+        Classes::per_rank(scenario)
+    } else {
+        Classes::of(scenario, options.fold)
+    }
+}
+
 /// Simulates with `options`; also returns the number of events processed (for the benchmark).
+/// With `options.fold` the Timeline is folded ([`Timeline::expand`] unfolds it).
 pub fn simulate_with(scenario: &Scenario, options: Options) -> (Timeline, u64) {
     let mut engine = Engine::new(scenario, options);
     engine.run();
@@ -100,7 +121,8 @@ pub fn simulate_with(scenario: &Scenario, options: Options) -> (Timeline, u64) {
 /// simulator's side of the engine-equivalence test (`hw` logs the steps it runs too).
 pub fn executed_steps(scenario: &Scenario, rank: u32) -> Vec<Step> {
     let mut engine = Engine::new(scenario, Options::default());
-    engine.step_log = Some((rank, Vec::new()));
+    let simulated = engine.classes.simulated_of(rank);
+    engine.step_log = Some((simulated, Vec::new()));
     engine.run();
     engine
         .step_log
@@ -157,8 +179,13 @@ enum Waiter {
     Host,
 }
 
+/// The engine's ranks are *simulated ranks*: one per class of ranks that behave alike when the
+/// run is folded (its `rank` variables index them; [`Classes::rank_of`] names the rank), one per
+/// rank otherwise.
 struct Engine<'s> {
     scenario: &'s Scenario,
+    /// The classes of ranks, and how simulated ranks map onto them (docs/scale.md).
+    classes: Rc<Classes>,
     now_ns: u64,
     queue: EventQueue,
     ranks: Vec<RankState>,
@@ -166,8 +193,10 @@ struct Engine<'s> {
     /// (group, seq) → index into `rendezvous`.
     rendezvous_index: FxHashMap<(GroupId, u64), u32>,
     free_rendezvous: Vec<u32>,
-    /// Lazy communicator init: per group, ranks that arrived and their host times.
+    /// Lazy communicator init: per group, simulated ranks that arrived and their host times.
     comm_init: Vec<Vec<(u32, u64)>>,
+    /// Per group: how many ranks those arrivals count as.
+    comm_init_ranks: Vec<u32>,
     gemm_ns_by_op: Vec<u64>,
     /// Per collective or barrier op: how NCCL runs it (channels, duration; R22, R24).
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
@@ -192,8 +221,10 @@ struct Engine<'s> {
 impl<'s> Engine<'s> {
     fn new(scenario: &'s Scenario, options: Options) -> Self {
         let user_streams = scenario.streams.len();
-        let ranks = (0..scenario.cluster.ranks)
-            .map(|rank| {
+        let classes = Rc::new(classes(scenario, options));
+        let ranks = (0..classes.simulated())
+            .map(|simulated| {
+                let rank = classes.rank_of(simulated);
                 let streams_info = crate::pg::streams::rank_streams(scenario, rank);
                 let stream_count = streams_info.len();
                 let streams = streams_info
@@ -273,9 +304,11 @@ impl<'s> Engine<'s> {
             rendezvous_index: FxHashMap::default(),
             free_rendezvous: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
+            comm_init_ranks: vec![0; scenario.groups.len()],
             gemm_ns_by_op,
             findings: Vec::new(),
-            failure: Failure::new(scenario),
+            failure: Failure::new(scenario, Rc::clone(&classes)),
+            classes,
             commands: Vec::new(),
             any_dead: false,
             poisoned: HashSet::new(),
@@ -333,6 +366,7 @@ impl<'s> Engine<'s> {
                     iteration: None,
                     op: None,
                     stream: None,
+                    stands_for: RankSet::default(),
                     message: format!(
                         "simulated time reached the cap of {:.3} s (max_sim_time_s) with work still pending; the run was stopped there",
                         self.scenario.max_sim_time_ns as f64 / 1e9
@@ -421,6 +455,7 @@ impl<'s> Engine<'s> {
             iteration: None,
             op: None,
             stream: None,
+            stands_for: RankSet::default(),
             message: format!(
                 "the simulation held {} of memory, over the cap of {} (--max-memory), after {} events at simulated time {:.3} s; the run was stopped there",
                 crate::units::format_size(held_bytes),
@@ -451,7 +486,12 @@ impl<'s> Engine<'s> {
         timeline.findings = self.findings;
         timeline.watchdog = self.failure.into_records();
         let scenario = self.scenario;
-        for mut state in self.ranks {
+        let classes = self.classes;
+        for (simulated, mut state) in self.ranks.into_iter().enumerate() {
+            let class = classes.class_members(simulated as u32);
+            if classes.folded() && class.count() > 1 {
+                state.timeline.stands_for = class.clone();
+            }
             state.timeline.memory = state.memory.books.peaks();
             let fired = &state.fired_ns;
             let t = &mut state.timeline;
@@ -486,9 +526,11 @@ impl<'s> Engine<'s> {
                 query.completed = crate::pg::work::is_completed(end_fired, error_ns, query.host_ns);
             }
             // The Flight Recorder sees every collective created before its dump, finished or not.
+            // The watchdog's records are its class's lowest rank's.
             let rank = t.rank;
+            let logged_as = class.first().expect("a class has members");
             let dumped = timeline.watchdog.iter().find(|record| {
-                record.rank == rank && record.event == crate::timeline::WatchdogEvent::Dump
+                record.rank == logged_as && record.event == crate::timeline::WatchdogEvent::Dump
             });
             if let Some(record) = dumped {
                 let dump = flight_recorder::dump(scenario, rank, record.at_ns, &t.collectives);

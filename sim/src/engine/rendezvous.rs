@@ -7,7 +7,9 @@ use super::*;
 pub(super) struct Rendezvous {
     pub(super) group: GroupId,
     pub(super) collective: CollectiveKind,
+    /// How many ranks arrived (a folded rank counts as its class).
     pub(super) arrived: u32,
+    /// The time of the latest arrival and the highest rank that arrived then.
     pub(super) last_arrival: (u64, u32),
     /// (rank, stream) of every arrived kernel.
     pub(super) members: Vec<(u32, u16)>,
@@ -45,10 +47,13 @@ impl Engine<'_> {
         let slot = self.rendezvous[rendezvous as usize]
             .as_mut()
             .expect("a live rendezvous");
-        slot.arrived += 1;
+        slot.arrived += self.classes.weight(rank);
         slot.members.push((rank, stream));
-        if now_ns >= slot.last_arrival.0 {
-            slot.last_arrival = (now_ns, rank);
+        // The last rank is the highest among the latest arrivals, whatever order equal times
+        // were processed in (a folded run processes fewer of them).
+        let highest = self.classes.highest_rank(rank);
+        if (now_ns, highest) > slot.last_arrival {
+            slot.last_arrival = (now_ns, highest);
         }
         let group = &self.scenario.groups[slot.group];
         if slot.arrived < group.ranks.len() as u32 || self.poisoned(rendezvous) {

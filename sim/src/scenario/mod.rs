@@ -76,7 +76,7 @@ impl fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// Largest rank count a scenario may ask for.
-pub const MAX_RANKS: u32 = 1 << 16;
+pub const MAX_RANKS: u32 = 1 << 17;
 /// Output rows × columns of one GEMM block unless `cluster.gemm_tile_m` / `_n` say otherwise
 /// (128×128, a tile cuBLAS's large-GEMM kernels use).
 pub const DEFAULT_GEMM_TILE: [u64; 2] = [128, 128];
@@ -464,6 +464,7 @@ impl Resolver<'_> {
                 kernel_jitter: 0.0,
                 rank_speed_spread: 0.0,
                 gemm_tile: DEFAULT_GEMM_TILE,
+                fold: true,
             });
         };
         let ranks = match &raw.ranks {
@@ -534,6 +535,7 @@ impl Resolver<'_> {
                     Some(columns) => self.count(columns, "cluster.gemm_tile_n", 1, 4096)?,
                 },
             ],
+            fold: raw.fold.as_ref().is_none_or(|fold| *fold.get_ref()),
         })
     }
 

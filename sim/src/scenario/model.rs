@@ -112,6 +112,8 @@ pub struct Cluster {
     pub rank_speed_spread: f64,
     /// Output rows and columns of one GEMM thread block (the SM model's unit of work, R22).
     pub gemm_tile: [u64; 2],
+    /// Simulate ranks that behave alike once (`cluster.fold`, default true; docs/scale.md).
+    pub fold: bool,
 }
 
 /// How collectives are costed (`network.algorithm`).

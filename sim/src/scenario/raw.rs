@@ -50,6 +50,7 @@ pub struct RawCluster {
     pub rank_speed_spread_pct: Option<Spanned<f64>>,
     pub gemm_tile_m: Option<Spanned<i64>>,
     pub gemm_tile_n: Option<Spanned<i64>>,
+    pub fold: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

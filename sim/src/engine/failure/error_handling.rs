@@ -19,6 +19,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let env = &self.scenario.env;
         let wait_ms = ms(4 * env.wait_timeout_dump_ns);
         self.note(
@@ -26,7 +27,7 @@ impl Failure<'_> {
             Some(group),
             (ThreadKind::Watchdog, WatchdogEvent::DumpSignal),
             now_ns,
-            format!("[Rank {rank}] Broadcasting the dump signal to all ranks through the store; the watchdog sleeps {wait_ms} ms (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) for the Flight Recorder dumps"),
+            format!("[Rank {rank_id}] Broadcasting the dump signal to all ranks through the store; the watchdog sleeps {wait_ms} ms (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) for the Flight Recorder dumps"),
         );
         if !self.dumped[rank as usize] {
             self.dumped[rank as usize] = true;
@@ -35,7 +36,7 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::Watchdog, WatchdogEvent::Dump),
                 now_ns,
-                format!("[Rank {rank}] dumping the Flight Recorder"),
+                format!("[Rank {rank_id}] dumping the Flight Recorder"),
             );
         }
         if !env.enable_monitoring {
@@ -51,13 +52,14 @@ impl Failure<'_> {
 
     /// The heartbeat monitor of `rank` found the dump signal.
     pub(super) fn dump_seen(&mut self, rank: u32, group: GroupId, now_ns: u64) {
+        let rank_id = self.rank_id(rank);
         self.dumped[rank as usize] = true;
         self.note(
             rank,
             Some(group),
             (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
             now_ns,
-            format!("[Rank {rank}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
+            format!("[Rank {rank_id}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
         );
     }
 
@@ -69,6 +71,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let mode = self.scenario.env.async_error_handling;
         let name = match mode {
             ErrorHandling::NoHandling => "NoHandling",
@@ -83,7 +86,7 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::Watchdog, WatchdogEvent::NoHandling),
                 now_ns,
-                format!("[Rank {rank}] {setting}: the error is left alone; the process and its hung collective stay"),
+                format!("[Rank {rank_id}] {setting}: the error is left alone; the process and its hung collective stay"),
             );
         }
         let index = self.index(rank, group);
@@ -94,7 +97,7 @@ impl Failure<'_> {
                 (ThreadKind::Watchdog, WatchdogEvent::Abort),
                 now_ns,
                 format!(
-                    "[Rank {rank}] {setting}: aborting the communicators of group {} (ncclCommAbort)",
+                    "[Rank {rank_id}] {setting}: aborting the communicators of group {} (ncclCommAbort)",
                     self.scenario.groups[group].name
                 ),
             );
@@ -107,7 +110,7 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::Watchdog, WatchdogEvent::Exit),
                 now_ns,
-                format!("[Rank {rank}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
+                format!("[Rank {rank_id}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
             );
             out.push(Command::KillProcess {
                 rank,
@@ -141,13 +144,14 @@ impl Failure<'_> {
         host_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         if !self.is_aborted(rank, group) {
             return;
         }
         let scenario = self.scenario;
         let caught = scenario.ops[op].catch;
         let message = format!(
-            "[Rank {rank}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, {}",
+            "[Rank {rank_id}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, {}",
             scenario.groups[group].name,
             scenario.ops[op].display_name(),
             scenario.ops[op].line,
@@ -187,9 +191,10 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let work = self.work_text(view, rank, collective, timeout_ns);
         let group = view.work(rank, collective).group;
-        let message = format!("[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread.");
+        let message = format!("[Rank {rank_id}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread.");
         self.note(
             rank,
             Some(group),
@@ -231,7 +236,7 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
@@ -260,7 +265,7 @@ mod tests {
     #[test]
     fn skip_clean_up_exits_without_abort_r27() {
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         time_out(&mut failure, &run);
         assert_eq!(
@@ -278,7 +283,7 @@ mod tests {
     #[test]
     fn tear_down_aborts_then_exits_r27() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         time_out(&mut failure, &run);
         assert_eq!(
@@ -301,7 +306,7 @@ mod tests {
     #[test]
     fn clean_up_only_aborts_and_the_next_use_of_the_communicator_raises_r27() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         // Before the abort the communicator is fine.
         let used = |host_ns| Notice::CommunicatorUsed {
@@ -340,7 +345,7 @@ mod tests {
         // Two Works (20 µs and 50 µs): the first times out at 1.1 s; after the dump wait the
         // watchdog's polls restart at 61.1 s, where the second is long past its deadline.
         let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1).with_work(0, 1, 2);
         time_out(&mut failure, &run);
         assert_eq!(enqueue(&mut failure, &run, (0, 1), 50_000), []);
@@ -368,7 +373,7 @@ mod tests {
     #[test]
     fn the_dump_wait_is_four_times_the_dump_timeout_and_each_rank_dumps_once_r27() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1000", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
@@ -399,7 +404,7 @@ mod tests {
             "[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\nwatchdog_stack_trace_us = 3_900_000",
             "",
         );
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
@@ -431,7 +436,7 @@ mod tests {
     #[test]
     fn a_blocking_wait_that_raised_ends_the_process_r15() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         // Blocking wait starts no watchdog: an enqueue asks for nothing.
         assert_eq!(enqueue(&mut failure, &run, (0, 0), 20_000), []);

@@ -1,8 +1,15 @@
 //! Tests only: a run the failure component can be shown without an engine.
 
 use super::{Progress, RunView, WorkFacts};
-use crate::scenario::GroupId;
+use crate::fold::Classes;
+use crate::scenario::{GroupId, Scenario};
 use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Every rank a class of its own: the component's unit tests name ranks one by one.
+pub(super) fn per_rank(scenario: &Scenario) -> Rc<Classes> {
+    Rc::new(Classes::per_rank(scenario))
+}
 
 /// A run as a test describes it: Works, their end times, dead ranks.
 #[derive(Default)]

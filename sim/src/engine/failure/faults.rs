@@ -21,6 +21,7 @@ impl Failure<'_> {
         host_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let op_spec = &self.scenario.ops[op];
         let where_ = format!(
             "{} (line {}, iteration {iteration})",
@@ -28,23 +29,23 @@ impl Failure<'_> {
             op_spec.line
         );
         let message = match &fault {
-            FaultKind::Skip => format!("[Rank {rank}] fault: skips {where_}"),
-            FaultKind::Hang => format!("[Rank {rank}] fault: the host hangs before {where_}"),
-            FaultKind::Die => format!("[Rank {rank}] fault: the process dies before {where_}"),
+            FaultKind::Skip => format!("[Rank {rank_id}] fault: skips {where_}"),
+            FaultKind::Hang => format!("[Rank {rank_id}] fault: the host hangs before {where_}"),
+            FaultKind::Die => format!("[Rank {rank_id}] fault: the process dies before {where_}"),
             FaultKind::Mismatch {
                 collective,
                 size_bytes,
             } => format!(
-                "[Rank {rank}] fault: issues {} of {} at {where_}",
+                "[Rank {rank_id}] fault: issues {} of {} at {where_}",
                 collective.op_type(),
                 crate::units::format_size(*size_bytes)
             ),
             FaultKind::AsyncError { after_ns } => format!(
-                "[Rank {rank}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
+                "[Rank {rank_id}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
                 seconds(*after_ns)
             ),
             FaultKind::WatchdogStuck => format!(
-                "[Rank {rank}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
+                "[Rank {rank_id}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
             ),
         };
         self.note(
@@ -62,7 +63,7 @@ impl Failure<'_> {
                     None,
                     (ThreadKind::Main, WatchdogEvent::Exit),
                     host_ns,
-                    format!("[Rank {rank}] process exited (fault); its GPU work vanishes"),
+                    format!("[Rank {rank_id}] process exited (fault); its GPU work vanishes"),
                 );
                 out.push(Command::KillProcess {
                     rank,
@@ -157,7 +158,7 @@ impl Failure<'_> {
         let describe = |s: &Signature| {
             format!(
                 "rank {} issued {} of {} ({}, line {})",
-                s.rank,
+                self.rank_id(s.rank),
                 s.collective.op_type(),
                 crate::units::format_size(s.size_bytes),
                 scenario.ops[s.op].display_name(),
@@ -204,7 +205,7 @@ impl Failure<'_> {
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
         let op_spec = &self.scenario.ops[op];
         let failed = work::async_error_failed(
-            rank,
+            self.rank_id(rank),
             &self.work_text(view, rank, collective, timeout_ns),
             error_ns,
             op_spec,
@@ -262,7 +263,7 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::{CollectiveKind, FaultKind};
     use crate::timeline::{ExitStatus, FindingKind};
@@ -283,7 +284,7 @@ mod tests {
     #[test]
     fn a_hang_stops_the_host_and_a_death_ends_the_process() {
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         assert_eq!(
             reached(&mut failure, 1, FaultKind::Hang),
             [Command::HangHost { rank: 1, op: 0 }]
@@ -303,7 +304,7 @@ mod tests {
     fn a_mismatch_changes_what_is_issued_and_the_disagreement_is_found_once_r16() {
         let faults = "[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\nsize = \"2MiB\"\n";
         let scenario = two_ranks("", faults);
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let fault = scenario.faults[0].kind.clone();
         assert_eq!(reached(&mut failure, 1, fault), []);
         let one_mib = 1 << 20;
@@ -355,7 +356,7 @@ mod tests {
     #[test]
     fn an_async_error_poisons_its_collective_and_is_caught_at_the_next_poll_r26() {
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         reached(
             &mut failure,
@@ -387,7 +388,7 @@ mod tests {
     #[test]
     fn wait_on_a_work_that_failed_with_an_async_error_raises_from_the_error_on_r27() {
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         reached(
             &mut failure,

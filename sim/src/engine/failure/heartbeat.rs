@@ -38,9 +38,10 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let message = format!(
-            "[Rank {rank}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives. If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
+            "[Rank {rank_id}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives. If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
         );
         self.note(
             rank,
@@ -65,7 +66,7 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
                 now_ns,
-                format!("[Rank {rank}] dumping the Flight Recorder and the C++ stacks"),
+                format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks"),
             );
         }
         self.note(
@@ -73,7 +74,7 @@ impl Failure<'_> {
             Some(group),
             (ThreadKind::HeartbeatMonitor, WatchdogEvent::Exit),
             now_ns,
-            format!("[Rank {rank}] terminateProcess: std::abort()"),
+            format!("[Rank {rank_id}] terminateProcess: std::abort()"),
         );
         out.push(Command::KillProcess {
             rank,
@@ -85,7 +86,7 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::FaultKind;
     use crate::timeline::{ExitStatus, FindingKind};
@@ -95,7 +96,7 @@ mod tests {
         // The watchdog hangs at its first poll after the 20-µs enqueue (0.1 s); the monitor
         // reads every 480 s: at 480 s the heartbeat moved, at 960 s it did not.
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         let mut out = Vec::new();
         failure.notify(
@@ -147,7 +148,7 @@ mod tests {
         // A 1-s heartbeat timeout: the watchdog stops beating at its 1.1-s timeout poll; the
         // monitor's read at 2 s sees it moved since 1 s, the read at 3 s does not.
         let scenario = two_ranks("[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
@@ -160,7 +161,7 @@ mod tests {
             "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\nTORCH_NCCL_ENABLE_MONITORING = 0",
             "",
         );
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
         assert_eq!(

@@ -17,9 +17,12 @@
 //! R16 mismatch check).
 
 use super::host::next_poll_ns as next_tick_ns;
+use crate::fold::Classes;
+use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use watchdog::WatchdogState;
 
 mod error_handling;
@@ -207,8 +210,13 @@ struct Signature {
 }
 
 /// Faults and ProcessGroupNCCL's side threads of every rank.
+///
+/// Its ranks are the engine's simulated ranks (one per class of ranks that behave alike when
+/// the run is folded, docs/scale.md): it acts once per class, and names a class by its lowest
+/// rank in what it logs, each record standing for the class.
 pub(in crate::engine) struct Failure<'s> {
     scenario: &'s Scenario,
+    classes: Rc<Classes>,
     /// Watchdog threads exist: not under `TORCH_NCCL_BLOCKING_WAIT` (R15).
     watchdog_enabled: bool,
     groups: usize,
@@ -234,8 +242,8 @@ pub(in crate::engine) struct Failure<'s> {
 }
 
 impl<'s> Failure<'s> {
-    pub(in crate::engine) fn new(scenario: &'s Scenario) -> Failure<'s> {
-        let ranks = scenario.cluster.ranks as usize;
+    pub(in crate::engine) fn new(scenario: &'s Scenario, classes: Rc<Classes>) -> Failure<'s> {
+        let ranks = classes.simulated() as usize;
         let groups = scenario.groups.len();
         // Calls at one SeqNum can only disagree where some rank issues another op than its
         // peers: faults, or ops restricted to some ranks.
@@ -246,6 +254,7 @@ impl<'s> Failure<'s> {
             });
         Failure {
             scenario,
+            classes,
             watchdog_enabled: crate::pg::work::watchdog_runs(&scenario.env),
             groups,
             watchdogs: (0..ranks * groups)
@@ -436,7 +445,10 @@ impl<'s> Failure<'s> {
             Some(group),
             (ThreadKind::Main, WatchdogEvent::Exit),
             now_ns,
-            format!("[Rank {rank}] process exited: the exception was not caught"),
+            format!(
+                "[Rank {}] process exited: the exception was not caught",
+                self.rank_id(rank)
+            ),
         );
         out.push(Command::KillProcess {
             rank,
@@ -453,14 +465,28 @@ impl<'s> Failure<'s> {
         at_ns: u64,
         message: String,
     ) {
+        if !self.classes.reports(rank) {
+            return;
+        }
+        let class = self.classes.class_members(rank);
         self.records.push(WatchdogRecord {
-            rank,
+            rank: self.classes.rank_of(rank),
             group: group.map(|g| g as u16),
             thread,
             event,
             at_ns,
             message,
+            stands_for: if class.count() > 1 {
+                class.clone()
+            } else {
+                RankSet::default()
+            },
         });
+    }
+
+    /// The rank a simulated rank is (its class's lowest), as messages name it.
+    fn rank_id(&self, rank: u32) -> u32 {
+        self.classes.rank_of(rank)
     }
 }
 

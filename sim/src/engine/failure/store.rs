@@ -18,7 +18,7 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let group_spec = &self.scenario.groups[group];
-        if rank == group_spec.ranks[0] || root_published {
+        if self.rank_id(rank) == group_spec.ranks[0] || root_published {
             return;
         }
         let at_ns = host_ns + timeout_ns;
@@ -34,17 +34,18 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let group_spec = &self.scenario.groups[group];
         let root = group_spec.ranks[0];
         let message = if self.nonblocking_waits.contains(&(rank, group)) {
             format!(
-                "[Rank {rank}] DistBackendError: the non-blocking NCCL communicator of group {} was not ready after {} ms (TORCH_NCCL_NONBLOCKING_TIMEOUT): its other ranks never finished the init (R8)",
+                "[Rank {rank_id}] DistBackendError: the non-blocking NCCL communicator of group {} was not ready after {} ms (TORCH_NCCL_NONBLOCKING_TIMEOUT): its other ranks never finished the init (R8)",
                 group_spec.name,
                 ms(self.scenario.env.nonblocking_timeout_ns)
             )
         } else {
             format!(
-            "[Rank {rank}] DistStoreError: wait timeout after {} ms for the NCCL unique id of group {} published by rank {root}. This may indicate a possible application crash on rank {root} or a network set up issue (R29)",
+            "[Rank {rank_id}] DistStoreError: wait timeout after {} ms for the NCCL unique id of group {} published by rank {root}. This may indicate a possible application crash on rank {root} or a network set up issue (R29)",
             ms(group_spec.timeout_ns),
             group_spec.name
         )
@@ -68,7 +69,7 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind};
 
@@ -86,7 +87,7 @@ mod tests {
     #[test]
     fn a_rank_waiting_for_the_unique_id_raises_after_the_group_timeout_r29() {
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let mut run = FakeRun::default();
         let mut out = Vec::new();
         // The root never waits, nor a rank that finds the id published.

@@ -8,11 +8,12 @@
 //! time. A run where nothing goes wrong pays one event per group and rank.
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
-use crate::engine::findings::rank_list;
 use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
+use crate::ranks::RankSet;
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 /// A pending Work in a watchdog's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,7 @@ impl Failure<'_> {
         armed: Option<FaultKind>,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         if !self.watchdog_enabled {
             return;
         }
@@ -87,7 +89,7 @@ impl Failure<'_> {
                     Some(group),
                     (ThreadKind::Watchdog, WatchdogEvent::Fault),
                     stuck_ns,
-                    format!("[Rank {rank}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
+                    format!("[Rank {rank_id}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
                 );
                 self.heartbeat_stalls(rank, group, stuck_ns, u64::MAX, out);
             }
@@ -185,6 +187,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let rank_id = self.rank_id(rank);
         let scenario = self.scenario;
         let env = &scenario.env;
         let index = self.index(rank, group);
@@ -203,7 +206,7 @@ impl Failure<'_> {
                     FindingKind::WatchdogTimeout,
                     Some(op),
                     format!(
-                        "[Rank {rank}] Watchdog caught collective operation timeout: {} ran for {ran_ms} milliseconds before timing out.",
+                        "[Rank {rank_id}] Watchdog caught collective operation timeout: {} ran for {ran_ms} milliseconds before timing out.",
                         self.work_text(view, rank, work.collective, timeout_ns)
                     ),
                 )
@@ -215,7 +218,7 @@ impl Failure<'_> {
                     FindingKind::AsyncError,
                     Some(work.op),
                     format!(
-                        "[Rank {rank}] NCCL communicator of group {} encountered an async error: ncclRemoteError: a call failed possibly due to a network error or a remote process exiting prematurely; failure detected by watchdog at work sequence id: {}",
+                        "[Rank {rank_id}] NCCL communicator of group {} encountered an async error: ncclRemoteError: a call failed possibly due to a network error or a remote process exiting prematurely; failure detected by watchdog at work sequence id: {}",
                         scenario.groups[group].name, work.seq
                     ),
                 )
@@ -225,7 +228,8 @@ impl Failure<'_> {
                 FindingKind::AsyncError,
                 None,
                 format!(
-                    "[Rank {rank}] Watchdog found a remote error signalled by rank {from_rank} through the store for group {} (TORCH_NCCL_PROPAGATE_ERROR=1)",
+                    "[Rank {rank_id}] Watchdog found a remote error signalled by rank {} through the store for group {} (TORCH_NCCL_PROPAGATE_ERROR=1)",
+                    self.rank_id(from_rank),
                     scenario.groups[group].name
                 ),
             ),
@@ -255,7 +259,8 @@ impl Failure<'_> {
             );
         }
         if env.propagate_error && !matches!(caught, Caught::Remote(_)) {
-            for &member in &scenario.groups[group].ranks {
+            let classes = Rc::clone(&self.classes);
+            for &member in classes.group_simulated(group) {
                 if member == rank || view.is_dead(member) {
                     continue;
                 }
@@ -301,13 +306,14 @@ impl Failure<'_> {
     /// The timed-out Work's stack trace, logged `host.watchdog_stack_trace_us` after the
     /// timeout was found.
     pub(super) fn stack_trace_logged(&mut self, rank: u32, group: GroupId, now_ns: u64) {
+        let rank_id = self.rank_id(rank);
         let took_ms = ms(self.scenario.host.watchdog_stack_trace_ns);
         self.note(
             rank,
             Some(group),
             (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
             now_ns,
-            format!("[Rank {rank}] Stack trace of the failed collective (symbolised in {took_ms} ms, host.watchdog_stack_trace_us)"),
+            format!("[Rank {rank_id}] Stack trace of the failed collective (symbolised in {took_ms} ms, host.watchdog_stack_trace_us)"),
         );
     }
 
@@ -336,54 +342,72 @@ impl Failure<'_> {
         collective: u32,
         now_ns: u64,
     ) -> (String, String) {
+        let rank_id = self.rank_id(rank);
         let WorkFacts { seq, .. } = view.work(rank, collective);
         let op_type = self.issued_kind(view, rank, collective).op_type();
         let group_name = &self.scenario.groups[group].name;
         let mut text = format!(
-            "[Rank {rank}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
+            "[Rank {rank_id}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
             seconds(now_ns)
         );
-        let mut missing = Vec::new();
-        let mut not_started = Vec::new();
-        for &member in &self.scenario.groups[group].ranks {
+        // One line per class of ranks that behave alike (each stands where its lowest rank
+        // does), consecutive classes that stand alike merged.
+        let mut missing = RankSet::default();
+        let mut missing_alive = false;
+        let mut not_started = RankSet::default();
+        let mut waiting = RankSet::default();
+        let mut rows: Vec<(RankSet, String)> = Vec::new();
+        for &class in self.classes.group_classes(group) {
+            let member = self.classes.simulated_of_class(class);
+            let ranks = self.classes.members(class);
             let progress = view.progress(member, group, seq, now_ns);
-            let status = if view.is_dead(member) {
-                ", process gone"
-            } else {
-                ""
-            };
-            text.push_str(&format!(
-                "\n  rank {member}: last enqueued {}, last completed {}{status}",
-                progress.last_enqueued, progress.last_completed
-            ));
+            let dead = view.is_dead(member);
+            let status = format!(
+                "last enqueued {}, last completed {}{}",
+                progress.last_enqueued,
+                progress.last_completed,
+                if dead { ", process gone" } else { "" }
+            );
+            match rows.iter_mut().find(|(_, row)| *row == status) {
+                Some((set, _)) => *set = set.union(ranks),
+                None => rows.push((ranks.clone(), status)),
+            }
             if progress.last_enqueued < seq {
-                missing.push(member);
-            } else if !progress.kernel_started {
-                not_started.push(member);
+                missing = missing.union(ranks);
+                missing_alive |= !dead;
+                continue;
+            }
+            waiting = waiting.union(ranks);
+            if !progress.kernel_started {
+                not_started = not_started.union(ranks);
             }
         }
+        rows.sort_by_key(|(set, _)| set.first());
+        for (set, status) in &rows {
+            text.push_str(&format!("\n  {}: {status}", set.named()));
+        }
         let verdict = if !missing.is_empty() {
-            let who = if missing.len() == 1 {
-                format!("rank {}", missing[0])
-            } else {
-                format!("ranks {}", rank_list(&missing))
+            let gone = match (missing_alive, missing.count()) {
+                (true, _) => "",
+                (false, 1) => ": its process ended",
+                (false, _) => ": their processes ended",
             };
-            let gone = if missing.iter().all(|&r| view.is_dead(r)) {
-                if missing.len() == 1 {
-                    ": its process ended"
-                } else {
-                    ": their processes ended"
-                }
-            } else {
-                ""
-            };
-            format!("{who} never joined collective {seq} ({op_type}, {group_name}){gone}")
+            format!(
+                "{} never joined collective {seq} ({op_type}, {group_name}){gone}; {} waiting",
+                missing.named(),
+                waiting.named()
+            )
         } else if self.mismatched.contains(&(group, seq)) {
             format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
         } else if !not_started.is_empty() {
+            let (have, their) = if not_started.count() == 1 {
+                ("has", "its stream is")
+            } else {
+                ("have", "their streams are")
+            };
             format!(
-                "every rank enqueued collective {seq}; ranks {} have not started its kernel: their streams are still busy before it",
-                rank_list(&not_started)
+                "every rank enqueued collective {seq}; {} {have} not started its kernel: {their} still busy before it",
+                not_started.named()
             )
         } else {
             format!("every rank enqueued and started collective {seq}; it never finished")
@@ -394,14 +418,14 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
     use super::super::{Command, Failure, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     #[test]
     fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
         // Enqueued at 0: enqueue + timeout falls on a poll, and that poll is the deadline.
         assert_eq!(
@@ -433,7 +457,7 @@ mod tests {
             (1_050_000_000, true),
         ] {
             let scenario = two_ranks("", "");
-            let mut failure = Failure::new(&scenario);
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
             let mut run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
             enqueue(&mut failure, &run, (0, 0), 20_000);
             run.ends_ns.insert((0, 0), end_ns);
@@ -461,7 +485,7 @@ mod tests {
         // Rank 1 never enqueued: the diagnosis names it. Rank 1's heartbeat monitor sees the
         // dump signal at its next 1-s store poll (2 s); the watchdog sleeps 4 × 15 s.
         let scenario = two_ranks("", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let (commands, messages) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
@@ -475,7 +499,7 @@ mod tests {
         );
         assert_eq!(
             messages[0],
-            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1099 milliseconds before timing out. Diagnosis: rank 1 never joined collective 1 (ALLREDUCE, world)."
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1099 milliseconds before timing out. Diagnosis: rank 1 never joined collective 1 (ALLREDUCE, world); rank 0 waiting."
         );
         // Asleep, the watchdog asks for no deadline of a new Work, and its async errors wait.
         let run = run.with_work(0, 1, 2);
@@ -489,7 +513,7 @@ mod tests {
         // No dump signal for the other ranks, no sleep: mode 3 takes the process down at the
         // poll that found the timeout.
         let scenario = two_ranks("[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
@@ -513,7 +537,7 @@ mod tests {
     #[test]
     fn propagate_error_hands_the_error_to_the_groups_other_ranks_at_their_next_poll_r27() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
@@ -539,7 +563,7 @@ mod tests {
         assert!(messages[0].contains("remote error signalled by rank 0"));
         // A dead peer is told nothing.
         let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
-        let mut failure = Failure::new(&scenario);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let mut run = FakeRun::default().with_work(0, 0, 1);
         run.dead.push(1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
