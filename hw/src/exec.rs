@@ -1276,7 +1276,7 @@ is_completed = "w"
                 "init_comm world",
                 "device_sync", // the process's first communicator then waits for the device (R8)
                 "record s0 e0", // input-ready on the current stream (R10a)
-                "wait s2 e0",   // syncStream
+                "wait s2 e0",  // syncStream
                 "record s2 e1", // release = kernel start
                 "nccl s2 all_reduce world",
                 "record s2 e2", // end event (R10d)

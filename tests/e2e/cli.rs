@@ -776,10 +776,12 @@ fn hw_merge_calibrate_and_fidelity_write_standard_output_with_a_dash() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_dash_outputs");
     std::fs::create_dir_all(&dir).unwrap();
     let path = |name: &str| dir.join(name).display().to_string();
-    // One-rank parts as `hw` writes them under a launcher: a rank and a wall-clock origin each.
+    // One-rank parts as `hw` writes them under a launcher: a rank and a wall-clock origin each
+    // (from an unfolded run: hw's parts hold one rank each).
     let run = c10dsim(&[
         "run",
         "scenarios/exp_b_stream_scope.toml",
+        "--no-fold",
         "--set",
         "repeat=10",
         "--timeline",

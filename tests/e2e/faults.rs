@@ -536,7 +536,7 @@ fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
     let timeline = run_with("hang_10min.toml", &[]);
     let text = analysis::text::render_report(&report(&timeline));
     assert!(text.contains(
-        "     600.100 s  pt_nccl_watchdg  [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE"
+        "     600.100 s  pt_nccl_watchdg  [Ranks 0-2 (3 ranks)] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE"
     ), "{text}");
     assert!(text.contains("     601.000 s  pt_nccl_heartbt  [Rank 3] Received a dump signal"));
     let mut bytes = Vec::new();

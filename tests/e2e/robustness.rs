@@ -138,8 +138,12 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
         .args([
             "run",
             "scenarios/hang_10min.toml",
+            // Unfolded, every rank's lines: more output than a pipe holds.
+            "--no-fold",
+            "--detail",
+            "ranks",
             "--set",
-            "cluster.ranks=64",
+            "cluster.ranks=256",
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stdout(Stdio::piped())
