@@ -14,7 +14,8 @@
 //! let text = "repeat = 1000\n[cluster]\nranks = 4\n[[op]]\nhost_sleep_us = 5\n";
 //! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
 //! let estimate = sim::limits::estimate(&scenario);
-//! assert_eq!(estimate.op_calls, 4_000);
+//! // Two classes of ranks: rank 0 (the lazy world communicator's root) and ranks 1-3.
+//! assert_eq!(estimate.op_calls, 2_000);
 //! assert!(estimate.check(&sim::limits::Limits::default()).is_ok());
 //! ```
 
