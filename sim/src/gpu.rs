@@ -205,9 +205,10 @@ impl SmScheduler {
     /// Whether `order` lists the kernels by precedence, as a sort would.
     fn in_precedence_order(&self) -> bool {
         self.order.len() == self.kernels.len()
-            && self.order.windows(2).all(|pair| {
-                self.kernels[pair[0]].precedence() < self.kernels[pair[1]].precedence()
-            })
+            && self
+                .order
+                .windows(2)
+                .all(|pair| self.kernels[pair[0]].precedence() < self.kernels[pair[1]].precedence())
     }
 
     /// A kernel ended: its SMs are free. Call [`rebalance`] after.

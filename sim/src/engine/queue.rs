@@ -99,7 +99,10 @@ impl EventQueue {
             self.spare.push(drained);
             self.current_ns = at_ns;
         }
-        let event = self.current.pop_front().expect("the current time has events");
+        let event = self
+            .current
+            .pop_front()
+            .expect("the current time has events");
         Some((self.current_ns, event))
     }
 }
