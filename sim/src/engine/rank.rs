@@ -13,6 +13,9 @@ use crate::timeline::{ProcessEnd, RankTimeline};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+/// Streams a rank holds without a heap allocation.
+const INLINE_STREAMS: usize = 4;
+
 pub(super) struct RankState {
     pub(super) host_ns: u64,
     pub(super) iteration: u32,
@@ -31,7 +34,10 @@ pub(super) struct RankState {
     pub(super) slot_instance: Vec<Instance>,
     /// Counts the host's resumptions, so that a stale timeout is recognised.
     pub(super) generation: u64,
-    pub(super) streams: Vec<StreamState>,
+    /// Inline for the usual few (the current stream and a group's internal one or two), so
+    /// that an event reaches its stream's state without a second cache miss when thousands
+    /// of ranks take turns.
+    pub(super) streams: SmallVec<[StreamState; INLINE_STREAMS]>,
     /// Per group: the SeqNum of the last collective the host enqueued.
     pub(super) group_seq: Vec<u64>,
     /// Fire time of every event instance this rank recorded.

@@ -24,7 +24,7 @@ pub fn rank_streams(scenario: &Scenario, rank: u32) -> Vec<StreamInfo> {
         })
         .collect();
     for (group, declared) in scenario.groups.iter().enumerate() {
-        if declared.ranks.contains(&rank) {
+        if declared.has_rank(rank) {
             streams.push(StreamInfo {
                 name: format!("nccl:{}", declared.name),
                 kind: StreamKind::Nccl,
@@ -42,7 +42,7 @@ pub fn group_streams(scenario: &Scenario, rank: u32) -> Vec<Option<StreamRef>> {
         .groups
         .iter()
         .map(|declared| {
-            declared.ranks.contains(&rank).then(|| {
+            declared.has_rank(rank).then(|| {
                 next += 1;
                 (next - 1) as StreamRef
             })

@@ -575,6 +575,14 @@ pub struct Group {
     pub created_by: Option<usize>,
 }
 
+impl Group {
+    /// Whether `rank` is a member (`ranks` is ascending: a search, not a scan, so that laying
+    /// out every rank's streams is not quadratic in the rank count).
+    pub fn has_rank(&self, rank: u32) -> bool {
+        self.ranks.binary_search(&rank).is_ok()
+    }
+}
+
 /// The kernel a future's callback launches (`then`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Callback {
