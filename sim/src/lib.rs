@@ -47,6 +47,7 @@ pub mod nccl_env;
 pub mod pg;
 pub mod race;
 pub mod random;
+pub mod rank_set;
 pub mod scenario;
 pub mod sweep;
 pub mod timeline;
