@@ -74,6 +74,8 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
             timeline: timeline_path.as_deref(),
             fr_dir: None,
             svg: None,
+            summary: None,
+            per_rank: false,
         },
     )?;
     // A run that a verdict or a dead process ended wrote its Timeline up to there (with the

@@ -264,6 +264,8 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
             timeline: args.timeline,
             fr_dir: None,
             svg: None,
+            summary: None,
+            per_rank: false,
         },
     )?;
     let findings = !report.findings.is_empty();

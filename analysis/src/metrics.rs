@@ -647,6 +647,23 @@ mod tests {
     }
 
     #[test]
+    fn a_distribution_gives_the_figures_its_samples_give() {
+        for samples in [vec![5], vec![4_000, 1_000, 3_000, 2_000], vec![7, 7, 7, -2, 9, 9, 1_000_000]] {
+            let mut counts: std::collections::BTreeMap<i64, u64> = Default::default();
+            for &value in &samples {
+                *counts.entry(value).or_default() += 1;
+            }
+            let distribution = Distribution::from_counts(counts.into_iter().collect());
+            let mut sorted = samples.clone();
+            assert_eq!(
+                Stat::from_distribution(&distribution),
+                Stat::from_ns(&mut sorted)
+            );
+        }
+        assert_eq!(Stat::from_distribution(&Distribution::default()), None);
+    }
+
+    #[test]
     fn overlap_follows_r3() {
         // Fully hidden: both = max.
         assert_eq!(overlap_ratio(1500.0, 150.0, 1500.0), Some(1.0));

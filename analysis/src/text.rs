@@ -2,6 +2,7 @@
 
 use crate::metrics::{Report, Stat};
 use sim::scenario::Scenario;
+use sim::rank_set::{describe_ranks, format_count};
 use sim::timeline::ThreadKind;
 use sim::units::format_size;
 use std::fmt::Write;
@@ -101,9 +102,9 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
         let op = &scenario.ops[fault.op];
         let _ = writeln!(
             out,
-            "  fault: {} on ranks {:?} at {} (line {}), iteration {}",
+            "  fault: {} on {} at {} (line {}), iteration {}",
             fault.kind.key(),
-            fault.ranks,
+            describe_ranks(&fault.ranks),
             op.display_name(),
             op.line,
             fault.iteration
@@ -131,8 +132,100 @@ fn stat_cell(stat: &Stat) -> String {
     format!("{:.3}", stat.median)
 }
 
-/// Renders a report as aligned tables (medians in microseconds).
+/// Renders a report as aligned tables (medians in microseconds); watchdog lines and findings
+/// that differ only in their rank are one line naming the ranks as ranges
+/// ([`render_report_with`] with `per_rank` prints each).
 pub fn render_report(report: &Report) -> String {
+    render_report_with(report, false)
+}
+
+/// A watchdog line or finding with its rank taken out (`rank 3`, `[Rank 3]` → a placeholder),
+/// so that the lines of ranks that did the same thing group.
+fn without_rank(message: &str, rank: Option<u32>) -> String {
+    let Some(rank) = rank else {
+        return message.to_string();
+    };
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("ank ") {
+        let (before, after) = rest.split_at(at + "ank ".len());
+        let is_rank_word = before.len() >= 4
+            && (before.ends_with("rank ") || before.ends_with("Rank "))
+            && before[..before.len() - 5]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric());
+        let digits = after.chars().take_while(char::is_ascii_digit).count();
+        if is_rank_word && digits > 0 && after[..digits].parse() == Ok(rank) {
+            out.push_str(&before[..before.len() - "ank ".len()]);
+            out.push_str(RANK_PLACEHOLDER);
+            rest = &after[digits..];
+        } else {
+            out.push_str(before);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Stands for `ank <the rank>` in a grouped message (`r`/`R` kept before it).
+const RANK_PLACEHOLDER: &str = "ank\u{0}";
+
+/// A grouped message with its ranks put back: `[Ranks 0-2,4 (4)]`, `ranks 0-6 (7)`.
+fn with_ranks(template: &str, ranks: &[u32]) -> String {
+    let described = describe_ranks(ranks);
+    // `ranks 0-2 (3)` / `rank 5`: the placeholder follows the `r` or `R` of the message.
+    let after_r = &described[1..];
+    let text = template.replace(RANK_PLACEHOLDER, after_r);
+    if template.contains(RANK_PLACEHOLDER) || ranks.len() <= 1 {
+        text
+    } else {
+        format!("{text} [{described}]")
+    }
+}
+
+/// Groups `(key, rank, message)` items whose keys and rank-free messages are equal, in order of
+/// first appearance: `(message with the ranks, how many items)`.
+fn group_by_rank<K: PartialEq + Clone>(
+    items: impl Iterator<Item = (K, Option<u32>, String)>,
+) -> Vec<(K, String, usize)> {
+    let mut groups: Vec<(K, String, Vec<u32>, usize)> = Vec::new();
+    let mut index: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    for (key, rank, message) in items {
+        let template = without_rank(&message, rank);
+        let found = index
+            .get(&template)
+            .and_then(|list| list.iter().copied().find(|&i| groups[i].0 == key));
+        match found {
+            Some(i) => {
+                groups[i].2.extend(rank);
+                groups[i].3 += 1;
+            }
+            None => {
+                index.entry(template.clone()).or_default().push(groups.len());
+                groups.push((key, template, rank.into_iter().collect(), 1));
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, template, ranks, count)| {
+            let message = if count == 1 && ranks.len() <= 1 {
+                template.replace(RANK_PLACEHOLDER, &format!("ank {}", ranks.first().copied().unwrap_or_default()))
+            } else {
+                with_ranks(&template, &ranks)
+            };
+            // A count the ranks already say is not repeated.
+            let shown = if count == ranks.len() { 1 } else { count };
+            (key, message, shown)
+        })
+        .collect()
+}
+
+/// [`render_report`], with every watchdog line and finding printed on its own when `per_rank`
+/// (`run --per-rank`).
+pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     let mut out = String::new();
     if !report.collectives.is_empty() {
         let header = [
@@ -282,17 +375,28 @@ pub fn render_report(report: &Report) -> String {
         out.push_str(
             "watchdog, heartbeat monitor and main thread (R15, R26-R29), simulated time:\n",
         );
-        for record in &report.watchdog {
-            let thread = match record.thread {
-                ThreadKind::Main => "main",
-                ThreadKind::Watchdog => "pt_nccl_watchdg",
-                ThreadKind::HeartbeatMonitor => "pt_nccl_heartbt",
-            };
-            let mut lines = record.message.lines();
+        let thread_name = |thread: ThreadKind| match thread {
+            ThreadKind::Main => "main",
+            ThreadKind::Watchdog => "pt_nccl_watchdg",
+            ThreadKind::HeartbeatMonitor => "pt_nccl_heartbt",
+        };
+        let lines: Vec<((u64, &str), String, usize)> = if per_rank {
+            report
+                .watchdog
+                .iter()
+                .map(|r| ((r.at_ns, thread_name(r.thread)), r.message.clone(), 1))
+                .collect()
+        } else {
+            group_by_rank(report.watchdog.iter().map(|r| {
+                ((r.at_ns, thread_name(r.thread)), Some(r.rank), r.message.clone())
+            }))
+        };
+        for ((at_ns, thread), message, _) in lines {
+            let mut lines = message.lines();
             let _ = writeln!(
                 out,
                 "  {:>12.3} s  {thread:<15}  {}",
-                record.at_ns as f64 / 1e9,
+                at_ns as f64 / 1e9,
                 lines.next().unwrap_or_default()
             );
             for line in lines {
@@ -303,9 +407,28 @@ pub fn render_report(report: &Report) -> String {
     if report.findings.is_empty() {
         out.push_str("findings: none\n");
     } else {
-        let _ = writeln!(out, "findings: {}", report.findings.len());
-        for finding in &report.findings {
-            let _ = writeln!(out, "  [{:?}] {}", finding.kind, finding.message);
+        let _ = writeln!(out, "findings: {}", format_count(report.findings.len() as u64));
+        let lines: Vec<(_, String, usize)> = if per_rank {
+            report
+                .findings
+                .iter()
+                .map(|f| (f.kind, f.message.clone(), 1))
+                .collect()
+        } else {
+            group_by_rank(
+                report
+                    .findings
+                    .iter()
+                    .map(|f| (f.kind, f.rank, f.message.clone())),
+            )
+        };
+        for (kind, message, count) in lines {
+            let times = if count > 1 {
+                format!(" (x{})", format_count(count as u64))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "  [{kind:?}]{times} {message}");
         }
     }
     out
@@ -348,6 +471,39 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_that_differ_only_in_their_rank_are_one_line_naming_the_ranks() {
+        let lines = |ranks: std::ops::Range<u32>| {
+            ranks
+                .map(|rank| ("timeout", Some(rank), format!("[Rank {rank}] timed out; rank 3 never joined")))
+                .collect::<Vec<_>>()
+        };
+        let mut items = lines(0..3);
+        items.extend(lines(4..100_000));
+        items.push(("hang", Some(3), "host of rank 3 hangs".into()));
+        items.push(("timeout", None, "the store timed out".into()));
+        items.push(("timeout", None, "the store timed out".into()));
+        let grouped = group_by_rank(items.into_iter());
+        assert_eq!(
+            grouped,
+            [
+                (
+                    "timeout",
+                    "[Ranks 0-2,4-99999 (99,999)] timed out; rank 3 never joined".to_string(),
+                    1
+                ),
+                ("hang", "host of rank 3 hangs".to_string(), 1),
+                ("timeout", "the store timed out".to_string(), 2),
+            ]
+        );
+        // Another rank's number, and a word ending in "rank", are left alone.
+        assert_eq!(without_rank("frank 3, rank 31, rank 3", Some(3)), format!("frank 3, rank 31, r{RANK_PLACEHOLDER}"));
+        let two = group_by_rank(
+            [("k", Some(1), "same".to_string()), ("k", Some(2), "same".to_string())].into_iter(),
+        );
+        assert_eq!(two, [("k", "same [ranks 1-2 (2)]".to_string(), 1)]);
+    }
 
     #[test]
     fn tables_align_columns() {

@@ -767,7 +767,7 @@ mod tests {
         );
         assert_eq!(
             replayed(&text),
-            ["desync report (rank 0's watchdog): every rank enqueued collective 47; ranks [0] have not started its kernel: their streams are still busy before it"]
+            ["desync report (rank 0's watchdog): every rank enqueued collective 47; rank 0 has not started its kernel: their streams are still busy before it"]
         );
     }
 

@@ -625,7 +625,7 @@ mod tests {
             .unwrap();
         assert!(
             deadlock.message.ends_with(
-                "ranks [0, 2] started its kernel and spin (R16), the process of ranks [1] ended before launching it"
+                "ranks 0,2 (2) started its kernel and spin (R16), the process of rank 1 ended before launching it"
             ),
             "{}",
             deadlock.message

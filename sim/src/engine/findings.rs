@@ -130,13 +130,13 @@ impl Engine<'_> {
                         .clone(),
                 ),
                 message: format!(
-                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: ranks {} started its kernel and spin (R16), {absent}",
+                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: {} started its kernel and spin (R16), {absent}",
                     op.display_name(),
                     rendezvous.seq,
                     rendezvous.collective.op_type(),
                     group.name,
                     op.line,
-                    rank_list(&arrived),
+                    crate::rank_set::describe_ranks(&arrived),
                 ),
             });
         }
@@ -172,9 +172,9 @@ impl Engine<'_> {
                 op: Some(op.index as OpRef),
                 stream: None,
                 message: format!(
-                    "the communicator of group {} never forms (R8): ranks {} wait in its lazy init at {} (line {}), {absent}",
+                    "the communicator of group {} never forms (R8): {} wait in its lazy init at {} (line {}), {absent}",
                     group.name,
-                    rank_list(&waiting),
+                    crate::rank_set::describe_ranks(&waiting),
                     op.display_name(),
                     op.line,
                 ),
@@ -239,25 +239,14 @@ impl Engine<'_> {
         let (dead, alive): (Vec<u32>, Vec<u32>) =
             missing.into_iter().partition(|&r| self.is_dead(r));
         let ended = format!(
-            "the process of ranks {} ended before {before}",
-            rank_list(&dead)
+            "the process of {} ended before {before}",
+            crate::rank_set::describe_ranks(&dead)
         );
         match (dead.is_empty(), alive.is_empty()) {
-            (true, _) => format!("ranks {} {never}", rank_list(&alive)),
+            (true, _) => format!("{} {never}", crate::rank_set::describe_ranks(&alive)),
             (false, true) => ended,
-            (false, false) => format!("ranks {} {never}, and {ended}", rank_list(&alive)),
+            (false, false) => format!("{} {never}, and {ended}", crate::rank_set::describe_ranks(&alive)),
         }
     }
 }
 
-pub(super) fn rank_list(ranks: &[u32]) -> String {
-    if ranks.is_empty() {
-        return "none".into();
-    }
-    const SHOWN: usize = 16;
-    let mut text: Vec<String> = ranks.iter().take(SHOWN).map(u32::to_string).collect();
-    if ranks.len() > SHOWN {
-        text.push(format!("… ({} in all)", ranks.len()));
-    }
-    format!("[{}]", text.join(", "))
-}

@@ -8,7 +8,7 @@
 //! time. A run where nothing goes wrong pays one event per group and rank.
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
-use crate::engine::findings::rank_list;
+use crate::rank_set::describe_ranks;
 use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
@@ -345,6 +345,9 @@ impl Failure<'_> {
         );
         let mut missing = Vec::new();
         let mut not_started = Vec::new();
+        // One line per set of ranks that stand alike, in order of their first rank.
+        let mut lines: Vec<(String, Vec<u32>)> = Vec::new();
+        let mut line_of: rustc_hash::FxHashMap<String, usize> = Default::default();
         for &member in &self.scenario.groups[group].ranks {
             let progress = view.progress(member, group, seq, now_ns);
             let status = if view.is_dead(member) {
@@ -352,22 +355,31 @@ impl Failure<'_> {
             } else {
                 ""
             };
-            text.push_str(&format!(
-                "\n  rank {member}: last enqueued {}, last completed {}{status}",
+            let line = format!(
+                "last enqueued {}, last completed {}{status}",
                 progress.last_enqueued, progress.last_completed
-            ));
+            );
+            match line_of.get(&line) {
+                Some(&index) => lines[index].1.push(member),
+                None => {
+                    line_of.insert(line.clone(), lines.len());
+                    lines.push((line, vec![member]));
+                }
+            }
             if progress.last_enqueued < seq {
                 missing.push(member);
             } else if !progress.kernel_started {
                 not_started.push(member);
             }
         }
+        for (line, members) in &lines {
+            text.push_str(&format!(
+                "\n  {}: {line}",
+                describe_ranks(members)
+            ));
+        }
         let verdict = if !missing.is_empty() {
-            let who = if missing.len() == 1 {
-                format!("rank {}", missing[0])
-            } else {
-                format!("ranks {}", rank_list(&missing))
-            };
+            let who = describe_ranks(&missing);
             let gone = if missing.iter().all(|&r| view.is_dead(r)) {
                 if missing.len() == 1 {
                     ": its process ended"
@@ -382,8 +394,9 @@ impl Failure<'_> {
             format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
         } else if !not_started.is_empty() {
             format!(
-                "every rank enqueued collective {seq}; ranks {} have not started its kernel: their streams are still busy before it",
-                rank_list(&not_started)
+                "every rank enqueued collective {seq}; {} {} not started its kernel: their streams are still busy before it",
+                describe_ranks(&not_started),
+                if not_started.len() == 1 { "has" } else { "have" }
             )
         } else {
             format!("every rank enqueued and started collective {seq}; it never finished")
