@@ -275,7 +275,7 @@ fn the_h200_dump_imports_and_replays_to_its_timeout() {
     );
     assert!(text.contains("label = \"all_reduce_47\""), "{text}");
     assert!(
-        stderr(&output).contains("verdict: desync report (rank 0's watchdog): every rank enqueued collective 47; ranks [0] have not started its kernel"),
+        stderr(&output).contains("verdict: desync report (rank 0's watchdog): every rank enqueued collective 47; rank 0 has not started its kernel"),
         "{}",
         stderr(&output)
     );

@@ -11,6 +11,7 @@ mod import;
 mod lifetime;
 mod multi_gpu;
 mod robustness;
+mod summary;
 mod sweep;
 mod torch;
 mod util;
