@@ -65,15 +65,19 @@ pub(super) struct RankState {
 impl RankState {
     /// After the first iteration: room for `more` iterations like it in the records that grow
     /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
-    /// A summarised run folds its records as they complete and reserves nothing.
+    /// A summarised run folds its records as they complete: only the event instances, kept
+    /// whole, get their room.
     pub(super) fn reserve_iterations(&mut self, more: usize) {
+        fn room_vec<T>(records: &mut Vec<T>, more: usize) {
+            records.reserve_exact(records.len().saturating_mul(more));
+        }
+        room_vec(&mut self.fired_ns, more);
+        room_vec(&mut self.instance_stream, more);
+        room_vec(&mut self.slot_instance, more);
         if self.timeline.folds {
             return;
         }
         fn room<T>(records: &mut Records<T>, more: usize) {
-            records.reserve_exact(records.len().saturating_mul(more));
-        }
-        fn room_vec<T>(records: &mut Vec<T>, more: usize) {
             records.reserve_exact(records.len().saturating_mul(more));
         }
         let timeline = &mut self.timeline;
@@ -92,9 +96,6 @@ impl RankState {
         room(&mut scratch.stream_wait_instance, more);
         room(&mut scratch.query_instance, more);
         room(&mut scratch.query_failed_ns, more);
-        room_vec(&mut self.fired_ns, more);
-        room_vec(&mut self.instance_stream, more);
-        room_vec(&mut self.slot_instance, more);
     }
 }
 

@@ -23,7 +23,10 @@ use std::collections::BTreeMap;
 use std::ops::{Index, IndexMut};
 
 /// Records with absolute indices, whose front can be dropped: `records[i]` is the `i`-th record
-/// ever pushed, for `i` from [`Records::base`] on.
+/// ever pushed, for `i` from [`Records::base`] on. A plain vector (the engine indexes it on its
+/// hot paths; a ring buffer's index costs more there, measured): dropping the front moves
+/// what stays, which the folds' spacing ([`FOLD_EVERY_ITERATIONS`]) keeps to a few moves per
+/// record.
 #[derive(Debug)]
 pub(super) struct Records<T> {
     base: usize,
@@ -500,11 +503,21 @@ pub fn median_us(values: &Distribution) -> f64 {
     }
 }
 
+/// A rank's records fold every this many iterations of its host: often enough that what is
+/// held stays within a few iterations of what must be (the GPU's backlog), rarely enough that
+/// the folds' allocations and the records they move cost little against the simulation.
+pub(super) const FOLD_EVERY_ITERATIONS: u32 = 16;
+
 impl Engine<'_> {
-    /// Summary hook, at `rank`'s host starting a new iteration: folds the records of every
-    /// earlier iteration that can no longer change. No-op unless the run is summarised.
+    /// Summary hook, at `rank`'s host starting a new iteration: every
+    /// [`FOLD_EVERY_ITERATIONS`], folds the records of every earlier iteration that can no
+    /// longer change. No-op unless the run is summarised.
     pub(super) fn iteration_ended(&mut self, rank: u32) {
-        if self.summariser.is_none() {
+        if self.summariser.is_none()
+            || !self.ranks[rank as usize]
+                .iteration
+                .is_multiple_of(FOLD_EVERY_ITERATIONS)
+        {
             return;
         }
         let counts = self.closed_counts(rank);
@@ -538,7 +551,9 @@ impl Engine<'_> {
                 }
             }
         };
-        first_open(&mut t.host.items().iter().map(|h| (h.iteration, h.end_ns != NEVER)));
+        // The GPU's records first: where the GPU is, the first open record is near the front,
+        // and every later scan stops there (host calls are closed once made, so scanned first
+        // they would walk every iteration the host ran ahead).
         first_open(
             &mut t
                 .kernels
@@ -586,6 +601,7 @@ impl Engine<'_> {
                 fired[instance as usize] != NEVER || now_ns > q.host_ns,
             )
         }));
+        first_open(&mut t.host.items().iter().map(|h| (h.iteration, h.end_ns != NEVER)));
         let before = |items: &mut dyn Iterator<Item = u32>| items.take_while(|&i| i < open).count();
         Counts {
             host: before(&mut t.host.items().iter().map(|r| r.iteration)),
@@ -800,8 +816,9 @@ mod tests {
 
     #[test]
     fn records_are_folded_while_the_run_goes_on() {
-        // The host blocks at each wait (`synchronize`), so it never runs far ahead: what is
-        // held at the end is an iteration or two, not 200.
+        // The host blocks at each iteration's end (`synchronize`), so it never runs far ahead:
+        // what is held at the end is what the last fold left (at most FOLD_EVERY_ITERATIONS
+        // iterations and one), not 200 iterations.
         let scenario = parse(
             "f.toml",
             "repeat = 200\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
@@ -817,10 +834,12 @@ mod tests {
         engine.run();
         for state in &engine.ranks {
             let held = &state.timeline;
-            assert!(held.collectives.items().len() <= 2, "{}", held.collectives.items().len());
-            assert!(held.host.items().len() <= 6, "{}", held.host.items().len());
+            let most = FOLD_EVERY_ITERATIONS as usize + 1;
+            let held_collectives = held.collectives.items().len();
+            assert!(held_collectives <= most, "{held_collectives}");
+            assert!(held.host.items().len() <= 3 * most, "{}", held.host.items().len());
             assert_eq!(held.collectives.len(), 200);
-            assert!(held.folded_works.len() >= 198);
+            assert_eq!(held.folded_works.len() + held_collectives, 200);
         }
         let timeline = engine.finish();
         assert_eq!(timeline.summary.unwrap().collectives[0].host_call.count, 400);
