@@ -193,8 +193,16 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
                 .iter()
                 .map(|c| c.host_call.count as usize)
                 .sum(),
-            summary.kernels.iter().map(|k| k.kernel.count as usize).sum::<usize>()
-                + summary.collectives.iter().map(|c| c.kernel.count as usize).sum::<usize>(),
+            summary
+                .kernels
+                .iter()
+                .map(|k| k.kernel.count as usize)
+                .sum::<usize>()
+                + summary
+                    .collectives
+                    .iter()
+                    .map(|c| c.kernel.count as usize)
+                    .sum::<usize>(),
         ),
         None => (
             timeline.ranks.iter().map(|r| r.collectives.len()).sum(),
@@ -252,7 +260,9 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
         let child = command
             .stderr(std::process::Stdio::inherit())
             .output()
-            .map_err(|error| Failure::input(format!("cannot run {}: {error}", program.display())))?;
+            .map_err(|error| {
+                Failure::input(format!("cannot run {}: {error}", program.display()))
+            })?;
         let row = String::from_utf8_lossy(&child.stdout);
         if !child.status.success() || row.trim().split(',').count() != COLUMNS.len() - 1 {
             return Err(Failure {

@@ -268,7 +268,12 @@ enum Command {
         summary: bool,
         /// Scaling mode: one point per number of ranks (`1024,8192,65536`), each simulated in
         /// a process of its own so that its peak memory is its own; rows into -o (docs/perf.md).
-        #[arg(long, value_name = "RANKS,...", value_delimiter = ',', requires = "output")]
+        #[arg(
+            long,
+            value_name = "RANKS,...",
+            value_delimiter = ',',
+            requires = "output"
+        )]
         scaling: Option<Vec<u32>>,
         /// The scaling CSV (point, ranks, iterations, summary, events, wall_s,
         /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib; `-`:
@@ -461,9 +466,11 @@ fn main() -> ExitCode {
                 timeline: timeline.as_deref(),
                 fr_dir: fr_dir.as_deref(),
                 svg: svg.as_deref(),
-                summary: summary.then(|| records_for.unwrap_or_else(|| {
-                    sim::timeline::RecordSelection::parse("none").expect("none parses")
-                })),
+                summary: summary.then(|| {
+                    records_for.unwrap_or_else(|| {
+                        sim::timeline::RecordSelection::parse("none").expect("none parses")
+                    })
+                }),
                 per_rank,
             },
             nccl_tests,

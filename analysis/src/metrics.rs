@@ -365,11 +365,11 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
             let info = op(c.op);
             let total: u64 = c.last_ranks.iter().map(|&(_, count)| count).sum();
             // The most frequent last rank, ties to the smallest (`last_ranks` is by rank).
-            let last = c
-                .last_ranks
-                .iter()
-                .copied()
-                .reduce(|best, next| if next.1 > best.1 { next } else { best });
+            let last =
+                c.last_ranks
+                    .iter()
+                    .copied()
+                    .reduce(|best, next| if next.1 > best.1 { next } else { best });
             Some(CollectiveMetrics {
                 op: info.name.clone(),
                 line: info.line,
@@ -424,7 +424,11 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
                 let m = summary.measures.iter().find(|m| m.name == name)?;
                 Some(m.rank_medians_us.iter().copied().collect())
             };
-            let (compute, comm, both) = (medians(&names[1])?, medians(&names[2])?, medians(&names[3])?);
+            let (compute, comm, both) = (
+                medians(&names[1])?,
+                medians(&names[2])?,
+                medians(&names[3])?,
+            );
             let mut ranks: Vec<u32> = compute.keys().copied().collect();
             ranks.sort_unstable();
             let mut figures = Vec::new();
@@ -648,7 +652,11 @@ mod tests {
 
     #[test]
     fn a_distribution_gives_the_figures_its_samples_give() {
-        for samples in [vec![5], vec![4_000, 1_000, 3_000, 2_000], vec![7, 7, 7, -2, 9, 9, 1_000_000]] {
+        for samples in [
+            vec![5],
+            vec![4_000, 1_000, 3_000, 2_000],
+            vec![7, 7, 7, -2, 9, 9, 1_000_000],
+        ] {
             let mut counts: std::collections::BTreeMap<i64, u64> = Default::default();
             for &value in &samples {
                 *counts.entry(value).or_default() += 1;

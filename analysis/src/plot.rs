@@ -374,7 +374,11 @@ fn draw_panels<DB: DrawingBackend>(
     charts: &[LineChart],
     canvas: Canvas,
 ) -> Result<(), String> {
-    for (area, chart) in root.split_evenly((charts.len().max(1), 1)).into_iter().zip(charts) {
+    for (area, chart) in root
+        .split_evenly((charts.len().max(1), 1))
+        .into_iter()
+        .zip(charts)
+    {
         draw_chart(area, chart, canvas.log_x, canvas.log_y)?;
     }
     Ok(())
@@ -798,7 +802,11 @@ mod tests {
         let svg = panels_svg(&charts, canvas).unwrap();
         assert!(svg.contains("wall_s by ranks") && svg.contains("peak_memory_mib by ranks"));
         // A log x axis of ranks ticks at powers of ten.
-        let ticks: Vec<&str> = svg.split('>').filter_map(|part| part.strip_suffix("</text")).map(str::trim).collect();
+        let ticks: Vec<&str> = svg
+            .split('>')
+            .filter_map(|part| part.strip_suffix("</text"))
+            .map(str::trim)
+            .collect();
         assert!(ticks.contains(&"1000"), "{ticks:?}");
         assert!(ticks.contains(&"wall_s (s)") && ticks.contains(&"peak_memory_mib (MiB)"));
         let png = panels_png(&charts, canvas).unwrap();

@@ -1,8 +1,8 @@
 //! Plain-text rendering of a scenario's resolved parameters and of a [`Report`].
 
 use crate::metrics::{Report, Stat};
-use sim::scenario::Scenario;
 use sim::rank_set::{describe_ranks, format_count};
+use sim::scenario::Scenario;
 use sim::timeline::ThreadKind;
 use sim::units::format_size;
 use std::fmt::Write;
@@ -203,7 +203,10 @@ fn group_by_rank<K: PartialEq + Clone>(
                 groups[i].3 += 1;
             }
             None => {
-                index.entry(template.clone()).or_default().push(groups.len());
+                index
+                    .entry(template.clone())
+                    .or_default()
+                    .push(groups.len());
                 groups.push((key, template, rank.into_iter().collect(), 1));
             }
         }
@@ -212,7 +215,10 @@ fn group_by_rank<K: PartialEq + Clone>(
         .into_iter()
         .map(|(key, template, ranks, count)| {
             let message = if count == 1 && ranks.len() <= 1 {
-                template.replace(RANK_PLACEHOLDER, &format!("ank {}", ranks.first().copied().unwrap_or_default()))
+                template.replace(
+                    RANK_PLACEHOLDER,
+                    &format!("ank {}", ranks.first().copied().unwrap_or_default()),
+                )
             } else {
                 with_ranks(&template, &ranks)
             };
@@ -388,7 +394,11 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
                 .collect()
         } else {
             group_by_rank(report.watchdog.iter().map(|r| {
-                ((r.at_ns, thread_name(r.thread)), Some(r.rank), r.message.clone())
+                (
+                    (r.at_ns, thread_name(r.thread)),
+                    Some(r.rank),
+                    r.message.clone(),
+                )
             }))
         };
         for ((at_ns, thread), message, _) in lines {
@@ -407,7 +417,11 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     if report.findings.is_empty() {
         out.push_str("findings: none\n");
     } else {
-        let _ = writeln!(out, "findings: {}", format_count(report.findings.len() as u64));
+        let _ = writeln!(
+            out,
+            "findings: {}",
+            format_count(report.findings.len() as u64)
+        );
         let lines: Vec<(_, String, usize)> = if per_rank {
             report
                 .findings
@@ -476,7 +490,13 @@ mod tests {
     fn lines_that_differ_only_in_their_rank_are_one_line_naming_the_ranks() {
         let lines = |ranks: std::ops::Range<u32>| {
             ranks
-                .map(|rank| ("timeout", Some(rank), format!("[Rank {rank}] timed out; rank 3 never joined")))
+                .map(|rank| {
+                    (
+                        "timeout",
+                        Some(rank),
+                        format!("[Rank {rank}] timed out; rank 3 never joined"),
+                    )
+                })
                 .collect::<Vec<_>>()
         };
         let mut items = lines(0..3);
@@ -498,9 +518,16 @@ mod tests {
             ]
         );
         // Another rank's number, and a word ending in "rank", are left alone.
-        assert_eq!(without_rank("frank 3, rank 31, rank 3", Some(3)), format!("frank 3, rank 31, r{RANK_PLACEHOLDER}"));
+        assert_eq!(
+            without_rank("frank 3, rank 31, rank 3", Some(3)),
+            format!("frank 3, rank 31, r{RANK_PLACEHOLDER}")
+        );
         let two = group_by_rank(
-            [("k", Some(1), "same".to_string()), ("k", Some(2), "same".to_string())].into_iter(),
+            [
+                ("k", Some(1), "same".to_string()),
+                ("k", Some(2), "same".to_string()),
+            ]
+            .into_iter(),
         );
         assert_eq!(two, [("k", "same [ranks 1-2 (2)]".to_string(), 1)]);
     }

@@ -63,10 +63,7 @@ pub fn format_count(count: u64) -> String {
 /// `ranks 0-2,4 (4)`, or `rank 3` for one: how a table names the ranks a row stands for.
 pub fn describe_ranks(ranks: &[u32]) -> String {
     let set = ranges(ranks);
-    let count: u64 = set
-        .iter()
-        .map(|r| u64::from(r.end() - r.start()) + 1)
-        .sum();
+    let count: u64 = set.iter().map(|r| u64::from(r.end() - r.start()) + 1).sum();
     match count {
         0 => "no rank".into(),
         1 => format!("rank {}", set[0].start()),
@@ -119,7 +116,10 @@ mod tests {
         assert_eq!(format_ranges(&[7]), "7");
         assert_eq!(format_ranges(&[3, 1, 2, 2, 0]), "0-3");
         assert_eq!(format_ranges(&[9, 0, 2, 1, 5, 6]), "0-2,5-6,9");
-        assert_eq!(format_ranges(&[u32::MAX, u32::MAX - 1]), "4294967294-4294967295");
+        assert_eq!(
+            format_ranges(&[u32::MAX, u32::MAX - 1]),
+            "4294967294-4294967295"
+        );
         let mut most: Vec<u32> = (0..100_000).collect();
         most.remove(3);
         assert_eq!(describe_ranks(&most), "ranks 0-2,4-99999 (99,999)");
@@ -143,7 +143,9 @@ mod tests {
         assert!([0, 1, 2, 4, 8, 9].iter().all(|&v| contains(&parsed, v)));
         assert!(![3, 5, 10].iter().any(|&v| contains(&parsed, v)));
         assert!(parse_ranges("").unwrap_err().contains("found nothing"));
-        assert!(parse_ranges("1,x").unwrap_err().contains("\"x\" is not a number"));
+        assert!(parse_ranges("1,x")
+            .unwrap_err()
+            .contains("\"x\" is not a number"));
         assert!(parse_ranges("5-2").unwrap_err().contains("write 2-5"));
         assert!(parse_ranges("1-").unwrap_err().contains("\"1-\""));
         assert!(parse_ranges("-1").unwrap_err().contains("\"-1\""));

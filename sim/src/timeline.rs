@@ -518,7 +518,11 @@ impl RecordSelection {
 }
 
 fn in_ranges(ranges: Option<&[(u32, u32)]>, value: u32) -> bool {
-    ranges.is_none_or(|ranges| ranges.iter().any(|&(low, high)| (low..=high).contains(&value)))
+    ranges.is_none_or(|ranges| {
+        ranges
+            .iter()
+            .any(|&(low, high)| (low..=high).contains(&value))
+    })
 }
 
 /// A distribution of durations in nanoseconds, exact: `values` holds every distinct value with

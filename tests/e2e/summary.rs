@@ -25,7 +25,10 @@ fn every_catalogue_scenario_reports_the_same_from_its_summary() {
     let mut cases: Vec<(String, Vec<&str>)> = names.into_iter().map(|n| (n, Vec::new())).collect();
     // Stragglers drawn per rank and iteration give many distinct values: the medians must
     // still be exact.
-    cases.push(("straggler.toml".into(), vec!["cluster.ranks=16", "repeat=40"]));
+    cases.push((
+        "straggler.toml".into(),
+        vec!["cluster.ranks=16", "repeat=40"],
+    ));
     for (name, overrides) in &cases {
         let scenario = load(name, overrides);
         let full = simulate_with(&scenario, Options::default()).0;
@@ -75,9 +78,18 @@ fn the_cli_keeps_the_named_records_and_refuses_a_bad_selection() {
         "{}",
         stderr(&bad)
     );
-    let without = c10dsim(&["run", "scenarios/straggler.toml", "--records-for", "ranks=0"]);
+    let without = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--records-for",
+        "ranks=0",
+    ]);
     assert_eq!(without.status.code(), Some(2));
-    assert!(stderr(&without).contains("--summary"), "{}", stderr(&without));
+    assert!(
+        stderr(&without).contains("--summary"),
+        "{}",
+        stderr(&without)
+    );
 }
 
 #[test]
@@ -141,7 +153,10 @@ fn bench_scaling_writes_a_csv_pandas_reads_and_its_chart() {
     for (point, (line, ranks)) in lines[1..].iter().zip(["2", "4"]).enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
         assert_eq!(cells.len(), 11, "{line}");
-        assert_eq!(&cells[..4], [point.to_string().as_str(), ranks, "3", "false"]);
+        assert_eq!(
+            &cells[..4],
+            [point.to_string().as_str(), ranks, "3", "false"]
+        );
         for cell in &cells[4..] {
             assert!(cell.parse::<f64>().is_ok_and(|v| v >= 0.0), "{line}");
         }
@@ -149,7 +164,11 @@ fn bench_scaling_writes_a_csv_pandas_reads_and_its_chart() {
         assert!(cells[10].parse::<f64>().unwrap() > 1.0, "{line}");
     }
     let chart = std::fs::read_to_string(&svg).unwrap();
-    for title in ["wall_s by ranks", "events_per_s by ranks", "peak_memory_mib by ranks"] {
+    for title in [
+        "wall_s by ranks",
+        "events_per_s by ranks",
+        "peak_memory_mib by ranks",
+    ] {
         assert!(chart.contains(title), "{title}");
     }
     // The same chart from the CSV with the plot command.

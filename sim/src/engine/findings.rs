@@ -245,8 +245,10 @@ impl Engine<'_> {
         match (dead.is_empty(), alive.is_empty()) {
             (true, _) => format!("{} {never}", crate::rank_set::describe_ranks(&alive)),
             (false, true) => ended,
-            (false, false) => format!("{} {never}, and {ended}", crate::rank_set::describe_ranks(&alive)),
+            (false, false) => format!(
+                "{} {never}, and {ended}",
+                crate::rank_set::describe_ranks(&alive)
+            ),
         }
     }
 }
-

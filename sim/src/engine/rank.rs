@@ -5,11 +5,11 @@
 use super::host::Cursor;
 use super::memory::MemoryState;
 use super::streams::StreamState;
+use super::summary::{RankRecords, Records};
 use super::{Blocked, Instance, Waiter};
 use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;
 use crate::race::RaceDetector;
-use super::summary::{RankRecords, Records};
 use crate::timeline::ProcessEnd;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;

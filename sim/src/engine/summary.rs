@@ -247,10 +247,7 @@ impl Summariser {
                 &mut samples.host_call,
                 span(record.host_start_ns, record.host_end_ns),
             );
-            add(
-                &mut samples.stream_interval,
-                record.stream_interval_ns(),
-            );
+            add(&mut samples.stream_interval, record.stream_interval_ns());
             add(
                 &mut samples.kernel,
                 span(record.kernel_start_ns, record.end_ns),
@@ -267,7 +264,10 @@ impl Summariser {
                 samples.waits += 1;
                 samples.completed += u64::from(wait.completed_at_return);
                 if wait.op != record.op {
-                    add(&mut samples.wait, span(wait.host_start_ns, wait.host_end_ns));
+                    add(
+                        &mut samples.wait,
+                        span(wait.host_start_ns, wait.host_end_ns),
+                    );
                 }
             }
         }
@@ -359,12 +359,20 @@ impl Summariser {
             .extend(batch.collectives.into_iter().filter(|r| keeps(r.iteration)));
         kept.marks
             .extend(batch.marks.into_iter().filter(|r| keeps(r.iteration)));
-        kept.stream_waits
-            .extend(batch.stream_waits.into_iter().filter(|r| keeps(r.iteration)));
+        kept.stream_waits.extend(
+            batch
+                .stream_waits
+                .into_iter()
+                .filter(|r| keeps(r.iteration)),
+        );
         kept.queries
             .extend(batch.queries.into_iter().filter(|r| keeps(r.iteration)));
-        kept.cache_releases
-            .extend(batch.cache_releases.into_iter().filter(|r| keeps(r.iteration)));
+        kept.cache_releases.extend(
+            batch
+                .cache_releases
+                .into_iter()
+                .filter(|r| keeps(r.iteration)),
+        );
         kept.races
             .extend(batch.races.into_iter().filter(|r| keeps(r.iteration)));
         kept.exceptions
@@ -391,10 +399,7 @@ impl Summariser {
             .memory
             .peak_allocated_bytes
             .max(last.memory.peak_allocated_bytes);
-        self.memory.cache_releases = self
-            .memory
-            .cache_releases
-            .max(last.memory.cache_releases);
+        self.memory.cache_releases = self.memory.cache_releases.max(last.memory.cache_releases);
         self.cache_releases += last.cache_releases.len() as u64;
         if let Some(end) = last.end {
             let key = STATUSES.iter().position(|&s| s == end.status).unwrap_or(0);
@@ -585,13 +590,15 @@ impl Engine<'_> {
             (m.iteration, fired[instance as usize] != NEVER)
         }));
         let base = t.stream_waits.base();
-        first_open(&mut t.stream_waits.items().iter().enumerate().map(|(k, w)| {
-            let instance = scratch.stream_wait_instance[base + k];
-            (
-                w.iteration,
-                w.released_ns != NEVER && fired[instance as usize] != NEVER,
-            )
-        }));
+        first_open(
+            &mut t.stream_waits.items().iter().enumerate().map(|(k, w)| {
+                let instance = scratch.stream_wait_instance[base + k];
+                (
+                    w.iteration,
+                    w.released_ns != NEVER && fired[instance as usize] != NEVER,
+                )
+            }),
+        );
         let base = t.queries.base();
         first_open(&mut t.queries.items().iter().enumerate().map(|(k, q)| {
             let instance = scratch.query_instance[base + k];
@@ -601,7 +608,13 @@ impl Engine<'_> {
                 fired[instance as usize] != NEVER || now_ns > q.host_ns,
             )
         }));
-        first_open(&mut t.host.items().iter().map(|h| (h.iteration, h.end_ns != NEVER)));
+        first_open(
+            &mut t
+                .host
+                .items()
+                .iter()
+                .map(|h| (h.iteration, h.end_ns != NEVER)),
+        );
         let before = |items: &mut dyn Iterator<Item = u32>| items.take_while(|&i| i < open).count();
         Counts {
             host: before(&mut t.host.items().iter().map(|r| r.iteration)),
@@ -612,7 +625,6 @@ impl Engine<'_> {
             queries: before(&mut t.queries.items().iter().map(|r| r.iteration)),
         }
     }
-
 }
 
 /// Takes `counts` of a rank's oldest records out of the run, with their deferred times filled
@@ -629,8 +641,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
             let index = collectives_base + k;
             record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
             record.end_ns = fired[scratch.collective_end[index] as usize];
-            record.kernel_start_ns =
-                t.kernels[scratch.collective_kernel[index] as usize].start_ns;
+            record.kernel_start_ns = t.kernels[scratch.collective_kernel[index] as usize].start_ns;
             let end_ns = record.end_ns;
             if let Some(wait) = &mut record.wait {
                 let stream_wait = scratch.collective_wait_stream_wait[index];
@@ -648,7 +659,9 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
                     group: record.group,
                 }));
         }
-        scratch.collective_input_ready.take_front(counts.collectives);
+        scratch
+            .collective_input_ready
+            .take_front(counts.collectives);
         scratch.collective_end.take_front(counts.collectives);
         scratch.collective_kernel.take_front(counts.collectives);
         scratch
@@ -799,7 +812,12 @@ mod tests {
                 .copied()
                 .collect();
             assert_eq!(kept.kernels, kernels);
-            let host: Vec<_> = whole.host.iter().filter(|h| named(h.iteration)).copied().collect();
+            let host: Vec<_> = whole
+                .host
+                .iter()
+                .filter(|h| named(h.iteration))
+                .copied()
+                .collect();
             assert_eq!(kept.host, host);
             let waits: Vec<_> = whole
                 .stream_waits
@@ -837,12 +855,19 @@ mod tests {
             let most = FOLD_EVERY_ITERATIONS as usize + 1;
             let held_collectives = held.collectives.items().len();
             assert!(held_collectives <= most, "{held_collectives}");
-            assert!(held.host.items().len() <= 3 * most, "{}", held.host.items().len());
+            assert!(
+                held.host.items().len() <= 3 * most,
+                "{}",
+                held.host.items().len()
+            );
             assert_eq!(held.collectives.len(), 200);
             assert_eq!(held.folded_works.len() + held_collectives, 200);
         }
         let timeline = engine.finish();
-        assert_eq!(timeline.summary.unwrap().collectives[0].host_call.count, 400);
+        assert_eq!(
+            timeline.summary.unwrap().collectives[0].host_call.count,
+            400
+        );
     }
 
     #[test]
@@ -854,7 +879,11 @@ mod tests {
         assert!(ranks_only.keeps(2, 1_000) && !ranks_only.keeps(1, 0));
         assert!(!RecordSelection::parse("none").unwrap().keeps_rank(0));
         let error = |text: &str| RecordSelection::parse(text).unwrap_err();
-        assert!(error("rank=1").contains("\"rank\" is not a part"), "{}", error("rank=1"));
+        assert!(
+            error("rank=1").contains("\"rank\" is not a part"),
+            "{}",
+            error("rank=1")
+        );
         assert!(error("ranks=1 ranks=2").contains("given twice"));
         assert!(error("ranks").contains("expected ranks=LIST"));
         assert!(error("ranks=3-1").contains("ranks: \"3-1\" ends before it starts"));

@@ -8,8 +8,8 @@
 //! time. A run where nothing goes wrong pays one event per group and rank.
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
-use crate::rank_set::describe_ranks;
 use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
+use crate::rank_set::describe_ranks;
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 use std::collections::VecDeque;
@@ -373,10 +373,7 @@ impl Failure<'_> {
             }
         }
         for (line, members) in &lines {
-            text.push_str(&format!(
-                "\n  {}: {line}",
-                describe_ranks(members)
-            ));
+            text.push_str(&format!("\n  {}: {line}", describe_ranks(members)));
         }
         let verdict = if !missing.is_empty() {
             let who = describe_ranks(&missing);
