@@ -70,7 +70,7 @@ fn a_simulated_hang_s_dumps_import_to_the_culprit_the_simulator_named() {
     let verdict = import(&dumps, &scenario);
     assert!(
         verdict.contains(&format!(
-            "verdict: desync report (ranks [0, 1, 2]'s watchdog): {named}"
+            "verdict: desync report (ranks 0-2 (3)'s watchdog): {named}"
         )),
         "{verdict}"
     );
