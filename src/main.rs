@@ -2,7 +2,7 @@
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
 //! time cap), 2 bad input or environment.
 //!
-//! Just over 800 lines: the clap definition of every command (most of the file is their help
+//! Just over 900 lines: the clap definition of every command (most of the file is their help
 //! text) and one dispatch; each command's work lives in its own module (`sweep`, `diff_cmd`,
 //! `torch_cmd`, `import_cmd`, `fr_cmd`, …). `run`'s output handling is the part to move out
 //! next.

@@ -4,6 +4,10 @@
 //! Its JSON form is a documented wire format (`docs/timeline-format.md`, format id
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
+//!
+//! Over 900 lines because the wire format is one piece: every record type, the summaries of a
+//! summarised run (`TimelineSummary`, `RecordSelection`, `Distribution`) and the reference
+//! check that a file read back must pass.
 
 use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::{Deserialize, Serialize};
