@@ -74,6 +74,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
             timeline: timeline_path.as_deref(),
             fr_dir: None,
             svg: None,
+            summary: None,
         },
     )?;
     // A run that a verdict or a dead process ended wrote its Timeline up to there (with the

@@ -44,10 +44,16 @@ fn parse_size(text: &str) -> Result<u64, String> {
 impl LimitArgs {
     /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
     /// exceeds them.
-    pub fn check(&self, path: &Path, scenario: &Scenario) -> Result<(), Failure> {
-        let classes = sim::engine::classes(scenario, self.engine_options());
+    /// A summarised run (`run --summary`) keeps no Timeline of that size: the Timeline cap does
+    /// not apply to it.
+    pub fn check(&self, path: &Path, scenario: &Scenario, summarised: bool) -> Result<(), Failure> {
+        let mut limits = self.limits();
+        if summarised {
+            limits.max_timeline_bytes = u64::MAX;
+        }
+        let classes = sim::engine::classes(scenario, &self.engine_options());
         sim::limits::estimate_for(scenario, &classes)
-            .check(&self.limits())
+            .check(&limits)
             .map_err(|message| {
                 Failure::input(format!(
                     "{}: {message}; nothing was run (raise the caps with --max-events / --max-timeline)",

@@ -2,7 +2,7 @@
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
 //! time cap), 2 bad input or environment.
 //!
-//! Just over 800 lines: the clap definition of every command (most of the file is their help
+//! Just over 900 lines: the clap definition of every command (most of the file is their help
 //! text) and one dispatch; each command's work lives in its own module (`sweep`, `diff_cmd`,
 //! `torch_cmd`, `import_cmd`, `fr_cmd`, …). `run`'s output handling is the part to move out
 //! next.
@@ -105,6 +105,16 @@ enum Command {
         /// Exit 1 when the race detector finds a data race (R21); races are reported either way.
         #[arg(long)]
         fail_on_race: bool,
+        /// Keep the Timeline as summaries: every rank's records fold, as they complete, into
+        /// exact per-op distributions (the report is the same), so memory stays bounded at
+        /// scale; --timeline, --trace and --svg then hold only the records of --records-for
+        /// (docs/timeline-format.md#summaries).
+        #[arg(long)]
+        summary: bool,
+        /// With --summary: the records kept whole, `ranks=0,3,7 iterations=0-2,99` (either part
+        /// may be left out: every rank, every iteration; default none).
+        #[arg(long, value_name = "SELECTION", requires = "summary", value_parser = parse_selection)]
+        records_for: Option<sim::timeline::RecordSelection>,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -249,6 +259,30 @@ enum Command {
         /// Print the generated scenario and exit.
         #[arg(long)]
         print_scenario: bool,
+        /// Simulate as `run --summary` does (records folded as they complete).
+        #[arg(long)]
+        summary: bool,
+        /// Scaling mode: one point per number of ranks (`1024,8192,65536`), each simulated in
+        /// a process of its own so that its peak memory is its own; rows into -o (docs/perf.md).
+        #[arg(
+            long,
+            value_name = "RANKS,...",
+            value_delimiter = ',',
+            requires = "output"
+        )]
+        scaling: Option<Vec<u32>>,
+        /// The scaling CSV (point, ranks, iterations, summary, events, wall_s,
+        /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib; `-`:
+        /// standard output).
+        #[arg(short, long, value_name = "OUT.csv")]
+        output: Option<PathBuf>,
+        /// With --scaling: draw wall time, events per second and peak memory against ranks
+        /// (.svg or .png), as `c10dsim plot` draws the CSV.
+        #[arg(long, value_name = "OUT.svg", requires = "scaling")]
+        plot: Option<PathBuf>,
+        /// Print the figures as one CSV row without a header (what each scaling point prints).
+        #[arg(long, hide = true)]
+        csv_row: bool,
     },
     /// Run a scenario's sweep points in parallel into a CSV (docs/sweep-format.md).
     Sweep {
@@ -282,9 +316,10 @@ enum Command {
         /// The x column (sizes such as 64MiB give a log axis).
         #[arg(long)]
         x: String,
-        /// The y column.
-        #[arg(long)]
-        y: String,
+        /// The y column; given more than once, one panel per column, stacked (`--y wall_s
+        /// --y peak_memory_mib`).
+        #[arg(long, required = true)]
+        y: Vec<String>,
         /// One line per value of this column.
         #[arg(long)]
         by: Option<String>,
@@ -294,6 +329,9 @@ enum Command {
         /// A logarithmic y axis (every y must be positive).
         #[arg(long)]
         log_y: bool,
+        /// A logarithmic x axis (every x must be positive; a size column has one anyway).
+        #[arg(long)]
+        log_x: bool,
         /// The picture's width in pixels.
         #[arg(long, default_value_t = 960, value_name = "PX")]
         width: u32,
@@ -405,6 +443,8 @@ fn main() -> ExitCode {
             svg,
             nccl_tests,
             fail_on_race,
+            summary,
+            records_for,
             seed,
             machine,
             against,
@@ -421,6 +461,11 @@ fn main() -> ExitCode {
                 timeline: timeline.as_deref(),
                 fr_dir: fr_dir.as_deref(),
                 svg: svg.as_deref(),
+                summary: summary.then(|| {
+                    records_for.unwrap_or_else(|| {
+                        sim::timeline::RecordSelection::parse("none").expect("none parses")
+                    })
+                }),
             },
             nccl_tests,
             fail_on_race,
@@ -497,7 +542,21 @@ fn main() -> ExitCode {
             ranks,
             iterations,
             print_scenario,
-        } => bench::bench(ranks, iterations, print_scenario),
+            summary,
+            scaling,
+            output,
+            plot,
+            csv_row,
+        } => bench::bench(&bench::BenchArgs {
+            ranks,
+            iterations,
+            print_scenario,
+            summary,
+            scaling,
+            output,
+            plot,
+            csv_row,
+        }),
         Command::Sweep {
             file,
             output,
@@ -542,6 +601,7 @@ fn main() -> ExitCode {
             by,
             filters,
             log_y,
+            log_x,
             width,
             height,
             output,
@@ -555,6 +615,7 @@ fn main() -> ExitCode {
                 width_px: width,
                 height_px: height,
                 log_y,
+                log_x,
             },
             output,
         }),
@@ -578,6 +639,10 @@ fn main() -> ExitCode {
 
 fn parse_axis(text: &str) -> Result<sim::sweep::AxisArg, String> {
     sim::sweep::AxisArg::parse(text).map_err(|e| e.to_string())
+}
+
+fn parse_selection(text: &str) -> Result<sim::timeline::RecordSelection, String> {
+    sim::timeline::RecordSelection::parse(text)
 }
 
 fn parse_override(text: &str) -> Result<scenario::Override, String> {
@@ -677,6 +742,8 @@ struct RunOutputs<'a> {
     /// `--fr-dir`: the Flight Recorder dumps' folder.
     fr_dir: Option<&'a Path>,
     svg: Option<&'a Path>,
+    /// `--summary`, with the records kept whole.
+    summary: Option<sim::timeline::RecordSelection>,
 }
 
 fn run(
@@ -693,8 +760,12 @@ fn run(
     if let Some(seed) = against.seed {
         scenario.seed = seed;
     }
-    limits.check(file, &scenario)?;
-    let (timeline, _) = sim::engine::simulate_with(&scenario, limits.engine_options());
+    limits.check(file, &scenario, outputs.summary.is_some())?;
+    let options = sim::engine::Options {
+        summary: outputs.summary.clone(),
+        ..limits.engine_options()
+    };
+    let (timeline, _) = sim::engine::simulate_with(&scenario, options);
     if let Some(measured) = against.measured {
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
@@ -774,14 +845,15 @@ fn emit(
         plot::write_timeline_svg(per_rank(), path)?;
         eprintln!("c10dsim: wrote timeline chart {}", shown(path));
     }
+    let rendered = || text::render_report(report);
     if dashes == 1 {
-        eprint!("{}", text::render_report(report));
+        eprint!("{}", rendered());
         return Ok(());
     }
     if table {
         eprint!("{}", text::describe_scenario(scenario));
         eprintln!();
-        eprint!("{}", text::render_report(report));
+        eprint!("{}", rendered());
         out!("{}", analysis::nccl_tests::table(per_rank()))?;
         return Ok(());
     }
@@ -791,14 +863,17 @@ fn emit(
             // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
             value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(per_rank()));
         }
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&value).expect("reports serialise")
-        )?;
+        // Streamed: the findings and watchdog lines of a large run can be long.
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut stdout, &value)
+            .map_err(std::io::Error::from)
+            .and_then(|()| std::io::Write::write_all(&mut stdout, b"\n"))
+            .and_then(|()| std::io::Write::flush(&mut stdout))
+            .map_err(output_failure)?;
     } else {
         out!("{}", text::describe_scenario(scenario))?;
         outln!()?;
-        out!("{}", text::render_report(report))?;
+        out!("{}", rendered())?;
     }
     Ok(())
 }
@@ -807,7 +882,7 @@ fn check(files: &[PathBuf], limits: &limits::LimitArgs) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
         match load(file, &[]).and_then(|scenario| {
-            limits.check(file, &scenario)?;
+            limits.check(file, &scenario, false)?;
             Ok(scenario)
         }) {
             Ok(scenario) => {

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 pub struct PlotArgs {
     pub csv: PathBuf,
     pub x: String,
-    pub y: String,
+    /// One panel per y column.
+    pub y: Vec<String>,
     pub by: Option<String>,
     /// `COLUMN=VALUE` filters.
     pub filters: Vec<String>,
@@ -95,29 +96,40 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         .iter()
         .map(|record| record.iter().map(ToString::to_string).collect())
         .collect();
-    let query = ChartQuery {
-        x: &args.x,
-        y: &args.y,
-        by: args.by.as_deref(),
-        filters: &filters,
-    };
-    let chart = plot::line_chart(&header, &rows, &query)
-        .map_err(|error| Failure::input(format!("{}: {error}", args.csv.display())))?;
+    let charts = args
+        .y
+        .iter()
+        .map(|y| {
+            let query = ChartQuery {
+                x: &args.x,
+                y,
+                by: args.by.as_deref(),
+                filters: &filters,
+            };
+            plot::line_chart(&header, &rows, &query)
+                .map_err(|error| Failure::input(format!("{}: {error}", args.csv.display())))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     load_font()?;
     let bytes = if png {
-        plot::line_chart_png(&chart, args.canvas)
+        plot::panels_png(&charts, args.canvas)
     } else {
-        plot::line_chart_svg(&chart, args.canvas).map(String::into_bytes)
+        plot::panels_svg(&charts, args.canvas).map(String::into_bytes)
     }
     .map_err(Failure::input)?;
     crate::stdio::write_bytes(&args.output, &bytes)?;
     if to_stdout {
         return Ok(0);
     }
+    let lines: usize = charts.iter().map(|chart| chart.series.len()).sum();
     eprintln!(
-        "c10dsim: wrote {} ({} lines)",
+        "c10dsim: wrote {} ({lines} lines{})",
         args.output.display(),
-        chart.series.len()
+        if charts.len() > 1 {
+            format!(" in {} panels", charts.len())
+        } else {
+            String::new()
+        }
     );
     Ok(0)
 }

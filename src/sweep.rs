@@ -89,7 +89,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     })?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
-    args.limits.check(&args.file, &base)?;
+    args.limits.check(&args.file, &base, false)?;
     let options = args.limits.engine_options();
     let base_report = analysis::metrics::report(&sim::engine::simulate_with(&base, options).0);
     let columns =

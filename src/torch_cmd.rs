@@ -264,6 +264,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
             timeline: args.timeline,
             fr_dir: None,
             svg: None,
+            summary: None,
         },
     )?;
     let findings = !report.findings.is_empty();

@@ -5,7 +5,9 @@
 //! samples as ranks, so the report is the unfolded run's without expanding it.
 
 use serde::{Deserialize, Serialize};
-use sim::timeline::{CollectiveRecord, Finding, KernelClass, Source, Timeline, WatchdogRecord};
+use sim::timeline::{
+    Distribution, Finding, KernelClass, Source, Timeline, TimelineSummary, WatchdogRecord,
+};
 use std::collections::HashMap;
 
 /// Summary of a set of samples, in microseconds.
@@ -75,6 +77,29 @@ impl Stat {
             min: us(samples_ns[0].0),
             max: us(samples_ns[samples_ns.len() - 1].0),
             samples: total as usize,
+        })
+    }
+
+    /// The same figures from an exact distribution (a summarised Timeline's); `None` when it
+    /// holds no sample.
+    pub fn from_distribution(values: &Distribution) -> Option<Stat> {
+        if values.count == 0 {
+            return None;
+        }
+        let us = |ns: i64| ns as f64 / 1_000.0;
+        let n = values.count;
+        let median = if n % 2 == 1 {
+            us(values.nth(n / 2))
+        } else {
+            (values.nth(n / 2 - 1) as f64 + values.nth(n / 2) as f64) / 2_000.0
+        };
+        Some(Stat {
+            median,
+            p10: us(values.nearest_rank(0.10)),
+            p90: us(values.nearest_rank(0.90)),
+            min: us(values.min_ns),
+            max: us(values.max_ns),
+            samples: n as usize,
         })
     }
 }
@@ -203,18 +228,12 @@ pub struct MemoryMetrics {
     pub cache_releases: u64,
 }
 
-fn stream_interval_ns(record: &CollectiveRecord) -> i64 {
-    let released_ns = match &record.wait {
-        Some(wait) => wait.released_ns.max(wait.host_end_ns),
-        // A blocking collective (`async_op=False`) releases the calling stream itself.
-        None if !record.async_op => record.end_ns.max(record.host_end_ns),
-        None => record.end_ns,
-    };
-    released_ns as i64 - record.input_ready_ns as i64
-}
-
-/// Computes the report of a Timeline.
+/// Computes the report of a Timeline: from its records, or from its summary when it was kept
+/// as one (the same figures: the summary's distributions are exact).
 pub fn report(timeline: &Timeline) -> Report {
+    if let Some(summary) = &timeline.summary {
+        return summary_report(timeline, summary);
+    }
     let warmup = timeline.scenario.warmup;
     let op_count = timeline.ops.len();
 
@@ -246,7 +265,7 @@ pub fn report(timeline: &Timeline) -> Report {
                 record.host_end_ns as i64 - record.host_start_ns as i64,
                 weight,
             ));
-            samples.interval.push((stream_interval_ns(record), weight));
+            samples.interval.push((record.stream_interval_ns(), weight));
             samples
                 .kernel
                 .push((record.end_ns as i64 - record.kernel_start_ns as i64, weight));
@@ -379,6 +398,140 @@ pub fn report(timeline: &Timeline) -> Report {
                 .iter()
                 .map(|r| r.cache_releases.len() as u64 * r.weight())
                 .sum(),
+        },
+        findings: timeline.findings.clone(),
+        watchdog: timeline.watchdog.clone(),
+    }
+}
+
+/// [`report`] of a summarised Timeline.
+fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
+    let op = |index: u32| &timeline.ops[index as usize];
+    let collectives = summary
+        .collectives
+        .iter()
+        .filter_map(|c| {
+            let info = op(c.op);
+            let total: u64 = c.last_ranks.iter().map(|&(_, count)| count).sum();
+            // The most frequent last rank, ties to the smallest (`last_ranks` is by rank).
+            let last =
+                c.last_ranks
+                    .iter()
+                    .copied()
+                    .reduce(|best, next| if next.1 > best.1 { next } else { best });
+            Some(CollectiveMetrics {
+                op: info.name.clone(),
+                line: info.line,
+                key: info.key.clone(),
+                bytes: c.bytes,
+                async_op: c.async_op,
+                host_call_us: Stat::from_distribution(&c.host_call)?,
+                wait_us: Stat::from_distribution(&c.wait),
+                stream_interval_us: Stat::from_distribution(&c.stream_interval)?,
+                kernel_us: Stat::from_distribution(&c.kernel)?,
+                completed_at_wait: (c.waits > 0)
+                    .then(|| c.completed_at_return as f64 / c.waits as f64),
+                spin_us: Stat::from_distribution(&c.spin)?,
+                last_rank: last.map(|(rank, _)| rank),
+                last_rank_share: last.map_or(0.0, |(_, count)| count as f64 / total as f64),
+            })
+        })
+        .collect();
+    let kernels = summary
+        .kernels
+        .iter()
+        .filter_map(|k| {
+            let info = op(k.op);
+            Some(KernelMetrics {
+                op: info.name.clone(),
+                line: info.line,
+                key: info.key.clone(),
+                kernel_us: Stat::from_distribution(&k.kernel)?,
+                queued_us: Stat::from_distribution(&k.queued)?,
+            })
+        })
+        .collect();
+    let measures = summary
+        .measures
+        .iter()
+        .zip(&timeline.scenario.measures)
+        .filter_map(|(m, info)| {
+            Some(MeasureValue {
+                name: m.name.clone(),
+                clock: info.clock.clone(),
+                value_us: Stat::from_distribution(&m.values)?,
+                positive_fraction: m.positive as f64 / m.values.count as f64,
+            })
+        })
+        .collect();
+    let overlaps = timeline
+        .scenario
+        .overlaps
+        .iter()
+        .filter_map(|names| {
+            let medians = |name: &str| -> Option<HashMap<u32, f64>> {
+                let m = summary.measures.iter().find(|m| m.name == name)?;
+                Some(m.rank_medians_us.iter().copied().collect())
+            };
+            let (compute, comm, both) = (
+                medians(&names[1])?,
+                medians(&names[2])?,
+                medians(&names[3])?,
+            );
+            let mut ranks: Vec<u32> = compute.keys().copied().collect();
+            ranks.sort_unstable();
+            let mut figures = Vec::new();
+            let mut kept: [Vec<(f64, u64)>; 3] = Default::default();
+            for rank in ranks {
+                let (Some(&c), Some(&m), Some(&b)) =
+                    (compute.get(&rank), comm.get(&rank), both.get(&rank))
+                else {
+                    continue;
+                };
+                if let Some(figure) = overlap_ratio(c, m, b) {
+                    figures.push((figure, 1));
+                    kept[0].push((c, 1));
+                    kept[1].push((m, 1));
+                    kept[2].push((b, 1));
+                }
+            }
+            let [mut c, mut m, mut b] = kept;
+            Some(OverlapValue {
+                name: names[0].clone(),
+                overlap: median_of(&mut figures)?,
+                compute_us: median_of(&mut c)?,
+                comm_us: median_of(&mut m)?,
+                both_us: median_of(&mut b)?,
+            })
+        })
+        .collect();
+    let queries = summary
+        .queries
+        .iter()
+        .map(|q| QueryMetrics {
+            op: op(q.op).name.clone(),
+            line: op(q.op).line,
+            completed: q.completed as f64 / q.calls as f64,
+            samples: q.calls as usize,
+        })
+        .collect();
+    Report {
+        scenario: timeline.scenario.name.clone(),
+        source: timeline.source,
+        seed: timeline.scenario.seed,
+        torch: timeline.scenario.torch.clone(),
+        ranks: timeline.scenario.ranks,
+        repeat: timeline.scenario.repeat,
+        warmup: timeline.scenario.warmup,
+        collectives,
+        kernels,
+        measures,
+        overlaps,
+        queries,
+        memory: MemoryMetrics {
+            peak_reserved_bytes: summary.memory.peak_reserved_bytes,
+            peak_allocated_bytes: summary.memory.peak_allocated_bytes,
+            cache_releases: summary.cache_releases,
         },
         findings: timeline.findings.clone(),
         watchdog: timeline.watchdog.clone(),
@@ -566,6 +719,27 @@ mod tests {
             Stat::from_ns(&mut repeated)
         );
         assert!(Stat::from_weighted_ns(&mut [(5, 0)]).is_none());
+    }
+
+    #[test]
+    fn a_distribution_gives_the_figures_its_samples_give() {
+        for samples in [
+            vec![5],
+            vec![4_000, 1_000, 3_000, 2_000],
+            vec![7, 7, 7, -2, 9, 9, 1_000_000],
+        ] {
+            let mut counts: std::collections::BTreeMap<i64, u64> = Default::default();
+            for &value in &samples {
+                *counts.entry(value).or_default() += 1;
+            }
+            let distribution = Distribution::from_counts(counts.into_iter().collect());
+            let mut sorted = samples.clone();
+            assert_eq!(
+                Stat::from_distribution(&distribution),
+                Stat::from_ns(&mut sorted)
+            );
+        }
+        assert_eq!(Stat::from_distribution(&Distribution::default()), None);
     }
 
     #[test]

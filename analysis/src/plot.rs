@@ -68,6 +68,12 @@ pub fn axis_label(column: &str, is_bytes: bool) -> String {
         "ns"
     } else if column.ends_with("_ms") {
         "ms"
+    } else if column.ends_with("_per_s") {
+        "per second"
+    } else if column.ends_with("_s") {
+        "s"
+    } else if column.ends_with("_mib") {
+        "MiB"
     } else if column.ends_with(".overlap") {
         "R3: 1 = hidden, 0 = serial"
     } else if column.ends_with("completed_at_wait") || column.ends_with(".is_completed") {
@@ -250,6 +256,8 @@ pub struct Canvas {
     pub width_px: u32,
     pub height_px: u32,
     pub log_y: bool,
+    /// A logarithmic x axis (every x must be positive); a size column always has one.
+    pub log_x: bool,
 }
 
 impl Default for Canvas {
@@ -259,6 +267,7 @@ impl Default for Canvas {
             width_px: 960,
             height_px: 600,
             log_y: false,
+            log_x: false,
         }
     }
 }
@@ -270,6 +279,19 @@ impl Canvas {
         for (what, px) in [("--width", self.width_px), ("--height", self.height_px)] {
             if !(16..=16_384).contains(&px) {
                 return Err(format!("{what} {px}: expected 16 to 16384 pixels"));
+            }
+        }
+        if self.log_x {
+            let bad = chart
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter().map(move |p| (s, p)))
+                .find(|(_, p)| p.0 <= 0.0);
+            if let Some((series, point)) = bad {
+                return Err(format!(
+                    "--log-x needs positive values; line {:?} has x = {}",
+                    series.name, point.0
+                ));
             }
         }
         if self.log_y {
@@ -291,24 +313,39 @@ impl Canvas {
 
 /// The chart as SVG text.
 pub fn line_chart_svg(chart: &LineChart, canvas: Canvas) -> Result<String, String> {
-    canvas.check(chart)?;
+    panels_svg(std::slice::from_ref(chart), canvas)
+}
+
+/// Charts stacked top to bottom in one SVG (one panel per y column of `c10dsim plot`), the
+/// canvas's height shared among them.
+pub fn panels_svg(charts: &[LineChart], canvas: Canvas) -> Result<String, String> {
+    for chart in charts {
+        canvas.check(chart)?;
+    }
     let mut svg = String::new();
     {
         let size = (canvas.width_px, canvas.height_px);
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        draw_chart(root, chart, canvas.log_y)?;
+        draw_panels(root, charts, canvas)?;
     }
     Ok(svg)
 }
 
 /// The chart as PNG bytes.
 pub fn line_chart_png(chart: &LineChart, canvas: Canvas) -> Result<Vec<u8>, String> {
-    canvas.check(chart)?;
+    panels_png(std::slice::from_ref(chart), canvas)
+}
+
+/// [`panels_svg`] as PNG bytes.
+pub fn panels_png(charts: &[LineChart], canvas: Canvas) -> Result<Vec<u8>, String> {
+    for chart in charts {
+        canvas.check(chart)?;
+    }
     let (width, height) = (canvas.width_px, canvas.height_px);
     let mut rgb = vec![0u8; (width as usize) * (height as usize) * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
-        draw_chart(root, chart, canvas.log_y)?;
+        draw_panels(root, charts, canvas)?;
     }
     let mut png_bytes = Vec::new();
     let mut encoder = png::Encoder::new(&mut png_bytes, width, height);
@@ -332,9 +369,25 @@ fn padded(low: f64, high: f64) -> (f64, f64) {
     (low - pad, high + pad)
 }
 
+fn draw_panels<DB: DrawingBackend>(
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    charts: &[LineChart],
+    canvas: Canvas,
+) -> Result<(), String> {
+    for (area, chart) in root
+        .split_evenly((charts.len().max(1), 1))
+        .into_iter()
+        .zip(charts)
+    {
+        draw_chart(area, chart, canvas.log_x, canvas.log_y)?;
+    }
+    Ok(())
+}
+
 fn draw_chart<DB: DrawingBackend>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &LineChart,
+    log_x: bool,
     log_y: bool,
 ) -> Result<(), String> {
     let all = chart.series.iter().flat_map(|s| s.points.iter());
@@ -353,16 +406,19 @@ fn draw_chart<DB: DrawingBackend>(
     } else {
         &number_format
     };
+    // Sizes double per tick, other numbers grow tenfold.
+    let x_log = (chart.x_is_bytes || log_x) && x_low > 0.0;
+    let x_base = if chart.x_is_bytes { 2.0 } else { 10.0 };
     let (x_pad_low, x_pad_high) = padded(x_low, x_high);
     let (y_pad_low, y_pad_high) = padded(y_low, y_high);
     let log_y_range = (y_low / 1.5..y_high * 1.5).log_scale().base(10.0);
-    match (chart.x_is_bytes && x_low > 0.0, log_y) {
+    match (x_log, log_y) {
         (true, true) => {
-            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
+            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(x_base);
             draw_with(root, chart, x_range, log_y_range, x_format)
         }
         (true, false) => {
-            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(2.0);
+            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(x_base);
             draw_with(root, chart, x_range, y_pad_low..y_pad_high, x_format)
         }
         (false, true) => draw_with(root, chart, x_pad_low..x_pad_high, log_y_range, x_format),
@@ -683,6 +739,7 @@ mod tests {
             width_px: 400,
             height_px: 300,
             log_y: true,
+            log_x: false,
         };
         let svg = line_chart_svg(&chart, canvas).unwrap();
         assert!(
@@ -719,5 +776,51 @@ mod tests {
         assert!(line_chart_svg(&chart, tiny)
             .unwrap_err()
             .contains("--width 2"));
+    }
+
+    #[test]
+    fn panels_stack_one_chart_per_y_on_a_log_x_axis() {
+        let header = ["ranks", "wall_s", "peak_memory_mib"].map(String::from);
+        let rows = vec![
+            ["1024", "1.5", "600"].map(String::from).to_vec(),
+            ["8192", "12.0", "4800"].map(String::from).to_vec(),
+        ];
+        let chart = |y: &str| {
+            let query = ChartQuery {
+                x: "ranks",
+                y,
+                by: None,
+                filters: &[],
+            };
+            line_chart(&header, &rows, &query).unwrap()
+        };
+        let charts = [chart("wall_s"), chart("peak_memory_mib")];
+        let canvas = Canvas {
+            log_x: true,
+            ..Canvas::default()
+        };
+        let svg = panels_svg(&charts, canvas).unwrap();
+        assert!(svg.contains("wall_s by ranks") && svg.contains("peak_memory_mib by ranks"));
+        // A log x axis of ranks ticks at powers of ten.
+        let ticks: Vec<&str> = svg
+            .split('>')
+            .filter_map(|part| part.strip_suffix("</text"))
+            .map(str::trim)
+            .collect();
+        assert!(ticks.contains(&"1000"), "{ticks:?}");
+        assert!(ticks.contains(&"wall_s (s)") && ticks.contains(&"peak_memory_mib (MiB)"));
+        let png = panels_png(&charts, canvas).unwrap();
+        assert_eq!(png[..8], *b"\x89PNG\r\n\x1a\n");
+        let rows_with_zero = vec![["0", "1", "1"].map(String::from).to_vec()];
+        let query = ChartQuery {
+            x: "ranks",
+            y: "wall_s",
+            by: None,
+            filters: &[],
+        };
+        let zero = line_chart(&header, &rows_with_zero, &query).unwrap();
+        assert!(panels_svg(&[zero], canvas)
+            .unwrap_err()
+            .contains("--log-x needs positive values"));
     }
 }

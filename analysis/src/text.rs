@@ -101,9 +101,9 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
         let op = &scenario.ops[fault.op];
         let _ = writeln!(
             out,
-            "  fault: {} on ranks {:?} at {} (line {}), iteration {}",
+            "  fault: {} on {} at {} (line {}), iteration {}",
             fault.kind.key(),
-            fault.ranks,
+            sim::ranks::RankSet::from_ranks(fault.ranks.iter().copied()).named(),
             op.display_name(),
             op.line,
             fault.iteration
@@ -131,7 +131,9 @@ fn stat_cell(stat: &Stat) -> String {
     format!("{:.3}", stat.median)
 }
 
-/// Renders a report as aligned tables (medians in microseconds).
+/// Renders a report as aligned tables (medians in microseconds); a watchdog line or finding made
+/// once for a class of ranks names them as ranges (`[Ranks 0-2,4-99999 (99,999 ranks)]`;
+/// `run --detail ranks` makes one per rank, docs/scale.md).
 pub fn render_report(report: &Report) -> String {
     let mut out = String::new();
     if !report.collectives.is_empty() {

@@ -42,7 +42,7 @@ fn assert_exact(name: &str, scenario: &Scenario) -> usize {
             around(&unfolded)
         );
     }
-    classes(scenario, options(true)).count()
+    classes(scenario, &options(true)).count()
 }
 
 #[test]

@@ -535,6 +535,7 @@ fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_
 fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
     let timeline = run_with("hang_10min.toml", &[]);
     let text = analysis::text::render_report(&report(&timeline));
+    // Ranks 0-2 time out alike: one line names them (analysis::text groups ranks).
     assert!(text.contains(
         "     600.100 s  pt_nccl_watchdg  [Ranks 0-2 (3 ranks)] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE"
     ), "{text}");

@@ -13,6 +13,7 @@ mod lifetime;
 mod multi_gpu;
 mod process_group;
 mod robustness;
+mod summary;
 mod sweep;
 mod torch;
 mod util;

@@ -629,11 +629,7 @@ pub fn verdict(timeline: &Timeline) -> Vec<String> {
         .into_iter()
         .map(|verdict| {
             let ranks = &verdicts[&verdict];
-            let who = if ranks.len() == 1 {
-                format!("rank {}", ranks[0])
-            } else {
-                format!("ranks {}", rank_list(ranks))
-            };
+            let who = sim::rank_set::describe_ranks(ranks);
             format!("desync report ({who}'s watchdog): {verdict}")
         })
         .collect();

@@ -36,7 +36,16 @@ impl RunView for View<'_> {
     }
 
     fn work(&self, rank: u32, collective: u32) -> WorkFacts {
-        let record = &self.ranks[rank as usize].timeline.collectives[collective as usize];
+        let records = &self.ranks[rank as usize].timeline;
+        if let Some(folded) = records.folded_work(collective) {
+            return WorkFacts {
+                op: folded.op as usize,
+                group: folded.group as GroupId,
+                seq: folded.seq,
+                bytes: folded.bytes,
+            };
+        }
+        let record = &records.collectives[collective as usize];
         WorkFacts {
             op: record.op as usize,
             group: record.group as GroupId,
@@ -47,6 +56,9 @@ impl RunView for View<'_> {
 
     fn work_end_ns(&self, rank: u32, collective: u32) -> Option<u64> {
         let state = &self.ranks[rank as usize];
+        if let Some(folded) = state.timeline.folded_work(collective) {
+            return Some(folded.end_ns);
+        }
         let end = state.scratch.collective_end[collective as usize];
         let fired_ns = state.fired_ns[end as usize];
         (fired_ns != NEVER).then_some(fired_ns)
@@ -58,7 +70,16 @@ impl RunView for View<'_> {
             last_enqueued: state.group_seq[group],
             ..Progress::default()
         };
-        for (index, c) in state.timeline.collectives.iter().enumerate() {
+        // Folded collectives (a summarised run) completed, their kernels started.
+        for folded in &state.timeline.folded_works {
+            if folded.group as GroupId == group && folded.end_ns <= now_ns {
+                progress.last_completed = progress.last_completed.max(folded.seq);
+                progress.kernel_started |= folded.seq == seq;
+            }
+        }
+        let base = state.timeline.collectives.base();
+        for (offset, c) in state.timeline.collectives.items().iter().enumerate() {
+            let index = base + offset;
             if c.group as GroupId != group {
                 continue;
             }
@@ -485,7 +506,7 @@ mod tests {
         };
         let options = crate::engine::Options::default();
         let (with_watchdog, events) =
-            crate::engine::simulate_with(&parse("t.toml", &program(0)).unwrap(), options);
+            crate::engine::simulate_with(&parse("t.toml", &program(0)).unwrap(), options.clone());
         let (_, events_without) =
             crate::engine::simulate_with(&parse("t.toml", &program(1)).unwrap(), options);
         assert!(with_watchdog.findings.is_empty());

@@ -136,7 +136,10 @@ impl Engine<'_> {
             if state.iteration == 1 {
                 state.reserve_iterations((scenario.repeat - 1) as usize);
             }
+            // Summary hook (engine/summary.rs): fold what the past iterations completed.
+            self.iteration_ended(rank);
         }
+        let state = &mut self.ranks[rank as usize];
         let op = &ops[state.pc];
         state.pc += 1;
         if !op.runs_on(state.timeline.rank) {

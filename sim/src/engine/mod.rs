@@ -55,6 +55,7 @@ mod queue;
 mod rank;
 mod rendezvous;
 mod streams;
+mod summary;
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;
@@ -66,7 +67,7 @@ pub fn simulate(scenario: &Scenario) -> Timeline {
 }
 
 /// What a simulation does besides the timeline.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Run the race detector (R21).
     pub race_detector: bool,
@@ -82,6 +83,9 @@ pub struct Options {
     /// Report every rank's findings and watchdog records, not one per class: every rank is a
     /// class of its own (`--detail ranks`).
     pub per_rank_detail: bool,
+    /// Keep the Timeline as summaries (`Timeline::summary`), folding each rank's records as
+    /// they complete, and keep whole only the records this selects (engine/summary.rs).
+    pub summary: Option<RecordSelection>,
 }
 
 /// Events between two looks at the memory in use.
@@ -95,16 +99,18 @@ impl Default for Options {
             max_memory_bytes: u64::MAX,
             fold: true,
             per_rank_detail: false,
+            summary: None,
         }
     }
 }
 
-/// The classes of ranks a simulation with `options` uses (docs/scale.md).
-pub fn classes(scenario: &Scenario, options: Options) -> Classes {
+/// The classes of ranks a simulation with `options` uses (docs/scale.md). A summarised run
+/// (`options.summary`) simulates every rank, unfolded: its distributions count ranks.
+pub fn classes(scenario: &Scenario, options: &Options) -> Classes {
     if options.per_rank_detail {
         Classes::per_rank(scenario)
     } else {
-        Classes::of(scenario, options.fold)
+        Classes::of(scenario, options.fold && options.summary.is_none())
     }
 }
 
@@ -216,12 +222,14 @@ struct Engine<'s> {
     events_processed: u64,
     options: Options,
     step_log: StepLog,
+    /// Summary hook: the distributions of a summarised run (engine/summary.rs).
+    summariser: Option<summary::Summariser>,
 }
 
 impl<'s> Engine<'s> {
     fn new(scenario: &'s Scenario, options: Options) -> Self {
         let user_streams = scenario.streams.len();
-        let classes = Rc::new(classes(scenario, options));
+        let classes = Rc::new(classes(scenario, &options));
         let ranks = (0..classes.simulated())
             .map(|simulated| {
                 let rank = classes.rank_of(simulated);
@@ -253,10 +261,11 @@ impl<'s> Engine<'s> {
                     instance_stream: Vec::new(),
                     waiters: FxHashMap::default(),
                     work_end: vec![None; scenario.works.len()],
-                    timeline: RankTimeline {
+                    timeline: summary::RankRecords {
                         rank,
                         streams: streams_info,
-                        ..RankTimeline::default()
+                        folds: options.summary.is_some(),
+                        ..summary::RankRecords::default()
                     },
                     scratch: Scratch::default(),
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
@@ -314,6 +323,10 @@ impl<'s> Engine<'s> {
             poisoned: HashSet::new(),
             failure_wakes: BTreeMap::new(),
             events_processed: 0,
+            summariser: options
+                .summary
+                .clone()
+                .map(|selection| summary::Summariser::new(scenario, selection)),
             options,
             step_log: None,
         }
@@ -483,53 +496,28 @@ impl<'s> Engine<'s> {
         timeline
             .machine
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
-        timeline.findings = self.findings;
-        timeline.watchdog = self.failure.into_records();
         let scenario = self.scenario;
+        let watchdog = self.failure.into_records();
+        let mut summariser = self.summariser;
         let classes = self.classes;
         for (simulated, mut state) in self.ranks.into_iter().enumerate() {
             let class = classes.class_members(simulated as u32);
+            let counts = summary::Counts::all(&state.timeline);
+            let mut t = summary::resolved(&mut state, counts);
+            let records = state.timeline;
+            t.streams = records.streams;
+            t.cache_releases = records.cache_releases;
+            t.races = records.races;
+            t.exceptions = records.exceptions;
+            t.memory = state.memory.books.peaks();
             if classes.folded() && class.count() > 1 {
-                state.timeline.stands_for = class.clone();
-            }
-            state.timeline.memory = state.memory.books.peaks();
-            let fired = &state.fired_ns;
-            let t = &mut state.timeline;
-            let scratch = &state.scratch;
-            for (wait, &instance) in t.stream_waits.iter_mut().zip(&scratch.stream_wait_instance) {
-                wait.source_ns = fired[instance as usize];
-            }
-            for (index, record) in t.collectives.iter_mut().enumerate() {
-                record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
-                record.end_ns = fired[scratch.collective_end[index] as usize];
-                record.kernel_start_ns =
-                    t.kernels[scratch.collective_kernel[index] as usize].start_ns;
-                let end_ns = record.end_ns;
-                if let Some(wait) = &mut record.wait {
-                    let stream_wait = scratch.collective_wait_stream_wait[index];
-                    wait.released_ns = t.stream_waits[stream_wait as usize].released_ns;
-                    wait.completed_at_return = end_ns <= wait.host_end_ns;
-                }
-            }
-            for (mark, &instance) in t.marks.iter_mut().zip(&scratch.mark_instance) {
-                mark.gpu_ns = fired[instance as usize];
-            }
-            for ((query, &instance), &failed_ns) in t
-                .queries
-                .iter_mut()
-                .zip(&scratch.query_instance)
-                .zip(&scratch.query_failed_ns)
-            {
-                // A Work that failed is completed (with its error) from then on (R27).
-                let end_fired = fired[instance as usize] <= query.host_ns;
-                let error_ns = (failed_ns != NEVER).then_some(failed_ns);
-                query.completed = crate::pg::work::is_completed(end_fired, error_ns, query.host_ns);
+                t.stands_for = class.clone();
             }
             // The Flight Recorder sees every collective created before its dump, finished or not.
             // The watchdog's records are its class's lowest rank's.
             let rank = t.rank;
             let logged_as = class.first().expect("a class has members");
-            let dumped = timeline.watchdog.iter().find(|record| {
+            let dumped = watchdog.iter().find(|record| {
                 record.rank == logged_as && record.event == crate::timeline::WatchdogEvent::Dump
             });
             if let Some(record) = dumped {
@@ -549,18 +537,25 @@ impl<'s> Engine<'s> {
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
             // A process nothing ended exited cleanly when its program returned, or runs on.
+            let last_return_ns = t.host.iter().map(|h| h.end_ns).max();
             t.end = Some(state.end.unwrap_or(match state.blocked {
                 Blocked::Done => ProcessEnd {
                     status: ExitStatus::Clean,
-                    at_ns: Some(t.host.iter().map(|h| h.end_ns).max().unwrap_or(0)),
+                    at_ns: Some(last_return_ns.unwrap_or(0)),
                 },
                 _ => ProcessEnd {
                     status: ExitStatus::Running,
                     at_ns: None,
                 },
             }));
-            timeline.ranks.push(state.timeline);
+            match &mut summariser {
+                Some(summariser) => timeline.ranks.extend(summariser.finish_rank(scenario, t)),
+                None => timeline.ranks.push(t),
+            }
         }
+        timeline.findings = self.findings;
+        timeline.watchdog = watchdog;
+        timeline.summary = summariser.map(|summariser| summariser.into_summary(scenario));
         timeline
     }
 }

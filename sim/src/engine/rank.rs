@@ -5,11 +5,12 @@
 use super::host::Cursor;
 use super::memory::MemoryState;
 use super::streams::StreamState;
+use super::summary::{RankRecords, Records};
 use super::{Blocked, Instance, Waiter};
 use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;
 use crate::race::RaceDetector;
-use crate::timeline::{ProcessEnd, RankTimeline};
+use crate::timeline::ProcessEnd;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
@@ -47,7 +48,9 @@ pub(super) struct RankState {
     pub(super) waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
     /// Per Work name: the end instance and collective record of its latest creation.
     pub(super) work_end: Vec<Option<(Instance, u32)>>,
-    pub(super) timeline: RankTimeline,
+    /// The Timeline records as they are made (summary hook: folded as they complete when the
+    /// run is summarised, engine/summary.rs).
+    pub(super) timeline: RankRecords,
     pub(super) scratch: Scratch,
     /// The GPU's SMs and the kernels sharing them (R7, R22).
     pub(super) gpu: SmScheduler,
@@ -68,8 +71,19 @@ pub(super) struct RankState {
 impl RankState {
     /// After the first iteration: room for `more` iterations like it in the records that grow
     /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
+    /// A summarised run folds its records as they complete: only the event instances, kept
+    /// whole, get their room.
     pub(super) fn reserve_iterations(&mut self, more: usize) {
-        fn room<T>(records: &mut Vec<T>, more: usize) {
+        fn room_vec<T>(records: &mut Vec<T>, more: usize) {
+            records.reserve_exact(records.len().saturating_mul(more));
+        }
+        room_vec(&mut self.fired_ns, more);
+        room_vec(&mut self.instance_stream, more);
+        room_vec(&mut self.slot_instance, more);
+        if self.timeline.folds {
+            return;
+        }
+        fn room<T>(records: &mut Records<T>, more: usize) {
             records.reserve_exact(records.len().saturating_mul(more));
         }
         let timeline = &mut self.timeline;
@@ -88,22 +102,20 @@ impl RankState {
         room(&mut scratch.stream_wait_instance, more);
         room(&mut scratch.query_instance, more);
         room(&mut scratch.query_failed_ns, more);
-        room(&mut self.fired_ns, more);
-        room(&mut self.instance_stream, more);
-        room(&mut self.slot_instance, more);
     }
 }
 
-/// Instances whose fire times fill Timeline fields once the run ends.
+/// Instances whose fire times fill Timeline fields once the run ends (or the records fold),
+/// indexed as the records they belong to.
 #[derive(Default)]
 pub(super) struct Scratch {
-    pub(super) collective_input_ready: Vec<Instance>,
-    pub(super) collective_end: Vec<Instance>,
-    pub(super) collective_kernel: Vec<u32>,
-    pub(super) collective_wait_stream_wait: Vec<u32>,
-    pub(super) mark_instance: Vec<Instance>,
-    pub(super) stream_wait_instance: Vec<Instance>,
-    pub(super) query_instance: Vec<Instance>,
+    pub(super) collective_input_ready: Records<Instance>,
+    pub(super) collective_end: Records<Instance>,
+    pub(super) collective_kernel: Records<u32>,
+    pub(super) collective_wait_stream_wait: Records<u32>,
+    pub(super) mark_instance: Records<Instance>,
+    pub(super) stream_wait_instance: Records<Instance>,
+    pub(super) query_instance: Records<Instance>,
     /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
-    pub(super) query_failed_ns: Vec<u64>,
+    pub(super) query_failed_ns: Records<u64>,
 }

@@ -1,0 +1,219 @@
+//! Summarised runs (`run --summary`, `--records-for`), reports that group ranks at scale, and
+//! the scaling benchmark with its chart (`bench --scaling … --plot`).
+
+use crate::util::{c10dsim, load, scenarios_dir, stderr, stdout};
+use analysis::metrics::report;
+use sim::engine::{simulate_with, Options};
+use sim::timeline::{RecordSelection, Timeline};
+
+fn summarised(scenario: &sim::scenario::Scenario, selection: &str) -> Timeline {
+    let options = Options {
+        summary: Some(RecordSelection::parse(selection).unwrap()),
+        ..Options::default()
+    };
+    simulate_with(scenario, options).0
+}
+
+#[test]
+fn every_catalogue_scenario_reports_the_same_from_its_summary() {
+    let mut names: Vec<String> = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".toml"))
+        .collect();
+    names.sort();
+    let mut cases: Vec<(String, Vec<&str>)> = names.into_iter().map(|n| (n, Vec::new())).collect();
+    // Stragglers drawn per rank and iteration give many distinct values: the medians must
+    // still be exact.
+    cases.push((
+        "straggler.toml".into(),
+        vec!["cluster.ranks=16", "repeat=40"],
+    ));
+    for (name, overrides) in &cases {
+        let scenario = load(name, overrides);
+        let full = simulate_with(&scenario, Options::default()).0;
+        let summary = summarised(&scenario, "none");
+        assert!(summary.ranks.is_empty(), "{name}");
+        assert_eq!(report(&summary), report(&full), "{name}");
+    }
+}
+
+#[test]
+fn the_cli_keeps_the_named_records_and_refuses_a_bad_selection() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--summary",
+        "--records-for",
+        "ranks=1,3 iterations=5",
+        "--timeline",
+        "-",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let timeline = Timeline::from_json(&stdout(&output)).unwrap();
+    let summary = timeline.summary.as_ref().expect("a summarised Timeline");
+    assert_eq!(summary.records_for.ranks, Some(vec![(1, 1), (3, 3)]));
+    let ranks: Vec<u32> = timeline.ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(ranks, [1, 3]);
+    for rank in &timeline.ranks {
+        assert!(!rank.collectives.is_empty());
+        assert!(rank.collectives.iter().all(|c| c.iteration == 5));
+        assert!(rank.host.iter().all(|h| h.iteration == 5));
+    }
+    // The report printed with it (on stderr) is the full run's.
+    let full = c10dsim(&["run", "scenarios/straggler.toml"]);
+    let table = |text: &str| text[text.find("collectives (").unwrap()..].to_string();
+    assert_eq!(table(&stderr(&output)), table(&stdout(&full)));
+
+    let bad = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--summary",
+        "--records-for",
+        "ranks=0-x",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("ranks: \"0-x\" is not a number or a range such as 0-2"),
+        "{}",
+        stderr(&bad)
+    );
+    let without = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--records-for",
+        "ranks=0",
+    ]);
+    assert_eq!(without.status.code(), Some(2));
+    assert!(
+        stderr(&without).contains("--summary"),
+        "{}",
+        stderr(&without)
+    );
+}
+
+#[test]
+fn the_report_of_a_hang_does_not_grow_with_the_ranks() {
+    let lines = |ranks: &str| {
+        let output = c10dsim(&[
+            "run",
+            "scenarios/hang_10min.toml",
+            "--summary",
+            "--set",
+            &format!("cluster.ranks={ranks}"),
+        ]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let small = lines("8");
+    let large = lines("512");
+    assert_eq!(small.lines().count(), large.lines().count(), "{large}");
+    assert!(
+        large
+            .contains("[Ranks 0-2,4-511 (511 ranks)] Watchdog caught collective operation timeout"),
+        "{large}"
+    );
+    assert!(large.contains("ranks 0-2,4-511 (511 ranks): last enqueued 1, last completed 0"));
+    // Each rank's line on request.
+    let each = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--detail",
+        "ranks",
+        "--set",
+        "cluster.ranks=16",
+    ]);
+    assert!(stdout(&each).contains("[Rank 15] Watchdog caught"));
+    assert!(!stdout(&each).contains("[Ranks"));
+}
+
+#[test]
+fn bench_scaling_writes_a_csv_pandas_reads_and_its_chart() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-scaling-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("scaling.csv");
+    let svg = dir.join("scaling.svg");
+    let output = c10dsim(&[
+        "bench",
+        "--scaling",
+        "2,4",
+        "--iterations",
+        "3",
+        "-o",
+        csv.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "point,ranks,iterations,summary,events,wall_s,wall_without_detector_s,events_per_s,report_s,command_s,peak_memory_mib"
+    );
+    assert_eq!(lines.len(), 3, "{text}");
+    for (point, (line, ranks)) in lines[1..].iter().zip(["2", "4"]).enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), 11, "{line}");
+        assert_eq!(
+            &cells[..4],
+            [point.to_string().as_str(), ranks, "3", "false"]
+        );
+        for cell in &cells[4..] {
+            assert!(cell.parse::<f64>().is_ok_and(|v| v >= 0.0), "{line}");
+        }
+        // A process of its own: at least its binary's and the simulation's pages.
+        assert!(cells[10].parse::<f64>().unwrap() > 1.0, "{line}");
+    }
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    for title in [
+        "wall_s by ranks",
+        "events_per_s by ranks",
+        "peak_memory_mib by ranks",
+    ] {
+        assert!(chart.contains(title), "{title}");
+    }
+    // The same chart from the CSV with the plot command.
+    let again = dir.join("again.svg");
+    let plotted = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "ranks",
+        "--y",
+        "wall_s",
+        "--y",
+        "events_per_s",
+        "--y",
+        "peak_memory_mib",
+        "--log-x",
+        "--height",
+        "1080",
+        "-o",
+        again.to_str().unwrap(),
+    ]);
+    assert!(plotted.status.success(), "{}", stderr(&plotted));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), chart);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_prints_every_figure_of_docs_perf() {
+    let output = c10dsim(&["bench", "--ranks", "4", "--iterations", "3", "--summary"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for figure in [
+        "collective records: 12, kernel records: 24",
+        "events processed: ",
+        "simulate wall time: ",
+        "simulate wall time without the race detector: ",
+        "events per second: ",
+        "events per second without the race detector: ",
+        "report (metrics) wall time: ",
+        "whole command wall time",
+        "peak resident memory: ",
+        "summarised (--summary)",
+    ] {
+        assert!(text.contains(figure), "{figure}: {text}");
+    }
+}
