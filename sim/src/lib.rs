@@ -48,7 +48,6 @@ pub mod nccl_env;
 pub mod pg;
 pub mod race;
 pub mod random;
-pub mod rank_set;
 pub mod ranks;
 pub mod scenario;
 pub mod sweep;

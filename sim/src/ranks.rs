@@ -1,9 +1,11 @@
 //! Sets of ranks as sorted, disjoint, inclusive ranges (`[[0, 2], [4, 99999]]`): how a folded
 //! Timeline says which ranks a record stands for (docs/scale.md), and how messages name many
-//! ranks at once ("ranks 0-2,4-99999 (99,999 ranks)").
+//! ranks at once ("ranks 0-2,4-99999 (99,999 ranks)"); and lists of ranks or iterations as a
+//! user writes them (`0-2,9`, `--records-for`). The one way text lists ranks. Pure.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::ops::RangeInclusive;
 
 /// Ranks as sorted, disjoint, non-adjacent inclusive ranges.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -131,6 +133,36 @@ pub fn thousands(value: u64) -> String {
     out
 }
 
+/// Parses `0-2,4,7-9` (spaces around items allowed) into inclusive ranges, in the order given.
+/// The message says which item is wrong and what was expected.
+pub fn parse_ranges(text: &str) -> Result<Vec<RangeInclusive<u32>>, String> {
+    if text.trim().is_empty() {
+        return Err("expected a list such as 0-2,4,7 (numbers and ranges), found nothing".into());
+    }
+    text.split(',')
+        .map(|item| {
+            let item = item.trim();
+            let number = |part: &str| {
+                part.trim().parse::<u32>().map_err(|_| {
+                    format!("{item:?} is not a number or a range such as 0-2 (numbers from 0 to 4294967295)")
+                })
+            };
+            match item.split_once('-') {
+                Some((start, end)) => {
+                    let (start, end) = (number(start)?, number(end)?);
+                    if start > end {
+                        return Err(format!(
+                            "{item:?} ends before it starts (write {end}-{start})"
+                        ));
+                    }
+                    Ok(start..=end)
+                }
+                None => number(item).map(|value| value..=value),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +191,22 @@ mod tests {
         assert_eq!(a.union(&b).ranges(), [[0, 3], [7, 7], [9, 9]]);
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(thousands(999), "999");
+    }
+
+    #[test]
+    fn lists_parse_back_and_bad_items_are_named() {
+        assert_eq!(parse_ranges(" 0-2, 9 ").unwrap(), vec![0..=2, 9..=9]);
+        let written = RankSet::from_ranks([0, 1, 2, 4, 8, 9]).to_string();
+        let parsed = parse_ranges(&written).unwrap();
+        let contains = |v: u32| parsed.iter().any(|range| range.contains(&v));
+        assert!([0, 1, 2, 4, 8, 9].into_iter().all(contains));
+        assert!(![3, 5, 10].into_iter().any(contains));
+        assert!(parse_ranges("").unwrap_err().contains("found nothing"));
+        assert!(parse_ranges("1,x")
+            .unwrap_err()
+            .contains("\"x\" is not a number"));
+        assert!(parse_ranges("5-2").unwrap_err().contains("write 2-5"));
+        assert!(parse_ranges("1-").unwrap_err().contains("\"1-\""));
+        assert!(parse_ranges("-1").unwrap_err().contains("\"-1\""));
     }
 }

@@ -503,7 +503,7 @@ impl RecordSelection {
             let (key, list) = part.split_once('=').ok_or_else(|| {
                 format!("{part:?}: expected ranks=LIST or iterations=LIST (e.g. ranks=0-3,7)")
             })?;
-            let parsed: Vec<(u32, u32)> = crate::rank_set::parse_ranges(list)
+            let parsed: Vec<(u32, u32)> = crate::ranks::parse_ranges(list)
                 .map_err(|error| format!("{key}: {error}"))?
                 .into_iter()
                 .map(|range| (*range.start(), *range.end()))

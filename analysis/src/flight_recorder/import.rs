@@ -629,7 +629,7 @@ pub fn verdict(timeline: &Timeline) -> Vec<String> {
         .into_iter()
         .map(|verdict| {
             let ranks = &verdicts[&verdict];
-            let who = sim::rank_set::describe_ranks(ranks);
+            let who = sim::ranks::RankSet::from_ranks(ranks.iter().copied()).named();
             format!("desync report ({who}'s watchdog): {verdict}")
         })
         .collect();

@@ -485,7 +485,7 @@ impl Summariser {
             .iter()
             .map(|(key, ranks)| EndClass {
                 status: STATUSES[key.0 as usize],
-                ranks: crate::rank_set::format_ranges(ranks),
+                ranks: crate::ranks::RankSet::from_ranks(ranks.iter().copied()).to_string(),
                 count: ranks.len() as u64,
             })
             .collect();
