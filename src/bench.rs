@@ -14,6 +14,8 @@ pub struct BenchArgs {
     pub print_scenario: bool,
     /// Simulate with `--summary` (records folded as they complete).
     pub summary: bool,
+    /// Simulate one rank per class of ranks that behave alike (without `--no-fold`).
+    pub fold: bool,
     /// Scaling mode: these numbers of ranks, each in its own process.
     pub scaling: Option<Vec<u32>>,
     /// The scaling CSV (`-`: standard output).
@@ -59,11 +61,13 @@ fn peak_resident_bytes() -> Option<u64> {
 }
 
 /// The scaling CSV's columns (a `point` column first, as the sweep CSVs that `plot` reads).
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 13] = [
     "point",
     "ranks",
     "iterations",
     "summary",
+    "fold",
+    "classes",
     "events",
     "wall_s",
     "wall_without_detector_s",
@@ -109,8 +113,10 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
             format!("{:.1}", bytes as f64 / 1048576.0)
         });
         outln!(
-            "{ranks},{iterations},{},{},{:.3},{:.3},{:.0},{:.3},{:.3},{peak_mib}",
+            "{ranks},{iterations},{},{},{},{},{:.3},{:.3},{:.0},{:.3},{:.3},{peak_mib}",
             args.summary,
+            args.fold,
+            figures.classes.0,
             figures.events,
             figures.simulate_s,
             figures.without_detector_s,
@@ -177,6 +183,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let options = sim::engine::Options {
         race_detector: false,
         summary: summary.clone(),
+        fold: args.fold,
         ..sim::engine::Options::default()
     };
     let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
@@ -186,6 +193,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let started = Instant::now();
     let options = sim::engine::Options {
         summary,
+        fold: args.fold,
         ..sim::engine::Options::default()
     };
     let options_for_classes = options.clone();
@@ -268,6 +276,9 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
         ]);
         if args.summary {
             command.arg("--summary");
+        }
+        if !args.fold {
+            command.arg("--no-fold");
         }
         let child = command
             .stderr(std::process::Stdio::inherit())

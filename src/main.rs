@@ -262,6 +262,10 @@ enum Command {
         /// Simulate as `run --summary` does (records folded as they complete).
         #[arg(long)]
         summary: bool,
+        /// Simulate every rank, as `run --no-fold` does (without it, the ranks that behave alike
+        /// are simulated once, docs/scale.md).
+        #[arg(long)]
+        no_fold: bool,
         /// Scaling mode: one point per number of ranks (`1024,8192,65536`), each simulated in
         /// a process of its own so that its peak memory is its own; rows into -o (docs/perf.md).
         #[arg(
@@ -271,7 +275,7 @@ enum Command {
             requires = "output"
         )]
         scaling: Option<Vec<u32>>,
-        /// The scaling CSV (point, ranks, iterations, summary, events, wall_s,
+        /// The scaling CSV (point, ranks, iterations, summary, fold, classes, events, wall_s,
         /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib; `-`:
         /// standard output).
         #[arg(short, long, value_name = "OUT.csv")]
@@ -543,6 +547,7 @@ fn main() -> ExitCode {
             iterations,
             print_scenario,
             summary,
+            no_fold,
             scaling,
             output,
             plot,
@@ -552,6 +557,7 @@ fn main() -> ExitCode {
             iterations,
             print_scenario,
             summary,
+            fold: !no_fold,
             scaling,
             output,
             plot,

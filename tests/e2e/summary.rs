@@ -149,21 +149,21 @@ fn bench_scaling_writes_a_csv_pandas_reads_and_its_chart() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "point,ranks,iterations,summary,events,wall_s,wall_without_detector_s,events_per_s,report_s,command_s,peak_memory_mib"
+        "point,ranks,iterations,summary,fold,classes,events,wall_s,wall_without_detector_s,events_per_s,report_s,command_s,peak_memory_mib"
     );
     assert_eq!(lines.len(), 3, "{text}");
     for (point, (line, ranks)) in lines[1..].iter().zip(["2", "4"]).enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
-        assert_eq!(cells.len(), 11, "{line}");
+        assert_eq!(cells.len(), 13, "{line}");
         assert_eq!(
-            &cells[..4],
-            [point.to_string().as_str(), ranks, "3", "false"]
+            &cells[..5],
+            [point.to_string().as_str(), ranks, "3", "false", "true"]
         );
-        for cell in &cells[4..] {
+        for cell in &cells[5..] {
             assert!(cell.parse::<f64>().is_ok_and(|v| v >= 0.0), "{line}");
         }
         // A process of its own: at least its binary's and the simulation's pages.
-        assert!(cells[10].parse::<f64>().unwrap() > 1.0, "{line}");
+        assert!(cells[12].parse::<f64>().unwrap() > 1.0, "{line}");
     }
     let chart = std::fs::read_to_string(&svg).unwrap();
     for title in [
