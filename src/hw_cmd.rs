@@ -75,6 +75,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
             fr_dir: None,
             svg: None,
             summary: None,
+            per_rank: false,
         },
     )?;
     // A run that a verdict or a dead process ended wrote its Timeline up to there (with the

@@ -470,6 +470,7 @@ fn main() -> ExitCode {
                         sim::timeline::RecordSelection::parse("none").expect("none parses")
                     })
                 }),
+                per_rank: limits.engine_options().per_rank_detail,
             },
             nccl_tests,
             fail_on_race,
@@ -750,6 +751,8 @@ struct RunOutputs<'a> {
     svg: Option<&'a Path>,
     /// `--summary`, with the records kept whole.
     summary: Option<sim::timeline::RecordSelection>,
+    /// `--detail ranks`: every rank's watchdog lines and findings listed on their own.
+    per_rank: bool,
 }
 
 fn run(
@@ -851,7 +854,7 @@ fn emit(
         plot::write_timeline_svg(per_rank(), path)?;
         eprintln!("c10dsim: wrote timeline chart {}", shown(path));
     }
-    let rendered = || text::render_report(report);
+    let rendered = || text::render_report_with(report, outputs.per_rank);
     if dashes == 1 {
         eprint!("{}", rendered());
         return Ok(());

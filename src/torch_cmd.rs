@@ -265,6 +265,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
             fr_dir: None,
             svg: None,
             summary: None,
+            per_rank: false,
         },
     )?;
     let findings = !report.findings.is_empty();

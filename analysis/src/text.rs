@@ -1,6 +1,7 @@
 //! Plain-text rendering of a scenario's resolved parameters and of a [`Report`].
 
 use crate::metrics::{Report, Stat};
+use sim::ranks::RankSet;
 use sim::scenario::Scenario;
 use sim::timeline::ThreadKind;
 use sim::units::format_size;
@@ -132,9 +133,15 @@ fn stat_cell(stat: &Stat) -> String {
 }
 
 /// Renders a report as aligned tables (medians in microseconds); a watchdog line or finding made
-/// once for a class of ranks names them as ranges (`[Ranks 0-2,4-99999 (99,999 ranks)]`;
-/// `run --detail ranks` makes one per rank, docs/scale.md).
+/// once for a class of ranks, or the same for several ranks, names them as ranges (`[Ranks
+/// 0-2,4-99999 (99,999 ranks)]`).
 pub fn render_report(report: &Report) -> String {
+    render_report_with(report, false)
+}
+
+/// [`render_report`], every rank's watchdog lines and findings on their own when `per_rank`
+/// (`run --detail ranks`, docs/scale.md).
+pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     let mut out = String::new();
     if !report.collectives.is_empty() {
         let header = [
@@ -284,18 +291,28 @@ pub fn render_report(report: &Report) -> String {
         out.push_str(
             "watchdog, heartbeat monitor and main thread (R15, R26-R29), simulated time:\n",
         );
-        for record in &report.watchdog {
-            let thread = match record.thread {
-                ThreadKind::Main => "main",
-                ThreadKind::Watchdog => "pt_nccl_watchdg",
-                ThreadKind::HeartbeatMonitor => "pt_nccl_heartbt",
-            };
-            let message = for_ranks(record.rank, &record.stands_for, &record.message);
+        let thread_name = |thread: ThreadKind| match thread {
+            ThreadKind::Main => "main",
+            ThreadKind::Watchdog => "pt_nccl_watchdg",
+            ThreadKind::HeartbeatMonitor => "pt_nccl_heartbt",
+        };
+        let lines = merge_by_rank(
+            report.watchdog.iter().map(|record| {
+                (
+                    (record.at_ns, thread_name(record.thread)),
+                    Some(record.rank),
+                    &record.stands_for,
+                    record.message.as_str(),
+                )
+            }),
+            per_rank,
+        );
+        for ((at_ns, thread), message) in lines {
             let mut lines = message.lines();
             let _ = writeln!(
                 out,
                 "  {:>12.3} s  {thread:<15}  {}",
-                record.at_ns as f64 / 1e9,
+                at_ns as f64 / 1e9,
                 lines.next().unwrap_or_default()
             );
             for line in lines {
@@ -307,28 +324,83 @@ pub fn render_report(report: &Report) -> String {
         out.push_str("findings: none\n");
     } else {
         let _ = writeln!(out, "findings: {}", report.findings.len());
-        for finding in &report.findings {
-            let message = match finding.rank {
-                Some(rank) => for_ranks(rank, &finding.stands_for, &finding.message),
-                None => finding.message.clone(),
-            };
-            let _ = writeln!(out, "  [{:?}] {message}", finding.kind);
+        let lines = merge_by_rank(
+            report.findings.iter().map(|finding| {
+                (
+                    finding.kind,
+                    finding.rank,
+                    &finding.stands_for,
+                    finding.message.as_str(),
+                )
+            }),
+            per_rank,
+        );
+        for (kind, message) in lines {
+            let _ = writeln!(out, "  [{kind:?}] {message}");
         }
     }
     out
 }
 
-/// A record made once for every rank of `stands_for` (docs/scale.md), as the report shows it:
-/// its `[Rank r]` names them all (`[Ranks 0-2,4-99999 (99,999 ranks)]`), or they lead it.
-fn for_ranks(rank: u32, stands_for: &sim::ranks::RankSet, message: &str) -> String {
-    if stands_for.count() <= 1 {
+/// A record made for the ranks of `ranks` (a class's `stands_for`, or the ranks whose records
+/// were merged), as the report shows it: its `[Rank r]` names them all (`[Ranks 0-2,4-99999
+/// (99,999 ranks)]`), or they lead it.
+fn for_ranks(rank: u32, ranks: &RankSet, message: &str) -> String {
+    if ranks.count() <= 1 {
         return message.to_string();
     }
-    let named = stands_for.named();
+    let named = ranks.named();
     match message.strip_prefix(&format!("[Rank {rank}]")) {
         Some(rest) => format!("[R{}]{rest}", &named[1..]),
         None => format!("{named}: {message}"),
     }
+}
+
+/// The records as the report lists them, in order of first appearance: records under the same
+/// key whose messages differ only in the `[Rank r]` they open with — the watchdog lines and
+/// findings of ranks that did the same but were not folded together (each its own class: drawn
+/// kernel jitter, docs/scale.md) — become one line naming all their ranks; `per_rank`
+/// (`run --detail ranks`) lists each.
+fn merge_by_rank<'a, K: PartialEq>(
+    records: impl Iterator<Item = (K, Option<u32>, &'a RankSet, &'a str)>,
+    per_rank: bool,
+) -> Vec<(K, String)> {
+    // (key, the message after its `[Rank r]`, the first record's rank and message, ranks).
+    type Group<'a, K> = (K, Option<&'a str>, (Option<u32>, &'a str), RankSet);
+    let mut groups: Vec<Group<'a, K>> = Vec::new();
+    let mut index: std::collections::HashMap<&'a str, Vec<usize>> = Default::default();
+    for (key, rank, stands_for, message) in records {
+        let ranks = match rank {
+            Some(rank) if stands_for.is_empty() => RankSet::range(rank, rank),
+            _ => stands_for.clone(),
+        };
+        let rest = rank.and_then(|rank| message.strip_prefix(&format!("[Rank {rank}]")));
+        let found = match (per_rank, rest) {
+            (false, Some(rest)) => index
+                .get(rest)
+                .and_then(|list| list.iter().copied().find(|&i| groups[i].0 == key)),
+            _ => None,
+        };
+        match found {
+            Some(i) => groups[i].3 = groups[i].3.union(&ranks),
+            None => {
+                if let Some(rest) = rest {
+                    index.entry(rest).or_default().push(groups.len());
+                }
+                groups.push((key, rest, (rank, message), ranks));
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, rest, (rank, message), ranks)| {
+            let text = match (rank, rest) {
+                (Some(rank), _) if ranks.count() > 1 => for_ranks(rank, &ranks, message),
+                _ => message.to_string(),
+            };
+            (key, text)
+        })
+        .collect()
 }
 
 /// Left-aligns the first column and right-aligns the others; every text table of the crate
@@ -368,6 +440,62 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_that_differ_only_in_their_rank_are_one_line_unless_each_is_asked_for() {
+        let none = RankSet::default();
+        let class = RankSet::from_ranks([4, 5]);
+        let records = [
+            (
+                "timeout",
+                Some(0),
+                &none,
+                "[Rank 0] timed out; rank 3 never joined",
+            ),
+            (
+                "timeout",
+                Some(1),
+                &none,
+                "[Rank 1] timed out; rank 3 never joined",
+            ),
+            (
+                "timeout",
+                Some(4),
+                &class,
+                "[Rank 4] timed out; rank 3 never joined",
+            ),
+            ("hang", Some(3), &none, "host of rank 3 hangs"),
+            ("timeout", None, &none, "the store timed out"),
+            (
+                "dump",
+                Some(2),
+                &none,
+                "[Rank 2] timed out; rank 3 never joined",
+            ),
+        ];
+        let merged = merge_by_rank(records.iter().copied(), false);
+        assert_eq!(
+            merged,
+            [
+                (
+                    "timeout",
+                    "[Ranks 0-1,4-5 (4 ranks)] timed out; rank 3 never joined".to_string()
+                ),
+                ("hang", "host of rank 3 hangs".to_string()),
+                ("timeout", "the store timed out".to_string()),
+                (
+                    "dump",
+                    "[Rank 2] timed out; rank 3 never joined".to_string()
+                ),
+            ]
+        );
+        let each = merge_by_rank(records.iter().copied(), true);
+        assert_eq!(each.len(), records.len());
+        assert_eq!(
+            each[2].1,
+            "[Ranks 4-5 (2 ranks)] timed out; rank 3 never joined"
+        );
+    }
 
     #[test]
     fn tables_align_columns() {

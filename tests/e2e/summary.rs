@@ -125,6 +125,27 @@ fn the_report_of_a_hang_does_not_grow_with_the_ranks() {
     ]);
     assert!(stdout(&each).contains("[Rank 15] Watchdog caught"));
     assert!(!stdout(&each).contains("[Ranks"));
+    // Ranks that cannot fold (drawn kernel jitter: every rank its own class) but did the same
+    // are one line too.
+    let jittered = |ranks: &str| {
+        let output = c10dsim(&[
+            "run",
+            "scenarios/hang_10min.toml",
+            "--set",
+            &format!("cluster.ranks={ranks}"),
+            "--set",
+            "cluster.kernel_jitter_pct=1",
+        ]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let (small, large) = (jittered("8"), jittered("256"));
+    assert_eq!(small.lines().count(), large.lines().count(), "{large}");
+    assert!(
+        large
+            .contains("[Ranks 0-2,4-255 (255 ranks)] Watchdog caught collective operation timeout"),
+        "{large}"
+    );
 }
 
 #[test]
