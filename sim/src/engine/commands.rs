@@ -17,6 +17,7 @@ macro_rules! view {
             comm_init: &$engine.comm_init,
             scenario: $engine.scenario,
             any_dead: $engine.any_dead,
+            epoch: $engine.epoch,
         }
     };
 }
@@ -28,6 +29,7 @@ struct View<'a> {
     comm_init: &'a [Vec<(u32, u64)>],
     scenario: &'a Scenario,
     any_dead: bool,
+    epoch: u64,
 }
 
 impl RunView for View<'_> {
@@ -113,6 +115,10 @@ impl RunView for View<'_> {
                 < self.scenario.groups[group].ranks.len()
     }
 
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     fn host_op(&self, rank: u32) -> usize {
         self.ranks[rank as usize].blocked_op
     }
@@ -170,6 +176,9 @@ impl Engine<'_> {
     /// The one place the failure component's commands change the run, in their order.
     fn apply(&mut self, commands: &mut Vec<Command>) {
         for command in commands.drain(..) {
+            if !matches!(command, Command::Wake { .. } | Command::Finding { .. }) {
+                self.epoch += 1;
+            }
             match command {
                 Command::Wake {
                     rank,

@@ -220,6 +220,8 @@ struct Engine<'s> {
     /// The failure wake-ups in the queue: their times and how many at each.
     failure_wakes: BTreeMap<u64, u32>,
     events_processed: u64,
+    /// What the failure component may read changed ([`failure::RunView::epoch`]).
+    epoch: u64,
     options: Options,
     step_log: StepLog,
     /// Summary hook: the distributions of a summarised run (engine/summary.rs).
@@ -323,6 +325,7 @@ impl<'s> Engine<'s> {
             poisoned: HashSet::new(),
             failure_wakes: BTreeMap::new(),
             events_processed: 0,
+            epoch: 0,
             summariser: options
                 .summary
                 .clone()
@@ -390,6 +393,9 @@ impl<'s> Engine<'s> {
             debug_assert!(at_ns >= self.now_ns, "time only moves forward");
             self.now_ns = at_ns;
             self.events_processed += 1;
+            if !matches!(event, Event::Failure { .. }) {
+                self.epoch += 1;
+            }
             if self.events_processed.is_multiple_of(MEMORY_CHECK_EVENTS) && self.over_memory_cap() {
                 return;
             }
@@ -498,6 +504,13 @@ impl<'s> Engine<'s> {
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         let scenario = self.scenario;
         let watchdog = self.failure.into_records();
+        // Each rank's first Dump record (one pass: a hang's every rank dumps).
+        let mut dumped_at: FxHashMap<u32, u64> = FxHashMap::default();
+        for record in &watchdog {
+            if record.event == crate::timeline::WatchdogEvent::Dump {
+                dumped_at.entry(record.rank).or_insert(record.at_ns);
+            }
+        }
         let mut summariser = self.summariser;
         let classes = self.classes;
         for (simulated, mut state) in self.ranks.into_iter().enumerate() {
@@ -517,11 +530,8 @@ impl<'s> Engine<'s> {
             // The watchdog's records are its class's lowest rank's.
             let rank = t.rank;
             let logged_as = class.first().expect("a class has members");
-            let dumped = watchdog.iter().find(|record| {
-                record.rank == logged_as && record.event == crate::timeline::WatchdogEvent::Dump
-            });
-            if let Some(record) = dumped {
-                let dump = flight_recorder::dump(scenario, rank, record.at_ns, &t.collectives);
+            if let Some(&at_ns) = dumped_at.get(&logged_as) {
+                let dump = flight_recorder::dump(scenario, rank, at_ns, &t.collectives);
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.

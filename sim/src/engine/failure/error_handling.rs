@@ -43,6 +43,12 @@ impl Failure<'_> {
             return;
         }
         let seen_ns = next_tick_ns(0, env.coord_check_ns, now_ns + 1);
+        // Every rank a broadcast for this tick would wake, an earlier one already woke (a rank
+        // once dumped, or gone, stays so): when a hang's every rank broadcasts at one poll,
+        // one pass over the ranks, not one per broadcaster.
+        if std::mem::replace(&mut self.dump_signal_seen_ns, Some(seen_ns)) == Some(seen_ns) {
+            return;
+        }
         for other in 0..self.dumped.len() as u32 {
             if other != rank && !self.dumped[other as usize] && !view.is_dead(other) {
                 super::wake(out, other, 0, Wake::DumpSeen, seen_ns);

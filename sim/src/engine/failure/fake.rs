@@ -18,6 +18,8 @@ pub(super) struct FakeRun {
     pub(super) ends_ns: HashMap<(u32, u32), u64>,
     pub(super) dead: Vec<u32>,
     pub(super) waiting_for_unique_id: Vec<u32>,
+    /// A new epoch at every look: the fake run may change between any two calls.
+    pub(super) epochs: std::cell::Cell<u64>,
 }
 
 impl FakeRun {
@@ -64,6 +66,11 @@ impl RunView for FakeRun {
 
     fn waits_for_unique_id(&self, rank: u32, _group: GroupId) -> bool {
         self.waiting_for_unique_id.contains(&rank)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epochs.set(self.epochs.get() + 1);
+        self.epochs.get()
     }
 
     fn waits_for_communicator(&self, rank: u32, _group: GroupId) -> bool {

@@ -199,6 +199,10 @@ pub(in crate::engine) trait RunView {
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool;
     /// The op `rank`'s host is in.
     fn host_op(&self, rank: u32) -> usize;
+    /// A number that changes whenever anything the failure component can read may have
+    /// changed (an engine event other than its own wake-ups, a command that ends, hangs or
+    /// aborts something): equal epochs at equal times mean the same run to look at.
+    fn epoch(&self) -> u64;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +243,12 @@ pub(in crate::engine) struct Failure<'s> {
     /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
     /// timeout raises the non-blocking init's error, not the store's.
     nonblocking_waits: HashSet<(u32, GroupId)>,
+    /// The last desync report's table (without its `[Rank r]` header) and verdict, with what
+    /// it was made of; the next rank reporting at the same time, epoch and SeqNum reuses it
+    /// (a hang's every rank reports at the same poll: one table, not one per rank).
+    desync_cache: Option<(watchdog::DesyncKey, String, String)>,
+    /// The heartbeat-monitor tick at which the last dump-signal broadcast woke the ranks.
+    dump_signal_seen_ns: Option<u64>,
 }
 
 impl<'s> Failure<'s> {
@@ -268,6 +278,8 @@ impl<'s> Failure<'s> {
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
             nonblocking_waits: HashSet::new(),
+            desync_cache: None,
+            dump_signal_seen_ns: None,
         }
     }
 

@@ -335,7 +335,7 @@ impl Failure<'_> {
     /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
     /// at the timed-out Work's SeqNum; the table and the verdict.
     fn desync_report(
-        &self,
+        &mut self,
         view: &impl RunView,
         rank: u32,
         group: GroupId,
@@ -344,12 +344,42 @@ impl Failure<'_> {
     ) -> (String, String) {
         let rank_id = self.rank_id(rank);
         let WorkFacts { seq, .. } = view.work(rank, collective);
-        let op_type = self.issued_kind(view, rank, collective).op_type();
+        let issued = self.issued_kind(view, rank, collective);
+        let op_type = issued.op_type();
         let group_name = &self.scenario.groups[group].name;
-        let mut text = format!(
+        let header = format!(
             "[Rank {rank_id}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
             seconds(now_ns)
         );
+        // Every rank that reports at this time, on this run state, finds the same table.
+        let key = DesyncKey {
+            group,
+            seq,
+            issued,
+            now_ns,
+            epoch: view.epoch(),
+        };
+        if let Some((cached, table, verdict)) = &self.desync_cache {
+            if *cached == key {
+                return (header + table, verdict.clone());
+            }
+        }
+        let (table, verdict) = self.desync_table(view, group, seq, op_type, now_ns);
+        self.desync_cache = Some((key, table.clone(), verdict.clone()));
+        (header + &table, verdict)
+    }
+
+    /// The desync report's table (one line per set of ranks that stand alike) and verdict.
+    fn desync_table(
+        &self,
+        view: &impl RunView,
+        group: GroupId,
+        seq: u64,
+        op_type: &str,
+        now_ns: u64,
+    ) -> (String, String) {
+        let group_name = &self.scenario.groups[group].name;
+        let mut text = String::new();
         // One line per class of ranks that behave alike (each stands where its lowest rank
         // does), consecutive classes that stand alike merged.
         let mut missing = RankSet::default();
@@ -414,6 +444,16 @@ impl Failure<'_> {
         };
         (text, verdict)
     }
+}
+
+/// What a desync report's table is made of, besides the run's state at `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct DesyncKey {
+    group: GroupId,
+    seq: u64,
+    issued: crate::scenario::CollectiveKind,
+    now_ns: u64,
+    epoch: u64,
 }
 
 #[cfg(test)]
