@@ -46,7 +46,7 @@ impl Failure<'_> {
         // Every rank a broadcast for this tick would wake, an earlier one already woke (a rank
         // once dumped, or gone, stays so): when a hang's every rank broadcasts at one poll,
         // one pass over the ranks, not one per broadcaster.
-        if std::mem::replace(&mut self.dump_signal_seen_ns, Some(seen_ns)) == Some(seen_ns) {
+        if self.dump_signal_seen_ns.replace(seen_ns) == Some(seen_ns) {
             return;
         }
         for other in 0..self.dumped.len() as u32 {
