@@ -37,8 +37,9 @@ pub struct DumpGroup {
     pub name: String,
     /// `"default_pg"` for the default group, else the group's description.
     pub desc: String,
-    /// Global ranks.
-    pub ranks: Vec<u32>,
+    /// Global ranks; shared by every rank's dump of the group (each lists all of its ranks, so
+    /// copies would make a job's dumps quadratic in its ranks).
+    pub ranks: std::sync::Arc<[u32]>,
     /// The last SeqNum enqueued, started (known only with timing), completed; −1 for none.
     pub last_enqueued: i64,
     pub last_started: i64,

@@ -6,7 +6,8 @@
 //! them with per-call figures measured on the catalogue (about one event and 170–400 bytes of
 //! Timeline JSON per call; the constants below round up). A scenario that can time out (a fault,
 //! or an op only some ranks run) adds what the watchdog writes for every member of every group,
-//! every member's whole group again when `TORCH_NCCL_DESYNC_DEBUG` reports each rank's state.
+//! and a desync report per member when `TORCH_NCCL_DESYNC_DEBUG` reports where the group's
+//! ranks stand (a line per set of ranks that stand alike: at most one per distinct progress).
 //! A folded run (docs/scale.md) simulates and logs once per class of ranks that behave alike:
 //! its estimate counts classes where the unfolded one counts ranks.
 //!
@@ -30,7 +31,7 @@ pub const TIMELINE_BYTES_PER_CALL: u64 = 512;
 /// Timeline bytes the watchdog writes per member of a group that times out (a handful of
 /// records with their messages).
 pub const WATCHDOG_BYTES_PER_RANK: u64 = 2_048;
-/// Timeline bytes of one rank's line in another rank's desync report.
+/// Timeline bytes of one line of a rank's desync report.
 pub const DESYNC_BYTES_PER_PAIR: u64 = 128;
 
 /// The caps a run must fit; `c10dsim run --max-events / --max-timeline` raise them.
@@ -93,8 +94,22 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
                 // Records and report lines are made once per class (folded or not).
                 let members = classes.group_classes(index).len() as u64;
                 let desync = if scenario.env.desync_debug {
+                    // A report's table has a line per set of ranks that stand alike: at most
+                    // one per distinct (last enqueued, last completed, process gone), however
+                    // many ranks the group has.
+                    let seqs = scenario
+                        .ops
+                        .iter()
+                        .filter(|op| op.kind.collective().is_some_and(|(_, g)| g == index))
+                        .map(|op| scenario.call_sizes(&op.kind).len().max(1) as u64)
+                        .sum::<u64>()
+                        .saturating_mul(u64::from(scenario.repeat));
+                    let states = seqs
+                        .saturating_add(1)
+                        .saturating_mul(seqs.saturating_add(1))
+                        .saturating_mul(2);
                     members
-                        .saturating_mul(members)
+                        .saturating_mul(members.min(states))
                         .saturating_mul(DESYNC_BYTES_PER_PAIR)
                 } else {
                     0
@@ -188,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn desync_reports_grow_with_the_square_of_the_classes() {
+    fn desync_reports_grow_with_the_classes_times_the_states_they_can_be_in() {
         let text = "[cluster]\nranks = 65536\n[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n\
                     [tensors]\ng = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
                     [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n";
@@ -197,6 +212,14 @@ mod tests {
         let classes = estimate(&scenario);
         assert!(classes.timeline_bytes < 4 * 4 * DESYNC_BYTES_PER_PAIR + (1 << 20));
         assert!(classes.check(&Limits::default()).is_ok());
+        // Every rank its own class: a report per rank, each with at most 2 x (1 + 1)^2 = 8
+        // lines (one collective: last enqueued and completed 0 or 1, the process gone or not).
+        let estimate = estimate_for(&scenario, &Classes::per_rank(&scenario));
+        assert!(estimate.timeline_bytes >= 65_536 * 8 * DESYNC_BYTES_PER_PAIR);
+        assert!(estimate.timeline_bytes < 65_536 * 8 * DESYNC_BYTES_PER_PAIR + (1 << 30));
+        // Many collectives: as many lines as ranks at most, the square of the classes.
+        let many = text.replace("[cluster]", "repeat = 1000\n[cluster]");
+        let scenario = self::scenario(&many);
         let estimate = estimate_for(&scenario, &Classes::per_rank(&scenario));
         assert!(estimate.timeline_bytes > 65_536 * 65_536 * DESYNC_BYTES_PER_PAIR);
         assert!(estimate.check(&Limits::default()).is_err());

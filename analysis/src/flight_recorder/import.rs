@@ -243,7 +243,7 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
             if groups.contains_key(&group.name) {
                 continue;
             }
-            let mut members = group.ranks.clone();
+            let mut members = group.ranks.to_vec();
             members.sort_unstable();
             members.dedup();
             if members.len() != group.ranks.len()
@@ -257,7 +257,7 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
             }
             let name = group_name(&group.name, &group.desc, &taken);
             taken.insert(name.clone());
-            groups.insert(group.name.clone(), (name, group.ranks.clone()));
+            groups.insert(group.name.clone(), (name, group.ranks.to_vec()));
         }
     }
     // Each rank's collectives in the order it created them.

@@ -487,7 +487,7 @@ pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
         groups.push(DumpGroup {
             name: group.string("name")?,
             desc: group.string("desc")?,
-            ranks: read_group_ranks(&group)?,
+            ranks: read_group_ranks(&group)?.into(),
             last_enqueued: progress.0,
             last_started: progress.1,
             last_completed: progress.2,
@@ -529,7 +529,7 @@ mod tests {
             (world.name.as_str(), world.desc.as_str()),
             ("0", "default_pg")
         );
-        assert_eq!(world.ranks, [0]);
+        assert_eq!(*world.ranks, [0]);
         assert_eq!(
             (
                 world.last_enqueued,

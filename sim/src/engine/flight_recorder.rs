@@ -18,9 +18,11 @@ fn discovered_ns(at_ns: u64) -> u64 {
 }
 
 /// `rank`'s dump at `dump_ns`: the last `TORCH_FR_BUFFER_SIZE` collectives it created by then,
-/// from its records (`u64::MAX` for what never happened), each in its state at the dump.
+/// from its records (`u64::MAX` for what never happened), each in its state at the dump;
+/// `group_ranks` holds each group's ranks, shared by every dump.
 pub(super) fn dump(
     scenario: &Scenario,
+    group_ranks: &[std::sync::Arc<[u32]>],
     rank: u32,
     dump_ns: u64,
     records: &[CollectiveRecord],
@@ -35,8 +37,8 @@ pub(super) fn dump(
         .groups
         .iter()
         .enumerate()
-        .filter(|(_, group)| !group.point_to_point && group.ranks.contains(&rank))
-        .map(|(index, group)| {
+        .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
+        .map(|(index, _)| {
             let (name, desc) = group_names(scenario, index);
             let in_group = created.iter().filter(|r| usize::from(r.group) == index);
             let last = |done: &dyn Fn(&CollectiveRecord) -> bool| {
@@ -50,7 +52,7 @@ pub(super) fn dump(
             DumpGroup {
                 name,
                 desc,
-                ranks: group.ranks.clone(),
+                ranks: std::sync::Arc::clone(&group_ranks[index]),
                 last_enqueued: last(&|_| true),
                 last_started: if timing {
                     last(&|r| r.kernel_start_ns <= dump_ns)
@@ -221,7 +223,7 @@ mod tests {
         );
         assert_eq!(stuck.frames[0].name, "c");
         let world = &waiting.groups[0];
-        assert_eq!(world.ranks, [0, 1]);
+        assert_eq!(*world.ranks, [0, 1]);
         assert_eq!(
             (
                 world.last_enqueued,

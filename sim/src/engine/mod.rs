@@ -511,6 +511,11 @@ impl<'s> Engine<'s> {
                 dumped_at.entry(record.rank).or_insert(record.at_ns);
             }
         }
+        let group_ranks: Vec<std::sync::Arc<[u32]>> = scenario
+            .groups
+            .iter()
+            .map(|group| group.ranks.as_slice().into())
+            .collect();
         let mut summariser = self.summariser;
         let classes = self.classes;
         for (simulated, mut state) in self.ranks.into_iter().enumerate() {
@@ -531,7 +536,8 @@ impl<'s> Engine<'s> {
             let rank = t.rank;
             let logged_as = class.first().expect("a class has members");
             if let Some(&at_ns) = dumped_at.get(&logged_as) {
-                let dump = flight_recorder::dump(scenario, rank, at_ns, &t.collectives);
+                let dump =
+                    flight_recorder::dump(scenario, &group_ranks, rank, at_ns, &t.collectives);
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
