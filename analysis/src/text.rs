@@ -47,7 +47,7 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
     );
     let _ = writeln!(
         out,
-        "  host us: collective {}, wait {}, launch {}, launch latency {}, event {}, sync {}, item {}, mark {}, query {}, comm init {}, blocking-wait poll {}",
+        "  host us: collective {}, wait {}, launch {}, launch latency {}, event {}, sync {}, item {}, mark {}, query {}, comm init {} (later ones {}), init_process_group {}, new_group {}, blocking-wait poll {}",
         us(h.collective_ns),
         us(h.wait_ns),
         us(h.launch_ns),
@@ -58,6 +58,9 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
         us(h.mark_ns),
         us(h.query_ns),
         us(h.comm_init_ns),
+        us(h.comm_init_next_ns),
+        us(h.init_process_group_ns),
+        us(h.new_group_ns),
         us(h.blocking_wait_poll_ns)
     );
     let env: Vec<String> = scenario
