@@ -480,29 +480,16 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
             );
             let mut ranks: Vec<u32> = compute.keys().copied().collect();
             ranks.sort_unstable();
-            let mut figures = Vec::new();
-            let mut kept: [Vec<(f64, u64)>; 3] = Default::default();
-            for rank in ranks {
-                let (Some(&c), Some(&m), Some(&b)) =
-                    (compute.get(&rank), comm.get(&rank), both.get(&rank))
-                else {
-                    continue;
-                };
-                if let Some(figure) = overlap_ratio(c, m, b) {
-                    figures.push((figure, 1));
-                    kept[0].push((c, 1));
-                    kept[1].push((m, 1));
-                    kept[2].push((b, 1));
-                }
-            }
-            let [mut c, mut m, mut b] = kept;
-            Some(OverlapValue {
-                name: names[0].clone(),
-                overlap: median_of(&mut figures)?,
-                compute_us: median_of(&mut c)?,
-                comm_us: median_of(&mut m)?,
-                both_us: median_of(&mut b)?,
-            })
+            let per_rank = ranks.into_iter().map(|rank| {
+                let medians = (compute.get(&rank), comm.get(&rank), both.get(&rank));
+                (
+                    medians.0.copied(),
+                    medians.1.copied(),
+                    medians.2.copied(),
+                    1,
+                )
+            });
+            overlap_of_ranks(&names[0], per_rank)
         })
         .collect();
     let queries = summary
@@ -576,15 +563,30 @@ fn overlap_value(
             .position(|m| m.name == name)
     };
     let (compute, comm, both) = (index(&names[1])?, index(&names[2])?, index(&names[3])?);
+    let per_rank = measure_samples
+        .iter()
+        .zip(&timeline.ranks)
+        .map(|(samples, rank)| {
+            let median = |i: usize| {
+                let mut values = samples[i].clone();
+                Stat::from_ns(&mut values).map(|s| s.median)
+            };
+            (median(compute), median(comm), median(both), rank.weight())
+        });
+    overlap_of_ranks(&names[0], per_rank)
+}
+
+/// R3's overlap figure from each rank's medians of the compute, comm and both measures (each
+/// rank counted `weight` times: a folded class's size): the median of the ranks' figures, and
+/// the medians of the measures over the ranks that have all three.
+fn overlap_of_ranks(
+    name: &str,
+    per_rank: impl Iterator<Item = (Option<f64>, Option<f64>, Option<f64>, u64)>,
+) -> Option<OverlapValue> {
     let mut figures: Vec<(f64, u64)> = Vec::new();
     let mut medians: [Vec<(f64, u64)>; 3] = Default::default();
-    for (samples, rank) in measure_samples.iter().zip(&timeline.ranks) {
-        let weight = rank.weight();
-        let median = |i: usize| {
-            let mut values = samples[i].clone();
-            Stat::from_ns(&mut values).map(|s| s.median)
-        };
-        let (Some(c), Some(m), Some(b)) = (median(compute), median(comm), median(both)) else {
+    for (c, m, b, weight) in per_rank {
+        let (Some(c), Some(m), Some(b)) = (c, m, b) else {
             continue;
         };
         if let Some(figure) = overlap_ratio(c, m, b) {
@@ -596,7 +598,7 @@ fn overlap_value(
     }
     let [mut c, mut m, mut b] = medians;
     Some(OverlapValue {
-        name: names[0].clone(),
+        name: name.to_string(),
         overlap: median_of(&mut figures)?,
         compute_us: median_of(&mut c)?,
         comm_us: median_of(&mut m)?,
