@@ -1,7 +1,7 @@
 //! `init_process_group` and `new_group` as ops of the program (R8): process_group_setup.toml
 //! and its variants (eager, split, non-blocking), and the program errors around them.
 
-use crate::util::{load, run_with};
+use crate::util::run_with;
 use analysis::metrics::Report;
 use sim::timeline::{HostCall, Timeline};
 
@@ -91,55 +91,56 @@ fn a_non_blocking_eager_init_returns_at_once_and_is_finished_at_the_first_use() 
     assert_eq!(took(&timeline, "first_sub", 0), 30 * US);
 }
 
+/// The shipped scenario's text.
+fn shipped() -> String {
+    std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml")).unwrap()
+}
+
+/// The parse error of `text`.
+fn error_of(text: &str) -> String {
+    sim::scenario::parse("p.toml", text)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn a_lazy_world_cannot_split_an_eager_group_nor_can_a_collective_precede_its_group() {
-    let parse = |sets: &[&str]| {
-        let path = crate::util::scenarios_dir().join("process_group_setup.toml");
-        let text = std::fs::read_to_string(path).unwrap();
+    let with = |sets: &[&str]| {
         let overrides: Vec<_> = sets
             .iter()
             .map(|s| sim::scenario::Override::parse(s).unwrap())
             .collect();
-        let text = sim::sweep::apply_overrides_with_ops(&text, &overrides).unwrap();
-        sim::scenario::parse("process_group_setup.toml", &text)
-            .unwrap_err()
-            .to_string()
+        error_of(&sim::sweep::apply_overrides_with_ops(&shipped(), &overrides).unwrap())
     };
-    let message = parse(&["groups.sub.eager_init=true"]);
+    let message = with(&["groups.sub.eager_init=true"]);
     assert!(
         message.contains("world's communicator is lazy"),
         "{message}"
     );
-    let message = parse(&["groups.world.eager_init=true"]);
+    let message = with(&["groups.world.eager_init=true"]);
     assert!(message.contains("device_id = true"), "{message}");
+    let text = shipped();
     // A program that creates the world but not `sub`.
-    let text =
-        std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml"))
-            .unwrap();
-    let without_new_group = text.replace("new_group = \"sub\"", "host_sleep_us = 1");
-    let message = sim::scenario::parse("p.toml", &without_new_group)
-        .unwrap_err()
-        .to_string();
+    let message = error_of(&text.replace("new_group = \"sub\"", "host_sleep_us = 1"));
     assert!(message.contains("never created"), "{message}");
     // A collective on `sub` before its new_group.
-    let early = text.replace(
+    let message = error_of(&text.replace(
         "[[op]]\nlabel = \"backlog\"",
         "[[op]]\nall_reduce = \"x\"\ngroup = \"sub\"\n\n[[op]]\nlabel = \"backlog\"",
-    );
-    let message = sim::scenario::parse("p.toml", &early)
-        .unwrap_err()
-        .to_string();
+    ));
     assert!(message.contains("before its new_group"), "{message}");
     // And on the world before init_process_group.
-    let early = text.replace(
+    let message = error_of(&text.replace(
         "[[op]]\nlabel = \"init\"",
         "[[op]]\nall_reduce = \"x\"\n\n[[op]]\nlabel = \"init\"",
-    );
-    let message = sim::scenario::parse("p.toml", &early)
-        .unwrap_err()
-        .to_string();
+    ));
     assert!(message.contains("before init_process_group"), "{message}");
-    let _ = load("process_group_setup.toml", &[]);
+    // A second init_process_group.
+    let message = error_of(&text.replace(
+        "[[op]]\nlabel = \"backlog\"",
+        "[[op]]\ninit_process_group = true\n\n[[op]]\nlabel = \"backlog\"",
+    ));
+    assert!(message.contains("called twice"), "{message}");
 }
 
 #[test]
@@ -147,8 +148,7 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
     // Two ranks; rank 1 dies before init_process_group, so rank 0's first use waits for a
     // communicator that is never finished: it raises after TORCH_NCCL_NONBLOCKING_TIMEOUT,
     // not after the group's (600 s) store timeout.
-    let text = std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml"))
-        .unwrap()
+    let text = shipped()
         .replace("ranks = 1\n", "ranks = 2\n")
         .replace("ranks = [0]", "ranks = [0, 1]")
         .replace(
