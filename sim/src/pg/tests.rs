@@ -1,0 +1,235 @@
+//! Unit tests of the lowering: each op kind's steps, as both engines execute them.
+
+use super::*;
+use crate::scenario::parse;
+
+/// The steps of every op of rank 0's first iteration, as text.
+fn lowered(text: &str) -> Vec<String> {
+    let scenario = parse("pg.toml", text).unwrap();
+    let mut pg = ProcessGroupNccl::new(&scenario, 0);
+    let mut steps = Vec::new();
+    pg.prologue(&scenario, &mut steps);
+    for op in scenario.ops.iter().filter(|op| op.runs_on(0)) {
+        pg.before_op(&scenario, 0, op, &mut steps);
+        pg.op(&scenario, op, &mut steps).unwrap();
+    }
+    steps.iter().map(Step::to_string).collect()
+}
+
+const ASYNC: &str = r#"
+[cluster]
+ranks = 2
+[host]
+collective_us = 10
+collective_tail_us = 2
+wait_us = 3
+[tensors]
+grad = "1MiB"
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+"#;
+
+#[test]
+fn an_async_collective_is_r10_and_its_wait_r12() {
+    let steps = lowered(ASYNC);
+    assert_eq!(
+        steps[..13],
+        [
+            "call",
+            "check_comm g0",
+            "init_comm g0",
+            "device_sync +0ns",
+            "collective_cost 8000..8000ns",
+            "record s0 e0",
+            "stream_wait s1 e0",
+            "release_shelf g0",
+            "nccl c0 g0 ALLREDUCE 1048576B seq 1 s0->s1 async ready e0 jitter 1.000000000",
+            "write t0",
+            "record s1 e1",
+            "host_cost 2000ns",
+            "watch c0 end e1 stash Some(0) Named(0)",
+        ]
+    );
+    assert_eq!(
+        steps[14..19],
+        [
+            "call",
+            "wait c0 s0 e1 +3000ns",
+            "release_on_wait c0",
+            "wait_return c0",
+            "return"
+        ]
+    );
+    // R8: the communicator is created once, inside the first collective.
+    assert_eq!(
+        steps.iter().filter(|s| s.starts_with("init_comm")).count(),
+        1
+    );
+    assert!(steps.contains(
+        &"nccl c1 g0 ALLREDUCE 1048576B seq 2 s0->s1 async ready e2 jitter 1.000000000".to_string()
+    ));
+}
+
+#[test]
+fn a_sync_collective_runs_on_the_current_stream_in_2_12_and_waits_in_2_5_r11() {
+    let sync = "[cluster]\nranks = 2\n[host]\nwait_us = 3\n[tensors]\ngrad = \"1MiB\"\n[[op]]\nall_reduce = \"grad\"\n";
+    let v2_12 = lowered(sync);
+    assert!(v2_12
+        .iter()
+        .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1048576B seq 1 s0->s0 ready")));
+    assert!(!v2_12
+        .iter()
+        .any(|s| s.starts_with("stream_wait") || s.starts_with("wait ")));
+    let v2_5 = lowered(&format!("torch = \"2.5\"\n{sync}"));
+    assert!(v2_5
+        .iter()
+        .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1048576B seq 1 s0->s1 ready")));
+    assert!(v2_5.contains(&"wait c0 s0 e1 +3000ns".to_string()));
+    assert!(v2_5.contains(&"watch c0 end e1 stash Some(0) Call".to_string()));
+}
+
+#[test]
+fn blocking_wait_and_a_timeout_poll_r15() {
+    // Blocking wait polls until the group's timeout (600 s by default); wait(timeout) until
+    // its own.
+    let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{ASYNC}"));
+    assert!(blocking.contains(&"poll c0 e1 every 1000000ns timeout 600000000000ns".to_string()));
+    let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5"));
+    assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout 2500000ns".to_string()));
+    assert!(!lowered(ASYNC).iter().any(|s| s.starts_with("poll")));
+}
+
+#[test]
+fn in_2_5_only_blocking_wait_polls_r15() {
+    // 2.5's wait(timeout) adds the stream dependency and returns; its timeout only bounds
+    // a blocking wait's polls.
+    let timed = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5");
+    let v2_5 = lowered(&format!("torch = \"2.5\"\n{timed}"));
+    assert!(!v2_5.iter().any(|s| s.starts_with("poll")), "{v2_5:?}");
+    assert!(v2_5.contains(&"wait c0 s0 e1 +3000ns".to_string()));
+    let blocking = lowered(&format!(
+        "torch = \"2.5\"\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{timed}"
+    ));
+    assert!(blocking.contains(&"poll c0 e1 every 10000000ns timeout 2500000ns".to_string()));
+}
+
+#[test]
+fn a_coalesced_block_is_one_call_whose_record_covers_the_recorded_calls_r25() {
+    let block = "[cluster]\nranks = 2\n[host]\nevent_us = 2\n[tensors]\ng = { size = \"1KiB\", count = 4 }\n[[op]]\nall_reduce = \"g\"\ncoalesce = true\n";
+    let steps = lowered(block);
+    // Three calls only recorded, then the one that launches, inside one host record.
+    assert_eq!(steps[..2], ["call", "host_cost 6000ns"]);
+    assert_eq!(steps.iter().filter(|s| *s == "call").count(), 1);
+    let priced = lowered(&block.replace("event_us = 2", "event_us = 2\ncoalesced_call_us = 4.5"));
+    assert_eq!(priced[..2], ["call", "host_cost 13500ns"]);
+}
+
+#[test]
+fn timing_gives_every_work_a_start_event_before_its_kernel_r6() {
+    let untimed = lowered(ASYNC);
+    for env in [
+        "TORCH_NCCL_ENABLE_TIMING = 1",
+        "TORCH_NCCL_DESYNC_DEBUG = 1",
+    ] {
+        let timed = lowered(&format!("[env]\n{env}\n{ASYNC}"));
+        let nccl = timed.iter().position(|s| s.starts_with("nccl c0")).unwrap();
+        assert_eq!(timed[nccl - 1], "record s1 e1", "{env}");
+        assert!(timed.contains(&"watch c0 end e2 stash Some(0) Named(0)".to_string()));
+        // One more event per collective, nothing else.
+        assert_eq!(timed.len(), untimed.len() + 2);
+    }
+    assert!(untimed.contains(&"watch c0 end e1 stash Some(0) Named(0)".to_string()));
+}
+
+#[test]
+fn a_barrier_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14() {
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[[op]]\nbarrier = true\n";
+    let steps = lowered(text);
+    assert_eq!(steps[0], "eager_init g0", "R8: created before the program");
+    assert!(
+        !steps.iter().any(|s| s.starts_with("init_comm")),
+        "eager init"
+    );
+    let tail: Vec<&str> = steps
+        .iter()
+        .rev()
+        .take(6)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "watch c0 end e1 stash None Call",
+            "wait c0 s0 e1 +4000ns",
+            "release_on_wait c0",
+            "stream_sync s0 +5000ns",
+            "wait_return c0",
+            "return"
+        ]
+    );
+    assert!(steps
+        .iter()
+        .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1B seq 1 s0->s1 async")));
+}
+
+#[test]
+fn the_prologue_creates_only_this_ranks_eager_communicators_r8() {
+    let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\n[groups.far]\nranks = [2, 3]\neager_init = true\n[groups.lazy]\nranks = [0, 2]\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"pair\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"lazy\"\n";
+    let steps = lowered(text);
+    assert_eq!(steps[..2], ["eager_init g0", "eager_init g1"]);
+    let inits: Vec<&String> = steps.iter().filter(|s| s.contains("init")).collect();
+    assert_eq!(inits, ["eager_init g0", "eager_init g1", "init_comm g3"]);
+}
+
+#[test]
+fn straggler_delays_and_jitter_are_drawn_in_program_order() {
+    let text = r#"
+[cluster]
+ranks = 2
+kernel_jitter_pct = 10
+[[op]]
+label = "k"
+kernel = { us = 100, sms = 4 }
+[[perturb]]
+ranks = [0]
+before = "k"
+host_delay_us = { normal = { mean = 50, std = 10 } }
+gpu_delay_us = 7
+"#;
+    let scenario = parse("pg.toml", text).unwrap();
+    let mut rng = rank_rng(scenario.seed, 0);
+    let host_ns = scenario.perturbations[0].host_delay.sample_ns(&mut rng);
+    scenario.perturbations[0].gpu_delay.sample_ns(&mut rng);
+    let jitter = jitter_factor(0.1, &mut rng);
+    let steps = lowered(text);
+    assert_eq!(steps[0], format!("host_sleep {host_ns}ns"));
+    assert_eq!(
+        steps[1],
+        "launch s0 Sleep spin 7000ns x1 jitter 1.000000000"
+    );
+    assert_eq!(
+        steps[4],
+        format!("launch s0 Compute spin 100000ns x4 own jitter {jitter:.9}")
+    );
+}
+
+#[test]
+fn a_work_prints_element_counts_as_pytorch_does() {
+    let text = "[cluster]\nranks = 4\n[tensors]\nx = { size = \"4KiB\", dtype = \"bf16\" }\n[[op]]\nall_gather = \"x\"\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let op = &scenario.ops[0];
+    let gather = (CollectiveKind::AllGather, 4096);
+    assert_eq!(
+        work_text(&scenario, op, gather, (0, 3), 600_000_000_000),
+        "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"
+    );
+}
