@@ -3,7 +3,8 @@
 # each, every run its own launch: OUT/<scenario>.run<k>.json (the Timeline), .log (stderr and
 # the report) and .status (the command's exit status). Run order: first run of every scenario,
 # then the second, then the third, so that a cut-short session still covers every scenario.
-# Usage: tests/data/torch/run.sh C10DSIM OUT [RUNS] [FIRST] (runs FIRST..RUNS, default 1..3)
+# Usage: tests/data/torch/run.sh C10DSIM OUT [RUNS] [FIRST] (runs FIRST..RUNS, default 1..3);
+# SCENARIOS="a b c" limits it to those scenarios of scenarios/ (default: all of them).
 # Fault scenarios are made short with --set (docs/fidelity.md lists the sets); scenarios with
 # more ranks than GPUs are downscaled by `c10dsim torch` itself (docs/torch.md).
 set -u
@@ -25,6 +26,9 @@ sets_for() {
 for run in $(seq "$first" "$runs"); do
     for file in scenarios/*.toml; do
         name=$(basename "$file" .toml)
+        if [ -n "${SCENARIOS:-}" ] && [[ " $SCENARIOS " != *" $name "* ]]; then
+            continue
+        fi
         # Its own session, so that a run past 90 s is killed with its launcher and ranks.
         # shellcheck disable=SC2046
         setsid "$bin" torch "$file" $(sets_for "$name") \
