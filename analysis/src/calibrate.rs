@@ -18,7 +18,7 @@
 //! `median` on) is the line to split along once either half grows.
 
 use serde::Serialize;
-use sim::scenario::{DType, OpKind, Scenario};
+use sim::scenario::{Batch, CollectiveKind, DType, OpKind, Scenario};
 use sim::timeline::{CollectiveRecord, KernelClass, RankTimeline, Timeline, WatchdogEvent};
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -61,6 +61,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "collective_us",
             "collective_tail_us",
             "collective_cold_us",
+            "sync_collective_us",
             "collective_warm_within_us",
             "collective_cold_after_us",
             "wait_us",
@@ -503,6 +504,9 @@ fn median_abs_residual(values: &[f64], fitted: f64) -> f64 {
 /// Per-op median samples in µs, one list per (run, op).
 type OpSamples = Vec<Vec<f64>>;
 
+/// `machine.backend` of a Timeline measured by `c10dsim torch`.
+const TORCH_BACKEND: &str = "c10dsim.torch";
+
 fn host_cost(key: &str, method: &str, per_op: OpSamples) -> Option<FittedValue> {
     let medians: Vec<f64> = per_op
         .iter()
@@ -605,6 +609,38 @@ fn warmth_of(gap_ns: Option<u64>, costs: &sim::scenario::HostCosts) -> Option<bo
     }
 }
 
+/// Host calls of the single synchronous collectives (`async_op=False`, one call per tensor) of
+/// a run whose profile launches them on the current stream (R11), per op: those within
+/// `collective_warm_within_us` of the previous call.
+fn sync_calls_in_tight_loops(run: &CalibrationRun, gaps: &[Vec<Option<u64>>]) -> OpSamples {
+    let t = run.timeline;
+    let mut out = OpSamples::new();
+    for op in &run.scenario.ops {
+        let OpKind::Collective {
+            async_op: false,
+            batch: Batch::Each,
+            ..
+        } = op.kind
+        else {
+            continue;
+        };
+        out.push(
+            t.ranks
+                .iter()
+                .zip(gaps)
+                .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                .filter(|(c, gap)| {
+                    c.op == op.index as u32
+                        && c.iteration >= t.scenario.warmup
+                        && warmth_of(**gap, &run.scenario.host) == Some(true)
+                })
+                .map(|(c, _)| us(c.host_end_ns as i64 - c.host_start_ns as i64))
+                .collect(),
+        );
+    }
+    out
+}
+
 fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     let mut fitted = Vec::new();
     let mut collective = OpSamples::new();
@@ -612,10 +648,14 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     let mut cold = OpSamples::new();
     let mut tail = OpSamples::new();
     let mut wait = OpSamples::new();
+    let mut sync_warm = OpSamples::new();
     for run in runs {
         let t = run.timeline;
         let blocking_wait = run.scenario.env.blocking_wait;
         let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
+        if run.scenario.torch.sync_collective_on_current_stream() {
+            sync_warm.extend(sync_calls_in_tight_loops(run, &gaps));
+        }
         for op in &t.ops {
             let records: Vec<_> = t
                 .ranks
@@ -639,9 +679,14 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
             collective.push(records.iter().map(|(c, _)| host_call(c)).collect());
             warm.push(of_warmth(true));
             cold.push(of_warmth(false));
+            // The torch engine cannot see the kernel start (it infers it from the call's
+            // start, docs/torch.md): its Timelines say nothing of the tail.
+            let kernel_start_seen =
+                t.machine.get("backend").map(String::as_str) != Some(TORCH_BACKEND);
             tail.push(
                 records
                     .iter()
+                    .filter(|_| kernel_start_seen)
                     .filter(|(c, gap)| {
                         c.kernel_start_ns >= c.host_start_ns
                             && c.kernel_start_ns <= c.host_end_ns
@@ -673,6 +718,11 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
             "median over async collectives of each one's median host call (R10)"
         },
         if has_warm { warm } else { collective },
+    ));
+    fitted.extend(host_cost(
+        "host.sync_collective_us",
+        "median over synchronous collectives on the current stream of each one's median host call, calls within host.collective_warm_within_us of the previous one (R11)",
+        sync_warm,
     ));
     fitted.extend(host_cost(
         "host.collective_cold_us",
@@ -945,37 +995,77 @@ fn fit_network(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     ]
 }
 
-/// A one-rank collective has no peer and no data (R16, R24): its kernel time is the network's
-/// floor. Median over real (not downscaled) one-rank collectives.
-fn fit_kernel_floor(runs: &[CalibrationRun]) -> Option<FittedValue> {
-    let mut per_op = OpSamples::new();
+/// Telling the two one-rank cases apart: the stream was idle when the call was made (its Work
+/// started before the call returned) or still busy (the Work started more than this after the
+/// call returned, behind earlier work).
+const BUSY_AFTER_RETURN_NS: i64 = 10_000;
+
+/// A one-rank collective has no peer and no data (R16, R24), and NCCL enqueues no kernel for
+/// it (all_to_all aside, which becomes a send/recv to itself). PyTorch's duration of it, from
+/// the Work's start event to its end event (R6), is the network's floor where the stream was
+/// busy when the call was made (the start event waits behind earlier work, and the launch
+/// follows it). On an idle stream the start event fires as the host records it and the rest
+/// follows NCCL's own enqueue: there the duration is the floor plus `nccl_launch_latency_us`.
+/// Medians over real (not downscaled) one-rank collectives of each one's median.
+fn fit_kernel_floor(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let mut busy = OpSamples::new();
+    let mut idle = OpSamples::new();
     for run in runs {
         let t = run.timeline;
         if t.machine.get("downscale").is_some_and(|d| d != "off") {
             continue;
         }
         for op in &run.scenario.ops {
-            let OpKind::Collective { group, .. } = op.kind else {
+            let OpKind::Collective {
+                group, collective, ..
+            } = op.kind
+            else {
                 continue;
             };
-            if run.scenario.groups[group].ranks.len() != 1 {
+            if run.scenario.groups[group].ranks.len() != 1 || collective == CollectiveKind::AllToAll
+            {
                 continue;
             }
-            per_op.push(
-                t.ranks
+            let records: Vec<(i64, f64)> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.collectives)
+                .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                .map(|c| {
+                    let start_ns = c.work_start_ns.unwrap_or(c.kernel_start_ns);
+                    (start_ns as i64 - c.host_end_ns as i64, us(c.duration_ns()))
+                })
+                .collect();
+            let durations = |keep: &dyn Fn(i64) -> bool| -> Vec<f64> {
+                records
                     .iter()
-                    .flat_map(|r| &r.collectives)
-                    .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
-                    .map(|c| us(c.end_ns as i64 - c.kernel_start_ns as i64))
-                    .collect(),
-            );
+                    .filter(|(after_return_ns, _)| keep(*after_return_ns))
+                    .map(|&(_, duration_us)| duration_us)
+                    .collect()
+            };
+            busy.push(durations(&|after_return_ns| {
+                after_return_ns > BUSY_AFTER_RETURN_NS
+            }));
+            idle.push(durations(&|after_return_ns| after_return_ns <= 0));
         }
     }
-    host_cost(
+    let Some(floor) = host_cost(
         "network.kernel_floor_us",
-        "median over real one-rank collectives of each one's median kernel time (R24)",
-        per_op,
+        "median over real one-rank collectives issued while their stream was busy of each one's median duration, start event to end event (R6, R24)",
+        busy,
+    ) else {
+        return Vec::new();
+    };
+    let launch = host_cost(
+        "host.nccl_launch_latency_us",
+        "median over real one-rank collectives issued on an idle stream of each one's median duration, start event to end event, less the floor (R6)",
+        idle,
     )
+    .map(|idle| FittedValue {
+        value: (idle.value - floor.value).max(0.0),
+        ..idle
+    });
+    std::iter::once(floor).chain(launch).collect()
 }
 
 /// The GPU preset of the measured device (`machine.device`, e.g. `NVIDIA H200`), when every run
@@ -1279,6 +1369,29 @@ mod tests {
             parse_profile("out.toml", &rendered).unwrap().values,
             calibration.profile.values
         );
+    }
+
+    #[test]
+    fn one_rank_durations_recover_the_floor_the_nccl_launch_latency_and_the_sync_call() {
+        // Timed Works on one rank: synchronous all_reduces in a tight loop (the stream idle
+        // at each call: the floor plus the NCCL launch latency) and one behind a 5 ms sleep
+        // (the stream busy: the floor alone).
+        let text = "torch = \"2.12\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 1.5\n\
+            [host]\ncollective_us = 25\ncollective_tail_us = 9\nsync_collective_us = 20\nnccl_launch_latency_us = 1.2\n\
+            [env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[groups.world]\neager_init = true\n[tensors]\nx = \"1KiB\"\n\
+            [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n\
+            [[op]]\ngpu_sleep_us = 5000\n[[op]]\nall_reduce = \"x\"\n[[op]]\ndevice_sync = true\n";
+        let scenario = sim::scenario::parse("one.toml", text).unwrap();
+        let timeline = sim::engine::simulate(&scenario);
+        let runs = [CalibrationRun {
+            scenario: &scenario,
+            timeline: &timeline,
+        }];
+        let calibration = calibrate(&runs, &Profile::default());
+        let fitted = |key: &str| number(&calibration.profile, key);
+        assert!((fitted("network.kernel_floor_us") - 1.5).abs() < 1e-6);
+        assert!((fitted("host.nccl_launch_latency_us") - 1.2).abs() < 1e-6);
+        assert!((fitted("host.sync_collective_us") - 20.0).abs() < 1e-6);
     }
 
     #[test]

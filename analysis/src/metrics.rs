@@ -266,9 +266,7 @@ pub fn report(timeline: &Timeline) -> Report {
                 weight,
             ));
             samples.interval.push((record.stream_interval_ns(), weight));
-            samples
-                .kernel
-                .push((record.end_ns as i64 - record.kernel_start_ns as i64, weight));
+            samples.kernel.push((record.duration_ns(), weight));
             samples.spin.push((
                 record.data_start_ns as i64 - record.kernel_start_ns as i64,
                 weight,

@@ -47,11 +47,13 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
     );
     let _ = writeln!(
         out,
-        "  host us: collective {}, wait {}, launch {}, launch latency {}, event {}, sync {}, item {}, mark {}, query {}, comm init {} (later ones {}), init_process_group {}, new_group {}, blocking-wait poll {}",
+        "  host us: collective {} (synchronous on the current stream {}), wait {}, launch {}, launch latency {} (NCCL {}), event {}, sync {}, item {}, mark {}, query {}, comm init {} (later ones {}), init_process_group {}, new_group {}, blocking-wait poll {}",
         us(h.collective_ns),
+        us(h.sync_collective_ns),
         us(h.wait_ns),
         us(h.launch_ns),
         us(h.launch_latency_ns),
+        us(h.nccl_launch_latency_ns),
         us(h.event_ns),
         us(h.sync_ns),
         us(h.item_ns),

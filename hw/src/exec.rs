@@ -157,6 +157,8 @@ struct CollectiveLog {
     host_end_ns: u64,
     input_ready: Ev,
     start: Ev,
+    /// The Work is timed (R6): `start` is its start event.
+    timed: bool,
     end: Ev,
     wait: Option<WaitLog>,
 }
@@ -245,6 +247,8 @@ impl RunLog {
                 host_end_ns: r.host_end_ns,
                 input_ready_ns,
                 kernel_start_ns,
+                // The kernel starts at the event recorded just before it: the start event.
+                work_start_ns: r.timed.then_some(kernel_start_ns),
                 // R16: when the last rank arrived is not observable from one rank.
                 data_start_ns: kernel_start_ns,
                 end_ns,
@@ -1056,6 +1060,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 host_end_ns: self.call_start_ns,
                 input_ready: issued.input_ready,
                 start: issued.start,
+                timed: issued.call.work_start.is_some(),
                 end,
                 wait: None,
             },

@@ -275,6 +275,9 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) {
         ] {
             *t += delta_ns;
         }
+        if let Some(work_start_ns) = &mut c.work_start_ns {
+            *work_start_ns += delta_ns;
+        }
         if let Some(wait) = &mut c.wait {
             wait.host_start_ns += delta_ns;
             wait.host_end_ns += delta_ns;

@@ -118,6 +118,11 @@ pub struct CollectivePlan {
     pub channels: u32,
     /// Data movement once every rank has arrived, with all channels resident.
     pub duration_ns: u64,
+    /// NCCL enqueues no kernel: a one-rank collective other than all_to_all does nothing in
+    /// place and a device-to-device copy out of place (NCCL's one-rank path), so it holds no
+    /// SMs and takes `duration_ns` on its stream whatever runs beside it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub without_kernel: bool,
 }
 
 impl CollectivePlan {
@@ -162,7 +167,8 @@ pub fn plan_collective(
     let floor_ns = scenario.network.kernel_floor_ns;
     let nccl_model = scenario.uses_nccl_model();
     if group_ranks.len() <= 1 {
-        // One rank: a local copy on one channel (the α-β model keeps its historical name).
+        // One rank: no peer (the α-β model keeps its historical name). all_to_all becomes a
+        // send and a receive to itself, which launch the point-to-point kernel.
         return CollectivePlan {
             algorithm: Algorithm::Ring,
             protocol: if nccl_model {
@@ -172,6 +178,7 @@ pub fn plan_collective(
             },
             channels: 1,
             duration_ns: floor_ns,
+            without_kernel: collective != CollectiveKind::AllToAll,
         };
     }
     if !nccl_model {
@@ -184,6 +191,7 @@ pub fn plan_collective(
             protocol: Protocol::Ll,
             channels,
             duration_ns: ring_alpha_beta_ns(scenario, group_ranks, collective, size_bytes, share),
+            without_kernel: false,
         };
     }
     let fabric = Fabric::of(scenario, group_ranks);
@@ -206,6 +214,7 @@ pub fn plan_collective(
             protocol,
             channels,
             duration_ns: (time_ns.round() as u64).max(floor_ns),
+            without_kernel: false,
         })
         .expect(
             "parsing rejects an environment that leaves no pair (Scenario::unplannable_collective)",

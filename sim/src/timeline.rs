@@ -279,6 +279,11 @@ pub struct CollectiveRecord {
     /// When the calling stream passed the call's point (the input-ready event fired, R10a).
     pub input_ready_ns: u64,
     pub kernel_start_ns: u64,
+    /// When the Work's start event fired, for a timed Work (`TORCH_NCCL_ENABLE_TIMING`, R6):
+    /// PyTorch records it on the kernel's stream before NCCL enqueues the kernel, so on an idle
+    /// stream it fires before the kernel starts. `None` where Works are not timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_start_ns: Option<u64>,
     /// When the last rank's kernel arrived and data began to move (R16); for a measured run,
     /// not observable and equal to `kernel_start_ns`.
     pub data_start_ns: u64,
@@ -290,6 +295,13 @@ pub struct CollectiveRecord {
 }
 
 impl CollectiveRecord {
+    /// The collective's duration as PyTorch reports it (the Flight Recorder's `duration_ms`,
+    /// R6): from the Work's start event to its end event where the Work is timed, else the
+    /// kernel's own start to its end.
+    pub fn duration_ns(&self) -> i64 {
+        self.end_ns as i64 - self.work_start_ns.unwrap_or(self.kernel_start_ns) as i64
+    }
+
     /// R3 `stream_interval`: from the input-ready point on the calling stream to the point
     /// from which work issued on the consuming stream after the wait returned can run (the
     /// stream's release, or the wait's host return where that is later).

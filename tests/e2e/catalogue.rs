@@ -245,13 +245,35 @@ fn check_exp_a(_timeline: &Timeline, report: &Report) {
 fn timing_adds_a_start_event_per_work_and_moves_nothing_r6() {
     // TORCH_NCCL_ENABLE_TIMING: every Work records a start event before its kernel (both
     // engines execute it); an event record takes no GPU time, so the simulated run is the
-    // same, and getDuration() is each record's end_ns − kernel_start_ns.
+    // same but for the start times. The event fires as the host records it on an idle stream,
+    // the kernel `nccl_launch_latency_us` later (3 µs here), so PyTorch's duration, from the
+    // start event to the end event, is that much longer than the kernel.
     let plain = run_with("exp_a_api_modes.toml", &[]);
     let timed = run_with("exp_a_api_modes.toml", &["env.TORCH_NCCL_ENABLE_TIMING=1"]);
     for (a, b) in plain.ranks.iter().zip(&timed.ranks) {
         assert_eq!(a.host, b.host);
         assert_eq!(a.kernels, b.kernels);
-        assert_eq!(a.collectives, b.collectives);
+        let untimed: Vec<_> = b
+            .collectives
+            .iter()
+            .map(|c| sim::timeline::CollectiveRecord {
+                work_start_ns: None,
+                ..c.clone()
+            })
+            .collect();
+        assert_eq!(a.collectives, untimed);
+        assert!(a.collectives.iter().all(|c| c.work_start_ns.is_none()));
+        for c in &b.collectives {
+            let start_ns = c.work_start_ns.expect("a timed Work has a start event");
+            assert!(start_ns <= c.kernel_start_ns, "{c:?}");
+            assert_eq!(c.duration_ns(), (c.end_ns - start_ns) as i64);
+        }
+        let launch_behind_ns: Vec<u64> = b
+            .collectives
+            .iter()
+            .map(|c| c.kernel_start_ns - c.work_start_ns.unwrap())
+            .collect();
+        assert!(launch_behind_ns.contains(&3_000), "{launch_behind_ns:?}");
     }
     let steps = |overrides: &[&str]| {
         let scenario = load("exp_a_api_modes.toml", overrides);

@@ -12,7 +12,7 @@
 //! helpers would be the part to move out if it grows.
 
 use super::failure::Notice;
-use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER};
+use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER, NO_WORK_START};
 use crate::pg::faults::HostEffect;
 use crate::pg::{work, Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
@@ -496,6 +496,9 @@ impl Engine<'_> {
     fn nccl(&mut self, rank: u32, op: usize, call: NcclCall) {
         let (kind, bytes) = self.failure.issued(rank, call.kind, call.bytes);
         let input_ready = self.instance(rank, call.input_ready);
+        let work_start = call
+            .work_start
+            .map_or(NO_WORK_START, |slot| self.instance(rank, slot));
         let state = &mut self.ranks[rank as usize];
         state.race.forget(input_ready);
         state.group_seq[call.group] = call.seq;
@@ -528,12 +531,14 @@ impl Engine<'_> {
             host_end_ns: host_ns,
             input_ready_ns: NEVER,
             kernel_start_ns: NEVER,
+            work_start_ns: None,
             data_start_ns: NEVER,
             end_ns: NEVER,
             last_rank: None,
             wait: None,
         });
         state.scratch.collective_input_ready.push(input_ready);
+        state.scratch.collective_work_start.push(work_start);
         state.scratch.collective_kernel.push(kernel);
         state.scratch.collective_wait_stream_wait.push(u32::MAX);
         state.cursor.call_collective = Some(call.collective);

@@ -139,6 +139,9 @@ pub fn executed_steps(scenario: &Scenario, rank: u32) -> Vec<Step> {
 
 type Instance = u32;
 
+/// In `Scratch::collective_work_start`: the Work is not timed and has no start event.
+const NO_WORK_START: Instance = Instance::MAX;
+
 #[derive(Debug, Clone, Copy)]
 enum Blocked {
     /// Not blocked.
@@ -755,6 +758,63 @@ mod tests {
         let wait = record.wait.unwrap();
         assert!(wait.host_end_ns >= record.end_ns);
         assert!(wait.completed_at_return);
+    }
+
+    #[test]
+    fn a_one_rank_collective_enqueues_no_kernel_and_ignores_a_full_gpu_r24() {
+        // NCCL's one-rank path launches nothing for an all_reduce: behind a GEMM that holds
+        // every SM on another stream, it still takes only the floor (PyTorch 2.11 on an H200:
+        // 5.3 µs, docs/fidelity.md). An all_to_all becomes a send/recv to itself, a kernel,
+        // and waits for SMs.
+        let text = |collective: &str| {
+            format!(
+                "torch = \"2.12\"\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[streams]\nside = {{}}\n[[op]]\nstream = \"side\"\ngemm = [8192, 8192, 8192]\n[[op]]\nhost_sleep_us = 100\n[[op]]\nlabel = \"c\"\n{collective} = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n"
+            )
+        };
+        let run = |collective: &str| {
+            let timeline = simulate(&parse("one.toml", &text(collective)).unwrap());
+            let rank = &timeline.ranks[0];
+            let gemm = rank
+                .kernels
+                .iter()
+                .find(|k| k.class == KernelClass::Compute)
+                .copied()
+                .unwrap();
+            (gemm, rank.collectives[0].clone())
+        };
+        let (gemm, all_reduce) = run("all_reduce");
+        assert!(all_reduce.kernel_start_ns < gemm.end_ns);
+        assert_eq!(all_reduce.end_ns - all_reduce.kernel_start_ns, 2_000);
+        let (gemm, all_to_all) = run("all_to_all");
+        assert!(all_to_all.kernel_start_ns > gemm.start_ns + (gemm.end_ns - gemm.start_ns) / 2);
+    }
+
+    #[test]
+    fn a_synchronous_collective_on_the_current_stream_costs_sync_collective_us_r11() {
+        let host_call_ns = |torch: &str, sync_us: &str| {
+            let text = format!(
+                "torch = \"{torch}\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[host]\ncollective_us = 30\ncollective_tail_us = 5\n{sync_us}\n[[op]]\nall_reduce = \"x\"\n"
+            );
+            let timeline = simulate(&parse("s.toml", &text).unwrap());
+            let c = &timeline.ranks[0].collectives[0];
+            c.host_end_ns - c.host_start_ns
+        };
+        assert_eq!(host_call_ns("2.12", ""), 30_000);
+        assert_eq!(host_call_ns("2.12", "sync_collective_us = 20"), 20_000);
+        // Under 2.5 the call goes through the internal stream and waits: the cost is the async
+        // call's (and its wait's).
+        assert_eq!(
+            host_call_ns("2.5", "sync_collective_us = 20"),
+            host_call_ns("2.5", "")
+        );
+        let error = parse(
+            "s.toml",
+            &format!("{TWO_RANKS}[host]\ncollective_tail_us = 5\nsync_collective_us = 4\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("host.sync_collective_us"), "{error}");
+        assert!(error.contains("s.toml:"), "{error}");
     }
 
     #[test]

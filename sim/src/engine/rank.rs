@@ -95,6 +95,7 @@ impl RankState {
         room(&mut timeline.queries, more);
         let scratch = &mut self.scratch;
         room(&mut scratch.collective_input_ready, more);
+        room(&mut scratch.collective_work_start, more);
         room(&mut scratch.collective_end, more);
         room(&mut scratch.collective_kernel, more);
         room(&mut scratch.collective_wait_stream_wait, more);
@@ -110,6 +111,8 @@ impl RankState {
 #[derive(Default)]
 pub(super) struct Scratch {
     pub(super) collective_input_ready: Records<Instance>,
+    /// The timed Work's start event (R6), `NO_WORK_START` where Works are not timed.
+    pub(super) collective_work_start: Records<Instance>,
     pub(super) collective_end: Records<Instance>,
     pub(super) collective_kernel: Records<u32>,
     pub(super) collective_wait_stream_wait: Records<u32>,

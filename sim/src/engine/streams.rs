@@ -132,15 +132,25 @@ impl Engine<'_> {
                     return;
                 }
                 GpuItem::Collective {
-                    kernel, collective, ..
+                    kernel,
+                    collective,
+                    rendezvous,
                 } => {
                     state.busy = true;
                     let high_priority = state.high_priority;
                     let timeline = &self.ranks[rank as usize].timeline;
                     let op = timeline.kernels[kernel as usize].op as usize;
                     let bytes = timeline.collectives[collective as usize].bytes;
+                    let plan = self.plan(op, bytes);
+                    if plan.without_kernel {
+                        // Nothing to schedule on the SMs: it starts at once.
+                        let state = &mut self.ranks[rank as usize];
+                        state.timeline.kernels[kernel as usize].start_ns = now_ns;
+                        self.arrive(rank, stream, rendezvous);
+                        return;
+                    }
                     let shape = KernelShape::Collective {
-                        channels: self.plan(op, bytes).channels,
+                        channels: plan.channels,
                     };
                     self.ranks[rank as usize]
                         .gpu

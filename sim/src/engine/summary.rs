@@ -20,7 +20,7 @@
 //! and its tests compare it with the full run.
 
 use super::rank::{RankState, Scratch};
-use super::{Engine, NEVER};
+use super::{Engine, NEVER, NO_WORK_START};
 use crate::allocator::MemoryPeaks;
 use crate::timeline::*;
 use std::collections::BTreeMap;
@@ -252,10 +252,7 @@ impl Summariser {
                 span(record.host_start_ns, record.host_end_ns),
             );
             add(&mut samples.stream_interval, record.stream_interval_ns());
-            add(
-                &mut samples.kernel,
-                span(record.kernel_start_ns, record.end_ns),
-            );
+            add(&mut samples.kernel, record.duration_ns());
             add(&mut samples.data, span(record.data_start_ns, record.end_ns));
             add(
                 &mut samples.spin,
@@ -643,6 +640,8 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
     for (k, record) in collectives.iter_mut().enumerate() {
         let index = collectives_base + k;
         record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
+        let work_start = scratch.collective_work_start[index];
+        record.work_start_ns = (work_start != NO_WORK_START).then(|| fired[work_start as usize]);
         record.end_ns = fired[scratch.collective_end[index] as usize];
         record.kernel_start_ns = t.kernels[scratch.collective_kernel[index] as usize].start_ns;
         let end_ns = record.end_ns;
@@ -665,6 +664,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
     scratch
         .collective_input_ready
         .take_front(counts.collectives);
+    scratch.collective_work_start.take_front(counts.collectives);
     scratch.collective_end.take_front(counts.collectives);
     scratch.collective_kernel.take_front(counts.collectives);
     scratch

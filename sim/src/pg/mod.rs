@@ -484,18 +484,27 @@ impl ProcessGroupNccl {
             // R8: the first collective of a group bootstraps the communicator inside the call.
             self.create_communicator(scenario, group, out);
         }
+        let on_internal_stream =
+            call.async_op || !scenario.torch.sync_collective_on_current_stream();
+        // R11: a call on the current stream skips the internal stream's part of the path.
+        let (warm_ns, cold_ns) = if on_internal_stream {
+            (costs.collective_ns, costs.collective_cold_ns)
+        } else {
+            let cold_ns = (costs.collective_cold_ns + costs.sync_collective_ns)
+                .saturating_sub(costs.collective_ns)
+                .max(costs.collective_tail_ns);
+            (costs.sync_collective_ns, cold_ns)
+        };
         // The kernel is launched `collective_tail_ns` before the call returns.
         out.push(Step::CollectiveCost(CallWarmth {
-            warm_ns: costs.collective_ns - costs.collective_tail_ns,
-            cold_ns: costs.collective_cold_ns - costs.collective_tail_ns,
+            warm_ns: warm_ns - costs.collective_tail_ns,
+            cold_ns: cold_ns - costs.collective_tail_ns,
             warm_within_ns: costs.collective_warm_within_ns,
             cold_after_ns: costs.collective_cold_after_ns,
         }));
         self.group_seq[group] += 1;
         let seq = self.group_seq[group];
         let internal_stream = self.group_stream[group].expect("members have the group's stream");
-        let on_internal_stream =
-            call.async_op || !scenario.torch.sync_collective_on_current_stream();
         let stream = if on_internal_stream {
             internal_stream
         } else {
@@ -523,10 +532,8 @@ impl ProcessGroupNccl {
             });
         }
         out.push(Step::ReleaseShelf { group });
-        if scenario.env.times_works() {
-            // R6: the Work's start event, on the kernel's stream right before the kernel.
-            self.record(stream, out);
-        }
+        // R6: the Work's start event, on the kernel's stream right before the kernel.
+        let work_start = scenario.env.times_works().then(|| self.record(stream, out));
         let jitter = if scenario.cluster.kernel_jitter > 0.0 {
             // Drawn per collective, so that every rank of it draws the same.
             let mut rng = collective_rng(scenario.seed, group, seq);
@@ -547,6 +554,7 @@ impl ProcessGroupNccl {
             stream,
             async_op: call.async_op,
             input_ready,
+            work_start,
             jitter,
         }));
         // The collective reads and writes its tensor on the stream it runs on (R21); a batch

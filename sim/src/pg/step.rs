@@ -67,6 +67,8 @@ pub struct NcclCall {
     pub async_op: bool,
     /// The input-ready event on the current stream (R10a).
     pub input_ready: Slot,
+    /// The Work's start event on the kernel's stream, where Works are timed (R6).
+    pub work_start: Option<Slot>,
     /// Factor on the kernel's modelled duration, drawn per (group, SeqNum) so that every rank
     /// of the collective draws the same (`cluster.kernel_jitter`; 1 without jitter).
     pub jitter: f64,
@@ -259,7 +261,7 @@ impl fmt::Display for Step {
             Step::DropHandle { collective } => write!(f, "drop_handle c{collective}"),
             Step::Nccl(call) => write!(
                 f,
-                "nccl c{} g{} {} {}B seq {} s{}->s{}{} ready e{} jitter {:.9}",
+                "nccl c{} g{} {} {}B seq {} s{}->s{}{} ready e{}{} jitter {:.9}",
                 call.collective,
                 call.group,
                 call.kind.op_type(),
@@ -269,6 +271,8 @@ impl fmt::Display for Step {
                 call.stream,
                 if call.async_op { " async" } else { "" },
                 call.input_ready,
+                call.work_start
+                    .map_or(String::new(), |slot| format!(" start e{slot}")),
                 call.jitter
             ),
             Step::Watch {

@@ -622,6 +622,7 @@ impl Resolver<'_> {
             collective_us: None,
             collective_tail_us: None,
             collective_cold_us: None,
+            sync_collective_us: None,
             collective_warm_within_us: None,
             collective_cold_after_us: None,
             wait_us: None,
@@ -675,6 +676,22 @@ impl Resolver<'_> {
                 ),
             ));
         }
+        let sync_collective_ns = self.optional_time_us(
+            &raw.sync_collective_us,
+            "host.sync_collective_us",
+            collective_ns,
+        )?;
+        if collective_tail_ns > sync_collective_ns {
+            let span = raw.sync_collective_us.as_ref().map_or(0..0, |v| v.span());
+            return Err(self.error(
+                span,
+                format!(
+                    "host.sync_collective_us ({} us) must cover host.collective_tail_us ({} us), the part of a call after its kernel launch",
+                    sync_collective_ns as f64 / 1e3,
+                    collective_tail_ns as f64 / 1e3
+                ),
+            ));
+        }
         let collective_warm_within_ns = self.optional_time_us(
             &raw.collective_warm_within_us,
             "host.collective_warm_within_us",
@@ -702,15 +719,16 @@ impl Resolver<'_> {
         }
         let launch_latency_ns =
             self.optional_time_us(&raw.launch_latency_us, "host.launch_latency_us", 3_000)?;
+        let nccl_launch_latency_ns = self.optional_time_us(
+            &raw.nccl_launch_latency_us,
+            "host.nccl_launch_latency_us",
+            launch_latency_ns,
+        )?;
         let event_ns = self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?;
         Ok(HostCosts {
             launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
             launch_latency_ns,
-            nccl_launch_latency_ns: self.optional_time_us(
-                &raw.nccl_launch_latency_us,
-                "host.nccl_launch_latency_us",
-                launch_latency_ns,
-            )?,
+            nccl_launch_latency_ns,
             stream_wait_latency_ns: self.optional_time_us(
                 &raw.stream_wait_latency_us,
                 "host.stream_wait_latency_us",
@@ -719,6 +737,7 @@ impl Resolver<'_> {
             collective_ns,
             collective_tail_ns,
             collective_cold_ns,
+            sync_collective_ns,
             collective_warm_within_ns,
             collective_cold_after_ns,
             wait_ns: self.optional_time_us(&raw.wait_us, "host.wait_us", 4_000)?,

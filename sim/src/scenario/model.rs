@@ -176,6 +176,11 @@ pub struct HostCosts {
     /// `collective_warm_within_ns` and `collective_cold_after_ns` the cost is interpolated on a
     /// log scale of that gap; equal to `collective_ns` unless a profile says otherwise.
     pub collective_cold_ns: u64,
+    /// `collective_ns` of a synchronous collective launched on the current stream (R11, the
+    /// 2.12 profile), which records no input-ready event, makes no stream wait, stashes nothing
+    /// and returns no Work to Python; a cold one costs `collective_cold_ns` less the same
+    /// difference. Equal to `collective_ns` unless a profile says otherwise.
+    pub sync_collective_ns: u64,
     /// Gap after the previous collective call up to which a call costs `collective_ns`.
     pub collective_warm_within_ns: u64,
     /// Gap from which a call costs `collective_cold_ns`.

@@ -80,6 +80,7 @@ pub struct RawHost {
     pub collective_us: Option<Spanned<f64>>,
     pub collective_tail_us: Option<Spanned<f64>>,
     pub collective_cold_us: Option<Spanned<f64>>,
+    pub sync_collective_us: Option<Spanned<f64>>,
     pub collective_warm_within_us: Option<Spanned<f64>>,
     pub collective_cold_after_us: Option<Spanned<f64>>,
     pub wait_us: Option<Spanned<f64>>,
