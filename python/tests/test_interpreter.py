@@ -280,3 +280,22 @@ def test_init_process_group_and_new_group_ops_run_once_in_program_order(resolve,
     ops = {op["label"]: op["index"] for op in scenario["ops"]}
     setup = [h for h in rank["host"] if h["op"] in (ops["init"], ops["make_sub"])]
     assert [h["iteration"] for h in setup] == [0, 0]
+
+
+@pytest.mark.parametrize("version, on_current", [("2.11.0+cu130", True), ("2.7.1", False)])
+def test_a_synchronous_collective_runs_on_the_current_stream_from_pytorch_2_8(
+        resolve, interpret, version, on_current):
+    path, scenario = resolve("nccl_tests_all_reduce", "cluster.ranks=1", "repeat=2")
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": version})
+    assert completed.returncode == 0, completed.stderr
+    collectives = document["ranks"][0]["collectives"]
+    assert collectives and all(not c["async_op"] for c in collectives)
+    for c in collectives:
+        assert (c["run_stream"] == c["call_stream"]) == on_current, c
+
+
+def test_a_version_string_gives_its_major_and_minor():
+    assert tl.torch_version("2.11.0+cu130") == (2, 11)
+    assert tl.torch_version("2.8.0") == (2, 8)
+    assert tl.torch_version("0.0-fake") == (0, 0)
+    assert tl.torch_version("nightly") == (0, 0)

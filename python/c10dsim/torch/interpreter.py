@@ -148,6 +148,9 @@ class Interpreter:
                     "high_priority": scenario["env"]["high_priority"] or group["high_priority"],
                 })
         self.record = tl.empty_rank(rank, self.streams_info)
+        # PyTorch 2.8 and later launch a synchronous collective on the current stream
+        # (pytorch/pytorch#150398, R11); earlier ones on the group's internal stream.
+        self.sync_on_current_stream = tl.torch_version(torch.__version__) >= (2, 8)
 
     # ---- refusals -------------------------------------------------------------------------
 
@@ -567,7 +570,9 @@ class Interpreter:
         record = {
             "iteration": iteration, "op": op["index"], "group": group_index,
             "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,
-            "call_stream": self.current, "run_stream": self.nccl_stream[group_index],
+            "call_stream": self.current,
+            "run_stream": (self.current if not async_op and self.sync_on_current_stream
+                           else self.nccl_stream[group_index]),
             "host_start_ns": self.rel(start_ns), "host_end_ns": self.rel(end_ns),
             "input_ready_ns": ready, "kernel_start_ns": None, "data_start_ns": None,
             "end_ns": None, "last_rank": None, "wait": None,
@@ -672,6 +677,8 @@ class Interpreter:
         self.host(op, iteration, start, end)
         record = self.collective_record(op, iteration, group_index, 1, False, start, end,
                                         ready)
+        # Its all_reduce is an async one on the internal stream, waited on by barrier() (R14).
+        record["run_stream"] = self.nccl_stream[group_index]
         self.implicit_wait(op, record)
 
     def op_wait(self, op, kind, iteration):

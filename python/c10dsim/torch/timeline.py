@@ -226,3 +226,12 @@ def draw_delay_ns(delay, rng):
     else:
         raise ValueError("unknown delay distribution %r" % distribution)
     return max(0, int(value))
+
+
+def torch_version(text):
+    """(major, minor) of a version string such as ``2.11.0+cu130``; (0, 0) where it has none."""
+    parts = text.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return 0, 0

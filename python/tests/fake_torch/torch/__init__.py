@@ -2,7 +2,7 @@
 GPU. Every call is appended to ``CALLS`` (and, when ``FAKE_TORCH_LOG`` names a file, written
 there as one JSON line) so tests can check what was dispatched. GPU events read the host clock:
 a "kernel" takes no time. ``FAKE_TORCH_WAIT_RAISES=1`` makes every ``Work.wait`` raise the
-timeout error PyTorch raises.
+timeout error PyTorch raises. ``FAKE_TORCH_VERSION`` sets ``__version__``.
 """
 
 import json
@@ -10,7 +10,7 @@ import os
 
 from . import cuda, distributed, version  # noqa: F401
 
-__version__ = "0.0-fake"
+__version__ = os.environ.get("FAKE_TORCH_VERSION", "0.0-fake")
 
 CALLS = []
 
