@@ -641,6 +641,56 @@ fn sync_calls_in_tight_loops(run: &CalibrationRun, gaps: &[Vec<Option<u64>>]) ->
     out
 }
 
+/// The fitted cost of one collective call, async and synchronous on the current stream (µs).
+#[derive(Clone, Copy)]
+struct CallCosts {
+    async_us: f64,
+    sync_us: f64,
+}
+
+/// Per `_coalescing_manager` block (R25), the host time of each call it only records: the
+/// block's host call less its launching call (synchronous on the current stream or not, R11),
+/// over its tensors but the last.
+fn coalesced_calls(runs: &[CalibrationRun], calls_us: CallCosts) -> OpSamples {
+    let mut out = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                batch: Batch::Coalesced,
+                tensor,
+                async_op,
+                ..
+            } = op.kind
+            else {
+                continue;
+            };
+            let collective_us =
+                if !async_op && run.scenario.torch.sync_collective_on_current_stream() {
+                    calls_us.sync_us
+                } else {
+                    calls_us.async_us
+                };
+            let recorded = f64::from(run.scenario.tensors[tensor].count.saturating_sub(1));
+            if recorded == 0.0 {
+                continue;
+            }
+            out.push(
+                t.ranks
+                    .iter()
+                    .flat_map(|r| &r.collectives)
+                    .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                    .map(|c| {
+                        let block_us = us(c.host_end_ns as i64 - c.host_start_ns as i64);
+                        ((block_us - collective_us) / recorded).max(0.0)
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
 fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     let mut fitted = Vec::new();
     let mut collective = OpSamples::new();
@@ -723,6 +773,17 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         "host.sync_collective_us",
         "median over synchronous collectives on the current stream of each one's median host call, calls within host.collective_warm_within_us of the previous one (R11)",
         sync_warm,
+    ));
+    let fitted_us = |key: &str| fitted.iter().find(|f| f.key == key).map(|f| f.value);
+    let async_us = fitted_us("host.collective_us").unwrap_or(0.0);
+    let calls_us = CallCosts {
+        async_us,
+        sync_us: fitted_us("host.sync_collective_us").unwrap_or(async_us),
+    };
+    fitted.extend(host_cost(
+        "host.coalesced_call_us",
+        "median over _coalescing_manager blocks of each one's median host time less its launching call, per recorded call (R25)",
+        coalesced_calls(runs, calls_us),
     ));
     fitted.extend(host_cost(
         "host.collective_cold_us",
@@ -1372,13 +1433,15 @@ mod tests {
     }
 
     #[test]
-    fn one_rank_durations_recover_the_floor_the_nccl_launch_latency_and_the_sync_call() {
+    fn one_rank_runs_recover_the_floor_the_nccl_launch_latency_and_the_sync_and_coalesced_calls() {
         // Timed Works on one rank: synchronous all_reduces in a tight loop (the stream idle
         // at each call: the floor plus the NCCL launch latency) and one behind a 5 ms sleep
         // (the stream busy: the floor alone).
         let text = "torch = \"2.12\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 1.5\n\
             [host]\ncollective_us = 25\ncollective_tail_us = 9\nsync_collective_us = 20\nnccl_launch_latency_us = 1.2\n\
-            [env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[groups.world]\neager_init = true\n[tensors]\nx = \"1KiB\"\n\
+            coalesced_call_us = 4\n[env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[groups.world]\neager_init = true\n\
+            [tensors]\nx = \"1KiB\"\ngrads = { size = \"1KiB\", count = 11 }\n\
+            [[op]]\nall_reduce = \"grads\"\ncoalesce = true\n\
             [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n\
             [[op]]\ngpu_sleep_us = 5000\n[[op]]\nall_reduce = \"x\"\n[[op]]\ndevice_sync = true\n";
         let scenario = sim::scenario::parse("one.toml", text).unwrap();
@@ -1392,6 +1455,8 @@ mod tests {
         assert!((fitted("network.kernel_floor_us") - 1.5).abs() < 1e-6);
         assert!((fitted("host.nccl_launch_latency_us") - 1.2).abs() < 1e-6);
         assert!((fitted("host.sync_collective_us") - 20.0).abs() < 1e-6);
+        // A coalesced block: ten recorded calls and one synchronous launching call.
+        assert!((fitted("host.coalesced_call_us") - 4.0).abs() < 1e-6);
     }
 
     #[test]
