@@ -603,6 +603,7 @@ impl Engine<'_> {
             rank,
             group: issued.group,
             collective,
+            end,
             rendezvous: issued.rendezvous,
             enqueue_ns,
             issued: (issued.kind, issued.bytes),

@@ -219,6 +219,9 @@ struct Engine<'s> {
     poisoned: HashSet<u32>,
     /// The failure wake-ups in the queue: their times and how many at each.
     failure_wakes: BTreeMap<u64, u32>,
+    /// The earliest time in `failure_wakes` (`u64::MAX`: none), kept as it changes: the host
+    /// reads it before every step.
+    horizon_ns: u64,
     events_processed: u64,
     /// What the failure component may read changed ([`failure::RunView::epoch`]).
     epoch: u64,
@@ -324,6 +327,7 @@ impl<'s> Engine<'s> {
             any_dead: false,
             poisoned: HashSet::new(),
             failure_wakes: BTreeMap::new(),
+            horizon_ns: u64::MAX,
             events_processed: 0,
             epoch: 0,
             summariser: options

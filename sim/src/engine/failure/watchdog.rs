@@ -20,6 +20,8 @@ use std::rc::Rc;
 pub(super) struct PendingWork {
     pub(super) enqueue_ns: u64,
     pub(super) collective: u32,
+    /// Its end event instance: a poll reads its fire time without looking up the record.
+    pub(super) end: u32,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +71,7 @@ impl Failure<'_> {
         let PendingWork {
             enqueue_ns,
             collective,
+            ..
         } = work;
         let origin_ns = watchdog.tick_origin_ns;
         let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
@@ -150,7 +153,7 @@ impl Failure<'_> {
         while let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
             let watchdog = &self.watchdogs[index];
             let head = watchdog.pending[0];
-            let Some(end_ns) = view.work_end_ns(rank, head.collective) else {
+            let Some(end_ns) = view.work_end_ns(rank, head.collective, head.end) else {
                 return;
             };
             if next_tick_ns(watchdog.tick_origin_ns, WATCHDOG_POLL_NS, end_ns) >= deadline_ns {
