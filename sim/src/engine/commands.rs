@@ -309,6 +309,7 @@ impl Engine<'_> {
                         kernel,
                         rendezvous,
                         collective,
+                        ..
                     },
                 ..
             }) = state.streams[stream as usize].queue.front().copied()

@@ -545,6 +545,8 @@ impl Engine<'_> {
             bytes,
         });
         let ready_ns = host_ns + self.scenario.host.nccl_launch_latency_ns;
+        let sms = self.scenario.cluster.gpu.sms;
+        let channels = self.plan(op, bytes).channels.clamp(1, sms);
         let point = self.push(
             rank,
             call.stream,
@@ -552,6 +554,7 @@ impl Engine<'_> {
                 kernel,
                 rendezvous,
                 collective: call.collective,
+                channels: u16::try_from(channels).expect("at most 1,024 SMs"),
             },
             ready_ns,
         );

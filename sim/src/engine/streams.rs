@@ -20,6 +20,10 @@ pub(super) enum GpuItem {
         kernel: u32,
         rendezvous: u32,
         collective: u32,
+        /// The SMs its plan holds (R22), clamped to the GPU's as the scheduler clamps them
+        /// (at most 1,024): known at the launch, so that the stream's head needs no look-up
+        /// in records the host made long before.
+        channels: u16,
     },
 }
 
@@ -132,15 +136,12 @@ impl Engine<'_> {
                     return;
                 }
                 GpuItem::Collective {
-                    kernel, collective, ..
+                    kernel, channels, ..
                 } => {
                     state.busy = true;
                     let high_priority = state.high_priority;
-                    let timeline = &self.ranks[rank as usize].timeline;
-                    let op = timeline.kernels[kernel as usize].op as usize;
-                    let bytes = timeline.collectives[collective as usize].bytes;
                     let shape = KernelShape::Collective {
-                        channels: self.plan(op, bytes).channels,
+                        channels: u32::from(channels),
                     };
                     self.ranks[rank as usize]
                         .gpu

@@ -72,9 +72,13 @@ impl<T> Records<T> {
         &self.items
     }
 
-    /// Drops the `count` oldest records held, returning them.
+    /// Drops the `count` oldest records held, returning them (all of them without a copy:
+    /// the Timeline's assembly takes every record).
     fn take_front(&mut self, count: usize) -> Vec<T> {
         self.base += count;
+        if count == self.items.len() {
+            return std::mem::take(&mut self.items);
+        }
         self.items.drain(..count).collect()
     }
 }
