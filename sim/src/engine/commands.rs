@@ -92,7 +92,7 @@ impl RunView for View<'_> {
             if c.seq == seq {
                 let kernel = state.scratch.collective_kernel[index];
                 progress.kernel_started |=
-                    state.timeline.kernels[kernel as usize].start_ns <= now_ns;
+                    state.scratch.kernel_times.get(kernel as usize).start_ns <= now_ns;
             }
         }
         progress
@@ -316,7 +316,7 @@ impl Engine<'_> {
             else {
                 continue;
             };
-            let started = state.timeline.kernels[kernel as usize].start_ns != NEVER;
+            let started = state.scratch.kernel_times.get(kernel as usize).start_ns != NEVER;
             if !started || state.timeline.collectives[collective as usize].group as GroupId != group
             {
                 continue;

@@ -421,16 +421,19 @@ impl<'s> Engine<'s> {
                         continue;
                     }
                     let finished = state.queue.pop_front().expect("a running kernel is queued");
-                    state.busy = false;
-                    let kernel = match finished.item {
-                        GpuItem::Kernel { kernel, .. } | GpuItem::Collective { kernel, .. } => {
-                            kernel
-                        }
-                        _ => unreachable!("only kernels end"),
-                    };
+                    let kernel = state.running.take().expect("only kernels end");
+                    debug_assert!(matches!(
+                        finished.item,
+                        GpuItem::Kernel { kernel: k, .. } | GpuItem::Collective { kernel: k, .. }
+                            if k == kernel
+                    ));
                     self.stream_popped(rank, stream);
                     let rank_state = &mut self.ranks[rank as usize];
-                    rank_state.timeline.kernels[kernel as usize].end_ns = at_ns;
+                    rank_state
+                        .scratch
+                        .kernel_times
+                        .get_mut(kernel as usize)
+                        .end_ns = at_ns;
                     rank_state.gpu.finish(at_ns, kernel);
                     self.rebalance(rank);
                     self.advance(rank, stream);

@@ -5,7 +5,7 @@
 use super::host::Cursor;
 use super::memory::MemoryState;
 use super::streams::StreamState;
-use super::summary::{RankRecords, Records};
+use super::summary::{DataStart, GpuTimes, KernelTimes, RankRecords, Records};
 use super::{Blocked, Instance, Waiter};
 use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;
@@ -69,6 +69,20 @@ pub(super) struct RankState {
 }
 
 impl RankState {
+    /// The stream a kernel the SM scheduler holds runs on: the one it is the head of (the
+    /// streams' states are at hand; its record, made by the host long before, is not).
+    #[inline]
+    pub(super) fn running_stream(&self, kernel: u32) -> u16 {
+        let stream = (self.streams.iter())
+            .position(|stream| stream.running == Some(kernel))
+            .expect("a kernel the SMs hold is the head of its stream");
+        debug_assert_eq!(
+            stream,
+            self.timeline.kernels[kernel as usize].stream as usize
+        );
+        stream as u16
+    }
+
     /// After the first iteration: room for `more` iterations like it in the records that grow
     /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
     /// A summarised run folds its records as they complete: only the event instances, kept
@@ -102,6 +116,10 @@ impl RankState {
         room(&mut scratch.stream_wait_instance, more);
         room(&mut scratch.query_instance, more);
         room(&mut scratch.query_failed_ns, more);
+        let room_times = |count: usize| count.saturating_mul(more + 1);
+        (scratch.kernel_times).reserve_exact(room_times(timeline.kernels.len()));
+        (scratch.stream_wait_released_ns).reserve_exact(room_times(timeline.stream_waits.len()));
+        (scratch.collective_data).reserve_exact(room_times(timeline.collectives.len()));
     }
 }
 
@@ -118,4 +136,9 @@ pub(super) struct Scratch {
     pub(super) query_instance: Records<Instance>,
     /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
     pub(super) query_failed_ns: Records<u64>,
+    /// What the GPU side writes into the kernel, stream wait and collective records, indexed as
+    /// they are: the records take it when they are resolved (engine/summary.rs).
+    pub(super) kernel_times: GpuTimes<KernelTimes>,
+    pub(super) stream_wait_released_ns: GpuTimes<u64>,
+    pub(super) collective_data: GpuTimes<DataStart>,
 }

@@ -83,6 +83,100 @@ impl<T> Records<T> {
     }
 }
 
+/// An unset value of what the GPU side writes ([`GpuTimes`]).
+pub(super) trait Unset: Copy {
+    const UNSET: Self;
+}
+
+impl Unset for u64 {
+    const UNSET: u64 = NEVER;
+}
+
+/// What the GPU side writes into records the host made long before — a kernel's start and
+/// end, a stream wait's release, a collective's data start — kept apart from those records,
+/// indexed as they are ([`Records`]), and copied into them when they are resolved. The host
+/// runs hundreds of iterations ahead of its GPU (the launch queue), so that a record is
+/// cold by the time its GPU fields are written; here the writes go densely, near where the GPU
+/// side wrote last, and the vector grows as it writes (an index never written reads unset).
+#[derive(Debug)]
+pub(super) struct GpuTimes<T> {
+    base: usize,
+    items: Vec<T>,
+}
+
+impl<T> Default for GpuTimes<T> {
+    fn default() -> Self {
+        GpuTimes {
+            base: 0,
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T: Unset> GpuTimes<T> {
+    /// The value of record `index` (unset if never written).
+    #[inline]
+    pub(super) fn get(&self, index: usize) -> T {
+        self.items
+            .get(index - self.base)
+            .copied()
+            .unwrap_or(T::UNSET)
+    }
+
+    /// The value of record `index`, to write.
+    #[inline]
+    pub(super) fn get_mut(&mut self, index: usize) -> &mut T {
+        let offset = index - self.base;
+        if offset >= self.items.len() {
+            self.items.resize(offset + 1, T::UNSET);
+        }
+        &mut self.items[offset]
+    }
+
+    pub(super) fn reserve_exact(&mut self, more: usize) {
+        self.items.reserve_exact(more);
+    }
+
+    /// Drops the values of the `count` oldest records, returning them.
+    fn take_front(&mut self, count: usize) -> Vec<T> {
+        self.base += count;
+        if count >= self.items.len() {
+            let mut taken = std::mem::take(&mut self.items);
+            taken.resize(count, T::UNSET);
+            return taken;
+        }
+        self.items.drain(..count).collect()
+    }
+}
+
+/// A kernel's start and end (`NEVER`: not yet).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KernelTimes {
+    pub(super) start_ns: u64,
+    pub(super) end_ns: u64,
+}
+
+impl Unset for KernelTimes {
+    const UNSET: KernelTimes = KernelTimes {
+        start_ns: NEVER,
+        end_ns: NEVER,
+    };
+}
+
+/// When a collective's data started moving, and the last rank that arrived.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DataStart {
+    pub(super) data_start_ns: u64,
+    pub(super) last_rank: Option<u32>,
+}
+
+impl Unset for DataStart {
+    const UNSET: DataStart = DataStart {
+        data_start_ns: NEVER,
+        last_rank: None,
+    };
+}
+
 impl<T> Index<usize> for Records<T> {
     type Output = T;
     #[inline]
@@ -567,12 +661,12 @@ impl Engine<'_> {
         // The GPU's records first: where the GPU is, the first open record is near the front,
         // and every later scan stops there (host calls are closed once made, so scanned first
         // they would walk every iteration the host ran ahead).
+        let base = t.kernels.base();
         first_open(
-            &mut t
-                .kernels
-                .items()
-                .iter()
-                .map(|k| (k.iteration, k.end_ns != NEVER)),
+            &mut t.kernels.items().iter().enumerate().map(|(k, record)| {
+                let ended = scratch.kernel_times.get(base + k).end_ns != NEVER;
+                (record.iteration, ended)
+            }),
         );
         let base = t.collectives.base();
         first_open(&mut t.collectives.items().iter().enumerate().map(|(k, c)| {
@@ -584,11 +678,14 @@ impl Engine<'_> {
             let closed = !named
                 && fired[scratch.collective_input_ready[index] as usize] != NEVER
                 && fired[scratch.collective_end[index] as usize] != NEVER
-                && c.data_start_ns != NEVER
-                && t.kernels[scratch.collective_kernel[index] as usize].start_ns != NEVER
+                && scratch.collective_data.get(index).data_start_ns != NEVER
+                && (scratch.kernel_times)
+                    .get(scratch.collective_kernel[index] as usize)
+                    .start_ns
+                    != NEVER
                 && c.wait.is_none_or(|_| {
                     let stream_wait = scratch.collective_wait_stream_wait[index] as usize;
-                    t.stream_waits[stream_wait].released_ns != NEVER
+                    scratch.stream_wait_released_ns.get(stream_wait) != NEVER
                 });
             (c.iteration, closed)
         }));
@@ -601,10 +698,8 @@ impl Engine<'_> {
         first_open(
             &mut t.stream_waits.items().iter().enumerate().map(|(k, w)| {
                 let instance = scratch.stream_wait_instance[base + k];
-                (
-                    w.iteration,
-                    w.released_ns != NEVER && fired[instance as usize] != NEVER,
-                )
+                let released = scratch.stream_wait_released_ns.get(base + k) != NEVER;
+                (w.iteration, released && fired[instance as usize] != NEVER)
             }),
         );
         let base = t.queries.base();
@@ -644,15 +739,19 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
     let scratch: &mut Scratch = &mut state.scratch;
     let collectives_base = t.collectives.base();
     let mut collectives = t.collectives.take_front(counts.collectives);
-    for (k, record) in collectives.iter_mut().enumerate() {
+    let data_starts = scratch.collective_data.take_front(counts.collectives);
+    for (k, (record, data)) in collectives.iter_mut().zip(data_starts).enumerate() {
         let index = collectives_base + k;
         record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
         record.end_ns = fired[scratch.collective_end[index] as usize];
-        record.kernel_start_ns = t.kernels[scratch.collective_kernel[index] as usize].start_ns;
+        record.data_start_ns = data.data_start_ns;
+        record.last_rank = data.last_rank;
+        let kernel = scratch.collective_kernel[index] as usize;
+        record.kernel_start_ns = scratch.kernel_times.get(kernel).start_ns;
         let end_ns = record.end_ns;
         if let Some(wait) = &mut record.wait {
             let stream_wait = scratch.collective_wait_stream_wait[index];
-            wait.released_ns = t.stream_waits[stream_wait as usize].released_ns;
+            wait.released_ns = scratch.stream_wait_released_ns.get(stream_wait as usize);
             wait.completed_at_return = end_ns <= wait.host_end_ns;
         }
     }
@@ -676,13 +775,23 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
         .take_front(counts.collectives);
     let mut stream_waits = t.stream_waits.take_front(counts.stream_waits);
     let instances = scratch.stream_wait_instance.take_front(counts.stream_waits);
-    for (wait, instance) in stream_waits.iter_mut().zip(instances) {
+    let released = scratch
+        .stream_wait_released_ns
+        .take_front(counts.stream_waits);
+    for ((wait, instance), released_ns) in stream_waits.iter_mut().zip(instances).zip(released) {
         wait.source_ns = fired[instance as usize];
+        wait.released_ns = released_ns;
     }
     let mut marks = t.marks.take_front(counts.marks);
     let instances = scratch.mark_instance.take_front(counts.marks);
     for (mark, instance) in marks.iter_mut().zip(instances) {
         mark.gpu_ns = fired[instance as usize];
+    }
+    let mut kernels = t.kernels.take_front(counts.kernels);
+    let times = scratch.kernel_times.take_front(counts.kernels);
+    for (kernel, times) in kernels.iter_mut().zip(times) {
+        kernel.start_ns = times.start_ns;
+        kernel.end_ns = times.end_ns;
     }
     let mut queries = t.queries.take_front(counts.queries);
     let instances = scratch.query_instance.take_front(counts.queries);
@@ -696,7 +805,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
     RankTimeline {
         rank: t.rank,
         host: t.host.take_front(counts.host),
-        kernels: t.kernels.take_front(counts.kernels),
+        kernels,
         collectives,
         marks,
         stream_waits,
