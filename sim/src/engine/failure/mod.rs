@@ -372,7 +372,8 @@ impl<'s> Failure<'s> {
                 now_ns,
             } => match wake {
                 Wake::Check => {
-                    let head = self.watchdogs[self.index(rank, group)].pending[0];
+                    let watchdog = &self.watchdogs[self.index(rank, group)];
+                    let head = *watchdog.pending.front().expect("a due check has a Work");
                     self.caught(view, rank, group, Caught::Timeout(head), now_ns, out);
                 }
                 Wake::AsyncError { collective } => self.caught(
