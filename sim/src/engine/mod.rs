@@ -8,8 +8,9 @@
 //! spins until every rank of the group has started it (R16), then moves data for its α-β time
 //! (R24).
 //!
-//! Events are processed in time order from a binary heap keyed by (time, sequence number), so
-//! equal times pop in the order they were scheduled and a run is deterministic. If the queue
+//! Events are processed in time order, equal times in the order they were scheduled (the
+//! order of a heap keyed by (time, sequence number); `queue` keeps it as a heap of distinct
+//! times with a FIFO per time), so a run is deterministic. If the queue
 //! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
 //! the ranks, ops and streams that are stuck.
 //!
@@ -19,7 +20,8 @@
 //! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
 //! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
 //! that is told what happened and answers with commands, which `commands` applies; `rank` the
-//! state of one rank. This file holds the run loop and the Timeline's assembly once the run
+//! state of one rank; `gpu_times` what the GPU side writes into the records, kept apart from
+//! them until they are resolved. This file holds the run loop and the Timeline's assembly once the run
 //! ends; with its unit tests (the engine-level behaviours, through whole small scenarios) it
 //! is just over 800 lines, and those tests are the part to move out.
 
@@ -49,6 +51,7 @@ mod commands;
 mod failure;
 mod findings;
 mod flight_recorder;
+mod gpu_times;
 mod host;
 mod memory;
 mod queue;

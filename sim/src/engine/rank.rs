@@ -2,10 +2,11 @@
 //! event instances and SMs, its Timeline records as they are made, its memory books and its
 //! race detector.
 
+use super::gpu_times::{DataStart, GpuTimes, KernelTimes};
 use super::host::Cursor;
 use super::memory::MemoryState;
 use super::streams::StreamState;
-use super::summary::{DataStart, GpuTimes, KernelTimes, RankRecords, Records};
+use super::summary::{RankRecords, Records};
 use super::{Blocked, Instance, Waiter};
 use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;

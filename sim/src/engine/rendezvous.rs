@@ -107,7 +107,7 @@ impl Engine<'_> {
                 }) => *collective,
                 _ => unreachable!("an arrived collective is at its stream's head"),
             };
-            *state.scratch.collective_data.get_mut(collective as usize) = summary::DataStart {
+            *state.scratch.collective_data.get_mut(collective as usize) = gpu_times::DataStart {
                 data_start_ns: now_ns,
                 last_rank: Some(slot.last_arrival.1),
             };

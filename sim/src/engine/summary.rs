@@ -8,14 +8,15 @@
 //! The engine's side: [`Records`] (a record vector whose front can be dropped while the
 //! indices the engine holds stay valid), [`RankRecords`] (a rank's records while it runs),
 //! [`Engine::iteration_ended`] (the fold) and [`Engine::resolved`] (the deferred fields filled
-//! in, shared with the Timeline's assembly); [`Summariser`] holds the distributions.
+//! in, the GPU side's times among them (`engine/gpu_times.rs`), shared with the Timeline's
+//! assembly); [`Summariser`] holds the distributions.
 //!
 //! What a fold keeps of a folded collective ([`FoldedWork`]: 32 bytes) is what the watchdog
 //! and the failure component may still ask of its Work; event fire times (`fired_ns`, 8 bytes
 //! per event instance) are kept whole. The Flight Recorder dump of a summarised run sees only
 //! the collectives not yet folded.
 //!
-//! Just under 900 lines, a third of them tests: the record vectors, the fold and the
+//! Just over 900 lines, a third of them tests: the record vectors, the fold and the
 //! distributions are one mechanism (what the fold drops is what the distributions must hold),
 //! and its tests compare it with the full run.
 
@@ -81,100 +82,6 @@ impl<T> Records<T> {
         }
         self.items.drain(..count).collect()
     }
-}
-
-/// An unset value of what the GPU side writes ([`GpuTimes`]).
-pub(super) trait Unset: Copy {
-    const UNSET: Self;
-}
-
-impl Unset for u64 {
-    const UNSET: u64 = NEVER;
-}
-
-/// What the GPU side writes into records the host made long before — a kernel's start and
-/// end, a stream wait's release, a collective's data start — kept apart from those records,
-/// indexed as they are ([`Records`]), and copied into them when they are resolved. The host
-/// runs hundreds of iterations ahead of its GPU (the launch queue), so that a record is
-/// cold by the time its GPU fields are written; here the writes go densely, near where the GPU
-/// side wrote last, and the vector grows as it writes (an index never written reads unset).
-#[derive(Debug)]
-pub(super) struct GpuTimes<T> {
-    base: usize,
-    items: Vec<T>,
-}
-
-impl<T> Default for GpuTimes<T> {
-    fn default() -> Self {
-        GpuTimes {
-            base: 0,
-            items: Vec::new(),
-        }
-    }
-}
-
-impl<T: Unset> GpuTimes<T> {
-    /// The value of record `index` (unset if never written).
-    #[inline]
-    pub(super) fn get(&self, index: usize) -> T {
-        self.items
-            .get(index - self.base)
-            .copied()
-            .unwrap_or(T::UNSET)
-    }
-
-    /// The value of record `index`, to write.
-    #[inline]
-    pub(super) fn get_mut(&mut self, index: usize) -> &mut T {
-        let offset = index - self.base;
-        if offset >= self.items.len() {
-            self.items.resize(offset + 1, T::UNSET);
-        }
-        &mut self.items[offset]
-    }
-
-    pub(super) fn reserve_exact(&mut self, more: usize) {
-        self.items.reserve_exact(more);
-    }
-
-    /// Drops the values of the `count` oldest records, returning them.
-    fn take_front(&mut self, count: usize) -> Vec<T> {
-        self.base += count;
-        if count >= self.items.len() {
-            let mut taken = std::mem::take(&mut self.items);
-            taken.resize(count, T::UNSET);
-            return taken;
-        }
-        self.items.drain(..count).collect()
-    }
-}
-
-/// A kernel's start and end (`NEVER`: not yet).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct KernelTimes {
-    pub(super) start_ns: u64,
-    pub(super) end_ns: u64,
-}
-
-impl Unset for KernelTimes {
-    const UNSET: KernelTimes = KernelTimes {
-        start_ns: NEVER,
-        end_ns: NEVER,
-    };
-}
-
-/// When a collective's data started moving, and the last rank that arrived.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct DataStart {
-    pub(super) data_start_ns: u64,
-    pub(super) last_rank: Option<u32>,
-}
-
-impl Unset for DataStart {
-    const UNSET: DataStart = DataStart {
-        data_start_ns: NEVER,
-        last_rank: None,
-    };
 }
 
 impl<T> Index<usize> for Records<T> {
