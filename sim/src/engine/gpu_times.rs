@@ -15,10 +15,11 @@ impl Unset for u64 {
 
 /// What the GPU side writes into records the host made long before — a kernel's start and
 /// end, a stream wait's release, a collective's data start — kept apart from those records,
-/// indexed as they are (`Records`, engine/summary.rs), and copied into them when they are resolved. The host
-/// runs hundreds of iterations ahead of its GPU (the launch queue), so that a record is
-/// cold by the time its GPU fields are written; here the writes go densely, near where the GPU
-/// side wrote last, and the vector grows as it writes (an index never written reads unset).
+/// indexed as they are (`Records`, engine/summary.rs), and copied into them when they are
+/// resolved. The host runs hundreds of iterations ahead of its GPU (the launch queue), so that
+/// a record is cold by the time its GPU fields are written; here the writes go densely, near
+/// where the GPU side wrote last, and the vector grows as it writes (an index never written
+/// reads unset).
 #[derive(Debug)]
 pub(super) struct GpuTimes<T> {
     base: usize,

@@ -10,9 +10,9 @@
 //!
 //! Events are processed in time order, equal times in the order they were scheduled (the
 //! order of a heap keyed by (time, sequence number); `queue` keeps it as a heap of distinct
-//! times with a FIFO per time), so a run is deterministic. If the queue
-//! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
-//! the ranks, ops and streams that are stuck.
+//! times with a FIFO per time), so a run is deterministic. If the queue runs dry while a host
+//! or a stream still has work, the run ends with a deadlock finding naming the ranks, ops and
+//! streams that are stuck.
 //!
 //! The parts: `host` is each rank's host, a cursor over the steps ProcessGroupNCCL makes of
 //! its ops ([`crate::pg`], shared with `hw`); `streams` the GPU's streams, event instances
@@ -21,9 +21,9 @@
 //! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
 //! that is told what happened and answers with commands, which `commands` applies; `rank` the
 //! state of one rank; `gpu_times` what the GPU side writes into the records, kept apart from
-//! them until they are resolved. This file holds the run loop and the Timeline's assembly once the run
-//! ends; with its unit tests (the engine-level behaviours, through whole small scenarios) it
-//! is just over 800 lines, and those tests are the part to move out.
+//! them until they are resolved. This file holds the run loop and the Timeline's assembly once
+//! the run ends; with its unit tests (the engine-level behaviours, through whole small
+//! scenarios) it is just over 800 lines, and those tests are the part to move out.
 
 use crate::cost::gemm_ns;
 use crate::fold::Classes;
