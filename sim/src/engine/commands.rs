@@ -56,12 +56,12 @@ impl RunView for View<'_> {
         }
     }
 
-    fn work_end_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+    fn work_end_ns(&self, rank: u32, collective: u32, end: u32) -> Option<u64> {
         let state = &self.ranks[rank as usize];
         if let Some(folded) = state.timeline.folded_work(collective) {
             return Some(folded.end_ns);
         }
-        let end = state.scratch.collective_end[collective as usize];
+        debug_assert_eq!(end, state.scratch.collective_end[collective as usize]);
         let fired_ns = state.fired_ns[end as usize];
         (fired_ns != NEVER).then_some(fired_ns)
     }
@@ -92,7 +92,7 @@ impl RunView for View<'_> {
             if c.seq == seq {
                 let kernel = state.scratch.collective_kernel[index];
                 progress.kernel_started |=
-                    state.timeline.kernels[kernel as usize].start_ns <= now_ns;
+                    state.scratch.kernel_times.get(kernel as usize).start_ns <= now_ns;
             }
         }
         progress
@@ -188,6 +188,7 @@ impl Engine<'_> {
                 } => {
                     let at_ns = at_ns.max(self.now_ns);
                     *self.failure_wakes.entry(at_ns).or_default() += 1;
+                    self.horizon_ns = self.horizon_ns.min(at_ns);
                     self.schedule(
                         at_ns,
                         Event::Failure {
@@ -266,6 +267,10 @@ impl Engine<'_> {
         *count -= 1;
         if *count == 0 {
             self.failure_wakes.remove(&at_ns);
+            self.horizon_ns = self
+                .failure_wakes
+                .first_key_value()
+                .map_or(u64::MAX, |(&at_ns, _)| at_ns);
         }
     }
 
@@ -274,9 +279,13 @@ impl Engine<'_> {
     /// R26–R29). Past it, the host waits for the simulation to get there, so that whatever
     /// the side threads do reaches it at its simulated time.
     pub(super) fn host_horizon_ns(&self) -> u64 {
-        self.failure_wakes
-            .first_key_value()
-            .map_or(u64::MAX, |(&at_ns, _)| at_ns)
+        debug_assert_eq!(
+            self.horizon_ns,
+            self.failure_wakes
+                .first_key_value()
+                .map_or(u64::MAX, |(&at_ns, _)| at_ns)
+        );
+        self.horizon_ns
     }
 
     pub(super) fn is_dead(&self, rank: u32) -> bool {
@@ -300,13 +309,14 @@ impl Engine<'_> {
                         kernel,
                         rendezvous,
                         collective,
+                        ..
                     },
                 ..
             }) = state.streams[stream as usize].queue.front().copied()
             else {
                 continue;
             };
-            let started = state.timeline.kernels[kernel as usize].start_ns != NEVER;
+            let started = state.scratch.kernel_times.get(kernel as usize).start_ns != NEVER;
             if !started || state.timeline.collectives[collective as usize].group as GroupId != group
             {
                 continue;

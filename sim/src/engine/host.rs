@@ -550,6 +550,14 @@ impl Engine<'_> {
             bytes,
         });
         let ready_ns = host_ns + self.scenario.host.nccl_launch_latency_ns;
+        let sms = self.scenario.cluster.gpu.sms;
+        let plan = self.plan(op, bytes);
+        // No SMs for a collective NCCL launches no kernel for (R24): 0 channels.
+        let channels = if plan.without_kernel {
+            0
+        } else {
+            plan.channels.clamp(1, sms)
+        };
         let point = self.push(
             rank,
             call.stream,
@@ -557,6 +565,7 @@ impl Engine<'_> {
                 kernel,
                 rendezvous,
                 collective: call.collective,
+                channels: u16::try_from(channels).expect("at most 1,024 SMs"),
             },
             ready_ns,
         );
@@ -608,6 +617,7 @@ impl Engine<'_> {
             rank,
             group: issued.group,
             collective,
+            end,
             rendezvous: issued.rendezvous,
             enqueue_ns,
             issued: (issued.kind, issued.bytes),

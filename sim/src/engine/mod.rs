@@ -8,10 +8,11 @@
 //! spins until every rank of the group has started it (R16), then moves data for its α-β time
 //! (R24).
 //!
-//! Events are processed in time order from a binary heap keyed by (time, sequence number), so
-//! equal times pop in the order they were scheduled and a run is deterministic. If the queue
-//! runs dry while a host or a stream still has work, the run ends with a deadlock finding naming
-//! the ranks, ops and streams that are stuck.
+//! Events are processed in time order, equal times in the order they were scheduled (the
+//! order of a heap keyed by (time, sequence number); `queue` keeps it as a heap of distinct
+//! times with a FIFO per time), so a run is deterministic. If the queue runs dry while a host
+//! or a stream still has work, the run ends with a deadlock finding naming the ranks, ops and
+//! streams that are stuck.
 //!
 //! The parts: `host` is each rank's host, a cursor over the steps ProcessGroupNCCL makes of
 //! its ops ([`crate::pg`], shared with `hw`); `streams` the GPU's streams, event instances
@@ -19,9 +20,10 @@
 //! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
 //! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
 //! that is told what happened and answers with commands, which `commands` applies; `rank` the
-//! state of one rank. This file holds the run loop and the Timeline's assembly once the run
-//! ends; with its unit tests (the engine-level behaviours, through whole small scenarios) it
-//! is just over 800 lines, and those tests are the part to move out.
+//! state of one rank; `gpu_times` what the GPU side writes into the records, kept apart from
+//! them until they are resolved. This file holds the run loop and the Timeline's assembly once
+//! the run ends; with its unit tests (the engine-level behaviours, through whole small
+//! scenarios) it is just over 800 lines, and those tests are the part to move out.
 
 use crate::cost::gemm_ns;
 use crate::fold::Classes;
@@ -49,6 +51,7 @@ mod commands;
 mod failure;
 mod findings;
 mod flight_recorder;
+mod gpu_times;
 mod host;
 mod memory;
 mod queue;
@@ -222,6 +225,9 @@ struct Engine<'s> {
     poisoned: HashSet<u32>,
     /// The failure wake-ups in the queue: their times and how many at each.
     failure_wakes: BTreeMap<u64, u32>,
+    /// The earliest time in `failure_wakes` (`u64::MAX`: none), kept as it changes: the host
+    /// reads it before every step.
+    horizon_ns: u64,
     events_processed: u64,
     /// What the failure component may read changed ([`failure::RunView::epoch`]).
     epoch: u64,
@@ -327,6 +333,7 @@ impl<'s> Engine<'s> {
             any_dead: false,
             poisoned: HashSet::new(),
             failure_wakes: BTreeMap::new(),
+            horizon_ns: u64::MAX,
             events_processed: 0,
             epoch: 0,
             summariser: options
@@ -420,16 +427,19 @@ impl<'s> Engine<'s> {
                         continue;
                     }
                     let finished = state.queue.pop_front().expect("a running kernel is queued");
-                    state.busy = false;
-                    let kernel = match finished.item {
-                        GpuItem::Kernel { kernel, .. } | GpuItem::Collective { kernel, .. } => {
-                            kernel
-                        }
-                        _ => unreachable!("only kernels end"),
-                    };
+                    let kernel = state.running.take().expect("only kernels end");
+                    debug_assert!(matches!(
+                        finished.item,
+                        GpuItem::Kernel { kernel: k, .. } | GpuItem::Collective { kernel: k, .. }
+                            if k == kernel
+                    ));
                     self.stream_popped(rank, stream);
                     let rank_state = &mut self.ranks[rank as usize];
-                    rank_state.timeline.kernels[kernel as usize].end_ns = at_ns;
+                    rank_state
+                        .scratch
+                        .kernel_times
+                        .get_mut(kernel as usize)
+                        .end_ns = at_ns;
                     rank_state.gpu.finish(at_ns, kernel);
                     self.rebalance(rank);
                     self.advance(rank, stream);

@@ -2,6 +2,7 @@
 //! event instances and SMs, its Timeline records as they are made, its memory books and its
 //! race detector.
 
+use super::gpu_times::{DataStart, GpuTimes, KernelTimes};
 use super::host::Cursor;
 use super::memory::MemoryState;
 use super::streams::StreamState;
@@ -17,16 +18,36 @@ use smallvec::SmallVec;
 /// Streams a rank holds without a heap allocation.
 const INLINE_STREAMS: usize = 4;
 
+/// In the order of the fields (`repr(C)`): what the GPU side's events touch first, then what
+/// the host's steps touch, then the rest. With thousands of ranks taking turns each event finds
+/// its rank's state cold, so the fields one event reads should share as few cache lines as
+/// they can (Rust would order them by alignment).
+#[repr(C)]
 pub(super) struct RankState {
+    // ---- the GPU side's events
+    /// Inline for the usual few (the current stream and a group's internal one or two), so
+    /// that an event reaches its stream's state without a second cache miss when thousands
+    /// of ranks take turns.
+    pub(super) streams: SmallVec<[StreamState; INLINE_STREAMS]>,
+    pub(super) blocked: Blocked,
+    /// The pending `SmTransfer`, if one is scheduled.
+    pub(super) transfer_at_ns: Option<u64>,
+    /// Fire time of every event instance this rank recorded.
+    pub(super) fired_ns: Vec<u64>,
+    pub(super) waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
+    /// The GPU's SMs and the kernels sharing them (R7, R22).
+    pub(super) gpu: SmScheduler,
+    pub(super) scratch: Scratch,
+    /// The Timeline records as they are made (summary hook: folded as they complete when the
+    /// run is summarised, engine/summary.rs).
+    pub(super) timeline: RankRecords,
+    // ---- the host's steps
     pub(super) host_ns: u64,
     pub(super) iteration: u32,
     /// The next op of the program.
     pub(super) pc: usize,
-    pub(super) blocked: Blocked,
     /// The op the host is in (blocked in, for deadlock findings).
     pub(super) blocked_op: usize,
-    /// ProcessGroupNCCL of this rank: what each op is made of.
-    pub(super) pg: ProcessGroupNccl,
     /// The current op's steps and the host's place in them.
     pub(super) cursor: Cursor,
     /// Host time at which the rank's last collective call returned (`pg::CallWarmth`).
@@ -35,40 +56,42 @@ pub(super) struct RankState {
     pub(super) slot_instance: Vec<Instance>,
     /// Counts the host's resumptions, so that a stale timeout is recognised.
     pub(super) generation: u64,
-    /// Inline for the usual few (the current stream and a group's internal one or two), so
-    /// that an event reaches its stream's state without a second cache miss when thousands
-    /// of ranks take turns.
-    pub(super) streams: SmallVec<[StreamState; INLINE_STREAMS]>,
-    /// Per group: the SeqNum of the last collective the host enqueued.
-    pub(super) group_seq: Vec<u64>,
-    /// Fire time of every event instance this rank recorded.
-    pub(super) fired_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     pub(super) instance_stream: Vec<u16>,
-    pub(super) waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
-    /// Per Work name: the end instance and collective record of its latest creation.
-    pub(super) work_end: Vec<Option<(Instance, u32)>>,
-    /// The Timeline records as they are made (summary hook: folded as they complete when the
-    /// run is summarised, engine/summary.rs).
-    pub(super) timeline: RankRecords,
-    pub(super) scratch: Scratch,
-    /// The GPU's SMs and the kernels sharing them (R7, R22).
-    pub(super) gpu: SmScheduler,
-    /// The pending `SmTransfer`, if one is scheduled.
-    pub(super) transfer_at_ns: Option<u64>,
-    /// How the process ended, once it did (the first end counts).
-    pub(super) end: Option<ProcessEnd>,
-    /// The current call raised an exception the program catches (`catch = true`).
-    pub(super) caught: bool,
-    /// The caching allocator and the lifetime of each tensor (R17–R20).
-    pub(super) memory: MemoryState,
+    /// Per group: the SeqNum of the last collective the host enqueued.
+    pub(super) group_seq: Vec<u64>,
     /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
     pub(super) compute_speed: f64,
     /// Happens-before of this rank's host and streams, for data races (R21).
     pub(super) race: RaceDetector,
+    /// Per Work name: the end instance and collective record of its latest creation.
+    pub(super) work_end: Vec<Option<(Instance, u32)>>,
+    /// The caching allocator and the lifetime of each tensor (R17–R20).
+    pub(super) memory: MemoryState,
+    /// ProcessGroupNCCL of this rank: what each op is made of.
+    pub(super) pg: ProcessGroupNccl,
+    // ---- the rest
+    /// How the process ended, once it did (the first end counts).
+    pub(super) end: Option<ProcessEnd>,
+    /// The current call raised an exception the program catches (`catch = true`).
+    pub(super) caught: bool,
 }
 
 impl RankState {
+    /// The stream a kernel the SM scheduler holds runs on: the one it is the head of (the
+    /// streams' states are at hand; its record, made by the host long before, is not).
+    #[inline]
+    pub(super) fn running_stream(&self, kernel: u32) -> u16 {
+        let stream = (self.streams.iter())
+            .position(|stream| stream.running == Some(kernel))
+            .expect("a kernel the SMs hold is the head of its stream");
+        debug_assert_eq!(
+            stream,
+            self.timeline.kernels[kernel as usize].stream as usize
+        );
+        stream as u16
+    }
+
     /// After the first iteration: room for `more` iterations like it in the records that grow
     /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
     /// A summarised run folds its records as they complete: only the event instances, kept
@@ -103,13 +126,23 @@ impl RankState {
         room(&mut scratch.stream_wait_instance, more);
         room(&mut scratch.query_instance, more);
         room(&mut scratch.query_failed_ns, more);
+        let room_times = |count: usize| count.saturating_mul(more + 1);
+        (scratch.kernel_times).reserve_exact(room_times(timeline.kernels.len()));
+        (scratch.stream_wait_released_ns).reserve_exact(room_times(timeline.stream_waits.len()));
+        (scratch.collective_data).reserve_exact(room_times(timeline.collectives.len()));
     }
 }
 
 /// Instances whose fire times fill Timeline fields once the run ends (or the records fold),
-/// indexed as the records they belong to.
+/// indexed as the records they belong to; first (`repr(C)`), what the GPU side writes.
 #[derive(Default)]
+#[repr(C)]
 pub(super) struct Scratch {
+    /// What the GPU side writes into the kernel, stream wait and collective records, indexed as
+    /// they are: the records take it when they are resolved (engine/summary.rs).
+    pub(super) kernel_times: GpuTimes<KernelTimes>,
+    pub(super) stream_wait_released_ns: GpuTimes<u64>,
+    pub(super) collective_data: GpuTimes<DataStart>,
     pub(super) collective_input_ready: Records<Instance>,
     /// The timed Work's start event (R6), `NO_WORK_START` where Works are not timed.
     pub(super) collective_work_start: Records<Instance>,

@@ -107,9 +107,10 @@ impl Engine<'_> {
                 }) => *collective,
                 _ => unreachable!("an arrived collective is at its stream's head"),
             };
-            let record = &mut state.timeline.collectives[collective as usize];
-            record.data_start_ns = now_ns;
-            record.last_rank = Some(slot.last_arrival.1);
+            *state.scratch.collective_data.get_mut(collective as usize) = gpu_times::DataStart {
+                data_start_ns: now_ns,
+                last_rank: Some(slot.last_arrival.1),
+            };
             let stream_state = &mut state.streams[member_stream as usize];
             stream_state.end_version += 1;
             let version = stream_state.end_version;

@@ -20,6 +20,11 @@ pub(super) enum GpuItem {
         kernel: u32,
         rendezvous: u32,
         collective: u32,
+        /// The SMs its plan holds (R22), clamped to the GPU's as the scheduler clamps them
+        /// (at most 1,024): known at the launch, so that the stream's head needs no look-up
+        /// in records the host made long before. 0 where NCCL launches no kernel (a one-rank
+        /// collective, R24).
+        channels: u16,
     },
 }
 
@@ -33,8 +38,8 @@ pub(super) struct QueuedItem {
 #[derive(Default)]
 pub(super) struct StreamState {
     pub(super) queue: VecDeque<QueuedItem>,
-    /// A kernel at the head asked for SMs or is running.
-    pub(super) busy: bool,
+    /// The kernel at the head, once it asked for SMs (it is running or waits for them).
+    pub(super) running: Option<u32>,
     /// An `Advance` is already scheduled for this time.
     pub(super) wake_at_ns: Option<u64>,
     /// Bumped whenever the head kernel's end is rescheduled; stale `KernelEnd`s are skipped.
@@ -72,7 +77,7 @@ impl Engine<'_> {
         loop {
             let now_ns = self.now_ns;
             let state = &mut self.ranks[rank as usize].streams[stream as usize];
-            if state.busy {
+            if state.running.is_some() {
                 return;
             }
             let Some(head) = state.queue.front().copied() else {
@@ -115,14 +120,15 @@ impl Engine<'_> {
                         return;
                     }
                     rank_state.streams[stream as usize].queue.pop_front();
-                    rank_state.timeline.stream_waits[stream_wait as usize].released_ns = now_ns;
+                    let released_ns = &mut rank_state.scratch.stream_wait_released_ns;
+                    *released_ns.get_mut(stream_wait as usize) = now_ns;
                     self.stream_popped(rank, stream);
                 }
                 GpuItem::Kernel {
                     duration_ns,
                     kernel,
                 } => {
-                    state.busy = true;
+                    state.running = Some(kernel);
                     let high_priority = state.high_priority;
                     let shape = self.kernel_shape(rank, kernel, duration_ns);
                     self.ranks[rank as usize]
@@ -133,24 +139,21 @@ impl Engine<'_> {
                 }
                 GpuItem::Collective {
                     kernel,
-                    collective,
                     rendezvous,
+                    channels,
+                    ..
                 } => {
-                    state.busy = true;
+                    state.running = Some(kernel);
                     let high_priority = state.high_priority;
-                    let timeline = &self.ranks[rank as usize].timeline;
-                    let op = timeline.kernels[kernel as usize].op as usize;
-                    let bytes = timeline.collectives[collective as usize].bytes;
-                    let plan = self.plan(op, bytes);
-                    if plan.without_kernel {
-                        // Nothing to schedule on the SMs: it starts at once.
+                    if channels == 0 {
+                        // NCCL launched no kernel (R24): nothing for the SMs, it starts at once.
                         let state = &mut self.ranks[rank as usize];
-                        state.timeline.kernels[kernel as usize].start_ns = now_ns;
+                        state.scratch.kernel_times.get_mut(kernel as usize).start_ns = now_ns;
                         self.arrive(rank, stream, rendezvous);
                         return;
                     }
                     let shape = KernelShape::Collective {
-                        channels: plan.channels,
+                        channels: u32::from(channels),
                     };
                     self.ranks[rank as usize]
                         .gpu
@@ -192,9 +195,8 @@ impl Engine<'_> {
         let changes = self.ranks[rank as usize].gpu.rebalance(now_ns);
         for kernel in changes.started {
             let state = &mut self.ranks[rank as usize];
-            let record = &mut state.timeline.kernels[kernel as usize];
-            record.start_ns = now_ns;
-            let stream = record.stream;
+            state.scratch.kernel_times.get_mut(kernel as usize).start_ns = now_ns;
+            let stream = state.running_stream(kernel);
             if let Some(QueuedItem {
                 item: GpuItem::Collective { rendezvous, .. },
                 ..
@@ -205,7 +207,7 @@ impl Engine<'_> {
         }
         for (kernel, end_ns) in changes.ends {
             let state = &mut self.ranks[rank as usize];
-            let stream = state.timeline.kernels[kernel as usize].stream;
+            let stream = state.running_stream(kernel);
             let stream_state = &mut state.streams[stream as usize];
             stream_state.end_version += 1;
             let version = stream_state.end_version;

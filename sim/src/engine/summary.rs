@@ -8,14 +8,15 @@
 //! The engine's side: [`Records`] (a record vector whose front can be dropped while the
 //! indices the engine holds stay valid), [`RankRecords`] (a rank's records while it runs),
 //! [`Engine::iteration_ended`] (the fold) and [`Engine::resolved`] (the deferred fields filled
-//! in, shared with the Timeline's assembly); [`Summariser`] holds the distributions.
+//! in, the GPU side's times among them (`engine/gpu_times.rs`), shared with the Timeline's
+//! assembly); [`Summariser`] holds the distributions.
 //!
 //! What a fold keeps of a folded collective ([`FoldedWork`]: 32 bytes) is what the watchdog
 //! and the failure component may still ask of its Work; event fire times (`fired_ns`, 8 bytes
 //! per event instance) are kept whole. The Flight Recorder dump of a summarised run sees only
 //! the collectives not yet folded.
 //!
-//! Just under 900 lines, a third of them tests: the record vectors, the fold and the
+//! Just over 900 lines, a third of them tests: the record vectors, the fold and the
 //! distributions are one mechanism (what the fold drops is what the distributions must hold),
 //! and its tests compare it with the full run.
 
@@ -72,9 +73,13 @@ impl<T> Records<T> {
         &self.items
     }
 
-    /// Drops the `count` oldest records held, returning them.
+    /// Drops the `count` oldest records held, returning them (all of them without a copy:
+    /// the Timeline's assembly takes every record).
     fn take_front(&mut self, count: usize) -> Vec<T> {
         self.base += count;
+        if count == self.items.len() {
+            return std::mem::take(&mut self.items);
+        }
         self.items.drain(..count).collect()
     }
 }
@@ -560,12 +565,12 @@ impl Engine<'_> {
         // The GPU's records first: where the GPU is, the first open record is near the front,
         // and every later scan stops there (host calls are closed once made, so scanned first
         // they would walk every iteration the host ran ahead).
+        let base = t.kernels.base();
         first_open(
-            &mut t
-                .kernels
-                .items()
-                .iter()
-                .map(|k| (k.iteration, k.end_ns != NEVER)),
+            &mut t.kernels.items().iter().enumerate().map(|(k, record)| {
+                let ended = scratch.kernel_times.get(base + k).end_ns != NEVER;
+                (record.iteration, ended)
+            }),
         );
         let base = t.collectives.base();
         first_open(&mut t.collectives.items().iter().enumerate().map(|(k, c)| {
@@ -577,11 +582,14 @@ impl Engine<'_> {
             let closed = !named
                 && fired[scratch.collective_input_ready[index] as usize] != NEVER
                 && fired[scratch.collective_end[index] as usize] != NEVER
-                && c.data_start_ns != NEVER
-                && t.kernels[scratch.collective_kernel[index] as usize].start_ns != NEVER
+                && scratch.collective_data.get(index).data_start_ns != NEVER
+                && (scratch.kernel_times)
+                    .get(scratch.collective_kernel[index] as usize)
+                    .start_ns
+                    != NEVER
                 && c.wait.is_none_or(|_| {
                     let stream_wait = scratch.collective_wait_stream_wait[index] as usize;
-                    t.stream_waits[stream_wait].released_ns != NEVER
+                    scratch.stream_wait_released_ns.get(stream_wait) != NEVER
                 });
             (c.iteration, closed)
         }));
@@ -594,10 +602,8 @@ impl Engine<'_> {
         first_open(
             &mut t.stream_waits.items().iter().enumerate().map(|(k, w)| {
                 let instance = scratch.stream_wait_instance[base + k];
-                (
-                    w.iteration,
-                    w.released_ns != NEVER && fired[instance as usize] != NEVER,
-                )
+                let released = scratch.stream_wait_released_ns.get(base + k) != NEVER;
+                (w.iteration, released && fired[instance as usize] != NEVER)
             }),
         );
         let base = t.queries.base();
@@ -637,17 +643,21 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
     let scratch: &mut Scratch = &mut state.scratch;
     let collectives_base = t.collectives.base();
     let mut collectives = t.collectives.take_front(counts.collectives);
-    for (k, record) in collectives.iter_mut().enumerate() {
+    let data_starts = scratch.collective_data.take_front(counts.collectives);
+    for (k, (record, data)) in collectives.iter_mut().zip(data_starts).enumerate() {
         let index = collectives_base + k;
         record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
         let work_start = scratch.collective_work_start[index];
         record.work_start_ns = (work_start != NO_WORK_START).then(|| fired[work_start as usize]);
         record.end_ns = fired[scratch.collective_end[index] as usize];
-        record.kernel_start_ns = t.kernels[scratch.collective_kernel[index] as usize].start_ns;
+        record.data_start_ns = data.data_start_ns;
+        record.last_rank = data.last_rank;
+        let kernel = scratch.collective_kernel[index] as usize;
+        record.kernel_start_ns = scratch.kernel_times.get(kernel).start_ns;
         let end_ns = record.end_ns;
         if let Some(wait) = &mut record.wait {
             let stream_wait = scratch.collective_wait_stream_wait[index];
-            wait.released_ns = t.stream_waits[stream_wait as usize].released_ns;
+            wait.released_ns = scratch.stream_wait_released_ns.get(stream_wait as usize);
             wait.completed_at_return = end_ns <= wait.host_end_ns;
         }
     }
@@ -672,13 +682,23 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
         .take_front(counts.collectives);
     let mut stream_waits = t.stream_waits.take_front(counts.stream_waits);
     let instances = scratch.stream_wait_instance.take_front(counts.stream_waits);
-    for (wait, instance) in stream_waits.iter_mut().zip(instances) {
+    let released = scratch
+        .stream_wait_released_ns
+        .take_front(counts.stream_waits);
+    for ((wait, instance), released_ns) in stream_waits.iter_mut().zip(instances).zip(released) {
         wait.source_ns = fired[instance as usize];
+        wait.released_ns = released_ns;
     }
     let mut marks = t.marks.take_front(counts.marks);
     let instances = scratch.mark_instance.take_front(counts.marks);
     for (mark, instance) in marks.iter_mut().zip(instances) {
         mark.gpu_ns = fired[instance as usize];
+    }
+    let mut kernels = t.kernels.take_front(counts.kernels);
+    let times = scratch.kernel_times.take_front(counts.kernels);
+    for (kernel, times) in kernels.iter_mut().zip(times) {
+        kernel.start_ns = times.start_ns;
+        kernel.end_ns = times.end_ns;
     }
     let mut queries = t.queries.take_front(counts.queries);
     let instances = scratch.query_instance.take_front(counts.queries);
@@ -692,7 +712,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
     RankTimeline {
         rank: t.rank,
         host: t.host.take_front(counts.host),
-        kernels: t.kernels.take_front(counts.kernels),
+        kernels,
         collectives,
         marks,
         stream_waits,

@@ -45,7 +45,7 @@ impl RunView for FakeRun {
         self.works[&(rank, collective)]
     }
 
-    fn work_end_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+    fn work_end_ns(&self, rank: u32, collective: u32, _end: u32) -> Option<u64> {
         self.ends_ns.get(&(rank, collective)).copied()
     }
 
@@ -56,7 +56,10 @@ impl RunView for FakeRun {
                 continue;
             }
             progress.last_enqueued = progress.last_enqueued.max(work.seq);
-            if self.work_end_ns(r, collective).is_some_and(|t| t <= now_ns) {
+            if self
+                .work_end_ns(r, collective, collective)
+                .is_some_and(|t| t <= now_ns)
+            {
                 progress.last_completed = progress.last_completed.max(work.seq);
             }
             progress.kernel_started |= work.seq == seq;
@@ -106,6 +109,7 @@ pub(super) fn enqueue(
             rank,
             group: 0,
             collective,
+            end: collective,
             rendezvous: collective,
             enqueue_ns,
             issued: (crate::scenario::CollectiveKind::AllReduce, 1 << 20),

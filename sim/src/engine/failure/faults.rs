@@ -325,6 +325,7 @@ mod tests {
                 rank: 1,
                 group: 0,
                 collective: 0,
+                end: 0,
                 rendezvous: 0,
                 enqueue_ns: 20_000,
                 issued: (CollectiveKind::AllReduce, 2 << 20),

@@ -76,6 +76,8 @@ pub(in crate::engine) enum Notice {
         rank: u32,
         group: GroupId,
         collective: u32,
+        /// The Work's end event instance.
+        end: u32,
         rendezvous: u32,
         enqueue_ns: u64,
         issued: (CollectiveKind, u64),
@@ -189,8 +191,9 @@ pub(in crate::engine) trait RunView {
     fn is_dead(&self, rank: u32) -> bool;
     /// Collective record `collective` of `rank`.
     fn work(&self, rank: u32, collective: u32) -> WorkFacts;
-    /// When the end event of that Work fired, if it has as far as the run has got.
-    fn work_end_ns(&self, rank: u32, collective: u32) -> Option<u64>;
+    /// When the end event of that Work (event instance `end`, as the Work carries it) fired,
+    /// if it has as far as the run has got.
+    fn work_end_ns(&self, rank: u32, collective: u32, end: u32) -> Option<u64>;
     /// Where `rank` stands in `group` at `now_ns`, and whether its kernel of `seq` started.
     fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress;
     /// `rank`'s host still waits in `store.get` for the unique id of `group`'s communicator.
@@ -308,6 +311,7 @@ impl<'s> Failure<'s> {
                 rank,
                 group,
                 collective,
+                end,
                 rendezvous,
                 enqueue_ns,
                 issued,
@@ -323,6 +327,7 @@ impl<'s> Failure<'s> {
                 let work = watchdog::PendingWork {
                     enqueue_ns,
                     collective,
+                    end,
                 };
                 self.watch(view, (rank, group), work, armed, out);
             }
@@ -367,7 +372,8 @@ impl<'s> Failure<'s> {
                 now_ns,
             } => match wake {
                 Wake::Check => {
-                    let head = self.watchdogs[self.index(rank, group)].pending[0];
+                    let watchdog = &self.watchdogs[self.index(rank, group)];
+                    let head = *watchdog.pending.front().expect("a due check has a Work");
                     self.caught(view, rank, group, Caught::Timeout(head), now_ns, out);
                 }
                 Wake::AsyncError { collective } => self.caught(

@@ -20,11 +20,51 @@ use std::rc::Rc;
 pub(super) struct PendingWork {
     pub(super) enqueue_ns: u64,
     pub(super) collective: u32,
+    /// Its end event instance: a poll reads its fire time without looking up the record.
+    pub(super) end: u32,
+}
+
+/// A watchdog's pending Works, oldest first. The oldest is kept beside the watchdog's state:
+/// it is the one every enqueue and poll reads, and the host runs so far ahead of its GPU (the
+/// launch queue) that the front of a queue of hundreds is cold by then.
+#[derive(Debug, Default)]
+pub(super) struct PendingWorks {
+    head: Option<PendingWork>,
+    rest: VecDeque<PendingWork>,
+}
+
+impl PendingWorks {
+    pub(super) fn front(&self) -> Option<&PendingWork> {
+        self.head.as_ref()
+    }
+
+    pub(super) fn push_back(&mut self, work: PendingWork) {
+        if self.head.is_none() {
+            self.head = Some(work);
+        } else {
+            self.rest.push_back(work);
+        }
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<PendingWork> {
+        let head = self.head.take();
+        self.head = self.rest.pop_front();
+        head
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.head = None;
+        self.rest.clear();
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &PendingWork> {
+        self.head.iter().chain(self.rest.iter())
+    }
 }
 
 #[derive(Debug, Default)]
 pub(super) struct WatchdogState {
-    pub(super) pending: VecDeque<PendingWork>,
+    pub(super) pending: PendingWorks,
     /// The `Check` wake-up asked for, if any.
     check_at_ns: Option<u64>,
     /// Polls fall on `tick_origin_ns + k·100 ms` (the grid moves after a dump wait).
@@ -69,6 +109,7 @@ impl Failure<'_> {
         let PendingWork {
             enqueue_ns,
             collective,
+            ..
         } = work;
         let origin_ns = watchdog.tick_origin_ns;
         let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
@@ -149,8 +190,11 @@ impl Failure<'_> {
         let index = self.index(rank, group);
         while let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
             let watchdog = &self.watchdogs[index];
-            let head = watchdog.pending[0];
-            let Some(end_ns) = view.work_end_ns(rank, head.collective) else {
+            let head = *watchdog
+                .pending
+                .front()
+                .expect("a pending Work has a deadline");
+            let Some(end_ns) = view.work_end_ns(rank, head.collective, head.end) else {
                 return;
             };
             if next_tick_ns(watchdog.tick_origin_ns, WATCHDOG_POLL_NS, end_ns) >= deadline_ns {
