@@ -67,12 +67,15 @@ fn a_small_scenario_runs_on_the_gpu() {
         assert!(wait.released_ns >= c.end_ns);
         assert!(c.kernel_start_ns >= c.input_ready_ns);
     }
+    // Measured iterations only: the warm-up's first launch of the spin kernel also loads its
+    // module (522 µs once on the H200, 2026-12-02).
     let spins: Vec<u64> = rank
         .kernels
         .iter()
-        .filter(|k| k.op == 7)
+        .filter(|k| k.op == 7 && k.iteration >= scenario.warmup)
         .map(|k| k.end_ns - k.start_ns)
         .collect();
+    assert!(!spins.is_empty());
     assert!(
         spins.iter().all(|&ns| (490_000..520_000).contains(&ns)),
         "{spins:?}"
