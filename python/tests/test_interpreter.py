@@ -299,3 +299,14 @@ def test_a_version_string_gives_its_major_and_minor():
     assert tl.torch_version("2.8.0") == (2, 8)
     assert tl.torch_version("0.0-fake") == (0, 0)
     assert tl.torch_version("nightly") == (0, 0)
+
+
+def test_the_input_ready_point_is_inside_the_call_where_the_work_was_created(resolve, interpret):
+    # The fake's Flight Recorder stamps each Work with the wall clock at its call, as PyTorch's
+    # time_created_ns: the probe recorded before the call gives way to it on an idle stream.
+    path, _ = resolve("nccl_tests_all_reduce", "cluster.ranks=1", "repeat=2")
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert document["machine"]["work_created"].endswith("(used for input_ready_ns)")
+    for c in document["ranks"][0]["collectives"]:
+        assert c["host_start_ns"] <= c["input_ready_ns"] <= c["host_end_ns"], c
