@@ -130,13 +130,27 @@ fn lookup(values: &[(String, &'static str, f64)], metric: &str) -> Option<f64> {
         .map(|(_, _, value)| *value)
 }
 
+/// The kinds of a run's findings, races aside. A timeout a `wait()` raised and the program
+/// caught counts as `wait_timeout` also where the Timeline recorded only the exception (the
+/// torch engine wrote no finding for a caught one before 2026-12-02).
 fn finding_kinds(timeline: &Timeline) -> Vec<String> {
-    let kinds: BTreeSet<&str> = timeline
+    let mut kinds: BTreeSet<&str> = timeline
         .findings
         .iter()
         .filter(|f| f.kind != sim::timeline::FindingKind::Race)
         .map(|f| f.kind.as_str())
         .collect();
+    let caught_wait_timeout = timeline.ranks.iter().flat_map(|r| &r.exceptions).any(|e| {
+        let message = e.message.to_ascii_lowercase();
+        timeline
+            .ops
+            .get(e.op as usize)
+            .is_some_and(|op| op.key == "wait")
+            && (message.contains("timed out") || message.contains("timeout"))
+    });
+    if caught_wait_timeout {
+        kinds.insert(sim::timeline::FindingKind::WaitTimeout.as_str());
+    }
     kinds.into_iter().map(str::to_string).collect()
 }
 
@@ -462,6 +476,29 @@ mod tests {
 
     const SCENARIO: &str = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[tensors]\nx = \"64MiB\"\n\
         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+
+    #[test]
+    fn a_caught_wait_timeout_counts_as_wait_timeout_where_only_the_exception_was_recorded() {
+        let mut timeline = simulate(SCENARIO);
+        assert!(finding_kinds(&timeline).is_empty());
+        let exception = |op: u32, message: &str| sim::timeline::ExceptionRecord {
+            iteration: 1,
+            op,
+            at_ns: 1,
+            exception: "DistBackendError".into(),
+            message: message.into(),
+        };
+        // Raised by the all_reduce call (op 0): an aborted communicator, not a timed-out wait.
+        timeline.ranks[0]
+            .exceptions
+            .push(exception(0, "Watchdog caught collective operation timeout"));
+        assert!(finding_kinds(&timeline).is_empty());
+        timeline.ranks[0].exceptions.push(exception(
+            1,
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1) ran for 50 milliseconds before timing out.",
+        ));
+        assert_eq!(finding_kinds(&timeline), vec!["wait_timeout".to_string()]);
+    }
 
     /// A "measured" copy of a simulation with every kernel `factor` times as long.
     fn stretched(timeline: &Timeline, factor: f64) -> Timeline {

@@ -518,6 +518,14 @@ class Interpreter:
             "iteration": iteration, "op": op["index"], "at_ns": self.rel(end),
             "exception": type(error).__name__, "message": message,
         })
+        lowered = message.lower()
+        if op["kind"]["kind"] == "wait" and ("timed out" in lowered or "timeout" in lowered):
+            # Caught or not, the wait timed out: the finding the simulator writes (R15).
+            self.findings.append(tl.finding(
+                "wait_timeout", self.rank, iteration, op["index"],
+                "[Rank %d] %s raised %s at %s (line %d), caught: %s" % (
+                    self.rank, tl.display_name(op), type(error).__name__, iteration,
+                    op["line"], message)))
 
     def caught(self, op, iteration, error):
         at = self.now()
