@@ -613,6 +613,30 @@ impl Resolver<'_> {
         Ok(network)
     }
 
+    /// A collective call's cost (`key`, `default_ns` when unset), which must cover
+    /// `host.collective_tail_us`, the part of a call after its kernel launch.
+    fn call_covering_tail(
+        &self,
+        value: &Option<Spanned<f64>>,
+        key: &str,
+        default_ns: u64,
+        tail_ns: u64,
+    ) -> Result<u64> {
+        let call_ns = self.optional_time_us(value, key, default_ns)?;
+        if tail_ns > call_ns {
+            let span = value.as_ref().map_or(0..0, |v| v.span());
+            return Err(self.error(
+                span,
+                format!(
+                    "{key} ({} us) must cover host.collective_tail_us ({} us), the part of a call after its kernel launch",
+                    call_ns as f64 / 1e3,
+                    tail_ns as f64 / 1e3
+                ),
+            ));
+        }
+        Ok(call_ns)
+    }
+
     fn host(&self, raw: Option<&RawHost>, torch: TorchProfile) -> Result<HostCosts> {
         let empty = RawHost {
             launch_us: None,
@@ -660,38 +684,18 @@ impl Resolver<'_> {
                 ),
             ));
         }
-        let collective_cold_ns = self.optional_time_us(
+        let collective_cold_ns = self.call_covering_tail(
             &raw.collective_cold_us,
             "host.collective_cold_us",
             collective_ns,
+            collective_tail_ns,
         )?;
-        if collective_tail_ns > collective_cold_ns {
-            let span = raw.collective_cold_us.as_ref().map_or(0..0, |v| v.span());
-            return Err(self.error(
-                span,
-                format!(
-                    "host.collective_cold_us ({} us) must cover host.collective_tail_us ({} us), the part of a call after its kernel launch",
-                    collective_cold_ns as f64 / 1e3,
-                    collective_tail_ns as f64 / 1e3
-                ),
-            ));
-        }
-        let sync_collective_ns = self.optional_time_us(
+        let sync_collective_ns = self.call_covering_tail(
             &raw.sync_collective_us,
             "host.sync_collective_us",
             collective_ns,
+            collective_tail_ns,
         )?;
-        if collective_tail_ns > sync_collective_ns {
-            let span = raw.sync_collective_us.as_ref().map_or(0..0, |v| v.span());
-            return Err(self.error(
-                span,
-                format!(
-                    "host.sync_collective_us ({} us) must cover host.collective_tail_us ({} us), the part of a call after its kernel launch",
-                    sync_collective_ns as f64 / 1e3,
-                    collective_tail_ns as f64 / 1e3
-                ),
-            ));
-        }
         let collective_warm_within_ns = self.optional_time_us(
             &raw.collective_warm_within_us,
             "host.collective_warm_within_us",

@@ -1,0 +1,774 @@
+//! The fit of a machine profile to measured runs ([`calibrate`]): robust estimators per
+//! parameter — medians of per-op medians for host costs (R1, R11, R12, R14, R25), the ratio of
+//! FLOPs to duration for GEMM rates, a relative least-squares line through the multi-rank
+//! collectives' kernel times (R24), and the one-rank floor and NCCL launch latency from timed
+//! Works (R6) — each value with its residual.
+
+use super::{Profile, ProfileValue};
+use serde::Serialize;
+use sim::scenario::{Batch, CollectiveKind, DType, OpKind, Scenario};
+use sim::timeline::{CollectiveRecord, KernelClass, RankTimeline, Timeline, WatchdogEvent};
+use std::fmt::Write as _;
+
+/// A measured run and the scenario it ran.
+pub struct CalibrationRun<'a> {
+    pub scenario: &'a Scenario,
+    pub timeline: &'a Timeline,
+}
+
+/// One fitted parameter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FittedValue {
+    /// The profile key (`host.wait_us`).
+    pub key: String,
+    pub value: f64,
+    /// Per-op medians (or collectives) it was fitted to.
+    pub samples: usize,
+    /// How far the samples lie from the fitted model: the median |residual|, with its unit.
+    pub residual: String,
+    pub method: String,
+}
+
+/// Median of values (mean of the middle two); 0 for none.
+pub(super) fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => sorted[n / 2],
+        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn median_abs_residual(values: &[f64], fitted: f64) -> f64 {
+    median(
+        &values
+            .iter()
+            .map(|v| (v - fitted).abs())
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Per-op median samples in µs, one list per (run, op).
+type OpSamples = Vec<Vec<f64>>;
+
+/// `machine.backend` of a Timeline measured by `c10dsim torch`.
+const TORCH_BACKEND: &str = "c10dsim.torch";
+
+fn host_cost(key: &str, method: &str, per_op: OpSamples) -> Option<FittedValue> {
+    let medians: Vec<f64> = per_op
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| median(s))
+        .collect();
+    if medians.is_empty() {
+        return None;
+    }
+    let value = median(&medians);
+    Some(FittedValue {
+        key: key.to_string(),
+        value,
+        samples: medians.len(),
+        residual: format!("{:.2} µs", median_abs_residual(&medians, value)),
+        method: method.to_string(),
+    })
+}
+
+fn us(ns: i64) -> f64 {
+    ns as f64 / 1e3
+}
+
+/// Host durations of the measured calls of ops whose key is in `keys`, per (run, op).
+fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in t.ops.iter().filter(|op| keys.contains(&op.key.as_str())) {
+            let samples = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.host)
+                .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup)
+                .map(|c| us(c.end_ns as i64 - c.start_ns as i64))
+                .collect();
+            out.push(samples);
+        }
+    }
+    out
+}
+
+/// For blocking calls: host return minus the moment the GPU work it waited for ended (the last
+/// kernel or collective end inside the call), where the call did block.
+fn return_after_gpu(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in t.ops.iter().filter(|op| keys.contains(&op.key.as_str())) {
+            let mut samples = Vec::new();
+            for rank in &t.ranks {
+                let ends: Vec<u64> = rank
+                    .kernels
+                    .iter()
+                    .map(|k| k.end_ns)
+                    .chain(rank.collectives.iter().map(|c| c.end_ns))
+                    .collect();
+                for call in rank
+                    .host
+                    .iter()
+                    .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup)
+                {
+                    let done = ends
+                        .iter()
+                        .filter(|&&end| end > call.start_ns && end <= call.end_ns)
+                        .max();
+                    if let Some(&done) = done {
+                        samples.push(us(call.end_ns as i64 - done as i64));
+                    }
+                }
+            }
+            out.push(samples);
+        }
+    }
+    out
+}
+
+/// How long before each collective record's call the rank's previous collective call returned
+/// (`None` for the rank's first), by (rank, record) position.
+fn gaps_since_previous_call(rank: &RankTimeline) -> Vec<Option<u64>> {
+    let mut order: Vec<usize> = (0..rank.collectives.len()).collect();
+    order.sort_by_key(|&i| rank.collectives[i].host_start_ns);
+    let mut gaps = vec![None; rank.collectives.len()];
+    let mut previous_return_ns: Option<u64> = None;
+    for i in order {
+        let call = &rank.collectives[i];
+        gaps[i] = previous_return_ns.map(|returned| call.host_start_ns.saturating_sub(returned));
+        previous_return_ns = Some(call.host_end_ns);
+    }
+    gaps
+}
+
+/// Whether a call `gap_ns` after the previous collective call is warm, cold or between, by
+/// the model's thresholds (`host.collective_warm_within_us`, `host.collective_cold_after_us`).
+fn warmth_of(gap_ns: Option<u64>, costs: &sim::scenario::HostCosts) -> Option<bool> {
+    match gap_ns {
+        Some(gap) if gap <= costs.collective_warm_within_ns => Some(true),
+        Some(gap) if gap >= costs.collective_cold_after_ns => Some(false),
+        _ => None,
+    }
+}
+
+/// Host calls of the single synchronous collectives (`async_op=False`, one call per tensor) of
+/// a run whose profile launches them on the current stream (R11), per op: those within
+/// `collective_warm_within_us` of the previous call.
+fn sync_calls_in_tight_loops(run: &CalibrationRun, gaps: &[Vec<Option<u64>>]) -> OpSamples {
+    let t = run.timeline;
+    let mut out = OpSamples::new();
+    for op in &run.scenario.ops {
+        let OpKind::Collective {
+            async_op: false,
+            batch: Batch::Each,
+            ..
+        } = op.kind
+        else {
+            continue;
+        };
+        out.push(
+            t.ranks
+                .iter()
+                .zip(gaps)
+                .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                .filter(|(c, gap)| {
+                    c.op == op.index as u32
+                        && c.iteration >= t.scenario.warmup
+                        && warmth_of(**gap, &run.scenario.host) == Some(true)
+                })
+                .map(|(c, _)| us(c.host_end_ns as i64 - c.host_start_ns as i64))
+                .collect(),
+        );
+    }
+    out
+}
+
+/// The fitted cost of one collective call, async and synchronous on the current stream (µs).
+#[derive(Clone, Copy)]
+struct CallCosts {
+    async_us: f64,
+    sync_us: f64,
+}
+
+/// Per `_coalescing_manager` block (R25), the host time of each call it only records: the
+/// block's host call less its launching call (synchronous on the current stream or not, R11),
+/// over its tensors but the last.
+fn coalesced_calls(runs: &[CalibrationRun], calls_us: CallCosts) -> OpSamples {
+    let mut out = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                batch: Batch::Coalesced,
+                tensor,
+                async_op,
+                ..
+            } = op.kind
+            else {
+                continue;
+            };
+            let collective_us =
+                if !async_op && run.scenario.torch.sync_collective_on_current_stream() {
+                    calls_us.sync_us
+                } else {
+                    calls_us.async_us
+                };
+            let recorded = f64::from(run.scenario.tensors[tensor].count.saturating_sub(1));
+            if recorded == 0.0 {
+                continue;
+            }
+            out.push(
+                t.ranks
+                    .iter()
+                    .flat_map(|r| &r.collectives)
+                    .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                    .map(|c| {
+                        let block_us = us(c.host_end_ns as i64 - c.host_start_ns as i64);
+                        ((block_us - collective_us) / recorded).max(0.0)
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let mut fitted = Vec::new();
+    let mut collective = OpSamples::new();
+    let mut warm = OpSamples::new();
+    let mut cold = OpSamples::new();
+    let mut tail = OpSamples::new();
+    let mut wait = OpSamples::new();
+    let mut sync_warm = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        let blocking_wait = run.scenario.env.blocking_wait;
+        let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
+        if run.scenario.torch.sync_collective_on_current_stream() {
+            sync_warm.extend(sync_calls_in_tight_loops(run, &gaps));
+        }
+        for op in &t.ops {
+            let records: Vec<_> = t
+                .ranks
+                .iter()
+                .zip(&gaps)
+                .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                .filter(|(c, _)| c.op == op.index && c.iteration >= t.scenario.warmup && c.async_op)
+                .collect();
+            if records.is_empty() {
+                continue;
+            }
+            let host_call =
+                |c: &&CollectiveRecord| us(c.host_end_ns as i64 - c.host_start_ns as i64);
+            let of_warmth = |want: bool| -> Vec<f64> {
+                records
+                    .iter()
+                    .filter(|(_, gap)| warmth_of(**gap, &run.scenario.host) == Some(want))
+                    .map(|(c, _)| host_call(c))
+                    .collect()
+            };
+            collective.push(records.iter().map(|(c, _)| host_call(c)).collect());
+            warm.push(of_warmth(true));
+            cold.push(of_warmth(false));
+            // The torch engine cannot see the kernel start (it infers it from the call's
+            // start, docs/torch.md): its Timelines say nothing of the tail.
+            let kernel_start_seen =
+                t.machine.get("backend").map(String::as_str) != Some(TORCH_BACKEND);
+            tail.push(
+                records
+                    .iter()
+                    .filter(|_| kernel_start_seen)
+                    .filter(|(c, gap)| {
+                        c.kernel_start_ns >= c.host_start_ns
+                            && c.kernel_start_ns <= c.host_end_ns
+                            && warmth_of(**gap, &run.scenario.host) == Some(true)
+                    })
+                    .map(|(c, _)| us(c.host_end_ns as i64 - c.kernel_start_ns as i64))
+                    .collect(),
+            );
+            if !blocking_wait {
+                wait.push(
+                    records
+                        .iter()
+                        .filter_map(|(c, _)| c.wait.filter(|w| w.op != c.op))
+                        .map(|w| us(w.host_end_ns as i64 - w.host_start_ns as i64))
+                        .collect(),
+                );
+            }
+        }
+    }
+    // Calls in a tight loop fit `collective_us` where the runs have them, and calls after a
+    // long gap `collective_cold_us` (docs/torch.md#host-warmth); without tight loops every
+    // call fits `collective_us`, as before the distinction.
+    let has_warm = warm.iter().any(|samples| !samples.is_empty());
+    fitted.extend(host_cost(
+        "host.collective_us",
+        if has_warm {
+            "median over async collectives of each one's median host call, calls within host.collective_warm_within_us of the previous one (R10)"
+        } else {
+            "median over async collectives of each one's median host call (R10)"
+        },
+        if has_warm { warm } else { collective },
+    ));
+    fitted.extend(host_cost(
+        "host.sync_collective_us",
+        "median over synchronous collectives on the current stream of each one's median host call, calls within host.collective_warm_within_us of the previous one (R11)",
+        sync_warm,
+    ));
+    let fitted_us = |key: &str| fitted.iter().find(|f| f.key == key).map(|f| f.value);
+    let async_us = fitted_us("host.collective_us").unwrap_or(0.0);
+    let calls_us = CallCosts {
+        async_us,
+        sync_us: fitted_us("host.sync_collective_us").unwrap_or(async_us),
+    };
+    fitted.extend(host_cost(
+        "host.coalesced_call_us",
+        "median over _coalescing_manager blocks of each one's median host time less its launching call, per recorded call (R25)",
+        coalesced_calls(runs, calls_us),
+    ));
+    fitted.extend(host_cost(
+        "host.collective_cold_us",
+        "median over async collectives of each one's median host call, calls host.collective_cold_after_us or more after the previous one (R10)",
+        cold,
+    ));
+    fitted.extend(host_cost(
+        "host.collective_tail_us",
+        "median of host return − NCCL stream start, where the stream started inside a warm call",
+        tail,
+    ));
+    fitted.extend(host_cost(
+        "host.wait_us",
+        "median over waits of each one's median host time, blocking wait off (R12)",
+        wait,
+    ));
+    let per_op = "median over ops of each op's median host time";
+    fitted.extend(host_cost(
+        "host.launch_us",
+        per_op,
+        host_durations(runs, &["gemm", "kernel", "gpu_sleep_us"]),
+    ));
+    fitted.extend(host_cost(
+        "host.event_us",
+        per_op,
+        host_durations(runs, &["record_event", "wait_event", "set_stream"]),
+    ));
+    fitted.extend(host_cost(
+        "host.mark_us",
+        per_op,
+        host_durations(runs, &["mark"]),
+    ));
+    fitted.extend(host_cost(
+        "host.query_us",
+        per_op,
+        host_durations(runs, &["is_completed"]),
+    ));
+    fitted.extend(host_cost(
+        "host.sync_us",
+        "median of host return − end of the GPU work waited for (R14)",
+        return_after_gpu(runs, &["device_sync", "stream_sync", "event_sync"]),
+    ));
+    fitted.extend(host_cost(
+        "host.item_us",
+        "median of host return − end of the GPU work waited for (R14)",
+        return_after_gpu(runs, &["item"]),
+    ));
+    fitted.extend(host_cost(
+        "host.watchdog_stack_trace_us",
+        "median of the watchdog's dump signal − its timeout detection, per rank (R27)",
+        timeout_to_dump_signal(runs),
+    ));
+    fitted
+}
+
+/// Per (run, rank): the watchdog's first dump signal minus its first timeout detection, where
+/// the rank's watchdog found a timeout and signalled the dump.
+fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
+    let first = |t: &Timeline, rank: u32, event: WatchdogEvent| {
+        t.watchdog
+            .iter()
+            .filter(|r| r.rank == rank && r.event == event)
+            .map(|r| r.at_ns)
+            .min()
+    };
+    runs.iter()
+        .flat_map(|run| {
+            let t = run.timeline;
+            (0..t.ranks.len() as u32).filter_map(move |rank| {
+                let found = first(t, rank, WatchdogEvent::Timeout)?;
+                let signalled = first(t, rank, WatchdogEvent::DumpSignal)?;
+                (signalled >= found).then(|| vec![us(signalled as i64 - found as i64)])
+            })
+        })
+        .collect()
+}
+
+/// GEMM kernels: (FLOPs, duration µs, dtype, the run's nominal rate for the dtype in TFLOP/s).
+fn gemm_samples(runs: &[CalibrationRun]) -> Vec<(f64, f64, DType, f64)> {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in &run.scenario.ops {
+            let OpKind::Gemm { m, n, k, dtype } = op.kind else {
+                continue;
+            };
+            let durations: Vec<f64> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.kernels)
+                .filter(|k| {
+                    k.op == op.index as u32
+                        && k.iteration >= t.scenario.warmup
+                        && k.class == KernelClass::Compute
+                })
+                .map(|k| us(k.end_ns as i64 - k.start_ns as i64))
+                .collect();
+            if durations.is_empty() {
+                continue;
+            }
+            let gpu = &run.scenario.cluster.gpu;
+            let rate = match dtype {
+                DType::Bf16 | DType::F16 => gpu.bf16_tflops,
+                DType::F32 => gpu.fp32_tflops,
+            };
+            out.push((
+                2.0 * m as f64 * n as f64 * k as f64,
+                median(&durations),
+                dtype,
+                rate,
+            ));
+        }
+    }
+    out
+}
+
+fn fit_gemms(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let samples = gemm_samples(runs);
+    let half: Vec<_> = samples.iter().filter(|s| s.2 != DType::F32).collect();
+    if half.is_empty() {
+        return Vec::new();
+    }
+    let efficiencies: Vec<f64> = half
+        .iter()
+        .map(|(flops, t, _, rate)| flops / (t * 1e-6) / (rate * 1e12))
+        .collect();
+    let efficiency = median(&efficiencies);
+    let relative = |flops: f64, t: f64, rate_tflops: f64| {
+        let predicted = flops / (rate_tflops * 1e12 * efficiency) * 1e6;
+        (predicted - t).abs() / t * 100.0
+    };
+    let half_residuals: Vec<f64> = half
+        .iter()
+        .map(|(f, t, _, r)| relative(*f, *t, *r))
+        .collect();
+    let mut fitted = vec![FittedValue {
+        key: "cluster.gemm_efficiency".into(),
+        value: efficiency,
+        samples: half.len(),
+        residual: format!("{:.1}% of duration", median(&half_residuals)),
+        method: "median over bf16/f16 GEMMs of FLOPs / (duration · nominal bf16 rate)".into(),
+    }];
+    let single: Vec<_> = samples.iter().filter(|s| s.2 == DType::F32).collect();
+    if !single.is_empty() {
+        let rates: Vec<f64> = single
+            .iter()
+            .map(|(flops, t, _, _)| flops / (t * 1e-6) / efficiency / 1e12)
+            .collect();
+        let rate = median(&rates);
+        let residuals: Vec<f64> = single
+            .iter()
+            .map(|(f, t, _, _)| relative(*f, *t, rate))
+            .collect();
+        fitted.push(FittedValue {
+            key: "cluster.fp32_tflops".into(),
+            value: rate,
+            samples: single.len(),
+            residual: format!("{:.1}% of duration", median(&residuals)),
+            method: "median over f32 GEMMs of FLOPs / (duration · gemm_efficiency) (the backend runs them as TF32)".into(),
+        });
+    }
+    fitted
+}
+
+/// One collective for the network fit: α steps, volume in bytes, measured kernel µs.
+struct CollectivePoint {
+    steps: f64,
+    volume_bytes: f64,
+    kernel_us: f64,
+}
+
+/// Real multi-rank collectives inside one node: per (run, op) the median kernel time.
+fn collective_points(runs: &[CalibrationRun]) -> Vec<CollectivePoint> {
+    let mut points = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        let downscaled = t.machine.get("downscale").is_some_and(|d| d != "off");
+        if downscaled {
+            continue;
+        }
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                collective, group, ..
+            } = op.kind
+            else {
+                continue;
+            };
+            let ranks = &run.scenario.groups[group].ranks;
+            if ranks.len() < 2 || ranks.iter().any(|&r| !run.scenario.same_node(ranks[0], r)) {
+                continue;
+            }
+            let records: Vec<_> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.collectives)
+                .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                .collect();
+            let Some(first) = records.first() else {
+                continue;
+            };
+            let durations: Vec<f64> = records
+                .iter()
+                .map(|c| us(c.end_ns as i64 - c.kernel_start_ns as i64))
+                .collect();
+            let ring = collective.descriptor().ring;
+            let n = ranks.len() as u64;
+            let (steps, factor) = (ring.steps(n) as f64, ring.volume_factor(n));
+            points.push(CollectivePoint {
+                steps,
+                volume_bytes: factor * first.bytes as f64,
+                kernel_us: median(&durations),
+            });
+        }
+    }
+    points
+}
+
+/// `t = steps·α + volume/B` by least squares on relative residuals (each point weighs 1/t², so
+/// a 1 KiB and a 256 MiB collective count alike).
+fn fit_network(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let points = collective_points(runs);
+    if points.len() < 2 {
+        return Vec::new();
+    }
+    // Unknowns: α (µs), β = 1/B (µs per byte). Normal equations of Σ ((steps·α + v·β − t)/t)².
+    let (mut saa, mut sab, mut sbb, mut sat, mut sbt) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for p in &points {
+        let w = 1.0 / (p.kernel_us * p.kernel_us);
+        saa += w * p.steps * p.steps;
+        sab += w * p.steps * p.volume_bytes;
+        sbb += w * p.volume_bytes * p.volume_bytes;
+        sat += w * p.steps * p.kernel_us;
+        sbt += w * p.volume_bytes * p.kernel_us;
+    }
+    let determinant = saa * sbb - sab * sab;
+    if determinant.abs() < f64::EPSILON * saa * sbb {
+        return Vec::new();
+    }
+    let alpha_us = ((sat * sbb - sab * sbt) / determinant).max(0.0);
+    let beta_us_per_byte = (saa * sbt - sab * sat) / determinant;
+    if beta_us_per_byte <= 0.0 {
+        return Vec::new();
+    }
+    let gbps = 1.0 / beta_us_per_byte / 1e3;
+    let residuals: Vec<f64> = points
+        .iter()
+        .map(|p| {
+            ((p.steps * alpha_us + p.volume_bytes * beta_us_per_byte) - p.kernel_us).abs()
+                / p.kernel_us
+                * 100.0
+        })
+        .collect();
+    let residual = format!("{:.1}% of kernel time", median(&residuals));
+    let method = "relative least squares of kernel time = steps·α + volume/B over real multi-rank collectives in one node (R24)";
+    vec![
+        FittedValue {
+            key: "network.alpha_us".into(),
+            value: alpha_us,
+            samples: points.len(),
+            residual: residual.clone(),
+            method: method.into(),
+        },
+        FittedValue {
+            key: "network.nvlink_gbps".into(),
+            value: gbps,
+            samples: points.len(),
+            residual,
+            method: method.into(),
+        },
+    ]
+}
+
+/// Telling the two one-rank cases apart: the stream was idle when the call was made (its Work
+/// started before the call returned) or still busy (the Work started more than this after the
+/// call returned, behind earlier work).
+const BUSY_AFTER_RETURN_NS: i64 = 10_000;
+
+/// A one-rank collective has no peer and no data (R16, R24), and NCCL enqueues no kernel for
+/// it (all_to_all aside, which becomes a send/recv to itself). PyTorch's duration of it, from
+/// the Work's start event to its end event (R6), is the network's floor where the stream was
+/// busy when the call was made (the start event waits behind earlier work, and the launch
+/// follows it). On an idle stream the start event fires as the host records it and the rest
+/// follows NCCL's own enqueue: there the duration is the floor plus `nccl_launch_latency_us`.
+/// Medians over real (not downscaled) one-rank collectives of each one's median.
+fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let mut busy = OpSamples::new();
+    let mut idle = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        if t.machine.get("downscale").is_some_and(|d| d != "off") {
+            continue;
+        }
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                group, collective, ..
+            } = op.kind
+            else {
+                continue;
+            };
+            if run.scenario.groups[group].ranks.len() != 1 || collective == CollectiveKind::AllToAll
+            {
+                continue;
+            }
+            let records: Vec<(i64, f64)> = t
+                .ranks
+                .iter()
+                .flat_map(|r| &r.collectives)
+                .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                .map(|c| {
+                    let start_ns = c.work_start_ns.unwrap_or(c.kernel_start_ns);
+                    (start_ns as i64 - c.host_end_ns as i64, us(c.duration_ns()))
+                })
+                .collect();
+            let durations = |keep: &dyn Fn(i64) -> bool| -> Vec<f64> {
+                records
+                    .iter()
+                    .filter(|(after_return_ns, _)| keep(*after_return_ns))
+                    .map(|&(_, duration_us)| duration_us)
+                    .collect()
+            };
+            busy.push(durations(&|after_return_ns| {
+                after_return_ns > BUSY_AFTER_RETURN_NS
+            }));
+            idle.push(durations(&|after_return_ns| after_return_ns <= 0));
+        }
+    }
+    let Some(floor) = host_cost(
+        "network.kernel_floor_us",
+        "median over real one-rank collectives issued while their stream was busy of each one's median duration, start event to end event (R6, R24)",
+        busy,
+    ) else {
+        return Vec::new();
+    };
+    let launch = host_cost(
+        "host.nccl_launch_latency_us",
+        "median over real one-rank collectives issued on an idle stream of each one's median duration, start event to end event, less the floor (R6)",
+        idle,
+    )
+    .map(|idle| FittedValue {
+        value: (idle.value - floor.value).max(0.0),
+        ..idle
+    });
+    std::iter::once(floor).chain(launch).collect()
+}
+
+/// The GPU preset of the measured device (`machine.device`, e.g. `NVIDIA H200`), when every run
+/// names the same one.
+fn measured_gpu_preset(runs: &[CalibrationRun]) -> Option<&'static str> {
+    let preset = |device: &str| {
+        let device = device.to_ascii_uppercase();
+        [("H200", "h200"), ("H100", "h100-sxm"), ("A100", "a100")]
+            .into_iter()
+            .find(|(needle, _)| device.contains(needle))
+            .map(|(_, preset)| preset)
+    };
+    let mut presets = runs
+        .iter()
+        .map(|run| run.timeline.machine.get("device").and_then(|d| preset(d)));
+    let first = presets.next()??;
+    presets.all(|p| p == Some(first)).then_some(first)
+}
+
+/// The result of a calibration: the fitted values and the profile they make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calibration {
+    pub fitted: Vec<FittedValue>,
+    /// `prior` with every fitted value replaced.
+    pub profile: Profile,
+}
+
+/// A measured Timeline belongs to the scenario it is paired with: the same program, op by op
+/// (key and name), and the same rank count. A Timeline of another scenario would fit the
+/// profile to unrelated records.
+pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), String> {
+    if timeline.scenario.ranks != scenario.cluster.ranks {
+        return Err(format!(
+            "the Timeline ran {} ranks, the scenario has {}: not a run of this scenario",
+            timeline.scenario.ranks, scenario.cluster.ranks
+        ));
+    }
+    if timeline.ops.len() != scenario.ops.len() {
+        return Err(format!(
+            "the Timeline's program has {} ops, the scenario's {}: not a run of this scenario",
+            timeline.ops.len(),
+            scenario.ops.len()
+        ));
+    }
+    for (recorded, op) in timeline.ops.iter().zip(&scenario.ops) {
+        let name = op.display_name();
+        if recorded.key != op.kind.key() || recorded.name != name {
+            return Err(format!(
+                "op {} is {} {:?} in the Timeline but {} {name:?} in the scenario: not a run of this scenario",
+                op.index,
+                recorded.key,
+                recorded.name,
+                op.kind.key()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Fits a profile to measured runs, starting from `prior` (kept for what the runs cannot fit).
+pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
+    let mut fitted = fit_host_costs(runs);
+    fitted.extend(fit_gemms(runs));
+    fitted.extend(fit_network(runs));
+    fitted.extend(fit_one_rank_collectives(runs));
+    let mut profile = prior.clone();
+    if let Some(preset) = measured_gpu_preset(runs) {
+        profile
+            .values
+            .insert("cluster.gpu".into(), ProfileValue::Text(preset.into()));
+    }
+    for value in &fitted {
+        // Three significant decimals are far below every residual.
+        let rounded = (value.value * 1e3).round() / 1e3;
+        profile
+            .values
+            .insert(value.key.clone(), ProfileValue::Number(rounded));
+    }
+    Calibration { fitted, profile }
+}
+
+/// The fitted values as a table: key, value, samples, residual, method.
+pub fn render_fitted(fitted: &[FittedValue]) -> String {
+    let mut out = format!(
+        "{:<26} {:>12} {:>8}  {:<24} {}\n",
+        "parameter", "value", "samples", "residual", "method"
+    );
+    for f in fitted {
+        let _ = writeln!(
+            out,
+            "{:<26} {:>12.3} {:>8}  {:<24} {}",
+            f.key, f.value, f.samples, f.residual, f.method
+        );
+    }
+    out
+}

@@ -1,0 +1,185 @@
+//! The calibration's unit tests: profiles parsed, written and rendered; fits that recover the
+//! parameters a simulation ran with.
+
+use super::*;
+
+fn number(profile: &Profile, key: &str) -> f64 {
+    match profile.values[key] {
+        ProfileValue::Number(x) => x,
+        ProfileValue::Text(_) => panic!("{key} is text"),
+    }
+}
+
+/// The calibration of a default profile to the simulation of one scenario.
+fn calibrated_to_its_simulation(path: &str, text: &str) -> Calibration {
+    let scenario = sim::scenario::parse(path, text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    let runs = [CalibrationRun {
+        scenario: &scenario,
+        timeline: &timeline,
+    }];
+    calibrate(&runs, &Profile::default())
+}
+
+#[test]
+fn a_profile_parses_and_errors_name_line_and_column() {
+    let text = "[profile]\nname = \"m\"\nsources = [\"datasheet\"]\n[network]\nalpha_us = 2\n[cluster]\ngpu = \"h200\"\n";
+    let profile = parse_profile("m.toml", text).unwrap();
+    assert_eq!(profile.name, "m");
+    assert_eq!(profile.sources, ["datasheet"]);
+    assert_eq!(number(&profile, "network.alpha_us"), 2.0);
+    assert_eq!(
+        profile.values["cluster.gpu"],
+        ProfileValue::Text("h200".into())
+    );
+    for (text, says) in [
+        (
+            "[host]\nwiat_us = 1\n",
+            "m.toml:2:1: unknown key host.wiat_us",
+        ),
+        (
+            "[host]\nwait_us = \"1\"\n",
+            "m.toml:2:11: host.wait_us must be a number",
+        ),
+        (
+            "[host]\nwait_us = -1\n",
+            "m.toml:2:11: host.wait_us must be ≥ 0",
+        ),
+        (
+            "[cluster]\ngpu = 3\n",
+            "m.toml:2:7: cluster.gpu must be a string",
+        ),
+        ("[hots]\nX = 1\n", "m.toml:1:2: unknown table [hots]"),
+        ("[host\n", "m.toml:1:"),
+    ] {
+        let error = parse_profile("m.toml", text).unwrap_err().to_string();
+        assert!(error.starts_with(says), "{error} should start with {says}");
+    }
+}
+
+#[test]
+fn a_fitted_collective_call_shorter_than_the_tail_lowers_the_tail() {
+    let profile = parse_profile("p.toml", "[host]\ncollective_us = 12.5\n").unwrap();
+    let own_tail =
+        "[host]\ncollective_us = 70\ncollective_tail_us = 20\n[[op]]\ndevice_sync = true\n";
+    let replaced = apply_profile(own_tail, &profile, ProfileMode::Replace).unwrap();
+    let host = sim::scenario::parse("s.toml", &replaced).unwrap().host;
+    assert_eq!(
+        (host.collective_ns, host.collective_tail_ns),
+        (12_500, 12_500)
+    );
+    let short = parse_profile("p.toml", "[host]\ncollective_us = 4\n").unwrap();
+    let default_tail = "[[op]]\ndevice_sync = true\n";
+    let filled = apply_profile(default_tail, &short, ProfileMode::FillUnset).unwrap();
+    let host = sim::scenario::parse("s.toml", &filled).unwrap().host;
+    assert_eq!(
+        (host.collective_ns, host.collective_tail_ns),
+        (4_000, 4_000)
+    );
+    let long = parse_profile("p.toml", "[host]\ncollective_us = 40\n").unwrap();
+    let kept = apply_profile(own_tail, &long, ProfileMode::Replace).unwrap();
+    let host = sim::scenario::parse("s.toml", &kept).unwrap().host;
+    assert_eq!(host.collective_tail_ns, 20_000);
+}
+
+#[test]
+fn the_scenario_keeps_its_keys_unless_the_profile_replaces_them() {
+    let profile = parse_profile("p.toml", "[host]\nwait_us = 2\nlaunch_us = 3\n").unwrap();
+    let scenario = "machine = \"p\"\n[host]\nwait_us = 9\n[[op]]\ndevice_sync = true\n";
+    let filled = apply_profile(scenario, &profile, ProfileMode::FillUnset).unwrap();
+    let parsed = sim::scenario::parse("s.toml", &filled).unwrap();
+    assert_eq!(parsed.host.wait_ns, 9_000);
+    assert_eq!(parsed.host.launch_ns, 3_000);
+    let replaced = apply_profile(scenario, &profile, ProfileMode::Replace).unwrap();
+    assert_eq!(
+        sim::scenario::parse("s.toml", &replaced)
+            .unwrap()
+            .host
+            .wait_ns,
+        2_000
+    );
+    // The machine key is blanked in place and an existing value replaced in place: the op
+    // stays on line 4 (an inserted key moves the lines below it).
+    let only_wait = parse_profile("p.toml", "[host]\nwait_us = 2\n").unwrap();
+    let replaced = apply_profile(scenario, &only_wait, ProfileMode::Replace).unwrap();
+    assert_eq!(
+        sim::scenario::parse("s.toml", &replaced).unwrap().ops[0].line,
+        4
+    );
+}
+
+#[test]
+fn calibration_recovers_the_parameters_a_simulation_ran_with() {
+    // Two ranks on one node, all_reduces of 1 KiB to 256 MiB, waits, bf16 GEMMs.
+    let text = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\ngpu = \"h200\"\ngemm_efficiency = 0.8\n\
+        [network]\nnvlink_gbps = 300\nalpha_us = 7\n[host]\nwait_us = 3\ncollective_us = 12\nlaunch_us = 6\n\
+        [tensors]\na = \"1KiB\"\nb = \"1MiB\"\nc = \"64MiB\"\nd = \"256MiB\"\n\
+        [[op]]\nall_reduce = \"a\"\nasync_op = true\nwork = \"wa\"\n[[op]]\nwait = \"wa\"\n\
+        [[op]]\nall_reduce = \"b\"\nasync_op = true\nwork = \"wb\"\n[[op]]\nwait = \"wb\"\n\
+        [[op]]\nall_reduce = \"c\"\nasync_op = true\nwork = \"wc\"\n[[op]]\nwait = \"wc\"\n\
+        [[op]]\nall_reduce = \"d\"\nasync_op = true\nwork = \"wd\"\n[[op]]\nwait = \"wd\"\n\
+        [[op]]\ngemm = [4096, 4096, 4096]\n[[op]]\ngemm = [8192, 8192, 8192]\n";
+    let calibration = calibrated_to_its_simulation("cal.toml", text);
+    let fitted = |key: &str| number(&calibration.profile, key);
+    let close = |key: &str, truth: f64| {
+        let value = fitted(key);
+        assert!(
+            (value - truth).abs() <= 0.01 * truth,
+            "{key}: fitted {value}, ran with {truth}"
+        );
+    };
+    close("network.nvlink_gbps", 300.0);
+    close("network.alpha_us", 7.0);
+    close("host.wait_us", 3.0);
+    close("host.collective_us", 12.0);
+    close("host.launch_us", 6.0);
+    close("cluster.gemm_efficiency", 0.8);
+    let rendered = render_profile(&calibration.profile, &calibration.fitted);
+    assert!(rendered.contains("nvlink_gbps = 300"), "{rendered}");
+    // What it writes is a profile again.
+    assert_eq!(
+        parse_profile("out.toml", &rendered).unwrap().values,
+        calibration.profile.values
+    );
+}
+
+#[test]
+fn one_rank_runs_recover_the_floor_the_nccl_launch_latency_and_the_sync_and_coalesced_calls() {
+    // Timed Works on one rank: synchronous all_reduces in a tight loop (the stream idle
+    // at each call: the floor plus the NCCL launch latency) and one behind a 5 ms sleep
+    // (the stream busy: the floor alone).
+    let text = "torch = \"2.12\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 1.5\n\
+        [host]\ncollective_us = 25\ncollective_tail_us = 9\nsync_collective_us = 20\nnccl_launch_latency_us = 1.2\n\
+        coalesced_call_us = 4\n[env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[groups.world]\neager_init = true\n\
+        [tensors]\nx = \"1KiB\"\ngrads = { size = \"1KiB\", count = 11 }\n\
+        [[op]]\nall_reduce = \"grads\"\ncoalesce = true\n\
+        [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n\
+        [[op]]\ngpu_sleep_us = 5000\n[[op]]\nall_reduce = \"x\"\n[[op]]\ndevice_sync = true\n";
+    let calibration = calibrated_to_its_simulation("one.toml", text);
+    let fitted = |key: &str| number(&calibration.profile, key);
+    assert!((fitted("network.kernel_floor_us") - 1.5).abs() < 1e-6);
+    assert!((fitted("host.nccl_launch_latency_us") - 1.2).abs() < 1e-6);
+    assert!((fitted("host.sync_collective_us") - 20.0).abs() < 1e-6);
+    // A coalesced block: ten recorded calls and one synchronous launching call.
+    assert!((fitted("host.coalesced_call_us") - 4.0).abs() < 1e-6);
+}
+
+#[test]
+fn held_out_errors_take_the_timing_metrics() {
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n[[op]]\nall_reduce = \"x\"\n";
+    let scenario = sim::scenario::parse("v.toml", text).unwrap();
+    let a = sim::engine::simulate(&scenario);
+    let result = validation(&[crate::diff::diff(
+        &a,
+        &a,
+        &crate::diff::DiffOptions::default(),
+    )]);
+    assert_eq!(
+        result.rows.len(),
+        3,
+        "host_call, stream_interval and kernel µs"
+    );
+    assert_eq!(result.median_error_pct, 0.0);
+    assert!(render_validation(&result).contains("median error 0.00% over 3 timing metrics"));
+    assert_eq!(result.rows[0].scenario, "v (2 ranks)");
+}

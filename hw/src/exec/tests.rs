@@ -1,0 +1,675 @@
+//! The executor against the recording fake device: which GPU calls each step becomes, faults,
+//! the run log and the Timeline's assembly, without a GPU.
+
+use super::*;
+use crate::fake::FakeDevice;
+use crate::options::Layout;
+
+pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwError> {
+    let scenario = sim::scenario::parse("fake.toml", text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: None,
+    };
+    let plan = RankPlan::new(&scenario, &layout)?;
+    let mut executor = Executor::new(&scenario, &plan, device);
+    executor.setup()?;
+    let log = executor.run()?;
+    log.resolve(&plan, |ev| Ok(device.time_of(ev)))
+}
+
+/// The log of a run on the fake device that must end early, with its one finding.
+fn run_fake_log(text: &str, device: &mut FakeDevice, stand_in: Option<StandIn>) -> RunLog {
+    let scenario = sim::scenario::parse("fake.toml", text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in,
+    };
+    let plan = RankPlan::new(&scenario, &layout).unwrap();
+    let mut executor = Executor::new(&scenario, &plan, device);
+    executor.setup().unwrap();
+    let log = executor.run().unwrap();
+    assert!(log.ended_early);
+    log
+}
+
+fn only_finding(text: &str, device: &mut FakeDevice) -> Finding {
+    let log = run_fake_log(text, device, None);
+    assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
+    log.findings[0].clone()
+}
+
+/// A batch of sends and receives is one NCCL call of all its transfers (R25), on the group's
+/// stream, and the batch's one Work waits as any other.
+#[test]
+fn batch_isend_irecv_is_one_call_of_every_transfer() {
+    let text = r#"
+[cluster]
+ranks = 2
+[tensors]
+kv = "1MiB"
+kv_next = "1MiB"
+[[op]]
+batch_isend_irecv = [{ send = "kv", shift = 1 }, { recv = "kv_next", shift = -1 }]
+work = "exchange"
+[[op]]
+wait = "exchange"
+"#;
+    let mut device = FakeDevice::default();
+    let rank = run_fake(text, &mut device).unwrap();
+    let batches: Vec<&String> = device
+        .calls
+        .iter()
+        .filter(|c| c.contains("batch"))
+        .collect();
+    assert_eq!(
+        batches,
+        ["nccl s1 batch [send t0 +1, recv t1 -1] world"],
+        "{:?}",
+        device.calls
+    );
+    assert_eq!(rank.collectives.len(), 1);
+    assert_eq!(rank.collectives[0].bytes, 1 << 20);
+    assert!(rank.collectives[0].wait.is_some());
+}
+
+const ASYNC: &str = r#"
+[cluster]
+ranks = 1
+[tensors]
+grad = "1MiB"
+[streams]
+side = {}
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+set_stream = "side"
+[[op]]
+wait = "w"
+[[op]]
+is_completed = "w"
+"#;
+
+#[test]
+fn the_executor_runs_the_process_groups_steps_and_nothing_else() {
+    let text = ASYNC.replace("[tensors]", "[groups.world]\neager_init = true\n[tensors]");
+    let scenario = sim::scenario::parse("fake.toml", &text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: None,
+    };
+    let plan = RankPlan::new(&scenario, &layout).unwrap();
+    let mut device = FakeDevice::default();
+    let mut executor = Executor::new(&scenario, &plan, &mut device);
+    executor.setup().unwrap();
+    executor.run().unwrap();
+    let mut pg = ProcessGroupNccl::new(&scenario, 0);
+    let mut expected = Vec::new();
+    pg.prologue(&scenario, &mut expected);
+    for op in &scenario.ops {
+        pg.before_op(&scenario, 0, op, &mut expected);
+        pg.op(&scenario, op, &mut expected).unwrap();
+    }
+    assert_eq!(executor.executed(), expected);
+    assert!(expected.len() > scenario.ops.len());
+    // R8, eager: pg's prologue created the communicator before the program; no
+    // collective bootstraps it again.
+    assert_eq!(expected[0], Step::EagerInit { group: 0 });
+    assert!(!expected
+        .iter()
+        .any(|step| matches!(step, Step::InitComm { group: 0, .. })));
+    assert_eq!(device.calls[0], "init_comm world");
+}
+
+#[test]
+fn async_all_reduce_is_r10_and_wait_is_r12() {
+    let mut device = FakeDevice::default();
+    let rank = run_fake(ASYNC, &mut device).unwrap();
+    // Streams: default 0, side 1, nccl:world 2.
+    assert_eq!(
+        device.calls,
+        [
+            "init_comm world",
+            "device_sync", // the process's first communicator then waits for the device (R8)
+            "record s0 e0", // input-ready on the current stream (R10a)
+            "wait s2 e0",  // syncStream
+            "record s2 e1", // release = kernel start
+            "nccl s2 all_reduce world",
+            "record s2 e2", // end event (R10d)
+            "wait s1 e2",   // wait() blocks the stream current at the call (R12)
+            "record s1 e3",
+            "query e2 true", // completed_at_return
+            "query e2 true", // is_completed (R13)
+            "device_sync",
+        ]
+    );
+    assert_eq!(device.watched.len(), 1, "R10e: handed to the watchdog");
+    let c = &rank.collectives[0];
+    assert_eq!(
+        (c.call_stream, c.run_stream, c.seq, c.async_op),
+        (0, 2, 1, true)
+    );
+    let wait = c.wait.unwrap();
+    assert_eq!((wait.op, wait.stream), (2, 1));
+    assert_eq!(rank.stream_waits.len(), 2);
+    assert_eq!(rank.stream_waits[1].source_stream, 2);
+    assert_eq!(rank.stream_waits[1].waiting_stream, 1);
+    assert_eq!(rank.kernels[0].class, KernelClass::Communication);
+    assert_eq!(rank.queries.len(), 1);
+    assert_eq!(rank.host.len(), 4);
+    assert_eq!(c.data_start_ns, c.kernel_start_ns);
+    assert_eq!(c.last_rank, None);
+}
+
+#[test]
+fn sync_collective_differs_by_profile() {
+    let text = r#"
+[cluster]
+ranks = 1
+[tensors]
+grad = "1MiB"
+[[op]]
+all_reduce = "grad"
+"#;
+    let mut v2_12 = FakeDevice::default();
+    let rank = run_fake(text, &mut v2_12).unwrap();
+    assert_eq!(
+        v2_12.calls,
+        [
+            "init_comm world",
+            "device_sync", // the process's first communicator then waits for the device (R8)
+            "record s0 e0",
+            "nccl s0 all_reduce world", // R11: on the current stream
+            "record s0 e1",
+            "device_sync"
+        ]
+    );
+    assert_eq!(rank.collectives[0].run_stream, 0);
+    assert!(rank.collectives[0].wait.is_none());
+    assert_eq!(v2_12.watched.len(), 1, "the watchdog still tracks it (R11)");
+
+    let mut v2_5 = FakeDevice::default();
+    let rank = run_fake(&format!("torch = \"2.5\"\n{text}"), &mut v2_5).unwrap();
+    assert_eq!(
+        v2_5.calls,
+        [
+            "init_comm world",
+            "device_sync", // the process's first communicator then waits for the device (R8)
+            "record s0 e0",
+            "wait s1 e0",
+            "record s1 e1",
+            "nccl s1 all_reduce world",
+            "record s1 e2",
+            "wait s0 e2", // the wrapper's wait()
+            "record s0 e3",
+            "query e2 true",
+            "device_sync"
+        ]
+    );
+    let c = &rank.collectives[0];
+    assert_eq!(c.run_stream, 1);
+    assert_eq!(
+        c.wait.unwrap().op,
+        0,
+        "the implicit wait names the collective"
+    );
+}
+
+#[test]
+fn blocking_wait_polls_with_the_profile_interval() {
+    let text = ASYNC.replace(
+        "[cluster]",
+        "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[cluster]",
+    );
+    let mut device = FakeDevice {
+        query_answers: [false, false, false].into_iter().collect(),
+        ..FakeDevice::default()
+    };
+    let rank = run_fake(&text, &mut device).unwrap();
+    let sleeps = device
+        .calls
+        .iter()
+        .filter(|c| c.as_str() == "sleep 1000000")
+        .count();
+    assert_eq!(sleeps, 3, "R15: 1 ms polls under 2.12");
+    let wait = rank.collectives[0].wait.unwrap();
+    let host_ns = wait.host_end_ns - wait.host_start_ns;
+    assert!((3_000_000..3_100_000).contains(&host_ns), "{host_ns}");
+    assert!(wait.completed_at_return);
+}
+
+#[test]
+fn blocking_wait_times_out_and_aborts() {
+    let text = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5");
+    let mut device = FakeDevice {
+        query_answers: std::iter::repeat_n(false, 100).collect(),
+        ..FakeDevice::default()
+    };
+    let finding = only_finding(&text, &mut device);
+    assert_eq!(finding.kind, FindingKind::WaitTimeout);
+    // The wait() op raised (as the simulator's finding names it).
+    assert_eq!((finding.op, finding.iteration), (Some(2), Some(0)));
+    assert!(finding.message.contains("SeqNum=1"), "{}", finding.message);
+    assert!(device.aborted);
+    let sleeps = device
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("sleep"))
+        .count();
+    assert_eq!(sleeps, 3, "gave up after the third 1 ms poll passed 2.5 ms");
+}
+
+#[test]
+fn barrier_item_marks_events_and_kernels() {
+    let text = r#"
+repeat = 2
+warmup = 1
+[cluster]
+ranks = 1
+[tensors]
+x = { size = "4KiB", dtype = "bf16" }
+[streams]
+side = {}
+[[op]]
+mark = "a"
+[[op]]
+gemm = [256, 256, 256]
+[[op]]
+record_event = "e"
+[[op]]
+wait_event = "e"
+stream = "side"
+[[op]]
+kernel = { us = 100, sms = 8 }
+stream = "side"
+[[op]]
+gpu_sleep_us = 50
+[[op]]
+barrier = true
+[[op]]
+item = "x"
+[[op]]
+host_sleep_us = 20
+[[op]]
+event_sync = "e"
+[[op]]
+stream_sync = "side"
+[[op]]
+device_sync = true
+"#;
+    let mut device = FakeDevice::default();
+    let rank = run_fake(text, &mut device).unwrap();
+    let first: Vec<&str> = device.calls.iter().take(20).map(String::as_str).collect();
+    assert_eq!(
+        first,
+        [
+            "record s0 e0", // mark
+            "record s0 e1", // gemm start
+            "launch s0 gemm 256x256x256 bf16",
+            "record s0 e2",
+            "record s0 e3", // record_event
+            "wait s1 e3",   // wait_event on side
+            "record s1 e4",
+            "record s1 e5",
+            "launch s1 spin 100000ns x8 own",
+            "record s1 e6",
+            "record s0 e7",
+            "launch s0 spin 50000ns x1",
+            "record s0 e8",
+            "init_comm world", // barrier: internal stream, wait, stream sync
+            "device_sync",     // the process's first communicator then waits for the device (R8)
+            "record s0 e9",
+            "wait s2 e9",
+            "record s2 e10",
+            "nccl s2 barrier world",
+            "record s2 e11",
+        ]
+    );
+    assert!(device.calls.contains(&"item s0 t0".to_string()));
+    assert!(device.calls.contains(&"sleep 20000".to_string()));
+    assert!(device.calls.contains(&"event_sync e3".to_string()));
+    assert!(device.calls.contains(&"stream_sync s1".to_string()));
+    assert_eq!(rank.marks.len(), 2);
+    assert_eq!(rank.host.len(), 2 * 12);
+    assert_eq!(rank.kernels.len(), 2 * 4);
+    let barrier = &rank.collectives[0];
+    assert!(barrier.async_op);
+    assert_eq!(barrier.bytes, 1);
+    let wait = barrier.wait.unwrap();
+    assert!(wait.completed_at_return);
+    assert_eq!(
+        rank.collectives[1].seq, 2,
+        "seq counts per group across iterations"
+    );
+}
+
+#[test]
+fn stand_ins_replace_collectives_when_downscaled() {
+    let text = r#"
+[cluster]
+ranks = 4
+[tensors]
+grad = "64MiB"
+[[op]]
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+"#;
+    let scenario = sim::scenario::parse("down.toml", text).unwrap();
+    let model = sim::nccl::plan_collective(
+        &scenario,
+        &[0, 1, 2, 3],
+        CollectiveKind::AllReduce,
+        64 << 20,
+    );
+    let channels = model.channels;
+    for (stand_in, expected) in [
+        (
+            StandIn::Spin { duration_ns: 7_000 },
+            format!("launch s1 spin 7000ns x{channels} own"),
+        ),
+        (
+            StandIn::Model,
+            format!("launch s1 spin {}ns x{channels} own", model.duration_ns),
+        ),
+        (StandIn::Nccl, "nccl s1 all_reduce world".to_string()),
+    ] {
+        let layout = Layout {
+            rank: 0,
+            world: 1,
+            device: 0,
+            launched: false,
+            stand_in: Some(stand_in),
+        };
+        let plan = RankPlan::new(&scenario, &layout).unwrap();
+        let mut device = FakeDevice::default();
+        Executor::new(&scenario, &plan, &mut device).run().unwrap();
+        assert!(device.calls.contains(&expected), "{:?}", device.calls);
+    }
+}
+
+#[test]
+fn perturbations_delay_the_host_and_the_gpu() {
+    let text = r#"
+repeat = 2
+[cluster]
+ranks = 1
+[[op]]
+label = "late"
+gpu_sleep_us = 10
+[[perturb]]
+ranks = [0]
+before = "late"
+host_delay_us = 30
+gpu_delay_us = 40
+iterations = [1]
+"#;
+    let mut device = FakeDevice::default();
+    let rank = run_fake(text, &mut device).unwrap();
+    let delays: Vec<_> = rank
+        .kernels
+        .iter()
+        .filter(|k| k.class == KernelClass::Sleep && k.iteration == 1)
+        .collect();
+    assert_eq!(delays.len(), 2, "the delay kernel and the op's own sleep");
+    let sleeps: Vec<&String> = device
+        .calls
+        .iter()
+        .filter(|c| c.contains("sleep 30000") || c.contains("40000ns"))
+        .collect();
+    assert_eq!(sleeps.len(), 2, "only in iteration 1: {:?}", device.calls);
+}
+
+/// Every committed hardware scenario (and the shipped catalogue) plans and runs on the fake
+/// device: the GPU runs only ever see programs that the executor accepts.
+#[test]
+fn committed_scenarios_run_on_the_fake_device() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut count = 0;
+    for dir in ["tests/data/hw/scenarios", "scenarios"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let scenario = sim::scenario::parse(&path.to_string_lossy(), &text)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let plan = crate::fake::rank0_plan(&scenario).unwrap();
+            if Executor::<FakeDevice>::refusal(&scenario, &plan).is_some() {
+                continue;
+            }
+            let mut device = FakeDevice::default();
+            let log = Executor::new(&scenario, &plan, &mut device)
+                .run()
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                device.event_times.len() <= plan.events_per_iteration * scenario.repeat as usize
+            );
+            let times = device.event_times.clone();
+            log.resolve(&plan, |ev| Ok(Some(times[ev]))).unwrap();
+            count += 1;
+        }
+    }
+    assert!(count >= 5, "found {count} scenarios");
+}
+
+/// Drawn delays come from the rank's seeded stream in the simulator's order (host, then
+/// GPU, per perturbation and iteration; a jitter draw per compute kernel), so hw sleeps what
+/// the simulator's rank sleeps.
+#[test]
+fn drawn_delays_and_jitter_follow_the_simulators_stream() {
+    let text = r#"
+seed = 9
+repeat = 3
+[cluster]
+ranks = 1
+kernel_jitter_pct = 5
+[[op]]
+label = "late"
+kernel = { us = 100, sms = 2 }
+[[perturb]]
+ranks = [0]
+before = "late"
+host_delay_us = { normal = { mean = 50, std = 10 } }
+gpu_delay_us = { uniform = { min = 10, max = 20 } }
+"#;
+    let scenario = sim::scenario::parse("draws.toml", text).unwrap();
+    let perturbation = &scenario.perturbations[0];
+    let mut rng = sim::random::rank_rng(9, 0);
+    let mut expected = Vec::new();
+    for _ in 0..3 {
+        let host = perturbation.host_delay.sample_ns(&mut rng);
+        let gpu = perturbation.gpu_delay.sample_ns(&mut rng);
+        let jitter = scenario.cluster.kernel_jitter;
+        let spin = sim::random::jittered_ns(100_000, jitter, &mut rng);
+        expected.push(format!("sleep {host}"));
+        expected.push(format!("launch s0 spin {gpu}ns x1"));
+        expected.push(format!("launch s0 spin {spin}ns x2 own"));
+    }
+    let mut device = FakeDevice::default();
+    run_fake(text, &mut device).unwrap();
+    let drawn: Vec<&str> = device
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("sleep") || c.starts_with("launch"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(drawn, expected);
+}
+
+/// R20 through the executor: the allocation that does not fit synchronises the device,
+/// frees the cached segment and records the release; with expandable segments it neither
+/// synchronises nor frees before the run ends.
+#[test]
+fn a_cache_release_synchronises_unless_expandable() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/hw/scenarios/hw_cache_release.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut device = FakeDevice::default();
+    let rank = run_fake(&text, &mut device).unwrap();
+    let release = rank.cache_releases[0];
+    assert_eq!(
+        (release.iteration, release.op, release.segments_freed),
+        (0, 3, 1)
+    );
+    assert!(release.device_idle_ns.is_some());
+    let alloc_b = device
+        .calls
+        .iter()
+        .position(|c| c == "launch s1 spin 5000000ns x1")
+        .unwrap();
+    assert_eq!(
+        device.calls[alloc_b + 2],
+        "device_sync",
+        "{:?}",
+        device.calls
+    );
+    assert_eq!(
+        &device.memory_calls[..5],
+        [
+            "malloc s0 629145600",
+            "bind t0 Some(\"s0+0\")",
+            "bind t0 None",
+            "free s0",
+            "malloc s1 629145600",
+        ]
+    );
+    assert_eq!(rank.memory.cache_releases, rank.cache_releases.len() as u32);
+    assert!(rank.memory.peak_reserved_bytes <= 1 << 30);
+
+    let expandable = text.replace(
+        "fraction = 1.0",
+        "fraction = 1.0\nexpandable_segments = true",
+    );
+    let mut device = FakeDevice::default();
+    let rank = run_fake(&expandable, &mut device).unwrap();
+    assert!(rank
+        .cache_releases
+        .iter()
+        .all(|r| r.device_idle_ns.is_none()));
+    // The program's five device_sync ops and the one after the run: none for the releases.
+    let syncs = device.calls.iter().filter(|c| *c == "device_sync").count();
+    assert_eq!(syncs, 6);
+    assert!(device
+        .memory_calls
+        .contains(&"free s0 deferred".to_string()));
+}
+
+/// Rank 0's network fails under its all_reduce, NCCL reporting it 1 ms after the enqueue
+/// (as `sim`'s engine tests have it); `extra` goes into `[env]`, `between` between the
+/// all_reduce and `is_completed()`, `wait()`. Run on the fake device as the one-GPU stand-in
+/// does (the device injects the error), and simulated.
+fn failed_work(extra: &str, between: &str) -> (RunLog, sim::timeline::Timeline) {
+    let text = format!(
+        "[env]\n{extra}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n{between}[[op]]\nis_completed = \"w\"\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    );
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+    let scenario = sim::scenario::parse("failed.toml", &text).unwrap();
+    (log, sim::engine::simulate(&scenario))
+}
+
+/// The first finding about rank 0: (kind, iteration, op, whether it says DistBackendError).
+fn rank0_verdict(findings: &[Finding]) -> (FindingKind, Option<u32>, Option<OpRef>, bool) {
+    let finding = findings.iter().find(|f| f.rank == Some(0)).unwrap();
+    let raised = finding.message.contains("DistBackendError");
+    (finding.kind, finding.iteration, finding.op, raised)
+}
+
+/// R27 on hardware as in the simulator: from the async error on, the failed Work's
+/// `is_completed()` is true and its `wait()` raises `DistBackendError` in the main thread,
+/// ending the process there; before the error `wait()` returns and the watchdog catches it.
+#[test]
+fn a_work_failed_by_an_async_error_is_completed_and_its_wait_raises_r27() {
+    let (log, simulated) = failed_work("", "[[op]]\nhost_sleep_us = 5000\n");
+    assert_eq!(log.queries.len(), 1);
+    assert!(log.queries[0].completed, "completed with its error");
+    let verdict = rank0_verdict(&log.findings);
+    assert_eq!(verdict, (FindingKind::AsyncError, Some(0), Some(3), true));
+    assert_eq!(verdict, rank0_verdict(&simulated.findings), "both engines");
+    assert_eq!(
+        simulated.ranks[0].queries[0].completed,
+        log.queries[0].completed
+    );
+    let exit = log
+        .records
+        .iter()
+        .find(|r| r.event == WatchdogEvent::Exit)
+        .unwrap();
+    assert_eq!(exit.thread, ThreadKind::Main);
+    assert_eq!(exit.message, log.findings[0].message);
+    let wait_call = log.host.last().unwrap();
+    assert_eq!(wait_call.op, 3);
+    assert_eq!(wait_call.start_ns, wait_call.end_ns, "it raised at once");
+
+    // Before the error: is_completed() is false, wait() returns, and the watchdog's poll
+    // finds the error later.
+    let (log, simulated) = failed_work("", "");
+    assert!(!log.queries[0].completed);
+    assert!(!simulated.ranks[0].queries[0].completed);
+    assert!(log.host.iter().any(|h| h.op == 2));
+    let (kind, _, _, raised) = rank0_verdict(&log.findings);
+    assert_eq!((kind, raised), (FindingKind::AsyncError, false));
+}
+
+/// A polling wait() raises the async error at its first poll after it, not the timeout.
+#[test]
+fn a_blocking_wait_raises_at_the_first_poll_after_the_async_error_r15_r27() {
+    let (log, simulated) = failed_work("TORCH_NCCL_BLOCKING_WAIT = 1", "");
+    let verdict = rank0_verdict(&log.findings);
+    assert_eq!(verdict, (FindingKind::AsyncError, Some(0), Some(2), true));
+    assert_eq!(verdict, rank0_verdict(&simulated.findings), "both engines");
+    let wait_call = log.host.last().unwrap();
+    assert!(
+        (1_000_000..2_100_000).contains(&wait_call.end_ns),
+        "{}",
+        wait_call.end_ns
+    );
+}
+
+/// Without `timeout_ms`, a blocking wait gives up after its group's timeout
+/// (`init_process_group(timeout=…)`, R15, R26), which the watchdog gets too.
+#[test]
+fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
+    let text = ASYNC.replace(
+        "[cluster]",
+        "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\ntimeout_s = 0.0035\n[cluster]",
+    );
+    let mut device = FakeDevice {
+        query_answers: std::iter::repeat_n(false, 100).collect(),
+        ..FakeDevice::default()
+    };
+    let finding = only_finding(&text, &mut device);
+    assert!(
+        finding.message.contains("reaching the 3 ms timeout"),
+        "{}",
+        finding.message
+    );
+    assert_eq!(device.watched[0].timeout_ns, 3_500_000);
+    let sleeps = device
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("sleep"))
+        .count();
+    assert_eq!(
+        sleeps, 4,
+        "gave up after the fourth 1 ms poll passed 3.5 ms"
+    );
+}
