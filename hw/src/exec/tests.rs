@@ -173,6 +173,21 @@ fn async_all_reduce_is_r10_and_wait_is_r12() {
 }
 
 #[test]
+fn a_timed_work_starts_at_its_start_event_r6() {
+    // Under TORCH_NCCL_ENABLE_TIMING the kernel is timed from the start event recorded right
+    // before it, so the record's Work start is its kernel start; untimed, there is none.
+    let mut device = FakeDevice::default();
+    let untimed = run_fake(ASYNC, &mut device).unwrap();
+    assert_eq!(untimed.collectives[0].work_start_ns, None);
+    let timed_text = format!("[env]\nTORCH_NCCL_ENABLE_TIMING = 1\n{ASYNC}");
+    let mut device = FakeDevice::default();
+    let timed = run_fake(&timed_text, &mut device).unwrap();
+    let c = &timed.collectives[0];
+    assert_eq!(c.work_start_ns, Some(c.kernel_start_ns));
+    assert_eq!(c.duration_ns(), (c.end_ns - c.kernel_start_ns) as i64);
+}
+
+#[test]
 fn sync_collective_differs_by_profile() {
     let text = r#"
 [cluster]
