@@ -173,7 +173,7 @@ fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>
         return Ok((timeline, beside, Vec::new()));
     }
     let (recorded, mut overrides) = recorded_invocation(&timeline.scenario.path)?;
-    overrides.extend(measurement_overrides(&timeline));
+    overrides.extend(calibrate::measurement_overrides(&timeline));
     if !recorded.is_file() {
         return Err(Failure::input(format!(
             "{}: its scenario is neither scenarios/{stem}.toml beside it nor {}; \
@@ -200,49 +200,6 @@ pub fn recorded_invocation(path: &str) -> Result<(PathBuf, Vec<Override>), Failu
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((PathBuf::from(file), overrides))
-}
-
-/// What the simulation of a measured run needs to be the program PyTorch ran: the ProcessGroupNCCL
-/// variables the torch engine sets for its own measurement (`machine.env`) that the simulator
-/// models, and the behaviour profile of the PyTorch version that ran (`machine.torch`).
-///
-/// Under `TORCH_NCCL_ENABLE_TIMING` a Work's start event is recorded before NCCL enqueues its
-/// kernel, and PyTorch's duration (what the torch engine reports as the kernel's) runs from it
-/// (R6). PyTorch 2.8 and later launch a synchronous collective on the current stream (R11: the
-/// `"2.12"` profile; the change is pytorch/pytorch#150398, first released in 2.8), earlier
-/// versions on the internal stream with a `wait()` (`"2.5"`), whatever profile the scenario
-/// itself names.
-pub fn measurement_overrides(run: &Timeline) -> Vec<Override> {
-    const MODELLED: [&str; 1] = ["TORCH_NCCL_ENABLE_TIMING"];
-    let env = run.machine.get("env").map_or("", String::as_str);
-    let mut sets: Vec<String> = env
-        .split_whitespace()
-        .filter_map(|pair| pair.split_once('='))
-        .filter(|(name, _)| MODELLED.contains(name))
-        .map(|(name, value)| format!("env.{name}={value}"))
-        .collect();
-    if let Some(profile) = run
-        .machine
-        .get("torch")
-        .and_then(|version| torch_profile_of(version))
-    {
-        sets.push(format!("torch=\"{profile}\""));
-    }
-    sets.iter()
-        .filter_map(|set| Override::parse(set).ok())
-        .collect()
-}
-
-/// The behaviour profile (`torch = …`) of a PyTorch version string such as `2.11.0+cu130`.
-fn torch_profile_of(version: &str) -> Option<&'static str> {
-    let mut parts = version.split(['.', '+']);
-    let major: u32 = parts.next()?.parse().ok()?;
-    let minor: u32 = parts.next()?.parse().ok()?;
-    Some(if (major, minor) >= (2, 8) {
-        "2.12"
-    } else {
-        "2.5"
-    })
 }
 
 /// Refuses a Timeline paired with a scenario it is not a run of.
@@ -343,40 +300,4 @@ pub struct CalibrateArgs {
     pub name: String,
     /// Measured runs to predict with the fitted profile (never fitted to).
     pub held_out: Vec<String>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pytorch_version_picks_the_behaviour_profile_it_runs() {
-        assert_eq!(torch_profile_of("2.11.0+cu130"), Some("2.12"));
-        assert_eq!(torch_profile_of("2.8.0"), Some("2.12"));
-        assert_eq!(torch_profile_of("2.7.1+cu126"), Some("2.5"));
-        assert_eq!(torch_profile_of("2.5.1"), Some("2.5"));
-        assert_eq!(torch_profile_of("3.0.0"), Some("2.12"));
-        assert_eq!(torch_profile_of("nightly"), None);
-    }
-
-    #[test]
-    fn a_measured_run_is_simulated_with_its_timing_variable_and_its_pytorch_profile() {
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/torch/nccl_tests_all_reduce.run1.json"),
-        )
-        .unwrap();
-        let mut timeline = Timeline::from_json(&text).unwrap();
-        let sets: Vec<String> = measurement_overrides(&timeline)
-            .iter()
-            .map(|o| format!("{o:?}"))
-            .collect();
-        assert_eq!(sets.len(), 2, "{sets:?}");
-        assert!(sets[0].contains("TORCH_NCCL_ENABLE_TIMING"), "{sets:?}");
-        assert!(sets[1].contains("2.12"), "{sets:?}");
-        // The Flight Recorder's buffer sizes are the instrument's, not the program's.
-        assert!(!sets.iter().any(|s| s.contains("BUFFER")), "{sets:?}");
-        timeline.machine.clear();
-        assert!(measurement_overrides(&timeline).is_empty());
-    }
 }

@@ -468,7 +468,7 @@ pub fn fidelity(
             .map(|(_, path)| read_timeline(path))
             .collect::<Result<Vec<_>, _>>()?;
         let (file, mut overrides) = recorded_invocation(&torch[0].scenario.path)?;
-        overrides.extend(crate::diff_cmd::measurement_overrides(&torch[0]));
+        overrides.extend(analysis::calibrate::measurement_overrides(&torch[0]));
         let scenario = crate::load_on(&file, &overrides, Some(machine))?;
         let hw_path = hw_dir.join(format!("{name}.json"));
         // Only an hw run of the same world size without stand-ins measures the same program.

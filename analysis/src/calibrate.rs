@@ -15,6 +15,8 @@
 //! in `calibrate/fit.rs`, the unit tests in `calibrate/tests.rs`.
 
 use serde::Serialize;
+use sim::scenario::{Override, TorchProfile};
+use sim::timeline::Timeline;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
@@ -459,6 +461,33 @@ pub fn render_profile(profile: &Profile, fitted: &[FittedValue]) -> String {
     }
     out
 }
+/// What the simulation of a measured run needs to be the program PyTorch ran: the ProcessGroupNCCL
+/// variables the torch engine sets for its own measurement (`machine.env`) that the simulator
+/// models, and the behaviour profile of the PyTorch version that ran (`machine.torch`,
+/// [`TorchProfile::of_release`]), whatever profile the scenario itself names. Under
+/// `TORCH_NCCL_ENABLE_TIMING` a Work's start event is recorded before NCCL enqueues its kernel,
+/// and PyTorch's duration (what the torch engine reports as the kernel's) runs from it (R6).
+pub fn measurement_overrides(run: &Timeline) -> Vec<Override> {
+    const MODELLED: [&str; 1] = ["TORCH_NCCL_ENABLE_TIMING"];
+    let env = run.machine.get("env").map_or("", String::as_str);
+    let mut sets: Vec<String> = env
+        .split_whitespace()
+        .filter_map(|pair| pair.split_once('='))
+        .filter(|(name, _)| MODELLED.contains(name))
+        .map(|(name, value)| format!("env.{name}={value}"))
+        .collect();
+    if let Some(profile) = run
+        .machine
+        .get("torch")
+        .and_then(|version| TorchProfile::of_release(version))
+    {
+        sets.push(format!("torch=\"{}\"", profile.as_str()));
+    }
+    sets.iter()
+        .filter_map(|set| Override::parse(set).ok())
+        .collect()
+}
+
 /// One timing metric of a held-out run: measured, simulated with the calibrated profile, and
 /// the relative error.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -183,3 +183,50 @@ fn held_out_errors_take_the_timing_metrics() {
     assert!(render_validation(&result).contains("median error 0.00% over 3 timing metrics"));
     assert_eq!(result.rows[0].scenario, "v (2 ranks)");
 }
+
+#[test]
+fn a_pytorch_release_picks_the_behaviour_profile_it_runs() {
+    use sim::scenario::TorchProfile;
+    assert_eq!(
+        TorchProfile::of_release("2.11.0+cu130"),
+        Some(TorchProfile::V2_12)
+    );
+    assert_eq!(TorchProfile::of_release("2.8.0"), Some(TorchProfile::V2_12));
+    assert_eq!(
+        TorchProfile::of_release("2.7.1+cu126"),
+        Some(TorchProfile::V2_5)
+    );
+    assert_eq!(TorchProfile::of_release("2.5.1"), Some(TorchProfile::V2_5));
+    assert_eq!(TorchProfile::of_release("3.0.0"), Some(TorchProfile::V2_12));
+    assert_eq!(TorchProfile::of_release("nightly"), None);
+}
+
+#[test]
+fn a_measured_run_is_simulated_with_its_timing_variable_and_its_pytorch_profile() {
+    let mut timeline = sim::engine::simulate(
+        &sim::scenario::parse(
+            "m.toml",
+            "[cluster]\nranks = 1\n[[op]]\ndevice_sync = true\n",
+        )
+        .unwrap(),
+    );
+    timeline.machine.insert(
+        "env".into(),
+        "TORCH_FR_BUFFER_SIZE=100000 TORCH_NCCL_ENABLE_TIMING=1 TORCH_NCCL_TRACE_BUFFER_SIZE=100000"
+            .into(),
+    );
+    timeline
+        .machine
+        .insert("torch".into(), "2.11.0+cu130".into());
+    let sets: Vec<String> = measurement_overrides(&timeline)
+        .iter()
+        .map(|o| format!("{o:?}"))
+        .collect();
+    assert_eq!(sets.len(), 2, "{sets:?}");
+    assert!(sets[0].contains("TORCH_NCCL_ENABLE_TIMING"), "{sets:?}");
+    assert!(sets[1].contains("2.12"), "{sets:?}");
+    // The Flight Recorder's buffer sizes are the instrument's, not the program's.
+    assert!(!sets.iter().any(|s| s.contains("BUFFER")), "{sets:?}");
+    timeline.machine.clear();
+    assert!(measurement_overrides(&timeline).is_empty());
+}

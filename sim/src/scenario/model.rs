@@ -58,6 +58,21 @@ impl TorchProfile {
         matches!(self, TorchProfile::V2_12)
     }
 
+    /// The profile a PyTorch release behaves as (a version such as `2.11.0+cu130`): 2.8 and
+    /// later launch a synchronous collective on the current stream (R11; pytorch/pytorch#150398,
+    /// first released in 2.8), earlier ones on the internal stream with a `wait()`. `None`
+    /// where the version has no major.minor.
+    pub fn of_release(version: &str) -> Option<TorchProfile> {
+        let mut parts = version.split(['.', '+']);
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = parts.next()?.parse().ok()?;
+        Some(if (major, minor) >= (2, 8) {
+            TorchProfile::V2_12
+        } else {
+            TorchProfile::V2_5
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             TorchProfile::V2_12 => "2.12",
