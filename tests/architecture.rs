@@ -1,7 +1,7 @@
 //! The module graph has no circles: within each crate, a module (a top-level file or folder of
 //! `src/`) that names another through `crate::…` must not be named back, directly or through
-//! others. Comments and `#[cfg(test)]` code are left out; a `use super::…` stays inside its
-//! module. ARCHITECTURE.md states the direction the dependencies run in.
+//! others. Comments and `#[cfg(test)]` code (a `tests.rs` declared `#[cfg(test)] mod tests;`
+//! included) are left out; a `use super::…` stays inside its module. ARCHITECTURE.md states the direction the dependencies run in.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -26,6 +26,18 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
     (!["lib", "main"].contains(&name.as_str())).then_some(name)
 }
 
+/// A `tests.rs` that its parent declares as `#[cfg(test)] mod tests;`: test code as a whole.
+fn is_test_module_file(file: &Path) -> bool {
+    if file.file_name().is_none_or(|name| name != "tests.rs") {
+        return false;
+    }
+    let folder = file.parent().unwrap();
+    let parent = [folder.join("mod.rs"), folder.with_extension("rs")];
+    parent.iter().any(|path| {
+        std::fs::read_to_string(path).is_ok_and(|text| text.contains("#[cfg(test)]\nmod tests;"))
+    })
+}
+
 /// The modules each module names through `crate::`, outside comments and test code.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
@@ -35,6 +47,9 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         let Some(module) = module_of(src, &file) else {
             continue;
         };
+        if is_test_module_file(&file) {
+            continue;
+        }
         let text = std::fs::read_to_string(&file).unwrap();
         let code = text.split("#[cfg(test)]").next().unwrap_or_default();
         let edges = graph.entry(module.clone()).or_default();
