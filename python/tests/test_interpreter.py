@@ -61,6 +61,33 @@ def test_the_timeline_has_the_rust_shape_and_one_host_record_per_op_and_iteratio
     assert any(k["class"] == "sleep" for k in rank["kernels"])
 
 
+def test_a_synchronous_call_on_the_calling_stream_releases_it_at_the_kernel_end(
+        resolve, interpret):
+    # The probe after the return fires no earlier than it is recorded; a 100 ns kernel ends
+    # long before that, and the stream passes the call when its kernel ends (R11).
+    path, _ = resolve("nccl_tests_all_reduce", "cluster.ranks=1")
+    completed, document, _ = interpret(
+        path, env={"FAKE_TORCH_VERSION": "2.11.0", "FAKE_TORCH_DURATION_MS": "0.0001"})
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    assert rank["collectives"]
+    for record in rank["collectives"]:
+        assert not record["async_op"] and record["run_stream"] == record["call_stream"]
+        assert record["wait"]["released_ns"] == record["end_ns"]
+        assert record["end_ns"] - record["kernel_start_ns"] == 100
+
+
+def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, interpret):
+    path, _ = resolve("nccl_tests_all_reduce", "cluster.ranks=1")
+    completed, document, _ = interpret(
+        path, env={"FAKE_TORCH_VERSION": "2.5.1", "FAKE_TORCH_DURATION_MS": "0.0001"})
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    for record in rank["collectives"]:
+        assert record["run_stream"] != record["wait"]["stream"]
+        assert record["wait"]["released_ns"] >= record["host_end_ns"]
+
+
 def test_the_scenario_environment_is_exported_before_torch_is_imported(resolve, interpret):
     path, _ = resolve("sm_contention", "cluster.ranks=1", "env.TORCH_NCCL_BLOCKING_WAIT=1")
     completed, document, calls = interpret(

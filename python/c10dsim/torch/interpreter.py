@@ -1019,6 +1019,13 @@ class Interpreter:
                 continue
             previous_end[group] = end
             record.update(kernel_start_ns=start, data_start_ns=start, end_ns=end)
+            if (wait is not None and duration is not None and not record["async_op"]
+                    and wait["stream"] == record["run_stream"]):
+                # A synchronous call whose kernel ran on the calling stream (PyTorch >= 2.8,
+                # R11): no stream waits on another; the stream passes the call when the kernel
+                # ends. The probe recorded after the return fires no earlier than it was
+                # recorded, so on an idle stream it is the host's time, not the GPU's.
+                wait["released_ns"] = min(wait["released_ns"], end)
             if wait is not None and wait["completed_at_return"] is None:
                 wait["completed_at_return"] = end <= wait["host_end_ns"]
             record["wait"] = wait

@@ -69,7 +69,8 @@ def _issue(name, group, async_op):
     group.seq += 1
     _C._distributed_c10d.ENTRIES.append({
         "record_id": len(_C._distributed_c10d.ENTRIES), "process_group": (group.group_name, ""),
-        "collective_seq_id": group.seq, "duration_ms": 0.01, "is_p2p": False,
+        "collective_seq_id": group.seq,
+        "duration_ms": float(os.environ.get("FAKE_TORCH_DURATION_MS", "0.01")), "is_p2p": False,
         "time_created_ns": time.time_ns()})
     _log(name, group.group_name, async_op)
     return Work(name) if async_op else None
