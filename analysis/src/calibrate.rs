@@ -61,6 +61,8 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
         &[
             "collective_us",
             "collective_tail_us",
+            "collective_enqueue_us",
+            "op_gap_us",
             "collective_cold_us",
             "sync_collective_us",
             "collective_warm_within_us",

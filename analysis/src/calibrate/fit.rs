@@ -349,6 +349,11 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         "median over waits of each one's median host time, blocking wait off (R12)",
         wait,
     ));
+    fitted.extend(host_cost(
+        "host.op_gap_us",
+        "median over ops of each op's median host time since the previous op returned, runs of c10dsim torch (its interpreter's Python between calls)",
+        gaps_before_ops(runs),
+    ));
     let per_op = "median over ops of each op's median host time";
     fitted.extend(host_cost(
         "host.launch_us",
@@ -386,6 +391,33 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         timeout_to_dump_signal(runs),
     ));
     fitted
+}
+
+/// Per (run, op): the host time from the previous op's return to the op's call, in the torch
+/// engine's Timelines (the interpreter's own Python between calls, outside every call's
+/// bracket).
+fn gaps_before_ops(runs: &[CalibrationRun]) -> OpSamples {
+    let mut out = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        if t.machine.get("backend").map(String::as_str) != Some(TORCH_BACKEND) {
+            continue;
+        }
+        let mut per_op: Vec<Vec<f64>> = vec![Vec::new(); t.ops.len()];
+        for rank in &t.ranks {
+            let mut calls: Vec<_> = rank.host.iter().collect();
+            calls.sort_by_key(|h| h.start_ns);
+            for pair in calls.windows(2) {
+                let (previous, call) = (pair[0], pair[1]);
+                if call.iteration >= t.scenario.warmup && call.start_ns >= previous.end_ns {
+                    per_op[call.op as usize]
+                        .push(us(call.start_ns as i64 - previous.end_ns as i64));
+                }
+            }
+        }
+        out.extend(per_op);
+    }
+    out
 }
 
 /// Per (run, rank): the watchdog's first dump signal minus its first timeout detection, where
@@ -625,6 +657,7 @@ fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         if t.machine.get("downscale").is_some_and(|d| d != "off") {
             continue;
         }
+        let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
         for op in &run.scenario.ops {
             let OpKind::Collective {
                 group, collective, ..
@@ -636,27 +669,36 @@ fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
             {
                 continue;
             }
-            let records: Vec<(i64, f64)> = t
+            let records: Vec<(i64, bool, f64)> = t
                 .ranks
                 .iter()
-                .flat_map(|r| &r.collectives)
-                .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
-                .map(|c| {
+                .zip(&gaps)
+                .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                .filter(|(c, _)| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                .map(|(c, gap)| {
                     let start_ns = c.work_start_ns.unwrap_or(c.kernel_start_ns);
-                    (start_ns as i64 - c.host_end_ns as i64, us(c.duration_ns()))
+                    let warm = warmth_of(*gap, &run.scenario.host) == Some(true);
+                    (
+                        start_ns as i64 - c.host_end_ns as i64,
+                        warm,
+                        us(c.duration_ns()),
+                    )
                 })
                 .collect();
-            let durations = |keep: &dyn Fn(i64) -> bool| -> Vec<f64> {
+            let durations = |keep: &dyn Fn(i64, bool) -> bool| -> Vec<f64> {
                 records
                     .iter()
-                    .filter(|(after_return_ns, _)| keep(*after_return_ns))
-                    .map(|&(_, duration_us)| duration_us)
+                    .filter(|(after_return_ns, warm, _)| keep(*after_return_ns, *warm))
+                    .map(|&(_, _, duration_us)| duration_us)
                     .collect()
             };
-            busy.push(durations(&|after_return_ns| {
+            busy.push(durations(&|after_return_ns, _| {
                 after_return_ns > BUSY_AFTER_RETURN_NS
             }));
-            idle.push(durations(&|after_return_ns| after_return_ns <= 0));
+            // The launch path after the start event is as warm as the call (CallWarmth).
+            idle.push(durations(&|after_return_ns, warm| {
+                after_return_ns <= 0 && warm
+            }));
         }
     }
     let Some(floor) = host_cost(
@@ -668,7 +710,7 @@ fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     };
     let launch = host_cost(
         "host.nccl_launch_latency_us",
-        "median over real one-rank collectives issued on an idle stream of each one's median duration, start event to end event, less the floor (R6)",
+        "median over real one-rank collectives issued on an idle stream in a tight loop (within host.collective_warm_within_us of the previous call) of each one's median duration, start event to end event, less the floor (R6)",
         idle,
     )
     .map(|idle| FittedValue {
@@ -676,6 +718,68 @@ fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         ..idle
     });
     std::iter::once(floor).chain(launch).collect()
+}
+
+/// Where the torch engine placed a collective's input-ready point at the Work's creation (the
+/// Flight Recorder's `time_created_ns`, `machine.work_created` says whether it could).
+fn knows_work_creation(t: &Timeline) -> bool {
+    t.machine.get("backend").map(String::as_str) == Some(TORCH_BACKEND)
+        && t.machine
+            .get("work_created")
+            .is_some_and(|w| w.contains("used for input_ready_ns"))
+}
+
+/// The part of a collective call from the Work's creation to the kernel launch (R10a, R10c):
+/// per collective op (one call per tensor) of the torch Timelines that know when each Work was
+/// created, the median of host return − input-ready point over warm calls whose point lies
+/// inside the call, less the tail after the launch (`tail_us`, which the torch engine cannot
+/// see). Kept within the fitted calls, less the tail.
+fn fit_collective_enqueue(
+    runs: &[CalibrationRun],
+    tail_us: f64,
+    shortest_call_us: f64,
+) -> Option<FittedValue> {
+    let mut after_creation = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        if !knows_work_creation(t) {
+            continue;
+        }
+        let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                batch: Batch::Each, ..
+            } = op.kind
+            else {
+                continue;
+            };
+            after_creation.push(
+                t.ranks
+                    .iter()
+                    .zip(&gaps)
+                    .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                    .filter(|(c, gap)| {
+                        c.op == op.index as u32
+                            && c.iteration >= t.scenario.warmup
+                            && c.input_ready_ns >= c.host_start_ns
+                            && c.input_ready_ns <= c.host_end_ns
+                            && warmth_of(**gap, &run.scenario.host) == Some(true)
+                    })
+                    .map(|(c, _)| us(c.host_end_ns as i64 - c.input_ready_ns as i64))
+                    .collect(),
+            );
+        }
+    }
+    let fitted = host_cost(
+        "host.collective_enqueue_us",
+        "median over collectives of each one's median host return − input-ready point at the Work's creation (the Flight Recorder's time_created_ns), warm calls, less host.collective_tail_us (R10a)",
+        after_creation,
+    )?;
+    let most_us = (shortest_call_us - tail_us).max(0.0);
+    Some(FittedValue {
+        value: (fitted.value - tail_us).clamp(0.0, most_us),
+        ..fitted
+    })
 }
 
 /// The GPU preset of the measured device (`machine.device`, e.g. `NVIDIA H200`), when every run
@@ -738,6 +842,27 @@ pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), Str
 /// Fits a profile to measured runs, starting from `prior` (kept for what the runs cannot fit).
 pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
     let mut fitted = fit_host_costs(runs);
+    let value_of = |fitted: &[FittedValue], key: &str| {
+        fitted
+            .iter()
+            .find(|f| f.key == key)
+            .map(|f| f.value)
+            .or(match prior.values.get(key) {
+                Some(ProfileValue::Number(value)) => Some(*value),
+                _ => None,
+            })
+    };
+    let tail_us =
+        value_of(&fitted, "host.collective_tail_us").unwrap_or(super::DEFAULT_COLLECTIVE_TAIL_US);
+    let shortest_call_us = [
+        "host.collective_us",
+        "host.sync_collective_us",
+        "host.collective_cold_us",
+    ]
+    .iter()
+    .filter_map(|key| value_of(&fitted, key))
+    .fold(f64::INFINITY, f64::min);
+    fitted.extend(fit_collective_enqueue(runs, tail_us, shortest_call_us));
     fitted.extend(fit_gemms(runs));
     fitted.extend(fit_network(runs));
     fitted.extend(fit_one_rank_collectives(runs));

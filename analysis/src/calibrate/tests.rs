@@ -230,3 +230,38 @@ fn a_measured_run_is_simulated_with_its_timing_variable_and_its_pytorch_profile(
     timeline.machine.clear();
     assert!(measurement_overrides(&timeline).is_empty());
 }
+
+#[test]
+fn runs_that_know_each_works_creation_recover_the_enqueue_after_it() {
+    let text = "torch = \"2.12\"\nrepeat = 4\nwarmup = 1\n[cluster]\nranks = 1\n\
+        [host]\ncollective_us = 25\ncollective_tail_us = 9\nsync_collective_us = 20\ncollective_enqueue_us = 3.5\n\
+        [groups.world]\neager_init = true\n[tensors]\nx = \"1KiB\"\n\
+        [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+    let scenario = sim::scenario::parse("e.toml", text).unwrap();
+    let mut timeline = sim::engine::simulate(&scenario);
+    let mut prior = Profile::default();
+    prior
+        .values
+        .insert("host.collective_tail_us".into(), ProfileValue::Number(9.0));
+    let fit = |timeline: &Timeline| {
+        let runs = [CalibrationRun {
+            scenario: &scenario,
+            timeline,
+        }];
+        calibrate(&runs, &prior)
+    };
+    // Only a torch Timeline whose input-ready points are the Works' creation says anything.
+    assert!(!fit(&timeline)
+        .profile
+        .values
+        .contains_key("host.collective_enqueue_us"));
+    timeline
+        .machine
+        .insert("backend".into(), "c10dsim.torch".into());
+    timeline.machine.insert(
+        "work_created".into(),
+        "Flight Recorder time_created_ns within its call for 8 of 8 collectives (used for input_ready_ns)".into(),
+    );
+    let calibration = fit(&timeline);
+    assert!((number(&calibration.profile, "host.collective_enqueue_us") - 3.5).abs() < 1e-6);
+}

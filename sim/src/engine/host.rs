@@ -36,6 +36,8 @@ pub(super) struct Cursor {
     access_point: Option<Point>,
     /// The NCCL call issued last, until its Work is watched.
     issued: Option<Issued>,
+    /// The current call's NCCL launch latency, slowed as the call is (`CallWarmth::slowed_ns`).
+    nccl_launch_latency_ns: Option<u64>,
 }
 
 #[derive(Clone, Copy)]
@@ -196,6 +198,7 @@ impl Engine<'_> {
                 let state = &mut self.ranks[rank as usize];
                 state.cursor.call_start_ns = state.host_ns;
                 state.cursor.call_collective = None;
+                state.cursor.nccl_launch_latency_ns = None;
             }
             Step::CallEnd => {
                 let state = &mut self.ranks[rank as usize];
@@ -212,7 +215,10 @@ impl Engine<'_> {
                 let since_previous_ns = state
                     .last_collective_return_ns
                     .map(|returned_ns| state.host_ns.saturating_sub(returned_ns));
-                state.host_ns += warmth.cost_ns(since_previous_ns);
+                let cost_ns = warmth.cost_ns(since_previous_ns);
+                state.host_ns += cost_ns;
+                state.cursor.nccl_launch_latency_ns =
+                    Some(warmth.slowed_ns(self.scenario.host.nccl_launch_latency_ns, cost_ns));
             }
             Step::HostSleep { duration_ns } => self.ranks[rank as usize].host_ns += duration_ns,
             Step::Record { stream, slot } => {
@@ -549,7 +555,11 @@ impl Engine<'_> {
             kind,
             bytes,
         });
-        let ready_ns = host_ns + self.scenario.host.nccl_launch_latency_ns;
+        let latency_ns = self.ranks[rank as usize]
+            .cursor
+            .nccl_launch_latency_ns
+            .unwrap_or(self.scenario.host.nccl_launch_latency_ns);
+        let ready_ns = host_ns + latency_ns;
         let sms = self.scenario.cluster.gpu.sms;
         let plan = self.plan(op, bytes);
         // No SMs for a collective NCCL launches no kernel for (R24): 0 channels.

@@ -828,6 +828,54 @@ mod tests {
     }
 
     #[test]
+    fn the_input_ready_event_is_recorded_at_the_works_creation_enqueue_plus_tail_before_the_return_r10a(
+    ) {
+        let call = |torch: &str, enqueue: &str| {
+            let text = format!(
+                "torch = \"{torch}\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[host]\ncollective_us = 30\nsync_collective_us = 20\ncollective_tail_us = 5\n{enqueue}\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\nall_reduce = \"x\"\n"
+            );
+            let timeline = simulate(&parse("e.toml", &text).unwrap());
+            timeline.ranks[0].collectives.clone()
+        };
+        for torch in ["2.12", "2.5"] {
+            let at_launch = call(torch, "");
+            let at_work = call(torch, "collective_enqueue_us = 4");
+            for (launch, work) in at_launch.iter().zip(&at_work) {
+                // The call costs the same and launches at the same time; the input-ready point
+                // moves 4 µs earlier.
+                assert_eq!(
+                    work.host_end_ns - work.host_start_ns,
+                    launch.host_end_ns - launch.host_start_ns
+                );
+                assert_eq!(launch.input_ready_ns - work.input_ready_ns, 4_000);
+                assert_eq!(work.kernel_start_ns, launch.kernel_start_ns);
+            }
+            // The async call returns the tail after the launch, which follows the input-ready
+            // point by the enqueue.
+            let (launch, work) = (&at_launch[0], &at_work[0]);
+            assert_eq!(launch.host_end_ns - launch.input_ready_ns, 5_000);
+            assert_eq!(work.host_end_ns - work.input_ready_ns, 9_000);
+        }
+        // On the current stream (2.12) the synchronous call keeps its own cost.
+        let sync = &call("2.12", "collective_enqueue_us = 4")[1];
+        assert!(!sync.async_op);
+        assert_eq!(sync.host_end_ns - sync.host_start_ns, 20_000);
+        assert_eq!(sync.host_end_ns - sync.input_ready_ns, 9_000);
+        let error = parse(
+            "e.toml",
+            &format!("{TWO_RANKS}[host]\ncollective_us = 30\nsync_collective_us = 20\ncollective_tail_us = 5\ncollective_enqueue_us = 16\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("host.sync_collective_us")
+                && error.contains("host.collective_enqueue_us"),
+            "{error}"
+        );
+        assert!(error.contains("e.toml:"), "{error}");
+    }
+
+    #[test]
     fn a_slower_nccl_launch_lets_the_gemm_take_the_sms_first_r22() {
         // The all_reduce is launched first, but its kernel is ready 20 µs after the launch; the
         // GEMM, launched 15 µs later with a 3 µs latency, starts first and holds every SM, so

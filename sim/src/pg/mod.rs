@@ -182,6 +182,11 @@ impl ProcessGroupNccl {
     /// A straggler's delays before `op` in `iteration` (R16): a host sleep, then a one-block
     /// delay kernel on the op's stream, both drawn from the rank's stream.
     pub fn before_op(&mut self, scenario: &Scenario, iteration: u32, op: &Op, out: &mut Vec<Step>) {
+        if scenario.host.op_gap_ns > 0 {
+            out.push(Step::HostCost {
+                cost_ns: scenario.host.op_gap_ns,
+            });
+        }
         for &index in &self.perturbations_by_op[op.index] {
             let perturbation = &scenario.perturbations[index];
             let applies = perturbation
@@ -492,15 +497,18 @@ impl ProcessGroupNccl {
         } else {
             let cold_ns = (costs.collective_cold_ns + costs.sync_collective_ns)
                 .saturating_sub(costs.collective_ns)
-                .max(costs.collective_tail_ns);
+                .max(costs.collective_enqueue_ns + costs.collective_tail_ns);
             (costs.sync_collective_ns, cold_ns)
         };
-        // The kernel is launched `collective_tail_ns` before the call returns.
+        // The Work is created (and the input-ready event recorded) `collective_enqueue_ns`
+        // before the kernel launch, which is `collective_tail_ns` before the call returns.
+        let after_work_ns = costs.collective_enqueue_ns + costs.collective_tail_ns;
         out.push(Step::CollectiveCost(CallWarmth {
-            warm_ns: warm_ns - costs.collective_tail_ns,
-            cold_ns: cold_ns - costs.collective_tail_ns,
+            warm_ns: warm_ns - after_work_ns,
+            cold_ns: cold_ns - after_work_ns,
             warm_within_ns: costs.collective_warm_within_ns,
             cold_after_ns: costs.collective_cold_after_ns,
+            rest_ns: after_work_ns,
         }));
         self.group_seq[group] += 1;
         let seq = self.group_seq[group];
@@ -532,6 +540,11 @@ impl ProcessGroupNccl {
             });
         }
         out.push(Step::ReleaseShelf { group });
+        if costs.collective_enqueue_ns > 0 {
+            out.push(Step::HostCost {
+                cost_ns: costs.collective_enqueue_ns,
+            });
+        }
         // R6: the Work's start event, on the kernel's stream right before the kernel.
         let work_start = scenario.env.times_works().then(|| self.record(stream, out));
         let jitter = if scenario.cluster.kernel_jitter > 0.0 {

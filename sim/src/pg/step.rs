@@ -210,6 +210,8 @@ pub struct CallWarmth {
     pub cold_ns: u64,
     pub warm_within_ns: u64,
     pub cold_after_ns: u64,
+    /// The rest of the call after this cost (the enqueue and the tail), the same warm or cold.
+    pub rest_ns: u64,
 }
 
 impl CallWarmth {
@@ -229,6 +231,15 @@ impl CallWarmth {
             / (self.cold_after_ns as f64 / self.warm_within_ns as f64).ln();
         let cost = self.warm_ns as f64 + share * (self.cold_ns as f64 - self.warm_ns as f64);
         cost.round() as u64
+    }
+
+    /// `warm_latency_ns` slowed as the whole call is, for a call that cost `cost_ns`: PyTorch's
+    /// host path from the Work's start event to NCCL's kernel launch runs as cold as the rest
+    /// of the call (docs/torch.md#host-warmth).
+    pub fn slowed_ns(&self, warm_latency_ns: u64, cost_ns: u64) -> u64 {
+        let warm_call_ns = u128::from(self.warm_ns + self.rest_ns).max(1);
+        let call_ns = u128::from(cost_ns + self.rest_ns);
+        u64::try_from(u128::from(warm_latency_ns) * call_ns / warm_call_ns).unwrap_or(u64::MAX)
     }
 }
 
@@ -335,6 +346,7 @@ mod warmth_tests {
         cold_ns: 200_000,
         warm_within_ns: 30_000,
         cold_after_ns: 30_000_000,
+        rest_ns: 5_000,
     };
 
     #[test]
@@ -356,5 +368,13 @@ mod warmth_tests {
             .map(|&gap| WARMTH.cost_ns(Some(gap)))
             .collect();
         assert!(rising.windows(2).all(|w| w[0] < w[1]), "{rising:?}");
+    }
+
+    #[test]
+    fn the_launch_latency_slows_as_the_whole_call_does() {
+        // Warm: the call is 20 + 5 µs, the latency as given; cold: 205 µs, 8.2 times that.
+        assert_eq!(WARMTH.slowed_ns(1_000, 20_000), 1_000);
+        assert_eq!(WARMTH.slowed_ns(1_000, 200_000), 8_200);
+        assert_eq!(WARMTH.slowed_ns(0, 200_000), 0);
     }
 }

@@ -614,23 +614,24 @@ impl Resolver<'_> {
     }
 
     /// A collective call's cost (`key`, `default_ns` when unset), which must cover
-    /// `host.collective_tail_us`, the part of a call after its kernel launch.
+    /// `host.collective_enqueue_us` and `host.collective_tail_us`, the parts of a call from the
+    /// Work's creation on (`after_work_ns`).
     fn call_covering_tail(
         &self,
         value: &Option<Spanned<f64>>,
         key: &str,
         default_ns: u64,
-        tail_ns: u64,
+        after_work_ns: u64,
     ) -> Result<u64> {
         let call_ns = self.optional_time_us(value, key, default_ns)?;
-        if tail_ns > call_ns {
+        if after_work_ns > call_ns {
             let span = value.as_ref().map_or(0..0, |v| v.span());
             return Err(self.error(
                 span,
                 format!(
-                    "{key} ({} us) must cover host.collective_tail_us ({} us), the part of a call after its kernel launch",
+                    "{key} ({} us) must cover host.collective_enqueue_us + host.collective_tail_us ({} us), the parts of a call from the Work's creation on",
                     call_ns as f64 / 1e3,
-                    tail_ns as f64 / 1e3
+                    after_work_ns as f64 / 1e3
                 ),
             ));
         }
@@ -645,6 +646,8 @@ impl Resolver<'_> {
             stream_wait_latency_us: None,
             collective_us: None,
             collective_tail_us: None,
+            collective_enqueue_us: None,
+            op_gap_us: None,
             collective_cold_us: None,
             sync_collective_us: None,
             collective_warm_within_us: None,
@@ -684,17 +687,34 @@ impl Resolver<'_> {
                 ),
             ));
         }
+        let collective_enqueue_ns =
+            self.optional_time_us(&raw.collective_enqueue_us, "host.collective_enqueue_us", 0)?;
+        let after_work_ns = collective_enqueue_ns + collective_tail_ns;
+        if after_work_ns > collective_ns {
+            let span = raw
+                .collective_enqueue_us
+                .as_ref()
+                .map_or(0..0, |v| v.span());
+            return Err(self.error(
+                span,
+                format!(
+                    "host.collective_enqueue_us + host.collective_tail_us ({} us) are parts of host.collective_us ({} us) and cannot exceed it",
+                    after_work_ns as f64 / 1e3,
+                    collective_ns as f64 / 1e3
+                ),
+            ));
+        }
         let collective_cold_ns = self.call_covering_tail(
             &raw.collective_cold_us,
             "host.collective_cold_us",
             collective_ns,
-            collective_tail_ns,
+            after_work_ns,
         )?;
         let sync_collective_ns = self.call_covering_tail(
             &raw.sync_collective_us,
             "host.sync_collective_us",
             collective_ns,
-            collective_tail_ns,
+            after_work_ns,
         )?;
         let collective_warm_within_ns = self.optional_time_us(
             &raw.collective_warm_within_us,
@@ -740,6 +760,8 @@ impl Resolver<'_> {
             )?,
             collective_ns,
             collective_tail_ns,
+            collective_enqueue_ns,
+            op_gap_ns: self.optional_time_us(&raw.op_gap_us, "host.op_gap_us", 0)?,
             collective_cold_ns,
             sync_collective_ns,
             collective_warm_within_ns,

@@ -184,6 +184,16 @@ pub struct HostCosts {
     /// enqueue, return to Python): the GPU may start the kernel this long before the call
     /// returns.
     pub collective_tail_ns: u64,
+    /// The part of `collective_ns` from the Work's creation, where ProcessGroupNCCL records
+    /// the input-ready event on the current stream (R10a), to the kernel launch: the Work's
+    /// start event, `pre` hooks and NCCL's enqueue. Everything before it (the dispatch, the
+    /// communicator look-up, a cold call's extra cost) comes before the input-ready event.
+    /// 0 unless a profile says otherwise: the event is then recorded at the launch.
+    pub collective_enqueue_ns: u64,
+    /// The program's own host time before each op: the Python between one call's return and
+    /// the next call. 0 unless a profile says otherwise (`profiles/h200-torch.toml` fits the
+    /// gaps `c10dsim torch`'s interpreter leaves between calls).
+    pub op_gap_ns: u64,
     /// `collective_ns` of a cold call: the first collective call of a rank, or one issued
     /// `collective_cold_after_ns` or more after the rank's previous collective call returned
     /// (PyTorch's call path costs several times more after the host did other things or

@@ -79,6 +79,8 @@ pub struct RawHost {
     pub stream_wait_latency_us: Option<Spanned<f64>>,
     pub collective_us: Option<Spanned<f64>>,
     pub collective_tail_us: Option<Spanned<f64>>,
+    pub collective_enqueue_us: Option<Spanned<f64>>,
+    pub op_gap_us: Option<Spanned<f64>>,
     pub collective_cold_us: Option<Spanned<f64>>,
     pub sync_collective_us: Option<Spanned<f64>>,
     pub collective_warm_within_us: Option<Spanned<f64>>,
