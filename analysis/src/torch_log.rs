@@ -132,7 +132,7 @@ mod tests {
         // Measured on the H200 (tests/data/torch): a 1 s timeout behind a 3 s GPU backlog.
         let log = include_str!("../../tests/data/torch/gpu_backlog_timeout.run1.log");
         let origin_unix_ns =
-            20_788 * 86_400 * 1_000_000_000 + (3 * 3600 + 54 * 60 + 40) * 1_000_000_000;
+            20_789 * 86_400 * 1_000_000_000 + (9 * 3600 + 45 * 60 + 16) * 1_000_000_000;
         let records = watchdog_records(log, origin_unix_ns);
         let events: Vec<WatchdogEvent> = records.iter().map(|r| r.event).collect();
         assert_eq!(
@@ -144,11 +144,11 @@ mod tests {
                 WatchdogEvent::Exit
             ]
         );
-        // 03:54:42.518274455 is 2.518274455 s after the origin chosen at 03:54:40.
-        assert_eq!(records[0].at_ns, 2_518_274_455);
+        // 09:45:18.532084737 is 2.532084737 s after the origin chosen at 09:45:16.
+        assert_eq!(records[0].at_ns, 2_532_084_737);
         assert_eq!(records[0].rank, 0);
         assert!(records[0].message.contains("Timeout(ms)=1000"));
-        // From the timeout to the process being taken down: 4.095 s.
-        assert_eq!(records[3].at_ns - records[0].at_ns, 4_095_299_994);
+        // From the timeout to the process being taken down (09:45:25.994156319): 7.462 s.
+        assert_eq!(records[3].at_ns - records[0].at_ns, 7_462_071_582);
     }
 }
