@@ -34,6 +34,8 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "bf16_tflops",
             "fp32_tflops",
             "gemm_efficiency",
+            "boost_ms",
+            "sustained_clock",
             "rank_speed_spread_pct",
             "gemm_tile_m",
             "gemm_tile_n",

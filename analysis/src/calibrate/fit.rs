@@ -41,6 +41,21 @@ pub(super) fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// The median of (value, weight) pairs: the value at which half the total weight lies below;
+/// 0 for none.
+fn weighted_median(values: &mut [(f64, f64)]) -> f64 {
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = values.iter().map(|v| v.1).sum();
+    let mut below = 0.0;
+    for &(value, weight) in values.iter() {
+        below += weight;
+        if below * 2.0 >= total {
+            return value;
+        }
+    }
+    0.0
+}
+
 fn median_abs_residual(values: &[f64], fitted: f64) -> f64 {
     median(
         &values
@@ -442,81 +457,247 @@ fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
         .collect()
 }
 
-/// GEMM kernels: (FLOPs, duration µs, dtype, the run's nominal rate for the dtype in TFLOP/s).
-fn gemm_samples(runs: &[CalibrationRun]) -> Vec<(f64, f64, DType, f64)> {
+/// A kernel far longer than its op's median (the process's first cuBLAS call) is no measure
+/// of how long the GPU computed, nor of its clock.
+const OUTLIER_FACTOR: f64 = 10.0;
+
+/// Per rank, its compute kernels in start order: (op, duration µs, compute µs launched before
+/// it), outliers counted at their op's median.
+fn compute_history(rank: &RankTimeline) -> Vec<(u32, f64, f64)> {
+    let mut kernels: Vec<_> = rank
+        .kernels
+        .iter()
+        .filter(|k| k.class == KernelClass::Compute)
+        .collect();
+    kernels.sort_by_key(|k| k.start_ns);
+    let mut by_op: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+    for k in &kernels {
+        by_op
+            .entry(k.op)
+            .or_default()
+            .push(us(k.end_ns as i64 - k.start_ns as i64));
+    }
+    let medians: std::collections::BTreeMap<u32, f64> =
+        by_op.iter().map(|(op, d)| (*op, median(d))).collect();
+    let mut before_us = 0.0;
+    kernels
+        .iter()
+        .map(|k| {
+            let duration_us = us(k.end_ns as i64 - k.start_ns as i64);
+            let entry = (k.op, duration_us, before_us);
+            before_us += duration_us.min(medians[&k.op] * OUTLIER_FACTOR);
+            entry
+        })
+        .collect()
+}
+
+/// How many kernels the boost window's detection compares (the first ones, then a sliding run).
+const BOOST_WINDOW_KERNELS: usize = 10;
+/// A slowdown this large over the first kernels' median marks the sustained clock.
+const SUSTAINED_SLOWDOWN: f64 = 1.05;
+
+/// `cluster.boost_ms`: per rank of each run, the compute time launched before the first of
+/// its most frequent GEMM's kernels from which on the median of the next ten runs 5% above the
+/// median of the first ten; the median over the ranks that slowed down. `None` where none did.
+fn fit_boost_window(runs: &[CalibrationRun]) -> Option<FittedValue> {
+    let mut windows_us = Vec::new();
+    for run in runs {
+        let gemm_ops: Vec<u32> = run
+            .scenario
+            .ops
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Gemm { dtype, .. } if dtype != DType::F32))
+            .map(|op| op.index as u32)
+            .collect();
+        for rank in &run.timeline.ranks {
+            let history = compute_history(rank);
+            let gemms: Vec<(f64, f64)> = history
+                .iter()
+                .filter(|(op, _, _)| gemm_ops.contains(op))
+                .map(|&(_, d, before)| (d, before))
+                .collect();
+            if gemms.len() < 3 * BOOST_WINDOW_KERNELS {
+                continue;
+            }
+            let durations: Vec<f64> = gemms.iter().map(|g| g.0).collect();
+            let typical = median(&durations);
+            let regular: Vec<(f64, f64)> = gemms
+                .into_iter()
+                .filter(|g| g.0 < typical * 3.0 && g.0 > typical / 3.0)
+                .collect();
+            if regular.len() < 3 * BOOST_WINDOW_KERNELS {
+                continue;
+            }
+            let first: Vec<f64> = regular[..BOOST_WINDOW_KERNELS]
+                .iter()
+                .map(|g| g.0)
+                .collect();
+            let base = median(&first);
+            let settled =
+                (BOOST_WINDOW_KERNELS..=regular.len() - BOOST_WINDOW_KERNELS).find(|&i| {
+                    let next: Vec<f64> = regular[i..i + BOOST_WINDOW_KERNELS]
+                        .iter()
+                        .map(|g| g.0)
+                        .collect();
+                    median(&next) > base * SUSTAINED_SLOWDOWN
+                });
+            if let Some(i) = settled {
+                windows_us.push(regular[i].1);
+            }
+        }
+    }
+    if windows_us.is_empty() {
+        return None;
+    }
+    let window_us = median(&windows_us);
+    Some(FittedValue {
+        key: "cluster.boost_ms".into(),
+        value: window_us / 1e3,
+        samples: windows_us.len(),
+        residual: format!(
+            "{:.1} ms",
+            median_abs_residual(&windows_us, window_us) / 1e3
+        ),
+        method: "median over ranks whose GEMMs slowed by 5% of the compute time launched before the slowdown (the GPU's boost window)".into(),
+    })
+}
+
+/// GEMM kernels: (FLOPs, duration µs, dtype, the run's nominal rate for the dtype in TFLOP/s,
+/// whether at the sustained clock), per (run, op, clock) the median. With a boost window a
+/// kernel launched after that much compute is at the sustained clock.
+fn gemm_samples(
+    runs: &[CalibrationRun],
+    boost_us: Option<f64>,
+) -> Vec<(f64, f64, DType, f64, bool)> {
     let mut out = Vec::new();
     for run in runs {
         let t = run.timeline;
+        let histories: Vec<Vec<(u32, f64, f64)>> = t.ranks.iter().map(compute_history).collect();
         for op in &run.scenario.ops {
             let OpKind::Gemm { m, n, k, dtype } = op.kind else {
                 continue;
             };
-            let durations: Vec<f64> = t
-                .ranks
-                .iter()
-                .flat_map(|r| &r.kernels)
-                .filter(|k| {
-                    k.op == op.index as u32
-                        && k.iteration >= t.scenario.warmup
-                        && k.class == KernelClass::Compute
-                })
-                .map(|k| us(k.end_ns as i64 - k.start_ns as i64))
-                .collect();
-            if durations.is_empty() {
-                continue;
-            }
             let gpu = &run.scenario.cluster.gpu;
             let rate = match dtype {
                 DType::Bf16 | DType::F16 => gpu.bf16_tflops,
                 DType::F32 => gpu.fp32_tflops,
             };
-            out.push((
-                2.0 * m as f64 * n as f64 * k as f64,
-                median(&durations),
-                dtype,
-                rate,
-            ));
+            for sustained in [false, true] {
+                let durations: Vec<f64> = t
+                    .ranks
+                    .iter()
+                    .zip(&histories)
+                    .flat_map(|(r, history)| {
+                        r.kernels
+                            .iter()
+                            .filter(|k| k.class == KernelClass::Compute)
+                            .zip(sorted_positions(r, history))
+                            .filter(|(k, _)| {
+                                k.op == op.index as u32 && k.iteration >= t.scenario.warmup
+                            })
+                            .map(|(k, before_us)| {
+                                (us(k.end_ns as i64 - k.start_ns as i64), before_us)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|&(_, before_us)| boost_us.is_some_and(|b| before_us >= b) == sustained)
+                    .map(|(d, _)| d)
+                    .collect();
+                if durations.is_empty() {
+                    continue;
+                }
+                out.push((
+                    2.0 * m as f64 * n as f64 * k as f64,
+                    median(&durations),
+                    dtype,
+                    rate,
+                    sustained,
+                ));
+            }
         }
     }
     out
 }
 
+/// For each compute kernel of `rank` in record order, the compute µs launched before it.
+fn sorted_positions(rank: &RankTimeline, history: &[(u32, f64, f64)]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..rank.kernels.len())
+        .filter(|&i| rank.kernels[i].class == KernelClass::Compute)
+        .collect();
+    order.sort_by_key(|&i| rank.kernels[i].start_ns);
+    let mut before = vec![0.0; rank.kernels.len()];
+    for (position, &i) in order.iter().enumerate() {
+        before[i] = history[position].2;
+    }
+    rank.kernels
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.class == KernelClass::Compute)
+        .map(|(i, _)| before[i])
+        .collect()
+}
+
 fn fit_gemms(runs: &[CalibrationRun]) -> Vec<FittedValue> {
-    let samples = gemm_samples(runs);
-    let half: Vec<_> = samples.iter().filter(|s| s.2 != DType::F32).collect();
+    let boost = fit_boost_window(runs);
+    let samples = gemm_samples(runs, boost.as_ref().map(|b| b.value * 1e3));
+    let half: Vec<_> = samples
+        .iter()
+        .filter(|s| s.2 != DType::F32 && !s.4)
+        .collect();
     if half.is_empty() {
         return Vec::new();
     }
-    let efficiencies: Vec<f64> = half
+    // "The fraction a large GEMM reaches": each GEMM weighs by its FLOPs, so the large ones,
+    // which take the GPU's time, decide it (smaller ones reach less of the rate).
+    let mut weighted: Vec<(f64, f64)> = half
         .iter()
-        .map(|(flops, t, _, rate)| flops / (t * 1e-6) / (rate * 1e12))
+        .map(|(flops, t, _, rate, _)| (flops / (t * 1e-6) / (rate * 1e12), *flops))
         .collect();
-    let efficiency = median(&efficiencies);
+    let efficiency = weighted_median(&mut weighted);
     let relative = |flops: f64, t: f64, rate_tflops: f64| {
         let predicted = flops / (rate_tflops * 1e12 * efficiency) * 1e6;
         (predicted - t).abs() / t * 100.0
     };
     let half_residuals: Vec<f64> = half
         .iter()
-        .map(|(f, t, _, r)| relative(*f, *t, *r))
+        .map(|(f, t, _, r, _)| relative(*f, *t, *r))
         .collect();
     let mut fitted = vec![FittedValue {
         key: "cluster.gemm_efficiency".into(),
         value: efficiency,
         samples: half.len(),
         residual: format!("{:.1}% of duration", median(&half_residuals)),
-        method: "median over bf16/f16 GEMMs of FLOPs / (duration · nominal bf16 rate)".into(),
+        method: "FLOP-weighted median over bf16/f16 GEMMs at the boost clock of FLOPs / (duration · nominal bf16 rate)".into(),
     }];
-    let single: Vec<_> = samples.iter().filter(|s| s.2 == DType::F32).collect();
+    let sustained: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.2 != DType::F32 && s.4)
+        .map(|(flops, t, _, rate, _)| flops / (t * 1e-6) / (rate * 1e12) / efficiency)
+        .collect();
+    if let Some(boost) = boost.filter(|_| !sustained.is_empty()) {
+        let clock = median(&sustained).min(1.0);
+        fitted.push(boost);
+        fitted.push(FittedValue {
+            key: "cluster.sustained_clock".into(),
+            value: clock,
+            samples: sustained.len(),
+            residual: format!("{:.3}", median_abs_residual(&sustained, clock)),
+            method: "median over bf16/f16 GEMMs launched after the boost window of their rate / the boost rate".into(),
+        });
+    }
+    let single: Vec<_> = samples
+        .iter()
+        .filter(|s| s.2 == DType::F32 && !s.4)
+        .collect();
     if !single.is_empty() {
         let rates: Vec<f64> = single
             .iter()
-            .map(|(flops, t, _, _)| flops / (t * 1e-6) / efficiency / 1e12)
+            .map(|(flops, t, _, _, _)| flops / (t * 1e-6) / efficiency / 1e12)
             .collect();
         let rate = median(&rates);
         let residuals: Vec<f64> = single
             .iter()
-            .map(|(f, t, _, _)| relative(*f, *t, rate))
+            .map(|(f, t, _, _, _)| relative(*f, *t, rate))
             .collect();
         fitted.push(FittedValue {
             key: "cluster.fp32_tflops".into(),

@@ -237,14 +237,24 @@ impl Engine<'_> {
                 kernel,
                 jitter,
             } => {
-                let state = &self.ranks[rank as usize];
+                let gpu = &self.scenario.cluster.gpu;
+                let state = &mut self.ranks[rank as usize];
                 let mut duration_ns = match kernel {
                     Kernel::Spin { duration_ns, .. } => duration_ns,
                     Kernel::Gemm { .. } => self.gemm_ns_by_op[op],
                 };
                 if class == KernelClass::Compute {
-                    let modelled_ns = (duration_ns as f64 * state.compute_speed).round() as u64;
+                    let mut speed = state.compute_speed;
+                    if gpu
+                        .boost_ns
+                        .is_some_and(|boost_ns| state.compute_launched_ns >= boost_ns)
+                    {
+                        // The GPU has settled to its sustained clock under the power limit.
+                        speed /= gpu.sustained_clock;
+                    }
+                    let modelled_ns = (duration_ns as f64 * speed).round() as u64;
                     duration_ns = apply_jitter(modelled_ns, jitter);
+                    state.compute_launched_ns += duration_ns;
                 }
                 let host_ns = state.host_ns;
                 let point = self.launch_kernel(rank, stream, op, class, duration_ns, host_ns);

@@ -285,6 +285,7 @@ impl<'s> Engine<'s> {
                     caught: false,
                     memory: MemoryState::new(scenario),
                     compute_speed: rank_speed(scenario, rank),
+                    compute_launched_ns: 0,
                     race: if options.race_detector {
                         RaceDetector::new(stream_count)
                     } else {

@@ -62,6 +62,8 @@ pub(super) struct RankState {
     pub(super) group_seq: Vec<u64>,
     /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
     pub(super) compute_speed: f64,
+    /// Compute-kernel time launched so far (`cluster.boost_ms`).
+    pub(super) compute_launched_ns: u64,
     /// Happens-before of this rank's host and streams, for data races (R21).
     pub(super) race: RaceDetector,
     /// Per Work name: the end instance and collective record of its latest creation.

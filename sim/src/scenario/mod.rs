@@ -506,6 +506,13 @@ impl Resolver<'_> {
         if let Some(efficiency) = &raw.gemm_efficiency {
             gpu.gemm_efficiency = self.positive(efficiency, "cluster.gemm_efficiency", 1.0)?;
         }
+        if let Some(boost) = &raw.boost_ms {
+            let ms = self.positive(boost, "cluster.boost_ms", 1e9)?;
+            gpu.boost_ns = Some((ms * 1e6).round() as u64);
+        }
+        if let Some(clock) = &raw.sustained_clock {
+            gpu.sustained_clock = self.positive(clock, "cluster.sustained_clock", 1.0)?;
+        }
         let percent = |value: &Option<Spanned<f64>>, what: &str| -> Result<f64> {
             let Some(pct) = value else {
                 return Ok(0.0);

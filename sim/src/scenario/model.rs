@@ -90,6 +90,11 @@ pub struct GpuSpec {
     pub fp32_tflops: f64,
     /// Fraction of the nominal rate a large GEMM reaches.
     pub gemm_efficiency: f64,
+    /// Compute-kernel time a rank's GPU runs at its boost clock; after it the GPU holds its
+    /// sustained clock under the power limit (`sustained_clock`). `None`: it never settles.
+    pub boost_ns: Option<u64>,
+    /// The compute rate after `boost_ns` of compute, relative to the boost rate (1: none).
+    pub sustained_clock: f64,
 }
 
 impl GpuSpec {
@@ -111,6 +116,8 @@ impl GpuSpec {
             bf16_tflops,
             fp32_tflops,
             gemm_efficiency: 0.7,
+            boost_ns: None,
+            sustained_clock: 1.0,
         })
     }
 }

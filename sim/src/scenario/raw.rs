@@ -46,6 +46,8 @@ pub struct RawCluster {
     pub bf16_tflops: Option<Spanned<f64>>,
     pub fp32_tflops: Option<Spanned<f64>>,
     pub gemm_efficiency: Option<Spanned<f64>>,
+    pub boost_ms: Option<Spanned<f64>>,
+    pub sustained_clock: Option<Spanned<f64>>,
     pub kernel_jitter_pct: Option<Spanned<f64>>,
     pub rank_speed_spread_pct: Option<Spanned<f64>>,
     pub gemm_tile_m: Option<Spanned<i64>>,
