@@ -81,6 +81,10 @@ pub struct Fidelity {
     pub host_within_spread: usize,
     /// Host-side rows with at least two PyTorch runs (a spread to be within).
     pub host_rows_with_spread: usize,
+    /// PyTorch's own median run-to-run spread (largest − smallest run over the median run, %)
+    /// over the GPU-side and the host-side rows with two runs or more.
+    pub gpu_median_spread_pct: Option<f64>,
+    pub host_median_spread_pct: Option<f64>,
     pub hw_median_error_pct: Option<f64>,
     pub hw_rows: usize,
 }
@@ -284,8 +288,17 @@ pub fn fidelity(scenarios: &[ScenarioRuns]) -> Fidelity {
         .iter()
         .filter(|row| row.side == MetricSide::Host && row.simulated_within_spread.is_some())
         .count();
+    let spreads = |side: MetricSide| -> Vec<f64> {
+        metrics
+            .iter()
+            .filter(|row| row.side == side && row.torch_runs >= 2)
+            .filter_map(|row| error_pct(row.torch + row.torch_spread, row.torch))
+            .collect()
+    };
     Fidelity {
         host_rows_with_spread,
+        gpu_median_spread_pct: median(&mut spreads(MetricSide::Gpu)),
+        host_median_spread_pct: median(&mut spreads(MetricSide::Host)),
         gpu_rows: gpu.len(),
         gpu_median_error_pct: median(&mut gpu),
         host_rows: host.len(),
@@ -313,8 +326,13 @@ pub fn render_markdown(fidelity: &Fidelity) -> String {
         "none with a measured run-to-run spread (one PyTorch run each)".to_string()
     } else {
         format!(
-            "{} of the {} with two runs or more within PyTorch's own run-to-run spread",
-            fidelity.host_within_spread, fidelity.host_rows_with_spread
+            "{} of the {} with two runs or more within PyTorch's own run-to-run spread \
+             (PyTorch's median run-to-run spread, largest − smallest run over the median: {} \
+             GPU-side, {} host-side)",
+            fidelity.host_within_spread,
+            fidelity.host_rows_with_spread,
+            percent(fidelity.gpu_median_spread_pct),
+            percent(fidelity.host_median_spread_pct)
         )
     };
     out.push_str(&format!(
@@ -552,6 +570,10 @@ mod tests {
         assert!(render_markdown(&table).contains(
             "2 host-side metrics, 2 of the 2 with two runs or more within PyTorch's own run-to-run spread"
         ));
+        // PyTorch's own spread beside it: the host runs are identical, the GPU ones are not.
+        assert_eq!(table.host_median_spread_pct, Some(0.0));
+        assert!(table.gpu_median_spread_pct.is_some_and(|s| s > 0.0));
+        assert!(render_markdown(&table).contains("PyTorch's median run-to-run spread"));
     }
 
     #[test]
