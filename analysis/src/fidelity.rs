@@ -315,6 +315,11 @@ fn number(value: f64) -> String {
     format!("{value:.3}")
 }
 
+/// A summary median, to two decimals: a target of 5% is not met by 5.01%.
+fn median_percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".to_string(), |v| format!("{v:.2}%"))
+}
+
 fn percent(value: Option<f64>) -> String {
     value.map_or_else(|| "–".to_string(), |v| format!("{v:.1}%"))
 }
@@ -340,9 +345,9 @@ pub fn render_markdown(fidelity: &Fidelity) -> String {
          metrics, {spread}. **hw vs PyTorch:** \
          median error {} over {} timing metrics. **Outcome verdicts:** {} of {} scenarios agree \
          ({} not comparable: the PyTorch run launched fewer ranks than the scenario has).\n\n",
-        percent(fidelity.gpu_median_error_pct),
+        median_percent(fidelity.gpu_median_error_pct),
         fidelity.gpu_rows,
-        percent(fidelity.host_median_error_pct),
+        median_percent(fidelity.host_median_error_pct),
         fidelity.host_rows,
         fidelity
             .hw_median_error_pct
