@@ -49,6 +49,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "alpha_us",
             "nic_alpha_us",
             "kernel_floor_us",
+            "self_copy_gbps",
             "algorithm",
             "nccl_ll_launch_us",
             "nccl_ll128_launch_us",

@@ -168,7 +168,14 @@ pub fn plan_collective(
     let nccl_model = scenario.uses_nccl_model();
     if group_ranks.len() <= 1 {
         // One rank: no peer (the α-β model keeps its historical name). all_to_all becomes a
-        // send and a receive to itself, which launch the point-to-point kernel.
+        // send and a receive to itself, which launch the point-to-point kernel and copy the
+        // buffer (`network.self_copy_gbps`).
+        let copy_ns = match scenario.network.self_copy_bytes_per_s {
+            Some(rate) if collective == CollectiveKind::AllToAll => {
+                (size_bytes as f64 / rate * 1e9).round() as u64
+            }
+            _ => 0,
+        };
         return CollectivePlan {
             algorithm: Algorithm::Ring,
             protocol: if nccl_model {
@@ -177,7 +184,7 @@ pub fn plan_collective(
                 Protocol::Ll
             },
             channels: 1,
-            duration_ns: floor_ns,
+            duration_ns: floor_ns.max(copy_ns),
             without_kernel: collective != CollectiveKind::AllToAll,
         };
     }

@@ -901,6 +901,54 @@ fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
     std::iter::once(floor).chain(launch).collect()
 }
 
+/// A one-rank all_to_all is NCCL's send and receive to itself: a copy of the whole buffer
+/// (`network.self_copy_gbps`). Per op, the median of bytes / duration (start event to end
+/// event, R6) over the calls made while the stream was busy (the start event waits behind
+/// earlier work, so the duration is the copy's); the median over ops. Downscaled runs count:
+/// their collective ran at one rank for real.
+fn fit_self_copy(runs: &[CalibrationRun]) -> Option<FittedValue> {
+    let mut rates = OpSamples::new();
+    for run in runs {
+        let t = run.timeline;
+        for op in &run.scenario.ops {
+            let OpKind::Collective {
+                group,
+                collective: CollectiveKind::AllToAll,
+                ..
+            } = op.kind
+            else {
+                continue;
+            };
+            if run.scenario.groups[group].ranks.len() != 1 {
+                continue;
+            }
+            rates.push(
+                t.ranks
+                    .iter()
+                    .flat_map(|r| &r.collectives)
+                    .filter(|c| {
+                        let start_ns = c.work_start_ns.unwrap_or(c.kernel_start_ns);
+                        c.op == op.index as u32
+                            && c.iteration >= t.scenario.warmup
+                            && start_ns as i64 - c.host_end_ns as i64 > BUSY_AFTER_RETURN_NS
+                            && c.duration_ns() > 0
+                    })
+                    .map(|c| c.bytes as f64 / c.duration_ns() as f64)
+                    .collect(),
+            );
+        }
+    }
+    host_cost(
+        "network.self_copy_gbps",
+        "median over one-rank all_to_alls issued while their stream was busy of each one's median bytes / duration, start event to end event (R6, R24)",
+        rates,
+    )
+    .map(|fitted| FittedValue {
+        residual: fitted.residual.replace(" µs", " GB/s"),
+        ..fitted
+    })
+}
+
 /// Where the torch engine placed a collective's input-ready point at the Work's creation (the
 /// Flight Recorder's `time_created_ns`, `machine.work_created` says whether it could).
 fn knows_work_creation(t: &Timeline) -> bool {
@@ -1047,6 +1095,7 @@ pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
     fitted.extend(fit_gemms(runs));
     fitted.extend(fit_network(runs));
     fitted.extend(fit_one_rank_collectives(runs));
+    fitted.extend(fit_self_copy(runs));
     let mut profile = prior.clone();
     if let Some(preset) = measured_gpu_preset(runs) {
         profile

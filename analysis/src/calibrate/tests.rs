@@ -265,3 +265,33 @@ fn runs_that_know_each_works_creation_recover_the_enqueue_after_it() {
     let calibration = fit(&timeline);
     assert!((number(&calibration.profile, "host.collective_enqueue_us") - 3.5).abs() < 1e-6);
 }
+
+#[test]
+fn a_one_rank_all_to_all_copies_its_buffer_and_the_fit_recovers_the_rate() {
+    // Timed Works behind a 1 ms sleep (the stream busy at each call): the duration is the
+    // copy of the 32 MiB buffer, NCCL's send and receive to itself.
+    let text = "torch = \"2.12\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n\
+        [network]\nkernel_floor_us = 1.5\nself_copy_gbps = 1800\n[env]\nTORCH_NCCL_ENABLE_TIMING = 1\n\
+        [groups.world]\neager_init = true\n[tensors]\nx = \"32MiB\"\n\
+        [[op]]\ngpu_sleep_us = 1000\n[[op]]\nall_to_all = \"x\"\n[[op]]\ndevice_sync = true\n";
+    let scenario = sim::scenario::parse("a.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    let copy_ns = (32u64 << 20) as f64 / 1800.0;
+    for c in &timeline.ranks[0].collectives {
+        assert!((c.duration_ns() as f64 - copy_ns).abs() <= 1.0, "{c:?}");
+    }
+    let runs = [CalibrationRun {
+        scenario: &scenario,
+        timeline: &timeline,
+    }];
+    let calibration = calibrate(&runs, &Profile::default());
+    assert!((number(&calibration.profile, "network.self_copy_gbps") - 1800.0).abs() < 1.0);
+    // Without the key a one-rank all_to_all costs the floor.
+    let floor =
+        sim::scenario::parse("a.toml", &text.replace("self_copy_gbps = 1800\n", "")).unwrap();
+    let timeline = sim::engine::simulate(&floor);
+    assert!(timeline.ranks[0]
+        .collectives
+        .iter()
+        .all(|c| c.duration_ns() == 1_500));
+}

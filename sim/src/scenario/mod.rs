@@ -556,6 +556,7 @@ impl Resolver<'_> {
             alpha_ns: 5_000,
             nic_alpha_ns: 10_000,
             kernel_floor_ns: 5_000,
+            self_copy_bytes_per_s: None,
             algorithm: NetworkAlgorithm::Ring,
             nccl_launch_ns: [None; 3],
             nccl_wire_efficiency: [None; 3],
@@ -574,6 +575,10 @@ impl Resolver<'_> {
             self.optional_time_us(&raw.nic_alpha_us, "network.nic_alpha_us", 10_000)?;
         network.kernel_floor_ns =
             self.optional_time_us(&raw.kernel_floor_us, "network.kernel_floor_us", 5_000)?;
+        if let Some(gbps) = &raw.self_copy_gbps {
+            network.self_copy_bytes_per_s =
+                Some(self.positive(gbps, "network.self_copy_gbps", 1e5)? * 1e9);
+        }
         let launches = [
             (&raw.nccl_ll_launch_us, "network.nccl_ll_launch_us"),
             (&raw.nccl_ll128_launch_us, "network.nccl_ll128_launch_us"),

@@ -161,6 +161,9 @@ pub struct Network {
     pub nic_alpha_ns: u64,
     /// Shortest NCCL kernel (a 1-rank collective still launches and finishes a kernel).
     pub kernel_floor_ns: u64,
+    /// NCCL's copy of a rank's own chunk (a send and receive to itself), bytes per second: a
+    /// one-rank all_to_all copies its whole buffer so. `None`: it costs the floor.
+    pub self_copy_bytes_per_s: Option<f64>,
     /// The cost model of collectives.
     pub algorithm: NetworkAlgorithm,
     /// NCCL model: fixed cost of a kernel per protocol (LL, LL128, Simple) in place of the GPU

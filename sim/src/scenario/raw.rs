@@ -63,6 +63,7 @@ pub struct RawNetwork {
     pub alpha_us: Option<Spanned<f64>>,
     pub nic_alpha_us: Option<Spanned<f64>>,
     pub kernel_floor_us: Option<Spanned<f64>>,
+    pub self_copy_gbps: Option<Spanned<f64>>,
     pub algorithm: Option<Spanned<String>>,
     pub nccl_ll_launch_us: Option<Spanned<f64>>,
     pub nccl_ll128_launch_us: Option<Spanned<f64>>,
