@@ -496,9 +496,11 @@ const BOOST_WINDOW_KERNELS: usize = 10;
 /// A slowdown this large over the first kernels' median marks the sustained clock.
 const SUSTAINED_SLOWDOWN: f64 = 1.05;
 
-/// `cluster.boost_ms`: per rank of each run, the compute time launched before the first of
-/// its most frequent GEMM's kernels from which on the median of the next ten runs 5% above the
-/// median of the first ten; the median over the ranks that slowed down. `None` where none did.
+/// `cluster.boost_ms`: per rank of each run, over its bf16/f16 GEMM kernels in start order
+/// (those within 3× of their median), the first ten's median is the boost duration; the first
+/// run of ten whose median is 5% slower marks the settling, and its first kernel 5% slower is
+/// where it happened: the compute time launched before that kernel. The median over the ranks
+/// that slowed down; `None` where none did.
 fn fit_boost_window(runs: &[CalibrationRun]) -> Option<FittedValue> {
     let mut windows_us = Vec::new();
     for run in runs {
@@ -541,8 +543,14 @@ fn fit_boost_window(runs: &[CalibrationRun]) -> Option<FittedValue> {
                         .collect();
                     median(&next) > base * SUSTAINED_SLOWDOWN
                 });
+            // The window's median turns once most of it is slow: the first slow kernel in it
+            // is where the clock settled.
             if let Some(i) = settled {
-                windows_us.push(regular[i].1);
+                let threshold = base * SUSTAINED_SLOWDOWN;
+                let first_slow = (i..i + BOOST_WINDOW_KERNELS)
+                    .find(|&j| regular[j].0 > threshold)
+                    .unwrap_or(i);
+                windows_us.push(regular[first_slow].1);
             }
         }
     }

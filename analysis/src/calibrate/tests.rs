@@ -295,3 +295,47 @@ fn a_one_rank_all_to_all_copies_its_buffer_and_the_fit_recovers_the_rate() {
         .iter()
         .all(|c| c.duration_ns() == 1_500));
 }
+
+#[test]
+fn the_boost_window_and_the_sustained_clock_are_recovered_from_gemms_that_slow_down() {
+    // 40 GEMMs of 8192³ bf16 at 0.8 of the nominal rate (1.39 ms each): the clock settles
+    // after 20 ms of compute, then runs at 0.9.
+    let text = "torch = \"2.12\"\nrepeat = 40\nwarmup = 0\n[cluster]\nranks = 1\ngpu = \"h200\"\n\
+        gemm_efficiency = 0.8\nboost_ms = 20\nsustained_clock = 0.9\n\
+        [[op]]\ngemm = [8192, 8192, 8192]\n";
+    let calibration = calibrated_to_its_simulation("b.toml", text);
+    let fitted = |key: &str| number(&calibration.profile, key);
+    assert!((fitted("cluster.gemm_efficiency") - 0.8).abs() < 1e-3);
+    assert!((fitted("cluster.sustained_clock") - 0.9).abs() < 1e-3);
+    // The first kernel launched at or after 20 ms of compute is the first slow one.
+    let gemm_ms = 2.0 * 8192f64.powi(3) / (989e12 * 0.8) * 1e3;
+    let boost = fitted("cluster.boost_ms");
+    assert!(boost >= 20.0 && boost < 20.0 + gemm_ms, "{boost}");
+    // A GPU that never slows fits no boost window.
+    let steady = calibrated_to_its_simulation(
+        "s.toml",
+        &text.replace("boost_ms = 20\nsustained_clock = 0.9\n", ""),
+    );
+    assert!(!steady.profile.values.contains_key("cluster.boost_ms"));
+}
+
+#[test]
+fn the_gap_before_each_op_is_fitted_from_torch_timelines_only() {
+    let text =
+        "torch = \"2.12\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[host]\nop_gap_us = 6\n\
+        [[op]]\ngpu_sleep_us = 10\n[[op]]\nmark = \"m\"\n";
+    let scenario = sim::scenario::parse("g.toml", text).unwrap();
+    let mut timeline = sim::engine::simulate(&scenario);
+    let fit = |timeline: &Timeline| {
+        let runs = [CalibrationRun {
+            scenario: &scenario,
+            timeline,
+        }];
+        calibrate(&runs, &Profile::default())
+    };
+    assert!(!fit(&timeline).profile.values.contains_key("host.op_gap_us"));
+    timeline
+        .machine
+        .insert("backend".into(), "c10dsim.torch".into());
+    assert!((number(&fit(&timeline).profile, "host.op_gap_us") - 6.0).abs() < 1e-6);
+}

@@ -877,6 +877,65 @@ mod tests {
     }
 
     #[test]
+    fn the_programs_gap_before_each_op_moves_every_later_call() {
+        let host_starts = |gap: &str| {
+            let text = format!(
+                "{TWO_RANKS}[host]\nlaunch_us = 5\n{gap}\n[[op]]\ngpu_sleep_us = 10\n[[op]]\ngpu_sleep_us = 10\n[[op]]\ngpu_sleep_us = 10\n"
+            );
+            let timeline = simulate(&parse("g.toml", &text).unwrap());
+            let starts: Vec<u64> = timeline.ranks[0].host.iter().map(|h| h.start_ns).collect();
+            starts
+        };
+        assert_eq!(host_starts(""), [0, 5_000, 10_000]);
+        assert_eq!(host_starts("op_gap_us = 3"), [3_000, 11_000, 19_000]);
+    }
+
+    #[test]
+    fn compute_after_the_boost_window_runs_at_the_sustained_clock() {
+        // Four 1 ms kernels; the GPU settles after 2 ms of compute, then runs at 0.8 of its
+        // rate: the third and fourth take 1.25 ms.
+        let durations = |cluster: &str| {
+            let text = format!(
+                "torch = \"2.12\"\n[cluster]\nranks = 1\n{cluster}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n"
+            );
+            let timeline = simulate(&parse("b.toml", &text).unwrap());
+            let ends: Vec<u64> = timeline.ranks[0]
+                .kernels
+                .iter()
+                .map(|k| k.end_ns - k.start_ns)
+                .collect();
+            ends
+        };
+        assert_eq!(durations(""), [1_000_000; 4]);
+        assert_eq!(
+            durations("boost_ms = 2\nsustained_clock = 0.8"),
+            [1_000_000, 1_000_000, 1_250_000, 1_250_000]
+        );
+        let error = parse("b.toml", "[cluster]\nsustained_clock = 1.5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("cluster.sustained_clock") && error.contains("b.toml:2:"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_cold_calls_nccl_launch_latency_is_slowed_as_the_call_is() {
+        // One rank, timed Works on an idle stream: PyTorch's duration is the floor plus the
+        // launch latency. The first call is cold (100 µs against 20 µs warm: 5×), the second
+        // warm.
+        let text = "torch = \"2.12\"\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 1\n[host]\ncollective_us = 20\ncollective_tail_us = 5\ncollective_cold_us = 100\nsync_collective_us = 20\nnccl_launch_latency_us = 2\n[env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[groups.world]\neager_init = true\n[tensors]\nx = \"1KiB\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n";
+        let timeline = simulate(&parse("c.toml", text).unwrap());
+        let durations: Vec<i64> = timeline.ranks[0]
+            .collectives
+            .iter()
+            .map(|c| c.duration_ns())
+            .collect();
+        assert_eq!(durations, [1_000 + 10_000, 1_000 + 2_000]);
+    }
+
+    #[test]
     fn a_slower_nccl_launch_lets_the_gemm_take_the_sms_first_r22() {
         // The all_reduce is launched first, but its kernel is ready 20 µs after the launch; the
         // GEMM, launched 15 µs later with a 3 µs latency, starts first and holds every SM, so
