@@ -658,7 +658,7 @@ impl Engine<'_> {
             // Completed before the first poll: the first check succeeds.
             return;
         }
-        state.waiters.entry(end).or_default().push(Waiter::Host);
+        state.waiters.add(end, Waiter::Host);
         let host_ns = state.host_ns;
         let timeout_poll_ns = next_poll_ns(
             host_ns,
@@ -760,9 +760,7 @@ impl Engine<'_> {
         }
         let state = &mut self.ranks[rank as usize];
         // The host no longer waits for the Work's end event.
-        for waiters in state.waiters.values_mut() {
-            waiters.retain(|waiter| !matches!(waiter, Waiter::Host));
-        }
+        state.waiters.forget_host();
         state.cursor.next = state.cursor.steps.len();
         state.blocked = Blocked::Timer;
         self.schedule(
@@ -844,11 +842,7 @@ impl Engine<'_> {
             let fired = state.fired_ns[instance as usize];
             if fired == NEVER {
                 pending += 1;
-                state
-                    .waiters
-                    .entry(instance)
-                    .or_default()
-                    .push(Waiter::Host);
+                state.waiters.add(instance, Waiter::Host);
             } else {
                 latest_ns = latest_ns.max(fired);
             }

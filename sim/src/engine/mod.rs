@@ -273,7 +273,7 @@ impl<'s> Engine<'s> {
                     group_seq: vec![0; scenario.groups.len()],
                     fired_ns: Vec::new(),
                     instance_stream: Vec::new(),
-                    waiters: FxHashMap::default(),
+                    waiters: rank::Waiters::default(),
                     work_end: vec![None; scenario.works.len()],
                     timeline: summary::RankRecords {
                         rank,

@@ -12,7 +12,6 @@ use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;
 use crate::race::RaceDetector;
 use crate::timeline::ProcessEnd;
-use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 /// Streams a rank holds without a heap allocation.
@@ -34,7 +33,8 @@ pub(super) struct RankState {
     pub(super) transfer_at_ns: Option<u64>,
     /// Fire time of every event instance this rank recorded.
     pub(super) fired_ns: Vec<u64>,
-    pub(super) waiters: FxHashMap<Instance, SmallVec<[Waiter; 2]>>,
+    /// Who waits for which instance that has not fired: a stream's head or the host.
+    pub(super) waiters: Waiters,
     /// The GPU's SMs and the kernels sharing them (R7, R22).
     pub(super) gpu: SmScheduler,
     pub(super) scratch: Scratch,
@@ -156,4 +156,69 @@ pub(super) struct Scratch {
     pub(super) query_instance: Records<Instance>,
     /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
     pub(super) query_failed_ns: Records<u64>,
+}
+
+/// The streams and the host waiting for instances that have not fired, in the order they began
+/// to wait. At most one per stream (its head) and a few for the host (a `synchronize()` waits on
+/// every stream), so a short list searched in order costs less than a hash map, and nothing
+/// when no one waits, which is what most instances find when they fire.
+#[derive(Default)]
+pub(super) struct Waiters {
+    pending: SmallVec<[(Instance, Waiter); INLINE_WAITERS]>,
+}
+
+/// Waiters a rank holds without a heap allocation.
+const INLINE_WAITERS: usize = 4;
+
+impl Waiters {
+    pub(super) fn add(&mut self, instance: Instance, waiter: Waiter) {
+        self.pending.push((instance, waiter));
+    }
+
+    /// Takes the waiters of `instance`, in the order they began to wait.
+    pub(super) fn take(&mut self, instance: Instance) -> SmallVec<[Waiter; INLINE_WAITERS]> {
+        let mut taken = SmallVec::new();
+        if self.pending.is_empty() {
+            return taken;
+        }
+        self.pending.retain(|&mut (waited, waiter)| {
+            if waited == instance {
+                taken.push(waiter);
+            }
+            waited != instance
+        });
+        taken
+    }
+
+    /// The host no longer waits for anything (its wait raised and was caught).
+    pub(super) fn forget_host(&mut self) {
+        (self.pending).retain(|(_, waiter)| !matches!(waiter, Waiter::Host));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiters_come_back_per_instance_in_the_order_they_began_to_wait() {
+        let mut waiters = Waiters::default();
+        waiters.add(7, Waiter::Stream { stream: 1 });
+        waiters.add(3, Waiter::Host);
+        waiters.add(7, Waiter::Host);
+        waiters.add(7, Waiter::Stream { stream: 0 });
+        let streams = |taken: &[Waiter]| -> Vec<Option<u16>> {
+            (taken.iter())
+                .map(|waiter| match waiter {
+                    Waiter::Stream { stream } => Some(*stream),
+                    Waiter::Host => None,
+                })
+                .collect()
+        };
+        assert_eq!(streams(&waiters.take(7)), [Some(1), None, Some(0)]);
+        assert!(waiters.take(7).is_empty(), "taken once");
+        waiters.forget_host();
+        assert!(waiters.take(3).is_empty(), "the host no longer waits");
+        assert!(waiters.pending.is_empty());
+    }
 }

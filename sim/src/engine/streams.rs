@@ -103,11 +103,7 @@ impl Engine<'_> {
                     let rank_state = &mut self.ranks[rank as usize];
                     let fired_ns = rank_state.fired_ns[instance as usize];
                     if fired_ns == NEVER {
-                        rank_state
-                            .waiters
-                            .entry(instance)
-                            .or_default()
-                            .push(Waiter::Stream { stream });
+                        (rank_state.waiters).add(instance, Waiter::Stream { stream });
                         return;
                     }
                     let release_ns = fired_ns + self.scenario.host.stream_wait_latency_ns;
@@ -249,10 +245,7 @@ impl Engine<'_> {
         let now_ns = self.now_ns;
         let state = &mut self.ranks[rank as usize];
         state.fired_ns[instance as usize] = now_ns;
-        let Some(waiters) = state.waiters.remove(&instance) else {
-            return;
-        };
-        for waiter in waiters {
+        for waiter in state.waiters.take(instance) {
             match waiter {
                 Waiter::Stream { stream } => self.advance(rank, stream),
                 Waiter::Host => self.host_instance_fired(rank),
