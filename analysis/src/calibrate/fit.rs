@@ -12,7 +12,9 @@
 use super::{Profile, ProfileValue};
 use serde::Serialize;
 use sim::scenario::{Batch, CollectiveKind, DType, OpKind, Scenario};
-use sim::timeline::{CollectiveRecord, KernelClass, RankTimeline, Timeline, WatchdogEvent};
+use sim::timeline::{
+    CollectiveRecord, KernelClass, KernelRecord, RankTimeline, Timeline, WatchdogEvent,
+};
 use std::fmt::Write as _;
 
 /// A measured run and the scenario it ran.
@@ -466,21 +468,27 @@ fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
 /// of how long the GPU computed, nor of its clock.
 const OUTLIER_FACTOR: f64 = 10.0;
 
-/// Per rank, its compute kernels in start order: (op, duration µs, compute µs launched before
-/// it), outliers counted at their op's median.
-fn compute_history(rank: &RankTimeline) -> Vec<(u32, f64, f64)> {
+/// A compute kernel of a rank, as the GEMM and boost fits read it.
+struct ComputeKernel {
+    op: u32,
+    iteration: u32,
+    duration_us: f64,
+    /// The compute time the rank launched before it, outliers counted at their op's median.
+    launched_before_us: f64,
+}
+
+/// Per rank, its compute kernels in start order.
+fn compute_history(rank: &RankTimeline) -> Vec<ComputeKernel> {
     let mut kernels: Vec<_> = rank
         .kernels
         .iter()
         .filter(|k| k.class == KernelClass::Compute)
         .collect();
     kernels.sort_by_key(|k| k.start_ns);
+    let duration_us = |k: &KernelRecord| us(k.end_ns as i64 - k.start_ns as i64);
     let mut by_op: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
     for k in &kernels {
-        by_op
-            .entry(k.op)
-            .or_default()
-            .push(us(k.end_ns as i64 - k.start_ns as i64));
+        by_op.entry(k.op).or_default().push(duration_us(k));
     }
     let medians: std::collections::BTreeMap<u32, f64> =
         by_op.iter().map(|(op, d)| (*op, median(d))).collect();
@@ -488,11 +496,22 @@ fn compute_history(rank: &RankTimeline) -> Vec<(u32, f64, f64)> {
     kernels
         .iter()
         .map(|k| {
-            let duration_us = us(k.end_ns as i64 - k.start_ns as i64);
-            let entry = (k.op, duration_us, before_us);
-            before_us += duration_us.min(medians[&k.op] * OUTLIER_FACTOR);
+            let entry = ComputeKernel {
+                op: k.op,
+                iteration: k.iteration,
+                duration_us: duration_us(k),
+                launched_before_us: before_us,
+            };
+            before_us += entry.duration_us.min(medians[&k.op] * OUTLIER_FACTOR);
             entry
         })
+        .collect()
+}
+
+/// Per run, per rank, its compute history: walked once, read by both GEMM fits.
+fn compute_histories(runs: &[CalibrationRun]) -> Vec<Vec<Vec<ComputeKernel>>> {
+    (runs.iter())
+        .map(|run| run.timeline.ranks.iter().map(compute_history).collect())
         .collect()
 }
 
@@ -506,9 +525,12 @@ const SUSTAINED_SLOWDOWN: f64 = 1.05;
 /// run of ten whose median is 5% slower marks the settling, and its first kernel 5% slower is
 /// where it happened: the compute time launched before that kernel. The median over the ranks
 /// that slowed down; `None` where none did.
-fn fit_boost_window(runs: &[CalibrationRun]) -> Option<FittedValue> {
+fn fit_boost_window(
+    runs: &[CalibrationRun],
+    histories: &[Vec<Vec<ComputeKernel>>],
+) -> Option<FittedValue> {
     let mut windows_us = Vec::new();
-    for run in runs {
+    for (run, run_histories) in runs.iter().zip(histories) {
         let gemm_ops: Vec<u32> = run
             .scenario
             .ops
@@ -516,12 +538,11 @@ fn fit_boost_window(runs: &[CalibrationRun]) -> Option<FittedValue> {
             .filter(|op| matches!(op.kind, OpKind::Gemm { dtype, .. } if dtype != DType::F32))
             .map(|op| op.index as u32)
             .collect();
-        for rank in &run.timeline.ranks {
-            let history = compute_history(rank);
+        for history in run_histories {
             let gemms: Vec<(f64, f64)> = history
                 .iter()
-                .filter(|(op, _, _)| gemm_ops.contains(op))
-                .map(|&(_, d, before)| (d, before))
+                .filter(|k| gemm_ops.contains(&k.op))
+                .map(|k| (k.duration_us, k.launched_before_us))
                 .collect();
             if gemms.len() < 3 * BOOST_WINDOW_KERNELS {
                 continue;
@@ -580,12 +601,12 @@ fn fit_boost_window(runs: &[CalibrationRun]) -> Option<FittedValue> {
 /// kernel launched after that much compute is at the sustained clock.
 fn gemm_samples(
     runs: &[CalibrationRun],
+    histories: &[Vec<Vec<ComputeKernel>>],
     boost_us: Option<f64>,
 ) -> Vec<(f64, f64, DType, f64, bool)> {
     let mut out = Vec::new();
-    for run in runs {
-        let t = run.timeline;
-        let histories: Vec<Vec<(u32, f64, f64)>> = t.ranks.iter().map(compute_history).collect();
+    for (run, run_histories) in runs.iter().zip(histories) {
+        let warmup = run.timeline.scenario.warmup;
         for op in &run.scenario.ops {
             let OpKind::Gemm { m, n, k, dtype } = op.kind else {
                 continue;
@@ -596,25 +617,10 @@ fn gemm_samples(
                 DType::F32 => gpu.fp32_tflops,
             };
             for sustained in [false, true] {
-                let durations: Vec<f64> = t
-                    .ranks
-                    .iter()
-                    .zip(&histories)
-                    .flat_map(|(r, history)| {
-                        r.kernels
-                            .iter()
-                            .filter(|k| k.class == KernelClass::Compute)
-                            .zip(sorted_positions(r, history))
-                            .filter(|(k, _)| {
-                                k.op == op.index as u32 && k.iteration >= t.scenario.warmup
-                            })
-                            .map(|(k, before_us)| {
-                                (us(k.end_ns as i64 - k.start_ns as i64), before_us)
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .filter(|&(_, before_us)| boost_us.is_some_and(|b| before_us >= b) == sustained)
-                    .map(|(d, _)| d)
+                let durations: Vec<f64> = (run_histories.iter().flatten())
+                    .filter(|k| k.op == op.index as u32 && k.iteration >= warmup)
+                    .filter(|k| boost_us.is_some_and(|b| k.launched_before_us >= b) == sustained)
+                    .map(|k| k.duration_us)
                     .collect();
                 if durations.is_empty() {
                     continue;
@@ -632,27 +638,10 @@ fn gemm_samples(
     out
 }
 
-/// For each compute kernel of `rank` in record order, the compute µs launched before it.
-fn sorted_positions(rank: &RankTimeline, history: &[(u32, f64, f64)]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..rank.kernels.len())
-        .filter(|&i| rank.kernels[i].class == KernelClass::Compute)
-        .collect();
-    order.sort_by_key(|&i| rank.kernels[i].start_ns);
-    let mut before = vec![0.0; rank.kernels.len()];
-    for (position, &i) in order.iter().enumerate() {
-        before[i] = history[position].2;
-    }
-    rank.kernels
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.class == KernelClass::Compute)
-        .map(|(i, _)| before[i])
-        .collect()
-}
-
 fn fit_gemms(runs: &[CalibrationRun]) -> Vec<FittedValue> {
-    let boost = fit_boost_window(runs);
-    let samples = gemm_samples(runs, boost.as_ref().map(|b| b.value * 1e3));
+    let histories = compute_histories(runs);
+    let boost = fit_boost_window(runs, &histories);
+    let samples = gemm_samples(runs, &histories, boost.as_ref().map(|b| b.value * 1e3));
     let half: Vec<_> = samples
         .iter()
         .filter(|s| s.2 != DType::F32 && !s.4)
@@ -843,58 +832,62 @@ const BUSY_AFTER_RETURN_NS: i64 = 10_000;
 /// follows it). On an idle stream the start event fires as the host records it and the rest
 /// follows NCCL's own enqueue: there the duration is the floor plus `nccl_launch_latency_us`.
 /// Medians over real (not downscaled) one-rank collectives of each one's median.
-fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
-    let mut busy = OpSamples::new();
-    let mut idle = OpSamples::new();
-    for run in runs {
+/// The samples `sample` takes from the measured calls (after the warm-up) of each collective op
+/// `keep_op` selects, one list per (run, op), over the runs `keep_run` selects. `sample` sees
+/// the record and the host time since the rank's previous collective call returned (`None`:
+/// the first call); it returns `None` to leave the call out.
+fn per_collective_op<T>(
+    runs: &[CalibrationRun],
+    keep_run: impl Fn(&Timeline) -> bool,
+    keep_op: impl Fn(&Scenario, &OpKind) -> bool,
+    sample: impl Fn(&CalibrationRun, &CollectiveRecord, Option<u64>) -> Option<T>,
+) -> Vec<Vec<T>> {
+    let mut out = Vec::new();
+    for run in runs.iter().filter(|run| keep_run(run.timeline)) {
         let t = run.timeline;
-        if t.machine.get("downscale").is_some_and(|d| d != "off") {
-            continue;
-        }
         let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
-        for op in &run.scenario.ops {
-            let OpKind::Collective {
-                group, collective, ..
-            } = op.kind
-            else {
-                continue;
-            };
-            if run.scenario.groups[group].ranks.len() != 1 || collective == CollectiveKind::AllToAll
-            {
-                continue;
-            }
-            let records: Vec<(i64, bool, f64)> = t
-                .ranks
-                .iter()
-                .zip(&gaps)
-                .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
-                .filter(|(c, _)| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
-                .map(|(c, gap)| {
-                    let start_ns = c.work_start_ns.unwrap_or(c.kernel_start_ns);
-                    let warm = warmth_of(*gap, &run.scenario.host) == Some(true);
-                    (
-                        start_ns as i64 - c.host_end_ns as i64,
-                        warm,
-                        us(c.duration_ns()),
-                    )
-                })
-                .collect();
-            let durations = |keep: &dyn Fn(i64, bool) -> bool| -> Vec<f64> {
-                records
-                    .iter()
-                    .filter(|(after_return_ns, warm, _)| keep(*after_return_ns, *warm))
-                    .map(|&(_, _, duration_us)| duration_us)
-                    .collect()
-            };
-            busy.push(durations(&|after_return_ns, _| {
-                after_return_ns > BUSY_AFTER_RETURN_NS
-            }));
-            // The launch path after the start event is as warm as the call (CallWarmth).
-            idle.push(durations(&|after_return_ns, warm| {
-                after_return_ns <= 0 && warm
-            }));
+        for op in (run.scenario.ops.iter()).filter(|op| keep_op(run.scenario, &op.kind)) {
+            out.push(
+                (t.ranks.iter().zip(&gaps))
+                    .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
+                    .filter(|(c, _)| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
+                    .filter_map(|(c, &gap)| sample(run, c, gap))
+                    .collect(),
+            );
         }
     }
+    out
+}
+
+/// A collective of a one-rank group: a real NCCL call at world size 1.
+fn one_rank_collective(scenario: &Scenario, kind: &OpKind) -> Option<CollectiveKind> {
+    match *kind {
+        OpKind::Collective {
+            group, collective, ..
+        } if scenario.groups[group].ranks.len() == 1 => Some(collective),
+        _ => None,
+    }
+}
+
+/// Host time from a call's return to its collective's start event: past
+/// `BUSY_AFTER_RETURN_NS`, the start event waited behind earlier work on a busy stream.
+fn start_after_return_ns(c: &CollectiveRecord) -> i64 {
+    c.work_start_ns.unwrap_or(c.kernel_start_ns) as i64 - c.host_end_ns as i64
+}
+
+fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+    let real = |t: &Timeline| t.machine.get("downscale").is_none_or(|d| d == "off");
+    let not_all_to_all = |scenario: &Scenario, kind: &OpKind| {
+        one_rank_collective(scenario, kind).is_some_and(|c| c != CollectiveKind::AllToAll)
+    };
+    let busy = per_collective_op(runs, real, not_all_to_all, |_, c, _| {
+        (start_after_return_ns(c) > BUSY_AFTER_RETURN_NS).then(|| us(c.duration_ns()))
+    });
+    // The launch path after the start event is as warm as the call (CallWarmth).
+    let idle = per_collective_op(runs, real, not_all_to_all, |run, c, gap| {
+        let warm = warmth_of(gap, &run.scenario.host) == Some(true);
+        (start_after_return_ns(c) <= 0 && warm).then(|| us(c.duration_ns()))
+    });
     let Some(floor) = host_cost(
         "network.kernel_floor_us",
         "median over real one-rank collectives issued while their stream was busy of each one's median duration, start event to end event (R6, R24)",
@@ -920,37 +913,18 @@ fn fit_one_rank_collectives(runs: &[CalibrationRun]) -> Vec<FittedValue> {
 /// earlier work, so the duration is the copy's); the median over ops. Downscaled runs count:
 /// their collective ran at one rank for real.
 fn fit_self_copy(runs: &[CalibrationRun]) -> Option<FittedValue> {
-    let mut rates = OpSamples::new();
-    for run in runs {
-        let t = run.timeline;
-        for op in &run.scenario.ops {
-            let OpKind::Collective {
-                group,
-                collective: CollectiveKind::AllToAll,
-                ..
-            } = op.kind
-            else {
-                continue;
-            };
-            if run.scenario.groups[group].ranks.len() != 1 {
-                continue;
-            }
-            rates.push(
-                t.ranks
-                    .iter()
-                    .flat_map(|r| &r.collectives)
-                    .filter(|c| {
-                        let start_ns = c.work_start_ns.unwrap_or(c.kernel_start_ns);
-                        c.op == op.index as u32
-                            && c.iteration >= t.scenario.warmup
-                            && start_ns as i64 - c.host_end_ns as i64 > BUSY_AFTER_RETURN_NS
-                            && c.duration_ns() > 0
-                    })
-                    .map(|c| c.bytes as f64 / c.duration_ns() as f64)
-                    .collect(),
-            );
-        }
-    }
+    let all_to_all = |scenario: &Scenario, kind: &OpKind| {
+        one_rank_collective(scenario, kind) == Some(CollectiveKind::AllToAll)
+    };
+    let rates = per_collective_op(
+        runs,
+        |_| true,
+        all_to_all,
+        |_, c, _| {
+            (start_after_return_ns(c) > BUSY_AFTER_RETURN_NS && c.duration_ns() > 0)
+                .then(|| c.bytes as f64 / c.duration_ns() as f64)
+        },
+    );
     host_cost(
         "network.self_copy_gbps",
         "median over one-rank all_to_alls issued while their stream was busy of each one's median bytes / duration, start event to end event (R6, R24)",
@@ -981,37 +955,20 @@ fn fit_collective_enqueue(
     tail_us: f64,
     shortest_call_us: f64,
 ) -> Option<FittedValue> {
-    let mut after_creation = OpSamples::new();
-    for run in runs {
-        let t = run.timeline;
-        if !knows_work_creation(t) {
-            continue;
-        }
-        let gaps: Vec<Vec<Option<u64>>> = t.ranks.iter().map(gaps_since_previous_call).collect();
-        for op in &run.scenario.ops {
-            let OpKind::Collective {
-                batch: Batch::Each, ..
-            } = op.kind
-            else {
-                continue;
-            };
-            after_creation.push(
-                t.ranks
-                    .iter()
-                    .zip(&gaps)
-                    .flat_map(|(r, gaps)| r.collectives.iter().zip(gaps))
-                    .filter(|(c, gap)| {
-                        c.op == op.index as u32
-                            && c.iteration >= t.scenario.warmup
-                            && c.input_ready_ns >= c.host_start_ns
-                            && c.input_ready_ns <= c.host_end_ns
-                            && warmth_of(**gap, &run.scenario.host) == Some(true)
-                    })
-                    .map(|(c, _)| us(c.host_end_ns as i64 - c.input_ready_ns as i64))
-                    .collect(),
-            );
-        }
-    }
+    let each = |_: &Scenario, kind: &OpKind| {
+        matches!(
+            kind,
+            OpKind::Collective {
+                batch: Batch::Each,
+                ..
+            }
+        )
+    };
+    let after_creation = per_collective_op(runs, knows_work_creation, each, |run, c, gap| {
+        let inside_call = c.input_ready_ns >= c.host_start_ns && c.input_ready_ns <= c.host_end_ns;
+        let warm = warmth_of(gap, &run.scenario.host) == Some(true);
+        (inside_call && warm).then(|| us(c.host_end_ns as i64 - c.input_ready_ns as i64))
+    });
     let fitted = host_cost(
         "host.collective_enqueue_us",
         "median over collectives of each one's median host return − input-ready point at the Work's creation (the Flight Recorder's time_created_ns), warm calls, less host.collective_tail_us (R10a)",
