@@ -1,9 +1,12 @@
 //! `c10dsim bench`: the speed benchmark of docs/perf.md — a generated scenario of many ranks,
 //! each iteration an async all_reduce, a GEMM and a wait — timed with the wall clock, with the
 //! process's peak resident memory; and its scaling mode, one child process per number of ranks
-//! (so that each point's peak memory is its own), into a CSV and a chart.
+//! (so that each point's peak memory is its own), into a CSV and a chart; and its repeat mode,
+//! the same point run again and again in fresh processes, alternating with another binary's
+//! where one is named, each figure printed with its spread.
 
 use crate::Failure;
+use analysis::spread::Spread;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -24,6 +27,10 @@ pub struct BenchArgs {
     pub plot: Option<PathBuf>,
     /// Print the figures as one CSV row (what a scaling point's process prints).
     pub csv_row: bool,
+    /// Repeat mode: this many runs, each in a process of its own.
+    pub repeat: Option<u32>,
+    /// With `repeat`: another c10dsim binary, run alternately with this one.
+    pub against: Option<PathBuf>,
 }
 
 /// The benchmark scenario: `ranks` ranks, `iterations` repeats of {async all_reduce, GEMM, wait}.
@@ -96,10 +103,23 @@ struct Figures {
 
 pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
     if let Some(ranks) = &args.scaling {
+        if args.repeat.is_some() {
+            return Err(Failure::input(
+                "--scaling and --repeat are two modes: give one (repeat a scaling point with --ranks)",
+            ));
+        }
         return scaling(args, ranks);
     }
+    if let Some(runs) = args.repeat {
+        return repeat(args, runs);
+    }
+    if args.against.is_some() {
+        return Err(Failure::input("--against goes with --repeat"));
+    }
     if args.output.is_some() || args.plot.is_some() {
-        return Err(Failure::input("-o and --plot go with --scaling"));
+        return Err(Failure::input(
+            "-o goes with --scaling or --repeat, --plot with --scaling",
+        ));
     }
     let text = scenario_text(args.ranks, args.iterations);
     if args.print_scenario {
@@ -255,9 +275,7 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
     };
     let program = std::env::current_exe()
         .map_err(|error| Failure::input(format!("cannot find this program: {error}")))?;
-    let mut rows = String::new();
-    rows.push_str(&COLUMNS.join(","));
-    rows.push('\n');
+    let mut rows = GrowingCsv::new(output, &COLUMNS.join(","))?;
     for (point, &count) in ranks.iter().enumerate() {
         eprintln!(
             "c10dsim: scaling point {}/{}: {count} ranks x {} iterations",
@@ -265,40 +283,8 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
             ranks.len(),
             args.iterations
         );
-        let mut command = std::process::Command::new(&program);
-        command.args([
-            "bench",
-            "--csv-row",
-            "--ranks",
-            &count.to_string(),
-            "--iterations",
-            &args.iterations.to_string(),
-        ]);
-        if args.summary {
-            command.arg("--summary");
-        }
-        if !args.fold {
-            command.arg("--no-fold");
-        }
-        let child = command
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|error| {
-                Failure::input(format!("cannot run {}: {error}", program.display()))
-            })?;
-        let row = String::from_utf8_lossy(&child.stdout);
-        if !child.status.success() || row.trim().split(',').count() != COLUMNS.len() - 1 {
-            return Err(Failure {
-                code: 1,
-                message: format!(
-                    "the point of {count} ranks failed ({}): {row}",
-                    child.status
-                ),
-            });
-        }
-        rows.push_str(&format!("{point},{}\n", row.trim()));
-        // Written after every point: a long scaling run that stops keeps what it measured.
-        crate::stdio::write_bytes(output, rows.as_bytes())?;
+        let row = point_row(&program, args, count)?;
+        rows.push(&format!("{point},{row}"))?;
     }
     if !crate::stdio::is_dash(output) {
         eprintln!("c10dsim: wrote {}", output.display());
@@ -310,6 +296,213 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
         plot_scaling(output, picture)?;
     }
     Ok(0)
+}
+
+/// One point's figures as the CSV row (without `point`) a process of `program` prints for
+/// `bench --csv-row` with `ranks` ranks and the other arguments of `args`.
+fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Failure> {
+    let mut command = std::process::Command::new(program);
+    command.args([
+        "bench",
+        "--csv-row",
+        "--ranks",
+        &ranks.to_string(),
+        "--iterations",
+        &args.iterations.to_string(),
+    ]);
+    if args.summary {
+        command.arg("--summary");
+    }
+    if !args.fold {
+        command.arg("--no-fold");
+    }
+    let child = command
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|error| Failure::input(format!("cannot run {}: {error}", program.display())))?;
+    let row = String::from_utf8_lossy(&child.stdout).trim().to_string();
+    if !child.status.success() || row.split(',').count() != COLUMNS.len() - 1 {
+        return Err(Failure {
+            code: 1,
+            message: format!(
+                "{} bench --csv-row with {ranks} ranks failed or printed no row of {} figures ({}): {row}",
+                program.display(),
+                COLUMNS.len() - 1,
+                child.status
+            ),
+        });
+    }
+    Ok(row)
+}
+
+/// The figures `bench --repeat` gives a spread, as (CSV column, what the summary calls it, unit).
+const REPEATED: [(&str, &str, &str); 5] = [
+    ("wall_s", "simulate", "s"),
+    ("wall_without_detector_s", "simulate without the race detector", "s"),
+    ("events_per_s", "events per second", ""),
+    ("command_s", "whole command", "s"),
+    ("peak_memory_mib", "peak resident memory", "MiB"),
+];
+
+/// `bench --repeat N [--against OTHER]`: N runs of the point, each in a fresh process (a
+/// simulation that is the first of its process, as `c10dsim run`'s is). With another binary,
+/// round k runs both, this one first when k is even and the other first when k is odd, so
+/// that neither always finds the machine as the other left it. Every run's row goes to
+/// stderr as it ends (and to -o, rewritten after each, with `binary` and `round` columns);
+/// then each figure's least, median and greatest value per binary, and the other's medians
+/// against this one's.
+fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
+    if runs == 0 {
+        return Err(Failure::input("--repeat needs at least 1 run"));
+    }
+    if args.plot.is_some() {
+        return Err(Failure::input("--plot goes with --scaling"));
+    }
+    let this = std::env::current_exe()
+        .map_err(|error| Failure::input(format!("cannot find this program: {error}")))?;
+    let mut binaries = vec![("this", this)];
+    if let Some(other) = &args.against {
+        if !other.is_file() {
+            return Err(Failure::input(format!(
+                "--against {}: no such file (give the path of another c10dsim binary)",
+                other.display()
+            )));
+        }
+        binaries.push(("against", other.clone()));
+    }
+    let header = format!("run,binary,round,{}", COLUMNS[1..].join(","));
+    let mut csv = match &args.output {
+        Some(output) => Some(GrowingCsv::new(output, &header)?),
+        None => None,
+    };
+    // Per binary, per figure of REPEATED: the runs' values; and the events each counted.
+    let mut figures = vec![vec![Vec::new(); REPEATED.len()]; binaries.len()];
+    let mut events = vec![Vec::new(); binaries.len()];
+    let mut run = 0;
+    for round in 0..runs {
+        let mut order: Vec<usize> = (0..binaries.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for which in order {
+            let (label, program) = &binaries[which];
+            eprintln!(
+                "c10dsim: run {}/{} ({label}, round {}): {} ranks x {} iterations",
+                run + 1,
+                runs as usize * binaries.len(),
+                round + 1,
+                args.ranks,
+                args.iterations
+            );
+            let row = point_row(program, args, args.ranks)?;
+            let fields: Vec<&str> = row.split(',').collect();
+            let value = |column: &str| -> Option<f64> {
+                let index = COLUMNS.iter().position(|c| *c == column)? - 1;
+                fields[index].parse().ok()
+            };
+            for (values, (column, _, _)) in figures[which].iter_mut().zip(REPEATED) {
+                values.extend(value(column));
+            }
+            events[which].extend(value("events"));
+            eprintln!("c10dsim: {label}: {row}");
+            if let Some(csv) = &mut csv {
+                csv.push(&format!("{run},{label},{round},{row}"))?;
+            }
+            run += 1;
+        }
+    }
+    if let Some(output) = &args.output {
+        if !crate::stdio::is_dash(output) {
+            eprintln!("c10dsim: wrote {}", output.display());
+        }
+    }
+    let spreads: Vec<Vec<Option<Spread>>> = (figures.iter())
+        .map(|per_figure| per_figure.iter().map(|values| Spread::of(values)).collect())
+        .collect();
+    let mut text = format!(
+        "scenario: {} ranks x {} iterations{}{}, {runs} run(s) of each binary in processes of their own\n",
+        args.ranks,
+        args.iterations,
+        if args.fold { "" } else { ", unfolded" },
+        if args.summary { ", summarised" } else { "" },
+    );
+    text.push_str("each figure: least / median / greatest over the runs\n");
+    for ((label, program), per_figure) in binaries.iter().zip(&spreads) {
+        text.push_str(&format!("{label} ({}):\n", program.display()));
+        for ((_, name, unit), spread) in REPEATED.iter().zip(per_figure) {
+            let shown = spread.map_or("unavailable".to_string(), |s| {
+                let digits = match *unit {
+                    "s" => 3,
+                    "MiB" => 1,
+                    _ => 0,
+                };
+                format!(
+                    "{:.digits$} / {:.digits$} / {:.digits$}{}{unit}",
+                    s.min,
+                    s.median,
+                    s.max,
+                    if unit.is_empty() { "" } else { " " }
+                )
+            });
+            text.push_str(&format!("  {name}: {shown}\n"));
+        }
+    }
+    if let [this, other] = &spreads[..] {
+        text.push_str("against / this, medians (ranges that overlap do not tell the two apart):\n");
+        for (((_, name, _), mine), theirs) in REPEATED.iter().zip(this).zip(other) {
+            let (Some(mine), Some(theirs)) = (mine, theirs) else {
+                continue;
+            };
+            text.push_str(&format!(
+                "  {name}: {:.2}x, ranges {}\n",
+                theirs.median / mine.median,
+                if mine.overlaps(theirs) {
+                    "overlap"
+                } else {
+                    "apart"
+                }
+            ));
+        }
+        let counted = |e: &[f64]| Spread::of(e).map(|s| (s.min, s.max));
+        if counted(&events[0]) != counted(&events[1]) {
+            text.push_str("note: the two binaries count different events for this scenario; compare their times, not their events per second\n");
+        }
+    }
+    match &args.output {
+        // The CSV has standard output: the summary goes beside the progress.
+        Some(output) if crate::stdio::is_dash(output) => eprint!("{text}"),
+        _ => out!("{text}")?,
+    }
+    Ok(0)
+}
+
+/// A CSV written as its rows arrive: a file is rewritten whole after each row (a long run that
+/// stops keeps what it measured), standard output gets each line once.
+struct GrowingCsv<'p> {
+    path: &'p Path,
+    text: String,
+}
+
+impl<'p> GrowingCsv<'p> {
+    fn new(path: &'p Path, header: &str) -> Result<GrowingCsv<'p>, Failure> {
+        let mut csv = GrowingCsv {
+            path,
+            text: String::new(),
+        };
+        csv.push(header)?;
+        Ok(csv)
+    }
+
+    fn push(&mut self, line: &str) -> Result<(), Failure> {
+        let line = format!("{line}\n");
+        self.text.push_str(&line);
+        let bytes = if crate::stdio::is_dash(self.path) {
+            &line
+        } else {
+            &self.text
+        };
+        crate::stdio::write_bytes(self.path, bytes.as_bytes())
+    }
 }
 
 /// The scaling chart: wall time, events per second and peak memory against ranks, on a log

@@ -276,8 +276,9 @@ enum Command {
         )]
         scaling: Option<Vec<u32>>,
         /// The scaling CSV (point, ranks, iterations, summary, fold, classes, events, wall_s,
-        /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib; `-`:
-        /// standard output).
+        /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib), or with
+        /// --repeat the runs' CSV (run, binary, round, then the same from ranks on); `-`:
+        /// standard output.
         #[arg(short, long, value_name = "OUT.csv")]
         output: Option<PathBuf>,
         /// With --scaling: draw wall time, events per second and peak memory against ranks
@@ -287,6 +288,14 @@ enum Command {
         /// Print the figures as one CSV row without a header (what each scaling point prints).
         #[arg(long, hide = true)]
         csv_row: bool,
+        /// Repeat mode: run the benchmark N times, each in a process of its own, and print each
+        /// figure's least / median / greatest value; rows into -o if given (docs/perf.md).
+        #[arg(long, value_name = "N")]
+        repeat: Option<u32>,
+        /// With --repeat: another c10dsim binary to run alternately with this one (this one
+        /// first in even rounds, the other in odd ones), then compare the two's medians.
+        #[arg(long, value_name = "BINARY", requires = "repeat")]
+        against: Option<PathBuf>,
     },
     /// Run a scenario's sweep points in parallel into a CSV (docs/sweep-format.md).
     Sweep {
@@ -553,6 +562,8 @@ fn main() -> ExitCode {
             output,
             plot,
             csv_row,
+            repeat,
+            against,
         } => bench::bench(&bench::BenchArgs {
             ranks,
             iterations,
@@ -563,6 +574,8 @@ fn main() -> ExitCode {
             output,
             plot,
             csv_row,
+            repeat,
+            against,
         }),
         Command::Sweep {
             file,

@@ -4,8 +4,8 @@
 //! scenario's named measures ([`metrics::report`]), the Chrome traces that open in Perfetto and
 //! load in Holistic Trace Analysis ([`trace::write_chrome_trace`], [`trace::RankTraces`]), the
 //! text tables `c10dsim run` prints ([`text`]), the comparison of
-//! two Timelines ([`diff::diff`]) and machine profiles fitted to measured ones
-//! ([`calibrate::calibrate`]).
+//! two Timelines ([`diff::diff`]), machine profiles fitted to measured ones
+//! ([`calibrate::calibrate`]) and the spread of repeated measurements ([`spread::Spread`]).
 //!
 //! Invariant: nothing here runs a simulation or touches a file, clock or GPU; every function
 //! maps Timelines (from the simulator or from the hardware backend alike) to values (the traces
@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod nccl_tests;
 pub mod plot;
 pub mod robustness;
+pub mod spread;
 pub mod sweep;
 pub mod text;
 pub mod torch_log;

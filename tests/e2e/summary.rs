@@ -238,3 +238,89 @@ fn bench_prints_every_figure_of_docs_perf() {
         assert!(text.contains(figure), "{figure}: {text}");
     }
 }
+
+#[test]
+fn bench_repeat_alternates_two_binaries_and_prints_each_figure_with_its_spread() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-repeat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("runs.csv");
+    let other = env!("CARGO_BIN_EXE_c10dsim");
+    let output = c10dsim(&[
+        "bench",
+        "--repeat",
+        "2",
+        "--against",
+        other,
+        "--ranks",
+        "2",
+        "--iterations",
+        "3",
+        "--no-fold",
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("run,binary,round,ranks,iterations,"), "{text}");
+    assert_eq!(lines.len(), 5, "{text}");
+    // Round 0 runs this binary first, round 1 the other first.
+    let order: Vec<(&str, &str)> = (lines[1..].iter())
+        .map(|line| {
+            let cells: Vec<&str> = line.split(',').collect();
+            assert_eq!(cells.len(), 15, "{line}");
+            assert_eq!(&cells[3..7], ["2", "3", "false", "false"], "{line}");
+            (cells[1], cells[2])
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [("this", "0"), ("against", "0"), ("against", "1"), ("this", "1")]
+    );
+    let summary = stdout(&output);
+    for figure in [
+        "2 run(s) of each binary",
+        "  simulate: ",
+        "  simulate without the race detector: ",
+        "  events per second: ",
+        "  whole command: ",
+        "  peak resident memory: ",
+        "against / this, medians",
+    ] {
+        assert!(summary.contains(figure), "{figure}: {summary}");
+    }
+    // The same binary twice counts the same events: no warning.
+    assert!(!summary.contains("different events"), "{summary}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_modes_refuse_what_they_cannot_do() {
+    for (args, says) in [
+        (&["bench", "--repeat", "0"][..], "at least 1 run"),
+        (
+            &["bench", "--repeat", "1", "--against", "/no/such/c10dsim"][..],
+            "--against /no/such/c10dsim: no such file",
+        ),
+        (
+            &["bench", "--repeat", "1", "--scaling", "2", "-o", "-"][..],
+            "--scaling and --repeat are two modes",
+        ),
+        (&["bench", "--against", "c10dsim"][..], "--repeat"),
+    ] {
+        let output = c10dsim(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&output).contains(says), "{args:?}: {}", stderr(&output));
+    }
+}
+
+#[test]
+fn bench_scaling_to_standard_output_prints_each_row_once() {
+    let output = c10dsim(&["bench", "--scaling", "2,4", "--iterations", "2", "-o", "-"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("point,"), "{text}");
+    assert!(lines[1].starts_with("0,2,") && lines[2].starts_with("1,4,"), "{text}");
+}
