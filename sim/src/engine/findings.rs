@@ -252,7 +252,7 @@ impl Engine<'_> {
 
     /// The simulated ranks of `group` that are not in `present`.
     fn others_in_group(&self, group: GroupId, present: &[u32]) -> Vec<u32> {
-        let present: HashSet<u32> = present.iter().copied().collect();
+        let present: FxHashSet<u32> = present.iter().copied().collect();
         self.classes
             .group_simulated(group)
             .iter()

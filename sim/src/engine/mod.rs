@@ -46,7 +46,8 @@ use queue::{Event, EventQueue};
 use rank::{RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use rustc_hash::FxHashSet;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use streams::{GpuItem, QueuedItem, StreamState};
 
@@ -225,7 +226,7 @@ struct Engine<'s> {
     any_dead: bool,
     /// Rendezvous that can never complete (a member died or aborted, a network error, a
     /// mismatch).
-    poisoned: HashSet<u32>,
+    poisoned: FxHashSet<u32>,
     /// The failure wake-ups in the queue: their times and how many at each.
     failure_wakes: BTreeMap<u64, u32>,
     /// The earliest time in `failure_wakes` (`u64::MAX`: none), kept as it changes: the host
@@ -335,7 +336,7 @@ impl<'s> Engine<'s> {
             classes,
             commands: Vec::new(),
             any_dead: false,
-            poisoned: HashSet::new(),
+            poisoned: FxHashSet::default(),
             failure_wakes: BTreeMap::new(),
             horizon_ns: u64::MAX,
             events_processed: 0,

@@ -21,7 +21,7 @@ use crate::fold::Classes;
 use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
 use watchdog::WatchdogState;
 
@@ -276,11 +276,11 @@ impl<'s> Failure<'s> {
             records: Vec::new(),
             armed: vec![None; ranks],
             signatures: calls_may_disagree.then(HashMap::default),
-            mismatched: HashSet::new(),
+            mismatched: HashSet::default(),
             dumped: vec![false; ranks],
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
-            nonblocking_waits: HashSet::new(),
+            nonblocking_waits: HashSet::default(),
             desync_cache: None,
             dump_signal_seen_ns: None,
         }
