@@ -338,7 +338,11 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
 /// The figures `bench --repeat` gives a spread, as (CSV column, what the summary calls it, unit).
 const REPEATED: [(&str, &str, &str); 5] = [
     ("wall_s", "simulate", "s"),
-    ("wall_without_detector_s", "simulate without the race detector", "s"),
+    (
+        "wall_without_detector_s",
+        "simulate without the race detector",
+        "s",
+    ),
     ("events_per_s", "events per second", ""),
     ("command_s", "whole command", "s"),
     ("peak_memory_mib", "peak resident memory", "MiB"),

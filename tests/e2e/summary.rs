@@ -262,7 +262,10 @@ fn bench_repeat_alternates_two_binaries_and_prints_each_figure_with_its_spread()
     assert!(output.status.success(), "{}", stderr(&output));
     let text = std::fs::read_to_string(&csv).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("run,binary,round,ranks,iterations,"), "{text}");
+    assert!(
+        lines[0].starts_with("run,binary,round,ranks,iterations,"),
+        "{text}"
+    );
     assert_eq!(lines.len(), 5, "{text}");
     // Round 0 runs this binary first, round 1 the other first.
     let order: Vec<(&str, &str)> = (lines[1..].iter())
@@ -275,7 +278,12 @@ fn bench_repeat_alternates_two_binaries_and_prints_each_figure_with_its_spread()
         .collect();
     assert_eq!(
         order,
-        [("this", "0"), ("against", "0"), ("against", "1"), ("this", "1")]
+        [
+            ("this", "0"),
+            ("against", "0"),
+            ("against", "1"),
+            ("this", "1")
+        ]
     );
     let summary = stdout(&output);
     for figure in [
@@ -310,7 +318,11 @@ fn bench_modes_refuse_what_they_cannot_do() {
     ] {
         let output = c10dsim(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(stderr(&output).contains(says), "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
     }
 }
 
@@ -322,5 +334,8 @@ fn bench_scaling_to_standard_output_prints_each_row_once() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[0].starts_with("point,"), "{text}");
-    assert!(lines[1].starts_with("0,2,") && lines[2].starts_with("1,4,"), "{text}");
+    assert!(
+        lines[1].starts_with("0,2,") && lines[2].starts_with("1,4,"),
+        "{text}"
+    );
 }
