@@ -424,11 +424,16 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
         .map(|per_figure| per_figure.iter().map(|values| Spread::of(values)).collect())
         .collect();
     let mut text = format!(
-        "scenario: {} ranks x {} iterations{}{}, {runs} run(s) of each binary in processes of their own\n",
+        "scenario: {} ranks x {} iterations{}{}, {runs} run(s){}, each in a process of its own\n",
         args.ranks,
         args.iterations,
         if args.fold { "" } else { ", unfolded" },
         if args.summary { ", summarised" } else { "" },
+        if binaries.len() > 1 {
+            " of each binary, by turns"
+        } else {
+            ""
+        },
     );
     text.push_str("each figure: least / median / greatest over the runs\n");
     for ((label, program), per_figure) in binaries.iter().zip(&spreads) {

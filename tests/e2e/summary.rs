@@ -287,7 +287,7 @@ fn bench_repeat_alternates_two_binaries_and_prints_each_figure_with_its_spread()
     );
     let summary = stdout(&output);
     for figure in [
-        "2 run(s) of each binary",
+        "2 run(s) of each binary, by turns",
         "  simulate: ",
         "  simulate without the race detector: ",
         "  events per second: ",
