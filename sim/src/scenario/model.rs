@@ -1,11 +1,10 @@
 //! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
 //! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
 //!
-//! Over 800 lines: it is the one data model every engine, `analysis` and the Python side read
-//! (`c10dsim resolve --json` serialises it); about a third is doc comments on its fields.
-//!
-//! One file over 1,000 lines: it is the type both engines read, a flat set of plain structs
-//! with their docs; splitting it would scatter the one definition of the resolved scenario.
+//! Over 1,000 lines, kept whole: it is the one data model every engine, `analysis` and the
+//! Python side read (`c10dsim resolve --json` serialises it), a flat set of plain structs of
+//! which about a third is doc comments on their fields; split, the one definition of the
+//! resolved scenario would be scattered.
 
 pub use crate::collective::CollectiveKind;
 pub use crate::random::Delay;

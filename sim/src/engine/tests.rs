@@ -1,0 +1,445 @@
+//! The engine's behaviours, each through a whole small scenario: the unit tests of
+//! `engine/mod.rs`, apart so that the run loop and the Timeline's assembly read on their own.
+
+use super::*;
+use crate::scenario::parse;
+
+const TWO_RANKS: &str = "torch = \"2.12\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n";
+
+#[test]
+fn a_dropped_work_leaves_the_shelf_at_the_next_collective_a_held_one_at_wait_r18() {
+    // x's all_reduce ends ~50 ms in; the host, a second later, calls the next collective on
+    // the group. A Work the program dropped lets go of x there, although the simulation
+    // had not yet reached the host's time when the host got there; a Work still held by
+    // its name keeps x (PyTorch 2.11, docs/torch.md#unwaited-works).
+    let text = |work: &str| {
+        format!(
+            "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+             [tensors]\nx = \"64MiB\"\nfresh = \"64MiB\"\ny = \"512KiB\"\n\
+             [[op]]\nalloc = \"x\"\n[[op]]\ngpu_sleep_us = 50000\n\
+             [[op]]\nall_reduce = \"x\"\nasync_op = true\n{work}[[op]]\nfree = \"x\"\n\
+             [[op]]\nhost_sleep_us = 1000000\n[[op]]\nalloc = \"y\"\n[[op]]\nall_reduce = \"y\"\n\
+             [[op]]\nfree = \"y\"\n[[op]]\nalloc = \"fresh\"\n[[op]]\nfree = \"fresh\"\n"
+        )
+    };
+    let peak_allocated = |work: &str| {
+        let timeline = simulate(&parse("shelf.toml", &text(work)).unwrap());
+        timeline.ranks[0].memory.peak_allocated_bytes
+    };
+    assert_eq!(peak_allocated(""), (64 << 20) + (512 << 10));
+    assert_eq!(peak_allocated("work = \"w\"\n"), (128 << 20));
+}
+
+#[test]
+fn a_collective_call_costs_more_the_longer_since_the_previous_one() {
+    // Warm 20 µs within 30 µs of the previous call's return, cold 200 µs from 30 ms on and
+    // for the first call; 3 ms after the previous call is two thirds of the way (log).
+    let text = format!(
+        "{TWO_RANKS}[host]\ncollective_us = 20\ncollective_tail_us = 0\ncollective_cold_us = 200\n\
+         [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nhost_sleep_us = 3000\n\
+         [[op]]\nall_reduce = \"x\"\n[[op]]\nhost_sleep_us = 50000\n[[op]]\nall_reduce = \"x\"\n"
+    );
+    let timeline = simulate(&parse("w.toml", &text).unwrap());
+    let calls_us: Vec<u64> = timeline.ranks[0]
+        .collectives
+        .iter()
+        .map(|c| (c.host_end_ns - c.host_start_ns) / 1_000)
+        .collect();
+    assert_eq!(calls_us, [200, 20, 140, 200]);
+}
+
+#[test]
+fn a_straggler_makes_the_early_kernel_spin_r16() {
+    // Rank 1 arrives 500 µs late: rank 0's kernel starts at launch and spins until then.
+    let text = format!(
+        "{TWO_RANKS}[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 500\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n"
+    );
+    let timeline = simulate(&parse("s.toml", &text).unwrap());
+    let early = &timeline.ranks[0].collectives[0];
+    let late = &timeline.ranks[1].collectives[0];
+    assert_eq!(early.last_rank, Some(1));
+    assert_eq!(late.data_start_ns, late.kernel_start_ns);
+    assert_eq!(early.data_start_ns - early.kernel_start_ns, 500_000);
+    assert_eq!(early.end_ns, late.end_ns);
+}
+
+#[test]
+fn wait_with_a_timeout_raises_at_the_first_poll_past_it_r15() {
+    // Rank 0 waits 10 ms for a collective rank 1 joins after 50 ms. Call at 0, kernel
+    // enqueued at 20 µs, returns at 30 µs; wait() costs 4 µs, first poll at 34 µs, then
+    // every 1 ms: the first poll past enqueue + 10 ms (R26's clock) is 34 µs + 10 ms,
+    // 10.014 ms after the enqueue.
+    let text = format!(
+        "{TWO_RANKS}[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 50000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"
+    );
+    let timeline = simulate(&parse("t.toml", &text).unwrap());
+    // Rank 0's process raises, so its kernel never meets rank 1's: rank 1 times out too.
+    let finding = timeline
+        .findings
+        .iter()
+        .find(|f| f.rank == Some(0))
+        .expect("rank 0 raised");
+    assert_eq!(finding.kind, FindingKind::WaitTimeout);
+    assert_eq!(finding.rank, Some(0));
+    // The Work as PyTorch prints it, the same text the watchdog and hw use: 1 MiB of f32.
+    assert!(
+        finding.message.contains(
+            "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=10)"
+        ),
+        "{}",
+        finding.message
+    );
+    assert!(finding.message.contains("10.014 ms"), "{}", finding.message);
+    let wait_call = timeline.ranks[0].host.last().unwrap();
+    assert_eq!(wait_call.end_ns, 10_034_000);
+}
+
+#[test]
+fn a_batch_that_times_out_is_named_as_the_coalesced_work_it_is() {
+    // Rank 1 hangs before the batch: rank 0's watchdog catches the batch's one Work.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\na = \"1MiB\"\nb = \"1MiB\"\n\
+                [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n\
+                [[fault]]\nranks = [1]\nat = \"ring\"\nkind = \"hang\"\n";
+    let timeline = simulate(&parse("b.toml", text).unwrap());
+    let timeout = timeline
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
+        .expect("rank 0's watchdog times out");
+    assert!(
+        timeout.message.contains("OpType=COALESCED"),
+        "{}",
+        timeout.message
+    );
+}
+
+#[test]
+fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
+    // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 commands:
+    // the sleep and three launch at once, the fourth launch returns when the sleep ends.
+    let ops = "[[op]]\nkernel = { us = 1 }\n".repeat(5);
+    let text =
+        |depth: &str| format!("{TWO_RANKS}[host]\n{depth}[[op]]\ngpu_sleep_us = 1000\n{ops}");
+    let timeline = simulate(&parse("q.toml", &text("launch_queue_depth = 4\n")).unwrap());
+    let rank = &timeline.ranks[0];
+    let sleep_end_ns = rank.kernels[0].end_ns;
+    assert_eq!(rank.host.len(), 6);
+    assert!(rank.host[3].end_ns < 100_000, "{:?}", rank.host[3]);
+    assert!(rank.host[4].end_ns >= sleep_end_ns, "{:?}", rank.host[4]);
+    assert!(rank.kernels[4].enqueue_ns >= sleep_end_ns);
+    // The default depth (1,022 measured on an H200) never fills with six kernels.
+    let unbounded = simulate(&parse("q.toml", &text("")).unwrap());
+    assert!(unbounded.ranks[0].host[5].end_ns < 100_000);
+    assert!(unbounded.findings.is_empty(), "{:?}", unbounded.findings);
+}
+
+#[test]
+fn a_launch_behind_kernels_that_never_end_is_a_named_deadlock() {
+    // Rank 1 never joins: rank 0's synchronous all_reduce spins for ever on the current
+    // stream (where 2.12 runs an `async_op=False` collective), behind its input-ready
+    // record; with room for two commands, the first GEMM's launch never returns.
+    let text = format!(
+        "{TWO_RANKS}[host]\nlaunch_queue_depth = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[[op]]\nlabel = \"ar\"\nranks = [0]\nall_reduce = \"x\"\nstream = \"default\"\n[[op]]\ngemm = [512, 512, 512]\n[[op]]\nlabel = \"stuck\"\ngemm = [512, 512, 512]\n"
+    );
+    let timeline = simulate(&parse("d.toml", &text).unwrap());
+    let deadlock = timeline
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::Deadlock && f.message.contains("launch queue"))
+        .unwrap_or_else(|| panic!("{:?}", timeline.findings));
+    assert_eq!(deadlock.rank, Some(0));
+    assert!(deadlock.message.contains("gemm#1"), "{}", deadlock.message);
+}
+
+#[test]
+fn a_wait_that_completes_in_time_does_not_raise() {
+    let text = format!(
+        "{TWO_RANKS}[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\ntimeout_ms = 10\n"
+    );
+    let timeline = simulate(&parse("t.toml", &text).unwrap());
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    // A timeout makes wait() poll (R15): the host returns at the first poll after the end.
+    let record = &timeline.ranks[0].collectives[0];
+    let wait = record.wait.unwrap();
+    assert!(wait.host_end_ns >= record.end_ns);
+    assert!(wait.completed_at_return);
+}
+
+#[test]
+fn a_one_rank_collective_enqueues_no_kernel_and_ignores_a_full_gpu_r24() {
+    // NCCL's one-rank path launches nothing for an all_reduce: behind a GEMM that holds
+    // every SM on another stream, it still takes only the floor (PyTorch 2.11 on an H200:
+    // 5.3 µs, docs/fidelity.md). An all_to_all becomes a send/recv to itself, a kernel,
+    // and waits for SMs.
+    let text = |collective: &str| {
+        format!(
+            "torch = \"2.12\"\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[streams]\nside = {{}}\n[[op]]\nstream = \"side\"\ngemm = [8192, 8192, 8192]\n[[op]]\nhost_sleep_us = 100\n[[op]]\nlabel = \"c\"\n{collective} = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n"
+        )
+    };
+    let run = |collective: &str| {
+        let timeline = simulate(&parse("one.toml", &text(collective)).unwrap());
+        let rank = &timeline.ranks[0];
+        let gemm = rank
+            .kernels
+            .iter()
+            .find(|k| k.class == KernelClass::Compute)
+            .copied()
+            .unwrap();
+        (gemm, rank.collectives[0].clone())
+    };
+    let (gemm, all_reduce) = run("all_reduce");
+    assert!(all_reduce.kernel_start_ns < gemm.end_ns);
+    assert_eq!(all_reduce.end_ns - all_reduce.kernel_start_ns, 2_000);
+    let (gemm, all_to_all) = run("all_to_all");
+    assert!(all_to_all.kernel_start_ns > gemm.start_ns + (gemm.end_ns - gemm.start_ns) / 2);
+}
+
+#[test]
+fn a_synchronous_collective_on_the_current_stream_costs_sync_collective_us_r11() {
+    let host_call_ns = |torch: &str, sync_us: &str| {
+        let text = format!(
+            "torch = \"{torch}\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[host]\ncollective_us = 30\ncollective_tail_us = 5\n{sync_us}\n[[op]]\nall_reduce = \"x\"\n"
+        );
+        let timeline = simulate(&parse("s.toml", &text).unwrap());
+        let c = &timeline.ranks[0].collectives[0];
+        c.host_end_ns - c.host_start_ns
+    };
+    assert_eq!(host_call_ns("2.12", ""), 30_000);
+    assert_eq!(host_call_ns("2.12", "sync_collective_us = 20"), 20_000);
+    // Under 2.5 the call goes through the internal stream and waits: the cost is the async
+    // call's (and its wait's).
+    assert_eq!(
+        host_call_ns("2.5", "sync_collective_us = 20"),
+        host_call_ns("2.5", "")
+    );
+    let error = parse(
+        "s.toml",
+        &format!("{TWO_RANKS}[host]\ncollective_tail_us = 5\nsync_collective_us = 4\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("host.sync_collective_us"), "{error}");
+    assert!(error.contains("s.toml:"), "{error}");
+}
+
+#[test]
+fn the_input_ready_event_is_recorded_at_the_works_creation_enqueue_plus_tail_before_the_return_r10a(
+) {
+    let call = |torch: &str, enqueue: &str| {
+        let text = format!(
+            "torch = \"{torch}\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[host]\ncollective_us = 30\nsync_collective_us = 20\ncollective_tail_us = 5\n{enqueue}\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\nall_reduce = \"x\"\n"
+        );
+        let timeline = simulate(&parse("e.toml", &text).unwrap());
+        timeline.ranks[0].collectives.clone()
+    };
+    for torch in ["2.12", "2.5"] {
+        let at_launch = call(torch, "");
+        let at_work = call(torch, "collective_enqueue_us = 4");
+        for (launch, work) in at_launch.iter().zip(&at_work) {
+            // The call costs the same and launches at the same time; the input-ready point
+            // moves 4 µs earlier.
+            assert_eq!(
+                work.host_end_ns - work.host_start_ns,
+                launch.host_end_ns - launch.host_start_ns
+            );
+            assert_eq!(launch.input_ready_ns - work.input_ready_ns, 4_000);
+            assert_eq!(work.kernel_start_ns, launch.kernel_start_ns);
+        }
+        // The async call returns the tail after the launch, which follows the input-ready
+        // point by the enqueue.
+        let (launch, work) = (&at_launch[0], &at_work[0]);
+        assert_eq!(launch.host_end_ns - launch.input_ready_ns, 5_000);
+        assert_eq!(work.host_end_ns - work.input_ready_ns, 9_000);
+    }
+    // On the current stream (2.12) the synchronous call keeps its own cost.
+    let sync = &call("2.12", "collective_enqueue_us = 4")[1];
+    assert!(!sync.async_op);
+    assert_eq!(sync.host_end_ns - sync.host_start_ns, 20_000);
+    assert_eq!(sync.host_end_ns - sync.input_ready_ns, 9_000);
+    let error = parse(
+        "e.toml",
+        &format!("{TWO_RANKS}[host]\ncollective_us = 30\nsync_collective_us = 20\ncollective_tail_us = 5\ncollective_enqueue_us = 16\n"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("host.sync_collective_us") && error.contains("host.collective_enqueue_us"),
+        "{error}"
+    );
+    assert!(error.contains("e.toml:"), "{error}");
+}
+
+#[test]
+fn the_programs_gap_before_each_op_moves_every_later_call() {
+    let host_starts = |gap: &str| {
+        let text = format!(
+            "{TWO_RANKS}[host]\nlaunch_us = 5\n{gap}\n[[op]]\ngpu_sleep_us = 10\n[[op]]\ngpu_sleep_us = 10\n[[op]]\ngpu_sleep_us = 10\n"
+        );
+        let timeline = simulate(&parse("g.toml", &text).unwrap());
+        timeline.ranks[0]
+            .host
+            .iter()
+            .map(|h| h.start_ns)
+            .collect::<Vec<u64>>()
+    };
+    assert_eq!(host_starts(""), [0, 5_000, 10_000]);
+    assert_eq!(host_starts("op_gap_us = 3"), [3_000, 11_000, 19_000]);
+}
+
+#[test]
+fn compute_after_the_boost_window_runs_at_the_sustained_clock() {
+    // Four 1 ms kernels; the GPU settles after 2 ms of compute, then runs at 0.8 of its
+    // rate: the third and fourth take 1.25 ms.
+    let durations = |cluster: &str| {
+        let text = format!(
+            "torch = \"2.12\"\n[cluster]\nranks = 1\n{cluster}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n[[op]]\nkernel = {{ us = 1000, sms = 132 }}\n"
+        );
+        let timeline = simulate(&parse("b.toml", &text).unwrap());
+        timeline.ranks[0]
+            .kernels
+            .iter()
+            .map(|k| k.end_ns - k.start_ns)
+            .collect::<Vec<u64>>()
+    };
+    assert_eq!(durations(""), [1_000_000; 4]);
+    assert_eq!(
+        durations("boost_ms = 2\nsustained_clock = 0.8"),
+        [1_000_000, 1_000_000, 1_250_000, 1_250_000]
+    );
+    let error = parse("b.toml", "[cluster]\nsustained_clock = 1.5\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("cluster.sustained_clock") && error.contains("b.toml:2:"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_cold_calls_nccl_launch_latency_is_slowed_as_the_call_is() {
+    // One rank, timed Works on an idle stream: PyTorch's duration is the floor plus the
+    // launch latency. The first call is cold (100 µs against 20 µs warm: 5×), the second
+    // warm.
+    let text = "torch = \"2.12\"\n[cluster]\nranks = 1\n[network]\nkernel_floor_us = 1\n[host]\ncollective_us = 20\ncollective_tail_us = 5\ncollective_cold_us = 100\nsync_collective_us = 20\nnccl_launch_latency_us = 2\n[env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[groups.world]\neager_init = true\n[tensors]\nx = \"1KiB\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n";
+    let timeline = simulate(&parse("c.toml", text).unwrap());
+    let durations: Vec<i64> = timeline.ranks[0]
+        .collectives
+        .iter()
+        .map(|c| c.duration_ns())
+        .collect();
+    assert_eq!(durations, [1_000 + 10_000, 1_000 + 2_000]);
+}
+
+#[test]
+fn a_slower_nccl_launch_lets_the_gemm_take_the_sms_first_r22() {
+    // The all_reduce is launched first, but its kernel is ready 20 µs after the launch; the
+    // GEMM, launched 15 µs later with a 3 µs latency, starts first and holds every SM, so
+    // the NCCL kernel gets SMs only in the GEMM's tail.
+    let text = format!(
+        "{TWO_RANKS}[host]\nnccl_launch_latency_us = 20\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [8192, 8192, 8192]\n[[op]]\nwait = \"w\"\n"
+    );
+    let timeline = simulate(&parse("l.toml", &text).unwrap());
+    let rank = &timeline.ranks[0];
+    let gemm = rank
+        .kernels
+        .iter()
+        .find(|k| k.class == KernelClass::Compute)
+        .unwrap();
+    let nccl = &rank.collectives[0];
+    assert!(gemm.start_ns < nccl.kernel_start_ns);
+    assert!(nccl.kernel_start_ns > gemm.start_ns + (gemm.end_ns - gemm.start_ns) / 2);
+}
+
+#[test]
+fn a_stream_wait_latency_lets_a_queued_gemm_start_before_the_nccl_kernel_r22() {
+    // The GPU is behind the host (a 2 ms sleep): the all_reduce's input-ready wait and the
+    // GEMM queued behind the sleep become runnable at the sleep's end. Without a latency
+    // the NCCL kernel, launched first, takes its SMs first; with one, the GEMM does.
+    let text = format!(
+        "{TWO_RANKS}[[op]]\ngpu_sleep_us = 2000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [8192, 8192, 8192]\n[[op]]\nwait = \"w\"\n"
+    );
+    let starts = |text: &str| {
+        let timeline = simulate(&parse("w.toml", text).unwrap());
+        let rank = &timeline.ranks[0];
+        let sleep_end = rank.kernels[0].end_ns;
+        let gemm = rank
+            .kernels
+            .iter()
+            .rfind(|k| k.class == KernelClass::Compute);
+        let nccl = &rank.collectives[0];
+        let wait = &rank.stream_waits[0];
+        (
+            sleep_end,
+            gemm.unwrap().start_ns,
+            nccl.kernel_start_ns,
+            wait.released_ns,
+        )
+    };
+    let (sleep_end, gemm, nccl, released) = starts(&text);
+    assert_eq!((gemm, nccl, released), (sleep_end, sleep_end, sleep_end));
+    let late = text.replace(
+        "[[op]]\ngpu",
+        "[host]\nstream_wait_latency_us = 3\n[[op]]\ngpu",
+    );
+    let (sleep_end, gemm, nccl, released) = starts(&late);
+    assert_eq!((gemm, released), (sleep_end, sleep_end + 3_000));
+    assert!(
+        nccl > gemm + 500_000,
+        "the NCCL kernel waits for the GEMM's tail"
+    );
+}
+
+#[test]
+fn wider_gemm_tiles_give_the_nccl_kernel_a_longer_tail_r22() {
+    // 8192² outputs: 4096 blocks of 128×128 are 31.03 waves on 132 SMs, so the last wave
+    // (4 blocks) frees SMs for about 1/31 of the GEMM; 2048 blocks of 128×256 are 15.5
+    // waves and the last (68 blocks) frees 64 SMs for about 1/15.5 of it.
+    let text = format!(
+        "{TWO_RANKS}[host]\nstream_wait_latency_us = 3\n[[op]]\ngpu_sleep_us = 2000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\ngemm = [8192, 8192, 8192]\n[[op]]\nwait = \"w\"\n"
+    );
+    let lead_ns = |text: &str| {
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        let rank = &timeline.ranks[0];
+        let gemm = rank
+            .kernels
+            .iter()
+            .rfind(|k| k.class == KernelClass::Compute);
+        let gemm = gemm.unwrap();
+        let waves = (gemm.end_ns - gemm.start_ns) as f64;
+        (gemm.end_ns - rank.collectives[0].kernel_start_ns) as f64 / waves
+    };
+    let narrow = lead_ns(&text);
+    let wide = lead_ns(&text.replace("[cluster]", "[cluster]\ngemm_tile_n = 256"));
+    // At least one wave ahead of the GEMM's end (a little more: the NCCL kernel's 16 SMs
+    // slow the GEMM's last blocks).
+    assert!((1.0 / 31.03..1.3 / 31.03).contains(&narrow), "{narrow}");
+    assert!((1.0 / 15.52..1.3 / 15.52).contains(&wide), "{wide}");
+}
+
+#[test]
+fn ranks_compute_at_their_own_drawn_speed() {
+    let text = "seed = 3\n[cluster]\nranks = 4\nrank_speed_spread_pct = 5\n[[op]]\ngemm = [4096, 4096, 4096]\n";
+    let durations = |text: &str| -> Vec<u64> {
+        simulate(&parse("s.toml", text).unwrap())
+            .ranks
+            .iter()
+            .map(|r| r.kernels[0].end_ns - r.kernels[0].start_ns)
+            .collect()
+    };
+    let first = durations(text);
+    assert_eq!(first, durations(text), "seeded");
+    assert!(first.iter().any(|&d| d != first[0]), "{first:?}");
+    let even = durations(&text.replace("rank_speed_spread_pct = 5", "rank_speed_spread_pct = 0"));
+    assert!(even.iter().all(|&d| d == even[0]));
+}
+
+#[test]
+fn stream_sync_blocks_the_host_for_the_backlog_r14() {
+    // A 2 ms sleep launched at 5 µs (launch cost), on the GPU from 8 µs; stream_sync returns
+    // 5 µs (sync cost) after it ends.
+    let text =
+        "[cluster]\nranks = 1\n[[op]]\ngpu_sleep_us = 2000\n[[op]]\nstream_sync = \"current\"\n";
+    let timeline = simulate(&parse("s.toml", text).unwrap());
+    let sync = timeline.ranks[0].host[1];
+    assert_eq!(sync.end_ns, 8_000 + 2_000_000 + 5_000);
+}
