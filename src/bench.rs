@@ -335,18 +335,56 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
     Ok(row)
 }
 
-/// The figures `bench --repeat` gives a spread, as (CSV column, what the summary calls it, unit).
-const REPEATED: [(&str, &str, &str); 5] = [
-    ("wall_s", "simulate", "s"),
-    (
-        "wall_without_detector_s",
-        "simulate without the race detector",
-        "s",
-    ),
-    ("events_per_s", "events per second", ""),
-    ("command_s", "whole command", "s"),
-    ("peak_memory_mib", "peak resident memory", "MiB"),
+/// A figure `bench --repeat` gives a spread: its CSV column, what the summary calls it, its
+/// unit and the decimals it is shown with.
+struct Repeated {
+    column: &'static str,
+    name: &'static str,
+    unit: &'static str,
+    decimals: usize,
+}
+
+const REPEATED: [Repeated; 5] = [
+    Repeated {
+        column: "wall_s",
+        name: "simulate",
+        unit: " s",
+        decimals: 3,
+    },
+    Repeated {
+        column: "wall_without_detector_s",
+        name: "simulate without the race detector",
+        unit: " s",
+        decimals: 3,
+    },
+    Repeated {
+        column: "events_per_s",
+        name: "events per second",
+        unit: "",
+        decimals: 0,
+    },
+    Repeated {
+        column: "command_s",
+        name: "whole command",
+        unit: " s",
+        decimals: 3,
+    },
+    Repeated {
+        column: "peak_memory_mib",
+        name: "peak resident memory",
+        unit: " MiB",
+        decimals: 1,
+    },
 ];
+
+/// What the runs of one binary measured.
+#[derive(Default, Clone)]
+struct Series {
+    /// Per figure of `REPEATED`, the runs' values.
+    figures: [Vec<f64>; REPEATED.len()],
+    /// The events each run counted.
+    events: Vec<u64>,
+}
 
 /// `bench --repeat N [--against OTHER]`: N runs of the point, each in a fresh process (a
 /// simulation that is the first of its process, as `c10dsim run`'s is). With another binary,
@@ -374,14 +412,28 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
         }
         binaries.push(("against", other.clone()));
     }
+    let series = run_series(args, runs, &binaries)?;
+    let text = render_series(args, runs, &binaries, &series);
+    match &args.output {
+        // The CSV has standard output: the summary goes beside the progress.
+        Some(output) if crate::stdio::is_dash(output) => eprint!("{text}"),
+        _ => out!("{text}")?,
+    }
+    Ok(0)
+}
+
+/// Runs the rounds of `bench --repeat`, writing each run's row as it ends.
+fn run_series(
+    args: &BenchArgs,
+    runs: u32,
+    binaries: &[(&str, PathBuf)],
+) -> Result<Vec<Series>, Failure> {
     let header = format!("run,binary,round,{}", COLUMNS[1..].join(","));
     let mut csv = match &args.output {
         Some(output) => Some(GrowingCsv::new(output, &header)?),
         None => None,
     };
-    // Per binary, per figure of REPEATED: the runs' values; and the events each counted.
-    let mut figures = vec![vec![Vec::new(); REPEATED.len()]; binaries.len()];
-    let mut events = vec![Vec::new(); binaries.len()];
+    let mut series = vec![Series::default(); binaries.len()];
     let mut run = 0;
     for round in 0..runs {
         let mut order: Vec<usize> = (0..binaries.len()).collect();
@@ -400,14 +452,18 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
             );
             let row = point_row(program, args, args.ranks)?;
             let fields: Vec<&str> = row.split(',').collect();
-            let value = |column: &str| -> Option<f64> {
-                let index = COLUMNS.iter().position(|c| *c == column)? - 1;
-                fields[index].parse().ok()
+            // The row is the CSV's columns but `point`.
+            let field = |column: &str| {
+                let index = COLUMNS.iter().position(|c| *c == column)?;
+                fields.get(index - 1)
             };
-            for (values, (column, _, _)) in figures[which].iter_mut().zip(REPEATED) {
-                values.extend(value(column));
+            let measured = &mut series[which];
+            for (values, figure) in measured.figures.iter_mut().zip(&REPEATED) {
+                values.extend(field(figure.column).and_then(|f| f.parse::<f64>().ok()));
             }
-            events[which].extend(value("events"));
+            measured
+                .events
+                .extend(field("events").and_then(|f| f.parse::<u64>().ok()));
             eprintln!("c10dsim: {label}: {row}");
             if let Some(csv) = &mut csv {
                 csv.push(&format!("{run},{label},{round},{row}"))?;
@@ -420,8 +476,19 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
             eprintln!("c10dsim: wrote {}", output.display());
         }
     }
-    let spreads: Vec<Vec<Option<Spread>>> = (figures.iter())
-        .map(|per_figure| per_figure.iter().map(|values| Spread::of(values)).collect())
+    Ok(series)
+}
+
+/// The summary of `bench --repeat`: each figure's spread per binary, then the other binary's
+/// medians over this one's.
+fn render_series(
+    args: &BenchArgs,
+    runs: u32,
+    binaries: &[(&str, PathBuf)],
+    series: &[Series],
+) -> String {
+    let spreads: Vec<Vec<Option<Spread>>> = (series.iter())
+        .map(|measured| measured.figures.iter().map(|v| Spread::of(v)).collect())
         .collect();
     let mut text = format!(
         "scenario: {} ranks x {} iterations{}{}, {runs} run(s){}, each in a process of its own\n",
@@ -438,51 +505,41 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
     text.push_str("each figure: least / median / greatest over the runs\n");
     for ((label, program), per_figure) in binaries.iter().zip(&spreads) {
         text.push_str(&format!("{label} ({}):\n", program.display()));
-        for ((_, name, unit), spread) in REPEATED.iter().zip(per_figure) {
+        for (figure, spread) in REPEATED.iter().zip(per_figure) {
+            let digits = figure.decimals;
             let shown = spread.map_or("unavailable".to_string(), |s| {
-                let digits = match *unit {
-                    "s" => 3,
-                    "MiB" => 1,
-                    _ => 0,
-                };
                 format!(
-                    "{:.digits$} / {:.digits$} / {:.digits$}{}{unit}",
-                    s.min,
-                    s.median,
-                    s.max,
-                    if unit.is_empty() { "" } else { " " }
+                    "{:.digits$} / {:.digits$} / {:.digits$}{}",
+                    s.min, s.median, s.max, figure.unit
                 )
             });
-            text.push_str(&format!("  {name}: {shown}\n"));
+            text.push_str(&format!("  {}: {shown}\n", figure.name));
         }
     }
-    if let [this, other] = &spreads[..] {
+    if let ([this, other], [this_series, other_series]) = (&spreads[..], series) {
         text.push_str("against / this, medians (ranges that overlap do not tell the two apart):\n");
-        for (((_, name, _), mine), theirs) in REPEATED.iter().zip(this).zip(other) {
+        for ((figure, mine), theirs) in REPEATED.iter().zip(this).zip(other) {
             let (Some(mine), Some(theirs)) = (mine, theirs) else {
                 continue;
             };
-            text.push_str(&format!(
-                "  {name}: {:.2}x, ranges {}\n",
-                theirs.median / mine.median,
-                if mine.overlaps(theirs) {
-                    "overlap"
-                } else {
-                    "apart"
-                }
-            ));
+            let ranges = if mine.overlaps(theirs) {
+                "overlap"
+            } else {
+                "apart"
+            };
+            // A median of 0 (a run shorter than the row's rounding) has no ratio.
+            let ratio = if mine.median > 0.0 {
+                format!("{:.2}x", theirs.median / mine.median)
+            } else {
+                "–".to_string()
+            };
+            text.push_str(&format!("  {}: {ratio}, ranges {ranges}\n", figure.name));
         }
-        let counted = |e: &[f64]| Spread::of(e).map(|s| (s.min, s.max));
-        if counted(&events[0]) != counted(&events[1]) {
+        if this_series.events != other_series.events {
             text.push_str("note: the two binaries count different events for this scenario; compare their times, not their events per second\n");
         }
     }
-    match &args.output {
-        // The CSV has standard output: the summary goes beside the progress.
-        Some(output) if crate::stdio::is_dash(output) => eprint!("{text}"),
-        _ => out!("{text}")?,
-    }
-    Ok(0)
+    text
 }
 
 /// A CSV written as its rows arrive: a file is rewritten whole after each row (a long run that
@@ -535,4 +592,64 @@ fn plot_scaling(csv: &Path, picture: &Path) -> Result<(), Failure> {
         output: picture.to_path_buf(),
     })
     .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> BenchArgs {
+        BenchArgs {
+            ranks: 4,
+            iterations: 2,
+            print_scenario: false,
+            summary: false,
+            fold: false,
+            scaling: None,
+            output: None,
+            plot: None,
+            csv_row: false,
+            repeat: Some(2),
+            against: None,
+        }
+    }
+
+    fn series(simulate_s: [f64; 2], events: u64) -> Series {
+        let mut measured = Series::default();
+        measured.figures[0] = simulate_s.to_vec();
+        measured.events = vec![events; 2];
+        measured
+    }
+
+    #[test]
+    fn the_summary_compares_medians_and_says_when_the_events_differ() {
+        let binaries = [
+            ("this", PathBuf::from("a")),
+            ("against", PathBuf::from("b")),
+        ];
+        let text = render_series(
+            &args(),
+            2,
+            &binaries,
+            &[series([1.0, 3.0], 10), series([4.0, 5.0], 10)],
+        );
+        assert!(
+            text.contains("  simulate: 1.000 / 2.000 / 3.000 s\n"),
+            "{text}"
+        );
+        assert!(text.contains("  simulate: 2.25x, ranges apart\n"), "{text}");
+        assert!(
+            text.contains("  events per second: unavailable\n"),
+            "{text}"
+        );
+        assert!(!text.contains("different events"), "{text}");
+        let text = render_series(
+            &args(),
+            2,
+            &binaries,
+            &[series([0.0, 0.0], 10), series([0.0, 1.0], 11)],
+        );
+        assert!(text.contains("  simulate: –, ranges overlap\n"), "{text}");
+        assert!(text.contains("count different events"), "{text}");
+    }
 }
