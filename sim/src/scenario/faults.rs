@@ -171,8 +171,9 @@ impl Resolver<'_> {
                                 self.error(
                                     name.span(),
                                     format!(
-                                        "unknown collective {:?}; expected all_reduce, all_gather, reduce_scatter or broadcast",
-                                        name.get_ref()
+                                        "unknown collective {:?}; expected one of {}",
+                                        name.get_ref(),
+                                        crate::collective::DESCRIPTORS.map(|d| d.key).join(", ")
                                     ),
                                 )
                             })?,
@@ -299,6 +300,16 @@ impl Resolver<'_> {
             return;
         }
         let raw = raw_op.get_ref();
+        // The ops that use the result: its reads, its `.item()`, and every collective or
+        // point-to-point op given it (c10d's ops go through the dispatcher, where an
+        // AsyncCollectiveTensor waits). A `writes` is not a use here (a kernel writing through
+        // the tensor's storage, docs/scenario-format.md).
+        let p2p_names = raw
+            .batch_isend_irecv
+            .iter()
+            .flat_map(|list| list.get_ref())
+            .flat_map(|p2p| [&p2p.get_ref().send, &p2p.get_ref().recv])
+            .flatten();
         let read_names = raw
             .reads
             .iter()
@@ -308,6 +319,10 @@ impl Resolver<'_> {
             .chain(raw.all_gather.as_ref())
             .chain(raw.reduce_scatter.as_ref())
             .chain(raw.broadcast.as_ref())
+            .chain(raw.all_to_all.as_ref())
+            .chain(raw.send.as_ref())
+            .chain(raw.recv.as_ref())
+            .chain(p2p_names)
             .chain(raw.functional_all_reduce.as_ref());
         let read: Vec<TensorId> = read_names
             .filter_map(|name| names.tensors.get(name.get_ref()).copied())
@@ -454,5 +469,52 @@ mod tests {
             error("[tensors]\nx = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\n");
         assert_eq!(line, 4);
         assert!(message.contains("needs result"), "{message}");
+    }
+
+    #[test]
+    fn every_collective_given_a_functional_result_waits_for_it_first_r30() {
+        let program = |uses: &str| {
+            format!("[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n{uses}")
+        };
+        // Each program, and the index its wait_tensor(y) takes: right before the op given y.
+        let uses = [
+            ("[[op]]\nall_gather = \"y\"\n", 1),
+            ("[[op]]\nall_to_all = \"y\"\n", 1),
+            ("[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n", 1),
+            ("[[op]]\nranks = [0]\nsend = \"y\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n", 1),
+            ("[[op]]\nranks = [1]\nsend = \"x\"\npeer = 0\n[[op]]\nranks = [0]\nrecv = \"y\"\npeer = 1\n", 2),
+            ("[[op]]\nbatch_isend_irecv = [{ send = \"y\", shift = 1 }, { recv = \"x\", shift = -1 }]\n", 1),
+        ];
+        for (used, index) in uses {
+            let scenario =
+                parse("f.toml", &program(used)).unwrap_or_else(|e| panic!("{used}: {}", e.message));
+            let waits: Vec<usize> = (scenario.ops.iter())
+                .filter(|op| op.display_name() == "wait_tensor(y)")
+                .map(|op| op.index)
+                .collect();
+            assert_eq!(waits, [index], "{used}");
+        }
+        // A kernel writing the result's storage is not a use: no wait before it.
+        let scenario = parse(
+            "f.toml",
+            &program("[[op]]\nkernel = { us = 5 }\nwrites = [\"y\"]\n"),
+        )
+        .unwrap();
+        assert!(scenario
+            .ops
+            .iter()
+            .all(|op| op.display_name() != "wait_tensor(y)"));
+    }
+
+    #[test]
+    fn a_mismatch_fault_names_every_collective_it_accepts() {
+        let (line, column, message) = error(&format!(
+            "{PROGRAM}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\ncollective = \"all_to_al\"\n"
+        ));
+        assert_eq!((line, column), (17, 14));
+        assert!(
+            message.contains("unknown collective \"all_to_al\"; expected one of all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send, recv, batch_isend_irecv"),
+            "{message}"
+        );
     }
 }
