@@ -705,7 +705,12 @@ pub(crate) fn load_on(
         let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
         format!("{shown} [--set {}]", list.join(" --set "))
     };
-    scenario::parse(&recorded, &text).map_err(|error| {
+    let parsed = scenario::parse(&recorded, &text).map(|mut parsed| {
+        // The report names the file's own lines, whatever the edits inserted above them.
+        scenario::renumber_op_lines(&mut parsed, &original, &text);
+        parsed
+    });
+    parsed.map_err(|error| {
         let located = diagnostic::locate(error, &shown, &original, &text, overrides);
         let rendered = diagnostic::render(&located);
         Failure::input(match &machine_note {

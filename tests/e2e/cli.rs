@@ -585,6 +585,29 @@ fn an_error_written_by_set_points_at_the_set_argument() {
 }
 
 #[test]
+fn the_report_names_the_files_lines_after_a_set_inserted_lines() {
+    // The --set adds a key to [env], above the ops: the report still names the file's lines.
+    let report = |args: &[&str]| {
+        let mut all = vec!["run", "scenarios/hang_10min.toml"];
+        all.extend_from_slice(args);
+        let output = c10dsim(&all);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let plain = report(&[]);
+    let set = report(&["--set", "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=3"]);
+    assert!(plain.contains("at ar (line 33)"), "{plain}");
+    assert!(set.contains("at ar (line 33)"), "{set}");
+    let lines = |text: &str| -> Vec<String> {
+        (text.lines())
+            .filter(|line| line.contains("(line "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(lines(&plain), lines(&set));
+}
+
+#[test]
 fn nccl_tests_output_has_all_reduce_perf_columns_and_json_stays_json() {
     let output = c10dsim(&[
         "run",

@@ -38,7 +38,10 @@ mod setup;
 mod suggest;
 
 pub use model::*;
-pub use overrides::{apply_overrides, line_origin, LineOrigin, Override, OverrideError};
+pub use overrides::{
+    apply_overrides, line_origin, original_lines, renumber_op_lines, LineOrigin, Override,
+    OverrideError,
+};
 pub use suggest::nearest;
 
 use crate::units::{parse_size_bytes, us_to_ns};

@@ -137,35 +137,16 @@ pub enum LineOrigin {
     Edited,
 }
 
-/// The origin of 1-based `line` of `edited`: lines are matched to `original` by a longest common
-/// subsequence (unchanged lines are kept by the edit), and an unmatched line is put down to the
-/// last override whose last key it sets.
+/// The origin of 1-based `line` of `edited`: lines are matched to `original` by a line diff
+/// ([`original_lines`]), and a line the edit wrote is put down to the last override whose last
+/// key it sets.
 pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u32) -> LineOrigin {
-    let old: Vec<&str> = original.lines().collect();
-    let new: Vec<&str> = edited.lines().collect();
     let wanted = (line as usize).saturating_sub(1);
-    let Some(text) = new.get(wanted) else {
+    let Some(text) = edited.lines().nth(wanted) else {
         return LineOrigin::Edited;
     };
-    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let suffix = old[prefix..]
-        .iter()
-        .rev()
-        .zip(new[prefix..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
-    if wanted < prefix {
+    if let Some(line) = original_lines(original, edited)[wanted] {
         return LineOrigin::Original(line);
-    }
-    if wanted >= new.len() - suffix {
-        return LineOrigin::Original((wanted + old.len() - new.len() + 1) as u32);
-    }
-    let (old_middle, new_middle) = (
-        &old[prefix..old.len() - suffix],
-        &new[prefix..new.len() - suffix],
-    );
-    if let Some(index) = matched_line(old_middle, new_middle, wanted - prefix) {
-        return LineOrigin::Original((prefix + index + 1) as u32);
     }
     let key = text.split('=').next().unwrap_or("").trim();
     let key = key
@@ -180,37 +161,41 @@ pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u
         .map_or(LineOrigin::Edited, LineOrigin::Override)
 }
 
-/// The line of `old` that line `wanted` of `new` is paired with in a longest common subsequence.
-fn matched_line(old: &[&str], new: &[&str], wanted: usize) -> Option<usize> {
-    let columns = new.len() + 1;
-    let mut common = vec![0u32; (old.len() + 1) * columns];
-    for i in (0..old.len()).rev() {
-        for j in (0..new.len()).rev() {
-            common[i * columns + j] = if old[i] == new[j] {
-                common[(i + 1) * columns + j + 1] + 1
-            } else {
-                common[(i + 1) * columns + j].max(common[i * columns + j + 1])
-            };
+/// For each line of `edited`, its 1-based line in `original` where the edit kept it (a Myers
+/// line diff: the unchanged lines in order), `None` for a line the edit wrote.
+pub fn original_lines(original: &str, edited: &str) -> Vec<Option<u32>> {
+    let old: Vec<&str> = original.lines().collect();
+    let new: Vec<&str> = edited.lines().collect();
+    let mut origin = vec![None; new.len()];
+    for op in similar::capture_diff_slices(similar::Algorithm::Myers, &old, &new) {
+        if let similar::DiffOp::Equal {
+            old_index,
+            new_index,
+            len,
+        } = op
+        {
+            for offset in 0..len {
+                origin[new_index + offset] = Some((old_index + offset + 1) as u32);
+            }
         }
     }
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() && j < new.len() {
-        if old[i] == new[j] {
-            if j == wanted {
-                return Some(i);
-            }
-            i += 1;
-            j += 1;
-        } else if common[(i + 1) * columns + j] >= common[i * columns + j + 1] {
-            i += 1;
-        } else {
-            if j == wanted {
-                return None;
-            }
-            j += 1;
+    origin
+}
+
+/// After a scenario was parsed from `edited` (`original` with `--set`s or a machine profile
+/// applied): every op's line becomes its line in `original`, the file the user reads, so that a
+/// report names the same lines with or without the edits.
+pub fn renumber_op_lines(scenario: &mut super::Scenario, original: &str, edited: &str) {
+    if original == edited {
+        return;
+    }
+    let origin = original_lines(original, edited);
+    for op in &mut scenario.ops {
+        let index = (op.line as usize).wrapping_sub(1);
+        if let Some(&Some(line)) = origin.get(index) {
+            op.line = line;
         }
     }
-    None
 }
 
 #[cfg(test)]
@@ -292,5 +277,30 @@ mod tests {
             line_origin(text, &edited, &overrides, 999),
             LineOrigin::Edited
         );
+    }
+
+    #[test]
+    fn ops_keep_the_files_lines_when_a_set_inserts_lines_above_them() {
+        let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 0\n[tensors]\nbuf = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"buf\"\n[[op]]\ngemm = [64, 64, 64]\n";
+        let lines = |pairs: &[&str]| {
+            let overrides: Vec<Override> =
+                pairs.iter().map(|p| Override::parse(p).unwrap()).collect();
+            let edited = apply_overrides(text, &overrides).unwrap();
+            let mut scenario = super::super::parse("s.toml", &edited).unwrap();
+            let parsed: Vec<u32> = scenario.ops.iter().map(|op| op.line).collect();
+            renumber_op_lines(&mut scenario, text, &edited);
+            let renumbered: Vec<u32> = scenario.ops.iter().map(|op| op.line).collect();
+            (parsed, renumbered)
+        };
+        assert_eq!(lines(&[]), (vec![7, 10], vec![7, 10]));
+        // Two keys inserted into [env] and [tensors], and a new table: the parsed lines move,
+        // the renumbered ones are the file's.
+        let (parsed, renumbered) = lines(&[
+            "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=3",
+            "tensors.grad=2MiB",
+            "host.launch_us=4",
+        ]);
+        assert_ne!(parsed, [7, 10]);
+        assert_eq!(renumbered, [7, 10]);
     }
 }
