@@ -95,7 +95,15 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let columns =
         Columns::new(&sweep.columns(), &base_report).with_size_axes(&sweep.size_columns());
     let header = columns.header();
-    let hash = sim::scenario::content_hash(&text);
+    // The sweep's identity: the file, and the `--set`s that change its points (a `--resume`
+    // file of other values must not be joined). Without `--set`, the file's hash alone, as a
+    // Timeline records it.
+    let hash = if args.axes.is_empty() {
+        sim::scenario::content_hash(&text)
+    } else {
+        let sets: Vec<String> = args.axes.iter().map(ToString::to_string).collect();
+        sim::scenario::content_hash(&format!("{text}\n--set {}", sets.join("\n--set ")))
+    };
     let provenance = Provenance {
         scenario_hash: &hash,
         version: env!("CARGO_PKG_VERSION"),
@@ -372,7 +380,7 @@ fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, F
         .expect("has scenario_hash");
     if let Some(row) = rows.iter().find(|row| &row[hash_column] != hash) {
         return Err(Failure::input(format!(
-            "--resume: {} holds rows of another version of the scenario file (hash {}, now {hash})",
+            "--resume: {} holds rows of another sweep: another version of the scenario file, or other --set values (hash {}, now {hash}); write to a new file",
             path.display(),
             &row[hash_column]
         )));

@@ -386,6 +386,51 @@ fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
 }
 
 #[test]
+fn resume_refuses_the_rows_of_other_set_values() {
+    // The same file and columns, other values on the command line: its rows are another
+    // sweep's, so they are refused rather than joined.
+    let partial = temp("resume_other_sets.csv");
+    let first = sweep_to(&partial, &["scenarios/exp_a_sweep.toml", "--set", "seed=3"]);
+    let text = String::from_utf8(first).unwrap();
+    let head: Vec<&str> = text.lines().take(4).collect();
+    std::fs::write(&partial, format!("{}\n", head.join("\n"))).unwrap();
+    for other in ["seed=5", "tensors.x=2KiB,2MiB,32MiB,128MiB"] {
+        let output = c10dsim(&[
+            "sweep",
+            "scenarios/exp_a_sweep.toml",
+            "--set",
+            other,
+            "--resume",
+            "-o",
+            partial.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{other}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("holds rows of another sweep"),
+            "{other}: {}",
+            stderr(&output)
+        );
+    }
+    // The same --set resumes.
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--set",
+        "seed=3",
+        "--resume",
+        "-o",
+        partial.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(std::fs::read_to_string(&partial).unwrap(), text);
+}
+
+#[test]
 fn failing_points_get_error_rows_and_the_sweep_goes_on() {
     let scenario = temp("failing.toml");
     std::fs::write(
