@@ -46,7 +46,10 @@ pub fn locate(
             let edited_line = edited.lines().nth(error.line as usize - 1).unwrap_or("");
             let equals_column = edited_line.chars().take_while(|&c| c != '=').count() as u32 + 1;
             let path_chars = item.path.chars().count() as u32;
-            let (column, width) = if error.column > equals_column {
+            let (column, width) = if let Some(table) = sim::scenario::table_header(edited_line) {
+                // A table the override created: the caret under its name in the argument.
+                (1, table.chars().count() as u32)
+            } else if error.column > equals_column {
                 (path_chars + 2, item.value.chars().count() as u32)
             } else {
                 let last = item.path.rsplit('.').next().unwrap_or("").chars().count() as u32;

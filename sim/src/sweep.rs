@@ -38,7 +38,9 @@
 //! assert_eq!(scenario.cluster.ranks, 4);
 //! ```
 
-use crate::scenario::{self, apply_overrides, Override, OverrideError, Scenario, ScenarioError};
+use crate::scenario::{
+    self, apply_overrides, LineOrigin, Override, OverrideError, Scenario, ScenarioError,
+};
 use crate::units::parse_size_bytes;
 use std::fmt;
 use std::ops::Range;
@@ -336,13 +338,21 @@ impl Sweep {
                             break 'values;
                         }
                         Err(error) => {
-                            first_error.get_or_insert(error);
+                            first_error.get_or_insert((error, point.overrides));
                         }
                     }
                 }
             }
-            if let Some(mut error) = first_error {
+            if let Some((error, overrides)) = first_error {
+                // The same error without any axis: the file or a one-value `--set` is at
+                // fault, not this axis.
+                if let Err(base) = self.base_scenario() {
+                    if base.message == error.message {
+                        return Err(self.in_file(base, &[]));
+                    }
+                }
                 let paths: Vec<&str> = dimension.paths.iter().map(|p| p.path.as_str()).collect();
+                let mut error = self.in_file(error, &overrides);
                 error.message = format!(
                     "sweep axis {}: none of its values gives a valid scenario (a misspelt key?); the first: {}",
                     paths.join(", "),
@@ -352,6 +362,39 @@ impl Sweep {
             }
         }
         Ok(())
+    }
+
+    /// An error in the text edited by the fixed `--set`s and `overrides`, placed in the file's
+    /// text: at the file's line where the edit kept it, else as an error of the `--set` that
+    /// wrote the line (or of the edits, where none did).
+    fn in_file(&self, mut error: ScenarioError, overrides: &[Override]) -> ScenarioError {
+        let all: Vec<Override> = self.fixed.iter().chain(overrides).cloned().collect();
+        error.path.clone_from(&self.path);
+        let edited = match apply_overrides_with_ops(&self.text, &all) {
+            Ok(edited) if error.line > 0 => edited,
+            _ => return error,
+        };
+        match scenario::line_origin(&self.text, &edited, &all, error.line) {
+            LineOrigin::Original(line) => {
+                error.line = line;
+                error
+            }
+            LineOrigin::Override(index) => whole_file(
+                &self.path,
+                format!("--set {}: {}", all[index], error.message),
+            ),
+            LineOrigin::Edited => {
+                let sets: Vec<String> = all.iter().map(ToString::to_string).collect();
+                whole_file(
+                    &self.path,
+                    format!(
+                        "{} (on a line written by --set {})",
+                        error.message,
+                        sets.join(" --set ")
+                    ),
+                )
+            }
+        }
     }
 
     fn check_columns_unique(&self) -> Result<(), ScenarioError> {
@@ -370,8 +413,9 @@ impl Sweep {
     /// Every axis path must be settable on the file (a table path, or an op label that
     /// exists); a value that is invalid for the scenario fails only the points that use it.
     fn check_paths_apply(&self) -> Result<(), ScenarioError> {
+        // An override's error names its `--set` argument.
         apply_overrides_with_ops(&self.text, &self.fixed)
-            .map_err(|error| whole_file(&self.path, format!("--set: {error}")))?;
+            .map_err(|error| whole_file(&self.path, error.to_string()))?;
         for axis in self.dimensions.iter().flat_map(|d| &d.paths) {
             let first = Override {
                 path: axis.path.clone(),
@@ -386,7 +430,7 @@ impl Sweep {
                     format!("sweep axis {:?}: {error}", axis.path),
                 ),
                 // An axis given on the command line: the `--set` argument is at fault.
-                None => whole_file(&self.path, format!("--set {}: {error}", axis.path)),
+                None => whole_file(&self.path, error.to_string()),
             })?;
         }
         Ok(())
@@ -568,7 +612,7 @@ pub fn apply_overrides_with_ops(
 
 fn set_op(document: &mut toml_edit::DocumentMut, edit: &Override) -> Result<(), OverrideError> {
     let fail = |message: String| OverrideError {
-        message: format!("{edit}: {message}"),
+        message: format!("--set {edit}: {message}"),
     };
     let mut keys = edit.path.splitn(3, '.').skip(1);
     let label = keys
@@ -943,5 +987,43 @@ mod tests {
         );
         // One bad value among good ones fails only its points.
         assert!(sweep("", &["op.ar.async_op=true,false"]).is_ok());
+    }
+
+    #[test]
+    fn an_error_of_the_file_or_a_fixed_set_is_not_put_on_an_axis() {
+        let axis = "[sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\"]\n";
+        // A one-value --set that writes a new table, or a misspelt key: named as that --set.
+        let error = sweep(axis, &["bogus.key=1"]).unwrap_err();
+        assert_eq!((error.line, error.path.as_str()), (0, "s.toml"));
+        assert!(
+            error
+                .message
+                .starts_with("--set bogus.key=1: unknown field `bogus`"),
+            "{error}"
+        );
+        let error = sweep(axis, &["cluster.rnaks=4"]).unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("--set cluster.rnaks=4: unknown field `rnaks`; did you mean `ranks`?"),
+            "{error}"
+        );
+        // A typo in the file itself: at its line and column in the file, no axis named.
+        let typo = BASE.replace("ranks = 2", "rnaks = 2");
+        let cli = [AxisArg::parse("repeat=2,3").unwrap()];
+        let error = Sweep::parse("s.toml", &format!("{typo}{axis}"), &cli).unwrap_err();
+        assert_eq!((error.line, error.column), (3, 1), "{error}");
+        assert!(
+            error.message.starts_with("unknown field `rnaks`"),
+            "{error}"
+        );
+        // An axis at fault is still named, its error placed on the file's line.
+        let error = sweep(axis, &["env.TORCH_NCCL_BLOCKING_WIAT=0,1"]).unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("sweep axis env.TORCH_NCCL_BLOCKING_WIAT:"),
+            "{error}"
+        );
     }
 }

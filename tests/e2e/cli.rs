@@ -572,7 +572,7 @@ fn an_error_written_by_set_points_at_the_set_argument() {
         "--set",
         "env.TORCH_NCCL_BLOCKING_WAIT=1",
         "--set",
-        "tensors.grad=2MiB",
+        "host.launch_us=4",
     ]);
     assert_eq!(output.status.code(), Some(2));
     let text = stderr(&output);

@@ -95,6 +95,7 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
         ),
     }
     };
+    refuse_undeclared(root, item, &keys)?;
     let mut table = root;
     for (depth, key) in tables.iter().enumerate() {
         let entry = table
@@ -124,6 +125,51 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
     Ok(())
 }
 
+/// Tables whose keys are names the scenario declares (a tensor, a stream, a group), with the
+/// names every scenario has: a `--set` changes one of those, and any other name is a typo
+/// rather than a new declaration nothing would use (`tensors.bufs` for `buf`). The world group
+/// is configured under its name (`groups.world.timeout_s`) whether or not the file declares it.
+const DECLARATIONS: [(&str, &str, &[&str]); 3] = [
+    ("tensors", "tensor", &[]),
+    ("streams", "stream", &[]),
+    ("groups", "group", &["world"]),
+];
+
+fn refuse_undeclared(
+    root: &toml_edit::Table,
+    item: &Override,
+    keys: &[&str],
+) -> Result<(), OverrideError> {
+    let [table_name, name, ..] = keys else {
+        return Ok(());
+    };
+    let Some(&(_, what, implicit)) = DECLARATIONS.iter().find(|(table, ..)| table == table_name)
+    else {
+        return Ok(());
+    };
+    let mut declared: Vec<&str> = match root.get(table_name) {
+        Some(toml_edit::Item::Table(table)) => table.iter().map(|(key, _)| key).collect(),
+        Some(toml_edit::Item::Value(toml_edit::Value::InlineTable(table))) => {
+            table.iter().map(|(key, _)| key).collect()
+        }
+        _ => Vec::new(),
+    };
+    for name in implicit {
+        if !declared.contains(name) {
+            declared.push(name);
+        }
+    }
+    if declared.contains(name) {
+        return Ok(());
+    }
+    Err(OverrideError {
+        message: format!(
+            "--set {item}: the scenario declares no {what} {name:?}{}; --set changes a declared {what} (declare a new one in the file)",
+            super::suggest::did_you_mean(name, declared.iter().copied())
+        ),
+    })
+}
+
 /// Where a line of a text edited by [`apply_overrides`] (or any edit that keeps untouched lines
 /// as they were, as toml_edit does) came from: so an error in the edited text can point at the
 /// file's own line, or at the `--set` argument that wrote it.
@@ -148,6 +194,14 @@ pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u
     if let Some(line) = original_lines(original, edited)[wanted] {
         return LineOrigin::Original(line);
     }
+    if let Some(table) = table_header(text) {
+        // `[bogus]`, written for `--set bogus.key=1`: the last override inside that table.
+        let inside = format!("{table}.");
+        return overrides
+            .iter()
+            .rposition(|o| o.path.starts_with(&inside))
+            .map_or(LineOrigin::Edited, LineOrigin::Override);
+    }
     let key = text.split('=').next().unwrap_or("").trim();
     let key = key
         .rsplit('.')
@@ -159,6 +213,12 @@ pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u
         .iter()
         .rposition(|o| o.path.rsplit('.').next() == Some(key))
         .map_or(LineOrigin::Edited, LineOrigin::Override)
+}
+
+/// The dotted name of a table header line (`[a.b]` → `a.b`), if the line is one.
+pub fn table_header(line: &str) -> Option<&str> {
+    let inner = line.trim().strip_prefix('[')?.strip_suffix(']')?;
+    Some(inner.trim_matches(['[', ']']).trim())
 }
 
 /// For each line of `edited`, its 1-based line in `original` where the edit kept it (a Myers
@@ -254,10 +314,51 @@ mod tests {
     }
 
     #[test]
+    fn a_set_names_a_declared_tensor_stream_or_group() {
+        let text =
+            "[tensors]\nbuf = \"1MiB\"\n[streams]\nside = {}\n[groups.pair]\nranks = [0, 1]\n";
+        let err = set(text, &["tensors.bufs=2MiB"]).unwrap_err();
+        assert_eq!(
+            err.message,
+            "--set tensors.bufs=2MiB: the scenario declares no tensor \"bufs\"; did you mean \"buf\"?; --set changes a declared tensor (declare a new one in the file)"
+        );
+        let err = set(text, &["streams.sid.priority=high"]).unwrap_err();
+        assert!(
+            err.message
+                .contains("no stream \"sid\"; did you mean \"side\"?"),
+            "{}",
+            err.message
+        );
+        let err = set(text, &["groups.pairs.ranks=[0]"]).unwrap_err();
+        assert!(
+            err.message.contains("no group \"pairs\""),
+            "{}",
+            err.message
+        );
+        // The world group is there whether or not the file declares it.
+        assert!(set(text, &["groups.world.timeout_s=60"]).is_ok());
+        let err = set("[cluster]\nranks = 2\n", &["tensors.x=1MiB"]).unwrap_err();
+        assert!(err.message.contains("no tensor \"x\";"), "{}", err.message);
+        // Declared names are changed as before.
+        let out = set(
+            text,
+            &[
+                "tensors.buf=2MiB",
+                "streams.side.priority=high",
+                "groups.pair.ranks=[1]",
+            ],
+        )
+        .unwrap();
+        assert!(out.contains("buf = \"2MiB\""), "{out}");
+        assert!(out.contains("priority = \"high\""), "{out}");
+        assert!(out.contains("ranks = [1]"), "{out}");
+    }
+
+    #[test]
     fn edited_lines_are_traced_to_the_file_or_the_set_argument() {
         let text = "# head\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 0\n[tensors]\nbuf = \"1MiB\"\n[[op]]\nwait = \"w\"\n";
         let pairs = [
-            "tensors.grad=2MiB",
+            "host.launch_us=4",
             "env.TORCH_NCCL_BLOCKING_WAIT=1",
             "cluster.ranks=2",
         ];
@@ -269,10 +370,11 @@ mod tests {
         assert_eq!(origin("# head"), LineOrigin::Original(1));
         assert_eq!(origin("TORCH_NCCL"), LineOrigin::Override(1), "{edited}");
         assert_eq!(origin("buf"), LineOrigin::Original(5));
-        assert_eq!(origin("grad"), LineOrigin::Override(0));
+        assert_eq!(origin("launch_us"), LineOrigin::Override(0));
         assert_eq!(origin("wait"), LineOrigin::Original(7));
         assert_eq!(origin("ranks"), LineOrigin::Override(2));
-        assert_eq!(origin("[cluster]"), LineOrigin::Edited);
+        assert_eq!(origin("[cluster]"), LineOrigin::Override(2));
+        assert_eq!(origin("[host]"), LineOrigin::Override(0));
         assert_eq!(
             line_origin(text, &edited, &overrides, 999),
             LineOrigin::Edited
@@ -297,7 +399,7 @@ mod tests {
         // the renumbered ones are the file's.
         let (parsed, renumbered) = lines(&[
             "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=3",
-            "tensors.grad=2MiB",
+            "tensors.buf=2MiB",
             "host.launch_us=4",
         ]);
         assert_ne!(parsed, [7, 10]);
