@@ -1,6 +1,6 @@
 //! `c10dsim`: the command line. Thin glue: parse arguments, read files, call the `sim`, `hw` and
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
-//! time cap), 2 bad input or environment.
+//! time cap, …), 2 bad input or environment (an unwritable output too).
 //!
 //! Just over 900 lines: the clap definition of every command (most of the file is their help
 //! text) and one dispatch; each command's work lives in its own module (`sweep`, `diff_cmd`,
@@ -53,8 +53,10 @@ use std::process::ExitCode;
     long_about = "c10dsim runs TOML scenarios — what every rank's PyTorch program does with collectives, \
 Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
 and reports host call times, stream intervals, completion and overlap (rules R1–R30 of docs/semantics.md).\n\n\
-Exit codes: 0 ok; 1 the run found a problem (a deadlock, the simulated-time cap, the memory cap) \
-or its output could not be written; 2 bad input or environment.\n\n\
+Exit codes: 0 ok; 1 the run found a problem (a deadlock, a wait or watchdog timeout, an \
+out-of-memory, the simulated-time cap, the memory cap; a data race with --fail-on-race) or `diff` \
+found a difference beyond its tolerances; 2 bad input or environment, an output that could not \
+be written included.\n\n\
 Limits (docs/reliability.md): before a run, its work is estimated (op calls, engine events, \
 Timeline size) and a scenario over --max-events (10^9) or --max-timeline (4GiB) is refused with \
 exit 2 and the numbers; a run holding more memory than --max-memory (8GiB, or 3/4 of the \
@@ -413,7 +415,8 @@ fn write_stdout(text: std::fmt::Arguments) -> Result<(), Failure> {
 }
 
 /// A write to standard output that failed: a reader that went away (`| head -1`) ends the
-/// program quietly, as `cat` does; anything else (a full disk) is an error, exit 1.
+/// program quietly, as `cat` does; anything else (a full disk) is the environment's failure,
+/// exit 2, as for an output file that cannot be written.
 fn output_failure(error: std::io::Error) -> Failure {
     if error.kind() == std::io::ErrorKind::BrokenPipe {
         Failure {
@@ -422,7 +425,7 @@ fn output_failure(error: std::io::Error) -> Failure {
         }
     } else {
         Failure {
-            code: 1,
+            code: 2,
             message: format!("writing output: {error}"),
         }
     }

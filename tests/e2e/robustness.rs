@@ -174,9 +174,27 @@ fn a_full_disk_is_an_error_with_a_message() {
         .output()
         .unwrap();
     assert_no_panic(&output);
-    assert_eq!(code(&output), Some(1));
+    assert_eq!(code(&output), Some(2));
     assert!(
         stderr(&output).starts_with("c10dsim: writing output: "),
+        "{}",
+        stderr(&output)
+    );
+    // A full disk under a named output: the same exit code.
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args([
+            "run",
+            "scenarios/all_to_all.toml",
+            "--timeline",
+            "/dev/full",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains("cannot write /dev/full: "),
         "{}",
         stderr(&output)
     );
