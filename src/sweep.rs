@@ -450,12 +450,63 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         }
         all.extend(rows);
     }
-    let (header, _) = header.expect("clap requires an input");
+    let (header, first_path) = header.expect("clap requires an input");
+    // Slices of one sweep carry one hash (the file and its --sets): other sweeps' rows with the
+    // same columns are refused rather than mixed.
+    if let Some(hash_column) = header.iter().position(|h| h == "scenario_hash") {
+        if let Some(first) = all.first().map(|row| row[hash_column].to_string()) {
+            if let Some(other) = all.iter().find(|row| row[hash_column] != *first) {
+                return Err(Failure::input(format!(
+                    "the files hold rows of two sweeps (scenario_hash {first} and {}: another scenario file or other --set values); merge the slices of one sweep",
+                    &other[hash_column]
+                )));
+            }
+        }
+    }
+    let mut indices = Vec::with_capacity(all.len());
+    for row in &all {
+        indices.push(point_index(first_path, row)?);
+    }
     let count = write_sorted(output, &header, all)?;
     eprintln!(
         "c10dsim: merged {count} points from {} files into {}",
         inputs.len(),
         output.display()
     );
+    if let Some(missing) = missing_points(&mut indices) {
+        eprintln!("c10dsim: warning: {missing}");
+    }
     Ok(0)
+}
+
+/// The points below the highest one that no row holds, shown as ranges (`3, 5-9`), when any
+/// are missing: shards not merged yet, or not finished (`--resume` finishes them).
+fn missing_points(indices: &mut [u64]) -> Option<String> {
+    indices.sort_unstable();
+    let highest = *indices.last()?;
+    let mut ranges = Vec::new();
+    let mut missing = 0u64;
+    let mut expected = 0u64;
+    for &index in indices.iter() {
+        if index > expected {
+            missing += index - expected;
+            ranges.push(if index - 1 == expected {
+                expected.to_string()
+            } else {
+                format!("{expected}-{}", index - 1)
+            });
+        }
+        expected = expected.max(index + 1);
+    }
+    if missing == 0 {
+        return None;
+    }
+    let shown = if ranges.len() > 8 {
+        format!("{}, … ({} ranges)", ranges[..8].join(", "), ranges.len())
+    } else {
+        ranges.join(", ")
+    };
+    Some(format!(
+        "{missing} of the points 0-{highest} have no row (points {shown}): a shard not given or not finished"
+    ))
 }

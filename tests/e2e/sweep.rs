@@ -326,6 +326,46 @@ fn shards_merged_equal_the_unsharded_run() {
         std::fs::read(&merged).unwrap() == whole,
         "merged != unsharded"
     );
+    assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
+    // Two of the three slices: merged, with the points no row holds named.
+    let output = c10dsim(&[
+        "merge",
+        parts[0].to_str().unwrap(),
+        parts[2].to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("warning: 16 of the points 0-47 have no row (points 1, 4, 7, 10, 13, 16, 19, 22, … (16 ranges))"),
+        "{}",
+        stderr(&output)
+    );
+    // A slice of another sweep (other --set values, same columns) is refused.
+    let other = temp("shard_other.csv");
+    sweep_to(
+        &other,
+        &[
+            "scenarios/exp_a_sweep.toml",
+            "--set",
+            "cluster.ranks=2,4",
+            "--shard",
+            "1/3",
+        ],
+    );
+    let output = c10dsim(&[
+        "merge",
+        parts[0].to_str().unwrap(),
+        other.to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the files hold rows of two sweeps"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
