@@ -92,8 +92,10 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         .iter()
         .map(|path| {
             let text = crate::stdio::read_text(path)?;
-            Timeline::from_json(&text)
-                .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
+            let timeline = Timeline::from_json(&text).map_err(|e| {
+                Failure::input(format!("{} is not a Timeline: {e}", path.display()))
+            })?;
+            Ok((path.display().to_string(), timeline))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let merged = hw::merge_ranks(timelines).map_err(hw_failure)?;

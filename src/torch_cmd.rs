@@ -313,7 +313,7 @@ fn join_ranks(
                     Failure::input(format!("{} is not a Timeline: {e}", path.display()))
                 })?;
                 note_unfinished(&mut part, rank, launcher_status);
-                parts.push(part);
+                parts.push((path.display().to_string(), part));
             }
             Err(_) => silent.push(rank),
         }
@@ -324,12 +324,12 @@ fn join_ranks(
             dir.display()
         )));
     }
-    let origins: Vec<u64> = parts.iter().map(origin_ns).collect();
+    let origins: Vec<u64> = parts.iter().map(|(_, part)| origin_ns(part)).collect();
     let earliest = origins.iter().copied().min().unwrap_or(0);
     let mut watchdog: Vec<WatchdogRecord> = parts
         .iter()
         .zip(&origins)
-        .flat_map(|(part, origin)| {
+        .flat_map(|((_, part), origin)| {
             part.watchdog.iter().cloned().map(move |mut record| {
                 record.at_ns += origin - earliest;
                 record

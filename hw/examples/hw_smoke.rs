@@ -71,12 +71,11 @@ fn merge(mut args: impl Iterator<Item = String>) {
             eprintln!("{path}: {error}");
             std::process::exit(2)
         });
-        parts.push(
-            serde_json::from_str::<Timeline>(&text).unwrap_or_else(|error| {
-                eprintln!("{path}: {error}");
-                std::process::exit(2)
-            }),
-        );
+        let timeline = serde_json::from_str::<Timeline>(&text).unwrap_or_else(|error| {
+            eprintln!("{path}: {error}");
+            std::process::exit(2)
+        });
+        parts.push((path, timeline));
     }
     let merged = hw::merge_ranks(parts).unwrap_or_else(|e| fail(e));
     let json = serde_json::to_string(&merged).expect("a Timeline serialises");

@@ -28,6 +28,8 @@ pub enum HwError {
     Layout(String),
     /// Rank, world size or another option from the environment or the caller is invalid.
     BadOptions(String),
+    /// One-rank Timelines that cannot be joined into one (`merge_ranks`): the part at fault.
+    Merge(String),
     /// The scenario uses something the hardware backend cannot execute.
     Unsupported(String),
     /// The NCCL unique-id exchange through the rendezvous directory failed (R29).
@@ -93,6 +95,7 @@ impl fmt::Display for HwError {
             HwError::NoDevice(detail) => write!(f, "no usable NVIDIA GPU: {detail}"),
             HwError::Layout(detail) => write!(f, "cannot place the scenario's ranks: {detail}"),
             HwError::BadOptions(detail) => write!(f, "bad hardware-run option: {detail}"),
+            HwError::Merge(detail) => write!(f, "cannot merge rank Timelines: {detail}"),
             HwError::Unsupported(detail) => {
                 write!(f, "the hardware backend cannot run this: {detail}")
             }

@@ -193,45 +193,60 @@ pub const ORIGIN_KEY: &str = "host_origin_unix_ns";
 /// so the axes agree to about a microsecond; across hosts, to the hosts' clock synchronisation
 /// (NTP: milliseconds; PTP: microseconds). `machine` keeps the first rank's entries, less the
 /// per-rank ones, with the largest alignment uncertainty.
-pub fn merge_ranks(parts: Vec<Timeline>) -> Result<Timeline, HwError> {
-    let bad = |why: String| HwError::BadOptions(format!("cannot merge rank Timelines: {why}"));
-    let origin = |part: &Timeline| -> Result<u64, HwError> {
+/// Each part comes with the name its errors give it (the file it was read from).
+pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> {
+    let bad = |name: &str, why: String| HwError::Merge(format!("{name}: {why}"));
+    let origin = |(name, part): &(String, Timeline)| -> Result<u64, HwError> {
         part.machine
             .get(ORIGIN_KEY)
             .and_then(|text| text.parse().ok())
-            .ok_or_else(|| bad(format!("a part has no {ORIGIN_KEY}")))
+            .ok_or_else(|| {
+                bad(
+                    name,
+                    format!("no {ORIGIN_KEY} (not written by one process of `c10dsim hw`)"),
+                )
+            })
     };
     let mut parts = parts;
-    parts.sort_by_key(|part| part.ranks.first().map(|rank| rank.rank));
-    let first = parts
+    parts.sort_by_key(|(_, part)| part.ranks.first().map(|rank| rank.rank));
+    let (first_name, first) = parts
         .first()
-        .ok_or_else(|| bad("no Timeline given".into()))?;
+        .ok_or_else(|| HwError::Merge("no Timeline given".into()))?;
     let earliest = parts.iter().map(origin).collect::<Result<Vec<_>, _>>()?;
     let earliest = earliest.into_iter().min().unwrap_or(0);
     let mut merged = first.clone();
     merged.ranks.clear();
     let mut uncertainty_ns = 0u64;
-    for part in &parts {
+    let mut named_rank: Vec<(u32, &str)> = Vec::new();
+    for named in &parts {
+        let (name, part) = named;
         if part.scenario.source_hash != first.scenario.source_hash {
-            return Err(bad(format!(
-                "scenario {} (hash {}) is not {} (hash {})",
-                part.scenario.name,
-                part.scenario.source_hash,
-                first.scenario.name,
-                first.scenario.source_hash
-            )));
+            return Err(bad(
+                name,
+                format!(
+                    "scenario {} (hash {}) is not {first_name}'s {} (hash {})",
+                    part.scenario.name,
+                    part.scenario.source_hash,
+                    first.scenario.name,
+                    first.scenario.source_hash
+                ),
+            ));
         }
         let [rank] = part.ranks.as_slice() else {
-            return Err(bad(format!(
-                "a part holds {} ranks, not 1",
-                part.ranks.len()
-            )));
+            return Err(bad(
+                name,
+                format!("holds {} ranks, not 1", part.ranks.len()),
+            ));
         };
-        if merged.ranks.iter().any(|r| r.rank == rank.rank) {
-            return Err(bad(format!("rank {} appears twice", rank.rank)));
+        if let Some((_, other)) = named_rank.iter().find(|(r, _)| *r == rank.rank) {
+            return Err(bad(
+                name,
+                format!("rank {} again (also in {other})", rank.rank),
+            ));
         }
+        named_rank.push((rank.rank, name));
         let mut rank = rank.clone();
-        shift_rank(&mut rank, origin(part)? - earliest);
+        shift_rank(&mut rank, origin(named)? - earliest);
         merged.ranks.push(rank);
         let part_uncertainty = part
             .machine
@@ -347,7 +362,8 @@ fn run_facts(
 mod tests {
     use super::*;
 
-    fn part(rank: u32, origin_ns: u64, hash: &str) -> Timeline {
+    /// The one-rank Timeline of `rank`, named as the file it would be read from.
+    fn part(rank: u32, origin_ns: u64, hash: &str) -> (String, Timeline) {
         let text = "[cluster]\nranks = 2\n[[op]]\nmark = \"m\"\n";
         let scenario = sim::scenario::parse("merge.toml", text).unwrap();
         let mut timeline = Timeline::for_scenario(&scenario, Source::Measured, |kind| {
@@ -372,7 +388,7 @@ mod tests {
             }],
             ..Default::default()
         });
-        timeline
+        (format!("part{rank}.json"), timeline)
     }
 
     #[test]
@@ -388,9 +404,24 @@ mod tests {
         assert_eq!(merged.machine[ORIGIN_KEY], "5000");
         assert_eq!(merged.machine["clock_alignment_uncertainty_ns"], "4");
         assert!(!merged.machine.contains_key("rank"));
-        assert!(merge_ranks(vec![part(0, 1, "h"), part(0, 1, "h")]).is_err());
-        assert!(merge_ranks(vec![part(0, 1, "h"), part(1, 1, "other")]).is_err());
-        assert!(merge_ranks(Vec::new()).is_err());
+        let error = |parts| merge_ranks(parts).unwrap_err().to_string();
+        assert_eq!(
+            error(vec![
+                part(0, 1, "h"),
+                ("again.json".into(), part(0, 1, "h").1)
+            ]),
+            "cannot merge rank Timelines: again.json: rank 0 again (also in part0.json)"
+        );
+        assert!(error(vec![part(0, 1, "h"), part(1, 1, "other")])
+            .starts_with("cannot merge rank Timelines: part1.json: scenario merge (hash other) is not part0.json's"));
+        let mut no_origin = part(1, 1, "h");
+        no_origin.1.machine.remove(ORIGIN_KEY);
+        assert!(error(vec![part(0, 1, "h"), no_origin])
+            .starts_with("cannot merge rank Timelines: part1.json: no host_origin_unix_ns"));
+        assert_eq!(
+            error(Vec::new()),
+            "cannot merge rank Timelines: no Timeline given"
+        );
     }
 
     #[test]
