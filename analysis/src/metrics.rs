@@ -224,7 +224,8 @@ pub struct MemoryMetrics {
     pub peak_reserved_bytes: u64,
     /// The highest peak of allocated memory (live tensors) of any rank.
     pub peak_allocated_bytes: u64,
-    /// Allocations that released the cache (`cudaFree`, a device-wide stall, R20), all ranks.
+    /// Allocations that released the cache (`cudaFree`, R20), all ranks: each a device-wide
+    /// stall, except under `expandable_segments`, where the release waits for nothing.
     pub cache_releases: u64,
 }
 

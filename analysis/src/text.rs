@@ -287,7 +287,7 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     let memory = &report.memory;
     let _ = writeln!(
         out,
-        "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree, device-wide stall) {}",
+        "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree; each a device-wide stall unless segments are expandable) {}",
         format_size(memory.peak_reserved_bytes),
         format_size(memory.peak_allocated_bytes),
         memory.cache_releases
