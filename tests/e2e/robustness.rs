@@ -306,8 +306,6 @@ fn the_memory_cap_ends_the_run_with_a_finding() {
     let output = c10dsim(&[
         "run",
         "scenarios/all_to_all.toml",
-        "--set",
-        "repeat=400",
         "--max-memory",
         "1MiB",
         "--json",

@@ -75,7 +75,7 @@ pub struct Options {
     /// Run the race detector (R21).
     pub race_detector: bool,
     /// The memory cap (docs/reliability.md): `memory_in_use` (what the process holds, as its
-    /// allocator counts it) is asked every [`MEMORY_CHECK_EVENTS`] events, and a run past
+    /// allocator counts it) is asked at the first event and every [`MEMORY_CHECK_EVENTS`] after, and a run past
     /// `max_memory_bytes` stops there with a `memory_cap` finding. The engine reads no
     /// counter of its own; without one there is no cap.
     pub memory_in_use: Option<fn() -> u64>,
@@ -407,7 +407,11 @@ impl<'s> Engine<'s> {
             if !matches!(event, Event::Failure { .. }) {
                 self.epoch += 1;
             }
-            if self.events_processed.is_multiple_of(MEMORY_CHECK_EVENTS) && self.over_memory_cap() {
+            // At the first event, then every MEMORY_CHECK_EVENTS: a cap below what the process
+            // holds already ends even a short run.
+            if (self.events_processed - 1).is_multiple_of(MEMORY_CHECK_EVENTS)
+                && self.over_memory_cap()
+            {
                 return;
             }
             match event {
