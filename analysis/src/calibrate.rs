@@ -131,10 +131,12 @@ impl fmt::Display for ProfileValue {
     }
 }
 
-/// A bad profile or scenario text: `file:line:column: message`.
+/// A bad profile or scenario text: `file:line:column: error: message`, with the position
+/// (`at`) where the error has one, so that it can be shown as scenario errors are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileError {
     pub message: String,
+    pub at: Option<sim::scenario::ScenarioError>,
 }
 
 impl fmt::Display for ProfileError {
@@ -145,25 +147,16 @@ impl fmt::Display for ProfileError {
 
 impl std::error::Error for ProfileError {}
 
-/// `file:line:column` of a byte offset.
-fn position(path: &str, text: &str, offset: usize) -> String {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
-    format!("{path}:{line}:{column}")
-}
-
 fn error_at(
     path: &str,
     text: &str,
     span: Option<std::ops::Range<usize>>,
     message: String,
 ) -> ProfileError {
+    let error = sim::scenario::error_at(path, text, span.unwrap_or(0..0), message);
     ProfileError {
-        message: format!(
-            "{}: {message}",
-            position(path, text, span.map_or(0, |s| s.start))
-        ),
+        message: error.to_string(),
+        at: Some(error),
     }
 }
 
@@ -257,10 +250,13 @@ pub fn parse_profile(path: &str, text: &str) -> Result<Profile, ProfileError> {
                     path,
                     text,
                     key.span(),
-                    format!(
-                        "unknown key {dotted}; [{table_name}] takes {}",
-                        allowed.join(", ")
-                    ),
+                    match sim::scenario::nearest(name, allowed.iter().copied()) {
+                        Some(near) => format!("unknown key {dotted}; did you mean {near:?}?"),
+                        None => format!(
+                            "unknown key {dotted}; [{table_name}] takes {}",
+                            allowed.join(", ")
+                        ),
+                    },
                 ));
             }
             let span = value.span().or(key.span());
@@ -356,6 +352,7 @@ pub fn apply_profile(
         text.parse()
             .map_err(|e: toml_edit::TomlError| ProfileError {
                 message: format!("the scenario is not valid TOML: {}", e.message().trim()),
+                at: None,
             })?;
     for (dotted, value) in &profile.values {
         let (table_name, key) = dotted.split_once('.').expect("profile keys are dotted");
@@ -366,6 +363,7 @@ pub fn apply_profile(
         let Some(table) = table.as_table_like_mut() else {
             return Err(ProfileError {
                 message: format!("the scenario's {table_name:?} is not a table"),
+                at: None,
             });
         };
         if mode == ProfileMode::FillUnset && table.contains_key(key) {

@@ -237,7 +237,9 @@ fn a_scenario_names_its_machine_and_bad_profiles_point_at_the_error() {
     let output = c10dsim(&["run", &scenario, "--machine", &bad]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains(&format!("{bad}:3:1: unknown key network.nvlink_gpbs")),
+        stderr(&output).contains(&format!(
+            "{bad}:3:1: error: unknown key network.nvlink_gpbs; did you mean \"nvlink_gbps\"?"
+        )),
         "{}",
         stderr(&output)
     );

@@ -35,21 +35,21 @@ fn a_profile_parses_and_errors_name_line_and_column() {
     for (text, says) in [
         (
             "[host]\nwiat_us = 1\n",
-            "m.toml:2:1: unknown key host.wiat_us",
+            "m.toml:2:1: error: unknown key host.wiat_us; did you mean \"wait_us\"?",
         ),
         (
             "[host]\nwait_us = \"1\"\n",
-            "m.toml:2:11: host.wait_us must be a number",
+            "m.toml:2:11: error: host.wait_us must be a number",
         ),
         (
             "[host]\nwait_us = -1\n",
-            "m.toml:2:11: host.wait_us must be ≥ 0",
+            "m.toml:2:11: error: host.wait_us must be ≥ 0",
         ),
         (
             "[cluster]\ngpu = 3\n",
-            "m.toml:2:7: cluster.gpu must be a string",
+            "m.toml:2:7: error: cluster.gpu must be a string",
         ),
-        ("[hots]\nX = 1\n", "m.toml:1:2: unknown table [hots]"),
+        ("[hots]\nX = 1\n", "m.toml:1:2: error: unknown table [hots]"),
         ("[host\n", "m.toml:1:"),
     ] {
         let error = parse_profile("m.toml", text).unwrap_err().to_string();
