@@ -224,9 +224,11 @@ pub struct MemoryMetrics {
     pub peak_reserved_bytes: u64,
     /// The highest peak of allocated memory (live tensors) of any rank.
     pub peak_allocated_bytes: u64,
-    /// Allocations that released the cache (`cudaFree`, R20), all ranks: each a device-wide
-    /// stall, except under `expandable_segments`, where the release waits for nothing.
+    /// Allocations that released the cache (`cudaFree`, R20), all ranks.
     pub cache_releases: u64,
+    /// Those of them that stalled the device (waited for it to drain): all of them, except
+    /// under `expandable_segments`, where a release waits for nothing.
+    pub cache_release_stalls: u64,
 }
 
 /// Computes the report of a Timeline: from its records, or from its summary when it was kept
@@ -397,6 +399,15 @@ pub fn report(timeline: &Timeline) -> Report {
                 .iter()
                 .map(|r| r.cache_releases.len() as u64 * r.weight())
                 .sum(),
+            cache_release_stalls: (timeline.ranks.iter())
+                .map(|r| {
+                    let stalls = r
+                        .cache_releases
+                        .iter()
+                        .filter(|c| c.device_idle_ns.is_some());
+                    stalls.count() as u64 * r.weight()
+                })
+                .sum(),
         },
         findings: timeline.findings.clone(),
         watchdog: timeline.watchdog.clone(),
@@ -518,6 +529,7 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
             peak_reserved_bytes: summary.memory.peak_reserved_bytes,
             peak_allocated_bytes: summary.memory.peak_allocated_bytes,
             cache_releases: summary.cache_releases,
+            cache_release_stalls: summary.cache_release_stalls,
         },
         findings: timeline.findings.clone(),
         watchdog: timeline.watchdog.clone(),

@@ -287,10 +287,11 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     let memory = &report.memory;
     let _ = writeln!(
         out,
-        "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree; each a device-wide stall unless segments are expandable) {}",
+        "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree) {}, of them device-wide stalls {}",
         format_size(memory.peak_reserved_bytes),
         format_size(memory.peak_allocated_bytes),
-        memory.cache_releases
+        memory.cache_releases,
+        memory.cache_release_stalls
     );
     if !report.watchdog.is_empty() {
         out.push_str(

@@ -105,6 +105,12 @@ pub fn check_frag_killer(timeline: &Timeline, report: &Report) {
     // device drained.
     assert!(frag.overlap <= 0.0, "frag overlap {}", frag.overlap);
     assert!(none.overlap > 0.85, "none overlap {}", none.overlap);
+    // Every release waited for the device: each a stall.
+    assert_eq!(
+        report.memory.cache_release_stalls,
+        report.memory.cache_releases
+    );
+    assert!(report.memory.cache_releases > 0);
     for rank in &timeline.ranks {
         let [release] = rank.cache_releases.as_slice() else {
             panic!("rank {}: one cache release expected", rank.rank)
@@ -160,6 +166,9 @@ fn expandable_segments_recover_the_overlap() {
     // No device synchronisation: the frag phase overlaps exactly as the phase without it.
     assert_eq!(frag.overlap, none.overlap);
     assert!(timeline.ranks[0].cache_releases[0].device_idle_ns.is_none());
+    // The releases are counted; none of them stalled the device.
+    assert!(report.memory.cache_releases > 0);
+    assert_eq!(report.memory.cache_release_stalls, 0);
 }
 
 /// Stash (2.12): one 64 MiB block serves every iteration (R18).

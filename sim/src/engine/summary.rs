@@ -203,6 +203,7 @@ pub(super) struct Summariser {
     kept: BTreeMap<u32, RankTimeline>,
     memory: MemoryPeaks,
     cache_releases: u64,
+    cache_release_stalls: u64,
     ends: BTreeMap<ExitStatusKey, Vec<u32>>,
 }
 
@@ -237,6 +238,7 @@ impl Summariser {
             kept: BTreeMap::new(),
             memory: MemoryPeaks::default(),
             cache_releases: 0,
+            cache_release_stalls: 0,
             ends: BTreeMap::new(),
         }
     }
@@ -407,6 +409,9 @@ impl Summariser {
             .max(last.memory.peak_allocated_bytes);
         self.memory.cache_releases = self.memory.cache_releases.max(last.memory.cache_releases);
         self.cache_releases += last.cache_releases.len() as u64;
+        self.cache_release_stalls += (last.cache_releases.iter())
+            .filter(|release| release.device_idle_ns.is_some())
+            .count() as u64;
         if let Some(end) = last.end {
             let key = STATUSES.iter().position(|&s| s == end.status).unwrap_or(0);
             self.ends
@@ -499,6 +504,7 @@ impl Summariser {
             queries,
             memory: self.memory,
             cache_releases: self.cache_releases,
+            cache_release_stalls: self.cache_release_stalls,
             ends,
         }
     }

@@ -211,5 +211,8 @@ pub struct TimelineSummary {
     pub memory: crate::allocator::MemoryPeaks,
     /// Allocations that released the cache, all ranks.
     pub cache_releases: u64,
+    /// Those of them that waited for the device to drain (R20; none under expandable segments).
+    #[serde(default)]
+    pub cache_release_stalls: u64,
     pub ends: Vec<EndClass>,
 }
