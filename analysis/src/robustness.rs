@@ -176,3 +176,45 @@ pub fn kineto(data: &[u8]) -> bool {
     }
     accepted
 }
+
+/// The command line's value parsers, one argument per line: `--records-for` (a selection of
+/// ranks and iterations), `--shard I/N`, and the sizes of `--bucket`, `--max-memory` and
+/// `--max-timeline`; each accepted value is used as the command uses it. Accepted when one line
+/// parses.
+pub fn arguments(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let mut accepted = false;
+    for line in text.lines() {
+        if let Ok(selection) = sim::timeline::RecordSelection::parse(line) {
+            for rank in [0, 1, 7, u32::MAX] {
+                let _ = selection.keeps(rank, rank);
+            }
+            accepted = true;
+        }
+        if let Ok(shard) = sim::sweep::Shard::parse(line) {
+            for total in [0, 1, 1_000, u64::MAX] {
+                let _ = shard.len(total);
+                let _ = shard.indices(total).take(4).count();
+            }
+            accepted = true;
+        }
+        if let Ok(bytes) = sim::units::parse_size_bytes(line) {
+            let _ = sim::units::format_size(bytes);
+            accepted = true;
+        }
+    }
+    accepted
+}
+
+/// PyTorch's stderr of a launch (`c10dsim torch`): the first line the Unix time in ns of the
+/// run's time 0, the rest the log, read into watchdog records. Accepted when a record is read.
+pub fn torch_log(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let (origin, log) = text.split_once('\n').unwrap_or((text, ""));
+    let origin_unix_ns = origin.trim().parse().unwrap_or(0);
+    !crate::torch_log::watchdog_records(log, origin_unix_ns).is_empty()
+}

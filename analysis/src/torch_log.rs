@@ -74,7 +74,20 @@ fn parse_line(line: &str, year: i64) -> Option<(u32, u64, &str)> {
     let (clock, fraction) = time.split_once('.')?;
     let mut parts = clock.split(':').map(|part| part.parse::<i64>().ok());
     let (hour, minute, second) = (parts.next()??, parts.next()??, parts.next()??);
+    // A clock PyTorch could print (a leap second included); anything else is not its line,
+    // and the arithmetic below stays in range.
+    let in_range = (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..=60).contains(&second);
+    if !in_range {
+        return None;
+    }
     let nanos: i64 = format!("{fraction:0<9}").get(0..9)?.parse().ok()?;
+    if nanos < 0 {
+        return None;
+    }
     let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
     let unix_ns = u64::try_from(seconds * 1_000_000_000 + nanos).ok()?;
     Some((rank, unix_ns, message.trim()))
@@ -150,5 +163,26 @@ mod tests {
         assert!(records[0].message.contains("Timeout(ms)=1000"));
         // From the timeout to the process being taken down (09:45:25.994156319): 7.462 s.
         assert_eq!(records[3].at_ns - records[0].at_ns, 7_462_071_582);
+    }
+
+    #[test]
+    fn a_clock_out_of_range_is_not_a_watchdog_line() {
+        // An hour of 10^13 overflowed the nanoseconds (a panic with overflow checks on, a
+        // wrong time without); such a line is skipped like any other that is not PyTorch's.
+        let line = "[rank0]:[E1201 9999999999999:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
+        assert_eq!(parse_line(line, 2026), None);
+        for bad in [
+            "E1301 03:54:42.5",
+            "E1232 03:54:42.5",
+            "E1201 24:00:00.0",
+            "E1201 03:60:00.0",
+            "E1201 03:54:61.0",
+            "E1201 -1:54:42.5",
+        ] {
+            let line = format!("[rank0]:[{bad} F.cpp:1] message");
+            assert_eq!(parse_line(&line, 2026), None, "{bad}");
+        }
+        assert!(parse_line("[rank0]:[E1201 23:59:60.999 F.cpp:1] message", 2026).is_some());
+        assert!(watchdog_records(&format!("{line}\n"), 0).is_empty());
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 type Entry = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Entry); 7] = [
+const TARGETS: [(&str, Entry); 9] = [
     ("scenario", robustness::scenario),
     ("set_override", robustness::set_override),
     ("timeline", robustness::timeline),
@@ -18,6 +18,8 @@ const TARGETS: [(&str, Entry); 7] = [
     ("sweep_csv", robustness::sweep_csv),
     ("flight_recorder", robustness::flight_recorder),
     ("kineto", robustness::kineto),
+    ("arguments", robustness::arguments),
+    ("torch_log", robustness::torch_log),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -170,4 +172,14 @@ fn mutated_flight_recorder_dumps_never_panic() {
 #[test]
 fn mutated_kineto_traces_never_panic() {
     mutations("kineto", robustness::kineto, 200);
+}
+
+#[test]
+fn mutated_arguments_never_panic() {
+    mutations("arguments", robustness::arguments, 400);
+}
+
+#[test]
+fn mutated_torch_logs_never_panic() {
+    mutations("torch_log", robustness::torch_log, 200);
 }
