@@ -4,7 +4,7 @@
 //! deadlock finding, and determinism.
 
 use proptest::prelude::*;
-use sim::timeline::{FindingKind, Timeline, WatchdogEvent};
+use sim::timeline::{ExitStatus, FindingKind, Timeline, WatchdogEvent};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -322,6 +322,8 @@ proptest! {
         check_invariants(&timeline);
         check_side_thread_effects(&timeline);
         prop_assert!(!timeline.findings.is_empty(), "{}", text);
+        // Faults, watchdogs and heartbeats are deterministic too: the same run again.
+        prop_assert_eq!(&timeline, &sim::engine::simulate(&scenario));
     }
 
     #[test]
@@ -424,6 +426,35 @@ fn check_side_thread_effects(timeline: &Timeline) {
                     "rank {}: a host call starts at {} after the process ended at {exit_ns}",
                     rank.rank,
                     call.start_ns
+                );
+            }
+        }
+        // A process that was killed or aborted starts no GPU work after its end either: its
+        // CUDA context went with it.
+        let end = rank.end.expect("the simulator records every process's end");
+        if let (ExitStatus::Killed | ExitStatus::Aborted, Some(end_ns)) = (end.status, end.at_ns) {
+            for kernel in &rank.kernels {
+                assert!(
+                    kernel.start_ns <= end_ns,
+                    "rank {}: a kernel starts at {} after the process ended at {end_ns}",
+                    rank.rank,
+                    kernel.start_ns
+                );
+            }
+            for wait in &rank.stream_waits {
+                assert!(
+                    wait.released_ns <= end_ns,
+                    "rank {}: a stream wait is released at {} after the process ended at {end_ns}",
+                    rank.rank,
+                    wait.released_ns
+                );
+            }
+            for record in &rank.collectives {
+                assert!(
+                    record.kernel_start_ns <= end_ns,
+                    "rank {}: a collective starts at {} after the process ended at {end_ns}",
+                    rank.rank,
+                    record.kernel_start_ns
                 );
             }
         }
