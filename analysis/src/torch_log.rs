@@ -88,8 +88,10 @@ fn parse_line(line: &str, year: i64) -> Option<(u32, u64, &str)> {
     if nanos < 0 {
         return None;
     }
-    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    let unix_ns = u64::try_from(seconds * 1_000_000_000 + nanos).ok()?;
+    // In i128: a year late in u64's nanosecond range (2554) overflows i64 nanoseconds.
+    let seconds = i128::from(days_from_civil(year, month, day)) * 86_400
+        + i128::from(hour * 3600 + minute * 60 + second);
+    let unix_ns = u64::try_from(seconds * 1_000_000_000 + i128::from(nanos)).ok()?;
     Some((rank, unix_ns, message.trim()))
 }
 
@@ -184,5 +186,10 @@ mod tests {
         }
         assert!(parse_line("[rank0]:[E1201 23:59:60.999 F.cpp:1] message", 2026).is_some());
         assert!(watchdog_records(&format!("{line}\n"), 0).is_empty());
+        // A time 0 in the year 2343 (cargo fuzz): its nanoseconds overflowed an i64.
+        let late =
+            "[rank0]:[E1201 03:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
+        assert!(parse_line(late, 2343).is_some());
+        assert_eq!(watchdog_records(late, 11_796_204_716_000_000_000).len(), 1);
     }
 }
