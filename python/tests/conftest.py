@@ -29,14 +29,18 @@ def binary():
 
 @pytest.fixture
 def resolve(tmp_path):
-    """resolve(name, *sets) -> (path of the resolved JSON, the scenario as a dict)."""
+    """resolve(name or path.toml, *sets) -> (path of the resolved JSON, the scenario as a dict)."""
     exe = binary()
     if exe is None:
         pytest.skip("no c10dsim binary (target/debug/c10dsim): run `cargo build` first; "
                     ".ci/run does")
 
     def run(name, *sets):
-        args = [str(exe), "resolve", str(REPO / "scenarios" / (name + ".toml")), "--json"]
+        """`name` names a catalogue scenario, or is a path to a .toml file."""
+        source = (pathlib.Path(name) if name.endswith(".toml")
+                  else REPO / "scenarios" / (name + ".toml"))
+        name = source.stem
+        args = [str(exe), "resolve", str(source), "--json"]
         for value in sets:
             args += ["--set", value]
         text = subprocess.run(args, check=True, capture_output=True, text=True,

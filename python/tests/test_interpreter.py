@@ -339,3 +339,74 @@ def test_the_input_ready_point_is_inside_the_call_where_the_work_was_created(res
     assert document["machine"]["work_created"].endswith("(used for input_ready_ns)")
     for c in document["ranks"][0]["collectives"]:
         assert c["host_start_ns"] <= c["input_ready_ns"] <= c["host_end_ns"], c
+
+
+EVERY_KIND = """
+name = "every_kind"
+repeat = 2
+warmup = 1
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+y = "1MiB"
+[streams]
+side = {}
+[[perturb]]
+ranks = [0]
+before = "ar"
+host_delay_us = 50
+gpu_delay_us = 20
+[[op]]
+alloc = "y"
+[[op]]
+label = "ar"
+all_reduce = "x"
+async_op = true
+work = "w"
+[[op]]
+is_completed = "w"
+[[op]]
+record_event = "e"
+[[op]]
+set_stream = "side"
+[[op]]
+wait_event = "e"
+[[op]]
+kernel = { us = 5, sms = 1 }
+[[op]]
+event_sync = "e"
+[[op]]
+set_stream = "default"
+[[op]]
+wait = "w"
+[[op]]
+barrier = true
+[[op]]
+host_sleep_us = 30
+[[op]]
+free = "y"
+"""
+
+
+def test_events_barrier_query_sleep_memory_and_a_straggler_reach_torch(resolve, interpret,
+                                                                        tmp_path):
+    source = tmp_path / "every_kind.toml"
+    source.write_text(EVERY_KIND)
+    path, scenario = resolve(str(source))
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    called = names(calls)
+    for call in ("barrier", "work.is_completed", "stream.wait_event", "event.synchronize",
+                 "empty", "set_stream"):
+        assert call in called, (call, sorted(set(called)))
+    (rank,) = document["ranks"]
+    iterations = 3
+    # One host record per op and iteration, the straggler's host delay before `ar` included.
+    assert len(rank["host"]) == len(scenario["ops"]) * iterations
+    assert len(rank["queries"]) == iterations
+    ar = [c for c in rank["collectives"] if c["op"] == 1]
+    assert len(ar) == iterations
+    assert called.count("barrier") == iterations and called.count("empty") == iterations
+    # Each iteration: the kernel and the straggler's GPU delay, both sleeps under the fake.
+    assert called.count("_sleep") >= 2 * iterations
