@@ -433,28 +433,26 @@ fn check_side_thread_effects(timeline: &Timeline) {
         // CUDA context went with it.
         let end = rank.end.expect("the simulator records every process's end");
         if let (ExitStatus::Killed | ExitStatus::Aborted, Some(end_ns)) = (end.status, end.at_ns) {
-            for kernel in &rank.kernels {
+            let starts = [
+                (
+                    "a kernel starts",
+                    rank.kernels.iter().map(|k| k.start_ns).max(),
+                ),
+                (
+                    "a stream wait is released",
+                    rank.stream_waits.iter().map(|w| w.released_ns).max(),
+                ),
+                (
+                    "a collective starts",
+                    rank.collectives.iter().map(|c| c.kernel_start_ns).max(),
+                ),
+            ];
+            for (what, latest) in starts {
+                let latest = latest.unwrap_or(0);
                 assert!(
-                    kernel.start_ns <= end_ns,
-                    "rank {}: a kernel starts at {} after the process ended at {end_ns}",
-                    rank.rank,
-                    kernel.start_ns
-                );
-            }
-            for wait in &rank.stream_waits {
-                assert!(
-                    wait.released_ns <= end_ns,
-                    "rank {}: a stream wait is released at {} after the process ended at {end_ns}",
-                    rank.rank,
-                    wait.released_ns
-                );
-            }
-            for record in &rank.collectives {
-                assert!(
-                    record.kernel_start_ns <= end_ns,
-                    "rank {}: a collective starts at {} after the process ended at {end_ns}",
-                    rank.rank,
-                    record.kernel_start_ns
+                    latest <= end_ns,
+                    "rank {}: {what} at {latest} after the process ended at {end_ns}",
+                    rank.rank
                 );
             }
         }
