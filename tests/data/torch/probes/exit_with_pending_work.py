@@ -1,0 +1,60 @@
+"""What happens to a process whose program returns while its GPU work and a Work are pending?
+
+A one-rank NCCL group (its timeout `--timeout-ms`) queues a `--sleep-ms` GPU sleep and an async
+all_reduce behind it, then the program returns without waiting (optionally after
+`destroy_process_group()`). Printed as one JSON line on stdout: when the program returned
+(`returned_s`, from the script's start); the caller measures when the process ended, and keeps
+stderr for the watchdog's lines. Usage:
+
+    python exit_with_pending_work.py [--sleep-ms 2000] [--timeout-ms 500] [--destroy]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import tempfile
+import time
+
+START = time.perf_counter()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sleep-ms", type=float, default=2000.0)
+    parser.add_argument("--timeout-ms", type=float, default=500.0)
+    parser.add_argument("--destroy", action="store_true")
+    args = parser.parse_args()
+    torch.cuda.set_device(0)
+    store = tempfile.mktemp()
+    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
+                            timeout=datetime.timedelta(milliseconds=args.timeout_ms),
+                            device_id=torch.device("cuda", 0))
+    x = torch.ones(1 << 18, device="cuda")
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    # cycles of the GPU clock: calibrate with one timed sleep
+    probe = 10_000_000
+    begin = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    begin.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    torch.cuda.synchronize()
+    cycles_per_ms = probe / begin.elapsed_time(end)
+    torch.cuda._sleep(int(cycles_per_ms * args.sleep_ms))
+    work = dist.all_reduce(x, async_op=True)
+    completed = work.is_completed()
+    if args.destroy:
+        dist.destroy_process_group()
+    print(json.dumps({"returned_s": time.perf_counter() - START, "pid": os.getpid(),
+                      "work_completed_at_return": completed,
+                      "destroy": args.destroy, "sleep_ms": args.sleep_ms,
+                      "timeout_ms": args.timeout_ms, "torch": torch.__version__}),
+          flush=True)
+
+
+main()
