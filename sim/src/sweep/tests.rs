@@ -1,0 +1,200 @@
+//! Unit tests of the sweep: points, axes, shards and the errors of a bad sweep.
+
+use super::*;
+
+const BASE: &str = "seed = 7\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
+    [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+    [[op]]\nlabel = \"finish\"\nwait = \"w\"\n";
+
+fn sweep(extra: &str, cli: &[&str]) -> Result<Sweep, ScenarioError> {
+    let cli: Vec<AxisArg> = cli.iter().map(|a| AxisArg::parse(a).unwrap()).collect();
+    Sweep::parse("s.toml", &format!("{BASE}{extra}"), &cli)
+}
+
+#[test]
+fn splitmix64_is_the_reference_sequence() {
+    // The first outputs of SplitMix64 seeded with 0 (Vigna's reference implementation).
+    assert_eq!(point_seed(0, 0), 0xe220_a839_7b1d_cdaf);
+    assert_eq!(point_seed(0, 1), 0x6e78_9e6a_a1b9_65f4);
+    assert_ne!(point_seed(1, 0), point_seed(0, 0));
+}
+
+#[test]
+fn product_in_file_order_last_axis_fastest() {
+    let s = sweep(
+        "[sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\", \"64MiB\"]\n\"cluster.ranks\" = [2, 4]\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.point_count(), 6);
+    let cells: Vec<Vec<String>> = (0..6).map(|i| s.point(i).values).collect();
+    assert_eq!(cells[0], ["1KiB", "2"]);
+    assert_eq!(cells[1], ["1KiB", "4"]);
+    assert_eq!(cells[5], ["64MiB", "4"]);
+    let scenario = s.scenario(&s.point(5)).unwrap();
+    assert_eq!(scenario.cluster.ranks, 4);
+    assert_eq!(scenario.seed, point_seed(7, 5));
+    assert_eq!(s.base_scenario().unwrap().seed, 7);
+}
+
+#[test]
+fn zipped_axes_advance_together_and_replace_ops() {
+    let s = sweep(
+        "[sweep]\n\"cluster.ranks\" = [2, 4]\n[sweep.zip.mode]\nvalues = [\"sync\", \"async\"]\n\
+         \"op.ar\" = [{ all_reduce = \"x\" }, { all_reduce = \"x\", async_op = true, work = \"w\" }]\n\
+         \"op.finish\" = [{ device_sync = true }, { wait = \"w\" }]\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.columns(), ["cluster.ranks", "mode"]);
+    assert_eq!(s.point_count(), 4);
+    let point = s.point(2);
+    assert_eq!(point.values, ["4", "sync"]);
+    let scenario = s.scenario(&point).unwrap();
+    assert_eq!(scenario.ops[0].display_name(), "ar");
+    assert_eq!(scenario.ops[1].kind.key(), "device_sync");
+}
+
+#[test]
+fn dotted_keys_need_no_quotes() {
+    let s = sweep(
+        "[sweep]\ncluster.ranks = [2, 4]\ntensors.x = [\"1KiB\"]\n\
+         [sweep.zip.size]\nvalues = [\"small\"]\nop.ar.async_op = [true]\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(s.columns(), ["cluster.ranks", "tensors.x", "size"]);
+    assert_eq!(s.point(1).overrides[2].path, "op.ar.async_op");
+}
+
+#[test]
+fn a_zip_without_values_shows_each_path() {
+    let s = sweep(
+        "[sweep.zip.size]\n\"cluster.ranks\" = [2, 4]\n\"tensors.x\" = [\"1KiB\", \"2KiB\"]\n",
+        &["tensors.x=4KiB,8KiB"],
+    )
+    .unwrap();
+    assert_eq!(s.columns(), ["cluster.ranks", "tensors.x"]);
+    assert_eq!(s.point(1).values, ["4", "8KiB"]);
+    let err = sweep(
+        "[sweep.zip.size]\n\"cluster.ranks\" = [2, 4]\n\"tensors.x\" = [\"1KiB\", \"2KiB\"]\n",
+        &["tensors.x=4KiB"],
+    )
+    .unwrap_err();
+    assert!(err.message.contains("needs 2 values"), "{err}");
+}
+
+#[test]
+fn command_line_axes_add_replace_and_fix() {
+    let s = sweep(
+        "[sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\"]\n",
+        &["tensors.x=2MiB,4MiB,8MiB", "cluster.ranks=2,4", "repeat=3"],
+    )
+    .unwrap();
+    assert_eq!(s.columns(), ["tensors.x", "cluster.ranks"]);
+    assert_eq!(s.point_count(), 6);
+    assert_eq!(s.point(5).values, ["8MiB", "4"]);
+    assert_eq!(s.scenario(&s.point(0)).unwrap().repeat, 3);
+    let gemm = AxisArg::parse("op.g.gemm=[1,2,3], [4,5,6]").unwrap();
+    assert_eq!(gemm.values, ["[1,2,3]", "[4,5,6]"]);
+}
+
+#[test]
+fn sweep_errors_name_line_and_column() {
+    let err = sweep("[sweep]\n\"tensors.x\" = \"1KiB\"\n", &[]).unwrap_err();
+    assert_eq!((err.line, err.column), (15, 15), "{err}");
+    assert!(err.message.contains("must be a list"), "{err}");
+    let err = sweep("[sweep]\n\"cluster.ranks\" = []\n", &[]).unwrap_err();
+    assert_eq!((err.line, err.column), (15, 19), "{err}");
+    let err = sweep(
+        "[sweep.zip.m]\n\"cluster.ranks\" = [2, 4]\n\"tensors.x\" = [\"1KiB\"]\n",
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!((err.line, err.column), (16, 1), "{err}");
+    assert!(err.message.contains("equal lengths"), "{err}");
+    let err = sweep("[sweep]\n\"op.nope.gemm\" = [[1, 1, 1]]\n", &[]).unwrap_err();
+    assert!(err.message.contains("no [[op]] has label"), "{err}");
+    assert_eq!((err.line, err.column), (15, 1), "{err}");
+}
+
+#[test]
+fn an_invalid_combination_fails_only_its_point() {
+    let s = sweep("[sweep]\n\"tensors.x\" = [\"1KiB\", \"1KB2\"]\n", &[]).unwrap();
+    assert!(s.scenario(&s.point(0)).is_ok());
+    let err = s.scenario(&s.point(1)).unwrap_err();
+    assert!(err.path.contains("[point 1: tensors.x=\"1KB2\"]"), "{err}");
+    assert!(err.line > 0, "{err}");
+}
+
+#[test]
+fn shards_partition_the_points() {
+    let shard = Shard::parse("1/3").unwrap();
+    assert_eq!(shard.indices(8).collect::<Vec<_>>(), [1, 4, 7]);
+    assert_eq!(shard.len(8), 3);
+    assert_eq!(Shard::parse("2/3").unwrap().len(8), 2);
+    let mut all: Vec<u64> = (0..3)
+        .flat_map(|i| Shard { index: i, count: 3 }.indices(8))
+        .collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..8).collect::<Vec<_>>());
+    assert!(Shard::parse("3/3").is_err());
+    assert!(Shard::parse("x").is_err());
+}
+
+#[test]
+fn an_axis_no_value_of_which_is_valid_is_refused_by_name() {
+    let error = sweep("", &["env.TORCH_NCCL_BLOCKING_WIAT=0,1"]).unwrap_err();
+    assert!(
+        error
+            .message
+            .starts_with("sweep axis env.TORCH_NCCL_BLOCKING_WIAT: none of its values"),
+        "{error}"
+    );
+    // The culprit is named even when another axis comes first.
+    let error = sweep("", &["cluster.ranks=2,4", "op.ar.async_op=false,false"]).unwrap_err();
+    assert!(
+        error.message.starts_with("sweep axis op.ar.async_op:"),
+        "{error}"
+    );
+    // One bad value among good ones fails only its points.
+    assert!(sweep("", &["op.ar.async_op=true,false"]).is_ok());
+}
+
+#[test]
+fn an_error_of_the_file_or_a_fixed_set_is_not_put_on_an_axis() {
+    let axis = "[sweep]\n\"tensors.x\" = [\"1KiB\", \"1MiB\"]\n";
+    // A one-value --set that writes a new table, or a misspelt key: named as that --set.
+    let error = sweep(axis, &["bogus.key=1"]).unwrap_err();
+    assert_eq!((error.line, error.path.as_str()), (0, "s.toml"));
+    assert!(
+        error
+            .message
+            .starts_with("--set bogus.key=1: unknown field `bogus`"),
+        "{error}"
+    );
+    let error = sweep(axis, &["cluster.rnaks=4"]).unwrap_err();
+    assert!(
+        error
+            .message
+            .starts_with("--set cluster.rnaks=4: unknown field `rnaks`; did you mean `ranks`?"),
+        "{error}"
+    );
+    // A typo in the file itself: at its line and column in the file, no axis named.
+    let typo = BASE.replace("ranks = 2", "rnaks = 2");
+    let cli = [AxisArg::parse("repeat=2,3").unwrap()];
+    let error = Sweep::parse("s.toml", &format!("{typo}{axis}"), &cli).unwrap_err();
+    assert_eq!((error.line, error.column), (3, 1), "{error}");
+    assert!(
+        error.message.starts_with("unknown field `rnaks`"),
+        "{error}"
+    );
+    // An axis at fault is still named, its error placed on the file's line.
+    let error = sweep(axis, &["env.TORCH_NCCL_BLOCKING_WIAT=0,1"]).unwrap_err();
+    assert!(
+        error
+            .message
+            .starts_with("sweep axis env.TORCH_NCCL_BLOCKING_WIAT:"),
+        "{error}"
+    );
+}
