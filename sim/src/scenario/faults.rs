@@ -300,30 +300,7 @@ impl Resolver<'_> {
             return;
         }
         let raw = raw_op.get_ref();
-        // The ops that use the result: its reads, its `.item()`, and every collective or
-        // point-to-point op given it (c10d's ops go through the dispatcher, where an
-        // AsyncCollectiveTensor waits). A `writes` is not a use here (a kernel writing through
-        // the tensor's storage, docs/scenario-format.md).
-        let p2p_names = raw
-            .batch_isend_irecv
-            .iter()
-            .flat_map(|list| list.get_ref())
-            .flat_map(|p2p| [&p2p.get_ref().send, &p2p.get_ref().recv])
-            .flatten();
-        let read_names = raw
-            .reads
-            .iter()
-            .flatten()
-            .chain(raw.item.as_ref())
-            .chain(raw.all_reduce.as_ref())
-            .chain(raw.all_gather.as_ref())
-            .chain(raw.reduce_scatter.as_ref())
-            .chain(raw.broadcast.as_ref())
-            .chain(raw.all_to_all.as_ref())
-            .chain(raw.send.as_ref())
-            .chain(raw.recv.as_ref())
-            .chain(p2p_names)
-            .chain(raw.functional_all_reduce.as_ref());
+        let read_names = raw.tensors_used();
         let read: Vec<TensorId> = read_names
             .filter_map(|name| names.tensors.get(name.get_ref()).copied())
             .collect();
@@ -478,7 +455,10 @@ mod tests {
         };
         // Each program, and the index its wait_tensor(y) takes: right before the op given y.
         let uses = [
+            ("[[op]]\nall_reduce = \"y\"\n", 1),
             ("[[op]]\nall_gather = \"y\"\n", 1),
+            ("[[op]]\nreduce_scatter = \"y\"\n", 1),
+            ("[[op]]\nbroadcast = \"y\"\n", 1),
             ("[[op]]\nall_to_all = \"y\"\n", 1),
             ("[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n", 1),
             ("[[op]]\nranks = [0]\nsend = \"y\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n", 1),

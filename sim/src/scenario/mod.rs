@@ -39,8 +39,8 @@ mod suggest;
 
 pub use model::*;
 pub use overrides::{
-    apply_overrides, line_origin, original_lines, renumber_op_lines, table_header, LineOrigin,
-    Override, OverrideError,
+    apply_overrides, line_origin, renumber_op_lines, table_header, LineOrigin, Override,
+    OverrideError,
 };
 pub use suggest::nearest;
 

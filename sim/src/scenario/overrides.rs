@@ -147,25 +147,16 @@ fn refuse_undeclared(
     else {
         return Ok(());
     };
-    let mut declared: Vec<&str> = match root.get(table_name) {
-        Some(toml_edit::Item::Table(table)) => table.iter().map(|(key, _)| key).collect(),
-        Some(toml_edit::Item::Value(toml_edit::Value::InlineTable(table))) => {
-            table.iter().map(|(key, _)| key).collect()
-        }
-        _ => Vec::new(),
-    };
-    for name in implicit {
-        if !declared.contains(name) {
-            declared.push(name);
-        }
-    }
-    if declared.contains(name) {
+    let declared: Vec<&str> = (root.get(table_name))
+        .and_then(toml_edit::Item::as_table_like)
+        .map_or_else(Vec::new, |table| table.iter().map(|(key, _)| key).collect());
+    if declared.contains(name) || implicit.contains(name) {
         return Ok(());
     }
     Err(OverrideError {
         message: format!(
             "--set {item}: the scenario declares no {what} {name:?}{}; --set changes a declared {what} (declare a new one in the file)",
-            super::suggest::did_you_mean(name, declared.iter().copied())
+            super::suggest::did_you_mean(name, declared.into_iter().chain(implicit.iter().copied()))
         ),
     })
 }
@@ -223,7 +214,7 @@ pub fn table_header(line: &str) -> Option<&str> {
 
 /// For each line of `edited`, its 1-based line in `original` where the edit kept it (a Myers
 /// line diff: the unchanged lines in order), `None` for a line the edit wrote.
-pub fn original_lines(original: &str, edited: &str) -> Vec<Option<u32>> {
+fn original_lines(original: &str, edited: &str) -> Vec<Option<u32>> {
     let old: Vec<&str> = original.lines().collect();
     let new: Vec<&str> = edited.lines().collect();
     let mut origin = vec![None; new.len()];

@@ -238,6 +238,34 @@ pub struct RawOp {
     pub device_id: Option<Spanned<bool>>,
 }
 
+impl RawOp {
+    /// The tensors the op uses, by name, as R30 counts a use of a functional collective's
+    /// result: its `reads`, its `.item()`, and every collective or point-to-point op given it
+    /// (c10d's ops go through the dispatcher, where an AsyncCollectiveTensor waits). A `writes`
+    /// is not a use here (a kernel writing through the tensor's storage,
+    /// docs/scenario-format.md). A new collective key belongs in this list.
+    pub fn tensors_used(&self) -> impl Iterator<Item = &Spanned<String>> {
+        let p2p = (self.batch_isend_irecv.iter())
+            .flat_map(|list| list.get_ref())
+            .flat_map(|p2p| [&p2p.get_ref().send, &p2p.get_ref().recv])
+            .flatten();
+        let collectives = [
+            &self.all_reduce,
+            &self.all_gather,
+            &self.reduce_scatter,
+            &self.broadcast,
+            &self.all_to_all,
+            &self.send,
+            &self.recv,
+            &self.functional_all_reduce,
+        ];
+        (self.reads.iter().flatten())
+            .chain(self.item.as_ref())
+            .chain(collectives.into_iter().flatten())
+            .chain(p2p)
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMeasure {
