@@ -100,13 +100,15 @@ fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
 /// Reads and validates a profile file.
 pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
     let text = crate::stdio::read_text(path)?;
-    calibrate::parse_profile(&path.display().to_string(), &text).map_err(|e| match e.at {
+    calibrate::parse_profile(&path.display().to_string(), &text).map_err(|e| match e {
         // Shown as a scenario error is: the line, a caret under the place.
-        Some(error) => Failure::input(crate::diagnostic::render(&crate::diagnostic::Located {
-            error,
-            source: text.clone(),
-        })),
-        None => Failure::input(e.message),
+        calibrate::ProfileError::At(error) => {
+            Failure::input(crate::diagnostic::render(&crate::diagnostic::Located {
+                error,
+                source: text.clone(),
+            }))
+        }
+        whole => Failure::input(whole.to_string()),
     })
 }
 

@@ -131,17 +131,20 @@ impl fmt::Display for ProfileValue {
     }
 }
 
-/// A bad profile or scenario text: `file:line:column: error: message`, with the position
-/// (`at`) where the error has one, so that it can be shown as scenario errors are.
+/// A bad profile or scenario text: at a position of a file (`file:line:column: error: …`,
+/// shown as scenario errors are), or of the text as a whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProfileError {
-    pub message: String,
-    pub at: Option<sim::scenario::ScenarioError>,
+pub enum ProfileError {
+    At(sim::scenario::ScenarioError),
+    Whole(String),
 }
 
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        match self {
+            ProfileError::At(error) => error.fmt(f),
+            ProfileError::Whole(message) => f.write_str(message),
+        }
     }
 }
 
@@ -153,11 +156,12 @@ fn error_at(
     span: Option<std::ops::Range<usize>>,
     message: String,
 ) -> ProfileError {
-    let error = sim::scenario::error_at(path, text, span.unwrap_or(0..0), message);
-    ProfileError {
-        message: error.to_string(),
-        at: Some(error),
-    }
+    ProfileError::At(sim::scenario::error_at(
+        path,
+        text,
+        span.unwrap_or(0..0),
+        message,
+    ))
 }
 
 /// Parses and validates a profile; errors name `path:line:column`.
@@ -349,11 +353,12 @@ pub fn apply_profile(
         text.replace_range(span.clone(), &" ".repeat(span.len()));
     }
     let mut document: toml_edit::DocumentMut =
-        text.parse()
-            .map_err(|e: toml_edit::TomlError| ProfileError {
-                message: format!("the scenario is not valid TOML: {}", e.message().trim()),
-                at: None,
-            })?;
+        text.parse().map_err(|e: toml_edit::TomlError| {
+            ProfileError::Whole(format!(
+                "the scenario is not valid TOML: {}",
+                e.message().trim()
+            ))
+        })?;
     for (dotted, value) in &profile.values {
         let (table_name, key) = dotted.split_once('.').expect("profile keys are dotted");
         let table = document
@@ -361,10 +366,9 @@ pub fn apply_profile(
             .entry(table_name)
             .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
         let Some(table) = table.as_table_like_mut() else {
-            return Err(ProfileError {
-                message: format!("the scenario's {table_name:?} is not a table"),
-                at: None,
-            });
+            return Err(ProfileError::Whole(format!(
+                "the scenario's {table_name:?} is not a table"
+            )));
         };
         if mode == ProfileMode::FillUnset && table.contains_key(key) {
             continue;
