@@ -374,18 +374,26 @@ fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, F
             path.display()
         )));
     }
-    let hash_column = header
-        .iter()
-        .position(|h| h == "scenario_hash")
-        .expect("has scenario_hash");
-    if let Some(row) = rows.iter().find(|row| &row[hash_column] != hash) {
+    if let Some(other) = other_hash(header, &rows, hash) {
         return Err(Failure::input(format!(
-            "--resume: {} holds rows of another sweep: another version of the scenario file, or other --set values (hash {}, now {hash}); write to a new file",
+            "--resume: {} holds rows of another sweep: another version of the scenario file, or other --set values (hash {other}, now {hash}); write to a new file",
             path.display(),
-            &row[hash_column]
         )));
     }
     rows.iter().map(|row| point_index(path, row)).collect()
+}
+
+/// A row's `scenario_hash` (every sweep CSV has the column).
+fn row_hash<'a>(header: &[String], row: &'a csv::StringRecord) -> Option<&'a str> {
+    let column = header.iter().position(|h| h == "scenario_hash")?;
+    row.get(column)
+}
+
+/// The first hash among `rows` other than `hash`: a row of another sweep.
+fn other_hash<'a>(header: &[String], rows: &'a [csv::StringRecord], hash: &str) -> Option<&'a str> {
+    (rows.iter())
+        .filter_map(|row| row_hash(header, row))
+        .find(|&row| row != hash)
 }
 
 fn point_index(path: &Path, row: &csv::StringRecord) -> Result<u64, Failure> {
@@ -435,6 +443,7 @@ fn write_sorted(
 pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     let mut header: Option<(Vec<String>, &Path)> = None;
     let mut all = Vec::new();
+    let mut indices = Vec::new();
     for input in inputs {
         let (columns, rows) = read_rows(input)?;
         match &header {
@@ -448,24 +457,20 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
             Some(_) => {}
             None => header = Some((columns, input)),
         }
+        for row in &rows {
+            indices.push(point_index(input, row)?);
+        }
         all.extend(rows);
     }
-    let (header, first_path) = header.expect("clap requires an input");
+    let (header, _) = header.expect("clap requires an input");
     // Slices of one sweep carry one hash (the file and its --sets): other sweeps' rows with the
     // same columns are refused rather than mixed.
-    if let Some(hash_column) = header.iter().position(|h| h == "scenario_hash") {
-        if let Some(first) = all.first().map(|row| row[hash_column].to_string()) {
-            if let Some(other) = all.iter().find(|row| row[hash_column] != *first) {
-                return Err(Failure::input(format!(
-                    "the files hold rows of two sweeps (scenario_hash {first} and {}: another scenario file or other --set values); merge the slices of one sweep",
-                    &other[hash_column]
-                )));
-            }
+    if let Some(first) = all.first().and_then(|row| row_hash(&header, row)) {
+        if let Some(other) = other_hash(&header, &all, first) {
+            return Err(Failure::input(format!(
+                "the files hold rows of two sweeps (scenario_hash {first} and {other}: another scenario file or other --set values); merge the slices of one sweep"
+            )));
         }
-    }
-    let mut indices = Vec::with_capacity(all.len());
-    for row in &all {
-        indices.push(point_index(first_path, row)?);
     }
     let count = write_sorted(output, &header, all)?;
     eprintln!(

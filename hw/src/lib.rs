@@ -217,7 +217,6 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
     let mut merged = first.clone();
     merged.ranks.clear();
     let mut uncertainty_ns = 0u64;
-    let mut named_rank: Vec<(u32, &str)> = Vec::new();
     for named in &parts {
         let (name, part) = named;
         if part.scenario.source_hash != first.scenario.source_hash {
@@ -238,13 +237,16 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
                 format!("holds {} ranks, not 1", part.ranks.len()),
             ));
         };
-        if let Some((_, other)) = named_rank.iter().find(|(r, _)| *r == rank.rank) {
+        if merged.ranks.iter().any(|r| r.rank == rank.rank) {
+            // The parts are in rank order: the first one of this rank is the other file.
+            let (other, _) = (parts.iter())
+                .find(|(_, p)| p.ranks.first().map(|r| r.rank) == Some(rank.rank))
+                .expect("a merged rank came from a part");
             return Err(bad(
                 name,
                 format!("rank {} again (also in {other})", rank.rank),
             ));
         }
-        named_rank.push((rank.rank, name));
         let mut rank = rank.clone();
         shift_rank(&mut rank, origin(named)? - earliest);
         merged.ranks.push(rank);
