@@ -75,9 +75,9 @@ pub struct Options {
     /// Run the race detector (R21).
     pub race_detector: bool,
     /// The memory cap (docs/reliability.md): `memory_in_use` (what the process holds, as its
-    /// allocator counts it) is asked at the first event and every [`MEMORY_CHECK_EVENTS`] after, and a run past
-    /// `max_memory_bytes` stops there with a `memory_cap` finding. The engine reads no
-    /// counter of its own; without one there is no cap.
+    /// allocator counts it) is asked at the first event and every [`MEMORY_CHECK_EVENTS`]
+    /// after, and a run past `max_memory_bytes` stops there with a `memory_cap` finding. The
+    /// engine reads no counter of its own; without one there is no cap.
     pub memory_in_use: Option<fn() -> u64>,
     pub max_memory_bytes: u64,
     /// Simulate one rank per class of ranks that behave alike (with the scenario's
