@@ -1,12 +1,14 @@
 """What happens to a process whose program returns while its GPU work and a Work are pending?
 
 A one-rank NCCL group (its timeout `--timeout-ms`) queues a `--sleep-ms` GPU sleep and an async
-all_reduce behind it, then the program returns without waiting (optionally after
-`destroy_process_group()`). Printed as one JSON line on stdout: when the program returned
-(`returned_s`, from the script's start); the caller measures when the process ended, and keeps
-stderr for the watchdog's lines. Usage:
+all_reduce behind it (none with `--no-collective`), sleeps `--host-sleep-ms` on the host,
+waits for the GPU with `--sync` (`wait()`, then `torch.cuda.synchronize()`), then the program returns without waiting (optionally after `destroy_process_group()`). Printed as one
+JSON line on stdout: when the Work was enqueued (`enqueued_s`) and when the program returned
+(`returned_s`), both from the script's start; the caller measures when the process ended, and
+keeps stderr for the watchdog's lines. Usage:
 
-    python exit_with_pending_work.py [--sleep-ms 2000] [--timeout-ms 500] [--destroy]
+    python exit_with_pending_work.py [--sleep-ms 2000] [--timeout-ms 500] [--host-sleep-ms 0]
+                                     [--no-collective] [--sync] [--destroy]
 """
 
 import argparse
@@ -26,6 +28,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--sleep-ms", type=float, default=2000.0)
     parser.add_argument("--timeout-ms", type=float, default=500.0)
+    parser.add_argument("--host-sleep-ms", type=float, default=0.0)
+    parser.add_argument("--no-collective", action="store_true")
+    parser.add_argument("--sync", action="store_true")
     parser.add_argument("--destroy", action="store_true")
     args = parser.parse_args()
     torch.cuda.set_device(0)
@@ -46,11 +51,21 @@ def main():
     torch.cuda.synchronize()
     cycles_per_ms = probe / begin.elapsed_time(end)
     torch.cuda._sleep(int(cycles_per_ms * args.sleep_ms))
-    work = dist.all_reduce(x, async_op=True)
-    completed = work.is_completed()
+    enqueued_s = time.perf_counter() - START
+    completed = None
+    if not args.no_collective:
+        work = dist.all_reduce(x, async_op=True)
+        completed = work.is_completed()
+    time.sleep(args.host_sleep_ms / 1000)
+    if args.sync:
+        if not args.no_collective:
+            work.wait()
+        torch.cuda.synchronize()
     if args.destroy:
         dist.destroy_process_group()
-    print(json.dumps({"returned_s": time.perf_counter() - START, "pid": os.getpid(),
+    print(json.dumps({"returned_s": time.perf_counter() - START, "enqueued_s": enqueued_s,
+                      "pid": os.getpid(), "host_sleep_ms": args.host_sleep_ms,
+                      "collective": not args.no_collective, "sync": args.sync,
                       "work_completed_at_return": completed,
                       "destroy": args.destroy, "sleep_ms": args.sleep_ms,
                       "timeout_ms": args.timeout_ms, "torch": torch.__version__}),
