@@ -52,7 +52,7 @@ use std::process::ExitCode;
     about = "When is my collective really done? Simulate torch.distributed + NCCL stream semantics, then check on GPUs.",
     long_about = "c10dsim runs TOML scenarios — what every rank's PyTorch program does with collectives, \
 Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
-and reports host call times, stream intervals, completion and overlap (rules R1–R30 of docs/semantics.md).\n\n\
+and reports host call times, stream intervals, completion and overlap (rules R1–R31 of docs/semantics.md).\n\n\
 Exit codes: 0 ok; 1 the run found a problem (a deadlock, a wait or watchdog timeout, an \
 out-of-memory, the simulated-time cap, the memory cap; a data race with --fail-on-race) or `diff` \
 found a difference beyond its tolerances; 2 bad input or environment, an output that could not \

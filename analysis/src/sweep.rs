@@ -36,7 +36,7 @@ pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
     "completed_at_wait_share",
 ];
 /// Every finding kind, in the order of their `findings.<kind>` columns.
-pub const FINDING_KINDS: [FindingKind; 11] = [
+pub const FINDING_KINDS: [FindingKind; 12] = [
     FindingKind::Deadlock,
     FindingKind::TimeCap,
     FindingKind::WaitTimeout,
@@ -48,6 +48,7 @@ pub const FINDING_KINDS: [FindingKind; 11] = [
     FindingKind::Race,
     FindingKind::OutOfMemory,
     FindingKind::MemoryCap,
+    FindingKind::ExitFailure,
 ];
 
 /// The position of a kind in [`FINDING_KINDS`]; a new kind fails to compile here until it has
@@ -65,6 +66,7 @@ fn finding_column(kind: FindingKind) -> usize {
         FindingKind::Race => 8,
         FindingKind::OutOfMemory => 9,
         FindingKind::MemoryCap => 10,
+        FindingKind::ExitFailure => 11,
     }
 }
 
@@ -405,11 +407,15 @@ mod tests {
         assert_eq!(header[8..11], MEMORY_COLUMNS);
         assert_eq!(header[11..13], ["findings", "findings.deadlock"]);
         assert_eq!(
-            header[21..23],
-            ["findings.out_of_memory", "findings.memory_cap"]
+            header[21..24],
+            [
+                "findings.out_of_memory",
+                "findings.memory_cap",
+                "findings.exit_failure"
+            ]
         );
         assert_eq!(
-            header[23..],
+            header[24..],
             ["error", "seed", "scenario_hash", "c10dsim_version"]
         );
         let values = ["1MiB".to_string()];
@@ -429,12 +435,12 @@ mod tests {
             .map(|r| r.memory.peak_reserved_bytes)
             .max();
         assert_eq!(row[8], peak.unwrap().to_string());
-        assert!(row[11..23].iter().all(|cell| cell == "0"));
-        assert_eq!(row[23..], ["", "11", "h", "v"]);
+        assert!(row[11..24].iter().all(|cell| cell == "0"));
+        assert_eq!(row[24..], ["", "11", "h", "v"]);
         // A point that could not be built: figures and counts empty, its error on one line.
         let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &PROVENANCE);
-        assert!(row[2..23].iter().all(String::is_empty));
-        assert_eq!(row[23], "bad.toml:3:1: error | second line");
+        assert!(row[2..24].iter().all(String::is_empty));
+        assert_eq!(row[24], "bad.toml:3:1: error | second line");
     }
 
     #[test]

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from c10dsim.torch import timeline as tl
-from c10dsim.torch.__main__ import MEASUREMENT_ENV, export_environment
+from c10dsim.torch.__main__ import MEASUREMENT_ENV, export_environment, tears_down_at_the_end
 
 RANK_FIELDS = ["rank", "streams", "host", "kernels", "collectives", "marks", "stream_waits",
                "queries", "memory", "cache_releases", "races"]
@@ -410,3 +410,13 @@ def test_events_barrier_query_sleep_memory_and_a_straggler_reach_torch(resolve, 
     assert called.count("barrier") == iterations and called.count("empty") == iterations
     # Each iteration: the kernel and the straggler's GPU delay, both sleeps under the fake.
     assert called.count("_sleep") >= 2 * iterations
+
+
+def test_the_program_ends_with_destroy_process_group_unless_the_scenario_says_not(
+        resolve, tmp_path):
+    plain = tmp_path / "plain.toml"
+    plain.write_text("[cluster]\nranks = 1\n[[op]]\nhost_sleep_us = 1\n")
+    assert tears_down_at_the_end(resolve(str(plain))[1])
+    returns = tmp_path / "returns.toml"
+    returns.write_text("destroy_process_group = false\n" + plain.read_text())
+    assert not tears_down_at_the_end(resolve(str(returns))[1])

@@ -7,7 +7,7 @@
 //! in simulated time.
 //!
 //! The behaviour modelled is that of PyTorch's ProcessGroupNCCL and CUDA streams, as numbered
-//! rules R1…R30 in `docs/semantics.md` (at the repository's root); code comments cite them.
+//! rules R1…R31 in `docs/semantics.md` (at the repository's root); code comments cite them.
 //!
 //! Invariant: nothing here reads a clock, a file or a GPU. Same scenario and seed ⇒ the same
 //! Timeline, bit for bit.

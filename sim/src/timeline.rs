@@ -129,7 +129,7 @@ pub struct StreamInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitStatus {
-    /// The program ran to its end: exit code 0.
+    /// The program ran to its end and its GPU work drained: exit code 0 (R31).
     Clean,
     /// An exception nobody caught in the main thread (`DistBackendError` from a failed Work or
     /// an aborted communicator, a blocking wait's timeout, `DistStoreError`, CUDA out of
@@ -141,6 +141,9 @@ pub enum ExitStatus {
     Aborted,
     /// Killed from outside (a `die` fault).
     Killed,
+    /// `SIGSEGV` at exit (exit code 139): the program returned while its watchdog slept for
+    /// the Flight Recorder dumps, as PyTorch 2.11 was measured to crash (R31).
+    Crashed,
     /// Still running when the run ended: hung (a deadlock, a `hang` fault, an error left
     /// alone) or stopped at the time cap; only a launcher's time limit would end it.
     Running,
@@ -389,6 +392,10 @@ pub enum FindingKind {
     /// The simulator itself held more memory than its cap (`--max-memory`): the run was
     /// stopped, and what it recorded so far is reported.
     MemoryCap,
+    /// A process whose program returned failed at exit (R31): the destructor's abort of the
+    /// communicators timed out, or the program returned while the watchdog slept for the
+    /// dumps.
+    ExitFailure,
 }
 
 impl FindingKind {
@@ -406,6 +413,7 @@ impl FindingKind {
             FindingKind::Race => "race",
             FindingKind::OutOfMemory => "out_of_memory",
             FindingKind::MemoryCap => "memory_cap",
+            FindingKind::ExitFailure => "exit_failure",
         }
     }
 }

@@ -429,10 +429,29 @@ fn check_side_thread_effects(timeline: &Timeline) {
                 );
             }
         }
-        // A process that was killed or aborted starts no GPU work after its end either: its
-        // CUDA context went with it.
+        // A process that ended starts no GPU work after its end either: killed, aborted,
+        // raised or crashed, its CUDA context went with it; clean, its GPU work had drained
+        // (R31).
         let end = rank.end.expect("the simulator records every process's end");
-        if let (ExitStatus::Killed | ExitStatus::Aborted, Some(end_ns)) = (end.status, end.at_ns) {
+        if let Some(end_ns) = end.at_ns {
+            if end.status == ExitStatus::Clean {
+                let last_end = rank.kernels.iter().map(|k| k.end_ns).max().unwrap_or(0);
+                assert!(
+                    last_end <= end_ns,
+                    "rank {}: a kernel ends at {last_end} after its clean exit at {end_ns}",
+                    rank.rank
+                );
+            }
+            let logged = (timeline.watchdog.iter())
+                .filter(|r| r.rank == rank.rank || r.stands_for.contains(rank.rank))
+                .map(|r| r.at_ns)
+                .max()
+                .unwrap_or(0);
+            assert!(
+                logged <= end_ns,
+                "rank {}: a side thread logs at {logged} after the process ended at {end_ns}",
+                rank.rank
+            );
             let starts = [
                 (
                     "a kernel starts",

@@ -699,3 +699,82 @@ pub fn check_timeout_dump(timeline: &Timeline, _report: &Report) {
     assert_eq!(end.status, ExitStatus::Aborted);
     assert_eq!(end.at_ns, Some(exit_ns));
 }
+
+/// The program of `tests/data/torch/probes/exit_with_pending_work.py` as a scenario: one rank,
+/// a warm all_reduce and a device sync, then a `sleep_ms` GPU sleep, an async all_reduce (none
+/// with `collective = false`), a `host_sleep_ms` host sleep and, with `sync`, a `wait()` and a
+/// device sync; the program then returns, without `destroy_process_group()` unless `destroy`.
+fn exit_probe(
+    sleep_ms: u64,
+    timeout_ms: u64,
+    host_sleep_ms: u64,
+    collective: bool,
+    sync: bool,
+    destroy: bool,
+) -> Timeline {
+    let mut text = format!(
+        "destroy_process_group = {destroy}\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\ntimeout_s = {}\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\ndevice_sync = true\n[[op]]\ngpu_sleep_us = {}\n",
+        timeout_ms as f64 / 1000.0,
+        sleep_ms * 1000
+    );
+    if collective {
+        text += "[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n";
+    }
+    if host_sleep_ms > 0 {
+        text += &format!("[[op]]\nhost_sleep_us = {}\n", host_sleep_ms * 1000);
+    }
+    if sync {
+        text += "[[op]]\nwait = \"w\"\n[[op]]\ndevice_sync = true\n";
+    }
+    sim::engine::simulate(&sim::scenario::parse("exit_probe.toml", &text).unwrap())
+}
+
+#[test]
+fn a_program_that_returns_with_work_pending_ends_as_pytorch_2_11_did_r31() {
+    // (variant, PyTorch's exit status, PyTorch's shortest time from the return to the process's
+    // end over two runs, in ms): exit_with_pending_work.txt. The simulator charges no
+    // interpreter or CUDA teardown, so its process ends up to 250 ms before PyTorch's.
+    let measured = [
+        ((2000, 500, 0, true, false), ExitStatus::Aborted, 670),
+        ((2000, 600_000, 0, true, false), ExitStatus::Clean, 2214),
+        ((2000, 500, 0, false, false), ExitStatus::Aborted, 2104),
+        ((5000, 1000, 800, true, false), ExitStatus::Aborted, 377),
+        ((5000, 1000, 1500, true, false), ExitStatus::Crashed, 209),
+        ((3000, 1000, 0, true, true), ExitStatus::Crashed, 238),
+    ];
+    for ((sleep, timeout, host_sleep, collective, sync), status, torch_ms) in measured {
+        let timeline = exit_probe(sleep, timeout, host_sleep, collective, sync, false);
+        let rank = &timeline.ranks[0];
+        let returned_ns = rank.host.iter().map(|h| h.end_ns).max().unwrap();
+        let end = rank.end.unwrap();
+        let what = format!("sleep {sleep} ms, timeout {timeout} ms, host sleep {host_sleep} ms, collective {collective}, sync {sync}");
+        assert_eq!(end.status, status, "{what}");
+        let after_ms = (end.at_ns.unwrap() - returned_ns) / MS;
+        assert!(
+            after_ms <= torch_ms && torch_ms - after_ms <= 250,
+            "{what}: {after_ms} ms after the return, PyTorch {torch_ms} ms"
+        );
+        let exit_failure = timeline
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::ExitFailure);
+        assert_eq!(
+            exit_failure,
+            matches!((collective, status), (false, _) | (_, ExitStatus::Crashed)),
+            "{what}"
+        );
+    }
+    // With destroy_process_group() (exit_with_pending_work.txt, first table): the call waits
+    // for the GPU work and exits 0; under a 500-ms timeout the watchdog's 60-s sleep for the
+    // dumps runs its course and the process ends in SIGABRT after it (PyTorch: about 64 s).
+    let waited = exit_probe(2000, 600_000, 0, true, false, true).ranks[0]
+        .end
+        .unwrap();
+    assert_eq!(waited.status, ExitStatus::Clean);
+    assert!(waited.at_ns.unwrap() >= 2 * S);
+    let aborted = exit_probe(2000, 500, 0, true, false, true).ranks[0]
+        .end
+        .unwrap();
+    assert_eq!(aborted.status, ExitStatus::Aborted);
+    assert!(aborted.at_ns.unwrap() >= DUMP_WAIT_NS);
+}

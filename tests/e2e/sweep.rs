@@ -117,6 +117,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
                 "findings.race",
                 "findings.out_of_memory",
                 "findings.memory_cap",
+                "findings.exit_failure",
                 "error",
                 "seed",
                 "scenario_hash",

@@ -93,10 +93,18 @@ def main(argv=None):
     sys.stdout.flush()
     sys.stderr.flush()
     if status == 0:
-        torch.distributed.destroy_process_group()
+        if tears_down_at_the_end(scenario):
+            torch.distributed.destroy_process_group()
         return 0
     # After an error the communicators may be aborted or stuck: leave without tearing down.
     os._exit(status)
+
+
+def tears_down_at_the_end(scenario):
+    """Whether the program ends with ``destroy_process_group()`` (the scenario's
+    ``destroy_process_group``, default true); without it, ProcessGroupNCCL's destructor tears
+    the group down at the interpreter's exit (R31)."""
+    return scenario.get("destroy_process_group", True)
 
 
 if __name__ == "__main__":

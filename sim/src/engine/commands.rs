@@ -373,7 +373,7 @@ impl Engine<'_> {
 mod tests {
     use crate::engine::simulate;
     use crate::scenario::parse;
-    use crate::timeline::{FindingKind, WatchdogEvent};
+    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     /// Two ranks, a 1-s group timeout, an async all_reduce enqueued at 20 µs, then wait and
     /// `.item()`.
@@ -397,9 +397,25 @@ mod tests {
     fn a_work_seen_complete_only_at_its_deadline_poll_still_times_out_r26() {
         // Rank 0's deadline: the first poll past 20 µs + 1 s is 1.1 s. Rank 1 joins at
         // 1.05 s, so the Work completes at ≈ 1.0501 s: not yet at the 1.0-s poll, and at the
-        // 1.1-s poll the timeout is checked before completion.
-        let late = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1050000");
+        // 1.1-s poll the timeout is checked before completion. (The program sleeps on: a
+        // returned one's watchdog polls without pause, R31.)
+        let late = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1050000")
+            + "[[op]]\nhost_sleep_us = 1000000\n";
         assert_eq!(events_of(&late, 0, WatchdogEvent::Timeout), [1_100_000_000]);
+        // Returning at ≈ 1.0501 s instead, without destroy_process_group(), its watchdog polls
+        // at once (R31): past the deadline,
+        // checked before completion, the Work times out at the return and takes the process
+        // down there.
+        let returned = "destroy_process_group = false\n".to_string()
+            + &two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1050000");
+        let timeline = simulate(&parse("t.toml", &returned).unwrap());
+        let end = timeline.ranks[0].end.unwrap();
+        let returned_ns = timeline.ranks[0].host.iter().map(|h| h.end_ns).max();
+        assert_eq!((end.status, end.at_ns), (ExitStatus::Aborted, returned_ns));
+        assert_eq!(
+            events_of(&returned, 0, WatchdogEvent::Timeout),
+            [returned_ns.unwrap()]
+        );
         // Joining at 0.95 s, it completes before the 1.0-s poll: no timeout on any rank.
         let in_time =
             two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 950000");
@@ -412,21 +428,36 @@ mod tests {
     fn a_slow_host_phase_before_a_collective_times_out_the_others() {
         // Rank 1's host spends 2 s (a checkpoint) before the all_reduce: rank 0 times out at
         // 1.1 s; rank 1 then joins at 2 s while rank 0 is still in its dump wait, so the
-        // collective completes — and rank 0 still exits at 1.1 s + 60 s.
+        // collective completes — and rank 0's destroy_process_group() waits for the watchdog,
+        // which exits at 1.1 s + 60 s (R31). Without destroy_process_group(), the program's
+        // return during the dump wait crashes the process at exit instead.
         let text = two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 2000000");
-        let timeline = simulate(&parse("t.toml", &text).unwrap());
-        let at = |rank: u32, event: WatchdogEvent| {
-            timeline
-                .watchdog
-                .iter()
-                .find(|r| r.rank == rank && r.event == event)
-                .map(|r| r.at_ns)
-        };
-        assert_eq!(at(0, WatchdogEvent::Timeout), Some(1_100_000_000));
-        assert_eq!(at(0, WatchdogEvent::Exit), Some(61_100_000_000));
-        assert_eq!(at(1, WatchdogEvent::Timeout), None);
-        let end_ns = timeline.ranks[1].collectives[0].end_ns;
-        assert!(end_ns > 2_000_000_000 && end_ns < 2_001_000_000, "{end_ns}");
+        for destroy in [true, false] {
+            let text = format!("destroy_process_group = {destroy}\n{text}");
+            let timeline = simulate(&parse("t.toml", &text).unwrap());
+            let at = |rank: u32, event: WatchdogEvent| {
+                timeline
+                    .watchdog
+                    .iter()
+                    .find(|r| r.rank == rank && r.event == event)
+                    .map(|r| r.at_ns)
+            };
+            assert_eq!(at(0, WatchdogEvent::Timeout), Some(1_100_000_000));
+            assert_eq!(at(1, WatchdogEvent::Timeout), None);
+            let end_ns = timeline.ranks[1].collectives[0].end_ns;
+            assert!(end_ns > 2_000_000_000 && end_ns < 2_001_000_000, "{end_ns}");
+            let returned_ns = timeline.ranks[0].host.iter().map(|h| h.end_ns).max();
+            let end = timeline.ranks[0].end.unwrap();
+            if destroy {
+                assert_eq!(at(0, WatchdogEvent::Exit), Some(61_100_000_000));
+                assert_eq!(end.status, ExitStatus::Aborted);
+            } else {
+                assert!(returned_ns.unwrap() > end_ns);
+                assert_eq!(at(0, WatchdogEvent::Exit), returned_ns);
+                assert_eq!((end.status, end.at_ns), (ExitStatus::Crashed, returned_ns));
+            }
+            assert_eq!(timeline.ranks[1].end.unwrap().status, ExitStatus::Clean);
+        }
     }
 
     #[test]
@@ -472,8 +503,9 @@ mod tests {
     fn no_handling_goes_on_to_the_next_pending_work_after_the_dump_wait_r27() {
         // Mode 0: rank 0 enqueued two all_reduces (20 µs and 50 µs); both are past their
         // deadline at the 1.1-s poll, but the watchdog handles the first, sleeps 60 s, and only
-        // then reaches the second (61.1 s), as one pass of Watchdog::runLoop does.
-        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"v\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        // then reaches the second (61.1 s), as one pass of Watchdog::runLoop does. (The
+        // program sleeps on past both.)
+        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"v\"\n[[op]]\nitem = \"x\"\n[[op]]\nhost_sleep_us = 200000000\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
         assert_eq!(
             events_of(text, 0, WatchdogEvent::Timeout),
             [1_100_000_000, 61_100_000_000]

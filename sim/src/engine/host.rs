@@ -114,6 +114,23 @@ impl Engine<'_> {
         }
     }
 
+    /// The program of `rank` ran to its end (R31): its process ends now if its GPU work is
+    /// done, else once it drained, or earlier if the watchdog or the destructor's abort of the
+    /// communicators says so (`failure`).
+    fn program_returned(&mut self, rank: u32) {
+        let scenario = self.scenario;
+        let state = &self.ranks[rank as usize];
+        let abort_timeout = (state.pg.communicator_groups())
+            .map(|group| (group, scenario.groups[group].timeout_ns))
+            .min_by_key(|&(group, timeout_ns)| (timeout_ns, group));
+        self.notify(Notice::ProgramReturned {
+            rank,
+            host_ns: state.host_ns,
+            abort_timeout,
+            drained: state.drained(),
+        });
+    }
+
     /// Adds a step to the log of the rank whose steps were asked for.
     fn log_step(&mut self, step: Step) {
         if let Some((_, steps)) = &mut self.step_log {
@@ -129,10 +146,19 @@ impl Engine<'_> {
         let ops = &scenario.ops;
         let state = &mut self.ranks[rank as usize];
         if state.pc == ops.len() {
+            if state.iteration + 1 == scenario.repeat && state.host_ns > self.now_ns {
+                // The program returns at the host's time: how its process ends depends on what
+                // the side threads did until then (R31), so the simulation gets there first.
+                let at_ns = state.host_ns;
+                state.blocked = Blocked::Timer;
+                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                return false;
+            }
             state.pc = 0;
             state.iteration += 1;
             if state.iteration == scenario.repeat {
                 state.blocked = Blocked::Done;
+                self.program_returned(rank);
                 return false;
             }
             if state.iteration == 1 {

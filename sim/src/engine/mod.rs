@@ -570,17 +570,11 @@ impl<'s> Engine<'s> {
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
-            // A process nothing ended exited cleanly when its program returned, or runs on.
-            let last_return_ns = t.host.iter().map(|h| h.end_ns).max();
-            t.end = Some(state.end.unwrap_or(match state.blocked {
-                Blocked::Done => ProcessEnd {
-                    status: ExitStatus::Clean,
-                    at_ns: Some(last_return_ns.unwrap_or(0)),
-                },
-                _ => ProcessEnd {
-                    status: ExitStatus::Running,
-                    at_ns: None,
-                },
+            // A process nothing ended runs on: hung, stopped at the time cap, or, its program
+            // returned, waiting for GPU work that never drains (R31).
+            t.end = Some(state.end.unwrap_or(ProcessEnd {
+                status: ExitStatus::Running,
+                at_ns: None,
             }));
             match &mut summariser {
                 Some(summariser) => timeline.ranks.extend(summariser.finish_rank(scenario, t)),

@@ -94,6 +94,12 @@ impl RankState {
         stream as u16
     }
 
+    /// No GPU work is left on any stream (R31: a process whose program returned ends then).
+    #[inline]
+    pub(super) fn drained(&self) -> bool {
+        self.streams.iter().all(|stream| stream.queue.is_empty())
+    }
+
     /// After the first iteration: room for `more` iterations like it in the records that grow
     /// with the program, so the Timeline is not copied as it grows (and holds no doubling slack).
     /// A summarised run folds its records as they complete: only the event instances, kept

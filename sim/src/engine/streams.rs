@@ -227,16 +227,24 @@ impl Engine<'_> {
         }
     }
 
-    /// A stream's head left its queue: a host blocked on the full queue (R1) goes on now.
+    /// A stream's head left its queue: a host blocked on the full queue (R1) goes on now; a
+    /// process whose program returned ends once the last one drained (R31).
     pub(super) fn stream_popped(&mut self, rank: u32, stream: u16) {
         let depth = self.scenario.host.launch_queue_depth as usize;
         let state = &mut self.ranks[rank as usize];
-        let blocked_here =
-            matches!(state.blocked, Blocked::LaunchQueue { stream: full } if full == stream);
-        if blocked_here && state.streams[stream as usize].queue.len() < depth {
-            state.blocked = Blocked::Timer;
-            let at_ns = self.now_ns;
-            self.schedule(at_ns, Event::HostResume { rank, at_ns });
+        match state.blocked {
+            Blocked::LaunchQueue { stream: full }
+                if full == stream && state.streams[stream as usize].queue.len() < depth =>
+            {
+                state.blocked = Blocked::Timer;
+                let at_ns = self.now_ns;
+                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+            }
+            Blocked::Done if state.end.is_none() && state.drained() => {
+                let now_ns = self.now_ns;
+                self.notify(failure::Notice::Drained { rank, now_ns });
+            }
+            _ => {}
         }
     }
 

@@ -211,11 +211,12 @@ pub(super) struct Summariser {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct ExitStatusKey(u8);
 
-const STATUSES: [ExitStatus; 5] = [
+const STATUSES: [ExitStatus; 6] = [
     ExitStatus::Clean,
     ExitStatus::Raised,
     ExitStatus::Aborted,
     ExitStatus::Killed,
+    ExitStatus::Crashed,
     ExitStatus::Running,
 ];
 

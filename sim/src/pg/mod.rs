@@ -174,6 +174,13 @@ impl ProcessGroupNccl {
         out.push(Step::CallEnd);
     }
 
+    /// The groups whose communicator this process created so far (R8).
+    pub fn communicator_groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        (self.initialised.iter().enumerate())
+            .filter(|(_, created)| **created)
+            .map(|(group, _)| group)
+    }
+
     /// The group's internal NCCL stream on this rank (R9).
     pub fn group_stream(&self, group: GroupId) -> Option<StreamRef> {
         self.group_stream[group]

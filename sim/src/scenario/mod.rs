@@ -431,6 +431,7 @@ impl Resolver<'_> {
             repeat,
             warmup,
             max_sim_time_ns,
+            destroy_process_group: raw.destroy_process_group.unwrap_or(true),
             cluster,
             network,
             host,

@@ -924,6 +924,9 @@ pub struct Scenario {
     pub warmup: u32,
     /// Simulated time after which the simulator stops with a finding.
     pub max_sim_time_ns: u64,
+    /// The program ends with `destroy_process_group()` (R31); false: it returns without, and
+    /// ProcessGroupNCCL's destructor tears the group down at exit.
+    pub destroy_process_group: bool,
     pub cluster: Cluster,
     pub network: Network,
     pub host: HostCosts,

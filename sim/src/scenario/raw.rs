@@ -18,6 +18,7 @@ pub struct RawScenario {
     pub repeat: Option<Spanned<i64>>,
     pub warmup: Option<Spanned<i64>>,
     pub max_sim_time_s: Option<Spanned<f64>>,
+    pub destroy_process_group: Option<bool>,
     pub cluster: Option<RawCluster>,
     pub network: Option<RawNetwork>,
     pub host: Option<RawHost>,

@@ -72,6 +72,7 @@ impl Failure<'_> {
     /// After the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides.
     pub(super) fn handle_error(
         &mut self,
+        view: &impl RunView,
         rank: u32,
         group: GroupId,
         now_ns: u64,
@@ -138,6 +139,7 @@ impl Failure<'_> {
         if let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
             self.schedule_check(rank, group, deadline_ns, out);
         }
+        self.watchdog_joined(view, rank, group, now_ns, out);
     }
 
     /// A collective on a communicator the watchdog aborted (mode 2) raises `DistBackendError`

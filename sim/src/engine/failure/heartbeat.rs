@@ -38,6 +38,10 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        // The destructor stopped the monitor once the program returned (R31).
+        if self.exiting[rank as usize].is_some_and(|exiting| !exiting.destroy) {
+            return;
+        }
         let rank_id = self.rank_id(rank);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let message = format!(

@@ -14,7 +14,8 @@
 //! report), `error_handling` (R27: the dump signal, the dump wait, the modes of
 //! `TORCH_NCCL_ASYNC_ERROR_HANDLING`, aborted communicators, a blocking wait that raised),
 //! `heartbeat` (R28), `store` (R29), `faults` (`[[fault]]`s as they act at run time, and the
-//! R16 mismatch check).
+//! R16 mismatch check), `exit` (R31: a process whose program returned, until its GPU work
+//! drained).
 
 use super::host::next_poll_ns as next_tick_ns;
 use crate::fold::Classes;
@@ -26,6 +27,7 @@ use std::rc::Rc;
 use watchdog::WatchdogState;
 
 mod error_handling;
+mod exit;
 mod faults;
 mod heartbeat;
 mod store;
@@ -56,6 +58,8 @@ pub(in crate::engine) enum Wake {
     HeartbeatCheck,
     /// `store.get` of the unique id passes the store timeout (R29).
     StoreTimeout,
+    /// The destructor's abort of the communicators, at exit, passes the group's timeout (R31).
+    ExitAbortTimeout,
 }
 
 /// What happened in the run, as the component is told.
@@ -116,6 +120,17 @@ pub(in crate::engine) enum Notice {
         timeout_ns: u64,
         now_ns: u64,
     },
+    /// The program of `rank` ran to its end at host time `host_ns` (R31). `abort_timeout`:
+    /// the group with the smallest timeout among those whose communicator the process created,
+    /// and that timeout; `drained`: no GPU work of the rank is left.
+    ProgramReturned {
+        rank: u32,
+        host_ns: u64,
+        abort_timeout: Option<(GroupId, u64)>,
+        drained: bool,
+    },
+    /// The GPU work of `rank`, whose program returned, drained at `now_ns` (R31).
+    Drained { rank: u32, now_ns: u64 },
     /// A wake-up the component asked for is due and not stale.
     Woken {
         rank: u32,
@@ -252,6 +267,8 @@ pub(in crate::engine) struct Failure<'s> {
     desync_cache: Option<(watchdog::DesyncKey, String, String)>,
     /// The heartbeat-monitor tick at which the last dump-signal broadcast woke the ranks.
     dump_signal_seen_ns: Option<u64>,
+    /// Per rank: its program returned and its process waits for its GPU work (R31).
+    exiting: Vec<Option<exit::Exiting>>,
 }
 
 impl<'s> Failure<'s> {
@@ -283,6 +300,7 @@ impl<'s> Failure<'s> {
             nonblocking_waits: HashSet::default(),
             desync_cache: None,
             dump_signal_seen_ns: None,
+            exiting: vec![None; ranks],
         }
     }
 
@@ -365,6 +383,13 @@ impl<'s> Failure<'s> {
                 timeout_ns,
                 now_ns,
             } => self.wait_raised(view, (rank, collective, op), timeout_ns, now_ns, out),
+            Notice::ProgramReturned {
+                rank,
+                host_ns,
+                abort_timeout,
+                drained,
+            } => self.program_returned(view, (rank, host_ns), abort_timeout, drained, out),
+            Notice::Drained { rank, now_ns } => self.drained(view, rank, now_ns, out),
             Notice::Woken {
                 rank,
                 group,
@@ -392,9 +417,10 @@ impl<'s> Failure<'s> {
                     self.stack_trace_logged(rank, group, now_ns);
                     self.signal_dump(view, rank, group, now_ns, out);
                 }
-                Wake::DumpWaitOver => self.handle_error(rank, group, now_ns, out),
+                Wake::DumpWaitOver => self.handle_error(view, rank, group, now_ns, out),
                 Wake::HeartbeatCheck => self.heartbeat_abort(rank, group, now_ns, out),
                 Wake::StoreTimeout => self.store_timed_out(view, rank, group, now_ns, out),
+                Wake::ExitAbortTimeout => self.exit_abort_timed_out(rank, group, now_ns, out),
             },
         }
     }
@@ -422,7 +448,10 @@ impl<'s> Failure<'s> {
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
             Wake::DumpSeen => self.dumped[rank as usize],
-            Wake::StackTraceLogged | Wake::DumpWaitOver | Wake::HeartbeatCheck => false,
+            Wake::StackTraceLogged
+            | Wake::DumpWaitOver
+            | Wake::HeartbeatCheck
+            | Wake::ExitAbortTimeout => false,
         }
     }
 

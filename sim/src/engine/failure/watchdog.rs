@@ -176,17 +176,28 @@ impl Failure<'_> {
         let watchdog = &self.watchdogs[self.index(rank, group)];
         let head = watchdog.pending.front()?;
         let timeout_ns = self.scenario.groups[group].timeout_ns;
-        Some(next_tick_ns(
-            watchdog.tick_origin_ns,
-            WATCHDOG_POLL_NS,
-            timeout_deadline_ns(head.enqueue_ns, timeout_ns),
-        ))
+        let deadline_ns = timeout_deadline_ns(head.enqueue_ns, timeout_ns);
+        Some(self.first_poll_ns(rank, group, deadline_ns))
+    }
+
+    /// The watchdog's first poll at or after `at_ns`: every 100 ms from its tick origin, and
+    /// without pause once the program returned without `destroy_process_group()` (R31: the
+    /// destructor's flag ends the poll's wait at once).
+    fn first_poll_ns(&self, rank: u32, group: GroupId, at_ns: u64) -> u64 {
+        let watchdog = &self.watchdogs[self.index(rank, group)];
+        let tick_ns = next_tick_ns(watchdog.tick_origin_ns, WATCHDOG_POLL_NS, at_ns);
+        match self.exiting[rank as usize] {
+            Some(exiting) if exiting.polls_without_pause() => {
+                tick_ns.min(at_ns.max(exiting.returned_ns))
+            }
+            _ => tick_ns,
+        }
     }
 
     /// Drops pending Works that a poll saw complete before their deadline poll (the watchdog
     /// checks timeout before completion, so a Work seen complete only at its deadline poll
     /// still times out, R26).
-    fn prune_finished(&mut self, view: &impl RunView, rank: u32, group: GroupId) {
+    pub(super) fn prune_finished(&mut self, view: &impl RunView, rank: u32, group: GroupId) {
         let index = self.index(rank, group);
         while let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
             let watchdog = &self.watchdogs[index];
@@ -197,7 +208,7 @@ impl Failure<'_> {
             let Some(end_ns) = view.work_end_ns(rank, head.collective, head.end) else {
                 return;
             };
-            if next_tick_ns(watchdog.tick_origin_ns, WATCHDOG_POLL_NS, end_ns) >= deadline_ns {
+            if self.first_poll_ns(rank, group, end_ns) >= deadline_ns {
                 return;
             }
             self.watchdogs[index].pending.pop_front();
@@ -302,6 +313,11 @@ impl Failure<'_> {
                 report,
             );
         }
+        if matches!(caught, Caught::Timeout(_))
+            && self.timed_out_while_exiting(rank, group, now_ns, out)
+        {
+            return;
+        }
         if env.propagate_error && !matches!(caught, Caught::Remote(_)) {
             let classes = Rc::clone(&self.classes);
             for &member in classes.group_simulated(group) {
@@ -321,7 +337,7 @@ impl Failure<'_> {
         }
         if !env.dump_on_timeout {
             // TORCH_NCCL_DUMP_ON_TIMEOUT=0: no dump signal, no sleep for the dumps.
-            self.handle_error(rank, group, now_ns, out);
+            self.handle_error(view, rank, group, now_ns, out);
             return;
         }
         let stack_trace_ns = match caught {
