@@ -295,7 +295,7 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     );
     if !report.watchdog.is_empty() {
         out.push_str(
-            "watchdog, heartbeat monitor and main thread (R15, R26-R29), simulated time:\n",
+            "watchdog, heartbeat monitor and main thread (R15, R26-R29, R31), simulated time:\n",
         );
         let thread_name = |thread: ThreadKind| match thread {
             ThreadKind::Main => "main",

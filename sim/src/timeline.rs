@@ -165,7 +165,8 @@ pub struct ExceptionRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessEnd {
     pub status: ExitStatus,
-    /// When it ended (the last host call's return for a clean exit); `None` while running.
+    /// When it ended (for a clean exit the later of the last host call's return and the drain
+    /// of its GPU work, R31); `None` while running.
     pub at_ns: Option<u64>,
 }
 

@@ -148,7 +148,8 @@ fn every_process_end_is_recorded_with_its_exit_status() {
     assert!(crash[1..]
         .iter()
         .all(|(status, _)| *status == ExitStatus::Raised));
-    // A program that ran to its end exits cleanly when its last call returns.
+    // A program that ran to its end exits cleanly when its last call returns: its last op
+    // waited for its GPU work (R31).
     let clean = run_with("straggler.toml", &[]);
     for (rank, (status, at_ns)) in ends(&clean).into_iter().enumerate() {
         assert_eq!(status, ExitStatus::Clean);
