@@ -112,18 +112,12 @@ impl Failure<'_> {
             out.push(Command::AbortCommunicators { rank, group });
         }
         if mode.tears_down() {
-            self.note(
-                rank,
-                Some(group),
-                (ThreadKind::Watchdog, WatchdogEvent::Exit),
-                now_ns,
+            self.take_down(
+                (rank, Some(group), ThreadKind::Watchdog),
+                (ExitStatus::Aborted, now_ns),
                 format!("[Rank {rank_id}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
+                out,
             );
-            out.push(Command::KillProcess {
-                rank,
-                status: ExitStatus::Aborted,
-                at_ns: now_ns,
-            });
             return;
         }
         // The process lives on and the watchdog resumes polling: a timed-out Work is done

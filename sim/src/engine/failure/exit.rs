@@ -207,22 +207,19 @@ impl Failure<'_> {
         {
             return;
         }
-        let status = if exiting.abort_timed_out {
+        if exiting.abort_timed_out {
             let rank_id = self.rank_id(rank);
-            self.note(
-                rank,
-                None,
-                (ThreadKind::Main, WatchdogEvent::Exit),
-                now_ns,
+            self.take_down(
+                (rank, None, ThreadKind::Main),
+                (ExitStatus::Aborted, now_ns),
                 format!("[Rank {rank_id}] the GPU work drained; the destructor's DistBackendError (terminate called after throwing an instance of 'c10::DistBackendError') ends the process in SIGABRT"),
+                out,
             );
-            ExitStatus::Aborted
-        } else {
-            ExitStatus::Clean
-        };
+            return;
+        }
         out.push(Command::KillProcess {
             rank,
-            status,
+            status: ExitStatus::Clean,
             at_ns: now_ns,
         });
     }
@@ -263,18 +260,12 @@ impl Failure<'_> {
             return false;
         }
         let rank_id = self.rank_id(rank);
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Watchdog, WatchdogEvent::Exit),
-            now_ns,
+        self.take_down(
+            (rank, Some(group), ThreadKind::Watchdog),
+            (ExitStatus::Aborted, now_ns),
             format!("[Rank {rank_id}] the program had returned and the process group was being torn down: Process group watchdog thread terminated with exception: std::future_error: Broken promise; SIGABRT without the sleep for the dumps"),
+            out,
         );
-        out.push(Command::KillProcess {
-            rank,
-            status: ExitStatus::Aborted,
-            at_ns: now_ns,
-        });
         true
     }
 

@@ -57,20 +57,12 @@ impl Failure<'_> {
         );
         match fault {
             FaultKind::Hang => out.push(Command::HangHost { rank, op }),
-            FaultKind::Die => {
-                self.note(
-                    rank,
-                    None,
-                    (ThreadKind::Main, WatchdogEvent::Exit),
-                    host_ns,
-                    format!("[Rank {rank_id}] process exited (fault); its GPU work vanishes"),
-                );
-                out.push(Command::KillProcess {
-                    rank,
-                    status: ExitStatus::Killed,
-                    at_ns: host_ns,
-                });
-            }
+            FaultKind::Die => self.take_down(
+                (rank, None, ThreadKind::Main),
+                (ExitStatus::Killed, host_ns),
+                format!("[Rank {rank_id}] process exited (fault); its GPU work vanishes"),
+                out,
+            ),
             FaultKind::Skip => {}
             armed => self.armed[rank as usize] = Some(armed),
         }

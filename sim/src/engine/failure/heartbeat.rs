@@ -73,18 +73,12 @@ impl Failure<'_> {
                 format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks"),
             );
         }
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::HeartbeatMonitor, WatchdogEvent::Exit),
-            now_ns,
+        self.take_down(
+            (rank, Some(group), ThreadKind::HeartbeatMonitor),
+            (ExitStatus::Aborted, now_ns),
             format!("[Rank {rank_id}] terminateProcess: std::abort()"),
+            out,
         );
-        out.push(Command::KillProcess {
-            rank,
-            status: ExitStatus::Aborted,
-            at_ns: now_ns,
-        });
     }
 }
 

@@ -487,20 +487,32 @@ impl<'s> Failure<'s> {
     /// The main thread ends on an exception nobody caught (R27, R29): logged, and the process
     /// ends with status `raised`.
     fn exit_uncaught(&mut self, rank: u32, group: GroupId, now_ns: u64, out: &mut Vec<Command>) {
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Main, WatchdogEvent::Exit),
-            now_ns,
-            format!(
-                "[Rank {}] process exited: the exception was not caught",
-                self.rank_id(rank)
-            ),
+        let message = format!(
+            "[Rank {}] process exited: the exception was not caught",
+            self.rank_id(rank)
         );
+        self.take_down(
+            (rank, Some(group), ThreadKind::Main),
+            (ExitStatus::Raised, now_ns),
+            message,
+            out,
+        );
+    }
+
+    /// Logs the end of `rank`'s process (an `Exit` record of `thread`) and ends it with
+    /// `status` at `at_ns`.
+    fn take_down(
+        &mut self,
+        (rank, group, thread): (u32, Option<GroupId>, ThreadKind),
+        (status, at_ns): (ExitStatus, u64),
+        message: String,
+        out: &mut Vec<Command>,
+    ) {
+        self.note(rank, group, (thread, WatchdogEvent::Exit), at_ns, message);
         out.push(Command::KillProcess {
             rank,
-            status: ExitStatus::Raised,
-            at_ns: now_ns,
+            status,
+            at_ns,
         });
     }
 
