@@ -54,7 +54,7 @@ use std::process::ExitCode;
 Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
 and reports host call times, stream intervals, completion and overlap (rules R1–R31 of docs/semantics.md).\n\n\
 Exit codes: 0 ok; 1 the run found a problem (a deadlock, a wait or watchdog timeout, an \
-out-of-memory, the simulated-time cap, the memory cap; a data race with --fail-on-race) or `diff` \
+out-of-memory, a failure at exit, the simulated-time cap, the memory cap; a data race with --fail-on-race) or `diff` \
 found a difference beyond its tolerances; 2 bad input or environment, an output that could not \
 be written included.\n\n\
 Limits (docs/reliability.md): before a run, its work is estimated (op calls, engine events, \

@@ -45,7 +45,7 @@ pub struct Timeline {
     pub ranks: Vec<RankTimeline>,
     pub findings: Vec<Finding>,
     /// What the watchdog, the heartbeat monitor and the main thread did about timeouts and
-    /// errors (R15, R26–R29), in time order; empty in a run where nothing went wrong.
+    /// errors (R15, R26–R29, R31), in time order; empty in a run where nothing went wrong.
     #[serde(default)]
     pub watchdog: Vec<WatchdogRecord>,
     /// The Flight Recorder dump of each rank that dumped (`TORCH_NCCL_DUMP_ON_TIMEOUT`, R27),

@@ -736,6 +736,14 @@ fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
         FindingKind::WaitTimeout => Some(WatchdogEvent::WaitTimeout),
         _ => None,
     };
+    // A failure at exit (R31) is logged with its finding's own message.
+    if finding.kind == FindingKind::ExitFailure {
+        if let Some(record) = (timeline.watchdog.iter())
+            .find(|r| Some(r.rank) == finding.rank && r.message == finding.message)
+        {
+            return record.at_ns;
+        }
+    }
     if let Some(event) = reported_by {
         if let Some(record) = timeline
             .watchdog

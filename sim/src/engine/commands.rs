@@ -337,7 +337,7 @@ impl Engine<'_> {
     }
 
     /// The process ends: its host stops, and the collectives it joined can never complete.
-    fn kill(&mut self, rank: u32, end: ProcessEnd) {
+    pub(super) fn kill(&mut self, rank: u32, end: ProcessEnd) {
         self.ranks[rank as usize].end.get_or_insert(end);
         self.any_dead = true;
         self.ranks[rank as usize].blocked = Blocked::Dead;

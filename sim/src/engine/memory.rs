@@ -161,13 +161,14 @@ impl Engine<'_> {
                         ),
                         stands_for: RankSet::default(),
                     };
-                    // torch.OutOfMemoryError, uncaught: the process exits.
-                    state.end = Some(ProcessEnd {
+                    // torch.OutOfMemoryError, uncaught: the process exits, and its GPU work
+                    // with it.
+                    let end = ProcessEnd {
                         status: ExitStatus::Raised,
                         at_ns: Some(state.host_ns),
-                    });
-                    state.blocked = Blocked::Done;
+                    };
                     self.rank_finding(rank, finding);
+                    self.kill(rank, end);
                     return true;
                 }
             }

@@ -18,11 +18,12 @@
 //! its ops ([`crate::pg`], shared with `hw`); `streams` the GPU's streams, event instances
 //! and SMs; `rendezvous` the collectives' meeting of ranks (R16, R24); `memory` the caching
 //! allocator and tensor lifetimes (R17–R20); `queue` the event queue; `findings` data races
-//! and deadlocks; `failure` faults and ProcessGroupNCCL's side threads (R26–R29), a component
-//! that is told what happened and answers with commands, which `commands` applies; `rank` the
-//! state of one rank; `gpu_times` what the GPU side writes into the records, kept apart from
-//! them until they are resolved. This file holds the run loop and the Timeline's assembly once
-//! the run ends; `tests` the engine-level behaviours, each through a whole small scenario.
+//! and deadlocks; `failure` faults, ProcessGroupNCCL's side threads (R26–R29) and the end of a
+//! process (R31), a component that is told what happened and answers with commands, which
+//! `commands` applies; `rank` the state of one rank; `gpu_times` what the GPU side writes into
+//! the records, kept apart from them until they are resolved. This file holds the run loop and
+//! the Timeline's assembly once the run ends; `tests` the engine-level behaviours, each through a
+//! whole small scenario.
 
 use crate::cost::gemm_ns;
 use crate::fold::Classes;
@@ -214,7 +215,7 @@ struct Engine<'s> {
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
     plans: FxHashMap<(usize, u64), CollectivePlan>,
     findings: Vec<Finding>,
-    /// Faults, watchdogs, heartbeat monitors, the store (R26–R29).
+    /// Faults, watchdogs, heartbeat monitors, the store, the end of a process (R26–R29, R31).
     failure: Failure<'s>,
     /// The failure component's commands being applied (kept to reuse the buffer).
     commands: Vec<failure::Command>,

@@ -443,3 +443,23 @@ fn stream_sync_blocks_the_host_for_the_backlog_r14() {
     let sync = timeline.ranks[0].host[1];
     assert_eq!(sync.end_ns, 8_000 + 2_000_000 + 5_000);
 }
+
+#[test]
+fn an_out_of_memory_ends_the_process_and_its_gpu_work_with_it_r20_r31() {
+    // A 2 s GPU sleep and an async all_reduce are pending when an allocation that cannot fit
+    // raises: the process ends there (uncaught OutOfMemoryError), and nothing of it runs on.
+    let text = "[cluster]\nranks = 1\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[memory]\ncapacity_gib = 1\n[tensors]\nx = \"1MiB\"\nhuge = \"2GiB\"\n[[op]]\ngpu_sleep_us = 2000000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nalloc = \"huge\"\n[[op]]\nfree = \"huge\"\n";
+    let timeline = simulate(&parse("t.toml", text).unwrap());
+    let rank = &timeline.ranks[0];
+    let end = rank.end.unwrap();
+    assert_eq!(end.status, ExitStatus::Raised);
+    let end_ns = end.at_ns.unwrap();
+    assert!(rank.kernels.iter().all(|k| k.start_ns <= end_ns));
+    assert!(
+        timeline.watchdog.iter().all(|r| r.at_ns <= end_ns),
+        "{:?}",
+        timeline.watchdog
+    );
+    let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FindingKind::OutOfMemory]);
+}

@@ -61,10 +61,15 @@ impl Failure<'_> {
     ) {
         let destroy = self.scenario.destroy_process_group;
         let busy = (0..self.groups).find(|&group| self.watchdogs[self.index(rank, group)].handling);
-        // The communicator already aborted (a `wait(timeout)` that raised, R15), the destructor
-        // has nothing to abort and joins the sleeping watchdog, as `destroy_process_group()` does
-        // (measured with wait_timeout.toml).
-        let crashes = busy.filter(|&group| !destroy && !self.is_aborted(rank, group));
+        // Where the communicator was aborted already (a `wait(timeout)` that raised, R15), the
+        // destructor has nothing to abort and joins the sleeping watchdog, as
+        // `destroy_process_group()` does (read from the source; wait_timeout.toml was measured
+        // with the call).
+        let crashes = (0..self.groups).find(|&group| {
+            !destroy
+                && self.watchdogs[self.index(rank, group)].handling
+                && !self.is_aborted(rank, group)
+        });
         if let Some(group) = crashes {
             self.exit_failure(
                 (rank, group, ThreadKind::Main, WatchdogEvent::Exit),

@@ -1,5 +1,5 @@
 //! ProcessGroupNCCL's side threads and the faults a scenario injects, as a component of the
-//! engine that receives notifications and returns commands (R15, R16, R26–R29).
+//! engine that receives notifications and returns commands (R15, R16, R26–R29, R31).
 //!
 //! The component owns its state — each watchdog's pending Works and deadline, the heartbeat,
 //! per-rank error state (armed faults, dumps, aborted communicators), the calls at each
@@ -447,7 +447,11 @@ impl<'s> Failure<'s> {
                 let watchdog = &self.watchdogs[self.index(rank, group)];
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
-            Wake::DumpSeen => self.dumped[rank as usize],
+            // After a return without destroy_process_group() the monitor was stopped (R31).
+            Wake::DumpSeen => {
+                self.dumped[rank as usize]
+                    || self.exiting[rank as usize].is_some_and(|exiting| !exiting.destroy)
+            }
             Wake::StackTraceLogged
             | Wake::DumpWaitOver
             | Wake::HeartbeatCheck
