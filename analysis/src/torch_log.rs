@@ -7,7 +7,7 @@
 use sim::timeline::{ThreadKind, WatchdogEvent, WatchdogRecord};
 
 /// Which log lines become which records, by a phrase of the message.
-const EVENTS: [(&str, ThreadKind, WatchdogEvent); 5] = [
+const EVENTS: [(&str, ThreadKind, WatchdogEvent); 7] = [
     (
         "Watchdog caught collective operation timeout",
         ThreadKind::Watchdog,
@@ -32,6 +32,18 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 5] = [
         "Heartbeat monitor timed out",
         ThreadKind::HeartbeatMonitor,
         WatchdogEvent::HeartbeatTimeout,
+    ),
+    // After the program returned without destroy_process_group() (R31): the watchdog's
+    // exception once the destructor tore the group down, and the destructor's abort timing out.
+    (
+        "terminated with exception: std::future_error",
+        ThreadKind::Watchdog,
+        WatchdogEvent::Exit,
+    ),
+    (
+        "Future for ProcessGroup abort timed out",
+        ThreadKind::Main,
+        WatchdogEvent::Abort,
     ),
 ];
 
@@ -104,8 +116,9 @@ pub fn watchdog_records(log: &str, origin_unix_ns: u64) -> Vec<WatchdogRecord> {
         let Some((rank, unix_ns, message)) = parse_line(line, year) else {
             continue;
         };
-        // The watchdog thread's exception repeats the timeout's message: one record is enough.
-        if message.contains("terminated with exception") {
+        // The watchdog thread's exception repeats the timeout's message: one record is enough
+        // (a broken promise at exit says something of its own).
+        if message.contains("terminated with exception") && !message.contains("std::future_error") {
             continue;
         }
         let Some((_, thread, event)) = EVENTS
@@ -165,6 +178,30 @@ mod tests {
         assert!(records[0].message.contains("Timeout(ms)=1000"));
         // From the timeout to the process being taken down (09:45:25.994156319): 7.462 s.
         assert_eq!(records[3].at_ns - records[0].at_ns, 7_462_071_582);
+    }
+
+    #[test]
+    fn the_lines_of_a_failed_exit_become_records_r31() {
+        // Measured on the H200 (tests/data/torch/probes/exit_with_pending_work.txt): the
+        // watchdog's broken promise after a timeout in the exit window, and the destructor's
+        // abort timing out with no Work pending.
+        let log = "[rank0]:[E1202 18:44:57.528857658 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=500) ran for 500 milliseconds before timing out.\n\
+[rank0]:[E1202 18:44:57.529498335 ProcessGroupNCCL.cpp:2119] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: std::future_error: Broken promise\n\
+[rank0]:[E1202 18:45:13.470668122 ProcessGroupNCCL.cpp:1389] [PG ID 0 PG GUID 0(default_pg) Rank 0] Future for ProcessGroup abort timed out after 500 ms\n";
+        let origin_unix_ns =
+            20_789 * 86_400 * 1_000_000_000 + (18 * 3600 + 44 * 60) * 1_000_000_000;
+        let records = watchdog_records(log, origin_unix_ns);
+        let kinds: Vec<(ThreadKind, WatchdogEvent)> =
+            records.iter().map(|r| (r.thread, r.event)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ThreadKind::Watchdog, WatchdogEvent::Timeout),
+                (ThreadKind::Watchdog, WatchdogEvent::Exit),
+                (ThreadKind::Main, WatchdogEvent::Abort)
+            ]
+        );
+        assert_eq!(records[1].at_ns - records[0].at_ns, 640_677);
     }
 
     #[test]
