@@ -240,7 +240,7 @@ impl Engine<'_> {
                 let at_ns = self.now_ns;
                 self.schedule(at_ns, Event::HostResume { rank, at_ns });
             }
-            Blocked::Done if state.end.is_none() && state.drained() => {
+            Blocked::Done if state.drained() => {
                 let now_ns = self.now_ns;
                 self.notify(failure::Notice::Drained { rank, now_ns });
             }

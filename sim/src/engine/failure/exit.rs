@@ -48,6 +48,12 @@ impl Exiting {
 }
 
 impl Failure<'_> {
+    /// The heartbeat monitor of `rank` was stopped: its program returned without
+    /// `destroy_process_group()`, and the destructor stops it.
+    pub(super) fn heartbeat_stopped(&self, rank: u32) -> bool {
+        self.exiting[rank as usize].is_some_and(|exiting| !exiting.destroy)
+    }
+
     /// The program of `rank` returned at `returned_ns`. `abort_timeout`: the group with the
     /// smallest timeout among those whose communicator the process created, and that timeout
     /// (the destructor's abort waits at most that long); `drained`: its GPU work is done already.
@@ -162,22 +168,13 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) -> bool {
         for group in 0..self.groups {
-            let watchdog = &self.watchdogs[self.index(rank, group)];
-            if watchdog.stuck_at_ns.is_some() || watchdog.handling {
-                continue;
+            // The deadline poll's own test, run now: the others get their poll at their deadline.
+            if self.timeout_due(view, rank, group, now_ns, out) {
+                let watchdog = &self.watchdogs[self.index(rank, group)];
+                let head = *watchdog.pending.front().expect("a due check has a Work");
+                self.caught(view, rank, group, Caught::Timeout(head), now_ns, out);
+                return true;
             }
-            self.prune_finished(view, rank, group);
-            let Some(deadline_ns) = self.head_deadline_ns(rank, group) else {
-                continue;
-            };
-            if deadline_ns > now_ns {
-                self.schedule_check(rank, group, deadline_ns, out);
-                continue;
-            }
-            let watchdog = &self.watchdogs[self.index(rank, group)];
-            let head = *watchdog.pending.front().expect("a deadline has a Work");
-            self.caught(view, rank, group, Caught::Timeout(head), now_ns, out);
-            return true;
         }
         false
     }
@@ -467,5 +464,18 @@ mod tests {
             commands.last(),
             Some(&ends(ExitStatus::Clean, 61_100_000_000))
         );
+    }
+
+    #[test]
+    fn a_returned_program_s_heartbeat_monitor_is_stopped_without_destroy_only_r31() {
+        for (extra, stopped) in [("", false), (NO_DESTROY, true)] {
+            let scenario = two_ranks(extra, "");
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
+            let run = FakeRun::default();
+            returned(&mut failure, &run, false);
+            let mut out = Vec::new();
+            let stale = failure.is_stale(&run, (0, 0, Wake::DumpSeen), 1_000_000_000, &mut out);
+            assert_eq!(stale, stopped, "{extra:?}");
+        }
     }
 }

@@ -39,7 +39,7 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         // The destructor stopped the monitor once the program returned (R31).
-        if self.exiting[rank as usize].is_some_and(|exiting| !exiting.destroy) {
+        if self.heartbeat_stopped(rank) {
             return;
         }
         let rank_id = self.rank_id(rank);

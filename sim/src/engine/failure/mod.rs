@@ -448,10 +448,7 @@ impl<'s> Failure<'s> {
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
             // After a return without destroy_process_group() the monitor was stopped (R31).
-            Wake::DumpSeen => {
-                self.dumped[rank as usize]
-                    || self.exiting[rank as usize].is_some_and(|exiting| !exiting.destroy)
-            }
+            Wake::DumpSeen => self.dumped[rank as usize] || self.heartbeat_stopped(rank),
             Wake::StackTraceLogged
             | Wake::DumpWaitOver
             | Wake::HeartbeatCheck

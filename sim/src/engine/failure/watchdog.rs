@@ -197,7 +197,7 @@ impl Failure<'_> {
     /// Drops pending Works that a poll saw complete before their deadline poll (the watchdog
     /// checks timeout before completion, so a Work seen complete only at its deadline poll
     /// still times out, R26).
-    pub(super) fn prune_finished(&mut self, view: &impl RunView, rank: u32, group: GroupId) {
+    fn prune_finished(&mut self, view: &impl RunView, rank: u32, group: GroupId) {
         let index = self.index(rank, group);
         while let Some(deadline_ns) = self.head_deadline_ns(rank, group) {
             let watchdog = &self.watchdogs[index];
