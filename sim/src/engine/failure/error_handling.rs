@@ -238,14 +238,15 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{
+        enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+    };
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     /// Rank 0 enqueues at 20 µs and times out at 1.1 s (rank 1 never joins).
     fn time_out(failure: &mut Failure<'_>, run: &FakeRun) {
-        enqueue(failure, run, (0, 0), 20_000);
-        let (commands, _) = split(woken(failure, run, 0, Wake::Check, 1_100_000_000));
+        let (commands, _) = split(time_out_rank_0(failure, run));
         assert_eq!(
             commands[0],
             finding(FindingKind::WatchdogTimeout, 0, Some(0))

@@ -300,7 +300,9 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{
+        enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+    };
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind};
 
@@ -411,10 +413,7 @@ mod tests {
     #[test]
     fn returning_during_the_dump_wait_crashes_without_destroy_and_waits_with_it_r31() {
         // Rank 0 times out at 1.1 s and sleeps 60 s for the dumps; its program returns at 2 s.
-        let time_out = |failure: &mut Failure<'_>, run: &FakeRun| {
-            enqueue(failure, run, (0, 0), 20_000);
-            woken(failure, run, 0, Wake::Check, 1_100_000_000);
-        };
+
         let notice = Notice::ProgramReturned {
             rank: 0,
             host_ns: 2_000_000_000,
@@ -424,7 +423,7 @@ mod tests {
         let scenario = two_ranks(NO_DESTROY, "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
-        time_out(&mut failure, &run);
+        time_out_rank_0(&mut failure, &run);
         let mut out = Vec::new();
         failure.notify(&run, notice.clone(), &mut out);
         let (commands, _) = split(out);
@@ -439,7 +438,7 @@ mod tests {
         // SIGABRT at 61.1 s).
         let scenario = two_ranks("", "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
-        time_out(&mut failure, &run);
+        time_out_rank_0(&mut failure, &run);
         let mut out = Vec::new();
         failure.notify(&run, notice, &mut out);
         assert_eq!(out, []);
@@ -456,8 +455,7 @@ mod tests {
         let scenario = two_ranks("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0", "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
-        enqueue(&mut failure, &run, (0, 0), 20_000);
-        woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        time_out_rank_0(&mut failure, &run);
         assert_eq!(returned(&mut failure, &run, true), []);
         let commands = woken(&mut failure, &run, 0, Wake::DumpWaitOver, 61_100_000_000);
         assert_eq!(

@@ -119,6 +119,16 @@ pub(super) fn enqueue(
     out
 }
 
+/// Rank 0 enqueues collective record 0 at 20 µs and its watchdog's deadline poll finds it
+/// timed out at 1.1 s (a 1-s group timeout); the commands it answers to the poll.
+pub(super) fn time_out_rank_0(
+    failure: &mut super::Failure<'_>,
+    run: &FakeRun,
+) -> Vec<super::Command> {
+    enqueue(failure, run, (0, 0), 20_000);
+    woken(failure, run, 0, super::Wake::Check, 1_100_000_000)
+}
+
 /// Tells `failure` that its wake-up `wake` of `rank` (group 0) is due at `now_ns`, unless it
 /// is stale; the commands it answers.
 pub(super) fn woken(
