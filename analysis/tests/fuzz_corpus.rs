@@ -1,6 +1,6 @@
 //! The fuzz targets' short run on the stable toolchain (CI): every seed of `fuzz/seeds/` and
 //! every input a campaign found and `fuzz/regressions/` keeps goes through its target's entry
-//! point (`analysis::robustness`), then proptest mutates the seeds (byte edits, cuts and
+//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options), then proptest mutates the seeds (byte edits, cuts and
 //! splices) a few hundred times per target. A panic fails the test; the catalogue's own
 //! files must also be accepted. The long coverage-guided campaigns: docs/reliability.md.
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 type Entry = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Entry); 9] = [
+const TARGETS: [(&str, Entry); 10] = [
     ("scenario", robustness::scenario),
     ("set_override", robustness::set_override),
     ("timeline", robustness::timeline),
@@ -20,6 +20,7 @@ const TARGETS: [(&str, Entry); 9] = [
     ("kineto", robustness::kineto),
     ("arguments", robustness::arguments),
     ("torch_log", robustness::torch_log),
+    ("hw_options", hw::robustness::launch_options),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -182,4 +183,9 @@ fn mutated_arguments_never_panic() {
 #[test]
 fn mutated_torch_logs_never_panic() {
     mutations("torch_log", robustness::torch_log, 200);
+}
+
+#[test]
+fn mutated_launch_environments_never_break_a_layout() {
+    mutations("hw_options", hw::robustness::launch_options, 400);
 }

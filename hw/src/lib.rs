@@ -71,6 +71,7 @@ mod nccl;
 mod options;
 mod plan;
 mod probe;
+pub mod robustness;
 mod watchdog;
 
 pub use error::HwError;
