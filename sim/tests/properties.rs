@@ -10,11 +10,12 @@ use std::fmt::Write;
 
 /// Builds a valid scenario from random choices: the generator tracks which Works and events
 /// exist so that every reference resolves; `skip` makes one collective leave out the last rank,
-/// which must end in a deadlock finding.
+/// which must end in a deadlock finding. `destroy` says whether the program ends with
+/// `destroy_process_group()` or returns without it (R31).
 fn scenario_text(
     ranks: u32,
     repeat: u32,
-    blocking_wait: bool,
+    (blocking_wait, destroy): (bool, bool),
     old_profile: bool,
     choices: &[(u8, u8)],
     skip: Option<usize>,
@@ -22,7 +23,7 @@ fn scenario_text(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "repeat = {repeat}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [0, {}] }}",
+        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [0, {}] }}",
         if old_profile { "2.5" } else { "2.12" },
         u8::from(blocking_wait),
         ranks.saturating_sub(1).min(1)
@@ -261,10 +262,11 @@ proptest! {
         ranks in 1u32..5,
         repeat in 1u32..4,
         blocking_wait in any::<bool>(),
+        destroy in any::<bool>(),
         old_profile in any::<bool>(),
         choices in proptest::collection::vec((any::<u8>(), any::<u8>()), 1..16),
     ) {
-        let text = scenario_text(ranks, repeat, blocking_wait, old_profile, &choices, None);
+        let text = scenario_text(ranks, repeat, (blocking_wait, destroy), old_profile, &choices, None);
         let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let timeline = sim::engine::simulate(&scenario);
         check_invariants(&timeline);
@@ -282,7 +284,7 @@ proptest! {
         let skip = skip_at % choices.len();
         let mut ops = choices.clone();
         ops.push((12, 0)); // a device sync after all: the host must wait for the stuck kernel
-        let text = scenario_text(ranks, 1, false, false, &ops, Some(skip));
+        let text = scenario_text(ranks, 1, (false, true), false, &ops, Some(skip));
         let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let timeline = sim::engine::simulate(&scenario);
         check_invariants(&timeline);
@@ -315,8 +317,9 @@ proptest! {
         fault in (any::<u8>(), any::<u32>(), any::<u32>()),
         host_phase_ms in 1u32..400,
         heartbeat_s in 1u32..3,
+        ending in (any::<bool>(), proptest::option::of(1u32..900)),
     ) {
-        let text = failing_text(ranks, mode, fault, host_phase_ms, heartbeat_s);
+        let text = failing_text(ranks, mode, fault, (host_phase_ms, heartbeat_s), ending);
         let scenario = sim::scenario::parse("f.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let timeline = sim::engine::simulate(&scenario);
         check_invariants(&timeline);
@@ -331,16 +334,22 @@ proptest! {
         ranks in 1u32..7,
         repeat in 1u32..3,
         blocking_wait in any::<bool>(),
+        destroy in any::<bool>(),
         choices in proptest::collection::vec((any::<u8>(), any::<u8>()), 1..10),
         skip in proptest::option::of(0usize..10),
         failing in proptest::option::of((0u8..4, any::<u8>(), any::<u32>(), any::<u32>())),
+        pair_timeout_ms in proptest::option::of(1u32..900),
     ) {
         // A random program (some ranks skip a collective), or one that goes on after a fault.
         let text = match failing {
-            None => scenario_text(ranks, repeat, blocking_wait, false, &choices, skip),
-            Some((mode, kind, rank, iteration)) => {
-                failing_text(ranks.max(2), mode, (kind, rank, iteration), 3 + rank % 300, 1)
-            }
+            None => scenario_text(ranks, repeat, (blocking_wait, destroy), false, &choices, skip),
+            Some((mode, kind, rank, iteration)) => failing_text(
+                ranks.max(2),
+                mode,
+                (kind, rank, iteration),
+                (3 + rank % 300, 1),
+                (destroy, pair_timeout_ms),
+            ),
         };
         let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let run = |fold: bool| {
@@ -362,7 +371,7 @@ proptest! {
         cut in 0usize..2000,
         insert in "[=\\[\\]\"a-z0-9.\\n -]{0,6}",
     ) {
-        let base = scenario_text(2, 2, false, false, &[(0, 1), (3, 0), (5, 2), (13, 0)], None);
+        let base = scenario_text(2, 2, (false, true), false, &[(0, 1), (3, 0), (5, 2), (13, 0)], None);
         let at = cut % base.len();
         let mut text = base[..at].to_string();
         text.push_str(&insert);
@@ -378,13 +387,16 @@ proptest! {
 /// A program that goes on after a fault: every iteration an async all_reduce (`ar`), a host
 /// phase, `wait()`, another host phase and a barrier-free `.item()`-less tail, so hosts keep
 /// issuing calls while the side threads time out, abort and end processes. Short timeouts
-/// and dump waits make the side threads act within the run.
+/// and dump waits make the side threads act within the run. `ending`: whether the program ends
+/// with `destroy_process_group()`, and, if given, the timeout in ms of a second group (ranks 0
+/// and 1) with an async all_reduce each iteration that no one waits for, so that a program
+/// returning without the call leaves work of two groups with two timeouts behind (R31).
 fn failing_text(
     ranks: u32,
     mode: u8,
     fault: (u8, u32, u32),
-    host_phase_ms: u32,
-    heartbeat_s: u32,
+    (host_phase_ms, heartbeat_s): (u32, u32),
+    (destroy, pair_timeout_ms): (bool, Option<u32>),
 ) -> String {
     let (kind, rank, iteration) = fault;
     let kind = match kind % 5 {
@@ -394,8 +406,15 @@ fn failing_text(
         3 => "kind = \"watchdog_stuck\"",
         _ => "kind = \"mismatch\"\nsize = \"2MiB\"",
     };
+    let pair = match pair_timeout_ms {
+        Some(timeout_ms) => format!(
+            "[groups.pair]\nranks = [0, 1]\ntimeout_s = {}\n[[op]]\nall_reduce = \"x\"\ngroup = \"pair\"\nasync_op = true\n",
+            f64::from(timeout_ms) / 1000.0
+        ),
+        None => String::new(),
+    };
     format!(
-        "repeat = 6\n[cluster]\nranks = {ranks}\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 100\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = {heartbeat_s}\nTORCH_NCCL_PROPAGATE_ERROR = {}\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[op]]\nwait = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[fault]]\nranks = [{}]\nat = \"ar\"\niteration = {}\n{kind}\n",
+        "repeat = 6\ndestroy_process_group = {destroy}\n[cluster]\nranks = {ranks}\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 100\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = {heartbeat_s}\nTORCH_NCCL_PROPAGATE_ERROR = {}\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[op]]\nwait = \"w\"\n[[op]]\nhost_sleep_us = {}\n{pair}[[fault]]\nranks = [{}]\nat = \"ar\"\niteration = {}\n{kind}\n",
         mode % 2,
         host_phase_ms * 1000,
         host_phase_ms * 700,

@@ -369,7 +369,9 @@ pub fn check_gpu_backlog_timeout(timeline: &Timeline, _report: &Report) {
         assert!(collective.end_ns < exit_ns);
         assert_eq!(exit_ns, detected_ns + DUMP_WAIT_NS);
         let report = records(timeline, rank, WatchdogEvent::DesyncReport);
-        assert!(report[0].message.contains("not started its kernel"));
+        assert!(report[0]
+            .message
+            .contains("have not started their kernels: their streams are still busy"));
     }
 }
 

@@ -18,6 +18,8 @@ pub(super) struct FakeRun {
     pub(super) ends_ns: HashMap<(u32, u32), u64>,
     pub(super) dead: Vec<u32>,
     pub(super) waiting_for_unique_id: Vec<u32>,
+    /// Ranks whose kernels of their enqueued Works have not started (the others all have).
+    pub(super) not_started: Vec<u32>,
     /// A new epoch at every look: the fake run may change between any two calls.
     pub(super) epochs: std::cell::Cell<u64>,
 }
@@ -62,7 +64,7 @@ impl RunView for FakeRun {
             {
                 progress.last_completed = progress.last_completed.max(work.seq);
             }
-            progress.kernel_started |= work.seq == seq;
+            progress.kernel_started |= work.seq == seq && !self.not_started.contains(&rank);
         }
         progress
     }

@@ -445,6 +445,8 @@ impl Failure<'_> {
         let mut missing = RankSet::default();
         let mut missing_alive = false;
         let mut not_started = RankSet::default();
+        // Ranks that enqueued the collective and ended before its kernel started.
+        let mut gone_first = RankSet::default();
         let mut waiting = RankSet::default();
         let mut rows: Vec<(RankSet, String)> = Vec::new();
         for &class in self.classes.group_classes(group) {
@@ -469,7 +471,11 @@ impl Failure<'_> {
             }
             waiting = waiting.union(ranks);
             if !progress.kernel_started {
-                not_started = not_started.union(ranks);
+                if dead {
+                    gone_first = gone_first.union(ranks);
+                } else {
+                    not_started = not_started.union(ranks);
+                }
             }
         }
         rows.sort_by_key(|(set, _)| set.first());
@@ -489,16 +495,31 @@ impl Failure<'_> {
             )
         } else if self.mismatched.contains(&(group, seq)) {
             format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
-        } else if !not_started.is_empty() {
-            let (have, their) = if not_started.count() == 1 {
-                ("has", "its stream is")
-            } else {
-                ("have", "their streams are")
-            };
-            format!(
-                "every rank enqueued collective {seq}; {} {have} not started its kernel: {their} still busy before it",
-                not_started.named()
-            )
+        } else if !not_started.is_empty() || !gone_first.is_empty() {
+            let mut why = Vec::new();
+            if !not_started.is_empty() {
+                let (have, their) = if not_started.count() == 1 {
+                    ("has", "its kernel: its stream is")
+                } else {
+                    ("have", "their kernels: their streams are")
+                };
+                why.push(format!(
+                    "{} {have} not started {their} still busy before it",
+                    not_started.named()
+                ));
+            }
+            if !gone_first.is_empty() {
+                let their = if gone_first.count() == 1 {
+                    "its kernel: its process"
+                } else {
+                    "their kernels: their processes"
+                };
+                why.push(format!(
+                    "{} never started {their} ended first",
+                    gone_first.named()
+                ));
+            }
+            format!("every rank enqueued collective {seq}; {}", why.join("; "))
         } else {
             format!("every rank enqueued and started collective {seq}; it never finished")
         };
@@ -518,7 +539,9 @@ pub(super) struct DesyncKey {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{
+        enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+    };
     use super::super::{Command, Failure, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
@@ -671,5 +694,36 @@ mod tests {
         assert!(!commands
             .iter()
             .any(|c| matches!(c, Command::Wake { rank: 1, .. })));
+    }
+
+    #[test]
+    fn the_diagnosis_tells_a_busy_stream_from_a_process_that_ended_before_the_kernel_r26() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let mut run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+        run.not_started = vec![0, 1];
+        run.dead.push(1);
+        let (_, messages) = split(time_out_rank_0(&mut failure, &run));
+        assert!(
+            messages[0].ends_with(
+                "Diagnosis: every rank enqueued collective 1; rank 0 has not started its kernel: \
+                 its stream is still busy before it; rank 1 never started its kernel: its process \
+                 ended first."
+            ),
+            "{}",
+            messages[0]
+        );
+        // Both alive: one clause, in the plural.
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        run.dead.clear();
+        let (_, messages) = split(time_out_rank_0(&mut failure, &run));
+        assert!(
+            messages[0].ends_with(
+                "ranks 0-1 (2 ranks) have not started their kernels: their streams are still \
+                 busy before it."
+            ),
+            "{}",
+            messages[0]
+        );
     }
 }
