@@ -2,13 +2,17 @@
 
 A one-rank NCCL group (its timeout `--timeout-ms`) queues a `--sleep-ms` GPU sleep and an async
 all_reduce behind it (none with `--no-collective`), sleeps `--host-sleep-ms` on the host,
-waits for the GPU with `--sync` (`wait()`, then `torch.cuda.synchronize()`), then the program returns without waiting (optionally after `destroy_process_group()`). Printed as one
-JSON line on stdout: when the Work was enqueued (`enqueued_s`) and when the program returned
-(`returned_s`), both from the script's start; the caller measures when the process ended, and
-keeps stderr for the watchdog's lines. Usage:
+waits for the GPU with `--sync` (`wait()`, then `torch.cuda.synchronize()`), then the program returns without waiting (optionally after `destroy_process_group()`), or, with `--raise`, ends
+in an uncaught exception instead of returning. `--second-group-timeout-ms T` also creates a
+second group (`new_group([0], timeout=T)`, its communicator made eagerly by a warm all_reduce);
+with `--second-group-work` the async all_reduce goes to that group instead of the default one.
+Printed as one JSON line on stdout: when the Work was enqueued (`enqueued_s`) and when the
+program returned or raised (`returned_s`), both from the script's start; the caller measures
+when the process ended, and keeps stderr for the watchdog's lines. Usage:
 
     python exit_with_pending_work.py [--sleep-ms 2000] [--timeout-ms 500] [--host-sleep-ms 0]
-                                     [--no-collective] [--sync] [--destroy]
+                                     [--no-collective] [--sync] [--destroy] [--raise]
+                                     [--second-group-timeout-ms T [--second-group-work]]
 """
 
 import argparse
@@ -32,6 +36,9 @@ def main():
     parser.add_argument("--no-collective", action="store_true")
     parser.add_argument("--sync", action="store_true")
     parser.add_argument("--destroy", action="store_true")
+    parser.add_argument("--raise", dest="raise_", action="store_true")
+    parser.add_argument("--second-group-timeout-ms", type=float, default=None)
+    parser.add_argument("--second-group-work", action="store_true")
     args = parser.parse_args()
     torch.cuda.set_device(0)
     store = tempfile.mktemp()
@@ -40,6 +47,13 @@ def main():
                             device_id=torch.device("cuda", 0))
     x = torch.ones(1 << 18, device="cuda")
     dist.all_reduce(x)
+    group = None
+    if args.second_group_timeout_ms is not None:
+        second = dist.new_group(
+            [0], timeout=datetime.timedelta(milliseconds=args.second_group_timeout_ms))
+        dist.all_reduce(x, group=second)
+        if args.second_group_work:
+            group = second
     torch.cuda.synchronize()
     # cycles of the GPU clock: calibrate with one timed sleep
     probe = 10_000_000
@@ -54,7 +68,7 @@ def main():
     enqueued_s = time.perf_counter() - START
     completed = None
     if not args.no_collective:
-        work = dist.all_reduce(x, async_op=True)
+        work = dist.all_reduce(x, group=group, async_op=True)
         completed = work.is_completed()
     time.sleep(args.host_sleep_ms / 1000)
     if args.sync:
@@ -68,8 +82,13 @@ def main():
                       "collective": not args.no_collective, "sync": args.sync,
                       "work_completed_at_return": completed,
                       "destroy": args.destroy, "sleep_ms": args.sleep_ms,
-                      "timeout_ms": args.timeout_ms, "torch": torch.__version__}),
+                      "timeout_ms": args.timeout_ms, "raise": args.raise_,
+                      "second_group_timeout_ms": args.second_group_timeout_ms,
+                      "second_group_work": args.second_group_work,
+                      "torch": torch.__version__}),
           flush=True)
+    if args.raise_:
+        raise RuntimeError("exit_with_pending_work.py: the program ends in an uncaught exception")
 
 
 main()

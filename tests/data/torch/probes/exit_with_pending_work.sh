@@ -13,6 +13,13 @@ variants=(
   "--sleep-ms 5000 --timeout-ms 1000 --host-sleep-ms 800"
   "--sleep-ms 5000 --timeout-ms 1000 --host-sleep-ms 1500"
   "--sleep-ms 3000 --timeout-ms 1000 --sync"
+  "--sleep-ms 2000 --timeout-ms 600000 --raise"
+  "--sleep-ms 2000 --timeout-ms 500 --raise"
+  "--sleep-ms 2000 --timeout-ms 500 --no-collective --raise"
+  "--sleep-ms 2000 --timeout-ms 600000 --no-collective --second-group-timeout-ms 500"
+  "--sleep-ms 2000 --timeout-ms 600000 --second-group-timeout-ms 500"
+  "--sleep-ms 2000 --timeout-ms 600000 --second-group-timeout-ms 500 --second-group-work"
+  "--sleep-ms 2000 --timeout-ms 500 --no-collective --second-group-timeout-ms 600000"
 )
 if [ $# -gt 0 ]; then variants=("$*"); fi
 for args in "${variants[@]}"; do
