@@ -413,10 +413,19 @@ def test_events_barrier_query_sleep_memory_and_a_straggler_reach_torch(resolve, 
 
 
 def test_the_program_ends_with_destroy_process_group_unless_the_scenario_says_not(
-        resolve, tmp_path):
+        resolve, interpret, tmp_path):
     plain = tmp_path / "plain.toml"
-    plain.write_text("[cluster]\nranks = 1\n[[op]]\nhost_sleep_us = 1\n")
-    assert tears_down_at_the_end(resolve(str(plain))[1])
+    plain.write_text("[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n")
     returns = tmp_path / "returns.toml"
     returns.write_text("destroy_process_group = false\n" + plain.read_text())
-    assert not tears_down_at_the_end(resolve(str(returns))[1])
+    for path, destroys in ((plain, True), (returns, False)):
+        resolved, scenario = resolve(str(path))
+        assert tears_down_at_the_end(scenario) == destroys
+        # The whole program through main(): the call is the last torch call, or is not made.
+        completed, document, calls = interpret(resolved)
+        assert completed.returncode == 0, completed.stderr
+        assert document is not None
+        called = names(calls)
+        assert ("destroy_process_group" in called) == destroys, called
+        if destroys:
+            assert called[-1] == "destroy_process_group", called
