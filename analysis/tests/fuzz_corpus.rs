@@ -1,7 +1,7 @@
 //! The fuzz targets' short run on the stable toolchain (CI): every seed of `fuzz/seeds/` and
 //! every input a campaign found and `fuzz/regressions/` keeps goes through its target's entry
-//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options), then proptest mutates the seeds (byte edits, cuts and
-//! splices) a few hundred times per target. A panic fails the test; the catalogue's own
+//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options), then proptest
+//! mutates the seeds (byte edits, cuts and splices) a few hundred times per target. A panic fails the test; the catalogue's own
 //! files must also be accepted. The long coverage-guided campaigns: docs/reliability.md.
 
 use analysis::robustness;

@@ -59,14 +59,13 @@ impl Downscale {
                             "downscale {other:?}: expected spin:<microseconds>, e.g. spin:500"
                         ))
                     })?;
-                    let duration_ns = (us * 1_000.0).round();
-                    if !(1.0..=60e9).contains(&duration_ns) {
+                    if !(0.001..=60e6).contains(&us) {
                         return Err(HwError::BadOptions(format!(
                             "downscale {other:?}: the spin must last between 1 ns (spin:0.001) and 60 s"
                         )));
                     }
                     StandIn::Spin {
-                        duration_ns: duration_ns as u64,
+                        duration_ns: (us * 1_000.0).round() as u64,
                     }
                 }
                 None => {

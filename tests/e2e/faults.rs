@@ -803,9 +803,10 @@ fn with_two_groups_the_abort_of_the_one_with_the_smaller_timeout_ends_the_proces
     // (world timeout, second group's timeout and whether the async all_reduce is on it, whether
     // there is one, PyTorch's shortest time from the return to the end over two runs, in ms):
     // exit_with_pending_work.txt, the runs with --second-group-timeout-ms. Every run ended in
-    // SIGABRT, and its log named the 500-ms group's abort or watchdog.
+    // SIGABRT, and its log named the 500-ms group's abort or watchdog. (With the Work on the
+    // 500-ms group the two runs took 0.70 and 2.01 s; the shorter one is the bound here.)
     let measured = [
-        ((600_000, 500, false), false, 2068),
+        ((600_000, 500, false), false, 2067),
         ((600_000, 500, false), true, 2044),
         ((600_000, 500, true), true, 697),
         ((500, 600_000, false), false, 2663),
@@ -832,12 +833,40 @@ fn with_two_groups_the_abort_of_the_one_with_the_smaller_timeout_ends_the_proces
             after_ms <= torch_ms && torch_ms - after_ms <= slack_ms,
             "{what}: {after_ms} ms after the return, PyTorch {torch_ms} ms"
         );
+        // The abort or timeout after the return is the smaller group's, and only its.
         let small = if world_ms < second_ms { 0 } else { 1 };
-        let named = timeline.watchdog.iter().any(|record| {
-            record.group == Some(small)
-                && matches!(record.event, WatchdogEvent::Abort | WatchdogEvent::Timeout)
-                && record.at_ns >= returned_ns
-        });
-        assert!(named, "{what}: {:?}", timeline.watchdog);
+        let groups: Vec<Option<u16>> = (timeline.watchdog.iter())
+            .filter(|record| {
+                matches!(record.event, WatchdogEvent::Abort | WatchdogEvent::Timeout)
+                    && record.at_ns >= returned_ns
+            })
+            .map(|record| record.group)
+            .collect();
+        assert!(!groups.is_empty(), "{what}: {:?}", timeline.watchdog);
+        assert!(
+            groups.iter().all(|&g| g == Some(small)),
+            "{what}: {groups:?}"
+        );
     }
+}
+
+#[test]
+fn the_desync_verdict_tells_a_busy_stream_from_a_process_that_ended_before_the_kernel() {
+    // gpu_backlog_timeout, with rank 1 dying at `loss`, after it enqueued `ar` behind its 605-s
+    // backlog: at rank 0's timeout neither kernel started, for two different reasons.
+    let text =
+        std::fs::read_to_string(crate::util::scenarios_dir().join("gpu_backlog_timeout.toml"))
+            .unwrap()
+            + "\n[[fault]]\nranks = [1]\nat = \"loss\"\nkind = \"die\"\n";
+    let timeline = simulate_text(&text);
+    let report = records(&timeline, 0, WatchdogEvent::DesyncReport);
+    assert!(
+        report[0].message.ends_with(
+            "verdict: every rank enqueued collective 1; rank 0 has not started its kernel: its \
+             stream is still busy before it; rank 1 never started its kernel: its process ended \
+             first"
+        ),
+        "{}",
+        report[0].message
+    );
 }
