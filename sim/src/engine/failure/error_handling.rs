@@ -240,6 +240,7 @@ impl Failure<'_> {
 mod tests {
     use super::super::fake::{
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+        DUMP_WAIT_OVER_NS,
     };
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
@@ -262,8 +263,6 @@ mod tests {
             .map(|r| r.event)
             .collect()
     }
-
-    const DUMP_WAIT_OVER_NS: u64 = 61_100_000_000;
 
     #[test]
     fn skip_clean_up_exits_without_abort_r27() {

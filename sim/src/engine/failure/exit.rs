@@ -302,6 +302,7 @@ impl Failure<'_> {
 mod tests {
     use super::super::fake::{
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+        DUMP_WAIT_OVER_NS,
     };
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind};
@@ -443,8 +444,8 @@ mod tests {
         failure.notify(&run, notice, &mut out);
         assert_eq!(out, []);
         assert_eq!(
-            woken(&mut failure, &run, 0, Wake::DumpWaitOver, 61_100_000_000),
-            [ends(ExitStatus::Aborted, 61_100_000_000)]
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [ends(ExitStatus::Aborted, DUMP_WAIT_OVER_NS)]
         );
     }
 
@@ -457,10 +458,10 @@ mod tests {
         let run = FakeRun::default().with_work(0, 0, 1);
         time_out_rank_0(&mut failure, &run);
         assert_eq!(returned(&mut failure, &run, true), []);
-        let commands = woken(&mut failure, &run, 0, Wake::DumpWaitOver, 61_100_000_000);
+        let commands = woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS);
         assert_eq!(
             commands.last(),
-            Some(&ends(ExitStatus::Clean, 61_100_000_000))
+            Some(&ends(ExitStatus::Clean, DUMP_WAIT_OVER_NS))
         );
     }
 

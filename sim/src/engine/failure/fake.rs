@@ -121,6 +121,9 @@ pub(super) fn enqueue(
     out
 }
 
+/// When the 60-s sleep for the dumps of [`time_out_rank_0`]'s timeout ends.
+pub(super) const DUMP_WAIT_OVER_NS: u64 = 61_100_000_000;
+
 /// Rank 0 enqueues collective record 0 at 20 µs and its watchdog's deadline poll finds it
 /// timed out at 1.1 s (a 1-s group timeout); the commands it answers to the poll.
 pub(super) fn time_out_rank_0(

@@ -84,7 +84,10 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{
+        enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+        DUMP_WAIT_OVER_NS,
+    };
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::FaultKind;
     use crate::timeline::{ExitStatus, FindingKind};
@@ -160,13 +163,12 @@ mod tests {
             "",
         );
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
-        enqueue(&mut failure, &run, (0, 0), 20_000);
-        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        let (commands, _) = split(time_out_rank_0(&mut failure, &run));
         assert_eq!(
             commands,
             [
                 finding(FindingKind::WatchdogTimeout, 0, Some(0)),
-                wake(0, Wake::DumpWaitOver, 61_100_000_000),
+                wake(0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             ]
         );
     }

@@ -541,6 +541,7 @@ pub(super) struct DesyncKey {
 mod tests {
     use super::super::fake::{
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
+        DUMP_WAIT_OVER_NS,
     };
     use super::super::{Command, Failure, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
@@ -610,14 +611,13 @@ mod tests {
         let scenario = two_ranks("", "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
-        enqueue(&mut failure, &run, (0, 0), 20_000);
-        let (commands, messages) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        let (commands, messages) = split(time_out_rank_0(&mut failure, &run));
         assert_eq!(
             commands,
             [
                 finding(FindingKind::WatchdogTimeout, 0, Some(0)),
                 wake(1, Wake::DumpSeen, 2_000_000_000),
-                wake(0, Wake::DumpWaitOver, 61_100_000_000),
+                wake(0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             ]
         );
         assert_eq!(
