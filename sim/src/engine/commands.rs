@@ -403,9 +403,8 @@ mod tests {
             + "[[op]]\nhost_sleep_us = 1000000\n";
         assert_eq!(events_of(&late, 0, WatchdogEvent::Timeout), [1_100_000_000]);
         // Returning at ≈ 1.0501 s instead, without destroy_process_group(), its watchdog polls
-        // at once (R31): past the deadline,
-        // checked before completion, the Work times out at the return and takes the process
-        // down there.
+        // at once (R31): past the deadline, checked before completion, the Work times out at
+        // the return and takes the process down there.
         let returned = "destroy_process_group = false\n".to_string()
             + &two_ranks("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1050000");
         let timeline = simulate(&parse("t.toml", &returned).unwrap());
