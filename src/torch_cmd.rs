@@ -326,6 +326,16 @@ fn join_ranks(
     }
     let origins: Vec<u64> = parts.iter().map(|(_, part)| origin_ns(part)).collect();
     let earliest = origins.iter().copied().min().unwrap_or(0);
+    // One host's ranks share CLOCK_MONOTONIC: the earliest rank's pair places every log line.
+    let log_origin = analysis::torch_log::LogOrigin {
+        unix_ns: earliest,
+        monotonic_ns: parts
+            .iter()
+            .zip(&origins)
+            .find(|(_, origin)| **origin == earliest)
+            .and_then(|((_, part), _)| part.machine.get("host_origin_monotonic_ns"))
+            .and_then(|text| text.parse().ok()),
+    };
     let mut watchdog: Vec<WatchdogRecord> = parts
         .iter()
         .zip(&origins)
@@ -354,24 +364,31 @@ fn join_ranks(
             ),
         });
     }
-    // What PyTorch's watchdog logged (its timeout, dump, taking the process down) is on the
-    // same wall clock: records on the common axis, and a finding per timed-out rank.
-    for record in analysis::torch_log::watchdog_records(log, earliest) {
-        let timed_out = record.event == WatchdogEvent::Timeout;
-        if timed_out
-            && !timeline.findings.iter().any(|finding| {
-                finding.rank == Some(record.rank) && finding.kind == FindingKind::WatchdogTimeout
-            })
-        {
-            timeline.findings.push(Finding {
-                stands_for: Default::default(),
-                kind: FindingKind::WatchdogTimeout,
-                rank: Some(record.rank),
-                iteration: None,
-                op: None,
-                stream: None,
-                message: format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message),
-            });
+    // What PyTorch's watchdog logged (its timeout or async error, dump, taking the process
+    // down) is on the same wall clock: records on the common axis, and a finding per rank for
+    // the watchdog's timeout and async error.
+    for record in analysis::torch_log::watchdog_records(log, log_origin) {
+        let kind = match (record.thread, record.event) {
+            (ThreadKind::Watchdog, WatchdogEvent::Timeout) => Some(FindingKind::WatchdogTimeout),
+            (ThreadKind::Watchdog, WatchdogEvent::AsyncError) => Some(FindingKind::AsyncError),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            if !timeline
+                .findings
+                .iter()
+                .any(|finding| finding.rank == Some(record.rank) && finding.kind == kind)
+            {
+                timeline.findings.push(Finding {
+                    stands_for: Default::default(),
+                    kind,
+                    rank: Some(record.rank),
+                    iteration: None,
+                    op: None,
+                    stream: None,
+                    message: format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message),
+                });
+            }
         }
         watchdog.push(record);
     }

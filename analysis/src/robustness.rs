@@ -208,13 +208,18 @@ pub fn arguments(data: &[u8]) -> bool {
     accepted
 }
 
-/// PyTorch's stderr of a launch (`c10dsim torch`): the first line the Unix time in ns of the
-/// run's time 0, the rest the log, read into watchdog records. Accepted when a record is read.
+/// PyTorch's stderr of a launch (`c10dsim torch`): the first line the run's time 0 (its Unix
+/// time in ns, optionally followed by its `CLOCK_MONOTONIC` ns), the rest the log, read into
+/// watchdog records. Accepted when a record is read.
 pub fn torch_log(data: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(data) else {
         return false;
     };
     let (origin, log) = text.split_once('\n').unwrap_or((text, ""));
-    let origin_unix_ns = origin.trim().parse().unwrap_or(0);
-    !crate::torch_log::watchdog_records(log, origin_unix_ns).is_empty()
+    let mut clocks = origin.split_whitespace().map(|field| field.parse().ok());
+    let origin = crate::torch_log::LogOrigin {
+        unix_ns: clocks.next().flatten().unwrap_or(0),
+        monotonic_ns: clocks.next().flatten(),
+    };
+    !crate::torch_log::watchdog_records(log, origin).is_empty()
 }

@@ -1,17 +1,42 @@
-//! PyTorch's own error-path log lines (glog style, `[rank0]:[E1201 03:54:42.518274455
+//! PyTorch's own error-path log lines (`[rank0]:[E1201 03:54:42.518274455
 //! ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: …`) turned
-//! into Timeline watchdog records: what the watchdog did in a `c10dsim torch` run, which the
-//! Python interpreter cannot see from the main thread (docs/torch.md). Pure: text in, records
-//! out.
+//! into Timeline watchdog records: what the watchdog and the main thread's C++ did in a
+//! `c10dsim torch` run, which the Python interpreter cannot see (docs/torch.md). Pure: text in,
+//! records out.
+//!
+//! Two readings need more than a phrase table:
+//! - **The clock.** PyTorch 2.11's C++ logger prints the wall clock's seconds with the
+//!   nanoseconds of `CLOCK_MONOTONIC`, so the printed fraction is off by a constant of the
+//!   machine's boot (measured on the H200: 0.80–0.89 s). With the run's origin on both clocks
+//!   ([`LogOrigin::monotonic_ns`]) the true time is exact; without it, a line may be up to 1 s
+//!   off.
+//! - **Who logged it.** A wait's own timeout (blocking wait, `wait(timeout)`) goes through the
+//!   same timeout check as the watchdog's, so its first line says "Watchdog caught collective
+//!   operation timeout" although the main thread printed it; the line after it, "timed out in
+//!   blocking wait", says whose it was. The main thread then aborts the communicator and prints
+//!   "taking the entire process down" before it rethrows to Python, where the program may catch
+//!   it: that line is the abort's end, not the process's.
+
+use std::collections::BTreeSet;
 
 use sim::timeline::{ThreadKind, WatchdogEvent, WatchdogRecord};
 
 /// Which log lines become which records, by a phrase of the message.
-const EVENTS: [(&str, ThreadKind, WatchdogEvent); 7] = [
+const EVENTS: [(&str, ThreadKind, WatchdogEvent); 9] = [
     (
         "Watchdog caught collective operation timeout",
         ThreadKind::Watchdog,
         WatchdogEvent::Timeout,
+    ),
+    (
+        "raised the following async exception",
+        ThreadKind::Watchdog,
+        WatchdogEvent::AsyncError,
+    ),
+    (
+        "Stack trace of the failed collective",
+        ThreadKind::Watchdog,
+        WatchdogEvent::StackTrace,
     ),
     (
         "to signal dumping",
@@ -47,6 +72,36 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 7] = [
     ),
 ];
 
+/// The main thread's line after the shared timeout check: the timeout was a wait's own.
+const WAIT_TIMED_OUT: &str = "timed out in blocking wait";
+
+/// Time 0 of a run on the two clocks PyTorch's log lines mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOrigin {
+    /// The wall clock at time 0, Unix ns (the Timeline's `host_origin_unix_ns`).
+    pub unix_ns: u64,
+    /// `CLOCK_MONOTONIC` at the same moment (`host_origin_monotonic_ns`); `None` for a Timeline
+    /// written before the torch engine kept it: the printed clock is then read as wall time.
+    pub monotonic_ns: Option<u64>,
+}
+
+impl LogOrigin {
+    /// A line's wall time from its printed whole seconds (Unix ns) and printed fraction.
+    fn unix_ns(&self, whole_seconds_ns: u64, fraction_ns: u64) -> Option<u64> {
+        const SECOND_NS: i128 = 1_000_000_000;
+        let fraction = match self.monotonic_ns {
+            // The fraction is the monotonic clock's; the wall clock is ahead of it by the
+            // origin's difference, and within the printed second.
+            Some(monotonic_ns) => {
+                let offset = i128::from(self.unix_ns) - i128::from(monotonic_ns);
+                (i128::from(fraction_ns) + offset).rem_euclid(SECOND_NS)
+            }
+            None => i128::from(fraction_ns),
+        };
+        u64::try_from(i128::from(whole_seconds_ns) + fraction).ok()
+    }
+}
+
 /// Days from 1970-01-01 to a proleptic Gregorian date.
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
@@ -71,9 +126,19 @@ fn year_of(unix_ns: u64) -> i64 {
     year
 }
 
-/// `[rank0]:[E1201 03:54:42.518274455 File.cpp:1] message` → (rank, Unix ns, message); the
-/// clock is read as UTC.
-fn parse_line(line: &str, year: i64) -> Option<(u32, u64, &str)> {
+/// One of PyTorch's log lines: its rank, printed clock and message.
+#[derive(Debug, PartialEq)]
+struct Line<'a> {
+    rank: u32,
+    /// The printed date and time to the second, as Unix ns (the clock is read as UTC).
+    whole_seconds_ns: u64,
+    /// The printed nanoseconds.
+    fraction_ns: u64,
+    message: &'a str,
+}
+
+/// `[rank0]:[E1201 03:54:42.518274455 File.cpp:1] message` → its [`Line`].
+fn parse_line(line: &str, year: i64) -> Option<Line<'_>> {
     let rest = line.strip_prefix("[rank")?;
     let (rank, rest) = rest.split_once("]:[")?;
     let rank: u32 = rank.parse().ok()?;
@@ -103,49 +168,228 @@ fn parse_line(line: &str, year: i64) -> Option<(u32, u64, &str)> {
     // In i128: a year late in u64's nanosecond range (2554) overflows i64 nanoseconds.
     let seconds = i128::from(days_from_civil(year, month, day)) * 86_400
         + i128::from(hour * 3600 + minute * 60 + second);
-    let unix_ns = u64::try_from(seconds * 1_000_000_000 + i128::from(nanos)).ok()?;
-    Some((rank, unix_ns, message.trim()))
+    let whole_seconds_ns = u64::try_from(seconds * 1_000_000_000).ok()?;
+    Some(Line {
+        rank,
+        whole_seconds_ns,
+        fraction_ns: nanos as u64,
+        message: message.trim(),
+    })
 }
 
-/// The watchdog records in `log` (PyTorch's stderr of a launch), on the axis whose time 0 is
-/// `origin_unix_ns`; lines before the origin, or of another kind, are skipped.
-pub fn watchdog_records(log: &str, origin_unix_ns: u64) -> Vec<WatchdogRecord> {
-    let year = year_of(origin_unix_ns);
-    let mut records = Vec::new();
-    for line in log.lines() {
-        let Some((rank, unix_ns, message)) = parse_line(line, year) else {
+/// The watchdog and main-thread records in `log` (PyTorch's stderr of a launch), on the axis
+/// whose time 0 is `origin`; lines before the origin, or of another kind, are skipped.
+pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
+    let year = year_of(origin.unix_ns);
+    let mut records: Vec<WatchdogRecord> = Vec::new();
+    // Ranks whose main thread timed a wait out and has not yet printed its abort's end.
+    let mut raising: BTreeSet<u32> = BTreeSet::new();
+    for text in log.lines() {
+        let Some(line) = parse_line(text, year) else {
             continue;
         };
+        let (rank, message) = (line.rank, line.message);
         // The watchdog thread's exception repeats the timeout's message: one record is enough
         // (a broken promise at exit says something of its own).
         if message.contains("terminated with exception") && !message.contains("std::future_error") {
             continue;
         }
-        let Some((_, thread, event)) = EVENTS
-            .iter()
-            .find(|(phrase, _, _)| message.contains(phrase))
-        else {
+        let mut abort_ended = false;
+        let kind = if message.contains(WAIT_TIMED_OUT) {
+            // The timeout line just before it was this wait's, printed by the main thread.
+            if let Some(last) = records.iter().rposition(|r| r.rank == rank) {
+                let previous = &records[last];
+                if previous.event == WatchdogEvent::Timeout
+                    && work_named(&previous.message).is_some()
+                    && work_named(&previous.message) == work_named(message)
+                {
+                    records.remove(last);
+                }
+            }
+            raising.insert(rank);
+            Some((ThreadKind::Main, WatchdogEvent::WaitTimeout))
+        } else if message.contains("taking the entire process down") && raising.remove(&rank) {
+            // The main thread's abort ended; it rethrows to the program.
+            abort_ended = true;
+            Some((ThreadKind::Main, WatchdogEvent::Abort))
+        } else {
+            EVENTS
+                .iter()
+                .find(|(phrase, _, _)| message.contains(phrase))
+                .map(|(_, thread, event)| (*thread, *event))
+        };
+        let Some((thread, event)) = kind else {
             continue;
         };
-        let Some(at_ns) = unix_ns.checked_sub(origin_unix_ns) else {
+        let Some(at_ns) = origin
+            .unix_ns(line.whole_seconds_ns, line.fraction_ns)
+            .and_then(|unix_ns| unix_ns.checked_sub(origin.unix_ns))
+        else {
             continue;
         };
         records.push(WatchdogRecord {
             stands_for: Default::default(),
             rank,
             group: None,
-            thread: *thread,
-            event: *event,
+            thread,
+            event,
             at_ns,
-            message: message.to_string(),
+            message: if abort_ended {
+                format!(
+                    "[Rank {rank}] the main thread's abort of the communicator ended and the wait raises to the program (PyTorch's line: {message})"
+                )
+            } else {
+                message.to_string()
+            },
         });
     }
     records
 }
 
+/// The Work a line names, `WorkNCCL(SeqNum=1, …)`.
+fn work_named(message: &str) -> Option<&str> {
+    let start = message.find("WorkNCCL(")?;
+    let end = start + message[start..].find(')')?;
+    Some(&message[start..=end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An origin without its monotonic reading: the printed clock is read as wall time.
+    fn printed_clock(unix_ns: u64) -> LogOrigin {
+        LogOrigin {
+            unix_ns,
+            monotonic_ns: None,
+        }
+    }
+
+    #[test]
+    fn the_printed_fraction_is_read_on_the_monotonic_clock() {
+        // Time 0 at wall 10.3 s and monotonic 5.0 s: the wall clock is 0.3 s past the
+        // monotonic one within every second.
+        let origin = LogOrigin {
+            unix_ns: 10_300_000_000,
+            monotonic_ns: Some(5_000_000_000),
+        };
+        assert_eq!(
+            origin.unix_ns(12_000_000_000, 400_000_000),
+            Some(12_700_000_000)
+        );
+        // Past the wrap: fraction 0.8 on the monotonic clock is 0.1 on the wall clock.
+        assert_eq!(
+            origin.unix_ns(12_000_000_000, 800_000_000),
+            Some(12_100_000_000)
+        );
+        // A monotonic clock ahead of the wall clock (a negative difference) wraps too.
+        let ahead = LogOrigin {
+            unix_ns: 10_300_000_000,
+            monotonic_ns: Some(20_900_000_000),
+        };
+        assert_eq!(
+            ahead.unix_ns(12_000_000_000, 500_000_000),
+            Some(12_900_000_000)
+        );
+        assert_eq!(
+            ahead.unix_ns(12_000_000_000, 700_000_000),
+            Some(12_100_000_000)
+        );
+        assert_eq!(
+            printed_clock(0).unix_ns(12_000_000_000, 700_000_000),
+            Some(12_700_000_000)
+        );
+    }
+
+    /// The two clocks of a measured run's time 0 (its Timeline's machine keys).
+    fn measured(unix_ns: u64, monotonic_ns: u64) -> LogOrigin {
+        LogOrigin {
+            unix_ns,
+            monotonic_ns: Some(monotonic_ns),
+        }
+    }
+
+    #[test]
+    fn a_blocking_wait_s_timeout_is_the_main_thread_s_and_its_abort_is_not_an_exit() {
+        // Measured on the H200 (tests/data/torch/caught_timeout.run1): the main thread's
+        // timeout check, its "timed out in blocking wait", and the end of its abort before the
+        // program caught the raise and ran on. No watchdog line at all.
+        let log = include_str!("../../tests/data/torch/caught_timeout.run1.log");
+        let records = watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
+        let kinds: Vec<(ThreadKind, WatchdogEvent)> =
+            records.iter().map(|r| (r.thread, r.event)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+                (ThreadKind::Main, WatchdogEvent::Abort)
+            ]
+        );
+        assert!(records[0].message.contains("timed out in blocking wait"));
+        assert!(records[1]
+            .message
+            .contains("abort of the communicator ended"));
+        // The run's Timeline: the collective enqueued at 0.701 s with a 500 ms timeout, and
+        // `wait()` returned (raised) at 2.652170944 s. On the monotonic reading the abort's
+        // end is within a millisecond of the raise and the timeout within 10 ms of its due
+        // time; read as printed, both were 1 s off on another day's machine.
+        let raised_ns: u64 = 2_652_170_944;
+        assert!(
+            records[1].at_ns.abs_diff(raised_ns) < 1_000_000,
+            "{}",
+            records[1].at_ns
+        );
+        assert!((1_201_000_000..1_211_000_000).contains(&records[0].at_ns));
+    }
+
+    #[test]
+    fn after_a_timed_wait_s_abort_the_watchdog_reports_an_async_error() {
+        // Measured on the H200 (tests/data/torch/wait_timeout.run1): `wait(timeout=50 ms)`
+        // timed out in the main thread, which aborted the communicator and raised; the
+        // watchdog then found the aborted communicator's NCCL error, logged the stack trace,
+        // signalled and made the dump, and took the process down after its 60 s dump wait.
+        let log = include_str!("../../tests/data/torch/wait_timeout.run1.log");
+        let records = watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
+        let kinds: Vec<(ThreadKind, WatchdogEvent)> =
+            records.iter().map(|r| (r.thread, r.event)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+                (ThreadKind::Main, WatchdogEvent::Abort),
+                (ThreadKind::Watchdog, WatchdogEvent::AsyncError),
+                (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
+                (ThreadKind::Watchdog, WatchdogEvent::DumpSignal),
+                (ThreadKind::Watchdog, WatchdogEvent::Dump),
+                (ThreadKind::Watchdog, WatchdogEvent::Exit)
+            ]
+        );
+        assert!(records[2].message.contains("NCCL error"));
+        // The Timeline's `wait()` raised at 1.507966748 s; the monotonic reading puts the
+        // abort's end there, and every record in the order it happened.
+        assert!(records[1].at_ns.abs_diff(1_507_966_748) < 1_000_000);
+        assert!(records
+            .windows(2)
+            .all(|pair| pair[0].at_ns <= pair[1].at_ns));
+        // The dump wait: 60 s from the dump signal to taking the process down.
+        let dump_wait_ns = records[6].at_ns - records[4].at_ns;
+        assert!(
+            dump_wait_ns.abs_diff(60_000_000_000) < 10_000_000,
+            "{dump_wait_ns}"
+        );
+    }
+
+    #[test]
+    fn a_timeout_line_of_another_work_is_kept() {
+        let log = "[rank0]:[E1202 09:42:40.100000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=500) ran for 500 milliseconds before timing out.\n\
+[rank0]:[E1202 09:42:40.200000000 ProcessGroupNCCL.cpp:821] [Rank 0] Work WorkNCCL(SeqNum=2, OpType=ALLREDUCE, Timeout(ms)=500) timed out in blocking wait.\n";
+        let origin = 20_789 * 86_400 * 1_000_000_000 + (9 * 3600 + 42 * 60) * 1_000_000_000;
+        let events: Vec<WatchdogEvent> = watchdog_records(log, printed_clock(origin))
+            .iter()
+            .map(|r| r.event)
+            .collect();
+        assert_eq!(events, [WatchdogEvent::Timeout, WatchdogEvent::WaitTimeout]);
+    }
 
     #[test]
     fn civil_days_match_known_dates() {
@@ -157,27 +401,38 @@ mod tests {
 
     #[test]
     fn the_measured_gpu_backlog_timeout_log_gives_pytorch_s_error_path() {
-        // Measured on the H200 (tests/data/torch): a 1 s timeout behind a 3 s GPU backlog.
+        // Measured on the H200 (tests/data/torch/gpu_backlog_timeout.run1): a 1 s timeout
+        // behind a 3 s GPU backlog, the collective enqueued at 0.556870909 s.
         let log = include_str!("../../tests/data/torch/gpu_backlog_timeout.run1.log");
-        let origin_unix_ns =
-            20_789 * 86_400 * 1_000_000_000 + (9 * 3600 + 45 * 60 + 16) * 1_000_000_000;
-        let records = watchdog_records(log, origin_unix_ns);
+        let records = watchdog_records(log, measured(1_796_277_491_783_812_137, 117_370_996_936));
         let events: Vec<WatchdogEvent> = records.iter().map(|r| r.event).collect();
         assert_eq!(
             events,
             [
                 WatchdogEvent::Timeout,
+                WatchdogEvent::StackTrace,
                 WatchdogEvent::DumpSignal,
                 WatchdogEvent::Dump,
                 WatchdogEvent::Exit
             ]
         );
-        // 09:45:18.532084737 is 2.532084737 s after the origin chosen at 09:45:16.
-        assert_eq!(records[0].at_ns, 2_532_084_737);
         assert_eq!(records[0].rank, 0);
         assert!(records[0].message.contains("Timeout(ms)=1000"));
-        // From the timeout to the process being taken down (09:45:25.994156319): 7.462 s.
-        assert_eq!(records[3].at_ns - records[0].at_ns, 7_462_071_582);
+        // The watchdog polls every 100 ms: it found the timeout within a poll of its due time.
+        let due_ns = 556_870_909 + 1_000_000_000;
+        assert!((due_ns..due_ns + 100_000_000).contains(&records[0].at_ns));
+        // The times this reader gave the run's own Timeline (its `watchdog` records).
+        let at_ns: Vec<u64> = records.iter().map(|r| r.at_ns).collect();
+        assert_eq!(
+            at_ns,
+            [
+                1_562_127_768,
+                6_788_669_582,
+                6_788_757_164,
+                7_162_571_586,
+                8_520_953_718
+            ]
+        );
     }
 
     #[test]
@@ -190,7 +445,7 @@ mod tests {
 [rank0]:[E1202 18:45:13.470668122 ProcessGroupNCCL.cpp:1389] [PG ID 0 PG GUID 0(default_pg) Rank 0] Future for ProcessGroup abort timed out after 500 ms\n";
         let origin_unix_ns =
             20_789 * 86_400 * 1_000_000_000 + (18 * 3600 + 44 * 60) * 1_000_000_000;
-        let records = watchdog_records(log, origin_unix_ns);
+        let records = watchdog_records(log, printed_clock(origin_unix_ns));
         let kinds: Vec<(ThreadKind, WatchdogEvent)> =
             records.iter().map(|r| (r.thread, r.event)).collect();
         assert_eq!(
@@ -222,11 +477,14 @@ mod tests {
             assert_eq!(parse_line(&line, 2026), None, "{bad}");
         }
         assert!(parse_line("[rank0]:[E1201 23:59:60.999 F.cpp:1] message", 2026).is_some());
-        assert!(watchdog_records(&format!("{line}\n"), 0).is_empty());
+        assert!(watchdog_records(&format!("{line}\n"), printed_clock(0)).is_empty());
         // A time 0 in the year 2343 (cargo fuzz): its nanoseconds overflowed an i64.
         let late =
             "[rank0]:[E1201 03:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
         assert!(parse_line(late, 2343).is_some());
-        assert_eq!(watchdog_records(late, 11_796_204_716_000_000_000).len(), 1);
+        assert_eq!(
+            watchdog_records(late, printed_clock(11_796_204_716_000_000_000)).len(),
+            1
+        );
     }
 }

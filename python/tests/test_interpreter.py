@@ -45,7 +45,8 @@ def test_the_timeline_has_the_rust_shape_and_one_host_record_per_op_and_iteratio
     assert all(isinstance(v, str) for v in document["machine"].values())
     assert document["machine"]["kernel_durations"] == (
         "Flight Recorder duration_ms for 4 of 4 collectives (after 1 dumps)")
-    for key in ("torch", "nccl", "device", "host_origin_unix_ns", "exit_status"):
+    for key in ("torch", "nccl", "device", "host_origin_unix_ns", "host_origin_monotonic_ns",
+                "exit_status"):
         assert key in document["machine"]
     assert [op["index"] for op in document["ops"]] == list(range(len(scenario["ops"])))
     (rank,) = document["ranks"]

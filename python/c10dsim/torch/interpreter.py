@@ -106,7 +106,8 @@ def _precise_sleep(ns, clock):
 
 class Interpreter:
     def __init__(self, scenario, torch, rank, world, local_rank, out_path,
-                 clock=time.perf_counter_ns, wall_clock=time.time_ns):
+                 clock=time.perf_counter_ns, wall_clock=time.time_ns,
+                 monotonic_clock=time.monotonic_ns):
         self.scenario = scenario
         self.torch = torch
         self.dist = torch.distributed
@@ -117,6 +118,9 @@ class Interpreter:
         self.clock = clock
         self.origin_ns = clock()
         self.origin_unix_ns = wall_clock()
+        # PyTorch's C++ log lines print the wall clock's seconds with CLOCK_MONOTONIC's
+        # nanoseconds (docs/torch.md): the pair lets the log reader put them on this axis.
+        self.origin_monotonic_ns = monotonic_clock()
         self.machine = {}
         self.findings = []
         self.watchdog = []
@@ -1053,7 +1057,8 @@ class Interpreter:
         machine = dict(self.machine)
         machine.update(
             backend="c10dsim.torch", rank=self.rank, world=self.world,
-            host_origin_unix_ns=self.origin_unix_ns, exit_status=self.exit_status,
+            host_origin_unix_ns=self.origin_unix_ns,
+            host_origin_monotonic_ns=self.origin_monotonic_ns, exit_status=self.exit_status,
             journal="final" if final else "partial (written before the process could end "
                                           "normally)")
         return tl.timeline(self.scenario, machine, rank, list(self.findings),

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs wait_timeout_abort.py in the variants docs/watchdog.md ("When a wait's own timeout
+# raises") reports, two runs each, on a machine with one GPU and PyTorch; prints one line per run
+# (the arguments, the run, the exit status and the script's JSON line), then each PyTorch line
+# of its stderr with its time from the script's start read two ways (--read-log). With
+# arguments, runs only that one variant.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+variants=(
+  "--mode blocking --sleep-ms 1000 --timeout-ms 500"
+  "--mode blocking --sleep-ms 2000 --timeout-ms 500"
+  "--mode blocking --sleep-ms 4000 --timeout-ms 500"
+  "--mode blocking --sleep-ms 300 --timeout-ms 50"
+  "--mode timed --sleep-ms 300 --timeout-ms 50"
+  "--mode timed --sleep-ms 1000 --timeout-ms 500"
+  "--mode timed --sleep-ms 2000 --timeout-ms 500"
+  "--mode timed --sleep-ms 4000 --timeout-ms 500"
+)
+if [ $# -gt 0 ]; then variants=("$*"); fi
+for args in "${variants[@]}"; do
+  for run in 1 2; do
+    err="$(mktemp)"
+    # shellcheck disable=SC2086
+    out="$(python3 "$here/wait_timeout_abort.py" $args 2>"$err")"
+    status=$?
+    echo "== $args | run $run | exit $status | $out"
+    if [ -n "$out" ]; then
+      python3 "$here/wait_timeout_abort.py" --read-log "$err" "$out"
+    else
+      tail -5 "$err" | cut -c1-300 | sed 's/^/   /'
+    fi
+    rm -f "$err"
+  done
+done
