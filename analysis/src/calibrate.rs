@@ -82,6 +82,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "mark_us",
             "query_us",
             "watchdog_stack_trace_us",
+            "comm_abort_us",
             "comm_init_us",
             "comm_init_next_us",
             "init_process_group_us",

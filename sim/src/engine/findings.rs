@@ -189,6 +189,9 @@ impl Engine<'_> {
                     "waits for the group's other ranks to create the communicator (R8)"
                 }
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
+                Blocked::Aborting { .. } => {
+                    "aborts the communicator after the wait's timeout, which waits for GPU work queued ahead of the collective that never finishes (R15)"
+                }
                 Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
                 Blocked::LaunchQueue { .. } => {
                     "is in a kernel launch or event record onto a stream that holds host.launch_queue_depth commands, none of which the GPU ever takes (CUDA's launch queue)"

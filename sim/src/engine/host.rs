@@ -12,7 +12,7 @@
 //! helpers would be the part to move out if it grows.
 
 use super::failure::Notice;
-use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER, NO_WORK_START};
+use super::{Blocked, Engine, Event, GpuItem, Instance, QueuedItem, Waiter, NEVER, NO_WORK_START};
 use crate::pg::faults::HostEffect;
 use crate::pg::{work, Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
@@ -707,8 +707,8 @@ impl Engine<'_> {
         self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
     }
 
-    /// `wait(timeout)` or blocking wait past the timeout: the main thread raises (R15) and the
-    /// rank's program ends there.
+    /// `wait(timeout)` or blocking wait past the timeout (R15): the main thread aborts the
+    /// communicator, and raises once the abort ended ([`Self::wait_abort_check`]).
     pub(super) fn wait_timed_out(&mut self, rank: u32, generation: u64) {
         let now_ns = self.now_ns;
         let state = &self.ranks[rank as usize];
@@ -736,7 +736,6 @@ impl Engine<'_> {
             self.resume_if_caught(rank, now_ns);
             return;
         }
-        let op_index = op;
         let op = &self.scenario.ops[op];
         let enqueue_ns = self.enqueue_ns(rank, collective);
         let work = self.work_text(rank, collective, timeout_ns);
@@ -762,16 +761,84 @@ impl Engine<'_> {
             stands_for: RankSet::default(),
         };
         self.rank_finding(rank, finding);
-        // The call ends where it raised.
-        self.push_host_call(rank, op.index, now_ns);
+        self.notify(Notice::WaitTimedOut {
+            rank,
+            collective,
+            timeout_ns,
+            now_ns,
+        });
+        let floor_ns = work::wait_abort_floor_ns(now_ns, self.scenario.host.comm_abort_ns);
+        let state = &mut self.ranks[rank as usize];
+        // The host no longer waits for the Work's end event: it is in the abort.
+        state.waiters.forget_host();
+        state.blocked = Blocked::Aborting {
+            collective,
+            timeout_ns,
+            floor_passed: false,
+        };
+        let generation = state.generation;
+        self.schedule(floor_ns, Event::WaitAbortFloor { rank, generation });
+    }
+
+    /// The least time of the abort after a wait's timeout passed (`host.comm_abort_us`).
+    pub(super) fn wait_abort_floor_passed(&mut self, rank: u32, generation: u64) {
+        let state = &mut self.ranks[rank as usize];
+        if state.generation != generation {
+            return;
+        }
+        let Blocked::Aborting { floor_passed, .. } = &mut state.blocked else {
+            return;
+        };
+        *floor_passed = true;
+        self.wait_abort_check(rank);
+    }
+
+    /// The abort after a wait's timeout ends once its floor passed and the collective's stream
+    /// reached the collective (the GPU work queued ahead of it drained): the call ends there and
+    /// the wait raises (R15).
+    pub(super) fn wait_abort_check(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let state = &self.ranks[rank as usize];
+        let Blocked::Aborting {
+            collective,
+            timeout_ns,
+            floor_passed: true,
+            ..
+        } = state.blocked
+        else {
+            return;
+        };
+        if !self.stream_reached(rank, collective) {
+            return;
+        }
+        let op = state.blocked_op;
+        self.push_host_call(rank, op, now_ns);
         self.notify(Notice::WaitRaised {
             rank,
             collective,
-            op: op_index,
+            op,
             timeout_ns,
             now_ns,
         });
         self.resume_if_caught(rank, now_ns);
+    }
+
+    /// Whether the stream of collective record `collective` has reached it: its kernel
+    /// started (or ended), or it heads its stream's queue.
+    fn stream_reached(&self, rank: u32, collective: u32) -> bool {
+        let state = &self.ranks[rank as usize];
+        let kernel = state.scratch.collective_kernel[collective as usize];
+        if state.scratch.kernel_times.get(kernel as usize).start_ns != NEVER {
+            return true;
+        }
+        let stream = state.timeline.kernels[kernel as usize].stream as usize;
+        matches!(
+            state.streams[stream].queue.front(),
+            Some(QueuedItem {
+                item: GpuItem::Collective { collective: head, .. },
+                ..
+            }) if *head == collective
+        )
     }
 
     /// Whether the program of `rank` just caught an exception (`catch = true`), and forget it.

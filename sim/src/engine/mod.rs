@@ -168,6 +168,15 @@ enum Blocked {
         collective: u32,
         timeout_ns: u64,
     },
+    /// A wait's own timeout (R15): the main thread aborts the communicator of collective record
+    /// `collective` and raises once the abort's least time passed (`floor_passed`,
+    /// `host.comm_abort_us`) and the collective's stream reached it (the GPU work queued ahead
+    /// of it drained).
+    Aborting {
+        collective: u32,
+        timeout_ns: u64,
+        floor_passed: bool,
+    },
     /// Enqueueing onto `stream` (a launch, an event record, a stream wait), which already holds
     /// `host.launch_queue_depth` commands: CUDA blocks the thread until the GPU takes one.
     LaunchQueue { stream: u16 },
@@ -365,6 +374,7 @@ impl<'s> Engine<'s> {
             | Event::SmTransfer { rank }
             | Event::HostResume { rank, .. }
             | Event::WaitTimeout { rank, .. }
+            | Event::WaitAbortFloor { rank, .. }
             | Event::Failure { rank, .. } => rank,
         };
         if self.is_dead(rank) {
@@ -467,6 +477,9 @@ impl<'s> Engine<'s> {
                     self.run_host(rank);
                 }
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
+                Event::WaitAbortFloor { rank, generation } => {
+                    self.wait_abort_floor_passed(rank, generation)
+                }
                 Event::Failure { rank, group, wake } => self.notify(failure::Notice::Woken {
                     rank,
                     group: group as GroupId,

@@ -40,6 +40,12 @@ pub(super) enum Event {
         rank: u32,
         generation: u64,
     },
+    /// The least time the main thread's abort after a wait's timeout takes has passed
+    /// (`host.comm_abort_us`); `generation` tells whether the host is still in that abort.
+    WaitAbortFloor {
+        rank: u32,
+        generation: u64,
+    },
     /// A wake-up the failure component asked for: a step of a group's watchdog or heartbeat
     /// monitor, or of the store rendezvous (R26–R29, `failure`).
     Failure {

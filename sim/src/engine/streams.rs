@@ -244,6 +244,9 @@ impl Engine<'_> {
                 let now_ns = self.now_ns;
                 self.notify(failure::Notice::Drained { rank, now_ns });
             }
+            Blocked::Aborting {
+                floor_passed: true, ..
+            } => self.wait_abort_check(rank),
             _ => {}
         }
     }

@@ -25,6 +25,16 @@ pub fn wait_timeout_reaches_watchdog(env: &Env) -> bool {
     watchdog_runs(env)
 }
 
+/// The earliest a wait that timed out at `timed_out_ns` raises to the program (R15): the main
+/// thread first aborts the communicator, which takes at least `comm_abort_ns`
+/// (`host.comm_abort_us`) and returns only once the GPU work queued ahead of the collective
+/// drained (its stream reached the collective). Measured on PyTorch 2.11
+/// (tests/data/torch/probes/wait_timeout_abort.txt): 0.93–0.99 s after the timeout, or within
+/// a few ms of the end of a longer GPU backlog.
+pub fn wait_abort_floor_ns(timed_out_ns: u64, comm_abort_ns: u64) -> u64 {
+    timed_out_ns.saturating_add(comm_abort_ns)
+}
+
 /// The first instant at which a Work enqueued at `enqueue_ns` counts as timed out: PyTorch
 /// checks `elapsed >= timeout`, the elapsed time counted from the enqueue (R15, R26).
 pub fn timeout_deadline_ns(enqueue_ns: u64, timeout_ns: u64) -> u64 {
@@ -96,5 +106,12 @@ mod tests {
         assert!(!is_completed(false, Some(11), 10));
         assert!(is_completed(false, Some(9), 10));
         assert!(is_completed(true, None, 10));
+    }
+
+    #[test]
+    fn a_timed_out_wait_s_abort_lasts_at_least_its_floor() {
+        assert_eq!(wait_abort_floor_ns(50, 930), 980);
+        assert_eq!(wait_abort_floor_ns(50, 0), 50);
+        assert_eq!(wait_abort_floor_ns(u64::MAX, 930), u64::MAX);
     }
 }

@@ -681,6 +681,7 @@ impl Resolver<'_> {
             new_group_us: None,
             blocking_wait_poll_us: None,
             watchdog_stack_trace_us: None,
+            comm_abort_us: None,
             launch_queue_depth: None,
         };
         let raw = raw.unwrap_or(&empty);
@@ -819,6 +820,7 @@ impl Resolver<'_> {
                 "host.watchdog_stack_trace_us",
                 0,
             )?,
+            comm_abort_ns: self.optional_time_us(&raw.comm_abort_us, "host.comm_abort_us", 0)?,
             launch_queue_depth: match &raw.launch_queue_depth {
                 Some(depth) => self.count(depth, "host.launch_queue_depth", 1, 1 << 20)? as u32,
                 None => DEFAULT_LAUNCH_QUEUE_DEPTH,

@@ -255,6 +255,11 @@ pub struct HostCosts {
     /// Python frames, symbolised) before it signals the dump (R27); 0 unless a machine profile
     /// measured it (PyTorch 2.11 on an H200: 3.6–4.0 s, docs/watchdog.md).
     pub watchdog_stack_trace_ns: u64,
+    /// After a wait's own timeout (blocking wait, `wait(timeout)`) the main thread aborts the
+    /// communicator before it raises (R15): at least this long, and until the GPU work queued
+    /// ahead of the collective drained; 0 unless a machine profile measured it (PyTorch 2.11 on
+    /// an H200: 0.90–0.99 s, docs/watchdog.md).
+    pub comm_abort_ns: u64,
     /// Kernels a stream holds (queued or running) before the next launch onto it blocks the
     /// launching host thread until one ends: CUDA's launch queue.
     pub launch_queue_depth: u32,

@@ -102,6 +102,7 @@ pub struct RawHost {
     pub new_group_us: Option<Spanned<f64>>,
     pub blocking_wait_poll_us: Option<Spanned<f64>>,
     pub watchdog_stack_trace_us: Option<Spanned<f64>>,
+    pub comm_abort_us: Option<Spanned<f64>>,
     pub launch_queue_depth: Option<Spanned<i64>>,
 }
 

@@ -183,8 +183,30 @@ impl Failure<'_> {
         self.raise_uncaught((rank, group, op), host_ns, message, out);
     }
 
-    /// A polling `wait()` raised (R15): under blocking wait the main thread aborts the
-    /// communicator and the exception ends the process.
+    /// A polling `wait()` timed out (R15): the main thread logs it and starts aborting the
+    /// communicator.
+    pub(super) fn wait_timed_out(
+        &mut self,
+        view: &impl RunView,
+        (rank, collective): (u32, u32),
+        timeout_ns: u64,
+        now_ns: u64,
+    ) {
+        let rank_id = self.rank_id(rank);
+        let work = self.work_text(view, rank, collective, timeout_ns);
+        let group = view.work(rank, collective).group;
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+            now_ns,
+            format!("[Rank {rank_id}] Work {work} timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
+        );
+    }
+
+    /// A polling `wait()` raised (R15), its abort of the communicator over: caught, the
+    /// program goes on with the communicator aborted and the watchdog finds its error; uncaught,
+    /// the exception ends the process.
     pub(super) fn wait_raised(
         &mut self,
         view: &impl RunView,
@@ -196,11 +218,14 @@ impl Failure<'_> {
         let rank_id = self.rank_id(rank);
         let work = self.work_text(view, rank, collective, timeout_ns);
         let group = view.work(rank, collective).group;
-        let message = format!("[Rank {rank_id}] Work {work} timed out in blocking wait. Aborting the communicator and raising DistBackendError in the main thread.");
+        let message = format!(
+            "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
+            self.scenario.groups[group].name
+        );
         self.note(
             rank,
             Some(group),
-            (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+            (ThreadKind::Main, WatchdogEvent::Abort),
             now_ns,
             message.clone(),
         );
@@ -216,19 +241,22 @@ impl Failure<'_> {
                 message: format!("{message} Caught (catch = true), the program goes on."),
                 at_ns: now_ns,
             });
-            // A wait(timeout)'s Work is the watchdog's too: it handles the timeout as its own.
+            // Where the watchdog runs, it finds the aborted communicator's error under the
+            // Work and handles it as its own (measured on PyTorch 2.11: docs/watchdog.md).
             let watchdog = &self.watchdogs[index];
-            let pending = watchdog
-                .pending
-                .iter()
-                .find(|p| p.collective == collective)
-                .copied();
-            if let (true, false, Some(work)) = (
-                crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env),
-                watchdog.handling,
-                pending,
-            ) {
-                self.caught(view, rank, group, super::Caught::Timeout(work), now_ns, out);
+            let pending = watchdog.pending.iter().any(|p| p.collective == collective);
+            if crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env)
+                && !watchdog.handling
+                && pending
+            {
+                self.caught(
+                    view,
+                    rank,
+                    group,
+                    super::Caught::AbortedByWait(collective),
+                    now_ns,
+                    out,
+                );
             }
             return;
         }
@@ -436,6 +464,53 @@ mod tests {
     }
 
     #[test]
+    fn a_caught_wait_timeout_s_aborted_communicator_reaches_the_watchdog_as_an_error_r15() {
+        // `wait(timeout=50 ms)`, caught, without blocking wait: the watchdog runs.
+        let scenario = two_ranks("", "timeout_ms = 50\ncatch = true\n");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let mut out = Vec::new();
+        let timed_out = Notice::WaitTimedOut {
+            rank: 0,
+            collective: 0,
+            timeout_ns: 50_000_000,
+            now_ns: 70_000_000,
+        };
+        failure.notify(&run, timed_out, &mut out);
+        assert_eq!(out, []);
+        let raised = Notice::WaitRaised {
+            rank: 0,
+            collective: 0,
+            op: 1,
+            timeout_ns: 50_000_000,
+            now_ns: 1_000_000_000,
+        };
+        failure.notify(&run, raised, &mut out);
+        assert_eq!(out[0], Command::AbortCommunicators { rank: 0, group: 0 });
+        assert!(matches!(out[1], Command::Caught { op: 1, .. }));
+        let kinds: Vec<FindingKind> = out
+            .iter()
+            .filter_map(|command| match command {
+                Command::Finding { kind, .. } => Some(*kind),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds, [FindingKind::AsyncError]);
+        let records = failure.into_records();
+        let at_raise: Vec<WatchdogEvent> = records
+            .iter()
+            .filter(|r| r.at_ns == 1_000_000_000)
+            .map(|r| r.event)
+            .collect();
+        assert_eq!(
+            at_raise[..2],
+            [WatchdogEvent::Abort, WatchdogEvent::AsyncError]
+        );
+        assert!(records.iter().all(|r| r.event != WatchdogEvent::Timeout));
+    }
+
+    #[test]
     fn a_blocking_wait_that_raised_ends_the_process_r15() {
         let scenario = two_ranks("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1", "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
@@ -445,12 +520,24 @@ mod tests {
         let mut out = Vec::new();
         failure.notify(
             &run,
+            Notice::WaitTimedOut {
+                rank: 0,
+                collective: 0,
+                timeout_ns: 1_000_000_000,
+                now_ns: 1_000_034_000,
+            },
+            &mut out,
+        );
+        assert_eq!(out, [], "the main thread aborts before it raises");
+        // The abort ended (its floor, the GPU drained): the raise ends the process.
+        failure.notify(
+            &run,
             Notice::WaitRaised {
                 rank: 0,
                 collective: 0,
                 op: 0,
                 timeout_ns: 1_000_000_000,
-                now_ns: 1_000_034_000,
+                now_ns: 1_930_034_000,
             },
             &mut out,
         );
@@ -459,12 +546,21 @@ mod tests {
             [Command::KillProcess {
                 rank: 0,
                 status: ExitStatus::Raised,
-                at_ns: 1_000_034_000
+                at_ns: 1_930_034_000
             }]
         );
+        let records = failure.into_records();
+        let events = |at_ns| -> Vec<WatchdogEvent> {
+            records
+                .iter()
+                .filter(|r| r.rank == 0 && r.at_ns == at_ns)
+                .map(|r| r.event)
+                .collect()
+        };
+        assert_eq!(events(1_000_034_000), [WatchdogEvent::WaitTimeout]);
         assert_eq!(
-            events_at(failure, 1_000_034_000),
-            [WatchdogEvent::WaitTimeout, WatchdogEvent::Exit]
+            events(1_930_034_000),
+            [WatchdogEvent::Abort, WatchdogEvent::Exit]
         );
     }
 }

@@ -112,7 +112,16 @@ pub(in crate::engine) enum Notice {
         op: usize,
         host_ns: u64,
     },
-    /// A polling `wait()` of collective record `collective` raised (R15).
+    /// A polling `wait()` of collective record `collective` timed out (R15): the main thread
+    /// aborts the communicator, then raises ([`Notice::WaitRaised`]).
+    WaitTimedOut {
+        rank: u32,
+        collective: u32,
+        timeout_ns: u64,
+        now_ns: u64,
+    },
+    /// A polling `wait()` of collective record `collective` raised (R15), once the main
+    /// thread's abort of the communicator ended.
     WaitRaised {
         rank: u32,
         collective: u32,
@@ -376,6 +385,12 @@ impl<'s> Failure<'s> {
                 op,
                 host_ns,
             } => self.wait_called(view, (rank, collective, op), host_ns, out),
+            Notice::WaitTimedOut {
+                rank,
+                collective,
+                timeout_ns,
+                now_ns,
+            } => self.wait_timed_out(view, (rank, collective), timeout_ns, now_ns),
             Notice::WaitRaised {
                 rank,
                 collective,
@@ -555,6 +570,9 @@ impl<'s> Failure<'s> {
 enum Caught {
     Timeout(watchdog::PendingWork),
     AsyncError(u32),
+    /// The communicator the main thread aborted after a wait's own timeout reports an NCCL
+    /// error under the Work of collective record `.0` (R15, R27).
+    AbortedByWait(u32),
     Remote(u32),
 }
 

@@ -278,6 +278,18 @@ impl Failure<'_> {
                     ),
                 )
             }
+            Caught::AbortedByWait(collective) => {
+                let work = view.work(rank, collective);
+                (
+                    WatchdogEvent::AsyncError,
+                    FindingKind::AsyncError,
+                    Some(work.op),
+                    format!(
+                        "[Rank {rank_id}] Collective {} raised the following async exception: NCCL error: unhandled system error (the communicator the main thread aborted after the wait's timeout)",
+                        self.work_text(view, rank, collective, timeout_ns)
+                    ),
+                )
+            }
             Caught::Remote(from_rank) => (
                 WatchdogEvent::RemoteError,
                 FindingKind::AsyncError,
@@ -340,8 +352,10 @@ impl Failure<'_> {
             self.handle_error(view, rank, group, now_ns, out);
             return;
         }
+        // The failed Work's stack trace: for a timeout, and for the error of a communicator a
+        // wait's timeout aborted (both measured on PyTorch 2.11, docs/watchdog.md).
         let stack_trace_ns = match caught {
-            Caught::Timeout(_) => scenario.host.watchdog_stack_trace_ns,
+            Caught::Timeout(_) | Caught::AbortedByWait(_) => scenario.host.watchdog_stack_trace_ns,
             _ => 0,
         };
         let wait_ns = 4 * env.wait_timeout_dump_ns;
