@@ -83,6 +83,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "query_us",
             "watchdog_stack_trace_us",
             "comm_abort_us",
+            "flight_recorder_dump_us",
             "comm_init_us",
             "comm_init_next_us",
             "init_process_group_us",

@@ -13,7 +13,7 @@ use super::{Profile, ProfileValue};
 use serde::Serialize;
 use sim::scenario::{Batch, CollectiveKind, DType, OpKind, Scenario};
 use sim::timeline::{
-    CollectiveRecord, KernelClass, KernelRecord, RankTimeline, Timeline, WatchdogEvent,
+    CollectiveRecord, KernelClass, KernelRecord, RankTimeline, ThreadKind, Timeline, WatchdogEvent,
 };
 use std::fmt::Write as _;
 
@@ -412,6 +412,11 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         "median of the watchdog's dump signal − its timeout detection, per rank (R27)",
         timeout_to_dump_signal(runs),
     ));
+    fitted.extend(host_cost(
+        "host.flight_recorder_dump_us",
+        "median of the watchdog's exit − its dump signal, per rank, where that outlasted its sleep for the dumps (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC, R27)",
+        dump_outlasting_the_sleep(runs),
+    ));
     fitted
 }
 
@@ -459,6 +464,35 @@ fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
                 let found = first(t, rank, WatchdogEvent::Timeout)?;
                 let signalled = first(t, rank, WatchdogEvent::DumpSignal)?;
                 (signalled >= found).then(|| vec![us(signalled as i64 - found as i64)])
+            })
+        })
+        .collect()
+}
+
+/// A process taken down this much after its sleep for the dumps ended waited for something
+/// else: the dump itself (PyTorch 2.11 ends the sleep and goes down within 6 ms otherwise).
+const DUMP_OUTLASTED_NS: u64 = 50_000_000;
+
+/// Per rank of a run that took its process down after a dump signal, later than the sleep for
+/// the dumps explains: from the signal to the watchdog's exit.
+fn dump_outlasting_the_sleep(runs: &[CalibrationRun]) -> OpSamples {
+    runs.iter()
+        .flat_map(|run| {
+            let t = run.timeline;
+            let sleep_ns = 4 * run.scenario.env.wait_timeout_dump_ns;
+            (0..t.ranks.len() as u32).filter_map(move |rank| {
+                let of_rank = |event: WatchdogEvent| {
+                    t.watchdog.iter().filter(move |r| {
+                        r.rank == rank && r.thread == ThreadKind::Watchdog && r.event == event
+                    })
+                };
+                let signalled = of_rank(WatchdogEvent::DumpSignal).map(|r| r.at_ns).min()?;
+                let exit = of_rank(WatchdogEvent::Exit)
+                    .map(|r| r.at_ns)
+                    .filter(|&at_ns| at_ns >= signalled)
+                    .min()?;
+                (exit - signalled > sleep_ns + DUMP_OUTLASTED_NS)
+                    .then(|| vec![us((exit - signalled) as i64)])
             })
         })
         .collect()

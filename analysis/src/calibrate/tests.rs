@@ -339,3 +339,29 @@ fn the_gap_before_each_op_is_fitted_from_torch_timelines_only() {
         .insert("backend".into(), "c10dsim.torch".into());
     assert!((number(&fit(&timeline).profile, "host.op_gap_us") - 6.0).abs() < 1e-6);
 }
+
+#[test]
+fn the_stack_trace_and_a_dump_outlasting_its_sleep_are_recovered_from_a_timeout() {
+    // One rank times out (1 s, behind a 3 s sleep); its watchdog symbolises the stack trace
+    // for 3.5 s, then sleeps 4 x 250 ms for the dumps, which the 1.9 s dump outlasts.
+    let text = "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n\
+        [host]\nwatchdog_stack_trace_us = 3_500_000\nflight_recorder_dump_us = 1_900_000\n\
+        [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\ngpu_sleep_us = 3_000_000\n[[op]]\nall_reduce = \"x\"\n";
+    let calibration = calibrated_to_its_simulation("dump.toml", text);
+    assert_eq!(
+        number(&calibration.profile, "host.watchdog_stack_trace_us"),
+        3_500_000.0
+    );
+    assert_eq!(
+        number(&calibration.profile, "host.flight_recorder_dump_us"),
+        1_900_000.0
+    );
+    // A dump shorter than the sleep leaves nothing to fit: the sleep explains the wait.
+    let shorter = text.replace("1_900_000", "900_000");
+    let calibration = calibrated_to_its_simulation("dump.toml", &shorter);
+    assert!(!calibration
+        .fitted
+        .iter()
+        .any(|fitted| fitted.key == "host.flight_recorder_dump_us"));
+}

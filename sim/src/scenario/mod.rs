@@ -682,6 +682,7 @@ impl Resolver<'_> {
             blocking_wait_poll_us: None,
             watchdog_stack_trace_us: None,
             comm_abort_us: None,
+            flight_recorder_dump_us: None,
             launch_queue_depth: None,
         };
         let raw = raw.unwrap_or(&empty);
@@ -821,6 +822,11 @@ impl Resolver<'_> {
                 0,
             )?,
             comm_abort_ns: self.optional_time_us(&raw.comm_abort_us, "host.comm_abort_us", 0)?,
+            flight_recorder_dump_ns: self.optional_time_us(
+                &raw.flight_recorder_dump_us,
+                "host.flight_recorder_dump_us",
+                0,
+            )?,
             launch_queue_depth: match &raw.launch_queue_depth {
                 Some(depth) => self.count(depth, "host.launch_queue_depth", 1, 1 << 20)? as u32,
                 None => DEFAULT_LAUNCH_QUEUE_DEPTH,

@@ -260,6 +260,12 @@ pub struct HostCosts {
     /// ahead of the collective drained; 0 unless a machine profile measured it (PyTorch 2.11 on
     /// an H200: 0.90–0.99 s, docs/watchdog.md).
     pub comm_abort_ns: u64,
+    /// From the dump signal to the end of the rank's Flight Recorder dump (the heartbeat
+    /// monitor's pickup and the dump itself): the watchdog takes the process down no earlier,
+    /// even when its sleep for the dumps (4 × `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`) is shorter
+    /// (R27); 0 unless a machine profile measured it (PyTorch 2.11 on an H200: 1.1–2.0 s,
+    /// docs/watchdog.md).
+    pub flight_recorder_dump_ns: u64,
     /// Kernels a stream holds (queued or running) before the next launch onto it blocks the
     /// launching host thread until one ends: CUDA's launch queue.
     pub launch_queue_depth: u32,

@@ -103,6 +103,7 @@ pub struct RawHost {
     pub blocking_wait_poll_us: Option<Spanned<f64>>,
     pub watchdog_stack_trace_us: Option<Spanned<f64>>,
     pub comm_abort_us: Option<Spanned<f64>>,
+    pub flight_recorder_dump_us: Option<Spanned<f64>>,
     pub launch_queue_depth: Option<Spanned<i64>>,
 }
 

@@ -21,13 +21,19 @@ impl Failure<'_> {
     ) {
         let rank_id = self.rank_id(rank);
         let env = &self.scenario.env;
-        let wait_ms = ms(4 * env.wait_timeout_dump_ns);
+        let sleep_ms = ms(4 * env.wait_timeout_dump_ns);
+        let wait_ms = ms(self.dump_wait_ns());
+        let outlasted = if wait_ms > sleep_ms {
+            format!("; the dump itself lasts {wait_ms} ms (host.flight_recorder_dump_us), and the watchdog goes on after it")
+        } else {
+            String::new()
+        };
         self.note(
             rank,
             Some(group),
             (ThreadKind::Watchdog, WatchdogEvent::DumpSignal),
             now_ns,
-            format!("[Rank {rank_id}] Broadcasting the dump signal to all ranks through the store; the watchdog sleeps {wait_ms} ms (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) for the Flight Recorder dumps"),
+            format!("[Rank {rank_id}] Broadcasting the dump signal to all ranks through the store; the watchdog sleeps {sleep_ms} ms (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) for the Flight Recorder dumps{outlasted}"),
         );
         if !self.dumped[rank as usize] {
             self.dumped[rank as usize] = true;
@@ -425,6 +431,27 @@ mod tests {
             .map(|r| (r.rank, r.at_ns))
             .collect::<Vec<_>>();
         assert_eq!(dumps, [(0, 1_100_000_000), (1, 2_000_000_000)]);
+    }
+
+    #[test]
+    fn a_dump_longer_than_the_sleep_for_it_delays_the_error_handling_r27() {
+        // Measured on PyTorch 2.11: 4 x 100 ms of sleep, but the process went down 1.1-1.3 s
+        // after the dump signal; from 4 x 1 s up, at the end of the sleep.
+        for (dump_timeout_ms, over_ns) in [(100, 2_700_000_000), (1000, 5_100_000_000)] {
+            let scenario = two_ranks(
+                &format!("[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = {dump_timeout_ms}\n[host]\nflight_recorder_dump_us = 1_600_000"),
+                "",
+            );
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
+            let run = FakeRun::default().with_work(0, 0, 1);
+            enqueue(&mut failure, &run, (0, 0), 20_000);
+            let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+            assert_eq!(
+                commands.last(),
+                Some(&wake(0, Wake::DumpWaitOver, over_ns)),
+                "{dump_timeout_ms} ms"
+            );
+        }
     }
 
     #[test]

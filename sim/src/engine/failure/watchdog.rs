@@ -358,7 +358,7 @@ impl Failure<'_> {
             Caught::Timeout(_) | Caught::AbortedByWait(_) => scenario.host.watchdog_stack_trace_ns,
             _ => 0,
         };
-        let wait_ns = 4 * env.wait_timeout_dump_ns;
+        let wait_ns = self.dump_wait_ns();
         if stack_trace_ns == 0 {
             self.signal_dump(view, rank, group, now_ns, out);
             // The watchdog sleeps: its heartbeat stalls until the sleep ends.
@@ -402,8 +402,18 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         self.broadcast_dump_signal(view, rank, group, now_ns, out);
-        let wait_ns = 4 * self.scenario.env.wait_timeout_dump_ns;
+        let wait_ns = self.dump_wait_ns();
         wake(out, rank, group, Wake::DumpWaitOver, now_ns + wait_ns);
+    }
+
+    /// How long after the dump signal the watchdog goes on to handle the error (R27): its sleep
+    /// for the dumps, 4 × `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`, and no less than the rank's own
+    /// dump takes (`host.flight_recorder_dump_us`). Measured on PyTorch 2.11: 4 × the timeout
+    /// plus 6 ms from a 1 s timeout up, 1.1–1.6 s for 100 and 250 ms
+    /// (tests/data/torch/probes/dump_wait.txt).
+    pub(super) fn dump_wait_ns(&self) -> u64 {
+        let scenario = self.scenario;
+        (4 * scenario.env.wait_timeout_dump_ns).max(scenario.host.flight_recorder_dump_ns)
     }
 
     /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
