@@ -6,8 +6,8 @@
 //!
 //! Two readings need more than a phrase table:
 //! - **The clock.** PyTorch 2.11's C++ logger prints the wall clock's seconds with the
-//!   nanoseconds of `CLOCK_MONOTONIC`, so the printed fraction is off by a constant of the
-//!   machine's boot (measured on the H200: 0.80–0.89 s). With the run's origin on both clocks
+//!   nanoseconds of `CLOCK_MONOTONIC`, so the printed fraction is off by a constant that changes
+//!   with each boot (seen on the H200s: 0.026 s, 0.587 s, 0.80–0.86 s). With the run's origin on both clocks
 //!   ([`LogOrigin::monotonic_ns`]) the true time is exact; without it, a line may be up to 1 s
 //!   off.
 //! - **Who logged it.** A wait's own timeout (blocking wait, `wait(timeout)`) goes through the
@@ -194,6 +194,13 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
         if message.contains("terminated with exception") && !message.contains("std::future_error") {
             continue;
         }
+        // A line before the origin (or out of range) is skipped before it changes anything.
+        let Some(at_ns) = origin
+            .unix_ns(line.whole_seconds_ns, line.fraction_ns)
+            .and_then(|unix_ns| unix_ns.checked_sub(origin.unix_ns))
+        else {
+            continue;
+        };
         let mut abort_ended = false;
         let kind = if message.contains(WAIT_TIMED_OUT) {
             // The timeout line just before it was this wait's, printed by the main thread.
@@ -209,7 +216,9 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
             raising.insert(rank);
             Some((ThreadKind::Main, WatchdogEvent::WaitTimeout))
         } else if message.contains("taking the entire process down") && raising.remove(&rank) {
-            // The main thread's abort ended; it rethrows to the program.
+            // The main thread's abort ended; it rethrows to the program. (The line names no
+            // Work: a second group's watchdog taking the process down in that window would be
+            // read as this abort's end.)
             abort_ended = true;
             Some((ThreadKind::Main, WatchdogEvent::Abort))
         } else {
@@ -219,12 +228,6 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
                 .map(|(_, thread, event)| (*thread, *event))
         };
         let Some((thread, event)) = kind else {
-            continue;
-        };
-        let Some(at_ns) = origin
-            .unix_ns(line.whole_seconds_ns, line.fraction_ns)
-            .and_then(|unix_ns| unix_ns.checked_sub(origin.unix_ns))
-        else {
             continue;
         };
         records.push(WatchdogRecord {

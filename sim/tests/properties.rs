@@ -23,7 +23,7 @@ fn scenario_text(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [0, {}] }}",
+        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\ncomm_abort_us = 700\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [0, {}] }}",
         if old_profile { "2.5" } else { "2.12" },
         u8::from(blocking_wait),
         ranks.saturating_sub(1).min(1)
@@ -54,6 +54,14 @@ fn scenario_text(
             }
             3 if works > 0 => {
                 let _ = writeln!(text, "wait = \"w{}\"", arg as usize % works);
+                if arg % 5 <= 1 {
+                    // A wait with its own timeout (R15): it times out, aborts the communicator
+                    // and raises once the abort returned; caught, or ending the process.
+                    let _ = writeln!(text, "timeout_ms = {}", 1 + arg / 32);
+                    if arg % 5 == 1 {
+                        text.push_str("catch = true\n");
+                    }
+                }
             }
             4 if works > 0 => {
                 let _ = writeln!(text, "is_completed = \"w{}\"", arg as usize % works);
@@ -166,6 +174,13 @@ fn check_invariants(timeline: &Timeline) {
             );
         }
         for record in &rank.collectives {
+            // A rank's collective starts while its process lives (R15, R27: nothing of a dead
+            // process runs on its GPU).
+            assert!(
+                record.kernel_start_ns < end_ns,
+                "collective started at {} after the process ended at {end_ns}",
+                record.kernel_start_ns
+            );
             // R10a: the NCCL stream waits for the input-ready event.
             assert!(record.kernel_start_ns >= record.input_ready_ns);
             // R16: data moves only when the last rank arrived.
@@ -205,12 +220,13 @@ fn check_invariants(timeline: &Timeline) {
 }
 
 /// Without findings, every rank ran every op of every iteration and every collective completed.
+/// A deadlock, or a wait that timed out (its communicator aborted on purpose), ends that.
 fn check_completion(timeline: &Timeline, text: &str) {
     let scenario = sim::scenario::parse("p.toml", text).unwrap();
     if timeline
         .findings
         .iter()
-        .any(|f| f.kind == FindingKind::Deadlock)
+        .any(|f| matches!(f.kind, FindingKind::Deadlock | FindingKind::WaitTimeout))
     {
         return;
     }
@@ -359,6 +375,45 @@ proptest! {
         let folded = serde_json::to_string(&run(true).expand()).unwrap();
         let unfolded = serde_json::to_string(&run(false)).unwrap();
         prop_assert!(folded == unfolded, "{}", text);
+    }
+
+    #[test]
+    fn a_wait_s_timeout_aborts_and_raises_in_order(
+        backlog_us in 0u32..3_000,
+        timeout_us in 1u32..2_000,
+        abort_us in 0u32..2_000,
+        peer_delay_us in 0u32..4_000,
+        blocking_wait in any::<bool>(),
+        catch in any::<bool>(),
+    ) {
+        // Rank 0 waits, with a timeout, for a collective queued behind a GPU backlog; rank 1
+        // joins late. Whatever the order of the timeout, the drain, the abort's least time and
+        // the peer's arrival, nothing of rank 0 runs after its process ended, the raise comes
+        // no earlier than the abort allows, and the run is deterministic.
+        let text = format!(
+            "[cluster]\nranks = 2\n[host]\ncomm_abort_us = {abort_us}\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n\
+             [groups.world]\neager_init = true\ntimeout_s = 600\n[tensors]\nx = \"1MiB\"\n\
+             [[op]]\ngpu_sleep_us = {}\nranks = [0]\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\ntimeout_ms = {}\ncatch = {catch}\n\
+             [[op]]\nkernel = {{ us = 5 }}\n[[op]]\ndevice_sync = true\n\
+             [[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = {peer_delay_us}\n",
+            u8::from(blocking_wait),
+            1 + backlog_us,
+            f64::from(timeout_us) / 1000.0,
+        );
+        let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        check_invariants(&timeline);
+        for record in timeline.watchdog.iter().filter(|r| r.event == WatchdogEvent::WaitTimeout) {
+            let raised = timeline.watchdog.iter().find(|r| {
+                r.rank == record.rank && r.event == WatchdogEvent::Abort && r.at_ns >= record.at_ns
+            });
+            if let Some(raised) = raised {
+                prop_assert!(raised.at_ns >= record.at_ns + u64::from(abort_us) * 1_000, "{}", text);
+            }
+        }
+        prop_assert_eq!(&timeline, &sim::engine::simulate(&scenario));
     }
 
     #[test]

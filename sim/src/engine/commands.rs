@@ -297,10 +297,11 @@ impl Engine<'_> {
         !self.poisoned.is_empty() && self.poisoned.contains(&rendezvous)
     }
 
-    /// `ncclCommAbort` (R27 modes 1, 2): this rank's spinning kernels of the group end now and
-    /// their collectives can never complete.
+    /// `ncclCommAbort` (R27 modes 1, 2; R15 after a wait's timeout): this rank's spinning
+    /// kernels of the group end now and their collectives can never complete; those that start
+    /// later end at their start ([`Self::arrive`]). One whose data already moves finishes (the
+    /// model does not cut a transfer short on one rank only).
     fn abort_communicators(&mut self, rank: u32, group: GroupId) {
-        let now_ns = self.now_ns;
         for stream in 0..self.ranks[rank as usize].streams.len() as u16 {
             let state = &mut self.ranks[rank as usize];
             let Some(QueuedItem {
@@ -317,23 +318,39 @@ impl Engine<'_> {
                 continue;
             };
             let started = state.scratch.kernel_times.get(kernel as usize).start_ns != NEVER;
-            if !started || state.timeline.collectives[collective as usize].group as GroupId != group
+            // A collective whose data already moves (every rank arrived) runs to its end on
+            // every rank alike: only a spinning kernel is cut short.
+            let moving = state
+                .scratch
+                .collective_data
+                .get(collective as usize)
+                .data_start_ns
+                != NEVER;
+            if !started
+                || moving
+                || state.timeline.collectives[collective as usize].group as GroupId != group
             {
                 continue;
             }
             self.poisoned.insert(rendezvous);
-            let stream_state = &mut state.streams[stream as usize];
-            stream_state.end_version += 1;
-            let version = stream_state.end_version;
-            self.schedule(
-                now_ns,
-                Event::KernelEnd {
-                    rank,
-                    stream,
-                    version,
-                },
-            );
+            self.end_running_kernel(rank, stream);
         }
+    }
+
+    /// The kernel running on `stream` ends now (an aborted collective's).
+    pub(super) fn end_running_kernel(&mut self, rank: u32, stream: u16) {
+        let now_ns = self.now_ns;
+        let stream_state = &mut self.ranks[rank as usize].streams[stream as usize];
+        stream_state.end_version += 1;
+        let version = stream_state.end_version;
+        self.schedule(
+            now_ns,
+            Event::KernelEnd {
+                rank,
+                stream,
+                version,
+            },
+        );
     }
 
     /// The process ends: its host stops, and the collectives it joined can never complete.
@@ -771,5 +788,64 @@ mod tests {
             "{}",
             wait_call.end_ns
         );
+    }
+
+    /// Two ranks under blocking wait with a 500 ms group timeout; `ops` follow.
+    fn blocking_wait(ops: &str) -> crate::timeline::Timeline {
+        let text = format!(
+            "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n{ops}"
+        );
+        simulate(&parse("t.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn the_abort_at_a_wait_s_timeout_ends_the_communicator_s_collectives_ahead_r15() {
+        // Rank 1 hangs; rank 0's waited collective queues behind an unwaited one of the same
+        // communicator. The abort at the timeout ends that one, so the wait raises.
+        let timeline = blocking_wait(
+            "[[op]]\nlabel = \"first\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"a\"\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"y\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\ncatch = true\n[[op]]\nkernel = { us = 5 }\n\
+             [[fault]]\nranks = [1]\nat = \"first\"\nkind = \"hang\"\n",
+        );
+        let rank0 = &timeline.ranks[0];
+        let [raised] = rank0.exceptions.as_slice() else {
+            panic!("{:?}", rank0.exceptions)
+        };
+        assert!(
+            (500_000_000..502_000_000).contains(&raised.at_ns),
+            "{}",
+            raised.at_ns
+        );
+        assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+    }
+
+    #[test]
+    fn a_collective_of_an_aborted_communicator_never_completes_r15() {
+        // Rank 0's collective is behind a 2 s sleep; it times out at 0.5 s, raises once the
+        // sleep drained, uncaught, and its process ends. Its collective starts only then, on
+        // an aborted communicator: it completes nothing for rank 1.
+        let timeline = blocking_wait(
+            "[[op]]\ngpu_sleep_us = 2_000_000\nranks = [0]\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\nranks = [0]\n[[op]]\ndevice_sync = true\n",
+        );
+        let end = timeline.ranks[0].end.unwrap();
+        assert_eq!(end.status, ExitStatus::Raised);
+        let sleep_end = timeline.ranks[0].kernels[0].end_ns;
+        assert!((sleep_end..sleep_end + 100_000).contains(&end.at_ns.unwrap()));
+        assert!(timeline
+            .ranks
+            .iter()
+            .all(|rank| rank.collectives.is_empty()));
+        assert_ne!(timeline.ranks[1].end.unwrap().status, ExitStatus::Clean);
+        // A peer that joins during the abort completes nothing either.
+        let late = blocking_wait(
+            "[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\ncatch = true\n\
+             [[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 700000\n",
+        );
+        assert!(late.ranks.iter().all(|rank| rank.collectives.is_empty()));
+        assert!(late.ranks.iter().all(|rank| rank.exceptions.len() == 1));
     }
 }

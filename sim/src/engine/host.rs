@@ -749,13 +749,13 @@ impl Engine<'_> {
             op: Some(op.index as OpRef),
             stream: Some(state.timeline.streams[op.stream].name.clone()),
             message: format!(
-                "rank {rank_id}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread raised and {} (R15)",
+                "rank {rank_id}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread aborts the communicator and raises once the abort returned, and {} (R15)",
                 op.display_name(),
                 op.line,
                 if op.catch {
-                    "the program caught it (catch = true)"
+                    "the program catches it (catch = true)"
                 } else {
-                    "the rank's program stopped"
+                    "the raise stops the rank's program"
                 },
             ),
             stands_for: RankSet::default(),
@@ -777,11 +777,12 @@ impl Engine<'_> {
             floor_passed: false,
         };
         let generation = state.generation;
-        self.schedule(floor_ns, Event::WaitAbortFloor { rank, generation });
+        self.schedule(floor_ns, Event::WaitAbortDue { rank, generation });
     }
 
-    /// The least time of the abort after a wait's timeout passed (`host.comm_abort_us`).
-    pub(super) fn wait_abort_floor_passed(&mut self, rank: u32, generation: u64) {
+    /// The abort after a wait's timeout may end now: its least time passed
+    /// (`host.comm_abort_us`), or the collective's stream moved after it had.
+    pub(super) fn wait_abort_due(&mut self, rank: u32, generation: u64) {
         let state = &mut self.ranks[rank as usize];
         if state.generation != generation {
             return;
@@ -795,8 +796,9 @@ impl Engine<'_> {
 
     /// The abort after a wait's timeout ends once its floor passed and the collective's stream
     /// reached the collective (the GPU work queued ahead of it drained): the call ends there and
-    /// the wait raises (R15).
-    pub(super) fn wait_abort_check(&mut self, rank: u32) {
+    /// the wait raises (R15). Called from an event of its own, never from inside a stream's
+    /// advance, so that a raise that ends the process stops its GPU between two steps.
+    fn wait_abort_check(&mut self, rank: u32) {
         let now_ns = self.now_ns;
         let state = &self.ranks[rank as usize];
         let Blocked::Aborting {

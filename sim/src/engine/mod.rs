@@ -374,7 +374,7 @@ impl<'s> Engine<'s> {
             | Event::SmTransfer { rank }
             | Event::HostResume { rank, .. }
             | Event::WaitTimeout { rank, .. }
-            | Event::WaitAbortFloor { rank, .. }
+            | Event::WaitAbortDue { rank, .. }
             | Event::Failure { rank, .. } => rank,
         };
         if self.is_dead(rank) {
@@ -477,9 +477,7 @@ impl<'s> Engine<'s> {
                     self.run_host(rank);
                 }
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
-                Event::WaitAbortFloor { rank, generation } => {
-                    self.wait_abort_floor_passed(rank, generation)
-                }
+                Event::WaitAbortDue { rank, generation } => self.wait_abort_due(rank, generation),
                 Event::Failure { rank, group, wake } => self.notify(failure::Notice::Woken {
                     rank,
                     group: group as GroupId,

@@ -40,9 +40,10 @@ pub(super) enum Event {
         rank: u32,
         generation: u64,
     },
-    /// The least time the main thread's abort after a wait's timeout takes has passed
-    /// (`host.comm_abort_us`); `generation` tells whether the host is still in that abort.
-    WaitAbortFloor {
+    /// The main thread's abort after a wait's timeout may end now: its least time
+    /// (`host.comm_abort_us`) passed, or, that passed, the collective's stream moved;
+    /// `generation` tells whether the host is still in that abort.
+    WaitAbortDue {
         rank: u32,
         generation: u64,
     },

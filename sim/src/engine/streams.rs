@@ -72,8 +72,12 @@ impl Engine<'_> {
         point
     }
 
-    /// Runs the head of a stream as far as it can go at the current time (R4).
+    /// Runs the head of a stream as far as it can go at the current time (R4); a process that
+    /// ended runs nothing more on its GPU.
     pub(super) fn advance(&mut self, rank: u32, stream: u16) {
+        if matches!(self.ranks[rank as usize].blocked, Blocked::Dead) {
+            return;
+        }
         loop {
             let now_ns = self.now_ns;
             let state = &mut self.ranks[rank as usize].streams[stream as usize];
@@ -246,7 +250,10 @@ impl Engine<'_> {
             }
             Blocked::Aborting {
                 floor_passed: true, ..
-            } => self.wait_abort_check(rank),
+            } => {
+                let (at_ns, generation) = (self.now_ns, state.generation);
+                self.schedule(at_ns, Event::WaitAbortDue { rank, generation });
+            }
             _ => {}
         }
     }

@@ -189,14 +189,15 @@ impl Failure<'_> {
         self.raise_uncaught((rank, group, op), host_ns, message, out);
     }
 
-    /// A polling `wait()` timed out (R15): the main thread logs it and starts aborting the
-    /// communicator.
+    /// A polling `wait()` timed out (R15): the main thread logs it and aborts the
+    /// communicator (its kernels end now; it raises once the abort returns).
     pub(super) fn wait_timed_out(
         &mut self,
         view: &impl RunView,
         (rank, collective): (u32, u32),
         timeout_ns: u64,
         now_ns: u64,
+        out: &mut Vec<Command>,
     ) {
         let rank_id = self.rank_id(rank);
         let work = self.work_text(view, rank, collective, timeout_ns);
@@ -208,6 +209,9 @@ impl Failure<'_> {
             now_ns,
             format!("[Rank {rank_id}] Work {work} timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
         );
+        let index = self.index(rank, group);
+        self.watchdogs[index].aborted = true;
+        out.push(Command::AbortCommunicators { rank, group });
     }
 
     /// A polling `wait()` raised (R15), its abort of the communicator over: caught, the
@@ -236,10 +240,8 @@ impl Failure<'_> {
             message.clone(),
         );
         if self.scenario.ops[op].catch {
-            // The communicator is aborted all the same: its next use raises (R27).
+            // The communicator stays aborted: its next use raises (R27).
             let index = self.index(rank, group);
-            self.watchdogs[index].aborted = true;
-            out.push(Command::AbortCommunicators { rank, group });
             out.push(Command::Caught {
                 rank,
                 op,
@@ -505,7 +507,10 @@ mod tests {
             now_ns: 70_000_000,
         };
         failure.notify(&run, timed_out, &mut out);
-        assert_eq!(out, []);
+        // The main thread aborts the communicator at the timeout; it raises later.
+        assert_eq!(out, [Command::AbortCommunicators { rank: 0, group: 0 }]);
+        assert!(failure.is_aborted(0, 0));
+        out.clear();
         let raised = Notice::WaitRaised {
             rank: 0,
             collective: 0,
@@ -514,8 +519,7 @@ mod tests {
             now_ns: 1_000_000_000,
         };
         failure.notify(&run, raised, &mut out);
-        assert_eq!(out[0], Command::AbortCommunicators { rank: 0, group: 0 });
-        assert!(matches!(out[1], Command::Caught { op: 1, .. }));
+        assert!(matches!(out[0], Command::Caught { op: 1, .. }));
         let kinds: Vec<FindingKind> = out
             .iter()
             .filter_map(|command| match command {
@@ -555,7 +559,12 @@ mod tests {
             },
             &mut out,
         );
-        assert_eq!(out, [], "the main thread aborts before it raises");
+        assert_eq!(
+            out,
+            [Command::AbortCommunicators { rank: 0, group: 0 }],
+            "the main thread aborts the communicator, then raises"
+        );
+        out.clear();
         // The abort ended (its floor, the GPU drained): the raise ends the process.
         failure.notify(
             &run,

@@ -390,7 +390,7 @@ impl<'s> Failure<'s> {
                 collective,
                 timeout_ns,
                 now_ns,
-            } => self.wait_timed_out(view, (rank, collective), timeout_ns, now_ns),
+            } => self.wait_timed_out(view, (rank, collective), timeout_ns, now_ns, out),
             Notice::WaitRaised {
                 rank,
                 collective,
