@@ -397,10 +397,11 @@ proptest! {
              [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
              [[op]]\nwait = \"w\"\ntimeout_ms = {}\ncatch = {catch}\n\
              [[op]]\nkernel = {{ us = 5 }}\n[[op]]\ndevice_sync = true\n\
-             [[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = {peer_delay_us}\n",
+             [[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = {}\n",
             u8::from(blocking_wait),
             1 + backlog_us,
             f64::from(timeout_us) / 1000.0,
+            1 + peer_delay_us,
         );
         let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let timeline = sim::engine::simulate(&scenario);

@@ -701,7 +701,6 @@ impl Engine<'_> {
             poll_ns: interval_ns,
             deadline_ns,
             collective,
-            timeout_ns,
         };
         let generation = state.generation;
         self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
@@ -712,12 +711,7 @@ impl Engine<'_> {
     pub(super) fn wait_timed_out(&mut self, rank: u32, generation: u64) {
         let now_ns = self.now_ns;
         let state = &self.ranks[rank as usize];
-        let Blocked::Polling {
-            collective,
-            timeout_ns,
-            ..
-        } = state.blocked
-        else {
+        let Blocked::Polling { collective, .. } = state.blocked else {
             return;
         };
         if state.generation != generation {
@@ -738,7 +732,10 @@ impl Engine<'_> {
         }
         let op = &self.scenario.ops[op];
         let enqueue_ns = self.enqueue_ns(rank, collective);
-        let work = self.work_text(rank, collective, timeout_ns);
+        // PyTorch prints the Work with its own (the group's) timeout, whatever the wait's was.
+        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
+        let work_timeout_ns = self.scenario.groups[group as usize].timeout_ns;
+        let work = self.work_text(rank, collective, work_timeout_ns);
         let state = &self.ranks[rank as usize];
         let rank_id = state.timeline.rank;
         let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
@@ -764,7 +761,6 @@ impl Engine<'_> {
         self.notify(Notice::WaitTimedOut {
             rank,
             collective,
-            timeout_ns,
             now_ns,
         });
         let floor_ns = work::wait_abort_floor_ns(now_ns, self.scenario.host.comm_abort_ns);
@@ -773,7 +769,6 @@ impl Engine<'_> {
         state.waiters.forget_host();
         state.blocked = Blocked::Aborting {
             collective,
-            timeout_ns,
             floor_passed: false,
         };
         let generation = state.generation;
@@ -803,9 +798,7 @@ impl Engine<'_> {
         let state = &self.ranks[rank as usize];
         let Blocked::Aborting {
             collective,
-            timeout_ns,
             floor_passed: true,
-            ..
         } = state.blocked
         else {
             return;
@@ -819,7 +812,6 @@ impl Engine<'_> {
             rank,
             collective,
             op,
-            timeout_ns,
             now_ns,
         });
         self.resume_if_caught(rank, now_ns);

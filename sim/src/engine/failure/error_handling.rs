@@ -195,13 +195,18 @@ impl Failure<'_> {
         &mut self,
         view: &impl RunView,
         (rank, collective): (u32, u32),
-        timeout_ns: u64,
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
         let rank_id = self.rank_id(rank);
-        let work = self.work_text(view, rank, collective, timeout_ns);
         let group = view.work(rank, collective).group;
+        // PyTorch prints the Work with its own (the group's) timeout, whatever the wait's was.
+        let work = self.work_text(
+            view,
+            rank,
+            collective,
+            self.scenario.groups[group].timeout_ns,
+        );
         self.note(
             rank,
             Some(group),
@@ -221,13 +226,17 @@ impl Failure<'_> {
         &mut self,
         view: &impl RunView,
         (rank, collective, op): (u32, u32, usize),
-        timeout_ns: u64,
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
         let rank_id = self.rank_id(rank);
-        let work = self.work_text(view, rank, collective, timeout_ns);
         let group = view.work(rank, collective).group;
+        let work = self.work_text(
+            view,
+            rank,
+            collective,
+            self.scenario.groups[group].timeout_ns,
+        );
         let message = format!(
             "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
             self.scenario.groups[group].name
@@ -503,7 +512,6 @@ mod tests {
         let timed_out = Notice::WaitTimedOut {
             rank: 0,
             collective: 0,
-            timeout_ns: 50_000_000,
             now_ns: 70_000_000,
         };
         failure.notify(&run, timed_out, &mut out);
@@ -515,7 +523,6 @@ mod tests {
             rank: 0,
             collective: 0,
             op: 1,
-            timeout_ns: 50_000_000,
             now_ns: 1_000_000_000,
         };
         failure.notify(&run, raised, &mut out);
@@ -554,7 +561,6 @@ mod tests {
             Notice::WaitTimedOut {
                 rank: 0,
                 collective: 0,
-                timeout_ns: 1_000_000_000,
                 now_ns: 1_000_034_000,
             },
             &mut out,
@@ -572,7 +578,6 @@ mod tests {
                 rank: 0,
                 collective: 0,
                 op: 0,
-                timeout_ns: 1_000_000_000,
                 now_ns: 1_930_034_000,
             },
             &mut out,

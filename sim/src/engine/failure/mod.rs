@@ -117,7 +117,6 @@ pub(in crate::engine) enum Notice {
     WaitTimedOut {
         rank: u32,
         collective: u32,
-        timeout_ns: u64,
         now_ns: u64,
     },
     /// A polling `wait()` of collective record `collective` raised (R15), once the main
@@ -126,7 +125,6 @@ pub(in crate::engine) enum Notice {
         rank: u32,
         collective: u32,
         op: usize,
-        timeout_ns: u64,
         now_ns: u64,
     },
     /// The program of `rank` ran to its end at host time `host_ns` (R31). `abort_timeout`:
@@ -388,16 +386,14 @@ impl<'s> Failure<'s> {
             Notice::WaitTimedOut {
                 rank,
                 collective,
-                timeout_ns,
                 now_ns,
-            } => self.wait_timed_out(view, (rank, collective), timeout_ns, now_ns, out),
+            } => self.wait_timed_out(view, (rank, collective), now_ns, out),
             Notice::WaitRaised {
                 rank,
                 collective,
                 op,
-                timeout_ns,
                 now_ns,
-            } => self.wait_raised(view, (rank, collective, op), timeout_ns, now_ns, out),
+            } => self.wait_raised(view, (rank, collective, op), now_ns, out),
             Notice::ProgramReturned {
                 rank,
                 host_ns,
