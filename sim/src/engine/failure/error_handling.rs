@@ -189,6 +189,20 @@ impl Failure<'_> {
         self.raise_uncaught((rank, group, op), host_ns, message, out);
     }
 
+    /// The rank as PyTorch names it, the Work's group, and the Work as PyTorch prints it: with
+    /// its own (the group's) timeout, whatever the wait's was.
+    fn timed_out_work(
+        &self,
+        view: &impl RunView,
+        rank: u32,
+        collective: u32,
+    ) -> (u32, GroupId, String) {
+        let group = view.work(rank, collective).group;
+        let timeout_ns = self.scenario.groups[group].timeout_ns;
+        let work = self.work_text(view, rank, collective, timeout_ns);
+        (self.rank_id(rank), group, work)
+    }
+
     /// A polling `wait()` timed out (R15): the main thread logs it and aborts the
     /// communicator (its kernels end now; it raises once the abort returns).
     pub(super) fn wait_timed_out(
@@ -198,15 +212,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let rank_id = self.rank_id(rank);
-        let group = view.work(rank, collective).group;
-        // PyTorch prints the Work with its own (the group's) timeout, whatever the wait's was.
-        let work = self.work_text(
-            view,
-            rank,
-            collective,
-            self.scenario.groups[group].timeout_ns,
-        );
+        let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
         self.note(
             rank,
             Some(group),
@@ -229,14 +235,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let rank_id = self.rank_id(rank);
-        let group = view.work(rank, collective).group;
-        let work = self.work_text(
-            view,
-            rank,
-            collective,
-            self.scenario.groups[group].timeout_ns,
-        );
+        let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
         let message = format!(
             "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
             self.scenario.groups[group].name
