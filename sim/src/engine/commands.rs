@@ -848,4 +848,42 @@ mod tests {
         assert!(late.ranks.iter().all(|rank| rank.collectives.is_empty()));
         assert!(late.ranks.iter().all(|rank| rank.exceptions.len() == 1));
     }
+
+    #[test]
+    fn a_deadlock_report_names_the_rank_that_aborted_its_communicator_r15() {
+        // Rank 0 times out behind a 2 s sleep and aborts; its collective then starts and ends
+        // at once. Rank 1's copy spins: the report says who spins and who aborted.
+        let spins = blocking_wait(
+            "[[op]]\ngpu_sleep_us = 2_000_000\nranks = [0]\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\nranks = [0]\ncatch = true\n[[op]]\ndevice_sync = true\n",
+        );
+        let deadlock = spins
+            .findings
+            .iter()
+            .find(|f| f.kind == FindingKind::Deadlock && f.message.starts_with("collective ar"))
+            .expect("rank 1's copy spins");
+        assert!(
+            deadlock.message.contains(
+                "rank 1 started its kernel and spin (R16), rank 0 aborted its communicator"
+            ),
+            "{}",
+            deadlock.message
+        );
+        // Both ranks abort: nobody waits on the collective, and no deadlock names it.
+        let both = blocking_wait(
+            "[[op]]\ngpu_sleep_us = 2_000_000\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\ncatch = true\n\
+             [[op]]\nlabel = \"h\"\nhost_sleep_us = 3_000_000\n\
+             [[fault]]\nranks = [0]\nat = \"h\"\nkind = \"hang\"\n",
+        );
+        assert!(
+            both.findings
+                .iter()
+                .all(|f| !f.message.starts_with("collective ar")),
+            "{:?}",
+            both.findings
+        );
+    }
 }

@@ -110,7 +110,23 @@ impl Engine<'_> {
             let group = &scenario.groups[rendezvous.group];
             let arrived: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
             let missing = self.others_in_group(rendezvous.group, &arrived);
-            let absent = self.absent_ranks(&missing, "never launched it", "launching it");
+            let mut absent = self.absent_ranks(&missing, "never launched it", "launching it");
+            // A rank that aborted its communicator launched the collective, but its kernel
+            // returned at once (R15, R27); the others spin.
+            let (aborted, spinning): (Vec<u32>, Vec<u32>) = arrived
+                .iter()
+                .partition(|&&r| self.failure.is_aborted(r, rendezvous.group));
+            if !aborted.is_empty() {
+                let aborted = format!(
+                    "{} aborted its communicator, its kernel ending at once (R15, R27)",
+                    self.ranks_of(&aborted).named()
+                );
+                absent = if missing.is_empty() {
+                    aborted
+                } else {
+                    format!("{aborted}, {absent}")
+                };
+            }
             let op = &scenario.ops[rendezvous.op];
             let (first_rank, first_stream) =
                 rendezvous.members.iter().copied().min().unwrap_or((0, 0));
@@ -131,7 +147,7 @@ impl Engine<'_> {
                     rendezvous.collective.op_type(),
                     group.name,
                     op.line,
-                    self.ranks_of(&arrived).named(),
+                    self.ranks_of(&spinning).named(),
                 ),
                 stands_for: RankSet::default(),
             });

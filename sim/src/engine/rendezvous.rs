@@ -44,22 +44,18 @@ impl Engine<'_> {
     /// A collective kernel started on `rank` (R16): it spins until the last rank arrives.
     pub(super) fn arrive(&mut self, rank: u32, stream: u16, rendezvous: u32) {
         let now_ns = self.now_ns;
-        let group = self.rendezvous[rendezvous as usize]
-            .as_ref()
-            .expect("a live rendezvous")
-            .group;
-        if self.failure.is_aborted(rank, group) {
-            // The rank aborted this communicator (R15, R27): NCCL's kernel returns at once and
-            // the collective can never complete.
-            self.poisoned.insert(rendezvous);
-            self.end_running_kernel(rank, stream);
-            return;
-        }
         let slot = self.rendezvous[rendezvous as usize]
             .as_mut()
             .expect("a live rendezvous");
         slot.arrived += self.classes.weight(rank);
         slot.members.push((rank, stream));
+        if self.failure.is_aborted(rank, slot.group) {
+            // The rank aborted this communicator (R15, R27): it launched the collective, but
+            // NCCL's kernel returns at once and the collective can never complete.
+            self.poisoned.insert(rendezvous);
+            self.end_running_kernel(rank, stream);
+            return;
+        }
         // The last rank is the highest among the latest arrivals, whatever order equal times
         // were processed in (a folded run processes fewer of them).
         let highest = self.classes.highest_rank(rank);
