@@ -453,9 +453,7 @@ mod tests {
                 "",
             );
             let mut failure = Failure::new(&scenario, per_rank(&scenario));
-            let run = FakeRun::default().with_work(0, 0, 1);
-            enqueue(&mut failure, &run, (0, 0), 20_000);
-            let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+            let commands = time_out_rank_0(&mut failure, &FakeRun::default().with_work(0, 0, 1));
             assert_eq!(
                 commands.last(),
                 Some(&wake(0, Wake::DumpWaitOver, over_ns)),
