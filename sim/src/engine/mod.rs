@@ -60,6 +60,7 @@ mod rank;
 mod rendezvous;
 mod streams;
 mod summary;
+mod wait;
 
 /// Sentinel for "has not happened".
 const NEVER: u64 = u64::MAX;

@@ -1,0 +1,214 @@
+//! A rank's polling waits (R15): blocking wait and `wait(timeout)` poll the Work on the host,
+//! time out, and then the main thread aborts the communicator and raises once the abort
+//! returned; a caught raise resumes the host's cursor ([`super::host`]) at the next op.
+
+use super::failure::Notice;
+use super::host::next_poll_ns;
+use super::{Blocked, Engine, Event, GpuItem, QueuedItem, Waiter, NEVER};
+use crate::pg::{work, Slot};
+use crate::timeline::*;
+
+impl Engine<'_> {
+    /// Blocking wait (R15) or `wait(timeout)`: the host polls until the end event fired,
+    /// raising at the first poll at or after the timeout counted from the enqueue (R26's clock,
+    /// checked by the main thread).
+    pub(super) fn poll(
+        &mut self,
+        rank: u32,
+        collective: u32,
+        end: Slot,
+        interval_ns: u64,
+        timeout_ns: u64,
+    ) {
+        let end = self.instance(rank, end);
+        // The polling host returns only once the end event passed.
+        self.ranks[rank as usize].race.host_waits(end);
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        let failed_ns = self.failure.work_failed_ns(rank, collective);
+        let state = &mut self.ranks[rank as usize];
+        if state.fired_ns[end as usize] != NEVER {
+            // Completed before the first poll: the first check succeeds.
+            return;
+        }
+        state.waiters.add(end, Waiter::Host);
+        let host_ns = state.host_ns;
+        let timeout_poll_ns = next_poll_ns(
+            host_ns,
+            interval_ns,
+            work::timeout_deadline_ns(enqueue_ns, timeout_ns),
+        );
+        // A Work that failed with an NCCL async error is completed, with its error, at the
+        // first poll after the error, and raises there (R27).
+        let deadline_ns = failed_ns.map_or(timeout_poll_ns, |error_ns| {
+            timeout_poll_ns.min(next_poll_ns(host_ns, interval_ns, error_ns))
+        });
+        state.blocked = Blocked::Polling {
+            first_poll_ns: host_ns,
+            poll_ns: interval_ns,
+            deadline_ns,
+            collective,
+        };
+        let generation = state.generation;
+        self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
+    }
+
+    /// `wait(timeout)` or blocking wait past the timeout (R15): the main thread aborts the
+    /// communicator, and raises once the abort ended ([`Self::wait_abort_check`]).
+    pub(super) fn wait_timed_out(&mut self, rank: u32, generation: u64) {
+        let now_ns = self.now_ns;
+        let state = &self.ranks[rank as usize];
+        let Blocked::Polling { collective, .. } = state.blocked else {
+            return;
+        };
+        if state.generation != generation {
+            return;
+        }
+        let op = state.blocked_op;
+        if work::failed_by(self.failure.work_failed_ns(rank, collective), now_ns) {
+            // The poll found the Work failed: wait() raises its error, not a timeout.
+            self.push_host_call(rank, op, now_ns);
+            self.notify(Notice::WaitCalled {
+                rank,
+                collective,
+                op,
+                host_ns: now_ns,
+            });
+            self.resume_if_caught(rank, now_ns);
+            return;
+        }
+        let op = &self.scenario.ops[op];
+        let enqueue_ns = self.enqueue_ns(rank, collective);
+        // PyTorch prints the Work with its own (the group's) timeout, whatever the wait's was.
+        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
+        let work_timeout_ns = self.scenario.groups[group as usize].timeout_ns;
+        let work = self.work_text(rank, collective, work_timeout_ns);
+        let state = &self.ranks[rank as usize];
+        let rank_id = state.timeline.rank;
+        let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
+        let finding = Finding {
+            kind: FindingKind::WaitTimeout,
+            rank: Some(rank_id),
+            iteration: Some(state.iteration),
+            op: Some(op.index as OpRef),
+            stream: Some(state.timeline.streams[op.stream].name.clone()),
+            message: format!(
+                "rank {rank_id}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread aborts the communicator and raises once the abort returned, and {} (R15)",
+                op.display_name(),
+                op.line,
+                if op.catch {
+                    "the program catches it (catch = true)"
+                } else {
+                    "the raise stops the rank's program"
+                },
+            ),
+            stands_for: RankSet::default(),
+        };
+        self.rank_finding(rank, finding);
+        self.notify(Notice::WaitTimedOut {
+            rank,
+            collective,
+            now_ns,
+        });
+        let floor_ns = work::wait_abort_floor_ns(now_ns, self.scenario.host.comm_abort_ns);
+        let state = &mut self.ranks[rank as usize];
+        // The host no longer waits for the Work's end event: it is in the abort.
+        state.waiters.forget_host();
+        state.blocked = Blocked::Aborting {
+            collective,
+            floor_passed: false,
+        };
+        let generation = state.generation;
+        self.schedule(floor_ns, Event::WaitAbortDue { rank, generation });
+    }
+
+    /// The abort after a wait's timeout may end now: its least time passed
+    /// (`host.comm_abort_us`), or the collective's stream moved after it had.
+    pub(super) fn wait_abort_due(&mut self, rank: u32, generation: u64) {
+        let state = &mut self.ranks[rank as usize];
+        if state.generation != generation {
+            return;
+        }
+        let Blocked::Aborting { floor_passed, .. } = &mut state.blocked else {
+            return;
+        };
+        *floor_passed = true;
+        self.wait_abort_check(rank);
+    }
+
+    /// The abort after a wait's timeout ends once its floor passed and the collective's stream
+    /// reached the collective (the GPU work queued ahead of it drained): the call ends there and
+    /// the wait raises (R15). Called from an event of its own, never from inside a stream's
+    /// advance, so that a raise that ends the process stops its GPU between two steps.
+    fn wait_abort_check(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let state = &self.ranks[rank as usize];
+        let Blocked::Aborting {
+            collective,
+            floor_passed: true,
+        } = state.blocked
+        else {
+            return;
+        };
+        if !self.stream_reached(rank, collective) {
+            return;
+        }
+        let op = state.blocked_op;
+        self.push_host_call(rank, op, now_ns);
+        self.notify(Notice::WaitRaised {
+            rank,
+            collective,
+            op,
+            now_ns,
+        });
+        self.resume_if_caught(rank, now_ns);
+    }
+
+    /// Whether the stream of collective record `collective` has reached it: its kernel
+    /// started (or ended), or it heads its stream's queue.
+    fn stream_reached(&self, rank: u32, collective: u32) -> bool {
+        let state = &self.ranks[rank as usize];
+        let kernel = state.scratch.collective_kernel[collective as usize];
+        if state.scratch.kernel_times.get(kernel as usize).start_ns != NEVER {
+            return true;
+        }
+        let stream = state.timeline.kernels[kernel as usize].stream as usize;
+        matches!(
+            state.streams[stream].queue.front(),
+            Some(QueuedItem {
+                item: GpuItem::Collective { collective: head, .. },
+                ..
+            }) if *head == collective
+        )
+    }
+
+    /// Whether the program of `rank` just caught an exception (`catch = true`), and forget it.
+    pub(super) fn take_caught(&mut self, rank: u32) -> bool {
+        std::mem::take(&mut self.ranks[rank as usize].caught)
+    }
+
+    /// A polling wait that raised and was caught: the host goes on at the next op from `now_ns`.
+    fn resume_if_caught(&mut self, rank: u32, now_ns: u64) {
+        if !self.take_caught(rank) {
+            return;
+        }
+        let state = &mut self.ranks[rank as usize];
+        // The host no longer waits for the Work's end event.
+        state.waiters.forget_host();
+        state.cursor.leave_op();
+        state.blocked = Blocked::Timer;
+        self.schedule(
+            now_ns,
+            Event::HostResume {
+                rank,
+                at_ns: now_ns,
+            },
+        );
+    }
+
+    /// When the Work of a collective record was enqueued (its kernel's launch).
+    pub(super) fn enqueue_ns(&self, rank: u32, collective: u32) -> u64 {
+        let state = &self.ranks[rank as usize];
+        state.timeline.kernels[state.scratch.collective_kernel[collective as usize] as usize]
+            .enqueue_ns
+    }
+}
