@@ -333,24 +333,8 @@ impl Engine<'_> {
                 continue;
             }
             self.poisoned.insert(rendezvous);
-            self.end_running_kernel(rank, stream);
+            self.schedule_kernel_end(rank, stream, self.now_ns);
         }
-    }
-
-    /// The kernel running on `stream` ends now (an aborted collective's).
-    pub(super) fn end_running_kernel(&mut self, rank: u32, stream: u16) {
-        let now_ns = self.now_ns;
-        let stream_state = &mut self.ranks[rank as usize].streams[stream as usize];
-        stream_state.end_version += 1;
-        let version = stream_state.end_version;
-        self.schedule(
-            now_ns,
-            Event::KernelEnd {
-                rank,
-                stream,
-                version,
-            },
-        );
     }
 
     /// The process ends: its host stops, and the collectives it joined can never complete.

@@ -53,7 +53,7 @@ impl Engine<'_> {
             // The rank aborted this communicator (R15, R27): it launched the collective, but
             // NCCL's kernel returns at once and the collective can never complete.
             self.poisoned.insert(rendezvous);
-            self.end_running_kernel(rank, stream);
+            self.schedule_kernel_end(rank, stream, now_ns);
             return;
         }
         // The last rank is the highest among the latest arrivals, whatever order equal times
@@ -118,17 +118,7 @@ impl Engine<'_> {
                 data_start_ns: now_ns,
                 last_rank: Some(slot.last_arrival.1),
             };
-            let stream_state = &mut state.streams[member_stream as usize];
-            stream_state.end_version += 1;
-            let version = stream_state.end_version;
-            self.schedule(
-                end_ns,
-                Event::KernelEnd {
-                    rank: member,
-                    stream: member_stream,
-                    version,
-                },
-            );
+            self.schedule_kernel_end(member, member_stream, end_ns);
         }
     }
 

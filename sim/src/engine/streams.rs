@@ -165,6 +165,24 @@ impl Engine<'_> {
         }
     }
 
+    /// The kernel running on `stream` ends at `end_ns` (`u64::MAX`: not known yet): any end
+    /// scheduled before for it is outdated (its version passed).
+    pub(super) fn schedule_kernel_end(&mut self, rank: u32, stream: u16, end_ns: u64) {
+        let stream_state = &mut self.ranks[rank as usize].streams[stream as usize];
+        stream_state.end_version += 1;
+        let version = stream_state.end_version;
+        if end_ns != u64::MAX {
+            self.schedule(
+                end_ns,
+                Event::KernelEnd {
+                    rank,
+                    stream,
+                    version,
+                },
+            );
+        }
+    }
+
     /// How a kernel uses SMs: a GEMM fills the GPU in waves of `cluster.gemm_tile` blocks, a generic
     /// kernel holds its `sms`, a sleep (or a straggler's delay) one block (R22).
     pub(super) fn kernel_shape(&self, rank: u32, kernel: u32, duration_ns: u64) -> KernelShape {
@@ -208,19 +226,7 @@ impl Engine<'_> {
         for (kernel, end_ns) in changes.ends {
             let state = &mut self.ranks[rank as usize];
             let stream = state.running_stream(kernel);
-            let stream_state = &mut state.streams[stream as usize];
-            stream_state.end_version += 1;
-            let version = stream_state.end_version;
-            if end_ns != u64::MAX {
-                self.schedule(
-                    end_ns,
-                    Event::KernelEnd {
-                        rank,
-                        stream,
-                        version,
-                    },
-                );
-            }
+            self.schedule_kernel_end(rank, stream, end_ns);
         }
         let state = &mut self.ranks[rank as usize];
         if let Some(at_ns) = changes.transfer_at_ns {
