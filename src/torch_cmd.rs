@@ -331,9 +331,8 @@ fn join_ranks(
         unix_ns: earliest,
         monotonic_ns: parts
             .iter()
-            .zip(&origins)
-            .find(|(_, origin)| **origin == earliest)
-            .and_then(|((_, part), _)| part.machine.get("host_origin_monotonic_ns"))
+            .min_by_key(|(_, part)| origin_ns(part))
+            .and_then(|(_, part)| part.machine.get("host_origin_monotonic_ns"))
             .and_then(|text| text.parse().ok()),
     };
     let mut watchdog: Vec<WatchdogRecord> = parts

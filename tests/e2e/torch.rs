@@ -3,7 +3,7 @@
 //! `python/tests/fake_torch` (the Timeline it writes must parse as a Rust [`Timeline`]).
 
 use crate::util::{c10dsim, stderr, stdout};
-use sim::timeline::{Source, Timeline, WatchdogEvent};
+use sim::timeline::{FindingKind, Source, ThreadKind, Timeline, WatchdogEvent};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -183,4 +183,24 @@ fn pytorch_s_watchdog_log_lines_become_records_and_a_finding() {
     );
     assert_eq!(timeline.findings.len(), 1);
     assert!(timeline.findings[0].message.contains("(PyTorch's log)"));
+    // The watchdog's async error (after a wait's timeout aborted the communicator, docs/torch.md)
+    // is a record and an `async_error` finding too.
+    let (output, timeline) = torch_with_fake_torch(
+        "scenarios/lifetime_peak.toml",
+        "log_async",
+        &[("FAKE_TORCH_LOG_ASYNC_ERROR", "1")],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let [record] = timeline.watchdog.as_slice() else {
+        panic!("one record expected: {:?}", timeline.watchdog)
+    };
+    assert_eq!(
+        (record.thread, record.event),
+        (ThreadKind::Watchdog, WatchdogEvent::AsyncError)
+    );
+    let [finding] = timeline.findings.as_slice() else {
+        panic!("one finding expected: {:?}", timeline.findings)
+    };
+    assert_eq!(finding.kind, FindingKind::AsyncError);
+    assert!(finding.message.contains("(PyTorch's log)"));
 }

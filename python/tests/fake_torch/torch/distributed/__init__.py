@@ -81,18 +81,24 @@ class ProcessGroupNCCL:
         is_high_priority_stream = False
 
 
+def _log_line(rank, message):
+    """A line as PyTorch 2.11's C++ logger prints it: the wall clock's date and seconds (UTC
+    here) with CLOCK_MONOTONIC's nanoseconds."""
+    monotonic_ns = time.monotonic_ns()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    sys.stderr.write("[rank%d]:[E%s.%09d ProcessGroupNCCL.cpp:1] [Rank %d] %s\n"
+                     % (rank, now.strftime("%m%d %H:%M:%S"), monotonic_ns % 10**9, rank, message))
+    sys.stderr.flush()
+
+
 def init_process_group(backend=None, rank=0, world_size=1, timeout=None, device_id=None,
                        pg_options=None):
     _log("init_process_group", backend, rank, world_size, timeout, device_id is not None)
     if os.environ.get("FAKE_TORCH_LOG_TIMEOUT") == "1":
-        # A line as PyTorch 2.11's C++ logger prints it: the wall clock's date and seconds
-        # (UTC here) with CLOCK_MONOTONIC's nanoseconds.
-        monotonic_ns = time.monotonic_ns()
-        now = datetime.datetime.now(datetime.timezone.utc)
-        sys.stderr.write("[rank%d]:[E%s.%09d ProcessGroupNCCL.cpp:1] [Rank %d] Watchdog caught "
-                         "collective operation timeout: WorkNCCL(SeqNum=1, fake)\n"
-                         % (rank, now.strftime("%m%d %H:%M:%S"), monotonic_ns % 10**9, rank))
-        sys.stderr.flush()
+        _log_line(rank, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, fake)")
+    if os.environ.get("FAKE_TORCH_LOG_ASYNC_ERROR") == "1":
+        _log_line(rank, "Collective WorkNCCL(SeqNum=1, fake) raised the following async "
+                        "exception: NCCL error: unhandled system error")
     world = _Group("0", list(range(world_size)))
     _groups.append(world)
     group.WORLD = world
