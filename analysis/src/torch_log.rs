@@ -304,6 +304,11 @@ mod tests {
         );
     }
 
+    /// Who did what, record by record.
+    fn thread_events(records: &[WatchdogRecord]) -> Vec<(ThreadKind, WatchdogEvent)> {
+        records.iter().map(|r| (r.thread, r.event)).collect()
+    }
+
     /// The two clocks of a measured run's time 0 (its Timeline's machine keys).
     fn measured(unix_ns: u64, monotonic_ns: u64) -> LogOrigin {
         LogOrigin {
@@ -319,8 +324,7 @@ mod tests {
         // program caught the raise and ran on. No watchdog line at all.
         let log = include_str!("../../tests/data/torch/caught_timeout.run1.log");
         let records = watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
-        let kinds: Vec<(ThreadKind, WatchdogEvent)> =
-            records.iter().map(|r| (r.thread, r.event)).collect();
+        let kinds = thread_events(&records);
         assert_eq!(
             kinds,
             [
@@ -353,8 +357,7 @@ mod tests {
         // signalled and made the dump, and took the process down after its 60 s dump wait.
         let log = include_str!("../../tests/data/torch/wait_timeout.run1.log");
         let records = watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
-        let kinds: Vec<(ThreadKind, WatchdogEvent)> =
-            records.iter().map(|r| (r.thread, r.event)).collect();
+        let kinds = thread_events(&records);
         assert_eq!(
             kinds,
             [
@@ -449,8 +452,7 @@ mod tests {
         let origin_unix_ns =
             20_789 * 86_400 * 1_000_000_000 + (18 * 3600 + 44 * 60) * 1_000_000_000;
         let records = watchdog_records(log, printed_clock(origin_unix_ns));
-        let kinds: Vec<(ThreadKind, WatchdogEvent)> =
-            records.iter().map(|r| (r.thread, r.event)).collect();
+        let kinds = thread_events(&records);
         assert_eq!(
             kinds,
             [
