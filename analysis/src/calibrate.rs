@@ -72,6 +72,7 @@ pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
             "collective_cold_after_us",
             "wait_us",
             "launch_us",
+            "first_gemm_us",
             "launch_latency_us",
             "nccl_launch_latency_us",
             "stream_wait_latency_us",

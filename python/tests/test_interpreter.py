@@ -342,6 +342,50 @@ def test_the_input_ready_point_is_inside_the_call_where_the_work_was_created(res
         assert c["host_start_ns"] <= c["input_ready_ns"] <= c["host_end_ns"], c
 
 
+TWO_GEMM_STREAMS = """
+name = "two_gemm_streams"
+[cluster]
+ranks = 1
+[memory]
+fraction = 0.01
+[streams]
+side = {}
+[[op]]
+gemm = [1024, 1024, 1024]
+[[op]]
+gemm = [2048, 2048, 2048]
+[[op]]
+set_stream = "side"
+[[op]]
+gemm = [1024, 1024, 1024]
+[[op]]
+set_stream = "default"
+"""
+
+
+def test_the_memory_quota_adds_the_gemm_operands_and_a_cublas_workspace_per_gemm_stream(
+        resolve, interpret, tmp_path):
+    # PyTorch's cuBLAS workspace of each stream that runs a GEMM comes from the caching
+    # allocator, as the operands do; the simulator books neither, so the quota grows by both
+    # (frag_killer ran out of memory in PyTorch by exactly one 32-MiB workspace).
+    source = tmp_path / "two_gemm_streams.toml"
+    source.write_text(TWO_GEMM_STREAMS)
+    path, scenario = resolve(str(source))
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    handles = [call for call in calls if call[0] == "current_blas_handle"]
+    assert len(handles) == 2, "one handle per stream that runs a GEMM"
+    workspace_bytes = 2 * 32 * 2**20
+    assert document["machine"]["blas_workspace_bytes"] == str(workspace_bytes)
+    operand_bytes = sum(3 * n * n * 2 for n in (1024, 2048))  # bf16, the default dtype
+    expected = (scenario["memory"]["capacity_bytes"] + operand_bytes + workspace_bytes) / (
+        141 * 2**30)
+    (fraction,) = [call for call in calls if call[0] == "set_per_process_memory_fraction"]
+    assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
+    first_gemm = names(calls).index("matmul")
+    assert names(calls).index("current_blas_handle") < first_gemm, "made before the program"
+
+
 EVERY_KIND = """
 name = "every_kind"
 repeat = 2

@@ -120,6 +120,29 @@ fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     out
 }
 
+/// Per run: each rank's first GEMM call (in any iteration, warm-ups included), its host time
+/// less `launch_us`.
+fn first_gemm_calls(runs: &[CalibrationRun], launch_us: f64) -> OpSamples {
+    let mut out = Vec::new();
+    for run in runs {
+        let t = run.timeline;
+        let gemms: Vec<u32> = (t.ops.iter())
+            .filter(|op| op.key == "gemm")
+            .map(|op| op.index)
+            .collect();
+        let samples = (t.ranks.iter())
+            .filter_map(|rank| {
+                (rank.host.iter())
+                    .filter(|call| gemms.contains(&call.op))
+                    .min_by_key(|call| call.start_ns)
+            })
+            .map(|call| us(call.end_ns as i64 - call.start_ns as i64) - launch_us)
+            .collect();
+        out.push(samples);
+    }
+    out
+}
+
 /// For blocking calls: host return minus the moment the GPU work it waited for ended (the last
 /// kernel or collective end inside the call), where the call did block.
 fn return_after_gpu(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
@@ -381,6 +404,14 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         "host.launch_us",
         per_op,
         host_durations(runs, &["gemm", "kernel", "gpu_sleep_us"]),
+    ));
+    let launch_us = (fitted.iter())
+        .find(|f| f.key == "host.launch_us")
+        .map_or(0.0, |f| f.value);
+    fitted.extend(host_cost(
+        "host.first_gemm_us",
+        "median over runs of each one's median, per rank, of its first GEMM call's host time less host.launch_us (cuBLAS's first matmul, R1)",
+        first_gemm_calls(runs, launch_us),
     ));
     fitted.extend(host_cost(
         "host.event_us",

@@ -293,18 +293,34 @@ class Interpreter:
         self.drift_scale = 1.0
 
     def limit_memory(self):
-        """The scenario's allocator capacity (R17), plus the GEMM operands and bucket buffers the
-        interpreter adds and the simulator does not count, as the allocator's fraction of the
-        device."""
+        """The scenario's allocator capacity (R17), plus what the interpreter and PyTorch add from
+        the same allocator and the simulator does not count — the GEMM operands, the bucket
+        buffers and the cuBLAS workspaces — as the allocator's fraction of the device."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
         extra_bytes += sum(b.numel() * b.element_size()
                            for buffers in self.buckets.values() for b in buffers)
+        extra_bytes += self.blas_workspaces()
         total_bytes = self.torch.cuda.get_device_properties(self.local_rank).total_memory
         capacity = self.scenario["memory"]["capacity_bytes"] + extra_bytes
         fraction = min(1.0, capacity / total_bytes)
         self.torch.cuda.set_per_process_memory_fraction(fraction, self.local_rank)
         self.machine["memory_fraction"] = "%.4f" % fraction
+
+    def blas_workspaces(self):
+        """Bytes of the cuBLAS workspaces of the streams that run GEMMs. PyTorch takes one per
+        stream from its caching allocator at the stream's first cuBLAS call (32 MiB each on an
+        H200) and keeps it: made here, before the program, by asking for each such stream's cuBLAS
+        handle, and measured as the allocator counts it (`machine.blas_workspace_bytes`)."""
+        streams = sorted({op["stream"] for op in self.scenario["ops"]
+                          if op["kind"]["kind"] == "gemm"})
+        before = self.torch.cuda.memory_allocated(self.device)
+        for stream in streams:
+            with self.torch.cuda.stream(self.streams[stream]):
+                self.torch.cuda.current_blas_handle()
+        workspace_bytes = self.torch.cuda.memory_allocated(self.device) - before
+        self.machine["blas_workspace_bytes"] = str(workspace_bytes)
+        return workspace_bytes
 
     def init_process_group(self, device_id):
         world_group = self.scenario["groups"][0]

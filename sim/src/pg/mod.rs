@@ -51,6 +51,8 @@ pub struct ProcessGroupNccl {
     /// Whether this process created a communicator yet: its first waits for the device to
     /// drain and costs `comm_init_ns`, later ones `comm_init_next_ns` (R8).
     any_communicator: bool,
+    /// Whether this process launched a GEMM yet: its first costs `host.first_gemm_us` more.
+    any_gemm: bool,
     /// Per group: an eager init that `TORCH_NCCL_USE_COMM_NONBLOCKING` left to the first use.
     deferred: Vec<bool>,
     /// Per op: a setup op (`init_process_group`, `new_group`) that already ran.
@@ -81,6 +83,7 @@ impl ProcessGroupNccl {
             group_seq: vec![0; scenario.groups.len()],
             initialised: vec![false; scenario.groups.len()],
             any_communicator: false,
+            any_gemm: false,
             deferred: vec![false; scenario.groups.len()],
             ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
@@ -691,6 +694,14 @@ impl ProcessGroupNccl {
         out.push(Step::HostCost {
             cost_ns: scenario.host.launch_ns,
         });
+        if matches!(kernel, Kernel::Gemm { .. }) && !std::mem::replace(&mut self.any_gemm, true) {
+            let first_gemm_ns = scenario.host.first_gemm_ns;
+            if first_gemm_ns > 0 {
+                out.push(Step::HostCost {
+                    cost_ns: first_gemm_ns,
+                });
+            }
+        }
         let jitter = jitter_factor(scenario.cluster.kernel_jitter, &mut self.rng);
         out.push(Step::Launch {
             stream,

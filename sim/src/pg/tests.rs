@@ -233,3 +233,36 @@ fn a_work_prints_element_counts_as_pytorch_does() {
         "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"
     );
 }
+
+#[test]
+fn only_the_process_s_first_gemm_pays_cublas_s_first_call_r1() {
+    let text = r#"
+[host]
+launch_us = 5
+first_gemm_us = 80000
+[[op]]
+gemm = [1024, 1024, 1024]
+[[op]]
+kernel = { us = 10, sms = 1 }
+[[op]]
+gemm = [2048, 2048, 2048]
+"#;
+    let host_costs: Vec<String> = (lowered(text).into_iter())
+        .filter(|step| step.starts_with("host_cost"))
+        .collect();
+    assert_eq!(
+        host_costs,
+        [
+            "host_cost 5000ns",
+            "host_cost 80000000ns",
+            "host_cost 5000ns",
+            "host_cost 5000ns"
+        ],
+        "the first GEMM's launch and cuBLAS's first call, then plain launches"
+    );
+    let unset = lowered(&text.replace("first_gemm_us = 80000\n", ""));
+    assert!(
+        !unset.iter().any(|step| step == "host_cost 0ns"),
+        "no step where the profile measured nothing"
+    );
+}

@@ -657,6 +657,7 @@ impl Resolver<'_> {
     fn host(&self, raw: Option<&RawHost>, torch: TorchProfile) -> Result<HostCosts> {
         let empty = RawHost {
             launch_us: None,
+            first_gemm_us: None,
             launch_latency_us: None,
             nccl_launch_latency_us: None,
             stream_wait_latency_us: None,
@@ -769,6 +770,7 @@ impl Resolver<'_> {
         let event_ns = self.optional_time_us(&raw.event_us, "host.event_us", 2_000)?;
         Ok(HostCosts {
             launch_ns: self.optional_time_us(&raw.launch_us, "host.launch_us", 5_000)?,
+            first_gemm_ns: self.optional_time_us(&raw.first_gemm_us, "host.first_gemm_us", 0)?,
             launch_latency_ns,
             nccl_launch_latency_ns,
             stream_wait_latency_ns: self.optional_time_us(

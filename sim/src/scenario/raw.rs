@@ -78,6 +78,7 @@ pub struct RawNetwork {
 #[serde(deny_unknown_fields)]
 pub struct RawHost {
     pub launch_us: Option<Spanned<f64>>,
+    pub first_gemm_us: Option<Spanned<f64>>,
     pub launch_latency_us: Option<Spanned<f64>>,
     pub nccl_launch_latency_us: Option<Spanned<f64>>,
     pub stream_wait_latency_us: Option<Spanned<f64>>,

@@ -96,4 +96,38 @@ def get_device_properties(index):
 
 
 def set_per_process_memory_fraction(fraction, device=None):
-    _log("set_per_process_memory_fraction", round(fraction, 4))
+    _log("set_per_process_memory_fraction", fraction)
+
+
+# What the fake caching allocator holds: only the cuBLAS workspaces, 32 MiB per stream at its
+# first cuBLAS handle, as PyTorch's on an H200.
+BLAS_WORKSPACE_BYTES = 32 * 2**20
+_allocated = [0]
+_streams_with_workspace = []
+
+
+def memory_allocated(device=None):
+    return _allocated[0]
+
+
+def current_blas_handle():
+    stream = current_stream()
+    _log("current_blas_handle", stream.priority)
+    if not any(s is stream for s in _streams_with_workspace):
+        _streams_with_workspace.append(stream)
+        _allocated[0] += BLAS_WORKSPACE_BYTES
+    return 1
+
+
+class stream:
+    """``torch.cuda.stream(s)``: ``s`` is the current stream inside the block."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        self.previous = _current[0]
+        _current[0] = self.stream
+
+    def __exit__(self, *exc):
+        _current[0] = self.previous

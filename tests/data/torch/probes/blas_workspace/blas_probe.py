@@ -1,0 +1,28 @@
+import torch
+dev = torch.device("cuda", 0)
+torch.cuda.set_device(0)
+x = torch.ones(1, device=dev)
+torch.cuda.synchronize()
+a0 = torch.cuda.memory_allocated(dev); r0 = torch.cuda.memory_reserved(dev)
+h = torch.cuda.current_blas_handle()
+torch.cuda.synchronize()
+a1 = torch.cuda.memory_allocated(dev); r1 = torch.cuda.memory_reserved(dev)
+print("current_blas_handle: allocated +%d reserved +%d" % (a1 - a0, r1 - r0))
+s = torch.cuda.Stream()
+with torch.cuda.stream(s):
+    torch.cuda.current_blas_handle()
+torch.cuda.synchronize()
+a2 = torch.cuda.memory_allocated(dev); r2 = torch.cuda.memory_reserved(dev)
+print("second stream handle: allocated +%d reserved +%d" % (a2 - a1, r2 - r1))
+t = torch.ones(16, 16, dtype=torch.bfloat16, device=dev)
+u = t @ t
+torch.cuda.synchronize()
+a3 = torch.cuda.memory_allocated(dev)
+print("tiny bf16 matmul on default stream after handle: allocated +%d" % (a3 - a2))
+big = torch.randn(8192, 8192, dtype=torch.bfloat16, device=dev)
+a4 = torch.cuda.memory_allocated(dev)
+c = big @ big
+torch.cuda.synchronize()
+a5 = torch.cuda.memory_allocated(dev)
+print("8192 bf16 matmul after: allocated +%d (output %d)" % (a5 - a4, c.numel() * 2))
+print(torch.__version__)
