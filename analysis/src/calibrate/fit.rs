@@ -120,24 +120,32 @@ fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     out
 }
 
-/// Per run: each rank's first GEMM call (in any iteration, warm-ups included), its host time
-/// less `launch_us`.
+/// Per run: each rank's first GEMM call of each dtype (in any iteration, warm-ups included), its
+/// host time less `launch_us`.
 fn first_gemm_calls(runs: &[CalibrationRun], launch_us: f64) -> OpSamples {
     let mut out = Vec::new();
     for run in runs {
-        let t = run.timeline;
-        let gemms: Vec<u32> = (t.ops.iter())
-            .filter(|op| op.key == "gemm")
-            .map(|op| op.index)
-            .collect();
-        let samples = (t.ranks.iter())
-            .filter_map(|rank| {
-                (rank.host.iter())
-                    .filter(|call| gemms.contains(&call.op))
-                    .min_by_key(|call| call.start_ns)
+        let gemm_dtypes: Vec<(u32, DType)> = (run.scenario.ops.iter())
+            .filter_map(|op| match op.kind {
+                OpKind::Gemm { dtype, .. } => Some((op.index as u32, dtype)),
+                _ => None,
             })
-            .map(|call| us(call.end_ns as i64 - call.start_ns as i64) - launch_us)
             .collect();
+        let mut samples = Vec::new();
+        for rank in &run.timeline.ranks {
+            let mut seen: Vec<DType> = Vec::new();
+            let mut calls: Vec<_> = rank.host.iter().collect();
+            calls.sort_by_key(|call| call.start_ns);
+            for call in calls {
+                let Some(&(_, dtype)) = gemm_dtypes.iter().find(|(op, _)| *op == call.op) else {
+                    continue;
+                };
+                if !seen.contains(&dtype) {
+                    seen.push(dtype);
+                    samples.push(us(call.end_ns as i64 - call.start_ns as i64) - launch_us);
+                }
+            }
+        }
         out.push(samples);
     }
     out
@@ -410,7 +418,7 @@ fn fit_host_costs(runs: &[CalibrationRun]) -> Vec<FittedValue> {
         .map_or(0.0, |f| f.value);
     fitted.extend(host_cost(
         "host.first_gemm_us",
-        "median over runs of each one's median, per rank, of its first GEMM call's host time less host.launch_us (cuBLAS's first matmul, R1)",
+        "median over runs of each one's median, per rank and dtype, of the first GEMM call's host time less host.launch_us (cuBLAS's first matmul of a dtype, R1)",
         first_gemm_calls(runs, launch_us),
     ));
     fitted.extend(host_cost(

@@ -368,11 +368,13 @@ fn the_stack_trace_and_a_dump_outlasting_its_sleep_are_recovered_from_a_timeout(
 
 #[test]
 fn the_first_gemm_s_extra_cost_is_recovered_over_the_launch() {
-    // Two iterations, a warm-up among them: the process's first GEMM costs 80 ms more than a
-    // launch; the fit takes it from that call, warm-up or not, and the launch from the rest.
+    // Two iterations, a warm-up among them: the process's first GEMM of each dtype (bf16, f32)
+    // costs 80 ms more than a launch; the fit takes it from those calls, warm-up or not, and the
+    // launch from the rest.
     let text = "warmup = 1\nrepeat = 2\n[cluster]\nranks = 1\n\
         [host]\nlaunch_us = 20\nfirst_gemm_us = 80_000\n\
-        [[op]]\ngemm = [1024, 1024, 1024]\n[[op]]\ngemm = [2048, 2048, 2048]\n";
+        [[op]]\ngemm = [1024, 1024, 1024]\n[[op]]\ngemm = [2048, 2048, 2048]\n\
+        [[op]]\ngemm = [512, 512, 512]\ndtype = \"f32\"\n";
     let calibration = calibrated_to_its_simulation("first_gemm.toml", text);
     assert_eq!(number(&calibration.profile, "host.launch_us"), 20.0);
     assert_eq!(number(&calibration.profile, "host.first_gemm_us"), 80_000.0);

@@ -870,4 +870,41 @@ mod tests {
             both.findings
         );
     }
+
+    #[test]
+    fn the_abort_at_a_wait_s_timeout_raises_once_the_whole_device_drained_r15() {
+        // Measured on an H200 (tests/data/torch/probes/wait_timeout_abort.txt): a 3 s sleep on
+        // a side stream the collective does not wait for, a 1 s sleep ahead of the collective
+        // on the current stream; timed out at 0.5 s, the raise came at the side sleep's end.
+        // A second Work queued behind the aborted one is then complete and its wait returns.
+        let timeline = blocking_wait(
+            "[streams]\nside = {}\n\
+             [[op]]\nset_stream = \"side\"\n[[op]]\nlabel = \"side_sleep\"\ngpu_sleep_us = 3_000_000\n\
+             [[op]]\nset_stream = \"default\"\n[[op]]\ngpu_sleep_us = 1_000_000\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nlabel = \"ar2\"\nall_reduce = \"y\"\nasync_op = true\nwork = \"w2\"\n\
+             [[op]]\nwait = \"w\"\ncatch = true\n[[op]]\nlabel = \"wait_w2\"\nwait = \"w2\"\n\
+             [[op]]\nkernel = { us = 5 }\n\
+             [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n",
+        );
+        let rank0 = &timeline.ranks[0];
+        let side_end_ns = rank0.kernels[0].end_ns;
+        let [raised] = rank0.exceptions.as_slice() else {
+            panic!("{:?}", rank0.exceptions)
+        };
+        assert!(
+            (side_end_ns..side_end_ns + 100_000).contains(&raised.at_ns),
+            "raised at {} ns, the side stream drained at {side_end_ns} ns",
+            raised.at_ns
+        );
+        let wait_w2 = timeline.ops.iter().find(|op| op.name == "wait_w2").unwrap();
+        let second = rank0
+            .host
+            .iter()
+            .find(|call| call.op == wait_w2.index)
+            .unwrap();
+        assert!(second.end_ns - second.start_ns < 100_000, "{second:?}");
+        assert_eq!(rank0.exceptions.len(), 1, "the second wait does not raise");
+        assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+    }
 }

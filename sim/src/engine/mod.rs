@@ -170,8 +170,8 @@ enum Blocked {
     },
     /// A wait's own timeout (R15): the main thread aborts the communicator of collective record
     /// `collective` and raises once the abort's least time passed (`floor_passed`,
-    /// `host.comm_abort_us`) and the collective's stream reached it (the GPU work queued ahead
-    /// of it drained).
+    /// `host.comm_abort_us`) and the device drained (every stream's queue, the collective's or
+    /// not).
     Aborting { collective: u32, floor_passed: bool },
     /// Enqueueing onto `stream` (a launch, an event record, a stream wait), which already holds
     /// `host.launch_queue_depth` commands: CUDA blocks the thread until the GPU takes one.

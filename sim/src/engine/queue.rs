@@ -41,7 +41,7 @@ pub(super) enum Event {
         generation: u64,
     },
     /// The main thread's abort after a wait's timeout may end now: its least time
-    /// (`host.comm_abort_us`) passed, or, that passed, the collective's stream moved;
+    /// (`host.comm_abort_us`) passed, or, that passed, the device drained;
     /// `generation` tells whether the host is still in that abort.
     WaitAbortDue {
         rank: u32,

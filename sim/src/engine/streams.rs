@@ -254,15 +254,10 @@ impl Engine<'_> {
                 let now_ns = self.now_ns;
                 self.notify(failure::Notice::Drained { rank, now_ns });
             }
-            // Only a pop of the aborted collective's own stream can bring the stream to it.
+            // The abort after a wait's timeout returns once the device drained (R15).
             Blocked::Aborting {
-                collective,
-                floor_passed: true,
-            } if state.timeline.kernels
-                [state.scratch.collective_kernel[collective as usize] as usize]
-                .stream
-                == stream =>
-            {
+                floor_passed: true, ..
+            } if state.drained() => {
                 let (at_ns, generation) = (self.now_ns, state.generation);
                 self.schedule(at_ns, Event::WaitAbortDue { rank, generation });
             }

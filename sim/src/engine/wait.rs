@@ -4,7 +4,7 @@
 
 use super::failure::Notice;
 use super::host::next_poll_ns;
-use super::{Blocked, Engine, Event, GpuItem, QueuedItem, Waiter, NEVER};
+use super::{Blocked, Engine, Event, Waiter, NEVER};
 use crate::pg::{work, Slot};
 use crate::timeline::*;
 
@@ -122,7 +122,7 @@ impl Engine<'_> {
     }
 
     /// The abort after a wait's timeout may end now: its least time passed
-    /// (`host.comm_abort_us`), or the collective's stream moved after it had.
+    /// (`host.comm_abort_us`), or a stream moved after it had.
     pub(super) fn wait_abort_due(&mut self, rank: u32, generation: u64) {
         let state = &mut self.ranks[rank as usize];
         if state.generation != generation {
@@ -135,10 +135,11 @@ impl Engine<'_> {
         self.wait_abort_check(rank);
     }
 
-    /// The abort after a wait's timeout ends once its floor passed and the collective's stream
-    /// reached the collective (the GPU work queued ahead of it drained): the call ends there and
-    /// the wait raises (R15). Called from an event of its own, never from inside a stream's
-    /// advance, so that a raise that ends the process stops its GPU between two steps.
+    /// The abort after a wait's timeout ends once its floor passed and the device drained: every
+    /// stream of the rank, not only the collective's (measured: a sleep on a stream the
+    /// collective does not wait for holds the raise too). The call ends there and the wait
+    /// raises (R15). Called from an event of its own, never from inside a stream's advance, so
+    /// that a raise that ends the process stops its GPU between two steps.
     fn wait_abort_check(&mut self, rank: u32) {
         let now_ns = self.now_ns;
         let state = &self.ranks[rank as usize];
@@ -149,7 +150,7 @@ impl Engine<'_> {
         else {
             return;
         };
-        if !self.stream_reached(rank, collective) {
+        if !state.drained() {
             return;
         }
         let op = state.blocked_op;
@@ -161,24 +162,6 @@ impl Engine<'_> {
             now_ns,
         });
         self.resume_if_caught(rank, now_ns);
-    }
-
-    /// Whether the stream of collective record `collective` has reached it: its kernel
-    /// started (or ended), or it heads its stream's queue.
-    fn stream_reached(&self, rank: u32, collective: u32) -> bool {
-        let state = &self.ranks[rank as usize];
-        let kernel = state.scratch.collective_kernel[collective as usize];
-        if state.scratch.kernel_times.get(kernel as usize).start_ns != NEVER {
-            return true;
-        }
-        let stream = state.timeline.kernels[kernel as usize].stream as usize;
-        matches!(
-            state.streams[stream].queue.front(),
-            Some(QueuedItem {
-                item: GpuItem::Collective { collective: head, .. },
-                ..
-            }) if *head == collective
-        )
     }
 
     /// Whether the program of `rank` just caught an exception (`catch = true`), and forget it.

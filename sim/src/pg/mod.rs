@@ -26,7 +26,9 @@ pub mod work;
 pub use step::{CallWarmth, Kernel, NcclCall, Slot, Step, WorkHolder};
 
 use crate::random::{collective_rng, jitter_factor, rank_rng};
-use crate::scenario::{Batch, CollectiveKind, GroupId, Op, OpKind, Scenario, TensorId, WorkId};
+use crate::scenario::{
+    Batch, CollectiveKind, DType, GroupId, Op, OpKind, Scenario, TensorId, WorkId,
+};
 use crate::timeline::{KernelClass, StreamRef};
 use rand_chacha::ChaCha8Rng;
 
@@ -51,8 +53,9 @@ pub struct ProcessGroupNccl {
     /// Whether this process created a communicator yet: its first waits for the device to
     /// drain and costs `comm_init_ns`, later ones `comm_init_next_ns` (R8).
     any_communicator: bool,
-    /// Whether this process launched a GEMM yet: its first costs `host.first_gemm_us` more.
-    any_gemm: bool,
+    /// The dtypes of the GEMMs this process launched: the first of each dtype costs
+    /// `host.first_gemm_us` more.
+    gemm_dtypes: Vec<DType>,
     /// Per group: an eager init that `TORCH_NCCL_USE_COMM_NONBLOCKING` left to the first use.
     deferred: Vec<bool>,
     /// Per op: a setup op (`init_process_group`, `new_group`) that already ran.
@@ -83,7 +86,7 @@ impl ProcessGroupNccl {
             group_seq: vec![0; scenario.groups.len()],
             initialised: vec![false; scenario.groups.len()],
             any_communicator: false,
-            any_gemm: false,
+            gemm_dtypes: Vec::new(),
             deferred: vec![false; scenario.groups.len()],
             ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
@@ -694,12 +697,15 @@ impl ProcessGroupNccl {
         out.push(Step::HostCost {
             cost_ns: scenario.host.launch_ns,
         });
-        if matches!(kernel, Kernel::Gemm { .. }) && !std::mem::replace(&mut self.any_gemm, true) {
+        if let Kernel::Gemm { dtype, .. } = kernel {
             let first_gemm_ns = scenario.host.first_gemm_ns;
-            if first_gemm_ns > 0 {
-                out.push(Step::HostCost {
-                    cost_ns: first_gemm_ns,
-                });
+            if !self.gemm_dtypes.contains(&dtype) {
+                self.gemm_dtypes.push(dtype);
+                if first_gemm_ns > 0 {
+                    out.push(Step::HostCost {
+                        cost_ns: first_gemm_ns,
+                    });
+                }
             }
         }
         let jitter = jitter_factor(scenario.cluster.kernel_jitter, &mut self.rng);

@@ -28,10 +28,10 @@ pub fn wait_timeout_reaches_watchdog(env: &Env) -> bool {
 
 /// The earliest a wait that timed out at `timed_out_ns` raises to the program (R15): the main
 /// thread first aborts the communicator, which takes at least `comm_abort_ns`
-/// (`host.comm_abort_us`) and returns only once the GPU work queued ahead of the collective
-/// drained (its stream reached the collective). Measured on PyTorch 2.11
-/// (tests/data/torch/probes/wait_timeout_abort.txt, the wait_timeout runs): 0.90–0.99 s after
-/// the timeout, or within a few ms of the end of a longer GPU backlog.
+/// (`host.comm_abort_us`) and returns only once the device drained, every stream of it, the
+/// collective's or not. Measured on PyTorch 2.11 (tests/data/torch/probes/wait_timeout_abort.txt):
+/// 0.90–0.99 s after the timeout, or within a few ms of the end of a longer GPU backlog, on the
+/// collective's stream or on a stream it does not wait for.
 pub fn wait_abort_floor_ns(timed_out_ns: u64, comm_abort_ns: u64) -> u64 {
     timed_out_ns.saturating_add(comm_abort_ns)
 }

@@ -181,8 +181,9 @@ pub struct Network {
 pub struct HostCosts {
     /// Launching a compute kernel (`gemm`, `kernel`, `gpu_sleep_us`).
     pub launch_ns: u64,
-    /// More for the process's first GEMM: cuBLAS's first matmul loads its kernels (R1); 0
-    /// unless a machine profile measured it (PyTorch 2.11 on an H200: 67–107 ms, docs/torch.md).
+    /// More for the process's first GEMM of each dtype: cuBLAS's first matmul of a dtype loads
+    /// its kernels (R1); 0 unless a machine profile measured it (PyTorch 2.11 on an H200:
+    /// 67–130 ms, docs/torch.md).
     pub first_gemm_ns: u64,
     /// From a host launch until the GPU can start the work at the earliest.
     pub launch_latency_ns: u64,

@@ -8,6 +8,14 @@ script catches the exception, retries one all_reduce on the aborted communicator
 too), waits for the GPU, lives `--linger-ms` on so that the watchdog can log what it does with
 the aborted communicator, and ends with os._exit(0) (the exit path is another probe's subject).
 
+Two variants ask what the abort waits for. `--side-sleep-ms` also queues a GPU sleep of that
+length on a side stream, which the collective does not depend on: does the raise wait for the
+collective's stream only, or for the whole device? `--second-work` queues a second async
+all_reduce behind the first before the wait: after the first's wait raised, is the second
+complete, and does its `wait()` raise (`second_*` fields)? `--uncaught` prints the JSON line
+(what is known by then) before the wait and lets the wait's exception end the program: the shell
+script prints when the process was gone (`ended_unix_ns`).
+
 Printed as one JSON line on stdout, every time in seconds from the script's start: the enqueue
 (`enqueued_s`), the start and end of the wait (`wait_began_s`, `raised_s`), the retry's raise
 and the GPU drain, with the wall and CLOCK_MONOTONIC readings of the start (`start_unix_ns`,
@@ -65,6 +73,9 @@ def main():
     parser.add_argument("--sleep-ms", type=float, default=2000.0)
     parser.add_argument("--timeout-ms", type=float, default=500.0)
     parser.add_argument("--linger-ms", type=float, default=2000.0)
+    parser.add_argument("--side-sleep-ms", type=float, default=0.0)
+    parser.add_argument("--second-work", action="store_true")
+    parser.add_argument("--uncaught", action="store_true")
     parser.add_argument("--read-log", nargs=2, metavar=("STDERR_FILE", "JSON_LINE"))
     args = parser.parse_args()
     if args.read_log:
@@ -95,10 +106,28 @@ def main():
     end.record()
     torch.cuda.synchronize()
     cycles_per_ms = probe / begin.elapsed_time(end)
+    side = torch.cuda.Stream()
+    side_done = torch.cuda.Event()
+    if args.side_sleep_ms > 0:
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(cycles_per_ms * args.side_sleep_ms))
+            side_done.record(side)
+    side_queued_s = since_start()
     torch.cuda._sleep(int(cycles_per_ms * args.sleep_ms))
     enqueued_s = since_start()
     work = dist.all_reduce(x, async_op=True)
+    second = dist.all_reduce(x, async_op=True) if args.second_work else None
     wait_began_s = since_start()
+    if args.uncaught:
+        print(json.dumps({"mode": args.mode, "uncaught": True, "sleep_ms": args.sleep_ms,
+                          "timeout_ms": args.timeout_ms, "enqueued_s": enqueued_s,
+                          "wait_began_s": wait_began_s, "start_unix_ns": START_UNIX_NS,
+                          "start_monotonic_ns": START_MONOTONIC_NS,
+                          "torch": torch.__version__}), flush=True)
+        if args.mode == "blocking":
+            work.wait()
+        else:
+            work.wait(timeout=datetime.timedelta(milliseconds=args.timeout_ms))
     raised, error = None, None
     try:
         if args.mode == "blocking":
@@ -108,6 +137,15 @@ def main():
     except Exception as caught:  # noqa: BLE001 - the probe records whatever the wait raises
         raised, error = since_start(), f"{type(caught).__name__}: {str(caught)[:160]}"
     returned_s = since_start()
+    side_done_at_raise = side_done.query() if args.side_sleep_ms > 0 else None
+    second_completed, second_error, second_waited_s = None, None, None
+    if second is not None:
+        second_completed = second.is_completed()
+        try:
+            second.wait()
+        except Exception as caught:  # noqa: BLE001
+            second_error = f"{type(caught).__name__}: {str(caught)[:120]}"
+        second_waited_s = since_start()
     retry_error = None
     try:
         dist.all_reduce(x)
@@ -122,6 +160,10 @@ def main():
                       "wait_began_s": wait_began_s, "raised_s": raised,
                       "returned_s": returned_s, "error": error, "retry_s": retry_s,
                       "retry_error": retry_error, "drained_s": drained_s,
+                      "side_sleep_ms": args.side_sleep_ms, "side_queued_s": side_queued_s,
+                      "side_done_at_raise": side_done_at_raise,
+                      "second_completed_at_raise": second_completed,
+                      "second_error": second_error, "second_waited_s": second_waited_s,
                       "start_unix_ns": START_UNIX_NS,
                       "start_monotonic_ns": START_MONOTONIC_NS,
                       "torch": torch.__version__}),
