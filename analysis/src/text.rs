@@ -45,13 +45,20 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
         us(n.nic_alpha_ns),
         us(n.kernel_floor_ns)
     );
+    let launch = match h.first_gemm_ns {
+        0 => us(h.launch_ns).to_string(),
+        first_gemm_ns => format!(
+            "{} (the first GEMM of each dtype {} more)",
+            us(h.launch_ns),
+            us(first_gemm_ns)
+        ),
+    };
     let _ = writeln!(
         out,
-        "  host us: collective {} (synchronous on the current stream {}), wait {}, launch {}, launch latency {} (NCCL {}), event {}, sync {}, item {}, mark {}, query {}, comm init {} (later ones {}), init_process_group {}, new_group {}, blocking-wait poll {}",
+        "  host us: collective {} (synchronous on the current stream {}), wait {}, launch {launch}, launch latency {} (NCCL {}), event {}, sync {}, item {}, mark {}, query {}, comm init {} (later ones {}), init_process_group {}, new_group {}, blocking-wait poll {}",
         us(h.collective_ns),
         us(h.sync_collective_ns),
         us(h.wait_ns),
-        us(h.launch_ns),
         us(h.launch_latency_ns),
         us(h.nccl_launch_latency_ns),
         us(h.event_ns),
@@ -446,6 +453,19 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_gemm_s_cost_is_described_only_where_the_scenario_has_one() {
+        let text = "[[op]]\ngemm = [1024, 1024, 1024]\n";
+        let plain = describe_scenario(&sim::scenario::parse("a.toml", text).unwrap());
+        assert!(plain.contains("launch 5, launch latency"), "{plain}");
+        let costed = format!("[host]\nfirst_gemm_us = 80000\n{text}");
+        let costed = describe_scenario(&sim::scenario::parse("b.toml", &costed).unwrap());
+        assert!(
+            costed.contains("launch 5 (the first GEMM of each dtype 80000 more), launch latency"),
+            "{costed}"
+        );
+    }
 
     #[test]
     fn records_that_differ_only_in_their_rank_are_one_line_unless_each_is_asked_for() {
