@@ -206,7 +206,7 @@ impl Engine<'_> {
                 }
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
                 Blocked::Aborting { .. } => {
-                    "aborts the communicator after the wait's timeout, which waits for GPU work queued ahead of the collective that never finishes (R15)"
+                    "aborts the communicator after the wait's timeout, which waits for the device to drain: GPU work on one of its streams never finishes (R15)"
                 }
                 Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
                 Blocked::LaunchQueue { .. } => {

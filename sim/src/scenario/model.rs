@@ -182,8 +182,8 @@ pub struct HostCosts {
     /// Launching a compute kernel (`gemm`, `kernel`, `gpu_sleep_us`).
     pub launch_ns: u64,
     /// More for the process's first GEMM of each dtype: cuBLAS's first matmul of a dtype loads
-    /// its kernels (R1); 0 unless a machine profile measured it (PyTorch 2.11 on an H200:
-    /// 67–130 ms, docs/torch.md).
+    /// its kernels (R1); 0 unless a machine profile measured it (PyTorch 2.11 on an H200: 67–107
+    /// ms over 24 runs, 79–130 ms in a probe, docs/torch.md).
     pub first_gemm_ns: u64,
     /// From a host launch until the GPU can start the work at the earliest.
     pub launch_latency_ns: u64,
@@ -260,8 +260,8 @@ pub struct HostCosts {
     /// measured it (PyTorch 2.11 on an H200: 3.6–4.0 s, docs/watchdog.md).
     pub watchdog_stack_trace_ns: u64,
     /// After a wait's own timeout (blocking wait, `wait(timeout)`) the main thread aborts the
-    /// communicator before it raises (R15): at least this long, and until the GPU work queued
-    /// ahead of the collective drained; 0 unless a machine profile measured it (PyTorch 2.11 on
+    /// communicator before it raises (R15): at least this long, and until the device (every
+    /// stream of the rank) drained; 0 unless a machine profile measured it (PyTorch 2.11 on
     /// an H200: 0.90–0.99 s, docs/watchdog.md).
     pub comm_abort_ns: u64,
     /// From the dump signal to the end of the rank's Flight Recorder dump (the heartbeat
