@@ -101,18 +101,24 @@ fn us(ns: i64) -> f64 {
     ns as f64 / 1e3
 }
 
-/// Host durations of the measured calls of ops whose key is in `keys`, per (run, op).
+/// Host durations of the measured calls of ops whose key is in `keys`, per (run, op), leaving
+/// out each rank's first GEMM call of each dtype: cuBLAS's first matmul of a dtype costs the host
+/// tens of milliseconds more (`host.first_gemm_us`), so in a run of a few iterations that one
+/// call would decide an op's median.
 fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     let mut out = Vec::new();
     for run in runs {
         let t = run.timeline;
+        let first_gemms = first_gemm_calls_of(run);
         for op in t.ops.iter().filter(|op| keys.contains(&op.key.as_str())) {
-            let samples = t
-                .ranks
-                .iter()
-                .flat_map(|r| &r.host)
-                .filter(|c| c.op == op.index && c.iteration >= t.scenario.warmup)
-                .map(|c| us(c.end_ns as i64 - c.start_ns as i64))
+            let samples = (t.ranks.iter().enumerate())
+                .flat_map(|(rank, timeline)| timeline.host.iter().map(move |c| (rank, c)))
+                .filter(|&(rank, c)| {
+                    c.op == op.index
+                        && c.iteration >= t.scenario.warmup
+                        && !first_gemms.contains(&(rank, c.start_ns))
+                })
+                .map(|(_, c)| us(c.end_ns as i64 - c.start_ns as i64))
                 .collect();
             out.push(samples);
         }
@@ -120,35 +126,45 @@ fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     out
 }
 
-/// Per run: each rank's first GEMM call of each dtype (in any iteration, warm-ups included), its
-/// host time less `launch_us`.
-fn first_gemm_calls(runs: &[CalibrationRun], launch_us: f64) -> OpSamples {
-    let mut out = Vec::new();
-    for run in runs {
-        let gemm_dtypes: Vec<(u32, DType)> = (run.scenario.ops.iter())
-            .filter_map(|op| match op.kind {
-                OpKind::Gemm { dtype, .. } => Some((op.index as u32, dtype)),
-                _ => None,
-            })
-            .collect();
-        let mut samples = Vec::new();
-        for rank in &run.timeline.ranks {
-            let mut seen: Vec<DType> = Vec::new();
-            let mut calls: Vec<_> = rank.host.iter().collect();
-            calls.sort_by_key(|call| call.start_ns);
-            for call in calls {
-                let Some(&(_, dtype)) = gemm_dtypes.iter().find(|(op, _)| *op == call.op) else {
-                    continue;
-                };
-                if !seen.contains(&dtype) {
-                    seen.push(dtype);
-                    samples.push(us(call.end_ns as i64 - call.start_ns as i64) - launch_us);
-                }
+/// Each rank's first GEMM call of each dtype in `run` (in any iteration, warm-ups included), as
+/// (the rank's index in the Timeline, the call's start).
+fn first_gemm_calls_of(run: &CalibrationRun) -> Vec<(usize, u64)> {
+    let gemm_dtypes: Vec<(u32, DType)> = (run.scenario.ops.iter())
+        .filter_map(|op| match op.kind {
+            OpKind::Gemm { dtype, .. } => Some((op.index as u32, dtype)),
+            _ => None,
+        })
+        .collect();
+    let mut first = Vec::new();
+    for (rank, timeline) in run.timeline.ranks.iter().enumerate() {
+        let mut seen: Vec<DType> = Vec::new();
+        let mut calls: Vec<_> = timeline.host.iter().collect();
+        calls.sort_by_key(|call| call.start_ns);
+        for call in calls {
+            let Some(&(_, dtype)) = gemm_dtypes.iter().find(|(op, _)| *op == call.op) else {
+                continue;
+            };
+            if !seen.contains(&dtype) {
+                seen.push(dtype);
+                first.push((rank, call.start_ns));
             }
         }
-        out.push(samples);
     }
-    out
+    first
+}
+
+/// Per run: each rank's first GEMM call of each dtype, its host time less `launch_us`.
+fn first_gemm_calls(runs: &[CalibrationRun], launch_us: f64) -> OpSamples {
+    (runs.iter())
+        .map(|run| {
+            let first = first_gemm_calls_of(run);
+            (run.timeline.ranks.iter().enumerate())
+                .flat_map(|(rank, timeline)| timeline.host.iter().map(move |c| (rank, c)))
+                .filter(|&(rank, c)| first.contains(&(rank, c.start_ns)))
+                .map(|(_, c)| us(c.end_ns as i64 - c.start_ns as i64) - launch_us)
+                .collect()
+        })
+        .collect()
 }
 
 /// For blocking calls: host return minus the moment the GPU work it waited for ended (the last
