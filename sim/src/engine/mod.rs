@@ -568,13 +568,17 @@ impl<'s> Engine<'s> {
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective whose kernel an abort ended never moved data: it did not happen
-            // either (R27).
+            // either (R27). A collective that completed stays though its wait's stream release
+            // never came (the process ended first): only that wait did not happen, and the
+            // other ranks' records name this one's arrival (R16).
             t.kernels.retain(|k| k.end_ns != NEVER);
-            t.collectives.retain(|c| {
-                c.end_ns != NEVER
-                    && c.data_start_ns != NEVER
-                    && c.wait.is_none_or(|w| w.released_ns != NEVER)
-            });
+            t.collectives
+                .retain(|c| c.end_ns != NEVER && c.data_start_ns != NEVER);
+            for collective in &mut t.collectives {
+                if collective.wait.is_some_and(|w| w.released_ns == NEVER) {
+                    collective.wait = None;
+                }
+            }
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
