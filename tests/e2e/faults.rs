@@ -337,11 +337,16 @@ pub fn check_watchdog_stuck(timeline: &Timeline, _report: &Report) {
     assert!(fault
         .iter()
         .any(|r| r.thread == ThreadKind::Watchdog && r.at_ns == stuck_ns));
-    // The monitor reads the heartbeat at 480 s (moved since its start) and 960 s (unchanged).
+    // The monitor reads the heartbeat at 480 s (moved since its start) and 960 s (unchanged),
+    // then sleeps one more heartbeat timeout before it terminates the process (rank 0 dumped
+    // at 601 s already: no dump before the sleep).
     let abort_ns = at(timeline, 0, WatchdogEvent::HeartbeatTimeout);
     assert_eq!(abort_ns, 2 * heartbeat_ns);
     assert!(abort_ns - stuck_ns >= heartbeat_ns && abort_ns - stuck_ns <= 2 * heartbeat_ns);
-    assert_eq!(at(timeline, 0, WatchdogEvent::Exit), abort_ns);
+    assert_eq!(
+        at(timeline, 0, WatchdogEvent::Exit),
+        abort_ns + heartbeat_ns
+    );
     // A stuck watchdog reports nothing itself.
     assert!(records(timeline, 0, WatchdogEvent::Timeout).is_empty());
     // Ranks 1 and 2 take the normal path; their dump signal reaches rank 0's monitor at 601 s.

@@ -374,7 +374,7 @@ impl Engine<'_> {
 mod tests {
     use crate::engine::simulate;
     use crate::scenario::parse;
-    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
+    use crate::timeline::{ExitStatus, FindingKind, ProcessEnd, WatchdogEvent};
 
     /// Two ranks, a 1-s group timeout, an async all_reduce enqueued at 20 µs, then wait and
     /// `.item()`.
@@ -906,5 +906,54 @@ mod tests {
         assert!(second.end_ns - second.start_ns < 100_000, "{second:?}");
         assert_eq!(rank0.exceptions.len(), 1, "the second wait does not raise");
         assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+    }
+
+    #[test]
+    fn an_abort_that_never_returns_stalls_the_watchdog_and_the_monitor_ends_the_process_r15_r28() {
+        // Measured on an H200 (tests/data/torch/probes/never_ending_side.txt): `wait(timeout)`
+        // at 0.5 s while a sleep on a side stream never ends; heartbeat 15 s. The abort never
+        // returns, the monitor finds the watchdog stuck at its second read (30 s), dumps (the
+        // stack trace's 4 s) and sleeps 15 s before it aborts the process.
+        let text = "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n\
+             [host]\nwatchdog_stack_trace_us = 4_000_000\n\
+             [groups.world]\neager_init = true\n[streams]\nside = {}\n[tensors]\nx = \"1MiB\"\n\
+             [[op]]\nset_stream = \"side\"\n[[op]]\ngpu_sleep_us = 3_600_000_000\n\
+             [[op]]\nset_stream = \"default\"\n[[op]]\ngpu_sleep_us = 1_000_000\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\ntimeout_ms = 500\ncatch = true\n";
+        let timeline = simulate(&parse("t.toml", text).unwrap());
+        let at = |event: WatchdogEvent| {
+            (timeline.watchdog.iter())
+                .find(|record| record.event == event)
+                .map(|record| record.at_ns)
+        };
+        assert_eq!(at(WatchdogEvent::HeartbeatTimeout), Some(30_000_000_000));
+        assert_eq!(at(WatchdogEvent::Exit), Some(49_000_000_000));
+        let rank0 = &timeline.ranks[0];
+        assert!(rank0.exceptions.is_empty(), "the wait never raised");
+        assert_eq!(
+            rank0.end,
+            Some(ProcessEnd {
+                status: ExitStatus::Aborted,
+                at_ns: Some(49_000_000_000)
+            })
+        );
+        // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
+        // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
+        // finds the watchdog beating (no error handling keeps the process alive till then).
+        let short = text.replace("3_600_000_000", "3_000_000").replace(
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING = 0",
+        ) + "[[op]]\nhost_sleep_us = 1_000_000_000\n";
+        let timeline = simulate(&parse("t.toml", &short).unwrap());
+        assert!(timeline.ranks[0]
+            .host
+            .iter()
+            .any(|call| call.end_ns > 960_000_000_000));
+        assert!(timeline
+            .watchdog
+            .iter()
+            .all(|record| record.event != WatchdogEvent::HeartbeatTimeout));
+        assert_eq!(timeline.ranks[0].exceptions.len(), 1);
     }
 }

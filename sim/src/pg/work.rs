@@ -26,6 +26,16 @@ pub fn wait_timeout_reaches_watchdog(env: &Env) -> bool {
     watchdog_runs(env)
 }
 
+/// Whether the main thread's abort of the communicator after a wait's timeout blocks the
+/// watchdog until it returns, so that its heartbeat stops (R15, R28). Measured on PyTorch 2.11
+/// (tests/data/torch/probes/never_ending_side.txt): under `wait(timeout)` with a kernel on another
+/// stream that never ends, the abort never returned, and the heartbeat monitor found the
+/// watchdog stuck at its second read after the timeout; with a 3-s kernel the watchdog found the
+/// aborted communicator's error only after the raise. Only where the watchdog runs.
+pub fn wait_abort_stalls_watchdog(env: &Env) -> bool {
+    watchdog_runs(env)
+}
+
 /// The earliest a wait that timed out at `timed_out_ns` raises to the program (R15): the main
 /// thread first aborts the communicator, which takes at least `comm_abort_ns`
 /// (`host.comm_abort_us`) and returns only once the device drained, every stream of it, the

@@ -222,6 +222,11 @@ impl Failure<'_> {
         );
         let index = self.index(rank, group);
         self.watchdogs[index].aborted = true;
+        if self.watchdog_enabled && crate::pg::work::wait_abort_stalls_watchdog(&self.scenario.env)
+        {
+            self.watchdogs[index].abort_stall_since_ns = Some(now_ns);
+            self.heartbeat_stalls((rank, group), now_ns, u64::MAX, Wake::AbortStallCheck, out);
+        }
         out.push(Command::AbortCommunicators { rank, group });
     }
 
@@ -236,6 +241,9 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
+        // The abort returned: the watchdog goes on.
+        let index = self.index(rank, group);
+        self.watchdogs[index].abort_stall_since_ns = None;
         let message = format!(
             "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
             self.scenario.groups[group].name
@@ -512,8 +520,16 @@ mod tests {
             now_ns: 70_000_000,
         };
         failure.notify(&run, timed_out, &mut out);
-        // The main thread aborts the communicator at the timeout; it raises later.
-        assert_eq!(out, [Command::AbortCommunicators { rank: 0, group: 0 }]);
+        // The main thread aborts the communicator at the timeout; it raises later. The watchdog
+        // blocks on the abort meanwhile: the heartbeat monitor's second read after the timeout
+        // (480 s grid) would find it stuck.
+        assert_eq!(
+            out,
+            [
+                wake(0, Wake::AbortStallCheck, 960_000_000_000),
+                Command::AbortCommunicators { rank: 0, group: 0 }
+            ]
+        );
         assert!(failure.is_aborted(0, 0));
         out.clear();
         let raised = Notice::WaitRaised {
@@ -524,6 +540,10 @@ mod tests {
         };
         failure.notify(&run, raised, &mut out);
         assert!(matches!(out[0], Command::Caught { op: 1, .. }));
+        // The abort returned long before that read: it finds the watchdog beating again.
+        let mut later = Vec::new();
+        let check = (0, 0, Wake::AbortStallCheck);
+        assert!(failure.is_stale(&run, check, 960_000_000_000, &mut later));
         let kinds: Vec<FindingKind> = out
             .iter()
             .filter_map(|command| match command {

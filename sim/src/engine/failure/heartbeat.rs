@@ -1,22 +1,24 @@
 //! The heartbeat monitor (R28): reads the watchdog's heartbeat every
-//! `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC` from its start; unchanged since the last read ⇒ dump and
-//! abort the process. Only a stalled heartbeat (a stuck watchdog, or a dump wait longer than
-//! the heartbeat timeout) asks for a read.
+//! `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC` from its start; unchanged since the last read ⇒ it dumps
+//! (the Flight Recorder with the stack traces), sleeps one more heartbeat timeout, and aborts the
+//! process. Only a stalled heartbeat (a stuck watchdog, a dump wait longer than the heartbeat
+//! timeout, or the main thread's abort of the communicator after a wait's timeout, which the
+//! watchdog blocks on) asks for a read.
 
 use super::{next_tick_ns, wake, Command, Failure, Wake};
 use crate::scenario::GroupId;
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
-    /// The watchdog's heartbeat stops moving from its poll at `from_ns` until `until_ns`
-    /// (`u64::MAX`: it is stuck). The monitor aborts at the first read that finds it
-    /// unchanged since the last.
+    /// The watchdog's heartbeat stops moving from `from_ns` until `until_ns` (`u64::MAX`: not
+    /// known, or never). The monitor aborts at the first read that finds it unchanged since the
+    /// last: asked for as `check`, which is dropped if the stall ended first.
     pub(super) fn heartbeat_stalls(
         &mut self,
-        rank: u32,
-        group: GroupId,
+        (rank, group): (u32, GroupId),
         from_ns: u64,
         until_ns: u64,
+        check: Wake,
         out: &mut Vec<Command>,
     ) {
         let env = &self.scenario.env;
@@ -26,11 +28,14 @@ impl Failure<'_> {
         let period_ns = env.heartbeat_timeout_ns;
         let read_ns = next_tick_ns(0, period_ns, from_ns + period_ns);
         if read_ns < until_ns {
-            wake(out, rank, group, Wake::HeartbeatCheck, read_ns);
+            wake(out, rank, group, check, read_ns);
         }
     }
 
-    /// The read that found the heartbeat unchanged: dump, then `std::abort()`.
+    /// The read that found the heartbeat unchanged: the monitor leaves its loop, dumps the
+    /// Flight Recorder with the stack traces (`host.watchdog_stack_trace_us`, where this rank
+    /// had not dumped yet), sleeps one heartbeat timeout "to verify there is indeed a watchdog
+    /// hang", then terminates the process (measured on PyTorch 2.11: docs/watchdog.md).
     pub(super) fn heartbeat_abort(
         &mut self,
         rank: u32,
@@ -38,8 +43,10 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        // The destructor stopped the monitor once the program returned (R31).
-        if self.heartbeat_stopped(rank) {
+        // The destructor stopped the monitor once the program returned (R31); a monitor that
+        // left its loop reads no more.
+        let index = self.index(rank, group);
+        if self.heartbeat_stopped(rank) || self.watchdogs[index].monitor_ending {
             return;
         }
         let rank_id = self.rank_id(rank);
@@ -63,8 +70,11 @@ impl Failure<'_> {
             op: None,
             message,
         });
+        self.watchdogs[index].monitor_ending = true;
+        let mut dump_ns = 0;
         if !self.dumped[rank as usize] {
             self.dumped[rank as usize] = true;
+            dump_ns = self.scenario.host.watchdog_stack_trace_ns;
             self.note(
                 rank,
                 Some(group),
@@ -73,10 +83,26 @@ impl Failure<'_> {
                 format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks"),
             );
         }
+        let kill_ns = now_ns
+            .saturating_add(dump_ns)
+            .saturating_add(self.scenario.env.heartbeat_timeout_ns);
+        wake(out, rank, group, Wake::MonitorKill, kill_ns);
+    }
+
+    /// The monitor's sleep after its dump is over: it terminates the process.
+    pub(super) fn monitor_kill(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let rank_id = self.rank_id(rank);
+        let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         self.take_down(
             (rank, Some(group), ThreadKind::HeartbeatMonitor),
             (ExitStatus::Aborted, now_ns),
-            format!("[Rank {rank_id}] terminateProcess: std::abort()"),
+            format!("[Rank {rank_id}] slept for {seconds} s to verify the watchdog hang; terminating the process after attempting to dump debug info: std::abort()"),
             out,
         );
     }
@@ -130,18 +156,51 @@ mod tests {
             Wake::HeartbeatCheck,
             960_000_000_000,
         ));
+        // It dumps (no stack-trace cost without a profile), sleeps one more heartbeat
+        // timeout, then terminates the process (measured on PyTorch 2.11: docs/watchdog.md).
         assert_eq!(
             commands,
             [
                 finding(FindingKind::HeartbeatAbort, 0, None),
-                Command::KillProcess {
-                    rank: 0,
-                    status: ExitStatus::Aborted,
-                    at_ns: 960_000_000_000,
-                },
+                wake(0, Wake::MonitorKill, 1_440_000_000_000),
             ]
         );
         assert!(messages[0].contains("got stuck for 480 seconds"));
+        let (commands, _) = split(woken(
+            &mut failure,
+            &run,
+            0,
+            Wake::MonitorKill,
+            1_440_000_000_000,
+        ));
+        assert_eq!(
+            commands,
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Aborted,
+                at_ns: 1_440_000_000_000,
+            }]
+        );
+    }
+
+    #[test]
+    fn the_monitor_s_dump_takes_the_stack_trace_s_time_before_its_sleep_r28() {
+        // Measured on PyTorch 2.11 (heartbeat 15 s): the dump took 3.6-5.2 s, then "slept for
+        // 15", then the process was terminated. The stack trace costs 4 s here.
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n[host]\nwatchdog_stack_trace_us = 4_000_000",
+            "",
+        );
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+        assert_eq!(
+            commands.last(),
+            Some(&wake(0, Wake::MonitorKill, 49_000_000_000))
+        );
+        // A monitor that left its loop reads no more.
+        let again = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 45_000_000_000);
+        assert!(again.is_empty(), "{again:?}");
     }
 
     #[test]

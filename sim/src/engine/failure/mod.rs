@@ -56,6 +56,13 @@ pub(in crate::engine) enum Wake {
     DumpWaitOver,
     /// The heartbeat monitor's read that finds the heartbeat unchanged (R28).
     HeartbeatCheck,
+    /// The same read, asked for by the main thread's abort of the communicator after a wait's
+    /// timeout (R15): the watchdog blocks until that abort returns, and the read finds nothing
+    /// if it returned first.
+    AbortStallCheck,
+    /// The heartbeat monitor, done with its dump and its sleep of one heartbeat timeout,
+    /// terminates the process (R28).
+    MonitorKill,
     /// `store.get` of the unique id passes the store timeout (R29).
     StoreTimeout,
     /// The destructor's abort of the communicators, at exit, passes the group's timeout (R31).
@@ -429,7 +436,10 @@ impl<'s> Failure<'s> {
                     self.signal_dump(view, rank, group, now_ns, out);
                 }
                 Wake::DumpWaitOver => self.handle_error(view, rank, group, now_ns, out),
-                Wake::HeartbeatCheck => self.heartbeat_abort(rank, group, now_ns, out),
+                Wake::HeartbeatCheck | Wake::AbortStallCheck => {
+                    self.heartbeat_abort(rank, group, now_ns, out)
+                }
+                Wake::MonitorKill => self.monitor_kill(rank, group, now_ns, out),
                 Wake::StoreTimeout => self.store_timed_out(view, rank, group, now_ns, out),
                 Wake::ExitAbortTimeout => self.exit_abort_timed_out(rank, group, now_ns, out),
             },
@@ -460,6 +470,11 @@ impl<'s> Failure<'s> {
             }
             // After a return without destroy_process_group() the monitor was stopped (R31).
             Wake::DumpSeen => self.dumped[rank as usize] || self.heartbeat_stopped(rank),
+            Wake::AbortStallCheck => {
+                (self.watchdogs[self.index(rank, group)].abort_stall_since_ns).is_none()
+            }
+            // The destructor stopped the monitor during its sleep (R31).
+            Wake::MonitorKill => self.heartbeat_stopped(rank),
             Wake::StackTraceLogged
             | Wake::DumpWaitOver
             | Wake::HeartbeatCheck

@@ -73,6 +73,12 @@ pub(super) struct WatchdogState {
     pub(super) handling: bool,
     /// The poll at which the watchdog hung (a `watchdog_stuck` fault).
     pub(super) stuck_at_ns: Option<u64>,
+    /// Since when the main thread's abort of this communicator after a wait's timeout has not
+    /// returned: the watchdog blocks on it and its heartbeat stops (R15, R28).
+    pub(super) abort_stall_since_ns: Option<u64>,
+    /// The heartbeat monitor found the heartbeat stalled and left its loop: it dumps, sleeps
+    /// and terminates the process (R28).
+    pub(super) monitor_ending: bool,
     /// The communicators were aborted (modes 1 and 2).
     pub(super) aborted: bool,
     /// The error being handled is a timeout (only that Work failed), not a communicator error.
@@ -132,7 +138,7 @@ impl Failure<'_> {
                     stuck_ns,
                     format!("[Rank {rank_id}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
                 );
-                self.heartbeat_stalls(rank, group, stuck_ns, u64::MAX, out);
+                self.heartbeat_stalls((rank, group), stuck_ns, u64::MAX, Wake::HeartbeatCheck, out);
             }
             _ => {}
         }
@@ -362,7 +368,13 @@ impl Failure<'_> {
         if stack_trace_ns == 0 {
             self.signal_dump(view, rank, group, now_ns, out);
             // The watchdog sleeps: its heartbeat stalls until the sleep ends.
-            self.heartbeat_stalls(rank, group, now_ns, now_ns + wait_ns, out);
+            self.heartbeat_stalls(
+                (rank, group),
+                now_ns,
+                now_ns + wait_ns,
+                Wake::HeartbeatCheck,
+                out,
+            );
             return;
         }
         // A timeout: the watchdog first symbolises and logs the Work's stack trace, and its
@@ -374,7 +386,13 @@ impl Failure<'_> {
             Wake::StackTraceLogged,
             now_ns + stack_trace_ns,
         );
-        self.heartbeat_stalls(rank, group, now_ns, now_ns + stack_trace_ns + wait_ns, out);
+        self.heartbeat_stalls(
+            (rank, group),
+            now_ns,
+            now_ns + stack_trace_ns + wait_ns,
+            Wake::HeartbeatCheck,
+            out,
+        );
     }
 
     /// The timed-out Work's stack trace, logged `host.watchdog_stack_trace_us` after the

@@ -14,7 +14,9 @@ collective's stream only, or for the whole device? `--second-work` queues a seco
 all_reduce behind the first before the wait: after the first's wait raised, is the second
 complete, and does its `wait()` raise (`second_*` fields)? `--uncaught` prints the JSON line
 (what is known by then) before the wait and lets the wait's exception end the program: the shell
-script prints when the process was gone (`ended_unix_ns`).
+script prints when the process was gone (`ended_unix_ns`). `--early-json` prints that line
+before the wait too, but still catches: for a wait that may never return, as when the side sleep
+never ends (`--side-sleep-ms 3600000` under `timeout`), the caller still learns the times.
 
 Printed as one JSON line on stdout, every time in seconds from the script's start: the enqueue
 (`enqueued_s`), the start and end of the wait (`wait_began_s`, `raised_s`), the retry's raise
@@ -76,6 +78,7 @@ def main():
     parser.add_argument("--side-sleep-ms", type=float, default=0.0)
     parser.add_argument("--second-work", action="store_true")
     parser.add_argument("--uncaught", action="store_true")
+    parser.add_argument("--early-json", action="store_true")
     parser.add_argument("--read-log", nargs=2, metavar=("STDERR_FILE", "JSON_LINE"))
     args = parser.parse_args()
     if args.read_log:
@@ -118,12 +121,14 @@ def main():
     work = dist.all_reduce(x, async_op=True)
     second = dist.all_reduce(x, async_op=True) if args.second_work else None
     wait_began_s = since_start()
-    if args.uncaught:
-        print(json.dumps({"mode": args.mode, "uncaught": True, "sleep_ms": args.sleep_ms,
+    if args.uncaught or args.early_json:
+        print(json.dumps({"mode": args.mode, "uncaught": args.uncaught, "sleep_ms": args.sleep_ms,
                           "timeout_ms": args.timeout_ms, "enqueued_s": enqueued_s,
                           "wait_began_s": wait_began_s, "start_unix_ns": START_UNIX_NS,
                           "start_monotonic_ns": START_MONOTONIC_NS,
+                          "side_sleep_ms": args.side_sleep_ms,
                           "torch": torch.__version__}), flush=True)
+    if args.uncaught:
         if args.mode == "blocking":
             work.wait()
         else:
