@@ -596,8 +596,8 @@ fn the_report_names_the_files_lines_after_a_set_inserted_lines() {
     };
     let plain = report(&[]);
     let set = report(&["--set", "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=3"]);
-    assert!(plain.contains("at ar (line 33)"), "{plain}");
-    assert!(set.contains("at ar (line 33)"), "{set}");
+    assert!(plain.contains("at ar (line 36)"), "{plain}");
+    assert!(set.contains("at ar (line 36)"), "{set}");
     let lines = |text: &str| -> Vec<String> {
         (text.lines())
             .filter(|line| line.contains("(line "))

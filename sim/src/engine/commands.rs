@@ -622,15 +622,14 @@ mod tests {
     #[test]
     fn the_heartbeat_monitor_can_kill_a_watchdog_asleep_in_a_long_dump_wait_r28() {
         // A 1-s heartbeat timeout is shorter than the 60-s dump wait: rank 0's watchdog
-        // stops beating at the 1.1-s timeout poll, and the monitor's reads at 2 s (moved since
-        // 1 s) and 3 s (unchanged) abort it at 3 s.
+        // stops beating at the 1.1-s timeout poll. Its monitor reads the dump signal at 2 s and
+        // leaves its loop (its reads end there): it sleeps 1 s and aborts the process at 3 s,
+        // long before the watchdog's sleep ends. Without the dump signal
+        // (`TORCH_NCCL_DUMP_ON_TIMEOUT=0`, no sleep for the dumps) nothing stalls.
         let text = two_ranks(
             "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"",
         );
-        assert_eq!(
-            events_of(&text, 0, WatchdogEvent::HeartbeatTimeout),
-            [3_000_000_000]
-        );
+        assert_eq!(events_of(&text, 0, WatchdogEvent::Exit), [3_000_000_000]);
         assert!(events_of(&text, 0, WatchdogEvent::Abort).is_empty());
     }
 
@@ -681,9 +680,10 @@ mod tests {
 
     #[test]
     fn a_deadlock_finding_does_not_blame_a_dead_rank_for_what_its_death_stopped() {
-        // Rank 1 dies before the all_reduce; under mode 0 ranks 0 and 2 stay blocked in
+        // Rank 1 dies before the all_reduce; under mode 0, without the heartbeat monitor
+        // (which would end them after the dump signal, R28), ranks 0 and 2 stay blocked in
         // `.item()`: the collective never completes because rank 1's process ended.
-        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[cluster]\nranks = 3\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"\n";
+        let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n[cluster]\nranks = 3\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"\n";
         let timeline = simulate(&parse("t.toml", text).unwrap());
         let deadlock = timeline
             .findings
@@ -940,10 +940,11 @@ mod tests {
         );
         // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
         // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
-        // finds the watchdog beating (no error handling keeps the process alive till then).
+        // finds the watchdog beating (no error handling and no dump signal, R28, keep the
+        // process alive till then).
         let short = text.replace("3_600_000_000", "3_000_000").replace(
             "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15",
-            "TORCH_NCCL_ASYNC_ERROR_HANDLING = 0",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0",
         ) + "[[op]]\nhost_sleep_us = 1_000_000_000\n";
         let timeline = simulate(&parse("t.toml", &short).unwrap());
         assert!(timeline.ranks[0]

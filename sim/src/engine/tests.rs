@@ -139,9 +139,10 @@ fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
 fn a_launch_behind_kernels_that_never_end_is_a_named_deadlock() {
     // Rank 1 never joins: rank 0's synchronous all_reduce spins for ever on the current
     // stream (where 2.12 runs an `async_op=False` collective), behind its input-ready
-    // record; with room for two commands, the first GEMM's launch never returns.
+    // record; with room for two commands, the first GEMM's launch never returns. (Mode 0
+    // and no heartbeat monitor: nothing ends the process, R27, R28.)
     let text = format!(
-        "{TWO_RANKS}[host]\nlaunch_queue_depth = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[[op]]\nlabel = \"ar\"\nranks = [0]\nall_reduce = \"x\"\nstream = \"default\"\n[[op]]\ngemm = [512, 512, 512]\n[[op]]\nlabel = \"stuck\"\ngemm = [512, 512, 512]\n"
+        "{TWO_RANKS}[host]\nlaunch_queue_depth = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n[[op]]\nlabel = \"ar\"\nranks = [0]\nall_reduce = \"x\"\nstream = \"default\"\n[[op]]\ngemm = [512, 512, 512]\n[[op]]\nlabel = \"stuck\"\ngemm = [512, 512, 512]\n"
     );
     let timeline = simulate(&parse("d.toml", &text).unwrap());
     let deadlock = timeline

@@ -55,23 +55,32 @@ impl Failure<'_> {
         if self.dump_signal_seen_ns.replace(seen_ns) == Some(seen_ns) {
             return;
         }
+        // Every monitor still in its loop reads it, the broadcaster's own too (R28).
         for other in 0..self.dumped.len() as u32 {
-            if other != rank && !self.dumped[other as usize] && !view.is_dead(other) {
+            let index = self.index(other, 0);
+            if self.watchdogs[index].monitor_ending.is_none() && !view.is_dead(other) {
                 super::wake(out, other, 0, Wake::DumpSeen, seen_ns);
             }
         }
     }
 
-    /// The heartbeat monitor of `rank` found the dump signal.
-    pub(super) fn dump_seen(&mut self, rank: u32, group: GroupId, now_ns: u64) {
+    /// The heartbeat monitor of `rank` found the dump signal in the store: it leaves its loop,
+    /// dumps where this rank has not dumped yet, and ends the process as after a stalled
+    /// heartbeat, one heartbeat timeout later (R28).
+    pub(super) fn dump_seen(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
         let rank_id = self.rank_id(rank);
-        self.dumped[rank as usize] = true;
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
+        let message = format!("[Rank {rank_id}] Received a dump signal from another rank through the store; dumping the Flight Recorder");
+        self.monitor_leaves_loop(
+            (rank, group, super::heartbeat::DUMP_SIGNAL),
             now_ns,
-            format!("[Rank {rank_id}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
+            message,
+            out,
         );
     }
 
@@ -435,10 +444,12 @@ mod tests {
             commands.last(),
             Some(&wake(0, Wake::DumpWaitOver, 5_100_000_000))
         );
-        // Rank 1's monitor dumps at its poll; a second signal finds it dumped.
+        // Rank 1's monitor dumps at its poll and leaves its loop: it ends the process one
+        // heartbeat timeout later (measured on PyTorch 2.11: docs/watchdog.md); a second signal
+        // finds it gone from its loop.
         assert_eq!(
             woken(&mut failure, &run, 1, Wake::DumpSeen, 2_000_000_000),
-            []
+            [wake(1, Wake::MonitorKill, 482_000_000_000)]
         );
         let mut out = Vec::new();
         assert!(failure.is_stale(&run, (1, 0, Wake::DumpSeen), 3_000_000_000, &mut out));

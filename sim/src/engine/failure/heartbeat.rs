@@ -46,7 +46,7 @@ impl Failure<'_> {
         // The destructor stopped the monitor once the program returned (R31); a monitor that
         // left its loop reads no more.
         let index = self.index(rank, group);
-        if self.heartbeat_stopped(rank) || self.watchdogs[index].monitor_ending {
+        if self.heartbeat_stopped(rank) || self.watchdogs[index].monitor_ending.is_some() {
             return;
         }
         let rank_id = self.rank_id(rank);
@@ -70,17 +70,35 @@ impl Failure<'_> {
             op: None,
             message,
         });
-        self.watchdogs[index].monitor_ending = true;
+        let message = format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks");
+        self.monitor_leaves_loop((rank, group, WATCHDOG_HANG), now_ns, message, out);
+    }
+
+    /// The monitor left its loop (a stalled heartbeat, or the dump signal in the store): it
+    /// dumps the Flight Recorder with the stack traces where this rank has not dumped yet
+    /// (`host.watchdog_stack_trace_us`, the dump bounded by `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`),
+    /// sleeps one heartbeat timeout, then terminates the process unless the destructor stopped
+    /// it meanwhile (`HeartbeatMonitor::runLoop`; measured on PyTorch 2.11: docs/watchdog.md).
+    pub(super) fn monitor_leaves_loop(
+        &mut self,
+        (rank, group, reason): (u32, GroupId, &'static str),
+        now_ns: u64,
+        dump_message: String,
+        out: &mut Vec<Command>,
+    ) {
+        let index = self.index(rank, group);
+        self.watchdogs[index].monitor_ending = Some(reason);
         let mut dump_ns = 0;
         if !self.dumped[rank as usize] {
             self.dumped[rank as usize] = true;
-            dump_ns = self.scenario.host.watchdog_stack_trace_ns;
+            dump_ns = (self.scenario.host.watchdog_stack_trace_ns)
+                .min(self.scenario.env.wait_timeout_dump_ns);
             self.note(
                 rank,
                 Some(group),
                 (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
                 now_ns,
-                format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks"),
+                dump_message,
             );
         }
         let kill_ns = now_ns
@@ -99,14 +117,32 @@ impl Failure<'_> {
     ) {
         let rank_id = self.rank_id(rank);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
+        let reason =
+            (self.watchdogs[self.index(rank, group)].monitor_ending).unwrap_or(WATCHDOG_HANG);
+        let message = format!("[Rank {rank_id}] the heartbeat monitor slept for {seconds} s, then: Terminating the process after attempting to dump debug info, due to {reason}. (std::abort())");
+        if reason == DUMP_SIGNAL {
+            // A stalled heartbeat had its finding when it was read; the dump signal's end of
+            // the process has its own.
+            out.push(Command::Finding {
+                kind: FindingKind::HeartbeatAbort,
+                rank,
+                op: None,
+                message: format!("{message} The monitor had found the dump signal of a collective timeout or exception in the store and left its loop (R28)."),
+            });
+        }
         self.take_down(
             (rank, Some(group), ThreadKind::HeartbeatMonitor),
             (ExitStatus::Aborted, now_ns),
-            format!("[Rank {rank_id}] slept for {seconds} s to verify the watchdog hang; terminating the process after attempting to dump debug info: std::abort()"),
+            message,
             out,
         );
     }
 }
+
+/// Why the monitor left its loop, in PyTorch's words (`exitReason`): a stalled heartbeat.
+pub(super) const WATCHDOG_HANG: &str = "ProcessGroupNCCL watchdog hang";
+/// ... or the dump signal in the store.
+pub(super) const DUMP_SIGNAL: &str = "collective timeout or exception";
 
 #[cfg(test)]
 mod tests {

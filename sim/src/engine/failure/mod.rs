@@ -430,7 +430,7 @@ impl<'s> Failure<'s> {
                 Wake::RemoteError { from_rank } => {
                     self.caught(view, rank, group, Caught::Remote(from_rank), now_ns, out)
                 }
-                Wake::DumpSeen => self.dump_seen(rank, group, now_ns),
+                Wake::DumpSeen => self.dump_seen(rank, group, now_ns, out),
                 Wake::StackTraceLogged => {
                     self.stack_trace_logged(rank, group, now_ns);
                     self.signal_dump(view, rank, group, now_ns, out);
@@ -469,7 +469,10 @@ impl<'s> Failure<'s> {
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
             // After a return without destroy_process_group() the monitor was stopped (R31).
-            Wake::DumpSeen => self.dumped[rank as usize] || self.heartbeat_stopped(rank),
+            Wake::DumpSeen => {
+                (self.watchdogs[self.index(rank, group)].monitor_ending).is_some()
+                    || self.heartbeat_stopped(rank)
+            }
             Wake::AbortStallCheck => {
                 (self.watchdogs[self.index(rank, group)].abort_stall_since_ns).is_none()
             }

@@ -76,9 +76,10 @@ pub(super) struct WatchdogState {
     /// Since when the main thread's abort of this communicator after a wait's timeout has not
     /// returned: the watchdog blocks on it and its heartbeat stops (R15, R28).
     pub(super) abort_stall_since_ns: Option<u64>,
-    /// The heartbeat monitor found the heartbeat stalled and left its loop: it dumps, sleeps
-    /// and terminates the process (R28).
-    pub(super) monitor_ending: bool,
+    /// The heartbeat monitor left its loop (a stalled heartbeat, or the dump signal in the
+    /// store): it dumps, sleeps and terminates the process, for this reason, in PyTorch's words
+    /// (R28).
+    pub(super) monitor_ending: Option<&'static str>,
     /// The communicators were aborted (modes 1 and 2).
     pub(super) aborted: bool,
     /// The error being handled is a timeout (only that Work failed), not a communicator error.
@@ -648,8 +649,9 @@ mod tests {
 
     #[test]
     fn a_timeout_reports_signals_the_dumps_and_sleeps_r26_r27() {
-        // Rank 1 never enqueued: the diagnosis names it. Rank 1's heartbeat monitor sees the
-        // dump signal at its next 1-s store poll (2 s); the watchdog sleeps 4 × 15 s.
+        // Rank 1 never enqueued: the diagnosis names it. Both heartbeat monitors, rank 0's own
+        // too, see the dump signal at their next 1-s store poll (2 s); the watchdog sleeps
+        // 4 × 15 s.
         let scenario = two_ranks("", "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
@@ -658,6 +660,7 @@ mod tests {
             commands,
             [
                 finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                wake(0, Wake::DumpSeen, 2_000_000_000),
                 wake(1, Wake::DumpSeen, 2_000_000_000),
                 wake(0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             ]
