@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use sim::timeline::{ThreadKind, WatchdogEvent, WatchdogRecord};
 
 /// Which log lines become which records, by a phrase of the message.
-const EVENTS: [(&str, ThreadKind, WatchdogEvent); 9] = [
+const EVENTS: [(&str, ThreadKind, WatchdogEvent); 11] = [
     (
         "Watchdog caught collective operation timeout",
         ThreadKind::Watchdog,
@@ -43,11 +43,7 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 9] = [
         ThreadKind::Watchdog,
         WatchdogEvent::DumpSignal,
     ),
-    (
-        "preparing to dump debug info",
-        ThreadKind::Watchdog,
-        WatchdogEvent::Dump,
-    ),
+    (DUMPING, ThreadKind::Watchdog, WatchdogEvent::Dump),
     (
         "taking the entire process down",
         ThreadKind::Watchdog,
@@ -57,6 +53,18 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 9] = [
         "Heartbeat monitor timed out",
         ThreadKind::HeartbeatMonitor,
         WatchdogEvent::HeartbeatTimeout,
+    ),
+    // PyTorch 2.11's monitor, when it leaves its loop on a stalled heartbeat (R28).
+    (
+        STALLED_HEARTBEAT,
+        ThreadKind::HeartbeatMonitor,
+        WatchdogEvent::HeartbeatTimeout,
+    ),
+    // ... and when it ends the process, after its dump and one heartbeat timeout's sleep.
+    (
+        "Terminating the process after attempting to dump debug info",
+        ThreadKind::HeartbeatMonitor,
+        WatchdogEvent::Exit,
     ),
     // After the program returned without destroy_process_group() (R31): the watchdog's
     // exception once the destructor tore the group down, and the destructor's abort timing out.
@@ -74,6 +82,12 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 9] = [
 
 /// The main thread's line after the shared timeout check: the timeout was a wait's own.
 const WAIT_TIMED_OUT: &str = "timed out in blocking wait";
+
+/// The heartbeat monitor leaves its loop with one of these lines (its `errorMsg`): a stalled
+/// heartbeat, or the dump signal found in the store. The dump after it is the monitor's.
+const STALLED_HEARTBEAT: &str = "watchdog got stuck for";
+const DUMP_SIGNAL_READ: &str = "Received a dump signal due to";
+const DUMPING: &str = "preparing to dump debug info";
 
 /// Time 0 of a run on the two clocks PyTorch's log lines mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,6 +198,8 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
     let mut records: Vec<WatchdogRecord> = Vec::new();
     // Ranks whose main thread timed a wait out and has not yet printed its abort's end.
     let mut raising: BTreeSet<u32> = BTreeSet::new();
+    // Ranks whose heartbeat monitor left its loop and has not yet printed its dump.
+    let mut monitor_dumping: BTreeSet<u32> = BTreeSet::new();
     for text in log.lines() {
         let Some(line) = parse_line(text, year) else {
             continue;
@@ -202,7 +218,12 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
             continue;
         };
         let mut abort_ended = false;
-        let kind = if message.contains(WAIT_TIMED_OUT) {
+        if message.contains(STALLED_HEARTBEAT) || message.contains(DUMP_SIGNAL_READ) {
+            monitor_dumping.insert(rank);
+        }
+        let kind = if message.contains(DUMPING) && monitor_dumping.remove(&rank) {
+            Some((ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump))
+        } else if message.contains(WAIT_TIMED_OUT) {
             // The timeout line just before it was this wait's, printed by the main thread.
             if let Some(last) = records.iter().rposition(|r| r.rank == rank) {
                 let previous = &records[last];
@@ -353,8 +374,10 @@ mod tests {
     fn after_a_timed_wait_s_abort_the_watchdog_reports_an_async_error() {
         // Measured on the H200 (tests/data/torch/wait_timeout.run1): `wait(timeout=50 ms)`
         // timed out in the main thread, which aborted the communicator and raised; the
-        // watchdog then found the aborted communicator's NCCL error, logged the stack trace,
-        // signalled and made the dump, and took the process down after its 60 s dump wait.
+        // watchdog then found the aborted communicator's NCCL error, logged the stack trace and
+        // signalled the dump; the rank's own heartbeat monitor read the signal ("Received a dump
+        // signal due to a collective timeout from this local rank") and made the dump; the
+        // watchdog took the process down after its 60 s dump wait.
         let log = include_str!("../../tests/data/torch/wait_timeout.run1.log");
         let records = watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
         let kinds = thread_events(&records);
@@ -366,7 +389,7 @@ mod tests {
                 (ThreadKind::Watchdog, WatchdogEvent::AsyncError),
                 (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
                 (ThreadKind::Watchdog, WatchdogEvent::DumpSignal),
-                (ThreadKind::Watchdog, WatchdogEvent::Dump),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
                 (ThreadKind::Watchdog, WatchdogEvent::Exit)
             ]
         );
@@ -491,5 +514,41 @@ mod tests {
             watchdog_records(late, printed_clock(11_796_204_716_000_000_000)).len(),
             1
         );
+    }
+
+    #[test]
+    fn the_heartbeat_monitor_s_stall_dump_and_abort_are_its_own() {
+        // Lines shaped as PyTorch 2.11 printed them in tests/data/torch/probes/
+        // never_ending_side.txt (sitting 2, run 2, time 0 at 11:17:26.732465344; read as
+        // printed): the times of the first four to the ms of its records, their messages
+        // shortened, the last line verbatim. The main thread's timeout, the monitor's stalled
+        // heartbeat 29.19 s later, its dump, and its abort after "slept for 15".
+        let log = "\
+[rank0]:[E1203 11:17:30.956000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 500 milliseconds before timing out.
+[rank0]:[E1203 11:17:30.967000000 ProcessGroupNCCL.cpp:821] [Rank 0] Work WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) timed out in blocking wait.
+[rank0]:[E1203 11:18:00.155000000 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 15 seconds without making progress in monitoring enqueued collectives.
+[rank0]:[E1203 11:18:00.158000000 ProcessGroupNCCL.cpp:1628] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active collectives: 0
+[rank0]:[F1203 11:18:20.316272848 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 0] [PG ID 0 PG GUID 0(default_pg) Rank 0] Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.
+";
+        let origin = LogOrigin {
+            unix_ns: 1_796_296_646_732_465_344,
+            monotonic_ns: None,
+        };
+        let records = watchdog_records(log, origin);
+        assert_eq!(
+            thread_events(&records),
+            [
+                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+                (
+                    ThreadKind::HeartbeatMonitor,
+                    WatchdogEvent::HeartbeatTimeout
+                ),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Exit)
+            ]
+        );
+        let seconds = |record: &WatchdogRecord| record.at_ns as f64 / 1e9;
+        assert!((seconds(&records[1]) - seconds(&records[0]) - 29.19).abs() < 0.01);
+        assert!((seconds(&records[3]) - 53.58).abs() < 0.01);
     }
 }
