@@ -370,7 +370,6 @@ pub fn check_watchdog_stuck(timeline: &Timeline, _report: &Report) {
     // have found the heartbeat unchanged: it leaves its loop there, sleeps one heartbeat
     // timeout and terminates the process (R28, measured on PyTorch 2.11).
     assert!(records(timeline, 0, WatchdogEvent::HeartbeatTimeout).is_empty());
-    assert!(stuck_ns < heartbeat_ns);
     assert_eq!(at(timeline, 0, WatchdogEvent::Exit), 601 * S + heartbeat_ns);
     // A stuck watchdog reports nothing itself.
     assert!(records(timeline, 0, WatchdogEvent::Timeout).is_empty());

@@ -76,7 +76,8 @@ impl Failure<'_> {
 
     /// The monitor left its loop (a stalled heartbeat, or the dump signal in the store): it
     /// dumps the Flight Recorder with the stack traces where this rank has not dumped yet
-    /// (`host.watchdog_stack_trace_us`, the dump bounded by `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`),
+    /// (`host.watchdog_stack_trace_us`, the dump bounded by `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`;
+    /// only the default group's monitor dumps, and only under `TORCH_NCCL_DUMP_ON_TIMEOUT`),
     /// sleeps one heartbeat timeout, then terminates the process unless the destructor stopped
     /// it meanwhile (`HeartbeatMonitor::runLoop`; measured on PyTorch 2.11: docs/watchdog.md).
     pub(super) fn monitor_leaves_loop(
@@ -89,7 +90,7 @@ impl Failure<'_> {
         let index = self.index(rank, group);
         self.watchdogs[index].monitor_ending = Some(reason);
         let mut dump_ns = 0;
-        if !self.dumped[rank as usize] {
+        if group == 0 && self.scenario.env.dump_on_timeout && !self.dumped[rank as usize] {
             self.dumped[rank as usize] = true;
             dump_ns = (self.scenario.host.watchdog_stack_trace_ns)
                 .min(self.scenario.env.wait_timeout_dump_ns);
@@ -237,6 +238,24 @@ mod tests {
         // A monitor that left its loop reads no more.
         let again = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 45_000_000_000);
         assert!(again.is_empty(), "{again:?}");
+        // The dump is bounded by the dump timeout (here 1 s); a monitor that does not dump
+        // (dumps on timeout off) goes to its sleep at once.
+        for (env, kill_ns) in [
+            ("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1000", 46_000_000_000),
+            ("TORCH_NCCL_DUMP_ON_TIMEOUT = 0", 45_000_000_000),
+        ] {
+            let scenario = two_ranks(
+                &format!("[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n{env}\n[host]\nwatchdog_stack_trace_us = 4_000_000"),
+                "",
+            );
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
+            let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+            assert_eq!(
+                commands.last(),
+                Some(&wake(0, Wake::MonitorKill, kill_ns)),
+                "{env}"
+            );
+        }
     }
 
     #[test]
