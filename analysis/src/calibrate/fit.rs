@@ -13,7 +13,8 @@ use super::{Profile, ProfileValue};
 use serde::Serialize;
 use sim::scenario::{Batch, CollectiveKind, DType, OpKind, Scenario};
 use sim::timeline::{
-    CollectiveRecord, KernelClass, KernelRecord, RankTimeline, ThreadKind, Timeline, WatchdogEvent,
+    CollectiveRecord, HostCall, KernelClass, KernelRecord, RankTimeline, ThreadKind, Timeline,
+    WatchdogEvent,
 };
 use std::fmt::Write as _;
 
@@ -109,16 +110,22 @@ fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     let mut out = Vec::new();
     for run in runs {
         let t = run.timeline;
+        let ops: Vec<_> = (t.ops.iter())
+            .filter(|op| keys.contains(&op.key.as_str()))
+            .collect();
+        if ops.is_empty() {
+            continue;
+        }
         let first_gemms = first_gemm_calls_of(run);
-        for op in t.ops.iter().filter(|op| keys.contains(&op.key.as_str())) {
-            let samples = (t.ranks.iter().enumerate())
-                .flat_map(|(rank, timeline)| timeline.host.iter().map(move |c| (rank, c)))
-                .filter(|&(rank, c)| {
+        for op in ops {
+            let samples = (t.ranks.iter())
+                .flat_map(|r| &r.host)
+                .filter(|&c| {
                     c.op == op.index
                         && c.iteration >= t.scenario.warmup
-                        && !first_gemms.contains(&(rank, c.start_ns))
+                        && !first_gemms.iter().any(|&first| std::ptr::eq(first, c))
                 })
-                .map(|(_, c)| us(c.end_ns as i64 - c.start_ns as i64))
+                .map(|c| us(c.end_ns as i64 - c.start_ns as i64))
                 .collect();
             out.push(samples);
         }
@@ -126,9 +133,8 @@ fn host_durations(runs: &[CalibrationRun], keys: &[&str]) -> OpSamples {
     out
 }
 
-/// Each rank's first GEMM call of each dtype in `run` (in any iteration, warm-ups included), as
-/// (the rank's index in the Timeline, the call's start).
-fn first_gemm_calls_of(run: &CalibrationRun) -> Vec<(usize, u64)> {
+/// Each rank's first GEMM call of each dtype in `run` (in any iteration, warm-ups included).
+fn first_gemm_calls_of<'a>(run: &CalibrationRun<'a>) -> Vec<&'a HostCall> {
     let gemm_dtypes: Vec<(u32, DType)> = (run.scenario.ops.iter())
         .filter_map(|op| match op.kind {
             OpKind::Gemm { dtype, .. } => Some((op.index as u32, dtype)),
@@ -136,9 +142,9 @@ fn first_gemm_calls_of(run: &CalibrationRun) -> Vec<(usize, u64)> {
         })
         .collect();
     let mut first = Vec::new();
-    for (rank, timeline) in run.timeline.ranks.iter().enumerate() {
+    for timeline in &run.timeline.ranks {
         let mut seen: Vec<DType> = Vec::new();
-        let mut calls: Vec<_> = timeline.host.iter().collect();
+        let mut calls: Vec<&HostCall> = timeline.host.iter().collect();
         calls.sort_by_key(|call| call.start_ns);
         for call in calls {
             let Some(&(_, dtype)) = gemm_dtypes.iter().find(|(op, _)| *op == call.op) else {
@@ -146,7 +152,7 @@ fn first_gemm_calls_of(run: &CalibrationRun) -> Vec<(usize, u64)> {
             };
             if !seen.contains(&dtype) {
                 seen.push(dtype);
-                first.push((rank, call.start_ns));
+                first.push(call);
             }
         }
     }
@@ -157,11 +163,8 @@ fn first_gemm_calls_of(run: &CalibrationRun) -> Vec<(usize, u64)> {
 fn first_gemm_calls(runs: &[CalibrationRun], launch_us: f64) -> OpSamples {
     (runs.iter())
         .map(|run| {
-            let first = first_gemm_calls_of(run);
-            (run.timeline.ranks.iter().enumerate())
-                .flat_map(|(rank, timeline)| timeline.host.iter().map(move |c| (rank, c)))
-                .filter(|&(rank, c)| first.contains(&(rank, c.start_ns)))
-                .map(|(_, c)| us(c.end_ns as i64 - c.start_ns as i64) - launch_us)
+            (first_gemm_calls_of(run).into_iter())
+                .map(|c| us(c.end_ns as i64 - c.start_ns as i64) - launch_us)
                 .collect()
         })
         .collect()

@@ -32,10 +32,9 @@ impl Failure<'_> {
         }
     }
 
-    /// The read that found the heartbeat unchanged: the monitor leaves its loop, dumps the
-    /// Flight Recorder with the stack traces (`host.watchdog_stack_trace_us`, where this rank
-    /// had not dumped yet), sleeps one heartbeat timeout "to verify there is indeed a watchdog
-    /// hang", then terminates the process (measured on PyTorch 2.11: docs/watchdog.md).
+    /// The read that found the heartbeat unchanged: a finding, then the monitor leaves its loop
+    /// ([`Self::monitor_leaves_loop`]: its dump, its sleep "to verify there is indeed a watchdog
+    /// hang", the abort).
     pub(super) fn heartbeat_abort(
         &mut self,
         rank: u32,
