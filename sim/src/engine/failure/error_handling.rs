@@ -234,7 +234,8 @@ impl Failure<'_> {
         if self.watchdog_enabled && crate::pg::work::wait_abort_stalls_watchdog(&self.scenario.env)
         {
             self.watchdogs[index].abort_stall_since_ns = Some(now_ns);
-            self.heartbeat_stalls((rank, group), now_ns, u64::MAX, Wake::AbortStallCheck, out);
+            let check = Wake::AbortStallCheck { since_ns: now_ns };
+            self.heartbeat_stalls((rank, group), now_ns, u64::MAX, check, out);
         }
         out.push(Command::AbortCommunicators { rank, group });
     }
@@ -537,7 +538,13 @@ mod tests {
         assert_eq!(
             out,
             [
-                wake(0, Wake::AbortStallCheck, 960_000_000_000),
+                wake(
+                    0,
+                    Wake::AbortStallCheck {
+                        since_ns: 70_000_000
+                    },
+                    960_000_000_000
+                ),
                 Command::AbortCommunicators { rank: 0, group: 0 }
             ]
         );
@@ -553,7 +560,13 @@ mod tests {
         assert!(matches!(out[0], Command::Caught { op: 1, .. }));
         // The abort returned long before that read: it finds the watchdog beating again.
         let mut later = Vec::new();
-        let check = (0, 0, Wake::AbortStallCheck);
+        let check = (
+            0,
+            0,
+            Wake::AbortStallCheck {
+                since_ns: 70_000_000,
+            },
+        );
         assert!(failure.is_stale(&run, check, 960_000_000_000, &mut later));
         let kinds: Vec<FindingKind> = out
             .iter()

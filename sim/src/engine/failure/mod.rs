@@ -57,9 +57,9 @@ pub(in crate::engine) enum Wake {
     /// The heartbeat monitor's read that finds the heartbeat unchanged (R28).
     HeartbeatCheck,
     /// The same read, asked for by the main thread's abort of the communicator after a wait's
-    /// timeout (R15): the watchdog blocks until that abort returns, and the read finds nothing
-    /// if it returned first.
-    AbortStallCheck,
+    /// timeout that began at `since_ns` (R15): the watchdog blocks until that abort returns, and
+    /// the read finds nothing if it returned first.
+    AbortStallCheck { since_ns: u64 },
     /// The heartbeat monitor, done with its dump and its sleep of one heartbeat timeout,
     /// terminates the process (R28).
     MonitorKill,
@@ -436,7 +436,7 @@ impl<'s> Failure<'s> {
                     self.signal_dump(view, rank, group, now_ns, out);
                 }
                 Wake::DumpWaitOver => self.handle_error(view, rank, group, now_ns, out),
-                Wake::HeartbeatCheck | Wake::AbortStallCheck => {
+                Wake::HeartbeatCheck | Wake::AbortStallCheck { .. } => {
                     self.heartbeat_abort(rank, group, now_ns, out)
                 }
                 Wake::MonitorKill => self.monitor_kill(rank, group, now_ns, out),
@@ -473,8 +473,8 @@ impl<'s> Failure<'s> {
                 (self.watchdogs[self.index(rank, group)].monitor_ending).is_some()
                     || self.heartbeat_stopped(rank)
             }
-            Wake::AbortStallCheck => {
-                (self.watchdogs[self.index(rank, group)].abort_stall_since_ns).is_none()
+            Wake::AbortStallCheck { since_ns } => {
+                self.watchdogs[self.index(rank, group)].abort_stall_since_ns != Some(since_ns)
             }
             // The destructor stopped the monitor during its sleep (R31).
             Wake::MonitorKill => self.heartbeat_stopped(rank),
