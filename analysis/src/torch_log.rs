@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use sim::timeline::{ThreadKind, WatchdogEvent, WatchdogRecord};
 
 /// Which log lines become which records, by a phrase of the message.
-const EVENTS: [(&str, ThreadKind, WatchdogEvent); 11] = [
+const EVENTS: [(&str, ThreadKind, WatchdogEvent); 12] = [
     (
         "Watchdog caught collective operation timeout",
         ThreadKind::Watchdog,
@@ -65,6 +65,12 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 11] = [
         "Terminating the process after attempting to dump debug info",
         ThreadKind::HeartbeatMonitor,
         WatchdogEvent::Exit,
+    ),
+    // ... or, under TORCH_NCCL_ENABLE_MONITORING=0, says it would have and lets it live.
+    (
+        "monitor thread is disabled, but would have terminated the process",
+        ThreadKind::HeartbeatMonitor,
+        WatchdogEvent::MonitorDisabled,
     ),
     // After the program returned without destroy_process_group() (R31): the watchdog's
     // exception once the destructor tore the group down, and the destructor's abort timing out.
@@ -550,5 +556,31 @@ mod tests {
         let seconds = |record: &WatchdogRecord| record.at_ns as f64 / 1e9;
         assert!((seconds(&records[1]) - seconds(&records[0]) - 29.19).abs() < 0.01);
         assert!((seconds(&records[3]) - 53.58).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_disabled_monitor_logs_the_termination_it_would_have_done() {
+        // PyTorch's line under TORCH_NCCL_ENABLE_MONITORING=0 (HeartbeatMonitor::runLoop's
+        // `else` branch), after a stalled heartbeat read and the dump.
+        let log = "\
+[rank0]:[E1203 11:18:00.155000000 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 15 seconds without making progress in monitoring enqueued collectives.
+[rank0]:[E1203 11:18:00.158000000 ProcessGroupNCCL.cpp:1628] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active collectives: 0
+[rank0]:[E1203 11:18:20.316000000 ProcessGroupNCCL.cpp:1660] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.
+";
+        let origin = LogOrigin {
+            unix_ns: 1_796_296_646_732_465_344,
+            monotonic_ns: None,
+        };
+        assert_eq!(
+            thread_events(&watchdog_records(log, origin)),
+            [
+                (
+                    ThreadKind::HeartbeatMonitor,
+                    WatchdogEvent::HeartbeatTimeout
+                ),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::MonitorDisabled)
+            ]
+        );
     }
 }

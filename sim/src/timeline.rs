@@ -460,6 +460,9 @@ pub enum WatchdogEvent {
     Exit,
     /// The heartbeat monitor found the watchdog's heartbeat unchanged (R28).
     HeartbeatTimeout,
+    /// `TORCH_NCCL_ENABLE_MONITORING=0`: the heartbeat monitor, done with its dump and its
+    /// sleep, would have terminated the process and did not (R28).
+    MonitorDisabled,
     /// `store.get` of the NCCL unique id timed out (R29).
     StoreTimeout,
     /// A polling `wait()` raised its timeout in the main thread (R15).

@@ -631,15 +631,29 @@ fn a_time_cap_below_the_timeout_stops_the_hang_with_a_clear_finding() {
 }
 
 #[test]
-fn without_the_heartbeat_monitor_a_stuck_watchdog_leaves_a_deadlock() {
-    // TORCH_NCCL_ENABLE_MONITORING=0: nothing watches rank 0's stuck watchdog, so its host stays
+fn without_the_heartbeat_monitor_s_abort_a_stuck_watchdog_leaves_a_deadlock() {
+    // TORCH_NCCL_ENABLE_MONITORING=0 takes away only the monitor's abort (R28): rank 0's
+    // monitor still reads the others' dump signal at 601 s, leaves its loop, dumps, sleeps one
+    // heartbeat timeout and then only logs the termination it would have done. Its host stays
     // blocked in `.item()` and the run ends with a deadlock finding for it, not a hang.
     let timeline = run_with(
         "watchdog_stuck.toml",
         &["env.TORCH_NCCL_ENABLE_MONITORING=0"],
     );
+    let monitor = |event| -> Vec<u64> {
+        (records(&timeline, 0, event).iter())
+            .filter(|r| r.thread == ThreadKind::HeartbeatMonitor)
+            .map(|r| r.at_ns)
+            .collect()
+    };
+    assert_eq!(monitor(WatchdogEvent::Dump), [601_000_000_000]);
+    assert_eq!(monitor(WatchdogEvent::MonitorDisabled), [1_081_000_000_000]);
     assert!(records(&timeline, 0, WatchdogEvent::HeartbeatTimeout).is_empty());
     assert!(records(&timeline, 0, WatchdogEvent::Exit).is_empty());
+    assert!(timeline
+        .findings
+        .iter()
+        .all(|f| f.kind != FindingKind::HeartbeatAbort));
     assert!(timeline
         .findings
         .iter()

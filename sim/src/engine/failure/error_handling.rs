@@ -45,9 +45,6 @@ impl Failure<'_> {
                 format!("[Rank {rank_id}] dumping the Flight Recorder"),
             );
         }
-        if !env.enable_monitoring {
-            return;
-        }
         let seen_ns = next_tick_ns(0, env.coord_check_ns, now_ns + 1);
         // Every rank a broadcast for this tick would wake, an earlier one already woke (a rank
         // once dumped, or gone, stays so): when a hang's every rank broadcasts at one poll,

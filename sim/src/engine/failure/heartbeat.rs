@@ -3,7 +3,9 @@
 //! (the Flight Recorder with the stack traces), sleeps one more heartbeat timeout, and aborts the
 //! process. Only a stalled heartbeat (a stuck watchdog, a dump wait longer than the heartbeat
 //! timeout, or the main thread's abort of the communicator after a wait's timeout, which the
-//! watchdog blocks on) asks for a read.
+//! watchdog blocks on) asks for a read. `TORCH_NCCL_ENABLE_MONITORING=0` keeps the monitor
+//! running, reading and dumping; it only takes away the abort at the end, which the monitor
+//! then logs as the termination it would have done (`HeartbeatMonitor::runLoop`).
 
 use super::{next_tick_ns, wake, Command, Failure, Wake};
 use crate::scenario::GroupId;
@@ -21,11 +23,7 @@ impl Failure<'_> {
         check: Wake,
         out: &mut Vec<Command>,
     ) {
-        let env = &self.scenario.env;
-        if !env.enable_monitoring {
-            return;
-        }
-        let period_ns = env.heartbeat_timeout_ns;
+        let period_ns = self.scenario.env.heartbeat_timeout_ns;
         let read_ns = next_tick_ns(0, period_ns, from_ns + period_ns);
         if read_ns < until_ns {
             wake(out, rank, group, check, read_ns);
@@ -50,25 +48,38 @@ impl Failure<'_> {
         }
         let rank_id = self.rank_id(rank);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
-        let message = format!(
-            "[Rank {rank_id}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives. If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
-        );
-        self.note(
-            rank,
-            Some(group),
-            (
-                ThreadKind::HeartbeatMonitor,
-                WatchdogEvent::HeartbeatTimeout,
-            ),
-            now_ns,
-            message.clone(),
-        );
-        out.push(Command::Finding {
-            kind: FindingKind::HeartbeatAbort,
-            rank,
-            op: None,
-            message,
-        });
+        let stuck = format!("ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives.");
+        if !self.scenario.env.enable_monitoring {
+            // The monitor still leaves its loop and dumps; only the abort is switched off, so
+            // there is no abort to report, only the log line.
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::HeartbeatTimeout),
+                now_ns,
+                format!("[Rank {rank_id}] {stuck} (TORCH_NCCL_ENABLE_MONITORING=0: the monitor dumps, but will not terminate the process)"),
+            );
+        } else {
+            let message = format!(
+                "[Rank {rank_id}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. {stuck} If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
+            );
+            self.note(
+                rank,
+                Some(group),
+                (
+                    ThreadKind::HeartbeatMonitor,
+                    WatchdogEvent::HeartbeatTimeout,
+                ),
+                now_ns,
+                message.clone(),
+            );
+            out.push(Command::Finding {
+                kind: FindingKind::HeartbeatAbort,
+                rank,
+                op: None,
+                message,
+            });
+        }
         let message = format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks");
         self.monitor_leaves_loop((rank, group, WATCHDOG_HANG), now_ns, message, out);
     }
@@ -107,7 +118,8 @@ impl Failure<'_> {
         wake(out, rank, group, Wake::MonitorKill, kill_ns);
     }
 
-    /// The monitor's sleep after its dump is over: it terminates the process.
+    /// The monitor's sleep after its dump is over: it terminates the process, or, with
+    /// `TORCH_NCCL_ENABLE_MONITORING=0`, logs that it would have and ends its thread.
     pub(super) fn monitor_kill(
         &mut self,
         rank: u32,
@@ -119,6 +131,16 @@ impl Failure<'_> {
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let reason =
             (self.watchdogs[self.index(rank, group)].monitor_ending).unwrap_or(WATCHDOG_HANG);
+        if !self.scenario.env.enable_monitoring {
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::HeartbeatMonitor, WatchdogEvent::MonitorDisabled),
+                now_ns,
+                format!("[Rank {rank_id}] the heartbeat monitor slept for {seconds} s, then: ProcessGroupNCCL monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to {reason}."),
+            );
+            return;
+        }
         let message = format!("[Rank {rank_id}] the heartbeat monitor slept for {seconds} s, then: Terminating the process after attempting to dump debug info, due to {reason}. (std::abort())");
         if reason == DUMP_SIGNAL {
             // A stalled heartbeat had its finding when it was read; the dump signal's end of
@@ -152,7 +174,7 @@ mod tests {
     };
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::FaultKind;
-    use crate::timeline::{ExitStatus, FindingKind};
+    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
     #[test]
     fn a_stuck_watchdog_is_aborted_at_the_first_read_that_finds_the_heartbeat_unchanged_r28() {
@@ -220,6 +242,34 @@ mod tests {
     }
 
     #[test]
+    fn a_disabled_monitor_reads_dumps_and_sleeps_but_does_not_terminate_r28() {
+        // TORCH_NCCL_ENABLE_MONITORING=0 (HeartbeatMonitor::runLoop): the stalled read leaves
+        // the loop as before, the sleep follows, and at its end the monitor only logs the
+        // termination it would have done.
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\nTORCH_NCCL_ENABLE_MONITORING = 0",
+            "",
+        );
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+        assert_eq!(commands, [wake(0, Wake::MonitorKill, 45_000_000_000)]);
+        let commands = woken(&mut failure, &run, 0, Wake::MonitorKill, 45_000_000_000);
+        assert_eq!(commands, []);
+        let events: Vec<_> = (failure.into_records().iter())
+            .map(|record| (record.event, record.at_ns))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                (WatchdogEvent::HeartbeatTimeout, 30_000_000_000),
+                (WatchdogEvent::Dump, 30_000_000_000),
+                (WatchdogEvent::MonitorDisabled, 45_000_000_000),
+            ]
+        );
+    }
+
+    #[test]
     fn the_monitor_s_dump_takes_the_stack_trace_s_time_before_its_sleep_r28() {
         // Measured on PyTorch 2.11 (heartbeat 15 s): the dump took 3.6-5.2 s, then "slept for
         // 15", then the process was terminated. The stack trace costs 4 s here.
@@ -270,7 +320,8 @@ mod tests {
             commands.last(),
             Some(&wake(0, Wake::HeartbeatCheck, 3_000_000_000))
         );
-        // Without monitoring, nobody reads it, and nobody polls the store for dumps.
+        // Without monitoring the monitor reads it and polls the store for dumps all the same
+        // (only its abort is off, `HeartbeatMonitor::runLoop`): the same reads are asked for.
         let scenario = two_ranks(
             "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\nTORCH_NCCL_ENABLE_MONITORING = 0",
             "",
@@ -281,7 +332,10 @@ mod tests {
             commands,
             [
                 finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                wake(0, Wake::DumpSeen, 2_000_000_000),
+                wake(1, Wake::DumpSeen, 2_000_000_000),
                 wake(0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+                wake(0, Wake::HeartbeatCheck, 3_000_000_000),
             ]
         );
     }
