@@ -782,6 +782,7 @@ impl Engine<'_> {
             GpuItem::Kernel {
                 duration_ns,
                 kernel,
+                compute_op: super::streams::compute_op(class, op),
             },
             ready_ns,
         )

@@ -46,7 +46,7 @@ use rustc_hash::FxHashMap;
 use rustc_hash::FxHashSet;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use streams::{GpuItem, QueuedItem, StreamState};
+use streams::{ComputeSms, GpuItem, QueuedItem, StreamState};
 
 mod commands;
 mod failure;
@@ -216,6 +216,8 @@ struct Engine<'s> {
     /// Per group: how many ranks those arrivals count as.
     comm_init_ranks: Vec<u32>,
     gemm_ns_by_op: Vec<u64>,
+    /// Per op: how its compute kernels hold SMs (R22), read when one starts.
+    compute_sms_by_op: Vec<ComputeSms>,
     /// Per collective or barrier op: how NCCL runs it (channels, duration; R22, R24).
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
     plans: FxHashMap<(usize, u64), CollectivePlan>,
@@ -309,6 +311,11 @@ impl<'s> Engine<'s> {
                 _ => 0,
             })
             .collect();
+        let compute_sms_by_op = scenario
+            .ops
+            .iter()
+            .map(|op| ComputeSms::of(scenario, &op.kind))
+            .collect();
         let mut plans = FxHashMap::default();
         for op in &scenario.ops {
             let Some((collective, group)) = op.kind.collective() else {
@@ -333,6 +340,7 @@ impl<'s> Engine<'s> {
             comm_init: vec![Vec::new(); scenario.groups.len()],
             comm_init_ranks: vec![0; scenario.groups.len()],
             gemm_ns_by_op,
+            compute_sms_by_op,
             findings: Vec::new(),
             failure: Failure::new(scenario, Rc::clone(&classes)),
             classes,

@@ -13,8 +13,14 @@ pub(super) enum GpuItem {
         instance: Instance,
         stream_wait: u32,
     },
-    /// A kernel of known duration.
-    Kernel { duration_ns: u64, kernel: u32 },
+    /// A kernel of known duration; `compute_op` says how it holds SMs ([`compute_op`]), so
+    /// that the stream's head needs no look-up in the kernel record the host made long before
+    /// (the item stays 16 bytes).
+    Kernel {
+        duration_ns: u64,
+        kernel: u32,
+        compute_op: u16,
+    },
     /// An NCCL kernel: rendezvous with the group's other ranks (R16), then α-β time (R24).
     Collective {
         kernel: u32,
@@ -26,6 +32,48 @@ pub(super) enum GpuItem {
         /// collective, R24).
         channels: u16,
     },
+}
+
+/// `GpuItem::Kernel::compute_op` of a kernel that is not a compute kernel (a sleep, a
+/// straggler's delay): it holds one block (R22).
+pub(super) const NOT_COMPUTE: u16 = u16::MAX;
+/// ... of a compute kernel whose op index does not fit: its record says which op it is.
+const OP_IN_RECORD: u16 = u16::MAX - 1;
+
+/// What a kernel item carries of its launch for its SMs: the op of a compute kernel (whose kind
+/// decides, R22), or [`NOT_COMPUTE`].
+pub(super) fn compute_op(class: KernelClass, op: usize) -> u16 {
+    match class {
+        KernelClass::Compute => u16::try_from(op)
+            .ok()
+            .filter(|&op| op < OP_IN_RECORD)
+            .unwrap_or(OP_IN_RECORD),
+        _ => NOT_COMPUTE,
+    }
+}
+
+/// How the compute kernels of an op hold SMs (R22): a GEMM's blocks of `cluster.gemm_tile`, a
+/// generic kernel's `sms`, or one block (anything else).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ComputeSms {
+    Gemm { blocks: u64 },
+    Rigid { sms: u32 },
+    OneBlock,
+}
+
+impl ComputeSms {
+    pub(super) fn of(scenario: &Scenario, kind: &OpKind) -> ComputeSms {
+        match kind {
+            OpKind::Gemm { m, n, .. } => {
+                let [tile_m, tile_n] = scenario.cluster.gemm_tile;
+                ComputeSms::Gemm {
+                    blocks: m.div_ceil(tile_m) * n.div_ceil(tile_n),
+                }
+            }
+            OpKind::Kernel { sms, .. } => ComputeSms::Rigid { sms: *sms },
+            _ => ComputeSms::OneBlock,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -127,10 +175,11 @@ impl Engine<'_> {
                 GpuItem::Kernel {
                     duration_ns,
                     kernel,
+                    compute_op,
                 } => {
                     state.running = Some(kernel);
                     let high_priority = state.high_priority;
-                    let shape = self.kernel_shape(rank, kernel, duration_ns);
+                    let shape = self.kernel_shape(rank, (kernel, compute_op), duration_ns);
                     self.ranks[rank as usize]
                         .gpu
                         .submit(now_ns, kernel, high_priority, shape);
@@ -185,20 +234,23 @@ impl Engine<'_> {
 
     /// How a kernel uses SMs: a GEMM fills the GPU in waves of `cluster.gemm_tile` blocks, a generic
     /// kernel holds its `sms`, a sleep (or a straggler's delay) one block (R22).
-    pub(super) fn kernel_shape(&self, rank: u32, kernel: u32, duration_ns: u64) -> KernelShape {
-        let record = &self.ranks[rank as usize].timeline.kernels[kernel as usize];
-        let sms = self.scenario.cluster.gpu.sms;
-        match (record.class, &self.scenario.ops[record.op as usize].kind) {
-            (KernelClass::Compute, OpKind::Gemm { m, n, .. }) => {
-                let [tile_m, tile_n] = self.scenario.cluster.gemm_tile;
-                let blocks = m.div_ceil(tile_m) * n.div_ceil(tile_n);
-                KernelShape::elastic(duration_ns, sms, blocks)
+    pub(super) fn kernel_shape(
+        &self,
+        rank: u32,
+        (kernel, compute_op): (u32, u16),
+        duration_ns: u64,
+    ) -> KernelShape {
+        let op = match compute_op {
+            NOT_COMPUTE => usize::MAX,
+            OP_IN_RECORD => self.ranks[rank as usize].timeline.kernels[kernel as usize].op as usize,
+            op => usize::from(op),
+        };
+        match self.compute_sms_by_op.get(op) {
+            Some(&ComputeSms::Gemm { blocks }) => {
+                KernelShape::elastic(duration_ns, self.scenario.cluster.gpu.sms, blocks)
             }
-            (KernelClass::Compute, OpKind::Kernel { sms, .. }) => KernelShape::Rigid {
-                sms: *sms,
-                duration_ns,
-            },
-            _ => KernelShape::Rigid {
+            Some(&ComputeSms::Rigid { sms }) => KernelShape::Rigid { sms, duration_ns },
+            Some(ComputeSms::OneBlock) | None => KernelShape::Rigid {
                 sms: 1,
                 duration_ns,
             },
@@ -276,5 +328,26 @@ impl Engine<'_> {
                 Waiter::Host => self.host_instance_fired(rank),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_item_names_the_op_of_a_compute_kernel_and_nothing_else() {
+        assert_eq!(compute_op(KernelClass::Compute, 7), 7);
+        assert_eq!(compute_op(KernelClass::Sleep, 7), NOT_COMPUTE);
+        assert_eq!(compute_op(KernelClass::Communication, 7), NOT_COMPUTE);
+        // An op index past what the item holds: the kernel's record is read instead.
+        assert_eq!(compute_op(KernelClass::Compute, 65_533), 65_533);
+        assert_eq!(compute_op(KernelClass::Compute, 65_534), OP_IN_RECORD);
+        assert_eq!(compute_op(KernelClass::Compute, 1 << 20), OP_IN_RECORD);
+        assert_eq!(
+            std::mem::size_of::<QueuedItem>(),
+            24,
+            "an item stays 24 bytes"
+        );
     }
 }

@@ -158,10 +158,10 @@ impl Failure<'_> {
         host_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let rank_id = self.rank_id(rank);
         if !self.is_aborted(rank, group) {
             return;
         }
+        let rank_id = self.rank_id(rank);
         let scenario = self.scenario;
         let caught = scenario.ops[op].catch;
         let message = format!(
