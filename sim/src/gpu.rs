@@ -227,24 +227,24 @@ impl SmScheduler {
         let Some(plan) = self.planned.take() else {
             return;
         };
-        let position = |key: KernelKey| self.kernels.iter().position(|k| k.key == key);
+        let kernels = self.kernels.as_mut_slice();
+        let position = |key: KernelKey| kernels.iter().position(|k| k.key == key);
         let (Some(giver), Some(taker)) = (position(plan.giver), position(plan.taker)) else {
             return;
         };
-        let room = self.kernels[taker]
-            .wants()
-            .saturating_sub(self.kernels[taker].held);
-        let moved = plan.sms.min(self.kernels[giver].held).min(room);
-        self.kernels[giver].held -= moved;
-        self.kernels[taker].held += moved;
+        let room = kernels[taker].wants().saturating_sub(kernels[taker].held);
+        let moved = plan.sms.min(kernels[giver].held).min(room);
+        kernels[giver].held -= moved;
+        kernels[taker].held += moved;
     }
 
     /// Hands free SMs to waiting blocks in precedence order and reports what changed.
     pub fn rebalance(&mut self, now_ns: u64) -> Changes {
         self.progress(now_ns);
+        let kernels = self.kernels.as_mut_slice();
         let mut held = 0;
         let mut any_high_priority = false;
-        for kernel in &mut self.kernels {
+        for kernel in kernels.iter_mut() {
             kernel.held_before = kernel.held;
             kernel.wanted = kernel.wants();
             // Tails: an elastic kernel with fewer blocks left than SMs held frees the rest.
@@ -259,36 +259,39 @@ impl SmScheduler {
         // The first kernel in precedence order that is still short of SMs: its index and key,
         // how many it lacks, and its priority.
         let mut waiting: Option<(usize, KernelKey, u32, bool)> = None;
-        let mut place = |(index, kernel): (usize, &mut Resident)| {
-            let rigid_start = matches!(kernel.shape, KernelShape::Rigid { .. }) && kernel.held == 0;
-            // A rigid kernel starts with all its blocks resident: two rigid kernels that each
-            // held part of the SMs would wait for each other for ever.
-            if !rigid_start || free >= kernel.wanted {
-                let take = free.min(kernel.wanted.saturating_sub(kernel.held));
-                kernel.held += take;
-                free -= take;
-                if kernel.held > 0 && !kernel.started {
-                    kernel.started = true;
-                    changes.started.push(kernel.key);
+        // Precedence (R7): the high-priority kernels in launch order, then the others.
+        let passes: &[bool] = if any_high_priority {
+            &[true, false]
+        } else {
+            &[false]
+        };
+        for &high_priority in passes {
+            for (index, kernel) in kernels.iter_mut().enumerate() {
+                if kernel.high_priority != high_priority {
+                    continue;
+                }
+                let rigid_start =
+                    matches!(kernel.shape, KernelShape::Rigid { .. }) && kernel.held == 0;
+                // A rigid kernel starts with all its blocks resident: two rigid kernels that
+                // each held part of the SMs would wait for each other for ever.
+                if !rigid_start || free >= kernel.wanted {
+                    let take = free.min(kernel.wanted.saturating_sub(kernel.held));
+                    kernel.held += take;
+                    free -= take;
+                    if kernel.held > 0 && !kernel.started {
+                        kernel.started = true;
+                        changes.started.push(kernel.key);
+                    }
+                }
+                if waiting.is_none() && kernel.held < kernel.wanted {
+                    let lacks = kernel.wanted - kernel.held;
+                    waiting = Some((index, kernel.key, lacks, kernel.high_priority));
                 }
             }
-            if waiting.is_none() && kernel.held < kernel.wanted {
-                let lacks = kernel.wanted - kernel.held;
-                waiting = Some((index, kernel.key, lacks, kernel.high_priority));
-            }
-        };
-        // Precedence (R7): the high-priority kernels in launch order, then the others.
-        if any_high_priority {
-            (self.kernels.iter_mut().enumerate())
-                .filter(|(_, kernel)| kernel.high_priority)
-                .for_each(&mut place);
         }
-        (self.kernels.iter_mut().enumerate())
-            .filter(|(_, kernel)| !kernel.high_priority)
-            .for_each(place);
         // The giver that passes SMs to the waiting kernel first (the first of equals).
         let mut earliest: Option<(u64, KernelKey)> = None;
-        for (index, kernel) in self.kernels.iter_mut().enumerate() {
+        for (index, kernel) in kernels.iter_mut().enumerate() {
             let previous = kernel.held_before;
             match kernel.shape {
                 KernelShape::Elastic { work_left, .. } if kernel.held != previous => {
