@@ -66,15 +66,19 @@ impl KernelShape {
     }
 }
 
+/// A kernel on the GPU. `kernels` keeps them in launch order, so precedence (R7) is the
+/// high-priority ones in that order, then the others in that order.
 #[derive(Debug, Clone)]
 struct Resident {
     key: KernelKey,
     high_priority: bool,
-    launch_seq: u64,
     shape: KernelShape,
     held: u32,
     /// SMs held when the current rebalance began.
     held_before: u32,
+    /// What [`Resident::wants`] was when the current rebalance began (its shape does not
+    /// change during one).
+    wanted: u32,
     started: bool,
     /// Rigid kernels: when every block is resident, their end is fixed.
     timed: bool,
@@ -95,11 +99,6 @@ impl Resident {
             KernelShape::Rigid { sms, .. } => sms,
             KernelShape::Collective { channels } => channels,
         }
-    }
-
-    /// Orders demand: high priority first, then launch order (R7).
-    fn precedence(&self) -> (bool, u64) {
-        (!self.high_priority, self.launch_seq)
     }
 }
 
@@ -135,11 +134,9 @@ const INLINE_KERNELS: usize = 4;
 #[repr(C)]
 pub struct SmScheduler {
     sms: u32,
-    next_launch_seq: u64,
     updated_ns: u64,
     planned: Option<PlannedTransfer>,
-    /// Indices into `kernels` in precedence order (R7), kept as kernels come and go.
-    order: SmallVec<[usize; INLINE_KERNELS]>,
+    /// In launch order: a kernel joins at the end, and one that ends leaves a gap closed up.
     kernels: SmallVec<[Resident; INLINE_KERNELS]>,
 }
 
@@ -148,8 +145,6 @@ impl SmScheduler {
         SmScheduler {
             sms,
             kernels: SmallVec::new(),
-            order: SmallVec::new(),
-            next_launch_seq: 0,
             updated_ns: 0,
             planned: None,
         }
@@ -160,7 +155,6 @@ impl SmScheduler {
     /// [`rebalance`]: SmScheduler::rebalance
     pub fn submit(&mut self, now_ns: u64, key: KernelKey, high_priority: bool, shape: KernelShape) {
         self.progress(now_ns);
-        self.next_launch_seq += 1;
         let shape = match shape {
             KernelShape::Elastic {
                 work_left,
@@ -182,35 +176,13 @@ impl SmScheduler {
         self.kernels.push(Resident {
             key,
             high_priority,
-            launch_seq: self.next_launch_seq,
             shape,
             held: 0,
             held_before: 0,
+            wanted: 0,
             started: false,
             timed: false,
         });
-        // Launched last, it follows every kernel of its priority class (R7): after the
-        // high-priority ones if it is one of them, else at the end.
-        let index = self.kernels.len() - 1;
-        let position = if high_priority {
-            self.order
-                .iter()
-                .take_while(|&&i| self.kernels[i].high_priority)
-                .count()
-        } else {
-            self.order.len()
-        };
-        self.order.insert(position, index);
-        debug_assert!(self.in_precedence_order());
-    }
-
-    /// Whether `order` lists the kernels by precedence, as a sort would.
-    fn in_precedence_order(&self) -> bool {
-        self.order.len() == self.kernels.len()
-            && self
-                .order
-                .windows(2)
-                .all(|pair| self.kernels[pair[0]].precedence() < self.kernels[pair[1]].precedence())
     }
 
     /// A kernel ended: its SMs are free. Call [`rebalance`] after.
@@ -222,14 +194,6 @@ impl SmScheduler {
             return;
         };
         self.kernels.remove(index);
-        // The others keep their precedence order; those after it move down one place.
-        self.order.retain(|i| *i != index);
-        for i in &mut self.order {
-            if *i > index {
-                *i -= 1;
-            }
-        }
-        debug_assert!(self.in_precedence_order());
     }
 
     /// SMs a kernel holds.
@@ -263,84 +227,75 @@ impl SmScheduler {
         let Some(plan) = self.planned.take() else {
             return;
         };
-        let position = |key: KernelKey| self.kernels.iter().position(|k| k.key == key);
+        let kernels = self.kernels.as_mut_slice();
+        let position = |key: KernelKey| kernels.iter().position(|k| k.key == key);
         let (Some(giver), Some(taker)) = (position(plan.giver), position(plan.taker)) else {
             return;
         };
-        let room = self.kernels[taker]
-            .wants()
-            .saturating_sub(self.kernels[taker].held);
-        let moved = plan.sms.min(self.kernels[giver].held).min(room);
-        self.kernels[giver].held -= moved;
-        self.kernels[taker].held += moved;
-    }
-
-    /// When elastic kernel `giver` will have passed SMs to `taker` (see the module doc).
-    fn yield_time(&self, giver: usize, taker: usize, now_ns: u64) -> Option<u64> {
-        let giver_kernel = &self.kernels[giver];
-        let taker_kernel = &self.kernels[taker];
-        let KernelShape::Elastic {
-            work_left,
-            block_work,
-            ..
-        } = giver_kernel.shape
-        else {
-            return None;
-        };
-        let held = u64::from(giver_kernel.held);
-        if held == 0 {
-            return None;
-        }
-        let needed = u64::from(taker_kernel.wants() - taker_kernel.held).min(held);
-        if taker_kernel.high_priority && !giver_kernel.high_priority {
-            // Blocks retire at `held / block time` per ns; the next `needed` go to the taker.
-            let block_ns = block_work;
-            return Some(now_ns + (needed * block_ns).div_ceil(held));
-        }
-        // Otherwise the giver's own pending blocks come first: SMs free up only in its tail,
-        // once fewer than `held − needed` blocks of work remain.
-        let keep_work = (held - needed) * block_work;
-        Some(now_ns + work_left.saturating_sub(keep_work).div_ceil(held))
-    }
-
-    fn first_waiting(&self) -> Option<usize> {
-        self.order
-            .iter()
-            .copied()
-            .find(|&i| self.kernels[i].held < self.kernels[i].wants())
+        let room = kernels[taker].wants().saturating_sub(kernels[taker].held);
+        let moved = plan.sms.min(kernels[giver].held).min(room);
+        kernels[giver].held -= moved;
+        kernels[taker].held += moved;
     }
 
     /// Hands free SMs to waiting blocks in precedence order and reports what changed.
+    ///
+    /// Inlined into the engine's one caller: the call and the move of `Changes` out of it cost
+    /// instructions at every kernel start and end.
+    #[inline]
     pub fn rebalance(&mut self, now_ns: u64) -> Changes {
         self.progress(now_ns);
+        let kernels = self.kernels.as_mut_slice();
         let mut held = 0;
-        for kernel in &mut self.kernels {
+        let mut any_high_priority = false;
+        for kernel in kernels.iter_mut() {
             kernel.held_before = kernel.held;
+            kernel.wanted = kernel.wants();
             // Tails: an elastic kernel with fewer blocks left than SMs held frees the rest.
             if matches!(kernel.shape, KernelShape::Elastic { .. }) {
-                kernel.held = kernel.held.min(kernel.wants().max(1));
+                kernel.held = kernel.held.min(kernel.wanted.max(1));
             }
             held += kernel.held;
+            any_high_priority |= kernel.high_priority;
         }
         let mut free = self.sms - held;
         let mut changes = Changes::default();
-        for &index in &self.order {
-            let kernel = &mut self.kernels[index];
-            let rigid_start = matches!(kernel.shape, KernelShape::Rigid { .. }) && kernel.held == 0;
-            if rigid_start && free < kernel.wants() {
+        // The first kernel in precedence order that is still short of SMs: its index and key,
+        // how many it lacks, and its priority.
+        let mut waiting: Option<(usize, KernelKey, u32, bool)> = None;
+        // Precedence (R7): the high-priority kernels in launch order, then the others.
+        let passes: &[bool] = if any_high_priority {
+            &[true, false]
+        } else {
+            &[false]
+        };
+        for &high_priority in passes {
+            for (index, kernel) in kernels.iter_mut().enumerate() {
+                if kernel.high_priority != high_priority {
+                    continue;
+                }
+                let rigid_start =
+                    matches!(kernel.shape, KernelShape::Rigid { .. }) && kernel.held == 0;
                 // A rigid kernel starts with all its blocks resident: two rigid kernels that
                 // each held part of the SMs would wait for each other for ever.
-                continue;
-            }
-            let take = free.min(kernel.wants().saturating_sub(kernel.held));
-            kernel.held += take;
-            free -= take;
-            if kernel.held > 0 && !kernel.started {
-                kernel.started = true;
-                changes.started.push(kernel.key);
+                if !rigid_start || free >= kernel.wanted {
+                    let take = free.min(kernel.wanted.saturating_sub(kernel.held));
+                    kernel.held += take;
+                    free -= take;
+                    if kernel.held > 0 && !kernel.started {
+                        kernel.started = true;
+                        changes.started.push(kernel.key);
+                    }
+                }
+                if waiting.is_none() && kernel.held < kernel.wanted {
+                    let lacks = kernel.wanted - kernel.held;
+                    waiting = Some((index, kernel.key, lacks, kernel.high_priority));
+                }
             }
         }
-        for kernel in &mut self.kernels {
+        // The giver that passes SMs to the waiting kernel first (the first of equals).
+        let mut earliest: Option<(u64, KernelKey)> = None;
+        for (index, kernel) in kernels.iter_mut().enumerate() {
             let previous = kernel.held_before;
             match kernel.shape {
                 KernelShape::Elastic { work_left, .. } if kernel.held != previous => {
@@ -357,25 +312,54 @@ impl SmScheduler {
                 }
                 _ => {}
             }
+            let Some((_, _, lacks, taker_high_priority)) = waiting.filter(|w| w.0 != index) else {
+                continue;
+            };
+            let Some(at_ns) = yield_time(kernel, lacks, taker_high_priority, now_ns) else {
+                continue;
+            };
+            if earliest.is_none_or(|(best_ns, _)| at_ns < best_ns) {
+                earliest = Some((at_ns, kernel.key));
+            }
         }
         self.planned = None;
-        if let Some(waiting) = self.first_waiting() {
-            let earliest = (0..self.kernels.len())
-                .filter(|&giver| giver != waiting && self.kernels[giver].held > 0)
-                .filter_map(|giver| Some((self.yield_time(giver, waiting, now_ns)?, giver)))
-                .min();
-            if let Some((at_ns, giver)) = earliest {
-                let taker = &self.kernels[waiting];
-                self.planned = Some(PlannedTransfer {
-                    giver: self.kernels[giver].key,
-                    taker: taker.key,
-                    sms: taker.wants() - taker.held,
-                });
-                changes.transfer_at_ns = Some(at_ns.max(now_ns + 1));
-            }
+        if let (Some((_, taker, lacks, _)), Some((at_ns, giver))) = (waiting, earliest) {
+            self.planned = Some(PlannedTransfer {
+                giver,
+                taker,
+                sms: lacks,
+            });
+            changes.transfer_at_ns = Some(at_ns.max(now_ns + 1));
         }
         changes
     }
+}
+
+/// When elastic kernel `giver` will have passed SMs to a kernel that lacks `lacks` of them and
+/// is of priority `taker_high_priority` (see the module doc); `None` if it holds none.
+fn yield_time(giver: &Resident, lacks: u32, taker_high_priority: bool, now_ns: u64) -> Option<u64> {
+    let KernelShape::Elastic {
+        work_left,
+        block_work,
+        ..
+    } = giver.shape
+    else {
+        return None;
+    };
+    let held = u64::from(giver.held);
+    if held == 0 {
+        return None;
+    }
+    let needed = u64::from(lacks).min(held);
+    if taker_high_priority && !giver.high_priority {
+        // Blocks retire at `held / block time` per ns; the next `needed` go to the taker.
+        let block_ns = block_work;
+        return Some(now_ns + (needed * block_ns).div_ceil(held));
+    }
+    // Otherwise the giver's own pending blocks come first: SMs free up only in its tail,
+    // once fewer than `held − needed` blocks of work remain.
+    let keep_work = (held - needed) * block_work;
+    Some(now_ns + work_left.saturating_sub(keep_work).div_ceil(held))
 }
 
 #[cfg(test)]

@@ -25,12 +25,71 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-/// A vector clock over this rank's agents (inline up to 8: the host and 7 streams).
-type Clock = smallvec::SmallVec<[u32; 8]>;
+/// Agents whose clock entries live inline: the host and 7 streams.
+const INLINE_AGENTS: usize = 8;
 
-fn join(into: &mut Clock, other: &Clock) {
-    for (mine, theirs) in into.iter_mut().zip(other) {
-        *mine = (*mine).max(*theirs);
+/// A vector clock over this rank's agents. Up to [`INLINE_AGENTS`] agents it is a whole array
+/// whose entries past the last agent stay 0 (no agent ticks them, and a join keeps them 0), so
+/// the copy at every item the host enqueues and a join are a few fixed-size moves; beyond, a
+/// boxed slice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Clock {
+    Inline([u32; INLINE_AGENTS]),
+    Heap(Box<[u32]>),
+}
+
+impl Clock {
+    /// 0 for each of `agents` agents.
+    fn zero(agents: usize) -> Clock {
+        if agents <= INLINE_AGENTS {
+            Clock::Inline([0; INLINE_AGENTS])
+        } else {
+            Clock::Heap(vec![0; agents].into_boxed_slice())
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        match self {
+            Clock::Inline(entries) => entries,
+            Clock::Heap(entries) => entries,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u32] {
+        match self {
+            Clock::Inline(entries) => entries,
+            Clock::Heap(entries) => entries,
+        }
+    }
+
+    /// Takes, for each agent, the later of the two times.
+    fn join(&mut self, other: &Clock) {
+        match (self, other) {
+            (Clock::Inline(mine), Clock::Inline(theirs)) => {
+                for (mine, theirs) in mine.iter_mut().zip(theirs) {
+                    *mine = (*mine).max(*theirs);
+                }
+            }
+            (mine, theirs) => {
+                for (mine, theirs) in mine.as_mut_slice().iter_mut().zip(theirs.as_slice()) {
+                    *mine = (*mine).max(*theirs);
+                }
+            }
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Clock {
+    type Output = u32;
+
+    fn index(&self, agent: usize) -> &u32 {
+        &self.as_slice()[agent]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Clock {
+    fn index_mut(&mut self, agent: usize) -> &mut u32 {
+        &mut self.as_mut_slice()[agent]
     }
 }
 
@@ -41,25 +100,10 @@ pub enum AccessKind {
 }
 
 /// A point on one agent: its agent index, and the vector clock there.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
     pub agent: usize,
     clock: Clock,
-}
-
-impl Clone for Point {
-    fn clone(&self) -> Point {
-        Point {
-            agent: self.agent,
-            clock: copy_of(&self.clock),
-        }
-    }
-}
-
-/// A copy of a clock: one memory copy (`SmallVec`'s `clone` pushes entry by entry, and the
-/// detector copies a clock at every item the host enqueues).
-fn copy_of(clock: &Clock) -> Clock {
-    Clock::from_slice(clock)
 }
 
 /// Memory: (segment, first byte, end byte).
@@ -107,11 +151,11 @@ impl RaceDetector {
     /// A detector for a rank with `streams` streams.
     pub fn new(streams: usize) -> RaceDetector {
         let agents = streams + 1;
-        let mut host: Clock = smallvec::smallvec![0; agents];
+        let mut host = Clock::zero(agents);
         host[0] = 1;
         let streams = (1..agents)
             .map(|agent| {
-                let mut clock: Clock = smallvec::smallvec![0; agents];
+                let mut clock = Clock::zero(agents);
                 clock[agent] = 1;
                 clock
             })
@@ -144,20 +188,24 @@ impl RaceDetector {
 
     /// The host pushes an item onto `stream`: it follows the stream's previous item and the
     /// host's calls so far. Returns the item's point.
+    ///
+    /// Inlined: the engine calls it for every item it queues, and out of line the call and the
+    /// move of the point it returns cost instructions at every one.
+    #[inline]
     pub fn enqueue(&mut self, stream: u16) -> Point {
         let agent = usize::from(stream) + 1;
         if !self.enabled {
             return Point {
                 agent,
-                clock: Clock::new(),
+                clock: Clock::zero(0),
             };
         }
         let clock = &mut self.streams[usize::from(stream)];
-        join(clock, &self.host);
+        clock.join(&self.host);
         clock[agent] += 1;
         Point {
             agent,
-            clock: copy_of(clock),
+            clock: clock.clone(),
         }
     }
 
@@ -166,7 +214,7 @@ impl RaceDetector {
         if !self.enabled {
             return;
         }
-        self.events.insert(instance, copy_of(&point.clock));
+        self.events.insert(instance, point.clock.clone());
     }
 
     /// Forgets an event no later wait can name.
@@ -178,14 +226,14 @@ impl RaceDetector {
     /// the stream's later items.
     pub fn stream_waits(&mut self, stream: u16, instance: u32) {
         if let Some(event) = self.events.get(&instance) {
-            join(&mut self.streams[usize::from(stream)], event);
+            self.streams[usize::from(stream)].join(event);
         }
     }
 
     /// The host waited for a recorded event (R14).
     pub fn host_waits(&mut self, instance: u32) {
         if let Some(event) = self.events.get(&instance) {
-            join(&mut self.host, event);
+            self.host.join(event);
         }
     }
 
