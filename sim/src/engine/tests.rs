@@ -489,3 +489,39 @@ fn a_collective_whose_wait_never_released_keeps_its_record_on_every_rank_r16() {
     }
     assert!(third(0).wait.is_none() && third(1).wait.is_none());
 }
+
+#[test]
+fn each_group_s_heartbeat_monitor_reads_its_own_watchdog_and_the_first_abort_ends_the_process_r28()
+{
+    // Rank 0's watchdogs of both groups hang at their first poll (0.1 s). Every group's
+    // watchdog starts a monitor of its own that reads that watchdog's heartbeat
+    // (`HeartbeatMonitor::runLoop`): both find it stalled at 960 s, each says so under its
+    // group's name, and the process is aborted once, at 1440 s. No dumps on timeout, so no
+    // dump signal ends a loop earlier.
+    let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
+                [groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\n\
+                [tensors]\nx = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                [[op]]\nlabel = \"ar2\"\nall_reduce = \"x\"\ngroup = \"pair\"\n\
+                [[op]]\nhost_sleep_us = 2000000000\n\
+                [[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"watchdog_stuck\"\n\
+                [[fault]]\nranks = [0]\nat = \"ar2\"\nkind = \"watchdog_stuck\"\n";
+    let timeline = simulate(&parse("two_stuck.toml", text).unwrap());
+    let heartbeat: Vec<&str> = (timeline.findings.iter())
+        .filter(|finding| finding.kind == FindingKind::HeartbeatAbort)
+        .map(|finding| finding.message.as_str())
+        .collect();
+    assert_eq!(heartbeat.len(), 2, "{heartbeat:?}");
+    assert!(heartbeat[0].starts_with("[Rank 0] Heartbeat monitor timed out!"));
+    assert!(heartbeat[1].starts_with("[Rank 0] [group pair] Heartbeat monitor timed out!"));
+    let exits: Vec<(Option<u16>, u64)> = (timeline.watchdog.iter())
+        .filter(|record| record.event == WatchdogEvent::Exit)
+        .map(|record| (record.group, record.at_ns))
+        .collect();
+    assert_eq!(exits, [(Some(0), 1_440_000_000_000)]);
+    let end = timeline.ranks[0].end.as_ref().expect("rank 0 ended");
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Aborted, Some(1_440_000_000_000))
+    );
+}

@@ -46,7 +46,7 @@ impl Failure<'_> {
         if self.heartbeat_stopped(rank) || self.watchdogs[index].monitor_ending.is_some() {
             return;
         }
-        let rank_id = self.rank_id(rank);
+        let who = self.monitor_of(rank, group);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let stuck = format!("ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives.");
         if !self.scenario.env.enable_monitoring {
@@ -57,11 +57,11 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::HeartbeatMonitor, WatchdogEvent::HeartbeatTimeout),
                 now_ns,
-                format!("[Rank {rank_id}] {stuck} (TORCH_NCCL_ENABLE_MONITORING=0: the monitor dumps, but will not terminate the process)"),
+                format!("{who} {stuck} (TORCH_NCCL_ENABLE_MONITORING=0: the monitor dumps, but will not terminate the process)"),
             );
         } else {
             let message = format!(
-                "[Rank {rank_id}] Heartbeat monitor timed out! Process will be terminated after dumping debug info. {stuck} If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
+                "{who} Heartbeat monitor timed out! Process will be terminated after dumping debug info. {stuck} If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0)."
             );
             self.note(
                 rank,
@@ -80,7 +80,7 @@ impl Failure<'_> {
                 message,
             });
         }
-        let message = format!("[Rank {rank_id}] dumping the Flight Recorder and the C++ stacks");
+        let message = format!("{who} dumping the Flight Recorder and the C++ stacks");
         self.monitor_leaves_loop((rank, group, WATCHDOG_HANG), now_ns, message, out);
     }
 
@@ -118,6 +118,20 @@ impl Failure<'_> {
         wake(out, rank, group, Wake::MonitorKill, kill_ns);
     }
 
+    /// Whose monitor a line is: every group has its own (each group's watchdog starts one, and
+    /// it reads that watchdog's heartbeat), so beside the default group's the group is named,
+    /// as PyTorch's log prefix names it.
+    fn monitor_of(&self, rank: u32, group: GroupId) -> String {
+        let rank_id = self.rank_id(rank);
+        match group {
+            0 => format!("[Rank {rank_id}]"),
+            _ => format!(
+                "[Rank {rank_id}] [group {}]",
+                self.scenario.groups[group].name
+            ),
+        }
+    }
+
     /// The monitor's sleep after its dump is over: it terminates the process, or, with
     /// `TORCH_NCCL_ENABLE_MONITORING=0`, logs that it would have and ends its thread.
     pub(super) fn monitor_kill(
@@ -127,7 +141,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let rank_id = self.rank_id(rank);
+        let who = self.monitor_of(rank, group);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let reason =
             (self.watchdogs[self.index(rank, group)].monitor_ending).unwrap_or(WATCHDOG_HANG);
@@ -137,11 +151,11 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::HeartbeatMonitor, WatchdogEvent::MonitorDisabled),
                 now_ns,
-                format!("[Rank {rank_id}] the heartbeat monitor slept for {seconds} s, then: ProcessGroupNCCL monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to {reason}."),
+                format!("{who} the heartbeat monitor slept for {seconds} s, then: ProcessGroupNCCL monitor thread is disabled, but would have terminated the process after attempting to dump debug info, due to {reason}."),
             );
             return;
         }
-        let message = format!("[Rank {rank_id}] the heartbeat monitor slept for {seconds} s, then: Terminating the process after attempting to dump debug info, due to {reason}. (std::abort())");
+        let message = format!("{who} the heartbeat monitor slept for {seconds} s, then: Terminating the process after attempting to dump debug info, due to {reason}. (std::abort())");
         if reason == DUMP_SIGNAL {
             // A stalled heartbeat had its finding when it was read; the dump signal's end of
             // the process has its own.
