@@ -210,10 +210,12 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, []);
-        // The Work's deadline poll was asked for before the watchdog hung; it finds it hung.
+        // The hang is logged at its poll (a process gone by then has no watchdog to hang); the
+        // Work's deadline poll was asked for before the watchdog hung, and finds it hung.
         assert_eq!(
             enqueue(&mut failure, &run, (0, 0), 20_000),
             [
+                wake(0, Wake::WatchdogHangs, 100_000_000),
                 wake(0, Wake::HeartbeatCheck, 960_000_000_000),
                 wake(0, Wake::Check, 1_100_000_000),
             ]

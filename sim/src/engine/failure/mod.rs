@@ -54,6 +54,9 @@ pub(in crate::engine) enum Wake {
     StackTraceLogged,
     /// The watchdog's sleep for the dumps is over: act on the error-handling mode (R27).
     DumpWaitOver,
+    /// The watchdog's poll that hangs in `cudaEventQuery` (a `watchdog_stuck` fault): its
+    /// heartbeat stops from here (R28).
+    WatchdogHangs,
     /// The heartbeat monitor's read that finds the heartbeat unchanged (R28).
     HeartbeatCheck,
     /// The same read, asked for by the main thread's abort of the communicator after a wait's
@@ -440,6 +443,16 @@ impl<'s> Failure<'s> {
                     self.heartbeat_abort(rank, group, now_ns, out)
                 }
                 Wake::MonitorKill => self.monitor_kill(rank, group, now_ns, out),
+                Wake::WatchdogHangs => {
+                    let rank_id = self.rank_id(rank);
+                    self.note(
+                        rank,
+                        Some(group),
+                        (ThreadKind::Watchdog, WatchdogEvent::Fault),
+                        now_ns,
+                        format!("[Rank {rank_id}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
+                    );
+                }
                 Wake::StoreTimeout => self.store_timed_out(view, rank, group, now_ns, out),
                 Wake::ExitAbortTimeout => self.exit_abort_timed_out(rank, group, now_ns, out),
             },
@@ -480,6 +493,7 @@ impl<'s> Failure<'s> {
             Wake::MonitorKill => self.heartbeat_stopped(rank),
             Wake::StackTraceLogged
             | Wake::DumpWaitOver
+            | Wake::WatchdogHangs
             | Wake::HeartbeatCheck
             | Wake::ExitAbortTimeout => false,
         }

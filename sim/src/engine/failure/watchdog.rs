@@ -105,7 +105,6 @@ impl Failure<'_> {
         armed: Option<FaultKind>,
         out: &mut Vec<Command>,
     ) {
-        let rank_id = self.rank_id(rank);
         if !self.watchdog_enabled {
             return;
         }
@@ -132,13 +131,8 @@ impl Failure<'_> {
             Some(FaultKind::WatchdogStuck) => {
                 let stuck_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, enqueue_ns);
                 self.watchdogs[index].stuck_at_ns = Some(stuck_ns);
-                self.note(
-                    rank,
-                    Some(group),
-                    (ThreadKind::Watchdog, WatchdogEvent::Fault),
-                    stuck_ns,
-                    format!("[Rank {rank_id}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
-                );
+                // Logged when it happens: a process gone by its next poll has no watchdog to hang.
+                wake(out, rank, group, Wake::WatchdogHangs, stuck_ns);
                 self.heartbeat_stalls((rank, group), stuck_ns, u64::MAX, Wake::HeartbeatCheck, out);
             }
             _ => {}

@@ -3,16 +3,23 @@
 # heartbeat 15 s, on a machine with one GPU and PyTorch; prints per run the exit status, the last
 # `alive` line and the PyTorch lines of its stderr with their time from the script's start
 # (wait_timeout_abort.py --read-log). Records: monitor_after_dump_signal.txt. TORCH_CPP_LOG_LEVEL
-# is INFO, so that the monitor's "slept for" line shows.
+# is INFO, so that the monitor's "slept for" line shows. RUNS (MONITORING:MODE pairs, default
+# "1:2 1:2 1:0", MONITORING the value of TORCH_NCCL_ENABLE_MONITORING) and LINGER_S (60) change
+# the runs; monitor_disabled.sh sets them.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
-for mode in 2 2 0; do
+linger_s="${LINGER_S:-60}"
+for run in ${RUNS:-1:2 1:2 1:0}; do
+  monitoring="${run%%:*}" mode="${run##*:}"
+  label="--mode $mode"
+  [ "$monitoring" = 1 ] || label="TORCH_NCCL_ENABLE_MONITORING=$monitoring $label"
   err="$(mktemp)"
-  out="$(TORCH_CPP_LOG_LEVEL=INFO timeout -s KILL 90 \
-    python3 "$here/monitor_after_dump_signal.py" --mode "$mode" --linger-s 60 2>"$err")"
+  out="$(TORCH_NCCL_ENABLE_MONITORING=$monitoring TORCH_CPP_LOG_LEVEL=INFO \
+    timeout -s KILL $((linger_s + 30)) \
+    python3 "$here/monitor_after_dump_signal.py" --mode "$mode" --linger-s "$linger_s" 2>"$err")"
   status=$?
   first="$(echo "$out" | head -1)"
-  echo "== --mode $mode | exit $status | last: $(echo "$out" | tail -1) | $first"
+  echo "== $label | exit $status | last: $(echo "$out" | tail -1) | $first"
   if [ -n "$first" ]; then
     python3 "$here/wait_timeout_abort.py" --read-log "$err" "$first" | grep -vE "NCCL INFO|Work update periodically"
   fi
