@@ -27,6 +27,8 @@ START = time.perf_counter()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+import gpu_clock  # noqa: E402
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -55,15 +57,7 @@ def main():
         if args.second_group_work:
             group = second
     torch.cuda.synchronize()
-    # cycles of the GPU clock: calibrate with one timed sleep
-    probe = 10_000_000
-    begin = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    begin.record()
-    torch.cuda._sleep(probe)
-    end.record()
-    torch.cuda.synchronize()
-    cycles_per_ms = probe / begin.elapsed_time(end)
+    cycles_per_ms = gpu_clock.cycles_per_ms()
     torch.cuda._sleep(int(cycles_per_ms * args.sleep_ms))
     enqueued_s = time.perf_counter() - START
     completed = None

@@ -15,6 +15,8 @@ import time
 import torch
 import torch.distributed as dist
 
+import gpu_clock
+
 
 def emit(**fields):
     print(json.dumps(fields), flush=True)
@@ -22,16 +24,6 @@ def emit(**fields):
 
 def gpu_sleep_ms(ms, cycles_per_ms):
     torch.cuda._sleep(int(ms * cycles_per_ms))
-
-
-def cycles_per_ms():
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(10_000_000)
-    end.record()
-    torch.cuda.synchronize()
-    return 10_000_000 / start.elapsed_time(end)
 
 
 def timed_ns(fn):
@@ -104,7 +96,7 @@ def main():
     torch.cuda.set_device(dev)
     torch.zeros(1, device=dev)
     torch.cuda.synchronize()
-    per_ms = cycles_per_ms()
+    per_ms = gpu_clock.cycles_per_ms()
     kwargs = {} if mode == "lazy" else {"device_id": dev}
     init_ns, _ = timed_ns(lambda: dist.init_process_group("nccl", **kwargs))
     emit(mode=mode, what="init_process_group", us=init_ns / 1e3,

@@ -45,6 +45,8 @@ def main():
     import torch
     import torch.distributed as dist
 
+    import gpu_clock
+
     torch.cuda.set_device(0)
     store = tempfile.mktemp()
     dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
@@ -53,19 +55,14 @@ def main():
     x = torch.ones(1 << 18, device="cuda")
     dist.all_reduce(x)
     torch.cuda.synchronize()
-    begin = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    begin.record()
-    torch.cuda._sleep(10_000_000)
-    end.record()
-    torch.cuda.synchronize()
-    cycles_per_ms = 10_000_000 / begin.elapsed_time(end)
+    cycles_per_ms = gpu_clock.cycles_per_ms()
     torch.cuda._sleep(int(cycles_per_ms * args.backlog_ms))
     dist.all_reduce(x, async_op=True)
     enqueued_s = time.perf_counter() - START
     print(json.dumps({"mode": args.mode, "heartbeat_s": args.heartbeat_s,
                       "timeout_ms": args.timeout_ms, "backlog_ms": args.backlog_ms,
-                      "enqueued_s": enqueued_s, "start_unix_ns": START_UNIX_NS,
+                      "enqueued_s": enqueued_s, "cycles_per_ms": round(cycles_per_ms),
+                      "start_unix_ns": START_UNIX_NS,
                       "start_monotonic_ns": START_MONOTONIC_NS, "torch": torch.__version__}),
           flush=True)
     for _ in range(args.linger_s):

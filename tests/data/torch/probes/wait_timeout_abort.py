@@ -92,6 +92,8 @@ def main():
     import torch
     import torch.distributed as dist
 
+    import gpu_clock
+
     torch.cuda.set_device(0)
     store = tempfile.mktemp()
     dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
@@ -100,15 +102,7 @@ def main():
     x = torch.ones(1 << 18, device="cuda")
     dist.all_reduce(x)
     torch.cuda.synchronize()
-    # cycles of the GPU clock: calibrate with one timed sleep
-    probe = 10_000_000
-    begin = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    begin.record()
-    torch.cuda._sleep(probe)
-    end.record()
-    torch.cuda.synchronize()
-    cycles_per_ms = probe / begin.elapsed_time(end)
+    cycles_per_ms = gpu_clock.cycles_per_ms()
     side = torch.cuda.Stream()
     side_done = torch.cuda.Event()
     if args.side_sleep_ms > 0:
