@@ -565,7 +565,7 @@ mod tests {
         let log = "\
 [rank0]:[E1203 11:18:00.155000000 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 15 seconds without making progress in monitoring enqueued collectives.
 [rank0]:[E1203 11:18:00.158000000 ProcessGroupNCCL.cpp:1628] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active collectives: 0
-[rank0]:[E1203 11:18:20.316000000 ProcessGroupNCCL.cpp:1660] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.
+[rank0]:[E1203 11:18:20.316000000 ProcessGroupNCCL.cpp:2039] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.
 ";
         let origin = LogOrigin {
             unix_ns: 1_796_296_646_732_465_344,

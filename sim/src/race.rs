@@ -320,6 +320,23 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_with_more_streams_than_inline_agents_orders_and_races_the_same_r5() {
+        // 9 streams and the host: the clocks live on the heap, and a stream's clock joins the
+        // host's and an event's there.
+        let mut d = RaceDetector::new(9);
+        let write = d.enqueue(8);
+        assert!(d.access(write, (1, 0, 8), AccessKind::Write, 1).is_none());
+        let unordered = d.enqueue(0);
+        let race = d.access(unordered, (1, 0, 8), AccessKind::Read, 2).unwrap();
+        assert_eq!((race.earlier_site, race.later_site), (1, 2));
+        let record = d.enqueue(8);
+        d.record(5, &record);
+        d.stream_waits(0, 5);
+        let ordered = d.enqueue(0);
+        assert!(d.access(ordered, (1, 0, 8), AccessKind::Read, 3).is_none());
+    }
+
+    #[test]
     fn reads_on_two_streams_do_not_race_but_a_later_write_does() {
         let mut d = RaceDetector::new(2);
         let a = d.enqueue(0);

@@ -347,7 +347,12 @@ mod tests {
         assert_eq!(
             std::mem::size_of::<QueuedItem>(),
             24,
-            "an item stays 24 bytes"
+            "a queued item stays 24 bytes"
+        );
+        assert_eq!(
+            std::mem::size_of::<GpuItem>(),
+            16,
+            "a kernel item stays 16 bytes"
         );
     }
 }

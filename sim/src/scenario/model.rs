@@ -317,7 +317,8 @@ pub struct Env {
     pub wait_timeout_dump_ns: u64,
     /// `TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC` (R28).
     pub heartbeat_timeout_ns: u64,
-    /// `TORCH_NCCL_ENABLE_MONITORING` (R28): the heartbeat monitor runs.
+    /// `TORCH_NCCL_ENABLE_MONITORING` (R28): the heartbeat monitor may abort the process (at 0
+    /// it still reads, dumps and sleeps, and only logs the abort it would have done).
     pub enable_monitoring: bool,
     /// `TORCH_NCCL_COORD_CHECK_MILSEC`: the monitor polls the store's dump signal this often.
     pub coord_check_ns: u64,

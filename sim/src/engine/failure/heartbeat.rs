@@ -51,13 +51,16 @@ impl Failure<'_> {
         let stuck = format!("ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives.");
         if !self.scenario.env.enable_monitoring {
             // The monitor still leaves its loop and dumps; only the abort is switched off, so
-            // there is no abort to report, only the log line.
+            // there is no abort to report, only PyTorch 2.11's log line.
             self.note(
                 rank,
                 Some(group),
-                (ThreadKind::HeartbeatMonitor, WatchdogEvent::HeartbeatTimeout),
+                (
+                    ThreadKind::HeartbeatMonitor,
+                    WatchdogEvent::HeartbeatTimeout,
+                ),
                 now_ns,
-                format!("{who} {stuck} (TORCH_NCCL_ENABLE_MONITORING=0: the monitor dumps, but will not terminate the process)"),
+                format!("{who} {stuck}"),
             );
         } else {
             let message = format!(

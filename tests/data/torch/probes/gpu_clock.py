@@ -8,6 +8,8 @@ sleep_calibration.txt), and every backlog made from it is short (a "3000-ms" one
 (at most ten), and returns the last one.
 """
 
+import sys
+
 import torch
 
 PROBE_CYCLES = 10_000_000
@@ -33,4 +35,6 @@ def cycles_per_ms():
         if previous is not None and abs(rate - previous) <= 0.01 * previous:
             return rate
         previous = rate
+    print(f"gpu_clock: the timed sleep did not settle in ten readings; using {previous:.0f} "
+          "cycles per ms", file=sys.stderr)
     return previous
