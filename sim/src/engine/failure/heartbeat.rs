@@ -190,8 +190,17 @@ mod tests {
         DUMP_WAIT_OVER_NS,
     };
     use super::super::{Command, Failure, Notice, Wake};
-    use crate::scenario::FaultKind;
+    use crate::scenario::{FaultKind, Scenario};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
+
+    /// Rank 0's monitor reading, at 30 s, a heartbeat that did not move (the scenario's
+    /// heartbeat timeout 15 s): the component, its fake run and the read's commands.
+    fn stalled_read_at_30_s(scenario: &Scenario) -> (Failure<'_>, FakeRun, Vec<Command>) {
+        let mut failure = Failure::new(scenario, per_rank(scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+        (failure, run, commands)
+    }
 
     #[test]
     fn a_stuck_watchdog_is_aborted_at_the_first_read_that_finds_the_heartbeat_unchanged_r28() {
@@ -269,9 +278,7 @@ mod tests {
             "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\nTORCH_NCCL_ENABLE_MONITORING = 0",
             "",
         );
-        let mut failure = Failure::new(&scenario, per_rank(&scenario));
-        let run = FakeRun::default().with_work(0, 0, 1);
-        let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+        let (mut failure, run, commands) = stalled_read_at_30_s(&scenario);
         assert_eq!(commands, [wake(0, Wake::MonitorKill, 45_000_000_000)]);
         let commands = woken(&mut failure, &run, 0, Wake::MonitorKill, 45_000_000_000);
         assert_eq!(commands, []);
@@ -296,9 +303,7 @@ mod tests {
             "[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n[host]\nwatchdog_stack_trace_us = 4_000_000",
             "",
         );
-        let mut failure = Failure::new(&scenario, per_rank(&scenario));
-        let run = FakeRun::default().with_work(0, 0, 1);
-        let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+        let (mut failure, run, commands) = stalled_read_at_30_s(&scenario);
         assert_eq!(
             commands.last(),
             Some(&wake(0, Wake::MonitorKill, 49_000_000_000))
@@ -316,8 +321,7 @@ mod tests {
                 &format!("[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n{env}\n[host]\nwatchdog_stack_trace_us = 4_000_000"),
                 "",
             );
-            let mut failure = Failure::new(&scenario, per_rank(&scenario));
-            let commands = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 30_000_000_000);
+            let (_, _, commands) = stalled_read_at_30_s(&scenario);
             assert_eq!(
                 commands.last(),
                 Some(&wake(0, Wake::MonitorKill, kill_ns)),
