@@ -19,7 +19,6 @@ import argparse
 import datetime
 import json
 import os
-import tempfile
 import time
 
 START = time.perf_counter()
@@ -28,6 +27,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import gpu_clock  # noqa: E402
+import one_rank  # noqa: E402
 
 
 def main():
@@ -42,13 +42,7 @@ def main():
     parser.add_argument("--second-group-timeout-ms", type=float, default=None)
     parser.add_argument("--second-group-work", action="store_true")
     args = parser.parse_args()
-    torch.cuda.set_device(0)
-    store = tempfile.mktemp()
-    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
-                            timeout=datetime.timedelta(milliseconds=args.timeout_ms),
-                            device_id=torch.device("cuda", 0))
-    x = torch.ones(1 << 18, device="cuda")
-    dist.all_reduce(x)
+    x = one_rank.init_group(args.timeout_ms)
     group = None
     if args.second_group_timeout_ms is not None:
         second = dist.new_group(

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 
 START_UNIX_NS = time.time_ns()
@@ -93,14 +92,9 @@ def main():
     import torch.distributed as dist
 
     import gpu_clock
+    import one_rank
 
-    torch.cuda.set_device(0)
-    store = tempfile.mktemp()
-    dist.init_process_group("nccl", init_method=f"file://{store}", rank=0, world_size=1,
-                            timeout=datetime.timedelta(milliseconds=group_timeout_ms),
-                            device_id=torch.device("cuda", 0))
-    x = torch.ones(1 << 18, device="cuda")
-    dist.all_reduce(x)
+    x = one_rank.init_group(group_timeout_ms)
     torch.cuda.synchronize()
     cycles_per_ms = gpu_clock.cycles_per_ms()
     side = torch.cuda.Stream()
