@@ -196,6 +196,12 @@ impl Waiters {
         taken
     }
 
+    /// How many (instance, waiter) pairs are pending.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.pending.len()
+    }
+
     /// The host no longer waits for anything (its wait raised and was caught).
     pub(super) fn forget_host(&mut self) {
         (self.pending).retain(|(_, waiter)| !matches!(waiter, Waiter::Host));

@@ -94,6 +94,9 @@ pub(super) struct StreamState {
     pub(super) end_version: u32,
     /// Runs at high priority (R7).
     pub(super) high_priority: bool,
+    /// The head is a stream wait on an instance that has not fired, and the stream is among
+    /// the rank's waiters for it (once: the instance's fire advances the stream).
+    pub(super) awaits_fire: bool,
 }
 
 impl Engine<'_> {
@@ -113,10 +116,19 @@ impl Engine<'_> {
             GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
             _ => {}
         }
-        state.streams[stream as usize]
-            .queue
-            .push_back(QueuedItem { item, ready_ns });
-        self.advance(rank, stream);
+        let stream_state = &mut state.streams[stream as usize];
+        stream_state.queue.push_back(QueuedItem { item, ready_ns });
+        // The host runs ahead (R1): most pushes find the head of their stream running, waiting
+        // for an instance to fire, or waiting for a time an `Advance` is already scheduled
+        // for, and then `advance` would change nothing.
+        let head_waits = stream_state.running.is_some()
+            || stream_state.awaits_fire
+            || stream_state
+                .wake_at_ns
+                .is_some_and(|at_ns| at_ns > self.now_ns);
+        if !head_waits {
+            self.advance(rank, stream);
+        }
         point
     }
 
@@ -155,7 +167,11 @@ impl Engine<'_> {
                     let rank_state = &mut self.ranks[rank as usize];
                     let fired_ns = rank_state.fired_ns[instance as usize];
                     if fired_ns == NEVER {
-                        (rank_state.waiters).add(instance, Waiter::Stream { stream });
+                        let state = &mut rank_state.streams[stream as usize];
+                        if !state.awaits_fire {
+                            state.awaits_fire = true;
+                            (rank_state.waiters).add(instance, Waiter::Stream { stream });
+                        }
                         return;
                     }
                     let release_ns = fired_ns + self.scenario.host.stream_wait_latency_ns;
@@ -263,7 +279,7 @@ impl Engine<'_> {
     pub(super) fn rebalance(&mut self, rank: u32) {
         let now_ns = self.now_ns;
         let changes = self.ranks[rank as usize].gpu.rebalance(now_ns);
-        for kernel in changes.started {
+        for &kernel in &changes.started {
             let state = &mut self.ranks[rank as usize];
             state.scratch.kernel_times.get_mut(kernel as usize).start_ns = now_ns;
             let stream = state.running_stream(kernel);
@@ -275,7 +291,7 @@ impl Engine<'_> {
                 self.arrive(rank, stream, rendezvous);
             }
         }
-        for (kernel, end_ns) in changes.ends {
+        for &(kernel, end_ns) in &changes.ends {
             let state = &mut self.ranks[rank as usize];
             let stream = state.running_stream(kernel);
             self.schedule_kernel_end(rank, stream, end_ns);
@@ -324,7 +340,10 @@ impl Engine<'_> {
         state.fired_ns[instance as usize] = now_ns;
         for waiter in state.waiters.take(instance) {
             match waiter {
-                Waiter::Stream { stream } => self.advance(rank, stream),
+                Waiter::Stream { stream } => {
+                    self.ranks[rank as usize].streams[stream as usize].awaits_fire = false;
+                    self.advance(rank, stream);
+                }
                 Waiter::Host => self.host_instance_fired(rank),
             }
         }
@@ -334,6 +353,41 @@ impl Engine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_waiting_for_an_unfired_instance_is_its_waiter_once_however_much_is_pushed() {
+        // The current stream waits for an event the side stream records after a 1-ms sleep,
+        // and the host queues five kernels behind that wait, all at t = 0 (host calls cost
+        // nothing here, so the wait is the stream's head when they come): the stream is one
+        // waiter of the event, not one per push, and the kernels run after the sleep, in order.
+        let text = "[cluster]\nranks = 1\n[host]\nevent_us = 0\nlaunch_us = 0\n\
+                    [streams]\nside = {}\n\
+                    [[op]]\nset_stream = \"side\"\n[[op]]\ngpu_sleep_us = 1000\n\
+                    [[op]]\nrecord_event = \"e\"\n[[op]]\nset_stream = \"default\"\n\
+                    [[op]]\nwait_event = \"e\"\n\
+                    [[op]]\nkernel = { us = 10, sms = 1 }\n[[op]]\nkernel = { us = 10, sms = 1 }\n\
+                    [[op]]\nkernel = { us = 10, sms = 1 }\n[[op]]\nkernel = { us = 10, sms = 1 }\n\
+                    [[op]]\nkernel = { us = 10, sms = 1 }\n";
+        let scenario = crate::scenario::parse("w.toml", text).unwrap();
+        let mut engine = Engine::new(&scenario, Options::default());
+        engine.run_host(0);
+        let state = &engine.ranks[0];
+        let waiting = (state.streams.iter()).filter(|s| s.awaits_fire).count();
+        assert_eq!(waiting, 1, "the current stream waits for the event");
+        assert_eq!(state.waiters.len(), 1, "one waiter, not one per push");
+        engine.run();
+        let state = &engine.ranks[0];
+        assert!(state.streams.iter().all(|s| !s.awaits_fire));
+        assert_eq!(state.waiters.len(), 0);
+        let timeline = engine.finish();
+        let kernels = &timeline.ranks[0].kernels;
+        assert_eq!(kernels.len(), 6);
+        assert!(kernels[1].start_ns >= kernels[0].end_ns, "{kernels:?}");
+        assert!(
+            kernels.windows(2).all(|k| k[0].end_ns <= k[1].start_ns),
+            "{kernels:?}"
+        );
+    }
 
     #[test]
     fn a_kernel_item_names_the_op_of_a_compute_kernel_and_nothing_else() {
