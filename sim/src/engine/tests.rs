@@ -496,7 +496,7 @@ fn each_group_s_heartbeat_monitor_reads_its_own_watchdog_and_the_first_abort_end
     // Rank 0's watchdogs of both groups hang at their first poll (0.1 s). Every group's
     // watchdog starts a monitor of its own that reads that watchdog's heartbeat
     // (`HeartbeatMonitor::runLoop`): both find it stalled at 960 s, each says so under its
-    // group's name, and the process is aborted once, at 1440 s. No dumps on timeout, so no
+    // group's name (as each watchdog's hang note does), and the process is aborted once, at 1440 s. No dumps on timeout, so no
     // dump signal ends a loop earlier.
     let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
                 [groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\n\
@@ -514,6 +514,19 @@ fn each_group_s_heartbeat_monitor_reads_its_own_watchdog_and_the_first_abort_end
     assert_eq!(heartbeat.len(), 2, "{heartbeat:?}");
     assert!(heartbeat[0].starts_with("[Rank 0] Heartbeat monitor timed out!"));
     assert!(heartbeat[1].starts_with("[Rank 0] [group pair] Heartbeat monitor timed out!"));
+    // Each watchdog's hang is noted under its own group's name too.
+    let hangs: Vec<(Option<u16>, &str)> = (timeline.watchdog.iter())
+        .filter(|record| record.event == WatchdogEvent::Fault && record.group.is_some())
+        .map(|record| (record.group, record.message.as_str()))
+        .collect();
+    let hang = "the watchdog thread hangs in cudaEventQuery; its heartbeat stops";
+    assert_eq!(
+        hangs,
+        [
+            (Some(0), format!("[Rank 0] {hang}").as_str()),
+            (Some(1), format!("[Rank 0] [group pair] {hang}").as_str()),
+        ]
+    );
     let exits: Vec<(Option<u16>, u64)> = (timeline.watchdog.iter())
         .filter(|record| record.event == WatchdogEvent::Exit)
         .map(|record| (record.group, record.at_ns))

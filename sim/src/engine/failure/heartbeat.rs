@@ -46,7 +46,7 @@ impl Failure<'_> {
         if self.heartbeat_stopped(rank) || self.watchdogs[index].monitor_ending.is_some() {
             return;
         }
-        let who = self.monitor_of(rank, group);
+        let who = self.thread_of(rank, group);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let stuck = format!("ProcessGroupNCCL's watchdog got stuck for {seconds} seconds without making progress in monitoring enqueued collectives.");
         if !self.scenario.env.enable_monitoring {
@@ -121,10 +121,10 @@ impl Failure<'_> {
         wake(out, rank, group, Wake::MonitorKill, kill_ns);
     }
 
-    /// Whose monitor a line is: every group has its own (each group's watchdog starts one, and
-    /// it reads that watchdog's heartbeat), so beside the default group's the group is named,
-    /// as PyTorch's log prefix names it.
-    fn monitor_of(&self, rank: u32, group: GroupId) -> String {
+    /// Whose side thread a line is: every group has its own watchdog, and each watchdog starts
+    /// its own heartbeat monitor that reads its heartbeat, so beside the default group's the
+    /// group is named, as PyTorch's log prefix names it.
+    pub(super) fn thread_of(&self, rank: u32, group: GroupId) -> String {
         let rank_id = self.rank_id(rank);
         match group {
             0 => format!("[Rank {rank_id}]"),
@@ -144,7 +144,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let who = self.monitor_of(rank, group);
+        let who = self.thread_of(rank, group);
         let seconds = self.scenario.env.heartbeat_timeout_ns / 1_000_000_000;
         let reason =
             (self.watchdogs[self.index(rank, group)].monitor_ending).unwrap_or(WATCHDOG_HANG);

@@ -444,13 +444,13 @@ impl<'s> Failure<'s> {
                 }
                 Wake::MonitorKill => self.monitor_kill(rank, group, now_ns, out),
                 Wake::WatchdogHangs => {
-                    let rank_id = self.rank_id(rank);
+                    let thread = self.thread_of(rank, group);
                     self.note(
                         rank,
                         Some(group),
                         (ThreadKind::Watchdog, WatchdogEvent::Fault),
                         now_ns,
-                        format!("[Rank {rank_id}] the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
+                        format!("{thread} the watchdog thread hangs in cudaEventQuery; its heartbeat stops"),
                     );
                 }
                 Wake::StoreTimeout => self.store_timed_out(view, rank, group, now_ns, out),
