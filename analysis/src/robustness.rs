@@ -4,8 +4,9 @@
 //! returns whether the input was accepted; what it must never do is panic, hang or abort
 //! (docs/reliability.md).
 //!
-//! None of them simulates: how much work a valid scenario asks for is bounded by
-//! `sim::limits`, which the scenario entry point also evaluates.
+//! None of them simulates but [`simulation`], which takes only scenarios small enough to run in
+//! milliseconds: how much work a valid scenario asks for is bounded by `sim::limits`, which the
+//! scenario entry point also evaluates.
 
 use crate::import::{kineto, replay};
 use crate::{calibrate, diff, flight_recorder, metrics, plot, sweep, text, trace};
@@ -28,6 +29,45 @@ pub fn scenario(data: &[u8]) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// The most engine events (`sim::limits`'s estimate, unfolded) and ranks of a scenario that
+/// [`simulation`] runs.
+pub const SIMULATION_EVENTS: u64 = 20_000;
+pub const SIMULATION_RANKS: u32 = 16;
+
+/// A scenario small enough to simulate at once (at most [`SIMULATION_RANKS`] ranks and
+/// [`SIMULATION_EVENTS`] estimated engine events unfolded): simulated folded and unfolded, and
+/// the folded Timeline, expanded, must be the unfolded one as JSON (docs/scale.md); a
+/// difference panics, as the engine's bug. What the run finds (a deadlock, a timeout, the time
+/// cap) is an outcome, not a failure. False for anything it does not simulate.
+pub fn simulation(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Ok(scenario) = scenario::parse("fuzz.toml", text) else {
+        return false;
+    };
+    let unfolded = sim::fold::Classes::of(&scenario, false);
+    if scenario.cluster.ranks > SIMULATION_RANKS
+        || sim::limits::estimate_for(&scenario, &unfolded).events > SIMULATION_EVENTS
+    {
+        return false;
+    }
+    let run = |fold: bool| {
+        let options = sim::engine::Options {
+            fold,
+            ..sim::engine::Options::default()
+        };
+        sim::engine::simulate_with(&scenario, options).0
+    };
+    let expanded = serde_json::to_string(&run(true).expand()).expect("a Timeline serialises");
+    let unfolded = serde_json::to_string(&run(false)).expect("a Timeline serialises");
+    assert!(
+        expanded == unfolded,
+        "the folded run, expanded, differs from the unfolded one:\n{text}"
+    );
+    true
 }
 
 /// `--set KEY=VALUE` (first line) on a scenario (the rest): the argument parsed as an override

@@ -1,7 +1,8 @@
 //! The fuzz targets' short run on the stable toolchain (CI): every seed of `fuzz/seeds/` and
 //! every input a campaign found and `fuzz/regressions/` keeps goes through its target's entry
-//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options), then proptest
-//! mutates the seeds (byte edits, cuts and splices) a few hundred times per target. A panic fails the test; the catalogue's own
+//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options; the `simulation`
+//! target reads the scenario seeds), then proptest mutates the seeds (byte edits, cuts and
+//! splices) a few hundred times per target. A panic fails the test; the catalogue's own
 //! files must also be accepted. The long coverage-guided campaigns: docs/reliability.md.
 
 use analysis::robustness;
@@ -71,6 +72,24 @@ fn every_seed_is_accepted_and_every_kept_crash_input_runs() {
     }
 }
 
+#[test]
+fn the_scenario_seeds_small_enough_to_simulate_fold_exactly() {
+    // The `simulation` target reads the scenario seeds; the few too large to simulate at once
+    // (over `robustness::SIMULATION_RANKS` ranks or `SIMULATION_EVENTS` events) it refuses.
+    let seeds = files("seeds", "scenario");
+    let simulated = (seeds.iter())
+        .filter(|(_, bytes)| robustness::simulation(bytes))
+        .count();
+    assert!(
+        simulated * 10 >= seeds.len() * 8,
+        "{simulated} of {} scenario seeds simulated",
+        seeds.len()
+    );
+    for (_, bytes) in files("regressions", "simulation") {
+        robustness::simulation(&bytes);
+    }
+}
+
 /// One edit of a seed: overwrite a byte, insert bytes, cut a range, or splice in a piece of
 /// another seed (positions are taken modulo the length).
 #[derive(Debug, Clone)]
@@ -128,21 +147,37 @@ fn mutate(seeds: &[Vec<u8>], seed: usize, edits: &[Edit]) -> Vec<u8> {
     bytes
 }
 
-fn mutations(target: &str, entry: Entry, cases: u32) {
+/// Runs `cases` mutations of `target`'s seeds through `entry`; returns how many it accepted.
+fn mutations(target: &str, entry: Entry, cases: u32) -> usize {
     let seeds = seeds(target);
     let config = ProptestConfig {
         cases,
         failure_persistence: None,
         ..ProptestConfig::default()
     };
+    let accepted = std::cell::Cell::new(0);
     proptest!(config, |(seed in any::<usize>(), edits in prop::collection::vec(edit(), 1..6))| {
-        entry(&mutate(&seeds, seed, &edits));
+        if entry(&mutate(&seeds, seed, &edits)) {
+            accepted.set(accepted.get() + 1);
+        }
     });
+    accepted.get()
 }
 
 #[test]
 fn mutated_scenarios_never_panic() {
     mutations("scenario", robustness::scenario, 400);
+}
+
+#[test]
+fn mutated_small_scenarios_never_panic_and_fold_exactly() {
+    // Most edits break the TOML or the scenario; about one in ten simulates (28 expected of
+    // 300), and at least 10 must, for the fold check to bite.
+    let simulated = mutations("scenario", robustness::simulation, 300);
+    assert!(
+        simulated >= 10,
+        "{simulated} of 300 mutated scenarios simulated"
+    );
 }
 
 #[test]
