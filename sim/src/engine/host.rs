@@ -506,14 +506,14 @@ impl Engine<'_> {
     ) {
         let host_ns = self.ranks[rank as usize].host_ns;
         let arrived = &mut self.comm_init[group];
-        arrived.push((rank, host_ns));
+        arrived.push((rank, host_ns, cost_ns));
         self.comm_init_ranks[group] += self.classes.weight(rank);
         self.ranks[rank as usize].blocked = Blocked::CommInit;
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
             let root = self
                 .classes
                 .simulated_of(self.scenario.groups[group].ranks[0]);
-            let root_published = arrived.iter().any(|&(r, _)| r == root);
+            let root_published = arrived.iter().any(|&(r, _, _)| r == root);
             self.notify(Notice::StoreWait {
                 rank,
                 group,
@@ -524,8 +524,15 @@ impl Engine<'_> {
             });
             return;
         }
-        let resume_ns = arrived.iter().map(|&(_, t)| t).max().unwrap_or(0) + cost_ns;
-        let members: Vec<u32> = arrived.iter().map(|&(r, _)| r).collect();
+        // The init is collective: it ends for every member together, after the last arrival,
+        // when the member whose part costs most is done. A process's first communicator costs
+        // more than a later one (R8), and members may differ there (some created another
+        // group's eagerly); taking the last arrival's cost instead made the result depend on
+        // which of equal arrivals the engine processed last.
+        let last_arrival_ns = arrived.iter().map(|&(_, t, _)| t).max().unwrap_or(0);
+        let longest_ns = arrived.iter().map(|&(_, _, c)| c).max().unwrap_or(0);
+        let resume_ns = last_arrival_ns + longest_ns;
+        let members: Vec<u32> = arrived.iter().map(|&(r, _, _)| r).collect();
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;
             self.schedule(

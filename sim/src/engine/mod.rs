@@ -211,8 +211,9 @@ struct Engine<'s> {
     /// (group, seq) → index into `rendezvous`.
     rendezvous_index: FxHashMap<(GroupId, u64), u32>,
     free_rendezvous: Vec<u32>,
-    /// Lazy communicator init: per group, simulated ranks that arrived and their host times.
-    comm_init: Vec<Vec<(u32, u64)>>,
+    /// Lazy communicator init: per group, simulated ranks that arrived, their host times and
+    /// what the init then costs each (its process's first communicator or a later one, R8).
+    comm_init: Vec<Vec<(u32, u64, u64)>>,
     /// Per group: how many ranks those arrivals count as.
     comm_init_ranks: Vec<u32>,
     gemm_ns_by_op: Vec<u64>,

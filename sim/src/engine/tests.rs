@@ -538,3 +538,31 @@ fn each_group_s_heartbeat_monitor_reads_its_own_watchdog_and_the_first_abort_end
         (ExitStatus::Aborted, Some(1_440_000_000_000))
     );
 }
+
+#[test]
+fn a_lazy_init_ends_when_its_costliest_member_is_done_whatever_order_they_arrived_r8() {
+    // Ranks 0 and 2 created `pair`'s communicator eagerly, so the world's, made lazily at the
+    // first all_reduce, is their second (`comm_init_next_us`, 25 ms) and the others' first
+    // (`comm_init_us`, 300 ms): the init ends for all four at the costlier, so folded and
+    // unfolded runs agree (a folded run processes the equal arrivals in another order; the
+    // last one processed used to decide the cost for all).
+    let text = "[cluster]\nranks = 4\n[groups.pair]\nranks = [0, 2]\neager_init = true\n\
+                [tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n";
+    let scenario = parse("init.toml", text).unwrap();
+    let run = |fold: bool| {
+        let options = Options {
+            fold,
+            ..Options::default()
+        };
+        simulate_with(&scenario, options).0
+    };
+    let unfolded = run(false);
+    let calls_ms: Vec<u64> = (unfolded.ranks.iter())
+        .map(|rank| {
+            let call = &rank.collectives[0];
+            (call.host_end_ns - call.host_start_ns) / 1_000_000
+        })
+        .collect();
+    assert_eq!(calls_ms, [300, 300, 300, 300]);
+    assert_eq!(run(true).expand(), unfolded);
+}
