@@ -37,10 +37,12 @@ pub const SIMULATION_EVENTS: u64 = 20_000;
 pub const SIMULATION_RANKS: u32 = 16;
 
 /// A scenario small enough to simulate at once (at most [`SIMULATION_RANKS`] ranks and
-/// [`SIMULATION_EVENTS`] estimated engine events unfolded): simulated folded and unfolded, and
-/// the folded Timeline, expanded, must be the unfolded one as JSON (docs/scale.md); a
-/// difference panics, as the engine's bug. What the run finds (a deadlock, a timeout, the time
-/// cap) is an outcome, not a failure. False for anything it does not simulate.
+/// [`SIMULATION_EVENTS`] estimated engine events unfolded): simulated folded, unfolded and
+/// summarised (`run --summary`). The folded Timeline, expanded, must be the unfolded one as
+/// JSON, and the summarised run's report the unfolded run's, as printed (docs/scale.md,
+/// docs/timeline-format.md#summaries); a difference panics, as the engine's bug. What the run
+/// finds (a deadlock, a timeout, the time cap) is an outcome, not a failure. False for anything
+/// it does not simulate.
 pub fn simulation(data: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(data) else {
         return false;
@@ -54,18 +56,25 @@ pub fn simulation(data: &[u8]) -> bool {
     {
         return false;
     }
-    let run = |fold: bool| {
+    let run = |fold: bool, summary: Option<sim::timeline::RecordSelection>| {
         let options = sim::engine::Options {
             fold,
+            summary,
             ..sim::engine::Options::default()
         };
         sim::engine::simulate_with(&scenario, options).0
     };
-    let expanded = serde_json::to_string(&run(true).expand()).expect("a Timeline serialises");
-    let unfolded = serde_json::to_string(&run(false)).expect("a Timeline serialises");
+    let unfolded = run(false, None);
+    let expanded = serde_json::to_string(&run(true, None).expand()).expect("a Timeline serialises");
     assert!(
-        expanded == unfolded,
+        expanded == serde_json::to_string(&unfolded).expect("a Timeline serialises"),
         "the folded run, expanded, differs from the unfolded one:\n{text}"
+    );
+    let none = sim::timeline::RecordSelection::parse("none").expect("`none` parses");
+    let printed = |timeline: &Timeline| text::render_report(&metrics::report(timeline));
+    assert!(
+        printed(&run(false, Some(none))) == printed(&unfolded),
+        "the summarised run's report differs from the full run's:\n{text}"
     );
     true
 }
