@@ -938,6 +938,24 @@ mod tests {
                 at_ns: Some(49_000_000_000)
             })
         );
+        // TORCH_NCCL_ENABLE_MONITORING=0 (tests/data/torch/probes/stalled_monitor_disabled.txt,
+        // two runs): the monitor still finds the stalled heartbeat, dumps and sleeps, then
+        // says it would have terminated the process, which lives on.
+        let disabled = text.replace(
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15",
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\nTORCH_NCCL_ENABLE_MONITORING = 0",
+        );
+        let timeline = simulate(&parse("t.toml", &disabled).unwrap());
+        let at = |event: WatchdogEvent| {
+            (timeline.watchdog.iter())
+                .find(|record| record.event == event)
+                .map(|record| record.at_ns)
+        };
+        assert_eq!(at(WatchdogEvent::HeartbeatTimeout), Some(30_000_000_000));
+        assert_eq!(at(WatchdogEvent::MonitorDisabled), Some(49_000_000_000));
+        assert_eq!(at(WatchdogEvent::Exit), None);
+        let end = timeline.ranks[0].end.expect("the run ended");
+        assert_ne!(end.status, ExitStatus::Aborted, "{end:?}");
         // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
         // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
         // finds the watchdog beating (no error handling and no dump signal, R28, keep the
