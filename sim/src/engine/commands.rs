@@ -374,7 +374,7 @@ impl Engine<'_> {
 mod tests {
     use crate::engine::simulate;
     use crate::scenario::parse;
-    use crate::timeline::{ExitStatus, FindingKind, ProcessEnd, WatchdogEvent};
+    use crate::timeline::{ExitStatus, FindingKind, ProcessEnd, Timeline, WatchdogEvent};
 
     /// Two ranks, a 1-s group timeout, an async all_reduce enqueued at 20 µs, then wait and
     /// `.item()`.
@@ -922,13 +922,16 @@ mod tests {
              [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
              [[op]]\nwait = \"w\"\ntimeout_ms = 500\ncatch = true\n";
         let timeline = simulate(&parse("t.toml", text).unwrap());
-        let at = |event: WatchdogEvent| {
+        let at = |timeline: &Timeline, event: WatchdogEvent| {
             (timeline.watchdog.iter())
                 .find(|record| record.event == event)
                 .map(|record| record.at_ns)
         };
-        assert_eq!(at(WatchdogEvent::HeartbeatTimeout), Some(30_000_000_000));
-        assert_eq!(at(WatchdogEvent::Exit), Some(49_000_000_000));
+        assert_eq!(
+            at(&timeline, WatchdogEvent::HeartbeatTimeout),
+            Some(30_000_000_000)
+        );
+        assert_eq!(at(&timeline, WatchdogEvent::Exit), Some(49_000_000_000));
         let rank0 = &timeline.ranks[0];
         assert!(rank0.exceptions.is_empty(), "the wait never raised");
         assert_eq!(
@@ -946,14 +949,15 @@ mod tests {
             "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\nTORCH_NCCL_ENABLE_MONITORING = 0",
         );
         let timeline = simulate(&parse("t.toml", &disabled).unwrap());
-        let at = |event: WatchdogEvent| {
-            (timeline.watchdog.iter())
-                .find(|record| record.event == event)
-                .map(|record| record.at_ns)
-        };
-        assert_eq!(at(WatchdogEvent::HeartbeatTimeout), Some(30_000_000_000));
-        assert_eq!(at(WatchdogEvent::MonitorDisabled), Some(49_000_000_000));
-        assert_eq!(at(WatchdogEvent::Exit), None);
+        assert_eq!(
+            at(&timeline, WatchdogEvent::HeartbeatTimeout),
+            Some(30_000_000_000)
+        );
+        assert_eq!(
+            at(&timeline, WatchdogEvent::MonitorDisabled),
+            Some(49_000_000_000)
+        );
+        assert_eq!(at(&timeline, WatchdogEvent::Exit), None);
         let end = timeline.ranks[0].end.expect("the run ended");
         assert_ne!(end.status, ExitStatus::Aborted, "{end:?}");
         // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
