@@ -374,7 +374,9 @@ impl Engine<'_> {
 mod tests {
     use crate::engine::simulate;
     use crate::scenario::parse;
-    use crate::timeline::{ExitStatus, FindingKind, ProcessEnd, Timeline, WatchdogEvent};
+    use crate::timeline::{
+        ExitStatus, FindingKind, ProcessEnd, ThreadKind, Timeline, WatchdogEvent,
+    };
 
     /// Two ranks, a 1-s group timeout, an async all_reduce enqueued at 20 µs, then wait and
     /// `.item()`.
@@ -960,6 +962,30 @@ mod tests {
         assert_eq!(at(&timeline, WatchdogEvent::Exit), None);
         let end = timeline.ranks[0].end.expect("the run ended");
         assert_ne!(end.status, ExitStatus::Aborted, "{end:?}");
+        // The same on a subgroup of the one rank (tests/data/torch/probes/subgroup_monitor.txt,
+        // two runs): the subgroup's monitor finds its watchdog stuck and puts the dump signal
+        // into the store; the default group's monitor reads it at its next poll and dumps; the
+        // subgroup's monitor aborts the process after its sleep.
+        let subgroup = text
+            .replace(
+                "[groups.world]\neager_init = true\n",
+                "[groups.world]\neager_init = true\n[groups.sub]\nranks = [0]\neager_init = true\n",
+            )
+            .replace("work = \"w\"\n", "work = \"w\"\ngroup = \"sub\"\n");
+        let timeline = simulate(&parse("t.toml", &subgroup).unwrap());
+        let records: Vec<(u64, Option<u16>, WatchdogEvent)> = (timeline.watchdog.iter())
+            .filter(|record| record.thread == ThreadKind::HeartbeatMonitor)
+            .map(|record| (record.at_ns, record.group, record.event))
+            .collect();
+        assert_eq!(
+            records,
+            [
+                (30_000_000_000, Some(1), WatchdogEvent::HeartbeatTimeout),
+                (31_000_000_000, Some(0), WatchdogEvent::Dump),
+                (45_000_000_000, Some(1), WatchdogEvent::Exit),
+            ]
+        );
+        assert_eq!(timeline.flight_recorder.len(), 1, "the rank dumped");
         // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
         // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
         // finds the watchdog beating (no error handling and no dump signal, R28, keep the

@@ -17,6 +17,8 @@ complete, and does its `wait()` raise (`second_*` fields)? `--uncaught` prints t
 script prints when the process was gone (`ended_unix_ns`). `--early-json` prints that line
 before the wait too, but still catches: for a wait that may never return, as when the side sleep
 never ends (`--side-sleep-ms 3600000` under `timeout`), the caller still learns the times.
+`--subgroup` runs the collectives, their wait and the retry on `dist.new_group([0])` instead of
+the default group: whose watchdog does the abort hold, and whose heartbeat monitor acts?
 
 Printed as one JSON line on stdout, every time in seconds from the script's start: the enqueue
 (`enqueued_s`), the start and end of the wait (`wait_began_s`, `raised_s`), the retry's raise
@@ -78,6 +80,7 @@ def main():
     parser.add_argument("--second-work", action="store_true")
     parser.add_argument("--uncaught", action="store_true")
     parser.add_argument("--early-json", action="store_true")
+    parser.add_argument("--subgroup", action="store_true")
     parser.add_argument("--read-log", nargs=2, metavar=("STDERR_FILE", "JSON_LINE"))
     args = parser.parse_args()
     if args.read_log:
@@ -95,6 +98,10 @@ def main():
     import one_rank
 
     x = one_rank.init_group(group_timeout_ms)
+    group = None
+    if args.subgroup:
+        group = dist.new_group([0], timeout=datetime.timedelta(milliseconds=group_timeout_ms))
+        dist.all_reduce(x, group=group)
     torch.cuda.synchronize()
     cycles_per_ms = gpu_clock.cycles_per_ms()
     side = torch.cuda.Stream()
@@ -106,15 +113,15 @@ def main():
     side_queued_s = since_start()
     torch.cuda._sleep(int(cycles_per_ms * args.sleep_ms))
     enqueued_s = since_start()
-    work = dist.all_reduce(x, async_op=True)
-    second = dist.all_reduce(x, async_op=True) if args.second_work else None
+    work = dist.all_reduce(x, async_op=True, group=group)
+    second = dist.all_reduce(x, async_op=True, group=group) if args.second_work else None
     wait_began_s = since_start()
     if args.uncaught or args.early_json:
         print(json.dumps({"mode": args.mode, "uncaught": args.uncaught, "sleep_ms": args.sleep_ms,
                           "timeout_ms": args.timeout_ms, "enqueued_s": enqueued_s,
                           "wait_began_s": wait_began_s, "start_unix_ns": START_UNIX_NS,
                           "start_monotonic_ns": START_MONOTONIC_NS,
-                          "side_sleep_ms": args.side_sleep_ms,
+                          "side_sleep_ms": args.side_sleep_ms, "subgroup": args.subgroup,
                           "torch": torch.__version__}), flush=True)
     if args.uncaught:
         if args.mode == "blocking":
@@ -141,7 +148,7 @@ def main():
         second_waited_s = since_start()
     retry_error = None
     try:
-        dist.all_reduce(x)
+        dist.all_reduce(x, group=group)
     except Exception as caught:  # noqa: BLE001
         retry_error = f"{type(caught).__name__}: {str(caught)[:120]}"
     retry_s = since_start()
@@ -157,6 +164,7 @@ def main():
                       "side_done_at_raise": side_done_at_raise,
                       "second_completed_at_raise": second_completed,
                       "second_error": second_error, "second_waited_s": second_waited_s,
+                      "subgroup": args.subgroup,
                       "start_unix_ns": START_UNIX_NS,
                       "start_monotonic_ns": START_MONOTONIC_NS,
                       "torch": torch.__version__}),
