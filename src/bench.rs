@@ -170,6 +170,15 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
         "events per second without the race detector: {:.0}",
         per_s(figures.without_detector_s)
     )?;
+    // Events per second depend on how many events a rank's iteration takes, which the launch
+    // queue changes (docs/perf.md, eleventh look): the time per rank-iteration compares runs
+    // of different sizes.
+    let rank_iterations = (figures.classes.1 as f64 * f64::from(iterations)).max(1.0);
+    outln!(
+        "per simulated rank and iteration: {:.2} events, {:.0} ns of simulate wall time",
+        figures.events as f64 / rank_iterations,
+        figures.simulate_s * 1e9 / rank_iterations
+    )?;
     outln!("report (metrics) wall time: {:.3} s", figures.report_s)?;
     outln!(
         "whole command wall time (parse, both simulations, report): {:.3} s",

@@ -237,6 +237,16 @@ fn bench_prints_every_figure_of_docs_perf() {
     ] {
         assert!(text.contains(figure), "{figure}: {text}");
     }
+    // 4 ranks x 3 iterations, all simulated (summarised runs do not fold).
+    let events: f64 = (text.lines())
+        .find_map(|line| line.strip_prefix("events processed: "))
+        .and_then(|n| n.parse().ok())
+        .expect("events processed");
+    let per_rank = format!(
+        "per simulated rank and iteration: {:.2} events, ",
+        events / 12.0
+    );
+    assert!(text.contains(&per_rank), "{per_rank}: {text}");
 }
 
 #[test]
