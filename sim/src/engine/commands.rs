@@ -986,6 +986,15 @@ mod tests {
             ]
         );
         assert_eq!(timeline.flight_recorder.len(), 1, "the rank dumped");
+        // Without dumps on timeout (measured, two runs): no signal, no dump, the same abort.
+        let no_dump = subgroup.replace("[env]\n", "[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n");
+        let timeline = simulate(&parse("t.toml", &no_dump).unwrap());
+        assert!(timeline.flight_recorder.is_empty());
+        assert!(timeline
+            .watchdog
+            .iter()
+            .all(|r| r.event != WatchdogEvent::Dump));
+        assert_eq!(at(&timeline, WatchdogEvent::Exit), Some(45_000_000_000));
         // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
         // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
         // finds the watchdog beating (no error handling and no dump signal, R28, keep the
