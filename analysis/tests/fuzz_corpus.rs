@@ -85,8 +85,9 @@ fn the_scenario_seeds_small_enough_to_simulate_fold_exactly() {
         "{simulated} of {} scenario seeds simulated",
         seeds.len()
     );
-    for (_, bytes) in files("regressions", "simulation") {
-        robustness::simulation(&bytes);
+    // A kept input must still simulate, or it would test nothing.
+    for (path, bytes) in files("regressions", "simulation") {
+        assert!(robustness::simulation(&bytes), "{}", path.display());
     }
 }
 
@@ -171,11 +172,12 @@ fn mutated_scenarios_never_panic() {
 
 #[test]
 fn mutated_small_scenarios_never_panic_and_fold_exactly() {
-    // Most edits break the TOML or the scenario; about one in ten simulates (28 expected of
-    // 300), and at least 10 must, for the fold check to bite.
+    // Most edits break the TOML or the scenario; about one in twelve simulates (18–29 of 300
+    // in three runs; the seed is drawn afresh each run), and at least 5 must, for the fold
+    // check to bite: fewer is a chance below one in a million.
     let simulated = mutations("scenario", robustness::simulation, 300);
     assert!(
-        simulated >= 10,
+        simulated >= 5,
         "{simulated} of 300 mutated scenarios simulated"
     );
 }

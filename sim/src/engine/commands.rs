@@ -963,8 +963,8 @@ mod tests {
         let end = timeline.ranks[0].end.expect("the run ended");
         assert_ne!(end.status, ExitStatus::Aborted, "{end:?}");
         // The same on a subgroup of the one rank (tests/data/torch/probes/subgroup_monitor.txt,
-        // two runs): the subgroup's monitor finds its watchdog stuck and puts the dump signal
-        // into the store; the default group's monitor reads it at its next poll and dumps; the
+        // two runs): the subgroup's monitor finds its watchdog stuck and sets the process's
+        // dump flag; the default group's monitor reads it at its next wake and dumps; the
         // subgroup's monitor aborts the process after its sleep.
         let subgroup = text
             .replace(
@@ -995,6 +995,22 @@ mod tests {
             .iter()
             .all(|r| r.event != WatchdogEvent::Dump));
         assert_eq!(at(&timeline, WatchdogEvent::Exit), Some(45_000_000_000));
+        // The flag is the process's own: a second rank, outside the subgroup, sleeps on
+        // untouched by it (no dump, no abort), while rank 0 is aborted as before.
+        let two_ranks = subgroup
+            .replace("ranks = 1\n", "ranks = 2\n")
+            .replace("[[op]]\n", "[[op]]\nranks = [0]\n")
+            + "[[op]]\nranks = [1]\nhost_sleep_us = 100_000_000\n";
+        let timeline = simulate(&parse("t.toml", &two_ranks).unwrap());
+        assert!(
+            timeline.watchdog.iter().all(|r| r.rank == 0),
+            "rank 1 untouched"
+        );
+        assert_eq!(timeline.flight_recorder.len(), 1, "rank 0 alone dumped");
+        let ends: Vec<ExitStatus> = (timeline.ranks.iter())
+            .map(|rank| rank.end.expect("ended").status)
+            .collect();
+        assert_eq!(ends, [ExitStatus::Aborted, ExitStatus::Clean]);
         // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
         // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
         // finds the watchdog beating (no error handling and no dump signal, R28, keep the

@@ -524,14 +524,15 @@ impl Engine<'_> {
             });
             return;
         }
-        // The init is collective: it ends for every member together, after the last arrival,
-        // when the member whose part costs most is done. A process's first communicator costs
-        // more than a later one (R8), and members may differ there (some created another
-        // group's eagerly); taking the last arrival's cost instead made the result depend on
-        // which of equal arrivals the engine processed last.
-        let last_arrival_ns = arrived.iter().map(|&(_, t, _)| t).max().unwrap_or(0);
-        let longest_ns = arrived.iter().map(|&(_, _, c)| c).max().unwrap_or(0);
-        let resume_ns = last_arrival_ns + longest_ns;
+        // The init is collective: it ends for every member together, once the member that
+        // arrived and did its part latest is done (a modelling choice: each member's part runs
+        // from its arrival, as NCCL's once-per-process setup comes before its bootstrap; not
+        // measured with members that differ). A process's first communicator costs more than a
+        // later one (R8), and members may differ there (some created another group's eagerly);
+        // taking the last arrival's cost for all made the result depend on which of equal
+        // arrivals the engine processed last. Where the members' costs are equal, this is the
+        // last arrival plus that cost, as before.
+        let resume_ns = (arrived.iter()).map(|&(_, t, c)| t + c).max().unwrap_or(0);
         let members: Vec<u32> = arrived.iter().map(|&(r, _, _)| r).collect();
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;

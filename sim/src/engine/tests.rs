@@ -496,8 +496,8 @@ fn each_group_s_heartbeat_monitor_reads_its_own_watchdog_and_the_first_abort_end
     // Rank 0's watchdogs of both groups hang at their first poll (0.1 s). Every group's
     // watchdog starts a monitor of its own that reads that watchdog's heartbeat
     // (`HeartbeatMonitor::runLoop`): both find it stalled at 960 s, each says so under its
-    // group's name (as each watchdog's hang note does), and the process is aborted once, at 1440 s. No dumps on timeout, so no
-    // dump signal ends a loop earlier.
+    // group's name (as each watchdog's hang note does), and the process is aborted once, at
+    // 1440 s. No dumps on timeout, so no dump signal or flag ends a loop earlier.
     let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
                 [groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\n\
                 [tensors]\nx = \"1MiB\"\n\
@@ -540,12 +540,12 @@ fn each_group_s_heartbeat_monitor_reads_its_own_watchdog_and_the_first_abort_end
 }
 
 #[test]
-fn a_lazy_init_ends_when_its_costliest_member_is_done_whatever_order_they_arrived_r8() {
+fn a_lazy_init_ends_when_its_last_member_is_done_whatever_order_they_arrived_r8() {
     // Ranks 0 and 2 created `pair`'s communicator eagerly, so the world's, made lazily at the
     // first all_reduce, is their second (`comm_init_next_us`, 25 ms) and the others' first
-    // (`comm_init_us`, 300 ms): the init ends for all four at the costlier, so folded and
-    // unfolded runs agree (a folded run processes the equal arrivals in another order; the
-    // last one processed used to decide the cost for all).
+    // (`comm_init_us`, 300 ms): the init ends for all four when the costlier parts are done,
+    // so folded and unfolded runs agree (a folded run processes the equal arrivals in another
+    // order; the last one processed used to decide the cost for all).
     let text = "[cluster]\nranks = 4\n[groups.pair]\nranks = [0, 2]\neager_init = true\n\
                 [tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n";
     let scenario = parse("init.toml", text).unwrap();

@@ -45,20 +45,7 @@ impl Failure<'_> {
                 format!("[Rank {rank_id}] dumping the Flight Recorder"),
             );
         }
-        self.signalled_dump[rank as usize] = true;
-        self.dump_signal_in_store(view, now_ns, out);
-    }
-
-    /// The dump signal is in the store from `now_ns`: every default group's heartbeat monitor
-    /// still in its loop reads it at its next poll of the store, the signalling rank's own too
-    /// (R28).
-    pub(super) fn dump_signal_in_store(
-        &mut self,
-        view: &impl RunView,
-        now_ns: u64,
-        out: &mut Vec<Command>,
-    ) {
-        let seen_ns = next_tick_ns(0, self.scenario.env.coord_check_ns, now_ns + 1);
+        let seen_ns = next_tick_ns(0, env.coord_check_ns, now_ns + 1);
         // Every rank a broadcast for this tick would wake, an earlier one already woke (a rank
         // once dumped, or gone, stays so): when a hang's every rank broadcasts at one poll,
         // one pass over the ranks, not one per broadcaster.
@@ -85,11 +72,10 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let rank_id = self.rank_id(rank);
-        let from = match self.signalled_dump[rank as usize] {
-            true => "this local rank",
-            false => "another rank",
+        let message = match self.dump_flag_set[rank as usize] {
+            true => format!("[Rank {rank_id}] Received a dump signal due to a collective timeout from this local rank; dumping the Flight Recorder"),
+            false => format!("[Rank {rank_id}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
         };
-        let message = format!("[Rank {rank_id}] Received a dump signal from {from} through the store; dumping the Flight Recorder");
         self.monitor_leaves_loop(
             (rank, group, super::heartbeat::DUMP_SIGNAL),
             now_ns,

@@ -7,7 +7,7 @@
 //! running, reading and dumping; it only takes away the abort at the end, which the monitor
 //! then logs as the termination it would have done (`HeartbeatMonitor::runLoop`).
 
-use super::{next_tick_ns, wake, Command, Failure, RunView, Wake};
+use super::{next_tick_ns, wake, Command, Failure, Wake};
 use crate::scenario::GroupId;
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -32,12 +32,12 @@ impl Failure<'_> {
 
     /// The read that found the heartbeat unchanged: a finding, then the monitor leaves its loop
     /// ([`Self::monitor_leaves_loop`]: its dump, its sleep "to verify there is indeed a watchdog
-    /// hang", the abort). A non-default group's monitor does not dump: it puts the dump signal
-    /// into the store, and the default group's monitor dumps when it reads it (measured on
-    /// PyTorch 2.11: tests/data/torch/probes/subgroup_monitor.txt).
+    /// hang", the abort). A non-default group's monitor does not dump: it sets the process's
+    /// dump flag (`shouldDump_`, not the store: no other rank sees it), and the default group's
+    /// monitor dumps when it reads the flag at its next wake (measured on PyTorch 2.11:
+    /// tests/data/torch/probes/subgroup_monitor.txt).
     pub(super) fn heartbeat_abort(
         &mut self,
-        view: &impl RunView,
         rank: u32,
         group: GroupId,
         now_ns: u64,
@@ -88,9 +88,14 @@ impl Failure<'_> {
         }
         let message = format!("{who} dumping the Flight Recorder and the C++ stacks");
         self.monitor_leaves_loop((rank, group, WATCHDOG_HANG), now_ns, message, out);
-        if group != 0 && self.scenario.env.dump_on_timeout {
-            self.signalled_dump[rank as usize] = true;
-            self.dump_signal_in_store(view, now_ns, out);
+        let default_monitor = self.index(rank, 0);
+        if group != 0
+            && self.scenario.env.dump_on_timeout
+            && self.watchdogs[default_monitor].monitor_ending.is_none()
+        {
+            self.dump_flag_set[rank as usize] = true;
+            let seen_ns = next_tick_ns(0, self.scenario.env.coord_check_ns, now_ns + 1);
+            wake(out, rank, 0, Wake::DumpSeen, seen_ns);
         }
     }
 

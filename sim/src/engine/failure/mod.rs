@@ -270,9 +270,9 @@ pub(in crate::engine) struct Failure<'s> {
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
     dumped: Vec<bool>,
-    /// Per rank: it put a dump signal into the store (its watchdog, or a non-default group's
-    /// heartbeat monitor).
-    signalled_dump: Vec<bool>,
+    /// Per rank: a non-default group's heartbeat monitor set the process's dump flag
+    /// (`shouldDump_`), which the default group's monitor reads at its next wake (R28).
+    dump_flag_set: Vec<bool>,
     /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
     issued_instead: HashMap<(u32, u32), CollectiveKind>,
     /// (rank, collective record) → when NCCL reported the async error of the network under
@@ -315,7 +315,7 @@ impl<'s> Failure<'s> {
             signatures: calls_may_disagree.then(HashMap::default),
             mismatched: HashSet::default(),
             dumped: vec![false; ranks],
-            signalled_dump: vec![false; ranks],
+            dump_flag_set: vec![false; ranks],
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
             nonblocking_waits: HashSet::default(),
@@ -444,7 +444,7 @@ impl<'s> Failure<'s> {
                 }
                 Wake::DumpWaitOver => self.handle_error(view, rank, group, now_ns, out),
                 Wake::HeartbeatCheck | Wake::AbortStallCheck { .. } => {
-                    self.heartbeat_abort(view, rank, group, now_ns, out)
+                    self.heartbeat_abort(rank, group, now_ns, out)
                 }
                 Wake::MonitorKill => self.monitor_kill(rank, group, now_ns, out),
                 Wake::WatchdogHangs => {
