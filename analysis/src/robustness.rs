@@ -5,14 +5,15 @@
 //! (docs/reliability.md).
 //!
 //! None of them simulates but [`simulation`], which takes only scenarios small enough to run in
-//! milliseconds: how much work a valid scenario asks for is bounded by `sim::limits`, which the
+//! milliseconds, through the simulator its caller passes (`analysis` never calls the engine
+//! itself): how much work a valid scenario asks for is bounded by `sim::limits`, which the
 //! scenario entry point also evaluates.
 
 use crate::import::{kineto, replay};
 use crate::{calibrate, diff, flight_recorder, metrics, plot, sweep, text, trace};
-use sim::scenario::{self, Override};
+use sim::scenario::{self, Override, Scenario};
 use sim::sweep::{AxisArg, Sweep};
-use sim::timeline::Timeline;
+use sim::timeline::{RecordSelection, Timeline};
 
 /// A scenario file: parsed and resolved, its `[sweep]` table read, its work estimated.
 pub fn scenario(data: &[u8]) -> bool {
@@ -36,6 +37,11 @@ pub fn scenario(data: &[u8]) -> bool {
 pub const SIMULATION_EVENTS: u64 = 20_000;
 pub const SIMULATION_RANKS: u32 = 16;
 
+/// How [`simulation`]'s caller simulates a scenario: folded or not, summarised with a record
+/// selection or not (`sim::engine::simulate_with` with those options, its Timeline folded
+/// where it folded).
+pub type Simulate<'a> = &'a dyn Fn(&Scenario, bool, Option<RecordSelection>) -> Timeline;
+
 /// A scenario small enough to simulate at once (at most [`SIMULATION_RANKS`] ranks and
 /// [`SIMULATION_EVENTS`] estimated engine events unfolded): simulated folded, unfolded and
 /// summarised (`run --summary`). The folded Timeline, expanded, must be the unfolded one as
@@ -43,7 +49,7 @@ pub const SIMULATION_RANKS: u32 = 16;
 /// docs/timeline-format.md#summaries); a difference panics, as the engine's bug. What the run
 /// finds (a deadlock, a timeout, the time cap) is an outcome, not a failure. False for anything
 /// it does not simulate.
-pub fn simulation(data: &[u8]) -> bool {
+pub fn simulation(data: &[u8], simulate: Simulate) -> bool {
     let Ok(text) = std::str::from_utf8(data) else {
         return false;
     };
@@ -56,21 +62,14 @@ pub fn simulation(data: &[u8]) -> bool {
     {
         return false;
     }
-    let run = |fold: bool, summary: Option<sim::timeline::RecordSelection>| {
-        let options = sim::engine::Options {
-            fold,
-            summary,
-            ..sim::engine::Options::default()
-        };
-        sim::engine::simulate_with(&scenario, options).0
-    };
+    let run = |fold: bool, summary: Option<RecordSelection>| simulate(&scenario, fold, summary);
     let unfolded = run(false, None);
     let expanded = serde_json::to_string(&run(true, None).expand()).expect("a Timeline serialises");
     assert!(
         expanded == serde_json::to_string(&unfolded).expect("a Timeline serialises"),
         "the folded run, expanded, differs from the unfolded one:\n{text}"
     );
-    let none = sim::timeline::RecordSelection::parse("none").expect("`none` parses");
+    let none = RecordSelection::parse("none").expect("`none` parses");
     let printed = |timeline: &Timeline| text::render_report(&metrics::report(timeline));
     assert!(
         printed(&run(false, Some(none))) == printed(&unfolded),

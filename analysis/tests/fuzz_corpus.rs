@@ -24,6 +24,18 @@ const TARGETS: [(&str, Entry); 10] = [
     ("hw_options", hw::robustness::launch_options),
 ];
 
+/// The `simulation` target's entry point, with the simulator its fuzz target passes too.
+fn simulation(bytes: &[u8]) -> bool {
+    robustness::simulation(bytes, &|scenario, fold, summary| {
+        let options = sim::engine::Options {
+            fold,
+            summary,
+            ..sim::engine::Options::default()
+        };
+        sim::engine::simulate_with(scenario, options).0
+    })
+}
+
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
 }
@@ -78,7 +90,7 @@ fn the_scenario_seeds_small_enough_to_simulate_fold_exactly() {
     // (over `robustness::SIMULATION_RANKS` ranks or `SIMULATION_EVENTS` events) it refuses.
     let seeds = files("seeds", "scenario");
     let simulated = (seeds.iter())
-        .filter(|(_, bytes)| robustness::simulation(bytes))
+        .filter(|(_, bytes)| simulation(bytes))
         .count();
     assert!(
         simulated * 10 >= seeds.len() * 8,
@@ -87,7 +99,7 @@ fn the_scenario_seeds_small_enough_to_simulate_fold_exactly() {
     );
     // A kept input must still simulate, or it would test nothing.
     for (path, bytes) in files("regressions", "simulation") {
-        assert!(robustness::simulation(&bytes), "{}", path.display());
+        assert!(simulation(&bytes), "{}", path.display());
     }
 }
 
@@ -175,7 +187,7 @@ fn mutated_small_scenarios_never_panic_and_fold_exactly() {
     // Most edits break the TOML or the scenario; about one in twelve simulates (18–29 of 300
     // in three runs; the seed is drawn afresh each run), and at least 5 must, for the fold
     // check to bite: fewer is a chance below one in a million.
-    let simulated = mutations("scenario", robustness::simulation, 300);
+    let simulated = mutations("scenario", simulation, 300);
     assert!(
         simulated >= 5,
         "{simulated} of 300 mutated scenarios simulated"
