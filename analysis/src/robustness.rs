@@ -43,10 +43,11 @@ pub const SIMULATION_RANKS: u32 = 16;
 pub type Simulate<'a> = &'a dyn Fn(&Scenario, bool, Option<RecordSelection>) -> Timeline;
 
 /// A scenario small enough to simulate at once (at most [`SIMULATION_RANKS`] ranks and
-/// [`SIMULATION_EVENTS`] estimated engine events unfolded): simulated folded, unfolded and
-/// summarised (`run --summary`). The folded Timeline, expanded, must be the unfolded one as
-/// JSON, and the summarised run's report the unfolded run's, as printed (docs/scale.md,
-/// docs/timeline-format.md#summaries); a difference panics, as the engine's bug. What the run
+/// [`SIMULATION_EVENTS`] estimated engine events unfolded): simulated folded, unfolded (twice)
+/// and summarised (`run --summary`). The two unfolded runs must be the same (determinism), the
+/// folded Timeline, expanded, must be the unfolded one as JSON, and the summarised run's report
+/// the unfolded run's, as printed (docs/scale.md, docs/timeline-format.md#summaries); a
+/// difference panics, as the engine's bug. What the run
 /// finds (a deadlock, a timeout, the time cap) is an outcome, not a failure. False for anything
 /// it does not simulate.
 pub fn simulation(data: &[u8], simulate: Simulate) -> bool {
@@ -63,10 +64,16 @@ pub fn simulation(data: &[u8], simulate: Simulate) -> bool {
         return false;
     }
     let run = |fold: bool, summary: Option<RecordSelection>| simulate(&scenario, fold, summary);
+    let json =
+        |timeline: &Timeline| serde_json::to_string(timeline).expect("a Timeline serialises");
     let unfolded = run(false, None);
-    let expanded = serde_json::to_string(&run(true, None).expand()).expect("a Timeline serialises");
+    let unfolded_json = json(&unfolded);
     assert!(
-        expanded == serde_json::to_string(&unfolded).expect("a Timeline serialises"),
+        json(&run(false, None)) == unfolded_json,
+        "two runs of the same scenario and seed differ:\n{text}"
+    );
+    assert!(
+        json(&run(true, None).expand()) == unfolded_json,
         "the folded run, expanded, differs from the unfolded one:\n{text}"
     );
     let none = RecordSelection::parse("none").expect("`none` parses");
