@@ -57,9 +57,9 @@ pub fn simulation(data: &[u8], simulate: Simulate) -> bool {
     let Ok(scenario) = scenario::parse("fuzz.toml", text) else {
         return false;
     };
-    let unfolded = sim::fold::Classes::of(&scenario, false);
+    let every_rank = sim::fold::Classes::of(&scenario, false);
     if scenario.cluster.ranks > SIMULATION_RANKS
-        || sim::limits::estimate_for(&scenario, &unfolded).events > SIMULATION_EVENTS
+        || sim::limits::estimate_for(&scenario, &every_rank).events > SIMULATION_EVENTS
     {
         return false;
     }

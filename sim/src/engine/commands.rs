@@ -26,7 +26,7 @@ macro_rules! view {
 struct View<'a> {
     classes: &'a Classes,
     ranks: &'a [RankState],
-    comm_init: &'a [Vec<(u32, u64, u64)>],
+    comm_init: &'a [Vec<InitArrival>],
     scenario: &'a Scenario,
     any_dead: bool,
     epoch: u64,
@@ -103,14 +103,16 @@ impl RunView for View<'_> {
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
-            && !self.comm_init[group].iter().any(|&(r, _, _)| r == root)
+            && !self.comm_init[group]
+                .iter()
+                .any(|arrival| arrival.rank == root)
     }
 
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && (self.comm_init[group]
                 .iter()
-                .map(|&(r, _, _)| self.classes.weight(r) as usize)
+                .map(|arrival| self.classes.weight(arrival.rank) as usize)
                 .sum::<usize>())
                 < self.scenario.groups[group].ranks.len()
     }

@@ -156,11 +156,11 @@ impl Engine<'_> {
             let group = &scenario.groups[group_id];
             if arrived.is_empty()
                 || self.comm_init_ranks[group_id] as usize == group.ranks.len()
-                || arrived.iter().all(|&(r, _, _)| self.is_dead(r))
+                || arrived.iter().all(|arrival| self.is_dead(arrival.rank))
             {
                 continue;
             }
-            let arrived: Vec<u32> = arrived.iter().map(|&(r, _, _)| r).collect();
+            let arrived: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
             let missing = self.others_in_group(group_id, &arrived);
             // Ranks that died in the init wait no more.
             let mut waiting: Vec<u32> = arrived.into_iter().filter(|&r| !self.is_dead(r)).collect();

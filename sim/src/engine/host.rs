@@ -12,7 +12,7 @@
 //! catch) are in [`super::wait`].
 
 use super::failure::Notice;
-use super::{Blocked, Engine, Event, GpuItem, Instance, Waiter, NEVER, NO_WORK_START};
+use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
 use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
@@ -506,14 +506,18 @@ impl Engine<'_> {
     ) {
         let host_ns = self.ranks[rank as usize].host_ns;
         let arrived = &mut self.comm_init[group];
-        arrived.push((rank, host_ns, cost_ns));
+        arrived.push(InitArrival {
+            rank,
+            host_ns,
+            cost_ns,
+        });
         self.comm_init_ranks[group] += self.classes.weight(rank);
         self.ranks[rank as usize].blocked = Blocked::CommInit;
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
             let root = self
                 .classes
                 .simulated_of(self.scenario.groups[group].ranks[0]);
-            let root_published = arrived.iter().any(|&(r, _, _)| r == root);
+            let root_published = arrived.iter().any(|arrival| arrival.rank == root);
             self.notify(Notice::StoreWait {
                 rank,
                 group,
@@ -532,8 +536,11 @@ impl Engine<'_> {
         // taking the last arrival's cost for all made the result depend on which of equal
         // arrivals the engine processed last. Where the members' costs are equal, this is the
         // last arrival plus that cost, as before.
-        let resume_ns = (arrived.iter()).map(|&(_, t, c)| t + c).max().unwrap_or(0);
-        let members: Vec<u32> = arrived.iter().map(|&(r, _, _)| r).collect();
+        let resume_ns = (arrived.iter())
+            .map(|arrival| arrival.host_ns + arrival.cost_ns)
+            .max()
+            .unwrap_or(0);
+        let members: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;
             self.schedule(

@@ -191,6 +191,15 @@ enum Blocked {
     Hung,
 }
 
+/// A simulated rank that reached a lazy communicator init (R8), at host time `host_ns`; its part
+/// of the init costs `cost_ns` (its process's first communicator, or a later one).
+#[derive(Debug, Clone, Copy)]
+struct InitArrival {
+    rank: u32,
+    host_ns: u64,
+    cost_ns: u64,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Waiter {
     Stream { stream: u16 },
@@ -211,9 +220,8 @@ struct Engine<'s> {
     /// (group, seq) → index into `rendezvous`.
     rendezvous_index: FxHashMap<(GroupId, u64), u32>,
     free_rendezvous: Vec<u32>,
-    /// Lazy communicator init: per group, simulated ranks that arrived, their host times and
-    /// what the init then costs each (its process's first communicator or a later one, R8).
-    comm_init: Vec<Vec<(u32, u64, u64)>>,
+    /// Lazy communicator init: per group, the simulated ranks that arrived.
+    comm_init: Vec<Vec<InitArrival>>,
     /// Per group: how many ranks those arrivals count as.
     comm_init_ranks: Vec<u32>,
     gemm_ns_by_op: Vec<u64>,

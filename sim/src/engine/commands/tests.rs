@@ -536,30 +536,39 @@ fn the_abort_at_a_wait_s_timeout_raises_once_the_whole_device_drained_r15() {
     assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
 }
 
+/// `wait(timeout)` at 0.5 s while a sleep on a side stream never ends, heartbeat 15 s, the
+/// stack trace's 4 s: tests/data/torch/probes/never_ending_side.txt's program.
+const NEVER_ENDING_SIDE: &str =
+    "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n\
+     [host]\nwatchdog_stack_trace_us = 4_000_000\n\
+     [groups.world]\neager_init = true\n[streams]\nside = {}\n[tensors]\nx = \"1MiB\"\n\
+     [[op]]\nset_stream = \"side\"\n[[op]]\ngpu_sleep_us = 3_600_000_000\n\
+     [[op]]\nset_stream = \"default\"\n[[op]]\ngpu_sleep_us = 1_000_000\n\
+     [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+     [[op]]\nwait = \"w\"\ntimeout_ms = 500\ncatch = true\n";
+
+/// The time of the first watchdog record of `event`.
+fn first_at(timeline: &Timeline, event: WatchdogEvent) -> Option<u64> {
+    (timeline.watchdog.iter())
+        .find(|record| record.event == event)
+        .map(|record| record.at_ns)
+}
+
 #[test]
 fn an_abort_that_never_returns_stalls_the_watchdog_and_the_monitor_ends_the_process_r15_r28() {
-    // Measured on an H200 (tests/data/torch/probes/never_ending_side.txt): `wait(timeout)`
-    // at 0.5 s while a sleep on a side stream never ends; heartbeat 15 s. The abort never
+    // Measured on an H200 (tests/data/torch/probes/never_ending_side.txt): the abort never
     // returns, the monitor finds the watchdog stuck at its second read (30 s), dumps (the
     // stack trace's 4 s) and sleeps 15 s before it aborts the process.
-    let text = "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n\
-         [host]\nwatchdog_stack_trace_us = 4_000_000\n\
-         [groups.world]\neager_init = true\n[streams]\nside = {}\n[tensors]\nx = \"1MiB\"\n\
-         [[op]]\nset_stream = \"side\"\n[[op]]\ngpu_sleep_us = 3_600_000_000\n\
-         [[op]]\nset_stream = \"default\"\n[[op]]\ngpu_sleep_us = 1_000_000\n\
-         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
-         [[op]]\nwait = \"w\"\ntimeout_ms = 500\ncatch = true\n";
+    let text = NEVER_ENDING_SIDE;
     let timeline = simulate(&parse("t.toml", text).unwrap());
-    let at = |timeline: &Timeline, event: WatchdogEvent| {
-        (timeline.watchdog.iter())
-            .find(|record| record.event == event)
-            .map(|record| record.at_ns)
-    };
     assert_eq!(
-        at(&timeline, WatchdogEvent::HeartbeatTimeout),
+        first_at(&timeline, WatchdogEvent::HeartbeatTimeout),
         Some(30_000_000_000)
     );
-    assert_eq!(at(&timeline, WatchdogEvent::Exit), Some(49_000_000_000));
+    assert_eq!(
+        first_at(&timeline, WatchdogEvent::Exit),
+        Some(49_000_000_000)
+    );
     let rank0 = &timeline.ranks[0];
     assert!(rank0.exceptions.is_empty(), "the wait never raised");
     assert_eq!(
@@ -578,65 +587,16 @@ fn an_abort_that_never_returns_stalls_the_watchdog_and_the_monitor_ends_the_proc
     );
     let timeline = simulate(&parse("t.toml", &disabled).unwrap());
     assert_eq!(
-        at(&timeline, WatchdogEvent::HeartbeatTimeout),
+        first_at(&timeline, WatchdogEvent::HeartbeatTimeout),
         Some(30_000_000_000)
     );
     assert_eq!(
-        at(&timeline, WatchdogEvent::MonitorDisabled),
+        first_at(&timeline, WatchdogEvent::MonitorDisabled),
         Some(49_000_000_000)
     );
-    assert_eq!(at(&timeline, WatchdogEvent::Exit), None);
+    assert_eq!(first_at(&timeline, WatchdogEvent::Exit), None);
     let end = timeline.ranks[0].end.expect("the run ended");
     assert_ne!(end.status, ExitStatus::Aborted, "{end:?}");
-    // The same on a subgroup of the one rank (tests/data/torch/probes/subgroup_monitor.txt,
-    // two runs): the subgroup's monitor finds its watchdog stuck and sets the process's
-    // dump flag; the default group's monitor reads it at its next wake and dumps; the
-    // subgroup's monitor aborts the process after its sleep.
-    let subgroup = text
-        .replace(
-            "[groups.world]\neager_init = true\n",
-            "[groups.world]\neager_init = true\n[groups.sub]\nranks = [0]\neager_init = true\n",
-        )
-        .replace("work = \"w\"\n", "work = \"w\"\ngroup = \"sub\"\n");
-    let timeline = simulate(&parse("t.toml", &subgroup).unwrap());
-    let records: Vec<(u64, Option<u16>, WatchdogEvent)> = (timeline.watchdog.iter())
-        .filter(|record| record.thread == ThreadKind::HeartbeatMonitor)
-        .map(|record| (record.at_ns, record.group, record.event))
-        .collect();
-    assert_eq!(
-        records,
-        [
-            (30_000_000_000, Some(1), WatchdogEvent::HeartbeatTimeout),
-            (31_000_000_000, Some(0), WatchdogEvent::Dump),
-            (45_000_000_000, Some(1), WatchdogEvent::Exit),
-        ]
-    );
-    assert_eq!(timeline.flight_recorder.len(), 1, "the rank dumped");
-    // Without dumps on timeout (measured, two runs): no signal, no dump, the same abort.
-    let no_dump = subgroup.replace("[env]\n", "[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n");
-    let timeline = simulate(&parse("t.toml", &no_dump).unwrap());
-    assert!(timeline.flight_recorder.is_empty());
-    assert!(timeline
-        .watchdog
-        .iter()
-        .all(|r| r.event != WatchdogEvent::Dump));
-    assert_eq!(at(&timeline, WatchdogEvent::Exit), Some(45_000_000_000));
-    // The flag is the process's own: a second rank, outside the subgroup, sleeps on
-    // untouched by it (no dump, no abort), while rank 0 is aborted as before.
-    let two_ranks = subgroup
-        .replace("ranks = 1\n", "ranks = 2\n")
-        .replace("[[op]]\n", "[[op]]\nranks = [0]\n")
-        + "[[op]]\nranks = [1]\nhost_sleep_us = 100_000_000\n";
-    let timeline = simulate(&parse("t.toml", &two_ranks).unwrap());
-    assert!(
-        timeline.watchdog.iter().all(|r| r.rank == 0),
-        "rank 1 untouched"
-    );
-    assert_eq!(timeline.flight_recorder.len(), 1, "rank 0 alone dumped");
-    let ends: Vec<ExitStatus> = (timeline.ranks.iter())
-        .map(|rank| rank.end.expect("ended").status)
-        .collect();
-    assert_eq!(ends, [ExitStatus::Aborted, ExitStatus::Clean]);
     // The 3-s side sleep of the measured drain, the default 480-s heartbeat: the abort
     // returns at the sleep's end, so the monitor's read at 960 s, asked for by the abort,
     // finds the watchdog beating (no error handling and no dump signal, R28, keep the
@@ -655,4 +615,69 @@ fn an_abort_that_never_returns_stalls_the_watchdog_and_the_monitor_ends_the_proc
         .iter()
         .all(|record| record.event != WatchdogEvent::HeartbeatTimeout));
     assert_eq!(timeline.ranks[0].exceptions.len(), 1);
+}
+
+/// [`NEVER_ENDING_SIDE`] with the collective, its wait and the abort on `sub = [0]`.
+fn on_a_subgroup() -> String {
+    NEVER_ENDING_SIDE
+        .replace(
+            "[groups.world]\neager_init = true\n",
+            "[groups.world]\neager_init = true\n[groups.sub]\nranks = [0]\neager_init = true\n",
+        )
+        .replace("work = \"w\"\n", "work = \"w\"\ngroup = \"sub\"\n")
+}
+
+#[test]
+fn a_subgroup_s_stuck_watchdog_is_its_own_monitor_s_and_the_default_monitor_dumps_r28() {
+    // Measured on an H200 (tests/data/torch/probes/subgroup_monitor.txt, two runs): the
+    // subgroup's monitor finds its watchdog stuck and sets the process's dump flag; the
+    // default group's monitor reads it at its next wake and dumps; the subgroup's monitor
+    // aborts the process after its sleep.
+    let subgroup = on_a_subgroup();
+    let timeline = simulate(&parse("t.toml", &subgroup).unwrap());
+    let records: Vec<(u64, Option<u16>, WatchdogEvent)> = (timeline.watchdog.iter())
+        .filter(|record| record.thread == ThreadKind::HeartbeatMonitor)
+        .map(|record| (record.at_ns, record.group, record.event))
+        .collect();
+    assert_eq!(
+        records,
+        [
+            (30_000_000_000, Some(1), WatchdogEvent::HeartbeatTimeout),
+            (31_000_000_000, Some(0), WatchdogEvent::Dump),
+            (45_000_000_000, Some(1), WatchdogEvent::Exit),
+        ]
+    );
+    assert_eq!(timeline.flight_recorder.len(), 1, "the rank dumped");
+    // Without dumps on timeout (measured, two runs): no flag, no dump, the same abort.
+    let no_dump = subgroup.replace("[env]\n", "[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n");
+    let timeline = simulate(&parse("t.toml", &no_dump).unwrap());
+    assert!(timeline.flight_recorder.is_empty());
+    assert!(timeline
+        .watchdog
+        .iter()
+        .all(|r| r.event != WatchdogEvent::Dump));
+    assert_eq!(
+        first_at(&timeline, WatchdogEvent::Exit),
+        Some(45_000_000_000)
+    );
+}
+
+#[test]
+fn a_subgroup_s_dump_flag_is_its_process_s_own_r28() {
+    // A second rank, outside the subgroup, sleeps on untouched by rank 0's flag (no dump, no
+    // abort), while rank 0 is aborted as on its own.
+    let two_ranks = on_a_subgroup()
+        .replace("ranks = 1\n", "ranks = 2\n")
+        .replace("[[op]]\n", "[[op]]\nranks = [0]\n")
+        + "[[op]]\nranks = [1]\nhost_sleep_us = 100_000_000\n";
+    let timeline = simulate(&parse("t.toml", &two_ranks).unwrap());
+    assert!(
+        timeline.watchdog.iter().all(|r| r.rank == 0),
+        "rank 1 untouched"
+    );
+    assert_eq!(timeline.flight_recorder.len(), 1, "rank 0 alone dumped");
+    let ends: Vec<ExitStatus> = (timeline.ranks.iter())
+        .map(|rank| rank.end.expect("ended").status)
+        .collect();
+    assert_eq!(ends, [ExitStatus::Aborted, ExitStatus::Clean]);
 }

@@ -61,18 +61,17 @@ impl Failure<'_> {
         }
     }
 
-    /// The heartbeat monitor of `rank` found the dump signal in the store: it leaves its loop,
-    /// dumps where this rank has not dumped yet, and ends the process as after a stalled
-    /// heartbeat, one heartbeat timeout later (R28).
+    /// The heartbeat monitor of `rank` found the dump signal in the store, or, `local`, the
+    /// process's dump flag: it leaves its loop, dumps where this rank has not dumped yet, and
+    /// ends the process as after a stalled heartbeat, one heartbeat timeout later (R28).
     pub(super) fn dump_seen(
         &mut self,
-        rank: u32,
-        group: GroupId,
+        (rank, group, local): (u32, GroupId, bool),
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
         let rank_id = self.rank_id(rank);
-        let message = match self.dump_flag_set[rank as usize] {
+        let message = match local {
             true => format!("[Rank {rank_id}] Received a dump signal due to a collective timeout from this local rank; dumping the Flight Recorder"),
             false => format!("[Rank {rank_id}] Received a dump signal from another rank through the store; dumping the Flight Recorder"),
         };

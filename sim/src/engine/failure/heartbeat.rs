@@ -93,9 +93,8 @@ impl Failure<'_> {
             && self.scenario.env.dump_on_timeout
             && self.watchdogs[default_monitor].monitor_ending.is_none()
         {
-            self.dump_flag_set[rank as usize] = true;
             let seen_ns = next_tick_ns(0, self.scenario.env.coord_check_ns, now_ns + 1);
-            wake(out, rank, 0, Wake::DumpSeen, seen_ns);
+            wake(out, rank, 0, Wake::DumpFlagSeen, seen_ns);
         }
     }
 

@@ -49,6 +49,9 @@ pub(in crate::engine) enum Wake {
     RemoteError { from_rank: u32 },
     /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
     DumpSeen,
+    /// The default group's heartbeat monitor's wake that finds the process's dump flag, set by
+    /// a non-default group's monitor that found its watchdog stuck (R28).
+    DumpFlagSeen,
     /// The watchdog finished logging a timed-out Work's stack trace: it signals the dump now
     /// (R27; `host.watchdog_stack_trace_us`).
     StackTraceLogged,
@@ -270,9 +273,6 @@ pub(in crate::engine) struct Failure<'s> {
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
     dumped: Vec<bool>,
-    /// Per rank: a non-default group's heartbeat monitor set the process's dump flag
-    /// (`shouldDump_`), which the default group's monitor reads at its next wake (R28).
-    dump_flag_set: Vec<bool>,
     /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
     issued_instead: HashMap<(u32, u32), CollectiveKind>,
     /// (rank, collective record) → when NCCL reported the async error of the network under
@@ -315,7 +315,6 @@ impl<'s> Failure<'s> {
             signatures: calls_may_disagree.then(HashMap::default),
             mismatched: HashSet::default(),
             dumped: vec![false; ranks],
-            dump_flag_set: vec![false; ranks],
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
             nonblocking_waits: HashSet::default(),
@@ -437,7 +436,8 @@ impl<'s> Failure<'s> {
                 Wake::RemoteError { from_rank } => {
                     self.caught(view, rank, group, Caught::Remote(from_rank), now_ns, out)
                 }
-                Wake::DumpSeen => self.dump_seen(rank, group, now_ns, out),
+                Wake::DumpSeen => self.dump_seen((rank, group, false), now_ns, out),
+                Wake::DumpFlagSeen => self.dump_seen((rank, group, true), now_ns, out),
                 Wake::StackTraceLogged => {
                     self.stack_trace_logged(rank, group, now_ns);
                     self.signal_dump(view, rank, group, now_ns, out);
@@ -486,7 +486,7 @@ impl<'s> Failure<'s> {
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
             // After a return without destroy_process_group() the monitor was stopped (R31).
-            Wake::DumpSeen => {
+            Wake::DumpSeen | Wake::DumpFlagSeen => {
                 (self.watchdogs[self.index(rank, group)].monitor_ending).is_some()
                     || self.heartbeat_stopped(rank)
             }
