@@ -1,0 +1,50 @@
+"""The probes' logic that needs no GPU: warmth_probe.py's `--pool`, which docs/torch.md's
+host-warmth table comes from, read back from the committed runs."""
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+
+from conftest import REPO
+
+PROBES = REPO / "tests" / "data" / "torch" / "probes"
+RUNS = [PROBES / f"warmth.run{k}.json" for k in (1, 2, 3)]
+
+
+def pooled_table():
+    out = subprocess.run([sys.executable, str(PROBES / "warmth_probe.py"), "--pool",
+                          *map(str, RUNS)], capture_output=True, text=True, check=True)
+    assert out.stderr == ""
+    return out.stdout.splitlines()
+
+
+def test_pool_prints_the_median_over_every_call_and_the_range_of_the_runs_medians():
+    lines = pooled_table()
+    header = lines[1].split()
+    assert header[0] == "way" and header[1:] == ["0.1", "0.3", "1.0", "3.0", "10.0", "30.0", "100.0"]
+    rows = {line.split()[0]: line for line in lines[2:9]}
+    assert list(rows) == ["sleep", "spin", "sync", "item", "wait", "launch", "all"]
+    trials = [json.load(open(path))["trials"] for path in RUNS]
+    for way in ("sleep", "all"):
+        cells = re.findall(r"(\d+) \(\s*(\d+)-\s*(\d+)\)", rows[way])
+        assert len(cells) == 7
+        for (median, low, high), gap_ms in zip(cells, [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0]):
+            calls = [[t["call_ns"] / 1e3 for t in run
+                      if way in ("all", t["way"]) and t["gap_ms"] == gap_ms] for run in trials]
+            assert all(len(c) == 12 * (6 if way == "all" else 1) for c in calls)
+            assert int(median) == round(statistics.median(sum(calls, [])))
+            medians = [statistics.median(c) for c in calls]
+            assert (int(low), int(high)) == (round(min(medians)), round(max(medians)))
+
+
+def test_pool_then_prints_each_runs_own_table_and_the_record_holds_the_same():
+    lines = pooled_table()
+    for path in RUNS:
+        assert f"{path}:" in lines
+    assert sum(line.startswith("tight ") for line in lines) == 3
+    # warmth.txt is the record: after its header, exactly what --pool prints (paths aside).
+    record = (PROBES / "warmth.txt").read_text()
+    for line in lines[1:9]:
+        assert line in record
