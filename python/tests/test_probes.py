@@ -25,15 +25,15 @@ def test_pool_prints_the_median_over_every_call_and_the_range_of_the_runs_median
     header = lines[1].split()
     assert header[0] == "way" and header[1:] == ["0.1", "0.3", "1.0", "3.0", "10.0", "30.0", "100.0"]
     rows = {line.split()[0]: line for line in lines[2:9]}
-    assert list(rows) == ["sleep", "spin", "sync", "item", "wait", "launch", "all"]
+    assert list(rows) == ["sleep", "spin", "sync", "item", "wait", "launch", "pooled"]
     trials = [json.load(open(path))["trials"] for path in RUNS]
-    for way in ("sleep", "all"):
+    for way in ("sleep", "pooled"):
         cells = re.findall(r"(\d+) \(\s*(\d+)-\s*(\d+)\)", rows[way])
         assert len(cells) == 7
         for (median, low, high), gap_ms in zip(cells, [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0]):
             calls = [[t["call_ns"] / 1e3 for t in run
-                      if way in ("all", t["way"]) and t["gap_ms"] == gap_ms] for run in trials]
-            assert all(len(c) == 12 * (6 if way == "all" else 1) for c in calls)
+                      if way in ("pooled", t["way"]) and t["gap_ms"] == gap_ms] for run in trials]
+            assert all(len(c) == 12 * (6 if way == "pooled" else 1) for c in calls)
             assert int(median) == round(statistics.median(sum(calls, [])))
             medians = [statistics.median(c) for c in calls]
             assert (int(low), int(high)) == (round(min(medians)), round(max(medians)))
