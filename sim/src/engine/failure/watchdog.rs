@@ -348,11 +348,8 @@ impl Failure<'_> {
                 );
             }
         }
-        if !env.dump_on_timeout {
-            // TORCH_NCCL_DUMP_ON_TIMEOUT=0: no dump signal, no sleep for the dumps.
-            self.handle_error(view, rank, group, now_ns, out);
-            return;
-        }
+        // TORCH_NCCL_DUMP_ON_TIMEOUT=0 changes none of what follows but the dumps: PyTorch 2.11
+        // still logs the stack trace, signals and waits as long (docs/watchdog.md).
         // The failed Work's stack trace: for a timeout, and for the error of a communicator a
         // wait's timeout aborted (both measured on PyTorch 2.11, docs/watchdog.md).
         let stack_trace_ns = match caught {
@@ -671,29 +668,47 @@ mod tests {
     }
 
     #[test]
-    fn without_dump_on_timeout_the_error_is_handled_at_once_r27() {
-        // No dump signal for the other ranks, no sleep: mode 3 takes the process down at the
-        // poll that found the timeout.
-        let scenario = two_ranks("[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0", "");
+    fn without_dump_on_timeout_the_watchdog_still_signals_and_waits_but_nothing_is_dumped_r27() {
+        // Measured on PyTorch 2.11 (tests/data/torch/probes/dump_off.txt): with
+        // TORCH_NCCL_DUMP_ON_TIMEOUT=0 the stack trace, the signal and the wait stay; no dump,
+        // and no monitor reacts to the signal.
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\nwatchdog_stack_trace_us = 3_900_000",
+            "",
+        );
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
-        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000));
+        let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        assert_eq!(
+            commands.last(),
+            Some(&wake(0, Wake::StackTraceLogged, 5_000_000_000))
+        );
+        let commands = woken(&mut failure, &run, 0, Wake::StackTraceLogged, 5_000_000_000);
+        assert_eq!(commands, [wake(0, Wake::DumpWaitOver, 6_000_000_000)]);
+        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::DumpWaitOver, 6_000_000_000));
         assert_eq!(
             commands,
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Aborted,
+                at_ns: 6_000_000_000,
+            }]
+        );
+        let events: Vec<(WatchdogEvent, u64)> = failure
+            .into_records()
+            .iter()
+            .map(|r| (r.event, r.at_ns))
+            .collect();
+        assert_eq!(
+            events,
             [
-                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
-                Command::KillProcess {
-                    rank: 0,
-                    status: ExitStatus::Aborted,
-                    at_ns: 1_100_000_000,
-                },
+                (WatchdogEvent::Timeout, 1_100_000_000),
+                (WatchdogEvent::StackTrace, 5_000_000_000),
+                (WatchdogEvent::DumpSignal, 5_000_000_000),
+                (WatchdogEvent::Exit, 6_000_000_000),
             ]
         );
-        let events: Vec<WatchdogEvent> = failure.into_records().iter().map(|r| r.event).collect();
-        assert!(!events.contains(&WatchdogEvent::DumpSignal), "{events:?}");
-        assert!(!events.contains(&WatchdogEvent::Dump), "{events:?}");
-        assert!(events.contains(&WatchdogEvent::Exit), "{events:?}");
     }
 
     #[test]
