@@ -259,12 +259,103 @@ fn without_dump_on_timeout_the_watchdog_still_signals_and_sleeps_but_nothing_is_
     let detected_ns = next_poll_ns(20 * US + TIMEOUT_NS);
     for rank in 0..3 {
         assert_eq!(at(&timeline, rank, WatchdogEvent::DumpSignal), detected_ns);
-        assert_eq!(at(&timeline, rank, WatchdogEvent::Exit), detected_ns + 60 * S);
+        assert_eq!(
+            at(&timeline, rank, WatchdogEvent::Exit),
+            detected_ns + 60 * S
+        );
     }
     for rank in 0..4 {
         assert!(records(&timeline, rank, WatchdogEvent::Dump).is_empty());
     }
     assert!(timeline.flight_recorder.is_empty());
+}
+
+/// The first time of each watchdog-thread event of rank 0, and whether any thread dumped.
+fn watchdog_path(timeline: &Timeline) -> (Vec<(WatchdogEvent, u64)>, bool) {
+    let mut path: Vec<(WatchdogEvent, u64)> = Vec::new();
+    for record in &timeline.watchdog {
+        if record.rank == 0
+            && record.thread == ThreadKind::Watchdog
+            && record.event != WatchdogEvent::DesyncReport
+            && !path.iter().any(|&(event, _)| event == record.event)
+        {
+            path.push((record.event, record.at_ns));
+        }
+    }
+    let dumped = timeline
+        .watchdog
+        .iter()
+        .any(|r| r.event == WatchdogEvent::Dump);
+    (path, dumped)
+}
+
+#[test]
+fn without_dump_on_timeout_the_watchdog_goes_the_way_pytorch_2_11_went() {
+    // tests/data/torch/probes/dump_off/: timeout_dump through `c10dsim torch` on the H200 with
+    // TORCH_NCCL_DUMP_ON_TIMEOUT=0, three runs. The simulation on the PyTorch profile takes the
+    // same path (timeout, stack trace, dump signal, exit; nothing dumped), and its wait from the
+    // signal to the exit lies within the three measured ones.
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch/probes/dump_off");
+    let mut waits_ns = Vec::new();
+    let mut measured_events = None;
+    for run in 1..=3 {
+        let path = dir.join(format!("timeout_dump.dump_on_timeout0.run{run}.json"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let measured: Timeline = serde_json::from_str(&text).unwrap();
+        let (path, dumped) = watchdog_path(&measured);
+        assert!(!dumped, "run {run}");
+        let events: Vec<WatchdogEvent> = path.iter().map(|&(event, _)| event).collect();
+        assert_eq!(
+            *measured_events.get_or_insert(events.clone()),
+            events,
+            "run {run}"
+        );
+        let time = |wanted| path.iter().find(|&&(event, _)| event == wanted).unwrap().1;
+        waits_ns.push(time(WatchdogEvent::Exit) - time(WatchdogEvent::DumpSignal));
+    }
+    let out = std::env::temp_dir().join(format!("c10dsim-dump-off-{}.json", std::process::id()));
+    let output = crate::util::c10dsim(&[
+        "run",
+        "scenarios/timeout_dump.toml",
+        "--machine",
+        "profiles/h200-torch.toml",
+        "--set",
+        "env.TORCH_NCCL_DUMP_ON_TIMEOUT=0",
+        "--timeline",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        crate::util::stderr(&output)
+    );
+    let simulated: Timeline =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let (path, dumped) = watchdog_path(&simulated);
+    assert!(!dumped);
+    let events: Vec<WatchdogEvent> = path.iter().map(|&(event, _)| event).collect();
+    assert_eq!(
+        events,
+        [
+            WatchdogEvent::Timeout,
+            WatchdogEvent::StackTrace,
+            WatchdogEvent::DumpSignal,
+            WatchdogEvent::Exit
+        ]
+    );
+    assert_eq!(Some(events), measured_events);
+    let wait_ns = path[3].1 - path[2].1;
+    let (least, most) = (
+        waits_ns.iter().min().unwrap(),
+        waits_ns.iter().max().unwrap(),
+    );
+    assert!(
+        (*least..=*most).contains(&wait_ns),
+        "simulated {wait_ns} ns, measured {waits_ns:?}"
+    );
 }
 
 #[test]
