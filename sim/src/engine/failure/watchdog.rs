@@ -686,7 +686,13 @@ mod tests {
         );
         let commands = woken(&mut failure, &run, 0, Wake::StackTraceLogged, 5_000_000_000);
         assert_eq!(commands, [wake(0, Wake::DumpWaitOver, 6_000_000_000)]);
-        let (commands, _) = split(woken(&mut failure, &run, 0, Wake::DumpWaitOver, 6_000_000_000));
+        let (commands, _) = split(woken(
+            &mut failure,
+            &run,
+            0,
+            Wake::DumpWaitOver,
+            6_000_000_000,
+        ));
         assert_eq!(
             commands,
             [Command::KillProcess {
