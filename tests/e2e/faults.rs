@@ -270,6 +270,35 @@ fn without_dump_on_timeout_the_watchdog_still_signals_and_sleeps_but_nothing_is_
     assert!(timeline.flight_recorder.is_empty());
 }
 
+/// `c10dsim run scenarios/timeout_dump.toml --machine profiles/h200-torch.toml --set SET`'s
+/// Timeline (the run ends in its watchdog timeout: exit 1).
+fn simulate_on_the_torch_profile(set: &str) -> Timeline {
+    let out = std::env::temp_dir().join(format!(
+        "c10dsim-torch-profile-{}-{}.json",
+        std::process::id(),
+        set.replace(['.', '='], "_")
+    ));
+    let output = crate::util::c10dsim(&[
+        "run",
+        "scenarios/timeout_dump.toml",
+        "--machine",
+        "profiles/h200-torch.toml",
+        "--set",
+        set,
+        "--timeline",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        crate::util::stderr(&output)
+    );
+    let timeline = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    timeline
+}
+
 /// The first time of each watchdog-thread event of rank 0, and whether any thread dumped.
 fn watchdog_path(timeline: &Timeline) -> (Vec<(WatchdogEvent, u64)>, bool) {
     let mut path: Vec<(WatchdogEvent, u64)> = Vec::new();
@@ -314,26 +343,7 @@ fn without_dump_on_timeout_the_watchdog_goes_the_way_pytorch_2_11_went() {
         let time = |wanted| path.iter().find(|&&(event, _)| event == wanted).unwrap().1;
         waits_ns.push(time(WatchdogEvent::Exit) - time(WatchdogEvent::DumpSignal));
     }
-    let out = std::env::temp_dir().join(format!("c10dsim-dump-off-{}.json", std::process::id()));
-    let output = crate::util::c10dsim(&[
-        "run",
-        "scenarios/timeout_dump.toml",
-        "--machine",
-        "profiles/h200-torch.toml",
-        "--set",
-        "env.TORCH_NCCL_DUMP_ON_TIMEOUT=0",
-        "--timeline",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{}",
-        crate::util::stderr(&output)
-    );
-    let simulated: Timeline =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    std::fs::remove_file(&out).unwrap();
+    let simulated = simulate_on_the_torch_profile("env.TORCH_NCCL_DUMP_ON_TIMEOUT=0");
     let (path, dumped) = watchdog_path(&simulated);
     assert!(!dumped);
     let events: Vec<WatchdogEvent> = path.iter().map(|&(event, _)| event).collect();
@@ -356,6 +366,52 @@ fn without_dump_on_timeout_the_watchdog_goes_the_way_pytorch_2_11_went() {
         (*least..=*most).contains(&wait_ns),
         "simulated {wait_ns} ns, measured {waits_ns:?}"
     );
+}
+
+/// Seconds since the launch at which the first line holding `marker` arrived, in a log of
+/// tests/data/torch/probes/fr_off.py (each line stamped first).
+fn stamped_at(log: &str, marker: &str) -> f64 {
+    let line = log.lines().find(|line| line.contains(marker)).unwrap();
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn with_the_flight_recorder_off_the_watchdog_goes_the_way_pytorch_2_11_went() {
+    // tests/data/torch/probes/fr_off/: timeout_dump with TORCH_FR_BUFFER_SIZE = 0 on the H200,
+    // three runs: no stack trace to symbolise (its line at the timeout), the signal at once, the
+    // take-down 4 x 250 ms after it; the simulation on the PyTorch profile does the same.
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch/probes/fr_off");
+    for run in 1..=3 {
+        let log = std::fs::read_to_string(dir.join(format!("fr0.run{run}.log"))).unwrap();
+        let timeout = stamped_at(&log, "Watchdog caught collective operation timeout");
+        let trace = stamped_at(&log, "Stack trace of the failed collective not found");
+        let signal = stamped_at(&log, "to signal dumping");
+        let take_down = stamped_at(&log, "taking the entire process down");
+        assert!(trace - timeout < 0.05 && signal - trace < 0.05, "run {run}");
+        assert!((take_down - signal - 1.0).abs() < 0.01, "run {run}");
+    }
+    // The profile symbolises a stack trace for 3.77 s and dumps for 1.94 s: neither applies.
+    let timeline = simulate_on_the_torch_profile("env.TORCH_FR_BUFFER_SIZE=0");
+    let (path, _) = watchdog_path(&timeline);
+    let events: Vec<WatchdogEvent> = path.iter().map(|&(event, _)| event).collect();
+    assert_eq!(
+        events,
+        [
+            WatchdogEvent::Timeout,
+            WatchdogEvent::StackTrace,
+            WatchdogEvent::DumpSignal,
+            WatchdogEvent::Dump,
+            WatchdogEvent::Exit
+        ]
+    );
+    assert_eq!(path[0].1, path[2].1);
+    assert_eq!(path[4].1 - path[2].1, 4 * 250 * MS);
+    assert!(timeline
+        .flight_recorder
+        .iter()
+        .all(|dump| dump.entries.is_empty()));
+    assert_eq!(timeline.flight_recorder.len(), 1);
 }
 
 #[test]

@@ -103,17 +103,11 @@ impl Resolver<'_> {
                     self.error(
                         value.span(),
                         format!(
-                            "{name} expects a number of Flight Recorder entries between 1 and 100000000, found {}",
+                            "{name} expects a number of Flight Recorder entries between 0 (off) and 100000000, found {}",
                             value.get_ref()
                         ),
                     )
                 })?;
-                if entries == 0 {
-                    return Err(self.error(
-                        value.span(),
-                        format!("{name} = 0 turns the Flight Recorder off; not modelled: with nothing to dump, whether the watchdog still broadcasts the dump signal and sleeps for the dumps after a timeout (R27) is not established; for no dump and no dump wait set TORCH_NCCL_DUMP_ON_TIMEOUT = 0"),
-                    ));
-                }
                 env.trace_buffer_entries = entries as u64;
                 entries.to_string()
             }
@@ -184,6 +178,9 @@ mod tests {
         assert_eq!(off.env.raw["TORCH_FR_BUFFER_SIZE"], "5000");
         let old = with_env("TORCH_NCCL_TRACE_BUFFER_SIZE = \"100000\"").unwrap();
         assert_eq!(old.env.trace_buffer_entries, 100_000);
+        // 0 turns the recorder off (modelled since 2026-12-04, docs/watchdog.md).
+        let none = with_env("TORCH_NCCL_TRACE_BUFFER_SIZE = 0").unwrap();
+        assert_eq!(none.env.trace_buffer_entries, 0);
     }
 
     #[test]
@@ -208,19 +205,16 @@ mod tests {
 
     #[test]
     fn what_is_not_modelled_is_refused_with_the_reason_at_the_value() {
-        let (line, column, message) = refused("TORCH_NCCL_TRACE_BUFFER_SIZE = 0");
-        assert_eq!((line, column), (2, 32));
-        assert!(
-            message.contains("turns the Flight Recorder off"),
-            "{message}"
-        );
         let (line, column, message) = refused("TORCH_NCCL_NAN_CHECK = 1");
         assert_eq!((line, column), (2, 24));
         assert!(message.contains("NaN-check kernel"), "{message}");
         let (_, _, message) = refused("TORCH_NCCL_CUDA_EVENT_CACHE = 0");
         assert!(message.contains("not modelled"), "{message}");
         let (_, _, message) = refused("TORCH_FR_BUFFER_SIZE = -1");
-        assert!(message.contains("between 1 and 100000000"), "{message}");
+        assert!(
+            message.contains("between 0 (off) and 100000000"),
+            "{message}"
+        );
         // Their defaults are what the model does.
         let defaults = with_env("TORCH_NCCL_NAN_CHECK = 0\nTORCH_NCCL_CUDA_EVENT_CACHE = 1");
         assert_eq!(defaults.unwrap().env.raw.len(), 2);

@@ -525,6 +525,35 @@ mod tests {
     }
 
     #[test]
+    fn with_the_flight_recorder_off_nothing_is_symbolised_and_the_wait_is_the_sleep_r27() {
+        // Measured on PyTorch 2.11 (tests/data/torch/probes/fr_off.txt): the "not found" line
+        // at the timeout, the signal at once, the take-down 4 x 250 ms later.
+        let scenario = two_ranks(
+            "[env]\nTORCH_FR_BUFFER_SIZE = 0\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\nwatchdog_stack_trace_us = 3_900_000\nflight_recorder_dump_us = 1_600_000",
+            "",
+        );
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        let commands = woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+        assert!(commands.contains(&wake(0, Wake::DumpWaitOver, 2_100_000_000)));
+        assert!(!commands.iter().any(|c| matches!(
+            c,
+            Command::Wake {
+                wake: Wake::StackTraceLogged,
+                ..
+            }
+        )));
+        let records = failure.into_records();
+        let trace = records
+            .iter()
+            .find(|r| r.event == WatchdogEvent::StackTrace)
+            .unwrap();
+        assert_eq!(trace.at_ns, 1_100_000_000);
+        assert!(trace.message.contains("not found"), "{}", trace.message);
+    }
+
+    #[test]
     fn a_caught_wait_timeout_s_aborted_communicator_reaches_the_watchdog_as_an_error_r15() {
         // `wait(timeout=50 ms)`, caught, without blocking wait: the watchdog runs.
         let scenario = two_ranks("", "timeout_ms = 50\ncatch = true\n");

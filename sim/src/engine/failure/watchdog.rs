@@ -352,12 +352,20 @@ impl Failure<'_> {
         // still logs the stack trace, signals and waits as long (docs/watchdog.md).
         // The failed Work's stack trace: for a timeout, and for the error of a communicator a
         // wait's timeout aborted (both measured on PyTorch 2.11, docs/watchdog.md).
-        let stack_trace_ns = match caught {
-            Caught::Timeout(_) | Caught::AbortedByWait(_) => scenario.host.watchdog_stack_trace_ns,
-            _ => 0,
-        };
+        let traced = matches!(caught, Caught::Timeout(_) | Caught::AbortedByWait(_));
+        let stack_trace_ns = if traced { self.stack_trace_ns() } else { 0 };
         let wait_ns = self.dump_wait_ns();
         if stack_trace_ns == 0 {
+            if traced && scenario.env.trace_buffer_entries == 0 {
+                let rank_id = self.rank_id(rank);
+                self.note(
+                    rank,
+                    Some(group),
+                    (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
+                    now_ns,
+                    format!("[Rank {rank_id}] Stack trace of the failed collective not found, potentially because FlightRecorder is disabled (TORCH_FR_BUFFER_SIZE = 0)"),
+                );
+            }
             self.signal_dump(view, rank, group, now_ns, out);
             // The watchdog sleeps: its heartbeat stalls until the sleep ends.
             self.heartbeat_stalls(
@@ -387,11 +395,22 @@ impl Failure<'_> {
         );
     }
 
+    /// How long the watchdog symbolises a timed-out Work's stack trace from the Flight
+    /// Recorder (`host.watchdog_stack_trace_us`): nothing to symbolise with the recorder off
+    /// (`TORCH_FR_BUFFER_SIZE = 0`; PyTorch 2.11 then logs at once that it found none,
+    /// docs/watchdog.md).
+    pub(super) fn stack_trace_ns(&self) -> u64 {
+        match self.scenario.env.trace_buffer_entries {
+            0 => 0,
+            _ => self.scenario.host.watchdog_stack_trace_ns,
+        }
+    }
+
     /// The timed-out Work's stack trace, logged `host.watchdog_stack_trace_us` after the
     /// timeout was found.
     pub(super) fn stack_trace_logged(&mut self, rank: u32, group: GroupId, now_ns: u64) {
         let rank_id = self.rank_id(rank);
-        let took_ms = ms(self.scenario.host.watchdog_stack_trace_ns);
+        let took_ms = ms(self.stack_trace_ns());
         self.note(
             rank,
             Some(group),
@@ -421,9 +440,16 @@ impl Failure<'_> {
     /// dump takes (`host.flight_recorder_dump_us`). Measured on PyTorch 2.11: 4 × the timeout
     /// plus 6 ms from a 1 s timeout up, 1.1–1.6 s for 100 and 250 ms
     /// (tests/data/torch/probes/dump_wait.txt).
+    /// With the recorder off (`TORCH_FR_BUFFER_SIZE = 0`) there is nothing to dump, and the
+    /// wait is the sleep alone: 1.000 s after the signal at 250 ms, three runs on PyTorch 2.11
+    /// (tests/data/torch/probes/fr_off.txt).
     pub(super) fn dump_wait_ns(&self) -> u64 {
         let scenario = self.scenario;
-        (4 * scenario.env.wait_timeout_dump_ns).max(scenario.host.flight_recorder_dump_ns)
+        let dump_ns = match scenario.env.trace_buffer_entries {
+            0 => 0,
+            _ => scenario.host.flight_recorder_dump_ns,
+        };
+        (4 * scenario.env.wait_timeout_dump_ns).max(dump_ns)
     }
 
     /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
