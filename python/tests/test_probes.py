@@ -48,3 +48,29 @@ def test_pool_then_prints_each_runs_own_table_and_the_record_holds_the_same():
     record = (PROBES / "warmth.txt").read_text()
     for line in lines[1:9]:
         assert line in record
+
+
+def test_fr_off_stamps_each_stderr_line_on_arrival_and_finds_the_first_of_each_marker(tmp_path):
+    sys.path.insert(0, str(PROBES))
+    try:
+        import fr_off
+    finally:
+        sys.path.remove(str(PROBES))
+    script = ("import sys, time\n"
+              "print('Watchdog caught collective operation timeout: A', file=sys.stderr, flush=True)\n"
+              "time.sleep(0.2)\n"
+              "print('First PG on this rank to signal dumping.', file=sys.stderr, flush=True)\n"
+              "print('Watchdog caught collective operation timeout: B', file=sys.stderr)\n"
+              "sys.exit(3)\n")
+    log = tmp_path / "x.log"
+    status, stamped = fr_off.stamp([sys.executable, "-c", script], None, str(log))
+    assert status == 3
+    assert [line for _, line in stamped][1] == "First PG on this rank to signal dumping."
+    assert stamped[1][0] - stamped[0][0] >= 0.19
+    written = log.read_text().splitlines()
+    assert len(written) == 3 and written[2].endswith("B")
+    assert float(written[1].split()[0]) == round(stamped[1][0], 3)
+    found = fr_off.marks(stamped).split()
+    assert found[0] == "timeout" and found[2] == "signal"
+    assert float(found[1]) == round(stamped[0][0], 3)
+    assert len(found) == 4

@@ -7,8 +7,11 @@ GPU backlog, `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=250`) through the interpreter
 control, at 2000, with `TORCH_NCCL_DUMP_ON_TIMEOUT` at 1. The scenario is resolved by the
 c10dsim binary given (`c10dsim resolve --json`) and its `[env]` edited in the resolved JSON,
 since the binary refuses the 0. Each stderr line of the process is stamped on arrival with the
-seconds since the launch (`time.monotonic`), so no log clock is read. Usage:
-    python fr_off.py C10DSIM OUT_DIR [RUNS]
+seconds since the launch (`time.monotonic`), so no log clock is read. Usage, from the
+repository root:
+    python tests/data/torch/probes/fr_off.py C10DSIM OUT_DIR [RUNS]
+(`stamp` and `marks` were made functions after the recorded run, for launch_wait.py; what they do
+is unchanged.)
 Writes OUT_DIR/<variant>.run<k>.log (stamped lines) and prints, per run, the stamps of the
 watchdog's lines (timeout, stack trace, dump signal, the monitor's dump, the take-down) and the
 exit status. It drives PyTorch only.
@@ -40,31 +43,42 @@ def resolved(binary, buffer_entries):
     return scenario
 
 
-def run(scenario, out_dir, name):
-    path = os.path.join(out_dir, name + ".json")
-    with open(path, "w") as f:
-        json.dump(scenario, f)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.abspath("python") + ":" + env.get("PYTHONPATH", "")
+def stamp(command, env, log_path):
+    """Runs `command`, stamping each stderr line on arrival with the seconds since the launch;
+    writes the stamped lines to `log_path`; returns the exit status and the lines."""
     begin = time.monotonic()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "c10dsim.torch", path, "--out", os.path.join(out_dir, name)],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               text=True, env=env)
     stamped = []
     for line in process.stderr:
         stamped.append((time.monotonic() - begin, line.rstrip("\n")))
     status = process.wait()
-    with open(os.path.join(out_dir, name + ".log"), "w") as f:
+    with open(log_path, "w") as f:
         for at, line in stamped:
             f.write(f"{at:9.3f} {line}\n")
+    return status, stamped
+
+
+def marks(stamped):
+    """The stamp of the first line of each marker, as `key seconds` pairs."""
     first = {}
     for key, marker in MARKERS:
         for at, line in stamped:
             if marker in line:
                 first[key] = at
                 break
-    found = " ".join(f"{key} {first[key]:.3f}" for key, _ in MARKERS if key in first)
-    print(f"{name}: exit {status}; {found}", flush=True)
+    return " ".join(f"{key} {first[key]:.3f}" for key, _ in MARKERS if key in first)
+
+
+def run(scenario, out_dir, name):
+    path = os.path.join(out_dir, name + ".json")
+    with open(path, "w") as f:
+        json.dump(scenario, f)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.abspath("python") + ":" + env.get("PYTHONPATH", "")
+    command = [sys.executable, "-m", "c10dsim.torch", path, "--out", os.path.join(out_dir, name)]
+    status, stamped = stamp(command, env, os.path.join(out_dir, name + ".log"))
+    print(f"{name}: exit {status}; {marks(stamped)}", flush=True)
 
 
 def main():
