@@ -1,7 +1,7 @@
 """Probe: what PyTorch's watchdog does after a collective timeout with the Flight Recorder off.
 
-c10dsim refuses `TORCH_FR_BUFFER_SIZE=0` (docs/semantics.md, R27): what the watchdog then does was
-not established. This probe runs scenarios/timeout_dump.toml (one rank, a 1-s timeout behind a
+c10dsim refused `TORCH_FR_BUFFER_SIZE=0` until this probe ran (docs/semantics.md, R27): what the
+watchdog then does was not established. This probe runs scenarios/timeout_dump.toml (one rank, a 1-s timeout behind a
 GPU backlog, `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=250`) through the interpreter
 (`python -m c10dsim.torch`, one process, no torchrun) with both buffer variables at 0, and, as a
 control, at 2000, with `TORCH_NCCL_DUMP_ON_TIMEOUT` at 1. The scenario is resolved by the
