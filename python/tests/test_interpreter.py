@@ -33,6 +33,21 @@ def test_every_op_of_the_overlap_benchmark_is_dispatched_to_torch(resolve, inter
     assert init[1:4] == ["nccl", "0", "1"] and init[5] == str(eager)
 
 
+def test_with_the_flight_recorder_off_no_dump_is_asked_for_and_the_machine_map_says_so(
+        resolve, interpret):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1",
+                             "env.TORCH_FR_BUFFER_SIZE=0")
+    assert scenario["env"]["trace_buffer_entries"] == 0
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert document["machine"]["kernel_durations"] == (
+        "unavailable (the Flight Recorder is off: TORCH_FR_BUFFER_SIZE = 0)")
+    # Kernel ends fall back to the waits' releases: every collective still has its record.
+    (rank,) = document["ranks"]
+    assert rank["collectives"] and all(c["end_ns"] >= c["kernel_start_ns"]
+                                       for c in rank["collectives"])
+
+
 def test_the_timeline_has_the_rust_shape_and_one_host_record_per_op_and_iteration(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1", "repeat=3",

@@ -44,10 +44,15 @@ def test_pool_then_prints_each_runs_own_table_and_the_record_holds_the_same():
     for path in RUNS:
         assert f"{path}:" in lines
     assert sum(line.startswith("tight ") for line in lines) == 3
-    # warmth.txt is the record: after its header, exactly what --pool prints (paths aside).
-    record = (PROBES / "warmth.txt").read_text()
-    for line in lines[1:9]:
-        assert line in record
+    # Each record holds, between its header and its reading, exactly what --pool prints.
+    for name in ("warmth", "warmth_c10d", "warmth_tail"):
+        runs = [f"{name}.run{k}.json" for k in (1, 2, 3)]
+        printed = subprocess.run([sys.executable, "warmth_probe.py", "--pool", *runs],
+                                 cwd=PROBES, capture_output=True, text=True, check=True).stdout
+        record = (PROBES / f"{name}.txt").read_text()
+        head, _, tail = record.partition(printed)
+        assert tail, name
+        assert printed not in tail and "\ntight " not in head and "\ntight " not in tail, name
 
 
 def test_fr_off_stamps_each_stderr_line_on_arrival_and_finds_the_first_of_each_marker(tmp_path):

@@ -506,7 +506,8 @@ fn gaps_before_ops(runs: &[CalibrationRun]) -> OpSamples {
 }
 
 /// Per (run, rank): the watchdog's first dump signal minus its first timeout detection, where
-/// the rank's watchdog found a timeout and signalled the dump.
+/// the rank's watchdog found a timeout and signalled the dump. A run with the Flight Recorder
+/// off (`TORCH_FR_BUFFER_SIZE = 0`) symbolises no stack trace and signals at once: no sample.
 fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
     let first = |t: &Timeline, rank: u32, event: WatchdogEvent| {
         t.watchdog
@@ -516,6 +517,7 @@ fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
             .min()
     };
     runs.iter()
+        .filter(|run| run.scenario.env.trace_buffer_entries > 0)
         .flat_map(|run| {
             let t = run.timeline;
             (0..t.ranks.len() as u32).filter_map(move |rank| {

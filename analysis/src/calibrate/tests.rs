@@ -357,6 +357,14 @@ fn the_stack_trace_and_a_dump_outlasting_its_sleep_are_recovered_from_a_timeout(
         number(&calibration.profile, "host.flight_recorder_dump_us"),
         1_900_000.0
     );
+    // With the Flight Recorder off the watchdog signals at the timeout: no stack-trace sample,
+    // where counting it would have fitted 0 s.
+    let off = text.replace("[env]\n", "[env]\nTORCH_FR_BUFFER_SIZE = 0\n");
+    let calibration = calibrated_to_its_simulation("dump.toml", &off);
+    assert!(!calibration
+        .fitted
+        .iter()
+        .any(|fitted| fitted.key == "host.watchdog_stack_trace_us"));
     // A dump shorter than the sleep leaves nothing to fit: the sleep explains the wait.
     let shorter = text.replace("1_900_000", "900_000");
     let calibration = calibrated_to_its_simulation("dump.toml", &shorter);

@@ -934,7 +934,13 @@ class Interpreter:
         Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1); empty
         where the dump is not available. PyTorch fills ``duration_ms`` when its watchdog retires
         a completed Work (every ~100 ms), so the dump is retried, up to 2 s, until every
-        collective of the run has one; ``machine.kernel_durations`` says how many matched."""
+        collective of the run has one; ``machine.kernel_durations`` says how many matched. With
+        the recorder off (TORCH_FR_BUFFER_SIZE = 0) there is nothing to read: no dump is asked
+        for, and kernel ends fall back to the waits' releases."""
+        if self.scenario["env"]["trace_buffer_entries"] == 0:
+            self.machine["kernel_durations"] = (
+                "unavailable (the Flight Recorder is off: TORCH_FR_BUFFER_SIZE = 0)")
+            return {}
         names = {}
         for index, group in enumerate(self.groups):
             if group is not None and index in self.nccl_stream:

@@ -333,11 +333,13 @@ pub struct Env {
     /// non-blocking communicator waits for it before raising (R8).
     pub nonblocking_timeout_ns: u64,
     /// `TORCH_NCCL_DUMP_ON_TIMEOUT` (R27, default 1): after a timeout or error the watchdog
-    /// broadcasts the dump signal and sleeps for the Flight Recorder dumps; 0: neither, the
-    /// error is handled at once.
+    /// broadcasts the dump signal and sleeps for the Flight Recorder dumps; 0: the same signal
+    /// and sleep, but nothing is dumped and no heartbeat monitor reacts to the signal (as
+    /// PyTorch 2.11 did, docs/watchdog.md).
     pub dump_on_timeout: bool,
     /// `TORCH_FR_BUFFER_SIZE` / `TORCH_NCCL_TRACE_BUFFER_SIZE` (default 2000): the entries a
-    /// Flight Recorder dump holds at most (the last ones created).
+    /// Flight Recorder dump holds at most (the last ones created); 0: the recorder is off, no
+    /// stack trace to symbolise and empty dumps.
     pub trace_buffer_entries: u64,
     /// `TORCH_FR_DUMP_TEMP_FILE` / `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`: the dump files' path
     /// before the rank; set, `c10dsim run` writes the dumps there (docs/flight-recorder.md).
@@ -433,11 +435,11 @@ impl Env {
         ),
         (
             "TORCH_NCCL_DUMP_ON_TIMEOUT",
-            "0 or 1 (default 1): after a timeout or error, the dump signal and the dump wait (R27); 0 handles the error at once",
+            "0 or 1 (default 1): after a timeout or error, the dump signal, the dumps and the dump wait (R27); 0 keeps the signal and the wait but dumps nothing",
         ),
         (
             "TORCH_FR_BUFFER_SIZE",
-            "entries, default 2000: the Flight Recorder's buffer (PyTorch >= 2.11; 0 is refused)",
+            "entries, default 2000: the Flight Recorder's buffer (PyTorch >= 2.11; 0 turns it off)",
         ),
         (
             "TORCH_NCCL_TRACE_BUFFER_SIZE",

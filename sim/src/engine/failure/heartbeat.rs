@@ -324,10 +324,12 @@ mod tests {
         let again = woken(&mut failure, &run, 0, Wake::HeartbeatCheck, 45_000_000_000);
         assert!(again.is_empty(), "{again:?}");
         // The dump is bounded by the dump timeout (here 1 s); a monitor that does not dump
-        // (dumps on timeout off) goes to its sleep at once.
+        // (dumps on timeout off) goes to its sleep at once, and so does one whose recorder is
+        // off: no stack trace to symbolise.
         for (env, kill_ns) in [
             ("TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1000", 46_000_000_000),
             ("TORCH_NCCL_DUMP_ON_TIMEOUT = 0", 45_000_000_000),
+            ("TORCH_FR_BUFFER_SIZE = 0", 45_000_000_000),
         ] {
             let scenario = two_ranks(
                 &format!("[env]\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 15\n{env}\n[host]\nwatchdog_stack_trace_us = 4_000_000"),
