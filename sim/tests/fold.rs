@@ -136,8 +136,10 @@ fn a_large_job_with_three_stragglers_costs_about_four_ranks() {
     assert_eq!(folded.ranks.len(), 4);
     assert_eq!(folded.ranks[0].stands_for.count(), 4093);
     let (_, unfolded_events) = simulate_with(&scenario, options(false));
+    // 4 of 4,096 ranks: a thousandth of the events, less the collective's own completion event,
+    // which both runs have once (25 against 24,577 when this was written).
     assert!(
-        events * 1000 < unfolded_events,
+        events * 900 < unfolded_events,
         "{events} vs {unfolded_events}"
     );
     // The last rank of every collective is the slowest straggler's.

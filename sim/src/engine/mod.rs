@@ -382,6 +382,8 @@ impl<'s> Engine<'s> {
     /// left over by a run that ended in milliseconds costs nothing).
     fn ignored(&mut self, at_ns: u64, event: Event) -> bool {
         let rank = match event {
+            // A collective's members may have ended meanwhile; the others still move data.
+            Event::RendezvousDue { .. } => return false,
             Event::Advance { rank, .. }
             | Event::KernelEnd { rank, .. }
             | Event::SmTransfer { rank }
@@ -489,6 +491,7 @@ impl<'s> Engine<'s> {
                     state.blocked = Blocked::Running;
                     self.run_host(rank);
                 }
+                Event::RendezvousDue { rendezvous } => self.rendezvous_due(rendezvous),
                 Event::WaitTimeout { rank, generation } => self.wait_timed_out(rank, generation),
                 Event::WaitAbortDue { rank, generation } => self.wait_abort_due(rank, generation),
                 Event::Failure { rank, group, wake } => self.notify(failure::Notice::Woken {

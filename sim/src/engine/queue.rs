@@ -30,6 +30,11 @@ pub(super) enum Event {
     SmTransfer {
         rank: u32,
     },
+    /// Every rank of a collective arrived (R16): its data starts moving, after the events
+    /// already due at this time (`rendezvous::Engine::arrive` says why).
+    RendezvousDue {
+        rendezvous: u32,
+    },
     HostResume {
         rank: u32,
         at_ns: u64,

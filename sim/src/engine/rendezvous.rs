@@ -66,6 +66,24 @@ impl Engine<'_> {
         if slot.arrived < group.ranks.len() as u32 || self.poisoned(rendezvous) {
             return;
         }
+        // The data starts now, but after the events already due now: what the last rank's
+        // arrival schedules (every member's kernel end) then takes its place behind what each
+        // member's own events at this time scheduled, as it does for every other member. Done
+        // at once, the last rank's kernel end went ahead of its other same-time events and the
+        // others' behind theirs, and a rigid kernel waiting for the SMs on a member's other
+        // stream could start before or after the next collective depending on which rank came
+        // last: a folded run (fewer ranks, another last) then differed from the unfolded one.
+        self.schedule(now_ns, Event::RendezvousDue { rendezvous });
+    }
+
+    /// Every member of `rendezvous` arrived: data moves for the collective's time (R24), at
+    /// the pace of the member with the fewest resident channels (R22), unless a member's
+    /// communicator was aborted meanwhile (R27: then it never completes).
+    pub(super) fn rendezvous_due(&mut self, rendezvous: u32) {
+        if self.poisoned(rendezvous) {
+            return;
+        }
+        let now_ns = self.now_ns;
         let slot = self.rendezvous[rendezvous as usize]
             .take()
             .expect("a live rendezvous");
