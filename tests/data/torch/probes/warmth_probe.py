@@ -170,7 +170,7 @@ def main():
         pool(sys.argv[2:])
         return
     import torch
-    import torch.distributed as dist
+    import torch.distributed  # noqa: F401 (write_run ends the group through it)
 
     from gpu_clock import cycles_per_ms
     from one_rank import init_group
@@ -201,10 +201,15 @@ def main():
         rows.append({"way": way, "gap_ms": gap_ms, "gap_measured_ns": gap_measured_ns,
                      "call_ns": call_ns, "tight_after_ns": tight_ns})
     table(rows, WAYS + LATE_C10D_WAYS)
+    write_run(out, torch, cycles, rows)
+
+
+def write_run(out, torch, cycles, rows):
+    """Writes a run's trials (what `--pool` reads) and ends the process group."""
     with open(out, "w") as f:
         json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(),
                    "repeats": REPEATS, "cycles_per_ms": cycles, "trials": rows}, f, indent=1)
-    dist.destroy_process_group()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

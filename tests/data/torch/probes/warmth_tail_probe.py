@@ -25,7 +25,7 @@ import random
 import sys
 import time
 
-from warmth_probe import TAILS, table
+from warmth_probe import TAILS, table, write_run
 
 GAPS_MS = [1.0, 3.0, 10.0, 30.0]
 REPEATS = 12
@@ -87,10 +87,7 @@ def main():
         rows.append({"way": tail, "gap_ms": gap_ms, "gap_measured_ns": gap_measured_ns,
                      "call_ns": call_ns, "tight_after_ns": tight_ns})
     table(rows, TAILS)
-    with open(out, "w") as f:
-        json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(),
-                   "repeats": REPEATS, "cycles_per_ms": cycles, "trials": rows}, f, indent=1)
-    dist.destroy_process_group()
+    write_run(out, torch, cycles, rows)
 
 
 if __name__ == "__main__":
