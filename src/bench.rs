@@ -67,6 +67,63 @@ fn peak_resident_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Linux reports the CPU times of /proc/PID/stat in clock ticks of 1/100 s (`USER_HZ`, fixed by
+/// the kernel's ABI whatever the kernel's own tick rate).
+const CLOCK_TICKS_PER_S: f64 = 100.0;
+
+/// What the kernel counted for this process so far: the page faults it served without I/O (the
+/// first touch of fresh memory, zeroed by the kernel: docs/perf.md, thirteenth look) and the
+/// CPU time in user and system mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ProcessCounters {
+    minor_faults: u64,
+    user_s: f64,
+    system_s: f64,
+}
+
+impl ProcessCounters {
+    /// This process's counters (None without /proc/self/stat).
+    fn now() -> Option<ProcessCounters> {
+        ProcessCounters::parse(&std::fs::read_to_string("/proc/self/stat").ok()?)
+    }
+
+    /// Reads a /proc/PID/stat line (proc(5)): after the command name, which is in parentheses
+    /// and may itself hold spaces and parentheses, field 10 is `minflt`, 14 `utime` and 15
+    /// `stime`.
+    fn parse(stat: &str) -> Option<ProcessCounters> {
+        let after_name = &stat[stat.rfind(')')? + 1..];
+        // The fields after the name start at field 3 (`state`).
+        let field = |number: usize| -> Option<u64> {
+            after_name.split_whitespace().nth(number - 3)?.parse().ok()
+        };
+        Some(ProcessCounters {
+            minor_faults: field(10)?,
+            user_s: field(14)? as f64 / CLOCK_TICKS_PER_S,
+            system_s: field(15)? as f64 / CLOCK_TICKS_PER_S,
+        })
+    }
+
+    /// What was counted from `earlier` to `self`.
+    fn since(self, earlier: ProcessCounters) -> ProcessCounters {
+        ProcessCounters {
+            minor_faults: self.minor_faults.saturating_sub(earlier.minor_faults),
+            user_s: self.user_s - earlier.user_s,
+            system_s: self.system_s - earlier.system_s,
+        }
+    }
+}
+
+/// The line `bench` prints for what the kernel counted over `what`.
+fn counters_line(what: &str, counted: Option<ProcessCounters>) -> String {
+    match counted {
+        Some(c) => format!(
+            "{what}: {} page faults, CPU {:.2} s user + {:.2} s system (1/100 s ticks)",
+            c.minor_faults, c.user_s, c.system_s
+        ),
+        None => format!("{what}: page faults and CPU time unavailable (no /proc/self/stat)"),
+    }
+}
+
 /// The scaling CSV's columns (a `point` column first, as the sweep CSVs that `plot` reads).
 const COLUMNS: [&str; 13] = [
     "point",
@@ -94,6 +151,10 @@ struct Figures {
     report_s: f64,
     /// The whole command so far: both simulations, the report, the scenario's parse.
     command_s: f64,
+    /// What the kernel counted during the simulation with the detector, and during the whole
+    /// command so far.
+    simulate_counters: Option<ProcessCounters>,
+    command_counters: Option<ProcessCounters>,
     peak_bytes: Option<u64>,
     stream_interval_us: f64,
     findings: usize,
@@ -165,6 +226,10 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
         figures.without_detector_s,
         figures.simulate_s / figures.without_detector_s.max(1e-9)
     )?;
+    outln!(
+        "{}",
+        counters_line("during the simulation", figures.simulate_counters)
+    )?;
     outln!("events per second: {:.0}", per_s(figures.simulate_s))?;
     outln!(
         "events per second without the race detector: {:.0}",
@@ -184,6 +249,10 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
         "whole command wall time (parse, both simulations, report): {:.3} s",
         figures.command_s
     )?;
+    outln!(
+        "{}",
+        counters_line("during the whole command", figures.command_counters)
+    )?;
     match figures.peak_bytes {
         Some(bytes) => outln!("peak resident memory: {:.1} MiB", bytes as f64 / 1048576.0)?,
         None => outln!("peak resident memory: unavailable (no /proc/self/status)")?,
@@ -199,6 +268,7 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
 /// Simulates the benchmark without the race detector, then with it, then takes the report.
 fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let command_started = Instant::now();
+    let command_counted_from = ProcessCounters::now();
     let (ranks, iterations) = (args.ranks, args.iterations);
     let scenario =
         sim::scenario::parse("<bench>", text).map_err(|e| Failure::input(e.to_string()))?;
@@ -226,8 +296,12 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
         ..sim::engine::Options::default()
     };
     let options_for_classes = options.clone();
+    let counted_from = ProcessCounters::now();
     let (timeline, events) = sim::engine::simulate_with(&scenario, options);
     let simulate_s = started.elapsed().as_secs_f64();
+    let simulate_counters = ProcessCounters::now()
+        .zip(counted_from)
+        .map(|(now, from)| now.since(from));
     let report_started = Instant::now();
     let report = analysis::metrics::report(&timeline);
     let report_s = report_started.elapsed().as_secs_f64();
@@ -262,6 +336,10 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
         without_detector_s,
         report_s,
         command_s: command_started.elapsed().as_secs_f64(),
+        simulate_counters,
+        command_counters: ProcessCounters::now()
+            .zip(command_counted_from)
+            .map(|(now, from)| now.since(from)),
         peak_bytes: peak_resident_bytes(),
         classes: {
             let classes = sim::engine::classes(&scenario, &options_for_classes);
@@ -606,6 +684,40 @@ fn plot_scaling(csv: &Path, picture: &Path) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_gives_the_minor_faults_and_the_cpu_times_whatever_the_command_name() {
+        // The name holds spaces and parentheses: the fields are counted from its last ')'.
+        let stat = "4242 (a (b) c) R 1 4242 4242 0 -1 4194304 44927 3 1 0 27 11 0 0 20 0 1 0 100";
+        let counters = ProcessCounters::parse(stat).expect("a stat line");
+        assert_eq!(counters.minor_faults, 44_927);
+        assert!((counters.user_s - 0.27).abs() < 1e-12, "{counters:?}");
+        assert!((counters.system_s - 0.11).abs() < 1e-12, "{counters:?}");
+        assert_eq!(ProcessCounters::parse("4242 (cut) R 1 2"), None);
+        assert_eq!(ProcessCounters::parse("no name here"), None);
+    }
+
+    #[test]
+    fn touching_fresh_memory_counts_page_faults_between_two_readings() {
+        let before = ProcessCounters::now().expect("/proc/self/stat on Linux");
+        let fresh = vec![1u8; 8 << 20];
+        let after = ProcessCounters::now().expect("/proc/self/stat on Linux");
+        assert_eq!(fresh.iter().map(|&b| u64::from(b)).sum::<u64>(), 8 << 20);
+        let counted = after.since(before);
+        assert!(counted.minor_faults >= 1, "{counted:?}");
+        assert!(
+            counted.user_s >= 0.0 && counted.system_s >= 0.0,
+            "{counted:?}"
+        );
+        assert_eq!(
+            counters_line("x", Some(counted)),
+            format!(
+                "x: {} page faults, CPU {:.2} s user + {:.2} s system (1/100 s ticks)",
+                counted.minor_faults, counted.user_s, counted.system_s
+            )
+        );
+        assert!(counters_line("x", None).contains("unavailable"));
+    }
 
     fn args() -> BenchArgs {
         BenchArgs {

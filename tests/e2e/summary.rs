@@ -234,6 +234,9 @@ fn bench_prints_every_figure_of_docs_perf() {
         "whole command wall time",
         "peak resident memory: ",
         "summarised (--summary)",
+        "during the simulation: ",
+        "during the whole command: ",
+        " page faults, CPU ",
     ] {
         assert!(text.contains(figure), "{figure}: {text}");
     }
