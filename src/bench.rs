@@ -125,7 +125,9 @@ fn counters_line(what: &str, counted: Option<ProcessCounters>) -> String {
 }
 
 /// The scaling CSV's columns (a `point` column first, as the sweep CSVs that `plot` reads).
-const COLUMNS: [&str; 13] = [
+/// The last three are what the kernel counted during the headline simulation (empty where
+/// /proc/self/stat is not there).
+const COLUMNS: [&str; 16] = [
     "point",
     "ranks",
     "iterations",
@@ -139,7 +141,15 @@ const COLUMNS: [&str; 13] = [
     "report_s",
     "command_s",
     "peak_memory_mib",
+    "page_faults",
+    "user_s",
+    "system_s",
 ];
+
+/// The figures of a row (`COLUMNS` but `point`) that binaries from before the page-fault and CPU
+/// columns print: `bench --repeat --against` an older binary reads them, its missing figures
+/// left empty.
+const OLDER_ROW_FIGURES: usize = 12;
 
 /// One benchmark's figures.
 struct Figures {
@@ -193,8 +203,11 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
         let peak_mib = figures.peak_bytes.map_or(String::new(), |bytes| {
             format!("{:.1}", bytes as f64 / 1048576.0)
         });
+        let counted = figures.simulate_counters.map_or(",,".to_string(), |c| {
+            format!("{},{:.2},{:.2}", c.minor_faults, c.user_s, c.system_s)
+        });
         outln!(
-            "{ranks},{iterations},{},{},{},{},{:.3},{:.3},{:.0},{:.3},{:.3},{peak_mib}",
+            "{ranks},{iterations},{},{},{},{},{:.3},{:.3},{:.0},{:.3},{:.3},{peak_mib},{counted}",
             args.summary,
             args.fold,
             figures.classes.0,
@@ -289,6 +302,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let without_detector_s = started.elapsed().as_secs_f64();
     drop(without_detector);
     eprintln!("c10dsim: simulating {ranks} ranks x {iterations} iterations ...");
+    let counted_from = ProcessCounters::now();
     let started = Instant::now();
     let options = sim::engine::Options {
         summary,
@@ -296,7 +310,6 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
         ..sim::engine::Options::default()
     };
     let options_for_classes = options.clone();
-    let counted_from = ProcessCounters::now();
     let (timeline, events) = sim::engine::simulate_with(&scenario, options);
     let simulate_s = started.elapsed().as_secs_f64();
     let simulate_counters = ProcessCounters::now()
@@ -408,7 +421,7 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
         .output()
         .map_err(|error| Failure::input(format!("cannot run {}: {error}", program.display())))?;
     let row = String::from_utf8_lossy(&child.stdout).trim().to_string();
-    if !child.status.success() || row.split(',').count() != COLUMNS.len() - 1 {
+    let Some(row) = complete_row(&row).filter(|_| child.status.success()) else {
         return Err(Failure {
             code: 1,
             message: format!(
@@ -418,8 +431,16 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
                 child.status
             ),
         });
-    }
+    };
     Ok(row)
+}
+
+/// A `--csv-row` row with every figure of `COLUMNS` but `point`: as printed, or, from a binary
+/// older than the last columns, with empty cells for them; None for any other count.
+fn complete_row(row: &str) -> Option<String> {
+    let figures = row.split(',').count();
+    let missing = (COLUMNS.len() - 1).checked_sub(figures)?;
+    (missing == 0 || figures == OLDER_ROW_FIGURES).then(|| format!("{row}{}", ",".repeat(missing)))
 }
 
 /// A figure `bench --repeat` gives a spread: its CSV column, what the summary calls it, its
@@ -431,7 +452,7 @@ struct Repeated {
     decimals: usize,
 }
 
-const REPEATED: [Repeated; 5] = [
+const REPEATED: [Repeated; 8] = [
     Repeated {
         column: "wall_s",
         name: "simulate",
@@ -461,6 +482,24 @@ const REPEATED: [Repeated; 5] = [
         name: "peak resident memory",
         unit: " MiB",
         decimals: 1,
+    },
+    Repeated {
+        column: "page_faults",
+        name: "page faults during the simulation",
+        unit: "",
+        decimals: 0,
+    },
+    Repeated {
+        column: "user_s",
+        name: "user CPU during the simulation",
+        unit: " s",
+        decimals: 2,
+    },
+    Repeated {
+        column: "system_s",
+        name: "system CPU during the simulation",
+        unit: " s",
+        decimals: 2,
     },
 ];
 
@@ -695,6 +734,20 @@ mod tests {
         assert!((counters.system_s - 0.11).abs() < 1e-12, "{counters:?}");
         assert_eq!(ProcessCounters::parse("4242 (cut) R 1 2"), None);
         assert_eq!(ProcessCounters::parse("no name here"), None);
+    }
+
+    #[test]
+    fn an_older_binarys_row_gets_empty_cells_for_the_columns_it_lacks() {
+        let older = "2,3,false,false,2,30,0.001,0.001,30000,0.000,0.002,12.0";
+        assert_eq!(
+            complete_row(older).as_deref(),
+            Some("2,3,false,false,2,30,0.001,0.001,30000,0.000,0.002,12.0,,,")
+        );
+        let full = format!("{older},120,0.00,0.00");
+        assert_eq!(complete_row(&full), Some(full.clone()));
+        assert_eq!(complete_row(&format!("{older},120")), None);
+        assert_eq!(complete_row(&format!("{full},1")), None);
+        assert_eq!(complete_row(""), None);
     }
 
     #[test]

@@ -170,12 +170,12 @@ fn bench_scaling_writes_a_csv_pandas_reads_and_its_chart() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "point,ranks,iterations,summary,fold,classes,events,wall_s,wall_without_detector_s,events_per_s,report_s,command_s,peak_memory_mib"
+        "point,ranks,iterations,summary,fold,classes,events,wall_s,wall_without_detector_s,events_per_s,report_s,command_s,peak_memory_mib,page_faults,user_s,system_s"
     );
     assert_eq!(lines.len(), 3, "{text}");
     for (point, (line, ranks)) in lines[1..].iter().zip(["2", "4"]).enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
-        assert_eq!(cells.len(), 13, "{line}");
+        assert_eq!(cells.len(), 16, "{line}");
         assert_eq!(
             &cells[..5],
             [point.to_string().as_str(), ranks, "3", "false", "true"]
@@ -284,7 +284,7 @@ fn bench_repeat_alternates_two_binaries_and_prints_each_figure_with_its_spread()
     let order: Vec<(&str, &str)> = (lines[1..].iter())
         .map(|line| {
             let cells: Vec<&str> = line.split(',').collect();
-            assert_eq!(cells.len(), 15, "{line}");
+            assert_eq!(cells.len(), 18, "{line}");
             assert_eq!(&cells[3..7], ["2", "3", "false", "false"], "{line}");
             (cells[1], cells[2])
         })
@@ -306,6 +306,9 @@ fn bench_repeat_alternates_two_binaries_and_prints_each_figure_with_its_spread()
         "  events per second: ",
         "  whole command: ",
         "  peak resident memory: ",
+        "  page faults during the simulation: ",
+        "  user CPU during the simulation: ",
+        "  system CPU during the simulation: ",
         "against / this, medians",
     ] {
         assert!(summary.contains(figure), "{figure}: {summary}");
