@@ -10,6 +10,7 @@ mod flight_recorder;
 mod fold;
 mod import;
 mod lifetime;
+mod measured_paths;
 mod multi_gpu;
 mod process_group;
 mod robustness;
