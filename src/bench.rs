@@ -103,6 +103,11 @@ impl ProcessCounters {
         })
     }
 
+    /// What was counted from the reading `earlier` to now (None where either is missing).
+    fn counted_since(earlier: Option<ProcessCounters>) -> Option<ProcessCounters> {
+        Some(ProcessCounters::now()?.since(earlier?))
+    }
+
     /// What was counted from `earlier` to `self`.
     fn since(self, earlier: ProcessCounters) -> ProcessCounters {
         ProcessCounters {
@@ -312,9 +317,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let options_for_classes = options.clone();
     let (timeline, events) = sim::engine::simulate_with(&scenario, options);
     let simulate_s = started.elapsed().as_secs_f64();
-    let simulate_counters = ProcessCounters::now()
-        .zip(counted_from)
-        .map(|(now, from)| now.since(from));
+    let simulate_counters = ProcessCounters::counted_since(counted_from);
     let report_started = Instant::now();
     let report = analysis::metrics::report(&timeline);
     let report_s = report_started.elapsed().as_secs_f64();
@@ -350,9 +353,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
         report_s,
         command_s: command_started.elapsed().as_secs_f64(),
         simulate_counters,
-        command_counters: ProcessCounters::now()
-            .zip(command_counted_from)
-            .map(|(now, from)| now.since(from)),
+        command_counters: ProcessCounters::counted_since(command_counted_from),
         peak_bytes: peak_resident_bytes(),
         classes: {
             let classes = sim::engine::classes(&scenario, &options_for_classes);
@@ -762,14 +763,25 @@ mod tests {
             counted.user_s >= 0.0 && counted.system_s >= 0.0,
             "{counted:?}"
         );
+        assert!(ProcessCounters::counted_since(Some(before)).is_some());
+        assert_eq!(ProcessCounters::counted_since(None), None);
+    }
+
+    #[test]
+    fn the_counters_line_gives_faults_and_both_cpu_times_or_says_why_not() {
+        let counted = ProcessCounters {
+            minor_faults: 8_979,
+            user_s: 0.24,
+            system_s: 0.02,
+        };
         assert_eq!(
-            counters_line("x", Some(counted)),
-            format!(
-                "x: {} page faults, CPU {:.2} s user + {:.2} s system (1/100 s ticks)",
-                counted.minor_faults, counted.user_s, counted.system_s
-            )
+            counters_line("during the simulation", Some(counted)),
+            "during the simulation: 8979 page faults, CPU 0.24 s user + 0.02 s system (1/100 s ticks)"
         );
-        assert!(counters_line("x", None).contains("unavailable"));
+        assert_eq!(
+            counters_line("during the simulation", None),
+            "during the simulation: page faults and CPU time unavailable (no /proc/self/stat)"
+        );
     }
 
     fn args() -> BenchArgs {
