@@ -1,6 +1,10 @@
 //! `c10dsim sweep`, `merge` and `plot`: the CSV has the documented columns (docs/sweep-format.md)
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
+//!
+//! Just over 800 lines: the sweep, its shards (by flag and by the schedulers' variables, the
+//! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
+//! helpers that run the binary and read its CSV.
 
 use crate::util::stderr;
 use std::collections::HashMap;

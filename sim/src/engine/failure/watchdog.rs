@@ -6,6 +6,9 @@
 //! group share one timeout, so the oldest pending Work decides first; one `Check` wake-up per
 //! group and rank waits at its deadline poll and is dropped there if the Work finished in
 //! time. A run where nothing goes wrong pays one event per group and rank.
+//!
+//! Just over 800 lines, 215 of them tests: the poll, the timeout, the dump wait and the
+//! take-down are one sequence of one thread's states.
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
 use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
