@@ -784,6 +784,12 @@ pub fn render_diff(diff: &Diff) -> String {
             );
         }
     }
+    if diff.ops.is_empty() && diff.ops_only_in_a.is_empty() && diff.ops_only_in_b.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nno op ran in either Timeline: nothing was compared op by op"
+        );
+    }
     if diff.identical {
         let _ = writeln!(out, "\nidentical: no differences");
     } else if diff.within_tolerance() {
@@ -832,6 +838,21 @@ mod tests {
         assert!(result.order_pairs > 0);
         assert_eq!(result.order_pairs, result.order_pairs_agreeing);
         assert!(result.worst_ops.is_empty());
+    }
+
+    #[test]
+    fn timelines_where_no_op_ran_say_nothing_was_compared() {
+        let mut a = simulate(&[]);
+        for rank in &mut a.ranks {
+            rank.host.clear();
+            rank.kernels.clear();
+            rank.collectives.clear();
+        }
+        let text = render_diff(&diff(&a, &a, &DiffOptions::default()));
+        assert!(text.contains("no op ran in either Timeline"), "{text}");
+        let full = simulate(&[]);
+        let text = render_diff(&diff(&full, &full, &DiffOptions::default()));
+        assert!(!text.contains("no op ran"), "{text}");
     }
 
     #[test]

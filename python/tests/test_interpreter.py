@@ -94,11 +94,13 @@ def test_a_synchronous_call_on_the_calling_stream_releases_it_at_the_kernel_end(
 
 
 def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, interpret):
-    path, _ = resolve("nccl_tests_all_reduce", "cluster.ranks=1")
+    path, scenario = resolve("nccl_tests_all_reduce", "cluster.ranks=1")
     completed, document, _ = interpret(
         path, env={"FAKE_TORCH_VERSION": "2.5.1", "FAKE_TORCH_DURATION_MS": "0.0001"})
     assert completed.returncode == 0, completed.stderr
     (rank,) = document["ranks"]
+    calls = (scenario["warmup"] + scenario["repeat"]) * len(scenario["ops"])
+    assert len(rank["collectives"]) == calls
     for record in rank["collectives"]:
         assert record["run_stream"] != record["wait"]["stream"]
         assert record["wait"]["released_ns"] >= record["host_end_ns"]
@@ -349,11 +351,13 @@ def test_a_version_string_gives_its_major_and_minor():
 def test_the_input_ready_point_is_inside_the_call_where_the_work_was_created(resolve, interpret):
     # The fake's Flight Recorder stamps each Work with the wall clock at its call, as PyTorch's
     # time_created_ns: the probe recorded before the call gives way to it on an idle stream.
-    path, _ = resolve("nccl_tests_all_reduce", "cluster.ranks=1", "repeat=2")
+    path, scenario = resolve("nccl_tests_all_reduce", "cluster.ranks=1", "repeat=2")
     completed, document, _ = interpret(path)
     assert completed.returncode == 0, completed.stderr
     assert document["machine"]["work_created"].endswith("(used for input_ready_ns)")
-    for c in document["ranks"][0]["collectives"]:
+    collectives = document["ranks"][0]["collectives"]
+    assert len(collectives) == (scenario["warmup"] + scenario["repeat"]) * len(scenario["ops"])
+    for c in collectives:
         assert c["host_start_ns"] <= c["input_ready_ns"] <= c["host_end_ns"], c
 
 

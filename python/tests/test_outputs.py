@@ -1,5 +1,5 @@
-"""The binary's outputs as other tools read them: the sweep CSV in pandas (numeric sizes and
-unit columns), and `run --nccl-tests` parsed the way scripts parse nccl-tests' all_reduce_perf."""
+"""The binary's outputs as other tools read them: the sweep CSV and `bench`'s scaling CSV in
+pandas (numeric sizes and unit columns), and `run --nccl-tests` parsed the way scripts parse nccl-tests' all_reduce_perf."""
 
 import subprocess
 
@@ -32,6 +32,20 @@ def test_the_sweep_csv_loads_in_pandas_with_numeric_sizes(tmp_path):
             assert frame[column].dtype.kind in "iuf", (column, frame[column].dtype)
     ordered = frame.sort_values("tensors.x_bytes")["tensors.x"].drop_duplicates().tolist()
     assert ordered == ["1KiB", "1MiB", "64MiB", "256MiB"]
+
+
+def test_the_bench_scaling_csv_loads_in_pandas_with_numeric_columns(tmp_path):
+    pandas = pytest.importorskip(
+        "pandas", reason="pandas is not installed: the scaling CSV's columns are checked by "
+                         "tests/e2e/summary.rs instead")
+    out = tmp_path / "scaling.csv"
+    run_binary("bench", "--scaling", "2,4", "--iterations", "3", "-o", str(out))
+    frame = pandas.read_csv(out)
+    assert frame["ranks"].tolist() == [2, 4]
+    assert frame["summary"].dtype.kind == "b" and frame["fold"].dtype.kind == "b"
+    for column in frame.columns.drop(["summary", "fold"]):
+        assert frame[column].dtype.kind in "iuf", (column, frame[column].dtype)
+    assert (frame["events"] > 0).all() and (frame["peak_memory_mib"] > 1).all()
 
 
 def parse_nccl_tests(text):

@@ -270,6 +270,33 @@ fn check_completion(timeline: &Timeline, text: &str) {
     }
 }
 
+/// Whether `message` names `rank` as findings do: "rank 3", or "ranks 0-2,4 (4 ranks)".
+fn names_rank(message: &str, rank: u32) -> bool {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    words.windows(2).any(|pair| {
+        matches!(pair[0], "rank" | "ranks")
+            && pair[1]
+                .trim_end_matches([',', ':', ';', ')'])
+                .split(',')
+                .any(|range| match range.split_once('-') {
+                    Some((first, last)) => match (first.parse::<u32>(), last.parse::<u32>()) {
+                        (Ok(first), Ok(last)) => (first..=last).contains(&rank),
+                        _ => false,
+                    },
+                    None => range.parse() == Ok(rank),
+                })
+    })
+}
+
+#[test]
+fn names_rank_reads_single_ranks_and_ranges_only() {
+    assert!(names_rank("rank 3 never launched it", 3));
+    assert!(names_rank("ranks 0-2,4 (4 ranks) started", 1));
+    assert!(names_rank("ranks 0-2,4 (4 ranks) started", 4));
+    assert!(!names_rank("ranks 0-2,4 (4 ranks) started", 3));
+    assert!(!names_rank("collective ar (SeqNum=3, line 3) of rank 0", 3));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
 
@@ -320,9 +347,7 @@ proptest! {
             .filter(|f| f.kind == FindingKind::Deadlock)
             .collect();
         let named_last = deadlocks.is_empty()
-            || deadlocks
-                .iter()
-                .any(|f| f.message.contains(&format!("{}", ranks - 1)));
+            || deadlocks.iter().any(|f| names_rank(&f.message, ranks - 1));
         prop_assert!(named_last, "the finding names the missing rank: {:?}", timeline.findings);
     }
 

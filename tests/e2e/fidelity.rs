@@ -45,6 +45,16 @@ fn recorded_invocation(run: &Path) -> (String, Vec<String>) {
     }
 }
 
+/// The samples of the diff's `host_return` row: how many host returns the two Timelines
+/// aligned op by op (0 when no op of one is found in the other).
+fn aligned_host_returns(diff: &str) -> usize {
+    diff.lines()
+        .find_map(|line| line.trim_start().strip_prefix("host_return "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|samples| samples.parse().ok())
+        .unwrap_or(0)
+}
+
 #[test]
 fn every_pytorch_run_diffs_against_its_simulation_and_its_hw_run() {
     let runs = torch_runs();
@@ -68,6 +78,25 @@ fn every_pytorch_run_diffs_against_its_simulation_and_its_hw_run() {
             stdout(&simulated).contains("ordering verdicts"),
             "{run_text}"
         );
+        // Every op that ran was found in the simulation (a rank killed in its init ran none).
+        let recorded: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run).unwrap()).unwrap();
+        let ran_ops = recorded["ranks"][0]["host"]
+            .as_array()
+            .is_some_and(|calls| !calls.is_empty());
+        assert_eq!(
+            aligned_host_returns(&stdout(&simulated)) > 0,
+            ran_ops,
+            "{run_text}\n{}",
+            stdout(&simulated)
+        );
+        if !ran_ops {
+            assert!(
+                stdout(&simulated).contains("no op ran in either Timeline"),
+                "{}",
+                stdout(&simulated)
+            );
+        }
         let name = run
             .file_name()
             .unwrap()
@@ -84,6 +113,12 @@ fn every_pytorch_run_diffs_against_its_simulation_and_its_hw_run() {
                 matches!(compared.status.code(), Some(0 | 1)),
                 "{run_text} vs {hw_text}: {}",
                 stderr(&compared)
+            );
+            assert_eq!(
+                aligned_host_returns(&stdout(&compared)) > 0,
+                ran_ops,
+                "{run_text} vs {hw_text}\n{}",
+                stdout(&compared)
             );
             hw_pairs += 1;
         }

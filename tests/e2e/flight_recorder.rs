@@ -3,15 +3,9 @@
 //! the dump PyTorch 2.11 wrote on the H200 imports and replays to its timeout; bad folders exit
 //! 2; and, where PyTorch's analyser is importable, torchfrtrace names the same culprit.
 
-use crate::util::{c10dsim, stderr, stdout};
-use std::io::Write;
+use crate::util::{c10dsim, skipped, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Says a test was skipped, outside the harness's capture, so that the skip is visible.
-fn skipped(why: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED {why}");
-}
 
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {

@@ -149,7 +149,7 @@ fn the_report_of_a_hang_does_not_grow_with_the_ranks() {
 }
 
 #[test]
-fn bench_scaling_writes_a_csv_pandas_reads_and_its_chart() {
+fn bench_scaling_writes_the_documented_numeric_columns_and_its_chart() {
     let dir = std::env::temp_dir().join(format!("c10dsim-scaling-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let csv = dir.join("scaling.csv");

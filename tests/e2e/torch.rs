@@ -2,7 +2,7 @@
 //! code and message when something is missing, and the whole launch against the fake torch of
 //! `python/tests/fake_torch` (the Timeline it writes must parse as a Rust [`Timeline`]).
 
-use crate::util::{c10dsim, stderr, stdout};
+use crate::util::{c10dsim, skipped, stderr, stdout};
 use sim::timeline::{FindingKind, Source, ThreadKind, Timeline, WatchdogEvent};
 use std::path::PathBuf;
 use std::process::Command;
@@ -91,7 +91,18 @@ fn torch_without_python_exits_2_and_names_it() {
 #[test]
 fn torch_without_torch_exits_2_and_names_it() {
     if !python_available() {
-        eprintln!("skipped: no python3 on PATH");
+        skipped("torch_without_torch_exits_2_and_names_it: no python3 on PATH");
+        return;
+    }
+    let imports_torch = Command::new("python3")
+        .args(["-c", "import torch"])
+        .env("PYTHONPATH", repo().join("tests"))
+        .env("PYTHONNOUSERSITE", "1")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if imports_torch {
+        // A machine with PyTorch installed gets past this check (then a GPU decides).
+        skipped("torch_without_torch_exits_2_and_names_it: python3 imports torch here");
         return;
     }
     let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
@@ -102,21 +113,18 @@ fn torch_without_torch_exits_2_and_names_it() {
         .env("PYTHONNOUSERSITE", "1")
         .output()
         .expect("the binary runs");
-    if output.status.code() != Some(2) || !stderr(&output).contains("cannot import torch") {
-        // A machine with PyTorch installed gets past this check (then a GPU decides).
-        eprintln!(
-            "skipped: python3 imports torch here ({})",
-            stderr(&output).trim()
-        );
-        return;
-    }
-    assert!(stderr(&output).contains("install PyTorch"));
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("cannot import torch") && message.contains("install PyTorch"),
+        "{message}"
+    );
 }
 
 #[test]
 fn torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts() {
     if !python_available() {
-        eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
+        skipped("torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts: no python3 on PATH (the interpreter is Python)");
         return;
     }
     let (output, timeline) = torch_with_fake_torch("scenarios/overlap_bench.toml", "e2e", &[]);
@@ -146,7 +154,7 @@ fn torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts() {
 #[test]
 fn a_killed_rank_is_an_outcome_with_its_exit_recorded() {
     if !python_available() {
-        eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
+        skipped("a_killed_rank_is_an_outcome_with_its_exit_recorded: no python3 on PATH (the interpreter is Python)");
         return;
     }
     let (output, timeline) = torch_with_fake_torch("scenarios/rank0_crash_init.toml", "kill", &[]);
@@ -161,7 +169,7 @@ fn a_killed_rank_is_an_outcome_with_its_exit_recorded() {
 #[test]
 fn pytorch_s_watchdog_log_lines_become_records_and_a_finding() {
     if !python_available() {
-        eprintln!("skipped: no python3 on PATH (the interpreter is Python)");
+        skipped("pytorch_s_watchdog_log_lines_become_records_and_a_finding: no python3 on PATH (the interpreter is Python)");
         return;
     }
     let (output, timeline) = torch_with_fake_torch(

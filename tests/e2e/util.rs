@@ -2,6 +2,7 @@
 
 use sim::scenario::{self, Override, Scenario};
 use sim::timeline::Timeline;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -40,4 +41,10 @@ pub fn stdout(output: &Output) -> String {
 
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Says a test was skipped and why, outside the harness's capture (which swallows `eprintln!`
+/// of a passing test), so that the skip is visible in `cargo test`'s output.
+pub fn skipped(why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED {why}");
 }
