@@ -62,6 +62,16 @@ impl RankSet {
         self.0.is_empty()
     }
 
+    /// Whether the ranges are as this type makes them: each `[first, last]` with first ≤ last,
+    /// ascending, apart. A set read from a file may be neither.
+    pub fn is_well_formed(&self) -> bool {
+        self.0.iter().all(|[first, last]| first <= last)
+            && self
+                .0
+                .windows(2)
+                .all(|pair| u64::from(pair[0][1]) + 1 < u64::from(pair[1][0]))
+    }
+
     /// How many ranks.
     pub fn count(&self) -> u64 {
         self.0

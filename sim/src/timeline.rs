@@ -694,6 +694,47 @@ impl Timeline {
                 ))
             }
         };
+        // The sizes a scenario may have (the parser's limits), so that expanding the ranks or
+        // walking the iterations of a damaged file cannot ask for terabytes.
+        let scenario_ranks = self.scenario.ranks;
+        if !(1..=crate::scenario::MAX_RANKS).contains(&scenario_ranks) {
+            return Err(format!(
+                "scenario.ranks is {scenario_ranks}; a Timeline has 1 to {}",
+                crate::scenario::MAX_RANKS
+            ));
+        }
+        for (what, count) in [
+            ("scenario.repeat", self.scenario.repeat),
+            ("scenario.warmup", self.scenario.warmup),
+        ] {
+            if count > crate::scenario::MAX_REPEAT {
+                return Err(format!(
+                    "{what} is {count}; a Timeline has at most {}",
+                    crate::scenario::MAX_REPEAT
+                ));
+            }
+        }
+        let mut represented = 0u64;
+        for rank in &self.ranks {
+            if !rank.stands_for.is_well_formed() {
+                return Err(format!(
+                    "rank {}'s stands_for is not ascending, disjoint [first, last] ranges",
+                    rank.rank
+                ));
+            }
+            let last = rank.stands_for.last().unwrap_or(rank.rank).max(rank.rank);
+            if last >= scenario_ranks {
+                return Err(format!(
+                    "rank {last} (of ranks[] or a stands_for) is not below scenario.ranks = {scenario_ranks}"
+                ));
+            }
+            represented += rank.stands_for.count().max(1);
+        }
+        if represented > u64::from(scenario_ranks) {
+            return Err(format!(
+                "the ranks stand for {represented} ranks, more than scenario.ranks = {scenario_ranks}"
+            ));
+        }
         for measure in &self.scenario.measures {
             for mark in [&measure.from, &measure.to] {
                 if !self.scenario.marks.contains(mark) {
@@ -839,6 +880,40 @@ mod tests {
         let timeline = simulated();
         let text = serde_json::to_string(&timeline).unwrap();
         assert_eq!(Timeline::from_json(&text).unwrap(), timeline);
+    }
+
+    #[test]
+    fn sizes_a_scenario_cannot_have_are_refused_before_anything_expands() {
+        let refused = |edit: &dyn Fn(&mut Timeline), expected: &str| {
+            let mut timeline = simulated();
+            edit(&mut timeline);
+            let error = timeline.check_references().unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        };
+        refused(
+            &|t| t.scenario.ranks = 1 << 31,
+            "scenario.ranks is 2147483648",
+        );
+        refused(&|t| t.scenario.ranks = 0, "scenario.ranks is 0");
+        refused(&|t| t.scenario.repeat = u32::MAX, "scenario.repeat is");
+        refused(&|t| t.scenario.warmup = u32::MAX, "scenario.warmup is");
+        refused(
+            &|t| t.ranks[1].stands_for = RankSet::range(1, u32::MAX),
+            "is not below scenario.ranks = 2",
+        );
+        refused(&|t| t.ranks[0].rank = 2, "rank 2 (of ranks[]");
+        refused(
+            &|t| t.ranks[0].stands_for = RankSet::range(0, 1),
+            "stand for 3 ranks",
+        );
+        refused(
+            &|t| t.ranks[0].stands_for = RankSet::range(1, 0),
+            "not ascending, disjoint",
+        );
+        let mut folded = simulated();
+        folded.ranks.truncate(1);
+        folded.ranks[0].stands_for = RankSet::range(0, 1);
+        assert_eq!(folded.check_references(), Ok(()));
     }
 
     #[test]
