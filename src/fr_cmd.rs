@@ -3,7 +3,7 @@
 //! `run` writes the simulated ranks' dumps where the scenario's `TORCH_FR_DUMP_TEMP_FILE` or
 //! `--fr-dir` says.
 
-use crate::{stdio, write_with, Failure};
+use crate::{stdio, Failure};
 use analysis::flight_recorder::{self, import};
 use sim::flight_recorder::DEFAULT_FILE_PREFIX;
 use sim::scenario::Scenario;
@@ -76,6 +76,7 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
     let files = dump_files(&args.dir, args.prefix.as_deref())?;
     let mut dumps = Vec::new();
     for (&rank, path) in &files {
+        stdio::note_input(path);
         let bytes = std::fs::read(path)
             .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
         let dump = flight_recorder::read(&bytes, rank)
@@ -89,7 +90,7 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
         code: 1,
         message: format!("the imported scenario does not parse (a bug in the importer): {e}"),
     })?;
-    write_with(&args.output, |out| out.write_all(text.as_bytes()))?;
+    stdio::replace(&args.output, |out| out.write_all(text.as_bytes()))?;
     let timeline = sim::engine::simulate(&scenario);
     let mut report = format!(
         "c10dsim: imported {} dumps from {shown} into {}\n",
@@ -154,7 +155,7 @@ pub fn write_dumps(
                 .map_err(|e| Failure::input(format!("cannot create {}: {e}", parent.display())))?;
         }
         let bytes = flight_recorder::write(dump);
-        write_with(&path, |out| out.write_all(&bytes))?;
+        stdio::replace(&path, |out| out.write_all(&bytes))?;
         written.push(path);
     }
     if let (Some(first), Some(last)) = (written.first(), written.last()) {

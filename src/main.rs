@@ -725,31 +725,13 @@ pub(crate) fn load_on(
 
 /// Writes JSON to `path`, or to standard output for `-`, streaming (Timelines can be large).
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure> {
-    write_with(path, |out| {
+    stdio::replace(path, |out| {
         serde_json::to_writer(&mut *out, value)?;
         if stdio::is_dash(path) {
             out.write_all(b"\n")?;
         }
         Ok(())
     })
-}
-
-/// Opens `path` (standard output for `-`) buffered and hands it to `write`.
-fn write_with(
-    path: &Path,
-    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-) -> Result<(), Failure> {
-    let cannot = |error: &dyn std::fmt::Display| {
-        Failure::input(format!("cannot write {}: {error}", path.display()))
-    };
-    let sink: Box<dyn std::io::Write> = if stdio::is_dash(path) {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(std::fs::File::create(path).map_err(|e| cannot(&e))?)
-    };
-    let mut writer = std::io::BufWriter::new(sink);
-    write(&mut writer).map_err(|e| cannot(&e))?;
-    std::io::Write::flush(&mut writer).map_err(|e| cannot(&e))
 }
 
 /// `run --seed`, `--machine`, `--against` and the caps of `--max-events` and the like.

@@ -17,6 +17,9 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
+/// The most threads `--threads` may ask for.
+const MAX_THREADS: usize = 1024;
+
 /// What `c10dsim sweep` was asked to do.
 pub struct SweepArgs {
     pub file: PathBuf,
@@ -121,6 +124,21 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     } else {
         args.output.display().to_string()
     };
+    // Whatever can refuse the sweep does so before the output file is touched.
+    crate::stdio::refuse_input(&args.output)?;
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    if threads > MAX_THREADS {
+        return Err(Failure::input(format!(
+            "--threads {threads}: at most {MAX_THREADS} (each point runs on one thread; more \
+             threads than cores only share them)"
+        )));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|error| Failure::input(format!("cannot start {threads} threads: {error}")))?;
     let done = if args.resume {
         resume_rows(&args.output, &header, &hash)?
     } else if to_stdout {
@@ -145,13 +163,6 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         shown,
     );
 
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|error| Failure::input(format!("cannot start {threads} threads: {error}")))?;
     let sink: Box<dyn std::io::Write> = if to_stdout {
         Box::new(std::io::stdout())
     } else {

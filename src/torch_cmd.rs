@@ -531,16 +531,39 @@ pub fn fidelity(
         )?;
         return Ok(0);
     }
-    let previous = std::fs::read_to_string(output).unwrap_or_default();
-    let kept = previous
-        .split_once(GENERATED_MARKER)
-        .map_or(String::new(), |(before, _)| before.to_string());
+    let previous = match std::fs::read(output) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
+            Failure::input(format!(
+                "{} is not UTF-8 text: -o replaces the part of a Markdown file after the marker \
+                 `{GENERATED_MARKER}`",
+                output.display()
+            ))
+        })?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) => {
+            return Err(Failure::input(format!(
+                "cannot read {}: {error}",
+                output.display()
+            )))
+        }
+    };
+    let kept = match previous.split_once(GENERATED_MARKER) {
+        Some((before, _)) => before.to_string(),
+        None if previous.trim().is_empty() => String::new(),
+        None => {
+            return Err(Failure::input(format!(
+                "{} has no line `{GENERATED_MARKER}`: -o replaces only what follows that marker, \
+                 and would lose this file's text; add the marker where the table goes, or name a \
+                 new file",
+                output.display()
+            )))
+        }
+    };
     let document = format!(
         "{kept}{GENERATED_MARKER}\n\n{}",
         analysis::fidelity::render_markdown(&table)
     );
-    std::fs::write(output, document)
-        .map_err(|e| Failure::input(format!("cannot write {}: {e}", output.display())))?;
+    crate::stdio::write_bytes(output, document.as_bytes())?;
     eprintln!("c10dsim: wrote {}", output.display());
     Ok(0)
 }

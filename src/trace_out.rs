@@ -5,7 +5,6 @@
 use crate::{stdio, Failure};
 use analysis::trace;
 use sim::timeline::Timeline;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Which ranks a `--trace-dir` folder receives from this process.
@@ -19,7 +18,7 @@ pub enum Ranks {
 
 /// Writes the single-file trace to `path`, or to standard output for `-`.
 pub fn write_trace(path: &Path, timeline: &Timeline) -> Result<(), Failure> {
-    crate::write_with(path, |out| trace::write_chrome_trace(timeline, out))
+    crate::stdio::replace(path, |out| trace::write_chrome_trace(timeline, out))
 }
 
 /// Writes `rank<N>.pt.trace.json` into `dir` (created if missing) for each rank of `timeline`.
@@ -36,13 +35,7 @@ pub fn write_trace_dir(dir: &Path, timeline: &Timeline, ranks: Ranks) -> Result<
     }
     let traces = trace::RankTraces::new(timeline);
     for (position, name) in traces.files() {
-        let path = dir.join(name);
-        let cannot = |error: std::io::Error| {
-            Failure::input(format!("cannot write {}: {error}", path.display()))
-        };
-        let mut out = BufWriter::new(std::fs::File::create(&path).map_err(cannot)?);
-        traces.write(position, &mut out).map_err(cannot)?;
-        out.flush().map_err(cannot)?;
+        crate::stdio::replace(&dir.join(name), |out| traces.write(position, out))?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! (docs/reliability.md).
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
+use sim::timeline::Timeline;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -501,4 +502,96 @@ fn a_trace_whose_step_lies_days_from_its_calls_is_refused() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn an_output_named_like_an_input_is_refused_and_the_input_kept() {
+    let scenario = temp("same.toml");
+    std::fs::copy("scenarios/exp_b_stream_scope.toml", &scenario).unwrap();
+    let original = std::fs::read(&scenario).unwrap();
+    let path = scenario.to_str().unwrap();
+    for flag in ["--timeline", "--trace", "--svg"] {
+        let output = c10dsim(&["run", path, flag, path]);
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(2), "{flag}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("is also an input of this command"),
+            "{flag}: {}",
+            stderr(&output)
+        );
+        assert_eq!(std::fs::read(&scenario).unwrap(), original, "{flag}");
+    }
+    let sweep = temp("same_sweep.toml");
+    std::fs::copy("scenarios/exp_a_sweep.toml", &sweep).unwrap();
+    let original = std::fs::read(&sweep).unwrap();
+    let path = sweep.to_str().unwrap();
+    let output = c10dsim(&["sweep", path, "-o", path]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is also an input of this command"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read(&sweep).unwrap(), original);
+}
+
+#[test]
+fn an_output_is_written_whole_or_not_at_all() {
+    // A write that fails half-way (here: the file is a directory's name by the time of the
+    // rename, which cannot replace a directory) leaves no partial file beside it.
+    let dir = temp("whole");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("out.json")).unwrap();
+    let target = dir.join("out.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--timeline",
+        target.to_str().unwrap(),
+    ]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["out.json"], "a partial file was left behind");
+    // A successful write replaces an existing file's contents whole.
+    let file = dir.join("t.json");
+    std::fs::write(&file, "old").unwrap();
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--timeline",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(Timeline::from_json(&text).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_sweep_refused_before_it_runs_leaves_the_existing_csv_alone() {
+    let csv = temp("kept.csv");
+    let path = csv.to_str().unwrap();
+    let first = c10dsim(&["sweep", "scenarios/exp_a_sweep.toml", "-o", path]);
+    assert_eq!(code(&first), Some(0), "{}", stderr(&first));
+    let rows = std::fs::read(&csv).unwrap();
+    let refused = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "-o",
+        path,
+        "--threads",
+        "100000",
+    ]);
+    assert_no_panic(&refused);
+    assert_eq!(code(&refused), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("--threads 100000: at most 1024"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(std::fs::read(&csv).unwrap(), rows);
 }
