@@ -252,7 +252,8 @@ impl Sweep {
                     d.paths.iter_mut().map(move |p| (p, steps, zipped))
                 })
                 .find(|(p, _, _)| p.path == arg.path);
-            let values: Vec<AxisValue> = arg.values.iter().map(|v| cli_value(v)).collect();
+            let values: Vec<AxisValue> =
+                arg.values.iter().map(|v| cli_value(&arg.path, v)).collect();
             match existing {
                 Some((axis, steps, zipped)) => {
                     if zipped && values.len() != steps {
@@ -556,14 +557,16 @@ fn whole_file(path: &str, message: impl Into<String>) -> ScenarioError {
     }
 }
 
-/// A value typed on the command line: TOML when it parses as TOML, else a plain string.
-fn cli_value(text: &str) -> AxisValue {
+/// A value typed on the command line: TOML when it parses as TOML (and the key takes that
+/// type), else a plain string.
+fn cli_value(path: &str, text: &str) -> AxisValue {
+    let always_string = crate::scenario::overrides::STRING_KEYS.contains(&path);
     match text.parse::<toml_edit::Value>() {
-        Ok(value) => AxisValue {
+        Ok(value) if !always_string || value.is_str() => AxisValue {
             shown: shown(&value),
             toml: text.to_string(),
         },
-        Err(_) => AxisValue {
+        _ => AxisValue {
             shown: text.to_string(),
             toml: toml_edit::Value::from(text).to_string(),
         },

@@ -32,7 +32,7 @@
 mod faults;
 mod model;
 mod observability;
-mod overrides;
+pub(crate) mod overrides;
 mod raw;
 mod setup;
 mod suggest;

@@ -53,10 +53,15 @@ impl std::error::Error for OverrideError {}
 /// Reads a command-line value: TOML syntax when it parses as TOML (`1`, `true`, `"x"`,
 /// `[1, 2]`), a plain string otherwise (`25MiB`). Where the file already holds a string at that
 /// key, a value that is not a string is taken as its text (`torch=2.12`).
-fn value_for(existing: Option<&toml_edit::Item>, text: &str) -> toml_edit::Value {
+/// The keys whose value is always a string, though it may look like a number (`torch = "2.12"`:
+/// typed as a float it would be refused, and `2.10` would lose its 0).
+pub const STRING_KEYS: [&str; 3] = ["torch", "name", "about"];
+
+fn value_for(path: &str, existing: Option<&toml_edit::Item>, text: &str) -> toml_edit::Value {
     let existing_is_string = existing
         .and_then(toml_edit::Item::as_value)
-        .is_some_and(toml_edit::Value::is_str);
+        .is_some_and(toml_edit::Value::is_str)
+        || STRING_KEYS.contains(&path);
     match text.parse::<toml_edit::Value>() {
         Ok(value) if !existing_is_string || value.is_str() => value,
         _ => toml_edit::Value::from(text.trim_matches('"')),
@@ -107,7 +112,7 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
                 return Err(not_a_table(tables[depth + 1]));
             }
             let existing = inline.get(last).map(|v| toml_edit::Item::Value(v.clone()));
-            inline.insert(*last, value_for(existing.as_ref(), &item.value));
+            inline.insert(*last, value_for(&item.path, existing.as_ref(), &item.value));
             return Ok(());
         }
         table = entry.as_table_mut().ok_or_else(|| not_a_table(key))?;
@@ -120,7 +125,7 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
             message: format!("--set {item}: {:?} is a table, not a value", item.path),
         });
     }
-    let value = value_for(table.get(last), &item.value);
+    let value = value_for(&item.path, table.get(last), &item.value);
     table.insert(last, toml_edit::Item::Value(value));
     Ok(())
 }

@@ -198,3 +198,26 @@ fn an_error_of_the_file_or_a_fixed_set_is_not_put_on_an_axis() {
         "{error}"
     );
 }
+
+#[test]
+fn a_torch_version_on_the_command_line_is_a_string_though_it_looks_like_a_number() {
+    let s = sweep("", &["torch=2.5,2.12"]).unwrap();
+    let cells: Vec<Vec<String>> = (0..2).map(|i| s.point(i).values).collect();
+    assert_eq!(cells, [["2.5"], ["2.12"]]);
+    assert_ne!(
+        s.scenario(&s.point(0)).unwrap().torch,
+        s.scenario(&s.point(1)).unwrap().torch
+    );
+    let scenario = |version: &str| {
+        let text = crate::sweep::apply_overrides_with_ops(
+            BASE,
+            &[Override::parse(&format!("torch={version}")).unwrap()],
+        )
+        .unwrap();
+        crate::scenario::parse("s.toml", &text).map(|scenario| scenario.torch)
+    };
+    assert_ne!(scenario("2.5").unwrap(), scenario("2.12").unwrap());
+    // 2.10 stays "2.10" (a float would read 2.1) and is refused by name.
+    let error = scenario("2.10").unwrap_err();
+    assert!(error.message.contains("\"2.10\""), "{}", error.message);
+}
