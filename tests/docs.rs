@@ -3,7 +3,7 @@
 //!
 //! - no tracked Markdown, Rust, TOML or Python file points into the folder that sits beside the
 //!   repository on the developers' machines;
-//! - every rule `R<n>` (1 ≤ n ≤ 30) cited anywhere has its entry in `docs/semantics.md`, with the
+//! - every rule `R<n>` (1 ≤ n ≤ 31) cited anywhere has its entry in `docs/semantics.md`, with the
 //!   heading `### R<n> — …` and the anchor `#r<n>`, and every rule R1…R31 is there, in order;
 //! - relative links in the Markdown files point at files that exist, and their `#fragment`s at
 //!   anchors that exist.

@@ -16,8 +16,8 @@
 //! [`HwError`] (exit code 2) instead of cudarc's panic.
 //!
 //! ```no_run
-//! let text = std::fs::read_to_string("scenarios/stream_scope.toml").unwrap();
-//! let scenario = sim::scenario::parse("scenarios/stream_scope.toml", &text).unwrap();
+//! let text = std::fs::read_to_string("scenarios/exp_b_stream_scope.toml").unwrap();
+//! let scenario = sim::scenario::parse("scenarios/exp_b_stream_scope.toml", &text).unwrap();
 //! let report = hw::probe().unwrap_or_else(|error| {
 //!     eprintln!("{error}");
 //!     std::process::exit(error.exit_code());

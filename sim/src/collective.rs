@@ -70,6 +70,30 @@ pub enum NcclCount {
     PerPeer,
 }
 
+/// Which of a Work's tensors PyTorch counts as one rank's slice of the collective's full size
+/// (`NumelIn`/`NumelOut` of the watchdog's `WorkNCCL(…)` and the Flight Recorder's sizes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkNumel {
+    /// Input and output are the whole tensor.
+    Whole,
+    /// The input is one rank's slice, the output the whole (all_gather).
+    InputSlice,
+    /// The input is the whole, the output one rank's slice (reduce_scatter).
+    OutputSlice,
+}
+
+impl WorkNumel {
+    /// `(NumelIn, NumelOut)` of a collective over `numel` elements in a group of `members`.
+    pub fn of(self, numel: u64, members: u64) -> (u64, u64) {
+        let slice = numel / members.max(1);
+        match self {
+            WorkNumel::Whole => (numel, numel),
+            WorkNumel::InputSlice => (slice, numel),
+            WorkNumel::OutputSlice => (numel, slice),
+        }
+    }
+}
+
 /// The facts of one collective kind.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Descriptor {
@@ -89,6 +113,7 @@ pub struct Descriptor {
     /// Whether the algorithm choice (ring, tree, NVLS) applies; the others always use a ring.
     pub chooses_algorithm: bool,
     pub nccl_count: NcclCount,
+    pub work_numel: WorkNumel,
     /// The kind the other ranks must issue at the same SeqNum (R16): the same one for a
     /// collective, a receive for a send and a send for a receive.
     pub counterpart: CollectiveKind,
@@ -106,6 +131,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::ReduceThenGather,
         chooses_algorithm: true,
         nccl_count: NcclCount::Whole,
+        work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::AllReduce,
     },
     Descriptor {
@@ -118,6 +144,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::Slice,
+        work_numel: WorkNumel::InputSlice,
         counterpart: CollectiveKind::AllGather,
     },
     Descriptor {
@@ -130,6 +157,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::Slice,
+        work_numel: WorkNumel::OutputSlice,
         counterpart: CollectiveKind::ReduceScatter,
     },
     Descriptor {
@@ -142,6 +170,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::Chain,
         chooses_algorithm: false,
         nccl_count: NcclCount::Whole,
+        work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::Broadcast,
     },
     Descriptor {
@@ -156,6 +185,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::PerPeer,
+        work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::AllToAll,
     },
     Descriptor {
@@ -168,6 +198,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::PointToPoint,
         chooses_algorithm: false,
         nccl_count: NcclCount::Whole,
+        work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::Recv,
     },
     Descriptor {
@@ -180,6 +211,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::PointToPoint,
         chooses_algorithm: false,
         nccl_count: NcclCount::Whole,
+        work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::Send,
     },
     Descriptor {
@@ -193,6 +225,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::PointToPoint,
         chooses_algorithm: false,
         nccl_count: NcclCount::Whole,
+        work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::BatchP2p,
     },
 ];
@@ -237,6 +270,16 @@ impl CollectiveKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_work_counts_the_slice_on_the_side_its_kind_slices() {
+        let numel = |kind: CollectiveKind| kind.descriptor().work_numel.of(800, 8);
+        assert_eq!(numel(CollectiveKind::AllReduce), (800, 800));
+        assert_eq!(numel(CollectiveKind::AllGather), (100, 800));
+        assert_eq!(numel(CollectiveKind::ReduceScatter), (800, 100));
+        assert_eq!(numel(CollectiveKind::AllToAll), (800, 800));
+        assert_eq!(WorkNumel::InputSlice.of(800, 0), (800, 800));
+    }
 
     #[test]
     fn descriptors_are_in_kind_order_and_keys_round_trip() {

@@ -98,11 +98,7 @@ pub(super) fn dump(
             };
             let members = scenario.groups[group].ranks.len() as u64;
             let numel = record.bytes / dtype.size_bytes();
-            let (numel_in, numel_out) = match kind {
-                CollectiveKind::AllGather => (numel / members, numel),
-                CollectiveKind::ReduceScatter => (numel, numel / members),
-                _ => (numel, numel),
-            };
+            let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
             let peer = scenario.groups[pair]
                 .ranks
                 .iter()

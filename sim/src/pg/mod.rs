@@ -796,11 +796,7 @@ pub fn work_text(
     };
     let numel = bytes / element_bytes;
     let members = scenario.groups[group].ranks.len() as u64;
-    let (numel_in, numel_out) = match kind {
-        CollectiveKind::AllGather => (numel / members, numel),
-        CollectiveKind::ReduceScatter => (numel, numel / members),
-        _ => (numel, numel),
-    };
+    let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
     format!(
         "WorkNCCL(SeqNum={seq}, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
         kind.op_type(),
