@@ -37,6 +37,46 @@ pub struct BenchArgs {
     pub against: Option<PathBuf>,
 }
 
+/// The flags that size the scenario, and `--plot`'s name, refused before any work, naming the
+/// flag (the generated scenario's own errors would point at a file the user never wrote).
+fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
+    let max_ranks = sim::scenario::MAX_RANKS;
+    let mut ranks = vec![("--ranks", args.ranks)];
+    ranks.extend(
+        args.scaling
+            .iter()
+            .flatten()
+            .map(|&count| ("--scaling", count)),
+    );
+    for (flag, count) in ranks {
+        if !(1..=max_ranks).contains(&count) {
+            return Err(Failure::input(format!(
+                "{flag} {count}: the number of ranks must be between 1 and {max_ranks}"
+            )));
+        }
+    }
+    let max_repeat = sim::scenario::MAX_REPEAT;
+    if !(1..=max_repeat).contains(&args.iterations) {
+        return Err(Failure::input(format!(
+            "--iterations {}: must be between 1 and {max_repeat}",
+            args.iterations
+        )));
+    }
+    if let Some(picture) = &args.plot {
+        let extension = picture
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        if !matches!(extension.as_deref(), Some("svg" | "png")) {
+            return Err(Failure::input(format!(
+                "--plot {}: the picture's name must end in .svg or .png",
+                picture.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The benchmark scenario: `ranks` ranks, `iterations` repeats of {async all_reduce, GEMM, wait}.
 pub fn scenario_text(ranks: u32, iterations: u32) -> String {
     format!(
@@ -182,6 +222,7 @@ struct Figures {
 }
 
 pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
+    check_sizes(args)?;
     if let Some(ranks) = &args.scaling {
         if args.repeat.is_some() {
             return Err(Failure::input(

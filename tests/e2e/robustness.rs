@@ -595,3 +595,41 @@ fn a_sweep_refused_before_it_runs_leaves_the_existing_csv_alone() {
     );
     assert_eq!(std::fs::read(&csv).unwrap(), rows);
 }
+
+#[test]
+fn bench_refuses_bad_sizes_naming_the_flag_before_any_work() {
+    let csv = temp("bench_refused.csv");
+    let _ = std::fs::remove_file(&csv);
+    let csv = csv.to_str().unwrap();
+    for (args, message) in [
+        (
+            vec!["--ranks", "0"],
+            "--ranks 0: the number of ranks must be between 1 and 131072",
+        ),
+        (
+            vec!["--iterations", "0"],
+            "--iterations 0: must be between 1 and 1000000",
+        ),
+        (
+            vec!["--scaling", "2,0", "-o", csv],
+            "--scaling 0: the number of ranks",
+        ),
+        (
+            vec!["--scaling", "2", "-o", csv, "--plot", "chart.txt"],
+            "--plot chart.txt: the picture's name must end in .svg or .png",
+        ),
+    ] {
+        let output = c10dsim(&[&["bench"], args.as_slice()].concat());
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            !std::path::Path::new(csv).exists(),
+            "{args:?} wrote the CSV"
+        );
+    }
+}
