@@ -70,13 +70,16 @@ def marks(stamped):
     return " ".join(f"{key} {first[key]:.3f}" for key, _ in MARKERS if key in first)
 
 
-def run(scenario, out_dir, name):
+def run(scenario, out_dir, name, launcher=(), extra=()):
+    """Runs the interpreter on `scenario`, behind `launcher` (a module run with -m before
+    `-m c10dsim.torch`, e.g. torchrun's, launch_store.py) and with `extra` arguments."""
     path = os.path.join(out_dir, name + ".json")
     with open(path, "w") as f:
         json.dump(scenario, f)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.abspath("python") + ":" + env.get("PYTHONPATH", "")
-    command = [sys.executable, "-m", "c10dsim.torch", path, "--out", os.path.join(out_dir, name)]
+    command = [sys.executable, *launcher, "-m", "c10dsim.torch", path,
+               "--out", os.path.join(out_dir, name), *extra]
     status, stamped = stamp(command, env, os.path.join(out_dir, name + ".log"))
     print(f"{name}: exit {status}; {marks(stamped)}", flush=True)
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from fr_off import marks, resolved, run, stamp
+from fr_off import resolved, run
 
 STORE_PORT = 29517
 
@@ -43,17 +43,9 @@ def with_agent_store(scenario, out_dir, name):
 
 
 def through_torchrun(scenario, out_dir, name):
-    import json
-    path = os.path.join(out_dir, name + ".json")
-    with open(path, "w") as f:
-        json.dump(scenario, f)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.abspath("python") + ":" + env.get("PYTHONPATH", "")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node=1", "-m", "c10dsim.torch", path,
-               "--out", os.path.join(out_dir, name), "--world", "1"]
-    status, stamped = stamp(command, env, os.path.join(out_dir, name + ".log"))
-    print(f"{name}: exit {status}; {marks(stamped)}", flush=True)
+    run(scenario, out_dir, name,
+        launcher=["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1"],
+        extra=["--world", "1"])
 
 
 def main():
