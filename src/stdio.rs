@@ -104,6 +104,12 @@ pub fn replace(
             .map_err(|error| Failure::input(format!("cannot write to standard output: {error}")));
     }
     refuse_input(path)?;
+    // A symbolic link keeps pointing where it did: the file it names is the one replaced.
+    let linked = std::fs::symlink_metadata(path)
+        .is_ok_and(|meta| meta.file_type().is_symlink())
+        .then(|| path.canonicalize().ok())
+        .flatten();
+    let path = linked.as_deref().unwrap_or(path);
     let direct = std::fs::metadata(path).is_ok_and(|meta| !meta.is_file());
     let target = if direct {
         path.to_path_buf()

@@ -568,6 +568,23 @@ fn an_output_is_written_whole_or_not_at_all() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(Timeline::from_json(&text).is_ok());
+    // Through a symbolic link, the file it names is replaced and the link kept.
+    let link = dir.join("link.json");
+    let real = dir.join("real.json");
+    std::fs::write(&real, "old").unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--timeline",
+        link.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(Timeline::from_json(&std::fs::read_to_string(&real).unwrap()).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
