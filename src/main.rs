@@ -33,6 +33,7 @@ mod hw_cmd;
 mod import_cmd;
 mod limits;
 mod plot;
+mod progress;
 mod stdio;
 mod sweep;
 mod torch_cmd;
@@ -775,9 +776,11 @@ fn run(
     limits.check(file, &scenario, outputs.summary.is_some())?;
     let options = sim::engine::Options {
         summary: outputs.summary.clone(),
+        progress: progress::hook(),
         ..limits.engine_options()
     };
     let (timeline, _) = sim::engine::simulate_with(&scenario, options);
+    progress::finish();
     if let Some(measured) = against.measured {
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;

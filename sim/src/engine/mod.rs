@@ -82,6 +82,10 @@ pub struct Options {
     /// engine reads no counter of its own; without one there is no cap.
     pub memory_in_use: Option<fn() -> u64>,
     pub max_memory_bytes: u64,
+    /// Told the events processed and the simulated time reached, at the first event and every
+    /// [`MEMORY_CHECK_EVENTS`] after (the binary shows a long run's progress with it). It only
+    /// observes: the run is the same with it or without.
+    pub progress: Option<fn(u64, u64)>,
     /// Simulate one rank per class of ranks that behave alike (with the scenario's
     /// `cluster.fold`); the Timeline is then folded (docs/scale.md).
     pub fold: bool,
@@ -102,6 +106,7 @@ impl Default for Options {
             race_detector: true,
             memory_in_use: None,
             max_memory_bytes: u64::MAX,
+            progress: None,
             fold: true,
             per_rank_detail: false,
             summary: None,
@@ -435,10 +440,13 @@ impl<'s> Engine<'s> {
             }
             // At the first event, then every MEMORY_CHECK_EVENTS: a cap below what the process
             // holds already ends even a short run.
-            if (self.events_processed - 1).is_multiple_of(MEMORY_CHECK_EVENTS)
-                && self.over_memory_cap()
-            {
-                return;
+            if (self.events_processed - 1).is_multiple_of(MEMORY_CHECK_EVENTS) {
+                if let Some(progress) = self.options.progress {
+                    progress(self.events_processed, self.now_ns);
+                }
+                if self.over_memory_cap() {
+                    return;
+                }
             }
             match event {
                 Event::Advance { rank, stream } => {
