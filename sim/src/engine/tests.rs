@@ -566,3 +566,38 @@ fn a_lazy_init_ends_when_its_last_member_is_done_whatever_order_they_arrived_r8(
     assert_eq!(calls_ms, [300, 300, 300, 300]);
     assert_eq!(run(true).expand(), unfolded);
 }
+
+#[test]
+fn the_progress_hook_observes_without_changing_the_run() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    static LAST_EVENTS: AtomicU64 = AtomicU64::new(0);
+    fn seen(events: u64, _simulated_ns: u64) {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        LAST_EVENTS.store(events, Ordering::Relaxed);
+    }
+    let text = "repeat = 2000\n[cluster]\nranks = 4\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+    let scenario = parse("progress.toml", text).unwrap();
+    let options = |progress| Options {
+        fold: false,
+        progress,
+        ..Options::default()
+    };
+    let (plain, events) = simulate_with(&scenario, options(None));
+    let (observed, observed_events) = simulate_with(&scenario, options(Some(seen)));
+    assert_eq!(observed, plain);
+    assert_eq!(observed_events, events);
+    // At the first event, then every MEMORY_CHECK_EVENTS.
+    let calls = CALLS.load(Ordering::Relaxed);
+    assert_eq!(
+        calls,
+        (events - 1) / MEMORY_CHECK_EVENTS + 1,
+        "{events} events"
+    );
+    assert_eq!(
+        LAST_EVENTS.load(Ordering::Relaxed),
+        (calls - 1) * MEMORY_CHECK_EVENTS + 1
+    );
+    assert!(calls > 1, "{events} events");
+}
