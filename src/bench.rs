@@ -468,10 +468,17 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
         .map_err(|error| Failure::input(format!("cannot run {}: {error}", program.display())))?;
     let row = String::from_utf8_lossy(&child.stdout).trim().to_string();
     let Some(row) = complete_row(&row).filter(|_| child.status.success()) else {
+        let printed = if row.is_empty() {
+            "nothing on stdout".to_string()
+        } else {
+            format!("this on stdout: {row}")
+        };
+        // A binary that ran and printed no row is not a c10dsim with `bench --csv-row` (bad
+        // input, 2); one that failed says why on the stderr it shares with this one (1).
         return Err(Failure {
-            code: 1,
+            code: if child.status.success() { 2 } else { 1 },
             message: format!(
-                "{} bench --csv-row with {ranks} ranks failed or printed no row of {} figures ({}): {row}",
+                "{} bench --csv-row with {ranks} ranks failed or printed no row of {} figures ({}; {printed})",
                 program.display(),
                 COLUMNS.len() - 1,
                 child.status

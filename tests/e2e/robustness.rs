@@ -650,3 +650,25 @@ fn bench_refuses_bad_sizes_naming_the_flag_before_any_work() {
         );
     }
 }
+
+#[test]
+fn bench_against_a_binary_that_prints_no_row_says_so_with_exit_2() {
+    let output = c10dsim(&[
+        "bench",
+        "--repeat",
+        "1",
+        "--against",
+        "/bin/true",
+        "--ranks",
+        "2",
+        "--iterations",
+        "2",
+    ]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("/bin/true bench --csv-row with 2 ranks failed or printed no row of 15 figures (exit status: 0; nothing on stdout)"),
+        "{}",
+        stderr(&output)
+    );
+}
