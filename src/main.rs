@@ -829,13 +829,19 @@ fn emit(
             path.display().to_string()
         }
     };
+    // With `--json` and a file on stdout, stderr holds the JSON report alone.
+    let wrote = |what: &str, path: &Path| {
+        if !(json && stdio::is_dash(path)) {
+            eprintln!("c10dsim: wrote {what} {}", shown(path));
+        }
+    };
     // Traces and charts show every rank: a folded Timeline is expanded for them (the report
     // weighs its classes instead, docs/scale.md).
     let expanded = std::cell::OnceCell::new();
     let per_rank = || expanded.get_or_init(|| timeline.expand());
     if let Some(path) = outputs.trace {
         trace_out::write_trace(path, per_rank())?;
-        eprintln!("c10dsim: wrote trace {}", shown(path));
+        wrote("trace", path);
     }
     if let Some(dir) = outputs.trace_dir {
         let ranks = match timeline.source {
@@ -853,16 +859,27 @@ fn emit(
     }
     if let Some(path) = outputs.timeline {
         write_json(path, timeline)?;
-        eprintln!("c10dsim: wrote timeline {}", shown(path));
+        wrote("timeline", path);
     }
     fr_cmd::write_dumps(scenario, timeline, outputs.fr_dir)?;
     if let Some(path) = outputs.svg {
         plot::write_timeline_svg(per_rank(), path)?;
-        eprintln!("c10dsim: wrote timeline chart {}", shown(path));
+        wrote("timeline chart", path);
     }
     let rendered = || text::render_report_with(report, outputs.per_rank);
     if dashes == 1 {
-        eprint!("{}", rendered());
+        if json {
+            // `--json` with a file on stdout: the JSON report, on stderr.
+            let value = serde_json::json!({"parameters": scenario, "report": report});
+            let mut stderr = std::io::BufWriter::new(std::io::stderr().lock());
+            serde_json::to_writer_pretty(&mut stderr, &value)
+                .map_err(std::io::Error::from)
+                .and_then(|()| std::io::Write::write_all(&mut stderr, b"\n"))
+                .and_then(|()| std::io::Write::flush(&mut stderr))
+                .map_err(output_failure)?;
+        } else {
+            eprint!("{}", rendered());
+        }
         return Ok(());
     }
     if table {

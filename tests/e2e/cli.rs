@@ -899,3 +899,19 @@ fn hw_merge_calibrate_and_fidelity_write_standard_output_with_a_dash() {
     assert!(stdout(&piped).starts_with(marker));
     assert_eq!(format!("prose\n\n{}", stdout(&piped)), written);
 }
+
+#[test]
+fn json_with_the_timeline_on_stdout_puts_the_json_report_alone_on_stderr() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--timeline",
+        "-",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let timeline = sim::timeline::Timeline::from_json(&stdout(&output)).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&stderr(&output)).unwrap();
+    assert_eq!(report["parameters"]["name"], timeline.scenario.name);
+    assert!(report["report"]["findings"].is_array(), "{report}");
+}
