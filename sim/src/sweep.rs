@@ -362,6 +362,15 @@ impl Sweep {
                     paths.join(", "),
                     error.message
                 );
+                // An axis of the file: the error is at its key there.
+                if let Some(span) = dimension.paths.iter().find_map(|p| p.key_span.clone()) {
+                    return Err(scenario::error_at(
+                        &self.path,
+                        &self.text,
+                        span,
+                        error.message,
+                    ));
+                }
                 return Err(error);
             }
         }

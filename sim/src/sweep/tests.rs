@@ -221,3 +221,20 @@ fn a_torch_version_on_the_command_line_is_a_string_though_it_looks_like_a_number
     let error = scenario("2.10").unwrap_err();
     assert!(error.message.contains("\"2.10\""), "{}", error.message);
 }
+
+#[test]
+fn a_file_axis_no_value_of_which_is_valid_is_placed_at_its_key() {
+    let error = sweep("[sweep]\n\"bogus.key\" = [1, 2]\n", &[]).unwrap_err();
+    let line = BASE.lines().count() as u32 + 2;
+    assert_eq!(
+        (error.path.as_str(), error.line, error.column),
+        ("s.toml", line, 1)
+    );
+    assert!(
+        error
+            .message
+            .starts_with("sweep axis bogus.key: none of its values"),
+        "{}",
+        error.message
+    );
+}
