@@ -871,12 +871,7 @@ fn emit(
         if json {
             // `--json` with a file on stdout: the JSON report, on stderr.
             let value = serde_json::json!({"parameters": scenario, "report": report});
-            let mut stderr = std::io::BufWriter::new(std::io::stderr().lock());
-            serde_json::to_writer_pretty(&mut stderr, &value)
-                .map_err(std::io::Error::from)
-                .and_then(|()| std::io::Write::write_all(&mut stderr, b"\n"))
-                .and_then(|()| std::io::Write::flush(&mut stderr))
-                .map_err(output_failure)?;
+            pretty_json(std::io::stderr().lock(), &value)?;
         } else {
             eprint!("{}", rendered());
         }
@@ -895,19 +890,24 @@ fn emit(
             // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
             value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(per_rank()));
         }
-        // Streamed: the findings and watchdog lines of a large run can be long.
-        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
-        serde_json::to_writer_pretty(&mut stdout, &value)
-            .map_err(std::io::Error::from)
-            .and_then(|()| std::io::Write::write_all(&mut stdout, b"\n"))
-            .and_then(|()| std::io::Write::flush(&mut stdout))
-            .map_err(output_failure)?;
+        pretty_json(std::io::stdout().lock(), &value)?;
     } else {
         out!("{}", text::describe_scenario(scenario))?;
         outln!()?;
         out!("{}", rendered())?;
     }
     Ok(())
+}
+
+/// Writes `value` as indented JSON and a newline to `out`, streamed (the findings and watchdog
+/// lines of a large run can be long).
+fn pretty_json(out: impl std::io::Write, value: &serde_json::Value) -> Result<(), Failure> {
+    let mut out = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(output_failure)
 }
 
 fn check(files: &[PathBuf], limits: &limits::LimitArgs) -> Result<u8, Failure> {
