@@ -63,16 +63,8 @@ fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
         )));
     }
     if let Some(picture) = &args.plot {
-        let extension = picture
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase);
-        if !matches!(extension.as_deref(), Some("svg" | "png")) {
-            return Err(Failure::input(format!(
-                "--plot {}: the picture's name must end in .svg or .png",
-                picture.display()
-            )));
-        }
+        crate::plot::picture_is_png(picture)
+            .map_err(|refused| Failure::input(format!("--plot {}", refused.message)))?;
     }
     Ok(())
 }

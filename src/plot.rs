@@ -61,24 +61,26 @@ fn load_font() -> Result<(), Failure> {
 /// DejaVu Sans, compiled in so that charts draw on machines without fonts.
 static SHIPPED_FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 
-pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
-    let extension = args
-        .output
+/// Whether the picture `output` names is a PNG (else an SVG; `-`, standard output, is SVG),
+/// by its extension; any other name is refused.
+pub fn picture_is_png(output: &Path) -> Result<bool, Failure> {
+    let extension = output
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    let to_stdout = args.output.as_os_str() == "-";
-    let png = match extension.as_deref() {
-        _ if to_stdout => false,
-        Some("svg") => false,
-        Some("png") => true,
-        _ => {
-            return Err(Failure::input(format!(
-                "{}: the picture's name must end in .svg or .png",
-                args.output.display()
-            )))
-        }
-    };
+    match extension.as_deref() {
+        _ if crate::stdio::is_dash(output) => Ok(false),
+        Some("svg") => Ok(false),
+        Some("png") => Ok(true),
+        _ => Err(Failure::input(format!(
+            "{}: the picture's name must end in .svg or .png",
+            output.display()
+        ))),
+    }
+}
+
+pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
+    let png = picture_is_png(&args.output)?;
     let filters = args
         .filters
         .iter()
@@ -118,7 +120,7 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
     }
     .map_err(Failure::input)?;
     crate::stdio::write_bytes(&args.output, &bytes)?;
-    if to_stdout {
+    if crate::stdio::is_dash(&args.output) {
         return Ok(0);
     }
     let lines: usize = charts.iter().map(|chart| chart.series.len()).sum();
