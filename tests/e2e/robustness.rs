@@ -31,6 +31,14 @@ fn assert_no_panic(output: &std::process::Output) {
     assert_ne!(code(output), Some(101), "{err}");
 }
 
+/// The command was refused as bad input: no panic, exit 2, and `message` on stderr.
+fn assert_refused(output: &std::process::Output, message: &str, context: &str) {
+    assert_no_panic(output);
+    let err = stderr(output);
+    assert_eq!(code(output), Some(2), "{context}: {err}");
+    assert!(err.contains(message), "{context}: {err}");
+}
+
 const AR: &str =
     "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"t\"\n";
 
@@ -512,13 +520,7 @@ fn an_output_named_like_an_input_is_refused_and_the_input_kept() {
     let path = scenario.to_str().unwrap();
     for flag in ["--timeline", "--trace", "--svg"] {
         let output = c10dsim(&["run", path, flag, path]);
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(2), "{flag}: {}", stderr(&output));
-        assert!(
-            stderr(&output).contains("is also an input of this command"),
-            "{flag}: {}",
-            stderr(&output)
-        );
+        assert_refused(&output, "is also an input of this command", flag);
         assert_eq!(std::fs::read(&scenario).unwrap(), original, "{flag}");
     }
     let sweep = temp("same_sweep.toml");
@@ -526,12 +528,7 @@ fn an_output_named_like_an_input_is_refused_and_the_input_kept() {
     let original = std::fs::read(&sweep).unwrap();
     let path = sweep.to_str().unwrap();
     let output = c10dsim(&["sweep", path, "-o", path]);
-    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("is also an input of this command"),
-        "{}",
-        stderr(&output)
-    );
+    assert_refused(&output, "is also an input of this command", "sweep");
     assert_eq!(std::fs::read(&sweep).unwrap(), original);
 }
 
@@ -603,13 +600,7 @@ fn a_sweep_refused_before_it_runs_leaves_the_existing_csv_alone() {
         "--threads",
         "100000",
     ]);
-    assert_no_panic(&refused);
-    assert_eq!(code(&refused), Some(2), "{}", stderr(&refused));
-    assert!(
-        stderr(&refused).contains("--threads 100000: at most 1024"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "--threads 100000: at most 1024", "--threads");
     assert_eq!(std::fs::read(&csv).unwrap(), rows);
 }
 
@@ -637,13 +628,7 @@ fn bench_refuses_bad_sizes_naming_the_flag_before_any_work() {
         ),
     ] {
         let output = c10dsim(&[&["bench"], args.as_slice()].concat());
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
-        assert!(
-            stderr(&output).contains(message),
-            "{args:?}: {}",
-            stderr(&output)
-        );
+        assert_refused(&output, message, &format!("{args:?}"));
         assert!(
             !std::path::Path::new(csv).exists(),
             "{args:?} wrote the CSV"
@@ -664,11 +649,9 @@ fn bench_against_a_binary_that_prints_no_row_says_so_with_exit_2() {
         "--iterations",
         "2",
     ]);
-    assert_no_panic(&output);
-    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("/bin/true bench --csv-row with 2 ranks failed or printed no row of 15 figures (exit status: 0; nothing on stdout)"),
-        "{}",
-        stderr(&output)
+    assert_refused(
+        &output,
+        "/bin/true bench --csv-row with 2 ranks failed or printed no row of 15 figures (exit status: 0; nothing on stdout)",
+        "--against /bin/true",
     );
 }
