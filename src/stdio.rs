@@ -110,7 +110,10 @@ pub fn replace(
         .then(|| path.canonicalize().ok())
         .flatten();
     let path = linked.as_deref().unwrap_or(path);
-    let direct = std::fs::metadata(path).is_ok_and(|meta| !meta.is_file());
+    let existing = std::fs::metadata(path).ok();
+    let direct = existing.as_ref().is_some_and(|meta| !meta.is_file());
+    // The replacement keeps the replaced file's permissions, not the umask's.
+    let permissions = existing.map(|meta| meta.permissions());
     let target = if direct {
         path.to_path_buf()
     } else {
@@ -126,12 +129,14 @@ pub fn replace(
         let file = out
             .into_inner()
             .map_err(std::io::IntoInnerError::into_error)?;
-        // On disk before the rename, so that a crash leaves the old file or the new one.
         if direct {
-            Ok(())
-        } else {
-            file.sync_all()
+            return Ok(());
         }
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)?;
+        }
+        // On disk before the rename, so that a crash leaves the old file or the new one.
+        file.sync_all()
     });
     let result = result.and_then(|()| {
         if direct {

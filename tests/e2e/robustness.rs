@@ -5,6 +5,7 @@
 use crate::util::{c10dsim, skipped, stderr, stdout};
 use sim::timeline::Timeline;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -553,9 +554,12 @@ fn an_output_is_written_whole_or_not_at_all() {
         .map(|entry| entry.unwrap().file_name())
         .collect();
     assert_eq!(left, ["out.json"], "a partial file was left behind");
-    // A successful write replaces an existing file's contents whole.
+    // A successful write replaces an existing file's contents whole and keeps its permissions.
     let file = dir.join("t.json");
     std::fs::write(&file, "old").unwrap();
+    // Execute bits: a file the command creates never has them, whatever the umask.
+    let kept_mode = 0o755;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(kept_mode)).unwrap();
     let output = c10dsim(&[
         "run",
         "scenarios/exp_b_stream_scope.toml",
@@ -565,6 +569,11 @@ fn an_output_is_written_whole_or_not_at_all() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(Timeline::from_json(&text).is_ok());
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode, kept_mode,
+        "the replaced file's permissions were not kept"
+    );
     // Through a symbolic link, the file it names is replaced and the link kept.
     let link = dir.join("link.json");
     let real = dir.join("real.json");
