@@ -146,6 +146,7 @@ pub fn write_dumps(
         timeline
     };
     let mut written = Vec::new();
+    let mut batch = stdio::Batch::default();
     for dump in &timeline.flight_recorder {
         let Some(path) = dump_path(scenario, fr_dir, dump.rank) else {
             return Ok(());
@@ -155,9 +156,10 @@ pub fn write_dumps(
                 .map_err(|e| Failure::input(format!("cannot create {}: {e}", parent.display())))?;
         }
         let bytes = flight_recorder::write(dump);
-        stdio::replace(&path, |out| out.write_all(&bytes))?;
+        batch.add(&path, |out| out.write_all(&bytes))?;
         written.push(path);
     }
+    batch.commit()?;
     if let (Some(first), Some(last)) = (written.first(), written.last()) {
         eprintln!(
             "c10dsim: wrote {} Flight Recorder dump{} ({} … {})",

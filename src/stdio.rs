@@ -85,68 +85,237 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
 }
 
 /// Hands `write` a buffered writer on `path` (standard output for `-`), so that the file is
-/// either written whole or left as it was: the bytes go to a hidden file beside it, renamed
-/// over `path` once complete and removed if anything fails (a full disk, an error half-way).
-/// A path that exists and is not a regular file (`/dev/null`, a pipe) is written directly.
-/// A path the command read an input from ([`note_input`]) is refused: writing the output there
-/// would lose the input.
+/// either written whole or left as it was: the bytes go to a hidden file beside it, flushed to
+/// disk and renamed over `path` once complete, and removed if anything fails (a full disk, an
+/// error half-way). A path that exists and is not a regular file (`/dev/null`, a pipe) is
+/// written directly. A path the command read an input from ([`note_input`]) is refused:
+/// writing the output there would lose the input.
 pub fn replace(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Failure> {
-    let cannot = |error: &dyn std::fmt::Display| {
-        Failure::input(format!("cannot write {}: {error}", path.display()))
-    };
     if is_dash(path) {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         return write(&mut out)
             .and_then(|()| out.flush())
             .map_err(|error| Failure::input(format!("cannot write to standard output: {error}")));
     }
-    refuse_input(path)?;
-    // A symbolic link keeps pointing where it did: the file it names is the one replaced.
-    let linked = std::fs::symlink_metadata(path)
-        .is_ok_and(|meta| meta.file_type().is_symlink())
-        .then(|| path.canonicalize().ok())
-        .flatten();
-    let path = linked.as_deref().unwrap_or(path);
-    let existing = std::fs::metadata(path).ok();
-    let direct = existing.as_ref().is_some_and(|meta| !meta.is_file());
-    // The replacement keeps the replaced file's permissions, not the umask's.
-    let permissions = existing.map(|meta| meta.permissions());
-    let target = if direct {
-        path.to_path_buf()
-    } else {
-        let name = path
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
-    };
-    let result = std::fs::File::create(&target).and_then(|file| {
-        let mut out = std::io::BufWriter::new(file);
-        write(&mut out)?;
-        let file = out
-            .into_inner()
-            .map_err(std::io::IntoInnerError::into_error)?;
-        if direct {
-            return Ok(());
-        }
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
-        }
-        // On disk before the rename, so that a crash leaves the old file or the new one.
-        file.sync_all()
-    });
-    let result = result.and_then(|()| {
-        if direct {
-            Ok(())
-        } else {
-            std::fs::rename(&target, path)
-        }
-    });
-    if result.is_err() && !direct {
-        let _ = std::fs::remove_file(&target);
+    let mut batch = Batch::default();
+    batch.write(path, write, Flush::ThisFile)?;
+    batch.commit()
+}
+
+/// Many outputs written as one ([`replace`] for each): every file goes to its hidden file, the
+/// file systems holding them are flushed once, then each is renamed over its name. A folder of
+/// per-rank files is written this way, since a flush per file cost seconds per thousand files
+/// (docs/perf.md, "Writing many files"). Dropped before [`Batch::commit`], it removes the hidden
+/// files and leaves every old file as it was.
+#[derive(Default)]
+pub struct Batch {
+    /// The hidden files written so far and the names they replace.
+    pending: Vec<(PathBuf, PathBuf)>,
+    /// One open file on each file system the pending files are on, for its flush.
+    file_systems: Vec<std::fs::File>,
+}
+
+/// When a file of a [`Batch`] reaches the disk.
+#[derive(Clone, Copy, PartialEq)]
+enum Flush {
+    ThisFile,
+    WithTheBatch,
+}
+
+impl Batch {
+    /// Writes one file of the batch ([`replace`]'s rules; `-` is refused here: a batch holds
+    /// files).
+    pub fn add(
+        &mut self,
+        path: &Path,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), Failure> {
+        self.write(path, write, Flush::WithTheBatch)
     }
-    result.map_err(|error| cannot(&error))
+
+    fn write(
+        &mut self,
+        path: &Path,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+        flush: Flush,
+    ) -> Result<(), Failure> {
+        let cannot = |error: &dyn std::fmt::Display| {
+            Failure::input(format!("cannot write {}: {error}", path.display()))
+        };
+        refuse_input(path)?;
+        // A symbolic link keeps pointing where it did: the file it names is the one replaced.
+        let linked = std::fs::symlink_metadata(path)
+            .is_ok_and(|meta| meta.file_type().is_symlink())
+            .then(|| path.canonicalize().ok())
+            .flatten();
+        let path = linked.as_deref().unwrap_or(path);
+        let existing = std::fs::metadata(path).ok();
+        let direct = existing.as_ref().is_some_and(|meta| !meta.is_file());
+        // The replacement keeps the replaced file's permissions, not the umask's.
+        let permissions = existing.map(|meta| meta.permissions());
+        let target = if direct {
+            path.to_path_buf()
+        } else {
+            let name = path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
+        };
+        let result = std::fs::File::create(&target).and_then(|file| {
+            let mut out = std::io::BufWriter::new(file);
+            write(&mut out)?;
+            let file = out
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?;
+            if direct {
+                return Ok(());
+            }
+            if let Some(permissions) = permissions {
+                file.set_permissions(permissions)?;
+            }
+            // On disk before the rename, so that a crash leaves the old file or the new one.
+            match flush {
+                Flush::ThisFile => file.sync_all(),
+                Flush::WithTheBatch => self.flush_later(&file),
+            }
+        });
+        if direct {
+            return result.map_err(|error| cannot(&error));
+        }
+        if let Err(error) = result {
+            let _ = std::fs::remove_file(&target);
+            return Err(cannot(&error));
+        }
+        self.pending.push((target, path.to_path_buf()));
+        Ok(())
+    }
+
+    /// Notes the file system `file` is on as one the commit flushes.
+    fn flush_later(&mut self, file: &std::fs::File) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let device = file.metadata()?.dev();
+        for open in &self.file_systems {
+            if open.metadata()?.dev() == device {
+                return Ok(());
+            }
+        }
+        self.file_systems.push(file.try_clone()?);
+        Ok(())
+    }
+
+    /// Flushes the batch's file systems, then renames every hidden file over its name.
+    pub fn commit(mut self) -> Result<(), Failure> {
+        for open in std::mem::take(&mut self.file_systems) {
+            rustix::fs::syncfs(&open).map_err(|error| {
+                Failure::input(format!("cannot flush the files written to disk: {error}"))
+            })?;
+        }
+        while let Some((target, path)) = self.pending.pop() {
+            if let Err(error) = std::fs::rename(&target, &path) {
+                // The hidden files left are removed when the batch is dropped.
+                let _ = std::fs::remove_file(&target);
+                return Err(Failure::input(format!(
+                    "cannot write {}: {error}",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        for (target, _) in &self.pending {
+            let _ = std::fs::remove_file(target);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("c10dsim-stdio-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_batch_replaces_its_files_only_when_committed() {
+        let dir = folder("commit");
+        std::fs::write(dir.join("a"), "old a").unwrap();
+        let mut batch = Batch::default();
+        assert!(batch
+            .add(&dir.join("a"), |out| out.write_all(b"new a"))
+            .is_ok());
+        assert!(batch
+            .add(&dir.join("b"), |out| out.write_all(b"new b"))
+            .is_ok());
+        // Before the commit the old file is there and the new ones are hidden.
+        assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "old a");
+        assert!(!dir.join("b").exists());
+        assert_eq!(names(&dir).len(), 3, "{:?}", names(&dir));
+        assert!(batch.commit().is_ok());
+        assert_eq!(names(&dir), ["a", "b"]);
+        assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "new a");
+        assert_eq!(std::fs::read_to_string(dir.join("b")).unwrap(), "new b");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_batch_that_fails_leaves_every_old_file_and_no_hidden_one() {
+        let dir = folder("fail");
+        std::fs::write(dir.join("a"), "old a").unwrap();
+        let mut batch = Batch::default();
+        assert!(batch
+            .add(&dir.join("a"), |out| out.write_all(b"new a"))
+            .is_ok());
+        let failed = batch.add(&dir.join("b"), |out| {
+            out.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        });
+        let message = failed.err().unwrap().message;
+        assert!(message.contains("disk full"), "{message}");
+        drop(batch);
+        assert_eq!(names(&dir), ["a"]);
+        assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "old a");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_commit_that_cannot_rename_reports_the_file_and_removes_the_hidden_ones() {
+        let dir = folder("rename");
+        let mut batch = Batch::default();
+        assert!(batch
+            .add(&dir.join("a"), |out| out.write_all(b"new a"))
+            .is_ok());
+        assert!(batch
+            .add(&dir.join("b"), |out| out.write_all(b"new b"))
+            .is_ok());
+        // A folder now holds b's name: a file cannot be renamed over it.
+        std::fs::create_dir(dir.join("b")).unwrap();
+        let message = batch.commit().err().unwrap().message;
+        assert!(
+            message.contains("cannot write") && message.contains('b'),
+            "{message}"
+        );
+        assert_eq!(names(&dir), ["b"], "a hidden file was left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -34,10 +34,11 @@ pub fn write_trace_dir(dir: &Path, timeline: &Timeline, ranks: Ranks) -> Result<
         refuse_other_ranks(dir, timeline)?;
     }
     let traces = trace::RankTraces::new(timeline);
+    let mut batch = stdio::Batch::default();
     for (position, name) in traces.files() {
-        crate::stdio::replace(&dir.join(name), |out| traces.write(position, out))?;
+        batch.add(&dir.join(name), |out| traces.write(position, out))?;
     }
-    Ok(())
+    batch.commit()
 }
 
 /// A `rank<N>.pt.trace.json` in `dir` for a rank this run does not have (left by a run with more
