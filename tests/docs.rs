@@ -387,3 +387,24 @@ fn relative_links_resolve() {
         broken.join("\n")
     );
 }
+
+#[test]
+fn every_shipped_picture_is_one_svg_document() {
+    // A picture of several panels once closed its document after the first one (browsers and
+    // XML readers stop there); each SVG must have one root element, closed at its very end.
+    let pictures: Vec<PathBuf> = repo_files()
+        .into_iter()
+        .filter(|f| has_extension(f, &["svg"]))
+        .collect();
+    assert!(!pictures.is_empty(), "no SVG found: the walk is broken");
+    for picture in pictures {
+        let text = read(&picture);
+        let opened = text.matches("<svg").count();
+        let closed = text.matches("</svg>").count();
+        assert!(
+            opened == 1 && closed == 1 && text.trim_end().ends_with("</svg>"),
+            "{}: {opened} <svg> and {closed} </svg>, or text after the last",
+            picture.display()
+        );
+    }
+}

@@ -384,7 +384,9 @@ fn draw_panels<DB: DrawingBackend>(
     {
         draw_chart(area, chart, canvas.log_x, canvas.log_y)?;
     }
-    Ok(())
+    // Once for the whole picture: the SVG backend closes its document when presented.
+    root.present()
+        .map_err(|error| format!("drawing the chart failed: {error}"))
 }
 
 fn draw_chart<DB: DrawingBackend>(
@@ -598,8 +600,7 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| fail(&e))?;
-    root.present().map_err(|e| fail(&e))
+        .map_err(|e| fail(&e))
 }
 
 #[cfg(test)]
@@ -804,6 +805,10 @@ mod tests {
         };
         let svg = panels_svg(&charts, canvas).unwrap();
         assert!(svg.contains("wall_s by ranks") && svg.contains("peak_memory_mib by ranks"));
+        // One document holding both panels: a single root element, closed at the very end.
+        assert_eq!(svg.matches("<svg").count(), 1, "{svg}");
+        assert_eq!(svg.matches("</svg>").count(), 1);
+        assert!(svg.trim_end().ends_with("</svg>"));
         // A log x axis of ranks ticks at powers of ten.
         let ticks: Vec<&str> = svg
             .split('>')
