@@ -160,6 +160,10 @@ pub struct Provenance<'a> {
     pub version: &'a str,
 }
 
+/// The prefix of an axis column whose key is also the name of a trailing column
+/// ([`Columns::header`]).
+pub const SCENARIO_PREFIX: &str = "scenario.";
+
 /// The suffix of the column that follows a size axis (`tensors.buf` → `tensors.buf_bytes`): the
 /// size as an integer count of bytes, beside the label as written (`25MiB`).
 pub const SIZE_BYTES_SUFFIX: &str = "_bytes";
@@ -217,16 +221,24 @@ impl Columns {
     }
 
     /// `point`, the axes (a size axis followed by its `_bytes` column), the metrics, then
-    /// [`trailing_columns`].
+    /// [`trailing_columns`]. An axis named like a trailing column (`seed`: the scenario's seed
+    /// swept, beside each point's own `seed`) is written `scenario.<axis>`, so that no two
+    /// columns share a name.
     pub fn header(&self) -> Vec<String> {
+        let trailing = trailing_columns();
         let axes = self
             .axes
             .iter()
             .zip(&self.size_axes)
             .flat_map(|(axis, &size)| {
-                std::iter::once(axis.clone())
-                    .chain(size.then(|| format!("{axis}{SIZE_BYTES_SUFFIX}")))
-            });
+                let column = if trailing.contains(axis) {
+                    format!("{SCENARIO_PREFIX}{axis}")
+                } else {
+                    axis.clone()
+                };
+                std::iter::once(column).chain(size.then(|| format!("{axis}{SIZE_BYTES_SUFFIX}")))
+            })
+            .collect::<Vec<_>>();
         std::iter::once(POINT_COLUMN.to_string())
             .chain(axes)
             .chain(self.metrics.iter().cloned())
@@ -252,7 +264,7 @@ impl Columns {
                 row.push(bytes.map_or(String::new(), |bytes| bytes.to_string()));
             }
         }
-        let (cells, findings, error) = match outcome {
+        let (cells, memory, findings, error) = match outcome {
             Ok(timeline) => {
                 let metrics = report(timeline);
                 let cells: HashMap<String, String> = metric_cells(&metrics).into_iter().collect();
@@ -265,26 +277,27 @@ impl Columns {
                         format!("{kind}: {} (and {more} more findings)", first.message)
                     }
                 });
-                (cells, Some(metrics.findings), error)
+                (cells, Some(metrics.memory), Some(metrics.findings), error)
             }
-            Err(message) => (HashMap::new(), None, message.to_string()),
+            Err(message) => (HashMap::new(), None, None, message.to_string()),
         };
         row.extend(
             self.metrics
                 .iter()
                 .map(|name| cells.get(name).cloned().unwrap_or_default()),
         );
-        match outcome {
-            Ok(timeline) => {
-                let memory = timeline.ranks.iter().map(|rank| rank.memory);
-                let reserved = memory.clone().map(|m| m.peak_reserved_bytes).max();
-                let allocated = memory.clone().map(|m| m.peak_allocated_bytes).max();
-                let releases: u64 = memory.map(|m| u64::from(m.cache_releases)).sum();
-                row.push(reserved.unwrap_or(0).to_string());
-                row.push(allocated.unwrap_or(0).to_string());
-                row.push(releases.to_string());
-            }
-            Err(_) => row.extend(MEMORY_COLUMNS.iter().map(|_| String::new())),
+        // The report's figures: a folded class's cache releases count once per rank it
+        // stands for.
+        match memory {
+            Some(memory) => row.extend(
+                [
+                    memory.peak_reserved_bytes,
+                    memory.peak_allocated_bytes,
+                    memory.cache_releases,
+                ]
+                .map(|value| value.to_string()),
+            ),
+            None => row.extend(MEMORY_COLUMNS.iter().map(|_| String::new())),
         }
         match &findings {
             Some(all) => {

@@ -855,3 +855,44 @@ fn the_shipped_kubernetes_indexed_job_runs_its_shards_and_they_merge_to_the_whol
     }
     assert_parts_merge_to(&out_dir, completions, &whole);
 }
+
+#[test]
+fn folding_leaves_the_csv_unchanged_and_a_swept_seed_has_a_column_of_its_own() {
+    // frag_killer releases the allocator's cache on every rank: the folded run simulates one
+    // rank per class, and the sum over ranks must count each class once per rank.
+    let folded = sweep_to(
+        &temp("fold.csv"),
+        &["scenarios/frag_killer.toml", "--set", "repeat=1,2"],
+    );
+    let unfolded = sweep_to(
+        &temp("no_fold.csv"),
+        &[
+            "scenarios/frag_killer.toml",
+            "--set",
+            "repeat=1,2",
+            "--no-fold",
+        ],
+    );
+    let (_, table) = rows(&folded);
+    assert!(number(&table[0], "memory.cache_releases") > 1.0);
+    assert!(folded == unfolded, "folding changed the sweep CSV");
+    let seeds = sweep_to(
+        &temp("seed_axis.csv"),
+        &["scenarios/straggler.toml", "--set", "seed=1,2,3"],
+    );
+    let (header, table) = rows(&seeds);
+    let mut names = header.clone();
+    names.sort();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        header.len(),
+        "two columns share a name: {header:?}"
+    );
+    let swept: Vec<&str> = table
+        .iter()
+        .map(|row| row["scenario.seed"].as_str())
+        .collect();
+    assert_eq!(swept, ["1", "2", "3"]);
+    assert!(table.iter().all(|row| number(row, "seed") > 3.0));
+}
