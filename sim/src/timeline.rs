@@ -829,6 +829,13 @@ impl Timeline {
                 check("a watchdog record's group", u64::from(group), groups)?;
             }
         }
+        if let Some(summary) = &self.summary {
+            summary.check_references(ops, scenario_ranks)?;
+            let names = summary.measures.iter().map(|m| &m.name);
+            if !names.eq(self.scenario.measures.iter().map(|m| &m.name)) {
+                return Err("summary.measures do not name scenario.measures, in order".to_string());
+            }
+        }
         Ok(())
     }
 }
@@ -945,6 +952,55 @@ mod tests {
         let wait = timeline.ranks[0].collectives[0].wait.as_mut().unwrap();
         wait.op = 1000;
         assert!(timeline.check_references().unwrap_err().contains("op 1000"));
+    }
+
+    #[test]
+    fn a_damaged_summary_is_refused_with_the_record_named() {
+        let scenario = crate::scenario::parse(
+            "t.toml",
+            "repeat = 3\n[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\n\
+             all_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nis_completed = \"w\"\n\
+             [[op]]\nwait = \"w\"\n[[op]]\ngemm = [64, 64, 64]\n",
+        )
+        .unwrap();
+        let options = crate::engine::Options {
+            summary: Some(RecordSelection::default()),
+            ..crate::engine::Options::default()
+        };
+        let summarised = crate::engine::simulate_with(&scenario, options).0;
+        assert_eq!(summarised.check_references(), Ok(()));
+        let refused = |edit: &dyn Fn(&mut TimelineSummary), expected: &str| {
+            let mut timeline = summarised.clone();
+            edit(timeline.summary.as_mut().unwrap());
+            let error = timeline.check_references().unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        };
+        refused(
+            &|s| s.collectives[0].op = 99,
+            "summary.collectives[0]: op 99 is out of range (the Timeline has 4)",
+        );
+        refused(&|s| s.kernels[0].op = 99, "summary.kernels[0]: op 99");
+        refused(&|s| s.queries[0].op = 99, "summary.queries[0]: op 99");
+        refused(
+            &|s| s.queries[0].calls = 0,
+            "summary.queries[0]: 0 of 0 calls completed",
+        );
+        refused(
+            &|s| s.collectives[0].kernel.count += 1,
+            "summary.collectives[0].kernel: count is 7 but its values are counted 6 times",
+        );
+        refused(
+            &|s| s.collectives[0].host_call.values.reverse(),
+            "not in ascending order",
+        );
+        refused(
+            &|s| s.collectives[0].completed_at_return = u64::MAX,
+            "summary.collectives[0].completed_at_return",
+        );
+        refused(
+            &|s| s.collectives[0].last_ranks = vec![(2, 1)],
+            "rank 2 counted 1 times",
+        );
     }
 
     #[test]

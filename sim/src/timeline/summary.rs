@@ -216,3 +216,105 @@ pub struct TimelineSummary {
     pub cache_release_stalls: u64,
     pub ends: Vec<EndClass>,
 }
+
+impl Distribution {
+    /// An error when the distribution contradicts itself: `values` not strictly ascending, a
+    /// value counted zero times, or counts that do not add up to `count`.
+    fn check(&self, what: &str) -> Result<(), String> {
+        let mut total = 0u64;
+        for (position, &(value, count)) in self.values.iter().enumerate() {
+            if count == 0 {
+                return Err(format!("{what}: value {value} is counted 0 times"));
+            }
+            if position > 0 && self.values[position - 1].0 >= value {
+                return Err(format!("{what}: values are not in ascending order"));
+            }
+            total = total
+                .checked_add(count)
+                .ok_or_else(|| format!("{what}: counts overflow"))?;
+        }
+        if total != self.count {
+            return Err(format!(
+                "{what}: count is {} but its values are counted {total} times",
+                self.count
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl TimelineSummary {
+    /// An error naming the first record that refers to an op the Timeline does not have
+    /// (`ops` of them), a rank not below `ranks`, or whose counts contradict each other: a
+    /// damaged file would otherwise index out of range or divide by zero in the report.
+    pub fn check_references(&self, ops: usize, ranks: u32) -> Result<(), String> {
+        let op = |what: &str, position: usize, index: OpRef| {
+            if (index as usize) < ops {
+                Ok(())
+            } else {
+                Err(format!(
+                    "summary.{what}[{position}]: op {index} is out of range (the Timeline has {ops})"
+                ))
+            }
+        };
+        for (position, collective) in self.collectives.iter().enumerate() {
+            op("collectives", position, collective.op)?;
+            let at = |field: &str| format!("summary.collectives[{position}].{field}");
+            for (field, distribution) in [
+                ("host_call", &collective.host_call),
+                ("wait", &collective.wait),
+                ("stream_interval", &collective.stream_interval),
+                ("kernel", &collective.kernel),
+                ("data", &collective.data),
+                ("spin", &collective.spin),
+            ] {
+                distribution.check(&at(field))?;
+            }
+            if collective.completed_at_return > collective.waits {
+                return Err(format!(
+                    "{}: {} of {} waits",
+                    at("completed_at_return"),
+                    collective.completed_at_return,
+                    collective.waits
+                ));
+            }
+            for &(rank, count) in &collective.last_ranks {
+                if rank >= ranks || count == 0 {
+                    return Err(format!(
+                        "{}: rank {rank} counted {count} times (the Timeline has {ranks} ranks)",
+                        at("last_ranks")
+                    ));
+                }
+            }
+        }
+        for (position, kernel) in self.kernels.iter().enumerate() {
+            op("kernels", position, kernel.op)?;
+            kernel
+                .kernel
+                .check(&format!("summary.kernels[{position}].kernel"))?;
+            kernel
+                .queued
+                .check(&format!("summary.kernels[{position}].queued"))?;
+        }
+        for (position, measure) in self.measures.iter().enumerate() {
+            let at = format!("summary.measures[{position}]");
+            measure.values.check(&at)?;
+            if measure.positive > measure.values.count {
+                return Err(format!(
+                    "{at}: {} of {} values positive",
+                    measure.positive, measure.values.count
+                ));
+            }
+        }
+        for (position, query) in self.queries.iter().enumerate() {
+            op("queries", position, query.op)?;
+            if query.calls == 0 || query.completed > query.calls {
+                return Err(format!(
+                    "summary.queries[{position}]: {} of {} calls completed",
+                    query.completed, query.calls
+                ));
+            }
+        }
+        Ok(())
+    }
+}
