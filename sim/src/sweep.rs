@@ -301,6 +301,7 @@ impl Sweep {
             dimensions,
             point_count,
         };
+        sweep.check_each_key_varies_in_one_axis()?;
         sweep.check_columns_unique()?;
         sweep.check_paths_apply()?;
         sweep.check_each_axis_has_a_valid_value()?;
@@ -408,6 +409,45 @@ impl Sweep {
                 )
             }
         }
+    }
+
+    /// Two axes that set the same key, or a key and a part of it (`tensors.buf` and
+    /// `tensors.buf.size`), would leave a point's column showing a value the point did not
+    /// run with: refused at the second axis's key.
+    fn check_each_key_varies_in_one_axis(&self) -> Result<(), ScenarioError> {
+        let overlap = |a: &str, b: &str| {
+            let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+            long.strip_prefix(short)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        };
+        let axes: Vec<&AxisPath> = self.dimensions.iter().flat_map(|d| &d.paths).collect();
+        for (position, axis) in axes.iter().enumerate() {
+            let earlier = axes[..position].iter().map(|a| a.path.as_str());
+            let fixed = self.fixed.iter().map(|f| f.path.as_str());
+            let Some(other) = earlier
+                .chain(fixed)
+                .find(|other| overlap(other, &axis.path))
+            else {
+                continue;
+            };
+            let what = if other == axis.path {
+                format!("sweep key {other:?} is varied by two axes")
+            } else {
+                format!(
+                    "sweep key {:?} overlaps {other:?}, set elsewhere",
+                    axis.path
+                )
+            };
+            let message = format!(
+                "{what}: a point's row would show a value it did not run with; vary each key \
+                 in one axis (zip keys to vary them together)"
+            );
+            return Err(match &axis.key_span {
+                Some(span) => scenario::error_at(&self.path, &self.text, span.clone(), message),
+                None => whole_file(&self.path, message),
+            });
+        }
+        Ok(())
     }
 
     fn check_columns_unique(&self) -> Result<(), ScenarioError> {

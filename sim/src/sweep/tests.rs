@@ -238,3 +238,36 @@ fn a_file_axis_no_value_of_which_is_valid_is_placed_at_its_key() {
         error.message
     );
 }
+
+#[test]
+fn a_key_varied_by_two_axes_is_refused_at_the_second() {
+    // Two named zips both set tensors.x: the column would show the first zip's value while
+    // the point ran with the second's.
+    let error = sweep(
+        "[sweep.zip.a]\nvalues = [\"p\", \"q\"]\n\"tensors.x\" = [\"1MiB\", \"4MiB\"]\n\
+         [sweep.zip.b]\nvalues = [\"x\", \"y\"]\n\"tensors.x\" = [\"2MiB\", \"8MiB\"]\n",
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("sweep key \"tensors.x\" is varied by two axes"),
+        "{}",
+        error.message
+    );
+    assert_eq!((error.line, error.column), (19, 1));
+    // A key and a part of it overlap too, here through the command line.
+    let error = sweep(
+        "[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n",
+        &["tensors.x.size=1KiB,2KiB"],
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("\"tensors.x.size\" overlaps \"tensors.x\""),
+        "{}",
+        error.message
+    );
+}
