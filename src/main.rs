@@ -111,8 +111,9 @@ enum Command {
         /// Keep the Timeline as summaries: every rank's records fold, as they complete, into
         /// exact per-op distributions (the report is the same), so memory stays bounded at
         /// scale; --timeline, --trace and --svg then hold only the records of --records-for
-        /// (docs/timeline-format.md#summaries).
-        #[arg(long)]
+        /// (docs/timeline-format.md#summaries). Not with --nccl-tests or --against, which read
+        /// every rank's records.
+        #[arg(long, conflicts_with_all = ["nccl_tests", "against"])]
         summary: bool,
         /// With --summary: the records kept whole, `ranks=0,3,7 iterations=0-2,99` (either part
         /// may be left out: every rank, every iteration; default none).

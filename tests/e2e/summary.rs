@@ -90,6 +90,22 @@ fn the_cli_keeps_the_named_records_and_refuses_a_bad_selection() {
         "{}",
         stderr(&without)
     );
+    // What reads every rank's records is refused rather than given the kept ones: the
+    // nccl-tests table printed an empty table, --against compared nothing, both with exit 0.
+    for other in [["--nccl-tests", "--summary"], ["--summary", "--against"]] {
+        let mut args = vec!["run", "scenarios/nccl_tests_all_reduce.toml"];
+        args.extend(other);
+        if other[1] == "--against" {
+            args.push("scenarios/nccl_tests_all_reduce.toml");
+        }
+        let refused = c10dsim(&args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&refused).contains("cannot be used with"),
+            "{}",
+            stderr(&refused)
+        );
+    }
 }
 
 #[test]
