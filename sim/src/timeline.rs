@@ -501,6 +501,20 @@ pub struct Finding {
     pub stands_for: RankSet,
 }
 
+impl WatchdogRecord {
+    /// Whether `rank` logged this step: the record's own rank or one it stands for.
+    pub fn concerns(&self, rank: u32) -> bool {
+        self.rank == rank || self.stands_for.contains(rank)
+    }
+}
+
+impl Finding {
+    /// Whether `rank` found this: the finding's own rank or one it stands for.
+    pub fn concerns(&self, rank: u32) -> bool {
+        self.rank == Some(rank) || self.stands_for.contains(rank)
+    }
+}
+
 impl Timeline {
     /// An empty Timeline for `scenario`, with the op table filled in; `kernel_name` names the
     /// kernel an op launches, as a profiler would show it (the simulator passes

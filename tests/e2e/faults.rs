@@ -609,6 +609,19 @@ fn the_watchdog_story_is_in_the_text_output_and_on_its_own_trace_threads() {
         && e["cat"] == "finding"
         && e["name"] == "watchdog_timeout"
         && e["ts"] == 600_100_000.0));
+    // Ranks 1 and 2 share rank 0's records (one per class of ranks that behave alike): each
+    // of their processes shows the same steps and finding at the same times as rank 0's.
+    let steps_of = |pid: u64| -> Vec<(String, String)> {
+        let mut steps: Vec<(String, String)> = (events.iter())
+            .filter(|e| e["pid"] == pid && (e["cat"] == "watchdog" || e["cat"] == "finding"))
+            .map(|e| (e["name"].to_string(), e["ts"].to_string()))
+            .collect();
+        steps.sort();
+        steps
+    };
+    assert!(steps_of(1).len() >= 4, "{:?}", steps_of(1));
+    assert_eq!(steps_of(2), steps_of(1));
+    assert_eq!(steps_of(3), steps_of(1));
 }
 
 #[test]

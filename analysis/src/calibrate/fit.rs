@@ -512,7 +512,7 @@ fn timeout_to_dump_signal(runs: &[CalibrationRun]) -> OpSamples {
     let first = |t: &Timeline, rank: u32, event: WatchdogEvent| {
         t.watchdog
             .iter()
-            .filter(|r| r.rank == rank && r.event == event)
+            .filter(|r| r.concerns(rank) && r.event == event)
             .map(|r| r.at_ns)
             .min()
     };
@@ -543,7 +543,7 @@ fn dump_outlasting_the_sleep(runs: &[CalibrationRun]) -> OpSamples {
             (0..t.ranks.len() as u32).filter_map(move |rank| {
                 let of_rank = |event: WatchdogEvent| {
                     t.watchdog.iter().filter(move |r| {
-                        r.rank == rank && r.thread == ThreadKind::Watchdog && r.event == event
+                        r.concerns(rank) && r.thread == ThreadKind::Watchdog && r.event == event
                     })
                 };
                 let signalled = of_rank(WatchdogEvent::DumpSignal).map(|r| r.at_ns).min()?;

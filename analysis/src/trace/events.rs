@@ -341,7 +341,7 @@ impl<'a> TraceContext<'a> {
             )?;
         }
         for finding in &self.timeline.findings {
-            if finding.rank == Some(rank.rank) {
+            if finding.concerns(rank.rank) {
                 self.finding(finding, pid, sink)?;
             }
         }
@@ -353,9 +353,7 @@ impl<'a> TraceContext<'a> {
     pub fn rankless_findings(&self, sink: &mut Sink) -> io::Result<()> {
         let pid = self.timeline.ranks.first().map_or(1, |rank| pid(rank.rank));
         for finding in &self.timeline.findings {
-            let held = finding
-                .rank
-                .is_some_and(|rank| self.timeline.ranks.iter().any(|r| r.rank == rank));
+            let held = (self.timeline.ranks.iter()).any(|rank| finding.concerns(rank.rank));
             if !held {
                 self.finding(finding, pid, sink)?;
             }
@@ -605,7 +603,7 @@ impl<'a> TraceContext<'a> {
         let pid = pid(rank.rank);
         let records = &self.timeline.watchdog;
         let mut named_threads = Vec::new();
-        for record in records.iter().filter(|r| r.rank == rank.rank) {
+        for record in records.iter().filter(|r| r.concerns(rank.rank)) {
             let group = usize::from(record.group.unwrap_or(0));
             let (tid, thread) = match record.thread {
                 ThreadKind::Main => (HOST_TID, "main"),
@@ -636,7 +634,8 @@ impl<'a> TraceContext<'a> {
                 json!({"message": record.message}),
             )?;
             let acted = records.iter().find(|r| {
-                (r.rank, r.group, r.thread) == (record.rank, record.group, record.thread)
+                (r.group, r.thread) == (record.group, record.thread)
+                    && r.concerns(rank.rank)
                     && r.at_ns > record.at_ns
                     && matches!(
                         r.event,
@@ -738,9 +737,9 @@ fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
     };
     // A failure at exit (R31) is logged with its finding's own message.
     if finding.kind == FindingKind::ExitFailure {
-        if let Some(record) = (timeline.watchdog.iter())
-            .find(|r| Some(r.rank) == finding.rank && r.message == finding.message)
-        {
+        if let Some(record) = (timeline.watchdog.iter()).find(|r| {
+            finding.rank.is_some_and(|rank| r.concerns(rank)) && r.message == finding.message
+        }) {
             return record.at_ns;
         }
     }
@@ -748,14 +747,14 @@ fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
         if let Some(record) = timeline
             .watchdog
             .iter()
-            .find(|r| Some(r.rank) == finding.rank && r.event == event)
+            .find(|r| finding.rank.is_some_and(|rank| r.concerns(rank)) && r.event == event)
         {
             return record.at_ns;
         }
     }
-    let rank = finding
-        .rank
-        .and_then(|rank| timeline.ranks.iter().find(|r| r.rank == rank));
+    let rank = finding.rank.and_then(|rank| {
+        (timeline.ranks.iter()).find(|r| r.rank == rank || r.stands_for.contains(rank))
+    });
     if let (Some(rank), Some(op), Some(iteration)) = (rank, finding.op, finding.iteration) {
         if let Some(call) = rank
             .host
@@ -767,10 +766,11 @@ fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
     }
     match rank {
         Some(rank) => last_recorded_ns(timeline, rank),
-        None => timeline
-            .ranks
-            .iter()
+        // A rank the Timeline does not hold (a summarised run keeps few): the last step any
+        // rank's watchdog logged, which a summarised Timeline keeps whole.
+        None => (timeline.ranks.iter())
             .map(|rank| last_recorded_ns(timeline, rank))
+            .chain(timeline.watchdog.iter().map(|r| r.at_ns))
             .max()
             .unwrap_or(0),
     }
@@ -783,7 +783,7 @@ fn last_recorded_ns(timeline: &Timeline, rank: &RankTimeline) -> u64 {
     let steps = timeline
         .watchdog
         .iter()
-        .filter(|r| r.rank == rank.rank)
+        .filter(|r| r.concerns(rank.rank))
         .map(|r| r.at_ns);
     host.chain(kernels).chain(steps).max().unwrap_or(0)
 }
