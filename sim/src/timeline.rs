@@ -100,6 +100,11 @@ pub struct OpInfo {
     pub kernel_name: Option<String>,
     /// Host-side API names a profiler shows for the call (`cudaStreamSynchronize`, …).
     pub host_name: String,
+    /// A collective's element type as NCCL names it (`f32`, `bf16`, `f16`): the trace's
+    /// `record_param_comms` needs it where the kernel's name does not carry it (all_to_all,
+    /// send and recv launch `ncclDevKernel_SendRecv`). Absent from older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
 }
 
 /// Index into [`Timeline::ops`].
@@ -534,6 +539,12 @@ impl Timeline {
                 line: op.line,
                 kernel_name: kernel_name(&op.kind),
                 host_name: host_name(&op.kind).to_string(),
+                dtype: match op.kind {
+                    OpKind::Collective { tensor, .. } => {
+                        Some(scenario.tensors[tensor].dtype.as_str().to_string())
+                    }
+                    _ => None,
+                },
             })
             .collect();
         let mark_name = |id: usize| scenario.marks[id].clone();

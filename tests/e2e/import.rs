@@ -256,3 +256,47 @@ fn a_multi_rank_trace_of_c10dsim_round_trips_as_a_folder_and_as_one_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn traces_of_all_to_all_and_send_recv_carry_their_dtype_and_import_back() {
+    // Their NCCL kernel (ncclDevKernel_SendRecv) names no type: record_param_comms takes the
+    // tensor's dtype, without which `import kineto` refused the tool's own trace.
+    for scenario in ["all_to_all", "send_recv"] {
+        let dir =
+            std::env::temp_dir().join(format!("c10dsim-import-{scenario}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = format!("scenarios/{scenario}.toml");
+        let run = c10dsim(&["run", &path, "--trace-dir", dir.to_str().unwrap()]);
+        assert!(run.status.success(), "{}", stderr(&run));
+        let text = std::fs::read_to_string(dir.join("rank0.pt.trace.json")).unwrap();
+        let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let comms: Vec<&serde_json::Value> = (trace["traceEvents"].as_array().unwrap().iter())
+            .filter(|e| e["name"] == "record_param_comms")
+            .collect();
+        assert!(!comms.is_empty(), "{scenario}: no record_param_comms");
+        for event in comms {
+            assert!(event["args"]["dtype"].is_string(), "{scenario}: {event}");
+            assert!(
+                event["args"]["In msg nelems"].is_u64(),
+                "{scenario}: {event}"
+            );
+        }
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path().to_str().unwrap().to_string())
+            .collect();
+        files.sort();
+        let mut args = vec!["import", "kineto"];
+        args.extend(files.iter().map(String::as_str));
+        args.extend(["-o", "-"]);
+        let imported = c10dsim(&args);
+        assert!(
+            imported.status.success(),
+            "{scenario}: {}",
+            stderr(&imported)
+        );
+        sim::scenario::parse("imported.toml", &stdout(&imported))
+            .unwrap_or_else(|e| panic!("{scenario}: {e}"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -421,7 +421,10 @@ impl<'a> TraceContext<'a> {
             };
             let group = usize::from(record.group);
             let members = &self.group_ranks[group];
-            let nccl_type = op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref());
+            // The kernel's type, else the tensor's (a SendRecv kernel names none).
+            let nccl_type =
+                (op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref()))
+                    .or(self.timeline.ops[record.op as usize].dtype.as_deref());
             let elements = nccl_type
                 .and_then(nccl_names::element_bytes)
                 .map(|bytes| record.bytes / bytes);
