@@ -188,6 +188,10 @@ pub fn ended_early(timeline: &Timeline) -> bool {
 /// `machine` entry: wall-clock time (Unix ns) of the rank's time 0.
 pub const ORIGIN_KEY: &str = "host_origin_unix_ns";
 
+/// The most the processes of one launched run may start apart (a day: any launcher's stragglers
+/// start within minutes); parts further apart are not of one run.
+const MAX_ORIGIN_SPREAD_NS: u64 = 86_400_000_000_000;
+
 /// Joins the one-rank Timelines of a launched run (one per process, each with its own time 0)
 /// into one Timeline holding every rank on a common axis: each rank is shifted by its
 /// [`ORIGIN_KEY`] relative to the earliest. On one host all processes read the same wall clock,
@@ -249,7 +253,18 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
             ));
         }
         let mut rank = rank.clone();
-        shift_rank(&mut rank, origin(named)? - earliest);
+        let delta_ns = origin(named)? - earliest;
+        if delta_ns > MAX_ORIGIN_SPREAD_NS {
+            return Err(bad(
+                name,
+                format!(
+                    "started {} s after the first part: the parts of one launched run start \
+                     within seconds of each other",
+                    delta_ns / 1_000_000_000
+                ),
+            ));
+        }
+        shift_rank(&mut rank, delta_ns).map_err(|why| bad(name, why))?;
         merged.ranks.push(rank);
         let part_uncertainty = part
             .machine
@@ -271,48 +286,54 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
     Ok(merged)
 }
 
-/// Adds `delta_ns` to every time of a rank's records.
-fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) {
+/// Adds `delta_ns` to every time of a rank's records; a time that never came (`u64::MAX`,
+/// as the simulator writes it) stays so. An error when a time would pass `u64::MAX`: the
+/// part's times or its origin are not those of a run.
+fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) -> Result<(), String> {
+    let mut times: Vec<&mut u64> = Vec::new();
     for call in &mut rank.host {
-        call.start_ns += delta_ns;
-        call.end_ns += delta_ns;
+        times.extend([&mut call.start_ns, &mut call.end_ns]);
     }
     for kernel in &mut rank.kernels {
-        kernel.enqueue_ns += delta_ns;
-        kernel.start_ns += delta_ns;
-        kernel.end_ns += delta_ns;
+        times.extend([
+            &mut kernel.enqueue_ns,
+            &mut kernel.start_ns,
+            &mut kernel.end_ns,
+        ]);
     }
     for c in &mut rank.collectives {
-        for t in [
+        times.extend([
             &mut c.host_start_ns,
             &mut c.host_end_ns,
             &mut c.input_ready_ns,
             &mut c.kernel_start_ns,
             &mut c.data_start_ns,
             &mut c.end_ns,
-        ] {
-            *t += delta_ns;
-        }
-        if let Some(work_start_ns) = &mut c.work_start_ns {
-            *work_start_ns += delta_ns;
-        }
+        ]);
+        times.extend(c.work_start_ns.as_mut());
         if let Some(wait) = &mut c.wait {
-            wait.host_start_ns += delta_ns;
-            wait.host_end_ns += delta_ns;
-            wait.released_ns += delta_ns;
+            times.extend([
+                &mut wait.host_start_ns,
+                &mut wait.host_end_ns,
+                &mut wait.released_ns,
+            ]);
         }
     }
     for mark in &mut rank.marks {
-        mark.host_ns += delta_ns;
-        mark.gpu_ns += delta_ns;
+        times.extend([&mut mark.host_ns, &mut mark.gpu_ns]);
     }
     for wait in &mut rank.stream_waits {
-        wait.source_ns += delta_ns;
-        wait.released_ns += delta_ns;
+        times.extend([&mut wait.source_ns, &mut wait.released_ns]);
     }
     for query in &mut rank.queries {
-        query.host_ns += delta_ns;
+        times.push(&mut query.host_ns);
     }
+    for time in times.into_iter().filter(|time| **time != u64::MAX) {
+        *time = time.checked_add(delta_ns).ok_or_else(|| {
+            format!("a time of {time} ns, {delta_ns} ns later, is past what a Timeline holds")
+        })?;
+    }
+    Ok(())
 }
 
 /// The run's own entries of the `machine` map.
@@ -425,6 +446,21 @@ mod tests {
             error(Vec::new()),
             "cannot merge rank Timelines: no Timeline given"
         );
+        // Parts a day apart are not one run; a time shifted past u64::MAX is refused, where
+        // it used to wrap around; a time that never came stays so.
+        assert!(error(vec![
+            part(0, 0, "h"),
+            part(1, 2 * MAX_ORIGIN_SPREAD_NS, "h")
+        ])
+        .contains("part1.json: started 172800 s after the first part"));
+        let mut late = part(1, 5_000, "h");
+        late.1.ranks[0].marks[0].host_ns = u64::MAX - 1_000;
+        assert!(error(vec![part(0, 1_000, "h"), late]).contains("is past what a Timeline holds"));
+        let mut never = part(1, 5_000, "h");
+        never.1.ranks[0].marks[0].gpu_ns = u64::MAX;
+        let merged = merge_ranks(vec![part(0, 1_000, "h"), never]).unwrap();
+        assert_eq!(merged.ranks[1].marks[0].gpu_ns, u64::MAX);
+        assert_eq!(merged.ranks[1].marks[0].host_ns, 4_100);
     }
 
     #[test]
