@@ -289,7 +289,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     for (measured, path, overrides) in &held_out {
         let scenario = crate::load_on(path, overrides, Some(output))?;
         paired(&path.display().to_string(), measured, &scenario)?;
-        let simulated = sim::engine::simulate(&scenario);
+        let simulated = crate::limits::simulate_capped(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
     outln!()?;

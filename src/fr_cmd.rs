@@ -91,7 +91,7 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
         message: format!("the imported scenario does not parse (a bug in the importer): {e}"),
     })?;
     stdio::replace(&args.output, |out| out.write_all(text.as_bytes()))?;
-    let timeline = sim::engine::simulate(&scenario);
+    let timeline = crate::limits::simulate_capped(Path::new("imported.toml"), &scenario)?;
     let mut report = format!(
         "c10dsim: imported {} dumps from {shown} into {}\n",
         dumps.len(),

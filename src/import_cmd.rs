@@ -102,7 +102,7 @@ fn import_kineto(
                 "the imported scenario does not parse (a bug of the importer): {error}"
             ),
         })?;
-    let timeline = sim::engine::simulate(&scenario);
+    let timeline = crate::limits::simulate_capped(output, &scenario)?;
     let reference = if against.is_empty() {
         traces
     } else {

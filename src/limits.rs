@@ -5,6 +5,7 @@
 
 use crate::Failure;
 use sim::scenario::Scenario;
+use sim::timeline::Timeline;
 use std::path::Path;
 
 /// The caps' flags and how ranks are simulated, shared by `run`, `check` and `sweep`.
@@ -41,25 +42,42 @@ fn parse_size(text: &str) -> Result<u64, String> {
     sim::units::parse_size_bytes(text)
 }
 
+impl Default for LimitArgs {
+    /// The caps as the flags' defaults set them.
+    fn default() -> LimitArgs {
+        let limits = sim::limits::Limits::default();
+        LimitArgs {
+            max_events: limits.max_events,
+            max_timeline: limits.max_timeline_bytes,
+            max_memory: None,
+            no_fold: false,
+            detail: None,
+        }
+    }
+}
+
 impl LimitArgs {
     /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
     /// exceeds them.
     /// A summarised run (`run --summary`) keeps no Timeline of that size: the Timeline cap does
     /// not apply to it.
     pub fn check(&self, path: &Path, scenario: &Scenario, summarised: bool) -> Result<(), Failure> {
+        self.over(scenario, summarised).map_err(|message| {
+            Failure::input(format!(
+                "{}: {message}; nothing was run (raise the caps with --max-events / --max-timeline)",
+                path.display()
+            ))
+        })
+    }
+
+    /// What the estimate of `scenario` exceeds, if anything.
+    fn over(&self, scenario: &Scenario, summarised: bool) -> Result<(), String> {
         let mut limits = self.limits();
         if summarised {
             limits.max_timeline_bytes = u64::MAX;
         }
         let classes = sim::engine::classes(scenario, &self.engine_options());
-        sim::limits::estimate_for(scenario, &classes)
-            .check(&limits)
-            .map_err(|message| {
-                Failure::input(format!(
-                    "{}: {message}; nothing was run (raise the caps with --max-events / --max-timeline)",
-                    path.display()
-                ))
-            })
+        sim::limits::estimate_for(scenario, &classes).check(&limits)
     }
 
     /// The estimate's caps.
@@ -80,6 +98,23 @@ impl LimitArgs {
             ..sim::engine::Options::default()
         }
     }
+}
+
+/// Simulates a scenario a command reaches on its own (the one a measured Timeline names, one it
+/// imported) under the default caps, as `run` would: refused (exit 2) when its estimate is over
+/// them, stopped with a `memory_cap` finding past the memory cap. Its Timeline, expanded.
+pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
+    let caps = LimitArgs::default();
+    caps.over(scenario, false).map_err(|message| {
+        Failure::input(format!(
+            "{}: {message}; this command simulates under the default caps: run it with \
+             `c10dsim run`, whose --max-events / --max-timeline raise them",
+            path.display()
+        ))
+    })?;
+    Ok(sim::engine::simulate_with(scenario, caps.engine_options())
+        .0
+        .expand())
 }
 
 /// 8 GiB, or three quarters of the machine's memory when that is less.

@@ -514,7 +514,7 @@ pub fn fidelity(
         };
         scenarios.push(analysis::fidelity::ScenarioRuns {
             name,
-            simulated: sim::engine::simulate(&scenario),
+            simulated: crate::limits::simulate_capped(&file, &scenario)?,
             hw,
             torch,
         });

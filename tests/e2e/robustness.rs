@@ -664,3 +664,30 @@ fn bench_against_a_binary_that_prints_no_row_says_so_with_exit_2() {
         "--against /bin/true",
     );
 }
+
+#[test]
+fn a_held_out_scenario_over_the_caps_is_refused_not_simulated() {
+    // calibrate --validate (and fidelity, import) simulate a scenario they reach on their own:
+    // under the caps `run` applies, a million repeats are refused at once instead of running
+    // for minutes and gigabytes.
+    let scenario = std::fs::read_to_string("scenarios/exp_b_stream_scope.toml").unwrap();
+    let heavy = write(
+        "heavy.toml",
+        &scenario.replacen("repeat = ", "repeat = 1000000 #", 1),
+    );
+    let measured = "tests/data/hw/exp_b_stream_scope.json";
+    let profile = temp("heavy_profile.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        &format!("{measured}=scenarios/exp_b_stream_scope.toml"),
+        "--validate",
+        &format!("{measured}={heavy}"),
+        "-o",
+        profile.to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        "this command simulates under the default caps",
+        "calibrate --validate",
+    );
+}
