@@ -84,6 +84,89 @@ pub fn locate(
     }
 }
 
+/// [`locate`], but an error on a line a machine profile wrote (a value the scenario's checks
+/// refuse, such as `[host] collective_us = 1e15`) is placed at that key in the profile that
+/// set it, the last of `profiles` (`(path, text)`, in the order they were applied) that does.
+pub fn locate_with_profiles(
+    error: ScenarioError,
+    path: &str,
+    original: &str,
+    edited: &str,
+    overrides: &[Override],
+    profiles: &[(String, String)],
+) -> Located {
+    let written_by_an_edit = matches!(
+        line_origin(original, edited, overrides, error.line),
+        LineOrigin::Edited
+    );
+    if error.line > 0 && written_by_an_edit {
+        if let Some(located) = in_profiles(&error, path, edited, profiles) {
+            return located;
+        }
+    }
+    locate(error, path, original, edited, overrides)
+}
+
+/// The place of the key on `error`'s line of `edited` (under its table) in the last profile
+/// that sets it.
+fn in_profiles(
+    error: &ScenarioError,
+    path: &str,
+    edited: &str,
+    profiles: &[(String, String)],
+) -> Option<Located> {
+    let lines: Vec<&str> = edited.lines().collect();
+    let index = error.line as usize - 1;
+    let (key, _) = lines.get(index)?.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    let table = lines[..index]
+        .iter()
+        .rev()
+        .find_map(|line| sim::scenario::table_header(line))
+        .unwrap_or("");
+    let value_column = |line: &str| {
+        line.find('=')
+            .map(|at| at + 1 + (line[at + 1..].len() - line[at + 1..].trim_start().len()))
+    };
+    profiles.iter().rev().find_map(|(profile, text)| {
+        let mut current = "";
+        for (number, line) in text.lines().enumerate() {
+            if let Some(header) = sim::scenario::table_header(line) {
+                current = header;
+                continue;
+            }
+            let Some((name, value)) = line.split_once('=') else {
+                continue;
+            };
+            if current != table || name.trim().trim_matches('"') != key {
+                continue;
+            }
+            let edited_line = lines[index];
+            let on_value = value_column(edited_line)
+                .is_some_and(|at| error.column as usize > edited_line[..at].chars().count());
+            let shown_value = value.split('#').next().unwrap_or("").trim();
+            let (column, width) = match (on_value, value_column(line)) {
+                (true, Some(at)) => (line[..at].chars().count() + 1, shown_value.chars().count()),
+                _ => (
+                    line.len() - line.trim_start().len() + 1,
+                    name.trim().chars().count(),
+                ),
+            };
+            return Some(Located {
+                error: ScenarioError {
+                    path: profile.clone(),
+                    line: number as u32 + 1,
+                    column: column as u32,
+                    width: width.max(1) as u32,
+                    message: format!("{} (machine profile applied to {path})", error.message),
+                },
+                source: text.clone(),
+            });
+        }
+        None
+    })
+}
+
 /// `file:line:column: error: message`, then the source line with the place underlined.
 pub fn render(located: &Located) -> String {
     let error = &located.error;
@@ -193,6 +276,38 @@ mod tests {
             drawn.contains("1 │ env.TORCH_NCCL_BLOCKING_WAIT=7"),
             "{drawn}"
         );
+    }
+
+    #[test]
+    fn an_error_on_a_line_a_profile_wrote_points_at_the_profile() {
+        let original = "[cluster]\nranks = 2\n[[op]]\ndevice_sync = true\n";
+        let profile_text = "[profile]\nname = \"p\"\n\n[cluster]\nsms = 0  # too few\n";
+        let Ok(profile) = analysis::calibrate::parse_profile("p.toml", profile_text) else {
+            panic!("the profile parses");
+        };
+        let edited = analysis::calibrate::apply_profile(
+            original,
+            &profile,
+            analysis::calibrate::ProfileMode::Replace,
+        )
+        .unwrap();
+        let parsed = sim::scenario::parse("s.toml", &edited).unwrap_err();
+        let profiles = [("p.toml".to_string(), profile_text.to_string())];
+        let located = locate_with_profiles(parsed, "s.toml", original, &edited, &[], &profiles);
+        assert_eq!(located.error.path, "p.toml");
+        assert_eq!(
+            (located.error.line, located.error.column, located.error.width),
+            (5, 7, 1)
+        );
+        assert!(
+            located.error.message.contains("(machine profile applied to s.toml)"),
+            "{}",
+            located.error.message
+        );
+        // Without the profile's text the edited scenario is all there is to show.
+        let parsed = sim::scenario::parse("s.toml", &edited).unwrap_err();
+        let located = locate_with_profiles(parsed, "s.toml", original, &edited, &[], &[]);
+        assert_eq!(located.error.path, "s.toml [as edited]");
     }
 
     #[test]

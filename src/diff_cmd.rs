@@ -99,29 +99,47 @@ fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
 
 /// Reads and validates a profile file.
 pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
+    read_profile_with_text(path).map(|(profile, _)| profile)
+}
+
+/// [`read_profile`], with the file's text.
+fn read_profile_with_text(path: &Path) -> Result<(Profile, String), Failure> {
     let text = crate::stdio::read_text(path)?;
-    calibrate::parse_profile(&path.display().to_string(), &text).map_err(|e| match e {
-        // Shown as a scenario error is: the line, a caret under the place.
-        calibrate::ProfileError::At(error) => {
-            Failure::input(crate::diagnostic::render(&crate::diagnostic::Located {
-                error,
-                source: text.clone(),
-            }))
-        }
-        whole => Failure::input(whole.to_string()),
-    })
+    let profile =
+        calibrate::parse_profile(&path.display().to_string(), &text).map_err(|e| match e {
+            // Shown as a scenario error is: the line, a caret under the place.
+            calibrate::ProfileError::At(error) => {
+                Failure::input(crate::diagnostic::render(&crate::diagnostic::Located {
+                    error,
+                    source: text.clone(),
+                }))
+            }
+            whole => Failure::input(whole.to_string()),
+        })?;
+    Ok((profile, text))
+}
+
+/// A scenario's text with its machine profiles applied ([`resolve_machine`]).
+pub struct WithMachine {
+    pub text: String,
+    /// Which profiles were applied, for error messages (`machine p.toml, --machine q.toml`).
+    pub note: Option<String>,
+    /// The profiles applied, in order, as `(path, text)`: an error on a line one of them
+    /// wrote is placed there (`diagnostic::locate_with_profiles`).
+    pub profiles: Vec<(String, String)>,
 }
 
 /// Applies the scenario's `machine` profile (its own keys win), then `forced` (`--machine`:
-/// the profile's keys win). Returns the text to parse and a note for error positions.
+/// the profile's keys win).
 pub fn resolve_machine(
     path: &Path,
     text: &str,
     forced: Option<&Path>,
-) -> Result<(String, Option<String>), Failure> {
+) -> Result<WithMachine, Failure> {
     let shown = path.display().to_string();
     let mut text = text.to_string();
     let mut notes = Vec::new();
+    let mut profiles = Vec::new();
     let reference =
         calibrate::machine_reference(&shown, &text).map_err(|e| Failure::input(e.to_string()))?;
     if reference.is_some() || forced.is_some() {
@@ -145,19 +163,25 @@ pub fn resolve_machine(
             );
             Failure::input(sim::scenario::error_at(&shown, &text, span, message).to_string())
         })?;
-        let profile = read_profile(&file)?;
+        let (profile, profile_text) = read_profile_with_text(&file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         eprintln!("c10dsim: machine profile {}", file.display());
         notes.push(format!("machine {}", file.display()));
+        profiles.push((file.display().to_string(), profile_text));
     }
     if let Some(file) = forced {
-        let profile = read_profile(file)?;
+        let (profile, profile_text) = read_profile_with_text(file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::Replace)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         notes.push(format!("--machine {}", file.display()));
+        profiles.push((file.display().to_string(), profile_text));
     }
-    Ok((text, (!notes.is_empty()).then(|| notes.join(", "))))
+    Ok(WithMachine {
+        text,
+        note: (!notes.is_empty()).then(|| notes.join(", ")),
+        profiles,
+    })
 }
 
 /// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the

@@ -700,8 +700,9 @@ pub(crate) fn load_on(
     let set_failure = |error: scenario::OverrideError| Failure::input(format!("{shown}: {error}"));
     let text =
         sim::sweep::apply_overrides_with_ops(&original, &machine_set).map_err(set_failure)?;
-    let (text, machine_note) = diff_cmd::resolve_machine(path, &text, machine)?;
-    let text = sim::sweep::apply_overrides_with_ops(&text, &rest).map_err(set_failure)?;
+    let with_machine = diff_cmd::resolve_machine(path, &text, machine)?;
+    let text =
+        sim::sweep::apply_overrides_with_ops(&with_machine.text, &rest).map_err(set_failure)?;
     // The scenario records how it was invoked (`FILE [--set K=V …]`, the Timeline's
     // `scenario.path`), so that a measured run can be simulated again as it ran.
     let recorded = if overrides.is_empty() {
@@ -716,9 +717,16 @@ pub(crate) fn load_on(
         parsed
     });
     parsed.map_err(|error| {
-        let located = diagnostic::locate(error, &shown, &original, &text, overrides);
+        let located = diagnostic::locate_with_profiles(
+            error,
+            &shown,
+            &original,
+            &text,
+            overrides,
+            &with_machine.profiles,
+        );
         let rendered = diagnostic::render(&located);
-        Failure::input(match &machine_note {
+        Failure::input(match &with_machine.note {
             Some(note) => format!("{rendered}\n(with {note} applied)"),
             None => rendered,
         })

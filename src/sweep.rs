@@ -85,9 +85,17 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
     let original = crate::stdio::read_text(&args.file)?;
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
-    let (text, _) = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
+    let with_machine = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
+    let text = with_machine.text;
     let sweep = Sweep::parse(&path, &text, &args.axes).map_err(|error| {
-        let located = crate::diagnostic::locate(error, &path, &original, &text, &[]);
+        let located = crate::diagnostic::locate_with_profiles(
+            error,
+            &path,
+            &original,
+            &text,
+            &[],
+            &with_machine.profiles,
+        );
         Failure::input(crate::diagnostic::render(&located))
     })?;
     let (shard, shard_source) = shard(args.shard)?;

@@ -1,5 +1,6 @@
-"""Shared fixtures: resolved scenarios from the c10dsim binary, and runs of the interpreter
-against the fake torch (python/tests/fake_torch) in a subprocess, as torchrun would start it."""
+"""Shared fixtures: resolved scenarios and simulated Timelines from the c10dsim binary, and runs
+of the interpreter against the fake torch (python/tests/fake_torch) in a subprocess, as torchrun
+would start it."""
 
 import json
 import os
@@ -27,18 +28,27 @@ def binary():
     return None
 
 
-@pytest.fixture
-def resolve(tmp_path):
-    """resolve(name or path.toml, *sets) -> (path of the resolved JSON, the scenario as a dict)."""
+def required_binary():
     exe = binary()
     if exe is None:
         pytest.skip("no c10dsim binary (target/debug/c10dsim): run `cargo build` first; "
                     ".ci/run does")
+    return exe
+
+
+def scenario_source(name):
+    """`name` names a catalogue scenario, or is a path to a .toml file."""
+    return (pathlib.Path(name) if name.endswith(".toml")
+            else REPO / "scenarios" / (name + ".toml"))
+
+
+@pytest.fixture
+def resolve(tmp_path):
+    """resolve(name or path.toml, *sets) -> (path of the resolved JSON, the scenario as a dict)."""
+    exe = required_binary()
 
     def run(name, *sets):
-        """`name` names a catalogue scenario, or is a path to a .toml file."""
-        source = (pathlib.Path(name) if name.endswith(".toml")
-                  else REPO / "scenarios" / (name + ".toml"))
+        source = scenario_source(name)
         name = source.stem
         args = [str(exe), "resolve", str(source), "--json"]
         for value in sets:
@@ -53,12 +63,33 @@ def resolve(tmp_path):
 
 
 @pytest.fixture
-def interpret(tmp_path):
-    """interpret(scenario_path, env=...) -> (exit status, Timeline dict or None, calls)."""
+def simulate():
+    """simulate(name or path.toml, *sets) -> the simulator's Timeline of the scenario as `resolve`
+    resolves it (`c10dsim run … --timeline -`)."""
+    exe = required_binary()
 
-    def run(scenario_path, env=None, world=1):
-        out = tmp_path / "out"
-        out.mkdir(exist_ok=True)
+    def run(name, *sets):
+        args = [str(exe), "run", str(scenario_source(name)), "--timeline", "-"]
+        for value in sets:
+            args += ["--set", value]
+        # Exit 1 is a run with findings: its Timeline is on stdout all the same.
+        completed = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+        assert completed.returncode in (0, 1), completed.stderr
+        return json.loads(completed.stdout)
+
+    return run
+
+
+@pytest.fixture
+def interpret(tmp_path):
+    """interpret(scenario_path, env=..., world=..., args=[...], out=...) -> (the completed
+    process, Timeline dict or None, calls). `out` (default: a fresh folder) is passed as --out;
+    `args` are more arguments."""
+
+    def run(scenario_path, env=None, world=1, args=(), out=None):
+        if out is None:
+            out = tmp_path / "out"
+            out.mkdir(exist_ok=True)
         log = tmp_path / "calls.jsonl"
         if log.exists():
             log.unlink()
@@ -68,7 +99,8 @@ def interpret(tmp_path):
         environ["FAKE_TORCH_LOG"] = str(log)
         environ.update(RANK="0", WORLD_SIZE=str(world), LOCAL_RANK="0")
         completed = subprocess.run(
-            [sys.executable, "-m", "c10dsim.torch", str(scenario_path), "--out", str(out)],
+            [sys.executable, "-m", "c10dsim.torch", str(scenario_path), "--out", str(out),
+             *args],
             env=environ, capture_output=True, text=True, timeout=120)
         timeline_path = out / "rank0.json"
         document = json.loads(timeline_path.read_text()) if timeline_path.exists() else None

@@ -13,6 +13,12 @@ RANK_FIELDS = ["rank", "streams", "host", "kernels", "collectives", "marks", "st
                "queries", "memory", "cache_releases", "races"]
 
 
+# What a Work's wait() raises when its collective timed out: PyTorch 2.11's DistBackendError.
+WAIT_TIMES_OUT = {"FAKE_TORCH_RAISES": (
+    "work.wait=DistBackendError: Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out")}
+
+
 def names(calls):
     return [call[0] for call in calls]
 
@@ -149,11 +155,11 @@ def test_coalesced_and_functional_collectives_use_their_torch_apis(resolve, inte
 def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")
-    completed, document, calls = interpret(path, env={"FAKE_TORCH_WAIT_RAISES": "1"})
+    completed, document, calls = interpret(path, env=WAIT_TIMES_OUT)
     assert completed.returncode == 1
     (finding,) = document["findings"]
     assert finding["kind"] == "watchdog_timeout" and finding["iteration"] == 0
-    assert "RuntimeError" in finding["message"]
+    assert "DistBackendError" in finding["message"]
     events = [record["event"] for record in document["watchdog"]]
     assert events == ["timeout", "exit"]
     assert document["machine"]["exit_status"] == "1"
@@ -167,7 +173,7 @@ def test_a_wait_with_catch_records_the_exception_and_goes_on(resolve, interpret,
         op["catch"] = True
     edited = tmp_path / "caught.json"
     edited.write_text(json.dumps(scenario))
-    completed, document, calls = interpret(str(edited), env={"FAKE_TORCH_WAIT_RAISES": "1"})
+    completed, document, calls = interpret(str(edited), env=WAIT_TIMES_OUT)
     assert completed.returncode == 0, completed.stderr
     (rank,) = document["ranks"]
     iterations = scenario["warmup"] + scenario["repeat"]
@@ -176,7 +182,7 @@ def test_a_wait_with_catch_records_the_exception_and_goes_on(resolve, interpret,
     assert [f["kind"] for f in document["findings"]] == ["wait_timeout"] * len(rank["exceptions"])
     assert {f["op"] for f in document["findings"]} == {op["index"] for op in waits}
     first = rank["exceptions"][0]
-    assert first["exception"] == "RuntimeError" and first["op"] == waits[0]["index"]
+    assert first["exception"] == "DistBackendError" and first["op"] == waits[0]["index"]
     host = [h for h in rank["host"] if h["op"] == waits[0]["index"]]
     assert host[0]["end_ns"] == first["at_ns"]
     assert names(calls).count("work.wait") == len(waits) * iterations

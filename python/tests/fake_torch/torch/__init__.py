@@ -1,10 +1,13 @@
 """A stand-in for the parts of PyTorch that c10dsim.torch calls, for tests without torch or a
 GPU. Every call is appended to ``CALLS`` (and, when ``FAKE_TORCH_LOG`` names a file, written
 there as one JSON line) so tests can check what was dispatched. GPU events read the host clock:
-a "kernel" takes no time. ``FAKE_TORCH_WAIT_RAISES=1`` makes every ``Work.wait`` raise the
-timeout error PyTorch raises. ``FAKE_TORCH_VERSION`` sets ``__version__``.
+a "kernel" takes no time. ``FAKE_TORCH_RAISES="CALL=CLASS: MESSAGE"`` makes every call logged as
+CALL (``work.wait``, ``empty``, …) raise CLASS — a class of ``torch.distributed`` (PyTorch's
+``DistBackendError``), of ``torch.cuda`` (``OutOfMemoryError``) or a builtin — with MESSAGE.
+``FAKE_TORCH_VERSION`` sets ``__version__``.
 """
 
+import builtins
 import json
 import os
 
@@ -25,6 +28,13 @@ def log(name, *args):
     if path:
         with open(path, "a") as handle:
             handle.write(json.dumps([name] + [str(a) for a in args]) + "\n")
+    call, _, error = os.environ.get("FAKE_TORCH_RAISES", "").partition("=")
+    if call == name:
+        class_name, _, message = error.partition(": ")
+        for namespace in (distributed, cuda, builtins):
+            if hasattr(namespace, class_name):
+                raise getattr(namespace, class_name)(message)
+        raise ValueError("FAKE_TORCH_RAISES names no exception class: %r" % class_name)
 
 
 class device:

@@ -3,6 +3,10 @@ import time
 from . import nccl  # noqa: F401
 
 
+class OutOfMemoryError(RuntimeError):
+    """``torch.cuda.OutOfMemoryError``: the caching allocator could not allocate."""
+
+
 def _log(*args):
     import torch
 
@@ -36,6 +40,7 @@ class Event:
         _log("event.synchronize")
 
     def query(self):
+        _log("event.query")
         return self.time_ns is not None
 
     def elapsed_time(self, other):

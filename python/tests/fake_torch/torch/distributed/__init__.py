@@ -1,3 +1,14 @@
+"""The fake ``torch.distributed``. Its Flight Recorder (``torch._C._distributed_c10d``) keeps an
+entry per call as PyTorch 2.11's does: a group counts its collectives (``collective_seq_id``) and
+its point-to-point calls (``p2p_seq_id``, ``is_p2p``) apart; a send or receive without a group is
+the world's; a ``_coalescing_manager`` block (``batch_isend_irecv`` is one) takes one number, its
+calls are recorded untimed and its Work as ``nccl:coalesced``, point-to-point if it held any.
+Kernels take ``FAKE_TORCH_DURATION_MS`` (0.01 ms); with ``FAKE_TORCH_DURATION_PER_SEQ=1`` a
+collective's takes its ``collective_seq_id`` in µs and a point-to-point call's 1 ms plus its
+``p2p_seq_id`` in µs, so that a record given another call's duration shows.
+``FAKE_TORCH_COMPLETED=0`` makes ``Work.is_completed`` answer False.
+"""
+
 import time
 import contextlib
 import datetime
@@ -13,11 +24,22 @@ def _log(*args):
     torch.log(*args)
 
 
+class DistError(RuntimeError):
+    """``torch.distributed.DistError``, the base of what c10d raises."""
+
+
+class DistBackendError(DistError):
+    """What ProcessGroupNCCL raises: a timed-out or aborted collective, an NCCL error."""
+
+
 class _Group:
     def __init__(self, name, ranks):
         self.group_name = name
         self.ranks = ranks
         self.seq = 0
+        self.p2p_seq = 0
+        # Inside a _coalescing_manager block: whether it holds point-to-point calls, collectives.
+        self.coalescing = None
 
 
 class group:
@@ -33,14 +55,11 @@ class Work:
 
     def wait(self, timeout=None):
         _log("work.wait", self.name, timeout)
-        if os.environ.get("FAKE_TORCH_WAIT_RAISES") == "1":
-            raise RuntimeError("Watchdog caught collective operation timeout: WorkNCCL(fake) "
-                               "timed out")
         return True
 
     def is_completed(self):
         _log("work.is_completed", self.name)
-        return True
+        return os.environ.get("FAKE_TORCH_COMPLETED", "1") == "1"
 
     def get_future(self):
         return Future(self.name)
@@ -64,15 +83,45 @@ class Future:
         return True
 
 
-def _issue(name, group, async_op):
-    group = group or _groups[0]
-    group.seq += 1
+def _duration_ms(group, p2p):
+    if os.environ.get("FAKE_TORCH_DURATION_PER_SEQ") == "1":
+        return (1000 + group.p2p_seq) / 1000 if p2p else group.seq / 1000
+    return float(os.environ.get("FAKE_TORCH_DURATION_MS", "0.01"))
+
+
+def _record(group, p2p):
+    """One call into the Flight Recorder: PyTorch's sequence number is bumped once per call, or
+    once per coalescing block, and a call inside a block gets no timing events."""
+    coalescing = group.coalescing
+    if coalescing is None or p2p not in coalescing:
+        if p2p:
+            group.p2p_seq += 1
+        else:
+            group.seq += 1
+    if coalescing is not None:
+        coalescing.add(p2p)
+    _append_entry(group, p2p, timed=coalescing is None)
+
+
+def _append_entry(group, p2p, timed):
     _C._distributed_c10d.ENTRIES.append({
         "record_id": len(_C._distributed_c10d.ENTRIES), "process_group": (group.group_name, ""),
-        "collective_seq_id": group.seq,
-        "duration_ms": float(os.environ.get("FAKE_TORCH_DURATION_MS", "0.01")), "is_p2p": False,
+        "collective_seq_id": group.seq, "p2p_seq_id": group.p2p_seq,
+        "duration_ms": _duration_ms(group, p2p) if timed else None, "is_p2p": p2p,
         "time_created_ns": time.time_ns()})
+
+
+def _issue(name, group, async_op):
+    group = group or _groups[0]
+    _record(group, p2p=False)
     _log(name, group.group_name, async_op)
+    return Work(name) if async_op else None
+
+
+def _issue_p2p(name, peer, group, async_op):
+    group = group or _groups[0]
+    _record(group, p2p=True)
+    _log(name, peer)
     return Work(name) if async_op else None
 
 
@@ -136,13 +185,19 @@ def all_to_all_single(output, input, group=None, async_op=False):
 
 
 def isend(tensor, dst=None, group=None):
-    _log("isend", dst)
-    return _issue("isend", group, True)
+    return _issue_p2p("isend", dst, group, True)
 
 
 def irecv(tensor, src=None, group=None):
-    _log("irecv", src)
-    return _issue("irecv", group, True)
+    return _issue_p2p("irecv", src, group, True)
+
+
+def send(tensor, dst=None, group=None):
+    return _issue_p2p("send", dst, group, False)
+
+
+def recv(tensor, src=None, group=None):
+    return _issue_p2p("recv", src, group, False)
 
 
 def barrier(group=None, device_ids=None):
@@ -155,11 +210,24 @@ class _CoalescingManager:
 
 
 @contextlib.contextmanager
+def _coalescing_block(group):
+    """ProcessGroupNCCL's startCoalescing / endCoalescing: the block's Work, timed, recorded as
+    ``nccl:coalesced`` (point-to-point if the block held a send or a receive)."""
+    group.coalescing = set()
+    yield
+    p2p = True in group.coalescing
+    group.coalescing = None
+    _append_entry(group, p2p, timed=True)
+
+
+@contextlib.contextmanager
 def _coalescing_manager(group=None, device=None, async_ops=False):
     _log("coalescing_manager.enter", async_ops)
+    group = group or _groups[0]
     manager = _CoalescingManager()
-    yield manager
-    manager.works.append(_issue("coalesced", group, True))
+    with _coalescing_block(group):
+        yield manager
+    manager.works.append(Work("coalesced"))
     _log("coalescing_manager.exit")
 
 
@@ -171,6 +239,11 @@ class P2POp:
 
 
 def batch_isend_irecv(p2p_op_list):
+    """One coalescing block on the first op's group, as PyTorch's NCCL path: its Work only."""
     names = ["%s:%d" % (p.op.__name__, p.peer) for p in p2p_op_list]
     _log("batch_isend_irecv", *names)
+    group = p2p_op_list[0].group or _groups[0]
+    with _coalescing_block(group):
+        for _ in p2p_op_list:
+            _record(group, p2p=True)
     return [Work("batch")]
