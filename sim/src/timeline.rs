@@ -728,6 +728,12 @@ impl Timeline {
                 crate::scenario::MAX_RANKS
             ));
         }
+        if self.format != TIMELINE_FORMAT {
+            return Err(format!(
+                "format is {:?}; this c10dsim reads {TIMELINE_FORMAT:?}",
+                self.format
+            ));
+        }
         for (what, count) in [
             ("scenario.repeat", self.scenario.repeat),
             ("scenario.warmup", self.scenario.warmup),
@@ -738,6 +744,13 @@ impl Timeline {
                     crate::scenario::MAX_REPEAT
                 ));
             }
+        }
+        if self.scenario.repeat == 0 || self.scenario.warmup >= self.scenario.repeat {
+            return Err(format!(
+                "scenario.repeat is {} and scenario.warmup {}: a run has at least one \
+                 iteration and one measured after the warmup",
+                self.scenario.repeat, self.scenario.warmup
+            ));
         }
         let mut represented = 0u64;
         for rank in &self.ranks {
@@ -928,6 +941,15 @@ mod tests {
         );
         refused(&|t| t.scenario.ranks = 0, "scenario.ranks is 0");
         refused(&|t| t.scenario.repeat = u32::MAX, "scenario.repeat is");
+        refused(&|t| t.scenario.repeat = 0, "scenario.repeat is 0");
+        refused(
+            &|t| t.scenario.warmup = t.scenario.repeat,
+            "one measured after the warmup",
+        );
+        refused(
+            &|t| t.format = "c10dsim-timeline/2".into(),
+            "format is \"c10dsim-timeline/2\"",
+        );
         refused(&|t| t.scenario.warmup = u32::MAX, "scenario.warmup is");
         refused(
             &|t| t.ranks[1].stands_for = RankSet::range(1, u32::MAX),

@@ -1,0 +1,84 @@
+"""`python -m c10dsim.torch` as torchrun starts it, against the fake torch: bad input and a launch
+that does not fit exit 2 before torch is imported; the journal thread's failures are reported."""
+
+import pytest
+
+# The fake torch logs these variables when it is imported: no call logged, no import.
+WATCH_IMPORT = {"FAKE_TORCH_WATCH": "RANK"}
+
+
+def test_a_missing_scenario_file_exits_2_naming_it(interpret, tmp_path):
+    missing = tmp_path / "nowhere.json"
+    completed, document, calls = interpret(missing, env=WATCH_IMPORT)
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert str(missing) in completed.stderr and "cannot read" in completed.stderr
+    assert document is None and calls == []
+
+
+@pytest.mark.parametrize("text", ["", "{\"name\": ", "[1, 2]"])
+def test_a_file_that_is_not_a_resolved_scenario_exits_2(interpret, tmp_path, text):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    completed, document, calls = interpret(bad, env=WATCH_IMPORT)
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert "not a resolved scenario" in completed.stderr
+    assert document is None and calls == []
+
+
+def test_an_out_folder_that_does_not_exist_exits_2_before_the_program(resolve, interpret,
+                                                                      tmp_path):
+    path, _ = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    missing = tmp_path / "no_such_folder"
+    completed, _, calls = interpret(path, env=WATCH_IMPORT, out=missing)
+    assert completed.returncode == 2
+    assert "Traceback" not in completed.stderr
+    assert "--out %s" % missing in completed.stderr
+    assert calls == [] and not missing.exists()
+
+
+def test_a_launch_whose_world_size_is_not_the_asked_one_exits_2(resolve, interpret):
+    path, _ = resolve("send_recv")
+    completed, document, calls = interpret(path, env=WATCH_IMPORT, world=2,
+                                           args=["--world", "4"])
+    assert completed.returncode == 2
+    assert "launched with WORLD_SIZE=2, expected --world 4" in completed.stderr
+    assert document is None and calls == []
+    completed, _, _ = interpret(path, world=2, args=["--world", "2"])
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_a_launch_of_more_processes_than_the_scenario_has_ranks_exits_2(resolve, interpret):
+    path, scenario = resolve("send_recv")
+    assert scenario["cluster"]["ranks"] == 2
+    completed, document, calls = interpret(path, env=WATCH_IMPORT, world=3)
+    assert completed.returncode == 2
+    assert "WORLD_SIZE=3 exceeds the scenario's 2 ranks" in completed.stderr
+    assert document is None and calls == []
+
+
+def test_a_journal_write_that_fails_is_reported_on_stderr_once(resolve, interpret, tmp_path):
+    # Two ops that block past the journal's 0.5 s: two partial writes, both failing (the
+    # partial write asks the fake's events whether they completed; the final write does not).
+    source = tmp_path / "blocking.toml"
+    source.write_text("""
+repeat = 1
+warmup = 0
+[cluster]
+ranks = 1
+[[op]]
+gpu_sleep_us = 10
+[[op]]
+host_sleep_us = 800000
+[[op]]
+host_sleep_us = 800000
+""")
+    path, _ = resolve(str(source))
+    completed, document, calls = interpret(path, env={
+        "FAKE_TORCH_RAISES": "event.query=RuntimeError: the event cannot be queried"})
+    assert completed.returncode == 0, completed.stderr
+    assert [call[0] for call in calls].count("event.query") >= 2, "both writes were tried"
+    assert completed.stderr.count("the journal could not write") == 1, completed.stderr
+    assert "RuntimeError: the event cannot be queried" in completed.stderr
+    assert document["machine"]["journal"] == "final"

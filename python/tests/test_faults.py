@@ -1,0 +1,278 @@
+"""Faults and failures against the fake torch: what a `skip` or a `mismatch` fault issues, which
+faults are refused, how an exception from PyTorch is classified, and that an exception of the
+interpreter's own is no finding."""
+
+import json
+
+import pytest
+
+MISMATCHED = """
+name = "mismatched"
+repeat = 3
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "x"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[fault]]
+ranks = [0]
+at = "ar"
+iteration = 1
+kind = "mismatch"
+collective = "%s"
+size = "2MiB"
+"""
+
+
+def names(calls):
+    return [call[0] for call in calls]
+
+
+def scenario_file(tmp_path, name, text):
+    source = tmp_path / (name + ".toml")
+    source.write_text(text)
+    return str(source)
+
+
+def test_a_skip_fault_issues_nothing_for_its_op_and_the_program_goes_on(resolve, interpret,
+                                                                        tmp_path):
+    source = scenario_file(tmp_path, "skipped", """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "x"
+[[op]]
+label = "after"
+host_sleep_us = 10
+[[fault]]
+ranks = [0]
+at = "ar"
+kind = "skip"
+""")
+    path, scenario = resolve(source)
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    # Iteration 0 skips the all_reduce (sim::pg::faults::HostEffect::Skip); iteration 1 runs it.
+    assert names(calls).count("all_reduce") == 1
+    (rank,) = document["ranks"]
+    ar, after = (op["index"] for op in scenario["ops"])
+    assert [h["iteration"] for h in rank["host"] if h["op"] == ar] == [1]
+    assert [h["iteration"] for h in rank["host"] if h["op"] == after] == [0, 1]
+    assert [(c["iteration"], c["seq"]) for c in rank["collectives"]] == [(1, 1)]
+    (fault,) = document["watchdog"]
+    assert fault["event"] == "fault" and "skip before ar" in fault["message"]
+
+
+@pytest.mark.parametrize("collective, call", [
+    ("all_gather", "all_gather_into_tensor"),
+    ("reduce_scatter", "reduce_scatter_tensor"),
+    ("broadcast", "broadcast"),
+    ("all_to_all", "all_to_all_single"),
+])
+def test_a_mismatch_issues_the_fault_s_collective_in_place_of_the_op(
+        resolve, interpret, tmp_path, collective, call):
+    path, scenario = resolve(scenario_file(tmp_path, "mismatched", MISMATCHED % collective))
+    # Each kernel takes its SeqNum in µs: a record matched to another call's entry shows.
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_DURATION_PER_SEQ": "1"})
+    assert completed.returncode == 0, completed.stderr
+    issued = [c for c in calls if c[0] in ("all_reduce", call, "work.wait")]
+    # Iteration 1 issues the other collective instead of the all_reduce, and its wait() is on
+    # that call's Work.
+    assert [c[0] for c in issued] == ["all_reduce", "work.wait", call, "work.wait",
+                                      "all_reduce", "work.wait"]
+    assert issued[3][1] == call
+    (rank,) = document["ranks"]
+    records = rank["collectives"]
+    # The call takes a SeqNum of the group, as PyTorch's Work does: no record gets the
+    # duration of the call before it.
+    assert [(c["iteration"], c["seq"]) for c in records] == [(0, 1), (1, 2), (2, 3)]
+    assert [c["bytes"] for c in records] == [1 << 20, 2 << 20, 1 << 20]
+    for record in records:
+        assert abs(record["end_ns"] - record["kernel_start_ns"] - record["seq"] * 1000) <= 1
+        assert record["wait"]["op"] == 1
+    assert document["machine"]["kernel_durations"] == (
+        "Flight Recorder duration_ms for 3 of 3 collectives (after 1 dumps)")
+    ar = scenario["ops"][0]["index"]
+    assert [h["iteration"] for h in rank["host"] if h["op"] == ar] == [0, 1, 2]
+    assert [r["event"] for r in document["watchdog"]] == ["fault"]
+
+
+def test_a_mismatch_at_a_barrier_issues_the_collective_and_waits_for_it(resolve, interpret,
+                                                                        tmp_path):
+    source = scenario_file(tmp_path, "barrier_mismatch", """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 1
+[[op]]
+label = "b"
+barrier = true
+[[fault]]
+ranks = [0]
+at = "b"
+kind = "mismatch"
+collective = "all_gather"
+""")
+    path, _ = resolve(source)
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert [n for n in names(calls) if n in ("barrier", "all_gather_into_tensor")] == [
+        "all_gather_into_tensor", "barrier"]
+    records = document["ranks"][0]["collectives"]
+    assert [(c["iteration"], c["seq"]) for c in records] == [(0, 1), (1, 2)]
+    assert all(not c["async_op"] and c["wait"] is not None for c in records)
+
+
+@pytest.mark.parametrize("at, collective, why", [
+    ("ar", "batch_isend_irecv", "batch_isend_irecv"),
+    ("ar", "send", "point-to-point"),
+    ("send_x", "all_reduce", "point-to-point"),
+])
+def test_a_mismatch_pytorch_cannot_issue_is_refused_before_the_program(
+        resolve, interpret, tmp_path, at, collective, why):
+    source = scenario_file(tmp_path, "p2p_mismatch", """
+[cluster]
+ranks = 2
+[tensors]
+x = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "x"
+[[op]]
+label = "send_x"
+ranks = [0]
+send = "x"
+peer = 1
+[[op]]
+ranks = [1]
+recv = "x"
+peer = 0
+[[fault]]
+ranks = [0]
+at = "%s"
+kind = "mismatch"
+collective = "%s"
+""" % (at, collective))
+    path, scenario = resolve(source)
+    completed, document, calls = interpret(path, world=2)
+    assert completed.returncode == 2, completed.stderr
+    assert document is None and "Traceback" not in completed.stderr
+    assert why in completed.stderr
+    (op,) = [op for op in scenario["ops"] if op["label"] == at]
+    assert ":%d:" % op["line"] in completed.stderr
+    assert "init_process_group" not in names(calls)
+
+
+def test_a_send_of_another_size_in_place_of_a_send_goes_to_the_peer(resolve, interpret,
+                                                                   tmp_path):
+    source = scenario_file(tmp_path, "send_mismatch", """
+[cluster]
+ranks = 2
+[tensors]
+x = "1MiB"
+[[op]]
+label = "send_x"
+ranks = [0]
+send = "x"
+peer = 1
+[[op]]
+ranks = [1]
+recv = "x"
+peer = 0
+[[fault]]
+ranks = [0]
+at = "send_x"
+kind = "mismatch"
+size = "3MiB"
+""")
+    path, scenario = resolve(source)
+    completed, document, calls = interpret(path, world=2)
+    assert completed.returncode == 0, completed.stderr
+    assert ["send", "1"] in calls
+    (record,) = document["ranks"][0]["collectives"]
+    assert record["bytes"] == 3 << 20
+
+
+def waits_with_timeout(scenario):
+    for op in scenario["ops"]:
+        if op["kind"]["kind"] == "wait":
+            op["kind"]["timeout_ns"] = 5_000_000
+    return scenario
+
+
+@pytest.mark.parametrize("sets, edit, message, finding, event", [
+    # A wait with its own timeout, or any wait under blocking wait, raised: its own timeout
+    # (R15), whatever the message says.
+    ((), waits_with_timeout, "WorkNCCL(SeqNum=1) timed out", "wait_timeout", "wait_timeout"),
+    (("env.TORCH_NCCL_BLOCKING_WAIT=1",), None, "NCCL error: unhandled system error",
+     "wait_timeout", "wait_timeout"),
+    # A plain wait() raised what the watchdog's timeout left on the Work (R26).
+    ((), None, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)",
+     "watchdog_timeout", "timeout"),
+    ((), None, "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) timed out", "watchdog_timeout", "timeout"),
+    # Anything else is the communicator's error (R27).
+    ((), None, "NCCL error: unhandled system error", "async_error", "async_error"),
+])
+def test_an_exception_from_pytorch_is_classified_as_the_simulator_classifies_it(
+        resolve, interpret, tmp_path, sets, edit, message, finding, event):
+    path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1", *sets)
+    if edit is not None:
+        path = tmp_path / "edited.json"
+        path.write_text(json.dumps(edit(scenario)))
+    completed, document, calls = interpret(
+        path, env={"FAKE_TORCH_RAISES": "work.wait=DistBackendError: " + message})
+    assert completed.returncode == 1, completed.stderr
+    (recorded,) = document["findings"]
+    assert recorded["kind"] == finding, recorded
+    assert "raised DistBackendError" in recorded["message"] and message in recorded["message"]
+    assert [r["event"] for r in document["watchdog"]] == [event, "exit"]
+    assert names(calls).count("work.wait") == 1
+
+
+def test_an_out_of_memory_error_is_an_out_of_memory_finding(resolve, interpret, tmp_path):
+    source = scenario_file(tmp_path, "oom", """
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+y = { size = "64MiB", dynamic = true }
+[[op]]
+all_reduce = "x"
+[[op]]
+label = "grow"
+alloc = "y"
+""")
+    path, _ = resolve(source)
+    completed, document, _ = interpret(path, env={
+        "FAKE_TORCH_RAISES": "empty=OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                             "64.00 MiB"})
+    assert completed.returncode == 1, completed.stderr
+    (finding,) = document["findings"]
+    assert finding["kind"] == "out_of_memory"
+    assert "grow raised OutOfMemoryError" in finding["message"]
+    # The process ends there: no watchdog event but its exit (as the simulator's R20).
+    assert [r["event"] for r in document["watchdog"]] == ["exit"]
+
+
+def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and_exit_3(
+        resolve, interpret):
+    # An AttributeError from inside a call stands for a bug of the interpreter (a torch API
+    # called wrongly): not a collective failure of the scenario.
+    path, _ = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    completed, document, _ = interpret(path, env={
+        "FAKE_TORCH_RAISES": "work.wait=AttributeError: 'Work' object has no attribute 'x'"})
+    assert completed.returncode == 3, completed.stderr
+    assert "Traceback" in completed.stderr and "AttributeError" in completed.stderr
+    assert document is None
