@@ -296,11 +296,18 @@ mod tests {
         let located = locate_with_profiles(parsed, "s.toml", original, &edited, &[], &profiles);
         assert_eq!(located.error.path, "p.toml");
         assert_eq!(
-            (located.error.line, located.error.column, located.error.width),
+            (
+                located.error.line,
+                located.error.column,
+                located.error.width
+            ),
             (5, 7, 1)
         );
         assert!(
-            located.error.message.contains("(machine profile applied to s.toml)"),
+            located
+                .error
+                .message
+                .contains("(machine profile applied to s.toml)"),
             "{}",
             located.error.message
         );

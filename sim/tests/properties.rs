@@ -23,10 +23,11 @@ fn scenario_text(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\ncomm_abort_us = 700\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [0, {}] }}",
+        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\ncomm_abort_us = 700\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [{}] }}",
         if old_profile { "2.5" } else { "2.12" },
         u8::from(blocking_wait),
-        ranks.saturating_sub(1).min(1)
+        // One rank: a group of rank 0 alone.
+        if ranks > 1 { "0, 1" } else { "0" }
     );
     let streams = ["default", "s1", "s2"];
     let mut works = 0usize;

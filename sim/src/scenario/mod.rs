@@ -256,7 +256,12 @@ impl Resolver<'_> {
             list.push(rank as u32);
         }
         list.sort_unstable();
-        list.dedup();
+        if let Some(pair) = list.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(self.error(
+                value.span(),
+                format!("{what}: rank {} is listed twice", pair[0]),
+            ));
+        }
         if list.is_empty() {
             return Err(self.error(value.span(), format!("{what}: expected at least one rank")));
         }
@@ -274,10 +279,16 @@ impl Resolver<'_> {
             let mut known: Vec<&str> = table.keys().map(String::as_str).collect();
             known.sort_unstable();
             let hint = suggest::did_you_mean(name.get_ref(), known.iter().copied());
-            let known = if known.is_empty() {
-                "none is declared".to_string()
-            } else {
-                format!("known: {}", known.join(", "))
+            // A long list is cut: the hint names the likely one.
+            const SHOWN: usize = 20;
+            let known = match known.len() {
+                0 => "none is declared".to_string(),
+                count if count <= SHOWN => format!("known: {}", known.join(", ")),
+                count => format!(
+                    "known: {}, … ({} more)",
+                    known[..SHOWN].join(", "),
+                    count - SHOWN
+                ),
             };
             self.error(
                 name.span(),

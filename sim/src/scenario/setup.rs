@@ -174,3 +174,28 @@ impl Resolver<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::parse;
+
+    #[test]
+    fn a_rank_listed_twice_in_a_group_is_refused_at_the_list() {
+        let text = "[cluster]\nranks = 4\n[groups]\npair = { ranks = [0, 2, 0] }\n[tensors]\n\
+                    x = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"pair\"\n";
+        let error = parse("g.toml", text).unwrap_err();
+        assert_eq!((error.line, error.column), (4, 18));
+        assert_eq!(error.message, "groups.pair.ranks: rank 0 is listed twice");
+    }
+
+    #[test]
+    fn an_unknown_name_lists_twenty_known_ones_and_counts_the_rest() {
+        let tensors: String = (0..25).map(|i| format!("t{i:02} = \"1KiB\"\n")).collect();
+        let text =
+            format!("[cluster]\nranks = 2\n[tensors]\n{tensors}[[op]]\nall_reduce = \"t99\"\n");
+        let message = parse("g.toml", &text).unwrap_err().message;
+        assert!(message.contains("t00, t01"), "{message}");
+        assert!(message.contains("t19, … (5 more)"), "{message}");
+        assert!(!message.contains("t20"), "{message}");
+    }
+}
