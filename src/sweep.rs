@@ -68,7 +68,13 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
         variable("SLURM_ARRAY_TASK_COUNT")?,
     ) {
         let min = variable("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-        return check(id.saturating_sub(min), count, "SLURM_ARRAY_TASK_ID");
+        let index = id.checked_sub(min).ok_or_else(|| {
+            Failure::input(format!(
+                "SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}: not a task of \
+                 this array"
+            ))
+        })?;
+        return check(index, count, "SLURM_ARRAY_TASK_ID");
     }
     if let Some(index) = variable(K8S_INDEX_VARIABLE)? {
         let count = variable(K8S_COUNT_VARIABLE)?.ok_or_else(|| {
@@ -148,7 +154,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .build()
         .map_err(|error| Failure::input(format!("cannot start {threads} threads: {error}")))?;
     let done = if args.resume {
-        resume_rows(&args.output, &header, &hash)?
+        resume_rows(&args.output, &header, &hash, sweep.point_count())?
     } else if to_stdout {
         Vec::new()
     } else {
@@ -167,7 +173,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         "c10dsim: {path}: {} points; shard {shard} ({shard_source}) has {}, {} already in {}, {pending_count} to run",
         sweep.point_count(),
         shard.len(sweep.point_count()),
-        done.len(),
+        done_set.len(),
         shown,
     );
 
@@ -363,9 +369,14 @@ fn write_header(path: &Path, header: &[String]) -> Result<(), Failure> {
 }
 
 /// `--resume`: the points already in `path` (written by this sweep: same columns, same
-/// scenario file). A record cut short by an interruption is dropped; a missing file starts the
-/// sweep afresh.
-fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, Failure> {
+/// scenario file, points below its `point_count`), in file order. A record cut short by an
+/// interruption is dropped; a missing file starts the sweep afresh.
+fn resume_rows(
+    path: &Path,
+    header: &[String],
+    hash: &str,
+    point_count: u64,
+) -> Result<Vec<u64>, Failure> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -399,7 +410,19 @@ fn resume_rows(path: &Path, header: &[String], hash: &str) -> Result<Vec<u64>, F
             path.display(),
         )));
     }
-    rows.iter().map(|row| point_index(path, row)).collect()
+    let done = rows
+        .iter()
+        .map(|row| point_index(path, row))
+        .collect::<Result<Vec<u64>, _>>()?;
+    if let Some(past) = done.iter().find(|&&index| index >= point_count) {
+        return Err(Failure::input(format!(
+            "--resume: {} holds point {past}, but this sweep has {point_count} points (0 to {}); \
+             write to a new file",
+            path.display(),
+            point_count - 1
+        )));
+    }
+    Ok(done)
 }
 
 /// A row's `scenario_hash` (every sweep CSV has the column).

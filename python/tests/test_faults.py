@@ -247,12 +247,14 @@ def test_an_out_of_memory_error_is_an_out_of_memory_finding(resolve, interpret, 
 ranks = 1
 [tensors]
 x = "1MiB"
-y = { size = "64MiB", dynamic = true }
+y = "64MiB"
 [[op]]
 all_reduce = "x"
 [[op]]
 label = "grow"
 alloc = "y"
+[[op]]
+free = "y"
 """)
     path, _ = resolve(source)
     completed, document, _ = interpret(path, env={

@@ -3,6 +3,7 @@ the import, the Timeline's shape, caught exceptions, faults and refusals."""
 
 import json
 import random
+import statistics
 
 import pytest
 
@@ -222,19 +223,20 @@ def test_faults_on_ranks_that_were_not_launched_are_left_out(resolve, interpret)
     assert document["watchdog"] == [] and "downscale" in document["machine"]
 
 
-@pytest.mark.parametrize("delay", [
-    {"distribution": "normal", "mean_ns": 1000.0, "std_ns": 10.0},
-    {"distribution": "lognormal", "mean_ns": 200000.0, "std_ns": 50000.0},
-    {"distribution": "exponential", "mean_ns": 1000.0},
-    {"distribution": "gamma", "shape": 2.0, "scale_ns": 500.0},
-    {"distribution": "uniform", "min_ns": 10.0, "max_ns": 20.0},
+@pytest.mark.parametrize("delay, mean, std", [
+    ({"distribution": "normal", "mean_ns": 1000.0, "std_ns": 10.0}, 1000.0, 10.0),
+    ({"distribution": "lognormal", "mean_ns": 200000.0, "std_ns": 50000.0}, 200000.0, 50000.0),
+    ({"distribution": "exponential", "mean_ns": 1000.0}, 1000.0, 1000.0),
+    ({"distribution": "gamma", "shape": 2.0, "scale_ns": 500.0}, 1000.0, 2**0.5 * 500.0),
+    ({"distribution": "uniform", "min_ns": 10.0, "max_ns": 20.0}, 15.0, 10.0 / 12**0.5),
 ])
-def test_drawn_delays_have_the_asked_mean(delay):
+def test_drawn_delays_have_the_asked_mean_and_spread(delay, mean, std):
     rng = random.Random(1)
     draws = [tl.draw_delay_ns(delay, rng) for _ in range(4000)]
-    mean = {"gamma": 1000.0, "uniform": 15.0}.get(delay["distribution"], delay.get("mean_ns"))
     assert all(isinstance(d, int) and d >= 0 for d in draws)
-    assert abs(sum(draws) / len(draws) - mean) < 0.06 * mean + 1
+    # Whole ns: the draws are truncated, half a ns below on average.
+    assert abs(statistics.fmean(draws) - mean) < 0.06 * mean + 1
+    assert abs(statistics.pstdev(draws) - std) < 0.1 * std
 
 
 def test_a_fixed_delay_is_exact():

@@ -421,6 +421,26 @@ impl Sweep {
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
         };
         let axes: Vec<&AxisPath> = self.dimensions.iter().flat_map(|d| &d.paths).collect();
+        let at_key = |axis: &AxisPath, message: String| match &axis.key_span {
+            Some(span) => scenario::error_at(&self.path, &self.text, span.clone(), message),
+            None => whole_file(&self.path, message),
+        };
+        let on_the_sweep = |path: &str| {
+            format!(
+                "sweep key {path:?} would edit the [sweep] table itself, which no point reads; \
+                 name a scenario key"
+            )
+        };
+        if let Some(axis) = axes.iter().find(|axis| overlap(&axis.path, "sweep")) {
+            return Err(at_key(axis, on_the_sweep(&axis.path)));
+        }
+        if let Some(fixed) = self
+            .fixed
+            .iter()
+            .find(|fixed| overlap(&fixed.path, "sweep"))
+        {
+            return Err(whole_file(&self.path, on_the_sweep(&fixed.path)));
+        }
         for (position, axis) in axes.iter().enumerate() {
             let earlier = axes[..position].iter().map(|a| a.path.as_str());
             let fixed = self.fixed.iter().map(|f| f.path.as_str());
@@ -442,10 +462,7 @@ impl Sweep {
                 "{what}: a point's row would show a value it did not run with; vary each key \
                  in one axis (zip keys to vary them together)"
             );
-            return Err(match &axis.key_span {
-                Some(span) => scenario::error_at(&self.path, &self.text, span.clone(), message),
-                None => whole_file(&self.path, message),
-            });
+            return Err(at_key(axis, message));
         }
         Ok(())
     }

@@ -436,7 +436,25 @@ fn resume_removes_a_duplicated_row() {
     resume.push("--resume");
     let output = c10dsim(&resume);
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    // The duplicated point counts once among those already there.
+    assert!(
+        stderr(&output).contains(", 2 already in"),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), whole);
+    // A row of a point this sweep does not have is refused, the file left as it is.
+    let mut past: Vec<String> = lines[..3].iter().map(ToString::to_string).collect();
+    past.push(lines[2].replacen('1', "18446744073709551615", 1));
+    let text = past.join("\n") + "\n";
+    std::fs::write(&out, &text).unwrap();
+    let output = c10dsim(&resume);
+    assert_refused(
+        &output,
+        "holds point 18446744073709551615, but this sweep has 24 points",
+        "--resume",
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text);
 }
 
 #[test]

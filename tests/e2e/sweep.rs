@@ -314,6 +314,21 @@ fn shards_merged_equal_the_unsharded_run() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("shard 2/3 (SLURM_ARRAY_TASK_ID)"));
+    // A task id below the array's first is no task of it (it used to run shard 0).
+    let below = c10dsim_with(
+        &["sweep", args[0], args[1], args[2], "-o", "-"],
+        &[
+            ("SLURM_ARRAY_TASK_ID", "0"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ],
+    );
+    assert_eq!(below.status.code(), Some(2), "{}", stderr(&below));
+    assert!(
+        stderr(&below).contains("SLURM_ARRAY_TASK_ID=0 is below SLURM_ARRAY_TASK_MIN=1"),
+        "{}",
+        stderr(&below)
+    );
     parts.push(slurm);
     let sliced: Vec<usize> = parts
         .iter()

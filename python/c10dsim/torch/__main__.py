@@ -2,15 +2,20 @@
 scenario (``c10dsim resolve FILE --json``) through real ``torch.distributed``.
 
 Run one process per GPU under torchrun (``c10dsim torch FILE`` does it). Each process writes
-``DIR/rank<RANK>.json``. Exit status: 0 the program ran; 1 it stopped on a caught exception (a
-timed-out wait, an aborted communicator: recorded in the Timeline); 2 the scenario asks for
-something this interpreter cannot enact, or the launch does not fit it.
+``DIR/rank<RANK>.json``. Exit status: 0 the program ran; 1 it stopped on an exception PyTorch
+raised for a failed call (a timed-out wait, an aborted communicator, an out-of-memory error:
+recorded in the Timeline as a finding); 2 bad input, found before torch is imported (a scenario
+file that cannot be read or is no resolved scenario, an --out that is no folder) or before the
+program runs (the scenario asks for something this interpreter cannot enact, or the launch does
+not fit it); 3 an exception the interpreter does not expect (its own bug, or the machine's), its
+traceback on stderr.
 """
 
 import argparse
 import json
 import os
 import sys
+import traceback
 
 # Set unless the scenario's [env] says otherwise: Works time their kernels (as the hardware
 # backend's do) and the Flight Recorder keeps every collective, so that kernel durations can be
@@ -40,9 +45,32 @@ def export_environment(scenario, environ):
     return exported
 
 
+# The exit status of an exception the interpreter does not expect: distinct from a finding's 1.
+UNEXPECTED_EXCEPTION = 3
+
+
 def fail(message):
     sys.stderr.write("c10dsim.torch: %s\n" % message)
     return 2
+
+
+def read_scenario(path):
+    """The resolved scenario at ``path``; None, said on stderr, where it cannot be read or is
+    not one."""
+    try:
+        with open(path) as handle:
+            scenario = json.load(handle)
+    except OSError as error:
+        fail("cannot read the scenario %s: %s" % (path, error.strerror or error))
+        return None
+    except ValueError as error:  # not JSON, or not UTF-8
+        fail("%s is not a resolved scenario (c10dsim resolve FILE --json): %s" % (path, error))
+        return None
+    if not isinstance(scenario, dict):
+        fail("%s is not a resolved scenario (c10dsim resolve FILE --json): a JSON %s, not an "
+             "object" % (path, type(scenario).__name__))
+        return None
+    return scenario
 
 
 def main(argv=None):
@@ -52,8 +80,12 @@ def main(argv=None):
     parser.add_argument("--world", type=int, default=None,
                         help="processes launched (default: WORLD_SIZE)")
     args = parser.parse_args(argv)
-    with open(args.scenario) as handle:
-        scenario = json.load(handle)
+    scenario = read_scenario(args.scenario)
+    if scenario is None:
+        return 2
+    if not os.path.isdir(args.out):
+        return fail("--out %s is not a folder: make it first (each rank writes rank<r>.json "
+                    "there)" % args.out)
     exported = export_environment(scenario, os.environ)
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -107,5 +139,21 @@ def tears_down_at_the_end(scenario):
     return scenario.get("destroy_process_group", True)
 
 
+def unexpected_exception():
+    """An exception that is no finding of the scenario: its traceback, then exit
+    UNEXPECTED_EXCEPTION without tearing down (the communicators may be stuck)."""
+    traceback.print_exc()
+    sys.stderr.write("c10dsim.torch: the interpreter stopped on an exception it does not expect "
+                     "(a bug of the interpreter, or of the machine), not a finding of the "
+                     "scenario; exit %d\n" % UNEXPECTED_EXCEPTION)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(UNEXPECTED_EXCEPTION)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:
+        unexpected_exception()
+    sys.exit(status)

@@ -16,8 +16,10 @@ import os
 import pickle
 import random
 import signal
+import sys
 import threading
 import time
+import traceback
 
 from . import timeline as tl
 
@@ -33,6 +35,10 @@ JOURNAL_AFTER_NS = 500_000_000
 
 # Flight Recorder dumps tried, 100 ms apart, until every collective has its kernel duration.
 DURATION_ATTEMPTS = 20
+
+# Op keys of point-to-point calls: PyTorch numbers them apart from a group's collectives
+# (the Flight Recorder's p2p_seq_id, with is_p2p set).
+P2P_KEYS = ("send", "recv", "batch_isend_irecv")
 
 
 class Refusal(Exception):
@@ -129,12 +135,19 @@ class Interpreter:
         self.works = {}
         self.event_sources = {}
         self.seq = {}
+        # How PyTorch's Flight Recorder files each collective record: (process group, is_p2p,
+        # that group's count of such calls) -> (group, SeqNum) of the record.
+        self.flight_seq = {}
+        self.flight_records = {}
         self.exit_status = 0
         self.busy_since_ns = None
         # Per (group, SeqNum): when PyTorch created the Work (the Flight Recorder's
         # time_created_ns, wall clock), on this run's host axis.
         self.work_created = {}
-        self.busy_op = None
+        # What PyTorch raises when a program's call fails: a collective's timeout, an aborted
+        # communicator, an NCCL error (c10d's DistError); an allocation the quota refuses.
+        # Anything else is the interpreter's own failure and is not caught.
+        self.program_errors = (torch.distributed.DistError, torch.cuda.OutOfMemoryError)
         self.lock = threading.Lock()
         self.rng = random.Random(scenario["seed"] * 1_000_003 + rank)
         self.members = [
@@ -206,6 +219,27 @@ class Interpreter:
                         "NCCL offers no way to inject a network failure"
                         if kind == "async_error"
                         else "the watchdog thread cannot be made to hang from Python"))
+            if kind == "mismatch":
+                self.refuse_mismatch(fault["kind"]["collective"], ops[fault["op"]])
+
+    def refuse_mismatch(self, issued, op):
+        """A ``mismatch`` fault issues its collective in place of the op's call: refused where
+        PyTorch has no such call to make."""
+        replaced = tl.op_key(op["kind"])
+        if issued == "batch_p2p":
+            raise Refusal(
+                "%s: a mismatch fault cannot issue batch_isend_irecv in place of the %s: a "
+                "batch's transfers are declared only by a batch_isend_irecv op" % (
+                    self.where(op), replaced))
+        if issued not in tl.COLLECTIVE_KINDS:
+            raise Refusal("%s: a mismatch fault issues collective %r, which is not known to "
+                          "this interpreter" % (self.where(op), issued))
+        if (issued in P2P_KEYS) != (replaced in P2P_KEYS):
+            raise Refusal(
+                "%s: a mismatch fault cannot issue a %s in place of the %s through PyTorch: a "
+                "point-to-point call and a group collective cannot stand for each other (a "
+                "pair's communicator is no group a collective can be issued on, and a group "
+                "collective names no peer)" % (self.where(op), issued, replaced))
 
     # ---- time -----------------------------------------------------------------------------
 
@@ -285,7 +319,11 @@ class Interpreter:
             if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
                 self.buckets[op["index"]] = self.bucket_buffers(kind)
             if kind["kind"] == "collective" and kind["collective"] == "all_to_all":
-                self.all_to_all_output(kind)
+                self.all_to_all_output(self.tensors.get(kind["tensor"], []))
+        self.mismatch_buffers = {}
+        for fault in scenario["faults"]:
+            if self.rank in fault["ranks"] and fault["kind"]["kind"] == "mismatch":
+                self.mismatch_buffer(scenario["ops"][fault["op"]], fault["kind"])
         self.limit_memory()
         self.calibrate_sleep()
         torch.cuda.synchronize()
@@ -295,11 +333,13 @@ class Interpreter:
     def limit_memory(self):
         """The scenario's allocator capacity (R17), plus what the interpreter and PyTorch add from
         the same allocator and the simulator does not count — the GEMM operands, the bucket
-        buffers and the cuBLAS workspaces — as the allocator's fraction of the device."""
+        buffers, the mismatch faults' scratch buffers and the cuBLAS workspaces — as the
+        allocator's fraction of the device."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
         extra_bytes += sum(b.numel() * b.element_size()
                            for buffers in self.buckets.values() for b in buffers)
+        extra_bytes += sum(b.numel() * b.element_size() for b in self.mismatch_buffers.values())
         extra_bytes += self.blas_workspaces()
         total_bytes = self.torch.cuda.get_device_properties(self.local_rank).total_memory
         capacity = self.scenario["memory"]["capacity_bytes"] + extra_bytes
@@ -330,15 +370,12 @@ class Interpreter:
             device_id=self.device if device_id else None,
             pg_options=self.pg_options(world_group))
         self.groups[0] = self.dist.group.WORLD
-        for index, group in enumerate(self.scenario["groups"]):
-            if group.get("point_to_point"):
-                # PyTorch makes a pair's communicator itself, lazily, at the first send/recv
-                # on the world group: no group of ours.
-                self.groups[index] = self.dist.group.WORLD
 
     def new_group(self, index):
         group = self.scenario["groups"][index]
         if group.get("point_to_point"):
+            # PyTorch makes a pair's communicator itself, lazily, at the first send/recv on the
+            # world group: no group of ours (its calls are the world's, ``flight_key``).
             return
         self.groups[index] = self.dist.new_group(
             ranks=self.members[index],
@@ -382,14 +419,29 @@ class Interpreter:
         return [self.torch.ones(max(1, s // element), dtype=self.dtype(tensor["dtype"]),
                                 device=self.device) for s in sizes]
 
-    def all_to_all_output(self, kind):
+    def all_to_all_output(self, buffers):
         """``all_to_all_single`` cannot run in place: a receive buffer per sent tensor, made at
         setup (a dynamic tensor gets its own at first use, outside the timed call)."""
-        for buffer in self.tensors.get(kind["tensor"], []):
+        for buffer in buffers:
             output = self.all_to_all_outputs.get(id(buffer))
             if output is None or output.numel() != buffer.numel():
                 self.all_to_all_outputs[id(buffer)] = self.torch.empty(
                     buffer.numel(), dtype=buffer.dtype, device=self.device)
+
+    def mismatch_buffer(self, op, mismatch):
+        """The scratch buffer a ``mismatch`` fault issues its collective on, of its size and the
+        op's element type (f32 for a barrier), with a receive buffer for an all_to_all: made at
+        setup, so that the faulty call is timed as the op's would be."""
+        kind = op["kind"]
+        dtype = self.scenario["tensors"][kind["tensor"]]["dtype"] if "tensor" in kind else "f32"
+        key = (dtype, mismatch["size_bytes"])
+        if key not in self.mismatch_buffers:
+            numel = max(1, mismatch["size_bytes"] // DTYPES[dtype][1])
+            self.mismatch_buffers[key] = self.torch.ones(numel, dtype=self.dtype(dtype),
+                                                         device=self.device)
+        if mismatch["collective"] == "all_to_all":
+            self.all_to_all_output([self.mismatch_buffers[key]])
+        return self.mismatch_buffers[key]
 
     def calibrate_sleep(self):
         """``torch.cuda._sleep`` counts cycles: one timed million-cycle sleep (after a warm-up)
@@ -444,16 +496,22 @@ class Interpreter:
                     and (perturbation["iterations"] is None
                          or iteration in perturbation["iterations"])):
                 self.perturb(perturbation, op, iteration)
+        enact, kind = getattr(self, "op_" + op["kind"]["kind"]), op["kind"]
         fault = self.fault_at(op, iteration)
-        if fault is not None and not self.enact_fault(fault, op, iteration):
-            return False
-        self.busy_op = op
+        if fault is not None:
+            self.log_fault(fault, op, iteration)
+            effect = fault["kind"]["kind"]
+            if effect == "skip":
+                # The rank issues nothing for the op and goes on (HostEffect::Skip).
+                return True
+            if effect != "mismatch":
+                self.stop_at_fault(effect, op)
+                return False
+            enact, kind = self.issue_mismatch, fault["kind"]
         self.busy_since_ns = self.clock()
         try:
-            getattr(self, "op_" + op["kind"]["kind"])(op, op["kind"], iteration)
-        except Refusal:
-            raise
-        except Exception as error:  # a timed-out wait, an aborted communicator
+            enact(op, kind, iteration)
+        except self.program_errors as error:
             if op.get("catch", False):
                 # try: … except: around the call (catch = true): recorded, the program goes on.
                 self.handled(op, iteration, error)
@@ -494,24 +552,20 @@ class Interpreter:
                 return fault
         return None
 
-    def enact_fault(self, fault, op, iteration):
-        """Enacts a fault before ``op``; False when the program stops here."""
-        kind = fault["kind"]["kind"]
-        name = tl.display_name(op)
+    def log_fault(self, fault, op, iteration):
         self.watchdog.append(tl.watchdog_record(
             self.rank, "fault", self.now(),
             "[Rank %d] fault: %s before %s (line %d, iteration %d)" % (
-                self.rank, kind, name, op["line"], iteration)))
-        if kind == "skip":
-            return True
-        if kind == "mismatch":
-            self.issue_mismatch(fault["kind"], op)
-            return True
-        if kind == "die":
+                self.rank, fault["kind"]["kind"], tl.display_name(op), op["line"], iteration)))
+
+    def stop_at_fault(self, effect, op):
+        """A ``die`` or ``hang`` fault before ``op``: the program stops here."""
+        if effect == "die":
             self.exit_status = -signal.SIGKILL
             self.watchdog.append(tl.watchdog_record(
                 self.rank, "exit", self.now(),
-                "[Rank %d] the process is killed (SIGKILL) before %s" % (self.rank, name)))
+                "[Rank %d] the process is killed (SIGKILL) before %s" % (
+                    self.rank, tl.display_name(op))))
             self.write(final=False)
             os.kill(os.getpid(), signal.SIGKILL)
         # hang: the host never reaches the op; the process stays until the group's timeout
@@ -519,14 +573,29 @@ class Interpreter:
         self.write(final=False)
         time.sleep(self.scenario["groups"][0]["timeout_ns"] / 1e9 + 60.0)
         self.exit_status = 1
-        return False
 
-    def issue_mismatch(self, fault_kind, op):
-        group = self.groups[op["kind"]["group"]]
-        element = DTYPES["f32"][1]
-        numel = max(1, fault_kind["size_bytes"] // element)
-        buffer = self.torch.ones(numel, dtype=self.torch.float32, device=self.device)
-        self.issue(fault_kind["collective"], buffer, group, op["kind"]["group"], True)
+    def issue_mismatch(self, op, mismatch, iteration):
+        """A ``mismatch`` fault (R16): in place of the op's call(s), one call of the fault's
+        collective and size on the op's group (the peer, for a send or receive), on its scratch
+        buffer. It is the op's call as PyTorch sees it: it takes the group's next SeqNum, is
+        synchronous or not as the op, and its Work is the op's."""
+        kind = op["kind"]
+        group_index = kind["group"]
+        async_op = kind.get("async_op", False)
+        buffer = self.mismatch_buffer(op, mismatch)
+        ready = self.gpu_time(self.current)
+        start = self.clock()
+        work = self.issue(mismatch["collective"], buffer, self.groups[group_index], group_index,
+                          async_op)
+        end = self.clock()
+        self.host(op, iteration, start, end)
+        record = self.collective_record(op, iteration, group_index,
+                                        buffer.numel() * buffer.element_size(), async_op, start,
+                                        end, ready)
+        if not async_op:
+            self.implicit_wait(op, record)
+        elif kind["work"] is not None:
+            self.works[kind["work"]] = [(work, record)]
 
     def handled(self, op, iteration, error):
         """An exception the program catches (``catch = true``): the call's host record ends at
@@ -551,8 +620,11 @@ class Interpreter:
         at = self.now()
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         kind = op["kind"]
-        if kind["kind"] == "wait" and (kind["timeout_ns"] is not None
-                                       or self.scenario["env"]["blocking_wait"]):
+        if isinstance(error, self.torch.cuda.OutOfMemoryError):
+            # The process ends at the raise (R20): no watchdog event but its exit.
+            finding, event = "out_of_memory", None
+        elif kind["kind"] == "wait" and (kind["timeout_ns"] is not None
+                                         or self.scenario["env"]["blocking_wait"]):
             finding, event = "wait_timeout", "wait_timeout"
         elif "timeout" in message.lower() or "timed out" in message.lower():
             finding, event = "watchdog_timeout", "timeout"
@@ -562,7 +634,8 @@ class Interpreter:
             self.rank, tl.display_name(op), type(error).__name__, iteration, op["line"],
             message)
         self.findings.append(tl.finding(finding, self.rank, iteration, op["index"], text))
-        self.watchdog.append(tl.watchdog_record(self.rank, event, at, text))
+        if event is not None:
+            self.watchdog.append(tl.watchdog_record(self.rank, event, at, text))
         self.exit_status = 1
 
     # ---- collectives ----------------------------------------------------------------------
@@ -595,9 +668,23 @@ class Interpreter:
             return dist.all_to_all_single(received, whole, group=group, async_op=async_op)
         raise Refusal("collective %r is not known to this interpreter" % collective)
 
+    def flight_key(self, op, group_index):
+        """Where PyTorch's Flight Recorder files this call: the process group it ran on (the
+        world, for a pair's send or receive), whether it is point-to-point, and that group's
+        count of such calls — ``collective_seq_id``, or ``p2p_seq_id`` for a point-to-point
+        call, which PyTorch numbers apart and marks ``is_p2p``."""
+        p2p = tl.op_key(op["kind"]) in P2P_KEYS
+        process_group = (0 if self.scenario["groups"][group_index].get("point_to_point")
+                         else group_index)
+        counter = (process_group, p2p)
+        self.flight_seq[counter] = self.flight_seq.get(counter, 0) + 1
+        return counter + (self.flight_seq[counter],)
+
     def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
                           end_ns, ready):
         self.seq[group_index] = self.seq.get(group_index, 0) + 1
+        self.flight_records[self.flight_key(op, group_index)] = (group_index,
+                                                                 self.seq[group_index])
         record = {
             "iteration": iteration, "op": op["index"], "group": group_index,
             "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,
@@ -652,7 +739,7 @@ class Interpreter:
             buffers = (self.buckets[op["index"]] if batch == "bucketed"
                        else self.tensors[kind["tensor"]])
             if kind["collective"] == "all_to_all":
-                self.all_to_all_output(kind)
+                self.all_to_all_output(self.tensors[kind["tensor"]])
             element = DTYPES[tensor["dtype"]][1]
             first_start = None
             for buffer in buffers:
@@ -930,9 +1017,9 @@ class Interpreter:
         self.write(final=self.exit_status == 0)
 
     def kernel_durations(self):
-        """Per group, the NCCL kernel durations (ns) of its collectives by SeqNum, from the
-        Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1); empty
-        where the dump is not available. PyTorch fills ``duration_ms`` when its watchdog retires
+        """Per (group, SeqNum) of a collective record, its NCCL kernel's duration (ns) from the
+        Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1), the
+        entry found by ``flight_key``; empty where the dump is not available. PyTorch fills ``duration_ms`` when its watchdog retires
         a completed Work (every ~100 ms), so the dump is retried, up to 2 s, until every
         collective of the run has one; ``machine.kernel_durations`` says how many matched. With
         the recorder off (TORCH_FR_BUFFER_SIZE = 0) there is nothing to read: no dump is asked
@@ -955,19 +1042,21 @@ class Interpreter:
                 return {}
             durations = {}
             for entry in dump.get("entries", []):
-                group = entry.get("process_group", ("",))[0]
-                duration = entry.get("duration_ms")
-                if entry.get("is_p2p") or group not in names:
+                group = names.get(entry.get("process_group", ("",))[0])
+                p2p = bool(entry.get("is_p2p"))
+                sequence = entry.get("p2p_seq_id" if p2p else "collective_seq_id")
+                # A call inside a coalescing block shares its block's number, untimed; the
+                # block's own entry, recorded last, is the Work's.
+                record = self.flight_records.get((group, p2p, sequence))
+                if record is None:
                     continue
                 created = entry.get("time_created_ns")
                 if created is not None:
-                    self.work_created[(names[group], entry.get("collective_seq_id"))] = \
-                        created - self.origin_unix_ns
-                if duration is None:
-                    continue
-                durations.setdefault(names[group], {})[entry.get("collective_seq_id")] = \
-                    int(duration * 1e6)
-            found = sum(seq in durations.get(group, {}) for group, seq in wanted)
+                    self.work_created[record] = created - self.origin_unix_ns
+                duration = entry.get("duration_ms")
+                if duration is not None:
+                    durations[record] = int(duration * 1e6)
+            found = len(wanted & durations.keys())
             if found == len(wanted):
                 break
             time.sleep(0.1)
@@ -1036,7 +1125,7 @@ class Interpreter:
             group = record["group"]
             start = max(record["input_ready_ns"], previous_end.get(group, 0),
                         record["host_start_ns"])
-            duration = durations.get(group, {}).get(record["seq"])
+            duration = durations.get((group, record["seq"]))
             if duration is not None:
                 end = start + duration
             elif wait is not None:
@@ -1097,8 +1186,10 @@ class Interpreter:
             os.replace(temporary, self.out_path)
 
     def journal_loop(self):
-        """Writes the Timeline so far once when an op has blocked for JOURNAL_AFTER_NS."""
+        """Writes the Timeline so far once when an op has blocked for JOURNAL_AFTER_NS. A write
+        that fails is reported on stderr, the first time only; the journal goes on."""
         written_for = None
+        reported = False
         while True:
             time.sleep(0.1)
             since = self.busy_since_ns
@@ -1109,5 +1200,11 @@ class Interpreter:
             written_for = since
             try:
                 self.write(final=False)
-            except Exception:  # the main thread finished meanwhile; its write wins
-                continue
+            except Exception:
+                if not reported:
+                    sys.stderr.write(
+                        "c10dsim.torch: the journal could not write the Timeline so far to %s "
+                        "(reported once; the final write is the main thread's):\n%s"
+                        % (self.out_path, traceback.format_exc()))
+                    sys.stderr.flush()
+                    reported = True

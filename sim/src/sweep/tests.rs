@@ -271,3 +271,28 @@ fn a_key_varied_by_two_axes_is_refused_at_the_second() {
         error.message
     );
 }
+
+#[test]
+fn an_axis_on_the_sweep_table_itself_is_refused() {
+    let error = sweep("[sweep]\n\"sweep.x\" = [1, 2]\n", &[]).unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("would edit the [sweep] table itself"),
+        "{}",
+        error.message
+    );
+    assert_eq!((error.line, error.column), (15, 1));
+    let error = sweep("", &["sweep.zip.a.x=1,2"]).unwrap_err();
+    assert!(
+        error.message.contains("\"sweep.zip.a.x\""),
+        "{}",
+        error.message
+    );
+    let error = sweep("", &["sweep.x=1"]).unwrap_err();
+    assert!(
+        error.message.contains("would edit the [sweep] table"),
+        "{}",
+        error.message
+    );
+}
