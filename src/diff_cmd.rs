@@ -75,6 +75,11 @@ pub fn print_diff(
 
 /// `c10dsim diff A.json B.json`.
 pub fn diff_files(a: &Path, b: &Path, tolerance: ToleranceArgs, json: bool) -> Result<u8, Failure> {
+    if crate::stdio::is_dash(a) && crate::stdio::is_dash(b) {
+        return Err(Failure::input(
+            "diff - -: standard input holds one Timeline; give at least one of them as a file",
+        ));
+    }
     print_diff(&read_timeline(a)?, &read_timeline(b)?, tolerance, json)
 }
 

@@ -270,4 +270,12 @@ fn diff_of_files_that_are_not_timelines_exits_2_naming_them() {
     let output = c10dsim(&["diff", "no_such_file.json", "README.md"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("cannot read no_such_file.json"));
+    // Standard input holds one Timeline, not two (the second read found it empty).
+    let output = c10dsim(&["diff", "-", "-"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("standard input holds one Timeline"),
+        "{}",
+        stderr(&output)
+    );
 }
