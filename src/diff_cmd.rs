@@ -109,7 +109,7 @@ pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
 
 /// [`read_profile`], with the file's text.
 fn read_profile_with_text(path: &Path) -> Result<(Profile, String), Failure> {
-    let text = crate::stdio::read_text(path)?;
+    let text = crate::stdio::read_scenario_text(path)?;
     let profile =
         calibrate::parse_profile(&path.display().to_string(), &text).map_err(|e| match e {
             // Shown as a scenario error is: the line, a caret under the place.

@@ -686,7 +686,7 @@ pub(crate) fn load_on(
     overrides: &[scenario::Override],
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
-    let original = stdio::read_text(path)?;
+    let original = stdio::read_scenario_text(path)?;
     let shown = path.display().to_string();
     // A [sweep] table is checked too: bad input never half-runs.
     sim::sweep::Sweep::parse(&shown, &original, &[]).map_err(|error| {

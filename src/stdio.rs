@@ -26,17 +26,44 @@ pub fn is_dash(path: &Path) -> bool {
 
 /// The text of `path`, or of standard input for `-`.
 pub fn read_text(path: &Path) -> Result<String, Failure> {
-    let bytes = if is_dash(path) {
-        let mut bytes = Vec::new();
+    read_text_at_most(path, u64::MAX)
+}
+
+/// The most a scenario or a machine profile file may hold: far more than any written by hand
+/// or generated (100,000 ops take a few MB), so that `/dev/zero` or a wrong file is refused at
+/// once instead of read into memory.
+pub const MAX_SCENARIO_BYTES: u64 = 64 << 20;
+
+/// The text of a scenario or a machine profile ([`read_text`], at most [`MAX_SCENARIO_BYTES`]).
+pub fn read_scenario_text(path: &Path) -> Result<String, Failure> {
+    read_text_at_most(path, MAX_SCENARIO_BYTES)
+}
+
+fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
+    let shown = if is_dash(path) {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let mut bytes = Vec::new();
+    let read = if is_dash(path) {
         std::io::stdin()
+            .take(max_bytes.saturating_add(1))
             .read_to_end(&mut bytes)
-            .map_err(|error| Failure::input(format!("cannot read standard input: {error}")))?;
-        bytes
     } else {
         note_input(path);
-        std::fs::read(path)
-            .map_err(|error| Failure::input(format!("cannot read {}: {error}", path.display())))?
+        std::fs::File::open(path).and_then(|file| {
+            file.take(max_bytes.saturating_add(1))
+                .read_to_end(&mut bytes)
+        })
     };
+    read.map_err(|error| Failure::input(format!("cannot read {shown}: {error}")))?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(Failure::input(format!(
+            "{shown} holds more than {} MiB: not a scenario or profile file",
+            max_bytes >> 20
+        )));
+    }
     utf8(path, bytes)
 }
 

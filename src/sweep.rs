@@ -89,7 +89,7 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
 
 pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
-    let original = crate::stdio::read_text(&args.file)?;
+    let original = crate::stdio::read_scenario_text(&args.file)?;
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
     let with_machine = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
     let text = with_machine.text;

@@ -44,7 +44,9 @@ def test_world_collectives_and_point_to_point_calls_each_get_their_own_durations
     # Rank 0 of two: an all_reduce on the world and a send to rank 1, twice.
     completed, document, calls = interpret(path, world=2, env=BY_SEQ)
     assert completed.returncode == 0, completed.stderr
-    assert ["isend" if async_op == "true" else "send", "1"] in calls
+    call = "isend" if async_op == "true" else "send"
+    assert [call, "1"] in calls
+    assert document["ops"][1]["host_name"] == "torch.distributed." + call
     ar, send = (op["index"] for op in scenario["ops"][:2])
     records = document["ranks"][0]["collectives"]
     world = [r for r in records if r["op"] == ar]

@@ -43,7 +43,8 @@ CATALOGUE = [("overlap_bench", 1), ("exp_b_stream_scope", 1), ("coalescing", 1),
 @pytest.mark.parametrize("name, world", CATALOGUE)
 def test_the_op_table_and_the_scenario_block_are_the_simulator_s(resolve, simulate, interpret,
                                                                  name, world):
-    sets = ("cluster.ranks=%d" % world, "repeat=2", "warmup=0")
+    # A seed no catalogue scenario has: the Timeline must carry the resolved one.
+    sets = ("cluster.ranks=%d" % world, "repeat=2", "warmup=0", "seed=977")
     path, _ = resolve(name, *sets)
     simulated = simulate(name, *sets)
     completed, document, _ = interpret(path, world=world)
@@ -80,7 +81,7 @@ def test_a_gemm_kernel_is_named_by_dtype_and_shape_as_the_simulator_names_it(
         resolve, simulate, interpret, tmp_path):
     source = tmp_path / "gemms.toml"
     source.write_text("[cluster]\nranks = 1\n[[op]]\ngemm = [128, 256, 512]\n"
-                      "[[op]]\ngemm = { m = 64, n = 32, k = 16, dtype = \"f32\" }\n")
+                      "[[op]]\ngemm = [64, 32, 16]\ndtype = \"f32\"\n")
     path, _ = resolve(str(source))
     simulated = simulate(str(source))
     completed, document, _ = interpret(path)

@@ -709,3 +709,18 @@ fn a_held_out_scenario_over_the_caps_is_refused_not_simulated() {
         "calibrate --validate",
     );
 }
+
+#[test]
+fn an_endless_scenario_file_is_refused_without_reading_it_all() {
+    // /dev/zero is valid UTF-8 without end: read whole, it took gigabytes.
+    if !std::path::Path::new("/dev/zero").exists() {
+        skipped("an_endless_scenario_file_is_refused_without_reading_it_all: no /dev/zero");
+        return;
+    }
+    let output = c10dsim(&["check", "/dev/zero"]);
+    assert_refused(
+        &output,
+        "/dev/zero holds more than 64 MiB",
+        "check /dev/zero",
+    );
+}

@@ -1019,9 +1019,10 @@ class Interpreter:
     def kernel_durations(self):
         """Per (group, SeqNum) of a collective record, its NCCL kernel's duration (ns) from the
         Flight Recorder's dump (``duration_ms``, timed under TORCH_NCCL_ENABLE_TIMING=1), the
-        entry found by ``flight_key``; empty where the dump is not available. PyTorch fills ``duration_ms`` when its watchdog retires
-        a completed Work (every ~100 ms), so the dump is retried, up to 2 s, until every
-        collective of the run has one; ``machine.kernel_durations`` says how many matched. With
+        entry found by ``flight_key``; empty where the dump is not available. PyTorch fills
+        ``duration_ms`` when its watchdog retires a completed Work (every ~100 ms), so the dump
+        is retried, up to 2 s, until every collective of the run has one (a point-to-point
+        call's too); ``machine.kernel_durations`` says how many matched. With
         the recorder off (TORCH_FR_BUFFER_SIZE = 0) there is nothing to read: no dump is asked
         for, and kernel ends fall back to the waits' releases."""
         if self.scenario["env"]["trace_buffer_entries"] == 0:

@@ -82,6 +82,8 @@ def host_name(scenario, op):
         return "torch.distributed._functional_collectives.wait_tensor"
     if op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced":
         return "torch.distributed._coalescing_manager"
+    if op_key(op["kind"]) in ("send", "recv") and not op["kind"]["async_op"]:
+        return "torch.distributed." + op_key(op["kind"])
     return TORCH_CALLS[op_key(op["kind"])]
 
 
@@ -102,8 +104,9 @@ def kernel_name(op):
 
 
 def op_table(scenario):
-    return [
-        {
+    table = []
+    for op in scenario["ops"]:
+        entry = {
             "index": op["index"],
             "name": display_name(op),
             "key": op_key(op["kind"]),
@@ -111,8 +114,11 @@ def op_table(scenario):
             "kernel_name": kernel_name(op),
             "host_name": host_name(scenario, op),
         }
-        for op in scenario["ops"]
-    ]
+        if op["kind"]["kind"] == "collective":
+            # The element type NCCL is given, as the Rust side writes it (absent elsewhere).
+            entry["dtype"] = scenario["tensors"][op["kind"]["tensor"]]["dtype"]
+        table.append(entry)
+    return table
 
 
 def scenario_info(scenario):
