@@ -485,7 +485,20 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
 fn complete_row(row: &str) -> Option<String> {
     let figures = row.split(',').count();
     let missing = (COLUMNS.len() - 1).checked_sub(figures)?;
-    (missing == 0 || figures == OLDER_ROW_FIGURES).then(|| format!("{row}{}", ",".repeat(missing)))
+    // Each figure is what `bench --csv-row` prints: `summary` and `fold` true or false, the
+    // others finite non-negative numbers (the CPU times may be empty without /proc).
+    let sound = row
+        .split(',')
+        .zip(&COLUMNS[1..])
+        .all(|(cell, &column)| match column {
+            "summary" | "fold" => cell == "true" || cell == "false",
+            "page_faults" | "user_s" | "system_s" if cell.is_empty() => true,
+            _ => cell
+                .parse::<f64>()
+                .is_ok_and(|value| value.is_finite() && value >= 0.0),
+        });
+    (sound && (missing == 0 || figures == OLDER_ROW_FIGURES))
+        .then(|| format!("{row}{}", ",".repeat(missing)))
 }
 
 /// A figure `bench --repeat` gives a spread: its CSV column, what the summary calls it, its
@@ -793,6 +806,12 @@ mod tests {
         assert_eq!(complete_row(&format!("{older},120")), None);
         assert_eq!(complete_row(&format!("{full},1")), None);
         assert_eq!(complete_row(""), None);
+        // A row of the right length whose figures are not figures: not a bench row.
+        let nan = full.replacen("30000", "NaN", 1);
+        assert_eq!(complete_row(&nan), None);
+        assert_eq!(complete_row(&full.replacen("12.0", "-1", 1)), None);
+        assert_eq!(complete_row(&full.replacen("false", "no", 1)), None);
+        assert_eq!(complete_row("x,".repeat(14).trim_end_matches(',')), None);
     }
 
     #[test]
