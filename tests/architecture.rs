@@ -120,3 +120,44 @@ fn a_circle_is_found() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(found, ["a -> b -> a", "b -> a -> b"]);
 }
+
+#[test]
+fn the_architecture_diagram_names_every_subcommand() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .arg("--help")
+        .output()
+        .expect("the binary runs");
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .and_then(|rest| rest.split("Options:").next())
+        .expect("--help lists commands")
+        .lines()
+        .filter_map(|line| line.strip_prefix("  ")?.split_whitespace().next())
+        .filter(|&name| name != "help")
+        .collect();
+    assert!(commands.len() >= 16, "{commands:?}");
+    let architecture =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .unwrap();
+    let diagram = architecture
+        .split("c10dsim binary (thin glue)")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the diagram's binary box");
+    let named: Vec<&str> = diagram
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .collect();
+    for command in &commands {
+        assert!(
+            named.contains(command),
+            "ARCHITECTURE.md's diagram lacks `{command}`"
+        );
+    }
+    assert!(
+        diagram.contains(&format!("its {} subcommands", commands.len())),
+        "the diagram's count is not {}",
+        commands.len()
+    );
+}
