@@ -371,3 +371,55 @@ fn torchfrtrace_names_the_culprits_the_simulator_named() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_process_group_numbers_its_collectives_and_its_sends_apart_whatever_the_peer() {
+    // Rank 0 sends to ranks 1 and 2 between two all_reduces; rank 2 hangs at the second. As
+    // PyTorch does, every entry records the group's three counters as they stand: op_id counts
+    // every call, collective_seq_id the collectives, p2p_seq_id the sends and receives of
+    // any peer (it was numbered per pair).
+    let dir = scratch("p2p_numbers");
+    let scenario = dir.join("p2p.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 3\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         [[op]]\nsend = \"x\"\nranks = [0]\npeer = 1\n[[op]]\nrecv = \"x\"\nranks = [1]\npeer = 0\n\
+         [[op]]\nsend = \"x\"\nranks = [0]\npeer = 2\n[[op]]\nrecv = \"x\"\nranks = [2]\npeer = 0\n\
+         [[op]]\nlabel = \"ar2\"\nall_reduce = \"x\"\n\
+         [[fault]]\nranks = [2]\nat = \"ar2\"\nkind = \"hang\"\n",
+    )
+    .unwrap();
+    let out = dir.join("dumps");
+    dump(scenario.to_str().unwrap(), &out);
+    let bytes = std::fs::read(out.join("nccl_trace_rank_0")).unwrap();
+    let rank0 = analysis::flight_recorder::read(&bytes, 0).unwrap();
+    let numbers: Vec<(String, u64, u64, u64, bool)> = (rank0.entries.iter())
+        .map(|e| {
+            let name = e.profiling_name.clone();
+            (name, e.op_id, e.collective_seq_id, e.p2p_seq_id, e.is_p2p)
+        })
+        .collect();
+    let expected = [
+        ("nccl:all_reduce", 1, 1, 0, false),
+        ("nccl:send 0->1", 2, 1, 1, true),
+        ("nccl:send 0->2", 3, 1, 2, true),
+        ("nccl:all_reduce", 4, 2, 2, false),
+    ]
+    .map(|(name, op, collective, p2p, is_p2p)| (name.to_string(), op, collective, p2p, is_p2p));
+    assert_eq!(numbers, expected);
+    // The importer models no point-to-point call yet, and says so.
+    let imported = c10dsim(&[
+        "import",
+        "flight-recorder",
+        out.to_str().unwrap(),
+        "-o",
+        dir.join("imported.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(imported.status.code(), Some(2), "{}", stderr(&imported));
+    assert!(
+        stderr(&imported).contains("point-to-point entries (nccl:send 0->1) are not imported yet"),
+        "{}",
+        stderr(&imported)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

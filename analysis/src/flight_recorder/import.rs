@@ -176,9 +176,18 @@ fn busy_sleep_us(timeout_ms: u64) -> u64 {
     timeout_ms.saturating_mul(2000).min(ONE_DAY_US)
 }
 
-/// The key of a collective in its group: (group name, SeqNum).
-fn slot(entry: &DumpEntry) -> (String, u64) {
-    (entry.pg_name.clone(), entry.collective_seq_id)
+type Slot = (String, bool, u64);
+
+/// The key of a call in its group: (group name, point-to-point or not, its number in that
+/// sequence). Every entry records both of the group's counters as they stood; a send or
+/// receive is numbered by `p2p_seq_id`, a collective by `collective_seq_id`.
+fn slot(entry: &DumpEntry) -> Slot {
+    let seq = if entry.is_p2p {
+        entry.p2p_seq_id
+    } else {
+        entry.collective_seq_id
+    };
+    (entry.pg_name.clone(), entry.is_p2p, seq)
 }
 
 /// The scenario text reproducing `dumps` (any order, one per rank), from files described by
@@ -337,7 +346,7 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
     }
     // Where each other rank parts from the reference.
     let mut departures: BTreeMap<(usize, Departure), Vec<u32>> = BTreeMap::new();
-    let mut slots: BTreeMap<u32, BTreeMap<(String, u64), &DumpEntry>> = BTreeMap::new();
+    let mut slots: BTreeMap<u32, BTreeMap<Slot, &DumpEntry>> = BTreeMap::new();
     for (&rank, list) in &entries {
         let own = list.iter().map(|e| (slot(e), *e)).collect();
         slots.insert(rank, own);
@@ -414,7 +423,7 @@ struct RenderInput<'a> {
     departures: &'a BTreeMap<(usize, Departure), Vec<u32>>,
     busy: Option<&'a (usize, Vec<u32>)>,
     timing: bool,
-    slots: &'a BTreeMap<u32, BTreeMap<(String, u64), &'a DumpEntry>>,
+    slots: &'a BTreeMap<u32, BTreeMap<Slot, &'a DumpEntry>>,
 }
 
 fn rank_list(ranks: &[u32]) -> String {

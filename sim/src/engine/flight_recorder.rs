@@ -17,6 +17,14 @@ fn discovered_ns(at_ns: u64) -> u64 {
     at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS
 }
 
+/// A process group's counters as a Flight Recorder entry records them.
+#[derive(Clone, Copy, Default)]
+struct Numbers {
+    op_id: u64,
+    collective_seq_id: u64,
+    p2p_seq_id: u64,
+}
+
 /// `rank`'s dump at `dump_ns`: the last `TORCH_FR_BUFFER_SIZE` collectives it created by then,
 /// from its records (`u64::MAX` for what never happened), each in its state at the dump;
 /// `group_ranks` holds each group's ranks, shared by every dump.
@@ -63,23 +71,62 @@ pub(super) fn dump(
             }
         })
         .collect();
+    // PyTorch records a send or receive under the group it was called on (the default one),
+    // not the pair's own communicator.
+    let process_group = |record: &CollectiveRecord| {
+        let pair = usize::from(record.group);
+        if scenario.groups[pair].point_to_point {
+            0
+        } else {
+            pair
+        }
+    };
+    let is_p2p = |record: &CollectiveRecord| {
+        let issued = match faults
+            .at(record.op as usize, record.iteration)
+            .map(|f| &f.kind)
+        {
+            Some(FaultKind::Mismatch { collective, .. }) => Some(*collective),
+            _ => scenario.ops[record.op as usize]
+                .kind
+                .collective()
+                .map(|(kind, _)| kind),
+        };
+        matches!(
+            issued,
+            Some(CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p)
+        )
+    };
+    // A process group numbers its calls three ways: every call (`op_id`), its collectives
+    // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
+    // whatever the peer: a rank that sends to two peers counts both in one sequence). PyTorch
+    // records all three counters, as they stand, with every entry.
+    let mut counted: std::collections::HashMap<usize, Numbers> = Default::default();
+    let numbers: Vec<Numbers> = created
+        .iter()
+        .map(|record| {
+            let numbers = counted.entry(process_group(record)).or_default();
+            numbers.op_id += 1;
+            if is_p2p(record) {
+                numbers.p2p_seq_id += 1;
+            } else {
+                numbers.collective_seq_id = record.seq;
+            }
+            *numbers
+        })
+        .collect();
     let kept = created
         .len()
         .saturating_sub(scenario.env.trace_buffer_entries as usize);
     let entries = created
         .iter()
+        .zip(numbers)
         .enumerate()
         .skip(kept)
-        .map(|(record_id, record)| {
+        .map(|(record_id, (record, numbers))| {
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
-            // PyTorch records a send or receive under the group it was called on (the
-            // default one), not the pair's own communicator.
-            let group = if scenario.groups[pair].point_to_point {
-                0
-            } else {
-                pair
-            };
+            let group = process_group(record);
             let (kind, dtype) = match op.kind {
                 OpKind::Collective {
                     collective, tensor, ..
@@ -111,10 +158,7 @@ pub(super) fn dump(
                 _ if barrier => "nccl:all_reduce_barrier".to_string(),
                 _ => profiling_name(kind).to_string(),
             };
-            let is_p2p = matches!(
-                kind,
-                CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p
-            );
+            let is_p2p = is_p2p(record);
             let completed = record.end_ns <= dump_ns;
             let started = timing && record.kernel_start_ns <= dump_ns;
             let state = if completed {
@@ -132,9 +176,9 @@ pub(super) fn dump(
                 pg_id: group as u64,
                 pg_name,
                 pg_desc,
-                collective_seq_id: if is_p2p { 0 } else { record.seq },
-                p2p_seq_id: if is_p2p { record.seq } else { 0 },
-                op_id: record.seq,
+                collective_seq_id: numbers.collective_seq_id,
+                p2p_seq_id: numbers.p2p_seq_id,
+                op_id: numbers.op_id,
                 profiling_name: profiling,
                 time_created_ns: record.host_start_ns,
                 duration_ms: (timing && completed)
