@@ -336,7 +336,6 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     if report.findings.is_empty() {
         out.push_str("findings: none\n");
     } else {
-        let _ = writeln!(out, "findings: {}", report.findings.len());
         let lines = merge_by_rank(
             report.findings.iter().map(|finding| {
                 (
@@ -348,6 +347,8 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
             }),
             per_rank,
         );
+        // The lines printed: findings of ranks that found the same are one line.
+        let _ = writeln!(out, "findings: {}", lines.len());
         for (kind, message) in lines {
             let _ = writeln!(out, "  [{kind:?}] {message}");
         }
@@ -363,10 +364,14 @@ fn for_ranks(rank: u32, ranks: &RankSet, message: &str) -> String {
         return message.to_string();
     }
     let named = ranks.named();
-    match message.strip_prefix(&format!("[Rank {rank}]")) {
-        Some(rest) => format!("[R{}]{rest}", &named[1..]),
-        None => format!("{named}: {message}"),
+    if let Some(rest) = message.strip_prefix(&format!("[Rank {rank}]")) {
+        return format!("[R{}]{rest}", &named[1..]);
     }
+    // A message that names its rank as `rank r: …` names them all the same way.
+    let rest = message
+        .strip_prefix(&format!("rank {rank}: "))
+        .unwrap_or(message);
+    format!("{named}: {rest}")
 }
 
 /// The records as the report lists them, in order of first appearance: records under the same
@@ -520,6 +525,15 @@ mod tests {
         assert_eq!(
             each[2].1,
             "[Ranks 4-5 (2 ranks)] timed out; rank 3 never joined"
+        );
+        // A message naming its rank as `rank r: …` names the class once, the same way.
+        assert_eq!(
+            for_ranks(4, &class, "rank 4: WorkNCCL timed out in wait()"),
+            "ranks 4-5 (2 ranks): WorkNCCL timed out in wait()"
+        );
+        assert_eq!(
+            for_ranks(4, &class, "the store timed out"),
+            "ranks 4-5 (2 ranks): the store timed out"
         );
     }
 

@@ -834,3 +834,25 @@ fn the_desync_verdict_tells_a_busy_stream_from_a_process_that_ended_before_the_k
         report[0].message
     );
 }
+
+#[test]
+fn the_findings_count_is_the_lines_it_heads_when_ranks_are_not_folded() {
+    // Drawn kernel jitter makes every rank a class of its own: 64 records of the same timeout,
+    // one line naming the 63 ranks that found it. The count said 64 over two lines.
+    let output = crate::util::c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=64",
+        "--set",
+        "cluster.kernel_jitter_pct=1",
+    ]);
+    let text = crate::util::stdout(&output);
+    let (_, findings) = text.split_once("\nfindings: ").expect("a findings section");
+    let mut lines = findings.lines();
+    let count: usize = lines.next().unwrap().parse().unwrap();
+    let listed = lines.take_while(|line| line.starts_with("  [")).count();
+    assert_eq!(count, listed, "{findings}");
+    assert_eq!(count, 2, "{findings}");
+    assert!(findings.contains("(63 ranks)"), "{findings}");
+}

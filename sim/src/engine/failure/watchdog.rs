@@ -580,7 +580,7 @@ impl Failure<'_> {
             }
             format!("every rank enqueued collective {seq}; {}", why.join("; "))
         } else {
-            format!("every rank enqueued and started collective {seq}; it never finished")
+            format!("every rank enqueued and started collective {seq}; it had not finished at the timeout")
         };
         (text, verdict)
     }
