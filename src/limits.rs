@@ -76,8 +76,14 @@ impl LimitArgs {
         if summarised {
             limits.max_timeline_bytes = u64::MAX;
         }
+        self.estimate(scenario).check(&limits)
+    }
+
+    /// The work `scenario` asks for, simulated as these flags say (folded unless `--no-fold`
+    /// or `--detail ranks`).
+    pub fn estimate(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {
         let classes = sim::engine::classes(scenario, &self.engine_options());
-        sim::limits::estimate_for(scenario, &classes).check(&limits)
+        sim::limits::estimate_for(scenario, &classes)
     }
 
     /// The estimate's caps.

@@ -927,7 +927,7 @@ fn check(files: &[PathBuf], limits: &limits::LimitArgs) -> Result<u8, Failure> {
             Ok(scenario)
         }) {
             Ok(scenario) => {
-                let estimate = sim::limits::estimate(&scenario);
+                let estimate = limits.estimate(&scenario);
                 outln!(
                     "ok: {} ({} ops, {} ranks, repeat {}; about {} op calls, {} events, a {} Timeline)",
                     file.display(),

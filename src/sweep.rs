@@ -284,7 +284,8 @@ fn run_point(shared: &PointRun, index: u64) -> Vec<String> {
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let scenario = sweep.scenario(&point).map_err(|error| error.to_string())?;
         // A point over the caps is an error row, not a run that takes the machine.
-        sim::limits::estimate(&scenario)
+        limits
+            .estimate(&scenario)
             .check(&limits.limits())
             .map_err(|message| {
                 format!("{message} (raise the caps with --max-events / --max-timeline)")

@@ -307,6 +307,33 @@ fn check_accepts_the_whole_catalogue() {
 }
 
 #[test]
+fn check_estimates_the_work_as_the_flags_would_simulate_it() {
+    // exp_b's ranks that behave alike are simulated once folded, each with --no-fold: the
+    // estimate printed is the run's (it printed the folded one either way).
+    let estimate = |extra: &[&str]| {
+        let mut args = vec!["check", "scenarios/exp_b_stream_scope.toml"];
+        args.extend(extra);
+        let output = c10dsim(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let text = stdout(&output);
+        let calls = text
+            .split("about ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap();
+        calls.parse::<u64>().unwrap()
+    };
+    let folded = estimate(&[]);
+    let unfolded = estimate(&["--no-fold"]);
+    assert!(
+        unfolded > folded,
+        "{unfolded} op calls unfolded, {folded} folded"
+    );
+}
+
+#[test]
 fn same_file_and_seed_give_byte_identical_json_trace_and_timeline() {
     let dir = std::env::temp_dir().join(format!("c10dsim-det-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
