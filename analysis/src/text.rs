@@ -29,7 +29,7 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
         "  repeat {} (warmup {}), ranks {} ({} per node), gpu {} ({} SMs, {} bf16 TFLOP/s, gemm efficiency {})",
         scenario.repeat,
         scenario.warmup,
-        c.ranks,
+        sim::ranks::thousands(u64::from(c.ranks)),
         c.ranks_per_node,
         c.gpu.preset,
         c.gpu.sms,
@@ -187,9 +187,14 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "collectives (medians over {} ranks x {} measured iterations, us):",
-            report.ranks,
-            report.repeat - report.warmup
+            "collectives (medians over {} x {} measured iteration{}, us):",
+            counted(u64::from(report.ranks), "rank"),
+            report.repeat - report.warmup,
+            if report.repeat - report.warmup == 1 {
+                ""
+            } else {
+                "s"
+            }
         );
         out.push_str(&table(&header, &rows));
     }
@@ -354,6 +359,12 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
         }
     }
     out
+}
+
+/// `1 rank`, `100,000 ranks`.
+fn counted(count: u64, noun: &str) -> String {
+    let plural = if count == 1 { "" } else { "s" };
+    format!("{} {noun}{plural}", sim::ranks::thousands(count))
 }
 
 /// A size for a person to read: in the largest binary unit it reaches, whole where it is
