@@ -146,15 +146,16 @@ pub struct Batch {
 }
 
 /// When a file of a [`Batch`] reaches the disk.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Flush {
     ThisFile,
     WithTheBatch,
 }
 
 impl Batch {
-    /// Writes one file of the batch ([`replace`]'s rules; `-` is refused here: a batch holds
-    /// files).
+    /// Writes one file of the batch to its hidden name, by [`replace`]'s rules for a file
+    /// (never over an input; a symbolic link followed; a path that is not a regular file written
+    /// directly).
     pub fn add(
         &mut self,
         path: &Path,
