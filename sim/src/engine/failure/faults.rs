@@ -149,10 +149,11 @@ impl Failure<'_> {
         }
         out.push(Command::PoisonRendezvous { rendezvous });
         let scenario = self.scenario;
+        // The ranks of the class that issued it (ranks that behave alike issue alike).
         let describe = |s: &Signature| {
             format!(
-                "rank {} issued {} of {} ({}, line {})",
-                self.rank_id(s.rank),
+                "{} issued {} of {} ({}, line {})",
+                self.classes.class_members(s.rank).named(),
                 s.collective.op_type(),
                 crate::units::format_size(s.size_bytes),
                 scenario.ops[s.op].display_name(),
