@@ -153,6 +153,10 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         limits: limits::LimitArgs,
+        /// Override a value of every file before checking it, as `run --set` does:
+        /// `--set cluster.ranks=100000` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+        overrides: Vec<scenario::Override>,
     },
     /// Run a scenario on this machine's GPUs with real NCCL (docs/hw.md) and print the same
     /// report as `run`. Under torchrun/srun each process runs its rank (RANK, WORLD_SIZE,
@@ -509,7 +513,11 @@ fn main() -> ExitCode {
             .render(&mut std::io::stdout())
             .map(|()| 0)
             .map_err(|error| Failure::input(format!("cannot write the man page: {error}"))),
-        Command::Check { files, limits } => check(&files, &limits),
+        Command::Check {
+            files,
+            limits,
+            overrides,
+        } => check(&files, &overrides, &limits),
         Command::Hw {
             file,
             downscale,
@@ -919,10 +927,14 @@ fn pretty_json(out: impl std::io::Write, value: &serde_json::Value) -> Result<()
         .map_err(output_failure)
 }
 
-fn check(files: &[PathBuf], limits: &limits::LimitArgs) -> Result<u8, Failure> {
+fn check(
+    files: &[PathBuf],
+    overrides: &[scenario::Override],
+    limits: &limits::LimitArgs,
+) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
-        match load(file, &[]).and_then(|scenario| {
+        match load(file, overrides).and_then(|scenario| {
             limits.check(file, &scenario, false)?;
             Ok(scenario)
         }) {
