@@ -331,6 +331,9 @@ fn check_estimates_the_work_as_the_flags_would_simulate_it() {
         unfolded > folded,
         "{unfolded} op calls unfolded, {folded} folded"
     );
+    // --set applies as in run: the same file checked at twice its ranks, unfolded.
+    let doubled = estimate(&["--no-fold", "--set", "cluster.ranks=8"]);
+    assert_eq!(doubled, 2 * unfolded);
 }
 
 #[test]
