@@ -167,6 +167,9 @@ fn in_profiles(
     })
 }
 
+/// The longest source line an error shows under its heading.
+const MAX_SHOWN_LINE_BYTES: usize = 1000;
+
 /// `file:line:column: error: message`, then the source line with the place underlined.
 pub fn render(located: &Located) -> String {
     let error = &located.error;
@@ -174,6 +177,17 @@ pub fn render(located: &Located) -> String {
     let Some(range) = byte_range(&located.source, error) else {
         return heading;
     };
+    // A line too long to read (a generated file's megabyte of one line) is not echoed: the
+    // heading's line and column place the error.
+    let line_start = located.source[..range.start]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
+    let line_end = located.source[range.start..]
+        .find('\n')
+        .map_or(located.source.len(), |at| range.start + at);
+    if line_end - line_start > MAX_SHOWN_LINE_BYTES {
+        return heading;
+    }
     let file = SimpleFile::new(error.path.as_str(), located.source.as_str());
     let diagnostic = Diagnostic::error()
         .with_message(error.message.as_str())
@@ -242,6 +256,25 @@ mod tests {
         assert!(
             drawn.contains("│ ^^^^^\n") || drawn.ends_with("│ ^^^^^"),
             "{drawn}"
+        );
+    }
+
+    #[test]
+    fn a_line_too_long_to_read_gives_the_heading_alone() {
+        let source = format!("{}\nrankz = 4\n", "#".repeat(2 * MAX_SHOWN_LINE_BYTES));
+        let drawn = render(&Located {
+            error: error(2, 1, 5),
+            source: source.clone(),
+        });
+        assert!(drawn.contains("rankz = 4"), "{drawn}");
+        let long = format!("rankz = \"{}\"\n", "x".repeat(2 * MAX_SHOWN_LINE_BYTES));
+        let drawn = render(&Located {
+            error: error(1, 1, 5),
+            source: long,
+        });
+        assert_eq!(
+            drawn,
+            "s.toml:1:1: error: unknown field `rankz`; did you mean `ranks`?"
         );
     }
 
