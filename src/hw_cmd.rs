@@ -27,31 +27,71 @@ fn hw_failure(error: hw::HwError) -> Failure {
     }
 }
 
-/// `{rank}` in an output path becomes this process's rank, so that every process of a launch
-/// writes its own file.
-fn per_rank(path: Option<&Path>, rank: u32) -> Option<PathBuf> {
-    path.map(|p| PathBuf::from(p.to_string_lossy().replace("{rank}", &rank.to_string())))
+/// An output path of this process: `{rank}` becomes its rank, so that every process of a
+/// launch writes its own file. Refused before the run (exit 2) when the `processes` of a launch
+/// would all write one file, or when the file's folder does not exist; `-` (standard output,
+/// each process's own) passes as it is.
+fn output_path(
+    flag: &str,
+    path: Option<&Path>,
+    rank: u32,
+    processes: u32,
+) -> Result<Option<PathBuf>, Failure> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if crate::stdio::is_dash(path) {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let text = path.to_string_lossy();
+    if processes > 1 && !text.contains("{rank}") {
+        return Err(Failure::input(format!(
+            "{flag} {text}: the launcher started {processes} processes, and each would write \
+             this one file; put {{rank}} in the path (e.g. out-{{rank}}.json)"
+        )));
+    }
+    let path = PathBuf::from(text.replace("{rank}", &rank.to_string()));
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(Failure::input(format!(
+            "{flag} {}: the folder {} does not exist",
+            path.display(),
+            folder.display()
+        )));
+    }
+    Ok(Some(path))
 }
 
 pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     let scenario = load(args.file, args.overrides)?;
     let mut options = hw::HwOptions::from_env().map_err(hw_failure)?;
+    for note in &options.notes {
+        eprintln!("c10dsim: note: {note}");
+    }
     options.downscale = hw::Downscale::parse(args.downscale).map_err(hw_failure)?;
-    if let Some(ms) = args.timeout_ms {
-        options.timeout_ns = Some(ms.saturating_mul(1_000_000));
+    if let Some(timeout_ms) = args.timeout_ms {
+        options.set_timeout_ms(timeout_ms).map_err(hw_failure)?;
     }
-    if args.device.is_some() {
-        options.device = args.device;
+    if let Some(device) = args.device {
+        options.device = Some(hw::DeviceChoice::Flag(device));
     }
-    // A fault the hardware cannot produce is refused before any GPU is touched.
-    if let Some(refusal) = hw::refusal(&scenario, &options) {
-        return Err(hw_failure(refusal));
-    }
+    let (rank, processes) = options
+        .launch
+        .map_or((0, 1), |launch| (launch.rank, launch.world_size));
+    let trace = output_path("--trace", args.trace, rank, processes)?;
+    let timeline_path = output_path("--timeline", args.timeline, rank, processes)?;
+    // What is wrong whatever the machine is refused before any GPU is touched.
+    hw::check_without_gpu(&scenario, &options).map_err(hw_failure)?;
     let report = hw::probe().map_err(hw_failure)?;
-    let rank = options.launch.as_ref().map_or(0, |launch| launch.rank);
-    if let Some(device) = report.devices.first() {
+    let layout = hw::Layout::resolve(scenario.cluster.ranks, &options, report.devices.len())
+        .map_err(hw_failure)?;
+    if let Some(device) = report.devices.get(layout.device) {
         eprintln!(
-            "c10dsim: rank {rank} on {} ({} GPUs visible; CUDA {}, NCCL {})",
+            "c10dsim: rank {rank} on GPU {} ({}; {} GPUs visible; CUDA {}, NCCL {})",
+            layout.device,
             device.name,
             report.devices.len(),
             report.driver_cuda,
@@ -60,8 +100,6 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     }
     let timeline = hw::run_scenario(&scenario, &options).map_err(hw_failure)?;
     let report = metrics::report(&timeline);
-    let trace = per_rank(args.trace, rank);
-    let timeline_path = per_rank(args.timeline, rank);
     emit(
         &scenario,
         &timeline,
@@ -110,4 +148,67 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         }
     );
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path `output_path` gives, or its message.
+    fn written(path: &Path, rank: u32, processes: u32) -> Result<Option<PathBuf>, String> {
+        output_path("--timeline", Some(path), rank, processes).map_err(|failure| failure.message)
+    }
+
+    fn folder(test: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("c10dsim-hw-cmd-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn rank_in_an_output_path_becomes_this_process_rank() {
+        let dir = folder("rank");
+        let asked = dir.join("out-{rank}.json");
+        assert_eq!(written(&asked, 3, 4).unwrap(), Some(dir.join("out-3.json")));
+        let twice = dir.join("r{rank}-{rank}.json");
+        assert_eq!(
+            written(&twice, 12, 16).unwrap(),
+            Some(dir.join("r12-12.json"))
+        );
+        // A single process is rank 0 and may write a plain name.
+        assert_eq!(written(&asked, 0, 1).unwrap(), Some(dir.join("out-0.json")));
+        let plain = dir.join("out.json");
+        assert_eq!(written(&plain, 0, 1).unwrap(), Some(plain.clone()));
+        assert!(matches!(output_path("--timeline", None, 0, 4), Ok(None)));
+        assert_eq!(
+            written(Path::new("-"), 1, 4).unwrap(),
+            Some(PathBuf::from("-"))
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn one_file_for_every_process_or_a_missing_folder_is_refused() {
+        let dir = folder("refused");
+        let shared = output_path("--timeline", Some(&dir.join("out.json")), 1, 4).unwrap_err();
+        assert_eq!(shared.code, 2);
+        assert!(
+            shared.message.contains("the launcher started 4 processes")
+                && shared.message.contains("put {rank} in the path"),
+            "{}",
+            shared.message
+        );
+        let missing = dir.join("absent").join("out-{rank}.json");
+        let error = output_path("--trace", Some(&missing), 2, 4).unwrap_err();
+        assert_eq!(error.code, 2);
+        assert!(
+            error.message.starts_with("--trace ")
+                && error.message.contains("absent does not exist")
+                && error.message.contains("out-2.json"),
+            "{}",
+            error.message
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -94,6 +94,9 @@ fn main() {
         return merge(args);
     }
     let mut options = hw::HwOptions::from_env().unwrap_or_else(|error| fail(error));
+    for note in &options.notes {
+        eprintln!("hw_smoke: note: {note}");
+    }
     let mut out = PathBuf::from(".");
     let mut files = Vec::new();
     while let Some(arg) = args.next() {
@@ -104,12 +107,15 @@ fn main() {
             }
             "--out" => out = PathBuf::from(args.next().unwrap_or_default()),
             "--timeout-ms" => {
-                let ms: u64 = args.next().and_then(|t| t.parse().ok()).unwrap_or_else(|| {
-                    fail(hw::HwError::BadOptions(
-                        "--timeout-ms takes milliseconds".into(),
-                    ))
-                });
-                options.timeout_ns = Some(ms * 1_000_000);
+                let timeout_ms: u64 =
+                    args.next().and_then(|t| t.parse().ok()).unwrap_or_else(|| {
+                        fail(hw::HwError::BadOptions(
+                            "--timeout-ms takes milliseconds".into(),
+                        ))
+                    });
+                options
+                    .set_timeout_ms(timeout_ms)
+                    .unwrap_or_else(|e| fail(e));
             }
             _ => files.push(arg),
         }

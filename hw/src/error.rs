@@ -5,8 +5,9 @@ use std::fmt;
 /// Why a hardware run could not be made or did not finish.
 ///
 /// Every variant's message names what is missing or wrong; [`HwError::exit_code`] gives the
-/// documented process exit code (architecture.md "Conventions": 1 = the run found a problem the
-/// user asked about, 2 = bad input or environment).
+/// documented process exit code (ARCHITECTURE.md, "Architecture invariants", and
+/// docs/reliability.md, "Exit codes": 1 = the run found a problem the user asked about, 2 = bad
+/// input or environment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HwError {
     /// A shared library cudarc loads at run time is not found by the dynamic loader.
@@ -125,5 +126,22 @@ mod tests {
         assert_eq!(missing.exit_code(), 2);
         assert!(missing.to_string().contains("libnccl.so"));
         assert_eq!(HwError::NoDevice("none".into()).exit_code(), 2);
+        assert_eq!(HwError::AsyncError("x".into()).exit_code(), 1);
+        assert_eq!(HwError::OutOfMemory("x".into()).exit_code(), 1);
+        for input in [
+            HwError::Layout("x".into()),
+            HwError::BadOptions("x".into()),
+            HwError::Merge("x".into()),
+            HwError::Unsupported("x".into()),
+            HwError::Rendezvous("x".into()),
+            HwError::cuda("cuInit", "x"),
+            HwError::nccl("ncclCommInitRank", "x"),
+            HwError::MissingSymbol {
+                library: "libcuda.so",
+                symbol: "cuInit",
+            },
+        ] {
+            assert_eq!(input.exit_code(), 2, "{input}");
+        }
     }
 }

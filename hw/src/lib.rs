@@ -75,7 +75,10 @@ pub mod robustness;
 mod watchdog;
 
 pub use error::HwError;
-pub use options::{Downscale, HwOptions, LaunchEnv, Layout, StandIn};
+pub use options::{
+    DeviceChoice, Downscale, HwOptions, LaunchEnv, Launcher, Layout, StandIn, LAUNCHERS,
+    MAX_TIMEOUT_MS, MPIRUN, SRUN, TORCHRUN,
+};
 pub use probe::{DeviceInfo, DeviceReport};
 
 use sim::scenario::Scenario;
@@ -92,9 +95,11 @@ pub fn probe() -> Result<DeviceReport, HwError> {
 /// (`source: measured`, one rank: this process's; warm-up iterations included and marked by
 /// their `iteration`, as the simulator does).
 ///
-/// The layout is decided first ([`Layout::resolve`]): a scenario with more ranks than this
-/// process can host fails at once unless [`HwOptions::downscale`] asks for rank 0 alone.
+/// What needs no GPU is checked first ([`check_without_gpu`]), then the layout is decided
+/// ([`Layout::resolve`]): a scenario with more ranks than this process can host fails at once
+/// unless [`HwOptions::downscale`] asks for rank 0 alone.
 pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline, HwError> {
+    check_without_gpu(scenario, options)?;
     let report = probe()?;
     let layout = Layout::resolve(scenario.cluster.ranks, options, report.devices.len())?;
     let timed;
@@ -118,6 +123,13 @@ pub fn run_scenario(scenario: &Scenario, options: &HwOptions) -> Result<Timeline
         dir: options.rendezvous_dir.clone(),
         run_key: options.run_key.clone(),
     });
+    if let Some(rendezvous) = &rendezvous {
+        // An id file an earlier launch of this run key left (it crashed before deleting it)
+        // goes before the GPU setup, so that the other ranks, still in theirs, do not read it.
+        for group in plan.groups.iter().flatten().filter(|g| g.comm_rank == 0) {
+            rendezvous.remove(&group.name);
+        }
+    }
     let mut device = cuda::CudaDevice::new(scenario, &plan, layout.device, rendezvous)?;
     device.start_clock()?;
     let mut executor = exec::Executor::new(scenario, &plan, &mut device);
@@ -166,13 +178,21 @@ pub fn exit_without_cleanup(code: u8) -> ! {
     unsafe { libc::_exit(i32::from(code)) }
 }
 
-/// Why the scenario's faults cannot be produced by a hardware run with these options (exit 2),
-/// decided without a GPU: the rank this process runs comes from the launch (0 when downscaled
-/// or alone).
-pub fn refusal(scenario: &Scenario, options: &HwOptions) -> Option<HwError> {
+/// Refuses (exit 2), before any GPU is touched, what is wrong whatever the machine: a launch
+/// that does not match the scenario ([`Layout::check_launch`]), a rendezvous folder that does
+/// not exist or take files (when the ranks use it), and faults a hardware run cannot produce
+/// (the rank this process runs comes from the launch: 0 when downscaled or alone).
+pub fn check_without_gpu(scenario: &Scenario, options: &HwOptions) -> Result<(), HwError> {
+    Layout::check_launch(scenario.cluster.ranks, options)?;
+    if options.uses_rendezvous() {
+        options.check_rendezvous_dir()?;
+    }
     let rank = options.launch.as_ref().map_or(0, |launch| launch.rank);
     let alone = options.launch.is_none() || options.downscale != Downscale::Off;
-    exec::not_on_hardware(scenario, rank, alone).map(HwError::Unsupported)
+    match exec::not_on_hardware(scenario, rank, alone) {
+        Some(why) => Err(HwError::Unsupported(why)),
+        None => Ok(()),
+    }
 }
 
 /// Whether a Timeline of `hw` ended early: its process was taken down by a verdict (a timeout,
@@ -328,6 +348,10 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) -> Result<(
     for query in &mut rank.queries {
         times.push(&mut query.host_ns);
     }
+    for release in &mut rank.cache_releases {
+        times.extend([&mut release.host_start_ns, &mut release.host_end_ns]);
+        times.extend(release.device_idle_ns.as_mut());
+    }
     for time in times.into_iter().filter(|time| **time != u64::MAX) {
         *time = time.checked_add(delta_ns).ok_or_else(|| {
             format!("a time of {time} ns, {delta_ns} ns later, is past what a Timeline holds")
@@ -461,6 +485,201 @@ mod tests {
         let merged = merge_ranks(vec![part(0, 1_000, "h"), never]).unwrap();
         assert_eq!(merged.ranks[1].marks[0].gpu_ns, u64::MAX);
         assert_eq!(merged.ranks[1].marks[0].host_ns, 4_100);
+    }
+
+    /// A rank with one record of every kind, each time distinct.
+    fn every_record(rank: u32) -> sim::timeline::RankTimeline {
+        use sim::timeline::*;
+        RankTimeline {
+            rank,
+            host: vec![HostCall {
+                iteration: 0,
+                op: 0,
+                start_ns: 1,
+                end_ns: 2,
+            }],
+            kernels: vec![KernelRecord {
+                iteration: 0,
+                op: 0,
+                stream: 0,
+                class: KernelClass::Compute,
+                enqueue_ns: 3,
+                start_ns: 4,
+                end_ns: 5,
+            }],
+            collectives: vec![CollectiveRecord {
+                iteration: 0,
+                op: 0,
+                group: 0,
+                seq: 1,
+                bytes: 4,
+                async_op: true,
+                call_stream: 0,
+                run_stream: 1,
+                host_start_ns: 6,
+                host_end_ns: 7,
+                input_ready_ns: 8,
+                kernel_start_ns: 9,
+                work_start_ns: Some(10),
+                data_start_ns: 11,
+                end_ns: 12,
+                last_rank: None,
+                wait: Some(WaitRecord {
+                    op: 0,
+                    host_start_ns: 13,
+                    host_end_ns: 14,
+                    stream: 0,
+                    released_ns: 15,
+                    completed_at_return: false,
+                }),
+            }],
+            marks: vec![MarkRecord {
+                iteration: 0,
+                mark: 0,
+                host_ns: 16,
+                gpu_ns: 17,
+            }],
+            stream_waits: vec![StreamWaitRecord {
+                iteration: 0,
+                op: 0,
+                source_stream: 0,
+                source_ns: 18,
+                waiting_stream: 1,
+                released_ns: 19,
+            }],
+            queries: vec![QueryRecord {
+                iteration: 0,
+                op: 0,
+                host_ns: 20,
+                completed: true,
+            }],
+            cache_releases: vec![CacheRelease {
+                iteration: 0,
+                op: 0,
+                host_start_ns: 21,
+                host_end_ns: 22,
+                device_idle_ns: Some(23),
+                segments_freed: 1,
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_time_of_a_later_rank_is_shifted() {
+        let (name, mut later) = part(1, 1_000, "h");
+        later.ranks[0] = every_record(1);
+        let merged = merge_ranks(vec![part(0, 0, "h"), (name, later)]).unwrap();
+        let rank = &merged.ranks[1];
+        let (host, kernel) = (rank.host[0], rank.kernels[0]);
+        assert_eq!((host.start_ns, host.end_ns), (1_001, 1_002));
+        assert_eq!(
+            (kernel.enqueue_ns, kernel.start_ns, kernel.end_ns),
+            (1_003, 1_004, 1_005)
+        );
+        let c = &rank.collectives[0];
+        assert_eq!(
+            [
+                c.host_start_ns,
+                c.host_end_ns,
+                c.input_ready_ns,
+                c.kernel_start_ns,
+                c.data_start_ns,
+                c.end_ns
+            ],
+            [1_006, 1_007, 1_008, 1_009, 1_011, 1_012]
+        );
+        assert_eq!(c.work_start_ns, Some(1_010));
+        let wait = c.wait.unwrap();
+        assert_eq!(
+            (wait.host_start_ns, wait.host_end_ns, wait.released_ns),
+            (1_013, 1_014, 1_015)
+        );
+        assert_eq!(
+            (rank.marks[0].host_ns, rank.marks[0].gpu_ns),
+            (1_016, 1_017)
+        );
+        let stream_wait = rank.stream_waits[0];
+        assert_eq!(
+            (stream_wait.source_ns, stream_wait.released_ns),
+            (1_018, 1_019)
+        );
+        assert_eq!(rank.queries[0].host_ns, 1_020);
+        let release = rank.cache_releases[0];
+        assert_eq!(
+            (
+                release.host_start_ns,
+                release.host_end_ns,
+                release.device_idle_ns
+            ),
+            (1_021, 1_022, Some(1_023))
+        );
+    }
+
+    #[test]
+    fn the_merged_machine_map_keeps_the_largest_uncertainty_and_no_rank_entries() {
+        let with = |rank, uncertainty_ns: u64| {
+            let (name, mut timeline) = part(rank, 0, "h");
+            (timeline.machine).insert(
+                "clock_alignment_uncertainty_ns".into(),
+                uncertainty_ns.to_string(),
+            );
+            (timeline.machine).insert("gpu_ordinal".into(), rank.to_string());
+            (name, timeline)
+        };
+        // The largest is neither the first part's nor the last's.
+        let merged = merge_ranks(vec![with(0, 4), with(1, 9), with(2, 6)]).unwrap();
+        assert_eq!(merged.machine["clock_alignment_uncertainty_ns"], "9");
+        assert!(!merged.machine.contains_key("gpu_ordinal"));
+        assert!(!merged.machine.contains_key("rank"));
+    }
+
+    #[test]
+    fn a_part_holding_two_ranks_is_refused() {
+        let (name, mut two) = part(1, 0, "h");
+        two.ranks.push(every_record(2));
+        let error = merge_ranks(vec![part(0, 0, "h"), (name, two)]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "cannot merge rank Timelines: part1.json: holds 2 ranks, not 1"
+        );
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn what_needs_no_gpu_is_checked_without_one() {
+        let text = "[cluster]\nranks = 2\n[[op]]\nmark = \"m\"\n";
+        let scenario = sim::scenario::parse("two.toml", text).unwrap();
+        let launched = |rank, world_size| HwOptions {
+            launch: Some(LaunchEnv {
+                rank,
+                world_size,
+                local_rank: rank,
+                launcher: &TORCHRUN,
+                local_rank_set: true,
+            }),
+            rendezvous_dir: std::env::temp_dir()
+                .join(format!("c10dsim-hw-absent-{}", std::process::id())),
+            ..HwOptions::default()
+        };
+        let error = check_without_gpu(&scenario, &launched(0, 3)).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the scenario has 2 ranks but torchrun started 3"),
+            "{error}"
+        );
+        let error = check_without_gpu(&scenario, &launched(1, 2)).unwrap_err();
+        assert!(
+            error.to_string().contains("C10DSIM_RENDEZVOUS_DIR"),
+            "{error}"
+        );
+        // Downscaled, the ranks exchange no id: the folder does not matter.
+        let alone = HwOptions {
+            downscale: Downscale::RankZero(StandIn::Nccl),
+            ..launched(0, 1)
+        };
+        check_without_gpu(&scenario, &alone).unwrap();
     }
 
     #[test]

@@ -304,25 +304,50 @@ pub struct Rendezvous {
     pub run_key: String,
 }
 
+/// `text` as file-name characters, one to one: ASCII letters, digits, `.` and `-` stay, every
+/// other byte becomes `_` and two hex digits (so `a:b` is `a_3ab` and `a_b` is `a_5fb`).
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'-' {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("_{byte:02x}"));
+        }
+    }
+    escaped
+}
+
 impl Rendezvous {
-    /// The id file of `group`; the run key keeps ids of different jobs apart.
+    /// The id file of `group`: the run key and the group name, escaped (never `+`) and joined
+    /// by `+`, so that distinct keys or groups never share a file.
     pub fn path(&self, group: &str) -> PathBuf {
-        let clean = |text: &str| -> String {
-            text.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
-        };
         self.dir.join(format!(
-            "c10dsim-{}-{}.ncclid",
-            clean(&self.run_key),
-            clean(group)
+            "c10dsim-{}+{}.ncclid",
+            escape(&self.run_key),
+            escape(group)
         ))
+    }
+
+    /// The file's content: the id, then the run key and the group it belongs to.
+    fn content(&self, group: &str, id: &[u8; UNIQUE_ID_BYTES]) -> Vec<u8> {
+        let mut content = id.to_vec();
+        content.extend_from_slice(self.owner(group).as_bytes());
+        content
+    }
+
+    fn owner(&self, group: &str) -> String {
+        format!("{}\n{group}", self.run_key)
+    }
+
+    /// The id in a file's `content`, when the file is this run key's and this group's: a file
+    /// of another form (an earlier c10dsim's) is not read.
+    fn id_in(&self, group: &str, content: &[u8]) -> Option<[u8; UNIQUE_ID_BYTES]> {
+        let (id, owner) = content.split_at_checked(UNIQUE_ID_BYTES)?;
+        if owner != self.owner(group).as_bytes() {
+            return None;
+        }
+        id.try_into().ok()
     }
 
     pub fn publish(&self, group: &str, id: &[u8; UNIQUE_ID_BYTES]) -> Result<(), HwError> {
@@ -331,33 +356,66 @@ impl Rendezvous {
         let fail = |what: &str, error: std::io::Error| {
             HwError::Rendezvous(format!("{what} {}: {error}", temporary.display()))
         };
-        std::fs::write(&temporary, id).map_err(|e| fail("cannot write", e))?;
+        std::fs::write(&temporary, self.content(group, id)).map_err(|e| fail("cannot write", e))?;
         std::fs::rename(&temporary, &path).map_err(|e| fail("cannot rename", e))
     }
 
-    /// Waits for the id (R29: `store.get` blocks until rank 0 published it or the timeout).
+    /// Waits for the id (R29: `store.get` blocks until rank 0 published it or the timeout). A
+    /// folder that is missing or cannot be read fails at once, not after the timeout.
     pub fn fetch(&self, group: &str, timeout: Duration) -> Result<[u8; UNIQUE_ID_BYTES], HwError> {
         let path = self.path(group);
+        match std::fs::metadata(&self.dir) {
+            Ok(metadata) if metadata.is_dir() => {}
+            Ok(_) => {
+                return Err(HwError::Rendezvous(format!(
+                    "{} is not a folder",
+                    self.dir.display()
+                )))
+            }
+            Err(error) => {
+                return Err(HwError::Rendezvous(format!(
+                    "cannot use the folder {}: {error}",
+                    self.dir.display()
+                )))
+            }
+        }
         let start = Instant::now();
+        let mut foreign = false;
         loop {
-            if let Ok(bytes) = std::fs::read(&path) {
-                if let Ok(id) = <[u8; UNIQUE_ID_BYTES]>::try_from(bytes.as_slice()) {
-                    return Ok(id);
+            match std::fs::read(&path) {
+                Ok(content) => match self.id_in(group, &content) {
+                    Some(id) => return Ok(id),
+                    None => foreign = true,
+                },
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(HwError::Rendezvous(format!(
+                        "cannot read {}: {error}",
+                        path.display()
+                    )))
                 }
             }
             if start.elapsed() > timeout {
+                let found = if foreign {
+                    " (a file of that name is there, but not this run key's: left by an \
+                     earlier c10dsim)"
+                } else {
+                    ""
+                };
                 return Err(HwError::Rendezvous(format!(
-                    "no NCCL unique id for group {group:?} at {} after {} s (possible application \
-                     crash on the group's first rank, or a folder the ranks do not share)",
+                    "no NCCL unique id for group {group:?} at {} after {} s{found} (possible \
+                     application crash on the group's first rank, or a folder the ranks do not \
+                     share)",
                     path.display(),
-                    timeout.as_secs()
+                    timeout.as_secs_f64()
                 )));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 
-    /// Removes the id file once the communicator exists on every rank.
+    /// Removes the id file (once the communicator exists on every rank, or one an earlier
+    /// launch left).
     pub fn remove(&self, group: &str) {
         // A missing file is fine: nothing to clean.
         let _ = std::fs::remove_file(self.path(group));
@@ -375,17 +433,23 @@ mod tests {
         assert_eq!(version_string(2708), "2.7.8");
     }
 
+    /// A fresh folder for one test.
+    fn folder(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("c10dsim-hw-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn ids_travel_through_the_folder() {
-        let dir = std::env::temp_dir().join(format!("c10dsim-hw-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = folder("ids");
         let rendezvous = Rendezvous {
             dir: dir.clone(),
             run_key: "job 1/x".into(),
         };
         assert!(rendezvous
             .path("world")
-            .ends_with("c10dsim-job_1_x-world.ncclid"));
+            .ends_with("c10dsim-job_201_2fx+world.ncclid"));
         let id = [7u8; UNIQUE_ID_BYTES];
         let reader = {
             let rendezvous = rendezvous.clone();
@@ -399,6 +463,101 @@ mod tests {
             .fetch("world", Duration::from_millis(20))
             .unwrap_err();
         assert!(error.to_string().contains("possible application crash"));
+        assert!(error.to_string().contains("after 0.02 s"), "{error}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn distinct_keys_and_groups_get_distinct_files() {
+        let path = |run_key: &str, group: &str| {
+            Rendezvous {
+                dir: PathBuf::from("/ids"),
+                run_key: run_key.into(),
+            }
+            .path(group)
+        };
+        assert_ne!(path("a:b", "world"), path("a_b", "world"));
+        assert_ne!(path("a", "b+c"), path("a+b", "c"));
+        assert_ne!(path("a-b", "c"), path("a", "b-c"));
+        assert_ne!(path("k", "p2p:0:1"), path("k", "p2p_0_1"));
+        assert_eq!(
+            path("master=10.0.0.1:29500", "p2p:0:1"),
+            PathBuf::from("/ids/c10dsim-master_3d10.0.0.1_3a29500+p2p_3a0_3a1.ncclid")
+        );
+    }
+
+    #[test]
+    fn a_missing_folder_fails_at_once() {
+        let rendezvous = Rendezvous {
+            dir: std::env::temp_dir().join(format!("c10dsim-hw-absent-{}", std::process::id())),
+            run_key: "k".into(),
+        };
+        let start = Instant::now();
+        let error = rendezvous
+            .fetch("world", Duration::from_secs(30))
+            .unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "polled for {:?}",
+            start.elapsed()
+        );
+        assert!(
+            error.to_string().contains("cannot use the folder"),
+            "{error}"
+        );
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn an_id_file_that_cannot_be_read_fails_at_once() {
+        let dir = folder("unreadable");
+        let rendezvous = Rendezvous {
+            dir: dir.clone(),
+            run_key: "k".into(),
+        };
+        std::fs::create_dir(rendezvous.path("world")).unwrap();
+        let start = Instant::now();
+        let error = rendezvous
+            .fetch("world", Duration::from_secs(30))
+            .unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "polled for {:?}",
+            start.elapsed()
+        );
+        assert!(error.to_string().contains("cannot read"), "{error}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_not_of_this_run_key_is_not_read() {
+        let dir = folder("foreign");
+        let rendezvous = Rendezvous {
+            dir: dir.clone(),
+            run_key: "k".into(),
+        };
+        // What an earlier c10dsim wrote: the bare id.
+        std::fs::write(rendezvous.path("world"), [1u8; UNIQUE_ID_BYTES]).unwrap();
+        let error = rendezvous
+            .fetch("world", Duration::from_millis(30))
+            .unwrap_err();
+        assert!(error.to_string().contains("not this run key's"), "{error}");
+        rendezvous
+            .publish("world", &[2u8; UNIQUE_ID_BYTES])
+            .unwrap();
+        assert_eq!(
+            rendezvous
+                .fetch("world", Duration::from_millis(30))
+                .unwrap(),
+            [2u8; UNIQUE_ID_BYTES]
+        );
+        // A reader that is not the group's checks what it reads.
+        let other_group = rendezvous.content("pair", &[3u8; UNIQUE_ID_BYTES]);
+        assert_eq!(rendezvous.id_in("world", &other_group), None);
+        assert_eq!(
+            rendezvous.id_in("pair", &other_group),
+            Some([3u8; UNIQUE_ID_BYTES])
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

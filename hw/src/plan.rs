@@ -282,6 +282,43 @@ group = "solo"
     }
 
     #[test]
+    fn a_delay_kernel_takes_two_events_per_iteration() {
+        let text = r#"
+[cluster]
+ranks = 2
+[[op]]
+kernel = { us = 5, sms = 1 }
+label = "k"
+[[perturb]]
+ranks = [0]
+before = "k"
+gpu_delay_us = 10
+[[perturb]]
+ranks = [0]
+before = "k"
+host_delay_us = 10
+"#;
+        let layout = |rank| Layout {
+            rank,
+            world: 2,
+            device: 0,
+            launched: true,
+            stand_in: None,
+        };
+        let delayed = RankPlan::new(&scenario(text), &layout(0)).unwrap();
+        assert_eq!(
+            delayed.events_per_iteration,
+            2 + 2,
+            "the kernel, then its delay"
+        );
+        let plain = RankPlan::new(&scenario(text), &layout(1)).unwrap();
+        assert_eq!(
+            plain.events_per_iteration, 2,
+            "a host delay records no event"
+        );
+    }
+
+    #[test]
     fn nccl_counts_per_collective() {
         use CollectiveKind::*;
         assert_eq!(nccl_counts(AllReduce, 1024, 4, 1, 4).count, 256);

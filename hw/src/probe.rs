@@ -162,17 +162,22 @@ pub fn driver_release(proc_text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `cuDeviceGetCount`'s answer as a count: none (or a negative one) is no usable GPU.
+fn device_count(reported: i32) -> Result<usize, HwError> {
+    match usize::try_from(reported) {
+        Ok(count) if count > 0 => Ok(count),
+        _ => Err(HwError::NoDevice(format!(
+            "the driver reports {reported} CUDA devices"
+        ))),
+    }
+}
+
 pub fn probe() -> Result<DeviceReport, HwError> {
     check_libraries()?;
     result::init().map_err(|error| HwError::NoDevice(format!("cuInit failed: {error:?}")))?;
     let count = result::device::get_count()
         .map_err(|error| HwError::NoDevice(format!("cuDeviceGetCount failed: {error:?}")))?;
-    if count <= 0 {
-        return Err(HwError::NoDevice(
-            "the driver reports 0 CUDA devices".to_string(),
-        ));
-    }
-    let mut devices = Vec::with_capacity(count as usize);
+    let mut devices = Vec::with_capacity(device_count(count)?);
     for ordinal in 0..count {
         let query = |error| HwError::cuda("cuDeviceGet*", error);
         let device = result::device::get(ordinal).map_err(query)?;
@@ -222,6 +227,27 @@ mod tests {
         let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22-I3-AF03-09-1)  Thu Oct 30 2025\n";
         assert_eq!(driver_release(open).as_deref(), Some("580.159.04"));
         assert_eq!(driver_release("garbage"), None);
+        // A word of digits without a dot, or with an empty part, is not the release.
+        let odd = "NVRM version: NVIDIA UNIX Kernel Module 2 1. 3..4 .5 580.159.04 Release\n";
+        assert_eq!(driver_release(odd).as_deref(), Some("580.159.04"));
+        let letters = "NVRM version: NVIDIA UNIX Kernel Module v580.1 580.159.04\n";
+        assert_eq!(driver_release(letters).as_deref(), Some("580.159.04"));
+        // Only the first line is the driver's: a version on another is the compiler's.
+        let no_release = "NVRM version: NVIDIA UNIX Kernel Module\nGCC version: gcc 12.2.0\n";
+        assert_eq!(driver_release(no_release), None);
+    }
+
+    #[test]
+    fn no_device_or_a_negative_count_is_no_usable_gpu() {
+        assert_eq!(device_count(2).unwrap(), 2);
+        for reported in [0, -1] {
+            let error = device_count(reported).unwrap_err();
+            assert_eq!(error.exit_code(), 2);
+            assert_eq!(
+                error.to_string(),
+                format!("no usable NVIDIA GPU: the driver reports {reported} CUDA devices")
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod faults;
 mod fidelity;
 mod flight_recorder;
 mod fold;
+mod hw_options;
 mod import;
 mod lifetime;
 mod measured_paths;

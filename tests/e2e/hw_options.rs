@@ -1,0 +1,175 @@
+//! `c10dsim hw`: what needs no GPU is refused (exit 2) before the GPU probe, naming the flag or
+//! variable at fault, so these run the same with or without a GPU.
+
+use crate::util::stderr;
+use std::process::{Command, Output};
+
+/// The 4-rank scenario of the reports.
+const SCENARIO: &str = "scenarios/exp_b_stream_scope.toml";
+
+/// Every variable a launcher or the rendezvous reads, so that the test's own environment (a CI
+/// job under Slurm) does not leak in.
+const LAUNCH_VARS: [&str; 16] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_NAMESPACE",
+    "TORCHELASTIC_RUN_ID",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "C10DSIM_RENDEZVOUS_DIR",
+];
+
+/// `env VARS c10dsim hw SCENARIO ARGS`.
+fn hw(vars: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_c10dsim"));
+    command
+        .arg("hw")
+        .arg(SCENARIO)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for name in LAUNCH_VARS {
+        command.env_remove(name);
+    }
+    command.envs(vars.iter().copied());
+    command.output().expect("the binary runs")
+}
+
+/// Exit 2 with `expected` in the message, and no sign of a GPU probe: the check came first.
+fn refused_before_the_probe(output: &Output, expected: &str) {
+    let text = stderr(output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains(expected), "expected {expected:?} in:\n{text}");
+    for probed in ["dynamic loader", "no usable NVIDIA GPU", "GPUs visible"] {
+        assert!(!text.contains(probed), "the GPU was probed first:\n{text}");
+    }
+}
+
+#[test]
+fn a_launch_that_does_not_match_the_scenario_is_refused_before_the_probe() {
+    refused_before_the_probe(
+        &hw(&[("RANK", "0"), ("WORLD_SIZE", "2")], &[]),
+        "the scenario has 4 ranks but torchrun started 2 processes (WORLD_SIZE=2)",
+    );
+    refused_before_the_probe(
+        &hw(
+            &[("RANK", "0"), ("WORLD_SIZE", "4")],
+            &["--downscale", "model"],
+        ),
+        "downscale runs rank 0 alone in one process, but torchrun started 4 processes",
+    );
+}
+
+#[test]
+fn layout_errors_name_the_launcher_variables_that_were_read() {
+    let output = hw(
+        &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
+        &[],
+    );
+    refused_before_the_probe(
+        &output,
+        "mpirun started 2 processes (OMPI_COMM_WORLD_SIZE=2)",
+    );
+    assert!(
+        !stderr(&output).contains("(WORLD_SIZE)"),
+        "{}",
+        stderr(&output)
+    );
+    refused_before_the_probe(
+        &hw(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "8")], &[]),
+        "srun started 8 processes (SLURM_NTASKS=8)",
+    );
+}
+
+#[test]
+fn a_half_set_launcher_is_refused_naming_the_missing_variable() {
+    refused_before_the_probe(
+        &hw(&[("RANK", "1")], &[]),
+        "RANK is set but WORLD_SIZE is not",
+    );
+    refused_before_the_probe(
+        &hw(&[("SLURM_PROCID", "1")], &[]),
+        "SLURM_PROCID is set but SLURM_NTASKS is not",
+    );
+}
+
+#[test]
+fn disagreeing_launchers_use_torchrun_and_say_so() {
+    let output = hw(
+        &[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "1"),
+        ],
+        &[],
+    );
+    refused_before_the_probe(&output, "torchrun started 2 processes");
+    assert!(
+        stderr(&output).contains(
+            "note: using RANK=1, WORLD_SIZE=2 (torchrun); ignoring SLURM_PROCID=0, SLURM_NTASKS=1 (srun)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_missing_timeline_folder_is_refused_before_the_run() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-absent-{}", std::process::id()));
+    let path = folder.join("out.json");
+    refused_before_the_probe(
+        &hw(&[], &["--timeline", &path.display().to_string()]),
+        &format!(
+            "--timeline {}: the folder {} does not exist",
+            path.display(),
+            folder.display()
+        ),
+    );
+}
+
+#[test]
+fn one_timeline_file_for_every_launched_process_is_refused() {
+    let path = std::env::temp_dir().join("out.json");
+    refused_before_the_probe(
+        &hw(
+            &[("RANK", "0"), ("WORLD_SIZE", "4")],
+            &["--timeline", &path.display().to_string()],
+        ),
+        "put {rank} in the path",
+    );
+}
+
+#[test]
+fn a_rendezvous_folder_that_does_not_exist_is_refused_at_once() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-no-ids-{}", std::process::id()));
+    refused_before_the_probe(
+        &hw(
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "4"),
+                ("C10DSIM_RENDEZVOUS_DIR", &folder.display().to_string()),
+            ],
+            &[],
+        ),
+        &format!("the NCCL id folder {} cannot be used", folder.display()),
+    );
+}
+
+#[test]
+fn a_timeout_of_zero_or_past_a_day_is_refused() {
+    for timeout_ms in ["0", "86400001", "18446744073709551615"] {
+        refused_before_the_probe(
+            &hw(&[], &["--timeout-ms", timeout_ms, "--downscale", "model"]),
+            &format!("--timeout-ms {timeout_ms}: a timeout lasts from 1 ms to a day"),
+        );
+    }
+}
