@@ -89,7 +89,26 @@ pub fn apply_overrides(text: &str, overrides: &[Override]) -> Result<String, Ove
     Ok(document.to_string())
 }
 
+/// Whether `text` is written as an integer but is past what TOML holds (a 64-bit signed
+/// integer): TOML would read it as a string, and the error would speak of a string.
+fn integer_out_of_range(text: &str) -> bool {
+    let digits = text.trim().trim_start_matches(['+', '-']);
+    !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '_')
+        && digits.chars().any(|c| c.is_ascii_digit())
+        && text.trim().replace('_', "").parse::<i64>().is_err()
+}
+
 fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideError> {
+    if integer_out_of_range(&item.value) {
+        return Err(OverrideError {
+            message: format!(
+                "--set {item}: {} is past the largest integer a scenario holds ({})",
+                item.value,
+                i64::MAX
+            ),
+        });
+    }
     let keys: Vec<&str> = item.path.split('.').collect();
     let (last, tables) = keys.split_last().expect("paths have a key");
     let not_a_table = |key: &str| {
@@ -261,6 +280,20 @@ mod tests {
     fn set(text: &str, pairs: &[&str]) -> Result<String, OverrideError> {
         let overrides: Vec<Override> = pairs.iter().map(|p| Override::parse(p).unwrap()).collect();
         apply_overrides(text, &overrides)
+    }
+
+    #[test]
+    fn an_integer_past_i64_is_refused_as_such() {
+        let text = "repeat = 2\n";
+        let error = set(text, &["repeat=9223372036854775808"]).unwrap_err();
+        assert_eq!(
+            error.message,
+            "--set repeat=9223372036854775808: 9223372036854775808 is past the largest integer \
+             a scenario holds (9223372036854775807)"
+        );
+        assert!(set(text, &["repeat=9_223_372_036_854_775_807"]).is_ok());
+        assert!(set(text, &["repeat=-9223372036854775808"]).is_ok());
+        assert!(set(text, &["name=2026-12-06"]).is_ok());
     }
 
     #[test]
