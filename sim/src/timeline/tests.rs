@@ -1,0 +1,155 @@
+//! Unit tests of the Timeline: reading back, the reference and size checks of a file.
+
+use super::*;
+
+fn simulated() -> Timeline {
+    let scenario = crate::scenario::parse(
+        "t.toml",
+        "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nmark = \"a\"\n\
+         [[op]]\nall_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n\
+         [[op]]\nmark = \"b\"\n",
+    )
+    .unwrap();
+    crate::engine::simulate(&scenario)
+}
+
+#[test]
+fn a_simulated_timeline_reads_back() {
+    let timeline = simulated();
+    let text = serde_json::to_string(&timeline).unwrap();
+    assert_eq!(Timeline::from_json(&text).unwrap(), timeline);
+}
+
+#[test]
+fn sizes_a_scenario_cannot_have_are_refused_before_anything_expands() {
+    let refused = |edit: &dyn Fn(&mut Timeline), expected: &str| {
+        let mut timeline = simulated();
+        edit(&mut timeline);
+        let error = timeline.check_references().unwrap_err();
+        assert!(error.contains(expected), "{error}");
+    };
+    refused(
+        &|t| t.scenario.ranks = 1 << 31,
+        "scenario.ranks is 2147483648",
+    );
+    refused(&|t| t.scenario.ranks = 0, "scenario.ranks is 0");
+    refused(&|t| t.scenario.repeat = u32::MAX, "scenario.repeat is");
+    refused(&|t| t.scenario.repeat = 0, "scenario.repeat is 0");
+    refused(
+        &|t| t.scenario.warmup = t.scenario.repeat,
+        "one measured after the warmup",
+    );
+    refused(
+        &|t| t.format = "c10dsim-timeline/2".into(),
+        "format is \"c10dsim-timeline/2\"",
+    );
+    refused(&|t| t.scenario.warmup = u32::MAX, "scenario.warmup is");
+    refused(
+        &|t| t.ranks[1].stands_for = RankSet::range(1, u32::MAX),
+        "is not below scenario.ranks = 2",
+    );
+    refused(&|t| t.ranks[0].rank = 2, "rank 2 (of ranks[]");
+    refused(
+        &|t| t.ranks[0].stands_for = RankSet::range(0, 1),
+        "stand for 3 ranks",
+    );
+    refused(
+        &|t| t.ranks[0].stands_for = RankSet::range(1, 0),
+        "not ascending, disjoint",
+    );
+    let mut folded = simulated();
+    folded.ranks.truncate(1);
+    folded.ranks[0].stands_for = RankSet::range(0, 1);
+    assert_eq!(folded.check_references(), Ok(()));
+}
+
+#[test]
+fn out_of_range_indices_are_refused_with_the_record_named() {
+    let mut timeline = simulated();
+    timeline.ranks[1].host[0].op = 99;
+    let error = timeline.check_references().unwrap_err();
+    assert_eq!(
+        error,
+        "ranks[1] (rank 1): op 99 is out of range (the Timeline has 4)"
+    );
+
+    let mut timeline = simulated();
+    timeline.ranks[0].marks[0].mark = 7;
+    assert!(timeline.check_references().unwrap_err().contains("mark 7"));
+
+    let mut timeline = simulated();
+    timeline.ranks[0].collectives[0].group = 3;
+    assert!(timeline.check_references().unwrap_err().contains("group 3"));
+
+    let mut timeline = simulated();
+    timeline.ranks[0].kernels[0].stream = 40;
+    assert!(timeline
+        .check_references()
+        .unwrap_err()
+        .contains("stream 40"));
+
+    let mut timeline = simulated();
+    let wait = timeline.ranks[0].collectives[0].wait.as_mut().unwrap();
+    wait.op = 1000;
+    assert!(timeline.check_references().unwrap_err().contains("op 1000"));
+}
+
+#[test]
+fn a_damaged_summary_is_refused_with_the_record_named() {
+    let scenario = crate::scenario::parse(
+        "t.toml",
+        "repeat = 3\n[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\n\
+         all_reduce = \"t\"\nasync_op = true\nwork = \"w\"\n[[op]]\nis_completed = \"w\"\n\
+         [[op]]\nwait = \"w\"\n[[op]]\ngemm = [64, 64, 64]\n",
+    )
+    .unwrap();
+    let options = crate::engine::Options {
+        summary: Some(RecordSelection::default()),
+        ..crate::engine::Options::default()
+    };
+    let summarised = crate::engine::simulate_with(&scenario, options).0;
+    assert_eq!(summarised.check_references(), Ok(()));
+    let refused = |edit: &dyn Fn(&mut TimelineSummary), expected: &str| {
+        let mut timeline = summarised.clone();
+        edit(timeline.summary.as_mut().unwrap());
+        let error = timeline.check_references().unwrap_err();
+        assert!(error.contains(expected), "{error}");
+    };
+    refused(
+        &|s| s.collectives[0].op = 99,
+        "summary.collectives[0]: op 99 is out of range (the Timeline has 4)",
+    );
+    refused(&|s| s.kernels[0].op = 99, "summary.kernels[0]: op 99");
+    refused(&|s| s.queries[0].op = 99, "summary.queries[0]: op 99");
+    refused(
+        &|s| s.queries[0].calls = 0,
+        "summary.queries[0]: 0 of 0 calls completed",
+    );
+    refused(
+        &|s| s.collectives[0].kernel.count += 1,
+        "summary.collectives[0].kernel: count is 7 but its values are counted 6 times",
+    );
+    refused(
+        &|s| s.collectives[0].host_call.values.reverse(),
+        "not in ascending order",
+    );
+    refused(
+        &|s| s.collectives[0].completed_at_return = u64::MAX,
+        "summary.collectives[0].completed_at_return",
+    );
+    refused(
+        &|s| s.collectives[0].last_ranks = vec![(2, 1)],
+        "rank 2 counted 1 times",
+    );
+}
+
+#[test]
+fn a_kernel_that_ends_before_it_starts_is_refused() {
+    let mut timeline = simulated();
+    let kernel = &mut timeline.ranks[0].kernels[0];
+    kernel.end_ns = kernel.start_ns.wrapping_sub(1);
+    assert!(timeline
+        .check_references()
+        .unwrap_err()
+        .contains("a kernel ends at"));
+}
