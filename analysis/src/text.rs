@@ -4,7 +4,7 @@ use crate::metrics::{Report, Stat};
 use sim::ranks::RankSet;
 use sim::scenario::Scenario;
 use sim::timeline::ThreadKind;
-use sim::units::format_size;
+use sim::units::{format_size, format_size_readable};
 use std::fmt::Write;
 
 /// The seed and every resolved parameter, printed before results so that a run can be replayed
@@ -300,8 +300,8 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     let _ = writeln!(
         out,
         "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree) {}, of them device-wide stalls {}",
-        readable_size(memory.peak_reserved_bytes),
-        readable_size(memory.peak_allocated_bytes),
+        format_size_readable(memory.peak_reserved_bytes),
+        format_size_readable(memory.peak_allocated_bytes),
         memory.cache_releases,
         memory.cache_release_stalls
     );
@@ -365,23 +365,6 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
 fn counted(count: u64, noun: &str) -> String {
     let plural = if count == 1 { "" } else { "s" };
     format!("{} {noun}{plural}", sim::ranks::thousands(count))
-}
-
-/// A size for a person to read: in the largest binary unit it reaches, whole where it is
-/// (`24MiB`), else to two decimals (`32.00GiB` for 34,359,738,360 bytes, which `format_size`
-/// writes exactly as `34359738360B`).
-fn readable_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    match UNITS.iter().find(|&&(_, scale)| bytes >= scale) {
-        Some(&(unit, scale)) if bytes.is_multiple_of(scale) => format!("{}{unit}", bytes / scale),
-        Some(&(unit, scale)) => format!("{:.2}{unit}", bytes as f64 / scale as f64),
-        None => format!("{bytes}B"),
-    }
 }
 
 /// A record made for the ranks of `ranks` (a class's `stands_for`, or the ranks whose records
@@ -563,15 +546,6 @@ mod tests {
             for_ranks(4, &class, "the store timed out"),
             "ranks 4-5 (2 ranks): the store timed out"
         );
-    }
-
-    #[test]
-    fn sizes_read_in_the_largest_unit_they_reach() {
-        assert_eq!(readable_size(34_359_738_360), "32.00GiB");
-        assert_eq!(readable_size(328_705 << 10), "321.00MiB");
-        assert_eq!(readable_size(24 << 20), "24MiB");
-        assert_eq!(readable_size(25_000_000), "23.84MiB");
-        assert_eq!(readable_size(1000), "1000B");
     }
 
     #[test]

@@ -51,18 +51,31 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
 
 /// Formats a byte count the way the scenario files write it (`25MiB`, `1KiB`, `100B`).
 pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    for (unit, scale) in UNITS {
+    for (unit, scale) in BINARY_UNITS {
         if bytes >= scale && bytes.is_multiple_of(scale) {
             return format!("{}{unit}", bytes / scale);
         }
     }
     format!("{bytes}B")
+}
+
+/// The binary size units, largest first.
+const BINARY_UNITS: [(&str, u64); 4] = [
+    ("TiB", 1 << 40),
+    ("GiB", 1 << 30),
+    ("MiB", 1 << 20),
+    ("KiB", 1 << 10),
+];
+
+/// A size for a person to read: in the largest binary unit it reaches, whole where it is
+/// (`24MiB`), else to two decimals (`32.00GiB` for 34,359,738,360 bytes, which [`format_size`]
+/// writes exactly as `34359738360B`).
+pub fn format_size_readable(bytes: u64) -> String {
+    match BINARY_UNITS.iter().find(|&&(_, scale)| bytes >= scale) {
+        Some(&(unit, scale)) if bytes.is_multiple_of(scale) => format!("{}{unit}", bytes / scale),
+        Some(&(unit, scale)) => format!("{:.2}{unit}", bytes as f64 / scale as f64),
+        None => format!("{bytes}B"),
+    }
 }
 
 /// Converts microseconds given as a float (scenario files) to integer nanoseconds, rounding to
@@ -79,6 +92,15 @@ pub fn ns_to_us(ns: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_read_in_the_largest_unit_they_reach() {
+        assert_eq!(format_size_readable(34_359_738_360), "32.00GiB");
+        assert_eq!(format_size_readable(328_705 << 10), "321.00MiB");
+        assert_eq!(format_size_readable(24 << 20), "24MiB");
+        assert_eq!(format_size_readable(25_000_000), "23.84MiB");
+        assert_eq!(format_size_readable(1000), "1000B");
+    }
 
     #[test]
     fn sizes_parse_with_binary_and_decimal_units() {
