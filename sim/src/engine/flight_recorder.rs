@@ -81,20 +81,21 @@ pub(super) fn dump(
             pair
         }
     };
-    let is_p2p = |record: &CollectiveRecord| {
-        let issued = match faults
-            .at(record.op as usize, record.iteration)
-            .map(|f| &f.kind)
-        {
-            Some(FaultKind::Mismatch { collective, .. }) => Some(*collective),
-            _ => scenario.ops[record.op as usize]
+    // The collective a record's call issued: the op's, or a mismatch fault's in its place.
+    let issued = |record: &CollectiveRecord| {
+        let op = &scenario.ops[record.op as usize];
+        match faults.at(op.index, record.iteration).map(|f| &f.kind) {
+            Some(FaultKind::Mismatch { collective, .. }) => *collective,
+            _ => op
                 .kind
                 .collective()
-                .map(|(kind, _)| kind),
-        };
+                .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
+        }
+    };
+    let is_p2p = |kind: CollectiveKind| {
         matches!(
-            issued,
-            Some(CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p)
+            kind,
+            CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p
         )
     };
     // A process group numbers its calls three ways: every call (`op_id`), its collectives
@@ -107,7 +108,7 @@ pub(super) fn dump(
         .map(|record| {
             let numbers = counted.entry(process_group(record)).or_default();
             numbers.op_id += 1;
-            if is_p2p(record) {
+            if is_p2p(issued(record)) {
                 numbers.p2p_seq_id += 1;
             } else {
                 numbers.collective_seq_id = record.seq;
@@ -127,22 +128,12 @@ pub(super) fn dump(
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
             let group = process_group(record);
-            let (kind, dtype) = match op.kind {
-                OpKind::Collective {
-                    collective, tensor, ..
-                } => (collective, scenario.tensors[tensor].dtype),
-                _ => (
-                    op.kind
-                        .collective()
-                        .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
-                    DType::F32,
-                ),
+            let dtype = match op.kind {
+                OpKind::Collective { tensor, .. } => scenario.tensors[tensor].dtype,
+                _ => DType::F32,
             };
             let barrier = matches!(op.kind, OpKind::Barrier { .. });
-            let kind = match faults.at(op.index, record.iteration).map(|f| &f.kind) {
-                Some(FaultKind::Mismatch { collective, .. }) => *collective,
-                _ => kind,
-            };
+            let kind = issued(record);
             let members = scenario.groups[group].ranks.len() as u64;
             let numel = record.bytes / dtype.size_bytes();
             let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
@@ -158,7 +149,7 @@ pub(super) fn dump(
                 _ if barrier => "nccl:all_reduce_barrier".to_string(),
                 _ => profiling_name(kind).to_string(),
             };
-            let is_p2p = is_p2p(record);
+            let is_p2p = is_p2p(kind);
             let completed = record.end_ns <= dump_ns;
             let started = timing && record.kernel_start_ns <= dump_ns;
             let state = if completed {
