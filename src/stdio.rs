@@ -284,17 +284,21 @@ mod tests {
         names
     }
 
+    /// Adds `dir/name` holding `new <name>` to the batch.
+    fn add_new(batch: &mut Batch, dir: &Path, name: &str) {
+        let text = format!("new {name}");
+        assert!(batch
+            .add(&dir.join(name), |out| out.write_all(text.as_bytes()))
+            .is_ok());
+    }
+
     #[test]
     fn a_batch_replaces_its_files_only_when_committed() {
         let dir = folder("commit");
         std::fs::write(dir.join("a"), "old a").unwrap();
         let mut batch = Batch::default();
-        assert!(batch
-            .add(&dir.join("a"), |out| out.write_all(b"new a"))
-            .is_ok());
-        assert!(batch
-            .add(&dir.join("b"), |out| out.write_all(b"new b"))
-            .is_ok());
+        add_new(&mut batch, &dir, "a");
+        add_new(&mut batch, &dir, "b");
         // Before the commit the old file is there and the new ones are hidden.
         assert_eq!(std::fs::read_to_string(dir.join("a")).unwrap(), "old a");
         assert!(!dir.join("b").exists());
@@ -311,9 +315,7 @@ mod tests {
         let dir = folder("fail");
         std::fs::write(dir.join("a"), "old a").unwrap();
         let mut batch = Batch::default();
-        assert!(batch
-            .add(&dir.join("a"), |out| out.write_all(b"new a"))
-            .is_ok());
+        add_new(&mut batch, &dir, "a");
         let failed = batch.add(&dir.join("b"), |out| {
             out.write_all(b"half")?;
             Err(std::io::Error::other("disk full"))
@@ -330,12 +332,8 @@ mod tests {
     fn a_commit_that_cannot_rename_reports_the_file_and_removes_the_hidden_ones() {
         let dir = folder("rename");
         let mut batch = Batch::default();
-        assert!(batch
-            .add(&dir.join("a"), |out| out.write_all(b"new a"))
-            .is_ok());
-        assert!(batch
-            .add(&dir.join("b"), |out| out.write_all(b"new b"))
-            .is_ok());
+        add_new(&mut batch, &dir, "a");
+        add_new(&mut batch, &dir, "b");
         // A folder now holds b's name: a file cannot be renamed over it.
         std::fs::create_dir(dir.join("b")).unwrap();
         let message = batch.commit().err().unwrap().message;
