@@ -35,6 +35,25 @@ def names(calls):
     return [call[0] for call in calls]
 
 
+# Two ranks and a tensor, then rank 0's send of it to rank 1 (labelled `send_x`).
+TWO_RANKS = """
+[cluster]
+ranks = 2
+[tensors]
+x = "1MiB"
+"""
+SEND_FROM_0_TO_1 = """[[op]]
+label = "send_x"
+ranks = [0]
+send = "x"
+peer = 1
+[[op]]
+ranks = [1]
+recv = "x"
+peer = 0
+"""
+
+
 def scenario_file(tmp_path, name, text):
     source = tmp_path / (name + ".toml")
     source.write_text(text)
@@ -142,24 +161,10 @@ collective = "all_gather"
 ])
 def test_a_mismatch_pytorch_cannot_issue_is_refused_before_the_program(
         resolve, interpret, tmp_path, at, collective, why):
-    source = scenario_file(tmp_path, "p2p_mismatch", """
-[cluster]
-ranks = 2
-[tensors]
-x = "1MiB"
-[[op]]
+    source = scenario_file(tmp_path, "p2p_mismatch", TWO_RANKS + """[[op]]
 label = "ar"
 all_reduce = "x"
-[[op]]
-label = "send_x"
-ranks = [0]
-send = "x"
-peer = 1
-[[op]]
-ranks = [1]
-recv = "x"
-peer = 0
-[[fault]]
+""" + SEND_FROM_0_TO_1 + """[[fault]]
 ranks = [0]
 at = "%s"
 kind = "mismatch"
@@ -177,21 +182,7 @@ collective = "%s"
 
 def test_a_send_of_another_size_in_place_of_a_send_goes_to_the_peer(resolve, interpret,
                                                                    tmp_path):
-    source = scenario_file(tmp_path, "send_mismatch", """
-[cluster]
-ranks = 2
-[tensors]
-x = "1MiB"
-[[op]]
-label = "send_x"
-ranks = [0]
-send = "x"
-peer = 1
-[[op]]
-ranks = [1]
-recv = "x"
-peer = 0
-[[fault]]
+    source = scenario_file(tmp_path, "send_mismatch", TWO_RANKS + SEND_FROM_0_TO_1 + """[[fault]]
 ranks = [0]
 at = "send_x"
 kind = "mismatch"
