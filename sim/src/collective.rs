@@ -80,16 +80,24 @@ pub enum WorkNumel {
     InputSlice,
     /// The input is the whole, the output one rank's slice (reduce_scatter).
     OutputSlice,
+    /// Input and output are the whole, cut into one equal slice per rank (all_to_all_single).
+    WholeInSlices,
 }
 
 impl WorkNumel {
     /// `(NumelIn, NumelOut)` of a collective over `numel` elements in a group of `members`.
+    /// Where the tensor is cut into one slice per rank, the sliced side of it is what the call
+    /// is given: the remainder of a size the ranks do not divide is left out, as the PyTorch
+    /// interpreter (`python/c10dsim/torch/interpreter.py`) leaves it out.
     pub fn of(self, numel: u64, members: u64) -> (u64, u64) {
-        let slice = numel / members.max(1);
+        let members = members.max(1);
+        let slice = numel / members;
+        let sliced_whole = slice * members;
         match self {
             WorkNumel::Whole => (numel, numel),
-            WorkNumel::InputSlice => (slice, numel),
-            WorkNumel::OutputSlice => (numel, slice),
+            WorkNumel::InputSlice => (slice, sliced_whole),
+            WorkNumel::OutputSlice => (sliced_whole, slice),
+            WorkNumel::WholeInSlices => (sliced_whole, sliced_whole),
         }
     }
 }
@@ -185,7 +193,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         ring: RingTraffic::OnePass,
         chooses_algorithm: false,
         nccl_count: NcclCount::PerPeer,
-        work_numel: WorkNumel::Whole,
+        work_numel: WorkNumel::WholeInSlices,
         counterpart: CollectiveKind::AllToAll,
     },
     Descriptor {
@@ -279,6 +287,11 @@ mod tests {
         assert_eq!(numel(CollectiveKind::ReduceScatter), (800, 100));
         assert_eq!(numel(CollectiveKind::AllToAll), (800, 800));
         assert_eq!(WorkNumel::InputSlice.of(800, 0), (800, 800));
+        let indivisible = |kind: CollectiveKind| kind.descriptor().work_numel.of(250, 3);
+        assert_eq!(indivisible(CollectiveKind::AllReduce), (250, 250));
+        assert_eq!(indivisible(CollectiveKind::AllGather), (83, 249));
+        assert_eq!(indivisible(CollectiveKind::ReduceScatter), (249, 83));
+        assert_eq!(indivisible(CollectiveKind::AllToAll), (249, 249));
     }
 
     #[test]
