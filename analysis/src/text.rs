@@ -378,11 +378,7 @@ fn for_ranks(rank: u32, ranks: &RankSet, message: &str) -> String {
     if let Some(rest) = message.strip_prefix(&format!("[Rank {rank}]")) {
         return format!("[R{}]{rest}", &named[1..]);
     }
-    // A message that names its rank as `rank r: …` names them all the same way.
-    let rest = message
-        .strip_prefix(&format!("rank {rank}: "))
-        .unwrap_or(message);
-    format!("{named}: {rest}")
+    format!("{named}: {message}")
 }
 
 /// The records as the report lists them, in order of first appearance: records under the same
@@ -537,10 +533,9 @@ mod tests {
             each[2].1,
             "[Ranks 4-5 (2 ranks)] timed out; rank 3 never joined"
         );
-        // A message naming its rank as `rank r: …` names the class once, the same way.
         assert_eq!(
-            for_ranks(4, &class, "rank 4: WorkNCCL timed out in wait()"),
-            "ranks 4-5 (2 ranks): WorkNCCL timed out in wait()"
+            for_ranks(4, &class, "[Rank 4] WorkNCCL timed out in wait()"),
+            "[Ranks 4-5 (2 ranks)] WorkNCCL timed out in wait()"
         );
         assert_eq!(
             for_ranks(4, &class, "the store timed out"),

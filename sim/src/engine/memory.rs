@@ -152,7 +152,7 @@ impl Engine<'_> {
                         op: Some(op_index as OpRef),
                         stream: Some(state.timeline.streams[stream as usize].name.clone()),
                         message: format!(
-                            "rank {rank_id}: CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
+                            "[Rank {rank_id}] CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
                             scenario.ops[op_index].display_name(),
                             scenario.ops[op_index].line,
                             size_bytes,

@@ -92,7 +92,7 @@ impl Engine<'_> {
             op: Some(op.index as OpRef),
             stream: Some(state.timeline.streams[op.stream].name.clone()),
             message: format!(
-                "rank {rank_id}: {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread aborts the communicator and raises once the abort returned, and {} (R15)",
+                "[Rank {rank_id}] {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread aborts the communicator and raises once the abort returned, and {} (R15)",
                 op.display_name(),
                 op.line,
                 if op.catch {
