@@ -27,15 +27,23 @@ def test_a_file_that_is_not_a_resolved_scenario_exits_2(interpret, tmp_path, tex
     assert document is None and calls == []
 
 
-def test_an_out_folder_that_does_not_exist_exits_2_before_the_program(resolve, interpret,
-                                                                      tmp_path):
+def test_an_out_folder_that_does_not_exist_is_made_and_filled(resolve, interpret, tmp_path):
     path, _ = resolve("exp_b_stream_scope", "cluster.ranks=1")
-    missing = tmp_path / "no_such_folder"
-    completed, _, calls = interpret(path, env=WATCH_IMPORT, out=missing)
+    missing = tmp_path / "made" / "by_the_rank"
+    completed, _, _ = interpret(path, out=missing)
+    assert completed.returncode == 0, completed.stderr
+    assert (missing / "rank0.json").is_file()
+
+
+def test_an_out_that_is_a_file_exits_2_before_the_program(resolve, interpret, tmp_path):
+    path, _ = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
+    completed, _, calls = interpret(path, env=WATCH_IMPORT, out=a_file)
     assert completed.returncode == 2
     assert "Traceback" not in completed.stderr
-    assert "--out %s" % missing in completed.stderr
-    assert calls == [] and not missing.exists()
+    assert "--out %s cannot be made a folder" % a_file in completed.stderr
+    assert calls == [] and a_file.read_text() == "kept"
 
 
 def test_a_launch_whose_world_size_is_not_the_asked_one_exits_2(resolve, interpret):

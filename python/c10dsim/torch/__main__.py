@@ -83,9 +83,12 @@ def main(argv=None):
     scenario = read_scenario(args.scenario)
     if scenario is None:
         return 2
-    if not os.path.isdir(args.out):
-        return fail("--out %s is not a folder: make it first (each rank writes rank<r>.json "
-                    "there)" % args.out)
+    # Made where missing, as `c10dsim run --trace-dir` makes its folder; every rank may try.
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as error:
+        return fail("--out %s cannot be made a folder (each rank writes rank<r>.json there): %s"
+                    % (args.out, error.strerror or error))
     exported = export_environment(scenario, os.environ)
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
