@@ -4,7 +4,7 @@
 //! the watchdog aborted raises at its next use in the main thread; a polling `wait()` that
 //! raised (R15) ends the process.
 
-use super::{ms, next_tick_ns, Command, Failure, RunView, Wake};
+use super::{ms, next_tick_ns, wake, Command, Failure, RunView, Wake};
 use crate::scenario::{ErrorHandling, GroupId};
 use crate::timeline::{ExitStatus, ThreadKind, WatchdogEvent};
 
@@ -90,7 +90,9 @@ impl Failure<'_> {
         );
     }
 
-    /// After the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides.
+    /// After the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides. Modes 1 and 2 abort
+    /// the communicators first (`ncclCommAbort`), which lasts `host.comm_abort_us`: PyTorch
+    /// 2.11 took the process down about 0.55 s later under mode 1 than under 3 (docs/watchdog.md).
     pub(super) fn handle_error(
         &mut self,
         view: &impl RunView,
@@ -99,50 +101,68 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        let rank_id = self.rank_id(rank);
         let mode = self.scenario.env.async_error_handling;
-        let name = match mode {
-            ErrorHandling::NoHandling => "NoHandling",
-            ErrorHandling::TearDown => "TearDown",
-            ErrorHandling::CleanUpOnly => "CleanUpOnly",
-            ErrorHandling::SkipCleanUp => "SkipCleanUp",
-        };
-        let setting = format!("TORCH_NCCL_ASYNC_ERROR_HANDLING={} ({name})", mode.number());
         if mode == ErrorHandling::NoHandling {
+            let rank_id = self.rank_id(rank);
             self.note(
                 rank,
                 Some(group),
                 (ThreadKind::Watchdog, WatchdogEvent::NoHandling),
                 now_ns,
-                format!("[Rank {rank_id}] {setting}: the error is left alone; the process and its hung collective stay"),
+                format!("[Rank {rank_id}] {}: the error is left alone; the process and its hung collective stay", setting(mode)),
             );
         }
+        if !mode.cleans_up() {
+            self.after_abort(view, rank, group, now_ns, out);
+            return;
+        }
+        let rank_id = self.rank_id(rank);
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Watchdog, WatchdogEvent::Abort),
+            now_ns,
+            format!(
+                "[Rank {rank_id}] {}: aborting the communicators of group {} (ncclCommAbort)",
+                setting(mode),
+                self.scenario.groups[group].name
+            ),
+        );
         let index = self.index(rank, group);
-        if mode.cleans_up() {
-            self.note(
-                rank,
-                Some(group),
-                (ThreadKind::Watchdog, WatchdogEvent::Abort),
-                now_ns,
-                format!(
-                    "[Rank {rank_id}] {setting}: aborting the communicators of group {} (ncclCommAbort)",
-                    self.scenario.groups[group].name
-                ),
-            );
-            self.watchdogs[index].aborted = true;
-            out.push(Command::AbortCommunicators { rank, group });
+        self.watchdogs[index].aborted = true;
+        out.push(Command::AbortCommunicators { rank, group });
+        let abort_ns = self.scenario.host.comm_abort_ns;
+        if abort_ns == 0 {
+            self.after_abort(view, rank, group, now_ns, out);
+        } else {
+            wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
         }
+    }
+
+    /// The error handling after the abort of the communicators (or at once, in the modes that
+    /// do not abort): mode 1 and 3 take the process down, 0 and 2 let the watchdog go on.
+    pub(super) fn after_abort(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let mode = self.scenario.env.async_error_handling;
         if mode.tears_down() {
+            let rank_id = self.rank_id(rank);
             self.take_down(
                 (rank, Some(group), ThreadKind::Watchdog),
                 (ExitStatus::Aborted, now_ns),
-                format!("[Rank {rank_id}] {setting}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down."),
+                format!("[Rank {rank_id}] {}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down.", setting(mode)),
                 out,
             );
             return;
         }
         // The process lives on and the watchdog resumes polling: a timed-out Work is done
         // with, and every Work of a failed or aborted communicator.
+        let index = self.index(rank, group);
         let watchdog = &mut self.watchdogs[index];
         watchdog.handling = false;
         watchdog.tick_origin_ns = now_ns;
@@ -304,6 +324,17 @@ impl Failure<'_> {
     }
 }
 
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING=<n> (<name>)`, as the watchdog's lines name the mode.
+fn setting(mode: ErrorHandling) -> String {
+    let name = match mode {
+        ErrorHandling::NoHandling => "NoHandling",
+        ErrorHandling::TearDown => "TearDown",
+        ErrorHandling::CleanUpOnly => "CleanUpOnly",
+        ErrorHandling::SkipCleanUp => "SkipCleanUp",
+    };
+    format!("TORCH_NCCL_ASYNC_ERROR_HANDLING={} ({name})", mode.number())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fake::{
@@ -370,6 +401,67 @@ mod tests {
         assert_eq!(
             events_at(failure, DUMP_WAIT_OVER_NS),
             [WatchdogEvent::Abort, WatchdogEvent::Exit]
+        );
+    }
+
+    #[test]
+    fn the_abort_lasts_comm_abort_us_before_tear_down_exits_or_clean_up_goes_on_r27() {
+        const ABORT_NS: u64 = 550_000_000;
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1\n[host]\ncomm_abort_us = 550_000",
+            "",
+        );
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        time_out(&mut failure, &run);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [
+                Command::AbortCommunicators { rank: 0, group: 0 },
+                wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS + ABORT_NS),
+            ]
+        );
+        assert_eq!(
+            woken(
+                &mut failure,
+                &run,
+                0,
+                Wake::AbortReturned,
+                DUMP_WAIT_OVER_NS + ABORT_NS
+            ),
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Aborted,
+                at_ns: DUMP_WAIT_OVER_NS + ABORT_NS
+            }]
+        );
+        assert_eq!(
+            events_at(failure, DUMP_WAIT_OVER_NS + ABORT_NS),
+            [WatchdogEvent::Exit]
+        );
+        // Mode 2 resumes polling only once the abort returned; mode 3 aborts nothing and
+        // takes the process down at the end of the dump wait.
+        let scenario = two_ranks(
+            "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[host]\ncomm_abort_us = 550_000",
+            "",
+        );
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        time_out(&mut failure, &run);
+        let commands = woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS);
+        assert_eq!(
+            commands.last(),
+            Some(&wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS + ABORT_NS))
+        );
+        let scenario = two_ranks("[host]\ncomm_abort_us = 550_000", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        time_out(&mut failure, &run);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
+            [Command::KillProcess {
+                rank: 0,
+                status: ExitStatus::Aborted,
+                at_ns: DUMP_WAIT_OVER_NS
+            }]
         );
     }
 

@@ -57,6 +57,10 @@ pub(in crate::engine) enum Wake {
     StackTraceLogged,
     /// The watchdog's sleep for the dumps is over: act on the error-handling mode (R27).
     DumpWaitOver,
+    /// The watchdog's abort of the communicators (error-handling modes 1 and 2) returned,
+    /// `host.comm_abort_us` after it began: the process is taken down, or the watchdog goes on
+    /// (R27).
+    AbortReturned,
     /// The watchdog's poll that hangs in `cudaEventQuery` (a `watchdog_stuck` fault): its
     /// heartbeat stops from here (R28).
     WatchdogHangs,
@@ -443,6 +447,7 @@ impl<'s> Failure<'s> {
                     self.signal_dump(view, rank, group, now_ns, out);
                 }
                 Wake::DumpWaitOver => self.handle_error(view, rank, group, now_ns, out),
+                Wake::AbortReturned => self.after_abort(view, rank, group, now_ns, out),
                 Wake::HeartbeatCheck | Wake::AbortStallCheck { .. } => {
                     self.heartbeat_abort(rank, group, now_ns, out)
                 }
@@ -497,6 +502,7 @@ impl<'s> Failure<'s> {
             Wake::MonitorKill => self.heartbeat_stopped(rank),
             Wake::StackTraceLogged
             | Wake::DumpWaitOver
+            | Wake::AbortReturned
             | Wake::WatchdogHangs
             | Wake::HeartbeatCheck
             | Wake::ExitAbortTimeout => false,
