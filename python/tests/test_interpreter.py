@@ -131,6 +131,29 @@ def test_a_scenario_value_wins_over_the_measurement_defaults():
     assert set(exported) == set(MEASUREMENT_ENV)
 
 
+def test_the_simulated_error_handling_mode_is_exported_over_torchruns_default(resolve,
+                                                                            interpret):
+    # torchrun sets TORCH_NCCL_ASYNC_ERROR_HANDLING=1 for its workers; the scenario is silent,
+    # so the simulator assumes PyTorch's default, 3, and the measured run must too.
+    path, scenario = resolve("timeout_dump", "cluster.ranks=1")
+    assert scenario["env"]["async_error_handling"] == "SkipCleanUp"
+    completed, document, calls = interpret(
+        path, env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+                   "FAKE_TORCH_WATCH": "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+    assert calls[0] == ["import", "TORCH_NCCL_ASYNC_ERROR_HANDLING=3"], calls[:2]
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=3" in document["machine"]["env"]
+    path, scenario = resolve("timeout_dump", "cluster.ranks=1",
+                             "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=1")
+    assert scenario["env"]["async_error_handling"] == "TearDown"
+    environ = {}
+    export_environment(scenario, environ)
+    assert environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    for number, mode in enumerate(["NoHandling", "TearDown", "CleanUpOnly", "SkipCleanUp"]):
+        environ = {}
+        export_environment({"env": {"raw": {}, "async_error_handling": mode}}, environ)
+        assert environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == str(number)
+
+
 def test_a_scenario_flight_recorder_size_under_either_name_is_not_overridden():
     environ = {}
     exported = export_environment(

@@ -5,10 +5,10 @@ Run one process per GPU under torchrun (``c10dsim torch FILE`` does it). Each pr
 ``DIR/rank<RANK>.json``. Exit status: 0 the program ran; 1 it stopped on an exception PyTorch
 raised for a failed call (a timed-out wait, an aborted communicator, an out-of-memory error:
 recorded in the Timeline as a finding); 2 bad input, found before torch is imported (a scenario
-file that cannot be read or is no resolved scenario, an --out that is no folder) or before the
-program runs (the scenario asks for something this interpreter cannot enact, or the launch does
-not fit it); 3 an exception the interpreter does not expect (its own bug, or the machine's), its
-traceback on stderr.
+file that cannot be read or is no resolved scenario, an --out that cannot be made a folder) or
+before the program runs (the scenario asks for something this interpreter cannot enact, or the
+launch does not fit it); 3 an exception the interpreter does not expect (its own bug, or the
+machine's), its traceback on stderr.
 """
 
 import argparse
@@ -26,6 +26,10 @@ MEASUREMENT_ENV = {
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "100000",
 }
 
+ERROR_HANDLING_VARIABLE = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+# The resolved scenario's `env.async_error_handling`, in the variable's order (0 to 3).
+ERROR_HANDLING_MODES = ("NoHandling", "TearDown", "CleanUpOnly", "SkipCleanUp")
+
 
 def export_environment(scenario, environ):
     """Exports the scenario's [env] (as written), then the measurement's defaults where the
@@ -42,6 +46,16 @@ def export_environment(scenario, environ):
         if key not in exported and not (scenario_buffer and key in buffer_names):
             environ[key] = value
             exported[key] = value
+    # torchrun gives its workers TORCH_NCCL_ASYNC_ERROR_HANDLING=1 where the launching shell
+    # has none, and PyTorch's own default is 3: the mode the simulator resolved for the
+    # scenario is exported, so that the measured run handles errors as the simulated one
+    # (docs/watchdog.md: under 1 the take-down comes about 0.55 s later).
+    if ERROR_HANDLING_VARIABLE not in exported:
+        mode = scenario["env"].get("async_error_handling")
+        if mode in ERROR_HANDLING_MODES:
+            value = str(ERROR_HANDLING_MODES.index(mode))
+            environ[ERROR_HANDLING_VARIABLE] = value
+            exported[ERROR_HANDLING_VARIABLE] = value
     return exported
 
 
