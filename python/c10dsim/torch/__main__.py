@@ -49,7 +49,7 @@ def export_environment(scenario, environ):
     # torchrun gives its workers TORCH_NCCL_ASYNC_ERROR_HANDLING=1 where the launching shell
     # has none, and PyTorch's own default is 3: the mode the simulator resolved for the
     # scenario is exported, so that the measured run handles errors as the simulated one
-    # (docs/watchdog.md: under 1 the take-down comes about 0.55 s later).
+    # (docs/watchdog.md: under 1 the take-down came 0.54-0.78 s later).
     if ERROR_HANDLING_VARIABLE not in exported:
         mode = scenario["env"].get("async_error_handling")
         if mode in ERROR_HANDLING_MODES:

@@ -265,7 +265,7 @@ pub struct HostCosts {
     /// drained. The watchdog's abort in error-handling modes 1 and 2 lasts as long before the
     /// take-down or the next poll (R27). 0 unless a machine profile measured it (PyTorch 2.11
     /// on an H200: 0.90–0.99 s after a wait's timeout; on an H100, mode 1's take-down came
-    /// 0.54–0.57 s after mode 3's; docs/watchdog.md).
+    /// 0.54–0.78 s after mode 3's; docs/watchdog.md).
     pub comm_abort_ns: u64,
     /// From the dump signal to the end of the rank's Flight Recorder dump (the heartbeat
     /// monitor's pickup and the dump itself): the watchdog takes the process down no earlier,

@@ -92,7 +92,7 @@ impl Failure<'_> {
 
     /// After the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides. Modes 1 and 2 abort
     /// the communicators first (`ncclCommAbort`), which lasts `host.comm_abort_us`: PyTorch
-    /// 2.11 took the process down about 0.55 s later under mode 1 than under 3 (docs/watchdog.md).
+    /// 2.11 took the process down 0.54–0.78 s later under mode 1 than under 3 (docs/watchdog.md).
     pub(super) fn handle_error(
         &mut self,
         view: &impl RunView,
