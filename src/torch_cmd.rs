@@ -305,6 +305,8 @@ fn join_ranks(
 ) -> Result<Timeline, Failure> {
     let mut parts = Vec::new();
     let mut silent = Vec::new();
+    // Ranks whose end the launcher's status implies but no record of theirs says.
+    let mut inferred_exits = Vec::new();
     for rank in 0..world {
         let path = dir.join(format!("rank{rank}.json"));
         match std::fs::read_to_string(&path) {
@@ -312,10 +314,15 @@ fn join_ranks(
                 let mut part = Timeline::from_json(&text).map_err(|e| {
                     Failure::input(format!("{} is not a Timeline: {e}", path.display()))
                 })?;
-                note_unfinished(&mut part, rank, launcher_status);
+                if note_unfinished(&mut part, rank, launcher_status) {
+                    inferred_exits.push(rank);
+                }
                 parts.push((path.display().to_string(), part));
             }
-            Err(_) => silent.push(rank),
+            Err(_) => {
+                silent.push(rank);
+                inferred_exits.push(rank);
+            }
         }
     }
     if parts.is_empty() {
@@ -359,7 +366,7 @@ fn join_ranks(
             event: WatchdogEvent::Exit,
             at_ns: 0,
             message: format!(
-                "[Rank {rank}] the process ended without writing its Timeline (launcher exit status {launcher_status})"
+                "[Rank {rank}] the process ended without writing its Timeline (launcher exit status {launcher_status}); {INFERRED_EXIT_PLACE}"
             ),
         });
     }
@@ -391,6 +398,7 @@ fn join_ranks(
         }
         watchdog.push(record);
     }
+    place_inferred_exits(&mut watchdog, &inferred_exits);
     timeline.ranks.sort_by_key(|rank| rank.rank);
     watchdog.sort_by_key(|record| (record.at_ns, record.rank));
     timeline.watchdog = watchdog;
@@ -402,8 +410,10 @@ fn join_ranks(
 }
 
 /// A rank whose last file is the journal written while an op blocked (not its final
-/// Timeline) ended inside that op without saying so: an `exit` record says it did.
-fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) {
+/// Timeline) ended inside that op without saying so: an `exit` record says it did, at the end
+/// of its last completed op until [`place_inferred_exits`] knows better. Returns whether it
+/// added one.
+fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) -> bool {
     let partial = part
         .machine
         .get("journal")
@@ -412,24 +422,52 @@ fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) {
         .watchdog
         .iter()
         .any(|record| record.event == WatchdogEvent::Exit);
-    if partial && !exit_recorded {
-        let at_ns = part
-            .ranks
+    if !partial || exit_recorded {
+        return false;
+    }
+    let at_ns = part
+        .ranks
+        .iter()
+        .flat_map(|rank| rank.host.iter().map(|call| call.end_ns))
+        .max()
+        .unwrap_or(0);
+    part.watchdog.push(WatchdogRecord {
+        stands_for: Default::default(),
+        rank,
+        group: None,
+        thread: ThreadKind::Main,
+        event: WatchdogEvent::Exit,
+        at_ns,
+        message: format!(
+            "[Rank {rank}] the process ended inside a blocking call without writing its final Timeline (launcher exit status {launcher_status}); {INFERRED_EXIT_PLACE}"
+        ),
+    });
+    true
+}
+
+/// Where an exit no rank recorded is placed, as its message says.
+const INFERRED_EXIT_PLACE: &str =
+    "placed at the rank's last record (its last completed op, or a later line PyTorch logged for it)";
+
+/// Moves each exit that `note_unfinished` or a silent rank implied to the rank's last record:
+/// PyTorch's log often says more (the watchdog's timeout and take-down come after the last op
+/// the rank completed), and a process cannot end before what it logged.
+fn place_inferred_exits(watchdog: &mut [WatchdogRecord], ranks: &[u32]) {
+    for &rank in ranks {
+        let latest_ns = watchdog
             .iter()
-            .flat_map(|rank| rank.host.iter().map(|call| call.end_ns))
+            .filter(|record| record.rank == rank)
+            .map(|record| record.at_ns)
             .max()
             .unwrap_or(0);
-        part.watchdog.push(WatchdogRecord {
-            stands_for: Default::default(),
-            rank,
-            group: None,
-            thread: ThreadKind::Main,
-            event: WatchdogEvent::Exit,
-            at_ns,
-            message: format!(
-                "[Rank {rank}] the process ended inside a blocking call, after its last completed op, without writing its final Timeline (launcher exit status {launcher_status})"
-            ),
-        });
+        if let Some(exit) = watchdog.iter_mut().find(|record| {
+            record.rank == rank
+                && record.thread == ThreadKind::Main
+                && record.event == WatchdogEvent::Exit
+                && record.message.ends_with(INFERRED_EXIT_PLACE)
+        }) {
+            exit.at_ns = latest_ns;
+        }
     }
 }
 
@@ -566,4 +604,55 @@ pub fn fidelity(
     crate::stdio::write_bytes(output, document.as_bytes())?;
     eprintln!("c10dsim: wrote {}", output.display());
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(rank: u32, thread: ThreadKind, event: WatchdogEvent, at_ns: u64) -> WatchdogRecord {
+        WatchdogRecord {
+            stands_for: Default::default(),
+            rank,
+            group: None,
+            thread,
+            event,
+            at_ns,
+            message: format!("[Rank {rank}] logged"),
+        }
+    }
+
+    fn one_rank_timeline() -> Timeline {
+        let text = std::fs::read_to_string("scenarios/timeout_dump.toml").unwrap();
+        let scenario = sim::scenario::parse("timeout_dump.toml", &text).unwrap();
+        Timeline::for_scenario(&scenario, sim::timeline::Source::Torch, |_| None)
+    }
+
+    #[test]
+    fn an_inferred_exit_moves_to_the_ranks_last_logged_line_and_no_other_record_moves() {
+        let mut part = one_rank_timeline();
+        part.machine
+            .insert("journal".to_string(), "partial: inside op 3".to_string());
+        assert!(note_unfinished(&mut part, 0, "1"));
+        assert!(!note_unfinished(&mut part, 0, "1"), "one exit per rank");
+        let mut watchdog = part.watchdog.clone();
+        assert_eq!(watchdog[0].at_ns, 0);
+        let take_down = record(0, ThreadKind::Watchdog, WatchdogEvent::Exit, 5_689_000_000);
+        let other_rank = record(1, ThreadKind::Watchdog, WatchdogEvent::Timeout, 9_000_000_000);
+        let recorded_exit = record(1, ThreadKind::Main, WatchdogEvent::Exit, 100);
+        watchdog.extend([take_down.clone(), other_rank.clone(), recorded_exit.clone()]);
+        place_inferred_exits(&mut watchdog, &[0, 1]);
+        assert_eq!(watchdog[0].at_ns, 5_689_000_000);
+        assert!(watchdog[0].message.ends_with(INFERRED_EXIT_PLACE));
+        assert_eq!(watchdog[1..], [take_down, other_rank, recorded_exit]);
+    }
+
+    #[test]
+    fn a_complete_timeline_gets_no_inferred_exit() {
+        let mut part = one_rank_timeline();
+        part.machine
+            .insert("journal".to_string(), "complete".to_string());
+        assert!(!note_unfinished(&mut part, 0, "0"));
+        assert!(part.watchdog.is_empty());
+    }
 }
