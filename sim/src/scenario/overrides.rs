@@ -56,8 +56,7 @@ pub const STRING_KEYS: [&str; 3] = ["torch", "name", "about"];
 
 /// Reads a command-line value: TOML syntax when it parses as TOML (`1`, `true`, `"x"`,
 /// `[1, 2]`), a plain string otherwise (`25MiB`). Where the file already holds a string at that
-/// key, a value that is not a string is taken as its text (`torch=2.12`). The sweep's
-/// `cli_value` reads `--axis` values the same way.
+/// key, a value that is not a string is taken as its text (`torch=2.12`).
 fn value_for(path: &str, existing: Option<&toml_edit::Item>, text: &str) -> toml_edit::Value {
     let existing_is_string = existing
         .and_then(toml_edit::Item::as_value)
