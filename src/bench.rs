@@ -404,7 +404,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     })
 }
 
-/// `bench --scaling R1,R2,…`: each number of ranks in a process of its own (this binary with
+/// `bench --scaling N1,N2,…`: each number of ranks in a process of its own (this binary with
 /// `--csv-row`), whose own peak resident set is its point's memory; rows are written as the
 /// points finish; then the chart, if asked.
 fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {

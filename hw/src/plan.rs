@@ -140,10 +140,11 @@ fn events_of(scenario: &Scenario, kind: &OpKind) -> usize {
     }
 }
 
-/// What a collective call hands NCCL: element counts per R10c for an in-place call on the
-/// scenario's tensor. The tensor is the full buffer: all_gather's output (each rank sends its
-/// `1/n` slice), reduce_scatter's input (each rank keeps a `1/n` slice), the all_reduce and
-/// broadcast buffer (root = the group's first rank).
+/// What a collective call hands NCCL: element counts as the descriptor's
+/// [`sim::collective::NcclCount`] says, for an in-place call on the scenario's tensor. The
+/// tensor is the full buffer: all_gather's output (each rank sends its `1/n` slice),
+/// reduce_scatter's input (each rank keeps a `1/n` slice), the all_reduce and broadcast buffer
+/// (root = the group's first rank).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NcclCounts {
     /// Elements each rank sends (all_gather, reduce_scatter: the slice; others: the buffer).

@@ -1,8 +1,9 @@
 //! NCCL's tuning variables as the scenario names them — `NCCL_ALGO`, `NCCL_PROTO`,
 //! `NCCL_NVLS_ENABLE` — and which (algorithm, protocol) pairs they leave for a collective.
 //!
-//! A leaf of the model: the scenario parser validates with it and the NCCL cost model
-//! (`crate::nccl`) chooses among the pairs it allows, so neither depends on the other.
+//! Below both the scenario parser, which validates with it, and the NCCL cost model
+//! (`crate::nccl`), which chooses among the pairs it allows, so neither depends on the other;
+//! it uses only `crate::collective`.
 
 use crate::collective::CollectiveKind;
 use serde::Serialize;
