@@ -365,6 +365,16 @@ fn the_stack_trace_and_a_dump_outlasting_its_sleep_are_recovered_from_a_timeout(
         .fitted
         .iter()
         .any(|fitted| fitted.key == "host.watchdog_stack_trace_us"));
+    // Under TORCH_NCCL_ASYNC_ERROR_HANDLING=1 the take-down also waits for the abort of the
+    // communicators (host.comm_abort_us): such a run says nothing about the dump alone.
+    let tear_down = text
+        .replace("[env]\n", "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1\n")
+        .replace("[host]\n", "[host]\ncomm_abort_us = 550_000\n");
+    let calibration = calibrated_to_its_simulation("dump.toml", &tear_down);
+    assert!(!calibration
+        .fitted
+        .iter()
+        .any(|fitted| fitted.key == "host.flight_recorder_dump_us"));
     // A dump shorter than the sleep leaves nothing to fit: the sleep explains the wait.
     let shorter = text.replace("1_900_000", "900_000");
     let calibration = calibrated_to_its_simulation("dump.toml", &shorter);

@@ -601,3 +601,86 @@ fn the_progress_hook_observes_without_changing_the_run() {
     );
     assert!(calls > 1, "{events} events");
 }
+
+/// One rank: a 1-s timeout behind a 3-s GPU sleep, a dump wait of 4 x 250 ms, an abort of
+/// 550 ms in the error-handling modes that abort; `program` follows the timed-out all_reduce.
+fn timed_out_behind_a_backlog(mode: u8, program: &str) -> Timeline {
+    let text = format!(
+        "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n\
+         TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\ncomm_abort_us = 550_000\n\
+         [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+         [[op]]\ngpu_sleep_us = 3_000_000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\n\
+         work = \"w\"\n{program}"
+    );
+    simulate(&parse("abort.toml", &text).unwrap())
+}
+
+/// When the watchdog found the timeout (its first poll past enqueue + 1 s) and when its dump
+/// wait ended.
+const CAUGHT_NS: u64 = 1_100_000_000;
+const DUMP_WAIT_OVER_NS: u64 = CAUGHT_NS + 1_000_000_000;
+const ABORT_NS: u64 = 550_000_000;
+
+#[test]
+fn a_collective_during_the_watchdogs_abort_blocks_until_it_returned_r27() {
+    // The host calls a second all_reduce at 2.3 s, inside the abort (2.1-2.65 s). Mode 2: the
+    // call raises once the abort returned; mode 1: the process is taken down then, the call
+    // still blocked.
+    let program =
+        "[[op]]\nhost_sleep_us = 2_300_000\n[[op]]\nlabel = \"again\"\nall_reduce = \"x\"\n";
+    let clean_up = timed_out_behind_a_backlog(2, program);
+    let end = clean_up.ranks[0].end.unwrap();
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Raised, Some(DUMP_WAIT_OVER_NS + ABORT_NS))
+    );
+    let tear_down = timed_out_behind_a_backlog(1, program);
+    let end = tear_down.ranks[0].end.unwrap();
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Aborted, Some(DUMP_WAIT_OVER_NS + ABORT_NS))
+    );
+    assert!(tear_down
+        .findings
+        .iter()
+        .all(|f| f.kind != FindingKind::AsyncError));
+}
+
+#[test]
+fn the_heartbeat_stalls_through_the_watchdogs_abort_r27_r28() {
+    // Heartbeat timeout 1 s, dumps off: the watchdog sleeps 1.6 s from the timeout (1.1 s) and
+    // aborts for 0.55 s, so its heartbeat is still from 1.1 s to 3.25 s; the monitor's read at
+    // 3 s finds it stuck and ends the process one heartbeat timeout later.
+    let text = "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n\
+        TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 400\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
+        TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[host]\ncomm_abort_us = 550_000\n\
+        [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+        [[op]]\ngpu_sleep_us = 3_000_000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\n\
+        work = \"w\"\n[[op]]\nhost_sleep_us = 5_000_000\n";
+    let stalled = simulate(&parse("hb.toml", text).unwrap());
+    let end = stalled.ranks[0].end.unwrap();
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Aborted, Some(4_000_000_000))
+    );
+    // Without the abort the heartbeat is still for 1.6 s only: the process lives on.
+    let short = simulate(&parse("hb.toml", &text.replace("550_000", "0")).unwrap());
+    assert_ne!(short.ranks[0].end.unwrap().status, ExitStatus::Aborted);
+}
+
+#[test]
+fn a_communicator_the_main_thread_aborted_costs_the_watchdog_no_second_abort_r15_r27() {
+    // wait(timeout) at 50 ms aborts the communicator in the main thread (caught, the program
+    // goes on); the watchdog then finds the error and, in mode 1, takes the process down as
+    // soon as its dump wait is over: NCCL has nothing left to abort.
+    let program =
+        "[[op]]\nwait = \"w\"\ntimeout_ms = 50\ncatch = true\n[[op]]\nhost_sleep_us = 5_000_000\n";
+    let timeline = timed_out_behind_a_backlog(1, program);
+    let signal_ns = (timeline.watchdog.iter())
+        .find(|r| r.event == WatchdogEvent::DumpSignal)
+        .expect("the watchdog signalled the dumps")
+        .at_ns;
+    let end = timeline.ranks[0].end.unwrap();
+    assert_eq!(end.status, ExitStatus::Aborted);
+    assert_eq!(end.at_ns, Some(signal_ns + 1_000_000_000));
+}

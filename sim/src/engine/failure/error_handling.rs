@@ -128,13 +128,14 @@ impl Failure<'_> {
                 self.scenario.groups[group].name
             ),
         );
+        let abort_ns = self.watchdog_abort_ns(rank, group);
         let index = self.index(rank, group);
         self.watchdogs[index].aborted = true;
         out.push(Command::AbortCommunicators { rank, group });
-        let abort_ns = self.scenario.host.comm_abort_ns;
         if abort_ns == 0 {
             self.after_abort(view, rank, group, now_ns, out);
         } else {
+            self.watchdogs[index].abort_returns_ns = Some(now_ns + abort_ns);
             wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
         }
     }
@@ -149,6 +150,8 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        let index = self.index(rank, group);
+        self.watchdogs[index].abort_returns_ns = None;
         let mode = self.scenario.env.async_error_handling;
         if mode.tears_down() {
             let rank_id = self.rank_id(rank);
@@ -162,7 +165,6 @@ impl Failure<'_> {
         }
         // The process lives on and the watchdog resumes polling: a timed-out Work is done
         // with, and every Work of a failed or aborted communicator.
-        let index = self.index(rank, group);
         let watchdog = &mut self.watchdogs[index];
         watchdog.handling = false;
         watchdog.tick_origin_ns = now_ns;

@@ -85,6 +85,9 @@ pub(super) struct WatchdogState {
     pub(super) monitor_ending: Option<&'static str>,
     /// The communicators were aborted (modes 1 and 2).
     pub(super) aborted: bool,
+    /// While the watchdog's own abort of the communicators runs (modes 1 and 2,
+    /// `host.comm_abort_us`): when it returns. A call on the communicator blocks until then.
+    pub(super) abort_returns_ns: Option<u64>,
     /// The error being handled is a timeout (only that Work failed), not a communicator error.
     pub(super) handling_timeout: bool,
 }
@@ -97,6 +100,24 @@ impl Failure<'_> {
     /// Whether `rank`'s watchdog of `group` aborted its communicators (R27 modes 1, 2).
     pub(in crate::engine) fn is_aborted(&self, rank: u32, group: GroupId) -> bool {
         self.watchdogs[self.index(rank, group)].aborted
+    }
+
+    /// When the abort of `rank`'s communicator of `group` that its watchdog is running returns
+    /// (R27 modes 1, 2); `None` when none runs.
+    pub(in crate::engine) fn abort_returns_ns(&self, rank: u32, group: GroupId) -> Option<u64> {
+        self.watchdogs[self.index(rank, group)].abort_returns_ns
+    }
+
+    /// How long the watchdog will spend aborting the communicators after its dump wait: the
+    /// abort of modes 1 and 2 (`host.comm_abort_us`), unless the main thread aborted them
+    /// already (a wait's own timeout, R15), in which case NCCL has nothing left to abort.
+    pub(super) fn watchdog_abort_ns(&self, rank: u32, group: GroupId) -> u64 {
+        let cleans_up = self.scenario.env.async_error_handling.cleans_up();
+        if cleans_up && !self.is_aborted(rank, group) {
+            self.scenario.host.comm_abort_ns
+        } else {
+            0
+        }
     }
 
     /// The Work goes onto the watchdog's list (R10e, R26), with the fault armed for it.
@@ -358,6 +379,7 @@ impl Failure<'_> {
         let traced = matches!(caught, Caught::Timeout(_) | Caught::AbortedByWait(_));
         let stack_trace_ns = if traced { self.stack_trace_ns() } else { 0 };
         let wait_ns = self.dump_wait_ns();
+        let abort_ns = self.watchdog_abort_ns(rank, group);
         if stack_trace_ns == 0 {
             if traced && scenario.env.trace_buffer_entries == 0 {
                 let rank_id = self.rank_id(rank);
@@ -370,18 +392,18 @@ impl Failure<'_> {
                 );
             }
             self.signal_dump(view, rank, group, now_ns, out);
-            // The watchdog sleeps: its heartbeat stalls until the sleep ends.
+            // The watchdog sleeps, then aborts: its heartbeat stalls until the abort returned.
             self.heartbeat_stalls(
                 (rank, group),
                 now_ns,
-                now_ns + wait_ns,
+                now_ns + wait_ns + abort_ns,
                 Wake::HeartbeatCheck,
                 out,
             );
             return;
         }
         // A timeout: the watchdog first symbolises and logs the Work's stack trace, and its
-        // heartbeat stalls from now until its sleep for the dumps ends.
+        // heartbeat stalls from now until its sleep for the dumps and its abort ended.
         wake(
             out,
             rank,
@@ -392,7 +414,7 @@ impl Failure<'_> {
         self.heartbeat_stalls(
             (rank, group),
             now_ns,
-            now_ns + stack_trace_ns + wait_ns,
+            now_ns + stack_trace_ns + wait_ns + abort_ns,
             Wake::HeartbeatCheck,
             out,
         );
