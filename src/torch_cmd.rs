@@ -400,7 +400,8 @@ fn join_ranks(
     }
     place_inferred_exits(&mut watchdog, &inferred_exits);
     timeline.ranks.sort_by_key(|rank| rank.rank);
-    watchdog.sort_by_key(|record| (record.at_ns, record.rank));
+    // An inferred exit comes after whatever else its rank logged at the same time.
+    watchdog.sort_by_key(|record| (record.at_ns, record.rank, is_inferred_exit(record)));
     timeline.watchdog = watchdog;
     timeline.machine.insert(
         "launcher_exit_status".to_string(),
@@ -449,26 +450,38 @@ fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) -> boo
 const INFERRED_EXIT_PLACE: &str =
     "placed at the rank's last record (its last completed op, or a later line PyTorch logged for it)";
 
-/// Moves each exit that `note_unfinished` or a silent rank implied to the rank's last record:
-/// PyTorch's log often says more (the watchdog's timeout and take-down come after the last op
-/// the rank completed), and a process cannot end before what it logged.
-fn place_inferred_exits(watchdog: &mut [WatchdogRecord], ranks: &[u32]) {
+/// Each exit that `note_unfinished` or a silent rank implied: dropped where PyTorch's log says
+/// how the process ended (the watchdog's take-down), else moved to the rank's last record, since
+/// the log often says more than the rank's own file (the watchdog's timeout comes after the last
+/// op it completed) and a process cannot end before what it logged.
+fn place_inferred_exits(watchdog: &mut Vec<WatchdogRecord>, ranks: &[u32]) {
     for &rank in ranks {
+        let logged_exit = watchdog.iter().any(|record| {
+            record.rank == rank && record.event == WatchdogEvent::Exit && !is_inferred_exit(record)
+        });
+        if logged_exit {
+            watchdog.retain(|record| record.rank != rank || !is_inferred_exit(record));
+            continue;
+        }
         let latest_ns = watchdog
             .iter()
             .filter(|record| record.rank == rank)
             .map(|record| record.at_ns)
             .max()
             .unwrap_or(0);
-        if let Some(exit) = watchdog.iter_mut().find(|record| {
-            record.rank == rank
-                && record.thread == ThreadKind::Main
-                && record.event == WatchdogEvent::Exit
-                && record.message.ends_with(INFERRED_EXIT_PLACE)
-        }) {
+        if let Some(exit) = watchdog
+            .iter_mut()
+            .find(|record| record.rank == rank && is_inferred_exit(record))
+        {
             exit.at_ns = latest_ns;
         }
     }
+}
+
+fn is_inferred_exit(record: &WatchdogRecord) -> bool {
+    record.thread == ThreadKind::Main
+        && record.event == WatchdogEvent::Exit
+        && record.message.ends_with(INFERRED_EXIT_PLACE)
 }
 
 fn origin_ns(part: &Timeline) -> u64 {
@@ -629,7 +642,7 @@ mod tests {
     }
 
     #[test]
-    fn an_inferred_exit_moves_to_the_ranks_last_logged_line_and_no_other_record_moves() {
+    fn an_inferred_exit_moves_to_the_ranks_last_record_and_no_other_record_moves() {
         let mut part = one_rank_timeline();
         part.machine
             .insert("journal".to_string(), "partial: inside op 3".to_string());
@@ -637,14 +650,36 @@ mod tests {
         assert!(!note_unfinished(&mut part, 0, "1"), "one exit per rank");
         let mut watchdog = part.watchdog.clone();
         assert_eq!(watchdog[0].at_ns, 0);
+        let stack_trace = record(
+            0,
+            ThreadKind::Watchdog,
+            WatchdogEvent::StackTrace,
+            4_689_000_000,
+        );
+        let other_rank = record(
+            1,
+            ThreadKind::Watchdog,
+            WatchdogEvent::Timeout,
+            9_000_000_000,
+        );
+        watchdog.extend([stack_trace.clone(), other_rank.clone()]);
+        place_inferred_exits(&mut watchdog, &[0]);
+        assert_eq!(watchdog[0].at_ns, 4_689_000_000);
+        assert!(is_inferred_exit(&watchdog[0]));
+        assert_eq!(watchdog[1..], [stack_trace, other_rank]);
+    }
+
+    #[test]
+    fn an_inferred_exit_gives_way_to_the_take_down_pytorch_logged() {
+        let mut part = one_rank_timeline();
+        part.machine
+            .insert("journal".to_string(), "partial: inside op 3".to_string());
+        assert!(note_unfinished(&mut part, 0, "1"));
         let take_down = record(0, ThreadKind::Watchdog, WatchdogEvent::Exit, 5_689_000_000);
-        let other_rank = record(1, ThreadKind::Watchdog, WatchdogEvent::Timeout, 9_000_000_000);
-        let recorded_exit = record(1, ThreadKind::Main, WatchdogEvent::Exit, 100);
-        watchdog.extend([take_down.clone(), other_rank.clone(), recorded_exit.clone()]);
-        place_inferred_exits(&mut watchdog, &[0, 1]);
-        assert_eq!(watchdog[0].at_ns, 5_689_000_000);
-        assert!(watchdog[0].message.ends_with(INFERRED_EXIT_PLACE));
-        assert_eq!(watchdog[1..], [take_down, other_rank, recorded_exit]);
+        let mut watchdog = part.watchdog.clone();
+        watchdog.push(take_down.clone());
+        place_inferred_exits(&mut watchdog, &[0]);
+        assert_eq!(watchdog, [take_down]);
     }
 
     #[test]
