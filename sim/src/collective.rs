@@ -250,6 +250,15 @@ impl CollectiveKind {
         CollectiveKind::BatchP2p,
     ];
 
+    /// A send, a receive or a batch of them: PyTorch numbers such calls apart from the
+    /// collectives of their process group (`p2p_seq_id`, the Work's `SeqNum`).
+    pub fn is_point_to_point(self) -> bool {
+        matches!(
+            self,
+            CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p
+        )
+    }
+
     pub fn descriptor(self) -> &'static Descriptor {
         &DESCRIPTORS[self as usize]
     }

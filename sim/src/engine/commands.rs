@@ -38,12 +38,14 @@ impl RunView for View<'_> {
     }
 
     fn work(&self, rank: u32, collective: u32) -> WorkFacts {
-        let records = &self.ranks[rank as usize].timeline;
+        let state = &self.ranks[rank as usize];
+        let records = &state.timeline;
         if let Some(folded) = records.folded_work(collective) {
             return WorkFacts {
                 op: folded.op as usize,
                 group: folded.group as GroupId,
                 seq: folded.seq,
+                seq_num: state.pg.work_seq_num(collective, folded.seq),
                 bytes: folded.bytes,
             };
         }
@@ -52,6 +54,7 @@ impl RunView for View<'_> {
             op: record.op as usize,
             group: record.group as GroupId,
             seq: record.seq,
+            seq_num: state.pg.work_seq_num(collective, record.seq),
             bytes: record.bytes,
         }
     }

@@ -92,12 +92,6 @@ pub(super) fn dump(
                 .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
         }
     };
-    let is_p2p = |kind: CollectiveKind| {
-        matches!(
-            kind,
-            CollectiveKind::Send | CollectiveKind::Recv | CollectiveKind::BatchP2p
-        )
-    };
     // A process group numbers its calls three ways: every call (`op_id`), its collectives
     // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
     // whatever the peer: a rank that sends to two peers counts both in one sequence). PyTorch
@@ -108,7 +102,7 @@ pub(super) fn dump(
         .map(|record| {
             let numbers = counted.entry(process_group(record)).or_default();
             numbers.op_id += 1;
-            if is_p2p(issued(record)) {
+            if issued(record).is_point_to_point() {
                 numbers.p2p_seq_id += 1;
             } else {
                 numbers.collective_seq_id = record.seq;
@@ -149,7 +143,7 @@ pub(super) fn dump(
                 _ if barrier => "nccl:all_reduce_barrier".to_string(),
                 _ => profiling_name(kind).to_string(),
             };
-            let is_p2p = is_p2p(kind);
+            let is_p2p = kind.is_point_to_point();
             let completed = record.end_ns <= dump_ns;
             let started = timing && record.kernel_start_ns <= dump_ns;
             let state = if completed {

@@ -684,3 +684,36 @@ fn a_communicator_the_main_thread_aborted_costs_the_watchdog_no_second_abort_r15
     assert_eq!(end.status, ExitStatus::Aborted);
     assert_eq!(end.at_ns, Some(signal_ns + 1_000_000_000));
 }
+
+#[test]
+fn a_point_to_point_works_seqnum_counts_the_process_groups_p2p_calls_whatever_the_peer() {
+    // A pipeline's middle stage: rank 1 receives from rank 0, then sends to rank 2 twice; rank
+    // 2's host hangs before the second receive. Rank 1's second send is its third
+    // point-to-point call on the default group, so PyTorch prints its Work as SeqNum=3, though
+    // it is the second on the pair 1-2.
+    let text = "[cluster]\nranks = 3\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+        [tensors]\nx = \"1MiB\"\n\
+        [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n\
+        [[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+        [[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n\
+        [[op]]\nranks = [2]\nrecv = \"x\"\npeer = 1\n\
+        [[op]]\nlabel = \"onward\"\nranks = [1]\nsend = \"x\"\npeer = 2\n\
+        [[op]]\nlabel = \"in\"\nranks = [2]\nrecv = \"x\"\npeer = 1\n\
+        [[fault]]\nranks = [2]\nat = \"in\"\nkind = \"hang\"\n";
+    let timeline = simulate(&parse("pipeline.toml", text).unwrap());
+    let timeout = (timeline.watchdog.iter())
+        .find(|r| r.rank == 1 && r.event == WatchdogEvent::Timeout)
+        .expect("rank 1's second send times out");
+    assert!(
+        timeout.message.contains("WorkNCCL(SeqNum=3, OpType=SEND"),
+        "{}",
+        timeout.message
+    );
+    // The records keep each pair's own numbering: 1 on the pair 0-1, 1 on the pair 1-2.
+    let seqs: Vec<u64> = timeline.ranks[1]
+        .collectives
+        .iter()
+        .map(|c| c.seq)
+        .collect();
+    assert_eq!(seqs, [1, 1]);
+}

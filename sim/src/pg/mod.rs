@@ -63,6 +63,11 @@ pub struct ProcessGroupNccl {
     next_slot: Slot,
     /// Per collective record: its group (a wait's timeout defaults to the group's).
     collective_groups: Vec<GroupId>,
+    /// Per process group: point-to-point calls issued so far. PyTorch numbers them apart from
+    /// the collectives, whatever the peer, and a p2p Work's `SeqNum` is this count.
+    p2p_seq: Vec<u64>,
+    /// (collective record, its Work's `SeqNum`) of each point-to-point call, in record order.
+    p2p_work_seqs: Vec<(u32, u64)>,
     /// Latest slot of each named event.
     event_slot: Vec<Option<Slot>>,
     /// Latest (collective record, end event) of each named Work.
@@ -91,6 +96,8 @@ impl ProcessGroupNccl {
             ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
             collective_groups: Vec::new(),
+            p2p_seq: vec![0; scenario.groups.len()],
+            p2p_work_seqs: Vec::new(),
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             perturbations_by_op,
@@ -481,6 +488,16 @@ impl ProcessGroupNccl {
         Ok(())
     }
 
+    /// The `SeqNum` PyTorch prints for the Work of collective record `collective`, whose
+    /// group numbered it `group_seq`: a point-to-point call's count in its process group, else
+    /// the group's.
+    pub fn work_seq_num(&self, collective: u32, group_seq: u64) -> u64 {
+        match (self.p2p_work_seqs).binary_search_by_key(&collective, |&(record, _)| record) {
+            Ok(found) => self.p2p_work_seqs[found].1,
+            Err(_) => group_seq,
+        }
+    }
+
     /// One collective call (R10, R11), or a barrier's all_reduce (R14).
     fn collective(
         &mut self,
@@ -569,6 +586,18 @@ impl ProcessGroupNccl {
         };
         let collective = self.collective_groups.len() as u32;
         self.collective_groups.push(group);
+        if call.kind.is_point_to_point() {
+            // A pair's send or receive goes through the process group it was called on (the
+            // default one), not the pair's own communicator.
+            let process_group = if scenario.groups[group].point_to_point {
+                0
+            } else {
+                group
+            };
+            self.p2p_seq[process_group] += 1;
+            self.p2p_work_seqs
+                .push((collective, self.p2p_seq[process_group]));
+        }
         out.push(Step::Nccl(NcclCall {
             collective,
             group,

@@ -31,6 +31,7 @@ impl FakeRun {
             op: 0,
             group: 0,
             seq,
+            seq_num: seq,
             bytes: 1 << 20,
         };
         self.works.insert((rank, collective), work);

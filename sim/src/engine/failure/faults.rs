@@ -254,7 +254,7 @@ impl Failure<'_> {
             self.scenario,
             &self.scenario.ops[work.op],
             (self.issued_kind(view, rank, collective), work.bytes),
-            (work.group, work.seq),
+            (work.group, work.seq_num),
             timeout_ns,
         )
     }

@@ -212,6 +212,9 @@ pub(in crate::engine) struct WorkFacts {
     pub(in crate::engine) op: usize,
     pub(in crate::engine) group: GroupId,
     pub(in crate::engine) seq: u64,
+    /// The `SeqNum` PyTorch prints for the Work: `seq`, or for a point-to-point call its count
+    /// in its process group (`ProcessGroupNccl::work_seq_num`).
+    pub(in crate::engine) seq_num: u64,
     pub(in crate::engine) bytes: u64,
 }
 
