@@ -127,6 +127,10 @@ impl RunView for View<'_> {
     fn host_op(&self, rank: u32) -> usize {
         self.ranks[rank as usize].blocked_op
     }
+
+    fn drained(&self, rank: u32) -> bool {
+        self.ranks[rank as usize].drained()
+    }
 }
 
 impl Engine<'_> {
@@ -179,7 +183,7 @@ impl Engine<'_> {
     }
 
     /// The one place the failure component's commands change the run, in their order.
-    fn apply(&mut self, commands: &mut Vec<Command>) {
+    pub(super) fn apply(&mut self, commands: &mut Vec<Command>) {
         for command in commands.drain(..) {
             if !matches!(command, Command::Wake { .. } | Command::Finding { .. }) {
                 self.epoch += 1;
@@ -231,6 +235,18 @@ impl Engine<'_> {
                 }
                 Command::AbortCommunicators { rank, group } => {
                     self.abort_communicators(rank, group)
+                }
+                Command::AwaitDrain { rank, group } => self.ranks[rank as usize]
+                    .aborts_awaiting_drain
+                    .push(group as u16),
+                Command::AbortReturned { rank, group } => {
+                    let state = &mut self.ranks[rank as usize];
+                    if matches!(state.blocked, Blocked::WatchdogAbort { group: g } if g as GroupId == group)
+                    {
+                        state.blocked = Blocked::Timer;
+                        let at_ns = self.now_ns;
+                        self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                    }
                 }
                 Command::KillProcess {
                     rank,

@@ -294,23 +294,15 @@ impl Engine<'_> {
             }
             Step::CheckComm { group } => {
                 let host_ns = self.ranks[rank as usize].host_ns;
-                if let Some(returns_ns) = (self.failure.abort_returns_ns(rank, group))
-                    .filter(|&returns_ns| returns_ns >= host_ns)
-                {
+                if self.failure.is_aborting(rank, group) {
                     // The watchdog holds the communicator while it aborts it (R27): the call
                     // blocks until the abort returned, then raises (mode 2), unless the
-                    // watchdog took the process down then (mode 1; its wake-up is queued first).
+                    // watchdog took the process down then (mode 1).
                     let state = &mut self.ranks[rank as usize];
                     state.cursor.next -= 1;
-                    state.host_ns = returns_ns;
-                    state.blocked = Blocked::Timer;
-                    self.schedule(
-                        returns_ns,
-                        Event::HostResume {
-                            rank,
-                            at_ns: returns_ns,
-                        },
-                    );
+                    state.blocked = Blocked::WatchdogAbort {
+                        group: group as u16,
+                    };
                     return;
                 }
                 // An aborted communicator raises and ends the process (R27).

@@ -178,6 +178,9 @@ enum Blocked {
     /// `host.comm_abort_us`) and the device drained (every stream's queue, the collective's or
     /// not).
     Aborting { collective: u32, floor_passed: bool },
+    /// A call on the communicator of `group`, which the watchdog is aborting (R27): the call
+    /// blocks until the abort returned, then checks the communicator again.
+    WatchdogAbort { group: u16 },
     /// Enqueueing onto `stream` (a launch, an event record, a stream wait), which already holds
     /// `host.launch_queue_depth` commands: CUDA blocks the thread until the GPU takes one.
     LaunchQueue { stream: u16 },
@@ -305,6 +308,7 @@ impl<'s> Engine<'s> {
                     transfer_at_ns: None,
                     end: None,
                     caught: false,
+                    aborts_awaiting_drain: Vec::new(),
                     memory: MemoryState::new(scenario),
                     compute_speed: rank_speed(scenario, rank),
                     compute_launched_ns: 0,

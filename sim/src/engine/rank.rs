@@ -77,6 +77,8 @@ pub(super) struct RankState {
     pub(super) end: Option<ProcessEnd>,
     /// The current call raised an exception the program catches (`catch = true`).
     pub(super) caught: bool,
+    /// The groups whose watchdog's abort waits for this rank's GPU work to drain (R27).
+    pub(super) aborts_awaiting_drain: Vec<u16>,
 }
 
 impl RankState {

@@ -310,6 +310,22 @@ impl Engine<'_> {
     pub(super) fn stream_popped(&mut self, rank: u32, stream: u16) {
         let depth = self.scenario.host.launch_queue_depth as usize;
         let state = &mut self.ranks[rank as usize];
+        if !state.aborts_awaiting_drain.is_empty() && state.drained() {
+            // A watchdog's abort returns once the device drained (R27): at a wake-up of its
+            // own, not from inside this stream's advance.
+            let mut wakes: Vec<failure::Command> =
+                (std::mem::take(&mut state.aborts_awaiting_drain))
+                    .into_iter()
+                    .map(|group| failure::Command::Wake {
+                        rank,
+                        group: group as GroupId,
+                        wake: failure::Wake::AbortReturned,
+                        at_ns: self.now_ns,
+                    })
+                    .collect();
+            self.apply(&mut wakes);
+        }
+        let state = &mut self.ranks[rank as usize];
         match state.blocked {
             Blocked::LaunchQueue { stream: full }
                 if full == stream && state.streams[stream as usize].queue.len() < depth =>

@@ -262,8 +262,8 @@ pub struct HostCosts {
     /// How long aborting a communicator (`ncclCommAbort`) takes. After a wait's own timeout
     /// (blocking wait, `wait(timeout)`) the main thread aborts the communicator before it
     /// raises (R15): at least this long, and until the device (every stream of the rank)
-    /// drained. The watchdog's abort in error-handling modes 1 and 2 lasts as long before the
-    /// take-down or the next poll (R27). 0 unless a machine profile measured it (PyTorch 2.11
+    /// drained. The watchdog's abort in error-handling modes 1 and 2 lasts as long, and until
+    /// the device drained, before the take-down or the next poll (R27). 0 unless a machine profile measured it (PyTorch 2.11
     /// on an H200: 0.90–0.99 s after a wait's timeout; on an H100, mode 1's take-down came
     /// 0.54–0.78 s after mode 3's; docs/watchdog.md).
     pub comm_abort_ns: u64,

@@ -91,8 +91,9 @@ impl Failure<'_> {
     }
 
     /// After the dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides. Modes 1 and 2 abort
-    /// the communicators first (`ncclCommAbort`), which lasts `host.comm_abort_us`: PyTorch
-    /// 2.11 took the process down 0.54–0.78 s later under mode 1 than under 3 (docs/watchdog.md).
+    /// the communicators first (`ncclCommAbort`), which lasts `host.comm_abort_us` and until the
+    /// device drained ([`Self::abort_may_return`]): PyTorch 2.11 took the process down
+    /// 0.54–0.78 s later under mode 1 than under 3 (docs/watchdog.md).
     pub(super) fn handle_error(
         &mut self,
         view: &impl RunView,
@@ -135,8 +136,29 @@ impl Failure<'_> {
         if abort_ns == 0 {
             self.after_abort(view, rank, group, now_ns, out);
         } else {
-            self.watchdogs[index].abort_returns_ns = Some(now_ns + abort_ns);
+            // Returned at the least after abort_ns; `abort_may_return` moves it to the drain.
+            self.watchdogs[index].aborting = true;
             wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
+        }
+    }
+
+    /// The watchdog's abort returns once its least time passed and the device drained: every
+    /// stream of the rank, as for the main thread's abort after a wait's timeout (R15).
+    /// Measured on PyTorch 2.11 (docs/watchdog.md): behind a GPU sleep still running when the
+    /// abort began, the process went down, or a call blocked on the communicator raised,
+    /// 30–40 ms after the sleep ended.
+    pub(super) fn abort_may_return(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        group: GroupId,
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        if view.drained(rank) {
+            self.after_abort(view, rank, group, now_ns, out);
+        } else {
+            out.push(Command::AwaitDrain { rank, group });
         }
     }
 
@@ -151,7 +173,10 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let index = self.index(rank, group);
-        self.watchdogs[index].abort_returns_ns = None;
+        if std::mem::take(&mut self.watchdogs[index].aborting) {
+            // A call the program made on the communicator meanwhile goes on (R27).
+            out.push(Command::AbortReturned { rank, group });
+        }
         let mode = self.scenario.env.async_error_handling;
         if mode.tears_down() {
             let rank_id = self.rank_id(rank);
@@ -407,7 +432,7 @@ mod tests {
     }
 
     #[test]
-    fn the_abort_lasts_comm_abort_us_before_tear_down_exits_or_clean_up_goes_on_r27() {
+    fn the_abort_lasts_comm_abort_us_and_until_the_device_drained_r27() {
         const ABORT_NS: u64 = 550_000_000;
         let scenario = two_ranks(
             "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1\n[host]\ncomm_abort_us = 550_000",
@@ -423,19 +448,26 @@ mod tests {
                 wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS + ABORT_NS),
             ]
         );
+        // GPU work still queued holds the abort until the device drained.
+        let busy = FakeRun {
+            busy: vec![0],
+            ..FakeRun::default().with_work(0, 0, 1)
+        };
+        let returned_ns = DUMP_WAIT_OVER_NS + ABORT_NS;
         assert_eq!(
-            woken(
-                &mut failure,
-                &run,
-                0,
-                Wake::AbortReturned,
-                DUMP_WAIT_OVER_NS + ABORT_NS
-            ),
-            [Command::KillProcess {
-                rank: 0,
-                status: ExitStatus::Aborted,
-                at_ns: DUMP_WAIT_OVER_NS + ABORT_NS
-            }]
+            woken(&mut failure, &busy, 0, Wake::AbortReturned, returned_ns),
+            [Command::AwaitDrain { rank: 0, group: 0 }]
+        );
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::AbortReturned, returned_ns),
+            [
+                Command::AbortReturned { rank: 0, group: 0 },
+                Command::KillProcess {
+                    rank: 0,
+                    status: ExitStatus::Aborted,
+                    at_ns: returned_ns
+                }
+            ]
         );
         assert_eq!(
             events_at(failure, DUMP_WAIT_OVER_NS + ABORT_NS),

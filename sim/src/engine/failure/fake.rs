@@ -22,6 +22,8 @@ pub(super) struct FakeRun {
     pub(super) not_started: Vec<u32>,
     /// A new epoch at every look: the fake run may change between any two calls.
     pub(super) epochs: std::cell::Cell<u64>,
+    /// Ranks with GPU work still on their streams (the others have drained).
+    pub(super) busy: Vec<u32>,
 }
 
 impl FakeRun {
@@ -85,6 +87,10 @@ impl RunView for FakeRun {
 
     fn host_op(&self, _rank: u32) -> usize {
         0
+    }
+
+    fn drained(&self, rank: u32) -> bool {
+        !self.busy.contains(&rank)
     }
 }
 

@@ -57,9 +57,9 @@ pub(in crate::engine) enum Wake {
     StackTraceLogged,
     /// The watchdog's sleep for the dumps is over: act on the error-handling mode (R27).
     DumpWaitOver,
-    /// The watchdog's abort of the communicators (error-handling modes 1 and 2) returned,
-    /// `host.comm_abort_us` after it began: the process is taken down, or the watchdog goes on
-    /// (R27).
+    /// The watchdog's abort of the communicators (error-handling modes 1 and 2) may return:
+    /// `host.comm_abort_us` passed since it began, or the device drained after that. It returns
+    /// once both hold; then the process is taken down, or the watchdog goes on (R27).
     AbortReturned,
     /// The watchdog's poll that hangs in `cudaEventQuery` (a `watchdog_stuck` fault): its
     /// heartbeat stops from here (R28).
@@ -188,6 +188,12 @@ pub(in crate::engine) enum Command {
     /// `ncclCommAbort` of `rank`'s communicator of `group`: its started kernels end now and
     /// their collectives can never complete.
     AbortCommunicators { rank: u32, group: GroupId },
+    /// Wake `group`'s watchdog of `rank` ([`Wake::AbortReturned`]) once the last GPU work of
+    /// `rank` left its streams.
+    AwaitDrain { rank: u32, group: GroupId },
+    /// The watchdog's abort of `rank`'s communicator of `group` returned: a call blocked on
+    /// the communicator goes on now.
+    AbortReturned { rank: u32, group: GroupId },
     /// The process of `rank` ends at `at_ns` with `status`: its host stops, its GPU work
     /// vanishes.
     KillProcess {
@@ -244,6 +250,8 @@ pub(in crate::engine) trait RunView {
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool;
     /// The op `rank`'s host is in.
     fn host_op(&self, rank: u32) -> usize;
+    /// No GPU work of `rank` is left on any of its streams.
+    fn drained(&self, rank: u32) -> bool;
     /// A number that changes whenever anything the failure component can read may have
     /// changed (an engine event other than its own wake-ups, a command that ends, hangs or
     /// aborts something): equal epochs at equal times mean the same run to look at.
@@ -450,7 +458,7 @@ impl<'s> Failure<'s> {
                     self.signal_dump(view, rank, group, now_ns, out);
                 }
                 Wake::DumpWaitOver => self.handle_error(view, rank, group, now_ns, out),
-                Wake::AbortReturned => self.after_abort(view, rank, group, now_ns, out),
+                Wake::AbortReturned => self.abort_may_return(view, rank, group, now_ns, out),
                 Wake::HeartbeatCheck | Wake::AbortStallCheck { .. } => {
                     self.heartbeat_abort(rank, group, now_ns, out)
                 }

@@ -85,9 +85,10 @@ pub(super) struct WatchdogState {
     pub(super) monitor_ending: Option<&'static str>,
     /// The communicators were aborted (modes 1 and 2).
     pub(super) aborted: bool,
-    /// While the watchdog's own abort of the communicators runs (modes 1 and 2,
-    /// `host.comm_abort_us`): when it returns. A call on the communicator blocks until then.
-    pub(super) abort_returns_ns: Option<u64>,
+    /// The watchdog's own abort of the communicators runs (modes 1 and 2,
+    /// `host.comm_abort_us`, then until the device drained). A call on the communicator blocks
+    /// until it returned.
+    pub(super) aborting: bool,
     /// The error being handled is a timeout (only that Work failed), not a communicator error.
     pub(super) handling_timeout: bool,
 }
@@ -102,10 +103,9 @@ impl Failure<'_> {
         self.watchdogs[self.index(rank, group)].aborted
     }
 
-    /// When the abort of `rank`'s communicator of `group` that its watchdog is running returns
-    /// (R27 modes 1, 2); `None` when none runs.
-    pub(in crate::engine) fn abort_returns_ns(&self, rank: u32, group: GroupId) -> Option<u64> {
-        self.watchdogs[self.index(rank, group)].abort_returns_ns
+    /// Whether `rank`'s watchdog of `group` is aborting its communicators (R27 modes 1, 2).
+    pub(in crate::engine) fn is_aborting(&self, rank: u32, group: GroupId) -> bool {
+        self.watchdogs[self.index(rank, group)].aborting
     }
 
     /// How long the watchdog will spend aborting the communicators after its dump wait: the
