@@ -96,16 +96,23 @@ pub(super) fn dump(
     // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
     // whatever the peer: a rank that sends to two peers counts both in one sequence). PyTorch
     // records all three counters, as they stand, with every entry.
+    // A record's `seq` counts its group's batches of point-to-point calls too (the ranks of a
+    // call meet by it); PyTorch's collective count skips them.
     let mut counted: std::collections::HashMap<usize, Numbers> = Default::default();
+    let mut batches: std::collections::HashMap<usize, u64> = Default::default();
     let numbers: Vec<Numbers> = created
         .iter()
         .map(|record| {
-            let numbers = counted.entry(process_group(record)).or_default();
+            let group = process_group(record);
+            let numbers = counted.entry(group).or_default();
             numbers.op_id += 1;
             if issued(record).is_point_to_point() {
                 numbers.p2p_seq_id += 1;
+                if !scenario.groups[usize::from(record.group)].point_to_point {
+                    *batches.entry(group).or_default() += 1;
+                }
             } else {
-                numbers.collective_seq_id = record.seq;
+                numbers.collective_seq_id = record.seq - batches.get(&group).copied().unwrap_or(0);
             }
             *numbers
         })

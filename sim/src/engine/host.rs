@@ -85,10 +85,15 @@ impl Engine<'_> {
             if !matches!(state.blocked, Blocked::Running) {
                 return;
             }
-            if state.host_ns > horizon_ns || state.host_ns > max_sim_time_ns {
-                // A side thread may act before the host's next step (R26–R29), or host-only
-                // work went past the time cap: wait for the simulation to reach the host's
-                // time (the event loop's cap check ends a run past the cap), then go on.
+            if state.host_ns > horizon_ns
+                || state.host_ns > max_sim_time_ns
+                || (!state.aborts_awaiting_drain.is_empty() && state.host_ns > self.now_ns)
+            {
+                // A side thread may act before the host's next step (R26–R29): at a wake-up it
+                // asked for, or when the device drains under its abort of the communicators
+                // (no wake-up time known). Or host-only work went past the time cap. Wait for
+                // the simulation to reach the host's time (the event loop's cap check ends a
+                // run past the cap), then go on.
                 let at_ns = state.host_ns;
                 state.blocked = Blocked::Timer;
                 self.schedule(at_ns.max(self.now_ns), Event::HostResume { rank, at_ns });

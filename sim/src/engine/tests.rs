@@ -637,6 +637,25 @@ fn a_collective_during_the_watchdogs_abort_blocks_until_it_returned_r27() {
         (end.status, end.at_ns),
         (ExitStatus::Raised, Some(drained_ns(&clean_up)))
     );
+    // With no least time at all (comm_abort_us = 0, the default) the abort still waits for the
+    // device.
+    let text = |abort: &str| {
+        format!(
+            "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n\
+             TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\ncomm_abort_us = {abort}\n\
+             [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+             [[op]]\ngpu_sleep_us = 3_000_000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\n\
+             work = \"w\"\n{program}"
+        )
+    };
+    for abort in ["0", "1"] {
+        let timeline = simulate(&parse("abort.toml", &text(abort)).unwrap());
+        assert_eq!(
+            timeline.ranks[0].end.unwrap().at_ns,
+            Some(drained_ns(&timeline)),
+            "comm_abort_us = {abort}"
+        );
+    }
     let tear_down = timed_out_behind_a_backlog(1, program);
     let end = tear_down.ranks[0].end.unwrap();
     assert_eq!(
@@ -651,24 +670,41 @@ fn a_collective_during_the_watchdogs_abort_blocks_until_it_returned_r27() {
 
 #[test]
 fn the_heartbeat_stalls_through_the_watchdogs_abort_r27_r28() {
-    // Heartbeat timeout 1 s, dumps off: the watchdog sleeps 1.6 s from the timeout (1.1 s) and
-    // aborts for 0.55 s, so its heartbeat is still from 1.1 s to 3.25 s; the monitor's read at
-    // 3 s finds it stuck and ends the process one heartbeat timeout later.
-    let text = "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n\
-        TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 400\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
-        TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[host]\ncomm_abort_us = 550_000\n\
-        [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
-        [[op]]\ngpu_sleep_us = 3_000_000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\n\
-        work = \"w\"\n[[op]]\nhost_sleep_us = 5_000_000\n";
-    let stalled = simulate(&parse("hb.toml", text).unwrap());
-    let end = stalled.ranks[0].end.unwrap();
+    // Heartbeat timeout 1 s, dumps off, mode 2: the watchdog sleeps 1.6 s from the timeout
+    // (1.1 s), then aborts until its least time passed and the GPU sleep ahead ended; its
+    // heartbeat is still from 1.1 s until then. The monitor reads at 2 s, 3 s, …: a stall still
+    // on at 3 s ends the process one heartbeat timeout later, at 4 s.
+    let text = |abort_us: u64, sleep_us: u64| {
+        format!(
+            "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n\
+             TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 400\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
+             TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[host]\ncomm_abort_us = {abort_us}\n\
+             [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+             [[op]]\ngpu_sleep_us = {sleep_us}\n[[op]]\nall_reduce = \"x\"\nasync_op = true\n\
+             work = \"w\"\n[[op]]\nhost_sleep_us = 5_000_000\n"
+        )
+    };
+    let heartbeat_abort = |abort_us: u64, sleep_us: u64| {
+        let timeline = simulate(&parse("hb.toml", &text(abort_us, sleep_us)).unwrap());
+        let end = timeline.ranks[0].end.unwrap();
+        let found = (timeline.findings.iter()).any(|f| f.kind == FindingKind::HeartbeatAbort);
+        (found, end.status, end.at_ns)
+    };
+    // Still until 3.25 s: the least time of the abort (550 ms from 2.7 s).
     assert_eq!(
-        (end.status, end.at_ns),
-        (ExitStatus::Aborted, Some(4_000_000_000))
+        heartbeat_abort(550_000, 3_000_000),
+        (true, ExitStatus::Aborted, Some(4_000_000_000))
     );
-    // Without the abort the heartbeat is still for 1.6 s only: the process lives on.
-    let short = simulate(&parse("hb.toml", &text.replace("550_000", "0")).unwrap());
-    assert_ne!(short.ranks[0].end.unwrap().status, ExitStatus::Aborted);
+    // Still until 20 s: the abort waits for the GPU sleep to end.
+    assert_eq!(
+        heartbeat_abort(0, 20_000_000),
+        (true, ExitStatus::Aborted, Some(4_000_000_000))
+    );
+    // Still until 2.7 s only (the sleep ended at 2.5 s, the abort returns at once): the
+    // process lives on.
+    let (found, status, _) = heartbeat_abort(0, 2_500_000);
+    assert!(!found);
+    assert_ne!(status, ExitStatus::Aborted);
 }
 
 #[test]
@@ -719,4 +755,54 @@ fn a_point_to_point_works_seqnum_counts_the_process_groups_p2p_calls_whatever_th
         .map(|c| c.seq)
         .collect();
     assert_eq!(seqs, [1, 1]);
+}
+
+#[test]
+fn a_host_does_not_run_ahead_of_an_abort_that_waits_for_the_device_r27() {
+    // Mode 1: the abort begins at 2.1 s behind a GPU sleep that ends at 3 s; at 2.7 s the host
+    // launches a 100-ms kernel behind it (the device drains at 3.1 s), sleeps 5 s and launches
+    // another. The process is taken down when the device drained, before that second launch.
+    let program = "[[op]]\nhost_sleep_us = 2_700_000\n[[op]]\nkernel = { us = 100_000, sms = 1 }\n\
+        [[op]]\nhost_sleep_us = 5_000_000\n[[op]]\nkernel = { us = 100_000, sms = 1 }\n";
+    let timeline = timed_out_behind_a_backlog(1, program);
+    let end = timeline.ranks[0].end.unwrap();
+    let kernels = &timeline.ranks[0].kernels;
+    let drained_ns = kernels
+        .iter()
+        .find(|k| k.op == 3)
+        .expect("the first kernel ran")
+        .end_ns;
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Aborted, Some(drained_ns))
+    );
+    assert!(
+        kernels.iter().all(|k| k.op != 5),
+        "the later kernel never launched"
+    );
+}
+
+#[test]
+fn a_collectives_seqnum_skips_the_groups_batches_of_point_to_point_calls() {
+    // Two batch_isend_irecv on the world group, then an all_reduce that rank 1 never joins:
+    // PyTorch numbers the batches apart, so the all_reduce's Work is SeqNum=1, and the Flight
+    // Recorder files it as collective_seq_id 1.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+        [tensors]\nkv = \"1MiB\"\nkv_next = \"1MiB\"\nx = \"1MiB\"\n\
+        [[op]]\nbatch_isend_irecv = [{ send = \"kv\", shift = 1 }, { recv = \"kv_next\", shift = -1 }]\n\
+        [[op]]\nbatch_isend_irecv = [{ send = \"kv\", shift = 1 }, { recv = \"kv_next\", shift = -1 }]\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+        [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let scenario = parse("batches.toml", text).unwrap();
+    let timeline = simulate(&scenario);
+    let timeout = (timeline.watchdog.iter())
+        .find(|r| r.rank == 0 && r.event == WatchdogEvent::Timeout)
+        .expect("rank 0's all_reduce times out");
+    assert!(
+        timeout
+            .message
+            .contains("WorkNCCL(SeqNum=1, OpType=ALLREDUCE"),
+        "{}",
+        timeout.message
+    );
 }

@@ -66,8 +66,13 @@ pub struct ProcessGroupNccl {
     /// Per process group: point-to-point calls issued so far. PyTorch numbers them apart from
     /// the collectives, whatever the peer, and a p2p Work's `SeqNum` is this count.
     p2p_seq: Vec<u64>,
-    /// (collective record, its Work's `SeqNum`) of each point-to-point call, in record order.
-    p2p_work_seqs: Vec<(u32, u64)>,
+    /// Per group: the `batch_isend_irecv` calls on its own communicator, which `group_seq`
+    /// counts and PyTorch's collective count does not.
+    group_batches: Vec<u64>,
+    /// (collective record, its Work's `SeqNum`) of each call whose `SeqNum` is not its group's
+    /// count of calls (`group_seq`, by which the ranks of a call meet): every point-to-point
+    /// call, and a collective after a `batch_isend_irecv` on its group. In record order.
+    work_seq_nums: Vec<(u32, u64)>,
     /// Latest slot of each named event.
     event_slot: Vec<Option<Slot>>,
     /// Latest (collective record, end event) of each named Work.
@@ -97,7 +102,8 @@ impl ProcessGroupNccl {
             next_slot: 0,
             collective_groups: Vec::new(),
             p2p_seq: vec![0; scenario.groups.len()],
-            p2p_work_seqs: Vec::new(),
+            group_batches: vec![0; scenario.groups.len()],
+            work_seq_nums: Vec::new(),
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             perturbations_by_op,
@@ -489,11 +495,11 @@ impl ProcessGroupNccl {
     }
 
     /// The `SeqNum` PyTorch prints for the Work of collective record `collective`, whose
-    /// group numbered it `group_seq`: a point-to-point call's count in its process group, else
-    /// the group's.
+    /// group numbered it `group_seq`: a point-to-point call's count among its process group's
+    /// point-to-point calls, a collective's among the group's collectives.
     pub fn work_seq_num(&self, collective: u32, group_seq: u64) -> u64 {
-        match (self.p2p_work_seqs).binary_search_by_key(&collective, |&(record, _)| record) {
-            Ok(found) => self.p2p_work_seqs[found].1,
+        match (self.work_seq_nums).binary_search_by_key(&collective, |&(record, _)| record) {
+            Ok(found) => self.work_seq_nums[found].1,
             Err(_) => group_seq,
         }
     }
@@ -586,17 +592,24 @@ impl ProcessGroupNccl {
         };
         let collective = self.collective_groups.len() as u32;
         self.collective_groups.push(group);
+        // A pair's send or receive goes through the process group it was called on (the
+        // default one), not the pair's own communicator.
+        let process_group = if scenario.groups[group].point_to_point {
+            0
+        } else {
+            group
+        };
         if call.kind.is_point_to_point() {
-            // A pair's send or receive goes through the process group it was called on (the
-            // default one), not the pair's own communicator.
-            let process_group = if scenario.groups[group].point_to_point {
-                0
-            } else {
-                group
-            };
             self.p2p_seq[process_group] += 1;
-            self.p2p_work_seqs
+            self.work_seq_nums
                 .push((collective, self.p2p_seq[process_group]));
+            if process_group == group {
+                self.group_batches[group] += 1;
+            }
+        } else if self.group_batches[group] > 0 {
+            // The group's batches counted in `seq`; PyTorch's collective count skips them.
+            self.work_seq_nums
+                .push((collective, seq - self.group_batches[group]));
         }
         out.push(Step::Nccl(NcclCall {
             collective,

@@ -129,15 +129,23 @@ impl Failure<'_> {
                 self.scenario.groups[group].name
             ),
         );
-        let abort_ns = self.watchdog_abort_ns(rank, group);
         let index = self.index(rank, group);
+        let already_aborted = self.watchdogs[index].aborted;
+        let abort_ns = self.watchdog_abort_ns(rank, group);
         self.watchdogs[index].aborted = true;
         out.push(Command::AbortCommunicators { rank, group });
-        if abort_ns == 0 {
+        if already_aborted {
+            // The main thread aborted the communicator after a wait's timeout (R15): NCCL has
+            // nothing left to abort.
             self.after_abort(view, rank, group, now_ns, out);
+            return;
+        }
+        self.watchdogs[index].aborting = true;
+        if abort_ns == 0 {
+            // The abort's kernels end as the command above is applied: the device may drain
+            // at this very time.
+            self.abort_may_return(view, rank, group, now_ns, out);
         } else {
-            // Returned at the least after abort_ns; `abort_may_return` moves it to the drain.
-            self.watchdogs[index].aborting = true;
             wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
         }
     }
@@ -157,8 +165,17 @@ impl Failure<'_> {
     ) {
         if view.drained(rank) {
             self.after_abort(view, rank, group, now_ns, out);
-        } else {
-            out.push(Command::AwaitDrain { rank, group });
+            return;
+        }
+        out.push(Command::AwaitDrain { rank, group });
+        // The watchdog stays inside ncclCommAbort: its heartbeat, still since it began handling
+        // the error, stays still until the abort returns (R28).
+        let index = self.index(rank, group);
+        let since_ns = self.watchdogs[index].handling_since_ns;
+        if self.watchdogs[index].abort_stall_since_ns.is_none() {
+            self.watchdogs[index].abort_stall_since_ns = Some(since_ns);
+            let check = Wake::AbortStallCheck { since_ns };
+            self.heartbeat_stalls((rank, group), since_ns, u64::MAX, check, out);
         }
     }
 
@@ -174,7 +191,9 @@ impl Failure<'_> {
     ) {
         let index = self.index(rank, group);
         if std::mem::take(&mut self.watchdogs[index].aborting) {
-            // A call the program made on the communicator meanwhile goes on (R27).
+            // A call the program made on the communicator meanwhile goes on (R27), and the
+            // heartbeat moves again.
+            self.watchdogs[index].abort_stall_since_ns = None;
             out.push(Command::AbortReturned { rank, group });
         }
         let mode = self.scenario.env.async_error_handling;
@@ -418,6 +437,7 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
+                Command::AbortReturned { rank: 0, group: 0 },
                 Command::KillProcess {
                     rank: 0,
                     status: ExitStatus::Aborted,
@@ -454,9 +474,20 @@ mod tests {
             ..FakeRun::default().with_work(0, 0, 1)
         };
         let returned_ns = DUMP_WAIT_OVER_NS + ABORT_NS;
+        // The watchdog stays in the abort: its heartbeat, still since the timeout (1.1 s), is
+        // read at the monitor's next period (480 s).
         assert_eq!(
             woken(&mut failure, &busy, 0, Wake::AbortReturned, returned_ns),
-            [Command::AwaitDrain { rank: 0, group: 0 }]
+            [
+                Command::AwaitDrain { rank: 0, group: 0 },
+                wake(
+                    0,
+                    Wake::AbortStallCheck {
+                        since_ns: 1_100_000_000
+                    },
+                    960_000_000_000
+                )
+            ]
         );
         assert_eq!(
             woken(&mut failure, &run, 0, Wake::AbortReturned, returned_ns),
@@ -517,7 +548,10 @@ mod tests {
         time_out(&mut failure, &run);
         assert_eq!(
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
-            [Command::AbortCommunicators { rank: 0, group: 0 }]
+            [
+                Command::AbortCommunicators { rank: 0, group: 0 },
+                Command::AbortReturned { rank: 0, group: 0 }
+            ]
         );
         assert!(failure.is_aborted(0, 0));
         failure.notify(&run, used(DUMP_WAIT_OVER_NS + 15_000), &mut out);

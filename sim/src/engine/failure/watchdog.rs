@@ -74,6 +74,9 @@ pub(super) struct WatchdogState {
     pub(super) tick_origin_ns: u64,
     /// Handling an error: asleep for the dumps, or done with this communicator.
     pub(super) handling: bool,
+    /// When the watchdog began handling its error: its heartbeat stands still from then until
+    /// it goes on (R28).
+    pub(super) handling_since_ns: u64,
     /// The poll at which the watchdog hung (a `watchdog_stuck` fault).
     pub(super) stuck_at_ns: Option<u64>,
     /// Since when the main thread's abort of this communicator after a wait's timeout has not
@@ -272,6 +275,7 @@ impl Failure<'_> {
         let env = &scenario.env;
         let index = self.index(rank, group);
         self.watchdogs[index].handling = true;
+        self.watchdogs[index].handling_since_ns = now_ns;
         self.watchdogs[index].handling_timeout = matches!(caught, Caught::Timeout(_));
         let timeout_ns = scenario.groups[group].timeout_ns;
         let mut diagnosis = String::new();
@@ -299,7 +303,7 @@ impl Failure<'_> {
                     Some(work.op),
                     format!(
                         "[Rank {rank_id}] NCCL communicator of group {} encountered an async error: ncclRemoteError: a call failed possibly due to a network error or a remote process exiting prematurely; failure detected by watchdog at work sequence id: {}",
-                        scenario.groups[group].name, work.seq
+                        scenario.groups[group].name, work.seq_num
                     ),
                 )
             }
