@@ -481,6 +481,8 @@ fn failing_text(
     (destroy, pair_timeout_ms): (bool, Option<u32>),
 ) -> String {
     let (kind, rank, iteration) = fault;
+    // The watchdog's abort in modes 1 and 2: at once, short, or longer than a host phase.
+    let abort_us = [0, 700, 200_000][(iteration / 6 % 3) as usize];
     let kind = match kind % 5 {
         0 => "kind = \"hang\"",
         1 => "kind = \"die\"",
@@ -496,7 +498,7 @@ fn failing_text(
         None => String::new(),
     };
     format!(
-        "repeat = 6\ndestroy_process_group = {destroy}\n[cluster]\nranks = {ranks}\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 100\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = {heartbeat_s}\nTORCH_NCCL_PROPAGATE_ERROR = {}\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[op]]\nwait = \"w\"\n[[op]]\nhost_sleep_us = {}\n{pair}[[fault]]\nranks = [{}]\nat = \"ar\"\niteration = {}\n{kind}\n",
+        "repeat = 6\ndestroy_process_group = {destroy}\n[cluster]\nranks = {ranks}\n[host]\ncomm_abort_us = {abort_us}\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 100\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = {heartbeat_s}\nTORCH_NCCL_PROPAGATE_ERROR = {}\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = {}\n[[op]]\nwait = \"w\"\n[[op]]\nhost_sleep_us = {}\n{pair}[[fault]]\nranks = [{}]\nat = \"ar\"\niteration = {}\n{kind}\n",
         mode % 2,
         host_phase_ms * 1000,
         host_phase_ms * 700,

@@ -609,7 +609,7 @@ impl ProcessGroupNccl {
         } else if self.group_batches[group] > 0 {
             // The group's batches counted in `seq`; PyTorch's collective count skips them.
             self.work_seq_nums
-                .push((collective, seq - self.group_batches[group]));
+                .push((collective, seq.saturating_sub(self.group_batches[group])));
         }
         out.push(Step::Nccl(NcclCall {
             collective,
