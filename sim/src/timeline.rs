@@ -461,6 +461,9 @@ pub enum WatchdogEvent {
     NoHandling,
     /// The communicators were aborted (`ncclCommAbort`).
     Abort,
+    /// The watchdog's abort of the communicators returned and it goes on polling
+    /// (`TORCH_NCCL_ASYNC_ERROR_HANDLING=2`: after `host.comm_abort_us` and the device's drain).
+    AbortReturned,
     /// The process ended (exception, `std::abort()`, or a fault); its GPU work vanished.
     Exit,
     /// The heartbeat monitor found the watchdog's heartbeat unchanged (R28).

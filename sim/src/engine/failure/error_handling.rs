@@ -190,13 +190,27 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let index = self.index(rank, group);
+        let mode = self.scenario.env.async_error_handling;
         if std::mem::take(&mut self.watchdogs[index].aborting) {
             // A call the program made on the communicator meanwhile goes on (R27), and the
             // heartbeat moves again.
             self.watchdogs[index].abort_stall_since_ns = None;
             out.push(Command::AbortReturned { rank, group });
+            if !mode.tears_down() {
+                let rank_id = self.rank_id(rank);
+                self.note(
+                    rank,
+                    Some(group),
+                    (ThreadKind::Watchdog, WatchdogEvent::AbortReturned),
+                    now_ns,
+                    format!(
+                        "[Rank {rank_id}] {}: the abort of the communicators of group {} returned; the watchdog goes on",
+                        setting(mode),
+                        self.scenario.groups[group].name
+                    ),
+                );
+            }
         }
-        let mode = self.scenario.env.async_error_handling;
         if mode.tears_down() {
             let rank_id = self.rank_id(rank);
             self.take_down(
