@@ -637,6 +637,11 @@ fn a_collective_during_the_watchdogs_abort_blocks_until_it_returned_r27() {
         (end.status, end.at_ns),
         (ExitStatus::Raised, Some(drained_ns(&clean_up)))
     );
+    let returned: Vec<u64> = (clean_up.watchdog.iter())
+        .filter(|r| r.event == WatchdogEvent::AbortReturned)
+        .map(|r| r.at_ns)
+        .collect();
+    assert_eq!(returned, [drained_ns(&clean_up)]);
     // With no least time at all (comm_abort_us = 0, the default) the abort still waits for the
     // device.
     let text = |abort: &str| {
@@ -666,6 +671,8 @@ fn a_collective_during_the_watchdogs_abort_blocks_until_it_returned_r27() {
         .findings
         .iter()
         .all(|f| f.kind != FindingKind::AsyncError));
+    // Mode 1's take-down marks the abort's return; no line of its own.
+    assert!((tear_down.watchdog.iter()).all(|r| r.event != WatchdogEvent::AbortReturned));
 }
 
 #[test]
