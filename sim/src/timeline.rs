@@ -275,7 +275,9 @@ pub struct CollectiveRecord {
     pub op: OpRef,
     /// Index into [`ScenarioInfo::groups`].
     pub group: u16,
-    /// Sequence number within the group, counted from 1 as PyTorch's `SeqNum`.
+    /// Sequence number within the group, counted from 1: the group's calls, point-to-point
+    /// batches on it included, by which the ranks of a call meet. PyTorch's `SeqNum` differs
+    /// for point-to-point calls and after batches (`ProcessGroupNccl::work_seq_num`).
     pub seq: u64,
     pub bytes: u64,
     pub async_op: bool,

@@ -715,20 +715,39 @@ fn the_heartbeat_stalls_through_the_watchdogs_abort_r27_r28() {
 }
 
 #[test]
-fn a_communicator_the_main_thread_aborted_costs_the_watchdog_no_second_abort_r15_r27() {
+fn the_watchdogs_abort_after_the_main_threads_waits_for_it_or_costs_nothing_r15_r27() {
     // wait(timeout) at 50 ms aborts the communicator in the main thread (caught, the program
-    // goes on); the watchdog then finds the error and, in mode 1, takes the process down as
-    // soon as its dump wait is over: NCCL has nothing left to abort.
+    // goes on); the watchdog then finds the error and, after its dump wait, aborts too.
     let program =
         "[[op]]\nwait = \"w\"\ntimeout_ms = 50\ncatch = true\n[[op]]\nhost_sleep_us = 5_000_000\n";
-    let timeline = timed_out_behind_a_backlog(1, program);
+    // Behind the 3-s GPU sleep the main thread's abort still runs when the dump wait ends
+    // (2.1 s): the watchdog's waits for it, and mode 1 takes the process down at the drain.
+    let behind = timed_out_behind_a_backlog(1, program);
+    let end = behind.ranks[0].end.unwrap();
+    let drained_ns = behind.ranks[0].kernels[0].end_ns;
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Aborted, Some(drained_ns))
+    );
+    // Two ranks, rank 1 never joins: the main thread's abort returned long before the dump
+    // wait ends, so NCCL has nothing left to abort and the process goes down at once (the
+    // recorded wait_timeout runs: 60.000 s after the dump signal under mode 1).
+    let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1\n\
+        TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\ncomm_abort_us = 550_000\n\
+        [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+        [[op]]\nwait = \"w\"\ntimeout_ms = 50\ncatch = true\n[[op]]\nhost_sleep_us = 5_000_000\n\
+        [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let timeline = simulate(&parse("abort.toml", text).unwrap());
     let signal_ns = (timeline.watchdog.iter())
-        .find(|r| r.event == WatchdogEvent::DumpSignal)
-        .expect("the watchdog signalled the dumps")
+        .find(|r| r.rank == 0 && r.event == WatchdogEvent::DumpSignal)
+        .expect("rank 0's watchdog signalled the dumps")
         .at_ns;
     let end = timeline.ranks[0].end.unwrap();
-    assert_eq!(end.status, ExitStatus::Aborted);
-    assert_eq!(end.at_ns, Some(signal_ns + 1_000_000_000));
+    assert_eq!(
+        (end.status, end.at_ns),
+        (ExitStatus::Aborted, Some(signal_ns + 1_000_000_000))
+    );
 }
 
 #[test]

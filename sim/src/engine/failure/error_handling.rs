@@ -134,20 +134,18 @@ impl Failure<'_> {
         let abort_ns = self.watchdog_abort_ns(rank, group);
         self.watchdogs[index].aborted = true;
         out.push(Command::AbortCommunicators { rank, group });
-        if already_aborted {
-            // The main thread aborted the communicator after a wait's timeout (R15): NCCL has
-            // nothing left to abort.
+        if already_aborted && !self.watchdogs[index].main_abort_running {
+            // The main thread aborted the communicator after a wait's timeout, and its abort
+            // returned (R15): NCCL has nothing left to abort.
             self.after_abort(view, rank, group, now_ns, out);
             return;
         }
+        // Otherwise the abort returns after its least time (none where the main thread's abort
+        // runs: the watchdog's waits on it) and once the device drained. Asked for as a
+        // wake-up even at no least time, so that the kernels the command above cuts have ended
+        // when it is looked at.
         self.watchdogs[index].aborting = true;
-        if abort_ns == 0 {
-            // The abort's kernels end as the command above is applied: the device may drain
-            // at this very time.
-            self.abort_may_return(view, rank, group, now_ns, out);
-        } else {
-            wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
-        }
+        wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
     }
 
     /// The watchdog's abort returns once its least time passed and the device drained: every
@@ -172,8 +170,8 @@ impl Failure<'_> {
         // the error, stays still until the abort returns (R28).
         let index = self.index(rank, group);
         let since_ns = self.watchdogs[index].handling_since_ns;
-        if self.watchdogs[index].abort_stall_since_ns.is_none() {
-            self.watchdogs[index].abort_stall_since_ns = Some(since_ns);
+        if self.watchdogs[index].own_abort_stall_since_ns.is_none() {
+            self.watchdogs[index].own_abort_stall_since_ns = Some(since_ns);
             let check = Wake::AbortStallCheck { since_ns };
             self.heartbeat_stalls((rank, group), since_ns, u64::MAX, check, out);
         }
@@ -194,7 +192,7 @@ impl Failure<'_> {
         if std::mem::take(&mut self.watchdogs[index].aborting) {
             // A call the program made on the communicator meanwhile goes on (R27), and the
             // heartbeat moves again.
-            self.watchdogs[index].abort_stall_since_ns = None;
+            self.watchdogs[index].own_abort_stall_since_ns = None;
             out.push(Command::AbortReturned { rank, group });
             if !mode.tears_down() {
                 let rank_id = self.rank_id(rank);
@@ -317,6 +315,7 @@ impl Failure<'_> {
         );
         let index = self.index(rank, group);
         self.watchdogs[index].aborted = true;
+        self.watchdogs[index].main_abort_running = true;
         if self.watchdog_enabled && crate::pg::work::wait_abort_stalls_watchdog(&self.scenario.env)
         {
             self.watchdogs[index].abort_stall_since_ns = Some(now_ns);
@@ -340,6 +339,7 @@ impl Failure<'_> {
         // The abort returned: the watchdog goes on.
         let index = self.index(rank, group);
         self.watchdogs[index].abort_stall_since_ns = None;
+        self.watchdogs[index].main_abort_running = false;
         let message = format!(
             "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
             self.scenario.groups[group].name
@@ -451,6 +451,18 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
+                wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS),
+            ]
+        );
+        assert_eq!(
+            woken(
+                &mut failure,
+                &run,
+                0,
+                Wake::AbortReturned,
+                DUMP_WAIT_OVER_NS
+            ),
+            [
                 Command::AbortReturned { rank: 0, group: 0 },
                 Command::KillProcess {
                     rank: 0,
@@ -564,8 +576,15 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
-                Command::AbortReturned { rank: 0, group: 0 }
+                wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS)
             ]
+        );
+        woken(
+            &mut failure,
+            &run,
+            0,
+            Wake::AbortReturned,
+            DUMP_WAIT_OVER_NS,
         );
         assert!(failure.is_aborted(0, 0));
         failure.notify(&run, used(DUMP_WAIT_OVER_NS + 15_000), &mut out);

@@ -507,7 +507,9 @@ impl<'s> Failure<'s> {
                     || self.heartbeat_stopped(rank)
             }
             Wake::AbortStallCheck { since_ns } => {
-                self.watchdogs[self.index(rank, group)].abort_stall_since_ns != Some(since_ns)
+                let watchdog = &self.watchdogs[self.index(rank, group)];
+                watchdog.abort_stall_since_ns != Some(since_ns)
+                    && watchdog.own_abort_stall_since_ns != Some(since_ns)
             }
             // The destructor stopped the monitor during its sleep (R31).
             Wake::MonitorKill => self.heartbeat_stopped(rank),

@@ -82,6 +82,11 @@ pub(super) struct WatchdogState {
     /// Since when the main thread's abort of this communicator after a wait's timeout has not
     /// returned: the watchdog blocks on it and its heartbeat stops (R15, R28).
     pub(super) abort_stall_since_ns: Option<u64>,
+    /// The main thread's abort after a wait's timeout has not returned yet (R15).
+    pub(super) main_abort_running: bool,
+    /// Since when the watchdog's own abort (modes 1 and 2), waiting for the device, has held its
+    /// heartbeat: from when it began handling the error (R27, R28).
+    pub(super) own_abort_stall_since_ns: Option<u64>,
     /// The heartbeat monitor left its loop (a stalled heartbeat, or the dump signal in the
     /// store): it dumps, sleeps and terminates the process, for this reason, in PyTorch's words
     /// (R28).
