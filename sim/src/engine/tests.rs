@@ -832,3 +832,30 @@ fn a_collectives_seqnum_skips_the_groups_batches_of_point_to_point_calls() {
         timeout.message
     );
 }
+
+#[test]
+fn the_main_threads_abort_stall_outlives_the_watchdogs_abort_r15_r28() {
+    // Mode 2, heartbeat 10 s, an abort's least time of 15 s, a 17.6-s GPU sleep. The watchdog's
+    // abort begins at 2.7 s and returns at the drain (17.7 s); the main thread's wait times out
+    // at 17.5 s and its own abort holds the heartbeat until 32.5 s. The monitor's read at 30 s
+    // finds it still, whatever the watchdog's abort did meanwhile, as in mode 0.
+    let text = |mode: u8| {
+        format!(
+            "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n\
+             TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 400\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n\
+             TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 10\n[host]\ncomm_abort_us = 15_000_000\n\
+             [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\ny = \"4MiB\"\n\
+             [[op]]\ngpu_sleep_us = 17_600_000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nall_reduce = \"y\"\nasync_op = true\nwork = \"w2\"\n\
+             [[op]]\nwait = \"w2\"\ntimeout_ms = 17_500\ncatch = true\n[[op]]\nhost_sleep_us = 60_000_000\n"
+        )
+    };
+    for mode in [0, 2] {
+        let timeline = simulate(&parse("stalls.toml", &text(mode)).unwrap());
+        let heartbeat: Vec<u64> = (timeline.watchdog.iter())
+            .filter(|r| r.event == WatchdogEvent::HeartbeatTimeout)
+            .map(|r| r.at_ns)
+            .collect();
+        assert_eq!(heartbeat, [30_000_000_000], "mode {mode}");
+    }
+}
