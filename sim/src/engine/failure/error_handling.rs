@@ -117,17 +117,10 @@ impl Failure<'_> {
             self.after_abort(view, rank, group, now_ns, out);
             return;
         }
-        let rank_id = self.rank_id(rank);
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Watchdog, WatchdogEvent::Abort),
+        self.note_abort(
+            (rank, group, WatchdogEvent::Abort),
             now_ns,
-            format!(
-                "[Rank {rank_id}] {}: aborting the communicators of group {} (ncclCommAbort)",
-                setting(mode),
-                self.scenario.groups[group].name
-            ),
+            "aborting the communicators of group {group} (ncclCommAbort)",
         );
         let index = self.index(rank, group);
         let already_aborted = self.watchdogs[index].aborted;
@@ -146,6 +139,29 @@ impl Failure<'_> {
         // when it is looked at.
         self.watchdogs[index].aborting = true;
         wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
+    }
+
+    /// A watchdog line about its abort: `[Rank r] TORCH_NCCL_ASYNC_ERROR_HANDLING=<n> (<name>): `
+    /// and `what`, its `{group}` replaced by the group's name.
+    fn note_abort(
+        &mut self,
+        (rank, group, event): (u32, GroupId, WatchdogEvent),
+        now_ns: u64,
+        what: &str,
+    ) {
+        let message = format!(
+            "[Rank {}] {}: {}",
+            self.rank_id(rank),
+            setting(self.scenario.env.async_error_handling),
+            what.replace("{group}", &self.scenario.groups[group].name)
+        );
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Watchdog, event),
+            now_ns,
+            message,
+        );
     }
 
     /// The watchdog's abort returns once its least time passed and the device drained: every
@@ -195,17 +211,10 @@ impl Failure<'_> {
             self.watchdogs[index].own_abort_stall_since_ns = None;
             out.push(Command::AbortReturned { rank, group });
             if !mode.tears_down() {
-                let rank_id = self.rank_id(rank);
-                self.note(
-                    rank,
-                    Some(group),
-                    (ThreadKind::Watchdog, WatchdogEvent::AbortReturned),
+                self.note_abort(
+                    (rank, group, WatchdogEvent::AbortReturned),
                     now_ns,
-                    format!(
-                        "[Rank {rank_id}] {}: the abort of the communicators of group {} returned; the watchdog goes on",
-                        setting(mode),
-                        self.scenario.groups[group].name
-                    ),
+                    "the abort of the communicators of group {group} returned; the watchdog goes on",
                 );
             }
         }
