@@ -167,8 +167,8 @@ impl Failure<'_> {
     /// The watchdog's abort returns once its least time passed and the device drained: every
     /// stream of the rank, as for the main thread's abort after a wait's timeout (R15).
     /// Measured on PyTorch 2.11 (docs/watchdog.md): behind a GPU sleep still running when the
-    /// abort began, the process went down, or a call blocked on the communicator raised,
-    /// 30–40 ms after the sleep ended.
+    /// abort began, or one launched during it, the process went down, or a call blocked on the
+    /// communicator raised, 7–37 ms after the sleep ended.
     pub(super) fn abort_may_return(
         &mut self,
         view: &impl RunView,
