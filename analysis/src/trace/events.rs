@@ -429,9 +429,13 @@ impl<'a> TraceContext<'a> {
                 .and_then(nccl_names::element_bytes)
                 .map(|bytes| record.bytes / bytes);
             let group_size = (members.len() as u64).max(1);
+            // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
+            // sliced side, a remainder the ranks do not divide left out.
             let (in_elements, out_elements) = match (op.collective, elements) {
-                (Some(CollectiveKind::AllGather), Some(n)) => (Some(n / group_size), Some(n)),
-                (Some(CollectiveKind::ReduceScatter), Some(n)) => (Some(n), Some(n / group_size)),
+                (Some(kind), Some(n)) => {
+                    let (input, output) = kind.descriptor().work_numel.of(n, group_size);
+                    (Some(input), Some(output))
+                }
                 (_, n) => (n, n),
             };
             let mut args = json!({
