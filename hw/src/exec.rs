@@ -1016,7 +1016,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.scenario,
                 op,
                 (call.kind, call.bytes),
-                (call.group, call.seq),
+                (call.group, self.pg.work_seq_num(collective, call.seq)),
                 g.timeout_ns
             ),
             g.name
