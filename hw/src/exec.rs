@@ -149,6 +149,7 @@ struct WaitLog {
 struct CollectiveLog {
     group: u16,
     seq: u64,
+    seq_num: u64,
     bytes: u64,
     async_op: bool,
     call_stream: StreamRef,
@@ -239,6 +240,7 @@ impl RunLog {
                 op: c.op,
                 group: r.group,
                 seq: r.seq,
+                work_seq_num: CollectiveRecord::work_seq_num_field(r.seq, r.seq_num),
                 bytes: r.bytes,
                 async_op: r.async_op,
                 call_stream: r.call_stream,
@@ -1016,7 +1018,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.scenario,
                 op,
                 (call.kind, call.bytes),
-                (call.group, self.pg.work_seq_num(collective, call.seq)),
+                (call.group, call.seq_num),
                 g.timeout_ns
             ),
             g.name
@@ -1052,6 +1054,7 @@ impl<'a, D: Device> Executor<'a, D> {
             rest: CollectiveLog {
                 group: call.group as u16,
                 seq: call.seq,
+                seq_num: call.seq_num,
                 bytes: call.bytes,
                 async_op: call.async_op,
                 call_stream: call.call_stream,

@@ -512,6 +512,7 @@ mod tests {
                 op: 0,
                 group: 0,
                 seq: 1,
+                work_seq_num: None,
                 bytes: 4,
                 async_op: true,
                 call_stream: 0,

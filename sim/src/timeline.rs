@@ -277,8 +277,14 @@ pub struct CollectiveRecord {
     pub group: u16,
     /// Sequence number within the group, counted from 1: the group's calls, point-to-point
     /// batches on it included, by which the ranks of a call meet. PyTorch's `SeqNum` differs
-    /// for point-to-point calls and after batches (`ProcessGroupNccl::work_seq_num`).
+    /// for point-to-point calls and after batches: [`CollectiveRecord::seq_num`].
     pub seq: u64,
+    /// The Work's `SeqNum` as PyTorch prints it, where it is not `seq`: a point-to-point
+    /// call's count among its process group's point-to-point calls, a collective's count
+    /// among its group's collectives when batches of point-to-point calls came before it.
+    /// Absent (and left out of the JSON) where it equals `seq`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_seq_num: Option<std::num::NonZeroU64>,
     pub bytes: u64,
     pub async_op: bool,
     /// Stream current at the call.
@@ -306,6 +312,19 @@ pub struct CollectiveRecord {
 }
 
 impl CollectiveRecord {
+    /// The Work's `SeqNum` as PyTorch prints it (the watchdog's `WorkNCCL(SeqNum=…)`, the
+    /// Flight Recorder's `collective_seq_id` or `p2p_seq_id`).
+    pub fn seq_num(&self) -> u64 {
+        self.work_seq_num
+            .map_or(self.seq, std::num::NonZeroU64::get)
+    }
+
+    /// The `work_seq_num` field of a call whose group numbered it `seq` and whose Work's
+    /// `SeqNum` is `seq_num`.
+    pub fn work_seq_num_field(seq: u64, seq_num: u64) -> Option<std::num::NonZeroU64> {
+        std::num::NonZeroU64::new(seq_num).filter(|_| seq_num != seq)
+    }
+
     /// The collective's duration as PyTorch reports it (the Flight Recorder's `duration_ms`,
     /// R6): from the Work's start event to its end event where the Work is timed, else the
     /// kernel's own start to its end.

@@ -447,7 +447,7 @@ impl<'a> TraceContext<'a> {
                 "Process Group Description": self.group_description(group),
                 "Process Group Ranks": listed_ranks(members),
                 "Rank": rank.rank,
-                "Seq": record.seq,
+                "Seq": record.seq_num(),
                 "op": self.timeline.ops[record.op as usize].name,
                 "iteration": record.iteration,
             });

@@ -45,7 +45,7 @@ impl RunView for View<'_> {
                 op: folded.op as usize,
                 group: folded.group as GroupId,
                 seq: folded.seq,
-                seq_num: state.pg.work_seq_num(collective, folded.seq),
+                seq_num: folded.seq_num,
                 bytes: folded.bytes,
             };
         }
@@ -54,7 +54,7 @@ impl RunView for View<'_> {
             op: record.op as usize,
             group: record.group as GroupId,
             seq: record.seq,
-            seq_num: state.pg.work_seq_num(collective, record.seq),
+            seq_num: record.seq_num(),
             bytes: record.bytes,
         }
     }
@@ -69,15 +69,48 @@ impl RunView for View<'_> {
         (fired_ns != NEVER).then_some(fired_ns)
     }
 
-    fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress {
+    fn progress(
+        &self,
+        rank: u32,
+        (group, seq): (GroupId, u64),
+        point_to_point: bool,
+        now_ns: u64,
+    ) -> Progress {
         let state = &self.ranks[rank as usize];
         let mut progress = Progress {
             last_enqueued: state.group_seq[group],
             ..Progress::default()
         };
+        // The calls the report numbers: a point-to-point call is numbered among its process
+        // group's point-to-point calls, whatever the peer (a pair's send or receive is the
+        // default group's), a collective among its group's collectives.
+        let groups = &self.scenario.groups;
+        let process_group = |g: GroupId| if groups[g].point_to_point { 0 } else { g };
+        let numbered = |g: GroupId, op: u32| {
+            let batch = self.scenario.ops[op as usize]
+                .kind
+                .collective()
+                .is_some_and(|(kind, _)| kind.is_point_to_point());
+            if point_to_point {
+                (groups[g].point_to_point || batch) && process_group(g) == process_group(group)
+            } else {
+                g == group && !batch
+            }
+        };
         // Folded collectives (a summarised run) completed, their kernels started.
         for folded in &state.timeline.folded_works {
-            if folded.group as GroupId == group && folded.end_ns <= now_ns {
+            let folded_group = folded.group as GroupId;
+            let counted = numbered(folded_group, folded.op);
+            if counted {
+                progress.enqueued_seq_num = progress.enqueued_seq_num.max(folded.seq_num);
+            }
+            if folded.end_ns > now_ns {
+                continue;
+            }
+            if counted {
+                progress.completed_seq_num = progress.completed_seq_num.max(folded.seq_num);
+            }
+            if folded_group == group {
                 progress.last_completed = progress.last_completed.max(folded.seq);
                 progress.kernel_started |= folded.seq == seq;
             }
@@ -85,11 +118,23 @@ impl RunView for View<'_> {
         let base = state.timeline.collectives.base();
         for (offset, c) in state.timeline.collectives.items().iter().enumerate() {
             let index = base + offset;
-            if c.group as GroupId != group {
+            let c_group = c.group as GroupId;
+            let counted = numbered(c_group, c.op);
+            if !counted && c_group != group {
                 continue;
             }
             let end = state.scratch.collective_end[index];
-            if state.fired_ns[end as usize] <= now_ns {
+            let completed = state.fired_ns[end as usize] <= now_ns;
+            if counted {
+                progress.enqueued_seq_num = progress.enqueued_seq_num.max(c.seq_num());
+                if completed {
+                    progress.completed_seq_num = progress.completed_seq_num.max(c.seq_num());
+                }
+            }
+            if c_group != group {
+                continue;
+            }
+            if completed {
                 progress.last_completed = progress.last_completed.max(c.seq);
             }
             if c.seq == seq {

@@ -128,6 +128,7 @@ impl Engine<'_> {
                 };
             }
             let op = &scenario.ops[rendezvous.op];
+            let seq_nums = self.member_seq_nums(rendezvous);
             let (first_rank, first_stream) =
                 rendezvous.members.iter().copied().min().unwrap_or((0, 0));
             self.findings.push(Finding {
@@ -141,9 +142,8 @@ impl Engine<'_> {
                         .clone(),
                 ),
                 message: format!(
-                    "collective {} (SeqNum={}, OpType={}, group {}, line {}) never completes: {} started its kernel and spin (R16), {absent}",
+                    "collective {} ({seq_nums}, OpType={}, group {}, line {}) never completes: {} started its kernel and spin (R16), {absent}",
                     op.display_name(),
-                    rendezvous.seq,
                     rendezvous.collective.op_type(),
                     group.name,
                     op.line,
@@ -284,6 +284,50 @@ impl Engine<'_> {
     }
 
     /// Every rank the simulated ranks stand for.
+    /// `SeqNum=N`: the Work's `SeqNum` of the rendezvous's arrived ranks; where they differ
+    /// (point-to-point calls, which each rank numbers among its own), each with its ranks.
+    fn member_seq_nums(&self, rendezvous: &Rendezvous) -> String {
+        let mut by_seq_num: Vec<(u64, Vec<u32>)> = Vec::new();
+        for &(rank, _) in &rendezvous.members {
+            let records = &self.ranks[rank as usize].timeline;
+            let seq_num = records
+                .folded_works
+                .iter()
+                .filter(|w| (w.group as GroupId, w.seq) == (rendezvous.group, rendezvous.seq))
+                .map(|w| w.seq_num)
+                .chain(
+                    records
+                        .collectives
+                        .items()
+                        .iter()
+                        .filter(|c| {
+                            (c.group as GroupId, c.seq) == (rendezvous.group, rendezvous.seq)
+                        })
+                        .map(CollectiveRecord::seq_num),
+                )
+                .next()
+                .unwrap_or(rendezvous.seq);
+            match by_seq_num.iter_mut().find(|(n, _)| *n == seq_num) {
+                Some((_, ranks)) => ranks.push(rank),
+                None => by_seq_num.push((seq_num, vec![rank])),
+            }
+        }
+        match by_seq_num.as_slice() {
+            [] => format!("SeqNum={}", rendezvous.seq),
+            [(seq_num, _)] => format!("SeqNum={seq_num}"),
+            _ => {
+                by_seq_num.sort_unstable();
+                let each: Vec<String> = by_seq_num
+                    .iter()
+                    .map(|(seq_num, ranks)| {
+                        format!("{seq_num} on {}", self.ranks_of(ranks).named())
+                    })
+                    .collect();
+                format!("SeqNum={}", each.join(", "))
+            }
+        }
+    }
+
     pub(super) fn ranks_of(&self, simulated: &[u32]) -> RankSet {
         if !self.classes.folded() {
             return RankSet::from_ranks(simulated.iter().copied());

@@ -41,36 +41,6 @@ pub(super) fn dump(
         .iter()
         .filter(|record| record.host_start_ns <= dump_ns)
         .collect();
-    let groups = scenario
-        .groups
-        .iter()
-        .enumerate()
-        .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
-        .map(|(index, _)| {
-            let (name, desc) = group_names(scenario, index);
-            let in_group = created.iter().filter(|r| usize::from(r.group) == index);
-            let last = |done: &dyn Fn(&CollectiveRecord) -> bool| {
-                in_group
-                    .clone()
-                    .filter(|r| done(r))
-                    .map(|r| r.seq as i64)
-                    .max()
-                    .unwrap_or(-1)
-            };
-            DumpGroup {
-                name,
-                desc,
-                ranks: std::sync::Arc::clone(&group_ranks[index]),
-                last_enqueued: last(&|_| true),
-                last_started: if timing {
-                    last(&|r| r.kernel_start_ns <= dump_ns)
-                } else {
-                    -1
-                },
-                last_completed: last(&|r| r.end_ns <= dump_ns),
-            }
-        })
-        .collect();
     // PyTorch records a send or receive under the group it was called on (the default one),
     // not the pair's own communicator.
     let process_group = |record: &CollectiveRecord| {
@@ -81,6 +51,48 @@ pub(super) fn dump(
             pair
         }
     };
+    let groups = scenario
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
+        .map(|(index, _)| {
+            let (name, desc) = group_names(scenario, index);
+            // PyTorch's status holds the `SeqNum` of the Work it saw last, whichever counter
+            // numbered it: a send's count among the point-to-point calls, a collective's among
+            // the collectives. Enqueued: the latest call. Started: the highest number seen
+            // started (a running maximum). Completed: the last Work the watchdog retired, in
+            // the order of its polls and, within one, of the calls.
+            let in_group = created
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| process_group(r) == index);
+            let last_completed = in_group
+                .clone()
+                .filter(|(_, r)| r.end_ns <= dump_ns)
+                .max_by_key(|(order, r)| (discovered_ns(r.end_ns), *order))
+                .map_or(-1, |(_, r)| r.seq_num() as i64);
+            DumpGroup {
+                name,
+                desc,
+                ranks: std::sync::Arc::clone(&group_ranks[index]),
+                last_enqueued: in_group
+                    .clone()
+                    .next_back()
+                    .map_or(-1, |(_, r)| r.seq_num() as i64),
+                last_started: if timing {
+                    in_group
+                        .filter(|(_, r)| r.kernel_start_ns <= dump_ns)
+                        .map(|(_, r)| r.seq_num() as i64)
+                        .max()
+                        .unwrap_or(-1)
+                } else {
+                    -1
+                },
+                last_completed,
+            }
+        })
+        .collect();
     // The collective a record's call issued: the op's, or a mismatch fault's in its place.
     let issued = |record: &CollectiveRecord| {
         let op = &scenario.ops[record.op as usize];
@@ -94,25 +106,18 @@ pub(super) fn dump(
     };
     // A process group numbers its calls three ways: every call (`op_id`), its collectives
     // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
-    // whatever the peer: a rank that sends to two peers counts both in one sequence). PyTorch
-    // records all three counters, as they stand, with every entry.
-    // A record's `seq` counts its group's batches of point-to-point calls too (the ranks of a
-    // call meet by it); PyTorch's collective count skips them.
+    // a send's or a batch's SeqNum, whatever the peer). PyTorch records all three counters, as
+    // they stand, with every entry.
     let mut counted: std::collections::HashMap<usize, Numbers> = Default::default();
-    let mut batches: std::collections::HashMap<usize, u64> = Default::default();
     let numbers: Vec<Numbers> = created
         .iter()
         .map(|record| {
-            let group = process_group(record);
-            let numbers = counted.entry(group).or_default();
+            let numbers = counted.entry(process_group(record)).or_default();
             numbers.op_id += 1;
             if issued(record).is_point_to_point() {
-                numbers.p2p_seq_id += 1;
-                if !scenario.groups[usize::from(record.group)].point_to_point {
-                    *batches.entry(group).or_default() += 1;
-                }
+                numbers.p2p_seq_id = record.seq_num();
             } else {
-                numbers.collective_seq_id = record.seq - batches.get(&group).copied().unwrap_or(0);
+                numbers.collective_seq_id = record.seq_num();
             }
             *numbers
         })
@@ -291,6 +296,28 @@ mod tests {
         assert_eq!(issued.profiling_name, "nccl:_all_gather_base");
         assert_eq!(issued.input_sizes, [[1 << 19]]);
         assert_eq!(issued.output_sizes, [[1 << 20]]);
+    }
+
+    #[test]
+    fn pg_status_holds_the_seqnum_of_the_last_work_whichever_counter_numbered_it() {
+        // Rank 0: three all_reduces (collectives 1-3), then two sends to rank 1 (p2p 1, 2),
+        // which hangs before its second receive. As PyTorch's status does, the last enqueued
+        // is the second send's p2p number and the last completed the first send's, though
+        // three collectives came before.
+        let text = "[cluster]\nranks = 3\n[groups.world]\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n\
+                    [[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n[[op]]\nall_reduce = \"x\"\n\
+                    [[op]]\nsend = \"x\"\nranks = [0]\npeer = 1\n[[op]]\nrecv = \"x\"\nranks = [1]\npeer = 0\n\
+                    [[op]]\nsend = \"x\"\nranks = [0]\npeer = 1\n\
+                    [[op]]\nlabel = \"r2\"\nrecv = \"x\"\nranks = [1]\npeer = 0\n\
+                    [[fault]]\nranks = [1]\nat = \"r2\"\nkind = \"hang\"\n";
+        let timeline = crate::engine::simulate(&parse("status.toml", text).unwrap());
+        let rank0 = (timeline.flight_recorder.iter())
+            .find(|dump| dump.rank == 0)
+            .expect("rank 0 dumps at its send's timeout");
+        let world = &rank0.groups[0];
+        assert_eq!((world.last_enqueued, world.last_completed), (2, 1));
+        let last = rank0.entries.last().unwrap();
+        assert_eq!((last.collective_seq_id, last.p2p_seq_id), (3, 2));
     }
 
     #[test]

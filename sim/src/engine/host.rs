@@ -600,6 +600,7 @@ impl Engine<'_> {
             op: op as OpRef,
             group: call.group as u16,
             seq: call.seq,
+            work_seq_num: CollectiveRecord::work_seq_num_field(call.seq, call.seq_num),
             bytes,
             async_op: call.async_op,
             call_stream: call.call_stream,

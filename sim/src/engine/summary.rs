@@ -104,6 +104,8 @@ impl<T> IndexMut<usize> for Records<T> {
 pub(super) struct FoldedWork {
     pub(super) end_ns: u64,
     pub(super) seq: u64,
+    /// The Work's `SeqNum` (`CollectiveRecord::seq_num`).
+    pub(super) seq_num: u64,
     pub(super) bytes: u64,
     pub(super) op: u32,
     pub(super) group: u16,
@@ -673,6 +675,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
             .extend(collectives.iter().map(|record| FoldedWork {
                 end_ns: record.end_ns,
                 seq: record.seq,
+                seq_num: record.seq_num(),
                 bytes: record.bytes,
                 op: record.op,
                 group: record.group,

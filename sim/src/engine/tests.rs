@@ -115,6 +115,78 @@ fn a_batch_that_times_out_is_named_as_the_coalesced_work_it_is() {
     );
 }
 
+/// Rank 1 receives from rank 0 (its point-to-point call 1) and sends 1 MiB to rank 2 (its 2),
+/// which receives 2 MiB from it (rank 2's call 1): a mismatch at their pair's first call.
+const PIPELINE_MISMATCH: &str = "[cluster]\nranks = 3\n[groups.world]\ntimeout_s = 1\n\
+    [tensors]\nx = \"1MiB\"\ny = \"2MiB\"\n\
+    [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+    [[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"y\"\npeer = 1\n";
+
+#[test]
+fn the_desync_report_and_the_mismatch_number_calls_as_each_rank_s_work_does() {
+    let text = format!("{PIPELINE_MISMATCH}[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n");
+    let timeline = simulate(&parse("pipeline.toml", &text).unwrap());
+    let mismatch = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::Mismatch)
+        .expect("a mismatch finding");
+    assert!(
+        mismatch
+            .message
+            .contains("SeqNum=1 on rank 2, 2 on rank 1 of group p2p:1:2"),
+        "{}",
+        mismatch.message
+    );
+    let report = (timeline.watchdog.iter())
+        .find(|r| r.rank == 1 && r.message.contains("Desync debug report"))
+        .expect("rank 1's desync report");
+    assert!(
+        report
+            .message
+            .contains("Desync debug report at SeqNum=2 (SEND, group p2p:1:2)"),
+        "{}",
+        report.message
+    );
+    assert!(
+        report
+            .message
+            .contains("rank 1: last enqueued 2, last completed 1"),
+        "{}",
+        report.message
+    );
+    assert!(
+        report
+            .message
+            .contains("rank 2: last enqueued 1, last completed 0"),
+        "{}",
+        report.message
+    );
+    assert!(
+        report
+            .message
+            .contains("ranks disagree on the op at 2 (p2p:1:2)"),
+        "{}",
+        report.message
+    );
+}
+
+#[test]
+fn a_deadlock_names_each_rank_s_seqnum_where_they_differ() {
+    let text = format!(
+        "{PIPELINE_MISMATCH}[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n"
+    );
+    let timeline = simulate(&parse("pipeline.toml", &text).unwrap());
+    let deadlock = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::Deadlock && f.message.contains("never completes"))
+        .expect("the pair's call never completes");
+    assert!(
+        deadlock
+            .message
+            .contains("(SeqNum=1 on rank 2, 2 on rank 1, OpType="),
+        "{}",
+        deadlock.message
+    );
+}
+
 #[test]
 fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
     // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 commands:

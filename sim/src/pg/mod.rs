@@ -69,26 +69,12 @@ pub struct ProcessGroupNccl {
     /// Per group: the `batch_isend_irecv` calls on its own communicator, which `group_seq`
     /// counts and PyTorch's collective count does not.
     group_batches: Vec<u64>,
-    /// The Work's `SeqNum` of each call whose `SeqNum` is not its group's count of calls
-    /// (`group_seq`, by which the ranks of a call meet): every point-to-point call, and a
-    /// collective after a `batch_isend_irecv` on its group. In record order, as runs of
-    /// consecutive records with consecutive numbers, so that a program of point-to-point calls
-    /// (a pipeline) keeps one entry, not one per call.
-    work_seq_nums: Vec<SeqNumRun>,
     /// Latest slot of each named event.
     event_slot: Vec<Option<Slot>>,
     /// Latest (collective record, end event) of each named Work.
     works: Vec<Option<(u32, Slot)>>,
     /// Per op: the perturbations (straggler delays) that apply to this rank.
     perturbations_by_op: Vec<Vec<usize>>,
-}
-
-/// Consecutive collective records whose Works' `SeqNum`s are consecutive too.
-#[derive(Debug, Clone, Copy)]
-struct SeqNumRun {
-    first_record: u32,
-    first_seq_num: u64,
-    records: u32,
 }
 
 impl ProcessGroupNccl {
@@ -113,7 +99,6 @@ impl ProcessGroupNccl {
             collective_groups: Vec::new(),
             p2p_seq: vec![0; scenario.groups.len()],
             group_batches: vec![0; scenario.groups.len()],
-            work_seq_nums: Vec::new(),
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             perturbations_by_op,
@@ -504,37 +489,6 @@ impl ProcessGroupNccl {
         Ok(())
     }
 
-    /// The `SeqNum` PyTorch prints for the Work of collective record `collective`, whose
-    /// group numbered it `group_seq`: a point-to-point call's count among its process group's
-    /// point-to-point calls, a collective's among the group's collectives.
-    pub fn work_seq_num(&self, collective: u32, group_seq: u64) -> u64 {
-        let runs = &self.work_seq_nums;
-        let after = runs.partition_point(|run| run.first_record <= collective);
-        match after.checked_sub(1).map(|index| runs[index]) {
-            Some(run) if collective - run.first_record < run.records => {
-                run.first_seq_num + u64::from(collective - run.first_record)
-            }
-            _ => group_seq,
-        }
-    }
-
-    /// Notes the `SeqNum` of collective record `collective`, the latest record.
-    fn note_seq_num(&mut self, collective: u32, seq_num: u64) {
-        if let Some(run) = self.work_seq_nums.last_mut() {
-            if run.first_record + run.records == collective
-                && run.first_seq_num + u64::from(run.records) == seq_num
-            {
-                run.records += 1;
-                return;
-            }
-        }
-        self.work_seq_nums.push(SeqNumRun {
-            first_record: collective,
-            first_seq_num: seq_num,
-            records: 1,
-        });
-    }
-
     /// One collective call (R10, R11), or a barrier's all_reduce (R14).
     fn collective(
         &mut self,
@@ -630,16 +584,16 @@ impl ProcessGroupNccl {
         } else {
             group
         };
-        if call.kind.is_point_to_point() {
+        let seq_num = if call.kind.is_point_to_point() {
             self.p2p_seq[process_group] += 1;
-            self.note_seq_num(collective, self.p2p_seq[process_group]);
             if process_group == group {
                 self.group_batches[group] += 1;
             }
-        } else if self.group_batches[group] > 0 {
+            self.p2p_seq[process_group]
+        } else {
             // The group's batches counted in `seq`; PyTorch's collective count skips them.
-            self.note_seq_num(collective, seq.saturating_sub(self.group_batches[group]));
-        }
+            seq.saturating_sub(self.group_batches[group])
+        };
         out.push(Step::Nccl(NcclCall {
             collective,
             group,
@@ -647,6 +601,7 @@ impl ProcessGroupNccl {
             tensor: call.tensor,
             bytes: call.bytes,
             seq,
+            seq_num,
             call_stream,
             stream,
             async_op: call.async_op,

@@ -58,8 +58,12 @@ pub struct NcclCall {
     /// The collective's tensor; `None` for a barrier's internal one-element tensor.
     pub tensor: Option<TensorId>,
     pub bytes: u64,
-    /// PyTorch's SeqNum in the group, from 1.
+    /// The call's number in its group, from 1, by which the ranks of the call meet
+    /// (`CollectiveRecord::seq`).
     pub seq: u64,
+    /// The Work's `SeqNum` as PyTorch prints it: a point-to-point call's count among its
+    /// process group's point-to-point calls, a collective's among its group's collectives.
+    pub seq_num: u64,
     /// The stream current at the call.
     pub call_stream: StreamRef,
     /// The stream the kernel runs on: the group's internal one (R10) or the current one (R11).

@@ -279,37 +279,61 @@ dtype = "f32"
 }
 
 #[test]
-fn a_pipelines_point_to_point_seqnums_are_one_run_and_read_back_per_record() {
+fn a_pipelines_point_to_point_seqnums_count_across_peers_and_a_collective_skips_batches() {
     // Rank 1 of a three-stage pipeline: 500 iterations of a receive from rank 0 and a send to
-    // rank 2, then an all_reduce. Its p2p Works are numbered 1, 2, 3, … across both peers, kept
-    // as one run; the all_reduce keeps its group's number.
+    // rank 2. Its p2p Works are numbered 1, 2, 3, … across both peers, while each pair counts
+    // its own calls. Then a batch on the world group and an all_reduce: the batch is p2p call
+    // 1001, the all_reduce the world's first collective though the world numbered it 2.
     let text = "repeat = 500\n[cluster]\nranks = 3\n[tensors]\nx = \"1MiB\"\n\
         [[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n[[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n";
     let scenario = parse("pipeline.toml", text).unwrap();
     let mut pg = ProcessGroupNccl::new(&scenario, 1);
     let mut steps = Vec::new();
-    let mut group_seqs = Vec::new();
+    let mut calls = Vec::new();
     for iteration in 0..scenario.repeat {
         for op in scenario.ops.iter().filter(|op| op.runs_on(1)) {
             steps.clear();
             pg.before_op(&scenario, iteration, op, &mut steps);
             pg.op(&scenario, op, &mut steps).unwrap();
-            group_seqs.extend(steps.iter().filter_map(|step| match step {
-                Step::Nccl(call) => Some(call.seq),
+            calls.extend(steps.iter().filter_map(|step| match step {
+                Step::Nccl(call) => Some((call.seq, call.seq_num)),
                 _ => None,
             }));
         }
     }
-    assert_eq!(group_seqs.len(), 1000);
-    assert_eq!(pg.work_seq_nums.len(), 1);
-    for (record, &group_seq) in group_seqs.iter().enumerate() {
-        assert_eq!(pg.work_seq_num(record as u32, group_seq), record as u64 + 1);
+    assert_eq!(calls.len(), 1000);
+    for (record, &(group_seq, seq_num)) in calls.iter().enumerate() {
+        assert_eq!(seq_num, record as u64 + 1);
         assert_eq!(
             group_seq,
             record as u64 / 2 + 1,
             "each pair counts its own calls"
         );
     }
-    // A record past the run keeps its group's number.
-    assert_eq!(pg.work_seq_num(1000, 7), 7);
+}
+
+#[test]
+fn a_collective_after_a_batch_on_its_group_is_numbered_among_the_collectives() {
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+        [[op]]\nall_reduce = \"x\"\n\
+        [[op]]\nbatch_isend_irecv = [{ send = \"x\", shift = 1 }, { recv = \"y\", shift = -1 }]\n\
+        [[op]]\nall_reduce = \"x\"\n";
+    let scenario = parse("batch.toml", text).unwrap();
+    let mut pg = ProcessGroupNccl::new(&scenario, 0);
+    let mut steps = Vec::new();
+    let mut calls = Vec::new();
+    for op in &scenario.ops {
+        steps.clear();
+        pg.before_op(&scenario, 0, op, &mut steps);
+        pg.op(&scenario, op, &mut steps).unwrap();
+        calls.extend(steps.iter().filter_map(|step| match step {
+            Step::Nccl(call) => Some((call.seq, call.seq_num)),
+            _ => None,
+        }));
+    }
+    assert_eq!(
+        calls,
+        [(1, 1), (2, 1), (3, 2)],
+        "(group's count, Work's SeqNum)"
+    );
 }

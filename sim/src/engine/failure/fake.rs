@@ -54,7 +54,13 @@ impl RunView for FakeRun {
         self.ends_ns.get(&(rank, collective)).copied()
     }
 
-    fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress {
+    fn progress(
+        &self,
+        rank: u32,
+        (group, seq): (GroupId, u64),
+        _point_to_point: bool,
+        now_ns: u64,
+    ) -> Progress {
         let mut progress = Progress::default();
         for (&(r, collective), work) in &self.works {
             if r != rank || work.group != group {
@@ -69,6 +75,9 @@ impl RunView for FakeRun {
             }
             progress.kernel_started |= work.seq == seq && !self.not_started.contains(&rank);
         }
+        // The fake's Works are collectives numbered as their group numbers them.
+        progress.enqueued_seq_num = progress.last_enqueued;
+        progress.completed_seq_num = progress.last_completed;
         progress
     }
 

@@ -102,7 +102,7 @@ impl Failure<'_> {
         if self.signatures.is_some() {
             let work = view.work(rank, collective_index);
             self.check_signature(
-                rank,
+                (rank, work.seq_num),
                 (work.group, work.seq, work.op),
                 rendezvous,
                 issued,
@@ -125,7 +125,7 @@ impl Failure<'_> {
     /// reported once and the collective never completes (NCCL hangs or corrupts).
     fn check_signature(
         &mut self,
-        rank: u32,
+        (rank, seq_num): (u32, u64),
         (group, seq, op): (GroupId, u64, usize),
         rendezvous: u32,
         (collective, size_bytes): (CollectiveKind, u64),
@@ -139,6 +139,7 @@ impl Failure<'_> {
             size_bytes,
             rank,
             op,
+            seq_num,
         };
         let first = *signatures.entry((group, seq)).or_insert(issued);
         if (first.collective.descriptor().counterpart, first.size_bytes) == (collective, size_bytes)
@@ -160,8 +161,21 @@ impl Failure<'_> {
                 scenario.ops[s.op].line
             )
         };
+        // The ranks' Works share a `SeqNum` unless they are point-to-point calls, which each
+        // rank numbers among its own.
+        let seq_nums = if first.seq_num == issued.seq_num {
+            format!("SeqNum={}", first.seq_num)
+        } else {
+            format!(
+                "SeqNum={} on {}, {} on {}",
+                first.seq_num,
+                self.classes.class_members(first.rank).named(),
+                issued.seq_num,
+                self.classes.class_members(issued.rank).named()
+            )
+        };
         let message = format!(
-            "ranks disagree on collective SeqNum={seq} of group {}: {}, {}; NCCL would hang or corrupt data, the model hangs it (R16)",
+            "ranks disagree on collective {seq_nums} of group {}: {}, {}; NCCL would hang or corrupt data, the model hangs it (R16)",
             scenario.groups[group].name,
             describe(&first),
             describe(&issued)

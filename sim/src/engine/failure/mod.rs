@@ -218,8 +218,7 @@ pub(in crate::engine) struct WorkFacts {
     pub(in crate::engine) op: usize,
     pub(in crate::engine) group: GroupId,
     pub(in crate::engine) seq: u64,
-    /// The `SeqNum` PyTorch prints for the Work: `seq`, or for a point-to-point call its count
-    /// in its process group (`ProcessGroupNccl::work_seq_num`).
+    /// The `SeqNum` PyTorch prints for the Work (`CollectiveRecord::seq_num`).
     pub(in crate::engine) seq_num: u64,
     pub(in crate::engine) bytes: u64,
 }
@@ -227,8 +226,14 @@ pub(in crate::engine) struct WorkFacts {
 /// Where a rank stands in a group at some time, for the desync report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(in crate::engine) struct Progress {
+    /// The group's numbers (`CollectiveRecord::seq`) of its last enqueued and last completed
+    /// calls, by which ranks are compared.
     pub(in crate::engine) last_enqueued: u64,
     pub(in crate::engine) last_completed: u64,
+    /// The same as the Works' `SeqNum`s (`CollectiveRecord::seq_num`), among the calls of the
+    /// asked-about kind (point-to-point or collective), for the report.
+    pub(in crate::engine) enqueued_seq_num: u64,
+    pub(in crate::engine) completed_seq_num: u64,
     /// The kernel of the SeqNum asked about started.
     pub(in crate::engine) kernel_started: bool,
 }
@@ -242,8 +247,16 @@ pub(in crate::engine) trait RunView {
     /// When the end event of that Work (event instance `end`, as the Work carries it) fired,
     /// if it has as far as the run has got.
     fn work_end_ns(&self, rank: u32, collective: u32, end: u32) -> Option<u64>;
-    /// Where `rank` stands in `group` at `now_ns`, and whether its kernel of `seq` started.
-    fn progress(&self, rank: u32, group: GroupId, seq: u64, now_ns: u64) -> Progress;
+    /// Where `rank` stands in the group of `call` (group, seq) at `now_ns`, and whether its
+    /// kernel of that call started; its `SeqNum`s among its point-to-point calls where
+    /// `point_to_point`, else among its collectives.
+    fn progress(
+        &self,
+        rank: u32,
+        call: (GroupId, u64),
+        point_to_point: bool,
+        now_ns: u64,
+    ) -> Progress;
     /// `rank`'s host still waits in `store.get` for the unique id of `group`'s communicator.
     fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool;
     /// `rank`'s host still waits for the others to finish `group`'s communicator (R8).
@@ -264,6 +277,8 @@ struct Signature {
     size_bytes: u64,
     rank: u32,
     op: usize,
+    /// The Work's `SeqNum` on `rank`.
+    seq_num: u64,
 }
 
 /// Faults and ProcessGroupNCCL's side threads of every rank.

@@ -493,18 +493,19 @@ impl Failure<'_> {
         now_ns: u64,
     ) -> (String, String) {
         let rank_id = self.rank_id(rank);
-        let WorkFacts { seq, .. } = view.work(rank, collective);
+        let WorkFacts { seq, seq_num, .. } = view.work(rank, collective);
         let issued = self.issued_kind(view, rank, collective);
         let op_type = issued.op_type();
         let group_name = &self.scenario.groups[group].name;
         let header = format!(
-            "[Rank {rank_id}] Desync debug report at SeqNum={seq} ({op_type}, group {group_name}), {}:",
+            "[Rank {rank_id}] Desync debug report at SeqNum={seq_num} ({op_type}, group {group_name}), {}:",
             seconds(now_ns)
         );
         // Every rank that reports at this time, on this run state, finds the same table.
         let key = DesyncKey {
             group,
             seq,
+            seq_num,
             issued,
             now_ns,
             epoch: view.epoch(),
@@ -514,20 +515,23 @@ impl Failure<'_> {
                 return (header + table, verdict.clone());
             }
         }
-        let (table, verdict) = self.desync_table(view, group, seq, op_type, now_ns);
+        let (table, verdict) = self.desync_table(view, (group, seq, seq_num), issued, now_ns);
         self.desync_cache = Some((key, table.clone(), verdict.clone()));
         (header + &table, verdict)
     }
 
-    /// The desync report's table (one line per set of ranks that stand alike) and verdict.
+    /// The desync report's table (one line per set of ranks that stand alike) and verdict,
+    /// about the call the group numbered `seq`, whose Work's `SeqNum` on the reporting rank is
+    /// `seq_num`. The table's numbers are each rank's own Works' `SeqNum`s among its calls of
+    /// the same kind (point-to-point calls or collectives), as PyTorch numbers them.
     fn desync_table(
         &self,
         view: &impl RunView,
-        group: GroupId,
-        seq: u64,
-        op_type: &str,
+        (group, seq, seq_num): (GroupId, u64, u64),
+        issued: crate::scenario::CollectiveKind,
         now_ns: u64,
     ) -> (String, String) {
+        let op_type = issued.op_type();
         let group_name = &self.scenario.groups[group].name;
         let mut text = String::new();
         // One line per class of ranks that behave alike (each stands where its lowest rank
@@ -542,12 +546,12 @@ impl Failure<'_> {
         for &class in self.classes.group_classes(group) {
             let member = self.classes.simulated_of_class(class);
             let ranks = self.classes.members(class);
-            let progress = view.progress(member, group, seq, now_ns);
+            let progress = view.progress(member, (group, seq), issued.is_point_to_point(), now_ns);
             let dead = view.is_dead(member);
             let status = format!(
                 "last enqueued {}, last completed {}{}",
-                progress.last_enqueued,
-                progress.last_completed,
+                progress.enqueued_seq_num,
+                progress.completed_seq_num,
                 if dead { ", process gone" } else { "" }
             );
             match rows.iter_mut().find(|(_, row)| *row == status) {
@@ -579,12 +583,14 @@ impl Failure<'_> {
                 (false, _) => ": their processes ended",
             };
             format!(
-                "{} never joined collective {seq} ({op_type}, {group_name}){gone}; {} waiting",
+                "{} never joined collective {seq_num} ({op_type}, {group_name}){gone}; {} waiting",
                 missing.named(),
                 waiting.named()
             )
         } else if self.mismatched.contains(&(group, seq)) {
-            format!("ranks disagree on the op at {seq} ({group_name}): see the mismatch finding")
+            format!(
+                "ranks disagree on the op at {seq_num} ({group_name}): see the mismatch finding"
+            )
         } else if !not_started.is_empty() || !gone_first.is_empty() {
             let mut why = Vec::new();
             if !not_started.is_empty() {
@@ -609,9 +615,12 @@ impl Failure<'_> {
                     gone_first.named()
                 ));
             }
-            format!("every rank enqueued collective {seq}; {}", why.join("; "))
+            format!(
+                "every rank enqueued collective {seq_num}; {}",
+                why.join("; ")
+            )
         } else {
-            format!("every rank enqueued and started collective {seq}; it had not finished at the timeout")
+            format!("every rank enqueued and started collective {seq_num}; it had not finished at the timeout")
         };
         (text, verdict)
     }
@@ -622,6 +631,7 @@ impl Failure<'_> {
 pub(super) struct DesyncKey {
     group: GroupId,
     seq: u64,
+    seq_num: u64,
     issued: crate::scenario::CollectiveKind,
     now_ns: u64,
     epoch: u64,
