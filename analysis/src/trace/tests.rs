@@ -190,6 +190,42 @@ fn record_param_comms_sits_inside_each_collective_call_with_pytorch_s_arguments(
 }
 
 #[test]
+fn record_param_comms_seq_is_the_work_s_seqnum_and_the_record_keeps_it_where_it_differs() {
+    // Rank 1 of a pipeline: a receive from rank 0, a send to rank 2 (its second point-to-point
+    // call, the first on that pair), then an all_reduce (the world's first collective).
+    let text = "[cluster]\nranks = 3\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+                [[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"x\"\npeer = 1\n\
+                [[op]]\nall_reduce = \"x\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", text).unwrap());
+    let rank1 = &timeline.ranks[1].collectives;
+    let numbers: Vec<(u64, u64)> = rank1.iter().map(|c| (c.seq, c.seq_num())).collect();
+    assert_eq!(
+        numbers,
+        [(1, 1), (1, 2), (1, 1)],
+        "(the group's count, the Work's SeqNum)"
+    );
+    let json = serde_json::to_value(rank1).unwrap();
+    let kept: Vec<&Value> = (json.as_array().unwrap().iter())
+        .map(|c| &c["work_seq_num"])
+        .collect();
+    assert_eq!(kept, [&Value::Null, &Value::from(2), &Value::Null]);
+    let back: Vec<sim::timeline::CollectiveRecord> = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, rank1);
+    let (_, _, trace) = &rank_files(&timeline)[1];
+    let seqs: Vec<(&str, u64)> = named(trace, "record_param_comms")
+        .iter()
+        .map(|p| {
+            (
+                p["args"]["Collective name"].as_str().unwrap(),
+                p["args"]["Seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seqs, [("recv", 1), ("send", 2), ("allreduce", 1)]);
+}
+
+#[test]
 fn an_all_gather_counts_one_slice_in_and_the_whole_out() {
     let text = "[cluster]\nranks = 4\n[tensors]\nx = \"4MiB\"\n[[op]]\nall_gather = \"x\"\n\
                 [[op]]\nreduce_scatter = \"x\"\n";
