@@ -31,6 +31,32 @@ async_op = %s
 """
 
 
+PIPELINE = """
+[cluster]
+ranks = 3
+[tensors]
+x = "1MiB"
+[[op]]
+ranks = [0]
+send = "x"
+peer = 1
+[[op]]
+ranks = [1]
+recv = "x"
+peer = 0
+[[op]]
+ranks = [0]
+send = "x"
+peer = 2
+[[op]]
+ranks = [2]
+recv = "x"
+peer = 0
+[[op]]
+all_reduce = "x"
+"""
+
+
 def duration(record):
     return record["end_ns"] - record["kernel_start_ns"]
 
@@ -118,3 +144,16 @@ def test_an_explicit_wait_completed_at_return_as_is_completed_answered(
     assert len(records) == 2
     for record in records:
         assert record["wait"]["completed_at_return"] is (answer == "1"), record
+
+
+def test_a_send_to_a_second_peer_keeps_the_work_s_seqnum_where_it_differs_from_the_pair_s(
+        resolve, interpret, tmp_path):
+    source = tmp_path / "pipeline.toml"
+    source.write_text(PIPELINE)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, world=3)
+    assert completed.returncode == 0, completed.stderr
+    records = document["ranks"][0]["collectives"]
+    # Each pair counts its own calls; PyTorch numbers rank 0's sends 1, 2 whatever the peer,
+    # and the all_reduce is the world's first collective.
+    assert [(r["seq"], r.get("work_seq_num")) for r in records] == [(1, None), (1, 2), (1, None)]

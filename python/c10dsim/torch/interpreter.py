@@ -683,8 +683,8 @@ class Interpreter:
     def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
                           end_ns, ready):
         self.seq[group_index] = self.seq.get(group_index, 0) + 1
-        self.flight_records[self.flight_key(op, group_index)] = (group_index,
-                                                                 self.seq[group_index])
+        flight_key = self.flight_key(op, group_index)
+        self.flight_records[flight_key] = (group_index, self.seq[group_index])
         record = {
             "iteration": iteration, "op": op["index"], "group": group_index,
             "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,
@@ -695,6 +695,11 @@ class Interpreter:
             "input_ready_ns": ready, "kernel_start_ns": None, "data_start_ns": None,
             "end_ns": None, "last_rank": None, "wait": None,
         }
+        # The Work's SeqNum, where PyTorch's counter differs from the group's count (as the
+        # simulator's Timeline keeps it): a point-to-point call numbered among its process
+        # group's, whatever the peer.
+        if flight_key[2] != self.seq[group_index]:
+            record["work_seq_num"] = flight_key[2]
         self.record["collectives"].append(record)
         return record
 
