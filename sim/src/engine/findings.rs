@@ -283,7 +283,6 @@ impl Engine<'_> {
             .collect()
     }
 
-    /// Every rank the simulated ranks stand for.
     /// `SeqNum=N`: the Work's `SeqNum` of the rendezvous's arrived ranks; where they differ
     /// (point-to-point calls, which each rank numbers among its own), each with its ranks.
     fn member_seq_nums(&self, rendezvous: &Rendezvous) -> String {
@@ -328,6 +327,7 @@ impl Engine<'_> {
         }
     }
 
+    /// Every rank the simulated ranks stand for.
     pub(super) fn ranks_of(&self, simulated: &[u32]) -> RankSet {
         if !self.classes.folded() {
             return RankSet::from_ranks(simulated.iter().copied());

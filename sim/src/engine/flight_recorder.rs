@@ -2,6 +2,8 @@
 //! collective the rank created before the dump, finished or not — taken before the Timeline
 //! drops the records of what never happened.
 
+use super::summary::FoldedWork;
+use super::NEVER;
 use crate::collective::CollectiveKind;
 use crate::flight_recorder::{
     dtype_name, group_names, profiling_name, DumpEntry, DumpGroup, EntryState, FlightRecorderDump,
@@ -15,6 +17,16 @@ use crate::timeline::CollectiveRecord;
 /// The first poll of the watchdog (every 100 ms from 0) at or after `at_ns`.
 fn discovered_ns(at_ns: u64) -> u64 {
     at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS
+}
+
+/// One call the rank made before its dump, as the dump's counters and status see it.
+struct Call {
+    process_group: usize,
+    point_to_point: bool,
+    seq_num: u64,
+    /// When its kernel started (a folded call: ended), `NEVER` for not yet.
+    started_ns: u64,
+    end_ns: u64,
 }
 
 /// A process group's counters as a Flight Recorder entry records them.
@@ -33,7 +45,7 @@ pub(super) fn dump(
     group_ranks: &[std::sync::Arc<[u32]>],
     rank: u32,
     dump_ns: u64,
-    records: &[CollectiveRecord],
+    (folded, records): (&[FoldedWork], &[CollectiveRecord]),
 ) -> FlightRecorderDump {
     let timing = scenario.env.enable_timing || scenario.env.desync_debug;
     let faults = RankFaults::new(scenario, rank);
@@ -43,56 +55,14 @@ pub(super) fn dump(
         .collect();
     // PyTorch records a send or receive under the group it was called on (the default one),
     // not the pair's own communicator.
-    let process_group = |record: &CollectiveRecord| {
-        let pair = usize::from(record.group);
+    let process_group = |group: u16| {
+        let pair = usize::from(group);
         if scenario.groups[pair].point_to_point {
             0
         } else {
             pair
         }
     };
-    let groups = scenario
-        .groups
-        .iter()
-        .enumerate()
-        .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
-        .map(|(index, _)| {
-            let (name, desc) = group_names(scenario, index);
-            // PyTorch's status holds the `SeqNum` of the Work it saw last, whichever counter
-            // numbered it: a send's count among the point-to-point calls, a collective's among
-            // the collectives. Enqueued: the latest call. Started: the highest number seen
-            // started (a running maximum). Completed: the last Work the watchdog retired, in
-            // the order of its polls and, within one, of the calls.
-            let in_group = created
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| process_group(r) == index);
-            let last_completed = in_group
-                .clone()
-                .filter(|(_, r)| r.end_ns <= dump_ns)
-                .max_by_key(|(order, r)| (discovered_ns(r.end_ns), *order))
-                .map_or(-1, |(_, r)| r.seq_num() as i64);
-            DumpGroup {
-                name,
-                desc,
-                ranks: std::sync::Arc::clone(&group_ranks[index]),
-                last_enqueued: in_group
-                    .clone()
-                    .next_back()
-                    .map_or(-1, |(_, r)| r.seq_num() as i64),
-                last_started: if timing {
-                    in_group
-                        .filter(|(_, r)| r.kernel_start_ns <= dump_ns)
-                        .map(|(_, r)| r.seq_num() as i64)
-                        .max()
-                        .unwrap_or(-1)
-                } else {
-                    -1
-                },
-                last_completed,
-            }
-        })
-        .collect();
     // The collective a record's call issued: the op's, or a mismatch fault's in its place.
     let issued = |record: &CollectiveRecord| {
         let op = &scenario.ops[record.op as usize];
@@ -104,24 +74,103 @@ pub(super) fn dump(
                 .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
         }
     };
+    // Every call the rank made before the dump, in order: a summarised run's folded calls
+    // first (all of them where a record after them was created before the dump; else those
+    // up to the first that had not ended by then, the rest maybe made after it), then its
+    // records. Only records become entries.
+    let folded_before: &[FoldedWork] = if created.is_empty() {
+        let ended = folded
+            .iter()
+            .take_while(|work| work.end_ns <= dump_ns)
+            .count();
+        &folded[..ended]
+    } else {
+        folded
+    };
+    let calls: Vec<Call> = (folded_before.iter())
+        .map(|work| {
+            let point_to_point = scenario.ops[work.op as usize]
+                .kind
+                .collective()
+                .is_some_and(|(kind, _)| kind.is_point_to_point());
+            Call {
+                process_group: process_group(work.group),
+                point_to_point,
+                seq_num: work.seq_num,
+                started_ns: work.end_ns,
+                end_ns: work.end_ns,
+            }
+        })
+        .chain(created.iter().map(|record| Call {
+            process_group: process_group(record.group),
+            point_to_point: issued(record).is_point_to_point(),
+            seq_num: record.seq_num(),
+            started_ns: record.kernel_start_ns,
+            end_ns: record.end_ns,
+        }))
+        .collect();
+    let groups = scenario
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
+        .map(|(index, _)| {
+            let (name, desc) = group_names(scenario, index);
+            // PyTorch's status holds the `SeqNum` of the Work it saw last, whichever counter
+            // numbered it: a send's count among the point-to-point calls, a collective's among
+            // the collectives. Enqueued: the latest call. Started: the highest number seen
+            // started at a watchdog poll (a running maximum). Completed: the last Work the
+            // watchdog retired, in the order of its polls and, within one, of the calls.
+            let in_group =
+                (calls.iter().enumerate()).filter(|(_, call)| call.process_group == index);
+            let seen = |at_ns: u64| at_ns != NEVER && discovered_ns(at_ns) <= dump_ns;
+            let last_completed = in_group
+                .clone()
+                .filter(|(_, call)| seen(call.end_ns))
+                .max_by_key(|(order, call)| (discovered_ns(call.end_ns), *order))
+                .map_or(-1, |(_, call)| call.seq_num as i64);
+            DumpGroup {
+                name,
+                desc,
+                ranks: std::sync::Arc::clone(&group_ranks[index]),
+                last_enqueued: in_group
+                    .clone()
+                    .next_back()
+                    .map_or(-1, |(_, call)| call.seq_num as i64),
+                last_started: if timing {
+                    in_group
+                        .filter(|(_, call)| seen(call.started_ns))
+                        .map(|(_, call)| call.seq_num as i64)
+                        .max()
+                        .unwrap_or(-1)
+                } else {
+                    -1
+                },
+                last_completed,
+            }
+        })
+        .collect();
     // A process group numbers its calls three ways: every call (`op_id`), its collectives
     // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
     // a send's or a batch's SeqNum, whatever the peer). PyTorch records all three counters, as
     // they stand, with every entry.
     let mut counted: std::collections::HashMap<usize, Numbers> = Default::default();
-    let numbers: Vec<Numbers> = created
+    let numbers: Vec<Numbers> = calls
         .iter()
-        .map(|record| {
-            let numbers = counted.entry(process_group(record)).or_default();
+        .map(|call| {
+            let numbers = counted.entry(call.process_group).or_default();
             numbers.op_id += 1;
-            if issued(record).is_point_to_point() {
-                numbers.p2p_seq_id = record.seq_num();
+            if call.point_to_point {
+                numbers.p2p_seq_id = call.seq_num;
             } else {
-                numbers.collective_seq_id = record.seq_num();
+                numbers.collective_seq_id = call.seq_num;
             }
             *numbers
         })
         .collect();
+    // `record_id` counts every call of the rank, the folded ones included.
+    let first_record_id = folded_before.len();
+    let numbers = &numbers[first_record_id..];
     let kept = created
         .len()
         .saturating_sub(scenario.env.trace_buffer_entries as usize);
@@ -130,10 +179,11 @@ pub(super) fn dump(
         .zip(numbers)
         .enumerate()
         .skip(kept)
-        .map(|(record_id, (record, numbers))| {
+        .map(|(index, (record, numbers))| {
+            let record_id = first_record_id + index;
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
-            let group = process_group(record);
+            let group = process_group(record.group);
             let dtype = match op.kind {
                 OpKind::Collective { tensor, .. } => scenario.tensors[tensor].dtype,
                 _ => DType::F32,
@@ -318,6 +368,77 @@ mod tests {
         assert_eq!((world.last_enqueued, world.last_completed), (2, 1));
         let last = rank0.entries.last().unwrap();
         assert_eq!((last.collective_seq_id, last.p2p_seq_id), (3, 2));
+    }
+
+    #[test]
+    fn pg_status_counts_a_work_completed_only_once_a_watchdog_poll_retired_it() {
+        // Rank 0's send waits behind a 1.12 s GPU sleep; its all_reduce, enqueued at once, times
+        // out at the 1.1 s poll (rank 1 hangs before it), and the stack trace takes 50 ms
+        // before the dump. The send ends at about 1.12 s: completed at the dump, but no poll
+        // retired it, so the status has nothing completed.
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                    [host]\nwatchdog_stack_trace_us = 50000\n[tensors]\nx = \"1MiB\"\n\
+                    [[op]]\nranks = [0]\ngpu_sleep_us = 1120000\n\
+                    [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+                    [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+                    [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let timeline = crate::engine::simulate(&parse("late.toml", text).unwrap());
+        let rank0 = (timeline.flight_recorder.iter())
+            .find(|dump| dump.rank == 0)
+            .expect("rank 0 dumps");
+        let send = &rank0.entries[0];
+        assert_eq!(
+            (send.profiling_name.as_str(), send.state, send.retired),
+            ("nccl:send 0->1", EntryState::Completed, false)
+        );
+        let world = &rank0.groups[0];
+        assert_eq!((world.last_enqueued, world.last_completed), (1, -1));
+    }
+
+    #[test]
+    fn a_summarised_run_dumps_the_counters_and_status_of_the_full_one() {
+        // 200 iterations of a send from rank 0 to 1 and an all_reduce; rank 1 hangs before the
+        // last all_reduce. A summarised run folds the early iterations' records: the dump's
+        // entries still carry the counters and record ids the whole run gives them.
+        let text = "repeat = 200\n[cluster]\nranks = 2\n[groups.world]\ntimeout_s = 1\n\
+                    [env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[tensors]\nx = \"1MiB\"\n\
+                    [[op]]\nsend = \"x\"\nranks = [0]\npeer = 1\n[[op]]\nrecv = \"x\"\nranks = [1]\npeer = 0\n\
+                    [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                    [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 199\nkind = \"hang\"\n";
+        let scenario = parse("long.toml", text).unwrap();
+        let rank0 = |summary: Option<&str>| {
+            let options = crate::engine::Options {
+                summary: summary.map(|s| crate::timeline::RecordSelection::parse(s).unwrap()),
+                ..crate::engine::Options::default()
+            };
+            let timeline = crate::engine::simulate_with(&scenario, options).0;
+            let dump = timeline.flight_recorder.into_iter().find(|d| d.rank == 0);
+            dump.expect("rank 0 dumps")
+        };
+        let (full, summarised) = (rank0(None), rank0(Some("none")));
+        let status = |dump: &FlightRecorderDump| {
+            let world = &dump.groups[0];
+            (
+                world.last_enqueued,
+                world.last_started,
+                world.last_completed,
+            )
+        };
+        // Enqueued and started: all_reduce 200 (spinning); completed: the 200th send.
+        assert_eq!(status(&full), (200, 200, 200));
+        assert_eq!(status(&summarised), status(&full));
+        let numbers = |dump: &FlightRecorderDump| -> Vec<(u64, u64, u64, u64)> {
+            (dump.entries.iter())
+                .map(|e| (e.record_id, e.op_id, e.collective_seq_id, e.p2p_seq_id))
+                .collect()
+        };
+        let (full, summarised) = (numbers(&full), numbers(&summarised));
+        assert!(
+            summarised.len() < full.len(),
+            "the early records were folded"
+        );
+        assert_eq!(summarised[..], full[full.len() - summarised.len()..]);
+        assert_eq!(full.last(), Some(&(399, 400, 200, 200)));
     }
 
     #[test]

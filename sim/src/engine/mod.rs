@@ -594,8 +594,17 @@ impl<'s> Engine<'s> {
             let rank = t.rank;
             let logged_as = class.first().expect("a class has members");
             if let Some(&at_ns) = dumped_at.get(&logged_as) {
-                let dump =
-                    flight_recorder::dump(scenario, &group_ranks, rank, at_ns, &t.collectives);
+                // A summarised run's folded calls, the records just resolved (appended to
+                // them last) left out.
+                let folded = &records.folded_works;
+                let earlier = &folded[..folded.len().saturating_sub(t.collectives.len())];
+                let dump = flight_recorder::dump(
+                    scenario,
+                    &group_ranks,
+                    rank,
+                    at_ns,
+                    (earlier, &t.collectives),
+                );
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.

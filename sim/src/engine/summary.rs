@@ -11,10 +11,11 @@
 //! in, the GPU side's times among them (`engine/gpu_times.rs`), shared with the Timeline's
 //! assembly); [`Summariser`] holds the distributions.
 //!
-//! What a fold keeps of a folded collective ([`FoldedWork`]: 32 bytes) is what the watchdog
+//! What a fold keeps of a folded collective ([`FoldedWork`]: 40 bytes) is what the watchdog
 //! and the failure component may still ask of its Work; event fire times (`fired_ns`, 8 bytes
-//! per event instance) are kept whole. The Flight Recorder dump of a summarised run sees only
-//! the collectives not yet folded.
+//! per event instance) are kept whole. The Flight Recorder dump of a summarised run has
+//! entries for the collectives not yet folded only, though its counters, record ids and
+//! `pg_status` count the folded ones too.
 //!
 //! Just over 900 lines, a third of them tests: the record vectors, the fold and the
 //! distributions are one mechanism (what the fold drops is what the distributions must hold),
