@@ -23,7 +23,7 @@ fn scenario_text(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\ncomm_abort_us = 700\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [{}] }}",
+        "repeat = {repeat}\ndestroy_process_group = {destroy}\ntorch = \"{}\"\n[cluster]\nranks = {ranks}\nranks_per_node = 2\n[host]\ncomm_init_us = 50\ncomm_abort_us = 700\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\nc = \"4KiB\"\n[streams]\ns1 = {{}}\ns2 = {{ priority = \"high\" }}\n[groups]\npair = {{ ranks = [{}] }}",
         if old_profile { "2.5" } else { "2.12" },
         u8::from(blocking_wait),
         // One rank: a group of rank 0 alone.
@@ -36,7 +36,7 @@ fn scenario_text(
     for (index, &(kind, arg)) in choices.iter().enumerate() {
         text.push_str("[[op]]\n");
         let tensor = if arg % 2 == 0 { "a" } else { "b" };
-        match kind % 15 {
+        match kind % 16 {
             0 | 1 => {
                 let _ = writeln!(
                     text,
@@ -114,6 +114,20 @@ fn scenario_text(
             13 => {
                 let _ = writeln!(text, "mark = \"m{marks}\"");
                 marks += 1;
+            }
+            15 if ranks > 1 => {
+                // Point-to-point calls: a send from rank 0 to rank 1 (a pair of its own), or
+                // a ring of batches on the world; sends and receives of one size.
+                if arg % 2 == 0 {
+                    let _ = writeln!(
+                        text,
+                        "ranks = [0]\nsend = \"a\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"c\"\npeer = 0"
+                    );
+                } else {
+                    text.push_str(
+                        "batch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"c\", shift = -1 }]\n",
+                    );
+                }
             }
             _ => {
                 let _ = writeln!(
@@ -261,6 +275,7 @@ fn check_completion(timeline: &Timeline, text: &str) {
                         op.kind,
                         sim::scenario::OpKind::Collective { .. }
                             | sim::scenario::OpKind::Barrier { .. }
+                            | sim::scenario::OpKind::BatchP2p { .. }
                     )
             })
             .count();
@@ -268,6 +283,26 @@ fn check_completion(timeline: &Timeline, text: &str) {
             rank.collectives.len(),
             collectives * scenario.repeat as usize
         );
+        // Every call completed: each rank's Works are numbered 1, 2, 3, … without a gap, the
+        // point-to-point calls of its process group (a pair's are the world's, whatever the
+        // peer) apart from each group's collectives (docs/watchdog.md).
+        let mut counts: HashMap<(usize, bool), u64> = HashMap::new();
+        for record in &rank.collectives {
+            let group = &scenario.groups[record.group as usize];
+            let op = &scenario.ops[record.op as usize];
+            let point_to_point = op
+                .kind
+                .collective()
+                .is_some_and(|(kind, _)| kind.is_point_to_point());
+            let process_group = if group.point_to_point {
+                0
+            } else {
+                record.group as usize
+            };
+            let count = counts.entry((process_group, point_to_point)).or_default();
+            *count += 1;
+            assert_eq!(record.seq_num(), *count, "rank {}: {record:?}", rank.rank);
+        }
     }
 }
 
