@@ -442,6 +442,29 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_is_one_coalesced_entry_numbered_by_the_p2p_counter() {
+        // An all_reduce, then a ring of batches that rank 1 never joins.
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                    [tensors]\na = \"1MiB\"\nb = \"1MiB\"\n[[op]]\nall_reduce = \"a\"\n\
+                    [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n\
+                    [[fault]]\nranks = [1]\nat = \"ring\"\nkind = \"hang\"\n";
+        let timeline = crate::engine::simulate(&parse("batch.toml", text).unwrap());
+        let rank0 = (timeline.flight_recorder.iter())
+            .find(|dump| dump.rank == 0)
+            .expect("rank 0 dumps");
+        let batch = rank0.entries.last().unwrap();
+        assert_eq!(
+            (
+                batch.profiling_name.as_str(),
+                batch.collective_seq_id,
+                batch.p2p_seq_id,
+                batch.op_id
+            ),
+            ("nccl:coalesced", 1, 1, 2)
+        );
+    }
+
+    #[test]
     fn nothing_is_dumped_without_a_timeout_or_with_dump_on_timeout_off() {
         assert!(dumps("TORCH_NCCL_DUMP_ON_TIMEOUT = 0", "kind = \"hang\"").is_empty());
         let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
