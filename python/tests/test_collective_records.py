@@ -101,6 +101,42 @@ def test_a_batch_isend_irecv_gets_the_duration_of_its_coalesced_work(resolve, in
         "Flight Recorder duration_ms for %d of %d collectives (after 1 dumps)" % (total, total))
 
 
+AR_THEN_BATCH = """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 2
+[tensors]
+a = "1MiB"
+b = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "a"
+[[op]]
+label = "ring"
+batch_isend_irecv = [{ send = "a", shift = 1 }, { recv = "b", shift = -1 }]
+"""
+
+
+@pytest.mark.parametrize("by_op_type", ["0", "1"])
+def test_a_batch_after_a_collective_takes_its_own_duration_however_its_block_is_marked(
+        resolve, interpret, tmp_path, by_op_type):
+    # With the block's entry not marked point-to-point (PyTorch's source), its numbers would
+    # otherwise be the all_reduce's: the all_reduce would get the batch's duration.
+    source = tmp_path / "ar_then_batch.toml"
+    source.write_text(AR_THEN_BATCH)
+    path, scenario = resolve(str(source))
+    env = dict(BY_SEQ, FAKE_TORCH_BLOCK_BY_OP_TYPE=by_op_type)
+    completed, document, _ = interpret(path, world=2, env=env)
+    assert completed.returncode == 0, completed.stderr
+    ar, ring = (op["index"] for op in scenario["ops"])
+    records = document["ranks"][0]["collectives"]
+    assert [(r["op"], round(duration(r) / 1000)) for r in records] == [
+        (ar, 1), (ring, 1001), (ar, 2), (ring, 1002)]
+    assert document["machine"]["kernel_durations"] == (
+        "Flight Recorder duration_ms for 4 of 4 collectives (after 1 dumps)")
+
+
 def test_each_coalesced_and_bucketed_collective_gets_its_own_seqnum_s_duration(resolve,
                                                                               interpret):
     # A _coalescing_manager block takes one SeqNum for its calls, a bucket one per call.

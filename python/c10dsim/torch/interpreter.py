@@ -1047,9 +1047,17 @@ class Interpreter:
                 self.machine["kernel_durations"] = "unavailable (%s)" % type(error).__name__
                 return {}
             durations = {}
+            previous_p2p = False
             for entry in dump.get("entries", []):
                 group = names.get(entry.get("process_group", ("",))[0])
                 p2p = bool(entry.get("is_p2p"))
+                if entry.get("profiling_name") == "nccl:coalesced":
+                    # PyTorch's source marks a block's own entry by the block's op type, never
+                    # point-to-point: a block of sends and receives is the one whose calls,
+                    # recorded just before it, are (else it would take the number, and the
+                    # duration, of the last collective).
+                    p2p = p2p or previous_p2p
+                previous_p2p = bool(entry.get("is_p2p"))
                 sequence = entry.get("p2p_seq_id" if p2p else "collective_seq_id")
                 # A call inside a coalescing block shares its block's number, untimed; the
                 # block's own entry, recorded last, is the Work's.

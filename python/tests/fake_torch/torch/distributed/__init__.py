@@ -7,6 +7,8 @@ Kernels take ``FAKE_TORCH_DURATION_MS`` (0.01 ms); with ``FAKE_TORCH_DURATION_PE
 collective's takes its ``collective_seq_id`` in µs and a point-to-point call's 1 ms plus its
 ``p2p_seq_id`` in µs, so that a record given another call's duration shows.
 ``FAKE_TORCH_COMPLETED=0`` makes ``Work.is_completed`` answer False.
+``FAKE_TORCH_BLOCK_BY_OP_TYPE=1`` marks a block's own entry ``is_p2p`` as PyTorch's source reads
+(``isP2POp`` of the block's op type, never point-to-point), not by the calls it held.
 """
 
 import time
@@ -103,12 +105,13 @@ def _record(group, p2p):
     _append_entry(group, p2p, timed=coalescing is None)
 
 
-def _append_entry(group, p2p, timed):
+def _append_entry(group, p2p, timed, marked=None, name=None):
     _C._distributed_c10d.ENTRIES.append({
         "record_id": len(_C._distributed_c10d.ENTRIES), "process_group": (group.group_name, ""),
+        "profiling_name": name or ("nccl:send" if p2p else "nccl:all_reduce"),
         "collective_seq_id": group.seq, "p2p_seq_id": group.p2p_seq,
-        "duration_ms": _duration_ms(group, p2p) if timed else None, "is_p2p": p2p,
-        "time_created_ns": time.time_ns()})
+        "duration_ms": _duration_ms(group, p2p) if timed else None,
+        "is_p2p": p2p if marked is None else marked, "time_created_ns": time.time_ns()})
 
 
 def _issue(name, group, async_op):
@@ -217,7 +220,8 @@ def _coalescing_block(group):
     yield
     p2p = True in group.coalescing
     group.coalescing = None
-    _append_entry(group, p2p, timed=True)
+    marked = p2p and os.environ.get("FAKE_TORCH_BLOCK_BY_OP_TYPE") != "1"
+    _append_entry(group, p2p, timed=True, marked=marked, name="nccl:coalesced")
 
 
 @contextlib.contextmanager
