@@ -170,6 +170,30 @@ fn the_desync_report_and_the_mismatch_number_calls_as_each_rank_s_work_does() {
 }
 
 #[test]
+fn one_watchdog_polls_a_process_group_s_sends_and_collectives_in_enqueue_order() {
+    // Rank 1's send to rank 2 never completes (a mismatch), and the all_reduce after it
+    // waits behind it. The default group's one watchdog catches its oldest pending Work, the
+    // send, and handles that error alone: no second timeout for the all_reduce, as a watchdog
+    // per pair and per group would have logged.
+    let text = format!("{PIPELINE_MISMATCH}[[op]]\nall_reduce = \"x\"\n");
+    let timeline = simulate(&parse("pipeline.toml", &text).unwrap());
+    let timeouts: Vec<&str> = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::WatchdogTimeout && f.concerns(1))
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(timeouts.len(), 1, "{timeouts:#?}");
+    assert!(timeouts[0].contains("OpType=SEND"), "{}", timeouts[0]);
+    let rank0 = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.concerns(0))
+        .expect("rank 0's all_reduce times out");
+    assert!(
+        rank0.message.contains("OpType=ALLREDUCE"),
+        "{}",
+        rank0.message
+    );
+}
+
+#[test]
 fn a_deadlock_names_each_rank_s_seqnum_where_they_differ() {
     let text = format!(
         "{PIPELINE_MISMATCH}[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n"

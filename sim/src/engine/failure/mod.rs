@@ -397,7 +397,8 @@ impl<'s> Failure<'s> {
                     collective,
                     end,
                 };
-                self.watch(view, (rank, group), work, armed, out);
+                let watchdog = self.watchdog_group(group);
+                self.watch(view, (rank, watchdog), work, armed, out);
             }
             Notice::StoreWait {
                 rank,

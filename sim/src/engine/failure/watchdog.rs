@@ -102,8 +102,20 @@ pub(super) struct WatchdogState {
 }
 
 impl Failure<'_> {
+    /// The watchdog that watches a Work of `group`: the process group's. A pair's send or
+    /// receive goes through the process group it was called on (the default one), whose one
+    /// watchdog thread polls all its Works, point-to-point ones included, in the order they
+    /// were enqueued, and whose abort aborts the pair's communicator too.
+    pub(super) fn watchdog_group(&self, group: GroupId) -> GroupId {
+        if self.scenario.groups[group].point_to_point {
+            0
+        } else {
+            group
+        }
+    }
+
     pub(super) fn index(&self, rank: u32, group: GroupId) -> usize {
-        rank as usize * self.groups + group
+        rank as usize * self.groups + self.watchdog_group(group)
     }
 
     /// Whether `rank`'s watchdog of `group` aborted its communicators (R27 modes 1, 2).
@@ -287,8 +299,10 @@ impl Failure<'_> {
         let (event, kind, op, message) = match caught {
             Caught::Timeout(work) => {
                 let ran_ms = ms(now_ns - work.enqueue_ns);
-                let op = view.work(rank, work.collective).op;
-                let (_, verdict) = self.desync_report(view, rank, group, work.collective, now_ns);
+                let facts = view.work(rank, work.collective);
+                let op = facts.op;
+                let (_, verdict) =
+                    self.desync_report(view, rank, facts.group, work.collective, now_ns);
                 diagnosis = format!(" Diagnosis: {verdict}.");
                 (
                     WatchdogEvent::Timeout,
@@ -349,7 +363,9 @@ impl Failure<'_> {
             message: message + &diagnosis,
         });
         if let (true, Caught::Timeout(work)) = (env.desync_debug, caught) {
-            let (table, verdict) = self.desync_report(view, rank, group, work.collective, now_ns);
+            let work_group = view.work(rank, work.collective).group;
+            let (table, verdict) =
+                self.desync_report(view, rank, work_group, work.collective, now_ns);
             let report = format!("{table}\n  verdict: {verdict}");
             self.note(
                 rank,
