@@ -501,13 +501,13 @@ fn main() -> ExitCode {
             },
         ),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "c10dsim",
-                &mut std::io::stdout(),
-            );
-            Ok(0)
+            // Generated whole first: clap_complete panics on a write error (a full disk, a
+            // closed pipe), which is reported here instead.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "c10dsim", &mut script);
+            std::io::Write::write_all(&mut std::io::stdout(), &script)
+                .map(|()| 0)
+                .map_err(|error| Failure::input(format!("cannot write the completions: {error}")))
         }
         Command::Man => clap_mangen::Man::new(Cli::command())
             .render(&mut std::io::stdout())

@@ -111,6 +111,15 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     replace(path, |out| out.write_all(bytes))
 }
 
+/// Writes `bytes` over `path`, a file this command read as its own earlier output (a resumed
+/// sweep's CSV, rewritten in point order): [`write_bytes`] without the refusal to write over an
+/// input.
+pub fn rewrite_own_output(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let mut batch = Batch::default();
+    batch.write(path, |out| out.write_all(bytes), (Flush::ThisFile, false))?;
+    batch.commit()
+}
+
 /// Hands `write` a buffered writer on `path` (standard output for `-`), so that the file is
 /// either written whole or left as it was: the bytes go to a hidden file beside it, flushed to
 /// disk and renamed over `path` once complete, and removed if anything fails (a full disk, an
@@ -128,7 +137,7 @@ pub fn replace(
             .map_err(|error| Failure::input(format!("cannot write to standard output: {error}")));
     }
     let mut batch = Batch::default();
-    batch.write(path, write, Flush::ThisFile)?;
+    batch.write(path, write, (Flush::ThisFile, true))?;
     batch.commit()
 }
 
@@ -161,19 +170,21 @@ impl Batch {
         path: &Path,
         write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<(), Failure> {
-        self.write(path, write, Flush::WithTheBatch)
+        self.write(path, write, (Flush::WithTheBatch, true))
     }
 
     fn write(
         &mut self,
         path: &Path,
         write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-        flush: Flush,
+        (flush, refuse_inputs): (Flush, bool),
     ) -> Result<(), Failure> {
         let cannot = |error: &dyn std::fmt::Display| {
             Failure::input(format!("cannot write {}: {error}", path.display()))
         };
-        refuse_input(path)?;
+        if refuse_inputs {
+            refuse_input(path)?;
+        }
         // A symbolic link keeps pointing where it did: the file it names is the one replaced.
         let linked = std::fs::symlink_metadata(path)
             .is_ok_and(|meta| meta.file_type().is_symlink())

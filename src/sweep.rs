@@ -255,7 +255,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         || matches!((done.iter().max(), pending().next()), (Some(&last), Some(first)) if last > first)
     {
         let (header, rows) = read_rows(&args.output)?;
-        write_sorted(&args.output, &header, rows)?;
+        write_sorted((&args.output, true), &header, rows)?;
     }
     eprintln!(
         "c10dsim: wrote {shown} ({pending_count} points run, {failed_points} with an error or finding)",
@@ -454,7 +454,7 @@ pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), F
 /// Writes rows in point order through a temporary file renamed over `path`; returns how many
 /// (a point present twice with the same row is written once).
 fn write_sorted(
-    path: &Path,
+    (path, own_output): (&Path, bool),
     header: &[String],
     rows: Vec<csv::StringRecord>,
 ) -> Result<usize, Failure> {
@@ -471,13 +471,13 @@ fn write_sorted(
     let bytes = writer
         .into_inner()
         .map_err(|error| write_failure(path, error.error()))?;
-    if crate::stdio::is_dash(path) {
-        crate::stdio::write_bytes(path, &bytes)?;
+    // Written whole to a hidden file, then renamed (a device or a pipe written directly, a
+    // symbolic link's target replaced): an interrupted merge leaves no half file. A resumed
+    // sweep rewrites its own output, which it read.
+    if own_output {
+        crate::stdio::rewrite_own_output(path, &bytes)?;
     } else {
-        // Written whole, then renamed: an interrupted merge leaves no half file.
-        let temporary = path.with_extension("csv.partial");
-        crate::stdio::write_bytes(&temporary, &bytes)?;
-        std::fs::rename(&temporary, path).map_err(|error| write_failure(path, error))?;
+        crate::stdio::write_bytes(path, &bytes)?;
     }
     Ok(rows.len())
 }
@@ -515,7 +515,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
             )));
         }
     }
-    let count = write_sorted(output, &header, all)?;
+    let count = write_sorted((output, false), &header, all)?;
     eprintln!(
         "c10dsim: merged {count} points from {} files into {}",
         inputs.len(),

@@ -347,6 +347,22 @@ fn shards_merged_equal_the_unsharded_run() {
         "merged != unsharded"
     );
     assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
+    // Through a symbolic link: the file it names is replaced, the link stays (it used to be
+    // replaced by a regular file, as /dev/full was).
+    let target = temp("merged_target.csv");
+    let link = temp("merged_link.csv");
+    let _ = std::fs::remove_file(&link);
+    std::fs::write(&target, "old").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    merge.truncate(merge.len() - 1);
+    merge.push(link.to_str().unwrap());
+    let output = c10dsim(&merge);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read(&target).unwrap() == whole, "the link's target holds the merge");
     // Two of the three slices: merged, with the points no row holds named.
     let output = c10dsim(&[
         "merge",
