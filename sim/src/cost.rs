@@ -32,9 +32,12 @@ pub fn ring_alpha_beta_ns(
     };
     let ring = collective.descriptor().ring;
     let (steps, volume_factor) = (ring.steps(n), ring.volume_factor(n));
-    let bandwidth_ns =
-        (volume_factor * size_bytes as f64 / (bandwidth * bandwidth_share) * 1e9).round() as u64;
-    (steps * alpha_ns + bandwidth_ns).max(network.kernel_floor_ns)
+    let bandwidth_ns = crate::units::modelled_ns(
+        volume_factor * size_bytes as f64 / (bandwidth * bandwidth_share) * 1e9,
+    );
+    (steps * alpha_ns + bandwidth_ns)
+        .min(crate::units::MAX_MODELLED_NS)
+        .max(network.kernel_floor_ns)
 }
 
 /// Duration of an `m×n×k` GEMM: `2·m·n·k` FLOPs at the GPU's nominal rate for the dtype times
@@ -47,7 +50,7 @@ pub fn gemm_ns(gpu: &GpuSpec, m: u64, n: u64, k: u64, dtype: DType) -> u64 {
         DType::F32 => gpu.fp32_tflops,
     };
     let seconds = flops / (tflops * 1e12 * gpu.gemm_efficiency);
-    ((seconds * 1e9).round() as u64).max(1)
+    crate::units::modelled_ns(seconds * 1e9).max(1)
 }
 
 #[cfg(test)]

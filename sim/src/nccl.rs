@@ -172,7 +172,7 @@ pub fn plan_collective(
         // buffer (`network.self_copy_gbps`).
         let copy_ns = match scenario.network.self_copy_bytes_per_s {
             Some(rate) if collective == CollectiveKind::AllToAll => {
-                (size_bytes as f64 / rate * 1e9).round() as u64
+                crate::units::modelled_ns(size_bytes as f64 / rate * 1e9)
             }
             _ => 0,
         };
@@ -220,7 +220,7 @@ pub fn plan_collective(
             algorithm,
             protocol,
             channels,
-            duration_ns: (time_ns.round() as u64).max(floor_ns),
+            duration_ns: crate::units::modelled_ns(time_ns).max(floor_ns),
             without_kernel: false,
         })
         .expect(

@@ -3,6 +3,21 @@
 /// Longest single time a scenario may state, and longest drawn delay (one day).
 pub const MAX_TIME_NS: u64 = 86_400 * 1_000_000_000;
 
+/// Longest duration a cost model gives a kernel or a transfer (1,000 days): longer is "never"
+/// for any run (its time cap is at most a day), and sums of a few stay far from `u64::MAX`. A
+/// rate a scenario sets near zero (`network.nvlink_gbps = 1e-13`) would otherwise give a
+/// duration past `u64::MAX`, whose sums wrap into short ones.
+pub const MAX_MODELLED_NS: u64 = 1_000 * MAX_TIME_NS;
+
+/// A modelled duration in nanoseconds, rounded and held to `0..=MAX_MODELLED_NS` (an infinite
+/// one, from a rate that underflowed to zero, is the longest).
+pub fn modelled_ns(ns: f64) -> u64 {
+    if ns.is_nan() {
+        return MAX_MODELLED_NS;
+    }
+    ns.round().clamp(0.0, MAX_MODELLED_NS as f64) as u64
+}
+
 /// Parses a size such as `"25MiB"`, `"1 KiB"`, `"64MB"` or `"4096"` into bytes.
 ///
 /// Binary units (`KiB`, `MiB`, `GiB`, `TiB`) are powers of 1024, decimal ones (`KB`, `MB`, `GB`,
@@ -92,6 +107,16 @@ pub fn ns_to_us(ns: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_modelled_duration_is_held_below_a_thousand_days() {
+        assert_eq!(modelled_ns(1234.4), 1234);
+        assert_eq!(modelled_ns(-3.0), 0);
+        assert_eq!(modelled_ns(1e30), MAX_MODELLED_NS);
+        assert_eq!(modelled_ns(f64::INFINITY), MAX_MODELLED_NS);
+        assert_eq!(modelled_ns(f64::NAN), MAX_MODELLED_NS);
+        assert!(MAX_MODELLED_NS.checked_mul(100).is_some());
+    }
 
     #[test]
     fn sizes_read_in_the_largest_unit_they_reach() {

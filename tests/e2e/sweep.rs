@@ -362,7 +362,10 @@ fn shards_merged_equal_the_unsharded_run() {
         .unwrap()
         .file_type()
         .is_symlink());
-    assert!(std::fs::read(&target).unwrap() == whole, "the link's target holds the merge");
+    assert!(
+        std::fs::read(&target).unwrap() == whole,
+        "the link's target holds the merge"
+    );
     // Two of the three slices: merged, with the points no row holds named.
     let output = c10dsim(&[
         "merge",

@@ -212,6 +212,26 @@ fn a_deadlock_names_each_rank_s_seqnum_where_they_differ() {
 }
 
 #[test]
+fn a_rate_near_zero_gives_a_transfer_that_never_ends_not_one_that_wraps_short() {
+    // 4 MiB at 1e-13 GB/s is past u64::MAX nanoseconds; unbounded, the sum with α wrapped to a
+    // few microseconds. Held to 1,000 days, the send times out at the group's timeout.
+    let text =
+        "[cluster]\nranks = 2\n[network]\nnvlink_gbps = 1e-13\n[groups.world]\ntimeout_s = 1\n\
+                [tensors]\nx = \"4MiB\"\n[[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n\
+                [[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
+    let timeline = simulate(&parse("slow.toml", text).unwrap());
+    assert!(
+        timeline
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::WatchdogTimeout),
+        "{:?}",
+        timeline.findings
+    );
+    assert!(timeline.ranks.iter().all(|r| r.collectives.is_empty()));
+}
+
+#[test]
 fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
     // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 commands:
     // the sleep and three launch at once, the fourth launch returns when the sleep ends.
