@@ -392,10 +392,10 @@ impl Engine<'_> {
                 .get(collective as usize)
                 .data_start_ns
                 != NEVER;
-            if !started
-                || moving
-                || state.timeline.collectives[collective as usize].group as GroupId != group
-            {
+            let on = state.timeline.collectives[collective as usize].group as GroupId;
+            // The communicators the abort covered: the group's own, and for a process group's
+            // abort by its watchdog its pairs' too (`Failure::is_aborted` knows which).
+            if !started || moving || !(on == group || self.failure.is_aborted(rank, on)) {
                 continue;
             }
             self.poisoned.insert(rendezvous);

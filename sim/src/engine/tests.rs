@@ -194,6 +194,43 @@ fn one_watchdog_polls_a_process_group_s_sends_and_collectives_in_enqueue_order()
 }
 
 #[test]
+fn a_process_group_s_abort_ends_its_pairs_spinning_kernels_too_r27() {
+    // Mode 2: rank 1 hangs before the all_reduce; rank 0's watchdog catches it at 1.1 s and
+    // aborts at 2.1 s, when rank 0's send to rank 1 (issued at 2.0 s) spins. The default
+    // group's abort covers the pair's communicator: the send's kernel ends and the abort
+    // returns at once (it used to wait until the pair's own watchdog aborted it at 4.1 s).
+    let text = std::fs::read_to_string("../tests/data/sim/p2p_abort.toml").unwrap();
+    let timeline = simulate(&parse("p2p_abort.toml", &text).unwrap());
+    let returned: Vec<u64> = (timeline.watchdog.iter())
+        .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
+        .map(|r| r.at_ns)
+        .collect();
+    assert_eq!(returned, [2_100_000_000]);
+}
+
+#[test]
+fn a_wait_s_timeout_on_a_send_aborts_the_pair_s_communicator_alone_r15() {
+    // After a first exchange, rank 0's second send to rank 2 is never received; its wait
+    // times out after 100 ms and the program catches the raise. The main thread aborted the
+    // pair's communicator only: the all_reduce of all three ranks after it completes.
+    let text = "[cluster]\nranks = 3\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"x\"\npeer = 0\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 2\nasync_op = true\nwork = \"s\"\n\
+                [[op]]\nranks = [0]\nwait = \"s\"\ntimeout_ms = 100\ncatch = true\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+    let timeline = simulate(&parse("r15.toml", text).unwrap());
+    let ar = timeline.ops.iter().position(|op| op.name == "ar").unwrap() as OpRef;
+    for rank in &timeline.ranks {
+        assert!(
+            rank.collectives.iter().any(|c| c.op == ar),
+            "rank {}: {:?}",
+            rank.rank,
+            timeline.findings
+        );
+    }
+}
+
+#[test]
 fn a_deadlock_names_each_rank_s_seqnum_where_they_differ() {
     let text = format!(
         "{PIPELINE_MISMATCH}[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n"

@@ -123,9 +123,9 @@ impl Failure<'_> {
             "aborting the communicators of group {group} (ncclCommAbort)",
         );
         let index = self.index(rank, group);
-        let already_aborted = self.watchdogs[index].aborted;
+        let already_aborted = self.is_aborted(rank, group);
         let abort_ns = self.watchdog_abort_ns(rank, group);
-        self.watchdogs[index].aborted = true;
+        self.mark_aborted(rank, group, true);
         out.push(Command::AbortCommunicators { rank, group });
         if already_aborted && !self.watchdogs[index].main_abort_running {
             // The main thread aborted the communicator after a wait's timeout, and its abort
@@ -230,10 +230,11 @@ impl Failure<'_> {
         }
         // The process lives on and the watchdog resumes polling: a timed-out Work is done
         // with, and every Work of a failed or aborted communicator.
+        let aborted = self.is_aborted(rank, group);
         let watchdog = &mut self.watchdogs[index];
         watchdog.handling = false;
         watchdog.tick_origin_ns = now_ns;
-        if watchdog.handling_timeout && !watchdog.aborted {
+        if watchdog.handling_timeout && !aborted {
             watchdog.pending.pop_front();
         } else {
             watchdog.pending.clear();
@@ -323,7 +324,7 @@ impl Failure<'_> {
             format!("[Rank {rank_id}] Work {work} timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
         );
         let index = self.index(rank, group);
-        self.watchdogs[index].aborted = true;
+        self.mark_aborted(rank, group, false);
         self.watchdogs[index].main_abort_running = true;
         if self.watchdog_enabled && crate::pg::work::wait_abort_stalls_watchdog(&self.scenario.env)
         {

@@ -292,8 +292,10 @@ pub(in crate::engine) struct Failure<'s> {
     /// Watchdog threads exist: not under `TORCH_NCCL_BLOCKING_WAIT` (R15).
     watchdog_enabled: bool,
     groups: usize,
-    /// Per rank × group.
+    /// Per rank × group (a pair's slot unused: its Works are its process group's watchdog's).
     watchdogs: Vec<WatchdogState>,
+    /// Per rank × group: the communicator was aborted (`is_aborted`).
+    comm_aborted: Vec<bool>,
     records: Vec<WatchdogRecord>,
     /// Per rank: the fault that applies to the collective being issued.
     armed: Vec<Option<FaultKind>>,
@@ -340,6 +342,7 @@ impl<'s> Failure<'s> {
             watchdogs: (0..ranks * groups)
                 .map(|_| WatchdogState::default())
                 .collect(),
+            comm_aborted: vec![false; ranks * groups],
             records: Vec::new(),
             armed: vec![None; ranks],
             signatures: calls_may_disagree.then(HashMap::default),

@@ -91,8 +91,6 @@ pub(super) struct WatchdogState {
     /// store): it dumps, sleeps and terminates the process, for this reason, in PyTorch's words
     /// (R28).
     pub(super) monitor_ending: Option<&'static str>,
-    /// The communicators were aborted (modes 1 and 2).
-    pub(super) aborted: bool,
     /// The watchdog's own abort of the communicators runs (modes 1 and 2,
     /// `host.comm_abort_us`, then until the device drained). A call on the communicator blocks
     /// until it returned.
@@ -118,9 +116,26 @@ impl Failure<'_> {
         rank as usize * self.groups + self.watchdog_group(group)
     }
 
-    /// Whether `rank`'s watchdog of `group` aborted its communicators (R27 modes 1, 2).
+    /// Whether `rank`'s communicator of `group` was aborted: by the watchdog of its process
+    /// group (R27 modes 1, 2), which aborts every communicator of the process group, the
+    /// pairs' included, or by the main thread after a wait's timeout (R15), which aborts the
+    /// Work's own communicator only.
     pub(in crate::engine) fn is_aborted(&self, rank: u32, group: GroupId) -> bool {
-        self.watchdogs[self.index(rank, group)].aborted
+        self.comm_aborted[rank as usize * self.groups + group]
+    }
+
+    /// Marks `rank`'s communicator of `group` aborted; for a process group's abort
+    /// (`whole_process_group`), its pairs' communicators too.
+    pub(super) fn mark_aborted(&mut self, rank: u32, group: GroupId, whole_process_group: bool) {
+        let base = rank as usize * self.groups;
+        self.comm_aborted[base + group] = true;
+        if whole_process_group {
+            for (pair, info) in self.scenario.groups.iter().enumerate() {
+                if info.point_to_point && self.watchdog_group(pair) == group {
+                    self.comm_aborted[base + pair] = true;
+                }
+            }
+        }
     }
 
     /// Whether `rank`'s watchdog of `group` is aborting its communicators (R27 modes 1, 2).
