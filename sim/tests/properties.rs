@@ -325,6 +325,25 @@ fn names_rank(message: &str, rank: u32) -> bool {
 }
 
 #[test]
+fn a_host_ahead_stops_at_the_monitors_next_read_of_a_dump_signal() {
+    // Found by `side_thread_effects_reach_the_host_at_their_simulated_time`: rank 2's watchdog
+    // hangs, its host runs seconds ahead of the simulation, then ranks 0-1 time out at 0.7 s and
+    // broadcast the dump signal, which rank 2's monitor reads at 1 s and ends the process 2 s
+    // later. Its host had issued calls past 3 s before the broadcast existed.
+    let text = failing_text(
+        3,
+        0,
+        (98, 113_695_781, 2_283_788_496),
+        (353, 2),
+        (false, Some(1)),
+    );
+    let scenario = sim::scenario::parse("f.toml", &text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    assert!(timeline.ranks[2].end.and_then(|end| end.at_ns).is_some());
+    check_invariants(&timeline);
+}
+
+#[test]
 fn names_rank_reads_single_ranks_and_ranges_only() {
     assert!(names_rank("rank 3 never launched it", 3));
     assert!(names_rank("ranks 0-2,4 (4 ranks) started", 1));

@@ -354,6 +354,15 @@ impl Engine<'_> {
         self.horizon_ns
     }
 
+    /// Nor past the heartbeat monitors' next read of the store after now: a dump signal
+    /// another rank broadcasts from now on is read there, and may end this process a heartbeat
+    /// timeout later (R28); no wake-up announces it before the broadcast.
+    pub(super) fn dump_signal_read_bound_ns(&self) -> u64 {
+        self.dump_signal_read_ns.map_or(u64::MAX, |period_ns| {
+            super::host::next_poll_ns(0, period_ns, self.now_ns + 1)
+        })
+    }
+
     pub(super) fn is_dead(&self, rank: u32) -> bool {
         view!(self).is_dead(rank)
     }

@@ -77,8 +77,10 @@ impl Engine<'_> {
     /// of the GPU).
     pub(super) fn run_host(&mut self, rank: u32) {
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
+        // The simulation's time does not move while the host runs.
+        let read_bound_ns = self.dump_signal_read_bound_ns();
         loop {
-            let horizon_ns = self.host_horizon_ns();
+            let horizon_ns = self.host_horizon_ns().min(read_bound_ns);
             let max_sim_time_ns = self.scenario.max_sim_time_ns;
             let launch_queue_depth = self.scenario.host.launch_queue_depth as usize;
             let state = &mut self.ranks[rank as usize];

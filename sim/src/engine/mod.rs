@@ -253,6 +253,11 @@ struct Engine<'s> {
     /// The earliest time in `failure_wakes` (`u64::MAX`: none), kept as it changes: the host
     /// reads it before every step.
     horizon_ns: u64,
+    /// The period of the heartbeat monitors' reads of the store, where another rank's dump
+    /// signal can end a process there (`TORCH_NCCL_DUMP_ON_TIMEOUT`, monitoring and the
+    /// watchdog on): a host does not run past the next read, whose effect no wake-up in the
+    /// queue announces yet (R28).
+    dump_signal_read_ns: Option<u64>,
     events_processed: u64,
     /// What the failure component may read changed ([`failure::RunView::epoch`]).
     epoch: u64,
@@ -367,6 +372,10 @@ impl<'s> Engine<'s> {
             poisoned: FxHashSet::default(),
             failure_wakes: BTreeMap::new(),
             horizon_ns: u64::MAX,
+            dump_signal_read_ns: (scenario.env.dump_on_timeout
+                && scenario.env.enable_monitoring
+                && crate::pg::work::watchdog_runs(&scenario.env))
+            .then_some(scenario.env.coord_check_ns),
             events_processed: 0,
             epoch: 0,
             summariser: options

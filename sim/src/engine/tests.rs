@@ -208,6 +208,73 @@ fn a_process_group_s_abort_ends_its_pairs_spinning_kernels_too_r27() {
     assert_eq!(returned, [2_100_000_000]);
 }
 
+/// Rank 1 hangs before `ar`; rank 0's wait on it times out at 1.5 s (its own `timeout_ms`),
+/// and the main thread's abort lasts `comm_abort_us`. `{extra}` sets the rest.
+fn caught_wait_timeout(extra: &str) -> String {
+    format!(
+        "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\ntimeout_ms = 1500\ncatch = true\n[[op]]\nhost_sleep_us = 40_000_000\n\
+         [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n{extra}"
+    )
+}
+
+#[test]
+fn the_watchdog_s_abort_waits_for_the_main_thread_s_that_began_first_r15_r27() {
+    // The main thread's abort runs from 1.5 s to 6.5 s; the watchdog's begins at 2.1 s, after
+    // its 1-s dump wait, and returns only with it (mode 2 logs the return; mode 1 then takes
+    // the process down), not at 2.1 s.
+    for mode in [1, 2] {
+        let text = caught_wait_timeout(&format!(
+            "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n\
+             [host]\ncomm_abort_us = 5_000_000\n"
+        ));
+        let timeline = simulate(&parse("floor.toml", &text).unwrap());
+        // The main thread's abort ended 5 s after its wait's poll past 1.5 s.
+        let main_returned_ns = (timeline.watchdog.iter())
+            .find(|r| {
+                r.rank == 0 && r.thread == ThreadKind::Main && r.event == WatchdogEvent::Abort
+            })
+            .expect("the main thread's raise after its abort")
+            .at_ns;
+        assert!((6_500_000_000..6_510_000_000).contains(&main_returned_ns));
+        let rank0 = &timeline.ranks[0];
+        if mode == 1 {
+            assert_eq!(rank0.end.and_then(|end| end.at_ns), Some(main_returned_ns));
+        } else {
+            let returned: Vec<u64> = (timeline.watchdog.iter())
+                .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
+                .map(|r| r.at_ns)
+                .collect();
+            assert_eq!(returned, [main_returned_ns]);
+        }
+    }
+}
+
+#[test]
+fn an_abort_that_returns_at_once_does_not_stall_the_heartbeat_r28() {
+    // The main thread's abort (1.2 s to 9.2 s) is over when the watchdog's dump wait ends at
+    // 13.1 s: the watchdog's abort returns at once (logged), and the monitor, reading every
+    // 10 s, finds a heartbeat that moved; it once counted the 8-s abort as a stall.
+    let text = caught_wait_timeout(
+        "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 3000\n\
+         TORCH_NCCL_DUMP_ON_TIMEOUT = 0\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 10\n[host]\ncomm_abort_us = 8_000_000\n",
+    )
+    .replace("timeout_ms = 1500", "timeout_ms = 1200");
+    let timeline = simulate(&parse("hb.toml", &text).unwrap());
+    assert!(
+        !(timeline.findings.iter()).any(|f| f.kind == FindingKind::HeartbeatAbort),
+        "{:?}",
+        timeline.findings
+    );
+    assert!(!(timeline.watchdog.iter()).any(|r| r.event == WatchdogEvent::HeartbeatTimeout));
+    let returned: Vec<u64> = (timeline.watchdog.iter())
+        .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
+        .map(|r| r.at_ns)
+        .collect();
+    assert_eq!(returned, [13_100_000_000]);
+}
+
 #[test]
 fn a_wait_s_timeout_on_a_send_aborts_the_pair_s_communicator_alone_r15() {
     // After a first exchange, rank 0's second send to rank 2 is never received; its wait

@@ -129,16 +129,32 @@ impl Failure<'_> {
         out.push(Command::AbortCommunicators { rank, group });
         if already_aborted && !self.watchdogs[index].main_abort_running {
             // The main thread aborted the communicator after a wait's timeout, and its abort
-            // returned (R15): NCCL has nothing left to abort.
+            // returned (R15): NCCL has nothing left to abort, and the abort returns at once
+            // (logged as any return, mode 2's marking where polling resumes).
+            self.watchdogs[index].aborting = true;
             self.after_abort(view, rank, group, now_ns, out);
             return;
         }
         // Otherwise the abort returns after its least time (none where the main thread's abort
-        // runs: the watchdog's waits on it) and once the device drained. Asked for as a
-        // wake-up even at no least time, so that the kernels the command above cuts have ended
-        // when it is looked at.
+        // runs: the watchdog's waits on it, until it returned) and once the device drained.
+        // Asked for as a wake-up even at no least time, so that the kernels the command above
+        // cuts have ended when it is looked at.
         self.watchdogs[index].aborting = true;
+        self.watchdogs[index].abort_awaits_main = self.watchdogs[index].main_abort_running;
+        self.hold_heartbeat_for_abort(rank, group, out);
         wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
+    }
+
+    /// The watchdog is inside ncclCommAbort: its heartbeat, still since it began handling the
+    /// error, stays still until the abort returns (R28; [`Self::after_abort`] lets it go).
+    fn hold_heartbeat_for_abort(&mut self, rank: u32, group: GroupId, out: &mut Vec<Command>) {
+        let index = self.index(rank, group);
+        let since_ns = self.watchdogs[index].handling_since_ns;
+        if self.watchdogs[index].own_abort_stall_since_ns.is_none() {
+            self.watchdogs[index].own_abort_stall_since_ns = Some(since_ns);
+            let check = Wake::AbortStallCheck { since_ns };
+            self.heartbeat_stalls((rank, group), since_ns, u64::MAX, check, out);
+        }
     }
 
     /// A watchdog line about its abort: `[Rank r] TORCH_NCCL_ASYNC_ERROR_HANDLING=<n> (<name>): `
@@ -177,20 +193,16 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        if self.watchdogs[self.index(rank, group)].abort_awaits_main {
+            // The main thread's abort still runs: `wait_raised` asks again once it returned.
+            return;
+        }
         if view.drained(rank) {
             self.after_abort(view, rank, group, now_ns, out);
             return;
         }
         out.push(Command::AwaitDrain { rank, group });
-        // The watchdog stays inside ncclCommAbort: its heartbeat, still since it began handling
-        // the error, stays still until the abort returns (R28).
-        let index = self.index(rank, group);
-        let since_ns = self.watchdogs[index].handling_since_ns;
-        if self.watchdogs[index].own_abort_stall_since_ns.is_none() {
-            self.watchdogs[index].own_abort_stall_since_ns = Some(since_ns);
-            let check = Wake::AbortStallCheck { since_ns };
-            self.heartbeat_stalls((rank, group), since_ns, u64::MAX, check, out);
-        }
+        self.hold_heartbeat_for_abort(rank, group, out);
     }
 
     /// The error handling after the abort of the communicators (or at once, in the modes that
@@ -346,10 +358,17 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
-        // The abort returned: the watchdog goes on.
+        // The abort returned: the watchdog goes on, and its own abort, if it waited on this
+        // one, may return now.
         let index = self.index(rank, group);
         self.watchdogs[index].abort_stall_since_ns = None;
         self.watchdogs[index].main_abort_running = false;
+        if std::mem::take(&mut self.watchdogs[index].abort_awaits_main)
+            && self.watchdogs[index].aborting
+        {
+            let watchdog = self.watchdog_group(group);
+            wake(out, rank, watchdog, Wake::AbortReturned, now_ns);
+        }
         let message = format!(
             "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
             self.scenario.groups[group].name
@@ -423,6 +442,18 @@ mod tests {
         );
     }
 
+    /// Rank 0's watchdog, inside its abort from the 1.1 s timeout on, holds its heartbeat: the
+    /// monitor's read at 960 s (two 480-s periods) finds it still, unless the abort returned.
+    fn abort_holds_heartbeat() -> Command {
+        wake(
+            0,
+            Wake::AbortStallCheck {
+                since_ns: 1_100_000_000,
+            },
+            960_000_000_000,
+        )
+    }
+
     /// The events of rank 0's records at `at_ns`.
     fn events_at(failure: Failure<'_>, at_ns: u64) -> Vec<WatchdogEvent> {
         failure
@@ -461,6 +492,7 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
+                abort_holds_heartbeat(),
                 wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS),
             ]
         );
@@ -501,6 +533,7 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
+                abort_holds_heartbeat(),
                 wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS + ABORT_NS),
             ]
         );
@@ -510,20 +543,10 @@ mod tests {
             ..FakeRun::default().with_work(0, 0, 1)
         };
         let returned_ns = DUMP_WAIT_OVER_NS + ABORT_NS;
-        // The watchdog stays in the abort: its heartbeat, still since the timeout (1.1 s), is
-        // read at the monitor's next period (480 s).
+        // The watchdog stays in the abort (its heartbeat held since the abort began).
         assert_eq!(
             woken(&mut failure, &busy, 0, Wake::AbortReturned, returned_ns),
-            [
-                Command::AwaitDrain { rank: 0, group: 0 },
-                wake(
-                    0,
-                    Wake::AbortStallCheck {
-                        since_ns: 1_100_000_000
-                    },
-                    960_000_000_000
-                )
-            ]
+            [Command::AwaitDrain { rank: 0, group: 0 }]
         );
         assert_eq!(
             woken(&mut failure, &run, 0, Wake::AbortReturned, returned_ns),
@@ -586,6 +609,7 @@ mod tests {
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
             [
                 Command::AbortCommunicators { rank: 0, group: 0 },
+                abort_holds_heartbeat(),
                 wake(0, Wake::AbortReturned, DUMP_WAIT_OVER_NS)
             ]
         );

@@ -97,6 +97,9 @@ pub(super) struct WatchdogState {
     pub(super) aborting: bool,
     /// The error being handled is a timeout (only that Work failed), not a communicator error.
     pub(super) handling_timeout: bool,
+    /// The watchdog's abort began while the main thread's, after a wait's timeout, still ran
+    /// (R15): it returns no earlier than that one.
+    pub(super) abort_awaits_main: bool,
 }
 
 impl Failure<'_> {
@@ -419,7 +422,6 @@ impl Failure<'_> {
         let traced = matches!(caught, Caught::Timeout(_) | Caught::AbortedByWait(_));
         let stack_trace_ns = if traced { self.stack_trace_ns() } else { 0 };
         let wait_ns = self.dump_wait_ns();
-        let abort_ns = self.watchdog_abort_ns(rank, group);
         if stack_trace_ns == 0 {
             if traced && scenario.env.trace_buffer_entries == 0 {
                 let rank_id = self.rank_id(rank);
@@ -432,18 +434,20 @@ impl Failure<'_> {
                 );
             }
             self.signal_dump(view, rank, group, now_ns, out);
-            // The watchdog sleeps, then aborts: its heartbeat stalls until the abort returned.
+            // The watchdog sleeps: its heartbeat stalls until the sleep ends, then while its
+            // abort runs (`handle_error` holds it for as long as the abort really lasts).
             self.heartbeat_stalls(
                 (rank, group),
                 now_ns,
-                now_ns + wait_ns + abort_ns,
+                now_ns + wait_ns,
                 Wake::HeartbeatCheck,
                 out,
             );
             return;
         }
         // A timeout: the watchdog first symbolises and logs the Work's stack trace, and its
-        // heartbeat stalls from now until its sleep for the dumps and its abort ended.
+        // heartbeat stalls from now until its sleep for the dumps ended (then while its abort
+        // runs, as above).
         wake(
             out,
             rank,
@@ -454,7 +458,7 @@ impl Failure<'_> {
         self.heartbeat_stalls(
             (rank, group),
             now_ns,
-            now_ns + stack_trace_ns + wait_ns + abort_ns,
+            now_ns + stack_trace_ns + wait_ns,
             Wake::HeartbeatCheck,
             out,
         );
