@@ -187,6 +187,13 @@ pub struct Diff {
     /// Ops (by name) found on one side only.
     pub ops_only_in_a: Vec<String>,
     pub ops_only_in_b: Vec<String>,
+    /// Ranks with records on one side only.
+    pub ranks_only_in_a: Vec<u32>,
+    pub ranks_only_in_b: Vec<u32>,
+    /// (rank, op, measured iterations) that ran on one side only, on ranks both sides hold: a
+    /// Timeline with records missing is not identical to a whole one.
+    pub calls_only_in_a: Vec<(u32, String, usize)>,
+    pub calls_only_in_b: Vec<(u32, String, usize)>,
     pub summary: Vec<DeltaSummary>,
     /// The ops with the largest median |Δ|, largest first.
     pub worst_ops: Vec<OpDelta>,
@@ -658,13 +665,62 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     for name in ops_only_in_a.iter().chain(&ops_only_in_b) {
         exceeded.push(format!("op {name} is in one Timeline only"));
     }
+    let ranks_of = |t: &Timeline| -> BTreeSet<u32> {
+        t.ranks
+            .iter()
+            .filter(|r| !r.host.is_empty() || !r.kernels.is_empty())
+            .map(|r| r.rank)
+            .collect()
+    };
+    let (ranks_a, ranks_b) = (ranks_of(a), ranks_of(b));
+    let ranks_only_in_a: Vec<u32> = ranks_a.difference(&ranks_b).copied().collect();
+    let ranks_only_in_b: Vec<u32> = ranks_b.difference(&ranks_a).copied().collect();
+    for (side, ranks) in [("A", &ranks_only_in_a), ("B", &ranks_only_in_b)] {
+        if !ranks.is_empty() {
+            let listed: Vec<String> = ranks.iter().map(u32::to_string).collect();
+            exceeded.push(format!(
+                "rank(s) {} ran ops in {side} only",
+                listed.join(", ")
+            ));
+        }
+    }
+    let calls_only = |first: &Timeline, second: &Timeline| -> Vec<(u32, String, usize)> {
+        let (times_first, times_second) = (op_times(first), op_times(second));
+        let both: BTreeSet<u32> = ranks_of(first)
+            .intersection(&ranks_of(second))
+            .copied()
+            .collect();
+        let mut counts: BTreeMap<(u32, String), usize> = BTreeMap::new();
+        for (rank, iteration, op) in times_first.keys() {
+            if both.contains(rank) && !times_second.contains_key(&(*rank, *iteration, op.clone())) {
+                *counts.entry((*rank, op.clone())).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .map(|((rank, op), n)| (rank, op, n))
+            .collect()
+    };
+    let calls_only_in_a = calls_only(a, b);
+    let calls_only_in_b = calls_only(b, a);
+    for (side, list) in [("A", &calls_only_in_a), ("B", &calls_only_in_b)] {
+        for (rank, op, iterations) in list {
+            exceeded.push(format!(
+                "op {op} (rank {rank}): {iterations} measured iteration(s) ran in {side} only"
+            ));
+        }
+    }
     let identical = summary.iter().all(|s| s.max_abs_us == 0.0)
         && metrics.iter().all(|m| m.a == m.b)
         && verdicts.iter().all(|v| v.a == v.b)
         && findings_only_in_a.is_empty()
         && findings_only_in_b.is_empty()
         && ops_only_in_a.is_empty()
-        && ops_only_in_b.is_empty();
+        && ops_only_in_b.is_empty()
+        && ranks_only_in_a.is_empty()
+        && ranks_only_in_b.is_empty()
+        && calls_only_in_a.is_empty()
+        && calls_only_in_b.is_empty();
     Diff {
         a: side(a),
         b: side(b),
@@ -672,6 +728,10 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         ops,
         ops_only_in_a,
         ops_only_in_b,
+        ranks_only_in_a,
+        ranks_only_in_b,
+        calls_only_in_a,
+        calls_only_in_b,
         summary,
         worst_ops,
         metrics,
@@ -784,7 +844,12 @@ pub fn render_diff(diff: &Diff) -> String {
             );
         }
     }
-    if diff.ops.is_empty() && diff.ops_only_in_a.is_empty() && diff.ops_only_in_b.is_empty() {
+    if diff.ops.is_empty()
+        && diff.ops_only_in_a.is_empty()
+        && diff.ops_only_in_b.is_empty()
+        && diff.ranks_only_in_a.is_empty()
+        && diff.ranks_only_in_b.is_empty()
+    {
         let _ = writeln!(
             out,
             "\nno op ran in either Timeline: nothing was compared op by op"
@@ -838,6 +903,52 @@ mod tests {
         assert!(result.order_pairs > 0);
         assert_eq!(result.order_pairs, result.order_pairs_agreeing);
         assert!(result.worst_ops.is_empty());
+    }
+
+    #[test]
+    fn records_missing_on_one_side_are_not_identical() {
+        let a = simulate(&[]);
+        // Rank 1's records gone: its ops ran in A only.
+        let mut b = a.clone();
+        b.ranks.retain(|r| r.rank == 0);
+        let result = diff(&a, &b, &DiffOptions::default());
+        assert!(
+            !result.identical && !result.within_tolerance(),
+            "{result:#?}"
+        );
+        assert_eq!(
+            (
+                result.ranks_only_in_a.clone(),
+                result.ranks_only_in_b.clone()
+            ),
+            (vec![1], vec![])
+        );
+        assert!(render_diff(&result).contains("rank(s) 1 ran ops in A only"));
+        // No rank at all on one side: not "identical", and nothing said to be compared.
+        let mut empty = a.clone();
+        empty.ranks.clear();
+        let result = diff(&empty, &a, &DiffOptions::default());
+        assert!(!result.identical && !result.within_tolerance());
+        assert_eq!(result.ranks_only_in_b, [0, 1]);
+        // One measured iteration of rank 0's kernel op missing in B.
+        let mut c = a.clone();
+        let kernel_op = a
+            .ops
+            .iter()
+            .find(|op| op.name == "main_kernel")
+            .unwrap()
+            .index;
+        c.ranks[0]
+            .host
+            .retain(|h| !(h.op == kernel_op && h.iteration == 2));
+        c.ranks[0]
+            .kernels
+            .retain(|k| !(k.op == kernel_op && k.iteration == 2));
+        let result = diff(&a, &c, &DiffOptions::default());
+        assert!(!result.identical);
+        assert_eq!(result.calls_only_in_a, [(0, "main_kernel".to_string(), 1)]);
+        assert!(render_diff(&result)
+            .contains("op main_kernel (rank 0): 1 measured iteration(s) ran in A only"));
     }
 
     #[test]
