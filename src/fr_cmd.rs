@@ -77,7 +77,7 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
     let mut dumps = Vec::new();
     for (&rank, path) in &files {
         stdio::note_input(path);
-        let bytes = std::fs::read(path)
+        let bytes = stdio::read_file(path)
             .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
         let dump = flight_recorder::read(&bytes, rank)
             .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;

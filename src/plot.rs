@@ -40,7 +40,7 @@ fn load_font() -> Result<(), Failure> {
         None => FONT_PLACES.to_vec(),
     };
     for place in &places {
-        if let Ok(bytes) = std::fs::read(place) {
+        if let Ok(bytes) = crate::stdio::read_file(std::path::Path::new(place)) {
             // plotters keeps registered fonts for the life of the process.
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
             return plot::register_font(bytes)

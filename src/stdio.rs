@@ -19,6 +19,24 @@ pub fn note_input(path: &Path) {
     }
 }
 
+/// The bytes of file `path`, refusing a device (`/dev/zero`, `/dev/full` read without end): an
+/// input is a file or a pipe.
+pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    refuse_device(path)?;
+    std::fs::read(path)
+}
+
+/// An error for a character or block device, which no input of c10dsim is.
+fn refuse_device(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.file_type().is_char_device() || meta.file_type().is_block_device() => Err(
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "a device, not a file"),
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Whether `path` is `-`.
 pub fn is_dash(path: &Path) -> bool {
     path.as_os_str() == "-"
@@ -52,10 +70,12 @@ fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
             .read_to_end(&mut bytes)
     } else {
         note_input(path);
-        std::fs::File::open(path).and_then(|file| {
-            file.take(max_bytes.saturating_add(1))
-                .read_to_end(&mut bytes)
-        })
+        refuse_device(path)
+            .and_then(|()| std::fs::File::open(path))
+            .and_then(|file| {
+                file.take(max_bytes.saturating_add(1))
+                    .read_to_end(&mut bytes)
+            })
     };
     read.map_err(|error| Failure::input(format!("cannot read {shown}: {error}")))?;
     if bytes.len() as u64 > max_bytes {

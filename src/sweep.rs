@@ -378,7 +378,7 @@ fn resume_rows(
     hash: &str,
     point_count: u64,
 ) -> Result<Vec<u64>, Failure> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::stdio::read_file(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             write_header(path, header)?;

@@ -527,6 +527,14 @@ pub fn fidelity(
                 .push((run, entry.path()));
         }
     }
+    if runs.is_empty() {
+        return Err(Failure::input(format!(
+            "{} holds no recorded run (<scenario>.run<k>.json): nothing to compare",
+            torch_dir.display()
+        )));
+    }
+    // The machine profile every scenario is simulated on: read once, before any run.
+    crate::stdio::read_scenario_text(machine)?;
     let mut scenarios = Vec::new();
     for (name, mut paths) in runs {
         paths.sort();
@@ -582,7 +590,7 @@ pub fn fidelity(
         )?;
         return Ok(0);
     }
-    let previous = match std::fs::read(output) {
+    let previous = match crate::stdio::read_file(output) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
             Failure::input(format!(
                 "{} is not UTF-8 text: -o replaces the part of a Markdown file after the marker \

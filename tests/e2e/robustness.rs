@@ -211,6 +211,73 @@ fn a_full_disk_is_an_error_with_a_message() {
 }
 
 #[test]
+fn completions_and_man_on_a_full_disk_exit_2_without_a_panic() {
+    for args in [["completions", "bash"].as_slice(), ["man"].as_slice()] {
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+            skipped("completions_and_man_on_a_full_disk_exit_2_without_a_panic: no /dev/full");
+            return;
+        };
+        let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
+    }
+}
+
+#[test]
+fn a_device_is_refused_as_an_input_instead_of_read_without_end() {
+    if !std::path::Path::new("/dev/zero").exists() {
+        skipped("a_device_is_refused_as_an_input_instead_of_read_without_end: no /dev/zero");
+        return;
+    }
+    for args in [
+        ["diff", "/dev/zero", "/dev/zero"].as_slice(),
+        ["fidelity", "-o", "/dev/zero"].as_slice(),
+        [
+            "sweep",
+            "scenarios/exp_a_sweep.toml",
+            "--resume",
+            "-o",
+            "/dev/zero",
+        ]
+        .as_slice(),
+    ] {
+        let output = c10dsim(args);
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("/dev/zero: a device, not a file"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn fidelity_without_recorded_runs_or_machine_profile_exits_2() {
+    let empty = temp("fidelity_empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let empty = empty.to_str().unwrap();
+    let output = c10dsim(&["fidelity", "--torch", empty, "--hw", empty]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("holds no recorded run"),
+        "{}",
+        stderr(&output)
+    );
+    let output = c10dsim(&["fidelity", "--machine", "no/such/profile.toml"]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("cannot read no/such/profile.toml"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn hw_refuses_a_libcuda_without_the_driver_symbols() {
     let dir = temp("fake_cuda");
     std::fs::create_dir_all(&dir).unwrap();
@@ -718,9 +785,16 @@ fn an_endless_scenario_file_is_refused_without_reading_it_all() {
         return;
     }
     let output = c10dsim(&["check", "/dev/zero"]);
+    assert_refused(&output, "/dev/zero: a device, not a file", "check /dev/zero");
+    // Through standard input, a pipe: read up to the cap, then refused.
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["check", "-"])
+        .stdin(std::fs::File::open("/dev/zero").unwrap())
+        .output()
+        .unwrap();
     assert_refused(
         &output,
-        "/dev/zero holds more than 64 MiB",
-        "check /dev/zero",
+        "standard input holds more than 64 MiB",
+        "check - < /dev/zero",
     );
 }
