@@ -453,6 +453,13 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
+    // Interrupted (Ctrl-C, SIGTERM), a command leaves no hidden half-written output behind;
+    // 130 as a shell reports an interrupted command. Without a handler (one could not be set),
+    // the signal ends the process as before.
+    let _ = ctrlc::set_handler(|| {
+        stdio::remove_partials();
+        std::process::exit(130);
+    });
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {

@@ -10,6 +10,35 @@ use std::sync::Mutex;
 /// over one of them.
 static INPUTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
+/// The hidden files of outputs being written, until renamed over their names or removed: an
+/// interrupted command (Ctrl-C, SIGTERM) removes them ([`remove_partials`]).
+static PARTIALS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn note_partial(path: &Path, writing: bool) {
+    if let Ok(mut partials) = PARTIALS.lock() {
+        if writing {
+            partials.push(path.to_path_buf());
+        } else if let Some(at) = partials.iter().position(|p| p == path) {
+            partials.swap_remove(at);
+        }
+    }
+}
+
+/// Removes the hidden files of the outputs being written: the command is interrupted, and
+/// the outputs keep their old contents (or stay absent).
+pub fn remove_partials() {
+    remove_partials_where(|_| true);
+}
+
+/// [`remove_partials`] for the files `which` picks (a test's own: tests run in parallel).
+fn remove_partials_where(which: impl Fn(&Path) -> bool) {
+    if let Ok(partials) = PARTIALS.lock() {
+        for path in partials.iter().filter(|path| which(path)) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Notes that `path` is one of the command's inputs ([`replace`] refuses to write over it).
 pub fn note_input(path: &Path) {
     if let Ok(canonical) = path.canonicalize() {
@@ -224,6 +253,9 @@ impl Batch {
                 .unwrap_or_default();
             path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
         };
+        if !direct {
+            note_partial(&target, true);
+        }
         let result = std::fs::File::create(&target).and_then(|file| {
             let mut out = std::io::BufWriter::new(file);
             write(&mut out)?;
@@ -247,6 +279,7 @@ impl Batch {
         }
         if let Err(error) = result {
             let _ = std::fs::remove_file(&target);
+            note_partial(&target, false);
             return Err(cannot(&error));
         }
         self.pending.push((target, path.to_path_buf()));
@@ -274,9 +307,13 @@ impl Batch {
             })?;
         }
         while let Some((target, path)) = self.pending.pop() {
-            if let Err(error) = std::fs::rename(&target, &path) {
+            let renamed = std::fs::rename(&target, &path);
+            if renamed.is_err() {
                 // The hidden files left are removed when the batch is dropped.
                 let _ = std::fs::remove_file(&target);
+            }
+            note_partial(&target, false);
+            if let Err(error) = renamed {
                 return Err(Failure::input(format!(
                     "cannot write {}: {error}",
                     path.display()
@@ -291,6 +328,7 @@ impl Drop for Batch {
     fn drop(&mut self) {
         for (target, _) in &self.pending {
             let _ = std::fs::remove_file(target);
+            note_partial(target, false);
         }
     }
 }
@@ -321,6 +359,28 @@ mod tests {
         assert!(batch
             .add(&dir.join(name), |out| out.write_all(text.as_bytes()))
             .is_ok());
+    }
+
+    #[test]
+    fn an_interruption_removes_the_hidden_files_of_outputs_being_written() {
+        let dir = folder("interrupted");
+        let mut batch = Batch::default();
+        assert!(batch
+            .add(&dir.join("a"), |out| out.write_all(b"new a"))
+            .is_ok());
+        assert_eq!(
+            names(&dir).len(),
+            1,
+            "the hidden file of a: {:?}",
+            names(&dir)
+        );
+        remove_partials_where(|path| path.starts_with(&dir));
+        assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+        // Committed files are no longer the interruption's to remove.
+        drop(batch);
+        assert!(write_bytes(&dir.join("b"), b"b").is_ok());
+        remove_partials_where(|path| path.starts_with(&dir));
+        assert_eq!(names(&dir), ["b"]);
     }
 
     #[test]
