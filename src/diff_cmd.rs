@@ -51,7 +51,16 @@ pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
     // A folded Timeline (docs/scale.md) is compared rank by rank.
     Timeline::from_json(&text)
         .map(|timeline| timeline.expand())
-        .map_err(|e| Failure::input(format!("{} is not a Timeline: {e}", path.display())))
+        .map_err(|e| {
+            // A Chrome trace (`--trace`, a PyTorch profiler trace) is the usual wrong file.
+            let hint = if text.trim_start().starts_with('{') && text.contains("\"traceEvents\"") {
+                " (it is a Chrome trace: give the Timeline `run --timeline FILE` writes; a \
+                 PyTorch profiler trace becomes a scenario with `c10dsim import kineto`)"
+            } else {
+                ""
+            };
+            Failure::input(format!("{} is not a Timeline: {e}{hint}", path.display()))
+        })
 }
 
 /// Prints the diff of B against the reference A; 1 when it exceeds the tolerances.

@@ -143,6 +143,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
+    if threads == 0 {
+        return Err(Failure::input(
+            "--threads 0: give at least 1 (each point runs on one thread)".to_string(),
+        ));
+    }
     if threads > MAX_THREADS {
         return Err(Failure::input(format!(
             "--threads {threads}: at most {MAX_THREADS} (each point runs on one thread; more \

@@ -257,6 +257,40 @@ fn a_device_is_refused_as_an_input_instead_of_read_without_end() {
 }
 
 #[test]
+fn small_input_mistakes_get_a_message_that_helps() {
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--threads",
+        "0",
+        "-o",
+        "-",
+    ]);
+    assert_refused(&output, "--threads 0: give at least 1", "sweep --threads 0");
+    let file = write(
+        "no_marks.toml",
+        "[cluster]\nranks = 1\n[[op]]\ngpu_sleep_us = 1\n[[measure]]\nname = \"m\"\nfrom = \"a\"\nto = \"b\"\n",
+    );
+    let output = c10dsim(&["check", &file]);
+    assert_refused(
+        &output,
+        "(the program sets none)",
+        "a measure without marks",
+    );
+    assert!(!stderr(&output).contains("known: )"), "{}", stderr(&output));
+    let trace = temp("chrome_trace.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&["diff", trace.to_str().unwrap(), trace.to_str().unwrap()]);
+    assert_refused(&output, "it is a Chrome trace", "diff of a Chrome trace");
+}
+
+#[test]
 fn fidelity_without_recorded_runs_or_machine_profile_exits_2() {
     let empty = temp("fidelity_empty");
     std::fs::create_dir_all(&empty).unwrap();
@@ -785,7 +819,11 @@ fn an_endless_scenario_file_is_refused_without_reading_it_all() {
         return;
     }
     let output = c10dsim(&["check", "/dev/zero"]);
-    assert_refused(&output, "/dev/zero: a device, not a file", "check /dev/zero");
+    assert_refused(
+        &output,
+        "/dev/zero: a device, not a file",
+        "check /dev/zero",
+    );
     // Through standard input, a pipe: read up to the cap, then refused.
     let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
         .args(["check", "-"])

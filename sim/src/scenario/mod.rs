@@ -2225,9 +2225,13 @@ impl Resolver<'_> {
                     self.error(
                         name.span(),
                         format!(
-                            "unknown mark {:?}; expected one set by a mark = … op (known: {}){}",
+                            "unknown mark {:?}; expected one set by a mark = … op ({}){}",
                             name.get_ref(),
-                            program.marks.names.join(", "),
+                            if program.marks.names.is_empty() {
+                                "the program sets none".to_string()
+                            } else {
+                                format!("known: {}", program.marks.names.join(", "))
+                            },
                             suggest::did_you_mean(
                                 name.get_ref(),
                                 program.marks.names.iter().map(String::as_str)
