@@ -420,6 +420,7 @@ proptest! {
         let timeline = sim::engine::simulate(&scenario);
         check_invariants(&timeline);
         check_side_thread_effects(&timeline);
+        check_abort_returns(&timeline, &scenario);
         prop_assert!(!timeline.findings.is_empty(), "{}", text);
         // Faults, watchdogs and heartbeats are deterministic too: the same run again.
         prop_assert_eq!(&timeline, &sim::engine::simulate(&scenario));
@@ -564,6 +565,50 @@ fn failing_text(
 /// No host call of a rank starts after its process ended, no deadlock finding blames a rank
 /// whose process ended for not doing what its death stopped, and no collective a rank issued
 /// after its communicator of that group was aborted completes.
+/// The watchdog's abort (R27, modes 1 and 2) returns at most once per abort, no earlier than
+/// `host.comm_abort_us` after it began (these programs have no wait of their own timeout, whose
+/// abort would leave the watchdog's nothing to do), and mode 1 logs no return: it takes the
+/// process down instead.
+fn check_abort_returns(timeline: &Timeline, scenario: &sim::scenario::Scenario) {
+    let watchdog_records = |rank: u32, event: WatchdogEvent| -> Vec<(Option<u16>, u64)> {
+        (timeline.watchdog.iter())
+            .filter(|r| (r.rank == rank || r.stands_for.contains(rank)) && r.event == event)
+            .filter(|r| r.thread == sim::timeline::ThreadKind::Watchdog)
+            .map(|r| (r.group, r.at_ns))
+            .collect()
+    };
+    let tears_down = scenario.env.async_error_handling.tears_down();
+    for rank in &timeline.ranks {
+        let aborts = watchdog_records(rank.rank, WatchdogEvent::Abort);
+        let returns = watchdog_records(rank.rank, WatchdogEvent::AbortReturned);
+        if tears_down {
+            assert!(returns.is_empty(), "rank {}: {returns:?}", rank.rank);
+            continue;
+        }
+        for &(group, returned_ns) in &returns {
+            let began: Vec<u64> = (aborts.iter())
+                .filter(|(g, at_ns)| *g == group && *at_ns <= returned_ns)
+                .map(|&(_, at_ns)| at_ns)
+                .collect();
+            let returns_before = (returns.iter())
+                .filter(|(g, at_ns)| *g == group && *at_ns <= returned_ns)
+                .count();
+            assert!(
+                began.len() >= returns_before,
+                "rank {}: a return without its abort: {aborts:?} {returns:?}",
+                rank.rank
+            );
+            let last_began = *began.last().expect("a return follows an abort");
+            assert!(
+                returned_ns >= last_began + scenario.host.comm_abort_ns,
+                "rank {}: returned at {returned_ns}, {} after the abort began at {last_began}",
+                rank.rank,
+                returned_ns - last_began
+            );
+        }
+    }
+}
+
 fn check_side_thread_effects(timeline: &Timeline) {
     for rank in &timeline.ranks {
         let at = |event: WatchdogEvent| {
