@@ -201,11 +201,15 @@ fn a_process_group_s_abort_ends_its_pairs_spinning_kernels_too_r27() {
     // returns at once (it used to wait until the pair's own watchdog aborted it at 4.1 s).
     let text = std::fs::read_to_string("../tests/data/sim/p2p_abort.toml").unwrap();
     let timeline = simulate(&parse("p2p_abort.toml", &text).unwrap());
-    let returned: Vec<u64> = (timeline.watchdog.iter())
+    assert_eq!(abort_returns_of_rank_0(&timeline), [2_100_000_000]);
+}
+
+/// When rank 0's watchdog logged that its abort of the communicators returned (R27, mode 2).
+fn abort_returns_of_rank_0(timeline: &Timeline) -> Vec<u64> {
+    (timeline.watchdog.iter())
         .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
         .map(|r| r.at_ns)
-        .collect();
-    assert_eq!(returned, [2_100_000_000]);
+        .collect()
 }
 
 /// Rank 1 hangs before `ar`; rank 0's wait on it times out at 1.5 s (its own `timeout_ms`),
@@ -242,11 +246,7 @@ fn the_watchdog_s_abort_waits_for_the_main_thread_s_that_began_first_r15_r27() {
         if mode == 1 {
             assert_eq!(rank0.end.and_then(|end| end.at_ns), Some(main_returned_ns));
         } else {
-            let returned: Vec<u64> = (timeline.watchdog.iter())
-                .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
-                .map(|r| r.at_ns)
-                .collect();
-            assert_eq!(returned, [main_returned_ns]);
+            assert_eq!(abort_returns_of_rank_0(&timeline), [main_returned_ns]);
         }
     }
 }
@@ -268,11 +268,7 @@ fn an_abort_that_returns_at_once_does_not_stall_the_heartbeat_r28() {
         timeline.findings
     );
     assert!(!(timeline.watchdog.iter()).any(|r| r.event == WatchdogEvent::HeartbeatTimeout));
-    let returned: Vec<u64> = (timeline.watchdog.iter())
-        .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
-        .map(|r| r.at_ns)
-        .collect();
-    assert_eq!(returned, [13_100_000_000]);
+    assert_eq!(abort_returns_of_rank_0(&timeline), [13_100_000_000]);
 }
 
 #[test]
