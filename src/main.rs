@@ -798,6 +798,30 @@ fn run(
         scenario.seed = seed;
     }
     limits.check(file, &scenario, outputs.summary.is_some())?;
+    if let Some(selection) = &outputs.summary {
+        // A rank or iteration the scenario does not have would keep nothing, silently.
+        let outside = |ranges: &Option<Vec<(u32, u32)>>, count: u32| {
+            ranges
+                .iter()
+                .flatten()
+                .find(|&&(_, last)| last >= count)
+                .map(|&(_, last)| last)
+        };
+        if let Some(rank) = outside(&selection.ranks, scenario.cluster.ranks) {
+            return Err(Failure::input(format!(
+                "--records-for ranks: rank {rank} does not exist (the scenario has {} ranks, 0-{})",
+                scenario.cluster.ranks,
+                scenario.cluster.ranks - 1
+            )));
+        }
+        if let Some(iteration) = outside(&selection.iterations, scenario.repeat) {
+            return Err(Failure::input(format!(
+                "--records-for iterations: iteration {iteration} does not exist (the scenario repeats {} times, 0-{})",
+                scenario.repeat,
+                scenario.repeat - 1
+            )));
+        }
+    }
     let options = sim::engine::Options {
         summary: outputs.summary.clone(),
         progress: progress::hook(),

@@ -288,6 +288,19 @@ fn small_input_mistakes_get_a_message_that_helps() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let output = c10dsim(&["diff", trace.to_str().unwrap(), trace.to_str().unwrap()]);
     assert_refused(&output, "it is a Chrome trace", "diff of a Chrome trace");
+    // A selection of records past the scenario kept nothing, silently.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--summary",
+        "--records-for",
+        "ranks=9",
+    ]);
+    assert_refused(
+        &output,
+        "rank 9 does not exist (the scenario has 2 ranks",
+        "--records-for",
+    );
 }
 
 #[test]
