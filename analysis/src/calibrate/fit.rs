@@ -1120,6 +1120,21 @@ pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), Str
             scenario.ops.len()
         ));
     }
+    if timeline
+        .ranks
+        .iter()
+        .all(|rank| rank.host.is_empty() && rank.kernels.is_empty())
+    {
+        let why = if timeline.summary.is_some() {
+            " (a summarised Timeline keeps the records of --records-for only: calibrate from \
+             a run without --summary, or name the ranks and iterations to keep)"
+        } else {
+            ""
+        };
+        return Err(format!(
+            "the Timeline holds no host call or kernel of any rank: nothing to fit{why}"
+        ));
+    }
     for (recorded, op) in timeline.ops.iter().zip(&scenario.ops) {
         let name = op.display_name();
         if recorded.key != op.kind.key() || recorded.name != name {

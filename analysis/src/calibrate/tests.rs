@@ -403,3 +403,14 @@ fn the_first_gemm_s_extra_cost_is_recovered_over_the_launch() {
     assert_eq!(number(&calibration.profile, "host.launch_us"), 20.0);
     assert_eq!(number(&calibration.profile, "host.first_gemm_us"), 80_000.0);
 }
+
+#[test]
+fn a_timeline_without_records_is_refused_as_nothing_to_fit() {
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n";
+    let scenario = sim::scenario::parse("c.toml", text).unwrap();
+    let mut timeline = sim::engine::simulate(&scenario);
+    assert_eq!(check_pairing(&timeline, &scenario), Ok(()));
+    timeline.ranks.clear();
+    let error = check_pairing(&timeline, &scenario).unwrap_err();
+    assert!(error.contains("nothing to fit"), "{error}");
+}
