@@ -107,9 +107,19 @@ fn probe(python: &str, package: Option<&Path>) -> Result<Probe, Failure> {
         .last()
         .and_then(|line| serde_json::from_str(line).ok())
         .ok_or_else(|| {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let said = match stderr.trim() {
+                "" => format!(
+                    "it printed nothing and exited with {}",
+                    output
+                        .status
+                        .code()
+                        .map_or("a signal".to_string(), |code| format!("status {code}"))
+                ),
+                said => said.to_string(),
+            };
             Failure::input(format!(
-                "{python} did not answer the probe: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
+                "{python} did not answer the probe: {said}; c10dsim torch needs Python 3 with PyTorch (set C10DSIM_PYTHON to its interpreter)"
             ))
         })?;
     let Some(torch_version) = answer["torch"].as_str() else {

@@ -89,6 +89,26 @@ fn torch_without_python_exits_2_and_names_it() {
 }
 
 #[test]
+fn torch_with_an_interpreter_that_says_nothing_says_how_it_ended() {
+    if !std::path::Path::new("/bin/false").exists() {
+        skipped("torch_with_an_interpreter_that_says_nothing_says_how_it_ended: no /bin/false");
+        return;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["torch", "scenarios/exp_b_stream_scope.toml"])
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "/bin/false")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("it printed nothing and exited with status 1"),
+        "{message}"
+    );
+}
+
+#[test]
 fn torch_without_torch_exits_2_and_names_it() {
     if !python_available() {
         skipped("torch_without_torch_exits_2_and_names_it: no python3 on PATH");
