@@ -152,8 +152,7 @@ pub fn write_dumps(
             return Ok(());
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Failure::input(format!("cannot create {}: {e}", parent.display())))?;
+            stdio::create_folder(parent)?;
         }
         let bytes = flight_recorder::write(dump);
         batch.add(&path, |out| out.write_all(&bytes))?;

@@ -66,6 +66,19 @@ fn refuse_device(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Creates folder `dir` and its parents for outputs; a path that exists and is not a folder
+/// (`/dev/full`, a file) is named as such, not as the system's "File exists".
+pub fn create_folder(dir: &Path) -> Result<(), Failure> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::input(format!(
+            "cannot create folder {}: it exists and is not a folder",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|error| Failure::input(format!("cannot create {}: {error}", dir.display())))
+}
+
 /// Whether `path` is `-`.
 pub fn is_dash(path: &Path) -> bool {
     path.as_os_str() == "-"

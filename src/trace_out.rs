@@ -28,8 +28,7 @@ pub fn write_trace_dir(dir: &Path, timeline: &Timeline, ranks: Ranks) -> Result<
             "--trace-dir writes a folder with one file per rank; `-` (standard output) cannot hold it",
         ));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|error| Failure::input(format!("cannot create {}: {error}", dir.display())))?;
+    stdio::create_folder(dir)?;
     if let Ranks::WholeJob = ranks {
         refuse_other_ranks(dir, timeline)?;
     }
