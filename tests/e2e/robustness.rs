@@ -301,6 +301,14 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "rank 9 does not exist (the scenario has 2 ranks",
         "--records-for",
     );
+    // A folder output where a file is.
+    let file = write("not_a_folder", "x");
+    let output = c10dsim(&["run", "scenarios/send_recv.toml", "--trace-dir", &file]);
+    assert_refused(
+        &output,
+        "it exists and is not a folder",
+        "--trace-dir over a file",
+    );
 }
 
 #[test]
