@@ -461,6 +461,10 @@ fn main() -> ExitCode {
         std::process::exit(130);
     });
     let cli = Cli::parse();
+    if let Some(key) = repeated_set(&cli.command) {
+        eprintln!("c10dsim: --set {key} is given twice: the last would win silently; give it once");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Run {
             file,
@@ -675,6 +679,24 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// A key the command's `--set`s name twice (sweeps make such a key an axis and check axes
+/// themselves).
+fn repeated_set(command: &Command) -> Option<String> {
+    let overrides = match command {
+        Command::Run { overrides, .. }
+        | Command::Check { overrides, .. }
+        | Command::Hw { overrides, .. }
+        | Command::Resolve { overrides, .. }
+        | Command::Torch { overrides, .. } => overrides,
+        _ => return None,
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    overrides
+        .iter()
+        .find(|o| !seen.insert(o.path.as_str()))
+        .map(|o| o.path.clone())
 }
 
 fn parse_axis(text: &str) -> Result<sim::sweep::AxisArg, String> {

@@ -301,6 +301,16 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "rank 9 does not exist (the scenario has 2 ranks",
         "--records-for",
     );
+    // One key set twice: the first would be lost.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--set",
+        "repeat=2",
+        "--set",
+        "repeat=3",
+    ]);
+    assert_refused(&output, "--set repeat is given twice", "a repeated --set");
     // A folder output where a file is.
     let file = write("not_a_folder", "x");
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--trace-dir", &file]);
