@@ -456,10 +456,7 @@ fn main() -> ExitCode {
     // Interrupted (Ctrl-C, SIGTERM), a command leaves no hidden half-written output behind;
     // 130 as a shell reports an interrupted command. Without a handler (one could not be set),
     // the signal ends the process as before.
-    let _ = ctrlc::set_handler(|| {
-        stdio::remove_partials();
-        std::process::exit(130);
-    });
+    let _ = ctrlc::set_handler(|| stdio::remove_partials_and_exit(130));
     let cli = Cli::parse();
     if let Some(key) = repeated_set(&cli.command) {
         eprintln!("c10dsim: --set {key} is given twice: the last would win silently; give it once");

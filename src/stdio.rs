@@ -11,31 +11,41 @@ use std::sync::Mutex;
 static INPUTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// The hidden files of outputs being written, until renamed over their names or removed: an
-/// interrupted command (Ctrl-C, SIGTERM) removes them ([`remove_partials`]).
+/// interrupted command (Ctrl-C, SIGTERM) removes them ([`remove_partials_and_exit`]).
 static PARTIALS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-fn note_partial(path: &Path, writing: bool) {
+/// The hidden file `path` is gone: renamed over its name or removed.
+fn forget_partial(path: &Path) {
     if let Ok(mut partials) = PARTIALS.lock() {
-        if writing {
-            partials.push(path.to_path_buf());
-        } else if let Some(at) = partials.iter().position(|p| p == path) {
+        if let Some(at) = partials.iter().position(|p| p == path) {
             partials.swap_remove(at);
         }
     }
 }
 
-/// Removes the hidden files of the outputs being written: the command is interrupted, and
-/// the outputs keep their old contents (or stay absent).
-pub fn remove_partials() {
-    remove_partials_where(|_| true);
+/// Removes the hidden files of the outputs being written and ends the process with `code`:
+/// the command is interrupted, and the outputs keep their old contents (or stay absent). The
+/// list stays locked until the end, so that no hidden file is created after the removal.
+pub fn remove_partials_and_exit(code: i32) -> ! {
+    let partials = PARTIALS.lock();
+    if let Ok(partials) = &partials {
+        remove_each(partials, |_| true);
+    }
+    std::process::exit(code)
 }
 
-/// [`remove_partials`] for the files `which` picks (a test's own: tests run in parallel).
+fn remove_each(partials: &[PathBuf], which: impl Fn(&Path) -> bool) {
+    for path in partials.iter().filter(|path| which(path)) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The removal of [`remove_partials_and_exit`], for the files `which` picks, without the exit
+/// (a test's own files: tests run in parallel).
+#[cfg(test)]
 fn remove_partials_where(which: impl Fn(&Path) -> bool) {
     if let Ok(partials) = PARTIALS.lock() {
-        for path in partials.iter().filter(|path| which(path)) {
-            let _ = std::fs::remove_file(path);
-        }
+        remove_each(&partials, which);
     }
 }
 
@@ -266,10 +276,17 @@ impl Batch {
                 .unwrap_or_default();
             path.with_file_name(format!(".{name}.{}.partial", std::process::id()))
         };
-        if !direct {
-            note_partial(&target, true);
-        }
-        let result = std::fs::File::create(&target).and_then(|file| {
+        let created = if direct {
+            std::fs::File::create(&target)
+        } else {
+            // Noted and created under one lock: an interruption removes it, or it did not exist.
+            let mut partials = PARTIALS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            partials.push(target.clone());
+            std::fs::File::create(&target)
+        };
+        let result = created.and_then(|file| {
             let mut out = std::io::BufWriter::new(file);
             write(&mut out)?;
             let file = out
@@ -292,7 +309,7 @@ impl Batch {
         }
         if let Err(error) = result {
             let _ = std::fs::remove_file(&target);
-            note_partial(&target, false);
+            forget_partial(&target);
             return Err(cannot(&error));
         }
         self.pending.push((target, path.to_path_buf()));
@@ -325,7 +342,7 @@ impl Batch {
                 // The hidden files left are removed when the batch is dropped.
                 let _ = std::fs::remove_file(&target);
             }
-            note_partial(&target, false);
+            forget_partial(&target);
             if let Err(error) = renamed {
                 return Err(Failure::input(format!(
                     "cannot write {}: {error}",
@@ -341,7 +358,7 @@ impl Drop for Batch {
     fn drop(&mut self) {
         for (target, _) in &self.pending {
             let _ = std::fs::remove_file(target);
-            note_partial(target, false);
+            forget_partial(target);
         }
     }
 }

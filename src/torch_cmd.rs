@@ -600,7 +600,11 @@ pub fn fidelity(
         )?;
         return Ok(0);
     }
+    // An output that is not a regular file (`/dev/null`, a pipe) has no text to keep: it is
+    // written directly.
+    let regular = std::fs::metadata(output).map_or(true, |meta| meta.is_file());
     let previous = match crate::stdio::read_file(output) {
+        _ if !regular => String::new(),
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
             Failure::input(format!(
                 "{} is not UTF-8 text: -o replaces the part of a Markdown file after the marker \

@@ -665,6 +665,9 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     for name in ops_only_in_a.iter().chain(&ops_only_in_b) {
         exceeded.push(format!("op {name} is in one Timeline only"));
     }
+    // A summarised Timeline keeps the records of the ranks and iterations it was asked to
+    // (`--records-for`): records missing there are by design, not a difference.
+    let whole = a.summary.is_none() && b.summary.is_none();
     let ranks_of = |t: &Timeline| -> BTreeSet<u32> {
         t.ranks
             .iter()
@@ -673,8 +676,15 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
             .collect()
     };
     let (ranks_a, ranks_b) = (ranks_of(a), ranks_of(b));
-    let ranks_only_in_a: Vec<u32> = ranks_a.difference(&ranks_b).copied().collect();
-    let ranks_only_in_b: Vec<u32> = ranks_b.difference(&ranks_a).copied().collect();
+    let only = |first: &BTreeSet<u32>, second: &BTreeSet<u32>| -> Vec<u32> {
+        if whole {
+            first.difference(second).copied().collect()
+        } else {
+            Vec::new()
+        }
+    };
+    let ranks_only_in_a = only(&ranks_a, &ranks_b);
+    let ranks_only_in_b = only(&ranks_b, &ranks_a);
     for (side, ranks) in [("A", &ranks_only_in_a), ("B", &ranks_only_in_b)] {
         if !ranks.is_empty() {
             let listed: Vec<String> = ranks.iter().map(u32::to_string).collect();
@@ -685,6 +695,9 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         }
     }
     let calls_only = |first: &Timeline, second: &Timeline| -> Vec<(u32, String, usize)> {
+        if !whole {
+            return Vec::new();
+        }
         let (times_first, times_second) = (op_times(first), op_times(second));
         let both: BTreeSet<u32> = ranks_of(first)
             .intersection(&ranks_of(second))
@@ -949,6 +962,21 @@ mod tests {
         assert_eq!(result.calls_only_in_a, [(0, "main_kernel".to_string(), 1)]);
         assert!(render_diff(&result)
             .contains("op main_kernel (rank 0): 1 measured iteration(s) ran in A only"));
+    }
+
+    #[test]
+    fn a_summarised_timeline_missing_records_by_design_is_not_a_difference() {
+        let text = apply_overrides_with_ops(SCENARIO, &[]).unwrap();
+        let scenario = parse("diff.toml", &text).unwrap();
+        let whole = sim::engine::simulate(&scenario);
+        let options = sim::engine::Options {
+            summary: Some(sim::timeline::RecordSelection::parse("none").unwrap()),
+            ..sim::engine::Options::default()
+        };
+        let summarised = sim::engine::simulate_with(&scenario, options).0;
+        let result = diff(&summarised, &whole, &DiffOptions::default());
+        assert!(result.ranks_only_in_b.is_empty() && result.calls_only_in_b.is_empty());
+        assert!(result.within_tolerance(), "{:?}", result.exceeded);
     }
 
     #[test]

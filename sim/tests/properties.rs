@@ -562,9 +562,6 @@ fn failing_text(
     )
 }
 
-/// No host call of a rank starts after its process ended, no deadlock finding blames a rank
-/// whose process ended for not doing what its death stopped, and no collective a rank issued
-/// after its communicator of that group was aborted completes.
 /// The watchdog's abort (R27, modes 1 and 2) returns at most once per abort, no earlier than
 /// `host.comm_abort_us` after it began (these programs have no wait of their own timeout, whose
 /// abort would leave the watchdog's nothing to do), and mode 1 logs no return: it takes the
@@ -609,6 +606,9 @@ fn check_abort_returns(timeline: &Timeline, scenario: &sim::scenario::Scenario) 
     }
 }
 
+/// No host call of a rank starts after its process ended, no deadlock finding blames a rank
+/// whose process ended for not doing what its death stopped, and no collective a rank issued
+/// after its communicator of that group was aborted completes.
 fn check_side_thread_effects(timeline: &Timeline) {
     for rank in &timeline.ranks {
         let at = |event: WatchdogEvent| {

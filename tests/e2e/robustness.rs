@@ -235,7 +235,6 @@ fn a_device_is_refused_as_an_input_instead_of_read_without_end() {
     }
     for args in [
         ["diff", "/dev/zero", "/dev/zero"].as_slice(),
-        ["fidelity", "-o", "/dev/zero"].as_slice(),
         [
             "sweep",
             "scenarios/exp_a_sweep.toml",

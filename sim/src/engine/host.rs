@@ -308,7 +308,7 @@ impl Engine<'_> {
                     let state = &mut self.ranks[rank as usize];
                     state.cursor.next -= 1;
                     state.blocked = Blocked::WatchdogAbort {
-                        group: group as u16,
+                        group: self.failure.watchdog_group(group) as u16,
                     };
                     return;
                 }

@@ -271,6 +271,68 @@ fn an_abort_that_returns_at_once_does_not_stall_the_heartbeat_r28() {
     assert_eq!(abort_returns_of_rank_0(&timeline), [13_100_000_000]);
 }
 
+/// A scenario of `tests/data/sim/`, simulated.
+fn simulated_data(name: &str) -> Timeline {
+    let path = format!("../tests/data/sim/{name}.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    simulate(&parse(&path, &text).unwrap())
+}
+
+#[test]
+fn review_cases_a_pair_call_during_the_group_s_abort_raises_when_it_returns_r27() {
+    // Mode 2, abort 0.5 s from 2.1 s; rank 0's send at 2.2 s blocks on the aborting pair
+    // communicator and raises when the default group's abort returns (it used to block for
+    // good, until the heartbeat monitor's end at 482 s).
+    let timeline = simulated_data("review_blocked");
+    let end = timeline.ranks[0].end.unwrap();
+    assert_eq!(end.status, ExitStatus::Raised);
+    assert!(end
+        .at_ns
+        .is_some_and(|at_ns| (2_600_000_000..2_700_000_000).contains(&at_ns)));
+}
+
+#[test]
+fn review_cases_the_watchdog_s_abort_keeps_its_least_time_after_the_main_thread_s_r15_r27() {
+    // The send's wait times out at 0.525 s and the main thread aborts the pair; the default
+    // group's abort (0.9 s) begins at 2.1 s and returns once, at 3.0 s (it returned at 2.1 s,
+    // then again at 3.0 s).
+    let timeline = simulated_data("review_pairwait");
+    assert_eq!(abort_returns_of_rank_0(&timeline), [3_000_000_000]);
+}
+
+#[test]
+fn review_cases_a_send_in_the_program_changes_nothing_of_a_caught_wait_s_end_r31() {
+    // The same program with and without a send before it: both processes end as the mode 3
+    // watchdog takes them down, not at once with a failure (a pair group once aliased the
+    // default group's watchdog in the exit's checks).
+    let plain = simulated_data("review_wt2");
+    let with_send = simulated_data("review_wt2p");
+    let statuses = |t: &Timeline| {
+        t.ranks
+            .iter()
+            .map(|r| r.end.unwrap().status)
+            .collect::<Vec<_>>()
+    };
+    assert!(statuses(&plain).iter().all(|&s| s == ExitStatus::Aborted));
+    assert!(statuses(&with_send)
+        .iter()
+        .all(|&s| s == ExitStatus::Aborted));
+}
+
+#[test]
+fn review_cases_the_watchdog_handling_a_pair_s_aborted_work_aborts_the_whole_group_r15_r27() {
+    // A send's wait times out and is caught; the watchdog finds the pair's aborted
+    // communicator and (mode 2) aborts every communicator of the default group: the world
+    // all_reduce after it raises, caught.
+    let timeline = simulated_data("review_abw");
+    let ar2 = timeline.ops.iter().position(|op| op.name == "ar2").unwrap() as OpRef;
+    assert!(
+        (timeline.ranks[0].exceptions.iter()).any(|e| e.op == ar2),
+        "{:?}",
+        timeline.ranks[0].exceptions
+    );
+}
+
 #[test]
 fn a_wait_s_timeout_on_a_send_aborts_the_pair_s_communicator_alone_r15() {
     // After a first exchange, rank 0's second send to rank 2 is never received; its wait

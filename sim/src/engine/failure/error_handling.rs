@@ -141,6 +141,7 @@ impl Failure<'_> {
         // cuts have ended when it is looked at.
         self.watchdogs[index].aborting = true;
         self.watchdogs[index].abort_awaits_main = self.watchdogs[index].main_abort_running;
+        self.watchdogs[index].abort_least_end_ns = now_ns + abort_ns;
         self.hold_heartbeat_for_abort(rank, group, out);
         wake(out, rank, group, Wake::AbortReturned, now_ns + abort_ns);
     }
@@ -193,7 +194,11 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
-        if self.watchdogs[self.index(rank, group)].abort_awaits_main {
+        let index = self.index(rank, group);
+        if !self.watchdogs[index].aborting {
+            return;
+        }
+        if self.watchdogs[index].abort_awaits_main {
             // The main thread's abort still runs: `wait_raised` asks again once it returned.
             return;
         }
@@ -342,7 +347,9 @@ impl Failure<'_> {
         {
             self.watchdogs[index].abort_stall_since_ns = Some(now_ns);
             let check = Wake::AbortStallCheck { since_ns: now_ns };
-            self.heartbeat_stalls((rank, group), now_ns, u64::MAX, check, out);
+            // The stalled heartbeat is the watchdog's: its process group's.
+            let watchdog = self.watchdog_group(group);
+            self.heartbeat_stalls((rank, watchdog), now_ns, u64::MAX, check, out);
         }
         out.push(Command::AbortCommunicators { rank, group });
     }
@@ -367,7 +374,8 @@ impl Failure<'_> {
             && self.watchdogs[index].aborting
         {
             let watchdog = self.watchdog_group(group);
-            wake(out, rank, watchdog, Wake::AbortReturned, now_ns);
+            let at_ns = now_ns.max(self.watchdogs[index].abort_least_end_ns);
+            wake(out, rank, watchdog, Wake::AbortReturned, at_ns);
         }
         let message = format!(
             "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
@@ -398,10 +406,13 @@ impl Failure<'_> {
                 && !watchdog.handling
                 && pending
             {
+                // The watchdog of the Work's process group handles it, and its abort (modes
+                // 1 and 2) covers every communicator of that group.
+                let watchdog = self.watchdog_group(group);
                 self.caught(
                     view,
                     rank,
-                    group,
+                    watchdog,
                     super::Caught::AbortedByWait(collective),
                     now_ns,
                     out,

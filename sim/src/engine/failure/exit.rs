@@ -66,16 +66,20 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let destroy = self.scenario.destroy_process_group;
-        let busy = (0..self.groups).find(|&group| self.watchdogs[self.index(rank, group)].handling);
+        let busy = (0..self.groups)
+            .filter(|&g| self.watchdog_group(g) == g)
+            .find(|&group| self.watchdogs[self.index(rank, group)].handling);
         // Where the communicator was aborted already (a `wait(timeout)` that raised, R15), the
         // destructor has nothing to abort and joins the sleeping watchdog, as
         // `destroy_process_group()` does (read from the source; wait_timeout.toml was measured
         // with the call).
-        let crashes = (0..self.groups).find(|&group| {
-            !destroy
-                && self.watchdogs[self.index(rank, group)].handling
-                && !self.is_aborted(rank, group)
-        });
+        let crashes = (0..self.groups)
+            .filter(|&g| self.watchdog_group(g) == g)
+            .find(|&group| {
+                !destroy
+                    && self.watchdogs[self.index(rank, group)].handling
+                    && !self.is_aborted(rank, group)
+            });
         if let Some(group) = crashes {
             self.exit_failure(
                 (rank, group, ThreadKind::Main, WatchdogEvent::Exit),
@@ -167,7 +171,10 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) -> bool {
-        for group in 0..self.groups {
+        let groups: Vec<GroupId> = (0..self.groups)
+            .filter(|&g| self.watchdog_group(g) == g)
+            .collect();
+        for group in groups {
             // The deadline poll's own test, run now: the others get their poll at their deadline.
             if self.timeout_due(view, rank, group, now_ns, out) {
                 let watchdog = &self.watchdogs[self.index(rank, group)];
@@ -196,7 +203,9 @@ impl Failure<'_> {
         }
         let now_ns = now_ns.max(exiting.returned_ns);
         // A watchdog busy with an error holds the teardown's join until it handled it.
-        let busy = (0..self.groups).find(|&group| self.watchdogs[self.index(rank, group)].handling);
+        let busy = (0..self.groups)
+            .filter(|&g| self.watchdog_group(g) == g)
+            .find(|&group| self.watchdogs[self.index(rank, group)].handling);
         if let Some(group) = exiting.joins_watchdog.or(busy) {
             self.exiting[rank as usize] = Some(Exiting {
                 joins_watchdog: Some(group),

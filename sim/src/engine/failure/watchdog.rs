@@ -100,6 +100,8 @@ pub(super) struct WatchdogState {
     /// The watchdog's abort began while the main thread's, after a wait's timeout, still ran
     /// (R15): it returns no earlier than that one.
     pub(super) abort_awaits_main: bool,
+    /// When the watchdog's abort's least time (`host.comm_abort_us`) ends.
+    pub(super) abort_least_end_ns: u64,
 }
 
 impl Failure<'_> {
@@ -107,7 +109,7 @@ impl Failure<'_> {
     /// receive goes through the process group it was called on (the default one), whose one
     /// watchdog thread polls all its Works, point-to-point ones included, in the order they
     /// were enqueued, and whose abort aborts the pair's communicator too.
-    pub(super) fn watchdog_group(&self, group: GroupId) -> GroupId {
+    pub(in crate::engine) fn watchdog_group(&self, group: GroupId) -> GroupId {
         if self.scenario.groups[group].point_to_point {
             0
         } else {
