@@ -265,7 +265,7 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         iterations: u32,
         /// Print the generated scenario and exit.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["scaling", "repeat"])]
         print_scenario: bool,
         /// Simulate as `run --summary` does (records folded as they complete).
         #[arg(long)]
