@@ -196,6 +196,7 @@ impl Failure<'_> {
     ) {
         let index = self.index(rank, group);
         if !self.watchdogs[index].aborting {
+            // The abort returned already: a wake-up asked for before it did.
             return;
         }
         if self.watchdogs[index].abort_awaits_main {
