@@ -312,7 +312,11 @@ fn small_input_mistakes_get_a_message_that_helps() {
     assert_refused(&output, "--set repeat is given twice", "a repeated --set");
     // Printing the scenario runs nothing: with a mode that runs, one of them would be ignored.
     let output = c10dsim(&["bench", "--print-scenario", "--scaling", "8", "-o", "-"]);
-    assert_refused(&output, "cannot be used with", "bench --print-scenario --scaling");
+    assert_refused(
+        &output,
+        "cannot be used with",
+        "bench --print-scenario --scaling",
+    );
     // A folder output where a file is.
     let file = write("not_a_folder", "x");
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--trace-dir", &file]);
