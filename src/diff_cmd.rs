@@ -13,13 +13,28 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct ToleranceArgs {
     /// A timing difference fails only above this share of the reference value (percent).
-    #[arg(long, default_value_t = 10.0, value_name = "PCT")]
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "PCT",
+        allow_negative_numbers = true
+    )]
     pub tol_pct: f64,
     /// ... and above this many microseconds.
-    #[arg(long, default_value_t = 10.0, value_name = "US")]
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "US",
+        allow_negative_numbers = true
+    )]
     pub tol_us: f64,
     /// Events closer than this are simultaneous for the ordering verdicts (µs).
-    #[arg(long, default_value_t = 5.0, value_name = "US")]
+    #[arg(
+        long,
+        default_value_t = 5.0,
+        value_name = "US",
+        allow_negative_numbers = true
+    )]
     pub order_tie_us: f64,
 }
 

@@ -317,6 +317,17 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "cannot be used with",
         "bench --print-scenario --scaling",
     );
+    // A negative tolerance gets the range, not clap's "unexpected argument '-5'".
+    let timeline = temp("tolerance_timeline.json");
+    let timeline = timeline.to_str().unwrap();
+    let output = c10dsim(&["run", "scenarios/send_recv.toml", "--timeline", timeline]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&["diff", timeline, timeline, "--tol-pct", "-5"]);
+    assert_refused(
+        &output,
+        "--tol-pct must be a number ≥ 0, found -5",
+        "diff --tol-pct -5",
+    );
     // A folder output where a file is.
     let file = write("not_a_folder", "x");
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--trace-dir", &file]);
