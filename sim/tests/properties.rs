@@ -288,17 +288,8 @@ fn check_completion(timeline: &Timeline, text: &str) {
         // peer) apart from each group's collectives (docs/watchdog.md).
         let mut counts: HashMap<(usize, bool), u64> = HashMap::new();
         for record in &rank.collectives {
-            let group = &scenario.groups[record.group as usize];
-            let op = &scenario.ops[record.op as usize];
-            let point_to_point = op
-                .kind
-                .collective()
-                .is_some_and(|(kind, _)| kind.is_point_to_point());
-            let process_group = if group.point_to_point {
-                0
-            } else {
-                record.group as usize
-            };
+            let point_to_point = scenario.ops[record.op as usize].kind.is_point_to_point();
+            let process_group = scenario.process_group(record.group as usize);
             let count = counts.entry((process_group, point_to_point)).or_default();
             *count += 1;
             assert_eq!(record.seq_num(), *count, "rank {}: {record:?}", rank.rank);

@@ -85,12 +85,9 @@ impl RunView for View<'_> {
         // group's point-to-point calls, whatever the peer (a pair's send or receive is the
         // default group's), a collective among its group's collectives.
         let groups = &self.scenario.groups;
-        let process_group = |g: GroupId| if groups[g].point_to_point { 0 } else { g };
+        let process_group = |g: GroupId| self.scenario.process_group(g);
         let numbered = |g: GroupId, op: u32| {
-            let batch = self.scenario.ops[op as usize]
-                .kind
-                .collective()
-                .is_some_and(|(kind, _)| kind.is_point_to_point());
+            let batch = self.scenario.ops[op as usize].kind.is_point_to_point();
             if point_to_point {
                 (groups[g].point_to_point || batch) && process_group(g) == process_group(group)
             } else {

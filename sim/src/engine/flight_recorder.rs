@@ -53,16 +53,8 @@ pub(super) fn dump(
         .iter()
         .filter(|record| record.host_start_ns <= dump_ns)
         .collect();
-    // PyTorch records a send or receive under the group it was called on (the default one),
-    // not the pair's own communicator.
-    let process_group = |group: u16| {
-        let pair = usize::from(group);
-        if scenario.groups[pair].point_to_point {
-            0
-        } else {
-            pair
-        }
-    };
+    // PyTorch records a send or receive under the group it was called on (the default one).
+    let process_group = |group: u16| scenario.process_group(usize::from(group));
     // The collective a record's call issued: the op's, or a mismatch fault's in its place.
     let issued = |record: &CollectiveRecord| {
         let op = &scenario.ops[record.op as usize];
@@ -89,10 +81,7 @@ pub(super) fn dump(
     };
     let calls: Vec<Call> = (folded_before.iter())
         .map(|work| {
-            let point_to_point = scenario.ops[work.op as usize]
-                .kind
-                .collective()
-                .is_some_and(|(kind, _)| kind.is_point_to_point());
+            let point_to_point = scenario.ops[work.op as usize].kind.is_point_to_point();
             Call {
                 process_group: process_group(work.group),
                 point_to_point,

@@ -577,13 +577,7 @@ impl ProcessGroupNccl {
         };
         let collective = self.collective_groups.len() as u32;
         self.collective_groups.push(group);
-        // A pair's send or receive goes through the process group it was called on (the
-        // default one), not the pair's own communicator.
-        let process_group = if scenario.groups[group].point_to_point {
-            0
-        } else {
-            group
-        };
+        let process_group = scenario.process_group(group);
         let seq_num = if call.kind.is_point_to_point() {
             self.p2p_seq[process_group] += 1;
             if process_group == group {

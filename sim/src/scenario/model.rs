@@ -766,6 +766,13 @@ impl OpKind {
         )
     }
 
+    /// The op is a send, a receive or a batch of them: PyTorch numbers its Work among the
+    /// process group's point-to-point calls.
+    pub fn is_point_to_point(&self) -> bool {
+        self.collective()
+            .is_some_and(|(kind, _)| kind.is_point_to_point())
+    }
+
     /// The collective an op issues and its group: a barrier's is an all_reduce (R14), a
     /// `batch_isend_irecv`'s one coalesced send-receive.
     pub fn collective(&self) -> Option<(CollectiveKind, GroupId)> {
@@ -1040,6 +1047,17 @@ impl Scenario {
                 )
             })
         })
+    }
+
+    /// The process group a call on `group` goes through: a pair's send or receive goes through
+    /// the group it was called on, the default one (its numbering, watchdog and abort are that
+    /// group's); any other group is its own.
+    pub fn process_group(&self, group: GroupId) -> GroupId {
+        if self.groups[group].point_to_point {
+            0
+        } else {
+            group
+        }
     }
 
     pub fn same_node(&self, a: u32, b: u32) -> bool {

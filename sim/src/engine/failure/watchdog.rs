@@ -110,11 +110,7 @@ impl Failure<'_> {
     /// watchdog thread polls all its Works, point-to-point ones included, in the order they
     /// were enqueued, and whose abort aborts the pair's communicator too.
     pub(in crate::engine) fn watchdog_group(&self, group: GroupId) -> GroupId {
-        if self.scenario.groups[group].point_to_point {
-            0
-        } else {
-            group
-        }
+        self.scenario.process_group(group)
     }
 
     pub(super) fn index(&self, rank: u32, group: GroupId) -> usize {
