@@ -665,4 +665,6 @@ fn rank_speed(scenario: &Scenario, rank: u32) -> f64 {
 const RANK_SPEED_STREAM: u64 = 0x73_7065_6564;
 
 #[cfg(test)]
+mod side_thread_tests;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,265 @@
+//! Point-to-point calls and the side threads, each through a whole small scenario: a Work's
+//! `SeqNum` as each rank numbers it (desync report, mismatch and deadlock findings), one
+//! watchdog per process group, and the aborts of communicators (R15, R27, R28, R31). Apart from
+//! `tests.rs`, the run loop's own behaviours, so that each file reads on its own.
+
+use super::*;
+use crate::scenario::parse;
+
+/// Rank 1 receives from rank 0 (its point-to-point call 1) and sends 1 MiB to rank 2 (its 2),
+/// which receives 2 MiB from it (rank 2's call 1): a mismatch at their pair's first call.
+const PIPELINE_MISMATCH: &str = "[cluster]\nranks = 3\n[groups.world]\ntimeout_s = 1\n\
+    [tensors]\nx = \"1MiB\"\ny = \"2MiB\"\n\
+    [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+    [[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"y\"\npeer = 1\n";
+
+#[test]
+fn the_desync_report_and_the_mismatch_number_calls_as_each_rank_s_work_does() {
+    let text = format!("{PIPELINE_MISMATCH}[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n");
+    let timeline = simulate(&parse("pipeline.toml", &text).unwrap());
+    let mismatch = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::Mismatch)
+        .expect("a mismatch finding");
+    assert!(
+        mismatch
+            .message
+            .contains("SeqNum=1 on rank 2, 2 on rank 1 of group p2p:1:2"),
+        "{}",
+        mismatch.message
+    );
+    let report = (timeline.watchdog.iter())
+        .find(|r| r.rank == 1 && r.message.contains("Desync debug report"))
+        .expect("rank 1's desync report");
+    assert!(
+        report
+            .message
+            .contains("Desync debug report at SeqNum=2 (SEND, group p2p:1:2)"),
+        "{}",
+        report.message
+    );
+    assert!(
+        report
+            .message
+            .contains("rank 1: last enqueued 2, last completed 1"),
+        "{}",
+        report.message
+    );
+    assert!(
+        report
+            .message
+            .contains("rank 2: last enqueued 1, last completed 0"),
+        "{}",
+        report.message
+    );
+    assert!(
+        report
+            .message
+            .contains("ranks disagree on the op at 2 (p2p:1:2)"),
+        "{}",
+        report.message
+    );
+}
+
+#[test]
+fn one_watchdog_polls_a_process_group_s_sends_and_collectives_in_enqueue_order() {
+    // Rank 1's send to rank 2 never completes (a mismatch), and the all_reduce after it
+    // waits behind it. The default group's one watchdog catches its oldest pending Work, the
+    // send, and handles that error alone: no second timeout for the all_reduce, as a watchdog
+    // per pair and per group would have logged.
+    let text = format!("{PIPELINE_MISMATCH}[[op]]\nall_reduce = \"x\"\n");
+    let timeline = simulate(&parse("pipeline.toml", &text).unwrap());
+    let timeouts: Vec<&str> = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::WatchdogTimeout && f.concerns(1))
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(timeouts.len(), 1, "{timeouts:#?}");
+    assert!(timeouts[0].contains("OpType=SEND"), "{}", timeouts[0]);
+    let rank0 = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.concerns(0))
+        .expect("rank 0's all_reduce times out");
+    assert!(
+        rank0.message.contains("OpType=ALLREDUCE"),
+        "{}",
+        rank0.message
+    );
+}
+
+#[test]
+fn a_process_group_s_abort_ends_its_pairs_spinning_kernels_too_r27() {
+    // Mode 2: rank 1 hangs before the all_reduce; rank 0's watchdog catches it at 1.1 s and
+    // aborts at 2.1 s, when rank 0's send to rank 1 (issued at 2.0 s) spins. The default
+    // group's abort covers the pair's communicator: the send's kernel ends and the abort
+    // returns at once (it used to wait until the pair's own watchdog aborted it at 4.1 s).
+    let text = std::fs::read_to_string("../tests/data/sim/p2p_abort.toml").unwrap();
+    let timeline = simulate(&parse("p2p_abort.toml", &text).unwrap());
+    assert_eq!(abort_returns_of_rank_0(&timeline), [2_100_000_000]);
+}
+
+/// When rank 0's watchdog logged that its abort of the communicators returned (R27, mode 2).
+fn abort_returns_of_rank_0(timeline: &Timeline) -> Vec<u64> {
+    (timeline.watchdog.iter())
+        .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AbortReturned)
+        .map(|r| r.at_ns)
+        .collect()
+}
+
+/// Rank 1 hangs before `ar`; rank 0's wait on it times out at 1.5 s (its own `timeout_ms`),
+/// and the main thread's abort lasts `comm_abort_us`. `{extra}` sets the rest.
+fn caught_wait_timeout(extra: &str) -> String {
+    format!(
+        "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"4MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\ntimeout_ms = 1500\ncatch = true\n[[op]]\nhost_sleep_us = 40_000_000\n\
+         [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n{extra}"
+    )
+}
+
+#[test]
+fn the_watchdog_s_abort_waits_for_the_main_thread_s_that_began_first_r15_r27() {
+    // The main thread's abort runs from 1.5 s to 6.5 s; the watchdog's begins at 2.1 s, after
+    // its 1-s dump wait, and returns only with it (mode 2 logs the return; mode 1 then takes
+    // the process down), not at 2.1 s.
+    for mode in [1, 2] {
+        let text = caught_wait_timeout(&format!(
+            "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n\
+             [host]\ncomm_abort_us = 5_000_000\n"
+        ));
+        let timeline = simulate(&parse("floor.toml", &text).unwrap());
+        // The main thread's abort ended 5 s after its wait's poll past 1.5 s.
+        let main_returned_ns = (timeline.watchdog.iter())
+            .find(|r| {
+                r.rank == 0 && r.thread == ThreadKind::Main && r.event == WatchdogEvent::Abort
+            })
+            .expect("the main thread's raise after its abort")
+            .at_ns;
+        assert!((6_500_000_000..6_510_000_000).contains(&main_returned_ns));
+        let rank0 = &timeline.ranks[0];
+        if mode == 1 {
+            assert_eq!(rank0.end.and_then(|end| end.at_ns), Some(main_returned_ns));
+        } else {
+            assert_eq!(abort_returns_of_rank_0(&timeline), [main_returned_ns]);
+        }
+    }
+}
+
+#[test]
+fn an_abort_that_returns_at_once_does_not_stall_the_heartbeat_r28() {
+    // The main thread's abort (1.2 s to 9.2 s) is over when the watchdog's dump wait ends at
+    // 13.1 s: the watchdog's abort returns at once (logged), and the monitor, reading every
+    // 10 s, finds a heartbeat that moved; it once counted the 8-s abort as a stall.
+    let text = caught_wait_timeout(
+        "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 3000\n\
+         TORCH_NCCL_DUMP_ON_TIMEOUT = 0\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 10\n[host]\ncomm_abort_us = 8_000_000\n",
+    )
+    .replace("timeout_ms = 1500", "timeout_ms = 1200");
+    let timeline = simulate(&parse("hb.toml", &text).unwrap());
+    assert!(
+        !(timeline.findings.iter()).any(|f| f.kind == FindingKind::HeartbeatAbort),
+        "{:?}",
+        timeline.findings
+    );
+    assert!(!(timeline.watchdog.iter()).any(|r| r.event == WatchdogEvent::HeartbeatTimeout));
+    assert_eq!(abort_returns_of_rank_0(&timeline), [13_100_000_000]);
+}
+
+/// A scenario of `tests/data/sim/`, simulated.
+fn simulated_data(name: &str) -> Timeline {
+    let path = format!("../tests/data/sim/{name}.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    simulate(&parse(&path, &text).unwrap())
+}
+
+#[test]
+fn review_cases_a_pair_call_during_the_group_s_abort_raises_when_it_returns_r27() {
+    // Mode 2, abort 0.5 s from 2.1 s; rank 0's send at 2.2 s blocks on the aborting pair
+    // communicator and raises when the default group's abort returns (it used to block for
+    // good, until the heartbeat monitor's end at 482 s).
+    let timeline = simulated_data("review_blocked");
+    let end = timeline.ranks[0].end.unwrap();
+    assert_eq!(end.status, ExitStatus::Raised);
+    assert!(end
+        .at_ns
+        .is_some_and(|at_ns| (2_600_000_000..2_700_000_000).contains(&at_ns)));
+}
+
+#[test]
+fn review_cases_the_watchdog_s_abort_keeps_its_least_time_after_the_main_thread_s_r15_r27() {
+    // The send's wait times out at 0.525 s and the main thread aborts the pair; the default
+    // group's abort (0.9 s) begins at 2.1 s and returns once, at 3.0 s (it returned at 2.1 s,
+    // then again at 3.0 s).
+    let timeline = simulated_data("review_pairwait");
+    assert_eq!(abort_returns_of_rank_0(&timeline), [3_000_000_000]);
+}
+
+#[test]
+fn review_cases_a_send_in_the_program_changes_nothing_of_a_caught_wait_s_end_r31() {
+    // The same program with and without a send before it: both processes end as the mode 3
+    // watchdog takes them down, not at once with a failure (a pair group once aliased the
+    // default group's watchdog in the exit's checks).
+    let plain = simulated_data("review_wt2");
+    let with_send = simulated_data("review_wt2p");
+    let statuses = |t: &Timeline| {
+        t.ranks
+            .iter()
+            .map(|r| r.end.unwrap().status)
+            .collect::<Vec<_>>()
+    };
+    assert!(statuses(&plain).iter().all(|&s| s == ExitStatus::Aborted));
+    assert!(statuses(&with_send)
+        .iter()
+        .all(|&s| s == ExitStatus::Aborted));
+}
+
+#[test]
+fn review_cases_the_watchdog_handling_a_pair_s_aborted_work_aborts_the_whole_group_r15_r27() {
+    // A send's wait times out and is caught; the watchdog finds the pair's aborted
+    // communicator and (mode 2) aborts every communicator of the default group: the world
+    // all_reduce after it raises, caught.
+    let timeline = simulated_data("review_abw");
+    let ar2 = timeline.ops.iter().position(|op| op.name == "ar2").unwrap() as OpRef;
+    assert!(
+        (timeline.ranks[0].exceptions.iter()).any(|e| e.op == ar2),
+        "{:?}",
+        timeline.ranks[0].exceptions
+    );
+}
+
+#[test]
+fn a_wait_s_timeout_on_a_send_aborts_the_pair_s_communicator_alone_r15() {
+    // After a first exchange, rank 0's second send to rank 2 is never received; its wait
+    // times out after 100 ms and the program catches the raise. The main thread aborted the
+    // pair's communicator only: the all_reduce of all three ranks after it completes.
+    let text = "[cluster]\nranks = 3\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"x\"\npeer = 0\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 2\nasync_op = true\nwork = \"s\"\n\
+                [[op]]\nranks = [0]\nwait = \"s\"\ntimeout_ms = 100\ncatch = true\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+    let timeline = simulate(&parse("r15.toml", text).unwrap());
+    let ar = timeline.ops.iter().position(|op| op.name == "ar").unwrap() as OpRef;
+    for rank in &timeline.ranks {
+        assert!(
+            rank.collectives.iter().any(|c| c.op == ar),
+            "rank {}: {:?}",
+            rank.rank,
+            timeline.findings
+        );
+    }
+}
+
+#[test]
+fn a_deadlock_names_each_rank_s_seqnum_where_they_differ() {
+    let text = format!(
+        "{PIPELINE_MISMATCH}[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n"
+    );
+    let timeline = simulate(&parse("pipeline.toml", &text).unwrap());
+    let deadlock = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::Deadlock && f.message.contains("never completes"))
+        .expect("the pair's call never completes");
+    assert!(
+        deadlock
+            .message
+            .contains("(SeqNum=1 on rank 2, 2 on rank 1, OpType="),
+        "{}",
+        deadlock.message
+    );
+}
