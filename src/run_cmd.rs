@@ -1,0 +1,211 @@
+//! `c10dsim run`: load the scenario, simulate it, compare it with a measured Timeline
+//! (`--against`), and emit the report and the files beside it (`emit`, which `hw` and `torch`
+//! share for their measured Timelines).
+
+use crate::{
+    diff_cmd, fr_cmd, limits, load_on, output_failure, plot, progress, stdio, trace_out,
+    write_json, Failure,
+};
+use analysis::{metrics, text};
+use sim::scenario::{self, Scenario};
+use sim::timeline::Timeline;
+use std::path::Path;
+
+/// `run --seed`, `--machine`, `--against` and the caps of `--max-events` and the like.
+pub(crate) struct Against<'a> {
+    pub(crate) seed: Option<u64>,
+    pub(crate) limits: limits::LimitArgs,
+    pub(crate) machine: Option<&'a Path>,
+    pub(crate) measured: Option<&'a Path>,
+    pub(crate) tolerance: diff_cmd::ToleranceArgs,
+}
+
+/// The files `run` writes beside its report.
+pub(crate) struct RunOutputs<'a> {
+    pub(crate) trace: Option<&'a Path>,
+    /// `--trace-dir`: a simulated Timeline holds the whole job, a measured one this process.
+    pub(crate) trace_dir: Option<&'a Path>,
+    pub(crate) timeline: Option<&'a Path>,
+    /// `--fr-dir`: the Flight Recorder dumps' folder.
+    pub(crate) fr_dir: Option<&'a Path>,
+    pub(crate) svg: Option<&'a Path>,
+    /// `--summary`, with the records kept whole.
+    pub(crate) summary: Option<sim::timeline::RecordSelection>,
+    /// `--detail ranks`: every rank's watchdog lines and findings listed on their own.
+    pub(crate) per_rank: bool,
+}
+
+pub(crate) fn run(
+    file: &Path,
+    overrides: &[scenario::Override],
+    json: bool,
+    outputs: &RunOutputs,
+    nccl_tests: bool,
+    fail_on_race: bool,
+    against: &Against,
+) -> Result<u8, Failure> {
+    let limits = &against.limits;
+    let mut scenario = load_on(file, overrides, against.machine)?;
+    if let Some(seed) = against.seed {
+        scenario.seed = seed;
+    }
+    limits.check(file, &scenario, outputs.summary.is_some())?;
+    if let Some(selection) = &outputs.summary {
+        // A rank or iteration the scenario does not have would keep nothing, silently.
+        let outside = |ranges: &Option<Vec<(u32, u32)>>, count: u32| {
+            ranges
+                .iter()
+                .flatten()
+                .find(|&&(_, last)| last >= count)
+                .map(|&(_, last)| last)
+        };
+        if let Some(rank) = outside(&selection.ranks, scenario.cluster.ranks) {
+            return Err(Failure::input(format!(
+                "--records-for ranks: rank {rank} does not exist (the scenario has {} ranks, 0-{})",
+                scenario.cluster.ranks,
+                scenario.cluster.ranks - 1
+            )));
+        }
+        if let Some(iteration) = outside(&selection.iterations, scenario.repeat) {
+            return Err(Failure::input(format!(
+                "--records-for iterations: iteration {iteration} does not exist (the scenario repeats {} times, 0-{})",
+                scenario.repeat,
+                scenario.repeat - 1
+            )));
+        }
+    }
+    let options = sim::engine::Options {
+        summary: outputs.summary.clone(),
+        progress: progress::hook(),
+        ..limits.engine_options()
+    };
+    let (timeline, _) = sim::engine::simulate_with(&scenario, options);
+    progress::finish();
+    if let Some(measured) = against.measured {
+        if let Some(path) = outputs.timeline {
+            write_json(path, &timeline)?;
+        }
+        let timeline = timeline.expand();
+        fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
+        let measured = diff_cmd::read_timeline(measured)?;
+        return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
+    }
+    let report = metrics::report(&timeline);
+    emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;
+    // Races stop nothing in the program, so they fail the run only when asked; every other
+    // finding (deadlock, timeout, out of memory…) does.
+    let failing = report
+        .findings
+        .iter()
+        .any(|f| fail_on_race || f.kind != sim::timeline::FindingKind::Race);
+    Ok(u8::from(failing))
+}
+
+pub(crate) fn emit(
+    scenario: &Scenario,
+    timeline: &Timeline,
+    report: &metrics::Report,
+    json: bool,
+    nccl_tests: bool,
+    outputs: &RunOutputs,
+) -> Result<(), Failure> {
+    // A file written to stdout (`-`) takes stdout alone: the report goes to stderr. So does
+    // nccl-tests' table (without --json), so that stdout reads as all_reduce_perf's does.
+    let dashes = [outputs.trace, outputs.timeline, outputs.svg]
+        .iter()
+        .flatten()
+        .filter(|path| stdio::is_dash(path))
+        .count();
+    let table = nccl_tests && !json;
+    if dashes + usize::from(table) > 1 {
+        return Err(Failure::input(
+            "only one of --trace -, --timeline -, --svg - and --nccl-tests can have standard output",
+        ));
+    }
+    let shown = |path: &Path| {
+        if stdio::is_dash(path) {
+            "to standard output".to_string()
+        } else {
+            path.display().to_string()
+        }
+    };
+    // With `--json` and a file on stdout, stderr holds the JSON report alone.
+    let wrote = |what: &str, path: &Path| {
+        if !(json && stdio::is_dash(path)) {
+            eprintln!("c10dsim: wrote {what} {}", shown(path));
+        }
+    };
+    // Traces and charts show every rank: a folded Timeline is expanded for them (the report
+    // weighs its classes instead, docs/scale.md).
+    let expanded = std::cell::OnceCell::new();
+    let per_rank = || expanded.get_or_init(|| timeline.expand());
+    if let Some(path) = outputs.trace {
+        trace_out::write_trace(path, per_rank())?;
+        wrote("trace", path);
+    }
+    if let Some(dir) = outputs.trace_dir {
+        let ranks = match timeline.source {
+            sim::timeline::Source::Simulated => trace_out::Ranks::WholeJob,
+            _ => trace_out::Ranks::ThisProcess,
+        };
+        let timeline = per_rank();
+        trace_out::write_trace_dir(dir, timeline, ranks)?;
+        eprintln!(
+            "c10dsim: wrote {} rank trace{} into {}",
+            timeline.ranks.len(),
+            if timeline.ranks.len() == 1 { "" } else { "s" },
+            dir.display()
+        );
+    }
+    if let Some(path) = outputs.timeline {
+        write_json(path, timeline)?;
+        wrote("timeline", path);
+    }
+    fr_cmd::write_dumps(scenario, timeline, outputs.fr_dir)?;
+    if let Some(path) = outputs.svg {
+        plot::write_timeline_svg(per_rank(), path)?;
+        wrote("timeline chart", path);
+    }
+    let rendered = || text::render_report_with(report, outputs.per_rank);
+    if dashes == 1 {
+        if json {
+            // `--json` with a file on stdout: the JSON report, on stderr.
+            let value = serde_json::json!({"parameters": scenario, "report": report});
+            pretty_json(std::io::stderr().lock(), &value)?;
+        } else {
+            eprint!("{}", rendered());
+        }
+        return Ok(());
+    }
+    if table {
+        eprint!("{}", text::describe_scenario(scenario));
+        eprintln!();
+        eprint!("{}", rendered());
+        out!("{}", analysis::nccl_tests::table(per_rank()))?;
+        return Ok(());
+    }
+    if json {
+        let mut value = serde_json::json!({"parameters": scenario, "report": report});
+        if nccl_tests {
+            // `--json --nccl-tests`: the table's rows as a member of the one JSON object.
+            value["nccl_tests"] = serde_json::json!(analysis::nccl_tests::rows(per_rank()));
+        }
+        pretty_json(std::io::stdout().lock(), &value)?;
+    } else {
+        out!("{}", text::describe_scenario(scenario))?;
+        outln!()?;
+        out!("{}", rendered())?;
+    }
+    Ok(())
+}
+
+/// Writes `value` as indented JSON and a newline to `out`, streamed (the findings and watchdog
+/// lines of a large run can be long).
+fn pretty_json(out: impl std::io::Write, value: &serde_json::Value) -> Result<(), Failure> {
+    let mut out = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(output_failure)
+}
