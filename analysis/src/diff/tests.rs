@@ -1,0 +1,210 @@
+//! `diff`'s comparisons on small simulated Timelines.
+
+use super::*;
+use sim::scenario::{parse, Override};
+use sim::sweep::apply_overrides_with_ops;
+
+/// Two ranks: an all_reduce waited on the default stream; a sleep and a mark on a side
+/// stream, a kernel and a mark on the default one.
+const SCENARIO: &str = "repeat = 4\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n\
+    [streams]\nside = {}\n\
+    [[op]]\nlabel = \"side_sleep\"\ngpu_sleep_us = 50\nstream = \"side\"\n\
+    [[op]]\nmark = \"side_done\"\nstream = \"side\"\n\
+    [[op]]\nlabel = \"main_kernel\"\nkernel = { us = 200, sms = 8 }\n\
+    [[op]]\nmark = \"main_done\"\n\
+    [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+    [[op]]\nlabel = \"wait\"\nwait = \"w\"\n";
+
+fn simulate(overrides: &[&str]) -> Timeline {
+    let overrides: Vec<Override> = overrides
+        .iter()
+        .map(|o| Override::parse(o).unwrap())
+        .collect();
+    let text = apply_overrides_with_ops(SCENARIO, &overrides).unwrap();
+    sim::engine::simulate(&parse("diff.toml", &text).unwrap())
+}
+
+#[test]
+fn a_timeline_against_itself_is_identical() {
+    let a = simulate(&[]);
+    let result = diff(&a, &a, &DiffOptions::default());
+    assert!(result.identical && result.within_tolerance(), "{result:#?}");
+    assert!(result.order_pairs > 0);
+    assert_eq!(result.order_pairs, result.order_pairs_agreeing);
+    assert!(result.worst_ops.is_empty());
+}
+
+#[test]
+fn records_missing_on_one_side_are_not_identical() {
+    let a = simulate(&[]);
+    // Rank 1's records gone: its ops ran in A only.
+    let mut b = a.clone();
+    b.ranks.retain(|r| r.rank == 0);
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert!(
+        !result.identical && !result.within_tolerance(),
+        "{result:#?}"
+    );
+    assert_eq!(
+        (
+            result.ranks_only_in_a.clone(),
+            result.ranks_only_in_b.clone()
+        ),
+        (vec![1], vec![])
+    );
+    assert!(render_diff(&result).contains("rank(s) 1 ran ops in A only"));
+    // No rank at all on one side: not "identical", and nothing said to be compared.
+    let mut empty = a.clone();
+    empty.ranks.clear();
+    let result = diff(&empty, &a, &DiffOptions::default());
+    assert!(!result.identical && !result.within_tolerance());
+    assert_eq!(result.ranks_only_in_b, [0, 1]);
+    // One measured iteration of rank 0's kernel op missing in B.
+    let mut c = a.clone();
+    let kernel_op = a
+        .ops
+        .iter()
+        .find(|op| op.name == "main_kernel")
+        .unwrap()
+        .index;
+    c.ranks[0]
+        .host
+        .retain(|h| !(h.op == kernel_op && h.iteration == 2));
+    c.ranks[0]
+        .kernels
+        .retain(|k| !(k.op == kernel_op && k.iteration == 2));
+    let result = diff(&a, &c, &DiffOptions::default());
+    assert!(!result.identical);
+    assert_eq!(result.calls_only_in_a, [(0, "main_kernel".to_string(), 1)]);
+    assert!(render_diff(&result)
+        .contains("op main_kernel (rank 0): 1 measured iteration(s) ran in A only"));
+}
+
+#[test]
+fn a_summarised_timeline_missing_records_by_design_is_not_a_difference() {
+    let text = apply_overrides_with_ops(SCENARIO, &[]).unwrap();
+    let scenario = parse("diff.toml", &text).unwrap();
+    let whole = sim::engine::simulate(&scenario);
+    let options = sim::engine::Options {
+        summary: Some(sim::timeline::RecordSelection::parse("none").unwrap()),
+        ..sim::engine::Options::default()
+    };
+    let summarised = sim::engine::simulate_with(&scenario, options).0;
+    let result = diff(&summarised, &whole, &DiffOptions::default());
+    assert!(result.ranks_only_in_b.is_empty() && result.calls_only_in_b.is_empty());
+    assert!(result.within_tolerance(), "{:?}", result.exceeded);
+}
+
+#[test]
+fn timelines_where_no_op_ran_say_nothing_was_compared() {
+    let mut a = simulate(&[]);
+    for rank in &mut a.ranks {
+        rank.host.clear();
+        rank.kernels.clear();
+        rank.collectives.clear();
+    }
+    let text = render_diff(&diff(&a, &a, &DiffOptions::default()));
+    assert!(text.contains("no op ran in either Timeline"), "{text}");
+    let full = simulate(&[]);
+    let text = render_diff(&diff(&full, &full, &DiffOptions::default()));
+    assert!(!text.contains("no op ran"), "{text}");
+}
+
+#[test]
+fn half_the_bandwidth_moves_the_collective_and_its_metrics() {
+    let a = simulate(&[]);
+    let b = simulate(&["network.nvlink_gbps=225"]);
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert!(!result.within_tolerance());
+    let kernel = result
+        .metrics
+        .iter()
+        .find(|m| m.metric == "ar.kernel_us")
+        .unwrap();
+    assert!(kernel.exceeds && kernel.ratio.unwrap() > 1.8, "{kernel:?}");
+    assert!(
+        result
+            .exceeded
+            .iter()
+            .any(|e| e.starts_with("op ar (rank 0): gpu_end")),
+        "{:#?}",
+        result.exceeded
+    );
+    assert_eq!(result.worst_ops[0].op, "ar");
+    // The mark GPU times did not move, so no order changed.
+    assert!(result.order_disagreements.is_empty());
+}
+
+#[test]
+fn an_order_that_flips_is_a_verdict() {
+    let a = simulate(&[]);
+    // The side stream's sleep now outlasts the default stream's kernel.
+    let b = simulate(&["op.side_sleep.gpu_sleep_us=500"]);
+    let result = diff(&a, &b, &DiffOptions::default());
+    let flipped = result
+        .order_disagreements
+        .iter()
+        .find(|v| v.first == "mark:side_done" && v.second == "mark:main_done")
+        .expect("the marks' order flipped");
+    assert_eq!((flipped.a, flipped.b), (Order::Before, Order::After));
+    assert_eq!(
+        (flipped.a_before, flipped.a_iterations, flipped.b_before),
+        (3, 3, 0)
+    );
+    assert!(result
+        .exceeded
+        .iter()
+        .any(|e| e.starts_with("order (rank 0): mark:side_done before mark:main_done")));
+}
+
+#[test]
+fn events_within_the_tie_have_no_order() {
+    assert_eq!(verdict(3, 0, 3), Order::Before);
+    assert_eq!(verdict(0, 2, 3), Order::After);
+    assert_eq!(verdict(1, 1, 3), Order::Unsettled);
+    let unsettled = OrderVerdict {
+        rank: 0,
+        first: "a".into(),
+        second: "b".into(),
+        a: Order::Before,
+        b: Order::Unsettled,
+        a_before: 3,
+        a_iterations: 3,
+        b_before: 1,
+        b_iterations: 3,
+    };
+    assert!(!unsettled.disagrees());
+}
+
+#[test]
+fn tolerances_need_both_the_share_and_the_microseconds() {
+    let options = DiffOptions {
+        tolerance_pct: 10.0,
+        tolerance_us: 10.0,
+        ..DiffOptions::default()
+    };
+    assert!(!exceeds_us(&options, 5.0, 12.0), "7 µs is under 10 µs");
+    assert!(!exceeds_us(&options, 1000.0, 1050.0), "5% is under 10%");
+    assert!(exceeds_us(&options, 1000.0, 1200.0));
+    assert!(exceeds_fraction(&options, 0.4, 0.0));
+    assert!(!exceeds_fraction(&options, 0.4, 0.45));
+}
+
+#[test]
+fn a_finding_on_one_side_only_is_reported() {
+    let a = simulate(&[]);
+    let mut b = a.clone();
+    b.findings.push(Finding {
+        stands_for: Default::default(),
+        kind: sim::timeline::FindingKind::Deadlock,
+        rank: Some(1),
+        iteration: Some(2),
+        op: Some(4),
+        stream: None,
+        message: "rank 1 never joined ar".into(),
+    });
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert_eq!(result.findings_only_in_b.len(), 1);
+    assert!(result.findings_only_in_a.is_empty());
+    assert!(!result.identical && !result.within_tolerance());
+}
