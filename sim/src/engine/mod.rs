@@ -588,6 +588,8 @@ impl<'s> Engine<'s> {
         for (simulated, mut state) in self.ranks.into_iter().enumerate() {
             let class = classes.class_members(simulated as u32);
             let counts = summary::Counts::all(&state.timeline);
+            // The calls folded during the run; resolving appends the rest to them.
+            let folded_during_run = state.timeline.folded_works.len();
             let mut t = summary::resolved(&mut state, counts);
             let records = state.timeline;
             t.streams = records.streams;
@@ -603,10 +605,7 @@ impl<'s> Engine<'s> {
             let rank = t.rank;
             let logged_as = class.first().expect("a class has members");
             if let Some(&at_ns) = dumped_at.get(&logged_as) {
-                // A summarised run's folded calls, the records just resolved (appended to
-                // them last) left out.
-                let folded = &records.folded_works;
-                let earlier = &folded[..folded.len().saturating_sub(t.collectives.len())];
+                let earlier = &records.folded_works[..folded_during_run];
                 let dump = flight_recorder::dump(
                     scenario,
                     &group_ranks,
