@@ -84,15 +84,15 @@ impl RunView for View<'_> {
         // The calls the report numbers: a point-to-point call is numbered among its process
         // group's point-to-point calls, whatever the peer (a pair's send or receive is the
         // default group's), a collective among its group's collectives.
-        let groups = &self.scenario.groups;
-        let process_group = |g: GroupId| self.scenario.process_group(g);
+        let scenario = self.scenario;
         let numbered = |g: GroupId, op: u32| {
-            let batch = self.scenario.ops[op as usize].kind.is_point_to_point();
-            if point_to_point {
-                (groups[g].point_to_point || batch) && process_group(g) == process_group(group)
-            } else {
-                g == group && !batch
-            }
+            let kind_p2p = scenario.ops[op as usize].kind.is_point_to_point();
+            kind_p2p == point_to_point
+                && if point_to_point {
+                    scenario.process_group(g) == scenario.process_group(group)
+                } else {
+                    g == group
+                }
         };
         // Folded collectives (a summarised run) completed, their kernels started.
         for folded in &state.timeline.folded_works {
