@@ -312,9 +312,11 @@ fn exceeds_fraction(options: &DiffOptions, a: f64, b: f64) -> bool {
 
 const TIME_NAMES: [&str; 3] = ["host_return", "gpu_start", "gpu_end"];
 
-fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>, [Vec<f64>; 3]) {
-    let times_a = op_times(a);
-    let times_b = op_times(b);
+fn op_deltas(
+    (a, times_a): (&Timeline, &OpTimes),
+    times_b: &OpTimes,
+    options: &DiffOptions,
+) -> (Vec<OpDelta>, [Vec<f64>; 3]) {
     // (rank, op) → per time kind: (a, b, A's duration) in µs.
     type Pairs = [Vec<(f64, f64, f64)>; 3];
     let mut per_op: BTreeMap<(u32, usize, String), (Pairs, usize)> = BTreeMap::new();
@@ -324,7 +326,7 @@ fn op_deltas(a: &Timeline, b: &Timeline, options: &DiffOptions) -> (Vec<OpDelta>
         .map(|op| (op.name.as_str(), op.index as usize))
         .collect();
     let mut all_abs: [Vec<f64>; 3] = Default::default();
-    for ((rank, iteration, op), ta) in &times_a {
+    for ((rank, iteration, op), ta) in times_a {
         let Some(tb) = times_b.get(&(*rank, *iteration, op.clone())) else {
             continue;
         };
@@ -587,7 +589,8 @@ fn findings_only_in(first: &Timeline, second: &Timeline) -> Vec<Finding> {
 
 /// Compares two Timelines of one scenario (B against the reference A).
 pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
-    let (ops, mut all_abs) = op_deltas(a, b, options);
+    let (times_a, times_b) = (op_times(a), op_times(b));
+    let (ops, mut all_abs) = op_deltas((a, &times_a), &times_b, options);
     let names_a = op_names(a);
     let names_b = op_names(b);
     let summary = TIME_NAMES
@@ -694,15 +697,11 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
             ));
         }
     }
-    let calls_only = |first: &Timeline, second: &Timeline| -> Vec<(u32, String, usize)> {
+    let both: BTreeSet<u32> = ranks_a.intersection(&ranks_b).copied().collect();
+    let calls_only = |times_first: &OpTimes, times_second: &OpTimes| -> Vec<(u32, String, usize)> {
         if !whole {
             return Vec::new();
         }
-        let (times_first, times_second) = (op_times(first), op_times(second));
-        let both: BTreeSet<u32> = ranks_of(first)
-            .intersection(&ranks_of(second))
-            .copied()
-            .collect();
         let mut counts: BTreeMap<(u32, String), usize> = BTreeMap::new();
         for (rank, iteration, op) in times_first.keys() {
             if both.contains(rank) && !times_second.contains_key(&(*rank, *iteration, op.clone())) {
@@ -714,8 +713,8 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
             .map(|((rank, op), n)| (rank, op, n))
             .collect()
     };
-    let calls_only_in_a = calls_only(a, b);
-    let calls_only_in_b = calls_only(b, a);
+    let calls_only_in_a = calls_only(&times_a, &times_b);
+    let calls_only_in_b = calls_only(&times_b, &times_a);
     for (side, list) in [("A", &calls_only_in_a), ("B", &calls_only_in_b)] {
         for (rank, op, iterations) in list {
             exceeded.push(format!(
