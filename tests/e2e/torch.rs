@@ -72,14 +72,19 @@ fn resolve_without_json_is_refused() {
     assert!(stderr(&output).contains("--json"), "{}", stderr(&output));
 }
 
-#[test]
-fn torch_without_python_exits_2_and_names_it() {
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+/// `c10dsim torch` on a catalogue scenario with `python` as its interpreter.
+fn torch_with_interpreter(python: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_c10dsim"))
         .args(["torch", "scenarios/exp_b_stream_scope.toml"])
         .current_dir(repo())
-        .env("C10DSIM_PYTHON", "/nonexistent/python3")
+        .env("C10DSIM_PYTHON", python)
         .output()
-        .expect("the binary runs");
+        .expect("the binary runs")
+}
+
+#[test]
+fn torch_without_python_exits_2_and_names_it() {
+    let output = torch_with_interpreter("/nonexistent/python3");
     assert_eq!(output.status.code(), Some(2));
     let message = stderr(&output);
     assert!(
@@ -94,12 +99,7 @@ fn torch_with_an_interpreter_that_says_nothing_says_how_it_ended() {
         skipped("torch_with_an_interpreter_that_says_nothing_says_how_it_ended: no /bin/false");
         return;
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["torch", "scenarios/exp_b_stream_scope.toml"])
-        .current_dir(repo())
-        .env("C10DSIM_PYTHON", "/bin/false")
-        .output()
-        .expect("the binary runs");
+    let output = torch_with_interpreter("/bin/false");
     assert_eq!(output.status.code(), Some(2));
     let message = stderr(&output);
     assert!(
