@@ -269,6 +269,30 @@ fn paired(argument: &str, timeline: &Timeline, scenario: &Scenario) -> Result<()
         .map_err(|error| Failure::input(format!("calibrate {argument}: {error}")))
 }
 
+/// The runs that hold records to fit. A run without any (its process ended before its first
+/// op, as in `rank0_crash_init`) is left out with a note on stderr; if no run holds any, the
+/// calibration is refused.
+fn with_something_to_fit(
+    runs: &[String],
+    inputs: Vec<(Timeline, Scenario)>,
+) -> Result<Vec<(Timeline, Scenario)>, Failure> {
+    let mut kept = Vec::with_capacity(inputs.len());
+    let mut reasons = Vec::new();
+    for (run, (timeline, scenario)) in runs.iter().zip(inputs) {
+        match calibrate::nothing_to_fit(&timeline) {
+            Some(why) => reasons.push(format!("calibrate {run}: {why}")),
+            None => kept.push((timeline, scenario)),
+        }
+    }
+    if kept.is_empty() {
+        return Err(Failure::input(reasons.join("\n")));
+    }
+    for reason in reasons {
+        eprintln!("c10dsim: {reason}; left out of the fit");
+    }
+    Ok(kept)
+}
+
 /// `c10dsim calibrate RUNS… -o profile.toml`: prints each fitted value with its residual and
 /// writes the profile (the prior's values where the runs fit nothing).
 pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
@@ -288,6 +312,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
             Ok((timeline, scenario))
         })
         .collect::<Result<Vec<(Timeline, Scenario)>, Failure>>()?;
+    let inputs = with_something_to_fit(runs, inputs)?;
     let to_stdout = crate::stdio::is_dash(output);
     if to_stdout && !held_out.is_empty() {
         return Err(Failure::input(

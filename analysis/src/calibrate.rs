@@ -22,7 +22,10 @@ use std::fmt::{self, Write as _};
 
 mod fit;
 use fit::median;
-pub use fit::{calibrate, check_pairing, render_fitted, Calibration, CalibrationRun, FittedValue};
+pub use fit::{
+    calibrate, check_pairing, nothing_to_fit, render_fitted, Calibration, CalibrationRun,
+    FittedValue,
+};
 
 /// The keys a profile may set, by table.
 pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [
@@ -459,9 +462,10 @@ pub fn render_profile(profile: &Profile, fitted: &[FittedValue]) -> String {
             }
             match fitted.iter().find(|f| f.key == dotted) {
                 Some(f) => {
+                    let plural = if f.samples == 1 { "" } else { "s" };
                     let _ = writeln!(
                         out,
-                        "  # fitted to {} samples, residual {}",
+                        "  # fitted to {} sample{plural}, residual {}",
                         f.samples, f.residual
                     );
                 }

@@ -279,3 +279,39 @@ fn diff_of_files_that_are_not_timelines_exits_2_naming_them() {
         stderr(&output)
     );
 }
+
+/// A run whose process ended before its first op (rank 0 crashed in its setup) has nothing to
+/// fit: among other runs it is left out with a note, and alone it is refused. The profile's
+/// regeneration command in docs/fidelity.md names such a run among its sources.
+#[test]
+fn a_run_without_records_is_left_out_of_a_fit_and_refused_alone() {
+    let crashed = "tests/data/torch/rank0_crash_init.run1.json";
+    let profile = temp("with_crashed.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/torch/timeout_dump.run1.json",
+        crashed,
+        "-o",
+        &profile,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "calibrate {crashed}: the Timeline holds no host call or kernel of any rank: \
+             nothing to fit; left out of the fit"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(written.contains("watchdog_stack_trace_us = "), "{written}");
+
+    let alone = c10dsim(&["calibrate", crashed, "-o", &temp("crashed_alone.toml")]);
+    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
+    assert!(
+        stderr(&alone).contains("nothing to fit"),
+        "{}",
+        stderr(&alone)
+    );
+    assert!(!std::path::Path::new(&temp("crashed_alone.toml")).exists());
+}

@@ -1103,6 +1103,22 @@ pub struct Calibration {
     pub profile: Profile,
 }
 
+/// Why a Timeline gives `calibrate` nothing to fit, if it does not: no rank kept a host call or
+/// a kernel (a process that ended before its first op, or a summarised run). Such a run is left
+/// out of a calibration that has other runs, and refused alone.
+pub fn nothing_to_fit(timeline: &Timeline) -> Option<String> {
+    let empty = (timeline.ranks.iter()).all(|rank| rank.host.is_empty() && rank.kernels.is_empty());
+    empty.then(|| {
+        let why = if timeline.summary.is_some() {
+            " (a summarised Timeline keeps the records of --records-for only: calibrate from \
+             a run without --summary, or name the ranks and iterations to keep)"
+        } else {
+            ""
+        };
+        format!("the Timeline holds no host call or kernel of any rank: nothing to fit{why}")
+    })
+}
+
 /// A measured Timeline belongs to the scenario it is paired with: the same program, op by op
 /// (key and name), and the same rank count. A Timeline of another scenario would fit the
 /// profile to unrelated records.
@@ -1118,21 +1134,6 @@ pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), Str
             "the Timeline's program has {} ops, the scenario's {}: not a run of this scenario",
             timeline.ops.len(),
             scenario.ops.len()
-        ));
-    }
-    if timeline
-        .ranks
-        .iter()
-        .all(|rank| rank.host.is_empty() && rank.kernels.is_empty())
-    {
-        let why = if timeline.summary.is_some() {
-            " (a summarised Timeline keeps the records of --records-for only: calibrate from \
-             a run without --summary, or name the ranks and iterations to keep)"
-        } else {
-            ""
-        };
-        return Err(format!(
-            "the Timeline holds no host call or kernel of any rank: nothing to fit{why}"
         ));
     }
     for (recorded, op) in timeline.ops.iter().zip(&scenario.ops) {
