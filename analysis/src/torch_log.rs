@@ -346,10 +346,10 @@ mod tests {
 
     #[test]
     fn a_blocking_wait_s_timeout_is_the_main_thread_s_and_its_abort_is_not_an_exit() {
-        // Measured on the H200 (tests/data/torch/caught_timeout.run1): the main thread's
+        // Measured on the H200 (tests/data/torch/h200-torchrun/caught_timeout.run1): the main thread's
         // timeout check, its "timed out in blocking wait", and the end of its abort before the
         // program caught the raise and ran on. No watchdog line at all.
-        let log = include_str!("../../tests/data/torch/caught_timeout.run1.log");
+        let log = include_str!("../../tests/data/torch/h200-torchrun/caught_timeout.run1.log");
         let records = watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
         let kinds = thread_events(&records);
         assert_eq!(
@@ -378,13 +378,13 @@ mod tests {
 
     #[test]
     fn after_a_timed_wait_s_abort_the_watchdog_reports_an_async_error() {
-        // Measured on the H200 (tests/data/torch/wait_timeout.run1): `wait(timeout=50 ms)`
+        // Measured on the H200 (tests/data/torch/h200-torchrun/wait_timeout.run1): `wait(timeout=50 ms)`
         // timed out in the main thread, which aborted the communicator and raised; the
         // watchdog then found the aborted communicator's NCCL error, logged the stack trace and
         // signalled the dump; the rank's own heartbeat monitor read the signal ("Received a dump
         // signal due to a collective timeout from this local rank") and made the dump; the
         // watchdog took the process down after its 60 s dump wait.
-        let log = include_str!("../../tests/data/torch/wait_timeout.run1.log");
+        let log = include_str!("../../tests/data/torch/h200-torchrun/wait_timeout.run1.log");
         let records = watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
         let kinds = thread_events(&records);
         assert_eq!(
@@ -436,9 +436,9 @@ mod tests {
 
     #[test]
     fn the_measured_gpu_backlog_timeout_log_gives_pytorch_s_error_path() {
-        // Measured on the H200 (tests/data/torch/gpu_backlog_timeout.run1): a 1 s timeout
+        // Measured on the H200 (tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1): a 1 s timeout
         // behind a 3 s GPU backlog, the collective enqueued at 0.556870909 s.
-        let log = include_str!("../../tests/data/torch/gpu_backlog_timeout.run1.log");
+        let log = include_str!("../../tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1.log");
         let records = watchdog_records(log, measured(1_796_277_491_783_812_137, 117_370_996_936));
         let events: Vec<WatchdogEvent> = records.iter().map(|r| r.event).collect();
         assert_eq!(

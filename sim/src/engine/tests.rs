@@ -83,7 +83,7 @@ fn wait_with_a_timeout_raises_at_the_first_poll_past_it_r15() {
     assert_eq!(finding.rank, Some(0));
     // The Work as PyTorch prints it, the same text the watchdog and hw use: 1 MiB of f32,
     // with the Work's own timeout (the group's 10 min), not the wait's (measured:
-    // tests/data/torch/wait_timeout.run1.log).
+    // tests/data/torch/h200-torchrun/wait_timeout.run1.log).
     assert!(
         finding.message.contains(
             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000)"
