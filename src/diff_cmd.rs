@@ -10,12 +10,12 @@ use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
 
 /// Tolerances of `diff` and `run --against`.
-#[derive(clap::Args, Debug, Clone, Copy)]
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq)]
 pub struct ToleranceArgs {
     /// A timing difference fails only above this share of the reference value (percent).
     #[arg(
         long,
-        default_value_t = 10.0,
+        default_value_t = DEFAULT_TOLERANCES.tol_pct,
         value_name = "PCT",
         allow_negative_numbers = true
     )]
@@ -23,7 +23,7 @@ pub struct ToleranceArgs {
     /// ... and above this many microseconds.
     #[arg(
         long,
-        default_value_t = 10.0,
+        default_value_t = DEFAULT_TOLERANCES.tol_us,
         value_name = "US",
         allow_negative_numbers = true
     )]
@@ -31,14 +31,26 @@ pub struct ToleranceArgs {
     /// Events closer than this are simultaneous for the ordering verdicts (µs).
     #[arg(
         long,
-        default_value_t = 5.0,
+        default_value_t = DEFAULT_TOLERANCES.order_tie_us,
         value_name = "US",
         allow_negative_numbers = true
     )]
     pub order_tie_us: f64,
 }
 
+/// The tolerances when none is given.
+const DEFAULT_TOLERANCES: ToleranceArgs = ToleranceArgs {
+    tol_pct: 10.0,
+    tol_us: 10.0,
+    order_tie_us: 5.0,
+};
+
 impl ToleranceArgs {
+    /// Whether any tolerance differs from its default: given on the command line.
+    pub fn changed(self) -> bool {
+        self != DEFAULT_TOLERANCES
+    }
+
     fn options(self) -> Result<DiffOptions, Failure> {
         for (name, value) in [
             ("--tol-pct", self.tol_pct),

@@ -12,7 +12,12 @@ use std::path::Path;
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct LimitArgs {
     /// Refuse (exit 2) a scenario estimated to need more engine events than this.
-    #[arg(long, value_name = "N", default_value_t = sim::limits::Limits::default().max_events)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = sim::limits::Limits::default().max_events,
+        allow_negative_numbers = true
+    )]
     pub max_events: u64,
     /// Refuse (exit 2) a scenario whose Timeline is estimated larger than this (e.g. 16GiB).
     #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]

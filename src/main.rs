@@ -119,7 +119,7 @@ enum Command {
         #[arg(long, value_name = "SELECTION", requires = "summary", value_parser = parse_selection)]
         records_for: Option<sim::timeline::RecordSelection>,
         /// Override the scenario's seed.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         seed: Option<u64>,
         /// Run on this machine profile: its values replace the scenario's (docs/diff.md).
         #[arg(long, value_name = "PROFILE.toml")]
@@ -170,10 +170,10 @@ enum Command {
         #[arg(long, default_value = "off", value_name = "MODE")]
         downscale: String,
         /// Override every group's timeout (the watchdog aborts communicators after it).
-        #[arg(long, value_name = "MS")]
+        #[arg(long, value_name = "MS", allow_negative_numbers = true)]
         timeout_ms: Option<u64>,
         /// The GPU to use (default: LOCAL_RANK, else 0).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         device: Option<usize>,
         /// Print one JSON object instead of tables.
         #[arg(long)]
@@ -211,7 +211,7 @@ enum Command {
         /// The scenario file (TOML).
         file: PathBuf,
         /// Processes (= GPUs = world size); default: the scenario's ranks, at most the GPUs.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         nproc: Option<u32>,
         /// Print one JSON object instead of tables.
         #[arg(long)]
@@ -258,10 +258,10 @@ enum Command {
     /// Measure the simulator's speed on a generated scenario (docs/perf.md).
     Bench {
         /// Ranks of the generated scenario.
-        #[arg(long, default_value_t = 1024)]
+        #[arg(long, default_value_t = 1024, allow_negative_numbers = true)]
         ranks: u32,
         /// Iterations, each an async all_reduce, a GEMM and a wait.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 1000, allow_negative_numbers = true)]
         iterations: u32,
         /// Print the generated scenario and exit.
         #[arg(long, conflicts_with_all = ["scaling", "repeat"])]
@@ -279,7 +279,8 @@ enum Command {
             long,
             value_name = "RANKS,...",
             value_delimiter = ',',
-            requires = "output"
+            requires = "output",
+            allow_negative_numbers = true
         )]
         scaling: Option<Vec<u32>>,
         /// The scaling CSV (point, ranks, iterations, summary, fold, classes, events, wall_s,
@@ -297,7 +298,7 @@ enum Command {
         csv_row: bool,
         /// Repeat mode: run the benchmark N times, each in a process of its own, and print each
         /// figure's least / median / greatest value; rows into -o if given (docs/perf.md).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
         repeat: Option<u32>,
         /// With --repeat: another c10dsim binary to run alternately with this one (this one
         /// first in even rounds, the other in odd ones), then compare the two's medians.
@@ -313,7 +314,7 @@ enum Command {
         #[arg(short, long, value_name = "OUT.csv")]
         output: PathBuf,
         /// Worker threads (default: one per CPU).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         threads: Option<usize>,
         /// Add or replace an axis: `--set tensors.buf=1MiB,64MiB`; one value on a key that is
         /// not an axis sets it on every point (repeatable).
@@ -353,10 +354,20 @@ enum Command {
         #[arg(long)]
         log_x: bool,
         /// The picture's width in pixels.
-        #[arg(long, default_value_t = 960, value_name = "PX")]
+        #[arg(
+            long,
+            default_value_t = 960,
+            value_name = "PX",
+            allow_negative_numbers = true
+        )]
         width: u32,
         /// The picture's height in pixels.
-        #[arg(long, default_value_t = 600, value_name = "PX")]
+        #[arg(
+            long,
+            default_value_t = 600,
+            value_name = "PX",
+            allow_negative_numbers = true
+        )]
         height: u32,
         /// The picture: .svg or .png (`-`: SVG on stdout).
         #[arg(short, long, value_name = "OUT.svg")]

@@ -45,6 +45,12 @@ pub(crate) fn run(
     against: &Against,
 ) -> Result<u8, Failure> {
     let limits = &against.limits;
+    if against.measured.is_none() && against.tolerance.changed() {
+        return Err(Failure::input(
+            "--tol-pct, --tol-us and --order-tie-us are the tolerances of --against: \
+             give --against MEASURED.json, or leave them out",
+        ));
+    }
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
         scenario.seed = seed;

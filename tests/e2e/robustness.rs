@@ -328,6 +328,21 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "--tol-pct must be a number ≥ 0, found -5",
         "diff --tol-pct -5",
     );
+    // A negative count gets clap's reading of the value, not "unexpected argument '-1'" and
+    // a tip to pass it as a positional.
+    let output = c10dsim(&["run", "scenarios/send_recv.toml", "--seed", "-1"]);
+    assert_refused(
+        &output,
+        "invalid value '-1' for '--seed <SEED>'",
+        "run --seed -1",
+    );
+    // A tolerance without --against would be ignored.
+    let output = c10dsim(&["run", "scenarios/send_recv.toml", "--tol-pct", "5"]);
+    assert_refused(
+        &output,
+        "are the tolerances of --against",
+        "run --tol-pct without --against",
+    );
     // A folder output where a file is.
     let file = write("not_a_folder", "x");
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--trace-dir", &file]);
