@@ -211,6 +211,10 @@ pub struct Diff {
     /// What exceeds the tolerances: ops and metrics that moved, orders and findings that
     /// differ. Empty ⇒ exit 0.
     pub exceeded: Vec<String>,
+    /// Either Timeline is summarised (`--summary`): the records it left out by design were not
+    /// compared, only its summaries' metrics and what it kept.
+    #[serde(default)]
+    pub summarised: bool,
 }
 
 impl Diff {
@@ -754,6 +758,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         findings_only_in_b,
         identical,
         exceeded,
+        summarised: !whole,
     }
 }
 
@@ -862,12 +867,17 @@ pub fn render_diff(diff: &Diff) -> String {
         && diff.ranks_only_in_a.is_empty()
         && diff.ranks_only_in_b.is_empty()
     {
-        let _ = writeln!(
-            out,
-            "\nno op ran in either Timeline: nothing was compared op by op"
-        );
+        let why = if diff.summarised {
+            "a summarised Timeline (--summary) keeps only the records --records-for names, and \
+             neither kept any: nothing was compared op by op, only the summaries' metrics"
+        } else {
+            "no op ran in either Timeline: nothing was compared op by op"
+        };
+        let _ = writeln!(out, "\n{why}");
     }
-    if diff.identical {
+    if diff.identical && diff.summarised {
+        let _ = writeln!(out, "\nidentical in what was compared: no differences");
+    } else if diff.identical {
         let _ = writeln!(out, "\nidentical: no differences");
     } else if diff.within_tolerance() {
         let _ = writeln!(out, "\nwithin tolerance");

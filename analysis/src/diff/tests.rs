@@ -93,6 +93,22 @@ fn a_summarised_timeline_missing_records_by_design_is_not_a_difference() {
     let result = diff(&summarised, &whole, &DiffOptions::default());
     assert!(result.ranks_only_in_b.is_empty() && result.calls_only_in_b.is_empty());
     assert!(result.within_tolerance(), "{:?}", result.exceeded);
+    assert!(result.summarised);
+    assert!(!diff(&whole, &whole, &DiffOptions::default()).summarised);
+    // Two summarised Timelines: ops ran, but neither kept a record; the report says why
+    // nothing was compared op by op, and what "identical" covers.
+    let both = render_diff(&diff(&summarised, &summarised, &DiffOptions::default()));
+    assert!(!both.contains("no op ran"), "{both}");
+    assert!(
+        both.contains(
+            "a summarised Timeline (--summary) keeps only the records --records-for names"
+        ),
+        "{both}"
+    );
+    assert!(
+        both.contains("identical in what was compared: no differences"),
+        "{both}"
+    );
 }
 
 #[test]
