@@ -216,17 +216,29 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
         .values()
         .next()
         .ok_or_else(|| error("no dumps to import"))?;
-    let world = first
-        .groups
-        .iter()
-        .find(|g| g.desc == "default_pg")
-        .or_else(|| first.groups.iter().find(|g| g.name == "0"))
-        .ok_or_else(|| {
+    let default_group = |dump: &FlightRecorderDump| {
+        let found = dump
+            .groups
+            .iter()
+            .find(|g| g.desc == "default_pg")
+            .or_else(|| dump.groups.iter().find(|g| g.name == "0"));
+        found.cloned().ok_or_else(|| {
             error(format!(
                 "rank {}'s dump has no default process group (desc \"default_pg\") in pg_config",
-                first.rank
+                dump.rank
             ))
-        })?;
+        })
+    };
+    let world = default_group(first)?;
+    for dump in by_rank.values() {
+        let own = default_group(dump)?;
+        if own.ranks != world.ranks {
+            return Err(error(format!(
+                "rank {}'s default group lists ranks {:?}, rank {}'s {:?}: the dumps are not of one job",
+                dump.rank, own.ranks, first.rank, world.ranks
+            )));
+        }
+    }
     let world_size = world.ranks.len() as u32;
     if world.ranks.iter().copied().ne(0..world_size) {
         return Err(error(format!(
@@ -805,6 +817,12 @@ mod tests {
         let mut twice = dumps.clone();
         twice[1].rank = 0;
         assert_eq!(message(&twice), "two dumps for rank 0");
+        let mut other_job = dumps.clone();
+        other_job[1].groups[0].ranks = vec![0, 1, 2].into();
+        assert_eq!(
+            message(&other_job),
+            "rank 1's default group lists ranks [0, 1, 2], rank 0's [0, 1]: the dumps are not of one job"
+        );
         let mut odd_dtype = dumps.clone();
         odd_dtype[0].entries[0].input_dtypes = vec!["Float9".into()];
         assert!(
