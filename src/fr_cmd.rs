@@ -31,7 +31,8 @@ pub struct FlightRecorderArgs {
 fn dump_files(dir: &Path, prefix: Option<&str>) -> Result<BTreeMap<u32, PathBuf>, Failure> {
     let listing = std::fs::read_dir(dir)
         .map_err(|e| Failure::input(format!("cannot read the folder {}: {e}", dir.display())))?;
-    let mut by_prefix: BTreeMap<String, BTreeMap<u32, PathBuf>> = BTreeMap::new();
+    // Each prefix's files, with the digits their names end in.
+    let mut by_prefix: BTreeMap<String, Vec<(String, PathBuf)>> = BTreeMap::new();
     for item in listing {
         let item = item.map_err(|e| Failure::input(format!("{}: {e}", dir.display())))?;
         let path = item.path();
@@ -42,33 +43,56 @@ fn dump_files(dir: &Path, prefix: Option<&str>) -> Result<BTreeMap<u32, PathBuf>
             continue;
         };
         let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        let (stem, rank) = name.split_at(name.len() - digits);
-        let Ok(rank) = rank.parse::<u32>() else {
+        if digits == 0 {
             continue;
-        };
+        }
+        let (stem, rank) = name.split_at(name.len() - digits);
         if prefix.is_none_or(|p| p == stem) {
             by_prefix
                 .entry(stem.to_string())
                 .or_default()
-                .insert(rank, path);
+                .push((rank.to_string(), path.clone()));
         }
     }
-    match by_prefix.len() {
-        1 => Ok(by_prefix.into_values().next().expect("one prefix")),
-        0 => Err(Failure::input(format!(
-            "no Flight Recorder dumps in {}: expected files named {}<rank>",
-            dir.display(),
-            prefix.unwrap_or("<prefix>")
-        ))),
+    let mut files = match by_prefix.len() {
+        1 => by_prefix.into_values().next().expect("one prefix"),
+        0 => {
+            return Err(Failure::input(format!(
+                "no Flight Recorder dumps in {}: expected files named {}<rank>",
+                dir.display(),
+                prefix.unwrap_or("<prefix>")
+            )))
+        }
         _ => {
             let names: Vec<String> = by_prefix.keys().map(|p| format!("{p:?}")).collect();
-            Err(Failure::input(format!(
+            return Err(Failure::input(format!(
                 "{} holds files of several prefixes ({}): name one with --prefix",
                 dir.display(),
                 names.join(", ")
-            )))
+            )));
         }
+    };
+    // In name order, so that an error names the same files whatever order the folder lists.
+    files.sort_by(|a, b| a.1.cmp(&b.1));
+    let mut by_rank: BTreeMap<u32, PathBuf> = BTreeMap::new();
+    for (digits, path) in files {
+        let rank = digits.parse::<u32>().map_err(|_| {
+            Failure::input(format!(
+                "{}: rank {digits} (the digits its name ends in) is not a rank",
+                path.display()
+            ))
+        })?;
+        if let Some(other) = by_rank.get(&rank) {
+            return Err(Failure::input(format!(
+                "two dumps of rank {rank} in {}: {} and {} (a leading zero names the same rank)",
+                dir.display(),
+                other.display(),
+                path.display()
+            )));
+        }
+        by_rank.insert(rank, path);
     }
+    Ok(by_rank)
 }
 
 /// `import flight-recorder DIR -o SCENARIO.toml`.

@@ -164,10 +164,16 @@ fn parse_line(line: &str, year: i64) -> Option<Line<'_>> {
     let rank: u32 = rank.parse().ok()?;
     let (header, message) = rest.split_once("] ")?;
     let mut fields = header.split(' ');
+    // The severity letter, then month × 100 + day, unpadded (c10's MessageLogger prints
+    // `(tm_mon + 1) * 100 + tm_mday`): `E915` on 15 September, `E1201` on 1 December.
     let date = fields.next()?.get(1..)?;
     let time = fields.next()?;
-    let month: i64 = date.get(0..2)?.parse().ok()?;
-    let day: i64 = date.get(2..4)?.parse().ok()?;
+    if !(3..=4).contains(&date.len()) || !date.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (month, day) = date.split_at(date.len() - 2);
+    let month: i64 = month.parse().ok()?;
+    let day: i64 = day.parse().ok()?;
     let (clock, fraction) = time.split_once('.')?;
     let mut parts = clock.split(':').map(|part| part.parse::<i64>().ok());
     let (hour, minute, second) = (parts.next()??, parts.next()??, parts.next()??);
@@ -491,6 +497,25 @@ mod tests {
             ]
         );
         assert_eq!(records[1].at_ns - records[0].at_ns, 640_677);
+    }
+
+    #[test]
+    fn a_date_from_january_to_september_has_a_one_digit_month() {
+        // c10's logger prints month × 100 + day without padding: 15 September is `E915`.
+        let september =
+            "[rank0]:[E915 03:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
+        let line = parse_line(september, 2026).expect("a September line is PyTorch's");
+        let seconds = days_from_civil(2026, 9, 15) * 86_400 + 3 * 3600 + 54 * 60 + 42;
+        assert_eq!(line.whole_seconds_ns, seconds as u64 * 1_000_000_000);
+        // A zero-padded month (a glog build's `E0915`) is the same date.
+        let padded = september.replace("E915", "E0915");
+        assert_eq!(parse_line(&padded, 2026), Some(line));
+        let origin = printed_clock(seconds as u64 * 1_000_000_000);
+        assert_eq!(watchdog_records(september, origin).len(), 1);
+        for bad in ["E15", "E91501", "E9a5"] {
+            let line = format!("[rank0]:[{bad} 03:54:42.5 F.cpp:1] message");
+            assert_eq!(parse_line(&line, 2026), None, "{bad}");
+        }
     }
 
     #[test]

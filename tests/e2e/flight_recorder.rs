@@ -330,6 +330,44 @@ fn folders_that_hold_no_readable_dumps_exit_2_naming_the_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn two_files_of_one_rank_or_a_rank_out_of_range_exit_2_naming_them() {
+    let dir = scratch("ranks");
+    let out = dir.join("out.toml");
+    let real = std::fs::read("tests/data/torch/recorded/fr/timeout_rank0").unwrap();
+    std::fs::write(dir.join("fr_0"), &real).unwrap();
+    std::fs::write(dir.join("fr_00"), &real).unwrap();
+    let run = || {
+        let output = c10dsim(&[
+            "import",
+            "flight-recorder",
+            dir.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        stderr(&output)
+    };
+    let message = run();
+    assert!(
+        message.contains("two dumps of rank 0 in ")
+            && message.contains("fr_0 and ")
+            && message.contains("fr_00 (a leading zero"),
+        "{message}"
+    );
+    std::fs::remove_file(dir.join("fr_00")).unwrap();
+    std::fs::write(dir.join("fr_99999999999"), &real).unwrap();
+    let message = run();
+    assert!(
+        message.contains(
+            "fr_99999999999: rank 99999999999 (the digits its name ends in) is not a rank"
+        ),
+        "{message}"
+    );
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// PyTorch's own analyser on the simulator's dumps, where `python3` can import it (PyTorch
 /// installed, or its `torch/distributed/flight_recorder` on `PYTHONPATH`: docs/flight-recorder.md).
 #[test]

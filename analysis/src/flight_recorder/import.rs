@@ -62,18 +62,23 @@ fn scenario_key(profiling_name: &str) -> Option<(&'static str, bool)> {
     })
 }
 
-/// A PyTorch dtype name → the scenario's dtype and element bytes. The scenario knows three;
-/// another dtype becomes `f32` of the same byte count.
-fn dtype(name: &str) -> (&'static str, u64) {
-    match name {
+/// A PyTorch dtype name (c10's `ScalarType` as the dump writes it) → the scenario's dtype and
+/// element bytes. The scenario knows three; another dtype becomes `f32` of the same byte
+/// count; a name not listed is `None`.
+fn dtype(name: &str) -> Option<(&'static str, u64)> {
+    Some(match name {
         "Float" => ("f32", 4),
         "BFloat16" => ("bf16", 2),
         "Half" => ("f16", 2),
-        "Double" | "Long" | "ComplexFloat" => ("f32", 8),
-        "Int" => ("f32", 4),
-        "Short" => ("f32", 2),
-        _ => ("f32", 1),
-    }
+        "ComplexDouble" => ("f32", 16),
+        "Double" | "Long" | "ComplexFloat" | "UInt64" => ("f32", 8),
+        "Int" | "UInt32" | "ComplexHalf" | "QInt32" => ("f32", 4),
+        "Short" | "UInt16" | "Bits16" => ("f32", 2),
+        "Byte" | "Char" | "Bool" | "QInt8" | "QUInt8" | "Bits8" | "Float8_e5m2"
+        | "Float8_e4m3fn" | "Float8_e5m2fnuz" | "Float8_e4m3fnuz" | "Float8_e8m0fnu"
+        | "Float4_e2m1fn_x2" => ("f32", 1),
+        _ => return None,
+    })
 }
 
 fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
@@ -88,7 +93,15 @@ fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
     } else {
         (&entry.input_sizes, &entry.input_dtypes)
     };
-    let (dtype, element_bytes) = dtype(dtypes.first().map_or("Float", String::as_str));
+    let dtype_name = dtypes.first().map_or("Float", String::as_str);
+    let (dtype, element_bytes) = dtype(dtype_name).ok_or_else(|| {
+        error(format!(
+            "rank {rank}, record_id {}: dtype {:?} of {} is not one c10dsim knows the element size of",
+            entry.record_id,
+            comment_safe(dtype_name),
+            comment_safe(&entry.profiling_name)
+        ))
+    })?;
     let numel = sizes.iter().fold(0u64, |total, shape| {
         total.saturating_add(shape.iter().fold(1u64, |n, &d| n.saturating_mul(d)))
     });
@@ -203,17 +216,29 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
         .values()
         .next()
         .ok_or_else(|| error("no dumps to import"))?;
-    let world = first
-        .groups
-        .iter()
-        .find(|g| g.desc == "default_pg")
-        .or_else(|| first.groups.iter().find(|g| g.name == "0"))
-        .ok_or_else(|| {
+    let default_group = |dump: &FlightRecorderDump| {
+        let found = dump
+            .groups
+            .iter()
+            .find(|g| g.desc == "default_pg")
+            .or_else(|| dump.groups.iter().find(|g| g.name == "0"));
+        found.cloned().ok_or_else(|| {
             error(format!(
                 "rank {}'s dump has no default process group (desc \"default_pg\") in pg_config",
-                first.rank
+                dump.rank
             ))
-        })?;
+        })
+    };
+    let world = default_group(first)?;
+    for dump in by_rank.values() {
+        let own = default_group(dump)?;
+        if own.ranks != world.ranks {
+            return Err(error(format!(
+                "rank {}'s default group lists ranks {:?}, rank {}'s {:?}: the dumps are not of one job",
+                dump.rank, own.ranks, first.rank, world.ranks
+            )));
+        }
+    }
     let world_size = world.ranks.len() as u32;
     if world.ranks.iter().copied().ne(0..world_size) {
         return Err(error(format!(
@@ -792,6 +817,21 @@ mod tests {
         let mut twice = dumps.clone();
         twice[1].rank = 0;
         assert_eq!(message(&twice), "two dumps for rank 0");
+        let mut other_job = dumps.clone();
+        other_job[1].groups[0].ranks = vec![0, 1, 2].into();
+        assert_eq!(
+            message(&other_job),
+            "rank 1's default group lists ranks [0, 1, 2], rank 0's [0, 1]: the dumps are not of one job"
+        );
+        let mut odd_dtype = dumps.clone();
+        odd_dtype[0].entries[0].input_dtypes = vec!["Float9".into()];
+        assert!(
+            message(&odd_dtype).contains(
+                "record_id 0: dtype \"Float9\" of nccl:all_reduce is not one c10dsim knows"
+            ),
+            "{}",
+            message(&odd_dtype)
+        );
         dumps[0].entries[0].profiling_name = "nccl:gather".into();
         assert!(message(&dumps).contains("\"nccl:gather\" is not a collective c10dsim models"));
         let mut coalesced = dumps.clone();
@@ -805,6 +845,27 @@ mod tests {
         dumps[0].entries[0].is_p2p = true;
         assert!(message(&dumps).contains("point-to-point entries"));
         assert_eq!(message(&[]), "no dumps to import");
+    }
+
+    #[test]
+    fn a_dtype_the_scenario_lacks_keeps_its_bytes() {
+        let mut dumps = simulated("", "kind = \"hang\"");
+        for dump in &mut dumps {
+            for entry in &mut dump.entries {
+                entry.input_sizes = vec![vec![1024]];
+                entry.input_dtypes = vec!["UInt32".into()];
+            }
+        }
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(text.contains("all_reduce = \"f32_4KiB\""), "{text}");
+        for (name, bytes) in [
+            ("ComplexDouble", 16),
+            ("UInt64", 8),
+            ("UInt16", 2),
+            ("Bool", 1),
+        ] {
+            assert_eq!(dtype(name).map(|(_, b)| b), Some(bytes), "{name}");
+        }
     }
 
     #[test]

@@ -434,9 +434,10 @@ fn read_entry(fields: &Fields) -> Result<DumpEntry, DumpError> {
 /// Reads the dump of `rank` (the rank is the file name's, not the dump's: PyTorch writes it
 /// only there).
 pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
-    if bytes.first() != Some(&0x80) {
+    // Protocols 2 to 5 start with PROTO (0x80); protocol 1 with the dict's EMPTY_DICT (`}`).
+    if !matches!(bytes.first(), Some(0x80 | b'}')) {
         return Err(error(
-            "not a Flight Recorder dump: a dump is a pickle (it starts with the byte 0x80)",
+            "not a Flight Recorder dump: a dump is a binary pickle (it starts with the byte 0x80, or `}` at protocol 1)",
         ));
     }
     let value = pickle::read(bytes).map_err(|e| error(format!("not a readable pickle: {e}")))?;
@@ -583,6 +584,12 @@ mod tests {
                 .message
                 .contains("version \"9.9\" is not supported; supported: 2.10 (PyTorch 2.11)"),
             "{unknown}"
+        );
+        // Protocol 1 (no PROTO opcode) is read: this one is a dict without `version`.
+        let protocol_1 = read(b"}q\x00(X\x01\x00\x00\x00aI01\nu.", 0).unwrap_err();
+        assert!(
+            protocol_1.message.contains("has no `version`"),
+            "{protocol_1}"
         );
         let list = pickle::write(&Value::List(vec![]));
         let message = read(&list, 0).unwrap_err().message;

@@ -176,6 +176,46 @@ impl Machine<'_> {
         }
     }
 
+    /// A text argument up to its newline (protocols 0 and 1's `INT` and `LONG`).
+    fn line(&mut self) -> Result<String, PickleError> {
+        let Some(length) = self.bytes[self.at..].iter().position(|&b| b == b'\n') else {
+            return self.fail("the pickle ends inside an opcode's argument");
+        };
+        let raw = self.take(length + 1)?;
+        match std::str::from_utf8(&raw[..length]) {
+            Ok(text) => Ok(text.to_string()),
+            Err(_) => self.fail("a number that is not text"),
+        }
+    }
+
+    /// `INT`'s text: `01` and `00` are protocol 1's True and False, else a decimal int.
+    fn text_int(&mut self) -> Result<(), PickleError> {
+        let text = self.line()?;
+        let value = match text.as_str() {
+            "01" => PyValue::Bool(true),
+            "00" => PyValue::Bool(false),
+            digits => match digits.parse::<i64>() {
+                Ok(n) => PyValue::Int(n),
+                Err(_) => return self.fail(format!("INT {digits:?} is not an int of 64 bits")),
+            },
+        };
+        self.push(Node::Leaf(value));
+        Ok(())
+    }
+
+    /// `LONG`'s text: a decimal int with a trailing `L`.
+    fn text_long(&mut self) -> Result<(), PickleError> {
+        let text = self.line()?;
+        let digits = text.strip_suffix('L').unwrap_or(&text);
+        match digits.parse::<i64>() {
+            Ok(n) => {
+                self.push(Node::Leaf(PyValue::Int(n)));
+                Ok(())
+            }
+            Err(_) => self.fail(format!("LONG {digits:?} is not an int of 64 bits")),
+        }
+    }
+
     fn long(&mut self, length: usize) -> Result<(), PickleError> {
         if length > 8 {
             return self.fail(format!("an int of {length} bytes: too large"));
@@ -269,6 +309,8 @@ impl Machine<'_> {
                 let n = self.u32()? as i32;
                 self.push(Node::Leaf(PyValue::Int(i64::from(n))));
             }
+            b'I' => self.text_int()?,
+            b'L' => self.text_long()?,
             0x8a => {
                 let length = usize::from(self.u8()?);
                 self.long(length)?;
@@ -535,6 +577,25 @@ mod tests {
         let bytes = b"\x80\x02](}q\x00X\x01\x00\x00\x00aK\x01sh\x00e.";
         let one = PyValue::Dict(vec![(PyValue::str("a"), PyValue::Int(1))]);
         assert_eq!(read(bytes).unwrap(), PyValue::List(vec![one.clone(), one]));
+    }
+
+    #[test]
+    fn protocol_1_s_text_ints_and_bools_are_read() {
+        // pickle.dumps({'a': True, 'b': 2**40, 'c': [1.5, None], 'd': False}, protocol=1)
+        let bytes = b"}q\x00(X\x01\x00\x00\x00aq\x01I01\nX\x01\x00\x00\x00bq\x02L1099511627776L\nX\x01\x00\x00\x00cq\x03]q\x04(G?\xf8\x00\x00\x00\x00\x00\x00NeX\x01\x00\x00\x00dq\x05I00\nu.";
+        let value = read(bytes).unwrap();
+        assert_eq!(value.get("a"), Some(&PyValue::Bool(true)));
+        assert_eq!(value.get("b"), Some(&PyValue::Int(1 << 40)));
+        assert_eq!(
+            value.get("c"),
+            Some(&PyValue::List(vec![PyValue::Float(1.5), PyValue::None]))
+        );
+        assert_eq!(value.get("d"), Some(&PyValue::Bool(false)));
+        assert_eq!(read(b"I-7\n.").unwrap(), PyValue::Int(-7));
+        let huge = read(b"L123456789012345678901234567890L\n.").unwrap_err();
+        assert!(huge.message.contains("not an int of 64 bits"), "{huge}");
+        let unended = read(b"I01").unwrap_err();
+        assert!(unended.message.contains("ends inside"), "{unended}");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use program::{
     RankProgram,
 };
 use sim::units::format_size;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One trace file: its name (for messages and comments) and its text.
@@ -67,7 +67,7 @@ const SHARING_HEADROOM_SMS: u32 = 64;
 pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
     let world = traces[0].world_size;
     let several = traces.len() > 1;
-    let mut seen = BTreeSet::new();
+    let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
     for trace in traces {
         if trace.world_size != world {
             return Err(format!(
@@ -75,12 +75,15 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
                 trace.file, trace.world_size, traces[0].file
             ));
         }
-        if !seen.insert(trace.rank) {
-            return Err(format!("two traces of rank {}", trace.rank));
+        if let Some(other) = seen.insert(trace.rank, &trace.file) {
+            return Err(format!(
+                "two traces of rank {}: {other} and {}",
+                trace.rank, trace.file
+            ));
         }
     }
     if seen.len() as u32 != world {
-        let missing: Vec<u32> = (0..world).filter(|r| !seen.contains(r)).collect();
+        let missing: Vec<u32> = (0..world).filter(|r| !seen.contains_key(r)).collect();
         return Err(format!(
             "world size {world} but no trace of rank{} {missing:?}: give one trace per rank",
             if missing.len() > 1 { "s" } else { "" }
@@ -324,6 +327,25 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(bad_ts.to_string(), "rank0.json:traceEvents[0]: error: \"k\" (kernel) needs numeric \"ts\" and \"dur\" in µs");
+        let one = small_trace(0, 2);
+        let twice = import(
+            &[
+                TraceFile {
+                    name: "a/rank0.json",
+                    text: &one,
+                },
+                TraceFile {
+                    name: "b/rank0.json",
+                    text: &one,
+                },
+            ],
+            &KinetoOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            twice.message,
+            "two traces of rank 0: a/rank0.json and b/rank0.json"
+        );
         let half = small_trace(0, 2);
         let missing = import_one(&half).unwrap_err();
         assert!(

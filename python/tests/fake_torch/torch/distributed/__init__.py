@@ -135,11 +135,13 @@ class ProcessGroupNCCL:
 
 def _log_line(rank, message):
     """A line as PyTorch 2.11's C++ logger prints it: the wall clock's date and seconds (UTC
-    here) with CLOCK_MONOTONIC's nanoseconds."""
+    here; month × 100 + day unpadded, `E915` on 15 September) with CLOCK_MONOTONIC's
+    nanoseconds."""
     monotonic_ns = time.monotonic_ns()
     now = datetime.datetime.now(datetime.timezone.utc)
-    sys.stderr.write("[rank%d]:[E%s.%09d ProcessGroupNCCL.cpp:1] [Rank %d] %s\n"
-                     % (rank, now.strftime("%m%d %H:%M:%S"), monotonic_ns % 10**9, rank, message))
+    sys.stderr.write("[rank%d]:[E%d %s.%09d ProcessGroupNCCL.cpp:1] [Rank %d] %s\n"
+                     % (rank, now.month * 100 + now.day, now.strftime("%H:%M:%S"),
+                        monotonic_ns % 10**9, rank, message))
     sys.stderr.flush()
 
 
