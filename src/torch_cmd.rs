@@ -82,11 +82,15 @@ fn python_path(package: Option<&Path>) -> Option<String> {
     Some(path)
 }
 
+/// Python with the interpreter package on its path, in UTC: PyTorch's C++ logger stamps its
+/// lines with the local date and time, and the log reader reads them as UTC
+/// (`analysis::torch_log`), so a machine in another time zone would put every line hours off.
 fn python_command(python: &str, package: Option<&Path>) -> Command {
     let mut command = Command::new(python);
     if let Some(path) = python_path(package) {
         command.env("PYTHONPATH", path);
     }
+    command.env("TZ", "UTC");
     command
 }
 
@@ -655,6 +659,13 @@ mod tests {
             at_ns,
             message: format!("[Rank {rank}] logged"),
         }
+    }
+
+    #[test]
+    fn python_and_the_ranks_it_launches_log_in_utc() {
+        let command = python_command("python3", None);
+        let tz = command.get_envs().find(|(key, _)| *key == "TZ");
+        assert_eq!(tz, Some(("TZ".as_ref(), Some("UTC".as_ref()))));
     }
 
     fn one_rank_timeline() -> Timeline {
