@@ -203,6 +203,18 @@ fn parse_line(line: &str, year: i64) -> Option<Line<'_>> {
     })
 }
 
+/// A line of a run that began at `origin_unix_ns`, dated in the origin's year, or in the next
+/// one where that puts it nearer: a run started on 31 December prints January's lines as
+/// `E101`, which the origin's year would put a year before the run.
+fn parse_line_of_run(text: &str, year: i64, origin_unix_ns: u64) -> Option<Line<'_>> {
+    const HALF_A_YEAR_NS: u64 = 183 * 86_400 * 1_000_000_000;
+    let line = parse_line(text, year)?;
+    if line.whole_seconds_ns.saturating_add(HALF_A_YEAR_NS) < origin_unix_ns {
+        return parse_line(text, year + 1);
+    }
+    Some(line)
+}
+
 /// The watchdog and main-thread records in `log` (PyTorch's stderr of a launch), on the axis
 /// whose time 0 is `origin`; lines before the origin, or of another kind, are skipped.
 pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
@@ -213,7 +225,7 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
     // Ranks whose heartbeat monitor left its loop and has not yet printed its dump.
     let mut monitor_dumping: BTreeSet<u32> = BTreeSet::new();
     for text in log.lines() {
-        let Some(line) = parse_line(text, year) else {
+        let Some(line) = parse_line_of_run(text, year, origin.unix_ns) else {
             continue;
         };
         let (rank, message) = (line.rank, line.message);
@@ -516,6 +528,21 @@ mod tests {
             let line = format!("[rank0]:[{bad} 03:54:42.5 F.cpp:1] message");
             assert_eq!(parse_line(&line, 2026), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_run_started_on_new_years_eve_reads_januarys_lines_in_the_next_year() {
+        let eve = (days_from_civil(2026, 12, 31) * 86_400 + 23 * 3600 + 59 * 60 + 59) as u64;
+        let origin = printed_clock(eve * 1_000_000_000);
+        let january =
+            "[rank0]:[E101 00:00:01.0 F.cpp:1] Watchdog caught collective operation timeout";
+        let records = watchdog_records(january, origin);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].at_ns, 2_000_000_000);
+        // A line of the origin's own day is not moved.
+        let december =
+            "[rank0]:[E1231 23:59:59.5 F.cpp:1] Watchdog caught collective operation timeout";
+        assert_eq!(watchdog_records(december, origin)[0].at_ns, 500_000_000);
     }
 
     #[test]
