@@ -44,6 +44,9 @@ pub(crate) fn run(
     fail_on_race: bool,
     against: &Against,
 ) -> Result<u8, Failure> {
+    if let Some(path) = outputs.svg {
+        plot::check_timeline_svg_name(path)?;
+    }
     let limits = &against.limits;
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
