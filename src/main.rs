@@ -125,8 +125,9 @@ enum Command {
         #[arg(long, value_name = "PROFILE.toml")]
         machine: Option<PathBuf>,
         /// Diff the simulated Timeline against this one (measured) instead of printing the
-        /// report; exit 1 when a difference exceeds the tolerances.
-        #[arg(long, value_name = "MEASURED.json")]
+        /// report; exit 1 when a difference exceeds the tolerances. Not with --trace,
+        /// --trace-dir, --svg or --nccl-tests, which it would not write.
+        #[arg(long, value_name = "MEASURED.json", conflicts_with_all = ["trace", "trace_dir", "svg", "nccl_tests"])]
         against: Option<PathBuf>,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,

@@ -140,6 +140,18 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     crate::stdio::write_bytes(path, bytes)
 }
 
+/// `run --svg` draws SVG only: a name ending in `.png`, which `plot` would draw as a PNG, is
+/// refused rather than given SVG bytes.
+pub fn check_timeline_svg_name(path: &Path) -> Result<(), Failure> {
+    if picture_is_png(path).unwrap_or(false) {
+        return Err(Failure::input(format!(
+            "--svg {}: the Gantt chart is drawn as SVG only; name the file .svg",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// `run --svg`: the Timeline as a Gantt chart.
 pub fn write_timeline_svg(timeline: &Timeline, path: &Path) -> Result<(), Failure> {
     write(path, analysis::gantt::timeline_svg(timeline).as_bytes())

@@ -44,6 +44,9 @@ pub(crate) fn run(
     fail_on_race: bool,
     against: &Against,
 ) -> Result<u8, Failure> {
+    if let Some(path) = outputs.svg {
+        plot::check_timeline_svg_name(path)?;
+    }
     let limits = &against.limits;
     if against.measured.is_none() && against.tolerance.changed() {
         return Err(Failure::input(
@@ -80,6 +83,14 @@ pub(crate) fn run(
             )));
         }
     }
+    // Read before the run, so that a bad file stops it before anything is simulated or
+    // written, and noted as an input, so that `--timeline` cannot be written over it.
+    let measured = against.measured.map(diff_cmd::read_timeline).transpose()?;
+    if measured.is_some() && outputs.timeline.is_some_and(stdio::is_dash) {
+        return Err(Failure::input(
+            "--timeline - with --against: the diff takes standard output; write the Timeline to a file",
+        ));
+    }
     let options = sim::engine::Options {
         summary: outputs.summary.clone(),
         progress: progress::hook(),
@@ -87,13 +98,12 @@ pub(crate) fn run(
     };
     let (timeline, _) = sim::engine::simulate_with(&scenario, options);
     progress::finish();
-    if let Some(measured) = against.measured {
+    if let Some(measured) = measured {
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
         }
         let timeline = timeline.expand();
         fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
-        let measured = diff_cmd::read_timeline(measured)?;
         return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
     }
     let report = metrics::report(&timeline);

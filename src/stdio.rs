@@ -204,9 +204,10 @@ pub fn replace(
 ) -> Result<(), Failure> {
     if is_dash(path) {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        // A reader that went away ends the command quietly, as for every output on stdout.
         return write(&mut out)
             .and_then(|()| out.flush())
-            .map_err(|error| Failure::input(format!("cannot write to standard output: {error}")));
+            .map_err(crate::output_failure);
     }
     let mut batch = Batch::default();
     batch.write(path, write, (Flush::ThisFile, true))?;

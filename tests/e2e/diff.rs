@@ -315,3 +315,91 @@ fn a_run_without_records_is_left_out_of_a_fit_and_refused_alone() {
     );
     assert!(!std::path::Path::new(&temp("crashed_alone.toml")).exists());
 }
+
+#[test]
+fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_lose() {
+    let scenario = "tests/data/hw/x2/scenarios/exp_b_stream_scope.2ranks.toml";
+    let measured = temp("against_measured.json");
+    let original = std::fs::read("tests/data/hw/x2/exp_b_stream_scope.2ranks.json").unwrap();
+    std::fs::write(&measured, &original).unwrap();
+
+    // `--timeline` over the measured file: refused, the file as it was (it used to be replaced
+    // by the simulation, which was then diffed against itself with exit 0).
+    let over = c10dsim(&[
+        "run",
+        scenario,
+        "--against",
+        &measured,
+        "--timeline",
+        &measured,
+    ]);
+    assert_eq!(over.status.code(), Some(2), "{}", stderr(&over));
+    assert!(
+        stderr(&over).contains("is also an input of this command"),
+        "{}",
+        stderr(&over)
+    );
+    assert_eq!(std::fs::read(&measured).unwrap(), original);
+
+    // A measured file that cannot be read stops the run before any output is written.
+    let written = temp("against_missing_out.json");
+    let missing = temp("against_missing.json");
+    let output = c10dsim(&[
+        "run",
+        scenario,
+        "--against",
+        &missing,
+        "--timeline",
+        &written,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(!std::path::Path::new(&written).exists());
+
+    // The diff takes stdout: the Timeline cannot share it, and the outputs `--against` does not
+    // write are refused rather than silently left out.
+    let dash = c10dsim(&["run", scenario, "--against", &measured, "--timeline", "-"]);
+    assert_eq!(dash.status.code(), Some(2), "{}", stderr(&dash));
+    assert!(stdout(&dash).is_empty(), "{}", stdout(&dash));
+    let trace = temp("against_trace.json");
+    for extra in [
+        vec!["--trace", trace.as_str()],
+        vec!["--trace-dir", trace.as_str()],
+        vec!["--svg", trace.as_str()],
+        vec!["--nccl-tests"],
+    ] {
+        let mut args = vec!["run", scenario, "--against", measured.as_str()];
+        args.extend(&extra);
+        let output = c10dsim(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{extra:?}: {}",
+            stderr(&output)
+        );
+        assert!(stderr(&output).contains("cannot be used with"), "{extra:?}");
+    }
+    assert!(!std::path::Path::new(&trace).exists());
+
+    // `--timeline` to a file of its own still writes the simulated Timeline beside the diff.
+    let simulated = temp("against_simulated.json");
+    let output = c10dsim(&[
+        "run",
+        scenario,
+        "--against",
+        &measured,
+        "--timeline",
+        &simulated,
+    ]);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("ordering verdicts"),
+        "{}",
+        stdout(&output)
+    );
+    let written: Value = serde_json::from_slice(&std::fs::read(&simulated).unwrap()).unwrap();
+    assert_eq!(written["source"], "simulated");
+}

@@ -4,7 +4,7 @@
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
 use sim::timeline::Timeline;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -169,6 +169,30 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
     assert_no_panic(&output);
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn a_reader_that_goes_away_from_a_file_on_stdout_ends_the_run_quietly() {
+    // `--trace -`, `--timeline -` and `--svg -` used to exit 2 with "cannot write to standard
+    // output: Broken pipe" where the report's own stdout ended quietly.
+    for flag in ["--trace", "--timeline", "--svg"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            // Every file of the overlap benchmark is more than a pipe holds.
+            .args(["run", "scenarios/overlap_bench.toml", flag, "-"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A few bytes, then the pipe closes (the Timeline is one line of JSON).
+        let mut first = [0u8; 4];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        assert!(first == *b"<svg" || first[0] == b'{', "{flag}: {first:?}");
+        let output = child.wait_with_output().unwrap();
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(0), "{flag}: {}", stderr(&output));
+        assert_eq!(stderr(&output), "", "{flag}");
+    }
 }
 
 #[test]

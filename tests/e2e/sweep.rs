@@ -6,7 +6,7 @@
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV.
 
-use crate::util::stderr;
+use crate::util::{stderr, stdout};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -702,6 +702,26 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
         "{}",
         stderr(&piped)
     );
+}
+
+#[test]
+fn run_refuses_a_gantt_chart_named_png_before_it_simulates() {
+    // `plot -o x.png` draws a PNG; `run --svg x.png` used to write SVG text into x.png.
+    let png = temp("gantt.png");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--svg",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("drawn as SVG only; name the file .svg"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+    assert!(!png.exists());
 }
 
 /// What pandas would make of the file: every column whose name carries a unit (`_us`, `_bytes`,
