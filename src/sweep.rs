@@ -47,8 +47,8 @@ fn variable(name: &str) -> Result<Option<u64>, Failure> {
     }
 }
 
-/// `--shard` when given; else a Slurm array task's (`SLURM_ARRAY_TASK_ID` −
-/// `SLURM_ARRAY_TASK_MIN` of `SLURM_ARRAY_TASK_COUNT`); else a Kubernetes indexed Job's
+/// `--shard` when given; else a Slurm array task's ((`SLURM_ARRAY_TASK_ID` −
+/// `SLURM_ARRAY_TASK_MIN`) / `SLURM_ARRAY_TASK_STEP` of `SLURM_ARRAY_TASK_COUNT`); else a Kubernetes indexed Job's
 /// (`JOB_COMPLETION_INDEX` of `C10DSIM_SHARD_COUNT`); else the whole sweep.
 fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
     if let Some(shard) = explicit {
@@ -63,18 +63,29 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
                 ))
             })
     };
-    if let (Some(id), Some(count)) = (
-        variable("SLURM_ARRAY_TASK_ID")?,
-        variable("SLURM_ARRAY_TASK_COUNT")?,
-    ) {
+    if let Some(id) = variable("SLURM_ARRAY_TASK_ID")? {
+        let count = variable("SLURM_ARRAY_TASK_COUNT")?.ok_or_else(|| {
+            Failure::input(
+                "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (Slurm sets both \
+                 for a job array): set it to the array's task count (or pass --shard I/N)",
+            )
+        })?;
         let min = variable("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-        let index = id.checked_sub(min).ok_or_else(|| {
+        // `--array=0-15:4` runs tasks 0, 4, 8 and 12: shards 0 to 3 of 4.
+        let step = variable("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+        let offset = id.checked_sub(min).ok_or_else(|| {
             Failure::input(format!(
                 "SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}: not a task of \
                  this array"
             ))
         })?;
-        return check(index, count, "SLURM_ARRAY_TASK_ID");
+        if offset % step != 0 {
+            return Err(Failure::input(format!(
+                "SLURM_ARRAY_TASK_ID={id} is not SLURM_ARRAY_TASK_MIN={min} plus a multiple of \
+                 SLURM_ARRAY_TASK_STEP={step}: not a task of this array"
+            )));
+        }
+        return check(offset / step, count, "SLURM_ARRAY_TASK_ID");
     }
     if let Some(index) = variable(K8S_INDEX_VARIABLE)? {
         let count = variable(K8S_COUNT_VARIABLE)?.ok_or_else(|| {

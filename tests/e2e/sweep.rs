@@ -12,9 +12,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// The variables `c10dsim sweep` takes its shard from when `--shard` is not given.
-const SHARD_VARIABLES: [&str; 5] = [
+const SHARD_VARIABLES: [&str; 6] = [
     "SLURM_ARRAY_TASK_ID",
     "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_STEP",
     "SLURM_ARRAY_TASK_COUNT",
     "JOB_COMPLETION_INDEX",
     "C10DSIM_SHARD_COUNT",
@@ -328,6 +329,48 @@ fn shards_merged_equal_the_unsharded_run() {
         stderr(&below).contains("SLURM_ARRAY_TASK_ID=0 is below SLURM_ARRAY_TASK_MIN=1"),
         "{}",
         stderr(&below)
+    );
+    // A stepped array (--array=0-8:4: tasks 0, 4 and 8) numbers its shards by the step.
+    let stepped = c10dsim_with(
+        &["sweep", args[0], args[1], args[2], "-o", "-"],
+        &[
+            ("SLURM_ARRAY_TASK_ID", "8"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_STEP", "4"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ],
+    );
+    assert!(stepped.status.success(), "{}", stderr(&stepped));
+    assert!(stderr(&stepped).contains("shard 2/3 (SLURM_ARRAY_TASK_ID)"));
+    assert_eq!(
+        stepped.stdout,
+        std::fs::read(&slurm).unwrap(),
+        "the stepped array's last task is the third slice"
+    );
+    let between = c10dsim_with(
+        &["sweep", args[0], args[1], args[2], "-o", "-"],
+        &[
+            ("SLURM_ARRAY_TASK_ID", "5"),
+            ("SLURM_ARRAY_TASK_STEP", "4"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ],
+    );
+    assert_eq!(between.status.code(), Some(2), "{}", stderr(&between));
+    assert!(
+        stderr(&between).contains("plus a multiple of SLURM_ARRAY_TASK_STEP=4"),
+        "{}",
+        stderr(&between)
+    );
+    // A task id without the array's count would have run the whole sweep in every task.
+    let alone = c10dsim_with(
+        &["sweep", args[0], args[1], args[2], "-o", "-"],
+        &[("SLURM_ARRAY_TASK_ID", "1")],
+    );
+    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
+    assert!(
+        stderr(&alone).contains("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"),
+        "{}",
+        stderr(&alone)
     );
     parts.push(slurm);
     let sliced: Vec<usize> = parts
