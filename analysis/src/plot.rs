@@ -62,9 +62,10 @@ pub struct ChartQuery<'a> {
 }
 
 /// The unit of a column, from its name (units last: `_us`, `_ns`, `_bytes`) or what it holds.
+/// The drawing adds ", log scale" where the axis is logarithmic ([`with_scale`]).
 pub fn axis_label(column: &str, is_bytes: bool) -> String {
     let unit = if is_bytes || column.ends_with("_bytes") {
-        "bytes, log scale"
+        "bytes"
     } else if column.ends_with("_us") {
         "µs"
     } else if column.ends_with("_ns") {
@@ -85,6 +86,16 @@ pub fn axis_label(column: &str, is_bytes: bool) -> String {
         return column.to_string();
     };
     format!("{column} ({unit})")
+}
+
+/// An axis label as drawn: `col (unit, log scale)` where the axis is logarithmic. A size axis
+/// is logarithmic only when every value is above 0, so its label says which it got.
+fn with_scale(label: &str, log: bool) -> String {
+    match (log, label.strip_suffix(')')) {
+        (false, _) => label.to_string(),
+        (true, Some(open)) => format!("{open}, log scale)"),
+        (true, None) => format!("{label} (log scale)"),
+    }
 }
 
 /// Cell `i` of a row; a short row reads as empty cells.
@@ -417,22 +428,27 @@ fn draw_chart<DB: DrawingBackend>(
     let (x_pad_low, x_pad_high) = padded(x_low, x_high);
     let (y_pad_low, y_pad_high) = padded(y_low, y_high);
     let log_y_range = (y_low / 1.5..y_high * 1.5).log_scale().base(10.0);
+    let axes = Axes {
+        x_format,
+        x_description: with_scale(&chart.x_label, x_log),
+        y_description: with_scale(&chart.y_label, log_y),
+    };
     match (x_log, log_y) {
         (true, true) => {
             let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(x_base);
-            draw_with(root, chart, x_range, log_y_range, x_format)
+            draw_with(root, chart, x_range, log_y_range, &axes)
         }
         (true, false) => {
             let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(x_base);
-            draw_with(root, chart, x_range, y_pad_low..y_pad_high, x_format)
+            draw_with(root, chart, x_range, y_pad_low..y_pad_high, &axes)
         }
-        (false, true) => draw_with(root, chart, x_pad_low..x_pad_high, log_y_range, x_format),
+        (false, true) => draw_with(root, chart, x_pad_low..x_pad_high, log_y_range, &axes),
         (false, false) => draw_with(
             root,
             chart,
             x_pad_low..x_pad_high,
             y_pad_low..y_pad_high,
-            x_format,
+            &axes,
         ),
     }
 }
@@ -516,12 +532,19 @@ pub(crate) fn number_tick(value: f64) -> String {
     }
 }
 
+/// How the axes are described: the x ticks' format and both axes' labels as drawn.
+struct Axes<'a> {
+    x_format: &'a dyn Fn(&f64) -> String,
+    x_description: String,
+    y_description: String,
+}
+
 fn draw_with<DB, X, Y>(
     root: DrawingArea<DB, plotters::coord::Shift>,
     chart: &LineChart,
     x_range: X,
     y_range: Y,
-    x_format: &dyn Fn(&f64) -> String,
+    axes: &Axes,
 ) -> Result<(), String>
 where
     DB: DrawingBackend,
@@ -541,9 +564,9 @@ where
         .map_err(|e| fail(&e))?;
     context
         .configure_mesh()
-        .x_desc(&chart.x_label)
-        .y_desc(&chart.y_label)
-        .x_label_formatter(x_format)
+        .x_desc(&axes.x_description)
+        .y_desc(&axes.y_description)
+        .x_label_formatter(axes.x_format)
         .y_label_formatter(&|y: &f64| number_tick(*y))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
@@ -610,11 +633,17 @@ mod tests {
     #[test]
     fn labels_carry_units() {
         assert_eq!(axis_label("ar.host_call_us", false), "ar.host_call_us (µs)");
+        assert_eq!(axis_label("tensors.buf", true), "tensors.buf (bytes)");
+        assert_eq!(axis_label("gemm", false), "gemm");
         assert_eq!(
-            axis_label("tensors.buf", true),
+            with_scale("tensors.buf (bytes)", true),
             "tensors.buf (bytes, log scale)"
         );
-        assert_eq!(axis_label("gemm", false), "gemm");
+        assert_eq!(
+            with_scale("tensors.buf (bytes)", false),
+            "tensors.buf (bytes)"
+        );
+        assert_eq!(with_scale("gemm", true), "gemm (log scale)");
     }
 
     #[test]
@@ -752,6 +781,26 @@ mod tests {
             &svg[..200]
         );
         assert!(svg.contains("stroke-dasharray") || svg.matches("<polyline").count() > 2);
+        // Both axes are logarithmic here, and their labels say so.
+        assert!(
+            svg.contains("tensors.buf_bytes (bytes, log scale)"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("k.overlap (R3: 1 = hidden, 0 = serial, log scale)"),
+            "{svg}"
+        );
+        // A size of 0 B cannot sit on a log axis: the axis is linear, and its label does not
+        // say "log scale".
+        let mut with_zero_size = rows.clone();
+        with_zero_size[0][header
+            .iter()
+            .position(|h| h == "tensors.buf_bytes")
+            .unwrap()] = "0".into();
+        let linear = line_chart(&header, &with_zero_size, &query).unwrap();
+        let svg = line_chart_svg(&linear, Canvas::default()).unwrap();
+        assert!(svg.contains("tensors.buf_bytes (bytes)"), "{svg}");
+        assert!(!svg.contains("log scale"), "{svg}");
         // Two lines, two marker shapes: 12-gon circles for the first, triangles the second.
         assert_eq!(marker_of(0).len(), 12);
         assert_eq!(marker_of(1).len(), 3);
