@@ -787,12 +787,20 @@ pub fn render_diff(diff: &Diff) -> String {
         .summary
         .iter()
         .map(|s| {
+            // With no sample there is no median to print: "-", not a 0 that reads as agreement.
+            let value = |us: f64| {
+                if s.samples == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{us:.3}")
+                }
+            };
             vec![
                 s.time.to_string(),
                 s.samples.to_string(),
-                format!("{:.3}", s.median_abs_us),
-                format!("{:.3}", s.p90_abs_us),
-                format!("{:.3}", s.max_abs_us),
+                value(s.median_abs_us),
+                value(s.p90_abs_us),
+                value(s.max_abs_us),
             ]
         })
         .collect();

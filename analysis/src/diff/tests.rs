@@ -121,6 +121,12 @@ fn timelines_where_no_op_ran_say_nothing_was_compared() {
     }
     let text = render_diff(&diff(&a, &a, &DiffOptions::default()));
     assert!(text.contains("no op ran in either Timeline"), "{text}");
+    let no_samples = text.lines().find(|l| l.contains("host_return")).unwrap();
+    assert_eq!(
+        no_samples.split_whitespace().collect::<Vec<_>>(),
+        ["host_return", "0", "-", "-", "-"],
+        "{text}"
+    );
     let full = simulate(&[]);
     let text = render_diff(&diff(&full, &full, &DiffOptions::default()));
     assert!(!text.contains("no op ran"), "{text}");
