@@ -249,7 +249,7 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
             format!("{},{:.2},{:.2}", c.minor_faults, c.user_s, c.system_s)
         });
         outln!(
-            "{ranks},{iterations},{},{},{},{},{:.3},{:.3},{:.0},{:.3},{:.3},{peak_mib},{counted}",
+            "{ranks},{iterations},{},{},{},{},{:.6},{:.6},{:.0},{:.6},{:.6},{peak_mib},{counted}",
             args.summary,
             args.fold,
             figures.classes.0,

@@ -196,6 +196,9 @@ fn bench_scaling_writes_the_documented_numeric_columns_and_its_chart() {
             &cells[..5],
             [point.to_string().as_str(), ranks, "3", "false", "true"]
         );
+        // The times to the microsecond: a small run's wall time is not 0.000.
+        assert!(cells[7].parse::<f64>().is_ok_and(|v| v > 0.0), "{line}");
+        assert_eq!(cells[7].split('.').nth(1).map(str::len), Some(6), "{line}");
         for cell in &cells[5..] {
             assert!(cell.parse::<f64>().is_ok_and(|v| v >= 0.0), "{line}");
         }
