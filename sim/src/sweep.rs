@@ -855,6 +855,16 @@ impl FileAxes<'_> {
         name_span: Option<Range<usize>>,
         group: &toml_edit::Item,
     ) -> Result<Dimension, ScenarioError> {
+        // The name is a CSV column: a newline or a tab would break the one-line record.
+        if let Some(control) = name.chars().find(|c| c.is_control()) {
+            return Err(self.error(
+                name_span,
+                format!(
+                    "zipped axis name {name:?} holds a control character ({control:?}): it \
+                     becomes a CSV column, one line each"
+                ),
+            ));
+        }
         let table = group.as_table_like().ok_or_else(|| {
             self.error(
                 name_span.clone(),

@@ -31,6 +31,7 @@
 
 mod faults;
 mod model;
+mod names;
 mod observability;
 pub(crate) mod overrides;
 mod raw;
@@ -347,6 +348,7 @@ impl Resolver<'_> {
         let host = self.host(raw.host.as_ref(), torch)?;
         let memory = self.memory(raw.memory.as_ref(), &cluster, torch, &env)?;
 
+        self.check_names(&raw)?;
         let mut names = Names {
             tensors: HashMap::new(),
             streams: HashMap::new(),

@@ -113,6 +113,13 @@ fn sweep_errors_name_line_and_column() {
     .unwrap_err();
     assert_eq!((err.line, err.column), (16, 1), "{err}");
     assert!(err.message.contains("equal lengths"), "{err}");
+    let err = sweep(
+        "[sweep.zip.\"a\\nb\"]\nvalues = [\"p\"]\n\"cluster.ranks\" = [2]\n",
+        &[],
+    )
+    .unwrap_err();
+    assert!(err.message.contains("holds a control character"), "{err}");
+    assert_eq!((err.line, err.column), (14, 12), "{err}");
     let err = sweep("[sweep]\n\"op.nope.gemm\" = [[1, 1, 1]]\n", &[]).unwrap_err();
     assert!(err.message.contains("no [[op]] has label"), "{err}");
     assert_eq!((err.line, err.column), (15, 1), "{err}");
