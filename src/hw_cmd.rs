@@ -51,17 +51,7 @@ fn output_path(
         )));
     }
     let path = PathBuf::from(text.replace("{rank}", &rank.to_string()));
-    let folder = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    if !folder.is_dir() {
-        return Err(Failure::input(format!(
-            "{flag} {}: the folder {} does not exist",
-            path.display(),
-            folder.display()
-        )));
-    }
+    crate::stdio::check_output_place(flag, &path)?;
     Ok(Some(path))
 }
 

@@ -35,6 +35,39 @@ pub(crate) struct RunOutputs<'a> {
     pub(crate) per_rank: bool,
 }
 
+impl RunOutputs<'_> {
+    /// What is wrong with the output paths whatever the run gives, refused before it: a file in
+    /// a folder that does not exist or that is a folder, and a file written into `--trace-dir`,
+    /// whose every file HTA reads as a rank's trace.
+    pub(crate) fn check_places(&self) -> Result<(), Failure> {
+        let files = [
+            ("--trace", self.trace),
+            ("--timeline", self.timeline),
+            ("--svg", self.svg),
+        ];
+        for (flag, path) in files {
+            let Some(path) = path else { continue };
+            stdio::check_output_place(flag, path)?;
+            let Some(dir) = self.trace_dir.and_then(|dir| dir.canonicalize().ok()) else {
+                continue;
+            };
+            let folder = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => Path::new("."),
+            };
+            if folder.canonicalize().ok().as_deref() == Some(dir.as_path()) {
+                return Err(Failure::input(format!(
+                    "{flag} {}: it would be written into --trace-dir {}, whose every file HTA \
+                     reads as a rank's trace; write it elsewhere",
+                    path.display(),
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn run(
     file: &Path,
     overrides: &[scenario::Override],
@@ -54,6 +87,7 @@ pub(crate) fn run(
              give --against MEASURED.json, or leave them out",
         ));
     }
+    outputs.check_places()?;
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
         scenario.seed = seed;

@@ -89,6 +89,32 @@ pub fn create_folder(dir: &Path) -> Result<(), Failure> {
         .map_err(|error| Failure::input(format!("cannot create {}: {error}", dir.display())))
 }
 
+/// Refused before a run (exit 2), so that a long simulation or a GPU run is not lost at its end:
+/// an output file whose folder does not exist, or that is a folder. `-` passes.
+pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
+    if is_dash(path) {
+        return Ok(());
+    }
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(Failure::input(format!(
+            "{flag} {}: the folder {} does not exist",
+            path.display(),
+            folder.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(Failure::input(format!(
+            "{flag} {}: it is a folder; name a file",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `path` is `-`.
 pub fn is_dash(path: &Path) -> bool {
     path.as_os_str() == "-"

@@ -204,6 +204,9 @@ fn run_folder() -> Result<PathBuf, Failure> {
 /// `c10dsim torch FILE`: the scenario through real `torch.distributed` (docs/torch.md).
 pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     let scenario = load(args.file, args.overrides)?;
+    if let Some(path) = args.timeline {
+        crate::stdio::check_output_place("--timeline", path)?;
+    }
     let python = python();
     let package = package_folder();
     let probe = probe(&python, package.as_deref())?;

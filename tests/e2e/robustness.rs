@@ -367,6 +367,43 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "are the tolerances of --against",
         "run --tol-pct without --against",
     );
+    // An output that cannot be written is refused before the simulation, and nothing is
+    // written (the trace used to be written, then the timeline failed).
+    let written = temp("written_first.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--trace",
+        written.to_str().unwrap(),
+        "--timeline",
+        "/nonexistent-folder/x.json",
+    ]);
+    assert_refused(
+        &output,
+        "--timeline /nonexistent-folder/x.json: the folder /nonexistent-folder does not exist",
+        "run --timeline into a missing folder",
+    );
+    assert!(
+        !written.exists(),
+        "the trace was written before the refusal"
+    );
+    // A file written into --trace-dir would be read by HTA as one more rank's trace.
+    let dir = temp("hta_dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let inside = dir.join("all.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--trace-dir",
+        dir.to_str().unwrap(),
+        "--trace",
+        inside.to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        "it would be written into --trace-dir",
+        "run --trace inside --trace-dir",
+    );
     // A folder output where a file is.
     let file = write("not_a_folder", "x");
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--trace-dir", &file]);
