@@ -208,6 +208,11 @@ pub struct Report {
     pub kernels: Vec<KernelMetrics>,
     pub measures: Vec<MeasureValue>,
     pub overlaps: Vec<OverlapValue>,
+    /// The declared overlaps with no figure: no rank had all three measures, or a compute or
+    /// comm measure above 0 (R3 divides by the smaller). Named, so that they do not vanish
+    /// from the report and a sweep keeps their column for the points where they are defined.
+    #[serde(default)]
+    pub undefined_overlaps: Vec<String>,
     pub queries: Vec<QueryMetrics>,
     /// The caching allocator (R17–R20), over ranks.
     pub memory: MemoryMetrics,
@@ -349,7 +354,7 @@ pub fn report(timeline: &Timeline) -> Report {
         })
         .collect();
 
-    let overlaps = timeline
+    let overlaps: Vec<OverlapValue> = timeline
         .scenario
         .overlaps
         .iter()
@@ -379,6 +384,7 @@ pub fn report(timeline: &Timeline) -> Report {
         collectives,
         kernels,
         measures,
+        undefined_overlaps: undefined_overlaps(timeline, &overlaps),
         overlaps,
         queries,
         memory: MemoryMetrics {
@@ -474,7 +480,7 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
             })
         })
         .collect();
-    let overlaps = timeline
+    let overlaps: Vec<OverlapValue> = timeline
         .scenario
         .overlaps
         .iter()
@@ -523,6 +529,7 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
         collectives,
         kernels,
         measures,
+        undefined_overlaps: undefined_overlaps(timeline, &overlaps),
         overlaps,
         queries,
         memory: MemoryMetrics {
@@ -559,6 +566,15 @@ fn median_of(values: &mut [(f64, u64)]) -> Option<f64> {
     } else {
         (nth(n / 2 - 1) + nth(n / 2)) / 2.0
     })
+}
+
+/// The declared overlaps (the scenario's order) that `overlaps` has no figure for.
+fn undefined_overlaps(timeline: &Timeline, overlaps: &[OverlapValue]) -> Vec<String> {
+    (timeline.scenario.overlaps.iter())
+        .map(|names| &names[0])
+        .filter(|name| !overlaps.iter().any(|o| &o.name == *name))
+        .cloned()
+        .collect()
 }
 
 fn overlap_value(

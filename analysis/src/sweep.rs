@@ -366,6 +366,10 @@ fn metric_cells(report: &Report) -> Vec<(String, String)> {
     for o in &report.overlaps {
         cells.push((format!("{}.overlap", o.name), number(o.overlap)));
     }
+    // An overlap undefined here keeps its column (empty) for the points where it is defined.
+    for name in &report.undefined_overlaps {
+        cells.push((format!("{name}.overlap"), String::new()));
+    }
     for q in &report.queries {
         cells.push((format!("{}.is_completed_share", q.op), number(q.completed)));
     }
@@ -396,6 +400,33 @@ mod tests {
         for (index, kind) in FINDING_KINDS.iter().enumerate() {
             assert_eq!(finding_column(*kind), index, "{}", kind.as_str());
         }
+    }
+
+    #[test]
+    fn an_overlap_undefined_at_the_base_keeps_its_column() {
+        // The compute measure runs backwards (its `to` mark comes first), so it is below 0 and
+        // R3's figure, which divides by the shorter measure, is undefined.
+        let text = "repeat = 2\n[cluster]\nranks = 1\n[[op]]\nmark = \"a\"\n[[op]]\nmark = \"b\"\n\
+            [[measure]]\nname = \"c\"\nfrom = \"b\"\nto = \"a\"\n\
+            [[measure]]\nname = \"m\"\nfrom = \"a\"\nto = \"b\"\n\
+            [[overlap]]\nname = \"o\"\ncompute = \"c\"\ncomm = \"m\"\nboth = \"c\"\n";
+        let timeline = timeline_of(text);
+        let base = report(&timeline);
+        assert!(base.overlaps.is_empty());
+        assert_eq!(base.undefined_overlaps, ["o"]);
+        let columns = Columns::new(&[], &base);
+        let header = columns.header();
+        let column = header
+            .iter()
+            .position(|h| h == "o.overlap")
+            .expect("o's column");
+        let point = PointInfo {
+            index: 0,
+            values: &[],
+            seed: 1,
+        };
+        assert_eq!(columns.row(&point, Ok(&timeline), &PROVENANCE)[column], "");
+        assert!(crate::text::render_report(&base).contains("overlap o: undefined"));
     }
 
     #[test]

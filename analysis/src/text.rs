@@ -286,6 +286,13 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
             .collect();
         out.push_str(&table(&header, &rows));
     }
+    for name in &report.undefined_overlaps {
+        let _ = writeln!(
+            out,
+            "overlap {name}: undefined (no rank had its three measures with compute and comm \
+             above 0; R3 divides by the smaller)"
+        );
+    }
     for query in &report.queries {
         let _ = writeln!(
             out,
