@@ -115,6 +115,23 @@ pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Refused before a run (exit 2), as [`check_output_place`] does for a file: an output folder
+/// (made if missing) that is `-` or an existing file.
+pub fn check_folder_place(flag: &str, dir: &Path) -> Result<(), Failure> {
+    if is_dash(dir) {
+        return Err(Failure::input(format!(
+            "{flag} writes a folder with one file per rank; `-` (standard output) cannot hold it"
+        )));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::input(format!(
+            "{flag} {}: it exists and is not a folder",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `path` is `-`.
 pub fn is_dash(path: &Path) -> bool {
     path.as_os_str() == "-"
