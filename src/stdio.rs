@@ -90,11 +90,13 @@ pub fn create_folder(dir: &Path) -> Result<(), Failure> {
 }
 
 /// Refused before a run (exit 2), so that a long simulation or a GPU run is not lost at its end:
-/// an output file whose folder does not exist, or that is a folder. `-` passes.
+/// an output file whose folder does not exist, that is a folder, or that is an input read so far
+/// ([`refuse_input`]). `-` passes.
 pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
     if is_dash(path) {
         return Ok(());
     }
+    refuse_input(path)?;
     let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),

@@ -198,3 +198,24 @@ fn a_trace_dir_that_cannot_be_one_is_refused_before_the_run() {
     );
     std::fs::remove_dir_all(folder).unwrap();
 }
+
+#[test]
+fn an_output_over_the_scenario_is_refused_before_the_run() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-hw-over-input-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let copy = folder.join("scenario.toml");
+    std::fs::copy(SCENARIO, &copy).unwrap();
+    let copy = copy.display().to_string();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_c10dsim"));
+    command
+        .args(["hw", &copy, "--downscale", "model", "--timeline", &copy])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for name in LAUNCH_VARS {
+        command.env_remove(name);
+    }
+    refused_before_the_probe(
+        &command.output().expect("the binary runs"),
+        &format!("{copy} is also an input of this command"),
+    );
+    std::fs::remove_dir_all(folder).unwrap();
+}
