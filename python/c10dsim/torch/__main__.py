@@ -137,13 +137,15 @@ def main(argv=None):
 
     import torch  # after the environment: PyTorch and NCCL read it at import and init
 
-    from .interpreter import Interpreter, Refusal
+    from .interpreter import Interpreter, Refusal, scenario_file
 
     out_path = os.path.join(args.out, "rank%d.json" % rank)
     try:
         interpreter = Interpreter(scenario, torch, rank, world, local_rank, out_path)
     except Refusal as refusal:
-        return fail(str(refusal))
+        sets = scenario_file(scenario["path"])[1]
+        return fail("%s (the scenario as resolved with %s)" % (refusal, sets) if sets
+                    else str(refusal))
     interpreter.machine.update(
         torch=torch.__version__,
         nccl=".".join(str(part) for part in torch.cuda.nccl.version()),
