@@ -16,7 +16,8 @@ def test_a_missing_scenario_file_exits_2_naming_it(interpret, tmp_path):
     assert document is None and calls == []
 
 
-@pytest.mark.parametrize("text", ["", "{\"name\": ", "[1, 2]"])
+@pytest.mark.parametrize("text", ["", "{\"name\": ", "[1, 2]", "{}",
+                                  "{\"format\": \"c10dsim-timeline\", \"ranks\": []}"])
 def test_a_file_that_is_not_a_resolved_scenario_exits_2(interpret, tmp_path, text):
     bad = tmp_path / "bad.json"
     bad.write_text(text)

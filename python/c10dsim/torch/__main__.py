@@ -69,6 +69,12 @@ def fail(message):
     return 2
 
 
+# The top-level keys of a resolved scenario that the interpreter reads.
+SCENARIO_KEYS = ("name", "path", "source_hash", "torch", "seed", "repeat", "warmup", "cluster",
+                 "env", "memory", "tensors", "streams", "groups", "works", "marks", "ops",
+                 "perturbations", "faults", "measures", "overlaps")
+
+
 def read_scenario(path):
     """The resolved scenario at ``path``; None, said on stderr, where it cannot be read or is
     not one."""
@@ -84,6 +90,11 @@ def read_scenario(path):
     if not isinstance(scenario, dict):
         fail("%s is not a resolved scenario (c10dsim resolve FILE --json): a JSON %s, not an "
              "object" % (path, type(scenario).__name__))
+        return None
+    missing = [key for key in SCENARIO_KEYS if key not in scenario]
+    if missing:
+        fail("%s is not a resolved scenario (c10dsim resolve FILE --json): it has no %s"
+             % (path, ", ".join(missing)))
         return None
     return scenario
 
