@@ -259,6 +259,32 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
                 ),
             ));
         }
+        if part.source != first.source {
+            let source = |timeline: &Timeline| format!("{:?}", timeline.source).to_lowercase();
+            return Err(bad(
+                name,
+                format!(
+                    "a {} Timeline, not {} as {first_name}",
+                    source(part),
+                    source(first)
+                ),
+            ));
+        }
+        // A process's `world`: how many processes its launch started (1 when downscaled to
+        // rank 0 alone), so parts of one launch agree on it.
+        let world = |timeline: &Timeline| timeline.machine.get("world").cloned();
+        if world(part) != world(first) {
+            let shown = |world: Option<String>| world.unwrap_or_else(|| "none".to_string());
+            return Err(bad(
+                name,
+                format!(
+                    "one process of a launch of {} (machine.world), not of {} as {first_name}: \
+                     not the same launch (a downscaled run is rank 0 alone, world 1)",
+                    shown(world(part)),
+                    shown(world(first))
+                ),
+            ));
+        }
         let [rank] = part.ranks.as_slice() else {
             return Err(bad(
                 name,
@@ -701,6 +727,31 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("cannot merge rank Timelines: late.json: a time of"));
+    }
+
+    #[test]
+    fn parts_of_another_engine_or_launch_are_refused() {
+        let with_world = |rank, world: &str| {
+            let (name, mut timeline) = part(rank, 0, "h");
+            timeline.machine.insert("world".into(), world.into());
+            (name, timeline)
+        };
+        let error = |parts| merge_ranks(parts).unwrap_err().to_string();
+        // A rank run downscaled (rank 0 alone, world 1) beside a rank of a 2-process launch.
+        assert_eq!(
+            error(vec![with_world(0, "1"), with_world(1, "2")]),
+            "cannot merge rank Timelines: part1.json: one process of a launch of 2 \
+             (machine.world), not of 1 as part0.json: not the same launch (a downscaled run is \
+             rank 0 alone, world 1)"
+        );
+        let (name, mut torch) = with_world(1, "2");
+        torch.source = Source::Torch;
+        assert_eq!(
+            error(vec![with_world(0, "2"), (name, torch)]),
+            "cannot merge rank Timelines: part1.json: a torch Timeline, not measured as part0.json"
+        );
+        let merged = merge_ranks(vec![with_world(0, "2"), with_world(1, "2")]).unwrap();
+        assert_eq!(merged.machine["world"], "2");
     }
 
     #[test]
