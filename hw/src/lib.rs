@@ -223,15 +223,18 @@ const MAX_ORIGIN_SPREAD_NS: u64 = 86_400_000_000_000;
 pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> {
     let bad = |name: &str, why: String| HwError::Merge(format!("{name}: {why}"));
     let origin = |(name, part): &(String, Timeline)| -> Result<u64, HwError> {
-        part.machine
-            .get(ORIGIN_KEY)
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| {
-                bad(
-                    name,
-                    format!("no {ORIGIN_KEY} (not written by one process of `c10dsim hw`)"),
-                )
-            })
+        let Some(text) = part.machine.get(ORIGIN_KEY) else {
+            return Err(bad(
+                name,
+                format!("no {ORIGIN_KEY} (not written by one process of `c10dsim hw`)"),
+            ));
+        };
+        text.parse().map_err(|_| {
+            bad(
+                name,
+                format!("{ORIGIN_KEY} {text:?} is not a wall-clock time in Unix ns"),
+            )
+        })
     };
     let mut parts = parts;
     parts.sort_by_key(|(_, part)| part.ranks.first().map(|rank| rank.rank));
@@ -515,6 +518,13 @@ mod tests {
         no_origin.1.machine.remove(ORIGIN_KEY);
         assert!(error(vec![part(0, 1, "h"), no_origin])
             .starts_with("cannot merge rank Timelines: part1.json: no host_origin_unix_ns"));
+        let mut bad_origin = part(1, 1, "h");
+        bad_origin.1.machine.insert(ORIGIN_KEY.into(), "-5".into());
+        assert_eq!(
+            error(vec![part(0, 1, "h"), bad_origin]),
+            "cannot merge rank Timelines: part1.json: host_origin_unix_ns \"-5\" is not a \
+             wall-clock time in Unix ns"
+        );
         assert_eq!(
             error(Vec::new()),
             "cannot merge rank Timelines: no Timeline given"
