@@ -73,7 +73,17 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
         .map_or((0, 1), |launch| (launch.rank, launch.world_size));
     let trace = output_path("--trace", args.trace, rank, processes)?;
     let timeline_path = output_path("--timeline", args.timeline, rank, processes)?;
+    let outputs = RunOutputs {
+        trace: trace.as_deref(),
+        trace_dir: args.trace_dir,
+        timeline: timeline_path.as_deref(),
+        fr_dir: None,
+        svg: None,
+        summary: None,
+        per_rank: false,
+    };
     // What is wrong whatever the machine is refused before any GPU is touched.
+    outputs.check_places()?;
     hw::check_without_gpu(&scenario, &options).map_err(hw_failure)?;
     let report = hw::probe().map_err(hw_failure)?;
     let layout = hw::Layout::resolve(scenario.cluster.ranks, &options, report.devices.len())
@@ -90,22 +100,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     }
     let timeline = hw::run_scenario(&scenario, &options).map_err(hw_failure)?;
     let report = metrics::report(&timeline);
-    emit(
-        &scenario,
-        &timeline,
-        &report,
-        args.json,
-        false,
-        &RunOutputs {
-            trace: trace.as_deref(),
-            trace_dir: args.trace_dir,
-            timeline: timeline_path.as_deref(),
-            fr_dir: None,
-            svg: None,
-            summary: None,
-            per_rank: false,
-        },
-    )?;
+    emit(&scenario, &timeline, &report, args.json, false, &outputs)?;
     // A run that a verdict or a dead process ended wrote its Timeline up to there (with the
     // finding); it ends now, whatever the GPU still holds.
     if hw::ended_early(&timeline) {

@@ -90,11 +90,13 @@ pub fn create_folder(dir: &Path) -> Result<(), Failure> {
 }
 
 /// Refused before a run (exit 2), so that a long simulation or a GPU run is not lost at its end:
-/// an output file whose folder does not exist, or that is a folder. `-` passes.
+/// an output file whose folder does not exist, that is a folder, or that is an input read so far
+/// ([`refuse_input`]). `-` passes.
 pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
     if is_dash(path) {
         return Ok(());
     }
+    refuse_input(path)?;
     let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -110,6 +112,23 @@ pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
         return Err(Failure::input(format!(
             "{flag} {}: it is a folder; name a file",
             path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refused before a run (exit 2), as [`check_output_place`] does for a file: an output folder
+/// (made if missing) that is `-` or an existing file.
+pub fn check_folder_place(flag: &str, dir: &Path) -> Result<(), Failure> {
+    if is_dash(dir) {
+        return Err(Failure::input(format!(
+            "{flag} writes a folder with one file per rank; `-` (standard output) cannot hold it"
+        )));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::input(format!(
+            "{flag} {}: it exists and is not a folder",
+            dir.display()
         )));
     }
     Ok(())

@@ -348,8 +348,11 @@ fn join_ranks(
             dir.display()
         )));
     }
-    let origins: Vec<u64> = parts.iter().map(|(_, part)| origin_ns(part)).collect();
-    let earliest = origins.iter().copied().min().unwrap_or(0);
+    let earliest = parts
+        .iter()
+        .map(|(_, part)| origin_ns(part))
+        .min()
+        .unwrap_or(0);
     // One host's ranks share CLOCK_MONOTONIC: the earliest rank's pair places every log line.
     let log_origin = analysis::torch_log::LogOrigin {
         unix_ns: earliest,
@@ -359,17 +362,9 @@ fn join_ranks(
             .and_then(|(_, part)| part.machine.get("host_origin_monotonic_ns"))
             .and_then(|text| text.parse().ok()),
     };
-    let mut watchdog: Vec<WatchdogRecord> = parts
-        .iter()
-        .zip(&origins)
-        .flat_map(|((_, part), origin)| {
-            part.watchdog.iter().cloned().map(move |mut record| {
-                record.at_ns += origin - earliest;
-                record
-            })
-        })
-        .collect();
+    // Every rank's watchdog records, on the common axis.
     let mut timeline = hw::merge_ranks(parts).map_err(|e| Failure::input(e.to_string()))?;
+    let mut watchdog = std::mem::take(&mut timeline.watchdog);
     for rank in silent {
         timeline.ranks.push(RankTimeline {
             rank,

@@ -82,7 +82,7 @@ pub use options::{
 pub use probe::{DeviceInfo, DeviceReport};
 
 use sim::scenario::Scenario;
-use sim::timeline::{Source, Timeline};
+use sim::timeline::{Source, Timeline, WatchdogRecord};
 
 /// Checks the CUDA driver, NVRTC, cuBLAS and NCCL libraries (before any other cudarc use), then
 /// lists the GPUs and the driver, CUDA and NCCL versions. A missing library or device is an
@@ -217,20 +217,24 @@ const MAX_ORIGIN_SPREAD_NS: u64 = 86_400_000_000_000;
 /// [`ORIGIN_KEY`] relative to the earliest. On one host all processes read the same wall clock,
 /// so the axes agree to about a microsecond; across hosts, to the hosts' clock synchronisation
 /// (NTP: milliseconds; PTP: microseconds). `machine` keeps the first rank's entries, less the
-/// per-rank ones, with the largest alignment uncertainty.
+/// per-rank ones, with the largest alignment uncertainty. Every part's findings and watchdog
+/// records are kept, the records shifted as their part's rank and put in time order.
 /// Each part comes with the name its errors give it (the file it was read from).
 pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> {
     let bad = |name: &str, why: String| HwError::Merge(format!("{name}: {why}"));
     let origin = |(name, part): &(String, Timeline)| -> Result<u64, HwError> {
-        part.machine
-            .get(ORIGIN_KEY)
-            .and_then(|text| text.parse().ok())
-            .ok_or_else(|| {
-                bad(
-                    name,
-                    format!("no {ORIGIN_KEY} (not written by one process of `c10dsim hw`)"),
-                )
-            })
+        let Some(text) = part.machine.get(ORIGIN_KEY) else {
+            return Err(bad(
+                name,
+                format!("no {ORIGIN_KEY} (not written by one process of `c10dsim hw`)"),
+            ));
+        };
+        text.parse().map_err(|_| {
+            bad(
+                name,
+                format!("{ORIGIN_KEY} {text:?} is not a wall-clock time in Unix ns"),
+            )
+        })
     };
     let mut parts = parts;
     parts.sort_by_key(|(_, part)| part.ranks.first().map(|rank| rank.rank));
@@ -241,6 +245,8 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
     let earliest = earliest.into_iter().min().unwrap_or(0);
     let mut merged = first.clone();
     merged.ranks.clear();
+    merged.findings.clear();
+    merged.watchdog.clear();
     let mut uncertainty_ns = 0u64;
     for named in &parts {
         let (name, part) = named;
@@ -253,6 +259,32 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
                     part.scenario.source_hash,
                     first.scenario.name,
                     first.scenario.source_hash
+                ),
+            ));
+        }
+        if part.source != first.source {
+            let source = |timeline: &Timeline| format!("{:?}", timeline.source).to_lowercase();
+            return Err(bad(
+                name,
+                format!(
+                    "a {} Timeline, not {} as {first_name}",
+                    source(part),
+                    source(first)
+                ),
+            ));
+        }
+        // A process's `world`: how many processes its launch started (1 when downscaled to
+        // rank 0 alone), so parts of one launch agree on it.
+        let world = |timeline: &Timeline| timeline.machine.get("world").cloned();
+        if world(part) != world(first) {
+            let shown = |world: Option<String>| world.unwrap_or_else(|| "none".to_string());
+            return Err(bad(
+                name,
+                format!(
+                    "one process of a launch of {} (machine.world), not of {} as {first_name}: \
+                     not the same launch (a downscaled run is rank 0 alone, world 1)",
+                    shown(world(part)),
+                    shown(world(first))
                 ),
             ));
         }
@@ -286,6 +318,14 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
         }
         shift_rank(&mut rank, delta_ns).map_err(|why| bad(name, why))?;
         merged.ranks.push(rank);
+        merged.findings.extend(part.findings.iter().cloned());
+        for record in &part.watchdog {
+            let at_ns = shift_time(record.at_ns, delta_ns).map_err(|why| bad(name, why))?;
+            merged.watchdog.push(WatchdogRecord {
+                at_ns,
+                ..record.clone()
+            });
+        }
         let part_uncertainty = part
             .machine
             .get("clock_alignment_uncertainty_ns")
@@ -293,6 +333,10 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
             .unwrap_or(0);
         uncertainty_ns = uncertainty_ns.max(part_uncertainty);
     }
+    // In time order, as every Timeline's watchdog records are.
+    merged
+        .watchdog
+        .sort_by_key(|record| (record.at_ns, record.rank));
     for key in ["rank", "gpu_ordinal"] {
         merged.machine.remove(key);
     }
@@ -352,12 +396,20 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) -> Result<(
         times.extend([&mut release.host_start_ns, &mut release.host_end_ns]);
         times.extend(release.device_idle_ns.as_mut());
     }
-    for time in times.into_iter().filter(|time| **time != u64::MAX) {
-        *time = time.checked_add(delta_ns).ok_or_else(|| {
-            format!("a time of {time} ns, {delta_ns} ns later, is past what a Timeline holds")
-        })?;
+    for time in times {
+        *time = shift_time(*time, delta_ns)?;
     }
     Ok(())
+}
+
+/// `time_ns` moved `delta_ns` later; a time that never came (`u64::MAX`) stays so.
+fn shift_time(time_ns: u64, delta_ns: u64) -> Result<u64, String> {
+    if time_ns == u64::MAX {
+        return Ok(time_ns);
+    }
+    time_ns.checked_add(delta_ns).ok_or_else(|| {
+        format!("a time of {time_ns} ns, {delta_ns} ns later, is past what a Timeline holds")
+    })
 }
 
 /// The run's own entries of the `machine` map.
@@ -466,6 +518,13 @@ mod tests {
         no_origin.1.machine.remove(ORIGIN_KEY);
         assert!(error(vec![part(0, 1, "h"), no_origin])
             .starts_with("cannot merge rank Timelines: part1.json: no host_origin_unix_ns"));
+        let mut bad_origin = part(1, 1, "h");
+        bad_origin.1.machine.insert(ORIGIN_KEY.into(), "-5".into());
+        assert_eq!(
+            error(vec![part(0, 1, "h"), bad_origin]),
+            "cannot merge rank Timelines: part1.json: host_origin_unix_ns \"-5\" is not a \
+             wall-clock time in Unix ns"
+        );
         assert_eq!(
             error(Vec::new()),
             "cannot merge rank Timelines: no Timeline given"
@@ -633,6 +692,76 @@ mod tests {
         assert_eq!(merged.machine["clock_alignment_uncertainty_ns"], "9");
         assert!(!merged.machine.contains_key("gpu_ordinal"));
         assert!(!merged.machine.contains_key("rank"));
+    }
+
+    #[test]
+    fn every_part_s_findings_and_watchdog_records_are_kept_on_the_common_axis() {
+        use sim::timeline::{Finding, FindingKind, ThreadKind, WatchdogEvent};
+        let with_timeout = |rank, origin_ns, at_ns| {
+            let (name, mut timeline) = part(rank, origin_ns, "h");
+            timeline.findings.push(Finding {
+                kind: FindingKind::WatchdogTimeout,
+                rank: Some(rank),
+                iteration: Some(0),
+                op: Some(0),
+                stream: None,
+                message: format!("[Rank {rank}] timeout"),
+                stands_for: Default::default(),
+            });
+            timeline.watchdog.push(WatchdogRecord {
+                rank,
+                group: Some(0),
+                thread: ThreadKind::Watchdog,
+                event: WatchdogEvent::Timeout,
+                at_ns,
+                message: format!("[Rank {rank}] timeout"),
+                stands_for: Default::default(),
+            });
+            (name, timeline)
+        };
+        // Rank 0 started 3 µs after rank 1: its record moves 3 µs later, past rank 1's.
+        let merged = merge_ranks(vec![
+            with_timeout(0, 8_000, 1_000),
+            with_timeout(1, 5_000, 2_500),
+        ])
+        .unwrap();
+        let findings: Vec<Option<u32>> = merged.findings.iter().map(|f| f.rank).collect();
+        assert_eq!(findings, [Some(0), Some(1)]);
+        let records: Vec<(u32, u64)> = (merged.watchdog.iter())
+            .map(|record| (record.rank, record.at_ns))
+            .collect();
+        assert_eq!(records, [(1, 2_500), (0, 4_000)]);
+        let mut late = with_timeout(1, 5_000, u64::MAX - 1_000);
+        late.0 = "late.json".into();
+        assert!(merge_ranks(vec![with_timeout(0, 1_000, 0), late])
+            .unwrap_err()
+            .to_string()
+            .starts_with("cannot merge rank Timelines: late.json: a time of"));
+    }
+
+    #[test]
+    fn parts_of_another_engine_or_launch_are_refused() {
+        let with_world = |rank, world: &str| {
+            let (name, mut timeline) = part(rank, 0, "h");
+            timeline.machine.insert("world".into(), world.into());
+            (name, timeline)
+        };
+        let error = |parts| merge_ranks(parts).unwrap_err().to_string();
+        // A rank run downscaled (rank 0 alone, world 1) beside a rank of a 2-process launch.
+        assert_eq!(
+            error(vec![with_world(0, "1"), with_world(1, "2")]),
+            "cannot merge rank Timelines: part1.json: one process of a launch of 2 \
+             (machine.world), not of 1 as part0.json: not the same launch (a downscaled run is \
+             rank 0 alone, world 1)"
+        );
+        let (name, mut torch) = with_world(1, "2");
+        torch.source = Source::Torch;
+        assert_eq!(
+            error(vec![with_world(0, "2"), (name, torch)]),
+            "cannot merge rank Timelines: part1.json: a torch Timeline, not measured as part0.json"
+        );
+        let merged = merge_ranks(vec![with_world(0, "2"), with_world(1, "2")]).unwrap();
+        assert_eq!(merged.machine["world"], "2");
     }
 
     #[test]

@@ -84,7 +84,8 @@ def simulate():
 def interpret(tmp_path):
     """interpret(scenario_path, env=..., world=..., args=[...], out=...) -> (the completed
     process, Timeline dict or None, calls). `out` (default: a fresh folder) is passed as --out;
-    `args` are more arguments."""
+    `args` are more arguments; `env` is applied after the launcher's RANK=0, WORLD_SIZE=world
+    and LOCAL_RANK=0."""
 
     def run(scenario_path, env=None, world=1, args=(), out=None):
         if out is None:
@@ -94,10 +95,10 @@ def interpret(tmp_path):
         if log.exists():
             log.unlink()
         environ = dict(os.environ)
+        environ.update(RANK="0", WORLD_SIZE=str(world), LOCAL_RANK="0")
         environ.update(env or {})
         environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(FAKE_TORCH)])
         environ["FAKE_TORCH_LOG"] = str(log)
-        environ.update(RANK="0", WORLD_SIZE=str(world), LOCAL_RANK="0")
         completed = subprocess.run(
             [sys.executable, "-m", "c10dsim.torch", str(scenario_path), "--out", str(out),
              *args],

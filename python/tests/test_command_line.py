@@ -16,7 +16,8 @@ def test_a_missing_scenario_file_exits_2_naming_it(interpret, tmp_path):
     assert document is None and calls == []
 
 
-@pytest.mark.parametrize("text", ["", "{\"name\": ", "[1, 2]"])
+@pytest.mark.parametrize("text", ["", "{\"name\": ", "[1, 2]", "{}",
+                                  "{\"format\": \"c10dsim-timeline\", \"ranks\": []}"])
 def test_a_file_that_is_not_a_resolved_scenario_exits_2(interpret, tmp_path, text):
     bad = tmp_path / "bad.json"
     bad.write_text(text)
@@ -90,3 +91,20 @@ host_sleep_us = 800000
     assert completed.stderr.count("the journal could not write") == 1, completed.stderr
     assert "RuntimeError: the event cannot be queried" in completed.stderr
     assert document["machine"]["journal"] == "final"
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({"RANK": "abc"}, "RANK='abc' is not a non-negative integer"),
+    ({"LOCAL_RANK": ""}, "LOCAL_RANK='' is not a non-negative integer"),
+    ({"LOCAL_RANK": "-1"}, "LOCAL_RANK='-1' is not a non-negative integer"),
+    ({"WORLD_SIZE": "²"}, "WORLD_SIZE='²' is not a non-negative integer"),
+    ({"RANK": "2"}, "RANK=2 with WORLD_SIZE=2: the rank must be below the world size"),
+    ({"WORLD_SIZE": "0"}, "RANK=0 with WORLD_SIZE=0: the rank must be below the world size"),
+])
+def test_bad_launcher_variables_exit_2_naming_them(resolve, interpret, variables, message):
+    path, _ = resolve("send_recv")
+    completed, document, calls = interpret(path, env=dict(WATCH_IMPORT, **variables), world=2)
+    assert completed.returncode == 2, completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert message in completed.stderr, completed.stderr
+    assert document is None and calls == []

@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from conftest import scenario_source
 from c10dsim.torch import timeline as tl
 from c10dsim.torch.__main__ import MEASUREMENT_ENV, export_environment, tears_down_at_the_end
 
@@ -524,3 +525,14 @@ def test_the_program_ends_with_destroy_process_group_unless_the_scenario_says_no
         assert ("destroy_process_group" in called) == destroys, called
         if destroys:
             assert called[-1] == "destroy_process_group", called
+
+
+def test_a_refusal_names_the_file_and_line_then_the_sets_it_was_resolved_with(resolve, interpret):
+    path, scenario = resolve("send_recv", "seed=3")
+    completed, document, _ = interpret(path, world=1)
+    assert completed.returncode == 2 and document is None
+    (send,) = [op for op in scenario["ops"] if op["kind"].get("collective") == "send"]
+    line = completed.stderr.strip().splitlines()[-1]
+    assert line.startswith("c10dsim.torch: %s:%d: a send between ranks [0, 1]" % (
+        scenario_source("send_recv"), send["line"])), line
+    assert line.endswith("(the scenario as resolved with --set seed=3)"), line

@@ -173,3 +173,49 @@ fn a_timeout_of_zero_or_past_a_day_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_trace_dir_that_cannot_be_one_is_refused_before_the_run() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-hw-trace-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let file = folder.join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let file = file.display().to_string();
+    refused_before_the_probe(
+        &hw(&[], &["--trace-dir", &file]),
+        &format!("--trace-dir {file}: it exists and is not a folder"),
+    );
+    refused_before_the_probe(
+        &hw(&[], &["--trace-dir", "-"]),
+        "`-` (standard output) cannot hold it",
+    );
+    // A Timeline inside the trace folder would be read by HTA as one more rank's trace.
+    let dir = folder.display().to_string();
+    let timeline = folder.join("out.json").display().to_string();
+    refused_before_the_probe(
+        &hw(&[], &["--trace-dir", &dir, "--timeline", &timeline]),
+        "it would be written into --trace-dir",
+    );
+    std::fs::remove_dir_all(folder).unwrap();
+}
+
+#[test]
+fn an_output_over_the_scenario_is_refused_before_the_run() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-hw-over-input-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let copy = folder.join("scenario.toml");
+    std::fs::copy(SCENARIO, &copy).unwrap();
+    let copy = copy.display().to_string();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_c10dsim"));
+    command
+        .args(["hw", &copy, "--downscale", "model", "--timeline", &copy])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for name in LAUNCH_VARS {
+        command.env_remove(name);
+    }
+    refused_before_the_probe(
+        &command.output().expect("the binary runs"),
+        &format!("{copy} is also an input of this command"),
+    );
+    std::fs::remove_dir_all(folder).unwrap();
+}

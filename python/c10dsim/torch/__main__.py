@@ -5,7 +5,8 @@ Run one process per GPU under torchrun (``c10dsim torch FILE`` does it). Each pr
 ``DIR/rank<RANK>.json``. Exit status: 0 the program ran; 1 it stopped on an exception PyTorch
 raised for a failed call (a timed-out wait, an aborted communicator, an out-of-memory error:
 recorded in the Timeline as a finding); 2 bad input, found before torch is imported (a scenario
-file that cannot be read or is no resolved scenario, an --out that cannot be made a folder) or
+file that cannot be read or is no resolved scenario, an --out that cannot be made a folder, a
+launcher variable that is not a non-negative integer or a rank not below the world size) or
 before the program runs (the scenario asks for something this interpreter cannot enact, or the
 launch does not fit it); 3 an exception the interpreter does not expect (its own bug, or the
 machine's), its traceback on stderr.
@@ -68,6 +69,12 @@ def fail(message):
     return 2
 
 
+# The top-level keys of a resolved scenario that the interpreter reads.
+SCENARIO_KEYS = ("name", "path", "source_hash", "torch", "seed", "repeat", "warmup", "cluster",
+                 "env", "memory", "tensors", "streams", "groups", "works", "marks", "ops",
+                 "perturbations", "faults", "measures", "overlaps")
+
+
 def read_scenario(path):
     """The resolved scenario at ``path``; None, said on stderr, where it cannot be read or is
     not one."""
@@ -84,7 +91,25 @@ def read_scenario(path):
         fail("%s is not a resolved scenario (c10dsim resolve FILE --json): a JSON %s, not an "
              "object" % (path, type(scenario).__name__))
         return None
+    missing = [key for key in SCENARIO_KEYS if key not in scenario]
+    if missing:
+        fail("%s is not a resolved scenario (c10dsim resolve FILE --json): it has no %s"
+             % (path, ", ".join(missing)))
+        return None
     return scenario
+
+
+def launch_variable(name, default):
+    """The launcher's variable ``name`` as a non-negative integer (``default`` where unset);
+    ValueError, naming it, where it is not one."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError("%s=%r is not a non-negative integer (torchrun sets RANK, WORLD_SIZE "
+                         "and LOCAL_RANK for each process it starts)" % (name, text))
+    return int(digits)
 
 
 def main(argv=None):
@@ -104,9 +129,15 @@ def main(argv=None):
         return fail("--out %s cannot be made a folder (each rank writes rank<r>.json there): %s"
                     % (args.out, error.strerror or error))
     exported = export_environment(scenario, os.environ)
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    try:
+        rank = launch_variable("RANK", 0)
+        world = launch_variable("WORLD_SIZE", 1)
+        local_rank = launch_variable("LOCAL_RANK", 0)
+    except ValueError as error:
+        return fail(str(error))
+    if world < 1 or rank >= world:
+        return fail("RANK=%d with WORLD_SIZE=%d: the rank must be below the world size"
+                    % (rank, world))
     if args.world is not None and args.world != world:
         return fail("launched with WORLD_SIZE=%d, expected --world %d" % (world, args.world))
     if world > scenario["cluster"]["ranks"]:
@@ -117,13 +148,15 @@ def main(argv=None):
 
     import torch  # after the environment: PyTorch and NCCL read it at import and init
 
-    from .interpreter import Interpreter, Refusal
+    from .interpreter import Interpreter, Refusal, scenario_file
 
     out_path = os.path.join(args.out, "rank%d.json" % rank)
     try:
         interpreter = Interpreter(scenario, torch, rank, world, local_rank, out_path)
     except Refusal as refusal:
-        return fail(str(refusal))
+        sets = scenario_file(scenario["path"])[1]
+        return fail("%s (the scenario as resolved with %s)" % (refusal, sets) if sets
+                    else str(refusal))
     interpreter.machine.update(
         torch=torch.__version__,
         nccl=".".join(str(part) for part in torch.cuda.nccl.version()),

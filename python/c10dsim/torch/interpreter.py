@@ -41,6 +41,15 @@ DURATION_ATTEMPTS = 20
 P2P_KEYS = ("send", "recv", "batch_isend_irecv")
 
 
+def scenario_file(path):
+    """The file of a resolved scenario's ``path`` and the ``--set`` options it was resolved with
+    (``c10dsim resolve`` records ``FILE [--set K=V --set …]``; "" for none)."""
+    marker = path.find(" [--set ")
+    if marker < 0 or not path.endswith("]"):
+        return path, ""
+    return path[:marker], path[marker + 2:-1]
+
+
 class Refusal(Exception):
     """Something in the scenario that this interpreter cannot enact through PyTorch."""
 
@@ -175,7 +184,7 @@ class Interpreter:
     # ---- refusals -------------------------------------------------------------------------
 
     def where(self, op):
-        return "%s:%d" % (self.scenario["path"], op["line"])
+        return "%s:%d" % (scenario_file(self.scenario["path"])[0], op["line"])
 
     def refuse_what_cannot_run(self):
         ops = self.scenario["ops"]
