@@ -234,8 +234,12 @@ impl HwOptions {
     /// `MASTER_ADDR`:`MASTER_PORT`; the launcher's name when it gives none of these.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<HwOptions, HwError> {
         let number = |name: &str, text: String| -> Result<u32, HwError> {
-            text.trim().parse::<u32>().map_err(|_| {
-                HwError::BadOptions(format!("{name}={text:?} is not a non-negative integer"))
+            text.trim().parse::<u32>().map_err(|error| {
+                let why = match error.kind() {
+                    std::num::IntErrorKind::PosOverflow => "is larger than 4,294,967,295",
+                    _ => "is not a non-negative integer",
+                };
+                HwError::BadOptions(format!("{name}={text:?} {why}"))
             })
         };
         let read = |launcher: &'static Launcher| -> Result<Reading, HwError> {
@@ -362,9 +366,9 @@ impl HwOptions {
         let dir = &self.rendezvous_dir;
         let refuse = |why: String| {
             HwError::BadOptions(format!(
-                "the NCCL id folder {} {why}: set C10DSIM_RENDEZVOUS_DIR to a folder every rank \
+                "the NCCL id folder {:?} {why}: set C10DSIM_RENDEZVOUS_DIR to a folder every rank \
                  can write (on several hosts, a shared file system)",
-                dir.display()
+                dir.display().to_string()
             ))
         };
         match std::fs::metadata(dir) {
@@ -606,6 +610,8 @@ mod tests {
         );
         assert!(refusal(&[("RANK", "2"), ("WORLD_SIZE", "2")]).contains("below the world size"));
         assert!(refusal(&[("RANK", "x"), ("WORLD_SIZE", "2")]).contains("RANK=\"x\""));
+        assert!(refusal(&[("RANK", "0"), ("WORLD_SIZE", "99999999999999")])
+            .contains("WORLD_SIZE=\"99999999999999\" is larger than 4,294,967,295"));
         assert!(
             refusal(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "-1")])
                 .contains("LOCAL_RANK=\"-1\"")
@@ -961,7 +967,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(missing.exit_code(), 2);
         assert!(
-            missing.to_string().contains("absent cannot be used")
+            missing.to_string().contains("absent\" cannot be used")
                 && missing.to_string().contains("C10DSIM_RENDEZVOUS_DIR"),
             "{missing}"
         );
@@ -971,6 +977,14 @@ mod tests {
         assert!(
             not_a_folder.to_string().contains("is not a folder"),
             "{not_a_folder}"
+        );
+        // An empty C10DSIM_RENDEZVOUS_DIR shows as "", not as a blank in the sentence.
+        let empty = options(PathBuf::new()).check_rendezvous_dir().unwrap_err();
+        assert!(
+            empty
+                .to_string()
+                .starts_with("the NCCL id folder \"\" cannot be used"),
+            "{empty}"
         );
         std::fs::remove_dir_all(dir).unwrap();
         assert!(!HwOptions::default().uses_rendezvous());

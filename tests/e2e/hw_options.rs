@@ -160,7 +160,10 @@ fn a_rendezvous_folder_that_does_not_exist_is_refused_at_once() {
             ],
             &[],
         ),
-        &format!("the NCCL id folder {} cannot be used", folder.display()),
+        &format!(
+            "the NCCL id folder {:?} cannot be used",
+            folder.display().to_string()
+        ),
     );
 }
 
