@@ -44,8 +44,12 @@ impl Failure<'_> {
                 "[Rank {rank_id}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
                 seconds(*after_ns)
             ),
-            FaultKind::WatchdogStuck => format!(
+            FaultKind::WatchdogStuck if self.watchdog_enabled => format!(
                 "[Rank {rank_id}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
+            ),
+            // R15: blocking wait starts no watchdog, so there is none to hang.
+            FaultKind::WatchdogStuck => format!(
+                "[Rank {rank_id}] fault: the watchdog would hang in cudaEventQuery on the Work of {where_}, but TORCH_NCCL_BLOCKING_WAIT=1 starts no watchdog (R15): the fault has no effect"
             ),
         };
         self.note(
@@ -365,6 +369,26 @@ mod tests {
             failure.issued(1, CollectiveKind::AllReduce, one_mib),
             (CollectiveKind::AllReduce, one_mib)
         );
+    }
+
+    #[test]
+    fn a_stuck_watchdog_fault_under_blocking_wait_says_no_watchdog_runs_r15() {
+        for (env, hangs) in [("", true), ("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1", false)] {
+            let scenario = two_ranks(env, "");
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
+            assert_eq!(reached(&mut failure, 0, FaultKind::WatchdogStuck), []);
+            let message = &failure.records[0].message;
+            assert_eq!(
+                message.starts_with("[Rank 0] fault: the watchdog hangs in cudaEventQuery"),
+                hangs,
+                "{message}"
+            );
+            assert_eq!(
+                message.contains("starts no watchdog (R15): the fault has no effect"),
+                !hangs,
+                "{message}"
+            );
+        }
     }
 
     #[test]
