@@ -36,8 +36,8 @@ fn dump(scenario: &str, dir: &Path) -> String {
     stdout(&output)
 }
 
-/// `c10dsim import flight-recorder DIR -o OUT`: its standard output (the verdict).
-fn import(dir: &Path, out: &Path) -> String {
+/// `c10dsim import flight-recorder DIR -o OUT`, which must exit with `code`.
+fn import_exiting(dir: &Path, out: &Path, code: i32) -> std::process::Output {
     let output = c10dsim(&[
         "import",
         "flight-recorder",
@@ -45,8 +45,13 @@ fn import(dir: &Path, out: &Path) -> String {
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    stdout(&output)
+    assert_eq!(output.status.code(), Some(code), "{}", stderr(&output));
+    output
+}
+
+/// `c10dsim import flight-recorder DIR -o OUT`: its standard output (the verdict).
+fn import(dir: &Path, out: &Path) -> String {
+    stdout(&import_exiting(dir, out, 0))
 }
 
 #[test]
@@ -337,17 +342,7 @@ fn two_files_of_one_rank_or_a_rank_out_of_range_exit_2_naming_them() {
     let real = std::fs::read("tests/data/torch/recorded/fr/timeout_rank0").unwrap();
     std::fs::write(dir.join("fr_0"), &real).unwrap();
     std::fs::write(dir.join("fr_00"), &real).unwrap();
-    let run = || {
-        let output = c10dsim(&[
-            "import",
-            "flight-recorder",
-            dir.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-        stderr(&output)
-    };
+    let run = || stderr(&import_exiting(&dir, &out, 2));
     let message = run();
     assert!(
         message.contains("two dumps of rank 0 in ")

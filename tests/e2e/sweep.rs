@@ -315,20 +315,20 @@ fn shards_merged_equal_the_unsharded_run() {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("shard 2/3 (SLURM_ARRAY_TASK_ID)"));
+    // The sweep as a Slurm task with `variables`, refused (exit 2) with `message`.
+    let refused = |variables: &[(&str, &str)], message: &str| {
+        let output = c10dsim_with(&["sweep", args[0], args[1], args[2], "-o", "-"], variables);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(message), "{}", stderr(&output));
+    };
     // A task id below the array's first is no task of it (it used to run shard 0).
-    let below = c10dsim_with(
-        &["sweep", args[0], args[1], args[2], "-o", "-"],
+    refused(
         &[
             ("SLURM_ARRAY_TASK_ID", "0"),
             ("SLURM_ARRAY_TASK_MIN", "1"),
             ("SLURM_ARRAY_TASK_COUNT", "3"),
         ],
-    );
-    assert_eq!(below.status.code(), Some(2), "{}", stderr(&below));
-    assert!(
-        stderr(&below).contains("SLURM_ARRAY_TASK_ID=0 is below SLURM_ARRAY_TASK_MIN=1"),
-        "{}",
-        stderr(&below)
+        "SLURM_ARRAY_TASK_ID=0 is below SLURM_ARRAY_TASK_MIN=1",
     );
     // A stepped array (--array=0-8:4: tasks 0, 4 and 8) numbers its shards by the step.
     let stepped = c10dsim_with(
@@ -347,30 +347,18 @@ fn shards_merged_equal_the_unsharded_run() {
         std::fs::read(&slurm).unwrap(),
         "the stepped array's last task is the third slice"
     );
-    let between = c10dsim_with(
-        &["sweep", args[0], args[1], args[2], "-o", "-"],
+    refused(
         &[
             ("SLURM_ARRAY_TASK_ID", "5"),
             ("SLURM_ARRAY_TASK_STEP", "4"),
             ("SLURM_ARRAY_TASK_COUNT", "3"),
         ],
-    );
-    assert_eq!(between.status.code(), Some(2), "{}", stderr(&between));
-    assert!(
-        stderr(&between).contains("plus a multiple of SLURM_ARRAY_TASK_STEP=4"),
-        "{}",
-        stderr(&between)
+        "plus a multiple of SLURM_ARRAY_TASK_STEP=4",
     );
     // A task id without the array's count would have run the whole sweep in every task.
-    let alone = c10dsim_with(
-        &["sweep", args[0], args[1], args[2], "-o", "-"],
+    refused(
         &[("SLURM_ARRAY_TASK_ID", "1")],
-    );
-    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
-    assert!(
-        stderr(&alone).contains("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"),
-        "{}",
-        stderr(&alone)
+        "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not",
     );
     parts.push(slurm);
     let sliced: Vec<usize> = parts
