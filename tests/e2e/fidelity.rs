@@ -185,3 +185,60 @@ fn a_timeline_records_the_sets_it_was_run_with() {
         )
     );
 }
+
+/// The `[host]` keys docs/fidelity.md says are put back by hand after the fit.
+const PUT_BACK_BY_HAND: [&str; 6] = [
+    "comm_init_us",
+    "comm_init_next_us",
+    "init_process_group_us",
+    "new_group_us",
+    "comm_abort_us",
+    "flight_recorder_dump_us",
+];
+
+#[test]
+fn docs_fidelity_md_calibrate_command_remakes_the_torch_profile() {
+    // The command as docs/fidelity.md shows it, run by the shell (its grep picks the runs
+    // from the profile's `sources`), writing elsewhere than the profile.
+    let shipped_doc = std::fs::read_to_string(data("docs/fidelity.md")).unwrap();
+    let start = shipped_doc
+        .find("c10dsim calibrate $(grep")
+        .expect("the calibrate command");
+    let command = &shipped_doc[start..];
+    let command = &command[..command.find("\n```").expect("the end of its block")];
+    let out = std::env::temp_dir().join(format!("c10dsim-h200-torch-{}.toml", std::process::id()));
+    assert!(command.contains("-o profiles/h200-torch.toml"), "{command}");
+    let command = command.replace(
+        "-o profiles/h200-torch.toml",
+        &format!("-o '{}'", out.display()),
+    );
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_c10dsim")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ran = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .env("PATH", path)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("sh runs");
+    assert!(ran.status.success(), "{command}\n{}", stderr(&ran));
+    // Equal but for comments and the values put back by hand.
+    let fitted = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| {
+                !PUT_BACK_BY_HAND
+                    .iter()
+                    .any(|key| l.starts_with(&format!("{key} = ")))
+            })
+            .map(String::from)
+            .collect()
+    };
+    let shipped = std::fs::read_to_string(data("profiles/h200-torch.toml")).unwrap();
+    let remade = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert_eq!(fitted(&shipped), fitted(&remade));
+}
