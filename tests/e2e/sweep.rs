@@ -2,9 +2,9 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! Just over 800 lines: the sweep, its shards (by flag and by the schedulers' variables, the
+//! Just over 1,000 lines: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
-//! helpers that run the binary and read its CSV.
+//! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
 use crate::util::{stderr, stdout};
 use std::collections::HashMap;
@@ -657,6 +657,9 @@ fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
             }
             assert!(svg.contains("tensors.buf (bytes, log scale)"));
             assert!(svg.contains("killed.overlap (R3: 1 = hidden, 0 = serial)"));
+            // The commands docs/sweep-format.md gives for docs/overlap_sweep.svg.
+            let shipped = std::fs::read_to_string("docs/overlap_sweep.svg").unwrap();
+            assert!(svg == shipped, "docs/overlap_sweep.svg is stale");
         }
     }
     // Without --where gemm=…, each killer's line would join the four GEMM sizes' rows.
@@ -980,4 +983,56 @@ fn folding_leaves_the_csv_unchanged_and_a_swept_seed_has_a_column_of_its_own() {
         .collect();
     assert_eq!(swept, ["1", "2", "3"]);
     assert!(table.iter().all(|row| number(row, "seed") > 3.0));
+}
+
+/// The other committed pictures are what the commands their pages give draw: the Gantt chart of
+/// docs/sweep-format.md and the scaling chart of docs/perf.md (`bench --scaling --plot` draws
+/// what `plot` draws of its CSV: tests/e2e/summary.rs), from the committed CSV.
+#[test]
+fn the_documented_commands_draw_the_committed_pictures() {
+    let commands: [(&str, &[&str]); 2] = [
+        (
+            "docs/exp_b_timeline.svg",
+            &[
+                "run",
+                "scenarios/exp_b_stream_scope.toml",
+                "--set",
+                "repeat=2",
+                "--set",
+                "warmup=0",
+                "--svg",
+            ],
+        ),
+        (
+            "docs/scaling.svg",
+            &[
+                "plot",
+                "docs/scaling.csv",
+                "--x",
+                "ranks",
+                "--y",
+                "wall_s",
+                "--y",
+                "events_per_s",
+                "--y",
+                "peak_memory_mib",
+                "--log-x",
+                "--height",
+                "1080",
+                "-o",
+            ],
+        ),
+    ];
+    for (shipped, args) in commands {
+        let drawn = temp(&shipped.replace('/', "_"));
+        let mut all = args.to_vec();
+        all.push(drawn.to_str().unwrap());
+        let output = c10dsim(&all);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            std::fs::read(&drawn).unwrap() == std::fs::read(shipped).unwrap(),
+            "{shipped} is stale: c10dsim {}",
+            args.join(" ")
+        );
+    }
 }
