@@ -37,11 +37,15 @@ pub(crate) struct RunOutputs<'a> {
 
 impl RunOutputs<'_> {
     /// What is wrong with the output paths whatever the run gives, refused before it: a file in
-    /// a folder that does not exist or that is a folder, a `--trace-dir` that is `-` or a file,
-    /// and a file written into `--trace-dir`, whose every file HTA reads as a rank's trace.
+    /// a folder that does not exist or that is a folder, a `--trace-dir` or `--fr-dir` that is
+    /// `-` or a file, and a file written into `--trace-dir`, whose every file HTA reads as a
+    /// rank's trace.
     pub(crate) fn check_places(&self) -> Result<(), Failure> {
-        if let Some(dir) = self.trace_dir {
-            stdio::check_folder_place("--trace-dir", dir)?;
+        let folders = [("--trace-dir", self.trace_dir), ("--fr-dir", self.fr_dir)];
+        for (flag, dir) in folders {
+            if let Some(dir) = dir {
+                stdio::check_folder_place(flag, dir)?;
+            }
         }
         let files = [
             ("--trace", self.trace),

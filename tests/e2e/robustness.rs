@@ -412,6 +412,22 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "it exists and is not a folder",
         "--trace-dir over a file",
     );
+    // The Flight Recorder's folder likewise: `-` used to make a folder named `-`.
+    let output = c10dsim(&["run", "scenarios/hang_10min.toml", "--fr-dir", "-"]);
+    assert_refused(
+        &output,
+        "--fr-dir writes a folder with one file per rank; `-` (standard output) cannot hold it",
+        "--fr-dir -",
+    );
+    assert!(!std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("-")
+        .exists());
+    let output = c10dsim(&["run", "scenarios/hang_10min.toml", "--fr-dir", &file]);
+    assert_refused(
+        &output,
+        "it exists and is not a folder",
+        "--fr-dir over a file",
+    );
 }
 
 #[test]
