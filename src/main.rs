@@ -689,22 +689,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// A key the command's `--set`s name twice (sweeps make such a key an axis and check axes
-/// themselves).
+/// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).
 fn repeated_set(command: &Command) -> Option<String> {
-    let overrides = match command {
+    let paths: Vec<&str> = match command {
         Command::Run { overrides, .. }
         | Command::Check { overrides, .. }
         | Command::Hw { overrides, .. }
         | Command::Resolve { overrides, .. }
-        | Command::Torch { overrides, .. } => overrides,
+        | Command::Torch { overrides, .. } => overrides.iter().map(|o| o.path.as_str()).collect(),
+        Command::Sweep { axes, .. } => axes.iter().map(|a| a.path.as_str()).collect(),
         _ => return None,
     };
     let mut seen = std::collections::BTreeSet::new();
-    overrides
-        .iter()
-        .find(|o| !seen.insert(o.path.as_str()))
-        .map(|o| o.path.clone())
+    paths
+        .into_iter()
+        .find(|&path| !seen.insert(path))
+        .map(str::to_string)
 }
 
 fn parse_axis(text: &str) -> Result<sim::sweep::AxisArg, String> {

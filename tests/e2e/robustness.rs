@@ -334,6 +334,26 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "repeat=3",
     ]);
     assert_refused(&output, "--set repeat is given twice", "a repeated --set");
+    // In a sweep too: the second `--set` replaced the first's values, silently (an axis takes
+    // its values in one `--set key=v1,v2`).
+    for values in [["repeat=2", "repeat=3"], ["repeat=2,3", "repeat=4"]] {
+        let output = c10dsim(&[
+            "sweep",
+            "scenarios/send_recv.toml",
+            "-o",
+            "-",
+            "--set",
+            values[0],
+            "--set",
+            values[1],
+        ]);
+        assert_refused(
+            &output,
+            "--set repeat is given twice",
+            "a repeated sweep --set",
+        );
+        assert_eq!(stdout(&output), "", "nothing runs");
+    }
     // Printing the scenario runs nothing: with a mode that runs, one of them would be ignored.
     let output = c10dsim(&["bench", "--print-scenario", "--scaling", "8", "-o", "-"]);
     assert_refused(
