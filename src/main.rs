@@ -152,7 +152,7 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
-        limits: limits::LimitArgs,
+        limits: limits::CapArgs,
         /// Override a value of every file before checking it, as `run --set` does:
         /// `--set cluster.ranks=100000` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
@@ -792,7 +792,7 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
 fn check(
     files: &[PathBuf],
     overrides: &[scenario::Override],
-    limits: &limits::LimitArgs,
+    limits: &limits::CapArgs,
 ) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {

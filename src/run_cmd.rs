@@ -99,7 +99,9 @@ pub(crate) fn run(
     if let Some(seed) = against.seed {
         scenario.seed = seed;
     }
-    limits.check(file, &scenario, outputs.summary.is_some())?;
+    limits
+        .caps
+        .check(file, &scenario, outputs.summary.is_some())?;
     if let Some(selection) = &outputs.summary {
         // A rank or iteration the scenario does not have would keep nothing, silently.
         let outside = |ranges: &Option<Vec<(u32, u32)>>, count: u32| {

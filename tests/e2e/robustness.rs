@@ -595,6 +595,13 @@ fn the_memory_cap_ends_the_run_with_a_finding() {
         .as_str()
         .unwrap()
         .contains("over the cap of 1MiB"));
+    // `check` runs nothing: it used to take the cap and ignore it.
+    let output = c10dsim(&["check", "scenarios/all_to_all.toml", "--max-memory", "1MiB"]);
+    assert_refused(
+        &output,
+        "unexpected argument '--max-memory'",
+        "check --max-memory",
+    );
 }
 
 #[test]
