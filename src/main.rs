@@ -258,14 +258,20 @@ enum Command {
     },
     /// Measure the simulator's speed on a generated scenario (docs/perf.md).
     Bench {
-        /// Ranks of the generated scenario.
-        #[arg(long, default_value_t = 1024, allow_negative_numbers = true)]
+        /// Ranks of the generated scenario (with --scaling, its list gives them).
+        #[arg(
+            long,
+            default_value_t = 1024,
+            allow_negative_numbers = true,
+            conflicts_with = "scaling"
+        )]
         ranks: u32,
         /// Iterations, each an async all_reduce, a GEMM and a wait.
         #[arg(long, default_value_t = 1000, allow_negative_numbers = true)]
         iterations: u32,
-        /// Print the generated scenario and exit.
-        #[arg(long, conflicts_with_all = ["scaling", "repeat"])]
+        /// Print the generated scenario and exit (it is the same with or without --summary and
+        /// --no-fold, which say how it is simulated).
+        #[arg(long, conflicts_with_all = ["scaling", "repeat", "summary", "no_fold"])]
         print_scenario: bool,
         /// Simulate as `run --summary` does (records folded as they complete).
         #[arg(long)]

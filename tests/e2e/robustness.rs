@@ -361,6 +361,25 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "cannot be used with",
         "bench --print-scenario --scaling",
     );
+    // Flags another one makes meaningless, which used to be ignored: the scaling list gives
+    // the ranks, and the printed scenario is the same however it would be simulated.
+    let output = c10dsim(&[
+        "bench",
+        "--scaling",
+        "8",
+        "--ranks",
+        "99",
+        "--iterations",
+        "2",
+        "-o",
+        "-",
+    ]);
+    assert_refused(&output, "cannot be used with", "bench --scaling --ranks");
+    assert_eq!(stdout(&output), "", "nothing runs");
+    for flag in ["--summary", "--no-fold"] {
+        let output = c10dsim(&["bench", "--print-scenario", flag]);
+        assert_refused(&output, "cannot be used with", flag);
+    }
     // A negative tolerance gets the range, not clap's "unexpected argument '-5'".
     let timeline = temp("tolerance_timeline.json");
     let timeline = timeline.to_str().unwrap();
