@@ -532,12 +532,12 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "c10dsim", &mut script);
             std::io::Write::write_all(&mut std::io::stdout(), &script)
                 .map(|()| 0)
-                .map_err(|error| Failure::input(format!("cannot write the completions: {error}")))
+                .map_err(output_failure)
         }
         Command::Man => clap_mangen::Man::new(Cli::command())
             .render(&mut std::io::stdout())
             .map(|()| 0)
-            .map_err(|error| Failure::input(format!("cannot write the man page: {error}"))),
+            .map_err(output_failure),
         Command::Check {
             files,
             limits,

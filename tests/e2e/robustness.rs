@@ -196,6 +196,25 @@ fn a_reader_that_goes_away_from_a_file_on_stdout_ends_the_run_quietly() {
 }
 
 #[test]
+fn a_reader_that_goes_away_from_the_man_page_or_completions_ends_them_quietly() {
+    // They used to exit 2 with "cannot write the man page: Broken pipe" (`c10dsim man | head`).
+    for args in [["man"].as_slice(), ["completions", "bash"].as_slice()] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(0), "{args:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), "", "{args:?}");
+    }
+}
+
+#[test]
 fn a_full_disk_is_an_error_with_a_message() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
         skipped("a_full_disk_is_an_error_with_a_message: no /dev/full on this machine");
