@@ -144,8 +144,13 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) on stdout, e.g. `c10dsim man > c10dsim.1; man ./c10dsim.1`.
-    Man,
+    /// Print the man page (roff) on stdout, e.g. `c10dsim man > c10dsim.1; man ./c10dsim.1`,
+    /// or a command's page, which that one lists: `c10dsim man run > c10dsim-run.1`.
+    Man {
+        /// The command whose page to print (`run`, `import kineto`); without it, c10dsim's.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Validate scenario files without running them.
     Check {
         /// Scenario files (TOML).
@@ -534,10 +539,7 @@ fn main() -> ExitCode {
                 .map(|()| 0)
                 .map_err(output_failure)
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|()| 0)
-            .map_err(output_failure),
+        Command::Man { command } => man_page(&command),
         Command::Check {
             files,
             limits,
@@ -693,6 +695,39 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// `c10dsim man [COMMAND]…`: the page of c10dsim or of one of its commands, each page listing
+/// its commands' pages (`c10dsim-run(1)`), as clap_mangen names them.
+fn man_page(path: &[String]) -> Result<u8, Failure> {
+    // `help` has no page: the pages list only the commands that have one.
+    let mut page = Cli::command().disable_help_subcommand(true);
+    page.build();
+    for (depth, name) in path.iter().enumerate() {
+        let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
+        let Some(found) = page.find_subcommand(name).cloned() else {
+            let parent = ["c10dsim"]
+                .into_iter()
+                .chain(path[..depth].iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let asked = path.join(" ");
+            return Err(Failure::input(if known.is_empty() {
+                format!("man {asked}: {parent} has no commands")
+            } else {
+                format!(
+                    "man {asked}: {parent} has no command {name:?}; its commands are {}",
+                    known.join(", ")
+                )
+            }));
+        };
+        page = found;
+    }
+    clap_mangen::Man::new(page)
+        .source(format!("c10dsim {}", env!("CARGO_PKG_VERSION")))
+        .render(&mut std::io::stdout())
+        .map(|()| 0)
+        .map_err(output_failure)
 }
 
 /// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).
