@@ -105,7 +105,8 @@ enum Command {
         #[arg(long)]
         nccl_tests: bool,
         /// Exit 1 when the race detector finds a data race (R21); races are reported either way.
-        #[arg(long)]
+        /// Not with --against, whose exit code is the diff's.
+        #[arg(long, conflicts_with = "against")]
         fail_on_race: bool,
         /// Keep the Timeline as summaries: every rank's records fold, as they complete, into
         /// exact per-op distributions (the report is the same), so memory stays bounded at

@@ -418,6 +418,19 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "invalid value '-1' for '--seed <SEED>'",
         "run --seed -1",
     );
+    // With --against the exit code is the diff's: --fail-on-race was ignored.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/races_4_6.toml",
+        "--against",
+        "tests/data/hw/overlap_bench.json",
+        "--fail-on-race",
+    ]);
+    assert_refused(
+        &output,
+        "cannot be used with",
+        "run --against --fail-on-race",
+    );
     // A tolerance without --against would be ignored.
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--tol-pct", "5"]);
     assert_refused(
