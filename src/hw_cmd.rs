@@ -83,7 +83,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
         per_rank: false,
     };
     // What is wrong whatever the machine is refused before any GPU is touched.
-    outputs.check_places()?;
+    outputs.check_places(false)?;
     hw::check_without_gpu(&scenario, &options).map_err(hw_failure)?;
     let report = hw::probe().map_err(hw_failure)?;
     let layout = hw::Layout::resolve(scenario.cluster.ranks, &options, report.devices.len())

@@ -8,9 +8,10 @@ use sim::scenario::Scenario;
 use sim::timeline::Timeline;
 use std::path::Path;
 
-/// The caps' flags and how ranks are simulated, shared by `run`, `check` and `sweep`.
+/// The caps a scenario's estimate must fit and how ranks are simulated, shared by `run`,
+/// `check` and `sweep`.
 #[derive(clap::Args, Clone, Copy, Debug)]
-pub struct LimitArgs {
+pub struct CapArgs {
     /// Refuse (exit 2) a scenario estimated to need more engine events than this.
     #[arg(
         long,
@@ -22,10 +23,6 @@ pub struct LimitArgs {
     /// Refuse (exit 2) a scenario whose Timeline is estimated larger than this (e.g. 16GiB).
     #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]
     pub max_timeline: u64,
-    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
-    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub max_memory: Option<u64>,
     /// Simulate every rank, also ranks that behave alike, which are simulated once by default
     /// (docs/scale.md); the report is the same.
     #[arg(long)]
@@ -34,6 +31,18 @@ pub struct LimitArgs {
     /// ranks that behave alike (simulates every rank; docs/scale.md).
     #[arg(long, value_name = "WHAT")]
     pub detail: Option<Detail>,
+}
+
+/// [`CapArgs`] and the memory cap of a simulation that runs (`run` and `sweep`; `check` runs
+/// none).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct LimitArgs {
+    #[command(flatten)]
+    pub caps: CapArgs,
+    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
+    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_memory: Option<u64>,
 }
 
 /// What `--detail` lists in full.
@@ -47,21 +56,20 @@ fn parse_size(text: &str) -> Result<u64, String> {
     sim::units::parse_size_bytes(text)
 }
 
-impl Default for LimitArgs {
+impl Default for CapArgs {
     /// The caps as the flags' defaults set them.
-    fn default() -> LimitArgs {
+    fn default() -> CapArgs {
         let limits = sim::limits::Limits::default();
-        LimitArgs {
+        CapArgs {
             max_events: limits.max_events,
             max_timeline: limits.max_timeline_bytes,
-            max_memory: None,
             no_fold: false,
             detail: None,
         }
     }
 }
 
-impl LimitArgs {
+impl CapArgs {
     /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
     /// exceeds them.
     /// A summarised run (`run --summary`) keeps no Timeline of that size: the Timeline cap does
@@ -99,14 +107,23 @@ impl LimitArgs {
         }
     }
 
+    /// Engine options that simulate ranks as these flags say.
+    fn engine_options(&self) -> sim::engine::Options {
+        sim::engine::Options {
+            fold: !self.no_fold,
+            per_rank_detail: self.detail == Some(Detail::Ranks),
+            ..sim::engine::Options::default()
+        }
+    }
+}
+
+impl LimitArgs {
     /// Engine options with the memory cap.
     pub fn engine_options(&self) -> sim::engine::Options {
         sim::engine::Options {
             memory_in_use: Some(resident_bytes),
             max_memory_bytes: self.max_memory.unwrap_or_else(default_memory_cap),
-            fold: !self.no_fold,
-            per_rank_detail: self.detail == Some(Detail::Ranks),
-            ..sim::engine::Options::default()
+            ..self.caps.engine_options()
         }
     }
 }
@@ -115,8 +132,11 @@ impl LimitArgs {
 /// imported) under the default caps, as `run` would: refused (exit 2) when its estimate is over
 /// them, stopped with a `memory_cap` finding past the memory cap. Its Timeline, expanded.
 pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    let caps = LimitArgs::default();
-    caps.over(scenario, false).map_err(|message| {
+    let caps = LimitArgs {
+        caps: CapArgs::default(),
+        max_memory: None,
+    };
+    caps.caps.over(scenario, false).map_err(|message| {
         Failure::input(format!(
             "{}: {message}; this command simulates under the default caps: run it with \
              `c10dsim run`, whose --max-events / --max-timeline raise them",

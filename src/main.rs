@@ -105,7 +105,8 @@ enum Command {
         #[arg(long)]
         nccl_tests: bool,
         /// Exit 1 when the race detector finds a data race (R21); races are reported either way.
-        #[arg(long)]
+        /// Not with --against, whose exit code is the diff's.
+        #[arg(long, conflicts_with = "against")]
         fail_on_race: bool,
         /// Keep the Timeline as summaries: every rank's records fold, as they complete, into
         /// exact per-op distributions (the report is the same), so memory stays bounded at
@@ -144,15 +145,20 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) on stdout, e.g. `c10dsim man > c10dsim.1; man ./c10dsim.1`.
-    Man,
+    /// Print the man page (roff) on stdout, e.g. `c10dsim man > c10dsim.1; man ./c10dsim.1`,
+    /// or a command's page, which that one lists: `c10dsim man run > c10dsim-run.1`.
+    Man {
+        /// The command whose page to print (`run`, `import kineto`); without it, c10dsim's.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Validate scenario files without running them.
     Check {
         /// Scenario files (TOML).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
-        limits: limits::LimitArgs,
+        limits: limits::CapArgs,
         /// Override a value of every file before checking it, as `run --set` does:
         /// `--set cluster.ranks=100000` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
@@ -258,14 +264,20 @@ enum Command {
     },
     /// Measure the simulator's speed on a generated scenario (docs/perf.md).
     Bench {
-        /// Ranks of the generated scenario.
-        #[arg(long, default_value_t = 1024, allow_negative_numbers = true)]
+        /// Ranks of the generated scenario (with --scaling, its list gives them).
+        #[arg(
+            long,
+            default_value_t = 1024,
+            allow_negative_numbers = true,
+            conflicts_with = "scaling"
+        )]
         ranks: u32,
         /// Iterations, each an async all_reduce, a GEMM and a wait.
         #[arg(long, default_value_t = 1000, allow_negative_numbers = true)]
         iterations: u32,
-        /// Print the generated scenario and exit.
-        #[arg(long, conflicts_with_all = ["scaling", "repeat"])]
+        /// Print the generated scenario and exit (it is the same with or without --summary and
+        /// --no-fold, which say how it is simulated).
+        #[arg(long, conflicts_with_all = ["scaling", "repeat", "summary", "no_fold"])]
         print_scenario: bool,
         /// Simulate as `run --summary` does (records folded as they complete).
         #[arg(long)]
@@ -526,12 +538,9 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "c10dsim", &mut script);
             std::io::Write::write_all(&mut std::io::stdout(), &script)
                 .map(|()| 0)
-                .map_err(|error| Failure::input(format!("cannot write the completions: {error}")))
+                .map_err(output_failure)
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
-            .map(|()| 0)
-            .map_err(|error| Failure::input(format!("cannot write the man page: {error}"))),
+        Command::Man { command } => man_page(&command),
         Command::Check {
             files,
             limits,
@@ -689,22 +698,55 @@ fn main() -> ExitCode {
     }
 }
 
-/// A key the command's `--set`s name twice (sweeps make such a key an axis and check axes
-/// themselves).
+/// `c10dsim man [COMMAND]…`: the page of c10dsim or of one of its commands, each page listing
+/// its commands' pages (`c10dsim-run(1)`), as clap_mangen names them.
+fn man_page(path: &[String]) -> Result<u8, Failure> {
+    // `help` has no page: the pages list only the commands that have one.
+    let mut page = Cli::command().disable_help_subcommand(true);
+    page.build();
+    for (depth, name) in path.iter().enumerate() {
+        let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
+        let Some(found) = page.find_subcommand(name).cloned() else {
+            let parent = ["c10dsim"]
+                .into_iter()
+                .chain(path[..depth].iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let asked = path.join(" ");
+            return Err(Failure::input(if known.is_empty() {
+                format!("man {asked}: {parent} has no commands")
+            } else {
+                format!(
+                    "man {asked}: {parent} has no command {name:?}; its commands are {}",
+                    known.join(", ")
+                )
+            }));
+        };
+        page = found;
+    }
+    clap_mangen::Man::new(page)
+        .source(format!("c10dsim {}", env!("CARGO_PKG_VERSION")))
+        .render(&mut std::io::stdout())
+        .map(|()| 0)
+        .map_err(output_failure)
+}
+
+/// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).
 fn repeated_set(command: &Command) -> Option<String> {
-    let overrides = match command {
+    let paths: Vec<&str> = match command {
         Command::Run { overrides, .. }
         | Command::Check { overrides, .. }
         | Command::Hw { overrides, .. }
         | Command::Resolve { overrides, .. }
-        | Command::Torch { overrides, .. } => overrides,
+        | Command::Torch { overrides, .. } => overrides.iter().map(|o| o.path.as_str()).collect(),
+        Command::Sweep { axes, .. } => axes.iter().map(|a| a.path.as_str()).collect(),
         _ => return None,
     };
     let mut seen = std::collections::BTreeSet::new();
-    overrides
-        .iter()
-        .find(|o| !seen.insert(o.path.as_str()))
-        .map(|o| o.path.clone())
+    paths
+        .into_iter()
+        .find(|&path| !seen.insert(path))
+        .map(str::to_string)
 }
 
 fn parse_axis(text: &str) -> Result<sim::sweep::AxisArg, String> {
@@ -792,7 +834,7 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
 fn check(
     files: &[PathBuf],
     overrides: &[scenario::Override],
-    limits: &limits::LimitArgs,
+    limits: &limits::CapArgs,
 ) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {

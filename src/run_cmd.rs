@@ -37,11 +37,20 @@ pub(crate) struct RunOutputs<'a> {
 
 impl RunOutputs<'_> {
     /// What is wrong with the output paths whatever the run gives, refused before it: a file in
-    /// a folder that does not exist or that is a folder, a `--trace-dir` that is `-` or a file,
-    /// and a file written into `--trace-dir`, whose every file HTA reads as a rank's trace.
-    pub(crate) fn check_places(&self) -> Result<(), Failure> {
-        if let Some(dir) = self.trace_dir {
-            stdio::check_folder_place("--trace-dir", dir)?;
+    /// a folder that does not exist or that is a folder, a `--trace-dir` or `--fr-dir` that is
+    /// `-` or a file, a file written into `--trace-dir`, whose every file HTA reads as a rank's
+    /// trace, and two outputs on standard output (`nccl_table`: nccl-tests' table is one).
+    pub(crate) fn check_places(&self, nccl_table: bool) -> Result<(), Failure> {
+        if self.dashes() + usize::from(nccl_table) > 1 {
+            return Err(Failure::input(
+                "only one of --trace -, --timeline -, --svg - and --nccl-tests can have standard output",
+            ));
+        }
+        let folders = [("--trace-dir", self.trace_dir), ("--fr-dir", self.fr_dir)];
+        for (flag, dir) in folders {
+            if let Some(dir) = dir {
+                stdio::check_folder_place(flag, dir)?;
+            }
         }
         let files = [
             ("--trace", self.trace),
@@ -69,6 +78,15 @@ impl RunOutputs<'_> {
         }
         Ok(())
     }
+
+    /// How many of the files are written to standard output (`-`).
+    fn dashes(&self) -> usize {
+        [self.trace, self.timeline, self.svg]
+            .iter()
+            .flatten()
+            .filter(|path| stdio::is_dash(path))
+            .count()
+    }
 }
 
 pub(crate) fn run(
@@ -90,12 +108,14 @@ pub(crate) fn run(
              give --against MEASURED.json, or leave them out",
         ));
     }
-    outputs.check_places()?;
+    outputs.check_places(nccl_tests && !json)?;
     let mut scenario = load_on(file, overrides, against.machine)?;
     if let Some(seed) = against.seed {
         scenario.seed = seed;
     }
-    limits.check(file, &scenario, outputs.summary.is_some())?;
+    limits
+        .caps
+        .check(file, &scenario, outputs.summary.is_some())?;
     if let Some(selection) = &outputs.summary {
         // A rank or iteration the scenario does not have would keep nothing, silently.
         let outside = |ranges: &Option<Vec<(u32, u32)>>, count: u32| {
@@ -163,18 +183,10 @@ pub(crate) fn emit(
     outputs: &RunOutputs,
 ) -> Result<(), Failure> {
     // A file written to stdout (`-`) takes stdout alone: the report goes to stderr. So does
-    // nccl-tests' table (without --json), so that stdout reads as all_reduce_perf's does.
-    let dashes = [outputs.trace, outputs.timeline, outputs.svg]
-        .iter()
-        .flatten()
-        .filter(|path| stdio::is_dash(path))
-        .count();
+    // nccl-tests' table (without --json), so that stdout reads as all_reduce_perf's does. Two
+    // of them were refused before the run (`RunOutputs::check_places`).
+    let dashes = outputs.dashes();
     let table = nccl_tests && !json;
-    if dashes + usize::from(table) > 1 {
-        return Err(Failure::input(
-            "only one of --trace -, --timeline -, --svg - and --nccl-tests can have standard output",
-        ));
-    }
     let shown = |path: &Path| {
         if stdio::is_dash(path) {
             "to standard output".to_string()

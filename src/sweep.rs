@@ -117,7 +117,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     })?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
-    args.limits.check(&args.file, &base, false)?;
+    args.limits.caps.check(&args.file, &base, false)?;
     let options = args.limits.engine_options();
     let base_report = analysis::metrics::report(&sim::engine::simulate_with(&base, options).0);
     let columns =
@@ -301,8 +301,9 @@ fn run_point(shared: &PointRun, index: u64) -> Vec<String> {
         let scenario = sweep.scenario(&point).map_err(|error| error.to_string())?;
         // A point over the caps is an error row, not a run that takes the machine.
         limits
+            .caps
             .estimate(&scenario)
-            .check(&limits.limits())
+            .check(&limits.caps.limits())
             .map_err(|message| {
                 format!("{message} (raise the caps with --max-events / --max-timeline)")
             })?;

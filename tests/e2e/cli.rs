@@ -785,6 +785,42 @@ fn completions_and_the_man_page_name_every_subcommand() {
     for word in ["run", "sweep", "completions", "Exit codes"] {
         assert!(page.contains(word), "the man page lacks {word}");
     }
+    // Every page c10dsim's lists (`c10dsim-run(1)`) is printed by `man run`; `help` has none.
+    // They used to be listed without a way to get them.
+    assert!(!page.contains("c10dsim\\-help(1)"), "{page}");
+    let listed: Vec<&str> = page
+        .split("c10dsim\\-")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("(1)"))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        listed.contains(&"run") && listed.contains(&"hw\\-merge"),
+        "{listed:?}"
+    );
+    for name in listed {
+        let name = name.replace("\\-", "-");
+        let output = c10dsim(&["man", &name]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "man {name}: {}",
+            stderr(&output)
+        );
+        let title = format!(".TH c10dsim-{name} 1");
+        assert!(stdout(&output).contains(&title), "man {name}");
+    }
+    let run = stdout(&c10dsim(&["man", "run"]));
+    assert!(run.contains("\\-\\-nccl\\-tests"), "{run}");
+    let kineto = c10dsim(&["man", "import", "kineto"]);
+    assert!(stdout(&kineto).contains(".TH c10dsim-import-kineto 1"));
+    let unknown = c10dsim(&["man", "import", "nosuch"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("its commands are kineto, flight-recorder"),
+        "{}",
+        stderr(&unknown)
+    );
 }
 
 /// Runs the binary with `input` on its standard input.

@@ -200,6 +200,11 @@ fn a_trace_dir_that_cannot_be_one_is_refused_before_the_run() {
         "it would be written into --trace-dir",
     );
     std::fs::remove_dir_all(folder).unwrap();
+    // Two files on standard output: refused before the GPUs run, not once they have.
+    refused_before_the_probe(
+        &hw(&[], &["--timeline", "-", "--trace", "-"]),
+        "can have standard output",
+    );
 }
 
 #[test]

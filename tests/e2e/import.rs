@@ -147,6 +147,12 @@ fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
         "--replay",
     ]);
     assert!(written.status.success(), "{}", stderr(&written));
+    // Its note is c10dsim's, as every command's "wrote …" is.
+    assert!(
+        stderr(&written).starts_with(&format!("c10dsim: wrote {}", scenario.display())),
+        "{}",
+        stderr(&written)
+    );
     assert!(
         stdout(&written).contains("| 0 | step time |"),
         "{}",

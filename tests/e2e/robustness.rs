@@ -196,6 +196,25 @@ fn a_reader_that_goes_away_from_a_file_on_stdout_ends_the_run_quietly() {
 }
 
 #[test]
+fn a_reader_that_goes_away_from_the_man_page_or_completions_ends_them_quietly() {
+    // They used to exit 2 with "cannot write the man page: Broken pipe" (`c10dsim man | head`).
+    for args in [["man"].as_slice(), ["completions", "bash"].as_slice()] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert_no_panic(&output);
+        assert_eq!(code(&output), Some(0), "{args:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), "", "{args:?}");
+    }
+}
+
+#[test]
 fn a_full_disk_is_an_error_with_a_message() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
         skipped("a_full_disk_is_an_error_with_a_message: no /dev/full on this machine");
@@ -334,6 +353,26 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "repeat=3",
     ]);
     assert_refused(&output, "--set repeat is given twice", "a repeated --set");
+    // In a sweep too: the second `--set` replaced the first's values, silently (an axis takes
+    // its values in one `--set key=v1,v2`).
+    for values in [["repeat=2", "repeat=3"], ["repeat=2,3", "repeat=4"]] {
+        let output = c10dsim(&[
+            "sweep",
+            "scenarios/send_recv.toml",
+            "-o",
+            "-",
+            "--set",
+            values[0],
+            "--set",
+            values[1],
+        ]);
+        assert_refused(
+            &output,
+            "--set repeat is given twice",
+            "a repeated sweep --set",
+        );
+        assert_eq!(stdout(&output), "", "nothing runs");
+    }
     // Printing the scenario runs nothing: with a mode that runs, one of them would be ignored.
     let output = c10dsim(&["bench", "--print-scenario", "--scaling", "8", "-o", "-"]);
     assert_refused(
@@ -341,6 +380,25 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "cannot be used with",
         "bench --print-scenario --scaling",
     );
+    // Flags another one makes meaningless, which used to be ignored: the scaling list gives
+    // the ranks, and the printed scenario is the same however it would be simulated.
+    let output = c10dsim(&[
+        "bench",
+        "--scaling",
+        "8",
+        "--ranks",
+        "99",
+        "--iterations",
+        "2",
+        "-o",
+        "-",
+    ]);
+    assert_refused(&output, "cannot be used with", "bench --scaling --ranks");
+    assert_eq!(stdout(&output), "", "nothing runs");
+    for flag in ["--summary", "--no-fold"] {
+        let output = c10dsim(&["bench", "--print-scenario", flag]);
+        assert_refused(&output, "cannot be used with", flag);
+    }
     // A negative tolerance gets the range, not clap's "unexpected argument '-5'".
     let timeline = temp("tolerance_timeline.json");
     let timeline = timeline.to_str().unwrap();
@@ -359,6 +417,19 @@ fn small_input_mistakes_get_a_message_that_helps() {
         &output,
         "invalid value '-1' for '--seed <SEED>'",
         "run --seed -1",
+    );
+    // With --against the exit code is the diff's: --fail-on-race was ignored.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/races_4_6.toml",
+        "--against",
+        "tests/data/hw/overlap_bench.json",
+        "--fail-on-race",
+    ]);
+    assert_refused(
+        &output,
+        "cannot be used with",
+        "run --against --fail-on-race",
     );
     // A tolerance without --against would be ignored.
     let output = c10dsim(&["run", "scenarios/send_recv.toml", "--tol-pct", "5"]);
@@ -411,6 +482,22 @@ fn small_input_mistakes_get_a_message_that_helps() {
         &output,
         "it exists and is not a folder",
         "--trace-dir over a file",
+    );
+    // The Flight Recorder's folder likewise: `-` used to make a folder named `-`.
+    let output = c10dsim(&["run", "scenarios/hang_10min.toml", "--fr-dir", "-"]);
+    assert_refused(
+        &output,
+        "--fr-dir writes a folder with one file per rank; `-` (standard output) cannot hold it",
+        "--fr-dir -",
+    );
+    assert!(!std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("-")
+        .exists());
+    let output = c10dsim(&["run", "scenarios/hang_10min.toml", "--fr-dir", &file]);
+    assert_refused(
+        &output,
+        "it exists and is not a folder",
+        "--fr-dir over a file",
     );
 }
 
@@ -559,6 +646,13 @@ fn the_memory_cap_ends_the_run_with_a_finding() {
         .as_str()
         .unwrap()
         .contains("over the cap of 1MiB"));
+    // `check` runs nothing: it used to take the cap and ignore it.
+    let output = c10dsim(&["check", "scenarios/all_to_all.toml", "--max-memory", "1MiB"]);
+    assert_refused(
+        &output,
+        "unexpected argument '--max-memory'",
+        "check --max-memory",
+    );
 }
 
 #[test]
