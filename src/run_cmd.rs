@@ -41,10 +41,24 @@ impl RunOutputs<'_> {
     /// `-` or a file, a file written into `--trace-dir`, whose every file HTA reads as a rank's
     /// trace, and two outputs on standard output (`nccl_table`: nccl-tests' table is one).
     pub(crate) fn check_places(&self, nccl_table: bool) -> Result<(), Failure> {
-        if self.dashes() + usize::from(nccl_table) > 1 {
-            return Err(Failure::input(
-                "only one of --trace -, --timeline -, --svg - and --nccl-tests can have standard output",
-            ));
+        let mut on_stdout: Vec<&str> = [
+            ("--trace -", self.trace),
+            ("--timeline -", self.timeline),
+            ("--svg -", self.svg),
+        ]
+        .into_iter()
+        .filter(|(_, path)| path.is_some_and(stdio::is_dash))
+        .map(|(flag, _)| flag)
+        .collect();
+        if nccl_table {
+            on_stdout.push("--nccl-tests");
+        }
+        if on_stdout.len() > 1 {
+            let all = if on_stdout.len() == 2 { "both" } else { "all" };
+            return Err(Failure::input(format!(
+                "{} {all} ask for standard output: only one of them can have it",
+                on_stdout.join(" and ")
+            )));
         }
         let folders = [("--trace-dir", self.trace_dir), ("--fr-dir", self.fr_dir)];
         for (flag, dir) in folders {

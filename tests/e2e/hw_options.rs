@@ -203,7 +203,7 @@ fn a_trace_dir_that_cannot_be_one_is_refused_before_the_run() {
     // Two files on standard output: refused before the GPUs run, not once they have.
     refused_before_the_probe(
         &hw(&[], &["--timeline", "-", "--trace", "-"]),
-        "can have standard output",
+        "--trace - and --timeline - both ask for standard output",
     );
 }
 
