@@ -363,6 +363,14 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         fitted.push_str(&format!("cluster.gpu = {gpu}\n"));
     }
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
+    // A profile every scenario would refuse is not written.
+    calibrate::check_usable(&calibration.profile).map_err(|why| {
+        Failure::input(format!(
+            "the fitted profile would be refused by every scenario, so nothing was written: \
+             {why}. Fit from runs that measure both values, or give --prior the host costs of \
+             the machine these runs were measured on\n{fitted}"
+        ))
+    })?;
     // The profile written to standard output takes it alone: the fitted values go to stderr.
     if to_stdout {
         eprint!("{fitted}");

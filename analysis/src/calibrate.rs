@@ -349,6 +349,18 @@ pub fn machine_reference(
 
 /// Writes a profile's values into a scenario's text. The `machine` key is blanked (spaces keep
 /// every other line and column where they were); keys are set per `mode`.
+/// Whether a scenario can run on `profile`: its values together pass the checks every scenario
+/// applies (a synchronous call that covers the parts after the Work's creation, …). A fit can
+/// break one by fitting a value against an unfitted prior's. The reason, if not.
+pub fn check_usable(profile: &Profile) -> Result<(), String> {
+    const ANY_PROGRAM: &str = "[[op]]\nmark = \"a\"\n";
+    let text =
+        apply_profile(ANY_PROGRAM, profile, ProfileMode::Replace).map_err(|e| e.to_string())?;
+    sim::scenario::parse("profile", &text)
+        .map(|_| ())
+        .map_err(|error| error.message)
+}
+
 pub fn apply_profile(
     text: &str,
     profile: &Profile,

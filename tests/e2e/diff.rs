@@ -403,3 +403,25 @@ fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_los
     let written: Value = serde_json::from_slice(&std::fs::read(&simulated).unwrap()).unwrap();
     assert_eq!(written["source"], "simulated");
 }
+
+/// A fit whose values together break a scenario check (a synchronous call fitted below the
+/// default parts after the Work's creation) writes nothing: every `run --machine` would have
+/// refused the profile.
+#[test]
+fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
+    let profile = temp("refused_profile.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/hw/overlap_bench.json",
+        "-o",
+        &profile,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the fitted profile would be refused by every scenario")
+            && stderr(&output).contains("host.sync_collective_us"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!std::path::Path::new(&profile).exists());
+}
