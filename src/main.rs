@@ -852,7 +852,7 @@ fn check(
                     scenario.repeat,
                     estimate.op_calls,
                     estimate.events,
-                    sim::units::format_size(estimate.timeline_bytes)
+                    sim::units::format_size_readable(estimate.timeline_bytes)
                 )?
             }
             Err(failure) => {

@@ -142,7 +142,7 @@ impl WorkEstimate {
         if self.timeline_bytes > limits.max_timeline_bytes {
             over.push(format!(
                 "a Timeline of about {}, over the cap of {}",
-                crate::units::format_size(self.timeline_bytes),
+                crate::units::format_size_readable(self.timeline_bytes),
                 crate::units::format_size(limits.max_timeline_bytes)
             ));
         }

@@ -304,6 +304,15 @@ fn check_accepts_the_whole_catalogue() {
     let output = c10dsim(&args);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output).matches("ok: ").count(), args.len() - 1);
+    // Sizes read as sizes: "a 10.50KiB Timeline", not "a 10752B Timeline".
+    for line in stdout(&output).lines() {
+        let size = line
+            .split(", a ")
+            .last()
+            .unwrap()
+            .trim_end_matches(" Timeline)");
+        assert!(size.ends_with("iB") || size.len() < 5, "{line}");
+    }
 }
 
 #[test]
