@@ -366,7 +366,7 @@ enum Command {
         /// A logarithmic x axis (every x must be positive; a size column has one anyway).
         #[arg(long)]
         log_x: bool,
-        /// The picture's width in pixels.
+        /// The picture's width in pixels (16 to 16384).
         #[arg(
             long,
             default_value_t = 960,
@@ -374,7 +374,7 @@ enum Command {
             allow_negative_numbers = true
         )]
         width: u32,
-        /// The picture's height in pixels.
+        /// The picture's height in pixels (16 to 16384).
         #[arg(
             long,
             default_value_t = 600,
