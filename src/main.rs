@@ -185,14 +185,15 @@ enum Command {
         /// Print one JSON object instead of tables.
         #[arg(long)]
         json: bool,
-        /// Write a Chrome trace; `{rank}` in the path becomes the rank.
+        /// Write a Chrome trace; `{rank}` in the path becomes the rank (`-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
         /// Write this process's rank as `DIR/rank<N>.pt.trace.json`, beside the other
         /// processes' files: a folder Holistic Trace Analysis loads.
         #[arg(long, value_name = "DIR")]
         trace_dir: Option<PathBuf>,
-        /// Write the measured Timeline; `{rank}` in the path becomes the rank.
+        /// Write the measured Timeline; `{rank}` in the path becomes the rank (`-`: standard
+        /// output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
         /// Override a scenario value (as for `run`).
