@@ -215,23 +215,10 @@ fn bench_scaling_writes_the_documented_numeric_columns_and_its_chart() {
     }
     // The same chart from the CSV with the plot command.
     let again = dir.join("again.svg");
-    let plotted = c10dsim(&[
-        "plot",
-        csv.to_str().unwrap(),
-        "--x",
-        "ranks",
-        "--y",
-        "wall_s",
-        "--y",
-        "events_per_s",
-        "--y",
-        "peak_memory_mib",
-        "--log-x",
-        "--height",
-        "1080",
-        "-o",
-        again.to_str().unwrap(),
-    ]);
+    let mut args = vec!["plot", csv.to_str().unwrap()];
+    args.extend(crate::util::SCALING_PLOT);
+    args.extend(["-o", again.to_str().unwrap()]);
+    let plotted = c10dsim(&args);
     assert!(plotted.status.success(), "{}", stderr(&plotted));
     assert_eq!(std::fs::read_to_string(&again).unwrap(), chart);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -990,6 +990,11 @@ fn folding_leaves_the_csv_unchanged_and_a_swept_seed_has_a_column_of_its_own() {
 /// what `plot` draws of its CSV: tests/e2e/summary.rs), from the committed CSV.
 #[test]
 fn the_documented_commands_draw_the_committed_pictures() {
+    let scaling: Vec<&str> = ["plot", "docs/scaling.csv"]
+        .into_iter()
+        .chain(crate::util::SCALING_PLOT)
+        .chain(["-o"])
+        .collect();
     let commands: [(&str, &[&str]); 2] = [
         (
             "docs/exp_b_timeline.svg",
@@ -1003,25 +1008,7 @@ fn the_documented_commands_draw_the_committed_pictures() {
                 "--svg",
             ],
         ),
-        (
-            "docs/scaling.svg",
-            &[
-                "plot",
-                "docs/scaling.csv",
-                "--x",
-                "ranks",
-                "--y",
-                "wall_s",
-                "--y",
-                "events_per_s",
-                "--y",
-                "peak_memory_mib",
-                "--log-x",
-                "--height",
-                "1080",
-                "-o",
-            ],
-        ),
+        ("docs/scaling.svg", &scaling),
     ];
     for (shipped, args) in commands {
         let drawn = temp(&shipped.replace('/', "_"));

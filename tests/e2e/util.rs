@@ -48,3 +48,19 @@ pub fn stderr(output: &Output) -> String {
 pub fn skipped(why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED {why}");
 }
+
+/// The `plot` arguments after the CSV that draw `docs/scaling.svg` from `docs/scaling.csv`
+/// (docs/perf.md): what `bench --scaling --plot` draws.
+pub const SCALING_PLOT: [&str; 11] = [
+    "--x",
+    "ranks",
+    "--y",
+    "wall_s",
+    "--y",
+    "events_per_s",
+    "--y",
+    "peak_memory_mib",
+    "--log-x",
+    "--height",
+    "1080",
+];
