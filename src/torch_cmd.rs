@@ -207,11 +207,14 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     if let Some(path) = args.timeline {
         crate::stdio::check_output_place("--timeline", path)?;
     }
+    // What is wrong whatever the machine is refused before Python is asked.
+    if args.nproc == Some(0) {
+        return Err(Failure::input("--nproc must be at least 1"));
+    }
     let python = python();
     let package = package_folder();
     let probe = probe(&python, package.as_deref())?;
     let world = match args.nproc {
-        Some(0) => return Err(Failure::input("--nproc must be at least 1")),
         Some(n) if n > probe.gpus => {
             return Err(Failure::input(format!(
                 "--nproc {n}: PyTorch sees {} GPUs here (one process per GPU)",

@@ -72,14 +72,31 @@ fn resolve_without_json_is_refused() {
     assert!(stderr(&output).contains("--json"), "{}", stderr(&output));
 }
 
-/// `c10dsim torch` on a catalogue scenario with `python` as its interpreter.
-fn torch_with_interpreter(python: &str) -> std::process::Output {
+/// `c10dsim torch` on a catalogue scenario with `python` as its interpreter, and `extra` flags.
+fn torch_with(python: &str, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_c10dsim"))
         .args(["torch", "scenarios/exp_b_stream_scope.toml"])
+        .args(extra)
         .current_dir(repo())
         .env("C10DSIM_PYTHON", python)
         .output()
         .expect("the binary runs")
+}
+
+/// `c10dsim torch` on a catalogue scenario with `python` as its interpreter.
+fn torch_with_interpreter(python: &str) -> std::process::Output {
+    torch_with(python, &[])
+}
+
+#[test]
+fn nproc_0_is_refused_before_python_is_asked() {
+    let output = torch_with("/nonexistent/python3", &["--nproc", "0"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("--nproc must be at least 1"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
