@@ -363,11 +363,11 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         fitted.push_str(&format!("cluster.gpu = {gpu}\n"));
     }
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
-    // A profile every scenario would refuse is not written.
+    // A profile that fails a scenario's checks is not written.
     calibrate::check_usable(&calibration.profile).map_err(|why| {
         Failure::input(format!(
-            "the fitted profile would be refused by every scenario, so nothing was written: \
-             {why}. Fit from runs that measure both values, or give --prior the host costs of \
+            "the fitted profile fails the checks every scenario applies (with the defaults \
+             for what it leaves unset), so nothing was written: {why}. Fit from runs that measure both values, or give --prior the host costs of \
              the machine these runs were measured on\n{fitted}"
         ))
     })?;

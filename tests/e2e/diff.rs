@@ -418,7 +418,7 @@ fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     ]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
-        stderr(&output).contains("the fitted profile would be refused by every scenario")
+        stderr(&output).contains("the fitted profile fails the checks every scenario applies")
             && stderr(&output).contains("host.sync_collective_us"),
         "{}",
         stderr(&output)
