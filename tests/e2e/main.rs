@@ -13,6 +13,7 @@ mod import;
 mod lifetime;
 mod measured_paths;
 mod multi_gpu;
+mod outputs;
 mod process_group;
 mod robustness;
 mod summary;

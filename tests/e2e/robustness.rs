@@ -3,37 +3,34 @@
 //! (docs/reliability.md).
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
-use sim::timeline::Timeline;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn temp(name: &str) -> PathBuf {
+pub(crate) fn temp(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("robustness");
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
 
-fn write(name: &str, text: &str) -> String {
+pub(crate) fn write(name: &str, text: &str) -> String {
     let path = temp(name);
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_string()
 }
 
-fn code(output: &std::process::Output) -> Option<i32> {
+pub(crate) fn code(output: &std::process::Output) -> Option<i32> {
     output.status.code()
 }
 
-fn assert_no_panic(output: &std::process::Output) {
+pub(crate) fn assert_no_panic(output: &std::process::Output) {
     let err = stderr(output);
     assert!(!err.contains("panicked"), "{err}");
     assert_ne!(code(output), Some(101), "{err}");
 }
 
 /// The command was refused as bad input: no panic, exit 2, and `message` on stderr.
-fn assert_refused(output: &std::process::Output, message: &str, context: &str) {
+pub(crate) fn assert_refused(output: &std::process::Output, message: &str, context: &str) {
     assert_no_panic(output);
     let err = stderr(output);
     assert_eq!(code(output), Some(2), "{context}: {err}");
@@ -139,134 +136,6 @@ fn timelines_with_out_of_range_indices_are_refused_by_diff_against_and_calibrate
             "{args:?}: {}",
             stderr(&output)
         );
-    }
-}
-
-#[test]
-fn a_reader_that_goes_away_ends_the_run_quietly() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args([
-            "run",
-            "scenarios/hang_10min.toml",
-            // Unfolded, every rank's lines: more output than a pipe holds.
-            "--no-fold",
-            "--detail",
-            "ranks",
-            "--set",
-            "cluster.ranks=256",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with("scenario \"hang_10min\""), "{first}");
-    let output = child.wait_with_output().unwrap();
-    assert_no_panic(&output);
-    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
-    assert_eq!(stderr(&output), "");
-}
-
-#[test]
-fn a_reader_that_goes_away_from_a_file_on_stdout_ends_the_run_quietly() {
-    // `--trace -`, `--timeline -` and `--svg -` used to exit 2 with "cannot write to standard
-    // output: Broken pipe" where the report's own stdout ended quietly.
-    for flag in ["--trace", "--timeline", "--svg"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-            // Every file of the overlap benchmark is more than a pipe holds.
-            .args(["run", "scenarios/overlap_bench.toml", flag, "-"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // A few bytes, then the pipe closes (the Timeline is one line of JSON).
-        let mut first = [0u8; 4];
-        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
-        assert!(first == *b"<svg" || first[0] == b'{', "{flag}: {first:?}");
-        let output = child.wait_with_output().unwrap();
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(0), "{flag}: {}", stderr(&output));
-        assert_eq!(stderr(&output), "", "{flag}");
-    }
-}
-
-#[test]
-fn a_reader_that_goes_away_from_the_man_page_or_completions_ends_them_quietly() {
-    // They used to exit 2 with "cannot write the man page: Broken pipe" (`c10dsim man | head`).
-    for args in [["man"].as_slice(), ["completions", "bash"].as_slice()] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = [0u8; 1];
-        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
-        let output = child.wait_with_output().unwrap();
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(0), "{args:?}: {}", stderr(&output));
-        assert_eq!(stderr(&output), "", "{args:?}");
-    }
-}
-
-#[test]
-fn a_full_disk_is_an_error_with_a_message() {
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        skipped("a_full_disk_is_an_error_with_a_message: no /dev/full on this machine");
-        return;
-    };
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["run", "scenarios/all_to_all.toml"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(full)
-        .output()
-        .unwrap();
-    assert_no_panic(&output);
-    assert_eq!(code(&output), Some(2));
-    assert!(
-        stderr(&output).starts_with("c10dsim: writing output: "),
-        "{}",
-        stderr(&output)
-    );
-    // A full disk under a named output: the same exit code.
-    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args([
-            "run",
-            "scenarios/all_to_all.toml",
-            "--timeline",
-            "/dev/full",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert_no_panic(&output);
-    assert_eq!(code(&output), Some(2));
-    assert!(
-        stderr(&output).contains("cannot write /dev/full: "),
-        "{}",
-        stderr(&output)
-    );
-}
-
-#[test]
-fn completions_and_man_on_a_full_disk_exit_2_without_a_panic() {
-    for args in [["completions", "bash"].as_slice(), ["man"].as_slice()] {
-        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-            skipped("completions_and_man_on_a_full_disk_exit_2_without_a_panic: no /dev/full");
-            return;
-        };
-        let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-            .args(args)
-            .stdout(full)
-            .output()
-            .unwrap();
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
     }
 }
 
@@ -848,106 +717,6 @@ fn a_trace_whose_step_lies_days_from_its_calls_is_refused() {
         "{}",
         stderr(&output)
     );
-}
-
-#[test]
-fn an_output_named_like_an_input_is_refused_and_the_input_kept() {
-    let scenario = temp("same.toml");
-    std::fs::copy("scenarios/exp_b_stream_scope.toml", &scenario).unwrap();
-    let original = std::fs::read(&scenario).unwrap();
-    let path = scenario.to_str().unwrap();
-    for flag in ["--timeline", "--trace", "--svg"] {
-        let output = c10dsim(&["run", path, flag, path]);
-        assert_refused(&output, "is also an input of this command", flag);
-        assert_eq!(std::fs::read(&scenario).unwrap(), original, "{flag}");
-    }
-    let sweep = temp("same_sweep.toml");
-    std::fs::copy("scenarios/exp_a_sweep.toml", &sweep).unwrap();
-    let original = std::fs::read(&sweep).unwrap();
-    let path = sweep.to_str().unwrap();
-    let output = c10dsim(&["sweep", path, "-o", path]);
-    assert_refused(&output, "is also an input of this command", "sweep");
-    assert_eq!(std::fs::read(&sweep).unwrap(), original);
-}
-
-#[test]
-fn an_output_is_written_whole_or_not_at_all() {
-    // A write that fails half-way (here: the file is a directory's name by the time of the
-    // rename, which cannot replace a directory) leaves no partial file beside it.
-    let dir = temp("whole");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("out.json")).unwrap();
-    let target = dir.join("out.json");
-    let output = c10dsim(&[
-        "run",
-        "scenarios/exp_b_stream_scope.toml",
-        "--timeline",
-        target.to_str().unwrap(),
-    ]);
-    assert_no_panic(&output);
-    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name())
-        .collect();
-    assert_eq!(left, ["out.json"], "a partial file was left behind");
-    // A successful write replaces an existing file's contents whole and keeps its permissions.
-    let file = dir.join("t.json");
-    std::fs::write(&file, "old").unwrap();
-    // Execute bits: a file the command creates never has them, whatever the umask.
-    let kept_mode = 0o755;
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(kept_mode)).unwrap();
-    let output = c10dsim(&[
-        "run",
-        "scenarios/exp_b_stream_scope.toml",
-        "--timeline",
-        file.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
-    let text = std::fs::read_to_string(&file).unwrap();
-    assert!(Timeline::from_json(&text).is_ok());
-    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
-    assert_eq!(
-        mode, kept_mode,
-        "the replaced file's permissions were not kept"
-    );
-    // Through a symbolic link, the file it names is replaced and the link kept.
-    let link = dir.join("link.json");
-    let real = dir.join("real.json");
-    std::fs::write(&real, "old").unwrap();
-    std::os::unix::fs::symlink(&real, &link).unwrap();
-    let output = c10dsim(&[
-        "run",
-        "scenarios/exp_b_stream_scope.toml",
-        "--timeline",
-        link.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
-    assert!(std::fs::symlink_metadata(&link)
-        .unwrap()
-        .file_type()
-        .is_symlink());
-    assert!(Timeline::from_json(&std::fs::read_to_string(&real).unwrap()).is_ok());
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn a_sweep_refused_before_it_runs_leaves_the_existing_csv_alone() {
-    let csv = temp("kept.csv");
-    let path = csv.to_str().unwrap();
-    let first = c10dsim(&["sweep", "scenarios/exp_a_sweep.toml", "-o", path]);
-    assert_eq!(code(&first), Some(0), "{}", stderr(&first));
-    let rows = std::fs::read(&csv).unwrap();
-    let refused = c10dsim(&[
-        "sweep",
-        "scenarios/exp_a_sweep.toml",
-        "-o",
-        path,
-        "--threads",
-        "100000",
-    ]);
-    assert_refused(&refused, "--threads 100000: at most 1024", "--threads");
-    assert_eq!(std::fs::read(&csv).unwrap(), rows);
 }
 
 #[test]
