@@ -77,11 +77,7 @@ impl RunOutputs<'_> {
             let Some(dir) = self.trace_dir.and_then(|dir| dir.canonicalize().ok()) else {
                 continue;
             };
-            let folder = match path.parent() {
-                Some(parent) if !parent.as_os_str().is_empty() => parent,
-                _ => Path::new("."),
-            };
-            if folder.canonicalize().ok().as_deref() == Some(dir.as_path()) {
+            if stdio::folder_of(path).canonicalize().ok().as_deref() == Some(dir.as_path()) {
                 return Err(Failure::input(format!(
                     "{flag} {}: it would be written into --trace-dir {}, whose every file HTA \
                      reads as a rank's trace; write it elsewhere",

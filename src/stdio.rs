@@ -97,10 +97,7 @@ pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
         return Ok(());
     }
     refuse_input(path)?;
-    let folder = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let folder = folder_of(path);
     if !folder.is_dir() {
         return Err(Failure::input(format!(
             "{flag} {}: the folder {} does not exist",
@@ -115,6 +112,14 @@ pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
         )));
     }
     Ok(())
+}
+
+/// The folder a file `path` is in (`.` for a bare name).
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
 }
 
 /// Refused before a run (exit 2), as [`check_output_place`] does for a file: an output folder
