@@ -206,12 +206,13 @@ pub fn jitter_factor(jitter_fraction: f64, rng: &mut ChaCha8Rng) -> f64 {
         .sample(rng)
 }
 
-/// A duration times a [`jitter_factor`] (a negative factor counts as zero), rounded to ns.
+/// A duration times a [`jitter_factor`] (a negative factor counts as zero), rounded to ns and
+/// kept within what the model holds ([`crate::units::modelled_ns`]).
 pub fn apply_jitter(duration_ns: u64, factor: f64) -> u64 {
     if factor == 1.0 {
         return duration_ns;
     }
-    (duration_ns as f64 * factor.max(0.0)).round() as u64
+    crate::units::modelled_ns(duration_ns as f64 * factor.max(0.0))
 }
 
 #[cfg(test)]

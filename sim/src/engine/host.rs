@@ -291,9 +291,11 @@ impl Engine<'_> {
                         // The GPU has settled to its sustained clock under the power limit.
                         speed /= gpu.sustained_clock;
                     }
-                    let modelled_ns = (duration_ns as f64 * speed).round() as u64;
+                    // Within what the model holds, however slow the settled clock.
+                    let modelled_ns = crate::units::modelled_ns(duration_ns as f64 * speed);
                     duration_ns = apply_jitter(modelled_ns, jitter);
-                    state.compute_launched_ns += duration_ns;
+                    state.compute_launched_ns =
+                        state.compute_launched_ns.saturating_add(duration_ns);
                 }
                 let host_ns = state.host_ns;
                 let point = self.launch_kernel(rank, stream, op, class, duration_ns, host_ns);

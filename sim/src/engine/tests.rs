@@ -136,6 +136,25 @@ fn a_rate_near_zero_gives_a_transfer_that_never_ends_not_one_that_wraps_short() 
 }
 
 #[test]
+fn a_settled_clock_near_zero_gives_a_gemm_that_never_ends_not_an_overflow() {
+    // Past the 1-µs boost window the second GEMM runs at 1e-13 of its rate: held to 1,000
+    // days, it outlasts the time cap instead of wrapping (a panic in a debug build).
+    let text = "[cluster]\nranks = 1\nboost_ms = 0.001\nsustained_clock = 1e-13\n\
+                [[op]]\ngemm = [16384, 16384, 16384]\n[[op]]\ngemm = [16384, 16384, 16384]\n";
+    let timeline = simulate(&parse("slow.toml", text).unwrap());
+    // The first GEMM, inside the window, ends; the second never does within the cap.
+    assert_eq!(timeline.ranks[0].kernels.len(), 1);
+    assert!(
+        timeline
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::TimeCap),
+        "{:?}",
+        timeline.findings
+    );
+}
+
+#[test]
 fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
     // A 1 ms sleep, then five 1 µs kernels on the same stream; the stream holds 4 commands:
     // the sleep and three launch at once, the fourth launch returns when the sleep ends.
