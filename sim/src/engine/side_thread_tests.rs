@@ -263,3 +263,26 @@ fn a_deadlock_names_each_rank_s_seqnum_where_they_differ() {
         deadlock.message
     );
 }
+
+#[test]
+fn a_caught_wait_timeout_on_a_send_ends_as_one_on_a_collective_does_r15_r31() {
+    // review_wt2p with the timed-out wait on a send instead of the all_reduce: the main
+    // thread's abort aborted the pair's communicator, so at the return without
+    // destroy_process_group() the destructor has nothing to abort and joins the watchdog as
+    // for the all_reduce, instead of crashing as on a return during the dump sleep.
+    let text = "destroy_process_group = false\nrepeat = 1\n[cluster]\nranks = 2\n\
+                [groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 300_000\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\nasync_op = true\nwork = \"s\"\n\
+                [[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+                [[op]]\nranks = [0]\nwait = \"s\"\ntimeout_ms = 50\ncatch = true\n\
+                [[op]]\nlabel = \"done\"\ndevice_sync = true\n";
+    let timeline = simulate(&parse("send_wait.toml", text).unwrap());
+    let rank0 = timeline.ranks[0].end.unwrap();
+    assert_ne!(rank0.status, ExitStatus::Crashed, "{:?}", timeline.findings);
+    assert!(
+        !(timeline.findings.iter()).any(|f| f.kind == FindingKind::ExitFailure),
+        "{:?}",
+        timeline.findings
+    );
+}

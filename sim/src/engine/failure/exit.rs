@@ -66,20 +66,16 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let destroy = self.scenario.destroy_process_group;
-        let busy = (0..self.groups)
-            .filter(|&g| self.watchdog_group(g) == g)
-            .find(|&group| self.watchdogs[self.index(rank, group)].handling);
-        // Where the communicator was aborted already (a `wait(timeout)` that raised, R15), the
-        // destructor has nothing to abort and joins the sleeping watchdog, as
-        // `destroy_process_group()` does (read from the source; wait_timeout.toml was measured
-        // with the call).
-        let crashes = (0..self.groups)
-            .filter(|&g| self.watchdog_group(g) == g)
-            .find(|&group| {
-                !destroy
-                    && self.watchdogs[self.index(rank, group)].handling
-                    && !self.is_aborted(rank, group)
-            });
+        let busy = self.handling_watchdog(rank);
+        // Where a communicator of the process group was aborted already (a `wait(timeout)` that
+        // raised, R15, on a collective or on a pair's send or receive), the destructor has
+        // nothing to abort and joins the sleeping watchdog, as `destroy_process_group()` does
+        // (read from the source; wait_timeout.toml was measured with the call).
+        let crashes = self.watchdog_groups().find(|&group| {
+            !destroy
+                && self.watchdogs[self.index(rank, group)].handling
+                && !self.any_aborted_in(rank, group)
+        });
         if let Some(group) = crashes {
             self.exit_failure(
                 (rank, group, ThreadKind::Main, WatchdogEvent::Exit),
@@ -95,7 +91,8 @@ impl Failure<'_> {
             return;
         }
         // A watchdog that hangs at its next poll hangs the join.
-        let stuck = (0..self.groups)
+        let stuck = self
+            .watchdog_groups()
             .find(|&group| (self.watchdogs[self.index(rank, group)].stuck_at_ns).is_some());
         let exiting = Exiting {
             returned_ns,
@@ -171,9 +168,7 @@ impl Failure<'_> {
         now_ns: u64,
         out: &mut Vec<Command>,
     ) -> bool {
-        let groups: Vec<GroupId> = (0..self.groups)
-            .filter(|&g| self.watchdog_group(g) == g)
-            .collect();
+        let groups: Vec<GroupId> = self.watchdog_groups().collect();
         for group in groups {
             // The deadline poll's own test, run now: the others get their poll at their deadline.
             if self.timeout_due(view, rank, group, now_ns, out) {
@@ -203,10 +198,7 @@ impl Failure<'_> {
         }
         let now_ns = now_ns.max(exiting.returned_ns);
         // A watchdog busy with an error holds the teardown's join until it handled it.
-        let busy = (0..self.groups)
-            .filter(|&g| self.watchdog_group(g) == g)
-            .find(|&group| self.watchdogs[self.index(rank, group)].handling);
-        if let Some(group) = exiting.joins_watchdog.or(busy) {
+        if let Some(group) = exiting.joins_watchdog.or(self.handling_watchdog(rank)) {
             self.exiting[rank as usize] = Some(Exiting {
                 joins_watchdog: Some(group),
                 drained_ns: Some(now_ns),

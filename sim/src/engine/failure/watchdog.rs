@@ -113,6 +113,24 @@ impl Failure<'_> {
         self.scenario.process_group(group)
     }
 
+    /// The process groups, each with its watchdog (a pair's Works are watched by its process
+    /// group's).
+    pub(super) fn watchdog_groups(&self) -> impl Iterator<Item = GroupId> + '_ {
+        (0..self.groups).filter(|&group| self.watchdog_group(group) == group)
+    }
+
+    /// The process group whose watchdog of `rank` is busy with an error, if one is.
+    pub(super) fn handling_watchdog(&self, rank: u32) -> Option<GroupId> {
+        self.watchdog_groups()
+            .find(|&group| self.watchdogs[self.index(rank, group)].handling)
+    }
+
+    /// Whether any communicator of `rank`'s process group `group` was aborted: its own, or a
+    /// pair's after a wait on a send or receive timed out (R15).
+    pub(super) fn any_aborted_in(&self, rank: u32, group: GroupId) -> bool {
+        (0..self.groups).any(|g| self.watchdog_group(g) == group && self.is_aborted(rank, g))
+    }
+
     pub(super) fn index(&self, rank: u32, group: GroupId) -> usize {
         rank as usize * self.groups + self.watchdog_group(group)
     }
