@@ -347,8 +347,6 @@ pub fn machine_reference(
     Ok(Some((name.to_string(), start..end)))
 }
 
-/// Writes a profile's values into a scenario's text. The `machine` key is blanked (spaces keep
-/// every other line and column where they were); keys are set per `mode`.
 /// Whether a scenario can run on `profile`: its values together pass the checks every scenario
 /// applies (a synchronous call that covers the parts after the Work's creation, …). A fit can
 /// break one by fitting a value against an unfitted prior's. The reason, if not.
@@ -361,6 +359,8 @@ pub fn check_usable(profile: &Profile) -> Result<(), String> {
         .map_err(|error| error.message)
 }
 
+/// Writes a profile's values into a scenario's text. The `machine` key is blanked (spaces keep
+/// every other line and column where they were); keys are set per `mode`.
 pub fn apply_profile(
     text: &str,
     profile: &Profile,

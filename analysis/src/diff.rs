@@ -678,7 +678,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     let ranks_of = |t: &Timeline| -> BTreeSet<u32> {
         t.ranks
             .iter()
-            .filter(|r| !r.host.is_empty() || !r.kernels.is_empty())
+            .filter(|r| r.has_records())
             .map(|r| r.rank)
             .collect()
     };

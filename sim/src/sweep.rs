@@ -856,14 +856,8 @@ impl FileAxes<'_> {
         group: &toml_edit::Item,
     ) -> Result<Dimension, ScenarioError> {
         // The name is a CSV column: a newline or a tab would break the one-line record.
-        if let Some(control) = name.chars().find(|c| c.is_control()) {
-            return Err(self.error(
-                name_span,
-                format!(
-                    "zipped axis name {name:?} holds a control character ({control:?}): it \
-                     becomes a CSV column, one line each"
-                ),
-            ));
+        if let Some(why) = crate::scenario::unfit_name("zipped axis", name) {
+            return Err(self.error(name_span, why));
         }
         let table = group.as_table_like().ok_or_else(|| {
             self.error(

@@ -625,6 +625,12 @@ impl Timeline {
 }
 
 impl RankTimeline {
+    /// Whether the rank kept any host call or kernel: none where its process ended before its
+    /// first op, or where a summarised run left its records out.
+    pub fn has_records(&self) -> bool {
+        !self.host.is_empty() || !self.kernels.is_empty()
+    }
+
     /// How many ranks these records stand for.
     pub fn weight(&self) -> u64 {
         if self.stands_for.is_empty() {

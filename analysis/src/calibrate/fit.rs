@@ -1107,7 +1107,7 @@ pub struct Calibration {
 /// a kernel (a process that ended before its first op, or a summarised run). Such a run is left
 /// out of a calibration that has other runs, and refused alone.
 pub fn nothing_to_fit(timeline: &Timeline) -> Option<String> {
-    let empty = (timeline.ranks.iter()).all(|rank| rank.host.is_empty() && rank.kernels.is_empty());
+    let empty = !timeline.ranks.iter().any(RankTimeline::has_records);
     empty.then(|| {
         let why = if timeline.summary.is_some() {
             " (a summarised Timeline keeps the records of --records-for only: calibrate from \

@@ -39,6 +39,7 @@ mod setup;
 mod suggest;
 
 pub use model::*;
+pub use names::unfit_name;
 pub use overrides::{
     apply_overrides, line_origin, renumber_op_lines, table_header, LineOrigin, Override,
     OverrideError,

@@ -39,19 +39,23 @@ impl Resolver<'_> {
             defined.extend(overlap.get_ref().name.iter().map(|name| (name, "overlap")));
         }
         for (name, what) in defined {
-            if let Some(control) = name.get_ref().chars().find(|c| c.is_control()) {
-                return Err(self.error(
-                    name.span(),
-                    format!(
-                        "{what} name {:?} holds a control character ({control:?}): names become \
-                         CSV columns, trace tracks and table rows, one line each",
-                        name.get_ref()
-                    ),
-                ));
+            if let Some(why) = unfit_name(what, name.get_ref()) {
+                return Err(self.error(name.span(), why));
             }
         }
         Ok(())
     }
+}
+
+/// Why `name`, a `what` name, cannot be one: it holds a control character (a newline, a tab),
+/// where it will be a CSV column, a trace track or a table row, one line each. Shared by the
+/// sweep's zipped axes.
+pub fn unfit_name(what: &str, name: &str) -> Option<String> {
+    let control = name.chars().find(|c| c.is_control())?;
+    Some(format!(
+        "{what} name {name:?} holds a control character ({control:?}): names become CSV \
+         columns, trace tracks and table rows, one line each"
+    ))
 }
 
 #[cfg(test)]
