@@ -41,15 +41,7 @@ impl RunOutputs<'_> {
     /// `-` or a file, a file written into `--trace-dir`, whose every file HTA reads as a rank's
     /// trace, and two outputs on standard output (`nccl_table`: nccl-tests' table is one).
     pub(crate) fn check_places(&self, nccl_table: bool) -> Result<(), Failure> {
-        let mut on_stdout: Vec<&str> = [
-            ("--trace -", self.trace),
-            ("--timeline -", self.timeline),
-            ("--svg -", self.svg),
-        ]
-        .into_iter()
-        .filter(|(_, path)| path.is_some_and(stdio::is_dash))
-        .map(|(flag, _)| flag)
-        .collect();
+        let mut on_stdout = self.on_stdout();
         if nccl_table {
             on_stdout.push("--nccl-tests");
         }
@@ -89,13 +81,17 @@ impl RunOutputs<'_> {
         Ok(())
     }
 
-    /// How many of the files are written to standard output (`-`).
-    fn dashes(&self) -> usize {
-        [self.trace, self.timeline, self.svg]
-            .iter()
-            .flatten()
-            .filter(|path| stdio::is_dash(path))
-            .count()
+    /// The flags of the files written to standard output (`-`).
+    fn on_stdout(&self) -> Vec<&'static str> {
+        [
+            ("--trace -", self.trace),
+            ("--timeline -", self.timeline),
+            ("--svg -", self.svg),
+        ]
+        .into_iter()
+        .filter(|(_, path)| path.is_some_and(stdio::is_dash))
+        .map(|(flag, _)| flag)
+        .collect()
     }
 }
 
@@ -195,7 +191,7 @@ pub(crate) fn emit(
     // A file written to stdout (`-`) takes stdout alone: the report goes to stderr. So does
     // nccl-tests' table (without --json), so that stdout reads as all_reduce_perf's does. Two
     // of them were refused before the run (`RunOutputs::check_places`).
-    let dashes = outputs.dashes();
+    let dashes = outputs.on_stdout().len();
     let table = nccl_tests && !json;
     let shown = |path: &Path| {
         if stdio::is_dash(path) {

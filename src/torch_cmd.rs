@@ -204,9 +204,16 @@ fn run_folder() -> Result<PathBuf, Failure> {
 /// `c10dsim torch FILE`: the scenario through real `torch.distributed` (docs/torch.md).
 pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     let scenario = load(args.file, args.overrides)?;
-    if let Some(path) = args.timeline {
-        crate::stdio::check_output_place("--timeline", path)?;
-    }
+    let outputs = RunOutputs {
+        trace: None,
+        trace_dir: None,
+        timeline: args.timeline,
+        fr_dir: None,
+        svg: None,
+        summary: None,
+        per_rank: false,
+    };
+    outputs.check_places(false)?;
     // What is wrong whatever the machine is refused before Python is asked.
     if args.nproc == Some(0) {
         return Err(Failure::input("--nproc must be at least 1"));
@@ -272,22 +279,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
         .map_or_else(|| "killed by a signal".to_string(), |code| code.to_string());
     let timeline = join_ranks(&dir, world, &launcher_status, &log)?;
     let report = metrics::report(&timeline);
-    emit(
-        &scenario,
-        &timeline,
-        &report,
-        args.json,
-        false,
-        &RunOutputs {
-            trace: None,
-            trace_dir: None,
-            timeline: args.timeline,
-            fr_dir: None,
-            svg: None,
-            summary: None,
-            per_rank: false,
-        },
-    )?;
+    emit(&scenario, &timeline, &report, args.json, false, &outputs)?;
     let findings = !report.findings.is_empty();
     Ok(u8::from(findings || !status.success()))
 }
