@@ -540,7 +540,8 @@ pub fn fidelity(
             torch_dir.display()
         )));
     }
-    // The machine profile every scenario is simulated on: read once, before any run.
+    // The machine profile every scenario is simulated on: a missing or unreadable one is
+    // refused before any run is read (each scenario's load then applies it).
     crate::stdio::read_scenario_text(machine)?;
     let mut scenarios = Vec::new();
     for (name, mut paths) in runs {
