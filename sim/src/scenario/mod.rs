@@ -37,6 +37,7 @@ pub(crate) mod overrides;
 mod raw;
 mod setup;
 mod suggest;
+mod type_errors;
 
 pub use model::*;
 pub use names::unfit_name;
@@ -103,10 +104,9 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario> {
     };
     let raw: RawScenario = toml::from_str(text).map_err(|error| {
         let span = error.span().unwrap_or(0..0);
-        resolver.error(
-            span,
-            suggest::explain_unknown_field(error.message().trim_end()),
-        )
+        let message = suggest::explain_unknown_field(error.message().trim_end());
+        let message = type_errors::explain_type_error(&message, text, span.clone());
+        resolver.error(span, message)
     })?;
     resolver.resolve(raw)
 }
