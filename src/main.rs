@@ -139,8 +139,9 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
         overrides: Vec<scenario::Override>,
     },
-    /// Print a shell completion script on stdout, e.g.
-    /// `c10dsim completions bash > ~/.local/share/bash-completion/completions/c10dsim`.
+    /// Print a shell completion script on stdout, e.g. `mkdir -p
+    /// ~/.local/share/bash-completion/completions; c10dsim completions bash >
+    /// ~/.local/share/bash-completion/completions/c10dsim`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,

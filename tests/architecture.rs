@@ -2,6 +2,9 @@
 //! `src/`) that names another through `crate::…` must not be named back, directly or through
 //! others. Comments and `#[cfg(test)]` code (a `tests.rs` declared `#[cfg(test)] mod tests;`
 //! included) are left out; a `use super::…` stays inside its module. ARCHITECTURE.md states the direction the dependencies run in.
+//!
+//! ARCHITECTURE.md stays true to the tree: its diagram names every subcommand, and its code map
+//! names every source file and no path that does not exist.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -160,4 +163,146 @@ fn the_architecture_diagram_names_every_subcommand() {
         "the diagram's count is not {}",
         commands.len()
     );
+}
+
+/// The source files a reader looks up in the code map: the crates' Rust files (sources, tests,
+/// examples), the end-to-end tests and the Python package with its script, relative to the
+/// repository's root. Measured data (`tests/data`), the Python tests (`python/tests/`, one row)
+/// and the fuzzing workspace (`fuzz/`, one row) are left out.
+fn mapped_sources(root: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            return;
+        };
+        for entry in entries {
+            let path = dir.join(entry.unwrap().file_name());
+            if path.starts_with("tests/data") {
+                continue;
+            }
+            if root.join(&path).is_dir() {
+                walk(root, &path, out);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
+                out.insert(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut files = BTreeSet::new();
+    for dir in [
+        "sim/src",
+        "sim/tests",
+        "hw/src",
+        "hw/tests",
+        "hw/examples",
+        "hw/scripts",
+        "analysis/src",
+        "analysis/tests",
+        "src",
+        "tests",
+        "python/c10dsim",
+    ] {
+        walk(root, Path::new(dir), &mut files);
+    }
+    files
+}
+
+/// The rows of ARCHITECTURE.md's code map: the names in backticks of the first cell, and of the
+/// whole row.
+fn code_map_rows(architecture: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let section = architecture
+        .split("\n## Code map")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("ARCHITECTURE.md has a `## Code map` section");
+    let quoted = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    section
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|row| {
+            (
+                quoted(row.split('|').nth(1).unwrap_or_default()),
+                quoted(row),
+            )
+        })
+        .collect()
+}
+
+/// A row's name for a path: its first cell's paths themselves, and the names of the row read
+/// from where each of them stands (`calibrate/fit.rs` in the row of `analysis/src/calibrate.rs`,
+/// `watchdog.rs` in that of `sim/src/engine/failure/`); a folder's `mod.rs` or `__init__.py` is
+/// the folder's own row.
+fn paths_named(first: &[String], row: &[String]) -> BTreeSet<String> {
+    let mut named = BTreeSet::new();
+    for entry in first {
+        named.insert(entry.clone());
+        let base = if entry.ends_with('/') {
+            named.insert(format!("{entry}mod.rs"));
+            named.insert(format!("{entry}__init__.py"));
+            entry.clone()
+        } else {
+            entry
+                .rsplit_once('/')
+                .map(|(dir, _)| format!("{dir}/"))
+                .unwrap_or_default()
+        };
+        for name in row {
+            named.insert(format!("{base}{name}"));
+        }
+    }
+    named
+}
+
+#[test]
+fn the_code_map_names_every_source_file_and_no_missing_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let rows = code_map_rows(&architecture);
+    let named: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|(first, row)| paths_named(first, row))
+        .collect();
+    let unnamed: Vec<String> = mapped_sources(root)
+        .into_iter()
+        .filter(|file| !named.contains(file))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md's code map does not name these files (add each to a row, or name it in \
+         the row of its folder or of the file it belongs to): {unnamed:?}"
+    );
+    let missing: Vec<&String> = rows
+        .iter()
+        .flat_map(|(first, _)| first)
+        .filter(|path| !root.join(path).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's code map lists paths that do not exist: {missing:?}"
+    );
+}
+
+#[test]
+fn a_row_names_the_files_of_its_folder_and_beside_its_file() {
+    let architecture = "# A\n\n## Code map\n\n| path | what |\n|---|---|\n\
+        | `a/calibrate.rs` | the fit in `calibrate/fit.rs` |\n\
+        | `a/failure/` | `watchdog.rs`, the watchdog |\n\n## Next\n\n| `b/c.rs` | not in the map |\n";
+    let named: BTreeSet<String> = code_map_rows(architecture)
+        .iter()
+        .flat_map(|(first, row)| paths_named(first, row))
+        .collect();
+    for path in [
+        "a/calibrate.rs",
+        "a/calibrate/fit.rs",
+        "a/failure/mod.rs",
+        "a/failure/watchdog.rs",
+    ] {
+        assert!(named.contains(path), "{path}: {named:?}");
+    }
+    assert!(!named.contains("b/c.rs"));
+    assert!(!named.contains("a/failure/heartbeat.rs"));
 }
