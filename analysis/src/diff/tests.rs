@@ -230,3 +230,44 @@ fn a_finding_on_one_side_only_is_reported() {
     assert!(result.findings_only_in_a.is_empty());
     assert!(!result.identical && !result.within_tolerance());
 }
+
+/// A finding made once for a class of ranks (`stands_for`) is each member's: against a run
+/// that holds one finding per rank (measured, or `--detail ranks`) nothing differs, and a
+/// member whose finding is missing there still is a difference.
+#[test]
+fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
+    let finding = |rank: u32, stands_for: sim::ranks::RankSet| Finding {
+        stands_for,
+        kind: sim::timeline::FindingKind::WatchdogTimeout,
+        rank: Some(rank),
+        iteration: Some(1),
+        op: Some(4),
+        stream: None,
+        message: format!("[Rank {rank}] Watchdog caught collective operation timeout"),
+    };
+    let mut folded = simulate(&[]);
+    folded
+        .findings
+        .push(finding(0, sim::ranks::RankSet::range(0, 1)));
+    let mut per_rank = simulate(&[]);
+    per_rank.findings = vec![
+        finding(0, Default::default()),
+        finding(1, Default::default()),
+    ];
+    let result = diff(&folded, &per_rank, &DiffOptions::default());
+    assert!(
+        result.findings_only_in_a.is_empty() && result.findings_only_in_b.is_empty(),
+        "{result:#?}"
+    );
+    assert!(
+        result.identical && result.within_tolerance(),
+        "{:?}",
+        result.exceeded
+    );
+
+    per_rank.findings.truncate(1);
+    let result = diff(&folded, &per_rank, &DiffOptions::default());
+    assert_eq!(result.findings_only_in_a.len(), 1);
+    assert!(result.findings_only_in_b.is_empty());
+    assert!(!result.within_tolerance());
+}
