@@ -331,11 +331,20 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
             "--validate simulates with the profile read back from -o; `-o -` (standard output) cannot be read back: give a file",
         ));
     }
-    // Read before fitting: a bad held-out argument fails before anything is written.
+    // Read and paired before fitting: a bad held-out argument, or a run of another scenario,
+    // fails before anything is written (a profile changes neither the ranks nor the ops).
     let held_out = held_out
         .iter()
-        .map(|run| calibration_input(run))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|run| {
+            let (timeline, path, overrides) = calibration_input(run)?;
+            paired(
+                &format!("--validate {run}"),
+                &timeline,
+                &crate::load(&path, &overrides)?,
+            )?;
+            Ok((timeline, path, overrides))
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
     let mut prior = match prior {
         Some(path) => read_profile(path)?,
         None => Profile::default(),
@@ -386,7 +395,6 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut diffs = Vec::new();
     for (measured, path, overrides) in &held_out {
         let scenario = crate::load_on(path, overrides, Some(output))?;
-        paired(&path.display().to_string(), measured, &scenario)?;
         let simulated = crate::limits::simulate_capped(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
