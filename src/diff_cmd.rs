@@ -281,19 +281,19 @@ fn paired(argument: &str, timeline: &Timeline, scenario: &Scenario) -> Result<()
         .map_err(|error| Failure::input(format!("calibrate {argument}: {error}")))
 }
 
-/// The runs that hold records to fit. A run without any (its process ended before its first
-/// op, as in `rank0_crash_init`) is left out with a note on stderr; if no run holds any, the
-/// calibration is refused.
+/// The runs that hold records to fit, with their arguments. A run without any (its process
+/// ended before its first op, as in `rank0_crash_init`) is left out with a note on stderr; if
+/// no run holds any, the calibration is refused.
 fn with_something_to_fit(
     runs: &[String],
     inputs: Vec<(Timeline, Scenario)>,
-) -> Result<Vec<(Timeline, Scenario)>, Failure> {
+) -> Result<Vec<(&str, Timeline, Scenario)>, Failure> {
     let mut kept = Vec::with_capacity(inputs.len());
     let mut reasons = Vec::new();
     for (run, (timeline, scenario)) in runs.iter().zip(inputs) {
         match calibrate::nothing_to_fit(&timeline) {
             Some(why) => reasons.push(format!("calibrate {run}: {why}")),
-            None => kept.push((timeline, scenario)),
+            None => kept.push((run.as_str(), timeline, scenario)),
         }
     }
     if kept.is_empty() {
@@ -349,9 +349,11 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         Some(path) => read_profile(path)?,
         None => Profile::default(),
     };
+    // The profile names the runs it was fitted to: not those left out for want of records.
     prior.about = format!(
-        "calibrated by c10dsim calibrate from {} measured runs{}",
-        runs.len(),
+        "calibrated by c10dsim calibrate from {} measured run{}{}",
+        inputs.len(),
+        if inputs.len() == 1 { "" } else { "s" },
         if prior.name.is_empty() {
             String::new()
         } else {
@@ -361,10 +363,10 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     prior.name = name.to_string();
     prior
         .sources
-        .extend(runs.iter().map(|run| format!("measured: {run}")));
+        .extend(inputs.iter().map(|(run, ..)| format!("measured: {run}")));
     let pairs: Vec<CalibrationRun> = inputs
         .iter()
-        .map(|(timeline, scenario)| CalibrationRun { scenario, timeline })
+        .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let calibration = calibrate::calibrate(&pairs, &prior);
     let mut fitted = calibrate::render_fitted(&calibration.fitted);
