@@ -889,7 +889,8 @@ pub fn render_diff(diff: &Diff) -> String {
     {
         let why = if diff.summarised {
             "a summarised Timeline (--summary) keeps only the records --records-for names, and \
-             neither kept any: nothing was compared op by op, only the summaries' metrics"
+             no op kept its records on both sides: nothing was compared op by op, only the \
+             summaries' metrics"
         } else {
             "no op ran in either Timeline: nothing was compared op by op"
         };

@@ -95,6 +95,13 @@ fn a_summarised_timeline_missing_records_by_design_is_not_a_difference() {
     assert!(result.within_tolerance(), "{:?}", result.exceeded);
     assert!(result.summarised);
     assert!(!diff(&whole, &whole, &DiffOptions::default()).summarised);
+    // The whole Timeline kept every record: the report does not say that neither side did.
+    let one = render_diff(&result);
+    assert!(!one.contains("neither"), "{one}");
+    assert!(
+        one.contains("no op kept its records on both sides"),
+        "{one}"
+    );
     // Two summarised Timelines: ops ran, but neither kept a record; the report says why
     // nothing was compared op by op, and what "identical" covers.
     let both = render_diff(&diff(&summarised, &summarised, &DiffOptions::default()));
