@@ -281,19 +281,19 @@ fn paired(argument: &str, timeline: &Timeline, scenario: &Scenario) -> Result<()
         .map_err(|error| Failure::input(format!("calibrate {argument}: {error}")))
 }
 
-/// The runs that hold records to fit. A run without any (its process ended before its first
-/// op, as in `rank0_crash_init`) is left out with a note on stderr; if no run holds any, the
-/// calibration is refused.
+/// The runs that hold records to fit, with their arguments. A run without any (its process
+/// ended before its first op, as in `rank0_crash_init`) is left out with a note on stderr; if
+/// no run holds any, the calibration is refused.
 fn with_something_to_fit(
     runs: &[String],
     inputs: Vec<(Timeline, Scenario)>,
-) -> Result<Vec<(Timeline, Scenario)>, Failure> {
+) -> Result<Vec<(&str, Timeline, Scenario)>, Failure> {
     let mut kept = Vec::with_capacity(inputs.len());
     let mut reasons = Vec::new();
     for (run, (timeline, scenario)) in runs.iter().zip(inputs) {
         match calibrate::nothing_to_fit(&timeline) {
             Some(why) => reasons.push(format!("calibrate {run}: {why}")),
-            None => kept.push((timeline, scenario)),
+            None => kept.push((run.as_str(), timeline, scenario)),
         }
     }
     if kept.is_empty() {
@@ -331,18 +331,29 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
             "--validate simulates with the profile read back from -o; `-o -` (standard output) cannot be read back: give a file",
         ));
     }
-    // Read before fitting: a bad held-out argument fails before anything is written.
+    // Read and paired before fitting: a bad held-out argument, or a run of another scenario,
+    // fails before anything is written (a profile changes neither the ranks nor the ops).
     let held_out = held_out
         .iter()
-        .map(|run| calibration_input(run))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|run| {
+            let (timeline, path, overrides) = calibration_input(run)?;
+            paired(
+                &format!("--validate {run}"),
+                &timeline,
+                &crate::load(&path, &overrides)?,
+            )?;
+            Ok((timeline, path, overrides))
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
     let mut prior = match prior {
         Some(path) => read_profile(path)?,
         None => Profile::default(),
     };
+    // The profile names the runs it was fitted to: not those left out for want of records.
     prior.about = format!(
-        "calibrated by c10dsim calibrate from {} measured runs{}",
-        runs.len(),
+        "calibrated by c10dsim calibrate from {} measured run{}{}",
+        inputs.len(),
+        if inputs.len() == 1 { "" } else { "s" },
         if prior.name.is_empty() {
             String::new()
         } else {
@@ -352,10 +363,10 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     prior.name = name.to_string();
     prior
         .sources
-        .extend(runs.iter().map(|run| format!("measured: {run}")));
+        .extend(inputs.iter().map(|(run, ..)| format!("measured: {run}")));
     let pairs: Vec<CalibrationRun> = inputs
         .iter()
-        .map(|(timeline, scenario)| CalibrationRun { scenario, timeline })
+        .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let calibration = calibrate::calibrate(&pairs, &prior);
     let mut fitted = calibrate::render_fitted(&calibration.fitted);
@@ -386,7 +397,6 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut diffs = Vec::new();
     for (measured, path, overrides) in &held_out {
         let scenario = crate::load_on(path, overrides, Some(output))?;
-        paired(&path.display().to_string(), measured, &scenario)?;
         let simulated = crate::limits::simulate_capped(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }

@@ -11,7 +11,7 @@
 //! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
 //! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
 //!
-//! Over 800 lines (about 885; its tests are in `diff/tests.rs`): the three comparisons (op
+//! Over 800 lines (about 915; its tests are in `diff/tests.rs`): the three comparisons (op
 //! times, metrics, orderings) and the text rendering share the `Diff` types and the alignment of
 //! ops; the renderer (`render_diff` onwards, ~100 lines) is the piece to move out if it grows.
 
@@ -563,30 +563,42 @@ fn order_verdicts(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Vec<Orde
         .collect()
 }
 
-/// What identifies a finding across runs: kind, rank, iteration and op name.
-fn finding_key(timeline: &Timeline, finding: &Finding) -> String {
+/// What identifies a finding across runs, once per rank it concerns: kind, rank, iteration and
+/// op name. A finding made once for a class of ranks (`stands_for`, docs/scale.md) is each
+/// member's: another run, measured or with `--detail ranks`, holds one finding per rank.
+fn finding_keys(timeline: &Timeline, finding: &Finding) -> Vec<String> {
     let op = finding
         .op
         .and_then(|op| timeline.ops.get(op as usize))
         .map_or("-", |op| op.name.as_str());
-    format!(
-        "{} rank {:?} iteration {:?} op {op}",
-        finding.kind.as_str(),
-        finding.rank,
-        finding.iteration
-    )
+    let ranks: Vec<Option<u32>> = if finding.stands_for.is_empty() {
+        vec![finding.rank]
+    } else {
+        finding.stands_for.iter().map(Some).collect()
+    };
+    ranks
+        .into_iter()
+        .map(|rank| {
+            format!(
+                "{} rank {rank:?} iteration {:?} op {op}",
+                finding.kind.as_str(),
+                finding.iteration
+            )
+        })
+        .collect()
 }
 
+/// The findings of `first` that some rank they concern did not make in `second`.
 fn findings_only_in(first: &Timeline, second: &Timeline) -> Vec<Finding> {
     let keys: BTreeSet<String> = second
         .findings
         .iter()
-        .map(|f| finding_key(second, f))
+        .flat_map(|f| finding_keys(second, f))
         .collect();
     first
         .findings
         .iter()
-        .filter(|f| !keys.contains(&finding_key(first, f)))
+        .filter(|f| finding_keys(first, f).iter().any(|key| !keys.contains(key)))
         .cloned()
         .collect()
 }
@@ -877,7 +889,8 @@ pub fn render_diff(diff: &Diff) -> String {
     {
         let why = if diff.summarised {
             "a summarised Timeline (--summary) keeps only the records --records-for names, and \
-             neither kept any: nothing was compared op by op, only the summaries' metrics"
+             no op kept its records on both sides: nothing was compared op by op, only the \
+             summaries' metrics"
         } else {
             "no op ran in either Timeline: nothing was compared op by op"
         };

@@ -337,9 +337,9 @@ fn percent(value: Option<f64>) -> String {
     value.map_or_else(|| "–".to_string(), |v| format!("{v:.1}%"))
 }
 
-/// The table as the Markdown of docs/fidelity.md's generated part.
-pub fn render_markdown(fidelity: &Fidelity) -> String {
-    let mut out = String::new();
+/// The three verdicts over every scenario, as sentences without their labels: the simulator
+/// against PyTorch (with PyTorch's own spread), hw against PyTorch, the outcomes.
+fn summary_sentences(fidelity: &Fidelity) -> [String; 3] {
     let spread = if fidelity.host_rows_with_spread == 0 {
         "none with a measured run-to-run spread (one PyTorch run each)".to_string()
     } else {
@@ -353,33 +353,45 @@ pub fn render_markdown(fidelity: &Fidelity) -> String {
             percent(fidelity.host_median_spread_pct)
         )
     };
-    out.push_str(&format!(
-        "**Simulator vs PyTorch:** median error {} over {} GPU-side metrics, {} over {} host-side \
-         metrics, {spread}. **hw vs PyTorch:** \
-         median error {} over {} timing metrics. **Outcome verdicts:** {} of {} scenarios agree \
-         ({} not comparable: the PyTorch run launched fewer ranks than the scenario has).\n\n",
-        median_percent(fidelity.gpu_median_error_pct),
-        fidelity.gpu_rows,
-        median_percent(fidelity.host_median_error_pct),
-        fidelity.host_rows,
-        fidelity
-            .hw_median_error_pct
-            .map_or_else(|| "–".into(), |v| format!("{v:.1}%")),
-        fidelity.hw_rows,
-        fidelity.outcomes.iter().filter(|o| o.agree).count(),
-        fidelity
-            .outcomes
-            .iter()
-            .filter(|o| o.launched_of.is_none())
-            .count(),
-        fidelity
-            .outcomes
-            .iter()
-            .filter(|o| o.launched_of.is_some())
-            .count(),
-    ));
-    out.push_str("### Outcomes and orderings\n\n");
-    let rows: Vec<Vec<String>> = fidelity
+    let comparable = |o: &&OutcomeRow| o.launched_of.is_none();
+    [
+        format!(
+            "median error {} over {} GPU-side metrics, {} over {} host-side metrics, {spread}",
+            median_percent(fidelity.gpu_median_error_pct),
+            fidelity.gpu_rows,
+            median_percent(fidelity.host_median_error_pct),
+            fidelity.host_rows,
+        ),
+        format!(
+            "median error {} over {} timing metrics",
+            fidelity
+                .hw_median_error_pct
+                .map_or_else(|| "–".into(), |v| format!("{v:.1}%")),
+            fidelity.hw_rows,
+        ),
+        format!(
+            "{} of {} scenarios agree ({} not comparable: the PyTorch run launched fewer ranks \
+             than the scenario has)",
+            fidelity.outcomes.iter().filter(|o| o.agree).count(),
+            fidelity.outcomes.iter().filter(comparable).count(),
+            fidelity.outcomes.len() - fidelity.outcomes.iter().filter(comparable).count(),
+        ),
+    ]
+}
+
+const OUTCOME_HEADER: [&str; 7] = [
+    "scenario",
+    "sim findings",
+    "torch findings",
+    "sim process",
+    "torch process",
+    "orderings agreeing",
+    "verdict",
+];
+
+/// One row per scenario under [`OUTCOME_HEADER`].
+fn outcome_rows(fidelity: &Fidelity) -> Vec<Vec<String>> {
+    fidelity
         .outcomes
         .iter()
         .map(|o| {
@@ -399,19 +411,18 @@ pub fn render_markdown(fidelity: &Fidelity) -> String {
                 },
             ]
         })
-        .collect();
-    out.push_str(&markdown_table(
-        &[
-            "scenario",
-            "sim findings",
-            "torch findings",
-            "sim process",
-            "torch process",
-            "orderings agreeing",
-            "verdict",
-        ],
-        &rows,
-    ));
+        .collect()
+}
+
+/// The table as the Markdown of docs/fidelity.md's generated part.
+pub fn render_markdown(fidelity: &Fidelity) -> String {
+    let [simulator, hw, outcomes] = summary_sentences(fidelity);
+    let mut out = format!(
+        "**Simulator vs PyTorch:** {simulator}. **hw vs PyTorch:** {hw}. \
+         **Outcome verdicts:** {outcomes}.\n\n"
+    );
+    out.push_str("### Outcomes and orderings\n\n");
+    out.push_str(&markdown_table(&OUTCOME_HEADER, &outcome_rows(fidelity)));
     out.push_str("\n### Metrics (µs, fractions where named)\n\n");
     let rows: Vec<Vec<String>> = fidelity
         .metrics
@@ -475,8 +486,16 @@ fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The plain-text form `c10dsim fidelity` prints without `-o`.
+/// The plain-text form `c10dsim fidelity` prints without `-o`: what the Markdown says, as
+/// plain tables.
 pub fn render_text(fidelity: &Fidelity) -> String {
+    let [simulator, hw, outcomes] = summary_sentences(fidelity);
+    let mut out = format!(
+        "simulator vs PyTorch: {simulator}\nhw vs PyTorch: {hw}\noutcome verdicts: {outcomes}\n\n"
+    );
+    out.push_str("outcomes and orderings:\n");
+    out.push_str(&table(&OUTCOME_HEADER, &outcome_rows(fidelity)));
+    out.push_str("\nmetrics (µs; completed_at_wait and overlaps are fractions):\n");
     let rows: Vec<Vec<String>> = fidelity
         .metrics
         .iter()
@@ -486,18 +505,24 @@ pub fn render_text(fidelity: &Fidelity) -> String {
                 row.metric.clone(),
                 number(row.simulated),
                 number(row.torch),
-                number(row.torch_spread),
+                // One run measures no spread: not a spread of 0.
+                if row.torch_runs < 2 {
+                    "–".to_string()
+                } else {
+                    number(row.torch_spread)
+                },
                 percent(row.simulated_error_pct),
                 percent(row.hw_error_pct),
             ]
         })
         .collect();
-    table(
+    out.push_str(&table(
         &[
             "scenario", "metric", "sim", "torch", "spread", "sim_err", "hw_err",
         ],
         &rows,
-    )
+    ));
+    out
 }
 
 #[cfg(test)]
@@ -643,6 +668,19 @@ mod tests {
         assert!(!outcome.agree);
         assert!(render_markdown(&table)
             .contains("| ar | none | none | ran to the end | launcher exit status 1 |"));
+        // The plain text says as much: the verdicts, and no spread where one run measured none.
+        let text = render_text(&table);
+        assert!(
+            text.contains("outcome verdicts: 0 of 1 scenarios agree")
+                && text.contains("launcher exit status 1")
+                && text.contains("differ"),
+            "{text}"
+        );
+        let kernel = text
+            .lines()
+            .find(|line| line.contains("ar.kernel_us"))
+            .expect("the kernel row");
+        assert_eq!(kernel.split_whitespace().nth(4), Some("–"), "{text}");
     }
 
     #[test]

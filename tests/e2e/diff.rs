@@ -281,8 +281,8 @@ fn diff_of_files_that_are_not_timelines_exits_2_naming_them() {
 }
 
 /// A run whose process ended before its first op (rank 0 crashed in its setup) has nothing to
-/// fit: among other runs it is left out with a note, and alone it is refused. The profile's
-/// regeneration command in docs/fidelity.md names such a run among its sources.
+/// fit: among other runs it is left out with a note, and out of the profile's `about` and
+/// `sources`, which name the runs fitted; alone it is refused.
 #[test]
 fn a_run_without_records_is_left_out_of_a_fit_and_refused_alone() {
     let crashed = "tests/data/torch/rank0_crash_init.run1.json";
@@ -305,6 +305,10 @@ fn a_run_without_records_is_left_out_of_a_fit_and_refused_alone() {
     );
     let written = std::fs::read_to_string(&profile).unwrap();
     assert!(written.contains("watchdog_stack_trace_us = "), "{written}");
+    assert!(
+        written.contains("from 1 measured run\"") && !written.contains(crashed),
+        "{written}"
+    );
 
     let alone = c10dsim(&["calibrate", crashed, "-o", &temp("crashed_alone.toml")]);
     assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));

@@ -564,6 +564,32 @@ fn calibrate_refuses_a_timeline_of_another_scenario() {
     assert!(!profile.exists());
 }
 
+/// A held-out run of another scenario is refused like a fitted one: before the profile is
+/// written, naming the `--validate` argument.
+#[test]
+fn calibrate_refuses_a_held_out_timeline_of_another_scenario_before_writing() {
+    let profile = temp("wrong_held_out.toml");
+    let held_out = "tests/data/hw/x2/exp_b_stream_scope.2ranks.json=scenarios/overlap_bench.toml";
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/hw/hw_host_overhead.json",
+        "-o",
+        profile.to_str().unwrap(),
+        "--validate",
+        held_out,
+    ]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains(&format!(
+            "calibrate --validate {held_out}: the Timeline ran 2 ranks, the scenario has 8: \
+             not a run of this scenario"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!profile.exists());
+}
+
 #[test]
 fn a_profile_calibrated_from_exp_b_alone_runs_exp_b() {
     let profile = temp("exp_b_only.toml");

@@ -700,6 +700,7 @@ fn gemm_samples(
     runs: &[CalibrationRun],
     histories: &[Vec<Vec<ComputeKernel>>],
     boost_us: Option<f64>,
+    profile_bf16_tflops: Option<f64>,
 ) -> Vec<(f64, f64, DType, f64, bool)> {
     let mut out = Vec::new();
     for (run, run_histories) in runs.iter().zip(histories) {
@@ -710,7 +711,7 @@ fn gemm_samples(
             };
             let gpu = &run.scenario.cluster.gpu;
             let rate = match dtype {
-                DType::Bf16 | DType::F16 => gpu.bf16_tflops,
+                DType::Bf16 | DType::F16 => profile_bf16_tflops.unwrap_or(gpu.bf16_tflops),
                 DType::F32 => gpu.fp32_tflops,
             };
             for sustained in [false, true] {
@@ -735,10 +736,32 @@ fn gemm_samples(
     out
 }
 
-fn fit_gemms(runs: &[CalibrationRun]) -> Vec<FittedValue> {
+/// The nominal BF16 rate the written profile simulates with, where it gives one: its own
+/// `cluster.bf16_tflops` (the prior's), else that of the GPU preset it names (the runs' device,
+/// else the prior's). The GEMM efficiency is fitted against it, so that efficiency × rate is
+/// the measured rate even where the runs' scenarios name another GPU (an `hw` run of a
+/// catalogue scenario, `gpu = "h100-sxm"`, on an A100).
+fn profile_bf16_tflops(prior: &Profile, measured_gpu: Option<&str>) -> Option<f64> {
+    if let Some(ProfileValue::Number(rate)) = prior.values.get("cluster.bf16_tflops") {
+        return Some(*rate);
+    }
+    let gpu = match (measured_gpu, prior.values.get("cluster.gpu")) {
+        (Some(gpu), _) => gpu,
+        (None, Some(ProfileValue::Text(gpu))) => gpu.as_str(),
+        (None, _) => return None,
+    };
+    sim::scenario::GpuSpec::preset(gpu).map(|spec| spec.bf16_tflops)
+}
+
+fn fit_gemms(runs: &[CalibrationRun], profile_bf16_tflops: Option<f64>) -> Vec<FittedValue> {
     let histories = compute_histories(runs);
     let boost = fit_boost_window(runs, &histories);
-    let samples = gemm_samples(runs, &histories, boost.as_ref().map(|b| b.value * 1e3));
+    let samples = gemm_samples(
+        runs,
+        &histories,
+        boost.as_ref().map(|b| b.value * 1e3),
+        profile_bf16_tflops,
+    );
     let half: Vec<_> = samples
         .iter()
         .filter(|s| s.2 != DType::F32 && !s.4)
@@ -1175,12 +1198,13 @@ pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
     .filter_map(|key| value_of(&fitted, key))
     .fold(f64::INFINITY, f64::min);
     fitted.extend(fit_collective_enqueue(runs, tail_us, shortest_call_us));
-    fitted.extend(fit_gemms(runs));
+    let measured_gpu = measured_gpu_preset(runs);
+    fitted.extend(fit_gemms(runs, profile_bf16_tflops(prior, measured_gpu)));
     fitted.extend(fit_network(runs));
     fitted.extend(fit_one_rank_collectives(runs));
     fitted.extend(fit_self_copy(runs));
     let mut profile = prior.clone();
-    if let Some(preset) = measured_gpu_preset(runs) {
+    if let Some(preset) = measured_gpu {
         profile
             .values
             .insert("cluster.gpu".into(), ProfileValue::Text(preset.into()));

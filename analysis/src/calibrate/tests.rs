@@ -418,3 +418,30 @@ fn a_timeline_without_records_has_nothing_to_fit() {
     let error = nothing_to_fit(&timeline).unwrap();
     assert!(error.contains("nothing to fit"), "{error}");
 }
+
+/// GEMMs measured on an A100 whose scenario names an H100 (an `hw` run of a catalogue
+/// scenario): the profile names the A100, so its efficiency is the A100's share of the A100's
+/// rate, and the profile simulates the measured GEMMs again.
+#[test]
+fn the_gemm_efficiency_is_of_the_rate_of_the_gpu_the_profile_names() {
+    let program = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 1\ngemm_efficiency = 0.8\n\
+        [[op]]\ngemm = [8192, 8192, 8192]\n";
+    let on = |gpu: &str| program.replace("ranks = 1\n", &format!("ranks = 1\ngpu = \"{gpu}\"\n"));
+    let ran = sim::scenario::parse("a100.toml", &on("a100")).unwrap();
+    let mut timeline = sim::engine::simulate(&ran);
+    timeline
+        .machine
+        .insert("device".into(), "NVIDIA A100-SXM4-80GB".into());
+    let named = sim::scenario::parse("h100.toml", &on("h100-sxm")).unwrap();
+    let runs = [CalibrationRun {
+        scenario: &named,
+        timeline: &timeline,
+    }];
+    let calibration = calibrate(&runs, &Profile::default());
+    assert_eq!(
+        calibration.profile.values["cluster.gpu"],
+        ProfileValue::Text("a100".into())
+    );
+    let efficiency = number(&calibration.profile, "cluster.gemm_efficiency");
+    assert!((efficiency - 0.8).abs() < 1e-3, "{efficiency}");
+}

@@ -95,6 +95,13 @@ fn a_summarised_timeline_missing_records_by_design_is_not_a_difference() {
     assert!(result.within_tolerance(), "{:?}", result.exceeded);
     assert!(result.summarised);
     assert!(!diff(&whole, &whole, &DiffOptions::default()).summarised);
+    // The whole Timeline kept every record: the report does not say that neither side did.
+    let one = render_diff(&result);
+    assert!(!one.contains("neither"), "{one}");
+    assert!(
+        one.contains("no op kept its records on both sides"),
+        "{one}"
+    );
     // Two summarised Timelines: ops ran, but neither kept a record; the report says why
     // nothing was compared op by op, and what "identical" covers.
     let both = render_diff(&diff(&summarised, &summarised, &DiffOptions::default()));
@@ -229,4 +236,45 @@ fn a_finding_on_one_side_only_is_reported() {
     assert_eq!(result.findings_only_in_b.len(), 1);
     assert!(result.findings_only_in_a.is_empty());
     assert!(!result.identical && !result.within_tolerance());
+}
+
+/// A finding made once for a class of ranks (`stands_for`) is each member's: against a run
+/// that holds one finding per rank (measured, or `--detail ranks`) nothing differs, and a
+/// member whose finding is missing there still is a difference.
+#[test]
+fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
+    let finding = |rank: u32, stands_for: sim::ranks::RankSet| Finding {
+        stands_for,
+        kind: sim::timeline::FindingKind::WatchdogTimeout,
+        rank: Some(rank),
+        iteration: Some(1),
+        op: Some(4),
+        stream: None,
+        message: format!("[Rank {rank}] Watchdog caught collective operation timeout"),
+    };
+    let mut folded = simulate(&[]);
+    folded
+        .findings
+        .push(finding(0, sim::ranks::RankSet::range(0, 1)));
+    let mut per_rank = simulate(&[]);
+    per_rank.findings = vec![
+        finding(0, Default::default()),
+        finding(1, Default::default()),
+    ];
+    let result = diff(&folded, &per_rank, &DiffOptions::default());
+    assert!(
+        result.findings_only_in_a.is_empty() && result.findings_only_in_b.is_empty(),
+        "{result:#?}"
+    );
+    assert!(
+        result.identical && result.within_tolerance(),
+        "{:?}",
+        result.exceeded
+    );
+
+    per_rank.findings.truncate(1);
+    let result = diff(&folded, &per_rank, &DiffOptions::default());
+    assert_eq!(result.findings_only_in_a.len(), 1);
+    assert!(result.findings_only_in_b.is_empty());
+    assert!(!result.within_tolerance());
 }
