@@ -221,20 +221,23 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         let to_run = pending();
         scope.spawn(move || {
             pool.install(|| {
-                to_run.par_bridge().for_each_with(sender, |sender, index| {
-                    let row = run_point(
-                        &PointRun {
-                            sweep: sweep_ref,
-                            columns: columns_ref,
-                            provenance: provenance_ref,
-                            limits: &args.limits,
-                            base_seed,
-                        },
-                        index,
-                    );
-                    // The writer only stops receiving when it failed; it reports why.
-                    let _ = sender.send((index, row));
-                });
+                // The writer only stops receiving when it failed (a full disk, a reader that
+                // went away); it reports why, and the workers take no further point.
+                let _ = to_run
+                    .par_bridge()
+                    .try_for_each_with(sender, |sender, index| {
+                        let row = run_point(
+                            &PointRun {
+                                sweep: sweep_ref,
+                                columns: columns_ref,
+                                provenance: provenance_ref,
+                                limits: &args.limits,
+                                base_seed,
+                            },
+                            index,
+                        );
+                        sender.send((index, row))
+                    });
             });
         });
         // Reorder buffer: write rows in the order the workers took them.
