@@ -619,6 +619,35 @@ fn failing_points_get_error_rows_and_the_sweep_goes_on() {
 }
 
 #[test]
+fn a_zipped_axis_named_like_a_column_is_refused_before_the_file_is_written() {
+    let base = "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+    for (name, zip) in [
+        ("point", "point"),
+        ("metric", "\"ar.kernel_us\""),
+        ("bytes", "\"tensors.x_bytes\""),
+    ] {
+        let path = temp(&format!("zip_{name}.toml"));
+        let sweep = format!(
+            "[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n\
+             [sweep.zip.{zip}]\nvalues = [\"a\", \"b\"]\nrepeat = [2, 3]\n"
+        );
+        std::fs::write(&path, format!("{base}{sweep}")).unwrap();
+        let out = temp(&format!("zip_{name}.csv"));
+        let _ = std::fs::remove_file(&out);
+        let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(2), "{name}: {}", stderr(&output));
+        let column = zip.trim_matches('"');
+        assert!(
+            stderr(&output).contains(&format!("two columns named {column:?}")),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!out.exists(), "{name}: no CSV of two same-named columns");
+    }
+}
+
+#[test]
 fn bad_sweep_keys_name_file_line_and_column() {
     let path = temp("bad.toml");
     std::fs::write(
