@@ -80,8 +80,13 @@ pub fn axis_label(column: &str, is_bytes: bool) -> String {
         "MiB"
     } else if column.ends_with(".overlap") {
         "R3: 1 = hidden, 0 = serial"
-    } else if column.ends_with("completed_at_wait") || column.ends_with(".is_completed") {
-        "share of samples"
+    } else if column.ends_with("_share")
+        || column.ends_with("completed_at_wait")
+        || column.ends_with(".is_completed")
+    {
+        // `<op>.completed_at_wait_share`, `<q>.is_completed_share`; without `_share` in a
+        // `c10dsim-sweep/1` file (docs/sweep-format.md).
+        "share of samples, 0 to 1"
     } else {
         return column.to_string();
     };
@@ -635,6 +640,15 @@ mod tests {
         assert_eq!(axis_label("ar.host_call_us", false), "ar.host_call_us (µs)");
         assert_eq!(axis_label("tensors.buf", true), "tensors.buf (bytes)");
         assert_eq!(axis_label("gemm", false), "gemm");
+        // The share columns of a sweep CSV (`c10dsim-sweep/2`).
+        assert_eq!(
+            axis_label("ar.completed_at_wait_share", false),
+            "ar.completed_at_wait_share (share of samples, 0 to 1)"
+        );
+        assert_eq!(
+            axis_label("q.is_completed_share", false),
+            "q.is_completed_share (share of samples, 0 to 1)"
+        );
         assert_eq!(
             with_scale("tensors.buf (bytes)", true),
             "tensors.buf (bytes, log scale)"
