@@ -916,6 +916,7 @@ mod tests {
 
     #[test]
     fn panels_stack_one_chart_per_y_on_a_log_x_axis() {
+        register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
         let header = ["ranks", "wall_s", "peak_memory_mib"].map(String::from);
         let rows = vec![
             ["1024", "1.5", "600"].map(String::from).to_vec(),
