@@ -123,6 +123,17 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let columns =
         Columns::new(&sweep.columns(), &base_report).with_size_axes(&sweep.size_columns());
     let header = columns.header();
+    // A zipped axis may be named anything: named like another column (`point`, a metric, a
+    // size's `_bytes` twin) it would make two columns of one name, which readers of the CSV
+    // (pandas, `plot`, `merge`) tell apart by position or not at all.
+    if let Some(twice) = (header.iter().enumerate())
+        .find_map(|(index, column)| header[..index].contains(column).then_some(column))
+    {
+        return Err(Failure::input(format!(
+            "{path}: the CSV would have two columns named {twice:?}: an axis is named like a \
+             column c10dsim writes; rename the zipped axis"
+        )));
+    }
     // The sweep's identity: the file, and the `--set`s that change its points (a `--resume`
     // file of other values must not be joined). Without `--set`, the file's hash alone, as a
     // Timeline records it.
@@ -221,20 +232,23 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         let to_run = pending();
         scope.spawn(move || {
             pool.install(|| {
-                to_run.par_bridge().for_each_with(sender, |sender, index| {
-                    let row = run_point(
-                        &PointRun {
-                            sweep: sweep_ref,
-                            columns: columns_ref,
-                            provenance: provenance_ref,
-                            limits: &args.limits,
-                            base_seed,
-                        },
-                        index,
-                    );
-                    // The writer only stops receiving when it failed; it reports why.
-                    let _ = sender.send((index, row));
-                });
+                // The writer only stops receiving when it failed (a full disk, a reader that
+                // went away); it reports why, and the workers take no further point.
+                let _ = to_run
+                    .par_bridge()
+                    .try_for_each_with(sender, |sender, index| {
+                        let row = run_point(
+                            &PointRun {
+                                sweep: sweep_ref,
+                                columns: columns_ref,
+                                provenance: provenance_ref,
+                                limits: &args.limits,
+                                base_seed,
+                            },
+                            index,
+                        );
+                        sender.send((index, row))
+                    });
             });
         });
         // Reorder buffer: write rows in the order the workers took them.

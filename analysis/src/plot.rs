@@ -80,8 +80,13 @@ pub fn axis_label(column: &str, is_bytes: bool) -> String {
         "MiB"
     } else if column.ends_with(".overlap") {
         "R3: 1 = hidden, 0 = serial"
-    } else if column.ends_with("completed_at_wait") || column.ends_with(".is_completed") {
-        "share of samples"
+    } else if column.ends_with("_share")
+        || column.ends_with("completed_at_wait")
+        || column.ends_with(".is_completed")
+    {
+        // `<op>.completed_at_wait_share`, `<q>.is_completed_share`; without `_share` in a
+        // `c10dsim-sweep/1` file (docs/sweep-format.md).
+        "share of samples, 0 to 1"
     } else {
         return column.to_string();
     };
@@ -180,10 +185,7 @@ pub fn line_chart(
         sources[index].push(row_index);
     }
     if series.is_empty() {
-        return Err(format!(
-            "no row has a number in {:?} (after the filters)",
-            query.y
-        ));
+        return Err(no_rows_left(header, rows, &filters, query));
     }
     let fixed: Vec<usize> = [Some(x), by]
         .into_iter()
@@ -216,6 +218,45 @@ pub fn line_chart(
         x_is_bytes,
         series,
     })
+}
+
+/// Why a chart has no point: a `--where` that no row meets (with the values its column holds,
+/// so that a misspelt value shows), filters that no row meets together, or no number in y.
+fn no_rows_left(
+    header: &[String],
+    rows: &[Vec<String>],
+    filters: &[(usize, &str)],
+    query: &ChartQuery,
+) -> String {
+    for &(column, value) in filters {
+        if rows.iter().all(|row| cell(row, column) != value) {
+            let mut values: Vec<&str> = Vec::new();
+            for row in rows {
+                if !values.contains(&cell(row, column)) {
+                    values.push(cell(row, column));
+                }
+            }
+            let shown = if values.len() > 12 {
+                format!("{}, … ({} values)", values[..12].join(", "), values.len())
+            } else {
+                values.join(", ")
+            };
+            return format!(
+                "--where {}={value}: no row has that value (the column holds: {shown})",
+                header[column]
+            );
+        }
+    }
+    let kept = rows.iter().any(|row| {
+        filters
+            .iter()
+            .all(|&(column, value)| cell(row, column) == value)
+    });
+    if kept {
+        format!("no row has a number in {:?} (after the filters)", query.y)
+    } else {
+        "no row meets every --where at once".to_string()
+    }
 }
 
 /// Two rows of one line at the same x: the chart would join unrelated points. The message names
@@ -635,6 +676,15 @@ mod tests {
         assert_eq!(axis_label("ar.host_call_us", false), "ar.host_call_us (µs)");
         assert_eq!(axis_label("tensors.buf", true), "tensors.buf (bytes)");
         assert_eq!(axis_label("gemm", false), "gemm");
+        // The share columns of a sweep CSV (`c10dsim-sweep/2`).
+        assert_eq!(
+            axis_label("ar.completed_at_wait_share", false),
+            "ar.completed_at_wait_share (share of samples, 0 to 1)"
+        );
+        assert_eq!(
+            axis_label("q.is_completed_share", false),
+            "q.is_completed_share (share of samples, 0 to 1)"
+        );
         assert_eq!(
             with_scale("tensors.buf (bytes)", true),
             "tensors.buf (bytes, log scale)"
@@ -723,6 +773,39 @@ mod tests {
         let err = line_chart(&header, &inf_x, &query).unwrap_err();
         assert!(err.contains("not a finite number"), "{err}");
         assert_eq!(padded(1e20, 1e20), (1e20 - 5e18, 1e20 + 5e18));
+    }
+
+    #[test]
+    fn a_where_no_row_meets_is_named_with_the_values_its_column_holds() {
+        let (header, rows) = sweep_table();
+        let query = |filters| ChartQuery {
+            x: "tensors.buf",
+            y: "k.overlap",
+            by: None,
+            filters,
+        };
+        let misspelt = [("gemm".to_string(), "8193".to_string())];
+        assert_eq!(
+            line_chart(&header, &rows, &query(&misspelt)).unwrap_err(),
+            "--where gemm=8193: no row has that value (the column holds: 4096, 8192)"
+        );
+        let apart = [
+            ("point".to_string(), "0".to_string()),
+            ("point".to_string(), "1".to_string()),
+        ];
+        assert_eq!(
+            line_chart(&header, &rows, &query(&apart)).unwrap_err(),
+            "no row meets every --where at once"
+        );
+        let kept = [("gemm".to_string(), "8192".to_string())];
+        let no_number = ChartQuery {
+            y: "killer",
+            ..query(&kept)
+        };
+        assert_eq!(
+            line_chart(&header, &rows, &no_number).unwrap_err(),
+            "no row has a number in \"killer\" (after the filters)"
+        );
     }
 
     #[test]
@@ -833,6 +916,7 @@ mod tests {
 
     #[test]
     fn panels_stack_one_chart_per_y_on_a_log_x_axis() {
+        register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
         let header = ["ranks", "wall_s", "peak_memory_mib"].map(String::from);
         let rows = vec![
             ["1024", "1.5", "600"].map(String::from).to_vec(),

@@ -243,19 +243,51 @@ impl Sweep {
             Some(item) => FileAxes { path, text }.read(item)?,
         };
         let mut fixed = Vec::new();
+        // The labelled zipped axes given new labels, and the `--set`s that replaced a path of
+        // one: each of those needs new labels too.
+        let mut relabelled: Vec<&str> = Vec::new();
+        let mut replaced_under_labels: Vec<(String, &AxisArg)> = Vec::new();
         for arg in cli {
+            if let Some((name, labels)) = dimensions
+                .iter_mut()
+                .filter_map(|d| d.zip.as_mut())
+                .find(|(name, _)| *name == arg.path)
+            {
+                if arg.values.len() != labels.len() {
+                    return Err(whole_file(
+                        path,
+                        format!(
+                            "--set {arg}: {name:?} is a zipped axis of {} values, so it needs {} labels, found {}",
+                            labels.len(),
+                            labels.len(),
+                            arg.values.len()
+                        ),
+                    ));
+                }
+                *labels = (arg.values.iter())
+                    .map(|v| cli_value(name, v).shown)
+                    .collect();
+                relabelled.push(&arg.path);
+                continue;
+            }
             let existing = dimensions
                 .iter_mut()
                 .flat_map(|d| {
                     let steps = d.len();
                     let zipped = d.zip.is_some() || d.paths.len() > 1;
-                    d.paths.iter_mut().map(move |p| (p, steps, zipped))
+                    let labelled = d.zip.as_ref().map(|(name, _)| name.clone());
+                    d.paths
+                        .iter_mut()
+                        .map(move |p| (p, steps, zipped, labelled.clone()))
                 })
-                .find(|(p, _, _)| p.path == arg.path);
+                .find(|(p, _, _, _)| p.path == arg.path);
             let values: Vec<AxisValue> =
                 arg.values.iter().map(|v| cli_value(&arg.path, v)).collect();
             match existing {
-                Some((axis, steps, zipped)) => {
+                Some((axis, steps, zipped, labelled)) => {
+                    if let Some(name) = labelled {
+                        replaced_under_labels.push((name, arg));
+                    }
                     if zipped && values.len() != steps {
                         return Err(whole_file(
                             path,
@@ -281,6 +313,21 @@ impl Sweep {
                     }],
                 }),
             }
+        }
+        // The column of a labelled zipped axis shows its labels, not its paths' values: new
+        // values under the old labels would name points by what they did not run.
+        if let Some((name, arg)) =
+            (replaced_under_labels.iter()).find(|(name, _)| !relabelled.contains(&name.as_str()))
+        {
+            return Err(whole_file(
+                path,
+                format!(
+                    "--set {arg}: {:?} is in the zipped axis {name:?}, whose column shows its \
+                     `values` labels; they would not describe the new values: give new labels \
+                     too, --set {name}=LABEL1,LABEL2,…",
+                    arg.path
+                ),
+            ));
         }
         let mut point_count: u64 = 1;
         for dimension in &dimensions {

@@ -284,6 +284,47 @@ fn one_and_two_threads_and_standard_output_write_the_same_bytes() {
 }
 
 #[test]
+fn a_reader_that_goes_away_ends_the_sweep_without_running_the_rest() {
+    use std::io::BufRead;
+    // 10,000 points of about 30 ms each on one thread: minutes, were they all run.
+    let sizes: Vec<String> = (1..=500).map(|mib| format!("{mib}MiB")).collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(["sweep", "scenarios/overlap_sweep.toml", "--threads", "1"])
+        .args(["--set", "repeat=400", "--set"])
+        .arg(format!("tensors.buf={}", sizes.join(",")))
+        .args(["-o", "-"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary runs");
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..2 {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+    }
+    assert!(line.starts_with("0,none,1MiB,"), "{line}");
+    // `| head -2`: the reader goes away after the header and the first row.
+    drop(reader);
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the sweep went on running its points after its reader went away");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "a reader that went away ends it quietly");
+}
+
+#[test]
 fn shards_merged_equal_the_unsharded_run() {
     let args = ["scenarios/exp_a_sweep.toml", "--set", "cluster.ranks=4,8"];
     let whole = sweep_to(&temp("whole.csv"), &args);
@@ -575,6 +616,35 @@ fn failing_points_get_error_rows_and_the_sweep_goes_on() {
     assert_ne!(rows[0]["findings.deadlock"], "0");
     assert_eq!(rows[1]["error"], "");
     assert_eq!(rows[1]["findings"], "0");
+}
+
+#[test]
+fn a_zipped_axis_named_like_a_column_is_refused_before_the_file_is_written() {
+    let base = "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+    for (name, zip) in [
+        ("point", "point"),
+        ("metric", "\"ar.kernel_us\""),
+        ("bytes", "\"tensors.x_bytes\""),
+    ] {
+        let path = temp(&format!("zip_{name}.toml"));
+        let sweep = format!(
+            "[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n\
+             [sweep.zip.{zip}]\nvalues = [\"a\", \"b\"]\nrepeat = [2, 3]\n"
+        );
+        std::fs::write(&path, format!("{base}{sweep}")).unwrap();
+        let out = temp(&format!("zip_{name}.csv"));
+        let _ = std::fs::remove_file(&out);
+        let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(2), "{name}: {}", stderr(&output));
+        let column = zip.trim_matches('"');
+        assert!(
+            stderr(&output).contains(&format!("two columns named {column:?}")),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!out.exists(), "{name}: no CSV of two same-named columns");
+    }
 }
 
 #[test]

@@ -100,6 +100,41 @@ fn command_line_axes_add_replace_and_fix() {
 }
 
 #[test]
+fn a_labelled_zipped_axis_takes_new_values_only_with_new_labels() {
+    let zip = "[sweep.zip.size]\nvalues = [\"small\", \"large\"]\n\
+               \"tensors.x\" = [\"1KiB\", \"1MiB\"]\n";
+    // New values under the old labels would name each point by what it did not run.
+    let error = sweep(zip, &["tensors.x=2MiB,4MiB"]).unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("\"tensors.x\" is in the zipped axis \"size\"")
+            && error.message.contains("--set size=LABEL1,LABEL2"),
+        "{}",
+        error.message
+    );
+    // With new labels, in either order.
+    for cli in [
+        ["tensors.x=2MiB,4MiB", "size=two,four"],
+        ["size=two,four", "tensors.x=2MiB,4MiB"],
+    ] {
+        let s = sweep(zip, &cli).unwrap();
+        assert_eq!(s.columns(), ["size"]);
+        assert_eq!(s.point(1).values, ["four"]);
+        let scenario = s.scenario(&s.point(1)).unwrap();
+        assert_eq!(scenario.tensors[0].size_bytes, 4 << 20);
+    }
+    // New labels alone relabel the file's values; they come one per value.
+    assert_eq!(sweep(zip, &["size=a,b"]).unwrap().point(0).values, ["a"]);
+    let error = sweep(zip, &["size=a,b,c"]).unwrap_err();
+    assert!(
+        error.message.contains("needs 2 labels, found 3"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
 fn sweep_errors_name_line_and_column() {
     let err = sweep("[sweep]\n\"tensors.x\" = \"1KiB\"\n", &[]).unwrap_err();
     assert_eq!((err.line, err.column), (15, 15), "{err}");
