@@ -21,7 +21,7 @@
 //! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
 //! the point's index — never on which thread runs it or in what order.
 //!
-//! Over 800 lines with its tests (the code is about 715): reading the axes, expanding points and
+//! Over 800 lines (about 950; the unit tests are in `sweep/tests.rs`): reading the axes, expanding points and
 //! editing `[[op]]`s by label share the private `Dimension`/`AxisValue` types; the op edits
 //! (`apply_overrides_with_ops`, `set_op`) are the piece to move out if it grows.
 //!
