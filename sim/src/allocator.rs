@@ -7,12 +7,13 @@
 //! into blocks; a freed block is cached for the stream it was allocated on and merges with free
 //! neighbours. An allocation on stream S takes the smallest cached block of S in its pool that
 //! fits, splitting off the rest when it is at least 512 B (small pool) or more than 1 MiB (large
-//! pool) (R17); else it asks for a new segment while the
-//! reserved total stays under the capacity. When it would not, the allocator must first release
-//! its cache — PyTorch's `release_cached_blocks`: synchronise the events of blocks still in use
-//! elsewhere, then `cudaFree` every segment that is wholly free, which synchronises the whole
-//! device (R20). A cached block that is split among live tensors keeps its whole segment: that
-//! is fragmentation, and why a large request can force a release although much is free.
+//! pool) (R17); else it asks for a new segment while the reserved total stays under the capacity.
+//! When it would not, the allocator must first release its cache — PyTorch's
+//! `release_cached_blocks`: synchronise the events of blocks still in use elsewhere, then
+//! `cudaFree` every segment that is wholly free, which synchronises the whole device (R20) — and
+//! try again; only when that fails too, or nothing was left to release, is it out of memory. A
+//! cached block that is split among live tensors keeps its whole segment: that is fragmentation,
+//! and why a large request can force a release although much is free.
 //!
 //! The engine carries out the stall; this type keeps the books: segments, blocks, pools,
 //! reserved and allocated bytes, peaks.
@@ -47,9 +48,10 @@ pub enum Allocation {
     Cached(BlockId),
     /// A block of a new segment from `cudaMalloc`.
     NewSegment(BlockId),
-    /// The capacity is reached: cached segments must be released first (R20).
+    /// The capacity is reached and wholly free segments are cached: they must be released
+    /// before the request is tried again (R20), even if it will not fit then either.
     NeedsRelease,
-    /// Even with the cache released the request does not fit.
+    /// The capacity is reached and nothing is left to release.
     OutOfMemory,
 }
 
@@ -158,14 +160,10 @@ impl CachingAllocator {
         }
         let new_bytes = segment_bytes(size);
         if self.reserved_bytes + new_bytes > self.capacity_bytes {
-            let releasable: u64 = self
-                .segments
-                .iter()
-                .enumerate()
-                .filter(|(index, _)| self.wholly_free(*index))
-                .map(|(_, s)| s.size_bytes)
-                .sum();
-            return if self.reserved_bytes - releasable + new_bytes <= self.capacity_bytes {
+            // PyTorch's `malloc` releases every wholly free segment and retries whether or not
+            // that makes room; only the retry's failure raises.
+            let releasable = (0..self.segments.len()).any(|index| self.wholly_free(index));
+            return if releasable {
                 Allocation::NeedsRelease
             } else {
                 Allocation::OutOfMemory
