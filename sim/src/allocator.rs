@@ -69,8 +69,6 @@ struct Block {
     offset_bytes: u64,
     size_bytes: u64,
     state: BlockState,
-    /// Bytes the current user asked for.
-    requested_bytes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +95,8 @@ pub struct Region {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryPeaks {
     pub peak_reserved_bytes: u64,
+    /// Of blocks in use, whole: a request rounded up to 512 B, plus a remainder too small to
+    /// split off — as `torch.cuda.max_memory_allocated` counts them.
     pub peak_allocated_bytes: u64,
     /// Times the cache had to be released (`cudaFree`, R20).
     pub cache_releases: u32,
@@ -155,7 +155,7 @@ impl CachingAllocator {
             .min_by_key(|(index, b)| (b.size_bytes, *index))
             .map(|(index, _)| index as BlockId);
         if let Some(block) = best {
-            self.take(block, size, size_bytes);
+            self.take(block, size);
             return Allocation::Cached(block);
         }
         let new_bytes = segment_bytes(size);
@@ -178,7 +178,6 @@ impl CachingAllocator {
             offset_bytes: 0,
             size_bytes: new_bytes,
             state: BlockState::Cached,
-            requested_bytes: 0,
         });
         self.segments.push(Segment {
             size_bytes: new_bytes,
@@ -187,7 +186,7 @@ impl CachingAllocator {
             released: false,
             blocks: vec![block],
         });
-        self.take(block, size, size_bytes);
+        self.take(block, size);
         Allocation::NewSegment(block)
     }
 
@@ -203,7 +202,7 @@ impl CachingAllocator {
     /// Marks `block` in use for a request of `size` bytes (rounded), splitting off the rest
     /// where PyTorch's `should_split` would: at least 512 B left in the small pool, more than
     /// 1 MiB in the large one.
-    fn take(&mut self, block: BlockId, size: u64, requested_bytes: u64) {
+    fn take(&mut self, block: BlockId, size: u64) {
         let remainder = self.blocks[block as usize].size_bytes - size;
         let small = self.segments[self.blocks[block as usize].segment as usize].small;
         let split = if small {
@@ -223,7 +222,6 @@ impl CachingAllocator {
                 offset_bytes: offset,
                 size_bytes: remainder,
                 state: BlockState::Cached,
-                requested_bytes: 0,
             });
             let list = &mut self.segments[segment as usize].blocks;
             let position = list
@@ -234,8 +232,7 @@ impl CachingAllocator {
         }
         let b = &mut self.blocks[block as usize];
         b.state = BlockState::InUse;
-        b.requested_bytes = requested_bytes;
-        self.allocated_bytes += requested_bytes;
+        self.allocated_bytes += b.size_bytes;
         self.peaks.peak_allocated_bytes = self.peaks.peak_allocated_bytes.max(self.allocated_bytes);
     }
 
@@ -245,8 +242,7 @@ impl CachingAllocator {
         let b = &mut self.blocks[block as usize];
         debug_assert_eq!(b.state, BlockState::InUse, "a block freed twice");
         b.state = BlockState::Cached;
-        self.allocated_bytes -= b.requested_bytes;
-        b.requested_bytes = 0;
+        self.allocated_bytes -= b.size_bytes;
         let segment = b.segment as usize;
         // Merge runs of cached neighbours into their first block.
         let list = std::mem::take(&mut self.segments[segment].blocks);
@@ -338,6 +334,21 @@ mod tests {
         };
         assert_eq!(pool.region(middle).segment, pool.region(large).segment);
         assert_eq!(pool.reserved_bytes(), 22 * MIB);
+    }
+
+    #[test]
+    fn allocated_bytes_count_whole_blocks_as_pytorch_does() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        // 4 B take a 512 B block; 19 MiB the whole 20 MiB block (1 MiB left is not split).
+        pool.allocate(4, 0);
+        assert_eq!(pool.peaks().peak_allocated_bytes, 512);
+        let Allocation::NewSegment(block) = pool.allocate(19 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!(pool.peaks().peak_allocated_bytes, 20 * MIB + 512);
+        pool.free(block);
+        pool.allocate(MIB + 512, 0);
+        assert_eq!(pool.peaks().peak_allocated_bytes, 20 * MIB + 512);
     }
 
     #[test]
