@@ -1,6 +1,6 @@
 //! Plain-text rendering of a scenario's resolved parameters and of a [`Report`].
 
-use crate::metrics::{Report, Stat};
+use crate::metrics::{MemoryMetrics, Report, Stat};
 use sim::ranks::RankSet;
 use sim::scenario::Scenario;
 use sim::timeline::ThreadKind;
@@ -303,15 +303,7 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
             query.samples
         );
     }
-    let memory = &report.memory;
-    let _ = writeln!(
-        out,
-        "memory (caching allocator, the largest rank): peak reserved {}, peak allocated {}, cache releases (cudaFree) {}, of them device-wide stalls {}",
-        format_size_readable(memory.peak_reserved_bytes),
-        format_size_readable(memory.peak_allocated_bytes),
-        memory.cache_releases,
-        memory.cache_release_stalls
-    );
+    out.push_str(&memory_line(&report.memory));
     if !report.watchdog.is_empty() {
         out.push_str(
             "watchdog, heartbeat monitor and main thread (R15, R26-R29, R31), simulated time:\n",
@@ -369,6 +361,17 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
 }
 
 /// `1 rank`, `100,000 ranks`.
+/// The caching allocator's line: the peaks are the largest rank's, the releases all ranks'.
+fn memory_line(memory: &MemoryMetrics) -> String {
+    format!(
+        "memory (caching allocator): peak reserved {}, peak allocated {} (the largest rank); cache releases (cudaFree) {} over all ranks, of them device-wide stalls {}\n",
+        format_size_readable(memory.peak_reserved_bytes),
+        format_size_readable(memory.peak_allocated_bytes),
+        memory.cache_releases,
+        memory.cache_release_stalls
+    )
+}
+
 fn counted(count: u64, noun: &str) -> String {
     let plural = if count == 1 { "" } else { "s" };
     format!("{} {noun}{plural}", sim::ranks::thousands(count))
@@ -547,6 +550,20 @@ mod tests {
         assert_eq!(
             for_ranks(4, &class, "the store timed out"),
             "ranks 4-5 (2 ranks): the store timed out"
+        );
+    }
+
+    #[test]
+    fn the_memory_line_says_which_figures_are_one_rank_s_and_which_all_ranks_r20() {
+        let memory = MemoryMetrics {
+            peak_reserved_bytes: 2 << 20,
+            peak_allocated_bytes: 1 << 20,
+            cache_releases: 8,
+            cache_release_stalls: 8,
+        };
+        assert_eq!(
+            memory_line(&memory),
+            "memory (caching allocator): peak reserved 2MiB, peak allocated 1MiB (the largest rank); cache releases (cudaFree) 8 over all ranks, of them device-wide stalls 8\n"
         );
     }
 

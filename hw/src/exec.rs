@@ -863,6 +863,11 @@ impl<'a, D: Device> Executor<'a, D> {
                     return Ok(());
                 }
                 AllocStep::NeedsRelease { synchronises } => {
+                    // synchronize_and_free_events: recordStream's events first, even with
+                    // expandable segments (R19, R20).
+                    for event in self.memory.pending_events() {
+                        self.device.event_sync(event)?;
+                    }
                     let device_idle_ns = if synchronises {
                         self.device.device_sync()?;
                         Some(self.device.now_ns())

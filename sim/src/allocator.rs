@@ -1,15 +1,19 @@
 //! The CUDA caching allocator of one rank (R17, R20), as far as timing and reuse go.
 //!
-//! Memory comes from `cudaMalloc` in segments: requests up to 1 MiB share 2 MiB segments, up
-//! to 10 MiB 20 MiB segments, larger ones get their own, rounded up to 2 MiB — as PyTorch's
-//! allocator does. A segment is split into blocks; a freed block is cached for the stream it was
-//! allocated on and merges with free neighbours. An allocation on stream S takes the smallest
-//! cached block of S that fits, splitting it (R17); else it asks for a new segment while the
-//! reserved total stays under the capacity. When it would not, the allocator must first release
-//! its cache — PyTorch's `release_cached_blocks`: synchronise the events of blocks still in use
-//! elsewhere, then `cudaFree` every segment that is wholly free, which synchronises the whole
-//! device (R20). A cached block that is split among live tensors keeps its whole segment: that
-//! is fragmentation, and why a large request can force a release although much is free.
+//! Memory comes from `cudaMalloc` in segments: small requests (up to 1 MiB) share 2 MiB segments,
+//! requests under 10 MiB share 20 MiB segments, larger ones get their own, rounded up to 2 MiB —
+//! as PyTorch's allocator does. Small and large requests have separate pools: a small request
+//! never takes a block of a large segment, nor a large one of a small segment. A segment is split
+//! into blocks; a freed block is cached for the stream it was allocated on and merges with free
+//! neighbours. An allocation on stream S takes the smallest cached block of S in its pool that
+//! fits, splitting off the rest when it is at least 512 B (small pool) or more than 1 MiB (large
+//! pool) (R17); else it asks for a new segment while the reserved total stays under the capacity.
+//! When it would not, the allocator must first release its cache — PyTorch's
+//! `release_cached_blocks`: synchronise the events of blocks still in use elsewhere, then
+//! `cudaFree` every segment that is wholly free, which synchronises the whole device (R20) — and
+//! try again; only when that fails too, or nothing was left to release, is it out of memory. A
+//! cached block that is split among live tensors keeps its whole segment: that is fragmentation,
+//! and why a large request can force a release although much is free.
 //!
 //! The engine carries out the stall; this type keeps the books: segments, blocks, pools,
 //! reserved and allocated bytes, peaks.
@@ -33,8 +37,10 @@ pub type BlockId = u32;
 /// PyTorch rounds every request up to a multiple of 512 bytes.
 const MIN_BLOCK_BYTES: u64 = 512;
 const MIB: u64 = 1 << 20;
-/// A cached block is split only if at least this much would be left over.
-const MIN_SPLIT_REMAINDER_BYTES: u64 = MIB;
+/// The largest small request: small requests have a pool of their own, of 2 MiB segments.
+const SMALL_REQUEST_BYTES: u64 = MIB;
+/// Large requests below this share 20 MiB segments.
+const MIN_LARGE_SEGMENT_BYTES: u64 = 10 * MIB;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allocation {
@@ -42,9 +48,10 @@ pub enum Allocation {
     Cached(BlockId),
     /// A block of a new segment from `cudaMalloc`.
     NewSegment(BlockId),
-    /// The capacity is reached: cached segments must be released first (R20).
+    /// The capacity is reached and wholly free segments are cached: they must be released
+    /// before the request is tried again (R20), even if it will not fit then either.
     NeedsRelease,
-    /// Even with the cache released the request does not fit.
+    /// The capacity is reached and nothing is left to release.
     OutOfMemory,
 }
 
@@ -62,8 +69,6 @@ struct Block {
     offset_bytes: u64,
     size_bytes: u64,
     state: BlockState,
-    /// Bytes the current user asked for.
-    requested_bytes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +76,8 @@ struct Segment {
     size_bytes: u64,
     /// The stream whose pool its blocks return to.
     stream: u16,
+    /// A segment of the small pool (2 MiB, for requests up to 1 MiB).
+    small: bool,
     released: bool,
     /// Its live blocks, by offset.
     blocks: Vec<BlockId>,
@@ -88,6 +95,8 @@ pub struct Region {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryPeaks {
     pub peak_reserved_bytes: u64,
+    /// Of blocks in use, whole: a request rounded up to 512 B, plus a remainder too small to
+    /// split off — as `torch.cuda.max_memory_allocated` counts them.
     pub peak_allocated_bytes: u64,
     /// Times the cache had to be released (`cudaFree`, R20).
     pub cache_releases: u32,
@@ -109,9 +118,9 @@ fn rounded(size_bytes: u64) -> u64 {
 
 /// The `cudaMalloc` size for a request, as PyTorch sizes segments.
 fn segment_bytes(size_bytes: u64) -> u64 {
-    if size_bytes <= MIB {
+    if size_bytes <= SMALL_REQUEST_BYTES {
         2 * MIB
-    } else if size_bytes <= 10 * MIB {
+    } else if size_bytes < MIN_LARGE_SEGMENT_BYTES {
         20 * MIB
     } else {
         size_bytes.div_ceil(2 * MIB) * 2 * MIB
@@ -133,28 +142,28 @@ impl CachingAllocator {
     /// Serves a request of `size_bytes` on `stream`.
     pub fn allocate(&mut self, size_bytes: u64, stream: u16) -> Allocation {
         let size = rounded(size_bytes);
+        let small = size <= SMALL_REQUEST_BYTES;
         let best = self
             .blocks
             .iter()
             .enumerate()
             .filter(|(_, b)| b.state == BlockState::Cached && b.size_bytes >= size)
-            .filter(|(_, b)| self.segments[b.segment as usize].stream == stream)
+            .filter(|(_, b)| {
+                let segment = &self.segments[b.segment as usize];
+                segment.stream == stream && segment.small == small
+            })
             .min_by_key(|(index, b)| (b.size_bytes, *index))
             .map(|(index, _)| index as BlockId);
         if let Some(block) = best {
-            self.take(block, size, size_bytes);
+            self.take(block, size);
             return Allocation::Cached(block);
         }
         let new_bytes = segment_bytes(size);
         if self.reserved_bytes + new_bytes > self.capacity_bytes {
-            let releasable: u64 = self
-                .segments
-                .iter()
-                .enumerate()
-                .filter(|(index, _)| self.wholly_free(*index))
-                .map(|(_, s)| s.size_bytes)
-                .sum();
-            return if self.reserved_bytes - releasable + new_bytes <= self.capacity_bytes {
+            // PyTorch's `malloc` releases every wholly free segment and retries whether or not
+            // that makes room; only the retry's failure raises.
+            let releasable = (0..self.segments.len()).any(|index| self.wholly_free(index));
+            return if releasable {
                 Allocation::NeedsRelease
             } else {
                 Allocation::OutOfMemory
@@ -169,15 +178,15 @@ impl CachingAllocator {
             offset_bytes: 0,
             size_bytes: new_bytes,
             state: BlockState::Cached,
-            requested_bytes: 0,
         });
         self.segments.push(Segment {
             size_bytes: new_bytes,
             stream,
+            small,
             released: false,
             blocks: vec![block],
         });
-        self.take(block, size, size_bytes);
+        self.take(block, size);
         Allocation::NewSegment(block)
     }
 
@@ -190,10 +199,18 @@ impl CachingAllocator {
                 .all(|&b| self.blocks[b as usize].state == BlockState::Cached)
     }
 
-    /// Marks `block` in use for a request of `size` bytes (rounded), splitting off the rest.
-    fn take(&mut self, block: BlockId, size: u64, requested_bytes: u64) {
+    /// Marks `block` in use for a request of `size` bytes (rounded), splitting off the rest
+    /// where PyTorch's `should_split` would: at least 512 B left in the small pool, more than
+    /// 1 MiB in the large one.
+    fn take(&mut self, block: BlockId, size: u64) {
         let remainder = self.blocks[block as usize].size_bytes - size;
-        if remainder >= MIN_SPLIT_REMAINDER_BYTES {
+        let small = self.segments[self.blocks[block as usize].segment as usize].small;
+        let split = if small {
+            remainder >= MIN_BLOCK_BYTES
+        } else {
+            remainder > SMALL_REQUEST_BYTES
+        };
+        if split {
             let (segment, offset) = {
                 let b = &mut self.blocks[block as usize];
                 b.size_bytes = size;
@@ -205,7 +222,6 @@ impl CachingAllocator {
                 offset_bytes: offset,
                 size_bytes: remainder,
                 state: BlockState::Cached,
-                requested_bytes: 0,
             });
             let list = &mut self.segments[segment as usize].blocks;
             let position = list
@@ -216,8 +232,7 @@ impl CachingAllocator {
         }
         let b = &mut self.blocks[block as usize];
         b.state = BlockState::InUse;
-        b.requested_bytes = requested_bytes;
-        self.allocated_bytes += requested_bytes;
+        self.allocated_bytes += b.size_bytes;
         self.peaks.peak_allocated_bytes = self.peaks.peak_allocated_bytes.max(self.allocated_bytes);
     }
 
@@ -227,8 +242,7 @@ impl CachingAllocator {
         let b = &mut self.blocks[block as usize];
         debug_assert_eq!(b.state, BlockState::InUse, "a block freed twice");
         b.state = BlockState::Cached;
-        self.allocated_bytes -= b.requested_bytes;
-        b.requested_bytes = 0;
+        self.allocated_bytes -= b.size_bytes;
         let segment = b.segment as usize;
         // Merge runs of cached neighbours into their first block.
         let list = std::mem::take(&mut self.segments[segment].blocks);
@@ -295,6 +309,70 @@ mod tests {
         assert_eq!(segment_bytes(4096), 2 * MIB);
         assert_eq!(segment_bytes(3 * MIB), 20 * MIB);
         assert_eq!(segment_bytes(25 * MIB), 26 * MIB);
+        // `get_allocation_size`: 20 MiB only below 10 MiB; 10 MiB itself gets its own.
+        assert_eq!(segment_bytes(10 * MIB - 512), 20 * MIB);
+        assert_eq!(segment_bytes(10 * MIB), 10 * MIB);
+    }
+
+    #[test]
+    fn small_and_large_requests_keep_to_their_own_pools() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        let Allocation::NewSegment(large) = pool.allocate(3 * MIB, 0) else {
+            panic!()
+        };
+        // 17 MiB of the 20 MiB segment are cached, but a small request takes a 2 MiB segment.
+        let Allocation::NewSegment(small) = pool.allocate(4096, 0) else {
+            panic!()
+        };
+        assert_ne!(pool.region(small).segment, pool.region(large).segment);
+        assert_eq!(pool.reserved_bytes(), 22 * MIB);
+        pool.free(small);
+        // The 2 MiB segment is wholly free and the smallest cached block that fits, yet a 1.5 MiB
+        // request is large: it takes its place in the large segment.
+        let Allocation::Cached(middle) = pool.allocate(3 * MIB / 2, 0) else {
+            panic!()
+        };
+        assert_eq!(pool.region(middle).segment, pool.region(large).segment);
+        assert_eq!(pool.reserved_bytes(), 22 * MIB);
+    }
+
+    #[test]
+    fn allocated_bytes_count_whole_blocks_as_pytorch_does() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        // 4 B take a 512 B block; 19 MiB the whole 20 MiB block (1 MiB left is not split).
+        pool.allocate(4, 0);
+        assert_eq!(pool.peaks().peak_allocated_bytes, 512);
+        let Allocation::NewSegment(block) = pool.allocate(19 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!(pool.peaks().peak_allocated_bytes, 20 * MIB + 512);
+        pool.free(block);
+        pool.allocate(MIB + 512, 0);
+        assert_eq!(pool.peaks().peak_allocated_bytes, 20 * MIB + 512);
+    }
+
+    #[test]
+    fn small_blocks_split_down_to_512_bytes_large_ones_above_1_mib() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        // Three 600 KiB requests: the 2 MiB small segment is split each time (848 KiB are left
+        // after the second), so the third fits in it too.
+        for _ in 0..3 {
+            assert!(!matches!(
+                pool.allocate(600 << 10, 0),
+                Allocation::NeedsRelease | Allocation::OutOfMemory
+            ));
+        }
+        assert_eq!(pool.reserved_bytes(), 2 * MIB);
+        // A 19 MiB request leaves exactly 1 MiB of its 20 MiB segment: not split, so the next
+        // large request takes a new segment.
+        let Allocation::NewSegment(block) = pool.allocate(19 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!(pool.region(block).end_bytes, 20 * MIB);
+        assert!(matches!(
+            pool.allocate(MIB + 512, 0),
+            Allocation::NewSegment(_)
+        ));
     }
 
     #[test]

@@ -79,9 +79,11 @@ pub enum AllocStep {
         place: Place,
         bytes: u64,
     },
-    /// The capacity is reached: call [`TensorMemory::release_cache`], then ask again. With
-    /// `synchronises` the release first waits for the whole device and frees each segment
-    /// with `cudaFree`; expandable segments unmap pages without either (R20).
+    /// The capacity is reached: wait for [`TensorMemory::pending_events`], call
+    /// [`TensorMemory::release_cache`], then ask again. With `synchronises` the release also
+    /// waits for the whole device and frees each segment with `cudaFree`; expandable segments
+    /// unmap pages without either (R20). Asked even where the request will not fit after it:
+    /// PyTorch releases before it raises.
     NeedsRelease {
         synchronises: bool,
     },
@@ -175,6 +177,11 @@ impl<E: Copy> TensorMemory<E> {
                 }
             }
             Allocation::NeedsRelease => AllocStep::NeedsRelease {
+                synchronises: !self.expandable_segments,
+            },
+            // The release first waits for recordStream's events and returns those blocks
+            // (`synchronize_and_free_events`), which may leave segments wholly free (R19, R20).
+            Allocation::OutOfMemory if !self.pending_frees.is_empty() => AllocStep::NeedsRelease {
                 synchronises: !self.expandable_segments,
             },
             Allocation::OutOfMemory => AllocStep::OutOfMemory,

@@ -688,3 +688,36 @@ fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
         "gave up after the fourth 1 ms poll passed 3.5 ms"
     );
 }
+
+/// R19 and R20: with expandable segments a release needs no device-wide synchronisation, but
+/// it still waits for the events of blocks freed under recordStream before it hands them back.
+#[test]
+fn an_expandable_release_still_waits_for_recordstream_events() {
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\nfraction = 1.0\n\
+                lifetime = \"record_stream\"\nexpandable_segments = true\n[streams]\nside = {}\n\
+                [groups.world]\neager_init = true\n\
+                [tensors]\ng = \"256MiB\"\nc = \"300MiB\"\nh = \"700MiB\"\n\
+                [[op]]\nalloc = \"c\"\nstream = \"side\"\n[[op]]\nfree = \"c\"\nstream = \"side\"\n\
+                [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                [[op]]\nfree = \"h\"\n";
+    // g's event has not passed when h is asked for.
+    let mut device = FakeDevice {
+        query_answers: [false].into(),
+        ..FakeDevice::default()
+    };
+    let rank = run_fake(text, &mut device).unwrap();
+    assert_eq!(rank.cache_releases.len(), 1);
+    assert_eq!(rank.cache_releases[0].device_idle_ns, None);
+    let query = (device.calls.iter())
+        .find(|c| c.starts_with("query e"))
+        .unwrap();
+    let event = query
+        .trim_start_matches("query ")
+        .trim_end_matches(" false");
+    assert!(
+        device.calls.contains(&format!("event_sync {event}")),
+        "{:?}",
+        device.calls
+    );
+}

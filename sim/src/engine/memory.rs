@@ -10,8 +10,9 @@ use crate::lifetime::AllocStep;
 /// state of an allocation that waits for the device before releasing the cache.
 pub(super) struct MemoryState {
     pub(super) books: TensorMemory<Instance>,
-    /// A cache release is waiting for the device to drain (R20).
-    pub(super) awaiting_idle: bool,
+    /// A cache release has waited for what it must: recordStream's pending events and, unless
+    /// expandable segments, the whole device (R20).
+    pub(super) release_waited: bool,
 }
 
 impl MemoryState {
@@ -21,7 +22,7 @@ impl MemoryState {
         books.static_steps();
         MemoryState {
             books,
-            awaiting_idle: false,
+            release_waited: false,
         }
     }
 }
@@ -81,8 +82,9 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         let start_ns = state.cursor.call_start_ns;
         // R19: blocks freed under recordStream come back once their events passed, checked
-        // now; the simulation must have reached the host's time to know which did.
-        if !state.memory.books.pending_events().is_empty() {
+        // now; the simulation must have reached the host's time to know which did. Not when the
+        // allocation resumes after its release's waits: the release itself returns them (R20).
+        if !state.memory.release_waited && !state.memory.books.pending_events().is_empty() {
             if now_ns < state.host_ns {
                 state.blocked = Blocked::Timer;
                 let at_ns = state.host_ns;
@@ -108,12 +110,10 @@ impl Engine<'_> {
                     state.host_ns += memory_config.malloc_ns;
                     return true;
                 }
-                AllocStep::NeedsRelease { synchronises }
-                    if !synchronises || state.memory.awaiting_idle =>
-                {
+                AllocStep::NeedsRelease { synchronises } if state.memory.release_waited => {
                     // R20: synchronize_and_free_events, then cudaFree every cached segment.
-                    let device_idle_ns =
-                        std::mem::take(&mut state.memory.awaiting_idle).then_some(state.host_ns);
+                    state.memory.release_waited = false;
+                    let device_idle_ns = synchronises.then_some(state.host_ns);
                     let segments_freed = state.memory.books.release_cache().len() as u32;
                     // Expandable segments unmap pages without cudaFree's synchronisation.
                     if synchronises {
@@ -128,16 +128,17 @@ impl Engine<'_> {
                         segments_freed,
                     });
                 }
-                AllocStep::NeedsRelease { .. } => {
-                    // cudaFree synchronises the device: the host waits for every stream and for
-                    // pending recordStream events, then runs this allocation again (R20, R23
-                    // `frag`).
-                    state.memory.awaiting_idle = true;
-                    let pending = state.memory.books.pending_events();
-                    let streams = state.streams.len() as u16;
-                    let mut instances: Vec<Instance> =
-                        (0..streams).map(|s| self.record(rank, s)).collect();
-                    instances.extend(pending);
+                AllocStep::NeedsRelease { synchronises } => {
+                    // The release first waits for the events of blocks freed under recordStream
+                    // (synchronize_and_free_events, even with expandable segments); cudaFree
+                    // then synchronises the device: the host waits for every stream, then runs
+                    // this allocation again (R19, R20, R23 `frag`).
+                    state.memory.release_waited = true;
+                    let mut instances = state.memory.books.pending_events();
+                    if synchronises {
+                        let streams = state.streams.len() as u16;
+                        instances.extend((0..streams).map(|s| self.record(rank, s)));
+                    }
                     if !self.block_on(rank, &instances, 0) {
                         return false;
                     }
@@ -173,5 +174,72 @@ impl Engine<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::parse;
+
+    /// 256 MiB all_reduced and deleted before `wait()` under recordStream (its block waits for
+    /// the NCCL stream's event, R19), a cached segment on a side stream, then an allocation
+    /// that fits only once the cache is released (1 GiB of device memory).
+    fn pending_free(expandable: bool, bytes: &str) -> Timeline {
+        let text = format!(
+            "[cluster]\nranks = 2\n[memory]\ncapacity_gib = 1\nlifetime = \"record_stream\"\n\
+             expandable_segments = {expandable}\n[streams]\nside = {{}}\n\
+             [groups.world]\neager_init = true\n\
+             [tensors]\ng = \"256MiB\"\nc = \"300MiB\"\nh = \"{bytes}\"\n\
+             [[op]]\nalloc = \"c\"\nstream = \"side\"\n[[op]]\nfree = \"c\"\nstream = \"side\"\n\
+             [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n\
+             [[op]]\nkernel = {{ us = 50, sms = 8 }}\nwrites = [\"h\"]\n\
+             [[op]]\nwait = \"w\"\n[[op]]\nfree = \"h\"\n"
+        );
+        simulate(&parse("pending.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn a_release_returns_recordstream_frees_before_it_decides_out_of_memory_r19_r20() {
+        // 256 MiB pending + 800 MiB > 1 GiB: PyTorch's release_cached_blocks first waits for
+        // g's event and frees g's segment, then the retry fits.
+        let timeline = pending_free(false, "800MiB");
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert_eq!(rank.cache_releases[0].segments_freed, 2);
+        let all_reduce_end_ns = rank.collectives[0].end_ns;
+        assert!(rank.cache_releases[0].device_idle_ns.unwrap() >= all_reduce_end_ns);
+    }
+
+    #[test]
+    fn with_expandable_segments_a_release_still_waits_for_recordstream_events_r19_r20() {
+        // 256 + 300 cached + 700 > 1 GiB: a release, which needs no device-wide stall but
+        // must wait for g's event before g's block is reused; else the write on h races NCCL.
+        let timeline = pending_free(true, "700MiB");
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert_eq!(rank.cache_releases[0].device_idle_ns, None);
+        assert!(rank.cache_releases[0].host_start_ns < rank.collectives[0].end_ns);
+        assert!(rank.cache_releases[0].host_end_ns >= rank.collectives[0].end_ns);
+    }
+
+    #[test]
+    fn out_of_memory_comes_after_the_cache_was_released_r20() {
+        // 200 MiB live, 300 MiB cached on a side stream, 900 MiB asked on the default stream:
+        // PyTorch frees the cached segment (a device-wide stall) before it raises.
+        let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[streams]\nside = {}\n\
+                    [tensors]\nkeep = \"200MiB\"\nc = \"300MiB\"\nh = \"900MiB\"\n\
+                    [[op]]\nalloc = \"c\"\nstream = \"side\"\n[[op]]\nfree = \"c\"\nstream = \"side\"\n\
+                    [[op]]\nalloc = \"h\"\n[[op]]\nfree = \"h\"\n";
+        let timeline = simulate(&parse("oom.toml", text).unwrap());
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::OutOfMemory]);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert_eq!(rank.cache_releases[0].segments_freed, 1);
+        assert_eq!(rank.memory.cache_releases, 1);
     }
 }
