@@ -349,9 +349,14 @@ impl<'a> TraceContext<'a> {
     }
 
     /// The findings of no rank in the Timeline (a whole-run deadlock, a rank the Timeline does
-    /// not hold), on the first rank's process.
-    pub fn rankless_findings(&self, sink: &mut Sink) -> io::Result<()> {
-        let pid = self.timeline.ranks.first().map_or(1, |rank| pid(rank.rank));
+    /// not hold), on the process of the rank at `position` in `timeline.ranks`: the file's own
+    /// in a rank's file, so that it names no process the file does not have.
+    pub fn rankless_findings(&self, position: usize, sink: &mut Sink) -> io::Result<()> {
+        let pid = self
+            .timeline
+            .ranks
+            .get(position)
+            .map_or(1, |rank| pid(rank.rank));
         for finding in &self.timeline.findings {
             let held = (self.timeline.ranks.iter()).any(|rank| finding.concerns(rank.rank));
             if !held {

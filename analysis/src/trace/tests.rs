@@ -380,6 +380,11 @@ fn findings_sit_at_their_time() {
             .count()
     };
     assert_eq!((count(&files[0].2), count(&files[1].2)), (1, 2));
+    // Each on the file's own process: a rank's file names no other.
+    for (rank, (_, _, trace)) in files.iter().enumerate() {
+        let pids: Vec<&Value> = events(trace).iter().map(|e| &e["pid"]).collect();
+        assert!(pids.iter().all(|&pid| *pid == rank + 1), "{pids:?}");
+    }
 }
 
 #[test]
