@@ -23,7 +23,9 @@ pub struct Row {
     /// The collective (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`).
     pub op_key: &'static str,
     pub size_bytes: u64,
-    /// Elements of the tensor's type.
+    /// nccl-tests' `count`: the elements each rank passes NCCL (`ncclAllGather`'s `sendcount`,
+    /// `ncclReduceScatter`'s `recvcount`: one rank's slice of `size_bytes`; the whole tensor for
+    /// all_reduce and broadcast).
     pub count: u64,
     /// nccl-tests' name of the element type (`float`, `bfloat16`, `half`).
     pub type_name: &'static str,
@@ -78,16 +80,18 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
             };
             let size_bytes = first.bytes;
             let algbw_gbps = size_bytes as f64 / time_us / 1e3;
-            let factor = match traffic_word {
-                "all_reduce" => 2.0 * (ranks - 1.0) / ranks,
-                "broadcast" => 1.0,
-                _ => (ranks - 1.0) / ranks,
+            // nccl-tests' size is the larger buffer (all_gather's output, reduce_scatter's
+            // input), its count what one rank passes NCCL: a slice of that for these two.
+            let (factor, slices) = match traffic_word {
+                "all_reduce" => (2.0 * (ranks - 1.0) / ranks, 1),
+                "broadcast" => (1.0, 1),
+                _ => ((ranks - 1.0) / ranks, ranks as u64),
             };
             Some(Row {
                 op: op.name.clone(),
                 op_key: traffic_word,
                 size_bytes,
-                count: size_bytes / element_bytes,
+                count: size_bytes / element_bytes / slices,
                 type_name,
                 redop,
                 time_us,
@@ -221,5 +225,34 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("\n#   100000000 ar RING_LL\n"), "{table}");
+    }
+
+    #[test]
+    fn gather_and_scatter_rows_count_one_ranks_slice_as_nccl_tests_does() {
+        // all_gather_perf and reduce_scatter_perf print the whole buffer as size and what one
+        // rank passes NCCL as count (src/all_gather.cu, src/reduce_scatter.cu: `paramcount`).
+        let text = "repeat = 2\nwarmup = 1\n[cluster]\nranks = 4\n\
+                    [groups.world]\neager_init = true\n\
+                    [tensors]\nx = { size = \"8MiB\", dtype = \"bf16\" }\n\
+                    [[op]]\nlabel = \"ag\"\nall_gather = \"x\"\n\
+                    [[op]]\nlabel = \"rs\"\nreduce_scatter = \"x\"\n\
+                    [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                    [[op]]\nlabel = \"bc\"\nbroadcast = \"x\"\n";
+        let scenario = sim::scenario::parse("t.toml", text).unwrap();
+        let rows = rows(&sim::engine::simulate(&scenario));
+        let counts: Vec<(&str, u64, u64)> = rows
+            .iter()
+            .map(|row| (row.op.as_str(), row.size_bytes, row.count))
+            .collect();
+        let elements = 8 * 1024 * 1024 / 2;
+        assert_eq!(
+            counts,
+            [
+                ("ag", 2 * elements, elements / 4),
+                ("rs", 2 * elements, elements / 4),
+                ("ar", 2 * elements, elements),
+                ("bc", 2 * elements, elements),
+            ]
+        );
     }
 }

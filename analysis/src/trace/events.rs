@@ -349,9 +349,14 @@ impl<'a> TraceContext<'a> {
     }
 
     /// The findings of no rank in the Timeline (a whole-run deadlock, a rank the Timeline does
-    /// not hold), on the first rank's process.
-    pub fn rankless_findings(&self, sink: &mut Sink) -> io::Result<()> {
-        let pid = self.timeline.ranks.first().map_or(1, |rank| pid(rank.rank));
+    /// not hold), on the process of the rank at `position` in `timeline.ranks`: the file's own
+    /// in a rank's file, so that it names no process the file does not have.
+    pub fn rankless_findings(&self, position: usize, sink: &mut Sink) -> io::Result<()> {
+        let pid = self
+            .timeline
+            .ranks
+            .get(position)
+            .map_or(1, |rank| pid(rank.rank));
         for finding in &self.timeline.findings {
             let held = (self.timeline.ranks.iter()).any(|rank| finding.concerns(rank.rank));
             if !held {
@@ -429,6 +434,12 @@ impl<'a> TraceContext<'a> {
                 .and_then(nccl_names::element_bytes)
                 .map(|bytes| record.bytes / bytes);
             let group_size = (members.len() as u64).max(1);
+            // PyTorch records the Backend's `rank_`, the rank within the group; its send and
+            // receive record their peer, which the Timeline does not keep: the caller's then.
+            let rank_in_group = match op.collective {
+                Some(CollectiveKind::Send | CollectiveKind::Recv) => None,
+                _ => members.iter().position(|&member| member == rank.rank),
+            };
             // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
             // sliced side, a remainder the ranks do not divide left out.
             let (in_elements, out_elements) = match (op.collective, elements) {
@@ -446,7 +457,7 @@ impl<'a> TraceContext<'a> {
                 "Process Group Name": group.to_string(),
                 "Process Group Description": self.group_description(group),
                 "Process Group Ranks": listed_ranks(members),
-                "Rank": rank.rank,
+                "Rank": rank_in_group.map_or(u64::from(rank.rank), |at| at as u64),
                 "Seq": record.seq_num(),
                 "op": self.timeline.ops[record.op as usize].name,
                 "iteration": record.iteration,

@@ -67,7 +67,7 @@ pub fn write_chrome_trace(timeline: &Timeline, out: &mut dyn Write) -> io::Resul
         ids.correlation_base += rank.kernels.len() as u64;
         ids.wait_flow_base += rank.stream_waits.len() as u64;
     }
-    context.rankless_findings(&mut sink)?;
+    context.rankless_findings(0, &mut sink)?;
     let out = sink.finish()?;
     writeln!(out, "]}}")
 }
@@ -123,7 +123,7 @@ fn write_rank_trace_with(
         wait_flow_base: rank.kernels.len() as u64,
     };
     context.rank_events(position, ids, &mut sink)?;
-    context.rankless_findings(&mut sink)?;
+    context.rankless_findings(position, &mut sink)?;
     let out = sink.finish()?;
     writeln!(out, "\n  ]\n}}")
 }

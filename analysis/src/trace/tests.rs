@@ -226,6 +226,26 @@ fn record_param_comms_seq_is_the_work_s_seqnum_and_the_record_keeps_it_where_it_
 }
 
 #[test]
+fn record_param_comms_rank_is_the_rank_within_its_group() {
+    // PyTorch records the Backend's `rank_`: global rank 3 is rank 1 of the group [1, 3].
+    let text = "[cluster]\nranks = 4\n[groups.odd]\nranks = [1, 3]\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nall_reduce = \"x\"\n\
+                [[op]]\nranks = [1, 3]\nall_reduce = \"x\"\ngroup = \"odd\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("g.toml", text).unwrap());
+    let (_, _, trace) = &rank_files(&timeline)[3];
+    let ranks: Vec<(&str, u64)> = named(trace, "record_param_comms")
+        .iter()
+        .map(|p| {
+            (
+                p["args"]["Process Group Ranks"].as_str().unwrap(),
+                p["args"]["Rank"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ranks, [("[0, 1, 2, 3]", 3), ("[1, 3]", 1)]);
+}
+
+#[test]
 fn an_all_gather_counts_one_slice_in_and_the_whole_out() {
     let text = "[cluster]\nranks = 4\n[tensors]\nx = \"4MiB\"\n[[op]]\nall_gather = \"x\"\n\
                 [[op]]\nreduce_scatter = \"x\"\n";
@@ -360,6 +380,11 @@ fn findings_sit_at_their_time() {
             .count()
     };
     assert_eq!((count(&files[0].2), count(&files[1].2)), (1, 2));
+    // Each on the file's own process: a rank's file names no other.
+    for (rank, (_, _, trace)) in files.iter().enumerate() {
+        let pids: Vec<&Value> = events(trace).iter().map(|e| &e["pid"]).collect();
+        assert!(pids.iter().all(|&pid| *pid == rank + 1), "{pids:?}");
+    }
 }
 
 #[test]
