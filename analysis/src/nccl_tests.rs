@@ -5,8 +5,11 @@
 //! Time is the data movement of R16/R24 (from the moment the last rank arrived to the end of
 //! the kernel), median over ranks × measured iterations. `algbw = S / t`; `busbw` scales it by
 //! the collective's traffic factor as nccl-tests does (doc/PERFORMANCE.md): `2(n−1)/n` for
-//! all_reduce, `(n−1)/n` for all_gather and reduce_scatter, 1 for broadcast — so that busbw is
-//! comparable to the link's bandwidth whatever n is (R24).
+//! all_reduce, `(n−1)/n` for all_gather, reduce_scatter and all_to_all, 1 for broadcast — so
+//! that busbw is comparable to the link's bandwidth whatever n is (R24). As nccl-tests prints
+//! them, the size is the whole buffer (all_gather's output, reduce_scatter's input, all of
+//! all_to_all's) and the count the elements one call is given: one rank's slice for all_gather
+//! and reduce_scatter (`all_gather_perf`), one peer's for all_to_all (`alltoall_perf`).
 //!
 //! Pure: a function of the Timeline.
 
@@ -20,12 +23,12 @@ use std::fmt::Write;
 pub struct Row {
     /// The op's label (or `key#index`).
     pub op: String,
-    /// The collective (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`).
+    /// The collective (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, `all_to_all`).
     pub op_key: &'static str,
     pub size_bytes: u64,
-    /// nccl-tests' `count`: the elements each rank passes NCCL (`ncclAllGather`'s `sendcount`,
-    /// `ncclReduceScatter`'s `recvcount`: one rank's slice of `size_bytes`; the whole tensor for
-    /// all_reduce and broadcast).
+    /// Elements of the tensor's type one call is given, as nccl-tests counts them: the whole
+    /// tensor (all_reduce, broadcast), one rank's slice (all_gather, reduce_scatter) or one
+    /// peer's (all_to_all).
     pub count: u64,
     /// nccl-tests' name of the element type (`float`, `bfloat16`, `half`).
     pub type_name: &'static str,
@@ -34,7 +37,8 @@ pub struct Row {
     pub time_us: f64,
     pub algbw_gbps: f64,
     pub busbw_gbps: f64,
-    /// Algorithm and protocol from the kernel name (`RING_LL`, `NVLS_SIMPLE`).
+    /// Algorithm and protocol from the kernel name (`RING_LL`, `NVLS_SIMPLE`); all_to_all's
+    /// kernel carries neither, and shows its own name (`SendRecv`).
     pub algorithm: String,
 }
 
@@ -50,6 +54,7 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
                 "reduce_scatter" => ("reduce_scatter", "sum"),
                 "all_gather" => ("all_gather", "none"),
                 "broadcast" => ("broadcast", "none"),
+                "all_to_all" => ("all_to_all", "none"),
                 _ => return None,
             };
             let records: Vec<_> = timeline
@@ -73,31 +78,38 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
             let mut words = kernel.rsplitn(4, '_');
             let protocol = words.next().unwrap_or_default();
             let algorithm = words.next().unwrap_or_default();
-            let (type_name, element_bytes) = match words.next().unwrap_or_default() {
+            let kernel_dtype = words.next().unwrap_or_default();
+            let (type_name, element_bytes) = match op.dtype.as_deref().unwrap_or(kernel_dtype) {
                 "bf16" => ("bfloat16", 2),
                 "f16" => ("half", 2),
                 _ => ("float", 4),
             };
+            let algorithm = if ["LL", "LL128", "SIMPLE"].contains(&protocol) {
+                format!("{algorithm}_{protocol}")
+            } else {
+                kernel.trim_start_matches("ncclDevKernel_").to_string()
+            };
             let size_bytes = first.bytes;
             let algbw_gbps = size_bytes as f64 / time_us / 1e3;
-            // nccl-tests' size is the larger buffer (all_gather's output, reduce_scatter's
-            // input), its count what one rank passes NCCL: a slice of that for these two.
-            let (factor, slices) = match traffic_word {
-                "all_reduce" => (2.0 * (ranks - 1.0) / ranks, 1),
-                "broadcast" => (1.0, 1),
-                _ => ((ranks - 1.0) / ranks, ranks as u64),
+            let (factor, count) = match traffic_word {
+                "all_reduce" => (2.0 * (ranks - 1.0) / ranks, size_bytes / element_bytes),
+                "broadcast" => (1.0, size_bytes / element_bytes),
+                _ => (
+                    (ranks - 1.0) / ranks,
+                    size_bytes / element_bytes / ranks as u64,
+                ),
             };
             Some(Row {
                 op: op.name.clone(),
                 op_key: traffic_word,
                 size_bytes,
-                count: size_bytes / element_bytes / slices,
+                count,
                 type_name,
                 redop,
                 time_us,
                 algbw_gbps,
                 busbw_gbps: algbw_gbps * factor,
-                algorithm: format!("{algorithm}_{protocol}"),
+                algorithm,
             })
         })
         .collect()
@@ -254,5 +266,34 @@ mod tests {
                 ("bc", 2 * elements, elements),
             ]
         );
+    }
+
+    #[test]
+    fn sliced_collectives_count_one_ranks_elements_as_nccl_tests_does() {
+        // 4 ranks, α-β ring (NVLink 100 GB/s, α = 1 µs), 8 MB of bf16: all_gather,
+        // reduce_scatter and all_to_all take 3·1 µs + 3/4 · 8e6 B / 1e11 B/s = 63 µs;
+        // algbw = 8e6 B / 63 µs = 126.98 GB/s, busbw = algbw · 3/4 = 95.24 GB/s. The size is
+        // the whole buffer, the count one rank's (one peer's) slice: 4e6 elements / 4.
+        let text = "repeat = 2\nwarmup = 1\n[cluster]\nranks = 4\n\
+                    [network]\nnvlink_gbps = 100\nalpha_us = 1\n\
+                    [groups.world]\neager_init = true\n\
+                    [tensors]\nx = { size = \"8MB\", dtype = \"bf16\" }\n\
+                    [[op]]\nall_gather = \"x\"\n[[op]]\nreduce_scatter = \"x\"\n\
+                    [[op]]\nall_to_all = \"x\"\n";
+        let scenario = sim::scenario::parse("t.toml", text).unwrap();
+        let rows = rows(&sim::engine::simulate(&scenario));
+        let keys: Vec<_> = rows.iter().map(|row| row.op_key).collect();
+        assert_eq!(keys, ["all_gather", "reduce_scatter", "all_to_all"]);
+        for row in &rows {
+            assert_eq!(
+                (row.size_bytes, row.count, row.type_name),
+                (8_000_000, 1_000_000, "bfloat16"),
+                "{row:?}"
+            );
+            assert!((row.time_us - 63.0).abs() < 1e-9, "{row:?}");
+            assert!((row.busbw_gbps - 95.238).abs() < 1e-3, "{row:?}");
+        }
+        assert_eq!(rows[2].redop, "none");
+        assert_eq!(rows[2].algorithm, "SendRecv");
     }
 }

@@ -58,6 +58,42 @@ impl RingTraffic {
     }
 }
 
+/// NCCL's collective functions, as `NCCL_ALGO` / `NCCL_PROTO` prefixes name them
+/// (`allreduce:tree`), in NCCL's order. Reduce has no scenario kind; a prefix may still name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum NcclFunction {
+    Broadcast,
+    Reduce,
+    AllGather,
+    ReduceScatter,
+    AllReduce,
+}
+
+impl NcclFunction {
+    pub const ALL: [NcclFunction; 5] = [
+        NcclFunction::Broadcast,
+        NcclFunction::Reduce,
+        NcclFunction::AllGather,
+        NcclFunction::ReduceScatter,
+        NcclFunction::AllReduce,
+    ];
+
+    /// The name NCCL accepts as a prefix (case-insensitively).
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            NcclFunction::Broadcast => "Broadcast",
+            NcclFunction::Reduce => "Reduce",
+            NcclFunction::AllGather => "AllGather",
+            NcclFunction::ReduceScatter => "ReduceScatter",
+            NcclFunction::AllReduce => "AllReduce",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// How NCCL counts a rank's elements for a tensor of the collective's full size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NcclCount {
@@ -118,8 +154,9 @@ pub struct Descriptor {
     /// The op torch.profiler shows on the CPU row.
     pub host_name: &'static str,
     pub ring: RingTraffic,
-    /// Whether the algorithm choice (ring, tree, NVLS) applies; the others always use a ring.
-    pub chooses_algorithm: bool,
+    /// The NCCL function that runs it, whose `NCCL_ALGO` / `NCCL_PROTO` entries apply; `None`
+    /// for sends and receives (all_to_all is made of them), which `NCCL_ALGO` does not touch.
+    pub nccl_function: Option<NcclFunction>,
     pub nccl_count: NcclCount,
     pub work_numel: WorkNumel,
     /// The kind the other ranks must issue at the same SeqNum (R16): the same one for a
@@ -137,7 +174,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: true,
         host_name: "c10d::allreduce_",
         ring: RingTraffic::ReduceThenGather,
-        chooses_algorithm: true,
+        nccl_function: Some(NcclFunction::AllReduce),
         nccl_count: NcclCount::Whole,
         work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::AllReduce,
@@ -150,7 +187,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: true,
         host_name: "c10d::_allgather_base_",
         ring: RingTraffic::OnePass,
-        chooses_algorithm: false,
+        nccl_function: Some(NcclFunction::AllGather),
         nccl_count: NcclCount::Slice,
         work_numel: WorkNumel::InputSlice,
         counterpart: CollectiveKind::AllGather,
@@ -163,7 +200,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: true,
         host_name: "c10d::_reduce_scatter_base_",
         ring: RingTraffic::OnePass,
-        chooses_algorithm: false,
+        nccl_function: Some(NcclFunction::ReduceScatter),
         nccl_count: NcclCount::Slice,
         work_numel: WorkNumel::OutputSlice,
         counterpart: CollectiveKind::ReduceScatter,
@@ -176,7 +213,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: true,
         host_name: "c10d::broadcast_",
         ring: RingTraffic::Chain,
-        chooses_algorithm: false,
+        nccl_function: Some(NcclFunction::Broadcast),
         nccl_count: NcclCount::Whole,
         work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::Broadcast,
@@ -191,7 +228,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: false,
         host_name: "c10d::alltoall_base_",
         ring: RingTraffic::OnePass,
-        chooses_algorithm: false,
+        nccl_function: None,
         nccl_count: NcclCount::PerPeer,
         work_numel: WorkNumel::WholeInSlices,
         counterpart: CollectiveKind::AllToAll,
@@ -204,7 +241,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: false,
         host_name: "c10d::send",
         ring: RingTraffic::PointToPoint,
-        chooses_algorithm: false,
+        nccl_function: None,
         nccl_count: NcclCount::Whole,
         work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::Recv,
@@ -217,7 +254,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: false,
         host_name: "c10d::recv_",
         ring: RingTraffic::PointToPoint,
-        chooses_algorithm: false,
+        nccl_function: None,
         nccl_count: NcclCount::Whole,
         work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::Send,
@@ -231,7 +268,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kernel_name_is_specialised: false,
         host_name: "c10d::batch_isend_irecv",
         ring: RingTraffic::PointToPoint,
-        chooses_algorithm: false,
+        nccl_function: None,
         nccl_count: NcclCount::Whole,
         work_numel: WorkNumel::Whole,
         counterpart: CollectiveKind::BatchP2p,

@@ -307,8 +307,8 @@ fn candidates<'a>(
     let env = &scenario.env;
     allowed_pairs(
         collective,
-        env.nccl_algorithms.as_deref(),
-        env.nccl_protocols.as_deref(),
+        env.nccl_algorithms.as_ref(),
+        env.nccl_protocols.as_ref(),
         env.nccl_nvls_enable && tuning.nvls_channels > 0 && fabric.nodes == 1,
     )
 }

@@ -126,7 +126,14 @@ const BAD_INPUTS: &[BadInput] = &[
         text: "[env]\nNCCL_ALGO = \"Ring,Butterfly\"\n[[op]]\ndevice_sync = true\n",
         line: 2,
         column: 13,
-        says: "NCCL_ALGO: unknown name \"Butterfly\"; expected a comma-separated list of RING, TREE, NVLS",
+        says: "NCCL_ALGO: unknown name \"Butterfly\"; expected a comma-separated list of RING, TREE, NVLS, CollNetDirect, CollNetChain, NVLSTree, PAT",
+    },
+    BadInput {
+        class: "NCCL_ALGO leaves a collective no algorithm (NCCL >= 2.24: no ring fallback)",
+        text: "[cluster]\nranks = 8\n[env]\nNCCL_ALGO = \"Tree\"\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_gather = \"x\"\n",
+        line: 4,
+        column: 13,
+        says: "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the all_gather",
     },
     BadInput {
         class: "NCCL channel bounds",

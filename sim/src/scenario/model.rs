@@ -304,10 +304,10 @@ pub struct Env {
     pub high_priority: bool,
     /// `TORCH_NCCL_ENABLE_TIMING` (R6: Works get start events).
     pub enable_timing: bool,
-    /// `NCCL_ALGO`: the algorithms all_reduce may use (`crate::nccl`).
-    pub nccl_algorithms: Option<Vec<crate::nccl_env::Algorithm>>,
-    /// `NCCL_PROTO`: the protocols collectives may use.
-    pub nccl_protocols: Option<Vec<crate::nccl_env::Protocol>>,
+    /// `NCCL_ALGO`: the algorithms each collective may use (`crate::nccl`).
+    pub nccl_algorithms: Option<crate::nccl_env::Selection<crate::nccl_env::Algorithm>>,
+    /// `NCCL_PROTO`: the protocols each collective may use.
+    pub nccl_protocols: Option<crate::nccl_env::Selection<crate::nccl_env::Protocol>>,
     /// `NCCL_NVLS_ENABLE`: NVLink SHARP may be chosen (1, NCCL's default); 0 leaves it out.
     pub nccl_nvls_enable: bool,
     /// `NCCL_MIN_CTAS`: fewest channels (thread blocks) of an NCCL kernel (R22).
@@ -1031,15 +1031,16 @@ impl Scenario {
             let none = ranks.len() > 1
                 && crate::nccl_env::allowed_pairs(
                     collective,
-                    self.env.nccl_algorithms.as_deref(),
-                    self.env.nccl_protocols.as_deref(),
+                    self.env.nccl_algorithms.as_ref(),
+                    self.env.nccl_protocols.as_ref(),
                     nvls_possible,
                 )
                 .next()
                 .is_none();
             none.then(|| {
                 format!(
-                    "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the {} of op {} (line {}) on group {:?}",
+                    "NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for the {} of op {} (line {}) on group {:?} \
+                     (c10dsim models a ring for every collective, tree and NVLS for all_reduce; NCCL 2.24 and later fail such a call rather than fall back to the ring)",
                     collective.key(),
                     op.display_name(),
                     op.line,
