@@ -373,6 +373,24 @@ def test_a_synchronous_collective_runs_on_the_current_stream_from_pytorch_2_8(
         assert (c["run_stream"] == c["call_stream"]) == on_current, c
 
 
+@pytest.mark.parametrize("version", ["2.11.0+cu130", "2.7.1"])
+def test_a_synchronous_send_runs_on_the_internal_stream_in_every_version(
+        resolve, interpret, tmp_path, version):
+    # `dist.send` is `isend(...).wait()`: ProcessGroupNCCL's point-to-point path has no
+    # `asyncOp`, so it never runs on the current stream (R11).
+    source = tmp_path / "sync_send.toml"
+    source.write_text('[cluster]\nranks = 2\n[tensors]\nact = "1MiB"\n'
+                      '[[op]]\nranks = [0]\nsend = "act"\npeer = 1\n'
+                      '[[op]]\nranks = [1]\nrecv = "act"\npeer = 0\n')
+    path, _ = resolve(str(source))
+    completed, document, calls = interpret(path, world=2, env={"FAKE_TORCH_VERSION": version})
+    assert completed.returncode == 0, completed.stderr
+    assert ["send", "1"] in calls
+    (record,) = document["ranks"][0]["collectives"]
+    assert not record["async_op"]
+    assert record["run_stream"] != record["call_stream"], record
+
+
 def test_a_version_string_gives_its_major_and_minor():
     assert tl.torch_version("2.11.0+cu130") == (2, 11)
     assert tl.torch_version("2.8.0") == (2, 8)

@@ -245,6 +245,10 @@ fn sync_calls_in_tight_loops(run: &CalibrationRun, gaps: &[Vec<Option<u64>>]) ->
         else {
             continue;
         };
+        if op.kind.is_point_to_point() {
+            // A synchronous send or recv runs on the internal stream and waits (R11).
+            continue;
+        }
         out.push(
             t.ranks
                 .iter()

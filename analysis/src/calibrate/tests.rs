@@ -165,6 +165,21 @@ fn one_rank_runs_recover_the_floor_the_nccl_launch_latency_and_the_sync_and_coal
 }
 
 #[test]
+fn a_synchronous_send_is_not_a_sample_of_the_synchronous_collective_cost() {
+    // `dist.send` / `dist.recv` run on the internal stream and wait (R11): their host calls
+    // are an async call and a wait, not `sync_collective_us`.
+    let text = "torch = \"2.12\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n\
+        [host]\ncollective_us = 25\ncollective_tail_us = 9\nsync_collective_us = 20\n\
+        [groups.world]\neager_init = true\n[tensors]\nx = \"1KiB\"\n\
+        [[op]]\nall_reduce = \"x\"\n\
+        [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+        [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
+    let calibration = calibrated_to_its_simulation("send.toml", text);
+    let fitted = number(&calibration.profile, "host.sync_collective_us");
+    assert!((fitted - 20.0).abs() < 1e-6, "{fitted}");
+}
+
+#[test]
 fn held_out_errors_take_the_timing_metrics() {
     let text = "[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n[[op]]\nall_reduce = \"x\"\n";
     let scenario = sim::scenario::parse("v.toml", text).unwrap();

@@ -694,12 +694,14 @@ class Interpreter:
         self.seq[group_index] = self.seq.get(group_index, 0) + 1
         flight_key = self.flight_key(op, group_index)
         self.flight_records[flight_key] = (group_index, self.seq[group_index])
+        # R11: a synchronous collective runs on the current stream from PyTorch 2.8; a
+        # synchronous send or recv never does (``isend``/``irecv`` then ``wait()``).
+        on_current = not async_op and self.sync_on_current_stream and not flight_key[1]
         record = {
             "iteration": iteration, "op": op["index"], "group": group_index,
             "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,
             "call_stream": self.current,
-            "run_stream": (self.current if not async_op and self.sync_on_current_stream
-                           else self.nccl_stream[group_index]),
+            "run_stream": self.current if on_current else self.nccl_stream[group_index],
             "host_start_ns": self.rel(start_ns), "host_end_ns": self.rel(end_ns),
             "input_ready_ns": ready, "kernel_start_ns": None, "data_start_ns": None,
             "end_ns": None, "last_rank": None, "wait": None,

@@ -510,8 +510,13 @@ impl ProcessGroupNccl {
             // R8: the first collective of a group bootstraps the communicator inside the call.
             self.create_communicator(scenario, group, out);
         }
-        let on_internal_stream =
-            call.async_op || !scenario.torch.sync_collective_on_current_stream();
+        // R11: a synchronous collective runs on the current stream where the profile says so.
+        // `dist.send` and `dist.recv` never do: ProcessGroupNCCL's point-to-point path takes no
+        // `asyncOp` and always runs on the internal stream, and the Python wrapper is `isend`
+        // (or `irecv`) followed by `wait()`.
+        let on_internal_stream = call.async_op
+            || call.kind.is_point_to_point()
+            || !scenario.torch.sync_collective_on_current_stream();
         // R11: a call on the current stream skips the internal stream's part of the path.
         let (warm_ns, cold_ns) = if on_internal_stream {
             (costs.collective_ns, costs.collective_cold_ns)
@@ -659,7 +664,7 @@ impl ProcessGroupNccl {
             });
             out.push(Step::WaitReturn { collective });
         } else if !call.async_op && on_internal_stream {
-            // R11 (≤ 2.5): the wrapper calls wait() itself.
+            // R11 (≤ 2.5, and a synchronous send or recv): the wrapper calls wait() itself.
             let poll = scenario.env.blocking_wait.then_some(None);
             self.wait(scenario, (collective, end), call_stream, poll, out);
         }

@@ -97,6 +97,38 @@ fn a_sync_collective_runs_on_the_current_stream_in_2_12_and_waits_in_2_5_r11() {
 }
 
 #[test]
+fn a_sync_send_or_recv_is_isend_or_irecv_and_wait_in_every_profile_r11() {
+    // `dist.send` is `isend(...).wait()`: ProcessGroupNCCL's point-to-point path has no
+    // `asyncOp` and always runs on the pair's internal stream, in 2.12 as in 2.5; the wait
+    // polls under blocking wait.
+    let sync = "[cluster]\nranks = 2\n[host]\nwait_us = 3\n[tensors]\nact = \"1MiB\"\n\
+                [[op]]\nranks = [0]\nsend = \"act\"\npeer = 1\n\
+                [[op]]\nranks = [1]\nrecv = \"act\"\npeer = 0\n";
+    for profile in ["2.12", "2.5"] {
+        let steps = lowered(&format!("torch = \"{profile}\"\n{sync}"));
+        let nccl = steps.iter().find(|s| s.starts_with("nccl ")).unwrap();
+        assert!(
+            nccl.contains("SEND") && nccl.contains("s0->s2 ready"),
+            "{nccl}"
+        );
+        assert!(
+            steps.contains(&"stream_wait s2 e0".to_string()),
+            "{steps:?}"
+        );
+        assert!(
+            steps.contains(&"wait c0 s0 e1 +3000ns".to_string()),
+            "{steps:?}"
+        );
+        assert!(steps.contains(&"watch c0 end e1 stash Some(0) Call".to_string()));
+    }
+    let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{sync}"));
+    assert!(
+        blocking.iter().any(|s| s.starts_with("poll c0")),
+        "{blocking:?}"
+    );
+}
+
+#[test]
 fn blocking_wait_and_a_timeout_poll_r15() {
     // Blocking wait polls until the group's timeout (600 s by default); wait(timeout) until
     // its own.
