@@ -437,6 +437,25 @@ def test_the_memory_quota_adds_the_gemm_operands_and_a_cublas_workspace_per_gemm
     assert names(calls).index("current_blas_handle") < first_gemm, "made before the program"
 
 
+def test_the_memory_quota_adds_the_all_to_all_receive_buffers(resolve, interpret):
+    # all_to_all_single cannot run in place: the interpreter makes a receive buffer per sent
+    # tensor from the caching allocator, which the simulator does not book.
+    path, scenario = resolve("all_to_all", "cluster.ranks=1", "memory.fraction=0.01")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    sent = {op["kind"]["tensor"] for op in scenario["ops"]
+            if op["kind"]["kind"] == "collective" and op["kind"]["collective"] == "all_to_all"}
+    received_bytes = sum(scenario["tensors"][t]["size_bytes"] * scenario["tensors"][t]["count"]
+                         for t in sent)
+    (m, n, k) = (4096, 4096, 4096)
+    operand_bytes = (m * k + k * n + m * n) * 2  # bf16
+    workspace_bytes = int(document["machine"]["blas_workspace_bytes"])
+    expected = (scenario["memory"]["capacity_bytes"] + operand_bytes + received_bytes
+                + workspace_bytes) / (141 * 2**30)
+    (fraction,) = [call for call in calls if call[0] == "set_per_process_memory_fraction"]
+    assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
+
+
 EVERY_KIND = """
 name = "every_kind"
 repeat = 2

@@ -342,13 +342,15 @@ class Interpreter:
     def limit_memory(self):
         """The scenario's allocator capacity (R17), plus what the interpreter and PyTorch add from
         the same allocator and the simulator does not count — the GEMM operands, the bucket
-        buffers, the mismatch faults' scratch buffers and the cuBLAS workspaces — as the
-        allocator's fraction of the device."""
+        buffers, the mismatch faults' scratch buffers, the all_to_all receive buffers made at
+        setup and the cuBLAS workspaces — as the allocator's fraction of the device."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
         extra_bytes += sum(b.numel() * b.element_size()
                            for buffers in self.buckets.values() for b in buffers)
         extra_bytes += sum(b.numel() * b.element_size() for b in self.mismatch_buffers.values())
+        extra_bytes += sum(b.numel() * b.element_size()
+                           for b in self.all_to_all_outputs.values())
         extra_bytes += self.blas_workspaces()
         total_bytes = self.torch.cuda.get_device_properties(self.local_rank).total_memory
         capacity = self.scenario["memory"]["capacity_bytes"] + extra_bytes
