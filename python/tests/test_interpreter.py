@@ -99,6 +99,9 @@ def test_a_synchronous_call_on_the_calling_stream_releases_it_at_the_kernel_end(
         assert not record["async_op"] and record["run_stream"] == record["call_stream"]
         assert record["wait"]["released_ns"] == record["end_ns"]
         assert record["end_ns"] - record["kernel_start_ns"] == 100
+    # No cudaStreamWaitEvent orders a kernel after its own stream, as the simulator records it.
+    collective_ops = {record["op"] for record in rank["collectives"]}
+    assert not [w for w in rank["stream_waits"] if w["op"] in collective_ops]
 
 
 def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, interpret):
@@ -112,6 +115,8 @@ def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, inte
     for record in rank["collectives"]:
         assert record["run_stream"] != record["wait"]["stream"]
         assert record["wait"]["released_ns"] >= record["host_end_ns"]
+    # The internal stream waits for the input, the calling stream for the kernel's end.
+    assert len(rank["stream_waits"]) == 2 * calls
 
 
 def test_the_scenario_environment_is_exported_before_torch_is_imported(resolve, interpret):

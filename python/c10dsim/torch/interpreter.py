@@ -1174,11 +1174,14 @@ class Interpreter:
                 "iteration": record["iteration"], "op": record["op"],
                 "stream": record["run_stream"], "class": "communication",
                 "enqueue_ns": record["host_start_ns"], "start_ns": start, "end_ns": end})
-            rank["stream_waits"].append({
-                "iteration": record["iteration"], "op": record["op"],
-                "source_stream": record["call_stream"], "source_ns": record["input_ready_ns"],
-                "waiting_stream": record["run_stream"], "released_ns": start})
-            if wait is not None:
+            # A kernel on the calling stream (a synchronous call, PyTorch >= 2.8, R11) needs no
+            # cudaStreamWaitEvent on either side: the stream orders it.
+            if record["call_stream"] != record["run_stream"]:
+                rank["stream_waits"].append({
+                    "iteration": record["iteration"], "op": record["op"],
+                    "source_stream": record["call_stream"], "source_ns": record["input_ready_ns"],
+                    "waiting_stream": record["run_stream"], "released_ns": start})
+            if wait is not None and wait["stream"] != record["run_stream"]:
                 rank["stream_waits"].append({
                     "iteration": record["iteration"], "op": wait["op"],
                     "source_stream": record["run_stream"], "source_ns": end,
