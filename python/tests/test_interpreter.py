@@ -119,6 +119,41 @@ def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, inte
     assert len(rank["stream_waits"]) == 2 * calls
 
 
+SYNC_LIST = """
+name = "sync_list"
+[cluster]
+ranks = 1
+[env]
+TORCH_FR_BUFFER_SIZE = 0
+[tensors]
+grads = { size = "1MiB", count = 4 }
+[[op]]
+all_reduce = "grads"
+[[op]]
+gpu_sleep_us = 10
+"""
+
+
+def test_each_synchronous_call_of_a_list_is_released_right_after_itself(
+        resolve, interpret, tmp_path):
+    # One all_reduce per tensor, each waited by its own call: its release probe follows it, not
+    # the list's last call (with the Flight Recorder off, the release is the kernel's end).
+    source = tmp_path / "sync_list.toml"
+    source.write_text(SYNC_LIST)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.5.1"})
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    for iteration in {c["iteration"] for c in rank["collectives"]}:
+        calls = [c for c in rank["collectives"] if c["iteration"] == iteration]
+        assert len(calls) == 4
+        for call, following in zip(calls, calls[1:]):
+            # GPU times against GPU times (the fake's sit a constant off the host's): the probe
+            # after a call fires before the one before the next call.
+            assert call["wait"]["released_ns"] < following["input_ready_ns"]
+            assert call["end_ns"] < following["input_ready_ns"]
+
+
 def test_the_scenario_environment_is_exported_before_torch_is_imported(resolve, interpret):
     path, _ = resolve("sm_contention", "cluster.ranks=1", "env.TORCH_NCCL_BLOCKING_WAIT=1")
     completed, document, calls = interpret(

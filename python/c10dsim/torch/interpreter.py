@@ -751,6 +751,8 @@ class Interpreter:
                                             tensor["size_bytes"] * tensor["count"], async_op,
                                             start, end, ready)
             entries.append((CoalescedWork(manager), record))
+            if not async_op:
+                self.implicit_wait(op, record)
         else:
             buffers = (self.buckets[op["index"]] if batch == "bucketed"
                        else self.tensors[kind["tensor"]])
@@ -768,12 +770,11 @@ class Interpreter:
                                                 buffer.numel() * element, async_op, start,
                                                 end, ready)
                 entries.append((work, record))
+                if not async_op:
+                    # Released right after its own call, not after the list's last one.
+                    self.implicit_wait(op, record)
             start = first_start
         self.host(op, iteration, start, end)
-        for work, record in entries:
-            if async_op:
-                continue
-            self.implicit_wait(op, record)
         if kind["work"] is not None and async_op:
             self.works[kind["work"]] = entries
 
