@@ -329,6 +329,41 @@ def test_all_to_all_runs_as_all_to_all_single_into_a_receive_buffer(resolve, int
         "torch.distributed.all_to_all_single"}
 
 
+DYNAMIC_ALL_TO_ALL = """
+name = "dynamic_all_to_all"
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+alloc = "x"
+[[op]]
+all_to_all = "x"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+free = "x"
+"""
+
+
+def test_a_dynamic_tensor_s_receive_buffer_goes_with_the_tensor(resolve, interpret, tmp_path):
+    # Each iteration's x is a new tensor with a receive buffer of its own, made at its first
+    # all_to_all; freeing x frees both, so the peak does not grow with the iterations.
+    source = tmp_path / "dynamic_all_to_all.toml"
+    source.write_text(DYNAMIC_ALL_TO_ALL)
+    peaks = []
+    for repeat in (2, 6):
+        path, _ = resolve(str(source), "repeat=%d" % repeat)
+        completed, document, calls = interpret(path)
+        assert completed.returncode == 0, completed.stderr
+        assert names(calls).count("all_to_all_single") == repeat
+        peaks.append(document["ranks"][0]["memory"]["peak_allocated_bytes"])
+    assert peaks[0] == peaks[1] == 2 * 2**20
+
+
 def test_send_and_recv_go_to_the_peer_without_a_group_of_their_own(resolve, interpret):
     path, _ = resolve("send_recv")
     # Rank 0 of a two-rank launch: it sends to rank 1.

@@ -998,6 +998,11 @@ class Interpreter:
         self.host(op, iteration, start, self.clock())
 
     def op_free(self, op, kind, iteration):
+        # The tensors' all_to_all receive buffers go with them (untimed): kept, they would pile
+        # up, one per allocation, and a later tensor given a freed one's id would find a stale
+        # buffer.
+        for buffer in self.tensors.get(kind["tensor"], []):
+            self.all_to_all_outputs.pop(id(buffer), None)
         start = self.clock()
         self.tensors.pop(kind["tensor"], None)
         self.host(op, iteration, start, self.clock())

@@ -10,6 +10,7 @@ CALL (``work.wait``, ``empty``, …) raise CLASS — a class of ``torch.distribu
 import builtins
 import json
 import os
+import weakref
 
 from . import cuda, distributed, version  # noqa: F401
 
@@ -75,18 +76,29 @@ def _numel(shape):
     return total
 
 
+def _allocate(shape, dtype):
+    """A tensor of the fake caching allocator: its bytes count in ``cuda.memory_allocated`` (and
+    its peak) until the last reference to it is dropped."""
+    tensor = Tensor(_numel(shape), dtype)
+    size = tensor.numel() * tensor.element_size()
+    cuda._allocated[0] += size
+    cuda._peak_allocated[0] = max(cuda._peak_allocated[0], cuda._allocated[0])
+    weakref.finalize(tensor, cuda._release, size)
+    return tensor
+
+
 def ones(*shape, dtype=None, device=None):
     log("ones", _numel(shape), dtype)
-    return Tensor(_numel(shape), dtype)
+    return _allocate(shape, dtype)
 
 
 def empty(*shape, dtype=None, device=None):
     log("empty", _numel(shape), dtype)
-    return Tensor(_numel(shape), dtype)
+    return _allocate(shape, dtype)
 
 
 def randn(*shape, dtype=None, device=None):
-    return Tensor(_numel(shape), dtype)
+    return _allocate(shape, dtype)
 
 
 def matmul(a, b, out=None):
