@@ -14,7 +14,7 @@ def _log(*args):
 
 
 class Stream:
-    def __init__(self, priority=0):
+    def __init__(self, device=None, priority=0):
         self.priority = priority
 
     def synchronize(self):
