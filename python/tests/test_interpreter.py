@@ -3,6 +3,7 @@ the import, the Timeline's shape, caught exceptions, faults and refusals."""
 
 import json
 import random
+import signal
 import statistics
 
 import pytest
@@ -259,6 +260,35 @@ def test_a_dying_rank_is_killed_after_writing_what_it_did(resolve, interpret):
     assert completed.returncode == -9
     assert [r["event"] for r in document["watchdog"]] == ["fault", "exit"]
     assert document["machine"]["journal"].startswith("partial")
+
+
+def test_a_process_taken_down_in_the_final_drain_leaves_what_it_measured(
+        resolve, interpret, tmp_path):
+    # After the last op the interpreter drains the GPU; a Work still pending there can time out
+    # and the watchdog end the process inside that synchronize (docs/torch.md, exit_probe):
+    # the journal writes the records measured so far, as for a blocking op of the program.
+    source = tmp_path / "pending_at_the_end.toml"
+    source.write_text("""
+repeat = 1
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+all_reduce = "x"
+async_op = true
+work = "w"
+""")
+    path, _ = resolve(str(source))
+    # The first synchronize ends the setup, the second is the drain.
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_ABORTS": "cuda.synchronize:2"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    assert names(calls).count("cuda.synchronize") == 2
+    assert document is not None, "the journal wrote nothing"
+    assert document["machine"]["journal"].startswith("partial")
+    (rank,) = document["ranks"]
+    assert [h["op"] for h in rank["host"]] == [0]
 
 
 def test_faults_that_pytorch_cannot_enact_are_refused_with_exit_2(resolve, interpret,

@@ -1013,7 +1013,13 @@ class Interpreter:
         """Drains the GPU (unless the program stopped on an error) and takes the end anchor,
         which gives the GPU clock's drift against the host's."""
         if self.exit_status == 0:
-            self.torch.cuda.synchronize()
+            # A Work still pending can time out in the drain and PyTorch's watchdog end the
+            # process there: the journal writes what was measured, as inside a blocking op.
+            self.busy_since_ns = self.clock()
+            try:
+                self.torch.cuda.synchronize()
+            finally:
+                self.busy_since_ns = None
             end_anchor = self.anchor()
             host_span = end_anchor[1] - self.start_anchor[1]
             gpu_span = self.start_anchor[0].elapsed_time(end_anchor[0]) * 1e6
