@@ -167,7 +167,14 @@ fn downscaled(
     if ranks <= world {
         return Ok((scenario, None));
     }
-    let mut overrides = args.overrides.to_vec();
+    // The user's own `cluster.ranks` gives way, so that the run's recorded `--set`s name each
+    // key once, as the command line takes them.
+    let mut overrides: Vec<Override> = args
+        .overrides
+        .iter()
+        .filter(|set| set.path != "cluster.ranks")
+        .cloned()
+        .collect();
     overrides.push(Override {
         path: "cluster.ranks".to_string(),
         value: world.to_string(),
@@ -707,6 +714,33 @@ mod tests {
         watchdog.push(take_down.clone());
         place_inferred_exits(&mut watchdog, &[0]);
         assert_eq!(watchdog, [take_down]);
+    }
+
+    #[test]
+    fn a_downscaled_run_records_cluster_ranks_once_as_the_command_line_takes_it() {
+        let overrides = [
+            Override::parse("cluster.ranks=4").unwrap(),
+            Override::parse("repeat=7").unwrap(),
+        ];
+        let args = TorchArgs {
+            file: Path::new("scenarios/overlap_bench.toml"),
+            overrides: &overrides,
+            nproc: None,
+            json: false,
+            timeline: None,
+        };
+        let Ok(scenario) = load(args.file, &overrides) else {
+            panic!("overlap_bench loads")
+        };
+        let Ok((smaller, note)) = downscaled(&args, scenario, 1) else {
+            panic!("downscaling never fails")
+        };
+        assert_eq!(smaller.cluster.ranks, 1);
+        assert!(note.unwrap().contains("running it at cluster.ranks = 1"));
+        assert_eq!(
+            smaller.path,
+            "scenarios/overlap_bench.toml [--set repeat=7 --set cluster.ranks=1]"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@ the import, the Timeline's shape, caught exceptions, faults and refusals."""
 
 import json
 import random
+import signal
 import statistics
 
 import pytest
@@ -99,6 +100,9 @@ def test_a_synchronous_call_on_the_calling_stream_releases_it_at_the_kernel_end(
         assert not record["async_op"] and record["run_stream"] == record["call_stream"]
         assert record["wait"]["released_ns"] == record["end_ns"]
         assert record["end_ns"] - record["kernel_start_ns"] == 100
+    # No cudaStreamWaitEvent orders a kernel after its own stream, as the simulator records it.
+    collective_ops = {record["op"] for record in rank["collectives"]}
+    assert not [w for w in rank["stream_waits"] if w["op"] in collective_ops]
 
 
 def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, interpret):
@@ -112,6 +116,43 @@ def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, inte
     for record in rank["collectives"]:
         assert record["run_stream"] != record["wait"]["stream"]
         assert record["wait"]["released_ns"] >= record["host_end_ns"]
+    # The internal stream waits for the input, the calling stream for the kernel's end.
+    assert len(rank["stream_waits"]) == 2 * calls
+
+
+SYNC_LIST = """
+name = "sync_list"
+[cluster]
+ranks = 1
+[env]
+TORCH_FR_BUFFER_SIZE = 0
+[tensors]
+grads = { size = "1MiB", count = 4 }
+[[op]]
+all_reduce = "grads"
+[[op]]
+gpu_sleep_us = 10
+"""
+
+
+def test_each_synchronous_call_of_a_list_is_released_right_after_itself(
+        resolve, interpret, tmp_path):
+    # One all_reduce per tensor, each waited by its own call: its release probe follows it, not
+    # the list's last call (with the Flight Recorder off, the release is the kernel's end).
+    source = tmp_path / "sync_list.toml"
+    source.write_text(SYNC_LIST)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.5.1"})
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    for iteration in {c["iteration"] for c in rank["collectives"]}:
+        calls = [c for c in rank["collectives"] if c["iteration"] == iteration]
+        assert len(calls) == 4
+        for call, following in zip(calls, calls[1:]):
+            # GPU times against GPU times (the fake's sit a constant off the host's): the probe
+            # after a call fires before the one before the next call.
+            assert call["wait"]["released_ns"] < following["input_ready_ns"]
+            assert call["end_ns"] < following["input_ready_ns"]
 
 
 def test_the_scenario_environment_is_exported_before_torch_is_imported(resolve, interpret):
@@ -221,6 +262,35 @@ def test_a_dying_rank_is_killed_after_writing_what_it_did(resolve, interpret):
     assert document["machine"]["journal"].startswith("partial")
 
 
+def test_a_process_taken_down_in_the_final_drain_leaves_what_it_measured(
+        resolve, interpret, tmp_path):
+    # After the last op the interpreter drains the GPU; a Work still pending there can time out
+    # and the watchdog end the process inside that synchronize (docs/torch.md, exit_probe):
+    # the journal writes the records measured so far, as for a blocking op of the program.
+    source = tmp_path / "pending_at_the_end.toml"
+    source.write_text("""
+repeat = 1
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+all_reduce = "x"
+async_op = true
+work = "w"
+""")
+    path, _ = resolve(str(source))
+    # The first synchronize ends the setup, the second is the drain.
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_ABORTS": "cuda.synchronize:2"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    assert names(calls).count("cuda.synchronize") == 2
+    assert document is not None, "the journal wrote nothing"
+    assert document["machine"]["journal"].startswith("partial")
+    (rank,) = document["ranks"]
+    assert [h["op"] for h in rank["host"]] == [0]
+
+
 def test_faults_that_pytorch_cannot_enact_are_refused_with_exit_2(resolve, interpret,
                                                                       tmp_path):
     path, scenario = resolve("mismatch")
@@ -287,6 +357,41 @@ def test_all_to_all_runs_as_all_to_all_single_into_a_receive_buffer(resolve, int
     assert names(calls).count("all_to_all_single") == sends * iterations
     assert {op["host_name"] for op in document["ops"] if op["key"] == "all_to_all"} == {
         "torch.distributed.all_to_all_single"}
+
+
+DYNAMIC_ALL_TO_ALL = """
+name = "dynamic_all_to_all"
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+alloc = "x"
+[[op]]
+all_to_all = "x"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+free = "x"
+"""
+
+
+def test_a_dynamic_tensor_s_receive_buffer_goes_with_the_tensor(resolve, interpret, tmp_path):
+    # Each iteration's x is a new tensor with a receive buffer of its own, made at its first
+    # all_to_all; freeing x frees both, so the peak does not grow with the iterations.
+    source = tmp_path / "dynamic_all_to_all.toml"
+    source.write_text(DYNAMIC_ALL_TO_ALL)
+    peaks = []
+    for repeat in (2, 6):
+        path, _ = resolve(str(source), "repeat=%d" % repeat)
+        completed, document, calls = interpret(path)
+        assert completed.returncode == 0, completed.stderr
+        assert names(calls).count("all_to_all_single") == repeat
+        peaks.append(document["ranks"][0]["memory"]["peak_allocated_bytes"])
+    assert peaks[0] == peaks[1] == 2 * 2**20
 
 
 def test_send_and_recv_go_to_the_peer_without_a_group_of_their_own(resolve, interpret):
@@ -453,6 +558,25 @@ def test_the_memory_quota_adds_the_gemm_operands_and_a_cublas_workspace_per_gemm
     assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
     first_gemm = names(calls).index("matmul")
     assert names(calls).index("current_blas_handle") < first_gemm, "made before the program"
+
+
+def test_the_memory_quota_adds_the_all_to_all_receive_buffers(resolve, interpret):
+    # all_to_all_single cannot run in place: the interpreter makes a receive buffer per sent
+    # tensor from the caching allocator, which the simulator does not book.
+    path, scenario = resolve("all_to_all", "cluster.ranks=1", "memory.fraction=0.01")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    sent = {op["kind"]["tensor"] for op in scenario["ops"]
+            if op["kind"]["kind"] == "collective" and op["kind"]["collective"] == "all_to_all"}
+    received_bytes = sum(scenario["tensors"][t]["size_bytes"] * scenario["tensors"][t]["count"]
+                         for t in sent)
+    (m, n, k) = (4096, 4096, 4096)
+    operand_bytes = (m * k + k * n + m * n) * 2  # bf16
+    workspace_bytes = int(document["machine"]["blas_workspace_bytes"])
+    expected = (scenario["memory"]["capacity_bytes"] + operand_bytes + received_bytes
+                + workspace_bytes) / (141 * 2**30)
+    (fraction,) = [call for call in calls if call[0] == "set_per_process_memory_fraction"]
+    assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
 
 
 EVERY_KIND = """

@@ -342,13 +342,15 @@ class Interpreter:
     def limit_memory(self):
         """The scenario's allocator capacity (R17), plus what the interpreter and PyTorch add from
         the same allocator and the simulator does not count — the GEMM operands, the bucket
-        buffers, the mismatch faults' scratch buffers and the cuBLAS workspaces — as the
-        allocator's fraction of the device."""
+        buffers, the mismatch faults' scratch buffers, the all_to_all receive buffers made at
+        setup and the cuBLAS workspaces — as the allocator's fraction of the device."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
         extra_bytes += sum(b.numel() * b.element_size()
                            for buffers in self.buckets.values() for b in buffers)
         extra_bytes += sum(b.numel() * b.element_size() for b in self.mismatch_buffers.values())
+        extra_bytes += sum(b.numel() * b.element_size()
+                           for b in self.all_to_all_outputs.values())
         extra_bytes += self.blas_workspaces()
         total_bytes = self.torch.cuda.get_device_properties(self.local_rank).total_memory
         capacity = self.scenario["memory"]["capacity_bytes"] + extra_bytes
@@ -751,6 +753,8 @@ class Interpreter:
                                             tensor["size_bytes"] * tensor["count"], async_op,
                                             start, end, ready)
             entries.append((CoalescedWork(manager), record))
+            if not async_op:
+                self.implicit_wait(op, record)
         else:
             buffers = (self.buckets[op["index"]] if batch == "bucketed"
                        else self.tensors[kind["tensor"]])
@@ -768,12 +772,11 @@ class Interpreter:
                                                 buffer.numel() * element, async_op, start,
                                                 end, ready)
                 entries.append((work, record))
+                if not async_op:
+                    # Released right after its own call, not after the list's last one.
+                    self.implicit_wait(op, record)
             start = first_start
         self.host(op, iteration, start, end)
-        for work, record in entries:
-            if async_op:
-                continue
-            self.implicit_wait(op, record)
         if kind["work"] is not None and async_op:
             self.works[kind["work"]] = entries
 
@@ -997,6 +1000,11 @@ class Interpreter:
         self.host(op, iteration, start, self.clock())
 
     def op_free(self, op, kind, iteration):
+        # The tensors' all_to_all receive buffers go with them (untimed): kept, they would pile
+        # up, one per allocation, and a later tensor given a freed one's id would find a stale
+        # buffer.
+        for buffer in self.tensors.get(kind["tensor"], []):
+            self.all_to_all_outputs.pop(id(buffer), None)
         start = self.clock()
         self.tensors.pop(kind["tensor"], None)
         self.host(op, iteration, start, self.clock())
@@ -1007,7 +1015,13 @@ class Interpreter:
         """Drains the GPU (unless the program stopped on an error) and takes the end anchor,
         which gives the GPU clock's drift against the host's."""
         if self.exit_status == 0:
-            self.torch.cuda.synchronize()
+            # A Work still pending can time out in the drain and PyTorch's watchdog end the
+            # process there: the journal writes what was measured, as inside a blocking op.
+            self.busy_since_ns = self.clock()
+            try:
+                self.torch.cuda.synchronize()
+            finally:
+                self.busy_since_ns = None
             end_anchor = self.anchor()
             host_span = end_anchor[1] - self.start_anchor[1]
             gpu_span = self.start_anchor[0].elapsed_time(end_anchor[0]) * 1e6
@@ -1174,11 +1188,14 @@ class Interpreter:
                 "iteration": record["iteration"], "op": record["op"],
                 "stream": record["run_stream"], "class": "communication",
                 "enqueue_ns": record["host_start_ns"], "start_ns": start, "end_ns": end})
-            rank["stream_waits"].append({
-                "iteration": record["iteration"], "op": record["op"],
-                "source_stream": record["call_stream"], "source_ns": record["input_ready_ns"],
-                "waiting_stream": record["run_stream"], "released_ns": start})
-            if wait is not None:
+            # A kernel on the calling stream (a synchronous call, PyTorch >= 2.8, R11) needs no
+            # cudaStreamWaitEvent on either side: the stream orders it.
+            if record["call_stream"] != record["run_stream"]:
+                rank["stream_waits"].append({
+                    "iteration": record["iteration"], "op": record["op"],
+                    "source_stream": record["call_stream"], "source_ns": record["input_ready_ns"],
+                    "waiting_stream": record["run_stream"], "released_ns": start})
+            if wait is not None and wait["stream"] != record["run_stream"]:
                 rank["stream_waits"].append({
                     "iteration": record["iteration"], "op": wait["op"],
                     "source_stream": record["run_stream"], "source_ns": end,

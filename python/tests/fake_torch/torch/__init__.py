@@ -4,12 +4,17 @@ there as one JSON line) so tests can check what was dispatched. GPU events read 
 a "kernel" takes no time. ``FAKE_TORCH_RAISES="CALL=CLASS: MESSAGE"`` makes every call logged as
 CALL (``work.wait``, ``empty``, …) raise CLASS — a class of ``torch.distributed`` (PyTorch's
 ``DistBackendError``), of ``torch.cuda`` (``OutOfMemoryError``) or a builtin — with MESSAGE.
+``FAKE_TORCH_ABORTS="CALL:N"`` makes the Nth call logged as CALL block for 1.5 s, then end the
+process with SIGABRT, as PyTorch's watchdog takes a process down inside a blocking call.
 ``FAKE_TORCH_VERSION`` sets ``__version__``.
 """
 
 import builtins
 import json
 import os
+import signal
+import time
+import weakref
 
 from . import cuda, distributed, version  # noqa: F401
 
@@ -28,6 +33,10 @@ def log(name, *args):
     if path:
         with open(path, "a") as handle:
             handle.write(json.dumps([name] + [str(a) for a in args]) + "\n")
+    aborting, _, count = os.environ.get("FAKE_TORCH_ABORTS", "").partition(":")
+    if aborting == name and [call[0] for call in CALLS].count(name) == int(count):
+        time.sleep(1.5)
+        os.kill(os.getpid(), signal.SIGABRT)
     call, _, error = os.environ.get("FAKE_TORCH_RAISES", "").partition("=")
     if call == name:
         class_name, _, message = error.partition(": ")
@@ -75,18 +84,29 @@ def _numel(shape):
     return total
 
 
+def _allocate(shape, dtype):
+    """A tensor of the fake caching allocator: its bytes count in ``cuda.memory_allocated`` (and
+    its peak) until the last reference to it is dropped."""
+    tensor = Tensor(_numel(shape), dtype)
+    size = tensor.numel() * tensor.element_size()
+    cuda._allocated[0] += size
+    cuda._peak_allocated[0] = max(cuda._peak_allocated[0], cuda._allocated[0])
+    weakref.finalize(tensor, cuda._release, size)
+    return tensor
+
+
 def ones(*shape, dtype=None, device=None):
     log("ones", _numel(shape), dtype)
-    return Tensor(_numel(shape), dtype)
+    return _allocate(shape, dtype)
 
 
 def empty(*shape, dtype=None, device=None):
     log("empty", _numel(shape), dtype)
-    return Tensor(_numel(shape), dtype)
+    return _allocate(shape, dtype)
 
 
 def randn(*shape, dtype=None, device=None):
-    return Tensor(_numel(shape), dtype)
+    return _allocate(shape, dtype)
 
 
 def matmul(a, b, out=None):

@@ -14,7 +14,7 @@ def _log(*args):
 
 
 class Stream:
-    def __init__(self, priority=0):
+    def __init__(self, device=None, priority=0):
         self.priority = priority
 
     def synchronize(self):
@@ -89,7 +89,7 @@ def max_memory_reserved():
 
 
 def max_memory_allocated():
-    return 0
+    return _peak_allocated[0]
 
 
 class _Properties:
@@ -104,11 +104,17 @@ def set_per_process_memory_fraction(fraction, device=None):
     _log("set_per_process_memory_fraction", fraction)
 
 
-# What the fake caching allocator holds: only the cuBLAS workspaces, 32 MiB per stream at its
-# first cuBLAS handle, as PyTorch's on an H200.
+# What the fake caching allocator holds: the tensors made by torch.ones, empty and randn while
+# referenced, and the cuBLAS workspaces, 32 MiB per stream at its first cuBLAS handle, as
+# PyTorch's on an H200.
 BLAS_WORKSPACE_BYTES = 32 * 2**20
 _allocated = [0]
+_peak_allocated = [0]
 _streams_with_workspace = []
+
+
+def _release(size):
+    _allocated[0] -= size
 
 
 def memory_allocated(device=None):

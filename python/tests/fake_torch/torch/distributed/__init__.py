@@ -6,7 +6,9 @@ calls are recorded untimed and its Work as ``nccl:coalesced``, point-to-point if
 Kernels take ``FAKE_TORCH_DURATION_MS`` (0.01 ms); with ``FAKE_TORCH_DURATION_PER_SEQ=1`` a
 collective's takes its ``collective_seq_id`` in µs and a point-to-point call's 1 ms plus its
 ``p2p_seq_id`` in µs, so that a record given another call's duration shows.
-``FAKE_TORCH_COMPLETED=0`` makes ``Work.is_completed`` answer False.
+Its functions take PyTorch 2.11's parameters in PyTorch's order (``op`` before ``group``, the
+split sizes of ``all_to_all_single``, …), so that a call the real API would read otherwise does
+not pass here. ``FAKE_TORCH_COMPLETED=0`` makes ``Work.is_completed`` answer False.
 ``FAKE_TORCH_BLOCK_BY_OP_TYPE=1`` marks a block's own entry ``is_p2p`` as PyTorch's source reads
 (``isP2POp`` of the block's op type, never point-to-point), not by the calls it held.
 """
@@ -169,11 +171,11 @@ def destroy_process_group():
     _log("destroy_process_group")
 
 
-def all_reduce(tensor, group=None, async_op=False):
+def all_reduce(tensor, op=None, group=None, async_op=False):
     return _issue("all_reduce", group, async_op)
 
 
-def broadcast(tensor, src=0, group=None, async_op=False):
+def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     return _issue("broadcast", group, async_op)
 
 
@@ -181,31 +183,32 @@ def all_gather_into_tensor(output, input, group=None, async_op=False):
     return _issue("all_gather_into_tensor", group, async_op)
 
 
-def reduce_scatter_tensor(output, input, group=None, async_op=False):
+def reduce_scatter_tensor(output, input, op=None, group=None, async_op=False):
     return _issue("reduce_scatter_tensor", group, async_op)
 
 
-def all_to_all_single(output, input, group=None, async_op=False):
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
+                      async_op=False):
     return _issue("all_to_all_single", group, async_op)
 
 
-def isend(tensor, dst=None, group=None):
+def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     return _issue_p2p("isend", dst, group, True)
 
 
-def irecv(tensor, src=None, group=None):
+def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     return _issue_p2p("irecv", src, group, True)
 
 
-def send(tensor, dst=None, group=None):
+def send(tensor, dst=None, group=None, tag=0, group_dst=None):
     return _issue_p2p("send", dst, group, False)
 
 
-def recv(tensor, src=None, group=None):
+def recv(tensor, src=None, group=None, tag=0, group_src=None):
     return _issue_p2p("recv", src, group, False)
 
 
-def barrier(group=None, device_ids=None):
+def barrier(group=None, async_op=False, device_ids=None):
     _issue("barrier", group, False)
 
 
@@ -233,14 +236,19 @@ def _coalescing_manager(group=None, device=None, async_ops=False):
     manager = _CoalescingManager()
     with _coalescing_block(group):
         yield manager
-    manager.works.append(Work("coalesced"))
+    # PyTorch keeps the block's Work for the caller only with async_ops; else it waits on it.
+    work = Work("coalesced")
+    if async_ops:
+        manager.works.append(work)
+    else:
+        work.wait()
     _log("coalescing_manager.exit")
 
 
 class P2POp:
     """One send or receive of a batch, as ``torch.distributed.P2POp`` holds it."""
 
-    def __init__(self, op, tensor, peer, group=None):
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
         self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
 
 

@@ -5,7 +5,7 @@ class AsyncCollectiveTensor:
     pass
 
 
-def all_reduce(tensor, op, group):
+def all_reduce(self, reduceOp, group, tag=""):
     _issue("functional.all_reduce", group, True)
     return AsyncCollectiveTensor()
 
