@@ -134,23 +134,45 @@ fn blocking_wait_and_a_timeout_poll_r15() {
     // its own.
     let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{ASYNC}"));
     assert!(blocking.contains(&"poll c0 e1 every 1000000ns timeout 600000000000ns".to_string()));
-    let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5"));
-    assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout 2500000ns".to_string()));
+    let timed = lowered(&ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 3"));
+    assert!(timed.contains(&"poll c0 e1 every 1000000ns timeout 3000000ns".to_string()));
     assert!(!lowered(ASYNC).iter().any(|s| s.starts_with("poll")));
+}
+
+#[test]
+fn a_wait_timeout_is_whole_milliseconds_as_pytorch_keeps_it_r15() {
+    // Work.wait(timeout=timedelta) reaches C++ as std::chrono::milliseconds, truncated; 0 is
+    // kNoTimeout.
+    for (timeout, waits) in [
+        ("2.5", "PyTorch would wait 2 ms"),
+        ("0.5", "wait 0 ms (0: no"),
+    ] {
+        let text = ASYNC.replace(
+            "wait = \"w\"",
+            &format!("wait = \"w\"\ntimeout_ms = {timeout}"),
+        );
+        let error = parse("pg.toml", &text).unwrap_err().to_string();
+        assert!(
+            error.contains(&format!(
+                "timeout_ms must be a whole number of milliseconds, found {timeout}"
+            )) && error.contains(waits),
+            "{error}"
+        );
+    }
 }
 
 #[test]
 fn in_2_5_only_blocking_wait_polls_r15() {
     // 2.5's wait(timeout) adds the stream dependency and returns; its timeout only bounds
     // a blocking wait's polls.
-    let timed = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 2.5");
+    let timed = ASYNC.replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 3");
     let v2_5 = lowered(&format!("torch = \"2.5\"\n{timed}"));
     assert!(!v2_5.iter().any(|s| s.starts_with("poll")), "{v2_5:?}");
     assert!(v2_5.contains(&"wait c0 s0 e1 +3000ns".to_string()));
     let blocking = lowered(&format!(
         "torch = \"2.5\"\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{timed}"
     ));
-    assert!(blocking.contains(&"poll c0 e1 every 10000000ns timeout 2500000ns".to_string()));
+    assert!(blocking.contains(&"poll c0 e1 every 10000000ns timeout 3000000ns".to_string()));
 }
 
 #[test]

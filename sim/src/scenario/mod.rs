@@ -1643,6 +1643,23 @@ impl Resolver<'_> {
                 if key == "wait" {
                     let timeout_ns = match &raw.timeout_ms {
                         None => None,
+                        Some(ms) if ms.get_ref().fract() != 0.0 => {
+                            return Err(self.error(
+                                ms.span(),
+                                format!(
+                                    "timeout_ms must be a whole number of milliseconds, found {}: \
+                                     Work.wait(timeout=timedelta(…)) keeps whole milliseconds, so \
+                                     PyTorch would wait {} ms{}",
+                                    ms.get_ref(),
+                                    ms.get_ref().trunc(),
+                                    if ms.get_ref().trunc() == 0.0 {
+                                        " (0: no timeout of its own)"
+                                    } else {
+                                        ""
+                                    }
+                                ),
+                            ))
+                        }
                         Some(ms) => Some(self.time_us(
                             &Spanned::new(ms.span(), ms.get_ref() * 1_000.0),
                             "timeout_ms",
