@@ -451,17 +451,18 @@ proptest! {
 
     #[test]
     fn a_wait_s_timeout_aborts_and_raises_in_order(
-        backlog_us in 0u32..3_000,
-        timeout_us in 1u32..2_000,
-        abort_us in 0u32..2_000,
-        peer_delay_us in 0u32..4_000,
+        backlog_us in 0u32..30_000,
+        timeout_ms in 1u32..20,
+        abort_us in 0u32..20_000,
+        peer_delay_us in 0u32..40_000,
         blocking_wait in any::<bool>(),
         catch in any::<bool>(),
     ) {
         // Rank 0 waits, with a timeout, for a collective queued behind a GPU backlog; rank 1
         // joins late. Whatever the order of the timeout, the drain, the abort's least time and
         // the peer's arrival, nothing of rank 0 runs after its process ended, the raise comes
-        // no earlier than the abort allows, and the run is deterministic.
+        // no earlier than the abort allows, and the run is deterministic. The timeout is whole
+        // milliseconds, as PyTorch keeps it; the other times span ten times as much.
         let text = format!(
             "[cluster]\nranks = 2\n[host]\ncomm_abort_us = {abort_us}\n[env]\nTORCH_NCCL_BLOCKING_WAIT = {}\n\
              [groups.world]\neager_init = true\ntimeout_s = 600\n[tensors]\nx = \"1MiB\"\n\
@@ -472,7 +473,7 @@ proptest! {
              [[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = {}\n",
             u8::from(blocking_wait),
             1 + backlog_us,
-            f64::from(timeout_us) / 1000.0,
+            timeout_ms,
             1 + peer_delay_us,
         );
         let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
