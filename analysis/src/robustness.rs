@@ -99,7 +99,16 @@ pub fn set_override(data: &[u8]) -> bool {
     let Ok(set) = Override::parse(argument) else {
         return false;
     };
-    let _ = set.to_string();
+    // How a Timeline records the run's overrides reads back as them (`calibrate`, `fidelity`),
+    // unless the argument itself holds the separator.
+    let recorded = scenario::recorded_invocation("fuzz.toml", std::slice::from_ref(&set));
+    if !set.to_string().contains(" --set ") {
+        assert_eq!(
+            scenario::read_recorded_invocation(&recorded),
+            Ok(("fuzz.toml", vec![set.clone()])),
+            "a recorded --set reads back otherwise"
+        );
+    }
     match sim::sweep::apply_overrides_with_ops(scenario_text, &[set]) {
         Ok(edited) => scenario::parse("fuzz.toml", &edited).is_ok(),
         Err(_) => false,
