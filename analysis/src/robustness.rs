@@ -160,6 +160,62 @@ pub fn profile(data: &[u8]) -> bool {
     true
 }
 
+/// `c10dsim calibrate RUN.json=SCENARIO.toml`: a scenario (the bytes before the first NUL) and a
+/// measured Timeline of it (after). The Timeline's recorded `--set`s and its measurement's
+/// overrides are applied to the scenario, the pair is checked as `calibrate` checks it, a profile
+/// is fitted from an empty prior and, when it is usable, written: what `calibrate -o` writes must
+/// read back as a usable profile, else it panics, as the fit's bug. Accepted when a profile was
+/// fitted.
+pub fn calibration(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Some((scenario_text, timeline_text)) = text.split_once('\0') else {
+        return false;
+    };
+    let Ok(timeline) = Timeline::from_json(timeline_text) else {
+        return false;
+    };
+    // `calibrate` expands a folded Timeline; a small one is enough here.
+    if timeline.is_folded() && timeline.scenario.ranks > SIMULATION_RANKS {
+        return false;
+    }
+    let timeline = timeline.expand();
+    let Ok((_, mut sets)) = scenario::read_recorded_invocation(&timeline.scenario.path) else {
+        return false;
+    };
+    sets.extend(calibrate::measurement_overrides(&timeline));
+    let Ok(edited) = sim::sweep::apply_overrides_with_ops(scenario_text, &sets) else {
+        return false;
+    };
+    let Ok(scenario) = scenario::parse("fuzz.toml", &edited) else {
+        return false;
+    };
+    if calibrate::check_pairing(&timeline, &scenario).is_err()
+        || calibrate::nothing_to_fit(&timeline).is_some()
+    {
+        return false;
+    }
+    let runs = [calibrate::CalibrationRun {
+        scenario: &scenario,
+        timeline: &timeline,
+    }];
+    let calibration = calibrate::calibrate(&runs, &calibrate::Profile::default());
+    let _ = calibrate::render_fitted(&calibration.fitted);
+    if calibrate::check_usable(&calibration.profile).is_ok() {
+        let written = calibrate::render_profile(&calibration.profile, &calibration.fitted);
+        match calibrate::parse_profile("fuzz.toml", &written) {
+            Ok(read) => {
+                if let Err(why) = calibrate::check_usable(&read) {
+                    panic!("the written profile is not usable once read: {why}\n{written}");
+                }
+            }
+            Err(error) => panic!("the written profile does not read: {error}\n{written}"),
+        }
+    }
+    true
+}
+
 /// A sweep CSV: read, put in point order (as `--resume` and `merge` do) and charted (as `plot`
 /// does: its second column against its last).
 pub fn sweep_csv(data: &[u8]) -> bool {
