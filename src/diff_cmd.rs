@@ -261,17 +261,8 @@ fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>
 /// The scenario file and `--set`s of a Timeline's `scenario.path` (`FILE [--set K=V --set …]`,
 /// as `load` shows a scenario read with overrides).
 pub fn recorded_invocation(path: &str) -> Result<(PathBuf, Vec<Override>), Failure> {
-    let Some((file, sets)) = path.split_once(" [--set ") else {
-        return Ok((PathBuf::from(path), Vec::new()));
-    };
-    let overrides = sets
-        .trim_end_matches(']')
-        .split(" --set ")
-        .map(|text| {
-            Override::parse(text)
-                .map_err(|e| Failure::input(format!("{path}: recorded --set {text:?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let (file, overrides) = sim::scenario::read_recorded_invocation(path)
+        .map_err(|e| Failure::input(format!("{path}: recorded --set: {e}")))?;
     Ok((PathBuf::from(file), overrides))
 }
 

@@ -794,12 +794,7 @@ pub(crate) fn load_on(
         sim::sweep::apply_overrides_with_ops(&with_machine.text, &rest).map_err(set_failure)?;
     // The scenario records how it was invoked (`FILE [--set K=V …]`, the Timeline's
     // `scenario.path`), so that a measured run can be simulated again as it ran.
-    let recorded = if overrides.is_empty() {
-        shown.clone()
-    } else {
-        let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
-        format!("{shown} [--set {}]", list.join(" --set "))
-    };
+    let recorded = scenario::recorded_invocation(&shown, overrides);
     let parsed = scenario::parse(&recorded, &text).map(|mut parsed| {
         // The report names the file's own lines, whatever the edits inserted above them.
         scenario::renumber_op_lines(&mut parsed, &original, &text);

@@ -99,7 +99,16 @@ pub fn set_override(data: &[u8]) -> bool {
     let Ok(set) = Override::parse(argument) else {
         return false;
     };
-    let _ = set.to_string();
+    // How a Timeline records the run's overrides reads back as them (`calibrate`, `fidelity`),
+    // unless the argument itself holds the separator.
+    let recorded = scenario::recorded_invocation("fuzz.toml", std::slice::from_ref(&set));
+    if !set.to_string().contains(" --set ") {
+        assert_eq!(
+            scenario::read_recorded_invocation(&recorded),
+            Ok(("fuzz.toml", vec![set.clone()])),
+            "a recorded --set reads back otherwise"
+        );
+    }
     match sim::sweep::apply_overrides_with_ops(scenario_text, &[set]) {
         Ok(edited) => scenario::parse("fuzz.toml", &edited).is_ok(),
         Err(_) => false,
@@ -146,6 +155,62 @@ pub fn profile(data: &[u8]) -> bool {
     ] {
         if let Ok(edited) = calibrate::apply_profile(PROFILE_TARGET, &profile, mode) {
             let _ = scenario::parse("fuzz.toml", &edited);
+        }
+    }
+    true
+}
+
+/// `c10dsim calibrate RUN.json=SCENARIO.toml`: a scenario (the bytes before the first NUL) and a
+/// measured Timeline of it (after). The Timeline's recorded `--set`s and its measurement's
+/// overrides are applied to the scenario, the pair is checked as `calibrate` checks it, a profile
+/// is fitted from an empty prior and, when it is usable, written: what `calibrate -o` writes must
+/// read back as a usable profile, else it panics, as the fit's bug. Accepted when a profile was
+/// fitted.
+pub fn calibration(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Some((scenario_text, timeline_text)) = text.split_once('\0') else {
+        return false;
+    };
+    let Ok(timeline) = Timeline::from_json(timeline_text) else {
+        return false;
+    };
+    // `calibrate` expands a folded Timeline; a small one is enough here.
+    if timeline.is_folded() && timeline.scenario.ranks > SIMULATION_RANKS {
+        return false;
+    }
+    let timeline = timeline.expand();
+    let Ok((_, mut sets)) = scenario::read_recorded_invocation(&timeline.scenario.path) else {
+        return false;
+    };
+    sets.extend(calibrate::measurement_overrides(&timeline));
+    let Ok(edited) = sim::sweep::apply_overrides_with_ops(scenario_text, &sets) else {
+        return false;
+    };
+    let Ok(scenario) = scenario::parse("fuzz.toml", &edited) else {
+        return false;
+    };
+    if calibrate::check_pairing(&timeline, &scenario).is_err()
+        || calibrate::nothing_to_fit(&timeline).is_some()
+    {
+        return false;
+    }
+    let runs = [calibrate::CalibrationRun {
+        scenario: &scenario,
+        timeline: &timeline,
+    }];
+    let calibration = calibrate::calibrate(&runs, &calibrate::Profile::default());
+    let _ = calibrate::render_fitted(&calibration.fitted);
+    if calibrate::check_usable(&calibration.profile).is_ok() {
+        let written = calibrate::render_profile(&calibration.profile, &calibration.fitted);
+        match calibrate::parse_profile("fuzz.toml", &written) {
+            Ok(read) => {
+                if let Err(why) = calibrate::check_usable(&read) {
+                    panic!("the written profile is not usable once read: {why}\n{written}");
+                }
+            }
+            Err(error) => panic!("the written profile does not read: {error}\n{written}"),
         }
     }
     true

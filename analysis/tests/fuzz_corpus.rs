@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 type Entry = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Entry); 10] = [
+const TARGETS: [(&str, Entry); 11] = [
     ("scenario", robustness::scenario),
     ("set_override", robustness::set_override),
     ("timeline", robustness::timeline),
@@ -21,6 +21,7 @@ const TARGETS: [(&str, Entry); 10] = [
     ("kineto", robustness::kineto),
     ("arguments", robustness::arguments),
     ("torch_log", robustness::torch_log),
+    ("calibration", robustness::calibration),
     ("hw_options", hw::robustness::launch_options),
 ];
 
@@ -232,6 +233,11 @@ fn mutated_arguments_never_panic() {
 #[test]
 fn mutated_torch_logs_never_panic() {
     mutations("torch_log", robustness::torch_log, 200);
+}
+
+#[test]
+fn mutated_calibrations_never_panic() {
+    mutations("calibration", robustness::calibration, 200);
 }
 
 #[test]

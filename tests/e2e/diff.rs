@@ -429,3 +429,26 @@ fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     );
     assert!(!std::path::Path::new(&profile).exists());
 }
+
+/// A run recorded with a last `--set` whose value ends in `]` (`FILE [--set … --set
+/// groups.world.ranks=[0, 1]]`) is simulated again with that value whole: reading the record
+/// back used to strip both brackets, and `calibrate` refused the run with "invalid type: string
+/// \"[0, 1\"".
+#[test]
+fn calibrate_reads_back_a_recorded_set_whose_value_ends_in_a_bracket() {
+    let run = temp("bracket_run.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--set",
+        "cluster.ranks=2",
+        "--set",
+        "groups.world.ranks=[0, 1]",
+        "--timeline",
+        &run,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let profile = temp("bracket_profile.toml");
+    let output = c10dsim(&["calibrate", &run, "-o", &profile]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+}

@@ -37,7 +37,8 @@ fn recorded_invocation(run: &Path) -> (String, Vec<String>) {
         None => (path, Vec::new()),
         Some((file, sets)) => (
             file.to_string(),
-            sets.trim_end_matches(']')
+            sets.strip_suffix(']')
+                .unwrap_or(sets)
                 .split(" --set ")
                 .map(String::from)
                 .collect(),

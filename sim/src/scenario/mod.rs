@@ -42,8 +42,8 @@ mod type_errors;
 pub use model::*;
 pub use names::unfit_name;
 pub use overrides::{
-    apply_overrides, line_origin, renumber_op_lines, table_header, LineOrigin, Override,
-    OverrideError,
+    apply_overrides, line_origin, read_recorded_invocation, recorded_invocation, renumber_op_lines,
+    table_header, LineOrigin, Override, OverrideError,
 };
 pub use suggest::nearest;
 

@@ -37,6 +37,31 @@ impl fmt::Display for Override {
     }
 }
 
+/// How a scenario read with overrides names itself (`FILE [--set K=V --set …]`, a Timeline's
+/// `scenario.path`), so that a measured run can be simulated again as it ran; the file alone
+/// without overrides. [`read_recorded_invocation`] reads it back.
+pub fn recorded_invocation(file: &str, overrides: &[Override]) -> String {
+    if overrides.is_empty() {
+        return file.to_string();
+    }
+    let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
+    format!("{file} [--set {}]", list.join(" --set "))
+}
+
+/// The file and overrides of a [`recorded_invocation`]. Only the `]` that closes the list is
+/// taken off: a last value may end with its own (`--set groups.world.ranks=[0, 1]`).
+pub fn read_recorded_invocation(recorded: &str) -> Result<(&str, Vec<Override>), OverrideError> {
+    let Some((file, sets)) = recorded.split_once(" [--set ") else {
+        return Ok((recorded, Vec::new()));
+    };
+    let sets = sets.strip_suffix(']').unwrap_or(sets);
+    let overrides = sets
+        .split(" --set ")
+        .map(Override::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((file, overrides))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverrideError {
     pub message: String,
@@ -294,6 +319,27 @@ mod tests {
         assert!(set(text, &["repeat=9_223_372_036_854_775_807"]).is_ok());
         assert!(set(text, &["repeat=-9223372036854775808"]).is_ok());
         assert!(set(text, &["name=2026-12-06"]).is_ok());
+    }
+
+    #[test]
+    fn a_recorded_invocation_reads_back_with_a_last_value_ending_in_a_bracket() {
+        let overrides: Vec<Override> = ["cluster.ranks=2", "groups.world.ranks=[0, 1]"]
+            .iter()
+            .map(|text| Override::parse(text).unwrap())
+            .collect();
+        let recorded = recorded_invocation("s.toml", &overrides);
+        assert_eq!(
+            recorded,
+            "s.toml [--set cluster.ranks=2 --set groups.world.ranks=[0, 1]]"
+        );
+        assert_eq!(
+            read_recorded_invocation(&recorded).unwrap(),
+            ("s.toml", overrides)
+        );
+        assert_eq!(
+            read_recorded_invocation("s.toml").unwrap(),
+            ("s.toml", Vec::new())
+        );
     }
 
     #[test]
