@@ -11,14 +11,14 @@
 //! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
 //! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
 //!
-//! Over 800 lines (about 915; its tests are in `diff/tests.rs`): the three comparisons (op
+//! Over 800 lines (about 940; its tests are in `diff/tests.rs`): the three comparisons (op
 //! times, metrics, orderings) and the text rendering share the `Diff` types and the alignment of
 //! ops; the renderer (`render_diff` onwards, ~100 lines) is the piece to move out if it grows.
 
 use crate::metrics::{self, Report};
 use crate::text::table;
 use serde::{Deserialize, Serialize};
-use sim::timeline::{Finding, Timeline};
+use sim::timeline::{Finding, RankSet, Timeline};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
@@ -563,44 +563,77 @@ fn order_verdicts(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Vec<Orde
         .collect()
 }
 
-/// What identifies a finding across runs, once per rank it concerns: kind, rank, iteration and
-/// op name. A finding made once for a class of ranks (`stands_for`, docs/scale.md) is each
-/// member's: another run, measured or with `--detail ranks`, holds one finding per rank.
-fn finding_keys(timeline: &Timeline, finding: &Finding) -> Vec<String> {
+/// The ranks a finding concerns: each it stands for (a finding made once for a class of ranks,
+/// docs/scale.md), else its own (or none).
+fn finding_ranks(finding: &Finding) -> Vec<Option<u32>> {
+    if finding.stands_for.is_empty() {
+        vec![finding.rank]
+    } else {
+        finding.stands_for.iter().map(Some).collect()
+    }
+}
+
+/// What identifies a finding across runs for one rank it concerns: kind, rank, iteration and
+/// op name. A finding made once for a class of ranks (`stands_for`) is each member's: another
+/// run, measured or with `--detail ranks`, holds one finding per rank.
+fn finding_key(timeline: &Timeline, finding: &Finding, rank: Option<u32>) -> String {
     let op = finding
         .op
         .and_then(|op| timeline.ops.get(op as usize))
         .map_or("-", |op| op.name.as_str());
-    let ranks: Vec<Option<u32>> = if finding.stands_for.is_empty() {
-        vec![finding.rank]
-    } else {
-        finding.stands_for.iter().map(Some).collect()
-    };
-    ranks
-        .into_iter()
-        .map(|rank| {
-            format!(
-                "{} rank {rank:?} iteration {:?} op {op}",
-                finding.kind.as_str(),
-                finding.iteration
-            )
-        })
-        .collect()
+    format!(
+        "{} rank {rank:?} iteration {:?} op {op}",
+        finding.kind.as_str(),
+        finding.iteration
+    )
 }
 
-/// The findings of `first` that some rank they concern did not make in `second`.
+/// The findings of `first` that some rank they concern did not make in `second`, each narrowed
+/// to those ranks: a class's finding that one of its members lacks in `second` names that
+/// member, not the class's lowest rank.
 fn findings_only_in(first: &Timeline, second: &Timeline) -> Vec<Finding> {
     let keys: BTreeSet<String> = second
         .findings
         .iter()
-        .flat_map(|f| finding_keys(second, f))
+        .flat_map(|f| {
+            finding_ranks(f)
+                .into_iter()
+                .map(|rank| finding_key(second, f, rank))
+        })
         .collect();
     first
         .findings
         .iter()
-        .filter(|f| finding_keys(first, f).iter().any(|key| !keys.contains(key)))
-        .cloned()
+        .filter_map(|f| {
+            let ranks = finding_ranks(f);
+            let missing: Vec<Option<u32>> = ranks
+                .iter()
+                .copied()
+                .filter(|&rank| !keys.contains(&finding_key(first, f, rank)))
+                .collect();
+            if missing.is_empty() {
+                None
+            } else if missing.len() == ranks.len() {
+                Some(f.clone())
+            } else {
+                Some(f.narrowed_to(RankSet::from_ranks(missing.into_iter().flatten())))
+            }
+        })
         .collect()
+}
+
+/// The findings of one side as the report prints them: a finding names every rank it stands
+/// for, and findings that differ only in the `[Rank r]` they open with are one line.
+fn finding_lines(findings: &[Finding]) -> Vec<String> {
+    crate::text::merge_by_rank(
+        findings
+            .iter()
+            .map(|f| (f.kind, f.rank, &f.stands_for, f.message.as_str())),
+        false,
+    )
+    .into_iter()
+    .map(|(kind, text)| format!("{}: {text}", kind.as_str()))
+    .collect()
 }
 
 /// Compares two Timelines of one scenario (B against the reference A).
@@ -671,12 +704,8 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         ));
     }
     for (side, list) in [("A", &findings_only_in_a), ("B", &findings_only_in_b)] {
-        for f in list {
-            exceeded.push(format!(
-                "finding only in {side}: {}: {}",
-                f.kind.as_str(),
-                f.message
-            ));
+        for line in finding_lines(list) {
+            exceeded.push(format!("finding only in {side}: {line}"));
         }
     }
     let ops_only_in_a: Vec<String> = names_a.difference(&names_b).cloned().collect();
@@ -872,13 +901,8 @@ pub fn render_diff(diff: &Diff) -> String {
         ("A", &diff.findings_only_in_a),
         ("B", &diff.findings_only_in_b),
     ] {
-        for f in list {
-            let _ = writeln!(
-                out,
-                "finding only in {side}: {}: {}",
-                f.kind.as_str(),
-                f.message
-            );
+        for line in finding_lines(list) {
+            let _ = writeln!(out, "finding only in {side}: {line}");
         }
     }
     if diff.ops.is_empty()

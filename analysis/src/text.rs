@@ -396,7 +396,7 @@ fn for_ranks(rank: u32, ranks: &RankSet, message: &str) -> String {
 /// findings of ranks that did the same but were not folded together (each its own class: drawn
 /// kernel jitter, docs/scale.md) — become one line naming all their ranks; `per_rank`
 /// (`run --detail ranks`) lists each.
-fn merge_by_rank<'a, K: PartialEq>(
+pub(crate) fn merge_by_rank<'a, K: PartialEq>(
     records: impl Iterator<Item = (K, Option<u32>, &'a RankSet, &'a str)>,
     per_rank: bool,
 ) -> Vec<(K, String)> {

@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 //!
-//! About 900 lines because the wire format is one piece: every record type, `Timeline::expand`
+//! About 950 lines because the wire format is one piece: every record type, `Timeline::expand`
 //! (a folded Timeline rank by rank, docs/scale.md) and the reference check that a file read back
 //! must pass. The summaries of a summarised run (`TimelineSummary`, `RecordSelection`,
 //! `Distribution`) are `timeline/summary.rs`; its unit tests `timeline/tests.rs`.
@@ -541,6 +541,24 @@ impl Finding {
     /// Whether `rank` found this: the finding's own rank or one it stands for.
     pub fn concerns(&self, rank: u32) -> bool {
         self.rank == Some(rank) || self.stands_for.contains(rank)
+    }
+
+    /// This finding as only `ranks` (some of those it concerns) made it: the lowest of them its
+    /// `rank`, its message opening with that rank's `[Rank r]`, the others in `stands_for`.
+    pub fn narrowed_to(&self, ranks: RankSet) -> Finding {
+        let (Some(rank), Some(lowest)) = (self.rank, ranks.first()) else {
+            return self.clone();
+        };
+        Finding {
+            rank: Some(lowest),
+            message: with_rank(&self.message, rank, lowest),
+            stands_for: if ranks.count() > 1 {
+                ranks
+            } else {
+                RankSet::default()
+            },
+            ..self.clone()
+        }
     }
 }
 

@@ -277,4 +277,67 @@ fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
     assert_eq!(result.findings_only_in_a.len(), 1);
     assert!(result.findings_only_in_b.is_empty());
     assert!(!result.within_tolerance());
+    // The finding names the member that lacks it (rank 1), not the class's lowest rank.
+    assert_eq!(result.findings_only_in_a[0], finding(1, Default::default()));
+    assert!(
+        render_diff(&result).contains(
+            "finding only in A: watchdog_timeout: [Rank 1] Watchdog caught collective operation timeout\n"
+        ),
+        "{}",
+        render_diff(&result)
+    );
+}
+
+/// A diff of two folded runs names every rank a finding of one side only stands for, those
+/// the other side lacks, and prints the findings of several classes that differ only in their
+/// `[Rank r]` as one line, as the report does (docs/scale.md).
+#[test]
+fn findings_of_one_side_name_the_ranks_that_lack_them() {
+    let finding = |rank: u32, stands_for: sim::ranks::RankSet| Finding {
+        stands_for,
+        kind: sim::timeline::FindingKind::WatchdogTimeout,
+        rank: Some(rank),
+        iteration: Some(1),
+        op: Some(4),
+        stream: None,
+        message: format!("[Rank {rank}] Watchdog caught collective operation timeout"),
+    };
+    let ranks = |list: &[u32]| sim::ranks::RankSet::from_ranks(list.iter().copied());
+    // A: classes {0, 2, 4} and {1, 5}; B: rank 3 joined the first class, rank 2 and rank 5
+    // hung (no finding).
+    let mut a = simulate(&[]);
+    a.findings = vec![finding(0, ranks(&[0, 2, 4])), finding(1, ranks(&[1, 5]))];
+    let mut b = simulate(&[]);
+    b.findings = vec![
+        finding(0, ranks(&[0, 3, 4])),
+        finding(1, Default::default()),
+    ];
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert_eq!(
+        result.findings_only_in_a,
+        vec![
+            finding(2, Default::default()),
+            finding(5, Default::default())
+        ]
+    );
+    assert_eq!(
+        result.findings_only_in_b,
+        vec![finding(3, Default::default())]
+    );
+    let text = render_diff(&result);
+    assert!(
+        text.contains(
+            "finding only in A: watchdog_timeout: [Ranks 2,5 (2 ranks)] Watchdog caught collective operation timeout\n"
+        ) && text.contains(
+            "finding only in B: watchdog_timeout: [Rank 3] Watchdog caught collective operation timeout\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        result
+            .exceeded
+            .contains(&"finding only in A: watchdog_timeout: [Ranks 2,5 (2 ranks)] Watchdog caught collective operation timeout".to_string()),
+        "{:?}",
+        result.exceeded
+    );
 }
