@@ -11,7 +11,7 @@
 //! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
 //! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
 //!
-//! Over 800 lines (about 940; its tests are in `diff/tests.rs`): the three comparisons (op
+//! Over 800 lines (about 980; its tests are in `diff/tests.rs`): the three comparisons (op
 //! times, metrics, orderings) and the text rendering share the `Diff` types and the alignment of
 //! ops; the renderer (`render_diff` onwards, ~100 lines) is the piece to move out if it grows.
 
@@ -636,6 +636,35 @@ fn finding_lines(findings: &[Finding]) -> Vec<String> {
     .collect()
 }
 
+/// Lines `prefix + rank + suffix` that differ only in their rank, as one line naming all their
+/// ranks (`rank 3`, `ranks 0-2,4-99999; 99,999 ranks`), in order of first appearance: the ranks
+/// of a folded run's class differ alike, and a diff at 100,000 ranks stays a few lines.
+fn lines_by_ranks(lines: impl IntoIterator<Item = (u32, String, String)>) -> Vec<String> {
+    let mut groups: Vec<((String, String), Vec<u32>)> = Vec::new();
+    let mut index: HashMap<(String, String), usize> = HashMap::new();
+    for (rank, prefix, suffix) in lines {
+        let key = (prefix, suffix);
+        match index.get(&key) {
+            Some(&i) => groups[i].1.push(rank),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![rank]));
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((prefix, suffix), ranks)| {
+            let ranks = RankSet::from_ranks(ranks);
+            let named = match ranks.count() {
+                1 => format!("rank {ranks}"),
+                count => format!("ranks {ranks}; {} ranks", sim::ranks::thousands(count)),
+            };
+            format!("{prefix}{named}{suffix}")
+        })
+        .collect()
+}
+
 /// Compares two Timelines of one scenario (B against the reference A).
 pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     let (times_a, times_b) = (op_times(a), op_times(b));
@@ -674,19 +703,25 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     let findings_only_in_b = findings_only_in(b, a);
 
     let mut exceeded = Vec::new();
+    let mut op_lines = Vec::new();
     for op in ops.iter().filter(|op| op.exceeds) {
         for (time, delta) in TIME_NAMES
             .iter()
             .zip([op.host_return, op.gpu_start, op.gpu_end])
         {
             if let Some(d) = delta.filter(|d| d.exceeds(options)) {
-                exceeded.push(format!(
-                    "op {} (rank {}): {time} {:+.1} µs ({:.1} → {:.1} µs after the iteration start)",
-                    op.op, op.rank, d.delta_us, d.a_us, d.b_us
+                op_lines.push((
+                    op.rank,
+                    format!("op {} (", op.op),
+                    format!(
+                        "): {time} {:+.1} µs ({:.1} → {:.1} µs after the iteration start)",
+                        d.delta_us, d.a_us, d.b_us
+                    ),
                 ));
             }
         }
     }
+    exceeded.extend(lines_by_ranks(op_lines));
     for m in metrics.iter().filter(|m| m.exceeds) {
         exceeded.push(format!(
             "metric {}: {:.3} → {:.3} {}{}",
@@ -697,12 +732,16 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
             m.ratio.map_or(String::new(), |r| format!(" (×{r:.3})"))
         ));
     }
-    for v in &order_disagreements {
-        exceeded.push(format!(
-            "order (rank {}): {} before {} in {}/{} iterations of A, {}/{} of B",
-            v.rank, v.first, v.second, v.a_before, v.a_iterations, v.b_before, v.b_iterations
-        ));
-    }
+    exceeded.extend(lines_by_ranks(order_disagreements.iter().map(|v| {
+        (
+            v.rank,
+            "order (".to_string(),
+            format!(
+                "): {} before {} in {}/{} iterations of A, {}/{} of B",
+                v.first, v.second, v.a_before, v.a_iterations, v.b_before, v.b_iterations
+            ),
+        )
+    })));
     for (side, list) in [("A", &findings_only_in_a), ("B", &findings_only_in_b)] {
         for line in finding_lines(list) {
             exceeded.push(format!("finding only in {side}: {line}"));
@@ -735,11 +774,8 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     let ranks_only_in_b = only(&ranks_b, &ranks_a);
     for (side, ranks) in [("A", &ranks_only_in_a), ("B", &ranks_only_in_b)] {
         if !ranks.is_empty() {
-            let listed: Vec<String> = ranks.iter().map(u32::to_string).collect();
-            exceeded.push(format!(
-                "rank(s) {} ran ops in {side} only",
-                listed.join(", ")
-            ));
+            let ranks = RankSet::from_ranks(ranks.iter().copied());
+            exceeded.push(format!("rank(s) {ranks} ran ops in {side} only"));
         }
     }
     let both: BTreeSet<u32> = ranks_a.intersection(&ranks_b).copied().collect();
@@ -761,11 +797,13 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     let calls_only_in_a = calls_only(&times_a, &times_b);
     let calls_only_in_b = calls_only(&times_b, &times_a);
     for (side, list) in [("A", &calls_only_in_a), ("B", &calls_only_in_b)] {
-        for (rank, op, iterations) in list {
-            exceeded.push(format!(
-                "op {op} (rank {rank}): {iterations} measured iteration(s) ran in {side} only"
-            ));
-        }
+        exceeded.extend(lines_by_ranks(list.iter().map(|(rank, op, iterations)| {
+            (
+                *rank,
+                format!("op {op} ("),
+                format!("): {iterations} measured iteration(s) ran in {side} only"),
+            )
+        })));
     }
     let identical = summary.iter().all(|s| s.max_abs_us == 0.0)
         && metrics.iter().all(|m| m.a == m.b)
@@ -890,12 +928,17 @@ pub fn render_diff(diff: &Diff) -> String {
         "\nordering verdicts: {}/{} pairs agree",
         diff.order_pairs_agreeing, diff.order_pairs
     );
-    for v in &diff.order_disagreements {
-        let _ = writeln!(
-            out,
-            "  rank {}: {} before {}: A {}/{}, B {}/{}",
-            v.rank, v.first, v.second, v.a_before, v.a_iterations, v.b_before, v.b_iterations
-        );
+    for line in lines_by_ranks(diff.order_disagreements.iter().map(|v| {
+        (
+            v.rank,
+            "  ".to_string(),
+            format!(
+                ": {} before {}: A {}/{}, B {}/{}",
+                v.first, v.second, v.a_before, v.a_iterations, v.b_before, v.b_iterations
+            ),
+        )
+    })) {
+        let _ = writeln!(out, "{line}");
     }
     for (side, list) in [
         ("A", &diff.findings_only_in_a),

@@ -140,7 +140,10 @@ fn a_bandwidth_two_times_off_makes_the_diff_fail_naming_what_moved() {
     assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
     let text = stdout(&output);
     assert!(text.contains("metric ar_alone.kernel_us"), "{text}");
-    assert!(text.contains("op ar_alone (rank 0): gpu_end"), "{text}");
+    assert!(
+        text.contains("op ar_alone (ranks 0-1; 2 ranks): gpu_end"),
+        "{text}"
+    );
     let same = c10dsim(&["diff", &right, &right]);
     assert_eq!(same.status.code(), Some(0));
 

@@ -155,7 +155,7 @@ fn half_the_bandwidth_moves_the_collective_and_its_metrics() {
         result
             .exceeded
             .iter()
-            .any(|e| e.starts_with("op ar (rank 0): gpu_end")),
+            .any(|e| e.starts_with("op ar (ranks 0-1; 2 ranks): gpu_end")),
         "{:#?}",
         result.exceeded
     );
@@ -180,10 +180,13 @@ fn an_order_that_flips_is_a_verdict() {
         (flipped.a_before, flipped.a_iterations, flipped.b_before),
         (3, 3, 0)
     );
-    assert!(result
-        .exceeded
-        .iter()
-        .any(|e| e.starts_with("order (rank 0): mark:side_done before mark:main_done")));
+    assert!(
+        result
+            .exceeded
+            .iter()
+            .any(|e| e
+                .starts_with("order (ranks 0-1; 2 ranks): mark:side_done before mark:main_done"))
+    );
 }
 
 #[test]
@@ -339,5 +342,59 @@ fn findings_of_one_side_name_the_ranks_that_lack_them() {
             .contains(&"finding only in A: watchdog_timeout: [Ranks 2,5 (2 ranks)] Watchdog caught collective operation timeout".to_string()),
         "{:?}",
         result.exceeded
+    );
+}
+
+/// Differences that are the same on many ranks (a folded run's class) are one line naming the
+/// ranks, not a line per rank: a diff at 100,000 ranks stays a few lines.
+#[test]
+fn differences_alike_on_many_ranks_are_one_line() {
+    let a = simulate(&["cluster.ranks=6"]);
+    let kernel_op = a
+        .ops
+        .iter()
+        .find(|op| op.name == "main_kernel")
+        .unwrap()
+        .index;
+    let mut b = a.clone();
+    for rank in &mut b.ranks {
+        for kernel in rank.kernels.iter_mut().filter(|k| k.op == kernel_op) {
+            kernel.start_ns += 100_000;
+            kernel.end_ns += 100_000;
+        }
+    }
+    for rank in b
+        .ranks
+        .iter_mut()
+        .filter(|r| [0, 1, 2, 4].contains(&r.rank))
+    {
+        rank.host
+            .retain(|h| !(h.op == kernel_op && h.iteration == 2));
+        rank.kernels
+            .retain(|k| !(k.op == kernel_op && k.iteration == 2));
+    }
+    let result = diff(&a, &b, &DiffOptions::default());
+    let lines = |needle: &str| {
+        result
+            .exceeded
+            .iter()
+            .filter(|line| line.contains(needle))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        lines("ran in A only"),
+        ["op main_kernel (ranks 0-2,4; 4 ranks): 1 measured iteration(s) ran in A only"]
+    );
+    let shifted = lines("op main_kernel (ranks 0-5; 6 ranks): gpu_start +100.0 µs");
+    assert_eq!(shifted.len(), 1, "{:#?}", result.exceeded);
+    assert!(lines("(rank 0)").is_empty(), "{:#?}", result.exceeded);
+
+    b.ranks.retain(|r| r.rank < 3);
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert!(
+        render_diff(&result).contains("rank(s) 3-5 ran ops in A only"),
+        "{}",
+        render_diff(&result)
     );
 }
