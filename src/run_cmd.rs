@@ -138,6 +138,21 @@ pub(crate) fn run(
                 scenario.cluster.ranks - 1
             )));
         }
+        let record_outputs = [
+            ("--trace", outputs.trace),
+            ("--trace-dir", outputs.trace_dir),
+            ("--svg", outputs.svg),
+        ];
+        let asked: Vec<&str> = (record_outputs.iter())
+            .filter(|(_, path)| path.is_some())
+            .map(|(flag, _)| *flag)
+            .collect();
+        if selection.keeps_none() && !asked.is_empty() {
+            eprintln!(
+                "c10dsim: note: --summary keeps no record without --records-for (e.g. --records-for ranks=0 iterations=0), so {} will show none",
+                asked.join(", ")
+            );
+        }
         if let Some(iteration) = outside(&selection.iterations, scenario.repeat) {
             return Err(Failure::input(format!(
                 "--records-for iterations: iteration {iteration} does not exist (the scenario repeats {} times, 0-{})",

@@ -65,6 +65,28 @@ fn the_cli_keeps_the_named_records_and_refuses_a_bad_selection() {
     let table = |text: &str| text[text.find("collectives (").unwrap()..].to_string();
     assert_eq!(table(&stderr(&output)), table(&stdout(&full)));
 
+    // --summary alone keeps no record: a trace of it is empty, and the run says why.
+    let trace = crate::robustness::temp("summary_alone.trace.json");
+    let alone = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--summary",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(alone.status.success(), "{}", stderr(&alone));
+    assert!(
+        stderr(&alone).contains("--summary keeps no record without --records-for")
+            && stderr(&alone).contains("so --trace will show none"),
+        "{}",
+        stderr(&alone)
+    );
+    assert!(
+        !stderr(&output).contains("keeps no record"),
+        "{}",
+        stderr(&output)
+    );
+
     let bad = c10dsim(&[
         "run",
         "scenarios/straggler.toml",

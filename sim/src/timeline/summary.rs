@@ -56,6 +56,13 @@ impl RecordSelection {
         Ok(selection)
     }
 
+    /// True when no record is kept (`none`, or an empty list of ranks or iterations).
+    pub fn keeps_none(&self) -> bool {
+        [&self.ranks, &self.iterations]
+            .iter()
+            .any(|ranges| ranges.as_ref().is_some_and(Vec::is_empty))
+    }
+
     /// True when the records of `rank` are kept for some iteration.
     pub fn keeps_rank(&self, rank: u32) -> bool {
         in_ranges(self.ranks.as_deref(), rank)
