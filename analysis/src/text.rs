@@ -360,7 +360,6 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     out
 }
 
-/// `1 rank`, `100,000 ranks`.
 /// The caching allocator's line: the peaks are the largest rank's, the releases all ranks'.
 fn memory_line(memory: &MemoryMetrics) -> String {
     format!(
@@ -372,6 +371,7 @@ fn memory_line(memory: &MemoryMetrics) -> String {
     )
 }
 
+/// `1 rank`, `100,000 ranks`.
 fn counted(count: u64, noun: &str) -> String {
     let plural = if count == 1 { "" } else { "s" };
     format!("{} {noun}{plural}", sim::ranks::thousands(count))

@@ -1,7 +1,7 @@
 //! The command line: bad input names file, line and column and exits 2; outputs are
 //! deterministic; `check` validates the catalogue.
 //!
-//! Just over 800 lines: one table of bad inputs and one test per command-line behaviour;
+//! Over 800 lines (about 1,000): one table of bad inputs and one test per command-line behaviour;
 //! split by command (run, sweep, diff) if it grows.
 
 use crate::util::{c10dsim, stderr, stdout};

@@ -1,6 +1,9 @@
 //! Regression tests of issue 16: every input the adversarial run found to panic, hang, abort
 //! or mislead, small and written anew, with the exit code and message each must give now
 //! (docs/reliability.md).
+//!
+//! Just over 800 lines: one test per input found, each standing alone; split by command if it
+//! grows.
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
 use std::path::PathBuf;

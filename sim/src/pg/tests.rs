@@ -159,6 +159,25 @@ fn a_wait_timeout_is_whole_milliseconds_as_pytorch_keeps_it_r15() {
             "{error}"
         );
     }
+    // Out of range is said in milliseconds, before wholeness: not "-0 ms", "NaN ms" or µs.
+    for (timeout, found) in [
+        ("-0.5", "-0.5"),
+        ("nan", "NaN"),
+        ("inf", "inf"),
+        ("-1", "-1"),
+    ] {
+        let text = ASYNC.replace(
+            "wait = \"w\"",
+            &format!("wait = \"w\"\ntimeout_ms = {timeout}"),
+        );
+        let error = parse("pg.toml", &text).unwrap_err().to_string();
+        assert!(
+            error.ends_with(&format!(
+                "timeout_ms must be > 0 and at most one day (86400000 ms), found {found}"
+            )),
+            "{error}"
+        );
+    }
 }
 
 #[test]

@@ -221,6 +221,41 @@ impl Resolver<'_> {
         Ok(us_to_ns(us))
     }
 
+    /// `wait`'s `timeout_ms`: in range first (in milliseconds, as the key is), then whole:
+    /// `Work.wait(timeout=timedelta(…))` reaches C++ as truncated milliseconds, 0 meaning no
+    /// timeout of its own (R15).
+    fn wait_timeout_ns(&self, timeout_ms: &Spanned<f64>) -> Result<u64> {
+        let ms = *timeout_ms.get_ref();
+        let max_ms = MAX_TIME_NS as f64 / 1e6;
+        if !ms.is_finite() || ms <= 0.0 || ms > max_ms {
+            return Err(self.error(
+                timeout_ms.span(),
+                format!("timeout_ms must be > 0 and at most one day ({max_ms} ms), found {ms}"),
+            ));
+        }
+        if ms.fract() != 0.0 {
+            return Err(self.error(
+                timeout_ms.span(),
+                format!(
+                    "timeout_ms must be a whole number of milliseconds, found {ms}: \
+                     Work.wait(timeout=timedelta(…)) keeps whole milliseconds, so PyTorch would \
+                     wait {} ms{}",
+                    ms.trunc(),
+                    if ms < 1.0 {
+                        " (0: no timeout of its own)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        self.time_us(
+            &Spanned::new(timeout_ms.span(), ms * 1_000.0),
+            "timeout_ms",
+            false,
+        )
+    }
+
     fn optional_time_us(
         &self,
         value: &Option<Spanned<f64>>,
@@ -1643,28 +1678,7 @@ impl Resolver<'_> {
                 if key == "wait" {
                     let timeout_ns = match &raw.timeout_ms {
                         None => None,
-                        Some(ms) if ms.get_ref().fract() != 0.0 => {
-                            return Err(self.error(
-                                ms.span(),
-                                format!(
-                                    "timeout_ms must be a whole number of milliseconds, found {}: \
-                                     Work.wait(timeout=timedelta(…)) keeps whole milliseconds, so \
-                                     PyTorch would wait {} ms{}",
-                                    ms.get_ref(),
-                                    ms.get_ref().trunc(),
-                                    if ms.get_ref().trunc() == 0.0 {
-                                        " (0: no timeout of its own)"
-                                    } else {
-                                        ""
-                                    }
-                                ),
-                            ))
-                        }
-                        Some(ms) => Some(self.time_us(
-                            &Spanned::new(ms.span(), ms.get_ref() * 1_000.0),
-                            "timeout_ms",
-                            false,
-                        )?),
+                        Some(ms) => Some(self.wait_timeout_ns(ms)?),
                     };
                     OpKind::Wait { work, timeout_ns }
                 } else if key == "get_future" {
