@@ -241,12 +241,9 @@ fn a_finding_on_one_side_only_is_reported() {
     assert!(!result.identical && !result.within_tolerance());
 }
 
-/// A finding made once for a class of ranks (`stands_for`) is each member's: against a run
-/// that holds one finding per rank (measured, or `--detail ranks`) nothing differs, and a
-/// member whose finding is missing there still is a difference.
-#[test]
-fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
-    let finding = |rank: u32, stands_for: sim::ranks::RankSet| Finding {
+/// A watchdog timeout of `rank` at op 4 of iteration 1, standing for `stands_for`.
+fn watchdog_timeout_finding(rank: u32, stands_for: sim::ranks::RankSet) -> Finding {
+    Finding {
         stands_for,
         kind: sim::timeline::FindingKind::WatchdogTimeout,
         rank: Some(rank),
@@ -254,7 +251,15 @@ fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
         op: Some(4),
         stream: None,
         message: format!("[Rank {rank}] Watchdog caught collective operation timeout"),
-    };
+    }
+}
+
+/// A finding made once for a class of ranks (`stands_for`) is each member's: against a run
+/// that holds one finding per rank (measured, or `--detail ranks`) nothing differs, and a
+/// member whose finding is missing there still is a difference.
+#[test]
+fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
+    let finding = watchdog_timeout_finding;
     let mut folded = simulate(&[]);
     folded
         .findings
@@ -296,15 +301,7 @@ fn a_finding_standing_for_several_ranks_matches_one_finding_per_rank() {
 /// `[Rank r]` as one line, as the report does (docs/scale.md).
 #[test]
 fn findings_of_one_side_name_the_ranks_that_lack_them() {
-    let finding = |rank: u32, stands_for: sim::ranks::RankSet| Finding {
-        stands_for,
-        kind: sim::timeline::FindingKind::WatchdogTimeout,
-        rank: Some(rank),
-        iteration: Some(1),
-        op: Some(4),
-        stream: None,
-        message: format!("[Rank {rank}] Watchdog caught collective operation timeout"),
-    };
+    let finding = watchdog_timeout_finding;
     let ranks = |list: &[u32]| sim::ranks::RankSet::from_ranks(list.iter().copied());
     // A: classes {0, 2, 4} and {1, 5}; B: rank 3 joined the first class, rank 2 and rank 5
     // hung (no finding).
