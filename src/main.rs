@@ -842,10 +842,12 @@ fn check(
             Ok(scenario) => {
                 let estimate = limits.estimate(&scenario);
                 outln!(
-                    "ok: {} ({} ops, {} ranks, repeat {}; about {} op calls, {} events, a {} Timeline)",
+                    "ok: {} ({} op{}, {} rank{}, repeat {}; about {} op calls, {} events, a {} Timeline)",
                     file.display(),
                     scenario.ops.len(),
+                    if scenario.ops.len() == 1 { "" } else { "s" },
                     scenario.cluster.ranks,
+                    if scenario.cluster.ranks == 1 { "" } else { "s" },
                     scenario.repeat,
                     estimate.op_calls,
                     estimate.events,

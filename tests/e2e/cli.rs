@@ -311,6 +311,13 @@ fn check_accepts_the_whole_catalogue() {
     let output = c10dsim(&args);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output).matches("ok: ").count(), args.len() - 1);
+    // One of a thing is singular (launch_queue has one op, on one rank).
+    let text = stdout(&output);
+    assert!(text.contains("launch_queue.toml (1 op, 1 rank, "), "{text}");
+    assert!(
+        !text.contains(" 1 ranks") && !text.contains("(1 ops"),
+        "{text}"
+    );
     // Sizes read as sizes: "a 10.50KiB Timeline", not "a 10752B Timeline".
     for line in stdout(&output).lines() {
         let size = line
