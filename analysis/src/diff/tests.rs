@@ -61,12 +61,7 @@ fn records_missing_on_one_side_are_not_identical() {
     assert_eq!(result.ranks_only_in_b, [0, 1]);
     // One measured iteration of rank 0's kernel op missing in B.
     let mut c = a.clone();
-    let kernel_op = a
-        .ops
-        .iter()
-        .find(|op| op.name == "main_kernel")
-        .unwrap()
-        .index;
+    let kernel_op = op_index(&a, "main_kernel");
     c.ranks[0]
         .host
         .retain(|h| !(h.op == kernel_op && h.iteration == 2));
@@ -241,6 +236,12 @@ fn a_finding_on_one_side_only_is_reported() {
     assert!(!result.identical && !result.within_tolerance());
 }
 
+/// The index of the op named `name` in `timeline`.
+fn op_index(timeline: &Timeline, name: &str) -> u32 {
+    let op = timeline.ops.iter().find(|op| op.name == name);
+    op.unwrap_or_else(|| panic!("no op {name}")).index
+}
+
 /// A watchdog timeout of `rank` at op 4 of iteration 1, standing for `stands_for`.
 fn watchdog_timeout_finding(rank: u32, stands_for: sim::ranks::RankSet) -> Finding {
     Finding {
@@ -347,12 +348,7 @@ fn findings_of_one_side_name_the_ranks_that_lack_them() {
 #[test]
 fn differences_alike_on_many_ranks_are_one_line() {
     let a = simulate(&["cluster.ranks=6"]);
-    let kernel_op = a
-        .ops
-        .iter()
-        .find(|op| op.name == "main_kernel")
-        .unwrap()
-        .index;
+    let kernel_op = op_index(&a, "main_kernel");
     let mut b = a.clone();
     for rank in &mut b.ranks {
         for kernel in rank.kernels.iter_mut().filter(|k| k.op == kernel_op) {
