@@ -67,11 +67,10 @@ pub fn locate(
             }
         }
         LineOrigin::Edited => {
-            let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
-            let shown = if list.is_empty() {
+            let shown = if overrides.is_empty() {
                 format!("{path} [as edited]")
             } else {
-                format!("{path} [--set {}]", list.join(" --set "))
+                sim::scenario::recorded_invocation(path, overrides)
             };
             Located {
                 error: ScenarioError {

@@ -35,7 +35,7 @@ pub struct CapArgs {
 
 /// [`CapArgs`] and the memory cap of a simulation that runs (`run` and `sweep`; `check` runs
 /// none).
-#[derive(clap::Args, Clone, Copy, Debug)]
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub struct LimitArgs {
     #[command(flatten)]
     pub caps: CapArgs,
@@ -132,10 +132,7 @@ impl LimitArgs {
 /// imported) under the default caps, as `run` would: refused (exit 2) when its estimate is over
 /// them, stopped with a `memory_cap` finding past the memory cap. Its Timeline, expanded.
 pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    let caps = LimitArgs {
-        caps: CapArgs::default(),
-        max_memory: None,
-    };
+    let caps = LimitArgs::default();
     caps.caps.over(scenario, false).map_err(|message| {
         Failure::input(format!(
             "{}: {message}; this command simulates under the default caps: run it with \

@@ -31,19 +31,11 @@ fn recorded_invocation(run: &Path) -> (String, Vec<String>) {
     let timeline: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let path = timeline["scenario"]["path"]
         .as_str()
-        .expect("scenario.path")
-        .to_string();
-    match path.split_once(" [--set ") {
-        None => (path, Vec::new()),
-        Some((file, sets)) => (
-            file.to_string(),
-            sets.strip_suffix(']')
-                .unwrap_or(sets)
-                .split(" --set ")
-                .map(String::from)
-                .collect(),
-        ),
-    }
+        .expect("scenario.path");
+    let (file, overrides) =
+        sim::scenario::read_recorded_invocation(path).expect("recorded --sets parse");
+    let sets = overrides.iter().map(ToString::to_string).collect();
+    (file.to_string(), sets)
 }
 
 /// The samples of the diff's `host_return` row: how many host returns the two Timelines

@@ -698,7 +698,8 @@ class Interpreter:
         self.flight_records[flight_key] = (group_index, self.seq[group_index])
         # R11: a synchronous collective runs on the current stream from PyTorch 2.8; a
         # synchronous send or recv never does (``isend``/``irecv`` then ``wait()``).
-        on_current = not async_op and self.sync_on_current_stream and not flight_key[1]
+        _, p2p, _ = flight_key
+        on_current = not async_op and self.sync_on_current_stream and not p2p
         record = {
             "iteration": iteration, "op": op["index"], "group": group_index,
             "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,

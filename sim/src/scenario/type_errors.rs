@@ -78,11 +78,10 @@ fn key_before(text: &str, offset: usize) -> Option<(&str, &str)> {
     if !is_bare_key {
         return None;
     }
-    let table = before[..line_start].lines().rev().find_map(|line| {
-        let header = line.trim().strip_prefix('[')?;
-        let header = header.split(']').next()?;
-        Some(header.trim_start_matches('[').trim())
-    })?;
+    let table = before[..line_start]
+        .lines()
+        .rev()
+        .find_map(super::table_header)?;
     Some((table, key))
 }
 
