@@ -564,59 +564,60 @@ fn order_verdicts(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Vec<Orde
 }
 
 /// The ranks a finding concerns: each it stands for (a finding made once for a class of ranks,
-/// docs/scale.md), else its own (or none).
-fn finding_ranks(finding: &Finding) -> Vec<Option<u32>> {
-    if finding.stands_for.is_empty() {
-        vec![finding.rank]
+/// docs/scale.md), else its own; `None` for a finding of no rank.
+fn finding_ranks(finding: &Finding) -> Option<RankSet> {
+    if !finding.stands_for.is_empty() {
+        Some(finding.stands_for.clone())
     } else {
-        finding.stands_for.iter().map(Some).collect()
+        finding.rank.map(|rank| RankSet::from_ranks([rank]))
     }
 }
 
-/// What identifies a finding across runs for one rank it concerns: kind, rank, iteration and
-/// op name. A finding made once for a class of ranks (`stands_for`) is each member's: another
-/// run, measured or with `--detail ranks`, holds one finding per rank.
-fn finding_key(timeline: &Timeline, finding: &Finding, rank: Option<u32>) -> String {
+/// What identifies a finding across runs besides the ranks it concerns: kind, iteration and op
+/// name.
+type FindingKey<'a> = (&'static str, Option<u32>, &'a str);
+
+fn finding_key<'a>(timeline: &'a Timeline, finding: &Finding) -> FindingKey<'a> {
     let op = finding
         .op
         .and_then(|op| timeline.ops.get(op as usize))
         .map_or("-", |op| op.name.as_str());
-    format!(
-        "{} rank {rank:?} iteration {:?} op {op}",
-        finding.kind.as_str(),
-        finding.iteration
-    )
+    (finding.kind.as_str(), finding.iteration, op)
 }
 
 /// The findings of `first` that some rank they concern did not make in `second`, each narrowed
 /// to those ranks: a class's finding that one of its members lacks in `second` names that
-/// member, not the class's lowest rank.
+/// member, not the class's lowest rank. A finding made once for a class is each member's:
+/// another run, measured or with `--detail ranks`, holds one finding per rank.
 fn findings_only_in(first: &Timeline, second: &Timeline) -> Vec<Finding> {
-    let keys: BTreeSet<String> = second
-        .findings
-        .iter()
-        .flat_map(|f| {
-            finding_ranks(f)
-                .into_iter()
-                .map(|rank| finding_key(second, f, rank))
-        })
-        .collect();
+    // Per key: the ranks that made it in `second`, and whether a finding of no rank did.
+    let mut made: HashMap<FindingKey, (RankSet, bool)> = HashMap::new();
+    for finding in &second.findings {
+        let entry = made.entry(finding_key(second, finding)).or_default();
+        match finding_ranks(finding) {
+            Some(ranks) => entry.0 = entry.0.union(&ranks),
+            None => entry.1 = true,
+        }
+    }
     first
         .findings
         .iter()
         .filter_map(|f| {
-            let ranks = finding_ranks(f);
-            let missing: Vec<Option<u32>> = ranks
-                .iter()
-                .copied()
-                .filter(|&rank| !keys.contains(&finding_key(first, f, rank)))
-                .collect();
+            let made = made.get(&finding_key(first, f));
+            let Some(ranks) = finding_ranks(f) else {
+                return (!made.is_some_and(|&(_, rankless)| rankless)).then(|| f.clone());
+            };
+            let missing = RankSet::from_ranks(
+                ranks
+                    .iter()
+                    .filter(|&rank| !made.is_some_and(|(set, _)| set.contains(rank))),
+            );
             if missing.is_empty() {
                 None
-            } else if missing.len() == ranks.len() {
+            } else if missing.count() == ranks.count() {
                 Some(f.clone())
             } else {
-                Some(f.narrowed_to(RankSet::from_ranks(missing.into_iter().flatten())))
+                Some(f.narrowed_to(missing))
             }
         })
         .collect()
