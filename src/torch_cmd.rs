@@ -350,18 +350,15 @@ fn join_ranks(
             dir.display()
         )));
     }
+    // One host's ranks share CLOCK_MONOTONIC: the earliest rank's pair places every log line.
     let earliest = parts
         .iter()
-        .map(|(_, part)| origin_ns(part))
-        .min()
-        .unwrap_or(0);
-    // One host's ranks share CLOCK_MONOTONIC: the earliest rank's pair places every log line.
+        .map(|(_, part)| part)
+        .min_by_key(|part| origin_ns(part));
     let log_origin = analysis::torch_log::LogOrigin {
-        unix_ns: earliest,
-        monotonic_ns: parts
-            .iter()
-            .min_by_key(|(_, part)| origin_ns(part))
-            .and_then(|(_, part)| part.machine.get("host_origin_monotonic_ns"))
+        unix_ns: earliest.map_or(0, origin_ns),
+        monotonic_ns: earliest
+            .and_then(|part| part.machine.get("host_origin_monotonic_ns"))
             .and_then(|text| text.parse().ok()),
     };
     // Every rank's watchdog records, on the common axis.

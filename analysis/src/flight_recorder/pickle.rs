@@ -191,28 +191,28 @@ impl Machine<'_> {
     /// `INT`'s text: `01` and `00` are protocol 1's True and False, else a decimal int.
     fn text_int(&mut self) -> Result<(), PickleError> {
         let text = self.line()?;
-        let value = match text.as_str() {
-            "01" => PyValue::Bool(true),
-            "00" => PyValue::Bool(false),
-            digits => match digits.parse::<i64>() {
-                Ok(n) => PyValue::Int(n),
-                Err(_) => return self.fail(format!("INT {digits:?} is not an int of 64 bits")),
-            },
-        };
-        self.push(Node::Leaf(value));
+        match text.as_str() {
+            "01" => self.push(Node::Leaf(PyValue::Bool(true))),
+            "00" => self.push(Node::Leaf(PyValue::Bool(false))),
+            digits => return self.push_decimal("INT", digits),
+        }
         Ok(())
     }
 
     /// `LONG`'s text: a decimal int with a trailing `L`.
     fn text_long(&mut self) -> Result<(), PickleError> {
         let text = self.line()?;
-        let digits = text.strip_suffix('L').unwrap_or(&text);
+        self.push_decimal("LONG", text.strip_suffix('L').unwrap_or(&text))
+    }
+
+    /// The int of `opcode`'s decimal text.
+    fn push_decimal(&mut self, opcode: &str, digits: &str) -> Result<(), PickleError> {
         match digits.parse::<i64>() {
             Ok(n) => {
                 self.push(Node::Leaf(PyValue::Int(n)));
                 Ok(())
             }
-            Err(_) => self.fail(format!("LONG {digits:?} is not an int of 64 bits")),
+            Err(_) => self.fail(format!("{opcode} {digits:?} is not an int of 64 bits")),
         }
     }
 
