@@ -5,14 +5,33 @@
 use crate::robustness::{assert_no_panic, assert_refused, code, temp};
 use crate::util::{c10dsim, skipped, stderr};
 use sim::timeline::Timeline;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
+/// Runs the binary with `args`, reads the first `bytes` bytes of its stdout, then closes the
+/// pipe: the command must end quietly (exit 0, no panic, nothing on stderr). The bytes read.
+fn reader_goes_away(args: &[&str], bytes: usize) -> Vec<u8> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = vec![0u8; bytes];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(0), "{args:?}: {}", stderr(&output));
+    assert_eq!(stderr(&output), "", "{args:?}");
+    first
+}
+
 #[test]
 fn a_reader_that_goes_away_ends_the_run_quietly() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args([
+    let first = reader_goes_away(
+        &[
             "run",
             "scenarios/hang_10min.toml",
             // Unfolded, every rank's lines: more output than a pipe holds.
@@ -21,21 +40,10 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
             "ranks",
             "--set",
             "cluster.ranks=256",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with("scenario \"hang_10min\""), "{first}");
-    let output = child.wait_with_output().unwrap();
-    assert_no_panic(&output);
-    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
-    assert_eq!(stderr(&output), "");
+        ],
+        21,
+    );
+    assert_eq!(first, b"scenario \"hang_10min\"");
 }
 
 #[test]
@@ -43,22 +51,10 @@ fn a_reader_that_goes_away_from_a_file_on_stdout_ends_the_run_quietly() {
     // `--trace -`, `--timeline -` and `--svg -` used to exit 2 with "cannot write to standard
     // output: Broken pipe" where the report's own stdout ended quietly.
     for flag in ["--trace", "--timeline", "--svg"] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-            // Every file of the overlap benchmark is more than a pipe holds.
-            .args(["run", "scenarios/overlap_bench.toml", flag, "-"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // A few bytes, then the pipe closes (the Timeline is one line of JSON).
-        let mut first = [0u8; 4];
-        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
-        assert!(first == *b"<svg" || first[0] == b'{', "{flag}: {first:?}");
-        let output = child.wait_with_output().unwrap();
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(0), "{flag}: {}", stderr(&output));
-        assert_eq!(stderr(&output), "", "{flag}");
+        // Every file of the overlap benchmark is more than a pipe holds; a few bytes, then the
+        // pipe closes (the Timeline is one line of JSON).
+        let first = reader_goes_away(&["run", "scenarios/overlap_bench.toml", flag, "-"], 4);
+        assert!(first == b"<svg" || first[0] == b'{', "{flag}: {first:?}");
     }
 }
 
@@ -66,18 +62,7 @@ fn a_reader_that_goes_away_from_a_file_on_stdout_ends_the_run_quietly() {
 fn a_reader_that_goes_away_from_the_man_page_or_completions_ends_them_quietly() {
     // They used to exit 2 with "cannot write the man page: Broken pipe" (`c10dsim man | head`).
     for args in [["man"].as_slice(), ["completions", "bash"].as_slice()] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = [0u8; 1];
-        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
-        let output = child.wait_with_output().unwrap();
-        assert_no_panic(&output);
-        assert_eq!(code(&output), Some(0), "{args:?}: {}", stderr(&output));
-        assert_eq!(stderr(&output), "", "{args:?}");
+        reader_goes_away(args, 1);
     }
 }
 
