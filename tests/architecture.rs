@@ -9,12 +9,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
+/// The files under `dir` (a missing folder holds none) whose extension is one of `extensions`.
+fn source_files(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            source_files(&path, extensions, out);
+        } else if path
+            .extension()
+            .is_some_and(|e| extensions.iter().any(|wanted| e == *wanted))
+        {
             out.push(path);
         }
     }
@@ -44,7 +51,7 @@ fn is_test_module_file(file: &Path) -> bool {
 /// The modules each module names through `crate::`, outside comments and test code.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    rust_files(src, &mut files);
+    source_files(src, &["rs"], &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
         let Some(module) = module_of(src, &file) else {
@@ -170,23 +177,7 @@ fn the_architecture_diagram_names_every_subcommand() {
 /// repository's root. Measured data (`tests/data`), the Python tests (`python/tests/`, one row)
 /// and the fuzzing workspace (`fuzz/`, one row) are left out.
 fn mapped_sources(root: &Path) -> BTreeSet<String> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-            return;
-        };
-        for entry in entries {
-            let path = dir.join(entry.unwrap().file_name());
-            if path.starts_with("tests/data") {
-                continue;
-            }
-            if root.join(&path).is_dir() {
-                walk(root, &path, out);
-            } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
-                out.insert(path.to_string_lossy().into_owned());
-            }
-        }
-    }
-    let mut files = BTreeSet::new();
+    let mut files = Vec::new();
     for dir in [
         "sim/src",
         "sim/tests",
@@ -200,9 +191,14 @@ fn mapped_sources(root: &Path) -> BTreeSet<String> {
         "tests",
         "python/c10dsim",
     ] {
-        walk(root, Path::new(dir), &mut files);
+        source_files(&root.join(dir), &["rs", "py"], &mut files);
     }
     files
+        .iter()
+        .map(|file| file.strip_prefix(root).unwrap())
+        .filter(|file| !file.starts_with("tests/data"))
+        .map(|file| file.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The rows of ARCHITECTURE.md's code map: the names in backticks of the first cell, and of the
