@@ -80,10 +80,11 @@ pub enum AllocStep {
         bytes: u64,
     },
     /// The capacity is reached: wait for [`TensorMemory::pending_events`], call
-    /// [`TensorMemory::release_cache`], then ask again. With `synchronises` the release also
-    /// waits for the whole device and frees each segment with `cudaFree`; expandable segments
-    /// unmap pages without either (R20). Asked even where the request will not fit after it:
-    /// PyTorch releases before it raises.
+    /// [`TensorMemory::release_cache`], then ask again. With `synchronises` the release frees
+    /// at least one segment with `cudaFree`, which waits for the whole device; without it,
+    /// it waits for the pending events alone: expandable segments unmap pages without
+    /// `cudaFree`, and pending frees may leave no segment wholly free (R20). Asked even where
+    /// the request will not fit after it: PyTorch releases before it raises.
     NeedsRelease {
         synchronises: bool,
     },
@@ -180,9 +181,11 @@ impl<E: Copy> TensorMemory<E> {
                 synchronises: !self.expandable_segments,
             },
             // The release first waits for recordStream's events and returns those blocks
-            // (`synchronize_and_free_events`), which may leave segments wholly free (R19, R20).
+            // (`synchronize_and_free_events`), which may leave segments wholly free (R19, R20);
+            // only a segment that `cudaFree` returns synchronises the device.
             Allocation::OutOfMemory if !self.pending_frees.is_empty() => AllocStep::NeedsRelease {
-                synchronises: !self.expandable_segments,
+                synchronises: !self.expandable_segments
+                    && !self.segments_free_after_pending().is_empty(),
             },
             Allocation::OutOfMemory => AllocStep::OutOfMemory,
         }
@@ -195,13 +198,24 @@ impl<E: Copy> TensorMemory<E> {
             self.return_block(block);
         }
         let released = self.allocator.release_cached();
-        let busy: BTreeSet<u32> = self.in_use.values().copied().collect();
-        let segments: Vec<u32> = self.live_segments.difference(&busy).copied().collect();
+        let segments = self.segments_free_after_pending();
         for segment in &segments {
             self.live_segments.remove(segment);
         }
         debug_assert_eq!(segments.len() as u32, released);
         segments
+    }
+
+    /// The segments a release gives back: every live one whose blocks in use are all pending
+    /// recordStream frees (none in use: wholly free already).
+    fn segments_free_after_pending(&self) -> Vec<u32> {
+        let busy: BTreeSet<u32> = self
+            .in_use
+            .iter()
+            .filter(|(block, _)| !self.pending_frees.iter().any(|(b, _)| b == *block))
+            .map(|(_, &segment)| segment)
+            .collect();
+        self.live_segments.difference(&busy).copied().collect()
     }
 
     fn hand_out(&mut self, tensor: TensorId, block: BlockId) -> Place {

@@ -220,7 +220,8 @@ pub struct CacheRelease {
     /// The host call that stalled, from its start to the allocation.
     pub host_start_ns: u64,
     pub host_end_ns: u64,
-    /// When the device had drained (none with expandable segments).
+    /// When the device had drained (none with expandable segments, or when the release freed
+    /// no segment: it waited only for recordStream's events).
     pub device_idle_ns: Option<u64>,
     pub segments_freed: u32,
 }

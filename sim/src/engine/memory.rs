@@ -130,9 +130,9 @@ impl Engine<'_> {
                 }
                 AllocStep::NeedsRelease { synchronises } => {
                     // The release first waits for the events of blocks freed under recordStream
-                    // (synchronize_and_free_events, even with expandable segments); cudaFree
-                    // then synchronises the device: the host waits for every stream, then runs
-                    // this allocation again (R19, R20, R23 `frag`).
+                    // (synchronize_and_free_events, even with expandable segments); a cudaFree
+                    // of a segment then synchronises the device: the host waits for every
+                    // stream, then runs this allocation again (R19, R20, R23 `frag`).
                     state.memory.release_waited = true;
                     let mut instances = state.memory.books.pending_events();
                     if synchronises {
@@ -224,6 +224,36 @@ mod tests {
         assert_eq!(rank.cache_releases[0].device_idle_ns, None);
         assert!(rank.cache_releases[0].host_start_ns < rank.collectives[0].end_ns);
         assert!(rank.cache_releases[0].host_end_ns >= rank.collectives[0].end_ns);
+    }
+
+    #[test]
+    fn a_release_that_frees_no_segment_waits_only_for_recordstream_events_r19_r20() {
+        // g and k share one 20 MiB segment; g, all_reduced and deleted before `wait()` under
+        // recordStream, waits for the NCCL stream's event. 1010 MiB more do not fit: PyTorch's
+        // release_cached_blocks synchronises g's event and returns its block, but k keeps the
+        // segment, so nothing is cudaFree'd and the device is not synchronised: the host does
+        // not wait for the 5 ms kernel on the side stream before it raises.
+        let text =
+            "[cluster]\nranks = 2\n[memory]\ncapacity_gib = 1\nlifetime = \"record_stream\"\n\
+                    [streams]\nside = {}\n[groups.world]\neager_init = true\n\
+                    [tensors]\ng = \"4MiB\"\nk = \"4MiB\"\nh = \"1010MiB\"\n\
+                    [[op]]\nalloc = \"g\"\n[[op]]\nalloc = \"k\"\n\
+                    [[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                    [[op]]\nfree = \"g\"\n\
+                    [[op]]\nkernel = { us = 5000, sms = 8 }\nstream = \"side\"\n\
+                    [[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                    [[op]]\nfree = \"h\"\n[[op]]\nfree = \"k\"\n";
+        let timeline = simulate(&parse("no_segment.toml", text).unwrap());
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::OutOfMemory]);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        let release = rank.cache_releases[0];
+        assert_eq!(release.segments_freed, 0);
+        assert_eq!(release.device_idle_ns, None);
+        assert!(release.host_end_ns >= rank.collectives[0].end_ns);
+        // The kernel ends with the process (the OOM kills it), so its own length bounds it.
+        assert!(release.host_end_ns < rank.kernels[0].start_ns + 5_000_000);
     }
 
     #[test]
