@@ -6,7 +6,8 @@
 //! never takes a block of a large segment, nor a large one of a small segment. A segment is split
 //! into blocks; a freed block is cached for the stream it was allocated on and merges with free
 //! neighbours. An allocation on stream S takes the smallest cached block of S in its pool that
-//! fits, splitting off the rest when it is at least 512 B (small pool) or more than 1 MiB (large
+//! fits, of equal sizes the one at the lowest address (the model has no device addresses:
+//! segments are taken to lie in the order they were allocated), splitting off the rest when it is at least 512 B (small pool) or more than 1 MiB (large
 //! pool) (R17); else it asks for a new segment while the reserved total stays under the capacity.
 //! When it would not, the allocator must first release its cache — PyTorch's
 //! `release_cached_blocks`: synchronise the events of blocks still in use elsewhere, then
@@ -152,7 +153,9 @@ impl CachingAllocator {
                 let segment = &self.segments[b.segment as usize];
                 segment.stream == stream && segment.small == small
             })
-            .min_by_key(|(index, b)| (b.size_bytes, *index))
+            // PyTorch's pool is ordered by (stream, size, address): among equal sizes the
+            // lowest address, here the segment's place in allocation order, then the offset.
+            .min_by_key(|(_, b)| (b.size_bytes, b.segment, b.offset_bytes))
             .map(|(index, _)| index as BlockId);
         if let Some(block) = best {
             self.take(block, size);
@@ -392,6 +395,38 @@ mod tests {
         // Merged again: one 20 MiB block that fits 18 MiB.
         assert_eq!(pool.allocate(18 * MIB, 0), Allocation::Cached(a));
         assert_eq!(pool.peaks().peak_allocated_bytes, 18 * MIB);
+    }
+
+    #[test]
+    fn best_fit_ties_go_to_the_lowest_address_not_the_oldest_block() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        let mut cached = |size_bytes| match pool.allocate(size_bytes, 0) {
+            Allocation::Cached(block) | Allocation::NewSegment(block) => block,
+            other => panic!("{other:?}"),
+        };
+        // One 20 MiB segment: x [0, 6), y [6, 8), z [8, 10), w [10, 20) MiB.
+        let x = cached(6 * MIB);
+        let _y = cached(2 * MIB);
+        let z = cached(2 * MIB);
+        let _w = cached(10 * MIB);
+        pool.free(x);
+        // u [0, 4) leaves a 2 MiB block at 4 MiB, newer than z's.
+        let u = pool.allocate(4 * MIB, 0);
+        pool.free(z);
+        // Two cached 2 MiB blocks: PyTorch's pool, ordered by (stream, size, address), hands
+        // out the one at 4 MiB.
+        let Allocation::Cached(v) = pool.allocate(2 * MIB, 0) else {
+            panic!()
+        };
+        assert_eq!(pool.region(v).start_bytes, 4 * MIB);
+        // Observable: u's block cannot merge with v's, so 6 MiB need a new segment.
+        let Allocation::Cached(u) = u else { panic!() };
+        pool.free(u);
+        assert!(matches!(
+            pool.allocate(6 * MIB, 0),
+            Allocation::NewSegment(_)
+        ));
+        assert_eq!(pool.reserved_bytes(), 40 * MIB);
     }
 
     #[test]
