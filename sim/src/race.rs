@@ -17,9 +17,9 @@
 //! use sim::race::{AccessKind, RaceDetector};
 //! let mut detector = RaceDetector::new(2); // host + streams 0 and 1
 //! let write = detector.enqueue(0);         // a kernel on stream 0 writes bytes 0..64 of segment 7
-//! assert!(detector.access(write, (7, 0, 64), AccessKind::Write, 1).is_none());
+//! assert!(detector.access(write, (7, 0, 64), AccessKind::Write, 1, 0).is_none());
 //! let read = detector.enqueue(1);          // a kernel on stream 1 reads them: no event between
-//! let race = detector.access(read, (7, 32, 96), AccessKind::Read, 2).unwrap();
+//! let race = detector.access(read, (7, 32, 96), AccessKind::Read, 2, 0).unwrap();
 //! assert_eq!(race.earlier_site, 1);
 //! ```
 
@@ -116,6 +116,9 @@ struct Access {
     kind: AccessKind,
     /// Caller's identifier of the access (an op).
     site: u64,
+    /// Caller's identifier of what lived in the range then (a tensor): a block reused by a
+    /// later tensor still has the earlier one's accesses.
+    tensor: u32,
     start: u64,
     end: u64,
 }
@@ -130,6 +133,7 @@ pub struct Race {
     pub earlier_agent: usize,
     pub earlier_kind: AccessKind,
     pub earlier_site: u64,
+    pub earlier_tensor: u32,
     pub later_agent: usize,
     pub later_kind: AccessKind,
     pub later_site: u64,
@@ -237,13 +241,15 @@ impl RaceDetector {
         }
     }
 
-    /// An access of `range` at `point`; returns the first race it makes, if any.
+    /// An access of `range`, where `tensor` lives, at `point`; returns the first race it
+    /// makes, if any.
     pub fn access(
         &mut self,
         point: Point,
         range: Range,
         kind: AccessKind,
         site: u64,
+        tensor: u32,
     ) -> Option<Race> {
         if !self.enabled {
             return None;
@@ -280,6 +286,7 @@ impl RaceDetector {
             time: point.clock[point.agent],
             kind,
             site,
+            tensor,
             start,
             end,
         });
@@ -292,6 +299,7 @@ impl RaceDetector {
             earlier_agent: earlier.agent,
             earlier_kind: earlier.kind,
             earlier_site: earlier.site,
+            earlier_tensor: earlier.tensor,
             later_agent: point.agent,
             later_kind: kind,
             later_site: site,
@@ -308,7 +316,7 @@ mod tests {
         let mut d = RaceDetector::new(2);
         let write = d.enqueue(0);
         assert!(d
-            .access(write.clone(), (1, 0, 8), AccessKind::Write, 10)
+            .access(write.clone(), (1, 0, 8), AccessKind::Write, 10, 0)
             .is_none());
         let record = d.enqueue(0);
         d.record(5, &record);
@@ -316,7 +324,7 @@ mod tests {
         d.enqueue(1);
         d.stream_waits(1, 5);
         let read = d.enqueue(1);
-        assert!(d.access(read, (1, 0, 8), AccessKind::Read, 11).is_none());
+        assert!(d.access(read, (1, 0, 8), AccessKind::Read, 11, 0).is_none());
     }
 
     #[test]
@@ -325,26 +333,32 @@ mod tests {
         // host's and an event's there.
         let mut d = RaceDetector::new(9);
         let write = d.enqueue(8);
-        assert!(d.access(write, (1, 0, 8), AccessKind::Write, 1).is_none());
+        assert!(d
+            .access(write, (1, 0, 8), AccessKind::Write, 1, 0)
+            .is_none());
         let unordered = d.enqueue(0);
-        let race = d.access(unordered, (1, 0, 8), AccessKind::Read, 2).unwrap();
+        let race = d
+            .access(unordered, (1, 0, 8), AccessKind::Read, 2, 0)
+            .unwrap();
         assert_eq!((race.earlier_site, race.later_site), (1, 2));
         let record = d.enqueue(8);
         d.record(5, &record);
         d.stream_waits(0, 5);
         let ordered = d.enqueue(0);
-        assert!(d.access(ordered, (1, 0, 8), AccessKind::Read, 3).is_none());
+        assert!(d
+            .access(ordered, (1, 0, 8), AccessKind::Read, 3, 0)
+            .is_none());
     }
 
     #[test]
     fn reads_on_two_streams_do_not_race_but_a_later_write_does() {
         let mut d = RaceDetector::new(2);
         let a = d.enqueue(0);
-        assert!(d.access(a, (1, 0, 8), AccessKind::Read, 1).is_none());
+        assert!(d.access(a, (1, 0, 8), AccessKind::Read, 1, 0).is_none());
         let b = d.enqueue(1);
-        assert!(d.access(b, (1, 0, 8), AccessKind::Read, 2).is_none());
+        assert!(d.access(b, (1, 0, 8), AccessKind::Read, 2, 0).is_none());
         let c = d.enqueue(0);
-        let race = d.access(c, (1, 0, 8), AccessKind::Write, 3).unwrap();
+        let race = d.access(c, (1, 0, 8), AccessKind::Write, 3, 0).unwrap();
         assert_eq!((race.earlier_site, race.later_site), (2, 3));
     }
 
@@ -352,24 +366,36 @@ mod tests {
     fn a_host_sync_orders_later_launches_r14() {
         let mut d = RaceDetector::new(2);
         let write = d.enqueue(0);
-        assert!(d.access(write, (1, 0, 8), AccessKind::Write, 1).is_none());
+        assert!(d
+            .access(write, (1, 0, 8), AccessKind::Write, 1, 0)
+            .is_none());
         let tail = d.enqueue(0);
         d.record(9, &tail);
         d.host_waits(9);
         d.host_step();
         let read = d.enqueue(1);
-        assert!(d.access(read, (1, 0, 8), AccessKind::Read, 2).is_none());
+        assert!(d.access(read, (1, 0, 8), AccessKind::Read, 2, 0).is_none());
     }
 
     #[test]
     fn disjoint_ranges_of_one_segment_do_not_race() {
         let mut d = RaceDetector::new(2);
         let a = d.enqueue(0);
-        assert!(d.access(a, (1, 0, 64), AccessKind::Write, 1).is_none());
+        assert!(d.access(a, (1, 0, 64), AccessKind::Write, 1, 0).is_none());
         let b = d.enqueue(1);
-        assert!(d.access(b, (1, 64, 128), AccessKind::Write, 2).is_none());
+        assert!(d.access(b, (1, 64, 128), AccessKind::Write, 2, 0).is_none());
         let c = d.enqueue(1);
-        assert!(d.access(c, (1, 60, 70), AccessKind::Read, 3).is_some());
+        assert!(d.access(c, (1, 60, 70), AccessKind::Read, 3, 0).is_some());
+    }
+
+    #[test]
+    fn a_race_on_a_reused_block_names_the_tensor_of_the_earlier_access() {
+        let mut d = RaceDetector::new(2);
+        let nccl = d.enqueue(1);
+        assert!(d.access(nccl, (1, 0, 8), AccessKind::Write, 1, 4).is_none());
+        let reuse = d.enqueue(0);
+        let race = d.access(reuse, (1, 0, 8), AccessKind::Write, 2, 5).unwrap();
+        assert_eq!(race.earlier_tensor, 4);
     }
 
     #[test]
@@ -377,11 +403,11 @@ mod tests {
         let mut d = RaceDetector::new(2);
         for _ in 0..3 {
             let w = d.enqueue(0);
-            d.access(w, (1, 0, 8), AccessKind::Write, 1);
+            d.access(w, (1, 0, 8), AccessKind::Write, 1, 0);
         }
         let r = d.enqueue(1);
-        assert!(d.access(r, (1, 0, 8), AccessKind::Read, 2).is_some());
+        assert!(d.access(r, (1, 0, 8), AccessKind::Read, 2, 0).is_some());
         let r = d.enqueue(1);
-        assert!(d.access(r, (1, 0, 8), AccessKind::Read, 2).is_none());
+        assert!(d.access(r, (1, 0, 8), AccessKind::Read, 2, 0).is_none());
     }
 }

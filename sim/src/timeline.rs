@@ -234,6 +234,10 @@ pub struct RaceRecord {
     pub host_ns: u64,
     /// The tensor of the later access (the block may have been another tensor's before).
     pub tensor: String,
+    /// The tensor of the earlier access, where it was another one: the allocator gave its
+    /// freed block to `tensor` (R17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_tensor: Option<String>,
     pub earlier_op: OpRef,
     pub earlier_stream: String,
     pub earlier_write: bool,

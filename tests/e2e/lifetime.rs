@@ -74,6 +74,26 @@ fn without_stash_or_record_stream_del_before_wait_is_a_use_after_free() {
         .unwrap();
     assert_eq!(u.earlier_stream, "nccl:world");
     assert!(u.later_write && u.earlier_write);
+    // The all_reduce touched `a`, not `u`: the record and the message name the tensor whose
+    // freed block `u` was given, as a user needs to find the `del` at fault.
+    assert_eq!(u.earlier_tensor.as_deref(), Some("a"));
+    let message = &timeline
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::Race && f.message.contains("tensor u"))
+        .unwrap()
+        .message;
+    assert!(
+        message.contains("the earlier write of tensor a by ar_a (line 45) on stream nccl:world, whose freed block u was given"),
+        "{message}"
+    );
+    // A race on the tensor's own memory names no other tensor.
+    let t = timeline.ranks[0]
+        .races
+        .iter()
+        .find(|r| r.tensor == "t")
+        .unwrap();
+    assert_eq!(t.earlier_tensor, None);
 }
 
 /// Wait on the wrong stream, input from a side stream, two groups on one buffer (R21).

@@ -21,7 +21,10 @@ impl Engine<'_> {
             return;
         };
         let range = (region.segment, region.start_bytes, region.end_bytes);
-        let Some(race) = state.race.access(point, range, kind, op_index as u64) else {
+        let Some(race) = state
+            .race
+            .access(point, range, kind, op_index as u64, tensor as u32)
+        else {
             return;
         };
         let stream_name = |agent: usize| match agent {
@@ -32,6 +35,11 @@ impl Engine<'_> {
             iteration: state.iteration,
             host_ns: state.host_ns,
             tensor: self.scenario.tensors[tensor].name.clone(),
+            earlier_tensor: (race.earlier_tensor as usize != tensor).then(|| {
+                self.scenario.tensors[race.earlier_tensor as usize]
+                    .name
+                    .clone()
+            }),
             earlier_op: race.earlier_site as OpRef,
             earlier_stream: stream_name(race.earlier_agent),
             earlier_write: race.earlier_kind == AccessKind::Write,
@@ -64,8 +72,16 @@ impl Engine<'_> {
             ),
         };
         let rank_id = state.timeline.rank;
+        // A block reused by another tensor: name the one the earlier access touched.
+        let (earlier_of, reused) = match &record.earlier_tensor {
+            Some(previous) => (
+                format!(" of tensor {previous}"),
+                format!(", whose freed block {} was given", record.tensor),
+            ),
+            None => (String::new(), String::new()),
+        };
         let message = format!(
-            "data race on tensor {} (rank {rank_id}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {} by {} (line {}) on stream {}; to order them, {fix}",
+            "data race on tensor {} (rank {rank_id}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {}{earlier_of} by {} (line {}) on stream {}{reused}; to order them, {fix}",
             record.tensor,
             record.iteration,
             verb(record.later_write),
