@@ -652,7 +652,8 @@ impl<'a, D: Device> Executor<'a, D> {
             // A real call takes its own time.
             Step::HostCost { .. } | Step::CollectiveCost(_) => {}
             Step::HostSleep { duration_ns } => self.device.host_sleep(duration_ns),
-            Step::Record { stream, slot } => {
+            // A probe is one of hw's own timing events: a real record, where PyTorch has none.
+            Step::Record { stream, slot } | Step::Probe { stream, slot } => {
                 debug_assert_eq!(slot as usize, self.slots.len());
                 let ev = self.record(stream)?;
                 self.slots.push((ev, stream));

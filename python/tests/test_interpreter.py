@@ -86,23 +86,43 @@ def test_the_timeline_has_the_rust_shape_and_one_host_record_per_op_and_iteratio
     assert any(k["class"] == "sleep" for k in rank["kernels"])
 
 
-def test_a_synchronous_call_on_the_calling_stream_releases_it_at_the_kernel_end(
-        resolve, interpret):
-    # The probe after the return fires no earlier than it is recorded; a 100 ns kernel ends
-    # long before that, and the stream passes the call when its kernel ends (R11).
+def test_a_synchronous_call_on_the_calling_stream_has_no_wait(resolve, interpret):
+    # PyTorch >= 2.8 returns no Work from a synchronous call on the calling stream and the
+    # wrapper waits for nothing (R11): no wait, as the simulator records none; the kernel's end
+    # is its Flight Recorder duration.
     path, _ = resolve("nccl_tests_all_reduce", "cluster.ranks=1")
-    completed, document, _ = interpret(
+    completed, document, calls = interpret(
         path, env={"FAKE_TORCH_VERSION": "2.11.0", "FAKE_TORCH_DURATION_MS": "0.0001"})
     assert completed.returncode == 0, completed.stderr
+    assert "work.wait" not in names(calls)
     (rank,) = document["ranks"]
     assert rank["collectives"]
     for record in rank["collectives"]:
         assert not record["async_op"] and record["run_stream"] == record["call_stream"]
-        assert record["wait"]["released_ns"] == record["end_ns"]
+        assert record["wait"] is None
+        assert "stream_passed_ns" not in record
         assert record["end_ns"] - record["kernel_start_ns"] == 100
     # No cudaStreamWaitEvent orders a kernel after its own stream, as the simulator records it.
     collective_ops = {record["op"] for record in rank["collectives"]}
     assert not [w for w in rank["stream_waits"] if w["op"] in collective_ops]
+
+
+def test_without_durations_a_synchronous_call_on_the_calling_stream_ends_by_the_probe(
+        resolve, interpret, tmp_path):
+    # The Flight Recorder off, the probe after the call bounds the kernel's end: every call
+    # keeps its record, still without a wait.
+    source = tmp_path / "sync_list.toml"
+    source.write_text(SYNC_LIST)
+    path, scenario = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.11.0"})
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    iterations = scenario["warmup"] + scenario["repeat"]
+    assert len(rank["collectives"]) == 4 * iterations
+    for record in rank["collectives"]:
+        assert record["run_stream"] == record["call_stream"] and record["wait"] is None
+        assert "stream_passed_ns" not in record
+        assert record["end_ns"] >= record["kernel_start_ns"]
 
 
 def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, interpret):

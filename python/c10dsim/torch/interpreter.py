@@ -718,12 +718,20 @@ class Interpreter:
         return record
 
     def implicit_wait(self, op, record):
-        """``async_op=False``: the call returns once the current stream waits for the kernel;
-        released when that stream passes the call."""
+        """``async_op=False``. On the group's internal stream (before PyTorch 2.8, a send or
+        receive, a barrier) the wrapper's ``work.wait()`` makes the current stream wait for the
+        kernel: a wait, released when that stream passes the call. On the calling stream
+        (PyTorch >= 2.8, R11) ProcessGroupNCCL returns no Work and nothing waits: no wait is
+        recorded, as the simulator records none, and the probe after the call only bounds the
+        kernel's end where the Flight Recorder gives no duration."""
+        passed = self.gpu_time(self.current)
+        if record["run_stream"] == record["call_stream"]:
+            record["stream_passed_ns"] = passed
+            return
         record["wait"] = {
             "op": op["index"], "host_start_ns": record["host_start_ns"],
             "host_end_ns": record["host_end_ns"], "stream": self.current,
-            "released_ns": self.gpu_time(self.current), "completed_at_return": None,
+            "released_ns": passed, "completed_at_return": None,
         }
 
     def op_collective(self, op, kind, iteration):
@@ -1155,6 +1163,7 @@ class Interpreter:
                 # kept inside the call it was made in).
                 at = min(max(at, record["host_start_ns"]), record["host_end_ns"])
                 record["input_ready_ns"] = max(record["input_ready_ns"], at)
+            stream_passed = self.resolve(record.pop("stream_passed_ns", None), final)
             wait = dict(record["wait"]) if record["wait"] else None
             if wait is not None:
                 wait["released_ns"] = self.resolve(wait["released_ns"], final)
@@ -1170,17 +1179,12 @@ class Interpreter:
                 end = start + duration
             elif wait is not None:
                 end = max(start, wait["released_ns"])
+            elif stream_passed is not None:
+                end = max(start, stream_passed)
             else:
                 continue
             previous_end[group] = end
             record.update(kernel_start_ns=start, data_start_ns=start, end_ns=end)
-            if (wait is not None and duration is not None and not record["async_op"]
-                    and wait["stream"] == record["run_stream"]):
-                # A synchronous call whose kernel ran on the calling stream (PyTorch >= 2.8,
-                # R11): no stream waits on another; the stream passes the call when the kernel
-                # ends. The probe recorded after the return fires no earlier than it was
-                # recorded, so on an idle stream it is the host's time, not the GPU's.
-                wait["released_ns"] = min(wait["released_ns"], end)
             if wait is not None and wait["completed_at_return"] is None:
                 wait["completed_at_return"] = end <= wait["host_end_ns"]
             record["wait"] = wait

@@ -387,9 +387,12 @@ mod tests {
     #[test]
     fn a_summarised_run_dumps_the_counters_and_status_of_the_full_one() {
         // 200 iterations of a send from rank 0 to 1 and an all_reduce; rank 1 hangs before the
-        // last all_reduce. A summarised run folds the early iterations' records: the dump's
-        // entries still carry the counters and record ids the whole run gives them.
+        // last all_reduce. A summarised run folds the early iterations' records (rank 0's host,
+        // five commands an iteration on its current stream, stops at the 512-command launch
+        // queue, R1, while the GPU runs them): the dump's entries still carry the counters and
+        // record ids the whole run gives them.
         let text = "repeat = 200\n[cluster]\nranks = 2\n[groups.world]\ntimeout_s = 1\n\
+                    [host]\nlaunch_queue_depth = 512\n\
                     [env]\nTORCH_NCCL_ENABLE_TIMING = 1\n[tensors]\nx = \"1MiB\"\n\
                     [[op]]\nsend = \"x\"\nranks = [0]\npeer = 1\n[[op]]\nrecv = \"x\"\nranks = [1]\npeer = 0\n\
                     [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\

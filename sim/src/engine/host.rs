@@ -111,7 +111,7 @@ impl Engine<'_> {
             let index = cursor.next;
             let step = cursor.steps[index];
             if let Some(stream) = enqueue_stream(step) {
-                if state.streams[stream as usize].queue.len() >= launch_queue_depth {
+                if state.streams[stream as usize].commands() >= launch_queue_depth {
                     // The enqueue waits until the GPU takes a command off the stream, then runs.
                     state.blocked = Blocked::LaunchQueue { stream };
                     return;
@@ -262,6 +262,14 @@ impl Engine<'_> {
             Step::HostSleep { duration_ns } => self.ranks[rank as usize].host_ns += duration_ns,
             Step::Record { stream, slot } => {
                 let instance = self.record(rank, stream);
+                let slots = &mut self.ranks[rank as usize].slot_instance;
+                debug_assert_eq!(slot as usize, slots.len());
+                slots.push(instance);
+            }
+            Step::Probe { stream, slot } => {
+                let instance = self.new_instance(rank, stream);
+                let host_ns = self.ranks[rank as usize].host_ns;
+                self.push(rank, stream, GpuItem::Probe { instance }, host_ns);
                 let slots = &mut self.ranks[rank as usize].slot_instance;
                 debug_assert_eq!(slot as usize, slots.len());
                 slots.push(instance);

@@ -8,6 +8,9 @@ use super::*;
 pub(super) enum GpuItem {
     /// An event record: fires when the stream reaches it (R5).
     Record { instance: Instance },
+    /// A point that fires as a record does but is no command of the stream's launch queue
+    /// (R1): the input-ready point of a call on the current stream (`Step::Probe`, R11).
+    Probe { instance: Instance },
     /// `cudaStreamWaitEvent`: the stream holds until the instance fired (R5).
     WaitFor {
         instance: Instance,
@@ -97,6 +100,15 @@ pub(super) struct StreamState {
     /// The head is a stream wait on an instance that has not fired, and the stream is among
     /// the rank's waiters for it (once: the instance's fire advances the stream).
     pub(super) awaits_fire: bool,
+    /// The probes in `queue`, which CUDA's launch queue does not hold (R1).
+    pub(super) probes: usize,
+}
+
+impl StreamState {
+    /// The commands the stream holds in CUDA's launch queue (R1): its items but the probes.
+    pub(super) fn commands(&self) -> usize {
+        self.queue.len() - self.probes
+    }
 }
 
 impl Engine<'_> {
@@ -112,11 +124,14 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         let point = state.race.enqueue(stream);
         match item {
-            GpuItem::Record { instance } => state.race.record(instance, &point),
+            GpuItem::Record { instance } | GpuItem::Probe { instance } => {
+                state.race.record(instance, &point)
+            }
             GpuItem::WaitFor { instance, .. } => state.race.stream_waits(stream, instance),
             _ => {}
         }
         let stream_state = &mut state.streams[stream as usize];
+        stream_state.probes += usize::from(matches!(item, GpuItem::Probe { .. }));
         stream_state.queue.push_back(QueuedItem { item, ready_ns });
         // The host runs ahead (R1): most pushes find the head of their stream running, waiting
         // for an instance to fire, or waiting for a time an `Advance` is already scheduled
@@ -155,8 +170,9 @@ impl Engine<'_> {
                 return;
             }
             match head.item {
-                GpuItem::Record { instance } => {
+                GpuItem::Record { instance } | GpuItem::Probe { instance } => {
                     state.queue.pop_front();
+                    state.probes -= usize::from(matches!(head.item, GpuItem::Probe { .. }));
                     self.stream_popped(rank, stream);
                     self.fire(rank, instance);
                 }
@@ -328,7 +344,7 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         match state.blocked {
             Blocked::LaunchQueue { stream: full }
-                if full == stream && state.streams[stream as usize].queue.len() < depth =>
+                if full == stream && state.streams[stream as usize].commands() < depth =>
             {
                 state.blocked = Blocked::Timer;
                 let at_ns = self.now_ns;

@@ -175,10 +175,34 @@ fn a_launch_onto_a_full_stream_blocks_the_host_until_a_kernel_ends() {
 }
 
 #[test]
+fn a_sync_collective_on_the_current_stream_takes_two_launch_queue_slots_r1_r11() {
+    // PyTorch >= 2.8 records no input-ready event for a synchronous call on the current
+    // stream: its kernel and its Work's end event are the call's two commands there. Behind a
+    // 1 ms sleep, with room for five commands, two calls fit (1 + 2 × 2) and the third call's
+    // launch waits for the sleep to end.
+    let text = format!(
+        "{TWO_RANKS}[host]\nlaunch_queue_depth = 5\n[[op]]\ngpu_sleep_us = 1000\n{}",
+        "[[op]]\nall_reduce = \"x\"\n".repeat(3)
+    );
+    let timeline = simulate(&parse("q.toml", &text).unwrap());
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    let rank = &timeline.ranks[0];
+    let sleep_end_ns = rank.kernels[0].end_ns;
+    assert!(rank
+        .collectives
+        .iter()
+        .all(|c| c.run_stream == c.call_stream));
+    assert!(rank.host[2].end_ns < sleep_end_ns, "{:?}", rank.host[2]);
+    assert!(rank.host[3].end_ns >= sleep_end_ns, "{:?}", rank.host[3]);
+    // The input-ready point is still when the stream passed the call: the sleep's end.
+    assert_eq!(rank.collectives[0].input_ready_ns, sleep_end_ns);
+}
+
+#[test]
 fn a_launch_behind_kernels_that_never_end_is_a_named_deadlock() {
     // Rank 1 never joins: rank 0's synchronous all_reduce spins for ever on the current
-    // stream (where 2.12 runs an `async_op=False` collective), behind its input-ready
-    // record; with room for two commands, the first GEMM's launch never returns. (Mode 0
+    // stream (where 2.12 runs an `async_op=False` collective), its end event behind it; with
+    // room for two commands, the first GEMM's launch never returns. (Mode 0
     // and no heartbeat monitor: nothing ends the process, R27, R28.)
     let text = format!(
         "{TWO_RANKS}[host]\nlaunch_queue_depth = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n[[op]]\nlabel = \"ar\"\nranks = [0]\nall_reduce = \"x\"\nstream = \"default\"\n[[op]]\ngemm = [512, 512, 512]\n[[op]]\nlabel = \"stuck\"\ngemm = [512, 512, 512]\n"

@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! Just over 800 lines (about 830): the lowering of every op kind is one `match` (the setup ops and
+//! Just over 800 lines (about 850): the lowering of every op kind is one `match` (the setup ops and
 //! communicator creation included), so that each ProcessGroupNCCL rule is written in one place;
 //! its unit tests are `pg/tests.rs`.
 
@@ -557,14 +557,23 @@ impl ProcessGroupNccl {
                 write: true,
             });
         }
-        // R10a: input-ready event on the current stream; the internal stream waits on it.
-        let input_ready = self.record(call_stream, out);
-        if on_internal_stream {
+        // R10a: input-ready event on the current stream; the internal stream waits on it. A
+        // call on the current stream records none (R11): its input-ready point is a probe.
+        let input_ready = if on_internal_stream {
+            let input_ready = self.record(call_stream, out);
             out.push(Step::StreamWait {
                 stream,
                 slot: input_ready,
             });
-        }
+            input_ready
+        } else {
+            let slot = self.new_slot();
+            out.push(Step::Probe {
+                stream: call_stream,
+                slot,
+            });
+            slot
+        };
         out.push(Step::ReleaseShelf { group });
         if costs.collective_enqueue_ns > 0 {
             out.push(Step::HostCost {
@@ -743,9 +752,14 @@ impl ProcessGroupNccl {
     }
 
     fn record(&mut self, stream: StreamRef, out: &mut Vec<Step>) -> Slot {
+        let slot = self.new_slot();
+        out.push(Step::Record { stream, slot });
+        slot
+    }
+
+    fn new_slot(&mut self) -> Slot {
         let slot = self.next_slot;
         self.next_slot += 1;
-        out.push(Step::Record { stream, slot });
         slot
     }
 

@@ -69,7 +69,8 @@ pub struct NcclCall {
     /// The stream the kernel runs on: the group's internal one (R10) or the current one (R11).
     pub stream: StreamRef,
     pub async_op: bool,
-    /// The input-ready event on the current stream (R10a).
+    /// The input-ready event on the current stream (R10a); for a call on the current stream
+    /// (R11), a [`Step::Probe`].
     pub input_ready: Slot,
     /// The Work's start event on the kernel's stream, where Works are timed (R6).
     pub work_start: Option<Slot>,
@@ -95,6 +96,12 @@ pub enum Step {
     HostSleep { duration_ns: u64 },
     /// `cudaEventRecord` of a new event on `stream` (R5).
     Record { stream: StreamRef, slot: Slot },
+    /// A point on `stream` whose time the engines take but for which PyTorch enqueues
+    /// nothing: the input-ready point of a synchronous collective on the current stream,
+    /// where ProcessGroupNCCL records no event (R11). It fires when the stream reaches it, as a
+    /// record does, and takes no place in the stream's launch queue (R1); `hw` records an
+    /// event there, one of its own timing events.
+    Probe { stream: StreamRef, slot: Slot },
     /// `cudaStreamWaitEvent`: later work on `stream` waits until `slot` fired (R5).
     StreamWait { stream: StreamRef, slot: Slot },
     /// A compute or sleep kernel; `jitter` multiplies a modelled duration
@@ -262,6 +269,7 @@ impl fmt::Display for Step {
             ),
             Step::HostSleep { duration_ns } => write!(f, "host_sleep {duration_ns}ns"),
             Step::Record { stream, slot } => write!(f, "record s{stream} e{slot}"),
+            Step::Probe { stream, slot } => write!(f, "probe s{stream} e{slot}"),
             Step::StreamWait { stream, slot } => write!(f, "stream_wait s{stream} e{slot}"),
             Step::Launch {
                 stream,

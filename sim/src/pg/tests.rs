@@ -88,6 +88,12 @@ fn a_sync_collective_runs_on_the_current_stream_in_2_12_and_waits_in_2_5_r11() {
     assert!(!v2_12
         .iter()
         .any(|s| s.starts_with("stream_wait") || s.starts_with("wait ")));
+    // No input-ready event: its point is a probe, and the end event the one record (R1).
+    assert!(v2_12.contains(&"probe s0 e0".to_string()), "{v2_12:?}");
+    assert_eq!(
+        (v2_12.iter().filter(|s| s.starts_with("record "))).collect::<Vec<_>>(),
+        ["record s0 e1"]
+    );
     let v2_5 = lowered(&format!("torch = \"2.5\"\n{sync}"));
     assert!(v2_5
         .iter()
