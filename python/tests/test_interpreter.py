@@ -31,7 +31,7 @@ def test_every_op_of_the_overlap_benchmark_is_dispatched_to_torch(resolve, inter
     completed, document, calls = interpret(path)
     assert completed.returncode == 0, completed.stderr
     called = names(calls)
-    iterations = scenario["warmup"] + scenario["repeat"]
+    iterations = scenario["repeat"]
     gemms = sum(op["kind"]["kind"] == "gemm" for op in scenario["ops"])
     collectives = sum(op["kind"]["kind"] == "collective" for op in scenario["ops"])
     assert called.count("matmul") == gemms * iterations
@@ -68,21 +68,24 @@ def test_the_timeline_has_the_rust_shape_and_one_host_record_per_op_and_iteratio
                               "findings", "watchdog"]
     assert all(isinstance(v, str) for v in document["machine"].values())
     assert document["machine"]["kernel_durations"] == (
-        "Flight Recorder duration_ms for 4 of 4 collectives (after 1 dumps)")
+        "Flight Recorder duration_ms for 3 of 3 collectives (after 1 dumps)")
     for key in ("torch", "nccl", "device", "host_origin_unix_ns", "host_origin_monotonic_ns",
                 "exit_status"):
         assert key in document["machine"]
     assert [op["index"] for op in document["ops"]] == list(range(len(scenario["ops"])))
     (rank,) = document["ranks"]
     assert list(rank) == RANK_FIELDS
-    assert len(rank["host"]) == len(scenario["ops"]) * 4
+    # `repeat` counts every iteration, the warmup one among them, as the simulator runs it.
+    iterations = scenario["repeat"]
+    assert {h["iteration"] for h in rank["host"]} == set(range(iterations))
+    assert len(rank["host"]) == len(scenario["ops"]) * iterations
     assert [s["kind"] for s in rank["streams"]][-1] == "nccl"
     (collective,) = {c["op"] for c in rank["collectives"]}
-    assert len(rank["collectives"]) == 4
+    assert len(rank["collectives"]) == iterations
     for record in rank["collectives"]:
         assert record["kernel_start_ns"] <= record["end_ns"]
         assert record["wait"]["released_ns"] >= record["wait"]["host_start_ns"] - 10**6
-    assert len(rank["marks"]) == len([o for o in scenario["ops"] if o["kind"]["kind"] == "mark"]) * 4
+    assert len(rank["marks"]) == len([o for o in scenario["ops"] if o["kind"]["kind"] == "mark"]) * iterations
     assert any(k["class"] == "sleep" for k in rank["kernels"])
 
 
@@ -117,7 +120,7 @@ def test_without_durations_a_synchronous_call_on_the_calling_stream_ends_by_the_
     completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.11.0"})
     assert completed.returncode == 0, completed.stderr
     (rank,) = document["ranks"]
-    iterations = scenario["warmup"] + scenario["repeat"]
+    iterations = scenario["repeat"]
     assert len(rank["collectives"]) == 4 * iterations
     for record in rank["collectives"]:
         assert record["run_stream"] == record["call_stream"] and record["wait"] is None
@@ -131,7 +134,7 @@ def test_a_synchronous_call_on_the_internal_stream_keeps_the_probe(resolve, inte
         path, env={"FAKE_TORCH_VERSION": "2.5.1", "FAKE_TORCH_DURATION_MS": "0.0001"})
     assert completed.returncode == 0, completed.stderr
     (rank,) = document["ranks"]
-    calls = (scenario["warmup"] + scenario["repeat"]) * len(scenario["ops"])
+    calls = scenario["repeat"] * len(scenario["ops"])
     assert len(rank["collectives"]) == calls
     for record in rank["collectives"]:
         assert record["run_stream"] != record["wait"]["stream"]
@@ -233,8 +236,9 @@ def test_coalesced_and_functional_collectives_use_their_torch_apis(resolve, inte
     path, _ = resolve("functional_collective", "cluster.ranks=1")
     completed, document, calls = interpret(path)
     assert completed.returncode == 0, completed.stderr
-    assert names(calls).count("functional.all_reduce") == 4
-    assert names(calls).count("functional.wait_tensor") == 4
+    # repeat = 3 iterations, the warmup one among them.
+    assert names(calls).count("functional.all_reduce") == 3
+    assert names(calls).count("functional.wait_tensor") == 3
     assert document["ops"][0]["host_name"].endswith("_functional_collectives.all_reduce")
 
 
@@ -262,7 +266,7 @@ def test_a_wait_with_catch_records_the_exception_and_goes_on(resolve, interpret,
     completed, document, calls = interpret(str(edited), env=WAIT_TIMES_OUT)
     assert completed.returncode == 0, completed.stderr
     (rank,) = document["ranks"]
-    iterations = scenario["warmup"] + scenario["repeat"]
+    iterations = scenario["repeat"]
     assert len(rank["exceptions"]) == len(waits) * iterations
     # A caught timeout is still a timed-out wait: the finding the simulator writes too.
     assert [f["kind"] for f in document["findings"]] == ["wait_timeout"] * len(rank["exceptions"])
@@ -372,7 +376,7 @@ def test_all_to_all_runs_as_all_to_all_single_into_a_receive_buffer(resolve, int
     path, scenario = resolve("all_to_all", "cluster.ranks=1")
     completed, document, calls = interpret(path)
     assert completed.returncode == 0, completed.stderr
-    iterations = scenario["warmup"] + scenario["repeat"]
+    iterations = scenario["repeat"]
     sends = sum(op["kind"].get("collective") == "all_to_all" for op in scenario["ops"])
     assert names(calls).count("all_to_all_single") == sends * iterations
     assert {op["host_name"] for op in document["ops"] if op["key"] == "all_to_all"} == {
@@ -429,7 +433,7 @@ def test_get_future_then_launches_the_callback_kernel_after_the_collective(resol
     path, scenario = resolve("get_future", "cluster.ranks=1")
     completed, document, calls = interpret(path)
     assert completed.returncode == 0, completed.stderr
-    iterations = scenario["warmup"] + scenario["repeat"]
+    iterations = scenario["repeat"]
     assert names(calls).count("future.then") == iterations
     (op,) = [op for op in scenario["ops"] if op["kind"]["kind"] == "get_future"]
     callback_kernels = [k for k in document["ranks"][0]["kernels"] if k["op"] == op["index"]]
@@ -456,7 +460,7 @@ def test_batch_isend_irecv_sends_and_receives_by_shift_in_one_call(resolve, inte
     # Rank 0 of two: +1 and -1 are both rank 1.
     completed, document, calls = interpret(path, world=2)
     assert completed.returncode == 0, completed.stderr
-    iterations = scenario["warmup"] + scenario["repeat"]
+    iterations = scenario["repeat"]
     batches = [call for call in calls if call[0] == "batch_isend_irecv"]
     assert len(batches) == iterations
     assert batches[0][1:] == ["isend:1", "irecv:1"]
@@ -531,7 +535,7 @@ def test_the_input_ready_point_is_inside_the_call_where_the_work_was_created(res
     assert completed.returncode == 0, completed.stderr
     assert document["machine"]["work_created"].endswith("(used for input_ready_ns)")
     collectives = document["ranks"][0]["collectives"]
-    assert len(collectives) == (scenario["warmup"] + scenario["repeat"]) * len(scenario["ops"])
+    assert len(collectives) == scenario["repeat"] * len(scenario["ops"])
     for c in collectives:
         assert c["host_start_ns"] <= c["input_ready_ns"] <= c["host_end_ns"], c
 
@@ -659,7 +663,7 @@ def test_events_barrier_query_sleep_memory_and_a_straggler_reach_torch(resolve, 
                  "empty", "set_stream"):
         assert call in called, (call, sorted(set(called)))
     (rank,) = document["ranks"]
-    iterations = 3
+    iterations = 2  # repeat, the warmup iteration among them
     # One host record per op and iteration, the straggler's host delay before `ar` included.
     assert len(rank["host"]) == len(scenario["ops"]) * iterations
     assert len(rank["queries"]) == iterations

@@ -480,7 +480,8 @@ class Interpreter:
         scenario = self.scenario
         journal = threading.Thread(target=self.journal_loop, daemon=True)
         journal.start()
-        iterations = scenario["warmup"] + scenario["repeat"]
+        # `repeat` counts every iteration, the warmup ones among them (docs/scenario-format.md).
+        iterations = scenario["repeat"]
         try:
             for iteration in range(iterations):
                 self.set_current(0)
