@@ -371,8 +371,9 @@ fn memory_line(memory: &MemoryMetrics) -> String {
     )
 }
 
-/// `1 rank`, `100,000 ranks`.
-fn counted(count: u64, noun: &str) -> String {
+/// A count and its noun, singular for one (`1 rank`, `100,000 ranks`, `0 points`): every
+/// message that counts something says it this way.
+pub fn counted(count: u64, noun: &str) -> String {
     let plural = if count == 1 { "" } else { "s" };
     format!("{} {noun}{plural}", sim::ranks::thousands(count))
 }

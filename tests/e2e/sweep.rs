@@ -126,6 +126,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
                 "error",
                 "seed",
                 "scenario_hash",
+                "sweep_points",
                 "c10dsim_version",
             ]
             .iter()
@@ -449,6 +450,42 @@ fn shards_merged_equal_the_unsharded_run() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("warning: 16 of the points 0-47 have no row (points 1, 4, 7, 10, 13, 16, 19, 22, … (16 ranges))"),
+        "{}",
+        stderr(&output)
+    );
+    // The last slice missing: its points above the highest one given are named too (every
+    // row says how many points the sweep has).
+    let output = c10dsim(&[
+        "merge",
+        parts[0].to_str().unwrap(),
+        parts[1].to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("warning: 16 of the points 0-47 have no row (points 2, 5, 8, 11, 14, 17, 20, 23, … (16 ranges))"),
+        "{}",
+        stderr(&output)
+    );
+    // The whole sweep but its last row: one point, said in the singular.
+    let text = String::from_utf8(whole.clone()).unwrap();
+    let cut = temp("whole_but_last.csv");
+    std::fs::write(&cut, &text[..=text.trim_end().rfind('\n').unwrap()]).unwrap();
+    let output = c10dsim(&[
+        "merge",
+        cut.to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("merged 47 points from 1 file into"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("warning: 1 of the points 0-47 has no row (point 47)"),
         "{}",
         stderr(&output)
     );
