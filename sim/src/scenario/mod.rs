@@ -256,6 +256,27 @@ impl Resolver<'_> {
         )
     }
 
+    /// A group's `timeout_s`: PyTorch keeps the timeout of `init_process_group` and `new_group`
+    /// in whole milliseconds (the Options' `std::chrono::milliseconds`, the `timedelta`
+    /// truncated), so a value that is not one, which PyTorch would shorten, is refused as the
+    /// wait's `timeout_ms` is.
+    fn group_timeout_ns(&self, seconds: &Spanned<f64>) -> Result<u64> {
+        let given = self.positive(seconds, "groups.timeout_s", 86_400.0)?;
+        let ns = (given * 1e9).round() as u64;
+        if !ns.is_multiple_of(1_000_000) {
+            return Err(self.error(
+                seconds.span(),
+                format!(
+                    "groups.timeout_s must be a whole number of milliseconds, found {given}: \
+                     init_process_group(timeout=…) and new_group(timeout=…) keep whole \
+                     milliseconds, so PyTorch would time out after {} ms",
+                    ns / 1_000_000
+                ),
+            ));
+        }
+        Ok(ns)
+    }
+
     fn optional_time_us(
         &self,
         value: &Option<Spanned<f64>>,
@@ -1375,9 +1396,7 @@ impl Resolver<'_> {
                 high_priority: raw_group.high_priority.unwrap_or(false),
                 timeout_ns: match &raw_group.timeout_s {
                     None => DEFAULT_GROUP_TIMEOUT_NS,
-                    Some(seconds) => {
-                        (self.positive(seconds, "groups.timeout_s", 86_400.0)? * 1e9) as u64
-                    }
+                    Some(seconds) => self.group_timeout_ns(seconds)?,
                 },
                 point_to_point: false,
                 created_by: None,
