@@ -199,11 +199,12 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     };
     let pending_count = pending().count() as u64;
     eprintln!(
-        "c10dsim: {path}: {} points; shard {shard} ({shard_source}) has {}, {} already in {}, {pending_count} to run",
-        sweep.point_count(),
-        shard.len(sweep.point_count()),
-        done_set.len(),
+        "c10dsim: {path}: {}; shard {shard} ({shard_source}) has {}, {} already in {}, {} to run",
+        counted(sweep.point_count(), "point"),
+        sim::ranks::thousands(shard.len(sweep.point_count())),
+        sim::ranks::thousands(done_set.len() as u64),
         shown,
+        sim::ranks::thousands(pending_count),
     );
 
     let sink: Box<dyn std::io::Write> = if to_stdout {
@@ -290,7 +291,9 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         write_sorted((&args.output, true), &header, rows)?;
     }
     eprintln!(
-        "c10dsim: wrote {shown} ({pending_count} points run, {failed_points} with an error or finding)",
+        "c10dsim: wrote {shown} ({} run, {} with an error or finding)",
+        counted(pending_count, "point"),
+        sim::ranks::thousands(failed_points),
     );
     Ok(0)
 }
@@ -450,9 +453,10 @@ fn resume_rows(
         .collect::<Result<Vec<u64>, _>>()?;
     if let Some(past) = done.iter().find(|&&index| index >= point_count) {
         return Err(Failure::input(format!(
-            "--resume: {} holds point {past}, but this sweep has {point_count} points (0 to {}); \
-             write to a new file",
+            "--resume: {} holds point {past}, but this sweep has {} (0 to {}); write to a new \
+             file",
             path.display(),
+            counted(point_count, "point"),
             point_count - 1
         )));
     }

@@ -318,7 +318,11 @@ impl Columns {
                     if more == 0 {
                         format!("{kind}: {}", first.message)
                     } else {
-                        format!("{kind}: {} (and {more} more findings)", first.message)
+                        format!(
+                            "{kind}: {} (and {})",
+                            first.message,
+                            crate::text::counted(more as u64, "more finding")
+                        )
                     }
                 });
                 (cells, Some(metrics.memory), Some(metrics.findings), error)
@@ -558,6 +562,17 @@ mod tests {
         assert!(cell("error").starts_with("deadlock: "), "{}", cell("error"));
         // The base's measure is missing from this point's report: an empty cell.
         assert_eq!(cell("span.median_us"), "");
+        // Findings after the first are counted, one in the singular.
+        let mut two = stuck.clone();
+        two.findings.truncate(1);
+        two.findings.push(two.findings[0].clone());
+        let row = columns.row(&point, Ok(&two), &PROVENANCE);
+        let error = &row[header.iter().position(|h| h == "error").unwrap()];
+        assert!(error.ends_with(" (and 1 more finding)"), "{error}");
+        two.findings.push(two.findings[0].clone());
+        let row = columns.row(&point, Ok(&two), &PROVENANCE);
+        let error = &row[header.iter().position(|h| h == "error").unwrap()];
+        assert!(error.ends_with(" (and 2 more findings)"), "{error}");
     }
 
     #[test]

@@ -1130,3 +1130,58 @@ fn the_documented_commands_draw_the_committed_pictures() {
         );
     }
 }
+
+#[test]
+fn a_sweep_of_one_point_says_point_and_line_in_the_singular() {
+    let scenario = temp("one_point.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         [sweep]\n\"tensors.x\" = [\"1MiB\"]\n",
+    )
+    .unwrap();
+    let csv = temp("one_point.csv");
+    let sweep = [
+        "sweep",
+        scenario.to_str().unwrap(),
+        "-o",
+        csv.to_str().unwrap(),
+    ];
+    let output = c10dsim(&sweep);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(
+        said.contains(": 1 point; shard 0/1 (default) has 1,"),
+        "{said}"
+    );
+    assert!(said.contains(" (1 point run, 0 with an error"), "{said}");
+    let output = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "tensors.x",
+        "--y",
+        "ar.kernel_us",
+        "-o",
+        temp("one_point.svg").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("(1 line)"), "{}", stderr(&output));
+    // A row of a point the sweep does not have, resumed: refused, naming its one point.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let (header, row) = text.split_once('\n').unwrap();
+    std::fs::write(
+        &csv,
+        format!("{header}\n{row}{}", row.replacen('0', "7", 1)),
+    )
+    .unwrap();
+    let mut resume = sweep.to_vec();
+    resume.push("--resume");
+    let output = c10dsim(&resume);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("holds point 7, but this sweep has 1 point (0 to 0)"),
+        "{}",
+        stderr(&output)
+    );
+}
