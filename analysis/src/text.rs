@@ -296,11 +296,11 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     for query in &report.queries {
         let _ = writeln!(
             out,
-            "is_completed {} (line {}): true in {:.0}% of {} calls",
+            "is_completed {} (line {}): true in {:.0}% of {}",
             query.op,
             query.line,
             query.completed * 100.0,
-            query.samples
+            counted(query.samples as u64, "call")
         );
     }
     out.push_str(&memory_line(&report.memory));
