@@ -117,6 +117,18 @@ fn line_starts(text: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The name of a scenario without `name = …`: its file's stem. A path may carry the edits it
+/// was read with after the file (`FILE [--set K=V …]`, a sweep's `FILE [point i: …]`), whose
+/// dots and slashes are not the file's.
+fn name_from_path(path: &str) -> String {
+    let file = path.split_once(" [").map_or(path, |(file, _)| file);
+    std::path::Path::new(file)
+        .file_stem()
+        .map_or("scenario".into(), |stem| {
+            stem.to_string_lossy().into_owned()
+        })
+}
+
 /// FNV-1a 64-bit, printed in hex: a stable content hash for reports and CSV rows.
 pub fn content_hash(text: &str) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -488,11 +500,7 @@ impl Resolver<'_> {
         }
 
         let scenario = Scenario {
-            name: raw.name.unwrap_or_else(|| {
-                std::path::Path::new(self.path)
-                    .file_stem()
-                    .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
-            }),
+            name: raw.name.unwrap_or_else(|| name_from_path(self.path)),
             about: raw.about.unwrap_or_default(),
             path: self.path.to_string(),
             source_hash: content_hash(self.text),
