@@ -11,6 +11,7 @@
 
 use crate::Failure;
 use analysis::spread::Spread;
+use analysis::text::counted;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -263,11 +264,20 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let per_s = |seconds: f64| figures.events as f64 / seconds.max(1e-9);
-    outln!("scenario: {ranks} ranks x {iterations} iterations (async all_reduce 25MiB + gemm 4096^3 + wait){}", if args.summary { ", summarised (--summary)" } else { "" })?;
     outln!(
-        "classes of ranks that behave alike: {} ({} simulated ranks; docs/scale.md)",
+        "scenario: {} x {} (async all_reduce 25MiB + gemm 4096^3 + wait){}",
+        counted(u64::from(ranks), "rank"),
+        counted(u64::from(iterations), "iteration"),
+        if args.summary {
+            ", summarised (--summary)"
+        } else {
+            ""
+        }
+    )?;
+    outln!(
+        "classes of ranks that behave alike: {} ({}; docs/scale.md)",
         figures.classes.0,
-        figures.classes.1
+        counted(figures.classes.1 as u64, "simulated rank")
     )?;
     outln!(
         "collective records: {}, kernel records: {} (of the simulated ranks)",
@@ -330,9 +340,12 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let summary = args
         .summary
         .then(|| sim::timeline::RecordSelection::parse("none").expect("none parses"));
-    eprintln!(
-        "c10dsim: simulating {ranks} ranks x {iterations} iterations without the race detector ..."
+    let size = format!(
+        "{} x {}",
+        counted(u64::from(ranks), "rank"),
+        counted(u64::from(iterations), "iteration")
     );
+    eprintln!("c10dsim: simulating {size} without the race detector ...");
     let started = Instant::now();
     let options = sim::engine::Options {
         race_detector: false,
@@ -343,7 +356,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
     let without_detector_s = started.elapsed().as_secs_f64();
     drop(without_detector);
-    eprintln!("c10dsim: simulating {ranks} ranks x {iterations} iterations ...");
+    eprintln!("c10dsim: simulating {size} ...");
     let counted_from = ProcessCounters::now();
     let started = Instant::now();
     let options = sim::engine::Options {
@@ -416,10 +429,11 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
     let mut rows = GrowingCsv::new(output, &COLUMNS.join(","))?;
     for (point, &count) in ranks.iter().enumerate() {
         eprintln!(
-            "c10dsim: scaling point {}/{}: {count} ranks x {} iterations",
+            "c10dsim: scaling point {}/{}: {} x {}",
             point + 1,
             ranks.len(),
-            args.iterations
+            counted(u64::from(count), "rank"),
+            counted(u64::from(args.iterations), "iteration")
         );
         let row = point_row(&program, args, count)?;
         rows.push(&format!("{point},{row}"))?;
@@ -627,12 +641,12 @@ fn run_series(
         for which in order {
             let (label, program) = &binaries[which];
             eprintln!(
-                "c10dsim: run {}/{} ({label}, round {}): {} ranks x {} iterations",
+                "c10dsim: run {}/{} ({label}, round {}): {} x {}",
                 run + 1,
                 runs as usize * binaries.len(),
                 round + 1,
-                args.ranks,
-                args.iterations
+                counted(u64::from(args.ranks), "rank"),
+                counted(u64::from(args.iterations), "iteration")
             );
             let row = point_row(program, args, args.ranks)?;
             let fields: Vec<&str> = row.split(',').collect();
@@ -675,9 +689,9 @@ fn render_series(
         .map(|measured| measured.figures.iter().map(|v| Spread::of(v)).collect())
         .collect();
     let mut text = format!(
-        "scenario: {} ranks x {} iterations{}{}, {runs} run(s){}, each in a process of its own\n",
-        args.ranks,
-        args.iterations,
+        "scenario: {} x {}{}{}, {runs} run(s){}, each in a process of its own\n",
+        counted(u64::from(args.ranks), "rank"),
+        counted(u64::from(args.iterations), "iteration"),
         if args.fold { "" } else { ", unfolded" },
         if args.summary { ", summarised" } else { "" },
         if binaries.len() > 1 {

@@ -124,8 +124,8 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     let merged = hw::merge_ranks(timelines).map_err(hw_failure)?;
     crate::write_json(output, &merged)?;
     eprintln!(
-        "c10dsim: merged {} ranks into {}",
-        merged.ranks.len(),
+        "c10dsim: merged {} into {}",
+        analysis::text::counted(merged.ranks.len() as u64, "rank"),
         if crate::stdio::is_dash(output) {
             "standard output".to_string()
         } else {

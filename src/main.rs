@@ -842,7 +842,7 @@ fn check(
             Ok(scenario) => {
                 let estimate = limits.estimate(&scenario);
                 outln!(
-                    "ok: {} ({} op{}, {} rank{}, repeat {}; about {} op calls, {} events, a {} Timeline)",
+                    "ok: {} ({} op{}, {} rank{}, repeat {}; about {} op call{}, {} event{}, a {} Timeline)",
                     file.display(),
                     scenario.ops.len(),
                     if scenario.ops.len() == 1 { "" } else { "s" },
@@ -850,7 +850,9 @@ fn check(
                     if scenario.cluster.ranks == 1 { "" } else { "s" },
                     scenario.repeat,
                     estimate.op_calls,
+                    if estimate.op_calls == 1 { "" } else { "s" },
                     estimate.events,
+                    if estimate.events == 1 { "" } else { "s" },
                     sim::units::format_size_readable(estimate.timeline_bytes)
                 )?
             }
@@ -862,8 +864,9 @@ fn check(
     }
     if bad > 0 {
         return Err(Failure::input(format!(
-            "{bad} of {} scenario files are invalid",
-            files.len()
+            "{bad} of {} scenario files {} invalid",
+            files.len(),
+            if bad == 1 { "is" } else { "are" }
         )));
     }
     Ok(0)

@@ -125,8 +125,9 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
     }
     let lines: usize = charts.iter().map(|chart| chart.series.len()).sum();
     eprintln!(
-        "c10dsim: wrote {} ({lines} lines{})",
+        "c10dsim: wrote {} ({}{})",
         args.output.display(),
+        analysis::text::counted(lines as u64, "line"),
         if charts.len() > 1 {
             format!(" in {} panels", charts.len())
         } else {

@@ -133,8 +133,8 @@ pub(crate) fn run(
         };
         if let Some(rank) = outside(&selection.ranks, scenario.cluster.ranks) {
             return Err(Failure::input(format!(
-                "--records-for ranks: rank {rank} does not exist (the scenario has {} ranks, 0-{})",
-                scenario.cluster.ranks,
+                "--records-for ranks: rank {rank} does not exist (the scenario has {}, 0-{})",
+                text::counted(u64::from(scenario.cluster.ranks), "rank"),
                 scenario.cluster.ranks - 1
             )));
         }
@@ -155,8 +155,8 @@ pub(crate) fn run(
         }
         if let Some(iteration) = outside(&selection.iterations, scenario.repeat) {
             return Err(Failure::input(format!(
-                "--records-for iterations: iteration {iteration} does not exist (the scenario repeats {} times, 0-{})",
-                scenario.repeat,
+                "--records-for iterations: iteration {iteration} does not exist (the scenario runs {}, 0-{})",
+                text::counted(u64::from(scenario.repeat), "iteration"),
                 scenario.repeat - 1
             )));
         }

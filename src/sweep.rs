@@ -9,6 +9,7 @@
 
 use crate::Failure;
 use analysis::sweep::{Columns, PointInfo, Provenance};
+use analysis::text::counted;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use sim::sweep::{point_seed, AxisArg, Shard, Sweep};
@@ -145,6 +146,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     };
     let provenance = Provenance {
         scenario_hash: &hash,
+        sweep_points: sweep.point_count(),
         version: env!("CARGO_PKG_VERSION"),
     };
 
@@ -197,11 +199,12 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     };
     let pending_count = pending().count() as u64;
     eprintln!(
-        "c10dsim: {path}: {} points; shard {shard} ({shard_source}) has {}, {} already in {}, {pending_count} to run",
-        sweep.point_count(),
-        shard.len(sweep.point_count()),
-        done_set.len(),
+        "c10dsim: {path}: {}; shard {shard} ({shard_source}) has {}, {} already in {}, {} to run",
+        counted(sweep.point_count(), "point"),
+        sim::ranks::thousands(shard.len(sweep.point_count())),
+        sim::ranks::thousands(done_set.len() as u64),
         shown,
+        sim::ranks::thousands(pending_count),
     );
 
     let sink: Box<dyn std::io::Write> = if to_stdout {
@@ -288,7 +291,9 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         write_sorted((&args.output, true), &header, rows)?;
     }
     eprintln!(
-        "c10dsim: wrote {shown} ({pending_count} points run, {failed_points} with an error or finding)",
+        "c10dsim: wrote {shown} ({} run, {} with an error or finding)",
+        counted(pending_count, "point"),
+        sim::ranks::thousands(failed_points),
     );
     Ok(0)
 }
@@ -448,9 +453,10 @@ fn resume_rows(
         .collect::<Result<Vec<u64>, _>>()?;
     if let Some(past) = done.iter().find(|&&index| index >= point_count) {
         return Err(Failure::input(format!(
-            "--resume: {} holds point {past}, but this sweep has {point_count} points (0 to {}); \
-             write to a new file",
+            "--resume: {} holds point {past}, but this sweep has {} (0 to {}); write to a new \
+             file",
             path.display(),
+            counted(point_count, "point"),
             point_count - 1
         )));
     }
@@ -546,27 +552,35 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
             )));
         }
     }
+    let sweep_points = analysis::sweep::sweep_points(&header, &all).map_err(Failure::input)?;
     let count = write_sorted((output, false), &header, all)?;
     eprintln!(
-        "c10dsim: merged {count} points from {} files into {}",
-        inputs.len(),
+        "c10dsim: merged {} from {} into {}",
+        counted(count as u64, "point"),
+        counted(inputs.len() as u64, "file"),
         output.display()
     );
-    if let Some(missing) = missing_points(&mut indices) {
+    if let Some(missing) = missing_points(&mut indices, sweep_points) {
         eprintln!("c10dsim: warning: {missing}");
     }
     Ok(0)
 }
 
-/// The points below the highest one that no row holds, shown as ranges (`3, 5-9`), when any
-/// are missing: shards not merged yet, or not finished (`--resume` finishes them).
-fn missing_points(indices: &mut [u64]) -> Option<String> {
+/// The points of the sweep that no row holds, shown as ranges (`3, 5-9`), when any are
+/// missing: shards not merged yet, or not finished (`--resume` finishes them). The sweep's
+/// points are `0..sweep_points` where the rows say how many (`c10dsim-sweep/3`), else the ones
+/// below the highest index given.
+fn missing_points(indices: &mut [u64], sweep_points: Option<u64>) -> Option<String> {
     indices.sort_unstable();
-    let highest = *indices.last()?;
+    // One past the last point, counted in u128: a row may hold point u64::MAX.
+    let end = match sweep_points {
+        Some(count) => u128::from(count),
+        None => u128::from(*indices.last()?) + 1,
+    };
     let mut ranges = Vec::new();
-    let mut missing = 0u64;
-    let mut expected = 0u64;
-    for &index in indices.iter() {
+    let mut missing = 0u128;
+    let mut expected = 0u128;
+    for index in indices.iter().map(|&index| u128::from(index)).chain([end]) {
         if index > expected {
             missing += index - expected;
             ranges.push(if index - 1 == expected {
@@ -585,7 +599,13 @@ fn missing_points(indices: &mut [u64]) -> Option<String> {
     } else {
         ranges.join(", ")
     };
+    let (have, points) = if missing == 1 {
+        ("has", "point")
+    } else {
+        ("have", "points")
+    };
     Some(format!(
-        "{missing} of the points 0-{highest} have no row (points {shown}): a shard not given or not finished"
+        "{missing} of the points 0-{} {have} no row ({points} {shown}): a shard not given or not finished",
+        end - 1
     ))
 }

@@ -542,7 +542,11 @@ pub fn validation(diffs: &[crate::diff::Diff]) -> Validation {
         .flat_map(|d| {
             d.metrics.iter().filter(|m| m.unit == "us").filter_map(|m| {
                 Some(ValidationRow {
-                    scenario: format!("{} ({} ranks)", d.a.scenario, d.a.ranks),
+                    scenario: format!(
+                        "{} ({})",
+                        d.a.scenario,
+                        crate::text::counted(u64::from(d.a.ranks), "rank")
+                    ),
                     metric: m.metric.clone(),
                     measured_us: m.a,
                     simulated_us: m.b,

@@ -851,8 +851,12 @@ pub fn render_diff(diff: &Diff) -> String {
     let mut out = String::new();
     let describe = |s: &Side| {
         format!(
-            "{} ({} ranks, {}, seed {}, {})",
-            s.scenario, s.ranks, s.source, s.seed, s.machine
+            "{} ({}, {}, seed {}, {})",
+            s.scenario,
+            crate::text::counted(u64::from(s.ranks), "rank"),
+            s.source,
+            s.seed,
+            s.machine
         )
     };
     let _ = writeln!(out, "A: {}", describe(&diff.a));

@@ -69,8 +69,10 @@ pub fn timeline_svg(timeline: &Timeline) -> String {
 "##,
     );
     let mut title = format!(
-        "{}: {} ranks, {} iterations — host calls, kernels (compute, communication, sleep) and stream waits (arrows)",
-        timeline.scenario.name, timeline.scenario.ranks, timeline.scenario.repeat
+        "{}: {}, {} — host calls, kernels (compute, communication, sleep) and stream waits (arrows)",
+        timeline.scenario.name,
+        crate::text::counted(u64::from(timeline.scenario.ranks), "rank"),
+        crate::text::counted(u64::from(timeline.scenario.repeat), "iteration")
     );
     if timeline.ranks.len() > ranks.len() {
         let _ = write!(title, "; the first {} ranks shown", ranks.len());

@@ -216,12 +216,14 @@ pub fn calibration(data: &[u8]) -> bool {
     true
 }
 
-/// A sweep CSV: read, put in point order (as `--resume` and `merge` do) and charted (as `plot`
+/// A sweep CSV: read, its point count checked and put in point order (as `--resume` and `merge`
+/// do) and charted (as `plot`
 /// does: its second column against its last).
 pub fn sweep_csv(data: &[u8]) -> bool {
     let Ok((header, rows)) = sweep::read_table(data) else {
         return false;
     };
+    let _ = sweep::sweep_points(&header, &rows);
     let Ok(rows) = sweep::rows_in_point_order(rows) else {
         return false;
     };

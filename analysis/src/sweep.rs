@@ -16,7 +16,7 @@
 //! let row = columns.row(
 //!     &analysis::sweep::PointInfo { index: 0, values: &["1MiB".to_string()], seed: 9 },
 //!     Ok(&timeline),
-//!     &analysis::sweep::Provenance { scenario_hash: "abc", version: "0.1.0" },
+//!     &analysis::sweep::Provenance { scenario_hash: "abc", sweep_points: 1, version: "0.1.0" },
 //! );
 //! assert_eq!(row.len(), columns.header().len());
 //! ```
@@ -78,8 +78,18 @@ pub const MEMORY_COLUMNS: [&str; 3] = [
     "memory.cache_releases",
 ];
 
+/// The column that holds the number of points of the whole sweep, every shard's, in every row:
+/// `merge` names the points no slice holds, above the highest one given too.
+pub const SWEEP_POINTS_COLUMN: &str = "sweep_points";
+
 /// The columns after the metrics, memory and findings, in order.
-pub const PROVENANCE_COLUMNS: [&str; 4] = ["error", "seed", "scenario_hash", "c10dsim_version"];
+pub const PROVENANCE_COLUMNS: [&str; 5] = [
+    "error",
+    "seed",
+    "scenario_hash",
+    SWEEP_POINTS_COLUMN,
+    "c10dsim_version",
+];
 
 /// Reads a sweep CSV (`c10dsim sweep`'s output): its header and rows. The first column must
 /// be [`POINT_COLUMN`]; every row has the header's length (the `csv` reader checks).
@@ -108,6 +118,38 @@ pub fn point_index(row: &csv::StringRecord) -> Result<u64, String> {
     row.get(0)
         .and_then(|cell| cell.parse().ok())
         .ok_or_else(|| format!("a row's first cell is not a point index: {row:?}"))
+}
+
+/// The number of points of the sweep the rows belong to (their [`SWEEP_POINTS_COLUMN`]), or
+/// `None` for a table without the column (a `c10dsim-sweep/2` file) or without rows. Rows that
+/// disagree, a cell that is not a count, or a point index at or past the count, are errors.
+pub fn sweep_points(header: &[String], rows: &[csv::StringRecord]) -> Result<Option<u64>, String> {
+    let Some(column) = header.iter().position(|h| h == SWEEP_POINTS_COLUMN) else {
+        return Ok(None);
+    };
+    let mut points = None;
+    for row in rows {
+        let cell = row.get(column).unwrap_or_default();
+        let count: u64 = cell.parse().map_err(|_| {
+            format!("a row's {SWEEP_POINTS_COLUMN} is not a count of points: {cell:?}")
+        })?;
+        match points {
+            Some(first) if first != count => {
+                return Err(format!(
+                    "the rows are of sweeps of {first} and of {count} points; merge the slices of one sweep"
+                ))
+            }
+            _ => points = Some(count),
+        }
+        let index = point_index(row)?;
+        if index >= count {
+            return Err(format!(
+                "point {index} is not one of its sweep's {count} points (0 to {})",
+                count.saturating_sub(1)
+            ));
+        }
+    }
+    Ok(points)
 }
 
 /// Rows in point order, one per point: a point present twice with the same row is kept once
@@ -156,6 +198,8 @@ pub struct PointInfo<'a> {
 pub struct Provenance<'a> {
     /// `sim::scenario::content_hash` of the scenario file.
     pub scenario_hash: &'a str,
+    /// How many points the whole sweep has (every shard's).
+    pub sweep_points: u64,
     /// The c10dsim version that ran the sweep.
     pub version: &'a str,
 }
@@ -274,7 +318,11 @@ impl Columns {
                     if more == 0 {
                         format!("{kind}: {}", first.message)
                     } else {
-                        format!("{kind}: {} (and {more} more findings)", first.message)
+                        format!(
+                            "{kind}: {} (and {})",
+                            first.message,
+                            crate::text::counted(more as u64, "more finding")
+                        )
                     }
                 });
                 (cells, Some(metrics.memory), Some(metrics.findings), error)
@@ -313,6 +361,7 @@ impl Columns {
         row.push(one_line(&error));
         row.push(point.seed.to_string());
         row.push(provenance.scenario_hash.to_string());
+        row.push(provenance.sweep_points.to_string());
         row.push(provenance.version.to_string());
         row
     }
@@ -392,6 +441,7 @@ mod tests {
 
     const PROVENANCE: Provenance = Provenance {
         scenario_hash: "h",
+        sweep_points: 5,
         version: "v",
     };
 
@@ -460,7 +510,13 @@ mod tests {
         );
         assert_eq!(
             header[24..],
-            ["error", "seed", "scenario_hash", "c10dsim_version"]
+            [
+                "error",
+                "seed",
+                "scenario_hash",
+                "sweep_points",
+                "c10dsim_version"
+            ]
         );
         let values = ["1MiB".to_string()];
         let point = PointInfo {
@@ -480,7 +536,7 @@ mod tests {
             .max();
         assert_eq!(row[8], peak.unwrap().to_string());
         assert!(row[11..24].iter().all(|cell| cell == "0"));
-        assert_eq!(row[24..], ["", "11", "h", "v"]);
+        assert_eq!(row[24..], ["", "11", "h", "5", "v"]);
         // A point that could not be built: figures and counts empty, its error on one line.
         let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &PROVENANCE);
         assert!(row[2..24].iter().all(String::is_empty));
@@ -506,6 +562,44 @@ mod tests {
         assert!(cell("error").starts_with("deadlock: "), "{}", cell("error"));
         // The base's measure is missing from this point's report: an empty cell.
         assert_eq!(cell("span.median_us"), "");
+        // Findings after the first are counted, one in the singular.
+        let mut two = stuck.clone();
+        two.findings.truncate(1);
+        two.findings.push(two.findings[0].clone());
+        let row = columns.row(&point, Ok(&two), &PROVENANCE);
+        let error = &row[header.iter().position(|h| h == "error").unwrap()];
+        assert!(error.ends_with(" (and 1 more finding)"), "{error}");
+        two.findings.push(two.findings[0].clone());
+        let row = columns.row(&point, Ok(&two), &PROVENANCE);
+        let error = &row[header.iter().position(|h| h == "error").unwrap()];
+        assert!(error.ends_with(" (and 2 more findings)"), "{error}");
+    }
+
+    #[test]
+    fn every_row_carries_the_sweeps_point_count() {
+        let header: Vec<String> = ["point", SWEEP_POINTS_COLUMN]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let rows = |cells: &[[&str; 2]]| -> Vec<csv::StringRecord> {
+            cells
+                .iter()
+                .map(|row| csv::StringRecord::from(row.to_vec()))
+                .collect()
+        };
+        assert_eq!(
+            sweep_points(&header, &rows(&[["0", "3"], ["1", "3"]])),
+            Ok(Some(3))
+        );
+        assert_eq!(sweep_points(&header, &[]), Ok(None));
+        // A `c10dsim-sweep/2` table has no such column.
+        assert_eq!(sweep_points(&header[..1], &rows(&[["0", "3"]])), Ok(None));
+        let error = |cells: &[[&str; 2]]| sweep_points(&header, &rows(cells)).unwrap_err();
+        assert!(error(&[["0", "3"], ["1", "4"]]).contains("sweeps of 3 and of 4 points"));
+        assert!(
+            error(&[["3", "3"]]).contains("point 3 is not one of its sweep's 3 points (0 to 2)")
+        );
+        assert!(error(&[["0", ""]]).contains("not a count of points"));
     }
 
     #[test]
@@ -532,6 +626,7 @@ mod tests {
         let values = ["25MiB".to_string(), "2".to_string()];
         let provenance = Provenance {
             scenario_hash: "h",
+            sweep_points: 4,
             version: "v",
         };
         let point = PointInfo {

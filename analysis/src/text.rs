@@ -296,11 +296,11 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     for query in &report.queries {
         let _ = writeln!(
             out,
-            "is_completed {} (line {}): true in {:.0}% of {} calls",
+            "is_completed {} (line {}): true in {:.0}% of {}",
             query.op,
             query.line,
             query.completed * 100.0,
-            query.samples
+            counted(query.samples as u64, "call")
         );
     }
     out.push_str(&memory_line(&report.memory));
@@ -371,8 +371,9 @@ fn memory_line(memory: &MemoryMetrics) -> String {
     )
 }
 
-/// `1 rank`, `100,000 ranks`.
-fn counted(count: u64, noun: &str) -> String {
+/// A count and its noun, singular for one (`1 rank`, `100,000 ranks`, `0 points`): every
+/// message that counts something says it this way.
+pub fn counted(count: u64, noun: &str) -> String {
     let plural = if count == 1 { "" } else { "s" };
     format!("{} {noun}{plural}", sim::ranks::thousands(count))
 }

@@ -28,7 +28,7 @@ def test_the_sweep_csv_loads_in_pandas_with_numeric_sizes(tmp_path):
     assert sorted(frame["tensors.x_bytes"].unique()) == [1024, 1 << 20, 64 << 20, 256 << 20]
     for column in frame.columns:
         if column.endswith(("_us", "_bytes", "_share", ".overlap")) or \
-                column.startswith("findings") or column in ("point", "seed"):
+                column.startswith("findings") or column in ("point", "seed", "sweep_points"):
             assert frame[column].dtype.kind in "iuf", (column, frame[column].dtype)
     ordered = frame.sort_values("tensors.x_bytes")["tensors.x"].drop_duplicates().tolist()
     assert ordered == ["1KiB", "1MiB", "64MiB", "256MiB"]

@@ -675,7 +675,7 @@ fn check_side_thread_effects(timeline: &Timeline) {
                 if finding.kind != FindingKind::Deadlock {
                     continue;
                 }
-                for never in [" never launched it", " never issue a collective"] {
+                for never in [" never launched it", " never issued a collective"] {
                     let Some(end) = finding.message.find(never) else {
                         continue;
                     };

@@ -1004,3 +1004,82 @@ fn json_with_the_timeline_on_stdout_puts_the_json_report_alone_on_stderr() {
     assert_eq!(report["parameters"]["name"], timeline.scenario.name);
     assert!(report["report"]["findings"].is_array(), "{report}");
 }
+
+#[test]
+fn one_of_a_thing_is_singular_in_check_run_diff_and_bench() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli_singular");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let scenario = path("one.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         async_op = true\nwork = \"w\"\n[[op]]\nlabel = \"q\"\nis_completed = \"w\"\n[[op]]\nwait = \"w\"\n",
+    )
+    .unwrap();
+    let broken = path("broken.toml");
+    std::fs::write(&broken, "x").unwrap();
+    let output = c10dsim(&["check", &scenario, &broken]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stdout(&output).contains("(3 ops, 1 rank, repeat 1; about 3 op calls,"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("1 of 2 scenario files is invalid"),
+        "{}",
+        stderr(&output)
+    );
+    let one_op = path("one_op.toml");
+    std::fs::write(&one_op, "[cluster]\nranks = 1\n[[op]]\nmark = \"a\"\n").unwrap();
+    let output = c10dsim(&["check", &one_op]);
+    assert!(
+        stdout(&output).contains("about 1 op call,"),
+        "{}",
+        stdout(&output)
+    );
+    let (timeline, svg) = (path("one.json"), path("one.svg"));
+    let output = c10dsim(&["run", &scenario, "--timeline", &timeline, "--svg", &svg]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("is_completed q (line 10): true in 100% of 1 call\n"),
+        "{}",
+        stdout(&output)
+    );
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.contains("one: 1 rank, 1 iteration — "), "{chart}");
+    for (selection, refusal) in [
+        (
+            "ranks=3",
+            "rank 3 does not exist (the scenario has 1 rank, 0-0)",
+        ),
+        (
+            "iterations=3",
+            "iteration 3 does not exist (the scenario runs 1 iteration, 0-0)",
+        ),
+    ] {
+        let output = c10dsim(&["run", &scenario, "--summary", "--records-for", selection]);
+        assert_eq!(output.status.code(), Some(2));
+        assert!(stderr(&output).contains(refusal), "{}", stderr(&output));
+    }
+    let output = c10dsim(&["diff", &timeline, &timeline]);
+    assert!(
+        stdout(&output).contains("A: one (1 rank, simulated, "),
+        "{}",
+        stdout(&output)
+    );
+    let output = c10dsim(&["bench", "--ranks", "1", "--iterations", "1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("scenario: 1 rank x 1 iteration (")
+            && stdout(&output).contains("(1 simulated rank; docs/scale.md)"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("simulating 1 rank x 1 iteration ..."),
+        "{}",
+        stderr(&output)
+    );
+}

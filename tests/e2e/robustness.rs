@@ -675,6 +675,35 @@ fn resume_removes_a_duplicated_row() {
 }
 
 #[test]
+fn merge_takes_a_row_of_the_largest_point_index_without_overflow() {
+    // A table without `sweep_points` (`c10dsim-sweep/2`): the points below the highest given
+    // are named; one past u64::MAX used to overflow (a panic in a debug build).
+    let table = write("merge_max.csv", "point,a\n0,x\n18446744073709551615,y\n");
+    let out = temp("merge_max_out.csv");
+    let output = c10dsim(&["merge", &table, "-o", out.to_str().unwrap()]);
+    assert_no_panic(&output);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "warning: 18446744073709551614 of the points 0-18446744073709551615 have no row (points 1-18446744073709551614)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    // With `sweep_points`, a point past the sweep's count is refused.
+    let table = write(
+        "merge_past.csv",
+        "point,sweep_points\n0,3\n18446744073709551615,3\n",
+    );
+    let output = c10dsim(&["merge", &table, "-o", out.to_str().unwrap()]);
+    assert_refused(
+        &output,
+        "point 18446744073709551615 is not one of its sweep's 3 points (0 to 2)",
+        "merge",
+    );
+}
+
+#[test]
 fn a_file_that_is_not_utf8_is_refused_at_its_first_bad_byte() {
     let path = temp("latin1.toml");
     std::fs::write(

@@ -126,6 +126,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
                 "error",
                 "seed",
                 "scenario_hash",
+                "sweep_points",
                 "c10dsim_version",
             ]
             .iter()
@@ -449,6 +450,42 @@ fn shards_merged_equal_the_unsharded_run() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("warning: 16 of the points 0-47 have no row (points 1, 4, 7, 10, 13, 16, 19, 22, … (16 ranges))"),
+        "{}",
+        stderr(&output)
+    );
+    // The last slice missing: its points above the highest one given are named too (every
+    // row says how many points the sweep has).
+    let output = c10dsim(&[
+        "merge",
+        parts[0].to_str().unwrap(),
+        parts[1].to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("warning: 16 of the points 0-47 have no row (points 2, 5, 8, 11, 14, 17, 20, 23, … (16 ranges))"),
+        "{}",
+        stderr(&output)
+    );
+    // The whole sweep but its last row: one point, said in the singular.
+    let text = String::from_utf8(whole.clone()).unwrap();
+    let cut = temp("whole_but_last.csv");
+    std::fs::write(&cut, &text[..=text.trim_end().rfind('\n').unwrap()]).unwrap();
+    let output = c10dsim(&[
+        "merge",
+        cut.to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("merged 47 points from 1 file into"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("warning: 1 of the points 0-47 has no row (point 47)"),
         "{}",
         stderr(&output)
     );
@@ -1092,4 +1129,59 @@ fn the_documented_commands_draw_the_committed_pictures() {
             args.join(" ")
         );
     }
+}
+
+#[test]
+fn a_sweep_of_one_point_says_point_and_line_in_the_singular() {
+    let scenario = temp("one_point.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         [sweep]\n\"tensors.x\" = [\"1MiB\"]\n",
+    )
+    .unwrap();
+    let csv = temp("one_point.csv");
+    let sweep = [
+        "sweep",
+        scenario.to_str().unwrap(),
+        "-o",
+        csv.to_str().unwrap(),
+    ];
+    let output = c10dsim(&sweep);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(
+        said.contains(": 1 point; shard 0/1 (default) has 1,"),
+        "{said}"
+    );
+    assert!(said.contains(" (1 point run, 0 with an error"), "{said}");
+    let output = c10dsim(&[
+        "plot",
+        csv.to_str().unwrap(),
+        "--x",
+        "tensors.x",
+        "--y",
+        "ar.kernel_us",
+        "-o",
+        temp("one_point.svg").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("(1 line)"), "{}", stderr(&output));
+    // A row of a point the sweep does not have, resumed: refused, naming its one point.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let (header, row) = text.split_once('\n').unwrap();
+    std::fs::write(
+        &csv,
+        format!("{header}\n{row}{}", row.replacen('0', "7", 1)),
+    )
+    .unwrap();
+    let mut resume = sweep.to_vec();
+    resume.push("--resume");
+    let output = c10dsim(&resume);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("holds point 7, but this sweep has 1 point (0 to 0)"),
+        "{}",
+        stderr(&output)
+    );
 }

@@ -665,7 +665,7 @@ fn a_blocking_wait_raises_at_the_first_poll_after_the_async_error_r15_r27() {
 fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
     let text = ASYNC.replace(
         "[cluster]",
-        "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\ntimeout_s = 0.0035\n[cluster]",
+        "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\ntimeout_s = 0.004\n[cluster]",
     );
     let mut device = FakeDevice {
         query_answers: std::iter::repeat_n(false, 100).collect(),
@@ -673,11 +673,11 @@ fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
     };
     let finding = only_finding(&text, &mut device);
     assert!(
-        finding.message.contains("reaching the 3 ms timeout"),
+        finding.message.contains("reaching the 4 ms timeout"),
         "{}",
         finding.message
     );
-    assert_eq!(device.watched[0].timeout_ns, 3_500_000);
+    assert_eq!(device.watched[0].timeout_ns, 4_000_000);
     let sleeps = device
         .calls
         .iter()
@@ -685,7 +685,7 @@ fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
         .count();
     assert_eq!(
         sleeps, 4,
-        "gave up after the fourth 1 ms poll passed 3.5 ms"
+        "gave up at the fourth 1 ms poll, which reached 4 ms"
     );
 }
 

@@ -133,9 +133,15 @@ impl Engine<'_> {
                 .iter()
                 .partition(|&&r| self.failure.is_aborted(r, rendezvous.group));
             if !aborted.is_empty() {
+                let aborted = self.ranks_of(&aborted);
+                let its = if aborted.count() == 1 {
+                    "its communicator, its kernel"
+                } else {
+                    "their communicators, their kernels"
+                };
                 let aborted = format!(
-                    "{} aborted its communicator, its kernel ending at once (R15, R27)",
-                    self.ranks_of(&aborted).named()
+                    "{} aborted {its} ending at once (R15, R27)",
+                    aborted.named()
                 );
                 absent = if missing.is_empty() {
                     aborted
@@ -147,6 +153,12 @@ impl Engine<'_> {
             let seq_nums = self.member_seq_nums(rendezvous);
             let (first_rank, first_stream) =
                 rendezvous.members.iter().copied().min().unwrap_or((0, 0));
+            let spinning = self.ranks_of(&spinning);
+            let spin = if spinning.count() == 1 {
+                "started its kernel and spins"
+            } else {
+                "started their kernels and spin"
+            };
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
                 rank: Some(self.classes.rank_of(first_rank)),
@@ -158,12 +170,12 @@ impl Engine<'_> {
                         .clone(),
                 ),
                 message: format!(
-                    "collective {} ({seq_nums}, OpType={}, group {}, line {}) never completes: {} started its kernel and spin (R16), {absent}",
+                    "collective {} ({seq_nums}, OpType={}, group {}, line {}) never completes: {} {spin} (R16), {absent}",
                     op.display_name(),
                     rendezvous.collective.op_type(),
                     group.name,
                     op.line,
-                    self.ranks_of(&spinning).named(),
+                    spinning.named(),
                 ),
                 stands_for: RankSet::default(),
             });
@@ -183,11 +195,17 @@ impl Engine<'_> {
             waiting.sort_unstable();
             let absent = self.absent_ranks(
                 &missing,
-                "never issue a collective on it",
+                "never issued a collective on it",
                 "issuing a collective on it",
             );
             let first = waiting[0];
             let op = &scenario.ops[self.ranks[first as usize].blocked_op];
+            let waiting = self.ranks_of(&waiting);
+            let wait = if waiting.count() == 1 {
+                "waits"
+            } else {
+                "wait"
+            };
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
                 rank: Some(self.classes.rank_of(first)),
@@ -195,9 +213,9 @@ impl Engine<'_> {
                 op: Some(op.index as OpRef),
                 stream: None,
                 message: format!(
-                    "the communicator of group {} never forms (R8): {} wait in its lazy init at {} (line {}), {absent}",
+                    "the communicator of group {} never forms (R8): {} {wait} in its lazy init at {} (line {}), {absent}",
                     group.name,
-                    self.ranks_of(&waiting).named(),
+                    waiting.named(),
                     op.display_name(),
                     op.line,
                 ),
@@ -276,9 +294,15 @@ impl Engine<'_> {
     /// stopped them, so they are not blamed for it.
     fn absent_ranks(&self, missing: &[u32], never: &str, before: &str) -> String {
         let (dead, alive): (Vec<u32>, Vec<u32>) = missing.iter().partition(|&&r| self.is_dead(r));
+        let dead_ranks = self.ranks_of(&dead);
+        let process = if dead_ranks.count() == 1 {
+            "process"
+        } else {
+            "processes"
+        };
         let ended = format!(
-            "the process of {} ended before {before}",
-            self.ranks_of(&dead).named()
+            "the {process} of {} ended before {before}",
+            dead_ranks.named()
         );
         match (dead.is_empty(), alive.is_empty()) {
             (true, true) => "every rank of the group did".to_string(),

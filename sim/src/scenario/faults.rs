@@ -424,6 +424,29 @@ mod tests {
         let (line, _, message) = error(&format!("[groups.world]\ntimeout_s = -1\n{PROGRAM}"));
         assert_eq!(line, 2);
         assert!(message.contains("groups.timeout_s"), "{message}");
+        // PyTorch keeps whole milliseconds: 0.5 ms would be 0 ms there, 1.0005 s 1000 ms.
+        let (line, column, message) =
+            error(&format!("[groups.world]\ntimeout_s = 0.0005\n{PROGRAM}"));
+        assert_eq!((line, column), (2, 13));
+        assert!(
+            message
+                .contains("groups.timeout_s must be a whole number of milliseconds, found 0.0005")
+                && message.contains("PyTorch would time out after 0 ms"),
+            "{message}"
+        );
+        let (_, _, message) = error(&format!("[groups.world]\ntimeout_s = 1.0005\n{PROGRAM}"));
+        assert!(message.contains("after 1000 ms"), "{message}");
+        // Whole milliseconds that a binary fraction cannot hold exactly are kept.
+        let groups = |timeout_s: &str| {
+            parse(
+                "f.toml",
+                &format!("[groups.world]\ntimeout_s = {timeout_s}\n{PROGRAM}"),
+            )
+            .unwrap()
+            .groups
+        };
+        assert_eq!(groups("1.001")[0].timeout_ns, 1_001_000_000);
+        assert_eq!(groups("0.001")[0].timeout_ns, 1_000_000);
     }
 
     #[test]

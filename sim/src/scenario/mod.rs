@@ -117,6 +117,18 @@ fn line_starts(text: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The name of a scenario without `name = …`: its file's stem. A path may carry the edits it
+/// was read with after the file (`FILE [--set K=V …]`, a sweep's `FILE [point i: …]`), whose
+/// dots and slashes are not the file's.
+fn name_from_path(path: &str) -> String {
+    let file = path.split_once(" [").map_or(path, |(file, _)| file);
+    std::path::Path::new(file)
+        .file_stem()
+        .map_or("scenario".into(), |stem| {
+            stem.to_string_lossy().into_owned()
+        })
+}
+
 /// FNV-1a 64-bit, printed in hex: a stable content hash for reports and CSV rows.
 pub fn content_hash(text: &str) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -254,6 +266,27 @@ impl Resolver<'_> {
             "timeout_ms",
             false,
         )
+    }
+
+    /// A group's `timeout_s`: PyTorch keeps the timeout of `init_process_group` and `new_group`
+    /// in whole milliseconds (the Options' `std::chrono::milliseconds`, the `timedelta`
+    /// truncated), so a value that is not one, which PyTorch would shorten, is refused as the
+    /// wait's `timeout_ms` is.
+    fn group_timeout_ns(&self, seconds: &Spanned<f64>) -> Result<u64> {
+        let given = self.positive(seconds, "groups.timeout_s", 86_400.0)?;
+        let ns = (given * 1e9).round() as u64;
+        if !ns.is_multiple_of(1_000_000) {
+            return Err(self.error(
+                seconds.span(),
+                format!(
+                    "groups.timeout_s must be a whole number of milliseconds, found {given}: \
+                     init_process_group(timeout=…) and new_group(timeout=…) keep whole \
+                     milliseconds, so PyTorch would time out after {} ms",
+                    ns / 1_000_000
+                ),
+            ));
+        }
+        Ok(ns)
     }
 
     fn optional_time_us(
@@ -467,11 +500,7 @@ impl Resolver<'_> {
         }
 
         let scenario = Scenario {
-            name: raw.name.unwrap_or_else(|| {
-                std::path::Path::new(self.path)
-                    .file_stem()
-                    .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
-            }),
+            name: raw.name.unwrap_or_else(|| name_from_path(self.path)),
             about: raw.about.unwrap_or_default(),
             path: self.path.to_string(),
             source_hash: content_hash(self.text),
@@ -1375,9 +1404,7 @@ impl Resolver<'_> {
                 high_priority: raw_group.high_priority.unwrap_or(false),
                 timeout_ns: match &raw_group.timeout_s {
                     None => DEFAULT_GROUP_TIMEOUT_NS,
-                    Some(seconds) => {
-                        (self.positive(seconds, "groups.timeout_s", 86_400.0)? * 1e9) as u64
-                    }
+                    Some(seconds) => self.group_timeout_ns(seconds)?,
                 },
                 point_to_point: false,
                 created_by: None,

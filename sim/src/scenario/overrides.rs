@@ -322,6 +322,17 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_without_a_name_is_named_by_its_file_not_by_its_edits() {
+        let text = "[cluster]\nranks = 1\n[[op]]\nmark = \"a\"\n";
+        let name = |path: &str| crate::scenario::parse(path, text).unwrap().name;
+        assert_eq!(name("dir/q.toml"), "q");
+        // The dot and the slash of the edits are not the file's ("q.toml [--set network" before).
+        assert_eq!(name("dir/q.toml [--set network.alpha_us=200]"), "q");
+        assert_eq!(name("q.toml [--set op.g.gemm=[1,2,3] --set x=a/b.c]"), "q");
+        assert_eq!(name("q.toml [point 3: tensors.x=1MiB]"), "q");
+    }
+
+    #[test]
     fn a_recorded_invocation_reads_back_with_a_last_value_ending_in_a_bracket() {
         let overrides: Vec<Override> = ["cluster.ranks=2", "groups.world.ranks=[0, 1]"]
             .iter()

@@ -307,6 +307,34 @@ fn a_process_taken_down_by_its_watchdog_runs_nothing_after_its_death_r27() {
 }
 
 #[test]
+fn a_communicator_that_never_forms_names_its_waiting_ranks_with_a_verb_that_agrees() {
+    let never_forms = |ranks: u32, callers: &str| {
+        let text = format!(
+            "[cluster]\nranks = {ranks}\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nranks = [{callers}]\n"
+        );
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        let finding = timeline
+            .findings
+            .iter()
+            .find(|f| f.message.contains("never forms"))
+            .expect("a lazy init that never completes")
+            .message
+            .clone();
+        finding
+    };
+    let one = never_forms(2, "0");
+    assert!(
+        one.ends_with("(R8): rank 0 waits in its lazy init at ar (line 5), the process of rank 1 ended before issuing a collective on it"),
+        "{one}"
+    );
+    let two = never_forms(4, "0, 1");
+    assert!(
+        two.ends_with("(R8): ranks 0-1 (2 ranks) wait in its lazy init at ar (line 5), the processes of ranks 2-3 (2 ranks) ended before issuing a collective on it"),
+        "{two}"
+    );
+}
+
+#[test]
 fn a_deadlock_finding_does_not_blame_a_dead_rank_for_what_its_death_stopped() {
     // Rank 1 dies before the all_reduce; under mode 0, without the heartbeat monitor
     // (which would end them after the dump signal, R28), ranks 0 and 2 stay blocked in
@@ -320,7 +348,7 @@ fn a_deadlock_finding_does_not_blame_a_dead_rank_for_what_its_death_stopped() {
         .unwrap();
     assert!(
         deadlock.message.ends_with(
-            "ranks 0,2 (2 ranks) started its kernel and spin (R16), the process of rank 1 ended before launching it"
+            "ranks 0,2 (2 ranks) started their kernels and spin (R16), the process of rank 1 ended before launching it"
         ),
         "{}",
         deadlock.message
@@ -478,7 +506,7 @@ fn a_deadlock_report_names_the_rank_that_aborted_its_communicator_r15() {
     assert!(
         deadlock
             .message
-            .contains("rank 1 started its kernel and spin (R16), rank 0 aborted its communicator"),
+            .contains("rank 1 started its kernel and spins (R16), rank 0 aborted its communicator"),
         "{}",
         deadlock.message
     );
