@@ -5,6 +5,7 @@
 
 use crate::{stdio, Failure};
 use analysis::flight_recorder::{self, import};
+use analysis::text::counted;
 use sim::flight_recorder::DEFAULT_FILE_PREFIX;
 use sim::scenario::Scenario;
 use sim::timeline::Timeline;
@@ -117,8 +118,8 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
     stdio::replace(&args.output, |out| out.write_all(text.as_bytes()))?;
     let timeline = crate::limits::simulate_capped(Path::new("imported.toml"), &scenario)?;
     let mut report = format!(
-        "c10dsim: imported {} dumps from {shown} into {}\n",
-        dumps.len(),
+        "c10dsim: imported {} from {shown} into {}\n",
+        counted(dumps.len() as u64, "dump"),
         if stdio::is_dash(&args.output) {
             "standard output".to_string()
         } else {

@@ -3,6 +3,7 @@
 
 use crate::{emit, load, Failure, RunOutputs};
 use analysis::metrics;
+use analysis::text::counted;
 use sim::scenario::Override;
 use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
@@ -90,10 +91,10 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
         .map_err(hw_failure)?;
     if let Some(device) = report.devices.get(layout.device) {
         eprintln!(
-            "c10dsim: rank {rank} on GPU {} ({}; {} GPUs visible; CUDA {}, NCCL {})",
+            "c10dsim: rank {rank} on GPU {} ({}; {} visible; CUDA {}, NCCL {})",
             layout.device,
             device.name,
-            report.devices.len(),
+            counted(report.devices.len() as u64, "GPU"),
             report.driver_cuda,
             report.nccl
         );

@@ -5,6 +5,7 @@
 use crate::diff_cmd::recorded_invocation;
 use crate::{emit, load, Failure, RunOutputs};
 use analysis::metrics;
+use analysis::text::counted;
 use sim::scenario::{Override, Scenario};
 use sim::timeline::{
     Finding, FindingKind, RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
@@ -183,13 +184,15 @@ fn downscaled(
         Ok(smaller) => Ok((
             smaller,
             Some(format!(
-                "the scenario has {ranks} ranks and this machine {world} GPUs: running it at cluster.ranks = {world} (compare with `c10dsim run … --set cluster.ranks={world}`)"
+                "the scenario has {ranks} ranks and this machine {}: running it at cluster.ranks = {world} (compare with `c10dsim run … --set cluster.ranks={world}`)",
+                counted(u64::from(world), "GPU")
             )),
         )),
         Err(failure) => Ok((
             scenario,
             Some(format!(
-                "the scenario has {ranks} ranks and this machine {world} GPUs; at cluster.ranks = {world} it does not parse ({}), so ranks 0..{} run the {ranks}-rank program on {world}-rank groups and the other ranks' ops and faults are left out",
+                "the scenario has {ranks} ranks and this machine {}; at cluster.ranks = {world} it does not parse ({}), so ranks 0..{} run the {ranks}-rank program on {world}-rank groups and the other ranks' ops and faults are left out",
+                counted(u64::from(world), "GPU"),
                 failure.message,
                 world - 1
             )),
@@ -231,8 +234,8 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     let world = match args.nproc {
         Some(n) if n > probe.gpus => {
             return Err(Failure::input(format!(
-                "--nproc {n}: PyTorch sees {} GPUs here (one process per GPU)",
-                probe.gpus
+                "--nproc {n}: PyTorch sees {} here (one process per GPU)",
+                counted(u64::from(probe.gpus), "GPU")
             )))
         }
         Some(n) if n > scenario.cluster.ranks => {
@@ -252,9 +255,9 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     let scenario_path = dir.join("scenario.json");
     crate::write_json(&scenario_path, &scenario)?;
     eprintln!(
-        "c10dsim: PyTorch {} on {world} of {} GPUs, files in {}",
+        "c10dsim: PyTorch {} on {world} of {}, files in {}",
         probe.torch_version,
-        probe.gpus,
+        counted(u64::from(probe.gpus), "GPU"),
         dir.display()
     );
     let mut launcher = python_command(&python, package.as_deref())

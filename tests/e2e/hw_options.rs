@@ -48,7 +48,7 @@ fn refused_before_the_probe(output: &Output, expected: &str) {
     let text = stderr(output);
     assert_eq!(output.status.code(), Some(2), "{text}");
     assert!(text.contains(expected), "expected {expected:?} in:\n{text}");
-    for probed in ["dynamic loader", "no usable NVIDIA GPU", "GPUs visible"] {
+    for probed in ["dynamic loader", "no usable NVIDIA GPU", " visible; CUDA "] {
         assert!(!text.contains(probed), "the GPU was probed first:\n{text}");
     }
 }

@@ -178,7 +178,8 @@ fn torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts() {
     let [rank] = timeline.ranks.as_slice() else {
         panic!("one rank expected")
     };
-    let iterations = (timeline.scenario.warmup + timeline.scenario.repeat) as usize;
+    // `repeat` counts every iteration, the warmup ones among them, as the simulator runs it.
+    let iterations = timeline.scenario.repeat as usize;
     let collectives = timeline
         .ops
         .iter()
