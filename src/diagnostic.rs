@@ -31,7 +31,14 @@ pub fn locate(
             source: String::new(),
         };
     }
-    match line_origin(original, edited, overrides, error.line) {
+    // Unedited, every line is the file's own (an empty file's line 1 included, which the
+    // edited text does not hold either).
+    let origin = if original == edited {
+        LineOrigin::Original(error.line)
+    } else {
+        line_origin(original, edited, overrides, error.line)
+    };
+    match origin {
         LineOrigin::Original(line) => Located {
             error: ScenarioError {
                 path: path.to_string(),

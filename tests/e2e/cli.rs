@@ -17,6 +17,20 @@ struct BadInput {
 
 const BAD_INPUTS: &[BadInput] = &[
     BadInput {
+        class: "an empty file",
+        text: "",
+        line: 1,
+        column: 1,
+        says: "the scenario has no [[op]]",
+    },
+    BadInput {
+        class: "a program without ops",
+        text: "name = \"idle\"\n[cluster]\nranks = 2\n",
+        line: 1,
+        column: 1,
+        says: "the scenario has no [[op]]",
+    },
+    BadInput {
         class: "TOML syntax",
         text: "repeat = = 3\n",
         line: 1,

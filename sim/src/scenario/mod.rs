@@ -194,16 +194,6 @@ impl Resolver<'_> {
         }
     }
 
-    fn whole_file_error(&self, message: impl Into<String>) -> ScenarioError {
-        ScenarioError {
-            path: self.path.to_string(),
-            line: 0,
-            column: 0,
-            width: 0,
-            message: message.into(),
-        }
-    }
-
     fn line_of(&self, span: &Range<usize>) -> u32 {
         self.line_column(span.start).0
     }
@@ -429,7 +419,10 @@ impl Resolver<'_> {
 
         let raw_ops = raw.op.unwrap_or_default();
         if raw_ops.is_empty() {
-            return Err(self.whole_file_error(
+            // No line is at fault: the error names the file's start, as every scenario error
+            // names a line and column.
+            return Err(self.error(
+                0..0,
                 "the scenario has no [[op]]: a program needs at least one operation",
             ));
         }
