@@ -49,6 +49,9 @@ use std::process::ExitCode;
 #[command(
     name = "c10dsim",
     version,
+    // clap's own `help` command takes every word after it as a command's name, so that `help
+    // --help` was refused as an unknown command; [`Command::Help`] replaces it.
+    disable_help_subcommand = true,
     about = "When is my collective really done? Simulate torch.distributed + NCCL stream semantics, then check on GPUs.",
     long_about = "c10dsim runs TOML scenarios — what every rank's PyTorch program does with collectives, \
 Works, streams and events — in a discrete-event simulation of ProcessGroupNCCL and CUDA streams, \
@@ -425,6 +428,7 @@ enum Command {
     },
     /// Turn what a real job recorded into a scenario: torch.profiler traces (docs/import.md) or
     /// Flight Recorder dumps (docs/flight-recorder.md).
+    #[command(disable_help_subcommand = true)]
     Import {
         #[command(subcommand)]
         format: import_cmd::ImportCommand,
@@ -437,6 +441,12 @@ enum Command {
         /// The merged CSV (`-`: standard output).
         #[arg(short, long, value_name = "OUT.csv")]
         output: PathBuf,
+    },
+    /// Print this message or a command's help (`c10dsim help import kineto`).
+    Help {
+        /// The command whose help to print (`run`, `import kineto`); without it, c10dsim's.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
     },
 }
 
@@ -543,6 +553,7 @@ fn main() -> ExitCode {
                 .map_err(output_failure)
         }
         Command::Man { command } => man_page(&command),
+        Command::Help { command } => help(&command),
         Command::Check {
             files,
             limits,
@@ -704,10 +715,45 @@ fn main() -> ExitCode {
 /// its commands' pages (`c10dsim-run(1)`), as clap_mangen names them.
 fn man_page(path: &[String]) -> Result<u8, Failure> {
     // `help` has no page: the pages list only the commands that have one.
-    let mut page = Cli::command().disable_help_subcommand(true);
-    page.build();
+    let pages = Cli::command().mut_subcommand("help", |help| help.hide(true));
+    let page = find_command(pages, "man", path)?;
+    clap_mangen::Man::new(page)
+        .source(format!("c10dsim {}", env!("CARGO_PKG_VERSION")))
+        .render(&mut std::io::stdout())
+        .map(|()| 0)
+        .map_err(output_failure)
+}
+
+/// `c10dsim help [COMMAND]…`: what `c10dsim COMMAND… --help` prints.
+fn help(path: &[String]) -> Result<u8, Failure> {
+    find_command(Cli::command(), "help", path)?;
+    let asked = std::iter::once("c10dsim")
+        .chain(path.iter().map(String::as_str))
+        .chain(["--help"]);
+    let shown = Cli::command()
+        .try_get_matches_from(asked)
+        .err()
+        .filter(|shown| shown.kind() == clap::error::ErrorKind::DisplayHelp)
+        .ok_or_else(|| Failure::input(format!("help {}: no help to print", path.join(" "))))?;
+    shown.print().map_err(output_failure)?;
+    Ok(0)
+}
+
+/// The command of `root` that `path` names (`["import", "kineto"]`; `root` itself when empty),
+/// for `verb` (`help`, `man`), which an unknown name's message names.
+fn find_command(
+    mut root: clap::Command,
+    verb: &str,
+    path: &[String],
+) -> Result<clap::Command, Failure> {
+    root.build();
+    let mut page = root;
     for (depth, name) in path.iter().enumerate() {
-        let known: Vec<&str> = page.get_subcommands().map(|c| c.get_name()).collect();
+        let known: Vec<&str> = page
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name())
+            .collect();
         let Some(found) = page.find_subcommand(name).cloned() else {
             let parent = ["c10dsim"]
                 .into_iter()
@@ -716,21 +762,17 @@ fn man_page(path: &[String]) -> Result<u8, Failure> {
                 .join(" ");
             let asked = path.join(" ");
             return Err(Failure::input(if known.is_empty() {
-                format!("man {asked}: {parent} has no commands")
+                format!("{verb} {asked}: {parent} has no commands")
             } else {
                 format!(
-                    "man {asked}: {parent} has no command {name:?}; its commands are {}",
+                    "{verb} {asked}: {parent} has no command {name:?}; its commands are {}",
                     known.join(", ")
                 )
             }));
         };
         page = found;
     }
-    clap_mangen::Man::new(page)
-        .source(format!("c10dsim {}", env!("CARGO_PKG_VERSION")))
-        .render(&mut std::io::stdout())
-        .map(|()| 0)
-        .map_err(output_failure)
+    Ok(page)
 }
 
 /// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).

@@ -545,6 +545,28 @@ fn help_names_the_subcommands_and_exit_codes() {
         );
     }
     assert!(text.contains("Exit codes: 0 ok; 1 "), "{text}");
+    // `help COMMAND…` prints what `COMMAND… --help` does, and `help --help` its own help (clap's
+    // `help` took `--help` for a command's name and refused it).
+    for path in [&[][..], &["run"][..], &["import", "kineto"][..]] {
+        let asked = c10dsim(&[&["help"], path].concat());
+        assert_eq!(asked.status.code(), Some(0), "help {path:?}");
+        let direct = c10dsim(&[path, &["--help"]].concat());
+        assert_eq!(stdout(&asked), stdout(&direct), "help {path:?}");
+    }
+    let own = c10dsim(&["help", "--help"]);
+    assert_eq!(own.status.code(), Some(0), "{}", stderr(&own));
+    assert!(
+        stdout(&own).contains("Usage: c10dsim help [COMMAND]..."),
+        "{}",
+        stdout(&own)
+    );
+    let unknown = c10dsim(&["help", "import", "kinetoo"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("c10dsim import has no command \"kinetoo\""),
+        "{}",
+        stderr(&unknown)
+    );
 }
 
 #[test]
