@@ -22,7 +22,7 @@ pub enum ImportCommand {
         /// What-if: re-bucket DDP's all_reduces as its reducer would with `bucket_cap_mb` of
         /// this size (`100MiB`): consecutive asynchronous all_reduces of a step join one
         /// collective while it holds less than SIZE.
-        #[arg(long, value_name = "SIZE", value_parser = parse_bucket)]
+        #[arg(long, value_name = "SIZE", value_parser = parse_bucket, allow_hyphen_values = true)]
         bucket: Option<u64>,
         /// Also simulate the scenario and print the replay error: step time and each stream's
         /// busy time, traced against simulated (on standard error when `-o -`).

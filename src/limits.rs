@@ -17,11 +17,18 @@ pub struct CapArgs {
         long,
         value_name = "N",
         default_value_t = sim::limits::Limits::default().max_events,
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = crate::parse_count::<u64>
     )]
     pub max_events: u64,
     /// Refuse (exit 2) a scenario whose Timeline is estimated larger than this (e.g. 16GiB).
-    #[arg(long, value_name = "SIZE", default_value = "4GiB", value_parser = parse_size)]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "4GiB",
+        value_parser = parse_size,
+        allow_hyphen_values = true
+    )]
     pub max_timeline: u64,
     /// Simulate every rank, also ranks that behave alike, which are simulated once by default
     /// (docs/scale.md); the report is the same.
@@ -41,7 +48,7 @@ pub struct LimitArgs {
     pub caps: CapArgs,
     /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
     /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
     pub max_memory: Option<u64>,
 }
 

@@ -123,7 +123,7 @@ enum Command {
         #[arg(long, value_name = "SELECTION", requires = "summary", value_parser = parse_selection)]
         records_for: Option<sim::timeline::RecordSelection>,
         /// Override the scenario's seed.
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<u64>)]
         seed: Option<u64>,
         /// Run on this machine profile: its values replace the scenario's (docs/diff.md).
         #[arg(long, value_name = "PROFILE.toml")]
@@ -181,10 +181,10 @@ enum Command {
         #[arg(long, default_value = "off", value_name = "MODE")]
         downscale: String,
         /// Override every group's timeout (the watchdog aborts communicators after it).
-        #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+        #[arg(long, value_name = "MS", allow_negative_numbers = true, value_parser = parse_count::<u64>)]
         timeout_ms: Option<u64>,
         /// The GPU to use (default: LOCAL_RANK, else 0).
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<usize>)]
         device: Option<usize>,
         /// Print one JSON object instead of tables.
         #[arg(long)]
@@ -223,7 +223,7 @@ enum Command {
         /// The scenario file (TOML).
         file: PathBuf,
         /// Processes (= GPUs = world size); default: the scenario's ranks, at most the GPUs.
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<u32>)]
         nproc: Option<u32>,
         /// Print one JSON object instead of tables.
         #[arg(long)]
@@ -273,12 +273,12 @@ enum Command {
         #[arg(
             long,
             default_value_t = 1024,
-            allow_negative_numbers = true,
+            allow_negative_numbers = true, value_parser = parse_count::<u32>,
             conflicts_with = "scaling"
         )]
         ranks: u32,
         /// Iterations, each an async all_reduce, a GEMM and a wait.
-        #[arg(long, default_value_t = 1000, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = 1000, allow_negative_numbers = true, value_parser = parse_count::<u32>)]
         iterations: u32,
         /// Print the generated scenario and exit (it is the same with or without --summary and
         /// --no-fold, which say how it is simulated).
@@ -298,7 +298,7 @@ enum Command {
             value_name = "RANKS,...",
             value_delimiter = ',',
             requires = "output",
-            allow_negative_numbers = true
+            allow_negative_numbers = true, value_parser = parse_count::<u32>
         )]
         scaling: Option<Vec<u32>>,
         /// The scaling CSV (point, ranks, iterations, summary, fold, classes, events, wall_s,
@@ -316,7 +316,7 @@ enum Command {
         csv_row: bool,
         /// Repeat mode: run the benchmark N times, each in a process of its own, and print each
         /// figure's least / median / greatest value; rows into -o if given (docs/perf.md).
-        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_count::<u32>)]
         repeat: Option<u32>,
         /// With --repeat: another c10dsim binary to run alternately with this one (this one
         /// first in even rounds, the other in odd ones), then compare the two's medians.
@@ -332,7 +332,7 @@ enum Command {
         #[arg(short, long, value_name = "OUT.csv")]
         output: PathBuf,
         /// Worker threads (default: one per CPU).
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<usize>)]
         threads: Option<usize>,
         /// Add or replace an axis: `--set tensors.buf=1MiB,64MiB`; one value on a key that is
         /// not an axis sets it on every point (repeatable).
@@ -376,7 +376,7 @@ enum Command {
             long,
             default_value_t = 960,
             value_name = "PX",
-            allow_negative_numbers = true
+            allow_negative_numbers = true, value_parser = parse_count::<u32>
         )]
         width: u32,
         /// The picture's height in pixels (16 to 16384).
@@ -384,7 +384,7 @@ enum Command {
             long,
             default_value_t = 600,
             value_name = "PX",
-            allow_negative_numbers = true
+            allow_negative_numbers = true, value_parser = parse_count::<u32>
         )]
         height: u32,
         /// The picture: .svg or .png (`-`: SVG on stdout).
@@ -791,6 +791,21 @@ fn repeated_set(command: &Command) -> Option<String> {
         .into_iter()
         .find(|&path| !seen.insert(path))
         .map(str::to_string)
+}
+
+/// A count or an identifier of a flag (`--seed`, `--ranks`, `--threads`): its flag takes a
+/// negative number as its value (`allow_negative_numbers`) so that this, not "unexpected argument
+/// '-1'", says what is wrong with it.
+pub(crate) fn parse_count<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = std::num::ParseIntError>,
+{
+    const EXPECTED: &str = "expected a whole number, 0 or more";
+    if text.trim_start().starts_with('-') {
+        return Err(format!("a negative value is not allowed: {EXPECTED}"));
+    }
+    text.parse()
+        .map_err(|error: std::num::ParseIntError| format!("{error}: {EXPECTED}"))
 }
 
 fn parse_axis(text: &str) -> Result<sim::sweep::AxisArg, String> {

@@ -25,6 +25,15 @@ pub fn modelled_ns(ns: f64) -> u64 {
 /// bytes (`"1.5KiB"` = 1536).
 pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
+    // `-1MiB`; not `--json`, a flag given where a size was expected.
+    let negative = trimmed
+        .strip_prefix('-')
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.'));
+    if negative {
+        return Err(format!(
+            "a size cannot be negative, found {text:?}; expected one such as \"25MiB\", \"1KiB\" or \"4096\""
+        ));
+    }
     let split_at = trimmed
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
         .unwrap_or(trimmed.len());
@@ -148,6 +157,13 @@ mod tests {
         assert!(parse_size_bytes("1.3B")
             .unwrap_err()
             .contains("whole number"));
+        // A negative size says so; a flag where a size was expected is not called negative.
+        assert!(parse_size_bytes("-1MiB")
+            .unwrap_err()
+            .starts_with("a size cannot be negative"));
+        assert!(parse_size_bytes("--json")
+            .unwrap_err()
+            .starts_with("expected a size"));
     }
 
     #[test]

@@ -282,14 +282,37 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "--tol-pct must be a number ≥ 0, found -5",
         "diff --tol-pct -5",
     );
-    // A negative count gets clap's reading of the value, not "unexpected argument '-1'" and
-    // a tip to pass it as a positional.
-    let output = c10dsim(&["run", "scenarios/send_recv.toml", "--seed", "-1"]);
-    assert_refused(
-        &output,
-        "invalid value '-1' for '--seed <SEED>'",
-        "run --seed -1",
-    );
+    // A negative count or size says that a negative value is not allowed, not "unexpected
+    // argument '-1'" with a tip to pass it as a positional, nor "invalid digit".
+    for (args, says) in [
+        (
+            &["run", "scenarios/send_recv.toml", "--seed", "-1"][..],
+            "invalid value '-1' for '--seed <SEED>': a negative value is not allowed",
+        ),
+        (
+            &["bench", "--scaling", "8,-3", "-o", "-"][..],
+            "invalid value '-3' for '--scaling <RANKS,...>': a negative value is not allowed",
+        ),
+        (
+            &["import", "kineto", "t.json", "-o", "-", "--bucket", "-1MiB"][..],
+            "invalid value '-1MiB' for '--bucket <SIZE>': a size cannot be negative",
+        ),
+        (
+            &["run", "scenarios/send_recv.toml", "--max-memory", "-1GiB"][..],
+            "invalid value '-1GiB' for '--max-memory <SIZE>': a size cannot be negative",
+        ),
+        (
+            &[
+                "check",
+                "scenarios/send_recv.toml",
+                "--max-timeline",
+                "-4GiB",
+            ][..],
+            "invalid value '-4GiB' for '--max-timeline <SIZE>': a size cannot be negative",
+        ),
+    ] {
+        assert_refused(&c10dsim(args), says, &args.join(" "));
+    }
     // With --against the exit code is the diff's: --fail-on-race was ignored.
     let output = c10dsim(&[
         "run",
