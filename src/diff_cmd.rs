@@ -10,7 +10,7 @@ use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
 
 /// Tolerances of `diff` and `run --against`.
-#[derive(clap::Args, Debug, Clone, Copy, PartialEq)]
+#[derive(clap::Args, Debug, Clone, Copy)]
 pub struct ToleranceArgs {
     /// A timing difference fails only above this share of the reference value (percent).
     #[arg(
@@ -46,11 +46,6 @@ const DEFAULT_TOLERANCES: ToleranceArgs = ToleranceArgs {
 };
 
 impl ToleranceArgs {
-    /// Whether any tolerance differs from its default: given on the command line.
-    pub fn changed(self) -> bool {
-        self != DEFAULT_TOLERANCES
-    }
-
     fn options(self) -> Result<DiffOptions, Failure> {
         for (name, value) in [
             ("--tol-pct", self.tol_pct),

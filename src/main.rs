@@ -73,6 +73,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Simulate a scenario and print its parameters, R3 metrics and measures.
+    // The tolerances are --against's: given without it (even at their defaults), nothing would
+    // read them.
+    #[command(group(
+        clap::ArgGroup::new("tolerances")
+            .args(["tol_pct", "tol_us", "order_tie_us"])
+            .multiple(true)
+            .requires("against")
+    ))]
     Run {
         /// The scenario file (TOML).
         file: PathBuf,

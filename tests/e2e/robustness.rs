@@ -326,13 +326,15 @@ fn small_input_mistakes_get_a_message_that_helps() {
         "cannot be used with",
         "run --against --fail-on-race",
     );
-    // A tolerance without --against would be ignored.
-    let output = c10dsim(&["run", "scenarios/send_recv.toml", "--tol-pct", "5"]);
-    assert_refused(
-        &output,
-        "are the tolerances of --against",
-        "run --tol-pct without --against",
-    );
+    // A tolerance without --against would be ignored, also one given at its default.
+    for value in ["5", "10"] {
+        let output = c10dsim(&["run", "scenarios/send_recv.toml", "--tol-pct", value]);
+        assert_refused(
+            &output,
+            "the following required arguments were not provided:\n  --against <MEASURED.json>",
+            &format!("run --tol-pct {value} without --against"),
+        );
+    }
     // An output that cannot be written is refused before the simulation, and nothing is
     // written (the trace used to be written, then the timeline failed).
     let written = temp("written_first.json");
