@@ -13,7 +13,7 @@ HOST_NAMES = {
     "recv": "torch.distributed.irecv",
     "batch_isend_irecv": "torch.distributed.batch_isend_irecv",
     "wait": "Work.wait",
-    "get_future": "Work.get_future",
+    "get_future": "Future.then",  # the catalogue's has a callback; without, `Future.wait`
     "gemm": "torch.matmul",
     "kernel": "torch.cuda._sleep",
     "gpu_sleep": "torch.cuda._sleep",
@@ -90,3 +90,22 @@ def test_a_gemm_kernel_is_named_by_dtype_and_shape_as_the_simulator_names_it(
         "gemm_bf16_128x256x512", "gemm_f32_64x32x16"]
     assert [op["kernel_name"] for op in simulated["ops"]] == [
         op["kernel_name"] for op in document["ops"]]
+
+
+@pytest.mark.parametrize("then, name", [("then = { us = 5, stream = \"pool\" }\n", "Future.then"),
+                                        ("", "Future.wait")])
+def test_a_get_future_is_named_by_the_future_call_as_the_simulator_names_it(
+        resolve, simulate, interpret, tmp_path, then, name):
+    # `work.get_future().then(callback)` or `.wait()`: the call is the Future's, on both sides
+    # (the interpreter named it `Work.get_future` either way).
+    source = tmp_path / "future.toml"
+    source.write_text("[cluster]\nranks = 1\n[streams]\npool = {}\n[tensors]\nx = \"1MiB\"\n"
+                      "[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n"
+                      "[[op]]\nlabel = \"hook\"\nget_future = \"w\"\n" + then)
+    path, _ = resolve(str(source))
+    simulated = simulate(str(source))
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    ours, = [op for op in document["ops"] if op["name"] == "hook"]
+    theirs, = [op for op in simulated["ops"] if op["name"] == "hook"]
+    assert (ours["host_name"], theirs["host_name"]) == (name, name)

@@ -19,7 +19,6 @@ TORCH_CALLS = {
     "send": "torch.distributed.isend",
     "recv": "torch.distributed.irecv",
     "batch_isend_irecv": "torch.distributed.batch_isend_irecv",
-    "get_future": "Work.get_future",
     "barrier": "torch.distributed.barrier",
     "wait": "Work.wait",
     "is_completed": "Work.is_completed",
@@ -84,6 +83,10 @@ def host_name(scenario, op):
         return "torch.distributed._coalescing_manager"
     if op_key(op["kind"]) in ("send", "recv") and not op["kind"]["async_op"]:
         return "torch.distributed." + op_key(op["kind"])
+    if op["kind"]["kind"] == "get_future":
+        # `work.get_future().then(callback)` or `.wait()`: the Future's call, as the simulator
+        # names it (`sim::timeline::host_name`).
+        return "Future.then" if op["kind"]["callback"] else "Future.wait"
     return TORCH_CALLS[op_key(op["kind"])]
 
 
