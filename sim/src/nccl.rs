@@ -397,6 +397,16 @@ mod tests {
     }
 
     #[test]
+    fn a_node_larger_than_the_job_is_the_job_on_part_of_one_node() {
+        // `ranks_per_node` is the node's size: a job of fewer ranks (`--set cluster.ranks=2`
+        // on a scenario written for 8 per node) sits on one node and runs as if the node held
+        // only its ranks.
+        for size_bytes in [8, 4 << 20, 1 << 30] {
+            assert_eq!(plan(&auto(2, 8), size_bytes), plan(&auto(2, 2), size_bytes));
+        }
+    }
+
+    #[test]
     fn selection_picks_ll_for_tiny_and_simple_for_large_messages() {
         let s = auto(8, 8);
         let tiny = plan(&s, 8);
