@@ -7,8 +7,9 @@
 //! into blocks; a freed block is cached for the stream it was allocated on and merges with free
 //! neighbours. An allocation on stream S takes the smallest cached block of S in its pool that
 //! fits, of equal sizes the one at the lowest address (the model has no device addresses:
-//! segments are taken to lie in the order they were allocated), splitting off the rest when it is at least 512 B (small pool) or more than 1 MiB (large
-//! pool) (R17); else it asks for a new segment while the reserved total stays under the capacity.
+//! segments are taken to lie in the order they were allocated), splitting off the rest when it
+//! is at least 512 B (small pool) or more than 1 MiB (large pool) (R17); else it asks for a new
+//! segment while the reserved total stays under the capacity.
 //! When it would not, the allocator must first release its cache — PyTorch's
 //! `release_cached_blocks`: synchronise the events of blocks still in use elsewhere, then
 //! `cudaFree` every segment that is wholly free, which synchronises the whole device (R20) — and
