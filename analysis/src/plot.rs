@@ -221,7 +221,8 @@ pub fn line_chart(
     })
 }
 
-/// Why a chart has no point: a `--where` that no row meets (with the values its column holds,
+/// Why a chart has no point: a table of no rows (a header alone: a shard without points, a sweep
+/// stopped before its first), a `--where` that no row meets (with the values its column holds,
 /// so that a misspelt value shows), filters that no row meets together, or no number in y.
 fn no_rows_left(
     header: &[String],
@@ -229,6 +230,9 @@ fn no_rows_left(
     filters: &[(usize, &str)],
     query: &ChartQuery,
 ) -> String {
+    if rows.is_empty() {
+        return "the table has no rows, only its header: nothing to draw".to_string();
+    }
     for &(column, value) in filters {
         if rows.iter().all(|row| cell(row, column) != value) {
             // In first-seen order; a set, so that a column of distinct values (a metric of a
@@ -725,6 +729,22 @@ mod tests {
         assert_eq!(chart.series[0].points, [(1.0, 2.0), (3.0, 4.0)]);
         let err = line_chart(&header, &rows, &ChartQuery { x: "m", ..query }).unwrap_err();
         assert!(err.contains("no column \"m\""), "{err}");
+    }
+
+    #[test]
+    fn a_table_of_no_rows_is_named_as_such_not_as_a_where_no_row_meets() {
+        let header = ["point", "n", "y"].map(String::from);
+        let query = ChartQuery {
+            x: "n",
+            y: "y",
+            by: None,
+            filters: &[],
+        };
+        let err = line_chart(&header, &[], &query).unwrap_err();
+        assert_eq!(
+            err,
+            "the table has no rows, only its header: nothing to draw"
+        );
     }
 
     fn sweep_table() -> (Vec<String>, Vec<Vec<String>>) {
