@@ -13,7 +13,8 @@ pub enum ImportCommand {
     /// sizes, dtypes and groups, event edges, synchronisations, the host's gaps as host time;
     /// one `ProfilerStep#N` per commented block (docs/import.md).
     Kineto {
-        /// The traces (`prof.export_chrome_trace(...)`), one per rank of the job.
+        /// The traces (`prof.export_chrome_trace(...)`), one per rank of the job; gzipped ones
+        /// (`….json.gz`) are read as they are.
         #[arg(required = true, value_name = "TRACE.json")]
         traces: Vec<PathBuf>,
         /// The scenario to write (`-`: standard output).
@@ -60,11 +61,12 @@ pub fn import(command: ImportCommand) -> Result<u8, Failure> {
     }
 }
 
-/// The traces of the files: one rank each, or every rank of a file that holds them all.
+/// The traces of the files (gzipped or not): one rank each, or every rank of a file that holds
+/// them all.
 fn read_traces(paths: &[PathBuf]) -> Result<Vec<kineto::Trace>, Failure> {
     let mut traces = Vec::new();
     for path in paths {
-        let text = stdio::read_text(path)?;
+        let text = stdio::read_text_gunzipped(path)?;
         let name = path.display().to_string();
         let file = kineto::TraceFile {
             name: &name,

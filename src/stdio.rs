@@ -159,12 +159,46 @@ pub fn read_scenario_text(path: &Path) -> Result<String, Failure> {
     read_text_at_most(path, MAX_SCENARIO_BYTES)
 }
 
-fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
-    let shown = if is_dash(path) {
+/// The text of a file that may be gzip-compressed (a torch.profiler trace exported to
+/// `….json.gz`, as `tensorboard_trace_handler(use_gzip=True)` writes it): known by gzip's magic
+/// bytes, whatever its name; `-` is standard input.
+pub fn read_text_gunzipped(path: &Path) -> Result<String, Failure> {
+    let bytes = read_bytes_at_most(path, u64::MAX)?;
+    if !bytes.starts_with(&GZIP_MAGIC) {
+        return utf8(path, bytes);
+    }
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(bytes.as_slice())
+        .read_to_end(&mut text)
+        .map_err(|error| {
+            Failure::input(format!(
+                "{}: error: not a readable gzip file: {error}",
+                shown_name(path)
+            ))
+        })?;
+    utf8(path, text)
+}
+
+/// The first two bytes of every gzip file.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// `path` as messages name it: `standard input` for `-`.
+fn shown_name(path: &Path) -> String {
+    if is_dash(path) {
         "standard input".to_string()
     } else {
         path.display().to_string()
-    };
+    }
+}
+
+fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
+    let bytes = read_bytes_at_most(path, max_bytes)?;
+    utf8(path, bytes)
+}
+
+/// The bytes of `path` (standard input for `-`), refused past `max_bytes`.
+fn read_bytes_at_most(path: &Path, max_bytes: u64) -> Result<Vec<u8>, Failure> {
+    let shown = shown_name(path);
     let mut bytes = Vec::new();
     let read = if is_dash(path) {
         std::io::stdin()
@@ -186,7 +220,7 @@ fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
             max_bytes >> 20
         )));
     }
-    utf8(path, bytes)
+    Ok(bytes)
 }
 
 /// A file that is not UTF-8 is refused at the line and column of its first byte that is not.

@@ -221,7 +221,8 @@ pub fn line_chart(
     })
 }
 
-/// Why a chart has no point: a `--where` that no row meets (with the values its column holds,
+/// Why a chart has no point: a table of no rows (a header alone: a shard without points, a sweep
+/// stopped before its first), a `--where` that no row meets (with the values its column holds,
 /// so that a misspelt value shows), filters that no row meets together, or no number in y.
 fn no_rows_left(
     header: &[String],
@@ -229,6 +230,9 @@ fn no_rows_left(
     filters: &[(usize, &str)],
     query: &ChartQuery,
 ) -> String {
+    if rows.is_empty() {
+        return "the table has no rows, only its header: nothing to draw".to_string();
+    }
     for &(column, value) in filters {
         if rows.iter().all(|row| cell(row, column) != value) {
             // In first-seen order; a set, so that a column of distinct values (a metric of a
@@ -364,8 +368,30 @@ impl Canvas {
                 ));
             }
         }
+        let points = || chart.series.iter().flat_map(|s| s.points.iter());
+        let x_log = (self.log_x || chart.x_is_bytes) && points().all(|p| p.0 > 0.0);
+        for (axis, log, coordinate) in [("x", x_log, 0), ("y", self.log_y, 1)] {
+            let value = |p: &(f64, f64)| if coordinate == 0 { p.0 } else { p.1 };
+            let low = points().map(value).fold(f64::INFINITY, f64::min);
+            let high = points().map(value).fold(f64::NEG_INFINITY, f64::max);
+            let span = log_span(low, high);
+            if log && !(span.end / span.start).is_finite() {
+                return Err(format!(
+                    "the {axis} values span {low:e} to {high:e}: more than a logarithmic axis \
+                     can draw (their ratio, with the axis's room, overflows a 64-bit float)"
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+/// A logarithmic axis has room of this factor below its least value and above its greatest.
+const LOG_ROOM: f64 = 1.5;
+
+/// The range of a logarithmic axis over values from `low` to `high`.
+fn log_span(low: f64, high: f64) -> std::ops::Range<f64> {
+    low / LOG_ROOM..high * LOG_ROOM
 }
 
 /// The chart as SVG text.
@@ -470,7 +496,7 @@ fn draw_chart<DB: DrawingBackend>(
     let x_base = if chart.x_is_bytes { 2.0 } else { 10.0 };
     let (x_pad_low, x_pad_high) = padded(x_low, x_high);
     let (y_pad_low, y_pad_high) = padded(y_low, y_high);
-    let log_y_range = (y_low / 1.5..y_high * 1.5).log_scale().base(10.0);
+    let log_y_range = log_span(y_low, y_high).log_scale().base(10.0);
     let axes = Axes {
         x_format,
         x_description: with_scale(&chart.x_label, x_log),
@@ -478,11 +504,11 @@ fn draw_chart<DB: DrawingBackend>(
     };
     match (x_log, log_y) {
         (true, true) => {
-            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(x_base);
+            let x_range = log_span(x_low, x_high).log_scale().base(x_base);
             draw_with(root, chart, x_range, log_y_range, &axes)
         }
         (true, false) => {
-            let x_range = (x_low / 1.5..x_high * 1.5).log_scale().base(x_base);
+            let x_range = log_span(x_low, x_high).log_scale().base(x_base);
             draw_with(root, chart, x_range, y_pad_low..y_pad_high, &axes)
         }
         (false, true) => draw_with(root, chart, x_pad_low..x_pad_high, log_y_range, &axes),
@@ -727,6 +753,22 @@ mod tests {
         assert!(err.contains("no column \"m\""), "{err}");
     }
 
+    #[test]
+    fn a_table_of_no_rows_is_named_as_such_not_as_a_where_no_row_meets() {
+        let header = ["point", "n", "y"].map(String::from);
+        let query = ChartQuery {
+            x: "n",
+            y: "y",
+            by: None,
+            filters: &[],
+        };
+        let err = line_chart(&header, &[], &query).unwrap_err();
+        assert_eq!(
+            err,
+            "the table has no rows, only its header: nothing to draw"
+        );
+    }
+
     fn sweep_table() -> (Vec<String>, Vec<Vec<String>>) {
         let header = [
             "point",
@@ -869,6 +911,45 @@ mod tests {
         };
         let chart = line_chart(&header, &rows, &one).unwrap();
         assert_eq!(chart.series[0].points, [(1048576.0, 0.9), (2097152.0, 0.8)]);
+    }
+
+    /// A log axis over values whose ratio overflows an f64 (1e-160 to 1e160) is refused: drawn,
+    /// it never ended (the axis's ticks are counted over an infinite range).
+    #[test]
+    fn a_log_axis_whose_range_overflows_is_refused_not_drawn_forever() {
+        let header = ["point", "n", "y"].map(String::from);
+        let rows = vec![
+            ["0", "1e-160", "1e-160"].map(String::from).to_vec(),
+            ["1", "1e160", "1e160"].map(String::from).to_vec(),
+        ];
+        let query = ChartQuery {
+            x: "n",
+            y: "y",
+            by: None,
+            filters: &[],
+        };
+        let chart = line_chart(&header, &rows, &query).unwrap();
+        let log_y = Canvas {
+            log_y: true,
+            ..Canvas::default()
+        };
+        let err = line_chart_svg(&chart, log_y).unwrap_err();
+        assert!(
+            err.starts_with("the y values span 1e-160 to 1e160: more than a logarithmic axis"),
+            "{err}"
+        );
+        let log_x = Canvas {
+            log_x: true,
+            ..Canvas::default()
+        };
+        let err = line_chart_png(&chart, log_x).unwrap_err();
+        assert!(
+            err.starts_with("the x values span 1e-160 to 1e160"),
+            "{err}"
+        );
+        // Linear, the same values draw.
+        register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
+        assert!(line_chart_svg(&chart, Canvas::default()).is_ok());
     }
 
     #[test]

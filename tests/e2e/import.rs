@@ -192,6 +192,41 @@ fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// torch.profiler writes `….pt.trace.json.gz` (`tensorboard_trace_handler(use_gzip=True)`):
+/// it imports as the trace it holds; a cut one is named as such, not as a file that is not UTF-8.
+#[test]
+fn a_gzipped_trace_imports_as_the_plain_one() {
+    use std::io::Write as _;
+    let dir = std::env::temp_dir().join(format!("c10dsim-import-gz-{}", std::process::id()));
+    let folder = dir.join("ddp_b25");
+    std::fs::create_dir_all(&folder).unwrap();
+    let plain = trace_path("ddp_b25");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+    let gzipped_bytes = encoder.finish().unwrap();
+    let gzipped = folder.join("rank0.json.gz");
+    std::fs::write(&gzipped, &gzipped_bytes).unwrap();
+    let from_plain = c10dsim(&["import", "kineto", plain.to_str().unwrap(), "-o", "-"]);
+    let from_gzipped = c10dsim(&["import", "kineto", gzipped.to_str().unwrap(), "-o", "-"]);
+    assert!(from_gzipped.status.success(), "{}", stderr(&from_gzipped));
+    // The first line names the file read; the rest, the scenario's name included, is the same.
+    let after_first_line = |text: String| text.split_once('\n').unwrap().1.to_string();
+    assert_eq!(
+        after_first_line(stdout(&from_gzipped)),
+        after_first_line(stdout(&from_plain))
+    );
+    let cut = folder.join("cut.json.gz");
+    std::fs::write(&cut, &gzipped_bytes[..gzipped_bytes.len() / 2]).unwrap();
+    let refused = c10dsim(&["import", "kineto", cut.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("cut.json.gz: error: not a readable gzip file"),
+        "{}",
+        stderr(&refused)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_multi_rank_trace_of_c10dsim_round_trips_as_a_folder_and_as_one_file() {
     // get_future.toml on 8 ranks, written as one torch.profiler-shaped file per rank, imported

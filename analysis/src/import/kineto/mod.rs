@@ -137,9 +137,10 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
             format_size(cap)
         );
     }
-    // the file's folder and stem (`ddp_b25/rank0.json` → `kineto_ddp_b25_rank0`)
+    // the file's folder and stem (`ddp_b25/rank0.json` or `.json.gz` → `kineto_ddp_b25_rank0`)
     let parts: Vec<&str> = first
         .path
+        .trim_end_matches(".gz")
         .trim_end_matches(".json")
         .rsplit(['/', '\\'])
         .take(2)
