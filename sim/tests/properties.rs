@@ -1,7 +1,7 @@
 //! Property tests of the engine's invariants over randomly generated programs: causality
 //! (nothing starts before its stream predecessor or the events it waits on, R4/R5/R10/R12),
 //! host time only moves forward (R1), the rendezvous of R16, every Work completes or is named in a
-//! deadlock finding, and determinism.
+//! deadlock finding, nothing of a process starts after it ended (R15, R27, R31), and determinism.
 
 use proptest::prelude::*;
 use sim::timeline::{ExitStatus, FindingKind, Timeline, WatchdogEvent};
@@ -163,9 +163,15 @@ fn check_invariants(timeline: &Timeline) {
             assert!(pair[0].start_ns <= pair[0].end_ns);
             assert!(pair[0].end_ns <= pair[1].start_ns, "host went back in time");
         }
-        // R4: a stream runs one kernel at a time, in launch order, none before its launch.
+        // R4: a stream runs one kernel at a time, in launch order, none before its launch;
+        // nothing of a process that ended starts on its GPU (R15, R27, R31).
         let mut last_end: HashMap<u16, u64> = HashMap::new();
         for kernel in &rank.kernels {
+            assert!(
+                kernel.start_ns <= end_ns,
+                "kernel started at {} after the process ended at {end_ns}",
+                kernel.start_ns
+            );
             assert!(
                 kernel.start_ns >= kernel.enqueue_ns + latency_ns,
                 "kernel before launch"
@@ -180,6 +186,11 @@ fn check_invariants(timeline: &Timeline) {
             assert!(
                 wait.released_ns >= wait.source_ns,
                 "released before the event fired"
+            );
+            assert!(
+                wait.released_ns <= end_ns,
+                "stream wait released at {} after the process ended at {end_ns}",
+                wait.released_ns
             );
         }
         for mark in &rank.marks {
@@ -447,6 +458,37 @@ proptest! {
         let folded = serde_json::to_string(&run(true).expand()).unwrap();
         let unfolded = serde_json::to_string(&run(false)).unwrap();
         prop_assert!(folded == unfolded, "{}", text);
+    }
+
+    #[test]
+    fn a_process_that_dies_runs_nothing_more_on_its_gpu(
+        ranks in 2u32..5,
+        repeat in 1u32..3,
+        choices in proptest::collection::vec((any::<u8>(), any::<u8>()), 1..12),
+        (at, dying, iteration) in (any::<usize>(), any::<u32>(), any::<u32>()),
+    ) {
+        // A random program (streams, events, kernels, collectives) in which one rank's process
+        // dies before an op of some iteration, with the GPU work it launched before still
+        // queued: none of it may start, nor any stream wait be released, after the death.
+        let text = scenario_text(ranks, repeat, (false, true), false, &choices, None);
+        let ops: Vec<usize> = text.match_indices("[[op]]").map(|(index, _)| index).collect();
+        let split = ops[at % ops.len()];
+        let text = format!(
+            "{}[[op]]\nlabel = \"dies\"\nhost_sleep_us = 1\n{}[[fault]]\nranks = [{}]\nat = \"dies\"\niteration = {}\nkind = \"die\"\n",
+            &text[..split],
+            &text[split..],
+            dying % ranks,
+            iteration % repeat,
+        );
+        let scenario = sim::scenario::parse("p.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        // A rank named by a fault is a class of its own (docs/scale.md): its own record.
+        let dead = timeline.ranks.iter().find(|rank| rank.rank == dying % ranks);
+        let died = dead.and_then(|rank| rank.end).and_then(|end| end.at_ns);
+        prop_assert!(died.is_some(), "{}", text);
+        check_invariants(&timeline);
+        check_side_thread_effects(&timeline);
+        prop_assert_eq!(&timeline, &sim::engine::simulate(&scenario));
     }
 
     #[test]

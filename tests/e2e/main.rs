@@ -3,6 +3,7 @@
 
 mod catalogue;
 mod cli;
+mod determinism;
 mod diff;
 mod faults;
 mod fidelity;
