@@ -786,6 +786,15 @@ impl OpKind {
         }
     }
 
+    /// The element type of what the op's NCCL calls move: its tensor's; f32 for any other op
+    /// (a barrier's one-element tensor).
+    pub fn call_dtype(&self, tensors: &[Tensor]) -> DType {
+        match *self {
+            OpKind::Collective { tensor, .. } => tensors[tensor].dtype,
+            _ => DType::F32,
+        }
+    }
+
     /// The scenario key that names this operation.
     pub fn key(&self) -> &'static str {
         match self {

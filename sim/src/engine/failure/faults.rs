@@ -9,7 +9,7 @@
 
 use super::{seconds, Command, Failure, RunView, Signature};
 use crate::pg::work;
-use crate::scenario::{CollectiveKind, FaultKind, GroupId};
+use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
@@ -105,11 +105,14 @@ impl Failure<'_> {
         }
         if self.signatures.is_some() {
             let work = view.work(rank, collective_index);
+            let dtype = self.scenario.ops[work.op]
+                .kind
+                .call_dtype(&self.scenario.tensors);
             self.check_signature(
                 (rank, work.seq_num),
                 (work.group, work.seq, work.op),
                 rendezvous,
-                issued,
+                (issued.0, issued.1, dtype),
                 out,
             );
         }
@@ -125,14 +128,15 @@ impl Failure<'_> {
         }
     }
 
-    /// Calls at one SeqNum must issue the same collective and size (R16); a disagreement is
-    /// reported once and the collective never completes (NCCL hangs or corrupts).
+    /// Calls at one SeqNum must issue the same collective, size and element type (R16); a
+    /// disagreement is reported once and the collective never completes (NCCL hangs or
+    /// corrupts).
     fn check_signature(
         &mut self,
         (rank, seq_num): (u32, u64),
         (group, seq, op): (GroupId, u64, usize),
         rendezvous: u32,
-        (collective, size_bytes): (CollectiveKind, u64),
+        (collective, size_bytes, dtype): (CollectiveKind, u64, DType),
         out: &mut Vec<Command>,
     ) {
         let Some(signatures) = &mut self.signatures else {
@@ -141,12 +145,14 @@ impl Failure<'_> {
         let issued = Signature {
             collective,
             size_bytes,
+            dtype,
             rank,
             op,
             seq_num,
         };
         let first = *signatures.entry((group, seq)).or_insert(issued);
-        if (first.collective.descriptor().counterpart, first.size_bytes) == (collective, size_bytes)
+        let counterpart = first.collective.descriptor().counterpart;
+        if (counterpart, first.size_bytes, first.dtype) == (collective, size_bytes, dtype)
             || (first.rank == rank && first.collective == collective)
             || !self.mismatched.insert((group, seq))
         {
@@ -154,13 +160,20 @@ impl Failure<'_> {
         }
         out.push(Command::PoisonRendezvous { rendezvous });
         let scenario = self.scenario;
-        // The ranks of the class that issued it (ranks that behave alike issue alike).
+        // The ranks of the class that issued it (ranks that behave alike issue alike); the
+        // element types where they differ.
+        let dtypes_differ = first.dtype != dtype;
         let describe = |s: &Signature| {
             format!(
-                "{} issued {} of {} ({}, line {})",
+                "{} issued {} of {}{} ({}, line {})",
                 self.classes.class_members(s.rank).named(),
                 s.collective.op_type(),
                 crate::units::format_size(s.size_bytes),
+                if dtypes_differ {
+                    format!(" {}", s.dtype.as_str())
+                } else {
+                    String::new()
+                },
                 scenario.ops[s.op].display_name(),
                 scenario.ops[s.op].line
             )

@@ -20,7 +20,7 @@
 use super::host::next_poll_ns as next_tick_ns;
 use crate::fold::Classes;
 use crate::ranks::RankSet;
-use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
+use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId, OpKind, Scenario};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
@@ -275,6 +275,7 @@ pub(in crate::engine) trait RunView {
 struct Signature {
     collective: CollectiveKind,
     size_bytes: u64,
+    dtype: DType,
     rank: u32,
     op: usize,
     /// The Work's `SeqNum` on `rank`.
