@@ -871,11 +871,12 @@ pub enum FaultKind {
     /// The host hangs for good before the op (a stuck data loader): the process and its GPU
     /// work stay, the others' collectives time out.
     Hang,
-    /// The rank issues a different collective or size: NCCL hangs or corrupts; the model
-    /// reports it and hangs.
+    /// The rank issues a different collective, size or element type: NCCL hangs or corrupts;
+    /// the model reports it and hangs.
     Mismatch {
         collective: CollectiveKind,
         size_bytes: u64,
+        dtype: DType,
     },
     /// The process dies before the op: its host stops, its kernels vanish.
     Die,

@@ -35,10 +35,16 @@ impl Failure<'_> {
             FaultKind::Mismatch {
                 collective,
                 size_bytes,
+                dtype,
             } => format!(
-                "[Rank {rank_id}] fault: issues {} of {} at {where_}",
+                "[Rank {rank_id}] fault: issues {} of {}{} at {where_}",
                 collective.op_type(),
-                crate::units::format_size(*size_bytes)
+                crate::units::format_size(*size_bytes),
+                if *dtype == op_spec.kind.call_dtype(&self.scenario.tensors) {
+                    String::new()
+                } else {
+                    format!(" {}", dtype.as_str())
+                }
             ),
             FaultKind::AsyncError { after_ns } => format!(
                 "[Rank {rank_id}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
@@ -84,6 +90,7 @@ impl Failure<'_> {
             Some(FaultKind::Mismatch {
                 collective,
                 size_bytes,
+                ..
             }) => (collective, size_bytes),
             _ => (collective, size_bytes),
         }
@@ -99,15 +106,16 @@ impl Failure<'_> {
         armed: Option<&FaultKind>,
         out: &mut Vec<Command>,
     ) {
-        if let Some(FaultKind::Mismatch { collective, .. }) = armed {
+        if let Some(FaultKind::Mismatch {
+            collective, dtype, ..
+        }) = armed
+        {
             self.issued_instead
-                .insert((rank, collective_index), *collective);
+                .insert((rank, collective_index), (*collective, *dtype));
         }
         if self.signatures.is_some() {
             let work = view.work(rank, collective_index);
-            let dtype = self.scenario.ops[work.op]
-                .kind
-                .call_dtype(&self.scenario.tensors);
+            let (_, dtype) = self.issued_call(view, rank, collective_index);
             self.check_signature(
                 (rank, work.seq_num),
                 (work.group, work.seq, work.op),
@@ -254,21 +262,23 @@ impl Failure<'_> {
         self.raise_uncaught((rank, work.group, op), host_ns, message, out);
     }
 
-    /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
-    /// its all_reduce).
-    pub(super) fn issued_kind(
+    /// The collective kind and element type of a record as issued (a mismatch fault changes
+    /// them; a barrier's is its all_reduce of f32).
+    pub(super) fn issued_call(
         &self,
         view: &impl RunView,
         rank: u32,
         collective: u32,
-    ) -> CollectiveKind {
-        if let Some(&kind) = self.issued_instead.get(&(rank, collective)) {
-            return kind;
+    ) -> (CollectiveKind, DType) {
+        if let Some(&issued) = self.issued_instead.get(&(rank, collective)) {
+            return issued;
         }
-        self.scenario.ops[view.work(rank, collective).op]
-            .kind
-            .collective()
-            .map_or(CollectiveKind::AllReduce, |(kind, _)| kind)
+        let kind = &self.scenario.ops[view.work(rank, collective).op].kind;
+        (
+            kind.collective()
+                .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
+            kind.call_dtype(&self.scenario.tensors),
+        )
     }
 
     /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints
@@ -281,10 +291,11 @@ impl Failure<'_> {
         timeout_ns: u64,
     ) -> String {
         let work = view.work(rank, collective);
+        let (kind, dtype) = self.issued_call(view, rank, collective);
         crate::pg::work_text(
             self.scenario,
             &self.scenario.ops[work.op],
-            (self.issued_kind(view, rank, collective), work.bytes),
+            (kind, work.bytes, dtype),
             (work.group, work.seq_num),
             timeout_ns,
         )

@@ -306,8 +306,9 @@ pub(in crate::engine) struct Failure<'s> {
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
     dumped: Vec<bool>,
-    /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
-    issued_instead: HashMap<(u32, u32), CollectiveKind>,
+    /// (rank, collective record) → the collective and element type a mismatch fault issued
+    /// instead of the op's.
+    issued_instead: HashMap<(u32, u32), (CollectiveKind, DType)>,
     /// (rank, collective record) → when NCCL reported the async error of the network under
     /// it (an `async_error` fault).
     failed_works: HashMap<(u32, u32), u64>,
