@@ -1023,7 +1023,11 @@ impl<'a, D: Device> Executor<'a, D> {
             work_text(
                 self.scenario,
                 op,
-                (call.kind, call.bytes),
+                (
+                    call.kind,
+                    call.bytes,
+                    op.kind.call_dtype(&self.scenario.tensors)
+                ),
                 (call.group, call.seq_num),
                 g.timeout_ns
             ),

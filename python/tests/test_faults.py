@@ -196,6 +196,35 @@ size = "3MiB"
     assert record["bytes"] == 3 << 20
 
 
+def test_a_mismatch_of_another_dtype_issues_a_buffer_of_that_dtype(resolve, interpret,
+                                                                    tmp_path):
+    source = scenario_file(tmp_path, "dtype_mismatch", """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "x"
+[[fault]]
+ranks = [0]
+at = "ar"
+iteration = 1
+kind = "mismatch"
+dtype = "bf16"
+""")
+    path, scenario = resolve(source)
+    assert scenario["faults"][0]["kind"]["dtype"] == "bf16"
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    # The op's tensor as bf16: as many elements (262144), half the bytes.
+    assert ["ones", "262144", "bfloat16"] in calls
+    records = document["ranks"][0]["collectives"]
+    assert [c["bytes"] for c in records] == [1 << 20, 512 << 10]
+
+
 def waits_with_timeout(scenario):
     for op in scenario["ops"]:
         if op["kind"]["kind"] == "wait":

@@ -214,6 +214,50 @@ fn a_subgroup_s_size_mismatch_imports_to_that_group_and_size() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Two ranks all_reduce 4 MiB of f32; rank 1 issues the same tensor as bf16 (as many elements,
+/// half the bytes).
+const DTYPE_MISMATCH: &str = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+    [tensors]\ng = \"4MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+    [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\ndtype = \"bf16\"\n";
+
+/// The dtype mismatch's dumps in `dir/dumps`.
+fn dtype_dumps(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let scenario = dir.join("dtype.toml");
+    std::fs::write(&scenario, DTYPE_MISMATCH).unwrap();
+    let dumps = dir.join("dumps");
+    let report = dump(scenario.to_str().unwrap(), &dumps);
+    assert!(
+        report.contains("rank 0 issued ALLREDUCE of 4MiB f32")
+            && report.contains("rank 1 issued ALLREDUCE of 2MiB bf16"),
+        "{report}"
+    );
+    dumps
+}
+
+#[test]
+fn a_dtype_mismatch_s_dumps_import_to_that_dtype_not_to_a_size() {
+    let dir = scratch("dtype");
+    let dumps = dtype_dumps(&dir);
+    let scenario = dir.join("imported.toml");
+    let verdict = import(&dumps, &scenario);
+    assert!(
+        verdict.contains("ranks disagree on the op at 1 (world)"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("rank 0 issued ALLREDUCE of 4MiB f32")
+            && verdict.contains("rank 1 issued ALLREDUCE of 2MiB bf16"),
+        "{verdict}"
+    );
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    assert!(
+        text.ends_with("kind = \"mismatch\"\ndtype = \"bf16\"\n"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_scenario_s_dump_prefix_places_the_files() {
     let dir = scratch("prefix");
@@ -401,6 +445,11 @@ fn torchfrtrace_names_the_culprits_the_simulator_named() {
     assert!(
         mismatch.contains("Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH"),
         "{mismatch}"
+    );
+    let dtype = analyse(&dtype_dumps(&dir.join("dtype")));
+    assert!(
+        dtype.contains("Culprit rank 1; Error type: COLLECTIVE_DTYPE_MISMATCH, Expected dtypes: '{'Float'}' does not match found dtype: '{'Float'}/{'BFloat16'}/{'BFloat16'}'"),
+        "{dtype}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

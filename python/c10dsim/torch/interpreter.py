@@ -332,7 +332,7 @@ class Interpreter:
         self.mismatch_buffers = {}
         for fault in scenario["faults"]:
             if self.rank in fault["ranks"] and fault["kind"]["kind"] == "mismatch":
-                self.mismatch_buffer(scenario["ops"][fault["op"]], fault["kind"])
+                self.mismatch_buffer(fault["kind"])
         self.limit_memory()
         self.calibrate_sleep()
         torch.cuda.synchronize()
@@ -439,12 +439,11 @@ class Interpreter:
                 self.all_to_all_outputs[id(buffer)] = self.torch.empty(
                     buffer.numel(), dtype=buffer.dtype, device=self.device)
 
-    def mismatch_buffer(self, op, mismatch):
-        """The scratch buffer a ``mismatch`` fault issues its collective on, of its size and the
-        op's element type (f32 for a barrier), with a receive buffer for an all_to_all: made at
-        setup, so that the faulty call is timed as the op's would be."""
-        kind = op["kind"]
-        dtype = self.scenario["tensors"][kind["tensor"]]["dtype"] if "tensor" in kind else "f32"
+    def mismatch_buffer(self, mismatch):
+        """The scratch buffer a ``mismatch`` fault issues its collective on, of its size and
+        element type (the op's, unless the fault names another), with a receive buffer for an
+        all_to_all: made at setup, so that the faulty call is timed as the op's would be."""
+        dtype = mismatch["dtype"]
         key = (dtype, mismatch["size_bytes"])
         if key not in self.mismatch_buffers:
             numel = max(1, mismatch["size_bytes"] // DTYPES[dtype][1])
@@ -588,13 +587,13 @@ class Interpreter:
 
     def issue_mismatch(self, op, mismatch, iteration):
         """A ``mismatch`` fault (R16): in place of the op's call(s), one call of the fault's
-        collective and size on the op's group (the peer, for a send or receive), on its scratch
-        buffer. It is the op's call as PyTorch sees it: it takes the group's next SeqNum, is
+        collective, size and element type on the op's group (the peer, for a send or receive),
+        on its scratch buffer. It is the op's call as PyTorch sees it: it takes the group's next SeqNum, is
         synchronous or not as the op, and its Work is the op's."""
         kind = op["kind"]
         group_index = kind["group"]
         async_op = kind.get("async_op", False)
-        buffer = self.mismatch_buffer(op, mismatch)
+        buffer = self.mismatch_buffer(mismatch)
         ready = self.gpu_time(self.current)
         start = self.clock()
         work = self.issue(mismatch["collective"], buffer, self.groups[group_index], group_index,

@@ -11,7 +11,7 @@ use crate::flight_recorder::{
 };
 use crate::pg::faults::RankFaults;
 use crate::pg::work::WATCHDOG_POLL_NS;
-use crate::scenario::{DType, FaultKind, OpKind, Scenario};
+use crate::scenario::{FaultKind, OpKind, Scenario};
 use crate::timeline::CollectiveRecord;
 
 /// The first poll of the watchdog (every 100 ms from 0) at or after `at_ns`.
@@ -55,15 +55,20 @@ pub(super) fn dump(
         .collect();
     // PyTorch records a send or receive under the group it was called on (the default one).
     let process_group = |group: u16| scenario.process_group(usize::from(group));
-    // The collective a record's call issued: the op's, or a mismatch fault's in its place.
+    // The collective and element type a record's call issued: the op's, or a mismatch
+    // fault's in its place.
     let issued = |record: &CollectiveRecord| {
         let op = &scenario.ops[record.op as usize];
         match faults.at(op.index, record.iteration).map(|f| &f.kind) {
-            Some(FaultKind::Mismatch { collective, .. }) => *collective,
-            _ => op
-                .kind
-                .collective()
-                .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
+            Some(FaultKind::Mismatch {
+                collective, dtype, ..
+            }) => (*collective, *dtype),
+            _ => (
+                op.kind
+                    .collective()
+                    .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
+                op.kind.call_dtype(&scenario.tensors),
+            ),
         }
     };
     // Every call the rank made before the dump, in order: a summarised run's folded calls
@@ -92,7 +97,7 @@ pub(super) fn dump(
         })
         .chain(created.iter().map(|record| Call {
             process_group: process_group(record.group),
-            point_to_point: issued(record).is_point_to_point(),
+            point_to_point: issued(record).0.is_point_to_point(),
             seq_num: record.seq_num(),
             started_ns: record.kernel_start_ns,
             end_ns: record.end_ns,
@@ -173,12 +178,8 @@ pub(super) fn dump(
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
             let group = process_group(record.group);
-            let dtype = match op.kind {
-                OpKind::Collective { tensor, .. } => scenario.tensors[tensor].dtype,
-                _ => DType::F32,
-            };
             let barrier = matches!(op.kind, OpKind::Barrier { .. });
-            let kind = issued(record);
+            let (kind, dtype) = issued(record);
             let members = scenario.groups[group].ranks.len() as u64;
             let numel = record.bytes / dtype.size_bytes();
             let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
@@ -330,11 +331,61 @@ mod tests {
 
     #[test]
     fn a_mismatch_is_recorded_as_the_rank_issued_it() {
-        let dumps = dumps("", "kind = \"mismatch\"\ncollective = \"all_gather\"");
-        let issued = dumps[1].entries.last().unwrap();
+        let gather = dumps("", "kind = \"mismatch\"\ncollective = \"all_gather\"");
+        let issued = gather[1].entries.last().unwrap();
         assert_eq!(issued.profiling_name, "nccl:_all_gather_base");
         assert_eq!(issued.input_sizes, [[1 << 19]]);
         assert_eq!(issued.output_sizes, [[1 << 20]]);
+        // The same tensor as bf16: as many elements, of another type.
+        let bf16 = dumps("", "kind = \"mismatch\"\ndtype = \"bf16\"");
+        let (expected, issued) = (&bf16[0].entries[2], &bf16[1].entries[2]);
+        assert_eq!(
+            (&expected.input_sizes, &expected.input_dtypes),
+            (&vec![vec![1 << 20]], &vec!["Float".to_string()])
+        );
+        assert_eq!(
+            (&issued.input_sizes, &issued.output_dtypes),
+            (&vec![vec![1 << 20]], &vec!["BFloat16".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_dtype_mismatch_is_found_and_its_work_counts_its_own_elements_r16() {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [tensors]\ng = \"4MiB\"\n[[op]]\nlabel = \"c\"\nall_reduce = \"g\"\n\
+             [[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [1]\nat = \"c\"\nkind = \"mismatch\"\ndtype = \"bf16\"\n";
+        let timeline = crate::engine::simulate(&parse("fr.toml", text).unwrap());
+        let mismatch = (timeline.findings.iter())
+            .find(|f| f.kind == crate::timeline::FindingKind::Mismatch)
+            .expect("a mismatch finding");
+        assert!(
+            mismatch.message.contains(
+                "rank 0 issued ALLREDUCE of 4MiB f32 (c, line 8), rank 1 issued ALLREDUCE of 2MiB bf16"
+            ),
+            "{}",
+            mismatch.message
+        );
+        let fault = (timeline.watchdog.iter())
+            .find(|r| r.message.contains("fault: issues"))
+            .expect("the fault's record");
+        assert!(
+            fault.message.contains("issues ALLREDUCE of 2MiB bf16 at c"),
+            "{}",
+            fault.message
+        );
+        // Rank 1's timed-out Work counts bf16 elements: 1 Mi of them, as rank 0's f32.
+        let timeouts: Vec<&str> = (timeline.findings.iter())
+            .filter(|f| f.kind == crate::timeline::FindingKind::WatchdogTimeout)
+            .map(|f| f.message.as_str())
+            .collect();
+        assert_eq!(timeouts.len(), 2, "{timeouts:?}");
+        assert!(
+            timeouts
+                .iter()
+                .all(|m| m.contains("NumelIn=1048576, NumelOut=1048576")),
+            "{timeouts:?}"
+        );
     }
 
     #[test]

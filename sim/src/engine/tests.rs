@@ -531,6 +531,29 @@ fn an_out_of_memory_ends_the_process_and_its_gpu_work_with_it_r20_r31() {
 }
 
 #[test]
+fn ranks_that_all_reduce_the_same_bytes_of_other_dtypes_disagree_r16() {
+    // Rank 0 reduces 1 MiB of f32, rank 1 1 MiB of bf16 at the same SeqNum: NCCL would reduce
+    // 262144 floats against 524288 bfloat16s (a hang or garbage), so the calls disagree.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+        [tensors]\nx = \"1MiB\"\nb = { size = \"1MiB\", dtype = \"bf16\" }\n\
+        [[op]]\nranks = [0]\nall_reduce = \"x\"\n[[op]]\nranks = [1]\nall_reduce = \"b\"\n";
+    let timeline = simulate(&parse("dtypes.toml", text).unwrap());
+    let mismatch = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::Mismatch)
+        .expect("a mismatch finding");
+    assert!(
+        mismatch
+            .message
+            .contains("rank 0 issued ALLREDUCE of 1MiB f32")
+            && mismatch
+                .message
+                .contains("rank 1 issued ALLREDUCE of 1MiB bf16"),
+        "{}",
+        mismatch.message
+    );
+}
+
+#[test]
 fn a_collective_whose_wait_never_released_keeps_its_record_on_every_rank_r16() {
     // Found by the property test (its seed in sim/tests/properties.proptest-regressions):
     // ranks 0-1 complete world's third all_reduce, then their processes end before the wait's

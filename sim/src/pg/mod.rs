@@ -820,20 +820,19 @@ fn declared_accesses(op: &Op, out: &mut Vec<Step>) {
 }
 
 /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints a
-/// Work, for a call of `kind` over `bytes` issued by `op` (element counts, as PyTorch counts
-/// them: a barrier's is its one element).
+/// Work, for a call of `kind` over `bytes` of `dtype` issued by `op` (element counts, as
+/// PyTorch counts them: a barrier's is its one element).
 pub fn work_text(
     scenario: &Scenario,
     op: &Op,
-    (kind, bytes): (CollectiveKind, u64),
+    (kind, bytes, dtype): (CollectiveKind, u64, DType),
     (group, seq): (GroupId, u64),
     timeout_ns: u64,
 ) -> String {
-    let element_bytes = match op.kind {
-        OpKind::Collective { tensor, .. } => scenario.tensors[tensor].dtype.size_bytes(),
-        _ => 1,
+    let numel = match op.kind {
+        OpKind::Collective { .. } => bytes / dtype.size_bytes(),
+        _ => bytes,
     };
-    let numel = bytes / element_bytes;
     let members = scenario.groups[group].ranks.len() as u64;
     let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
     format!(

@@ -306,7 +306,7 @@ fn a_work_prints_element_counts_as_pytorch_does() {
     let text = "[cluster]\nranks = 4\n[tensors]\nx = { size = \"4KiB\", dtype = \"bf16\" }\n[[op]]\nall_gather = \"x\"\n";
     let scenario = parse("pg.toml", text).unwrap();
     let op = &scenario.ops[0];
-    let gather = (CollectiveKind::AllGather, 4096);
+    let gather = (CollectiveKind::AllGather, 4096, DType::Bf16);
     assert_eq!(
         work_text(&scenario, op, gather, (0, 3), 600_000_000_000),
         "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"

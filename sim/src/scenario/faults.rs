@@ -118,6 +118,7 @@ impl Resolver<'_> {
             OpKind::Barrier { .. } => Some((CollectiveKind::AllReduce, 1)),
             _ => None,
         };
+        let issued_dtype = op.kind.call_dtype(tensors);
         let kind_name = raw.kind.get_ref().as_str();
         let mut allowed: &[&str] = &[];
         let kind = match kind_name {
@@ -164,7 +165,7 @@ impl Resolver<'_> {
                         }
                     }
                     _ => {
-                        allowed = &["collective", "size"];
+                        allowed = &["collective", "size", "dtype"];
                         let collective = match &raw.collective {
                             None => issued,
                             Some(name) => CollectiveKind::from_key(name.get_ref()).ok_or_else(|| {
@@ -178,19 +179,38 @@ impl Resolver<'_> {
                                 )
                             })?,
                         };
-                        let size_bytes = match &raw.size {
-                            None => issued_bytes,
-                            Some(size) => self.fault_size(size)?,
+                        let dtype = match &raw.dtype {
+                            None => issued_dtype,
+                            Some(name) => DType::parse(name.get_ref()).ok_or_else(|| {
+                                self.error(
+                                    name.span(),
+                                    format!(
+                                        "unknown dtype {:?}; expected f32, bf16 or f16",
+                                        name.get_ref()
+                                    ),
+                                )
+                            })?,
                         };
-                        if (collective, size_bytes) == (issued, issued_bytes) {
+                        // Without a size, the op's tensor as another dtype: as many elements.
+                        let size_bytes = match (&raw.size, &raw.dtype) {
+                            (Some(size), _) => self.fault_size(size, dtype)?,
+                            (None, None) => issued_bytes,
+                            (None, Some(_)) => {
+                                issued_bytes.div_ceil(issued_dtype.size_bytes())
+                                    * dtype.size_bytes()
+                            }
+                        };
+                        if (collective, size_bytes, dtype) == (issued, issued_bytes, issued_dtype)
+                        {
                             return Err(self.error(
                                 raw.kind.span(),
-                                "a mismatch fault needs collective = … or size = … differing from the op's",
+                                "a mismatch fault needs collective = …, size = … or dtype = … differing from the op's",
                             ));
                         }
                         FaultKind::Mismatch {
                             collective,
                             size_bytes,
+                            dtype,
                         }
                     }
                 }
@@ -207,6 +227,7 @@ impl Resolver<'_> {
         let extras = [
             ("collective", raw.collective.as_ref().map(|v| v.span())),
             ("size", raw.size.as_ref().map(|v| v.span())),
+            ("dtype", raw.dtype.as_ref().map(|v| v.span())),
             ("after_us", raw.after_us.as_ref().map(|v| v.span())),
         ];
         for (key, span) in extras {
@@ -224,7 +245,8 @@ impl Resolver<'_> {
         })
     }
 
-    fn fault_size(&self, size: &Spanned<toml::Value>) -> Result<u64> {
+    /// `fault.size`: a whole number of `dtype` elements, 1 B to 1 TiB.
+    fn fault_size(&self, size: &Spanned<toml::Value>, dtype: DType) -> Result<u64> {
         let text = match size.get_ref() {
             toml::Value::String(text) => text.clone(),
             toml::Value::Integer(bytes) => bytes.to_string(),
@@ -236,11 +258,18 @@ impl Resolver<'_> {
             }
         };
         match parse_size_bytes(&text) {
-            Ok(bytes) if (1..=1 << 40).contains(&bytes) => Ok(bytes),
-            Ok(bytes) => Err(self.error(
+            Ok(bytes) if !(1..=1 << 40).contains(&bytes) => Err(self.error(
                 size.span(),
                 format!("fault.size must be between 1 B and 1 TiB, found {bytes} B"),
             )),
+            Ok(bytes) if bytes % dtype.size_bytes() != 0 => Err(self.error(
+                size.span(),
+                format!(
+                    "fault.size {bytes} B is not a whole number of {} elements",
+                    dtype.as_str()
+                ),
+            )),
+            Ok(bytes) => Ok(bytes),
             Err(message) => Err(self.error(size.span(), message)),
         }
     }
@@ -367,7 +396,31 @@ mod tests {
             scenario.faults[0].kind,
             FaultKind::Mismatch {
                 collective: crate::scenario::CollectiveKind::AllReduce,
-                size_bytes: 2 << 20
+                size_bytes: 2 << 20,
+                dtype: crate::scenario::DType::F32,
+            }
+        );
+        // Another dtype alone: the op's tensor as that type, as many elements.
+        let mismatch = |keys: &str| {
+            let text = format!(
+                "{PROGRAM}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\n{keys}"
+            );
+            parse("f.toml", &text).unwrap().faults[0].kind.clone()
+        };
+        assert_eq!(
+            mismatch("dtype = \"bf16\"\n"),
+            FaultKind::Mismatch {
+                collective: crate::scenario::CollectiveKind::AllReduce,
+                size_bytes: 512 << 10,
+                dtype: crate::scenario::DType::Bf16,
+            }
+        );
+        assert_eq!(
+            mismatch("dtype = \"bf16\"\nsize = \"1MiB\"\n"),
+            FaultKind::Mismatch {
+                collective: crate::scenario::CollectiveKind::AllReduce,
+                size_bytes: 1 << 20,
+                dtype: crate::scenario::DType::Bf16,
             }
         );
     }
@@ -389,6 +442,38 @@ mod tests {
         let (line, _, message) = error(&fault("ranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\n"));
         assert_eq!(line, 16);
         assert!(message.contains("differing from the op's"), "{message}");
+        let (line, _, message) = error(&fault(
+            "ranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\ndtype = \"f32\"\n",
+        ));
+        assert_eq!(line, 16);
+        assert!(
+            message.contains("size = … or dtype = … differing from the op's"),
+            "{message}"
+        );
+        let (line, column, message) = error(&fault(
+            "ranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\ndtype = \"f64\"\n",
+        ));
+        assert_eq!((line, column), (17, 9));
+        assert!(
+            message.contains("unknown dtype \"f64\"; expected f32, bf16 or f16"),
+            "{message}"
+        );
+        let (line, _, message) = error(&fault(
+            "ranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\ndtype = \"f32\"\nsize = 6\n",
+        ));
+        assert_eq!(line, 18);
+        assert!(
+            message.contains("fault.size 6 B is not a whole number of f32 elements"),
+            "{message}"
+        );
+        let (line, _, message) = error(&fault(
+            "ranks = [1]\nat = \"ar\"\nkind = \"hang\"\ndtype = \"bf16\"\n",
+        ));
+        assert_eq!(line, 17);
+        assert!(
+            message.contains("dtype does not apply to a hang fault"),
+            "{message}"
+        );
         let (line, _, message) = error(&fault("ranks = [1]\nat = \"ar\"\nkind = \"skip\"\n"));
         assert_eq!(line, 16);
         assert!(message.contains("use kind = \"hang\""), "{message}");

@@ -512,7 +512,7 @@ impl ErrorHandling {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     F32,
@@ -786,6 +786,15 @@ impl OpKind {
         }
     }
 
+    /// The element type of what the op's NCCL calls move: its tensor's; f32 for any other op
+    /// (a barrier's one-element tensor).
+    pub fn call_dtype(&self, tensors: &[Tensor]) -> DType {
+        match *self {
+            OpKind::Collective { tensor, .. } => tensors[tensor].dtype,
+            _ => DType::F32,
+        }
+    }
+
     /// The scenario key that names this operation.
     pub fn key(&self) -> &'static str {
         match self {
@@ -862,11 +871,12 @@ pub enum FaultKind {
     /// The host hangs for good before the op (a stuck data loader): the process and its GPU
     /// work stay, the others' collectives time out.
     Hang,
-    /// The rank issues a different collective or size: NCCL hangs or corrupts; the model
-    /// reports it and hangs.
+    /// The rank issues a different collective, size or element type: NCCL hangs or corrupts;
+    /// the model reports it and hangs.
     Mismatch {
         collective: CollectiveKind,
         size_bytes: u64,
+        dtype: DType,
     },
     /// The process dies before the op: its host stops, its kernels vanish.
     Die,

@@ -157,6 +157,8 @@ pub struct RawFault {
     pub collective: Option<Spanned<String>>,
     /// `mismatch`: the size the rank issues instead.
     pub size: Option<Spanned<toml::Value>>,
+    /// `mismatch`: the element type the rank issues instead.
+    pub dtype: Option<Spanned<String>>,
     /// `async_error`: delay from the collective's enqueue to the error.
     pub after_us: Option<Spanned<f64>>,
 }

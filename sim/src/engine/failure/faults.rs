@@ -9,7 +9,7 @@
 
 use super::{seconds, Command, Failure, RunView, Signature};
 use crate::pg::work;
-use crate::scenario::{CollectiveKind, FaultKind, GroupId};
+use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
@@ -35,10 +35,16 @@ impl Failure<'_> {
             FaultKind::Mismatch {
                 collective,
                 size_bytes,
+                dtype,
             } => format!(
-                "[Rank {rank_id}] fault: issues {} of {} at {where_}",
+                "[Rank {rank_id}] fault: issues {} of {}{} at {where_}",
                 collective.op_type(),
-                crate::units::format_size(*size_bytes)
+                crate::units::format_size(*size_bytes),
+                if *dtype == op_spec.kind.call_dtype(&self.scenario.tensors) {
+                    String::new()
+                } else {
+                    format!(" {}", dtype.as_str())
+                }
             ),
             FaultKind::AsyncError { after_ns } => format!(
                 "[Rank {rank_id}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
@@ -84,6 +90,7 @@ impl Failure<'_> {
             Some(FaultKind::Mismatch {
                 collective,
                 size_bytes,
+                ..
             }) => (collective, size_bytes),
             _ => (collective, size_bytes),
         }
@@ -99,17 +106,21 @@ impl Failure<'_> {
         armed: Option<&FaultKind>,
         out: &mut Vec<Command>,
     ) {
-        if let Some(FaultKind::Mismatch { collective, .. }) = armed {
+        if let Some(FaultKind::Mismatch {
+            collective, dtype, ..
+        }) = armed
+        {
             self.issued_instead
-                .insert((rank, collective_index), *collective);
+                .insert((rank, collective_index), (*collective, *dtype));
         }
         if self.signatures.is_some() {
             let work = view.work(rank, collective_index);
+            let (_, dtype) = self.issued_call(view, rank, collective_index);
             self.check_signature(
                 (rank, work.seq_num),
                 (work.group, work.seq, work.op),
                 rendezvous,
-                issued,
+                (issued.0, issued.1, dtype),
                 out,
             );
         }
@@ -125,14 +136,15 @@ impl Failure<'_> {
         }
     }
 
-    /// Calls at one SeqNum must issue the same collective and size (R16); a disagreement is
-    /// reported once and the collective never completes (NCCL hangs or corrupts).
+    /// Calls at one SeqNum must issue the same collective, size and element type (R16); a
+    /// disagreement is reported once and the collective never completes (NCCL hangs or
+    /// corrupts).
     fn check_signature(
         &mut self,
         (rank, seq_num): (u32, u64),
         (group, seq, op): (GroupId, u64, usize),
         rendezvous: u32,
-        (collective, size_bytes): (CollectiveKind, u64),
+        (collective, size_bytes, dtype): (CollectiveKind, u64, DType),
         out: &mut Vec<Command>,
     ) {
         let Some(signatures) = &mut self.signatures else {
@@ -141,12 +153,14 @@ impl Failure<'_> {
         let issued = Signature {
             collective,
             size_bytes,
+            dtype,
             rank,
             op,
             seq_num,
         };
         let first = *signatures.entry((group, seq)).or_insert(issued);
-        if (first.collective.descriptor().counterpart, first.size_bytes) == (collective, size_bytes)
+        let counterpart = first.collective.descriptor().counterpart;
+        if (counterpart, first.size_bytes, first.dtype) == (collective, size_bytes, dtype)
             || (first.rank == rank && first.collective == collective)
             || !self.mismatched.insert((group, seq))
         {
@@ -154,13 +168,20 @@ impl Failure<'_> {
         }
         out.push(Command::PoisonRendezvous { rendezvous });
         let scenario = self.scenario;
-        // The ranks of the class that issued it (ranks that behave alike issue alike).
+        // The ranks of the class that issued it (ranks that behave alike issue alike); the
+        // element types where they differ.
+        let dtypes_differ = first.dtype != dtype;
         let describe = |s: &Signature| {
             format!(
-                "{} issued {} of {} ({}, line {})",
+                "{} issued {} of {}{} ({}, line {})",
                 self.classes.class_members(s.rank).named(),
                 s.collective.op_type(),
                 crate::units::format_size(s.size_bytes),
+                if dtypes_differ {
+                    format!(" {}", s.dtype.as_str())
+                } else {
+                    String::new()
+                },
                 scenario.ops[s.op].display_name(),
                 scenario.ops[s.op].line
             )
@@ -241,21 +262,23 @@ impl Failure<'_> {
         self.raise_uncaught((rank, work.group, op), host_ns, message, out);
     }
 
-    /// The collective kind of a record as issued (a mismatch fault changes it; a barrier's is
-    /// its all_reduce).
-    pub(super) fn issued_kind(
+    /// The collective kind and element type of a record as issued (a mismatch fault changes
+    /// them; a barrier's is its all_reduce of f32).
+    pub(super) fn issued_call(
         &self,
         view: &impl RunView,
         rank: u32,
         collective: u32,
-    ) -> CollectiveKind {
-        if let Some(&kind) = self.issued_instead.get(&(rank, collective)) {
-            return kind;
+    ) -> (CollectiveKind, DType) {
+        if let Some(&issued) = self.issued_instead.get(&(rank, collective)) {
+            return issued;
         }
-        self.scenario.ops[view.work(rank, collective).op]
-            .kind
-            .collective()
-            .map_or(CollectiveKind::AllReduce, |(kind, _)| kind)
+        let kind = &self.scenario.ops[view.work(rank, collective).op].kind;
+        (
+            kind.collective()
+                .map_or(CollectiveKind::AllReduce, |(kind, _)| kind),
+            kind.call_dtype(&self.scenario.tensors),
+        )
     }
 
     /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints
@@ -268,10 +291,11 @@ impl Failure<'_> {
         timeout_ns: u64,
     ) -> String {
         let work = view.work(rank, collective);
+        let (kind, dtype) = self.issued_call(view, rank, collective);
         crate::pg::work_text(
             self.scenario,
             &self.scenario.ops[work.op],
-            (self.issued_kind(view, rank, collective), work.bytes),
+            (kind, work.bytes, dtype),
             (work.group, work.seq_num),
             timeout_ns,
         )

@@ -20,7 +20,7 @@
 use super::host::next_poll_ns as next_tick_ns;
 use crate::fold::Classes;
 use crate::ranks::RankSet;
-use crate::scenario::{CollectiveKind, FaultKind, GroupId, OpKind, Scenario};
+use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId, OpKind, Scenario};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
@@ -275,6 +275,7 @@ pub(in crate::engine) trait RunView {
 struct Signature {
     collective: CollectiveKind,
     size_bytes: u64,
+    dtype: DType,
     rank: u32,
     op: usize,
     /// The Work's `SeqNum` on `rank`.
@@ -305,8 +306,9 @@ pub(in crate::engine) struct Failure<'s> {
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
     dumped: Vec<bool>,
-    /// (rank, collective record) → the collective a mismatch fault issued instead of the op's.
-    issued_instead: HashMap<(u32, u32), CollectiveKind>,
+    /// (rank, collective record) → the collective and element type a mismatch fault issued
+    /// instead of the op's.
+    issued_instead: HashMap<(u32, u32), (CollectiveKind, DType)>,
     /// (rank, collective record) → when NCCL reported the async error of the network under
     /// it (an `async_error` fault).
     failed_works: HashMap<(u32, u32), u64>,

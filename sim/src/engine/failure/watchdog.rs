@@ -545,7 +545,7 @@ impl Failure<'_> {
     ) -> (String, String) {
         let rank_id = self.rank_id(rank);
         let WorkFacts { seq, seq_num, .. } = view.work(rank, collective);
-        let issued = self.issued_kind(view, rank, collective);
+        let (issued, _) = self.issued_call(view, rank, collective);
         let op_type = issued.op_type();
         let group_name = &self.scenario.groups[group].name;
         let header = format!(
