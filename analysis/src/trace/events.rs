@@ -408,45 +408,33 @@ impl<'a> TraceContext<'a> {
         Ok(())
     }
 
-    /// `ProfilerStep#<i>` from the first host call of iteration `i` to the first of the next
-    /// (the last: to its last call's end), as torch.profiler's `step()` marks them.
+    /// `ProfilerStep#<i>` from the end of iteration `i - 1`'s last host call (the first: from
+    /// 0, where the program starts) to the end of iteration `i`'s last, as torch.profiler's
+    /// `step()` at the end of each iteration marks them: host time before an iteration's first
+    /// call (a straggler's injected delay, R16) is that iteration's.
     fn profiler_steps(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
-        let mut open: Option<(u32, u64, u64)> = None;
+        let mut start_ns = 0;
+        let mut open: Option<(u32, u64)> = None;
         for call in &rank.host {
             match open {
-                Some((iteration, start_ns, _)) if iteration != call.iteration => {
+                Some((iteration, end_ns)) if iteration != call.iteration => {
                     let name = format!("ProfilerStep#{iteration}");
-                    sink.slice(
-                        "user_annotation",
-                        &name,
-                        at,
-                        start_ns,
-                        call.start_ns,
-                        json!({}),
-                    )?;
-                    open = Some((call.iteration, call.start_ns, call.end_ns));
+                    sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
+                    start_ns = end_ns;
+                    open = Some((call.iteration, call.end_ns));
                 }
-                Some((iteration, start_ns, end_ns)) => {
-                    open = Some((iteration, start_ns, end_ns.max(call.end_ns)));
-                }
-                None => open = Some((call.iteration, call.start_ns, call.end_ns)),
+                Some((iteration, end_ns)) => open = Some((iteration, end_ns.max(call.end_ns))),
+                None => open = Some((call.iteration, call.end_ns)),
             }
         }
-        if let Some((iteration, start_ns, end_ns)) = open {
+        if let Some((iteration, end_ns)) = open {
             let name = format!("ProfilerStep#{iteration}");
             sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
         }
         Ok(())
     }
 
-    /// Each host call: a `cpu_op`, or, for a call that is one CUDA runtime call
-    /// (`torch.cuda.synchronize()`, `stream.synchronize()`, `event.synchronize()`,
-    /// `event.record()`, `stream.wait_event()`), that call as `cuda_runtime` with its CUPTI
-    /// callback id and a correlation of its own, as torch.profiler writes them. The `op`,
-    /// `line` and `iteration` arguments are c10dsim's. `.item()` stays a `cpu_op`: without the
-    /// stream of its `cudaStreamSynchronize` (a `cuda_sync` event, which needs the Timeline's
-    /// current stream), HTA's critical path loses its kernel-to-kernel edges.
     fn host_calls(&self, rank: &RankTimeline, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
         for (index, call) in rank.host.iter().enumerate() {
