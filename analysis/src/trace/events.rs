@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sim::scenario::CollectiveKind;
 use sim::timeline::{
-    Finding, FindingKind, HostCall, KernelClass, RankTimeline, ThreadKind, Timeline, WatchdogEvent,
+    Finding, FindingKind, HostCall, KernelClass, RankTimeline, StreamWaitRecord, ThreadKind,
+    Timeline, WatchdogEvent,
 };
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -21,6 +22,21 @@ use std::io::{self, Write};
 const HOST_TID: u64 = 1;
 /// CUPTI's callback id of `cudaLaunchKernel`, which torch.profiler writes as `cbid`.
 const CUDA_LAUNCH_KERNEL_CBID: u32 = 211;
+/// `cudaStreamWaitEvent` and its CUPTI callback id.
+const STREAM_WAIT_EVENT: (&str, u32) = ("cudaStreamWaitEvent", 147);
+
+/// The CUDA runtime call (name and CUPTI callback id) that an op's host call is, for the ops
+/// that are one.
+fn runtime_call(key: &str) -> Option<(&'static str, u32)> {
+    Some(match key {
+        "device_sync" => ("cudaDeviceSynchronize", 165),
+        "stream_sync" => ("cudaStreamSynchronize", 131),
+        "event_sync" => ("cudaEventSynchronize", 137),
+        "record_event" => ("cudaEventRecord", 135),
+        "wait_event" => STREAM_WAIT_EVENT,
+        _ => return None,
+    })
+}
 /// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
 const LISTED_RANKS: usize = 30;
 
@@ -39,6 +55,25 @@ pub(super) struct RankIds {
     pub correlation_base: u64,
     /// Stream wait `w` of the rank has flow id `wait_flow_base + w + 1`.
     pub wait_flow_base: u64,
+    /// The rank's CUDA runtime calls other than launches: host call `h` has correlation
+    /// `runtime_correlation_base + h + 1`, the `cudaStreamWaitEvent` of stream wait `w` inside
+    /// a call `runtime_correlation_base + host calls + w + 1`.
+    pub runtime_correlation_base: u64,
+}
+
+impl RankIds {
+    fn host_call_correlation(&self, call: usize) -> u64 {
+        self.runtime_correlation_base + call as u64 + 1
+    }
+
+    fn stream_wait_correlation(&self, rank: &RankTimeline, wait: usize) -> u64 {
+        self.runtime_correlation_base + (rank.host.len() + wait) as u64 + 1
+    }
+
+    /// The correlations a rank's runtime calls other than launches take.
+    pub fn runtime_correlations(rank: &RankTimeline) -> u64 {
+        (rank.host.len() + rank.stream_waits.len()) as u64
+    }
 }
 
 /// The `traceEvents` array being written: one event per line.
@@ -328,11 +363,13 @@ impl<'a> TraceContext<'a> {
         )?;
         // Parents before children: HTA nests slices of equal extent in file order.
         self.profiler_steps(rank, sink)?;
-        self.host_calls(rank, sink)?;
+        self.host_calls(rank, ids, sink)?;
         self.param_comms(rank, sink)?;
         self.cache_releases(rank, sink)?;
-        self.kernels(rank, ids, sink)?;
+        // A call's stream waits come before its launches, as PyTorch issues them; at one time,
+        // file order is host order.
         self.stream_waits(rank, ids, sink)?;
+        self.kernels(rank, ids, sink)?;
         self.races(rank, sink)?;
         self.watchdog(rank, sink)?;
         for mark in &rank.marks {
@@ -371,51 +408,64 @@ impl<'a> TraceContext<'a> {
         Ok(())
     }
 
-    /// `ProfilerStep#<i>` from the first host call of iteration `i` to the first of the next
-    /// (the last: to its last call's end), as torch.profiler's `step()` marks them.
+    /// `ProfilerStep#<i>` from the end of iteration `i - 1`'s last host call (the first: from
+    /// 0, where the program starts) to the end of iteration `i`'s last, as torch.profiler's
+    /// `step()` at the end of each iteration marks them: host time before an iteration's first
+    /// call (a straggler's injected delay, R16) is that iteration's.
     fn profiler_steps(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
-        let mut open: Option<(u32, u64, u64)> = None;
+        let mut start_ns = 0;
+        let mut open: Option<(u32, u64)> = None;
         for call in &rank.host {
             match open {
-                Some((iteration, start_ns, _)) if iteration != call.iteration => {
+                Some((iteration, end_ns)) if iteration != call.iteration => {
                     let name = format!("ProfilerStep#{iteration}");
-                    sink.slice(
-                        "user_annotation",
-                        &name,
-                        at,
-                        start_ns,
-                        call.start_ns,
-                        json!({}),
-                    )?;
-                    open = Some((call.iteration, call.start_ns, call.end_ns));
+                    sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
+                    start_ns = end_ns;
+                    open = Some((call.iteration, call.end_ns));
                 }
-                Some((iteration, start_ns, end_ns)) => {
-                    open = Some((iteration, start_ns, end_ns.max(call.end_ns)));
-                }
-                None => open = Some((call.iteration, call.start_ns, call.end_ns)),
+                Some((iteration, end_ns)) => open = Some((iteration, end_ns.max(call.end_ns))),
+                None => open = Some((call.iteration, call.end_ns)),
             }
         }
-        if let Some((iteration, start_ns, end_ns)) = open {
+        if let Some((iteration, end_ns)) = open {
             let name = format!("ProfilerStep#{iteration}");
             sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
         }
         Ok(())
     }
 
-    fn host_calls(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+    fn host_calls(&self, rank: &RankTimeline, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
         for (index, call) in rank.host.iter().enumerate() {
             let op = &self.timeline.ops[call.op as usize];
-            sink.slice(
-                "cpu_op",
-                &op.host_name,
-                at,
-                call.start_ns,
-                call.end_ns,
-                json!({"op": op.name, "line": op.line, "iteration": call.iteration,
-                    "External id": index + 1}),
-            )?;
+            let args = json!({"op": op.name, "line": op.line, "iteration": call.iteration,
+                "External id": index + 1});
+            let Some((name, cbid)) = runtime_call(&op.key) else {
+                sink.slice(
+                    "cpu_op",
+                    &op.host_name,
+                    at,
+                    call.start_ns,
+                    call.end_ns,
+                    args,
+                )?;
+                continue;
+            };
+            {
+                let mut args = args;
+                args["cbid"] = json!(cbid);
+                args["correlation"] = json!(ids.host_call_correlation(index));
+                if op.key == "wait_event" {
+                    let key = (call.iteration, call.op);
+                    let waits = &rank.stream_waits;
+                    let at = waits.partition_point(|w| (w.iteration, w.op) < key);
+                    if let Some(wait) = waits.get(at).filter(|w| (w.iteration, w.op) == key) {
+                        waited_streams(&mut args, wait);
+                    }
+                }
+                sink.slice("cuda_runtime", name, at, call.start_ns, call.end_ns, args)?;
+            }
         }
         Ok(())
     }
@@ -562,15 +612,35 @@ impl<'a> TraceContext<'a> {
         Ok(())
     }
 
-    /// Every `cudaStreamWaitEvent`: where the event fired on its stream, where the waiting stream
-    /// was released, and an arrow between them. The two ends carry `stream` and no correlation,
-    /// so that HTA reads them as GPU-side marks, not as CUDA calls.
+    /// Every `cudaStreamWaitEvent`: the call on the host, as torch.profiler writes it (a
+    /// `stream.wait_event()` is its own host call; `wait()`'s, a collective's on its input and
+    /// the implicit wait of `async_op=False` are written here, without duration, where the call
+    /// issues them); then c10dsim's own view: where the event fired on its stream, where the
+    /// waiting stream was released, and an arrow between them. Those two ends carry `stream`
+    /// and no correlation, so that HTA reads them as GPU-side marks, not as CUDA calls.
     fn stream_waits(&self, rank: &RankTimeline, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
         let pid = pid(rank.rank);
         for (index, wait) in rank.stream_waits.iter().enumerate() {
             let op = &self.timeline.ops[wait.op as usize];
             let source = (pid, stream_tid(wait.source_stream));
             let waiting = (pid, stream_tid(wait.waiting_stream));
+            if let (Some(host_ns), false) =
+                (stream_wait_host_ns(rank, wait), op.key == "wait_event")
+            {
+                let (name, cbid) = STREAM_WAIT_EVENT;
+                let mut args = json!({"cbid": cbid,
+                    "correlation": ids.stream_wait_correlation(rank, index), "op": op.name,
+                    "iteration": wait.iteration});
+                waited_streams(&mut args, wait);
+                sink.slice(
+                    "cuda_runtime",
+                    name,
+                    (pid, HOST_TID),
+                    host_ns,
+                    host_ns,
+                    args,
+                )?;
+            }
             sink.slice(
                 "stream_wait",
                 "event fired (cudaEventRecord)",
@@ -743,6 +813,35 @@ impl<'a> Launches<'a> {
             _ => (None, enqueue_ns),
         }
     }
+}
+
+/// The streams of a `cudaStreamWaitEvent`, which CUPTI's runtime record does not carry, as
+/// c10dsim's own arguments: `c10dsim stream` the waiting one, `c10dsim wait_on_stream` the
+/// event's (thread ids, as the kernels' `stream`). torch.profiler's `cuda_sync` events would
+/// carry them, but HTA ties those to the `cudaEventRecord` that recorded the event, whose host
+/// time the Timeline does not keep.
+fn waited_streams(args: &mut Value, wait: &StreamWaitRecord) {
+    args["c10dsim stream"] = json!(stream_tid(wait.waiting_stream));
+    args["c10dsim wait_on_stream"] = json!(stream_tid(wait.source_stream));
+}
+
+/// Where on the host a stream wait was issued, which the Timeline does not record: a collective's wait on its input at the call's start, the
+/// implicit wait of `async_op=False` at that wait's start, any other op's at its call's start.
+/// Host calls, collectives and stream waits are in program order, so sorted by (iteration, op).
+fn stream_wait_host_ns(rank: &RankTimeline, wait: &StreamWaitRecord) -> Option<u64> {
+    let key = (wait.iteration, wait.op);
+    let collectives = &rank.collectives;
+    let at = collectives.partition_point(|c| (c.iteration, c.op) < key);
+    if let Some(record) = collectives.get(at).filter(|c| (c.iteration, c.op) == key) {
+        let input = wait.waiting_stream == record.run_stream;
+        return Some(match record.wait {
+            Some(implicit) if implicit.op == record.op && !input => implicit.host_start_ns,
+            _ => record.host_start_ns,
+        });
+    }
+    let at = rank.host.partition_point(|c| (c.iteration, c.op) < key);
+    let call = rank.host.get(at).filter(|c| (c.iteration, c.op) == key)?;
+    Some(call.start_ns)
 }
 
 /// When a finding happened, which the Timeline does not record: the time of the watchdog step

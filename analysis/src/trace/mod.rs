@@ -57,15 +57,18 @@ pub fn write_chrome_trace(timeline: &Timeline, out: &mut dyn Write) -> io::Resul
     serde_json::to_writer(&mut *out, &other_data(timeline))?;
     write!(out, ",\"traceEvents\":[")?;
     let mut sink = events::Sink::new(out, Clock::Nanoseconds);
+    let kernels: u64 = timeline.ranks.iter().map(|r| r.kernels.len() as u64).sum();
     let mut ids = events::RankIds {
         correlation_base: 0,
-        wait_flow_base: timeline.ranks.iter().map(|r| r.kernels.len() as u64).sum(),
+        wait_flow_base: kernels,
+        runtime_correlation_base: kernels,
     };
     for position in 0..timeline.ranks.len() {
         context.rank_events(position, ids, &mut sink)?;
         let rank = &timeline.ranks[position];
         ids.correlation_base += rank.kernels.len() as u64;
         ids.wait_flow_base += rank.stream_waits.len() as u64;
+        ids.runtime_correlation_base += events::RankIds::runtime_correlations(rank);
     }
     context.rankless_findings(0, &mut sink)?;
     let out = sink.finish()?;
@@ -121,6 +124,7 @@ fn write_rank_trace_with(
     let ids = events::RankIds {
         correlation_base: 0,
         wait_flow_base: rank.kernels.len() as u64,
+        runtime_correlation_base: rank.kernels.len() as u64,
     };
     context.rank_events(position, ids, &mut sink)?;
     context.rankless_findings(position, &mut sink)?;

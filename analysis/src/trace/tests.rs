@@ -456,3 +456,33 @@ fn a_timeline_claiming_a_huge_world_or_no_groups_still_writes() {
         .iter()
         .any(|e| e["args"]["name"] == "pt_nccl_watchdg (group ?)"));
 }
+
+#[test]
+fn a_profiler_step_holds_the_host_time_before_its_first_call() {
+    // Rank 1 is 500 µs late before every all_reduce (R16): that delay is in the iteration's own
+    // step, the first one's too, as torch.profiler's step() at each iteration's end marks them.
+    let timeline = simulated("[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 500\n");
+    let (_, _, trace) = &rank_files(&timeline)[1];
+    let steps = named(trace, "ProfilerStep#0")
+        .into_iter()
+        .chain(named(trace, "ProfilerStep#1"))
+        .chain(named(trace, "ProfilerStep#2"))
+        .map(span)
+        .collect::<Vec<_>>();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[0].0, 0.0);
+    for pair in steps.windows(2) {
+        assert_eq!(pair[0].1, pair[1].0, "steps follow one another: {steps:?}");
+    }
+    for (iteration, step) in steps.iter().enumerate() {
+        let first_call = events(trace)
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["args"]["iteration"] == iteration)
+            .map(|e| span(e).0)
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            first_call - step.0 >= 500.0,
+            "{iteration}: {step:?} {first_call}"
+        );
+    }
+}

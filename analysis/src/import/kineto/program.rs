@@ -328,6 +328,13 @@ impl<'t> RankProgram<'t> {
                         continue;
                     }
                     let blocking_end = call_info.end_ns;
+                    // The stream the trace's `cuda_sync` event names, else the inferred one.
+                    let synced = call_info.stream.and_then(|s| self.stream_name(s));
+                    let waiter = synced.map_or(waiter, str::to_string);
+                    let current = match (name, synced) {
+                        ("cudaStreamSynchronize", Some(stream)) => stream.to_string(),
+                        _ => current,
+                    };
                     match name {
                         "cudaEventRecord" | "cudaEventRecordWithFlags" => {
                             let event = self.next_name(1, "e");
@@ -342,7 +349,29 @@ impl<'t> RankProgram<'t> {
                             );
                         }
                         "cudaStreamWaitEvent" => {
-                            if let Some(work) = works.pop_front() {
+                            // On a stream of the program (the trace's `cuda_sync` says which):
+                            // an event recorded there now, after the work issued on it so far.
+                            let source = call_info.waits_on.and_then(|s| self.stream_name(s));
+                            if let Some(source) = source.map(str::to_string) {
+                                let event = self.next_name(1, "e");
+                                self.used_events.insert(event.clone());
+                                push(
+                                    &mut self.plan,
+                                    *at_ns,
+                                    Action::RecordEvent {
+                                        event: event.clone(),
+                                        stream: source,
+                                    },
+                                );
+                                push(
+                                    &mut self.plan,
+                                    *at_ns,
+                                    Action::WaitEvent {
+                                        event,
+                                        stream: waiter,
+                                    },
+                                );
+                            } else if let Some(work) = works.pop_front() {
                                 push(
                                     &mut self.plan,
                                     *at_ns,
@@ -470,6 +499,14 @@ impl<'t> RankProgram<'t> {
                     format!("stream = \"{stream}\"\n")
                 }
             };
+            if let Action::RecordEvent { stream, .. }
+            | Action::WaitEvent { stream, .. }
+            | Action::Wait { stream, .. }
+            | Action::StreamSync { stream }
+            | Action::Item { stream } = &planned.action
+            {
+                declarations.streams.insert(stream.clone());
+            }
             let body = match &planned.action {
                 Action::Comment(_) => continue,
                 Action::Mark(mark) => {

@@ -37,6 +37,13 @@ pub(super) struct RuntimeCall {
     pub(super) start_ns: i64,
     pub(super) end_ns: i64,
     pub(super) correlation: Option<i64>,
+    /// The stream a `cudaStreamWaitEvent` made wait or a `cudaStreamSynchronize` waited for,
+    /// where the trace has its `cuda_sync` event (torch.profiler's `enable_cuda_sync_events`)
+    /// or, in c10dsim's traces, its `c10dsim stream` argument.
+    pub(super) stream: Option<i64>,
+    /// The stream whose event a `cudaStreamWaitEvent` waits on, where its `cuda_sync` event
+    /// (`wait_on_stream`) or c10dsim's `c10dsim wait_on_stream` argument names it.
+    pub(super) waits_on: Option<i64>,
 }
 
 /// A collective call (`record_param_comms`, or `nccl:*` where a trace has none).
@@ -284,6 +291,8 @@ impl Trace {
         }
         let empty = Map::new();
         let mut nccl_annotations = Vec::new();
+        // Per correlation: the stream a `cuda_sync` event synchronised, and the one it waited on.
+        let mut synced_streams: BTreeMap<i64, (i64, Option<i64>)> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
             let Value::Object(event) = event else {
                 continue;
@@ -297,7 +306,12 @@ impl Trace {
             let event_name = event.get("name").and_then(Value::as_str).unwrap_or("");
             let wanted = matches!(
                 category,
-                "kernel" | "gpu_memcpy" | "gpu_memset" | "cuda_runtime" | "cuda_driver"
+                "kernel"
+                    | "gpu_memcpy"
+                    | "gpu_memset"
+                    | "cuda_runtime"
+                    | "cuda_driver"
+                    | "cuda_sync"
             ) || event_name == "record_param_comms"
                 || (category == "user_annotation"
                     && (event_name.starts_with("ProfilerStep#")
@@ -367,7 +381,17 @@ impl Trace {
                     start_ns,
                     end_ns: start_ns + duration_ns,
                     correlation: args.get("correlation").and_then(Value::as_i64),
+                    stream: args.get("c10dsim stream").and_then(Value::as_i64),
+                    waits_on: args.get("c10dsim wait_on_stream").and_then(Value::as_i64),
                 }),
+                "cuda_sync" => {
+                    let stream = args.get("stream").and_then(Value::as_i64);
+                    let correlation = args.get("correlation").and_then(Value::as_i64);
+                    let waits_on = args.get("wait_on_stream").and_then(Value::as_i64);
+                    if let (Some(stream @ 0..), Some(correlation)) = (stream, correlation) {
+                        synced_streams.insert(correlation, (stream, waits_on.filter(|&s| s >= 0)));
+                    }
+                }
                 _ if event_name == "record_param_comms" => {
                     if let Some(comm) =
                         Comm::from_record_param_comms(args, thread, start_ns, duration_ns)
@@ -396,6 +420,12 @@ impl Trace {
                 {
                     trace.comms.push(comm);
                 }
+            }
+        }
+        for call in &mut trace.runtime {
+            if let Some(&(stream, waits_on)) = call.correlation.and_then(|c| synced_streams.get(&c))
+            {
+                (call.stream, call.waits_on) = (Some(stream), waits_on);
             }
         }
         trace.check_and_link()?;
@@ -578,6 +608,12 @@ impl Trace {
         let collective_ops: BTreeSet<usize> =
             self.comm_activity.iter().flatten().copied().collect();
         let mut work_per_stream: BTreeMap<i64, usize> = BTreeMap::new();
+        // A stream the program made wait or synchronised, though it may run nothing.
+        for (call, comm) in self.runtime.iter().zip(&self.comm_of_call) {
+            if let (Some(stream), None) = (call.stream, comm) {
+                work_per_stream.entry(stream).or_default();
+            }
+        }
         for (index, op) in self.gpu.iter().enumerate() {
             if !internal_ops.contains(&index) {
                 let work = usize::from(!collective_ops.contains(&index));
