@@ -179,18 +179,7 @@ impl Resolver<'_> {
                                 )
                             })?,
                         };
-                        let dtype = match &raw.dtype {
-                            None => issued_dtype,
-                            Some(name) => DType::parse(name.get_ref()).ok_or_else(|| {
-                                self.error(
-                                    name.span(),
-                                    format!(
-                                        "unknown dtype {:?}; expected f32, bf16 or f16",
-                                        name.get_ref()
-                                    ),
-                                )
-                            })?,
-                        };
+                        let dtype = self.dtype_or(raw.dtype.as_ref(), issued_dtype)?;
                         // Without a size, the op's tensor as another dtype: as many elements.
                         let size_bytes = match (&raw.size, &raw.dtype) {
                             (Some(size), _) => self.fault_size(size, dtype)?,

@@ -198,6 +198,22 @@ impl Resolver<'_> {
         self.line_column(span.start).0
     }
 
+    /// A `dtype = "bf16"` key, `default` without one; an unknown name is refused at its place.
+    fn dtype_or(&self, name: Option<&Spanned<String>>, default: DType) -> Result<DType> {
+        let Some(name) = name else {
+            return Ok(default);
+        };
+        DType::parse(name.get_ref()).ok_or_else(|| {
+            self.error(
+                name.span(),
+                format!(
+                    "unknown dtype {:?}; expected f32, bf16 or f16",
+                    name.get_ref()
+                ),
+            )
+        })
+    }
+
     fn count(&self, value: &Spanned<i64>, what: &str, min: i64, max: i64) -> Result<u64> {
         let number = *value.get_ref();
         if number < min || number > max {
@@ -1847,18 +1863,7 @@ impl Resolver<'_> {
                         format!("gemm expects [m, n, k] with each between 1 and 1048576, found {dims:?}"),
                     ));
                 }
-                let dtype = match &raw.dtype {
-                    None => DType::Bf16,
-                    Some(name) => DType::parse(name.get_ref()).ok_or_else(|| {
-                        self.error(
-                            name.span(),
-                            format!(
-                                "unknown dtype {:?}; expected f32, bf16 or f16",
-                                name.get_ref()
-                            ),
-                        )
-                    })?,
-                };
+                let dtype = self.dtype_or(raw.dtype.as_ref(), DType::Bf16)?;
                 OpKind::Gemm {
                     m: dims[0] as u64,
                     n: dims[1] as u64,
