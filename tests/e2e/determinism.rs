@@ -6,7 +6,7 @@
 //! unfolded one. (`--trace` writes the per-rank traces' events as one file: `cli.rs` checks it
 //! on one scenario, which keeps this test's cost down; `coalescing`'s is 28 MB.)
 
-use crate::util::{c10dsim, scenarios_dir, stderr};
+use crate::util::{c10dsim, catalogue_files, stderr};
 use sim::timeline::Timeline;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,14 +80,7 @@ fn timeline_of(outputs: &Outputs) -> Timeline {
 #[test]
 fn every_catalogue_scenario_writes_the_same_bytes_in_every_run_folded_or_not() {
     let root = std::env::temp_dir().join(format!("c10dsim-determinism-{}", std::process::id()));
-    let mut paths: Vec<_> = std::fs::read_dir(scenarios_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    paths.sort();
-    assert!(paths.len() > 20);
-    for path in paths {
+    for path in catalogue_files() {
         let file = path.to_str().unwrap();
         // The three processes at once: the test's cost is its slowest scenario's writing.
         let (first, again, unfolded) = std::thread::scope(|scope| {

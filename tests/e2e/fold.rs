@@ -2,18 +2,11 @@
 //! the same report and exits the same with folding as with `--no-fold`, and the fault
 //! scenarios at 100,000 ranks print a summary, not a line per rank.
 
-use crate::util::{c10dsim, scenarios_dir, stderr, stdout};
+use crate::util::{c10dsim, catalogue_files, scenarios_dir, stderr, stdout};
 
 #[test]
 fn every_catalogue_scenario_reports_the_same_folded_and_unfolded() {
-    let mut paths: Vec<_> = std::fs::read_dir(scenarios_dir())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    paths.sort();
-    assert!(paths.len() > 20);
-    for path in paths {
+    for path in catalogue_files() {
         let file = path.to_str().unwrap();
         let folded = c10dsim(&["run", file]);
         let unfolded = c10dsim(&["run", file, "--no-fold"]);

@@ -10,6 +10,18 @@ pub fn scenarios_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
+/// Every catalogue scenario's file (`scenarios/*.toml`), in name order.
+pub fn catalogue_files() -> Vec<PathBuf> {
+    let mut paths: Vec<_> = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() > 20, "the catalogue: {paths:?}");
+    paths
+}
+
 /// Loads a shipped scenario, with `--set`-style overrides.
 pub fn load(name: &str, overrides: &[&str]) -> Scenario {
     let path = scenarios_dir().join(name);
