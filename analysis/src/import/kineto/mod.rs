@@ -105,7 +105,7 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     let _ = writeln!(
         text,
         "# Imported by `c10dsim import kineto` from {} (docs/import.md).",
-        comment_text(&names.join(", "))
+        files_named(&names)
     );
     let _ = writeln!(
         text,
@@ -243,9 +243,38 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     Ok(text)
 }
 
+/// The traces' files for the scenario's header: whole names, as many as fit in about 200
+/// characters, then how many more (a name is never cut in the middle).
+fn files_named(names: &[&str]) -> String {
+    let mut shown = String::new();
+    for (index, name) in names.iter().enumerate() {
+        let name = comment_text(name);
+        if index > 0 && shown.len() + 2 + name.len() > 200 {
+            return format!("{shown} and {} more", names.len() - index);
+        }
+        if index > 0 {
+            shown.push_str(", ");
+        }
+        shown.push_str(&name);
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_header_names_whole_files_then_how_many_more() {
+        let names: Vec<String> = (0..8)
+            .map(|rank| format!("/data/job/traces/worker{rank}/rank{rank}.pt.trace.json"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let header = files_named(&names);
+        assert!(header.ends_with(".pt.trace.json and 4 more"), "{header}");
+        assert!(header.starts_with("/data/job/traces/worker0/rank0.pt.trace.json, "));
+        assert_eq!(files_named(&names[..2]), names[..2].join(", "));
+    }
 
     /// A small trace: a GEMM on stream 7, an all_reduce whose GPU activity is an NCCL kernel on
     /// stream 13, the Work waited, a device synchronisation; one ProfilerStep.
