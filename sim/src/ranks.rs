@@ -73,6 +73,15 @@ impl RankSet {
     }
 
     /// How many ranks.
+    /// `one` for a set of one rank, else `many`: a message's words agree with its ranks.
+    pub fn one_or_many<T>(&self, one: T, many: T) -> T {
+        if self.count() == 1 {
+            one
+        } else {
+            many
+        }
+    }
+
     pub fn count(&self) -> u64 {
         self.0
             .iter()

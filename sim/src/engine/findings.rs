@@ -134,11 +134,10 @@ impl Engine<'_> {
                 .partition(|&&r| self.failure.is_aborted(r, rendezvous.group));
             if !aborted.is_empty() {
                 let aborted = self.ranks_of(&aborted);
-                let its = if aborted.count() == 1 {
-                    "its communicator, its kernel"
-                } else {
-                    "their communicators, their kernels"
-                };
+                let its = aborted.one_or_many(
+                    "its communicator, its kernel",
+                    "their communicators, their kernels",
+                );
                 let aborted = format!(
                     "{} aborted {its} ending at once (R15, R27)",
                     aborted.named()
@@ -154,11 +153,10 @@ impl Engine<'_> {
             let (first_rank, first_stream) =
                 rendezvous.members.iter().copied().min().unwrap_or((0, 0));
             let spinning = self.ranks_of(&spinning);
-            let spin = if spinning.count() == 1 {
-                "started its kernel and spins"
-            } else {
-                "started their kernels and spin"
-            };
+            let spin = spinning.one_or_many(
+                "started its kernel and spins",
+                "started their kernels and spin",
+            );
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
                 rank: Some(self.classes.rank_of(first_rank)),
@@ -201,11 +199,7 @@ impl Engine<'_> {
             let first = waiting[0];
             let op = &scenario.ops[self.ranks[first as usize].blocked_op];
             let waiting = self.ranks_of(&waiting);
-            let wait = if waiting.count() == 1 {
-                "waits"
-            } else {
-                "wait"
-            };
+            let wait = waiting.one_or_many("waits", "wait");
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
                 rank: Some(self.classes.rank_of(first)),
@@ -295,11 +289,7 @@ impl Engine<'_> {
     fn absent_ranks(&self, missing: &[u32], never: &str, before: &str) -> String {
         let (dead, alive): (Vec<u32>, Vec<u32>) = missing.iter().partition(|&&r| self.is_dead(r));
         let dead_ranks = self.ranks_of(&dead);
-        let process = if dead_ranks.count() == 1 {
-            "process"
-        } else {
-            "processes"
-        };
+        let process = dead_ranks.one_or_many("process", "processes");
         let ended = format!(
             "the {process} of {} ended before {before}",
             dead_ranks.named()

@@ -645,22 +645,18 @@ impl Failure<'_> {
         } else if !not_started.is_empty() || !gone_first.is_empty() {
             let mut why = Vec::new();
             if !not_started.is_empty() {
-                let (have, their) = if not_started.count() == 1 {
-                    ("has", "its kernel: its stream is")
-                } else {
-                    ("have", "their kernels: their streams are")
-                };
+                let (have, their) = not_started.one_or_many(
+                    ("has", "its kernel: its stream is"),
+                    ("have", "their kernels: their streams are"),
+                );
                 why.push(format!(
                     "{} {have} not started {their} still busy before it",
                     not_started.named()
                 ));
             }
             if !gone_first.is_empty() {
-                let their = if gone_first.count() == 1 {
-                    "its kernel: its process"
-                } else {
-                    "their kernels: their processes"
-                };
+                let their = gone_first
+                    .one_or_many("its kernel: its process", "their kernels: their processes");
                 why.push(format!(
                     "{} never started {their} ended first",
                     gone_first.named()
