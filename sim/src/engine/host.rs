@@ -260,16 +260,14 @@ impl Engine<'_> {
                     Some(warmth.slowed_ns(self.scenario.host.nccl_launch_latency_ns, cost_ns));
             }
             Step::HostSleep { duration_ns } => self.ranks[rank as usize].host_ns += duration_ns,
-            Step::Record { stream, slot } => {
-                let instance = self.record(rank, stream);
-                let slots = &mut self.ranks[rank as usize].slot_instance;
-                debug_assert_eq!(slot as usize, slots.len());
-                slots.push(instance);
-            }
-            Step::Probe { stream, slot } => {
+            Step::Record { stream, slot } | Step::Probe { stream, slot } => {
                 let instance = self.new_instance(rank, stream);
                 let host_ns = self.ranks[rank as usize].host_ns;
-                self.push(rank, stream, GpuItem::Probe { instance }, host_ns);
+                let item = match step {
+                    Step::Probe { .. } => GpuItem::Probe { instance },
+                    _ => GpuItem::Record { instance },
+                };
+                self.push(rank, stream, item, host_ns);
                 let slots = &mut self.ranks[rank as usize].slot_instance;
                 debug_assert_eq!(slot as usize, slots.len());
                 slots.push(instance);
