@@ -588,8 +588,8 @@ class Interpreter:
     def issue_mismatch(self, op, mismatch, iteration):
         """A ``mismatch`` fault (R16): in place of the op's call(s), one call of the fault's
         collective, size and element type on the op's group (the peer, for a send or receive),
-        on its scratch buffer. It is the op's call as PyTorch sees it: it takes the group's next SeqNum, is
-        synchronous or not as the op, and its Work is the op's."""
+        on its scratch buffer. It is the op's call as PyTorch sees it: it takes the group's next
+        SeqNum, is synchronous or not as the op, and its Work is the op's."""
         kind = op["kind"]
         group_index = kind["group"]
         async_op = kind.get("async_op", False)
