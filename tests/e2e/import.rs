@@ -424,3 +424,110 @@ fn a_simulated_trace_imports_with_its_syncs_waits_and_streams() {
         );
     }
 }
+
+/// The per-rank traces `run --trace-dir` writes of `scenario`, read back as `import kineto`
+/// reads them.
+fn rank_traces_of(scenario: &sim::scenario::Scenario) -> Vec<Trace> {
+    let timeline = sim::engine::simulate(scenario);
+    let writer = analysis::trace::RankTraces::new(&timeline);
+    writer
+        .files()
+        .map(|(position, file_name)| {
+            let mut out = Vec::new();
+            writer.write(position, &mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            Trace::parse(&TraceFile {
+                name: &file_name,
+                text: &text,
+            })
+            .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .collect()
+}
+
+/// Two process groups on the same ranks are two communicators, each with its internal stream
+/// (R9), and a group over every rank beside the default one is not the world: the import keeps
+/// them apart by `record_param_comms`'s `Process Group Name` (it joined them by their ranks,
+/// and the replay ran their collectives one after the other on one stream: +68% busy time).
+#[test]
+fn process_groups_on_the_same_ranks_import_as_separate_groups() {
+    let text = r#"
+name = "groups_on_same_ranks"
+[cluster]
+ranks = 4
+[groups.world]
+eager_init = true
+[groups.a]
+ranks = [0, 1]
+eager_init = true
+[groups.b]
+ranks = [0, 1]
+eager_init = true
+[groups.everyone]
+ranks = [0, 1, 2, 3]
+eager_init = true
+[tensors]
+x = "64MiB"
+[[op]]
+label = "ar_a"
+all_reduce = "x"
+group = "a"
+async_op = true
+work = "wa"
+[[op]]
+label = "ar_b"
+all_reduce = "x"
+group = "b"
+async_op = true
+work = "wb"
+[[op]]
+label = "ar_everyone"
+all_reduce = "x"
+group = "everyone"
+async_op = true
+work = "we"
+[[op]]
+label = "ar_world"
+all_reduce = "x"
+async_op = true
+work = "ww"
+[[op]]
+wait = "wa"
+ranks = [0, 1]
+[[op]]
+wait = "wb"
+ranks = [0, 1]
+[[op]]
+wait = "we"
+[[op]]
+wait = "ww"
+[[op]]
+stream_sync = "current"
+"#;
+    let original = sim::scenario::parse("groups.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let traces = rank_traces_of(&original);
+    let imported = kineto::import_traces(&traces, &KinetoOptions::default()).unwrap();
+    for group in [
+        "[groups.ranks_0_1_pg1]\nranks = [0, 1]",
+        "[groups.ranks_0_1_pg2]\nranks = [0, 1]",
+        "[groups.world_pg3]\nranks = [0, 1, 2, 3]",
+    ] {
+        assert!(imported.contains(group), "{group}:\n{imported}");
+    }
+    let scenario = sim::scenario::parse("import.toml", &imported).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(scenario.groups.len(), 4, "{imported}");
+    let simulated = replay::simulated(&sim::engine::simulate(&scenario));
+    let traced: Vec<StepFigures> = traces.iter().flat_map(replay::traced).collect();
+    assert_eq!(simulated.len(), traced.len());
+    for (traced, simulated) in traced.iter().zip(&simulated) {
+        for (stream, busy_ns) in &traced.busy_ns {
+            let replayed = simulated.busy_ns.get(stream).copied().unwrap_or(0);
+            let error = (replayed as f64 - *busy_ns as f64).abs() / (*busy_ns as f64).max(1.0);
+            assert!(
+                error <= BUSY_TOLERANCE_PCT / 100.0,
+                "rank {}: {stream} busy {busy_ns} ns traced, {replayed} ns replayed",
+                traced.rank
+            );
+        }
+    }
+}

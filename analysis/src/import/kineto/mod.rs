@@ -89,10 +89,10 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
             if missing.len() > 1 { "s" } else { "" }
         ));
     }
-    let mut declarations = Declarations::default();
-    let mut programs = String::new();
     let mut ordered: Vec<&Trace> = traces.iter().collect();
     ordered.sort_by_key(|t| t.rank);
+    let mut declarations = Declarations::new(&ordered);
+    let mut programs = String::new();
     for trace in &ordered {
         let mut program = RankProgram::new(trace, several);
         program.plan(options);

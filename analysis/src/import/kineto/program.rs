@@ -99,14 +99,83 @@ struct Planned {
     action: Action,
 }
 
+/// A process group as a trace names it: its ranks and PyTorch's `Process Group Name`.
+type GroupKey = (Vec<u32>, Option<String>);
+
+/// The scenario's name of every process group the traces' collectives use but the world's:
+/// the default group (`Process Group Name` `"0"`, or unnamed) over every rank is the world. A
+/// group is named by its ranks (`ranks_0_1`); where several groups share those ranks — each its
+/// own communicator and internal stream, R9 —, or where a group other than the default spans
+/// the world (`world`), by its ranks and its name (`ranks_0_1_pg2`, `world_pg1`).
+fn group_names(traces: &[&Trace]) -> BTreeMap<GroupKey, String> {
+    let world_size = traces.first().map_or(0, |trace| trace.world_size);
+    let mut names_of_ranks: BTreeMap<&[u32], BTreeSet<Option<&str>>> = BTreeMap::new();
+    for comm in traces.iter().flat_map(|trace| &trace.comms) {
+        if let Some(ranks) = comm.ranks.as_deref().filter(|ranks| !ranks.is_empty()) {
+            names_of_ranks
+                .entry(ranks)
+                .or_default()
+                .insert(comm.group.as_deref());
+        }
+    }
+    let mut groups = BTreeMap::new();
+    let mut taken = BTreeSet::new();
+    for (ranks, names) in names_of_ranks {
+        let world = ranks.len() as u32 == world_size
+            && ranks.iter().enumerate().all(|(i, r)| *r == i as u32);
+        let stem = if world {
+            "world".to_string()
+        } else {
+            let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+            format!("ranks_{}", list.join("_"))
+        };
+        for name in &names {
+            if world && matches!(name, None | Some("0")) {
+                continue;
+            }
+            let mut group = if names.len() == 1 && !world {
+                stem.clone()
+            } else {
+                let tag: String = name
+                    .unwrap_or("")
+                    .chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .take(48)
+                    .collect();
+                format!("{stem}_pg{tag}")
+            };
+            let base = group.clone();
+            let mut copy = 1;
+            while !taken.insert(group.clone()) {
+                copy += 1;
+                group = format!("{base}_{copy}");
+            }
+            groups.insert((ranks.to_vec(), name.map(str::to_string)), group);
+        }
+    }
+    groups
+}
+
 /// The scenario-wide declarations the ranks' programs need.
 #[derive(Default)]
 pub(super) struct Declarations {
+    /// The name of each process group but the world (see [`group_names`]).
+    group_names: BTreeMap<GroupKey, String>,
     pub(super) tensors: BTreeMap<String, (u64, &'static str)>,
     pub(super) groups: BTreeMap<String, Vec<u32>>,
     pub(super) streams: BTreeSet<String>,
     pub(super) measures: Vec<(String, String, String)>,
     pub(super) item: bool,
+}
+
+impl Declarations {
+    /// Declarations for the programs of `traces`, the job's every rank.
+    pub(super) fn new(traces: &[&Trace]) -> Declarations {
+        Declarations {
+            group_names: group_names(traces),
+            ..Declarations::default()
+        }
+    }
 }
 
 /// The program of one rank, as TOML text, and what it declares.
@@ -166,6 +235,7 @@ impl<'t> RankProgram<'t> {
                     && trace.comm_async[c]
                     && comm.dtype == first.dtype
                     && comm.ranks == first.ranks
+                    && comm.group == first.group
                     && trace.step_of(comm.start_ns) == trace.step_of(first.start_ns)
             };
             if !joinable(index) {
@@ -556,19 +626,10 @@ impl<'t> RankProgram<'t> {
                         let _ = writeln!(body, "{} = \"{tensor}\"", c.key);
                     }
                     if let Some(ranks) = &c.ranks {
-                        let world = ranks.len() as u32 == trace.world_size
-                            && ranks.iter().enumerate().all(|(i, r)| *r == i as u32);
-                        if !world && !ranks.is_empty() {
-                            let group = format!(
-                                "ranks_{}",
-                                ranks
-                                    .iter()
-                                    .map(u32::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join("_")
-                            );
-                            declarations.groups.insert(group.clone(), ranks.clone());
+                        let key = (ranks.clone(), c.group.clone());
+                        if let Some(group) = declarations.group_names.get(&key).cloned() {
                             let _ = writeln!(body, "group = \"{group}\"");
+                            declarations.groups.insert(group, ranks.clone());
                         }
                     }
                     if let Some(work) = work {
@@ -692,6 +753,7 @@ mod tests {
             dtype: "bf16",
             bytes,
             ranks: None,
+            group: None,
         };
         let text = crate::import::kineto::tests::small_trace(0, 2);
         let mut trace = Trace::parse(&TraceFile {

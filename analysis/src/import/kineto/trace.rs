@@ -58,6 +58,10 @@ pub(super) struct Comm {
     pub(super) bytes: u64,
     /// The group's ranks, where the trace names them.
     pub(super) ranks: Option<Vec<u32>>,
+    /// PyTorch's `Process Group Name` (`"0"` the default group, the others numbered in order of
+    /// creation), where the trace names it: two groups on the same ranks are two communicators,
+    /// each with its own internal stream.
+    pub(super) group: Option<String>,
 }
 
 /// A `ProfilerStep#N` on the host.
@@ -683,6 +687,10 @@ impl Comm {
                 ranks.dedup();
                 ranks
             });
+        let group = args.get("Process Group Name").map(|name| match name {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
         Ok(Some(Comm {
             thread,
             start_ns,
@@ -691,6 +699,7 @@ impl Comm {
             dtype,
             bytes: elements.saturating_mul(element_bytes).max(1),
             ranks,
+            group,
         }))
     }
 
@@ -730,6 +739,7 @@ impl Comm {
             dtype,
             bytes: elements.saturating_mul(element_bytes).max(1),
             ranks: None,
+            group: None,
         }))
     }
 }
