@@ -532,6 +532,43 @@ impl<'a> TraceContext<'a> {
                 record.host_end_ns,
                 args,
             )?;
+            if let Some(wait) = &record.wait {
+                // `WorkNCCL::wait` records one too, named `wait`, with no elements and no ranks
+                // (PyTorch passes it no rank start or stride), over the whole wait(): from its
+                // start to the end of the host call it is part of, a blocking wait's polls
+                // included.
+                let call = rank
+                    .host
+                    .partition_point(|c| c.start_ns <= wait.host_start_ns);
+                let end_ns = (call.checked_sub(1).map(|c| &rank.host[c]))
+                    .filter(|c| c.op == wait.op)
+                    .map_or(wait.host_end_ns, |c| c.end_ns.max(wait.host_end_ns));
+                let args = json!({
+                    "Collective name": "wait",
+                    "dtype": "Byte",
+                    "In msg nelems": 0,
+                    "Out msg nelems": 0,
+                    "In split size": "[]",
+                    "Out split size": "[]",
+                    "Group size": 1,
+                    "Process Group Name": group.to_string(),
+                    "Process Group Description": self.group_description(group),
+                    "Process Group Ranks": "[]",
+                    "Rank": members.iter().position(|&member| member == rank.rank)
+                        .map_or(u64::from(rank.rank), |at| at as u64),
+                    "Seq": record.seq_num(),
+                    "op": self.timeline.ops[wait.op as usize].name,
+                    "iteration": record.iteration,
+                });
+                sink.slice(
+                    "cpu_op",
+                    "record_param_comms",
+                    at,
+                    wait.host_start_ns,
+                    end_ns,
+                    args,
+                )?;
+            }
         }
         Ok(())
     }

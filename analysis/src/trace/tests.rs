@@ -2,7 +2,7 @@
 
 use super::events::{listed_ranks, Launches};
 use super::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 use sim::timeline::{Finding, FindingKind, HostCall};
 
 /// Two ranks, 3 iterations (the first a warm-up) of an async all_reduce, a GEMM and a wait.
@@ -171,8 +171,42 @@ fn record_param_comms_sits_inside_each_collective_call_with_pytorch_s_arguments(
     let timeline = simulated("");
     let (_, _, trace) = &rank_files(&timeline)[1];
     let calls = named(trace, "c10d::allreduce_");
-    let params = named(trace, "record_param_comms");
+    let (waits, params): (Vec<&Value>, Vec<&Value>) = named(trace, "record_param_comms")
+        .into_iter()
+        .partition(|p| p["args"]["Collective name"] == "wait");
     assert_eq!((calls.len(), params.len()), (3, 3));
+    // `WorkNCCL::wait` records its own, inside `Work.wait`, around its cudaStreamWaitEvent.
+    let wait_calls = named(trace, "Work.wait");
+    let stream_waits: Vec<&Value> = named(trace, "cudaStreamWaitEvent")
+        .into_iter()
+        .filter(|e| e["args"]["op"] == "wait#2")
+        .collect();
+    assert_eq!(
+        (waits.len(), wait_calls.len(), stream_waits.len()),
+        (3, 3, 3)
+    );
+    for (seq, ((wait, call), stream_wait)) in
+        waits.iter().zip(&wait_calls).zip(&stream_waits).enumerate()
+    {
+        assert!(within(wait, call) && within(call, wait), "{wait}\n{call}");
+        assert!(within(stream_wait, wait));
+        let args = &wait["args"];
+        assert_eq!(
+            (
+                &args["dtype"],
+                &args["In msg nelems"],
+                &args["Out msg nelems"]
+            ),
+            (&json!("Byte"), &json!(0), &json!(0))
+        );
+        assert_eq!(
+            (&args["Group size"], &args["Process Group Ranks"]),
+            (&json!(1), &json!("[]"))
+        );
+        assert_eq!(args["Process Group Name"], "0");
+        assert_eq!(args["Rank"], 1);
+        assert_eq!(args["Seq"], seq + 1);
+    }
     for (seq, (call, param)) in calls.iter().zip(&params).enumerate() {
         assert!(within(param, call));
         let args = &param["args"];
@@ -222,7 +256,17 @@ fn record_param_comms_seq_is_the_work_s_seqnum_and_the_record_keeps_it_where_it_
             )
         })
         .collect();
-    assert_eq!(seqs, [("recv", 1), ("send", 2), ("allreduce", 1)]);
+    // A synchronous send or receive is isend/irecv then wait(), which records its own.
+    assert_eq!(
+        seqs,
+        [
+            ("recv", 1),
+            ("wait", 1),
+            ("send", 2),
+            ("wait", 2),
+            ("allreduce", 1)
+        ]
+    );
 }
 
 #[test]
