@@ -352,6 +352,10 @@ mod tests {
         let no_cuda = import_one(r#"{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]}"#)
             .unwrap_err();
         assert!(no_cuda.message.contains("no CUDA activities"), "{no_cuda}");
+        // Runtime calls show CUDA was recorded: a run whose GPU work never ended (a hang).
+        let no_gpu_work = import_one(r#"{"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 2}]}"#)
+            .unwrap_err();
+        assert_eq!(no_gpu_work.message, "the trace has 1 CUDA runtime call but no GPU activity (no \"kernel\", \"gpu_memcpy\" or \"gpu_memset\" events): no GPU work ended while it was recorded, so there is no program to replay");
         let bad_ts = import_one(
             r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "x", "dur": 2}]}"#,
         )

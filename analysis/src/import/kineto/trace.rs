@@ -474,11 +474,24 @@ impl Trace {
     /// Refuses traces this importer cannot turn into a program, orders everything by time and
     /// joins the calls to their GPU activities and collectives.
     fn check_and_link(&mut self) -> Result<(), ImportError> {
-        if self.gpu.is_empty() {
+        if self.gpu.is_empty() && self.runtime.is_empty() {
             return Err(error(
                 &self.file,
                 None,
                 "the trace has no CUDA activities (no \"kernel\", \"gpu_memcpy\" or \"gpu_memset\" events): record it with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])",
+            ));
+        }
+        if self.gpu.is_empty() {
+            // CUDA activities were recorded (the runtime calls are), but no GPU work ended
+            // while the profiler ran: a run that hung or failed before its first kernel ended.
+            return Err(error(
+                &self.file,
+                None,
+                format!(
+                    "the trace has {} CUDA runtime call{} but no GPU activity (no \"kernel\", \"gpu_memcpy\" or \"gpu_memset\" events): no GPU work ended while it was recorded, so there is no program to replay",
+                    self.runtime.len(),
+                    if self.runtime.len() == 1 { "" } else { "s" }
+                ),
             ));
         }
         if self.runtime.is_empty() {
