@@ -851,9 +851,15 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.memory.collect_pending(|event| passed.contains(&event));
         let size_bytes = self.scenario.tensor_bytes(tensor);
-        // At most one release: after it the request fits or never will.
-        for _ in 0..2 {
-            match self.memory.allocate(tensor, size_bytes, stream) {
+        // At most one release: after it the request fits a new segment or never will (R20).
+        for released in [false, true] {
+            let step = if released {
+                self.memory
+                    .allocate_after_release(tensor, size_bytes, stream)
+            } else {
+                self.memory.allocate(tensor, size_bytes, stream)
+            };
+            match step {
                 AllocStep::Cached(place) => {
                     self.device.bind(tensor, Some(place));
                     return Ok(());

@@ -80,7 +80,7 @@ pub enum AllocStep {
         bytes: u64,
     },
     /// The capacity is reached: wait for [`TensorMemory::pending_events`], call
-    /// [`TensorMemory::release_cache`], then ask again. With `synchronises` the release frees
+    /// [`TensorMemory::release_cache`], then ask [`TensorMemory::allocate_after_release`]. With `synchronises` the release frees
     /// at least one segment with `cudaFree`, which waits for the whole device; without it,
     /// it waits for the pending events alone: expandable segments unmap pages without
     /// `cudaFree`, and pending frees may leave no segment wholly free (R20). Asked even where
@@ -169,14 +169,7 @@ impl<E: Copy> TensorMemory<E> {
         let reserved_before = self.allocator.reserved_bytes();
         match self.allocator.allocate(size_bytes, stream) {
             Allocation::Cached(block) => AllocStep::Cached(self.hand_out(tensor, block)),
-            Allocation::NewSegment(block) => {
-                let place = self.hand_out(tensor, block);
-                self.live_segments.insert(place.segment);
-                AllocStep::NewSegment {
-                    place,
-                    bytes: self.allocator.reserved_bytes() - reserved_before,
-                }
-            }
+            Allocation::NewSegment(block) => self.new_segment(tensor, block, reserved_before),
             Allocation::NeedsRelease => AllocStep::NeedsRelease {
                 synchronises: !self.expandable_segments,
             },
@@ -188,6 +181,32 @@ impl<E: Copy> TensorMemory<E> {
                     && !self.segments_free_after_pending().is_empty(),
             },
             Allocation::OutOfMemory => AllocStep::OutOfMemory,
+        }
+    }
+
+    /// The allocation again after [`TensorMemory::release_cache`]: a new segment or out of
+    /// memory, never a cached block, as PyTorch's retry (`alloc_block`) asks only `cudaMalloc`
+    /// (R20).
+    pub fn allocate_after_release(
+        &mut self,
+        tensor: TensorId,
+        size_bytes: u64,
+        stream: StreamRef,
+    ) -> AllocStep {
+        let reserved_before = self.allocator.reserved_bytes();
+        match self.allocator.allocate_after_release(size_bytes, stream) {
+            Allocation::NewSegment(block) => self.new_segment(tensor, block, reserved_before),
+            _ => AllocStep::OutOfMemory,
+        }
+    }
+
+    /// `block`, the first of a new segment, handed to `tensor`.
+    fn new_segment(&mut self, tensor: TensorId, block: BlockId, reserved_before: u64) -> AllocStep {
+        let place = self.hand_out(tensor, block);
+        self.live_segments.insert(place.segment);
+        AllocStep::NewSegment {
+            place,
+            bytes: self.allocator.reserved_bytes() - reserved_before,
         }
     }
 

@@ -99,9 +99,16 @@ impl Engine<'_> {
         }
         let memory_config = &scenario.memory;
         let size_bytes = scenario.tensor_bytes(tensor);
+        let mut released = false;
         loop {
             let state = &mut self.ranks[rank as usize];
-            match state.memory.books.allocate(tensor, size_bytes, stream) {
+            let books = &mut state.memory.books;
+            let step = if released {
+                books.allocate_after_release(tensor, size_bytes, stream)
+            } else {
+                books.allocate(tensor, size_bytes, stream)
+            };
+            match step {
                 AllocStep::Cached(_) => {
                     state.host_ns += memory_config.alloc_ns;
                     return true;
@@ -127,6 +134,7 @@ impl Engine<'_> {
                         device_idle_ns,
                         segments_freed,
                     });
+                    released = true;
                 }
                 AllocStep::NeedsRelease { synchronises } => {
                     // The release first waits for the events of blocks freed under recordStream
@@ -254,6 +262,30 @@ mod tests {
         assert!(release.host_end_ns >= rank.collectives[0].end_ns);
         // The kernel ends with the process (the OOM kills it), so its own length bounds it.
         assert!(release.host_end_ns < rank.kernels[0].start_ns + 5_000_000);
+    }
+
+    #[test]
+    fn the_retry_after_a_release_asks_only_for_a_new_segment_r20() {
+        // g and k share one 20 MiB segment, `big` fills the rest of the 1 GiB; g, all_reduced
+        // and deleted before `wait()` under recordStream, waits for the NCCL stream's event.
+        // h (8 MiB) fits no cached block and no new segment: the release synchronises g's
+        // event and returns its 8 MiB block, which would fit h, but PyTorch's retry after
+        // release_cached_blocks is `alloc_block` alone (a new segment), so h raises.
+        let text =
+            "[cluster]\nranks = 2\n[memory]\ncapacity_gib = 1\nlifetime = \"record_stream\"\n\
+                    [groups.world]\neager_init = true\n\
+                    [tensors]\ng = \"8MiB\"\nk = \"9MiB\"\nbig = \"1000MiB\"\nh = \"8MiB\"\n\
+                    [[op]]\nalloc = \"g\"\n[[op]]\nalloc = \"k\"\n[[op]]\nalloc = \"big\"\n\
+                    [[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                    [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                    [[op]]\nfree = \"h\"\n[[op]]\nfree = \"k\"\n[[op]]\nfree = \"big\"\n";
+        let timeline = simulate(&parse("retry.toml", text).unwrap());
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::OutOfMemory]);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert_eq!(rank.cache_releases[0].segments_freed, 0);
+        assert!(rank.cache_releases[0].host_end_ns >= rank.collectives[0].end_ns);
     }
 
     #[test]
