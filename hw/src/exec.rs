@@ -898,13 +898,13 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         Err(HwError::OutOfMemory(format!(
-            "{} B for {:?} at {} (line {}) do not fit in the {} B the allocator may reserve, even \
-             after releasing the cache (R20)",
+            "{} {} B for {:?} at {} (line {}), even after releasing the cache (R20)",
+            self.memory
+                .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
             size_bytes,
             self.scenario.tensors[tensor].name,
             op.display_name(),
             op.line,
-            self.scenario.memory.capacity_bytes
         )))
     }
 

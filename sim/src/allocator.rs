@@ -321,6 +321,18 @@ impl CachingAllocator {
     pub fn reserved_bytes(&self) -> u64 {
         self.reserved_bytes
     }
+
+    /// Of blocks in use, whole (as [`MemoryPeaks::peak_allocated_bytes`] counts them).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated_bytes
+    }
+}
+
+/// What PyTorch's out-of-memory error says it "tried to allocate" for a request: the segment
+/// it asked `cudaMalloc` for (`get_allocation_size` of the rounded size), so 4 KiB read as
+/// 2 MiB and 3 MiB as 20 MiB.
+pub fn allocation_bytes(size_bytes: u64) -> u64 {
+    segment_bytes(rounded(size_bytes))
 }
 
 #[cfg(test)]

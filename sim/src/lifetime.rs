@@ -21,6 +21,7 @@
 use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
 use crate::scenario::{Lifetime, Scenario, TensorId};
 use crate::timeline::StreamRef;
+use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeSet;
 
@@ -143,6 +144,23 @@ impl<E: Copy> TensorMemory<E> {
 
     pub fn reserved_bytes(&self) -> u64 {
         self.allocator.reserved_bytes()
+    }
+
+    /// PyTorch's words for a request of `size_bytes` that does not fit (its
+    /// `OutOfMemoryError`, after "CUDA out of memory. "): the size it tried to allocate (the
+    /// segment, R17), the allocator's limit, what is allocated and what is reserved but not,
+    /// in c10's `format_size`.
+    pub fn out_of_memory_text(&self, size_bytes: u64, capacity_bytes: u64) -> String {
+        let allocated = self.allocator.allocated_bytes();
+        let unallocated = self.allocator.reserved_bytes() - allocated;
+        format!(
+            "Tried to allocate {}. {} allowed; Of the allocated memory {} is allocated by \
+             PyTorch, and {} is reserved by PyTorch but unallocated.",
+            format_size_as_pytorch(crate::allocator::allocation_bytes(size_bytes)),
+            format_size_as_pytorch(capacity_bytes),
+            format_size_as_pytorch(allocated),
+            format_size_as_pytorch(unallocated),
+        )
     }
 
     /// Where a tensor lives while it is allocated.

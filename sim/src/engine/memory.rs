@@ -152,7 +152,8 @@ impl Engine<'_> {
                     }
                 }
                 AllocStep::OutOfMemory => {
-                    let reserved = state.memory.books.reserved_bytes();
+                    let pytorch_text = (state.memory.books)
+                        .out_of_memory_text(size_bytes, memory_config.capacity_bytes);
                     let rank_id = state.timeline.rank;
                     let finding = Finding {
                         kind: FindingKind::OutOfMemory,
@@ -161,12 +162,9 @@ impl Engine<'_> {
                         op: Some(op_index as OpRef),
                         stream: Some(state.timeline.streams[stream as usize].name.clone()),
                         message: format!(
-                            "[Rank {rank_id}] CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
+                            "[Rank {rank_id}] CUDA out of memory. {pytorch_text} At {} (line {}), {size_bytes} B asked, even after releasing the cache (R20); the rank's program stopped",
                             scenario.ops[op_index].display_name(),
                             scenario.ops[op_index].line,
-                            size_bytes,
-                            reserved,
-                            memory_config.capacity_bytes,
                         ),
                         stands_for: RankSet::default(),
                     };
@@ -286,6 +284,24 @@ mod tests {
         assert_eq!(rank.cache_releases.len(), 1);
         assert_eq!(rank.cache_releases[0].segments_freed, 0);
         assert!(rank.cache_releases[0].host_end_ns >= rank.collectives[0].end_ns);
+    }
+
+    #[test]
+    fn out_of_memory_says_what_pytorch_tried_to_allocate_r20() {
+        // 4 KiB that fit nowhere: PyTorch's error names the 2 MiB segment it asked for, in
+        // c10's format_size (1 GiB as 1024.00 MiB), and the 1023 MiB tensor's whole block.
+        let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n\
+                    [tensors]\nkeep = \"1023MiB\"\nsmall = \"4KiB\"\n\
+                    [[op]]\nalloc = \"small\"\n[[op]]\nfree = \"small\"\n";
+        let timeline = simulate(&parse("oom.toml", text).unwrap());
+        assert_eq!(timeline.findings.len(), 1);
+        assert_eq!(
+            timeline.findings[0].message,
+            "[Rank 0] CUDA out of memory. Tried to allocate 2.00 MiB. 1024.00 MiB allowed; Of the \
+             allocated memory 1024.00 MiB is allocated by PyTorch, and 0 bytes is reserved by \
+             PyTorch but unallocated. At alloc#0 (line 8), 4096 B asked, even after releasing \
+             the cache (R20); the rank's program stopped"
+        );
     }
 
     #[test]
