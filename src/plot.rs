@@ -93,6 +93,9 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // The one check of the arguments alone; every later error is the CSV's, named by it.
+    args.canvas.check_size().map_err(Failure::input)?;
+    let in_csv = |error: String| Failure::input(format!("{}: {error}", args.csv.display()));
     let (header, records) = crate::sweep::read_rows(&args.csv)?;
     let rows: Vec<Vec<String>> = records
         .iter()
@@ -108,8 +111,7 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
                 by: args.by.as_deref(),
                 filters: &filters,
             };
-            plot::line_chart(&header, &rows, &query)
-                .map_err(|error| Failure::input(format!("{}: {error}", args.csv.display())))
+            plot::line_chart(&header, &rows, &query).map_err(in_csv)
         })
         .collect::<Result<Vec<_>, _>>()?;
     load_font()?;
@@ -118,7 +120,7 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
     } else {
         plot::panels_svg(&charts, args.canvas).map(String::into_bytes)
     }
-    .map_err(Failure::input)?;
+    .map_err(in_csv)?;
     crate::stdio::write_bytes(&args.output, &bytes)?;
     if crate::stdio::is_dash(&args.output) {
         return Ok(0);

@@ -164,9 +164,10 @@ pub fn line_chart(
         };
         let Some((x_number, is_bytes)) = x_value(cell(row, x)) else {
             return Err(format!(
-                "column {:?} holds {:?}, not a finite number or a size",
+                "column {:?} holds {:?} at {}, not a finite number or a size",
                 query.x,
-                cell(row, x)
+                cell(row, x),
+                row_name(header, rows, row_index)
             ));
         };
         any_bytes |= is_bytes;
@@ -265,6 +266,17 @@ fn no_rows_left(
     }
 }
 
+/// A row as a message names it: by its `point` where the CSV has that column, else by its
+/// number among the data rows (1 first).
+fn row_name(header: &[String], rows: &[Vec<String>], row: usize) -> String {
+    header
+        .iter()
+        .position(|h| h == crate::sweep::POINT_COLUMN)
+        .map_or(format!("row {}", row + 1), |i| {
+            format!("point {}", rows[row][i])
+        })
+}
+
 /// Two rows of one line at the same x: the chart would join unrelated points. The message names
 /// the input columns that differ between them (the sweep's axes, when the table is a sweep CSV),
 /// so that `--by` or `--where` can tell them apart.
@@ -288,14 +300,7 @@ fn ambiguous(
         })
         .map(|i| header[i].as_str())
         .collect();
-    let point = |row: usize| {
-        header
-            .iter()
-            .position(|h| h == crate::sweep::POINT_COLUMN)
-            .map_or(format!("row {}", row + 1), |i| {
-                format!("point {}", rows[row][i])
-            })
-    };
+    let point = |row: usize| row_name(header, rows, row);
     let differ = if varying.is_empty() {
         "no input column tells them apart".to_string()
     } else {
@@ -334,14 +339,20 @@ impl Default for Canvas {
 }
 
 impl Canvas {
-    /// Checks the size (16 to 16384 pixels a side) and, for a log y axis, that every y is
-    /// positive.
-    pub fn check(&self, chart: &LineChart) -> Result<(), String> {
+    /// Checks the size: 16 to 16384 pixels a side.
+    pub fn check_size(&self) -> Result<(), String> {
         for (what, px) in [("--width", self.width_px), ("--height", self.height_px)] {
             if !(16..=16_384).contains(&px) {
                 return Err(format!("{what} {px}: expected 16 to 16384 pixels"));
             }
         }
+        Ok(())
+    }
+
+    /// Checks the size and, for a log axis, that every value on it is positive and that the
+    /// axis can span them.
+    pub fn check(&self, chart: &LineChart) -> Result<(), String> {
+        self.check_size()?;
         if self.log_x {
             let bad = chart
                 .series

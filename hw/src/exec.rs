@@ -851,9 +851,15 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.memory.collect_pending(|event| passed.contains(&event));
         let size_bytes = self.scenario.tensor_bytes(tensor);
-        // At most one release: after it the request fits or never will.
-        for _ in 0..2 {
-            match self.memory.allocate(tensor, size_bytes, stream) {
+        // At most one release: after it the request fits a new segment or never will (R20).
+        for released in [false, true] {
+            let step = if released {
+                self.memory
+                    .allocate_after_release(tensor, size_bytes, stream)
+            } else {
+                self.memory.allocate(tensor, size_bytes, stream)
+            };
+            match step {
                 AllocStep::Cached(place) => {
                     self.device.bind(tensor, Some(place));
                     return Ok(());
@@ -892,13 +898,13 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         Err(HwError::OutOfMemory(format!(
-            "{} B for {:?} at {} (line {}) do not fit in the {} B the allocator may reserve, even \
-             after releasing the cache (R20)",
+            "{} {} B for {:?} at {} (line {}), even after releasing the cache (R20)",
+            self.memory
+                .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
             size_bytes,
             self.scenario.tensors[tensor].name,
             op.display_name(),
             op.line,
-            self.scenario.memory.capacity_bytes
         )))
     }
 

@@ -13,7 +13,8 @@
 //! When it would not, the allocator must first release its cache — PyTorch's
 //! `release_cached_blocks`: synchronise the events of blocks still in use elsewhere, then
 //! `cudaFree` every segment that is wholly free, which synchronises the whole device (R20) — and
-//! try again; only when that fails too, or nothing was left to release, is it out of memory. A
+//! try again, for a new segment only (PyTorch's retry is `alloc_block`, not the pool); only when
+//! that fails too, or nothing was left to release, is it out of memory. A
 //! cached block that is split among live tensors keeps its whole segment: that is fragmentation,
 //! and why a large request can force a release although much is free.
 //!
@@ -162,16 +163,34 @@ impl CachingAllocator {
             self.take(block, size);
             return Allocation::Cached(block);
         }
-        let new_bytes = segment_bytes(size);
-        if self.reserved_bytes + new_bytes > self.capacity_bytes {
+        match self.new_segment(size, stream) {
+            Some(block) => Allocation::NewSegment(block),
             // PyTorch's `malloc` releases every wholly free segment and retries whether or not
             // that makes room; only the retry's failure raises.
-            let releasable = (0..self.segments.len()).any(|index| self.wholly_free(index));
-            return if releasable {
+            None if (0..self.segments.len()).any(|index| self.wholly_free(index)) => {
                 Allocation::NeedsRelease
-            } else {
-                Allocation::OutOfMemory
-            };
+            }
+            None => Allocation::OutOfMemory,
+        }
+    }
+
+    /// The retry after [`CachingAllocator::release_cached`] (R20): PyTorch's
+    /// `alloc_block(params, isRetry)`, a new segment or nothing. The pool is not searched again,
+    /// though the release may have returned a fitting block to it (a recordStream free).
+    pub fn allocate_after_release(&mut self, size_bytes: u64, stream: u16) -> Allocation {
+        match self.new_segment(rounded(size_bytes), stream) {
+            Some(block) => Allocation::NewSegment(block),
+            None => Allocation::OutOfMemory,
+        }
+    }
+
+    /// A new segment for a request of `size` bytes (rounded), its first block taken; `None`
+    /// where the segment would take the reserved total past the capacity.
+    fn new_segment(&mut self, size: u64, stream: u16) -> Option<BlockId> {
+        let small = size <= SMALL_REQUEST_BYTES;
+        let new_bytes = segment_bytes(size);
+        if self.reserved_bytes + new_bytes > self.capacity_bytes {
+            return None;
         }
         self.reserved_bytes += new_bytes;
         self.peaks.peak_reserved_bytes = self.peaks.peak_reserved_bytes.max(self.reserved_bytes);
@@ -191,7 +210,7 @@ impl CachingAllocator {
             blocks: vec![block],
         });
         self.take(block, size);
-        Allocation::NewSegment(block)
+        Some(block)
     }
 
     fn wholly_free(&self, segment: usize) -> bool {
@@ -302,6 +321,18 @@ impl CachingAllocator {
     pub fn reserved_bytes(&self) -> u64 {
         self.reserved_bytes
     }
+
+    /// Of blocks in use, whole (as [`MemoryPeaks::peak_allocated_bytes`] counts them).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated_bytes
+    }
+}
+
+/// What PyTorch's out-of-memory error says it "tried to allocate" for a request: the segment
+/// it asked `cudaMalloc` for (`get_allocation_size` of the rounded size), so 4 KiB read as
+/// 2 MiB and 3 MiB as 20 MiB.
+pub fn allocation_bytes(size_bytes: u64) -> u64 {
+    segment_bytes(rounded(size_bytes))
 }
 
 #[cfg(test)]

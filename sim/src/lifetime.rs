@@ -21,6 +21,7 @@
 use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
 use crate::scenario::{Lifetime, Scenario, TensorId};
 use crate::timeline::StreamRef;
+use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeSet;
 
@@ -80,7 +81,7 @@ pub enum AllocStep {
         bytes: u64,
     },
     /// The capacity is reached: wait for [`TensorMemory::pending_events`], call
-    /// [`TensorMemory::release_cache`], then ask again. With `synchronises` the release frees
+    /// [`TensorMemory::release_cache`], then ask [`TensorMemory::allocate_after_release`]. With `synchronises` the release frees
     /// at least one segment with `cudaFree`, which waits for the whole device; without it,
     /// it waits for the pending events alone: expandable segments unmap pages without
     /// `cudaFree`, and pending frees may leave no segment wholly free (R20). Asked even where
@@ -145,6 +146,23 @@ impl<E: Copy> TensorMemory<E> {
         self.allocator.reserved_bytes()
     }
 
+    /// PyTorch's words for a request of `size_bytes` that does not fit (its
+    /// `OutOfMemoryError`, after "CUDA out of memory. "): the size it tried to allocate (the
+    /// segment, R17), the allocator's limit, what is allocated and what is reserved but not,
+    /// in c10's `format_size`.
+    pub fn out_of_memory_text(&self, size_bytes: u64, capacity_bytes: u64) -> String {
+        let allocated = self.allocator.allocated_bytes();
+        let unallocated = self.allocator.reserved_bytes() - allocated;
+        format!(
+            "Tried to allocate {}. {} allowed; Of the allocated memory {} is allocated by \
+             PyTorch, and {} is reserved by PyTorch but unallocated.",
+            format_size_as_pytorch(crate::allocator::allocation_bytes(size_bytes)),
+            format_size_as_pytorch(capacity_bytes),
+            format_size_as_pytorch(allocated),
+            format_size_as_pytorch(unallocated),
+        )
+    }
+
     /// Where a tensor lives while it is allocated.
     pub fn region(&self, tensor: TensorId) -> Option<Region> {
         self.block[tensor].map(|block| self.allocator.region(block))
@@ -169,14 +187,7 @@ impl<E: Copy> TensorMemory<E> {
         let reserved_before = self.allocator.reserved_bytes();
         match self.allocator.allocate(size_bytes, stream) {
             Allocation::Cached(block) => AllocStep::Cached(self.hand_out(tensor, block)),
-            Allocation::NewSegment(block) => {
-                let place = self.hand_out(tensor, block);
-                self.live_segments.insert(place.segment);
-                AllocStep::NewSegment {
-                    place,
-                    bytes: self.allocator.reserved_bytes() - reserved_before,
-                }
-            }
+            Allocation::NewSegment(block) => self.new_segment(tensor, block, reserved_before),
             Allocation::NeedsRelease => AllocStep::NeedsRelease {
                 synchronises: !self.expandable_segments,
             },
@@ -188,6 +199,32 @@ impl<E: Copy> TensorMemory<E> {
                     && !self.segments_free_after_pending().is_empty(),
             },
             Allocation::OutOfMemory => AllocStep::OutOfMemory,
+        }
+    }
+
+    /// The allocation again after [`TensorMemory::release_cache`]: a new segment or out of
+    /// memory, never a cached block, as PyTorch's retry (`alloc_block`) asks only `cudaMalloc`
+    /// (R20).
+    pub fn allocate_after_release(
+        &mut self,
+        tensor: TensorId,
+        size_bytes: u64,
+        stream: StreamRef,
+    ) -> AllocStep {
+        let reserved_before = self.allocator.reserved_bytes();
+        match self.allocator.allocate_after_release(size_bytes, stream) {
+            Allocation::NewSegment(block) => self.new_segment(tensor, block, reserved_before),
+            _ => AllocStep::OutOfMemory,
+        }
+    }
+
+    /// `block`, the first of a new segment, handed to `tensor`.
+    fn new_segment(&mut self, tensor: TensorId, block: BlockId, reserved_before: u64) -> AllocStep {
+        let place = self.hand_out(tensor, block);
+        self.live_segments.insert(place.segment);
+        AllocStep::NewSegment {
+            place,
+            bytes: self.allocator.reserved_bytes() - reserved_before,
         }
     }
 

@@ -102,6 +102,21 @@ pub fn format_size_readable(bytes: u64) -> String {
     }
 }
 
+/// A size as PyTorch's messages write it (c10's `format_size`): bytes up to 1024, then KiB up
+/// to 1 MiB, MiB up to 1 GiB, else GiB, to two decimals (`512 bytes`, `2.00 MiB`,
+/// `1024.00 MiB` for 1 GiB).
+pub fn format_size_as_pytorch(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        0..=KIB => format!("{bytes} bytes"),
+        1025..=MIB => format!("{:.2} KiB", bytes as f64 / KIB as f64),
+        1_048_577..=GIB => format!("{:.2} MiB", bytes as f64 / MIB as f64),
+        _ => format!("{:.2} GiB", bytes as f64 / GIB as f64),
+    }
+}
+
 /// Converts microseconds given as a float (scenario files) to integer nanoseconds, rounding to
 /// the nearest nanosecond.
 pub fn us_to_ns(us: f64) -> u64 {
@@ -125,6 +140,17 @@ mod tests {
         assert_eq!(modelled_ns(f64::INFINITY), MAX_MODELLED_NS);
         assert_eq!(modelled_ns(f64::NAN), MAX_MODELLED_NS);
         assert!(MAX_MODELLED_NS.checked_mul(100).is_some());
+    }
+
+    #[test]
+    fn sizes_read_as_pytorch_writes_them() {
+        assert_eq!(format_size_as_pytorch(512), "512 bytes");
+        assert_eq!(format_size_as_pytorch(1024), "1024 bytes");
+        assert_eq!(format_size_as_pytorch(1536), "1.50 KiB");
+        assert_eq!(format_size_as_pytorch(2 << 20), "2.00 MiB");
+        assert_eq!(format_size_as_pytorch(1 << 30), "1024.00 MiB");
+        assert_eq!(format_size_as_pytorch(25_000_000), "23.84 MiB");
+        assert_eq!(format_size_as_pytorch(3 << 30), "3.00 GiB");
     }
 
     #[test]

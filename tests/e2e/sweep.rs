@@ -729,6 +729,44 @@ fn bad_sweep_keys_name_file_line_and_column() {
 }
 
 #[test]
+fn every_plot_error_about_the_data_names_the_csv_and_an_argument_error_does_not() {
+    let csv = temp("errors.csv");
+    std::fs::write(&csv, "point,x,y\n0,1,1\n1,2,-3\n2,oops,5\n").unwrap();
+    let csv_text = csv.to_str().unwrap();
+    let picture = temp("errors.svg");
+    let error = |extra: &[&str]| {
+        let mut args = vec![
+            "plot",
+            csv_text,
+            "--y",
+            "y",
+            "-o",
+            picture.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let output = c10dsim(&args);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        stderr(&output)
+    };
+    // Found while reading: the file, the column and the row.
+    assert_eq!(
+        error(&["--x", "x"]),
+        format!("c10dsim: {csv_text}: column \"x\" holds \"oops\" at point 2, not a finite number or a size\n")
+    );
+    // Found while drawing: the file too.
+    let only_numbers = ["--x", "x", "--where", "point=1"];
+    assert_eq!(
+        error(&[&only_numbers[..], &["--log-y"]].concat()),
+        format!("c10dsim: {csv_text}: --log-y needs positive values; line \"y\" has -3 at x = 2\n")
+    );
+    // An argument's own error, whatever the file holds: no file named.
+    assert_eq!(
+        error(&[&only_numbers[..], &["--width", "5"]].concat()),
+        "c10dsim: --width 5: expected 16 to 16384 pixels\n"
+    );
+}
+
+#[test]
 fn plot_draws_one_line_per_by_value_with_units_and_run_draws_the_timeline() {
     let csv = temp("plot.csv");
     sweep_to(&csv, &["scenarios/overlap_sweep.toml"]);

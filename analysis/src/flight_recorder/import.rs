@@ -85,6 +85,18 @@ fn dtype(name: &str) -> Option<(DType, u64)> {
     })
 }
 
+/// The dtype name of the tensor a call's size is taken from (its output for an all_gather, else
+/// its input), as the dump wrote it: `Float` when none is recorded.
+fn recorded_dtype(entry: &DumpEntry) -> &str {
+    let output = scenario_key(&entry.profiling_name).is_some_and(|(_, output)| output);
+    let dtypes = if output {
+        &entry.output_dtypes
+    } else {
+        &entry.input_dtypes
+    };
+    dtypes.first().map_or("Float", String::as_str)
+}
+
 fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
     let (key, output) = scenario_key(&entry.profiling_name).ok_or_else(|| {
         error(format!(
@@ -92,12 +104,12 @@ fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
             entry.record_id, entry.collective_seq_id, entry.profiling_name
         ))
     })?;
-    let (sizes, dtypes) = if output {
-        (&entry.output_sizes, &entry.output_dtypes)
+    let sizes = if output {
+        &entry.output_sizes
     } else {
-        (&entry.input_sizes, &entry.input_dtypes)
+        &entry.input_sizes
     };
-    let dtype_name = dtypes.first().map_or("Float", String::as_str);
+    let dtype_name = recorded_dtype(entry);
     let (dtype, element_bytes) = dtype(dtype_name).ok_or_else(|| {
         error(format!(
             "rank {rank}, record_id {}: dtype {:?} of {} is not one c10dsim knows the element size of",
@@ -401,6 +413,20 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
                 None => Some(Departure::Hang),
                 Some(entry) => {
                     let call = call_of(rank, entry)?;
+                    let (own, theirs) = (recorded_dtype(entry), recorded_dtype(step.entry));
+                    if call == step.call && own != theirs {
+                        // Int and Float, say: both f32 of the same bytes to the scenario, which
+                        // would replay them as one call.
+                        return Err(error(format!(
+                            "rank {rank}, record_id {}: {} of dtype {:?} where rank {reference} \
+                             has {:?}: a dtype mismatch the scenario cannot write (its dtypes \
+                             are Float, BFloat16 and Half; another counts as Float of its bytes)",
+                            entry.record_id,
+                            comment_safe(&entry.profiling_name),
+                            comment_safe(own),
+                            comment_safe(theirs),
+                        )));
+                    }
                     (call != step.call).then_some(Departure::Mismatch {
                         key: call.key,
                         size_bytes: call.size_bytes,
@@ -903,6 +929,19 @@ mod tests {
         dumps[0].entries[0].is_p2p = true;
         assert!(message(&dumps).contains("point-to-point entries"));
         assert_eq!(message(&[]), "no dumps to import");
+    }
+
+    #[test]
+    fn an_int_where_another_rank_has_a_float_is_refused_not_replayed_as_one_call() {
+        // Int and Float are both 4-byte f32 to the scenario: importing them as one call would
+        // hide the mismatch torchfrtrace reports.
+        let mut dumps = simulated("", "kind = \"hang\"");
+        dumps[1].entries[0].input_dtypes = vec!["Int".into()];
+        let message = scenario(&dumps, "sim").unwrap_err().message;
+        assert!(
+            message.starts_with("rank 1, record_id 0: nccl:all_reduce of dtype \"Int\" where rank 0 has \"Float\": a dtype mismatch the scenario cannot write"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -99,9 +99,16 @@ impl Engine<'_> {
         }
         let memory_config = &scenario.memory;
         let size_bytes = scenario.tensor_bytes(tensor);
+        let mut released = false;
         loop {
             let state = &mut self.ranks[rank as usize];
-            match state.memory.books.allocate(tensor, size_bytes, stream) {
+            let books = &mut state.memory.books;
+            let step = if released {
+                books.allocate_after_release(tensor, size_bytes, stream)
+            } else {
+                books.allocate(tensor, size_bytes, stream)
+            };
+            match step {
                 AllocStep::Cached(_) => {
                     state.host_ns += memory_config.alloc_ns;
                     return true;
@@ -127,6 +134,7 @@ impl Engine<'_> {
                         device_idle_ns,
                         segments_freed,
                     });
+                    released = true;
                 }
                 AllocStep::NeedsRelease { synchronises } => {
                     // The release first waits for the events of blocks freed under recordStream
@@ -144,7 +152,8 @@ impl Engine<'_> {
                     }
                 }
                 AllocStep::OutOfMemory => {
-                    let reserved = state.memory.books.reserved_bytes();
+                    let pytorch_text = (state.memory.books)
+                        .out_of_memory_text(size_bytes, memory_config.capacity_bytes);
                     let rank_id = state.timeline.rank;
                     let finding = Finding {
                         kind: FindingKind::OutOfMemory,
@@ -153,12 +162,9 @@ impl Engine<'_> {
                         op: Some(op_index as OpRef),
                         stream: Some(state.timeline.streams[stream as usize].name.clone()),
                         message: format!(
-                            "[Rank {rank_id}] CUDA out of memory at {} (line {}): {} B asked with {} B reserved of {} B, even after releasing the cache; the rank's program stopped",
+                            "[Rank {rank_id}] CUDA out of memory. {pytorch_text} At {} (line {}), {size_bytes} B asked, even after releasing the cache (R20); the rank's program stopped",
                             scenario.ops[op_index].display_name(),
                             scenario.ops[op_index].line,
-                            size_bytes,
-                            reserved,
-                            memory_config.capacity_bytes,
                         ),
                         stands_for: RankSet::default(),
                     };
@@ -254,6 +260,48 @@ mod tests {
         assert!(release.host_end_ns >= rank.collectives[0].end_ns);
         // The kernel ends with the process (the OOM kills it), so its own length bounds it.
         assert!(release.host_end_ns < rank.kernels[0].start_ns + 5_000_000);
+    }
+
+    #[test]
+    fn the_retry_after_a_release_asks_only_for_a_new_segment_r20() {
+        // g and k share one 20 MiB segment, `big` fills the rest of the 1 GiB; g, all_reduced
+        // and deleted before `wait()` under recordStream, waits for the NCCL stream's event.
+        // h (8 MiB) fits no cached block and no new segment: the release synchronises g's
+        // event and returns its 8 MiB block, which would fit h, but PyTorch's retry after
+        // release_cached_blocks is `alloc_block` alone (a new segment), so h raises.
+        let text =
+            "[cluster]\nranks = 2\n[memory]\ncapacity_gib = 1\nlifetime = \"record_stream\"\n\
+                    [groups.world]\neager_init = true\n\
+                    [tensors]\ng = \"8MiB\"\nk = \"9MiB\"\nbig = \"1000MiB\"\nh = \"8MiB\"\n\
+                    [[op]]\nalloc = \"g\"\n[[op]]\nalloc = \"k\"\n[[op]]\nalloc = \"big\"\n\
+                    [[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                    [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                    [[op]]\nfree = \"h\"\n[[op]]\nfree = \"k\"\n[[op]]\nfree = \"big\"\n";
+        let timeline = simulate(&parse("retry.toml", text).unwrap());
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [FindingKind::OutOfMemory]);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert_eq!(rank.cache_releases[0].segments_freed, 0);
+        assert!(rank.cache_releases[0].host_end_ns >= rank.collectives[0].end_ns);
+    }
+
+    #[test]
+    fn out_of_memory_says_what_pytorch_tried_to_allocate_r20() {
+        // 4 KiB that fit nowhere: PyTorch's error names the 2 MiB segment it asked for, in
+        // c10's format_size (1 GiB as 1024.00 MiB), and the 1023 MiB tensor's whole block.
+        let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n\
+                    [tensors]\nkeep = \"1023MiB\"\nsmall = \"4KiB\"\n\
+                    [[op]]\nalloc = \"small\"\n[[op]]\nfree = \"small\"\n";
+        let timeline = simulate(&parse("oom.toml", text).unwrap());
+        assert_eq!(timeline.findings.len(), 1);
+        assert_eq!(
+            timeline.findings[0].message,
+            "[Rank 0] CUDA out of memory. Tried to allocate 2.00 MiB. 1024.00 MiB allowed; Of the \
+             allocated memory 1024.00 MiB is allocated by PyTorch, and 0 bytes is reserved by \
+             PyTorch but unallocated. At alloc#0 (line 8), 4096 B asked, even after releasing \
+             the cache (R20); the rank's program stopped"
+        );
     }
 
     #[test]

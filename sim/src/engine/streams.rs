@@ -147,12 +147,17 @@ impl Engine<'_> {
         point
     }
 
-    /// Runs the head of a stream as far as it can go at the current time (R4); a process that
-    /// ended runs nothing more on its GPU.
+    /// Runs the head of a stream as far as it can go at the current time (R4). A process that
+    /// ended runs nothing more on its GPU without a check here: the events of a dead process
+    /// are dropped (`ignored`) and its host pushes nothing, so the one way in for it is a
+    /// kernel's end whose `stream_popped` ended the process as its GPU drained — with nothing
+    /// left to run.
     pub(super) fn advance(&mut self, rank: u32, stream: u16) {
-        if matches!(self.ranks[rank as usize].blocked, Blocked::Dead) {
-            return;
-        }
+        debug_assert!(
+            !matches!(self.ranks[rank as usize].blocked, Blocked::Dead)
+                || self.ranks[rank as usize].drained(),
+            "a process that ended has GPU work to advance"
+        );
         loop {
             let now_ns = self.now_ns;
             let state = &mut self.ranks[rank as usize].streams[stream as usize];
@@ -385,6 +390,18 @@ impl Engine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_that_ends_as_its_gpu_drains_is_advanced_with_nothing_left_r31() {
+        // The program returns at once; the sleep's end drains the GPU, `stream_popped` ends the
+        // process there, and the kernel end's advance then finds it dead with empty streams.
+        let text = "[cluster]\nranks = 1\n[[op]]\ngpu_sleep_us = 1000\n";
+        let timeline = simulate(&crate::scenario::parse("drain.toml", text).unwrap());
+        let rank = &timeline.ranks[0];
+        let end = rank.end.unwrap();
+        assert_eq!(end.status, ExitStatus::Clean);
+        assert_eq!(end.at_ns, Some(rank.kernels[0].end_ns));
+    }
 
     #[test]
     fn a_stream_waiting_for_an_unfired_instance_is_its_waiter_once_however_much_is_pushed() {
