@@ -505,3 +505,61 @@ fn a_process_group_numbers_its_collectives_and_its_sends_apart_whatever_the_peer
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Four ranks, twelve iterations of an all_reduce; rank 2 hangs before the tenth (SeqNum 10),
+/// and each rank's ring buffer keeps its last four entries: SeqNums 1 to 6 are gone.
+const WRAPPED: &str = "repeat = 12\n[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+    [env]\nTORCH_NCCL_DESYNC_DEBUG = 1\nTORCH_FR_BUFFER_SIZE = 4\n[tensors]\ng = \"4MiB\"\n\
+    [[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+    [[fault]]\nranks = [2]\nat = \"ar\"\niteration = 9\nkind = \"hang\"\n";
+
+#[test]
+fn a_wrapped_ring_buffer_s_dumps_replay_with_their_seq_nums() {
+    let dir = scratch("wrapped");
+    let scenario = dir.join("wrapped.toml");
+    std::fs::write(&scenario, WRAPPED).unwrap();
+    let named = "rank 2 never joined collective 10 (ALLREDUCE, world)";
+    let report = dump(scenario.to_str().unwrap(), &dir.join("dumps"));
+    assert!(report.contains(&format!("Diagnosis: {named}")), "{report}");
+    // The importer replays SeqNums 7 to 10 and says where the group's numbers start.
+    let imported = dir.join("imported.toml");
+    let verdict = import(&dir.join("dumps"), &imported);
+    assert!(verdict.contains(named), "{verdict}");
+    let text = std::fs::read_to_string(&imported).unwrap();
+    assert!(text.contains("\nfirst_seq_num = 7 "), "{text}");
+    // The replay's watchdog, desync report and dumps carry the dumps' SeqNums.
+    let replay = dump(imported.to_str().unwrap(), &dir.join("replayed"));
+    assert!(replay.contains("WorkNCCL(SeqNum=10,"), "{replay}");
+    assert!(replay.contains(&format!("Diagnosis: {named}")), "{replay}");
+    let bytes = std::fs::read(dir.join("replayed/nccl_trace_rank_0")).unwrap();
+    let rank0 = analysis::flight_recorder::read(&bytes, 0).unwrap();
+    let numbers: Vec<(u64, u64)> = (rank0.entries.iter())
+        .map(|e| (e.collective_seq_id, e.op_id))
+        .collect();
+    assert_eq!(numbers, [(7, 7), (8, 8), (9, 9), (10, 10)]);
+    let world = &rank0.groups[0];
+    assert_eq!((world.last_enqueued, world.last_completed), (10, 9));
+    // PyTorch's analyser names SeqNum 10 on both, where python3 can import it.
+    let importable = Command::new("python3")
+        .args(["-c", "import torch.distributed.flight_recorder.fr_trace"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !importable {
+        skipped("a_wrapped_ring_buffer_s_dumps_replay_with_their_seq_nums: torchfrtrace's part: python3 cannot import torch.distributed.flight_recorder (docs/flight-recorder.md)");
+    }
+    for folder in ["dumps", "replayed"].iter().filter(|_| importable) {
+        let output = Command::new("python3")
+            .args(["-m", "torch.distributed.flight_recorder.fr_trace"])
+            .arg(dir.join(folder))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let analysed = stdout(&output) + &stderr(&output);
+        assert!(
+            analysed.contains("Not all ranks joining collective, sequence number: 10")
+                && analysed.contains("missing ranks: {2}"),
+            "{folder}: {analysed}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

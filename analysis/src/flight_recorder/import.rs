@@ -6,13 +6,14 @@
 //! where every rank issued a collective that some never completed, a GPU sleep of twice the
 //! timeout before it on those ranks (the dumps do not say what kept their streams busy). The
 //! scenario turns on `TORCH_NCCL_DESYNC_DEBUG`, so that running it gives the simulator's desync
-//! report, whose verdict [`verdict`] collects.
+//! report, whose verdict [`verdict`] collects. Where a ring buffer wrapped, each group's
+//! `first_seq_num` keeps the replay's SeqNums the dumps'.
 //!
-//! About 940 lines, of which 230 are unit tests kept beside the private steps they check
+//! About 980 lines, of which 250 are unit tests kept beside the private steps they check
 //! (`call_of`, `dtype`, the departures); the import itself is one pass over the dumps.
 
 use sim::flight_recorder::{DumpEntry, EntryState, FlightRecorderDump};
-use sim::scenario::DType;
+use sim::scenario::{DType, MAX_FIRST_SEQ_NUM};
 use sim::timeline::{FindingKind, Timeline, WatchdogEvent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -397,6 +398,12 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
             "no collective in the dumps to import (rank {reference} recorded the most: none)"
         )));
     }
+    if let Some(step) = (steps.iter()).find(|s| s.entry.collective_seq_id > MAX_FIRST_SEQ_NUM) {
+        return Err(error(format!(
+            "rank {reference}, record_id {}: SeqNum {} (c10dsim numbers a group's collectives up to {MAX_FIRST_SEQ_NUM})",
+            step.entry.record_id, step.entry.collective_seq_id
+        )));
+    }
     // Where each other rank parts from the reference.
     let mut departures: BTreeMap<(usize, Departure), Vec<u32>> = BTreeMap::new();
     let mut slots: BTreeMap<u32, BTreeMap<Slot, &DumpEntry>> = BTreeMap::new();
@@ -561,10 +568,12 @@ fn render(input: &RenderInput) -> String {
         let _ = writeln!(out, "max_sim_time_s = {needed_s}");
     }
     let _ = writeln!(out, "\n[cluster]\nranks = {}", input.world_size);
-    // Groups, with the timeout their last recorded entry had.
+    // Groups, with the timeout their last recorded entry had and the SeqNum of their first.
     let mut timeouts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut first_seq_nums: BTreeMap<&str, u64> = BTreeMap::new();
     for step in steps {
         timeouts.insert(step.entry.pg_name.as_str(), step.entry.timeout_ms);
+        (first_seq_nums.entry(step.entry.pg_name.as_str())).or_insert(step.entry.collective_seq_id);
     }
     for (pg, (name, ranks)) in input.groups {
         let _ = writeln!(out, "\n[groups.{name}]");
@@ -577,6 +586,14 @@ fn render(input: &RenderInput) -> String {
                 out,
                 "timeout_s = {}   # timeout_ms = {timeout_ms} in the dumps",
                 *timeout_ms as f64 / 1000.0
+            );
+        }
+        // A ring buffer that wrapped dropped the group's first collectives: the replay's
+        // SeqNums go on from the dumps'.
+        if let Some(first) = first_seq_nums.get(pg.as_str()).filter(|&&first| first > 1) {
+            let _ = writeln!(
+                out,
+                "first_seq_num = {first}   # the oldest SeqNum every rank's dump still holds"
             );
         }
     }
@@ -782,6 +799,28 @@ mod tests {
         assert_eq!(
             scenario(&simulated("", "kind = \"hang\""), "sim").unwrap(),
             text
+        );
+    }
+
+    #[test]
+    fn a_wrapped_buffer_s_replay_numbers_on_from_its_first_seq_num() {
+        // Each buffer keeps one entry: SeqNum 3 on rank 0, 2 on rank 1 (which hung at 3).
+        let dumps = simulated("TORCH_FR_BUFFER_SIZE = 1", "kind = \"hang\"");
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(text.contains("\nfirst_seq_num = 3 "), "{text}");
+        assert_eq!(
+            replayed(&text),
+            ["desync report (rank 0's watchdog): rank 1 never joined collective 3 (ALLREDUCE, world); rank 0 waiting"]
+        );
+        // A SeqNum no scenario can number up to is refused.
+        let mut far = dumps;
+        for entry in far.iter_mut().flat_map(|d| &mut d.entries) {
+            entry.collective_seq_id += MAX_FIRST_SEQ_NUM;
+        }
+        let refused = scenario(&far, "sim").unwrap_err().message;
+        assert!(
+            refused.contains("c10dsim numbers a group's collectives up to 1000000000000"),
+            "{refused}"
         );
     }
 

@@ -77,8 +77,16 @@ impl RunView for View<'_> {
         now_ns: u64,
     ) -> Progress {
         let state = &self.ranks[rank as usize];
+        // A collective's SeqNum goes on from those the group ran before the program.
+        let before = if point_to_point {
+            0
+        } else {
+            self.scenario.groups[group].collectives_before()
+        };
         let mut progress = Progress {
             last_enqueued: state.group_seq[group],
+            enqueued_seq_num: before,
+            completed_seq_num: before,
             ..Progress::default()
         };
         // The calls the report numbers: a point-to-point call is numbered among its process

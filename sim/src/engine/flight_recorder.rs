@@ -115,6 +115,12 @@ pub(super) fn dump(
             // the collectives. Enqueued: the latest call. Started: the highest number seen
             // started at a watchdog poll (a running maximum). Completed: the last Work the
             // watchdog retired, in the order of its polls and, within one, of the calls.
+            // Before any call: −1, or the last of the collectives the group ran before the
+            // program, all of them completed.
+            let none = match scenario.groups[index].collectives_before() {
+                0 => -1,
+                before => before as i64,
+            };
             let in_group =
                 (calls.iter().enumerate()).filter(|(_, call)| call.process_group == index);
             let seen = |at_ns: u64| at_ns != NEVER && discovered_ns(at_ns) <= dump_ns;
@@ -122,7 +128,7 @@ pub(super) fn dump(
                 .clone()
                 .filter(|(_, call)| seen(call.end_ns))
                 .max_by_key(|(order, call)| (discovered_ns(call.end_ns), *order))
-                .map_or(-1, |(_, call)| call.seq_num as i64);
+                .map_or(none, |(_, call)| call.seq_num as i64);
             DumpGroup {
                 name,
                 desc,
@@ -130,13 +136,13 @@ pub(super) fn dump(
                 last_enqueued: in_group
                     .clone()
                     .next_back()
-                    .map_or(-1, |(_, call)| call.seq_num as i64),
+                    .map_or(none, |(_, call)| call.seq_num as i64),
                 last_started: if timing {
                     in_group
                         .filter(|(_, call)| seen(call.started_ns))
                         .map(|(_, call)| call.seq_num as i64)
                         .max()
-                        .unwrap_or(-1)
+                        .unwrap_or(none)
                 } else {
                     -1
                 },
@@ -147,12 +153,20 @@ pub(super) fn dump(
     // A process group numbers its calls three ways: every call (`op_id`), its collectives
     // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
     // a send's or a batch's SeqNum, whatever the peer). PyTorch records all three counters, as
-    // they stand, with every entry.
+    // they stand, with every entry; the collectives a group ran before the program count in
+    // the first two.
     let mut counted: std::collections::HashMap<usize, Numbers> = Default::default();
     let numbers: Vec<Numbers> = calls
         .iter()
         .map(|call| {
-            let numbers = counted.entry(call.process_group).or_default();
+            let numbers = counted.entry(call.process_group).or_insert_with(|| {
+                let before = scenario.groups[call.process_group].collectives_before();
+                Numbers {
+                    op_id: before,
+                    collective_seq_id: before,
+                    p2p_seq_id: 0,
+                }
+            });
             numbers.op_id += 1;
             if call.point_to_point {
                 numbers.p2p_seq_id = call.seq_num;
@@ -316,6 +330,49 @@ mod tests {
             .iter()
             .all(|e| e.state == EntryState::Completed));
         assert_eq!(hung.groups[0].last_enqueued, 2);
+    }
+
+    #[test]
+    fn a_group_s_counters_and_status_go_on_from_its_first_seq_num() {
+        // The group ran six collectives before the program; rank 1 hangs before the first of
+        // the program's, after the ops `before`.
+        let dumps = |before: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 first_seq_num = 7\n[tensors]\ng = \"4MiB\"\n{before}\
+                 [[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+                 [[fault]]\nranks = [1]\nat = \"a\"\nkind = \"hang\"\n"
+            );
+            crate::engine::simulate(&parse("fr.toml", &text).unwrap()).flight_recorder
+        };
+        let status = |dump: &FlightRecorderDump| {
+            let world = &dump.groups[0];
+            (
+                world.last_enqueued,
+                world.last_started,
+                world.last_completed,
+            )
+        };
+        // Nothing else: rank 1's status holds the last collective before the program.
+        let quiet = dumps("");
+        assert_eq!(quiet[0].entries[0].collective_seq_id, 7);
+        assert_eq!(quiet[0].entries[0].op_id, 7);
+        assert_eq!(status(&quiet[0]), (7, -1, 6));
+        assert!(quiet[1].entries.is_empty());
+        assert_eq!(status(&quiet[1]), (6, -1, 6));
+        // A send from rank 1 to rank 0 first: every call counts on from the six, and the
+        // send's own number starts at 1.
+        let sent = dumps(
+            "[[op]]\nsend = \"g\"\nranks = [1]\npeer = 0\n[[op]]\nrecv = \"g\"\nranks = [0]\npeer = 1\n",
+        );
+        let numbers = |dump: &FlightRecorderDump| -> Vec<(u64, u64, u64)> {
+            (dump.entries.iter())
+                .map(|e| (e.op_id, e.collective_seq_id, e.p2p_seq_id))
+                .collect()
+        };
+        assert_eq!(numbers(&sent[0]), [(7, 6, 1), (8, 7, 1)]);
+        assert_eq!(numbers(&sent[1]), [(7, 6, 1)]);
+        assert_eq!(status(&sent[1]).0, 1);
     }
 
     #[test]

@@ -599,8 +599,10 @@ impl ProcessGroupNccl {
             }
             self.p2p_seq[process_group]
         } else {
-            // The group's batches counted in `seq`; PyTorch's collective count skips them.
+            // The group's batches counted in `seq`; PyTorch's collective count skips them and
+            // goes on from the collectives the group ran before the program.
             seq.saturating_sub(self.group_batches[group])
+                + scenario.groups[group].collectives_before()
         };
         out.push(Step::Nccl(NcclCall {
             collective,

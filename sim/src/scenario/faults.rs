@@ -524,6 +524,32 @@ mod tests {
     }
 
     #[test]
+    fn a_group_s_first_seq_num_is_read_and_checked() {
+        let first = |text: &str| {
+            let groups = parse("f.toml", &format!("{text}{PROGRAM}")).unwrap().groups;
+            groups.iter().map(|g| g.first_seq_num).collect::<Vec<_>>()
+        };
+        assert_eq!(first(""), [1]);
+        let tp = "[groups.tp]\nranks = [0]\nfirst_seq_num = 2001\n";
+        assert_eq!(
+            first(&format!("[groups.world]\nfirst_seq_num = 7\n{tp}")),
+            [7, 2001]
+        );
+        for (value, column) in [("0", 17), ("1000000000001", 17)] {
+            let (line, at, message) = error(&format!(
+                "[groups.world]\nfirst_seq_num = {value}\n{PROGRAM}"
+            ));
+            assert_eq!((line, at), (2, column));
+            assert!(
+                message.contains(&format!(
+                    "groups.world.first_seq_num must be between 1 and 1000000000000, found {value}"
+                )),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
     fn a_functional_collective_waits_at_the_first_read_of_its_result_r30() {
         let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\ngemm = [64, 64, 64]\nreads = [\"x\"]\n[[op]]\nlabel = \"use\"\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n";
         let scenario = parse("f.toml", text).unwrap();

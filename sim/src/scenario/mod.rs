@@ -91,6 +91,9 @@ pub const MAX_RANKS: u32 = 1 << 17;
 pub const DEFAULT_GEMM_TILE: [u64; 2] = [128, 128];
 /// Largest repeat count.
 pub const MAX_REPEAT: u32 = 1_000_000;
+/// Largest `first_seq_num` of a group: a collective every microsecond for 11 days, far from
+/// the i64 the Flight Recorder's counters are written as.
+pub const MAX_FIRST_SEQ_NUM: u64 = 1_000_000_000_000;
 /// `init_process_group(timeout=…)`'s default for NCCL: 10 minutes (R26).
 pub const DEFAULT_GROUP_TIMEOUT_NS: u64 = 600 * 1_000_000_000;
 pub use crate::units::MAX_TIME_NS;
@@ -473,6 +476,7 @@ impl Resolver<'_> {
                 eager_init: false,
                 high_priority: groups[0].high_priority,
                 timeout_ns: groups[0].timeout_ns,
+                first_seq_num: 1,
                 point_to_point: true,
                 created_by: None,
             });
@@ -1386,6 +1390,7 @@ impl Resolver<'_> {
             eager_init: false,
             high_priority: false,
             timeout_ns: DEFAULT_GROUP_TIMEOUT_NS,
+            first_seq_num: 1,
             point_to_point: false,
             created_by: None,
         }];
@@ -1414,6 +1419,15 @@ impl Resolver<'_> {
                 timeout_ns: match &raw_group.timeout_s {
                     None => DEFAULT_GROUP_TIMEOUT_NS,
                     Some(seconds) => self.group_timeout_ns(seconds)?,
+                },
+                first_seq_num: match &raw_group.first_seq_num {
+                    None => 1,
+                    Some(first) => self.count(
+                        first,
+                        &format!("groups.{}.first_seq_num", name.get_ref()),
+                        1,
+                        MAX_FIRST_SEQ_NUM as i64,
+                    )?,
                 },
                 point_to_point: false,
                 created_by: None,

@@ -630,6 +630,10 @@ pub struct Group {
     /// `init_process_group(timeout=…)`: a Work's timeout from its enqueue (R26), and the store
     /// timeout of the communicator rendezvous (R29).
     pub timeout_ns: u64,
+    /// The `SeqNum` of the group's first collective: 1, unless the group ran collectives
+    /// before the program (a Flight Recorder's dumps whose ring buffer dropped the oldest),
+    /// whose count its Works' `SeqNum`s, the dumps' counters and the desync report go on from.
+    pub first_seq_num: u64,
     /// A two-rank communicator ProcessGroupNCCL creates by itself for `send`/`recv` between a
     /// pair of ranks (named `p2p:<low>:<high>`), not a group the program declared.
     pub point_to_point: bool,
@@ -643,6 +647,12 @@ impl Group {
     /// out every rank's streams is not quadratic in the rank count).
     pub fn has_rank(&self, rank: u32) -> bool {
         self.ranks.binary_search(&rank).is_ok()
+    }
+
+    /// The collectives the group ran before the program (`first_seq_num` − 1), counted as
+    /// enqueued and completed.
+    pub fn collectives_before(&self) -> u64 {
+        self.first_seq_num - 1
     }
 }
 

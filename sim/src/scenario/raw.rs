@@ -133,6 +133,7 @@ pub struct RawGroup {
     pub eager_init: Option<bool>,
     pub high_priority: Option<bool>,
     pub timeout_s: Option<Spanned<f64>>,
+    pub first_seq_num: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

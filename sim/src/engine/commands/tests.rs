@@ -174,6 +174,44 @@ fn a_skipped_collective_desyncs_the_sequence_numbers() {
 }
 
 #[test]
+fn a_group_s_seq_nums_go_on_from_its_first_seq_num_in_the_desync_report() {
+    // The group ran six collectives before the program (dumps whose ring buffer dropped
+    // them): rank 1, which hangs before the program's first, stands at SeqNum 6, not 0.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+        first_seq_num = 7\n[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[op]]\nitem = \"x\"\n\
+        [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let timeline = simulate(&parse("t.toml", text).unwrap());
+    assert!(
+        (timeline.findings.iter()).any(|f| f.message.contains("WorkNCCL(SeqNum=7,")),
+        "{:?}",
+        timeline.findings
+    );
+    let report = timeline
+        .watchdog
+        .iter()
+        .find(|r| r.event == WatchdogEvent::DesyncReport)
+        .map(|r| r.message.as_str())
+        .unwrap();
+    assert!(
+        report.contains("Desync debug report at SeqNum=7 "),
+        "{report}"
+    );
+    assert!(
+        report.contains("rank 0: last enqueued 7, last completed 6"),
+        "{report}"
+    );
+    assert!(
+        report.contains("rank 1: last enqueued 6, last completed 6"),
+        "{report}"
+    );
+    assert!(
+        report.contains("verdict: rank 1 never joined collective 7 (ALLREDUCE, world)"),
+        "{report}"
+    );
+}
+
+#[test]
 fn the_watchdog_costs_no_processed_event_when_nothing_times_out() {
     // The same program with and without watchdog threads (blocking wait starts none, R15;
     // with no wait() it changes nothing else) processes the same events: the one deadline

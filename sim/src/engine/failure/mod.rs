@@ -231,7 +231,8 @@ pub(in crate::engine) struct Progress {
     pub(in crate::engine) last_enqueued: u64,
     pub(in crate::engine) last_completed: u64,
     /// The same as the Works' `SeqNum`s (`CollectiveRecord::seq_num`), among the calls of the
-    /// asked-about kind (point-to-point or collective), for the report.
+    /// asked-about kind (point-to-point or collective), for the report; a collective's go on
+    /// from those its group ran before the program (`Group::collectives_before`).
     pub(in crate::engine) enqueued_seq_num: u64,
     pub(in crate::engine) completed_seq_num: u64,
     /// The kernel of the SeqNum asked about started.
