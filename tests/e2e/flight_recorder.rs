@@ -563,3 +563,46 @@ fn a_wrapped_ring_buffer_s_dumps_replay_with_their_seq_nums() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Four ranks, twice: an all_reduce of `tp` (ranks 0 and 1), three of `side` (ranks 1 and 3),
+/// one of the world, three entries a ring buffer; rank 0 hangs before the second world
+/// all_reduce. Rank 1 runs ahead: its buffer keeps `side` 5 and 6 and world 2, no `tp` entry,
+/// while rank 0's keeps `tp` 1, world 1 and `tp` 2.
+const RAN_AHEAD: &str = "repeat = 2\n[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+    [groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+    [groups.side]\nranks = [1, 3]\neager_init = true\ntimeout_s = 1\n\
+    [env]\nTORCH_NCCL_DESYNC_DEBUG = 1\nTORCH_FR_BUFFER_SIZE = 3\n[tensors]\ng = \"4MiB\"\n\
+    [[op]]\nlabel = \"a\"\nall_reduce = \"g\"\ngroup = \"tp\"\n\
+    [[op]]\nlabel = \"b1\"\nall_reduce = \"g\"\ngroup = \"side\"\n\
+    [[op]]\nlabel = \"b2\"\nall_reduce = \"g\"\ngroup = \"side\"\n\
+    [[op]]\nlabel = \"b3\"\nall_reduce = \"g\"\ngroup = \"side\"\n\
+    [[op]]\nlabel = \"c\"\nall_reduce = \"g\"\n\
+    [[fault]]\nranks = [0]\nat = \"c\"\niteration = 1\nkind = \"hang\"\n";
+
+#[test]
+fn a_rank_whose_buffer_dropped_a_group_s_entries_is_not_named_for_them() {
+    let dir = scratch("ran-ahead");
+    let scenario = dir.join("ahead.toml");
+    std::fs::write(&scenario, RAN_AHEAD).unwrap();
+    let named = "rank 0 never joined collective 2 (ALLREDUCE, world)";
+    let report = dump(scenario.to_str().unwrap(), &dir.join("dumps"));
+    assert!(report.contains(&format!("Diagnosis: {named}")), "{report}");
+    // Rank 1's pg_status says it enqueued tp 1 and 2: dropped from its buffer, not missed.
+    let imported = dir.join("imported.toml");
+    let verdict = import(&dir.join("dumps"), &imported);
+    let text = std::fs::read_to_string(&imported).unwrap();
+    assert!(verdict.contains(named), "{verdict}\n{text}");
+    assert!(
+        !verdict.contains("rank 1 never joined"),
+        "{verdict}\n{text}"
+    );
+    // World 2 is in the buffers of ranks 1 to 3 only, not of the rank that recorded first.
+    assert!(text.contains("label = \"all_reduce_2\""), "{text}");
+    assert!(
+        text.contains("ranks = [0]\nat = \"all_reduce_2\"\nkind = \"hang\""),
+        "{text}"
+    );
+    let replay = dump(imported.to_str().unwrap(), &dir.join("replayed"));
+    assert!(replay.contains(&format!("Diagnosis: {named}")), "{replay}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

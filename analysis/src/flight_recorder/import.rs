@@ -1,15 +1,16 @@
 //! A job's Flight Recorder dumps (one per rank) → a scenario that reproduces what they show
-//! (docs/flight-recorder.md): the collective sequence of the rank that recorded the most, its
-//! sizes, dtypes and groups, the host time between the calls; then, rank by rank, where the
-//! others part from it — a rank that never issued a collective hangs there (`hang` fault), a
-//! rank that issued another kind, size or dtype there mismatches (`mismatch` fault) — and,
-//! where every rank issued a collective that some never completed, a GPU sleep of twice the
-//! timeout before it on those ranks (the dumps do not say what kept their streams busy). The
-//! scenario turns on `TORCH_NCCL_DESYNC_DEBUG`, so that running it gives the simulator's desync
-//! report, whose verdict [`verdict`] collects. Where a ring buffer wrapped, each group's
-//! `first_seq_num` keeps the replay's SeqNums the dumps'.
+//! (docs/flight-recorder.md): the collective sequence of the rank that kept the most, with the
+//! calls other ranks kept and it lacks merged in, their sizes, dtypes and groups, the host time
+//! between the calls; then, rank by rank, where the ranks part from it — a rank that never
+//! issued a collective (its `pg_status` tells that from an entry its full buffer dropped) hangs
+//! there (`hang` fault), a rank that issued another kind, size or dtype there mismatches
+//! (`mismatch` fault) — and, where every rank issued a collective that some never completed, a
+//! GPU sleep of twice the timeout before it on those ranks (the dumps do not say what kept their
+//! streams busy). The scenario turns on `TORCH_NCCL_DESYNC_DEBUG`, so that running it gives the
+//! simulator's desync report, whose verdict [`verdict`] collects. Where a ring buffer wrapped,
+//! each group's `first_seq_num` keeps the replay's SeqNums the dumps'.
 //!
-//! About 980 lines, of which 250 are unit tests kept beside the private steps they check
+//! About 1090 lines, of which 290 are unit tests kept beside the private steps they check
 //! (`call_of`, `dtype`, the departures); the import itself is one pass over the dumps.
 
 use sim::flight_recorder::{DumpEntry, EntryState, FlightRecorderDump};
@@ -141,8 +142,10 @@ fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
     })
 }
 
-/// One collective of the program: the reference rank's entry.
+/// One collective of the program: the entry of the first rank, in the order of preference, that
+/// kept it.
 struct Step<'a> {
+    rank: u32,
     entry: &'a DumpEntry,
     call: Call,
     label: String,
@@ -358,53 +361,88 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
         }
         entries.insert(rank, list);
     }
-    // The reference: the rank that recorded the most (the lowest such rank).
-    let reference = *entries
-        .iter()
-        .max_by_key(|(rank, list)| (list.len(), std::cmp::Reverse(**rank)))
-        .map(|(rank, _)| rank)
-        .expect("one dump at least");
-    // Where every member still holds a group's entries: a full ring buffer dropped the oldest.
+    // Where every member's record of a group is whole: from the oldest entry of the group its
+    // buffer still holds or, where a full ring buffer dropped every one of them, past the last
+    // collective it enqueued (its `pg_status`). From there on, a member without an entry at a
+    // SeqNum never issued it; before, it may have issued it and dropped the entry.
     let mut start: BTreeMap<String, u64> = BTreeMap::new();
-    for list in entries.values() {
-        let mut earliest: BTreeMap<&str, u64> = BTreeMap::new();
-        for entry in list {
-            let seq = earliest
-                .entry(entry.pg_name.as_str())
-                .or_insert(entry.collective_seq_id);
-            *seq = (*seq).min(entry.collective_seq_id);
+    for (pg, (_, members)) in &groups {
+        let whole_from = members.iter().map(|rank| {
+            let held = entries[rank].iter().filter(|e| &e.pg_name == pg);
+            held.map(|e| e.collective_seq_id).min().unwrap_or_else(|| {
+                let status = by_rank[rank].groups.iter().find(|g| &g.name == pg);
+                let last_enqueued = status.map_or(-1, |g| g.last_enqueued);
+                u64::try_from(last_enqueued.saturating_add(1)).unwrap_or(0)
+            })
+        });
+        start.insert(pg.clone(), whole_from.max().unwrap_or(0));
+    }
+    let kept = |rank: u32| {
+        let start = &start;
+        entries[&rank]
+            .iter()
+            .copied()
+            .filter(move |e| e.collective_seq_id >= start[&e.pg_name])
+    };
+    // The reference: the rank that kept the most (the lowest such rank). Its sequence is the
+    // program; each other rank's calls the program lacks go in after that rank's call before
+    // them, so that a group the reference is not in, or a collective it never reached, is
+    // replayed too.
+    let mut preference: Vec<u32> = entries.keys().copied().collect();
+    preference.sort_by_cached_key(|&rank| (std::cmp::Reverse(kept(rank).count()), rank));
+    let reference = preference[0];
+    let mut program: Vec<(u32, &DumpEntry)> = Vec::new();
+    for &rank in &preference {
+        let placed: BTreeMap<Slot, usize> = (program.iter().enumerate())
+            .map(|(index, (_, entry))| (slot(entry), index))
+            .collect();
+        // The calls to add, by the index of the program's call they go before.
+        let mut before: BTreeMap<usize, Vec<&DumpEntry>> = BTreeMap::new();
+        let mut at = 0;
+        for entry in kept(rank) {
+            match placed.get(&slot(entry)) {
+                Some(&index) => at = at.max(index + 1),
+                None => before.entry(at).or_default().push(entry),
+            }
         }
-        for (pg, seq) in earliest {
-            let at = start.entry(pg.to_string()).or_insert(seq);
-            *at = (*at).max(seq);
+        if before.is_empty() {
+            continue;
+        }
+        let old = std::mem::take(&mut program);
+        for (index, call) in old.into_iter().map(Some).chain([None]).enumerate() {
+            let added = before.remove(&index).unwrap_or_default();
+            program.extend(added.into_iter().map(|entry| (rank, entry)));
+            program.extend(call);
         }
     }
     let mut steps = Vec::new();
-    for entry in &entries[&reference] {
-        if entry.collective_seq_id < start[&entry.pg_name] {
-            continue;
-        }
-        let call = call_of(reference, entry)?;
+    for (rank, entry) in program {
+        let call = call_of(rank, entry)?;
         let group = &groups[&entry.pg_name].0;
         let label = if group == "world" {
             format!("{}_{}", call.key, entry.collective_seq_id)
         } else {
             format!("{group}_{}_{}", call.key, entry.collective_seq_id)
         };
-        steps.push(Step { entry, call, label });
+        steps.push(Step {
+            rank,
+            entry,
+            call,
+            label,
+        });
     }
     if steps.is_empty() {
-        return Err(error(format!(
-            "no collective in the dumps to import (rank {reference} recorded the most: none)"
-        )));
+        return Err(error(
+            "no collective in the dumps to import (none from where every member's record of its group is whole)",
+        ));
     }
     if let Some(step) = (steps.iter()).find(|s| s.entry.collective_seq_id > MAX_FIRST_SEQ_NUM) {
         return Err(error(format!(
-            "rank {reference}, record_id {}: SeqNum {} (c10dsim numbers a group's collectives up to {MAX_FIRST_SEQ_NUM})",
-            step.entry.record_id, step.entry.collective_seq_id
+            "rank {}, record_id {}: SeqNum {} (c10dsim numbers a group's collectives up to {MAX_FIRST_SEQ_NUM})",
+            step.rank, step.entry.record_id, step.entry.collective_seq_id
         )));
     }
-    // Where each other rank parts from the reference.
+    // Where each rank parts from the program.
     let mut departures: BTreeMap<(usize, Departure), Vec<u32>> = BTreeMap::new();
     let mut slots: BTreeMap<u32, BTreeMap<Slot, &DumpEntry>> = BTreeMap::new();
     for (&rank, list) in &entries {
@@ -425,12 +463,13 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
                         // Int and Float, say: both f32 of the same bytes to the scenario, which
                         // would replay them as one call.
                         return Err(error(format!(
-                            "rank {rank}, record_id {}: {} of dtype {:?} where rank {reference} \
+                            "rank {rank}, record_id {}: {} of dtype {:?} where rank {} \
                              has {:?}: a dtype mismatch the scenario cannot write (its dtypes \
                              are Float, BFloat16 and Half; another counts as Float of its bytes)",
                             entry.record_id,
                             comment_safe(&entry.profiling_name),
                             comment_safe(own),
+                            step.rank,
                             comment_safe(theirs),
                         )));
                     }
@@ -533,13 +572,13 @@ fn states(input: &RenderInput, step: &Step) -> String {
 fn render(input: &RenderInput) -> String {
     let mut out = String::new();
     let steps = input.steps;
-    let last_seq = steps.last().map_or(0, |s| s.entry.collective_seq_id);
     let _ = writeln!(
         out,
         "# Imported from the Flight Recorder dumps in {} by `c10dsim import flight-recorder`\n\
-         # (docs/flight-recorder.md): the {} collective{} rank {} recorded (the rank that recorded\n\
-         # the most), up to SeqNum {last_seq}; each host_sleep_us is the time between two of its\n\
-         # calls. Where another rank parts from it is a [[fault]] at the end.\n\
+         # (docs/flight-recorder.md): {} collective{}, those rank {} kept (the rank that kept\n\
+         # the most) and, each after that rank's call before it, those other ranks kept and it\n\
+         # lacks; each host_sleep_us is the time between two calls. Where a rank parts from\n\
+         # them is a [[fault]] at the end.\n\
          # TORCH_NCCL_DESYNC_DEBUG gives the desync report when the watchdog times out.",
         comment_safe(input.source),
         steps.len(),
@@ -593,7 +632,7 @@ fn render(input: &RenderInput) -> String {
         if let Some(first) = first_seq_nums.get(pg.as_str()).filter(|&&first| first > 1) {
             let _ = writeln!(
                 out,
-                "first_seq_num = {first}   # the oldest SeqNum every rank's dump still holds"
+                "first_seq_num = {first}   # the first SeqNum every member's dump holds or never issued"
             );
         }
     }
@@ -1002,6 +1041,36 @@ mod tests {
         ] {
             assert_eq!(dtype(name).map(|(_, b)| b), Some(bytes), "{name}");
         }
+    }
+
+    #[test]
+    fn a_group_the_rank_that_kept_the_most_is_not_in_is_replayed_too() {
+        // Ranks 0 and 1 all_reduce twice in `tp`, ranks 2 and 3 once in `dp`, where rank 3
+        // hangs: rank 0 kept the most, and `dp` is not in its sequence.
+        let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+            [groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+            [groups.dp]\nranks = [2, 3]\neager_init = true\ntimeout_s = 1\n\
+            [tensors]\ng = \"4MiB\"\n\
+            [[op]]\nlabel = \"a\"\nall_reduce = \"g\"\ngroup = \"tp\"\n\
+            [[op]]\nlabel = \"b\"\nall_reduce = \"g\"\ngroup = \"dp\"\n\
+            [[op]]\nlabel = \"c\"\nall_reduce = \"g\"\ngroup = \"tp\"\n\
+            [[op]]\ndevice_sync = true\n[[op]]\nhost_sleep_us = 5000000\n\
+            [[fault]]\nranks = [3]\nat = \"b\"\nkind = \"hang\"\n";
+        let dumps = sim::engine::simulate(&sim::scenario::parse("groups.toml", text).unwrap())
+            .flight_recorder;
+        assert_eq!(dumps.len(), 4);
+        let text = scenario(&dumps, "sim").unwrap();
+        for label in ["tp_all_reduce_1", "tp_all_reduce_2", "dp_all_reduce_1"] {
+            assert!(text.contains(&format!("label = \"{label}\"")), "{text}");
+        }
+        assert!(
+            text.contains("ranks = [3]\nat = \"dp_all_reduce_1\"\nkind = \"hang\""),
+            "{text}"
+        );
+        assert_eq!(
+            replayed(&text),
+            ["desync report (rank 2's watchdog): rank 3 never joined collective 1 (ALLREDUCE, dp); rank 2 waiting"]
+        );
     }
 
     #[test]
