@@ -126,7 +126,10 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
             args.output.display().to_string()
         }
     );
-    for line in import::verdict(&timeline) {
+    for line in import::verdict(&timeline)
+        .into_iter()
+        .chain(import::unreplayed(&dumps))
+    {
         report.push_str(&format!("verdict: {line}\n"));
     }
     if stdio::is_dash(&args.output) {

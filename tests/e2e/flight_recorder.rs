@@ -606,3 +606,23 @@ fn a_rank_whose_buffer_dropped_a_group_s_entries_is_not_named_for_them() {
     assert!(replay.contains(&format!("Diagnosis: {named}")), "{replay}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_collective_no_dump_kept_is_said_not_replayed() {
+    // Rank 0 hangs at the second tp all_reduce instead: rank 1 enqueued it, then its buffer
+    // dropped it, so only pg_status tells that rank 0 never issued it.
+    let dir = scratch("not-kept");
+    let scenario = dir.join("ahead.toml");
+    std::fs::write(&scenario, RAN_AHEAD.replace("at = \"c\"", "at = \"a\"")).unwrap();
+    let report = dump(scenario.to_str().unwrap(), &dir.join("dumps"));
+    assert!(
+        report.contains("Diagnosis: rank 0 never joined collective 2 (ALLREDUCE, tp)"),
+        "{report}"
+    );
+    let verdict = import(&dir.join("dumps"), &dir.join("imported.toml"));
+    assert!(
+        verdict.contains("verdict: not replayed: rank 0 enqueued collectives of tp up to 1, rank 1 up to 2 (pg_status); collective 2 of tp is in no dump (the ring buffers that held it wrapped), so the replay cannot show rank 0 never issuing it\n"),
+        "{verdict}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -10,7 +10,7 @@
 //! simulator's desync report, whose verdict [`verdict`] collects. Where a ring buffer wrapped,
 //! each group's `first_seq_num` keeps the replay's SeqNums the dumps'.
 //!
-//! About 1090 lines, of which 290 are unit tests kept beside the private steps they check
+//! About 1130 lines, of which 290 are unit tests kept beside the private steps they check
 //! (`call_of`, `dtype`, the departures); the import itself is one pass over the dumps.
 
 use sim::flight_recorder::{DumpEntry, EntryState, FlightRecorderDump};
@@ -749,6 +749,49 @@ fn render(input: &RenderInput) -> String {
         }
     }
     out
+}
+
+/// What the dumps' `pg_status` shows and no dump's entries can replay, a sentence each: a group
+/// whose members enqueued different numbers of its collectives, where no dump holds the first
+/// collective the furthest-behind members never issued (the buffers of the ranks that issued it
+/// wrapped past it), so the replay cannot show them missing it.
+pub fn unreplayed(dumps: &[FlightRecorderDump]) -> Vec<String> {
+    let kept: BTreeSet<(&str, u64)> = (dumps.iter().flat_map(|d| &d.entries))
+        .filter(|e| !e.is_p2p)
+        .map(|e| (e.pg_name.as_str(), e.collective_seq_id))
+        .collect();
+    let mut enqueued: BTreeMap<&str, (&str, BTreeMap<i64, Vec<u32>>)> = BTreeMap::new();
+    for dump in dumps {
+        for group in &dump.groups {
+            let (_, by_count) = (enqueued.entry(group.name.as_str()))
+                .or_insert_with(|| (group.desc.as_str(), BTreeMap::new()));
+            by_count
+                .entry(group.last_enqueued)
+                .or_default()
+                .push(dump.rank);
+        }
+    }
+    let mut lines = Vec::new();
+    for (pg, (desc, by_count)) in enqueued {
+        let (Some((&behind, laggards)), Some((&ahead, leaders))) =
+            (by_count.first_key_value(), by_count.last_key_value())
+        else {
+            continue;
+        };
+        let missed = u64::try_from(behind.saturating_add(1)).unwrap_or(0);
+        if behind == ahead || kept.contains(&(pg, missed)) {
+            continue;
+        }
+        let named = |ranks: &[u32]| sim::ranks::RankSet::from_ranks(ranks.iter().copied()).named();
+        let group = group_name(pg, desc, &BTreeSet::new());
+        lines.push(format!(
+            "not replayed: {} enqueued collectives of {group} up to {behind}, {} up to {ahead} (pg_status); collective {missed} of {group} is in no dump (the ring buffers that held it wrapped), so the replay cannot show {} never issuing it",
+            named(laggards),
+            named(leaders),
+            named(laggards),
+        ));
+    }
+    lines
 }
 
 /// The verdicts of a run of an imported scenario: each desync report's verdict (with the ranks
