@@ -310,9 +310,9 @@ enum Command {
         )]
         scaling: Option<Vec<u32>>,
         /// The scaling CSV (point, ranks, iterations, summary, fold, classes, events, wall_s,
-        /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib), or with
-        /// --repeat the runs' CSV (run, binary, round, then the same from ranks on); `-`:
-        /// standard output.
+        /// wall_without_detector_s, events_per_s, report_s, command_s, peak_memory_mib,
+        /// page_faults, user_s, system_s), or with --repeat the runs' CSV (run, binary, round,
+        /// then the same from ranks on); `-`: standard output.
         #[arg(short, long, value_name = "OUT.csv")]
         output: Option<PathBuf>,
         /// With --scaling: draw wall time, events per second and peak memory against ranks

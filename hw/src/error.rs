@@ -103,7 +103,7 @@ impl fmt::Display for HwError {
             HwError::Rendezvous(detail) => write!(f, "NCCL rendezvous failed: {detail}"),
             HwError::Cuda { call, detail } => write!(f, "CUDA call {call} failed: {detail}"),
             HwError::Nccl { call, detail } => write!(f, "NCCL call {call} failed: {detail}"),
-            HwError::OutOfMemory(detail) => write!(f, "out of memory: {detail}"),
+            HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
             HwError::Timeout(detail) => write!(f, "timeout: {detail}"),
             HwError::AsyncError(detail) => write!(f, "NCCL async error: {detail}"),
         }

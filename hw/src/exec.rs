@@ -417,12 +417,14 @@ impl<'a, D: Device> Executor<'a, D> {
                 }
                 AllocStep::Cached(place) => place,
                 AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => {
+                    // The last step: the books stopped at it, as PyTorch's raise would.
+                    let size_bytes = self.scenario.tensor_bytes(tensor);
                     return Err(HwError::OutOfMemory(format!(
-                        "tensor {:?} ({} B) does not fit in the {} B the allocator may reserve",
+                        "{} {size_bytes} B for {:?} before the program (R17)",
+                        self.memory
+                            .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
                         self.scenario.tensors[tensor].name,
-                        self.scenario.tensors[tensor].size_bytes,
-                        self.scenario.memory.capacity_bytes
-                    )))
+                    )));
                 }
             };
             self.device.bind(tensor, Some(place));

@@ -115,12 +115,19 @@ impl<E: Copy> TensorMemory<E> {
                 continue;
             }
             let step = memory.allocate(tensor, declared.size_bytes * u64::from(declared.count), 0);
+            let fits = matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. });
             memory.static_steps.push((tensor, step));
+            if !fits {
+                // PyTorch raises at this `torch.empty`: the tensors after it are never made.
+                break;
+            }
         }
         memory
     }
 
-    /// What the up-front tensors need, in order; empty after the first call.
+    /// What the up-front tensors need, in order, up to the first that does not fit (its step
+    /// last: nothing is freed before the program, so no release can help it, and
+    /// [`Self::out_of_memory_text`] now says why); empty after the first call.
     pub fn static_steps(&mut self) -> Vec<(TensorId, AllocStep)> {
         std::mem::take(&mut self.static_steps)
     }

@@ -211,6 +211,13 @@ fn bench_scaling_writes_the_documented_numeric_columns_and_its_chart() {
         "point,ranks,iterations,summary,fold,classes,events,wall_s,wall_without_detector_s,events_per_s,report_s,command_s,peak_memory_mib,page_faults,user_s,system_s"
     );
     assert_eq!(lines.len(), 3, "{text}");
+    // `bench --help` lists every column, in order.
+    let help = stdout(&c10dsim(&["bench", "--help"]));
+    let listed = help
+        .split_once("The scaling CSV (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(columns, _)| columns.split_whitespace().collect::<String>());
+    assert_eq!(listed.as_deref(), Some(lines[0]), "{help}");
     for (point, (line, ranks)) in lines[1..].iter().zip(["2", "4"]).enumerate() {
         let cells: Vec<&str> = line.split(',').collect();
         assert_eq!(cells.len(), 16, "{line}");

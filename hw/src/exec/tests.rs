@@ -721,3 +721,35 @@ fn an_expandable_release_still_waits_for_recordstream_events() {
         device.calls
     );
 }
+
+/// An up-front tensor that does not fit is PyTorch's "CUDA out of memory" in the simulator's
+/// words (R17, R20): the allocator as PyTorch left it at that `torch.empty`, the tensors after
+/// it never made, on the GPU as in the simulation.
+#[test]
+fn an_up_front_tensor_that_does_not_fit_is_the_simulators_out_of_memory() {
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[tensors]\na = \"600MiB\"\n\
+                big = \"600MiB\"\nafter = \"1MiB\"\n[[op]]\nall_reduce = \"a\"\n";
+    let mut device = FakeDevice::default();
+    let error = run_fake(text, &mut device).unwrap_err();
+    assert_eq!(error.exit_code(), 1);
+    let pytorch = "CUDA out of memory. Tried to allocate 600.00 MiB. 1024.00 MiB allowed; Of the \
+                   allocated memory 600.00 MiB is allocated by PyTorch, and 0 bytes is reserved \
+                   by PyTorch but unallocated.";
+    assert_eq!(
+        error.to_string(),
+        format!("{pytorch} 629145600 B for \"big\" before the program (R17)")
+    );
+    assert_eq!(
+        device.memory_calls,
+        ["malloc s0 629145600 filled", "bind t0 Some(\"s0+0\")"]
+    );
+    let scenario = sim::scenario::parse("oom.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let finding = &simulated.findings[0];
+    assert_eq!(finding.kind, FindingKind::OutOfMemory);
+    assert!(
+        finding.message.starts_with(&format!("[Rank 0] {pytorch} ")),
+        "{}",
+        finding.message
+    );
+}

@@ -13,21 +13,61 @@ pub(super) struct MemoryState {
     /// A cache release has waited for what it must: recordStream's pending events and, unless
     /// expandable segments, the whole device (R20).
     pub(super) release_waited: bool,
+    /// The tensor allocated before the program that did not fit, if one did not.
+    up_front_refused: Option<TensorId>,
 }
 
 impl MemoryState {
     pub(super) fn new(scenario: &Scenario) -> MemoryState {
         let mut books = TensorMemory::new(scenario);
         // The up-front allocations cost no simulated time: they happen before the program.
-        books.static_steps();
+        let up_front_refused = (books.static_steps().into_iter()).find_map(|(tensor, step)| {
+            (!matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. })).then_some(tensor)
+        });
         MemoryState {
             books,
             release_waited: false,
+            up_front_refused,
         }
     }
 }
 
 impl Engine<'_> {
+    /// Before the program: a tensor allocated up front that does not fit raises PyTorch's
+    /// `OutOfMemoryError` (R17, R20), uncaught, so the process ends before its first op. True
+    /// when it did.
+    pub(super) fn up_front_out_of_memory(&mut self, rank: u32) -> bool {
+        let state = &self.ranks[rank as usize];
+        let Some(tensor) = state.memory.up_front_refused else {
+            return false;
+        };
+        let scenario = self.scenario;
+        let size_bytes = scenario.tensor_bytes(tensor);
+        let pytorch_text =
+            (state.memory.books).out_of_memory_text(size_bytes, scenario.memory.capacity_bytes);
+        let rank_id = state.timeline.rank;
+        let finding = Finding {
+            kind: FindingKind::OutOfMemory,
+            rank: Some(rank_id),
+            iteration: None,
+            op: None,
+            stream: Some(state.timeline.streams[0].name.clone()),
+            message: format!(
+                "[Rank {rank_id}] CUDA out of memory. {pytorch_text} Tensor {:?}, {size_bytes} B \
+                 asked before the program (R17); the rank's program never started",
+                scenario.tensors[tensor].name,
+            ),
+            stands_for: RankSet::default(),
+        };
+        self.rank_finding(rank, finding);
+        let end = ProcessEnd {
+            status: ExitStatus::Raised,
+            at_ns: Some(0),
+        };
+        self.kill(rank, end);
+        true
+    }
+
     /// R18: Works never waited on leave the shelf at the next collective of their group once
     /// they completed by the host's time (later ones stay on the shelf). The simulation must
     /// have reached the host's time to know which did: false when the host blocked until then

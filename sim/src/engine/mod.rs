@@ -421,7 +421,9 @@ impl<'s> Engine<'s> {
 
     fn run(&mut self) {
         for rank in 0..self.ranks.len() as u32 {
-            self.run_host(rank);
+            if !self.up_front_out_of_memory(rank) {
+                self.run_host(rank);
+            }
         }
         while let Some((at_ns, event)) = self.queue.pop() {
             if let Event::Failure { .. } = event {

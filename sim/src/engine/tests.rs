@@ -531,6 +531,40 @@ fn an_out_of_memory_ends_the_process_and_its_gpu_work_with_it_r20_r31() {
 }
 
 #[test]
+fn an_up_front_tensor_that_does_not_fit_ends_the_process_before_its_program_r17_r20() {
+    // PyTorch's torch.empty of a tensor that no `alloc` creates raises OutOfMemoryError before
+    // the program: no op runs, and the books stop there (the 1 MiB tensor after it is never
+    // made). The simulation used to run the program as if the 2 GiB fitted in 1 GiB.
+    let text = "[cluster]\nranks = 2\n[memory]\ncapacity_gib = 1\n[tensors]\na = \"600MiB\"\n\
+                big = \"600MiB\"\nafter = \"1MiB\"\n[[op]]\nall_reduce = \"a\"\n";
+    let unfolded = Options {
+        fold: false,
+        per_rank_detail: true,
+        ..Options::default()
+    };
+    let (timeline, _) = simulate_with(&parse("t.toml", text).unwrap(), unfolded);
+    for rank in &timeline.ranks {
+        let end = rank.end.unwrap();
+        assert_eq!((end.status, end.at_ns), (ExitStatus::Raised, Some(0)));
+        assert!(rank.host.is_empty() && rank.kernels.is_empty());
+    }
+    let messages: Vec<&str> = (timeline.findings.iter())
+        .map(|f| {
+            assert_eq!(f.kind, FindingKind::OutOfMemory);
+            f.message.as_str()
+        })
+        .collect();
+    let message = "CUDA out of memory. Tried to allocate 600.00 MiB. 1024.00 MiB allowed; Of the \
+                   allocated memory 600.00 MiB is allocated by PyTorch, and 0 bytes is reserved by \
+                   PyTorch but unallocated. Tensor \"big\", 629145600 B asked before the program \
+                   (R17); the rank's program never started";
+    assert_eq!(
+        messages,
+        [0, 1].map(|rank| format!("[Rank {rank}] {message}"))
+    );
+}
+
+#[test]
 fn ranks_that_all_reduce_the_same_bytes_of_other_dtypes_disagree_r16() {
     // Rank 0 reduces 1 MiB of f32, rank 1 1 MiB of bf16 at the same SeqNum: NCCL would reduce
     // 262144 floats against 524288 bfloat16s (a hang or garbage), so the calls disagree.
