@@ -27,7 +27,8 @@ use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId}
 use sim::timeline::{
     CacheRelease, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, KernelRecord,
     MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, ThreadKind,
-    WaitRecord, WatchdogEvent, WatchdogRecord,
+    UnfinishedCollective, UnfinishedKernel, UnfinishedWait, WaitRecord, WatchdogEvent,
+    WatchdogRecord,
 };
 use std::collections::HashMap;
 
@@ -195,15 +196,26 @@ pub struct RunLog {
 impl RunLog {
     /// Turns events into host-axis times and builds the rank's Timeline part. `time` is
     /// `None` for an event that never fired (behind a collective that never completes): a
-    /// record with such a time is left out, as the simulator leaves out what never happened.
+    /// kernel that never ended and a collective that never completed go to the unfinished
+    /// records, as the simulator's; any other record with such a time is left out, as the
+    /// simulator leaves out what never happened.
     pub fn resolve(
         self,
         plan: &RankPlan,
         mut time: impl FnMut(Ev) -> Result<Option<u64>, HwError>,
     ) -> Result<RankTimeline, HwError> {
         let mut kernels = Vec::with_capacity(self.kernels.len());
+        let mut unfinished_kernels = Vec::new();
         for k in &self.kernels {
             let (Some(start_ns), Some(end_ns)) = (time(k.rest.start)?, time(k.rest.end)?) else {
+                unfinished_kernels.push(UnfinishedKernel {
+                    iteration: k.iteration,
+                    op: k.op,
+                    stream: k.rest.stream,
+                    class: k.rest.class,
+                    enqueue_ns: k.rest.enqueue_ns,
+                    start_ns: time(k.rest.start)?,
+                });
                 continue;
             };
             kernels.push(KernelRecord {
@@ -217,11 +229,35 @@ impl RunLog {
             });
         }
         let mut collectives = Vec::with_capacity(self.collectives.len());
+        let mut unfinished_collectives = Vec::new();
         for c in self.collectives {
             let r = c.rest;
+            let (start, input_ready, end) = (time(r.start)?, time(r.input_ready)?, time(r.end)?);
             let (Some(kernel_start_ns), Some(input_ready_ns), Some(end_ns)) =
-                (time(r.start)?, time(r.input_ready)?, time(r.end)?)
+                (start, input_ready, end)
             else {
+                unfinished_collectives.push(UnfinishedCollective {
+                    iteration: c.iteration,
+                    op: c.op,
+                    group: r.group,
+                    seq: r.seq,
+                    work_seq_num: CollectiveRecord::work_seq_num_field(r.seq, r.seq_num),
+                    bytes: r.bytes,
+                    async_op: r.async_op,
+                    call_stream: r.call_stream,
+                    run_stream: r.run_stream,
+                    host_start_ns: r.host_start_ns,
+                    host_end_ns: r.host_end_ns,
+                    input_ready_ns: input_ready,
+                    kernel_start_ns: start,
+                    kernel_end_ns: start.and(end),
+                    wait: r.wait.map(|w| UnfinishedWait {
+                        op: w.op,
+                        host_start_ns: w.host_start_ns,
+                        host_end_ns: w.host_end_ns,
+                        stream: w.stream,
+                    }),
+                });
                 continue;
             };
             let wait = match r.wait {
@@ -296,6 +332,8 @@ impl RunLog {
             marks,
             stream_waits,
             queries: self.queries,
+            unfinished_collectives,
+            unfinished_kernels,
             memory: self.memory,
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.

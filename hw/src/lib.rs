@@ -383,6 +383,19 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) -> Result<(
             ]);
         }
     }
+    for c in &mut rank.unfinished_collectives {
+        times.extend([&mut c.host_start_ns, &mut c.host_end_ns]);
+        times.extend(c.input_ready_ns.as_mut());
+        times.extend(c.kernel_start_ns.as_mut());
+        times.extend(c.kernel_end_ns.as_mut());
+        if let Some(wait) = &mut c.wait {
+            times.extend([&mut wait.host_start_ns, &mut wait.host_end_ns]);
+        }
+    }
+    for kernel in &mut rank.unfinished_kernels {
+        times.push(&mut kernel.enqueue_ns);
+        times.extend(kernel.start_ns.as_mut());
+    }
     for mark in &mut rank.marks {
         times.extend([&mut mark.host_ns, &mut mark.gpu_ns]);
     }
@@ -621,6 +634,14 @@ mod tests {
                 device_idle_ns: Some(23),
                 segments_freed: 1,
             }],
+            unfinished_kernels: vec![UnfinishedKernel {
+                iteration: 0,
+                op: 0,
+                stream: 0,
+                class: KernelClass::Communication,
+                enqueue_ns: 24,
+                start_ns: Some(25),
+            }],
             ..Default::default()
         }
     }
@@ -673,6 +694,11 @@ mod tests {
                 release.device_idle_ns
             ),
             (1_021, 1_022, Some(1_023))
+        );
+        let unfinished = rank.unfinished_kernels[0];
+        assert_eq!(
+            (unfinished.enqueue_ns, unfinished.start_ns),
+            (1_024, Some(1_025))
         );
     }
 

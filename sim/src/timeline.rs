@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 //!
-//! About 950 lines because the wire format is one piece: every record type, `Timeline::expand`
+//! About 1,060 lines because the wire format is one piece: every record type, `Timeline::expand`
 //! (a folded Timeline rank by rank, docs/scale.md) and the reference check that a file read back
 //! must pass. The summaries of a summarised run (`TimelineSummary`, `RecordSelection`,
 //! `Distribution`) are `timeline/summary.rs`; its unit tests `timeline/tests.rs`.
@@ -190,6 +190,15 @@ pub struct RankTimeline {
     pub stream_waits: Vec<StreamWaitRecord>,
     /// `is_completed()` results (R13).
     pub queries: Vec<QueryRecord>,
+    /// Every collective call whose host call happened but whose collective never completed (a
+    /// hang, a timeout, an abort): recorded as called, never counted as completed. Absent
+    /// when none, and from older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished_collectives: Vec<UnfinishedCollective>,
+    /// Every kernel launched that never ended, in order of launch (its `cudaLaunchKernel`
+    /// returned; CUPTI reports no kernel that has not finished). Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished_kernels: Vec<UnfinishedKernel>,
     /// Peak memory of the caching allocator (R17–R20).
     #[serde(default)]
     pub memory: crate::allocator::MemoryPeaks,
@@ -364,6 +373,71 @@ pub struct WaitRecord {
     pub released_ns: u64,
     /// `is_completed()` right after `wait()` returned (R3).
     pub completed_at_return: bool,
+}
+
+/// A collective the program called whose Work never completed: the host side of the call
+/// (its `record_param_comms`, its launch, its Work) happened; its data never moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnfinishedCollective {
+    pub iteration: u32,
+    pub op: OpRef,
+    /// Index into [`ScenarioInfo::groups`].
+    pub group: u16,
+    /// As [`CollectiveRecord::seq`].
+    pub seq: u64,
+    /// As [`CollectiveRecord::work_seq_num`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_seq_num: Option<std::num::NonZeroU64>,
+    pub bytes: u64,
+    pub async_op: bool,
+    pub call_stream: StreamRef,
+    pub run_stream: StreamRef,
+    pub host_start_ns: u64,
+    /// The call's return; for a call that never returned (its implicit wait blocked), where
+    /// ProcessGroupNCCL's call returned its Work.
+    pub host_end_ns: u64,
+    /// When the calling stream passed the call (R10a); `None`: never.
+    pub input_ready_ns: Option<u64>,
+    /// When its kernel started on the GPU; `None`: never.
+    pub kernel_start_ns: Option<u64>,
+    /// When an abort of the communicator ended its spinning kernel before data moved (R15,
+    /// R27); `None`: the kernel never ended.
+    pub kernel_end_ns: Option<u64>,
+    /// The `wait()` on its Work (or the implicit one, R11) the host called; its stream was
+    /// never released.
+    pub wait: Option<UnfinishedWait>,
+}
+
+impl UnfinishedCollective {
+    /// As [`CollectiveRecord::seq_num`].
+    pub fn seq_num(&self) -> u64 {
+        self.work_seq_num
+            .map_or(self.seq, std::num::NonZeroU64::get)
+    }
+}
+
+/// The host side of a `wait()` whose stream was never released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfinishedWait {
+    /// The wait op, or the collective itself for the implicit wait.
+    pub op: OpRef,
+    pub host_start_ns: u64,
+    pub host_end_ns: u64,
+    /// The stream current at `wait()` (R12).
+    pub stream: StreamRef,
+}
+
+/// A kernel launched that never ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfinishedKernel {
+    pub iteration: u32,
+    pub op: OpRef,
+    pub stream: StreamRef,
+    pub class: KernelClass,
+    /// Host time of the launch.
+    pub enqueue_ns: u64,
+    /// When it started; `None`: it never started (queued behind a kernel that never ended).
+    pub start_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -882,6 +956,31 @@ impl Timeline {
                         stream(wait.stream)?;
                         ordered("a wait", wait.host_start_ns, wait.host_end_ns)?;
                     }
+                }
+                for collective in &rank.unfinished_collectives {
+                    op(collective.op)?;
+                    check("group", u64::from(collective.group), groups)?;
+                    stream(collective.call_stream)?;
+                    stream(collective.run_stream)?;
+                    ordered(
+                        "an unfinished collective's host call",
+                        collective.host_start_ns,
+                        collective.host_end_ns,
+                    )?;
+                    if let (Some(start_ns), Some(end_ns)) =
+                        (collective.kernel_start_ns, collective.kernel_end_ns)
+                    {
+                        ordered("an unfinished collective's kernel", start_ns, end_ns)?;
+                    }
+                    if let Some(wait) = &collective.wait {
+                        op(wait.op)?;
+                        stream(wait.stream)?;
+                        ordered("a wait", wait.host_start_ns, wait.host_end_ns)?;
+                    }
+                }
+                for kernel in &rank.unfinished_kernels {
+                    op(kernel.op)?;
+                    stream(kernel.stream)?;
                 }
                 for mark in &rank.marks {
                     check("mark", u64::from(mark.mark), marks)?;

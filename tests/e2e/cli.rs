@@ -454,6 +454,64 @@ fn the_trace_has_rank_processes_stream_threads_kernels_and_flows() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// hang_10min: ranks 0-2 call and launch the all_reduce that rank 3 never joins. torch.profiler
+/// records the host side of that call, which returned; CUPTI reports no kernel that never
+/// ended. So each of them has the call's `record_param_comms` (marked as never completed) and
+/// its `cudaLaunchKernel`, and no kernel; rank 3, which never called it, has neither.
+#[test]
+fn trace_dir_shows_the_hung_collective_called_and_launched_by_every_rank_that_called_it() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-hung-trace-{}", std::process::id()));
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--trace-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    for rank in 0..4 {
+        let path = dir.join(format!("rank{rank}.pt.trace.json"));
+        let value: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let events = value["traceEvents"].as_array().unwrap();
+        let named = |name: &str| -> Vec<&serde_json::Value> {
+            events.iter().filter(|e| e["name"] == name).collect()
+        };
+        let calls = named("c10d::allreduce_");
+        let comms: Vec<_> = named("record_param_comms")
+            .into_iter()
+            .filter(|e| e["args"]["Collective name"] == "allreduce")
+            .collect();
+        let launches = named("cudaLaunchKernel");
+        assert!(!events.iter().any(|e| e["cat"] == "kernel"), "rank {rank}");
+        if rank == 3 {
+            assert!(calls.is_empty() && comms.is_empty() && launches.is_empty());
+            continue;
+        }
+        assert_eq!(
+            (calls.len(), comms.len(), launches.len()),
+            (1, 1, 1),
+            "rank {rank}"
+        );
+        let args = &comms[0]["args"];
+        assert_eq!(args["Seq"], 1);
+        assert_eq!(args["Rank"], rank);
+        assert_eq!(args["c10dsim never completed"], true);
+        assert_eq!(launches[0]["args"]["c10dsim kernel never ended"], true);
+        // The launch, at 20 µs, inside the 30-µs call that made it.
+        let (call_ts, call_dur) = (calls[0]["ts"].as_u64(), calls[0]["dur"].as_u64());
+        assert_eq!((call_ts, call_dur), (Some(0), Some(30)));
+        let launch_end = launches[0]["ts"].as_u64().unwrap() + launches[0]["dur"].as_u64().unwrap();
+        assert_eq!(launch_end, 20);
+        // Work.wait on it returned too (R12): its record_param_comms, never completed either.
+        let wait = named("record_param_comms")
+            .into_iter()
+            .find(|e| e["args"]["Collective name"] == "wait")
+            .expect("the wait's record_param_comms");
+        assert_eq!(wait["args"]["c10dsim never completed"], true);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn trace_dir_writes_one_file_per_rank_and_refuses_files_of_other_ranks() {
     let dir = std::env::temp_dir().join(format!("c10dsim-trace-dir-{}", std::process::id()));

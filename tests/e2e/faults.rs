@@ -124,6 +124,34 @@ pub fn check_hang_10min(timeline: &Timeline, _report: &Report) {
     // PyTorch 2.11, docs/watchdog.md).
     assert_eq!(at(timeline, 3, WatchdogEvent::Dump), 601 * S);
     assert_eq!(at(timeline, 3, WatchdogEvent::Exit), 1_081 * S);
+    // The all_reduce never completed, yet ranks 0-2 called it, launched its kernel (which
+    // started and never ended) and waited on its Work: the Timeline keeps that host side as
+    // an unfinished collective, never as a completed one. Rank 3 never called it.
+    let expanded = timeline.expand();
+    for rank in &expanded.ranks {
+        assert!(rank.collectives.is_empty() && rank.kernels.is_empty());
+        if rank.rank == 3 {
+            assert!(rank.unfinished_collectives.is_empty() && rank.unfinished_kernels.is_empty());
+            continue;
+        }
+        let [hung] = rank.unfinished_collectives.as_slice() else {
+            panic!("rank {}: {:?}", rank.rank, rank.unfinished_collectives);
+        };
+        assert_eq!(
+            (hung.seq, hung.host_start_ns, hung.host_end_ns),
+            (1, 0, 30 * US)
+        );
+        assert_eq!(hung.input_ready_ns, Some(enqueue_ns));
+        assert!(hung.kernel_start_ns.is_some() && hung.kernel_end_ns.is_none());
+        assert!(hung.wait.is_some());
+        let [kernel] = rank.unfinished_kernels.as_slice() else {
+            panic!("rank {}: {:?}", rank.rank, rank.unfinished_kernels);
+        };
+        assert_eq!(
+            (kernel.enqueue_ns, kernel.start_ns),
+            (enqueue_ns, hung.kernel_start_ns)
+        );
+    }
 }
 
 /// Each rank's process end, as (status, time).

@@ -38,6 +38,27 @@ fn every_catalogue_scenario_reports_the_same_from_its_summary() {
     }
 }
 
+/// A summarised run keeps the unfinished records of the ranks and iterations it names, as the
+/// full run has them, and folds none of them into the distributions of completed collectives.
+#[test]
+fn a_summary_keeps_the_named_ranks_unfinished_collectives_and_counts_none_as_completed() {
+    let scenario = load("hang_10min.toml", &[]);
+    let full = simulate_with(&scenario, Options::default()).0.expand();
+    let kept = summarised(&scenario, "ranks=1,3");
+    let by_rank = |timeline: &Timeline, rank: u32| {
+        let record = timeline.ranks.iter().find(|r| r.rank == rank).unwrap();
+        (
+            record.unfinished_collectives.clone(),
+            record.unfinished_kernels.clone(),
+        )
+    };
+    for rank in [1, 3] {
+        assert_eq!(by_rank(&kept, rank), by_rank(&full, rank), "rank {rank}");
+    }
+    assert_eq!(by_rank(&kept, 1).0.len(), 1);
+    assert!(kept.summary.as_ref().unwrap().collectives.is_empty());
+}
+
 #[test]
 fn the_cli_keeps_the_named_records_and_refuses_a_bad_selection() {
     let output = c10dsim(&[

@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sim::scenario::CollectiveKind;
 use sim::timeline::{
-    Finding, FindingKind, HostCall, KernelClass, RankTimeline, StreamWaitRecord, ThreadKind,
-    Timeline, WatchdogEvent,
+    CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef, RankTimeline,
+    StreamWaitRecord, ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
 };
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -51,7 +51,8 @@ fn stream_tid(stream: u16) -> u64 {
 /// Where a rank's correlation and flow ids start, so that they are unique in their file.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RankIds {
-    /// Kernel `k` of the rank has correlation (and `ac2g` flow id) `correlation_base + k + 1`.
+    /// Kernel `k` of the rank has correlation (and `ac2g` flow id) `correlation_base + k + 1`,
+    /// its unfinished kernel `u` `correlation_base + kernels + u + 1`.
     pub correlation_base: u64,
     /// Stream wait `w` of the rank has flow id `wait_flow_base + w + 1`.
     pub wait_flow_base: u64,
@@ -68,6 +69,11 @@ impl RankIds {
 
     fn stream_wait_correlation(&self, rank: &RankTimeline, wait: usize) -> u64 {
         self.runtime_correlation_base + (rank.host.len() + wait) as u64 + 1
+    }
+
+    /// The correlations a rank's launches take.
+    pub fn launches(rank: &RankTimeline) -> u64 {
+        (rank.kernels.len() + rank.unfinished_kernels.len()) as u64
     }
 
     /// The correlations a rank's runtime calls other than launches take.
@@ -204,6 +210,69 @@ fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
     })
 }
 
+/// c10dsim's argument on the `record_param_comms` of a collective that never completed.
+const NEVER_COMPLETED: &str = "c10dsim never completed";
+/// c10dsim's argument on the `cudaLaunchKernel` of a kernel that never ended.
+const KERNEL_NEVER_ENDED: &str = "c10dsim kernel never ended";
+
+/// What `record_param_comms` reads of a collective, completed or not.
+struct CommsCall {
+    iteration: u32,
+    op: OpRef,
+    group: u16,
+    seq_num: u64,
+    bytes: u64,
+    host_start_ns: u64,
+    host_end_ns: u64,
+    /// The wait's op and host call.
+    wait: Option<CommsWait>,
+    unfinished: bool,
+}
+
+struct CommsWait {
+    op: OpRef,
+    host_start_ns: u64,
+    host_end_ns: u64,
+}
+
+impl CommsCall {
+    fn completed(record: &CollectiveRecord) -> CommsCall {
+        CommsCall {
+            iteration: record.iteration,
+            op: record.op,
+            group: record.group,
+            seq_num: record.seq_num(),
+            bytes: record.bytes,
+            host_start_ns: record.host_start_ns,
+            host_end_ns: record.host_end_ns,
+            wait: record.wait.map(|wait| CommsWait {
+                op: wait.op,
+                host_start_ns: wait.host_start_ns,
+                host_end_ns: wait.host_end_ns,
+            }),
+            unfinished: false,
+        }
+    }
+
+    fn unfinished(record: &UnfinishedCollective) -> CommsCall {
+        CommsCall {
+            iteration: record.iteration,
+            op: record.op,
+            group: record.group,
+            seq_num: record.seq_num(),
+            bytes: record.bytes,
+            host_start_ns: record.host_start_ns,
+            host_end_ns: record.host_end_ns,
+            wait: record.wait.map(|wait| CommsWait {
+                op: wait.op,
+                host_start_ns: wait.host_start_ns,
+                host_end_ns: wait.host_end_ns,
+            }),
+            unfinished: true,
+        }
+    }
+}
+
 /// The group facts of `distributedInfo`, as torch.profiler writes them.
 #[derive(Serialize)]
 pub(super) struct DistributedInfo {
@@ -258,8 +327,10 @@ impl<'a> TraceContext<'a> {
         let groups = timeline.scenario.groups.len();
         let mut members = vec![BTreeSet::new(); groups];
         for rank in &timeline.ranks {
-            for record in &rank.collectives {
-                if let Some(set) = members.get_mut(usize::from(record.group)) {
+            let groups = (rank.collectives.iter().map(|c| c.group))
+                .chain(rank.unfinished_collectives.iter().map(|c| c.group));
+            for group in groups {
+                if let Some(set) = members.get_mut(usize::from(group)) {
                     set.insert(rank.rank);
                 }
             }
@@ -472,9 +543,16 @@ impl<'a> TraceContext<'a> {
 
     /// `record_param_comms` over each collective's host call, with the arguments PyTorch's
     /// profiler gives it (`torch/csrc/profiler/util.cpp` names them).
+    /// A collective that never completed gets one too, its call having returned, marked
+    /// `c10dsim never completed`.
     fn param_comms(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
-        for record in &rank.collectives {
+        let calls = (rank.collectives.iter().map(CommsCall::completed)).chain(
+            rank.unfinished_collectives
+                .iter()
+                .map(CommsCall::unfinished),
+        );
+        for record in calls {
             let op = &self.ops[record.op as usize];
             let Some(name) = op.collective_name else {
                 continue;
@@ -513,10 +591,13 @@ impl<'a> TraceContext<'a> {
                 "Process Group Description": self.group_description(group),
                 "Process Group Ranks": listed_ranks(members),
                 "Rank": rank_in_group.map_or(u64::from(rank.rank), |at| at as u64),
-                "Seq": record.seq_num(),
+                "Seq": record.seq_num,
                 "op": self.timeline.ops[record.op as usize].name,
                 "iteration": record.iteration,
             });
+            if record.unfinished {
+                args[NEVER_COMPLETED] = json!(true);
+            }
             if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
                 args["dtype"] = json!(dtype);
             }
@@ -543,7 +624,7 @@ impl<'a> TraceContext<'a> {
                 let end_ns = (call.checked_sub(1).map(|c| &rank.host[c]))
                     .filter(|c| c.op == wait.op)
                     .map_or(wait.host_end_ns, |c| c.end_ns.max(wait.host_end_ns));
-                let args = json!({
+                let mut args = json!({
                     "Collective name": "wait",
                     "dtype": "Byte",
                     "In msg nelems": 0,
@@ -556,10 +637,13 @@ impl<'a> TraceContext<'a> {
                     "Process Group Ranks": "[]",
                     "Rank": members.iter().position(|&member| member == rank.rank)
                         .map_or(u64::from(rank.rank), |at| at as u64),
-                    "Seq": record.seq_num(),
+                    "Seq": record.seq_num,
                     "op": self.timeline.ops[wait.op as usize].name,
                     "iteration": record.iteration,
                 });
+                if record.unfinished {
+                    args[NEVER_COMPLETED] = json!(true);
+                }
                 sink.slice(
                     "cpu_op",
                     "record_param_comms",
@@ -591,23 +675,46 @@ impl<'a> TraceContext<'a> {
         Ok(())
     }
 
-    /// Each kernel with its `cudaLaunchKernel` on the host and the `ac2g` arrow between them.
+    /// Each kernel with its `cudaLaunchKernel` on the host and the `ac2g` arrow between them;
+    /// a kernel that never ended has its launch alone, marked `c10dsim kernel never ended`, as
+    /// CUPTI reports no unfinished kernel.
     fn kernels(&self, rank: &RankTimeline, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
         let pid = pid(rank.rank);
         let mut launches = Launches::new(&rank.host);
-        for (index, kernel) in rank.kernels.iter().enumerate() {
-            let correlation = ids.correlation_base + index as u64 + 1;
-            let (call, launch_start_ns) = launches.locate(kernel.enqueue_ns);
+        let unfinished_base = ids.correlation_base + rank.kernels.len() as u64;
+        let mut unfinished = rank.unfinished_kernels.iter().enumerate().peekable();
+        let mut launch = |enqueue_ns: u64, correlation: u64, ended: bool, sink: &mut Sink| {
+            let (call, launch_start_ns) = launches.locate(enqueue_ns);
             let external = call.map(|call| call + 1);
+            let mut args = json!({"correlation": correlation, "External id": external,
+                "cbid": CUDA_LAUNCH_KERNEL_CBID});
+            if !ended {
+                args[KERNEL_NEVER_ENDED] = json!(true);
+            }
             sink.slice(
                 "cuda_runtime",
                 "cudaLaunchKernel",
                 (pid, HOST_TID),
                 launch_start_ns,
-                kernel.enqueue_ns,
-                json!({"correlation": correlation, "External id": external,
-                    "cbid": CUDA_LAUNCH_KERNEL_CBID}),
-            )?;
+                enqueue_ns,
+                args,
+            )
+            .map(|()| (external, launch_start_ns))
+        };
+        for (index, kernel) in rank.kernels.iter().enumerate() {
+            // Launches in host order: an unfinished kernel's among the others'.
+            while let Some((at, never_ended)) =
+                unfinished.next_if(|(_, k)| k.enqueue_ns < kernel.enqueue_ns)
+            {
+                launch(
+                    never_ended.enqueue_ns,
+                    unfinished_base + at as u64 + 1,
+                    false,
+                    sink,
+                )?;
+            }
+            let correlation = ids.correlation_base + index as u64 + 1;
+            let (external, launch_start_ns) = launch(kernel.enqueue_ns, correlation, true, sink)?;
             let op_info = &self.timeline.ops[kernel.op as usize];
             let op = &self.ops[kernel.op as usize];
             let tid = stream_tid(kernel.stream);
@@ -644,6 +751,14 @@ impl<'a> TraceContext<'a> {
                 correlation,
                 ((pid, HOST_TID), launch_start_ns),
                 ((pid, tid), kernel.start_ns),
+            )?;
+        }
+        for (at, never_ended) in unfinished {
+            launch(
+                never_ended.enqueue_ns,
+                unfinished_base + at as u64 + 1,
+                false,
+                sink,
             )?;
         }
         Ok(())

@@ -57,7 +57,7 @@ pub fn write_chrome_trace(timeline: &Timeline, out: &mut dyn Write) -> io::Resul
     serde_json::to_writer(&mut *out, &other_data(timeline))?;
     write!(out, ",\"traceEvents\":[")?;
     let mut sink = events::Sink::new(out, Clock::Nanoseconds);
-    let kernels: u64 = timeline.ranks.iter().map(|r| r.kernels.len() as u64).sum();
+    let kernels: u64 = timeline.ranks.iter().map(events::RankIds::launches).sum();
     let mut ids = events::RankIds {
         correlation_base: 0,
         wait_flow_base: kernels,
@@ -66,7 +66,7 @@ pub fn write_chrome_trace(timeline: &Timeline, out: &mut dyn Write) -> io::Resul
     for position in 0..timeline.ranks.len() {
         context.rank_events(position, ids, &mut sink)?;
         let rank = &timeline.ranks[position];
-        ids.correlation_base += rank.kernels.len() as u64;
+        ids.correlation_base += events::RankIds::launches(rank);
         ids.wait_flow_base += rank.stream_waits.len() as u64;
         ids.runtime_correlation_base += events::RankIds::runtime_correlations(rank);
     }
@@ -123,8 +123,8 @@ fn write_rank_trace_with(
     let mut sink = events::Sink::new(out, Clock::WholeMicroseconds);
     let ids = events::RankIds {
         correlation_base: 0,
-        wait_flow_base: rank.kernels.len() as u64,
-        runtime_correlation_base: rank.kernels.len() as u64,
+        wait_flow_base: events::RankIds::launches(rank),
+        runtime_correlation_base: events::RankIds::launches(rank),
     };
     context.rank_events(position, ids, &mut sink)?;
     context.rankless_findings(position, &mut sink)?;

@@ -530,3 +530,66 @@ fn a_profiler_step_holds_the_host_time_before_its_first_call() {
         );
     }
 }
+
+/// Rank 1 hangs before the second iteration's all_reduce: rank 0 calls it and launches its
+/// kernel (which starts and never ends), then the third iteration's all_reduce and GEMM (queued
+/// behind it, never started). Each call keeps its `record_param_comms` and each launch its
+/// `cudaLaunchKernel`, in host order among the others, with a correlation of its own and no
+/// kernel, as CUPTI reports none that never ended.
+#[test]
+fn a_collective_that_never_completes_keeps_its_call_and_launch_but_no_kernel() {
+    let timeline =
+        simulated("[[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n").expand();
+    let rank = &timeline.ranks[0];
+    assert_eq!(rank.unfinished_collectives.len(), 2);
+    assert_eq!(rank.unfinished_kernels.len(), 3);
+    let trace = single_file(&timeline);
+    let kernels: Vec<&Value> = (events(&trace).iter())
+        .filter(|e| e["cat"] == "kernel")
+        .collect();
+    // Each correlation once on the host, and once more on its kernel where that ended.
+    let mut on_host: Vec<u64> = (events(&trace).iter())
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .filter_map(|e| e["args"]["correlation"].as_u64())
+        .collect();
+    let count = on_host.len();
+    on_host.sort_unstable();
+    on_host.dedup();
+    assert_eq!(on_host.len(), count);
+    let launches = named(&trace, "cudaLaunchKernel");
+    let never_ended: Vec<&Value> = (launches.iter().copied())
+        .filter(|l| l["args"]["c10dsim kernel never ended"] == true)
+        .collect();
+    assert_eq!(never_ended.len(), 3);
+    for launch in &never_ended {
+        assert_eq!(launch["pid"], 1);
+        let correlation = &launch["args"]["correlation"];
+        assert!(!kernels
+            .iter()
+            .any(|k| &k["args"]["correlation"] == correlation));
+    }
+    assert_eq!(launches.len(), kernels.len() + 3);
+    // In host order: rank 0's launches are written in time order.
+    let times: Vec<f64> = (launches.iter())
+        .filter(|l| l["pid"] == 1)
+        .map(|l| l["ts"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    // The hung all_reduce's launch inside the call that made it, under a record_param_comms
+    // over the call, marked as never completed.
+    let call = named(&trace, "c10d::allreduce_")
+        .into_iter()
+        .find(|c| c["pid"] == 1 && c["args"]["iteration"] == 1)
+        .unwrap();
+    assert!(within(never_ended[0], call));
+    let comms = named(&trace, "record_param_comms")
+        .into_iter()
+        .find(|c| {
+            c["pid"] == 1
+                && c["args"]["iteration"] == 1
+                && c["args"]["Collective name"] == "allreduce"
+        })
+        .unwrap();
+    assert_eq!(comms["args"]["c10dsim never completed"], true);
+    assert_eq!(span(comms), span(call));
+}

@@ -618,13 +618,12 @@ impl<'s> Engine<'s> {
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
-            // A collective whose kernel an abort ended never moved data: it did not happen
-            // either (R27). A collective that completed stays though its wait's stream release
-            // never came (the process ended first): only that wait did not happen, and the
-            // other ranks' records name this one's arrival (R16).
-            t.kernels.retain(|k| k.end_ns != NEVER);
-            t.collectives
-                .retain(|c| c.end_ns != NEVER && c.data_start_ns != NEVER);
+            // A collective that never completed (a hang, or a kernel an abort ended before data
+            // moved, R27) and a kernel that never ended move to the unfinished records: their
+            // host side happened. A collective that completed stays though its wait's stream
+            // release never came (the process ended first): only that wait did not happen, and
+            // the other ranks' records name this one's arrival (R16).
+            set_apart_unfinished(&mut t);
             for collective in &mut t.collectives {
                 if collective.wait.is_some_and(|w| w.released_ns == NEVER) {
                     collective.wait = None;
@@ -649,6 +648,56 @@ impl<'s> Engine<'s> {
         timeline.summary = summariser.map(|summariser| summariser.into_summary(scenario));
         timeline
     }
+}
+
+/// Moves the kernels that never ended and the collectives that never completed out of `t`'s
+/// records into its unfinished ones, their times that never came as `None`.
+fn set_apart_unfinished(t: &mut RankTimeline) {
+    let known = |ns: u64| (ns != NEVER).then_some(ns);
+    let (kernels, unfinished): (Vec<_>, Vec<_>) = std::mem::take(&mut t.kernels)
+        .into_iter()
+        .partition(|k| k.end_ns != NEVER);
+    t.kernels = kernels;
+    t.unfinished_kernels = unfinished
+        .into_iter()
+        .map(|k| UnfinishedKernel {
+            iteration: k.iteration,
+            op: k.op,
+            stream: k.stream,
+            class: k.class,
+            enqueue_ns: k.enqueue_ns,
+            start_ns: known(k.start_ns),
+        })
+        .collect();
+    let (collectives, unfinished): (Vec<_>, Vec<_>) = std::mem::take(&mut t.collectives)
+        .into_iter()
+        .partition(|c| c.end_ns != NEVER && c.data_start_ns != NEVER);
+    t.collectives = collectives;
+    t.unfinished_collectives = unfinished
+        .into_iter()
+        .map(|c| UnfinishedCollective {
+            iteration: c.iteration,
+            op: c.op,
+            group: c.group,
+            seq: c.seq,
+            work_seq_num: c.work_seq_num,
+            bytes: c.bytes,
+            async_op: c.async_op,
+            call_stream: c.call_stream,
+            run_stream: c.run_stream,
+            host_start_ns: c.host_start_ns,
+            host_end_ns: c.host_end_ns,
+            input_ready_ns: known(c.input_ready_ns),
+            kernel_start_ns: known(c.kernel_start_ns),
+            kernel_end_ns: known(c.kernel_start_ns).and(known(c.end_ns)),
+            wait: c.wait.map(|w| UnfinishedWait {
+                op: w.op,
+                host_start_ns: w.host_start_ns,
+                host_end_ns: w.host_end_ns,
+                stream: w.stream,
+            }),
+        })
+        .collect();
 }
 
 /// A rank's compute-time factor, `max(0.5, 1 + N(0, spread))`, drawn from its own stream so that

@@ -379,6 +379,10 @@ impl Summariser {
         );
         kept.queries
             .extend(batch.queries.into_iter().filter(|r| keeps(r.iteration)));
+        kept.unfinished_collectives
+            .extend((batch.unfinished_collectives.into_iter()).filter(|r| keeps(r.iteration)));
+        kept.unfinished_kernels
+            .extend((batch.unfinished_kernels.into_iter()).filter(|r| keeps(r.iteration)));
         kept.cache_releases.extend(
             batch
                 .cache_releases
