@@ -404,17 +404,27 @@ pub fn apply_profile(
     Ok(document.to_string())
 }
 
-/// `host.collective_tail_us` the scenario does not set (R10).
+/// `host.collective_us` and `host.collective_tail_us` the scenario does not set (R10).
+const DEFAULT_COLLECTIVE_US: f64 = 30.0;
 const DEFAULT_COLLECTIVE_TAIL_US: f64 = 10.0;
 
-/// The tail is a part of the collective call: a profile that fits `host.collective_us` but no
-/// tail (a run where no NCCL kernel started inside the call) lowers the scenario's tail (its
-/// own or the default) to the fitted call, rather than leave a scenario the parser refuses.
+/// The tail is a part of every collective call, after the enqueue (R10a): a profile that fits
+/// a call's cost or the enqueue but no tail (a run where no NCCL kernel started inside the
+/// call) lowers the scenario's tail (its own or the default) to what the shortest call leaves
+/// after the enqueue, rather than leave a scenario the parser refuses. The costs are those the
+/// scenario runs with once the profile is written into it: its own where they win.
 fn clamp_collective_tail(document: &mut toml_edit::DocumentMut, profile: &Profile) {
-    let Some(ProfileValue::Number(collective_us)) = profile.values.get("host.collective_us") else {
-        return;
-    };
-    if profile.values.contains_key("host.collective_tail_us") {
+    const PARTS_AND_CALLS: [&str; 4] = [
+        "host.collective_us",
+        "host.sync_collective_us",
+        "host.collective_cold_us",
+        "host.collective_enqueue_us",
+    ];
+    if profile.values.contains_key("host.collective_tail_us")
+        || !PARTS_AND_CALLS
+            .iter()
+            .any(|key| profile.values.contains_key(*key))
+    {
         return;
     }
     let Some(host) = document
@@ -423,14 +433,24 @@ fn clamp_collective_tail(document: &mut toml_edit::DocumentMut, profile: &Profil
     else {
         return;
     };
-    let tail_us = host
-        .get("collective_tail_us")
-        .and_then(|item| item.as_float().or(item.as_integer().map(|i| i as f64)))
-        .unwrap_or(DEFAULT_COLLECTIVE_TAIL_US);
-    if tail_us > *collective_us {
+    let number = |key: &str| {
+        host.get(key)
+            .and_then(|item| item.as_float().or(item.as_integer().map(|i| i as f64)))
+    };
+    let collective_us = number("collective_us").unwrap_or(DEFAULT_COLLECTIVE_US);
+    // A synchronous or cold call costs a warm async one's unless set (scenario-format.md).
+    let shortest_call_us = ["sync_collective_us", "collective_cold_us"]
+        .iter()
+        .map(|key| number(key).unwrap_or(collective_us))
+        .fold(collective_us, f64::min);
+    let enqueue_us = number("collective_enqueue_us").unwrap_or(0.0);
+    let tail_us = number("collective_tail_us").unwrap_or(DEFAULT_COLLECTIVE_TAIL_US);
+    if enqueue_us + tail_us > shortest_call_us && enqueue_us <= shortest_call_us {
+        // Whole nanoseconds, as the scenario reads it: the parts then add up to the call.
+        let lowered_us = ((shortest_call_us - enqueue_us) * 1e3).round() / 1e3;
         host.insert(
             "collective_tail_us",
-            toml_edit::Item::Value(toml_edit::Value::from(*collective_us)),
+            toml_edit::Item::Value(toml_edit::Value::from(lowered_us)),
         );
     }
 }

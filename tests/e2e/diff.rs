@@ -418,26 +418,39 @@ fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_los
     assert_eq!(written["source"], "simulated");
 }
 
-/// A fit whose values together break a scenario check (a synchronous call fitted below the
-/// default parts after the Work's creation) writes nothing: every `run --machine` would have
-/// refused the profile.
+/// A fit whose values together break a scenario check (calls fitted below the prior's
+/// `collective_tail_us`, which they must cover) writes nothing: every `run --machine` would
+/// have refused the profile. Without a tail of its own the profile lowers the tail instead, and
+/// is written and runs.
 #[test]
 fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     let profile = temp("refused_profile.toml");
     let output = c10dsim(&[
         "calibrate",
         "tests/data/hw/overlap_bench.json",
+        "--prior",
+        "profiles/h100.toml",
         "-o",
         &profile,
     ]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("the fitted profile fails the checks every scenario applies")
-            && stderr(&output).contains("host.sync_collective_us"),
+            && stderr(&output).contains("host.collective_tail_us"),
         "{}",
         stderr(&output)
     );
     assert!(!std::path::Path::new(&profile).exists());
+
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/hw/overlap_bench.json",
+        "-o",
+        &profile,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&["run", "scenarios/overlap_bench.toml", "--machine", &profile]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }
 
 /// A run recorded with a last `--set` whose value ends in `]` (`FILE [--set … --set

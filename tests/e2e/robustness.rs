@@ -638,6 +638,23 @@ fn a_profile_calibrated_from_exp_b_alone_runs_exp_b() {
 }
 
 #[test]
+fn a_profile_calibrated_from_one_torch_run_predicts_another() {
+    // Its enqueue (3.0 µs) and synchronous call (21.6 µs) leave no room for exp_a's own
+    // 20 µs tail: the tail is lowered to what the call leaves, not the scenario refused.
+    let profile = temp("exp_a_run2.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/torch/exp_a_api_modes.run2.json",
+        "-o",
+        profile.to_str().unwrap(),
+        "--validate",
+        "tests/data/torch/exp_a_api_modes.run1.json",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(stdout(&output).contains("held-out: median error"));
+}
+
+#[test]
 fn set_machine_names_a_profile() {
     let output = c10dsim(&[
         "run",

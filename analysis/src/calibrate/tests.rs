@@ -83,6 +83,32 @@ fn a_fitted_collective_call_shorter_than_the_tail_lowers_the_tail() {
 }
 
 #[test]
+fn a_fitted_enqueue_and_synchronous_call_leave_room_for_the_tail() {
+    // Fitted from torch runs without a prior: the enqueue against the default tail, no tail.
+    let profile = parse_profile(
+        "p.toml",
+        "[host]\ncollective_us = 22.153\nsync_collective_us = 21.581\ncollective_enqueue_us = 3.034\n",
+    )
+    .unwrap();
+    let own_tail =
+        "[host]\ncollective_us = 70\ncollective_tail_us = 20\n[[op]]\ndevice_sync = true\n";
+    let replaced = apply_profile(own_tail, &profile, ProfileMode::Replace).unwrap();
+    let host = sim::scenario::parse("s.toml", &replaced).unwrap().host;
+    assert_eq!(
+        (host.collective_enqueue_ns, host.collective_tail_ns),
+        (3_034, 18_547)
+    );
+    // The scenario's own call wins under `machine = …`: its tail fits it and stays.
+    let short = parse_profile("p.toml", "[host]\ncollective_us = 12.5\n").unwrap();
+    let filled = apply_profile(own_tail, &short, ProfileMode::FillUnset).unwrap();
+    let host = sim::scenario::parse("s.toml", &filled).unwrap().host;
+    assert_eq!(
+        (host.collective_ns, host.collective_tail_ns),
+        (70_000, 20_000)
+    );
+}
+
+#[test]
 fn the_scenario_keeps_its_keys_unless_the_profile_replaces_them() {
     let profile = parse_profile("p.toml", "[host]\nwait_us = 2\nlaunch_us = 3\n").unwrap();
     let scenario = "machine = \"p\"\n[host]\nwait_us = 9\n[[op]]\ndevice_sync = true\n";
