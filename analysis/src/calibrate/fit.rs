@@ -1213,12 +1213,12 @@ pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
             .values
             .insert("cluster.gpu".into(), ProfileValue::Text(preset.into()));
     }
-    for value in &fitted {
-        // Three significant decimals are far below every residual.
-        let rounded = (value.value * 1e3).round() / 1e3;
+    for value in &mut fitted {
+        // Three decimals are far below every residual; the table prints what is written.
+        value.value = (value.value * 1e3).round() / 1e3;
         profile
             .values
-            .insert(value.key.clone(), ProfileValue::Number(rounded));
+            .insert(value.key.clone(), ProfileValue::Number(value.value));
     }
     Calibration { fitted, profile }
 }
