@@ -170,6 +170,15 @@ fn error_at(
     ))
 }
 
+/// The tables a profile may hold, as its errors list them: `[profile], [cluster], …`.
+fn profile_tables() -> String {
+    std::iter::once("profile")
+        .chain(PROFILE_KEYS.iter().map(|(table, _)| *table))
+        .map(|table| format!("[{table}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Parses and validates a profile; errors name `path:line:column`.
 pub fn parse_profile(path: &str, text: &str) -> Result<Profile, ProfileError> {
     let document = toml_edit::Document::parse(text).map_err(|e| {
@@ -191,7 +200,7 @@ pub fn parse_profile(path: &str, text: &str) -> Result<Profile, ProfileError> {
                 path,
                 text,
                 key.span(),
-                format!("{table_name:?} must be a table ([profile], [cluster], [network], [host], [memory])"),
+                format!("{table_name:?} must be a table ({})", profile_tables()),
             ));
         };
         if table_name == "profile" {
@@ -249,7 +258,10 @@ pub fn parse_profile(path: &str, text: &str) -> Result<Profile, ProfileError> {
                 path,
                 text,
                 key.span(),
-                format!("unknown table [{table_name}]; expected [profile], [cluster], [network], [host], [memory]"),
+                format!(
+                    "unknown table [{table_name}]; expected {}",
+                    profile_tables()
+                ),
             ));
         };
         for (name, value) in table.iter() {

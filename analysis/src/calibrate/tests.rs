@@ -49,7 +49,14 @@ fn a_profile_parses_and_errors_name_line_and_column() {
             "[cluster]\ngpu = 3\n",
             "m.toml:2:7: error: cluster.gpu must be a string",
         ),
-        ("[hots]\nX = 1\n", "m.toml:1:2: error: unknown table [hots]"),
+        (
+            "[hots]\nX = 1\n",
+            "m.toml:1:2: error: unknown table [hots]; expected [profile], [cluster], [network], [host], [memory], [env]",
+        ),
+        (
+            "env = 1\n",
+            "m.toml:1:1: error: \"env\" must be a table ([profile], [cluster], [network], [host], [memory], [env])",
+        ),
         ("[host\n", "m.toml:1:"),
     ] {
         let error = parse_profile("m.toml", text).unwrap_err().to_string();
