@@ -46,7 +46,8 @@ const DEFAULT_TOLERANCES: ToleranceArgs = ToleranceArgs {
 };
 
 impl ToleranceArgs {
-    fn options(self) -> Result<DiffOptions, Failure> {
+    /// The diff's options; a negative or infinite tolerance is bad input.
+    pub fn options(self) -> Result<DiffOptions, Failure> {
         for (name, value) in [
             ("--tol-pct", self.tol_pct),
             ("--tol-us", self.tol_us),
@@ -89,10 +90,10 @@ pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
 pub fn print_diff(
     a: &Timeline,
     b: &Timeline,
-    tolerance: ToleranceArgs,
+    options: &DiffOptions,
     json: bool,
 ) -> Result<u8, Failure> {
-    let result = diff::diff(a, b, &tolerance.options()?);
+    let result = diff::diff(a, b, options);
     if json {
         outln!(
             "{}",
@@ -111,7 +112,8 @@ pub fn diff_files(a: &Path, b: &Path, tolerance: ToleranceArgs, json: bool) -> R
             "diff - -: standard input holds one Timeline; give at least one of them as a file",
         ));
     }
-    print_diff(&read_timeline(a)?, &read_timeline(b)?, tolerance, json)
+    let options = tolerance.options()?;
+    print_diff(&read_timeline(a)?, &read_timeline(b)?, &options, json)
 }
 
 /// Where a profile named by a scenario (`machine = "h200"` or `"profiles/h200.toml"`) is: a

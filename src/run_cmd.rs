@@ -169,9 +169,14 @@ pub(crate) fn run(
             )));
         }
     }
-    // Read before the run, so that a bad file stops it before anything is simulated or
-    // written, and noted as an input, so that `--timeline` cannot be written over it.
+    // Read before the run, so that a bad file or tolerance stops it before anything is
+    // simulated or written, and noted as an input, so that `--timeline` cannot be written over
+    // it.
     let measured = against.measured.map(diff_cmd::read_timeline).transpose()?;
+    let diff_options = measured
+        .is_some()
+        .then(|| against.tolerance.options())
+        .transpose()?;
     if measured.is_some() && outputs.timeline.is_some_and(stdio::is_dash) {
         return Err(Failure::input(
             "--timeline - with --against: the diff takes standard output; write the Timeline to a file",
@@ -184,13 +189,13 @@ pub(crate) fn run(
     };
     let (timeline, _) = sim::engine::simulate_with(&scenario, options);
     progress::finish();
-    if let Some(measured) = measured {
+    if let (Some(measured), Some(diff_options)) = (measured, diff_options) {
         if let Some(path) = outputs.timeline {
             write_json(path, &timeline)?;
         }
         let timeline = timeline.expand();
         fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
-        return diff_cmd::print_diff(&measured, &timeline, against.tolerance, json);
+        return diff_cmd::print_diff(&measured, &timeline, &diff_options, json);
     }
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, json, nccl_tests, outputs)?;

@@ -369,6 +369,22 @@ fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_los
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(!std::path::Path::new(&written).exists());
 
+    // So does a tolerance the diff refuses (it used to be checked after the run had written
+    // the Timeline).
+    let output = c10dsim(&[
+        "run",
+        scenario,
+        "--against",
+        &measured,
+        "--tol-us",
+        "-1",
+        "--timeline",
+        &written,
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--tol-us must be a number ≥ 0"));
+    assert!(!std::path::Path::new(&written).exists());
+
     // The diff takes stdout: the Timeline cannot share it, and the outputs `--against` does not
     // write are refused rather than silently left out.
     let dash = c10dsim(&["run", scenario, "--against", &measured, "--timeline", "-"]);
