@@ -225,10 +225,7 @@ pub fn resolve_machine(
 /// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the
 /// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`.
 fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
-    let (run, scenario) = match argument.split_once('=') {
-        Some((run, scenario)) => (PathBuf::from(run), Some(PathBuf::from(scenario))),
-        None => (PathBuf::from(argument), None),
-    };
+    let (run, scenario) = run_and_scenario(argument);
     let timeline = read_timeline(&run)?;
     if let Some(path) = scenario {
         return Ok((timeline, path, Vec::new()));
@@ -253,6 +250,24 @@ fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>
         )));
     }
     Ok((timeline, recorded, overrides))
+}
+
+/// A calibration argument's run and the scenario it names, if any. A run's own path may hold
+/// `=` (`sweep/seed=1/run.json`): the argument is the run when it names a file, else it parts
+/// at the first `=` that leaves a run before it (standard input or a file), else at its first.
+fn run_and_scenario(argument: &str) -> (PathBuf, Option<PathBuf>) {
+    let is_run = |path: &str| crate::stdio::is_dash(Path::new(path)) || Path::new(path).is_file();
+    if is_run(argument) {
+        return (PathBuf::from(argument), None);
+    }
+    let mut splits = argument
+        .match_indices('=')
+        .map(|(at, _)| (&argument[..at], &argument[at + 1..]));
+    let first = splits.clone().next();
+    match splits.find(|(run, _)| is_run(run)).or(first) {
+        Some((run, scenario)) => (PathBuf::from(run), Some(PathBuf::from(scenario))),
+        None => (PathBuf::from(argument), None),
+    }
 }
 
 /// The scenario file and `--set`s of a Timeline's `scenario.path` (`FILE [--set K=V --set …]`,

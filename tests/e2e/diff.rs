@@ -535,3 +535,28 @@ fn the_fitted_values_printed_are_the_values_written() {
         assert_eq!(format!("{value_written:.3}"), value, "{key}");
     }
 }
+
+/// A run in a folder whose name holds `=` (a sweep's `seed=1/`) is a run, not `RUN=SCENARIO`:
+/// `calibrate` used to read `…/seed` and exit 2.
+#[test]
+fn calibrate_takes_a_run_whose_path_holds_an_equals_sign() {
+    let folder = std::path::PathBuf::from(temp("seed=1"));
+    std::fs::create_dir_all(folder.join("scenarios")).unwrap();
+    let run = folder.join("hw_host_overhead.json").display().to_string();
+    std::fs::copy("tests/data/hw/hw_host_overhead.json", &run).unwrap();
+    std::fs::copy(
+        "tests/data/hw/scenarios/hw_host_overhead.toml",
+        folder.join("scenarios/hw_host_overhead.toml"),
+    )
+    .unwrap();
+    let paired = format!("{run}=tests/data/hw/scenarios/hw_host_overhead.toml");
+    for argument in [run.as_str(), paired.as_str()] {
+        let output = c10dsim(&["calibrate", argument, "-o", "-"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        assert!(
+            stdout(&output).contains("wait_us = 1.505"),
+            "{}",
+            stdout(&output)
+        );
+    }
+}
