@@ -364,9 +364,13 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         }
     );
     prior.name = name.to_string();
-    prior
-        .sources
-        .extend(inputs.iter().map(|(run, ..)| format!("measured: {run}")));
+    // A prior fitted to some of these runs already names them: each once.
+    for (run, ..) in &inputs {
+        let source = format!("measured: {run}");
+        if !prior.sources.contains(&source) {
+            prior.sources.push(source);
+        }
+    }
     let pairs: Vec<CalibrationRun> = inputs
         .iter()
         .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })

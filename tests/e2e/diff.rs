@@ -560,3 +560,17 @@ fn calibrate_takes_a_run_whose_path_holds_an_equals_sign() {
         );
     }
 }
+
+/// Refitted with its own earlier output as the prior, a profile names each run once.
+#[test]
+fn a_profile_refitted_over_its_prior_names_each_run_once() {
+    let first = temp("refit_first.toml");
+    let second = temp("refit_second.toml");
+    let run = "tests/data/hw/hw_host_overhead.json";
+    let output = c10dsim(&["calibrate", run, "-o", &first]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&["calibrate", run, "--prior", &first, "-o", &second]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let written = std::fs::read_to_string(&second).unwrap();
+    assert_eq!(written.matches("\"measured: ").count(), 1, "{written}");
+}
