@@ -445,21 +445,24 @@ fn clamp_collective_tail(document: &mut toml_edit::DocumentMut, profile: &Profil
     else {
         return;
     };
-    let number = |key: &str| {
-        host.get(key)
-            .and_then(|item| item.as_float().or(item.as_integer().map(|i| i as f64)))
+    // In whole nanoseconds, as the parser reads and compares them: a call and an enqueue
+    // finer than that round apart, and only their rounded difference fits.
+    let ns = |key: &str, default_us: f64| {
+        let us = host
+            .get(key)
+            .and_then(|item| item.as_float().or(item.as_integer().map(|i| i as f64)));
+        sim::units::us_to_ns(us.unwrap_or(default_us))
     };
-    let collective_us = number("collective_us").unwrap_or(DEFAULT_COLLECTIVE_US);
+    let collective_ns = ns("collective_us", DEFAULT_COLLECTIVE_US);
     // A synchronous or cold call costs a warm async one's unless set (scenario-format.md).
-    let shortest_call_us = ["sync_collective_us", "collective_cold_us"]
+    let shortest_call_ns = ["sync_collective_us", "collective_cold_us"]
         .iter()
-        .map(|key| number(key).unwrap_or(collective_us))
-        .fold(collective_us, f64::min);
-    let enqueue_us = number("collective_enqueue_us").unwrap_or(0.0);
-    let tail_us = number("collective_tail_us").unwrap_or(DEFAULT_COLLECTIVE_TAIL_US);
-    if enqueue_us + tail_us > shortest_call_us && enqueue_us <= shortest_call_us {
-        // Whole nanoseconds, as the scenario reads it: the parts then add up to the call.
-        let lowered_us = ((shortest_call_us - enqueue_us) * 1e3).round() / 1e3;
+        .map(|key| ns(key, collective_ns as f64 / 1e3))
+        .fold(collective_ns, u64::min);
+    let enqueue_ns = ns("collective_enqueue_us", 0.0);
+    let tail_ns = ns("collective_tail_us", DEFAULT_COLLECTIVE_TAIL_US);
+    if enqueue_ns + tail_ns > shortest_call_ns && enqueue_ns <= shortest_call_ns {
+        let lowered_us = (shortest_call_ns - enqueue_ns) as f64 / 1e3;
         host.insert(
             "collective_tail_us",
             toml_edit::Item::Value(toml_edit::Value::from(lowered_us)),

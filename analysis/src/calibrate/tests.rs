@@ -115,6 +115,27 @@ fn a_fitted_enqueue_and_synchronous_call_leave_room_for_the_tail() {
     );
 }
 
+/// The tail is lowered in the nanoseconds the scenario reads its costs in: a call and an
+/// enqueue finer than a nanosecond round apart (13.0004 µs to 13 000 ns, 3.0346 µs to
+/// 3 035 ns), and a tail lowered in microseconds (9.966 µs) left the parts 1 ns over the call.
+#[test]
+fn a_lowered_tail_fits_the_call_in_whole_nanoseconds() {
+    let profile = parse_profile("p.toml", "[host]\nsync_collective_us = 13.0004\n").unwrap();
+    let scenario = "[host]\ncollective_enqueue_us = 3.0346\n[[op]]\ndevice_sync = true\n";
+    let applied = apply_profile(scenario, &profile, ProfileMode::Replace).unwrap();
+    let host = sim::scenario::parse("s.toml", &applied)
+        .unwrap_or_else(|error| panic!("{error}\n{applied}"))
+        .host;
+    assert_eq!(
+        (
+            host.sync_collective_ns,
+            host.collective_enqueue_ns,
+            host.collective_tail_ns
+        ),
+        (13_000, 3_035, 9_965)
+    );
+}
+
 #[test]
 fn the_scenario_keeps_its_keys_unless_the_profile_replaces_them() {
     let profile = parse_profile("p.toml", "[host]\nwait_us = 2\nlaunch_us = 3\n").unwrap();
