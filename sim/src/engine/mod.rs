@@ -654,12 +654,8 @@ impl<'s> Engine<'s> {
 /// records into its unfinished ones, their times that never came as `None`.
 fn set_apart_unfinished(t: &mut RankTimeline) {
     let known = |ns: u64| (ns != NEVER).then_some(ns);
-    let (kernels, unfinished): (Vec<_>, Vec<_>) = std::mem::take(&mut t.kernels)
-        .into_iter()
-        .partition(|k| k.end_ns != NEVER);
-    t.kernels = kernels;
-    t.unfinished_kernels = unfinished
-        .into_iter()
+    t.unfinished_kernels = (t.kernels)
+        .extract_if(.., |k| k.end_ns == NEVER)
         .map(|k| UnfinishedKernel {
             iteration: k.iteration,
             op: k.op,
@@ -669,12 +665,8 @@ fn set_apart_unfinished(t: &mut RankTimeline) {
             start_ns: known(k.start_ns),
         })
         .collect();
-    let (collectives, unfinished): (Vec<_>, Vec<_>) = std::mem::take(&mut t.collectives)
-        .into_iter()
-        .partition(|c| c.end_ns != NEVER && c.data_start_ns != NEVER);
-    t.collectives = collectives;
-    t.unfinished_collectives = unfinished
-        .into_iter()
+    t.unfinished_collectives = (t.collectives)
+        .extract_if(.., |c| c.end_ns == NEVER || c.data_start_ns == NEVER)
         .map(|c| UnfinishedCollective {
             iteration: c.iteration,
             op: c.op,
