@@ -23,8 +23,8 @@ use std::fmt::{self, Write as _};
 mod fit;
 use fit::median;
 pub use fit::{
-    calibrate, check_pairing, nothing_to_fit, render_fitted, Calibration, CalibrationRun,
-    FittedValue,
+    calibrate, check_pairing, nothing_to_fit, render_fitted, runs_per_gpu, Calibration,
+    CalibrationRun, FittedValue,
 };
 
 /// The keys a profile may set, by table.

@@ -574,3 +574,34 @@ fn a_profile_refitted_over_its_prior_names_each_run_once() {
     let written = std::fs::read_to_string(&second).unwrap();
     assert_eq!(written.matches("\"measured: ").count(), 1, "{written}");
 }
+
+/// Runs measured on an H200 and an H100 are fitted together (profiles/h200-torch.toml does so
+/// on purpose), but not silently: stderr and the profile's `about` name each GPU with its runs.
+/// The fit used to say nothing and leave `cluster.gpu` out unexplained.
+#[test]
+fn runs_measured_on_different_gpus_are_fitted_with_a_note_naming_them() {
+    let profile = temp("mixed_gpus.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/torch/all_to_all.run1.json",
+        "tests/data/torch/all_to_all.run2.json",
+        "tests/data/torch/timeout_dump.run1.json",
+        "-o",
+        &profile,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let gpus = "2 on NVIDIA H200 and 1 on NVIDIA H100 80GB HBM3";
+    assert!(
+        stderr(&output).contains(&format!(
+            "the runs were measured on different GPUs ({gpus})"
+        )) && stderr(&output).contains("the profile names no cluster.gpu"),
+        "{}",
+        stderr(&output)
+    );
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        written.contains(&format!("from 3 measured runs, {gpus}\"")),
+        "{written}"
+    );
+    assert!(!written.contains("gpu = "), "{written}");
+}
