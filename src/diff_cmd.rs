@@ -397,10 +397,35 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
     // A profile that fails a scenario's checks is not written.
     calibrate::check_usable(&calibration.profile).map_err(|why| {
+        let (unset, advice) = match args.prior.as_deref().map(Path::display) {
+            None => (
+                "the defaults for what it leaves unset".to_string(),
+                "Fit from runs that measure both values, or give --prior the host costs of \
+                 the machine these runs were measured on"
+                    .to_string(),
+            ),
+            Some(prior) => {
+                let kept = calibrate::unfitted_keys_named(&why, &calibration);
+                let kept = match kept.as_slice() {
+                    [] => String::new(),
+                    [key] => format!("{key} is --prior {prior}'s, not fitted. "),
+                    keys => format!("{} are --prior {prior}'s, not fitted. ", keys.join(", ")),
+                };
+                (
+                    format!(
+                        "--prior {prior}'s values for what the runs do not fit, and the \
+                         defaults for what neither sets"
+                    ),
+                    format!(
+                        "{kept}Fit from runs that measure both values, or give a --prior with the \
+                         host costs of the machine these runs were measured on"
+                    ),
+                )
+            }
+        };
         Failure::input(format!(
-            "the fitted profile fails the checks every scenario applies (with the defaults \
-             for what it leaves unset), so nothing was written: {why}. Fit from runs that measure both values, or give --prior the host costs of \
-             the machine these runs were measured on\n{fitted}"
+            "the fitted profile fails the checks every scenario applies (with {unset}), so \
+             nothing was written: {why}. {advice}\n{fitted}"
         ))
     })?;
     // The profile written to standard output takes it alone: the fitted values go to stderr.

@@ -436,8 +436,9 @@ fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_los
 
 /// A fit whose values together break a scenario check (calls fitted below the prior's
 /// `collective_tail_us`, which they must cover) writes nothing: every `run --machine` would
-/// have refused the profile. Without a tail of its own the profile lowers the tail instead, and
-/// is written and runs.
+/// have refused the profile. The message names the prior's value as the prior's (it used to
+/// speak of the defaults and advise giving a --prior, when one was given). Without a tail of
+/// its own the profile lowers the tail instead, and is written and runs.
 #[test]
 fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     let profile = temp("refused_profile.toml");
@@ -452,7 +453,13 @@ fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("the fitted profile fails the checks every scenario applies")
-            && stderr(&output).contains("host.collective_tail_us"),
+            && stderr(&output).contains(
+                "(with --prior profiles/h100.toml's values for what the runs do not fit, and \
+                 the defaults for what neither sets)"
+            )
+            && stderr(&output)
+                .contains("host.collective_tail_us is --prior profiles/h100.toml's, not fitted")
+            && !stderr(&output).contains("give --prior"),
         "{}",
         stderr(&output)
     );

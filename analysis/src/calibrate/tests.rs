@@ -553,3 +553,36 @@ fn runs_on_different_gpus_are_counted_per_gpu_and_one_gpu_says_nothing() {
         Some("1 on NVIDIA H100 80GB HBM3, 1 on NVIDIA H200 and 1 on h100-sxm")
     );
 }
+
+#[test]
+fn a_refused_profile_names_the_prior_values_its_reason_names() {
+    let mut prior = Profile::default();
+    for (key, value) in [
+        ("host.collective_tail_us", 10.0),
+        ("host.collective_us", 30.0),
+        ("host.wait_us", 4.0),
+    ] {
+        prior.values.insert(key.into(), ProfileValue::Number(value));
+    }
+    let mut profile = prior.clone();
+    profile
+        .values
+        .insert("host.collective_us".into(), ProfileValue::Number(7.6));
+    let calibration = Calibration {
+        fitted: vec![FittedValue {
+            key: "host.collective_us".into(),
+            value: 7.6,
+            samples: 3,
+            residual: "0.03 µs".into(),
+            method: "median".into(),
+        }],
+        profile,
+    };
+    let reason = check_usable(&calibration.profile).unwrap_err();
+    assert!(reason.contains("host.collective_tail_us"), "{reason}");
+    // The fitted call is the runs'; wait_us is the prior's but not in the reason.
+    assert_eq!(
+        unfitted_keys_named(&reason, &calibration),
+        ["host.collective_tail_us"]
+    );
+}
