@@ -352,11 +352,19 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         Some(path) => read_profile(path)?,
         None => Profile::default(),
     };
+    let pairs: Vec<CalibrationRun> = inputs
+        .iter()
+        .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })
+        .collect();
+    let runs_per_gpu = calibrate::runs_per_gpu(&pairs);
     // The profile names the runs it was fitted to: not those left out for want of records.
     prior.about = format!(
-        "calibrated by c10dsim calibrate from {} measured run{}{}",
+        "calibrated by c10dsim calibrate from {} measured run{}{}{}",
         inputs.len(),
         if inputs.len() == 1 { "" } else { "s" },
+        runs_per_gpu
+            .as_ref()
+            .map_or(String::new(), |gpus| format!(", {gpus}")),
         if prior.name.is_empty() {
             String::new()
         } else {
@@ -371,11 +379,17 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
             prior.sources.push(source);
         }
     }
-    let pairs: Vec<CalibrationRun> = inputs
-        .iter()
-        .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })
-        .collect();
     let calibration = calibrate::calibrate(&pairs, &prior);
+    if let Some(gpus) = &runs_per_gpu {
+        let gpu = match calibration.profile.values.get("cluster.gpu") {
+            Some(gpu) => format!("cluster.gpu is the prior's, {gpu}"),
+            None => "the profile names no cluster.gpu".to_string(),
+        };
+        eprintln!(
+            "c10dsim: the runs were measured on different GPUs ({gpus}): each fitted value \
+             is fitted across them all, and {gpu}"
+        );
+    }
     let mut fitted = calibrate::render_fitted(&calibration.fitted);
     if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
         fitted.push_str(&format!("cluster.gpu = {gpu}\n"));
@@ -383,10 +397,35 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
     // A profile that fails a scenario's checks is not written.
     calibrate::check_usable(&calibration.profile).map_err(|why| {
+        let (unset, advice) = match args.prior.as_deref().map(Path::display) {
+            None => (
+                "the defaults for what it leaves unset".to_string(),
+                "Fit from runs that measure both values, or give --prior the host costs of \
+                 the machine these runs were measured on"
+                    .to_string(),
+            ),
+            Some(prior) => {
+                let kept = calibrate::unfitted_keys_named(&why, &calibration);
+                let kept = match kept.as_slice() {
+                    [] => String::new(),
+                    [key] => format!("{key} is --prior {prior}'s, not fitted. "),
+                    keys => format!("{} are --prior {prior}'s, not fitted. ", keys.join(", ")),
+                };
+                (
+                    format!(
+                        "--prior {prior}'s values for what the runs do not fit, and the \
+                         defaults for what neither sets"
+                    ),
+                    format!(
+                        "{kept}Fit from runs that measure both values, or give a --prior with the \
+                         host costs of the machine these runs were measured on"
+                    ),
+                )
+            }
+        };
         Failure::input(format!(
-            "the fitted profile fails the checks every scenario applies (with the defaults \
-             for what it leaves unset), so nothing was written: {why}. Fit from runs that measure both values, or give --prior the host costs of \
-             the machine these runs were measured on\n{fitted}"
+            "the fitted profile fails the checks every scenario applies (with {unset}), so \
+             nothing was written: {why}. {advice}\n{fitted}"
         ))
     })?;
     // The profile written to standard output takes it alone: the fitted values go to stderr.

@@ -23,8 +23,8 @@ use std::fmt::{self, Write as _};
 mod fit;
 use fit::median;
 pub use fit::{
-    calibrate, check_pairing, nothing_to_fit, render_fitted, Calibration, CalibrationRun,
-    FittedValue,
+    calibrate, check_pairing, nothing_to_fit, render_fitted, runs_per_gpu, Calibration,
+    CalibrationRun, FittedValue,
 };
 
 /// The keys a profile may set, by table.
@@ -369,6 +369,26 @@ pub fn check_usable(profile: &Profile) -> Result<(), String> {
     sim::scenario::parse("profile", &text)
         .map(|_| ())
         .map_err(|error| error.message)
+}
+
+/// The keys a reason of [`check_usable`] names whose values the calibration did not fit: the
+/// prior's, kept in the profile.
+pub fn unfitted_keys_named(reason: &str, calibration: &Calibration) -> Vec<String> {
+    let part_of_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    let names = |key: &str| {
+        reason.match_indices(key).any(|(at, _)| {
+            !reason[..at].ends_with(part_of_name)
+                && !reason[at + key.len()..].starts_with(part_of_name)
+        })
+    };
+    calibration
+        .profile
+        .values
+        .keys()
+        .filter(|key| !calibration.fitted.iter().any(|f| &f.key == *key))
+        .filter(|key| names(key))
+        .cloned()
+        .collect()
 }
 
 /// Writes a profile's values into a scenario's text. The `machine` key is blanked (spaces keep

@@ -436,8 +436,9 @@ fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_los
 
 /// A fit whose values together break a scenario check (calls fitted below the prior's
 /// `collective_tail_us`, which they must cover) writes nothing: every `run --machine` would
-/// have refused the profile. Without a tail of its own the profile lowers the tail instead, and
-/// is written and runs.
+/// have refused the profile. The message names the prior's value as the prior's (it used to
+/// speak of the defaults and advise giving a --prior, when one was given). Without a tail of
+/// its own the profile lowers the tail instead, and is written and runs.
 #[test]
 fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     let profile = temp("refused_profile.toml");
@@ -452,7 +453,13 @@ fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
         stderr(&output).contains("the fitted profile fails the checks every scenario applies")
-            && stderr(&output).contains("host.collective_tail_us"),
+            && stderr(&output).contains(
+                "(with --prior profiles/h100.toml's values for what the runs do not fit, and \
+                 the defaults for what neither sets)"
+            )
+            && stderr(&output)
+                .contains("host.collective_tail_us is --prior profiles/h100.toml's, not fitted")
+            && !stderr(&output).contains("give --prior"),
         "{}",
         stderr(&output)
     );
@@ -573,4 +580,35 @@ fn a_profile_refitted_over_its_prior_names_each_run_once() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let written = std::fs::read_to_string(&second).unwrap();
     assert_eq!(written.matches("\"measured: ").count(), 1, "{written}");
+}
+
+/// Runs measured on an H200 and an H100 are fitted together (profiles/h200-torch.toml does so
+/// on purpose), but not silently: stderr and the profile's `about` name each GPU with its runs.
+/// The fit used to say nothing and leave `cluster.gpu` out unexplained.
+#[test]
+fn runs_measured_on_different_gpus_are_fitted_with_a_note_naming_them() {
+    let profile = temp("mixed_gpus.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/torch/all_to_all.run1.json",
+        "tests/data/torch/all_to_all.run2.json",
+        "tests/data/torch/timeout_dump.run1.json",
+        "-o",
+        &profile,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let gpus = "2 on NVIDIA H200 and 1 on NVIDIA H100 80GB HBM3";
+    assert!(
+        stderr(&output).contains(&format!(
+            "the runs were measured on different GPUs ({gpus})"
+        )) && stderr(&output).contains("the profile names no cluster.gpu"),
+        "{}",
+        stderr(&output)
+    );
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        written.contains(&format!("from 3 measured runs, {gpus}\"")),
+        "{written}"
+    );
+    assert!(!written.contains("gpu = "), "{written}");
 }

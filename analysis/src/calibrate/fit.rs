@@ -16,6 +16,7 @@ use sim::timeline::{
     CollectiveRecord, HostCall, KernelClass, KernelRecord, RankTimeline, ThreadKind, Timeline,
     WatchdogEvent,
 };
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// A measured run and the scenario it ran.
@@ -1120,6 +1121,33 @@ fn measured_gpu_preset(runs: &[CalibrationRun]) -> Option<&'static str> {
         .map(|run| run.timeline.machine.get("device").and_then(|d| preset(d)));
     let first = presets.next()??;
     presets.all(|p| p == Some(first)).then_some(first)
+}
+
+/// The GPUs the runs ran on, each with its number of runs, when they are more than one:
+/// `55 on NVIDIA H200 and 8 on NVIDIA H100 80GB HBM3` (most runs first). Each run's GPU is its
+/// `machine.device`, else a simulated Timeline's `machine.gpu` preset. Such a fit puts every
+/// GPU's host costs and rates into one value each, and the profile names no GPU of its own.
+pub fn runs_per_gpu(runs: &[CalibrationRun]) -> Option<String> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for run in runs {
+        let machine = &run.timeline.machine;
+        let gpu = machine
+            .get("device")
+            .or(machine.get("gpu"))
+            .map_or("no GPU recorded", String::as_str);
+        *counts.entry(gpu).or_default() += 1;
+    }
+    if counts.len() < 2 {
+        return None;
+    }
+    let mut counts: Vec<(&str, usize)> = counts.into_iter().collect();
+    counts.sort_by_key(|&(_, runs)| std::cmp::Reverse(runs));
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|(gpu, runs)| format!("{runs} on {gpu}"))
+        .collect();
+    let (last, first) = parts.split_last().expect("at least two GPUs");
+    Some(format!("{} and {last}", first.join(", ")))
 }
 
 /// The result of a calibration: the fitted values and the profile they make.

@@ -514,3 +514,75 @@ fn the_gemm_efficiency_is_of_the_rate_of_the_gpu_the_profile_names() {
     let efficiency = number(&calibration.profile, "cluster.gemm_efficiency");
     assert!((efficiency - 0.8).abs() < 1e-3, "{efficiency}");
 }
+
+#[test]
+fn runs_on_different_gpus_are_counted_per_gpu_and_one_gpu_says_nothing() {
+    let scenario = sim::scenario::parse(
+        "g.toml",
+        "[cluster]\nranks = 1\n[[op]]\ndevice_sync = true\n",
+    )
+    .unwrap();
+    let on = |device: &str| {
+        let mut timeline = sim::engine::simulate(&scenario);
+        timeline.machine.insert("device".into(), device.into());
+        timeline
+    };
+    let (h200, h100, simulated) = (
+        on("NVIDIA H200"),
+        on("NVIDIA H100 80GB HBM3"),
+        sim::engine::simulate(&scenario),
+    );
+    let runs = |timelines: &[&Timeline]| -> Option<String> {
+        let runs: Vec<CalibrationRun> = timelines
+            .iter()
+            .map(|timeline| CalibrationRun {
+                scenario: &scenario,
+                timeline,
+            })
+            .collect();
+        runs_per_gpu(&runs)
+    };
+    assert_eq!(runs(&[&h200, &h200]), None);
+    assert_eq!(
+        runs(&[&h100, &h200, &h200]).as_deref(),
+        Some("2 on NVIDIA H200 and 1 on NVIDIA H100 80GB HBM3")
+    );
+    // A simulated Timeline names its GPU preset.
+    assert_eq!(
+        runs(&[&h200, &h100, &simulated]).as_deref(),
+        Some("1 on NVIDIA H100 80GB HBM3, 1 on NVIDIA H200 and 1 on h100-sxm")
+    );
+}
+
+#[test]
+fn a_refused_profile_names_the_prior_values_its_reason_names() {
+    let mut prior = Profile::default();
+    for (key, value) in [
+        ("host.collective_tail_us", 10.0),
+        ("host.collective_us", 30.0),
+        ("host.wait_us", 4.0),
+    ] {
+        prior.values.insert(key.into(), ProfileValue::Number(value));
+    }
+    let mut profile = prior.clone();
+    profile
+        .values
+        .insert("host.collective_us".into(), ProfileValue::Number(7.6));
+    let calibration = Calibration {
+        fitted: vec![FittedValue {
+            key: "host.collective_us".into(),
+            value: 7.6,
+            samples: 3,
+            residual: "0.03 µs".into(),
+            method: "median".into(),
+        }],
+        profile,
+    };
+    let reason = check_usable(&calibration.profile).unwrap_err();
+    assert!(reason.contains("host.collective_tail_us"), "{reason}");
+    // The fitted call is the runs'; wait_us is the prior's but not in the reason.
+    assert_eq!(
+        unfitted_keys_named(&reason, &calibration),
+        ["host.collective_tail_us"]
+    );
+}

@@ -154,6 +154,14 @@ fn half_the_bandwidth_moves_the_collective_and_its_metrics() {
         "{:#?}",
         result.exceeded
     );
+    // In µs, as the text's other lines (the JSON's `unit` stays `us`).
+    let line = result
+        .exceeded
+        .iter()
+        .find(|e| e.starts_with("metric ar.kernel_us: "))
+        .expect("the kernel's metric moved");
+    assert!(line.contains(" µs (×") && !line.contains(" us"), "{line}");
+    assert_eq!(kernel.unit, "us");
     assert_eq!(result.worst_ops[0].op, "ar");
     // The mark GPU times did not move, so no order changed.
     assert!(result.order_disagreements.is_empty());
@@ -389,5 +397,22 @@ fn differences_alike_on_many_ranks_are_one_line() {
         render_diff(&result).contains("rank(s) 3-5 ran ops in A only"),
         "{}",
         render_diff(&result)
+    );
+}
+
+#[test]
+fn a_fraction_that_moved_is_written_bare() {
+    let overlap = MetricDelta {
+        metric: "overlap.none".into(),
+        unit: "fraction".into(),
+        a: 0.88,
+        b: 0.52,
+        ratio: Some(0.52 / 0.88),
+        error_pct: Some(40.9),
+        exceeds: true,
+    };
+    assert_eq!(
+        metric_line(&overlap),
+        "metric overlap.none: 0.880 → 0.520 (×0.591)"
     );
 }

@@ -125,29 +125,44 @@ impl Engine<'_> {
         for rendezvous in stuck_collectives.iter().take(MAX_FINDINGS) {
             let group = &scenario.groups[rendezvous.group];
             let arrived: Vec<u32> = rendezvous.members.iter().map(|&(r, _)| r).collect();
-            let missing = self.others_in_group(rendezvous.group, &arrived);
-            let mut absent = self.absent_ranks(&missing, "never launched it", "launching it");
+            // A live rank that called it, its kernel not started (queued behind earlier work on
+            // its stream), is no rank that never launched it.
+            let (queued, missing): (Vec<u32>, Vec<u32>) = self
+                .others_in_group(rendezvous.group, &arrived)
+                .into_iter()
+                .partition(|&r| {
+                    !self.is_dead(r)
+                        && self.ranks[r as usize].group_seq[rendezvous.group] >= rendezvous.seq
+                });
             // A rank that aborted its communicator launched the collective, but its kernel
             // returned at once (R15, R27); the others spin.
             let (aborted, spinning): (Vec<u32>, Vec<u32>) = arrived
                 .iter()
                 .partition(|&&r| self.failure.is_aborted(r, rendezvous.group));
+            let mut absent = Vec::new();
             if !aborted.is_empty() {
                 let aborted = self.ranks_of(&aborted);
                 let its = aborted.one_or_many(
                     "its communicator, its kernel",
                     "their communicators, their kernels",
                 );
-                let aborted = format!(
+                absent.push(format!(
                     "{} aborted {its} ending at once (R15, R27)",
                     aborted.named()
-                );
-                absent = if missing.is_empty() {
-                    aborted
-                } else {
-                    format!("{aborted}, {absent}")
-                };
+                ));
             }
+            if !queued.is_empty() {
+                let queued = self.ranks_of(&queued);
+                absent.push(format!(
+                    "{} called it but {} never started",
+                    queued.named(),
+                    queued.one_or_many("its kernel", "their kernels"),
+                ));
+            }
+            if !missing.is_empty() || absent.is_empty() {
+                absent.push(self.absent_ranks(&missing, "never launched it", "launching it"));
+            }
+            let absent = absent.join(", ");
             let op = &scenario.ops[rendezvous.op];
             let seq_nums = self.member_seq_nums(rendezvous);
             let (first_rank, first_stream) =

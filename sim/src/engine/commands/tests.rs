@@ -373,6 +373,38 @@ fn a_communicator_that_never_forms_names_its_waiting_ranks_with_a_verb_that_agre
 }
 
 #[test]
+fn a_deadlock_finding_tells_ranks_that_called_a_collective_from_those_that_never_did() {
+    // Rank 3 hangs before ar1; ranks 0-2 call ar1 and ar2, whose kernel queues behind ar1's
+    // spinning one. They called ar2: only rank 3 never launched it.
+    let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\nTORCH_NCCL_ENABLE_MONITORING = 0\n[cluster]\nranks = 4\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\na = \"1MiB\"\nb = \"1MiB\"\n[[op]]\nlabel = \"ar1\"\nall_reduce = \"a\"\nasync_op = true\nwork = \"w1\"\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"b\"\nasync_op = true\nwork = \"w2\"\n[[op]]\nwait = \"w2\"\n[[op]]\ndevice_sync = true\n[[fault]]\nranks = [3]\nat = \"ar1\"\nkind = \"hang\"\n";
+    let timeline = simulate(&parse("t.toml", text).unwrap());
+    let never_completes = |op: &str| {
+        timeline
+            .findings
+            .iter()
+            .find(|f| {
+                f.kind == FindingKind::Deadlock
+                    && f.message.starts_with(&format!("collective {op} "))
+            })
+            .unwrap_or_else(|| panic!("{op}: {:#?}", timeline.findings))
+            .message
+            .clone()
+    };
+    let first = never_completes("ar1");
+    assert!(
+        first.ends_with(
+            "ranks 0-2 (3 ranks) started their kernels and spin (R16), rank 3 never launched it"
+        ),
+        "{first}"
+    );
+    let second = never_completes("ar2");
+    assert!(
+        second.ends_with("ranks 0-2 (3 ranks) called it but their kernels never started, rank 3 never launched it"),
+        "{second}"
+    );
+}
+
+#[test]
 fn a_deadlock_finding_does_not_blame_a_dead_rank_for_what_its_death_stopped() {
     // Rank 1 dies before the all_reduce; under mode 0, without the heartbeat monitor
     // (which would end them after the dump signal, R28), ranks 0 and 2 stay blocked in
