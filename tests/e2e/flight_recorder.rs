@@ -67,10 +67,17 @@ fn a_simulated_hang_s_dumps_import_to_the_culprit_the_simulator_named() {
     }
     let scenario = dir.join("imported.toml");
     let verdict = import(&dumps, &scenario);
-    assert!(
-        verdict.contains(&format!(
-            "verdict: desync report (rank 0's watchdog): {named}"
-        )),
+    // The one verdict: rank 3's `pg_status` (-1, none enqueued) names no collective the dumps
+    // lack, since the others' dumps hold SeqNum 1.
+    let verdicts: Vec<&str> = verdict
+        .lines()
+        .filter(|l| l.starts_with("verdict:"))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [format!(
+            "verdict: desync report (rank 0's watchdog): {named}; ranks 0-2 (3 ranks) waiting"
+        )],
         "{verdict}"
     );
     // Same run, same bytes; same dumps, same scenario.
@@ -622,6 +629,29 @@ fn a_collective_no_dump_kept_is_said_not_replayed() {
     let verdict = import(&dir.join("dumps"), &dir.join("imported.toml"));
     assert!(
         verdict.contains("verdict: not replayed: rank 0 enqueued collectives of tp up to 1, rank 1 up to 2 (pg_status); collective 2 of tp is in no dump (the ring buffers that held it wrapped), so the replay cannot show rank 0 never issuing it\n"),
+        "{verdict}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_rank_that_enqueued_none_of_a_group_whose_first_collective_no_dump_kept_is_said_not_replayed() {
+    // Rank 1 hangs before its first all_reduce; rank 0's host runs ahead through ten async
+    // ones, and its buffer of 3 dropped SeqNum 1. Rank 1's pg_status says -1: none enqueued.
+    let dir = scratch("none-enqueued");
+    let scenario = dir.join("none.toml");
+    std::fs::write(
+        &scenario,
+        "repeat = 10\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+         [env]\nTORCH_NCCL_DESYNC_DEBUG = 1\nTORCH_FR_BUFFER_SIZE = 3\n[tensors]\ng = \"4MiB\"\n\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"g\"\nasync_op = true\n\
+         [[fault]]\nranks = [1]\nat = \"a\"\nkind = \"hang\"\n",
+    )
+    .unwrap();
+    dump(scenario.to_str().unwrap(), &dir.join("dumps"));
+    let verdict = import(&dir.join("dumps"), &dir.join("imported.toml"));
+    assert!(
+        verdict.contains("verdict: not replayed: rank 1 enqueued no collective of world, rank 0 up to 10 (pg_status); collective 1 of world is in no dump"),
         "{verdict}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

@@ -778,14 +778,20 @@ pub fn unreplayed(dumps: &[FlightRecorderDump]) -> Vec<String> {
         else {
             continue;
         };
-        let missed = u64::try_from(behind.saturating_add(1)).unwrap_or(0);
+        // SeqNums count from 1; a member that enqueued none says -1.
+        let missed = u64::try_from(behind.saturating_add(1)).unwrap_or(0).max(1);
         if behind == ahead || kept.contains(&(pg, missed)) {
             continue;
         }
         let named = |ranks: &[u32]| sim::ranks::RankSet::from_ranks(ranks.iter().copied()).named();
         let group = group_name(pg, desc, &BTreeSet::new());
+        let laggards_enqueued = if behind < 1 {
+            format!("enqueued no collective of {group}")
+        } else {
+            format!("enqueued collectives of {group} up to {behind}")
+        };
         lines.push(format!(
-            "not replayed: {} enqueued collectives of {group} up to {behind}, {} up to {ahead} (pg_status); collective {missed} of {group} is in no dump (the ring buffers that held it wrapped), so the replay cannot show {} never issuing it",
+            "not replayed: {} {laggards_enqueued}, {} up to {ahead} (pg_status); collective {missed} of {group} is in no dump (the ring buffers that held it wrapped), so the replay cannot show {} never issuing it",
             named(laggards),
             named(leaders),
             named(laggards),
