@@ -531,3 +531,51 @@ stream_sync = "current"
         }
     }
 }
+
+/// A trace recorded mid-job has each group's `Seq` far above 1 (the profiler started at step
+/// 100): the import writes the group's `first_seq_num`, so that the replay's Works, watchdog
+/// and Flight Recorder name the job's SeqNums (it numbered from 1 again).
+#[test]
+fn a_trace_recorded_mid_job_replays_with_the_job_s_seq_nums() {
+    let text = r#"
+name = "mid_job"
+[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+first_seq_num = 101
+[groups.tp]
+ranks = [0, 1]
+eager_init = true
+first_seq_num = 7
+[groups.fresh]
+ranks = [0, 1]
+eager_init = true
+[tensors]
+x = "4MiB"
+[[op]]
+all_reduce = "x"
+[[op]]
+all_reduce = "x"
+group = "tp"
+[[op]]
+all_reduce = "x"
+group = "fresh"
+[[op]]
+all_gather = "x"
+"#;
+    let original = sim::scenario::parse("mid_job.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let imported =
+        kineto::import_traces(&rank_traces_of(&original), &KinetoOptions::default()).unwrap();
+    let replay = sim::scenario::parse("import.toml", &imported).unwrap_or_else(|e| panic!("{e}"));
+    let first_seq_nums: Vec<u64> = replay.groups.iter().map(|g| g.first_seq_num).collect();
+    assert_eq!(first_seq_nums, [101, 7, 1], "{imported}");
+    let seq_nums = |scenario: &sim::scenario::Scenario| -> Vec<Vec<u64>> {
+        let timeline = sim::engine::simulate(scenario);
+        (timeline.ranks.iter())
+            .map(|rank| rank.collectives.iter().map(|c| c.seq_num()).collect())
+            .collect()
+    };
+    assert_eq!(seq_nums(&replay), seq_nums(&original), "{imported}");
+    assert_eq!(seq_nums(&replay)[0], [101, 7, 1, 102]);
+}

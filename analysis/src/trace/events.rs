@@ -58,7 +58,9 @@ pub(super) struct RankIds {
     pub wait_flow_base: u64,
     /// The rank's CUDA runtime calls other than launches: host call `h` has correlation
     /// `runtime_correlation_base + h + 1`, the `cudaStreamWaitEvent` of stream wait `w` inside
-    /// a call `runtime_correlation_base + host calls + w + 1`.
+    /// a call `runtime_correlation_base + host calls + w + 1`, that of the wait on unfinished
+    /// collective `u` (never released) `runtime_correlation_base + host calls + stream waits +
+    /// u + 1`.
     pub runtime_correlation_base: u64,
 }
 
@@ -71,6 +73,12 @@ impl RankIds {
         self.runtime_correlation_base + (rank.host.len() + wait) as u64 + 1
     }
 
+    fn unreleased_wait_correlation(&self, rank: &RankTimeline, collective: usize) -> u64 {
+        self.runtime_correlation_base
+            + (rank.host.len() + rank.stream_waits.len() + collective) as u64
+            + 1
+    }
+
     /// The correlations a rank's launches take.
     pub fn launches(rank: &RankTimeline) -> u64 {
         (rank.kernels.len() + rank.unfinished_kernels.len()) as u64
@@ -78,7 +86,7 @@ impl RankIds {
 
     /// The correlations a rank's runtime calls other than launches take.
     pub fn runtime_correlations(rank: &RankTimeline) -> u64 {
-        (rank.host.len() + rank.stream_waits.len()) as u64
+        (rank.host.len() + rank.stream_waits.len() + rank.unfinished_collectives.len()) as u64
     }
 }
 
@@ -815,6 +823,31 @@ impl<'a> TraceContext<'a> {
                 ids.wait_flow_base + index as u64 + 1,
                 (source, wait.source_ns),
                 (waiting, wait.released_ns),
+            )?;
+        }
+        // The `cudaStreamWaitEvent` of a `wait()` on a collective that never completed: the
+        // host made the call, at the wait's start, on the Work's end event, which never fired
+        // (the Timeline keeps no stream wait that was never released, but the wait itself).
+        for (index, collective) in rank.unfinished_collectives.iter().enumerate() {
+            let Some(wait) = &collective.wait else {
+                continue;
+            };
+            let (name, cbid) = STREAM_WAIT_EVENT;
+            let args = json!({"cbid": cbid,
+                "correlation": ids.unreleased_wait_correlation(rank, index),
+                "op": self.timeline.ops[wait.op as usize].name,
+                "iteration": collective.iteration,
+                "c10dsim stream": stream_tid(wait.stream),
+                "c10dsim wait_on_stream": stream_tid(collective.run_stream),
+                NEVER_COMPLETED: true});
+            let at = (pid, HOST_TID);
+            sink.slice(
+                "cuda_runtime",
+                name,
+                at,
+                wait.host_start_ns,
+                wait.host_start_ns,
+                args,
             )?;
         }
         Ok(())

@@ -592,4 +592,27 @@ fn a_collective_that_never_completes_keeps_its_call_and_launch_but_no_kernel() {
         .unwrap();
     assert_eq!(comms["args"]["c10dsim never completed"], true);
     assert_eq!(span(comms), span(call));
+    // Each wait() on them made its cudaStreamWaitEvent, on the Work's end event that never
+    // fired, inside the wait's record_param_comms.
+    let waited = (rank.unfinished_collectives.iter())
+        .filter(|c| c.wait.is_some())
+        .count();
+    assert_eq!(waited, 2);
+    let unreleased: Vec<&Value> = named(&trace, "cudaStreamWaitEvent")
+        .into_iter()
+        .filter(|w| w["pid"] == 1 && w["args"]["c10dsim never completed"] == true)
+        .collect();
+    assert_eq!(unreleased.len(), waited);
+    for stream_wait in unreleased {
+        let wait_comms = named(&trace, "record_param_comms")
+            .into_iter()
+            .find(|c| {
+                c["pid"] == 1
+                    && c["args"]["Collective name"] == "wait"
+                    && c["args"]["iteration"] == stream_wait["args"]["iteration"]
+            })
+            .unwrap();
+        assert!(within(stream_wait, wait_comms), "{stream_wait}");
+        assert_eq!(stream_wait["args"]["op"], "wait#2");
+    }
 }

@@ -200,13 +200,26 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     ] {
         let _ = writeln!(text, "{key} = 0");
     }
-    text.push_str("\n[groups.world]\neager_init = true\n");
+    // The job's SeqNums where the trace has them and the profiler started after the group's
+    // first collective: the replay's Works, watchdog and Flight Recorder number as the job did.
+    let first_seq_num = |group: &str| match declarations.first_seq_nums.get(group) {
+        Some(&first) if first > 1 => {
+            format!("first_seq_num = {first}   # the Seq of the group's first traced collective\n")
+        }
+        _ => String::new(),
+    };
+    let _ = write!(
+        text,
+        "\n[groups.world]\neager_init = true\n{}",
+        first_seq_num("world")
+    );
     for (name, ranks) in &declarations.groups {
         let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
-        let _ = writeln!(
+        let _ = write!(
             text,
-            "[groups.{name}]\nranks = [{}]\neager_init = true",
-            list.join(", ")
+            "[groups.{name}]\nranks = [{}]\neager_init = true\n{}",
+            list.join(", "),
+            first_seq_num(name)
         );
     }
     let user_streams: Vec<&String> = declarations
@@ -380,6 +393,14 @@ mod tests {
             twice.message,
             "two traces of rank 0: a/rank0.json and b/rank0.json"
         );
+        let huge_seq = small_trace(0, 1).replace(
+            "\"Process Group Ranks\": \"[0, 1]\"",
+            "\"Process Group Ranks\": \"[0]\", \"Seq\": 1000000000001",
+        );
+        assert_eq!(
+            import_one(&huge_seq).unwrap_err().message,
+            "all_reduce with Seq 1000000000001: c10dsim numbers a group's collectives up to 1000000000000"
+        );
         let half = small_trace(0, 2);
         let missing = import_one(&half).unwrap_err();
         assert!(
@@ -445,7 +466,7 @@ mod properties {
                             "stream": stream, "correlation": correlation, "grid": grid,
                             "Collective name": collective, "dtype": "BFloat16",
                             "In msg nelems": elements, "Out msg nelems": elements,
-                            "Process Group Ranks": ranks,
+                            "Process Group Ranks": ranks, "Seq": elements,
                         }
                     })
                 },

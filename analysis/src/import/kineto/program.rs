@@ -2,7 +2,7 @@
 //! actions (the inferred events and waits, DDP's re-bucketing), then written as `[[op]]`s with
 //! the host's gaps between them.
 
-use super::trace::{GpuKind, Trace};
+use super::trace::{Comm, GpuKind, Trace};
 use super::KinetoOptions;
 use sim::units::format_size;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -163,6 +163,9 @@ pub(super) struct Declarations {
     group_names: BTreeMap<GroupKey, String>,
     pub(super) tensors: BTreeMap<String, (u64, &'static str)>,
     pub(super) groups: BTreeMap<String, Vec<u32>>,
+    /// Per group (`world` too), the least `Seq` of its collectives in the traces: the SeqNum
+    /// the job had reached when the profiler started.
+    pub(super) first_seq_nums: BTreeMap<String, u64>,
     pub(super) streams: BTreeSet<String>,
     pub(super) measures: Vec<(String, String, String)>,
     pub(super) item: bool,
@@ -171,10 +174,24 @@ pub(super) struct Declarations {
 impl Declarations {
     /// Declarations for the programs of `traces`, the job's every rank.
     pub(super) fn new(traces: &[&Trace]) -> Declarations {
-        Declarations {
+        let mut declarations = Declarations {
             group_names: group_names(traces),
             ..Declarations::default()
+        };
+        for comm in traces.iter().flat_map(|trace| &trace.comms) {
+            if let Some(seq_num) = comm.seq_num {
+                let group = declarations.group_of(comm).unwrap_or("world").to_string();
+                let first = declarations.first_seq_nums.entry(group).or_insert(seq_num);
+                *first = (*first).min(seq_num);
+            }
         }
+        declarations
+    }
+
+    /// The scenario's name of a collective's group; `None`: the world.
+    fn group_of(&self, comm: &Comm) -> Option<&str> {
+        let key = (comm.ranks.clone()?, comm.group.clone());
+        self.group_names.get(&key).map(String::as_str)
     }
 }
 
@@ -625,12 +642,10 @@ impl<'t> RankProgram<'t> {
                             .insert(tensor.clone(), (*bytes, c.dtype));
                         let _ = writeln!(body, "{} = \"{tensor}\"", c.key);
                     }
-                    if let Some(ranks) = &c.ranks {
-                        let key = (ranks.clone(), c.group.clone());
-                        if let Some(group) = declarations.group_names.get(&key).cloned() {
-                            let _ = writeln!(body, "group = \"{group}\"");
-                            declarations.groups.insert(group, ranks.clone());
-                        }
+                    if let (Some(group), Some(ranks)) = (declarations.group_of(c), &c.ranks) {
+                        let group = group.to_string();
+                        let _ = writeln!(body, "group = \"{group}\"");
+                        declarations.groups.insert(group, ranks.clone());
                     }
                     if let Some(work) = work {
                         let _ = writeln!(body, "async_op = true\nwork = \"{work}\"");
@@ -740,7 +755,6 @@ pub(super) fn gpu_preset(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::kineto::trace::Comm;
     use crate::import::kineto::TraceFile;
 
     #[test]
@@ -754,6 +768,7 @@ mod tests {
             bytes,
             ranks: None,
             group: None,
+            seq_num: None,
         };
         let text = crate::import::kineto::tests::small_trace(0, 2);
         let mut trace = Trace::parse(&TraceFile {

@@ -5,6 +5,7 @@
 use super::TraceFile;
 use crate::import::ImportError;
 use serde_json::{Map, Value};
+use sim::scenario::MAX_FIRST_SEQ_NUM;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a GPU activity is.
@@ -62,6 +63,9 @@ pub(super) struct Comm {
     /// creation), where the trace names it: two groups on the same ranks are two communicators,
     /// each with its own internal stream.
     pub(super) group: Option<String>,
+    /// The Work's `SeqNum`, the group's count of its collectives, where the trace has it
+    /// (`Seq`: PyTorch ≥ 2.12 and c10dsim write it).
+    pub(super) seq_num: Option<u64>,
 }
 
 /// A `ProfilerStep#N` on the host.
@@ -543,6 +547,16 @@ impl Trace {
                     ),
                 ));
             }
+            if let Some(seq_num) = comm.seq_num.filter(|&s| s > MAX_FIRST_SEQ_NUM) {
+                return Err(error(
+                    &self.file,
+                    None,
+                    format!(
+                        "{} with Seq {seq_num}: c10dsim numbers a group's collectives up to {MAX_FIRST_SEQ_NUM}",
+                        comm.key
+                    ),
+                ));
+            }
             if comm
                 .ranks
                 .as_ref()
@@ -713,6 +727,7 @@ impl Comm {
             bytes: elements.saturating_mul(element_bytes).max(1),
             ranks,
             group,
+            seq_num: args_u64(args, "Seq"),
         }))
     }
 
@@ -753,6 +768,7 @@ impl Comm {
             bytes: elements.saturating_mul(element_bytes).max(1),
             ranks: None,
             group: None,
+            seq_num: None,
         }))
     }
 }
