@@ -458,3 +458,27 @@ fn a_subgroup_collective_says_how_many_ranks_its_figures_are_over() {
     assert!(stdout(&output).contains("collectives (medians over 8 ranks x 20 measured iterations"));
     assert!(!stdout(&output).contains(" ranks  async"));
 }
+
+/// `run --json` at 100,000 ranks stays under 1 MB (docs/perf.md's target for a run's output):
+/// a group's ranks are one line, not one line each, and the JSON reads back whole.
+#[test]
+fn the_json_report_lists_a_group_s_ranks_on_one_line() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/overlap_bench.toml",
+        "--json",
+        "--set",
+        "cluster.ranks=100000",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        output.stdout.len() < 1_000_000,
+        "{} bytes",
+        output.stdout.len()
+    );
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ranks = &value["parameters"]["groups"][0]["ranks"];
+    assert_eq!(ranks.as_array().unwrap().len(), 100_000);
+    assert!(stdout(&output).contains("\"ranks\": [0, 1, 2, 3,"));
+    assert!(stdout(&output).contains("\n  \"report\": {\n"));
+}
