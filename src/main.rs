@@ -30,6 +30,7 @@ mod diff_cmd;
 mod fr_cmd;
 mod hw_cmd;
 mod import_cmd;
+mod json_text;
 mod limits;
 mod plot;
 mod progress;

@@ -298,11 +298,11 @@ pub(crate) fn emit(
     Ok(())
 }
 
-/// Writes `value` as indented JSON and a newline to `out`, streamed (the findings and watchdog
-/// lines of a large run can be long).
+/// Writes `value` as indented JSON (arrays of numbers on one line: a group's ranks) and a
+/// newline to `out`, streamed (the findings and watchdog lines of a large run can be long).
 fn pretty_json(out: impl std::io::Write, value: &serde_json::Value) -> Result<(), Failure> {
     let mut out = std::io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut out, value)
+    crate::json_text::write(&mut out, value)
         .map_err(std::io::Error::from)
         .and_then(|()| std::io::Write::write_all(&mut out, b"\n"))
         .and_then(|()| std::io::Write::flush(&mut out))

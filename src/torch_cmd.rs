@@ -25,10 +25,7 @@ print(json.dumps({'torch': torch.__version__, 'cuda': torch.cuda.is_available(),
 /// `c10dsim resolve FILE --json`: the scenario both engines read, as JSON.
 pub fn resolve(file: &Path, overrides: &[Override]) -> Result<u8, Failure> {
     let scenario = load(file, overrides)?;
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&scenario).expect("scenarios serialise")
-    )?;
+    outln!("{}", crate::json_text::to_string(&scenario))?;
     Ok(0)
 }
 

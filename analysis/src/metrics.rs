@@ -130,6 +130,9 @@ pub struct CollectiveMetrics {
     pub key: String,
     pub bytes: u64,
     pub async_op: bool,
+    /// How many ranks the figures are over: those with a measured record of it (a subgroup's
+    /// members only; a folded class counts as its size).
+    pub ranks: u32,
     /// Host time of the call (R3 `host_call_us`).
     pub host_call_us: Stat,
     /// Host time of the `wait()` on its Work, when there is one.
@@ -253,6 +256,7 @@ pub fn report(timeline: &Timeline) -> Report {
         kernel: Vec<(i64, u64)>,
         spin: Vec<(i64, u64)>,
         last_ranks: HashMap<u32, usize>,
+        ranks: u32,
         completed: usize,
         waits: usize,
         bytes: u64,
@@ -264,9 +268,13 @@ pub fn report(timeline: &Timeline) -> Report {
     for rank in &timeline.ranks {
         let weight = rank.weight();
         let count = weight as usize;
+        let mut counted = vec![false; op_count];
         for record in rank.collectives.iter().filter(|c| c.iteration >= warmup) {
             let samples = &mut per_op[record.op as usize];
             samples.seen = true;
+            if !std::mem::replace(&mut counted[record.op as usize], true) {
+                samples.ranks += weight as u32;
+            }
             samples.bytes = record.bytes;
             samples.async_op = record.async_op;
             samples.host.push((
@@ -310,6 +318,7 @@ pub fn report(timeline: &Timeline) -> Report {
                 key: info.key.clone(),
                 bytes: samples.bytes,
                 async_op: samples.async_op,
+                ranks: samples.ranks,
                 host_call_us: Stat::from_weighted_ns(&mut samples.host)
                     .expect("seen ops have samples"),
                 wait_us: Stat::from_weighted_ns(&mut samples.wait),
@@ -441,6 +450,12 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
                 key: info.key.clone(),
                 bytes: c.bytes,
                 async_op: c.async_op,
+                // A summary written before it counted them: its figures are over every rank.
+                ranks: if c.ranks == 0 {
+                    timeline.scenario.ranks
+                } else {
+                    c.ranks
+                },
                 host_call_us: Stat::from_distribution(&c.host_call)?,
                 wait_us: Stat::from_distribution(&c.wait),
                 stream_interval_us: Stat::from_distribution(&c.stream_interval)?,

@@ -156,25 +156,30 @@ pub fn render_report(report: &Report) -> String {
 pub fn render_report_with(report: &Report, per_rank: bool) -> String {
     let mut out = String::new();
     if !report.collectives.is_empty() {
-        let header = [
-            "collective",
-            "line",
-            "size",
+        // Where a collective ran on fewer ranks than the job (a subgroup, or the ranks a
+        // launch ran), a column says how many each row's figures are over.
+        let every_rank = report.collectives.iter().all(|c| c.ranks == report.ranks);
+        let mut header = vec!["collective", "line", "size"];
+        if !every_rank {
+            header.push("ranks");
+        }
+        header.extend([
             "async",
             "host_call_us",
             "wait_us",
             "stream_interval_us",
             "kernel_us",
             "completed_at_wait",
-        ];
+        ]);
         let rows: Vec<Vec<String>> = report
             .collectives
             .iter()
             .map(|c| {
-                vec![
-                    c.op.clone(),
-                    c.line.to_string(),
-                    format_size(c.bytes),
+                let mut row = vec![c.op.clone(), c.line.to_string(), format_size(c.bytes)];
+                if !every_rank {
+                    row.push(sim::ranks::thousands(u64::from(c.ranks)));
+                }
+                row.extend([
                     c.async_op.to_string(),
                     stat_cell(&c.host_call_us),
                     c.wait_us.as_ref().map_or("-".into(), stat_cell),
@@ -182,19 +187,20 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
                     stat_cell(&c.kernel_us),
                     c.completed_at_wait
                         .map_or("-".into(), |f| format!("{:.0}%", f * 100.0)),
-                ]
+                ]);
+                row
             })
             .collect();
+        let measured = report.repeat - report.warmup;
+        let over = if every_rank {
+            counted(u64::from(report.ranks), "rank")
+        } else {
+            "each one's ranks".to_string()
+        };
         let _ = writeln!(
             out,
-            "collectives (medians over {} x {} measured iteration{}, us):",
-            counted(u64::from(report.ranks), "rank"),
-            report.repeat - report.warmup,
-            if report.repeat - report.warmup == 1 {
-                ""
-            } else {
-                "s"
-            }
+            "collectives (medians over {over} x {}, us):",
+            counted(u64::from(measured), "measured iteration")
         );
         out.push_str(&table(&header, &rows));
     }

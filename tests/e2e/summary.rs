@@ -411,3 +411,74 @@ fn bench_scaling_to_standard_output_prints_each_row_once() {
         "{text}"
     );
 }
+
+/// A collective of a 2-rank subgroup is not said to be over the job's ranks: its row says how
+/// many ranks its figures are over, folded, unfolded and summarised alike.
+#[test]
+fn a_subgroup_collective_says_how_many_ranks_its_figures_are_over() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-subgroup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("subgroup.toml");
+    std::fs::write(
+        &path,
+        "repeat = 3\nwarmup = 1\n[cluster]\nranks = 8\n[groups.world]\n[groups.pair]\n\
+         ranks = [0, 1]\n[tensors]\nx = \"8MiB\"\n\
+         [[op]]\nlabel = \"ar_world\"\nall_reduce = \"x\"\n\
+         [[op]]\nlabel = \"ar_pair\"\nall_reduce = \"x\"\ngroup = \"pair\"\nranks = [0, 1]\n",
+    )
+    .unwrap();
+    let path = path.to_str().unwrap();
+    for flags in [
+        &["--set", "cluster.ranks=1024"][..],
+        &["--no-fold"],
+        &["--summary"],
+    ] {
+        let output = c10dsim(&[&["run", path][..], flags].concat());
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let text = stdout(&output);
+        assert!(
+            text.contains("collectives (medians over each one's ranks x 2 measured iterations"),
+            "{flags:?}: {text}"
+        );
+        let row = |name: &str| {
+            let line = text.lines().find(|l| l.trim_start().starts_with(name));
+            let cells: Vec<String> = line.unwrap().split_whitespace().map(String::from).collect();
+            cells[3].clone()
+        };
+        let world = if flags.len() == 2 { "1,024" } else { "8" };
+        assert_eq!(
+            (row("ar_world"), row("ar_pair")),
+            (world.into(), "2".into()),
+            "{text}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Where every collective runs on every rank, the header says how many.
+    let output = c10dsim(&["run", "scenarios/straggler.toml"]);
+    assert!(stdout(&output).contains("collectives (medians over 8 ranks x 20 measured iterations"));
+    assert!(!stdout(&output).contains(" ranks  async"));
+}
+
+/// `run --json` at 100,000 ranks stays under 1 MB (docs/perf.md's target for a run's output):
+/// a group's ranks are one line, not one line each, and the JSON reads back whole.
+#[test]
+fn the_json_report_lists_a_group_s_ranks_on_one_line() {
+    let output = c10dsim(&[
+        "run",
+        "scenarios/overlap_bench.toml",
+        "--json",
+        "--set",
+        "cluster.ranks=100000",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        output.stdout.len() < 1_000_000,
+        "{} bytes",
+        output.stdout.len()
+    );
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ranks = &value["parameters"]["groups"][0]["ranks"];
+    assert_eq!(ranks.as_array().unwrap().len(), 100_000);
+    assert!(stdout(&output).contains("\"ranks\": [0, 1, 2, 3,"));
+    assert!(stdout(&output).contains("\n  \"report\": {\n"));
+}

@@ -182,6 +182,8 @@ struct CollectiveSamples {
     waits: u64,
     completed: u64,
     last_ranks: BTreeMap<u32, u64>,
+    /// One bit per rank: those with a measured record of the op.
+    ranks_seen: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -255,6 +257,11 @@ impl Summariser {
         for record in batch.collectives.iter().filter(|c| c.iteration >= warmup) {
             let samples = &mut self.collectives[record.op as usize];
             samples.seen = true;
+            let (word, bit) = (rank as usize / 64, rank % 64);
+            if samples.ranks_seen.len() <= word {
+                samples.ranks_seen.resize(word + 1, 0);
+            }
+            samples.ranks_seen[word] |= 1 << bit;
             samples.bytes = record.bytes;
             samples.async_op = record.async_op;
             let span = |from: u64, to: u64| to as i64 - from as i64;
@@ -442,6 +449,7 @@ impl Summariser {
                 op: op as OpRef,
                 bytes: s.bytes,
                 async_op: s.async_op,
+                ranks: s.ranks_seen.iter().map(|word| word.count_ones()).sum(),
                 host_call: distribution(&s.host_call),
                 wait: distribution(&s.wait),
                 stream_interval: distribution(&s.stream_interval),

@@ -147,6 +147,10 @@ pub struct CollectiveSummary {
     pub op: OpRef,
     pub bytes: u64,
     pub async_op: bool,
+    /// How many ranks have measured records of it: the members of its group that ran it, which
+    /// the report says its figures are over (0 in a Timeline written before the field).
+    #[serde(default)]
+    pub ranks: u32,
     /// `host_end_ns − host_start_ns`.
     pub host_call: Distribution,
     /// The `wait()`'s host duration (explicit waits only).
@@ -283,6 +287,13 @@ impl TimelineSummary {
                     at("completed_at_return"),
                     collective.completed_at_return,
                     collective.waits
+                ));
+            }
+            if collective.ranks > ranks {
+                return Err(format!(
+                    "{}: {} ranks (the Timeline has {ranks})",
+                    at("ranks"),
+                    collective.ranks
                 ));
             }
             for &(rank, count) in &collective.last_ranks {
