@@ -430,6 +430,7 @@ impl Engine<'_> {
                 self.poisoned.insert(slot as u32);
             }
         }
+        self.stop_transfers_of(rank);
     }
 
     /// Whether nobody waits on a stuck rendezvous any more: every rank that joined it ended

@@ -228,6 +228,9 @@ struct Engine<'s> {
     /// (group, seq) → index into `rendezvous`.
     rendezvous_index: FxHashMap<(GroupId, u64), u32>,
     free_rendezvous: Vec<u32>,
+    /// Collectives whose data is moving: a member that dies before their end stops them on
+    /// every other member.
+    in_flight: Vec<rendezvous::Transfer>,
     /// Lazy communicator init: per group, the simulated ranks that arrived.
     comm_init: Vec<Vec<InitArrival>>,
     /// Per group: how many ranks those arrivals count as.
@@ -360,6 +363,7 @@ impl<'s> Engine<'s> {
             rendezvous: Vec::new(),
             rendezvous_index: FxHashMap::default(),
             free_rendezvous: Vec::new(),
+            in_flight: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
             comm_init_ranks: vec![0; scenario.groups.len()],
             gemm_ns_by_op,

@@ -21,6 +21,13 @@ pub(super) struct Rendezvous {
     pub(super) jitter: f64,
 }
 
+/// A collective whose data is moving: its end and the (rank, stream) of its members.
+pub(super) struct Transfer {
+    end_ns: u64,
+    group: GroupId,
+    members: Vec<(u32, u16)>,
+}
+
 impl Engine<'_> {
     /// The plan of one call of a collective op: precomputed for the sizes the program issues,
     /// computed here for others (a rank that issues a different size, a mismatch fault).
@@ -137,6 +144,48 @@ impl Engine<'_> {
                 last_rank: Some(slot.last_arrival.1),
             };
             self.schedule_kernel_end(member, member_stream, end_ns);
+        }
+        self.in_flight.retain(|transfer| transfer.end_ns > now_ns);
+        self.in_flight.push(Transfer {
+            end_ns,
+            group: slot.group,
+            members: slot.members,
+        });
+    }
+
+    /// `rank`'s process died: a collective whose data it was moving never completes on the
+    /// other members either (NCCL's kernels wait for its data forever, R16); their kernels spin
+    /// on, their data start unset, until an abort ends them.
+    pub(super) fn stop_transfers_of(&mut self, rank: u32) {
+        let now_ns = self.now_ns;
+        let stopped: Vec<Transfer> = (self.in_flight)
+            .extract_if(.., |t| {
+                t.end_ns > now_ns && t.members.iter().any(|&(member, _)| member == rank)
+            })
+            .collect();
+        for transfer in stopped {
+            for (member, stream) in transfer.members {
+                if member == rank
+                    || self.is_dead(member)
+                    || self.failure.is_aborted(member, transfer.group)
+                {
+                    continue;
+                }
+                let state = &mut self.ranks[member as usize];
+                let Some(QueuedItem {
+                    item: GpuItem::Collective { collective, .. },
+                    ..
+                }) = state.streams[stream as usize].queue.front().copied()
+                else {
+                    continue;
+                };
+                *state.scratch.collective_data.get_mut(collective as usize) =
+                    gpu_times::DataStart {
+                        data_start_ns: NEVER,
+                        last_rank: None,
+                    };
+                self.schedule_kernel_end(member, stream, NEVER);
+            }
         }
     }
 

@@ -779,3 +779,34 @@ fn a_subgroup_s_dump_flag_is_its_process_s_own_r28() {
         .collect();
     assert_eq!(ends, [ExitStatus::Aborted, ExitStatus::Clean]);
 }
+
+#[test]
+fn a_member_that_dies_while_the_data_moves_stops_the_collective_on_the_others_r16() {
+    // Found by the property test `a_process_that_dies_runs_nothing_more_on_its_gpu`: rank 2's
+    // process dies 5 µs after the data of world collective 5 started moving (every rank's
+    // kernel running). The `die` fault: collectives it joined never complete, so ranks 0 and 1
+    // wait for its data until their watchdog; before, their collective 5 completed as though
+    // rank 2 had lived on, with a data start no other record matched.
+    let text = "repeat = 2\ndestroy_process_group = true\ntorch = \"2.12\"\n[cluster]\nranks = 3\nranks_per_node = 2\n[host]\ncomm_init_us = 50\ncomm_abort_us = 700\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 0\n[tensors]\na = \"4KiB\"\nb = \"8MiB\"\nc = \"4KiB\"\n[streams]\ns1 = {}\ns2 = { priority = \"high\" }\n[groups]\npair = { ranks = [0, 1] }\n[[op]]\nall_reduce = \"a\"\nasync_op = true\nwork = \"w0\"\n[[op]]\nall_reduce = \"a\"\nasync_op = true\nwork = \"w1\"\n[[op]]\ngpu_sleep_us = 1\n[[op]]\ngpu_sleep_us = 1\n[[op]]\nkernel = { us = 1 }\n[[op]]\nmark = \"m0\"\n[[op]]\nstream_sync = \"default\"\n[[op]]\nlabel = \"dies\"\nhost_sleep_us = 1\n[[op]]\nall_gather = \"a\"\n[[op]]\nhost_sleep_us = 7\n[[op]]\nall_reduce = \"a\"\ngroup = \"pair\"\n[[op]]\nall_reduce = \"a\"\nasync_op = true\nwork = \"w2\"\n[[fault]]\nranks = [2]\nat = \"dies\"\niteration = 1\nkind = \"die\"\n";
+    let timeline: Timeline = simulate(&parse("t.toml", text).unwrap());
+    let died_ns = timeline.ranks[2].end.and_then(|end| end.at_ns).unwrap();
+    for survivor in &timeline.ranks[..2] {
+        assert!(
+            survivor.collectives.iter().all(|c| c.seq != 5),
+            "{:?}",
+            survivor.collectives
+        );
+        let stopped = (survivor.unfinished_collectives.iter())
+            .find(|c| c.group == 0 && c.seq == 5)
+            .unwrap();
+        assert!(stopped.kernel_start_ns.unwrap() < died_ns);
+    }
+    assert!(
+        timeline
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::WatchdogTimeout && f.message.contains("SeqNum=5")),
+        "{:?}",
+        timeline.findings
+    );
+}
