@@ -442,6 +442,9 @@ fn run_against_reads_the_measured_timeline_first_and_writes_nothing_it_would_los
 #[test]
 fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     let profile = temp("refused_profile.toml");
+    // The folder is named by the process id: a later run under a reused id finds the profile
+    // the end of this test wrote.
+    let _ = std::fs::remove_file(&profile);
     let output = c10dsim(&[
         "calibrate",
         "tests/data/hw/overlap_bench.json",
@@ -474,6 +477,7 @@ fn a_fitted_profile_every_scenario_would_refuse_is_not_written() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let output = c10dsim(&["run", "scenarios/overlap_bench.toml", "--machine", &profile]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    std::fs::remove_file(&profile).unwrap();
 }
 
 /// A run recorded with a last `--set` whose value ends in `]` (`FILE [--set … --set
