@@ -805,7 +805,9 @@ fn a_member_that_dies_while_the_data_moves_stops_the_collective_on_the_others_r1
         timeline
             .findings
             .iter()
-            .any(|f| f.kind == FindingKind::WatchdogTimeout && f.message.contains("SeqNum=5")),
+            .any(|f| f.kind == FindingKind::WatchdogTimeout
+                && f.message.contains("SeqNum=5")
+                && f.message.contains("Diagnosis: every rank enqueued and started collective 5; rank 2: its process ended before it finished")),
         "{:?}",
         timeline.findings
     );

@@ -592,6 +592,8 @@ impl Failure<'_> {
         let mut not_started = RankSet::default();
         // Ranks that enqueued the collective and ended before its kernel started.
         let mut gone_first = RankSet::default();
+        // Ranks whose kernel started and whose process ended before the collective did.
+        let mut gone_during = RankSet::default();
         let mut waiting = RankSet::default();
         let mut rows: Vec<(RankSet, String)> = Vec::new();
         for &class in self.classes.group_classes(group) {
@@ -615,12 +617,11 @@ impl Failure<'_> {
                 continue;
             }
             waiting = waiting.union(ranks);
-            if !progress.kernel_started {
-                if dead {
-                    gone_first = gone_first.union(ranks);
-                } else {
-                    not_started = not_started.union(ranks);
-                }
+            match (progress.kernel_started, dead) {
+                (false, true) => gone_first = gone_first.union(ranks),
+                (false, false) => not_started = not_started.union(ranks),
+                (true, true) => gone_during = gone_during.union(ranks),
+                (true, false) => {}
             }
         }
         rows.sort_by_key(|(set, _)| set.first());
@@ -665,6 +666,12 @@ impl Failure<'_> {
             format!(
                 "every rank enqueued collective {seq_num}; {}",
                 why.join("; ")
+            )
+        } else if !gone_during.is_empty() {
+            let their = gone_during.one_or_many("its process", "their processes");
+            format!(
+                "every rank enqueued and started collective {seq_num}; {}: {their} ended before it finished",
+                gone_during.named()
             )
         } else {
             format!("every rank enqueued and started collective {seq_num}; it had not finished at the timeout")
