@@ -1,10 +1,9 @@
 //! The events of one rank, each written as soon as it is built: nothing here holds more than the
 //! op table, the groups' members and one event.
 //!
-//! Just over 800 lines, kept whole: every kind of event (host calls, `record_param_comms`,
-//! kernels, stream waits, watchdog steps, findings) is written through the one `Sink` and reads
-//! the one `TraceContext`; the watchdog, the findings and their times (`watchdog` onwards, ~190
-//! lines) are the piece to move out if it grows.
+//! Every kind of event is written through the one `Sink` and reads the one `TraceContext`:
+//! host calls, kernels and stream waits here; `record_param_comms` in [`comms`]; races, the
+//! watchdog's steps and the findings in [`incidents`].
 
 use super::nccl_names::{self, NcclKernel};
 use super::Clock;
@@ -17,6 +16,11 @@ use sim::timeline::{
 };
 use std::collections::BTreeSet;
 use std::io::{self, Write};
+
+mod comms;
+mod incidents;
+
+use incidents::last_recorded_ns;
 
 /// The Python main thread of every rank.
 const HOST_TID: u64 = 1;
@@ -222,64 +226,6 @@ fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
 const NEVER_COMPLETED: &str = "c10dsim never completed";
 /// c10dsim's argument on the `cudaLaunchKernel` of a kernel that never ended.
 const KERNEL_NEVER_ENDED: &str = "c10dsim kernel never ended";
-
-/// What `record_param_comms` reads of a collective, completed or not.
-struct CommsCall {
-    iteration: u32,
-    op: OpRef,
-    group: u16,
-    seq_num: u64,
-    bytes: u64,
-    host_start_ns: u64,
-    host_end_ns: u64,
-    /// The wait's op and host call.
-    wait: Option<CommsWait>,
-    unfinished: bool,
-}
-
-struct CommsWait {
-    op: OpRef,
-    host_start_ns: u64,
-    host_end_ns: u64,
-}
-
-impl CommsCall {
-    fn completed(record: &CollectiveRecord) -> CommsCall {
-        CommsCall {
-            iteration: record.iteration,
-            op: record.op,
-            group: record.group,
-            seq_num: record.seq_num(),
-            bytes: record.bytes,
-            host_start_ns: record.host_start_ns,
-            host_end_ns: record.host_end_ns,
-            wait: record.wait.map(|wait| CommsWait {
-                op: wait.op,
-                host_start_ns: wait.host_start_ns,
-                host_end_ns: wait.host_end_ns,
-            }),
-            unfinished: false,
-        }
-    }
-
-    fn unfinished(record: &UnfinishedCollective) -> CommsCall {
-        CommsCall {
-            iteration: record.iteration,
-            op: record.op,
-            group: record.group,
-            seq_num: record.seq_num(),
-            bytes: record.bytes,
-            host_start_ns: record.host_start_ns,
-            host_end_ns: record.host_end_ns,
-            wait: record.wait.map(|wait| CommsWait {
-                op: wait.op,
-                host_start_ns: wait.host_start_ns,
-                host_end_ns: wait.host_end_ns,
-            }),
-            unfinished: true,
-        }
-    }
-}
 
 /// The group facts of `distributedInfo`, as torch.profiler writes them.
 #[derive(Serialize)]
@@ -549,122 +495,6 @@ impl<'a> TraceContext<'a> {
         Ok(())
     }
 
-    /// `record_param_comms` over each collective's host call, with the arguments PyTorch's
-    /// profiler gives it (`torch/csrc/profiler/util.cpp` names them).
-    /// A collective that never completed gets one too, its call having returned, marked
-    /// `c10dsim never completed`.
-    fn param_comms(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
-        let at = (pid(rank.rank), HOST_TID);
-        let calls = (rank.collectives.iter().map(CommsCall::completed)).chain(
-            rank.unfinished_collectives
-                .iter()
-                .map(CommsCall::unfinished),
-        );
-        for record in calls {
-            let op = &self.ops[record.op as usize];
-            let Some(name) = op.collective_name else {
-                continue;
-            };
-            let group = usize::from(record.group);
-            let members = &self.group_ranks[group];
-            // The kernel's type, else the tensor's (a SendRecv kernel names none).
-            let nccl_type =
-                (op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref()))
-                    .or(self.timeline.ops[record.op as usize].dtype.as_deref());
-            let elements = nccl_type
-                .and_then(nccl_names::element_bytes)
-                .map(|bytes| record.bytes / bytes);
-            let group_size = (members.len() as u64).max(1);
-            // PyTorch records the Backend's `rank_`, the rank within the group; its send and
-            // receive record their peer, which the Timeline does not keep: the caller's then.
-            let rank_in_group = match op.collective {
-                Some(CollectiveKind::Send | CollectiveKind::Recv) => None,
-                _ => members.iter().position(|&member| member == rank.rank),
-            };
-            // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
-            // sliced side, a remainder the ranks do not divide left out.
-            let (in_elements, out_elements) = match (op.collective, elements) {
-                (Some(kind), Some(n)) => {
-                    let (input, output) = kind.descriptor().work_numel.of(n, group_size);
-                    (Some(input), Some(output))
-                }
-                (_, n) => (n, n),
-            };
-            let mut args = json!({
-                "Collective name": name,
-                "In split size": "[]",
-                "Out split size": "[]",
-                "Group size": members.len(),
-                "Process Group Name": group.to_string(),
-                "Process Group Description": self.group_description(group),
-                "Process Group Ranks": listed_ranks(members),
-                "Rank": rank_in_group.map_or(u64::from(rank.rank), |at| at as u64),
-                "Seq": record.seq_num,
-                "op": self.timeline.ops[record.op as usize].name,
-                "iteration": record.iteration,
-            });
-            if record.unfinished {
-                args[NEVER_COMPLETED] = json!(true);
-            }
-            if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
-                args["dtype"] = json!(dtype);
-            }
-            if let (Some(input), Some(output)) = (in_elements, out_elements) {
-                args["In msg nelems"] = json!(input);
-                args["Out msg nelems"] = json!(output);
-            }
-            sink.slice(
-                "cpu_op",
-                "record_param_comms",
-                at,
-                record.host_start_ns,
-                record.host_end_ns,
-                args,
-            )?;
-            if let Some(wait) = &record.wait {
-                // `WorkNCCL::wait` records one too, named `wait`, with no elements and no ranks
-                // (PyTorch passes it no rank start or stride), over the whole wait(): from its
-                // start to the end of the host call it is part of, a blocking wait's polls
-                // included.
-                let call = rank
-                    .host
-                    .partition_point(|c| c.start_ns <= wait.host_start_ns);
-                let end_ns = (call.checked_sub(1).map(|c| &rank.host[c]))
-                    .filter(|c| c.op == wait.op)
-                    .map_or(wait.host_end_ns, |c| c.end_ns.max(wait.host_end_ns));
-                let mut args = json!({
-                    "Collective name": "wait",
-                    "dtype": "Byte",
-                    "In msg nelems": 0,
-                    "Out msg nelems": 0,
-                    "In split size": "[]",
-                    "Out split size": "[]",
-                    "Group size": 1,
-                    "Process Group Name": group.to_string(),
-                    "Process Group Description": self.group_description(group),
-                    "Process Group Ranks": "[]",
-                    "Rank": members.iter().position(|&member| member == rank.rank)
-                        .map_or(u64::from(rank.rank), |at| at as u64),
-                    "Seq": record.seq_num,
-                    "op": self.timeline.ops[wait.op as usize].name,
-                    "iteration": record.iteration,
-                });
-                if record.unfinished {
-                    args[NEVER_COMPLETED] = json!(true);
-                }
-                sink.slice(
-                    "cpu_op",
-                    "record_param_comms",
-                    at,
-                    wait.host_start_ns,
-                    end_ns,
-                    args,
-                )?;
-            }
-        }
-        Ok(())
-    }
-
     fn cache_releases(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
         for release in &rank.cache_releases {
@@ -852,94 +682,6 @@ impl<'a> TraceContext<'a> {
         }
         Ok(())
     }
-
-    fn races(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
-        let ops = &self.timeline.ops;
-        for race in &rank.races {
-            let tid = rank
-                .streams
-                .iter()
-                .position(|s| s.name == race.later_stream)
-                .map_or(HOST_TID, |index| stream_tid(index as u16));
-            sink.instant(
-                "race",
-                &format!("data race on {}", race.tensor),
-                (pid(rank.rank), tid),
-                race.host_ns,
-                json!({"earlier_op": ops[race.earlier_op as usize].name,
-                    "earlier_stream": race.earlier_stream,
-                    "later_op": ops[race.later_op as usize].name,
-                    "later_stream": race.later_stream, "iteration": race.iteration}),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// The watchdog's, the heartbeat monitor's and the main thread's steps (R26–R29), and the
-    /// watchdog's sleep for the dumps (R27).
-    fn watchdog(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
-        let pid = pid(rank.rank);
-        let records = &self.timeline.watchdog;
-        let mut named_threads = Vec::new();
-        for record in records.iter().filter(|r| r.concerns(rank.rank)) {
-            let group = usize::from(record.group.unwrap_or(0));
-            let (tid, thread) = match record.thread {
-                ThreadKind::Main => (HOST_TID, "main"),
-                ThreadKind::Watchdog => (1000 + 2 * group as u64, "pt_nccl_watchdg"),
-                ThreadKind::HeartbeatMonitor => (1001 + 2 * group as u64, "pt_nccl_heartbt"),
-            };
-            if tid != HOST_TID && !named_threads.contains(&tid) {
-                named_threads.push(tid);
-                let group_name = self
-                    .timeline
-                    .scenario
-                    .groups
-                    .get(group)
-                    .map_or("?", String::as_str);
-                sink.metadata(
-                    "thread_name",
-                    pid,
-                    tid,
-                    json!({"name": format!("{thread} (group {group_name})")}),
-                )?;
-            }
-            let name = serde_json::to_value(record.event)?;
-            sink.instant(
-                "watchdog",
-                name.as_str().unwrap_or_default(),
-                (pid, tid),
-                record.at_ns,
-                json!({"message": record.message}),
-            )?;
-            let acted = records.iter().find(|r| {
-                (r.group, r.thread) == (record.group, record.thread)
-                    && r.concerns(rank.rank)
-                    && r.at_ns > record.at_ns
-                    && matches!(
-                        r.event,
-                        WatchdogEvent::NoHandling | WatchdogEvent::Abort | WatchdogEvent::Exit
-                    )
-            });
-            if let (WatchdogEvent::DumpSignal, Some(acted)) = (record.event, acted) {
-                sink.slice(
-                    "watchdog",
-                    "dump wait (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC)",
-                    (pid, tid),
-                    record.at_ns,
-                    acted.at_ns,
-                    json!({}),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    fn finding(&self, finding: &Finding, pid: u64, sink: &mut Sink) -> io::Result<()> {
-        sink.event(&json!({"ph": "i", "s": "g", "cat": "finding",
-            "name": finding.kind.as_str(), "pid": pid, "tid": HOST_TID,
-            "ts": sink.time(finding_time_ns(self.timeline, finding)),
-            "args": {"message": finding.message, "iteration": finding.iteration}}))
-    }
 }
 
 /// `"[0, 1, 2]"`, cut after the first 30 ranks as `"[0, …, 29, ...]"` (what PyTorch's profiler
@@ -1027,70 +769,4 @@ fn stream_wait_host_ns(rank: &RankTimeline, wait: &StreamWaitRecord) -> Option<u
     let at = rank.host.partition_point(|c| (c.iteration, c.op) < key);
     let call = rank.host.get(at).filter(|c| (c.iteration, c.op) == key)?;
     Some(call.start_ns)
-}
-
-/// When a finding happened, which the Timeline does not record: the time of the watchdog step
-/// that reported it (a timeout, an async error, a heartbeat or store timeout), else the start of
-/// the host call it names (rank, iteration and op: a race, a mismatch), else the last time its
-/// rank (or, without a rank, any rank) recorded anything — where a deadlock or a cap stopped it.
-fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
-    let reported_by = match finding.kind {
-        FindingKind::WatchdogTimeout => Some(WatchdogEvent::Timeout),
-        FindingKind::AsyncError => Some(WatchdogEvent::AsyncError),
-        FindingKind::HeartbeatAbort => Some(WatchdogEvent::HeartbeatTimeout),
-        FindingKind::StoreTimeout => Some(WatchdogEvent::StoreTimeout),
-        FindingKind::WaitTimeout => Some(WatchdogEvent::WaitTimeout),
-        _ => None,
-    };
-    // A failure at exit (R31) is logged with its finding's own message.
-    if finding.kind == FindingKind::ExitFailure {
-        if let Some(record) = (timeline.watchdog.iter()).find(|r| {
-            finding.rank.is_some_and(|rank| r.concerns(rank)) && r.message == finding.message
-        }) {
-            return record.at_ns;
-        }
-    }
-    if let Some(event) = reported_by {
-        if let Some(record) = timeline
-            .watchdog
-            .iter()
-            .find(|r| finding.rank.is_some_and(|rank| r.concerns(rank)) && r.event == event)
-        {
-            return record.at_ns;
-        }
-    }
-    let rank = finding.rank.and_then(|rank| {
-        (timeline.ranks.iter()).find(|r| r.rank == rank || r.stands_for.contains(rank))
-    });
-    if let (Some(rank), Some(op), Some(iteration)) = (rank, finding.op, finding.iteration) {
-        if let Some(call) = rank
-            .host
-            .iter()
-            .find(|call| call.op == op && call.iteration == iteration)
-        {
-            return call.start_ns;
-        }
-    }
-    match rank {
-        Some(rank) => last_recorded_ns(timeline, rank),
-        // A rank the Timeline does not hold (a summarised run keeps few): the last step any
-        // rank's watchdog logged, which a summarised Timeline keeps whole.
-        None => (timeline.ranks.iter())
-            .map(|rank| last_recorded_ns(timeline, rank))
-            .chain(timeline.watchdog.iter().map(|r| r.at_ns))
-            .max()
-            .unwrap_or(0),
-    }
-}
-
-/// The last time `rank` recorded anything: a call's or a kernel's end, a watchdog step.
-fn last_recorded_ns(timeline: &Timeline, rank: &RankTimeline) -> u64 {
-    let host = rank.host.iter().map(|call| call.end_ns);
-    let kernels = rank.kernels.iter().map(|kernel| kernel.end_ns);
-    let steps = timeline
-        .watchdog
-        .iter()
-        .filter(|r| r.concerns(rank.rank))
-        .map(|r| r.at_ns);
-    host.chain(kernels).chain(steps).max().unwrap_or(0)
 }

@@ -1,0 +1,175 @@
+//! `record_param_comms`: the CPU op torch.profiler writes around each c10d collective call and
+//! each `wait()` on its Work, with the arguments PyTorch's profiler gives it, for collectives
+//! that completed and for those that never did.
+
+use super::*;
+
+/// What `record_param_comms` reads of a collective, completed or not.
+pub(super) struct CommsCall {
+    iteration: u32,
+    op: OpRef,
+    group: u16,
+    seq_num: u64,
+    bytes: u64,
+    host_start_ns: u64,
+    host_end_ns: u64,
+    /// The wait's op and host call.
+    wait: Option<CommsWait>,
+    unfinished: bool,
+}
+
+struct CommsWait {
+    op: OpRef,
+    host_start_ns: u64,
+    host_end_ns: u64,
+}
+
+/// A [`CommsCall`] of a [`CollectiveRecord`] or an [`UnfinishedCollective`], which name these
+/// fields alike.
+macro_rules! comms_call {
+    ($record:expr, $unfinished:expr) => {
+        CommsCall {
+            iteration: $record.iteration,
+            op: $record.op,
+            group: $record.group,
+            seq_num: $record.seq_num(),
+            bytes: $record.bytes,
+            host_start_ns: $record.host_start_ns,
+            host_end_ns: $record.host_end_ns,
+            wait: $record.wait.map(|wait| CommsWait {
+                op: wait.op,
+                host_start_ns: wait.host_start_ns,
+                host_end_ns: wait.host_end_ns,
+            }),
+            unfinished: $unfinished,
+        }
+    };
+}
+
+impl CommsCall {
+    fn completed(record: &CollectiveRecord) -> CommsCall {
+        comms_call!(record, false)
+    }
+
+    fn unfinished(record: &UnfinishedCollective) -> CommsCall {
+        comms_call!(record, true)
+    }
+}
+
+impl TraceContext<'_> {
+    /// `record_param_comms` over each collective's host call, with the arguments PyTorch's
+    /// profiler gives it (`torch/csrc/profiler/util.cpp` names them).
+    /// A collective that never completed gets one too, its call having returned, marked
+    /// `c10dsim never completed`.
+    pub(super) fn param_comms(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let at = (pid(rank.rank), HOST_TID);
+        let calls = (rank.collectives.iter().map(CommsCall::completed)).chain(
+            rank.unfinished_collectives
+                .iter()
+                .map(CommsCall::unfinished),
+        );
+        for record in calls {
+            let op = &self.ops[record.op as usize];
+            let Some(name) = op.collective_name else {
+                continue;
+            };
+            let group = usize::from(record.group);
+            let members = &self.group_ranks[group];
+            // The kernel's type, else the tensor's (a SendRecv kernel names none).
+            let nccl_type =
+                (op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref()))
+                    .or(self.timeline.ops[record.op as usize].dtype.as_deref());
+            let elements = nccl_type
+                .and_then(nccl_names::element_bytes)
+                .map(|bytes| record.bytes / bytes);
+            let group_size = (members.len() as u64).max(1);
+            // PyTorch records the Backend's `rank_`, the rank within the group; its send and
+            // receive record their peer, which the Timeline does not keep: the caller's then.
+            let rank_in_group = match op.collective {
+                Some(CollectiveKind::Send | CollectiveKind::Recv) => None,
+                _ => members.iter().position(|&member| member == rank.rank),
+            };
+            // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
+            // sliced side, a remainder the ranks do not divide left out.
+            let (in_elements, out_elements) = match (op.collective, elements) {
+                (Some(kind), Some(n)) => {
+                    let (input, output) = kind.descriptor().work_numel.of(n, group_size);
+                    (Some(input), Some(output))
+                }
+                (_, n) => (n, n),
+            };
+            let mut args = json!({
+                "Collective name": name,
+                "In split size": "[]",
+                "Out split size": "[]",
+                "Group size": members.len(),
+                "Process Group Name": group.to_string(),
+                "Process Group Description": self.group_description(group),
+                "Process Group Ranks": listed_ranks(members),
+                "Rank": rank_in_group.map_or(u64::from(rank.rank), |at| at as u64),
+                "Seq": record.seq_num,
+                "op": self.timeline.ops[record.op as usize].name,
+                "iteration": record.iteration,
+            });
+            if record.unfinished {
+                args[NEVER_COMPLETED] = json!(true);
+            }
+            if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
+                args["dtype"] = json!(dtype);
+            }
+            if let (Some(input), Some(output)) = (in_elements, out_elements) {
+                args["In msg nelems"] = json!(input);
+                args["Out msg nelems"] = json!(output);
+            }
+            sink.slice(
+                "cpu_op",
+                "record_param_comms",
+                at,
+                record.host_start_ns,
+                record.host_end_ns,
+                args,
+            )?;
+            if let Some(wait) = &record.wait {
+                // `WorkNCCL::wait` records one too, named `wait`, with no elements and no ranks
+                // (PyTorch passes it no rank start or stride), over the whole wait(): from its
+                // start to the end of the host call it is part of, a blocking wait's polls
+                // included.
+                let call = rank
+                    .host
+                    .partition_point(|c| c.start_ns <= wait.host_start_ns);
+                let end_ns = (call.checked_sub(1).map(|c| &rank.host[c]))
+                    .filter(|c| c.op == wait.op)
+                    .map_or(wait.host_end_ns, |c| c.end_ns.max(wait.host_end_ns));
+                let mut args = json!({
+                    "Collective name": "wait",
+                    "dtype": "Byte",
+                    "In msg nelems": 0,
+                    "Out msg nelems": 0,
+                    "In split size": "[]",
+                    "Out split size": "[]",
+                    "Group size": 1,
+                    "Process Group Name": group.to_string(),
+                    "Process Group Description": self.group_description(group),
+                    "Process Group Ranks": "[]",
+                    "Rank": members.iter().position(|&member| member == rank.rank)
+                        .map_or(u64::from(rank.rank), |at| at as u64),
+                    "Seq": record.seq_num,
+                    "op": self.timeline.ops[wait.op as usize].name,
+                    "iteration": record.iteration,
+                });
+                if record.unfinished {
+                    args[NEVER_COMPLETED] = json!(true);
+                }
+                sink.slice(
+                    "cpu_op",
+                    "record_param_comms",
+                    at,
+                    wait.host_start_ns,
+                    end_ns,
+                    args,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,161 @@
+//! What went wrong, as instants on the trace: data races, the watchdog's steps and the
+//! findings, each at the time it happened (a finding's time is derived: the Timeline does not
+//! record it).
+
+use super::*;
+
+impl TraceContext<'_> {
+    pub(super) fn races(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let ops = &self.timeline.ops;
+        for race in &rank.races {
+            let tid = rank
+                .streams
+                .iter()
+                .position(|s| s.name == race.later_stream)
+                .map_or(HOST_TID, |index| stream_tid(index as u16));
+            sink.instant(
+                "race",
+                &format!("data race on {}", race.tensor),
+                (pid(rank.rank), tid),
+                race.host_ns,
+                json!({"earlier_op": ops[race.earlier_op as usize].name,
+                    "earlier_stream": race.earlier_stream,
+                    "later_op": ops[race.later_op as usize].name,
+                    "later_stream": race.later_stream, "iteration": race.iteration}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The watchdog's, the heartbeat monitor's and the main thread's steps (R26–R29), and the
+    /// watchdog's sleep for the dumps (R27).
+    pub(super) fn watchdog(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
+        let pid = pid(rank.rank);
+        let records = &self.timeline.watchdog;
+        let mut named_threads = Vec::new();
+        for record in records.iter().filter(|r| r.concerns(rank.rank)) {
+            let group = usize::from(record.group.unwrap_or(0));
+            let (tid, thread) = match record.thread {
+                ThreadKind::Main => (HOST_TID, "main"),
+                ThreadKind::Watchdog => (1000 + 2 * group as u64, "pt_nccl_watchdg"),
+                ThreadKind::HeartbeatMonitor => (1001 + 2 * group as u64, "pt_nccl_heartbt"),
+            };
+            if tid != HOST_TID && !named_threads.contains(&tid) {
+                named_threads.push(tid);
+                let group_name = self
+                    .timeline
+                    .scenario
+                    .groups
+                    .get(group)
+                    .map_or("?", String::as_str);
+                sink.metadata(
+                    "thread_name",
+                    pid,
+                    tid,
+                    json!({"name": format!("{thread} (group {group_name})")}),
+                )?;
+            }
+            let name = serde_json::to_value(record.event)?;
+            sink.instant(
+                "watchdog",
+                name.as_str().unwrap_or_default(),
+                (pid, tid),
+                record.at_ns,
+                json!({"message": record.message}),
+            )?;
+            let acted = records.iter().find(|r| {
+                (r.group, r.thread) == (record.group, record.thread)
+                    && r.concerns(rank.rank)
+                    && r.at_ns > record.at_ns
+                    && matches!(
+                        r.event,
+                        WatchdogEvent::NoHandling | WatchdogEvent::Abort | WatchdogEvent::Exit
+                    )
+            });
+            if let (WatchdogEvent::DumpSignal, Some(acted)) = (record.event, acted) {
+                sink.slice(
+                    "watchdog",
+                    "dump wait (4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC)",
+                    (pid, tid),
+                    record.at_ns,
+                    acted.at_ns,
+                    json!({}),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn finding(&self, finding: &Finding, pid: u64, sink: &mut Sink) -> io::Result<()> {
+        sink.event(&json!({"ph": "i", "s": "g", "cat": "finding",
+            "name": finding.kind.as_str(), "pid": pid, "tid": HOST_TID,
+            "ts": sink.time(finding_time_ns(self.timeline, finding)),
+            "args": {"message": finding.message, "iteration": finding.iteration}}))
+    }
+}
+
+/// When a finding happened, which the Timeline does not record: the time of the watchdog step
+/// that reported it (a timeout, an async error, a heartbeat or store timeout), else the start of
+/// the host call it names (rank, iteration and op: a race, a mismatch), else the last time its
+/// rank (or, without a rank, any rank) recorded anything — where a deadlock or a cap stopped it.
+fn finding_time_ns(timeline: &Timeline, finding: &Finding) -> u64 {
+    let reported_by = match finding.kind {
+        FindingKind::WatchdogTimeout => Some(WatchdogEvent::Timeout),
+        FindingKind::AsyncError => Some(WatchdogEvent::AsyncError),
+        FindingKind::HeartbeatAbort => Some(WatchdogEvent::HeartbeatTimeout),
+        FindingKind::StoreTimeout => Some(WatchdogEvent::StoreTimeout),
+        FindingKind::WaitTimeout => Some(WatchdogEvent::WaitTimeout),
+        _ => None,
+    };
+    // A failure at exit (R31) is logged with its finding's own message.
+    if finding.kind == FindingKind::ExitFailure {
+        if let Some(record) = (timeline.watchdog.iter()).find(|r| {
+            finding.rank.is_some_and(|rank| r.concerns(rank)) && r.message == finding.message
+        }) {
+            return record.at_ns;
+        }
+    }
+    if let Some(event) = reported_by {
+        if let Some(record) = timeline
+            .watchdog
+            .iter()
+            .find(|r| finding.rank.is_some_and(|rank| r.concerns(rank)) && r.event == event)
+        {
+            return record.at_ns;
+        }
+    }
+    let rank = finding.rank.and_then(|rank| {
+        (timeline.ranks.iter()).find(|r| r.rank == rank || r.stands_for.contains(rank))
+    });
+    if let (Some(rank), Some(op), Some(iteration)) = (rank, finding.op, finding.iteration) {
+        if let Some(call) = rank
+            .host
+            .iter()
+            .find(|call| call.op == op && call.iteration == iteration)
+        {
+            return call.start_ns;
+        }
+    }
+    match rank {
+        Some(rank) => last_recorded_ns(timeline, rank),
+        // A rank the Timeline does not hold (a summarised run keeps few): the last step any
+        // rank's watchdog logged, which a summarised Timeline keeps whole.
+        None => (timeline.ranks.iter())
+            .map(|rank| last_recorded_ns(timeline, rank))
+            .chain(timeline.watchdog.iter().map(|r| r.at_ns))
+            .max()
+            .unwrap_or(0),
+    }
+}
+
+/// The last time `rank` recorded anything: a call's or a kernel's end, a watchdog step.
+pub(super) fn last_recorded_ns(timeline: &Timeline, rank: &RankTimeline) -> u64 {
+    let host = rank.host.iter().map(|call| call.end_ns);
+    let kernels = rank.kernels.iter().map(|kernel| kernel.end_ns);
+    let steps = timeline
+        .watchdog
+        .iter()
+        .filter(|r| r.concerns(rank.rank))
+        .map(|r| r.at_ns);
+    host.chain(kernels).chain(steps).max().unwrap_or(0)
+}
