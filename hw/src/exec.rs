@@ -27,8 +27,7 @@ use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId}
 use sim::timeline::{
     CacheRelease, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, KernelRecord,
     MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, ThreadKind,
-    UnfinishedCollective, UnfinishedKernel, UnfinishedWait, WaitRecord, WatchdogEvent,
-    WatchdogRecord,
+    WaitRecord, WatchdogEvent, WatchdogRecord, NEVER_NS,
 };
 use std::collections::HashMap;
 
@@ -204,70 +203,33 @@ impl RunLog {
         plan: &RankPlan,
         mut time: impl FnMut(Ev) -> Result<Option<u64>, HwError>,
     ) -> Result<RankTimeline, HwError> {
+        // A time that never came is the Timeline's `NEVER_NS` until `set_apart_unfinished`,
+        // the simulator's own mapping, moves its record apart.
+        let mut time_or_never = |ev: Ev| Ok::<_, HwError>(time(ev)?.unwrap_or(NEVER_NS));
         let mut kernels = Vec::with_capacity(self.kernels.len());
-        let mut unfinished_kernels = Vec::new();
         for k in &self.kernels {
-            let (Some(start_ns), Some(end_ns)) = (time(k.rest.start)?, time(k.rest.end)?) else {
-                unfinished_kernels.push(UnfinishedKernel {
-                    iteration: k.iteration,
-                    op: k.op,
-                    stream: k.rest.stream,
-                    class: k.rest.class,
-                    enqueue_ns: k.rest.enqueue_ns,
-                    start_ns: time(k.rest.start)?,
-                });
-                continue;
-            };
             kernels.push(KernelRecord {
                 iteration: k.iteration,
                 op: k.op,
                 stream: k.rest.stream,
                 class: k.rest.class,
                 enqueue_ns: k.rest.enqueue_ns,
-                start_ns,
-                end_ns,
+                start_ns: time_or_never(k.rest.start)?,
+                end_ns: time_or_never(k.rest.end)?,
             });
         }
         let mut collectives = Vec::with_capacity(self.collectives.len());
-        let mut unfinished_collectives = Vec::new();
         for c in self.collectives {
             let r = c.rest;
-            let (start, input_ready, end) = (time(r.start)?, time(r.input_ready)?, time(r.end)?);
-            let (Some(kernel_start_ns), Some(input_ready_ns), Some(end_ns)) =
-                (start, input_ready, end)
-            else {
-                unfinished_collectives.push(UnfinishedCollective {
-                    iteration: c.iteration,
-                    op: c.op,
-                    group: r.group,
-                    seq: r.seq,
-                    work_seq_num: CollectiveRecord::work_seq_num_field(r.seq, r.seq_num),
-                    bytes: r.bytes,
-                    async_op: r.async_op,
-                    call_stream: r.call_stream,
-                    run_stream: r.run_stream,
-                    host_start_ns: r.host_start_ns,
-                    host_end_ns: r.host_end_ns,
-                    input_ready_ns: input_ready,
-                    kernel_start_ns: start,
-                    kernel_end_ns: start.and(end),
-                    wait: r.wait.map(|w| UnfinishedWait {
-                        op: w.op,
-                        host_start_ns: w.host_start_ns,
-                        host_end_ns: w.host_end_ns,
-                        stream: w.stream,
-                    }),
-                });
-                continue;
-            };
+            let kernel_start_ns = time_or_never(r.start)?;
             let wait = match r.wait {
                 None => None,
-                Some(w) => time(w.released)?.map(|released_ns| WaitRecord {
+                Some(w) => Some(WaitRecord {
                     op: w.op,
                     host_start_ns: w.host_start_ns,
                     host_end_ns: w.host_end_ns,
                     stream: w.stream,
-                    released_ns,
+                    released_ns: time_or_never(w.released)?,
                     completed_at_return: w.completed_at_return,
                 }),
             };
@@ -283,13 +245,13 @@ impl RunLog {
                 run_stream: r.run_stream,
                 host_start_ns: r.host_start_ns,
                 host_end_ns: r.host_end_ns,
-                input_ready_ns,
+                input_ready_ns: time_or_never(r.input_ready)?,
                 kernel_start_ns,
                 // The kernel starts at the event recorded just before it: the start event.
                 work_start_ns: r.timed.then_some(kernel_start_ns),
                 // R16: when the last rank arrived is not observable from one rank.
                 data_start_ns: kernel_start_ns,
-                end_ns,
+                end_ns: time_or_never(r.end)?,
                 last_rank: None,
                 wait,
             });
@@ -322,7 +284,7 @@ impl RunLog {
                 released_ns,
             });
         }
-        Ok(RankTimeline {
+        let mut rank = RankTimeline {
             stands_for: Default::default(),
             rank: plan.rank,
             streams: plan.streams.clone(),
@@ -332,8 +294,8 @@ impl RunLog {
             marks,
             stream_waits,
             queries: self.queries,
-            unfinished_collectives,
-            unfinished_kernels,
+            unfinished_collectives: Vec::new(),
+            unfinished_kernels: Vec::new(),
             memory: self.memory,
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
@@ -342,7 +304,9 @@ impl RunLog {
             exceptions: Vec::new(),
             // The process's end is the launcher's to see (`c10dsim hw` reports its exit).
             end: None,
-        })
+        };
+        rank.set_apart_unfinished();
+        Ok(rank)
     }
 }
 

@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 //!
-//! About 1,060 lines because the wire format is one piece: every record type, `Timeline::expand`
+//! About 1,120 lines because the wire format is one piece: every record type, `Timeline::expand`
 //! (a folded Timeline rank by rank, docs/scale.md) and the reference check that a file read back
 //! must pass. The summaries of a summarised run (`TimelineSummary`, `RecordSelection`,
 //! `Distribution`) are `timeline/summary.rs`; its unit tests `timeline/tests.rs`.
@@ -20,6 +20,12 @@ mod summary;
 
 /// Format id written into every Timeline; bumped on incompatible changes.
 pub const TIMELINE_FORMAT: &str = "c10dsim-timeline/1";
+
+/// A time that never came (an event that never fired), in the records an engine builds before
+/// [`RankTimeline::set_apart_unfinished`]: both engines build their kernel and collective
+/// records with it, and that one function turns them into the Timeline's, so that the two
+/// engines give the same records for the same times.
+pub const NEVER_NS: u64 = u64::MAX;
 
 /// Where a Timeline came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -734,6 +740,65 @@ impl RankTimeline {
             1
         } else {
             self.stands_for.count()
+        }
+    }
+
+    /// Moves the kernels that never ended and the collectives that never completed (a hang,
+    /// or a kernel an abort ended before data moved, R27) out of the records into the
+    /// unfinished ones, their times that never came ([`NEVER_NS`]) as `None`: their host
+    /// side happened. A collective that completed keeps its record though its wait's stream
+    /// release never came (the process ended first): only that wait did not happen.
+    pub fn set_apart_unfinished(&mut self) {
+        let known = |ns: u64| (ns != NEVER_NS).then_some(ns);
+        self.unfinished_kernels = (self.kernels)
+            .extract_if(.., |k| k.start_ns == NEVER_NS || k.end_ns == NEVER_NS)
+            .map(|k| UnfinishedKernel {
+                iteration: k.iteration,
+                op: k.op,
+                stream: k.stream,
+                class: k.class,
+                enqueue_ns: k.enqueue_ns,
+                start_ns: known(k.start_ns),
+            })
+            .collect();
+        self.unfinished_collectives = (self.collectives)
+            .extract_if(.., |c| {
+                [
+                    c.input_ready_ns,
+                    c.kernel_start_ns,
+                    c.data_start_ns,
+                    c.end_ns,
+                ]
+                .contains(&NEVER_NS)
+            })
+            .map(|c| UnfinishedCollective {
+                iteration: c.iteration,
+                op: c.op,
+                group: c.group,
+                seq: c.seq,
+                work_seq_num: c.work_seq_num,
+                bytes: c.bytes,
+                async_op: c.async_op,
+                call_stream: c.call_stream,
+                run_stream: c.run_stream,
+                host_start_ns: c.host_start_ns,
+                host_end_ns: c.host_end_ns,
+                input_ready_ns: known(c.input_ready_ns),
+                kernel_start_ns: known(c.kernel_start_ns),
+                // An abort ends a spinning kernel; one that never started never ended.
+                kernel_end_ns: known(c.kernel_start_ns).and(known(c.end_ns)),
+                wait: c.wait.map(|w| UnfinishedWait {
+                    op: w.op,
+                    host_start_ns: w.host_start_ns,
+                    host_end_ns: w.host_end_ns,
+                    stream: w.stream,
+                }),
+            })
+            .collect();
+        for collective in &mut self.collectives {
+            if collective.wait.is_some_and(|w| w.released_ns == NEVER_NS) {
+                collective.wait = None;
+            }
         }
     }
 }

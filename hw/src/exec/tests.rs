@@ -753,3 +753,59 @@ fn an_up_front_tensor_that_does_not_fit_is_the_simulators_out_of_memory() {
         finding.message
     );
 }
+
+/// The Timeline's unfinished records come from one mapping (`RankTimeline::set_apart_unfinished`)
+/// in both engines: for a collective that never completes (rank 1 never joins; no error
+/// handling, so no abort ends its kernel) and the kernel queued behind its wait, the fake
+/// device's run and the simulator give the same records, times aside, and the same times that
+/// never came.
+#[test]
+fn both_engines_set_apart_the_same_unfinished_records() {
+    let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\ngpu_sleep_us = 10\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let scenario = sim::scenario::parse("unfinished.toml", text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: Some(StandIn::Model),
+    };
+    let plan = RankPlan::new(&scenario, &layout).unwrap();
+    let mut device = FakeDevice::default();
+    let mut executor = Executor::new(&scenario, &plan, &mut device);
+    executor.setup().unwrap();
+    let log = executor.run().unwrap();
+    assert!(log.ended_early);
+    let ran = log.resolve(&plan, |ev| Ok(device.time_of(ev))).unwrap();
+    let simulated = sim::engine::simulate(&scenario).ranks.swap_remove(0);
+    // Times differ between the engines; which of them came must not.
+    let came = |ns: Option<u64>| ns.map(|_| 0);
+    let without_times = |rank: &RankTimeline| {
+        let mut collectives = rank.unfinished_collectives.clone();
+        for c in &mut collectives {
+            (c.host_start_ns, c.host_end_ns) = (0, 0);
+            c.input_ready_ns = came(c.input_ready_ns);
+            c.kernel_start_ns = came(c.kernel_start_ns);
+            c.kernel_end_ns = came(c.kernel_end_ns);
+            if let Some(wait) = &mut c.wait {
+                (wait.host_start_ns, wait.host_end_ns) = (0, 0);
+            }
+        }
+        let mut kernels = rank.unfinished_kernels.clone();
+        for k in &mut kernels {
+            k.enqueue_ns = 0;
+            k.start_ns = came(k.start_ns);
+        }
+        (collectives, kernels)
+    };
+    let (collectives, kernels) = without_times(&ran);
+    assert_eq!((collectives.len(), kernels.len()), (1, 2), "{ran:?}");
+    assert!(collectives[0].wait.is_some() && collectives[0].kernel_end_ns.is_none());
+    assert_eq!(
+        (kernels[0].start_ns, kernels[1].start_ns),
+        (Some(0), None),
+        "the collective's kernel started, the sleep behind its wait never did"
+    );
+    assert_eq!((collectives, kernels), without_times(&simulated));
+    assert!(ran.collectives.is_empty() && simulated.collectives.is_empty());
+}

@@ -62,8 +62,8 @@ mod streams;
 mod summary;
 mod wait;
 
-/// Sentinel for "has not happened".
-const NEVER: u64 = u64::MAX;
+/// Sentinel for "has not happened", the Timeline's own for the records the engine builds.
+const NEVER: u64 = NEVER_NS;
 
 /// Simulates `scenario` to completion (or to a deadlock or the time cap), folding ranks that
 /// behave alike (docs/scale.md), and returns the Timeline rank by rank (expanded).
@@ -622,17 +622,10 @@ impl<'s> Engine<'s> {
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
-            // A collective that never completed (a hang, or a kernel an abort ended before data
-            // moved, R27) and a kernel that never ended move to the unfinished records: their
-            // host side happened. A collective that completed stays though its wait's stream
-            // release never came (the process ended first): only that wait did not happen, and
-            // the other ranks' records name this one's arrival (R16).
-            set_apart_unfinished(&mut t);
-            for collective in &mut t.collectives {
-                if collective.wait.is_some_and(|w| w.released_ns == NEVER) {
-                    collective.wait = None;
-                }
-            }
+            // A collective that never completed and a kernel that never ended move to the
+            // unfinished records; a completed collective whose wait's stream release never came
+            // stays, without that wait (the other ranks' records name this one's arrival, R16).
+            t.set_apart_unfinished();
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
@@ -652,48 +645,6 @@ impl<'s> Engine<'s> {
         timeline.summary = summariser.map(|summariser| summariser.into_summary(scenario));
         timeline
     }
-}
-
-/// Moves the kernels that never ended and the collectives that never completed out of `t`'s
-/// records into its unfinished ones, their times that never came as `None`.
-fn set_apart_unfinished(t: &mut RankTimeline) {
-    let known = |ns: u64| (ns != NEVER).then_some(ns);
-    t.unfinished_kernels = (t.kernels)
-        .extract_if(.., |k| k.end_ns == NEVER)
-        .map(|k| UnfinishedKernel {
-            iteration: k.iteration,
-            op: k.op,
-            stream: k.stream,
-            class: k.class,
-            enqueue_ns: k.enqueue_ns,
-            start_ns: known(k.start_ns),
-        })
-        .collect();
-    t.unfinished_collectives = (t.collectives)
-        .extract_if(.., |c| c.end_ns == NEVER || c.data_start_ns == NEVER)
-        .map(|c| UnfinishedCollective {
-            iteration: c.iteration,
-            op: c.op,
-            group: c.group,
-            seq: c.seq,
-            work_seq_num: c.work_seq_num,
-            bytes: c.bytes,
-            async_op: c.async_op,
-            call_stream: c.call_stream,
-            run_stream: c.run_stream,
-            host_start_ns: c.host_start_ns,
-            host_end_ns: c.host_end_ns,
-            input_ready_ns: known(c.input_ready_ns),
-            kernel_start_ns: known(c.kernel_start_ns),
-            kernel_end_ns: known(c.kernel_start_ns).and(known(c.end_ns)),
-            wait: c.wait.map(|w| UnfinishedWait {
-                op: w.op,
-                host_start_ns: w.host_start_ns,
-                host_end_ns: w.host_end_ns,
-                stream: w.stream,
-            }),
-        })
-        .collect();
 }
 
 /// A rank's compute-time factor, `max(0.5, 1 + N(0, spread))`, drawn from its own stream so that

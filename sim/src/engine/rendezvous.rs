@@ -155,7 +155,15 @@ impl Engine<'_> {
 
     /// `rank`'s process died: a collective whose data it was moving never completes on the
     /// other members either (NCCL's kernels wait for its data forever, R16); their kernels spin
-    /// on, their data start unset, until an abort ends them.
+    /// on, their data start unset, until an abort ends them. A member that had aborted its
+    /// communicator keeps its end: its abort left the moving collective to run out.
+    ///
+    /// Why this is not the poisoning of a rendezvous ([`Self::kill`] does both): poisoning
+    /// stops a rendezvous before [`Self::rendezvous_due`] scheduled its members' kernel ends;
+    /// here those ends are already in the queue and must be overridden. One mechanism would
+    /// need the rendezvous kept until its data ends, with one event then scheduling every
+    /// member's kernel end: those ends would then come behind the events scheduled meanwhile
+    /// for the same time, which reorders equal-time events and changes Timelines.
     pub(super) fn stop_transfers_of(&mut self, rank: u32) {
         let now_ns = self.now_ns;
         let stopped: Vec<Transfer> = (self.in_flight)

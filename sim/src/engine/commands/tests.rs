@@ -812,3 +812,24 @@ fn a_member_that_dies_while_the_data_moves_stops_the_collective_on_the_others_r1
         timeline.findings
     );
 }
+
+#[test]
+fn a_member_that_aborted_before_another_dies_while_the_data_moves_finishes_r16_r27() {
+    // Rank 1's wait times out at 15 ms while the collective's data moves (10 ms to ≈ 48 ms):
+    // its main thread aborts the communicator, which leaves a moving collective to run to its
+    // end (R15, R27). Rank 0 dies at ≈ 20 ms: the collective never completes on rank 0, but
+    // rank 1's aborted communicator no longer waits for rank 0's data, so its collective
+    // still ends when the data would have.
+    let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\neager_init = true\n[tensors]\nx = \"16GiB\"\n[[op]]\nranks = [0]\nhost_sleep_us = 10_000\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nranks = [0]\ngpu_sleep_us = 10_000\n[[op]]\nranks = [0]\nstream_sync = \"default\"\n[[op]]\nlabel = \"dies\"\nhost_sleep_us = 1\n[[op]]\nwait = \"w\"\ntimeout_ms = 15\n[[fault]]\nranks = [0]\nat = \"dies\"\nkind = \"die\"\n";
+    let timeline = simulate(&parse("t.toml", text).unwrap());
+    let aborted_ns = first_at(&timeline, WatchdogEvent::WaitTimeout).unwrap();
+    let died_ns = timeline.ranks[0].end.and_then(|end| end.at_ns).unwrap();
+    let [collective] = timeline.ranks[1].collectives.as_slice() else {
+        panic!("{:?}", timeline.ranks[1]);
+    };
+    assert!(aborted_ns < died_ns && collective.data_start_ns < aborted_ns);
+    assert!(collective.end_ns > died_ns, "{collective:?}");
+    assert!(timeline.ranks[1].unfinished_collectives.is_empty());
+    assert!(timeline.ranks[0].collectives.is_empty());
+    assert_eq!(timeline.ranks[0].unfinished_collectives.len(), 1);
+}
