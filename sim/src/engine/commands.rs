@@ -298,6 +298,16 @@ impl Engine<'_> {
                         self.schedule(at_ns, Event::HostResume { rank, at_ns });
                     }
                 }
+                // A host running ahead of the simulation (a `die` fault it reached) ends its
+                // process at its own time: the GPU work due before then still runs.
+                Command::KillProcess {
+                    rank,
+                    status,
+                    at_ns,
+                } if at_ns > self.now_ns => {
+                    self.ranks[rank as usize].blocked = Blocked::Exiting { status };
+                    self.schedule(at_ns, Event::ProcessEnds { rank });
+                }
                 Command::KillProcess {
                     rank,
                     status,
@@ -370,6 +380,15 @@ impl Engine<'_> {
 
     pub(super) fn is_dead(&self, rank: u32) -> bool {
         view!(self).is_dead(rank)
+    }
+
+    /// Whether the process of `rank` ended, or its end is decided and only waits for the
+    /// simulation to reach it: either way its host takes no more steps.
+    pub(super) fn host_ended(&self, rank: u32) -> bool {
+        matches!(
+            self.ranks[rank as usize].blocked,
+            Blocked::Dead | Blocked::Exiting { .. }
+        )
     }
 
     /// Whether a rendezvous can never complete.

@@ -372,7 +372,7 @@ impl Engine<'_> {
                     op,
                     host_ns,
                 });
-                if self.is_dead(rank) {
+                if self.host_ended(rank) {
                     self.push_host_call(rank, op, host_ns);
                     return;
                 }

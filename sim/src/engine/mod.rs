@@ -194,6 +194,10 @@ enum Blocked {
     Done,
     /// The process is gone (a fault, an exception, an abort): nothing of it runs again.
     Dead,
+    /// The process ends with `status` when the simulation reaches the host's time
+    /// ([`queue::Event::ProcessEnds`]): the host runs nothing more, while its GPU work and side
+    /// threads go on until then (a `die` fault reached by a host running ahead of its GPU).
+    Exiting { status: ExitStatus },
     /// The host hangs for good before an op (a `hang` fault: a stuck data loader, a
     /// deadlocked Python thread); its GPU work and watchdog go on.
     Hung,
@@ -412,9 +416,19 @@ impl<'s> Engine<'s> {
             | Event::HostResume { rank, .. }
             | Event::WaitTimeout { rank, .. }
             | Event::WaitAbortDue { rank, .. }
-            | Event::Failure { rank, .. } => rank,
+            | Event::Failure { rank, .. }
+            | Event::ProcessEnds { rank } => rank,
         };
         if self.is_dead(rank) {
+            return true;
+        }
+        // The host of a process that is about to end takes no more steps.
+        if matches!(self.ranks[rank as usize].blocked, Blocked::Exiting { .. })
+            && matches!(
+                event,
+                Event::HostResume { .. } | Event::WaitTimeout { .. } | Event::WaitAbortDue { .. }
+            )
+        {
             return true;
         }
         let Event::Failure { group, wake, .. } = event else {
@@ -527,6 +541,18 @@ impl<'s> Engine<'s> {
                     wake,
                     now_ns: at_ns,
                 }),
+                Event::ProcessEnds { rank } => {
+                    let Blocked::Exiting { status } = self.ranks[rank as usize].blocked else {
+                        unreachable!("only an exiting process has its end queued");
+                    };
+                    self.kill(
+                        rank,
+                        ProcessEnd {
+                            status,
+                            at_ns: Some(at_ns),
+                        },
+                    );
+                }
             }
         }
         self.report_deadlocks();

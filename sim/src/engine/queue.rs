@@ -59,6 +59,11 @@ pub(super) enum Event {
         group: u16,
         wake: Wake,
     },
+    /// The process of `rank`, whose end was decided at a host time the simulation had not
+    /// reached (`Blocked::Exiting`), ends now.
+    ProcessEnds {
+        rank: u32,
+    },
 }
 
 /// Events by time, then by the order they were scheduled.

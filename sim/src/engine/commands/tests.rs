@@ -113,6 +113,31 @@ fn a_process_that_dies_loses_its_queued_gpu_work_and_its_peers_time_out() {
 }
 
 #[test]
+fn a_process_that_dies_after_host_work_keeps_the_gpu_work_due_before_its_death() {
+    // Rank 1 queues a 5-ms GPU sleep, then its host works for 10 ms and dies before the
+    // all_reduce. The host reaches the fault at ≈ 10 ms, long before the simulation does: the
+    // sleep (8 µs to 5.008 ms) ended before the death and is a completed kernel.
+    let text = format!(
+        "[[op]]\ngpu_sleep_us = 5000\nranks = [1]\n[[op]]\nhost_sleep_us = 10000\nranks = [1]\n{}",
+        two_ranks("[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"die\"")
+    );
+    let timeline = simulate(&parse("t.toml", &text).unwrap());
+    let rank = &timeline.ranks[1];
+    let end = rank.end.expect("rank 1's process ended");
+    assert_eq!(end.status, ExitStatus::Killed);
+    let died_ns = end.at_ns.expect("at a known time");
+    assert!(died_ns > 10_000_000, "after the host's 10 ms: {died_ns}");
+    assert!(
+        rank.unfinished_kernels.is_empty(),
+        "{:?}",
+        rank.unfinished_kernels
+    );
+    let sleep = rank.kernels.first().expect("the sleep completed");
+    assert_eq!((sleep.start_ns, sleep.end_ns), (8_000, 5_008_000));
+    assert!(sleep.end_ns < died_ns);
+}
+
+#[test]
 fn after_clean_up_only_the_next_collective_on_the_aborted_communicator_raises_r27() {
     // Mode 2: rank 0 times out at 1.1 s and aborts at 61.1 s; its wait and `.item()` return
     // (15 µs), and its second iteration's all_reduce raises in the main thread.
