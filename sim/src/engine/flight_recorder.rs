@@ -195,7 +195,12 @@ pub(super) fn dump(
             let barrier = matches!(op.kind, OpKind::Barrier { .. });
             let (kind, dtype) = issued(record);
             let members = scenario.groups[group].ranks.len() as u64;
-            let numel = record.bytes / dtype.size_bytes();
+            // A barrier all_reduces one float (`at::zeros({1})`), whatever bytes it is costed at.
+            let numel = if barrier {
+                1
+            } else {
+                record.bytes / dtype.size_bytes()
+            };
             let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
             let peer = scenario.groups[pair]
                 .ranks
@@ -384,6 +389,23 @@ mod tests {
         assert_eq!(entries[2].state, EntryState::Started);
         assert!(entries[2].time_discovered_started_ns.is_some());
         assert_eq!(dumps[0].groups[0].last_started, 3);
+    }
+
+    #[test]
+    fn a_barrier_is_recorded_as_its_one_float_element() {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                    [tensors]\ng = \"4MiB\"\n[[op]]\nbarrier = true\n\
+                    [[op]]\nlabel = \"c\"\nall_reduce = \"g\"\n\
+                    [[fault]]\nranks = [1]\nat = \"c\"\nkind = \"hang\"\n";
+        let dumps = crate::engine::simulate(&parse("fr.toml", text).unwrap()).flight_recorder;
+        let barrier = &dumps[0].entries[0];
+        assert_eq!(barrier.profiling_name, "nccl:all_reduce_barrier");
+        // ProcessGroupNCCL::barrier all_reduces `at::zeros({1}, kFloat)`.
+        assert_eq!(
+            (&barrier.input_sizes, &barrier.input_dtypes),
+            (&vec![vec![1]], &vec!["Float".to_string()])
+        );
+        assert_eq!(barrier.output_sizes, [[1]]);
     }
 
     #[test]
