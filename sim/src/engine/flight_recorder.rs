@@ -176,7 +176,12 @@ pub(super) fn dump(
             *numbers
         })
         .collect();
-    // `record_id` counts every call of the rank, the folded ones included.
+    // `record_id` counts every call of the rank: the collectives its groups ran before the
+    // program (`first_seq_num`), then the folded ones.
+    let collectives_before: u64 = (scenario.groups.iter())
+        .filter(|group| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
+        .map(|group| group.collectives_before())
+        .sum();
     let first_record_id = folded_before.len();
     let numbers = &numbers[first_record_id..];
     let kept = created
@@ -188,7 +193,7 @@ pub(super) fn dump(
         .enumerate()
         .skip(kept)
         .map(|(index, (record, numbers))| {
-            let record_id = first_record_id + index;
+            let record_id = collectives_before + (first_record_id + index) as u64;
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
             let group = process_group(record.group);
@@ -228,7 +233,7 @@ pub(super) fn dump(
             let (pg_name, pg_desc) = group_names(scenario, group);
             let dtype = dtype_name(dtype).to_string();
             DumpEntry {
-                record_id: record_id as u64,
+                record_id,
                 pg_id: group as u64,
                 pg_name,
                 pg_desc,
@@ -362,6 +367,8 @@ mod tests {
         let quiet = dumps("");
         assert_eq!(quiet[0].entries[0].collective_seq_id, 7);
         assert_eq!(quiet[0].entries[0].op_id, 7);
+        // The rank's six calls before it were recorded too.
+        assert_eq!(quiet[0].entries[0].record_id, 6);
         assert_eq!(status(&quiet[0]), (7, -1, 6));
         assert!(quiet[1].entries.is_empty());
         assert_eq!(status(&quiet[1]), (6, -1, 6));
@@ -376,6 +383,8 @@ mod tests {
                 .collect()
         };
         assert_eq!(numbers(&sent[0]), [(7, 6, 1), (8, 7, 1)]);
+        let record_ids: Vec<u64> = sent[0].entries.iter().map(|e| e.record_id).collect();
+        assert_eq!(record_ids, [6, 7]);
         assert_eq!(numbers(&sent[1]), [(7, 6, 1)]);
         assert_eq!(status(&sent[1]).0, 1);
     }
