@@ -380,6 +380,27 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_without_record_param_comms_keeps_its_barrier_from_the_nccl_annotation() {
+        // The Work's own annotations only, as ProcessGroupNCCL names them: an all_reduce,
+        // then a barrier's all_reduce.
+        let trace = small_trace(0, 1)
+            .replace(
+                r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}"#,
+                r#""name": "nccl:all_reduce", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Input Dims": [[262144]], "Input type": ["float"]}"#,
+            )
+            .replace("\"cat\": \"cpu_op\"", "\"cat\": \"user_annotation\"")
+            .replacen(
+                r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
+                r#"{"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce_barrier", "pid": 1, "tid": 1, "ts": 370.0, "dur": 25.0, "args": {"Input Dims": [[1]], "Input type": ["float"]}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
+                1,
+            );
+        let text = import_one(&trace).unwrap();
+        assert!(text.contains("all_reduce = \"f32_1MiB\""), "{text}");
+        assert!(text.contains("barrier = true"), "{text}");
+    }
+
+    #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
         assert_eq!(syntax.place.as_deref(), Some("2:14"));
