@@ -4,6 +4,7 @@
 //! 2; and, where PyTorch's analyser is importable, torchfrtrace names the same culprit.
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -546,6 +547,26 @@ fn a_wrapped_ring_buffer_s_dumps_replay_with_their_seq_nums() {
     assert_eq!(numbers, [(7, 7), (8, 8), (9, 9), (10, 10)]);
     let world = &rank0.groups[0];
     assert_eq!((world.last_enqueued, world.last_completed), (10, 9));
+    // Each replayed entry has the record_id the job's dump gave that collective.
+    for rank in 0..4 {
+        let ids = |folder: &str| -> BTreeMap<u64, u64> {
+            let path = dir.join(folder).join(format!("nccl_trace_rank_{rank}"));
+            let dump =
+                analysis::flight_recorder::read(&std::fs::read(path).unwrap(), rank).unwrap();
+            (dump.entries.iter())
+                .map(|e| (e.collective_seq_id, e.record_id))
+                .collect()
+        };
+        let (job, replayed) = (ids("dumps"), ids("replayed"));
+        assert!(!replayed.is_empty());
+        for (seq, record_id) in &replayed {
+            assert_eq!(
+                job.get(seq),
+                Some(record_id),
+                "rank {rank}: {job:?} {replayed:?}"
+            );
+        }
+    }
     // PyTorch's analyser names SeqNum 10 on both, where python3 can import it.
     let importable = Command::new("python3")
         .args(["-c", "import torch.distributed.flight_recorder.fr_trace"])

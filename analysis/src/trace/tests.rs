@@ -320,6 +320,22 @@ fn an_all_gather_counts_one_slice_in_and_the_whole_out() {
 }
 
 #[test]
+fn a_barrier_s_record_param_comms_has_pytorch_s_literal_arguments() {
+    let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("t.toml", text).unwrap());
+    let trace = single_file(&timeline);
+    let params = named(&trace, "record_param_comms");
+    let barrier = params
+        .iter()
+        .find(|p| p["args"]["Collective name"] == "barrier")
+        .unwrap();
+    // ProcessGroupNCCL::barrier records no elements, of bytes, whatever it all_reduces.
+    assert_eq!(barrier["args"]["In msg nelems"], 0);
+    assert_eq!(barrier["args"]["Out msg nelems"], 0);
+    assert_eq!(barrier["args"]["dtype"], "Byte");
+}
+
+#[test]
 fn one_profiler_step_per_iteration_holds_that_iteration_s_calls() {
     let timeline = simulated("");
     for (_, _, trace) in rank_files(&timeline) {

@@ -176,7 +176,12 @@ pub(super) fn dump(
             *numbers
         })
         .collect();
-    // `record_id` counts every call of the rank, the folded ones included.
+    // `record_id` counts every call of the rank: the collectives its groups ran before the
+    // program (`first_seq_num`), then the folded ones.
+    let collectives_before: u64 = (scenario.groups.iter())
+        .filter(|group| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
+        .map(|group| group.collectives_before())
+        .sum();
     let first_record_id = folded_before.len();
     let numbers = &numbers[first_record_id..];
     let kept = created
@@ -188,14 +193,19 @@ pub(super) fn dump(
         .enumerate()
         .skip(kept)
         .map(|(index, (record, numbers))| {
-            let record_id = first_record_id + index;
+            let record_id = collectives_before + (first_record_id + index) as u64;
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
             let group = process_group(record.group);
             let barrier = matches!(op.kind, OpKind::Barrier { .. });
             let (kind, dtype) = issued(record);
             let members = scenario.groups[group].ranks.len() as u64;
-            let numel = record.bytes / dtype.size_bytes();
+            // A barrier all_reduces one float (`at::zeros({1})`), whatever bytes it is costed at.
+            let numel = if barrier {
+                1
+            } else {
+                record.bytes / dtype.size_bytes()
+            };
             let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
             let peer = scenario.groups[pair]
                 .ranks
@@ -223,7 +233,7 @@ pub(super) fn dump(
             let (pg_name, pg_desc) = group_names(scenario, group);
             let dtype = dtype_name(dtype).to_string();
             DumpEntry {
-                record_id: record_id as u64,
+                record_id,
                 pg_id: group as u64,
                 pg_name,
                 pg_desc,
@@ -357,6 +367,8 @@ mod tests {
         let quiet = dumps("");
         assert_eq!(quiet[0].entries[0].collective_seq_id, 7);
         assert_eq!(quiet[0].entries[0].op_id, 7);
+        // The rank's six calls before it were recorded too.
+        assert_eq!(quiet[0].entries[0].record_id, 6);
         assert_eq!(status(&quiet[0]), (7, -1, 6));
         assert!(quiet[1].entries.is_empty());
         assert_eq!(status(&quiet[1]), (6, -1, 6));
@@ -371,6 +383,8 @@ mod tests {
                 .collect()
         };
         assert_eq!(numbers(&sent[0]), [(7, 6, 1), (8, 7, 1)]);
+        let record_ids: Vec<u64> = sent[0].entries.iter().map(|e| e.record_id).collect();
+        assert_eq!(record_ids, [6, 7]);
         assert_eq!(numbers(&sent[1]), [(7, 6, 1)]);
         assert_eq!(status(&sent[1]).0, 1);
     }
@@ -384,6 +398,23 @@ mod tests {
         assert_eq!(entries[2].state, EntryState::Started);
         assert!(entries[2].time_discovered_started_ns.is_some());
         assert_eq!(dumps[0].groups[0].last_started, 3);
+    }
+
+    #[test]
+    fn a_barrier_is_recorded_as_its_one_float_element() {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                    [tensors]\ng = \"4MiB\"\n[[op]]\nbarrier = true\n\
+                    [[op]]\nlabel = \"c\"\nall_reduce = \"g\"\n\
+                    [[fault]]\nranks = [1]\nat = \"c\"\nkind = \"hang\"\n";
+        let dumps = crate::engine::simulate(&parse("fr.toml", text).unwrap()).flight_recorder;
+        let barrier = &dumps[0].entries[0];
+        assert_eq!(barrier.profiling_name, "nccl:all_reduce_barrier");
+        // ProcessGroupNCCL::barrier all_reduces `at::zeros({1}, kFloat)`.
+        assert_eq!(
+            (&barrier.input_sizes, &barrier.input_dtypes),
+            (&vec![vec![1]], &vec!["Float".to_string()])
+        );
+        assert_eq!(barrier.output_sizes, [[1]]);
     }
 
     #[test]

@@ -359,6 +359,48 @@ mod tests {
     }
 
     #[test]
+    fn the_host_s_time_goes_on_from_a_barrier_s_end() {
+        // After a stream synchronisation that ends at 364 µs, `dist.barrier()` from 370 to
+        // 395 µs: its own host time up to its `cudaStreamSynchronize` at 380, where it blocks
+        // until its stream drained; the next call at 400: 5 µs of the host's own, as after any
+        // synchronisation.
+        let barrier = r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 370.0, "dur": 25.0, "args": {"Collective name": "barrier", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Process Group Ranks": "[0]"}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 380.0, "dur": 14.0, "args": {"correlation": 9}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#;
+        let trace = small_trace(0, 1).replace("[0, 1]", "[0]").replacen(
+            r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
+            barrier,
+            1,
+        );
+        let text = import_one(&trace).unwrap();
+        assert!(
+            text.contains("host_sleep_us = 16\n[[op]]\nlabel = \"barrier_4\"\nbarrier = true\n[[op]]\nhost_sleep_us = 5\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_trace_without_record_param_comms_keeps_its_barrier_from_the_nccl_annotation() {
+        // The Work's own annotations only, as ProcessGroupNCCL names them: an all_reduce,
+        // then a barrier's all_reduce.
+        let trace = small_trace(0, 1)
+            .replace(
+                r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}"#,
+                r#""name": "nccl:all_reduce", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Input Dims": [[262144]], "Input type": ["float"]}"#,
+            )
+            .replace("\"cat\": \"cpu_op\"", "\"cat\": \"user_annotation\"")
+            .replacen(
+                r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
+                r#"{"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce_barrier", "pid": 1, "tid": 1, "ts": 370.0, "dur": 25.0, "args": {"Input Dims": [[1]], "Input type": ["float"]}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
+                1,
+            );
+        let text = import_one(&trace).unwrap();
+        assert!(text.contains("all_reduce = \"f32_1MiB\""), "{text}");
+        assert!(text.contains("barrier = true"), "{text}");
+    }
+
+    #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
         assert_eq!(syntax.place.as_deref(), Some("2:14"));

@@ -342,9 +342,9 @@ impl<'t> RankProgram<'t> {
             let waiter = next_stream[index]
                 .clone()
                 .unwrap_or_else(|| current.clone());
-            let mut push = |plan: &mut Vec<Planned>, resume_ns: i64, action: Action| {
+            let mut push = |plan: &mut Vec<Planned>, at_ns: i64, resume_ns: i64, action: Action| {
                 plan.push(Planned {
-                    at_ns: *at_ns,
+                    at_ns,
                     resume_ns,
                     dropped_ns: std::mem::take(&mut dropped_ns),
                     action,
@@ -358,8 +358,22 @@ impl<'t> RankProgram<'t> {
                         continue;
                     };
                     // A barrier has no asynchronous form in the scenario format: it is read as
-                    // the synchronous call it is in programs (`dist.barrier()`).
+                    // the synchronous call it is in programs (`dist.barrier()`), which blocks
+                    // until its stream drained (R14). The simulator re-times that wait: the
+                    // host's own time runs to where the call began to block (its last CUDA
+                    // call, PyTorch's `cudaStreamSynchronize`; the call's start without one)
+                    // and goes on from its end.
                     let barrier = trace.comms[*comm].key == "barrier";
+                    let (call_at_ns, resume_ns) = if barrier {
+                        let blocked_from_ns = (trace.comm_of_call.iter().enumerate())
+                            .filter(|(_, of)| **of == Some(*comm))
+                            .map(|(call, _)| trace.runtime[call].start_ns)
+                            .max()
+                            .unwrap_or(*at_ns);
+                        (blocked_from_ns, trace.comms[*comm].end_ns)
+                    } else {
+                        (*at_ns, *at_ns)
+                    };
                     let (stream, work) = if trace.comm_async[*comm] && !barrier {
                         let work = self.next_name(2, "w");
                         works.push_back(work.clone());
@@ -372,7 +386,8 @@ impl<'t> RankProgram<'t> {
                     };
                     push(
                         &mut self.plan,
-                        *at_ns,
+                        call_at_ns,
+                        resume_ns,
                         Action::Collective {
                             comm: *comm,
                             bytes,
@@ -383,7 +398,7 @@ impl<'t> RankProgram<'t> {
                     // One rank: NCCL's copy is the collective's whole GPU work, as measured.
                     if trace.world_size == 1 && !trace.comm_async[*comm] {
                         for &op in &trace.comm_activity[*comm] {
-                            push(&mut self.plan, *at_ns, Action::Kernel { gpu: op });
+                            push(&mut self.plan, *at_ns, *at_ns, Action::Kernel { gpu: op });
                         }
                         last_stream = stream;
                     }
@@ -397,7 +412,7 @@ impl<'t> RankProgram<'t> {
                         else {
                             continue;
                         };
-                        push(&mut self.plan, *at_ns, Action::Kernel { gpu: op });
+                        push(&mut self.plan, *at_ns, *at_ns, Action::Kernel { gpu: op });
                         let copy_to_host = trace.gpu[op].kind
                             == (GpuKind::Memcpy {
                                 device_to_host: true,
@@ -405,6 +420,7 @@ impl<'t> RankProgram<'t> {
                         if name == "cudaMemcpy" && copy_to_host {
                             push(
                                 &mut self.plan,
+                                *at_ns,
                                 call_info.end_ns,
                                 Action::Item {
                                     stream: stream.clone(),
@@ -429,6 +445,7 @@ impl<'t> RankProgram<'t> {
                             push(
                                 &mut self.plan,
                                 *at_ns,
+                                *at_ns,
                                 Action::RecordEvent {
                                     event,
                                     stream: current,
@@ -445,6 +462,7 @@ impl<'t> RankProgram<'t> {
                                 push(
                                     &mut self.plan,
                                     *at_ns,
+                                    *at_ns,
                                     Action::RecordEvent {
                                         event: event.clone(),
                                         stream: source,
@@ -452,6 +470,7 @@ impl<'t> RankProgram<'t> {
                                 );
                                 push(
                                     &mut self.plan,
+                                    *at_ns,
                                     *at_ns,
                                     Action::WaitEvent {
                                         event,
@@ -461,6 +480,7 @@ impl<'t> RankProgram<'t> {
                             } else if let Some(work) = works.pop_front() {
                                 push(
                                     &mut self.plan,
+                                    *at_ns,
                                     *at_ns,
                                     Action::Wait {
                                         work,
@@ -475,6 +495,7 @@ impl<'t> RankProgram<'t> {
                                 push(
                                     &mut self.plan,
                                     *at_ns,
+                                    *at_ns,
                                     Action::WaitEvent {
                                         event,
                                         stream: waiter,
@@ -486,7 +507,12 @@ impl<'t> RankProgram<'t> {
                             if let Some((event, _)) = recorded.last() {
                                 self.used_events.insert(event.clone());
                                 let event = event.clone();
-                                push(&mut self.plan, blocking_end, Action::EventSync { event });
+                                push(
+                                    &mut self.plan,
+                                    *at_ns,
+                                    blocking_end,
+                                    Action::EventSync { event },
+                                );
                             }
                         }
                         "cudaStreamSynchronize" => {
@@ -500,10 +526,10 @@ impl<'t> RankProgram<'t> {
                             } else {
                                 Action::StreamSync { stream: current }
                             };
-                            push(&mut self.plan, blocking_end, action);
+                            push(&mut self.plan, *at_ns, blocking_end, action);
                         }
                         "cudaDeviceSynchronize" | "cudaCtxSynchronize" | "cuCtxSynchronize" => {
-                            push(&mut self.plan, blocking_end, Action::DeviceSync);
+                            push(&mut self.plan, *at_ns, blocking_end, Action::DeviceSync);
                         }
                         _ => {}
                     }

@@ -169,7 +169,8 @@ fn collective_key(name: &str) -> Option<&'static str> {
         | "reduce_scatter_tensor_coalesced" => "reduce_scatter",
         "broadcast" => "broadcast",
         "all_to_all" | "alltoall" | "alltoall_base" | "all_to_all_single" => "all_to_all",
-        "barrier" => "barrier",
+        // `nccl:all_reduce_barrier`: the Work of ProcessGroupNCCL::barrier's all_reduce.
+        "barrier" | "all_reduce_barrier" => "barrier",
         _ => return None,
     })
 }

@@ -91,7 +91,10 @@ impl TraceContext<'_> {
             };
             // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
             // sliced side, a remainder the ranks do not divide left out.
+            // A barrier's are PyTorch's literals: no elements, of bytes.
+            let barrier = name == "barrier";
             let (in_elements, out_elements) = match (op.collective, elements) {
+                _ if barrier => (Some(0), Some(0)),
                 (Some(kind), Some(n)) => {
                     let (input, output) = kind.descriptor().work_numel.of(n, group_size);
                     (Some(input), Some(output))
@@ -114,7 +117,9 @@ impl TraceContext<'_> {
             if record.unfinished {
                 args[NEVER_COMPLETED] = json!(true);
             }
-            if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
+            if barrier {
+                args["dtype"] = json!("Byte");
+            } else if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
                 args["dtype"] = json!(dtype);
             }
             if let (Some(input), Some(output)) = (in_elements, out_elements) {
