@@ -315,6 +315,7 @@ impl<'s> Engine<'s> {
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
                     transfer_at_ns: None,
                     end: None,
+                    unfinished_host: None,
                     caught: false,
                     aborts_awaiting_drain: Vec::new(),
                     memory: MemoryState::new(scenario),
@@ -594,6 +595,8 @@ impl<'s> Engine<'s> {
         for (simulated, mut state) in self.ranks.into_iter().enumerate() {
             let class = classes.class_members(simulated as u32);
             let counts = summary::Counts::all(&state.timeline);
+            // A call the process's end left open, else the one the run's end leaves open.
+            let open_call = state.unfinished_host.or_else(|| state.open_call());
             // The calls folded during the run; resolving appends the rest to them.
             let folded_during_run = state.timeline.folded_works.len();
             let mut t = summary::resolved(&mut state, counts);
@@ -628,6 +631,9 @@ impl<'s> Engine<'s> {
             // release never came (the process ended first): only that wait did not happen, and
             // the other ranks' records name this one's arrival (R16).
             set_apart_unfinished(&mut t);
+            if let Some(call) = open_call {
+                t.leave_open(call);
+            }
             for collective in &mut t.collectives {
                 if collective.wait.is_some_and(|w| w.released_ns == NEVER) {
                     collective.wait = None;
@@ -689,7 +695,7 @@ fn set_apart_unfinished(t: &mut RankTimeline) {
             wait: c.wait.map(|w| UnfinishedWait {
                 op: w.op,
                 host_start_ns: w.host_start_ns,
-                host_end_ns: w.host_end_ns,
+                host_end_ns: Some(w.host_end_ns),
                 stream: w.stream,
             }),
         })
