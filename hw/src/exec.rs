@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,200 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,250 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -25,9 +25,9 @@ use sim::pg::{work, work_text, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
 use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId};
 use sim::timeline::{
-    CacheRelease, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, KernelRecord,
-    MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord, ThreadKind,
-    WaitRecord, WatchdogEvent, WatchdogRecord, NEVER_NS,
+    CacheRelease, CollectiveRecord, Finding, FindingKind, HostBlock, HostCall, KernelClass,
+    KernelRecord, MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord,
+    ThreadKind, UnfinishedHostCall, WaitRecord, WatchdogEvent, WatchdogRecord, NEVER_NS,
 };
 use std::collections::HashMap;
 
@@ -190,6 +190,8 @@ pub struct RunLog {
     /// Whether the run ended before its program did (a timeout, an async error, a dead
     /// process): the GPU may still hold work that will never end.
     pub ended_early: bool,
+    /// The host call the run's early end left open, as the simulator's.
+    pub unfinished_host: Option<UnfinishedHostCall>,
 }
 
 impl RunLog {
@@ -296,6 +298,7 @@ impl RunLog {
             queries: self.queries,
             unfinished_collectives: Vec::new(),
             unfinished_kernels: Vec::new(),
+            unfinished_host: None,
             memory: self.memory,
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
@@ -306,6 +309,9 @@ impl RunLog {
             end: None,
         };
         rank.set_apart_unfinished();
+        if let Some(call) = self.unfinished_host {
+            rank.leave_open(call);
+        }
         Ok(rank)
     }
 }
@@ -376,6 +382,8 @@ pub struct Executor<'a, D: Device> {
     works: Vec<WorkState>,
     issued: Option<IssuedCall>,
     call_start_ns: u64,
+    /// Whether the program is inside a call: started, neither returned nor raised.
+    in_call: bool,
     /// The collective record the current call made.
     call_collective: Option<usize>,
     /// The `wait()` under way: its log, until it returns.
@@ -401,6 +409,7 @@ impl<'a, D: Device> Executor<'a, D> {
             works: Vec::new(),
             issued: None,
             call_start_ns: 0,
+            in_call: false,
             call_collective: None,
             wait: None,
             log: RunLog::default(),
@@ -526,11 +535,61 @@ impl<'a, D: Device> Executor<'a, D> {
                 for &step in &steps {
                     #[cfg(test)]
                     self.executed.push(step);
-                    self.step(iteration, op, step)?;
+                    if let Err(error) = self.step(iteration, op, step) {
+                        self.leave_open(iteration, op, step);
+                        return Err(error);
+                    }
                 }
             }
         }
         Ok(true)
+    }
+
+    /// The run ends at `step` of `op`: a call it is inside never returned (its raise would have
+    /// ended it), blocked on what the step waits for.
+    fn leave_open(&mut self, iteration: u32, op: &Op, step: Step) {
+        if !std::mem::take(&mut self.in_call) {
+            return;
+        }
+        let blocked_on = match step {
+            Step::Item { stream, .. } | Step::StreamSync { stream, .. } => {
+                Some(HostBlock::Stream { stream })
+            }
+            Step::EventSync { slot, .. } => Some(HostBlock::Stream {
+                stream: self.slots[slot as usize].1,
+            }),
+            Step::DeviceSync { .. } => Some(HostBlock::Device),
+            Step::Poll { collective, .. } => {
+                let record = &self.log.collectives[collective as usize].rest;
+                Some(HostBlock::Work {
+                    group: record.group,
+                    seq: record.seq,
+                    aborting: false,
+                })
+            }
+            Step::InitComm { group, .. } => Some(HostBlock::Communicator {
+                group: group as u16,
+            }),
+            _ => None,
+        };
+        self.log.unfinished_host = Some(UnfinishedHostCall {
+            iteration,
+            op: op.index as OpRef,
+            start_ns: self.call_start_ns,
+            blocked_on,
+        });
+    }
+
+    /// The current call raised at `end_ns`: its host record ends there.
+    fn raised(&mut self, iteration: u32, op: &Op, end_ns: u64) {
+        self.in_call = false;
+        self.log.host.push(HostCall {
+            iteration,
+            op: op.index as OpRef,
+            start_ns: self.call_start_ns,
+            end_ns,
+        });
+        self.wait_raised = Some((iteration, op.index as OpRef));
     }
 
     /// A line of the Timeline's `watchdog` records, at the host's time now.
@@ -639,9 +698,11 @@ impl<'a, D: Device> Executor<'a, D> {
         match step {
             Step::CallStart => {
                 self.call_start_ns = self.device.now_ns();
+                self.in_call = true;
                 self.call_collective = None;
             }
             Step::CallEnd => {
+                self.in_call = false;
                 let end_ns = self.device.now_ns();
                 self.log.host.push(HostCall {
                     iteration,
@@ -1124,7 +1185,7 @@ impl<'a, D: Device> Executor<'a, D> {
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 self.device.abort_comms();
-                self.wait_raised = Some((iteration, op.index as OpRef));
+                self.raised(iteration, op, now_ns);
                 return Err(HwError::Timeout(format!(
                     "{} ran for {} ms, reaching the {} ms timeout; communicators aborted",
                     self.works[collective as usize].description,
@@ -1149,13 +1210,7 @@ impl<'a, D: Device> Executor<'a, D> {
             return Ok(());
         }
         let message = work::async_error_raised(self.plan.rank, &work.description, error_ns, op);
-        self.log.host.push(HostCall {
-            iteration,
-            op: op.index as OpRef,
-            start_ns: self.call_start_ns,
-            end_ns: now_ns,
-        });
-        self.wait_raised = Some((iteration, op.index as OpRef));
+        self.raised(iteration, op, now_ns);
         Err(HwError::AsyncError(message))
     }
 }

@@ -389,9 +389,11 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) -> Result<(
         times.extend(c.kernel_start_ns.as_mut());
         times.extend(c.kernel_end_ns.as_mut());
         if let Some(wait) = &mut c.wait {
-            times.extend([&mut wait.host_start_ns, &mut wait.host_end_ns]);
+            times.push(&mut wait.host_start_ns);
+            times.extend(wait.host_end_ns.as_mut());
         }
     }
+    times.extend(rank.unfinished_host.as_mut().map(|call| &mut call.start_ns));
     for kernel in &mut rank.unfinished_kernels {
         times.push(&mut kernel.enqueue_ns);
         times.extend(kernel.start_ns.as_mut());
@@ -642,6 +644,12 @@ mod tests {
                 enqueue_ns: 24,
                 start_ns: Some(25),
             }],
+            unfinished_host: Some(UnfinishedHostCall {
+                iteration: 0,
+                op: 0,
+                start_ns: 26,
+                blocked_on: None,
+            }),
             ..Default::default()
         }
     }
@@ -700,6 +708,7 @@ mod tests {
             (unfinished.enqueue_ns, unfinished.start_ns),
             (1_024, Some(1_025))
         );
+        assert_eq!(rank.unfinished_host.unwrap().start_ns, 1_026);
     }
 
     #[test]

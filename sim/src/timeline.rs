@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 //!
-//! About 1,120 lines because the wire format is one piece: every record type, `Timeline::expand`
+//! About 1,200 lines because the wire format is one piece: every record type, `Timeline::expand`
 //! (a folded Timeline rank by rank, docs/scale.md) and the reference check that a file read back
 //! must pass. The summaries of a summarised run (`TimelineSummary`, `RecordSelection`,
 //! `Distribution`) are `timeline/summary.rs`; its unit tests `timeline/tests.rs`.
@@ -205,6 +205,11 @@ pub struct RankTimeline {
     /// returned; CUPTI reports no kernel that has not finished). Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfinished_kernels: Vec<UnfinishedKernel>,
+    /// The host call that never returned: still blocked (or running) when the rank's process
+    /// ended or the run did. Never a completed call: `host` holds none of it. Absent when the
+    /// host was between calls, and from older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished_host: Option<UnfinishedHostCall>,
     /// Peak memory of the caching allocator (R17–R20).
     #[serde(default)]
     pub memory: crate::allocator::MemoryPeaks,
@@ -428,9 +433,60 @@ pub struct UnfinishedWait {
     /// The wait op, or the collective itself for the implicit wait.
     pub op: OpRef,
     pub host_start_ns: u64,
-    pub host_end_ns: u64,
+    /// Its return (or its raise); `None`: it never returned (the rank's
+    /// [`RankTimeline::unfinished_host`]).
+    pub host_end_ns: Option<u64>,
     /// The stream current at `wait()` (R12).
     pub stream: StreamRef,
+}
+
+/// A host call that never returned: the rank's process ended, or the run did, while the host
+/// was inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfinishedHostCall {
+    pub iteration: u32,
+    pub op: OpRef,
+    pub start_ns: u64,
+    /// What the call was blocked on; `None`: it was not blocked, the host was still running
+    /// it (its own host time) when it ended.
+    pub blocked_on: Option<HostBlock>,
+}
+
+/// What a host call that never returned was blocked on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HostBlock {
+    /// A point on `stream` the GPU never reached: `.item()`, `stream.synchronize()`,
+    /// `event.synchronize()` (the event's stream) (R14).
+    Stream { stream: StreamRef },
+    /// Every stream of the device to drain: `torch.cuda.synchronize()`, a cache release (R14,
+    /// R20).
+    Device,
+    /// The Work of the collective `seq` of `group` (as [`CollectiveRecord::seq`]): a polling
+    /// `wait()` (blocking wait or `timeout`, R15); `aborting` once past its timeout, in the
+    /// main thread's abort of the communicator, which waits for the device to drain.
+    Work {
+        group: u16,
+        seq: u64,
+        aborting: bool,
+    },
+    /// The communicator of `group`: its creation, waiting for the other members (R8), or the
+    /// watchdog's abort of it (R27).
+    Communicator { group: u16 },
+    /// An enqueue onto `stream`, whose launch queue is full (R1).
+    LaunchQueue { stream: StreamRef },
+}
+
+impl RankTimeline {
+    /// Records `call` as the host call that never returned; a `wait()` it is (or the implicit
+    /// one of a blocking collective it is) never returned either.
+    pub fn leave_open(&mut self, call: UnfinishedHostCall) {
+        let waits = (self.unfinished_collectives.iter_mut()).filter_map(|c| c.wait.as_mut());
+        for wait in waits.filter(|w| w.op == call.op && w.host_start_ns >= call.start_ns) {
+            wait.host_end_ns = None;
+        }
+        self.unfinished_host = Some(call);
+    }
 }
 
 /// A kernel launched that never ended.
@@ -790,7 +846,7 @@ impl RankTimeline {
                 wait: c.wait.map(|w| UnfinishedWait {
                     op: w.op,
                     host_start_ns: w.host_start_ns,
-                    host_end_ns: w.host_end_ns,
+                    host_end_ns: Some(w.host_end_ns),
                     stream: w.stream,
                 }),
             })
@@ -1040,7 +1096,21 @@ impl Timeline {
                     if let Some(wait) = &collective.wait {
                         op(wait.op)?;
                         stream(wait.stream)?;
-                        ordered("a wait", wait.host_start_ns, wait.host_end_ns)?;
+                        if let Some(end_ns) = wait.host_end_ns {
+                            ordered("a wait", wait.host_start_ns, end_ns)?;
+                        }
+                    }
+                }
+                if let Some(call) = &rank.unfinished_host {
+                    op(call.op)?;
+                    match call.blocked_on {
+                        Some(
+                            HostBlock::Stream { stream: s } | HostBlock::LaunchQueue { stream: s },
+                        ) => stream(s)?,
+                        Some(HostBlock::Work { group, .. } | HostBlock::Communicator { group }) => {
+                            check("group", u64::from(group), groups)?
+                        }
+                        Some(HostBlock::Device) | None => {}
                     }
                 }
                 for kernel in &rank.unfinished_kernels {

@@ -14,6 +14,7 @@ mod import;
 mod lifetime;
 mod measured_paths;
 mod multi_gpu;
+mod open_calls;
 mod outputs;
 mod process_group;
 mod robustness;

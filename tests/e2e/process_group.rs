@@ -158,12 +158,17 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
         .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
         + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
     let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", &text).unwrap());
-    // first_world starts where the backlog's launch returned; it dies inside, unrecorded.
+    // first_world starts where the backlog's launch returned; it raises there, uncaught, and
+    // its call ends at the raise.
     let first_world_start_ns = call(&timeline, "backlog", 0).unwrap().end_ns;
-    assert!(call(&timeline, "first_world", 0).is_none());
     let end = timeline.ranks[0].end.unwrap();
     assert_eq!(end.status, sim::timeline::ExitStatus::Raised);
     let at_ns = end.at_ns.unwrap();
+    let raised = call(&timeline, "first_world", 0).expect("the call that raised");
+    assert_eq!(
+        (raised.start_ns, raised.end_ns),
+        (first_world_start_ns, at_ns)
+    );
     // The 5 s of TORCH_NCCL_NONBLOCKING_TIMEOUT from the wait's start, not the group's 600 s.
     assert_eq!(at_ns, first_world_start_ns + 5_000 * MS);
     assert!(

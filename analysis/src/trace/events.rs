@@ -224,6 +224,9 @@ fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
 
 /// c10dsim's argument on the `record_param_comms` of a collective that never completed.
 const NEVER_COMPLETED: &str = "c10dsim never completed";
+/// The argument torch.profiler (Kineto's `processCpuTrace`, since March 2025) gives an op still
+/// open when the profiler stopped, whose end it sets to the end of the capture window.
+const NEVER_FINISHED: (&str, bool) = ("finished", false);
 /// c10dsim's argument on the `cudaLaunchKernel` of a kernel that never ended.
 const KERNEL_NEVER_ENDED: &str = "c10dsim kernel never ended";
 
@@ -453,9 +456,20 @@ impl<'a> TraceContext<'a> {
                 None => open = Some((call.iteration, call.end_ns)),
             }
         }
-        if let Some((iteration, end_ns)) = open {
+        // A call that never returned leaves its iteration's step open to the end of the capture.
+        let unfinished = rank.unfinished_host.map(|call| call.iteration);
+        if let Some((iteration, end_ns)) =
+            open.filter(|&(iteration, _)| Some(iteration) != unfinished)
+        {
             let name = format!("ProfilerStep#{iteration}");
             sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
+            start_ns = end_ns;
+        }
+        if let Some(iteration) = unfinished {
+            let name = format!("ProfilerStep#{iteration}");
+            let end_ns = last_recorded_ns(self.timeline, rank);
+            let args = json!({NEVER_FINISHED.0: NEVER_FINISHED.1});
+            sink.slice("user_annotation", &name, at, start_ns, end_ns, args)?;
         }
         Ok(())
     }
@@ -490,6 +504,18 @@ impl<'a> TraceContext<'a> {
                     }
                 }
                 sink.slice("cuda_runtime", name, at, call.start_ns, call.end_ns, args)?;
+            }
+        }
+        // The call that never returned, open to the end of the capture as torch.profiler
+        // writes it; none for a CUDA call, of which CUPTI writes a record once it returned.
+        if let Some(call) = &rank.unfinished_host {
+            let op = &self.timeline.ops[call.op as usize];
+            if runtime_call(&op.key).is_none() {
+                let mut args = json!({"op": op.name, "line": op.line,
+                    "iteration": call.iteration, "External id": rank.host.len() + 1});
+                args[NEVER_FINISHED.0] = json!(NEVER_FINISHED.1);
+                let end_ns = last_recorded_ns(self.timeline, rank);
+                sink.slice("cpu_op", &op.host_name, at, call.start_ns, end_ns, args)?;
             }
         }
         Ok(())

@@ -788,7 +788,7 @@ fn both_engines_set_apart_the_same_unfinished_records() {
             c.kernel_start_ns = came(c.kernel_start_ns);
             c.kernel_end_ns = came(c.kernel_end_ns);
             if let Some(wait) = &mut c.wait {
-                (wait.host_start_ns, wait.host_end_ns) = (0, 0);
+                (wait.host_start_ns, wait.host_end_ns) = (0, came(wait.host_end_ns));
             }
         }
         let mut kernels = rank.unfinished_kernels.clone();
@@ -808,4 +808,31 @@ fn both_engines_set_apart_the_same_unfinished_records() {
     );
     assert_eq!((collectives, kernels), without_times(&simulated));
     assert!(ran.collectives.is_empty() && simulated.collectives.is_empty());
+}
+
+/// A `.item()` behind a collective a peer never joins blocks until the watchdog's verdict ends
+/// the run: the call never returned, blocked on its stream, as the simulator records it.
+#[test]
+fn an_item_the_verdict_interrupts_is_the_host_call_that_never_returned() {
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                async_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n\
+                [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(text, &mut device, Some(StandIn::Model));
+    let call = log.unfinished_host.expect("the item never returned");
+    assert_eq!(
+        (call.iteration, call.op, call.blocked_on),
+        (0, 2, Some(HostBlock::Stream { stream: 0 }))
+    );
+    assert!(log.host.iter().all(|h| h.op != 2));
+    let scenario = sim::scenario::parse("hang.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario).ranks[0]
+        .unfinished_host
+        .unwrap();
+    assert_eq!(
+        (simulated.op, simulated.blocked_on),
+        (call.op, call.blocked_on),
+        "both engines"
+    );
 }

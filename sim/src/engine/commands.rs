@@ -438,6 +438,11 @@ impl Engine<'_> {
 
     /// The process ends: its host stops, and the collectives it joined can never complete.
     pub(super) fn kill(&mut self, rank: u32, end: ProcessEnd) {
+        let state = &mut self.ranks[rank as usize];
+        if state.end.is_none() {
+            let at_ns = end.at_ns.unwrap_or(state.host_ns);
+            state.end_call(end.status, at_ns);
+        }
         self.ranks[rank as usize].end.get_or_insert(end);
         self.any_dead = true;
         self.ranks[rank as usize].blocked = Blocked::Dead;

@@ -30,6 +30,11 @@ pub(super) struct Cursor {
     counted: usize,
     /// Host time at the current call's start.
     pub(super) call_start_ns: u64,
+    /// Whether the host is inside a call: started, neither returned nor raised.
+    in_call: bool,
+    /// What the host blocked on last in a synchronisation, a cache release or a communicator's
+    /// creation (the other blocking points say it in [`Blocked`]).
+    blocked_on: Option<HostBlock>,
     /// The collective record the current call made.
     call_collective: Option<u32>,
     /// Where the op's accesses happen (R21): its last GPU item.
@@ -236,6 +241,7 @@ impl Engine<'_> {
             Step::CallStart => {
                 let state = &mut self.ranks[rank as usize];
                 state.cursor.call_start_ns = state.host_ns;
+                state.cursor.in_call = true;
                 state.cursor.call_collective = None;
                 state.cursor.nccl_launch_latency_ns = None;
             }
@@ -373,7 +379,7 @@ impl Engine<'_> {
                     host_ns,
                 });
                 if self.host_ended(rank) {
-                    self.push_host_call(rank, op, host_ns);
+                    // It raised: the process's end closes the call there.
                     return;
                 }
                 if self.take_caught(rank) {
@@ -440,23 +446,24 @@ impl Engine<'_> {
             }
             Step::EventSync { slot, cost_ns } => {
                 let instance = self.instance(rank, slot);
-                self.block_on(rank, &[instance], cost_ns);
+                let stream = self.ranks[rank as usize].instance_stream[instance as usize];
+                self.block_on(rank, &[instance], cost_ns, HostBlock::Stream { stream });
             }
             Step::StreamSync { stream, cost_ns } => {
                 let instance = self.record(rank, stream);
-                self.block_on(rank, &[instance], cost_ns);
+                self.block_on(rank, &[instance], cost_ns, HostBlock::Stream { stream });
             }
             Step::DeviceSync { cost_ns } => {
                 let streams = self.ranks[rank as usize].streams.len() as u16;
                 let instances: Vec<Instance> = (0..streams).map(|s| self.record(rank, s)).collect();
-                self.block_on(rank, &instances, cost_ns);
+                self.block_on(rank, &instances, cost_ns, HostBlock::Device);
             }
             Step::Item {
                 stream, cost_ns, ..
             } => {
                 let (instance, point) = self.record_at(rank, stream);
                 self.ranks[rank as usize].cursor.access_point = Some(point);
-                self.block_on(rank, &[instance], cost_ns);
+                self.block_on(rank, &[instance], cost_ns, HostBlock::Stream { stream });
             }
             Step::Alloc { tensor, stream } => {
                 if !self.alloc(rank, op, tensor, stream) {
@@ -510,9 +517,10 @@ impl Engine<'_> {
         self.ranks[rank as usize].slot_instance[slot as usize]
     }
 
-    /// The host call record of the current call, ending at `end_ns`.
+    /// The host call record of the current call, ending at `end_ns` (its return or its raise).
     pub(super) fn push_host_call(&mut self, rank: u32, op: usize, end_ns: u64) {
         let state = &mut self.ranks[rank as usize];
+        state.cursor.in_call = false;
         state.timeline.host.push(HostCall {
             iteration: state.iteration,
             op: op as OpRef,
@@ -538,7 +546,11 @@ impl Engine<'_> {
             cost_ns,
         });
         self.comm_init_ranks[group] += self.classes.weight(rank);
-        self.ranks[rank as usize].blocked = Blocked::CommInit;
+        let state = &mut self.ranks[rank as usize];
+        state.blocked = Blocked::CommInit;
+        state.cursor.blocked_on = Some(HostBlock::Communicator {
+            group: group as u16,
+        });
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
             let root = self
                 .classes
@@ -765,9 +777,15 @@ impl Engine<'_> {
         }
     }
 
-    /// Blocks the host until every instance fired, then resumes `cost_ns` later (R14).
-    /// Returns true when the host can go on at once.
-    pub(super) fn block_on(&mut self, rank: u32, instances: &[Instance], cost_ns: u64) -> bool {
+    /// Blocks the host until every instance fired, then resumes `cost_ns` later (R14); the
+    /// instances are what `on` says. Returns true when the host can go on at once.
+    pub(super) fn block_on(
+        &mut self,
+        rank: u32,
+        instances: &[Instance],
+        cost_ns: u64,
+        on: HostBlock,
+    ) -> bool {
         let state = &mut self.ranks[rank as usize];
         for &instance in instances {
             state.race.host_waits(instance);
@@ -788,6 +806,7 @@ impl Engine<'_> {
             state.host_ns = state.host_ns.max(latest_ns) + cost_ns;
             return true;
         }
+        state.cursor.blocked_on = Some(on);
         state.blocked = Blocked::Instances {
             pending,
             latest_ns,
@@ -864,6 +883,60 @@ impl Engine<'_> {
         let host_ns = self.ranks[rank as usize].host_ns;
         let point = self.push(rank, stream, GpuItem::Record { instance }, host_ns);
         (instance, point)
+    }
+}
+
+impl super::rank::RankState {
+    /// The call the host is inside, as a call that never returned (the process or the run
+    /// ends now), with what it is blocked on.
+    pub(super) fn open_call(&self) -> Option<UnfinishedHostCall> {
+        if !self.cursor.in_call {
+            return None;
+        }
+        let work = |collective: u32, aborting: bool| {
+            let record = &self.timeline.collectives[collective as usize];
+            HostBlock::Work {
+                group: record.group,
+                seq: record.seq,
+                aborting,
+            }
+        };
+        let blocked_on = match self.blocked {
+            Blocked::Instances { .. } | Blocked::CommInit => self.cursor.blocked_on,
+            Blocked::Polling { collective, .. } => Some(work(collective, false)),
+            Blocked::Aborting { collective, .. } => Some(work(collective, true)),
+            Blocked::WatchdogAbort { group } => Some(HostBlock::Communicator { group }),
+            Blocked::LaunchQueue { stream } => Some(HostBlock::LaunchQueue { stream }),
+            // Its own host time, or waiting for the simulation to reach it (its process's end
+            // among what it waits for).
+            Blocked::Running | Blocked::Timer | Blocked::Exiting { .. } => None,
+            Blocked::Done | Blocked::Dead | Blocked::Hung => return None,
+        };
+        Some(UnfinishedHostCall {
+            iteration: self.iteration,
+            op: self.blocked_op as OpRef,
+            start_ns: self.cursor.call_start_ns,
+            blocked_on,
+        })
+    }
+
+    /// The process ends at `at_ns` inside the call it is in, if any: a call that raised ends
+    /// there (the exception unwound it); any other is left open, never returned.
+    pub(super) fn end_call(&mut self, status: ExitStatus, at_ns: u64) {
+        let Some(call) = self.open_call() else {
+            return;
+        };
+        self.cursor.in_call = false;
+        if status == ExitStatus::Raised {
+            self.timeline.host.push(HostCall {
+                iteration: call.iteration,
+                op: call.op,
+                start_ns: call.start_ns,
+                end_ns: at_ns.max(call.start_ns),
+            });
+        } else if call.start_ns <= at_ns {
+            self.unfinished_host = Some(call);
+        }
     }
 }
 

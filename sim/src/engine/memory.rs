@@ -187,7 +187,7 @@ impl Engine<'_> {
                         let streams = state.streams.len() as u16;
                         instances.extend((0..streams).map(|s| self.record(rank, s)));
                     }
-                    if !self.block_on(rank, &instances, 0) {
+                    if !self.block_on(rank, &instances, 0, HostBlock::Device) {
                         return false;
                     }
                 }

@@ -319,6 +319,7 @@ impl<'s> Engine<'s> {
                     gpu: SmScheduler::new(scenario.cluster.gpu.sms),
                     transfer_at_ns: None,
                     end: None,
+                    unfinished_host: None,
                     caught: false,
                     aborts_awaiting_drain: Vec::new(),
                     memory: MemoryState::new(scenario),
@@ -620,6 +621,8 @@ impl<'s> Engine<'s> {
         for (simulated, mut state) in self.ranks.into_iter().enumerate() {
             let class = classes.class_members(simulated as u32);
             let counts = summary::Counts::all(&state.timeline);
+            // A call the process's end left open, else the one the run's end leaves open.
+            let open_call = state.unfinished_host.or_else(|| state.open_call());
             // The calls folded during the run; resolving appends the rest to them.
             let folded_during_run = state.timeline.folded_works.len();
             let mut t = summary::resolved(&mut state, counts);
@@ -648,10 +651,15 @@ impl<'s> Engine<'s> {
                 timeline.flight_recorder.push(dump);
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
-            // A collective that never completed and a kernel that never ended move to the
-            // unfinished records; a completed collective whose wait's stream release never came
-            // stays, without that wait (the other ranks' records name this one's arrival, R16).
+            // A collective that never completed (a hang, or a kernel an abort ended before data
+            // moved, R27) and a kernel that never ended move to the unfinished records: their
+            // host side happened. A collective that completed stays though its wait's stream
+            // release never came (the process ended first): only that wait did not happen, and
+            // the other ranks' records name this one's arrival (R16).
             t.set_apart_unfinished();
+            if let Some(call) = open_call {
+                t.leave_open(call);
+            }
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);

@@ -11,7 +11,7 @@ use super::{Blocked, Instance, Waiter};
 use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;
 use crate::race::RaceDetector;
-use crate::timeline::ProcessEnd;
+use crate::timeline::{ProcessEnd, UnfinishedHostCall};
 use smallvec::SmallVec;
 
 /// Streams a rank holds without a heap allocation.
@@ -75,6 +75,8 @@ pub(super) struct RankState {
     // ---- the rest
     /// How the process ended, once it did (the first end counts).
     pub(super) end: Option<ProcessEnd>,
+    /// The host call its end left open (`RankState::end_call`).
+    pub(super) unfinished_host: Option<UnfinishedHostCall>,
     /// The current call raised an exception the program catches (`catch = true`).
     pub(super) caught: bool,
     /// The groups whose watchdog's abort waits for this rank's GPU work to drain (R27).

@@ -390,6 +390,9 @@ impl Summariser {
             .extend((batch.unfinished_collectives.into_iter()).filter(|r| keeps(r.iteration)));
         kept.unfinished_kernels
             .extend((batch.unfinished_kernels.into_iter()).filter(|r| keeps(r.iteration)));
+        if let Some(call) = batch.unfinished_host.filter(|r| keeps(r.iteration)) {
+            kept.unfinished_host = Some(call);
+        }
         kept.cache_releases.extend(
             batch
                 .cache_releases

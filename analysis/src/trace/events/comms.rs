@@ -21,7 +21,8 @@ pub(super) struct CommsCall {
 struct CommsWait {
     op: OpRef,
     host_start_ns: u64,
-    host_end_ns: u64,
+    /// `None`: it never returned (the rank's `unfinished_host`).
+    host_end_ns: Option<u64>,
 }
 
 /// A [`CommsCall`] of a [`CollectiveRecord`] or an [`UnfinishedCollective`], which name these
@@ -39,7 +40,7 @@ macro_rules! comms_call {
             wait: $record.wait.map(|wait| CommsWait {
                 op: wait.op,
                 host_start_ns: wait.host_start_ns,
-                host_end_ns: wait.host_end_ns,
+                host_end_ns: wait.host_end_ns.into(),
             }),
             unfinished: $unfinished,
         }
@@ -135,36 +136,31 @@ impl TraceContext<'_> {
                 args,
             )?;
             if let Some(wait) = &record.wait {
-                // `WorkNCCL::wait` records one too, named `wait`, with no elements and no ranks
-                // (PyTorch passes it no rank start or stride), over the whole wait(): from its
-                // start to the end of the host call it is part of, a blocking wait's polls
-                // included.
+                // `WorkNCCL::wait` records one too, over the whole wait(): from its start to the
+                // end of the host call it is part of, a blocking wait's polls included.
+                // A wait() that never returned is open at the end of the capture, as
+                // torch.profiler writes an op still open when it stops.
+                let Some(host_end_ns) = wait.host_end_ns else {
+                    let mut args = self.wait_args(rank, group, &record, wait.op);
+                    args[NEVER_FINISHED.0] = json!(NEVER_FINISHED.1);
+                    let end_ns = last_recorded_ns(self.timeline, rank);
+                    sink.slice(
+                        "cpu_op",
+                        "record_param_comms",
+                        at,
+                        wait.host_start_ns,
+                        end_ns,
+                        args,
+                    )?;
+                    continue;
+                };
                 let call = rank
                     .host
                     .partition_point(|c| c.start_ns <= wait.host_start_ns);
                 let end_ns = (call.checked_sub(1).map(|c| &rank.host[c]))
                     .filter(|c| c.op == wait.op)
-                    .map_or(wait.host_end_ns, |c| c.end_ns.max(wait.host_end_ns));
-                let mut args = json!({
-                    "Collective name": "wait",
-                    "dtype": "Byte",
-                    "In msg nelems": 0,
-                    "Out msg nelems": 0,
-                    "In split size": "[]",
-                    "Out split size": "[]",
-                    "Group size": 1,
-                    "Process Group Name": group.to_string(),
-                    "Process Group Description": self.group_description(group),
-                    "Process Group Ranks": "[]",
-                    "Rank": members.iter().position(|&member| member == rank.rank)
-                        .map_or(u64::from(rank.rank), |at| at as u64),
-                    "Seq": record.seq_num,
-                    "op": self.timeline.ops[wait.op as usize].name,
-                    "iteration": record.iteration,
-                });
-                if record.unfinished {
-                    args[NEVER_COMPLETED] = json!(true);
-                }
+                    .map_or(host_end_ns, |c| c.end_ns.max(host_end_ns));
+                let args = self.wait_args(rank, group, &record, wait.op);
                 sink.slice(
                     "cpu_op",
                     "record_param_comms",
@@ -176,5 +172,32 @@ impl TraceContext<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The arguments of the `record_param_comms` that `WorkNCCL::wait` records: named `wait`,
+    /// with no elements and no ranks (PyTorch passes it no rank start or stride).
+    fn wait_args(&self, rank: &RankTimeline, group: usize, record: &CommsCall, op: OpRef) -> Value {
+        let members = &self.group_ranks[group];
+        let mut args = json!({
+            "Collective name": "wait",
+            "dtype": "Byte",
+            "In msg nelems": 0,
+            "Out msg nelems": 0,
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Group size": 1,
+            "Process Group Name": group.to_string(),
+            "Process Group Description": self.group_description(group),
+            "Process Group Ranks": "[]",
+            "Rank": members.iter().position(|&member| member == rank.rank)
+                .map_or(u64::from(rank.rank), |at| at as u64),
+            "Seq": record.seq_num,
+            "op": self.timeline.ops[op as usize].name,
+            "iteration": record.iteration,
+        });
+        if record.unfinished {
+            args[NEVER_COMPLETED] = json!(true);
+        }
+        args
     }
 }

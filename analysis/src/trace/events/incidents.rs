@@ -157,5 +157,10 @@ pub(super) fn last_recorded_ns(timeline: &Timeline, rank: &RankTimeline) -> u64 
         .iter()
         .filter(|r| r.concerns(rank.rank))
         .map(|r| r.at_ns);
-    host.chain(kernels).chain(steps).max().unwrap_or(0)
+    let unfinished = rank.unfinished_host.map(|call| call.start_ns);
+    host.chain(kernels)
+        .chain(steps)
+        .chain(unfinished)
+        .max()
+        .unwrap_or(0)
 }
