@@ -93,3 +93,129 @@ fn more_ranks_than_gpus_fail_with_exit_code_2() {
     let error = hw::run_scenario(&scenario, &hw::HwOptions::default()).unwrap_err();
     assert_eq!(error.exit_code(), 2, "{error}");
 }
+
+/// `hw` with rank 0 alone on the GPU, each collective a spin kernel as the simulator plans it.
+fn rank_zero_modelled() -> hw::HwOptions {
+    hw::HwOptions {
+        downscale: hw::Downscale::RankZero(hw::StandIn::Model),
+        ..hw::HwOptions::default()
+    }
+}
+
+#[test]
+fn an_up_front_tensor_too_large_fails_in_the_simulator_s_words() {
+    if !gpu_or_skip("an_up_front_tensor_too_large_fails_in_the_simulator_s_words") {
+        return;
+    }
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[tensors]\nsmall = \"4MiB\"\n\
+                big = \"2GiB\"\n[[op]]\nall_reduce = \"small\"\n";
+    let scenario = sim::scenario::parse("oom_upfront.toml", text).unwrap();
+    let error = hw::run_scenario(&scenario, &hw::HwOptions::default()).unwrap_err();
+    assert_eq!(error.exit_code(), 1, "{error}");
+    let simulated = sim::engine::simulate(&scenario);
+    let finding = (simulated.findings.iter())
+        .find(|f| f.kind == sim::timeline::FindingKind::OutOfMemory)
+        .expect("the simulator's out-of-memory finding");
+    // PyTorch's text, to its last sentence; what each engine adds after it differs.
+    let pytorch_part = |text: &str| {
+        let end = text.find("unallocated.").map(|i| i + "unallocated.".len());
+        text[..end.unwrap_or_else(|| panic!("not PyTorch's text: {text}"))].to_string()
+    };
+    assert_eq!(
+        pytorch_part(&error.to_string()),
+        pytorch_part(&finding.message)
+    );
+}
+
+#[test]
+fn the_caching_allocator_releases_its_cache_as_the_simulator_does() {
+    if !gpu_or_skip("the_caching_allocator_releases_its_cache_as_the_simulator_does") {
+        return;
+    }
+    let text = include_str!("../../scenarios/frag_killer.toml");
+    let scenario = sim::scenario::parse("frag_killer.toml", text).unwrap();
+    let measured = hw::run_scenario(&scenario, &rank_zero_modelled()).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let (on_gpu, modelled) = (&measured.ranks[0], &simulated.ranks[0]);
+    assert!(on_gpu.memory.cache_releases > 0, "{:?}", on_gpu.memory);
+    assert_eq!(on_gpu.memory, modelled.memory);
+    assert_eq!(on_gpu.cache_releases.len(), modelled.cache_releases.len());
+}
+
+/// Where the child run of [`a_collective_a_peer_never_joins_is_recorded_unfinished`] writes its
+/// Timeline.
+const CHILD_TIMELINE: &str = "C10DSIM_GPU_TEST_TIMELINE";
+
+/// Rank 1 never joins the all_reduce; rank 0 waits on it, then blocks in `.item()` until its
+/// watchdog's timeout (1 s) ends the run.
+const PEER_NEVER_JOINS: &str = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+    timeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+    async_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n\
+    [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+
+/// The run of [`a_collective_a_peer_never_joins_is_recorded_unfinished`], in a process of its
+/// own: its spin kernel never ends, so the process must end without waiting for the GPU
+/// ([`hw::exit_without_cleanup`]), which would end every other test of this binary too.
+#[test]
+#[ignore = "the child process of a_collective_a_peer_never_joins_is_recorded_unfinished"]
+fn run_where_a_peer_never_joins() {
+    let path = std::env::var(CHILD_TIMELINE).expect("started by its parent test");
+    let scenario = sim::scenario::parse("peer_never_joins.toml", PEER_NEVER_JOINS).unwrap();
+    let timeline = hw::run_scenario(&scenario, &rank_zero_modelled()).unwrap();
+    std::fs::write(path, serde_json::to_string(&timeline).unwrap()).unwrap();
+    hw::exit_without_cleanup(0);
+}
+
+#[test]
+fn a_collective_a_peer_never_joins_is_recorded_unfinished() {
+    if !gpu_or_skip("a_collective_a_peer_never_joins_is_recorded_unfinished") {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("c10dsim-gpu-{}.json", std::process::id()));
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "run_where_a_peer_never_joins",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_TIMELINE, &path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child run: {status}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let measured: sim::timeline::Timeline = serde_json::from_str(&text).unwrap();
+    assert!(hw::ended_early(&measured));
+    assert!(measured
+        .findings
+        .iter()
+        .any(|f| f.kind == sim::timeline::FindingKind::WatchdogTimeout));
+    let scenario = sim::scenario::parse("peer_never_joins.toml", PEER_NEVER_JOINS).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    // Which times came, not the times, must agree.
+    let shape = |rank: &sim::timeline::RankTimeline| {
+        let collectives: Vec<_> = (rank.unfinished_collectives.iter())
+            .map(|c| {
+                let wait = c.wait.map(|w| (w.op, w.host_end_ns.is_some()));
+                let came = (c.input_ready_ns, c.kernel_start_ns, c.kernel_end_ns);
+                let came = (came.0.is_some(), came.1.is_some(), came.2.is_some());
+                (c.op, c.seq, came, wait)
+            })
+            .collect();
+        let kernels: Vec<_> = (rank.unfinished_kernels.iter())
+            .map(|k| (k.op, k.stream, k.class, k.start_ns.is_some()))
+            .collect();
+        let host = rank.unfinished_host.map(|h| (h.op, h.blocked_on));
+        (collectives, kernels, host)
+    };
+    let (collectives, kernels, host) = shape(&measured.ranks[0]);
+    assert_eq!(collectives.len(), 1, "{:?}", measured.ranks[0]);
+    assert_eq!(
+        collectives[0].2,
+        (true, true, false),
+        "started, never ended"
+    );
+    assert!(!kernels.is_empty() && host.is_some());
+    assert_eq!((collectives, kernels, host), shape(&simulated.ranks[0]));
+}
