@@ -43,10 +43,12 @@ pub enum HwError {
     /// (R20), as PyTorch's "CUDA out of memory".
     OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
-    /// wait (R15) gave up and aborted the communicators.
+    /// wait (R15) gave up and aborted the communicators. The finding, whole, in the
+    /// simulator's words (`sim::pg::work`).
     Timeout(String),
     /// The watchdog found an NCCL async error on a communicator (an injected `[[fault]]` of
-    /// kind `async_error`) and aborted the communicators (R26, R27).
+    /// kind `async_error`), or `wait()` raised it (R26, R27). The finding, whole, in the
+    /// simulator's words (`sim::pg::work`).
     AsyncError(String),
 }
 
@@ -104,8 +106,7 @@ impl fmt::Display for HwError {
             HwError::Cuda { call, detail } => write!(f, "CUDA call {call} failed: {detail}"),
             HwError::Nccl { call, detail } => write!(f, "NCCL call {call} failed: {detail}"),
             HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
-            HwError::Timeout(detail) => write!(f, "timeout: {detail}"),
-            HwError::AsyncError(detail) => write!(f, "NCCL async error: {detail}"),
+            HwError::Timeout(finding) | HwError::AsyncError(finding) => f.write_str(finding),
         }
     }
 }

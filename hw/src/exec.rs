@@ -18,6 +18,7 @@ use crate::plan::{GroupPlan, RankPlan};
 use sim::allocator::MemoryPeaks;
 use sim::lifetime::{AllocStep, Place};
 use sim::pg::faults::{host_effect, CollectiveFate, HostEffect, RankFaults};
+use sim::pg::work::NcclAsyncError;
 /// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
 /// `%globaltimer`, each block alone on its SM with `own_sm`; or a cuBLAS GEMM).
 pub use sim::pg::Kernel;
@@ -62,14 +63,19 @@ pub enum CommCall<'a> {
 /// A Work handed to the watchdog (R10e, R26).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchedWork {
+    /// The rank whose Work it is, as the watchdog's finding names it.
+    pub rank: u32,
     pub end: Ev,
     pub enqueue_ns: u64,
     /// The group's timeout, counted from the enqueue (R26).
     pub timeout_ns: u64,
-    /// As PyTorch names it in the timeout message.
+    /// As PyTorch prints the Work (`sim::pg::work_text`), in the timeout's finding
+    /// (`sim::pg::work::timeout_caught`).
     pub description: String,
     /// An injected NCCL async error (`[[fault]] kind = "async_error"`): after this long since
-    /// the enqueue the watchdog finds it on the communicator, and why it happened.
+    /// the enqueue the watchdog finds it, and its finding, in the simulator's words
+    /// (`sim::pg::work::async_exception` on the rank whose network failed, else
+    /// `remote_error_found`).
     pub async_error: Option<(u64, String)>,
 }
 
@@ -349,8 +355,9 @@ struct IssuedCall {
     enqueue_ns: u64,
     input_ready: Ev,
     start: Ev,
-    /// The injected async error of a faulted collective: after how long, and why.
-    async_error: Option<(u64, String)>,
+    /// The injected async error of a faulted collective: after how long, and the rank whose
+    /// network failed.
+    async_error: Option<(u64, u32)>,
     /// Whether that error fails this Work itself (this rank's network, R27).
     fails_work: bool,
 }
@@ -662,7 +669,7 @@ impl<'a, D: Device> Executor<'a, D> {
             ),
         };
         let rank = self.plan.rank;
-        let message = format!("[Rank {rank}] {error}");
+        let message = error.to_string();
         let group = oldest.map(|(group, _, _)| group);
         self.note_group(group, thread, event, at_ns, message.clone());
         self.note_group(
@@ -1019,9 +1026,9 @@ impl<'a, D: Device> Executor<'a, D> {
         let (async_error, fails_work) = match &fate {
             CollectiveFate::AsyncError {
                 after_ns,
-                why,
                 fails_work,
-            } => (Some((*after_ns, why.clone())), *fails_work),
+                signalled_by,
+            } => (Some((*after_ns, *signalled_by)), *fails_work),
             _ => (None, false),
         };
         match self.plan.stand_in {
@@ -1089,31 +1096,37 @@ impl<'a, D: Device> Executor<'a, D> {
         let issued = self.issued.take().expect("a Work follows its NCCL call");
         let call = issued.call;
         let g = self.plan.group(call.group);
-        let description = format!(
-            "{} on group {:?}",
-            work_text(
-                self.scenario,
-                op,
-                (
-                    call.kind,
-                    call.bytes,
-                    op.kind.call_dtype(&self.scenario.tensors)
-                ),
-                (call.group, call.seq_num),
-                g.timeout_ns
+        let description = work_text(
+            self.scenario,
+            op,
+            (
+                call.kind,
+                call.bytes,
+                op.kind.call_dtype(&self.scenario.tensors),
             ),
-            g.name
+            (call.group, call.seq_num),
+            g.timeout_ns,
         );
         if let (Some((after_ns, _)), true) = (&issued.async_error, issued.fails_work) {
             self.failed_ends
                 .insert(end, work::async_error_ns(issued.enqueue_ns, *after_ns));
         }
+        let rank = self.plan.rank;
+        let async_error = issued.async_error.map(|(after_ns, signalled_by)| {
+            let finding = if issued.fails_work {
+                work::async_exception(rank, &description, NcclAsyncError::Remote)
+            } else {
+                work::remote_error_found(rank, signalled_by, &g.name)
+            };
+            (after_ns, finding)
+        });
         self.device.watch(WatchedWork {
+            rank,
             end,
             enqueue_ns: issued.enqueue_ns,
             timeout_ns: g.timeout_ns,
             description: description.clone(),
-            async_error: issued.async_error,
+            async_error,
         });
         let op_ref = op.index as OpRef;
         self.log.kernels.push(Pending {
@@ -1186,11 +1199,11 @@ impl<'a, D: Device> Executor<'a, D> {
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 self.device.abort_comms();
                 self.raised(iteration, op, now_ns);
-                return Err(HwError::Timeout(format!(
-                    "{} ran for {} ms, reaching the {} ms timeout; communicators aborted",
-                    self.works[collective as usize].description,
-                    now_ns.saturating_sub(enqueue_ns) / 1_000_000,
-                    limit_ns / 1_000_000
+                return Err(HwError::Timeout(work::wait_timeout_finding(
+                    self.plan.rank,
+                    &self.works[collective as usize].description,
+                    now_ns.saturating_sub(enqueue_ns),
+                    op,
                 )));
             }
             self.device.host_sleep(poll_ns);

@@ -8,7 +8,7 @@ use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
 use crate::options::{Layout, StandIn};
 use crate::plan::{GroupPlan, RankPlan};
 use sim::lifetime::Place;
-use sim::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
+use sim::pg::work::{async_error_ns, timeout_caught, timeout_deadline_ns, WATCHDOG_POLL_NS};
 use sim::scenario::Scenario;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
@@ -57,16 +57,18 @@ impl FakeDevice {
         let mut verdict: Option<(u64, HwError)> = None;
         for work in stuck {
             let candidates = [
-                work.async_error.as_ref().map(|(after_ns, why)| {
+                work.async_error.as_ref().map(|(after_ns, finding)| {
                     (
                         next_poll(async_error_ns(work.enqueue_ns, *after_ns)),
-                        HwError::AsyncError(format!("{} ({why})", work.description)),
+                        HwError::AsyncError(finding.clone()),
                     )
                 }),
-                Some((
-                    next_poll(timeout_deadline_ns(work.enqueue_ns, work.timeout_ns)),
-                    HwError::Timeout(format!("Watchdog caught {}", work.description)),
-                )),
+                Some({
+                    let at_ns = next_poll(timeout_deadline_ns(work.enqueue_ns, work.timeout_ns));
+                    let ran_ns = at_ns - work.enqueue_ns;
+                    let finding = timeout_caught(work.rank, &work.description, ran_ns);
+                    (at_ns, HwError::Timeout(finding))
+                }),
             ];
             for (at_ns, error) in candidates.into_iter().flatten() {
                 if verdict.as_ref().is_none_or(|(best, _)| at_ns < *best) {
@@ -244,4 +246,148 @@ pub fn rank0_plan(scenario: &Scenario) -> Result<RankPlan, HwError> {
         stand_in: (scenario.cluster.ranks > 1).then_some(StandIn::Model),
     };
     RankPlan::new(scenario, &layout)
+}
+
+/// The failure texts of a run on the fake device are the simulator's, word for word but for
+/// the milliseconds each engine measured: both build them with `sim::pg::work`.
+mod tests {
+    use super::*;
+    use crate::exec::Executor;
+    use sim::pg::work::{
+        async_error_raised, async_exception, remote_error_found, timeout_caught,
+        wait_timeout_finding, NcclAsyncError,
+    };
+    use sim::timeline::{Finding, FindingKind, WatchdogEvent};
+
+    /// Rank 0 of a two-rank job, run on the fake device as the one-GPU model stand-in and
+    /// simulated: `env` goes into `[env]`, `between` between the all_reduce and its `wait()`,
+    /// `fault` (its `ranks` and `kind`, and more) is at the all_reduce. Rank 0's first finding
+    /// on each side, the simulator's watchdog records of rank 0, the Work as PyTorch prints it,
+    /// and the scenario.
+    fn rank0_on_both(
+        env: &str,
+        between: &str,
+        fault: &str,
+    ) -> (Finding, Finding, Vec<String>, String, Scenario) {
+        let text = format!(
+            "[env]\n{env}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+             work = \"w\"\n{between}[[op]]\nlabel = \"wait\"\nwait = \"w\"\n[[fault]]\n{fault}\nat = \"ar\"\n"
+        );
+        let scenario = sim::scenario::parse("texts.toml", &text).unwrap();
+        let plan = rank0_plan(&scenario).unwrap();
+        let mut device = FakeDevice::default();
+        let mut executor = Executor::new(&scenario, &plan, &mut device);
+        executor.setup().unwrap();
+        let log = executor.run().unwrap();
+        let work = device.watched[0].description.clone();
+        let simulated = sim::engine::simulate(&scenario);
+        let rank0 = |findings: &[Finding]| findings.iter().find(|f| f.rank == Some(0)).cloned();
+        let records = (simulated.watchdog.iter())
+            .filter(|r| r.rank == 0 && r.event != WatchdogEvent::Fault)
+            .map(|r| r.message.clone())
+            .collect();
+        (
+            rank0(&log.findings).unwrap(),
+            rank0(&simulated.findings).unwrap(),
+            records,
+            work,
+            scenario,
+        )
+    }
+
+    /// `text` with the milliseconds after "ran for " left out: the part each engine measures.
+    fn unmeasured(text: &str) -> String {
+        let Some((before, after)) = text.split_once("ran for ") else {
+            return text.to_string();
+        };
+        let digits = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        format!("{before}ran for … {}", &after[digits..])
+    }
+
+    #[test]
+    fn the_watchdogs_timeout_is_pytorchs_line_on_both_engines_r26() {
+        let (hw, simulated, records, work, _) =
+            rank0_on_both("", "", "ranks = [1]\nkind = \"hang\"");
+        assert_eq!(
+            (hw.kind, simulated.kind),
+            (FindingKind::WatchdogTimeout, FindingKind::WatchdogTimeout)
+        );
+        assert_eq!(
+            unmeasured(&hw.message),
+            unmeasured(&timeout_caught(0, &work, 0))
+        );
+        assert!(
+            hw.message
+                .starts_with("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1"),
+            "{}",
+            hw.message
+        );
+        // The simulator's log line is the same; its finding adds the desync diagnosis.
+        assert_eq!(unmeasured(&records[0]), unmeasured(&hw.message));
+        assert!(simulated.message.starts_with(&records[0]));
+    }
+
+    #[test]
+    fn the_watchdogs_async_error_is_pytorchs_line_on_both_engines_r27() {
+        let (hw, simulated, _, work, _) = rank0_on_both(
+            "",
+            "",
+            "ranks = [0]\nkind = \"async_error\"\nafter_us = 1000",
+        );
+        assert_eq!(hw.kind, FindingKind::AsyncError);
+        assert_eq!(
+            hw.message,
+            async_exception(0, &work, NcclAsyncError::Remote)
+        );
+        assert_eq!(hw.message, simulated.message);
+    }
+
+    #[test]
+    fn a_peers_propagated_error_is_the_simulators_remote_error_r27() {
+        let (hw, simulated, _, _, _) = rank0_on_both(
+            "TORCH_NCCL_PROPAGATE_ERROR = 1",
+            "",
+            "ranks = [1]\nkind = \"async_error\"\nafter_us = 1000",
+        );
+        assert_eq!(hw.kind, FindingKind::AsyncError);
+        assert_eq!(hw.message, remote_error_found(0, 1, "world"));
+        assert_eq!(hw.message, simulated.message);
+    }
+
+    #[test]
+    fn wait_on_a_failed_work_raises_the_same_text_on_both_engines_r27() {
+        let (hw, simulated, _, work, scenario) = rank0_on_both(
+            "",
+            "[[op]]\nhost_sleep_us = 5000\n",
+            "ranks = [0]\nkind = \"async_error\"\nafter_us = 1000",
+        );
+        // The error 1 ms after the enqueue, 4 µs in (the fake device's calls).
+        let raised = async_error_raised(0, &work, 1_004_000, &scenario.ops[2]);
+        assert_eq!(hw.message, raised);
+        assert!(
+            hw.message.contains(&format!(" {work} failed: ")),
+            "the Work as PyTorch prints it: {}",
+            hw.message
+        );
+        assert_eq!(hw.message, simulated.message);
+    }
+
+    #[test]
+    fn a_blocking_waits_timeout_raises_pytorchs_line_on_both_engines_r15() {
+        let (hw, simulated, _, work, scenario) = rank0_on_both(
+            "TORCH_NCCL_BLOCKING_WAIT = 1",
+            "",
+            "ranks = [1]\nkind = \"hang\"",
+        );
+        assert_eq!(
+            (hw.kind, simulated.kind),
+            (FindingKind::WaitTimeout, FindingKind::WaitTimeout)
+        );
+        let expected = wait_timeout_finding(0, &work, 0, &scenario.ops[1]);
+        assert_eq!(unmeasured(&hw.message), unmeasured(&expected));
+        assert_eq!(unmeasured(&hw.message), unmeasured(&simulated.message));
+    }
 }

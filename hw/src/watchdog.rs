@@ -12,7 +12,7 @@ use crate::error::HwError;
 use crate::exec::WatchedWork;
 use crate::nccl::Communicator;
 use cudarc::driver::{result, CudaContext, CudaEvent};
-use sim::pg::work::{async_error_ns, failed_by, timed_out, WATCHDOG_POLL_NS};
+use sim::pg::work::{async_error_ns, failed_by, timed_out, timeout_caught, WATCHDOG_POLL_NS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -62,17 +62,9 @@ impl Shared {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         // An injected async error (a `[[fault]]`) is found like a real one: first.
         let injected = pending.iter().find_map(|work| {
-            let (after_ns, why) = work.async_error.as_ref()?;
-            let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
+            let (after_ns, finding) = work.async_error.as_ref()?;
             let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
-            failed_by(Some(error_ns), now_ns).then(|| {
-                format!(
-                    "ncclRemoteError on the communicator of {} ({why}; injected by [[fault]]), \
-                     found {} ms after its enqueue",
-                    work.description,
-                    ran_ns / 1_000_000
-                )
-            })
+            failed_by(Some(error_ns), now_ns).then(|| finding.clone())
         });
         if let Some(message) = injected {
             drop(pending);
@@ -88,13 +80,7 @@ impl Shared {
             }
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
             if timed_out(work.enqueue_ns, work.timeout_ns, now_ns) && caught.is_none() {
-                caught = Some(format!(
-                    "Watchdog caught collective operation timeout: {} ran for {} ms, reaching the \
-                     {} ms timeout (counted from the enqueue, R26)",
-                    work.description,
-                    ran_ns / 1_000_000,
-                    work.timeout_ns / 1_000_000
-                ));
+                caught = Some(timeout_caught(work.rank, &work.description, ran_ns));
             }
             true
         });

@@ -673,7 +673,9 @@ fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
     };
     let finding = only_finding(&text, &mut device);
     assert!(
-        finding.message.contains("reaching the 4 ms timeout"),
+        finding
+            .message
+            .contains("Timeout(ms)=4) ran for 4 milliseconds before timing out."),
         "{}",
         finding.message
     );

@@ -84,22 +84,17 @@ impl Engine<'_> {
         let work = self.work_text(rank, collective, work_timeout_ns);
         let state = &self.ranks[rank as usize];
         let rank_id = state.timeline.rank;
-        let waited_ms = now_ns.saturating_sub(enqueue_ns) as f64 / 1e6;
         let finding = Finding {
             kind: FindingKind::WaitTimeout,
             rank: Some(rank_id),
             iteration: Some(state.iteration),
             op: Some(op.index as OpRef),
             stream: Some(state.timeline.streams[op.stream].name.clone()),
-            message: format!(
-                "[Rank {rank_id}] {work} timed out in wait() at {} (line {}), {waited_ms:.3} ms after the collective was enqueued; the main thread aborts the communicator and raises once the abort returned, and {} (R15)",
-                op.display_name(),
-                op.line,
-                if op.catch {
-                    "the program catches it (catch = true)"
-                } else {
-                    "the raise stops the rank's program"
-                },
+            message: work::wait_timeout_finding(
+                rank_id,
+                &work,
+                now_ns.saturating_sub(enqueue_ns),
+                op,
             ),
             stands_for: RankSet::default(),
         };

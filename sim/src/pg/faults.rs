@@ -49,11 +49,12 @@ pub enum CollectiveFate {
     /// `fails_work`: the network failed under this rank's own call, so that its Work is
     /// completed with the error from then on (`is_completed()` true, `wait()` raises, R27;
     /// see [`super::work::failed_by`]); a peer's error propagated through the store reaches
-    /// only the watchdog.
+    /// only the watchdog. `signalled_by`: the rank whose network failed (this one, or the
+    /// lowest peer's, whose watchdog signalled it), which the watchdog's finding names.
     AsyncError {
         after_ns: u64,
-        why: String,
         fails_work: bool,
+        signalled_by: u32,
     },
 }
 
@@ -108,8 +109,8 @@ impl<'a> RankFaults<'a> {
                 FaultKind::AsyncError { after_ns } if own && at_this_op => {
                     Some(CollectiveFate::AsyncError {
                         after_ns: *after_ns,
-                        why: format!("the network fails under {where_} on this rank"),
                         fails_work: true,
+                        signalled_by: self.rank,
                     })
                 }
                 FaultKind::Mismatch { .. } if own && at_this_op => {
@@ -127,17 +128,18 @@ impl<'a> RankFaults<'a> {
                     why: format!("rank {ranks_text} issues another collective at {where_}"),
                 }),
                 FaultKind::AsyncError { after_ns } if at_this_op => {
-                    let why = format!("the network fails under {where_} on rank {ranks_text}");
                     Some(if self.scenario.env.propagate_error {
                         // The peer's watchdog writes the error into the store
                         // (TORCH_NCCL_PROPAGATE_ERROR); this rank reads it at its next poll.
                         CollectiveFate::AsyncError {
                             after_ns: *after_ns,
-                            why: format!("{why}, propagated through the store"),
                             fails_work: false,
+                            signalled_by: peers[0],
                         }
                     } else {
-                        CollectiveFate::NeverCompletes { why }
+                        CollectiveFate::NeverCompletes {
+                            why: format!("the network fails under {where_} on rank {ranks_text}"),
+                        }
                     })
                 }
                 _ => None,
@@ -246,6 +248,7 @@ mod tests {
             CollectiveFate::AsyncError {
                 after_ns: 5_000_000,
                 fails_work: false,
+                signalled_by: 1,
                 ..
             }
         ));

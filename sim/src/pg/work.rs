@@ -75,6 +75,79 @@ pub fn is_completed(end_fired: bool, error_ns: Option<u64>, now_ns: u64) -> bool
     end_fired || failed_by(error_ns, now_ns)
 }
 
+/// `WorkNCCL::checkTimeout`'s line (PyTorch's words): the watchdog's timeout (R26), and what a
+/// polling `wait()` that timed out raises as `DistBackendError` (R15), for the Work `work` (as
+/// [`super::work_text`] prints it) of rank `rank` that ran `ran_ns` since its enqueue, in whole
+/// milliseconds as PyTorch truncates them. Both engines print it; an engine's own explanation
+/// follows it.
+pub fn timeout_caught(rank: u32, work: &str, ran_ns: u64) -> String {
+    format!(
+        "[Rank {rank}] Watchdog caught collective operation timeout: {work} ran for {} milliseconds before timing out.",
+        ran_ns / 1_000_000
+    )
+}
+
+/// A polling `wait()` (blocking wait or `wait(timeout)`, R15) that timed out, as the finding of
+/// both engines says it: what it raises ([`timeout_caught`]), then where and what follows.
+pub fn wait_timeout_finding(rank: u32, work: &str, ran_ns: u64, op: &Op) -> String {
+    format!(
+        "{} {} (line {}) raises it as DistBackendError once the main thread's abort of the communicator returned, and {} (R15)",
+        timeout_caught(rank, work, ran_ns),
+        op.display_name(),
+        op.line,
+        if op.catch {
+            "the program catches it (catch = true)"
+        } else {
+            "the raise stops the rank's program"
+        },
+    )
+}
+
+/// An NCCL async error ProcessGroupNCCL finds under a Work (R26, R27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NcclAsyncError {
+    /// `ncclRemoteError`: the network failed under the collective (`[[fault]] kind =
+    /// "async_error"`).
+    Remote,
+    /// `ncclSystemError`: the communicator the main thread aborted after a wait's timeout (R15).
+    AbortedByWait,
+}
+
+impl NcclAsyncError {
+    /// `ncclGetErrorString`'s words, then what PyTorch prints on the exception's next line
+    /// (`getNcclErrorDetailStr`) or, where that depends on the machine, what caused it.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            NcclAsyncError::Remote => (
+                "remote process exited or there was a network error",
+                "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+            ),
+            NcclAsyncError::AbortedByWait => (
+                "unhandled system error (run with NCCL_DEBUG=INFO for details)",
+                "the communicator the main thread aborted after the wait's timeout",
+            ),
+        }
+    }
+}
+
+/// `WorkNCCL::checkAndSetException`'s line (PyTorch's words) when the watchdog finds `error` on
+/// the communicator of rank `rank`'s Work `work` (as [`super::work_text`] prints it), then,
+/// after "; ", what PyTorch prints below it (without NCCL's version) or what caused it.
+pub fn async_exception(rank: u32, work: &str, error: NcclAsyncError) -> String {
+    let (words, detail) = error.words();
+    format!(
+        "[Rank {rank}] Collective {work} raised the following async exception: NCCL error: {words}; {detail}"
+    )
+}
+
+/// What the watchdog of rank `rank` finds when rank `from_rank` signalled its error for group
+/// `group` through the store (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27).
+pub fn remote_error_found(rank: u32, from_rank: u32, group: &str) -> String {
+    format!(
+        "[Rank {rank}] Watchdog found a remote error signalled by rank {from_rank} through the store for group {group} (TORCH_NCCL_PROPAGATE_ERROR=1)"
+    )
+}
+
 /// What the main thread raises when `op`'s `wait()` finds its Work `work` (as [`super::work_text`]
 /// prints it) failed by an NCCL async error at `error_ns` (R27).
 pub fn async_error_raised(rank: u32, work: &str, error_ns: u64, op: &Op) -> String {
@@ -117,6 +190,50 @@ mod tests {
         assert!(!is_completed(false, Some(11), 10));
         assert!(is_completed(false, Some(9), 10));
         assert!(is_completed(true, None, 10));
+    }
+
+    const WORK: &str =
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=500)";
+
+    /// The lines of PyTorch 2.11 on an H200 (tests/data/torch/h200-torchrun/caught_timeout.run2.log,
+    /// wait_timeout.run1.json): the timeout's whole, the async exception's up to NCCL's version.
+    #[test]
+    fn the_failure_texts_open_with_pytorchs_words() {
+        assert_eq!(
+            timeout_caught(0, WORK, 500_999_999),
+            format!("[Rank 0] Watchdog caught collective operation timeout: {WORK} ran for 500 milliseconds before timing out.")
+        );
+        let measured = format!("[Rank 0] Collective {WORK} raised the following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.28.9");
+        let ours = async_exception(0, WORK, NcclAsyncError::AbortedByWait);
+        let (pytorchs, detail) = ours.split_once("; ").unwrap();
+        assert!(
+            measured.starts_with(&format!("{pytorchs}, NCCL version ")),
+            "{ours}"
+        );
+        assert_eq!(
+            detail,
+            "the communicator the main thread aborted after the wait's timeout"
+        );
+        assert_eq!(
+            async_exception(3, WORK, NcclAsyncError::Remote),
+            format!("[Rank 3] Collective {WORK} raised the following async exception: NCCL error: remote process exited or there was a network error; ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.")
+        );
+    }
+
+    #[test]
+    fn a_waits_timeout_is_what_it_raises_then_where_and_what_follows() {
+        let text =
+            "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                    [[op]]\nlabel = \"w8\"\nwait = \"w\"\ntimeout_ms = 50\n";
+        let scenario = crate::scenario::parse("wait.toml", text).unwrap();
+        let wait = &scenario.ops[1];
+        assert_eq!(
+            wait_timeout_finding(2, WORK, 50_014_000, wait),
+            format!("[Rank 2] Watchdog caught collective operation timeout: {WORK} ran for 50 milliseconds before timing out. w8 (line 7) raises it as DistBackendError once the main thread's abort of the communicator returned, and the raise stops the rank's program (R15)")
+        );
+        let caught = crate::scenario::parse("wait.toml", &format!("{text}catch = true\n")).unwrap();
+        assert!(wait_timeout_finding(2, WORK, 50_014_000, &caught.ops[1])
+            .ends_with("and the program catches it (catch = true) (R15)"));
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! take-down are one sequence of one thread's states.
 
 use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
-use crate::pg::work::{async_error_ns, timeout_deadline_ns, WATCHDOG_POLL_NS};
+use crate::pg::work::{
+    async_error_ns, async_exception, remote_error_found, timeout_caught, timeout_deadline_ns,
+    NcclAsyncError, WATCHDOG_POLL_NS,
+};
 use crate::ranks::RankSet;
 use crate::scenario::{FaultKind, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
@@ -332,7 +335,6 @@ impl Failure<'_> {
         let mut diagnosis = String::new();
         let (event, kind, op, message) = match caught {
             Caught::Timeout(work) => {
-                let ran_ms = ms(now_ns - work.enqueue_ns);
                 let facts = view.work(rank, work.collective);
                 let op = facts.op;
                 let (_, verdict) =
@@ -342,9 +344,10 @@ impl Failure<'_> {
                     WatchdogEvent::Timeout,
                     FindingKind::WatchdogTimeout,
                     Some(op),
-                    format!(
-                        "[Rank {rank_id}] Watchdog caught collective operation timeout: {} ran for {ran_ms} milliseconds before timing out.",
-                        self.work_text(view, rank, work.collective, timeout_ns)
+                    timeout_caught(
+                        rank_id,
+                        &self.work_text(view, rank, work.collective, timeout_ns),
+                        now_ns - work.enqueue_ns,
                     ),
                 )
             }
@@ -354,9 +357,10 @@ impl Failure<'_> {
                     WatchdogEvent::AsyncError,
                     FindingKind::AsyncError,
                     Some(work.op),
-                    format!(
-                        "[Rank {rank_id}] NCCL communicator of group {} encountered an async error: ncclRemoteError: a call failed possibly due to a network error or a remote process exiting prematurely; failure detected by watchdog at work sequence id: {}",
-                        scenario.groups[group].name, work.seq_num
+                    async_exception(
+                        rank_id,
+                        &self.work_text(view, rank, collective, timeout_ns),
+                        NcclAsyncError::Remote,
                     ),
                 )
             }
@@ -366,9 +370,10 @@ impl Failure<'_> {
                     WatchdogEvent::AsyncError,
                     FindingKind::AsyncError,
                     Some(work.op),
-                    format!(
-                        "[Rank {rank_id}] Collective {} raised the following async exception: NCCL error: unhandled system error (the communicator the main thread aborted after the wait's timeout)",
-                        self.work_text(view, rank, collective, timeout_ns)
+                    async_exception(
+                        rank_id,
+                        &self.work_text(view, rank, collective, timeout_ns),
+                        NcclAsyncError::AbortedByWait,
                     ),
                 )
             }
@@ -376,10 +381,10 @@ impl Failure<'_> {
                 WatchdogEvent::RemoteError,
                 FindingKind::AsyncError,
                 None,
-                format!(
-                    "[Rank {rank_id}] Watchdog found a remote error signalled by rank {} through the store for group {} (TORCH_NCCL_PROPAGATE_ERROR=1)",
+                remote_error_found(
+                    rank_id,
                     self.rank_id(from_rank),
-                    scenario.groups[group].name
+                    &scenario.groups[group].name,
                 ),
             ),
         };
