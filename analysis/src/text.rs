@@ -127,8 +127,13 @@ pub fn describe_scenario(scenario: &Scenario) -> String {
             .tensors
             .iter()
             .map(|t| {
+                let list = if t.count > 1 {
+                    format!("{} x ", t.count)
+                } else {
+                    String::new()
+                };
                 format!(
-                    "{}={} {}",
+                    "{}={list}{} {}",
                     t.name,
                     format_size(t.size_bytes),
                     t.dtype.as_str()
@@ -493,6 +498,17 @@ mod tests {
         assert!(
             costed.contains("launch 5 (the first GEMM of each dtype 80000 more), launch latency"),
             "{costed}"
+        );
+    }
+
+    #[test]
+    fn a_list_of_tensors_is_described_with_its_count() {
+        let text = "[tensors]\ngrads = { size = \"25KB\", count = 1000 }\nx = \"1MiB\"\n\
+                    [[op]]\nall_reduce = \"grads\"\n";
+        let described = describe_scenario(&sim::scenario::parse("a.toml", text).unwrap());
+        assert!(
+            described.contains("  tensors: grads=1000 x 25000B f32, x=1MiB f32\n"),
+            "{described}"
         );
     }
 

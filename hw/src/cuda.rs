@@ -146,6 +146,10 @@ pub struct CudaDevice {
     released: Vec<Buffer>,
     /// Each tensor's memory while it is allocated.
     tensor_ptrs: Vec<Option<sys::CUdeviceptr>>,
+    /// Per list (`count` > 1), the one buffer its NCCL calls move: a coalesced call or a
+    /// bucket spans tensors of the list, which the allocator's books place in blocks of their
+    /// own, not end to end. Made before the program, outside the books (docs/hw.md).
+    list_buffers: Vec<Option<Buffer>>,
     tensor_names: Vec<String>,
     tensor_dtypes: Vec<DType>,
     /// Each tensor's size (all of a list's tensors).
@@ -272,6 +276,13 @@ impl CudaDevice {
             segments: Vec::new(),
             released: Vec::new(),
             tensor_ptrs: vec![None; scenario.tensors.len()],
+            list_buffers: (0..scenario.tensors.len())
+                .map(|t| {
+                    let list = scenario.tensors[t].count > 1;
+                    list.then(|| Buffer::new(scenario.tensor_bytes(t)))
+                        .transpose()
+                })
+                .collect::<Result<_, _>>()?,
             tensor_names: scenario.tensors.iter().map(|t| t.name.clone()).collect(),
             barrier_buffer: Buffer::new(1)?,
             host_element: vec![0; 8],
@@ -717,6 +728,9 @@ impl Device for CudaDevice {
 
     fn bind(&mut self, tensor: TensorId, place: Option<Place>) {
         self.tensor_ptrs[tensor] = place.and_then(|place| {
+            if let Some(list) = &self.list_buffers[tensor] {
+                return Some(list.ptr);
+            }
             let buffer = self.segments.get(place.segment as usize)?.as_ref()?;
             Some(buffer.ptr + place.offset_bytes)
         });

@@ -121,7 +121,8 @@ pub trait Device {
     /// Gives a released segment back (`cudaFree`, R20); `deferred` (expandable segments) keeps
     /// it until the run ends, so that the release costs no device-wide synchronise.
     fn free_segment(&mut self, segment: u32, deferred: bool);
-    /// The tensor now lives at `place` (`None`: not allocated).
+    /// The tensor now lives at `place` (`None`: not allocated); for a list, the place of its
+    /// first tensor, once every tensor of it is allocated.
     fn bind(&mut self, tensor: TensorId, place: Option<Place>);
 }
 
@@ -424,28 +425,33 @@ impl<'a, D: Device> Executor<'a, D> {
         }
     }
 
-    /// Before the program: every tensor that no `alloc` creates gets its segment (R17), and the
-    /// steps `sim::pg` runs in `init_process_group` (R8, eager init) are run.
+    /// Before the program: every tensor that no `alloc` creates (each of a list) gets its block
+    /// (R17), and the steps `sim::pg` runs in `init_process_group` (R8, eager init) are run.
     pub fn setup(&mut self) -> Result<(), HwError> {
-        for (tensor, step) in self.memory.static_steps() {
-            let place = match step {
+        let mut static_steps = self.memory.static_steps().into_iter().peekable();
+        while let Some((tensor, step)) = static_steps.next() {
+            match step {
                 AllocStep::NewSegment { place, bytes } => {
                     self.device.malloc(place.segment, bytes, true)?;
-                    place
                 }
-                AllocStep::Cached(place) => place,
+                AllocStep::Cached(_) => {}
                 AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => {
                     // The last step: the books stopped at it, as PyTorch's raise would.
-                    let size_bytes = self.scenario.tensor_bytes(tensor);
+                    let size_bytes = self.scenario.tensors[tensor].size_bytes;
                     return Err(HwError::OutOfMemory(format!(
-                        "{} {size_bytes} B for {:?} before the program (R17)",
+                        "{} {size_bytes} B for {:?}{} before the program (R17)",
                         self.memory
                             .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
                         self.scenario.tensors[tensor].name,
+                        self.memory
+                            .list_position_text(tensor, self.scenario.tensors[tensor].count),
                     )));
                 }
-            };
-            self.device.bind(tensor, Some(place));
+            }
+            // A list is bound once, after its last tensor.
+            if static_steps.peek().is_none_or(|&(next, _)| next != tensor) {
+                self.device.bind(tensor, self.memory.place(tensor));
+            }
         }
         let mut steps = Vec::new();
         self.pg.prologue(self.scenario, &mut steps);
@@ -904,10 +910,25 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
-    /// `torch.empty` on the op's stream (R17): from the stream's cache, a new segment, or — at
-    /// the capacity — after releasing the cache: the host first waits for the whole device,
-    /// unless expandable segments (R20).
+    /// `torch.empty` on the op's stream (R17), once per tensor of a list: each from the
+    /// stream's cache, a new segment, or — at the capacity — after releasing the cache: the
+    /// host first waits for the whole device, unless expandable segments (R20).
     fn alloc(
+        &mut self,
+        iteration: u32,
+        op: &Op,
+        tensor: TensorId,
+        stream: StreamRef,
+    ) -> Result<(), HwError> {
+        for _ in 0..self.scenario.tensors[tensor].count {
+            self.alloc_one(iteration, op, tensor, stream)?;
+        }
+        self.device.bind(tensor, self.memory.place(tensor));
+        Ok(())
+    }
+
+    /// One `torch.empty`: the next tensor of `tensor`'s list.
+    fn alloc_one(
         &mut self,
         iteration: u32,
         op: &Op,
@@ -922,7 +943,7 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         self.memory.collect_pending(|event| passed.contains(&event));
-        let size_bytes = self.scenario.tensor_bytes(tensor);
+        let size_bytes = self.scenario.tensors[tensor].size_bytes;
         // At most one release: after it the request fits a new segment or never will (R20).
         for released in [false, true] {
             let step = if released {
@@ -932,14 +953,9 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.memory.allocate(tensor, size_bytes, stream)
             };
             match step {
-                AllocStep::Cached(place) => {
-                    self.device.bind(tensor, Some(place));
-                    return Ok(());
-                }
+                AllocStep::Cached(_) => return Ok(()),
                 AllocStep::NewSegment { place, bytes } => {
-                    self.device.malloc(place.segment, bytes, false)?;
-                    self.device.bind(tensor, Some(place));
-                    return Ok(());
+                    return self.device.malloc(place.segment, bytes, false);
                 }
                 AllocStep::NeedsRelease { synchronises } => {
                     // synchronize_and_free_events: recordStream's events first, even with
@@ -970,11 +986,13 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         Err(HwError::OutOfMemory(format!(
-            "{} {} B for {:?} at {} (line {}), even after releasing the cache (R20)",
+            "{} {} B for {:?}{} at {} (line {}), even after releasing the cache (R20)",
             self.memory
                 .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
             size_bytes,
             self.scenario.tensors[tensor].name,
+            self.memory
+                .list_position_text(tensor, self.scenario.tensors[tensor].count),
             op.display_name(),
             op.line,
         )))

@@ -1,5 +1,6 @@
 //! The books of a rank's tensor memory (R17–R20), shared by both engines: which block (a byte
-//! range of a segment) each tensor lives in, what keeps a freed block from its pool (the Work's
+//! range of a segment) each tensor lives in — a list (`count` = N) in N blocks, one per tensor,
+//! as PyTorch's N `torch.empty` calls make them — what keeps a freed block from its pool (the Work's
 //! stash, R18; recordStream events, R19), and when the cache must be released (R20). The
 //! decisions — segment sizes, splitting, best fit per stream — are the [`CachingAllocator`]'s.
 //! The simulator times the steps; the hardware backend carries them out with one real
@@ -25,12 +26,12 @@ use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeSet;
 
-/// A Work not yet waited that stashes a block (R18).
-#[derive(Debug, Clone, Copy)]
+/// A Work not yet waited that stashes a tensor's blocks (R18).
+#[derive(Debug, Clone)]
 struct ShelfEntry<E> {
     /// The collective's record in the engine's log.
     collective: usize,
-    block: BlockId,
+    blocks: Vec<BlockId>,
     end: E,
     /// The program still holds the Work (a named Work not yet rebound): PyTorch keeps its
     /// tensors with it until `wait()` (measured, docs/torch.md#unwaited-works).
@@ -41,15 +42,16 @@ struct ShelfEntry<E> {
 pub struct TensorMemory<E> {
     allocator: CachingAllocator,
     lifetime: Lifetime,
-    block: Vec<Option<BlockId>>,
+    /// Each tensor's blocks while it is allocated, one per tensor of a list, in list order.
+    blocks: Vec<Vec<BlockId>>,
     /// Works not yet waited that hold each block.
     holders: HashMap<BlockId, u32>,
     /// Blocks whose tensor was deleted while Works still held them.
     deferred_free: Vec<BlockId>,
     /// Streams other than its own on which a collective used each tensor (recordStream).
     recorded_streams: Vec<Vec<StreamRef>>,
-    /// Freed blocks waiting for their recordStream events.
-    pending_frees: Vec<(BlockId, Vec<E>)>,
+    /// Freed blocks (a tensor's, all of a list's) waiting for their recordStream events.
+    pending_frees: Vec<(Vec<BlockId>, Vec<E>)>,
     /// Per group, the shelf of R18.
     shelf: Vec<Vec<ShelfEntry<E>>>,
     /// Blocks handed out and not yet returned to the allocator, with their segment: a segment
@@ -57,7 +59,8 @@ pub struct TensorMemory<E> {
     in_use: HashMap<BlockId, u32>,
     /// Segments allocated and not released.
     live_segments: BTreeSet<u32>,
-    /// What the tensors that live for the whole run need, in order.
+    /// What the tensors that live for the whole run need, in order: one step per tensor of a
+    /// list.
     static_steps: Vec<(TensorId, AllocStep)>,
     /// `expandable_segments:True`: a cache release neither synchronises nor frees (R20).
     expandable_segments: bool,
@@ -99,7 +102,7 @@ impl<E: Copy> TensorMemory<E> {
         let mut memory = TensorMemory {
             allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
             lifetime: scenario.memory.lifetime,
-            block: vec![None; scenario.tensors.len()],
+            blocks: vec![Vec::new(); scenario.tensors.len()],
             holders: HashMap::default(),
             deferred_free: Vec::new(),
             recorded_streams: vec![Vec::new(); scenario.tensors.len()],
@@ -110,11 +113,13 @@ impl<E: Copy> TensorMemory<E> {
             static_steps: Vec::new(),
             expandable_segments: scenario.memory.expandable_segments,
         };
-        for (tensor, declared) in scenario.tensors.iter().enumerate() {
-            if declared.dynamic {
-                continue;
-            }
-            let step = memory.allocate(tensor, declared.size_bytes * u64::from(declared.count), 0);
+        let elements = (scenario.tensors.iter().enumerate())
+            .filter(|(_, declared)| !declared.dynamic)
+            .flat_map(|(tensor, declared)| {
+                (0..declared.count).map(move |_| (tensor, declared.size_bytes))
+            });
+        for (tensor, size_bytes) in elements {
+            let step = memory.allocate(tensor, size_bytes, 0);
             let fits = matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. });
             memory.static_steps.push((tensor, step));
             if !fits {
@@ -125,8 +130,8 @@ impl<E: Copy> TensorMemory<E> {
         memory
     }
 
-    /// What the up-front tensors need, in order, up to the first that does not fit (its step
-    /// last: nothing is freed before the program, so no release can help it, and
+    /// What the up-front tensors need, in order (one step per tensor of a list), up to the
+    /// first that does not fit (its step last: nothing is freed before the program, so no release can help it, and
     /// [`Self::out_of_memory_text`] now says why); empty after the first call.
     pub fn static_steps(&mut self) -> Vec<(TensorId, AllocStep)> {
         std::mem::take(&mut self.static_steps)
@@ -170,9 +175,47 @@ impl<E: Copy> TensorMemory<E> {
         )
     }
 
-    /// Where a tensor lives while it is allocated.
-    pub fn region(&self, tensor: TensorId) -> Option<Region> {
-        self.block[tensor].map(|block| self.allocator.region(block))
+    /// Where a tensor lives while it is allocated: one region, or for a list its blocks with
+    /// adjacent ones joined (most of a list allocated at once lies end to end).
+    pub fn regions(&self, tensor: TensorId) -> impl Iterator<Item = Region> + '_ {
+        let mut blocks = self.blocks[tensor]
+            .iter()
+            .map(|&block| self.allocator.region(block))
+            .peekable();
+        std::iter::from_fn(move || {
+            let mut region = blocks.next()?;
+            while let Some(next) = blocks.next_if(|next| {
+                next.segment == region.segment && next.start_bytes == region.end_bytes
+            }) {
+                region.end_bytes = next.end_bytes;
+            }
+            Some(region)
+        })
+    }
+
+    /// How many tensors of `tensor`'s list are allocated (1 for a plain tensor, once it is).
+    pub fn allocated_tensors(&self, tensor: TensorId) -> u32 {
+        self.blocks[tensor].len() as u32
+    }
+
+    /// Which tensor of a list of `count` an allocation that does not fit was for (the next one
+    /// not made), as ` (tensor 7 of the list of 10)`, for the out-of-memory message; nothing
+    /// for a plain tensor.
+    pub fn list_position_text(&self, tensor: TensorId, count: u32) -> String {
+        if count == 1 {
+            return String::new();
+        }
+        let position = self.allocated_tensors(tensor) + 1;
+        format!(" (tensor {position} of the list of {count})")
+    }
+
+    /// Where the first tensor of `tensor`'s list lives, while it is allocated.
+    pub fn place(&self, tensor: TensorId) -> Option<Place> {
+        let region = self.allocator.region(*self.blocks[tensor].first()?);
+        Some(Place {
+            segment: region.segment,
+            offset_bytes: region.start_bytes,
+        })
     }
 
     /// R19: blocks freed under recordStream return to their pool once their events passed,
@@ -181,15 +224,18 @@ impl<E: Copy> TensorMemory<E> {
         let mut index = 0;
         while index < self.pending_frees.len() {
             if self.pending_frees[index].1.iter().all(|&ev| passed(ev)) {
-                let (block, _) = self.pending_frees.swap_remove(index);
-                self.return_block(block);
+                let (blocks, _) = self.pending_frees.swap_remove(index);
+                for block in blocks {
+                    self.return_block(block);
+                }
             } else {
                 index += 1;
             }
         }
     }
 
-    /// `torch.empty` of `size_bytes` on `stream` (R17).
+    /// `torch.empty` of `size_bytes` on `stream` (R17): the next tensor of `tensor`'s list (of
+    /// [`TensorMemory::allocated_tensors`] so far), which gets a block of its own.
     pub fn allocate(&mut self, tensor: TensorId, size_bytes: u64, stream: StreamRef) -> AllocStep {
         let reserved_before = self.allocator.reserved_bytes();
         match self.allocator.allocate(size_bytes, stream) {
@@ -238,8 +284,10 @@ impl<E: Copy> TensorMemory<E> {
     /// R20's `release_cached_blocks`: pending recordStream frees are forced, then every wholly
     /// free segment goes back to the system. Returns those segments.
     pub fn release_cache(&mut self) -> Vec<u32> {
-        for (block, _) in std::mem::take(&mut self.pending_frees) {
-            self.return_block(block);
+        for (blocks, _) in std::mem::take(&mut self.pending_frees) {
+            for block in blocks {
+                self.return_block(block);
+            }
         }
         let released = self.allocator.release_cached();
         let segments = self.segments_free_after_pending();
@@ -256,7 +304,7 @@ impl<E: Copy> TensorMemory<E> {
         let busy: BTreeSet<u32> = self
             .in_use
             .iter()
-            .filter(|(block, _)| !self.pending_frees.iter().any(|(b, _)| b == *block))
+            .filter(|(block, _)| !self.pending_frees.iter().any(|(b, _)| b.contains(block)))
             .map(|(_, &segment)| segment)
             .collect();
         self.live_segments.difference(&busy).copied().collect()
@@ -264,7 +312,7 @@ impl<E: Copy> TensorMemory<E> {
 
     fn hand_out(&mut self, tensor: TensorId, block: BlockId) -> Place {
         let region = self.allocator.region(block);
-        self.block[tensor] = Some(block);
+        self.blocks[tensor].push(block);
         self.in_use.insert(block, region.segment);
         Place {
             segment: region.segment,
@@ -272,8 +320,8 @@ impl<E: Copy> TensorMemory<E> {
         }
     }
 
-    /// Keeps a collective's tensor alive as the lifetime rule says (R18, R19), for a collective
-    /// run on an internal stream.
+    /// Keeps a collective's tensor (all of a list) alive as the lifetime rule says (R18, R19),
+    /// for a collective run on an internal stream.
     pub fn keep_alive(
         &mut self,
         tensor: TensorId,
@@ -283,15 +331,18 @@ impl<E: Copy> TensorMemory<E> {
         end: E,
         held: bool,
     ) {
-        let Some(block) = self.block[tensor] else {
+        if self.blocks[tensor].is_empty() {
             return;
-        };
+        }
         match self.lifetime {
             Lifetime::Stash => {
-                *self.holders.entry(block).or_default() += 1;
+                let blocks = self.blocks[tensor].clone();
+                for &block in &blocks {
+                    *self.holders.entry(block).or_default() += 1;
+                }
                 self.shelf[group].push(ShelfEntry {
                     collective,
-                    block,
+                    blocks,
                     end,
                     held,
                 });
@@ -326,10 +377,10 @@ impl<E: Copy> TensorMemory<E> {
     pub fn release_shelf(&mut self, group: usize, mut completed: impl FnMut(E) -> bool) {
         let mut index = 0;
         while index < self.shelf[group].len() {
-            let entry = self.shelf[group][index];
+            let entry = &self.shelf[group][index];
             if !entry.held && completed(entry.end) {
-                self.shelf[group].swap_remove(index);
-                self.release_holder(entry.block);
+                let entry = self.shelf[group].swap_remove(index);
+                self.release_holders(entry.blocks);
             } else {
                 index += 1;
             }
@@ -344,7 +395,7 @@ impl<E: Copy> TensorMemory<E> {
                 .position(|e| e.collective == collective)
             {
                 let entry = self.shelf[group].remove(position);
-                self.release_holder(entry.block);
+                self.release_holders(entry.blocks);
                 return;
             }
         }
@@ -355,29 +406,33 @@ impl<E: Copy> TensorMemory<E> {
         std::mem::take(&mut self.recorded_streams[tensor])
     }
 
-    /// `del t` with the events recorded on [`TensorMemory::streams_to_record`]'s streams: the block
-    /// returns to its pool now, with the last Work holding it, or once the events passed.
+    /// `del t` with the events recorded on [`TensorMemory::streams_to_record`]'s streams: each
+    /// block (one per tensor of a list) returns to its pool now, with the last Work holding
+    /// it, or once the events passed.
     pub fn free(&mut self, tensor: TensorId, events: Vec<E>) {
-        let Some(block) = self.block[tensor].take() else {
-            return;
-        };
-        if self.holders.contains_key(&block) {
-            self.deferred_free.push(block);
-        } else if !events.is_empty() {
-            self.pending_frees.push((block, events));
-        } else {
-            self.return_block(block);
+        let (held, free): (Vec<BlockId>, Vec<BlockId>) = (std::mem::take(&mut self.blocks[tensor])
+            .into_iter())
+        .partition(|block| self.holders.contains_key(block));
+        self.deferred_free.extend(held);
+        if events.is_empty() {
+            for block in free {
+                self.return_block(block);
+            }
+        } else if !free.is_empty() {
+            self.pending_frees.push((free, events));
         }
     }
 
-    fn release_holder(&mut self, block: BlockId) {
-        let count = self.holders.entry(block).or_default();
-        *count = count.saturating_sub(1);
-        if *count == 0 {
-            self.holders.remove(&block);
-            if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
-                self.deferred_free.swap_remove(position);
-                self.return_block(block);
+    fn release_holders(&mut self, blocks: Vec<BlockId>) {
+        for block in blocks {
+            let count = self.holders.entry(block).or_default();
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.holders.remove(&block);
+                if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
+                    self.deferred_free.swap_remove(position);
+                    self.return_block(block);
+                }
             }
         }
     }
@@ -539,6 +594,86 @@ free = "big"
                 synchronises: false
             }
         );
+    }
+
+    /// A list of `count` tensors of `size`, allocated up front, beside nothing else.
+    fn list(size: &str, count: u32, lifetime: &str) -> TensorMemory<u32> {
+        let text = format!(
+            "[cluster]\nranks = 1\n[memory]\nlifetime = \"{lifetime}\"\n\
+             [tensors]\ngrads = {{ size = \"{size}\", count = {count} }}\n[[op]]\ndevice_sync = true\n"
+        );
+        TensorMemory::new(&crate::scenario::parse("list.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn a_list_is_one_block_per_tensor_in_the_small_pool_r17() {
+        // PyTorch's 4 torch.empty of 300 KiB: small requests, 4 blocks of one 2 MiB segment —
+        // not one 1.2 MiB request, which would take a 20 MiB segment of the large pool.
+        let mut memory = list("300KiB", 4, "none");
+        let steps: Vec<AllocStep> = memory.static_steps().into_iter().map(|(_, s)| s).collect();
+        let at = |offset_bytes| Place {
+            segment: 0,
+            offset_bytes,
+        };
+        assert_eq!(
+            steps,
+            [
+                AllocStep::NewSegment {
+                    place: at(0),
+                    bytes: 2 * MIB
+                },
+                AllocStep::Cached(at(300 << 10)),
+                AllocStep::Cached(at(600 << 10)),
+                AllocStep::Cached(at(900 << 10)),
+            ]
+        );
+        assert_eq!(memory.reserved_bytes(), 2 * MIB);
+        assert_eq!(memory.peaks().peak_allocated_bytes, 1200 << 10);
+        assert_eq!(memory.allocated_tensors(0), 4);
+        // End to end, the four blocks are one region to the race detector.
+        let regions: Vec<Region> = memory.regions(0).collect();
+        assert_eq!(
+            regions,
+            [Region {
+                segment: 0,
+                start_bytes: 0,
+                end_bytes: 1200 << 10
+            }]
+        );
+        memory.free(0, Vec::new());
+        assert_eq!(memory.allocated_tensors(0), 0);
+        assert_eq!(memory.regions(0).count(), 0);
+    }
+
+    #[test]
+    fn a_stashed_list_keeps_every_block_until_wait_r18() {
+        // Two 1 MiB tensors fill one 2 MiB segment of the small pool.
+        let mut memory = list("1MiB", 2, "stash");
+        memory.static_steps();
+        memory.keep_alive(0, 0, 1, 7, 99, true);
+        memory.free(0, Vec::new());
+        // Both blocks are held by the Work: 1 MiB more needs a new segment.
+        assert!(matches!(
+            memory.allocate(0, MIB, 0),
+            AllocStep::NewSegment { .. }
+        ));
+        memory.free(0, Vec::new());
+        memory.release_on_wait(7);
+        // Both came back: the first segment is wholly free again.
+        assert_eq!(memory.release_cache().len(), 2);
+    }
+
+    #[test]
+    fn a_record_stream_list_returns_every_block_once_its_events_passed_r19() {
+        let mut memory = list("300KiB", 4, "record_stream");
+        memory.static_steps();
+        memory.keep_alive(0, 0, 1, 7, 99, false);
+        assert_eq!(memory.streams_to_record(0), [1]);
+        memory.free(0, vec![11]);
+        assert_eq!(memory.pending_events(), [11]);
+        memory.collect_pending(|event| event == 11);
+        assert!(memory.pending_events().is_empty());
+        assert_eq!(memory.release_cache().len(), 1);
     }
 
     #[test]

@@ -756,6 +756,42 @@ fn an_up_front_tensor_that_does_not_fit_is_the_simulators_out_of_memory() {
     );
 }
 
+/// A list (`count` = N) is N `torch.empty` calls in the books, as in the simulator (R17): one
+/// block each, the same peaks; bound once, at its first tensor's place; an allocation that does
+/// not fit names the one tensor's size.
+#[test]
+fn a_list_is_allocated_tensor_by_tensor_as_in_the_simulator() {
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[tensors]\n\
+                grads = { size = \"300KiB\", count = 4 }\n\
+                [[op]]\nalloc = \"grads\"\n[[op]]\nfree = \"grads\"\n";
+    let mut device = FakeDevice::default();
+    let rank = run_fake(text, &mut device).unwrap();
+    assert_eq!(
+        device.memory_calls[..3],
+        [
+            "malloc s0 2097152",
+            "bind t0 Some(\"s0+0\")",
+            "bind t0 None"
+        ]
+    );
+    let scenario = sim::scenario::parse("list.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    assert_eq!(rank.memory, simulated.ranks[0].memory);
+    assert_eq!(rank.memory.peak_allocated_bytes, 1200 << 10);
+
+    let too_many = text.replace("count = 4", "count = 4000");
+    let error = run_fake(&too_many, &mut FakeDevice::default()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("CUDA out of memory. Tried to allocate 2.00 MiB.")
+            && error
+                .to_string()
+                .contains("307200 B for \"grads\" (tensor 3073 of the list of 4000) at alloc#0"),
+        "{error}"
+    );
+}
+
 /// The Timeline's unfinished records come from one mapping (`RankTimeline::set_apart_unfinished`)
 /// in both engines: for a collective that never completes (rank 1 never joins; no error
 /// handling, so no abort ends its kernel) and the kernel queued behind its wait, the fake

@@ -5,8 +5,8 @@
 use super::*;
 
 impl Engine<'_> {
-    /// One access of a tensor's block; a race with an earlier access becomes a record and a
-    /// finding (R21).
+    /// One access of a tensor's blocks (all of a list's: the list is one tensor to the op); a
+    /// race with an earlier access becomes a record and a finding (R21).
     pub(super) fn access(
         &mut self,
         rank: u32,
@@ -17,14 +17,14 @@ impl Engine<'_> {
     ) {
         const MAX_RACE_FINDINGS: usize = 64;
         let state = &mut self.ranks[rank as usize];
-        let Some(region) = state.memory.books.region(tensor) else {
-            return;
-        };
-        let range = (region.segment, region.start_bytes, region.end_bytes);
-        let Some(race) = state
-            .race
-            .access(point, range, kind, op_index as u64, tensor as u32)
-        else {
+        let mut first_race = None;
+        for region in state.memory.books.regions(tensor) {
+            let range = (region.segment, region.start_bytes, region.end_bytes);
+            let race =
+                (state.race).access(point.clone(), range, kind, op_index as u64, tensor as u32);
+            first_race = first_race.or(race);
+        }
+        let Some(race) = first_race else {
             return;
         };
         let stream_name = |agent: usize| match agent {

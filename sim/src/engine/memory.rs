@@ -11,8 +11,9 @@ use crate::lifetime::AllocStep;
 pub(super) struct MemoryState {
     pub(super) books: TensorMemory<Instance>,
     /// A cache release has waited for what it must: recordStream's pending events and, unless
-    /// expandable segments, the whole device (R20).
-    pub(super) release_waited: bool,
+    /// expandable segments, the whole device (R20); the host time at which the allocation that
+    /// needs it started.
+    release_waited_since_ns: Option<u64>,
     /// The tensor allocated before the program that did not fit, if one did not.
     up_front_refused: Option<TensorId>,
 }
@@ -26,7 +27,7 @@ impl MemoryState {
         });
         MemoryState {
             books,
-            release_waited: false,
+            release_waited_since_ns: None,
             up_front_refused,
         }
     }
@@ -42,7 +43,7 @@ impl Engine<'_> {
             return false;
         };
         let scenario = self.scenario;
-        let size_bytes = scenario.tensor_bytes(tensor);
+        let size_bytes = scenario.tensors[tensor].size_bytes;
         let pytorch_text =
             (state.memory.books).out_of_memory_text(size_bytes, scenario.memory.capacity_bytes);
         let rank_id = state.timeline.rank;
@@ -53,9 +54,10 @@ impl Engine<'_> {
             op: None,
             stream: Some(state.timeline.streams[0].name.clone()),
             message: format!(
-                "[Rank {rank_id}] CUDA out of memory. {pytorch_text} Tensor {:?}, {size_bytes} B \
+                "[Rank {rank_id}] CUDA out of memory. {pytorch_text} Tensor {:?}{}, {size_bytes} B \
                  asked before the program (R17); the rank's program never started",
                 scenario.tensors[tensor].name,
+                (state.memory.books).list_position_text(tensor, scenario.tensors[tensor].count),
             ),
             stands_for: RankSet::default(),
         };
@@ -93,9 +95,9 @@ impl Engine<'_> {
         true
     }
 
-    /// `del t` (R18, R19): the block returns to its stream's pool now, when the last Work
-    /// holding it lets go (stash), or once events on the streams that used it passed
-    /// (recordStream).
+    /// `del t` (R18, R19): the block (each of a list's, at the cost of one free each) returns to
+    /// its stream's pool now, when the last Work holding it lets go (stash), or once events on
+    /// the streams that used it passed (recordStream).
     pub(super) fn free(&mut self, rank: u32, tensor: TensorId) {
         let streams = self.ranks[rank as usize]
             .memory
@@ -103,13 +105,15 @@ impl Engine<'_> {
             .streams_to_record(tensor);
         let instances: Vec<Instance> = streams.iter().map(|&s| self.record(rank, s)).collect();
         let state = &mut self.ranks[rank as usize];
-        state.host_ns += self.scenario.memory.alloc_ns;
+        let frees = u64::from(state.memory.books.allocated_tensors(tensor));
+        state.host_ns += self.scenario.memory.alloc_ns * frees;
         state.memory.books.free(tensor, instances);
     }
 
-    /// `torch.empty` on `stream` (R17): from the stream's cache, a new segment, or — at the
-    /// capacity — after releasing the cache, which first waits for the whole device (R20).
-    /// False when the host blocked (the allocation runs again when it resumes) or stopped.
+    /// `torch.empty` on `stream` (R17), once per tensor of a list: each from the stream's
+    /// cache, a new segment, or — at the capacity — after releasing the cache, which first
+    /// waits for the whole device (R20). False when the host blocked (the allocation runs
+    /// again when it resumes, at the list's next tensor) or stopped.
     pub(super) fn alloc(
         &mut self,
         rank: u32,
@@ -117,19 +121,44 @@ impl Engine<'_> {
         tensor: TensorId,
         stream: u16,
     ) -> bool {
+        let count = self.scenario.tensors[tensor].count;
+        while self.ranks[rank as usize]
+            .memory
+            .books
+            .allocated_tensors(tensor)
+            < count
+        {
+            match self.alloc_one(rank, op_index, tensor, stream) {
+                TensorAllocation::Made => {}
+                TensorAllocation::Blocked => return false,
+                TensorAllocation::Raised => return true,
+            }
+        }
+        true
+    }
+
+    /// One `torch.empty`: the next tensor of `tensor`'s list.
+    fn alloc_one(
+        &mut self,
+        rank: u32,
+        op_index: usize,
+        tensor: TensorId,
+        stream: u16,
+    ) -> TensorAllocation {
         let scenario = self.scenario;
         let now_ns = self.now_ns;
         let state = &mut self.ranks[rank as usize];
-        let start_ns = state.cursor.call_start_ns;
         // R19: blocks freed under recordStream come back once their events passed, checked
         // now; the simulation must have reached the host's time to know which did. Not when the
         // allocation resumes after its release's waits: the release itself returns them (R20).
-        if !state.memory.release_waited && !state.memory.books.pending_events().is_empty() {
+        if state.memory.release_waited_since_ns.is_none()
+            && !state.memory.books.pending_events().is_empty()
+        {
             if now_ns < state.host_ns {
                 state.blocked = Blocked::Timer;
                 let at_ns = state.host_ns;
                 self.schedule(at_ns, Event::HostResume { rank, at_ns });
-                return false;
+                return TensorAllocation::Blocked;
             }
             let fired = &state.fired_ns;
             state
@@ -138,7 +167,7 @@ impl Engine<'_> {
                 .collect_pending(|instance| fired[instance as usize] != NEVER);
         }
         let memory_config = &scenario.memory;
-        let size_bytes = scenario.tensor_bytes(tensor);
+        let size_bytes = scenario.tensors[tensor].size_bytes;
         let mut released = false;
         loop {
             let state = &mut self.ranks[rank as usize];
@@ -151,44 +180,44 @@ impl Engine<'_> {
             match step {
                 AllocStep::Cached(_) => {
                     state.host_ns += memory_config.alloc_ns;
-                    return true;
+                    return TensorAllocation::Made;
                 }
                 AllocStep::NewSegment { .. } => {
                     state.host_ns += memory_config.malloc_ns;
-                    return true;
-                }
-                AllocStep::NeedsRelease { synchronises } if state.memory.release_waited => {
-                    // R20: synchronize_and_free_events, then cudaFree every cached segment.
-                    state.memory.release_waited = false;
-                    let device_idle_ns = synchronises.then_some(state.host_ns);
-                    let segments_freed = state.memory.books.release_cache().len() as u32;
-                    // Expandable segments unmap pages without cudaFree's synchronisation.
-                    if synchronises {
-                        state.host_ns += memory_config.free_ns * u64::from(segments_freed);
-                    }
-                    state.timeline.cache_releases.push(CacheRelease {
-                        iteration: state.iteration,
-                        op: op_index as OpRef,
-                        host_start_ns: start_ns,
-                        host_end_ns: state.host_ns,
-                        device_idle_ns,
-                        segments_freed,
-                    });
-                    released = true;
+                    return TensorAllocation::Made;
                 }
                 AllocStep::NeedsRelease { synchronises } => {
+                    if let Some(start_ns) = state.memory.release_waited_since_ns.take() {
+                        // R20: synchronize_and_free_events, then cudaFree every cached segment.
+                        let device_idle_ns = synchronises.then_some(state.host_ns);
+                        let segments_freed = state.memory.books.release_cache().len() as u32;
+                        // Expandable segments unmap pages without cudaFree's synchronisation.
+                        if synchronises {
+                            state.host_ns += memory_config.free_ns * u64::from(segments_freed);
+                        }
+                        state.timeline.cache_releases.push(CacheRelease {
+                            iteration: state.iteration,
+                            op: op_index as OpRef,
+                            host_start_ns: start_ns,
+                            host_end_ns: state.host_ns,
+                            device_idle_ns,
+                            segments_freed,
+                        });
+                        released = true;
+                        continue;
+                    }
                     // The release first waits for the events of blocks freed under recordStream
                     // (synchronize_and_free_events, even with expandable segments); a cudaFree
                     // of a segment then synchronises the device: the host waits for every
                     // stream, then runs this allocation again (R19, R20, R23 `frag`).
-                    state.memory.release_waited = true;
+                    state.memory.release_waited_since_ns = Some(state.host_ns);
                     let mut instances = state.memory.books.pending_events();
                     if synchronises {
                         let streams = state.streams.len() as u16;
                         instances.extend((0..streams).map(|s| self.record(rank, s)));
                     }
                     if !self.block_on(rank, &instances, 0, HostBlock::Device) {
-                        return false;
+                        return TensorAllocation::Blocked;
                     }
                 }
                 AllocStep::OutOfMemory => {
@@ -202,9 +231,10 @@ impl Engine<'_> {
                         op: Some(op_index as OpRef),
                         stream: Some(state.timeline.streams[stream as usize].name.clone()),
                         message: format!(
-                            "[Rank {rank_id}] CUDA out of memory. {pytorch_text} At {} (line {}), {size_bytes} B asked, even after releasing the cache (R20); the rank's program stopped",
+                            "[Rank {rank_id}] CUDA out of memory. {pytorch_text} At {} (line {}), {size_bytes} B asked{}, even after releasing the cache (R20); the rank's program stopped",
                             scenario.ops[op_index].display_name(),
                             scenario.ops[op_index].line,
+                            (state.memory.books).list_position_text(tensor, scenario.tensors[tensor].count),
                         ),
                         stands_for: RankSet::default(),
                     };
@@ -216,11 +246,20 @@ impl Engine<'_> {
                     };
                     self.rank_finding(rank, finding);
                     self.kill(rank, end);
-                    return true;
+                    return TensorAllocation::Raised;
                 }
             }
         }
     }
+}
+
+/// What became of one `torch.empty`.
+enum TensorAllocation {
+    Made,
+    /// The host blocked: the allocation runs again when it resumes.
+    Blocked,
+    /// PyTorch's `OutOfMemoryError`: the rank's program stopped.
+    Raised,
 }
 
 #[cfg(test)]
@@ -342,6 +381,68 @@ mod tests {
              PyTorch but unallocated. At alloc#0 (line 8), 4096 B asked, even after releasing \
              the cache (R20); the rank's program stopped"
         );
+    }
+
+    #[test]
+    fn out_of_memory_in_a_list_names_the_one_tensor_that_did_not_fit_r17_r20() {
+        // 400 MiB + 6 × 100 MiB fit in 1 GiB; PyTorch's seventh torch.empty raises, asking for
+        // its own 100 MiB (not the list's 700 MiB).
+        let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n\
+                    [tensors]\nkeep = \"400MiB\"\ngrads = { size = \"100MiB\", count = 7 }\n\
+                    [[op]]\nalloc = \"grads\"\n[[op]]\nfree = \"grads\"\n";
+        let timeline = simulate(&parse("oom.toml", text).unwrap());
+        assert_eq!(timeline.findings.len(), 1);
+        assert_eq!(
+            timeline.findings[0].message,
+            "[Rank 0] CUDA out of memory. Tried to allocate 100.00 MiB. 1024.00 MiB allowed; Of \
+             the allocated memory 1000.00 MiB is allocated by PyTorch, and 0 bytes is reserved \
+             by PyTorch but unallocated. At alloc#0 (line 8), 104857600 B asked (tensor 7 of \
+             the list of 7), even after releasing the cache (R20); the rank's program stopped"
+        );
+        assert_eq!(timeline.ranks[0].memory.peak_reserved_bytes, 1000 << 20);
+    }
+
+    #[test]
+    fn a_list_allocated_up_front_raises_at_the_tensor_that_does_not_fit_r17() {
+        let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n\
+                    [tensors]\ngrads = { size = \"300MiB\", count = 4 }\n\
+                    [[op]]\ndevice_sync = true\n";
+        let timeline = simulate(&parse("oom.toml", text).unwrap());
+        assert_eq!(timeline.findings.len(), 1);
+        let message = &timeline.findings[0].message;
+        assert!(
+            message.contains("Tried to allocate 300.00 MiB.")
+                && message.contains("Tensor \"grads\" (tensor 4 of the list of 4), 314572800 B"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_release_inside_a_list_waits_then_the_list_goes_on_r17_r20() {
+        // 600 MiB cached on a side stream behind a 5 ms kernel; 6 × 100 MiB on the default
+        // stream: the fifth needs the cache released, which waits for the device, and the
+        // allocation resumes at the fifth, not at the first.
+        let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[streams]\nside = {}\n\
+                    [tensors]\nc = \"600MiB\"\ngrads = { size = \"100MiB\", count = 6 }\n\
+                    [[op]]\nalloc = \"c\"\nstream = \"side\"\n\
+                    [[op]]\nkernel = { us = 5000, sms = 8 }\nstream = \"side\"\n\
+                    [[op]]\nfree = \"c\"\nstream = \"side\"\n\
+                    [[op]]\nalloc = \"grads\"\n[[op]]\nfree = \"grads\"\n";
+        let timeline = simulate(&parse("list.toml", text).unwrap());
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+        let rank = &timeline.ranks[0];
+        assert_eq!(rank.cache_releases.len(), 1);
+        let release = rank.cache_releases[0];
+        assert_eq!(release.segments_freed, 1);
+        assert!(release.device_idle_ns.unwrap() >= rank.kernels[0].end_ns);
+        // The release started after four 100 MiB segments (20 µs of cudaMalloc each).
+        let call = (rank.host.iter())
+            .find(|h| h.op == 3)
+            .expect("the alloc's host call");
+        assert_eq!(release.host_start_ns, call.start_ns + 4 * 20_000);
+        // Four before the release, two after: six new segments, 1000 MiB at the peak.
+        assert_eq!(rank.memory.peak_reserved_bytes, 1000 << 20);
+        assert_eq!(call.end_ns, release.host_end_ns + 2 * 20_000);
     }
 
     #[test]
