@@ -140,27 +140,21 @@ impl TraceContext<'_> {
                 // end of the host call it is part of, a blocking wait's polls included.
                 // A wait() that never returned is open at the end of the capture, as
                 // torch.profiler writes an op still open when it stops.
-                let Some(host_end_ns) = wait.host_end_ns else {
-                    let mut args = self.wait_args(rank, group, &record, wait.op);
-                    args[NEVER_FINISHED.0] = json!(NEVER_FINISHED.1);
-                    let end_ns = last_recorded_ns(self.timeline, rank);
-                    sink.slice(
-                        "cpu_op",
-                        "record_param_comms",
-                        at,
-                        wait.host_start_ns,
-                        end_ns,
-                        args,
-                    )?;
-                    continue;
+                let mut args = self.wait_args(rank, group, &record, wait.op);
+                let end_ns = match wait.host_end_ns {
+                    None => {
+                        args[NEVER_FINISHED.0] = json!(NEVER_FINISHED.1);
+                        last_recorded_ns(self.timeline, rank)
+                    }
+                    Some(host_end_ns) => {
+                        let call = rank
+                            .host
+                            .partition_point(|c| c.start_ns <= wait.host_start_ns);
+                        (call.checked_sub(1).map(|c| &rank.host[c]))
+                            .filter(|c| c.op == wait.op)
+                            .map_or(host_end_ns, |c| c.end_ns.max(host_end_ns))
+                    }
                 };
-                let call = rank
-                    .host
-                    .partition_point(|c| c.start_ns <= wait.host_start_ns);
-                let end_ns = (call.checked_sub(1).map(|c| &rank.host[c]))
-                    .filter(|c| c.op == wait.op)
-                    .map_or(host_end_ns, |c| c.end_ns.max(host_end_ns));
-                let args = self.wait_args(rank, group, &record, wait.op);
                 sink.slice(
                     "cpu_op",
                     "record_param_comms",
