@@ -145,3 +145,33 @@ fn a_call_that_raised_uncaught_ends_at_its_raise() {
         assert_eq!(rank.unfinished_host, None);
     }
 }
+
+/// A polling `wait()` that raised ends at its raise, its record on the Work too: in
+/// `wait_timeout` (caught) the wait times out at 50 ms and raises once the abort returned with
+/// the 300-ms backlog drained; in `hang_10min` under blocking wait (uncaught) ranks 0-2 raise at
+/// 600 s.
+#[test]
+fn a_polling_wait_that_raised_ends_its_wait_record_at_the_raise() {
+    let cases = [
+        ("wait_timeout.toml", &[][..], 300_008 * US),
+        (
+            "hang_10min.toml",
+            &["env.TORCH_NCCL_BLOCKING_WAIT=1"][..],
+            600_000_034 * US,
+        ),
+    ];
+    for (name, overrides, raised_ns) in cases {
+        let timeline = run_with(name, overrides).expand();
+        for rank in timeline.ranks.iter().filter(|r| r.rank != 3) {
+            let wait = rank.unfinished_collectives[0].wait.expect("wait() called");
+            let call = rank.host.iter().find(|c| c.op == wait.op).unwrap();
+            assert_eq!(call.end_ns, raised_ns, "{name} rank {}", rank.rank);
+            assert_eq!(
+                wait.host_end_ns,
+                Some(raised_ns),
+                "{name} rank {}",
+                rank.rank
+            );
+        }
+    }
+}
