@@ -386,8 +386,9 @@ pub struct Executor<'a, D: Device> {
     in_call: bool,
     /// The collective record the current call made.
     call_collective: Option<usize>,
-    /// The `wait()` under way: its log, until it returns.
-    wait: Option<WaitLog>,
+    /// The collective whose `wait()` is under way, until it returns or raises: its record
+    /// holds the wait from its start, as the simulator's does.
+    waiting_on: Option<u32>,
     log: RunLog,
     memory: Memory,
 }
@@ -411,7 +412,7 @@ impl<'a, D: Device> Executor<'a, D> {
             call_start_ns: 0,
             in_call: false,
             call_collective: None,
-            wait: None,
+            waiting_on: None,
             log: RunLog::default(),
             memory: Memory::new(scenario),
         }
@@ -589,6 +590,13 @@ impl<'a, D: Device> Executor<'a, D> {
             start_ns: self.call_start_ns,
             end_ns,
         });
+        // A wait() that raised ends there too.
+        if let Some(collective) = self.waiting_on.take() {
+            let record = &mut self.log.collectives[collective as usize].rest;
+            if let Some(wait) = &mut record.wait {
+                wait.host_end_ns = end_ns;
+            }
+        }
         self.wait_raised = Some((iteration, op.index as OpRef));
     }
 
@@ -785,14 +793,17 @@ impl<'a, D: Device> Executor<'a, D> {
                 let host_start_ns = self.device.now_ns();
                 let released =
                     self.stream_wait(iteration, op_ref, (source_stream, event), stream)?;
-                self.wait = Some(WaitLog {
+                // The record keeps the latest wait() on the Work, as the simulator does, from
+                // its start: one that never returns or raises keeps its host side.
+                self.log.collectives[collective as usize].rest.wait = Some(WaitLog {
                     op: op_ref,
                     host_start_ns,
-                    host_end_ns: host_start_ns,
+                    host_end_ns: self.device.now_ns(),
                     stream,
                     released,
                     completed_at_return: false,
                 });
+                self.waiting_on = Some(collective);
             }
             Step::ReleaseOnWait { collective } => self.memory.release_on_wait(collective as usize),
             Step::Poll {
@@ -803,11 +814,12 @@ impl<'a, D: Device> Executor<'a, D> {
             } => self.poll(iteration, op, collective, (interval_ns, timeout_ns))?,
             Step::WaitReturn { collective } => {
                 let end = self.works[collective as usize].end;
-                let mut wait = self.wait.take().expect("wait() returns after it began");
-                wait.host_end_ns = self.device.now_ns();
-                wait.completed_at_return = self.device.query(end)?;
-                // The record keeps the latest wait() on the Work, as the simulator does.
-                self.log.collectives[collective as usize].rest.wait = Some(wait);
+                self.waiting_on = None;
+                let host_end_ns = self.device.now_ns();
+                let completed_at_return = self.device.query(end)?;
+                let record = &mut self.log.collectives[collective as usize].rest;
+                let wait = record.wait.as_mut().expect("wait() returns after it began");
+                (wait.host_end_ns, wait.completed_at_return) = (host_end_ns, completed_at_return);
             }
             Step::Query { slot, .. } => {
                 let host_ns = self.device.now_ns();

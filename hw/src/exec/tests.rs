@@ -836,3 +836,62 @@ fn an_item_the_verdict_interrupts_is_the_host_call_that_never_returned() {
         "both engines"
     );
 }
+
+/// Rank 0 of two, the other never joining (run alone, as the one-GPU stand-in does), both
+/// engines: the unfinished collective's record and the Timeline rank 0's.
+fn hung_peer(ops: &str) -> (RankTimeline, RankTimeline) {
+    let text = format!(
+        "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{ops}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
+    );
+    let scenario = sim::scenario::parse("hung_peer.toml", &text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: Some(StandIn::Model),
+    };
+    let plan = RankPlan::new(&scenario, &layout).unwrap();
+    let mut device = FakeDevice::default();
+    let mut executor = Executor::new(&scenario, &plan, &mut device);
+    executor.setup().unwrap();
+    let log = executor.run().unwrap();
+    assert!(log.ended_early);
+    let ran = log.resolve(&plan, |ev| Ok(device.time_of(ev))).unwrap();
+    (ran, sim::engine::simulate(&scenario).ranks.swap_remove(0))
+}
+
+/// A `wait(timeout)` on a collective that never completes raises at its timeout: the
+/// collective's record keeps the wait, ended at the raise where its call ended, in both
+/// engines.
+#[test]
+fn a_wait_that_raised_is_kept_on_the_unfinished_collective_ended_at_its_raise() {
+    let ops = "[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+               [[op]]\nwait = \"w\"\ntimeout_ms = 3\n";
+    let (ran, simulated) = hung_peer(ops);
+    for rank in [&ran, &simulated] {
+        let wait = rank.unfinished_collectives[0]
+            .wait
+            .unwrap_or_else(|| panic!("the wait is kept: {rank:?}"));
+        let call = rank.host.iter().find(|c| c.op == 1).expect("it raised");
+        assert_eq!(wait.op, 1);
+        assert_eq!(wait.host_end_ns, Some(call.end_ns), "{rank:?}");
+        assert!(call.end_ns >= 3_000_000, "at its timeout: {}", call.end_ns);
+    }
+}
+
+/// A barrier whose all_reduce never completes blocks in its stream synchronize, after its
+/// `wait()` began, until the watchdog's verdict ends the run: the wait is kept, never
+/// returned, in both engines.
+#[test]
+fn a_wait_under_way_at_the_end_is_kept_on_the_unfinished_collective_never_returned() {
+    let (ran, simulated) = hung_peer("[[op]]\nlabel = \"ar\"\nbarrier = true\n");
+    for rank in [&ran, &simulated] {
+        let wait = rank.unfinished_collectives[0]
+            .wait
+            .unwrap_or_else(|| panic!("the wait is kept: {rank:?}"));
+        assert_eq!((wait.op, wait.host_end_ns), (0, None), "{rank:?}");
+        let call = rank.unfinished_host.expect("the barrier never returned");
+        assert_eq!(call.op, 0);
+    }
+}
