@@ -197,9 +197,9 @@ pub struct RunLog {
 impl RunLog {
     /// Turns events into host-axis times and builds the rank's Timeline part. `time` is
     /// `None` for an event that never fired (behind a collective that never completes): a
-    /// kernel that never ended and a collective that never completed go to the unfinished
-    /// records, as the simulator's; any other record with such a time is left out, as the
-    /// simulator leaves out what never happened.
+    /// kernel that never ended, a collective that never completed and a stream wait never
+    /// released go to the unfinished records, as the simulator's; any other record with such
+    /// a time is left out, as the simulator leaves out what never happened.
     pub fn resolve(
         self,
         plan: &RankPlan,
@@ -258,6 +258,17 @@ impl RunLog {
                 wait,
             });
         }
+        let mut stream_waits = Vec::with_capacity(self.stream_waits.len());
+        for w in &self.stream_waits {
+            stream_waits.push(StreamWaitRecord {
+                iteration: w.iteration,
+                op: w.op,
+                source_stream: w.rest.source_stream,
+                source_ns: time_or_never(w.rest.source)?,
+                waiting_stream: w.rest.waiting_stream,
+                released_ns: time_or_never(w.rest.released)?,
+            });
+        }
         let mut marks = Vec::with_capacity(self.marks.len());
         for m in &self.marks {
             let Some(gpu_ns) = time(m.rest.1)? else {
@@ -268,22 +279,6 @@ impl RunLog {
                 mark: m.op,
                 host_ns: m.rest.0,
                 gpu_ns,
-            });
-        }
-        let mut stream_waits = Vec::with_capacity(self.stream_waits.len());
-        for w in &self.stream_waits {
-            let (Some(source_ns), Some(released_ns)) =
-                (time(w.rest.source)?, time(w.rest.released)?)
-            else {
-                continue;
-            };
-            stream_waits.push(StreamWaitRecord {
-                iteration: w.iteration,
-                op: w.op,
-                source_stream: w.rest.source_stream,
-                source_ns,
-                waiting_stream: w.rest.waiting_stream,
-                released_ns,
             });
         }
         let mut rank = RankTimeline {
@@ -298,6 +293,7 @@ impl RunLog {
             queries: self.queries,
             unfinished_collectives: Vec::new(),
             unfinished_kernels: Vec::new(),
+            unfinished_stream_waits: Vec::new(),
             unfinished_host: None,
             memory: self.memory,
             cache_releases: self.cache_releases,

@@ -756,9 +756,9 @@ fn an_up_front_tensor_that_does_not_fit_is_the_simulators_out_of_memory() {
 
 /// The Timeline's unfinished records come from one mapping (`RankTimeline::set_apart_unfinished`)
 /// in both engines: for a collective that never completes (rank 1 never joins; no error
-/// handling, so no abort ends its kernel) and the kernel queued behind its wait, the fake
-/// device's run and the simulator give the same records, times aside, and the same times that
-/// never came.
+/// handling, so no abort ends its kernel), its wait's stream wait and the kernel queued behind
+/// it, the fake device's run and the simulator give the same records, times aside, and the
+/// same times that never came.
 #[test]
 fn both_engines_set_apart_the_same_unfinished_records() {
     let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\ngpu_sleep_us = 10\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
@@ -796,17 +796,33 @@ fn both_engines_set_apart_the_same_unfinished_records() {
             k.enqueue_ns = 0;
             k.start_ns = came(k.start_ns);
         }
-        (collectives, kernels)
+        let mut stream_waits = rank.unfinished_stream_waits.clone();
+        for w in &mut stream_waits {
+            w.source_ns = came(w.source_ns);
+        }
+        (collectives, kernels, stream_waits)
     };
-    let (collectives, kernels) = without_times(&ran);
+    let (collectives, kernels, stream_waits) = without_times(&ran);
     assert_eq!((collectives.len(), kernels.len()), (1, 2), "{ran:?}");
+    assert_eq!(
+        (
+            stream_waits.len(),
+            stream_waits[0].op,
+            stream_waits[0].source_ns
+        ),
+        (1, 1, None),
+        "the wait()'s, on the Work's end event that never fired"
+    );
     assert!(collectives[0].wait.is_some() && collectives[0].kernel_end_ns.is_none());
     assert_eq!(
         (kernels[0].start_ns, kernels[1].start_ns),
         (Some(0), None),
         "the collective's kernel started, the sleep behind its wait never did"
     );
-    assert_eq!((collectives, kernels), without_times(&simulated));
+    assert_eq!(
+        (collectives, kernels, stream_waits),
+        without_times(&simulated)
+    );
     assert!(ran.collectives.is_empty() && simulated.collectives.is_empty());
 }
 

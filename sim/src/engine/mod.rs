@@ -652,8 +652,8 @@ impl<'s> Engine<'s> {
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective that never completed (a hang, or a kernel an abort ended before data
-            // moved, R27) and a kernel that never ended move to the unfinished records: their
-            // host side happened. A collective that completed stays though its wait's stream
+            // moved, R27), a kernel that never ended and a stream wait never released move to the
+            // unfinished records: their host side happened. A collective that completed stays though its wait's stream
             // release never came (the process ended first): only that wait did not happen, and
             // the other ranks' records name this one's arrival (R16).
             t.set_apart_unfinished();
@@ -661,7 +661,6 @@ impl<'s> Engine<'s> {
                 t.leave_open(call);
             }
             t.marks.retain(|m| m.gpu_ns != NEVER);
-            t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
             // A process nothing ended runs on: hung, stopped at the time cap, or, its program
             // returned, waiting for GPU work that never drains (R31).
