@@ -192,6 +192,8 @@ pub struct RunLog {
     pub ended_early: bool,
     /// The host call the run's early end left open, as the simulator's.
     pub unfinished_host: Option<UnfinishedHostCall>,
+    /// The iteration the program was in when the run ended before the program did.
+    pub unfinished_iteration: Option<u32>,
 }
 
 impl RunLog {
@@ -295,6 +297,7 @@ impl RunLog {
             unfinished_kernels: Vec::new(),
             unfinished_stream_waits: Vec::new(),
             unfinished_host: None,
+            unfinished_iteration: self.unfinished_iteration,
             memory: self.memory,
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
@@ -492,6 +495,8 @@ impl<'a, D: Device> Executor<'a, D> {
         let rank = self.plan.rank;
         let mut steps = Vec::new();
         for iteration in 0..self.scenario.repeat {
+            // Until the program passed this iteration, a run that ends leaves it unfinished.
+            self.log.unfinished_iteration = Some(iteration);
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
                 if let Some(failure) = self.device.watchdog_failure() {
                     return Err(failure);
@@ -539,6 +544,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 }
             }
         }
+        self.log.unfinished_iteration = None;
         Ok(true)
     }
 

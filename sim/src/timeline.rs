@@ -214,6 +214,12 @@ pub struct RankTimeline {
     /// host was between calls, and from older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished_host: Option<UnfinishedHostCall>,
+    /// The iteration the rank's program was in when its process ended, or the run did, before
+    /// the program returned (stopped by a fault, an uncaught exception, a call that never
+    /// returned): its `profiler.step()` never came. Absent when the program returned, and from
+    /// older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished_iteration: Option<u32>,
     /// Peak memory of the caching allocator (R17–R20).
     #[serde(default)]
     pub memory: crate::allocator::MemoryPeaks,

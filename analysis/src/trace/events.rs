@@ -440,7 +440,8 @@ impl<'a> TraceContext<'a> {
     /// `ProfilerStep#<i>` from the end of iteration `i - 1`'s last host call (the first: from
     /// 0, where the program starts) to the end of iteration `i`'s last, as torch.profiler's
     /// `step()` at the end of each iteration marks them: host time before an iteration's first
-    /// call (a straggler's injected delay, R16) is that iteration's.
+    /// call (a straggler's injected delay, R16) is that iteration's. The iteration the program
+    /// never finished is open to the end of the capture, as Kineto writes an op still open.
     fn profiler_steps(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
         let mut start_ns = 0;
@@ -457,8 +458,11 @@ impl<'a> TraceContext<'a> {
                 None => open = Some((call.iteration, call.end_ns)),
             }
         }
-        // A call that never returned leaves its iteration's step open to the end of the capture.
-        let unfinished = rank.unfinished_host.map(|call| call.iteration);
+        // An iteration the program never finished (a fault stopped it, an exception, a call
+        // that never returned: a Timeline without `unfinished_iteration` names only the last)
+        // leaves its step open to the end of the capture.
+        let unfinished =
+            (rank.unfinished_iteration).or(rank.unfinished_host.map(|call| call.iteration));
         if let Some((iteration, end_ns)) =
             open.filter(|&(iteration, _)| Some(iteration) != unfinished)
         {

@@ -645,6 +645,48 @@ fn a_collective_that_never_completes_keeps_its_call_and_launch_but_no_kernel() {
     assert!(within(input, comms_of(&trace, 2)), "{input}");
 }
 
+/// Rank 1 hangs before the second iteration's all_reduce, its first call of the iteration:
+/// its first step is closed at its last call's end, the second open from there to the end of
+/// the capture though it holds no call; rank 0, whose program returned, has its three closed.
+#[test]
+fn the_step_a_fault_stopped_is_open_to_the_end_of_the_capture() {
+    let timeline =
+        simulated("[[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n").expand();
+    assert_eq!(timeline.ranks[0].unfinished_iteration, None);
+    let stopped = &timeline.ranks[1];
+    assert_eq!(stopped.unfinished_iteration, Some(1));
+    assert!(stopped.host.iter().all(|c| c.iteration == 0));
+    let trace = single_file(&timeline);
+    let steps = |pid: u32| -> Vec<(String, (f64, f64), bool)> {
+        (events(&trace).iter())
+            .filter(|e| e["pid"] == pid && e["cat"] == "user_annotation")
+            .map(|e| {
+                let name = e["name"].as_str().unwrap().to_string();
+                (name, span(e), e["args"]["finished"] == false)
+            })
+            .collect()
+    };
+    let rank0 = steps(1);
+    assert_eq!(rank0.len(), 3);
+    assert!(rank0.iter().all(|(_, _, open)| !open), "{rank0:?}");
+    let last_call_us = stopped.host.last().unwrap().end_ns as f64 / 1_000.0;
+    let rank1 = steps(2);
+    let [(first, first_span, false), (second, second_span, true)] = rank1.as_slice() else {
+        panic!("{rank1:?}");
+    };
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("ProfilerStep#0", "ProfilerStep#1")
+    );
+    assert_eq!((first_span.1, second_span.0), (last_call_us, last_call_us));
+    let end_us = events(&trace)
+        .iter()
+        .find(|e| e["pid"] == 2 && e["cat"] == "trace_span")
+        .map(|e| span(e).1)
+        .unwrap();
+    assert_eq!(second_span.1, end_us);
+}
+
 /// Rank 0's `record_param_comms` of the all_reduce of `iteration`.
 fn comms_of(trace: &Value, iteration: u32) -> &Value {
     named(trace, "record_param_comms")

@@ -909,5 +909,30 @@ fn a_wait_under_way_at_the_end_is_kept_on_the_unfinished_collective_never_return
         assert_eq!((wait.op, wait.host_end_ns), (0, None), "{rank:?}");
         let call = rank.unfinished_host.expect("the barrier never returned");
         assert_eq!(call.op, 0);
+        assert_eq!(
+            rank.unfinished_iteration,
+            Some(0),
+            "its profiler step never came"
+        );
     }
+}
+
+/// A program that ran to its end leaves no iteration unfinished; one a `die` fault stopped
+/// before its second iteration's all_reduce leaves that iteration so, in both engines.
+#[test]
+fn the_iteration_a_fault_stopped_is_unfinished() {
+    let mut device = FakeDevice::default();
+    assert_eq!(
+        run_fake(ASYNC, &mut device).unwrap().unfinished_iteration,
+        None
+    );
+    let text = "repeat = 2\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+                [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                [[fault]]\nranks = [0]\nat = \"ar\"\niteration = 1\nkind = \"die\"\n";
+    let scenario = sim::scenario::parse("stopped.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario).ranks.swap_remove(0);
+    assert_eq!(simulated.unfinished_iteration, Some(1));
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(text, &mut device, None);
+    assert_eq!(log.unfinished_iteration, Some(1));
 }

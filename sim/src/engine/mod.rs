@@ -623,6 +623,9 @@ impl<'s> Engine<'s> {
             let counts = summary::Counts::all(&state.timeline);
             // A call the process's end left open, else the one the run's end leaves open.
             let open_call = state.unfinished_host.or_else(|| state.open_call());
+            // The program returned once it passed its last iteration.
+            let unfinished_iteration =
+                (state.iteration < scenario.repeat).then_some(state.iteration);
             // The calls folded during the run; resolving appends the rest to them.
             let folded_during_run = state.timeline.folded_works.len();
             let mut t = summary::resolved(&mut state, counts);
@@ -660,6 +663,7 @@ impl<'s> Engine<'s> {
             if let Some(call) = open_call {
                 t.leave_open(call);
             }
+            t.unfinished_iteration = unfinished_iteration;
             t.marks.retain(|m| m.gpu_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
             // A process nothing ended runs on: hung, stopped at the time cap, or, its program

@@ -395,6 +395,9 @@ impl Summariser {
         if let Some(call) = batch.unfinished_host.filter(|r| keeps(r.iteration)) {
             kept.unfinished_host = Some(call);
         }
+        if let Some(iteration) = batch.unfinished_iteration.filter(|&i| keeps(i)) {
+            kept.unfinished_iteration = Some(iteration);
+        }
         kept.cache_releases.extend(
             batch
                 .cache_releases
