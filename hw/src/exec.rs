@@ -199,14 +199,16 @@ pub struct RunLog {
     pub ended_early: bool,
     /// The host call the run's early end left open, as the simulator's.
     pub unfinished_host: Option<UnfinishedHostCall>,
+    /// The iteration the program was in when the run ended before the program did.
+    pub unfinished_iteration: Option<u32>,
 }
 
 impl RunLog {
     /// Turns events into host-axis times and builds the rank's Timeline part. `time` is
     /// `None` for an event that never fired (behind a collective that never completes): a
-    /// kernel that never ended and a collective that never completed go to the unfinished
-    /// records, as the simulator's; any other record with such a time is left out, as the
-    /// simulator leaves out what never happened.
+    /// kernel that never ended, a collective that never completed and a stream wait never
+    /// released go to the unfinished records, as the simulator's; any other record with such
+    /// a time is left out, as the simulator leaves out what never happened.
     pub fn resolve(
         self,
         plan: &RankPlan,
@@ -265,6 +267,17 @@ impl RunLog {
                 wait,
             });
         }
+        let mut stream_waits = Vec::with_capacity(self.stream_waits.len());
+        for w in &self.stream_waits {
+            stream_waits.push(StreamWaitRecord {
+                iteration: w.iteration,
+                op: w.op,
+                source_stream: w.rest.source_stream,
+                source_ns: time_or_never(w.rest.source)?,
+                waiting_stream: w.rest.waiting_stream,
+                released_ns: time_or_never(w.rest.released)?,
+            });
+        }
         let mut marks = Vec::with_capacity(self.marks.len());
         for m in &self.marks {
             let Some(gpu_ns) = time(m.rest.1)? else {
@@ -275,22 +288,6 @@ impl RunLog {
                 mark: m.op,
                 host_ns: m.rest.0,
                 gpu_ns,
-            });
-        }
-        let mut stream_waits = Vec::with_capacity(self.stream_waits.len());
-        for w in &self.stream_waits {
-            let (Some(source_ns), Some(released_ns)) =
-                (time(w.rest.source)?, time(w.rest.released)?)
-            else {
-                continue;
-            };
-            stream_waits.push(StreamWaitRecord {
-                iteration: w.iteration,
-                op: w.op,
-                source_stream: w.rest.source_stream,
-                source_ns,
-                waiting_stream: w.rest.waiting_stream,
-                released_ns,
             });
         }
         let mut rank = RankTimeline {
@@ -305,7 +302,9 @@ impl RunLog {
             queries: self.queries,
             unfinished_collectives: Vec::new(),
             unfinished_kernels: Vec::new(),
+            unfinished_stream_waits: Vec::new(),
             unfinished_host: None,
+            unfinished_iteration: self.unfinished_iteration,
             memory: self.memory,
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
@@ -394,8 +393,9 @@ pub struct Executor<'a, D: Device> {
     in_call: bool,
     /// The collective record the current call made.
     call_collective: Option<usize>,
-    /// The `wait()` under way: its log, until it returns.
-    wait: Option<WaitLog>,
+    /// The collective whose `wait()` is under way, until it returns or raises: its record
+    /// holds the wait from its start, as the simulator's does.
+    waiting_on: Option<u32>,
     log: RunLog,
     memory: Memory,
 }
@@ -419,7 +419,7 @@ impl<'a, D: Device> Executor<'a, D> {
             call_start_ns: 0,
             in_call: false,
             call_collective: None,
-            wait: None,
+            waiting_on: None,
             log: RunLog::default(),
             memory: Memory::new(scenario),
         }
@@ -508,6 +508,8 @@ impl<'a, D: Device> Executor<'a, D> {
         let rank = self.plan.rank;
         let mut steps = Vec::new();
         for iteration in 0..self.scenario.repeat {
+            // Until the program passed this iteration, a run that ends leaves it unfinished.
+            self.log.unfinished_iteration = Some(iteration);
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
                 if let Some(failure) = self.device.watchdog_failure() {
                     return Err(failure);
@@ -555,6 +557,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 }
             }
         }
+        self.log.unfinished_iteration = None;
         Ok(true)
     }
 
@@ -602,6 +605,13 @@ impl<'a, D: Device> Executor<'a, D> {
             start_ns: self.call_start_ns,
             end_ns,
         });
+        // A wait() that raised ends there too.
+        if let Some(collective) = self.waiting_on.take() {
+            let record = &mut self.log.collectives[collective as usize].rest;
+            if let Some(wait) = &mut record.wait {
+                wait.host_end_ns = end_ns;
+            }
+        }
         self.wait_raised = Some((iteration, op.index as OpRef));
     }
 
@@ -798,14 +808,17 @@ impl<'a, D: Device> Executor<'a, D> {
                 let host_start_ns = self.device.now_ns();
                 let released =
                     self.stream_wait(iteration, op_ref, (source_stream, event), stream)?;
-                self.wait = Some(WaitLog {
+                // The record keeps the latest wait() on the Work, as the simulator does, from
+                // its start: one that never returns or raises keeps its host side.
+                self.log.collectives[collective as usize].rest.wait = Some(WaitLog {
                     op: op_ref,
                     host_start_ns,
-                    host_end_ns: host_start_ns,
+                    host_end_ns: self.device.now_ns(),
                     stream,
                     released,
                     completed_at_return: false,
                 });
+                self.waiting_on = Some(collective);
             }
             Step::ReleaseOnWait { collective } => self.memory.release_on_wait(collective as usize),
             Step::Poll {
@@ -816,11 +829,12 @@ impl<'a, D: Device> Executor<'a, D> {
             } => self.poll(iteration, op, collective, (interval_ns, timeout_ns))?,
             Step::WaitReturn { collective } => {
                 let end = self.works[collective as usize].end;
-                let mut wait = self.wait.take().expect("wait() returns after it began");
-                wait.host_end_ns = self.device.now_ns();
-                wait.completed_at_return = self.device.query(end)?;
-                // The record keeps the latest wait() on the Work, as the simulator does.
-                self.log.collectives[collective as usize].rest.wait = Some(wait);
+                self.waiting_on = None;
+                let host_end_ns = self.device.now_ns();
+                let completed_at_return = self.device.query(end)?;
+                let record = &mut self.log.collectives[collective as usize].rest;
+                let wait = record.wait.as_mut().expect("wait() returns after it began");
+                (wait.host_end_ns, wait.completed_at_return) = (host_end_ns, completed_at_return);
             }
             Step::Query { slot, .. } => {
                 let host_ns = self.device.now_ns();

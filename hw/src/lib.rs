@@ -404,6 +404,9 @@ fn shift_rank(rank: &mut sim::timeline::RankTimeline, delta_ns: u64) -> Result<(
     for wait in &mut rank.stream_waits {
         times.extend([&mut wait.source_ns, &mut wait.released_ns]);
     }
+    for wait in &mut rank.unfinished_stream_waits {
+        times.extend(wait.source_ns.as_mut());
+    }
     for query in &mut rank.queries {
         times.push(&mut query.host_ns);
     }
@@ -650,6 +653,13 @@ mod tests {
                 start_ns: 26,
                 blocked_on: None,
             }),
+            unfinished_stream_waits: vec![UnfinishedStreamWait {
+                iteration: 0,
+                op: 0,
+                source_stream: 0,
+                source_ns: Some(27),
+                waiting_stream: 1,
+            }],
             ..Default::default()
         }
     }
@@ -709,6 +719,7 @@ mod tests {
             (1_024, Some(1_025))
         );
         assert_eq!(rank.unfinished_host.unwrap().start_ns, 1_026);
+        assert_eq!(rank.unfinished_stream_waits[0].source_ns, Some(1_027));
     }
 
     #[test]

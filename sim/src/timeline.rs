@@ -205,11 +205,21 @@ pub struct RankTimeline {
     /// returned; CUPTI reports no kernel that has not finished). Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unfinished_kernels: Vec<UnfinishedKernel>,
+    /// Every `cudaStreamWaitEvent` whose waiting stream was never released, in program order
+    /// (its event never fired, or the stream never reached the wait). Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished_stream_waits: Vec<UnfinishedStreamWait>,
     /// The host call that never returned: still blocked (or running) when the rank's process
     /// ended or the run did. Never a completed call: `host` holds none of it. Absent when the
     /// host was between calls, and from older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished_host: Option<UnfinishedHostCall>,
+    /// The iteration the rank's program was in when its process ended, or the run did, before
+    /// the program returned (stopped by a fault, an uncaught exception, a call that never
+    /// returned): its `profiler.step()` never came. Absent when the program returned, and from
+    /// older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unfinished_iteration: Option<u32>,
     /// Peak memory of the caching allocator (R17–R20).
     #[serde(default)]
     pub memory: crate::allocator::MemoryPeaks,
@@ -524,6 +534,21 @@ pub struct StreamWaitRecord {
     pub released_ns: u64,
 }
 
+/// A `cudaStreamWaitEvent` the host issued whose waiting stream was never released: a
+/// `get_future()`'s, a `wait_event` on an event that never fired, a `wait()` (the last one on a
+/// collective that never completed, as that collective's `wait` says, or an earlier one), a
+/// collective's on an input that never came (R10a).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnfinishedStreamWait {
+    pub iteration: u32,
+    pub op: OpRef,
+    /// Stream whose event is waited on.
+    pub source_stream: StreamRef,
+    /// When that event fired; `None`: never.
+    pub source_ns: Option<u64>,
+    pub waiting_stream: StreamRef,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueryRecord {
     pub iteration: u32,
@@ -799,13 +824,24 @@ impl RankTimeline {
         }
     }
 
-    /// Moves the kernels that never ended and the collectives that never completed (a hang,
-    /// or a kernel an abort ended before data moved, R27) out of the records into the
-    /// unfinished ones, their times that never came ([`NEVER_NS`]) as `None`: their host
-    /// side happened. A collective that completed keeps its record though its wait's stream
-    /// release never came (the process ended first): only that wait did not happen.
+    /// Moves the kernels that never ended, the collectives that never completed (a hang, or a
+    /// kernel an abort ended before data moved, R27) and the stream waits never released out
+    /// of the records into the unfinished ones, their times that never came ([`NEVER_NS`]) as
+    /// `None`: their host side happened. A collective that completed keeps its record though
+    /// its wait's stream release never came (the process ended first): only that wait did
+    /// not happen.
     pub fn set_apart_unfinished(&mut self) {
         let known = |ns: u64| (ns != NEVER_NS).then_some(ns);
+        self.unfinished_stream_waits = (self.stream_waits)
+            .extract_if(.., |w| w.released_ns == NEVER_NS || w.source_ns == NEVER_NS)
+            .map(|w| UnfinishedStreamWait {
+                iteration: w.iteration,
+                op: w.op,
+                source_stream: w.source_stream,
+                source_ns: known(w.source_ns),
+                waiting_stream: w.waiting_stream,
+            })
+            .collect();
         self.unfinished_kernels = (self.kernels)
             .extract_if(.., |k| k.start_ns == NEVER_NS || k.end_ns == NEVER_NS)
             .map(|k| UnfinishedKernel {
@@ -1121,6 +1157,11 @@ impl Timeline {
                     check("mark", u64::from(mark.mark), marks)?;
                 }
                 for wait in &rank.stream_waits {
+                    op(wait.op)?;
+                    stream(wait.source_stream)?;
+                    stream(wait.waiting_stream)?;
+                }
+                for wait in &rank.unfinished_stream_waits {
                     op(wait.op)?;
                     stream(wait.source_stream)?;
                     stream(wait.waiting_stream)?;

@@ -77,6 +77,46 @@ fn the_trace_writes_the_open_call_to_the_end_of_the_capture_as_not_finished() {
     assert_eq!(step["args"]["finished"], false);
 }
 
+/// Rank 3 of `hang_10min` hangs (a `hang` fault) before its first call: its program never
+/// finished iteration 0, whose profiler step is open from 0 to the end of the capture (its
+/// process's end, 1081 s, the heartbeat monitor's abort) though it made no call.
+#[test]
+fn a_rank_a_hang_fault_stopped_has_its_step_open_to_the_end_of_the_capture() {
+    let timeline = run_with("hang_10min.toml", &[]).expand();
+    let unfinished: Vec<Option<u32>> = (timeline.ranks.iter())
+        .map(|r| r.unfinished_iteration)
+        .collect();
+    assert_eq!(unfinished, [Some(0); 4]);
+    let dir = std::env::temp_dir().join(format!("c10dsim-open-step-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--trace-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = std::fs::read_to_string(dir.join("rank3.pt.trace.json")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let trace: Value = serde_json::from_str(&text).unwrap();
+    let steps: Vec<&Value> = (trace["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep"))
+        })
+        .collect();
+    let [step] = steps.as_slice() else {
+        panic!("one step: {steps:?}");
+    };
+    assert_eq!(step["name"], "ProfilerStep#0");
+    assert_eq!(
+        (&step["ts"], &step["dur"]),
+        (&0.into(), &1_081_000_000.into())
+    );
+    assert_eq!(step["args"]["finished"], false);
+}
+
 /// A `wait(timeout=600 s)` on a collective rank 1 never joins, under a 1-s group timeout: the
 /// watchdog times the Work out at 1.1 s and takes the process down after the 60-s dump wait,
 /// the wait still polling.
@@ -143,5 +183,35 @@ fn a_call_that_raised_uncaught_ends_at_its_raise() {
         let last = rank.host.last().expect("the call that raised");
         assert_eq!(Some(last.end_ns), end.at_ns, "rank {}", rank.rank);
         assert_eq!(rank.unfinished_host, None);
+    }
+}
+
+/// A polling `wait()` that raised ends at its raise, its record on the Work too: in
+/// `wait_timeout` (caught) the wait times out at 50 ms and raises once the abort returned with
+/// the 300-ms backlog drained; in `hang_10min` under blocking wait (uncaught) ranks 0-2 raise at
+/// 600 s.
+#[test]
+fn a_polling_wait_that_raised_ends_its_wait_record_at_the_raise() {
+    let cases = [
+        ("wait_timeout.toml", &[][..], 300_008 * US),
+        (
+            "hang_10min.toml",
+            &["env.TORCH_NCCL_BLOCKING_WAIT=1"][..],
+            600_000_034 * US,
+        ),
+    ];
+    for (name, overrides, raised_ns) in cases {
+        let timeline = run_with(name, overrides).expand();
+        for rank in timeline.ranks.iter().filter(|r| r.rank != 3) {
+            let wait = rank.unfinished_collectives[0].wait.expect("wait() called");
+            let call = rank.host.iter().find(|c| c.op == wait.op).unwrap();
+            assert_eq!(call.end_ns, raised_ns, "{name} rank {}", rank.rank);
+            assert_eq!(
+                wait.host_end_ns,
+                Some(raised_ns),
+                "{name} rank {}",
+                rank.rank
+            );
+        }
     }
 }

@@ -50,12 +50,16 @@ fn a_summary_keeps_the_named_ranks_unfinished_collectives_and_counts_none_as_com
         (
             record.unfinished_collectives.clone(),
             record.unfinished_kernels.clone(),
+            record.unfinished_stream_waits.clone(),
+            record.unfinished_iteration,
         )
     };
     for rank in [1, 3] {
         assert_eq!(by_rank(&kept, rank), by_rank(&full, rank), "rank {rank}");
     }
     assert_eq!(by_rank(&kept, 1).0.len(), 1);
+    assert_eq!(by_rank(&kept, 1).2.len(), 1, "the wait()'s stream wait");
+    assert_eq!(by_rank(&kept, 3).3, Some(0), "rank 3 hangs in iteration 0");
     assert!(kept.summary.as_ref().unwrap().collectives.is_empty());
 }
 

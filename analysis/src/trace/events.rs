@@ -11,8 +11,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sim::scenario::CollectiveKind;
 use sim::timeline::{
-    CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef, RankTimeline,
-    StreamWaitRecord, ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
+    CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef, RankTimeline, StreamRef,
+    ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
 };
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -62,9 +62,8 @@ pub(super) struct RankIds {
     pub wait_flow_base: u64,
     /// The rank's CUDA runtime calls other than launches: host call `h` has correlation
     /// `runtime_correlation_base + h + 1`, the `cudaStreamWaitEvent` of stream wait `w` inside
-    /// a call `runtime_correlation_base + host calls + w + 1`, that of the wait on unfinished
-    /// collective `u` (never released) `runtime_correlation_base + host calls + stream waits +
-    /// u + 1`.
+    /// a call `runtime_correlation_base + host calls + w + 1`, that of unfinished stream wait
+    /// `u` (never released) `runtime_correlation_base + host calls + stream waits + u + 1`.
     pub runtime_correlation_base: u64,
 }
 
@@ -77,9 +76,9 @@ impl RankIds {
         self.runtime_correlation_base + (rank.host.len() + wait) as u64 + 1
     }
 
-    fn unreleased_wait_correlation(&self, rank: &RankTimeline, collective: usize) -> u64 {
+    fn unreleased_wait_correlation(&self, rank: &RankTimeline, wait: usize) -> u64 {
         self.runtime_correlation_base
-            + (rank.host.len() + rank.stream_waits.len() + collective) as u64
+            + (rank.host.len() + rank.stream_waits.len() + wait) as u64
             + 1
     }
 
@@ -90,7 +89,7 @@ impl RankIds {
 
     /// The correlations a rank's runtime calls other than launches take.
     pub fn runtime_correlations(rank: &RankTimeline) -> u64 {
-        (rank.host.len() + rank.stream_waits.len() + rank.unfinished_collectives.len()) as u64
+        (rank.host.len() + rank.stream_waits.len() + rank.unfinished_stream_waits.len()) as u64
     }
 }
 
@@ -229,6 +228,8 @@ const NEVER_COMPLETED: &str = "c10dsim never completed";
 const NEVER_FINISHED: (&str, bool) = ("finished", false);
 /// c10dsim's argument on the `cudaLaunchKernel` of a kernel that never ended.
 const KERNEL_NEVER_ENDED: &str = "c10dsim kernel never ended";
+/// c10dsim's argument on a `cudaStreamWaitEvent` whose waiting stream was never released.
+const NEVER_RELEASED: &str = "c10dsim never released";
 
 /// The group facts of `distributedInfo`, as torch.profiler writes them.
 #[derive(Serialize)]
@@ -439,7 +440,8 @@ impl<'a> TraceContext<'a> {
     /// `ProfilerStep#<i>` from the end of iteration `i - 1`'s last host call (the first: from
     /// 0, where the program starts) to the end of iteration `i`'s last, as torch.profiler's
     /// `step()` at the end of each iteration marks them: host time before an iteration's first
-    /// call (a straggler's injected delay, R16) is that iteration's.
+    /// call (a straggler's injected delay, R16) is that iteration's. The iteration the program
+    /// never finished is open to the end of the capture, as Kineto writes an op still open.
     fn profiler_steps(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
         let mut start_ns = 0;
@@ -456,8 +458,11 @@ impl<'a> TraceContext<'a> {
                 None => open = Some((call.iteration, call.end_ns)),
             }
         }
-        // A call that never returned leaves its iteration's step open to the end of the capture.
-        let unfinished = rank.unfinished_host.map(|call| call.iteration);
+        // An iteration the program never finished (a fault stopped it, an exception, a call
+        // that never returned: a Timeline without `unfinished_iteration` names only the last)
+        // leaves its step open to the end of the capture.
+        let unfinished =
+            (rank.unfinished_iteration).or(rank.unfinished_host.map(|call| call.iteration));
         if let Some((iteration, end_ns)) =
             open.filter(|&(iteration, _)| Some(iteration) != unfinished)
         {
@@ -499,8 +504,15 @@ impl<'a> TraceContext<'a> {
                     let key = (call.iteration, call.op);
                     let waits = &rank.stream_waits;
                     let at = waits.partition_point(|w| (w.iteration, w.op) < key);
+                    let unreleased = &rank.unfinished_stream_waits;
+                    let never = unreleased.partition_point(|w| (w.iteration, w.op) < key);
                     if let Some(wait) = waits.get(at).filter(|w| (w.iteration, w.op) == key) {
-                        waited_streams(&mut args, wait);
+                        waited_streams(&mut args, (wait.waiting_stream, wait.source_stream));
+                    } else if let Some(wait) =
+                        (unreleased.get(never)).filter(|w| (w.iteration, w.op) == key)
+                    {
+                        waited_streams(&mut args, (wait.waiting_stream, wait.source_stream));
+                        args[NEVER_RELEASED] = json!(true);
                     }
                 }
                 sink.slice("cuda_runtime", name, at, call.start_ns, call.end_ns, args)?;
@@ -640,14 +652,14 @@ impl<'a> TraceContext<'a> {
             let op = &self.timeline.ops[wait.op as usize];
             let source = (pid, stream_tid(wait.source_stream));
             let waiting = (pid, stream_tid(wait.waiting_stream));
-            if let (Some(host_ns), false) =
-                (stream_wait_host_ns(rank, wait), op.key == "wait_event")
+            let key = (wait.iteration, wait.op, wait.waiting_stream);
+            if let (Some(host_ns), false) = (stream_wait_host_ns(rank, key), op.key == "wait_event")
             {
                 let (name, cbid) = STREAM_WAIT_EVENT;
                 let mut args = json!({"cbid": cbid,
                     "correlation": ids.stream_wait_correlation(rank, index), "op": op.name,
                     "iteration": wait.iteration});
-                waited_streams(&mut args, wait);
+                waited_streams(&mut args, (wait.waiting_stream, wait.source_stream));
                 sink.slice(
                     "cuda_runtime",
                     name,
@@ -681,28 +693,27 @@ impl<'a> TraceContext<'a> {
                 (waiting, wait.released_ns),
             )?;
         }
-        // The `cudaStreamWaitEvent` of a `wait()` on a collective that never completed: the
-        // host made the call, at the wait's start, on the Work's end event, which never fired
-        // (the Timeline keeps no stream wait that was never released, but the wait itself).
-        for (index, collective) in rank.unfinished_collectives.iter().enumerate() {
-            let Some(wait) = &collective.wait else {
+        // A `cudaStreamWaitEvent` never released (its event never fired, or its stream never
+        // got there) was still made by the host: the call alone, marked so, without the marks
+        // and the arrow of a release (a `stream.wait_event()` is its own host call, above).
+        for (index, wait) in rank.unfinished_stream_waits.iter().enumerate() {
+            let op = &self.timeline.ops[wait.op as usize];
+            let key = (wait.iteration, wait.op, wait.waiting_stream);
+            let (Some(host_ns), false) = (stream_wait_host_ns(rank, key), op.key == "wait_event")
+            else {
                 continue;
             };
             let (name, cbid) = STREAM_WAIT_EVENT;
-            let args = json!({"cbid": cbid,
-                "correlation": ids.unreleased_wait_correlation(rank, index),
-                "op": self.timeline.ops[wait.op as usize].name,
-                "iteration": collective.iteration,
-                "c10dsim stream": stream_tid(wait.stream),
-                "c10dsim wait_on_stream": stream_tid(collective.run_stream),
-                NEVER_COMPLETED: true});
-            let at = (pid, HOST_TID);
+            let mut args = json!({"cbid": cbid,
+                "correlation": ids.unreleased_wait_correlation(rank, index), "op": op.name,
+                "iteration": wait.iteration, NEVER_RELEASED: true});
+            waited_streams(&mut args, (wait.waiting_stream, wait.source_stream));
             sink.slice(
                 "cuda_runtime",
                 name,
-                at,
-                wait.host_start_ns,
-                wait.host_start_ns,
+                (pid, HOST_TID),
+                host_ns,
+                host_ns,
                 args,
             )?;
         }
@@ -768,31 +779,58 @@ impl<'a> Launches<'a> {
     }
 }
 
-/// The streams of a `cudaStreamWaitEvent`, which CUPTI's runtime record does not carry, as
-/// c10dsim's own arguments: `c10dsim stream` the waiting one, `c10dsim wait_on_stream` the
-/// event's (thread ids, as the kernels' `stream`). torch.profiler's `cuda_sync` events would
-/// carry them, but HTA ties those to the `cudaEventRecord` that recorded the event, whose host
-/// time the Timeline does not keep.
-fn waited_streams(args: &mut Value, wait: &StreamWaitRecord) {
-    args["c10dsim stream"] = json!(stream_tid(wait.waiting_stream));
-    args["c10dsim wait_on_stream"] = json!(stream_tid(wait.source_stream));
+/// The streams of a `cudaStreamWaitEvent` (the waiting one, the event's), which CUPTI's runtime
+/// record does not carry, as c10dsim's own arguments: `c10dsim stream` the waiting one,
+/// `c10dsim wait_on_stream` the event's (thread ids, as the kernels' `stream`). torch.profiler's
+/// `cuda_sync` events would carry them, but HTA ties those to the `cudaEventRecord` that
+/// recorded the event, whose host time the Timeline does not keep.
+fn waited_streams(args: &mut Value, (waiting, source): (StreamRef, StreamRef)) {
+    args["c10dsim stream"] = json!(stream_tid(waiting));
+    args["c10dsim wait_on_stream"] = json!(stream_tid(source));
 }
 
-/// Where on the host a stream wait was issued, which the Timeline does not record: a collective's wait on its input at the call's start, the
-/// implicit wait of `async_op=False` at that wait's start, any other op's at its call's start.
-/// Host calls, collectives and stream waits are in program order, so sorted by (iteration, op).
-fn stream_wait_host_ns(rank: &RankTimeline, wait: &StreamWaitRecord) -> Option<u64> {
-    let key = (wait.iteration, wait.op);
-    let collectives = &rank.collectives;
-    let at = collectives.partition_point(|c| (c.iteration, c.op) < key);
-    if let Some(record) = collectives.get(at).filter(|c| (c.iteration, c.op) == key) {
-        let input = wait.waiting_stream == record.run_stream;
-        return Some(match record.wait {
-            Some(implicit) if implicit.op == record.op && !input => implicit.host_start_ns,
-            _ => record.host_start_ns,
+/// Where on the host the stream wait of `(iteration, op)` making `waiting` wait was issued,
+/// which the Timeline does not record: a collective's wait on its input at the call's start,
+/// the implicit wait of `async_op=False` at that wait's start, any other op's at its call's
+/// start (a call that never returned too). Host calls, collectives and stream waits, finished
+/// or not, are in program order, so sorted by (iteration, op).
+fn stream_wait_host_ns(
+    rank: &RankTimeline,
+    (iteration, op, waiting): (u32, OpRef, StreamRef),
+) -> Option<u64> {
+    let key = (iteration, op);
+    // (call start, run stream, the implicit wait's start) of the collective `key`.
+    let collective = {
+        let records = &rank.collectives;
+        let at = records.partition_point(|c| (c.iteration, c.op) < key);
+        let completed = records.get(at).filter(|c| (c.iteration, c.op) == key);
+        completed
+            .map(|c| {
+                let implicit = c.wait.filter(|w| w.op == c.op).map(|w| w.host_start_ns);
+                (c.host_start_ns, c.run_stream, implicit)
+            })
+            .or_else(|| {
+                let records = &rank.unfinished_collectives;
+                let at = records.partition_point(|c| (c.iteration, c.op) < key);
+                let record = records.get(at).filter(|c| (c.iteration, c.op) == key)?;
+                let implicit = (record.wait)
+                    .filter(|w| w.op == record.op)
+                    .map(|w| w.host_start_ns);
+                Some((record.host_start_ns, record.run_stream, implicit))
+            })
+    };
+    if let Some((host_start_ns, run_stream, implicit)) = collective {
+        let input = waiting == run_stream;
+        return Some(match implicit {
+            Some(wait_start_ns) if !input => wait_start_ns,
+            _ => host_start_ns,
         });
     }
     let at = rank.host.partition_point(|c| (c.iteration, c.op) < key);
-    let call = rank.host.get(at).filter(|c| (c.iteration, c.op) == key)?;
-    Some(call.start_ns)
+    match rank.host.get(at).filter(|c| (c.iteration, c.op) == key) {
+        Some(call) => Some(call.start_ns),
+        None => (rank.unfinished_host)
+            .filter(|c| (c.iteration, c.op) == key)
+            .map(|c| c.start_ns),
+    }
 }

@@ -609,17 +609,22 @@ fn a_collective_that_never_completes_keeps_its_call_and_launch_but_no_kernel() {
     assert_eq!(comms["args"]["c10dsim never completed"], true);
     assert_eq!(span(comms), span(call));
     // Each wait() on them made its cudaStreamWaitEvent, on the Work's end event that never
-    // fired, inside the wait's record_param_comms.
+    // fired, inside the wait's record_param_comms; the third iteration's all_reduce made one on
+    // its input, which the stream blocked by the second iteration's wait never reached (R10a).
     let waited = (rank.unfinished_collectives.iter())
         .filter(|c| c.wait.is_some())
         .count();
     assert_eq!(waited, 2);
+    assert_eq!(rank.unfinished_stream_waits.len(), 3);
     let unreleased: Vec<&Value> = named(&trace, "cudaStreamWaitEvent")
         .into_iter()
-        .filter(|w| w["pid"] == 1 && w["args"]["c10dsim never completed"] == true)
+        .filter(|w| w["pid"] == 1 && w["args"]["c10dsim never released"] == true)
         .collect();
-    assert_eq!(unreleased.len(), waited);
-    for stream_wait in unreleased {
+    assert_eq!(unreleased.len(), 3);
+    let (waits, inputs): (Vec<&Value>, Vec<&Value>) =
+        (unreleased.into_iter()).partition(|w| w["args"]["op"] == "wait#2");
+    assert_eq!(waits.len(), waited);
+    for stream_wait in waits {
         let wait_comms = named(&trace, "record_param_comms")
             .into_iter()
             .find(|c| {
@@ -629,6 +634,141 @@ fn a_collective_that_never_completes_keeps_its_call_and_launch_but_no_kernel() {
             })
             .unwrap();
         assert!(within(stream_wait, wait_comms), "{stream_wait}");
-        assert_eq!(stream_wait["args"]["op"], "wait#2");
     }
+    let [input] = inputs.as_slice() else {
+        panic!("{inputs:?}");
+    };
+    assert_eq!(
+        (&input["args"]["op"], &input["args"]["iteration"]),
+        (&json!("ar"), &json!(2))
+    );
+    assert!(within(input, comms_of(&trace, 2)), "{input}");
+}
+
+/// Rank 1 hangs before the second iteration's all_reduce, its first call of the iteration:
+/// its first step is closed at its last call's end, the second open from there to the end of
+/// the capture though it holds no call; rank 0, whose program returned, has its three closed.
+#[test]
+fn the_step_a_fault_stopped_is_open_to_the_end_of_the_capture() {
+    let timeline =
+        simulated("[[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n").expand();
+    assert_eq!(timeline.ranks[0].unfinished_iteration, None);
+    let stopped = &timeline.ranks[1];
+    assert_eq!(stopped.unfinished_iteration, Some(1));
+    assert!(stopped.host.iter().all(|c| c.iteration == 0));
+    let trace = single_file(&timeline);
+    let steps = |pid: u32| -> Vec<(String, (f64, f64), bool)> {
+        (events(&trace).iter())
+            .filter(|e| e["pid"] == pid && e["cat"] == "user_annotation")
+            .map(|e| {
+                let name = e["name"].as_str().unwrap().to_string();
+                (name, span(e), e["args"]["finished"] == false)
+            })
+            .collect()
+    };
+    let rank0 = steps(1);
+    assert_eq!(rank0.len(), 3);
+    assert!(rank0.iter().all(|(_, _, open)| !open), "{rank0:?}");
+    let last_call_us = stopped.host.last().unwrap().end_ns as f64 / 1_000.0;
+    let rank1 = steps(2);
+    let [(first, first_span, false), (second, second_span, true)] = rank1.as_slice() else {
+        panic!("{rank1:?}");
+    };
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("ProfilerStep#0", "ProfilerStep#1")
+    );
+    assert_eq!((first_span.1, second_span.0), (last_call_us, last_call_us));
+    let end_us = events(&trace)
+        .iter()
+        .find(|e| e["pid"] == 2 && e["cat"] == "trace_span")
+        .map(|e| span(e).1)
+        .unwrap();
+    assert_eq!(second_span.1, end_us);
+}
+
+/// Rank 0's `record_param_comms` of the all_reduce of `iteration`.
+fn comms_of(trace: &Value, iteration: u32) -> &Value {
+    named(trace, "record_param_comms")
+        .into_iter()
+        .find(|c| {
+            c["pid"] == 1
+                && c["args"]["iteration"] == iteration
+                && c["args"]["Collective name"] == "allreduce"
+        })
+        .unwrap()
+}
+
+/// Rank 1 never joins the all_reduce; rank 0 makes the other stream waits that never get
+/// released: a `get_future()`'s, an earlier `wait()` on the hung Work, a `wait_event` on an
+/// event behind it, a later collective's on its input (R10a), then the last `wait()`. The
+/// Timeline keeps each, apart from the released ones and counted nowhere; the trace writes
+/// each `cudaStreamWaitEvent` where the host made it, marked never released, with no release.
+#[test]
+fn stream_waits_never_released_are_kept_and_traced_as_made_but_never_released() {
+    let text = "repeat = 1\nwarmup = 0\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                timeout_s = 1\n[streams]\nside = {}\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nlabel = \"hook\"\nget_future = \"w\"\n\
+                [[op]]\nlabel = \"first_wait\"\nwait = \"w\"\n\
+                [[op]]\nrecord_event = \"e\"\n\
+                [[op]]\nlabel = \"side_wait\"\nwait_event = \"e\"\nstream = \"side\"\n\
+                [[op]]\nlabel = \"ar2\"\nall_reduce = \"y\"\nasync_op = true\nwork = \"w2\"\n\
+                [[op]]\nlabel = \"last_wait\"\nwait = \"w\"\n\
+                [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let scenario = sim::scenario::parse("unreleased.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    let rank = &timeline.ranks[0];
+    // (op, waiting stream, source stream, whether the event fired): default 0, side 1, nccl 2.
+    let unreleased: Vec<(u32, u16, u16, bool)> = (rank.unfinished_stream_waits.iter())
+        .map(|w| {
+            (
+                w.op,
+                w.waiting_stream,
+                w.source_stream,
+                w.source_ns.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        unreleased,
+        [
+            (1, 0, 2, false),
+            (2, 0, 2, false),
+            (4, 1, 0, false),
+            (5, 2, 0, false),
+            (6, 0, 2, false)
+        ]
+    );
+    // Only the all_reduce's wait on its input was released.
+    let released: Vec<u32> = rank.stream_waits.iter().map(|w| w.op).collect();
+    assert_eq!(released, [0]);
+    let trace = single_file(&timeline);
+    let traced: Vec<(String, f64)> = named(&trace, "cudaStreamWaitEvent")
+        .into_iter()
+        .filter(|w| w["pid"] == 1 && w["args"]["c10dsim never released"] == true)
+        .map(|w| {
+            (
+                w["args"]["op"].as_str().unwrap().to_string(),
+                w["ts"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let call_start_us = |op: u32| {
+        let call = rank.host.iter().find(|c| c.op == op).unwrap();
+        call.start_ns as f64 / 1_000.0
+    };
+    let mut expected: Vec<(String, f64)> = [4, 1, 2, 5, 6]
+        .into_iter()
+        .map(|op| (timeline.ops[op as usize].name.clone(), call_start_us(op)))
+        .collect();
+    expected.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut traced_sorted = traced.clone();
+    traced_sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+    assert_eq!(traced_sorted, expected);
+    // None released: no mark or arrow past the all_reduce's own.
+    let marks = (events(&trace).iter())
+        .filter(|e| e["pid"] == 1 && e["cat"] == "stream_wait" && e["ph"] == "X")
+        .count();
+    assert_eq!(marks, 2, "the all_reduce's input wait: fired and released");
 }

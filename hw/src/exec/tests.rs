@@ -794,9 +794,9 @@ fn a_list_is_allocated_tensor_by_tensor_as_in_the_simulator() {
 
 /// The Timeline's unfinished records come from one mapping (`RankTimeline::set_apart_unfinished`)
 /// in both engines: for a collective that never completes (rank 1 never joins; no error
-/// handling, so no abort ends its kernel) and the kernel queued behind its wait, the fake
-/// device's run and the simulator give the same records, times aside, and the same times that
-/// never came.
+/// handling, so no abort ends its kernel), its wait's stream wait and the kernel queued behind
+/// it, the fake device's run and the simulator give the same records, times aside, and the
+/// same times that never came.
 #[test]
 fn both_engines_set_apart_the_same_unfinished_records() {
     let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\ngpu_sleep_us = 10\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
@@ -834,17 +834,33 @@ fn both_engines_set_apart_the_same_unfinished_records() {
             k.enqueue_ns = 0;
             k.start_ns = came(k.start_ns);
         }
-        (collectives, kernels)
+        let mut stream_waits = rank.unfinished_stream_waits.clone();
+        for w in &mut stream_waits {
+            w.source_ns = came(w.source_ns);
+        }
+        (collectives, kernels, stream_waits)
     };
-    let (collectives, kernels) = without_times(&ran);
+    let (collectives, kernels, stream_waits) = without_times(&ran);
     assert_eq!((collectives.len(), kernels.len()), (1, 2), "{ran:?}");
+    assert_eq!(
+        (
+            stream_waits.len(),
+            stream_waits[0].op,
+            stream_waits[0].source_ns
+        ),
+        (1, 1, None),
+        "the wait()'s, on the Work's end event that never fired"
+    );
     assert!(collectives[0].wait.is_some() && collectives[0].kernel_end_ns.is_none());
     assert_eq!(
         (kernels[0].start_ns, kernels[1].start_ns),
         (Some(0), None),
         "the collective's kernel started, the sleep behind its wait never did"
     );
-    assert_eq!((collectives, kernels), without_times(&simulated));
+    assert_eq!(
+        (collectives, kernels, stream_waits),
+        without_times(&simulated)
+    );
     assert!(ran.collectives.is_empty() && simulated.collectives.is_empty());
 }
 
@@ -873,4 +889,88 @@ fn an_item_the_verdict_interrupts_is_the_host_call_that_never_returned() {
         (call.op, call.blocked_on),
         "both engines"
     );
+}
+
+/// Rank 0 of two, the other never joining (run alone, as the one-GPU stand-in does), both
+/// engines: the unfinished collective's record and the Timeline rank 0's.
+fn hung_peer(ops: &str) -> (RankTimeline, RankTimeline) {
+    let text = format!(
+        "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{ops}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
+    );
+    let scenario = sim::scenario::parse("hung_peer.toml", &text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: Some(StandIn::Model),
+    };
+    let plan = RankPlan::new(&scenario, &layout).unwrap();
+    let mut device = FakeDevice::default();
+    let mut executor = Executor::new(&scenario, &plan, &mut device);
+    executor.setup().unwrap();
+    let log = executor.run().unwrap();
+    assert!(log.ended_early);
+    let ran = log.resolve(&plan, |ev| Ok(device.time_of(ev))).unwrap();
+    (ran, sim::engine::simulate(&scenario).ranks.swap_remove(0))
+}
+
+/// A `wait(timeout)` on a collective that never completes raises at its timeout: the
+/// collective's record keeps the wait, ended at the raise where its call ended, in both
+/// engines.
+#[test]
+fn a_wait_that_raised_is_kept_on_the_unfinished_collective_ended_at_its_raise() {
+    let ops = "[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+               [[op]]\nwait = \"w\"\ntimeout_ms = 3\n";
+    let (ran, simulated) = hung_peer(ops);
+    for rank in [&ran, &simulated] {
+        let wait = rank.unfinished_collectives[0]
+            .wait
+            .unwrap_or_else(|| panic!("the wait is kept: {rank:?}"));
+        let call = rank.host.iter().find(|c| c.op == 1).expect("it raised");
+        assert_eq!(wait.op, 1);
+        assert_eq!(wait.host_end_ns, Some(call.end_ns), "{rank:?}");
+        assert!(call.end_ns >= 3_000_000, "at its timeout: {}", call.end_ns);
+    }
+}
+
+/// A barrier whose all_reduce never completes blocks in its stream synchronize, after its
+/// `wait()` began, until the watchdog's verdict ends the run: the wait is kept, never
+/// returned, in both engines.
+#[test]
+fn a_wait_under_way_at_the_end_is_kept_on_the_unfinished_collective_never_returned() {
+    let (ran, simulated) = hung_peer("[[op]]\nlabel = \"ar\"\nbarrier = true\n");
+    for rank in [&ran, &simulated] {
+        let wait = rank.unfinished_collectives[0]
+            .wait
+            .unwrap_or_else(|| panic!("the wait is kept: {rank:?}"));
+        assert_eq!((wait.op, wait.host_end_ns), (0, None), "{rank:?}");
+        let call = rank.unfinished_host.expect("the barrier never returned");
+        assert_eq!(call.op, 0);
+        assert_eq!(
+            rank.unfinished_iteration,
+            Some(0),
+            "its profiler step never came"
+        );
+    }
+}
+
+/// A program that ran to its end leaves no iteration unfinished; one a `die` fault stopped
+/// before its second iteration's all_reduce leaves that iteration so, in both engines.
+#[test]
+fn the_iteration_a_fault_stopped_is_unfinished() {
+    let mut device = FakeDevice::default();
+    assert_eq!(
+        run_fake(ASYNC, &mut device).unwrap().unfinished_iteration,
+        None
+    );
+    let text = "repeat = 2\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+                [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                [[fault]]\nranks = [0]\nat = \"ar\"\niteration = 1\nkind = \"die\"\n";
+    let scenario = sim::scenario::parse("stopped.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario).ranks.swap_remove(0);
+    assert_eq!(simulated.unfinished_iteration, Some(1));
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(text, &mut device, None);
+    assert_eq!(log.unfinished_iteration, Some(1));
 }

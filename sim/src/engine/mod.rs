@@ -623,6 +623,9 @@ impl<'s> Engine<'s> {
             let counts = summary::Counts::all(&state.timeline);
             // A call the process's end left open, else the one the run's end leaves open.
             let open_call = state.unfinished_host.or_else(|| state.open_call());
+            // The program returned once it passed its last iteration.
+            let unfinished_iteration =
+                (state.iteration < scenario.repeat).then_some(state.iteration);
             // The calls folded during the run; resolving appends the rest to them.
             let folded_during_run = state.timeline.folded_works.len();
             let mut t = summary::resolved(&mut state, counts);
@@ -652,16 +655,16 @@ impl<'s> Engine<'s> {
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective that never completed (a hang, or a kernel an abort ended before data
-            // moved, R27) and a kernel that never ended move to the unfinished records: their
-            // host side happened. A collective that completed stays though its wait's stream
+            // moved, R27), a kernel that never ended and a stream wait never released move to the
+            // unfinished records: their host side happened. A collective that completed stays though its wait's stream
             // release never came (the process ended first): only that wait did not happen, and
             // the other ranks' records name this one's arrival (R16).
             t.set_apart_unfinished();
             if let Some(call) = open_call {
                 t.leave_open(call);
             }
+            t.unfinished_iteration = unfinished_iteration;
             t.marks.retain(|m| m.gpu_ns != NEVER);
-            t.stream_waits.retain(|w| w.released_ns != NEVER);
             t.host.retain(|h| h.end_ns != NEVER);
             // A process nothing ended runs on: hung, stopped at the time cap, or, its program
             // returned, waiting for GPU work that never drains (R31).

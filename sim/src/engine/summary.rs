@@ -390,8 +390,13 @@ impl Summariser {
             .extend((batch.unfinished_collectives.into_iter()).filter(|r| keeps(r.iteration)));
         kept.unfinished_kernels
             .extend((batch.unfinished_kernels.into_iter()).filter(|r| keeps(r.iteration)));
+        kept.unfinished_stream_waits
+            .extend((batch.unfinished_stream_waits.into_iter()).filter(|r| keeps(r.iteration)));
         if let Some(call) = batch.unfinished_host.filter(|r| keeps(r.iteration)) {
             kept.unfinished_host = Some(call);
+        }
+        if let Some(iteration) = batch.unfinished_iteration.filter(|&i| keeps(i)) {
+            kept.unfinished_iteration = Some(iteration);
         }
         kept.cache_releases.extend(
             batch

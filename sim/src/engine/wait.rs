@@ -66,7 +66,7 @@ impl Engine<'_> {
         let op = state.blocked_op;
         if work::failed_by(self.failure.work_failed_ns(rank, collective), now_ns) {
             // The poll found the Work failed: wait() raises its error, not a timeout.
-            self.push_host_call(rank, op, now_ns);
+            self.raised_in_wait(rank, collective, op, now_ns);
             self.notify(Notice::WaitCalled {
                 rank,
                 collective,
@@ -149,7 +149,7 @@ impl Engine<'_> {
             return;
         }
         let op = state.blocked_op;
-        self.push_host_call(rank, op, now_ns);
+        self.raised_in_wait(rank, collective, op, now_ns);
         self.notify(Notice::WaitRaised {
             rank,
             collective,
@@ -157,6 +157,16 @@ impl Engine<'_> {
             now_ns,
         });
         self.resume_if_caught(rank, now_ns);
+    }
+
+    /// The polling `wait()` (op `op`) on the Work of `collective` raised at `now_ns`: its call
+    /// and the wait's record end there.
+    fn raised_in_wait(&mut self, rank: u32, collective: u32, op: usize, now_ns: u64) {
+        self.push_host_call(rank, op, now_ns);
+        let state = &mut self.ranks[rank as usize];
+        if let Some(wait) = &mut state.timeline.collectives[collective as usize].wait {
+            wait.host_end_ns = now_ns;
+        }
     }
 
     /// Whether the program of `rank` just caught an exception (`catch = true`), and forget it.
