@@ -288,7 +288,7 @@ impl CudaDevice {
                 })
                 .collect::<Result<_, _>>()?,
             tensor_names: scenario.tensors.iter().map(|t| t.name.clone()).collect(),
-            barrier_buffer: Buffer::new(1)?,
+            barrier_buffer: Buffer::new(sim::collective::BARRIER_BYTES)?,
             host_element: vec![0; 8],
             pinned_element: None,
             comms: vec![None; scenario.groups.len()],
@@ -616,7 +616,13 @@ impl Device for CudaDevice {
                 // drained.
                 return unsafe { comm.enqueue_p2p(self.stream(stream), &peers) };
             }
-            CommCall::Barrier => (nccl::Op::AllReduce, self.barrier_buffer.ptr, 0, 1, Elem::U8),
+            CommCall::Barrier => (
+                nccl::Op::AllReduce,
+                self.barrier_buffer.ptr,
+                0,
+                1,
+                Elem::F32,
+            ),
             CommCall::Collective {
                 collective,
                 tensor,

@@ -53,7 +53,7 @@ pub enum CommCall<'a> {
         /// Bytes of this call: the tensor, or a slice of a list of tensors (R25).
         bytes: u64,
     },
-    /// `barrier()`: a 1-element (u8) all_reduce (R14).
+    /// `barrier()`: a 1-element f32 all_reduce (R14).
     Barrier,
     /// `batch_isend_irecv`: every transfer's send or receive of its whole tensor, to or from the
     /// rank `shift` places along the group, in one NCCL group (R25).

@@ -72,7 +72,6 @@ unsafe impl Sync for Communicator {}
 /// Element type of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Elem {
-    U8,
     F16,
     Bf16,
     F32,
@@ -81,7 +80,6 @@ pub enum Elem {
 impl Elem {
     fn size_bytes(self) -> usize {
         match self {
-            Elem::U8 => 1,
             Elem::F16 | Elem::Bf16 => 2,
             Elem::F32 => 4,
         }
@@ -89,7 +87,6 @@ impl Elem {
 
     fn raw(self) -> sys::ncclDataType_t {
         match self {
-            Elem::U8 => sys::ncclDataType_t::ncclUint8,
             Elem::F16 => sys::ncclDataType_t::ncclFloat16,
             Elem::Bf16 => sys::ncclDataType_t::ncclBfloat16,
             Elem::F32 => sys::ncclDataType_t::ncclFloat32,

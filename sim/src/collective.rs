@@ -164,6 +164,10 @@ pub struct Descriptor {
     pub counterpart: CollectiveKind,
 }
 
+/// Bytes of `dist.barrier()`'s all_reduce: ProcessGroupNCCL::barrier reduces
+/// `at::zeros({1}, kFloat)`, one f32 element (R14).
+pub const BARRIER_BYTES: u64 = 4;
+
 /// Every kind's descriptor, in [`CollectiveKind`] order.
 pub const DESCRIPTORS: [Descriptor; 8] = [
     Descriptor {

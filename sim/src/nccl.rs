@@ -32,7 +32,7 @@
 use crate::cost::ring_alpha_beta_ns;
 use crate::nccl_env::{allowed_pairs, preset_has_nvls};
 pub use crate::nccl_env::{Algorithm, Protocol};
-use crate::scenario::{CollectiveKind, OpKind, Scenario};
+use crate::scenario::{CollectiveKind, DType, OpKind, Scenario};
 use serde::Serialize;
 use std::fmt;
 
@@ -252,9 +252,9 @@ pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
             scenario,
             &scenario.groups[*group].ranks,
             CollectiveKind::AllReduce,
-            1,
+            crate::collective::BARRIER_BYTES,
         )
-        .kernel_name(CollectiveKind::AllReduce, "u8"),
+        .kernel_name(CollectiveKind::AllReduce, DType::F32.as_str()),
         OpKind::Gemm { m, n, k, dtype } => format!("gemm_{}_{m}x{n}x{k}", dtype.as_str()),
         OpKind::BatchP2p { .. } => {
             format!("ncclDevKernel_{}", CollectiveKind::BatchP2p.kernel_word())
@@ -429,6 +429,14 @@ mod tests {
             (large_ring.algorithm, large_ring.protocol),
             (Algorithm::Ring, Protocol::Simple)
         );
+    }
+
+    #[test]
+    fn a_barrier_s_kernel_reduces_one_f32_as_pytorch_s() {
+        // ProcessGroupNCCL::barrier all_reduces `at::zeros({1}, kFloat)`: ncclFloat, count 1.
+        let s = parse("b.toml", "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n").unwrap();
+        let name = kernel_name(&s, &s.ops[0].kind).unwrap();
+        assert_eq!(name, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     }
 
     #[test]

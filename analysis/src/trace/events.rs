@@ -563,8 +563,12 @@ impl<'a> TraceContext<'a> {
         let mut launches = Launches::new(&rank.host);
         let unfinished_base = ids.correlation_base + rank.kernels.len() as u64;
         let mut unfinished = rank.unfinished_kernels.iter().enumerate().peekable();
-        let mut launch = |enqueue_ns: u64, correlation: u64, ended: bool, sink: &mut Sink| {
-            let (call, launch_start_ns) = launches.locate(enqueue_ns);
+        let mut launch = |owner: (u32, OpRef),
+                          enqueue_ns: u64,
+                          correlation: u64,
+                          ended: bool,
+                          sink: &mut Sink| {
+            let (call, launch_start_ns) = launches.locate(owner, enqueue_ns);
             let external = call.map(|call| call + 1);
             let mut args = json!({"correlation": correlation, "External id": external,
                 "cbid": CUDA_LAUNCH_KERNEL_CBID});
@@ -587,6 +591,7 @@ impl<'a> TraceContext<'a> {
                 unfinished.next_if(|(_, k)| k.enqueue_ns < kernel.enqueue_ns)
             {
                 launch(
+                    (never_ended.iteration, never_ended.op),
                     never_ended.enqueue_ns,
                     unfinished_base + at as u64 + 1,
                     false,
@@ -594,7 +599,13 @@ impl<'a> TraceContext<'a> {
                 )?;
             }
             let correlation = ids.correlation_base + index as u64 + 1;
-            let (external, launch_start_ns) = launch(kernel.enqueue_ns, correlation, true, sink)?;
+            let (external, launch_start_ns) = launch(
+                (kernel.iteration, kernel.op),
+                kernel.enqueue_ns,
+                correlation,
+                true,
+                sink,
+            )?;
             let op_info = &self.timeline.ops[kernel.op as usize];
             let op = &self.ops[kernel.op as usize];
             let tid = stream_tid(kernel.stream);
@@ -635,6 +646,7 @@ impl<'a> TraceContext<'a> {
         }
         for (at, never_ended) in unfinished {
             launch(
+                (never_ended.iteration, never_ended.op),
                 never_ended.enqueue_ns,
                 unfinished_base + at as u64 + 1,
                 false,
@@ -742,8 +754,9 @@ pub(super) fn listed_ranks(ranks: &[u32]) -> String {
 }
 
 /// Where each kernel's launch sits among the host calls, both in program order: the call that
-/// holds the launch, and the launch's start — the call's start, or the end of the call's
-/// previous launch (a call that launches twice, as a coalesced batch, spends its time on both).
+/// holds the launch (its op's, where a call ends at the very time the next one starts and
+/// launches), and the launch's start — the call's start, or the end of the call's previous
+/// launch (a call that launches twice, as a coalesced batch, spends its time on both).
 pub(super) struct Launches<'a> {
     calls: &'a [HostCall],
     next_call: usize,
@@ -759,9 +772,13 @@ impl<'a> Launches<'a> {
         }
     }
 
-    /// The call holding a launch at `enqueue_ns` and the launch's start; a launch outside
-    /// every call (a measured Timeline's clock) starts where it ends.
-    pub(super) fn locate(&mut self, enqueue_ns: u64) -> (Option<usize>, u64) {
+    /// The call holding a launch at `enqueue_ns` of the op `(iteration, op)` and the launch's
+    /// start; a launch outside every call (a measured Timeline's clock) starts where it ends.
+    pub(super) fn locate(
+        &mut self,
+        (iteration, op): (u32, OpRef),
+        enqueue_ns: u64,
+    ) -> (Option<usize>, u64) {
         while self
             .calls
             .get(self.next_call)
@@ -769,6 +786,12 @@ impl<'a> Launches<'a> {
         {
             self.next_call += 1;
         }
+        // Calls of no host cost meet: one ends when the next, the launching op's, starts.
+        let holding = self.calls[self.next_call.min(self.calls.len())..]
+            .iter()
+            .take_while(|call| call.start_ns <= enqueue_ns)
+            .position(|call| (call.iteration, call.op) == (iteration, op));
+        self.next_call += holding.unwrap_or(0);
         match self.calls.get(self.next_call) {
             Some(call) if call.start_ns <= enqueue_ns => {
                 let start_ns = match self.previous {

@@ -95,13 +95,12 @@ pub fn nccl_kernel(name: &str) -> Option<NcclKernel> {
 }
 
 /// PyTorch's name of a scalar type (`c10::ScalarType`, what `record_param_comms` writes as
-/// `dtype`) for NCCL's spelling of it: the scenario's types and the barrier's byte.
+/// `dtype`) for NCCL's spelling of it: the scenario's types.
 pub fn torch_dtype(nccl_type: &str) -> Option<&'static str> {
     Some(match nccl_type {
         "f32" => "Float",
         "f16" => "Half",
         "bf16" => "BFloat16",
-        "u8" => "Byte",
         _ => return None,
     })
 }
@@ -111,7 +110,6 @@ pub fn element_bytes(nccl_type: &str) -> Option<u64> {
     Some(match nccl_type {
         "f32" => 4,
         "f16" | "bf16" => 2,
-        "u8" => 1,
         _ => return None,
     })
 }
@@ -202,7 +200,6 @@ mod tests {
     fn dtypes_read_as_pytorch_names_them() {
         assert_eq!(torch_dtype("f32"), Some("Float"));
         assert_eq!(torch_dtype("bf16"), Some("BFloat16"));
-        assert_eq!(torch_dtype("u8"), Some("Byte"));
         assert_eq!(torch_dtype("e4m3"), None);
         assert_eq!(element_bytes("bf16"), Some(2));
         assert_eq!(element_bytes("f32"), Some(4));

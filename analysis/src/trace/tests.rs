@@ -471,11 +471,26 @@ fn a_launch_starts_at_its_call_or_at_the_call_s_previous_launch() {
     };
     let calls = [call(0, 10), call(10, 10), call(20, 40)];
     let mut launches = Launches::new(&calls);
-    assert_eq!(launches.locate(10), (Some(0), 0));
-    assert_eq!(launches.locate(25), (Some(2), 20));
-    assert_eq!(launches.locate(30), (Some(2), 25));
+    assert_eq!(launches.locate((0, 0), 10), (Some(0), 0));
+    assert_eq!(launches.locate((0, 0), 25), (Some(2), 20));
+    assert_eq!(launches.locate((0, 0), 30), (Some(2), 25));
     // A launch outside every call (a measured clock) has no length.
-    assert_eq!(launches.locate(50), (None, 50));
+    assert_eq!(launches.locate((0, 0), 50), (None, 50));
+}
+
+#[test]
+fn a_launch_where_one_call_ends_and_the_next_starts_is_the_next_call_s() {
+    // An imported scenario's calls cost nothing: a 300 µs host_sleep (op 1), then a barrier
+    // (op 2) that launches at its start. Its launch was drawn over the sleep, 300 µs long.
+    let call = |op, start_ns, end_ns| HostCall {
+        iteration: 0,
+        op,
+        start_ns,
+        end_ns,
+    };
+    let calls = [call(1, 0, 300_000), call(2, 300_000, 310_000)];
+    let mut launches = Launches::new(&calls);
+    assert_eq!(launches.locate((0, 2), 300_000), (Some(1), 300_000));
 }
 
 #[test]

@@ -360,7 +360,7 @@ device_sync = true
     assert_eq!(rank.kernels.len(), 2 * 4);
     let barrier = &rank.collectives[0];
     assert!(barrier.async_op);
-    assert_eq!(barrier.bytes, 1);
+    assert_eq!(barrier.bytes, 4, "one f32, as ProcessGroupNCCL::barrier's");
     let wait = barrier.wait.unwrap();
     assert!(wait.completed_at_return);
     assert_eq!(

@@ -328,7 +328,7 @@ impl ProcessGroupNccl {
                     kind: CollectiveKind::AllReduce,
                     tensor: None,
                     group,
-                    bytes: 1,
+                    bytes: crate::collective::BARRIER_BYTES,
                     async_op: true,
                     work: None,
                     clone_of: None,

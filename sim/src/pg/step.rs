@@ -246,9 +246,13 @@ impl CallWarmth {
 
     /// `warm_latency_ns` slowed as the whole call is, for a call that cost `cost_ns`: PyTorch's
     /// host path from the Work's start event to NCCL's kernel launch runs as cold as the rest
-    /// of the call (docs/torch.md#host-warmth).
+    /// of the call (docs/torch.md#host-warmth). A warm call of no host cost (an imported
+    /// trace's, whose host time is `host_sleep_us`) gives no ratio: the latency as given.
     pub fn slowed_ns(&self, warm_latency_ns: u64, cost_ns: u64) -> u64 {
-        let warm_call_ns = u128::from(self.warm_ns + self.rest_ns).max(1);
+        let warm_call_ns = u128::from(self.warm_ns + self.rest_ns);
+        if warm_call_ns == 0 {
+            return warm_latency_ns;
+        }
         let call_ns = u128::from(cost_ns + self.rest_ns);
         u64::try_from(u128::from(warm_latency_ns) * call_ns / warm_call_ns).unwrap_or(u64::MAX)
     }
@@ -388,5 +392,19 @@ mod warmth_tests {
         assert_eq!(WARMTH.slowed_ns(1_000, 20_000), 1_000);
         assert_eq!(WARMTH.slowed_ns(1_000, 200_000), 8_200);
         assert_eq!(WARMTH.slowed_ns(0, 200_000), 0);
+    }
+
+    #[test]
+    fn a_call_of_no_host_cost_keeps_the_launch_latency() {
+        // `import kineto` sets every collective cost to 0: the NCCL launch latency stays.
+        let free = CallWarmth {
+            warm_ns: 0,
+            cold_ns: 0,
+            warm_within_ns: 30_000,
+            cold_after_ns: 30_000_000,
+            rest_ns: 0,
+        };
+        assert_eq!(free.slowed_ns(3_000, free.cost_ns(None)), 3_000);
+        assert_eq!(free.slowed_ns(3_000, free.cost_ns(Some(1_000))), 3_000);
     }
 }

@@ -257,7 +257,7 @@ fn a_barrier_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14(
     );
     assert!(steps
         .iter()
-        .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 1B seq 1 s0->s1 async")));
+        .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 4B seq 1 s0->s1 async")));
 }
 
 #[test]

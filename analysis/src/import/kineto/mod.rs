@@ -23,7 +23,7 @@ pub use trace::{GpuKind, GpuOp, Step, Trace};
 
 use super::ImportError;
 use program::{
-    comment_text, gpu_preset, launch_latency_ns, one_rank_collective_ns, us, Declarations,
+    comment_text, gpu_preset, launch_latencies_ns, one_rank_collective_ns, us, Declarations,
     RankProgram,
 };
 use sim::units::format_size;
@@ -179,13 +179,21 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
         );
     }
     text.push_str("\n[host]\n");
-    if let Some(latency) = launch_latency_ns(traces) {
+    let (kernel_latency, nccl_latency) = launch_latencies_ns(traces);
+    if let Some(latency) = kernel_latency {
         let _ = writeln!(
             text,
-            "# start of a GPU activity after its launch call on an idle stream (10th percentile)\nlaunch_latency_us = {}\nnccl_launch_latency_us = {}",
-            us(latency),
+            "# start of a GPU activity after its launch call on an idle stream (10th percentile)\nlaunch_latency_us = {}",
             us(latency)
         );
+    }
+    if let Some(latency) = nccl_latency.or(kernel_latency) {
+        let whose = if nccl_latency.is_some() {
+            "# the same for a collective's NCCL kernel, from the launch call inside the collective"
+        } else {
+            "# the same for a collective's NCCL kernel (the trace has none on an idle stream)"
+        };
+        let _ = writeln!(text, "{whose}\nnccl_launch_latency_us = {}", us(latency));
     }
     for key in [
         "launch_us",

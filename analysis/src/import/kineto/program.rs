@@ -299,7 +299,7 @@ impl<'t> RankProgram<'t> {
             .comms
             .iter()
             .enumerate()
-            .map(|(index, comm)| (comm.start_ns, Item::Comm(index)))
+            .map(|(index, _)| (trace.comm_launch_ns(index), Item::Comm(index)))
             .collect();
         items.extend(
             (0..trace.runtime.len())
@@ -357,12 +357,15 @@ impl<'t> RankProgram<'t> {
                         dropped_ns += c.end_ns - c.start_ns;
                         continue;
                     };
-                    // A barrier has no asynchronous form in the scenario format: it is read as
-                    // the synchronous call it is in programs (`dist.barrier()`), which blocks
-                    // until its stream drained (R14). The simulator re-times that wait: the
-                    // host's own time runs to where the call began to block (its last CUDA
-                    // call, PyTorch's `cudaStreamSynchronize`; the call's start without one)
-                    // and goes on from its end.
+                    // The collective is issued at its launch (`at_ns`): its host time before
+                    // that is the host's gap before it, the rest the gap after it, so that the
+                    // replay launches its kernel when the trace did. A barrier has no
+                    // asynchronous form in the scenario format: it is read as the synchronous
+                    // call it is in programs (`dist.barrier()`), which blocks until its stream
+                    // drained (R14). The simulator re-times that wait: the host's own time
+                    // goes on from the call's end. Without a launch in the trace, the barrier
+                    // is issued where it began to block (its last CUDA call, PyTorch's
+                    // `cudaStreamSynchronize`; the call's start without one).
                     let barrier = trace.comms[*comm].key == "barrier";
                     let (call_at_ns, resume_ns) = if barrier {
                         let blocked_from_ns = (trace.comm_of_call.iter().enumerate())
@@ -370,7 +373,11 @@ impl<'t> RankProgram<'t> {
                             .map(|(call, _)| trace.runtime[call].start_ns)
                             .max()
                             .unwrap_or(*at_ns);
-                        (blocked_from_ns, trace.comms[*comm].end_ns)
+                        let issued_ns = match trace.comm_launch[*comm] {
+                            Some(_) => *at_ns,
+                            None => blocked_from_ns,
+                        };
+                        (issued_ns, trace.comms[*comm].end_ns)
                     } else {
                         (*at_ns, *at_ns)
                     };
@@ -707,15 +714,21 @@ impl<'t> RankProgram<'t> {
     }
 }
 
-/// The host's launch latency the traces show: over GPU activities that found their stream idle,
-/// the 10th percentile of the activity's start minus its launch call's start (a wait on another
-/// stream only adds to it, so the low end is the latency).
-pub(super) fn launch_latency_ns(traces: &[Trace]) -> Option<i64> {
-    let mut samples = Vec::new();
+/// The host's launch latencies the traces show, of kernels and of collectives' NCCL kernels:
+/// over GPU activities that found their stream idle, the 10th percentile of the activity's
+/// start minus its launch call's start (a wait on another stream only adds to it, so the low
+/// end is the latency). A collective's is from the launch call inside it, where the import
+/// issues it, to its NCCL kernel: NCCL's enqueue path is longer than a kernel's. Its samples
+/// are the launches onto an idle GPU, since an asynchronous collective's stream waits for the
+/// caller's, which is often busy (its input's producer).
+pub(super) fn launch_latencies_ns(traces: &[Trace]) -> (Option<i64>, Option<i64>) {
+    let mut kernels = Vec::new();
+    let mut nccl = Vec::new();
     for trace in traces {
         let collective_ops: BTreeSet<usize> =
             trace.comm_activity.iter().flatten().copied().collect();
         let mut stream_free: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut device_free = i64::MIN;
         let mut launches: Vec<(i64, usize)> = (0..trace.runtime.len())
             .filter_map(|call| Some((trace.runtime[call].start_ns, trace.gpu_of_call[call]?)))
             .collect();
@@ -729,16 +742,25 @@ pub(super) fn launch_latency_ns(traces: &[Trace]) -> Option<i64> {
         for op in by_start {
             let gpu = &trace.gpu[op];
             let free = stream_free.get(&gpu.stream).copied().unwrap_or(i64::MIN);
-            if let (Some(launch), false) = (launch_of[op], collective_ops.contains(&op)) {
+            if let Some(launch) = launch_of[op] {
                 if free <= launch && gpu.start_ns >= launch {
-                    samples.push(gpu.start_ns - launch);
+                    let latency = gpu.start_ns - launch;
+                    if !collective_ops.contains(&op) {
+                        kernels.push(latency);
+                    } else if gpu.kind == GpuKind::Kernel && device_free <= launch {
+                        nccl.push(latency);
+                    }
                 }
             }
             stream_free.insert(gpu.stream, gpu.start_ns + gpu.duration_ns);
+            device_free = device_free.max(gpu.start_ns + gpu.duration_ns);
         }
     }
-    samples.sort_unstable();
-    samples.get((samples.len().max(1) - 1) / 10).copied()
+    let tenth = |mut samples: Vec<i64>| {
+        samples.sort_unstable();
+        samples.get((samples.len().max(1) - 1) / 10).copied()
+    };
+    (tenth(kernels), tenth(nccl))
 }
 
 /// The GPU time of the asynchronous collectives of one-rank traces (NCCL's copy on the internal

@@ -102,6 +102,9 @@ pub struct Trace {
     pub(super) gpu_of_call: Vec<Option<usize>>,
     /// Per collective: its GPU activities.
     pub(super) comm_activity: Vec<Vec<usize>>,
+    /// Per collective: the first runtime call inside it that launched GPU work (NCCL's kernel,
+    /// a one-rank collective's copy), where the collective's host time before it ends.
+    pub(super) comm_launch: Vec<Option<usize>>,
     /// Per collective: whether it ran on an internal stream (ProcessGroupNCCL made that stream
     /// wait on the caller's: a `cudaStreamWaitEvent` inside the call).
     pub(super) comm_async: Vec<bool>,
@@ -289,6 +292,7 @@ impl Trace {
             comm_of_call: Vec::new(),
             gpu_of_call: Vec::new(),
             comm_activity: Vec::new(),
+            comm_launch: Vec::new(),
             comm_async: Vec::new(),
         };
         if let Some(meta) = meta {
@@ -612,8 +616,9 @@ impl Trace {
             comms_by_thread.entry(&comm.thread).or_default().push(index);
         }
         self.comm_activity = vec![Vec::new(); self.comms.len()];
+        self.comm_launch = vec![None; self.comms.len()];
         self.comm_async = vec![false; self.comms.len()];
-        for call in &self.runtime {
+        for (index, call) in self.runtime.iter().enumerate() {
             let gpu = call
                 .correlation
                 .and_then(|c| by_correlation.get(&c).copied());
@@ -624,6 +629,7 @@ impl Trace {
             });
             if let (Some(comm), Some(gpu)) = (comm, gpu) {
                 self.comm_activity[comm].push(gpu);
+                self.comm_launch[comm].get_or_insert(index);
             }
             if let (Some(comm), "cudaStreamWaitEvent") = (comm, call.name.as_str()) {
                 self.comm_async[comm] = true;
@@ -665,6 +671,14 @@ impl Trace {
             self.streams.insert(*stream, name);
         }
         Ok(())
+    }
+
+    /// Where a collective's host time reaches its launch: the start of its first launching
+    /// call, else (no GPU work joined to it) the collective's start.
+    pub(super) fn comm_launch_ns(&self, comm: usize) -> i64 {
+        self.comm_launch[comm].map_or(self.comms[comm].start_ns, |call| {
+            self.runtime[call].start_ns
+        })
     }
 
     /// The index of the step a host time falls in: from its start to the next step's start
