@@ -16,7 +16,7 @@ use crate::error::HwError;
 use crate::options::StandIn;
 use crate::plan::{GroupPlan, RankPlan};
 use sim::allocator::MemoryPeaks;
-use sim::lifetime::{AllocStep, Place};
+use sim::lifetime::{bucket_buffer_text, AllocStep, Place, UpFront};
 use sim::pg::faults::{host_effect, CollectiveFate, HostEffect, RankFaults};
 use sim::pg::work::NcclAsyncError;
 /// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
@@ -425,11 +425,13 @@ impl<'a, D: Device> Executor<'a, D> {
         }
     }
 
-    /// Before the program: every tensor that no `alloc` creates (each of a list) gets its block
-    /// (R17), and the steps `sim::pg` runs in `init_process_group` (R8, eager init) are run.
+    /// Before the program: every tensor that no `alloc` creates (each of a list), then every
+    /// bucket buffer of a bucketed collective, gets its block (R17, R25), and the steps
+    /// `sim::pg` runs in `init_process_group` (R8, eager init) are run. A bucket buffer is only
+    /// booked: the bucket's NCCL call moves the list's own buffer (docs/hw.md).
     pub fn setup(&mut self) -> Result<(), HwError> {
         let mut static_steps = self.memory.static_steps().into_iter().peekable();
-        while let Some((tensor, step)) = static_steps.next() {
+        while let Some((owner, step)) = static_steps.next() {
             match step {
                 AllocStep::NewSegment { place, bytes } => {
                     self.device.malloc(place.segment, bytes, true)?;
@@ -437,20 +439,14 @@ impl<'a, D: Device> Executor<'a, D> {
                 AllocStep::Cached(_) => {}
                 AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => {
                     // The last step: the books stopped at it, as PyTorch's raise would.
-                    let size_bytes = self.scenario.tensors[tensor].size_bytes;
-                    return Err(HwError::OutOfMemory(format!(
-                        "{} {size_bytes} B for {:?}{} before the program (R17)",
-                        self.memory
-                            .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
-                        self.scenario.tensors[tensor].name,
-                        self.memory
-                            .list_position_text(tensor, self.scenario.tensors[tensor].count),
-                    )));
+                    return Err(self.up_front_out_of_memory(owner));
                 }
             }
             // A list is bound once, after its last tensor.
-            if static_steps.peek().is_none_or(|&(next, _)| next != tensor) {
-                self.device.bind(tensor, self.memory.place(tensor));
+            if let UpFront::Tensor(tensor) = owner {
+                if static_steps.peek().is_none_or(|&(next, _)| next != owner) {
+                    self.device.bind(tensor, self.memory.place(tensor));
+                }
             }
         }
         let mut steps = Vec::new();
@@ -464,6 +460,34 @@ impl<'a, D: Device> Executor<'a, D> {
             self.device.init_comm(self.plan.group(group))?;
         }
         Ok(())
+    }
+
+    /// PyTorch's raise at an allocation before the program that does not fit (R17).
+    fn up_front_out_of_memory(&self, owner: UpFront) -> HwError {
+        let (size_bytes, what, why) = match owner {
+            UpFront::Tensor(tensor) => {
+                let declared = &self.scenario.tensors[tensor];
+                let what = format!(
+                    "{:?}{}",
+                    declared.name,
+                    self.memory.list_position_text(tensor, declared.count)
+                );
+                (declared.size_bytes, what, "R17")
+            }
+            UpFront::Bucket {
+                op,
+                bucket,
+                size_bytes,
+            } => {
+                let what = bucket_buffer_text(self.scenario, op, bucket);
+                (size_bytes, what, "R17, R25")
+            }
+        };
+        HwError::OutOfMemory(format!(
+            "{} {size_bytes} B for {what} before the program ({why})",
+            self.memory
+                .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
+        ))
     }
 
     /// The steps run so far, in order.

@@ -603,6 +603,19 @@ def test_the_memory_quota_adds_the_all_to_all_receive_buffers(resolve, interpret
     assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
 
 
+def test_the_memory_quota_leaves_out_the_bucket_buffers_the_simulator_books(resolve, interpret):
+    # DDP's Reducer makes each bucket's flattened buffer when it is built; the simulator books
+    # them up front beside the gradients (50 MiB reserved for coalescing, as PyTorch measured),
+    # so the interpreter's buffers come out of the scenario's capacity, not on top of it.
+    path, scenario = resolve("coalescing", "cluster.ranks=1")
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert document["machine"]["blas_workspace_bytes"] == "0"
+    expected = scenario["memory"]["capacity_bytes"] / (141 * 2**30)
+    (fraction,) = [call for call in calls if call[0] == "set_per_process_memory_fraction"]
+    assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
+
+
 EVERY_KIND = """
 name = "every_kind"
 repeat = 2

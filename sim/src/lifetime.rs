@@ -1,8 +1,10 @@
 //! The books of a rank's tensor memory (R17–R20), shared by both engines: which block (a byte
 //! range of a segment) each tensor lives in — a list (`count` = N) in N blocks, one per tensor,
-//! as PyTorch's N `torch.empty` calls make them — what keeps a freed block from its pool (the Work's
-//! stash, R18; recordStream events, R19), and when the cache must be released (R20). The
-//! decisions — segment sizes, splitting, best fit per stream — are the [`CachingAllocator`]'s.
+//! as PyTorch's N `torch.empty` calls make them — and the flat buffer of each bucket of a
+//! bucketed collective, made before the program as DDP's Reducer makes it (R25); what keeps a
+//! freed block from its pool (the Work's stash, R18; recordStream events, R19), and when the
+//! cache must be released (R20). The decisions — segment sizes, splitting, best fit per
+//! stream — are the [`CachingAllocator`]'s.
 //! The simulator times the steps; the hardware backend carries them out with one real
 //! `cuMemAlloc` per segment, `cuMemFree` at a release and a real device-wide synchronise first.
 //! `E` is the engine's handle of a recorded event (an event instance, a CUDA event).
@@ -20,7 +22,7 @@
 //! ```
 
 use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
-use crate::scenario::{Lifetime, Scenario, TensorId};
+use crate::scenario::{Batch, Lifetime, OpKind, Scenario, TensorId};
 use crate::timeline::StreamRef;
 use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
@@ -59,9 +61,9 @@ pub struct TensorMemory<E> {
     in_use: HashMap<BlockId, u32>,
     /// Segments allocated and not released.
     live_segments: BTreeSet<u32>,
-    /// What the tensors that live for the whole run need, in order: one step per tensor of a
-    /// list.
-    static_steps: Vec<(TensorId, AllocStep)>,
+    /// What the allocations that live for the whole run need, in order: one step per tensor of
+    /// a list, then one per bucket buffer.
+    static_steps: Vec<(UpFront, AllocStep)>,
     /// `expandable_segments:True`: a cache release neither synchronises nor frees (R20).
     expandable_segments: bool,
 }
@@ -71,6 +73,43 @@ pub struct TensorMemory<E> {
 pub struct Place {
     pub segment: u32,
     pub offset_bytes: u64,
+}
+
+/// What is allocated before the program, for the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpFront {
+    /// A tensor that no `alloc` creates (one step per tensor of a list).
+    Tensor(TensorId),
+    /// The flattened buffer of one bucket of the bucketed collective at op `op` (the buckets
+    /// numbered from 0, [`Scenario::call_sizes`]' sizes): DDP's Reducer allocates one per
+    /// bucket when it is built (`bucket.gradients = at::empty(…)`), beside the gradients,
+    /// which it copies in (`gradient_as_bucket_view=False`, its default) (R25).
+    Bucket {
+        op: usize,
+        bucket: u32,
+        size_bytes: u64,
+    },
+}
+
+/// Which bucket buffer, for messages: `bucket buffer 2 of 3 of bucket (line 51)`.
+pub fn bucket_buffer_text(scenario: &Scenario, op: usize, bucket: u32) -> String {
+    let op = &scenario.ops[op];
+    format!(
+        "bucket buffer {} of {} of {} (line {})",
+        bucket + 1,
+        scenario.call_sizes(&op.kind).len(),
+        op.display_name(),
+        op.line,
+    )
+}
+
+/// Who a block is handed to.
+#[derive(Debug, Clone, Copy)]
+enum Holder {
+    /// The next tensor of a list (or the one tensor).
+    Tensor(TensorId),
+    /// A bucket buffer: it lives for the run, so the books keep only its block in use.
+    Bucket,
 }
 
 /// What an allocation needs from the device.
@@ -96,8 +135,9 @@ pub enum AllocStep {
 }
 
 impl<E: Copy> TensorMemory<E> {
-    /// The books, with every tensor that no `alloc` creates allocated up front on the default
-    /// stream ([`TensorMemory::static_steps`] lists what that took).
+    /// The books, with every tensor that no `alloc` creates, then every bucket buffer of the
+    /// bucketed collectives in program order, allocated up front on the default stream
+    /// ([`TensorMemory::static_steps`] lists what that took), as `c10dsim torch` makes them.
     pub fn new(scenario: &Scenario) -> TensorMemory<E> {
         let mut memory = TensorMemory {
             allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
@@ -116,24 +156,49 @@ impl<E: Copy> TensorMemory<E> {
         let elements = (scenario.tensors.iter().enumerate())
             .filter(|(_, declared)| !declared.dynamic)
             .flat_map(|(tensor, declared)| {
-                (0..declared.count).map(move |_| (tensor, declared.size_bytes))
+                (0..declared.count).map(move |_| (UpFront::Tensor(tensor), declared.size_bytes))
             });
-        for (tensor, size_bytes) in elements {
-            let step = memory.allocate(tensor, size_bytes, 0);
+        let buckets = (scenario.ops.iter())
+            .filter(|op| {
+                matches!(
+                    op.kind,
+                    OpKind::Collective {
+                        batch: Batch::Bucketed { .. },
+                        ..
+                    }
+                )
+            })
+            .flat_map(|op| {
+                (scenario.call_sizes(&op.kind).into_iter().zip(0..)).map(|(size_bytes, bucket)| {
+                    let owner = UpFront::Bucket {
+                        op: op.index,
+                        bucket,
+                        size_bytes,
+                    };
+                    (owner, size_bytes)
+                })
+            });
+        for (owner, size_bytes) in elements.chain(buckets) {
+            let holder = match owner {
+                UpFront::Tensor(tensor) => Holder::Tensor(tensor),
+                UpFront::Bucket { .. } => Holder::Bucket,
+            };
+            let step = memory.allocate_for(holder, size_bytes, 0);
             let fits = matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. });
-            memory.static_steps.push((tensor, step));
+            memory.static_steps.push((owner, step));
             if !fits {
-                // PyTorch raises at this `torch.empty`: the tensors after it are never made.
+                // PyTorch raises at this `torch.empty`: what comes after it is never made.
                 break;
             }
         }
         memory
     }
 
-    /// What the up-front tensors need, in order (one step per tensor of a list), up to the
-    /// first that does not fit (its step last: nothing is freed before the program, so no release can help it, and
-    /// [`Self::out_of_memory_text`] now says why); empty after the first call.
-    pub fn static_steps(&mut self) -> Vec<(TensorId, AllocStep)> {
+    /// What the up-front allocations need, in order (one step per tensor of a list, then per
+    /// bucket buffer), up to the first that does not fit (its step last: nothing is freed
+    /// before the program, so no release can help it, and [`Self::out_of_memory_text`] now
+    /// says why); empty after the first call.
+    pub fn static_steps(&mut self) -> Vec<(UpFront, AllocStep)> {
         std::mem::take(&mut self.static_steps)
     }
 
@@ -237,10 +302,14 @@ impl<E: Copy> TensorMemory<E> {
     /// `torch.empty` of `size_bytes` on `stream` (R17): the next tensor of `tensor`'s list (of
     /// [`TensorMemory::allocated_tensors`] so far), which gets a block of its own.
     pub fn allocate(&mut self, tensor: TensorId, size_bytes: u64, stream: StreamRef) -> AllocStep {
+        self.allocate_for(Holder::Tensor(tensor), size_bytes, stream)
+    }
+
+    fn allocate_for(&mut self, holder: Holder, size_bytes: u64, stream: StreamRef) -> AllocStep {
         let reserved_before = self.allocator.reserved_bytes();
         match self.allocator.allocate(size_bytes, stream) {
-            Allocation::Cached(block) => AllocStep::Cached(self.hand_out(tensor, block)),
-            Allocation::NewSegment(block) => self.new_segment(tensor, block, reserved_before),
+            Allocation::Cached(block) => AllocStep::Cached(self.hand_out(holder, block)),
+            Allocation::NewSegment(block) => self.new_segment(holder, block, reserved_before),
             Allocation::NeedsRelease => AllocStep::NeedsRelease {
                 synchronises: !self.expandable_segments,
             },
@@ -266,14 +335,16 @@ impl<E: Copy> TensorMemory<E> {
     ) -> AllocStep {
         let reserved_before = self.allocator.reserved_bytes();
         match self.allocator.allocate_after_release(size_bytes, stream) {
-            Allocation::NewSegment(block) => self.new_segment(tensor, block, reserved_before),
+            Allocation::NewSegment(block) => {
+                self.new_segment(Holder::Tensor(tensor), block, reserved_before)
+            }
             _ => AllocStep::OutOfMemory,
         }
     }
 
-    /// `block`, the first of a new segment, handed to `tensor`.
-    fn new_segment(&mut self, tensor: TensorId, block: BlockId, reserved_before: u64) -> AllocStep {
-        let place = self.hand_out(tensor, block);
+    /// `block`, the first of a new segment, handed to `holder`.
+    fn new_segment(&mut self, holder: Holder, block: BlockId, reserved_before: u64) -> AllocStep {
+        let place = self.hand_out(holder, block);
         self.live_segments.insert(place.segment);
         AllocStep::NewSegment {
             place,
@@ -310,9 +381,11 @@ impl<E: Copy> TensorMemory<E> {
         self.live_segments.difference(&busy).copied().collect()
     }
 
-    fn hand_out(&mut self, tensor: TensorId, block: BlockId) -> Place {
+    fn hand_out(&mut self, holder: Holder, block: BlockId) -> Place {
         let region = self.allocator.region(block);
-        self.blocks[tensor].push(block);
+        if let Holder::Tensor(tensor) = holder {
+            self.blocks[tensor].push(block);
+        }
         self.in_use.insert(block, region.segment);
         Place {
             segment: region.segment,
@@ -444,260 +517,4 @@ impl<E: Copy> TensorMemory<E> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// 1 GiB of capacity: the static 64 MiB plus one 512 MiB segment fit, a second does not.
-    fn scenario(lifetime: &str) -> Scenario {
-        let text = format!(
-            r#"
-[cluster]
-ranks = 1
-[memory]
-capacity_gib = 1
-fraction = 1.0
-lifetime = "{lifetime}"
-[tensors]
-fixed = "64MiB"
-small = "4KiB"
-grad = "256MiB"
-other = "256MiB"
-big = "512MiB"
-[[op]]
-alloc = "grad"
-[[op]]
-alloc = "other"
-[[op]]
-alloc = "big"
-[[op]]
-free = "grad"
-[[op]]
-free = "other"
-[[op]]
-free = "big"
-"#
-        );
-        crate::scenario::parse("memory.toml", &text).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    const MIB: u64 = 1 << 20;
-
-    fn new_segment(step: AllocStep) -> Place {
-        match step {
-            AllocStep::NewSegment { place, .. } => place,
-            other => panic!("expected a new segment, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn static_tensors_are_allocated_up_front_in_pytorch_sized_segments() {
-        let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
-        let steps = memory.static_steps();
-        assert_eq!(steps.len(), 2);
-        let fixed = Place {
-            segment: 0,
-            offset_bytes: 0,
-        };
-        assert_eq!(
-            steps[0],
-            (
-                0,
-                AllocStep::NewSegment {
-                    place: fixed,
-                    bytes: 64 * MIB
-                }
-            )
-        );
-        // 4 KiB get a 2 MiB segment of their own (small requests share 2 MiB segments).
-        assert_eq!(
-            steps[1].1,
-            AllocStep::NewSegment {
-                place: Place {
-                    segment: 1,
-                    offset_bytes: 0
-                },
-                bytes: 2 * MIB
-            }
-        );
-        assert!(memory.static_steps().is_empty());
-    }
-
-    #[test]
-    fn a_stashed_block_returns_at_wait_then_is_reused() {
-        let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
-        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-        memory.keep_alive(2, 0, 2, 7, 99, true);
-        memory.free(2, Vec::new());
-        // Held by the Work's stash: not in the pool (R18), so a new segment.
-        new_segment(memory.allocate(3, 256 * MIB, 0));
-        memory.release_on_wait(7);
-        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
-    }
-
-    #[test]
-    fn never_waited_works_leave_the_shelf_once_complete_and_let_go() {
-        let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
-        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-        memory.keep_alive(2, 0, 2, 3, 40, true);
-        memory.free(2, Vec::new());
-        assert_eq!(memory.shelf_ends(0), [40]);
-        memory.release_shelf(0, |_| false);
-        new_segment(memory.allocate(3, 256 * MIB, 0));
-        // Complete, but the program still holds the Work: it keeps the block.
-        memory.release_shelf(0, |end| end == 40);
-        assert_eq!(memory.shelf_ends(0), [40]);
-        memory.drop_handle(3);
-        memory.release_shelf(0, |end| end == 40);
-        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
-    }
-
-    #[test]
-    fn record_stream_frees_wait_for_their_events() {
-        let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
-        let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-        memory.keep_alive(2, 0, 2, 0, 5, false);
-        assert_eq!(memory.streams_to_record(2), [2]);
-        memory.free(2, vec![11]);
-        assert_eq!(memory.pending_events(), [11]);
-        memory.collect_pending(|_| false);
-        new_segment(memory.allocate(3, 256 * MIB, 0));
-        memory.collect_pending(|event| event == 11);
-        assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
-    }
-
-    #[test]
-    fn a_full_cache_is_released_then_out_of_memory() {
-        let mut memory = TensorMemory::<u32>::new(&scenario("none"));
-        let big = new_segment(memory.allocate(4, 512 * MIB, 0));
-        memory.free(4, Vec::new());
-        // Cached for stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
-        assert_eq!(
-            memory.allocate(4, 512 * MIB, 1),
-            AllocStep::NeedsRelease { synchronises: true }
-        );
-        assert_eq!(memory.release_cache(), [big.segment]);
-        new_segment(memory.allocate(4, 512 * MIB, 1));
-        assert_eq!(memory.allocate(2, 512 * MIB, 0), AllocStep::OutOfMemory);
-        assert_eq!(memory.peaks().cache_releases, 1);
-    }
-
-    #[test]
-    fn with_expandable_segments_a_release_does_not_synchronise_r20() {
-        let mut config = scenario("none");
-        config.memory.expandable_segments = true;
-        let mut memory = TensorMemory::<u32>::new(&config);
-        new_segment(memory.allocate(4, 512 * MIB, 0));
-        memory.free(4, Vec::new());
-        assert_eq!(
-            memory.allocate(4, 512 * MIB, 1),
-            AllocStep::NeedsRelease {
-                synchronises: false
-            }
-        );
-    }
-
-    /// A list of `count` tensors of `size`, allocated up front, beside nothing else.
-    fn list(size: &str, count: u32, lifetime: &str) -> TensorMemory<u32> {
-        let text = format!(
-            "[cluster]\nranks = 1\n[memory]\nlifetime = \"{lifetime}\"\n\
-             [tensors]\ngrads = {{ size = \"{size}\", count = {count} }}\n[[op]]\ndevice_sync = true\n"
-        );
-        TensorMemory::new(&crate::scenario::parse("list.toml", &text).unwrap())
-    }
-
-    #[test]
-    fn a_list_is_one_block_per_tensor_in_the_small_pool_r17() {
-        // PyTorch's 4 torch.empty of 300 KiB: small requests, 4 blocks of one 2 MiB segment —
-        // not one 1.2 MiB request, which would take a 20 MiB segment of the large pool.
-        let mut memory = list("300KiB", 4, "none");
-        let steps: Vec<AllocStep> = memory.static_steps().into_iter().map(|(_, s)| s).collect();
-        let at = |offset_bytes| Place {
-            segment: 0,
-            offset_bytes,
-        };
-        assert_eq!(
-            steps,
-            [
-                AllocStep::NewSegment {
-                    place: at(0),
-                    bytes: 2 * MIB
-                },
-                AllocStep::Cached(at(300 << 10)),
-                AllocStep::Cached(at(600 << 10)),
-                AllocStep::Cached(at(900 << 10)),
-            ]
-        );
-        assert_eq!(memory.reserved_bytes(), 2 * MIB);
-        assert_eq!(memory.peaks().peak_allocated_bytes, 1200 << 10);
-        assert_eq!(memory.allocated_tensors(0), 4);
-        // End to end, the four blocks are one region to the race detector.
-        let regions: Vec<Region> = memory.regions(0).collect();
-        assert_eq!(
-            regions,
-            [Region {
-                segment: 0,
-                start_bytes: 0,
-                end_bytes: 1200 << 10
-            }]
-        );
-        memory.free(0, Vec::new());
-        assert_eq!(memory.allocated_tensors(0), 0);
-        assert_eq!(memory.regions(0).count(), 0);
-    }
-
-    #[test]
-    fn a_stashed_list_keeps_every_block_until_wait_r18() {
-        // Two 1 MiB tensors fill one 2 MiB segment of the small pool.
-        let mut memory = list("1MiB", 2, "stash");
-        memory.static_steps();
-        memory.keep_alive(0, 0, 1, 7, 99, true);
-        memory.free(0, Vec::new());
-        // Both blocks are held by the Work: 1 MiB more needs a new segment.
-        assert!(matches!(
-            memory.allocate(0, MIB, 0),
-            AllocStep::NewSegment { .. }
-        ));
-        memory.free(0, Vec::new());
-        memory.release_on_wait(7);
-        // Both came back: the first segment is wholly free again.
-        assert_eq!(memory.release_cache().len(), 2);
-    }
-
-    #[test]
-    fn a_record_stream_list_returns_every_block_once_its_events_passed_r19() {
-        let mut memory = list("300KiB", 4, "record_stream");
-        memory.static_steps();
-        memory.keep_alive(0, 0, 1, 7, 99, false);
-        assert_eq!(memory.streams_to_record(0), [1]);
-        memory.free(0, vec![11]);
-        assert_eq!(memory.pending_events(), [11]);
-        memory.collect_pending(|event| event == 11);
-        assert!(memory.pending_events().is_empty());
-        assert_eq!(memory.release_cache().len(), 1);
-    }
-
-    #[test]
-    fn a_split_segment_is_released_only_when_wholly_free() {
-        let mut memory = TensorMemory::<u32>::new(&scenario("none"));
-        // Two 256 MiB tensors from one 512 MiB cached segment (split, R17).
-        let big = new_segment(memory.allocate(4, 512 * MIB, 0));
-        memory.free(4, Vec::new());
-        let AllocStep::Cached(first) = memory.allocate(2, 256 * MIB, 0) else {
-            panic!()
-        };
-        let AllocStep::Cached(second) = memory.allocate(3, 256 * MIB, 0) else {
-            panic!()
-        };
-        assert_eq!((first.segment, second.segment), (big.segment, big.segment));
-        assert_eq!(second.offset_bytes, 256 * MIB);
-        memory.free(2, Vec::new());
-        // Half of the segment is still in use: nothing to release (fragmentation).
-        assert_eq!(memory.allocate(4, 512 * MIB, 1), AllocStep::OutOfMemory);
-        memory.free(3, Vec::new());
-        assert_eq!(
-            memory.allocate(4, 512 * MIB, 1),
-            AllocStep::NeedsRelease { synchronises: true }
-        );
-        assert_eq!(memory.release_cache(), [big.segment]);
-    }
-}
+mod tests;

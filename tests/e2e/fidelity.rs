@@ -179,6 +179,42 @@ fn a_timeline_records_the_sets_it_was_run_with() {
     );
 }
 
+#[test]
+fn coalescing_s_memory_is_what_pytorch_measured_bucket_buffer_included() {
+    // PyTorch's caching allocator held the 1000 gradients (26 MiB of small segments) and the
+    // 25 MB bucket's flat buffer (a 24 MiB segment) that DDP's Reducer, and `c10dsim torch`,
+    // make before the program (R17, R25); the simulator booked the gradients alone (26 MiB).
+    // `c10dsim fidelity` compares no memory, so this pins it.
+    let runs: Vec<PathBuf> = (torch_runs().into_iter())
+        .filter(|run| {
+            run.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("coalescing.run")
+        })
+        .collect();
+    assert_eq!(runs.len(), 3);
+    for run in &runs {
+        let (file, sets) = recorded_invocation(run);
+        let name = file.trim_start_matches("scenarios/");
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let simulated = crate::util::run_with(name, &sets);
+        let recorded: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run).unwrap()).unwrap();
+        let measured = &recorded["ranks"][0]["memory"];
+        let memory = simulated.ranks[0].memory;
+        assert_eq!(
+            (memory.peak_reserved_bytes, memory.peak_allocated_bytes),
+            (
+                measured["peak_reserved_bytes"].as_u64().unwrap(),
+                measured["peak_allocated_bytes"].as_u64().unwrap()
+            ),
+            "{}",
+            run.display()
+        );
+    }
+}
+
 /// The `[host]` keys docs/fidelity.md says are put back by hand after the fit.
 const PUT_BACK_BY_HAND: [&str; 6] = [
     "comm_init_us",

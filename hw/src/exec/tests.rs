@@ -756,6 +756,45 @@ fn an_up_front_tensor_that_does_not_fit_is_the_simulators_out_of_memory() {
     );
 }
 
+/// A bucketed collective's buffers are booked before the program, after the tensors, as DDP's
+/// Reducer makes them (R17, R25): their segments are allocated on the GPU (a later allocation
+/// may be cut from one), nothing is bound to them, and one that does not fit is the
+/// simulator's out of memory.
+#[test]
+fn bucket_buffers_are_booked_before_the_program_as_in_the_simulator() {
+    let text = |capacity_gib: u32| {
+        format!(
+            "[cluster]\nranks = 1\n[memory]\ncapacity_gib = {capacity_gib}\n\
+             [tensors]\ngrads = {{ size = \"200MiB\", count = 4 }}\n\
+             [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"400MiB\"\n"
+        )
+    };
+    let mut device = FakeDevice::default();
+    run_fake(&text(2), &mut device).unwrap();
+    let mib = 1u64 << 20;
+    let segments: Vec<String> = (device.memory_calls.iter())
+        .filter(|call| call.starts_with("malloc"))
+        .cloned()
+        .collect();
+    let expected: Vec<String> = (0..6)
+        .map(|s| format!("malloc s{s} {} filled", if s < 4 { 200 } else { 400 } * mib))
+        .collect();
+    assert_eq!(segments, expected);
+    let simulated = sim::engine::simulate(&sim::scenario::parse("b.toml", &text(2)).unwrap());
+    assert_eq!(simulated.ranks[0].memory.peak_reserved_bytes, 1600 * mib);
+
+    let mut device = FakeDevice::default();
+    let error = run_fake(&text(1), &mut device).unwrap_err();
+    assert_eq!(error.exit_code(), 1);
+    assert_eq!(
+        error.to_string(),
+        "CUDA out of memory. Tried to allocate 400.00 MiB. 1024.00 MiB allowed; Of the allocated \
+         memory 800.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but \
+         unallocated. 419430400 B for bucket buffer 1 of 2 of ddp (line 7) before the program \
+         (R17, R25)"
+    );
+}
+
 /// A list (`count` = N) is N `torch.empty` calls in the books, as in the simulator (R17): one
 /// block each, the same peaks; bound once, at its first tensor's place; an allocation that does
 /// not fit names the one tensor's size.

@@ -341,13 +341,12 @@ class Interpreter:
 
     def limit_memory(self):
         """The scenario's allocator capacity (R17), plus what the interpreter and PyTorch add from
-        the same allocator and the simulator does not count — the GEMM operands, the bucket
-        buffers, the mismatch faults' scratch buffers, the all_to_all receive buffers made at
-        setup and the cuBLAS workspaces — as the allocator's fraction of the device."""
+        the same allocator and the simulator does not count — the GEMM operands, the mismatch
+        faults' scratch buffers, the all_to_all receive buffers made at setup and the cuBLAS
+        workspaces — as the allocator's fraction of the device. The bucket buffers are not
+        added: the simulator books them before the program, as DDP's Reducer makes them."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
-        extra_bytes += sum(b.numel() * b.element_size()
-                           for buffers in self.buckets.values() for b in buffers)
         extra_bytes += sum(b.numel() * b.element_size() for b in self.mismatch_buffers.values())
         extra_bytes += sum(b.numel() * b.element_size()
                            for b in self.all_to_all_outputs.values())

@@ -4,7 +4,7 @@
 //! and the cache release that synchronises the device (R20).
 
 use super::*;
-use crate::lifetime::AllocStep;
+use crate::lifetime::{bucket_buffer_text, AllocStep, UpFront};
 
 /// Where each tensor lives and what keeps its block from being reused (R17–R20), and the
 /// state of an allocation that waits for the device before releasing the cache.
@@ -14,16 +14,16 @@ pub(super) struct MemoryState {
     /// expandable segments, the whole device (R20); the host time at which the allocation that
     /// needs it started.
     release_waited_since_ns: Option<u64>,
-    /// The tensor allocated before the program that did not fit, if one did not.
-    up_front_refused: Option<TensorId>,
+    /// The allocation before the program that did not fit, if one did not.
+    up_front_refused: Option<UpFront>,
 }
 
 impl MemoryState {
     pub(super) fn new(scenario: &Scenario) -> MemoryState {
         let mut books = TensorMemory::new(scenario);
         // The up-front allocations cost no simulated time: they happen before the program.
-        let up_front_refused = (books.static_steps().into_iter()).find_map(|(tensor, step)| {
-            (!matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. })).then_some(tensor)
+        let up_front_refused = (books.static_steps().into_iter()).find_map(|(owner, step)| {
+            (!matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. })).then_some(owner)
         });
         MemoryState {
             books,
@@ -34,18 +34,42 @@ impl MemoryState {
 }
 
 impl Engine<'_> {
-    /// Before the program: a tensor allocated up front that does not fit raises PyTorch's
-    /// `OutOfMemoryError` (R17, R20), uncaught, so the process ends before its first op. True
-    /// when it did.
+    /// Before the program: a tensor or bucket buffer allocated up front that does not fit
+    /// raises PyTorch's `OutOfMemoryError` (R17, R20), uncaught, so the process ends before
+    /// its first op. True when it did.
     pub(super) fn up_front_out_of_memory(&mut self, rank: u32) -> bool {
         let state = &self.ranks[rank as usize];
-        let Some(tensor) = state.memory.up_front_refused else {
+        let Some(owner) = state.memory.up_front_refused else {
             return false;
         };
         let scenario = self.scenario;
-        let size_bytes = scenario.tensors[tensor].size_bytes;
-        let pytorch_text =
-            (state.memory.books).out_of_memory_text(size_bytes, scenario.memory.capacity_bytes);
+        let books = &state.memory.books;
+        let (size_bytes, what, why) = match owner {
+            UpFront::Tensor(tensor) => {
+                let declared = &scenario.tensors[tensor];
+                let size_bytes = declared.size_bytes;
+                let what = format!(
+                    "Tensor {:?}{}, {size_bytes} B",
+                    declared.name,
+                    books.list_position_text(tensor, declared.count),
+                );
+                (size_bytes, what, "R17")
+            }
+            UpFront::Bucket {
+                op,
+                bucket,
+                size_bytes,
+            } => {
+                let text = bucket_buffer_text(scenario, op, bucket);
+                let what = format!("The {text}, {size_bytes} B");
+                (
+                    size_bytes,
+                    what,
+                    "DDP's Reducer makes it when it is built; R17, R25",
+                )
+            }
+        };
+        let pytorch_text = books.out_of_memory_text(size_bytes, scenario.memory.capacity_bytes);
         let rank_id = state.timeline.rank;
         let finding = Finding {
             kind: FindingKind::OutOfMemory,
@@ -54,10 +78,8 @@ impl Engine<'_> {
             op: None,
             stream: Some(state.timeline.streams[0].name.clone()),
             message: format!(
-                "[Rank {rank_id}] CUDA out of memory. {pytorch_text} Tensor {:?}{}, {size_bytes} B \
-                 asked before the program (R17); the rank's program never started",
-                scenario.tensors[tensor].name,
-                (state.memory.books).list_position_text(tensor, scenario.tensors[tensor].count),
+                "[Rank {rank_id}] CUDA out of memory. {pytorch_text} {what} asked before the \
+                 program ({why}); the rank's program never started",
             ),
             stands_for: RankSet::default(),
         };

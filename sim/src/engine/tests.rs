@@ -572,6 +572,31 @@ fn an_up_front_tensor_that_does_not_fit_ends_the_process_before_its_program_r17_
 }
 
 #[test]
+fn a_bucket_buffer_that_does_not_fit_ends_the_process_before_its_program_r17_r25() {
+    // DDP's Reducer makes each bucket's flattened buffer when it is built, beside the
+    // gradients: 4 × 200 MiB of gradients and two 400 MiB buckets ask 1600 MiB of 1 GiB, and
+    // the second bucket's buffer raises before the program. The simulation used to book the
+    // gradients alone and run the program.
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n\
+                [tensors]\ngrads = { size = \"200MiB\", count = 4 }\n\
+                [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"400MiB\"\n";
+    let timeline = simulate(&parse("t.toml", text).unwrap());
+    let rank = &timeline.ranks[0];
+    let end = rank.end.unwrap();
+    assert_eq!((end.status, end.at_ns), (ExitStatus::Raised, Some(0)));
+    assert!(rank.host.is_empty() && rank.kernels.is_empty());
+    assert_eq!(timeline.findings.len(), 1);
+    assert_eq!(
+        timeline.findings[0].message,
+        "[Rank 0] CUDA out of memory. Tried to allocate 400.00 MiB. 1024.00 MiB allowed; Of the \
+         allocated memory 800.00 MiB is allocated by PyTorch, and 0 bytes is reserved by \
+         PyTorch but unallocated. The bucket buffer 1 of 2 of ddp (line 7), 419430400 B asked \
+         before the program (DDP's Reducer makes it when it is built; R17, R25); the rank's \
+         program never started"
+    );
+}
+
+#[test]
 fn ranks_that_all_reduce_the_same_bytes_of_other_dtypes_disagree_r16() {
     // Rank 0 reduces 1 MiB of f32, rank 1 1 MiB of bf16 at the same SeqNum: NCCL would reduce
     // 262144 floats against 524288 bfloat16s (a hang or garbage), so the calls disagree.
