@@ -423,8 +423,9 @@ fn join_ranks(
 
 /// A rank whose last file is the journal written while an op blocked (not its final
 /// Timeline) ended inside that op without saying so: an `exit` record says it did, at the end
-/// of its last completed op until [`place_inferred_exits`] knows better. Returns whether it
-/// added one.
+/// of its last completed op or the start of the call it never returned from
+/// (`unfinished_host`), whichever is later, until [`place_inferred_exits`] knows better.
+/// Returns whether it added one.
 fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) -> bool {
     let partial = part
         .machine
@@ -440,7 +441,10 @@ fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) -> boo
     let at_ns = part
         .ranks
         .iter()
-        .flat_map(|rank| rank.host.iter().map(|call| call.end_ns))
+        .flat_map(|rank| {
+            let returned = rank.host.iter().map(|call| call.end_ns);
+            returned.chain(rank.unfinished_host.iter().map(|call| call.start_ns))
+        })
         .max()
         .unwrap_or(0);
     part.watchdog.push(WatchdogRecord {
@@ -459,7 +463,7 @@ fn note_unfinished(part: &mut Timeline, rank: u32, launcher_status: &str) -> boo
 
 /// Where an exit no rank recorded is placed, as its message says.
 const INFERRED_EXIT_PLACE: &str =
-    "placed at the rank's last record (its last completed op, or a later line PyTorch logged for it)";
+    "placed at the rank's last record (the end of its last completed op or the start of the call it never returned from, or a later line PyTorch logged for it)";
 
 /// Each exit that `note_unfinished` or a silent rank implied: dropped where PyTorch's log says
 /// how the process ended (the watchdog's take-down), else moved to the rank's last record, since
@@ -698,6 +702,31 @@ mod tests {
         assert_eq!(watchdog[0].at_ns, 4_689_000_000);
         assert!(is_inferred_exit(&watchdog[0]));
         assert_eq!(watchdog[1..], [stack_trace, other_rank]);
+    }
+
+    #[test]
+    fn an_inferred_exit_comes_no_earlier_than_the_call_the_process_never_returned_from() {
+        let mut part = one_rank_timeline();
+        part.machine
+            .insert("journal".to_string(), "partial: inside op 3".to_string());
+        part.ranks.push(RankTimeline {
+            host: vec![sim::timeline::HostCall {
+                iteration: 0,
+                op: 0,
+                start_ns: 1_000,
+                end_ns: 2_000,
+            }],
+            unfinished_host: Some(sim::timeline::UnfinishedHostCall {
+                iteration: 0,
+                op: 1,
+                start_ns: 3_000,
+                blocked_on: Some(sim::timeline::HostBlock::Device),
+            }),
+            ..RankTimeline::default()
+        });
+        assert!(note_unfinished(&mut part, 0, "1"));
+        assert_eq!(part.watchdog[0].at_ns, 3_000);
+        assert!(is_inferred_exit(&part.watchdog[0]));
     }
 
     #[test]

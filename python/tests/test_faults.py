@@ -259,6 +259,9 @@ def test_an_exception_from_pytorch_is_classified_as_the_simulator_classifies_it(
     assert "raised DistBackendError" in recorded["message"] and message in recorded["message"]
     assert [r["event"] for r in document["watchdog"]] == [event, "exit"]
     assert names(calls).count("work.wait") == 1
+    # The program never returned from its first iteration; the call raised, so none is open.
+    (rank,) = document["ranks"]
+    assert rank["unfinished_iteration"] == 0 and "unfinished_host" not in rank
 
 
 def test_an_out_of_memory_error_is_an_out_of_memory_finding(resolve, interpret, tmp_path):

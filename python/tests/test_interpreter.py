@@ -313,6 +313,86 @@ work = "w"
     assert document["machine"]["journal"].startswith("partial")
     (rank,) = document["ranks"]
     assert [h["op"] for h in rank["host"]] == [0]
+    # The program returned: no call left open, no iteration unfinished (the drain is the
+    # process's, R31).
+    assert "unfinished_host" not in rank and "unfinished_iteration" not in rank
+
+
+BLOCKED_ITEM = """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+all_reduce = "x"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+item = "x"
+"""
+
+
+def test_a_process_taken_down_inside_item_leaves_the_open_call_and_what_never_completed(
+        resolve, interpret, tmp_path):
+    # The GPU stops at the second all_reduce: its wait() returns (a wait does not block the
+    # host), the .item() after it blocks until the watchdog takes the process down. The
+    # journal's Timeline says where: the call that never returned, its iteration, and the
+    # collective whose Work never completed with the host side of its wait.
+    source = tmp_path / "blocked_item.toml"
+    source.write_text(BLOCKED_ITEM)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_GPU_STOPS": "all_reduce:2",
+                                                  "FAKE_TORCH_ABORTS": "item:2"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    assert document["machine"]["journal"].startswith("partial")
+    (rank,) = document["ranks"]
+    assert [(h["iteration"], h["op"]) for h in rank["host"]] == [(0, 0), (0, 1), (0, 2),
+                                                                (1, 0), (1, 1)]
+    assert rank["unfinished_host"] == {
+        "iteration": 1, "op": 2, "start_ns": rank["unfinished_host"]["start_ns"],
+        "blocked_on": {"kind": "stream", "stream": 0}}
+    assert rank["unfinished_host"]["start_ns"] >= rank["host"][-1]["end_ns"]
+    assert rank["unfinished_iteration"] == 1
+    assert [(c["iteration"], c["seq"]) for c in rank["collectives"]] == [(0, 1)]
+    (never,) = rank["unfinished_collectives"]
+    wait = [h for h in rank["host"] if (h["iteration"], h["op"]) == (1, 1)][0]
+    assert (never["iteration"], never["op"], never["group"], never["seq"]) == (1, 0, 0, 2)
+    assert never["input_ready_ns"] is not None and never["kernel_start_ns"] is None
+    assert never["kernel_end_ns"] is None
+    assert never["wait"] == {"op": 1, "host_start_ns": wait["start_ns"],
+                             "host_end_ns": wait["end_ns"], "stream": 0}
+    # In the Rust field order.
+    assert list(rank)[:13] == RANK_FIELDS[:8] + ["unfinished_collectives", "unfinished_host",
+                                                 "unfinished_iteration", "memory",
+                                                 "cache_releases"]
+
+
+def test_a_process_taken_down_inside_a_wait_names_the_work_it_waits_for(
+        resolve, interpret, tmp_path):
+    # A wait that blocks (blocking wait, or wait(timeout)) on a Work whose collective never
+    # completes: blocked on that Work, and its wait never returned.
+    source = tmp_path / "blocked_wait.toml"
+    source.write_text(BLOCKED_ITEM)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_GPU_STOPS": "all_reduce:1",
+                                                  "FAKE_TORCH_ABORTS": "work.wait:1"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    assert [h["op"] for h in rank["host"]] == [0]
+    start_ns = rank["unfinished_host"]["start_ns"]
+    assert rank["unfinished_host"] == {
+        "iteration": 0, "op": 1, "start_ns": start_ns,
+        "blocked_on": {"kind": "work", "group": 0, "seq": 1, "aborting": False}}
+    assert rank["unfinished_iteration"] == 0
+    (never,) = rank["unfinished_collectives"]
+    assert (never["op"], never["seq"]) == (0, 1)
+    assert never["wait"] == {"op": 1, "host_start_ns": start_ns, "host_end_ns": None,
+                             "stream": 0}
+    assert "collectives" in rank and rank["collectives"] == []
 
 
 def test_faults_that_pytorch_cannot_enact_are_refused_with_exit_2(resolve, interpret,

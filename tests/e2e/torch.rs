@@ -190,6 +190,88 @@ fn torch_against_the_fake_torch_writes_a_timeline_the_parser_accepts() {
 }
 
 #[test]
+fn a_rank_taken_down_inside_item_shows_the_call_it_died_in_everywhere() {
+    if !python_available() {
+        skipped("a_rank_taken_down_inside_item_shows_the_call_it_died_in_everywhere: no python3 on PATH (the interpreter is Python)");
+        return;
+    }
+    // The GPU stops at the second all_reduce; the .item() after its wait blocks until the
+    // (fake) watchdog takes the process down, after the journal wrote.
+    let dir = std::env::temp_dir().join(format!("c10dsim-torch-open-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("blocked_item.toml");
+    std::fs::write(
+        &scenario,
+        "repeat = 2\nwarmup = 0\n[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n\
+         [[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n",
+    )
+    .unwrap();
+    let (output, timeline) = torch_with_fake_torch(
+        scenario.to_str().unwrap(),
+        "open",
+        &[
+            ("FAKE_TORCH_GPU_STOPS", "all_reduce:2"),
+            ("FAKE_TORCH_ABORTS", "item:2"),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    timeline.check_references().unwrap();
+    let [rank] = timeline.ranks.as_slice() else {
+        panic!("one rank expected")
+    };
+    let open = rank.unfinished_host.expect("the call it died in");
+    assert_eq!((open.iteration, open.op), (1, 2));
+    assert_eq!(
+        open.blocked_on,
+        Some(sim::timeline::HostBlock::Stream { stream: 0 })
+    );
+    assert_eq!(rank.unfinished_iteration, Some(1));
+    let [never] = rank.unfinished_collectives.as_slice() else {
+        panic!(
+            "one collective never completed: {:?}",
+            rank.unfinished_collectives
+        )
+    };
+    assert_eq!((never.iteration, never.seq), (1, 2));
+    // The process ended inside that call: not before it began.
+    let exits: Vec<u64> = (timeline.watchdog.iter())
+        .filter(|record| record.event == WatchdogEvent::Exit)
+        .map(|record| record.at_ns)
+        .collect();
+    assert_eq!(exits.len(), 1, "{:?}", timeline.watchdog);
+    assert!(
+        exits[0] >= open.start_ns,
+        "{exits:?} before {}",
+        open.start_ns
+    );
+    // The trace writes the open call to the end of the capture, unfinished.
+    let mut bytes = Vec::new();
+    analysis::trace::write_chrome_trace(&timeline, &mut bytes).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["name"] == "torch.Tensor.item" && e["args"]["finished"] == false));
+    // The simulator's run of the scenario diffs against it (exit 0 or 1, not 2).
+    let measured = dir.join("measured.json");
+    std::fs::write(&measured, serde_json::to_string(&timeline).unwrap()).unwrap();
+    let against = c10dsim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--against",
+        measured.to_str().unwrap(),
+    ]);
+    assert!(
+        matches!(against.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&against)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_killed_rank_is_an_outcome_with_its_exit_recorded() {
     if !python_available() {
         skipped("a_killed_rank_is_an_outcome_with_its_exit_recorded: no python3 on PATH (the interpreter is Python)");

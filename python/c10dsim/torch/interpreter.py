@@ -5,7 +5,7 @@ can hand it a stand-in (``python/tests/fake_torch``). Every ``OpKind`` of the re
 is either enacted with the PyTorch call a user would write or refused up front
 (:class:`Refusal`, exit 2). What is measured and how is in docs/torch.md.
 
-About 1,200 lines in one module: the op handlers share the interpreter's state (streams, Works,
+About 1,340 lines in one module: the op handlers share the interpreter's state (streams, Works,
 tensors, pending timing events) through ``self``; the Timeline assembly at the end
 (``finish`` and ``resolved_rank``) is the part to move into ``timeline.py`` if it grows.
 """
@@ -150,6 +150,11 @@ class Interpreter:
         self.flight_records = {}
         self.exit_status = 0
         self.busy_since_ns = None
+        # The op the program is inside (``unfinished_host`` of a partial write: iteration, op,
+        # start_ns, blocked_on), and the iteration the program is in until it returns
+        # (``unfinished_iteration``).
+        self.open_call = None
+        self.program_iteration = None
         # Per (group, SeqNum): when PyTorch created the Work (the Flight Recorder's
         # time_created_ns, wall clock), on this run's host axis.
         self.work_created = {}
@@ -482,14 +487,17 @@ class Interpreter:
         iterations = scenario["repeat"]
         try:
             for iteration in range(iterations):
+                self.program_iteration = iteration
                 self.set_current(0)
                 for op in scenario["ops"]:
                     if op["ranks"] is not None and self.rank not in op["ranks"]:
                         continue
                     if not self.step(op, iteration):
                         return self.exit_status
+            self.program_iteration = None
         finally:
             self.busy_since_ns = None
+            self.open_call = None
         return self.exit_status
 
     def set_current(self, stream):
@@ -519,6 +527,9 @@ class Interpreter:
                 return False
             enact, kind = self.issue_mismatch, fault["kind"]
         self.busy_since_ns = self.clock()
+        self.open_call = {"iteration": iteration, "op": op["index"],
+                          "start_ns": self.rel(self.busy_since_ns),
+                          "blocked_on": self.blocked_on(op)}
         try:
             enact(op, kind, iteration)
         except self.program_errors as error:
@@ -530,7 +541,31 @@ class Interpreter:
             return False
         finally:
             self.busy_since_ns = None
+            self.open_call = None
         return True
+
+    def blocked_on(self, op):
+        """What ``op`` blocks on, as the simulator's ``unfinished_host.blocked_on`` says it, where
+        the interpreter knows it before the call (a ``wait()`` names its Work as it reaches each
+        one, ``op_wait``); None for every other call: a collective's or a barrier's own call
+        could block in its communicator's creation or in its implicit wait, which the
+        interpreter cannot tell apart, and has no record yet of the Work it would name."""
+        kind = op["kind"]
+        if kind["kind"] == "item":
+            return {"kind": "stream", "stream": op["stream"]}
+        if kind["kind"] == "stream_sync":
+            return {"kind": "stream", "stream": kind["stream"]}
+        if kind["kind"] == "event_sync":
+            source = self.event_sources.get(kind["event"])
+            return {"kind": "stream", "stream": source[0]} if source is not None else None
+        if kind["kind"] == "device_sync":
+            return {"kind": "device"}
+        if kind["kind"] == "init_process_group":
+            return {"kind": "communicator", "group": 0}
+        if kind["kind"] == "new_group" and not self.scenario["groups"][kind["group"]].get(
+                "point_to_point"):
+            return {"kind": "communicator", "group": kind["group"]}
+        return None
 
     def host(self, op, iteration, start_ns, end_ns):
         self.record["host"].append({"iteration": iteration, "op": op["index"],
@@ -832,7 +867,9 @@ class Interpreter:
         if kind["timeout_ns"] is not None:
             timeout = datetime.timedelta(microseconds=kind["timeout_ns"] // 1000)
         start = self.clock()
-        for work, _ in entries:
+        for work, record in entries:
+            self.open_call["blocked_on"] = {"kind": "work", "group": record["group"],
+                                            "seq": record["seq"], "aborting": False}
             if timeout is None:
                 work.wait()
             else:
@@ -1130,7 +1167,16 @@ class Interpreter:
     def resolved_rank(self, final):
         """The rank's records with every GPU time on the host axis; records whose events have
         not completed (the work never ran) are left out, as the simulator leaves out work that
-        never happened."""
+        never happened. A partial write (``final`` false: the journal's, or one before the
+        process ends on a fault or an exception) keeps apart what had not finished when it
+        wrote, as the simulator does (docs/timeline-format.md): the op the program is inside
+        (``unfinished_host``), the iteration it is in (``unfinished_iteration``), the kernels
+        whose end had not come, and the collectives whose completion the interpreter would have
+        seen and had not — a call whose input its stream had not reached, one whose ``wait()``
+        (or implicit wait) had not released its stream, a synchronous call on the current stream
+        that stream had not passed, the Work the open ``wait()`` is blocked on. An async
+        collective with no ``wait()`` yet and no end known is left out: nothing says whether it
+        completed."""
         def resolve_all(record):
             out = {}
             for key, value in record.items():
@@ -1142,8 +1188,25 @@ class Interpreter:
             return out
 
         rank = dict(self.record)
-        for key in ("kernels", "marks", "stream_waits"):
+        for key in ("marks", "stream_waits"):
             rank[key] = [r for r in map(resolve_all, list(self.record[key])) if r is not None]
+        rank["kernels"] = []
+        unfinished_kernels = []
+        for record in list(self.record["kernels"]):
+            # Its end first: once that has come, so has its start (the same stream, earlier).
+            if final or self.resolve(record["end_ns"], final) is not None:
+                rank["kernels"].append(resolve_all(record))
+            else:
+                unfinished_kernels.append(
+                    tl.unfinished_kernel(record, self.resolve(record["start_ns"], final)))
+        open_call = None if final or self.open_call is None else dict(self.open_call)
+        if open_call is not None and any(
+                call["op"] == open_call["op"] and call["start_ns"] >= open_call["start_ns"]
+                for call in self.record["host"][-1:]):
+            open_call = None  # it returned while this write was under way
+        blocked = (open_call or {}).get("blocked_on") or {}
+        open_work = (blocked["group"], blocked["seq"]) if blocked.get("kind") == "work" else None
+        unfinished = []
         rank["host"] = list(self.record["host"])
         rank["queries"] = list(self.record["queries"])
         collectives = []
@@ -1162,13 +1225,24 @@ class Interpreter:
                 # kept inside the call it was made in).
                 at = min(max(at, record["host_start_ns"]), record["host_end_ns"])
                 record["input_ready_ns"] = max(record["input_ready_ns"], at)
+            probed = "stream_passed_ns" in record
             stream_passed = self.resolve(record.pop("stream_passed_ns", None), final)
-            wait = dict(record["wait"]) if record["wait"] else None
+            waited = dict(record["wait"]) if record["wait"] else None
+            wait = dict(waited) if waited else None
             if wait is not None:
                 wait["released_ns"] = self.resolve(wait["released_ns"], final)
                 if wait["released_ns"] is None:
                     wait = None
+            if open_work == (record["group"], record["seq"]):
+                waited = {"op": open_call["op"], "host_start_ns": open_call["start_ns"],
+                          "host_end_ns": None, "stream": self.current}
+            elif waited is not None:
+                waited = {key: waited[key] for key in ("op", "host_start_ns", "host_end_ns",
+                                                       "stream")}
+            never_completed = tl.unfinished_collective(record, record["input_ready_ns"],
+                                                       waited)
             if record["input_ready_ns"] is None:
+                unfinished.append(never_completed)
                 continue
             group = record["group"]
             start = max(record["input_ready_ns"], previous_end.get(group, 0),
@@ -1181,6 +1255,8 @@ class Interpreter:
             elif stream_passed is not None:
                 end = max(start, stream_passed)
             else:
+                if waited is not None or probed:
+                    unfinished.append(never_completed)
                 continue
             previous_end[group] = end
             record.update(kernel_start_ns=start, data_start_ns=start, end_ns=end)
@@ -1207,7 +1283,10 @@ class Interpreter:
         kernels.sort(key=lambda k: k["enqueue_ns"])
         rank["stream_waits"].sort(key=lambda w: w["released_ns"])
         rank["collectives"] = collectives
-        return rank
+        if open_call is not None:
+            open_call["blocked_on"] = dict(blocked) if blocked else None
+        return tl.with_unfinished(rank, unfinished, unfinished_kernels, open_call,
+                                  None if final else self.program_iteration)
 
     def timeline(self, final):
         rank = self.resolved_rank(final)

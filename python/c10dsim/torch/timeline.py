@@ -179,6 +179,49 @@ def empty_rank(rank, streams):
     }
 
 
+# A rank's fields in ``sim::timeline::RankTimeline``'s order.
+RANK_FIELD_ORDER = ("rank", "streams", "host", "kernels", "collectives", "marks", "stream_waits",
+                    "queries", "unfinished_collectives", "unfinished_kernels",
+                    "unfinished_stream_waits", "unfinished_host", "unfinished_iteration",
+                    "memory", "cache_releases", "races", "exceptions")
+
+
+def with_unfinished(rank, collectives, kernels, host, iteration):
+    """``rank`` with the records of what never finished (docs/timeline-format.md), each one left
+    out when empty or None as the Rust side leaves it out, in the Rust field order."""
+    merged = dict(rank)
+    for key, value in (("unfinished_collectives", collectives), ("unfinished_kernels", kernels),
+                       ("unfinished_host", host), ("unfinished_iteration", iteration)):
+        if value or (value is not None and key == "unfinished_iteration"):
+            merged[key] = value
+    ordered = {key: merged[key] for key in RANK_FIELD_ORDER if key in merged}
+    ordered.update(merged)
+    return ordered
+
+
+def unfinished_collective(record, input_ready_ns, wait):
+    """The host side of a collective call whose completion never came (``UnfinishedCollective``):
+    its kernel's start and end are not known (null), ``wait`` is the host side of the ``wait()``
+    on its Work (``host_end_ns`` None: it never returned) or None."""
+    out = {key: record[key] for key in ("iteration", "op", "group", "seq")}
+    if "work_seq_num" in record:
+        out["work_seq_num"] = record["work_seq_num"]
+    for key in ("bytes", "async_op", "call_stream", "run_stream", "host_start_ns",
+                "host_end_ns"):
+        out[key] = record[key]
+    out.update(input_ready_ns=input_ready_ns, kernel_start_ns=None, kernel_end_ns=None,
+               wait=wait)
+    return out
+
+
+def unfinished_kernel(record, start_ns):
+    """A kernel launched that never ended (``UnfinishedKernel``); ``start_ns`` None: it never
+    started."""
+    out = {key: record[key] for key in ("iteration", "op", "stream", "class", "enqueue_ns")}
+    out["start_ns"] = start_ns
+    return out
+
+
 def timeline(scenario, machine, rank_record, findings, watchdog):
     return {
         "format": TIMELINE_FORMAT,

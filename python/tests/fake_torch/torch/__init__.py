@@ -6,7 +6,9 @@ CALL (``work.wait``, ``empty``, …) raise CLASS — a class of ``torch.distribu
 ``DistBackendError``), of ``torch.cuda`` (``OutOfMemoryError``) or a builtin — with MESSAGE.
 ``FAKE_TORCH_ABORTS="CALL:N"`` makes the Nth call logged as CALL block for 1.5 s, then end the
 process with SIGABRT, as PyTorch's watchdog takes a process down inside a blocking call.
-``FAKE_TORCH_VERSION`` sets ``__version__``.
+``FAKE_TORCH_GPU_STOPS="CALL:N"`` stops the GPU at the Nth call logged as CALL: no event
+recorded from that call on completes (``query()`` answers False), as on a GPU where a kernel
+launched there never ends. ``FAKE_TORCH_VERSION`` sets ``__version__``.
 """
 
 import builtins
@@ -21,6 +23,8 @@ from . import cuda, distributed, version  # noqa: F401
 __version__ = os.environ.get("FAKE_TORCH_VERSION", "0.0-fake")
 
 CALLS = []
+# Whether the GPU has stopped (FAKE_TORCH_GPU_STOPS).
+GPU_STOPPED = [False]
 
 float32 = "float32"
 bfloat16 = "bfloat16"
@@ -33,6 +37,9 @@ def log(name, *args):
     if path:
         with open(path, "a") as handle:
             handle.write(json.dumps([name] + [str(a) for a in args]) + "\n")
+    stopping, _, count = os.environ.get("FAKE_TORCH_GPU_STOPS", "").partition(":")
+    if stopping == name and [call[0] for call in CALLS].count(name) == int(count):
+        GPU_STOPPED[0] = True
     aborting, _, count = os.environ.get("FAKE_TORCH_ABORTS", "").partition(":")
     if aborting == name and [call[0] for call in CALLS].count(name) == int(count):
         time.sleep(1.5)

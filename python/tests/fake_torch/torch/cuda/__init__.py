@@ -34,7 +34,10 @@ class Event:
         self.time_ns = None
 
     def record(self, stream=None):
-        self.time_ns = time.perf_counter_ns()
+        import torch
+
+        if not torch.GPU_STOPPED[0]:
+            self.time_ns = time.perf_counter_ns()
 
     def synchronize(self):
         _log("event.synchronize")
