@@ -26,14 +26,19 @@ use crate::scenario::{Batch, Lifetime, OpKind, Scenario, TensorId};
 use crate::timeline::StreamRef;
 use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 use std::collections::BTreeSet;
+
+/// A tensor's blocks: one, unless it is a list (`count` > 1), so kept without a heap
+/// allocation for each collective that stashes it.
+type Blocks = SmallVec<[BlockId; 1]>;
 
 /// A Work not yet waited that stashes a tensor's blocks (R18).
 #[derive(Debug, Clone)]
 struct ShelfEntry<E> {
     /// The collective's record in the engine's log.
     collective: usize,
-    blocks: Vec<BlockId>,
+    blocks: Blocks,
     end: E,
     /// The program still holds the Work (a named Work not yet rebound): PyTorch keeps its
     /// tensors with it until `wait()` (measured, docs/torch.md#unwaited-works).
@@ -409,7 +414,7 @@ impl<E: Copy> TensorMemory<E> {
         }
         match self.lifetime {
             Lifetime::Stash => {
-                let blocks = self.blocks[tensor].clone();
+                let blocks: Blocks = self.blocks[tensor].iter().copied().collect();
                 for &block in &blocks {
                     *self.holders.entry(block).or_default() += 1;
                 }
@@ -496,7 +501,7 @@ impl<E: Copy> TensorMemory<E> {
         }
     }
 
-    fn release_holders(&mut self, blocks: Vec<BlockId>) {
+    fn release_holders(&mut self, blocks: Blocks) {
         for block in blocks {
             let count = self.holders.entry(block).or_default();
             *count = count.saturating_sub(1);
