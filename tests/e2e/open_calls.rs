@@ -42,18 +42,7 @@ fn an_item_blocked_behind_a_hang_is_kept_open_with_the_stream_it_waits_on() {
 
 #[test]
 fn the_trace_writes_the_open_call_to_the_end_of_the_capture_as_not_finished() {
-    let dir = std::env::temp_dir().join(format!("c10dsim-open-calls-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let output = c10dsim(&[
-        "run",
-        "scenarios/hang_10min.toml",
-        "--trace-dir",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let text = std::fs::read_to_string(dir.join("rank0.pt.trace.json")).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    let trace: Value = serde_json::from_str(&text).unwrap();
+    let trace = hang_10min_trace_of_rank(0, "open-calls");
     let events = trace["traceEvents"].as_array().unwrap();
     let host = |name: &str| {
         events
@@ -87,18 +76,7 @@ fn a_rank_a_hang_fault_stopped_has_its_step_open_to_the_end_of_the_capture() {
         .map(|r| r.unfinished_iteration)
         .collect();
     assert_eq!(unfinished, [Some(0); 4]);
-    let dir = std::env::temp_dir().join(format!("c10dsim-open-step-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let output = c10dsim(&[
-        "run",
-        "scenarios/hang_10min.toml",
-        "--trace-dir",
-        dir.to_str().unwrap(),
-    ]);
-    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    let text = std::fs::read_to_string(dir.join("rank3.pt.trace.json")).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
-    let trace: Value = serde_json::from_str(&text).unwrap();
+    let trace = hang_10min_trace_of_rank(3, "open-step");
     let steps: Vec<&Value> = (trace["traceEvents"].as_array().unwrap().iter())
         .filter(|e| {
             e["name"]
@@ -214,4 +192,21 @@ fn a_polling_wait_that_raised_ends_its_wait_record_at_the_raise() {
             );
         }
     }
+}
+
+/// `run scenarios/hang_10min.toml --trace-dir` into a temporary folder named after `test`, and
+/// the trace `rank` wrote there.
+fn hang_10min_trace_of_rank(rank: u32, test: &str) -> Value {
+    let dir = std::env::temp_dir().join(format!("c10dsim-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--trace-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = std::fs::read_to_string(dir.join(format!("rank{rank}.pt.trace.json"))).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    serde_json::from_str(&text).unwrap()
 }

@@ -839,22 +839,7 @@ fn a_list_is_allocated_tensor_by_tensor_as_in_the_simulator() {
 #[test]
 fn both_engines_set_apart_the_same_unfinished_records() {
     let text = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n[[op]]\ngpu_sleep_us = 10\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
-    let scenario = sim::scenario::parse("unfinished.toml", text).unwrap();
-    let layout = Layout {
-        rank: 0,
-        world: 1,
-        device: 0,
-        launched: false,
-        stand_in: Some(StandIn::Model),
-    };
-    let plan = RankPlan::new(&scenario, &layout).unwrap();
-    let mut device = FakeDevice::default();
-    let mut executor = Executor::new(&scenario, &plan, &mut device);
-    executor.setup().unwrap();
-    let log = executor.run().unwrap();
-    assert!(log.ended_early);
-    let ran = log.resolve(&plan, |ev| Ok(device.time_of(ev))).unwrap();
-    let simulated = sim::engine::simulate(&scenario).ranks.swap_remove(0);
+    let (ran, simulated) = fake_and_simulated("unfinished.toml", text);
     // Times differ between the engines; which of them came must not.
     let came = |ns: Option<u64>| ns.map(|_| 0);
     let without_times = |rank: &RankTimeline| {
@@ -936,7 +921,13 @@ fn hung_peer(ops: &str) -> (RankTimeline, RankTimeline) {
     let text = format!(
         "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{ops}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
     );
-    let scenario = sim::scenario::parse("hung_peer.toml", &text).unwrap();
+    fake_and_simulated("hung_peer.toml", &text)
+}
+
+/// Rank 0 of the scenario `text`, which its watchdog's verdict ends early: as the fake device
+/// ran it (the collectives' stand-ins modelled) and as the simulator gives it.
+fn fake_and_simulated(name: &str, text: &str) -> (RankTimeline, RankTimeline) {
+    let scenario = sim::scenario::parse(name, text).unwrap();
     let layout = Layout {
         rank: 0,
         world: 1,
