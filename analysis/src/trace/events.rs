@@ -668,23 +668,14 @@ impl<'a> TraceContext<'a> {
             let op = &self.timeline.ops[wait.op as usize];
             let source = (pid, stream_tid(wait.source_stream));
             let waiting = (pid, stream_tid(wait.waiting_stream));
-            let key = (wait.iteration, wait.op, wait.waiting_stream);
-            if let (Some(host_ns), false) = (stream_wait_host_ns(rank, key), op.key == "wait_event")
-            {
-                let (name, cbid) = STREAM_WAIT_EVENT;
-                let mut args = json!({"cbid": cbid,
-                    "correlation": ids.stream_wait_correlation(rank, index), "op": op.name,
-                    "iteration": wait.iteration});
-                waited_streams(&mut args, (wait.waiting_stream, wait.source_stream));
-                sink.slice(
-                    "cuda_runtime",
-                    name,
-                    (pid, HOST_TID),
-                    host_ns,
-                    host_ns,
-                    args,
-                )?;
-            }
+            let call = (
+                wait.iteration,
+                wait.op,
+                wait.waiting_stream,
+                wait.source_stream,
+            );
+            let correlation = ids.stream_wait_correlation(rank, index);
+            self.stream_wait_call(rank, call, (correlation, false), sink)?;
             sink.slice(
                 "stream_wait",
                 "event fired (cudaEventRecord)",
@@ -713,27 +704,51 @@ impl<'a> TraceContext<'a> {
         // got there) was still made by the host: the call alone, marked so, without the marks
         // and the arrow of a release (a `stream.wait_event()` is its own host call, above).
         for (index, wait) in rank.unfinished_stream_waits.iter().enumerate() {
-            let op = &self.timeline.ops[wait.op as usize];
-            let key = (wait.iteration, wait.op, wait.waiting_stream);
-            let (Some(host_ns), false) = (stream_wait_host_ns(rank, key), op.key == "wait_event")
-            else {
-                continue;
-            };
-            let (name, cbid) = STREAM_WAIT_EVENT;
-            let mut args = json!({"cbid": cbid,
-                "correlation": ids.unreleased_wait_correlation(rank, index), "op": op.name,
-                "iteration": wait.iteration, NEVER_RELEASED: true});
-            waited_streams(&mut args, (wait.waiting_stream, wait.source_stream));
-            sink.slice(
-                "cuda_runtime",
-                name,
-                (pid, HOST_TID),
-                host_ns,
-                host_ns,
-                args,
-            )?;
+            let call = (
+                wait.iteration,
+                wait.op,
+                wait.waiting_stream,
+                wait.source_stream,
+            );
+            let correlation = ids.unreleased_wait_correlation(rank, index);
+            self.stream_wait_call(rank, call, (correlation, true), sink)?;
         }
         Ok(())
+    }
+
+    /// The host's `cudaStreamWaitEvent` of a stream wait (iteration, op, waiting and source
+    /// streams), where the host time of the call is known; a `stream.wait_event()` is its own
+    /// host call, written with the host calls. `never_released` marks one whose stream never
+    /// passed it.
+    fn stream_wait_call(
+        &self,
+        rank: &RankTimeline,
+        (iteration, op_ref, waiting, source): (u32, OpRef, StreamRef, StreamRef),
+        (correlation, never_released): (u64, bool),
+        sink: &mut Sink,
+    ) -> io::Result<()> {
+        let op = &self.timeline.ops[op_ref as usize];
+        let Some(host_ns) = stream_wait_host_ns(rank, (iteration, op_ref, waiting)) else {
+            return Ok(());
+        };
+        if op.key == "wait_event" {
+            return Ok(());
+        }
+        let (name, cbid) = STREAM_WAIT_EVENT;
+        let mut args = json!({"cbid": cbid, "correlation": correlation, "op": op.name,
+            "iteration": iteration});
+        if never_released {
+            args[NEVER_RELEASED] = json!(true);
+        }
+        waited_streams(&mut args, (waiting, source));
+        sink.slice(
+            "cuda_runtime",
+            name,
+            (pid(rank.rank), HOST_TID),
+            host_ns,
+            host_ns,
+            args,
+        )
     }
 }
 
