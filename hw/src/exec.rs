@@ -1236,7 +1236,9 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
     /// polls (R15); a poll that finds the Work failed by an async error raises it (R27), one
     /// that finds the timeout (`sim::pg`'s: the wait's own, else the group's) passed since the
-    /// enqueue aborts the communicators and raises (R26's clock, [`work::timed_out`]).
+    /// enqueue aborts the communicators and raises (R26's clock, [`work::timed_out`]). A
+    /// verdict of the watchdog (`wait(timeout)`, where it runs) ends the wait first, never
+    /// returned: hw takes the process down at the verdict, as every other blocking call does.
     fn poll(
         &mut self,
         iteration: u32,
@@ -1250,6 +1252,9 @@ impl<'a, D: Device> Executor<'a, D> {
             (work.end, work.enqueue_ns)
         };
         while !self.device.query(end)? {
+            if let Some(failure) = self.device.watchdog_failure() {
+                return Err(failure);
+            }
             self.raise_if_failed(iteration, op, collective)?;
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {

@@ -968,6 +968,39 @@ fn a_wait_that_raised_is_kept_on_the_unfinished_collective_ended_at_its_raise() 
     }
 }
 
+/// A `wait(timeout)` longer than the group's timeout, on a collective a peer never joins, does
+/// not outlast the watchdog: its verdict takes the process down while the wait still polls, so
+/// the finding is the watchdog's timeout and the wait never returned, in both engines (the
+/// simulator after the dump wait, hw at once).
+#[test]
+fn the_watchdogs_verdict_ends_a_polling_wait_r15_r26() {
+    let ops = "[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+               [[op]]\nwait = \"w\"\ntimeout_ms = 100000\n";
+    let text = format!(
+        "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{ops}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
+    );
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+    let scenario = sim::scenario::parse("verdict.toml", &text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let first = |findings: &[Finding]| findings.iter().find(|f| f.rank == Some(0)).unwrap().kind;
+    assert_eq!(first(&log.findings), FindingKind::WatchdogTimeout);
+    assert_eq!(first(&simulated.findings), FindingKind::WatchdogTimeout);
+    let call = log.unfinished_host.expect("the wait never returned");
+    let simulated_call = simulated.ranks[0].unfinished_host.unwrap();
+    assert_eq!(
+        (call.op, call.blocked_on),
+        (simulated_call.op, simulated_call.blocked_on),
+        "both engines"
+    );
+    assert_eq!(call.op, 1);
+    assert!(
+        device.now_ns < 2_000_000_000,
+        "ended at the verdict, not the wait's 100 s: {}",
+        device.now_ns
+    );
+}
+
 /// A barrier whose all_reduce never completes blocks in its stream synchronize, after its
 /// `wait()` began, until the watchdog's verdict ends the run: the wait is kept, never
 /// returned, in both engines.
