@@ -65,6 +65,8 @@ pub enum CommCall<'a> {
 pub struct WatchedWork {
     /// The rank whose Work it is, as the watchdog's finding names it.
     pub rank: u32,
+    /// The group whose communicator runs it: its NCCL async error fails the Work (R27).
+    pub group: usize,
     pub end: Ev,
     pub enqueue_ns: u64,
     /// The group's timeout, counted from the enqueue (R26).
@@ -1108,7 +1110,9 @@ impl<'a, D: Device> Executor<'a, D> {
                     },
                     (_, None) => CommCall::Barrier,
                 };
-                self.device.collective(call.stream, g, comm_call)?
+                self.device
+                    .collective(call.stream, g, comm_call)
+                    .map_err(|error| self.call_failed(iteration, op, error))?
             }
             Some(stand_in) => {
                 // The simulator's plan of this collective for the real group (R22, R24): its
@@ -1137,6 +1141,18 @@ impl<'a, D: Device> Executor<'a, D> {
             fails_work,
         });
         Ok(())
+    }
+
+    /// A collective call NCCL refused because its communicator already holds an async error
+    /// raises `DistBackendError` in the main thread, which ends the process (R27,
+    /// [`work::nccl_call_raised`]); any other failure is returned as it is.
+    fn call_failed(&mut self, iteration: u32, op: &Op, error: HwError) -> HwError {
+        let HwError::CommunicatorFailed { error: failed, .. } = error else {
+            return error;
+        };
+        let now_ns = self.device.now_ns();
+        self.raised(iteration, op, now_ns);
+        HwError::AsyncError(work::nccl_call_raised(self.plan.rank, failed, op))
     }
 
     /// R10e / R11: the watchdog tracks every collective, sync ones too.
@@ -1178,6 +1194,7 @@ impl<'a, D: Device> Executor<'a, D> {
         });
         self.device.watch(WatchedWork {
             rank,
+            group: call.group,
             end,
             enqueue_ns: issued.enqueue_ns,
             timeout_ns: g.timeout_ns,
