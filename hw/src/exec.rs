@@ -79,6 +79,9 @@ pub struct WatchedWork {
     /// (`sim::pg::work::async_exception` on the rank whose network failed, else
     /// `remote_error_found`).
     pub async_error: Option<(u64, String)>,
+    /// How many watchdog polls after the first one past that error it is found: one for a
+    /// peer's error read from the store (`sim::pg::work::polls_after_async_error`).
+    pub async_error_polls_late: u64,
 }
 
 /// The GPU calls of a ProcessGroupNCCL, on one device. Streams are [`StreamRef`]s of the
@@ -1200,6 +1203,7 @@ impl<'a, D: Device> Executor<'a, D> {
             timeout_ns: g.timeout_ns,
             description: description.clone(),
             async_error,
+            async_error_polls_late: work::polls_after_async_error(!issued.fails_work),
         });
         let op_ref = op.index as OpRef;
         self.log.kernels.push(Pending {

@@ -45,7 +45,9 @@ pub fn comm_error_finding<'a>(
 
 struct Shared {
     events: Arc<Vec<CudaEvent>>,
-    pending: Mutex<Vec<WatchedWork>>,
+    /// The Works not seen complete, each with the polls made since its injected async error
+    /// was due (`WatchedWork::async_error_polls_late`).
+    pending: Mutex<Vec<(WatchedWork, u64)>>,
     /// Each communicator, with its group.
     comms: Mutex<Vec<(usize, Arc<Communicator>)>>,
     origin: Instant,
@@ -77,7 +79,7 @@ impl Shared {
                 Ok(None) => None,
                 Ok(Some(error)) => {
                     let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    comm_error_finding(pending.iter(), *group, error)
+                    comm_error_finding(pending.iter().map(|(work, _)| work), *group, error)
                 }
                 Err(error) => Some(error),
             };
@@ -88,11 +90,19 @@ impl Shared {
         }
         let now_ns = self.origin.elapsed().as_nanos() as u64;
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        // An injected async error (a `[[fault]]`) is found like a real one: first.
-        let injected = pending.iter().find_map(|work| {
+        // An injected async error (a `[[fault]]`) is found like a real one: first; a peer's,
+        // read from the store, one poll after the one that reached it.
+        let injected = pending.iter_mut().find_map(|(work, polls_past)| {
             let (after_ns, finding) = work.async_error.as_ref()?;
             let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
-            failed_by(Some(error_ns), now_ns).then(|| finding.clone())
+            if !failed_by(Some(error_ns), now_ns) {
+                return None;
+            }
+            if *polls_past < work.async_error_polls_late {
+                *polls_past += 1;
+                return None;
+            }
+            Some(finding.clone())
         });
         if let Some(message) = injected {
             drop(pending);
@@ -100,7 +110,7 @@ impl Shared {
             return;
         }
         let mut caught = None;
-        pending.retain(|work| {
+        pending.retain(|(work, _)| {
             // SAFETY: the event belongs to the pool, alive as long as `Shared`.
             let done = unsafe { result::event::query(self.events[work.end].cu_event()) };
             if done.is_ok() {
@@ -172,7 +182,7 @@ impl Watchdog {
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(work);
+            .push((work, 0));
     }
 
     pub fn add_comm(&self, group: usize, comm: Arc<Communicator>) {

@@ -1086,6 +1086,41 @@ fn a_collective_on_a_failed_communicator_raises_in_the_main_thread_r27() {
     assert_eq!(log.collectives.len(), 1, "no Work for the refused call");
 }
 
+/// A peer's async error signalled through the store reaches rank 0's watchdog one poll after
+/// the peer's watchdog found it, in both engines (R27): 0.2 s for an error 1 ms in; and when
+/// the error falls on the group's timeout, rank 0's watchdog times out first, at the poll
+/// before it reads the store.
+#[test]
+fn a_peers_error_through_the_store_is_found_a_poll_later_r27() {
+    for (after_us, kind, at_ns) in [
+        (1_000, FindingKind::AsyncError, 200_000_000),
+        (1_000_000, FindingKind::WatchdogTimeout, 1_100_000_000),
+    ] {
+        let text = format!(
+            "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = {after_us}\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("store.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let first =
+            |findings: &[Finding]| findings.iter().find(|f| f.rank == Some(0)).unwrap().kind;
+        assert_eq!(first(&log.findings), kind, "after_us {after_us}");
+        assert_eq!(first(&simulated.findings), kind, "after_us {after_us}");
+        let found_ns = |records: &[WatchdogRecord]| {
+            records
+                .iter()
+                .find(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+                .unwrap()
+                .at_ns
+        };
+        assert_eq!(found_ns(&log.records), at_ns, "after_us {after_us}");
+        assert_eq!(found_ns(&simulated.watchdog), at_ns, "after_us {after_us}");
+    }
+}
+
 /// A barrier whose all_reduce never completes blocks in its stream synchronize, after its
 /// `wait()` began, until the watchdog's verdict ends the run: the wait is kept, never
 /// returned, in both engines.

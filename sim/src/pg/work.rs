@@ -63,6 +63,17 @@ pub fn async_error_ns(enqueue_ns: u64, after_ns: u64) -> u64 {
     enqueue_ns.saturating_add(after_ns)
 }
 
+/// How many watchdog polls after its first one at or after an async error a rank's watchdog
+/// finds it (R26, R27): none for its own communicator's error; one for a peer's signalled
+/// through the store (`TORCH_NCCL_PROPAGATE_ERROR=1`, `through_store`), since the peer's
+/// watchdog finds its error at its own poll and writes it into the store, and this rank reads it
+/// at its next poll after that (the simulator's watchdogs poll in step, every
+/// [`WATCHDOG_POLL_NS`] from the same start; `hw`, running one rank, takes the peer's polls as
+/// in step with its own).
+pub fn polls_after_async_error(through_store: bool) -> u64 {
+    u64::from(through_store)
+}
+
 /// Whether a Work whose communicator reported an NCCL async error at `error_ns` (if it did)
 /// has failed by `now_ns`: from the error on it is completed, with its error, so that
 /// `is_completed()` is true and `wait()` raises `DistBackendError` (R27).
