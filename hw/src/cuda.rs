@@ -583,7 +583,7 @@ impl Device for CudaDevice {
             .bind_to_thread()
             .map_err(driver("cuCtxSetCurrent"))?;
         if let Some(watchdog) = &self.watchdog {
-            watchdog.add_comm(comm.clone());
+            watchdog.add_comm(group.group, comm.clone());
         }
         self.comms[group.group] = Some(comm);
         Ok(())

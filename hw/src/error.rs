@@ -39,6 +39,13 @@ pub enum HwError {
     Cuda { call: String, detail: String },
     /// An NCCL call failed.
     Nccl { call: String, detail: String },
+    /// NCCL refused a call because its communicator already holds an async error (a peer's
+    /// process exited, the network failed): the executor raises it from the collective call
+    /// as PyTorch does (R27, [`HwError::AsyncError`]).
+    CommunicatorFailed {
+        call: String,
+        error: sim::pg::work::NcclAsyncError,
+    },
     /// An allocation did not fit in the allocator's capacity even after releasing the cache
     /// (R20), as PyTorch's "CUDA out of memory".
     OutOfMemory(String),
@@ -47,8 +54,8 @@ pub enum HwError {
     /// simulator's words (`sim::pg::work`).
     Timeout(String),
     /// The watchdog found an NCCL async error on a communicator (an injected `[[fault]]` of
-    /// kind `async_error`), or `wait()` raised it (R26, R27). The finding, whole, in the
-    /// simulator's words (`sim::pg::work`).
+    /// kind `async_error`, or one NCCL reports), or `wait()` or a collective call raised it
+    /// (R26, R27). The finding, whole, in the simulator's words (`sim::pg::work`).
     AsyncError(String),
 }
 
@@ -105,6 +112,10 @@ impl fmt::Display for HwError {
             HwError::Rendezvous(detail) => write!(f, "NCCL rendezvous failed: {detail}"),
             HwError::Cuda { call, detail } => write!(f, "CUDA call {call} failed: {detail}"),
             HwError::Nccl { call, detail } => write!(f, "NCCL call {call} failed: {detail}"),
+            HwError::CommunicatorFailed { call, error } => write!(
+                f,
+                "NCCL call {call} failed: its communicator holds an async error ({error:?})"
+            ),
             HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
             HwError::Timeout(finding) | HwError::AsyncError(finding) => f.write_str(finding),
         }
@@ -137,6 +148,10 @@ mod tests {
             HwError::Rendezvous("x".into()),
             HwError::cuda("cuInit", "x"),
             HwError::nccl("ncclCommInitRank", "x"),
+            HwError::CommunicatorFailed {
+                call: "ncclCollective".into(),
+                error: sim::pg::work::NcclAsyncError::Remote,
+            },
             HwError::MissingSymbol {
                 library: "libcuda.so",
                 symbol: "cuInit",

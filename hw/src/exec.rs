@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,290 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,310 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -65,6 +65,8 @@ pub enum CommCall<'a> {
 pub struct WatchedWork {
     /// The rank whose Work it is, as the watchdog's finding names it.
     pub rank: u32,
+    /// The group whose communicator runs it: its NCCL async error fails the Work (R27).
+    pub group: usize,
     pub end: Ev,
     pub enqueue_ns: u64,
     /// The group's timeout, counted from the enqueue (R26).
@@ -77,6 +79,9 @@ pub struct WatchedWork {
     /// (`sim::pg::work::async_exception` on the rank whose network failed, else
     /// `remote_error_found`).
     pub async_error: Option<(u64, String)>,
+    /// How many watchdog polls after the first one past that error it is found: one for a
+    /// peer's error read from the store (`sim::pg::work::polls_after_async_error`).
+    pub async_error_polls_late: u64,
 }
 
 /// The GPU calls of a ProcessGroupNCCL, on one device. Streams are [`StreamRef`]s of the
@@ -1108,7 +1113,9 @@ impl<'a, D: Device> Executor<'a, D> {
                     },
                     (_, None) => CommCall::Barrier,
                 };
-                self.device.collective(call.stream, g, comm_call)?
+                self.device
+                    .collective(call.stream, g, comm_call)
+                    .map_err(|error| self.call_failed(iteration, op, error))?
             }
             Some(stand_in) => {
                 // The simulator's plan of this collective for the real group (R22, R24): its
@@ -1137,6 +1144,18 @@ impl<'a, D: Device> Executor<'a, D> {
             fails_work,
         });
         Ok(())
+    }
+
+    /// A collective call NCCL refused because its communicator already holds an async error
+    /// raises `DistBackendError` in the main thread, which ends the process (R27,
+    /// [`work::nccl_call_raised`]); any other failure is returned as it is.
+    fn call_failed(&mut self, iteration: u32, op: &Op, error: HwError) -> HwError {
+        let HwError::CommunicatorFailed { error: failed, .. } = error else {
+            return error;
+        };
+        let now_ns = self.device.now_ns();
+        self.raised(iteration, op, now_ns);
+        HwError::AsyncError(work::nccl_call_raised(self.plan.rank, failed, op))
     }
 
     /// R10e / R11: the watchdog tracks every collective, sync ones too.
@@ -1178,11 +1197,13 @@ impl<'a, D: Device> Executor<'a, D> {
         });
         self.device.watch(WatchedWork {
             rank,
+            group: call.group,
             end,
             enqueue_ns: issued.enqueue_ns,
             timeout_ns: g.timeout_ns,
             description: description.clone(),
             async_error,
+            async_error_polls_late: work::polls_after_async_error(!issued.fails_work),
         });
         let op_ref = op.index as OpRef;
         self.log.kernels.push(Pending {
@@ -1236,7 +1257,9 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
     /// polls (R15); a poll that finds the Work failed by an async error raises it (R27), one
     /// that finds the timeout (`sim::pg`'s: the wait's own, else the group's) passed since the
-    /// enqueue aborts the communicators and raises (R26's clock, [`work::timed_out`]).
+    /// enqueue aborts the communicators and raises (R26's clock, [`work::timed_out`]). A
+    /// verdict of the watchdog (`wait(timeout)`, where it runs) ends the wait first, never
+    /// returned: hw takes the process down at the verdict, as every other blocking call does.
     fn poll(
         &mut self,
         iteration: u32,
@@ -1250,6 +1273,9 @@ impl<'a, D: Device> Executor<'a, D> {
             (work.end, work.enqueue_ns)
         };
         while !self.device.query(end)? {
+            if let Some(failure) = self.device.watchdog_failure() {
+                return Err(failure);
+            }
             self.raise_if_failed(iteration, op, collective)?;
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {

@@ -7,8 +7,11 @@ use crate::error::HwError;
 use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
 use crate::options::{Layout, StandIn};
 use crate::plan::{GroupPlan, RankPlan};
+use crate::watchdog::comm_error_finding;
 use sim::lifetime::Place;
-use sim::pg::work::{async_error_ns, timeout_caught, timeout_deadline_ns, WATCHDOG_POLL_NS};
+use sim::pg::work::{
+    async_error_ns, timeout_caught, timeout_deadline_ns, NcclAsyncError, WATCHDOG_POLL_NS,
+};
 use sim::scenario::Scenario;
 use sim::scenario::TensorId;
 use sim::timeline::StreamRef;
@@ -33,6 +36,18 @@ pub struct FakeDevice {
     pub hung_streams: HashSet<StreamRef>,
     /// Events that never fire.
     pub never_fired: HashSet<Ev>,
+    /// Real NCCL async errors, as a failed network gives them: the group whose communicator
+    /// reports `error` from `at_ns` on. Its collectives never complete; one called from then on
+    /// is refused ([`HwError::CommunicatorFailed`]).
+    pub comm_errors: Vec<CommError>,
+}
+
+/// A communicator's NCCL async error on the fake device.
+#[derive(Debug, Clone, Copy)]
+pub struct CommError {
+    pub group: usize,
+    pub at_ns: u64,
+    pub error: NcclAsyncError,
 }
 
 impl FakeDevice {
@@ -47,19 +62,30 @@ impl FakeDevice {
     }
 
     /// The watchdog's verdict on the Works that never complete: at its first 100-ms poll past
-    /// the first injected async error (checked first) or timeout (counted from the enqueue).
+    /// the first communicator's async error, injected one (both checked first) or timeout
+    /// (counted from the enqueue).
     fn verdict(&self) -> Option<(u64, HwError)> {
         let next_poll = |at_ns: u64| at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS;
-        let stuck = self
-            .watched
-            .iter()
-            .filter(|work| self.never_fired.contains(&work.end));
+        let stuck = || {
+            self.watched
+                .iter()
+                .filter(|work| self.never_fired.contains(&work.end))
+        };
         let mut verdict: Option<(u64, HwError)> = None;
-        for work in stuck {
+        for comm in &self.comm_errors {
+            let at_ns = next_poll(comm.at_ns);
+            if let Some(error) = comm_error_finding(stuck(), comm.group, comm.error) {
+                if verdict.as_ref().is_none_or(|(best, _)| at_ns < *best) {
+                    verdict = Some((at_ns, error));
+                }
+            }
+        }
+        for work in stuck() {
             let candidates = [
                 work.async_error.as_ref().map(|(after_ns, finding)| {
+                    let late_ns = work.async_error_polls_late * WATCHDOG_POLL_NS;
                     (
-                        next_poll(async_error_ns(work.enqueue_ns, *after_ns)),
+                        next_poll(async_error_ns(work.enqueue_ns, *after_ns)) + late_ns,
                         HwError::AsyncError(finding.clone()),
                     )
                 }),
@@ -189,6 +215,15 @@ impl Device for FakeDevice {
             }
         };
         self.tick(format!("nccl s{stream} {what} {}", group.name));
+        if let Some(comm) = self.comm_errors.iter().find(|c| c.group == group.group) {
+            if comm.at_ns <= self.now_ns {
+                return Err(HwError::CommunicatorFailed {
+                    call: "ncclCollective".into(),
+                    error: comm.error,
+                });
+            }
+            self.hung_streams.insert(stream);
+        }
         Ok(())
     }
     fn read_element(&mut self, stream: StreamRef, tensor: TensorId) -> Result<(), HwError> {

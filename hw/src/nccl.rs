@@ -7,6 +7,7 @@
 use crate::error::HwError;
 use cudarc::driver::sys::CUstream;
 use cudarc::nccl::{result, sys};
+use sim::pg::work::NcclAsyncError;
 use std::ffi::c_void;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +34,22 @@ fn check(call: &str, status: Result<result::NcclStatus, result::NcclError>) -> R
     status
         .map(|_| ())
         .map_err(|error| HwError::nccl(call, describe(error)))
+}
+
+/// The async error `code` reports, as ProcessGroupNCCL names it (R27); `None` for none: success,
+/// or an operation still in progress.
+pub fn async_error_of(code: sys::ncclResult_t) -> Option<NcclAsyncError> {
+    use sys::ncclResult_t as R;
+    Some(match code {
+        R::ncclSuccess | R::ncclInProgress => return None,
+        R::ncclUnhandledCudaError => NcclAsyncError::UnhandledCuda,
+        R::ncclSystemError => NcclAsyncError::System,
+        R::ncclInternalError => NcclAsyncError::Internal,
+        R::ncclInvalidArgument => NcclAsyncError::InvalidArgument,
+        R::ncclInvalidUsage => NcclAsyncError::InvalidUsage,
+        R::ncclRemoteError => NcclAsyncError::Remote,
+        _ => NcclAsyncError::Unknown,
+    })
 }
 
 /// NCCL's version as `major.minor.patch` (`ncclGetVersion`, e.g. 22809 → 2.28.9).
@@ -189,7 +206,7 @@ impl Communicator {
             Ok(result::NcclStatus::Success)
         });
         let ended = result::group_end();
-        check("ncclGroupEnd", grouped.and(ended))
+        self.checked(&raw, "ncclGroupEnd", grouped.and(ended))
     }
 
     /// Enqueues one collective on `stream`. `buffer` holds `count` elements per rank's part:
@@ -250,23 +267,44 @@ impl Communicator {
             Op::Send { peer } => result::send(whole, count, elem.raw(), peer as i32, *raw, stream),
             Op::Recv { peer } => result::recv(whole, count, elem.raw(), peer as i32, *raw, stream),
         };
-        check("ncclCollective", status)
+        self.checked(&raw, "ncclCollective", status)
     }
 
-    /// `ncclCommGetAsyncError`: an error NCCL met in the background, if any.
-    pub fn async_error(&self) -> Option<String> {
+    /// An enqueue's status: a call NCCL refused because the communicator already holds an async
+    /// error is that error ([`HwError::CommunicatorFailed`], which the executor raises as
+    /// PyTorch does, R27); any other failure is the call's own.
+    fn checked(
+        &self,
+        raw: &sys::ncclComm_t,
+        call: &str,
+        status: Result<result::NcclStatus, result::NcclError>,
+    ) -> Result<(), HwError> {
+        check(call, status).map_err(|error| match Self::async_error_of_raw(raw) {
+            Ok(Some(failed)) => HwError::CommunicatorFailed {
+                call: call.to_string(),
+                error: failed,
+            },
+            _ => error,
+        })
+    }
+
+    /// `ncclCommGetAsyncError`: an error NCCL met in the background, if any (never on an
+    /// aborted communicator); `Err` when the query itself fails.
+    pub fn async_error(&self) -> Result<Option<NcclAsyncError>, HwError> {
         let raw = self.raw.lock().unwrap_or_else(|p| p.into_inner());
         if self.aborted.load(Ordering::Acquire) {
-            return None;
+            return Ok(None);
         }
+        Self::async_error_of_raw(&raw)
+    }
+
+    fn async_error_of_raw(raw: &sys::ncclComm_t) -> Result<Option<NcclAsyncError>, HwError> {
         let mut code = sys::ncclResult_t::ncclSuccess;
-        // SAFETY: the communicator is alive and not aborted; `code` is a valid out-pointer.
+        // SAFETY: the caller holds the live, not aborted handle; `code` is a valid out-pointer.
         let status = unsafe { sys::ncclCommGetAsyncError(*raw, &mut code) };
-        match (status, code) {
-            (sys::ncclResult_t::ncclSuccess, sys::ncclResult_t::ncclSuccess)
-            | (sys::ncclResult_t::ncclSuccess, sys::ncclResult_t::ncclInProgress) => None,
-            (sys::ncclResult_t::ncclSuccess, code) => Some(format!("{code:?}")),
-            (status, _) => Some(format!("ncclCommGetAsyncError returned {status:?}")),
+        match status {
+            sys::ncclResult_t::ncclSuccess => Ok(async_error_of(code)),
+            status => Err(HwError::nccl("ncclCommGetAsyncError", status)),
         }
     }
 
@@ -422,6 +460,31 @@ impl Rendezvous {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every error code is an async error in ProcessGroupNCCL's words; success and an
+    /// operation in progress are none.
+    #[test]
+    fn nccl_result_codes_are_processgroupnccls_async_errors() {
+        use sys::ncclResult_t as R;
+        assert_eq!(async_error_of(R::ncclSuccess), None);
+        assert_eq!(async_error_of(R::ncclInProgress), None);
+        assert_eq!(
+            async_error_of(R::ncclRemoteError),
+            Some(NcclAsyncError::Remote)
+        );
+        assert_eq!(
+            async_error_of(R::ncclSystemError),
+            Some(NcclAsyncError::System)
+        );
+        assert_eq!(
+            async_error_of(R::ncclUnhandledCudaError),
+            Some(NcclAsyncError::UnhandledCuda)
+        );
+        assert_eq!(
+            async_error_of(R::ncclNumResults),
+            Some(NcclAsyncError::Unknown)
+        );
+    }
 
     #[test]
     fn versions_print_like_nccl() {

@@ -1,5 +1,6 @@
-//! The watchdog thread of R26: every 100 ms it checks each communicator for an NCCL async error
-//! (and each pending Work for one a `[[fault]]` injects), then each pending Work for a timeout counted on the host clock from the enqueue, then for
+//! The watchdog thread of R26: every 100 ms it checks each communicator for an NCCL async error,
+//! found under its oldest pending Work as PyTorch words it (and each pending Work for one a
+//! `[[fault]]` injects), then each pending Work for a timeout counted on the host clock from the enqueue, then for
 //! completion. On an error or a timeout it gives its verdict, which ends the main thread's
 //! blocked call and the run (R27, without the dump wait); it aborts every communicator
 //! (`ncclCommAbort`) first only where `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
@@ -12,7 +13,10 @@ use crate::error::HwError;
 use crate::exec::WatchedWork;
 use crate::nccl::Communicator;
 use cudarc::driver::{result, CudaContext, CudaEvent};
-use sim::pg::work::{async_error_ns, failed_by, timed_out, timeout_caught, WATCHDOG_POLL_NS};
+use sim::pg::work::{
+    async_error_ns, async_exception, failed_by, timed_out, timeout_caught, NcclAsyncError,
+    WATCHDOG_POLL_NS,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -21,10 +25,31 @@ use std::time::{Duration, Instant};
 /// The watchdog's poll period (R26, docs/semantics.md "Defaults"; `sim::pg`'s).
 pub const POLL: Duration = Duration::from_nanos(WATCHDOG_POLL_NS);
 
+/// What the watchdog finds when the communicator of group `group` reports the NCCL async error
+/// `error`: PyTorch's line (`checkAndSetException`, R27) for the oldest of the `pending` Works
+/// on it, the one its loop meets first, in the simulator's words for an injected error. None
+/// while no Work of the group is pending: the watchdog sees a communicator's error only through
+/// a Work (a later call on it raises instead).
+pub fn comm_error_finding<'a>(
+    pending: impl IntoIterator<Item = &'a WatchedWork>,
+    group: usize,
+    error: NcclAsyncError,
+) -> Option<HwError> {
+    let work = pending.into_iter().find(|work| work.group == group)?;
+    Some(HwError::AsyncError(async_exception(
+        work.rank,
+        &work.description,
+        error,
+    )))
+}
+
 struct Shared {
     events: Arc<Vec<CudaEvent>>,
-    pending: Mutex<Vec<WatchedWork>>,
-    comms: Mutex<Vec<Arc<Communicator>>>,
+    /// The Works not seen complete, each with the polls made since its injected async error
+    /// was due (`WatchedWork::async_error_polls_late`).
+    pending: Mutex<Vec<(WatchedWork, u64)>>,
+    /// Each communicator, with its group.
+    comms: Mutex<Vec<(usize, Arc<Communicator>)>>,
     origin: Instant,
     stop: AtomicBool,
     failure: Mutex<Option<HwError>>,
@@ -41,30 +66,43 @@ impl Shared {
         if !self.abort_on_error {
             return;
         }
-        for comm in self.comms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for (_, comm) in self.comms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             comm.abort();
         }
     }
 
     fn check(&self) {
-        let comms: Vec<Arc<Communicator>> =
+        let comms: Vec<(usize, Arc<Communicator>)> =
             self.comms.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for comm in &comms {
-            if let Some(error) = comm.async_error() {
-                self.fail(HwError::nccl(
-                    "ncclCommGetAsyncError",
-                    format!("communicator {}: {error}", comm.name),
-                ));
+        for (group, comm) in &comms {
+            let found = match comm.async_error() {
+                Ok(None) => None,
+                Ok(Some(error)) => {
+                    let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    comm_error_finding(pending.iter().map(|(work, _)| work), *group, error)
+                }
+                Err(error) => Some(error),
+            };
+            if let Some(error) = found {
+                self.fail(error);
                 return;
             }
         }
         let now_ns = self.origin.elapsed().as_nanos() as u64;
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        // An injected async error (a `[[fault]]`) is found like a real one: first.
-        let injected = pending.iter().find_map(|work| {
+        // An injected async error (a `[[fault]]`) is found like a real one: first; a peer's,
+        // read from the store, one poll after the one that reached it.
+        let injected = pending.iter_mut().find_map(|(work, polls_past)| {
             let (after_ns, finding) = work.async_error.as_ref()?;
             let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
-            failed_by(Some(error_ns), now_ns).then(|| finding.clone())
+            if !failed_by(Some(error_ns), now_ns) {
+                return None;
+            }
+            if *polls_past < work.async_error_polls_late {
+                *polls_past += 1;
+                return None;
+            }
+            Some(finding.clone())
         });
         if let Some(message) = injected {
             drop(pending);
@@ -72,7 +110,7 @@ impl Shared {
             return;
         }
         let mut caught = None;
-        pending.retain(|work| {
+        pending.retain(|(work, _)| {
             // SAFETY: the event belongs to the pool, alive as long as `Shared`.
             let done = unsafe { result::event::query(self.events[work.end].cu_event()) };
             if done.is_ok() {
@@ -144,15 +182,15 @@ impl Watchdog {
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(work);
+            .push((work, 0));
     }
 
-    pub fn add_comm(&self, comm: Arc<Communicator>) {
+    pub fn add_comm(&self, group: usize, comm: Arc<Communicator>) {
         self.shared
             .comms
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(comm);
+            .push((group, comm));
     }
 
     pub fn failure(&self) -> Option<HwError> {

@@ -1,12 +1,12 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,000 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,160 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
 use super::*;
-use crate::fake::FakeDevice;
+use crate::fake::{CommError, FakeDevice};
 use crate::options::Layout;
 
 pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwError> {
@@ -965,6 +965,159 @@ fn a_wait_that_raised_is_kept_on_the_unfinished_collective_ended_at_its_raise() 
         assert_eq!(wait.op, 1);
         assert_eq!(wait.host_end_ns, Some(call.end_ns), "{rank:?}");
         assert!(call.end_ns >= 3_000_000, "at its timeout: {}", call.end_ns);
+    }
+}
+
+/// A `wait(timeout)` longer than the group's timeout, on a collective a peer never joins, does
+/// not outlast the watchdog: its verdict takes the process down while the wait still polls, so
+/// the finding is the watchdog's timeout and the wait never returned, in both engines (the
+/// simulator after the dump wait, hw at once).
+#[test]
+fn the_watchdogs_verdict_ends_a_polling_wait_r15_r26() {
+    let ops = "[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+               [[op]]\nwait = \"w\"\ntimeout_ms = 100000\n";
+    let text = format!(
+        "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n{ops}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
+    );
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+    let scenario = sim::scenario::parse("verdict.toml", &text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let first = |findings: &[Finding]| findings.iter().find(|f| f.rank == Some(0)).unwrap().kind;
+    assert_eq!(first(&log.findings), FindingKind::WatchdogTimeout);
+    assert_eq!(first(&simulated.findings), FindingKind::WatchdogTimeout);
+    let call = log.unfinished_host.expect("the wait never returned");
+    let simulated_call = simulated.ranks[0].unfinished_host.unwrap();
+    assert_eq!(
+        (call.op, call.blocked_on),
+        (simulated_call.op, simulated_call.blocked_on),
+        "both engines"
+    );
+    assert_eq!(call.op, 1);
+    assert!(
+        device.now_ns < 2_000_000_000,
+        "ended at the verdict, not the wait's 100 s: {}",
+        device.now_ns
+    );
+}
+
+/// One rank's all_reduce, its `wait()`, then `after` (ops), on the real NCCL path; with
+/// `fault`, the simulator's injected async error at the all_reduce, 1 ms after its enqueue.
+fn one_rank_all_reduce(after: &str, fault: bool) -> String {
+    let fault = if fault {
+        "[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    } else {
+        ""
+    };
+    format!(
+        "[cluster]\nranks = 1\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\n{after}{fault}"
+    )
+}
+
+/// The fake device with a real NCCL async error on the world's communicator, `at_ns` into
+/// the run: the network failed under the collective in flight.
+fn failed_network(at_ns: u64) -> FakeDevice {
+    FakeDevice {
+        comm_errors: vec![CommError {
+            group: 0,
+            at_ns,
+            error: NcclAsyncError::Remote,
+        }],
+        ..FakeDevice::default()
+    }
+}
+
+/// A real NCCL async error (`ncclCommGetAsyncError` reports `ncclRemoteError` under a
+/// collective in flight) is the watchdog's finding in PyTorch's words, the injected error's of
+/// the simulator, with the run's records kept (R26, R27): not a failed call (exit 2).
+#[test]
+fn a_real_nccl_async_error_is_the_watchdogs_finding_as_an_injected_one_r27() {
+    let mut device = failed_network(1_010_000);
+    let log = run_fake_log(&one_rank_all_reduce("", false), &mut device, None);
+    assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
+    let finding = &log.findings[0];
+    let work = &device.watched[0].description;
+    assert_eq!(
+        (finding.kind, finding.op),
+        (FindingKind::AsyncError, Some(0))
+    );
+    assert_eq!(
+        finding.message,
+        work::async_exception(0, work, NcclAsyncError::Remote)
+    );
+    let scenario = sim::scenario::parse("injected.toml", &one_rank_all_reduce("", true)).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    assert_eq!(
+        finding.message, simulated.findings[0].message,
+        "both engines"
+    );
+    assert!(log
+        .records
+        .iter()
+        .any(|r| r.event == WatchdogEvent::AsyncError && r.thread == ThreadKind::Watchdog));
+    assert_eq!(log.collectives.len(), 1, "the collective in flight is kept");
+}
+
+/// A collective called after the network failed, before the watchdog's poll found it, is
+/// refused by NCCL: the call raises `DistBackendError` in the main thread, in PyTorch's words,
+/// and the run ends there with its records (R27).
+#[test]
+fn a_collective_on_a_failed_communicator_raises_in_the_main_thread_r27() {
+    let after = "[[op]]\nhost_sleep_us = 5000\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"x\"\n";
+    let text = one_rank_all_reduce(after, false);
+    let mut device = failed_network(1_000_000);
+    let log = run_fake_log(&text, &mut device, None);
+    assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
+    let finding = &log.findings[0];
+    let scenario = sim::scenario::parse("fake.toml", &text).unwrap();
+    assert_eq!(
+        (finding.kind, finding.op),
+        (FindingKind::AsyncError, Some(3))
+    );
+    assert_eq!(
+        finding.message,
+        work::nccl_call_raised(0, NcclAsyncError::Remote, &scenario.ops[3])
+    );
+    let call = log.host.last().unwrap();
+    assert_eq!(call.op, 3, "the call ended at its raise");
+    assert!(log.unfinished_host.is_none());
+    assert_eq!(log.collectives.len(), 1, "no Work for the refused call");
+}
+
+/// A peer's async error signalled through the store reaches rank 0's watchdog one poll after
+/// the peer's watchdog found it, in both engines (R27): 0.2 s for an error 1 ms in; and when
+/// the error falls on the group's timeout, rank 0's watchdog times out first, at the poll
+/// before it reads the store.
+#[test]
+fn a_peers_error_through_the_store_is_found_a_poll_later_r27() {
+    for (after_us, kind, at_ns) in [
+        (1_000, FindingKind::AsyncError, 200_000_000),
+        (1_000_000, FindingKind::WatchdogTimeout, 1_100_000_000),
+    ] {
+        let text = format!(
+            "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = {after_us}\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("store.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let first =
+            |findings: &[Finding]| findings.iter().find(|f| f.rank == Some(0)).unwrap().kind;
+        assert_eq!(first(&log.findings), kind, "after_us {after_us}");
+        assert_eq!(first(&simulated.findings), kind, "after_us {after_us}");
+        let found_ns = |records: &[WatchdogRecord]| {
+            records
+                .iter()
+                .find(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+                .unwrap()
+                .at_ns
+        };
+        assert_eq!(found_ns(&log.records), at_ns, "after_us {after_us}");
+        assert_eq!(found_ns(&simulated.watchdog), at_ns, "after_us {after_us}");
     }
 }
 

@@ -63,6 +63,17 @@ pub fn async_error_ns(enqueue_ns: u64, after_ns: u64) -> u64 {
     enqueue_ns.saturating_add(after_ns)
 }
 
+/// How many watchdog polls after its first one at or after an async error a rank's watchdog
+/// finds it (R26, R27): none for its own communicator's error; one for a peer's signalled
+/// through the store (`TORCH_NCCL_PROPAGATE_ERROR=1`, `through_store`), since the peer's
+/// watchdog finds its error at its own poll and writes it into the store, and this rank reads it
+/// at its next poll after that (the simulator's watchdogs poll in step, every
+/// [`WATCHDOG_POLL_NS`] from the same start; `hw`, running one rank, takes the peer's polls as
+/// in step with its own).
+pub fn polls_after_async_error(through_store: bool) -> u64 {
+    u64::from(through_store)
+}
+
 /// Whether a Work whose communicator reported an NCCL async error at `error_ns` (if it did)
 /// has failed by `now_ns`: from the error on it is completed, with its error, so that
 /// `is_completed()` is true and `wait()` raises `DistBackendError` (R27).
@@ -103,14 +114,28 @@ pub fn wait_timeout_finding(rank: u32, work: &str, ran_ns: u64, op: &Op) -> Stri
     )
 }
 
-/// An NCCL async error ProcessGroupNCCL finds under a Work (R26, R27).
+/// An NCCL async error ProcessGroupNCCL finds under a Work (R26, R27): the simulator's two
+/// (an injected network failure, the communicator a wait's timeout aborted), and every other
+/// `ncclResult_t` a real communicator can report (`hw`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NcclAsyncError {
     /// `ncclRemoteError`: the network failed under the collective (`[[fault]] kind =
-    /// "async_error"`).
+    /// "async_error"`), or a peer's process exited.
     Remote,
     /// `ncclSystemError`: the communicator the main thread aborted after a wait's timeout (R15).
     AbortedByWait,
+    /// `ncclUnhandledCudaError`.
+    UnhandledCuda,
+    /// `ncclSystemError` of its own: a system call, an external library or the device failed.
+    System,
+    /// `ncclInternalError`.
+    Internal,
+    /// `ncclInvalidArgument`.
+    InvalidArgument,
+    /// `ncclInvalidUsage`.
+    InvalidUsage,
+    /// A code NCCL's header does not name.
+    Unknown,
 }
 
 impl NcclAsyncError {
@@ -126,6 +151,27 @@ impl NcclAsyncError {
                 "unhandled system error (run with NCCL_DEBUG=INFO for details)",
                 "the communicator the main thread aborted after the wait's timeout",
             ),
+            NcclAsyncError::UnhandledCuda => (
+                "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+                "ncclUnhandledCudaError: Call to CUDA function failed.",
+            ),
+            NcclAsyncError::System => (
+                "unhandled system error (run with NCCL_DEBUG=INFO for details)",
+                "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+            ),
+            NcclAsyncError::Internal => (
+                "internal error - please report this issue to the NCCL developers",
+                "ncclInternalError: Internal check failed.",
+            ),
+            NcclAsyncError::InvalidArgument => (
+                "invalid argument (run with NCCL_DEBUG=WARN for details)",
+                "ncclInvalidArgument: Invalid value for an argument.",
+            ),
+            NcclAsyncError::InvalidUsage => (
+                "invalid usage (run with NCCL_DEBUG=WARN for details)",
+                "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+            ),
+            NcclAsyncError::Unknown => ("unknown result code", "Unknown NCCL error!"),
         }
     }
 }
@@ -138,6 +184,19 @@ pub fn async_exception(rank: u32, work: &str, error: NcclAsyncError) -> String {
     format!(
         "[Rank {rank}] Collective {work} raised the following async exception: NCCL error: {words}; {detail}"
     )
+}
+
+/// What a collective call `op` raises when NCCL refuses to enqueue it on a communicator that
+/// already holds the async error `error` (R27): `C10D_NCCL_CHECK`'s `DistBackendError` in the
+/// main thread, in PyTorch's words without the source line and NCCL's version. Uncaught, it
+/// ends the process.
+pub fn nccl_call_raised(rank: u32, error: NcclAsyncError, op: &Op) -> String {
+    let (words, detail) = error.words();
+    uncaught(&format!(
+        "[Rank {rank}] DistBackendError: NCCL error in: ProcessGroupNCCL.cpp, {words}; {detail} {} (line {}) raises it in the main thread",
+        op.display_name(),
+        op.line
+    ))
 }
 
 /// What the watchdog of rank `rank` finds when rank `from_rank` signalled its error for group
@@ -217,6 +276,22 @@ mod tests {
         assert_eq!(
             async_exception(3, WORK, NcclAsyncError::Remote),
             format!("[Rank 3] Collective {WORK} raised the following async exception: NCCL error: remote process exited or there was a network error; ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.")
+        );
+    }
+
+    /// A real communicator's errors in PyTorch's words (`getNcclErrorDetailStr`), and the
+    /// raise of a collective call NCCL refused on a failed communicator (`C10D_NCCL_CHECK`).
+    #[test]
+    fn a_real_communicators_errors_are_pytorchs_words() {
+        assert_eq!(
+            async_exception(1, WORK, NcclAsyncError::System),
+            format!("[Rank 1] Collective {WORK} raised the following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details); ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+        );
+        let text = "[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"x\"\n";
+        let scenario = crate::scenario::parse("call.toml", text).unwrap();
+        assert_eq!(
+            nccl_call_raised(0, NcclAsyncError::Remote, &scenario.ops[0]),
+            "[Rank 0] DistBackendError: NCCL error in: ProcessGroupNCCL.cpp, remote process exited or there was a network error; ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely. ar2 (line 3) raises it in the main thread and, uncaught, ends the process"
         );
     }
 
