@@ -9,11 +9,12 @@
 //! `stream_interval_us`, `kernel_us`, `completed_at_wait`, measures, overlaps) both values and
 //! their ratio; ordering verdicts (which of two GPU events — a mark's event (R5), a collective's
 //! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
-//! and findings present in one Timeline only. Pure: Timelines in, a [`Diff`] out.
+//! findings present in one Timeline only; and where each rank stopped, the records that never
+//! finished (`diff/unfinished.rs`). Pure: Timelines in, a [`Diff`] out.
 //!
-//! Over 800 lines (about 980; its tests are in `diff/tests.rs`): the three comparisons (op
+//! Over 800 lines (about 1,020; its tests are in `diff/tests.rs`): the three comparisons (op
 //! times, metrics, orderings) and the text rendering share the `Diff` types and the alignment of
-//! ops; the renderer (`render_diff` onwards, ~100 lines) is the piece to move out if it grows.
+//! ops; the renderer (`render_diff` onwards, ~110 lines) is the piece to move out if it grows.
 
 use crate::metrics::{self, Report};
 use crate::text::table;
@@ -21,6 +22,9 @@ use serde::{Deserialize, Serialize};
 use sim::timeline::{Finding, RankSet, Timeline};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+pub use unfinished::UnfinishedDisagreement;
+
+mod unfinished;
 
 /// Tolerances and bounds of a diff.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -215,6 +219,13 @@ pub struct Diff {
     /// compared, only its summaries' metrics and what it kept.
     #[serde(default)]
     pub summarised: bool,
+    /// The ranks that left a record unfinished (a host call, an iteration, a collective, a
+    /// kernel, a stream wait) on either side, compared rank by rank.
+    #[serde(default)]
+    pub unfinished_ranks: usize,
+    /// Per rank, each unfinished record the two sides do not share.
+    #[serde(default)]
+    pub unfinished_disagreements: Vec<UnfinishedDisagreement>,
 }
 
 impl Diff {
@@ -715,6 +726,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         verdicts.iter().filter(|v| v.disagrees()).cloned().collect();
     let findings_only_in_a = findings_only_in(a, b);
     let findings_only_in_b = findings_only_in(b, a);
+    let unfinished = unfinished::compare(a, b);
 
     let mut exceeded = Vec::new();
     let mut op_lines = Vec::new();
@@ -752,6 +764,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
             exceeded.push(format!("finding only in {side}: {line}"));
         }
     }
+    exceeded.extend(unfinished::lines(&unfinished.disagreements));
     let ops_only_in_a: Vec<String> = names_a.difference(&names_b).cloned().collect();
     let ops_only_in_b: Vec<String> = names_b.difference(&names_a).cloned().collect();
     for name in ops_only_in_a.iter().chain(&ops_only_in_b) {
@@ -820,7 +833,8 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         && ranks_only_in_a.is_empty()
         && ranks_only_in_b.is_empty()
         && calls_only_in_a.is_empty()
-        && calls_only_in_b.is_empty();
+        && calls_only_in_b.is_empty()
+        && unfinished.disagreements.is_empty();
     Diff {
         a: side(a),
         b: side(b),
@@ -843,6 +857,8 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         identical,
         exceeded,
         summarised: !whole,
+        unfinished_ranks: unfinished.ranks,
+        unfinished_disagreements: unfinished.disagreements,
     }
 }
 
@@ -948,6 +964,20 @@ pub fn render_diff(diff: &Diff) -> String {
         )
     })) {
         let _ = writeln!(out, "{line}");
+    }
+    if diff.unfinished_ranks > 0 {
+        let disagreeing: BTreeSet<u32> = (diff.unfinished_disagreements.iter())
+            .map(|d| d.rank)
+            .collect();
+        let _ = writeln!(
+            out,
+            "where the ranks stopped: {}/{} ranks agree",
+            diff.unfinished_ranks - disagreeing.len(),
+            diff.unfinished_ranks
+        );
+        for line in unfinished::lines(&diff.unfinished_disagreements) {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     for (side, list) in [
         ("A", &diff.findings_only_in_a),

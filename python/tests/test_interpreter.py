@@ -365,10 +365,57 @@ def test_a_process_taken_down_inside_item_leaves_the_open_call_and_what_never_co
     assert never["kernel_end_ns"] is None
     assert never["wait"] == {"op": 1, "host_start_ns": wait["start_ns"],
                              "host_end_ns": wait["end_ns"], "stream": 0}
+    # The wait()'s cudaStreamWaitEvent on the Work's end event, which never fired: the current
+    # stream was never released, as the simulator writes it (docs/timeline-format.md).
+    assert rank["unfinished_stream_waits"] == [
+        {"iteration": 1, "op": 1, "source_stream": never["run_stream"], "source_ns": None,
+         "waiting_stream": 0}]
+    assert never["run_stream"] != 0
     # In the Rust field order.
-    assert list(rank)[:13] == RANK_FIELDS[:8] + ["unfinished_collectives", "unfinished_host",
+    assert list(rank)[:14] == RANK_FIELDS[:8] + ["unfinished_collectives",
+                                                 "unfinished_stream_waits", "unfinished_host",
                                                  "unfinished_iteration", "memory",
                                                  "cache_releases"]
+
+
+BLOCKED_INPUT = """
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+[[op]]
+gpu_sleep_us = 100
+[[op]]
+all_reduce = "x"
+async_op = true
+work = "w"
+[[op]]
+wait = "w"
+[[op]]
+item = "x"
+"""
+
+
+def test_a_collective_whose_input_never_came_leaves_both_its_stream_waits_unreleased(
+        resolve, interpret, tmp_path):
+    # The sleep before the all_reduce (the third: two calibrate) never ends: its internal stream's wait on its input
+    # (R10a) and the current stream's wait() on its end (R12) are never released, in the order
+    # the host made them.
+    source = tmp_path / "blocked_input.toml"
+    source.write_text(BLOCKED_INPUT)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_GPU_STOPS": "_sleep:3",
+                                                  "FAKE_TORCH_ABORTS": "item:1"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    (never,) = rank["unfinished_collectives"]
+    assert never["input_ready_ns"] is None and never["wait"]["op"] == 2
+    nccl = never["run_stream"]
+    assert rank["unfinished_stream_waits"] == [
+        {"iteration": 0, "op": 1, "source_stream": 0, "source_ns": None, "waiting_stream": nccl},
+        {"iteration": 0, "op": 2, "source_stream": nccl, "source_ns": None, "waiting_stream": 0}]
+    assert rank["stream_waits"] == []
 
 
 def test_a_process_taken_down_inside_a_wait_names_the_work_it_waits_for(
@@ -392,6 +439,9 @@ def test_a_process_taken_down_inside_a_wait_names_the_work_it_waits_for(
     assert (never["op"], never["seq"]) == (0, 1)
     assert never["wait"] == {"op": 1, "host_start_ns": start_ns, "host_end_ns": None,
                              "stream": 0}
+    assert rank["unfinished_stream_waits"] == [
+        {"iteration": 0, "op": 1, "source_stream": never["run_stream"], "source_ns": None,
+         "waiting_stream": 0}]
     assert "collectives" in rank and rank["collectives"] == []
 
 

@@ -616,3 +616,31 @@ fn runs_measured_on_different_gpus_are_fitted_with_a_note_naming_them() {
     );
     assert!(!written.contains("gpu = "), "{written}");
 }
+
+/// Two hangs: `run --against` says, rank by rank, where each side stopped (exit 1 where they
+/// differ), and a hang against its own Timeline agrees everywhere (exit 0).
+#[test]
+fn run_against_a_hang_elsewhere_names_where_each_rank_stopped() {
+    let (own, elsewhere) = (temp("hang.json"), temp("hang_rank2.json"));
+    let hang = c10dsim(&["run", "scenarios/hang_10min.toml", "--timeline", &own]);
+    assert_eq!(hang.status.code(), Some(1), "{}", stderr(&hang));
+    let text = std::fs::read_to_string("scenarios/hang_10min.toml").unwrap();
+    let rank2 = temp("hang_rank2.toml");
+    std::fs::write(&rank2, text.replace("ranks = [3]", "ranks = [2]")).unwrap();
+    let hang = c10dsim(&["run", &rank2, "--timeline", &elsewhere]);
+    assert_eq!(hang.status.code(), Some(1), "{}", stderr(&hang));
+
+    let same = c10dsim(&["run", "scenarios/hang_10min.toml", "--against", &own]);
+    assert_eq!(same.status.code(), Some(0), "{}", stdout(&same));
+    assert!(stdout(&same).contains("where the ranks stopped: 4/4 ranks agree"));
+    let other = c10dsim(&["run", "scenarios/hang_10min.toml", "--against", &elsewhere]);
+    assert_eq!(other.status.code(), Some(1), "{}", stdout(&other));
+    let out = stdout(&other);
+    for line in [
+        "where the ranks stopped: 2/4 ranks agree",
+        "unfinished host call (rank 2): A none; B loss (iteration 0), blocked on stream default",
+        "unfinished collective (rank 3): ar (iteration 0, world seq 1) in A only",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+}

@@ -416,3 +416,155 @@ fn a_fraction_that_moved_is_written_bare() {
         "metric overlap.none: 0.880 → 0.520 (×0.591)"
     );
 }
+
+/// `ranks` ranks whose all_reduce `ar` is waited on, then `.item()`; `hung` hangs before `op`.
+fn hang(ranks: u32, hung: u32, op: &str) -> Timeline {
+    let text = format!(
+        "[cluster]\nranks = {ranks}\n[groups.world]\neager_init = true\n[tensors]\ng = \"1MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nlabel = \"wait\"\nwait = \"w\"\n\
+         [[op]]\nlabel = \"loss\"\nitem = \"g\"\n\
+         [[fault]]\nranks = [{hung}]\nat = \"{op}\"\nkind = \"hang\"\n"
+    );
+    sim::engine::simulate(&parse("hang.toml", &text).unwrap()).expand()
+}
+
+/// The lines of `result.exceeded` about unfinished records.
+fn unfinished_lines(result: &Diff) -> Vec<String> {
+    (result.exceeded.iter())
+        .filter(|line| line.starts_with("unfinished"))
+        .cloned()
+        .collect()
+}
+
+/// Where each rank stopped is compared: a host call left open, the iteration, the collectives,
+/// kernels and stream waits that never finished, each on one side only, is a difference even
+/// where every completed record and finding agrees.
+#[test]
+fn where_the_ranks_stopped_is_compared() {
+    let a = hang(4, 3, "ar");
+    let result = diff(&a, &a, &DiffOptions::default());
+    assert!(result.identical && result.within_tolerance(), "{result:#?}");
+    assert!(render_diff(&result).contains("where the ranks stopped: 4/4 ranks agree"));
+
+    // Rank 0's process ended (or was captured) with nothing left open on B's side.
+    let mut b = a.clone();
+    let rank = &mut b.ranks[0];
+    rank.unfinished_host = None;
+    rank.unfinished_iteration = None;
+    rank.unfinished_collectives.clear();
+    rank.unfinished_kernels.clear();
+    rank.unfinished_stream_waits.clear();
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert!(!result.identical && !result.within_tolerance());
+    assert_eq!(
+        unfinished_lines(&result),
+        [
+            "unfinished host call (rank 0): A loss (iteration 0), blocked on stream default; B none",
+            "unfinished iteration (rank 0): A 0; B none",
+            "unfinished collective (rank 0): ar (iteration 0, world seq 1) in A only",
+            "unfinished kernel (rank 0): ar (iteration 0, stream nccl:world, communication, started) in A only",
+            "unfinished stream wait (rank 0): wait (iteration 0, stream default waiting on nccl:world) in A only",
+        ],
+        "{:#?}",
+        result.exceeded
+    );
+    let text = render_diff(&result);
+    assert!(
+        text.contains("where the ranks stopped: 3/4 ranks agree"),
+        "{text}"
+    );
+    assert_eq!(
+        (
+            result.unfinished_ranks,
+            result.unfinished_disagreements.len()
+        ),
+        (4, 5)
+    );
+    let host = &result.unfinished_disagreements[0];
+    assert_eq!(
+        (host.rank, host.record.as_str(), host.b.as_deref()),
+        (0, "host", None)
+    );
+    // Timelines that leave nothing unfinished say nothing of it.
+    let whole = simulate(&[]);
+    let text = render_diff(&diff(&whole, &whole, &DiffOptions::default()));
+    assert!(!text.contains("where the ranks stopped"), "{text}");
+}
+
+/// The same disagreement on many ranks is one line; another rank stuck elsewhere is its own.
+#[test]
+fn ranks_stopped_alike_are_one_line() {
+    // A: rank 7 hangs before the all_reduce, the others block in `.item()`; B: rank 7 hangs
+    // before `.item()`, so the all_reduce completes and the others block nowhere but in it.
+    let a = hang(8, 7, "ar");
+    let b = hang(8, 7, "loss");
+    let result = diff(&a, &b, &DiffOptions::default());
+    let lines = unfinished_lines(&result);
+    assert!(
+        lines.contains(
+            &"unfinished collective (ranks 0-6; 7 ranks): ar (iteration 0, world seq 1) in A only"
+                .to_string()
+        ),
+        "{lines:#?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains("(rank 0)")), "{lines:#?}");
+    assert!(!result.within_tolerance());
+    // The JSON keeps one entry per rank.
+    let collectives = (result.unfinished_disagreements.iter())
+        .filter(|d| d.record == "collective")
+        .count();
+    assert_eq!(collectives, 7);
+}
+
+/// Against a `torch` Timeline, what its interpreter cannot see is not a difference: NCCL's
+/// kernels, what a collective's own call blocks on (`blocked_on` null), whether a wait is
+/// in the abort.
+#[test]
+fn what_a_torch_timeline_cannot_see_is_not_compared() {
+    let a = hang(2, 1, "ar");
+    let mut b = a.clone();
+    b.source = sim::timeline::Source::Torch;
+    for rank in &mut b.ranks {
+        rank.unfinished_kernels
+            .retain(|k| k.class != sim::timeline::KernelClass::Communication);
+        if let Some(call) = &mut rank.unfinished_host {
+            call.blocked_on = None;
+        }
+    }
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert!(result.unfinished_disagreements.is_empty(), "{result:#?}");
+    // What it can see still counts: the iteration.
+    b.ranks[0].unfinished_host.as_mut().unwrap().iteration = 1;
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert_eq!(
+        unfinished_lines(&result),
+        ["unfinished host call (rank 0): A loss (iteration 0), blocked on stream default; B loss (iteration 1), blocked on: not known"]
+    );
+}
+
+/// A summarised hang keeps the unfinished records of the ranks and iterations it names only:
+/// those it left out are no difference, those it kept are compared.
+#[test]
+fn a_summarised_hang_is_compared_in_what_it_kept() {
+    let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n[tensors]\n\
+        g = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+        [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n";
+    let scenario = parse("hang.toml", text).unwrap();
+    let whole = sim::engine::simulate(&scenario).expand();
+    let options = sim::engine::Options {
+        summary: Some(sim::timeline::RecordSelection::parse("ranks=1").unwrap()),
+        ..sim::engine::Options::default()
+    };
+    let summarised = sim::engine::simulate_with(&scenario, options).0.expand();
+    let result = diff(&summarised, &whole, &DiffOptions::default());
+    assert!(result.unfinished_disagreements.is_empty(), "{result:#?}");
+    assert_eq!(result.unfinished_ranks, 1);
+    let mut other = whole.clone();
+    other.ranks[1].unfinished_collectives.clear();
+    let result = diff(&summarised, &other, &DiffOptions::default());
+    assert_eq!(
+        unfinished_lines(&result),
+        ["unfinished collective (rank 1): ar (iteration 0, world seq 1) in A only"]
+    );
+}

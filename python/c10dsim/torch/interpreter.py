@@ -1174,7 +1174,9 @@ class Interpreter:
         whose end had not come, and the collectives whose completion the interpreter would have
         seen and had not — a call whose input its stream had not reached, one whose ``wait()``
         (or implicit wait) had not released its stream, a synchronous call on the current stream
-        that stream had not passed, the Work the open ``wait()`` is blocked on. An async
+        that stream had not passed, the Work the open ``wait()`` is blocked on — and the stream
+        waits on such a collective never released (its ``wait()``'s on its end, its internal
+        stream's on an input that never came). An async
         collective with no ``wait()`` yet and no end known is left out: nothing says whether it
         completed."""
         def resolve_all(record):
@@ -1207,6 +1209,7 @@ class Interpreter:
         blocked = (open_call or {}).get("blocked_on") or {}
         open_work = (blocked["group"], blocked["seq"]) if blocked.get("kind") == "work" else None
         unfinished = []
+        unreleased = []
         rank["host"] = list(self.record["host"])
         rank["queries"] = list(self.record["queries"])
         collectives = []
@@ -1243,6 +1246,7 @@ class Interpreter:
                                                        waited)
             if record["input_ready_ns"] is None:
                 unfinished.append(never_completed)
+                unreleased += tl.unreleased_stream_waits(never_completed, input_came=False)
                 continue
             group = record["group"]
             start = max(record["input_ready_ns"], previous_end.get(group, 0),
@@ -1257,6 +1261,7 @@ class Interpreter:
             else:
                 if waited is not None or probed:
                     unfinished.append(never_completed)
+                    unreleased += tl.unreleased_stream_waits(never_completed, input_came=True)
                 continue
             previous_end[group] = end
             record.update(kernel_start_ns=start, data_start_ns=start, end_ns=end)
@@ -1285,7 +1290,10 @@ class Interpreter:
         rank["collectives"] = collectives
         if open_call is not None:
             open_call["blocked_on"] = dict(blocked) if blocked else None
-        return tl.with_unfinished(rank, unfinished, unfinished_kernels, open_call,
+        # In the order the host made them, as the simulator keeps them.
+        unreleased.sort(key=lambda made: made[0])
+        return tl.with_unfinished(rank, unfinished, unfinished_kernels,
+                                  [wait for _, wait in unreleased], open_call,
                                   None if final else self.program_iteration)
 
     def timeline(self, final):

@@ -186,12 +186,13 @@ RANK_FIELD_ORDER = ("rank", "streams", "host", "kernels", "collectives", "marks"
                     "memory", "cache_releases", "races", "exceptions")
 
 
-def with_unfinished(rank, collectives, kernels, host, iteration):
+def with_unfinished(rank, collectives, kernels, stream_waits, host, iteration):
     """``rank`` with the records of what never finished (docs/timeline-format.md), each one left
     out when empty or None as the Rust side leaves it out, in the Rust field order."""
     merged = dict(rank)
     for key, value in (("unfinished_collectives", collectives), ("unfinished_kernels", kernels),
-                       ("unfinished_host", host), ("unfinished_iteration", iteration)):
+                       ("unfinished_stream_waits", stream_waits), ("unfinished_host", host),
+                       ("unfinished_iteration", iteration)):
         if value or (value is not None and key == "unfinished_iteration"):
             merged[key] = value
     ordered = {key: merged[key] for key in RANK_FIELD_ORDER if key in merged}
@@ -212,6 +213,26 @@ def unfinished_collective(record, input_ready_ns, wait):
     out.update(input_ready_ns=input_ready_ns, kernel_start_ns=None, kernel_end_ns=None,
                wait=wait)
     return out
+
+
+def unreleased_stream_waits(collective, input_came):
+    """The ``cudaStreamWaitEvent`` calls of ``collective`` (an ``unfinished_collective``) whose
+    waiting stream was never released (``UnfinishedStreamWait``), each with the host time it was
+    made at: its internal stream's on its input, where the input never came (R10a), and its
+    ``wait()``'s on its end event, which never fired (R12). A kernel on the calling stream (a
+    synchronous call, R11) and a ``wait()`` on the stream it ran on need none."""
+    def made(op, source_stream, waiting_stream):
+        return {"iteration": collective["iteration"], "op": op, "source_stream": source_stream,
+                "source_ns": None, "waiting_stream": waiting_stream}
+
+    calling, running = collective["call_stream"], collective["run_stream"]
+    waits = []
+    if not input_came and calling != running:
+        waits.append((collective["host_start_ns"], made(collective["op"], calling, running)))
+    wait = collective["wait"]
+    if wait is not None and wait["stream"] != running:
+        waits.append((wait["host_start_ns"], made(wait["op"], running, wait["stream"])))
+    return waits
 
 
 def unfinished_kernel(record, start_ns):
