@@ -245,8 +245,8 @@ enum Command {
         overrides: Vec<scenario::Override>,
     },
     /// The fidelity table (docs/fidelity.md): measured PyTorch runs (`<scenario>.run<k>.json`)
-    /// against the simulator and the hardware backend, with PyTorch's run-to-run spread and the
-    /// outcome verdicts.
+    /// against the simulator and the hardware backend, with PyTorch's run-to-run spread, the
+    /// outcome verdicts and the peak memory.
     Fidelity {
         /// Folder of `c10dsim torch` Timelines named `<scenario>.run<k>.json`.
         #[arg(long, default_value = "tests/data/torch")]

@@ -590,6 +590,7 @@ pub fn fidelity(
         scenarios.push(analysis::fidelity::ScenarioRuns {
             name,
             simulated: crate::limits::simulate_capped(&file, &scenario)?,
+            scenario,
             hw,
             torch,
         });

@@ -1,18 +1,26 @@
 //! The fidelity table (docs/fidelity.md): per scenario and metric, the simulator and the
 //! hardware backend against PyTorch measured through `c10dsim torch`, PyTorch's own run-to-run
-//! spread, and the ordering and outcome verdicts. Pure: Timelines in, a table out.
+//! spread, and the ordering and outcome verdicts; the caching allocator's peaks against
+//! PyTorch's (`memory`). Pure: Timelines in, a table out.
+
+mod memory;
 
 use crate::diff::{self, DiffOptions};
 use crate::metrics;
 use crate::text::table;
 use serde::{Deserialize, Serialize};
+use sim::scenario::Scenario;
 use sim::timeline::{Timeline, WatchdogEvent};
 use std::collections::BTreeSet;
 
+pub use memory::{MeasuredFigure, MeasuredMemory, MemoryRow};
+
 /// One scenario's Timelines: the simulation at the measured world size, the hardware backend's
-/// run where there is one, and every PyTorch run (separate processes).
+/// run where there is one, and every PyTorch run (separate processes); the scenario as
+/// simulated, whose tensors and ops say what the interpreter allocated itself.
 pub struct ScenarioRuns {
     pub name: String,
+    pub scenario: Scenario,
     pub simulated: Timeline,
     pub hw: Option<Timeline>,
     pub torch: Vec<Timeline>,
@@ -73,6 +81,7 @@ pub struct OutcomeRow {
 pub struct Fidelity {
     pub metrics: Vec<MetricRow>,
     pub outcomes: Vec<OutcomeRow>,
+    pub memory: Vec<MemoryRow>,
     /// Median simulated error over GPU-side rows, and the rows counted.
     pub gpu_median_error_pct: Option<f64>,
     pub gpu_rows: usize,
@@ -193,9 +202,11 @@ fn same_end(a: &str, b: &str) -> bool {
     (a == "ran to the end") == (b == "ran to the end")
 }
 
-fn scenario_rows(runs: &ScenarioRuns) -> (Vec<MetricRow>, Option<OutcomeRow>) {
+type Rows = (Vec<MetricRow>, Option<OutcomeRow>, Option<MemoryRow>);
+
+fn scenario_rows(runs: &ScenarioRuns) -> Rows {
     let Some(first) = runs.torch.first() else {
-        return (Vec::new(), None);
+        return (Vec::new(), None, None);
     };
     let simulated = diff::named_metrics(&metrics::report(&runs.simulated));
     let hw = runs
@@ -265,17 +276,26 @@ fn scenario_rows(runs: &ScenarioRuns) -> (Vec<MetricRow>, Option<OutcomeRow>) {
         // The timings are of another program than the one simulated.
         rows.clear();
     }
-    (rows, Some(outcome))
+    let memory = memory::memory_row(
+        &runs.name,
+        &runs.scenario,
+        &runs.simulated,
+        &runs.torch,
+        launched_of,
+    );
+    (rows, Some(outcome), memory)
 }
 
 /// The table over every scenario, in the order given.
 pub fn fidelity(scenarios: &[ScenarioRuns]) -> Fidelity {
     let mut metrics = Vec::new();
     let mut outcomes = Vec::new();
+    let mut memory = Vec::new();
     for runs in scenarios {
-        let (rows, outcome) = scenario_rows(runs);
+        let (rows, outcome, memory_row) = scenario_rows(runs);
         metrics.extend(rows);
         outcomes.extend(outcome);
+        memory.extend(memory_row);
     }
     let errors = |side: MetricSide, hw: bool| -> Vec<f64> {
         metrics
@@ -321,6 +341,7 @@ pub fn fidelity(scenarios: &[ScenarioRuns]) -> Fidelity {
         hw_median_error_pct: median(&mut hw),
         metrics,
         outcomes,
+        memory,
     }
 }
 
@@ -337,9 +358,9 @@ fn percent(value: Option<f64>) -> String {
     value.map_or_else(|| "–".to_string(), |v| format!("{v:.1}%"))
 }
 
-/// The three verdicts over every scenario, as sentences without their labels: the simulator
-/// against PyTorch (with PyTorch's own spread), hw against PyTorch, the outcomes.
-fn summary_sentences(fidelity: &Fidelity) -> [String; 3] {
+/// The four verdicts over every scenario, as sentences without their labels: the simulator
+/// against PyTorch (with PyTorch's own spread), hw against PyTorch, the outcomes, memory.
+fn summary_sentences(fidelity: &Fidelity) -> [String; 4] {
     let spread = if fidelity.host_rows_with_spread == 0 {
         "none with a measured run-to-run spread (one PyTorch run each)".to_string()
     } else {
@@ -376,6 +397,7 @@ fn summary_sentences(fidelity: &Fidelity) -> [String; 3] {
             fidelity.outcomes.iter().filter(comparable).count(),
             fidelity.outcomes.len() - fidelity.outcomes.iter().filter(comparable).count(),
         ),
+        memory::memory_sentence(&fidelity.memory),
     ]
 }
 
@@ -416,13 +438,18 @@ fn outcome_rows(fidelity: &Fidelity) -> Vec<Vec<String>> {
 
 /// The table as the Markdown of docs/fidelity.md's generated part.
 pub fn render_markdown(fidelity: &Fidelity) -> String {
-    let [simulator, hw, outcomes] = summary_sentences(fidelity);
+    let [simulator, hw, outcomes, memory] = summary_sentences(fidelity);
     let mut out = format!(
         "**Simulator vs PyTorch:** {simulator}. **hw vs PyTorch:** {hw}. \
-         **Outcome verdicts:** {outcomes}.\n\n"
+         **Outcome verdicts:** {outcomes}. **Memory:** {memory}.\n\n"
     );
     out.push_str("### Outcomes and orderings\n\n");
     out.push_str(&markdown_table(&OUTCOME_HEADER, &outcome_rows(fidelity)));
+    out.push_str("\n### Memory\n\n(bytes)\n\n");
+    out.push_str(&markdown_table(
+        &memory::MEMORY_HEADER,
+        &memory::memory_rows(&fidelity.memory),
+    ));
     out.push_str("\n### Metrics (µs, fractions where named)\n\n");
     let rows: Vec<Vec<String>> = fidelity
         .metrics
@@ -489,12 +516,18 @@ fn markdown_table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// The plain-text form `c10dsim fidelity` prints without `-o`: what the Markdown says, as
 /// plain tables.
 pub fn render_text(fidelity: &Fidelity) -> String {
-    let [simulator, hw, outcomes] = summary_sentences(fidelity);
+    let [simulator, hw, outcomes, memory] = summary_sentences(fidelity);
     let mut out = format!(
-        "simulator vs PyTorch: {simulator}\nhw vs PyTorch: {hw}\noutcome verdicts: {outcomes}\n\n"
+        "simulator vs PyTorch: {simulator}\nhw vs PyTorch: {hw}\noutcome verdicts: {outcomes}\n\
+         memory: {memory}\n\n"
     );
     out.push_str("outcomes and orderings:\n");
     out.push_str(&table(&OUTCOME_HEADER, &outcome_rows(fidelity)));
+    out.push_str("\nmemory (bytes):\n");
+    out.push_str(&table(
+        &memory::MEMORY_HEADER,
+        &memory::memory_rows(&fidelity.memory),
+    ));
     out.push_str("\nmetrics (µs; completed_at_wait and overlaps are fractions):\n");
     let rows: Vec<Vec<String>> = fidelity
         .metrics
@@ -530,9 +563,12 @@ mod tests {
     use super::*;
     use sim::timeline::Source;
 
+    fn parse(text: &str) -> Scenario {
+        sim::scenario::parse("fidelity.toml", text).expect("valid scenario")
+    }
+
     fn simulate(text: &str) -> Timeline {
-        let scenario = sim::scenario::parse("fidelity.toml", text).expect("valid scenario");
-        sim::engine::simulate(&scenario)
+        sim::engine::simulate(&parse(text))
     }
 
     const SCENARIO: &str = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 1\n[tensors]\nx = \"64MiB\"\n\
@@ -609,6 +645,7 @@ mod tests {
         let simulated = simulate(SCENARIO);
         let runs = ScenarioRuns {
             name: "ar".into(),
+            scenario: parse(SCENARIO),
             torch: vec![
                 stretched(&simulated, 1.25),
                 stretched(&simulated, 1.35),
@@ -647,6 +684,16 @@ mod tests {
         assert_eq!(table.host_median_spread_pct, Some(0.0));
         assert!(table.gpu_median_spread_pct.is_some_and(|s| s > 0.0));
         assert!(render_markdown(&table).contains("PyTorch's median run-to-run spread"));
+        // The runs held what the simulation did, and the interpreter nothing of its own.
+        assert_eq!(table.memory.len(), 1);
+        assert_eq!(table.memory[0].differing(), Some(vec![]));
+        let markdown = render_markdown(&table);
+        assert!(
+            markdown.contains("**Memory:** 1 of 1 compared scenarios agree")
+                && markdown.contains("### Memory")
+                && markdown.contains("| 0 / 0 (derived) | 67108864 | 67108864 (3 runs) |"),
+            "{markdown}"
+        );
     }
 
     #[test]
@@ -658,6 +705,7 @@ mod tests {
             .insert("launcher_exit_status".into(), "1".into());
         let table = fidelity(&[ScenarioRuns {
             name: "ar".into(),
+            scenario: parse(SCENARIO),
             torch: vec![killed],
             hw: None,
             simulated,
@@ -690,6 +738,7 @@ mod tests {
         partial.scenario.ranks = 4;
         let table = fidelity(&[ScenarioRuns {
             name: "ar".into(),
+            scenario: parse(SCENARIO),
             torch: vec![partial],
             hw: None,
             simulated,

@@ -733,6 +733,48 @@ def test_the_memory_quota_adds_the_all_to_all_receive_buffers(resolve, interpret
     assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
 
 
+OWN_BUFFERS = """
+name = "own_buffers"
+[cluster]
+ranks = 1
+[tensors]
+x = "3MiB"
+[streams]
+side = {}
+[[op]]
+gemm = [1000, 1000, 1000]
+[[op]]
+all_to_all = "x"
+[[op]]
+set_stream = "side"
+[[op]]
+gemm = [2048, 2048, 2048]
+[[op]]
+set_stream = "default"
+"""
+
+
+def test_the_interpreter_records_the_bytes_it_allocated_itself(resolve, interpret, tmp_path):
+    # The GEMM operands, the all_to_all receive buffer and a cuBLAS workspace per GEMM stream
+    # live from setup to the end and the simulator books none of them: measured as the
+    # allocator counted them, so that `c10dsim fidelity` can take them off PyTorch's peaks.
+    # The scenario's own tensor x is not among them.
+    source = tmp_path / "own_buffers.toml"
+    source.write_text(OWN_BUFFERS)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    mib = 2**20
+    operands = [1000 * 1000 * 2] * 3 + [2048 * 2048 * 2] * 3  # bf16, the default dtype
+    received = 3 * mib
+    workspaces = 2 * 32 * mib
+    machine = document["machine"]
+    assert machine["interpreter_allocated_bytes"] == str(sum(operands) + received + workspaces)
+    # The fake gives each tensor a segment of its size rounded up to 2 MiB.
+    segments = [-(-size // (2 * mib)) * 2 * mib for size in operands + [received]]
+    assert machine["interpreter_reserved_bytes"] == str(sum(segments) + workspaces)
+
+
 def test_the_memory_quota_leaves_out_the_bucket_buffers_the_simulator_books(resolve, interpret):
     # DDP's Reducer makes each bucket's flattened buffer when it is built; the simulator books
     # them up front beside the gradients (50 MiB reserved for coalescing, as PyTorch measured),

@@ -51,10 +51,16 @@ pub struct TensorMemory<E> {
     lifetime: Lifetime,
     /// Each tensor's blocks while it is allocated, one per tensor of a list, in list order.
     blocks: Vec<Vec<BlockId>>,
-    /// Works not yet waited that hold each block.
+    /// Works not yet waited, and Works the program holds, that hold each block.
     holders: HashMap<BlockId, u32>,
-    /// Blocks whose tensor was deleted while Works still held them.
-    deferred_free: Vec<BlockId>,
+    /// Blocks whose tensor was deleted while Works still held them, with the recordStream
+    /// events their `del` recorded (R19; none under the stash).
+    deferred_free: Vec<(BlockId, Vec<E>)>,
+    /// The output tensors of the collectives whose Work the program holds (`work = "w"`, not
+    /// yet rebound): ProcessGroupNCCL's `collective` keeps them in the Work (`outputs_`, for
+    /// `WorkNCCL::result`), and neither `wait()` nor the watchdog lets go of them; only the
+    /// Work's end does (R18).
+    handle_holds: Vec<(usize, Blocks)>,
     /// Streams other than its own on which a collective used each tensor (recordStream).
     recorded_streams: Vec<Vec<StreamRef>>,
     /// Freed blocks (a tensor's, all of a list's) waiting for their recordStream events.
@@ -150,6 +156,7 @@ impl<E: Copy> TensorMemory<E> {
             blocks: vec![Vec::new(); scenario.tensors.len()],
             holders: HashMap::default(),
             deferred_free: Vec::new(),
+            handle_holds: Vec::new(),
             recorded_streams: vec![Vec::new(); scenario.tensors.len()],
             pending_frees: Vec::new(),
             shelf: vec![Vec::new(); scenario.groups.len()],
@@ -412,6 +419,13 @@ impl<E: Copy> TensorMemory<E> {
         if self.blocks[tensor].is_empty() {
             return;
         }
+        if held && self.lifetime != Lifetime::None {
+            let blocks: Blocks = self.blocks[tensor].iter().copied().collect();
+            for &block in &blocks {
+                *self.holders.entry(block).or_default() += 1;
+            }
+            self.handle_holds.push((collective, blocks));
+        }
         match self.lifetime {
             Lifetime::Stash => {
                 let blocks: Blocks = self.blocks[tensor].iter().copied().collect();
@@ -440,13 +454,18 @@ impl<E: Copy> TensorMemory<E> {
         !self.shelf[group].is_empty()
     }
 
-    /// The program let go of collective's Work without waiting on it (its name was bound to
-    /// a newer Work): the next collective of its group may release its tensors (R18).
+    /// The program let go of collective's Work (its name was bound to a newer Work): the
+    /// Work's outputs go with it, and, never waited, the next collective of its group may
+    /// release its stash (R18).
     pub fn drop_handle(&mut self, collective: usize) {
         for entry in self.shelf.iter_mut().flatten() {
             if entry.collective == collective {
                 entry.held = false;
             }
+        }
+        if let Some(position) = (self.handle_holds.iter()).position(|(c, _)| *c == collective) {
+            let (_, blocks) = self.handle_holds.swap_remove(position);
+            self.release_holders(blocks);
         }
     }
 
@@ -485,13 +504,14 @@ impl<E: Copy> TensorMemory<E> {
     }
 
     /// `del t` with the events recorded on [`TensorMemory::streams_to_record`]'s streams: each
-    /// block (one per tensor of a list) returns to its pool now, with the last Work holding
-    /// it, or once the events passed.
+    /// block (one per tensor of a list) returns to its pool once the last Work holding it let
+    /// go and the events passed. Simplified: a block a Work still holds keeps the events of
+    /// its `del`, where PyTorch records them when the Work lets go (R19).
     pub fn free(&mut self, tensor: TensorId, events: Vec<E>) {
         let (held, free): (Vec<BlockId>, Vec<BlockId>) = (std::mem::take(&mut self.blocks[tensor])
             .into_iter())
         .partition(|block| self.holders.contains_key(block));
-        self.deferred_free.extend(held);
+        (self.deferred_free).extend(held.into_iter().map(|block| (block, events.clone())));
         if events.is_empty() {
             for block in free {
                 self.return_block(block);
@@ -507,9 +527,13 @@ impl<E: Copy> TensorMemory<E> {
             *count = count.saturating_sub(1);
             if *count == 0 {
                 self.holders.remove(&block);
-                if let Some(position) = self.deferred_free.iter().position(|&b| b == block) {
-                    self.deferred_free.swap_remove(position);
-                    self.return_block(block);
+                if let Some(position) = self.deferred_free.iter().position(|(b, _)| *b == block) {
+                    let (_, events) = self.deferred_free.swap_remove(position);
+                    if events.is_empty() {
+                        self.return_block(block);
+                    } else {
+                        self.pending_frees.push((vec![block], events));
+                    }
                 }
             }
         }

@@ -191,9 +191,11 @@ fn expandable_segments_recover_the_overlap() {
     assert_eq!(report.memory.cache_release_stalls, 0);
 }
 
-/// Stash (2.12): one 64 MiB block serves every iteration (R18).
+/// Stash (2.12): the Work `w` keeps its output g past `wait()` and `del g` until the next
+/// iteration's all_reduce binds `w` anew, after that iteration's `alloc g`: two 64 MiB blocks
+/// take turns (R18), as PyTorch 2.11 measured (128 MiB, tests/data/torch/lifetime_peak.run*).
 pub fn check_lifetime_peak(timeline: &Timeline, report: &Report) {
-    assert_eq!(report.memory.peak_reserved_bytes, 64 << 20);
+    assert_eq!(report.memory.peak_reserved_bytes, 2 * (64 << 20));
     assert!(timeline.findings.is_empty());
 }
 

@@ -696,7 +696,8 @@ fn the_groups_timeout_bounds_blocking_wait_and_the_watchdog() {
 }
 
 /// R19 and R20: with expandable segments a release needs no device-wide synchronisation, but
-/// it still waits for the events of blocks freed under recordStream before it hands them back.
+/// it still waits for the events of blocks freed under recordStream before it hands them back
+/// (g's Work is dropped at once: one the program kept would keep g, R18).
 #[test]
 fn an_expandable_release_still_waits_for_recordstream_events() {
     let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\nfraction = 1.0\n\
@@ -704,8 +705,8 @@ fn an_expandable_release_still_waits_for_recordstream_events() {
                 [groups.world]\neager_init = true\n\
                 [tensors]\ng = \"256MiB\"\nc = \"300MiB\"\nh = \"700MiB\"\n\
                 [[op]]\nalloc = \"c\"\nstream = \"side\"\n[[op]]\nfree = \"c\"\nstream = \"side\"\n\
-                [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
-                [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nasync_op = true\n\
+                [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n\
                 [[op]]\nfree = \"h\"\n";
     // g's event has not passed when h is asked for.
     let mut device = FakeDevice {

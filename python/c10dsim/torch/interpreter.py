@@ -323,39 +323,58 @@ class Interpreter:
         for index, tensor in enumerate(scenario["tensors"]):
             if not tensor["dynamic"]:
                 self.tensors[index] = self.allocate(tensor, fill=True)
-        self.gemm_operands = {}
         self.buckets = {}
-        self.all_to_all_outputs = {}
         for op in scenario["ops"]:
             kind = op["kind"]
-            if kind["kind"] == "gemm":
-                self.gemm_operand(kind)
             if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
                 self.buckets[op["index"]] = self.bucket_buffers(kind)
-            if kind["kind"] == "collective" and kind["collective"] == "all_to_all":
-                self.all_to_all_output(self.tensors.get(kind["tensor"], []))
-        self.mismatch_buffers = {}
-        for fault in scenario["faults"]:
-            if self.rank in fault["ranks"] and fault["kind"]["kind"] == "mismatch":
-                self.mismatch_buffer(fault["kind"])
+        self.make_own_buffers()
         self.limit_memory()
         self.calibrate_sleep()
         torch.cuda.synchronize()
         self.start_anchor = self.anchor()
         self.drift_scale = 1.0
 
+    def make_own_buffers(self):
+        """What the interpreter and PyTorch take from the caching allocator before the program
+        and the simulator does not book — the GEMM operands, the all_to_all receive buffers made
+        at setup, the mismatch faults' scratch buffers and the cuBLAS workspaces — made one
+        after the other, after the scenario's tensors and bucket buffers, and measured as the
+        allocator counts them: ``machine.interpreter_allocated_bytes`` and
+        ``interpreter_reserved_bytes``. They live to the end, so a peak less them is the
+        scenario's own (``c10dsim fidelity``'s memory table)."""
+        cuda = self.torch.cuda
+        allocated_before = cuda.memory_allocated(self.device)
+        reserved_before = cuda.memory_reserved(self.device)
+        self.gemm_operands = {}
+        self.all_to_all_outputs = {}
+        for op in self.scenario["ops"]:
+            kind = op["kind"]
+            if kind["kind"] == "gemm":
+                self.gemm_operand(kind)
+            if kind["kind"] == "collective" and kind["collective"] == "all_to_all":
+                self.all_to_all_output(self.tensors.get(kind["tensor"], []))
+        self.mismatch_buffers = {}
+        for fault in self.scenario["faults"]:
+            if self.rank in fault["ranks"] and fault["kind"]["kind"] == "mismatch":
+                self.mismatch_buffer(fault["kind"])
+        self.blas_workspaces()
+        self.machine["interpreter_allocated_bytes"] = str(
+            cuda.memory_allocated(self.device) - allocated_before)
+        self.machine["interpreter_reserved_bytes"] = str(
+            cuda.memory_reserved(self.device) - reserved_before)
+
     def limit_memory(self):
         """The scenario's allocator capacity (R17), plus what the interpreter and PyTorch add from
-        the same allocator and the simulator does not count — the GEMM operands, the mismatch
-        faults' scratch buffers, the all_to_all receive buffers made at setup and the cuBLAS
-        workspaces — as the allocator's fraction of the device. The bucket buffers are not
-        added: the simulator books them before the program, as DDP's Reducer makes them."""
+        the same allocator and the simulator does not count (``make_own_buffers``), as the
+        allocator's fraction of the device. The bucket buffers are not added: the simulator
+        books them before the program, as DDP's Reducer makes them."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
         extra_bytes += sum(b.numel() * b.element_size() for b in self.mismatch_buffers.values())
         extra_bytes += sum(b.numel() * b.element_size()
                            for b in self.all_to_all_outputs.values())
-        extra_bytes += self.blas_workspaces()
+        extra_bytes += int(self.machine["blas_workspace_bytes"])
         total_bytes = self.torch.cuda.get_device_properties(self.local_rank).total_memory
         capacity = self.scenario["memory"]["capacity_bytes"] + extra_bytes
         fraction = min(1.0, capacity / total_bytes)
@@ -363,7 +382,7 @@ class Interpreter:
         self.machine["memory_fraction"] = "%.4f" % fraction
 
     def blas_workspaces(self):
-        """Bytes of the cuBLAS workspaces of the streams that run GEMMs. PyTorch takes one per
+        """The cuBLAS workspaces of the streams that run GEMMs. PyTorch takes one per
         stream from its caching allocator at the stream's first cuBLAS call (32 MiB each on an
         H200) and keeps it: made here, before the program, by asking for each such stream's cuBLAS
         handle, and measured as the allocator counts it (`machine.blas_workspace_bytes`)."""
@@ -375,7 +394,6 @@ class Interpreter:
                 self.torch.cuda.current_blas_handle()
         workspace_bytes = self.torch.cuda.memory_allocated(self.device) - before
         self.machine["blas_workspace_bytes"] = str(workspace_bytes)
-        return workspace_bytes
 
     def init_process_group(self, device_id):
         world_group = self.scenario["groups"][0]

@@ -289,9 +289,10 @@ mod tests {
     use super::*;
     use crate::scenario::parse;
 
-    /// 256 MiB all_reduced and deleted before `wait()` under recordStream (its block waits for
-    /// the NCCL stream's event, R19), a cached segment on a side stream, then an allocation
-    /// that fits only once the cache is released (1 GiB of device memory).
+    /// 256 MiB all_reduced and deleted under recordStream, the Work dropped at once (its block
+    /// waits for the NCCL stream's event, R19; a Work the program kept would keep it, R18), a
+    /// cached segment on a side stream, then an allocation that fits only once the cache is
+    /// released (1 GiB of device memory).
     fn pending_free(expandable: bool, bytes: &str) -> Timeline {
         let text = format!(
             "[cluster]\nranks = 2\n[memory]\ncapacity_gib = 1\nlifetime = \"record_stream\"\n\
@@ -299,10 +300,10 @@ mod tests {
              [groups.world]\neager_init = true\n\
              [tensors]\ng = \"256MiB\"\nc = \"300MiB\"\nh = \"{bytes}\"\n\
              [[op]]\nalloc = \"c\"\nstream = \"side\"\n[[op]]\nfree = \"c\"\nstream = \"side\"\n\
-             [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nasync_op = true\n\
              [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n\
              [[op]]\nkernel = {{ us = 50, sms = 8 }}\nwrites = [\"h\"]\n\
-             [[op]]\nwait = \"w\"\n[[op]]\nfree = \"h\"\n"
+             [[op]]\nfree = \"h\"\n"
         );
         simulate(&parse("pending.toml", &text).unwrap())
     }
@@ -335,8 +336,9 @@ mod tests {
 
     #[test]
     fn a_release_that_frees_no_segment_waits_only_for_recordstream_events_r19_r20() {
-        // g and k share one 20 MiB segment; g, all_reduced and deleted before `wait()` under
-        // recordStream, waits for the NCCL stream's event. 1010 MiB more do not fit: PyTorch's
+        // g and k share one 20 MiB segment; g, all_reduced (its Work dropped at once: one the
+        // program kept would keep g, R18) and deleted under recordStream, waits for the NCCL
+        // stream's event. 1010 MiB more do not fit: PyTorch's
         // release_cached_blocks synchronises g's event and returns its block, but k keeps the
         // segment, so nothing is cudaFree'd and the device is not synchronised: the host does
         // not wait for the 5 ms kernel on the side stream before it raises.
@@ -345,10 +347,10 @@ mod tests {
                     [streams]\nside = {}\n[groups.world]\neager_init = true\n\
                     [tensors]\ng = \"4MiB\"\nk = \"4MiB\"\nh = \"1010MiB\"\n\
                     [[op]]\nalloc = \"g\"\n[[op]]\nalloc = \"k\"\n\
-                    [[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                    [[op]]\nall_reduce = \"g\"\nasync_op = true\n\
                     [[op]]\nfree = \"g\"\n\
                     [[op]]\nkernel = { us = 5000, sms = 8 }\nstream = \"side\"\n\
-                    [[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                    [[op]]\nalloc = \"h\"\n\
                     [[op]]\nfree = \"h\"\n[[op]]\nfree = \"k\"\n";
         let timeline = simulate(&parse("no_segment.toml", text).unwrap());
         let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
@@ -366,7 +368,8 @@ mod tests {
     #[test]
     fn the_retry_after_a_release_asks_only_for_a_new_segment_r20() {
         // g and k share one 20 MiB segment, `big` fills the rest of the 1 GiB; g, all_reduced
-        // and deleted before `wait()` under recordStream, waits for the NCCL stream's event.
+        // (its Work dropped at once: one the program kept would keep g, R18) and deleted under
+        // recordStream, waits for the NCCL stream's event.
         // h (8 MiB) fits no cached block and no new segment: the release synchronises g's
         // event and returns its 8 MiB block, which would fit h, but PyTorch's retry after
         // release_cached_blocks is `alloc_block` alone (a new segment), so h raises.
@@ -375,8 +378,8 @@ mod tests {
                     [groups.world]\neager_init = true\n\
                     [tensors]\ng = \"8MiB\"\nk = \"9MiB\"\nbig = \"1000MiB\"\nh = \"8MiB\"\n\
                     [[op]]\nalloc = \"g\"\n[[op]]\nalloc = \"k\"\n[[op]]\nalloc = \"big\"\n\
-                    [[op]]\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
-                    [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n[[op]]\nwait = \"w\"\n\
+                    [[op]]\nall_reduce = \"g\"\nasync_op = true\n\
+                    [[op]]\nfree = \"g\"\n[[op]]\nalloc = \"h\"\n\
                     [[op]]\nfree = \"h\"\n[[op]]\nfree = \"k\"\n[[op]]\nfree = \"big\"\n";
         let timeline = simulate(&parse("retry.toml", text).unwrap());
         let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();

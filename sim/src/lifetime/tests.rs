@@ -79,14 +79,44 @@ fn static_tensors_are_allocated_up_front_in_pytorch_sized_segments() {
 }
 
 #[test]
-fn a_stashed_block_returns_at_wait_then_is_reused() {
+fn a_stashed_block_of_a_dropped_work_returns_at_wait_then_is_reused() {
     let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 7, 99, true);
+    // A Work the program does not hold (a synchronous call's, waited by its wrapper).
+    memory.keep_alive(2, 0, 2, 7, 99, false);
     memory.free(2, Vec::new());
     // Held by the Work's stash: not in the pool (R18), so a new segment.
     new_segment(memory.allocate(3, 256 * MIB, 0));
     memory.release_on_wait(7);
+    assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
+}
+
+#[test]
+fn a_work_the_program_holds_keeps_its_output_past_wait_until_it_is_dropped() {
+    // `w = dist.all_reduce(g, async_op=True); del g; w.wait()`: the Work's outputs_ still
+    // hold g; it goes when `w` is bound to the next Work (R18).
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+    let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+    memory.keep_alive(2, 0, 2, 7, 99, true);
+    memory.free(2, Vec::new());
+    memory.release_on_wait(7);
+    new_segment(memory.allocate(3, 256 * MIB, 0));
+    memory.drop_handle(7);
+    assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
+}
+
+#[test]
+fn under_record_stream_a_held_output_waits_for_its_work_then_for_its_events() {
+    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
+    let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
+    memory.keep_alive(2, 0, 2, 7, 5, true);
+    assert_eq!(memory.streams_to_record(2), [2]);
+    memory.free(2, vec![11]);
+    memory.collect_pending(|_| true);
+    new_segment(memory.allocate(3, 256 * MIB, 0));
+    memory.drop_handle(7);
+    assert_eq!(memory.pending_events(), [11]);
+    memory.collect_pending(|event| event == 11);
     assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
 }
 
@@ -206,7 +236,8 @@ fn a_stashed_list_keeps_every_block_until_wait_r18() {
     // Two 1 MiB tensors fill one 2 MiB segment of the small pool.
     let mut memory = list("1MiB", 2, "stash");
     memory.static_steps();
-    memory.keep_alive(0, 0, 1, 7, 99, true);
+    // A Work the program does not hold (a synchronous call's, waited by its wrapper).
+    memory.keep_alive(0, 0, 1, 7, 99, false);
     memory.free(0, Vec::new());
     // Both blocks are held by the Work: 1 MiB more needs a new segment.
     assert!(matches!(

@@ -93,12 +93,15 @@ def _numel(shape):
 
 def _allocate(shape, dtype):
     """A tensor of the fake caching allocator: its bytes count in ``cuda.memory_allocated`` (and
-    its peak) until the last reference to it is dropped."""
+    its peak), and a segment of its own in ``cuda.memory_reserved``, until the last reference to
+    it is dropped."""
     tensor = Tensor(_numel(shape), dtype)
     size = tensor.numel() * tensor.element_size()
     cuda._allocated[0] += size
     cuda._peak_allocated[0] = max(cuda._peak_allocated[0], cuda._allocated[0])
-    weakref.finalize(tensor, cuda._release, size)
+    segment = cuda._segment_bytes(size)
+    cuda._reserved[0] += segment
+    weakref.finalize(tensor, cuda._release, size, segment)
     return tensor
 
 

@@ -109,19 +109,30 @@ def set_per_process_memory_fraction(fraction, device=None):
 
 # What the fake caching allocator holds: the tensors made by torch.ones, empty and randn while
 # referenced, and the cuBLAS workspaces, 32 MiB per stream at its first cuBLAS handle, as
-# PyTorch's on an H200.
+# PyTorch's on an H200. Each tensor has a segment of its own, its size rounded up to 2 MiB,
+# returned with it (the fake caches nothing).
 BLAS_WORKSPACE_BYTES = 32 * 2**20
 _allocated = [0]
 _peak_allocated = [0]
+_reserved = [0]
 _streams_with_workspace = []
 
 
-def _release(size):
+def _segment_bytes(size):
+    return -(-size // (2 * 2**20)) * 2 * 2**20
+
+
+def _release(size, segment):
     _allocated[0] -= size
+    _reserved[0] -= segment
 
 
 def memory_allocated(device=None):
     return _allocated[0]
+
+
+def memory_reserved(device=None):
+    return _reserved[0]
 
 
 def current_blas_handle():
@@ -130,6 +141,7 @@ def current_blas_handle():
     if not any(s is stream for s in _streams_with_workspace):
         _streams_with_workspace.append(stream)
         _allocated[0] += BLAS_WORKSPACE_BYTES
+        _reserved[0] += BLAS_WORKSPACE_BYTES
     return 1
 
 
