@@ -57,16 +57,24 @@ pub enum HwError {
     /// kind `async_error`, or one NCCL reports), or `wait()` or a collective call raised it
     /// (R26, R27). The finding, whole, in the simulator's words (`sim::pg::work`).
     AsyncError(String),
+    /// The watchdog read from the store that a peer failed under a collective of group `group`
+    /// (an injected `[[fault]]` of kind `async_error` on another rank,
+    /// `TORCH_NCCL_PROPAGATE_ERROR=1`, R27): a finding about the group, of no op of this rank.
+    /// The finding, whole, in the simulator's words (`sim::pg::work::remote_error_found`).
+    RemoteError { group: usize, finding: String },
 }
 
 impl HwError {
-    /// The process exit code the CLI should use: 1 for a timeout, an async error or an
-    /// out-of-memory (findings about the run), 2 for
+    /// The process exit code the CLI should use: 1 for a timeout, an async error (its own or a
+    /// peer's) or an out-of-memory (findings about the run), 2 for
     /// everything else (bad input or environment: no GPU, no library, impossible layout, a failed
     /// CUDA/NCCL call).
     pub fn exit_code(&self) -> i32 {
         match self {
-            HwError::Timeout(_) | HwError::AsyncError(_) | HwError::OutOfMemory(_) => 1,
+            HwError::Timeout(_)
+            | HwError::AsyncError(_)
+            | HwError::RemoteError { .. }
+            | HwError::OutOfMemory(_) => 1,
             _ => 2,
         }
     }
@@ -117,7 +125,9 @@ impl fmt::Display for HwError {
                 "NCCL call {call} failed: its communicator holds an async error ({error:?})"
             ),
             HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
-            HwError::Timeout(finding) | HwError::AsyncError(finding) => f.write_str(finding),
+            HwError::Timeout(finding)
+            | HwError::AsyncError(finding)
+            | HwError::RemoteError { finding, .. } => f.write_str(finding),
         }
     }
 }
@@ -139,6 +149,11 @@ mod tests {
         assert!(missing.to_string().contains("libnccl.so"));
         assert_eq!(HwError::NoDevice("none".into()).exit_code(), 2);
         assert_eq!(HwError::AsyncError("x".into()).exit_code(), 1);
+        let remote = HwError::RemoteError {
+            group: 0,
+            finding: "x".into(),
+        };
+        assert_eq!((remote.exit_code(), remote.to_string()), (1, "x".into()));
         assert_eq!(HwError::OutOfMemory("x".into()).exit_code(), 1);
         for input in [
             HwError::Layout("x".into()),

@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,310 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,340 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -75,10 +75,10 @@ pub struct WatchedWork {
     /// (`sim::pg::work::timeout_caught`).
     pub description: String,
     /// An injected NCCL async error (`[[fault]] kind = "async_error"`): after this long since
-    /// the enqueue the watchdog finds it, and its finding, in the simulator's words
-    /// (`sim::pg::work::async_exception` on the rank whose network failed, else
-    /// `remote_error_found`).
-    pub async_error: Option<(u64, String)>,
+    /// the enqueue the watchdog finds it, and its verdict, in the simulator's words: an
+    /// [`HwError::AsyncError`] (`sim::pg::work::async_exception`) on the rank whose network
+    /// failed, else an [`HwError::RemoteError`] (`remote_error_found`).
+    pub async_error: Option<(u64, HwError)>,
     /// How many watchdog polls after the first one past that error it is found: one for a
     /// peer's error read from the store (`sim::pg::work::polls_after_async_error`).
     pub async_error_polls_late: u64,
@@ -525,7 +525,10 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         match outcome {
             Ok(()) => {}
-            Err(error @ (HwError::Timeout(_) | HwError::AsyncError(_))) => self.verdict(error)?,
+            Err(
+                error
+                @ (HwError::Timeout(_) | HwError::AsyncError(_) | HwError::RemoteError { .. }),
+            ) => self.verdict(error)?,
             Err(error) => return Err(error),
         }
         self.log.memory = self.memory.peaks();
@@ -670,8 +673,9 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// The run ends on a timeout or an async error: the finding names the oldest Work not
-    /// complete, and hw takes the process down at once (the TearDown of R27 without the dump
-    /// wait), whatever the GPU still holds.
+    /// complete (a peer's error read from the store names no Work: its group, at the host's
+    /// iteration, as the simulator's), and hw takes the process down at once (the TearDown of
+    /// R27 without the dump wait), whatever the GPU still holds.
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
         if let (Some((iteration, op)), HwError::AsyncError(message)) = (self.wait_raised, &error) {
@@ -697,6 +701,11 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         let (kind, event, thread) = match (&error, self.wait_raised) {
+            (HwError::RemoteError { .. }, _) => (
+                FindingKind::AsyncError,
+                WatchdogEvent::RemoteError,
+                ThreadKind::Watchdog,
+            ),
             (HwError::AsyncError(_), _) => (
                 FindingKind::AsyncError,
                 WatchdogEvent::AsyncError,
@@ -715,7 +724,21 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         let rank = self.plan.rank;
         let message = error.to_string();
-        let group = oldest.map(|(group, _, _)| group);
+        // The wait() that raised, else the oldest Work not complete; a peer's error, the
+        // iteration the host is in (past the last once the program returned).
+        let (group, at) = match error {
+            HwError::RemoteError { group, .. } => {
+                let iteration = (self.log.unfinished_iteration).unwrap_or(self.scenario.repeat);
+                (Some(group), Some((iteration, None)))
+            }
+            _ => (
+                oldest.map(|(group, _, _)| group),
+                (self
+                    .wait_raised
+                    .or(oldest.map(|(_, iteration, op)| (iteration, op))))
+                .map(|(iteration, op)| (iteration, Some(op))),
+            ),
+        };
         self.note_group(group, thread, event, at_ns, message.clone());
         self.note_group(
             group,
@@ -728,16 +751,12 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.scenario.env.async_error_handling.number()
             ),
         );
-        // The wait() that raised, else the oldest Work not complete.
-        let at = self
-            .wait_raised
-            .or(oldest.map(|(_, iteration, op)| (iteration, op)));
         self.log.findings.push(Finding {
             stands_for: Default::default(),
             kind,
             rank: Some(rank),
             iteration: at.map(|(iteration, _)| iteration),
-            op: at.map(|(_, op)| op),
+            op: at.and_then(|(_, op)| op),
             stream: None,
             message,
         });
@@ -1188,12 +1207,19 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         let rank = self.plan.rank;
         let async_error = issued.async_error.map(|(after_ns, signalled_by)| {
-            let finding = if issued.fails_work {
-                work::async_exception(rank, &description, NcclAsyncError::Remote)
+            let verdict = if issued.fails_work {
+                HwError::AsyncError(work::async_exception(
+                    rank,
+                    &description,
+                    NcclAsyncError::Remote,
+                ))
             } else {
-                work::remote_error_found(rank, signalled_by, &g.name)
+                HwError::RemoteError {
+                    group: call.group,
+                    finding: work::remote_error_found(rank, signalled_by, &g.name),
+                }
             };
-            (after_ns, finding)
+            (after_ns, verdict)
         });
         self.device.watch(WatchedWork {
             rank,

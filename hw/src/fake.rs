@@ -82,11 +82,11 @@ impl FakeDevice {
         }
         for work in stuck() {
             let candidates = [
-                work.async_error.as_ref().map(|(after_ns, finding)| {
+                work.async_error.as_ref().map(|(after_ns, verdict)| {
                     let late_ns = work.async_error_polls_late * WATCHDOG_POLL_NS;
                     (
                         next_poll(async_error_ns(work.enqueue_ns, *after_ns)) + late_ns,
-                        HwError::AsyncError(finding.clone()),
+                        verdict.clone(),
                     )
                 }),
                 Some({

@@ -93,7 +93,7 @@ impl Shared {
         // An injected async error (a `[[fault]]`) is found like a real one: first; a peer's,
         // read from the store, one poll after the one that reached it.
         let injected = pending.iter_mut().find_map(|(work, polls_past)| {
-            let (after_ns, finding) = work.async_error.as_ref()?;
+            let (after_ns, verdict) = work.async_error.as_ref()?;
             let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
             if !failed_by(Some(error_ns), now_ns) {
                 return None;
@@ -102,11 +102,11 @@ impl Shared {
                 *polls_past += 1;
                 return None;
             }
-            Some(finding.clone())
+            Some(verdict.clone())
         });
-        if let Some(message) = injected {
+        if let Some(verdict) = injected {
             drop(pending);
-            self.fail(HwError::AsyncError(message));
+            self.fail(verdict);
             return;
         }
         let mut caught = None;

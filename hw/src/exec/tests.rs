@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,160 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,210 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
@@ -1118,6 +1118,54 @@ fn a_peers_error_through_the_store_is_found_a_poll_later_r27() {
         };
         assert_eq!(found_ns(&log.records), at_ns, "after_us {after_us}");
         assert_eq!(found_ns(&simulated.watchdog), at_ns, "after_us {after_us}");
+    }
+}
+
+/// A peer's async error read from the store is recorded as the simulator records it (R27):
+/// a `remote_error` of the watchdog under the failed collective's group, and a finding of no
+/// op at the host's iteration (the `.item()`'s, or past the last once the program returned and
+/// rank 0 is in its closing synchronise), not an `async_error` of rank 0's oldest Work.
+#[test]
+fn a_peers_error_through_the_store_is_the_simulators_remote_error_record_r27() {
+    for wait in ["[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n", ""] {
+        let text = format!(
+            "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+             [groups.pair]\nranks = [0, 1]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ngroup = \"pair\"\nasync_op = true\nwork = \"w\"\n\
+             {wait}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("store.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let finding = |findings: &[Finding]| {
+            let f = findings.iter().find(|f| f.rank.unwrap_or(0) == 0).unwrap();
+            (f.kind, f.iteration, f.op, f.message.clone())
+        };
+        let found = |records: &[WatchdogRecord]| {
+            let r = (records.iter())
+                .find(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+                .unwrap();
+            (r.group, r.event, r.message.clone())
+        };
+        let iteration = if wait.is_empty() { 1 } else { 0 };
+        assert_eq!(
+            finding(&log.findings),
+            (
+                FindingKind::AsyncError,
+                Some(iteration),
+                None,
+                work::remote_error_found(0, 1, "pair")
+            ),
+            "{wait}"
+        );
+        assert_eq!(
+            finding(&log.findings),
+            finding(&simulated.findings),
+            "{wait}"
+        );
+        assert_eq!(found(&log.records).1, WatchdogEvent::RemoteError, "{wait}");
+        assert_eq!(found(&log.records), found(&simulated.watchdog), "{wait}");
     }
 }
 
