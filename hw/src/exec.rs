@@ -700,25 +700,23 @@ impl<'a, D: Device> Executor<'a, D> {
                 break;
             }
         }
+        // What found it, and its record: none for a wait's own timeout, which the wait's
+        // poll logged as it found it.
         let (kind, event, thread) = match (&error, self.wait_raised) {
             (HwError::RemoteError { .. }, _) => (
                 FindingKind::AsyncError,
-                WatchdogEvent::RemoteError,
+                Some(WatchdogEvent::RemoteError),
                 ThreadKind::Watchdog,
             ),
             (HwError::AsyncError(_), _) => (
                 FindingKind::AsyncError,
-                WatchdogEvent::AsyncError,
+                Some(WatchdogEvent::AsyncError),
                 ThreadKind::Watchdog,
             ),
-            (_, Some(_)) => (
-                FindingKind::WaitTimeout,
-                WatchdogEvent::Timeout,
-                ThreadKind::Main,
-            ),
+            (_, Some(_)) => (FindingKind::WaitTimeout, None, ThreadKind::Main),
             _ => (
                 FindingKind::WatchdogTimeout,
-                WatchdogEvent::Timeout,
+                Some(WatchdogEvent::Timeout),
                 ThreadKind::Watchdog,
             ),
         };
@@ -739,7 +737,9 @@ impl<'a, D: Device> Executor<'a, D> {
                 .map(|(iteration, op)| (iteration, Some(op))),
             ),
         };
-        self.note_group(group, thread, event, at_ns, message.clone());
+        if let Some(event) = event {
+            self.note_group(group, thread, event, at_ns, message.clone());
+        }
         self.note_group(
             group,
             thread,
@@ -1305,12 +1305,20 @@ impl<'a, D: Device> Executor<'a, D> {
             self.raise_if_failed(iteration, op, collective)?;
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {
+                let rank = self.plan.rank;
+                let ran_ns = now_ns.saturating_sub(enqueue_ns);
+                let timed_out = &self.works[collective as usize];
+                let (group, description) = (timed_out.group, timed_out.description.clone());
+                for line in work::wait_timeout_log(rank, &description, ran_ns) {
+                    let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
+                    self.note_group(Some(group), thread, event, now_ns, line);
+                }
                 self.device.abort_comms();
                 self.raised(iteration, op, now_ns);
                 return Err(HwError::Timeout(work::wait_timeout_finding(
-                    self.plan.rank,
-                    &self.works[collective as usize].description,
-                    now_ns.saturating_sub(enqueue_ns),
+                    rank,
+                    &description,
+                    ran_ns,
                     op,
                 )));
             }

@@ -968,6 +968,57 @@ fn a_wait_that_raised_is_kept_on_the_unfinished_collective_ended_at_its_raise() 
     }
 }
 
+/// A polling wait's own timeout (blocking wait, and `wait(timeout)` where the watchdog runs)
+/// is the main thread's log in both engines, PyTorch's two lines in its order at the timeout:
+/// the timeout check's "Watchdog caught collective operation timeout", then the wait's "timed
+/// out in blocking wait" (R15); nothing of it on the watchdog's thread.
+#[test]
+fn a_waits_own_timeout_logs_pytorchs_two_main_thread_lines_in_both_engines_r15() {
+    for (env, timeout, ran_ms) in [
+        ("TORCH_NCCL_BLOCKING_WAIT = 1\n", "", 1_000),
+        ("", "timeout_ms = 3\n", 3),
+    ] {
+        let text = format!(
+            "[env]\n{env}[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+             work = \"w\"\n[[op]]\nwait = \"w\"\n{timeout}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("wait.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let work = device.watched[0].description.clone();
+        // The records of rank 0 up to the wait's raise.
+        let logged = |records: &[WatchdogRecord]| -> Vec<(ThreadKind, WatchdogEvent, String)> {
+            (records.iter())
+                .filter(|r| r.rank == 0 && r.event != WatchdogEvent::Exit)
+                .take_while(|r| r.event != WatchdogEvent::Abort)
+                .map(|r| (r.thread, r.event, r.message.replace(&work, "W")))
+                .collect()
+        };
+        let main = |message: &str| {
+            (
+                ThreadKind::Main,
+                WatchdogEvent::WaitTimeout,
+                message.to_string(),
+            )
+        };
+        assert_eq!(
+            logged(&log.records),
+            [
+                main(&format!("[Rank 0] Watchdog caught collective operation timeout: W ran for {ran_ms} milliseconds before timing out.")),
+                main("[Rank 0] Work W timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
+            ],
+            "{env}{timeout}"
+        );
+        assert_eq!(
+            logged(&log.records),
+            logged(&simulated.watchdog),
+            "{env}{timeout}"
+        );
+    }
+}
+
 /// A `wait(timeout)` longer than the group's timeout, on a collective a peer never joins, does
 /// not outlast the watchdog: its verdict takes the process down while the wait still polls, so
 /// the finding is the watchdog's timeout and the wait never returned, in both engines (the
