@@ -93,7 +93,8 @@ impl FakeDevice {
                     let at_ns = next_poll(timeout_deadline_ns(work.enqueue_ns, work.timeout_ns));
                     let ran_ns = at_ns - work.enqueue_ns;
                     let finding = timeout_caught(work.rank, &work.description, ran_ns);
-                    (at_ns, HwError::Timeout(finding))
+                    let work = Some(work.end);
+                    (at_ns, HwError::Timeout { work, finding })
                 }),
             ];
             for (at_ns, error) in candidates.into_iter().flatten() {

@@ -36,11 +36,10 @@ pub fn comm_error_finding<'a>(
     error: NcclAsyncError,
 ) -> Option<HwError> {
     let work = pending.into_iter().find(|work| work.group == group)?;
-    Some(HwError::AsyncError(async_exception(
-        work.rank,
-        &work.description,
-        error,
-    )))
+    Some(HwError::AsyncError {
+        work: Some(work.end),
+        finding: async_exception(work.rank, &work.description, error),
+    })
 }
 
 struct Shared {
@@ -118,13 +117,16 @@ impl Shared {
             }
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
             if timed_out(work.enqueue_ns, work.timeout_ns, now_ns) && caught.is_none() {
-                caught = Some(timeout_caught(work.rank, &work.description, ran_ns));
+                caught = Some(HwError::Timeout {
+                    work: Some(work.end),
+                    finding: timeout_caught(work.rank, &work.description, ran_ns),
+                });
             }
             true
         });
         drop(pending);
-        if let Some(message) = caught {
-            self.fail(HwError::Timeout(message));
+        if let Some(verdict) = caught {
+            self.fail(verdict);
         }
     }
 }

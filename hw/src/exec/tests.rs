@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,210 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,300 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
@@ -1218,6 +1218,45 @@ fn a_peers_error_through_the_store_is_the_simulators_remote_error_record_r27() {
         assert_eq!(found(&log.records).1, WatchdogEvent::RemoteError, "{wait}");
         assert_eq!(found(&log.records), found(&simulated.watchdog), "{wait}");
     }
+}
+
+/// The watchdog's verdict names the Work it caught, also where an older Work of another group
+/// is still pending: the subgroup's all_reduce, on a 1-s timeout, times out while the world's,
+/// older, on the default 10 minutes, never completes either. The finding's op and the
+/// record's group are that Work's, in both engines (R26).
+#[test]
+fn the_verdict_names_the_work_the_watchdog_caught_not_the_oldest_pending_r26() {
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                [groups.pair]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+                [tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nlabel = \"ar2\"\nall_reduce = \"y\"\ngroup = \"pair\"\nasync_op = true\nwork = \"w2\"\n\
+                [[op]]\nwait = \"w2\"\n[[op]]\nlabel = \"loss\"\nitem = \"y\"\n\
+                [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(text, &mut device, Some(StandIn::Model));
+    let scenario = sim::scenario::parse("groups.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let finding = |findings: &[Finding]| {
+        let f = findings.iter().find(|f| f.rank == Some(0)).unwrap();
+        (f.kind, f.iteration, f.op)
+    };
+    let caught_group = |records: &[WatchdogRecord]| {
+        (records.iter())
+            .find(|r| r.rank == 0 && r.event == WatchdogEvent::Timeout)
+            .unwrap()
+            .group
+    };
+    assert_eq!(
+        finding(&log.findings),
+        (FindingKind::WatchdogTimeout, Some(0), Some(1))
+    );
+    assert_eq!(finding(&log.findings), finding(&simulated.findings));
+    assert_eq!(caught_group(&log.records), Some(1));
+    assert_eq!(
+        caught_group(&log.records),
+        caught_group(&simulated.watchdog)
+    );
 }
 
 /// A barrier whose all_reduce never completes blocks in its stream synchronize, after its
