@@ -13,7 +13,8 @@
 //! - **Who logged it.** A wait's own timeout (blocking wait, `wait(timeout)`) goes through the
 //!   same timeout check as the watchdog's, so its first line says "Watchdog caught collective
 //!   operation timeout" although the main thread printed it; the line after it, "timed out in
-//!   blocking wait", says whose it was. The main thread then aborts the communicator and prints
+//!   blocking wait", says whose it was, and both are the main thread's records, as the simulator
+//!   and `hw` log them. The main thread then aborts the communicator and prints
 //!   "taking the entire process down" before it rethrows to Python, where the program may catch
 //!   it: that line is the abort's end, not the process's.
 
@@ -249,13 +250,13 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
             Some((ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump))
         } else if message.contains(WAIT_TIMED_OUT) {
             // The timeout line just before it was this wait's, printed by the main thread.
-            if let Some(last) = records.iter().rposition(|r| r.rank == rank) {
-                let previous = &records[last];
+            if let Some(previous) = records.iter_mut().rfind(|r| r.rank == rank) {
                 if previous.event == WatchdogEvent::Timeout
                     && work_named(&previous.message).is_some()
                     && work_named(&previous.message) == work_named(message)
                 {
-                    records.remove(last);
+                    previous.thread = ThreadKind::Main;
+                    previous.event = WatchdogEvent::WaitTimeout;
                 }
             }
             raising.insert(rank);
@@ -368,15 +369,24 @@ mod tests {
         // timeout check, its "timed out in blocking wait", and the end of its abort before the
         // program caught the raise and ran on. No watchdog line at all.
         let log = include_str!("../../tests/data/torch/h200-torchrun/caught_timeout.run1.log");
-        let records = watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
+        let mut records =
+            watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
         let kinds = thread_events(&records);
         assert_eq!(
             kinds,
             [
                 (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
                 (ThreadKind::Main, WatchdogEvent::Abort)
             ]
         );
+        // The timeout check's line first, as the simulator and hw log it.
+        let timeout_check = records.remove(0);
+        assert!(timeout_check
+            .message
+            .contains("Watchdog caught collective operation timeout"));
+        // Printed 8 ms apart in this run.
+        assert!((0..10_000_000).contains(&(records[0].at_ns - timeout_check.at_ns)));
         assert!(records[0].message.contains("timed out in blocking wait"));
         assert!(records[1]
             .message
@@ -403,7 +413,14 @@ mod tests {
         // signal due to a collective timeout from this local rank") and made the dump; the
         // watchdog took the process down after its 60 s dump wait.
         let log = include_str!("../../tests/data/torch/h200-torchrun/wait_timeout.run1.log");
-        let records = watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
+        let mut records =
+            watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
+        assert_eq!(
+            thread_events(&records[..1]),
+            [(ThreadKind::Main, WatchdogEvent::WaitTimeout)],
+            "the timeout check's line"
+        );
+        records.remove(0);
         let kinds = thread_events(&records);
         assert_eq!(
             kinds,
@@ -597,6 +614,7 @@ mod tests {
             thread_events(&records),
             [
                 (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
                 (
                     ThreadKind::HeartbeatMonitor,
                     WatchdogEvent::HeartbeatTimeout
@@ -606,8 +624,8 @@ mod tests {
             ]
         );
         let seconds = |record: &WatchdogRecord| record.at_ns as f64 / 1e9;
-        assert!((seconds(&records[1]) - seconds(&records[0]) - 29.19).abs() < 0.01);
-        assert!((seconds(&records[3]) - 53.58).abs() < 0.01);
+        assert!((seconds(&records[2]) - seconds(&records[1]) - 29.19).abs() < 0.01);
+        assert!((seconds(&records[4]) - 53.58).abs() < 0.01);
     }
 
     #[test]

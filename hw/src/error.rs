@@ -50,23 +50,39 @@ pub enum HwError {
     /// (R20), as PyTorch's "CUDA out of memory".
     OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
-    /// wait (R15) gave up and aborted the communicators. The finding, whole, in the
-    /// simulator's words (`sim::pg::work`).
-    Timeout(String),
+    /// wait (R15) gave up and aborted the communicators. `work`: the Work the watchdog caught,
+    /// by its end event's handle in the device's pool (none for a wait's, which names the
+    /// `wait()` that raised). The finding, whole, in the simulator's words (`sim::pg::work`).
+    Timeout {
+        work: Option<usize>,
+        finding: String,
+    },
     /// The watchdog found an NCCL async error on a communicator (an injected `[[fault]]` of
-    /// kind `async_error`, or one NCCL reports), or `wait()` or a collective call raised it
-    /// (R26, R27). The finding, whole, in the simulator's words (`sim::pg::work`).
-    AsyncError(String),
+    /// kind `async_error`, or one NCCL reports) under the Work `work`, by its end event's
+    /// handle, or `wait()` or a collective call raised it (R26, R27; no `work`: the call that
+    /// raised is named). The finding, whole, in the simulator's words (`sim::pg::work`).
+    AsyncError {
+        work: Option<usize>,
+        finding: String,
+    },
+    /// The watchdog read from the store that a peer failed under a collective of group `group`
+    /// (an injected `[[fault]]` of kind `async_error` on another rank,
+    /// `TORCH_NCCL_PROPAGATE_ERROR=1`, R27): a finding about the group, of no op of this rank.
+    /// The finding, whole, in the simulator's words (`sim::pg::work::remote_error_found`).
+    RemoteError { group: usize, finding: String },
 }
 
 impl HwError {
-    /// The process exit code the CLI should use: 1 for a timeout, an async error or an
-    /// out-of-memory (findings about the run), 2 for
+    /// The process exit code the CLI should use: 1 for a timeout, an async error (its own or a
+    /// peer's) or an out-of-memory (findings about the run), 2 for
     /// everything else (bad input or environment: no GPU, no library, impossible layout, a failed
     /// CUDA/NCCL call).
     pub fn exit_code(&self) -> i32 {
         match self {
-            HwError::Timeout(_) | HwError::AsyncError(_) | HwError::OutOfMemory(_) => 1,
+            HwError::Timeout { .. }
+            | HwError::AsyncError { .. }
+            | HwError::RemoteError { .. }
+            | HwError::OutOfMemory(_) => 1,
             _ => 2,
         }
     }
@@ -117,7 +133,9 @@ impl fmt::Display for HwError {
                 "NCCL call {call} failed: its communicator holds an async error ({error:?})"
             ),
             HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
-            HwError::Timeout(finding) | HwError::AsyncError(finding) => f.write_str(finding),
+            HwError::Timeout { finding, .. }
+            | HwError::AsyncError { finding, .. }
+            | HwError::RemoteError { finding, .. } => f.write_str(finding),
         }
     }
 }
@@ -130,7 +148,9 @@ mod tests {
 
     #[test]
     fn exit_codes_follow_the_convention() {
-        assert_eq!(HwError::Timeout("x".into()).exit_code(), 1);
+        let finding = "x".to_string();
+        let work = Some(0);
+        assert_eq!(HwError::Timeout { work, finding }.exit_code(), 1);
         let missing = HwError::MissingLibrary {
             library: "libnccl.so",
             needed_for: "collectives",
@@ -138,7 +158,13 @@ mod tests {
         assert_eq!(missing.exit_code(), 2);
         assert!(missing.to_string().contains("libnccl.so"));
         assert_eq!(HwError::NoDevice("none".into()).exit_code(), 2);
-        assert_eq!(HwError::AsyncError("x".into()).exit_code(), 1);
+        let finding = "x".to_string();
+        assert_eq!(HwError::AsyncError { work, finding }.exit_code(), 1);
+        let remote = HwError::RemoteError {
+            group: 0,
+            finding: "x".into(),
+        };
+        assert_eq!((remote.exit_code(), remote.to_string()), (1, "x".into()));
         assert_eq!(HwError::OutOfMemory("x".into()).exit_code(), 1);
         for input in [
             HwError::Layout("x".into()),

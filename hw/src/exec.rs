@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,310 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,380 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -75,10 +75,10 @@ pub struct WatchedWork {
     /// (`sim::pg::work::timeout_caught`).
     pub description: String,
     /// An injected NCCL async error (`[[fault]] kind = "async_error"`): after this long since
-    /// the enqueue the watchdog finds it, and its finding, in the simulator's words
-    /// (`sim::pg::work::async_exception` on the rank whose network failed, else
-    /// `remote_error_found`).
-    pub async_error: Option<(u64, String)>,
+    /// the enqueue the watchdog finds it, and its verdict, in the simulator's words: an
+    /// [`HwError::AsyncError`] (`sim::pg::work::async_exception`) on the rank whose network
+    /// failed, else an [`HwError::RemoteError`] (`remote_error_found`).
+    pub async_error: Option<(u64, HwError)>,
     /// How many watchdog polls after the first one past that error it is found: one for a
     /// peer's error read from the store (`sim::pg::work::polls_after_async_error`).
     pub async_error_polls_late: u64,
@@ -525,7 +525,11 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         match outcome {
             Ok(()) => {}
-            Err(error @ (HwError::Timeout(_) | HwError::AsyncError(_))) => self.verdict(error)?,
+            Err(
+                error @ (HwError::Timeout { .. }
+                | HwError::AsyncError { .. }
+                | HwError::RemoteError { .. }),
+            ) => self.verdict(error)?,
             Err(error) => return Err(error),
         }
         self.log.memory = self.memory.peaks();
@@ -669,12 +673,19 @@ impl<'a, D: Device> Executor<'a, D> {
         });
     }
 
-    /// The run ends on a timeout or an async error: the finding names the oldest Work not
-    /// complete, and hw takes the process down at once (the TearDown of R27 without the dump
-    /// wait), whatever the GPU still holds.
+    /// The run ends on a timeout or an async error: the finding names the Work the watchdog
+    /// caught, or the call that raised (a peer's error read from the store names no Work: its
+    /// group, at the host's iteration, as the simulator's), and hw takes the process down at
+    /// once (the TearDown of R27 without the dump wait), whatever the GPU still holds.
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
-        if let (Some((iteration, op)), HwError::AsyncError(message)) = (self.wait_raised, &error) {
+        if let (
+            Some((iteration, op)),
+            HwError::AsyncError {
+                finding: message, ..
+            },
+        ) = (self.wait_raised, &error)
+        {
             // wait() raised in the main thread: uncaught, the exception ends the process.
             self.note(ThreadKind::Main, WatchdogEvent::Exit, message.clone());
             self.log.findings.push(Finding {
@@ -689,34 +700,59 @@ impl<'a, D: Device> Executor<'a, D> {
             self.log.ended_early = true;
             return Ok(());
         }
-        let mut oldest = None;
-        for work in &self.works {
-            if !self.device.query(work.end)? {
-                oldest = Some((work.group, work.iteration, work.op));
-                break;
+        // The Work the watchdog caught, else (a wait's own timeout) the oldest not complete; a
+        // peer's error names none.
+        let named = match &error {
+            HwError::RemoteError { .. } => None,
+            HwError::Timeout {
+                work: Some(end), ..
             }
+            | HwError::AsyncError {
+                work: Some(end), ..
+            } => self.works.iter().find(|work| work.end == *end),
+            _ => self.oldest_pending()?,
         }
+        .map(|work| (work.group, work.iteration, work.op));
+        // What found it, and its record: none for a wait's own timeout, which the wait's
+        // poll logged as it found it.
         let (kind, event, thread) = match (&error, self.wait_raised) {
-            (HwError::AsyncError(_), _) => (
+            (HwError::RemoteError { .. }, _) => (
                 FindingKind::AsyncError,
-                WatchdogEvent::AsyncError,
+                Some(WatchdogEvent::RemoteError),
                 ThreadKind::Watchdog,
             ),
-            (_, Some(_)) => (
-                FindingKind::WaitTimeout,
-                WatchdogEvent::Timeout,
-                ThreadKind::Main,
+            (HwError::AsyncError { .. }, _) => (
+                FindingKind::AsyncError,
+                Some(WatchdogEvent::AsyncError),
+                ThreadKind::Watchdog,
             ),
+            (_, Some(_)) => (FindingKind::WaitTimeout, None, ThreadKind::Main),
             _ => (
                 FindingKind::WatchdogTimeout,
-                WatchdogEvent::Timeout,
+                Some(WatchdogEvent::Timeout),
                 ThreadKind::Watchdog,
             ),
         };
         let rank = self.plan.rank;
         let message = error.to_string();
-        let group = oldest.map(|(group, _, _)| group);
-        self.note_group(group, thread, event, at_ns, message.clone());
+        // The wait() that raised, else the Work named; a peer's error, the iteration the host
+        // is in (past the last once the program returned).
+        let (group, at) = match error {
+            HwError::RemoteError { group, .. } => {
+                let iteration = (self.log.unfinished_iteration).unwrap_or(self.scenario.repeat);
+                (Some(group), Some((iteration, None)))
+            }
+            _ => (
+                named.map(|(group, _, _)| group),
+                (self
+                    .wait_raised
+                    .or(named.map(|(_, iteration, op)| (iteration, op))))
+                .map(|(iteration, op)| (iteration, Some(op))),
+            ),
+        };
+        if let Some(event) = event {
+            self.note_group(group, thread, event, at_ns, message.clone());
+        }
         self.note_group(
             group,
             thread,
@@ -728,21 +764,27 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.scenario.env.async_error_handling.number()
             ),
         );
-        // The wait() that raised, else the oldest Work not complete.
-        let at = self
-            .wait_raised
-            .or(oldest.map(|(_, iteration, op)| (iteration, op)));
         self.log.findings.push(Finding {
             stands_for: Default::default(),
             kind,
             rank: Some(rank),
             iteration: at.map(|(iteration, _)| iteration),
-            op: at.map(|(_, op)| op),
+            op: at.and_then(|(_, op)| op),
             stream: None,
             message,
         });
         self.log.ended_early = true;
         Ok(())
+    }
+
+    /// The oldest Work whose end event has not fired.
+    fn oldest_pending(&mut self) -> Result<Option<&WorkState>, HwError> {
+        for work in &self.works {
+            if !self.device.query(work.end)? {
+                return Ok(Some(work));
+            }
+        }
+        Ok(None)
     }
 
     fn step(&mut self, iteration: u32, op: &Op, step: Step) -> Result<(), HwError> {
@@ -1155,7 +1197,10 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         let now_ns = self.device.now_ns();
         self.raised(iteration, op, now_ns);
-        HwError::AsyncError(work::nccl_call_raised(self.plan.rank, failed, op))
+        HwError::AsyncError {
+            work: None,
+            finding: work::nccl_call_raised(self.plan.rank, failed, op),
+        }
     }
 
     /// R10e / R11: the watchdog tracks every collective, sync ones too.
@@ -1188,12 +1233,18 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         let rank = self.plan.rank;
         let async_error = issued.async_error.map(|(after_ns, signalled_by)| {
-            let finding = if issued.fails_work {
-                work::async_exception(rank, &description, NcclAsyncError::Remote)
+            let verdict = if issued.fails_work {
+                HwError::AsyncError {
+                    work: Some(end),
+                    finding: work::async_exception(rank, &description, NcclAsyncError::Remote),
+                }
             } else {
-                work::remote_error_found(rank, signalled_by, &g.name)
+                HwError::RemoteError {
+                    group: call.group,
+                    finding: work::remote_error_found(rank, signalled_by, &g.name),
+                }
             };
-            (after_ns, finding)
+            (after_ns, verdict)
         });
         self.device.watch(WatchedWork {
             rank,
@@ -1279,14 +1330,21 @@ impl<'a, D: Device> Executor<'a, D> {
             self.raise_if_failed(iteration, op, collective)?;
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {
+                let rank = self.plan.rank;
+                let ran_ns = now_ns.saturating_sub(enqueue_ns);
+                let timed_out = &self.works[collective as usize];
+                let (group, description) = (timed_out.group, timed_out.description.clone());
+                for line in work::wait_timeout_log(rank, &description, ran_ns) {
+                    let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
+                    self.note_group(Some(group), thread, event, now_ns, line);
+                }
                 self.device.abort_comms();
                 self.raised(iteration, op, now_ns);
-                return Err(HwError::Timeout(work::wait_timeout_finding(
-                    self.plan.rank,
-                    &self.works[collective as usize].description,
-                    now_ns.saturating_sub(enqueue_ns),
-                    op,
-                )));
+                let finding = work::wait_timeout_finding(rank, &description, ran_ns, op);
+                return Err(HwError::Timeout {
+                    work: None,
+                    finding,
+                });
             }
             self.device.host_sleep(poll_ns);
         }
@@ -1306,7 +1364,10 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         let message = work::async_error_raised(self.plan.rank, &work.description, error_ns, op);
         self.raised(iteration, op, now_ns);
-        Err(HwError::AsyncError(message))
+        Err(HwError::AsyncError {
+            work: None,
+            finding: message,
+        })
     }
 }
 

@@ -82,18 +82,19 @@ impl FakeDevice {
         }
         for work in stuck() {
             let candidates = [
-                work.async_error.as_ref().map(|(after_ns, finding)| {
+                work.async_error.as_ref().map(|(after_ns, verdict)| {
                     let late_ns = work.async_error_polls_late * WATCHDOG_POLL_NS;
                     (
                         next_poll(async_error_ns(work.enqueue_ns, *after_ns)) + late_ns,
-                        HwError::AsyncError(finding.clone()),
+                        verdict.clone(),
                     )
                 }),
                 Some({
                     let at_ns = next_poll(timeout_deadline_ns(work.enqueue_ns, work.timeout_ns));
                     let ran_ns = at_ns - work.enqueue_ns;
                     let finding = timeout_caught(work.rank, &work.description, ran_ns);
-                    (at_ns, HwError::Timeout(finding))
+                    let work = Some(work.end);
+                    (at_ns, HwError::Timeout { work, finding })
                 }),
             ];
             for (at_ns, error) in candidates.into_iter().flatten() {

@@ -36,11 +36,10 @@ pub fn comm_error_finding<'a>(
     error: NcclAsyncError,
 ) -> Option<HwError> {
     let work = pending.into_iter().find(|work| work.group == group)?;
-    Some(HwError::AsyncError(async_exception(
-        work.rank,
-        &work.description,
-        error,
-    )))
+    Some(HwError::AsyncError {
+        work: Some(work.end),
+        finding: async_exception(work.rank, &work.description, error),
+    })
 }
 
 struct Shared {
@@ -93,7 +92,7 @@ impl Shared {
         // An injected async error (a `[[fault]]`) is found like a real one: first; a peer's,
         // read from the store, one poll after the one that reached it.
         let injected = pending.iter_mut().find_map(|(work, polls_past)| {
-            let (after_ns, finding) = work.async_error.as_ref()?;
+            let (after_ns, verdict) = work.async_error.as_ref()?;
             let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
             if !failed_by(Some(error_ns), now_ns) {
                 return None;
@@ -102,11 +101,11 @@ impl Shared {
                 *polls_past += 1;
                 return None;
             }
-            Some(finding.clone())
+            Some(verdict.clone())
         });
-        if let Some(message) = injected {
+        if let Some(verdict) = injected {
             drop(pending);
-            self.fail(HwError::AsyncError(message));
+            self.fail(verdict);
             return;
         }
         let mut caught = None;
@@ -118,13 +117,16 @@ impl Shared {
             }
             let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
             if timed_out(work.enqueue_ns, work.timeout_ns, now_ns) && caught.is_none() {
-                caught = Some(timeout_caught(work.rank, &work.description, ran_ns));
+                caught = Some(HwError::Timeout {
+                    work: Some(work.end),
+                    finding: timeout_caught(work.rank, &work.description, ran_ns),
+                });
             }
             true
         });
         drop(pending);
-        if let Some(message) = caught {
-            self.fail(HwError::Timeout(message));
+        if let Some(verdict) = caught {
+            self.fail(verdict);
         }
     }
 }

@@ -75,6 +75,21 @@ pub(crate) fn at(timeline: &Timeline, rank: u32, event: WatchdogEvent) -> u64 {
     found[0].at_ns
 }
 
+/// When rank `rank`'s polling wait timed out (R15): the instant of its main thread's two
+/// lines, PyTorch's timeout check's, then the wait's own.
+pub(crate) fn wait_timed_out_ns(timeline: &Timeline, rank: u32) -> u64 {
+    let lines = records(timeline, rank, WatchdogEvent::WaitTimeout);
+    let messages: Vec<&str> = lines.iter().map(|r| r.message.as_str()).collect();
+    assert_eq!(lines.len(), 2, "rank {rank}: {messages:?}");
+    assert!(
+        messages[0].contains("Watchdog caught collective operation timeout")
+            && messages[1].contains("timed out in blocking wait"),
+        "{messages:?}"
+    );
+    assert_eq!(lines[0].at_ns, lines[1].at_ns);
+    lines[0].at_ns
+}
+
 /// The first watchdog poll at or after `ns` (polls at k·100 ms from t = 0).
 pub(crate) fn next_poll_ns(ns: u64) -> u64 {
     ns.div_ceil(POLL_NS) * POLL_NS
@@ -367,10 +382,7 @@ fn blocking_wait_raises_in_the_main_thread_without_a_watchdog() {
         .iter()
         .all(|r| r.thread == ThreadKind::Main));
     for rank in 0..3 {
-        let raised = records(&timeline, rank, WatchdogEvent::WaitTimeout);
-        assert_eq!(raised.len(), 1);
-        assert_eq!(raised[0].at_ns, 600 * S + 34 * US);
-        assert!(raised[0].message.contains("timed out in blocking wait"));
+        assert_eq!(wait_timed_out_ns(&timeline, rank), 600 * S + 34 * US);
         assert_eq!(at(&timeline, rank, WatchdogEvent::Exit), 600 * S + 34 * US);
     }
     assert_eq!(
@@ -740,7 +752,7 @@ pub fn check_caught_timeout(timeline: &Timeline, _report: &Report) {
     // enqueue; the main thread's abort of the communicator then returns once the 2 s sleep
     // ahead of the collective drained, and the wait raises there.
     let timeout_ns = 500 * MS;
-    let timed_out_ns = at(timeline, 0, WatchdogEvent::WaitTimeout);
+    let timed_out_ns = wait_timed_out_ns(timeline, 0);
     assert!(timed_out_ns >= call_start_ns(timeline) + timeout_ns);
     assert!(timed_out_ns <= call_start_ns(timeline) + timeout_ns + MS + 100 * US);
     let drained_ns = kernel_end_ns(timeline, "backlog");
@@ -787,7 +799,7 @@ pub fn check_caught_timeout(timeline: &Timeline, _report: &Report) {
 /// raises after the main thread's abort; it returns at once under 2.5.
 pub fn check_wait_timeout(timeline: &Timeline, _report: &Report) {
     let caught = caught_at_wait(timeline);
-    let timed_out_ns = at(timeline, 0, WatchdogEvent::WaitTimeout);
+    let timed_out_ns = wait_timed_out_ns(timeline, 0);
     assert!(timed_out_ns >= call_start_ns(timeline) + 50 * MS);
     assert!(timed_out_ns <= call_start_ns(timeline) + 51 * MS + 100 * US);
     // Without a machine profile the abort costs nothing: it ends once the 300 ms sleep ahead
@@ -810,7 +822,7 @@ pub fn check_wait_timeout(timeline: &Timeline, _report: &Report) {
     let costed = text.replace("[cluster]", "[host]\ncomm_abort_us = 930_000\n\n[cluster]");
     let costed =
         sim::engine::simulate(&sim::scenario::parse("wait_timeout.toml", &costed).unwrap());
-    let timed_out_ns = at(&costed, 0, WatchdogEvent::WaitTimeout);
+    let timed_out_ns = wait_timed_out_ns(&costed, 0);
     assert_eq!(caught_at_wait(&costed).at_ns, timed_out_ns + 930 * MS);
     let text = text.replace("warmup = 0\n", "warmup = 0\ntorch = \"2.5\"\n");
     let old = sim::engine::simulate(&sim::scenario::parse("wait_timeout.toml", &text).unwrap());

@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,160 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,300 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
@@ -969,6 +969,57 @@ fn a_wait_that_raised_is_kept_on_the_unfinished_collective_ended_at_its_raise() 
     }
 }
 
+/// A polling wait's own timeout (blocking wait, and `wait(timeout)` where the watchdog runs)
+/// is the main thread's log in both engines, PyTorch's two lines in its order at the timeout:
+/// the timeout check's "Watchdog caught collective operation timeout", then the wait's "timed
+/// out in blocking wait" (R15); nothing of it on the watchdog's thread.
+#[test]
+fn a_waits_own_timeout_logs_pytorchs_two_main_thread_lines_in_both_engines_r15() {
+    for (env, timeout, ran_ms) in [
+        ("TORCH_NCCL_BLOCKING_WAIT = 1\n", "", 1_000),
+        ("", "timeout_ms = 3\n", 3),
+    ] {
+        let text = format!(
+            "[env]\n{env}[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+             work = \"w\"\n[[op]]\nwait = \"w\"\n{timeout}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("wait.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let work = device.watched[0].description.clone();
+        // The records of rank 0 up to the wait's raise.
+        let logged = |records: &[WatchdogRecord]| -> Vec<(ThreadKind, WatchdogEvent, String)> {
+            (records.iter())
+                .filter(|r| r.rank == 0 && r.event != WatchdogEvent::Exit)
+                .take_while(|r| r.event != WatchdogEvent::Abort)
+                .map(|r| (r.thread, r.event, r.message.replace(&work, "W")))
+                .collect()
+        };
+        let main = |message: &str| {
+            (
+                ThreadKind::Main,
+                WatchdogEvent::WaitTimeout,
+                message.to_string(),
+            )
+        };
+        assert_eq!(
+            logged(&log.records),
+            [
+                main(&format!("[Rank 0] Watchdog caught collective operation timeout: W ran for {ran_ms} milliseconds before timing out.")),
+                main("[Rank 0] Work W timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
+            ],
+            "{env}{timeout}"
+        );
+        assert_eq!(
+            logged(&log.records),
+            logged(&simulated.watchdog),
+            "{env}{timeout}"
+        );
+    }
+}
+
 /// A `wait(timeout)` longer than the group's timeout, on a collective a peer never joins, does
 /// not outlast the watchdog: its verdict takes the process down while the wait still polls, so
 /// the finding is the watchdog's timeout and the wait never returned, in both engines (the
@@ -1120,6 +1171,93 @@ fn a_peers_error_through_the_store_is_found_a_poll_later_r27() {
         assert_eq!(found_ns(&log.records), at_ns, "after_us {after_us}");
         assert_eq!(found_ns(&simulated.watchdog), at_ns, "after_us {after_us}");
     }
+}
+
+/// A peer's async error read from the store is recorded as the simulator records it (R27):
+/// a `remote_error` of the watchdog under the failed collective's group, and a finding of no
+/// op at the host's iteration (the `.item()`'s, or past the last once the program returned and
+/// rank 0 is in its closing synchronise), not an `async_error` of rank 0's oldest Work.
+#[test]
+fn a_peers_error_through_the_store_is_the_simulators_remote_error_record_r27() {
+    for wait in ["[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n", ""] {
+        let text = format!(
+            "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+             [groups.pair]\nranks = [0, 1]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ngroup = \"pair\"\nasync_op = true\nwork = \"w\"\n\
+             {wait}[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        let mut device = FakeDevice::default();
+        let log = run_fake_log(&text, &mut device, Some(StandIn::Model));
+        let scenario = sim::scenario::parse("store.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let finding = |findings: &[Finding]| {
+            let f = findings.iter().find(|f| f.rank.unwrap_or(0) == 0).unwrap();
+            (f.kind, f.iteration, f.op, f.message.clone())
+        };
+        let found = |records: &[WatchdogRecord]| {
+            let r = (records.iter())
+                .find(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+                .unwrap();
+            (r.group, r.event, r.message.clone())
+        };
+        let iteration = if wait.is_empty() { 1 } else { 0 };
+        assert_eq!(
+            finding(&log.findings),
+            (
+                FindingKind::AsyncError,
+                Some(iteration),
+                None,
+                work::remote_error_found(0, 1, "pair")
+            ),
+            "{wait}"
+        );
+        assert_eq!(
+            finding(&log.findings),
+            finding(&simulated.findings),
+            "{wait}"
+        );
+        assert_eq!(found(&log.records).1, WatchdogEvent::RemoteError, "{wait}");
+        assert_eq!(found(&log.records), found(&simulated.watchdog), "{wait}");
+    }
+}
+
+/// The watchdog's verdict names the Work it caught, also where an older Work of another group
+/// is still pending: the subgroup's all_reduce, on a 1-s timeout, times out while the world's,
+/// older, on the default 10 minutes, never completes either. The finding's op and the
+/// record's group are that Work's, in both engines (R26).
+#[test]
+fn the_verdict_names_the_work_the_watchdog_caught_not_the_oldest_pending_r26() {
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                [groups.pair]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+                [tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nlabel = \"ar2\"\nall_reduce = \"y\"\ngroup = \"pair\"\nasync_op = true\nwork = \"w2\"\n\
+                [[op]]\nwait = \"w2\"\n[[op]]\nlabel = \"loss\"\nitem = \"y\"\n\
+                [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(text, &mut device, Some(StandIn::Model));
+    let scenario = sim::scenario::parse("groups.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let finding = |findings: &[Finding]| {
+        let f = findings.iter().find(|f| f.rank == Some(0)).unwrap();
+        (f.kind, f.iteration, f.op)
+    };
+    let caught_group = |records: &[WatchdogRecord]| {
+        (records.iter())
+            .find(|r| r.rank == 0 && r.event == WatchdogEvent::Timeout)
+            .unwrap()
+            .group
+    };
+    assert_eq!(
+        finding(&log.findings),
+        (FindingKind::WatchdogTimeout, Some(0), Some(1))
+    );
+    assert_eq!(finding(&log.findings), finding(&simulated.findings));
+    assert_eq!(caught_group(&log.records), Some(1));
+    assert_eq!(
+        caught_group(&log.records),
+        caught_group(&simulated.watchdog)
+    );
 }
 
 /// A barrier whose all_reduce never completes blocks in its stream synchronize, after its

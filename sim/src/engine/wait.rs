@@ -102,6 +102,7 @@ impl Engine<'_> {
         self.notify(Notice::WaitTimedOut {
             rank,
             collective,
+            enqueue_ns,
             now_ns,
         });
         let floor_ns = work::wait_abort_floor_ns(now_ns, self.scenario.host.comm_abort_ns);

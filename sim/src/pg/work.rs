@@ -98,6 +98,20 @@ pub fn timeout_caught(rank: u32, work: &str, ran_ns: u64) -> String {
     )
 }
 
+/// The main thread's log lines when a polling `wait()` (blocking wait or `wait(timeout)`, R15)
+/// finds its Work `work` (as [`super::work_text`] prints it) of rank `rank` timed out, `ran_ns`
+/// after its enqueue, in PyTorch's order (`WorkNCCL::wait`): the timeout check it shares with
+/// the watchdog logs [`timeout_caught`], then the wait logs that the Work "timed out in blocking
+/// wait", PyTorch's words, to which both engines add what the main thread does next.
+pub fn wait_timeout_log(rank: u32, work: &str, ran_ns: u64) -> [String; 2] {
+    [
+        timeout_caught(rank, work, ran_ns),
+        format!(
+            "[Rank {rank}] Work {work} timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."
+        ),
+    ]
+}
+
 /// A polling `wait()` (blocking wait or `wait(timeout)`, R15) that timed out, as the finding of
 /// both engines says it: what it raises ([`timeout_caught`]), then where and what follows.
 pub fn wait_timeout_finding(rank: u32, work: &str, ran_ns: u64, op: &Op) -> String {
@@ -293,6 +307,16 @@ mod tests {
             nccl_call_raised(0, NcclAsyncError::Remote, &scenario.ops[0]),
             "[Rank 0] DistBackendError: NCCL error in: ProcessGroupNCCL.cpp, remote process exited or there was a network error; ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely. ar2 (line 3) raises it in the main thread and, uncaught, ends the process"
         );
+    }
+
+    /// PyTorch 2.11's main thread on an H200 (tests/data/torch/h200-torchrun/caught_timeout.run2.log):
+    /// the shared timeout check's line, then the wait's own, both whole before c10dsim's words.
+    #[test]
+    fn a_waits_timeout_logs_the_timeout_checks_line_then_its_own() {
+        let [caught, own] = wait_timeout_log(0, WORK, 500_999_999);
+        assert_eq!(caught, timeout_caught(0, WORK, 500_999_999));
+        let measured = format!("[Rank 0] Work {WORK} timed out in blocking wait.");
+        assert!(own.starts_with(&format!("{measured} ")), "{own}");
     }
 
     #[test]

@@ -324,23 +324,27 @@ impl Failure<'_> {
         (self.rank_id(rank), group, work)
     }
 
-    /// A polling `wait()` timed out (R15): the main thread logs it and aborts the
-    /// communicator (its kernels end now; it raises once the abort returns).
+    /// A polling `wait()` of a Work enqueued at `enqueue_ns` timed out at `now_ns` (R15): the
+    /// main thread logs it, PyTorch's two lines, and aborts the communicator (its kernels end
+    /// now; it raises once the abort returns).
     pub(super) fn wait_timed_out(
         &mut self,
         view: &impl RunView,
         (rank, collective): (u32, u32),
-        now_ns: u64,
+        (enqueue_ns, now_ns): (u64, u64),
         out: &mut Vec<Command>,
     ) {
         let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Main, WatchdogEvent::WaitTimeout),
-            now_ns,
-            format!("[Rank {rank_id}] Work {work} timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
-        );
+        let ran_ns = now_ns.saturating_sub(enqueue_ns);
+        for line in crate::pg::work::wait_timeout_log(rank_id, &work, ran_ns) {
+            self.note(
+                rank,
+                Some(group),
+                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+                now_ns,
+                line,
+            );
+        }
         let index = self.index(rank, group);
         self.mark_aborted(rank, group, false);
         self.watchdogs[index].main_abort_running = true;
@@ -443,7 +447,7 @@ mod tests {
         DUMP_WAIT_OVER_NS,
     };
     use super::super::{Command, Failure, Notice, Wake};
-    use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
+    use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
     /// Rank 0 enqueues at 20 µs and times out at 1.1 s (rank 1 never joins).
     fn time_out(failure: &mut Failure<'_>, run: &FakeRun) {
@@ -804,6 +808,7 @@ mod tests {
         let timed_out = Notice::WaitTimedOut {
             rank: 0,
             collective: 0,
+            enqueue_ns: 20_000,
             now_ns: 70_000_000,
         };
         failure.notify(&run, timed_out, &mut out);
@@ -877,6 +882,7 @@ mod tests {
             Notice::WaitTimedOut {
                 rank: 0,
                 collective: 0,
+                enqueue_ns: 20_000,
                 now_ns: 1_000_034_000,
             },
             &mut out,
@@ -914,7 +920,30 @@ mod tests {
                 .map(|r| r.event)
                 .collect()
         };
-        assert_eq!(events(1_000_034_000), [WatchdogEvent::WaitTimeout]);
+        // The main thread's two lines, in PyTorch's order: the timeout check's, then the wait's.
+        let at_timeout: Vec<&str> = (records.iter())
+            .filter(|r| r.rank == 0 && r.at_ns == 1_000_034_000)
+            .map(|r| {
+                assert_eq!(
+                    (r.thread, r.event),
+                    (ThreadKind::Main, WatchdogEvent::WaitTimeout)
+                );
+                r.message.as_str()
+            })
+            .collect();
+        assert_eq!(at_timeout.len(), 2, "{at_timeout:?}");
+        assert!(
+            at_timeout[0].starts_with(
+                "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+            ) && at_timeout[0].ends_with(" ran for 1000 milliseconds before timing out."),
+            "{}",
+            at_timeout[0]
+        );
+        assert!(
+            at_timeout[1].contains(") timed out in blocking wait. "),
+            "{}",
+            at_timeout[1]
+        );
         assert_eq!(
             events(1_930_034_000),
             [WatchdogEvent::Abort, WatchdogEvent::Exit]

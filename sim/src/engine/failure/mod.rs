@@ -134,6 +134,8 @@ pub(in crate::engine) enum Notice {
     WaitTimedOut {
         rank: u32,
         collective: u32,
+        /// When the Work was enqueued: it ran from then to `now_ns` (`WorkNCCL::checkTimeout`).
+        enqueue_ns: u64,
         now_ns: u64,
     },
     /// A polling `wait()` of collective record `collective` raised (R15), once the main
@@ -436,8 +438,9 @@ impl<'s> Failure<'s> {
             Notice::WaitTimedOut {
                 rank,
                 collective,
+                enqueue_ns,
                 now_ns,
-            } => self.wait_timed_out(view, (rank, collective), now_ns, out),
+            } => self.wait_timed_out(view, (rank, collective), (enqueue_ns, now_ns), out),
             Notice::WaitRaised {
                 rank,
                 collective,
