@@ -674,9 +674,10 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// The run ends on a timeout or an async error: the finding names the Work the watchdog
-    /// caught, or the call that raised (a peer's error read from the store names no Work: its
-    /// group, at the host's iteration, as the simulator's), and hw takes the process down at
-    /// once (the TearDown of R27 without the dump wait), whatever the GPU still holds.
+    /// caught, in the iteration of its call, or the call that raised (a peer's error read from
+    /// the store names no Work: its group, at the host's iteration, none once the program
+    /// returned, as the simulator's), and hw takes the process down at once (the TearDown of
+    /// R27 without the dump wait), whatever the GPU still holds.
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
         if let (
@@ -735,20 +736,20 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         let rank = self.plan.rank;
         let message = error.to_string();
-        // The wait() that raised, else the Work named; a peer's error, the iteration the host
-        // is in (past the last once the program returned).
-        let (group, at) = match error {
+        // The wait() that raised, else the Work named, in its own iteration; a peer's error,
+        // the iteration the host is in (none once the program returned).
+        let (group, iteration, op) = match error {
             HwError::RemoteError { group, .. } => {
-                let iteration = (self.log.unfinished_iteration).unwrap_or(self.scenario.repeat);
-                (Some(group), Some((iteration, None)))
+                (Some(group), self.log.unfinished_iteration, None)
             }
-            _ => (
-                named.map(|(group, _, _)| group),
-                (self
-                    .wait_raised
-                    .or(named.map(|(_, iteration, op)| (iteration, op))))
-                .map(|(iteration, op)| (iteration, Some(op))),
-            ),
+            _ => {
+                let at = (self.wait_raised).or(named.map(|(_, iteration, op)| (iteration, op)));
+                (
+                    named.map(|(group, _, _)| group),
+                    at.map(|(iteration, _)| iteration),
+                    at.map(|(_, op)| op),
+                )
+            }
         };
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
@@ -768,8 +769,8 @@ impl<'a, D: Device> Executor<'a, D> {
             stands_for: Default::default(),
             kind,
             rank: Some(rank),
-            iteration: at.map(|(iteration, _)| iteration),
-            op: at.and_then(|(_, op)| op),
+            iteration,
+            op,
             stream: None,
             message,
         });

@@ -1175,8 +1175,8 @@ fn a_peers_error_through_the_store_is_found_a_poll_later_r27() {
 
 /// A peer's async error read from the store is recorded as the simulator records it (R27):
 /// a `remote_error` of the watchdog under the failed collective's group, and a finding of no
-/// op at the host's iteration (the `.item()`'s, or past the last once the program returned and
-/// rank 0 is in its closing synchronise), not an `async_error` of rank 0's oldest Work.
+/// op at the host's iteration (the `.item()`'s, or none once the program returned and rank 0
+/// is in its closing synchronise), not an `async_error` of rank 0's oldest Work.
 #[test]
 fn a_peers_error_through_the_store_is_the_simulators_remote_error_record_r27() {
     for wait in ["[[op]]\nwait = \"w\"\n[[op]]\nitem = \"x\"\n", ""] {
@@ -1200,12 +1200,12 @@ fn a_peers_error_through_the_store_is_the_simulators_remote_error_record_r27() {
                 .unwrap();
             (r.group, r.event, r.message.clone())
         };
-        let iteration = if wait.is_empty() { 1 } else { 0 };
+        let iteration = if wait.is_empty() { None } else { Some(0) };
         assert_eq!(
             finding(&log.findings),
             (
                 FindingKind::AsyncError,
-                Some(iteration),
+                iteration,
                 None,
                 work::remote_error_found(0, 1, "pair")
             ),
@@ -1258,6 +1258,30 @@ fn the_verdict_names_the_work_the_watchdog_caught_not_the_oldest_pending_r26() {
         caught_group(&log.records),
         caught_group(&simulated.watchdog)
     );
+}
+
+/// The verdict names the iteration of the Work the watchdog caught, not the host's: rank 1
+/// hangs before the all_reduce of iteration 1 of 3, and rank 0, which never waits, has
+/// returned from its program when its watchdog catches that Work (SeqNum 2), in both engines
+/// (R26).
+#[test]
+fn the_verdict_names_the_iteration_of_the_work_the_watchdog_caught_r26() {
+    let text = "repeat = 3\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+                [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n";
+    let mut device = FakeDevice::default();
+    let log = run_fake_log(text, &mut device, Some(StandIn::Model));
+    let scenario = sim::scenario::parse("hang.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    let finding = |findings: &[Finding]| {
+        let f = findings.iter().find(|f| f.rank == Some(0)).unwrap();
+        (f.kind, f.iteration, f.op, f.message.contains("SeqNum=2"))
+    };
+    assert_eq!(
+        finding(&log.findings),
+        (FindingKind::WatchdogTimeout, Some(1), Some(0), true)
+    );
+    assert_eq!(finding(&log.findings), finding(&simulated.findings));
 }
 
 /// A barrier whose all_reduce never completes blocks in its stream synchronize, after its

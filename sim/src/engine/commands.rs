@@ -3,7 +3,7 @@
 //! stream state — schedule a wake-up, record a finding, poison a rendezvous, hang a host,
 //! abort a communicator, end a process.
 
-use super::failure::{Command, Notice, Progress, RunView, WorkFacts};
+use super::failure::{Command, FindingAbout, Notice, Progress, RunView, WorkFacts};
 use super::*;
 use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 
@@ -43,6 +43,7 @@ impl RunView for View<'_> {
         if let Some(folded) = records.folded_work(collective) {
             return WorkFacts {
                 op: folded.op as usize,
+                iteration: folded.iteration,
                 group: folded.group as GroupId,
                 seq: folded.seq,
                 seq_num: folded.seq_num,
@@ -52,6 +53,7 @@ impl RunView for View<'_> {
         let record = &records.collectives[collective as usize];
         WorkFacts {
             op: record.op as usize,
+            iteration: record.iteration,
             group: record.group as GroupId,
             seq: record.seq,
             seq_num: record.seq_num(),
@@ -232,6 +234,22 @@ impl Engine<'_> {
             .work_text(&view!(self), rank, collective, timeout_ns)
     }
 
+    /// The iteration and op a finding on `rank` about `about` names.
+    fn finding_place(&self, rank: u32, about: FindingAbout) -> (Option<u32>, Option<usize>) {
+        let host_iteration = self.ranks[rank as usize].iteration;
+        match about {
+            FindingAbout::Work(collective) => {
+                let work = view!(self).work(rank, collective);
+                (Some(work.iteration), Some(work.op))
+            }
+            FindingAbout::Call(op) => (Some(host_iteration), Some(op)),
+            FindingAbout::Rank => (
+                (host_iteration < self.scenario.repeat).then_some(host_iteration),
+                None,
+            ),
+        }
+    }
+
     /// The one place the failure component's commands change the run, in their order.
     pub(super) fn apply(&mut self, commands: &mut Vec<Command>) {
         for command in commands.drain(..) {
@@ -260,14 +278,14 @@ impl Engine<'_> {
                 Command::Finding {
                     kind,
                     rank,
-                    op,
+                    about,
                     message,
                 } => {
-                    let iteration = self.ranks[rank as usize].iteration;
+                    let (iteration, op) = self.finding_place(rank, about);
                     let finding = Finding {
                         kind,
                         rank: None,
-                        iteration: Some(iteration),
+                        iteration,
                         op: op.map(|o| o as OpRef),
                         stream: None,
                         message,

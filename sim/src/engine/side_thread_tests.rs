@@ -286,3 +286,65 @@ fn a_caught_wait_timeout_on_a_send_ends_as_one_on_a_collective_does_r15_r31() {
         timeline.findings
     );
 }
+
+/// Rank 1 hangs before the all_reduce of iteration 1 of 3; rank 0 never waits, so its
+/// program returns while that all_reduce spins, and its watchdog catches it 1.1 s in.
+const HANG_IN_ITERATION_1: &str = "repeat = 3\n[cluster]\nranks = 2\n\
+    [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n\
+    [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+    [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n";
+
+/// (iteration, op) of rank `rank`'s finding of `kind`.
+fn finding_place(
+    timeline: &Timeline,
+    rank: u32,
+    kind: FindingKind,
+) -> (Option<u32>, Option<OpRef>) {
+    let finding = (timeline.findings.iter())
+        .find(|f| f.kind == kind && f.concerns(rank))
+        .unwrap_or_else(|| panic!("rank {rank}'s {kind:?}: {:#?}", timeline.findings));
+    (finding.iteration, finding.op)
+}
+
+#[test]
+fn a_watchdog_finding_names_the_iteration_of_the_work_it_caught_not_the_host_s_r26() {
+    // The Work is SeqNum 2, the all_reduce of iteration 1; rank 0's host, past its program's
+    // end, is in no iteration (it used to name iteration 3, one past the last). Rank 1's
+    // heartbeat monitor ends its process while its host hangs in iteration 1.
+    let timeline = simulate(&parse("hang.toml", HANG_IN_ITERATION_1).unwrap());
+    let timeout = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.concerns(0))
+        .expect("rank 0's timeout");
+    assert!(timeout.message.contains("SeqNum=2"), "{}", timeout.message);
+    assert_eq!(timeline.ranks[0].unfinished_iteration, None, "it returned");
+    assert_eq!(
+        finding_place(&timeline, 0, FindingKind::WatchdogTimeout),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        finding_place(&timeline, 1, FindingKind::HeartbeatAbort),
+        (Some(1), None)
+    );
+}
+
+#[test]
+fn a_finding_of_no_call_after_the_program_returned_names_no_iteration_r27() {
+    // Rank 1's network fails under the all_reduce; rank 0 reads the error from the store
+    // after its one-iteration program returned: a remote error of no op and no iteration
+    // (it used to name iteration 1, which does not exist).
+    let text = "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\nranks = 2\n\
+        [groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+        [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    let timeline = simulate(&parse("remote.toml", text).unwrap());
+    assert_eq!(timeline.ranks[0].unfinished_iteration, None, "it returned");
+    assert_eq!(
+        finding_place(&timeline, 0, FindingKind::AsyncError),
+        (None, None)
+    );
+    assert_eq!(
+        finding_place(&timeline, 1, FindingKind::AsyncError),
+        (Some(0), Some(0)),
+        "rank 1's own is its Work's"
+    );
+}

@@ -109,6 +109,7 @@ pub(super) struct FoldedWork {
     pub(super) seq_num: u64,
     pub(super) bytes: u64,
     pub(super) op: u32,
+    pub(super) iteration: u32,
     pub(super) group: u16,
 }
 
@@ -699,6 +700,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
                 seq_num: record.seq_num(),
                 bytes: record.bytes,
                 op: record.op,
+                iteration: record.iteration,
                 group: record.group,
             }));
     }

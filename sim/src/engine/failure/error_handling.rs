@@ -446,6 +446,7 @@ mod tests {
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
         DUMP_WAIT_OVER_NS,
     };
+    use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -454,7 +455,7 @@ mod tests {
         let (commands, _) = split(time_out_rank_0(failure, run));
         assert_eq!(
             commands[0],
-            finding(FindingKind::WatchdogTimeout, 0, Some(0))
+            finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0))
         );
     }
 
@@ -642,7 +643,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::AsyncError, 0, Some(0)),
+                finding(FindingKind::AsyncError, 0, FindingAbout::Call(0)),
                 Command::KillProcess {
                     rank: 0,
                     status: ExitStatus::Raised,
@@ -670,7 +671,7 @@ mod tests {
             split(woken(&mut failure, &run, 0, Wake::Check, DUMP_WAIT_OVER_NS));
         assert_eq!(
             commands[0],
-            finding(FindingKind::WatchdogTimeout, 0, Some(0))
+            finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(1))
         );
         assert!(messages[0].contains("SeqNum=2"), "{}", messages[0]);
         assert_eq!(

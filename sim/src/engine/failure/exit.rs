@@ -16,7 +16,7 @@
 //! Measured with PyTorch 2.11 on an H200 (docs/torch.md), except two readings of its source: the
 //! destructor stops the heartbeat monitor, and a stuck watchdog hangs the exit.
 
-use super::{ms, wake, Caught, Command, Failure, RunView, Wake};
+use super::{ms, wake, Caught, Command, Failure, FindingAbout, RunView, Wake};
 use crate::scenario::GroupId;
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -153,7 +153,7 @@ impl Failure<'_> {
         out.push(Command::Finding {
             kind: FindingKind::ExitFailure,
             rank,
-            op: None,
+            about: FindingAbout::Rank,
             message,
         });
     }
@@ -305,6 +305,7 @@ mod tests {
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
         DUMP_WAIT_OVER_NS,
     };
+    use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind};
 
@@ -382,7 +383,10 @@ mod tests {
             Wake::ExitAbortTimeout,
             deadline_ns,
         ));
-        assert_eq!(commands, [finding(FindingKind::ExitFailure, 0, None)]);
+        assert_eq!(
+            commands,
+            [finding(FindingKind::ExitFailure, 0, FindingAbout::Rank)]
+        );
         assert!(messages[0].contains("Future for ProcessGroup abort timed out after 1000 ms"));
         assert_eq!(
             drained(&mut failure, &run, 2_000_000_000),
@@ -406,7 +410,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0)),
                 ends(ExitStatus::Aborted, deadline_ns)
             ]
         );
@@ -432,7 +436,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::ExitFailure, 0, None),
+                finding(FindingKind::ExitFailure, 0, FindingAbout::Rank),
                 ends(ExitStatus::Crashed, 2_000_000_000)
             ]
         );

@@ -31,6 +31,7 @@ impl FakeRun {
     pub(super) fn with_work(mut self, rank: u32, collective: u32, seq: u64) -> FakeRun {
         let work = WorkFacts {
             op: 0,
+            iteration: 0,
             group: 0,
             seq,
             seq_num: seq,
@@ -184,14 +185,14 @@ pub(super) fn split(commands: Vec<super::Command>) -> (Vec<super::Command>, Vec<
             super::Command::Finding {
                 kind,
                 rank,
-                op,
+                about,
                 message,
             } => {
                 messages.push(message);
                 super::Command::Finding {
                     kind,
                     rank,
-                    op,
+                    about,
                     message: String::new(),
                 }
             }
@@ -205,12 +206,12 @@ pub(super) fn split(commands: Vec<super::Command>) -> (Vec<super::Command>, Vec<
 pub(super) fn finding(
     kind: crate::timeline::FindingKind,
     rank: u32,
-    op: Option<usize>,
+    about: super::FindingAbout,
 ) -> super::Command {
     super::Command::Finding {
         kind,
         rank,
-        op,
+        about,
         message: String::new(),
     }
 }

@@ -7,7 +7,7 @@
 //! Where calls at one SeqNum can disagree (faults, ops restricted to some ranks), each call is
 //! compared with the first; a disagreement is a finding and the collective never completes.
 
-use super::{seconds, Command, Failure, RunView, Signature};
+use super::{seconds, Command, Failure, FindingAbout, RunView, Signature};
 use crate::pg::work;
 use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
@@ -117,7 +117,7 @@ impl Failure<'_> {
             let work = view.work(rank, collective_index);
             let (_, dtype) = self.issued_call(view, rank, collective_index);
             self.check_signature(
-                (rank, work.seq_num),
+                (rank, collective_index, work.seq_num),
                 (work.group, work.seq, work.op),
                 rendezvous,
                 (issued.0, issued.1, dtype),
@@ -141,7 +141,7 @@ impl Failure<'_> {
     /// corrupts).
     fn check_signature(
         &mut self,
-        (rank, seq_num): (u32, u64),
+        (rank, collective_index, seq_num): (u32, u32, u64),
         (group, seq, op): (GroupId, u64, usize),
         rendezvous: u32,
         (collective, size_bytes, dtype): (CollectiveKind, u64, DType),
@@ -208,7 +208,7 @@ impl Failure<'_> {
         out.push(Command::Finding {
             kind: FindingKind::Mismatch,
             rank,
-            op: Some(op),
+            about: FindingAbout::Work(collective_index),
             message,
         });
     }
@@ -305,6 +305,7 @@ impl Failure<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::{CollectiveKind, FaultKind};
     use crate::timeline::{ExitStatus, FindingKind};
@@ -378,7 +379,7 @@ mod tests {
             commands,
             [
                 Command::PoisonRendezvous { rendezvous: 0 },
-                finding(FindingKind::Mismatch, 1, Some(0)),
+                finding(FindingKind::Mismatch, 1, FindingAbout::Work(0)),
                 wake(1, Wake::Check, 1_100_000_000),
             ]
         );
@@ -442,7 +443,10 @@ mod tests {
             Wake::AsyncError { collective: 0 },
             600_000_000,
         ));
-        assert_eq!(commands[0], finding(FindingKind::AsyncError, 0, Some(0)));
+        assert_eq!(
+            commands[0],
+            finding(FindingKind::AsyncError, 0, FindingAbout::Work(0))
+        );
         // While the error is handled, the deadline poll is stale.
         assert_eq!(woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000), []);
     }
@@ -476,7 +480,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::AsyncError, 0, Some(1)),
+                finding(FindingKind::AsyncError, 0, FindingAbout::Call(1)),
                 Command::KillProcess {
                     rank: 0,
                     status: ExitStatus::Raised,

@@ -7,7 +7,7 @@
 //! running, reading and dumping; it only takes away the abort at the end, which the monitor
 //! then logs as the termination it would have done (`HeartbeatMonitor::runLoop`).
 
-use super::{next_tick_ns, wake, Command, Failure, Wake};
+use super::{next_tick_ns, wake, Command, Failure, FindingAbout, Wake};
 use crate::scenario::GroupId;
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -82,7 +82,7 @@ impl Failure<'_> {
             out.push(Command::Finding {
                 kind: FindingKind::HeartbeatAbort,
                 rank,
-                op: None,
+                about: FindingAbout::Rank,
                 message,
             });
         }
@@ -177,7 +177,7 @@ impl Failure<'_> {
             out.push(Command::Finding {
                 kind: FindingKind::HeartbeatAbort,
                 rank,
-                op: None,
+                about: FindingAbout::Rank,
                 message: format!("{message} The monitor had found the dump signal of a collective timeout or exception in the store and left its loop (R28)."),
             });
         }
@@ -201,6 +201,7 @@ mod tests {
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
         DUMP_WAIT_OVER_NS,
     };
+    use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::{FaultKind, Scenario};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
@@ -259,7 +260,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::HeartbeatAbort, 0, None),
+                finding(FindingKind::HeartbeatAbort, 0, FindingAbout::Rank),
                 wake(0, Wake::MonitorKill, 1_440_000_000_000),
             ]
         );
@@ -368,7 +369,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0)),
                 wake(0, Wake::DumpSeen, 2_000_000_000),
                 wake(1, Wake::DumpSeen, 2_000_000_000),
                 wake(0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),

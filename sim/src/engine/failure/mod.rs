@@ -176,11 +176,11 @@ pub(in crate::engine) enum Command {
         wake: Wake,
         at_ns: u64,
     },
-    /// A finding on `rank` (in the iteration it is in).
+    /// A finding on `rank`, naming the op and iteration of what it is `about`.
     Finding {
         kind: FindingKind,
         rank: u32,
-        op: Option<usize>,
+        about: FindingAbout,
         message: String,
     },
     /// The collective of this rendezvous can never complete.
@@ -214,10 +214,25 @@ pub(in crate::engine) enum Command {
     },
 }
 
+/// What a finding is about, which decides the op and iteration it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum FindingAbout {
+    /// The Work of the rank's collective record `collective`: the op and iteration of its
+    /// call. PyTorch names a Work by its SeqNum, one call's, so a Work the watchdog catches
+    /// after the host moved on, or after the program returned, is still that call's.
+    Work(u32),
+    /// The host's call `op`, in the iteration the host is in: an error the main thread raises.
+    Call(usize),
+    /// No call: the rank, in the iteration its host is in; none once its program returned.
+    Rank,
+}
+
 /// What a collective record is, as the run knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::engine) struct WorkFacts {
     pub(in crate::engine) op: usize,
+    /// The iteration of the call that made the Work.
+    pub(in crate::engine) iteration: u32,
     pub(in crate::engine) group: GroupId,
     pub(in crate::engine) seq: u64,
     /// The `SeqNum` PyTorch prints for the Work (`CollectiveRecord::seq_num`).
@@ -566,7 +581,7 @@ impl<'s> Failure<'s> {
         out.push(Command::Finding {
             kind: FindingKind::AsyncError,
             rank,
-            op: Some(op),
+            about: FindingAbout::Call(op),
             message,
         });
         out.push(Command::KillProcess {

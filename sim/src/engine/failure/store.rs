@@ -1,7 +1,7 @@
 //! The store rendezvous (R29): a rank waiting for the NCCL unique id of a lazily created
 //! communicator (R8) raises when the group's timeout passes before the root published it.
 
-use super::{ms, wake, Command, Failure, RunView, Wake};
+use super::{ms, wake, Command, Failure, FindingAbout, RunView, Wake};
 use crate::scenario::GroupId;
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 
@@ -60,7 +60,7 @@ impl Failure<'_> {
         out.push(Command::Finding {
             kind: FindingKind::StoreTimeout,
             rank,
-            op: Some(view.host_op(rank)),
+            about: FindingAbout::Call(view.host_op(rank)),
             message,
         });
         self.exit_uncaught(rank, group, now_ns, out);
@@ -70,6 +70,7 @@ impl Failure<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::fake::{finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
     use crate::timeline::{ExitStatus, FindingKind};
 
@@ -112,7 +113,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::StoreTimeout, 1, Some(0)),
+                finding(FindingKind::StoreTimeout, 1, FindingAbout::Call(0)),
                 Command::KillProcess {
                     rank: 1,
                     status: ExitStatus::Raised,

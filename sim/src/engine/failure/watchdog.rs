@@ -10,7 +10,10 @@
 //! Just over 800 lines, 215 of them tests: the poll, the timeout, the dump wait and the
 //! take-down are one sequence of one thread's states.
 
-use super::{ms, next_tick_ns, seconds, wake, Caught, Command, Failure, RunView, Wake, WorkFacts};
+use super::{
+    ms, next_tick_ns, seconds, wake, Caught, Command, Failure, FindingAbout, RunView, Wake,
+    WorkFacts,
+};
 use crate::pg::work::{
     async_error_ns, async_exception, remote_error_found, timeout_caught, timeout_deadline_ns,
     NcclAsyncError, WATCHDOG_POLL_NS,
@@ -333,17 +336,16 @@ impl Failure<'_> {
         self.watchdogs[index].handling_timeout = matches!(caught, Caught::Timeout(_));
         let timeout_ns = scenario.groups[group].timeout_ns;
         let mut diagnosis = String::new();
-        let (event, kind, op, message) = match caught {
+        let (event, kind, about, message) = match caught {
             Caught::Timeout(work) => {
                 let facts = view.work(rank, work.collective);
-                let op = facts.op;
                 let (_, verdict) =
                     self.desync_report(view, rank, facts.group, work.collective, now_ns);
                 diagnosis = format!(" Diagnosis: {verdict}.");
                 (
                     WatchdogEvent::Timeout,
                     FindingKind::WatchdogTimeout,
-                    Some(op),
+                    FindingAbout::Work(work.collective),
                     timeout_caught(
                         rank_id,
                         &self.work_text(view, rank, work.collective, timeout_ns),
@@ -351,36 +353,30 @@ impl Failure<'_> {
                     ),
                 )
             }
-            Caught::AsyncError(collective) => {
-                let work = view.work(rank, collective);
-                (
-                    WatchdogEvent::AsyncError,
-                    FindingKind::AsyncError,
-                    Some(work.op),
-                    async_exception(
-                        rank_id,
-                        &self.work_text(view, rank, collective, timeout_ns),
-                        NcclAsyncError::Remote,
-                    ),
-                )
-            }
-            Caught::AbortedByWait(collective) => {
-                let work = view.work(rank, collective);
-                (
-                    WatchdogEvent::AsyncError,
-                    FindingKind::AsyncError,
-                    Some(work.op),
-                    async_exception(
-                        rank_id,
-                        &self.work_text(view, rank, collective, timeout_ns),
-                        NcclAsyncError::AbortedByWait,
-                    ),
-                )
-            }
+            Caught::AsyncError(collective) => (
+                WatchdogEvent::AsyncError,
+                FindingKind::AsyncError,
+                FindingAbout::Work(collective),
+                async_exception(
+                    rank_id,
+                    &self.work_text(view, rank, collective, timeout_ns),
+                    NcclAsyncError::Remote,
+                ),
+            ),
+            Caught::AbortedByWait(collective) => (
+                WatchdogEvent::AsyncError,
+                FindingKind::AsyncError,
+                FindingAbout::Work(collective),
+                async_exception(
+                    rank_id,
+                    &self.work_text(view, rank, collective, timeout_ns),
+                    NcclAsyncError::AbortedByWait,
+                ),
+            ),
             Caught::Remote(from_rank) => (
                 WatchdogEvent::RemoteError,
                 FindingKind::AsyncError,
-                None,
+                FindingAbout::Rank,
                 remote_error_found(
                     rank_id,
                     self.rank_id(from_rank),
@@ -398,7 +394,7 @@ impl Failure<'_> {
         out.push(Command::Finding {
             kind,
             rank,
-            op,
+            about,
             message: message + &diagnosis,
         });
         if let (true, Caught::Timeout(work)) = (env.desync_debug, caught) {
@@ -702,6 +698,7 @@ mod tests {
         enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
         DUMP_WAIT_OVER_NS,
     };
+    use super::super::FindingAbout;
     use super::super::{Command, Failure, Wake};
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
 
@@ -724,7 +721,7 @@ mod tests {
         let (commands, _) = split(woken(&mut failure, &run, 0, Wake::Check, 1_000_000_000));
         assert_eq!(
             commands[0],
-            finding(FindingKind::WatchdogTimeout, 0, Some(0))
+            finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0))
         );
     }
 
@@ -749,7 +746,7 @@ mod tests {
             if times_out {
                 assert_eq!(
                     commands[0],
-                    finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                    finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0)),
                     "{end_ns}"
                 );
                 assert!(
@@ -775,7 +772,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::WatchdogTimeout, 0, Some(0)),
+                finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0)),
                 wake(0, Wake::DumpSeen, 2_000_000_000),
                 wake(1, Wake::DumpSeen, 2_000_000_000),
                 wake(0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
@@ -864,7 +861,7 @@ mod tests {
         assert_eq!(
             commands,
             [
-                finding(FindingKind::AsyncError, 1, None),
+                finding(FindingKind::AsyncError, 1, FindingAbout::Rank),
                 wake(1, Wake::DumpWaitOver, 61_200_000_000),
             ]
         );
