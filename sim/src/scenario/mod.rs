@@ -448,6 +448,7 @@ impl Resolver<'_> {
         let mut program = ProgramBuilder {
             tensor_counts: tensors.iter().map(|t| t.count).collect(),
             tensor_sizes: tensors.iter().map(|t| t.size_bytes).collect(),
+            tensor_dtypes: tensors.iter().map(|t| t.dtype).collect(),
             ..ProgramBuilder::default()
         };
         program.init_planned = raw_ops
@@ -2423,6 +2424,8 @@ struct ProgramBuilder {
     tensor_counts: Vec<u32>,
     /// Size of each tensor, to match a batch's sends with its receives.
     tensor_sizes: Vec<u64>,
+    /// Element type of each tensor, for a functional collective's result (R30).
+    tensor_dtypes: Vec<DType>,
     /// Functional collectives whose result no op has read yet (R30).
     pending_results: Vec<faults::PendingResult>,
     /// Rank pairs with a point-to-point communicator, in order of first use (their groups
