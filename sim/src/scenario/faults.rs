@@ -640,6 +640,24 @@ mod tests {
     }
 
     #[test]
+    fn a_functional_result_exists_from_its_call_unless_named_before_r30() {
+        let text = |before: &str| {
+            format!("[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n{before}[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nkernel = {{ us = 5 }}\nreads = [\"y\"]\n")
+        };
+        // Made by the call, and alive past the program's end (the next iteration's call
+        // rebinds it): no `free` asked.
+        let scenario = parse("f.toml", &text("")).unwrap();
+        assert!(scenario.tensors[1].dynamic);
+        // Written before the call: a tensor of its own before the call binds the name.
+        let scenario = parse(
+            "f.toml",
+            &text("[[op]]\nkernel = { us = 5 }\nwrites = [\"y\"]\n"),
+        )
+        .unwrap();
+        assert!(!scenario.tensors[1].dynamic);
+    }
+
+    #[test]
     fn every_collective_given_a_functional_result_waits_for_it_first_r30() {
         let program = |uses: &str| {
             format!("[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n{uses}")
