@@ -938,6 +938,15 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.memory.free(tensor, events);
                 self.device.bind(tensor, None);
             }
+            Step::SetAside { tensor } => self.memory.set_aside(tensor),
+            Step::FreeSetAside { tensor } => {
+                // The name is bound to the new result already: only the old blocks go (R30).
+                let mut events = Vec::new();
+                for used_on in self.memory.set_aside_streams(tensor).unwrap_or_default() {
+                    events.push(self.record(used_on)?);
+                }
+                self.memory.free_set_aside(tensor, events);
+            }
             Step::Mark { mark, stream, .. } => {
                 let host_ns = self.device.now_ns();
                 let ev = self.record(stream)?;

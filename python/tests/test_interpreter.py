@@ -242,6 +242,35 @@ def test_coalesced_and_functional_collectives_use_their_torch_apis(resolve, inte
     assert document["ops"][0]["host_name"].endswith("_functional_collectives.all_reduce")
 
 
+def test_a_functional_result_is_bound_to_its_name_and_replaces_the_previous_one(
+        resolve, interpret):
+    # y = fcol.all_reduce(x): y is the call's new tensor, not one made at setup; the y of the
+    # previous iteration goes when the name is rebound, after the call made the new one, so
+    # the peak is x and two results, whatever the number of iterations (R30).
+    peaks = []
+    for repeat in (2, 5):
+        path, _ = resolve("functional_collective", "cluster.ranks=1", "repeat=%d" % repeat)
+        completed, document, _ = interpret(path)
+        assert completed.returncode == 0, completed.stderr
+        memory = document["ranks"][0]["memory"]
+        own = int(document["machine"]["interpreter_allocated_bytes"])
+        peaks.append(memory["peak_allocated_bytes"] - own)
+    assert peaks == [3 * 25 * 2**20] * 2
+
+
+def test_an_op_given_a_functional_result_gets_the_call_s_tensor(resolve, interpret, tmp_path):
+    # `.item()` of y and an all_reduce of y read the tensor the call returned: there is no
+    # other y (R30).
+    source = tmp_path / "functional_result_used.toml"
+    source.write_text("[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n"
+                      "[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n"
+                      "[[op]]\nitem = \"y\"\n[[op]]\nall_reduce = \"y\"\n")
+    path, _ = resolve(str(source))
+    completed, _, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert names(calls).count("item") == 1
+
+
 def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")

@@ -63,6 +63,10 @@ pub struct TensorMemory<E> {
     handle_holds: Vec<(usize, Blocks)>,
     /// Streams other than its own on which a collective used each tensor (recordStream).
     recorded_streams: Vec<Vec<StreamRef>>,
+    /// The tensor a name was bound to before a functional collective's call binds the name to
+    /// its new result (R30): its blocks and recordStream streams, until the call returns and
+    /// drops it.
+    set_aside: Vec<(TensorId, Vec<BlockId>, Vec<StreamRef>)>,
     /// Freed blocks (a tensor's, all of a list's) waiting for their recordStream events.
     pending_frees: Vec<(Vec<BlockId>, Vec<E>)>,
     /// Per group, the shelf of R18.
@@ -158,6 +162,7 @@ impl<E: Copy> TensorMemory<E> {
             deferred_free: Vec::new(),
             handle_holds: Vec::new(),
             recorded_streams: vec![Vec::new(); scenario.tensors.len()],
+            set_aside: Vec::new(),
             pending_frees: Vec::new(),
             shelf: vec![Vec::new(); scenario.groups.len()],
             in_use: HashMap::default(),
@@ -508,9 +513,44 @@ impl<E: Copy> TensorMemory<E> {
     /// go and the events passed. Simplified: a block a Work still holds keeps the events of
     /// its `del`, where PyTorch records them when the Work lets go (R19).
     pub fn free(&mut self, tensor: TensorId, events: Vec<E>) {
-        let (held, free): (Vec<BlockId>, Vec<BlockId>) = (std::mem::take(&mut self.blocks[tensor])
-            .into_iter())
-        .partition(|block| self.holders.contains_key(block));
+        let blocks = std::mem::take(&mut self.blocks[tensor]);
+        self.free_blocks(blocks, events);
+    }
+
+    /// `y = fcol.all_reduce(x)` (R30): the call makes a new tensor for `y` while the one `y`
+    /// named before lives on until the call returns; that one is set aside, with the streams
+    /// its `del` must record on (recordStream), so that the name's next allocation is the new
+    /// tensor. Nothing to set aside before the name's first binding.
+    pub fn set_aside(&mut self, tensor: TensorId) {
+        let blocks = std::mem::take(&mut self.blocks[tensor]);
+        if blocks.is_empty() {
+            return;
+        }
+        let streams = std::mem::take(&mut self.recorded_streams[tensor]);
+        self.set_aside.push((tensor, blocks, streams));
+    }
+
+    /// The streams on which dropping the tensor set aside for `tensor` must record an event
+    /// first (recordStream, R19); `None` when nothing was set aside.
+    pub fn set_aside_streams(&self, tensor: TensorId) -> Option<Vec<StreamRef>> {
+        (self.set_aside.iter())
+            .find(|(t, _, _)| *t == tensor)
+            .map(|(_, _, streams)| streams.clone())
+    }
+
+    /// The call returned and the name is bound to its result: the tensor set aside for
+    /// `tensor` is dropped as [`TensorMemory::free`] drops one, with the events recorded on
+    /// [`TensorMemory::set_aside_streams`]' streams.
+    pub fn free_set_aside(&mut self, tensor: TensorId, events: Vec<E>) {
+        if let Some(position) = self.set_aside.iter().position(|(t, _, _)| *t == tensor) {
+            let (_, blocks, _) = self.set_aside.swap_remove(position);
+            self.free_blocks(blocks, events);
+        }
+    }
+
+    fn free_blocks(&mut self, blocks: Vec<BlockId>, events: Vec<E>) {
+        let (held, free): (Vec<BlockId>, Vec<BlockId>) =
+            (blocks.into_iter()).partition(|block| self.holders.contains_key(block));
         (self.deferred_free).extend(held.into_iter().map(|block| (block, events.clone())));
         if events.is_empty() {
             for block in free {

@@ -586,6 +586,12 @@ pub fn check_functional_collective(timeline: &Timeline, report: &Report) {
             assert!(wait.released_ns >= record.end_ns);
         }
     }
+    // Each call makes a new y (x's clone) while the y it replaces lives until the call
+    // returns: x and two results, each 25 MiB in a 26 MiB segment (R17, R30).
+    for rank in &timeline.ranks {
+        assert_eq!(rank.memory.peak_allocated_bytes, 3 * (26 << 20));
+        assert_eq!(rank.memory.peak_reserved_bytes, 3 * (26 << 20));
+    }
 }
 
 #[test]

@@ -801,6 +801,9 @@ class Interpreter:
             record = self.collective_record(op, iteration, group_index, tensor["size_bytes"],
                                             True, start, end, ready)
             entries.append((FunctionalWork(self.funcol, result), record))
+            # ``y = fcol.all_reduce(x)``: the result is a new tensor each call, bound to its
+            # name; the one the name held goes now, after the call (R30).
+            self.tensors[kind["result"]] = [result]
         elif batch == "coalesced":
             buffers = self.tensors[kind["tensor"]]
             ready = self.gpu_time(self.current)

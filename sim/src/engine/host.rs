@@ -472,6 +472,8 @@ impl Engine<'_> {
                 }
             }
             Step::Free { tensor } => self.free(rank, tensor),
+            Step::SetAside { tensor } => self.ranks[rank as usize].memory.books.set_aside(tensor),
+            Step::FreeSetAside { tensor } => self.free_set_aside(rank, tensor),
             Step::Mark {
                 mark,
                 stream,

@@ -132,6 +132,19 @@ impl Engine<'_> {
         state.memory.books.free(tensor, instances);
     }
 
+    /// The tensor set aside for `tensor` by a functional collective's call, dropped when the
+    /// call returned (R30), as [`Engine::free`] drops one.
+    pub(super) fn free_set_aside(&mut self, rank: u32, tensor: TensorId) {
+        let Some(streams) = (self.ranks[rank as usize].memory.books).set_aside_streams(tensor)
+        else {
+            return;
+        };
+        let instances: Vec<Instance> = streams.iter().map(|&s| self.record(rank, s)).collect();
+        let state = &mut self.ranks[rank as usize];
+        state.host_ns += self.scenario.memory.alloc_ns;
+        state.memory.books.free_set_aside(tensor, instances);
+    }
+
     /// `torch.empty` on `stream` (R17), once per tensor of a list: each from the stream's
     /// cache, a new segment, or — at the capacity — after releasing the cache, which first
     /// waits for the whole device (R20). False when the host blocked (the allocation runs

@@ -152,6 +152,29 @@ fn record_stream_frees_wait_for_their_events() {
 }
 
 #[test]
+fn a_rebound_name_gets_a_new_block_while_the_old_one_lives_until_it_is_dropped_r30() {
+    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
+    // Nothing to set aside before the name's first binding.
+    memory.set_aside(2);
+    assert_eq!(memory.set_aside_streams(2), None);
+    let first = new_segment(memory.allocate(2, 256 * MIB, 0));
+    memory.keep_alive(2, 0, 2, 0, 5, false);
+    memory.set_aside(2);
+    // The new result is made while the old one is alive: a second block.
+    let second = new_segment(memory.allocate(2, 256 * MIB, 0));
+    assert_ne!(first, second);
+    memory.keep_alive(2, 0, 2, 1, 6, false);
+    // The old one's recordStream stream stays with it, the new one's with the name.
+    assert_eq!(memory.set_aside_streams(2), Some(vec![2]));
+    memory.free_set_aside(2, vec![11]);
+    assert_eq!(memory.set_aside_streams(2), None);
+    assert_eq!(memory.streams_to_record(2), [2]);
+    assert_eq!(memory.place(2), Some(second));
+    memory.collect_pending(|event| event == 11);
+    assert_eq!(memory.allocate(3, 256 * MIB, 0), AllocStep::Cached(first));
+}
+
+#[test]
 fn a_full_cache_is_released_then_out_of_memory() {
     let mut memory = TensorMemory::<u32>::new(&scenario("none"));
     let big = new_segment(memory.allocate(4, 512 * MIB, 0));

@@ -544,10 +544,17 @@ impl ProcessGroupNccl {
         } else {
             call_stream
         };
+        let functional_result = call.clone_of.and(call.tensor);
         if let (Some(input), Some(result)) = (call.clone_of, call.tensor) {
-            // R30: `input.clone()` on the current stream before the call returns: the clone
-            // reads the input there, so the input is the program's again once the call
-            // returned; the collective then runs on the clone.
+            // R30: `input.clone()` on the current stream before the call returns: a new
+            // tensor, made while the one the result's name held lives on until the call
+            // returns; the clone reads the input there, so the input is the program's again
+            // once the call returned; the collective then runs on the clone.
+            out.push(Step::SetAside { tensor: result });
+            out.push(Step::Alloc {
+                tensor: result,
+                stream: call_stream,
+            });
             out.push(Step::Access {
                 tensor: input,
                 write: false,
@@ -678,6 +685,10 @@ impl ProcessGroupNccl {
             // R11 (≤ 2.5, and a synchronous send or recv): the wrapper calls wait() itself.
             let poll = scenario.env.blocking_wait.then_some(None);
             self.wait(scenario, (collective, end), call_stream, poll, out);
+        }
+        if let Some(result) = functional_result {
+            // `y = …` binds the name to the new result: the tensor it held goes (R30).
+            out.push(Step::FreeSetAside { tensor: result });
         }
         out.push(Step::CallEnd);
     }

@@ -183,6 +183,13 @@ pub enum Step {
     Alloc { tensor: TensorId, stream: StreamRef },
     /// `del t` (R18, R19).
     Free { tensor: TensorId },
+    /// A functional collective's call binds the name `tensor` to a new result (R30): the
+    /// tensor the name held is set aside, alive, so that the next `Alloc` of `tensor` makes
+    /// the new one.
+    SetAside { tensor: TensorId },
+    /// The call returned: the tensor set aside for `tensor` is dropped, as `del` drops one
+    /// (R18, R19).
+    FreeSetAside { tensor: TensorId },
     /// A named mark: an event on `stream` and the host time before `cost_ns`.
     Mark {
         mark: MarkId,
@@ -341,6 +348,8 @@ impl fmt::Display for Step {
             } => write!(f, "item s{stream} t{tensor} +{cost_ns}ns"),
             Step::Alloc { tensor, stream } => write!(f, "alloc t{tensor} s{stream}"),
             Step::Free { tensor } => write!(f, "free t{tensor}"),
+            Step::SetAside { tensor } => write!(f, "set_aside t{tensor}"),
+            Step::FreeSetAside { tensor } => write!(f, "free_set_aside t{tensor}"),
             Step::Mark {
                 mark,
                 stream,

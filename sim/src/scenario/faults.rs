@@ -281,6 +281,44 @@ impl Resolver<'_> {
             ));
         };
         let result = self.lookup(&names.tensors, result_name, "tensor", "[tensors]")?;
+        // `fcol.all_reduce` takes one tensor and returns its clone (R30): the result is a tensor
+        // of the input's size and dtype.
+        let shape = |t: TensorId| {
+            let size = crate::units::format_size(program.tensor_sizes[t]);
+            (
+                program.tensor_counts[t],
+                size,
+                program.tensor_dtypes[t].as_str(),
+            )
+        };
+        let ((input_count, input_size, input_dtype), (result_count, result_size, result_dtype)) =
+            (shape(tensor), shape(result));
+        if input_count != 1 {
+            return Err(self.error(
+                input.span(),
+                format!(
+                    "functional_all_reduce takes one tensor, and {:?} is a list of {input_count}",
+                    input.get_ref()
+                ),
+            ));
+        }
+        if (result_count, &result_size, result_dtype) != (1, &input_size, input_dtype) {
+            return Err(self.error(
+                result_name.span(),
+                format!(
+                    "the result of functional_all_reduce is a clone of its input {:?} \
+                     ({input_size} {input_dtype}); {:?} is declared as {}{result_size} \
+                     {result_dtype}",
+                    input.get_ref(),
+                    result_name.get_ref(),
+                    if result_count == 1 {
+                        String::new()
+                    } else {
+                        format!("a list of {result_count} x ")
+                    },
+                ),
+            ));
+        }
         let group = match &raw.group {
             None => 0,
             Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
@@ -569,6 +607,54 @@ mod tests {
             error("[tensors]\nx = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\n");
         assert_eq!(line, 4);
         assert!(message.contains("needs result"), "{message}");
+    }
+
+    #[test]
+    fn a_functional_result_is_a_clone_of_one_input_tensor_r30() {
+        let program = |x: &str, y: &str| {
+            format!("[cluster]\nranks = 2\n[tensors]\nx = {x}\ny = {y}\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n")
+        };
+        let (line, column, message) = error(&program("\"4MiB\"", "\"1MiB\""));
+        assert_eq!((line, column), (8, 10), "{message}");
+        assert!(
+            message.contains("clone of its input \"x\" (4MiB f32); \"y\" is declared as 1MiB f32"),
+            "{message}"
+        );
+        let (_, _, message) = error(&program(
+            "\"4MiB\"",
+            "{ size = \"4MiB\", dtype = \"bf16\" }",
+        ));
+        assert!(message.contains("declared as 4MiB bf16"), "{message}");
+        let (_, _, message) = error(&program("\"4MiB\"", "{ size = \"4MiB\", count = 2 }"));
+        assert!(
+            message.contains("declared as a list of 2 x 4MiB f32"),
+            "{message}"
+        );
+        let (line, column, message) = error(&program("{ size = \"4MiB\", count = 3 }", "\"4MiB\""));
+        assert_eq!((line, column), (7, 25), "{message}");
+        assert!(
+            message.contains("takes one tensor, and \"x\" is a list of 3"),
+            "{message}"
+        );
+        assert!(parse("f.toml", &program("\"4MiB\"", "\"4MiB\"")).is_ok());
+    }
+
+    #[test]
+    fn a_functional_result_exists_from_its_call_unless_named_before_r30() {
+        let text = |before: &str| {
+            format!("[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n{before}[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nkernel = {{ us = 5 }}\nreads = [\"y\"]\n")
+        };
+        // Made by the call, and alive past the program's end (the next iteration's call
+        // rebinds it): no `free` asked.
+        let scenario = parse("f.toml", &text("")).unwrap();
+        assert!(scenario.tensors[1].dynamic);
+        // Written before the call: a tensor of its own before the call binds the name.
+        let scenario = parse(
+            "f.toml",
+            &text("[[op]]\nkernel = { us = 5 }\nwrites = [\"y\"]\n"),
+        )
+        .unwrap();
+        assert!(!scenario.tensors[1].dynamic);
     }
 
     #[test]

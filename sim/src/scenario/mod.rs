@@ -448,6 +448,7 @@ impl Resolver<'_> {
         let mut program = ProgramBuilder {
             tensor_counts: tensors.iter().map(|t| t.count).collect(),
             tensor_sizes: tensors.iter().map(|t| t.size_bytes).collect(),
+            tensor_dtypes: tensors.iter().map(|t| t.dtype).collect(),
             ..ProgramBuilder::default()
         };
         program.init_planned = raw_ops
@@ -1009,10 +1010,28 @@ impl Resolver<'_> {
     /// Tensors that an `alloc` op creates are dynamic: every use must come between their
     /// `alloc` and their `free`, in program order, and each iteration must free what it
     /// allocated (R17).
+    ///
+    /// A functional collective's result is a new tensor at each call, bound to the result's
+    /// name, and the tensor the name held before lives until the call returns (R30): a result
+    /// that no op names before its first call is dynamic too, alive from that call on and for
+    /// the rest of the run (until a `free`, or the next call rebinds it).
     fn check_lifetimes(&self, ops: &[Op], tensors: &mut [Tensor]) -> Result<()> {
+        let mut allocated_by_program = vec![false; tensors.len()];
+        let mut named = vec![false; tensors.len()];
         for op in ops {
-            if let OpKind::Alloc { tensor } = op.kind {
-                tensors[tensor].dynamic = true;
+            match op.kind {
+                OpKind::Alloc { tensor } => {
+                    tensors[tensor].dynamic = true;
+                    allocated_by_program[tensor] = true;
+                }
+                OpKind::Collective {
+                    result: Some(result),
+                    ..
+                } if !named[result] => tensors[result].dynamic = true,
+                _ => {}
+            }
+            for tensor in op_tensors(op) {
+                named[tensor] = true;
             }
         }
         let at = |op: &Op, message: String| ScenarioError {
@@ -1026,7 +1045,13 @@ impl Resolver<'_> {
         for op in ops {
             let mut used: Vec<TensorId> = op.reads.iter().chain(&op.writes).copied().collect();
             match op.kind {
-                OpKind::Collective { tensor, .. } | OpKind::Item { tensor } => used.push(tensor),
+                OpKind::Collective { tensor, result, .. } => {
+                    used.push(tensor);
+                    if let Some(result) = result {
+                        alive[result] = true;
+                    }
+                }
+                OpKind::Item { tensor } => used.push(tensor),
                 OpKind::Alloc { tensor } => {
                     if alive[tensor] {
                         return Err(at(
@@ -1058,7 +1083,7 @@ impl Resolver<'_> {
                 ));
             }
         }
-        if let Some(tensor) = (0..tensors.len()).find(|&t| alive[t]) {
+        if let Some(tensor) = (0..tensors.len()).find(|&t| alive[t] && allocated_by_program[t]) {
             let last = ops.last().expect("a program has ops");
             return Err(at(last, format!("tensor {:?} is still allocated when the program ends; free it in the same iteration", tensors[tensor].name)));
         }
@@ -2423,6 +2448,8 @@ struct ProgramBuilder {
     tensor_counts: Vec<u32>,
     /// Size of each tensor, to match a batch's sends with its receives.
     tensor_sizes: Vec<u64>,
+    /// Element type of each tensor, for a functional collective's result (R30).
+    tensor_dtypes: Vec<DType>,
     /// Functional collectives whose result no op has read yet (R30).
     pending_results: Vec<faults::PendingResult>,
     /// Rank pairs with a point-to-point communicator, in order of first use (their groups
@@ -2469,4 +2496,19 @@ fn uncovered(coverage: &Coverage, ranks: &Option<Vec<u32>>) -> Option<String> {
             .find(|rank| !set.contains(rank))
             .map(|rank| format!("rank {rank}")),
     }
+}
+/// Every tensor an op names: its declared reads and writes, and those of its kind (a
+/// functional collective's result too).
+fn op_tensors(op: &Op) -> impl Iterator<Item = TensorId> + '_ {
+    let of_kind: Vec<TensorId> = match &op.kind {
+        OpKind::Collective { tensor, result, .. } => {
+            std::iter::once(*tensor).chain(*result).collect()
+        }
+        OpKind::BatchP2p { transfers, .. } => transfers.iter().map(|t| t.tensor).collect(),
+        OpKind::Item { tensor } | OpKind::Alloc { tensor } | OpKind::Free { tensor } => {
+            vec![*tensor]
+        }
+        _ => Vec::new(),
+    };
+    (op.reads.iter().chain(&op.writes).copied()).chain(of_kind)
 }

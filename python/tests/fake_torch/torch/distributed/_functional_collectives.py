@@ -1,13 +1,13 @@
+import torch
+
 from . import _issue, _log
 
 
-class AsyncCollectiveTensor:
-    pass
-
-
 def all_reduce(self, reduceOp, group, tag=""):
+    """A clone of ``self``, made by the call (PyTorch's ``Functional.cpp``: ``input.clone()``),
+    whose bytes count in the fake allocator while the program holds it."""
     _issue("functional.all_reduce", group, True)
-    return AsyncCollectiveTensor()
+    return torch._allocate((self.numel(),), self.dtype)
 
 
 def wait_tensor(tensor):
