@@ -27,6 +27,7 @@ macro_rules! outln {
 mod bench;
 mod diagnostic;
 mod diff_cmd;
+mod fidelity_cmd;
 mod fr_cmd;
 mod hw_cmd;
 mod import_cmd;
@@ -251,6 +252,11 @@ enum Command {
         /// Folder of `c10dsim torch` Timelines named `<scenario>.run<k>.json`.
         #[arg(long, default_value = "tests/data/torch")]
         torch: PathBuf,
+        /// Folder of `c10dsim torch` Timelines made for the memory table alone, named
+        /// `<scenario>.run<k>.json`: used where the timing runs do not record the interpreter's
+        /// own bytes [default: TORCH/memory, where it exists].
+        #[arg(long, value_name = "DIR")]
+        memory_runs: Option<PathBuf>,
         /// Folder of `hw` Timelines named `<scenario>.json`, measured at the PyTorch runs' world
         /// size without stand-ins.
         #[arg(long, default_value = "tests/data/hw/world1")]
@@ -609,10 +615,17 @@ fn main() -> ExitCode {
         }),
         Command::Fidelity {
             torch,
+            memory_runs,
             hw,
             machine,
             output,
-        } => torch_cmd::fidelity(&torch, &hw, &machine, output.as_deref()),
+        } => fidelity_cmd::fidelity(
+            &torch,
+            memory_runs.as_deref(),
+            &hw,
+            &machine,
+            output.as_deref(),
+        ),
         Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
         Command::Import { format } => import_cmd::import(format),
         Command::Bench {

@@ -13,17 +13,19 @@ use sim::scenario::Scenario;
 use sim::timeline::{Timeline, WatchdogEvent};
 use std::collections::BTreeSet;
 
-pub use memory::{MeasuredFigure, MeasuredMemory, MemoryRow};
+pub use memory::{memory_run_mismatch, MeasuredFigure, MeasuredMemory, MemoryRow, MemorySource};
 
 /// One scenario's Timelines: the simulation at the measured world size, the hardware backend's
-/// run where there is one, and every PyTorch run (separate processes); the scenario as
-/// simulated, whose tensors and ops say what the interpreter allocated itself.
+/// run where there is one, every PyTorch run (separate processes) and the PyTorch runs made for
+/// the memory table alone (each found a run of the same program by [`memory_run_mismatch`]);
+/// the scenario as simulated, whose tensors and ops say what the interpreter allocated itself.
 pub struct ScenarioRuns {
     pub name: String,
     pub scenario: Scenario,
     pub simulated: Timeline,
     pub hw: Option<Timeline>,
     pub torch: Vec<Timeline>,
+    pub memory_runs: Vec<Timeline>,
 }
 
 /// Which side of the machine a metric times.
@@ -281,6 +283,7 @@ fn scenario_rows(runs: &ScenarioRuns) -> Rows {
         &runs.scenario,
         &runs.simulated,
         &runs.torch,
+        &runs.memory_runs,
         launched_of,
     );
     (rows, Some(outcome), memory)
@@ -652,6 +655,7 @@ mod tests {
                 stretched(&simulated, 1.3),
             ],
             hw: None,
+            memory_runs: Vec::new(),
             simulated,
         };
         let table = fidelity(&[runs]);
@@ -708,6 +712,7 @@ mod tests {
             scenario: parse(SCENARIO),
             torch: vec![killed],
             hw: None,
+            memory_runs: Vec::new(),
             simulated,
         }]);
         assert!(render_markdown(&table).contains("none with a measured run-to-run spread"));
@@ -741,6 +746,7 @@ mod tests {
             scenario: parse(SCENARIO),
             torch: vec![partial],
             hw: None,
+            memory_runs: Vec::new(),
             simulated,
         }]);
         let outcome = &table.outcomes[0];

@@ -272,3 +272,118 @@ fn docs_fidelity_md_calibrate_command_remakes_the_torch_profile() {
     std::fs::remove_file(&out).unwrap();
     assert_eq!(fitted(&shipped), fitted(&remade));
 }
+
+/// A copy of a committed Timeline with `edit` applied to its JSON.
+fn edited_copy(from: &str, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut timeline: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data(from)).unwrap()).unwrap();
+    edit(&mut timeline);
+    std::fs::write(to, serde_json::to_string(&timeline).unwrap()).unwrap();
+}
+
+/// The generated memory row of `scenario`.
+fn memory_row<'a>(markdown: &'a str, scenario: &str) -> &'a str {
+    let memory = &markdown[markdown.find("### Memory").expect("the memory table")..];
+    memory
+        .lines()
+        .find(|line| line.starts_with(&format!("| {scenario} |")))
+        .expect("the scenario's memory row")
+}
+
+#[test]
+fn the_memory_runs_stand_in_for_timing_runs_recorded_before_the_interpreters_bytes() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fidelity_memory_runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let torch = dir.join("torch");
+    std::fs::create_dir_all(torch.join("memory")).unwrap();
+    for run in 1..=3 {
+        let name = format!("all_to_all.run{run}.json");
+        std::fs::copy(data(&format!("tests/data/torch/{name}")), torch.join(&name)).unwrap();
+    }
+    let fidelity = |extra: &[&str]| {
+        let torch = torch.display().to_string();
+        let mut args = vec!["fidelity", "--torch", &torch, "--hw", &torch, "-o", "-"];
+        args.extend(extra);
+        c10dsim(&args)
+    };
+    // The timing runs alone predate the interpreter's record (and measured no cuBLAS workspace).
+    let alone = fidelity(&[]);
+    assert_eq!(alone.status.code(), Some(0), "{}", stderr(&alone));
+    assert!(
+        memory_row(&stdout(&alone), "all_to_all")
+            .ends_with("| not comparable: recorded before the interpreter reported its own bytes (its cuBLAS workspaces were not measured) |"),
+        "{}",
+        stdout(&alone)
+    );
+    // TORCH/memory is read by default: the committed memory run, and one from another text of
+    // the scenario, which is left out, saying why.
+    let memory_run = "tests/data/torch/memory/all_to_all.run1.json";
+    std::fs::copy(data(memory_run), torch.join("memory/all_to_all.run1.json")).unwrap();
+    let stale = torch.join("memory/all_to_all.run2.json");
+    edited_copy(memory_run, &stale, |run| {
+        run["scenario"]["source_hash"] = "0123456789abcdef".into();
+    });
+    let with_memory = fidelity(&[]);
+    assert_eq!(
+        with_memory.status.code(),
+        Some(0),
+        "{}",
+        stderr(&with_memory)
+    );
+    assert_eq!(
+        memory_row(&stdout(&with_memory), "all_to_all"),
+        "| all_to_all | 0 | 201326592 / 201326592 (recorded) | 67108864 | 67108864 (1 memory run) \
+         | 67108864 | 67108864 (1 memory run) | 0 | 0 (1 memory run) | agree |"
+    );
+    assert!(
+        stdout(&with_memory).contains("(1 of them measured by memory runs"),
+        "{}",
+        stdout(&with_memory)
+    );
+    assert_eq!(
+        stderr(&with_memory).trim(),
+        format!(
+            "c10dsim: {} left out: recorded from another text of scenarios/all_to_all.toml \
+             (source_hash 0123456789abcdef, the file now 176dfea2a4f51aa7): record it again",
+            stale.display()
+        )
+    );
+    // --memory-runs names another folder: a run of other --sets and one of a scenario without
+    // timing runs are left out, and the row is what the timing runs alone make of it.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    edited_copy(memory_run, &other.join("all_to_all.run1.json"), |run| {
+        run["scenario"]["path"] =
+            "scenarios/all_to_all.toml [--set cluster.ranks=1 --set repeat=2]".into();
+    });
+    std::fs::copy(data(memory_run), other.join("get_future.run1.json")).unwrap();
+    let other_text = other.display().to_string();
+    let refused = fidelity(&["--memory-runs", &other_text]);
+    assert_eq!(refused.status.code(), Some(0), "{}", stderr(&refused));
+    assert_eq!(
+        memory_row(&stdout(&refused), "all_to_all"),
+        memory_row(&stdout(&alone), "all_to_all")
+    );
+    let notes = stderr(&refused);
+    assert!(
+        notes.contains(&format!(
+            "{} left out: recorded as `scenarios/all_to_all.toml [--set cluster.ranks=1 --set \
+             repeat=2]`, the timing runs as `scenarios/all_to_all.toml [--set cluster.ranks=1]`: \
+             another scenario or other --sets",
+            other.join("all_to_all.run1.json").display()
+        )) && notes.contains(&format!(
+            "{} left out: {} has no timing run of its scenario to simulate it from",
+            other.join("get_future.run1.json").display(),
+            torch.display()
+        )),
+        "{notes}"
+    );
+    // A folder named that cannot be read is bad input.
+    let missing = fidelity(&["--memory-runs", &dir.join("missing").display().to_string()]);
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("cannot read"),
+        "{}",
+        stderr(&missing)
+    );
+}

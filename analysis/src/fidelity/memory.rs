@@ -4,8 +4,12 @@
 //! allocates itself before the program and keeps to the end (GEMM operands, all_to_all receive
 //! buffers, mismatch scratch buffers, cuBLAS workspaces), which the simulator does not book, so
 //! those bytes are taken off them — as the run recorded them, or, for a run recorded before the
-//! interpreter reported them, as its setup makes them where that can be derived exactly.
+//! interpreter reported them, as its setup makes them where that can be derived exactly. Where
+//! the timing runs predate that record, runs made for the memory table alone (the memory runs,
+//! `tests/data/torch/memory`) stand in, once [`memory_run_mismatch`] found them runs of the
+//! same program.
 
+use crate::calibrate::measurement_overrides;
 use sim::allocator::{Allocation, CachingAllocator, MemoryPeaks};
 use sim::collective::CollectiveKind;
 use sim::scenario::{Batch, DType, FaultKind, OpKind, Scenario, TensorId};
@@ -45,9 +49,21 @@ impl MeasuredFigure {
     }
 }
 
+/// Which runs PyTorch's memory figures of a row are of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The runs the timing table is made of (`<scenario>.run<k>.json`).
+    TimingRuns,
+    /// Runs made for the memory table alone, used where the timing runs do not all record the
+    /// interpreter's own bytes.
+    MemoryRuns,
+}
+
 /// PyTorch's figures, the interpreter's own bytes taken off the peaks.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MeasuredMemory {
+    pub source: MemorySource,
     pub peak_allocated_bytes: MeasuredFigure,
     pub peak_reserved_bytes: MeasuredFigure,
     pub cache_releases: MeasuredFigure,
@@ -95,12 +111,16 @@ const NOT_COMPARABLE_OLD: &str =
     "not comparable: recorded before the interpreter reported its own bytes";
 
 /// The memory row of one scenario; `launched_of` as in the outcome row (fewer ranks launched
-/// than the scenario has: another program than the one simulated).
+/// than the scenario has: another program than the one simulated). PyTorch's figures are the
+/// timing runs' (`torch`) where every one records the interpreter's own bytes, else the memory
+/// runs' where there are any (each already found a run of the same program by
+/// [`memory_run_mismatch`]), else the timing runs' with those bytes derived where they can be.
 pub fn memory_row(
     name: &str,
     scenario: &Scenario,
     simulated: &Timeline,
     torch: &[Timeline],
+    memory_runs: &[Timeline],
     launched_of: Option<(usize, u32)>,
 ) -> Option<MemoryRow> {
     let newest = torch.last()?;
@@ -115,7 +135,16 @@ pub fn memory_row(
         Some((launched, ranks)) => Err(format!(
             "not comparable: {launched} of {ranks} ranks launched, the others' part not run"
         )),
-        None => measured(scenario, torch, rank),
+        None => {
+            let timing_runs_record = torch
+                .iter()
+                .all(|run| run.machine.contains_key(INTERPRETER_ALLOCATED));
+            if timing_runs_record || memory_runs.is_empty() {
+                measured(scenario, torch, rank, MemorySource::TimingRuns)
+            } else {
+                measured(scenario, memory_runs, rank, MemorySource::MemoryRuns)
+            }
+        }
     };
     Some(MemoryRow {
         scenario: name.to_string(),
@@ -125,7 +154,73 @@ pub fn memory_row(
     })
 }
 
-fn measured(scenario: &Scenario, torch: &[Timeline], rank: u32) -> Result<MeasuredMemory, String> {
+/// Why a memory run does not measure the program the timing runs' row simulates, if it does
+/// not: `timing` is the timing run the simulation is made from, `source_hash` the hash of the
+/// scenario file's text as it is now under the run's recorded `--set`s (what `c10dsim torch`
+/// would record running it today). A memory run is refused unless it was recorded with the
+/// same file and `--set`s, from the same text, under the same settings the simulation takes
+/// from a Timeline (PyTorch's version, `TORCH_NCCL_ENABLE_TIMING`), and records the
+/// interpreter's own bytes.
+pub fn memory_run_mismatch(run: &Timeline, timing: &Timeline, source_hash: &str) -> Option<String> {
+    let invocation = |timeline: &Timeline| {
+        let path = &timeline.scenario.path;
+        sim::scenario::read_recorded_invocation(path)
+            .map(|(file, sets)| (file.to_string(), sets))
+            .map_err(|_| path.clone())
+    };
+    if invocation(run) != invocation(timing) {
+        return Some(format!(
+            "recorded as `{}`, the timing runs as `{}`: another scenario or other --sets",
+            run.scenario.path, timing.scenario.path
+        ));
+    }
+    if run.scenario.source_hash != source_hash {
+        let file = invocation(run).map_or_else(|path| path, |(file, _)| file);
+        return Some(format!(
+            "recorded from another text of {file} (source_hash {}, the file now {}): record it \
+             again",
+            run.scenario.source_hash, source_hash
+        ));
+    }
+    let settings = |timeline: &Timeline| -> Vec<String> {
+        (measurement_overrides(timeline).iter())
+            .map(ToString::to_string)
+            .collect()
+    };
+    if settings(run) != settings(timing) {
+        return Some(format!(
+            "recorded under other settings than the timing runs, which the simulation takes \
+             from them ({}; the timing runs: {})",
+            shown_settings(&settings(run)),
+            shown_settings(&settings(timing))
+        ));
+    }
+    match recorded_bytes(run) {
+        Ok(Some(_)) => None,
+        Ok(None) => Some(format!(
+            "it does not record the interpreter's own bytes (machine.{INTERPRETER_ALLOCATED}), \
+             which a memory run is for"
+        )),
+        Err(why) => Some(why),
+    }
+}
+
+fn shown_settings(settings: &[String]) -> String {
+    if settings.is_empty() {
+        "no --set".to_string()
+    } else {
+        format!("--set {}", settings.join(" --set "))
+    }
+}
+
+const INTERPRETER_ALLOCATED: &str = "interpreter_allocated_bytes";
+
+fn measured(
+    scenario: &Scenario,
+    torch: &[Timeline],
+    rank: u32,
+    source: MemorySource,
+) -> Result<MeasuredMemory, String> {
     if let Some(tensor) = dynamic_all_to_all(scenario, rank) {
         return Err(format!(
             "not comparable: the interpreter makes the all_to_all receive buffer of dynamic \
@@ -153,9 +248,15 @@ fn measured(scenario: &Scenario, torch: &[Timeline], rank: u32) -> Result<Measur
         let Some(memory) = run.ranks.iter().find(|r| r.rank == rank).map(|r| r.memory) else {
             return Err(format!("not measured: a run has no rank {rank}"));
         };
-        (own, recorded) = match recorded_bytes(run)? {
-            Some(bytes) => (bytes, true),
-            None => (derived_bytes(scenario, rank, run)?, false),
+        (own, recorded) = match (recorded_bytes(run)?, source) {
+            (Some(bytes), _) => (bytes, true),
+            (None, MemorySource::TimingRuns) => (derived_bytes(scenario, rank, run)?, false),
+            (None, MemorySource::MemoryRuns) => {
+                return Err(
+                    "not comparable: a memory run does not record the interpreter's own bytes"
+                        .to_string(),
+                )
+            }
         };
         let taken_off = |peak: u64, bytes: u64, what: &str| {
             peak.checked_sub(bytes).ok_or_else(|| {
@@ -173,6 +274,7 @@ fn measured(scenario: &Scenario, torch: &[Timeline], rank: u32) -> Result<Measur
         return Err("not measured: no run".to_string());
     }
     Ok(MeasuredMemory {
+        source,
         peak_allocated_bytes: MeasuredFigure::of(&allocated),
         peak_reserved_bytes: MeasuredFigure::of(&reserved),
         cache_releases: MeasuredFigure::of(&releases),
@@ -194,7 +296,7 @@ fn recorded_bytes(run: &Timeline) -> Result<Option<(u64, u64)>, String> {
             .transpose()
     };
     match (
-        number("interpreter_allocated_bytes")?,
+        number(INTERPRETER_ALLOCATED)?,
         number("interpreter_reserved_bytes")?,
     ) {
         (Some(allocated), Some(reserved)) => Ok(Some((allocated, reserved))),
@@ -370,10 +472,21 @@ pub(super) fn memory_sentence(rows: &[MemoryRow]) -> String {
     let (agreeing, total) = compared.fold((0, 0), |(agreeing, total), differing| {
         (agreeing + usize::from(differing.is_empty()), total + 1)
     });
+    let from_memory_runs = (rows.iter())
+        .filter(|row| {
+            (row.torch.as_ref()).is_ok_and(|torch| torch.source == MemorySource::MemoryRuns)
+        })
+        .count();
+    let sources = match from_memory_runs {
+        0 => String::new(),
+        n => {
+            format!("{n} of them measured by memory runs, the timing runs predating that record; ")
+        }
+    };
     format!(
         "{agreeing} of {total} compared scenarios agree on peak allocated, peak reserved and \
-         cache releases, PyTorch's peaks less the interpreter's own bytes ({} not compared: \
-         the verdict column says why)",
+         cache releases, PyTorch's peaks less the interpreter's own bytes ({sources}{} not \
+         compared: the verdict column says why)",
         rows.len() - total
     )
 }
@@ -391,17 +504,27 @@ pub(super) const MEMORY_HEADER: [&str; 10] = [
     "verdict",
 ];
 
+/// The runs a PyTorch figure is of: `3 runs` (the timing runs), `1 memory run`.
+fn runs_shown(torch: &MeasuredMemory) -> String {
+    let kind = match torch.source {
+        MemorySource::TimingRuns => "run",
+        MemorySource::MemoryRuns => "memory run",
+    };
+    let plural = if torch.runs == 1 { "" } else { "s" };
+    format!("{} {kind}{plural}", torch.runs)
+}
+
 /// A PyTorch figure: the median run's, with the spread where the runs differ.
-fn shown(figure: &MeasuredFigure, runs: usize) -> String {
+fn shown(figure: &MeasuredFigure, runs: &str) -> String {
     let value = if figure.median.fract() == 0.0 {
         format!("{}", figure.median as u64)
     } else {
         format!("{:.1}", figure.median)
     };
     if figure.spread == 0.0 {
-        format!("{value} ({runs} runs)")
+        format!("{value} ({runs})")
     } else {
-        format!("{value} (spread {}, {runs} runs)", figure.spread)
+        format!("{value} (spread {}, {runs})", figure.spread)
     }
 }
 
@@ -423,9 +546,9 @@ pub(super) fn memory_rows(rows: &[MemoryRow]) -> Vec<Vec<String>> {
                         }
                     ),
                     [
-                        shown(&torch.peak_allocated_bytes, torch.runs),
-                        shown(&torch.peak_reserved_bytes, torch.runs),
-                        shown(&torch.cache_releases, torch.runs),
+                        shown(&torch.peak_allocated_bytes, &runs_shown(torch)),
+                        shown(&torch.peak_reserved_bytes, &runs_shown(torch)),
+                        shown(&torch.cache_releases, &runs_shown(torch)),
                     ],
                 ),
                 Err(_) => ("–".to_string(), ["–".to_string(), "–".into(), "–".into()]),
@@ -454,151 +577,4 @@ pub(super) fn memory_rows(rows: &[MemoryRow]) -> Vec<Vec<String>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MIB: u64 = 1 << 20;
-
-    /// A GEMM of 32 MiB operands (bf16) and a 64 MiB gradient, one rank.
-    const GEMM: &str = "[cluster]\nranks = 1\n[tensors]\ng = \"64MiB\"\n\
-        [[op]]\ngemm = [4096, 4096, 4096]\n[[op]]\nall_reduce = \"g\"\n";
-
-    fn parse(text: &str) -> Scenario {
-        sim::scenario::parse("memory.toml", text).expect("valid scenario")
-    }
-
-    /// A "measured" run of `scenario`: the simulation's Timeline with the given peaks and
-    /// machine entries.
-    fn measured_run(
-        scenario: &Scenario,
-        allocated: u64,
-        reserved: u64,
-        machine: &[(&str, &str)],
-    ) -> Timeline {
-        let mut run = sim::engine::simulate(scenario);
-        run.ranks[0].memory = MemoryPeaks {
-            peak_allocated_bytes: allocated,
-            peak_reserved_bytes: reserved,
-            cache_releases: 0,
-        };
-        for (key, value) in machine {
-            run.machine.insert(key.to_string(), value.to_string());
-        }
-        run
-    }
-
-    fn row(scenario: &Scenario, runs: &[Timeline]) -> MemoryRow {
-        let simulated = sim::engine::simulate(scenario);
-        memory_row("s", scenario, &simulated, runs, None).expect("a row")
-    }
-
-    #[test]
-    fn the_recorded_own_bytes_come_off_each_runs_peaks() {
-        let scenario = parse(GEMM);
-        let own = [
-            ("interpreter_allocated_bytes", "134217728"), // 3 × 32 MiB + 32 MiB; 130 MiB reserved
-            ("interpreter_reserved_bytes", "136314880"),
-        ];
-        let runs = [
-            measured_run(&scenario, 64 * MIB + 128 * MIB, 64 * MIB + 130 * MIB, &own),
-            measured_run(&scenario, 128 * MIB + 128 * MIB, 64 * MIB + 130 * MIB, &own),
-        ];
-        let compared = row(&scenario, &runs);
-        let torch = compared.torch.as_ref().expect("compared");
-        assert_eq!(torch.interpreter_bytes, (128 * MIB, 130 * MIB));
-        assert!(torch.interpreter_bytes_recorded);
-        assert_eq!(torch.peak_reserved_bytes.median, (64 * MIB) as f64);
-        // One run held 64 MiB more: the simulation's 64 MiB lies within the runs' spread.
-        assert_eq!(torch.peak_allocated_bytes.spread, (64 * MIB) as f64);
-        assert_eq!(compared.simulated.peak_allocated_bytes, 64 * MIB);
-        assert_eq!(compared.differing(), Some(vec![]));
-        let over = [measured_run(
-            &scenario,
-            128 * MIB + 128 * MIB,
-            64 * MIB + 130 * MIB,
-            &own,
-        )];
-        assert_eq!(
-            row(&scenario, &over).differing(),
-            Some(vec!["peak allocated"])
-        );
-    }
-
-    #[test]
-    fn an_older_runs_own_bytes_are_derived_only_with_its_workspaces_measured() {
-        let scenario = parse(GEMM);
-        let peak = 64 * MIB + 96 * MIB + 32 * MIB;
-        let old = [measured_run(
-            &scenario,
-            peak,
-            peak,
-            &[("blas_workspace_bytes", "33554432")],
-        )];
-        let torch = row(&scenario, &old).torch.expect("derived");
-        assert_eq!(torch.interpreter_bytes, (128 * MIB, 128 * MIB));
-        assert!(!torch.interpreter_bytes_recorded);
-        assert_eq!(torch.peak_allocated_bytes.median, (64 * MIB) as f64);
-        // Without the workspaces' bytes nothing is guessed.
-        let older = [measured_run(&scenario, peak, peak, &[])];
-        let why = row(&scenario, &older).torch.expect_err("not comparable");
-        assert_eq!(
-            why,
-            "not comparable: recorded before the interpreter reported its own bytes (its \
-             cuBLAS workspaces were not measured)"
-        );
-        // With no GEMM there is no workspace: nothing to take off.
-        let plain =
-            parse("[cluster]\nranks = 1\n[tensors]\ng = \"64MiB\"\n[[op]]\nall_reduce = \"g\"\n");
-        let torch = row(&plain, &[measured_run(&plain, 64 * MIB, 64 * MIB, &[])]).torch;
-        assert_eq!(torch.expect("compared").interpreter_bytes, (0, 0));
-    }
-
-    #[test]
-    fn own_buffers_that_would_share_a_segment_with_the_scenarios_are_not_derived() {
-        // The 2 MiB tensor takes a 20 MiB segment; the 2 MiB operands would go into its rest.
-        let scenario = parse(
-            "[cluster]\nranks = 1\n[tensors]\nx = \"2MiB\"\n[[op]]\ngemm = [1024, 1024, 1024]\n",
-        );
-        let run = measured_run(
-            &scenario,
-            40 * MIB,
-            40 * MIB,
-            &[("blas_workspace_bytes", "33554432")],
-        );
-        let why = row(&scenario, &[run]).torch.expect_err("not comparable");
-        assert!(
-            why.starts_with(NOT_COMPARABLE_OLD) && why.contains("shares a segment"),
-            "{why}"
-        );
-    }
-
-    #[test]
-    fn a_partial_run_or_a_dynamic_all_to_all_is_not_compared() {
-        let scenario = parse(GEMM);
-        let partial = measured_run(
-            &scenario,
-            0,
-            0,
-            &[(
-                "journal",
-                "partial (written before the process could end normally)",
-            )],
-        );
-        let why = row(&scenario, &[partial]).torch.expect_err("not measured");
-        assert!(why.starts_with("not measured: the process ended"), "{why}");
-        let dynamic = parse(
-            "[cluster]\nranks = 1\n[tensors]\nt = \"32MiB\"\n\
-             [[op]]\nalloc = \"t\"\n[[op]]\nall_to_all = \"t\"\n[[op]]\nfree = \"t\"\n",
-        );
-        let run = measured_run(&dynamic, 64 * MIB, 64 * MIB, &[]);
-        let why = row(&dynamic, &[run]).torch.expect_err("not comparable");
-        assert!(
-            why.contains("all_to_all receive buffer of dynamic tensor `t`"),
-            "{why}"
-        );
-        assert_eq!(
-            row(&dynamic, &[measured_run(&dynamic, 0, 0, &[])]).differing(),
-            None
-        );
-    }
-}
+mod tests;

@@ -5,6 +5,7 @@
 # then the second, then the third, so that a cut-short session still covers every scenario.
 # Usage: tests/data/torch/run.sh C10DSIM OUT [RUNS] [FIRST] (runs FIRST..RUNS, default 1..3);
 # SCENARIOS="a b c" limits it to those scenarios of scenarios/ (default: all of them).
+# OUT = tests/data/torch/memory records runs for the fidelity memory table alone (its README.md).
 # Fault scenarios are made short with --set (docs/fidelity.md lists the sets); scenarios with
 # more ranks than GPUs are downscaled by `c10dsim torch` itself (docs/torch.md).
 set -u
