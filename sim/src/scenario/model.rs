@@ -702,7 +702,8 @@ pub enum OpKind {
         transfers: Vec<P2pTransfer>,
         work: Option<WorkId>,
     },
-    /// `dist.barrier()`: a 1-element all_reduce, then the current stream is synchronised (R14).
+    /// `dist.barrier()`: a synchronous 1-element all_reduce (R11), then the current stream is
+    /// synchronised (R14).
     Barrier { group: GroupId },
     /// `work.wait()` (R12), blocking when `TORCH_NCCL_BLOCKING_WAIT` (R15).
     Wait {
