@@ -846,7 +846,7 @@ pub fn work_text(
     timeout_ns: u64,
 ) -> String {
     let numel = match op.kind {
-        OpKind::Collective { .. } => bytes / dtype.size_bytes(),
+        OpKind::Collective { .. } | OpKind::Barrier { .. } => bytes / dtype.size_bytes(),
         _ => bytes,
     };
     let members = scenario.groups[group].ranks.len() as u64;

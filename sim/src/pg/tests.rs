@@ -338,6 +338,24 @@ fn a_work_prints_element_counts_as_pytorch_does() {
         work_text(&scenario, op, gather, (0, 3), 600_000_000_000),
         "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"
     );
+    // A barrier all_reduces `at::zeros({1}, kFloat)`: one element, whatever its 4 bytes.
+    let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let barrier = (
+        CollectiveKind::AllReduce,
+        crate::collective::BARRIER_BYTES,
+        DType::F32,
+    );
+    assert_eq!(
+        work_text(
+            &scenario,
+            &scenario.ops[0],
+            barrier,
+            (0, 1),
+            600_000_000_000
+        ),
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
+    );
 }
 
 #[test]
