@@ -694,6 +694,7 @@ def test_a_barrier_runs_on_the_current_stream_without_a_wait_from_pytorch_2_8(
     assert not record["async_op"]
     assert (record["run_stream"] == record["call_stream"]) == on_current, record
     assert (record["wait"] is None) == on_current, record
+    assert record["bytes"] == 4, "one f32, as ProcessGroupNCCL::barrier's and the simulator's"
 
 
 def test_a_version_string_gives_its_major_and_minor():

@@ -25,6 +25,9 @@ from . import timeline as tl
 
 DTYPES = {"f32": ("float32", 4), "bf16": ("bfloat16", 2), "f16": ("float16", 2)}
 
+# ProcessGroupNCCL::barrier all_reduces ``at::zeros({1}, kFloat)``: one f32.
+BARRIER_BYTES = DTYPES["f32"][1]
+
 # Host sleeps sleep until this long before their deadline, then spin: a plain sleep ends
 # 50-70 us late on Linux (timer slack and wake-up), as docs/hw.md measured.
 SPIN_MARGIN_NS = 200_000
@@ -880,8 +883,8 @@ class Interpreter:
         # A synchronous all_reduce (R11, R14): from PyTorch 2.8 on the current stream, which
         # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
         # internal stream, its Work waited on by the wrapper.
-        record = self.collective_record(op, iteration, group_index, 1, False, start, end,
-                                        ready)
+        record = self.collective_record(op, iteration, group_index, BARRIER_BYTES, False, start,
+                                        end, ready)
         self.implicit_wait(op, record)
 
     def op_wait(self, op, kind, iteration):
