@@ -679,6 +679,24 @@ def test_a_synchronous_send_runs_on_the_internal_stream_in_every_version(
     assert record["run_stream"] != record["call_stream"], record
 
 
+@pytest.mark.parametrize("version, on_current", [("2.11.0+cu130", True), ("2.7.1", False)])
+def test_a_barrier_runs_on_the_current_stream_without_a_wait_from_pytorch_2_8(
+        resolve, interpret, tmp_path, version, on_current):
+    # Measured on PyTorch 2.11 (tests/data/torch/probes/barrier/): no cudaStreamWaitEvent, no
+    # Work, the current stream synchronised inside the call (R11, R14).
+    source = tmp_path / "barrier.toml"
+    source.write_text("[cluster]\nranks = 1\n[[op]]\nbarrier = true\n")
+    path, _ = resolve(str(source))
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_VERSION": version})
+    assert completed.returncode == 0, completed.stderr
+    assert "barrier" in names(calls)
+    (record,) = document["ranks"][0]["collectives"]
+    assert not record["async_op"]
+    assert (record["run_stream"] == record["call_stream"]) == on_current, record
+    assert (record["wait"] is None) == on_current, record
+    assert record["bytes"] == 4, "one f32, as ProcessGroupNCCL::barrier's and the simulator's"
+
+
 def test_a_version_string_gives_its_major_and_minor():
     assert tl.torch_version("2.11.0+cu130") == (2, 11)
     assert tl.torch_version("2.8.0") == (2, 8)

@@ -437,6 +437,11 @@ mod tests {
         let s = parse("b.toml", "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n").unwrap();
         let name = kernel_name(&s, &s.ops[0].kind).unwrap();
         assert_eq!(name, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+        // Its one call is that f32's 4 bytes, as the lowering issues it.
+        assert_eq!(
+            s.call_sizes(&s.ops[0].kind),
+            [crate::collective::BARRIER_BYTES]
+        );
     }
 
     #[test]

@@ -346,13 +346,13 @@ device_sync = true
             "record s0 e7",
             "launch s0 spin 50000ns x1",
             "record s0 e8",
-            "init_comm world", // barrier: internal stream, wait, stream sync
+            "init_comm world", // barrier: on the current stream, then its stream sync (R14)
             "device_sync",     // the process's first communicator then waits for the device (R8)
             "record s0 e9",
-            "wait s2 e9",
-            "record s2 e10",
-            "nccl s2 barrier world",
-            "record s2 e11",
+            "nccl s0 barrier world",
+            "record s0 e10",
+            "stream_sync s0",
+            "item s0 t0",
         ]
     );
     assert!(device.calls.contains(&"item s0 t0".to_string()));
@@ -363,10 +363,13 @@ device_sync = true
     assert_eq!(rank.host.len(), 2 * 12);
     assert_eq!(rank.kernels.len(), 2 * 4);
     let barrier = &rank.collectives[0];
-    assert!(barrier.async_op);
+    assert!(!barrier.async_op);
     assert_eq!(barrier.bytes, 4, "one f32, as ProcessGroupNCCL::barrier's");
-    let wait = barrier.wait.unwrap();
-    assert!(wait.completed_at_return);
+    assert_eq!((barrier.call_stream, barrier.run_stream), (0, 0));
+    assert_eq!(
+        barrier.wait, None,
+        "no Work: the stream sync is the barrier's own"
+    );
     assert_eq!(
         rank.collectives[1].seq, 2,
         "seq counts per group across iterations"
@@ -1284,12 +1287,18 @@ fn the_verdict_names_the_iteration_of_the_work_the_watchdog_caught_r26() {
     assert_eq!(finding(&log.findings), finding(&simulated.findings));
 }
 
-/// A barrier whose all_reduce never completes blocks in its stream synchronize, after its
-/// `wait()` began, until the watchdog's verdict ends the run: the wait is kept, never
-/// returned, in both engines.
+/// A barrier whose all_reduce never completes blocks in its stream synchronize until the
+/// watchdog's verdict ends the run. Before PyTorch 2.8 that is after its `wait()` began: the
+/// wait is kept, never returned, in both engines; from 2.8 on there is no Work to wait on
+/// (R11, R14).
 #[test]
 fn a_wait_under_way_at_the_end_is_kept_on_the_unfinished_collective_never_returned() {
-    let (ran, simulated) = hung_peer("[[op]]\nlabel = \"ar\"\nbarrier = true\n");
+    let (ran, simulated) = fake_and_simulated(
+        "hung_peer.toml",
+        "torch = \"2.5\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+         [[op]]\nlabel = \"ar\"\nbarrier = true\n\
+         [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n",
+    );
     for rank in [&ran, &simulated] {
         let wait = rank.unfinished_collectives[0]
             .wait
@@ -1302,6 +1311,12 @@ fn a_wait_under_way_at_the_end_is_kept_on_the_unfinished_collective_never_return
             Some(0),
             "its profiler step never came"
         );
+    }
+    let (ran, simulated) = hung_peer("[[op]]\nlabel = \"ar\"\nbarrier = true\n");
+    for rank in [&ran, &simulated] {
+        assert_eq!(rank.unfinished_collectives[0].wait, None, "{rank:?}");
+        let call = rank.unfinished_host.expect("the barrier never returned");
+        assert_eq!(call.op, 0);
     }
 }
 

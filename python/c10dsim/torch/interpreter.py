@@ -25,6 +25,9 @@ from . import timeline as tl
 
 DTYPES = {"f32": ("float32", 4), "bf16": ("bfloat16", 2), "f16": ("float16", 2)}
 
+# ProcessGroupNCCL::barrier all_reduces ``at::zeros({1}, kFloat)``: one f32.
+BARRIER_BYTES = DTYPES["f32"][1]
+
 # Host sleeps sleep until this long before their deadline, then spin: a plain sleep ends
 # 50-70 us late on Linux (timer slack and wake-up), as docs/hw.md measured.
 SPIN_MARGIN_NS = 200_000
@@ -566,8 +569,9 @@ class Interpreter:
         """What ``op`` blocks on, as the simulator's ``unfinished_host.blocked_on`` says it, where
         the interpreter knows it before the call (a ``wait()`` names its Work as it reaches each
         one, ``op_wait``); None for every other call: a collective's or a barrier's own call
-        could block in its communicator's creation or in its implicit wait, which the
-        interpreter cannot tell apart, and has no record yet of the Work it would name."""
+        could block in its communicator's creation, its implicit wait or a barrier's stream
+        synchronisation, which the interpreter cannot tell apart, and has no record yet of the
+        Work it would name."""
         kind = op["kind"]
         if kind["kind"] == "item":
             return {"kind": "stream", "stream": op["stream"]}
@@ -876,10 +880,11 @@ class Interpreter:
         self.dist.barrier(group=self.groups[group_index], device_ids=[self.local_rank])
         end = self.clock()
         self.host(op, iteration, start, end)
-        record = self.collective_record(op, iteration, group_index, 1, False, start, end,
-                                        ready)
-        # Its all_reduce is an async one on the internal stream, waited on by barrier() (R14).
-        record["run_stream"] = self.nccl_stream[group_index]
+        # A synchronous all_reduce (R11, R14): from PyTorch 2.8 on the current stream, which
+        # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
+        # internal stream, its Work waited on by the wrapper.
+        record = self.collective_record(op, iteration, group_index, BARRIER_BYTES, False, start,
+                                        end, ready)
         self.implicit_wait(op, record)
 
     def op_wait(self, op, kind, iteration):

@@ -321,15 +321,14 @@ impl ProcessGroupNccl {
                 return Ok(());
             }
             OpKind::Barrier { group } => {
-                // R14: a one-element all_reduce whose Work (OpType ALLREDUCE: PyTorch's
-                // barrier calls allreduce_impl) is waited on, then the current stream
-                // synchronised.
+                // R14: a synchronous one-element all_reduce (OpType ALLREDUCE: PyTorch's
+                // barrier calls allreduce_impl), then the current stream synchronised.
                 let call = CollectiveCall {
                     kind: CollectiveKind::AllReduce,
                     tensor: None,
                     group,
                     bytes: crate::collective::BARRIER_BYTES,
-                    async_op: true,
+                    async_op: false,
                     work: None,
                     clone_of: None,
                     recorded_calls_ns: None,
@@ -656,7 +655,7 @@ impl ProcessGroupNccl {
                 rebound = self.works[work].replace((collective, end));
                 WorkHolder::Named(work)
             }
-            None if call.async_op && !barrier => WorkHolder::Dropped,
+            None if call.async_op => WorkHolder::Dropped,
             None => WorkHolder::Call,
         };
         out.push(Step::Watch {
@@ -671,20 +670,24 @@ impl ProcessGroupNccl {
                 collective: previous,
             });
         }
-        if barrier {
-            // wait() on the current stream (polling under blocking wait, R15), then
-            // currentStream.synchronize(), which the host blocks in.
+        // R14: a barrier ends in currentStream.synchronize(), which the host blocks in.
+        let barrier_sync = Step::StreamSync {
+            stream: call_stream,
+            cost_ns: costs.sync_ns,
+        };
+        if !call.async_op && on_internal_stream {
+            // R11 (≤ 2.5, and a synchronous send or recv): the wrapper calls wait() itself
+            // (polling under blocking wait, R15); a barrier's wait() then synchronises.
             let poll = scenario.env.blocking_wait.then_some(None);
             self.wait_steps(scenario, (collective, end), call_stream, poll, out);
-            out.push(Step::StreamSync {
-                stream: call_stream,
-                cost_ns: costs.sync_ns,
-            });
+            if barrier {
+                out.push(barrier_sync);
+            }
             out.push(Step::WaitReturn { collective });
-        } else if !call.async_op && on_internal_stream {
-            // R11 (≤ 2.5, and a synchronous send or recv): the wrapper calls wait() itself.
-            let poll = scenario.env.blocking_wait.then_some(None);
-            self.wait(scenario, (collective, end), call_stream, poll, out);
+        } else if barrier {
+            // R11, R14 (≥ 2.8): the all_reduce ran on the current stream and returned no Work;
+            // ProcessGroupNCCL::barrier synchronises that stream itself.
+            out.push(barrier_sync);
         }
         if let Some(result) = functional_result {
             // `y = …` binds the name to the new result: the tensor it held goes (R30).
@@ -843,7 +846,7 @@ pub fn work_text(
     timeout_ns: u64,
 ) -> String {
     let numel = match op.kind {
-        OpKind::Collective { .. } => bytes / dtype.size_bytes(),
+        OpKind::Collective { .. } | OpKind::Barrier { .. } => bytes / dtype.size_bytes(),
         _ => bytes,
     };
     let members = scenario.groups[group].ranks.len() as u64;

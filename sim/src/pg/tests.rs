@@ -228,8 +228,19 @@ fn timing_gives_every_work_a_start_event_before_its_kernel_r6() {
     assert!(untimed.contains(&"watch c0 end e1 stash Some(0) Named(0)".to_string()));
 }
 
+/// The last `n` steps of `steps`.
+fn tail(steps: &[String], n: usize) -> Vec<&str> {
+    steps[steps.len() - n..]
+        .iter()
+        .map(String::as_str)
+        .collect()
+}
+
 #[test]
-fn a_barrier_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14() {
+fn a_barrier_is_a_sync_allreduce_on_the_current_stream_then_that_stream_synchronised_r14() {
+    // Measured on PyTorch 2.11 (tests/data/torch/probes/barrier/): no cudaStreamWaitEvent
+    // (the all_reduce runs on the current stream), no Work, cudaStreamSynchronize of the
+    // current stream inside the call.
     let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[[op]]\nbarrier = true\n";
     let steps = lowered(text);
     assert_eq!(steps[0], "eager_init g0", "R8: created before the program");
@@ -237,15 +248,34 @@ fn a_barrier_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14(
         !steps.iter().any(|s| s.starts_with("init_comm")),
         "eager init"
     );
-    let tail: Vec<&str> = steps
-        .iter()
-        .rev()
-        .take(6)
-        .rev()
-        .map(String::as_str)
-        .collect();
+    assert!(
+        (steps.iter()).any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 4B seq 1 s0->s0 ready")),
+        "{steps:?}"
+    );
+    assert!(!steps.iter().any(|s| s.starts_with("stream_wait")));
     assert_eq!(
-        tail,
+        tail(&steps, 3),
+        [
+            "watch c0 end e1 stash None Call",
+            "stream_sync s0 +5000ns",
+            "return"
+        ]
+    );
+    // Under blocking wait too: there is no Work to poll, only the stream to synchronise.
+    let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{text}"));
+    assert_eq!(tail(&blocking, 2), ["stream_sync s0 +5000ns", "return"]);
+}
+
+#[test]
+fn a_barrier_before_2_8_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14() {
+    let text = "torch = \"2.5\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[[op]]\nbarrier = true\n";
+    let steps = lowered(text);
+    assert!(
+        (steps.iter()).any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 4B seq 1 s0->s1 ready")),
+        "{steps:?}"
+    );
+    assert_eq!(
+        tail(&steps, 6),
         [
             "watch c0 end e1 stash None Call",
             "wait c0 s0 e1 +4000ns",
@@ -255,9 +285,6 @@ fn a_barrier_is_an_allreduce_waited_on_then_the_current_stream_synchronised_r14(
             "return"
         ]
     );
-    assert!(steps
-        .iter()
-        .any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 4B seq 1 s0->s1 async")));
 }
 
 #[test]
@@ -310,6 +337,24 @@ fn a_work_prints_element_counts_as_pytorch_does() {
     assert_eq!(
         work_text(&scenario, op, gather, (0, 3), 600_000_000_000),
         "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"
+    );
+    // A barrier all_reduces `at::zeros({1}, kFloat)`: one element, whatever its 4 bytes.
+    let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let barrier = (
+        CollectiveKind::AllReduce,
+        crate::collective::BARRIER_BYTES,
+        DType::F32,
+    );
+    assert_eq!(
+        work_text(
+            &scenario,
+            &scenario.ops[0],
+            barrier,
+            (0, 1),
+            600_000_000_000
+        ),
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
     );
 }
 

@@ -702,7 +702,8 @@ pub enum OpKind {
         transfers: Vec<P2pTransfer>,
         work: Option<WorkId>,
     },
-    /// `dist.barrier()`: a 1-element all_reduce, then the current stream is synchronised (R14).
+    /// `dist.barrier()`: a synchronous 1-element all_reduce (R11), then the current stream is
+    /// synchronised (R14).
     Barrier { group: GroupId },
     /// `work.wait()` (R12), blocking when `TORCH_NCCL_BLOCKING_WAIT` (R15).
     Wait {
@@ -996,7 +997,7 @@ pub struct Scenario {
 impl Scenario {
     /// The bytes of each NCCL call an op issues (R25): one per tensor of a list, one for all
     /// of them coalesced, or one per bucket of at most the cap (a tensor is never split across
-    /// buckets, as DDP does not split a gradient); a barrier's one byte; nothing for other ops.
+    /// buckets, as DDP does not split a gradient); a barrier's one f32; nothing for other ops.
     pub fn call_sizes(&self, kind: &OpKind) -> Vec<u64> {
         match *kind {
             OpKind::Collective { tensor, batch, .. } => {
@@ -1015,7 +1016,7 @@ impl Scenario {
                     }
                 }
             }
-            OpKind::Barrier { .. } => vec![1],
+            OpKind::Barrier { .. } => vec![crate::collective::BARRIER_BYTES],
             _ => Vec::new(),
         }
     }
