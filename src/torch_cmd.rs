@@ -382,7 +382,8 @@ fn join_ranks(
     }
     // What PyTorch's watchdog logged (its timeout or async error, dump, taking the process
     // down) is on the same wall clock: records on the common axis, and a finding per rank for
-    // the watchdog's timeout and async error.
+    // the watchdog's timeout and async error, naming the call that made its Work where the
+    // rank's records say which (as the simulator's does).
     for record in analysis::torch_log::watchdog_records(log, log_origin) {
         let kind = match (record.thread, record.event) {
             (ThreadKind::Watchdog, WatchdogEvent::Timeout) => Some(FindingKind::WatchdogTimeout),
@@ -395,14 +396,24 @@ fn join_ranks(
                 .iter()
                 .any(|finding| finding.rank == Some(record.rank) && finding.kind == kind)
             {
+                let message = format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message);
+                let (iteration, op, message) =
+                    match analysis::torch_log::work_call(&timeline, record.rank, &record.message) {
+                        Ok((iteration, op)) => (Some(iteration), Some(op), message),
+                        Err(why) => (
+                            None,
+                            None,
+                            format!("{message} (no op or iteration named: {why})"),
+                        ),
+                    };
                 timeline.findings.push(Finding {
                     stands_for: Default::default(),
                     kind,
                     rank: Some(record.rank),
-                    iteration: None,
-                    op: None,
+                    iteration,
+                    op,
                     stream: None,
-                    message: format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message),
+                    message,
                 });
             }
         }
@@ -624,6 +635,100 @@ mod tests {
         assert_eq!(
             smaller.path,
             "scenarios/overlap_bench.toml [--set repeat=7 --set cluster.ranks=1]"
+        );
+    }
+
+    /// `c10dsim torch`'s join of the stored run `tests/data/torch/<run>` (one rank, its stored
+    /// Timeline the join's output), its rank's Timeline first changed by `edit`.
+    fn joined_stored_run(run: &str, edit: impl FnOnce(&mut Timeline)) -> Timeline {
+        let stored =
+            |extension: &str| Path::new("tests/data/torch").join(format!("{run}.{extension}"));
+        let Ok(mut part) = read_timeline(&stored("json")) else {
+            panic!("{run} is a stored Timeline")
+        };
+        // The rank's own file, as its interpreter wrote it: what `c10dsim torch` read from
+        // PyTorch's log is read again below.
+        part.findings
+            .retain(|finding| !finding.message.contains("(PyTorch's log)"));
+        part.watchdog.clear();
+        edit(&mut part);
+        let dir = std::env::temp_dir().join(format!(
+            "c10dsim-join-{}-{run}-{}",
+            std::process::id(),
+            part.ranks[0].unfinished_collectives.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("rank0.json"),
+            serde_json::to_string(&part).unwrap(),
+        )
+        .unwrap();
+        let log = std::fs::read_to_string(stored("log")).unwrap();
+        let Ok(joined) = join_ranks(&dir, 1, "1", &log) else {
+            panic!("{run} joins")
+        };
+        std::fs::remove_dir_all(&dir).ok();
+        joined
+    }
+
+    #[test]
+    fn a_timeout_read_from_pytorch_s_log_names_the_call_of_its_work_as_the_simulator_does() {
+        // The stored run's rank: its partial Timeline, written while `.item()` blocked behind
+        // the 3 s backlog, by an interpreter that did not yet keep the all_reduce its `wait()`
+        // never released as an unfinished collective; the interpreter keeps it now.
+        let joined = joined_stored_run("gpu_backlog_timeout.run1", |part| {
+            part.ranks[0]
+                .unfinished_collectives
+                .push(sim::timeline::UnfinishedCollective {
+                    iteration: 0,
+                    op: 1,
+                    group: 0,
+                    seq: 1,
+                    work_seq_num: None,
+                    bytes: 26_214_400,
+                    async_op: true,
+                    call_stream: 0,
+                    run_stream: 1,
+                    host_start_ns: 501_274_045,
+                    host_end_ns: 501_555_588,
+                    input_ready_ns: None,
+                    kernel_start_ns: None,
+                    kernel_end_ns: None,
+                    wait: None,
+                });
+        });
+        let [finding] = joined.findings.as_slice() else {
+            panic!("one finding expected: {:?}", joined.findings)
+        };
+        assert_eq!(finding.kind, FindingKind::WatchdogTimeout);
+        assert_eq!(
+            (finding.iteration, finding.op),
+            (Some(0), Some(1)),
+            "{}",
+            finding.message
+        );
+        // The simulation of the same invocation makes the same finding, so `diff` pairs them.
+        let Ok((file, overrides)) = recorded_invocation(&joined.scenario.path) else {
+            panic!("the run recorded its invocation")
+        };
+        let Ok(scenario) = load(&file, &overrides) else {
+            panic!("{} loads", file.display())
+        };
+        let simulated = sim::engine::simulate(&scenario);
+        let diff = analysis::diff::diff(&simulated, &joined, &Default::default());
+        assert!(diff.findings_only_in_a.is_empty(), "{diff:?}");
+        assert!(diff.findings_only_in_b.is_empty(), "{diff:?}");
+        // The stored Timeline as it is holds no record of the Work: the finding names neither,
+        // and says why.
+        let joined = joined_stored_run("gpu_backlog_timeout.run1", |_| {});
+        let finding = &joined.findings[0];
+        assert_eq!((finding.iteration, finding.op), (None, None));
+        assert!(
+            finding
+                .message
+                .contains("no op or iteration named: rank 0 has no collective record of the Work with SeqNum=1, OpType=ALLREDUCE"),
+            "{}",
+            finding.message
         );
     }
 

@@ -133,6 +133,10 @@ pub struct CollectiveMetrics {
     /// How many ranks the figures are over: those with a measured record of it (a subgroup's
     /// members only; a folded class counts as its size).
     pub ranks: u32,
+    /// How many (rank, measured iteration) pairs the figures are over: `ranks` × the measured
+    /// iterations, fewer where a call never completed (an unfinished record) or a rank never
+    /// reached it (a hang, a process taken down).
+    pub rank_iterations: u64,
     /// Host time of the call (R3 `host_call_us`).
     pub host_call_us: Stat,
     /// Host time of the `wait()` on its Work, when there is one.
@@ -257,6 +261,7 @@ pub fn report(timeline: &Timeline) -> Report {
         spin: Vec<(i64, u64)>,
         last_ranks: HashMap<u32, usize>,
         ranks: u32,
+        rank_iterations: u64,
         completed: usize,
         waits: usize,
         bytes: u64,
@@ -269,11 +274,17 @@ pub fn report(timeline: &Timeline) -> Report {
         let weight = rank.weight();
         let count = weight as usize;
         let mut counted = vec![false; op_count];
+        // Per op, the last iteration counted in `rank_iterations` (records are in call order).
+        let mut counted_iteration: Vec<Option<u32>> = vec![None; op_count];
         for record in rank.collectives.iter().filter(|c| c.iteration >= warmup) {
             let samples = &mut per_op[record.op as usize];
             samples.seen = true;
             if !std::mem::replace(&mut counted[record.op as usize], true) {
                 samples.ranks += weight as u32;
+            }
+            let last = &mut counted_iteration[record.op as usize];
+            if last.replace(record.iteration) != Some(record.iteration) {
+                samples.rank_iterations += weight;
             }
             samples.bytes = record.bytes;
             samples.async_op = record.async_op;
@@ -319,6 +330,7 @@ pub fn report(timeline: &Timeline) -> Report {
                 bytes: samples.bytes,
                 async_op: samples.async_op,
                 ranks: samples.ranks,
+                rank_iterations: samples.rank_iterations,
                 host_call_us: Stat::from_weighted_ns(&mut samples.host)
                     .expect("seen ops have samples"),
                 wait_us: Stat::from_weighted_ns(&mut samples.wait),
@@ -438,6 +450,13 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
         .filter_map(|c| {
             let info = op(c.op);
             let total: u64 = c.last_ranks.iter().map(|&(_, count)| count).sum();
+            // A summary written before it counted them: its figures are over every rank.
+            let ranks = if c.ranks == 0 {
+                timeline.scenario.ranks
+            } else {
+                c.ranks
+            };
+            let measured = timeline.scenario.repeat - timeline.scenario.warmup;
             // The most frequent last rank, ties to the smallest (`last_ranks` is by rank).
             let last =
                 c.last_ranks
@@ -450,11 +469,12 @@ fn summary_report(timeline: &Timeline, summary: &TimelineSummary) -> Report {
                 key: info.key.clone(),
                 bytes: c.bytes,
                 async_op: c.async_op,
-                // A summary written before it counted them: its figures are over every rank.
-                ranks: if c.ranks == 0 {
-                    timeline.scenario.ranks
+                ranks,
+                // Likewise: over every measured iteration.
+                rank_iterations: if c.rank_iterations == 0 {
+                    u64::from(ranks) * u64::from(measured)
                 } else {
-                    c.ranks
+                    c.rank_iterations
                 },
                 host_call_us: Stat::from_distribution(&c.host_call)?,
                 wait_us: Stat::from_distribution(&c.wait),

@@ -1,6 +1,6 @@
 //! Plain-text rendering of a scenario's resolved parameters and of a [`Report`].
 
-use crate::metrics::{MemoryMetrics, Report, Stat};
+use crate::metrics::{CollectiveMetrics, MemoryMetrics, Report, Stat};
 use sim::ranks::RankSet;
 use sim::scenario::Scenario;
 use sim::timeline::ThreadKind;
@@ -164,9 +164,21 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
         // Where a collective ran on fewer ranks than the job (a subgroup, or the ranks a
         // launch ran), a column says how many each row's figures are over.
         let every_rank = report.collectives.iter().all(|c| c.ranks == report.ranks);
+        let measured = report.repeat - report.warmup;
+        // Only the calls that completed have figures (one that never did, in a hang, a timeout
+        // or a process taken down, is an unfinished record): where a row's fall short of its
+        // ranks x measured iterations, a column says how many of them it is over.
+        let rank_iterations_of = |c: &CollectiveMetrics| u64::from(c.ranks) * u64::from(measured);
+        let every_call = report
+            .collectives
+            .iter()
+            .all(|c| c.rank_iterations == rank_iterations_of(c));
         let mut header = vec!["collective", "line", "size"];
         if !every_rank {
             header.push("ranks");
+        }
+        if !every_call {
+            header.push("ran");
         }
         header.extend([
             "async",
@@ -184,6 +196,13 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
                 if !every_rank {
                     row.push(sim::ranks::thousands(u64::from(c.ranks)));
                 }
+                if !every_call {
+                    row.push(format!(
+                        "{} of {}",
+                        sim::ranks::thousands(c.rank_iterations),
+                        sim::ranks::thousands(rank_iterations_of(c))
+                    ));
+                }
                 row.extend([
                     c.async_op.to_string(),
                     stat_cell(&c.host_call_us),
@@ -196,15 +215,19 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
                 row
             })
             .collect();
-        let measured = report.repeat - report.warmup;
         let over = if every_rank {
             counted(u64::from(report.ranks), "rank")
         } else {
             "each one's ranks".to_string()
         };
+        let completed = if every_call {
+            ""
+        } else {
+            "the calls that completed, in `ran` of "
+        };
         let _ = writeln!(
             out,
-            "collectives (medians over {over} x {}, us):",
+            "collectives (medians over {completed}{over} x {}, us):",
             counted(u64::from(measured), "measured iteration")
         );
         out.push_str(&table(&header, &rows));
@@ -588,6 +611,44 @@ mod tests {
             memory_line(&memory),
             "memory (caching allocator): peak reserved 2MiB, peak allocated 1MiB (the largest rank); cache releases (cudaFree) 8 over all ranks, of them device-wide stalls 8\n"
         );
+    }
+
+    #[test]
+    fn a_collective_whose_later_calls_never_ran_says_how_many_its_figures_are_over() {
+        // The reviewer's run: a 605 s GPU backlog before an unwaited all_reduce, repeat = 2,
+        // rank 1 hanging before the second iteration's all_reduce. The watchdog takes both
+        // processes down at 660.1 s: only the first iteration's all_reduce ran (at 605 s), on
+        // both ranks; rank 0's second one is an unfinished record, rank 1 never called it.
+        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                    [tensors]\ngrad = \"25MiB\"\n\
+                    [[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 605_000_000\n\
+                    [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\n\
+                    [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n";
+        let scenario = sim::scenario::parse("backlog.toml", text).unwrap();
+        let timeline = sim::engine::simulate(&scenario);
+        let report = crate::metrics::report(&timeline);
+        assert_eq!(report.collectives[0].rank_iterations, 2);
+        let rendered = render_report(&report);
+        assert!(
+            rendered.contains("collectives (medians over the calls that completed, in `ran` of 2 ranks x 2 measured iterations, us):"),
+            "{rendered}"
+        );
+        let row = rendered
+            .lines()
+            .find(|line| line.trim_start().starts_with("ar "))
+            .unwrap();
+        assert!(row.contains("2 of 4"), "{row}");
+        // Where every call completed, the table is as before: no column, the plain count.
+        let (whole, _) = text.split_once("[[fault]]").unwrap();
+        let whole = sim::scenario::parse("whole.toml", &whole.replace("605_000_000", "1000"));
+        let rendered = render_report(&crate::metrics::report(&sim::engine::simulate(
+            &whole.unwrap(),
+        )));
+        assert!(
+            rendered.contains("collectives (medians over 2 ranks x 2 measured iterations, us):"),
+            "{rendered}"
+        );
+        assert!(!rendered.contains(" ran "), "{rendered}");
     }
 
     #[test]

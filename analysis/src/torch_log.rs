@@ -1,8 +1,9 @@
 //! PyTorch's own error-path log lines (`[rank0]:[E1201 03:54:42.518274455
 //! ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: …`) turned
 //! into Timeline watchdog records: what the watchdog and the main thread's C++ did in a
-//! `c10dsim torch` run, which the Python interpreter cannot see (docs/torch.md). Pure: text in,
-//! records out.
+//! `c10dsim torch` run, which the Python interpreter cannot see (docs/torch.md), and the call
+//! that made the Work such a line names ([`work_call`]). Pure: text and Timeline in, records
+//! out.
 //!
 //! Two readings need more than a phrase table:
 //! - **The clock.** PyTorch 2.11's C++ logger prints the wall clock's seconds with the
@@ -20,7 +21,8 @@
 
 use std::collections::BTreeSet;
 
-use sim::timeline::{ThreadKind, WatchdogEvent, WatchdogRecord};
+use sim::collective::CollectiveKind;
+use sim::timeline::{OpRef, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
 
 /// Which log lines become which records, by a phrase of the message.
 const EVENTS: [(&str, ThreadKind, WatchdogEvent); 12] = [
@@ -302,6 +304,98 @@ fn work_named(message: &str) -> Option<&str> {
     Some(&message[start..=end])
 }
 
+/// The Work a line names by its `SeqNum` and `OpType` (`WorkNCCL(SeqNum=3, OpType=ALLREDUCE, …)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedWork<'a> {
+    pub seq_num: u64,
+    /// PyTorch's `OpType` (`ALLREDUCE`, `SEND`, `COALESCED`); `None` where the line has none.
+    pub op_type: Option<&'a str>,
+}
+
+/// The Work a line names, if it names one with a `SeqNum`.
+pub fn logged_work(message: &str) -> Option<LoggedWork<'_>> {
+    let work = work_named(message)?;
+    let fields = work.strip_prefix("WorkNCCL(")?.strip_suffix(')')?;
+    let field = |name: &str| {
+        fields
+            .split(", ")
+            .find_map(|field| field.strip_prefix(name)?.strip_prefix('='))
+    };
+    Some(LoggedWork {
+        seq_num: field("SeqNum")?.parse().ok()?,
+        op_type: field("OpType"),
+    })
+}
+
+/// The call that made the Work a log line of `rank` names, as the simulator's finding about a
+/// Work names it (docs/timeline-format.md): the iteration and op of the rank's collective
+/// record, completed or `unfinished_collectives`, whose Work has the line's `SeqNum` and
+/// `OpType`, when exactly one has. PyTorch 2.11's watchdog lines name no process group, so every
+/// group's records are candidates. Otherwise, why none is named.
+pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, OpRef), String> {
+    let Some(work) = logged_work(message) else {
+        return Err("the line names no WorkNCCL(SeqNum=…)".to_string());
+    };
+    let Some(records) = timeline.ranks.iter().find(|r| r.rank == rank) else {
+        return Err(format!("the Timeline holds no rank {rank}"));
+    };
+    let completed = records
+        .collectives
+        .iter()
+        .map(|c| (c.iteration, c.op, c.group, c.seq_num()));
+    let unfinished = records
+        .unfinished_collectives
+        .iter()
+        .map(|c| (c.iteration, c.op, c.group, c.seq_num()));
+    // A coalescing block's Work is `COALESCED`, its record its calls' op; a barrier's Work is
+    // the all_reduce it calls (R14).
+    let prints = |op: OpRef| match work.op_type {
+        None | Some("COALESCED") => true,
+        Some(op_type) => timeline
+            .ops
+            .get(op as usize)
+            .and_then(|info| match info.key.as_str() {
+                "barrier" => Some(CollectiveKind::AllReduce),
+                key => CollectiveKind::from_key(key),
+            })
+            .is_some_and(|kind| kind.op_type() == op_type),
+    };
+    let matching: Vec<(u32, OpRef, u16)> = completed
+        .chain(unfinished)
+        .filter(|&(_, op, _, seq_num)| seq_num == work.seq_num && prints(op))
+        .map(|(iteration, op, group, _)| (iteration, op, group))
+        .collect();
+    let described = format!(
+        "SeqNum={}{}",
+        work.seq_num,
+        work.op_type
+            .map_or(String::new(), |op_type| format!(", OpType={op_type}"))
+    );
+    match matching.as_slice() {
+        [(iteration, op, _)] => Ok((*iteration, *op)),
+        [] => Err(format!(
+            "rank {rank} has no collective record of the Work with {described} (its Timeline left it out, or was written before the torch engine recorded unfinished collectives)"
+        )),
+        several => {
+            let groups: Vec<&str> = several
+                .iter()
+                .map(|&(_, _, group)| {
+                    timeline
+                        .scenario
+                        .groups
+                        .get(usize::from(group))
+                        .map_or("?", String::as_str)
+                })
+                .collect();
+            Err(format!(
+                "{} collective records of rank {rank} have {described} (groups {}), and PyTorch's line names no group",
+                several.len(),
+                groups.join(", ")
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,6 +553,74 @@ mod tests {
             .map(|r| r.event)
             .collect();
         assert_eq!(events, [WatchdogEvent::Timeout, WatchdogEvent::WaitTimeout]);
+    }
+
+    #[test]
+    fn the_work_a_measured_line_names() {
+        let log = include_str!("../../tests/data/torch/h200-torchrun/wait_timeout.run1.log");
+        let async_error = log
+            .lines()
+            .find(|line| line.starts_with("[rank0]") && line.contains("async exception"))
+            .expect("the watchdog's async error");
+        assert_eq!(
+            logged_work(async_error),
+            Some(LoggedWork {
+                seq_num: 1,
+                op_type: Some("ALLREDUCE")
+            })
+        );
+        assert_eq!(
+            logged_work("WorkNCCL(SeqNum=7, fake)"),
+            Some(LoggedWork {
+                seq_num: 7,
+                op_type: None
+            })
+        );
+        assert_eq!(
+            logged_work("[Rank 0] watchdog got stuck for 15 seconds"),
+            None
+        );
+        assert_eq!(logged_work("WorkNCCL(SeqNum=x, OpType=SEND)"), None);
+    }
+
+    /// Rank 0 of a two-rank job: an all_reduce on the world (SeqNum 1), one on the group `pair`
+    /// (SeqNum 1 there too) and a send to rank 1 (the world's first point-to-point call:
+    /// SeqNum 1), each iteration.
+    fn two_groups_and_a_send() -> Timeline {
+        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                    [groups.pair]\nranks = [0, 1]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+                    [[op]]\nlabel = \"ar_world\"\nall_reduce = \"x\"\n\
+                    [[op]]\nlabel = \"ar_pair\"\nall_reduce = \"x\"\ngroup = \"pair\"\n\
+                    [[op]]\nlabel = \"to_1\"\nranks = [0]\nsend = \"x\"\npeer = 1\n\
+                    [[op]]\nlabel = \"from_0\"\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
+        sim::engine::simulate(&sim::scenario::parse("two.toml", text).unwrap())
+    }
+
+    #[test]
+    fn a_line_s_work_is_the_one_record_with_its_seq_num_and_op_type() {
+        let timeline = two_groups_and_a_send();
+        let op = |name: &str| timeline.ops.iter().find(|o| o.name == name).unwrap().index;
+        // The send's Work: SEND tells it from the two all_reduces numbered 1.
+        let line = "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=SEND, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1000 milliseconds before timing out.";
+        assert_eq!(work_call(&timeline, 0, line), Ok((0, op("to_1"))));
+        // The second iteration's: SeqNum 2.
+        let line = line.replace("SeqNum=1", "SeqNum=2");
+        assert_eq!(work_call(&timeline, 0, &line), Ok((1, op("to_1"))));
+        // Both groups' first all_reduce is SeqNum 1, and the line names no group.
+        let line = line.replace("SeqNum=2, OpType=SEND", "SeqNum=1, OpType=ALLREDUCE");
+        let why = work_call(&timeline, 0, &line).unwrap_err();
+        assert!(why.contains("2 collective records of rank 0 have SeqNum=1, OpType=ALLREDUCE (groups world, pair)"), "{why}");
+        // Rank 1 sent nothing: no record has SeqNum 1 and OpType SEND.
+        let line = line.replace("OpType=ALLREDUCE", "OpType=SEND");
+        let why = work_call(&timeline, 1, &line).unwrap_err();
+        assert!(
+            why.contains("rank 1 has no collective record of the Work with SeqNum=1, OpType=SEND"),
+            "{why}"
+        );
+        assert!(work_call(&timeline, 0, "[Rank 0] no Work here").is_err());
+        assert!(work_call(&timeline, 5, &line)
+            .unwrap_err()
+            .contains("no rank 5"));
     }
 
     #[test]

@@ -311,6 +311,15 @@ fn pytorch_s_watchdog_log_lines_become_records_and_a_finding() {
     );
     assert_eq!(timeline.findings.len(), 1);
     assert!(timeline.findings[0].message.contains("(PyTorch's log)"));
+    // The line's Work, SeqNum=1, is the first iteration's all_reduce: the finding names its
+    // call, as the simulator's does.
+    let ar_g = timeline.ops.iter().position(|op| op.name == "ar_g");
+    assert_eq!(
+        (timeline.findings[0].iteration, timeline.findings[0].op),
+        (Some(0), ar_g.map(|op| op as u32)),
+        "{}",
+        timeline.findings[0].message
+    );
     // The watchdog's async error (after a wait's timeout aborted the communicator, docs/torch.md)
     // is a record and an `async_error` finding too.
     let (output, timeline) = torch_with_fake_torch(

@@ -185,6 +185,10 @@ struct CollectiveSamples {
     last_ranks: BTreeMap<u32, u64>,
     /// One bit per rank: those with a measured record of the op.
     ranks_seen: Vec<u64>,
+    /// Per rank, 1 + the last iteration counted in `rank_iterations` (0: none yet).
+    last_iteration: Vec<u32>,
+    /// (rank, measured iteration) pairs with a completed call of the op.
+    rank_iterations: u64,
 }
 
 #[derive(Default)]
@@ -263,6 +267,14 @@ impl Summariser {
                 samples.ranks_seen.resize(word + 1, 0);
             }
             samples.ranks_seen[word] |= 1 << bit;
+            if samples.last_iteration.len() <= rank as usize {
+                samples.last_iteration.resize(rank as usize + 1, 0);
+            }
+            let counted = &mut samples.last_iteration[rank as usize];
+            if *counted != record.iteration + 1 {
+                *counted = record.iteration + 1;
+                samples.rank_iterations += 1;
+            }
             samples.bytes = record.bytes;
             samples.async_op = record.async_op;
             let span = |from: u64, to: u64| to as i64 - from as i64;
@@ -459,6 +471,7 @@ impl Summariser {
                 bytes: s.bytes,
                 async_op: s.async_op,
                 ranks: s.ranks_seen.iter().map(|word| word.count_ones()).sum(),
+                rank_iterations: s.rank_iterations,
                 host_call: distribution(&s.host_call),
                 wait: distribution(&s.wait),
                 stream_interval: distribution(&s.stream_interval),

@@ -151,6 +151,11 @@ pub struct CollectiveSummary {
     /// the report says its figures are over (0 in a Timeline written before the field).
     #[serde(default)]
     pub ranks: u32,
+    /// How many (rank, measured iteration) pairs have a completed call of it: `ranks` × the
+    /// measured iterations, fewer where a call never completed or a rank never reached it (0 in
+    /// a Timeline written before the field: read as every one).
+    #[serde(default)]
+    pub rank_iterations: u64,
     /// `host_end_ns − host_start_ns`.
     pub host_call: Distribution,
     /// The `wait()`'s host duration (explicit waits only).
