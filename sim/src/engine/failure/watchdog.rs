@@ -353,26 +353,22 @@ impl Failure<'_> {
                     ),
                 )
             }
-            Caught::AsyncError(collective) => (
-                WatchdogEvent::AsyncError,
-                FindingKind::AsyncError,
-                FindingAbout::Work(collective),
-                async_exception(
-                    rank_id,
-                    &self.work_text(view, rank, collective, timeout_ns),
-                    NcclAsyncError::Remote,
-                ),
-            ),
-            Caught::AbortedByWait(collective) => (
-                WatchdogEvent::AsyncError,
-                FindingKind::AsyncError,
-                FindingAbout::Work(collective),
-                async_exception(
-                    rank_id,
-                    &self.work_text(view, rank, collective, timeout_ns),
-                    NcclAsyncError::AbortedByWait,
-                ),
-            ),
+            Caught::AsyncError(collective) | Caught::AbortedByWait(collective) => {
+                let error = match caught {
+                    Caught::AbortedByWait(_) => NcclAsyncError::AbortedByWait,
+                    _ => NcclAsyncError::Remote,
+                };
+                (
+                    WatchdogEvent::AsyncError,
+                    FindingKind::AsyncError,
+                    FindingAbout::Work(collective),
+                    async_exception(
+                        rank_id,
+                        &self.work_text(view, rank, collective, timeout_ns),
+                        error,
+                    ),
+                )
+            }
             Caught::Remote(from_rank) => (
                 WatchdogEvent::RemoteError,
                 FindingKind::AsyncError,
