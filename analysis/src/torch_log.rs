@@ -18,6 +18,9 @@
 //!   and `hw` log them. The main thread then aborts the communicator and prints
 //!   "taking the entire process down" before it rethrows to Python, where the program may catch
 //!   it: that line is the abort's end, not the process's.
+//!
+//! Just over 800 lines (about 820, half of them tests on measured log lines): the phrase table,
+//! the two readings above and the Work a line names are one reader of one log.
 
 use std::collections::BTreeSet;
 
