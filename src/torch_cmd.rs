@@ -519,6 +519,7 @@ fn origin_ns(part: &Timeline) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff_cmd::{read_timeline, recorded_invocation};
 
     fn record(rank: u32, thread: ThreadKind, event: WatchdogEvent, at_ns: u64) -> WatchdogRecord {
         WatchdogRecord {

@@ -71,8 +71,11 @@ pub struct ProcessGroupNccl {
     group_batches: Vec<u64>,
     /// Latest slot of each named event.
     event_slot: Vec<Option<Slot>>,
-    /// Latest (collective record, end event) of each named Work.
+    /// Latest (collective record, end event) of each named Work or future.
     works: Vec<Option<(u32, Slot)>>,
+    /// Per name: whether it holds its collective's Work itself (`work = "w"` on the call), not
+    /// a future `then` returned (`get_future`'s `work`), which holds no Work.
+    holds_work: Vec<bool>,
     /// Per op: the perturbations (straggler delays) that apply to this rank.
     perturbations_by_op: Vec<Vec<usize>>,
 }
@@ -101,6 +104,7 @@ impl ProcessGroupNccl {
             group_batches: vec![0; scenario.groups.len()],
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
+            holds_work: vec![false; scenario.works.len()],
             perturbations_by_op,
         }
     }
@@ -389,7 +393,7 @@ impl ProcessGroupNccl {
                         self.launch(scenario, pool, kernel, out);
                         if let Some(child) = child {
                             let done = self.record(pool, out);
-                            self.works[child] = Some((collective, done));
+                            self.bind(child, (collective, done), false, out);
                         }
                     }
                 }
@@ -649,12 +653,8 @@ impl ProcessGroupNccl {
         out.push(Step::HostCost {
             cost_ns: costs.collective_tail_ns,
         });
-        let mut rebound = None;
         let holder = match call.work {
-            Some(work) => {
-                rebound = self.works[work].replace((collective, end));
-                WorkHolder::Named(work)
-            }
+            Some(work) => WorkHolder::Named(work),
             None if call.async_op => WorkHolder::Dropped,
             None => WorkHolder::Call,
         };
@@ -664,11 +664,8 @@ impl ProcessGroupNccl {
             stash: call.tensor.filter(|_| on_internal_stream),
             holder,
         });
-        if let Some((previous, _)) = rebound {
-            // `w = dist.all_reduce(..., async_op=True)` drops the Work `w` named before.
-            out.push(Step::DropHandle {
-                collective: previous,
-            });
+        if let Some(work) = call.work {
+            self.bind(work, (collective, end), true, out);
         }
         // R14: a barrier ends in currentStream.synchronize(), which the host blocks in.
         let barrier_sync = Step::StreamSync {
@@ -777,6 +774,17 @@ impl ProcessGroupNccl {
         let slot = self.next_slot;
         self.next_slot += 1;
         slot
+    }
+
+    /// Binds `name` to a collective's Work (`holds_work`) or to a future `then` returned: the
+    /// Work the name held before is dropped (`w = dist.all_reduce(..., async_op=True)`, `w =
+    /// w.get_future().then(f)`), a future it held drops no Work.
+    fn bind(&mut self, name: WorkId, bound: (u32, Slot), holds_work: bool, out: &mut Vec<Step>) {
+        let previous = self.works[name].replace(bound);
+        if let Some((collective, _)) = previous.filter(|_| self.holds_work[name]) {
+            out.push(Step::DropHandle { collective });
+        }
+        self.holds_work[name] = holds_work;
     }
 
     fn work(&self, scenario: &Scenario, op: &Op, work: WorkId) -> Result<(u32, Slot), LowerError> {

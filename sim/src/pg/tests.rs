@@ -79,6 +79,47 @@ fn an_async_collective_is_r10_and_its_wait_r12() {
 }
 
 #[test]
+fn a_name_bound_to_a_future_drops_the_work_it_held_and_a_future_drops_none_r18() {
+    // `f = dist.all_reduce(h, async_op=True)`, then `f = w.get_future().then(cb)`: binding `f`
+    // to the future drops the Work of c1 (its output goes, R18); binding `f` to the next Work
+    // drops no Work, for a future holds none (`w` still holds c0's).
+    let steps = lowered(
+        r#"
+[cluster]
+ranks = 2
+[streams]
+pool = {}
+[tensors]
+g = "1MiB"
+h = "1MiB"
+[[op]]
+all_reduce = "g"
+async_op = true
+work = "w"
+[[op]]
+all_reduce = "h"
+async_op = true
+work = "f"
+[[op]]
+get_future = "w"
+then = { us = 15, stream = "pool" }
+work = "f"
+[[op]]
+all_reduce = "h"
+async_op = true
+work = "f"
+[[op]]
+wait = "f"
+"#,
+    );
+    let drops: Vec<&String> = steps
+        .iter()
+        .filter(|s| s.starts_with("drop_handle"))
+        .collect();
+    assert_eq!(drops, ["drop_handle c1"]);
+}
+
+#[test]
 fn a_sync_collective_runs_on_the_current_stream_in_2_12_and_waits_in_2_5_r11() {
     let sync = "[cluster]\nranks = 2\n[host]\nwait_us = 3\n[tensors]\ngrad = \"1MiB\"\n[[op]]\nall_reduce = \"grad\"\n";
     let v2_12 = lowered(sync);
