@@ -601,6 +601,58 @@ fn a_bucket_buffer_that_does_not_fit_ends_the_process_before_its_program_r17_r25
 }
 
 #[test]
+fn a_bucket_s_work_holds_its_flat_buffer_not_the_gradients_r18_r21_r25() {
+    // DDP's Reducer copies the gradients into each bucket's buffer on the current stream and
+    // all_reduces the buffer, which the Work holds: gradients freed before wait() go back to
+    // the cache at once, and a tensor that reuses their block races with nothing. The Work
+    // used to stash the gradients (72 MiB, not 64), and without the stash the NCCL write of
+    // the gradients made x's kernel a race.
+    let text = |lifetime: &str| {
+        format!(
+            "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+             [memory]\nlifetime = \"{lifetime}\"\n\
+             [tensors]\ngrads = {{ size = \"8MiB\", count = 4 }}\nx = \"8MiB\"\n\
+             [[op]]\nalloc = \"grads\"\n[[op]]\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+             async_op = true\nwork = \"w\"\n[[op]]\nfree = \"grads\"\n[[op]]\nalloc = \"x\"\n\
+             [[op]]\nkernel = {{ us = 10 }}\nwrites = [\"x\"]\n[[op]]\nwait = \"w\"\n\
+             [[op]]\nfree = \"x\"\n"
+        )
+    };
+    for lifetime in ["stash", "record_stream", "none"] {
+        let timeline = simulate(&parse("ddp.toml", &text(lifetime)).unwrap());
+        // Two 16 MiB bucket buffers, four 8 MiB gradients; x takes a gradient's block.
+        assert_eq!(
+            timeline.ranks[0].memory.peak_allocated_bytes,
+            64 << 20,
+            "{lifetime}"
+        );
+        assert!(
+            timeline.findings.is_empty(),
+            "{lifetime}: {:?}",
+            timeline.findings
+        );
+    }
+}
+
+#[test]
+fn a_bucketed_collective_reads_its_gradients_on_the_current_stream_r21_r25() {
+    // The copy into the bucket is the gradients' access: a side stream's write of them that
+    // the current stream did not wait for races with that read, and the fix names it.
+    let text = "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n[streams]\nside = {}\n\
+                [tensors]\ngrads = { size = \"8MiB\", count = 4 }\n\
+                [[op]]\nstream = \"side\"\nkernel = { us = 100 }\nwrites = [\"grads\"]\n\
+                [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+                async_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+    let timeline = simulate(&parse("side.toml", text).unwrap());
+    assert_eq!(timeline.findings.len(), 1, "{:?}", timeline.findings);
+    let message = &timeline.findings[0].message;
+    assert!(
+        message.contains("read by ddp (line 13) on stream default"),
+        "{message}"
+    );
+}
+
+#[test]
 fn ranks_that_all_reduce_the_same_bytes_of_other_dtypes_disagree_r16() {
     // Rank 0 reduces 1 MiB of f32, rank 1 1 MiB of bf16 at the same SeqNum: NCCL would reduce
     // 262144 floats against 524288 bfloat16s (a hang or garbage), so the calls disagree.

@@ -269,7 +269,7 @@ impl ProcessGroupNccl {
                     (count - 1) * costs.coalesced_call_ns
                 });
                 // A functional collective reduces the clone of its input (R30).
-                let call = |bytes| CollectiveCall {
+                let call = |bytes, bucket| CollectiveCall {
                     kind: collective,
                     tensor: Some(result.unwrap_or(tensor)),
                     group,
@@ -278,17 +278,20 @@ impl ProcessGroupNccl {
                     work,
                     clone_of: result.map(|_| tensor),
                     recorded_calls_ns,
+                    bucket,
                 };
                 if scenario.tensors[tensor].count == 1 {
                     // One tensor: one call of its size, however it is batched.
                     let bytes = scenario.tensors[tensor].size_bytes;
-                    self.collective(scenario, op, call(bytes), out);
+                    self.collective(scenario, op, call(bytes, None), out);
                     return Ok(());
                 }
                 // A list of tensors is one NCCL call per tensor, one for a coalesced group, or
-                // one per bucket, all on the list's one buffer (R25).
-                for bytes in scenario.call_sizes(&op.kind) {
-                    self.collective(scenario, op, call(bytes), out);
+                // one per bucket, on the bucket's flat buffer (R25).
+                let bucketed = matches!(batch, Batch::Bucketed { .. });
+                for (bytes, bucket) in scenario.call_sizes(&op.kind).into_iter().zip(0..) {
+                    let call = call(bytes, bucketed.then_some(bucket));
+                    self.collective(scenario, op, call, out);
                 }
                 return Ok(());
             }
@@ -316,6 +319,7 @@ impl ProcessGroupNccl {
                     work,
                     clone_of: None,
                     recorded_calls_ns: Some((transfers.len() as u64 - 1) * costs.coalesced_call_ns),
+                    bucket: None,
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -336,6 +340,7 @@ impl ProcessGroupNccl {
                     work: None,
                     clone_of: None,
                     recorded_calls_ns: None,
+                    bucket: None,
                 };
                 self.collective(scenario, op, call, out);
                 return Ok(());
@@ -567,6 +572,17 @@ impl ProcessGroupNccl {
                 write: true,
             });
         }
+        if let (Some(0), Some(gradients)) = (call.bucket, call.tensor) {
+            // R25: the Reducer copies each gradient into its bucket's buffer on the current
+            // stream (`copy_grad_to_bucket`) before it all_reduces the bucket; here all of
+            // them, before the first bucket. The copy is the gradients' last use by the
+            // collective: the kernels and the Work hold the bucket buffers, which live for
+            // the run, so the gradients may be freed and their blocks reused at once.
+            out.push(Step::Access {
+                tensor: gradients,
+                write: false,
+            });
+        }
         // R10a: input-ready event on the current stream; the internal stream waits on it. A
         // call on the current stream records none (R11): its input-ready point is a probe.
         let input_ready = if on_internal_stream {
@@ -639,7 +655,7 @@ impl ProcessGroupNccl {
                 }))
             }
             _ => {
-                if let Some(tensor) = call.tensor {
+                if let Some(tensor) = call.tensor.filter(|_| call.bucket.is_none()) {
                     out.push(Step::Access {
                         tensor,
                         write: true,
@@ -658,10 +674,11 @@ impl ProcessGroupNccl {
             None if call.async_op => WorkHolder::Dropped,
             None => WorkHolder::Call,
         };
+        // A bucket's Work holds its flat buffer, which lives for the run: nothing to keep.
         out.push(Step::Watch {
             collective,
             end,
-            stash: call.tensor.filter(|_| on_internal_stream),
+            stash: (call.tensor).filter(|_| on_internal_stream && call.bucket.is_none()),
             holder,
         });
         if let Some(work) = call.work {
@@ -825,6 +842,10 @@ struct CollectiveCall {
     /// Host time of the calls a coalescing manager block only recorded before this, its one
     /// launch (R25); `None` outside a block.
     recorded_calls_ns: Option<u64>,
+    /// The bucket (numbered from 0) whose flat buffer this call of a bucketed collective
+    /// reduces (R25): DDP's Reducer copies the gradients `tensor` into the buckets on the
+    /// current stream, and the kernel and the Work touch the buffer, not the gradients.
+    bucket: Option<u32>,
 }
 
 /// The op's declared `reads` and `writes` (R21).
