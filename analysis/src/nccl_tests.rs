@@ -3,7 +3,9 @@
 //! and protocol the kernel ran with (from its name, `…_RING_LL`).
 //!
 //! Time is the data movement of R16/R24 (from the moment the last rank arrived to the end of
-//! the kernel), median over ranks × measured iterations. `algbw = S / t`; `busbw` scales it by
+//! the kernel), median over ranks × measured iterations; where some of those calls never
+//! completed (a hang, a timeout, a process taken down), over the ones that did, and the table
+//! says how many. `algbw = S / t`; `busbw` scales it by
 //! the collective's traffic factor as nccl-tests does (doc/PERFORMANCE.md): `2(n−1)/n` for
 //! all_reduce, `(n−1)/n` for all_gather, reduce_scatter and all_to_all, 1 for broadcast — so
 //! that busbw is comparable to the link's bandwidth whatever n is (R24). As nccl-tests prints
@@ -40,11 +42,24 @@ pub struct Row {
     /// Algorithm and protocol from the kernel name (`RING_LL`, `NVLS_SIMPLE`); all_to_all's
     /// kernel carries neither, and shows its own name (`SendRecv`).
     pub algorithm: String,
+    /// The (rank, measured iteration) pairs whose call completed, which `time_us` is over.
+    pub completed_rank_iterations: u64,
+    /// The op's ranks × measured iterations: `completed_rank_iterations` falls short of it
+    /// where some calls never completed.
+    pub rank_iterations: u64,
+}
+
+impl Row {
+    /// Whether some of the op's calls never completed, so its figures are over fewer.
+    pub fn falls_short(&self) -> bool {
+        self.completed_rank_iterations < self.rank_iterations
+    }
 }
 
 /// The rows, in program order, for every collective op with measured samples.
 pub fn rows(timeline: &Timeline) -> Vec<Row> {
     let warmup = timeline.scenario.warmup;
+    let measured = u64::from(timeline.scenario.repeat - warmup);
     timeline
         .ops
         .iter()
@@ -60,10 +75,16 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
             let records: Vec<_> = timeline
                 .ranks
                 .iter()
-                .flat_map(|rank| rank.collectives.iter())
-                .filter(|c| c.op == op.index && c.iteration >= warmup)
+                .flat_map(|rank| rank.collectives.iter().map(move |c| (rank.rank, c)))
+                .filter(|(_, c)| c.op == op.index && c.iteration >= warmup)
                 .collect();
-            let first = records.first()?;
+            let (_, first) = records.first()?;
+            // An op called several times per iteration (`count`) counts once per iteration.
+            let completed_rank_iterations = records
+                .iter()
+                .map(|&(rank, c)| (rank, c.iteration))
+                .collect::<std::collections::BTreeSet<_>>()
+                .len() as u64;
             let ranks = timeline
                 .ranks
                 .iter()
@@ -71,7 +92,7 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
                 .count() as f64;
             let mut samples_ns: Vec<i64> = records
                 .iter()
-                .map(|c| (c.end_ns - c.data_start_ns) as i64)
+                .map(|(_, c)| (c.end_ns - c.data_start_ns) as i64)
                 .collect();
             let time_us = Stat::from_ns(&mut samples_ns)?.median;
             let kernel = op.kernel_name.as_deref().unwrap_or_default();
@@ -110,6 +131,8 @@ pub fn rows(timeline: &Timeline) -> Vec<Row> {
                 algbw_gbps,
                 busbw_gbps: algbw_gbps * factor,
                 algorithm,
+                completed_rank_iterations,
+                rank_iterations: ranks as u64 * measured,
             })
         })
         .collect()
@@ -131,7 +154,8 @@ fn root_of(row: &Row) -> i32 {
 /// the `# Out of bounds values` and `# Avg bus bandwidth` footer lines. The simulator does not
 /// tell in-place from out-of-place calls (both columns are the same figures) and checks no data
 /// (`#wrong` is `N/A`, as nccl-tests prints it with `-c 0`). The algorithm and protocol of
-/// each row (`RING_LL`) follow as comment lines.
+/// each row (`RING_LL`) follow as comment lines; a row some of whose calls never completed
+/// says there how many of its ranks × measured iterations its figures are over.
 pub fn table(timeline: &Timeline) -> String {
     let rows = rows(timeline);
     let mut out = String::new();
@@ -140,6 +164,12 @@ pub fn table(timeline: &Timeline) -> String {
         "# c10dsim: simulated {}; in-place = out-of-place (not told apart), no data checked",
         timeline.scenario.name
     );
+    if rows.iter().any(Row::falls_short) {
+        let _ = writeln!(
+            out,
+            "# some calls never completed: a row's figures are over the calls that did (see its line below)"
+        );
+    }
     let _ = writeln!(out, "#");
     let over_columns = format!("#{:>48}{:^32}{:^32}", "", "out-of-place", "in-place");
     let _ = writeln!(out, "{}", over_columns.trim_end());
@@ -190,7 +220,19 @@ pub fn table(timeline: &Timeline) -> String {
     let _ = writeln!(out, "#");
     let _ = writeln!(out, "# algorithm and protocol per row (c10dsim):");
     for row in &rows {
-        let _ = writeln!(out, "# {:>11} {} {}", row.size_bytes, row.op, row.algorithm);
+        let ran = if row.falls_short() {
+            format!(
+                " (over the {} of {} rank-iterations whose call completed)",
+                row.completed_rank_iterations, row.rank_iterations
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "# {:>11} {} {}{ran}",
+            row.size_bytes, row.op, row.algorithm
+        );
     }
     out
 }
@@ -237,6 +279,41 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("\n#   100000000 ar RING_LL\n"), "{table}");
+    }
+
+    #[test]
+    fn a_row_whose_later_calls_never_completed_says_how_many_its_time_is_over() {
+        // A 605 s GPU backlog before an all_reduce, repeat = 2, rank 1 hanging before the
+        // second iteration's all_reduce: the watchdog takes both processes down at 660.1 s, so
+        // only the first iteration's all_reduce completed, on both ranks: 2 of 4.
+        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                    [tensors]\ngrad = \"25MiB\"\n\
+                    [[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 605_000_000\n\
+                    [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\n\
+                    [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n";
+        let timeline = sim::engine::simulate(&sim::scenario::parse("t.toml", text).unwrap());
+        let row = &rows(&timeline)[0];
+        assert_eq!((row.completed_rank_iterations, row.rank_iterations), (2, 4));
+        let rendered = table(&timeline);
+        assert!(
+            rendered.contains("\n#    26214400 ar RING_LL (over the 2 of 4 rank-iterations whose call completed)\n"),
+            "{rendered}"
+        );
+        assert!(
+            rendered.contains("# some calls never completed"),
+            "{rendered}"
+        );
+        // Every call completed: the table as before.
+        let (whole, _) = text.split_once("[[fault]]").unwrap();
+        let whole = sim::scenario::parse("t.toml", &whole.replace("605_000_000", "1000"));
+        let timeline = sim::engine::simulate(&whole.unwrap());
+        assert_eq!(rows(&timeline)[0].completed_rank_iterations, 4);
+        let rendered = table(&timeline);
+        assert!(
+            rendered.contains("\n#    26214400 ar RING_LL\n"),
+            "{rendered}"
+        );
+        assert!(!rendered.contains("never completed"), "{rendered}");
     }
 
     #[test]

@@ -866,7 +866,9 @@ fn declared_accesses(op: &Op, out: &mut Vec<Step>) {
 
 /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints a
 /// Work, for a call of `kind` over `bytes` of `dtype` issued by `op` (element counts, as
-/// PyTorch counts them: a barrier's is its one element).
+/// PyTorch counts them: a barrier's is its one element). A `batch_isend_irecv`'s Work is the
+/// one `endCoalescing` makes without tensors, whose `numelIn_` and `numelOut_` keep their
+/// default, `size_t(-1)`.
 pub fn work_text(
     scenario: &Scenario,
     op: &Op,
@@ -874,12 +876,14 @@ pub fn work_text(
     (group, seq): (GroupId, u64),
     timeout_ns: u64,
 ) -> String {
-    let numel = match op.kind {
-        OpKind::Collective { .. } | OpKind::Barrier { .. } => bytes / dtype.size_bytes(),
-        _ => bytes,
+    let (numel_in, numel_out) = match op.kind {
+        OpKind::BatchP2p { .. } => (u64::MAX, u64::MAX),
+        _ => {
+            let members = scenario.groups[group].ranks.len() as u64;
+            let numel = bytes / dtype.size_bytes();
+            kind.descriptor().work_numel.of(numel, members)
+        }
     };
-    let members = scenario.groups[group].ranks.len() as u64;
-    let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
     format!(
         "WorkNCCL(SeqNum={seq}, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
         kind.op_type(),

@@ -397,6 +397,17 @@ fn a_work_prints_element_counts_as_pytorch_does() {
         ),
         "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
     );
+    // A batch's Work comes from endCoalescing, made without tensors: its numelIn_ and
+    // numelOut_ keep their default, size_t(-1), whatever the batch moves.
+    let text = "[cluster]\nranks = 2\n[tensors]\na = \"1MiB\"\nb = \"1MiB\"\n[[op]]\n\
+                batch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let batch = (CollectiveKind::BatchP2p, 1 << 20, DType::F32);
+    assert_eq!(
+        work_text(&scenario, &scenario.ops[0], batch, (0, 1), 600_000_000_000),
+        "WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=18446744073709551615, \
+         NumelOut=18446744073709551615, Timeout(ms)=600000)"
+    );
 }
 
 #[test]
