@@ -615,6 +615,12 @@ fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_
             .collect();
         assert_eq!(races, [("y", "write_y", "ar")]);
     }
+    // The fix names the result's use, not a wait() on a Work the program has no name for.
+    let message = &timeline.findings[0].message;
+    assert!(
+        message.ends_with("to order them, use y at write_y or before it on stream default (reads = [\"y\"], an item or a collective of it): a functional result's first use issues its wait_tensor there (R30)"),
+        "{message}"
+    );
 }
 
 #[test]
