@@ -104,3 +104,25 @@ fn a_missing_or_extra_step_is_a_difference() {
     let reordered = steps(&["record s0 e0", "call", "return"]);
     assert_eq!(first_difference(&reordered, &full, true), Some(0));
 }
+
+#[test]
+fn both_engines_skip_then_run_the_wait_on_a_result_the_previous_iteration_left() {
+    // R30 across iterations (`y = fcol.all_reduce(x); use(y); x = fcol.all_reduce(y)`): the
+    // wait before the first call does nothing in the first iteration and waits in the others,
+    // in both engines alike.
+    let text = "repeat = 3\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n";
+    let scenario = sim::scenario::parse("fcol_loop.toml", text).unwrap();
+    let plan = rank0_plan(&scenario).unwrap();
+    let mut device = FakeDevice::default();
+    let mut executor = Executor::new(&scenario, &plan, &mut device);
+    executor.setup().and_then(|()| executor.run()).unwrap();
+    let ran: Vec<String> = executor.executed().iter().map(|s| s.to_string()).collect();
+    let simulated: Vec<String> = sim::engine::executed_steps(&scenario, 0)
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(first_difference(&simulated, &ran, false), None);
+    // Three iterations of two calls, each but the last one's second waited.
+    let waits = ran.iter().filter(|step| step.starts_with("wait ")).count();
+    assert_eq!(waits, 5);
+}

@@ -274,6 +274,24 @@ def test_an_op_given_a_functional_result_gets_the_call_s_tensor(resolve, interpr
     assert names(calls).count("item") == 1
 
 
+def test_a_result_the_previous_iteration_left_is_waited_only_once_there_is_one(
+        resolve, interpret, tmp_path):
+    # y = fcol.all_reduce(x); use(y); x = fcol.all_reduce(y): the wait_tensor(x) before the
+    # first call has no result to wait on in the first iteration (R30): no call, no host record.
+    source = tmp_path / "functional_loop.toml"
+    source.write_text("repeat = 3\n[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n"
+                      "y = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n"
+                      "[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n"
+                      "[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n")
+    path, scenario = resolve(str(source))
+    assert scenario["ops"][0]["kind"]["previous_iteration"] is True
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert names(calls).count("functional.wait_tensor") == 3 + 2
+    (rank,) = document["ranks"]
+    assert [call["iteration"] for call in rank["host"] if call["op"] == 0] == [1, 2]
+
+
 def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")

@@ -615,6 +615,42 @@ fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_
             .collect();
         assert_eq!(races, [("y", "write_y", "ar")]);
     }
+    // The fix names the result's use, not a wait() on a Work the program has no name for.
+    let message = &timeline.findings[0].message;
+    assert!(
+        message.ends_with("to order them, use y at write_y or before it on stream default (reads = [\"y\"], an item or a collective of it): a functional result's first use issues its wait_tensor there (R30)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_result_the_previous_iteration_left_unused_is_waited_at_the_next_iteration_s_first_use() {
+    // R30 across iterations: x, the result of the last call, is the input of the first; the
+    // next iteration's first call uses it, so it waits there and reads x after its all_reduce
+    // (no race), and the first iteration, with no such result, waits on nothing there.
+    let text = "repeat = 3\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar_x\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"use_y\"\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nlabel = \"ar_y\"\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n";
+    let scenario = sim::scenario::parse("fcol_loop.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    let names: Vec<&str> = timeline.ops.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["wait_tensor(x)", "ar_x", "wait_tensor(y)", "use_y", "ar_y"]
+    );
+    for rank in &timeline.ranks {
+        let wait_iterations: Vec<u32> = (rank.host.iter())
+            .filter(|call| call.op == 0)
+            .map(|call| call.iteration)
+            .collect();
+        assert_eq!(wait_iterations, [1, 2]);
+        // ar_y (op 4) of iterations 0 and 1 is waited by the next iteration's op 0; the last
+        // one's result is never used.
+        let waited: Vec<(u32, Option<u32>)> = (rank.collectives.iter())
+            .filter(|record| record.op == 4)
+            .map(|record| (record.iteration, record.wait.map(|wait| wait.op)))
+            .collect();
+        assert_eq!(waited, [(0, Some(0)), (1, Some(0)), (2, None)]);
+    }
 }
 
 #[test]

@@ -889,6 +889,10 @@ class Interpreter:
 
     def op_wait(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])
+        if kind["previous_iteration"] and not entries:
+            # R30: the wait_tensor of a result the previous iteration made; before there is
+            # one (the first iteration), the name holds a plain tensor and nothing waits.
+            return
         timeout = None
         if kind["timeout_ns"] is not None:
             timeout = datetime.timedelta(microseconds=kind["timeout_ns"] // 1000)

@@ -53,20 +53,37 @@ impl Engine<'_> {
         let earlier = &ops[race.earlier_site as usize];
         let later = &ops[race.later_site as usize];
         let verb = |write: bool| if write { "write" } else { "read" };
-        let fix = match (is_nccl(race.earlier_agent), is_nccl(race.later_agent)) {
-            (true, true) => format!(
+        // A functional collective's Work has no name in the program: its wait is the first
+        // use of its result (R30).
+        let functional_result = match earlier.kind {
+            OpKind::Collective {
+                result: Some(result),
+                ..
+            } => Some(&self.scenario.tensors[result].name),
+            _ => None,
+        };
+        let fix = match (
+            functional_result,
+            is_nccl(race.earlier_agent),
+            is_nccl(race.later_agent),
+        ) {
+            (Some(result), true, _) => format!(
+                "use {result} at {} or before it on stream {} (reads = [\"{result}\"], an item or a collective of it): a functional result's first use issues its wait_tensor there (R30)",
+                later.display_name(), record.later_stream
+            ),
+            (_, true, true) => format!(
                 "order the two collectives: call wait() on the Work of {} before launching {} (syncStream then makes {} wait too, R10a), or run both on one group",
                 earlier.display_name(), later.display_name(), record.later_stream
             ),
-            (true, false) => format!(
+            (_, true, false) => format!(
                 "call wait() on the Work of {} while stream {} is current, before {} (R12)",
                 earlier.display_name(), record.later_stream, later.display_name()
             ),
-            (false, true) => format!(
+            (_, false, true) => format!(
                 "make the stream current at {} wait for stream {} first (record_event there after {}, wait_event before the collective; syncStream only waits for the current stream, R10a)",
                 later.display_name(), record.earlier_stream, earlier.display_name()
             ),
-            (false, false) => format!(
+            (_, false, false) => format!(
                 "record_event on stream {} after {} and wait_event on stream {} before {}",
                 record.earlier_stream, earlier.display_name(), record.later_stream, later.display_name()
             ),

@@ -345,6 +345,13 @@ impl ProcessGroupNccl {
                 self.collective(scenario, op, call, out);
                 return Ok(());
             }
+            // R30: no result of a previous iteration to wait for (the first iteration, or a
+            // rank the call does not run on): the program calls nothing here.
+            OpKind::Wait {
+                work,
+                previous_iteration: true,
+                ..
+            } if self.works[work].is_none() => return Ok(()),
             _ => {}
         }
         out.push(Step::CallStart);
@@ -356,7 +363,9 @@ impl ProcessGroupNccl {
             | OpKind::NewGroup { .. } => {
                 unreachable!("lowered above")
             }
-            OpKind::Wait { work, timeout_ns } => {
+            OpKind::Wait {
+                work, timeout_ns, ..
+            } => {
                 let (collective, end) = self.work(scenario, op, work)?;
                 // R15: blocking wait polls; so does wait(timeout) where the profile says so.
                 let timed = timeout_ns.is_some() && scenario.torch.timed_wait_polls();

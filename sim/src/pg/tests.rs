@@ -516,3 +516,32 @@ fn a_collective_after_a_batch_on_its_group_is_numbered_among_the_collectives() {
         "(group's count, Work's SeqNum)"
     );
 }
+
+#[test]
+fn a_result_the_previous_iteration_left_unused_is_waited_before_its_first_use_r30() {
+    // y = fcol.all_reduce(x); use(y); x = fcol.all_reduce(y), twice: the second iteration's
+    // first call uses x, so it waits on the Work of the first iteration's last call (c1)
+    // before it clones x; the first iteration has no such Work and waits on nothing there.
+    let scenario = parse(
+        "pg.toml",
+        "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n",
+    )
+    .unwrap();
+    let mut pg = ProcessGroupNccl::new(&scenario, 0);
+    let iteration = |pg: &mut ProcessGroupNccl| {
+        let mut steps = Vec::new();
+        for op in &scenario.ops {
+            pg.op(&scenario, op, &mut steps).unwrap();
+        }
+        let waits: Vec<String> = (steps.iter().map(Step::to_string))
+            .filter(|step| step.starts_with("wait ") || step.starts_with("nccl "))
+            .map(|step| step.split(' ').take(2).collect::<Vec<_>>().join(" "))
+            .collect();
+        waits
+    };
+    assert_eq!(iteration(&mut pg), ["nccl c0", "wait c0", "nccl c1"]);
+    assert_eq!(
+        iteration(&mut pg),
+        ["wait c1", "nccl c2", "wait c2", "nccl c3"]
+    );
+}

@@ -381,6 +381,7 @@ impl Resolver<'_> {
                 kind: OpKind::Wait {
                     work: pending.work,
                     timeout_ns: None,
+                    previous_iteration: false,
                 },
                 stream,
                 ranks: pending.ranks,
@@ -388,6 +389,60 @@ impl Resolver<'_> {
                 writes: Vec::new(),
                 catch: false,
             });
+        }
+    }
+}
+
+impl Resolver<'_> {
+    /// R30 across the loop's back edge: a result still unused when the program ends is waited
+    /// on at its first use in the next iteration, which can come before its call (`x` in `y =
+    /// fcol.all_reduce(x); x = fcol.all_reduce(y)`): the `wait_tensor` goes before that op, and
+    /// does nothing in the first iteration, where no such Work exists yet. A call that binds
+    /// the name again before any use drops the result unwaited, as Python does.
+    /// `op_index_of_raw` is the index each raw op took among `program.ops`.
+    pub(super) fn insert_carried_tensor_waits(
+        &self,
+        raw_ops: &[Spanned<RawOp>],
+        op_index_of_raw: &[usize],
+        names: &Names,
+        program: &mut ProgramBuilder,
+    ) {
+        let mut waits = Vec::new();
+        for pending in std::mem::take(&mut program.pending_results) {
+            let first = raw_ops.iter().enumerate().find_map(|(raw_index, raw_op)| {
+                let raw = raw_op.get_ref();
+                let is_result = |name: &Spanned<String>| {
+                    names.tensors.get(name.get_ref()) == Some(&pending.result)
+                };
+                let uses = raw.tensors_used().any(is_result);
+                let binds = raw.functional_all_reduce.is_some() && raw.result.iter().any(is_result);
+                (uses || binds).then_some((raw_index, uses))
+            });
+            if let Some((raw_index, true)) = first {
+                waits.push((op_index_of_raw[raw_index], pending));
+            }
+        }
+        // From the last place back, so that each insertion leaves the places before it as
+        // they are.
+        waits.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+        for (at, pending) in waits {
+            let user = &program.ops[at];
+            let wait = Op {
+                index: at,
+                label: Some(format!("wait_tensor({})", names_of(names, pending.result))),
+                line: user.line,
+                kind: OpKind::Wait {
+                    work: pending.work,
+                    timeout_ns: None,
+                    previous_iteration: true,
+                },
+                stream: user.stream,
+                ranks: pending.ranks,
+                reads: vec![pending.result],
+                writes: Vec::new(),
+                catch: false,
+            };
+            program.insert_op(wait);
         }
     }
 }
@@ -693,6 +748,59 @@ mod tests {
             .ops
             .iter()
             .all(|op| op.display_name() != "wait_tensor(y)"));
+    }
+
+    #[test]
+    fn a_result_unused_at_the_program_end_is_waited_at_its_first_use_in_the_next_iteration_r30() {
+        // y = fcol.all_reduce(x); use(y); x = fcol.all_reduce(y): the next iteration's first
+        // call uses x, the result the previous iteration left pending.
+        let program = |repeat: u32, first: &str| {
+            format!("repeat = {repeat}\n[cluster]\nranks = 4\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n{first}[[op]]\nlabel = \"ar_x\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"use_y\"\nkernel = {{ us = 5 }}\nreads = [\"y\"]\n[[op]]\nlabel = \"ar_y\"\nranks = [0, 1]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n")
+        };
+        let scenario = parse("f.toml", &program(2, "")).unwrap();
+        let names: Vec<String> = scenario.ops.iter().map(|op| op.display_name()).collect();
+        assert_eq!(
+            names,
+            ["wait_tensor(x)", "ar_x", "wait_tensor(y)", "use_y", "ar_y"]
+        );
+        let wait = &scenario.ops[0];
+        assert!(matches!(
+            wait.kind,
+            OpKind::Wait {
+                previous_iteration: true,
+                ..
+            }
+        ));
+        // On the ranks of the call that made it, named after the op that moved.
+        assert_eq!(wait.ranks, Some(vec![0, 1]));
+        assert_eq!(wait.line, scenario.ops[1].line);
+        assert!(scenario.ops.iter().enumerate().all(|(i, op)| op.index == i));
+        let labelled = |label: &str| {
+            let text = format!(
+                "{}[[perturb]]\nranks = [0]\nbefore = \"{label}\"\nhost_delay_us = 1\n",
+                program(2, "")
+            );
+            parse("f.toml", &text).unwrap().perturbations[0].before_op
+        };
+        assert_eq!((labelled("ar_x"), labelled("ar_y")), (1, 4));
+        // One iteration has no next one; a call that binds x again before any use drops the
+        // pending result unwaited.
+        for scenario in [
+            parse("f.toml", &program(1, "")).unwrap(),
+            parse(
+                "f.toml",
+                &program(2, "[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"x\"\n"),
+            )
+            .unwrap(),
+        ] {
+            assert!(scenario.ops.iter().all(|op| !matches!(
+                op.kind,
+                OpKind::Wait {
+                    previous_iteration: true,
+                    ..
+                }
+            )));
+        }
     }
 
     #[test]

@@ -460,6 +460,7 @@ impl Resolver<'_> {
             .filter_map(|name| names.groups.get(name.get_ref()).copied())
             .collect();
         let declared_groups = groups.len();
+        let mut op_index_of_raw = Vec::with_capacity(raw_ops.len());
         for raw_op in &raw_ops {
             // R30: a functional collective's wait_tensor goes before the first op reading its
             // result, so op indices count those waits too.
@@ -468,6 +469,10 @@ impl Resolver<'_> {
             let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
             self.check_group_exists(&op, raw_op.span(), declared_groups, &groups, &program)?;
             program.ops.push(op);
+            op_index_of_raw.push(index);
+        }
+        if repeat > 1 {
+            self.insert_carried_tensor_waits(&raw_ops, &op_index_of_raw, &names, &mut program);
         }
         self.setup_ops(&raw_ops, &mut groups, &program)?;
         for &(low, high) in &program.pairs {
@@ -1755,7 +1760,11 @@ impl Resolver<'_> {
                         None => None,
                         Some(ms) => Some(self.wait_timeout_ns(ms)?),
                     };
-                    OpKind::Wait { work, timeout_ns }
+                    OpKind::Wait {
+                        work,
+                        timeout_ns,
+                        previous_iteration: false,
+                    }
                 } else if key == "get_future" {
                     let callback = match &raw.then {
                         None => None,
@@ -2463,6 +2472,24 @@ struct ProgramBuilder {
     init_op: Option<usize>,
     /// The `new_group` op of each group resolved so far.
     created: BTreeMap<GroupId, usize>,
+}
+
+impl ProgramBuilder {
+    /// Puts `op` at its `index`, moving the ops from there on, and what names them, one
+    /// place on.
+    fn insert_op(&mut self, op: Op) {
+        let at = op.index;
+        self.ops.insert(at, op);
+        for (index, op) in self.ops.iter_mut().enumerate().skip(at + 1) {
+            op.index = index;
+        }
+        let named = (self.labels.values_mut())
+            .chain(self.init_op.iter_mut())
+            .chain(self.created.values_mut());
+        for index in named.filter(|index| **index >= at) {
+            *index += 1;
+        }
+    }
 }
 
 /// The ranks on which a name has been defined so far.

@@ -709,6 +709,10 @@ pub enum OpKind {
     Wait {
         work: WorkId,
         timeout_ns: Option<u64>,
+        /// The `wait_tensor` of a functional result the previous iteration made and left
+        /// unused, at its first use in this one (R30): where no such Work exists yet (the
+        /// first iteration) there is nothing to wait on, and the op does nothing.
+        previous_iteration: bool,
     },
     /// `work.is_completed()` (R13): recorded, never blocks.
     IsCompleted { work: WorkId },

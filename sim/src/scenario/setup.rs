@@ -142,7 +142,11 @@ impl Resolver<'_> {
         program: &ProgramBuilder,
     ) -> Result<()> {
         if let Some(init) = program.init_op {
-            let span = raw_ops[init].span();
+            // The op's place among the raw ops: waits the resolver placed may come before it.
+            let span = (raw_ops.iter())
+                .find(|op| op.get_ref().init_process_group.is_some())
+                .expect("init_op is a raw op's")
+                .span();
             if groups[0].eager_init {
                 return Err(self.error(
                     span,
