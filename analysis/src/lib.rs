@@ -35,6 +35,8 @@ pub mod plot;
 pub mod robustness;
 pub mod spread;
 pub mod sweep;
+#[cfg(test)]
+mod test_scenarios;
 pub mod text;
 pub mod torch_log;
 pub mod trace;

@@ -283,15 +283,7 @@ mod tests {
 
     #[test]
     fn a_row_whose_later_calls_never_completed_says_how_many_its_time_is_over() {
-        // A 605 s GPU backlog before an all_reduce, repeat = 2, rank 1 hanging before the
-        // second iteration's all_reduce: the watchdog takes both processes down at 660.1 s, so
-        // only the first iteration's all_reduce completed, on both ranks: 2 of 4.
-        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
-                    [tensors]\ngrad = \"25MiB\"\n\
-                    [[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 605_000_000\n\
-                    [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\n\
-                    [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n";
-        let timeline = sim::engine::simulate(&sim::scenario::parse("t.toml", text).unwrap());
+        let timeline = crate::test_scenarios::backlog_then_hang();
         let row = &rows(&timeline)[0];
         assert_eq!((row.completed_rank_iterations, row.rank_iterations), (2, 4));
         let rendered = table(&timeline);
@@ -304,9 +296,7 @@ mod tests {
             "{rendered}"
         );
         // Every call completed: the table as before.
-        let (whole, _) = text.split_once("[[fault]]").unwrap();
-        let whole = sim::scenario::parse("t.toml", &whole.replace("605_000_000", "1000"));
-        let timeline = sim::engine::simulate(&whole.unwrap());
+        let timeline = crate::test_scenarios::backlog_every_call_completes();
         assert_eq!(rows(&timeline)[0].completed_rank_iterations, 4);
         let rendered = table(&timeline);
         assert!(

@@ -615,17 +615,7 @@ mod tests {
 
     #[test]
     fn a_collective_whose_later_calls_never_ran_says_how_many_its_figures_are_over() {
-        // The reviewer's run: a 605 s GPU backlog before an unwaited all_reduce, repeat = 2,
-        // rank 1 hanging before the second iteration's all_reduce. The watchdog takes both
-        // processes down at 660.1 s: only the first iteration's all_reduce ran (at 605 s), on
-        // both ranks; rank 0's second one is an unfinished record, rank 1 never called it.
-        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
-                    [tensors]\ngrad = \"25MiB\"\n\
-                    [[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 605_000_000\n\
-                    [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\n\
-                    [[fault]]\nranks = [1]\nat = \"ar\"\niteration = 1\nkind = \"hang\"\n";
-        let scenario = sim::scenario::parse("backlog.toml", text).unwrap();
-        let timeline = sim::engine::simulate(&scenario);
+        let timeline = crate::test_scenarios::backlog_then_hang();
         let report = crate::metrics::report(&timeline);
         assert_eq!(report.collectives[0].rank_iterations, 2);
         let rendered = render_report(&report);
@@ -639,11 +629,8 @@ mod tests {
             .unwrap();
         assert!(row.contains("2 of 4"), "{row}");
         // Where every call completed, the table is as before: no column, the plain count.
-        let (whole, _) = text.split_once("[[fault]]").unwrap();
-        let whole = sim::scenario::parse("whole.toml", &whole.replace("605_000_000", "1000"));
-        let rendered = render_report(&crate::metrics::report(&sim::engine::simulate(
-            &whole.unwrap(),
-        )));
+        let whole = crate::test_scenarios::backlog_every_call_completes();
+        let rendered = render_report(&crate::metrics::report(&whole));
         assert!(
             rendered.contains("collectives (medians over 2 ranks x 2 measured iterations, us):"),
             "{rendered}"
