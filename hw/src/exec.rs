@@ -601,9 +601,9 @@ impl<'a, D: Device> Executor<'a, D> {
             return;
         }
         let blocked_on = match step {
-            Step::Item { stream, .. } | Step::StreamSync { stream, .. } => {
-                Some(HostBlock::Stream { stream })
-            }
+            Step::Item { stream, .. }
+            | Step::StreamSync { stream, .. }
+            | Step::StreamSyncUnlessCompleted { stream, .. } => Some(HostBlock::Stream { stream }),
             Step::EventSync { slot, .. } => Some(HostBlock::Stream {
                 stream: self.slots[slot as usize].1,
             }),
@@ -923,6 +923,15 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             Step::EventSync { slot, .. } => self.device.event_sync(self.slots[slot as usize].0)?,
             Step::StreamSync { stream, .. } => self.device.stream_sync(stream)?,
+            Step::StreamSyncUnlessCompleted { stream, end, .. } => {
+                let host_ns = self.device.now_ns();
+                let event = self.slots[end as usize].0;
+                let fired = self.device.query(event)?;
+                let error_ns = self.failed_ends.get(&event).copied();
+                if !work::is_completed(fired, error_ns, host_ns) {
+                    self.device.stream_sync(stream)?;
+                }
+            }
             Step::DeviceSync { .. } => self.device.device_sync()?,
             Step::Item { stream, tensor, .. } => {
                 self.last_record[stream as usize] = None;

@@ -1,7 +1,7 @@
 """The interpreter's logic against the fake torch: ops dispatched, environment exported before
 the import, the Timeline's shape, caught exceptions, faults and refusals.
 
-About 940 lines in one module: its 45 tests share the fake torch's fixtures and the Timeline
+About 980 lines in one module: its 47 tests share the fake torch's fixtures and the Timeline
 field order they check against (RANK_FIELDS)."""
 
 import json
@@ -716,6 +716,24 @@ def test_a_barrier_runs_on_the_current_stream_without_a_wait_from_pytorch_2_8(
     assert (record["run_stream"] == record["call_stream"]) == on_current, record
     assert (record["wait"] is None) == on_current, record
     assert record["bytes"] == 4, "one f32, as ProcessGroupNCCL::barrier's and the simulator's"
+
+
+def test_an_async_barrier_returns_its_work_for_a_later_wait(resolve, interpret, tmp_path):
+    # Measured on PyTorch 2.11 (tests/data/torch/probes/barrier/): barrier(async_op=True) runs
+    # on the internal stream and returns a Work; its wait() is the program's (R14).
+    source = tmp_path / "async_barrier.toml"
+    source.write_text('[cluster]\nranks = 1\n[[op]]\nbarrier = true\nasync_op = true\n'
+                      'work = "b"\n[[op]]\nwait = "b"\n')
+    path, _ = resolve(str(source))
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_VERSION": "2.11.0+cu130"})
+    assert completed.returncode == 0, completed.stderr
+    assert ["barrier", "0", "True"] in calls, calls
+    assert ["work.wait", "barrier", "None"] in calls, calls
+    (record,) = document["ranks"][0]["collectives"]
+    assert record["async_op"]
+    assert record["run_stream"] != record["call_stream"], record
+    assert record["wait"]["op"] == 1, record
+    assert record["bytes"] == 4
 
 
 def test_a_version_string_gives_its_major_and_minor():

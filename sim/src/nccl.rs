@@ -248,7 +248,7 @@ pub fn kernel_name(scenario: &Scenario, kind: &OpKind) -> Option<String> {
             )
             .kernel_name(*collective, tensor.dtype.as_str())
         }
-        OpKind::Barrier { group } => plan_collective(
+        OpKind::Barrier { group, .. } => plan_collective(
             scenario,
             &scenario.groups[*group].ranks,
             CollectiveKind::AllReduce,

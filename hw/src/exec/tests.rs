@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,300 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,380 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
@@ -243,6 +243,48 @@ all_reduce = "grad"
         0,
         "the implicit wait names the collective"
     );
+}
+
+#[test]
+fn an_async_barriers_wait_syncs_the_current_stream_only_if_its_work_is_unfinished_r14() {
+    let text = "[cluster]\nranks = 1\n[[op]]\nbarrier = true\nasync_op = true\nwork = \"b\"\n[[op]]\nwait = \"b\"\n";
+    let calls = |first_query: bool| {
+        let mut device = FakeDevice {
+            query_answers: [first_query].into(),
+            ..FakeDevice::default()
+        };
+        let rank = run_fake(text, &mut device).unwrap();
+        let barrier = &rank.collectives[0];
+        assert!(barrier.async_op);
+        assert_eq!((barrier.call_stream, barrier.run_stream), (0, 1));
+        assert_eq!(barrier.wait.map(|w| w.op), Some(1));
+        device.calls[2..].to_vec()
+    };
+    let unfinished = [
+        "record s0 e0",
+        "wait s1 e0",
+        "record s1 e1",
+        "nccl s1 barrier world",
+        "record s1 e2",
+        "wait s0 e2",
+        "record s0 e3",
+        "query e2 false", // is_completed(): not yet, so the host synchronises the stream
+        "stream_sync s0",
+        "query e2 true", // the wait's record: completed at its return
+        "device_sync",
+    ];
+    assert_eq!(calls(false), unfinished);
+    let completed: Vec<&str> = (unfinished.iter().copied())
+        .filter(|&c| c != "stream_sync s0")
+        .map(|c| {
+            if c == "query e2 false" {
+                "query e2 true"
+            } else {
+                c
+            }
+        })
+        .collect();
+    assert_eq!(calls(true), completed);
 }
 
 #[test]

@@ -875,17 +875,23 @@ class Interpreter:
 
     def op_barrier(self, op, kind, iteration):
         group_index = kind["group"]
+        async_op = kind["async_op"]
         ready = self.gpu_time(self.current)
         start = self.clock()
-        self.dist.barrier(group=self.groups[group_index], device_ids=[self.local_rank])
+        work = self.dist.barrier(group=self.groups[group_index], async_op=async_op,
+                                 device_ids=[self.local_rank])
         end = self.clock()
         self.host(op, iteration, start, end)
         # A synchronous all_reduce (R11, R14): from PyTorch 2.8 on the current stream, which
         # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
-        # internal stream, its Work waited on by the wrapper.
-        record = self.collective_record(op, iteration, group_index, BARRIER_BYTES, False, start,
-                                        end, ready)
-        self.implicit_wait(op, record)
+        # internal stream, its Work waited on by the wrapper. With async_op, the internal
+        # stream and a Work, kept for a later wait as any async collective's.
+        record = self.collective_record(op, iteration, group_index, BARRIER_BYTES, async_op,
+                                        start, end, ready)
+        if not async_op:
+            self.implicit_wait(op, record)
+        elif kind["work"] is not None:
+            self.works[kind["work"]] = [(work, record)]
 
     def op_wait(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])

@@ -453,6 +453,44 @@ impl Engine<'_> {
                 let instance = self.record(rank, stream);
                 self.block_on(rank, &[instance], cost_ns, HostBlock::Stream { stream });
             }
+            Step::StreamSyncUnlessCompleted {
+                collective,
+                stream,
+                end,
+                query_cost_ns,
+                sync_cost_ns,
+            } => {
+                let instance = self.instance(rank, end);
+                let error_ns = self.failure.work_failed_ns(rank, collective);
+                let now_ns = self.now_ns;
+                let state = &mut self.ranks[rank as usize];
+                let host_ns = state.host_ns;
+                let fired_ns = state.fired_ns[instance as usize];
+                if fired_ns == NEVER && now_ns < host_ns {
+                    // is_completed() asks at the host's time: the simulation gets there
+                    // first, then the step runs again.
+                    state.cursor.next -= 1;
+                    state.blocked = Blocked::Timer;
+                    self.schedule(
+                        host_ns,
+                        Event::HostResume {
+                            rank,
+                            at_ns: host_ns,
+                        },
+                    );
+                    return;
+                }
+                state.host_ns += query_cost_ns;
+                if !crate::pg::work::is_completed(fired_ns <= host_ns, error_ns, host_ns) {
+                    let instance = self.record(rank, stream);
+                    self.block_on(
+                        rank,
+                        &[instance],
+                        sync_cost_ns,
+                        HostBlock::Stream { stream },
+                    );
+                }
+            }
             Step::DeviceSync { cost_ns } => {
                 let streams = self.ranks[rank as usize].streams.len() as u16;
                 let instances: Vec<Instance> = (0..streams).map(|s| self.record(rank, s)).collect();
@@ -952,7 +990,8 @@ fn enqueue_stream(step: Step) -> Option<u16> {
         | Step::Wait { stream, .. }
         | Step::Mark { stream, .. }
         | Step::Item { stream, .. }
-        | Step::StreamSync { stream, .. } => Some(stream),
+        | Step::StreamSync { stream, .. }
+        | Step::StreamSyncUnlessCompleted { stream, .. } => Some(stream),
         Step::Nccl(call) => Some(call.stream),
         _ => None,
     }

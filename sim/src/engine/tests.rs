@@ -1,7 +1,7 @@
 //! The engine's behaviours, each through a whole small scenario: the unit tests of
 //! `engine/mod.rs`, apart so that the run loop and the Timeline's assembly read on their own.
 //!
-//! About 1,030 lines: the failure component's scenarios are in `engine/commands/tests.rs`
+//! About 1,120 lines: the failure component's scenarios are in `engine/commands/tests.rs`
 //! already; what is left here is one run loop seen from many scenarios, which share their
 //! helpers.
 
@@ -519,6 +519,44 @@ fn stream_sync_blocks_the_host_for_the_backlog_r14() {
     let timeline = simulate(&parse("s.toml", text).unwrap());
     let sync = timeline.ranks[0].host[1];
     assert_eq!(sync.end_ns, 8_000 + 2_000_000 + 5_000);
+}
+
+#[test]
+fn an_async_barriers_wait_syncs_the_current_stream_only_while_the_work_is_unfinished_r14() {
+    // Rank 1 reaches the barrier 5 ms late; after it, rank 0 queues a 20 ms sleep on the
+    // current stream, then waits on the barrier's Work at once or 10 ms later.
+    let text = |torch: &str, before_wait: &str| {
+        format!(
+            "torch = \"{torch}\"\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+             [[perturb]]\nranks = [1]\nbefore = \"b\"\nhost_delay_us = 5000\n\
+             [[op]]\nlabel = \"b\"\nbarrier = true\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\ngpu_sleep_us = 20000\n{before_wait}[[op]]\nwait = \"w\"\n"
+        )
+    };
+    // The wait's host time, and how long after the sleep's end it returned (R14's 5 µs sync).
+    let wait = |torch: &str, before_wait: &str| {
+        let timeline = simulate(&parse("b.toml", &text(torch, before_wait)).unwrap());
+        let rank = &timeline.ranks[0];
+        let wait = rank.collectives[0].wait.expect("waited");
+        let sleep_end_ns = rank.kernels[1].end_ns;
+        assert!(
+            rank.collectives[0].end_ns < 6_000_000,
+            "ends after rank 1 came"
+        );
+        (
+            wait.host_end_ns - wait.host_start_ns,
+            wait.host_end_ns as i64 - sleep_end_ns as i64,
+        )
+    };
+    // Unfinished at the wait: the host synchronises the current stream, sleep included.
+    assert_eq!(wait("2.12", "").1, 5_000);
+    // Finished by the wait 10 ms in: is_completed() is true and the host goes on after the
+    // wait's 4 µs and the query's 1 µs, while the sleep still runs.
+    let (wait_ns, after_sleep_ns) = wait("2.12", "[[op]]\nhost_sleep_us = 10000\n");
+    assert_eq!(wait_ns, 5_000);
+    assert!(after_sleep_ns < -9_000_000, "{after_sleep_ns}");
+    // Before 2.8 the barrier Work's wait() synchronises the stream whatever the Work's state.
+    assert_eq!(wait("2.5", "[[op]]\nhost_sleep_us = 10000\n").1, 5_000);
 }
 
 #[test]

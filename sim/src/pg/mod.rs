@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! Just over 800 lines (about 850): the lowering of every op kind is one `match` (the setup ops and
+//! Over 800 lines (about 930): the lowering of every op kind is one `match` (the setup ops and
 //! communicator creation included), so that each ProcessGroupNCCL rule is written in one place;
 //! its unit tests are `pg/tests.rs`.
 
@@ -63,6 +63,9 @@ pub struct ProcessGroupNccl {
     next_slot: Slot,
     /// Per collective record: its group (a wait's timeout defaults to the group's).
     collective_groups: Vec<GroupId>,
+    /// Per collective record: whether it is a barrier's all_reduce, whose Work's wait()
+    /// synchronises the current stream (R14).
+    barrier_collectives: Vec<bool>,
     /// Per process group: point-to-point calls issued so far. PyTorch numbers them apart from
     /// the collectives, whatever the peer, and a p2p Work's `SeqNum` is this count.
     p2p_seq: Vec<u64>,
@@ -100,6 +103,7 @@ impl ProcessGroupNccl {
             ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
             collective_groups: Vec::new(),
+            barrier_collectives: Vec::new(),
             p2p_seq: vec![0; scenario.groups.len()],
             group_batches: vec![0; scenario.groups.len()],
             event_slot: vec![None; scenario.events.len()],
@@ -328,16 +332,21 @@ impl ProcessGroupNccl {
                 self.setup_op(scenario, op, out);
                 return Ok(());
             }
-            OpKind::Barrier { group } => {
-                // R14: a synchronous one-element all_reduce (OpType ALLREDUCE: PyTorch's
-                // barrier calls allreduce_impl), then the current stream synchronised.
+            OpKind::Barrier {
+                group,
+                async_op,
+                work,
+            } => {
+                // R14: a one-element all_reduce (OpType ALLREDUCE: PyTorch's barrier calls
+                // allreduce_impl); a synchronous one then synchronises the current stream, an
+                // async one returns its Work, whose wait() may.
                 let call = CollectiveCall {
                     kind: CollectiveKind::AllReduce,
                     tensor: None,
                     group,
                     bytes: crate::collective::BARRIER_BYTES,
-                    async_op: false,
-                    work: None,
+                    async_op,
+                    work,
                     clone_of: None,
                     recorded_calls_ns: None,
                     bucket: None,
@@ -626,6 +635,7 @@ impl ProcessGroupNccl {
         };
         let collective = self.collective_groups.len() as u32;
         self.collective_groups.push(group);
+        self.barrier_collectives.push(barrier);
         let process_group = scenario.process_group(group);
         let seq_num = if call.kind.is_point_to_point() {
             self.p2p_seq[process_group] += 1;
@@ -693,24 +703,19 @@ impl ProcessGroupNccl {
         if let Some(work) = call.work {
             self.bind(work, (collective, end), true, out);
         }
-        // R14: a barrier ends in currentStream.synchronize(), which the host blocks in.
-        let barrier_sync = Step::StreamSync {
-            stream: call_stream,
-            cost_ns: costs.sync_ns,
-        };
         if !call.async_op && on_internal_stream {
             // R11 (≤ 2.5, and a synchronous send or recv): the wrapper calls wait() itself
             // (polling under blocking wait, R15); a barrier's wait() then synchronises.
             let poll = scenario.env.blocking_wait.then_some(None);
-            self.wait_steps(scenario, (collective, end), call_stream, poll, out);
-            if barrier {
-                out.push(barrier_sync);
-            }
-            out.push(Step::WaitReturn { collective });
-        } else if barrier {
+            self.wait(scenario, (collective, end), call_stream, poll, out);
+        } else if barrier && !call.async_op {
             // R11, R14 (≥ 2.8): the all_reduce ran on the current stream and returned no Work;
-            // ProcessGroupNCCL::barrier synchronises that stream itself.
-            out.push(barrier_sync);
+            // ProcessGroupNCCL::barrier synchronises that stream itself, which the host blocks
+            // in.
+            out.push(Step::StreamSync {
+                stream: call_stream,
+                cost_ns: costs.sync_ns,
+            });
         }
         if let Some(result) = functional_result {
             // `y = …` binds the name to the new result: the tensor it held goes (R30).
@@ -719,20 +724,9 @@ impl ProcessGroupNccl {
         out.push(Step::CallEnd);
     }
 
-    /// `work.wait()` (R12), polling when `poll` is `Some(timeout)` (R15).
+    /// `work.wait()` (R12), polling when `poll` is `Some(timeout)` (R15); a barrier's Work
+    /// then may synchronise the current stream (R14).
     fn wait(
-        &mut self,
-        scenario: &Scenario,
-        work: (u32, Slot),
-        stream: StreamRef,
-        poll: Option<Option<u64>>,
-        out: &mut Vec<Step>,
-    ) {
-        self.wait_steps(scenario, work, stream, poll, out);
-        out.push(Step::WaitReturn { collective: work.0 });
-    }
-
-    fn wait_steps(
         &mut self,
         scenario: &Scenario,
         (collective, end): (u32, Slot),
@@ -755,6 +749,38 @@ impl ProcessGroupNccl {
                 end,
                 interval_ns: scenario.host.blocking_wait_poll_ns,
                 timeout_ns: own_timeout_ns.unwrap_or(scenario.groups[group].timeout_ns),
+            });
+        }
+        if self.barrier_collectives[collective as usize] {
+            self.barrier_wait_sync(scenario, (collective, end), stream, poll, out);
+        }
+        out.push(Step::WaitReturn { collective });
+    }
+
+    /// The end of a barrier Work's `wait()` (R14), after its stream wait and any poll: the
+    /// host synchronises the current stream `stream`, under "2.5" always, under "2.12" only
+    /// where it did not poll (R15) and the Work is not completed at that point.
+    fn barrier_wait_sync(
+        &self,
+        scenario: &Scenario,
+        (collective, end): (u32, Slot),
+        stream: StreamRef,
+        poll: Option<Option<u64>>,
+        out: &mut Vec<Step>,
+    ) {
+        let costs = &scenario.host;
+        if !scenario.torch.barrier_wait_syncs_only_unfinished() {
+            out.push(Step::StreamSync {
+                stream,
+                cost_ns: costs.sync_ns,
+            });
+        } else if poll.is_none() {
+            out.push(Step::StreamSyncUnlessCompleted {
+                collective,
+                stream,
+                end,
+                query_cost_ns: costs.query_ns,
+                sync_cost_ns: costs.sync_ns,
             });
         }
     }

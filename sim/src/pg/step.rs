@@ -171,6 +171,17 @@ pub enum Step {
     EventSync { slot: Slot, cost_ns: u64 },
     /// `stream.synchronize()` (R14).
     StreamSync { stream: StreamRef, cost_ns: u64 },
+    /// The end of a barrier Work's `wait()` (R14): `is_completed()` after `query_cost_ns`
+    /// (R13: the end event `end` of collective record `collective` fired, or the Work failed),
+    /// and only when it is not, `stream.synchronize()` as [`Step::StreamSync`] with
+    /// `sync_cost_ns`.
+    StreamSyncUnlessCompleted {
+        collective: u32,
+        stream: StreamRef,
+        end: Slot,
+        query_cost_ns: u64,
+        sync_cost_ns: u64,
+    },
     /// `torch.cuda.synchronize()`: every stream, the internal ones included (R14).
     DeviceSync { cost_ns: u64 },
     /// `.item()`: one element copied to the host on `stream`, which the host waits for (R14).
@@ -340,6 +351,16 @@ impl fmt::Display for Step {
             Step::StreamSync { stream, cost_ns } => {
                 write!(f, "stream_sync s{stream} +{cost_ns}ns")
             }
+            Step::StreamSyncUnlessCompleted {
+                collective,
+                stream,
+                end,
+                query_cost_ns,
+                sync_cost_ns,
+            } => write!(
+                f,
+                "stream_sync_unless_completed c{collective} s{stream} e{end} +{query_cost_ns}ns +{sync_cost_ns}ns"
+            ),
             Step::DeviceSync { cost_ns } => write!(f, "device_sync +{cost_ns}ns"),
             Step::Item {
                 stream,

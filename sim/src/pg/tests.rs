@@ -329,6 +329,48 @@ fn a_barrier_before_2_8_is_an_allreduce_waited_on_then_the_current_stream_synchr
 }
 
 #[test]
+fn an_async_barrier_returns_its_work_whose_wait_syncs_the_stream_unless_completed_r14() {
+    // Measured on PyTorch 2.11 (tests/data/torch/probes/barrier/): the internal stream waits
+    // on the current one, the all_reduce, a Work; its wait() makes the current stream wait and
+    // queries the Work (WorkNCCL::synchronize: `isBarrierOp_ && !isCompleted()`).
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[[op]]\nbarrier = true\nasync_op = true\nwork = \"b\"\n[[op]]\nwait = \"b\"\n";
+    let steps = lowered(text);
+    assert!(
+        (steps.iter()).any(|s| s.starts_with("nccl c0 g0 ALLREDUCE 4B seq 1 s0->s1 async")),
+        "{steps:?}"
+    );
+    assert_eq!(
+        tail(&steps, 7),
+        [
+            "return",
+            "call",
+            "wait c0 s0 e1 +4000ns",
+            "release_on_wait c0",
+            "stream_sync_unless_completed c0 s0 e1 +1000ns +5000ns",
+            "wait_return c0",
+            "return"
+        ]
+    );
+    let call = &steps[..steps.len() - 6];
+    assert!(
+        !call.iter().any(|s| s.starts_with("stream_sync")),
+        "the call itself synchronises nothing: {call:?}"
+    );
+    // A polling wait (R15) polls and synchronises nothing.
+    let blocking = lowered(&format!("[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n{text}"));
+    assert!(
+        tail(&blocking, 3)[0].starts_with("poll c0 e1"),
+        "{blocking:?}"
+    );
+    // Before 2.8 the barrier Work's wait() always synchronises.
+    let v2_5 = lowered(&format!("torch = \"2.5\"\n{text}"));
+    assert_eq!(
+        tail(&v2_5, 3),
+        ["stream_sync s0 +5000ns", "wait_return c0", "return"]
+    );
+}
+
+#[test]
 fn the_prologue_creates_only_this_ranks_eager_communicators_r8() {
     let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n[groups.pair]\nranks = [0, 1]\neager_init = true\n[groups.far]\nranks = [2, 3]\neager_init = true\n[groups.lazy]\nranks = [0, 2]\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"pair\"\n[[op]]\nall_reduce = \"x\"\ngroup = \"lazy\"\n";
     let steps = lowered(text);

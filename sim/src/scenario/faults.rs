@@ -1,6 +1,9 @@
 //! Resolution of what goes wrong: `[[fault]]` tables, the watchdog's environment variables
 //! (R26–R28) and functional collectives (R30), with file:line:column errors like every other
 //! scenario check.
+//!
+//! Over 800 lines (about 850) with its tests, which parse whole scenarios through
+//! [`super::parse`] and share its program and error helpers.
 
 use super::raw::{RawFault, RawOp};
 use super::*;
@@ -138,6 +141,9 @@ impl Resolver<'_> {
                 if let (
                     "skip",
                     OpKind::Collective {
+                        work: Some(work), ..
+                    }
+                    | OpKind::Barrier {
                         work: Some(work), ..
                     },
                 ) = (kind_name, &op.kind)
@@ -465,6 +471,30 @@ mod tests {
     fn error(text: &str) -> (u32, u32, String) {
         let error = parse("f.toml", text).unwrap_err();
         (error.line, error.column, error.message)
+    }
+
+    #[test]
+    fn an_async_barrier_names_its_work_which_a_skip_fault_would_leave_unmade() {
+        let program = "[cluster]\nranks = 2\n[[op]]\nlabel = \"b\"\nbarrier = true\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
+        let scenario = parse("f.toml", program).unwrap();
+        assert!(matches!(
+            scenario.ops[0].kind,
+            OpKind::Barrier {
+                group: 0,
+                async_op: true,
+                work: Some(0),
+            }
+        ));
+        let (line, _, message) = error("[[op]]\nbarrier = true\nwork = \"w\"\n");
+        assert_eq!(line, 3);
+        assert!(message.contains("needs async_op = true"), "{message}");
+        let (_, _, message) = error(&format!(
+            "{program}[[fault]]\nranks = [1]\nat = \"b\"\nkind = \"skip\"\n"
+        ));
+        assert!(
+            message.contains("would leave the later wait on Work \"w\" without a Work"),
+            "{message}"
+        );
     }
 
     #[test]

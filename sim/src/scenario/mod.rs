@@ -1706,7 +1706,7 @@ impl Resolver<'_> {
                 }
             }
             "barrier" => {
-                allowed_modifiers = &["group", "catch"];
+                allowed_modifiers = &["async_op", "work", "group", "catch"];
                 let group = match &raw.group {
                     None => 0,
                     Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
@@ -1717,7 +1717,12 @@ impl Resolver<'_> {
                         "barrier = false is not an operation; write barrier = true or drop the op",
                     ));
                 }
-                OpKind::Barrier { group }
+                let (async_op, work) = self.async_work(raw, &ranks, program)?;
+                OpKind::Barrier {
+                    group,
+                    async_op,
+                    work,
+                }
             }
             "wait" | "is_completed" | "get_future" => {
                 let name = match key {

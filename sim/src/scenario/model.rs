@@ -60,6 +60,13 @@ impl TorchProfile {
         matches!(self, TorchProfile::V2_12)
     }
 
+    /// Whether a barrier Work's `wait()` synchronises the current stream only while the Work
+    /// is not completed and no poll ran (R14, R15; 2.12: `isBarrierOp_ && !isCompleted()`)
+    /// rather than always (2.5: `barrierTensor_.defined()`).
+    pub fn barrier_wait_syncs_only_unfinished(self) -> bool {
+        matches!(self, TorchProfile::V2_12)
+    }
+
     /// The profile a PyTorch release behaves as (a version such as `2.11.0+cu130`): 2.8 and
     /// later launch a synchronous collective on the current stream (R11; pytorch/pytorch#150398,
     /// first released in 2.8), earlier ones on the internal stream with a `wait()`. `None`
@@ -703,8 +710,14 @@ pub enum OpKind {
         work: Option<WorkId>,
     },
     /// `dist.barrier()`: a synchronous 1-element all_reduce (R11), then the current stream is
-    /// synchronised (R14).
-    Barrier { group: GroupId },
+    /// synchronised (R14). With `async_op`, `dist.barrier(async_op=True)`: the all_reduce on the
+    /// internal stream and a Work, whose `wait()` synchronises the current stream only while
+    /// the Work is not completed (R14).
+    Barrier {
+        group: GroupId,
+        async_op: bool,
+        work: Option<WorkId>,
+    },
     /// `work.wait()` (R12), blocking when `TORCH_NCCL_BLOCKING_WAIT` (R15).
     Wait {
         work: WorkId,
@@ -795,7 +808,7 @@ impl OpKind {
             OpKind::Collective {
                 collective, group, ..
             } => Some((collective, group)),
-            OpKind::Barrier { group } => Some((CollectiveKind::AllReduce, group)),
+            OpKind::Barrier { group, .. } => Some((CollectiveKind::AllReduce, group)),
             OpKind::BatchP2p { group, .. } => Some((CollectiveKind::BatchP2p, group)),
             _ => None,
         }

@@ -209,7 +209,7 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
 
 
 def barrier(group=None, async_op=False, device_ids=None):
-    _issue("barrier", group, False)
+    return _issue("barrier", group, async_op)
 
 
 class _CoalescingManager:
