@@ -388,6 +388,33 @@ mod tests {
     }
 
     #[test]
+    fn an_asynchronous_barrier_keeps_its_work_and_its_wait() {
+        // `w = dist.barrier(async_op=True)` from 370 to 380 µs: its all_reduce on the internal
+        // stream (a `cudaStreamWaitEvent` inside the call, no `cudaStreamSynchronize`), then
+        // `w.wait()` at 390 µs, the current stream waiting on the Work's end (as PyTorch 2.11
+        // recorded it, tests/data/torch/probes/barrier/).
+        let barrier = r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 370.0, "dur": 10.0, "args": {"Collective name": "barrier", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Process Group Ranks": "[0]"}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 372.0, "dur": 1.0, "args": {"correlation": 9}},
+{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 390.0, "dur": 5.0, "args": {"Collective name": "wait", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Process Group Ranks": "[]"}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 391.0, "dur": 1.0, "args": {"correlation": 10}},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#;
+        let trace = small_trace(0, 1).replace("[0, 1]", "[0]").replacen(
+            r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
+            barrier,
+            1,
+        );
+        let text = import_one(&trace).unwrap();
+        assert!(
+            text.contains("barrier = true\nasync_op = true\nwork = \"w2\"\n[[op]]\nhost_sleep_us = 11\n[[op]]\nwait = \"w2\"\n"),
+            "{text}"
+        );
+        let scenario =
+            sim::scenario::parse("import.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    }
+
+    #[test]
     fn a_trace_without_record_param_comms_keeps_its_barrier_from_the_nccl_annotation() {
         // The Work's own annotations only, as ProcessGroupNCCL names them: an all_reduce,
         // then a barrier's all_reduce.

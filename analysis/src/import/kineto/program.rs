@@ -290,6 +290,13 @@ impl<'t> RankProgram<'t> {
                     .map(str::to_string)
             })
             .collect();
+        // Collectives whose call synchronised a stream (a synchronous barrier's wait, R14).
+        let mut synced_in = vec![false; trace.comms.len()];
+        for (call, comm) in trace.runtime.iter().zip(&trace.comm_of_call) {
+            if let (Some(comm), "cudaStreamSynchronize") = (comm, call.name.as_str()) {
+                synced_in[*comm] = true;
+            }
+        }
         let bytes = self.buckets(options);
         enum Item {
             Call(usize),
@@ -359,14 +366,17 @@ impl<'t> RankProgram<'t> {
                     };
                     // The collective is issued at its launch (`at_ns`): its host time before
                     // that is the host's gap before it, the rest the gap after it, so that the
-                    // replay launches its kernel when the trace did. A barrier has no
-                    // asynchronous form in the scenario format: it is read as the synchronous
-                    // call it is in programs (`dist.barrier()`), which blocks until its stream
-                    // drained (R14). The simulator re-times that wait: the host's own time
-                    // goes on from the call's end. Without a launch in the trace, the barrier
-                    // is issued where it began to block (its last CUDA call, PyTorch's
-                    // `cudaStreamSynchronize`; the call's start without one).
+                    // replay launches its kernel when the trace did. A barrier blocks until
+                    // its stream drained (`dist.barrier()`, R14) unless it was asynchronous
+                    // (`dist.barrier(async_op=True)`: its all_reduce on the internal stream, a
+                    // `cudaStreamWaitEvent` and no `cudaStreamSynchronize` inside the call),
+                    // which returns a Work as other asynchronous collectives do. The simulator
+                    // re-times a synchronous one's wait: the host's own time goes on from the
+                    // call's end. Without a launch in the trace, the barrier is issued where it
+                    // began to block (its last CUDA call, PyTorch's `cudaStreamSynchronize`; the
+                    // call's start without one).
                     let barrier = trace.comms[*comm].key == "barrier";
+                    let async_barrier = barrier && trace.comm_async[*comm] && !synced_in[*comm];
                     let (call_at_ns, resume_ns) = if barrier {
                         let blocked_from_ns = (trace.comm_of_call.iter().enumerate())
                             .filter(|(_, of)| **of == Some(*comm))
@@ -381,7 +391,7 @@ impl<'t> RankProgram<'t> {
                     } else {
                         (*at_ns, *at_ns)
                     };
-                    let (stream, work) = if trace.comm_async[*comm] && !barrier {
+                    let (stream, work) = if trace.comm_async[*comm] && (!barrier || async_barrier) {
                         let work = self.next_name(2, "w");
                         works.push_back(work.clone());
                         (current.clone(), Some(work))
