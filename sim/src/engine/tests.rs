@@ -690,6 +690,54 @@ fn a_bucketed_collective_reads_its_gradients_on_the_current_stream_r21_r25() {
     );
 }
 
+/// Two buckets of four 8 MiB gradients, all_reduced with `async_op = true` into Work `w`
+/// (line 8), with `ops` after it.
+fn ddp_scenario(ops: &str) -> Timeline {
+    let text = format!(
+        "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n[streams]\nside = {{}}\n\
+         [tensors]\ngrads = {{ size = \"8MiB\", count = 4 }}\n\
+         [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+         async_op = true\nwork = \"w\"\n{ops}"
+    );
+    simulate(&parse("ddp.toml", &text).unwrap())
+}
+
+fn race_messages(timeline: &Timeline) -> Vec<&str> {
+    (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::Race)
+        .map(|f| f.message.as_str())
+        .collect()
+}
+
+#[test]
+fn a_bucket_s_flat_buffer_is_memory_the_race_detector_sees_r21_r25() {
+    // The next iteration's copy into the bucket, on the current stream, writes the buffer
+    // the previous iteration's NCCL kernel still reduces on the internal stream when the
+    // program never waited for its Work. The buffers used to be invisible to the detector.
+    let text = "repeat = 2\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+                [tensors]\ngrads = { size = \"8MiB\", count = 4 }\n\
+                [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+                async_op = true\n";
+    let timeline = simulate(&parse("ddp.toml", text).unwrap());
+    // One finding per pair of ops: the first bucket's.
+    assert_eq!(
+        race_messages(&timeline),
+        [
+            "data race on bucket buffer 1 of 2 of ddp (line 8) (rank 0, iteration 1): write by \
+          ddp (line 8) on stream default is not ordered with the earlier write by ddp (line 8) \
+          on stream nccl:world; to order them, call wait() on the Work of ddp while stream \
+          default is current, before ddp (R12)"
+        ]
+    );
+    assert_eq!(
+        timeline.ranks[0].races[0].tensor,
+        "bucket buffer 1 of 2 of ddp (line 8)"
+    );
+    // Waited, as DDP's finalize_backward always does, there is no race.
+    let waited = ddp_scenario("[[op]]\nwait = \"w\"\n");
+    assert!(waited.findings.is_empty(), "{:?}", waited.findings);
+}
+
 #[test]
 fn ranks_that_all_reduce_the_same_bytes_of_other_dtypes_disagree_r16() {
     // Rank 0 reduces 1 MiB of f32, rank 1 1 MiB of bf16 at the same SeqNum: NCCL would reduce

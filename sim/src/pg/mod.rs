@@ -293,8 +293,10 @@ impl ProcessGroupNccl {
                 // A list of tensors is one NCCL call per tensor, one for a coalesced group, or
                 // one per bucket, on the bucket's flat buffer (R25).
                 let bucketed = matches!(batch, Batch::Bucketed { .. });
-                for (bytes, bucket) in scenario.call_sizes(&op.kind).into_iter().zip(0..) {
-                    let call = call(bytes, bucketed.then_some(bucket));
+                let sizes = scenario.call_sizes(&op.kind);
+                let buckets = sizes.len() as u32;
+                for (bytes, index) in sizes.into_iter().zip(0..) {
+                    let call = call(bytes, bucketed.then_some(Bucket { index, buckets }));
                     self.collective(scenario, op, call, out);
                 }
                 return Ok(());
@@ -590,7 +592,7 @@ impl ProcessGroupNccl {
                 write: true,
             });
         }
-        if let (Some(0), Some(gradients)) = (call.bucket, call.tensor) {
+        if let (Some(Bucket { index: 0, buckets }), Some(gradients)) = (call.bucket, call.tensor) {
             // R25: the Reducer copies each gradient into its bucket's buffer on the current
             // stream (`copy_grad_to_bucket`) before it all_reduces the bucket; here all of
             // them, before the first bucket. The copy is the gradients' last use by the
@@ -600,6 +602,11 @@ impl ProcessGroupNccl {
                 tensor: gradients,
                 write: false,
             });
+            out.extend((0..buckets).map(|bucket| Step::BucketAccess {
+                op: op.index as u32,
+                bucket,
+                write: true,
+            }));
         }
         // R10a: input-ready event on the current stream; the internal stream waits on it. A
         // call on the current stream records none (R11): its input-ready point is a probe.
@@ -673,14 +680,19 @@ impl ProcessGroupNccl {
                     write: !t.send,
                 }))
             }
-            _ => {
-                if let Some(tensor) = call.tensor.filter(|_| call.bucket.is_none()) {
-                    out.push(Step::Access {
-                        tensor,
-                        write: true,
-                    });
-                }
-            }
+            _ => match (call.bucket, call.tensor) {
+                // A bucket's kernel reduces the bucket's flat buffer, not the gradients (R25).
+                (Some(bucket), _) => out.push(Step::BucketAccess {
+                    op: op.index as u32,
+                    bucket: bucket.index,
+                    write: true,
+                }),
+                (None, Some(tensor)) => out.push(Step::Access {
+                    tensor,
+                    write: true,
+                }),
+                (None, None) => {}
+            },
         }
         declared_accesses(op, out);
         // R10d: the Work's end event on the stream the kernel ran on.
@@ -877,10 +889,19 @@ struct CollectiveCall {
     /// Host time of the calls a coalescing manager block only recorded before this, its one
     /// launch (R25); `None` outside a block.
     recorded_calls_ns: Option<u64>,
-    /// The bucket (numbered from 0) whose flat buffer this call of a bucketed collective
-    /// reduces (R25): DDP's Reducer copies the gradients `tensor` into the buckets on the
-    /// current stream, and the kernel and the Work touch the buffer, not the gradients.
-    bucket: Option<u32>,
+    /// The bucket whose flat buffer this call of a bucketed collective reduces (R25): DDP's
+    /// Reducer copies the gradients `tensor` into the buckets on the current stream, and the
+    /// kernel and the Work touch the buffer, not the gradients.
+    bucket: Option<Bucket>,
+}
+
+/// One bucket of a bucketed collective (R25).
+#[derive(Clone, Copy)]
+struct Bucket {
+    /// Numbered from 0.
+    index: u32,
+    /// How many the collective has.
+    buckets: u32,
 }
 
 /// The op's declared `reads` and `writes` (R21).

@@ -210,6 +210,10 @@ pub enum Step {
     /// The op reads or writes `tensor` at its last GPU item (R21; only the race detector
     /// looks).
     Access { tensor: TensorId, write: bool },
+    /// The op reads or writes the flat buffer of bucket `bucket` (numbered from 0) of the
+    /// bucketed collective at op `op`, at its last GPU item (R21, R25; only the race detector
+    /// looks).
+    BucketAccess { op: u32, bucket: u32, write: bool },
 }
 
 impl fmt::Display for Kernel {
@@ -378,6 +382,10 @@ impl fmt::Display for Step {
             } => write!(f, "mark m{mark} s{stream} +{cost_ns}ns"),
             Step::Access { tensor, write } => {
                 write!(f, "{} t{tensor}", if write { "write" } else { "read" })
+            }
+            Step::BucketAccess { op, bucket, write } => {
+                let verb = if write { "write" } else { "read" };
+                write!(f, "{verb} bucket {bucket} of op {op}")
             }
         }
     }
