@@ -522,6 +522,10 @@ impl Engine<'_> {
                 });
                 state.scratch.mark_instance.push(instance);
             }
+            Step::Copy { stream } => {
+                let state = &mut self.ranks[rank as usize];
+                state.cursor.access_point = Some(state.race.enqueue(stream));
+            }
             Step::Access { tensor, write } => {
                 self.access_at_op_point(rank, op, Accessed::Tensor(tensor), write)
             }

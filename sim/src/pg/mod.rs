@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! Over 800 lines (about 930): the lowering of every op kind is one `match` (the setup ops and
+//! Over 800 lines (about 1,000): the lowering of every op kind is one `match` (the setup ops and
 //! communicator creation included), so that each ProcessGroupNCCL rule is written in one place;
 //! its unit tests are `pg/tests.rs`.
 
@@ -66,6 +66,9 @@ pub struct ProcessGroupNccl {
     /// Per collective record: whether it is a barrier's all_reduce, whose Work's wait()
     /// synchronises the current stream (R14).
     barrier_collectives: Vec<bool>,
+    /// Per collective record: for the last bucket of a bucketed collective, the copy back
+    /// into the gradients that follows the wait() of its Work (R25).
+    copy_outs: Vec<Option<CopyOut>>,
     /// Per process group: point-to-point calls issued so far. PyTorch numbers them apart from
     /// the collectives, whatever the peer, and a p2p Work's `SeqNum` is this count.
     p2p_seq: Vec<u64>,
@@ -104,6 +107,7 @@ impl ProcessGroupNccl {
             next_slot: 0,
             collective_groups: Vec::new(),
             barrier_collectives: Vec::new(),
+            copy_outs: Vec::new(),
             p2p_seq: vec![0; scenario.groups.len()],
             group_batches: vec![0; scenario.groups.len()],
             event_slot: vec![None; scenario.events.len()],
@@ -598,6 +602,9 @@ impl ProcessGroupNccl {
             // them, before the first bucket. The copy is the gradients' last use by the
             // collective: the kernels and the Work hold the bucket buffers, which live for
             // the run, so the gradients may be freed and their blocks reused at once.
+            out.push(Step::Copy {
+                stream: call_stream,
+            });
             out.push(Step::Access {
                 tensor: gradients,
                 write: false,
@@ -643,6 +650,17 @@ impl ProcessGroupNccl {
         let collective = self.collective_groups.len() as u32;
         self.collective_groups.push(group);
         self.barrier_collectives.push(barrier);
+        let copy_out = match (call.bucket, call.tensor) {
+            (Some(bucket), Some(gradients)) if bucket.index + 1 == bucket.buckets => {
+                Some(CopyOut {
+                    op: op.index as u32,
+                    gradients,
+                    buckets: bucket.buckets,
+                })
+            }
+            _ => None,
+        };
+        self.copy_outs.push(copy_out);
         let process_group = scenario.process_group(group);
         let seq_num = if call.kind.is_point_to_point() {
             self.p2p_seq[process_group] += 1;
@@ -729,6 +747,10 @@ impl ProcessGroupNccl {
                 cost_ns: costs.sync_ns,
             });
         }
+        if let Some(copy_out) = copy_out.filter(|_| !call.async_op && !on_internal_stream) {
+            // R11 (≥ 2.8): the buckets ran on the current stream, which copies them back.
+            copy_out.lower(call_stream, out);
+        }
         if let Some(result) = functional_result {
             // `y = …` binds the name to the new result: the tensor it held goes (R30).
             out.push(Step::FreeSetAside { tensor: result });
@@ -767,6 +789,9 @@ impl ProcessGroupNccl {
             self.barrier_wait_sync(scenario, (collective, end), stream, poll, out);
         }
         out.push(Step::WaitReturn { collective });
+        if let Some(copy_out) = self.copy_outs[collective as usize] {
+            copy_out.lower(stream, out);
+        }
     }
 
     /// The end of a barrier Work's `wait()` (R14), after its stream wait and any poll: the
@@ -893,6 +918,34 @@ struct CollectiveCall {
     /// Reducer copies the gradients `tensor` into the buckets on the current stream, and the
     /// kernel and the Work touch the buffer, not the gradients.
     bucket: Option<Bucket>,
+}
+
+/// R25: DDP's `finalize_backward`, after the wait for the last bucket's Work (the buckets
+/// run in order on one stream, so all of them are done): on the stream current at the wait,
+/// `copy_bucket_to_grad` copies each bucket's buffer back into its gradients
+/// (`grad.copy_(bucket_view)`, with the default gradient_as_bucket_view=False): it reads
+/// every buffer and writes the gradients.
+#[derive(Clone, Copy)]
+struct CopyOut {
+    /// The bucketed collective.
+    op: u32,
+    gradients: TensorId,
+    buckets: u32,
+}
+
+impl CopyOut {
+    fn lower(self, stream: StreamRef, out: &mut Vec<Step>) {
+        out.push(Step::Copy { stream });
+        out.extend((0..self.buckets).map(|bucket| Step::BucketAccess {
+            op: self.op,
+            bucket,
+            write: false,
+        }));
+        out.push(Step::Access {
+            tensor: self.gradients,
+            write: true,
+        });
+    }
 }
 
 /// One bucket of a bucketed collective (R25).
