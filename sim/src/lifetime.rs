@@ -51,6 +51,9 @@ pub struct TensorMemory<E> {
     lifetime: Lifetime,
     /// Each tensor's blocks while it is allocated, one per tensor of a list, in list order.
     blocks: Vec<Vec<BlockId>>,
+    /// Each bucket buffer's op and block, in program order (an op's in bucket order): they
+    /// live for the run (R25).
+    bucket_blocks: Vec<(usize, BlockId)>,
     /// Works not yet waited, and Works the program holds, that hold each block.
     holders: HashMap<BlockId, u32>,
     /// Blocks whose tensor was deleted while Works still held them, with the recordStream
@@ -123,8 +126,9 @@ pub fn bucket_buffer_text(scenario: &Scenario, op: usize, bucket: u32) -> String
 enum Holder {
     /// The next tensor of a list (or the one tensor).
     Tensor(TensorId),
-    /// A bucket buffer: it lives for the run, so the books keep only its block in use.
-    Bucket,
+    /// A buffer of the next bucket of the bucketed collective at op `op`: it lives for the
+    /// run.
+    Bucket { op: usize },
 }
 
 /// What an allocation needs from the device.
@@ -158,6 +162,7 @@ impl<E: Copy> TensorMemory<E> {
             allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
             lifetime: scenario.memory.lifetime,
             blocks: vec![Vec::new(); scenario.tensors.len()],
+            bucket_blocks: Vec::new(),
             holders: HashMap::default(),
             deferred_free: Vec::new(),
             handle_holds: Vec::new(),
@@ -198,7 +203,7 @@ impl<E: Copy> TensorMemory<E> {
         for (owner, size_bytes) in elements.chain(buckets) {
             let holder = match owner {
                 UpFront::Tensor(tensor) => Holder::Tensor(tensor),
-                UpFront::Bucket { .. } => Holder::Bucket,
+                UpFront::Bucket { op, .. } => Holder::Bucket { op },
             };
             let step = memory.allocate_for(holder, size_bytes, 0);
             let fits = matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. });
@@ -273,6 +278,23 @@ impl<E: Copy> TensorMemory<E> {
             }
             Some(region)
         })
+    }
+
+    /// Where bucket `bucket` (numbered from 0) of the bucketed collective at op `op` lives,
+    /// with the buffer's number among all bucket buffers (in program order); `None` if it was
+    /// never allocated (an up-front allocation before it did not fit).
+    pub fn bucket_region(&self, op: usize, bucket: u32) -> Option<(u32, Region)> {
+        let first = self.bucket_blocks.partition_point(|&(of, _)| of < op);
+        let index = first + bucket as usize;
+        let &(of, block) = self.bucket_blocks.get(index)?;
+        (of == op).then(|| (index as u32, self.allocator.region(block)))
+    }
+
+    /// The op and bucket of bucket buffer number `index` ([`Self::bucket_region`]).
+    pub fn bucket_of(&self, index: u32) -> (usize, u32) {
+        let (op, _) = self.bucket_blocks[index as usize];
+        let first = self.bucket_blocks.partition_point(|&(of, _)| of < op);
+        (op, index - first as u32)
     }
 
     /// How many tensors of `tensor`'s list are allocated (1 for a plain tensor, once it is).
@@ -400,8 +422,9 @@ impl<E: Copy> TensorMemory<E> {
 
     fn hand_out(&mut self, holder: Holder, block: BlockId) -> Place {
         let region = self.allocator.region(block);
-        if let Holder::Tensor(tensor) = holder {
-            self.blocks[tensor].push(block);
+        match holder {
+            Holder::Tensor(tensor) => self.blocks[tensor].push(block),
+            Holder::Bucket { op } => self.bucket_blocks.push((op, block)),
         }
         self.in_use.insert(block, region.segment);
         Place {

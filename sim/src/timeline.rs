@@ -262,7 +262,8 @@ pub struct RaceRecord {
     pub iteration: u32,
     /// Host time of the later access's call.
     pub host_ns: u64,
-    /// The tensor of the later access (the block may have been another tensor's before).
+    /// The tensor of the later access (the block may have been another tensor's before), or
+    /// the bucket buffer, as `bucket buffer 1 of 2 of ddp (line 7)` (R25).
     pub tensor: String,
     /// The tensor of the earlier access, where it was another one: the allocator gave its
     /// freed block to `tensor` (R17).

@@ -4,28 +4,73 @@
 
 use super::*;
 
+/// What an access touches (R21): a tensor (all of a list: the list is one tensor to the op),
+/// or the flat buffer of bucket `bucket` of the bucketed collective at op `op` (R25).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Accessed {
+    Tensor(TensorId),
+    Bucket { op: usize, bucket: u32 },
+}
+
 impl Engine<'_> {
-    /// One access of a tensor's blocks (all of a list's: the list is one tensor to the op); a
-    /// race with an earlier access becomes a record and a finding (R21).
+    /// One access of a tensor's blocks or of a bucket buffer; a race with an earlier access
+    /// becomes a record and a finding (R21). To the race detector, bucket buffer number `n`
+    /// (in program order) is tensor number `tensors.len() + n`.
     pub(super) fn access(
         &mut self,
         rank: u32,
         point: Point,
-        tensor: TensorId,
+        accessed: Accessed,
         kind: AccessKind,
         op_index: usize,
     ) {
         const MAX_RACE_FINDINGS: usize = 64;
         let state = &mut self.ranks[rank as usize];
-        let mut first_race = None;
-        for region in state.memory.books.regions(tensor) {
-            let range = (region.segment, region.start_bytes, region.end_bytes);
-            let race =
-                (state.race).access(point.clone(), range, kind, op_index as u64, tensor as u32);
-            first_race = first_race.or(race);
-        }
-        let Some(race) = first_race else {
+        let site = op_index as u64;
+        let (race, id) = match accessed {
+            Accessed::Tensor(tensor) => {
+                let mut first_race = None;
+                for region in state.memory.books.regions(tensor) {
+                    let range = (region.segment, region.start_bytes, region.end_bytes);
+                    let race = (state.race).access(point.clone(), range, kind, site, tensor as u32);
+                    first_race = first_race.or(race);
+                }
+                (first_race, tensor as u32)
+            }
+            Accessed::Bucket { op, bucket } => {
+                let Some((index, region)) = state.memory.books.bucket_region(op, bucket) else {
+                    return;
+                };
+                let id = self.scenario.tensors.len() as u32 + index;
+                let range = (region.segment, region.start_bytes, region.end_bytes);
+                (state.race.access(point, range, kind, site, id), id)
+            }
+        };
+        let Some(race) = race else {
             return;
+        };
+        let state = &self.ranks[rank as usize];
+        // A tensor by its name, a bucket buffer by its bucket and op.
+        let name = |id: u32| match self.scenario.tensors.get(id as usize) {
+            Some(declared) => declared.name.clone(),
+            None => {
+                let index = id - self.scenario.tensors.len() as u32;
+                let (op, bucket) = state.memory.books.bucket_of(index);
+                crate::lifetime::bucket_buffer_text(self.scenario, op, bucket)
+            }
+        };
+        let noun = |id: u32| match self.scenario.tensors.get(id as usize) {
+            Some(declared) => format!("tensor {}", declared.name),
+            None => name(id),
+        };
+        // A block reused by another tensor: name the one the earlier access touched.
+        let (earlier_of, reused) = if race.earlier_tensor == id {
+            (String::new(), String::new())
+        } else {
+            (
+                format!(" of {}", noun(race.earlier_tensor)),
+                format!(", whose freed block {} was given", name(id)),
+            )
         };
         let stream_name = |agent: usize| match agent {
             0 => "host".to_string(),
@@ -34,12 +79,8 @@ impl Engine<'_> {
         let record = RaceRecord {
             iteration: state.iteration,
             host_ns: state.host_ns,
-            tensor: self.scenario.tensors[tensor].name.clone(),
-            earlier_tensor: (race.earlier_tensor as usize != tensor).then(|| {
-                self.scenario.tensors[race.earlier_tensor as usize]
-                    .name
-                    .clone()
-            }),
+            tensor: name(id),
+            earlier_tensor: (race.earlier_tensor != id).then(|| name(race.earlier_tensor)),
             earlier_op: race.earlier_site as OpRef,
             earlier_stream: stream_name(race.earlier_agent),
             earlier_write: race.earlier_kind == AccessKind::Write,
@@ -89,17 +130,9 @@ impl Engine<'_> {
             ),
         };
         let rank_id = state.timeline.rank;
-        // A block reused by another tensor: name the one the earlier access touched.
-        let (earlier_of, reused) = match &record.earlier_tensor {
-            Some(previous) => (
-                format!(" of tensor {previous}"),
-                format!(", whose freed block {} was given", record.tensor),
-            ),
-            None => (String::new(), String::new()),
-        };
         let message = format!(
-            "data race on tensor {} (rank {rank_id}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {}{earlier_of} by {} (line {}) on stream {}{reused}; to order them, {fix}",
-            record.tensor,
+            "data race on {} (rank {rank_id}, iteration {}): {} by {} (line {}) on stream {} is not ordered with the earlier {}{earlier_of} by {} (line {}) on stream {}{reused}; to order them, {fix}",
+            noun(id),
             record.iteration,
             verb(record.later_write),
             later.display_name(),
@@ -112,7 +145,7 @@ impl Engine<'_> {
         );
         let stream = Some(record.later_stream.clone());
         let iteration = record.iteration;
-        state.timeline.races.push(record);
+        self.ranks[rank as usize].timeline.races.push(record);
         if self
             .findings
             .iter()

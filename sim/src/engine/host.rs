@@ -12,6 +12,7 @@
 //! catch) are in [`super::wait`].
 
 use super::failure::Notice;
+use super::findings::Accessed;
 use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
 use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
@@ -521,27 +522,45 @@ impl Engine<'_> {
                 });
                 state.scratch.mark_instance.push(instance);
             }
-            Step::Access { tensor, write } => {
+            Step::Copy { stream } => {
                 let state = &mut self.ranks[rank as usize];
-                let stream = self.scenario.ops[op].stream as u16;
-                let point = match &state.cursor.access_point {
-                    Some(point) => point.clone(),
-                    None => {
-                        // An op without a GPU item of its own accesses at its place in the
-                        // stream.
-                        let point = state.race.enqueue(stream);
-                        state.cursor.access_point = Some(point.clone());
-                        point
-                    }
+                state.cursor.access_point = Some(state.race.enqueue(stream));
+            }
+            Step::Access { tensor, write } => {
+                self.access_at_op_point(rank, op, Accessed::Tensor(tensor), write)
+            }
+            Step::BucketAccess {
+                op: bucketed,
+                bucket,
+                write,
+            } => {
+                let accessed = Accessed::Bucket {
+                    op: bucketed as usize,
+                    bucket,
                 };
-                let kind = if write {
-                    AccessKind::Write
-                } else {
-                    AccessKind::Read
-                };
-                self.access(rank, point, tensor, kind, op);
+                self.access_at_op_point(rank, op, accessed, write)
             }
         }
+    }
+
+    /// An access by op `op` at its last GPU item (R21).
+    fn access_at_op_point(&mut self, rank: u32, op: usize, accessed: Accessed, write: bool) {
+        let state = &mut self.ranks[rank as usize];
+        let point = match &state.cursor.access_point {
+            Some(point) => point.clone(),
+            None => {
+                // An op without a GPU item of its own accesses at its place in the stream.
+                let point = state.race.enqueue(self.scenario.ops[op].stream as u16);
+                state.cursor.access_point = Some(point.clone());
+                point
+            }
+        };
+        let kind = if write {
+            AccessKind::Write
+        } else {
+            AccessKind::Read
+        };
+        self.access(rank, point, accessed, kind, op);
     }
 
     pub(super) fn instance(&self, rank: u32, slot: Slot) -> Instance {

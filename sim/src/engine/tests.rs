@@ -674,20 +674,147 @@ fn a_bucket_s_work_holds_its_flat_buffer_not_the_gradients_r18_r21_r25() {
 
 #[test]
 fn a_bucketed_collective_reads_its_gradients_on_the_current_stream_r21_r25() {
-    // The copy into the bucket is the gradients' access: a side stream's write of them that
-    // the current stream did not wait for races with that read, and the fix names it.
+    // The copy into the bucket reads the gradients: a side stream's write of them that the
+    // current stream did not wait for races with that read, and the fix names it; the copy
+    // back out of the buckets after wait() writes them, and races with that write too.
     let text = "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n[streams]\nside = {}\n\
                 [tensors]\ngrads = { size = \"8MiB\", count = 4 }\n\
                 [[op]]\nstream = \"side\"\nkernel = { us = 100 }\nwrites = [\"grads\"]\n\
                 [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
                 async_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n";
     let timeline = simulate(&parse("side.toml", text).unwrap());
-    assert_eq!(timeline.findings.len(), 1, "{:?}", timeline.findings);
-    let message = &timeline.findings[0].message;
+    let messages = race_messages(&timeline);
+    assert_eq!(messages.len(), 2, "{messages:?}");
     assert!(
-        message.contains("read by ddp (line 13) on stream default"),
-        "{message}"
+        messages[0].contains("read by ddp (line 13) on stream default"),
+        "{}",
+        messages[0]
     );
+    assert!(
+        messages[1].contains("write by wait#2 (line 19) on stream default"),
+        "{}",
+        messages[1]
+    );
+}
+
+/// Two buckets of four 8 MiB gradients, all_reduced with `async_op = true` into Work `w`
+/// (line 8), with `ops` after it.
+fn ddp_scenario(ops: &str) -> Timeline {
+    let text = format!(
+        "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n[streams]\nside = {{}}\n\
+         [tensors]\ngrads = {{ size = \"8MiB\", count = 4 }}\n\
+         [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+         async_op = true\nwork = \"w\"\n{ops}"
+    );
+    simulate(&parse("ddp.toml", &text).unwrap())
+}
+
+fn race_messages(timeline: &Timeline) -> Vec<&str> {
+    (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::Race)
+        .map(|f| f.message.as_str())
+        .collect()
+}
+
+#[test]
+fn the_wait_of_a_bucket_s_work_copies_the_buckets_back_into_the_gradients_r21_r25() {
+    // DDP's finalize_backward waits for each bucket's Work, then copies the bucket's buffer
+    // back into its gradients on the current stream (`copy_bucket_to_grad`, the default
+    // gradient_as_bucket_view=False): the gradients are written there. A side stream that
+    // reads them before that wait, or after it without waiting for the current stream,
+    // races with that copy; one that reads them after a wait() made while it is current
+    // does not. The copy used to be left out, and each read raced with nothing.
+    let before = ddp_scenario(
+        "[[op]]\nlabel = \"read\"\nstream = \"side\"\nkernel = { us = 10 }\nreads = [\"grads\"]\n\
+         [[op]]\nlabel = \"finalize\"\nwait = \"w\"\n",
+    );
+    assert_eq!(
+        race_messages(&before),
+        [
+            "data race on tensor grads (rank 0, iteration 0): write by finalize (line 20) on \
+          stream default is not ordered with the earlier read by read (line 15) on stream \
+          side; to order them, record_event on stream side after read and wait_event on \
+          stream default before finalize"
+        ]
+    );
+    let unordered_after = ddp_scenario(
+        "[[op]]\nlabel = \"finalize\"\nwait = \"w\"\n\
+         [[op]]\nlabel = \"read\"\nstream = \"side\"\nkernel = { us = 10 }\nreads = [\"grads\"]\n",
+    );
+    assert_eq!(race_messages(&unordered_after).len(), 1);
+    assert!(
+        race_messages(&unordered_after)[0].contains(
+            "read by read (line 18) on stream side is not ordered with the earlier write by \
+             finalize (line 15) on stream default"
+        ),
+        "{:?}",
+        unordered_after.findings
+    );
+    let ordered_after = ddp_scenario(
+        "[[op]]\nlabel = \"finalize\"\nstream = \"side\"\nwait = \"w\"\n\
+         [[op]]\nlabel = \"read\"\nstream = \"side\"\nkernel = { us = 10 }\nreads = [\"grads\"]\n",
+    );
+    assert!(
+        ordered_after.findings.is_empty(),
+        "{:?}",
+        ordered_after.findings
+    );
+}
+
+#[test]
+fn a_bucket_s_flat_buffer_is_memory_the_race_detector_sees_r21_r25() {
+    // The next iteration's copy into the bucket, on the current stream, writes the buffer
+    // the previous iteration's NCCL kernel still reduces on the internal stream when the
+    // program never waited for its Work. The buffers used to be invisible to the detector.
+    let text = "repeat = 2\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+                [tensors]\ngrads = { size = \"8MiB\", count = 4 }\n\
+                [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+                async_op = true\n";
+    let timeline = simulate(&parse("ddp.toml", text).unwrap());
+    // One finding per pair of ops: the first bucket's.
+    assert_eq!(
+        race_messages(&timeline),
+        [
+            "data race on bucket buffer 1 of 2 of ddp (line 8) (rank 0, iteration 1): write by \
+          ddp (line 8) on stream default is not ordered with the earlier write by ddp (line 8) \
+          on stream nccl:world; to order them, call wait() on the Work of ddp while stream \
+          default is current, before ddp (R12)"
+        ]
+    );
+    assert_eq!(
+        timeline.ranks[0].races[0].tensor,
+        "bucket buffer 1 of 2 of ddp (line 8)"
+    );
+    // Waited, as DDP's finalize_backward always does, there is no race.
+    let waited = ddp_scenario("[[op]]\nwait = \"w\"\n");
+    assert!(waited.findings.is_empty(), "{:?}", waited.findings);
+}
+
+#[test]
+fn a_synchronous_bucketed_collective_copies_out_on_the_current_stream_r11_r21_r25() {
+    // `async_op = false`: the wrapper's wait (2.5) or the current stream (2.12) orders the
+    // copy back into the gradients; a side stream's later read that did not wait for the
+    // current stream races with it.
+    for torch in ["2.5", "2.12"] {
+        let text = format!(
+            "torch = \"{torch}\"\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+             [streams]\nside = {{}}\n[tensors]\ngrads = {{ size = \"8MiB\", count = 4 }}\n\
+             [[op]]\nlabel = \"ddp\"\nall_reduce = \"grads\"\nbucket = \"16MiB\"\n\
+             [[op]]\nlabel = \"read\"\nstream = \"side\"\nkernel = {{ us = 10 }}\n\
+             reads = [\"grads\"]\n"
+        );
+        let timeline = simulate(&parse("sync.toml", &text).unwrap());
+        let messages = race_messages(&timeline);
+        assert_eq!(messages.len(), 1, "{torch}: {messages:?}");
+        assert!(
+            messages[0].contains(
+                "read by read (line 14) on stream side is not ordered with the earlier write \
+                 by ddp (line 10) on stream default"
+            ),
+            "{torch}: {}",
+            messages[0]
+        );
+    }
 }
 
 #[test]

@@ -346,6 +346,28 @@ fn a_bucketed_collective_s_buffers_are_allocated_up_front_beside_the_list_r17_r2
 }
 
 #[test]
+fn the_books_find_each_bucket_buffer_of_each_bucketed_collective_r21_r25() {
+    // Two bucketed all_reduces (ops 1 and 3), of two buckets and of one, whose buffers the
+    // race detector looks up by (op, bucket) and names by their number among all buffers.
+    let text = "[cluster]\nranks = 1\n[tensors]\ngrads = { size = \"1MiB\", count = 4 }\n\
+                [[op]]\nkernel = { us = 1 }\n[[op]]\nall_reduce = \"grads\"\nbucket = \"2MiB\"\n\
+                [[op]]\nkernel = { us = 1 }\n[[op]]\nall_reduce = \"grads\"\nbucket = \"4MiB\"\n";
+    let memory = TensorMemory::<u32>::new(&crate::scenario::parse("two.toml", text).unwrap());
+    let found: Vec<(u32, u64)> = [(1, 0), (1, 1), (3, 0)]
+        .into_iter()
+        .map(|(op, bucket)| {
+            let (index, region) = memory.bucket_region(op, bucket).expect("allocated");
+            assert_eq!(memory.bucket_of(index), (op, bucket));
+            (index, region.end_bytes - region.start_bytes)
+        })
+        .collect();
+    assert_eq!(found, [(0, 2 * MIB), (1, 2 * MIB), (2, 4 * MIB)]);
+    assert!(memory.bucket_region(1, 2).is_none());
+    assert!(memory.bucket_region(3, 1).is_none());
+    assert!(memory.bucket_region(2, 0).is_none());
+}
+
+#[test]
 fn a_split_segment_is_released_only_when_wholly_free() {
     let mut memory = TensorMemory::<u32>::new(&scenario("none"));
     // Two 256 MiB tensors from one 512 MiB cached segment (split, R17).

@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! Over 800 lines (about 930): the lowering of every op kind is one `match` (the setup ops and
+//! Over 800 lines (about 1,000): the lowering of every op kind is one `match` (the setup ops and
 //! communicator creation included), so that each ProcessGroupNCCL rule is written in one place;
 //! its unit tests are `pg/tests.rs`.
 
@@ -66,6 +66,9 @@ pub struct ProcessGroupNccl {
     /// Per collective record: whether it is a barrier's all_reduce, whose Work's wait()
     /// synchronises the current stream (R14).
     barrier_collectives: Vec<bool>,
+    /// Per collective record: for the last bucket of a bucketed collective, the copy back
+    /// into the gradients that follows the wait() of its Work (R25).
+    copy_outs: Vec<Option<CopyOut>>,
     /// Per process group: point-to-point calls issued so far. PyTorch numbers them apart from
     /// the collectives, whatever the peer, and a p2p Work's `SeqNum` is this count.
     p2p_seq: Vec<u64>,
@@ -104,6 +107,7 @@ impl ProcessGroupNccl {
             next_slot: 0,
             collective_groups: Vec::new(),
             barrier_collectives: Vec::new(),
+            copy_outs: Vec::new(),
             p2p_seq: vec![0; scenario.groups.len()],
             group_batches: vec![0; scenario.groups.len()],
             event_slot: vec![None; scenario.events.len()],
@@ -293,8 +297,10 @@ impl ProcessGroupNccl {
                 // A list of tensors is one NCCL call per tensor, one for a coalesced group, or
                 // one per bucket, on the bucket's flat buffer (R25).
                 let bucketed = matches!(batch, Batch::Bucketed { .. });
-                for (bytes, bucket) in scenario.call_sizes(&op.kind).into_iter().zip(0..) {
-                    let call = call(bytes, bucketed.then_some(bucket));
+                let sizes = scenario.call_sizes(&op.kind);
+                let buckets = sizes.len() as u32;
+                for (bytes, index) in sizes.into_iter().zip(0..) {
+                    let call = call(bytes, bucketed.then_some(Bucket { index, buckets }));
                     self.collective(scenario, op, call, out);
                 }
                 return Ok(());
@@ -590,16 +596,24 @@ impl ProcessGroupNccl {
                 write: true,
             });
         }
-        if let (Some(0), Some(gradients)) = (call.bucket, call.tensor) {
+        if let (Some(Bucket { index: 0, buckets }), Some(gradients)) = (call.bucket, call.tensor) {
             // R25: the Reducer copies each gradient into its bucket's buffer on the current
             // stream (`copy_grad_to_bucket`) before it all_reduces the bucket; here all of
             // them, before the first bucket. The copy is the gradients' last use by the
             // collective: the kernels and the Work hold the bucket buffers, which live for
             // the run, so the gradients may be freed and their blocks reused at once.
+            out.push(Step::Copy {
+                stream: call_stream,
+            });
             out.push(Step::Access {
                 tensor: gradients,
                 write: false,
             });
+            out.extend((0..buckets).map(|bucket| Step::BucketAccess {
+                op: op.index as u32,
+                bucket,
+                write: true,
+            }));
         }
         // R10a: input-ready event on the current stream; the internal stream waits on it. A
         // call on the current stream records none (R11): its input-ready point is a probe.
@@ -636,6 +650,17 @@ impl ProcessGroupNccl {
         let collective = self.collective_groups.len() as u32;
         self.collective_groups.push(group);
         self.barrier_collectives.push(barrier);
+        let copy_out = match (call.bucket, call.tensor) {
+            (Some(bucket), Some(gradients)) if bucket.index + 1 == bucket.buckets => {
+                Some(CopyOut {
+                    op: op.index as u32,
+                    gradients,
+                    buckets: bucket.buckets,
+                })
+            }
+            _ => None,
+        };
+        self.copy_outs.push(copy_out);
         let process_group = scenario.process_group(group);
         let seq_num = if call.kind.is_point_to_point() {
             self.p2p_seq[process_group] += 1;
@@ -673,14 +698,19 @@ impl ProcessGroupNccl {
                     write: !t.send,
                 }))
             }
-            _ => {
-                if let Some(tensor) = call.tensor.filter(|_| call.bucket.is_none()) {
-                    out.push(Step::Access {
-                        tensor,
-                        write: true,
-                    });
-                }
-            }
+            _ => match (call.bucket, call.tensor) {
+                // A bucket's kernel reduces the bucket's flat buffer, not the gradients (R25).
+                (Some(bucket), _) => out.push(Step::BucketAccess {
+                    op: op.index as u32,
+                    bucket: bucket.index,
+                    write: true,
+                }),
+                (None, Some(tensor)) => out.push(Step::Access {
+                    tensor,
+                    write: true,
+                }),
+                (None, None) => {}
+            },
         }
         declared_accesses(op, out);
         // R10d: the Work's end event on the stream the kernel ran on.
@@ -716,6 +746,10 @@ impl ProcessGroupNccl {
                 stream: call_stream,
                 cost_ns: costs.sync_ns,
             });
+        }
+        if let Some(copy_out) = copy_out.filter(|_| !call.async_op && !on_internal_stream) {
+            // R11 (≥ 2.8): the buckets ran on the current stream, which copies them back.
+            copy_out.lower(call_stream, out);
         }
         if let Some(result) = functional_result {
             // `y = …` binds the name to the new result: the tensor it held goes (R30).
@@ -755,6 +789,9 @@ impl ProcessGroupNccl {
             self.barrier_wait_sync(scenario, (collective, end), stream, poll, out);
         }
         out.push(Step::WaitReturn { collective });
+        if let Some(copy_out) = self.copy_outs[collective as usize] {
+            copy_out.lower(stream, out);
+        }
     }
 
     /// The end of a barrier Work's `wait()` (R14), after its stream wait and any poll: the
@@ -877,10 +914,47 @@ struct CollectiveCall {
     /// Host time of the calls a coalescing manager block only recorded before this, its one
     /// launch (R25); `None` outside a block.
     recorded_calls_ns: Option<u64>,
-    /// The bucket (numbered from 0) whose flat buffer this call of a bucketed collective
-    /// reduces (R25): DDP's Reducer copies the gradients `tensor` into the buckets on the
-    /// current stream, and the kernel and the Work touch the buffer, not the gradients.
-    bucket: Option<u32>,
+    /// The bucket whose flat buffer this call of a bucketed collective reduces (R25): DDP's
+    /// Reducer copies the gradients `tensor` into the buckets on the current stream, and the
+    /// kernel and the Work touch the buffer, not the gradients.
+    bucket: Option<Bucket>,
+}
+
+/// R25: DDP's `finalize_backward`, after the wait for the last bucket's Work (the buckets
+/// run in order on one stream, so all of them are done): on the stream current at the wait,
+/// `copy_bucket_to_grad` copies each bucket's buffer back into its gradients
+/// (`grad.copy_(bucket_view)`, with the default gradient_as_bucket_view=False): it reads
+/// every buffer and writes the gradients.
+#[derive(Clone, Copy)]
+struct CopyOut {
+    /// The bucketed collective.
+    op: u32,
+    gradients: TensorId,
+    buckets: u32,
+}
+
+impl CopyOut {
+    fn lower(self, stream: StreamRef, out: &mut Vec<Step>) {
+        out.push(Step::Copy { stream });
+        out.extend((0..self.buckets).map(|bucket| Step::BucketAccess {
+            op: self.op,
+            bucket,
+            write: false,
+        }));
+        out.push(Step::Access {
+            tensor: self.gradients,
+            write: true,
+        });
+    }
+}
+
+/// One bucket of a bucketed collective (R25).
+#[derive(Clone, Copy)]
+struct Bucket {
+    /// Numbered from 0.
+    index: u32,
+    /// How many the collective has.
+    buckets: u32,
 }
 
 /// The op's declared `reads` and `writes` (R21).

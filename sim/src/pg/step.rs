@@ -210,6 +210,13 @@ pub enum Step {
     /// The op reads or writes `tensor` at its last GPU item (R21; only the race detector
     /// looks).
     Access { tensor: TensorId, write: bool },
+    /// A copy DDP's Reducer issues on `stream` (R25): the op's accesses that follow happen at
+    /// its place in that stream. Neither engine times it or carries it out.
+    Copy { stream: StreamRef },
+    /// The op reads or writes the flat buffer of bucket `bucket` (numbered from 0) of the
+    /// bucketed collective at op `op`, at its last GPU item (R21, R25; only the race detector
+    /// looks).
+    BucketAccess { op: u32, bucket: u32, write: bool },
 }
 
 impl fmt::Display for Kernel {
@@ -378,6 +385,11 @@ impl fmt::Display for Step {
             } => write!(f, "mark m{mark} s{stream} +{cost_ns}ns"),
             Step::Access { tensor, write } => {
                 write!(f, "{} t{tensor}", if write { "write" } else { "read" })
+            }
+            Step::Copy { stream } => write!(f, "copy s{stream}"),
+            Step::BucketAccess { op, bucket, write } => {
+                let verb = if write { "write" } else { "read" };
+                write!(f, "{verb} bucket {bucket} of op {op}")
             }
         }
     }

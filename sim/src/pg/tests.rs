@@ -587,3 +587,42 @@ fn a_result_the_previous_iteration_left_unused_is_waited_before_its_first_use_r3
         ["wait c1", "nccl c2", "wait c2", "nccl c3"]
     );
 }
+
+#[test]
+fn a_bucket_s_wait_is_ddp_s_finalize_the_copy_back_into_the_gradients_r25() {
+    // Two buckets: the copy in on the current stream (the gradients read, both buffers
+    // written), each bucket's kernel on its buffer on the internal stream, and after the wait of the last bucket's
+    // Work, on the stream current there, both buffers read and the gradients written.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[streams]\nside = {}\n\
+                [tensors]\ngrads = { size = \"8MiB\", count = 4 }\n\
+                [[op]]\nall_reduce = \"grads\"\nbucket = \"16MiB\"\nasync_op = true\n\
+                work = \"w\"\n[[op]]\nstream = \"side\"\nwait = \"w\"\n";
+    let steps = lowered(text);
+    let accesses: Vec<&str> = (steps.iter().map(String::as_str))
+        .filter(|step| {
+            ["copy ", "read ", "write ", "nccl "]
+                .iter()
+                .any(|k| step.starts_with(k))
+        })
+        .collect();
+    assert_eq!(
+        accesses,
+        [
+            "copy s0",
+            "read t0",
+            "write bucket 0 of op 0",
+            "write bucket 1 of op 0",
+            "nccl c0 g0 ALLREDUCE 16777216B seq 1 s0->s2 async ready e0 jitter 1.000000000",
+            "write bucket 0 of op 0",
+            "nccl c1 g0 ALLREDUCE 16777216B seq 2 s0->s2 async ready e2 jitter 1.000000000",
+            "write bucket 1 of op 0",
+            "copy s1",
+            "read bucket 0 of op 0",
+            "read bucket 1 of op 0",
+            "write t0",
+        ]
+    );
+    assert_eq!(tail(&steps, 6)[..2], ["wait_return c1", "copy s1"]);
+    // A collective of one tensor has no copy.
+    assert!(!lowered(ASYNC).iter().any(|step| step.starts_with("copy")));
+}
