@@ -966,7 +966,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 });
             }
             // The race detector is the simulator's: the GPU shows no races by itself.
-            Step::Access { .. } => {}
+            Step::Access { .. } | Step::ReadSetAside { .. } => {}
         }
         Ok(())
     }

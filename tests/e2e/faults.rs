@@ -624,6 +624,37 @@ fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_
 }
 
 #[test]
+fn y_equals_fcol_all_reduce_of_y_clones_the_old_y_so_it_races_a_side_stream_writing_it() {
+    // R30, R21: `y = fcol.all_reduce(y)` clones the y the name held before the call, on the
+    // current stream; a side stream writing that y unordered races the clone's read, as it
+    // does when the result has a name of its own.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[streams]\nside = {}\n[tensors]\ny = \"1MiB\"\n[[op]]\nlabel = \"side_write\"\nstream = \"side\"\nkernel = { us = 500 }\nwrites = [\"y\"]\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"y\"\nresult = \"y\"\n[[op]]\nlabel = \"use\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let scenario = sim::scenario::parse("fcol_self.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    for rank in &timeline.ranks {
+        let races: Vec<(&str, bool, &str, bool)> = (rank.races.iter())
+            .map(|race| {
+                (
+                    timeline.ops[race.earlier_op as usize].name.as_str(),
+                    race.earlier_write,
+                    timeline.ops[race.later_op as usize].name.as_str(),
+                    race.later_write,
+                )
+            })
+            .collect();
+        assert_eq!(races, [("side_write", true, "ar", false)]);
+    }
+    // The clone reads after the allocation of its result: when that allocation releases the
+    // cache, the device synchronise it makes orders the side stream's write before the read.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[memory]\ncapacity_gib = 1\n[streams]\nside = {}\n[tensors]\nx = \"400MiB\"\ny = \"400MiB\"\ntmp = \"300MiB\"\n[[op]]\nalloc = \"tmp\"\n[[op]]\nfree = \"tmp\"\n[[op]]\nlabel = \"side_write\"\nstream = \"side\"\nkernel = { us = 500 }\nwrites = [\"x\"]\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("fcol_release.toml", text).unwrap());
+    for rank in &timeline.ranks {
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert!(rank.races.is_empty(), "{:?}", rank.races);
+    }
+}
+
+#[test]
 fn a_result_the_previous_iteration_left_unused_is_waited_at_the_next_iteration_s_first_use() {
     // R30 across iterations: x, the result of the last call, is the input of the first; the
     // next iteration's first call uses it, so it waits there and reads x after its all_reduce

@@ -3,6 +3,7 @@
 //! joined (R16), communicators that never formed (R8), hosts blocked for good (R14, R15).
 
 use super::*;
+use crate::lifetime::Binding;
 
 impl Engine<'_> {
     /// One access of a tensor's blocks (all of a list's: the list is one tensor to the op); a
@@ -11,14 +12,14 @@ impl Engine<'_> {
         &mut self,
         rank: u32,
         point: Point,
-        tensor: TensorId,
+        (tensor, binding): (TensorId, Binding),
         kind: AccessKind,
         op_index: usize,
     ) {
         const MAX_RACE_FINDINGS: usize = 64;
         let state = &mut self.ranks[rank as usize];
         let mut first_race = None;
-        for region in state.memory.books.regions(tensor) {
+        for region in state.memory.books.regions(tensor, binding) {
             let range = (region.segment, region.start_bytes, region.end_bytes);
             let race =
                 (state.race).access(point.clone(), range, kind, op_index as u64, tensor as u32);

@@ -13,6 +13,7 @@
 
 use super::failure::Notice;
 use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
+use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
@@ -522,24 +523,38 @@ impl Engine<'_> {
                 state.scratch.mark_instance.push(instance);
             }
             Step::Access { tensor, write } => {
-                let state = &mut self.ranks[rank as usize];
-                let stream = self.scenario.ops[op].stream as u16;
-                let point = match &state.cursor.access_point {
-                    Some(point) => point.clone(),
-                    None => {
-                        // An op without a GPU item of its own accesses at its place in the
-                        // stream.
-                        let point = state.race.enqueue(stream);
-                        state.cursor.access_point = Some(point.clone());
-                        point
-                    }
-                };
                 let kind = if write {
                     AccessKind::Write
                 } else {
                     AccessKind::Read
                 };
-                self.access(rank, point, tensor, kind, op);
+                let point = self.access_point(rank, op);
+                self.access(rank, point, (tensor, Binding::Current), kind, op);
+            }
+            Step::ReadSetAside { tensor } => {
+                let point = self.access_point(rank, op);
+                self.access(
+                    rank,
+                    point,
+                    (tensor, Binding::SetAside),
+                    AccessKind::Read,
+                    op,
+                );
+            }
+        }
+    }
+
+    /// Where the op's accesses happen: at its last GPU item, or, for an op without one, at
+    /// its place in its stream.
+    fn access_point(&mut self, rank: u32, op: usize) -> Point {
+        let state = &mut self.ranks[rank as usize];
+        let stream = self.scenario.ops[op].stream as u16;
+        match &state.cursor.access_point {
+            Some(point) => point.clone(),
+            None => {
+                let point = state.race.enqueue(stream);
+                state.cursor.access_point = Some(point.clone());
+                point
             }
         }
     }

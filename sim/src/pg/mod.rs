@@ -575,15 +575,20 @@ impl ProcessGroupNccl {
             // R30: `input.clone()` on the current stream before the call returns: a new
             // tensor, made while the one the result's name held lives on until the call
             // returns; the clone reads the input there, so the input is the program's again
-            // once the call returned; the collective then runs on the clone.
+            // once the call returned; the collective then runs on the clone. In `y =
+            // fcol.all_reduce(y)` the clone reads the y set aside, not the new one.
             out.push(Step::SetAside { tensor: result });
             out.push(Step::Alloc {
                 tensor: result,
                 stream: call_stream,
             });
-            out.push(Step::Access {
-                tensor: input,
-                write: false,
+            out.push(if input == result {
+                Step::ReadSetAside { tensor: input }
+            } else {
+                Step::Access {
+                    tensor: input,
+                    write: false,
+                }
             });
             out.push(Step::Access {
                 tensor: result,

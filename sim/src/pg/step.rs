@@ -210,6 +210,9 @@ pub enum Step {
     /// The op reads or writes `tensor` at its last GPU item (R21; only the race detector
     /// looks).
     Access { tensor: TensorId, write: bool },
+    /// The clone of `y = fcol.all_reduce(y)` reads the tensor set aside for `tensor`, the one
+    /// the name held before the call (R30, R21; only the race detector looks).
+    ReadSetAside { tensor: TensorId },
 }
 
 impl fmt::Display for Kernel {
@@ -379,6 +382,7 @@ impl fmt::Display for Step {
             Step::Access { tensor, write } => {
                 write!(f, "{} t{tensor}", if write { "write" } else { "read" })
             }
+            Step::ReadSetAside { tensor } => write!(f, "read_set_aside t{tensor}"),
         }
     }
 }
