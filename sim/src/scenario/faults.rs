@@ -8,6 +8,10 @@
 use super::raw::{RawFault, RawOp};
 use super::*;
 
+/// The Work of a functional collective's result `y` is named `wait_tensor(y)` (R30), as its
+/// waits are in reports; the program has no name for it.
+pub(super) const FUNCTIONAL_WORK_PREFIX: &str = "wait_tensor(";
+
 /// A functional collective whose result no later op has read yet (R30).
 pub(super) struct PendingResult {
     result: TensorId,
@@ -329,9 +333,10 @@ impl Resolver<'_> {
             None => 0,
             Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
         };
-        let work = program
-            .works
-            .intern(&format!("wait_tensor({})", result_name.get_ref()));
+        let work = program.works.intern(&format!(
+            "{FUNCTIONAL_WORK_PREFIX}{})",
+            result_name.get_ref()
+        ));
         cover(&mut program.work_coverage, work, ranks);
         program.pending_results.retain(|p| p.result != result);
         program.pending_results.push(PendingResult {
@@ -348,6 +353,22 @@ impl Resolver<'_> {
             batch: crate::scenario::Batch::Each,
             result: Some(result),
         })
+    }
+
+    /// A Work name the program writes (`work`, `wait`, `is_completed`, `get_future`): not one
+    /// of the form `wait_tensor(y)`, the Work of a functional collective's result, which Python
+    /// holds no handle on (R30).
+    pub(super) fn program_work_name(&self, name: &Spanned<String>) -> Result<()> {
+        if !name.get_ref().starts_with(FUNCTIONAL_WORK_PREFIX) {
+            return Ok(());
+        }
+        Err(self.error(
+            name.span(),
+            format!(
+                "{:?}: names of the form wait_tensor(…) are the Works of functional collectives' results (R30), which the program has no handle on (a result's wait_tensor comes before its first use); use another name",
+                name.get_ref()
+            ),
+        ))
     }
 
     /// R30: before an op that reads a pending functional result, the `wait_tensor` of its
@@ -692,6 +713,34 @@ mod tests {
             error("[tensors]\nx = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\n");
         assert_eq!(line, 4);
         assert!(message.contains("needs result"), "{message}");
+    }
+
+    #[test]
+    fn the_program_cannot_name_a_functional_result_s_work_r30() {
+        // `wait_tensor(y)` is the Work of the result y: a Work the program names so would be
+        // taken for it (and y's wait_tensor would wait on that Work), and a wait on it is a
+        // wait Python has no handle for.
+        let head = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\nz = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n";
+        for (program, column) in [
+            (
+                "[[op]]\nall_reduce = \"z\"\nasync_op = true\nwork = \"wait_tensor(y)\"\n",
+                8,
+            ),
+            (
+                "[[op]]\nbarrier = true\nasync_op = true\nwork = \"wait_tensor(q)\"\n",
+                8,
+            ),
+            ("[[op]]\nwait = \"wait_tensor(y)\"\n", 8),
+            ("[[op]]\nis_completed = \"wait_tensor(y)\"\n", 16),
+        ] {
+            let (line, at, message) = error(&format!("{head}{program}"));
+            let lines = program.lines().count() as u32;
+            assert_eq!((line, at), (9 + lines, column), "{program}");
+            assert!(
+                message.contains("are the Works of functional collectives' results (R30)"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

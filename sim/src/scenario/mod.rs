@@ -48,6 +48,7 @@ pub use overrides::{
 pub use suggest::nearest;
 
 use crate::units::{parse_size_bytes, us_to_ns};
+use faults::FUNCTIONAL_WORK_PREFIX;
 use raw::*;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -1694,6 +1695,7 @@ impl Resolver<'_> {
                 let work = match &raw.work {
                     None => None,
                     Some(name) => {
+                        self.program_work_name(name)?;
                         let work = program.works.intern(name.get_ref());
                         cover(&mut program.work_coverage, work, &ranks);
                         Some(work)
@@ -1737,6 +1739,7 @@ impl Resolver<'_> {
                     _ => raw.is_completed.as_ref(),
                 }
                 .expect("the key was found present");
+                self.program_work_name(name)?;
                 let Some(work) = program.works.find(name.get_ref()) else {
                     return Err(self.error(
                         name.span(),
@@ -1746,7 +1749,9 @@ impl Resolver<'_> {
                             name.get_ref(),
                             suggest::did_you_mean(
                                 name.get_ref(),
-                                program.works.names.iter().map(String::as_str)
+                                (program.works.names.iter())
+                                    .map(String::as_str)
+                                    .filter(|name| !name.starts_with(FUNCTIONAL_WORK_PREFIX))
                             )
                         ),
                     ));
@@ -1798,6 +1803,7 @@ impl Resolver<'_> {
                             ))
                         }
                         (Some(name), Some(_)) => {
+                            self.program_work_name(name)?;
                             let child = program.works.intern(name.get_ref());
                             cover(&mut program.work_coverage, child, &ranks);
                             Some(child)
@@ -2110,6 +2116,7 @@ impl Resolver<'_> {
                         "work = … needs async_op = true: a collective with async_op=False returns no Work (R11)",
                     ));
                 }
+                self.program_work_name(name)?;
                 let work = program.works.intern(name.get_ref());
                 cover(&mut program.work_coverage, work, ranks);
                 Some(work)
