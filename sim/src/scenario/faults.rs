@@ -13,6 +13,7 @@ use super::*;
 pub(super) const FUNCTIONAL_WORK_PREFIX: &str = "wait_tensor(";
 
 /// A functional collective whose result no later op has read yet (R30).
+#[derive(Clone)]
 pub(super) struct PendingResult {
     result: TensorId,
     work: WorkId,
@@ -372,10 +373,13 @@ impl Resolver<'_> {
     }
 
     /// R30: before an op that reads a pending functional result, the `wait_tensor` of its
-    /// collective: the latest legal point, on the stream current at that op.
+    /// collective: the latest legal point, on the stream current at that op, on the ranks that
+    /// run it (`ranks`, of `total_ranks`); on the others the result stays pending.
     pub(super) fn insert_tensor_waits(
         &self,
         raw_op: &Spanned<RawOp>,
+        ranks: &Option<Vec<u32>>,
+        total_ranks: u32,
         names: &Names,
         program: &mut ProgramBuilder,
     ) {
@@ -399,7 +403,18 @@ impl Resolver<'_> {
                 slot += 1;
                 continue;
             }
-            let pending = program.pending_results.remove(slot);
+            let pending = &mut program.pending_results[slot];
+            let (waiting, left) = split_ranks(&pending.ranks, ranks, total_ranks);
+            let pending = if left.is_empty() {
+                program.pending_results.remove(slot)
+            } else {
+                pending.ranks = Some(left);
+                slot += 1;
+                program.pending_results[slot - 1].clone()
+            };
+            if waiting.is_empty() {
+                continue;
+            }
             let result_name = &names_of(names, pending.result);
             program.ops.push(Op {
                 index: program.ops.len(),
@@ -411,7 +426,7 @@ impl Resolver<'_> {
                     previous_iteration: false,
                 },
                 stream,
-                ranks: pending.ranks,
+                ranks: rank_set(waiting, total_ranks),
                 reads: vec![pending.result],
                 writes: Vec::new(),
                 catch: false,
@@ -431,22 +446,40 @@ impl Resolver<'_> {
         &self,
         raw_ops: &[Spanned<RawOp>],
         op_index_of_raw: &[usize],
+        total_ranks: u32,
         names: &Names,
         program: &mut ProgramBuilder,
     ) {
         let mut waits = Vec::new();
         for pending in std::mem::take(&mut program.pending_results) {
-            let first = raw_ops.iter().enumerate().find_map(|(raw_index, raw_op)| {
+            // Each rank's first op that uses or binds the result, in program order.
+            let mut left = pending.ranks.clone();
+            for (raw_index, raw_op) in raw_ops.iter().enumerate() {
                 let raw = raw_op.get_ref();
                 let is_result = |name: &Spanned<String>| {
                     names.tensors.get(name.get_ref()) == Some(&pending.result)
                 };
                 let uses = raw.tensors_used().any(is_result);
                 let binds = raw.functional_all_reduce.is_some() && raw.result.iter().any(is_result);
-                (uses || binds).then_some((raw_index, uses))
-            });
-            if let Some((raw_index, true)) = first {
-                waits.push((op_index_of_raw[raw_index], pending));
+                if !(uses || binds) {
+                    continue;
+                }
+                let at = op_index_of_raw[raw_index];
+                let (reached, rest) = split_ranks(&left, &program.ops[at].ranks, total_ranks);
+                if uses && !reached.is_empty() {
+                    let ranks = Some(reached);
+                    waits.push((
+                        at,
+                        PendingResult {
+                            ranks,
+                            ..pending.clone()
+                        },
+                    ));
+                }
+                if rest.is_empty() {
+                    break;
+                }
+                left = Some(rest);
             }
         }
         // From the last place back, so that each insertion leaves the places before it as
@@ -464,7 +497,7 @@ impl Resolver<'_> {
                     previous_iteration: true,
                 },
                 stream: user.stream,
-                ranks: pending.ranks,
+                ranks: (pending.ranks).and_then(|ranks| rank_set(ranks, total_ranks)),
                 reads: vec![pending.result],
                 writes: Vec::new(),
                 catch: false,
@@ -472,6 +505,25 @@ impl Resolver<'_> {
             program.insert_op(wait);
         }
     }
+}
+
+/// Of `pending`'s ranks (all `total` when `None`), those that run an op on `ranks` (all when
+/// `None`) and those that do not.
+fn split_ranks(
+    pending: &Option<Vec<u32>>,
+    ranks: &Option<Vec<u32>>,
+    total: u32,
+) -> (Vec<u32>, Vec<u32>) {
+    let runs = |rank: &u32| ranks.as_ref().is_none_or(|list| list.contains(rank));
+    match pending {
+        None => (0..total).partition(runs),
+        Some(list) => list.iter().partition(|rank| runs(rank)),
+    }
+}
+
+/// An op's `ranks` for `list` out of `total` ranks: `None` when it holds every one.
+fn rank_set(list: Vec<u32>, total: u32) -> Option<Vec<u32>> {
+    (list.len() < total as usize).then_some(list)
 }
 
 fn names_of(names: &Names, tensor: TensorId) -> String {
@@ -713,6 +765,40 @@ mod tests {
             error("[tensors]\nx = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\n");
         assert_eq!(line, 4);
         assert!(message.contains("needs result"), "{message}");
+    }
+
+    #[test]
+    fn each_rank_waits_for_a_functional_result_at_its_own_first_use_r30() {
+        // Rank 0 uses y at use0, rank 1 only at use1: each rank's wait_tensor comes before its
+        // own first use, in the iteration and across the loop's back edge.
+        let head = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n";
+        let call = "[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n";
+        let uses = "[[op]]\nlabel = \"use0\"\nranks = [0]\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nlabel = \"use1\"\nranks = [1]\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+        let waits = |text: &str| -> Vec<(String, Option<Vec<u32>>, bool)> {
+            (parse("f.toml", text).unwrap().ops.iter())
+                .map(|op| {
+                    let previous = matches!(
+                        op.kind,
+                        OpKind::Wait {
+                            previous_iteration: true,
+                            ..
+                        }
+                    );
+                    (op.display_name(), op.ranks.clone(), previous)
+                })
+                .collect()
+        };
+        let wait =
+            |ranks: u32, previous| ("wait_tensor(y)".to_string(), Some(vec![ranks]), previous);
+        let use_on = |rank: u32| (format!("use{rank}"), Some(vec![rank]), false);
+        assert_eq!(
+            waits(&format!("{head}{call}{uses}"))[1..],
+            [wait(0, false), use_on(0), wait(1, false), use_on(1)]
+        );
+        assert_eq!(
+            waits(&format!("repeat = 2\n{head}{uses}{call}"))[..4],
+            [wait(0, true), use_on(0), wait(1, true), use_on(1)]
+        );
     }
 
     #[test]

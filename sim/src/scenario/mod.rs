@@ -464,8 +464,11 @@ impl Resolver<'_> {
         let mut op_index_of_raw = Vec::with_capacity(raw_ops.len());
         for raw_op in &raw_ops {
             // R30: a functional collective's wait_tensor goes before the first op reading its
-            // result, so op indices count those waits too.
-            self.insert_tensor_waits(raw_op, &names, &mut program);
+            // result on each rank, so op indices count those waits too. Bad ranks are the op's
+            // error, reported below.
+            if let Ok(ranks) = self.op_ranks(raw_op.get_ref(), &names, &cluster, &groups) {
+                self.insert_tensor_waits(raw_op, &ranks, cluster.ranks, &names, &mut program);
+            }
             let index = program.ops.len();
             let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
             self.check_group_exists(&op, raw_op.span(), declared_groups, &groups, &program)?;
@@ -473,7 +476,13 @@ impl Resolver<'_> {
             op_index_of_raw.push(index);
         }
         if repeat > 1 {
-            self.insert_carried_tensor_waits(&raw_ops, &op_index_of_raw, &names, &mut program);
+            self.insert_carried_tensor_waits(
+                &raw_ops,
+                &op_index_of_raw,
+                cluster.ranks,
+                &names,
+                &mut program,
+            );
         }
         self.setup_ops(&raw_ops, &mut groups, &program)?;
         for &(low, high) in &program.pairs {
@@ -1548,33 +1557,7 @@ impl Resolver<'_> {
         };
 
         let mut allowed_modifiers: &[&str] = &[];
-        let mut ranks = match &raw.ranks {
-            None => None,
-            // Listing every rank is the same as listing none.
-            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?)
-                .filter(|list| list.len() < cluster.ranks as usize),
-        };
-        // A collective of a subgroup runs only on its members: in PyTorch a non-member's call
-        // is a no-op.
-        if let Some(name) = &raw.group {
-            let group = self.lookup(&names.groups, name, "group", "[groups]")?;
-            if group != 0 && groups[group].ranks.len() < cluster.ranks as usize {
-                let members = &groups[group].ranks;
-                ranks = Some(match ranks {
-                    None => members.clone(),
-                    Some(list) => list.into_iter().filter(|r| members.contains(r)).collect(),
-                });
-                if ranks.as_ref().is_some_and(Vec::is_empty) {
-                    return Err(self.error(
-                        name.span(),
-                        format!(
-                            "no rank listed in ranks = … is a member of group {:?}",
-                            name.get_ref()
-                        ),
-                    ));
-                }
-            }
-        }
+        let ranks = self.op_ranks(raw, names, cluster, groups)?;
         let label = raw.label.as_ref().map(|l| l.get_ref().clone());
         if let Some(label_value) = &raw.label {
             if program.labels.contains_key(label_value.get_ref()) {
@@ -2010,6 +1993,45 @@ impl Resolver<'_> {
             writes: resolve_tensors(&raw.writes)?,
             catch: raw.catch.as_ref().is_some_and(|catch| *catch.get_ref()),
         })
+    }
+
+    /// The ranks an op runs on (`None`: every rank): its `ranks`, and of those the members of
+    /// its subgroup, as in PyTorch a non-member's call is a no-op.
+    fn op_ranks(
+        &self,
+        raw: &RawOp,
+        names: &Names,
+        cluster: &Cluster,
+        groups: &[Group],
+    ) -> Result<Option<Vec<u32>>> {
+        let mut ranks = match &raw.ranks {
+            None => None,
+            // Listing every rank is the same as listing none.
+            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?)
+                .filter(|list| list.len() < cluster.ranks as usize),
+        };
+        // A collective of a subgroup runs only on its members: in PyTorch a non-member's call
+        // is a no-op.
+        if let Some(name) = &raw.group {
+            let group = self.lookup(&names.groups, name, "group", "[groups]")?;
+            if group != 0 && groups[group].ranks.len() < cluster.ranks as usize {
+                let members = &groups[group].ranks;
+                ranks = Some(match ranks {
+                    None => members.clone(),
+                    Some(list) => list.into_iter().filter(|r| members.contains(r)).collect(),
+                });
+                if ranks.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "no rank listed in ranks = … is a member of group {:?}",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(ranks)
     }
 
     /// A kernel's `{ us, sms }` (every SM unless `sms` is given) under `key`.
