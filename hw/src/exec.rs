@@ -966,7 +966,10 @@ impl<'a, D: Device> Executor<'a, D> {
                 });
             }
             // The race detector is the simulator's: the GPU shows no races by itself.
-            Step::Copy { .. } | Step::Access { .. } | Step::BucketAccess { .. } => {}
+            Step::Copy { .. }
+            | Step::Access { .. }
+            | Step::BucketAccess { .. }
+            | Step::ReadSetAside { .. } => {}
         }
         Ok(())
     }

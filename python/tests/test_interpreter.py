@@ -292,6 +292,29 @@ def test_a_result_the_previous_iteration_left_is_waited_only_once_there_is_one(
     assert [call["iteration"] for call in rank["host"] if call["op"] == 0] == [1, 2]
 
 
+def test_a_result_whose_next_call_raised_is_not_waited_again(resolve, interpret, tmp_path):
+    # y = fcol.all_reduce(x) raises from the second iteration on, caught: y still names the
+    # first iteration's AsyncCollectiveTensor, completed by its wait_tensor, whose later uses
+    # wait for nothing (R30): no call, no host record, its Work's wait record left as it was.
+    source = tmp_path / "functional_raises.toml"
+    source.write_text("repeat = 3\n[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n"
+                      "y = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n"
+                      "catch = true\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n")
+    path, scenario = resolve(str(source))
+    assert scenario["ops"][1]["label"] == "wait_tensor(y)"
+    completed, document, calls = interpret(path, env={
+        "FAKE_TORCH_RAISES": "functional.all_reduce:2=DistBackendError: NCCL communicator was "
+                             "aborted on rank 0."})
+    assert completed.returncode == 0, completed.stderr
+    assert names(calls).count("functional.wait_tensor") == 1
+    (rank,) = document["ranks"]
+    assert [e["iteration"] for e in rank["exceptions"]] == [1, 2]
+    (wait_call,) = [call for call in rank["host"] if call["op"] == 1]
+    assert wait_call["iteration"] == 0
+    (record,) = rank["collectives"]
+    assert record["wait"]["host_start_ns"] == wait_call["start_ns"]
+
+
 def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")

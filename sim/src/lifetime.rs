@@ -93,6 +93,16 @@ pub struct Place {
     pub offset_bytes: u64,
 }
 
+/// Which of a name's tensors [`TensorMemory::regions`] means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// The one the name is bound to.
+    Current,
+    /// The one it was bound to before a functional collective's call, set aside until the
+    /// call returns (R30).
+    SetAside,
+}
+
 /// What is allocated before the program, for the whole run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpFront {
@@ -263,9 +273,17 @@ impl<E: Copy> TensorMemory<E> {
     }
 
     /// Where a tensor lives while it is allocated: one region, or for a list its blocks with
-    /// adjacent ones joined (most of a list allocated at once lies end to end).
-    pub fn regions(&self, tensor: TensorId) -> impl Iterator<Item = Region> + '_ {
-        let mut blocks = self.blocks[tensor]
+    /// adjacent ones joined (most of a list allocated at once lies end to end). `binding`
+    /// says which tensor of the name: the one it is bound to, or the one a functional
+    /// collective's call set aside (nothing when none is).
+    pub fn regions(&self, tensor: TensorId, binding: Binding) -> impl Iterator<Item = Region> + '_ {
+        let blocks: &[BlockId] = match binding {
+            Binding::Current => &self.blocks[tensor],
+            Binding::SetAside => (self.set_aside.iter())
+                .find(|(t, _, _)| *t == tensor)
+                .map_or(&[], |(_, blocks, _)| blocks),
+        };
+        let mut blocks = blocks
             .iter()
             .map(|&block| self.allocator.region(block))
             .peekable();

@@ -278,6 +278,50 @@ fn a_caught_async_error_leaves_the_watchdog_to_end_the_process() {
     assert!(end.at_ns.unwrap() > 60 * S);
 }
 
+/// One rank; iteration 0's `ar2` times out in blocking wait at 0.5 s, caught, and the abort
+/// returns at 2 s: from then on the functional `ar` on the aborted communicator raises, caught,
+/// and `y` keeps naming iteration 0's result. `FCOL_USE` goes where its use should be.
+const CAUGHT_FUNCTIONAL: &str = "repeat = 3\n[cluster]\nranks = 1\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\nz = \"1MiB\"\nUSE_BEFORE[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\ncatch = true\nUSE_AFTER[[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 2_000_000\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"z\"\nasync_op = true\nwork = \"w\"\ncatch = true\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n";
+
+#[test]
+fn a_functional_call_that_raised_leaves_its_name_on_a_result_already_waited_r30() {
+    // Python's assignment never happens, so `y` is still iteration 0's AsyncCollectiveTensor,
+    // completed at its first wait_tensor: a later use waits for nothing (no wait() call, no
+    // stream wait), whether the use follows the call or, unused at the end, starts the next
+    // iteration.
+    let use_y = "[[op]]\nlabel = \"use_y\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    for (before, after) in [("", use_y), (use_y, "")] {
+        let text = (CAUGHT_FUNCTIONAL.replace("USE_BEFORE", before)).replace("USE_AFTER", after);
+        let timeline = simulate_text(&text);
+        let rank0 = &timeline.ranks[0];
+        let op = |name: &str| timeline.ops.iter().position(|o| o.name == name).unwrap() as u32;
+        let (ar, wait_y) = (op("ar"), op("wait_tensor(y)"));
+        let raised: Vec<u32> = (rank0.exceptions.iter())
+            .filter(|e| e.op == ar)
+            .map(|e| e.iteration)
+            .collect();
+        assert_eq!(raised, [1, 2]);
+        // Iteration 0's result is waited once, in the iteration its use comes in.
+        let waited_in = if before.is_empty() { 0 } else { 1 };
+        let waits: Vec<u32> = (rank0.host.iter())
+            .filter(|call| call.op == wait_y)
+            .map(|call| call.iteration)
+            .collect();
+        assert_eq!(waits, [waited_in], "{before}{after}");
+        let record = &rank0.collectives[0];
+        assert_eq!(record.op, ar);
+        let wait = record.wait.expect("waited");
+        let call = rank0.host.iter().find(|call| call.op == wait_y).unwrap();
+        assert_eq!(wait.host_start_ns, call.start_ns);
+        assert_eq!(
+            (rank0.stream_waits.iter())
+                .filter(|w| w.op == wait_y)
+                .count(),
+            1
+        );
+    }
+}
+
 #[test]
 fn catch_applies_to_wait_only_and_hw_refuses_it() {
     let on_kernel = CAUGHT_TIMEOUT.replace(
@@ -621,6 +665,37 @@ fn a_functional_collective_reads_its_input_on_the_current_stream_and_writes_its_
         message.ends_with("to order them, use y at write_y or before it on stream default (reads = [\"y\"], an item or a collective of it): a functional result's first use issues its wait_tensor there (R30)"),
         "{message}"
     );
+}
+
+#[test]
+fn y_equals_fcol_all_reduce_of_y_clones_the_old_y_so_it_races_a_side_stream_writing_it() {
+    // R30, R21: `y = fcol.all_reduce(y)` clones the y the name held before the call, on the
+    // current stream; a side stream writing that y unordered races the clone's read, as it
+    // does when the result has a name of its own.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[streams]\nside = {}\n[tensors]\ny = \"1MiB\"\n[[op]]\nlabel = \"side_write\"\nstream = \"side\"\nkernel = { us = 500 }\nwrites = [\"y\"]\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"y\"\nresult = \"y\"\n[[op]]\nlabel = \"use\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let scenario = sim::scenario::parse("fcol_self.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    for rank in &timeline.ranks {
+        let races: Vec<(&str, bool, &str, bool)> = (rank.races.iter())
+            .map(|race| {
+                (
+                    timeline.ops[race.earlier_op as usize].name.as_str(),
+                    race.earlier_write,
+                    timeline.ops[race.later_op as usize].name.as_str(),
+                    race.later_write,
+                )
+            })
+            .collect();
+        assert_eq!(races, [("side_write", true, "ar", false)]);
+    }
+    // The clone reads after the allocation of its result: when that allocation releases the
+    // cache, the device synchronise it makes orders the side stream's write before the read.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[memory]\ncapacity_gib = 1\n[streams]\nside = {}\n[tensors]\nx = \"400MiB\"\ny = \"400MiB\"\ntmp = \"300MiB\"\n[[op]]\nalloc = \"tmp\"\n[[op]]\nfree = \"tmp\"\n[[op]]\nlabel = \"side_write\"\nstream = \"side\"\nkernel = { us = 500 }\nwrites = [\"x\"]\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("fcol_release.toml", text).unwrap());
+    for rank in &timeline.ranks {
+        assert_eq!(rank.cache_releases.len(), 1);
+        assert!(rank.races.is_empty(), "{:?}", rank.races);
+    }
 }
 
 #[test]

@@ -100,14 +100,18 @@ class FutureWork:
 
 
 class FunctionalWork:
-    """A functional collective's result: waited by ``wait_tensor`` (R30)."""
+    """A functional collective's result: waited by ``wait_tensor`` at its first use, after
+    which it is ``completed`` and a use waits for nothing, as ``AsyncCollectiveTensor``'s
+    ``trigger_wait`` (R30)."""
 
     def __init__(self, funcol, result):
         self.funcol = funcol
         self.result = result
+        self.completed = False
 
     def wait(self, timeout=None):
         self.funcol.wait_tensor(self.result)
+        self.completed = True
         return True
 
     def is_completed(self):
@@ -898,6 +902,10 @@ class Interpreter:
         if kind["previous_iteration"] and not entries:
             # R30: the wait_tensor of a result the previous iteration made; before there is
             # one (the first iteration), the name holds a plain tensor and nothing waits.
+            return
+        if any(isinstance(work, FunctionalWork) and work.completed for work, _ in entries):
+            # R30: the name still holds a result already waited (the call that would have
+            # bound it anew raised): its use calls nothing.
             return
         timeout = None
         if kind["timeout_ns"] is not None:

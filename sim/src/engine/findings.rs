@@ -3,12 +3,13 @@
 //! joined (R16), communicators that never formed (R8), hosts blocked for good (R14, R15).
 
 use super::*;
+use crate::lifetime::Binding;
 
 /// What an access touches (R21): a tensor (all of a list: the list is one tensor to the op),
 /// or the flat buffer of bucket `bucket` of the bucketed collective at op `op` (R25).
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Accessed {
-    Tensor(TensorId),
+    Tensor(TensorId, Binding),
     Bucket { op: usize, bucket: u32 },
 }
 
@@ -28,9 +29,9 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         let site = op_index as u64;
         let (race, id) = match accessed {
-            Accessed::Tensor(tensor) => {
+            Accessed::Tensor(tensor, binding) => {
                 let mut first_race = None;
-                for region in state.memory.books.regions(tensor) {
+                for region in state.memory.books.regions(tensor, binding) {
                     let range = (region.segment, region.start_bytes, region.end_bytes);
                     let race = (state.race).access(point.clone(), range, kind, site, tensor as u32);
                     first_race = first_race.or(race);

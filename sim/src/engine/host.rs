@@ -7,13 +7,14 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 //!
-//! About 1,010 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
+//! About 1,020 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
 //! resume the same cursor. The polling waits, their timeouts, the abort and the raise (and its
 //! catch) are in [`super::wait`].
 
 use super::failure::Notice;
 use super::findings::Accessed;
 use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
+use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
 use crate::pg::{Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
@@ -527,7 +528,7 @@ impl Engine<'_> {
                 state.cursor.access_point = Some(state.race.enqueue(stream));
             }
             Step::Access { tensor, write } => {
-                self.access_at_op_point(rank, op, Accessed::Tensor(tensor), write)
+                self.access_at_op_point(rank, op, Accessed::Tensor(tensor, Binding::Current), write)
             }
             Step::BucketAccess {
                 op: bucketed,
@@ -539,6 +540,10 @@ impl Engine<'_> {
                     bucket,
                 };
                 self.access_at_op_point(rank, op, accessed, write)
+            }
+            Step::ReadSetAside { tensor } => {
+                let accessed = Accessed::Tensor(tensor, Binding::SetAside);
+                self.access_at_op_point(rank, op, accessed, false)
             }
         }
     }

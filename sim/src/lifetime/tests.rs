@@ -240,7 +240,7 @@ fn a_list_is_one_block_per_tensor_in_the_small_pool_r17() {
     assert_eq!(memory.peaks().peak_allocated_bytes, 1200 << 10);
     assert_eq!(memory.allocated_tensors(0), 4);
     // End to end, the four blocks are one region to the race detector.
-    let regions: Vec<Region> = memory.regions(0).collect();
+    let regions: Vec<Region> = memory.regions(0, Binding::Current).collect();
     assert_eq!(
         regions,
         [Region {
@@ -251,7 +251,7 @@ fn a_list_is_one_block_per_tensor_in_the_small_pool_r17() {
     );
     memory.free(0, Vec::new());
     assert_eq!(memory.allocated_tensors(0), 0);
-    assert_eq!(memory.regions(0).count(), 0);
+    assert_eq!(memory.regions(0, Binding::Current).count(), 0);
 }
 
 #[test]

@@ -82,6 +82,11 @@ pub struct ProcessGroupNccl {
     /// Per name: whether it holds its collective's Work itself (`work = "w"` on the call), not
     /// a future `then` returned (`get_future`'s `work`), which holds no Work.
     holds_work: Vec<bool>,
+    /// Per name of a functional collective's Work (R30): whether the `wait_tensor` of the
+    /// result it names ran (`AsyncCollectiveTensor.completed`), after which a use of that
+    /// result waits for nothing; the name keeps the result when a later call raised before
+    /// binding it (`catch`, a skipped op). `None` for the other names.
+    result_waited: Vec<Option<bool>>,
     /// Per op: the perturbations (straggler delays) that apply to this rank.
     perturbations_by_op: Vec<Vec<usize>>,
 }
@@ -113,6 +118,7 @@ impl ProcessGroupNccl {
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             holds_work: vec![false; scenario.works.len()],
+            result_waited: vec![None; scenario.works.len()],
             perturbations_by_op,
         }
     }
@@ -367,6 +373,8 @@ impl ProcessGroupNccl {
                 previous_iteration: true,
                 ..
             } if self.works[work].is_none() => return Ok(()),
+            // R30: the result was waited already; `trigger_wait` calls nothing.
+            OpKind::Wait { work, .. } if self.result_waited[work] == Some(true) => return Ok(()),
             _ => {}
         }
         out.push(Step::CallStart);
@@ -392,6 +400,9 @@ impl ProcessGroupNccl {
                     poll.then_some(timeout_ns),
                     out,
                 );
+                if let Some(waited) = &mut self.result_waited[work] {
+                    *waited = true;
+                }
             }
             OpKind::GetFuture {
                 work,
@@ -581,15 +592,20 @@ impl ProcessGroupNccl {
             // R30: `input.clone()` on the current stream before the call returns: a new
             // tensor, made while the one the result's name held lives on until the call
             // returns; the clone reads the input there, so the input is the program's again
-            // once the call returned; the collective then runs on the clone.
+            // once the call returned; the collective then runs on the clone. In `y =
+            // fcol.all_reduce(y)` the clone reads the y set aside, not the new one.
             out.push(Step::SetAside { tensor: result });
             out.push(Step::Alloc {
                 tensor: result,
                 stream: call_stream,
             });
-            out.push(Step::Access {
-                tensor: input,
-                write: false,
+            out.push(if input == result {
+                Step::ReadSetAside { tensor: input }
+            } else {
+                Step::Access {
+                    tensor: input,
+                    write: false,
+                }
             });
             out.push(Step::Access {
                 tensor: result,
@@ -732,6 +748,9 @@ impl ProcessGroupNccl {
         });
         if let Some(work) = call.work {
             self.bind(work, (collective, end), true, out);
+            if functional_result.is_some() {
+                self.result_waited[work] = Some(false);
+            }
         }
         if !call.async_op && on_internal_stream {
             // R11 (≤ 2.5, and a synchronous send or recv): the wrapper calls wait() itself

@@ -217,6 +217,9 @@ pub enum Step {
     /// bucketed collective at op `op`, at its last GPU item (R21, R25; only the race detector
     /// looks).
     BucketAccess { op: u32, bucket: u32, write: bool },
+    /// The clone of `y = fcol.all_reduce(y)` reads the tensor set aside for `tensor`, the one
+    /// the name held before the call (R30, R21; only the race detector looks).
+    ReadSetAside { tensor: TensorId },
 }
 
 impl fmt::Display for Kernel {
@@ -391,6 +394,7 @@ impl fmt::Display for Step {
                 let verb = if write { "write" } else { "read" };
                 write!(f, "{verb} bucket {bucket} of op {op}")
             }
+            Step::ReadSetAside { tensor } => write!(f, "read_set_aside t{tensor}"),
         }
     }
 }

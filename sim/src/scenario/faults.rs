@@ -2,13 +2,18 @@
 //! (R26–R28) and functional collectives (R30), with file:line:column errors like every other
 //! scenario check.
 //!
-//! Over 800 lines (about 850) with its tests, which parse whole scenarios through
+//! Over 800 lines (about 980) with its tests, which parse whole scenarios through
 //! [`super::parse`] and share its program and error helpers.
 
 use super::raw::{RawFault, RawOp};
 use super::*;
 
+/// The Work of a functional collective's result `y` is named `wait_tensor(y)` (R30), as its
+/// waits are in reports; the program has no name for it.
+pub(super) const FUNCTIONAL_WORK_PREFIX: &str = "wait_tensor(";
+
 /// A functional collective whose result no later op has read yet (R30).
+#[derive(Clone)]
 pub(super) struct PendingResult {
     result: TensorId,
     work: WorkId,
@@ -329,9 +334,10 @@ impl Resolver<'_> {
             None => 0,
             Some(name) => self.lookup(&names.groups, name, "group", "[groups]")?,
         };
-        let work = program
-            .works
-            .intern(&format!("wait_tensor({})", result_name.get_ref()));
+        let work = program.works.intern(&format!(
+            "{FUNCTIONAL_WORK_PREFIX}{})",
+            result_name.get_ref()
+        ));
         cover(&mut program.work_coverage, work, ranks);
         program.pending_results.retain(|p| p.result != result);
         program.pending_results.push(PendingResult {
@@ -350,11 +356,30 @@ impl Resolver<'_> {
         })
     }
 
+    /// A Work name the program writes (`work`, `wait`, `is_completed`, `get_future`): not one
+    /// of the form `wait_tensor(y)`, the Work of a functional collective's result, which Python
+    /// holds no handle on (R30).
+    pub(super) fn program_work_name(&self, name: &Spanned<String>) -> Result<()> {
+        if !name.get_ref().starts_with(FUNCTIONAL_WORK_PREFIX) {
+            return Ok(());
+        }
+        Err(self.error(
+            name.span(),
+            format!(
+                "{:?}: names of the form wait_tensor(…) are the Works of functional collectives' results (R30), which the program has no handle on (a result's wait_tensor comes before its first use); use another name",
+                name.get_ref()
+            ),
+        ))
+    }
+
     /// R30: before an op that reads a pending functional result, the `wait_tensor` of its
-    /// collective: the latest legal point, on the stream current at that op.
+    /// collective: the latest legal point, on the stream current at that op, on the ranks that
+    /// run it (`ranks`, of `total_ranks`); on the others the result stays pending.
     pub(super) fn insert_tensor_waits(
         &self,
         raw_op: &Spanned<RawOp>,
+        ranks: &Option<Vec<u32>>,
+        total_ranks: u32,
         names: &Names,
         program: &mut ProgramBuilder,
     ) {
@@ -378,7 +403,18 @@ impl Resolver<'_> {
                 slot += 1;
                 continue;
             }
-            let pending = program.pending_results.remove(slot);
+            let pending = &mut program.pending_results[slot];
+            let (waiting, left) = split_ranks(&pending.ranks, ranks, total_ranks);
+            let pending = if left.is_empty() {
+                program.pending_results.remove(slot)
+            } else {
+                pending.ranks = Some(left);
+                slot += 1;
+                program.pending_results[slot - 1].clone()
+            };
+            if waiting.is_empty() {
+                continue;
+            }
             let result_name = &names_of(names, pending.result);
             program.ops.push(Op {
                 index: program.ops.len(),
@@ -390,7 +426,7 @@ impl Resolver<'_> {
                     previous_iteration: false,
                 },
                 stream,
-                ranks: pending.ranks,
+                ranks: rank_set(waiting, total_ranks),
                 reads: vec![pending.result],
                 writes: Vec::new(),
                 catch: false,
@@ -410,22 +446,40 @@ impl Resolver<'_> {
         &self,
         raw_ops: &[Spanned<RawOp>],
         op_index_of_raw: &[usize],
+        total_ranks: u32,
         names: &Names,
         program: &mut ProgramBuilder,
     ) {
         let mut waits = Vec::new();
         for pending in std::mem::take(&mut program.pending_results) {
-            let first = raw_ops.iter().enumerate().find_map(|(raw_index, raw_op)| {
+            // Each rank's first op that uses or binds the result, in program order.
+            let mut left = pending.ranks.clone();
+            for (raw_index, raw_op) in raw_ops.iter().enumerate() {
                 let raw = raw_op.get_ref();
                 let is_result = |name: &Spanned<String>| {
                     names.tensors.get(name.get_ref()) == Some(&pending.result)
                 };
                 let uses = raw.tensors_used().any(is_result);
                 let binds = raw.functional_all_reduce.is_some() && raw.result.iter().any(is_result);
-                (uses || binds).then_some((raw_index, uses))
-            });
-            if let Some((raw_index, true)) = first {
-                waits.push((op_index_of_raw[raw_index], pending));
+                if !(uses || binds) {
+                    continue;
+                }
+                let at = op_index_of_raw[raw_index];
+                let (reached, rest) = split_ranks(&left, &program.ops[at].ranks, total_ranks);
+                if uses && !reached.is_empty() {
+                    let ranks = Some(reached);
+                    waits.push((
+                        at,
+                        PendingResult {
+                            ranks,
+                            ..pending.clone()
+                        },
+                    ));
+                }
+                if rest.is_empty() {
+                    break;
+                }
+                left = Some(rest);
             }
         }
         // From the last place back, so that each insertion leaves the places before it as
@@ -443,7 +497,7 @@ impl Resolver<'_> {
                     previous_iteration: true,
                 },
                 stream: user.stream,
-                ranks: pending.ranks,
+                ranks: (pending.ranks).and_then(|ranks| rank_set(ranks, total_ranks)),
                 reads: vec![pending.result],
                 writes: Vec::new(),
                 catch: false,
@@ -451,6 +505,25 @@ impl Resolver<'_> {
             program.insert_op(wait);
         }
     }
+}
+
+/// Of `pending`'s ranks (all `total` when `None`), those that run an op on `ranks` (all when
+/// `None`) and those that do not.
+fn split_ranks(
+    pending: &Option<Vec<u32>>,
+    ranks: &Option<Vec<u32>>,
+    total: u32,
+) -> (Vec<u32>, Vec<u32>) {
+    let runs = |rank: &u32| ranks.as_ref().is_none_or(|list| list.contains(rank));
+    match pending {
+        None => (0..total).partition(runs),
+        Some(list) => list.iter().partition(|rank| runs(rank)),
+    }
+}
+
+/// An op's `ranks` for `list` out of `total` ranks: `None` when it holds every one.
+fn rank_set(list: Vec<u32>, total: u32) -> Option<Vec<u32>> {
+    (list.len() < total as usize).then_some(list)
 }
 
 fn names_of(names: &Names, tensor: TensorId) -> String {
@@ -692,6 +765,68 @@ mod tests {
             error("[tensors]\nx = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\n");
         assert_eq!(line, 4);
         assert!(message.contains("needs result"), "{message}");
+    }
+
+    #[test]
+    fn each_rank_waits_for_a_functional_result_at_its_own_first_use_r30() {
+        // Rank 0 uses y at use0, rank 1 only at use1: each rank's wait_tensor comes before its
+        // own first use, in the iteration and across the loop's back edge.
+        let head = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n";
+        let call = "[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n";
+        let uses = "[[op]]\nlabel = \"use0\"\nranks = [0]\nkernel = { us = 5 }\nreads = [\"y\"]\n[[op]]\nlabel = \"use1\"\nranks = [1]\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+        let waits = |text: &str| -> Vec<(String, Option<Vec<u32>>, bool)> {
+            (parse("f.toml", text).unwrap().ops.iter())
+                .map(|op| {
+                    let previous = matches!(
+                        op.kind,
+                        OpKind::Wait {
+                            previous_iteration: true,
+                            ..
+                        }
+                    );
+                    (op.display_name(), op.ranks.clone(), previous)
+                })
+                .collect()
+        };
+        let wait =
+            |ranks: u32, previous| ("wait_tensor(y)".to_string(), Some(vec![ranks]), previous);
+        let use_on = |rank: u32| (format!("use{rank}"), Some(vec![rank]), false);
+        assert_eq!(
+            waits(&format!("{head}{call}{uses}"))[1..],
+            [wait(0, false), use_on(0), wait(1, false), use_on(1)]
+        );
+        assert_eq!(
+            waits(&format!("repeat = 2\n{head}{uses}{call}"))[..4],
+            [wait(0, true), use_on(0), wait(1, true), use_on(1)]
+        );
+    }
+
+    #[test]
+    fn the_program_cannot_name_a_functional_result_s_work_r30() {
+        // `wait_tensor(y)` is the Work of the result y: a Work the program names so would be
+        // taken for it (and y's wait_tensor would wait on that Work), and a wait on it is a
+        // wait Python has no handle for.
+        let head = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\nz = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n";
+        for (program, column) in [
+            (
+                "[[op]]\nall_reduce = \"z\"\nasync_op = true\nwork = \"wait_tensor(y)\"\n",
+                8,
+            ),
+            (
+                "[[op]]\nbarrier = true\nasync_op = true\nwork = \"wait_tensor(q)\"\n",
+                8,
+            ),
+            ("[[op]]\nwait = \"wait_tensor(y)\"\n", 8),
+            ("[[op]]\nis_completed = \"wait_tensor(y)\"\n", 16),
+        ] {
+            let (line, at, message) = error(&format!("{head}{program}"));
+            let lines = program.lines().count() as u32;
+            assert_eq!((line, at), (9 + lines, column), "{program}");
+            assert!(
+                message.contains("are the Works of functional collectives' results (R30)"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

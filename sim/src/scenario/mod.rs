@@ -3,7 +3,7 @@
 //! The format is described for users in `docs/scenario-format.md`. Every error names the file,
 //! the 1-based line and column, and what was expected; nothing half-parses.
 //!
-//! Over 1,000 lines (about 2,550): it is one `impl Resolver`, and every table's resolution needs
+//! Over 1,000 lines (about 2,580): it is one `impl Resolver`, and every table's resolution needs
 //! the same source text, spans and name tables to build its `file:line:column` errors, while ops
 //! refer to every other table. Parts already live beside it as further `impl Resolver` blocks
 //! (`faults.rs`, `observability.rs`, `setup.rs` for the process-group setup ops). Two thirds of
@@ -48,6 +48,7 @@ pub use overrides::{
 pub use suggest::nearest;
 
 use crate::units::{parse_size_bytes, us_to_ns};
+use faults::FUNCTIONAL_WORK_PREFIX;
 use raw::*;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -463,8 +464,11 @@ impl Resolver<'_> {
         let mut op_index_of_raw = Vec::with_capacity(raw_ops.len());
         for raw_op in &raw_ops {
             // R30: a functional collective's wait_tensor goes before the first op reading its
-            // result, so op indices count those waits too.
-            self.insert_tensor_waits(raw_op, &names, &mut program);
+            // result on each rank, so op indices count those waits too. Bad ranks are the op's
+            // error, reported below.
+            if let Ok(ranks) = self.op_ranks(raw_op.get_ref(), &names, &cluster, &groups) {
+                self.insert_tensor_waits(raw_op, &ranks, cluster.ranks, &names, &mut program);
+            }
             let index = program.ops.len();
             let op = self.op(index, raw_op, &names, &cluster, &groups, &mut program)?;
             self.check_group_exists(&op, raw_op.span(), declared_groups, &groups, &program)?;
@@ -472,7 +476,13 @@ impl Resolver<'_> {
             op_index_of_raw.push(index);
         }
         if repeat > 1 {
-            self.insert_carried_tensor_waits(&raw_ops, &op_index_of_raw, &names, &mut program);
+            self.insert_carried_tensor_waits(
+                &raw_ops,
+                &op_index_of_raw,
+                cluster.ranks,
+                &names,
+                &mut program,
+            );
         }
         self.setup_ops(&raw_ops, &mut groups, &program)?;
         for &(low, high) in &program.pairs {
@@ -1547,33 +1557,7 @@ impl Resolver<'_> {
         };
 
         let mut allowed_modifiers: &[&str] = &[];
-        let mut ranks = match &raw.ranks {
-            None => None,
-            // Listing every rank is the same as listing none.
-            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?)
-                .filter(|list| list.len() < cluster.ranks as usize),
-        };
-        // A collective of a subgroup runs only on its members: in PyTorch a non-member's call
-        // is a no-op.
-        if let Some(name) = &raw.group {
-            let group = self.lookup(&names.groups, name, "group", "[groups]")?;
-            if group != 0 && groups[group].ranks.len() < cluster.ranks as usize {
-                let members = &groups[group].ranks;
-                ranks = Some(match ranks {
-                    None => members.clone(),
-                    Some(list) => list.into_iter().filter(|r| members.contains(r)).collect(),
-                });
-                if ranks.as_ref().is_some_and(Vec::is_empty) {
-                    return Err(self.error(
-                        name.span(),
-                        format!(
-                            "no rank listed in ranks = … is a member of group {:?}",
-                            name.get_ref()
-                        ),
-                    ));
-                }
-            }
-        }
+        let ranks = self.op_ranks(raw, names, cluster, groups)?;
         let label = raw.label.as_ref().map(|l| l.get_ref().clone());
         if let Some(label_value) = &raw.label {
             if program.labels.contains_key(label_value.get_ref()) {
@@ -1694,6 +1678,7 @@ impl Resolver<'_> {
                 let work = match &raw.work {
                     None => None,
                     Some(name) => {
+                        self.program_work_name(name)?;
                         let work = program.works.intern(name.get_ref());
                         cover(&mut program.work_coverage, work, &ranks);
                         Some(work)
@@ -1737,6 +1722,7 @@ impl Resolver<'_> {
                     _ => raw.is_completed.as_ref(),
                 }
                 .expect("the key was found present");
+                self.program_work_name(name)?;
                 let Some(work) = program.works.find(name.get_ref()) else {
                     return Err(self.error(
                         name.span(),
@@ -1746,7 +1732,9 @@ impl Resolver<'_> {
                             name.get_ref(),
                             suggest::did_you_mean(
                                 name.get_ref(),
-                                program.works.names.iter().map(String::as_str)
+                                (program.works.names.iter())
+                                    .map(String::as_str)
+                                    .filter(|name| !name.starts_with(FUNCTIONAL_WORK_PREFIX))
                             )
                         ),
                     ));
@@ -1798,6 +1786,7 @@ impl Resolver<'_> {
                             ))
                         }
                         (Some(name), Some(_)) => {
+                            self.program_work_name(name)?;
                             let child = program.works.intern(name.get_ref());
                             cover(&mut program.work_coverage, child, &ranks);
                             Some(child)
@@ -2006,6 +1995,45 @@ impl Resolver<'_> {
         })
     }
 
+    /// The ranks an op runs on (`None`: every rank): its `ranks`, and of those the members of
+    /// its subgroup, as in PyTorch a non-member's call is a no-op.
+    fn op_ranks(
+        &self,
+        raw: &RawOp,
+        names: &Names,
+        cluster: &Cluster,
+        groups: &[Group],
+    ) -> Result<Option<Vec<u32>>> {
+        let mut ranks = match &raw.ranks {
+            None => None,
+            // Listing every rank is the same as listing none.
+            Some(ranks) => Some(self.rank_list(ranks, cluster.ranks, "op ranks")?)
+                .filter(|list| list.len() < cluster.ranks as usize),
+        };
+        // A collective of a subgroup runs only on its members: in PyTorch a non-member's call
+        // is a no-op.
+        if let Some(name) = &raw.group {
+            let group = self.lookup(&names.groups, name, "group", "[groups]")?;
+            if group != 0 && groups[group].ranks.len() < cluster.ranks as usize {
+                let members = &groups[group].ranks;
+                ranks = Some(match ranks {
+                    None => members.clone(),
+                    Some(list) => list.into_iter().filter(|r| members.contains(r)).collect(),
+                });
+                if ranks.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(self.error(
+                        name.span(),
+                        format!(
+                            "no rank listed in ranks = … is a member of group {:?}",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(ranks)
+    }
+
     /// A kernel's `{ us, sms }` (every SM unless `sms` is given) under `key`.
     fn kernel_shape(&self, kernel: &RawKernel, key: &str, cluster: &Cluster) -> Result<(u64, u32)> {
         let duration_ns = self.time_us(&kernel.us, &format!("{key}.us"), false)?;
@@ -2110,6 +2138,7 @@ impl Resolver<'_> {
                         "work = … needs async_op = true: a collective with async_op=False returns no Work (R11)",
                     ));
                 }
+                self.program_work_name(name)?;
                 let work = program.works.intern(name.get_ref());
                 cover(&mut program.work_coverage, work, ranks);
                 Some(work)

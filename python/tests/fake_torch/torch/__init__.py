@@ -3,7 +3,8 @@ GPU. Every call is appended to ``CALLS`` (and, when ``FAKE_TORCH_LOG`` names a f
 there as one JSON line) so tests can check what was dispatched. GPU events read the host clock:
 a "kernel" takes no time. ``FAKE_TORCH_RAISES="CALL=CLASS: MESSAGE"`` makes every call logged as
 CALL (``work.wait``, ``empty``, …) raise CLASS — a class of ``torch.distributed`` (PyTorch's
-``DistBackendError``), of ``torch.cuda`` (``OutOfMemoryError``) or a builtin — with MESSAGE.
+``DistBackendError``), of ``torch.cuda`` (``OutOfMemoryError``) or a builtin — with MESSAGE;
+``CALL:N=…`` only from the Nth such call on.
 ``FAKE_TORCH_ABORTS="CALL:N"`` makes the Nth call logged as CALL block for 1.5 s, then end the
 process with SIGABRT, as PyTorch's watchdog takes a process down inside a blocking call.
 ``FAKE_TORCH_GPU_STOPS="CALL:N"`` stops the GPU at the Nth call logged as CALL: no event
@@ -45,7 +46,8 @@ def log(name, *args):
         time.sleep(1.5)
         os.kill(os.getpid(), signal.SIGABRT)
     call, _, error = os.environ.get("FAKE_TORCH_RAISES", "").partition("=")
-    if call == name:
+    call, _, first = call.partition(":")
+    if call == name and [c[0] for c in CALLS].count(name) >= int(first or 1):
         class_name, _, message = error.partition(": ")
         for namespace in (distributed, cuda, builtins):
             if hasattr(namespace, class_name):
