@@ -384,7 +384,8 @@ fn join_ranks(
     // down) is on the same wall clock: records on the common axis, and a finding per rank for
     // the watchdog's timeout and async error, naming the call that made its Work where the
     // rank's records say which (as the simulator's does).
-    for record in analysis::torch_log::watchdog_records(log, log_origin) {
+    for record in analysis::torch_log::watchdog_records(log, log_origin, &timeline.scenario.groups)
+    {
         let kind = match (record.thread, record.event) {
             (ThreadKind::Watchdog, WatchdogEvent::Timeout) => Some(FindingKind::WatchdogTimeout),
             (ThreadKind::Watchdog, WatchdogEvent::AsyncError) => Some(FindingKind::AsyncError),
@@ -397,15 +398,19 @@ fn join_ranks(
                 .any(|finding| finding.rank == Some(record.rank) && finding.kind == kind)
             {
                 let message = format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message);
-                let (iteration, op, message) =
-                    match analysis::torch_log::work_call(&timeline, record.rank, &record.message) {
-                        Ok((iteration, op)) => (Some(iteration), Some(op), message),
-                        Err(why) => (
-                            None,
-                            None,
-                            format!("{message} (no op or iteration named: {why})"),
-                        ),
-                    };
+                let (iteration, op, message) = match analysis::torch_log::work_call(
+                    &timeline,
+                    record.rank,
+                    record.group,
+                    &record.message,
+                ) {
+                    Ok((iteration, op)) => (Some(iteration), Some(op), message),
+                    Err(why) => (
+                        None,
+                        None,
+                        format!("{message} (no op or iteration named: {why})"),
+                    ),
+                };
                 timeline.findings.push(Finding {
                     stands_for: Default::default(),
                     kind,
@@ -731,6 +736,62 @@ mod tests {
             "{}",
             finding.message
         );
+    }
+
+    /// Rank 0's own file of a two-rank job whose all_reduce on the world and all_reduce on the
+    /// group `pair` are both SeqNum 1, with time 0 at 2026-12-02 09:42:00 UTC.
+    fn two_groups_rank0() -> Timeline {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                    [groups.pair]\nranks = [0, 1]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+                    [[op]]\nlabel = \"ar_world\"\nall_reduce = \"x\"\n\
+                    [[op]]\nlabel = \"ar_pair\"\nall_reduce = \"x\"\ngroup = \"pair\"\n";
+        let mut part = sim::engine::simulate(&sim::scenario::parse("two.toml", text).unwrap());
+        part.ranks.retain(|rank| rank.rank == 0);
+        part.findings.clear();
+        part.watchdog.clear();
+        let origin_s: u64 = 20_789 * 86_400 + 9 * 3600 + 42 * 60;
+        part.machine.insert(
+            "host_origin_unix_ns".to_string(),
+            (origin_s * 1_000_000_000).to_string(),
+        );
+        part
+    }
+
+    /// `c10dsim torch`'s join of one rank's file `part` and PyTorch's stderr `log`.
+    fn join_one_rank(part: &Timeline, tag: &str, log: &str) -> Timeline {
+        let dir = std::env::temp_dir().join(format!("c10dsim-join-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rank0.json"), serde_json::to_string(part).unwrap()).unwrap();
+        let Ok(joined) = join_ranks(&dir, 1, "1", log) else {
+            panic!("{tag} joins")
+        };
+        std::fs::remove_dir_all(&dir).ok();
+        joined
+    }
+
+    #[test]
+    fn a_timeout_read_from_pytorch_s_log_names_the_call_on_its_group() {
+        // The pair's SeqNum 1 timed out; the world's all_reduce is SeqNum 1 too. The line the
+        // pair's watchdog prints next carries its prefix (PyTorch 2.11's
+        // ProcessGroupNCCL.cpp:2303), the description the interpreter's `group_desc`.
+        let log = "[rank0]:[E1202 09:42:40.100000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1005 milliseconds before timing out.\n\
+                   [rank0]:[E1202 09:42:40.100100000 ProcessGroupNCCL.cpp:2303] [PG ID 1 PG GUID 1(pair) Rank 0]  failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, last completed work: -1\n";
+        let part = two_groups_rank0();
+        let op = |name: &str| part.ops.iter().find(|o| o.name == name).map(|o| o.index);
+        let joined = join_one_rank(&part, "pair", log);
+        let [finding] = joined.findings.as_slice() else {
+            panic!("one finding expected: {:?}", joined.findings)
+        };
+        assert_eq!(
+            (finding.iteration, finding.op),
+            (Some(0), op("ar_pair")),
+            "{}",
+            finding.message
+        );
+        let [record] = joined.watchdog.as_slice() else {
+            panic!("one record expected: {:?}", joined.watchdog)
+        };
+        assert_eq!(record.group, Some(1));
     }
 
     #[test]

@@ -18,6 +18,10 @@
 //!   and `hw` log them. The main thread then aborts the communicator and prints
 //!   "taking the entire process down" before it rethrows to Python, where the program may catch
 //!   it: that line is the abort's end, not the process's.
+//! - **Which group's Work.** The timeout and async-error lines name the Work
+//!   (`WorkNCCL(SeqNum=…, OpType=…)`) but no process group; the line the group's own watchdog
+//!   prints next ("failure detected by watchdog at work sequence id: N") opens with the group's
+//!   prefix (`[PG ID 1 PG GUID 1(pair) Rank 0]`), which says whose Work it was ([`LoggedGroup`]).
 //!
 //! Its tests, half of them on measured log lines, are in `torch_log/tests.rs`.
 
@@ -99,6 +103,74 @@ const WAIT_TIMED_OUT: &str = "timed out in blocking wait";
 const STALLED_HEARTBEAT: &str = "watchdog got stuck for";
 const DUMP_SIGNAL_READ: &str = "Received a dump signal due to";
 const DUMPING: &str = "preparing to dump debug info";
+
+/// A group's watchdog, right after it caught a timeout or an async error on one of the group's
+/// Works, names the Work's `SeqNum` after its group's prefix (PyTorch 2.11's
+/// `ProcessGroupNCCL.cpp:2303`).
+const FAILURE_DETECTED: &str = "failure detected by watchdog at work sequence id: ";
+
+/// The process group a ProcessGroupNCCL line opens with, as PyTorch's `createLogPrefix` prints
+/// it: `[PG ID 0 PG GUID 0(default_pg) Rank 0] `, or without the parenthesis where the group's
+/// description is empty or `undefined` (`[PG ID 1 PG GUID 1 Rank 0] `).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedGroup<'a> {
+    /// The group's number among the process's own groups, in the order it created them.
+    pub local_id: u32,
+    /// The group's name, the same on every rank: `0` for the default group, then PyTorch's
+    /// count of `new_group` calls (or a hash of the ranks, for a locally synchronised group).
+    pub guid: &'a str,
+    /// `group_desc`: `default_pg` for the default group, what `new_group(group_desc=…)` was
+    /// given for another (`c10dsim torch`'s interpreter gives the scenario's name); `None` where
+    /// PyTorch printed none.
+    pub desc: Option<&'a str>,
+    /// The rank within the group.
+    pub group_rank: u32,
+}
+
+/// The group prefix `message` opens with, if it opens with one.
+pub fn logged_group(message: &str) -> Option<LoggedGroup<'_>> {
+    let rest = message.strip_prefix("[PG ID ")?;
+    let (local_id, rest) = rest.split_once(" PG GUID ")?;
+    let local_id = local_id.parse().ok()?;
+    // The prefix ends at the first `]` that closes ` Rank N`: a description may hold a `]`
+    // of its own.
+    let ends = rest.match_indices(']').map(|(end, _)| end);
+    let (head, group_rank) = ends
+        .filter_map(|end| {
+            let (head, group_rank) = rest[..end].rsplit_once(" Rank ")?;
+            let group_rank: u32 = group_rank.parse().ok()?;
+            Some((head, group_rank))
+        })
+        .next()?;
+    let (guid, desc) = match head.split_once('(') {
+        Some((guid, desc)) => (guid, Some(desc.strip_suffix(')')?)),
+        None => (head, None),
+    };
+    if guid.is_empty() || guid.contains(' ') {
+        return None;
+    }
+    Some(LoggedGroup {
+        local_id,
+        guid,
+        desc,
+        group_rank,
+    })
+}
+
+impl LoggedGroup<'_> {
+    /// The scenario group it is, as an index into `groups` (the Timeline's `scenario.groups`,
+    /// the world first): the default group (GUID `0`, the first PyTorch creates) is the world;
+    /// another is the group its description names. `None` where it names none: a run whose
+    /// interpreter gave PyTorch no description (until 2026-12-07), or another program's log.
+    pub fn index(&self, groups: &[String]) -> Option<u16> {
+        if self.guid == "0" {
+            return (!groups.is_empty()).then_some(0);
+        }
+        let desc = self.desc?;
+        let index = groups.iter().skip(1).position(|name| name == desc)? + 1;
+        u16::try_from(index).ok()
+    }
+}
 
 /// Time 0 of a run on the two clocks PyTorch's log lines mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,10 +293,16 @@ fn parse_line_of_run(text: &str, year: i64, origin_unix_ns: u64) -> Option<Line<
 }
 
 /// The watchdog and main-thread records in `log` (PyTorch's stderr of a launch), on the axis
-/// whose time 0 is `origin`; lines before the origin, or of another kind, are skipped.
-pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
+/// whose time 0 is `origin`; lines before the origin, or of another kind, are skipped. A
+/// record of a group's watchdog or heartbeat monitor names its group where the line's prefix
+/// says which of `groups` (the Timeline's `scenario.groups`) it is ([`LoggedGroup::index`]); a
+/// timeout or async error, whose line has no prefix, takes the group of the line its watchdog
+/// prints next about the same `SeqNum`.
+pub fn watchdog_records(log: &str, origin: LogOrigin, groups: &[String]) -> Vec<WatchdogRecord> {
     let year = year_of(origin.unix_ns);
     let mut records: Vec<WatchdogRecord> = Vec::new();
+    // Timeout and async-error records a group's "failure detected" line has claimed.
+    let mut claimed: BTreeSet<usize> = BTreeSet::new();
     // Ranks whose main thread timed a wait out and has not yet printed its abort's end.
     let mut raising: BTreeSet<u32> = BTreeSet::new();
     // Ranks whose heartbeat monitor left its loop and has not yet printed its dump.
@@ -234,6 +312,27 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
             continue;
         };
         let (rank, message) = (line.rank, line.message);
+        let group = logged_group(message).and_then(|group| group.index(groups));
+        if let Some(seq_num) = message
+            .split_once(FAILURE_DETECTED)
+            .and_then(|(_, rest)| rest.split(' ').next()?.parse::<u64>().ok())
+        {
+            // The earliest watchdog timeout or async error of the rank, not yet claimed, whose
+            // Work has this SeqNum: another group's watchdog may have logged in between.
+            let caught = (0..records.len()).find(|&index| {
+                let r = &records[index];
+                r.rank == rank
+                    && r.thread == ThreadKind::Watchdog
+                    && matches!(r.event, WatchdogEvent::Timeout | WatchdogEvent::AsyncError)
+                    && !claimed.contains(&index)
+                    && logged_work(&r.message).is_some_and(|work| work.seq_num == seq_num)
+            });
+            if let Some(index) = caught {
+                claimed.insert(index);
+                records[index].group = group;
+            }
+            continue;
+        }
         // The watchdog thread's exception repeats the timeout's message: one record is enough
         // (a broken promise at exit says something of its own).
         if message.contains("terminated with exception") && !message.contains("std::future_error") {
@@ -261,6 +360,7 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
                 {
                     previous.thread = ThreadKind::Main;
                     previous.event = WatchdogEvent::WaitTimeout;
+                    previous.group = None;
                 }
             }
             raising.insert(rank);
@@ -283,7 +383,7 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
         records.push(WatchdogRecord {
             stands_for: Default::default(),
             rank,
-            group: None,
+            group: group.filter(|_| thread != ThreadKind::Main),
             thread,
             event,
             at_ns,
@@ -332,9 +432,15 @@ pub fn logged_work(message: &str) -> Option<LoggedWork<'_>> {
 /// The call that made the Work a log line of `rank` names, as the simulator's finding about a
 /// Work names it (docs/timeline-format.md): the iteration and op of the rank's collective
 /// record, completed or `unfinished_collectives`, whose Work has the line's `SeqNum` and
-/// `OpType`, when exactly one has. PyTorch 2.11's watchdog lines name no process group, so every
-/// group's records are candidates. Otherwise, why none is named.
-pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, OpRef), String> {
+/// `OpType`, on `group` where the log said which (the record's, [`watchdog_records`]), when
+/// exactly one has. The timeout's own line names no group, so without one every group's records
+/// are candidates. Otherwise, why none is named.
+pub fn work_call(
+    timeline: &Timeline,
+    rank: u32,
+    group: Option<u16>,
+    message: &str,
+) -> Result<(u32, OpRef), String> {
     let Some(work) = logged_work(message) else {
         return Err("the line names no WorkNCCL(SeqNum=…)".to_string());
     };
@@ -362,16 +468,29 @@ pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, 
             })
             .is_some_and(|kind| kind.op_type() == op_type),
     };
+    let group_name = |group: u16| {
+        timeline
+            .scenario
+            .groups
+            .get(usize::from(group))
+            .map_or("?", String::as_str)
+    };
     let matching: Vec<(u32, OpRef, u16)> = completed
         .chain(unfinished)
-        .filter(|&(_, op, _, seq_num)| seq_num == work.seq_num && prints(op))
+        .filter(|&(_, op, on, seq_num)| {
+            seq_num == work.seq_num && prints(op) && group.is_none_or(|group| group == on)
+        })
         .map(|(iteration, op, group, _)| (iteration, op, group))
         .collect();
     let described = format!(
-        "SeqNum={}{}",
+        "SeqNum={}{}{}",
         work.seq_num,
         work.op_type
-            .map_or(String::new(), |op_type| format!(", OpType={op_type}"))
+            .map_or(String::new(), |op_type| format!(", OpType={op_type}")),
+        group.map_or(String::new(), |group| format!(
+            " on group {}",
+            group_name(group)
+        ))
     );
     match matching.as_slice() {
         [(iteration, op, _)] => Ok((*iteration, *op)),
@@ -381,16 +500,10 @@ pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, 
         several => {
             let groups: Vec<&str> = several
                 .iter()
-                .map(|&(_, _, group)| {
-                    timeline
-                        .scenario
-                        .groups
-                        .get(usize::from(group))
-                        .map_or("?", String::as_str)
-                })
+                .map(|&(_, _, group)| group_name(group))
                 .collect();
             Err(format!(
-                "{} collective records of rank {rank} have {described} (groups {}), and PyTorch's line names no group",
+                "{} collective records of rank {rank} have {described} (groups {}), and PyTorch's log names no group for the line (its watchdog's next line, \"{FAILURE_DETECTED}…\", opens with the group's prefix: missing, or naming no group of the scenario)",
                 several.len(),
                 groups.join(", ")
             ))

@@ -63,7 +63,11 @@ fn a_blocking_wait_s_timeout_is_the_main_thread_s_and_its_abort_is_not_an_exit()
     // timeout check, its "timed out in blocking wait", and the end of its abort before the
     // program caught the raise and ran on. No watchdog line at all.
     let log = include_str!("../../../tests/data/torch/h200-torchrun/caught_timeout.run1.log");
-    let mut records = watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
+    let mut records = watchdog_records(
+        log,
+        measured(1_796_277_415_231_240_229, 40_818_424_928),
+        &[],
+    );
     let kinds = thread_events(&records);
     assert_eq!(
         kinds,
@@ -106,7 +110,11 @@ fn after_a_timed_wait_s_abort_the_watchdog_reports_an_async_error() {
     // signal due to a collective timeout from this local rank") and made the dump; the
     // watchdog took the process down after its 60 s dump wait.
     let log = include_str!("../../../tests/data/torch/h200-torchrun/wait_timeout.run1.log");
-    let mut records = watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
+    let mut records = watchdog_records(
+        log,
+        measured(1_796_277_602_361_854_062, 227_949_038_683),
+        &[],
+    );
     assert_eq!(
         thread_events(&records[..1]),
         [(ThreadKind::Main, WatchdogEvent::WaitTimeout)],
@@ -146,7 +154,7 @@ fn a_timeout_line_of_another_work_is_kept() {
     let log = "[rank0]:[E1202 09:42:40.100000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=500) ran for 500 milliseconds before timing out.\n\
 [rank0]:[E1202 09:42:40.200000000 ProcessGroupNCCL.cpp:821] [Rank 0] Work WorkNCCL(SeqNum=2, OpType=ALLREDUCE, Timeout(ms)=500) timed out in blocking wait.\n";
     let origin = 20_789 * 86_400 * 1_000_000_000 + (9 * 3600 + 42 * 60) * 1_000_000_000;
-    let events: Vec<WatchdogEvent> = watchdog_records(log, printed_clock(origin))
+    let events: Vec<WatchdogEvent> = watchdog_records(log, printed_clock(origin), &[])
         .iter()
         .map(|r| r.event)
         .collect();
@@ -200,13 +208,13 @@ fn a_line_s_work_is_the_one_record_with_its_seq_num_and_op_type() {
     let op = |name: &str| timeline.ops.iter().find(|o| o.name == name).unwrap().index;
     // The send's Work: SEND tells it from the two all_reduces numbered 1.
     let line = "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=SEND, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1000 milliseconds before timing out.";
-    assert_eq!(work_call(&timeline, 0, line), Ok((0, op("to_1"))));
+    assert_eq!(work_call(&timeline, 0, None, line), Ok((0, op("to_1"))));
     // The second iteration's: SeqNum 2.
     let line = line.replace("SeqNum=1", "SeqNum=2");
-    assert_eq!(work_call(&timeline, 0, &line), Ok((1, op("to_1"))));
+    assert_eq!(work_call(&timeline, 0, None, &line), Ok((1, op("to_1"))));
     // Both groups' first all_reduce is SeqNum 1, and the line names no group.
     let line = line.replace("SeqNum=2, OpType=SEND", "SeqNum=1, OpType=ALLREDUCE");
-    let why = work_call(&timeline, 0, &line).unwrap_err();
+    let why = work_call(&timeline, 0, None, &line).unwrap_err();
     assert!(
         why.contains(
             "2 collective records of rank 0 have SeqNum=1, OpType=ALLREDUCE (groups world, pair)"
@@ -215,15 +223,167 @@ fn a_line_s_work_is_the_one_record_with_its_seq_num_and_op_type() {
     );
     // Rank 1 sent nothing: no record has SeqNum 1 and OpType SEND.
     let line = line.replace("OpType=ALLREDUCE", "OpType=SEND");
-    let why = work_call(&timeline, 1, &line).unwrap_err();
+    let why = work_call(&timeline, 1, None, &line).unwrap_err();
     assert!(
         why.contains("rank 1 has no collective record of the Work with SeqNum=1, OpType=SEND"),
         "{why}"
     );
-    assert!(work_call(&timeline, 0, "[Rank 0] no Work here").is_err());
-    assert!(work_call(&timeline, 5, &line)
+    assert!(work_call(&timeline, 0, None, "[Rank 0] no Work here").is_err());
+    assert!(work_call(&timeline, 5, None, &line)
         .unwrap_err()
         .contains("no rank 5"));
+}
+
+#[test]
+fn a_group_prefix_is_read_as_pytorch_prints_it() {
+    // PyTorch 2.11's lines (tests/data/torch/*.log, probes/subgroup_monitor.txt).
+    let default_pg = "[PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 1";
+    assert_eq!(
+        logged_group(default_pg),
+        Some(LoggedGroup {
+            local_id: 0,
+            guid: "0",
+            desc: Some("default_pg"),
+            group_rank: 0
+        })
+    );
+    // A group whose description is PyTorch's "undefined" is printed without one.
+    let undefined =
+        "[PG ID 1 PG GUID 1 Rank 3] ProcessGroupNCCL's watchdog got stuck for 15 seconds";
+    assert_eq!(
+        logged_group(undefined),
+        Some(LoggedGroup {
+            local_id: 1,
+            guid: "1",
+            desc: None,
+            group_rank: 3
+        })
+    );
+    // A description is the user's text: spaces, brackets and " Rank " of its own.
+    let odd = "[PG ID 2 PG GUID 5(tp] Rank 9 x) Rank 1] First PG on this rank to signal dumping.";
+    assert_eq!(
+        logged_group(odd).map(|g| (g.guid, g.desc, g.group_rank)),
+        Some(("5", Some("tp] Rank 9 x"), 1))
+    );
+    for not_a_prefix in [
+        "[Rank 0] Watchdog caught collective operation timeout",
+        "[PG 0 Rank 7] Timeout at NCCL work: 1",
+        "[PG ID x PG GUID 0 Rank 0] m",
+        "[PG ID 0 PG GUID 0 Rank -1] m",
+        "[PG ID 0 PG GUID  Rank 0] m",
+        "[PG ID 0 PG GUID 0(open Rank 0] m",
+    ] {
+        assert_eq!(logged_group(not_a_prefix), None, "{not_a_prefix}");
+    }
+}
+
+#[test]
+fn a_logged_group_is_the_world_by_its_guid_and_another_by_its_description() {
+    let groups = ["world".to_string(), "pair".to_string(), "tp".to_string()];
+    let group = |text: &str| logged_group(text).and_then(|group| group.index(&groups));
+    assert_eq!(group("[PG ID 0 PG GUID 0(default_pg) Rank 0] m"), Some(0));
+    assert_eq!(group("[PG ID 1 PG GUID 2(tp) Rank 1] m"), Some(2));
+    // No description (a run before the interpreter gave one), or one no group has: unknown.
+    assert_eq!(group("[PG ID 1 PG GUID 1 Rank 0] m"), None);
+    assert_eq!(group("[PG ID 1 PG GUID 1(dp) Rank 0] m"), None);
+    // The world's scenario name is not PyTorch's description of it.
+    assert_eq!(group("[PG ID 1 PG GUID 1(world) Rank 0] m"), None);
+}
+
+/// A timeout of SeqNum 1 on rank 0, `ran_ms` after its enqueue, as line 689 prints it.
+fn timeout_line(at: &str, ran_ms: u32) -> String {
+    format!("[rank0]:[E1202 09:42:{at} ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for {ran_ms} milliseconds before timing out.\n")
+}
+
+/// The line a group's watchdog prints after it caught SeqNum 1, with the group's `prefix`.
+fn failure_line(at: &str, prefix: &str) -> String {
+    format!("[rank0]:[E1202 09:42:{at} ProcessGroupNCCL.cpp:2303] {prefix}  failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, last completed work: -1\n")
+}
+
+/// Time 0 of the fixtures above: 2026-12-02 09:42:00 UTC, read as printed.
+fn fixture_origin() -> LogOrigin {
+    printed_clock(20_789 * 86_400 * 1_000_000_000 + (9 * 3600 + 42 * 60) * 1_000_000_000)
+}
+
+#[test]
+fn a_timeout_takes_the_group_of_its_watchdog_s_next_line_about_its_seq_num() {
+    let groups = ["world".to_string(), "pair".to_string()];
+    // Both groups' watchdogs time their SeqNum 1 out and log in between each other; each line
+    // after a timeout names the group whose watchdog printed it, the earliest unclaimed
+    // timeout of that SeqNum its own.
+    let log = [
+        timeout_line("40.100", 1005),
+        timeout_line("40.110", 1015),
+        failure_line("40.120", "[PG ID 1 PG GUID 1(pair) Rank 0]"),
+        failure_line("40.130", "[PG ID 0 PG GUID 0(default_pg) Rank 0]"),
+        "[rank0]:[E1202 09:42:45.000000000 ProcessGroupNCCL.cpp:2636] [PG ID 0 PG GUID 0(default_pg) Rank 0] First PG on this rank to signal dumping.\n".to_string(),
+    ]
+    .concat();
+    let records = watchdog_records(&log, fixture_origin(), &groups);
+    let read: Vec<_> = records.iter().map(|r| (r.event, r.group)).collect();
+    assert_eq!(
+        read,
+        [
+            (WatchdogEvent::Timeout, Some(1)),
+            (WatchdogEvent::Timeout, Some(0)),
+            (WatchdogEvent::DumpSignal, Some(0))
+        ]
+    );
+    // The same lines without the prefixes name no group, as before.
+    let bare = [timeout_line("40.100", 1005), timeout_line("40.110", 1015)].concat();
+    let records = watchdog_records(&bare, fixture_origin(), &groups);
+    assert!(records.iter().all(|r| r.group.is_none()), "{records:?}");
+    // A wait's own timeout is the main thread's, of no group's thread, whatever comes after.
+    let waited = [
+        timeout_line("40.100", 1005),
+        "[rank0]:[E1202 09:42:40.101000000 ProcessGroupNCCL.cpp:821] [Rank 0] Work WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) timed out in blocking wait.\n".to_string(),
+        failure_line("40.120", "[PG ID 0 PG GUID 0(default_pg) Rank 0]"),
+    ]
+    .concat();
+    let records = watchdog_records(&waited, fixture_origin(), &groups);
+    let read: Vec<_> = records.iter().map(|r| (r.thread, r.group)).collect();
+    assert_eq!(read, [(ThreadKind::Main, None), (ThreadKind::Main, None)]);
+}
+
+#[test]
+fn the_measured_timeout_is_the_world_s() {
+    // tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1: the timeout, then the default
+    // group's "failure detected … id: 1".
+    let log = include_str!("../../../tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1.log");
+    let records = watchdog_records(
+        log,
+        measured(1_796_277_491_783_812_137, 117_370_996_936),
+        &["world".to_string()],
+    );
+    assert_eq!(
+        (records[0].event, records[0].group),
+        (WatchdogEvent::Timeout, Some(0))
+    );
+}
+
+#[test]
+fn a_line_s_group_picks_its_work_among_the_groups() {
+    let timeline = two_groups_and_a_send();
+    let op = |name: &str| timeline.ops.iter().find(|o| o.name == name).unwrap().index;
+    let line = timeout_line("40.100", 1005);
+    assert!(work_call(&timeline, 0, None, &line).is_err());
+    assert_eq!(
+        work_call(&timeline, 0, Some(1), &line),
+        Ok((0, op("ar_pair")))
+    );
+    assert_eq!(
+        work_call(&timeline, 0, Some(0), &line),
+        Ok((0, op("ar_world")))
+    );
+    // A group the Work's SeqNum and OpType are not on says so.
+    let send = line.replace("ALLREDUCE", "SEND");
+    let why = work_call(&timeline, 0, Some(1), &send).unwrap_err();
+    assert!(
+        why.contains(
+            "rank 0 has no collective record of the Work with SeqNum=1, OpType=SEND on group pair"
+        ),
+        "{why}"
+    );
 }
 
 #[test]
@@ -239,7 +399,11 @@ fn the_measured_gpu_backlog_timeout_log_gives_pytorch_s_error_path() {
     // Measured on the H200 (tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1): a 1 s timeout
     // behind a 3 s GPU backlog, the collective enqueued at 0.556870909 s.
     let log = include_str!("../../../tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1.log");
-    let records = watchdog_records(log, measured(1_796_277_491_783_812_137, 117_370_996_936));
+    let records = watchdog_records(
+        log,
+        measured(1_796_277_491_783_812_137, 117_370_996_936),
+        &[],
+    );
     let events: Vec<WatchdogEvent> = records.iter().map(|r| r.event).collect();
     assert_eq!(
         events,
@@ -279,7 +443,7 @@ fn the_lines_of_a_failed_exit_become_records_r31() {
 [rank0]:[E1202 18:44:57.529498335 ProcessGroupNCCL.cpp:2119] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: std::future_error: Broken promise\n\
 [rank0]:[E1202 18:45:13.470668122 ProcessGroupNCCL.cpp:1389] [PG ID 0 PG GUID 0(default_pg) Rank 0] Future for ProcessGroup abort timed out after 500 ms\n";
     let origin_unix_ns = 20_789 * 86_400 * 1_000_000_000 + (18 * 3600 + 44 * 60) * 1_000_000_000;
-    let records = watchdog_records(log, printed_clock(origin_unix_ns));
+    let records = watchdog_records(log, printed_clock(origin_unix_ns), &[]);
     let kinds = thread_events(&records);
     assert_eq!(
         kinds,
@@ -304,7 +468,7 @@ fn a_date_from_january_to_september_has_a_one_digit_month() {
     let padded = september.replace("E915", "E0915");
     assert_eq!(parse_line(&padded, 2026), Some(line));
     let origin = printed_clock(seconds as u64 * 1_000_000_000);
-    assert_eq!(watchdog_records(september, origin).len(), 1);
+    assert_eq!(watchdog_records(september, origin, &[]).len(), 1);
     for bad in ["E15", "E91501", "E9a5"] {
         let line = format!("[rank0]:[{bad} 03:54:42.5 F.cpp:1] message");
         assert_eq!(parse_line(&line, 2026), None, "{bad}");
@@ -316,13 +480,16 @@ fn a_run_started_on_new_years_eve_reads_januarys_lines_in_the_next_year() {
     let eve = (days_from_civil(2026, 12, 31) * 86_400 + 23 * 3600 + 59 * 60 + 59) as u64;
     let origin = printed_clock(eve * 1_000_000_000);
     let january = "[rank0]:[E101 00:00:01.0 F.cpp:1] Watchdog caught collective operation timeout";
-    let records = watchdog_records(january, origin);
+    let records = watchdog_records(january, origin, &[]);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].at_ns, 2_000_000_000);
     // A line of the origin's own day is not moved.
     let december =
         "[rank0]:[E1231 23:59:59.5 F.cpp:1] Watchdog caught collective operation timeout";
-    assert_eq!(watchdog_records(december, origin)[0].at_ns, 500_000_000);
+    assert_eq!(
+        watchdog_records(december, origin, &[])[0].at_ns,
+        500_000_000
+    );
 }
 
 #[test]
@@ -343,12 +510,12 @@ fn a_clock_out_of_range_is_not_a_watchdog_line() {
         assert_eq!(parse_line(&line, 2026), None, "{bad}");
     }
     assert!(parse_line("[rank0]:[E1201 23:59:60.999 F.cpp:1] message", 2026).is_some());
-    assert!(watchdog_records(&format!("{line}\n"), printed_clock(0)).is_empty());
+    assert!(watchdog_records(&format!("{line}\n"), printed_clock(0), &[]).is_empty());
     // A time 0 in the year 2343 (cargo fuzz): its nanoseconds overflowed an i64.
     let late = "[rank0]:[E1201 03:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
     assert!(parse_line(late, 2343).is_some());
     assert_eq!(
-        watchdog_records(late, printed_clock(11_796_204_716_000_000_000)).len(),
+        watchdog_records(late, printed_clock(11_796_204_716_000_000_000), &[]).len(),
         1
     );
 }
@@ -371,7 +538,7 @@ fn the_heartbeat_monitor_s_stall_dump_and_abort_are_its_own() {
         unix_ns: 1_796_296_646_732_465_344,
         monotonic_ns: None,
     };
-    let records = watchdog_records(log, origin);
+    let records = watchdog_records(log, origin, &[]);
     assert_eq!(
         thread_events(&records),
         [
@@ -404,7 +571,7 @@ fn a_disabled_monitor_logs_the_termination_it_would_have_done() {
         monotonic_ns: None,
     };
     assert_eq!(
-        thread_events(&watchdog_records(log, origin)),
+        thread_events(&watchdog_records(log, origin, &[])),
         [
             (
                 ThreadKind::HeartbeatMonitor,
