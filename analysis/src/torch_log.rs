@@ -28,7 +28,9 @@
 use std::collections::BTreeSet;
 
 use sim::collective::CollectiveKind;
-use sim::timeline::{OpRef, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{
+    Finding, FindingKind, OpRef, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+};
 
 /// Which log lines become which records, by a phrase of the message.
 const EVENTS: [(&str, ThreadKind, WatchdogEvent); 12] = [
@@ -509,6 +511,66 @@ pub fn work_call(
             ))
         }
     }
+}
+
+/// The findings PyTorch's log gives, from its `records` ([`watchdog_records`]) and the joined
+/// `timeline` of the ranks' own files: a `watchdog_timeout` or `async_error` finding for each
+/// Work a rank's watchdog timed out or found an error on, in the log's order, naming the call
+/// that made the Work where the rank's records say which ([`work_call`]). One Work — the same
+/// rank, group and `WorkNCCL(…)` — is one finding however often its line comes; a finding the
+/// rank's own file already holds of that kind stands for the log's about the Work it names, or,
+/// naming none, for the rank's first of its kind.
+pub fn log_findings(timeline: &Timeline, records: &[WatchdogRecord]) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = Vec::new();
+    // The file's findings that already stand for one of the log's.
+    let mut stood_for: BTreeSet<usize> = BTreeSet::new();
+    // The Works the log's findings are about: rank, kind, group and `WorkNCCL(…)`.
+    let mut found: BTreeSet<(u32, &str, Option<u16>, Option<&str>)> = BTreeSet::new();
+    for record in records {
+        let kind = match (record.thread, record.event) {
+            (ThreadKind::Watchdog, WatchdogEvent::Timeout) => FindingKind::WatchdogTimeout,
+            (ThreadKind::Watchdog, WatchdogEvent::AsyncError) => FindingKind::AsyncError,
+            _ => continue,
+        };
+        let work = work_named(&record.message);
+        if !found.insert((record.rank, kind.as_str(), record.group, work)) {
+            continue;
+        }
+        let of_the_rank = |index: &usize| {
+            let finding = &timeline.findings[*index];
+            finding.rank == Some(record.rank) && finding.kind == kind && !stood_for.contains(index)
+        };
+        let same_work = (0..timeline.findings.len())
+            .filter(of_the_rank)
+            .find(|&index| work.is_some() && work_named(&timeline.findings[index].message) == work);
+        let no_work = (0..timeline.findings.len())
+            .filter(of_the_rank)
+            .find(|&index| work_named(&timeline.findings[index].message).is_none());
+        if let Some(index) = same_work.or(no_work) {
+            stood_for.insert(index);
+            continue;
+        }
+        let message = format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message);
+        let (iteration, op, message) =
+            match work_call(timeline, record.rank, record.group, &record.message) {
+                Ok((iteration, op)) => (Some(iteration), Some(op), message),
+                Err(why) => (
+                    None,
+                    None,
+                    format!("{message} (no op or iteration named: {why})"),
+                ),
+            };
+        findings.push(Finding {
+            stands_for: Default::default(),
+            kind,
+            rank: Some(record.rank),
+            iteration,
+            op,
+            stream: None,
+            message,
+        });
+    }
+    findings
 }
 
 #[cfg(test)]

@@ -386,6 +386,64 @@ fn a_line_s_group_picks_its_work_among_the_groups() {
     );
 }
 
+/// A watchdog finding of rank 0 in the rank's own file, with `message`.
+fn own_finding(kind: FindingKind, message: &str) -> Finding {
+    Finding {
+        stands_for: Default::default(),
+        kind,
+        rank: Some(0),
+        iteration: None,
+        op: None,
+        stream: None,
+        message: message.to_string(),
+    }
+}
+
+#[test]
+fn each_work_the_log_names_is_one_finding_unless_the_rank_s_file_has_it() {
+    let mut timeline = two_groups_and_a_send();
+    timeline.findings.clear();
+    let groups = timeline.scenario.groups.clone();
+    let op = |name: &str| {
+        timeline
+            .ops
+            .iter()
+            .find(|o| o.name == name)
+            .map(|o| o.index)
+    };
+    let log = [
+        timeout_line("40.100", 1005),
+        failure_line("40.101", "[PG ID 1 PG GUID 1(pair) Rank 0]"),
+        timeout_line("40.150", 1055),
+        failure_line("40.151", "[PG ID 0 PG GUID 0(default_pg) Rank 0]"),
+    ]
+    .concat();
+    // Each Work is one finding, in the log's order, however often its lines come.
+    let records = watchdog_records(&format!("{log}{log}"), fixture_origin(), &groups);
+    let named =
+        |findings: &[Finding]| -> Vec<_> { findings.iter().map(|f| (f.kind, f.op)).collect() };
+    let timeout = FindingKind::WatchdogTimeout;
+    assert_eq!(
+        named(&log_findings(&timeline, &records)),
+        [(timeout, op("ar_pair")), (timeout, op("ar_world"))]
+    );
+    // The rank's own finding naming no Work stands for its first; one naming the Work, for
+    // that Work's (the first, of two alike); one of another kind, for none.
+    let records = watchdog_records(&log, fixture_origin(), &groups);
+    timeline.findings = vec![own_finding(timeout, "[Rank 0] ar raised DistBackendError")];
+    assert_eq!(
+        named(&log_findings(&timeline, &records)),
+        [(timeout, op("ar_world"))]
+    );
+    timeline.findings = vec![own_finding(timeout, &timeout_line("40.100", 1005))];
+    assert_eq!(
+        named(&log_findings(&timeline, &records)),
+        [(timeout, op("ar_world"))]
+    );
+    timeline.findings = vec![own_finding(FindingKind::AsyncError, "[Rank 0] NCCL error")];
+    assert_eq!(log_findings(&timeline, &records).len(), 2);
+}
+
 #[test]
 fn civil_days_match_known_dates() {
     assert_eq!(days_from_civil(1970, 1, 1), 0);
