@@ -6,9 +6,7 @@ use crate::{emit, load, Failure, RunOutputs};
 use analysis::metrics;
 use analysis::text::counted;
 use sim::scenario::{Override, Scenario};
-use sim::timeline::{
-    Finding, FindingKind, RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
-};
+use sim::timeline::{RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -381,44 +379,13 @@ fn join_ranks(
         });
     }
     // What PyTorch's watchdog logged (its timeout or async error, dump, taking the process
-    // down) is on the same wall clock: records on the common axis, and a finding per rank for
-    // the watchdog's timeout and async error, naming the call that made its Work where the
+    // down) is on the same wall clock: records on the common axis, and a finding for each Work
+    // the watchdog timed out or found an error on, naming the call that made it where the
     // rank's records say which (as the simulator's does).
-    for record in analysis::torch_log::watchdog_records(log, log_origin) {
-        let kind = match (record.thread, record.event) {
-            (ThreadKind::Watchdog, WatchdogEvent::Timeout) => Some(FindingKind::WatchdogTimeout),
-            (ThreadKind::Watchdog, WatchdogEvent::AsyncError) => Some(FindingKind::AsyncError),
-            _ => None,
-        };
-        if let Some(kind) = kind {
-            if !timeline
-                .findings
-                .iter()
-                .any(|finding| finding.rank == Some(record.rank) && finding.kind == kind)
-            {
-                let message = format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message);
-                let (iteration, op, message) =
-                    match analysis::torch_log::work_call(&timeline, record.rank, &record.message) {
-                        Ok((iteration, op)) => (Some(iteration), Some(op), message),
-                        Err(why) => (
-                            None,
-                            None,
-                            format!("{message} (no op or iteration named: {why})"),
-                        ),
-                    };
-                timeline.findings.push(Finding {
-                    stands_for: Default::default(),
-                    kind,
-                    rank: Some(record.rank),
-                    iteration,
-                    op,
-                    stream: None,
-                    message,
-                });
-            }
-        }
-        watchdog.push(record);
-    }
+    let records = analysis::torch_log::watchdog_records(log, log_origin, &timeline.scenario.groups);
+    let findings = analysis::torch_log::log_findings(&timeline, &records);
+    timeline.findings.extend(findings);
+    watchdog.extend(records);
     place_inferred_exits(&mut watchdog, &inferred_exits);
     timeline.ranks.sort_by_key(|rank| rank.rank);
     // An inferred exit comes after whatever else its rank logged at the same time.
@@ -520,6 +487,7 @@ fn origin_ns(part: &Timeline) -> u64 {
 mod tests {
     use super::*;
     use crate::diff_cmd::{read_timeline, recorded_invocation};
+    use sim::timeline::FindingKind;
 
     fn record(rank: u32, thread: ThreadKind, event: WatchdogEvent, at_ns: u64) -> WatchdogRecord {
         WatchdogRecord {
@@ -731,6 +699,101 @@ mod tests {
             "{}",
             finding.message
         );
+    }
+
+    /// Rank 0's own file of a two-rank job whose all_reduce on the world and all_reduce on the
+    /// group `pair` are both SeqNum 1, with time 0 at 2026-12-02 09:42:00 UTC.
+    fn two_groups_rank0() -> Timeline {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+                    [groups.pair]\nranks = [0, 1]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+                    [[op]]\nlabel = \"ar_world\"\nall_reduce = \"x\"\n\
+                    [[op]]\nlabel = \"ar_pair\"\nall_reduce = \"x\"\ngroup = \"pair\"\n";
+        let mut part = sim::engine::simulate(&sim::scenario::parse("two.toml", text).unwrap());
+        part.ranks.retain(|rank| rank.rank == 0);
+        part.findings.clear();
+        part.watchdog.clear();
+        let origin_s: u64 = 20_789 * 86_400 + 9 * 3600 + 42 * 60;
+        part.machine.insert(
+            "host_origin_unix_ns".to_string(),
+            (origin_s * 1_000_000_000).to_string(),
+        );
+        part
+    }
+
+    /// `c10dsim torch`'s join of one rank's file `part` and PyTorch's stderr `log`.
+    fn join_one_rank(part: &Timeline, tag: &str, log: &str) -> Timeline {
+        let dir = std::env::temp_dir().join(format!("c10dsim-join-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rank0.json"), serde_json::to_string(part).unwrap()).unwrap();
+        let Ok(joined) = join_ranks(&dir, 1, "1", log) else {
+            panic!("{tag} joins")
+        };
+        std::fs::remove_dir_all(&dir).ok();
+        joined
+    }
+
+    #[test]
+    fn a_timeout_read_from_pytorch_s_log_names_the_call_on_its_group() {
+        // The pair's SeqNum 1 timed out; the world's all_reduce is SeqNum 1 too. The line the
+        // pair's watchdog prints next carries its prefix (PyTorch 2.11's
+        // ProcessGroupNCCL.cpp:2303), the description the interpreter's `group_desc`.
+        let log = "[rank0]:[E1202 09:42:40.100000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1005 milliseconds before timing out.\n\
+                   [rank0]:[E1202 09:42:40.100100000 ProcessGroupNCCL.cpp:2303] [PG ID 1 PG GUID 1(pair) Rank 0]  failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, last completed work: -1\n";
+        let part = two_groups_rank0();
+        let op = |name: &str| part.ops.iter().find(|o| o.name == name).map(|o| o.index);
+        let joined = join_one_rank(&part, "pair", log);
+        let [finding] = joined.findings.as_slice() else {
+            panic!("one finding expected: {:?}", joined.findings)
+        };
+        assert_eq!(
+            (finding.iteration, finding.op),
+            (Some(0), op("ar_pair")),
+            "{}",
+            finding.message
+        );
+        let [record] = joined.watchdog.as_slice() else {
+            panic!("one record expected: {:?}", joined.watchdog)
+        };
+        assert_eq!(record.group, Some(1));
+    }
+
+    #[test]
+    fn each_group_s_timed_out_work_is_a_finding_naming_its_call() {
+        // Both groups' watchdogs time their SeqNum 1 out; the line after each, from the group's
+        // own watchdog, carries the group's prefix (PyTorch 2.11's ProcessGroupNCCL.cpp:2303),
+        // and the pair's desc is its scenario name (the interpreter's `group_desc`).
+        let timeout = |ran_ms: u32| {
+            format!("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for {ran_ms} milliseconds before timing out.")
+        };
+        let failure = "failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, last completed work: -1";
+        let log = format!(
+            "[rank0]:[E1202 09:42:40.100000000 ProcessGroupNCCL.cpp:689] {}\n\
+             [rank0]:[E1202 09:42:40.100100000 ProcessGroupNCCL.cpp:2303] [PG ID 1 PG GUID 1(pair) Rank 0]  {failure}\n\
+             [rank0]:[E1202 09:42:40.150000000 ProcessGroupNCCL.cpp:689] {}\n\
+             [rank0]:[E1202 09:42:40.150100000 ProcessGroupNCCL.cpp:2303] [PG ID 0 PG GUID 0(default_pg) Rank 0]  {failure}\n",
+            timeout(1005),
+            timeout(1055),
+        );
+        let part = two_groups_rank0();
+        let op = |name: &str| part.ops.iter().find(|o| o.name == name).map(|o| o.index);
+        let joined = join_one_rank(&part, "two-groups", &log);
+        let named: Vec<_> = joined
+            .findings
+            .iter()
+            .map(|f| (f.kind, f.iteration, f.op))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (FindingKind::WatchdogTimeout, Some(0), op("ar_pair")),
+                (FindingKind::WatchdogTimeout, Some(0), op("ar_world"))
+            ],
+            "{:?}",
+            joined.findings
+        );
+        // The same lines twice (a log read twice) are the same two Works: still two findings.
+        let twice = join_one_rank(&part, "two-groups-twice", &format!("{log}{log}"));
+        assert_eq!(twice.findings, joined.findings);
     }
 
     #[test]

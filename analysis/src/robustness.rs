@@ -332,7 +332,7 @@ pub fn arguments(data: &[u8]) -> bool {
 
 /// PyTorch's stderr of a launch (`c10dsim torch`): the first line the run's time 0 (its Unix
 /// time in ns, optionally followed by its `CLOCK_MONOTONIC` ns), the rest the log, read into
-/// watchdog records. Accepted when a record is read.
+/// watchdog records of a job with the groups `world` and `pair`. Accepted when a record is read.
 pub fn torch_log(data: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(data) else {
         return false;
@@ -343,5 +343,6 @@ pub fn torch_log(data: &[u8]) -> bool {
         unix_ns: clocks.next().flatten().unwrap_or(0),
         monotonic_ns: clocks.next().flatten(),
     };
-    !crate::torch_log::watchdog_records(log, origin).is_empty()
+    let groups = ["world".to_string(), "pair".to_string()];
+    !crate::torch_log::watchdog_records(log, origin, &groups).is_empty()
 }

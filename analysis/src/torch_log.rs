@@ -18,14 +18,19 @@
 //!   and `hw` log them. The main thread then aborts the communicator and prints
 //!   "taking the entire process down" before it rethrows to Python, where the program may catch
 //!   it: that line is the abort's end, not the process's.
+//! - **Which group's Work.** The timeout and async-error lines name the Work
+//!   (`WorkNCCL(SeqNum=…, OpType=…)`) but no process group; the line the group's own watchdog
+//!   prints next ("failure detected by watchdog at work sequence id: N") opens with the group's
+//!   prefix (`[PG ID 1 PG GUID 1(pair) Rank 0]`), which says whose Work it was ([`LoggedGroup`]).
 //!
-//! Just over 800 lines (about 820, half of them tests on measured log lines): the phrase table,
-//! the two readings above and the Work a line names are one reader of one log.
+//! Its tests, half of them on measured log lines, are in `torch_log/tests.rs`.
 
 use std::collections::BTreeSet;
 
 use sim::collective::CollectiveKind;
-use sim::timeline::{OpRef, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{
+    Finding, FindingKind, OpRef, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+};
 
 /// Which log lines become which records, by a phrase of the message.
 const EVENTS: [(&str, ThreadKind, WatchdogEvent); 12] = [
@@ -100,6 +105,74 @@ const WAIT_TIMED_OUT: &str = "timed out in blocking wait";
 const STALLED_HEARTBEAT: &str = "watchdog got stuck for";
 const DUMP_SIGNAL_READ: &str = "Received a dump signal due to";
 const DUMPING: &str = "preparing to dump debug info";
+
+/// A group's watchdog, right after it caught a timeout or an async error on one of the group's
+/// Works, names the Work's `SeqNum` after its group's prefix (PyTorch 2.11's
+/// `ProcessGroupNCCL.cpp:2303`).
+const FAILURE_DETECTED: &str = "failure detected by watchdog at work sequence id: ";
+
+/// The process group a ProcessGroupNCCL line opens with, as PyTorch's `createLogPrefix` prints
+/// it: `[PG ID 0 PG GUID 0(default_pg) Rank 0] `, or without the parenthesis where the group's
+/// description is empty or `undefined` (`[PG ID 1 PG GUID 1 Rank 0] `).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedGroup<'a> {
+    /// The group's number among the process's own groups, in the order it created them.
+    pub local_id: u32,
+    /// The group's name, the same on every rank: `0` for the default group, then PyTorch's
+    /// count of `new_group` calls (or a hash of the ranks, for a locally synchronised group).
+    pub guid: &'a str,
+    /// `group_desc`: `default_pg` for the default group, what `new_group(group_desc=…)` was
+    /// given for another (`c10dsim torch`'s interpreter gives the scenario's name); `None` where
+    /// PyTorch printed none.
+    pub desc: Option<&'a str>,
+    /// The rank within the group.
+    pub group_rank: u32,
+}
+
+/// The group prefix `message` opens with, if it opens with one.
+pub fn logged_group(message: &str) -> Option<LoggedGroup<'_>> {
+    let rest = message.strip_prefix("[PG ID ")?;
+    let (local_id, rest) = rest.split_once(" PG GUID ")?;
+    let local_id = local_id.parse().ok()?;
+    // The prefix ends at the first `]` that closes ` Rank N`: a description may hold a `]`
+    // of its own.
+    let ends = rest.match_indices(']').map(|(end, _)| end);
+    let (head, group_rank) = ends
+        .filter_map(|end| {
+            let (head, group_rank) = rest[..end].rsplit_once(" Rank ")?;
+            let group_rank: u32 = group_rank.parse().ok()?;
+            Some((head, group_rank))
+        })
+        .next()?;
+    let (guid, desc) = match head.split_once('(') {
+        Some((guid, desc)) => (guid, Some(desc.strip_suffix(')')?)),
+        None => (head, None),
+    };
+    if guid.is_empty() || guid.contains(' ') {
+        return None;
+    }
+    Some(LoggedGroup {
+        local_id,
+        guid,
+        desc,
+        group_rank,
+    })
+}
+
+impl LoggedGroup<'_> {
+    /// The scenario group it is, as an index into `groups` (the Timeline's `scenario.groups`,
+    /// the world first): the default group (GUID `0`, the first PyTorch creates) is the world;
+    /// another is the group its description names. `None` where it names none: a run whose
+    /// interpreter gave PyTorch no description (until 2026-12-07), or another program's log.
+    pub fn index(&self, groups: &[String]) -> Option<u16> {
+        if self.guid == "0" {
+            return (!groups.is_empty()).then_some(0);
+        }
+        let desc = self.desc?;
+        let index = groups.iter().skip(1).position(|name| name == desc)? + 1;
+        u16::try_from(index).ok()
+    }
+}
 
 /// Time 0 of a run on the two clocks PyTorch's log lines mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,10 +295,16 @@ fn parse_line_of_run(text: &str, year: i64, origin_unix_ns: u64) -> Option<Line<
 }
 
 /// The watchdog and main-thread records in `log` (PyTorch's stderr of a launch), on the axis
-/// whose time 0 is `origin`; lines before the origin, or of another kind, are skipped.
-pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
+/// whose time 0 is `origin`; lines before the origin, or of another kind, are skipped. A
+/// record of a group's watchdog or heartbeat monitor names its group where the line's prefix
+/// says which of `groups` (the Timeline's `scenario.groups`) it is ([`LoggedGroup::index`]); a
+/// timeout or async error, whose line has no prefix, takes the group of the line its watchdog
+/// prints next about the same `SeqNum`.
+pub fn watchdog_records(log: &str, origin: LogOrigin, groups: &[String]) -> Vec<WatchdogRecord> {
     let year = year_of(origin.unix_ns);
     let mut records: Vec<WatchdogRecord> = Vec::new();
+    // Timeout and async-error records a group's "failure detected" line has claimed.
+    let mut claimed: BTreeSet<usize> = BTreeSet::new();
     // Ranks whose main thread timed a wait out and has not yet printed its abort's end.
     let mut raising: BTreeSet<u32> = BTreeSet::new();
     // Ranks whose heartbeat monitor left its loop and has not yet printed its dump.
@@ -235,6 +314,27 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
             continue;
         };
         let (rank, message) = (line.rank, line.message);
+        let group = logged_group(message).and_then(|group| group.index(groups));
+        if let Some(seq_num) = message
+            .split_once(FAILURE_DETECTED)
+            .and_then(|(_, rest)| rest.split(' ').next()?.parse::<u64>().ok())
+        {
+            // The earliest watchdog timeout or async error of the rank, not yet claimed, whose
+            // Work has this SeqNum: another group's watchdog may have logged in between.
+            let caught = (0..records.len()).find(|&index| {
+                let r = &records[index];
+                r.rank == rank
+                    && r.thread == ThreadKind::Watchdog
+                    && matches!(r.event, WatchdogEvent::Timeout | WatchdogEvent::AsyncError)
+                    && !claimed.contains(&index)
+                    && logged_work(&r.message).is_some_and(|work| work.seq_num == seq_num)
+            });
+            if let Some(index) = caught {
+                claimed.insert(index);
+                records[index].group = group;
+            }
+            continue;
+        }
         // The watchdog thread's exception repeats the timeout's message: one record is enough
         // (a broken promise at exit says something of its own).
         if message.contains("terminated with exception") && !message.contains("std::future_error") {
@@ -262,6 +362,7 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
                 {
                     previous.thread = ThreadKind::Main;
                     previous.event = WatchdogEvent::WaitTimeout;
+                    previous.group = None;
                 }
             }
             raising.insert(rank);
@@ -284,7 +385,7 @@ pub fn watchdog_records(log: &str, origin: LogOrigin) -> Vec<WatchdogRecord> {
         records.push(WatchdogRecord {
             stands_for: Default::default(),
             rank,
-            group: None,
+            group: group.filter(|_| thread != ThreadKind::Main),
             thread,
             event,
             at_ns,
@@ -333,9 +434,15 @@ pub fn logged_work(message: &str) -> Option<LoggedWork<'_>> {
 /// The call that made the Work a log line of `rank` names, as the simulator's finding about a
 /// Work names it (docs/timeline-format.md): the iteration and op of the rank's collective
 /// record, completed or `unfinished_collectives`, whose Work has the line's `SeqNum` and
-/// `OpType`, when exactly one has. PyTorch 2.11's watchdog lines name no process group, so every
-/// group's records are candidates. Otherwise, why none is named.
-pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, OpRef), String> {
+/// `OpType`, on `group` where the log said which (the record's, [`watchdog_records`]), when
+/// exactly one has. The timeout's own line names no group, so without one every group's records
+/// are candidates. Otherwise, why none is named.
+pub fn work_call(
+    timeline: &Timeline,
+    rank: u32,
+    group: Option<u16>,
+    message: &str,
+) -> Result<(u32, OpRef), String> {
     let Some(work) = logged_work(message) else {
         return Err("the line names no WorkNCCL(SeqNum=…)".to_string());
     };
@@ -363,16 +470,29 @@ pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, 
             })
             .is_some_and(|kind| kind.op_type() == op_type),
     };
+    let group_name = |group: u16| {
+        timeline
+            .scenario
+            .groups
+            .get(usize::from(group))
+            .map_or("?", String::as_str)
+    };
     let matching: Vec<(u32, OpRef, u16)> = completed
         .chain(unfinished)
-        .filter(|&(_, op, _, seq_num)| seq_num == work.seq_num && prints(op))
+        .filter(|&(_, op, on, seq_num)| {
+            seq_num == work.seq_num && prints(op) && group.is_none_or(|group| group == on)
+        })
         .map(|(iteration, op, group, _)| (iteration, op, group))
         .collect();
     let described = format!(
-        "SeqNum={}{}",
+        "SeqNum={}{}{}",
         work.seq_num,
         work.op_type
-            .map_or(String::new(), |op_type| format!(", OpType={op_type}"))
+            .map_or(String::new(), |op_type| format!(", OpType={op_type}")),
+        group.map_or(String::new(), |group| format!(
+            " on group {}",
+            group_name(group)
+        ))
     );
     match matching.as_slice() {
         [(iteration, op, _)] => Ok((*iteration, *op)),
@@ -382,16 +502,10 @@ pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, 
         several => {
             let groups: Vec<&str> = several
                 .iter()
-                .map(|&(_, _, group)| {
-                    timeline
-                        .scenario
-                        .groups
-                        .get(usize::from(group))
-                        .map_or("?", String::as_str)
-                })
+                .map(|&(_, _, group)| group_name(group))
                 .collect();
             Err(format!(
-                "{} collective records of rank {rank} have {described} (groups {}), and PyTorch's line names no group",
+                "{} collective records of rank {rank} have {described} (groups {}), and PyTorch's log names no group for the line (its watchdog's next line, \"{FAILURE_DETECTED}…\", opens with the group's prefix: missing, or naming no group of the scenario)",
                 several.len(),
                 groups.join(", ")
             ))
@@ -399,423 +513,65 @@ pub fn work_call(timeline: &Timeline, rank: u32, message: &str) -> Result<(u32, 
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An origin without its monotonic reading: the printed clock is read as wall time.
-    fn printed_clock(unix_ns: u64) -> LogOrigin {
-        LogOrigin {
-            unix_ns,
-            monotonic_ns: None,
-        }
-    }
-
-    #[test]
-    fn the_printed_fraction_is_read_on_the_monotonic_clock() {
-        // Time 0 at wall 10.3 s and monotonic 5.0 s: the wall clock is 0.3 s past the
-        // monotonic one within every second.
-        let origin = LogOrigin {
-            unix_ns: 10_300_000_000,
-            monotonic_ns: Some(5_000_000_000),
+/// The findings PyTorch's log gives, from its `records` ([`watchdog_records`]) and the joined
+/// `timeline` of the ranks' own files: a `watchdog_timeout` or `async_error` finding for each
+/// Work a rank's watchdog timed out or found an error on, in the log's order, naming the call
+/// that made the Work where the rank's records say which ([`work_call`]). One Work — the same
+/// rank, group and `WorkNCCL(…)` — is one finding however often its line comes; a finding the
+/// rank's own file already holds of that kind stands for the log's about the Work it names, or,
+/// naming none, for the rank's first of its kind.
+pub fn log_findings(timeline: &Timeline, records: &[WatchdogRecord]) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = Vec::new();
+    // The file's findings that already stand for one of the log's.
+    let mut stood_for: BTreeSet<usize> = BTreeSet::new();
+    // The Works the log's findings are about: rank, kind, group and `WorkNCCL(…)`.
+    let mut found: BTreeSet<(u32, &str, Option<u16>, Option<&str>)> = BTreeSet::new();
+    for record in records {
+        let kind = match (record.thread, record.event) {
+            (ThreadKind::Watchdog, WatchdogEvent::Timeout) => FindingKind::WatchdogTimeout,
+            (ThreadKind::Watchdog, WatchdogEvent::AsyncError) => FindingKind::AsyncError,
+            _ => continue,
         };
-        assert_eq!(
-            origin.unix_ns(12_000_000_000, 400_000_000),
-            Some(12_700_000_000)
-        );
-        // Past the wrap: fraction 0.8 on the monotonic clock is 0.1 on the wall clock.
-        assert_eq!(
-            origin.unix_ns(12_000_000_000, 800_000_000),
-            Some(12_100_000_000)
-        );
-        // A monotonic clock ahead of the wall clock (a negative difference) wraps too.
-        let ahead = LogOrigin {
-            unix_ns: 10_300_000_000,
-            monotonic_ns: Some(20_900_000_000),
+        let work = work_named(&record.message);
+        if !found.insert((record.rank, kind.as_str(), record.group, work)) {
+            continue;
+        }
+        let of_the_rank = |index: &usize| {
+            let finding = &timeline.findings[*index];
+            finding.rank == Some(record.rank) && finding.kind == kind && !stood_for.contains(index)
         };
-        assert_eq!(
-            ahead.unix_ns(12_000_000_000, 500_000_000),
-            Some(12_900_000_000)
-        );
-        assert_eq!(
-            ahead.unix_ns(12_000_000_000, 700_000_000),
-            Some(12_100_000_000)
-        );
-        assert_eq!(
-            printed_clock(0).unix_ns(12_000_000_000, 700_000_000),
-            Some(12_700_000_000)
-        );
-    }
-
-    /// Who did what, record by record.
-    fn thread_events(records: &[WatchdogRecord]) -> Vec<(ThreadKind, WatchdogEvent)> {
-        records.iter().map(|r| (r.thread, r.event)).collect()
-    }
-
-    /// The two clocks of a measured run's time 0 (its Timeline's machine keys).
-    fn measured(unix_ns: u64, monotonic_ns: u64) -> LogOrigin {
-        LogOrigin {
-            unix_ns,
-            monotonic_ns: Some(monotonic_ns),
+        let same_work = (0..timeline.findings.len())
+            .filter(of_the_rank)
+            .find(|&index| work.is_some() && work_named(&timeline.findings[index].message) == work);
+        let no_work = (0..timeline.findings.len())
+            .filter(of_the_rank)
+            .find(|&index| work_named(&timeline.findings[index].message).is_none());
+        if let Some(index) = same_work.or(no_work) {
+            stood_for.insert(index);
+            continue;
         }
-    }
-
-    #[test]
-    fn a_blocking_wait_s_timeout_is_the_main_thread_s_and_its_abort_is_not_an_exit() {
-        // Measured on the H200 (tests/data/torch/h200-torchrun/caught_timeout.run1): the main thread's
-        // timeout check, its "timed out in blocking wait", and the end of its abort before the
-        // program caught the raise and ran on. No watchdog line at all.
-        let log = include_str!("../../tests/data/torch/h200-torchrun/caught_timeout.run1.log");
-        let mut records =
-            watchdog_records(log, measured(1_796_277_415_231_240_229, 40_818_424_928));
-        let kinds = thread_events(&records);
-        assert_eq!(
-            kinds,
-            [
-                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
-                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
-                (ThreadKind::Main, WatchdogEvent::Abort)
-            ]
-        );
-        // The timeout check's line first, as the simulator and hw log it.
-        let timeout_check = records.remove(0);
-        assert!(timeout_check
-            .message
-            .contains("Watchdog caught collective operation timeout"));
-        // Printed 8 ms apart in this run.
-        assert!((0..10_000_000).contains(&(records[0].at_ns - timeout_check.at_ns)));
-        assert!(records[0].message.contains("timed out in blocking wait"));
-        assert!(records[1]
-            .message
-            .contains("abort of the communicator ended"));
-        // The run's Timeline: the collective enqueued at 0.701 s with a 500 ms timeout, and
-        // `wait()` returned (raised) at 2.652170944 s. On the monotonic reading the abort's
-        // end is within a millisecond of the raise and the timeout within 10 ms of its due
-        // time; read as printed, both were 1 s off on another day's machine.
-        let raised_ns: u64 = 2_652_170_944;
-        assert!(
-            records[1].at_ns.abs_diff(raised_ns) < 1_000_000,
-            "{}",
-            records[1].at_ns
-        );
-        assert!((1_201_000_000..1_211_000_000).contains(&records[0].at_ns));
-    }
-
-    #[test]
-    fn after_a_timed_wait_s_abort_the_watchdog_reports_an_async_error() {
-        // Measured on the H200 (tests/data/torch/h200-torchrun/wait_timeout.run1): `wait(timeout=50 ms)`
-        // timed out in the main thread, which aborted the communicator and raised; the
-        // watchdog then found the aborted communicator's NCCL error, logged the stack trace and
-        // signalled the dump; the rank's own heartbeat monitor read the signal ("Received a dump
-        // signal due to a collective timeout from this local rank") and made the dump; the
-        // watchdog took the process down after its 60 s dump wait.
-        let log = include_str!("../../tests/data/torch/h200-torchrun/wait_timeout.run1.log");
-        let mut records =
-            watchdog_records(log, measured(1_796_277_602_361_854_062, 227_949_038_683));
-        assert_eq!(
-            thread_events(&records[..1]),
-            [(ThreadKind::Main, WatchdogEvent::WaitTimeout)],
-            "the timeout check's line"
-        );
-        records.remove(0);
-        let kinds = thread_events(&records);
-        assert_eq!(
-            kinds,
-            [
-                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
-                (ThreadKind::Main, WatchdogEvent::Abort),
-                (ThreadKind::Watchdog, WatchdogEvent::AsyncError),
-                (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
-                (ThreadKind::Watchdog, WatchdogEvent::DumpSignal),
-                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
-                (ThreadKind::Watchdog, WatchdogEvent::Exit)
-            ]
-        );
-        assert!(records[2].message.contains("NCCL error"));
-        // The Timeline's `wait()` raised at 1.507966748 s; the monotonic reading puts the
-        // abort's end there, and every record in the order it happened.
-        assert!(records[1].at_ns.abs_diff(1_507_966_748) < 1_000_000);
-        assert!(records
-            .windows(2)
-            .all(|pair| pair[0].at_ns <= pair[1].at_ns));
-        // The dump wait: 60 s from the dump signal to taking the process down.
-        let dump_wait_ns = records[6].at_ns - records[4].at_ns;
-        assert!(
-            dump_wait_ns.abs_diff(60_000_000_000) < 10_000_000,
-            "{dump_wait_ns}"
-        );
-    }
-
-    #[test]
-    fn a_timeout_line_of_another_work_is_kept() {
-        let log = "[rank0]:[E1202 09:42:40.100000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=500) ran for 500 milliseconds before timing out.\n\
-[rank0]:[E1202 09:42:40.200000000 ProcessGroupNCCL.cpp:821] [Rank 0] Work WorkNCCL(SeqNum=2, OpType=ALLREDUCE, Timeout(ms)=500) timed out in blocking wait.\n";
-        let origin = 20_789 * 86_400 * 1_000_000_000 + (9 * 3600 + 42 * 60) * 1_000_000_000;
-        let events: Vec<WatchdogEvent> = watchdog_records(log, printed_clock(origin))
-            .iter()
-            .map(|r| r.event)
-            .collect();
-        assert_eq!(events, [WatchdogEvent::Timeout, WatchdogEvent::WaitTimeout]);
-    }
-
-    #[test]
-    fn the_work_a_measured_line_names() {
-        let log = include_str!("../../tests/data/torch/h200-torchrun/wait_timeout.run1.log");
-        let async_error = log
-            .lines()
-            .find(|line| line.starts_with("[rank0]") && line.contains("async exception"))
-            .expect("the watchdog's async error");
-        assert_eq!(
-            logged_work(async_error),
-            Some(LoggedWork {
-                seq_num: 1,
-                op_type: Some("ALLREDUCE")
-            })
-        );
-        assert_eq!(
-            logged_work("WorkNCCL(SeqNum=7, fake)"),
-            Some(LoggedWork {
-                seq_num: 7,
-                op_type: None
-            })
-        );
-        assert_eq!(
-            logged_work("[Rank 0] watchdog got stuck for 15 seconds"),
-            None
-        );
-        assert_eq!(logged_work("WorkNCCL(SeqNum=x, OpType=SEND)"), None);
-    }
-
-    /// Rank 0 of a two-rank job: an all_reduce on the world (SeqNum 1), one on the group `pair`
-    /// (SeqNum 1 there too) and a send to rank 1 (the world's first point-to-point call:
-    /// SeqNum 1), each iteration.
-    fn two_groups_and_a_send() -> Timeline {
-        let text = "repeat = 2\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
-                    [groups.pair]\nranks = [0, 1]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
-                    [[op]]\nlabel = \"ar_world\"\nall_reduce = \"x\"\n\
-                    [[op]]\nlabel = \"ar_pair\"\nall_reduce = \"x\"\ngroup = \"pair\"\n\
-                    [[op]]\nlabel = \"to_1\"\nranks = [0]\nsend = \"x\"\npeer = 1\n\
-                    [[op]]\nlabel = \"from_0\"\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
-        sim::engine::simulate(&sim::scenario::parse("two.toml", text).unwrap())
-    }
-
-    #[test]
-    fn a_line_s_work_is_the_one_record_with_its_seq_num_and_op_type() {
-        let timeline = two_groups_and_a_send();
-        let op = |name: &str| timeline.ops.iter().find(|o| o.name == name).unwrap().index;
-        // The send's Work: SEND tells it from the two all_reduces numbered 1.
-        let line = "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=SEND, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000) ran for 1000 milliseconds before timing out.";
-        assert_eq!(work_call(&timeline, 0, line), Ok((0, op("to_1"))));
-        // The second iteration's: SeqNum 2.
-        let line = line.replace("SeqNum=1", "SeqNum=2");
-        assert_eq!(work_call(&timeline, 0, &line), Ok((1, op("to_1"))));
-        // Both groups' first all_reduce is SeqNum 1, and the line names no group.
-        let line = line.replace("SeqNum=2, OpType=SEND", "SeqNum=1, OpType=ALLREDUCE");
-        let why = work_call(&timeline, 0, &line).unwrap_err();
-        assert!(why.contains("2 collective records of rank 0 have SeqNum=1, OpType=ALLREDUCE (groups world, pair)"), "{why}");
-        // Rank 1 sent nothing: no record has SeqNum 1 and OpType SEND.
-        let line = line.replace("OpType=ALLREDUCE", "OpType=SEND");
-        let why = work_call(&timeline, 1, &line).unwrap_err();
-        assert!(
-            why.contains("rank 1 has no collective record of the Work with SeqNum=1, OpType=SEND"),
-            "{why}"
-        );
-        assert!(work_call(&timeline, 0, "[Rank 0] no Work here").is_err());
-        assert!(work_call(&timeline, 5, &line)
-            .unwrap_err()
-            .contains("no rank 5"));
-    }
-
-    #[test]
-    fn civil_days_match_known_dates() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(2026, 12, 1), 20_788);
-        assert_eq!(year_of(20_788 * 86_400 * 1_000_000_000), 2026);
-    }
-
-    #[test]
-    fn the_measured_gpu_backlog_timeout_log_gives_pytorch_s_error_path() {
-        // Measured on the H200 (tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1): a 1 s timeout
-        // behind a 3 s GPU backlog, the collective enqueued at 0.556870909 s.
-        let log = include_str!("../../tests/data/torch/h200-torchrun/gpu_backlog_timeout.run1.log");
-        let records = watchdog_records(log, measured(1_796_277_491_783_812_137, 117_370_996_936));
-        let events: Vec<WatchdogEvent> = records.iter().map(|r| r.event).collect();
-        assert_eq!(
-            events,
-            [
-                WatchdogEvent::Timeout,
-                WatchdogEvent::StackTrace,
-                WatchdogEvent::DumpSignal,
-                WatchdogEvent::Dump,
-                WatchdogEvent::Exit
-            ]
-        );
-        assert_eq!(records[0].rank, 0);
-        assert!(records[0].message.contains("Timeout(ms)=1000"));
-        // The watchdog polls every 100 ms: it found the timeout within a poll of its due time.
-        let due_ns = 556_870_909 + 1_000_000_000;
-        assert!((due_ns..due_ns + 100_000_000).contains(&records[0].at_ns));
-        // The times this reader gave the run's own Timeline (its `watchdog` records).
-        let at_ns: Vec<u64> = records.iter().map(|r| r.at_ns).collect();
-        assert_eq!(
-            at_ns,
-            [
-                1_562_127_768,
-                6_788_669_582,
-                6_788_757_164,
-                7_162_571_586,
-                8_520_953_718
-            ]
-        );
-    }
-
-    #[test]
-    fn the_lines_of_a_failed_exit_become_records_r31() {
-        // Measured on the H200 (tests/data/torch/probes/exit_with_pending_work.txt): the
-        // watchdog's broken promise after a timeout in the exit window, and the destructor's
-        // abort timing out with no Work pending.
-        let log = "[rank0]:[E1202 18:44:57.528857658 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=500) ran for 500 milliseconds before timing out.\n\
-[rank0]:[E1202 18:44:57.529498335 ProcessGroupNCCL.cpp:2119] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: std::future_error: Broken promise\n\
-[rank0]:[E1202 18:45:13.470668122 ProcessGroupNCCL.cpp:1389] [PG ID 0 PG GUID 0(default_pg) Rank 0] Future for ProcessGroup abort timed out after 500 ms\n";
-        let origin_unix_ns =
-            20_789 * 86_400 * 1_000_000_000 + (18 * 3600 + 44 * 60) * 1_000_000_000;
-        let records = watchdog_records(log, printed_clock(origin_unix_ns));
-        let kinds = thread_events(&records);
-        assert_eq!(
-            kinds,
-            [
-                (ThreadKind::Watchdog, WatchdogEvent::Timeout),
-                (ThreadKind::Watchdog, WatchdogEvent::Exit),
-                (ThreadKind::Main, WatchdogEvent::Abort)
-            ]
-        );
-        assert_eq!(records[1].at_ns - records[0].at_ns, 640_677);
-    }
-
-    #[test]
-    fn a_date_from_january_to_september_has_a_one_digit_month() {
-        // c10's logger prints month × 100 + day without padding: 15 September is `E915`.
-        let september =
-            "[rank0]:[E915 03:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
-        let line = parse_line(september, 2026).expect("a September line is PyTorch's");
-        let seconds = days_from_civil(2026, 9, 15) * 86_400 + 3 * 3600 + 54 * 60 + 42;
-        assert_eq!(line.whole_seconds_ns, seconds as u64 * 1_000_000_000);
-        // A zero-padded month (a glog build's `E0915`) is the same date.
-        let padded = september.replace("E915", "E0915");
-        assert_eq!(parse_line(&padded, 2026), Some(line));
-        let origin = printed_clock(seconds as u64 * 1_000_000_000);
-        assert_eq!(watchdog_records(september, origin).len(), 1);
-        for bad in ["E15", "E91501", "E9a5"] {
-            let line = format!("[rank0]:[{bad} 03:54:42.5 F.cpp:1] message");
-            assert_eq!(parse_line(&line, 2026), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn a_run_started_on_new_years_eve_reads_januarys_lines_in_the_next_year() {
-        let eve = (days_from_civil(2026, 12, 31) * 86_400 + 23 * 3600 + 59 * 60 + 59) as u64;
-        let origin = printed_clock(eve * 1_000_000_000);
-        let january =
-            "[rank0]:[E101 00:00:01.0 F.cpp:1] Watchdog caught collective operation timeout";
-        let records = watchdog_records(january, origin);
-        assert_eq!(records.len(), 1);
-        assert_eq!(records[0].at_ns, 2_000_000_000);
-        // A line of the origin's own day is not moved.
-        let december =
-            "[rank0]:[E1231 23:59:59.5 F.cpp:1] Watchdog caught collective operation timeout";
-        assert_eq!(watchdog_records(december, origin)[0].at_ns, 500_000_000);
-    }
-
-    #[test]
-    fn a_clock_out_of_range_is_not_a_watchdog_line() {
-        // An hour of 10^13 overflowed the nanoseconds (a panic with overflow checks on, a
-        // wrong time without); such a line is skipped like any other that is not PyTorch's.
-        let line = "[rank0]:[E1201 9999999999999:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
-        assert_eq!(parse_line(line, 2026), None);
-        for bad in [
-            "E1301 03:54:42.5",
-            "E1232 03:54:42.5",
-            "E1201 24:00:00.0",
-            "E1201 03:60:00.0",
-            "E1201 03:54:61.0",
-            "E1201 -1:54:42.5",
-        ] {
-            let line = format!("[rank0]:[{bad} F.cpp:1] message");
-            assert_eq!(parse_line(&line, 2026), None, "{bad}");
-        }
-        assert!(parse_line("[rank0]:[E1201 23:59:60.999 F.cpp:1] message", 2026).is_some());
-        assert!(watchdog_records(&format!("{line}\n"), printed_clock(0)).is_empty());
-        // A time 0 in the year 2343 (cargo fuzz): its nanoseconds overflowed an i64.
-        let late =
-            "[rank0]:[E1201 03:54:42.5 F.cpp:1] Watchdog caught collective operation timeout";
-        assert!(parse_line(late, 2343).is_some());
-        assert_eq!(
-            watchdog_records(late, printed_clock(11_796_204_716_000_000_000)).len(),
-            1
-        );
-    }
-
-    #[test]
-    fn the_heartbeat_monitor_s_stall_dump_and_abort_are_its_own() {
-        // Lines shaped as PyTorch 2.11 printed them in tests/data/torch/probes/
-        // never_ending_side.txt (sitting 2, run 2, time 0 at 11:17:26.732465344; read as
-        // printed): the times of the first four to the ms of its records, their messages
-        // shortened, the last line verbatim. The main thread's timeout, the monitor's stalled
-        // heartbeat 29.19 s later, its dump, and its abort after "slept for 15".
-        let log = "\
-[rank0]:[E1203 11:17:30.956000000 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 500 milliseconds before timing out.
-[rank0]:[E1203 11:17:30.967000000 ProcessGroupNCCL.cpp:821] [Rank 0] Work WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) timed out in blocking wait.
-[rank0]:[E1203 11:18:00.155000000 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 15 seconds without making progress in monitoring enqueued collectives.
-[rank0]:[E1203 11:18:00.158000000 ProcessGroupNCCL.cpp:1628] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active collectives: 0
-[rank0]:[F1203 11:18:20.316272848 ProcessGroupNCCL.cpp:1653] [PG ID 0 PG GUID 0(default_pg) Rank 0] [PG ID 0 PG GUID 0(default_pg) Rank 0] Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.
-";
-        let origin = LogOrigin {
-            unix_ns: 1_796_296_646_732_465_344,
-            monotonic_ns: None,
-        };
-        let records = watchdog_records(log, origin);
-        assert_eq!(
-            thread_events(&records),
-            [
-                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
-                (ThreadKind::Main, WatchdogEvent::WaitTimeout),
-                (
-                    ThreadKind::HeartbeatMonitor,
-                    WatchdogEvent::HeartbeatTimeout
+        let message = format!("[Rank {}] (PyTorch's log) {}", record.rank, record.message);
+        let (iteration, op, message) =
+            match work_call(timeline, record.rank, record.group, &record.message) {
+                Ok((iteration, op)) => (Some(iteration), Some(op), message),
+                Err(why) => (
+                    None,
+                    None,
+                    format!("{message} (no op or iteration named: {why})"),
                 ),
-                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
-                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Exit)
-            ]
-        );
-        let seconds = |record: &WatchdogRecord| record.at_ns as f64 / 1e9;
-        assert!((seconds(&records[2]) - seconds(&records[1]) - 29.19).abs() < 0.01);
-        assert!((seconds(&records[4]) - 53.58).abs() < 0.01);
+            };
+        findings.push(Finding {
+            stands_for: Default::default(),
+            kind,
+            rank: Some(record.rank),
+            iteration,
+            op,
+            stream: None,
+            message,
+        });
     }
-
-    #[test]
-    fn a_disabled_monitor_logs_the_termination_it_would_have_done() {
-        // PyTorch's line under TORCH_NCCL_ENABLE_MONITORING=0 (HeartbeatMonitor::runLoop's
-        // `else` branch), after a stalled heartbeat read and the dump.
-        let log = "\
-[rank0]:[E1203 11:18:00.155000000 ProcessGroupNCCL.cpp:1914] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL's watchdog got stuck for 15 seconds without making progress in monitoring enqueued collectives.
-[rank0]:[E1203 11:18:00.158000000 ProcessGroupNCCL.cpp:1628] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active collectives: 0
-[rank0]:[E1203 11:18:20.316000000 ProcessGroupNCCL.cpp:2039] [PG ID 0 PG GUID 0(default_pg) Rank 0] ProcessGroupNCCL monitor thread is disabled, but would have terminated the processafter attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.
-";
-        let origin = LogOrigin {
-            unix_ns: 1_796_296_646_732_465_344,
-            monotonic_ns: None,
-        };
-        assert_eq!(
-            thread_events(&watchdog_records(log, origin)),
-            [
-                (
-                    ThreadKind::HeartbeatMonitor,
-                    WatchdogEvent::HeartbeatTimeout
-                ),
-                (ThreadKind::HeartbeatMonitor, WatchdogEvent::Dump),
-                (ThreadKind::HeartbeatMonitor, WatchdogEvent::MonitorDisabled)
-            ]
-        );
-    }
+    findings
 }
+
+#[cfg(test)]
+mod tests;

@@ -684,6 +684,10 @@ def test_init_process_group_and_new_group_ops_run_once_in_program_order(resolve,
     assert called.count("init_process_group") == 1 and called.count("new_group") == 1
     (init,) = [call for call in calls if call[0] == "init_process_group"]
     assert init[5] == "True"
+    # The group is described by its scenario name: PyTorch's log prefix then names it
+    # (`[PG ID 1 PG GUID 1(sub) Rank 0]`), which is how `c10dsim torch` tells its Works.
+    (new,) = [call for call in calls if call[0] == "new_group"]
+    assert new[2] == "sub"
     assert called.index("init_process_group") < called.index("all_reduce")
     assert called.index("all_reduce") < called.index("new_group")
     assert called.count("all_reduce") == 2 * scenario["repeat"]

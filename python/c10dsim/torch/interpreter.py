@@ -417,10 +417,13 @@ class Interpreter:
             # PyTorch makes a pair's communicator itself, lazily, at the first send/recv on the
             # world group: no group of ours (its calls are the world's, ``flight_key``).
             return
+        # Described by its scenario name, PyTorch's log lines of the group open with it
+        # (`[PG ID 1 PG GUID 1(sub) Rank 0]`): `c10dsim torch` tells the group's Works by it.
         self.groups[index] = self.dist.new_group(
             ranks=self.members[index],
             timeout=datetime.timedelta(microseconds=group["timeout_ns"] // 1000),
-            pg_options=self.pg_options(group))
+            pg_options=self.pg_options(group),
+            group_desc=group["name"])
 
     def pg_options(self, group):
         if not group["high_priority"]:

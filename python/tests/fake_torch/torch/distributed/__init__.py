@@ -160,8 +160,8 @@ def init_process_group(backend=None, rank=0, world_size=1, timeout=None, device_
     group.WORLD = world
 
 
-def new_group(ranks=None, timeout=None, pg_options=None):
-    _log("new_group", ranks)
+def new_group(ranks=None, timeout=None, pg_options=None, group_desc=None):
+    _log("new_group", ranks, group_desc)
     created = _Group(str(len(_groups)), ranks)
     _groups.append(created)
     return created
