@@ -745,6 +745,31 @@ def test_a_barrier_runs_on_the_current_stream_without_a_wait_from_pytorch_2_8(
     assert record["bytes"] == 4, "one f32, as ProcessGroupNCCL::barrier's and the simulator's"
 
 
+@pytest.mark.parametrize("version, on_current", [("2.11.0+cu130", True), ("2.7.1", False)])
+def test_a_process_taken_down_inside_a_barrier_writes_its_collective_unfinished(
+        resolve, interpret, tmp_path, version, on_current):
+    # PyTorch 2.11 on an H100: a barrier behind a 5 s GPU sleep, 2 s group timeout, after a
+    # warm-up barrier; the watchdog took the process down inside the second barrier, whose
+    # collective the simulator writes unfinished (seq 2).
+    source = tmp_path / "barrier_hang.toml"
+    source.write_text("[cluster]\nranks = 1\n[[op]]\nbarrier = true\n[[op]]\nbarrier = true\n")
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": version,
+                                                  "FAKE_TORCH_ABORTS": "barrier:2"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    assert [c["seq"] for c in rank["collectives"]] == [1]
+    (never,) = rank["unfinished_collectives"]
+    assert (never["op"], never["seq"], never["bytes"]) == (1, 2, 4)
+    assert never["host_end_ns"] == never["host_start_ns"] >= rank["unfinished_host"]["start_ns"]
+    assert rank["unfinished_host"]["op"] == 1
+    if on_current:
+        assert never["wait"] is None and never["run_stream"] == 0
+    else:
+        assert never["wait"] == {"op": 1, "host_start_ns": never["host_start_ns"],
+                                 "host_end_ns": None, "stream": 0}
+
+
 def test_an_async_barrier_returns_its_work_for_a_later_wait(resolve, interpret, tmp_path):
     # Measured on PyTorch 2.11 (tests/data/torch/probes/barrier/): barrier(async_op=True) runs
     # on the internal stream and returns a Work; its wait() is the program's (R14).

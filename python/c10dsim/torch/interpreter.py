@@ -797,6 +797,19 @@ class Interpreter:
             "released_ns": passed, "completed_at_return": None,
         }
 
+    def blocked_inside(self, op, record):
+        """A synchronous call blocking until its collective is done, before it returns: a
+        partial write sees the collective unfinished while the current stream has not passed it
+        (on the calling stream, R11), or with the wrapper's ``wait()`` never returned (on the
+        internal stream); ``implicit_wait`` replaces this once the call returns."""
+        if record["run_stream"] == record["call_stream"]:
+            record["stream_passed_ns"] = None
+            return
+        record["wait"] = {
+            "op": op["index"], "host_start_ns": record["host_start_ns"], "host_end_ns": None,
+            "stream": self.current, "released_ns": None, "completed_at_return": None,
+        }
+
     def op_collective(self, op, kind, iteration):
         group_index = kind["group"]
         group = self.groups[group_index]
@@ -885,16 +898,23 @@ class Interpreter:
         async_op = kind["async_op"]
         ready = self.gpu_time(self.current)
         start = self.clock()
-        work = self.dist.barrier(group=self.groups[group_index], async_op=async_op,
-                                 device_ids=[self.local_rank])
-        end = self.clock()
-        self.host(op, iteration, start, end)
         # A synchronous all_reduce (R11, R14): from PyTorch 2.8 on the current stream, which
         # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
         # internal stream, its Work waited on by the wrapper. With async_op, the internal
-        # stream and a Work, kept for a later wait as any async collective's.
+        # stream and a Work, kept for a later wait as any async collective's. The record is
+        # made before the call, which a synchronous barrier blocks inside: a process taken
+        # down there (the watchdog) still writes the collective, unfinished, as the simulator
+        # does; until the call returns its end is its start, since where PyTorch issued the
+        # all_reduce inside it is not observable.
         record = self.collective_record(op, iteration, group_index, BARRIER_BYTES, async_op,
-                                        start, end, ready)
+                                        start, start, ready)
+        if not async_op:
+            self.blocked_inside(op, record)
+        work = self.dist.barrier(group=self.groups[group_index], async_op=async_op,
+                                 device_ids=[self.local_rank])
+        end = self.clock()
+        record["host_end_ns"] = self.rel(end)
+        self.host(op, iteration, start, end)
         if not async_op:
             self.implicit_wait(op, record)
         elif kind["work"] is not None:
