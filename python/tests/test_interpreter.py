@@ -315,6 +315,26 @@ def test_a_result_whose_next_call_raised_is_not_waited_again(resolve, interpret,
     assert record["wait"]["host_start_ns"] == wait_call["start_ns"]
 
 
+def test_a_result_no_call_bound_is_a_plain_tensor_whose_use_waits_for_nothing(
+        resolve, interpret, tmp_path):
+    # y = fcol.all_reduce(x) raises from its first call on, caught: y is still the plain
+    # tensor it was, and its use calls nothing (R30), as the simulator lowers it.
+    source = tmp_path / "functional_never_bound.toml"
+    source.write_text("repeat = 2\n[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n"
+                      "y = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n"
+                      "catch = true\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n")
+    path, scenario = resolve(str(source))
+    assert scenario["ops"][1]["label"] == "wait_tensor(y)"
+    completed, document, calls = interpret(path, env={
+        "FAKE_TORCH_RAISES": "functional.all_reduce=DistBackendError: NCCL communicator was "
+                             "aborted on rank 0."})
+    assert completed.returncode == 0, completed.stderr
+    assert names(calls).count("functional.wait_tensor") == 0
+    (rank,) = document["ranks"]
+    assert [e["iteration"] for e in rank["exceptions"]] == [0, 1]
+    assert not [call for call in rank["host"] if call["op"] == 1]
+
+
 def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")

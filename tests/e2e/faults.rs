@@ -323,6 +323,25 @@ fn a_functional_call_that_raised_leaves_its_name_on_a_result_already_waited_r30(
 }
 
 #[test]
+fn a_functional_call_that_raised_before_any_bound_its_result_leaves_a_plain_tensor_r30() {
+    // The communicator is aborted before `ar`'s first call: every call raises, caught, and `y`
+    // stays the plain tensor it was, so its use waits for nothing: no wait_tensor call.
+    let text = "repeat = 2\n[cluster]\nranks = 1\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[groups.world]\neager_init = true\ntimeout_s = 0.5\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\nz = \"1MiB\"\n[[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 2_000_000\n[[op]]\nlabel = \"ar2\"\nall_reduce = \"z\"\nasync_op = true\nwork = \"w\"\ncatch = true\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\ncatch = true\n[[op]]\nlabel = \"use_y\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let timeline = simulate_text(text);
+    let rank0 = &timeline.ranks[0];
+    let op = |name: &str| timeline.ops.iter().position(|o| o.name == name).unwrap() as u32;
+    let raised: Vec<u32> = (rank0.exceptions.iter())
+        .filter(|e| e.op == op("ar"))
+        .map(|e| e.iteration)
+        .collect();
+    assert_eq!(raised, [0, 1]);
+    let calls = |name: &str| rank0.host.iter().filter(|c| c.op == op(name)).count();
+    assert_eq!((calls("wait_tensor(y)"), calls("use_y")), (0, 2));
+    let wait_y = op("wait_tensor(y)");
+    assert!(!rank0.stream_waits.iter().any(|w| w.op == wait_y));
+}
+
+#[test]
 fn catch_applies_to_wait_only_and_hw_refuses_it() {
     let on_kernel = CAUGHT_TIMEOUT.replace(
         "kernel = { us = 5 }\n",

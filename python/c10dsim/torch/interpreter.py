@@ -922,9 +922,10 @@ class Interpreter:
 
     def op_wait(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])
-        if kind["previous_iteration"] and not entries:
-            # R30: the wait_tensor of a result the previous iteration made; before there is
-            # one (the first iteration), the name holds a plain tensor and nothing waits.
+        functional = self.scenario["works"][kind["work"]].startswith("wait_tensor(")
+        if (kind["previous_iteration"] or functional) and not entries:
+            # R30: the wait_tensor of a result no call made yet (the first iteration, or every
+            # call so far raised): the name holds a plain tensor and nothing waits.
             return
         if any(isinstance(work, FunctionalWork) and work.completed for work, _ in entries):
             # R30: the name still holds a result already waited (the call that would have

@@ -85,7 +85,8 @@ pub struct ProcessGroupNccl {
     /// Per name of a functional collective's Work (R30): whether the `wait_tensor` of the
     /// result it names ran (`AsyncCollectiveTensor.completed`), after which a use of that
     /// result waits for nothing; the name keeps the result when a later call raised before
-    /// binding it (`catch`, a skipped op). `None` for the other names.
+    /// binding it (`catch`, a skipped op). True too before a call bound one: the name holds
+    /// the plain tensor it was, whose use waits for nothing. `None` for the other names.
     result_waited: Vec<Option<bool>>,
     /// Per op: the perturbations (straggler delays) that apply to this rank.
     perturbations_by_op: Vec<Vec<usize>>,
@@ -97,6 +98,17 @@ impl ProcessGroupNccl {
         for (index, perturbation) in scenario.perturbations.iter().enumerate() {
             if perturbation.ranks.contains(&rank) {
                 perturbations_by_op[perturbation.before_op].push(index);
+            }
+        }
+        let mut result_waited = vec![None; scenario.works.len()];
+        for op in &scenario.ops {
+            if let OpKind::Collective {
+                work: Some(work),
+                result: Some(_),
+                ..
+            } = op.kind
+            {
+                result_waited[work] = Some(true);
             }
         }
         ProcessGroupNccl {
@@ -118,7 +130,7 @@ impl ProcessGroupNccl {
             event_slot: vec![None; scenario.events.len()],
             works: vec![None; scenario.works.len()],
             holds_work: vec![false; scenario.works.len()],
-            result_waited: vec![None; scenario.works.len()],
+            result_waited,
             perturbations_by_op,
         }
     }
@@ -373,7 +385,8 @@ impl ProcessGroupNccl {
                 previous_iteration: true,
                 ..
             } if self.works[work].is_none() => return Ok(()),
-            // R30: the result was waited already; `trigger_wait` calls nothing.
+            // R30: the result was waited already (`trigger_wait` calls nothing), or no call
+            // bound one yet.
             OpKind::Wait { work, .. } if self.result_waited[work] == Some(true) => return Ok(()),
             _ => {}
         }
