@@ -275,11 +275,13 @@ impl Resolver<'_> {
     }
 
     /// `functional_all_reduce = "x"`, `result = "y"` (R30): an async all_reduce whose Work is
-    /// waited on (`wait_tensor`) at the first later op that reads `y`.
+    /// waited on (`wait_tensor`) at the first later op that reads `y`, on the ranks that run
+    /// it (`ranks`, of `total_ranks`).
     pub(super) fn functional_collective(
         &self,
         raw: &RawOp,
         ranks: &Option<Vec<u32>>,
+        total_ranks: u32,
         names: &Names,
         program: &mut ProgramBuilder,
     ) -> Result<OpKind> {
@@ -339,7 +341,14 @@ impl Resolver<'_> {
             result_name.get_ref()
         ));
         cover(&mut program.work_coverage, work, ranks);
-        program.pending_results.retain(|p| p.result != result);
+        // The call rebinds `y` on its ranks; on the others an earlier call's result stays
+        // pending.
+        for pending in &mut program.pending_results {
+            if pending.result == result {
+                pending.ranks = Some(split_ranks(&pending.ranks, ranks, total_ranks).1);
+            }
+        }
+        (program.pending_results).retain(|p| p.ranks.as_ref().is_none_or(|list| !list.is_empty()));
         program.pending_results.push(PendingResult {
             result,
             work,
@@ -799,6 +808,18 @@ mod tests {
             waits(&format!("repeat = 2\n{head}{uses}{call}"))[..4],
             [wait(0, true), use_on(0), wait(1, true), use_on(1)]
         );
+    }
+
+    #[test]
+    fn a_call_on_some_ranks_leaves_the_others_result_pending_r30() {
+        // `ar0` rebinds y on rank 0 only: rank 1's y is still `ar`'s result, whose wait_tensor
+        // comes before its use, as rank 0's for `ar0`'s.
+        let text = "[cluster]\nranks = 2\n[groups.solo]\nranks = [0]\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"ar0\"\ngroup = \"solo\"\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n[[op]]\nlabel = \"use\"\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+        let ops: Vec<(String, Option<Vec<u32>>)> = (parse("f.toml", text).unwrap().ops.iter())
+            .map(|op| (op.display_name(), op.ranks.clone()))
+            .collect();
+        let wait = |rank: u32| ("wait_tensor(y)".to_string(), Some(vec![rank]));
+        assert_eq!(ops[2..], [wait(1), wait(0), ("use".to_string(), None)]);
     }
 
     #[test]

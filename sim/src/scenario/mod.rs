@@ -1949,7 +1949,7 @@ impl Resolver<'_> {
             }
             "functional_all_reduce" => {
                 allowed_modifiers = &["group", "result", "catch"];
-                self.functional_collective(raw, &ranks, names, program)?
+                self.functional_collective(raw, &ranks, cluster.ranks, names, program)?
             }
             "init_process_group" => {
                 allowed_modifiers = &["device_id"];
