@@ -66,9 +66,10 @@ pub struct ProcessGroupNccl {
     /// Per collective record: whether it is a barrier's all_reduce, whose Work's wait()
     /// synchronises the current stream (R14).
     barrier_collectives: Vec<bool>,
-    /// Per collective record: for the last bucket of a bucketed collective, the copy back
-    /// into the gradients that follows the wait() of its Work (R25).
-    copy_outs: Vec<Option<CopyOut>>,
+    /// The copy back into the gradients that follows the wait() of a bucketed collective's
+    /// last bucket (R25), by that bucket's collective record, in the order made (kept for those
+    /// records alone: a per-record entry would grow every run's memory with its collectives).
+    copy_outs: Vec<(u32, CopyOut)>,
     /// Per process group: point-to-point calls issued so far. PyTorch numbers them apart from
     /// the collectives, whatever the peer, and a p2p Work's `SeqNum` is this count.
     p2p_seq: Vec<u64>,
@@ -681,15 +682,16 @@ impl ProcessGroupNccl {
         self.barrier_collectives.push(barrier);
         let copy_out = match (call.bucket, call.tensor) {
             (Some(bucket), Some(gradients)) if bucket.index + 1 == bucket.buckets => {
-                Some(CopyOut {
+                let copy_out = CopyOut {
                     op: op.index as u32,
                     gradients,
                     buckets: bucket.buckets,
-                })
+                };
+                self.copy_outs.push((collective, copy_out));
+                Some(copy_out)
             }
             _ => None,
         };
-        self.copy_outs.push(copy_out);
         let process_group = scenario.process_group(group);
         let seq_num = if call.kind.is_point_to_point() {
             self.p2p_seq[process_group] += 1;
@@ -821,8 +823,8 @@ impl ProcessGroupNccl {
             self.barrier_wait_sync(scenario, (collective, end), stream, poll, out);
         }
         out.push(Step::WaitReturn { collective });
-        if let Some(copy_out) = self.copy_outs[collective as usize] {
-            copy_out.lower(stream, out);
+        if let Ok(index) = (self.copy_outs).binary_search_by_key(&collective, |(made, _)| *made) {
+            self.copy_outs[index].1.lower(stream, out);
         }
     }
 
