@@ -168,6 +168,10 @@ pub struct Descriptor {
 /// `at::zeros({1}, kFloat)`, one f32 element (R14).
 pub const BARRIER_BYTES: u64 = 4;
 
+/// The `OpType` of a Work that coalesces several calls: a `batch_isend_irecv`'s, a
+/// `_coalescing_manager` block's (R25).
+pub const COALESCED_OP_TYPE: &str = "COALESCED";
+
 /// Every kind's descriptor, in [`CollectiveKind`] order.
 pub const DESCRIPTORS: [Descriptor; 8] = [
     Descriptor {
@@ -267,7 +271,7 @@ pub const DESCRIPTORS: [Descriptor; 8] = [
         kind: CollectiveKind::BatchP2p,
         key: "batch_isend_irecv",
         // One coalesced Work for the whole batch, as `_coalescing_manager` returns.
-        op_type: "COALESCED",
+        op_type: COALESCED_OP_TYPE,
         kernel_word: "SendRecv",
         kernel_name_is_specialised: false,
         host_name: "c10d::batch_isend_irecv",

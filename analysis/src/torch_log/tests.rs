@@ -235,6 +235,27 @@ fn a_line_s_work_is_the_one_record_with_its_seq_num_and_op_type() {
 }
 
 #[test]
+fn a_coalescing_block_s_work_is_its_block_s_call() {
+    // The simulator prints a `_coalescing_manager` block's Work as PyTorch does, `COALESCED`
+    // (R25); its record is the block's op, an all_reduce.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                [tensors]\ng = { size = \"4KiB\", count = 3 }\n[[op]]\nlabel = \"block\"\n\
+                all_reduce = \"g\"\ncoalesce = true\n[[fault]]\nranks = [1]\nat = \"block\"\nkind = \"hang\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("c.toml", text).unwrap());
+    let timeout = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
+        .expect("rank 0's watchdog times out");
+    assert_eq!(
+        logged_work(&timeout.message).and_then(|work| work.op_type),
+        Some("COALESCED")
+    );
+    assert_eq!(
+        work_call(&timeline, 0, Some(0), &timeout.message),
+        Ok((0, 0))
+    );
+}
+
+#[test]
 fn a_group_prefix_is_read_as_pytorch_prints_it() {
     // PyTorch 2.11's lines (tests/data/torch/*.log, probes/subgroup_monitor.txt).
     let default_pg = "[PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 1";

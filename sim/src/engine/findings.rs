@@ -236,7 +236,7 @@ impl Engine<'_> {
                 message: format!(
                     "collective {} ({seq_nums}, OpType={}, group {}, line {}) never completes: {} {spin} (R16), {absent}",
                     op.display_name(),
-                    rendezvous.collective.op_type(),
+                    op.kind.work_op_type(rendezvous.collective),
                     group.name,
                     op.line,
                     spinning.named(),

@@ -6,8 +6,8 @@ use super::summary::FoldedWork;
 use super::NEVER;
 use crate::collective::CollectiveKind;
 use crate::flight_recorder::{
-    dtype_name, group_names, profiling_name, DumpEntry, DumpGroup, EntryState, FlightRecorderDump,
-    Frame, DUMP_VERSION,
+    coalesced_profiling_name, dtype_name, group_names, profiling_name, DumpEntry, DumpGroup,
+    EntryState, FlightRecorderDump, Frame, DUMP_VERSION,
 };
 use crate::pg::faults::RankFaults;
 use crate::pg::work::WATCHDOG_POLL_NS;
@@ -217,6 +217,7 @@ pub(super) fn dump(
                 CollectiveKind::Send => format!("nccl:send {rank}->{peer}"),
                 CollectiveKind::Recv => format!("nccl:recv {rank}<-{peer}"),
                 _ if barrier => "nccl:all_reduce_barrier".to_string(),
+                _ if op.kind.is_coalescing_block() => coalesced_profiling_name(kind).to_string(),
                 _ => profiling_name(kind).to_string(),
             };
             let is_p2p = kind.is_point_to_point();
@@ -593,6 +594,37 @@ mod tests {
             ),
             ("nccl:coalesced", 1, 1, 2)
         );
+    }
+
+    #[test]
+    fn a_coalescing_block_is_one_entry_named_as_pytorch_names_its_coalesced_call_r25() {
+        // Measured on PyTorch 2.11 (an H100): a `_coalescing_manager` block of all_reduces is one
+        // `nccl:allreduce_coalesced` entry, of all_gather_into_tensor one
+        // `nccl:all_gather_into_tensor_coalesced`; reduce_scatter_tensor's name is its
+        // `collectiveCoalesced` title. Other kinds PyTorch does not coalesce: the generic
+        // `endCoalescing`'s `nccl:coalesced`.
+        let name = |key: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 [tensors]\ng = {{ size = \"4KiB\", count = 3 }}\n\
+                 [[op]]\nlabel = \"block\"\n{key} = \"g\"\ncoalesce = true\n\
+                 [[fault]]\nranks = [1]\nat = \"block\"\nkind = \"hang\"\n"
+            );
+            let timeline = crate::engine::simulate(&parse("block.toml", &text).unwrap());
+            let rank0 = (timeline.flight_recorder.iter())
+                .find(|dump| dump.rank == 0)
+                .expect("rank 0 dumps");
+            assert_eq!(rank0.entries.len(), 1);
+            rank0.entries[0].profiling_name.clone()
+        };
+        assert_eq!(name("all_reduce"), "nccl:allreduce_coalesced");
+        assert_eq!(name("all_gather"), "nccl:all_gather_into_tensor_coalesced");
+        assert_eq!(
+            name("reduce_scatter"),
+            "nccl:reduce_scatter_tensor_coalesced"
+        );
+        assert_eq!(name("broadcast"), "nccl:coalesced");
+        assert_eq!(name("all_to_all"), "nccl:coalesced");
     }
 
     #[test]

@@ -127,6 +127,57 @@ fn a_batch_that_times_out_is_named_as_the_coalesced_work_it_is() {
 }
 
 #[test]
+fn a_coalescing_block_that_times_out_is_named_as_the_coalesced_work_it_is_r25() {
+    // Rank 1 hangs before a `_coalescing_manager` block of three all_reduces: rank 0's
+    // watchdog catches the block's one Work, which PyTorch makes with OpType::COALESCED.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                [env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n[tensors]\ng = { size = \"4KiB\", count = 3 }\n\
+                [[op]]\nlabel = \"block\"\nall_reduce = \"g\"\ncoalesce = true\n\
+                [[fault]]\nranks = [1]\nat = \"block\"\nkind = \"hang\"\n";
+    let timeline = simulate(&parse("c.toml", text).unwrap());
+    let timeout = timeline
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
+        .expect("rank 0's watchdog times out");
+    assert!(
+        timeout.message.contains(
+            "WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=3072, NumelOut=3072, Timeout(ms)=1000)"
+        ),
+        "{}",
+        timeout.message
+    );
+    // The desync report and its verdict name the Work as the timeout line does.
+    let texts = (timeline.findings.iter().map(|f| &f.message))
+        .chain(timeline.watchdog.iter().map(|r| &r.message));
+    for text in texts {
+        assert!(!text.contains("ALLREDUCE"), "{text}");
+    }
+    assert!(
+        timeline.watchdog.iter().any(|r| r
+            .message
+            .contains("Desync debug report at SeqNum=1 (COALESCED, group world)")),
+        "{:#?}",
+        timeline.watchdog
+    );
+    // Without a watchdog to take it down, the block's deadlock names the same Work.
+    let text = text
+        .replace("TORCH_NCCL_DESYNC_DEBUG", "TORCH_NCCL_BLOCKING_WAIT")
+        .replace("\"hang\"", "\"skip\"");
+    let timeline = simulate(&parse("c.toml", &text).unwrap());
+    let deadlock = (timeline.findings.iter())
+        .find(|f| f.kind == FindingKind::Deadlock)
+        .expect("the block never completes");
+    assert!(
+        deadlock
+            .message
+            .contains("(SeqNum=1, OpType=COALESCED, group world, line 10) never completes"),
+        "{}",
+        deadlock.message
+    );
+}
+
+#[test]
 fn a_rate_near_zero_gives_a_transfer_that_never_ends_not_one_that_wraps_short() {
     // 4 MiB at 1e-13 GB/s is past u64::MAX nanoseconds; unbounded, the sum with α wrapped to a
     // few microseconds. Held to 1,000 days, the send times out at the group's timeout.

@@ -1011,7 +1011,8 @@ fn declared_accesses(op: &Op, out: &mut Vec<Step>) {
 /// Work, for a call of `kind` over `bytes` of `dtype` issued by `op` (element counts, as
 /// PyTorch counts them: a barrier's is its one element). A `batch_isend_irecv`'s Work is the
 /// one `endCoalescing` makes without tensors, whose `numelIn_` and `numelOut_` keep their
-/// default, `size_t(-1)`.
+/// default, `size_t(-1)`. A coalescing block's Work is `COALESCED` (R25), its element counts
+/// the whole block's (unverified: PyTorch's were not seen for such a Work).
 pub fn work_text(
     scenario: &Scenario,
     op: &Op,
@@ -1029,7 +1030,7 @@ pub fn work_text(
     };
     format!(
         "WorkNCCL(SeqNum={seq}, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
-        kind.op_type(),
+        op.kind.work_op_type(kind),
         timeout_ns / 1_000_000
     )
 }

@@ -453,6 +453,32 @@ fn a_work_prints_element_counts_as_pytorch_does() {
 }
 
 #[test]
+fn a_coalescing_block_s_work_is_coalesced_whatever_its_calls_r25() {
+    // PyTorch's `_coalescing_manager` issues the block through `allgather_into_tensor_coalesced`
+    // (`collectiveCoalesced`, OpType::COALESCED); the element counts are the whole block's.
+    let text = "[cluster]\nranks = 4\n[tensors]\ng = { size = \"1KiB\", count = 4 }\n\
+                [[op]]\nall_gather = \"g\"\ncoalesce = true\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let block = (CollectiveKind::AllGather, 4096, DType::F32);
+    assert_eq!(
+        work_text(&scenario, &scenario.ops[0], block, (0, 1), 600_000_000_000),
+        "WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=256, NumelOut=1024, Timeout(ms)=600000)"
+    );
+    // The same list without the manager is one Work per tensor, each of its own kind.
+    let each = parse("pg.toml", &text.replace("coalesce = true\n", "")).unwrap();
+    assert_eq!(
+        work_text(
+            &each,
+            &each.ops[0],
+            (CollectiveKind::AllGather, 1024, DType::F32),
+            (0, 1),
+            1_000_000
+        ),
+        "WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, NumelIn=64, NumelOut=256, Timeout(ms)=1)"
+    );
+}
+
+#[test]
 fn only_the_process_s_first_gemm_of_each_dtype_pays_cublas_s_first_call_r1() {
     // Measured on an H200 (tests/data/torch/probes/first_gemm_shapes.txt): the first bf16, f32
     // and f16 GEMMs each cost 79-130 ms, a second bf16 shape 2.8 ms.

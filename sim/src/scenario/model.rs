@@ -814,6 +814,28 @@ impl OpKind {
         }
     }
 
+    /// A `_coalescing_manager` block of collectives (`coalesce = true`, R25).
+    pub fn is_coalescing_block(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Collective {
+                batch: Batch::Coalesced,
+                ..
+            }
+        )
+    }
+
+    /// The `OpType` PyTorch prints for the Work of a call of `kind` this op issued: a
+    /// coalescing block's one Work is `COALESCED` whatever its calls (`collectiveCoalesced`
+    /// or `endCoalescing`, R25); any other Work is its call's kind's.
+    pub fn work_op_type(&self, kind: CollectiveKind) -> &'static str {
+        if self.is_coalescing_block() {
+            crate::collective::COALESCED_OP_TYPE
+        } else {
+            kind.op_type()
+        }
+    }
+
     /// The element type of what the op's NCCL calls move: its tensor's; f32 for any other op
     /// (a barrier's one-element tensor).
     pub fn call_dtype(&self, tensors: &[Tensor]) -> DType {

@@ -541,9 +541,11 @@ impl Failure<'_> {
         now_ns: u64,
     ) -> (String, String) {
         let rank_id = self.rank_id(rank);
-        let WorkFacts { seq, seq_num, .. } = view.work(rank, collective);
+        let WorkFacts {
+            seq, seq_num, op, ..
+        } = view.work(rank, collective);
         let (issued, _) = self.issued_call(view, rank, collective);
-        let op_type = issued.op_type();
+        let op_type = self.scenario.ops[op].kind.work_op_type(issued);
         let group_name = &self.scenario.groups[group].name;
         let header = format!(
             "[Rank {rank_id}] Desync debug report at SeqNum={seq_num} ({op_type}, group {group_name}), {}:",
@@ -555,6 +557,7 @@ impl Failure<'_> {
             seq,
             seq_num,
             issued,
+            op_type,
             now_ns,
             epoch: view.epoch(),
         };
@@ -563,7 +566,8 @@ impl Failure<'_> {
                 return (header + table, verdict.clone());
             }
         }
-        let (table, verdict) = self.desync_table(view, (group, seq, seq_num), issued, now_ns);
+        let (table, verdict) =
+            self.desync_table(view, (group, seq, seq_num), (issued, op_type), now_ns);
         self.desync_cache = Some((key, table.clone(), verdict.clone()));
         (header + &table, verdict)
     }
@@ -571,15 +575,15 @@ impl Failure<'_> {
     /// The desync report's table (one line per set of ranks that stand alike) and verdict,
     /// about the call the group numbered `seq`, whose Work's `SeqNum` on the reporting rank is
     /// `seq_num`. The table's numbers are each rank's own Works' `SeqNum`s among its calls of
-    /// the same kind (point-to-point calls or collectives), as PyTorch numbers them.
+    /// the same kind (point-to-point calls or collectives), as PyTorch numbers them; the
+    /// verdict names the Work by its `OpType`, `op_type`.
     fn desync_table(
         &self,
         view: &impl RunView,
         (group, seq, seq_num): (GroupId, u64, u64),
-        issued: crate::scenario::CollectiveKind,
+        (issued, op_type): (crate::scenario::CollectiveKind, &str),
         now_ns: u64,
     ) -> (String, String) {
-        let op_type = issued.op_type();
         let group_name = &self.scenario.groups[group].name;
         let mut text = String::new();
         // One line per class of ranks that behave alike (each stands where its lowest rank
@@ -684,6 +688,8 @@ pub(super) struct DesyncKey {
     seq: u64,
     seq_num: u64,
     issued: crate::scenario::CollectiveKind,
+    /// The timed-out Work's `OpType`: a coalescing block's differs from its calls' kind.
+    op_type: &'static str,
     now_ns: u64,
     epoch: u64,
 }
