@@ -426,7 +426,7 @@ impl<'a, D: Device> Executor<'a, D> {
             call_collective: None,
             waiting_on: None,
             log: RunLog::default(),
-            memory: Memory::new(scenario),
+            memory: Memory::new(scenario, plan.rank),
         }
     }
 

@@ -946,6 +946,36 @@ def test_the_memory_quota_leaves_out_the_bucket_buffers_the_simulator_books(reso
     assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
 
 
+
+BUCKETS_ON_RANK_0 = """
+[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+[tensors]
+grads = { size = "1MiB", count = 4 }
+[[op]]
+all_reduce = "grads"
+bucket = "2MiB"
+ranks = [0]
+"""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_only_a_rank_that_runs_a_bucketed_op_makes_its_bucket_buffers(tmp_path, resolve, interpret,
+                                                                     rank):
+    # A rank that never runs the op never builds that DDP Reducer: rank 1 makes the four
+    # gradients alone, rank 0 two 2 MiB bucket buffers besides. Every rank used to make them.
+    source = tmp_path / "buckets.toml"
+    source.write_text(BUCKETS_ON_RANK_0)
+    path, _ = resolve(str(source))
+    completed, _, calls = interpret(path, world=2, env={"RANK": str(rank)})
+    assert completed.returncode == 0, completed.stderr
+    made = [int(call[1]) for call in calls if call[0] == "ones"]
+    gradient, bucket = 2**20 // 4, 2 * 2**20 // 4
+    assert made == [gradient] * 4 + [bucket] * 2 * (rank == 0)
+
+
 EVERY_KIND = """
 name = "every_kind"
 repeat = 2

@@ -330,10 +330,12 @@ class Interpreter:
         for index, tensor in enumerate(scenario["tensors"]):
             if not tensor["dynamic"]:
                 self.tensors[index] = self.allocate(tensor, fill=True)
+        # A rank that never runs a bucketed op never builds its DDP Reducer: no buffers.
         self.buckets = {}
         for op in scenario["ops"]:
             kind = op["kind"]
-            if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
+            if (kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed"
+                    and self.runs(op)):
                 self.buckets[op["index"]] = self.bucket_buffers(kind)
         self.make_own_buffers()
         self.limit_memory()
@@ -341,6 +343,10 @@ class Interpreter:
         torch.cuda.synchronize()
         self.start_anchor = self.anchor()
         self.drift_scale = 1.0
+
+    def runs(self, op):
+        """Whether this rank runs `op` (its ``ranks``, a subgroup's members)."""
+        return op["ranks"] is None or self.rank in op["ranks"]
 
     def make_own_buffers(self):
         """What the interpreter and PyTorch take from the caching allocator before the program
@@ -518,7 +524,7 @@ class Interpreter:
                 self.program_iteration = iteration
                 self.set_current(0)
                 for op in scenario["ops"]:
-                    if op["ranks"] is not None and self.rank not in op["ranks"]:
+                    if not self.runs(op):
                         continue
                     if not self.step(op, iteration):
                         return self.exit_status
