@@ -36,7 +36,7 @@ pub const COLLECTIVE_SUFFIXES: [&str; 5] = [
     "completed_at_wait_share",
 ];
 /// Every finding kind, in the order of their `findings.<kind>` columns.
-pub const FINDING_KINDS: [FindingKind; 12] = [
+pub const FINDING_KINDS: [FindingKind; 13] = [
     FindingKind::Deadlock,
     FindingKind::TimeCap,
     FindingKind::WaitTimeout,
@@ -49,6 +49,7 @@ pub const FINDING_KINDS: [FindingKind; 12] = [
     FindingKind::OutOfMemory,
     FindingKind::MemoryCap,
     FindingKind::ExitFailure,
+    FindingKind::ProgramError,
 ];
 
 /// The position of a kind in [`FINDING_KINDS`]; a new kind fails to compile here until it has
@@ -67,6 +68,7 @@ fn finding_column(kind: FindingKind) -> usize {
         FindingKind::OutOfMemory => 9,
         FindingKind::MemoryCap => 10,
         FindingKind::ExitFailure => 11,
+        FindingKind::ProgramError => 12,
     }
 }
 
@@ -501,15 +503,16 @@ mod tests {
         assert_eq!(header[8..11], MEMORY_COLUMNS);
         assert_eq!(header[11..13], ["findings", "findings.deadlock"]);
         assert_eq!(
-            header[21..24],
+            header[21..25],
             [
                 "findings.out_of_memory",
                 "findings.memory_cap",
-                "findings.exit_failure"
+                "findings.exit_failure",
+                "findings.program_error"
             ]
         );
         assert_eq!(
-            header[24..],
+            header[25..],
             [
                 "error",
                 "seed",
@@ -535,12 +538,12 @@ mod tests {
             .map(|r| r.memory.peak_reserved_bytes)
             .max();
         assert_eq!(row[8], peak.unwrap().to_string());
-        assert!(row[11..24].iter().all(|cell| cell == "0"));
-        assert_eq!(row[24..], ["", "11", "h", "5", "v"]);
+        assert!(row[11..25].iter().all(|cell| cell == "0"));
+        assert_eq!(row[25..], ["", "11", "h", "5", "v"]);
         // A point that could not be built: figures and counts empty, its error on one line.
         let row = columns.row(&point, Err("bad.toml:3:1: error\nsecond line"), &PROVENANCE);
-        assert!(row[2..24].iter().all(String::is_empty));
-        assert_eq!(row[24], "bad.toml:3:1: error | second line");
+        assert!(row[2..25].iter().all(String::is_empty));
+        assert_eq!(row[25], "bad.toml:3:1: error | second line");
     }
 
     #[test]

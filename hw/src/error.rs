@@ -70,6 +70,10 @@ pub enum HwError {
     /// `TORCH_NCCL_PROPAGATE_ERROR=1`, R27): a finding about the group, of no op of this rank.
     /// The finding, whole, in the simulator's words (`sim::pg::work::remote_error_found`).
     RemoteError { group: usize, finding: String },
+    /// The program raised an exception of its own and did not catch it: a Work's name used
+    /// where no call bound it (Python's NameError, [`sim::pg::Step::NameError`]). The finding,
+    /// whole, in the simulator's words (`sim::pg::work::name_error`).
+    ProgramError(String),
 }
 
 impl HwError {
@@ -82,7 +86,8 @@ impl HwError {
             HwError::Timeout { .. }
             | HwError::AsyncError { .. }
             | HwError::RemoteError { .. }
-            | HwError::OutOfMemory(_) => 1,
+            | HwError::OutOfMemory(_)
+            | HwError::ProgramError(_) => 1,
             _ => 2,
         }
     }
@@ -135,7 +140,8 @@ impl fmt::Display for HwError {
             HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
             HwError::Timeout { finding, .. }
             | HwError::AsyncError { finding, .. }
-            | HwError::RemoteError { finding, .. } => f.write_str(finding),
+            | HwError::RemoteError { finding, .. }
+            | HwError::ProgramError(finding) => f.write_str(finding),
         }
     }
 }
@@ -166,6 +172,7 @@ mod tests {
         };
         assert_eq!((remote.exit_code(), remote.to_string()), (1, "x".into()));
         assert_eq!(HwError::OutOfMemory("x".into()).exit_code(), 1);
+        assert_eq!(HwError::ProgramError("x".into()).exit_code(), 1);
         for input in [
             HwError::Layout("x".into()),
             HwError::BadOptions("x".into()),

@@ -426,7 +426,7 @@ impl<'a, D: Device> Executor<'a, D> {
             call_collective: None,
             waiting_on: None,
             log: RunLog::default(),
-            memory: Memory::new(scenario),
+            memory: Memory::new(scenario, plan.rank),
         }
     }
 
@@ -845,6 +845,15 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             // The watchdog's verdict is checked before every op.
             Step::CheckComm { .. } => {}
+            // Unreached while hw refuses `catch` (`not_on_hardware`): no call raises first.
+            Step::NameError { work } => {
+                let name = &self.scenario.works[work];
+                return Err(HwError::ProgramError(work::name_error(
+                    self.plan.rank,
+                    name,
+                    op,
+                )));
+            }
             Step::InitComm { group, .. } | Step::EagerInit { group } => {
                 self.device.init_comm(self.plan.group(group))?
             }

@@ -335,6 +335,37 @@ def test_a_result_no_call_bound_is_a_plain_tensor_whose_use_waits_for_nothing(
     assert not [call for call in rank["host"] if call["op"] == 1]
 
 
+
+@pytest.mark.parametrize("use", ["wait", "is_completed", "get_future"])
+def test_a_work_name_whose_only_call_raised_is_a_name_error_that_ends_the_program(
+        resolve, interpret, tmp_path, use):
+    # w2 = dist.all_reduce(x, async_op=True) raises, caught: w2 is never bound, and its use
+    # raises Python's NameError, which `except DistBackendError:` does not catch: the program
+    # stops there with the simulator's program_error finding. The interpreter used to go on
+    # as if the name held no Work.
+    source = tmp_path / "unbound.toml"
+    source.write_text("[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n"
+                      "[[op]]\nall_reduce = \"x\"\n"
+                      "[[op]]\nlabel = \"retry\"\nall_reduce = \"x\"\nasync_op = true\n"
+                      "work = \"w2\"\ncatch = true\n"
+                      "[[op]]\nlabel = \"use_w2\"\n%s = \"w2\"\n"
+                      "[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n" % use)
+    path, _ = resolve(str(source))
+    completed, document, calls = interpret(path, env={
+        "FAKE_TORCH_RAISES": "all_reduce:2=DistBackendError: NCCL communicator was aborted on "
+                             "rank 0."})
+    assert completed.returncode == 1, completed.stderr
+    (finding,) = document["findings"]
+    message = ("[Rank 0] NameError: name 'w2' is not defined; use_w2 (line 13) raises it in the "
+               "main thread (every call that would have bound the Work raised first) and, "
+               "uncaught, ends the process")
+    assert (finding["kind"], finding["op"], finding["message"]) == ("program_error", 2, message)
+    (rank,) = document["ranks"]
+    assert [e["op"] for e in rank["exceptions"]] == [1]
+    assert not [call for call in rank["host"] if call["op"] == 3]
+    assert "work.wait" not in names(calls) and "work.is_completed" not in names(calls)
+
+
 def test_a_timed_out_wait_is_caught_recorded_with_its_time_and_ends_the_program(
         resolve, interpret):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1")
@@ -944,6 +975,36 @@ def test_the_memory_quota_leaves_out_the_bucket_buffers_the_simulator_books(reso
     expected = scenario["memory"]["capacity_bytes"] / (141 * 2**30)
     (fraction,) = [call for call in calls if call[0] == "set_per_process_memory_fraction"]
     assert float(fraction[1]) == pytest.approx(expected, rel=1e-12)
+
+
+
+BUCKETS_ON_RANK_0 = """
+[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+[tensors]
+grads = { size = "1MiB", count = 4 }
+[[op]]
+all_reduce = "grads"
+bucket = "2MiB"
+ranks = [0]
+"""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_only_a_rank_that_runs_a_bucketed_op_makes_its_bucket_buffers(tmp_path, resolve, interpret,
+                                                                     rank):
+    # A rank that never runs the op never builds that DDP Reducer: rank 1 makes the four
+    # gradients alone, rank 0 two 2 MiB bucket buffers besides. Every rank used to make them.
+    source = tmp_path / "buckets.toml"
+    source.write_text(BUCKETS_ON_RANK_0)
+    path, _ = resolve(str(source))
+    completed, _, calls = interpret(path, world=2, env={"RANK": str(rank)})
+    assert completed.returncode == 0, completed.stderr
+    made = [int(call[1]) for call in calls if call[0] == "ones"]
+    gradient, bucket = 2**20 // 4, 2 * 2**20 // 4
+    assert made == [gradient] * 4 + [bucket] * 2 * (rank == 0)
 
 
 EVERY_KIND = """

@@ -14,7 +14,7 @@
 //! let text = "[cluster]\nranks = 1\n[tensors]\ng = \"64MiB\"\n\
 //!             [[op]]\nalloc = \"g\"\n[[op]]\nfree = \"g\"\n";
 //! let scenario = sim::scenario::parse("doc.toml", text).unwrap();
-//! let mut memory: TensorMemory<u32> = TensorMemory::new(&scenario);
+//! let mut memory: TensorMemory<u32> = TensorMemory::new(&scenario, 0);
 //! assert!(matches!(memory.allocate(0, 64 << 20, 0), AllocStep::NewSegment { .. }));
 //! memory.free(0, Vec::new());
 //! // Cached for the default stream: the next allocation there reuses the block (R17).
@@ -164,10 +164,12 @@ pub enum AllocStep {
 }
 
 impl<E: Copy> TensorMemory<E> {
-    /// The books, with every tensor that no `alloc` creates, then every bucket buffer of the
-    /// bucketed collectives in program order, allocated up front on the default stream
-    /// ([`TensorMemory::static_steps`] lists what that took), as `c10dsim torch` makes them.
-    pub fn new(scenario: &Scenario) -> TensorMemory<E> {
+    /// `rank`'s books, with every tensor that no `alloc` creates, then every bucket buffer of
+    /// the bucketed collectives it runs, in program order, allocated up front on the default
+    /// stream ([`TensorMemory::static_steps`] lists what that took), as `c10dsim torch` makes
+    /// them. A rank that never runs a bucketed op (`ranks`, a group it is not a member of)
+    /// never builds its DDP Reducer, so holds none of its buffers.
+    pub fn new(scenario: &Scenario, rank: u32) -> TensorMemory<E> {
         let mut memory = TensorMemory {
             allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
             lifetime: scenario.memory.lifetime,
@@ -192,13 +194,14 @@ impl<E: Copy> TensorMemory<E> {
             });
         let buckets = (scenario.ops.iter())
             .filter(|op| {
-                matches!(
-                    op.kind,
-                    OpKind::Collective {
-                        batch: Batch::Bucketed { .. },
-                        ..
-                    }
-                )
+                op.runs_on(rank)
+                    && matches!(
+                        op.kind,
+                        OpKind::Collective {
+                            batch: Batch::Bucketed { .. },
+                            ..
+                        }
+                    )
             })
             .flat_map(|op| {
                 (scenario.call_sizes(&op.kind).into_iter().zip(0..)).map(|(size_bytes, bucket)| {

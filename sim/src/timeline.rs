@@ -590,6 +590,10 @@ pub enum FindingKind {
     /// communicators timed out, or the program returned while the watchdog slept for the
     /// dumps.
     ExitFailure,
+    /// The program raised an exception of its own, not PyTorch's, and did not catch it: a
+    /// Work's name used where every call that would have bound it raised first (`catch =
+    /// true`), Python's `NameError`.
+    ProgramError,
 }
 
 impl FindingKind {
@@ -608,6 +612,7 @@ impl FindingKind {
             FindingKind::OutOfMemory => "out_of_memory",
             FindingKind::MemoryCap => "memory_cap",
             FindingKind::ExitFailure => "exit_failure",
+            FindingKind::ProgramError => "program_error",
         }
     }
 }

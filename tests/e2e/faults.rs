@@ -342,6 +342,57 @@ fn a_functional_call_that_raised_before_any_bound_its_result_leaves_a_plain_tens
 }
 
 #[test]
+fn a_work_name_no_call_bound_raises_name_error_and_ends_the_process() {
+    // `w2 = dist.all_reduce(x, async_op=True)` inside try/except on a communicator the blocking
+    // wait's timeout aborted: the call raises before it returns, so `w2` is never bound, and
+    // the program's next use of it raises Python's NameError, uncaught. The simulator used to
+    // panic (unreachable!: "uses Work before rank 0 created it").
+    let text = std::fs::read_to_string(crate::util::scenarios_dir().join("caught_timeout.toml"))
+        .unwrap()
+        .replace(
+            "all_reduce = \"x\"\ncatch = true\n",
+            "all_reduce = \"x\"\nasync_op = true\nwork = \"w2\"\ncatch = true\n",
+        );
+    for (use_key, call) in [
+        ("wait", "wait"),
+        ("is_completed", "is_completed"),
+        ("get_future", "get_future"),
+    ] {
+        let text = text.replace(
+            "[[op]]\nlabel = \"after\"",
+            &format!("[[op]]\nlabel = \"use_w2\"\n{use_key} = \"w2\"\n\n[[op]]\nlabel = \"after\""),
+        );
+        let timeline = sim::engine::simulate(&sim::scenario::parse("unbound.toml", &text).unwrap());
+        let rank0 = &timeline.ranks[0];
+        let op = |name: &str| timeline.ops.iter().position(|o| o.name == name).unwrap() as u32;
+        let retry = rank0
+            .exceptions
+            .iter()
+            .find(|e| e.op == op("retry"))
+            .unwrap();
+        let end = rank0.end.unwrap();
+        assert_eq!(end.status, ExitStatus::Raised, "{call}");
+        assert_eq!(end.at_ns, Some(retry.at_ns), "{call}");
+        let found: Vec<_> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::ProgramError)
+            .collect();
+        assert_eq!(found.len(), 1, "{call}: {:?}", timeline.findings);
+        assert_eq!(found[0].op, Some(op("use_w2")));
+        assert_eq!(
+            found[0].message,
+            "[Rank 0] NameError: name 'w2' is not defined; use_w2 (line 59) raises it in the main \
+             thread (every call that would have bound the Work raised first) and, uncaught, ends \
+             the process",
+            "{call}"
+        );
+        assert!(rank0.host.iter().all(|h| h.op != op("after")), "{call}");
+        let use_w2 = op("use_w2");
+        assert!(rank0.queries.iter().all(|q| q.op != use_w2), "{call}");
+        assert!(rank0.stream_waits.iter().all(|w| w.op != use_w2), "{call}");
+    }
+}
+
+#[test]
 fn catch_applies_to_wait_only_and_hw_refuses_it() {
     let on_kernel = CAUGHT_TIMEOUT.replace(
         "kernel = { us = 5 }\n",

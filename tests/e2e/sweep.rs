@@ -123,6 +123,7 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
                 "findings.out_of_memory",
                 "findings.memory_cap",
                 "findings.exit_failure",
+                "findings.program_error",
                 "error",
                 "seed",
                 "scenario_hash",

@@ -57,6 +57,12 @@ class Refusal(Exception):
     """Something in the scenario that this interpreter cannot enact through PyTorch."""
 
 
+class UnboundWorkName(NameError):
+    """The program's own NameError: an op names a Work no call bound on this rank, every call
+    that would have raised first (``catch = true``); ``except DistBackendError:`` does not
+    catch it, so the program stops there (the simulator's ``program_error``)."""
+
+
 class GpuTime:
     """A timing CUDA event whose host-axis time is known only once it has completed."""
 
@@ -168,7 +174,9 @@ class Interpreter:
         # What PyTorch raises when a program's call fails: a collective's timeout, an aborted
         # communicator, an NCCL error (c10d's DistError); an allocation the quota refuses.
         # Anything else is the interpreter's own failure and is not caught.
-        self.program_errors = (torch.distributed.DistError, torch.cuda.OutOfMemoryError)
+        # A Work's name no call bound (UnboundWorkName) is the program's own NameError.
+        self.program_errors = (torch.distributed.DistError, torch.cuda.OutOfMemoryError,
+                               UnboundWorkName)
         self.lock = threading.Lock()
         self.rng = random.Random(scenario["seed"] * 1_000_003 + rank)
         self.members = [
@@ -330,10 +338,12 @@ class Interpreter:
         for index, tensor in enumerate(scenario["tensors"]):
             if not tensor["dynamic"]:
                 self.tensors[index] = self.allocate(tensor, fill=True)
+        # A rank that never runs a bucketed op never builds its DDP Reducer: no buffers.
         self.buckets = {}
         for op in scenario["ops"]:
             kind = op["kind"]
-            if kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed":
+            if (kind["kind"] == "collective" and kind["batch"]["batch"] == "bucketed"
+                    and self.runs(op)):
                 self.buckets[op["index"]] = self.bucket_buffers(kind)
         self.make_own_buffers()
         self.limit_memory()
@@ -341,6 +351,10 @@ class Interpreter:
         torch.cuda.synchronize()
         self.start_anchor = self.anchor()
         self.drift_scale = 1.0
+
+    def runs(self, op):
+        """Whether this rank runs `op` (its ``ranks``, a subgroup's members)."""
+        return op["ranks"] is None or self.rank in op["ranks"]
 
     def make_own_buffers(self):
         """What the interpreter and PyTorch take from the caching allocator before the program
@@ -518,7 +532,7 @@ class Interpreter:
                 self.program_iteration = iteration
                 self.set_current(0)
                 for op in scenario["ops"]:
-                    if op["ranks"] is not None and self.rank not in op["ranks"]:
+                    if not self.runs(op):
                         continue
                     if not self.step(op, iteration):
                         return self.exit_status
@@ -561,7 +575,7 @@ class Interpreter:
         try:
             enact(op, kind, iteration)
         except self.program_errors as error:
-            if op.get("catch", False):
+            if op.get("catch", False) and not isinstance(error, UnboundWorkName):
                 # try: … except: around the call (catch = true): recorded, the program goes on.
                 self.handled(op, iteration, error)
                 return True
@@ -694,6 +708,16 @@ class Interpreter:
         at = self.now()
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         kind = op["kind"]
+        if isinstance(error, UnboundWorkName):
+            # The simulator's words (sim::pg::work::name_error), logged as the process's end.
+            text = ("[Rank %d] NameError: %s; %s (line %d) raises it in the main thread (every "
+                    "call that would have bound the Work raised first) and, uncaught, ends the "
+                    "process" % (self.rank, message, tl.display_name(op), op["line"]))
+            self.findings.append(tl.finding("program_error", self.rank, iteration, op["index"],
+                                            text))
+            self.watchdog.append(tl.watchdog_record(self.rank, "exit", at, text))
+            self.exit_status = 1
+            return
         if isinstance(error, self.torch.cuda.OutOfMemoryError):
             # The process ends at the raise (R20): no watchdog event but its exit.
             finding, event = "out_of_memory", None
@@ -920,6 +944,13 @@ class Interpreter:
         elif kind["work"] is not None:
             self.works[kind["work"]] = [(work, record)]
 
+    def bound_works(self, work):
+        """The Works (with their records) the Work name ``work`` holds; UnboundWorkName where no
+        call bound it on this rank (every call that would have raised first)."""
+        if work not in self.works:
+            raise UnboundWorkName("name '%s' is not defined" % self.scenario["works"][work])
+        return self.works[work]
+
     def op_wait(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])
         functional = self.scenario["works"][kind["work"]].startswith("wait_tensor(")
@@ -927,6 +958,7 @@ class Interpreter:
             # R30: the wait_tensor of a result no call made yet (the first iteration, or every
             # call so far raised): the name holds a plain tensor and nothing waits.
             return
+        entries = self.bound_works(kind["work"])
         if any(isinstance(work, FunctionalWork) and work.completed for work, _ in entries):
             # R30: the name still holds a result already waited (the call that would have
             # bound it anew raised): its use calls nothing.
@@ -959,7 +991,7 @@ class Interpreter:
         ``_sleep`` of its duration there (its SM footprint is not reproduced), timed by events
         on that stream, recorded under the scenario's stream for it. The future ``then``
         returns is kept under ``work`` for a later ``wait``."""
-        entries = self.works.get(kind["work"], [])
+        entries = self.bound_works(kind["work"])
         callback = kind["callback"]
         launched = []
 
@@ -987,7 +1019,7 @@ class Interpreter:
             self.works[kind["child"]] = children
 
     def op_is_completed(self, op, kind, iteration):
-        entries = self.works.get(kind["work"], [])
+        entries = self.bound_works(kind["work"])
         start = self.clock()
         answers = [work.is_completed() for work, _ in entries]
         end = self.clock()

@@ -341,6 +341,15 @@ impl Engine<'_> {
                     self.ranks[rank as usize].cursor.leave_op();
                 }
             }
+            Step::NameError { work } => {
+                let host_ns = self.ranks[rank as usize].host_ns;
+                self.notify(Notice::NameError {
+                    rank,
+                    work,
+                    op,
+                    host_ns,
+                });
+            }
             // Created in init_process_group, before the program's t = 0: free here.
             Step::EagerInit { .. } => {}
             Step::InitComm {

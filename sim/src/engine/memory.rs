@@ -19,8 +19,8 @@ pub(super) struct MemoryState {
 }
 
 impl MemoryState {
-    pub(super) fn new(scenario: &Scenario) -> MemoryState {
-        let mut books = TensorMemory::new(scenario);
+    pub(super) fn new(scenario: &Scenario, rank: u32) -> MemoryState {
+        let mut books = TensorMemory::new(scenario, rank);
         // The up-front allocations cost no simulated time: they happen before the program.
         let up_front_refused = (books.static_steps().into_iter()).find_map(|(owner, step)| {
             (!matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. })).then_some(owner)

@@ -322,7 +322,7 @@ impl<'s> Engine<'s> {
                     unfinished_host: None,
                     caught: false,
                     aborts_awaiting_drain: Vec::new(),
-                    memory: MemoryState::new(scenario),
+                    memory: MemoryState::new(scenario, rank),
                     compute_speed: rank_speed(scenario, rank),
                     compute_launched_ns: 0,
                     race: if options.race_detector {

@@ -690,6 +690,40 @@ fn a_bucket_buffer_that_does_not_fit_ends_the_process_before_its_program_r17_r25
 }
 
 #[test]
+fn only_the_ranks_that_run_a_bucketed_op_hold_its_bucket_buffers_r17_r25() {
+    // A rank that never runs the bucketed op (left out by `ranks`, or not a member of its
+    // group) never builds that DDP Reducer: it holds the 4 MiB of gradients alone, not the
+    // 4 MiB bucket buffer beside them. The buffers used to be allocated on every rank.
+    // Folded or not, the same peaks.
+    let text = |restriction: &str| {
+        format!(
+            "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+             [groups.half]\nranks = [0, 1]\neager_init = true\n\
+             [tensors]\ngrads = {{ size = \"1MiB\", count = 4 }}\n\
+             [[op]]\nall_reduce = \"grads\"\nbucket = \"4MiB\"\n{restriction}"
+        )
+    };
+    for restriction in ["ranks = [0, 1]\n", "group = \"half\"\n"] {
+        let scenario = parse("t.toml", &text(restriction)).unwrap();
+        for fold in [true, false] {
+            let options = Options {
+                fold,
+                ..Options::default()
+            };
+            let timeline = simulate_with(&scenario, options).0.expand();
+            let peaks: Vec<u64> = (timeline.ranks.iter())
+                .map(|rank| rank.memory.peak_allocated_bytes)
+                .collect();
+            assert_eq!(
+                peaks,
+                [8 << 20, 8 << 20, 4 << 20, 4 << 20],
+                "{restriction}, fold {fold}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_bucket_s_work_holds_its_flat_buffer_not_the_gradients_r18_r21_r25() {
     // DDP's Reducer copies the gradients into each bucket's buffer on the current stream and
     // all_reduces the buffer, which the Work holds: gradients freed before wait() go back to

@@ -47,7 +47,7 @@ fn new_segment(step: AllocStep) -> Place {
 
 #[test]
 fn static_tensors_are_allocated_up_front_in_pytorch_sized_segments() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let steps = memory.static_steps();
     assert_eq!(steps.len(), 2);
     let fixed = Place {
@@ -80,7 +80,7 @@ fn static_tensors_are_allocated_up_front_in_pytorch_sized_segments() {
 
 #[test]
 fn a_stashed_block_of_a_dropped_work_returns_at_wait_then_is_reused() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     // A Work the program does not hold (a synchronous call's, waited by its wrapper).
     memory.keep_alive(2, 0, 2, 7, 99, false);
@@ -95,7 +95,7 @@ fn a_stashed_block_of_a_dropped_work_returns_at_wait_then_is_reused() {
 fn a_work_the_program_holds_keeps_its_output_past_wait_until_it_is_dropped() {
     // `w = dist.all_reduce(g, async_op=True); del g; w.wait()`: the Work's outputs_ still
     // hold g; it goes when `w` is bound to the next Work (R18).
-    let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     memory.keep_alive(2, 0, 2, 7, 99, true);
     memory.free(2, Vec::new());
@@ -107,7 +107,7 @@ fn a_work_the_program_holds_keeps_its_output_past_wait_until_it_is_dropped() {
 
 #[test]
 fn under_record_stream_a_held_output_waits_for_its_work_then_for_its_events() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     memory.keep_alive(2, 0, 2, 7, 5, true);
     assert_eq!(memory.streams_to_record(2), [2]);
@@ -122,7 +122,7 @@ fn under_record_stream_a_held_output_waits_for_its_work_then_for_its_events() {
 
 #[test]
 fn never_waited_works_leave_the_shelf_once_complete_and_let_go() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("stash"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     memory.keep_alive(2, 0, 2, 3, 40, true);
     memory.free(2, Vec::new());
@@ -139,7 +139,7 @@ fn never_waited_works_leave_the_shelf_once_complete_and_let_go() {
 
 #[test]
 fn record_stream_frees_wait_for_their_events() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     memory.keep_alive(2, 0, 2, 0, 5, false);
     assert_eq!(memory.streams_to_record(2), [2]);
@@ -153,7 +153,7 @@ fn record_stream_frees_wait_for_their_events() {
 
 #[test]
 fn a_rebound_name_gets_a_new_block_while_the_old_one_lives_until_it_is_dropped_r30() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"), 0);
     // Nothing to set aside before the name's first binding.
     memory.set_aside(2);
     assert_eq!(memory.set_aside_streams(2), None);
@@ -176,7 +176,7 @@ fn a_rebound_name_gets_a_new_block_while_the_old_one_lives_until_it_is_dropped_r
 
 #[test]
 fn a_full_cache_is_released_then_out_of_memory() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("none"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("none"), 0);
     let big = new_segment(memory.allocate(4, 512 * MIB, 0));
     memory.free(4, Vec::new());
     // Cached for stream 0; 512 MiB more on stream 1 do not fit beside it (R20).
@@ -194,7 +194,7 @@ fn a_full_cache_is_released_then_out_of_memory() {
 fn with_expandable_segments_a_release_does_not_synchronise_r20() {
     let mut config = scenario("none");
     config.memory.expandable_segments = true;
-    let mut memory = TensorMemory::<u32>::new(&config);
+    let mut memory = TensorMemory::<u32>::new(&config, 0);
     new_segment(memory.allocate(4, 512 * MIB, 0));
     memory.free(4, Vec::new());
     assert_eq!(
@@ -211,7 +211,7 @@ fn list(size: &str, count: u32, lifetime: &str) -> TensorMemory<u32> {
         "[cluster]\nranks = 1\n[memory]\nlifetime = \"{lifetime}\"\n\
          [tensors]\ngrads = {{ size = \"{size}\", count = {count} }}\n[[op]]\ndevice_sync = true\n"
     );
-    TensorMemory::new(&crate::scenario::parse("list.toml", &text).unwrap())
+    TensorMemory::new(&crate::scenario::parse("list.toml", &text).unwrap(), 0)
 }
 
 #[test]
@@ -293,7 +293,7 @@ fn bucketed(cap: &str) -> TensorMemory<u32> {
         "[cluster]\nranks = 1\n[tensors]\ngrads = {{ size = \"25KB\", count = 1000 }}\n\
          [[op]]\nall_reduce = \"grads\"\nbucket = \"{cap}\"\n"
     );
-    TensorMemory::new(&crate::scenario::parse("bucket.toml", &text).unwrap())
+    TensorMemory::new(&crate::scenario::parse("bucket.toml", &text).unwrap(), 0)
 }
 
 #[test]
@@ -352,7 +352,7 @@ fn the_books_find_each_bucket_buffer_of_each_bucketed_collective_r21_r25() {
     let text = "[cluster]\nranks = 1\n[tensors]\ngrads = { size = \"1MiB\", count = 4 }\n\
                 [[op]]\nkernel = { us = 1 }\n[[op]]\nall_reduce = \"grads\"\nbucket = \"2MiB\"\n\
                 [[op]]\nkernel = { us = 1 }\n[[op]]\nall_reduce = \"grads\"\nbucket = \"4MiB\"\n";
-    let memory = TensorMemory::<u32>::new(&crate::scenario::parse("two.toml", text).unwrap());
+    let memory = TensorMemory::<u32>::new(&crate::scenario::parse("two.toml", text).unwrap(), 0);
     let found: Vec<(u32, u64)> = [(1, 0), (1, 1), (3, 0)]
         .into_iter()
         .map(|(op, bucket)| {
@@ -369,7 +369,7 @@ fn the_books_find_each_bucket_buffer_of_each_bucketed_collective_r21_r25() {
 
 #[test]
 fn a_split_segment_is_released_only_when_wholly_free() {
-    let mut memory = TensorMemory::<u32>::new(&scenario("none"));
+    let mut memory = TensorMemory::<u32>::new(&scenario("none"), 0);
     // Two 256 MiB tensors from one 512 MiB cached segment (split, R17).
     let big = new_segment(memory.allocate(4, 512 * MIB, 0));
     memory.free(4, Vec::new());

@@ -389,6 +389,17 @@ impl ProcessGroupNccl {
             // R30: the result was waited already (`trigger_wait` calls nothing), or no call
             // bound one yet.
             OpKind::Wait { work, .. } if self.result_waited[work] == Some(true) => return Ok(()),
+            // A Work name no call bound on this rank: validation saw a call that binds it
+            // before, but every such call raised first (`catch = true`, R27), so the name was
+            // never assigned. Python raises NameError at the use, before calling anything.
+            OpKind::Wait { work, .. }
+            | OpKind::GetFuture { work, .. }
+            | OpKind::IsCompleted { work }
+                if self.works[work].is_none() =>
+            {
+                out.extend([Step::CallStart, Step::NameError { work }, Step::CallEnd]);
+                return Ok(());
+            }
             _ => {}
         }
         out.push(Step::CallStart);

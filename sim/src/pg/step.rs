@@ -114,6 +114,11 @@ pub enum Step {
     },
     /// A collective on `group` first checks that its communicator was not aborted (R27).
     CheckComm { group: GroupId },
+    /// The program uses the Work name `work` on a rank where no call bound it: every call that
+    /// would have raised before returning (`catch = true`), so Python raises `NameError` before
+    /// calling anything, which nothing catches (`except DistBackendError:` does not): the
+    /// process ends there.
+    NameError { work: WorkId },
     /// Eager communicator init (R8 with `device_id`): `init_process_group` creates the
     /// group's communicator before the program's first op. The simulator counts it as done
     /// before t = 0 (it costs the program nothing); `hw` creates the communicator.
@@ -310,6 +315,7 @@ impl fmt::Display for Step {
                 jitter,
             } => write!(f, "launch s{stream} {class:?} {kernel} jitter {jitter:.9}"),
             Step::CheckComm { group } => write!(f, "check_comm g{group}"),
+            Step::NameError { work } => write!(f, "name_error w{work}"),
             Step::EagerInit { group } => write!(f, "eager_init g{group}"),
             Step::InitComm { group, .. } => write!(f, "init_comm g{group}"),
             Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),

@@ -652,3 +652,30 @@ fn a_bucket_s_wait_is_ddp_s_finalize_the_copy_back_into_the_gradients_r25() {
     // A collective of one tensor has no copy.
     assert!(!lowered(ASYNC).iter().any(|step| step.starts_with("copy")));
 }
+
+#[test]
+fn a_work_name_whose_binding_call_raised_lowers_to_name_error_in_both_engines() {
+    // `w = dist.all_reduce(...)` in try/except raised on an aborted communicator (R27): the
+    // engine ran `aborted_call`'s steps instead of the op's, so nothing bound `w`, and each use
+    // of the name raises NameError before calling anything. The lowering used to return an
+    // error the engines treated as unreachable.
+    let scenario = parse(
+        "pg.toml",
+        "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n\
+         [[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\ncatch = true\n\
+         [[op]]\nwait = \"w\"\n[[op]]\nis_completed = \"w\"\n[[op]]\nget_future = \"w\"\n",
+    )
+    .unwrap();
+    let mut pg = ProcessGroupNccl::new(&scenario, 0);
+    let mut steps = Vec::new();
+    for op in &scenario.ops[1..] {
+        steps.clear();
+        pg.op(&scenario, op, &mut steps).unwrap();
+        assert_eq!(
+            steps,
+            [Step::CallStart, Step::NameError { work: 0 }, Step::CallEnd],
+            "{}",
+            op.display_name()
+        );
+    }
+}

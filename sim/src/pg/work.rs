@@ -227,6 +227,17 @@ pub fn async_error_raised(rank: u32, work: &str, error_ns: u64, op: &Op) -> Stri
     uncaught(&async_error_failed(rank, work, error_ns, op))
 }
 
+/// What the main thread of rank `rank` raises when `op` uses the Work name `work` that no
+/// call bound on the rank (every call that would have raised first, `catch = true`): Python's
+/// `NameError`, which no `except DistBackendError:` catches.
+pub fn name_error(rank: u32, work: &str, op: &Op) -> String {
+    uncaught(&format!(
+        "[Rank {rank}] NameError: name '{work}' is not defined; {} (line {}) raises it in the main thread (every call that would have bound the Work raised first)",
+        op.display_name(),
+        op.line
+    ))
+}
+
 /// The message of an exception the program does not catch: it ends the process.
 pub fn uncaught(raised: &str) -> String {
     format!("{raised} and, uncaught, ends the process")

@@ -9,7 +9,7 @@
 
 use super::{ms, next_tick_ns, wake, Command, Failure, RunView, Wake};
 use crate::scenario::{ErrorHandling, GroupId};
-use crate::timeline::{ExitStatus, ThreadKind, WatchdogEvent};
+use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
     /// The dump signal goes into the store; this rank dumps now, the others when their
@@ -310,7 +310,12 @@ impl Failure<'_> {
             });
             return;
         }
-        self.raise_uncaught((rank, group, op), host_ns, message, out);
+        self.raise_uncaught(
+            (rank, Some(group), op),
+            FindingKind::AsyncError,
+            (host_ns, message),
+            out,
+        );
     }
 
     /// The rank as PyTorch names it, the Work's group, and the Work as PyTorch prints it: with

@@ -259,7 +259,12 @@ impl Failure<'_> {
             return;
         }
         let message = work::uncaught(&failed);
-        self.raise_uncaught((rank, work.group, op), host_ns, message, out);
+        self.raise_uncaught(
+            (rank, Some(work.group), op),
+            FindingKind::AsyncError,
+            (host_ns, message),
+            out,
+        );
     }
 
     /// The collective kind and element type of a record as issued (a mismatch fault changes

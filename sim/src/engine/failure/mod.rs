@@ -20,7 +20,7 @@
 use super::host::next_poll_ns as next_tick_ns;
 use crate::fold::Classes;
 use crate::ranks::RankSet;
-use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId, OpKind, Scenario};
+use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId, OpKind, Scenario, WorkId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::rc::Rc;
@@ -119,6 +119,14 @@ pub(in crate::engine) enum Notice {
     CommunicatorUsed {
         rank: u32,
         group: GroupId,
+        op: usize,
+        host_ns: u64,
+    },
+    /// The main thread uses (op `op`) the Work name `work` that no call bound on the rank, and
+    /// raises NameError (uncaught).
+    NameError {
+        rank: u32,
+        work: WorkId,
         op: usize,
         host_ns: u64,
     },
@@ -444,6 +452,12 @@ impl<'s> Failure<'s> {
                 op,
                 host_ns,
             } => self.communicator_used(rank, group, op, host_ns, out),
+            Notice::NameError {
+                rank,
+                work,
+                op,
+                host_ns,
+            } => self.name_error(rank, work, op, host_ns, out),
             Notice::WaitCalled {
                 rank,
                 collective,
@@ -562,24 +576,45 @@ impl<'s> Failure<'s> {
         }
     }
 
-    /// A `DistBackendError` nobody catches in `rank`'s main thread at `op` (R27): logged, a
-    /// finding, and the process ends.
+    /// Op `op` uses the Work name `work` that no call bound on the rank: the NameError it
+    /// raises is never caught (`catch = true` is `except DistBackendError:`), so the process
+    /// ends at the raise.
+    fn name_error(
+        &mut self,
+        rank: u32,
+        work: WorkId,
+        op: usize,
+        host_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let scenario = self.scenario;
+        let message = crate::pg::work::name_error(
+            self.rank_id(rank),
+            &scenario.works[work],
+            &scenario.ops[op],
+        );
+        let raised = (host_ns, message);
+        self.raise_uncaught((rank, None, op), FindingKind::ProgramError, raised, out);
+    }
+
+    /// An exception nobody catches in `rank`'s main thread at `op` (a `DistBackendError` of
+    /// `group`, R27; a NameError): logged, a `kind` finding, and the process ends.
     fn raise_uncaught(
         &mut self,
-        (rank, group, op): (u32, GroupId, usize),
-        host_ns: u64,
-        message: String,
+        (rank, group, op): (u32, Option<GroupId>, usize),
+        kind: FindingKind,
+        (host_ns, message): (u64, String),
         out: &mut Vec<Command>,
     ) {
         self.note(
             rank,
-            Some(group),
+            group,
             (ThreadKind::Main, WatchdogEvent::Exit),
             host_ns,
             message.clone(),
         );
         out.push(Command::Finding {
-            kind: FindingKind::AsyncError,
+            kind,
             rank,
             about: FindingAbout::Call(op),
             message,
