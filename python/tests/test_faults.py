@@ -291,6 +291,43 @@ free = "y"
     assert [r["event"] for r in document["watchdog"]] == ["exit"]
 
 
+@pytest.mark.parametrize("raised, finding", [
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 600.00 MiB", "out_of_memory"),
+    ("DistStoreError: wait timeout after 1000ms", "watchdog_timeout"),
+])
+def test_catch_true_catches_dist_backend_error_only(resolve, interpret, tmp_path, raised,
+                                                     finding):
+    # `catch = true` is `except DistBackendError:`: the clone of a functional all_reduce that
+    # does not fit raises OutOfMemoryError, which it does not catch, so the program stops
+    # there (the simulator's uncaught out_of_memory finding); so does another c10d error. The
+    # interpreter used to catch both and go on.
+    source = scenario_file(tmp_path, "uncaught", """
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+y = "1MiB"
+[[op]]
+label = "far"
+functional_all_reduce = "x"
+result = "y"
+catch = true
+[[op]]
+label = "after"
+kernel = { us = 5 }
+""")
+    path, _ = resolve(source)
+    completed, document, calls = interpret(path, env={
+        "FAKE_TORCH_RAISES": "functional.all_reduce=" + raised})
+    assert completed.returncode == 1, completed.stderr
+    (recorded,) = document["findings"]
+    assert (recorded["kind"], recorded["op"]) == (finding, 0), recorded
+    (rank,) = document["ranks"]
+    assert "exceptions" not in rank
+    assert not [call for call in rank["host"] if call["op"] == 1]
+    assert "_sleep" not in names(calls)[names(calls).index("functional.all_reduce"):]
+
+
 def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and_exit_3(
         resolve, interpret):
     # An AttributeError from inside a call stands for a bug of the interpreter (a torch API

@@ -575,8 +575,10 @@ class Interpreter:
         try:
             enact(op, kind, iteration)
         except self.program_errors as error:
-            if op.get("catch", False) and not isinstance(error, UnboundWorkName):
-                # try: … except: around the call (catch = true): recorded, the program goes on.
+            if op.get("catch", False) and isinstance(error, self.dist.DistBackendError):
+                # try: … except DistBackendError: around the call (catch = true): recorded, the
+                # program goes on. An out-of-memory error, another c10d error or the program's
+                # NameError passes it and stops the program.
                 self.handled(op, iteration, error)
                 return True
             self.caught(op, iteration, error)
