@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from conftest import scenario_source
+
 MISMATCHED = """
 name = "mismatched"
 repeat = 3
@@ -289,6 +291,73 @@ free = "y"
     assert "grow raised OutOfMemoryError" in finding["message"]
     # The process ends there: no watchdog event but its exit (as the simulator's R20).
     assert [r["event"] for r in document["watchdog"]] == ["exit"]
+
+
+@pytest.mark.parametrize("raised, finding", [
+    ("OutOfMemoryError: CUDA out of memory. Tried to allocate 600.00 MiB", "out_of_memory"),
+    ("DistStoreError: wait timeout after 1000ms", "watchdog_timeout"),
+])
+def test_catch_true_catches_dist_backend_error_only(resolve, interpret, tmp_path, raised,
+                                                     finding):
+    # `catch = true` is `except DistBackendError:`: the clone of a functional all_reduce that
+    # does not fit raises OutOfMemoryError, which it does not catch, so the program stops
+    # there (the simulator's uncaught out_of_memory finding); so does another c10d error. The
+    # interpreter used to catch both and go on.
+    source = scenario_file(tmp_path, "uncaught", """
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+y = "1MiB"
+[[op]]
+label = "far"
+functional_all_reduce = "x"
+result = "y"
+catch = true
+[[op]]
+label = "after"
+kernel = { us = 5 }
+""")
+    path, _ = resolve(source)
+    completed, document, calls = interpret(path, env={
+        "FAKE_TORCH_RAISES": "functional.all_reduce=" + raised})
+    assert completed.returncode == 1, completed.stderr
+    (recorded,) = document["findings"]
+    assert (recorded["kind"], recorded["op"]) == (finding, 0), recorded
+    (rank,) = document["ranks"]
+    assert "exceptions" not in rank
+    assert not [call for call in rank["host"] if call["op"] == 1]
+    assert "_sleep" not in names(calls)[names(calls).index("functional.all_reduce"):]
+
+
+def test_a_call_that_raised_uncaught_ends_its_host_record_at_the_raise(
+        resolve, simulate, interpret, tmp_path):
+    # caught_timeout without `catch` on `retry`: the all_reduce on the communicator the blocking
+    # wait aborted raises DistBackendError before it issues anything (R27), uncaught. A call
+    # that raised, caught or not, has a host record ending at its raise
+    # (docs/timeline-format.md), as the simulator writes it; the interpreter wrote none, so
+    # `diff` reported `retry` as run by the simulator only.
+    text = (scenario_source("caught_timeout").read_text()
+            .replace('label = "retry"\nall_reduce = "x"\ncatch = true\n',
+                     'label = "retry"\nall_reduce = "x"\n'))
+    source = scenario_file(tmp_path, "retry_uncaught", text)
+    simulated = simulate(source)
+    path, scenario = resolve(source)
+    retry = [op["index"] for op in scenario["ops"] if op["label"] == "retry"]
+    completed, document, _ = interpret(path, env={
+        "FAKE_TORCH_RAISES": "all_reduce:2=DistBackendError: NCCL communicator was aborted on "
+                             "rank 0."})
+    assert completed.returncode == 1, completed.stderr
+    (recorded,) = document["findings"]
+    assert [recorded["op"]] == retry
+    (rank,) = document["ranks"]
+    (expected,) = simulated["ranks"]
+    assert "unfinished_host" not in rank and "unfinished_host" not in expected
+    assert ([(h["iteration"], h["op"]) for h in rank["host"]]
+            == [(h["iteration"], h["op"]) for h in expected["host"]])
+    (raised,) = [h for h in rank["host"] if h["op"] in retry]
+    (raise_record,) = [r for r in document["watchdog"] if r["event"] == "async_error"]
+    assert raised["start_ns"] <= raised["end_ns"] == raise_record["at_ns"]
 
 
 def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and_exit_3(

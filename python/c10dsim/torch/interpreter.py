@@ -575,11 +575,16 @@ class Interpreter:
         try:
             enact(op, kind, iteration)
         except self.program_errors as error:
-            if op.get("catch", False) and not isinstance(error, UnboundWorkName):
-                # try: … except: around the call (catch = true): recorded, the program goes on.
-                self.handled(op, iteration, error)
+            # A call that raised, caught or not, ends at its raise (docs/timeline-format.md).
+            raised_ns = self.clock()
+            self.host(op, iteration, self.busy_since_ns, raised_ns)
+            if op.get("catch", False) and isinstance(error, self.dist.DistBackendError):
+                # try: … except DistBackendError: around the call (catch = true): recorded, the
+                # program goes on. An out-of-memory error, another c10d error or the program's
+                # NameError passes it and stops the program.
+                self.handled(op, iteration, error, self.rel(raised_ns))
                 return True
-            self.caught(op, iteration, error)
+            self.caught(op, iteration, error, self.rel(raised_ns))
             return False
         finally:
             self.busy_since_ns = None
@@ -685,14 +690,12 @@ class Interpreter:
         elif kind["work"] is not None:
             self.works[kind["work"]] = [(work, record)]
 
-    def handled(self, op, iteration, error):
-        """An exception the program catches (``catch = true``): the call's host record ends at
-        the raise, the exception goes into the Timeline's ``exceptions``."""
-        end = self.clock()
-        self.host(op, iteration, self.busy_since_ns, end)
+    def handled(self, op, iteration, error, at):
+        """An exception the program catches (``catch = true``), raised at ``at``: it goes into
+        the Timeline's ``exceptions``."""
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         self.record.setdefault("exceptions", []).append({
-            "iteration": iteration, "op": op["index"], "at_ns": self.rel(end),
+            "iteration": iteration, "op": op["index"], "at_ns": at,
             "exception": type(error).__name__, "message": message,
         })
         lowered = message.lower()
@@ -704,8 +707,8 @@ class Interpreter:
                     self.rank, tl.display_name(op), type(error).__name__, iteration,
                     op["line"], message)))
 
-    def caught(self, op, iteration, error):
-        at = self.now()
+    def caught(self, op, iteration, error, at):
+        """An exception nobody catches, raised at ``at``: a finding, and the program stops."""
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         kind = op["kind"]
         if isinstance(error, UnboundWorkName):

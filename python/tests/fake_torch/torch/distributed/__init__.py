@@ -36,6 +36,10 @@ class DistBackendError(DistError):
     """What ProcessGroupNCCL raises: a timed-out or aborted collective, an NCCL error."""
 
 
+class DistStoreError(DistError):
+    """What the store raises: a ``get`` that timed out."""
+
+
 class _Group:
     def __init__(self, name, ranks):
         self.group_name = name
