@@ -266,6 +266,49 @@ fn a_dtype_mismatch_s_dumps_import_to_that_dtype_not_to_a_size() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Two ranks all_reduce a `_coalescing_manager` block of three 4 KiB tensors; rank 1 issues
+/// the block as bf16.
+const BLOCK_MISMATCH: &str = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+    [tensors]\ng = { size = \"4KiB\", count = 3 }\n\
+    [[op]]\nlabel = \"block\"\nall_reduce = \"g\"\ncoalesce = true\n[[op]]\ndevice_sync = true\n\
+    [[fault]]\nranks = [1]\nat = \"block\"\nkind = \"mismatch\"\ndtype = \"bf16\"\n";
+
+#[test]
+fn a_coalescing_block_s_dumps_list_its_tensors_and_import_to_one_collective_of_them_all() {
+    let dir = scratch("block");
+    let scenario = dir.join("block.toml");
+    std::fs::write(&scenario, BLOCK_MISMATCH).unwrap();
+    let dumps = dir.join("dumps");
+    let report = dump(scenario.to_str().unwrap(), &dumps);
+    assert!(
+        report.contains("rank 0 issued ALLREDUCE of 12KiB f32")
+            && report.contains("rank 1 issued ALLREDUCE of 6KiB bf16"),
+        "{report}"
+    );
+    let imported = dir.join("imported.toml");
+    let verdict = import(&dumps, &imported);
+    assert!(
+        verdict.contains("rank 0 issued ALLREDUCE of 12KiB f32")
+            && verdict.contains("rank 1 issued ALLREDUCE of 6KiB bf16"),
+        "{verdict}"
+    );
+    let text = std::fs::read_to_string(&imported).unwrap();
+    // One shape and dtype per tensor of the block, as PyTorch lists them; one collective of
+    // their total size.
+    assert!(
+        text.contains(
+            "nccl:allreduce_coalesced [[1024], [1024], [1024]] [\"Float\", \"Float\", \"Float\"]"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("all_reduce = \"f32_12KiB\""), "{text}");
+    assert!(
+        text.ends_with("kind = \"mismatch\"\ndtype = \"bf16\"\n"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_scenario_s_dump_prefix_places_the_files() {
     let dir = scratch("prefix");

@@ -329,11 +329,13 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
                 p2p.record_id, p2p.profiling_name
             )));
         }
-        // One entry for a whole coalesced block: a batch_isend_irecv (PyTorch does not mark it
-        // point-to-point) or a `_coalescing_manager` of collectives.
+        // One entry for a whole block the generic `endCoalescing` closed: a batch_isend_irecv
+        // (PyTorch does not mark it point-to-point) or a `_coalescing_manager` block its fast
+        // path does not take; the fast path's blocks (`nccl:allreduce_coalesced`, …) are
+        // imported as one collective.
         if let Some(coalesced) = list.iter().find(|e| e.profiling_name == "nccl:coalesced") {
             return Err(error(format!(
-                "rank {rank}, record_id {}: coalesced entries (nccl:coalesced: a batch_isend_irecv or a coalescing manager's block) are not imported yet",
+                "rank {rank}, record_id {}: nccl:coalesced entries (a batch_isend_irecv, or a coalescing manager's block of calls other than all_reduce, all_gather_into_tensor and reduce_scatter_tensor, whose blocks have names of their own) are not imported yet",
                 coalesced.record_id
             )));
         }
@@ -1049,7 +1051,7 @@ mod tests {
         coalesced[0].entries[1].profiling_name = "nccl:coalesced".into();
         coalesced[0].entries[1].collective_seq_id = coalesced[0].entries[0].collective_seq_id;
         assert!(
-            message(&coalesced).contains("record_id 1: coalesced entries (nccl:coalesced"),
+            message(&coalesced).contains("record_id 1: nccl:coalesced entries (a batch_isend_irecv, or a coalescing manager's block of calls other than all_reduce, all_gather_into_tensor and reduce_scatter_tensor, whose blocks have names of their own) are not imported yet"),
             "a batch entry shares the collective count of the call before it: {}",
             message(&coalesced)
         );

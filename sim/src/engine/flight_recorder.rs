@@ -19,6 +19,21 @@ fn discovered_ns(at_ns: u64) -> u64 {
     at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS
 }
 
+/// An entry's input and output shapes for a call of `numel_in` and `numel_out` elements: one
+/// each, or for a `_coalescing_manager` block of `tensors` tensors one per tensor, as PyTorch
+/// lists a block's tensors (measured on PyTorch 2.11: three all_reduces of 1024 floats are
+/// `[[1024], [1024], [1024]]`). A mismatch fault's size that does not split into as many equal
+/// tensors is one shape of its whole size: the block's tensors it stands for are not known.
+fn block_shapes((numel_in, numel_out): (u64, u64), tensors: u64) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
+    let tensors = if numel_in % tensors == 0 && numel_out % tensors == 0 {
+        tensors
+    } else {
+        1
+    };
+    let each = |numel: u64| vec![vec![numel / tensors]; tensors as usize];
+    (each(numel_in), each(numel_out))
+}
+
 /// One call the rank made before its dump, as the dump's counters and status see it.
 struct Call {
     process_group: usize,
@@ -207,6 +222,13 @@ pub(super) fn dump(
                 record.bytes / dtype.size_bytes()
             };
             let (numel_in, numel_out) = kind.descriptor().work_numel.of(numel, members);
+            let tensors = match op.kind {
+                OpKind::Collective { tensor, .. } if op.kind.is_coalescing_block() => {
+                    u64::from(scenario.tensors[tensor].count)
+                }
+                _ => 1,
+            };
+            let (input_sizes, output_sizes) = block_shapes((numel_in, numel_out), tensors);
             let peer = scenario.groups[pair]
                 .ranks
                 .iter()
@@ -232,7 +254,7 @@ pub(super) fn dump(
             };
             let completed_seen_ns = completed.then(|| discovered_ns(record.end_ns));
             let (pg_name, pg_desc) = group_names(scenario, group);
-            let dtype = dtype_name(dtype).to_string();
+            let dtypes = vec![dtype_name(dtype).to_string(); input_sizes.len()];
             DumpEntry {
                 record_id,
                 pg_id: group as u64,
@@ -245,10 +267,10 @@ pub(super) fn dump(
                 time_created_ns: record.host_start_ns,
                 duration_ms: (timing && completed)
                     .then(|| (record.end_ns - record.kernel_start_ns) as f64 / 1e6),
-                input_sizes: vec![vec![numel_in]],
-                input_dtypes: vec![dtype.clone()],
-                output_sizes: vec![vec![numel_out]],
-                output_dtypes: vec![dtype],
+                input_sizes,
+                input_dtypes: dtypes.clone(),
+                output_sizes,
+                output_dtypes: dtypes,
                 state,
                 time_discovered_started_ns: started
                     .then(|| discovered_ns(record.kernel_start_ns).min(dump_ns)),
@@ -625,6 +647,51 @@ mod tests {
         );
         assert_eq!(name("broadcast"), "nccl:coalesced");
         assert_eq!(name("all_to_all"), "nccl:coalesced");
+    }
+
+    #[test]
+    fn a_coalescing_block_s_entry_lists_one_shape_and_dtype_per_tensor() {
+        // Measured on PyTorch 2.11 (an H100): a block of three all_reduces of 1024 floats is one
+        // entry whose `input_sizes` are `[[1024], [1024], [1024]]`.
+        let block = |key: &str, fault: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 [tensors]\ng = {{ size = \"4KiB\", count = 3 }}\n\
+                 [[op]]\nlabel = \"block\"\n{key} = \"g\"\ncoalesce = true\n\
+                 [[fault]]\nranks = [1]\nat = \"block\"\nkind = \"mismatch\"\n{fault}\n"
+            );
+            let timeline = crate::engine::simulate(&parse("block.toml", &text).unwrap());
+            let dump = |rank: u32| {
+                let dump = timeline.flight_recorder.iter().find(|d| d.rank == rank);
+                let entry = &dump.expect("every rank dumps").entries[0];
+                (
+                    entry.input_sizes.clone(),
+                    entry.input_dtypes.clone(),
+                    entry.output_sizes.clone(),
+                    entry.output_dtypes.clone(),
+                )
+            };
+            (dump(0), dump(1))
+        };
+        let each = |numel: u64, dtype: &str| (vec![vec![numel]; 3], vec![dtype.to_string(); 3]);
+        let ((sizes, dtypes, out_sizes, out_dtypes), bf16) =
+            block("all_reduce", "dtype = \"bf16\"");
+        assert_eq!((sizes, dtypes), each(1024, "Float"));
+        assert_eq!((out_sizes, out_dtypes), each(1024, "Float"));
+        // The block as bf16: as many elements, tensor by tensor.
+        assert_eq!((bf16.0, bf16.1), each(1024, "BFloat16"));
+        // An all_gather's inputs are one rank's slices.
+        let (gather, _) = block("all_gather", "dtype = \"bf16\"");
+        assert_eq!((gather.0, gather.1), each(512, "Float"));
+        assert_eq!((gather.2, gather.3), each(1024, "Float"));
+        // A fault's size splits into the block's tensors where it can, else it is one shape.
+        let (_, even) = block("all_reduce", "size = \"6KiB\"");
+        assert_eq!((even.0, even.1), each(512, "Float"));
+        let (_, odd) = block("all_reduce", "size = \"10KiB\"");
+        assert_eq!(
+            (odd.0, odd.1),
+            (vec![vec![2560]], vec!["Float".to_string()])
+        );
     }
 
     #[test]

@@ -119,10 +119,12 @@ impl Resolver<'_> {
             None => 0,
             Some(value) => self.count(value, "fault.iteration", 0, i64::from(repeat) - 1)? as u32,
         };
+        // A mismatch replaces the op's first NCCL call (the one it is armed for): one tensor's,
+        // a coalescing block's of all of them, or the first bucket's.
         let collective = match op.kind {
-            OpKind::Collective {
-                collective, tensor, ..
-            } => Some((collective, tensors[tensor].size_bytes)),
+            OpKind::Collective { collective, .. } => {
+                Some((collective, op.kind.call_sizes(tensors)[0]))
+            }
             OpKind::Barrier { .. } => Some((CollectiveKind::AllReduce, 1)),
             _ => None,
         };
@@ -616,6 +618,37 @@ mod tests {
                 size_bytes: 1 << 20,
                 dtype: crate::scenario::DType::Bf16,
             }
+        );
+    }
+
+    #[test]
+    fn a_mismatch_on_a_tensor_list_replaces_its_first_call_whole() {
+        // Three 4 KiB tensors: the fault hits the op's first NCCL call, a coalescing block's
+        // one call of all three (12 KiB), a bucketed op's first bucket (8 KiB under a 10 KB
+        // cap), or one tensor's call.
+        let mismatch = |batch: &str, keys: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[tensors]\ng = {{ size = \"4KiB\", count = 3 }}\n\
+                 [[op]]\nlabel = \"l\"\nall_reduce = \"g\"\n{batch}\n\
+                 [[fault]]\nranks = [1]\nat = \"l\"\nkind = \"mismatch\"\n{keys}"
+            );
+            parse("f.toml", &text).map(|s| s.faults[0].kind.clone())
+        };
+        let issued = |batch: &str, keys: &str| match mismatch(batch, keys).unwrap() {
+            FaultKind::Mismatch { size_bytes, .. } => size_bytes,
+            other => panic!("{other:?}"),
+        };
+        let block = "coalesce = true";
+        assert_eq!(issued(block, "dtype = \"bf16\"\n"), 6 << 10);
+        assert_eq!(issued(block, "collective = \"broadcast\"\n"), 12 << 10);
+        assert_eq!(issued("bucket = \"10KB\"", "dtype = \"bf16\"\n"), 4 << 10);
+        assert_eq!(issued("", "dtype = \"bf16\"\n"), 2 << 10);
+        // The block's own size is no mismatch.
+        let error = mismatch(block, "size = \"12KiB\"\n").unwrap_err();
+        assert!(
+            error.message.contains("differing from the op's"),
+            "{}",
+            error.message
         );
     }
 

@@ -845,6 +845,32 @@ impl OpKind {
         }
     }
 
+    /// The bytes of each NCCL call an op issues (R25): one per tensor of a list, one for all
+    /// of them coalesced, or one per bucket of at most the cap (a tensor is never split across
+    /// buckets, as DDP does not split a gradient); a barrier's one f32; nothing for other ops.
+    pub fn call_sizes(&self, tensors: &[Tensor]) -> Vec<u64> {
+        match *self {
+            OpKind::Collective { tensor, batch, .. } => {
+                let tensor = &tensors[tensor];
+                let (size, count) = (tensor.size_bytes, u64::from(tensor.count));
+                match batch {
+                    Batch::Each => vec![size; count as usize],
+                    Batch::Coalesced => vec![size * count],
+                    Batch::Bucketed { cap_bytes } => {
+                        let per_bucket = (cap_bytes / size).max(1);
+                        let mut sizes = vec![per_bucket * size; (count / per_bucket) as usize];
+                        if count % per_bucket != 0 {
+                            sizes.push((count % per_bucket) * size);
+                        }
+                        sizes
+                    }
+                }
+            }
+            OpKind::Barrier { .. } => vec![crate::collective::BARRIER_BYTES],
+            _ => Vec::new(),
+        }
+    }
+
     /// The scenario key that names this operation.
     pub fn key(&self) -> &'static str {
         match self {
@@ -1034,30 +1060,9 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// The bytes of each NCCL call an op issues (R25): one per tensor of a list, one for all
-    /// of them coalesced, or one per bucket of at most the cap (a tensor is never split across
-    /// buckets, as DDP does not split a gradient); a barrier's one f32; nothing for other ops.
+    /// The bytes of each NCCL call an op issues ([`OpKind::call_sizes`]).
     pub fn call_sizes(&self, kind: &OpKind) -> Vec<u64> {
-        match *kind {
-            OpKind::Collective { tensor, batch, .. } => {
-                let tensor = &self.tensors[tensor];
-                let (size, count) = (tensor.size_bytes, u64::from(tensor.count));
-                match batch {
-                    Batch::Each => vec![size; count as usize],
-                    Batch::Coalesced => vec![size * count],
-                    Batch::Bucketed { cap_bytes } => {
-                        let per_bucket = (cap_bytes / size).max(1);
-                        let mut sizes = vec![per_bucket * size; (count / per_bucket) as usize];
-                        if count % per_bucket != 0 {
-                            sizes.push((count % per_bucket) * size);
-                        }
-                        sizes
-                    }
-                }
-            }
-            OpKind::Barrier { .. } => vec![crate::collective::BARRIER_BYTES],
-            _ => Vec::new(),
-        }
+        kind.call_sizes(&self.tensors)
     }
 
     /// Bytes of a tensor, all of a list's tensors together.
