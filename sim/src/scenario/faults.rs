@@ -125,7 +125,9 @@ impl Resolver<'_> {
             OpKind::Collective { collective, .. } => {
                 Some((collective, op.kind.call_sizes(tensors)[0]))
             }
-            OpKind::Barrier { .. } => Some((CollectiveKind::AllReduce, 1)),
+            OpKind::Barrier { .. } => {
+                Some((CollectiveKind::AllReduce, op.kind.call_sizes(tensors)[0]))
+            }
             _ => None,
         };
         let issued_dtype = op.kind.call_dtype(tensors);
@@ -619,6 +621,19 @@ mod tests {
                 dtype: crate::scenario::DType::Bf16,
             }
         );
+    }
+
+    #[test]
+    fn a_barrier_s_own_four_bytes_are_no_mismatch() {
+        // ProcessGroupNCCL's barrier all_reduces one f32 (R14): 4 bytes, as it issues them.
+        let text = "[cluster]\nranks = 2\n[[op]]\nlabel = \"bar\"\nbarrier = true\n\
+                    [[fault]]\nranks = [1]\nat = \"bar\"\nkind = \"mismatch\"\n";
+        let error = parse("f.toml", &format!("{text}size = \"4B\"\n")).unwrap_err();
+        assert!(
+            error.to_string().contains("differing from the op's"),
+            "{error}"
+        );
+        assert!(parse("f.toml", &format!("{text}size = \"8B\"\n")).is_ok());
     }
 
     #[test]
