@@ -295,7 +295,7 @@ free = "y"
 
 @pytest.mark.parametrize("raised, finding", [
     ("OutOfMemoryError: CUDA out of memory. Tried to allocate 600.00 MiB", "out_of_memory"),
-    ("DistStoreError: wait timeout after 1000ms", "watchdog_timeout"),
+    ("DistStoreError: wait timeout after 1000ms, keys: /default_pg/0//0", "store_timeout"),
 ])
 def test_catch_true_catches_dist_backend_error_only(resolve, interpret, tmp_path, raised,
                                                      finding):
@@ -328,6 +328,57 @@ kernel = { us = 5 }
     assert "exceptions" not in rank
     assert not [call for call in rank["host"] if call["op"] == 1]
     assert "_sleep" not in names(calls)[names(calls).index("functional.all_reduce"):]
+
+
+# The store timeout of R29 as PyTorch 2.11 raises it from the first collective, which creates
+# the communicator and blocks in store.get for rank 0's NCCL unique id: TCPStore's
+# DistStoreError, wrapped by ProcessGroupNCCL into a DistBackendError.
+UNIQUE_ID_TIMEOUT = (
+    "DistBackendError: [0] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+    "via c10d key-value store by key '0', but store->get('0') got error: wait timeout after "
+    "600000ms, keys: /default_pg/0//0. This may indicate a possible application crash on rank 0 "
+    "or a network set up issue.")
+
+
+@pytest.mark.parametrize("raised, finding, event", [
+    (UNIQUE_ID_TIMEOUT, "store_timeout", "store_timeout"),
+    ("DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//0", "store_timeout",
+     "store_timeout"),
+    # The store failed otherwise: no timeout, so the communicator's error as before.
+    ("DistBackendError: [0] is setting up NCCL communicator and retrieving ncclUniqueId from [0] "
+     "via c10d key-value store by key '0', but store->get('0') got error: Connection reset by "
+     "peer", "async_error", "async_error"),
+])
+def test_a_store_timeout_is_a_store_timeout_finding_as_the_simulator_writes_it(
+        resolve, simulate, interpret, tmp_path, raised, finding, event):
+    # rank0_crash_init: rank 0 dies before publishing the unique id, and every other rank's
+    # `ar` raises the store's timeout at 600 s, a store_timeout finding in the simulator (R29).
+    # The interpreter classified the exception by the word "timeout" alone, as a
+    # watchdog_timeout, so `diff` could not pair the two.
+    simulated = simulate("rank0_crash_init", "cluster.ranks=2")
+    assert [(f["kind"], f["rank"], f["op"]) for f in simulated["findings"]] == [
+        ("store_timeout", 1, 0)]
+    assert [r["event"] for r in simulated["watchdog"] if r["rank"] == 1] == [
+        "store_timeout", "exit"]
+    source = scenario_file(tmp_path, "store", """
+[cluster]
+ranks = 1
+[tensors]
+grad = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "grad"
+[[op]]
+label = "loss"
+item = "grad"
+""")
+    path, _ = resolve(source)
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_RAISES": "all_reduce=" + raised})
+    assert completed.returncode == 1, completed.stderr
+    (recorded,) = document["findings"]
+    assert (recorded["kind"], recorded["op"]) == (finding, 0), recorded
+    assert [(r["event"], r["thread"]) for r in document["watchdog"]] == [
+        (event, "main"), ("exit", "main")]
 
 
 def test_a_call_that_raised_uncaught_ends_its_host_record_at_the_raise(

@@ -727,6 +727,9 @@ class Interpreter:
         elif kind["kind"] == "wait" and (kind["timeout_ns"] is not None
                                          or self.scenario["env"]["blocking_wait"]):
             finding, event = "wait_timeout", "wait_timeout"
+        elif self.is_store_timeout(error, message):
+            # The store rendezvous timed out (R29): the main thread's own, as the simulator's.
+            finding, event = "store_timeout", "store_timeout"
         elif "timeout" in message.lower() or "timed out" in message.lower():
             finding, event = "watchdog_timeout", "timeout"
         else:
@@ -738,6 +741,18 @@ class Interpreter:
         if event is not None:
             self.watchdog.append(tl.watchdog_record(self.rank, event, at, text))
         self.exit_status = 1
+
+    def is_store_timeout(self, error, message):
+        """Whether ``error`` is the store's timeout: TCPStore's ``DistStoreError`` ("wait timeout
+        after 600000ms, keys: …"), raised as such or, from ``store.get`` of the NCCL unique id
+        when a communicator is created, wrapped by ProcessGroupNCCL into a ``DistBackendError``
+        ("… retrieving ncclUniqueId from [0] via c10d key-value store … got error: wait timeout
+        after …")."""
+        lowered = message.lower()
+        if "timeout" not in lowered and "timed out" not in lowered:
+            return False
+        return (isinstance(error, self.dist.DistStoreError)
+                or "via c10d key-value store" in lowered)
 
     # ---- collectives ----------------------------------------------------------------------
 
