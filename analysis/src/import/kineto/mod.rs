@@ -321,6 +321,18 @@ mod tests {
         )
     }
 
+    /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host
+    /// thread before its final `cudaDeviceSynchronize`.
+    fn one_rank_trace_with(events: &str) -> String {
+        const DEVICE_SYNC: &str =
+            r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#;
+        small_trace(0, 1).replace("[0, 1]", "[0]").replacen(
+            DEVICE_SYNC,
+            &format!("{events},\n{DEVICE_SYNC}"),
+            1,
+        )
+    }
+
     fn import_one(text: &str) -> Result<String, ImportError> {
         import(
             &[TraceFile {
@@ -373,13 +385,8 @@ mod tests {
         // until its stream drained; the next call at 400: 5 µs of the host's own, as after any
         // synchronisation.
         let barrier = r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 370.0, "dur": 25.0, "args": {"Collective name": "barrier", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Process Group Ranks": "[0]"}},
-{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 380.0, "dur": 14.0, "args": {"correlation": 9}},
-{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#;
-        let trace = small_trace(0, 1).replace("[0, 1]", "[0]").replacen(
-            r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
-            barrier,
-            1,
-        );
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 380.0, "dur": 14.0, "args": {"correlation": 9}}"#;
+        let trace = one_rank_trace_with(barrier);
         let text = import_one(&trace).unwrap();
         assert!(
             text.contains("host_sleep_us = 16\n[[op]]\nlabel = \"barrier_4\"\nbarrier = true\n[[op]]\nhost_sleep_us = 5\n"),
@@ -396,13 +403,8 @@ mod tests {
         let barrier = r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 370.0, "dur": 10.0, "args": {"Collective name": "barrier", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Process Group Ranks": "[0]"}},
 {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 372.0, "dur": 1.0, "args": {"correlation": 9}},
 {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 390.0, "dur": 5.0, "args": {"Collective name": "wait", "dtype": "Byte", "In msg nelems": 0, "Out msg nelems": 0, "Process Group Ranks": "[]"}},
-{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 391.0, "dur": 1.0, "args": {"correlation": 10}},
-{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#;
-        let trace = small_trace(0, 1).replace("[0, 1]", "[0]").replacen(
-            r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize""#,
-            barrier,
-            1,
-        );
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamWaitEvent", "pid": 1, "tid": 1, "ts": 391.0, "dur": 1.0, "args": {"correlation": 10}}"#;
+        let trace = one_rank_trace_with(barrier);
         let text = import_one(&trace).unwrap();
         assert!(
             text.contains("barrier = true\nasync_op = true\nwork = \"w2\"\n[[op]]\nhost_sleep_us = 11\n[[op]]\nwait = \"w2\"\n"),
