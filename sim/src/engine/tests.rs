@@ -107,6 +107,15 @@ fn wait_with_a_timeout_raises_at_the_first_poll_past_it_r15() {
     assert_eq!(wait_call.end_ns, 10_034_000);
 }
 
+/// Rank 0's watchdog timeout finding, which the test's scenario must produce.
+fn rank0_watchdog_timeout(timeline: &Timeline) -> &Finding {
+    timeline
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
+        .expect("rank 0's watchdog times out")
+}
+
 #[test]
 fn a_batch_that_times_out_is_named_as_the_coalesced_work_it_is() {
     // Rank 1 hangs before the batch: rank 0's watchdog catches the batch's one Work.
@@ -114,11 +123,7 @@ fn a_batch_that_times_out_is_named_as_the_coalesced_work_it_is() {
                 [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n\
                 [[fault]]\nranks = [1]\nat = \"ring\"\nkind = \"hang\"\n";
     let timeline = simulate(&parse("b.toml", text).unwrap());
-    let timeout = timeline
-        .findings
-        .iter()
-        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
-        .expect("rank 0's watchdog times out");
+    let timeout = rank0_watchdog_timeout(&timeline);
     assert!(
         timeout.message.contains("OpType=COALESCED"),
         "{}",
@@ -135,11 +140,7 @@ fn a_coalescing_block_that_times_out_is_named_as_the_coalesced_work_it_is_r25() 
                 [[op]]\nlabel = \"block\"\nall_reduce = \"g\"\ncoalesce = true\n\
                 [[fault]]\nranks = [1]\nat = \"block\"\nkind = \"hang\"\n";
     let timeline = simulate(&parse("c.toml", text).unwrap());
-    let timeout = timeline
-        .findings
-        .iter()
-        .find(|f| f.kind == FindingKind::WatchdogTimeout && f.rank == Some(0))
-        .expect("rank 0's watchdog times out");
+    let timeout = rank0_watchdog_timeout(&timeline);
     assert!(
         timeout.message.contains(
             "WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=3072, NumelOut=3072, Timeout(ms)=1000)"
