@@ -227,6 +227,77 @@ dtype = "bf16"
     assert [c["bytes"] for c in records] == [1 << 20, 512 << 10]
 
 
+# A list of three 4 KiB tensors all_reduced with async_op, the Work waited; rank 0 issues
+# iteration 1's first NCCL call as bf16 (`%s`: the batch, one call per tensor by default).
+MISMATCHED_LIST = """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+g = { size = "4KiB", count = 3 }
+[[op]]
+label = "l"
+all_reduce = "g"
+async_op = true
+work = "w"
+%s
+[[op]]
+wait = "w"
+[[fault]]
+ranks = [0]
+at = "l"
+iteration = 1
+kind = "mismatch"
+dtype = "bf16"
+"""
+
+
+@pytest.mark.parametrize("batch, issued", [
+    # The first tensor's call is the fault's, the other two follow, each its own SeqNum.
+    ("", ["all_reduce"] * 3),
+    # The first bucket's (8 KiB under a 10 KB cap) is the fault's; the second is issued.
+    ('bucket = "10KB"', ["all_reduce"] * 2),
+    # The block's one call is the fault's: the block's tensors as bf16, in the block.
+    ("coalesce = true", ["coalescing_manager.enter"] + ["all_reduce"] * 3
+     + ["coalescing_manager.exit"]),
+])
+def test_a_mismatch_on_a_tensor_list_replaces_its_first_call_as_the_simulator_does(
+        resolve, simulate, interpret, tmp_path, batch, issued):
+    source = scenario_file(tmp_path, "list_mismatch", MISMATCHED_LIST % batch)
+    path, _ = resolve(source)
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+
+    def records(timeline):
+        return [(c["iteration"], c["seq"], c["bytes"])
+                for c in timeline["ranks"][0]["collectives"]]
+
+    assert records(document) == records(simulate(source))
+    # Iteration 1 issues as many calls as iteration 0, and the wait is on each of its Works.
+    per_iteration = [c[0] for c in calls
+                     if c[0] in ("all_reduce", "coalescing_manager.enter",
+                                 "coalescing_manager.exit")]
+    assert per_iteration == issued * 2
+    waits = [c for c in calls if c[0] == "work.wait"]
+    assert len(waits) == len(records(document))
+
+
+def test_a_mismatch_issuing_a_broadcast_in_a_coalescing_block_is_refused(resolve, interpret,
+                                                                         tmp_path):
+    source = scenario_file(tmp_path, "block_broadcast",
+                           (MISMATCHED_LIST % "coalesce = true").replace(
+                               'dtype = "bf16"', 'collective = "broadcast"'))
+    path, scenario = resolve(source)
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 2, completed.stderr
+    assert document is None and "Traceback" not in completed.stderr
+    assert "_coalescing_manager" in completed.stderr
+    (op,) = [op for op in scenario["ops"] if op["label"] == "l"]
+    assert ":%d:" % op["line"] in completed.stderr
+    assert "init_process_group" not in names(calls)
+
+
 def waits_with_timeout(scenario):
     for op in scenario["ops"]:
         if op["kind"]["kind"] == "wait":

@@ -269,6 +269,12 @@ class Interpreter:
                 "point-to-point call and a group collective cannot stand for each other (a "
                 "pair's communicator is no group a collective can be issued on, and a group "
                 "collective names no peer)" % (self.where(op), issued, replaced))
+        if (op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced"
+                and issued in ("broadcast", "all_to_all")):
+            raise Refusal(
+                "%s: a mismatch fault cannot issue a %s in place of the coalescing block's "
+                "call: torch.distributed._coalescing_manager takes all_reduce, "
+                "all_gather_into_tensor and reduce_scatter_tensor" % (self.where(op), issued))
 
     # ---- time -----------------------------------------------------------------------------
 
@@ -378,7 +384,7 @@ class Interpreter:
         self.mismatch_buffers = {}
         for fault in self.scenario["faults"]:
             if self.rank in fault["ranks"] and fault["kind"]["kind"] == "mismatch":
-                self.mismatch_buffer(fault["kind"])
+                self.mismatch_buffer(fault["kind"], self.scenario["ops"][fault["op"]])
         self.blas_workspaces()
         self.machine["interpreter_allocated_bytes"] = str(
             cuda.memory_allocated(self.device) - allocated_before)
@@ -392,7 +398,8 @@ class Interpreter:
         books them before the program, as DDP's Reducer makes them."""
         extra_bytes = sum(t.numel() * t.element_size()
                           for operands in self.gemm_operands.values() for t in operands)
-        extra_bytes += sum(b.numel() * b.element_size() for b in self.mismatch_buffers.values())
+        extra_bytes += sum(b.numel() * b.element_size()
+                           for buffers in self.mismatch_buffers.values() for b in buffers)
         extra_bytes += sum(b.numel() * b.element_size()
                            for b in self.all_to_all_outputs.values())
         extra_bytes += int(self.machine["blas_workspace_bytes"])
@@ -485,18 +492,26 @@ class Interpreter:
                 self.all_to_all_outputs[id(buffer)] = self.torch.empty(
                     buffer.numel(), dtype=buffer.dtype, device=self.device)
 
-    def mismatch_buffer(self, mismatch):
-        """The scratch buffer a ``mismatch`` fault issues its collective on, of its size and
-        element type (the op's, unless the fault names another), with a receive buffer for an
-        all_to_all: made at setup, so that the faulty call is timed as the op's would be."""
+    def mismatch_buffer(self, mismatch, op):
+        """The scratch buffers a ``mismatch`` fault at ``op`` issues its collective on, of its
+        size and element type (the op's, unless the fault names another), with receive buffers
+        for an all_to_all: made at setup, so that the faulty call is timed as the op's would be.
+        One buffer, or for a coalescing block one per tensor of the block, the fault's size
+        split equally — one buffer of the whole size where it does not split into whole
+        elements (the simulator's Flight Recorder lists the block's shapes alike)."""
         dtype = mismatch["dtype"]
-        key = (dtype, mismatch["size_bytes"])
+        numel = max(1, mismatch["size_bytes"] // DTYPES[dtype][1])
+        pieces = 1
+        if op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced":
+            pieces = self.scenario["tensors"][op["kind"]["tensor"]]["count"]
+            pieces = pieces if numel % pieces == 0 else 1
+        key = (dtype, mismatch["size_bytes"], pieces)
         if key not in self.mismatch_buffers:
-            numel = max(1, mismatch["size_bytes"] // DTYPES[dtype][1])
-            self.mismatch_buffers[key] = self.torch.ones(numel, dtype=self.dtype(dtype),
-                                                         device=self.device)
+            self.mismatch_buffers[key] = [
+                self.torch.ones(numel // pieces, dtype=self.dtype(dtype), device=self.device)
+                for _ in range(pieces)]
         if mismatch["collective"] == "all_to_all":
-            self.all_to_all_output([self.mismatch_buffers[key]])
+            self.all_to_all_output(self.mismatch_buffers[key])
         return self.mismatch_buffers[key]
 
     def calibrate_sleep(self):
@@ -668,14 +683,21 @@ class Interpreter:
         self.exit_status = 1
 
     def issue_mismatch(self, op, mismatch, iteration):
-        """A ``mismatch`` fault (R16): in place of the op's call(s), one call of the fault's
-        collective, size and element type on the op's group (the peer, for a send or receive),
-        on its scratch buffer. It is the op's call as PyTorch sees it: it takes the group's next
-        SeqNum, is synchronous or not as the op, and its Work is the op's."""
+        """A ``mismatch`` fault (R16): in place of the op's first NCCL call, a call of the
+        fault's collective, size and element type on the op's group (the peer, for a send or
+        receive), on its scratch buffer. It is the op's call as PyTorch sees it: it takes the
+        group's next SeqNum, is synchronous or not as the op, and its Work is the op's. A
+        collective over a tensor list (``op_collective``) replaces only its first call — one
+        tensor's, the first bucket's, or a coalescing block's, whose tensors become the
+        fault's — and issues the others as usual; a barrier or a functional all_reduce is one
+        plain call."""
         kind = op["kind"]
+        if kind["kind"] == "collective" and not tl.is_functional(self.scenario, op):
+            self.op_collective(op, kind, iteration, mismatch)
+            return
         group_index = kind["group"]
         async_op = kind.get("async_op", False)
-        buffer = self.mismatch_buffer(mismatch)
+        (buffer,) = self.mismatch_buffer(mismatch, op)
         ready = self.gpu_time(self.current)
         start = self.clock()
         work = self.issue(mismatch["collective"], buffer, self.groups[group_index], group_index,
@@ -852,7 +874,9 @@ class Interpreter:
             "stream": self.current, "released_ns": None, "completed_at_return": None,
         }
 
-    def op_collective(self, op, kind, iteration):
+    def op_collective(self, op, kind, iteration, mismatch=None):
+        """The op's NCCL call or calls; a ``mismatch`` fault's call in place of the first
+        (``issue_mismatch``)."""
         group_index = kind["group"]
         group = self.groups[group_index]
         tensor = self.scenario["tensors"][kind["tensor"]]
@@ -872,15 +896,19 @@ class Interpreter:
             self.tensors[kind["result"]] = [result]
         elif batch == "coalesced":
             buffers = self.tensors[kind["tensor"]]
+            collective, nbytes = kind["collective"], tensor["size_bytes"] * tensor["count"]
+            if mismatch is not None:
+                # The block's one call is the fault's: its calls on the fault's buffers.
+                buffers = self.mismatch_buffer(mismatch, op)
+                collective, nbytes = mismatch["collective"], mismatch["size_bytes"]
             ready = self.gpu_time(self.current)
             start = self.clock()
             with self.dist._coalescing_manager(group=group, device=self.device,
                                                async_ops=async_op) as manager:
                 for buffer in buffers:
-                    self.issue(kind["collective"], buffer, group, group_index, False)
+                    self.issue(collective, buffer, group, group_index, False)
             end = self.clock()
-            record = self.collective_record(op, iteration, group_index,
-                                            tensor["size_bytes"] * tensor["count"], async_op,
+            record = self.collective_record(op, iteration, group_index, nbytes, async_op,
                                             start, end, ready)
             entries.append((CoalescedWork(manager), record))
             if not async_op:
@@ -890,17 +918,20 @@ class Interpreter:
                        else self.tensors[kind["tensor"]])
             if kind["collective"] == "all_to_all":
                 self.all_to_all_output(self.tensors[kind["tensor"]])
-            element = DTYPES[tensor["dtype"]][1]
+            calls = [(kind["collective"], buffer) for buffer in buffers]
+            if mismatch is not None:
+                # The first tensor's or bucket's call is the fault's; the others follow.
+                calls[0] = (mismatch["collective"], self.mismatch_buffer(mismatch, op)[0])
             first_start = None
-            for buffer in buffers:
+            for collective, buffer in calls:
                 ready = self.gpu_time(self.current)
                 start = self.clock()
-                work = self.issue(kind["collective"], buffer, group, group_index, async_op)
+                work = self.issue(collective, buffer, group, group_index, async_op)
                 end = self.clock()
                 first_start = first_start if first_start is not None else start
                 record = self.collective_record(op, iteration, group_index,
-                                                buffer.numel() * element, async_op, start,
-                                                end, ready)
+                                                buffer.numel() * buffer.element_size(),
+                                                async_op, start, end, ready)
                 entries.append((work, record))
                 if not async_op:
                     # Released right after its own call, not after the list's last one.
