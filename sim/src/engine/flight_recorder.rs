@@ -71,13 +71,19 @@ pub(super) fn dump(
     // PyTorch records a send or receive under the group it was called on (the default one).
     let process_group = |group: u16| scenario.process_group(usize::from(group));
     // The collective and element type a record's call issued: the op's, or a mismatch
-    // fault's in its place.
+    // fault's in its place — only in the op's first NCCL call (one tensor's, a block's, the
+    // first bucket's): its first record of that iteration, all of which are on one group.
+    let first_call = |record: &CollectiveRecord| {
+        (records.iter())
+            .find(|first| (first.op, first.iteration) == (record.op, record.iteration))
+            .is_some_and(|first| first.seq_num() == record.seq_num())
+    };
     let issued = |record: &CollectiveRecord| {
         let op = &scenario.ops[record.op as usize];
         match faults.at(op.index, record.iteration).map(|f| &f.kind) {
             Some(FaultKind::Mismatch {
                 collective, dtype, ..
-            }) => (*collective, *dtype),
+            }) if first_call(record) => (*collective, *dtype),
             _ => (
                 op.kind
                     .collective()
@@ -458,6 +464,24 @@ mod tests {
             (&issued.input_sizes, &issued.output_dtypes),
             (&vec![vec![1 << 20]], &vec!["BFloat16".to_string()])
         );
+    }
+
+    #[test]
+    fn a_mismatch_on_a_tensor_list_records_only_the_first_call_as_the_fault_s() {
+        // Three 4 KiB tensors all_reduced one by one; rank 1 issues the first as bf16 and the
+        // other two as declared.
+        let text = "[cluster]\nranks = 2\n[groups.world]\ntimeout_s = 1\n\
+                    [tensors]\ng = { size = \"4KiB\", count = 3 }\n\
+                    [[op]]\nlabel = \"l\"\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                    [[op]]\nwait = \"w\"\n\
+                    [[fault]]\nranks = [1]\nat = \"l\"\nkind = \"mismatch\"\ndtype = \"bf16\"\n";
+        let timeline = crate::engine::simulate(&parse("fr.toml", text).unwrap());
+        let dump = (timeline.flight_recorder.iter().find(|d| d.rank == 1)).expect("rank 1 dumps");
+        let calls: Vec<(Vec<Vec<u64>>, String)> = (dump.entries.iter())
+            .map(|e| (e.input_sizes.clone(), e.input_dtypes[0].clone()))
+            .collect();
+        let call = |dtype: &str| (vec![vec![1024]], dtype.to_string());
+        assert_eq!(calls, [call("BFloat16"), call("Float"), call("Float")]);
     }
 
     #[test]
