@@ -452,6 +452,45 @@ item = "grad"
         (event, "main"), ("exit", "main")]
 
 
+@pytest.mark.parametrize("raised", [
+    UNIQUE_ID_TIMEOUT,
+    # The non-blocking init's wait for its communicator (TORCH_NCCL_NONBLOCKING_TIMEOUT).
+    "DistBackendError: NCCL timeout in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:123",
+])
+def test_a_caught_store_timeout_is_still_a_store_timeout_finding(
+        resolve, simulate, interpret, tmp_path, raised):
+    # `catch = true` is `except DistBackendError:`, which catches the wrapped store timeout; the
+    # simulator, which ended the process whatever `catch` said, now records the exception and
+    # goes on, writing the store_timeout finding caught or not (as a wait's timeout). The
+    # interpreter wrote no finding for it, and classified the non-blocking init's timeout as a
+    # watchdog_timeout.
+    simulated = simulate("rank0_crash_init", "cluster.ranks=2", "op.ar.catch=true")
+    assert [(f["kind"], f["rank"], f["op"]) for f in simulated["findings"]] == [
+        ("store_timeout", 1, 0)]
+    (exception,) = next(r for r in simulated["ranks"] if r["rank"] == 1)["exceptions"]
+    assert exception["exception"] == "DistBackendError"
+    source = scenario_file(tmp_path, "store_caught", """
+[cluster]
+ranks = 1
+[tensors]
+grad = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "grad"
+catch = true
+[[op]]
+label = "loss"
+item = "grad"
+""")
+    path, _ = resolve(source)
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_RAISES": "all_reduce=" + raised})
+    assert completed.returncode == 0, completed.stderr
+    (recorded,) = document["findings"]
+    assert (recorded["kind"], recorded["op"]) == ("store_timeout", 0), recorded
+    (rank,) = document["ranks"]
+    assert [e["op"] for e in rank["exceptions"]] == [0]
+
+
 def test_a_call_that_raised_uncaught_ends_its_host_record_at_the_raise(
         resolve, simulate, interpret, tmp_path):
     # caught_timeout without `catch` on `retry`: the all_reduce on the communicator the blocking

@@ -621,6 +621,84 @@ pub fn check_rank0_crash_init(timeline: &Timeline, _report: &Report) {
     }
 }
 
+const STORE_TIMEOUT: &str = "[cluster]\nranks = 2\n[groups.world]\ntimeout_s = 10\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ncatch = true\n[[op]]\nlabel = \"again\"\nall_reduce = \"x\"\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"die\"\n";
+
+#[test]
+fn a_store_timeout_is_pytorchs_dist_backend_error_and_catch_true_catches_it_r29() {
+    // PyTorch wraps TCPStore's DistStoreError into a DistBackendError, which `catch = true`
+    // (`except DistBackendError:`) catches. The simulator said "DistStoreError" and ended the
+    // process whatever `catch` said.
+    let timeline = simulate_text(STORE_TIMEOUT);
+    let rank1 = &timeline.ranks[1];
+    let keys: Vec<_> = (rank1.exceptions.iter())
+        .map(|e| (e.op, e.at_ns, e.exception.as_str()))
+        .collect();
+    // The communicator was never created: `again` creates it anew, on the store's next key,
+    // and times out again one group timeout later.
+    assert_eq!(
+        keys,
+        [
+            (0, 10 * S, "DistBackendError"),
+            (1, 20 * S, "DistBackendError")
+        ]
+    );
+    assert!(
+        rank1.exceptions[0].message.contains(
+            "DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 10000ms"
+        ),
+        "{}",
+        rank1.exceptions[0].message
+    );
+    assert!(rank1.exceptions[1].message.contains("store->get('1')"));
+    // Caught or not, the store timed out: a finding each time, as for a wait's timeout.
+    let findings: Vec<_> = timeline.findings.iter().map(|f| (f.kind, f.op)).collect();
+    assert_eq!(
+        findings,
+        [
+            (FindingKind::StoreTimeout, Some(0)),
+            (FindingKind::StoreTimeout, Some(1))
+        ]
+    );
+    // Each call ends at its raise; the program goes on and the process exits cleanly.
+    let calls: Vec<_> = rank1.host.iter().map(|h| (h.op, h.end_ns)).collect();
+    assert_eq!(calls[..2], [(0, 10 * S), (1, 20 * S)]);
+    assert!(rank1.kernels.iter().any(|k| k.op == 2));
+    assert!(rank1.collectives.is_empty());
+    assert_eq!(rank1.end.unwrap().status, ExitStatus::Clean);
+    // Uncaught, the first raise ends the process.
+    let uncaught = simulate_text(&STORE_TIMEOUT.replace("catch = true\n", ""));
+    let rank1 = &uncaught.ranks[1];
+    assert!(rank1.exceptions.is_empty());
+    assert_eq!(rank1.end.unwrap().status, ExitStatus::Raised);
+    assert_eq!(rank1.end.unwrap().at_ns, Some(10 * S));
+}
+
+#[test]
+fn a_caught_non_blocking_init_timeout_is_pytorchs_nccl_timeout_r8() {
+    // init_process_group(device_id=…) under TORCH_NCCL_USE_COMM_NONBLOCKING: the first use
+    // waits for the communicator, and raises NCCLUtils' DistBackendError after 5 s.
+    let text = STORE_TIMEOUT
+        .replace(
+            "[groups.world]\n",
+            "[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 5\n[groups.world]\n",
+        )
+        .replace(
+            "[[op]]\nlabel = \"ar\"",
+            "[[op]]\ninit_process_group = true\ndevice_id = true\n[[op]]\nlabel = \"ar\"",
+        );
+    let timeline = simulate_text(&text);
+    let rank1 = &timeline.ranks[1];
+    assert_eq!(rank1.exceptions.len(), 2, "{:?}", rank1.exceptions);
+    assert!(
+        rank1.exceptions[0]
+            .message
+            .contains("DistBackendError: NCCL timeout in: "),
+        "{}",
+        rank1.exceptions[0].message
+    );
+    assert_eq!(rank1.end.unwrap().status, ExitStatus::Clean);
+}
+
 /// async_error.toml (R26, R27): rank 1's network fails 5 s after its enqueue at 20 µs.
 pub fn check_async_error(timeline: &Timeline, _report: &Report) {
     let seen_ns = next_poll_ns(20 * US + 5 * S);

@@ -728,6 +728,13 @@ class Interpreter:
                 "[Rank %d] %s raised %s at %s (line %d), caught: %s" % (
                     self.rank, tl.display_name(op), type(error).__name__, iteration,
                     op["line"], message)))
+        elif self.is_store_timeout(error, message):
+            # Caught or not, the store timed out: the finding the simulator writes (R29).
+            self.findings.append(tl.finding(
+                "store_timeout", self.rank, iteration, op["index"],
+                "[Rank %d] %s raised %s at %s (line %d), caught: %s" % (
+                    self.rank, tl.display_name(op), type(error).__name__, iteration,
+                    op["line"], message)))
 
     def caught(self, op, iteration, error, at):
         """An exception nobody catches, raised at ``at``: a finding, and the program stops."""
@@ -769,8 +776,12 @@ class Interpreter:
         after 600000ms, keys: …"), raised as such or, from ``store.get`` of the NCCL unique id
         when a communicator is created, wrapped by ProcessGroupNCCL into a ``DistBackendError``
         ("… retrieving ncclUniqueId from [0] via c10d key-value store … got error: wait timeout
-        after …")."""
+        after …"); or the non-blocking init's wait for its communicator
+        (``TORCH_NCCL_NONBLOCKING_TIMEOUT``: NCCLUtils' ``DistBackendError`` "NCCL timeout in:
+        <file>:<line>")."""
         lowered = message.lower()
+        if "nccl timeout in:" in lowered:
+            return True
         if "timeout" not in lowered and "timed out" not in lowered:
             return False
         return (isinstance(error, self.dist.DistStoreError)

@@ -353,6 +353,9 @@ impl Engine<'_> {
                         exception: exception.to_string(),
                         message,
                     });
+                    if matches!(state.blocked, Blocked::CommInit) {
+                        self.comm_init_raised(rank, at_ns);
+                    }
                 }
             }
         }

@@ -223,6 +223,7 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();
         steps.clear();
+        state.pg_before_op = op.catch.then(|| state.pg.clone());
         if let Some(group) = aborted {
             ProcessGroupNccl::aborted_call(group, &mut steps);
         } else if let Err(error) = state.pg.op(scenario, op, &mut steps) {
@@ -653,6 +654,29 @@ impl Engine<'_> {
                 },
             );
         }
+    }
+
+    /// The program caught the raise of `rank`'s communicator creation at `at_ns` (a store
+    /// timeout, R29, or the non-blocking init's, R8; `catch = true`): the communicator was never
+    /// created, so the rank leaves the group's init and its ProcessGroupNCCL is as before the
+    /// call (the group's next collective creates the communicator again); the call ends at the
+    /// raise and the host goes on at the next op.
+    pub(super) fn comm_init_raised(&mut self, rank: u32, at_ns: u64) {
+        let state = &mut self.ranks[rank as usize];
+        let Some(HostBlock::Communicator { group }) = state.cursor.blocked_on else {
+            unreachable!("a rank in a communicator's init is blocked on it");
+        };
+        let group = group as GroupId;
+        state.caught = false;
+        state.pg = (state.pg_before_op.take()).expect("an op that catches keeps its state");
+        let op = state.blocked_op;
+        self.comm_init[group].retain(|arrival| arrival.rank != rank);
+        self.comm_init_ranks[group] -= self.classes.weight(rank);
+        self.push_host_call(rank, op, at_ns);
+        let state = &mut self.ranks[rank as usize];
+        state.cursor.leave_op();
+        state.blocked = Blocked::Timer;
+        self.schedule(at_ns, Event::HostResume { rank, at_ns });
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).

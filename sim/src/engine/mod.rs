@@ -321,6 +321,7 @@ impl<'s> Engine<'s> {
                     end: None,
                     unfinished_host: None,
                     caught: false,
+                    pg_before_op: None,
                     aborts_awaiting_drain: Vec::new(),
                     memory: MemoryState::new(scenario, rank),
                     compute_speed: rank_speed(scenario, rank),

@@ -39,6 +39,7 @@ pub struct LowerError(pub String);
 
 /// The ProcessGroupNCCL state of one rank: sequence numbers, communicators, Works, events and
 /// the rank's random stream.
+#[derive(Clone)]
 pub struct ProcessGroupNccl {
     rank: u32,
     rng: ChaCha8Rng,

@@ -341,6 +341,9 @@ pub(in crate::engine) struct Failure<'s> {
     /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
     /// timeout raises the non-blocking init's error, not the store's.
     nonblocking_waits: HashSet<(u32, GroupId)>,
+    /// (rank, group) → the store timeouts of its unique id the program caught (R29): each
+    /// try of the communicator's creation waits on the process group's next store key.
+    store_attempts: HashMap<(u32, GroupId), u32>,
     /// The last desync report's table (without its `[Rank r]` header) and verdict, with what
     /// it was made of; the next rank reporting at the same time, epoch and SeqNum reuses it
     /// (a hang's every rank reports at the same poll: one table, not one per rank).
@@ -379,6 +382,7 @@ impl<'s> Failure<'s> {
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
             nonblocking_waits: HashSet::default(),
+            store_attempts: HashMap::default(),
             desync_cache: None,
             dump_signal_seen_ns: None,
             exiting: vec![None; ranks],

@@ -2,7 +2,7 @@
 //! communicator (R8) raises when the group's timeout passes before the root published it.
 
 use super::{ms, wake, Command, Failure, FindingAbout, RunView, Wake};
-use crate::scenario::GroupId;
+use crate::scenario::{Group, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 
 impl Failure<'_> {
@@ -25,7 +25,11 @@ impl Failure<'_> {
         wake(out, rank, group, Wake::StoreTimeout, at_ns);
     }
 
-    /// `store.get` timed out: `DistStoreError` in the main thread ends the process.
+    /// `store.get` timed out: TCPStore's `DistStoreError`, which ProcessGroupNCCL wraps into a
+    /// `DistBackendError` in the main thread (or the non-blocking init's own `DistBackendError`):
+    /// a `store_timeout` finding, caught or not. Caught (`catch = true` on the op whose call
+    /// creates the communicator), the program goes on at its next op without the communicator;
+    /// uncaught, the exception ends the process.
     pub(super) fn store_timed_out(
         &mut self,
         view: &impl RunView,
@@ -36,19 +40,22 @@ impl Failure<'_> {
     ) {
         let rank_id = self.rank_id(rank);
         let group_spec = &self.scenario.groups[group];
-        let root = group_spec.ranks[0];
-        let message = if self.nonblocking_waits.contains(&(rank, group)) {
+        let op = view.host_op(rank);
+        let nonblocking = self.nonblocking_waits.remove(&(rank, group));
+        let message = if nonblocking {
+            // NCCLUtils' wait for the communicator's readiness: its file and line are PyTorch's.
             format!(
-                "[Rank {rank_id}] DistBackendError: the non-blocking NCCL communicator of group {} was not ready after {} ms (TORCH_NCCL_NONBLOCKING_TIMEOUT): its other ranks never finished the init (R8)",
+                "[Rank {rank_id}] DistBackendError: NCCL timeout in: … (c10dsim: the non-blocking NCCL communicator of group {} was not ready after {} ms, TORCH_NCCL_NONBLOCKING_TIMEOUT: its other ranks never finished the init; R8)",
                 group_spec.name,
                 ms(self.scenario.env.nonblocking_timeout_ns)
             )
         } else {
-            format!(
-            "[Rank {rank_id}] DistStoreError: wait timeout after {} ms for the NCCL unique id of group {} published by rank {root}. This may indicate a possible application crash on rank {root} or a network set up issue (R29)",
-            ms(group_spec.timeout_ns),
-            group_spec.name
-        )
+            unique_id_timeout(
+                rank_id,
+                group_spec,
+                self.store_key(rank, group),
+                group_spec.timeout_ns,
+            )
         };
         self.note(
             rank,
@@ -60,11 +67,55 @@ impl Failure<'_> {
         out.push(Command::Finding {
             kind: FindingKind::StoreTimeout,
             rank,
-            about: FindingAbout::Call(view.host_op(rank)),
-            message,
+            about: FindingAbout::Call(op),
+            message: message.clone(),
         });
-        self.exit_uncaught(rank, group, now_ns, out);
+        if !self.scenario.ops[op].catch {
+            self.exit_uncaught(rank, group, now_ns, out);
+            return;
+        }
+        if !nonblocking {
+            // The next try takes the process group's next key (`ncclCommCounter_`).
+            *self.store_attempts.entry((rank, group)).or_default() += 1;
+        }
+        out.push(Command::Caught {
+            rank,
+            op,
+            exception: "DistBackendError",
+            message: format!("{message} Caught (catch = true), the program goes on."),
+            at_ns: now_ns,
+        });
     }
+    /// The key `store.get` waits on: a pair's `<low>:<high>`, else how many communicators
+    /// of the group this process began to create before (ProcessGroupNCCL's
+    /// `ncclCommCounter_`: a caught raise's try counts).
+    fn store_key(&self, rank: u32, group: GroupId) -> String {
+        let group_spec = &self.scenario.groups[group];
+        if group_spec.point_to_point {
+            return format!("{}:{}", group_spec.ranks[0], group_spec.ranks[1]);
+        }
+        let tries = self.store_attempts.get(&(rank, group)).copied();
+        tries.unwrap_or_default().to_string()
+    }
+}
+
+/// PyTorch's words for a `store.get` of the unique id that timed out (R29):
+/// `broadcastUniqueNCCLID`'s `DistBackendError` around TCPStore's `DistStoreError`, then
+/// c10dsim's explanation. `[r]` is the rank in the process group (a pair's process group is
+/// the world), `from [0]` fixed text; PyTorch's `keys:` carries the prefixes of its
+/// `PrefixStore`s (`/default_pg/0//cuda//0` for the world's first communicator), shown as `…`.
+fn unique_id_timeout(rank_id: u32, group: &Group, key: String, timeout_ns: u64) -> String {
+    let group_rank = if group.point_to_point {
+        rank_id
+    } else {
+        group.ranks.binary_search(&rank_id).unwrap_or_default() as u32
+    };
+    let root = group.ranks[0];
+    format!(
+        "[Rank {rank_id}] DistBackendError: [{group_rank}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: wait timeout after {}ms, keys: …/{key}. This may indicate a possible application crash on rank 0 or a network set up issue. (c10dsim: rank {root} never published the NCCL unique id of group {} within the group's timeout; R29)",
+        ms(timeout_ns),
+        group.name
+    )
 }
 
 #[cfg(test)]
@@ -121,10 +172,55 @@ mod tests {
                 },
             ]
         );
+        // PyTorch's words: ProcessGroupNCCL's DistBackendError around TCPStore's error.
         assert!(
-            messages[0].contains("DistStoreError: wait timeout after 1000 ms"),
+            messages[0].contains("DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout after 1000ms"),
             "{}",
             messages[0]
         );
+        assert!(messages[0].ends_with("(c10dsim: rank 0 never published the NCCL unique id of group world within the group's timeout; R29)"));
+    }
+
+    #[test]
+    fn a_caught_store_timeout_is_a_finding_and_the_program_goes_on_r29() {
+        let mut scenario = two_ranks("", "");
+        scenario.ops[0].catch = true;
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let mut run = FakeRun::default();
+        let mut out = Vec::new();
+        failure.notify(&run, store_wait(1, false), &mut out);
+        run.waiting_for_unique_id.push(1);
+        let (commands, messages) = split(woken(
+            &mut failure,
+            &run,
+            1,
+            Wake::StoreTimeout,
+            1_000_030_000,
+        ));
+        assert_eq!(commands.len(), 2, "{commands:?}");
+        assert_eq!(
+            commands[0],
+            finding(FindingKind::StoreTimeout, 1, FindingAbout::Call(0))
+        );
+        assert!(matches!(
+            commands[1],
+            Command::Caught {
+                rank: 1,
+                op: 0,
+                exception: "DistBackendError",
+                at_ns: 1_000_030_000,
+                ..
+            }
+        ));
+        // The next try waits on the process group's next key.
+        assert!(messages[0].contains("store->get('0')"), "{}", messages[0]);
+        let (_, messages) = split(woken(
+            &mut failure,
+            &run,
+            1,
+            Wake::StoreTimeout,
+            2_000_030_000,
+        ));
+        assert!(messages[0].contains("store->get('1')"), "{}", messages[0]);
     }
 }
