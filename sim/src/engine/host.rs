@@ -223,7 +223,10 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();
         steps.clear();
-        state.pg_before_op = op.catch.then(|| state.pg.clone());
+        // Only an op that could still create a communicator can raise in its creation (R29):
+        // the copy is not made once every communicator of the rank exists.
+        state.pg_before_op =
+            (op.catch && state.pg.communicators_pending()).then(|| state.pg.clone());
         if let Some(group) = aborted {
             ProcessGroupNccl::aborted_call(group, &mut steps);
         } else if let Err(error) = state.pg.op(scenario, op, &mut steps) {

@@ -73,7 +73,8 @@ pub(super) struct RankState {
     /// ProcessGroupNCCL of this rank: what each op is made of.
     pub(super) pg: ProcessGroupNccl,
     /// ProcessGroupNCCL as it was before the current op, kept where the op catches its raise
-    /// (`catch = true`): a communicator's creation that raised (R29) leaves it as it was.
+    /// (`catch = true`) and a communicator of the rank is still to be created: a
+    /// communicator's creation that raised (R29) leaves it as it was.
     pub(super) pg_before_op: Option<ProcessGroupNccl>,
     // ---- the rest
     /// How the process ended, once it did (the first end counts).

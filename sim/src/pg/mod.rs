@@ -227,6 +227,13 @@ impl ProcessGroupNccl {
             .map(|(group, _)| group)
     }
 
+    /// Whether a group this rank belongs to has no communicator yet, so that an op could still
+    /// create one (R8) and raise in its creation (R29).
+    pub fn communicators_pending(&self) -> bool {
+        (self.initialised.iter().zip(&self.group_stream))
+            .any(|(created, stream)| !created && stream.is_some())
+    }
+
     /// The group's internal NCCL stream on this rank (R9).
     pub fn group_stream(&self, group: GroupId) -> Option<StreamRef> {
         self.group_stream[group]
