@@ -378,8 +378,9 @@ pub struct Executor<'a, D: Device> {
     faults: RankFaults<'a>,
     /// The `wait()` that raised in the main thread, rather than the watchdog (R26): a polling
     /// one that timed out (R15), or one on a Work an async error failed (R27). Its iteration
-    /// and op, which the finding names, as the simulator's does.
-    wait_raised: Option<(u32, OpRef)>,
+    /// and op, which the finding names, as the simulator's does, and the group of the Work it
+    /// raised for, which the process's exit record names.
+    wait_raised: Option<(u32, OpRef, usize)>,
     /// The error instant of every Work an NCCL async error failed, by its end event (R27).
     failed_ends: HashMap<Ev, u64>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
@@ -629,8 +630,8 @@ impl<'a, D: Device> Executor<'a, D> {
         });
     }
 
-    /// The current call raised at `end_ns`: its host record ends there.
-    fn raised(&mut self, iteration: u32, op: &Op, end_ns: u64) {
+    /// The current call raised at `end_ns`, for a Work of `group`: its host record ends there.
+    fn raised(&mut self, iteration: u32, op: &Op, group: usize, end_ns: u64) {
         self.in_call = false;
         self.log.host.push(HostCall {
             iteration,
@@ -645,7 +646,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 wait.host_end_ns = end_ns;
             }
         }
-        self.wait_raised = Some((iteration, op.index as OpRef));
+        self.wait_raised = Some((iteration, op.index as OpRef, group));
     }
 
     /// A line of the Timeline's `watchdog` records, at the host's time now.
@@ -681,14 +682,15 @@ impl<'a, D: Device> Executor<'a, D> {
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
         if let (
-            Some((iteration, op)),
+            Some((iteration, op, group)),
             HwError::AsyncError {
                 finding: message, ..
             },
         ) = (self.wait_raised, &error)
         {
             // wait() raised in the main thread: uncaught, the exception ends the process.
-            self.note(ThreadKind::Main, WatchdogEvent::Exit, message.clone());
+            let (thread, event) = (ThreadKind::Main, WatchdogEvent::Exit);
+            self.note_group(Some(group), thread, event, at_ns, message.clone());
             self.log.findings.push(Finding {
                 stands_for: Default::default(),
                 kind: FindingKind::AsyncError,
@@ -743,7 +745,8 @@ impl<'a, D: Device> Executor<'a, D> {
                 (Some(group), self.log.unfinished_iteration, None)
             }
             _ => {
-                let at = (self.wait_raised).or(named.map(|(_, iteration, op)| (iteration, op)));
+                let raised = (self.wait_raised).map(|(iteration, op, _)| (iteration, op));
+                let at = raised.or(named.map(|(_, iteration, op)| (iteration, op)));
                 (
                     named.map(|(group, _, _)| group),
                     at.map(|(iteration, _)| iteration),
@@ -754,17 +757,19 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
         }
-        self.note_group(
-            group,
-            thread,
-            WatchdogEvent::Exit,
-            at_ns,
-            format!(
-                "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down \
-                 now, without waiting for the GPU's work (R27, no dump wait)",
-                self.scenario.env.async_error_handling.number()
+        let (group, exit) = match self.wait_raised {
+            // A wait's own timeout raised in the main thread: uncaught, it ends the process.
+            Some((_, _, raised_for)) => (Some(raised_for), work::exception_not_caught(rank)),
+            None => (
+                group,
+                format!(
+                    "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down \
+                     now, without waiting for the GPU's work (R27, no dump wait)",
+                    self.scenario.env.async_error_handling.number()
+                ),
             ),
-        );
+        };
+        self.note_group(group, thread, WatchdogEvent::Exit, at_ns, exit);
         self.log.findings.push(Finding {
             stands_for: Default::default(),
             kind,
@@ -1188,7 +1193,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 };
                 self.device
                     .collective(call.stream, g, comm_call)
-                    .map_err(|error| self.call_failed(iteration, op, error))?
+                    .map_err(|error| self.call_failed(iteration, op, call.group, error))?
             }
             Some(stand_in) => {
                 // The simulator's plan of this collective for the real group (R22, R24): its
@@ -1222,12 +1227,12 @@ impl<'a, D: Device> Executor<'a, D> {
     /// A collective call NCCL refused because its communicator already holds an async error
     /// raises `DistBackendError` in the main thread, which ends the process (R27,
     /// [`work::nccl_call_raised`]); any other failure is returned as it is.
-    fn call_failed(&mut self, iteration: u32, op: &Op, error: HwError) -> HwError {
+    fn call_failed(&mut self, iteration: u32, op: &Op, group: usize, error: HwError) -> HwError {
         let HwError::CommunicatorFailed { error: failed, .. } = error else {
             return error;
         };
         let now_ns = self.device.now_ns();
-        self.raised(iteration, op, now_ns);
+        self.raised(iteration, op, group, now_ns);
         HwError::AsyncError {
             work: None,
             finding: work::nccl_call_raised(self.plan.rank, failed, op),
@@ -1370,7 +1375,13 @@ impl<'a, D: Device> Executor<'a, D> {
                     self.note_group(Some(group), thread, event, now_ns, line);
                 }
                 self.device.abort_comms();
-                self.raised(iteration, op, now_ns);
+                // It raises once the abort returned.
+                let raised_ns = self.device.now_ns();
+                let name = &self.scenario.groups[group].name;
+                let aborted = work::wait_abort_returned(rank, &description, name);
+                let (thread, event) = (ThreadKind::Main, WatchdogEvent::Abort);
+                self.note_group(Some(group), thread, event, raised_ns, aborted);
+                self.raised(iteration, op, group, raised_ns);
                 let finding = work::wait_timeout_finding(rank, &description, ran_ns, op);
                 return Err(HwError::Timeout {
                     work: None,
@@ -1394,7 +1405,8 @@ impl<'a, D: Device> Executor<'a, D> {
             return Ok(());
         }
         let message = work::async_error_raised(self.plan.rank, &work.description, error_ns, op);
-        self.raised(iteration, op, now_ns);
+        let group = work.group;
+        self.raised(iteration, op, group, now_ns);
         Err(HwError::AsyncError {
             work: None,
             finding: message,

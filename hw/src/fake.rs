@@ -293,7 +293,7 @@ mod tests {
         async_error_raised, async_exception, remote_error_found, timeout_caught,
         wait_timeout_finding, NcclAsyncError,
     };
-    use sim::timeline::{Finding, FindingKind, WatchdogEvent};
+    use sim::timeline::{Finding, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
 
     /// Rank 0 of a two-rank job, run on the fake device as the one-GPU model stand-in and
     /// simulated: `env` goes into `[env]`, `between` between the all_reduce and its `wait()`,
@@ -425,5 +425,53 @@ mod tests {
         let expected = wait_timeout_finding(0, &work, 0, &scenario.ops[1]);
         assert_eq!(unmeasured(&hw.message), unmeasured(&expected));
         assert_eq!(unmeasured(&hw.message), unmeasured(&simulated.message));
+    }
+
+    /// A `wait()` that raises and nothing catches ends the process: rank 0's main-thread
+    /// records from the fault on — a polling wait's timeout (blocking wait, `wait(timeout)`)
+    /// with the abort of the communicator and the exit line, or a failed Work's raise — are
+    /// the simulator's, event, group and words, but for the milliseconds measured (R15, R27).
+    #[test]
+    fn an_uncaught_raise_in_wait_ends_the_process_in_the_simulators_words_on_both_engines() {
+        let hang = "[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+        let failed =
+            "[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
+        for (env, between, wait, fault) in [
+            ("TORCH_NCCL_BLOCKING_WAIT = 1\n", "", "", hang),
+            ("", "", "timeout_ms = 3\n", hang),
+            ("", "[[op]]\nhost_sleep_us = 5000\n", "", failed),
+            ("TORCH_NCCL_BLOCKING_WAIT = 1\n", "", "", failed),
+        ] {
+            let text = format!(
+                "[env]\n{env}[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+                 work = \"w\"\n{between}[[op]]\nlabel = \"wait\"\nwait = \"w\"\n{wait}{fault}"
+            );
+            let scenario = sim::scenario::parse("uncaught.toml", &text).unwrap();
+            let plan = rank0_plan(&scenario).unwrap();
+            let mut device = FakeDevice::default();
+            let mut executor = Executor::new(&scenario, &plan, &mut device);
+            executor.setup().unwrap();
+            let log = executor.run().unwrap();
+            let simulated = sim::engine::simulate(&scenario);
+            let main = |records: &[WatchdogRecord]| -> Vec<_> {
+                (records.iter())
+                    .filter(|r| r.rank == 0 && r.thread == ThreadKind::Main)
+                    .filter(|r| r.event != WatchdogEvent::Fault)
+                    .map(|r| (r.event, r.group, unmeasured(&r.message)))
+                    .collect()
+            };
+            let ran = main(&log.records);
+            assert_eq!(
+                ran,
+                main(&simulated.watchdog),
+                "{env}{between}{wait}{fault}"
+            );
+            assert_eq!(
+                ran.last().map(|(event, _, _)| *event),
+                Some(WatchdogEvent::Exit),
+                "{ran:?}"
+            );
+        }
     }
 }

@@ -112,6 +112,22 @@ pub fn wait_timeout_log(rank: u32, work: &str, ran_ns: u64) -> [String; 2] {
     ]
 }
 
+/// The main thread's line once the abort of the communicator of group `group`, which a polling
+/// `wait()` (R15) started when rank `rank`'s Work `work` timed out, returned: the wait raises
+/// `DistBackendError` next. Both engines log it (an `abort` record).
+pub fn wait_abort_returned(rank: u32, work: &str, group: &str) -> String {
+    format!(
+        "[Rank {rank}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {group} and raises DistBackendError."
+    )
+}
+
+/// The last line of rank `rank`'s process when its main thread raised an exception nobody
+/// caught (a polling `wait()`'s timeout, R15; `DistStoreError`, R29). Both engines log it (an
+/// `exit` record).
+pub fn exception_not_caught(rank: u32) -> String {
+    format!("[Rank {rank}] process exited: the exception was not caught")
+}
+
 /// A polling `wait()` (blocking wait or `wait(timeout)`, R15) that timed out, as the finding of
 /// both engines says it: what it raises ([`timeout_caught`]), then where and what follows.
 pub fn wait_timeout_finding(rank: u32, work: &str, ran_ns: u64, op: &Op) -> String {

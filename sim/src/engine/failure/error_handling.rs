@@ -390,10 +390,8 @@ impl Failure<'_> {
             let at_ns = now_ns.max(self.watchdogs[index].abort_least_end_ns);
             wake(out, rank, watchdog, Wake::AbortReturned, at_ns);
         }
-        let message = format!(
-            "[Rank {rank_id}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {} and raises DistBackendError.",
-            self.scenario.groups[group].name
-        );
+        let message =
+            crate::pg::work::wait_abort_returned(rank_id, &work, &self.scenario.groups[group].name);
         self.note(
             rank,
             Some(group),

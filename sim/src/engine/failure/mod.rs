@@ -633,10 +633,7 @@ impl<'s> Failure<'s> {
     /// The main thread ends on an exception nobody caught (R27, R29): logged, and the process
     /// ends with status `raised`.
     fn exit_uncaught(&mut self, rank: u32, group: GroupId, now_ns: u64, out: &mut Vec<Command>) {
-        let message = format!(
-            "[Rank {}] process exited: the exception was not caught",
-            self.rank_id(rank)
-        );
+        let message = crate::pg::work::exception_not_caught(self.rank_id(rank));
         self.take_down(
             (rank, Some(group), ThreadKind::Main),
             (ExitStatus::Raised, now_ns),
