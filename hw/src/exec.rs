@@ -17,7 +17,7 @@ use crate::options::StandIn;
 use crate::plan::{GroupPlan, RankPlan};
 use sim::allocator::MemoryPeaks;
 use sim::lifetime::{bucket_buffer_text, AllocStep, Place, UpFront};
-use sim::pg::faults::{host_effect, CollectiveFate, HostEffect, RankFaults};
+use sim::pg::faults::{died, fault_reached, host_effect, CollectiveFate, HostEffect, RankFaults};
 use sim::pg::work::NcclAsyncError;
 /// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
 /// `%globaltimer`, each block alone on its SM with `own_sm`; or a cuBLAS GEMM).
@@ -549,28 +549,16 @@ impl<'a, D: Device> Executor<'a, D> {
                     return Err(failure);
                 }
                 if let Some(fault) = self.faults.at(op.index, iteration) {
-                    let where_ = format!(
-                        "{} (line {}, iteration {iteration})",
-                        op.display_name(),
-                        op.line
-                    );
                     self.note(
                         ThreadKind::Main,
                         WatchdogEvent::Fault,
-                        format!("[Rank {rank}] fault: {} at {where_}", fault.kind.key()),
+                        fault_reached(self.scenario, rank, &fault.kind, op, iteration),
                     );
                     match host_effect(&fault.kind) {
                         HostEffect::Run => {}
                         HostEffect::Skip => continue,
                         HostEffect::Stop => {
-                            self.note(
-                                ThreadKind::Main,
-                                WatchdogEvent::Exit,
-                                format!(
-                                    "[Rank {rank}] process exited (fault) before {where_}; its \
-                                     GPU work vanishes"
-                                ),
-                            );
+                            self.note(ThreadKind::Main, WatchdogEvent::Exit, died(rank));
                             self.log.ended_early = true;
                             return Ok(false);
                         }

@@ -285,7 +285,8 @@ pub fn rank0_plan(scenario: &Scenario) -> Result<RankPlan, HwError> {
 }
 
 /// The failure texts of a run on the fake device are the simulator's, word for word but for
-/// the milliseconds each engine measured: both build them with `sim::pg::work`.
+/// the milliseconds each engine measured: both build them with `sim::pg::work` (a fault's
+/// records with `sim::pg::faults`).
 mod tests {
     use super::*;
     use crate::exec::Executor;
@@ -425,6 +426,58 @@ mod tests {
         let expected = wait_timeout_finding(0, &work, 0, &scenario.ops[1]);
         assert_eq!(unmeasured(&hw.message), unmeasured(&expected));
         assert_eq!(unmeasured(&hw.message), unmeasured(&simulated.message));
+    }
+
+    /// A fault rank 0 meets is logged in the simulator's words on both engines: its `fault`
+    /// record, and for `die` the process's `exit` record. Each kind hw produces is run where hw
+    /// produces it: `skip` with the two ranks launched, the others on the downscale.
+    #[test]
+    fn a_fault_and_a_dies_exit_are_the_simulators_records_on_both_engines() {
+        for (fault, launched) in [
+            ("kind = \"die\"", false),
+            ("kind = \"die\"", true),
+            ("kind = \"skip\"", true),
+            ("kind = \"mismatch\"\nsize = \"2MiB\"", false),
+            ("kind = \"async_error\"\nafter_us = 1000", false),
+        ] {
+            let text = format!(
+                "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+                 [[fault]]\nranks = [0]\nat = \"ar\"\n{fault}\n"
+            );
+            let scenario = sim::scenario::parse("faults.toml", &text).unwrap();
+            let plan = if launched {
+                let layout = Layout {
+                    rank: 0,
+                    world: 2,
+                    device: 0,
+                    launched: true,
+                    stand_in: None,
+                };
+                RankPlan::new(&scenario, &layout).unwrap()
+            } else {
+                rank0_plan(&scenario).unwrap()
+            };
+            let mut device = FakeDevice::default();
+            let mut executor = Executor::new(&scenario, &plan, &mut device);
+            executor.setup().unwrap();
+            let log = executor.run().unwrap();
+            let simulated = sim::engine::simulate(&scenario);
+            let fault_and_exit = |records: &[WatchdogRecord]| -> Vec<_> {
+                (records.iter())
+                    .filter(|r| r.rank == 0 && r.thread == ThreadKind::Main)
+                    .filter(|r| match r.event {
+                        WatchdogEvent::Fault => true,
+                        WatchdogEvent::Exit => fault.contains("die"),
+                        _ => false,
+                    })
+                    .map(|r| (r.event, r.message.clone()))
+                    .collect()
+            };
+            let ran = fault_and_exit(&log.records);
+            assert_eq!(ran, fault_and_exit(&simulated.watchdog), "{fault}");
+            assert_eq!(ran.len(), 1 + usize::from(fault.contains("die")), "{ran:?}");
+        }
     }
 
     /// A `wait()` that raises and nothing catches ends the process: rank 0's main-thread

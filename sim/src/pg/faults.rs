@@ -5,7 +5,8 @@
 //! on (`skip`: the rank never joins that collective), none and the host stops for good (`hang`:
 //! the process lives on; `die`: the process is gone), or the op's steps with the collective
 //! armed (`mismatch`, `async_error`, `watchdog_stuck`). The simulator (`crate::engine`) and
-//! `hw`'s executor both ask here.
+//! `hw`'s executor both ask here, and log the fault in the words of [`fault_reached`] (and a
+//! `die`'s end in those of [`died`]).
 //!
 //! A one-GPU hardware run executes one rank alone (the downscale): the other ranks' faults then
 //! cannot act through a rendezvous, so [`RankFaults::collective_fate`] says what they do to the
@@ -14,6 +15,59 @@
 //! [`RankFaults::not_on_hardware`] names the faults a hardware run cannot produce.
 
 use crate::scenario::{Fault, FaultKind, GroupId, Op, Scenario};
+
+/// The main thread's `fault` record when rank `rank`'s host reaches `op` in `iteration`, where
+/// a fault of kind `kind` applies: what the fault does there. c10dsim's own line (PyTorch logs
+/// nothing of an injected fault); both engines log it.
+pub fn fault_reached(
+    scenario: &Scenario,
+    rank: u32,
+    kind: &FaultKind,
+    op: &Op,
+    iteration: u32,
+) -> String {
+    let where_ = format!(
+        "{} (line {}, iteration {iteration})",
+        op.display_name(),
+        op.line
+    );
+    match kind {
+        FaultKind::Skip => format!("[Rank {rank}] fault: skips {where_}"),
+        FaultKind::Hang => format!("[Rank {rank}] fault: the host hangs before {where_}"),
+        FaultKind::Die => format!("[Rank {rank}] fault: the process dies before {where_}"),
+        FaultKind::Mismatch {
+            collective,
+            size_bytes,
+            dtype,
+        } => format!(
+            "[Rank {rank}] fault: issues {} of {}{} at {where_}",
+            collective.op_type(),
+            crate::units::format_size(*size_bytes),
+            if *dtype == op.kind.call_dtype(&scenario.tensors) {
+                String::new()
+            } else {
+                format!(" {}", dtype.as_str())
+            }
+        ),
+        FaultKind::AsyncError { after_ns } => format!(
+            "[Rank {rank}] fault: the network fails under {where_}; NCCL reports an async error {:.3} s after its enqueue",
+            *after_ns as f64 / 1e9
+        ),
+        FaultKind::WatchdogStuck if super::work::watchdog_runs(&scenario.env) => format!(
+            "[Rank {rank}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
+        ),
+        // R15: blocking wait starts no watchdog, so there is none to hang.
+        FaultKind::WatchdogStuck => format!(
+            "[Rank {rank}] fault: the watchdog would hang in cudaEventQuery on the Work of {where_}, but TORCH_NCCL_BLOCKING_WAIT=1 starts no watchdog (R15): the fault has no effect"
+        ),
+    }
+}
+
+/// The last line of rank `rank`'s process, ended by a `die` fault (its `fault` record, just
+/// before, says where). Both engines log it (an `exit` record).
+pub fn died(rank: u32) -> String {
+    format!("[Rank {rank}] process exited (fault); its GPU work vanishes")
+}
 
 /// What becomes of an op's steps on a rank with a fault there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,8 @@
 //! Where calls at one SeqNum can disagree (faults, ops restricted to some ranks), each call is
 //! compared with the first; a disagreement is a finding and the collective never completes.
 
-use super::{seconds, Command, Failure, FindingAbout, RunView, Signature};
-use crate::pg::work;
+use super::{Command, Failure, FindingAbout, RunView, Signature};
+use crate::pg::{faults, work};
 use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -22,42 +22,13 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let rank_id = self.rank_id(rank);
-        let op_spec = &self.scenario.ops[op];
-        let where_ = format!(
-            "{} (line {}, iteration {iteration})",
-            op_spec.display_name(),
-            op_spec.line
+        let message = faults::fault_reached(
+            self.scenario,
+            rank_id,
+            &fault,
+            &self.scenario.ops[op],
+            iteration,
         );
-        let message = match &fault {
-            FaultKind::Skip => format!("[Rank {rank_id}] fault: skips {where_}"),
-            FaultKind::Hang => format!("[Rank {rank_id}] fault: the host hangs before {where_}"),
-            FaultKind::Die => format!("[Rank {rank_id}] fault: the process dies before {where_}"),
-            FaultKind::Mismatch {
-                collective,
-                size_bytes,
-                dtype,
-            } => format!(
-                "[Rank {rank_id}] fault: issues {} of {}{} at {where_}",
-                collective.op_type(),
-                crate::units::format_size(*size_bytes),
-                if *dtype == op_spec.kind.call_dtype(&self.scenario.tensors) {
-                    String::new()
-                } else {
-                    format!(" {}", dtype.as_str())
-                }
-            ),
-            FaultKind::AsyncError { after_ns } => format!(
-                "[Rank {rank_id}] fault: the network fails under {where_}; NCCL reports an async error {} after its enqueue",
-                seconds(*after_ns)
-            ),
-            FaultKind::WatchdogStuck if self.watchdog_enabled => format!(
-                "[Rank {rank_id}] fault: the watchdog hangs in cudaEventQuery on the Work of {where_}"
-            ),
-            // R15: blocking wait starts no watchdog, so there is none to hang.
-            FaultKind::WatchdogStuck => format!(
-                "[Rank {rank_id}] fault: the watchdog would hang in cudaEventQuery on the Work of {where_}, but TORCH_NCCL_BLOCKING_WAIT=1 starts no watchdog (R15): the fault has no effect"
-            ),
-        };
         self.note(
             rank,
             None,
@@ -70,7 +41,7 @@ impl Failure<'_> {
             FaultKind::Die => self.take_down(
                 (rank, None, ThreadKind::Main),
                 (ExitStatus::Killed, host_ns),
-                format!("[Rank {rank_id}] process exited (fault); its GPU work vanishes"),
+                faults::died(rank_id),
                 out,
             ),
             FaultKind::Skip => {}
