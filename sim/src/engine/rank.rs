@@ -75,7 +75,7 @@ pub(super) struct RankState {
     /// ProcessGroupNCCL as it was before the current op, kept where the op catches its raise
     /// (`catch = true`) and a communicator of the rank is still to be created: a
     /// communicator's creation that raised (R29) leaves it as it was.
-    pub(super) pg_before_op: Option<ProcessGroupNccl>,
+    pub(super) pg_before_op: Option<Box<ProcessGroupNccl>>,
     // ---- the rest
     /// How the process ended, once it did (the first end counts).
     pub(super) end: Option<ProcessEnd>,
