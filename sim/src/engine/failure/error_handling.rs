@@ -402,13 +402,7 @@ impl Failure<'_> {
         if self.scenario.ops[op].catch {
             // The communicator stays aborted: its next use raises (R27).
             let index = self.index(rank, group);
-            out.push(Command::Caught {
-                rank,
-                op,
-                exception: "DistBackendError",
-                message: format!("{message} Caught (catch = true), the program goes on."),
-                at_ns: now_ns,
-            });
+            out.push(Command::caught_backend_error(rank, op, &message, now_ns));
             // Where the watchdog runs, it finds the aborted communicator's error under the
             // Work and handles it as its own (measured on PyTorch 2.11: docs/watchdog.md).
             let watchdog = &self.watchdogs[index];

@@ -222,6 +222,20 @@ pub(in crate::engine) enum Command {
     },
 }
 
+impl Command {
+    /// The program caught (`catch = true`) the `DistBackendError` raised with `message` in
+    /// op `op` at `at_ns`, and goes on.
+    fn caught_backend_error(rank: u32, op: usize, message: &str, at_ns: u64) -> Command {
+        Command::Caught {
+            rank,
+            op,
+            exception: "DistBackendError",
+            message: format!("{message} Caught (catch = true), the program goes on."),
+            at_ns,
+        }
+    }
+}
+
 /// What a finding is about, which decides the op and iteration it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::engine) enum FindingAbout {

@@ -78,13 +78,7 @@ impl Failure<'_> {
             // The next try takes the process group's next key (`ncclCommCounter_`).
             *self.store_attempts.entry((rank, group)).or_default() += 1;
         }
-        out.push(Command::Caught {
-            rank,
-            op,
-            exception: "DistBackendError",
-            message: format!("{message} Caught (catch = true), the program goes on."),
-            at_ns: now_ns,
-        });
+        out.push(Command::caught_backend_error(rank, op, &message, now_ns));
     }
     /// The key `store.get` waits on: a pair's `<low>:<high>`, else how many communicators
     /// of the group this process began to create before (ProcessGroupNCCL's
