@@ -393,7 +393,7 @@ fn a_work_name_no_call_bound_raises_name_error_and_ends_the_process() {
 }
 
 #[test]
-fn catch_applies_to_wait_only_and_hw_refuses_it() {
+fn catch_does_not_apply_to_a_kernel_and_hw_refuses_it() {
     let on_kernel = CAUGHT_TIMEOUT.replace(
         "kernel = { us = 5 }\n",
         "kernel = { us = 5 }\ncatch = true\n",
