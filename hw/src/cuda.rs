@@ -703,8 +703,8 @@ impl Device for CudaDevice {
         self.watchdog.as_ref().and_then(Watchdog::failure)
     }
 
-    fn abort_comms(&mut self) {
-        for comm in self.comms.iter().flatten() {
+    fn abort_comm(&mut self, group: usize) {
+        if let Some(comm) = &self.comms[group] {
             comm.abort();
         }
     }

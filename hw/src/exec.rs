@@ -116,8 +116,9 @@ pub trait Device {
     fn watch(&mut self, work: WatchedWork);
     /// The watchdog's verdict, once it aborted the communicators (R26).
     fn watchdog_failure(&mut self) -> Option<HwError>;
-    /// Aborts every communicator (`ncclCommAbort`), as a timed-out blocking wait does.
-    fn abort_comms(&mut self);
+    /// Aborts the group's communicator (`ncclCommAbort`), as a timed-out blocking wait does:
+    /// PyTorch aborts the Work's process group only, another group's communicator runs on (R15).
+    fn abort_comm(&mut self, group: usize);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
     /// A new segment of the caching allocator (`cudaMalloc`, R17); `fill` writes a non-zero
@@ -1332,7 +1333,7 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
     /// polls (R15); a poll that finds the Work failed by an async error raises it (R27), one
     /// that finds the timeout (`sim::pg`'s: the wait's own, else the group's) passed since the
-    /// enqueue aborts the communicators and raises (R26's clock, [`work::timed_out`]). A
+    /// enqueue aborts the Work's group's communicator and raises (R26's clock, [`work::timed_out`]). A
     /// verdict of the watchdog (`wait(timeout)`, where it runs) ends the wait first, never
     /// returned: hw takes the process down at the verdict, as every other blocking call does.
     fn poll(
@@ -1362,7 +1363,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
                     self.note_group(Some(group), thread, event, now_ns, line);
                 }
-                self.device.abort_comms();
+                self.device.abort_comm(group);
                 // It raises once the abort returned.
                 let raised_ns = self.device.now_ns();
                 let name = &self.scenario.groups[group].name;

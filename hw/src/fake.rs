@@ -29,7 +29,8 @@ pub struct FakeDevice {
     pub query_answers: VecDeque<bool>,
     pub comms: Vec<String>,
     pub watched: Vec<WatchedWork>,
-    pub aborted: bool,
+    /// The groups whose communicator was aborted, in order.
+    pub aborted: Vec<usize>,
     /// The allocator's calls, apart from the stream calls.
     pub memory_calls: Vec<String>,
     /// Streams stuck behind a kernel that never ends.
@@ -247,9 +248,9 @@ impl Device for FakeDevice {
             .filter(|(at_ns, _)| *at_ns <= self.now_ns)
             .map(|(_, error)| error)
     }
-    fn abort_comms(&mut self) {
-        self.aborted = true;
-        self.calls.push("abort".into());
+    fn abort_comm(&mut self, group: usize) {
+        self.aborted.push(group);
+        self.calls.push(format!("abort g{group}"));
     }
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
         Ok(self.event_times[event])

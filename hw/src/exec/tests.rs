@@ -322,13 +322,36 @@ fn blocking_wait_times_out_and_aborts() {
     // The wait() op raised (as the simulator's finding names it).
     assert_eq!((finding.op, finding.iteration), (Some(2), Some(0)));
     assert!(finding.message.contains("SeqNum=1"), "{}", finding.message);
-    assert!(device.aborted);
+    assert_eq!(device.aborted, [0], "the world group's communicator");
     let sleeps = device
         .calls
         .iter()
         .filter(|c| c.starts_with("sleep"))
         .count();
     assert_eq!(sleeps, 3, "gave up at the third 1 ms poll, at 3 ms");
+}
+
+/// A wait's timeout aborts the Work's process group only (R15, as PyTorch and the simulator's
+/// `abort_communicators` do): a subgroup's communicator, created before, is left running.
+#[test]
+fn a_wait_timeout_aborts_the_works_group_only() {
+    let text = ASYNC
+        .replace("wait = \"w\"", "wait = \"w\"\ntimeout_ms = 3")
+        .replace("[tensors]", "[groups]\nsub = { ranks = [0] }\n[tensors]")
+        .replace(
+            "[[op]]\nall_reduce",
+            "[[op]]\nall_reduce = \"grad\"\ngroup = \"sub\"\n[[op]]\nall_reduce",
+        );
+    let scenario = sim::scenario::parse("fake.toml", &text).unwrap();
+    let group_of = |name: &str| scenario.groups.iter().position(|g| g.name == name).unwrap();
+    let mut device = FakeDevice {
+        query_answers: std::iter::repeat_n(false, 100).collect(),
+        ..FakeDevice::default()
+    };
+    let finding = only_finding(&text, &mut device);
+    assert_eq!(finding.kind, FindingKind::WaitTimeout);
+    assert_eq!(device.comms, ["sub", "world"]);
+    assert_eq!(device.aborted, [group_of("world")]);
 }
 
 #[test]
