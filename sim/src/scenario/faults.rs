@@ -2,7 +2,7 @@
 //! (R26–R28) and functional collectives (R30), with file:line:column errors like every other
 //! scenario check.
 //!
-//! Over 800 lines (about 1,050) with its tests, which parse whole scenarios through
+//! Over 1,000 lines (about 1,050) with its tests, which parse whole scenarios through
 //! [`super::parse`] and share its program and error helpers.
 
 use super::raw::{RawFault, RawOp};
