@@ -563,6 +563,40 @@ fn ranks_compute_at_their_own_drawn_speed() {
 }
 
 #[test]
+fn the_watchdog_times_out_a_synchronous_collective_and_barrier_r11_r26() {
+    // Measured on PyTorch 2.11 (an H100, tests/data/torch/probes/sync_watchdog/): behind a 5 s
+    // kernel with a 2 s group timeout, a synchronous all_reduce (2,076 ms) and a barrier after
+    // a first one (2,018 ms) are timed out by the watchdog, though Python never sees their Work.
+    let program = |call: &str| {
+        format!(
+            "[cluster]\nranks = 1\n[groups.world]\neager_init = true\ntimeout_s = 2\n\
+             [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"warm\"\nbarrier = true\n\
+             [[op]]\nlabel = \"busy\"\nkernel = {{ us = 5000000, sms = 132 }}\n\
+             [[op]]\nlabel = \"call\"\n{call}\n[[op]]\nstream_sync = \"current\"\n"
+        )
+    };
+    for (call, work) in [
+        (
+            "all_reduce = \"x\"",
+            "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=262144,",
+        ),
+        (
+            "barrier = true",
+            "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1,",
+        ),
+    ] {
+        let timeline = simulate(&parse("w.toml", &program(call)).unwrap());
+        let timeout = rank0_watchdog_timeout(&timeline);
+        assert!(timeout.message.contains(work), "{}", timeout.message);
+        assert!(
+            timeout.message.contains("ran for 2099 milliseconds"),
+            "{}",
+            timeout.message
+        );
+    }
+}
+
+#[test]
 fn stream_sync_blocks_the_host_for_the_backlog_r14() {
     // A 2 ms sleep launched at 5 µs (launch cost), on the GPU from 8 µs; stream_sync returns
     // 5 µs (sync cost) after it ends.
