@@ -227,6 +227,53 @@ dtype = "bf16"
     assert [c["bytes"] for c in records] == [1 << 20, 512 << 10]
 
 
+def test_a_mismatch_at_a_functional_all_reduce_still_binds_its_result(resolve, simulate,
+                                                                      interpret, tmp_path):
+    # R30: y = fcol.all_reduce(x) makes y at the call; the fault issues another size in its
+    # place, and the read of y after it finds a y of its own size, as in the simulator.
+    source = scenario_file(tmp_path, "functional_mismatch", """
+repeat = 2
+warmup = 0
+[cluster]
+ranks = 1
+[tensors]
+x = "1MiB"
+y = "1MiB"
+[[op]]
+label = "ar"
+functional_all_reduce = "x"
+result = "y"
+[[op]]
+label = "read_y"
+item = "y"
+[[fault]]
+ranks = [0]
+at = "ar"
+kind = "mismatch"
+size = "2MiB"
+""")
+    path, scenario = resolve(source)
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    # Iteration 0: the result (262144 floats) made, the fault's all_reduce issued, waited at
+    # the read; iteration 1: the functional all_reduce itself.
+    issued = [c for c in calls if c[0] in ("empty", "all_reduce", "work.wait",
+                                           "functional.all_reduce", "functional.wait_tensor",
+                                           "item")]
+    assert issued == [["empty", "262144", "float32"], ["all_reduce", "0", "True"],
+                      ["work.wait", "all_reduce", "None"], ["item"],
+                      ["functional.all_reduce", "0", "True"], ["functional.wait_tensor"],
+                      ["item"]]
+
+    def records(timeline):
+        return [(c["iteration"], c["seq"], c["bytes"])
+                for c in timeline["ranks"][0]["collectives"]]
+
+    assert records(document) == records(simulate(source)) == [(0, 1, 2 << 20), (1, 2, 1 << 20)]
+    read_y = scenario["ops"][-1]["index"]
+    assert [h["iteration"] for h in document["ranks"][0]["host"] if h["op"] == read_y] == [0, 1]
+
+
 # A list of three 4 KiB tensors all_reduced with async_op, the Work waited; rank 0 issues
 # iteration 1's first NCCL call as bf16 (`%s`: the batch, one call per tensor by default).
 MISMATCHED_LIST = """

@@ -690,9 +690,11 @@ class Interpreter:
         collective over a tensor list (``op_collective``) replaces only its first call — one
         tensor's, the first bucket's, or a coalescing block's, whose tensors become the
         fault's — and issues the others as usual; a barrier or a functional all_reduce is one
-        plain call."""
+        plain call. A functional all_reduce's result is still a new tensor of its own size,
+        bound to its name as the call's would be (R30), so that the ops after it find it."""
         kind = op["kind"]
-        if kind["kind"] == "collective" and not tl.is_functional(self.scenario, op):
+        functional = tl.is_functional(self.scenario, op)
+        if kind["kind"] == "collective" and not functional:
             self.op_collective(op, kind, iteration, mismatch)
             return
         group_index = kind["group"]
@@ -700,9 +702,15 @@ class Interpreter:
         (buffer,) = self.mismatch_buffer(mismatch, op)
         ready = self.gpu_time(self.current)
         start = self.clock()
+        if functional:
+            # The call's result, made inside it as its clone of the input is.
+            result = self.allocate(self.scenario["tensors"][kind["result"]])
         work = self.issue(mismatch["collective"], buffer, self.groups[group_index], group_index,
                           async_op)
         end = self.clock()
+        if functional:
+            # The one the name held goes now, after the call, as in op_collective.
+            self.tensors[kind["result"]] = result
         self.host(op, iteration, start, end)
         record = self.collective_record(op, iteration, group_index,
                                         buffer.numel() * buffer.element_size(), async_op, start,
