@@ -274,6 +274,23 @@ def test_an_op_given_a_functional_result_gets_the_call_s_tensor(resolve, interpr
     assert names(calls).count("item") == 1
 
 
+def test_y_equals_fcol_all_reduce_of_y_reduces_the_y_made_at_setup(resolve, simulate,
+                                                                  interpret, tmp_path):
+    # `y = fcol.all_reduce(y)`: the call reads y before it binds its result, so y is the
+    # program's from the start, made at setup (R30); the peak is that y and the call's result,
+    # in the simulator as in PyTorch.
+    source = tmp_path / "functional_in_place.toml"
+    source.write_text("repeat = 1\n[cluster]\nranks = 1\n[tensors]\ny = \"1MiB\"\n"
+                      "[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"y\"\n")
+    path, scenario = resolve(str(source))
+    assert scenario["tensors"][0]["dynamic"] is False
+    completed, _, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    assert names(calls).count("functional.all_reduce") == 1
+    memory = simulate(str(source))["ranks"][0]["memory"]
+    assert memory["peak_allocated_bytes"] == 2 * 2**20
+
+
 def test_a_result_the_previous_iteration_left_is_waited_only_once_there_is_one(
         resolve, interpret, tmp_path):
     # y = fcol.all_reduce(x); use(y); x = fcol.all_reduce(y): the wait_tensor(x) before the

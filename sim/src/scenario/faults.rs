@@ -944,6 +944,10 @@ mod tests {
         )
         .unwrap();
         assert!(!scenario.tensors[1].dynamic);
+        // `y = fcol.all_reduce(y)`: the call reads y before it binds the result, so y is the
+        // program's from the start.
+        let in_place = "[cluster]\nranks = 2\n[tensors]\ny = \"1MiB\"\n[[op]]\nfunctional_all_reduce = \"y\"\nresult = \"y\"\n";
+        assert!(!parse("f.toml", in_place).unwrap().tensors[0].dynamic);
     }
 
     #[test]

@@ -1029,7 +1029,8 @@ impl Resolver<'_> {
     /// A functional collective's result is a new tensor at each call, bound to the result's
     /// name, and the tensor the name held before lives until the call returns (R30): a result
     /// that no op names before its first call is dynamic too, alive from that call on and for
-    /// the rest of the run (until a `free`, or the next call rebinds it).
+    /// the rest of the run (until a `free`, or the next call rebinds it). In `y =
+    /// fcol.all_reduce(y)` the call itself names it first, as its input: the program's own.
     fn check_lifetimes(&self, ops: &[Op], tensors: &mut [Tensor]) -> Result<()> {
         let mut allocated_by_program = vec![false; tensors.len()];
         let mut named = vec![false; tensors.len()];
@@ -1040,9 +1041,10 @@ impl Resolver<'_> {
                     allocated_by_program[tensor] = true;
                 }
                 OpKind::Collective {
+                    tensor,
                     result: Some(result),
                     ..
-                } if !named[result] => tensors[result].dynamic = true,
+                } if !named[result] && tensor != result => tensors[result].dynamic = true,
                 _ => {}
             }
             for tensor in op_tensors(op) {
