@@ -715,6 +715,57 @@ def test_get_future_then_launches_the_callback_kernel_after_the_collective(resol
     assert names(calls).count("future.wait") == iterations
 
 
+@pytest.mark.parametrize("batch", ["", 'bucket = "8MiB"'])
+def test_a_list_s_work_name_holds_its_last_call_s_work_as_in_the_simulator(
+        resolve, simulate, interpret, tmp_path, batch):
+    # `w = dist.all_reduce(t, async_op=True)` per tensor (or per bucket) binds `w` to each
+    # call's Work in turn: the hook runs once, on the last Work, and is_completed and wait
+    # ask that one (R25).
+    source = tmp_path / "list_work.toml"
+    source.write_text("""repeat = 2
+[cluster]
+ranks = 1
+[streams]
+pool = {}
+[tensors]
+g = { size = "4MiB", count = 3 }
+[[op]]
+label = "l"
+all_reduce = "g"
+async_op = true
+work = "w"
+%s
+[[op]]
+label = "hook"
+get_future = "w"
+then = { us = 15, stream = "pool" }
+work = "hooked"
+[[op]]
+is_completed = "w"
+[[op]]
+wait = "hooked"
+[[op]]
+wait = "w"
+""" % batch)
+    path, scenario = resolve(str(source))
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    simulated = simulate(str(source))
+
+    def shape(timeline):
+        rank = timeline["ranks"][0]
+        return ([(k["iteration"], k["op"]) for k in rank["kernels"]
+                 if k["class"] != "communication"],
+                [(c["iteration"], c["seq"], c["wait"] and c["wait"]["op"])
+                 for c in rank["collectives"]])
+
+    assert shape(document) == shape(simulated)
+    # Per iteration: one then(), one wait(), and is_completed() twice (the op's, and the
+    # wait's completed_at_return).
+    assert [names(calls).count(name) for name in ("future.then", "work.wait",
+                                                  "work.is_completed")] == [2, 2, 4]
+
+
 def test_a_send_whose_peer_was_not_launched_is_refused(resolve, interpret):
     path, scenario = resolve("send_recv")
     # One process: rank 0 would send to rank 1, which this launch does not run.

@@ -958,7 +958,10 @@ class Interpreter:
             start = first_start
         self.host(op, iteration, start, end)
         if kind["work"] is not None and async_op:
-            self.works[kind["work"]] = entries
+            # ``w = dist.all_reduce(t, async_op=True)`` for each tensor or bucket binds the
+            # name to each call's Work in turn: it holds the last one, as in the simulator
+            # (the calls run in order on one stream, so that Work ends last; R25).
+            self.works[kind["work"]] = entries[-1:]
 
     def op_batch_p2p(self, op, kind, iteration):
         """``dist.batch_isend_irecv``: a ``P2POp`` per transfer, its peer ``shift`` places along
