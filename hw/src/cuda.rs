@@ -166,8 +166,6 @@ pub struct CudaDevice {
     rendezvous: Option<Rendezvous>,
     /// Whether ProcessGroupNCCL starts its watchdog thread (R26; not under blocking wait, R15).
     watchdog_runs: bool,
-    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks the watchdog to abort the communicators (R27).
-    abort_on_error: bool,
     watchdog: Option<Watchdog>,
     origin: Instant,
     /// Wall-clock time of `origin`: shared by the processes of one host (and by NTP-synchronised
@@ -294,7 +292,6 @@ impl CudaDevice {
             comms: vec![None; scenario.groups.len()],
             rendezvous,
             watchdog_runs: sim::pg::work::watchdog_runs(&scenario.env),
-            abort_on_error: scenario.env.async_error_handling.cleans_up(),
             watchdog: None,
             origin: Instant::now(),
             origin_unix_ns: 0,
@@ -328,7 +325,6 @@ impl CudaDevice {
                 self.ctx.clone(),
                 self.events.clone(),
                 self.origin,
-                self.abort_on_error,
             )?);
         }
         self.anchor_stream = Some(self.ctx.new_stream().map_err(driver("cuStreamCreate"))?);
@@ -792,8 +788,8 @@ impl CudaDevice {
         })
     }
 
-    /// Polls `done` (yielding the thread in between) until it holds or the watchdog aborted
-    /// the communicators; then its verdict is the error.
+    /// Polls `done` (yielding the thread in between) until it holds or the watchdog gave its
+    /// verdict; then the verdict is the error.
     fn until_done(
         &mut self,
         mut done: impl FnMut(&mut Self) -> Result<bool, HwError>,

@@ -50,7 +50,7 @@ pub enum HwError {
     /// (R20), as PyTorch's "CUDA out of memory".
     OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
-    /// wait (R15) gave up and aborted the communicators. `work`: the Work the watchdog caught,
+    /// wait (R15) gave up. `work`: the Work the watchdog caught,
     /// by its end event's handle in the device's pool (none for a wait's, which names the
     /// `wait()` that raised). The finding, whole, in the simulator's words (`sim::pg::work`).
     Timeout {

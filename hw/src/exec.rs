@@ -114,10 +114,11 @@ pub trait Device {
     fn host_sleep(&mut self, duration_ns: u64);
     /// Hands a Work to the watchdog (R10e).
     fn watch(&mut self, work: WatchedWork);
-    /// The watchdog's verdict, once it aborted the communicators (R26).
+    /// The watchdog's verdict, once it found a timeout or an async error (R26).
     fn watchdog_failure(&mut self) -> Option<HwError>;
-    /// Aborts the group's communicator (`ncclCommAbort`), as a timed-out blocking wait does:
-    /// PyTorch aborts the Work's process group only, another group's communicator runs on (R15).
+    /// Aborts the group's communicator (`ncclCommAbort`), as a timed-out blocking wait does
+    /// (R15), and the watchdog's error handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 or 2
+    /// (R27): PyTorch aborts the Work's process group only, another group's communicator runs on.
     fn abort_comm(&mut self, group: usize);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
@@ -667,7 +668,8 @@ impl<'a, D: Device> Executor<'a, D> {
     /// caught, in the iteration of its call, or the call that raised (a peer's error read from
     /// the store names no Work: its group, at the host's iteration, none once the program
     /// returned, as the simulator's), and hw takes the process down at once (the TearDown of
-    /// R27 without the dump wait), whatever the GPU still holds.
+    /// R27 without the dump wait), whatever the GPU still holds, after aborting the failed
+    /// group's communicator where the watchdog's error handling does (modes 1 and 2).
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
         if let (
@@ -745,6 +747,16 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
+        }
+        // The watchdog's error handling aborts, under modes 1 and 2 (R27), the communicators of
+        // the failed Work's group alone: PyTorch's `abortComms()` of that process group, whose
+        // own watchdog found it; another group's communicators run on.
+        let mode = self.scenario.env.async_error_handling;
+        if let (ThreadKind::Watchdog, Some(failed), true) = (thread, group, mode.cleans_up()) {
+            self.device.abort_comm(failed);
+            let name = &self.scenario.groups[failed].name;
+            let aborting = work::watchdog_abort(rank, mode, name);
+            self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
         }
         let (group, exit) = match self.wait_raised {
             // A wait's own timeout raised in the main thread: uncaught, it ends the process.
