@@ -70,11 +70,19 @@ impl Buffer {
         Ok(buffer)
     }
 
-    /// Allocates `bytes` without touching them (`torch.empty` mid-run launches nothing).
+    /// Allocates `bytes` without touching them (`torch.empty` mid-run launches nothing). A GPU
+    /// without room for them is [`HwError::OutOfMemory`].
     fn unfilled(bytes: u64) -> Result<Buffer, HwError> {
         // SAFETY: plain allocation of memory this struct owns.
         let ptr =
-            unsafe { result::malloc_sync(bytes.max(1) as usize) }.map_err(driver("cuMemAlloc"))?;
+            unsafe { result::malloc_sync(bytes.max(1) as usize) }.map_err(|error| match error {
+                result::DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) => {
+                    HwError::OutOfMemory(format!(
+                        "cuMemAlloc of {bytes} B: CUDA_ERROR_OUT_OF_MEMORY"
+                    ))
+                }
+                error => HwError::cuda("cuMemAlloc", error),
+            })?;
         Ok(Buffer { ptr })
     }
 }

@@ -46,8 +46,11 @@ pub enum HwError {
         call: String,
         error: sim::pg::work::NcclAsyncError,
     },
-    /// An allocation did not fit in the allocator's capacity even after releasing the cache
-    /// (R20), as PyTorch's "CUDA out of memory".
+    /// The GPU had no room for an allocation (`cuMemAlloc`'s `CUDA_ERROR_OUT_OF_MEMORY`; the
+    /// detail names the call and its bytes), or, inside the executor, the allocator's books had
+    /// none even after releasing the cache (R20), as PyTorch's "CUDA out of memory". The
+    /// executor makes either the run's `out_of_memory` finding; only the run's own buffers made
+    /// before it (GEMM operands, lists' buffers) end it with this error.
     OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
     /// wait (R15) gave up. `work`: the Work the watchdog caught,

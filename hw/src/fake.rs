@@ -41,6 +41,11 @@ pub struct FakeDevice {
     /// reports `error` from `at_ns` on. Its collectives never complete; one called from then on
     /// is refused ([`HwError::CommunicatorFailed`]).
     pub comm_errors: Vec<CommError>,
+    /// The GPU's memory, if limited: a segment that does not fit beside the ones held is
+    /// refused as `cuMemAlloc` refuses it ([`HwError::OutOfMemory`]).
+    pub gpu_bytes: Option<u64>,
+    /// The bytes of each segment held, by segment.
+    pub segment_bytes: Vec<u64>,
 }
 
 /// A communicator's NCCL async error on the fake device.
@@ -259,11 +264,27 @@ impl Device for FakeDevice {
         let how = if fill { " filled" } else { "" };
         self.memory_calls
             .push(format!("malloc s{segment} {bytes}{how}"));
+        let held_bytes: u64 = self.segment_bytes.iter().sum();
+        if self.gpu_bytes.is_some_and(|gpu| held_bytes + bytes > gpu) {
+            let refusal = format!("cuMemAlloc of {bytes} B: CUDA_ERROR_OUT_OF_MEMORY");
+            return Err(HwError::OutOfMemory(refusal));
+        }
+        let index = segment as usize;
+        if self.segment_bytes.len() <= index {
+            self.segment_bytes.resize(index + 1, 0);
+        }
+        self.segment_bytes[index] = bytes;
         Ok(())
     }
     fn free_segment(&mut self, segment: u32, deferred: bool) {
         let how = if deferred { " deferred" } else { "" };
         self.memory_calls.push(format!("free s{segment}{how}"));
+        // A deferred segment is kept until the run ends.
+        if !deferred {
+            if let Some(bytes) = self.segment_bytes.get_mut(segment as usize) {
+                *bytes = 0;
+            }
+        }
     }
     fn bind(&mut self, tensor: TensorId, place: Option<Place>) {
         let at = place.map(|p| format!("s{}+{}", p.segment, p.offset_bytes));
