@@ -70,11 +70,19 @@ impl Buffer {
         Ok(buffer)
     }
 
-    /// Allocates `bytes` without touching them (`torch.empty` mid-run launches nothing).
+    /// Allocates `bytes` without touching them (`torch.empty` mid-run launches nothing). A GPU
+    /// without room for them is [`HwError::OutOfMemory`].
     fn unfilled(bytes: u64) -> Result<Buffer, HwError> {
         // SAFETY: plain allocation of memory this struct owns.
         let ptr =
-            unsafe { result::malloc_sync(bytes.max(1) as usize) }.map_err(driver("cuMemAlloc"))?;
+            unsafe { result::malloc_sync(bytes.max(1) as usize) }.map_err(|error| match error {
+                result::DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) => {
+                    HwError::OutOfMemory(format!(
+                        "cuMemAlloc of {bytes} B: CUDA_ERROR_OUT_OF_MEMORY"
+                    ))
+                }
+                error => HwError::cuda("cuMemAlloc", error),
+            })?;
         Ok(Buffer { ptr })
     }
 }
@@ -166,8 +174,6 @@ pub struct CudaDevice {
     rendezvous: Option<Rendezvous>,
     /// Whether ProcessGroupNCCL starts its watchdog thread (R26; not under blocking wait, R15).
     watchdog_runs: bool,
-    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks the watchdog to abort the communicators (R27).
-    abort_on_error: bool,
     watchdog: Option<Watchdog>,
     origin: Instant,
     /// Wall-clock time of `origin`: shared by the processes of one host (and by NTP-synchronised
@@ -294,7 +300,6 @@ impl CudaDevice {
             comms: vec![None; scenario.groups.len()],
             rendezvous,
             watchdog_runs: sim::pg::work::watchdog_runs(&scenario.env),
-            abort_on_error: scenario.env.async_error_handling.cleans_up(),
             watchdog: None,
             origin: Instant::now(),
             origin_unix_ns: 0,
@@ -328,7 +333,6 @@ impl CudaDevice {
                 self.ctx.clone(),
                 self.events.clone(),
                 self.origin,
-                self.abort_on_error,
             )?);
         }
         self.anchor_stream = Some(self.ctx.new_stream().map_err(driver("cuStreamCreate"))?);
@@ -792,8 +796,8 @@ impl CudaDevice {
         })
     }
 
-    /// Polls `done` (yielding the thread in between) until it holds or the watchdog aborted
-    /// the communicators; then its verdict is the error.
+    /// Polls `done` (yielding the thread in between) until it holds or the watchdog gave its
+    /// verdict; then the verdict is the error.
     fn until_done(
         &mut self,
         mut done: impl FnMut(&mut Self) -> Result<bool, HwError>,

@@ -46,11 +46,14 @@ pub enum HwError {
         call: String,
         error: sim::pg::work::NcclAsyncError,
     },
-    /// An allocation did not fit in the allocator's capacity even after releasing the cache
-    /// (R20), as PyTorch's "CUDA out of memory".
+    /// The GPU had no room for an allocation (`cuMemAlloc`'s `CUDA_ERROR_OUT_OF_MEMORY`; the
+    /// detail names the call and its bytes), or, inside the executor, the allocator's books had
+    /// none even after releasing the cache (R20), as PyTorch's "CUDA out of memory". The
+    /// executor makes either the run's `out_of_memory` finding; only the run's own buffers made
+    /// before it (GEMM operands, lists' buffers) end it with this error.
     OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
-    /// wait (R15) gave up and aborted the communicators. `work`: the Work the watchdog caught,
+    /// wait (R15) gave up. `work`: the Work the watchdog caught,
     /// by its end event's handle in the device's pool (none for a wait's, which names the
     /// `wait()` that raised). The finding, whole, in the simulator's words (`sim::pg::work`).
     Timeout {

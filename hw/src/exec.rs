@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,410 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,520 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -15,8 +15,12 @@
 use crate::error::HwError;
 use crate::options::StandIn;
 use crate::plan::{GroupPlan, RankPlan};
+use sim::allocator::allocation_bytes;
 use sim::allocator::MemoryPeaks;
-use sim::lifetime::{bucket_buffer_text, AllocStep, Place, UpFront};
+use sim::lifetime::{
+    out_of_memory_finding, up_front_out_of_memory_finding, AllocStep, Place, UpFront,
+    CACHE_RELEASE_DID_NOT_HELP,
+};
 use sim::pg::faults::{died, fault_reached, host_effect, CollectiveFate, HostEffect, RankFaults};
 use sim::pg::work::NcclAsyncError;
 /// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
@@ -30,6 +34,7 @@ use sim::timeline::{
     KernelRecord, MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord,
     ThreadKind, UnfinishedHostCall, WaitRecord, WatchdogEvent, WatchdogRecord, NEVER_NS,
 };
+use sim::units::format_size_as_pytorch;
 use std::collections::HashMap;
 
 /// The duration of a stand-in collective that never completes (a peer never joins, the
@@ -114,10 +119,11 @@ pub trait Device {
     fn host_sleep(&mut self, duration_ns: u64);
     /// Hands a Work to the watchdog (R10e).
     fn watch(&mut self, work: WatchedWork);
-    /// The watchdog's verdict, once it aborted the communicators (R26).
+    /// The watchdog's verdict, once it found a timeout or an async error (R26).
     fn watchdog_failure(&mut self) -> Option<HwError>;
-    /// Aborts the group's communicator (`ncclCommAbort`), as a timed-out blocking wait does:
-    /// PyTorch aborts the Work's process group only, another group's communicator runs on (R15).
+    /// Aborts the group's communicator (`ncclCommAbort`), as a timed-out blocking wait does
+    /// (R15), and the watchdog's error handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 or 2
+    /// (R27): PyTorch aborts the Work's process group only, another group's communicator runs on.
     fn abort_comm(&mut self, group: usize);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
@@ -198,10 +204,10 @@ pub struct RunLog {
     memory: MemoryPeaks,
     /// The faults met, the verdict and the end of the process, as the Timeline's `watchdog`.
     pub records: Vec<WatchdogRecord>,
-    /// The verdict that ended the run early, as the Timeline's `findings`.
+    /// The verdict or the out-of-memory that ended the run early, as the Timeline's `findings`.
     pub findings: Vec<Finding>,
     /// Whether the run ended before its program did (a timeout, an async error, a dead
-    /// process): the GPU may still hold work that will never end.
+    /// process, an out-of-memory): the GPU may still hold work that will never end.
     pub ended_early: bool,
     /// The host call the run's early end left open, as the simulator's.
     pub unfinished_host: Option<UnfinishedHostCall>,
@@ -438,15 +444,28 @@ impl<'a, D: Device> Executor<'a, D> {
     /// booked: the bucket's NCCL call moves the list's own buffer (docs/hw.md).
     pub fn setup(&mut self) -> Result<(), HwError> {
         let mut static_steps = self.memory.static_steps().into_iter().peekable();
+        // Which tensor of its list each step makes (0 for a plain tensor or a bucket buffer).
+        let mut previous = None;
+        let mut made = 0;
         while let Some((owner, step)) = static_steps.next() {
+            made = if previous == Some(owner) { made + 1 } else { 0 };
+            previous = Some(owner);
             match step {
                 AllocStep::NewSegment { place, bytes } => {
-                    self.device.malloc(place.segment, bytes, true)?;
+                    match self.device.malloc(place.segment, bytes, true) {
+                        Ok(()) => {}
+                        Err(HwError::OutOfMemory(refused)) => {
+                            self.up_front_out_of_memory(owner, made, Some(&refused));
+                            return Ok(());
+                        }
+                        Err(error) => return Err(error),
+                    }
                 }
                 AllocStep::Cached(_) => {}
                 AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => {
                     // The last step: the books stopped at it, as PyTorch's raise would.
-                    return Err(self.up_front_out_of_memory(owner));
+                    self.up_front_out_of_memory(owner, made, None);
+                    return Ok(());
                 }
             }
             // A list is bound once, after its last tensor.
@@ -469,32 +488,55 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
-    /// PyTorch's raise at an allocation before the program that does not fit (R17).
-    fn up_front_out_of_memory(&self, owner: UpFront) -> HwError {
-        let (size_bytes, what, why) = match owner {
+    /// PyTorch's raise at an allocation before the program that does not fit (R17), in the
+    /// books or on the GPU (`refused`: the device's words), tensor `made` of its list: uncaught,
+    /// the program never starts. The simulator's `out_of_memory` finding, of no op.
+    fn up_front_out_of_memory(&mut self, owner: UpFront, made: u32, refused: Option<&str>) {
+        let list_position = match owner {
             UpFront::Tensor(tensor) => {
-                let declared = &self.scenario.tensors[tensor];
-                let what = format!(
-                    "{:?}{}",
-                    declared.name,
-                    self.memory.list_position_text(tensor, declared.count)
-                );
-                (declared.size_bytes, what, "R17")
+                let count = self.scenario.tensors[tensor].count;
+                if count > 1 {
+                    format!(" (tensor {} of the list of {count})", made + 1)
+                } else {
+                    String::new()
+                }
             }
-            UpFront::Bucket {
-                op,
-                bucket,
-                size_bytes,
-            } => {
-                let what = bucket_buffer_text(self.scenario, op, bucket);
-                (size_bytes, what, "R17, R25")
-            }
+            UpFront::Bucket { .. } => String::new(),
         };
-        HwError::OutOfMemory(format!(
-            "{} {size_bytes} B for {what} before the program ({why})",
-            self.memory
+        let size_bytes = owner.size_bytes(self.scenario);
+        let pytorch_text = self.pytorch_out_of_memory_text(size_bytes, refused);
+        let refused = refused.map(gpu_refused);
+        let message = up_front_out_of_memory_finding(
+            self.scenario,
+            (self.plan.rank, &pytorch_text),
+            (owner, &list_position),
+            refused.as_deref(),
+        );
+        self.log.findings.push(Finding {
+            stands_for: Default::default(),
+            kind: FindingKind::OutOfMemory,
+            rank: Some(self.plan.rank),
+            iteration: None,
+            op: None,
+            stream: Some(self.plan.streams[0].name.clone()),
+            message,
+        });
+        self.log.ended_early = true;
+    }
+
+    /// PyTorch's words after "CUDA out of memory. " for a request of `size_bytes`: the books'
+    /// (what is allowed, allocated and reserved), or, where the GPU refused the segment
+    /// (`refused`) though the books had room, only the size it tried to allocate.
+    fn pytorch_out_of_memory_text(&self, size_bytes: u64, refused: Option<&str>) -> String {
+        match refused {
+            None => self
+                .memory
                 .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
-        ))
+            Some(_) => format!(
+                "Tried to allocate {}.",
+                format_size_as_pytorch(allocation_bytes(size_bytes))
+            ),
+        }
     }
 
     /// The steps run so far, in order.
@@ -517,6 +559,11 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some(refusal) = Self::refusal(self.scenario, self.plan) {
             return Err(refusal);
         }
+        if self.log.ended_early {
+            // An allocation before the program did not fit (`setup`): it never starts.
+            self.log.memory = self.memory.peaks();
+            return Ok(std::mem::take(&mut self.log));
+        }
         let outcome = match self.program() {
             Ok(true) => self
                 .device
@@ -532,6 +579,8 @@ impl<'a, D: Device> Executor<'a, D> {
                 | HwError::AsyncError { .. }
                 | HwError::RemoteError { .. }),
             ) => self.verdict(error)?,
+            // `torch.empty` raised, uncaught: the finding is written (`out_of_memory`).
+            Err(HwError::OutOfMemory(_)) => {}
             Err(error) => return Err(error),
         }
         self.log.memory = self.memory.peaks();
@@ -667,7 +716,8 @@ impl<'a, D: Device> Executor<'a, D> {
     /// caught, in the iteration of its call, or the call that raised (a peer's error read from
     /// the store names no Work: its group, at the host's iteration, none once the program
     /// returned, as the simulator's), and hw takes the process down at once (the TearDown of
-    /// R27 without the dump wait), whatever the GPU still holds.
+    /// R27 without the dump wait), whatever the GPU still holds, after aborting the failed
+    /// group's communicator where the watchdog's error handling does (modes 1 and 2).
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
         if let (
@@ -745,6 +795,16 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
+        }
+        // The watchdog's error handling aborts, under modes 1 and 2 (R27), the communicators of
+        // the failed Work's group alone: PyTorch's `abortComms()` of that process group, whose
+        // own watchdog found it; another group's communicators run on.
+        let mode = self.scenario.env.async_error_handling;
+        if let (ThreadKind::Watchdog, Some(failed), true) = (thread, group, mode.cleans_up()) {
+            self.device.abort_comm(failed);
+            let name = &self.scenario.groups[failed].name;
+            let aborting = work::watchdog_abort(rank, mode, name);
+            self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
         }
         let (group, exit) = match self.wait_raised {
             // A wait's own timeout raised in the main thread: uncaught, it ends the process.
@@ -1054,6 +1114,8 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.memory.collect_pending(|event| passed.contains(&event));
         let size_bytes = self.scenario.tensors[tensor].size_bytes;
+        let count = self.scenario.tensors[tensor].count;
+        let list_position = self.memory.list_position_text(tensor, count);
         // At most one release: after it the request fits a new segment or never will (R20).
         for released in [false, true] {
             let step = if released {
@@ -1065,7 +1127,22 @@ impl<'a, D: Device> Executor<'a, D> {
             match step {
                 AllocStep::Cached(_) => return Ok(()),
                 AllocStep::NewSegment { place, bytes } => {
-                    return self.device.malloc(place.segment, bytes, false);
+                    let Err(error) = self.device.malloc(place.segment, bytes, false) else {
+                        return Ok(());
+                    };
+                    let HwError::OutOfMemory(refused) = error else {
+                        return Err(error);
+                    };
+                    let pytorch_text = self.pytorch_out_of_memory_text(size_bytes, Some(&refused));
+                    let asked = (op, size_bytes, list_position.as_str());
+                    let refused = gpu_refused(&refused);
+                    return Err(self.out_of_memory(
+                        iteration,
+                        stream,
+                        &pytorch_text,
+                        asked,
+                        &refused,
+                    ));
                 }
                 AllocStep::NeedsRelease { synchronises } => {
                     // synchronize_and_free_events: recordStream's events first, even with
@@ -1095,17 +1172,49 @@ impl<'a, D: Device> Executor<'a, D> {
                 AllocStep::OutOfMemory => break,
             }
         }
-        Err(HwError::OutOfMemory(format!(
-            "{} {} B for {:?}{} at {} (line {}), even after releasing the cache (R20)",
-            self.memory
-                .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
-            size_bytes,
-            self.scenario.tensors[tensor].name,
-            self.memory
-                .list_position_text(tensor, self.scenario.tensors[tensor].count),
-            op.display_name(),
-            op.line,
-        )))
+        let pytorch_text = self.pytorch_out_of_memory_text(size_bytes, None);
+        let asked = (op, size_bytes, list_position.as_str());
+        Err(self.out_of_memory(
+            iteration,
+            stream,
+            &pytorch_text,
+            asked,
+            CACHE_RELEASE_DID_NOT_HELP,
+        ))
+    }
+
+    /// `torch.empty` at `op` raised PyTorch's `OutOfMemoryError` (`pytorch_text`, then what was
+    /// `asked` and why it was `refused`), uncaught: its call ends there and the rank's program
+    /// stops, with the simulator's `out_of_memory` finding. The error ends the program.
+    fn out_of_memory(
+        &mut self,
+        iteration: u32,
+        stream: StreamRef,
+        pytorch_text: &str,
+        asked: (&Op, u64, &str),
+        refused: &str,
+    ) -> HwError {
+        let op = asked.0;
+        let rank = self.plan.rank;
+        let message = out_of_memory_finding(rank, pytorch_text, asked, refused);
+        self.in_call = false;
+        self.log.host.push(HostCall {
+            iteration,
+            op: op.index as OpRef,
+            start_ns: self.call_start_ns,
+            end_ns: self.device.now_ns(),
+        });
+        self.log.findings.push(Finding {
+            stands_for: Default::default(),
+            kind: FindingKind::OutOfMemory,
+            rank: Some(rank),
+            iteration: Some(iteration),
+            op: Some(op.index as OpRef),
+            stream: Some(self.plan.streams[stream as usize].name.clone()),
+            message: message.clone(),
+        });
+        self.log.ended_early = true;
+        HwError::OutOfMemory(message)
     }
 
     fn kernel(
@@ -1401,6 +1510,12 @@ impl<'a, D: Device> Executor<'a, D> {
             finding: message,
         })
     }
+}
+
+/// Why no block came where the GPU refused the new segment the books had room for: `detail`,
+/// the device's words (`HwError::OutOfMemory`).
+fn gpu_refused(detail: &str) -> String {
+    format!("the GPU refused the new segment ({detail})")
 }
 
 #[cfg(test)]

@@ -41,6 +41,11 @@ pub struct FakeDevice {
     /// reports `error` from `at_ns` on. Its collectives never complete; one called from then on
     /// is refused ([`HwError::CommunicatorFailed`]).
     pub comm_errors: Vec<CommError>,
+    /// The GPU's memory, if limited: a segment that does not fit beside the ones held is
+    /// refused as `cuMemAlloc` refuses it ([`HwError::OutOfMemory`]).
+    pub gpu_bytes: Option<u64>,
+    /// The bytes of each segment held, by segment.
+    pub segment_bytes: Vec<u64>,
 }
 
 /// A communicator's NCCL async error on the fake device.
@@ -259,11 +264,27 @@ impl Device for FakeDevice {
         let how = if fill { " filled" } else { "" };
         self.memory_calls
             .push(format!("malloc s{segment} {bytes}{how}"));
+        let held_bytes: u64 = self.segment_bytes.iter().sum();
+        if self.gpu_bytes.is_some_and(|gpu| held_bytes + bytes > gpu) {
+            let refusal = format!("cuMemAlloc of {bytes} B: CUDA_ERROR_OUT_OF_MEMORY");
+            return Err(HwError::OutOfMemory(refusal));
+        }
+        let index = segment as usize;
+        if self.segment_bytes.len() <= index {
+            self.segment_bytes.resize(index + 1, 0);
+        }
+        self.segment_bytes[index] = bytes;
         Ok(())
     }
     fn free_segment(&mut self, segment: u32, deferred: bool) {
         let how = if deferred { " deferred" } else { "" };
         self.memory_calls.push(format!("free s{segment}{how}"));
+        // A deferred segment is kept until the run ends.
+        if !deferred {
+            if let Some(bytes) = self.segment_bytes.get_mut(segment as usize) {
+                *bytes = 0;
+            }
+        }
     }
     fn bind(&mut self, tensor: TensorId, place: Option<Place>) {
         let at = place.map(|p| format!("s{}+{}", p.segment, p.offset_bytes));
@@ -524,6 +545,55 @@ mod tests {
             assert_eq!(
                 ran.last().map(|(event, _, _)| *event),
                 Some(WatchdogEvent::Exit),
+                "{ran:?}"
+            );
+        }
+    }
+
+    /// The watchdog's verdict on a Work of one group aborts, under
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 and 2, that group's communicators alone, as each
+    /// process group's own watchdog does in PyTorch 2.11 (`abortComms()`); the world
+    /// communicator, with a Work of its own still held, runs on. hw asks the device to abort
+    /// `sub` only and logs the simulator's `timeout` and `abort` records, group and words but
+    /// for the milliseconds measured; under 3 nothing is aborted on either engine (R26, R27).
+    #[test]
+    fn the_watchdogs_abort_is_the_failed_groups_alone_on_both_engines_r27() {
+        for mode in [1, 2, 3] {
+            let text = format!(
+                "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n[cluster]\nranks = 2\n\
+                 [groups.world]\neager_init = true\n[groups.sub]\nranks = [0, 1]\neager_init = true\n\
+                 timeout_s = 1\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                 [[op]]\nlabel = \"world_ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w0\"\n\
+                 [[op]]\nlabel = \"sub_ar\"\nall_reduce = \"y\"\ngroup = \"sub\"\nasync_op = true\n\
+                 work = \"w\"\n[[op]]\nwait = \"w\"\n\
+                 [[fault]]\nranks = [1]\nat = \"sub_ar\"\nkind = \"hang\"\n"
+            );
+            let scenario = sim::scenario::parse("two_groups.toml", &text).unwrap();
+            let sub = scenario
+                .groups
+                .iter()
+                .position(|g| g.name == "sub")
+                .unwrap();
+            let plan = rank0_plan(&scenario).unwrap();
+            let mut device = FakeDevice::default();
+            let mut executor = Executor::new(&scenario, &plan, &mut device);
+            executor.setup().unwrap();
+            let log = executor.run().unwrap();
+            let simulated = sim::engine::simulate(&scenario);
+            let timeout_and_abort = |records: &[WatchdogRecord]| -> Vec<_> {
+                (records.iter())
+                    .filter(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+                    .filter(|r| matches!(r.event, WatchdogEvent::Timeout | WatchdogEvent::Abort))
+                    .map(|r| (r.event, r.group, unmeasured(&r.message)))
+                    .collect()
+            };
+            let ran = timeout_and_abort(&log.records);
+            assert_eq!(ran, timeout_and_abort(&simulated.watchdog), "mode {mode}");
+            let aborts = usize::from(mode != 3);
+            assert_eq!(device.aborted, vec![sub; aborts], "mode {mode}");
+            assert_eq!(ran.len(), 1 + aborts, "mode {mode}: {ran:?}");
+            assert!(
+                ran.iter().all(|(_, group, _)| *group == Some(sub as u16)),
                 "{ran:?}"
             );
         }

@@ -196,7 +196,7 @@ pub fn check_without_gpu(scenario: &Scenario, options: &HwOptions) -> Result<(),
 }
 
 /// Whether a Timeline of `hw` ended early: its process was taken down by a verdict (a timeout,
-/// an async error) or by a `die` fault.
+/// an async error), by a `die` fault or by an out-of-memory.
 pub fn ended_early(timeline: &Timeline) -> bool {
     !timeline.findings.is_empty()
         || timeline

@@ -2,12 +2,10 @@
 //! found under its oldest pending Work as PyTorch words it (and each pending Work for one a
 //! `[[fault]]` injects), then each pending Work for a timeout counted on the host clock from the enqueue, then for
 //! completion. On an error or a timeout it gives its verdict, which ends the main thread's
-//! blocked call and the run (R27, without the dump wait); it aborts every communicator
-//! (`ncclCommAbort`) first only where `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
-//! TearDown, 2 CleanUpOnly): under the default 3 (SkipCleanUp) PyTorch takes the process down
-//! without an abort, and an abort would wait behind GPU work that never ends (NCCL frees
-//! memory, which synchronises the device). Not started under `TORCH_NCCL_BLOCKING_WAIT` (R15), where the wait itself
-//! times out.
+//! blocked call and the run (R27, without the dump wait); the executor then aborts the failed
+//! Work's group's communicator where `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
+//! TearDown, 2 CleanUpOnly; `Executor::verdict`). Not started under `TORCH_NCCL_BLOCKING_WAIT`
+//! (R15), where the wait itself times out.
 
 use crate::error::HwError;
 use crate::exec::WatchedWork;
@@ -52,7 +50,6 @@ struct Shared {
     origin: Instant,
     stop: AtomicBool,
     failure: Mutex<Option<HwError>>,
-    abort_on_error: bool,
 }
 
 impl Shared {
@@ -60,13 +57,6 @@ impl Shared {
         let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         if failure.is_none() {
             *failure = Some(error);
-        }
-        drop(failure);
-        if !self.abort_on_error {
-            return;
-        }
-        for (_, comm) in self.comms.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            comm.abort();
         }
     }
 
@@ -141,7 +131,6 @@ impl Watchdog {
         ctx: Arc<CudaContext>,
         events: Arc<Vec<CudaEvent>>,
         origin: Instant,
-        abort_on_error: bool,
     ) -> Result<Watchdog, HwError> {
         let shared = Arc::new(Shared {
             events,
@@ -150,7 +139,6 @@ impl Watchdog {
             origin,
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
-            abort_on_error,
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()

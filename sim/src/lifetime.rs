@@ -22,7 +22,7 @@
 //! ```
 
 use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
-use crate::scenario::{Batch, Lifetime, OpKind, Scenario, TensorId};
+use crate::scenario::{Batch, Lifetime, Op, OpKind, Scenario, TensorId};
 use crate::timeline::StreamRef;
 use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
@@ -117,6 +117,74 @@ pub enum UpFront {
         bucket: u32,
         size_bytes: u64,
     },
+}
+
+/// Why an allocation in the program got no block from the books: the cache release did not
+/// make room (R20). `hw` gives the GPU's refusal of the new segment instead.
+pub const CACHE_RELEASE_DID_NOT_HELP: &str = "even after releasing the cache (R20)";
+
+/// The `out_of_memory` finding of rank `rank_id` when the `torch.empty` of `op` for
+/// `size_bytes` (`list_position`: which tensor of a list, [`TensorMemory::list_position_text`])
+/// got no block, `refused` saying why, after PyTorch's `OutOfMemoryError` words
+/// `pytorch_text`: uncaught, it stops the rank's program. Both engines write it.
+pub fn out_of_memory_finding(
+    rank_id: u32,
+    pytorch_text: &str,
+    (op, size_bytes, list_position): (&Op, u64, &str),
+    refused: &str,
+) -> String {
+    format!(
+        "[Rank {rank_id}] CUDA out of memory. {pytorch_text} At {} (line {}), {size_bytes} B \
+         asked{list_position}, {refused}; the rank's program stopped",
+        op.display_name(),
+        op.line,
+    )
+}
+
+/// The `out_of_memory` finding of rank `rank_id` when the allocation before the program
+/// `owner` (`list_position`: which tensor of a list) did not fit, after PyTorch's words
+/// `pytorch_text`, and `refused` (`hw`: the GPU's refusal) after the rules: the rank's program
+/// never starts. Both engines write it.
+pub fn up_front_out_of_memory_finding(
+    scenario: &Scenario,
+    (rank_id, pytorch_text): (u32, &str),
+    (owner, list_position): (UpFront, &str),
+    refused: Option<&str>,
+) -> String {
+    let (what, why) = match owner {
+        UpFront::Tensor(tensor) => {
+            let declared = &scenario.tensors[tensor];
+            let what = format!(
+                "Tensor {:?}{list_position}, {} B",
+                declared.name, declared.size_bytes
+            );
+            (what, "R17")
+        }
+        UpFront::Bucket {
+            op,
+            bucket,
+            size_bytes,
+        } => {
+            let text = bucket_buffer_text(scenario, op, bucket);
+            let what = format!("The {text}, {size_bytes} B");
+            (what, "DDP's Reducer makes it when it is built; R17, R25")
+        }
+    };
+    let refused = refused.map_or(String::new(), |refused| format!("; {refused}"));
+    format!(
+        "[Rank {rank_id}] CUDA out of memory. {pytorch_text} {what} asked before the program \
+         ({why}){refused}; the rank's program never started",
+    )
+}
+
+impl UpFront {
+    /// The bytes the allocation asks for.
+    pub fn size_bytes(self, scenario: &Scenario) -> u64 {
+        match self {
+            UpFront::Tensor(tensor) => scenario.tensors[tensor].size_bytes,
+            UpFront::Bucket { size_bytes, .. } => size_bytes,
+        }
+    }
 }
 
 /// Which bucket buffer, for messages: `bucket buffer 2 of 3 of bucket (line 51)`.

@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,410 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,480 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
@@ -797,36 +797,108 @@ fn an_expandable_release_still_waits_for_recordstream_events() {
     );
 }
 
+/// The `out_of_memory` finding of a run on the fake device and the simulator's, which must
+/// be the same, word for word (R17, R20).
+fn same_out_of_memory_finding(text: &str, device: &mut FakeDevice) -> Finding {
+    let log = run_fake_log(text, device, None);
+    assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
+    let scenario = sim::scenario::parse("oom.toml", text).unwrap();
+    let simulated = sim::engine::simulate(&scenario);
+    assert_eq!(log.findings, simulated.findings);
+    assert_eq!(log.findings[0].kind, FindingKind::OutOfMemory);
+    log.findings[0].clone()
+}
+
 /// An up-front tensor that does not fit is PyTorch's "CUDA out of memory" in the simulator's
 /// words (R17, R20): the allocator as PyTorch left it at that `torch.empty`, the tensors after
-/// it never made, on the GPU as in the simulation.
+/// it never made, on the GPU as in the simulation; the program never starts, and the run ends
+/// with the finding (exit 1), its Timeline written.
 #[test]
 fn an_up_front_tensor_that_does_not_fit_is_the_simulators_out_of_memory() {
     let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[tensors]\na = \"600MiB\"\n\
                 big = \"600MiB\"\nafter = \"1MiB\"\n[[op]]\nall_reduce = \"a\"\n";
     let mut device = FakeDevice::default();
-    let error = run_fake(text, &mut device).unwrap_err();
-    assert_eq!(error.exit_code(), 1);
+    let finding = same_out_of_memory_finding(text, &mut device);
     let pytorch = "CUDA out of memory. Tried to allocate 600.00 MiB. 1024.00 MiB allowed; Of the \
                    allocated memory 600.00 MiB is allocated by PyTorch, and 0 bytes is reserved \
                    by PyTorch but unallocated.";
     assert_eq!(
-        error.to_string(),
-        format!("{pytorch} 629145600 B for \"big\" before the program (R17)")
+        finding.message,
+        format!(
+            "[Rank 0] {pytorch} Tensor \"big\", 629145600 B asked before the program (R17); the \
+             rank's program never started"
+        )
     );
     assert_eq!(
         device.memory_calls,
         ["malloc s0 629145600 filled", "bind t0 Some(\"s0+0\")"]
     );
-    let scenario = sim::scenario::parse("oom.toml", text).unwrap();
-    let simulated = sim::engine::simulate(&scenario);
-    let finding = &simulated.findings[0];
-    assert_eq!(finding.kind, FindingKind::OutOfMemory);
-    assert!(
-        finding.message.starts_with(&format!("[Rank 0] {pytorch} ")),
-        "{}",
-        finding.message
+    assert!(device.calls.is_empty(), "{:?}", device.calls);
+}
+
+/// A segment the GPU refuses though the books had room for it (`cuMemAlloc`'s
+/// `CUDA_ERROR_OUT_OF_MEMORY`: a GPU smaller than the scenario's, or memory another process
+/// holds) is PyTorch's raise as well: the run's `out_of_memory` finding in the simulator's frame,
+/// the GPU's refusal as the reason. In the program the `alloc` call ends at the raise, and the
+/// run ends with its Timeline up to there (exit 1); before the program, it never starts.
+#[test]
+fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_timeline() {
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[tensors]\na = \"100MiB\"\n\
+                big = \"600MiB\"\n[[op]]\nall_reduce = \"a\"\n[[op]]\nalloc = \"big\"\n\
+                [[op]]\nall_reduce = \"big\"\n[[op]]\nfree = \"big\"\n";
+    let scenario = sim::scenario::parse("refused.toml", text).unwrap();
+    let layout = Layout {
+        rank: 0,
+        world: 1,
+        device: 0,
+        launched: false,
+        stand_in: None,
+    };
+    let plan = RankPlan::new(&scenario, &layout).unwrap();
+    let mut device = FakeDevice {
+        gpu_bytes: Some(512 << 20),
+        ..FakeDevice::default()
+    };
+    let mut executor = Executor::new(&scenario, &plan, &mut device);
+    executor.setup().unwrap();
+    let mut log = executor.run().unwrap();
+    assert!(log.ended_early);
+    let findings = std::mem::take(&mut log.findings);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let finding = &findings[0];
+    assert_eq!(
+        (finding.kind, finding.rank, finding.iteration, finding.op),
+        (FindingKind::OutOfMemory, Some(0), Some(0), Some(1))
     );
+    assert_eq!(finding.stream.as_deref(), Some("default"));
+    assert_eq!(
+        finding.message,
+        "[Rank 0] CUDA out of memory. Tried to allocate 600.00 MiB. At alloc#1 (line 10), \
+         629145600 B asked, the GPU refused the new segment (cuMemAlloc of 629145600 B: \
+         CUDA_ERROR_OUT_OF_MEMORY); the rank's program stopped"
+    );
+    let rank = log.resolve(&plan, |ev| Ok(device.time_of(ev))).unwrap();
+    // The first all_reduce ran; the alloc call ended at the raise; nothing after it was issued.
+    let ops: Vec<OpRef> = rank.host.iter().map(|call| call.op).collect();
+    assert_eq!(ops, [0, 1]);
+    assert_eq!(rank.collectives.len(), 1);
+    assert_eq!(rank.unfinished_iteration, Some(0));
+
+    // Before the program: the up-front tensor the GPU refuses.
+    let mut device = FakeDevice {
+        gpu_bytes: Some(50 << 20),
+        ..FakeDevice::default()
+    };
+    let log = run_fake_log(text, &mut device, None);
+    assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
+    assert_eq!(
+        log.findings[0].message,
+        "[Rank 0] CUDA out of memory. Tried to allocate 100.00 MiB. Tensor \"a\", 104857600 B \
+         asked before the program (R17); the GPU refused the new segment (cuMemAlloc of 104857600 \
+         B: CUDA_ERROR_OUT_OF_MEMORY); the rank's program never started"
+    );
+    assert_eq!(log.findings[0].op, None);
+    assert!(device.calls.is_empty(), "{:?}", device.calls);
 }
 
 /// A bucketed collective's buffers are booked before the program, after the tensors, as DDP's
@@ -856,15 +928,14 @@ fn bucket_buffers_are_booked_before_the_program_as_in_the_simulator() {
     let simulated = sim::engine::simulate(&sim::scenario::parse("b.toml", &text(2)).unwrap());
     assert_eq!(simulated.ranks[0].memory.peak_reserved_bytes, 1600 * mib);
 
-    let mut device = FakeDevice::default();
-    let error = run_fake(&text(1), &mut device).unwrap_err();
-    assert_eq!(error.exit_code(), 1);
+    let finding = same_out_of_memory_finding(&text(1), &mut FakeDevice::default());
     assert_eq!(
-        error.to_string(),
-        "CUDA out of memory. Tried to allocate 400.00 MiB. 1024.00 MiB allowed; Of the allocated \
-         memory 800.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but \
-         unallocated. 419430400 B for bucket buffer 1 of 2 of ddp (line 7) before the program \
-         (R17, R25)"
+        finding.message,
+        "[Rank 0] CUDA out of memory. Tried to allocate 400.00 MiB. 1024.00 MiB allowed; Of the \
+         allocated memory 800.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch \
+         but unallocated. The bucket buffer 1 of 2 of ddp (line 7), 419430400 B asked before the \
+         program (DDP's Reducer makes it when it is built; R17, R25); the rank's program never \
+         started"
     );
 }
 
@@ -892,15 +963,16 @@ fn a_list_is_allocated_tensor_by_tensor_as_in_the_simulator() {
     assert_eq!(rank.memory.peak_allocated_bytes, 1200 << 10);
 
     let too_many = text.replace("count = 4", "count = 4000");
-    let error = run_fake(&too_many, &mut FakeDevice::default()).unwrap_err();
+    let finding = same_out_of_memory_finding(&too_many, &mut FakeDevice::default());
     assert!(
-        error
-            .to_string()
-            .starts_with("CUDA out of memory. Tried to allocate 2.00 MiB.")
-            && error
-                .to_string()
-                .contains("307200 B for \"grads\" (tensor 3073 of the list of 4000) at alloc#0"),
-        "{error}"
+        finding
+            .message
+            .starts_with("[Rank 0] CUDA out of memory. Tried to allocate 2.00 MiB.")
+            && finding.message.contains(
+                "At alloc#0 (line 7), 307200 B asked (tensor 3073 of the list of 4000), even after"
+            ),
+        "{}",
+        finding.message
     );
 }
 

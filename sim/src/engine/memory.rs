@@ -4,7 +4,10 @@
 //! and the cache release that synchronises the device (R20).
 
 use super::*;
-use crate::lifetime::{bucket_buffer_text, AllocStep, UpFront};
+use crate::lifetime::{
+    out_of_memory_finding, up_front_out_of_memory_finding, AllocStep, UpFront,
+    CACHE_RELEASE_DID_NOT_HELP,
+};
 
 /// Where each tensor lives and what keeps its block from being reused (R17–R20), and the
 /// state of an allocation that waits for the device before releasing the cache.
@@ -44,31 +47,13 @@ impl Engine<'_> {
         };
         let scenario = self.scenario;
         let books = &state.memory.books;
-        let (size_bytes, what, why) = match owner {
+        let list_position = match owner {
             UpFront::Tensor(tensor) => {
-                let declared = &scenario.tensors[tensor];
-                let size_bytes = declared.size_bytes;
-                let what = format!(
-                    "Tensor {:?}{}, {size_bytes} B",
-                    declared.name,
-                    books.list_position_text(tensor, declared.count),
-                );
-                (size_bytes, what, "R17")
+                books.list_position_text(tensor, scenario.tensors[tensor].count)
             }
-            UpFront::Bucket {
-                op,
-                bucket,
-                size_bytes,
-            } => {
-                let text = bucket_buffer_text(scenario, op, bucket);
-                let what = format!("The {text}, {size_bytes} B");
-                (
-                    size_bytes,
-                    what,
-                    "DDP's Reducer makes it when it is built; R17, R25",
-                )
-            }
+            UpFront::Bucket { .. } => String::new(),
         };
+        let size_bytes = owner.size_bytes(scenario);
         let pytorch_text = books.out_of_memory_text(size_bytes, scenario.memory.capacity_bytes);
         let rank_id = state.timeline.rank;
         let finding = Finding {
@@ -77,9 +62,11 @@ impl Engine<'_> {
             iteration: None,
             op: None,
             stream: Some(state.timeline.streams[0].name.clone()),
-            message: format!(
-                "[Rank {rank_id}] CUDA out of memory. {pytorch_text} {what} asked before the \
-                 program ({why}); the rank's program never started",
+            message: up_front_out_of_memory_finding(
+                scenario,
+                (rank_id, &pytorch_text),
+                (owner, &list_position),
+                None,
             ),
             stands_for: RankSet::default(),
         };
@@ -265,11 +252,16 @@ impl Engine<'_> {
                         iteration: Some(state.iteration),
                         op: Some(op_index as OpRef),
                         stream: Some(state.timeline.streams[stream as usize].name.clone()),
-                        message: format!(
-                            "[Rank {rank_id}] CUDA out of memory. {pytorch_text} At {} (line {}), {size_bytes} B asked{}, even after releasing the cache (R20); the rank's program stopped",
-                            scenario.ops[op_index].display_name(),
-                            scenario.ops[op_index].line,
-                            (state.memory.books).list_position_text(tensor, scenario.tensors[tensor].count),
+                        message: out_of_memory_finding(
+                            rank_id,
+                            &pytorch_text,
+                            (
+                                &scenario.ops[op_index],
+                                size_bytes,
+                                &(state.memory.books)
+                                    .list_position_text(tensor, scenario.tensors[tensor].count),
+                            ),
+                            CACHE_RELEASE_DID_NOT_HELP,
                         ),
                         stands_for: RankSet::default(),
                     };

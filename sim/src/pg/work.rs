@@ -5,7 +5,7 @@
 //! clock), so both engines call these functions with their own times: the simulator with
 //! simulated ones, `hw` with its host clock's.
 
-use crate::scenario::{Env, Op};
+use crate::scenario::{Env, ErrorHandling, Op};
 
 /// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
 pub const WATCHDOG_POLL_NS: u64 = 100_000_000;
@@ -118,6 +118,28 @@ pub fn wait_timeout_log(rank: u32, work: &str, ran_ns: u64) -> [String; 2] {
 pub fn wait_abort_returned(rank: u32, work: &str, group: &str) -> String {
     format!(
         "[Rank {rank}] Work {work} timed out in blocking wait; the main thread aborted the communicator of group {group} and raises DistBackendError."
+    )
+}
+
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING=<n> (<name>)`, as the watchdog's lines name the mode (R27).
+pub fn error_handling_setting(mode: ErrorHandling) -> String {
+    let name = match mode {
+        ErrorHandling::NoHandling => "NoHandling",
+        ErrorHandling::TearDown => "TearDown",
+        ErrorHandling::CleanUpOnly => "CleanUpOnly",
+        ErrorHandling::SkipCleanUp => "SkipCleanUp",
+    };
+    format!("TORCH_NCCL_ASYNC_ERROR_HANDLING={} ({name})", mode.number())
+}
+
+/// The watchdog's line of rank `rank` as its error handling (`mode` 1 or 2, R27) aborts the
+/// communicators of group `group`, the one whose Work failed or timed out: PyTorch 2.11's
+/// `abortComms()` of that process group alone (one watchdog per process group; another group's
+/// communicators run on). Both engines log it (an `abort` record).
+pub fn watchdog_abort(rank: u32, mode: ErrorHandling, group: &str) -> String {
+    format!(
+        "[Rank {rank}] {}: aborting the communicators of group {group} (ncclCommAbort)",
+        error_handling_setting(mode)
     )
 }
 

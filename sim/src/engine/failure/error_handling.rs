@@ -8,6 +8,7 @@
 //! from a verdict to the process's end, and its tests drive that chain through the modes.
 
 use super::{ms, next_tick_ns, wake, Command, Failure, RunView, Wake};
+use crate::pg::work::{error_handling_setting, watchdog_abort};
 use crate::scenario::{ErrorHandling, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -113,18 +114,16 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::Watchdog, WatchdogEvent::NoHandling),
                 now_ns,
-                format!("[Rank {rank_id}] {}: the error is left alone; the process and its hung collective stay", setting(mode)),
+                format!("[Rank {rank_id}] {}: the error is left alone; the process and its hung collective stay", error_handling_setting(mode)),
             );
         }
         if !mode.cleans_up() {
             self.after_abort(view, rank, group, now_ns, out);
             return;
         }
-        self.note_abort(
-            (rank, group, WatchdogEvent::Abort),
-            now_ns,
-            "aborting the communicators of group {group} (ncclCommAbort)",
-        );
+        let message = watchdog_abort(self.rank_id(rank), mode, &self.scenario.groups[group].name);
+        let thread_event = (ThreadKind::Watchdog, WatchdogEvent::Abort);
+        self.note(rank, Some(group), thread_event, now_ns, message);
         let index = self.index(rank, group);
         let already_aborted = self.is_aborted(rank, group);
         let abort_ns = self.watchdog_abort_ns(rank, group);
@@ -172,7 +171,7 @@ impl Failure<'_> {
         let message = format!(
             "[Rank {}] {}: {}",
             self.rank_id(rank),
-            setting(self.scenario.env.async_error_handling),
+            error_handling_setting(self.scenario.env.async_error_handling),
             what.replace("{group}", &self.scenario.groups[group].name)
         );
         self.note(
@@ -244,7 +243,7 @@ impl Failure<'_> {
             self.take_down(
                 (rank, Some(group), ThreadKind::Watchdog),
                 (ExitStatus::Aborted, now_ns),
-                format!("[Rank {rank_id}] {}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down.", setting(mode)),
+                format!("[Rank {rank_id}] {}: Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid data inconsistency, we are taking the entire process down.", error_handling_setting(mode)),
                 out,
             );
             return;
@@ -427,17 +426,6 @@ impl Failure<'_> {
         }
         self.exit_uncaught(rank, group, now_ns, out);
     }
-}
-
-/// `TORCH_NCCL_ASYNC_ERROR_HANDLING=<n> (<name>)`, as the watchdog's lines name the mode.
-fn setting(mode: ErrorHandling) -> String {
-    let name = match mode {
-        ErrorHandling::NoHandling => "NoHandling",
-        ErrorHandling::TearDown => "TearDown",
-        ErrorHandling::CleanUpOnly => "CleanUpOnly",
-        ErrorHandling::SkipCleanUp => "SkipCleanUp",
-    };
-    format!("TORCH_NCCL_ASYNC_ERROR_HANDLING={} ({name})", mode.number())
 }
 
 #[cfg(test)]
