@@ -942,6 +942,31 @@ fn a_time_cap_below_the_timeout_stops_the_hang_with_a_clear_finding() {
 }
 
 #[test]
+fn a_blocked_host_finding_made_once_for_a_class_does_not_name_its_lowest_rank_alone() {
+    // Ranks 0-2 block alike in `.item()`: one deadlock finding stands for them. It read "ranks
+    // 0-2 (3 ranks): host of rank 0 is blocked in loss", rank 0's number for all three; it
+    // opens with `[Rank r]` now, which the report turns into the class's ranks. Ranks that do
+    // not fold (drawn jitter) but block alike are one line the same way.
+    let modes = [
+        "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
+        "env.TORCH_NCCL_DUMP_ON_TIMEOUT=0",
+    ];
+    let jitter = [&modes[..], &["cluster.kernel_jitter_pct=1"]].concat();
+    for overrides in [&modes[..], &jitter[..]] {
+        let text = analysis::text::render_report(&report(&run_with("hang_10min.toml", overrides)));
+        assert!(
+            text.contains("[Deadlock] [Ranks 0-2 (3 ranks)] the host is blocked in loss ("),
+            "{text}"
+        );
+        assert!(
+            text.contains("[Deadlock] [Rank 3] the host is blocked in ar"),
+            "{text}"
+        );
+        assert!(!text.contains("host of rank"), "{text}");
+    }
+}
+
+#[test]
 fn without_the_heartbeat_monitor_s_abort_a_stuck_watchdog_leaves_a_deadlock() {
     // TORCH_NCCL_ENABLE_MONITORING=0 takes away only the monitor's abort (R28): rank 0's
     // monitor still reads the others' dump signal at 601 s, leaves its loop, dumps, sleeps one
@@ -969,7 +994,8 @@ fn without_the_heartbeat_monitor_s_abort_a_stuck_watchdog_leaves_a_deadlock() {
         .findings
         .iter()
         .any(|f| f.kind == FindingKind::Deadlock
-            && f.message.starts_with("host of rank 0 is blocked in loss")));
+            && f.message
+                .starts_with("[Rank 0] the host is blocked in loss")));
 }
 
 #[test]
