@@ -579,7 +579,7 @@ fn a_rank_skipping_a_collective_ends_in_a_deadlock_finding_and_exit_1() {
     assert!(
         messages
             .iter()
-            .any(|m| m.contains("host of rank 0 is blocked in ar")),
+            .any(|m| m.contains("[Rank 0] the host is blocked in ar")),
         "{messages:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

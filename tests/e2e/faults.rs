@@ -942,6 +942,31 @@ fn a_time_cap_below_the_timeout_stops_the_hang_with_a_clear_finding() {
 }
 
 #[test]
+fn a_blocked_host_finding_made_once_for_a_class_does_not_name_its_lowest_rank_alone() {
+    // Ranks 0-2 block alike in `.item()`: one deadlock finding stands for them. It read "ranks
+    // 0-2 (3 ranks): host of rank 0 is blocked in loss", rank 0's number for all three; it
+    // opens with `[Rank r]` now, which the report turns into the class's ranks. Ranks that do
+    // not fold (drawn jitter) but block alike are one line the same way.
+    let modes = [
+        "env.TORCH_NCCL_ASYNC_ERROR_HANDLING=0",
+        "env.TORCH_NCCL_DUMP_ON_TIMEOUT=0",
+    ];
+    let jitter = [&modes[..], &["cluster.kernel_jitter_pct=1"]].concat();
+    for overrides in [&modes[..], &jitter[..]] {
+        let text = analysis::text::render_report(&report(&run_with("hang_10min.toml", overrides)));
+        assert!(
+            text.contains("[Deadlock] [Ranks 0-2 (3 ranks)] the host is blocked in loss ("),
+            "{text}"
+        );
+        assert!(
+            text.contains("[Deadlock] [Rank 3] the host is blocked in ar"),
+            "{text}"
+        );
+        assert!(!text.contains("host of rank"), "{text}");
+    }
+}
+
+#[test]
 fn without_the_heartbeat_monitor_s_abort_a_stuck_watchdog_leaves_a_deadlock() {
     // TORCH_NCCL_ENABLE_MONITORING=0 takes away only the monitor's abort (R28): rank 0's
     // monitor still reads the others' dump signal at 601 s, leaves its loop, dumps, sleeps one
@@ -969,7 +994,47 @@ fn without_the_heartbeat_monitor_s_abort_a_stuck_watchdog_leaves_a_deadlock() {
         .findings
         .iter()
         .any(|f| f.kind == FindingKind::Deadlock
-            && f.message.starts_with("host of rank 0 is blocked in loss")));
+            && f.message
+                .starts_with("[Rank 0] the host is blocked in loss")));
+}
+
+#[test]
+fn a_store_timeout_made_once_for_a_class_names_each_member_s_group_rank_r29() {
+    // Ranks that behave alike get one record and one finding standing for them all. PyTorch's
+    // words carry each process's own group rank, `[r] is setting up …`; the report printed the
+    // lowest member's for all of them (`[Ranks 1-3 (3 ranks)] DistBackendError: [1] …`). In a
+    // subgroup the group ranks are not the global ones.
+    let world = "[cluster]\nranks = 4\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"die\"\n";
+    let subgroup = world
+        .replace("ranks = 4", "ranks = 7\n[groups.sub]\nranks = [0, 2, 4, 6]")
+        .replace("all_reduce = \"x\"", "all_reduce = \"x\"\ngroup = \"sub\"");
+    for (text, named) in [
+        (
+            world.to_string(),
+            "[Ranks 1-3 (3 ranks)] DistBackendError: [1-3] is setting up",
+        ),
+        (
+            subgroup,
+            "[Ranks 2,4,6 (3 ranks)] DistBackendError: [1-3] is setting up",
+        ),
+    ] {
+        let scenario = sim::scenario::parse("store.toml", &text).unwrap();
+        let rendered = analysis::text::render_report(&report(&sim::engine::simulate(&scenario)));
+        assert!(rendered.contains(named), "{rendered}");
+        assert!(!rendered.contains("DistBackendError: [1] "), "{rendered}");
+        // Each rank on its own (`--detail ranks`) says its own.
+        let options = sim::engine::Options {
+            per_rank_detail: true,
+            ..Default::default()
+        };
+        let (each, _) = sim::engine::simulate_with(&scenario, options);
+        let messages: Vec<&str> = (each.findings.iter()).map(|f| f.message.as_str()).collect();
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        for (message, group_rank) in messages.iter().zip(1..) {
+            let own = format!("DistBackendError: [{group_rank}] is setting up");
+            assert!(message.contains(&own), "{message}");
+        }
+    }
 }
 
 /// The exception `wait_w` raised on rank 0, caught (it raises once).

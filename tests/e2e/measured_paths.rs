@@ -33,7 +33,8 @@ fn without_dump_on_timeout_the_watchdog_still_signals_and_sleeps_but_nothing_is_
     assert!(timeline
         .findings
         .iter()
-        .any(|f| f.kind == FindingKind::Deadlock && f.message.contains("rank 3")));
+        .any(|f| f.kind == FindingKind::Deadlock
+            && f.message.starts_with("[Rank 3] the host is blocked")));
     assert!(!timeline
         .findings
         .iter()

@@ -87,16 +87,23 @@ fn dtype(name: &str) -> Option<(DType, u64)> {
     })
 }
 
-/// The dtype name of the tensor a call's size is taken from (its output for an all_gather, else
-/// its input), as the dump wrote it: `Float` when none is recorded.
-fn recorded_dtype(entry: &DumpEntry) -> &str {
+/// The dtype names of the tensors a call's size is taken from (its outputs for an all_gather,
+/// else its inputs), one per tensor, as the dump wrote them.
+fn recorded_dtypes(entry: &DumpEntry) -> &[String] {
     let output = scenario_key(&entry.profiling_name).is_some_and(|(_, output)| output);
-    let dtypes = if output {
+    if output {
         &entry.output_dtypes
     } else {
         &entry.input_dtypes
-    };
-    dtypes.first().map_or("Float", String::as_str)
+    }
+}
+
+/// The dtype name of a call's first tensor, the one the scenario's dtype is: `Float` when none
+/// is recorded.
+fn recorded_dtype(entry: &DumpEntry) -> &str {
+    recorded_dtypes(entry)
+        .first()
+        .map_or("Float", String::as_str)
 }
 
 fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
@@ -111,19 +118,26 @@ fn call_of(rank: u32, entry: &DumpEntry) -> Result<Call, ImportError> {
     } else {
         &entry.input_sizes
     };
-    let dtype_name = recorded_dtype(entry);
-    let (dtype, element_bytes) = dtype(dtype_name).ok_or_else(|| {
-        error(format!(
-            "rank {rank}, record_id {}: dtype {:?} of {} is not one c10dsim knows the element size of",
-            entry.record_id,
-            comment_safe(dtype_name),
-            comment_safe(&entry.profiling_name)
-        ))
-    })?;
-    let numel = sizes.iter().fold(0u64, |total, shape| {
-        total.saturating_add(shape.iter().fold(1u64, |n, &d| n.saturating_mul(d)))
-    });
-    let bytes = numel.saturating_mul(element_bytes);
+    let known = |name: &str| {
+        dtype(name).ok_or_else(|| {
+            error(format!(
+                "rank {rank}, record_id {}: dtype {:?} of {} is not one c10dsim knows the element size of",
+                entry.record_id,
+                comment_safe(name),
+                comment_safe(&entry.profiling_name)
+            ))
+        })
+    };
+    let first_dtype = recorded_dtype(entry);
+    let (dtype, _) = known(first_dtype)?;
+    // Each tensor of a coalesced block in its own dtype's bytes.
+    let dtypes = recorded_dtypes(entry);
+    let mut bytes = 0u64;
+    for (index, shape) in sizes.iter().enumerate() {
+        let (_, element_bytes) = known(dtypes.get(index).map_or(first_dtype, String::as_str))?;
+        let numel = shape.iter().fold(1u64, |n, &d| n.saturating_mul(d));
+        bytes = bytes.saturating_add(numel.saturating_mul(element_bytes));
+    }
     if bytes > 1 << 40 {
         return Err(error(format!(
             "rank {rank}, record_id {}: {} of {bytes} B: c10dsim's tensors are at most 1 TiB",
@@ -1071,6 +1085,22 @@ mod tests {
             message.starts_with("rank 1, record_id 0: nccl:all_reduce of dtype \"Int\" where rank 0 has \"Float\": a dtype mismatch the scenario cannot write"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_coalesced_block_counts_each_tensor_in_its_own_dtype() {
+        // `nccl:allreduce_coalesced` of a 1024-element float and a 1024-element bfloat16: 4 KiB
+        // and 2 KiB. The first tensor's dtype made it 8 KiB.
+        let mut dumps = simulated("", "kind = \"hang\"");
+        for dump in &mut dumps {
+            for entry in &mut dump.entries {
+                entry.profiling_name = "nccl:allreduce_coalesced".into();
+                entry.input_sizes = vec![vec![1024], vec![1024]];
+                entry.input_dtypes = vec!["Float".into(), "BFloat16".into()];
+            }
+        }
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(text.contains("all_reduce = \"f32_6KiB\""), "{text}");
     }
 
     #[test]

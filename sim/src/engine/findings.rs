@@ -318,7 +318,7 @@ impl Engine<'_> {
                 op: Some(state.blocked_op as OpRef),
                 stream: Some(state.timeline.streams[op.stream].name.clone()),
                 message: format!(
-                    "host of rank {} is blocked in {} (line {}, iteration {}): it {why}",
+                    "[Rank {}] the host is blocked in {} (line {}, iteration {}): it {why}",
                     state.timeline.rank,
                     op.display_name(),
                     op.line,

@@ -438,6 +438,20 @@ mod tests {
     }
 
     #[test]
+    fn a_coalesced_nccl_annotation_counts_each_tensor_in_its_own_dtype() {
+        // `nccl:allreduce_coalesced` of a 1024-element float and a 1024-element bfloat16: 4 KiB
+        // and 2 KiB. Only the first tensor was read: 4 KiB.
+        let trace = small_trace(0, 1)
+            .replace(
+                r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}"#,
+                r#""name": "nccl:allreduce_coalesced", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Input Dims": [[1024], [1024]], "Input type": ["float", "c10::BFloat16"]}"#,
+            )
+            .replace("\"cat\": \"cpu_op\"", "\"cat\": \"user_annotation\"");
+        let text = import_one(&trace).unwrap();
+        assert!(text.contains("all_reduce = \"f32_6KiB\""), "{text}");
+    }
+
+    #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
         assert_eq!(syntax.place.as_deref(), Some("2:14"));

@@ -756,31 +756,40 @@ impl Comm {
         let Some(key) = collective_key(name.trim_start_matches("nccl:")) else {
             return Ok(None);
         };
-        let input_type = args
-            .get("Input type")
-            .and_then(Value::as_array)
-            .and_then(|types| types.first())
-            .and_then(Value::as_str)
-            .unwrap_or("float");
-        let (dtype, element_bytes) = dtype_of(input_type)
-            .ok_or_else(|| format!("{name}: input type {input_type:?} is not one c10dsim knows"))?;
-        let elements = args
-            .get("Input Dims")
-            .and_then(Value::as_array)
-            .and_then(|dims| dims.first())
-            .and_then(Value::as_array)
-            .and_then(|dims| {
-                dims.iter()
-                    .try_fold(1u64, |p, d| p.checked_mul(d.as_u64()?))
+        // One dims and one type per input tensor: a coalesced block's (`nccl:allreduce_coalesced`)
+        // are several, each counted in its own dtype; the first names the collective's.
+        let list = |key: &str| args.get(key).and_then(Value::as_array).cloned();
+        let types = list("Input type").unwrap_or_default();
+        let type_of = |index: usize| {
+            let input_type = (types.get(index).or(types.first()))
+                .and_then(Value::as_str)
+                .unwrap_or("float");
+            dtype_of(input_type).ok_or_else(|| {
+                format!("{name}: input type {input_type:?} is not one c10dsim knows")
             })
-            .unwrap_or(1);
+        };
+        let (dtype, element_bytes) = type_of(0)?;
+        // Without dims, one element.
+        let dims = list("Input Dims").unwrap_or_else(|| vec![Value::Array(Vec::new())]);
+        let mut bytes = 0u64;
+        for (index, shape) in dims.iter().enumerate() {
+            let element_bytes = if index == 0 {
+                element_bytes
+            } else {
+                type_of(index)?.1
+            };
+            let elements = (shape.as_array())
+                .and_then(|shape| (shape.iter()).try_fold(1u64, |p, d| p.checked_mul(d.as_u64()?)))
+                .unwrap_or(1);
+            bytes = bytes.saturating_add(elements.saturating_mul(element_bytes));
+        }
         Ok(Some(Comm {
             thread,
             start_ns,
             end_ns: start_ns + duration_ns,
             key,
             dtype,
-            bytes: elements.saturating_mul(element_bytes).max(1),
+            bytes: bytes.max(1),
             ranks: None,
             group: None,
             seq_num: None,

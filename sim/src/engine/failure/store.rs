@@ -2,6 +2,7 @@
 //! communicator (R8) raises when the group's timeout passes before the root published it.
 
 use super::{ms, wake, Command, Failure, FindingAbout, RunView, Wake};
+use crate::ranks::RankSet;
 use crate::scenario::{Group, GroupId};
 use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
 
@@ -52,6 +53,21 @@ impl Failure<'_> {
         } else {
             unique_id_timeout(
                 rank_id,
+                &group_ranks(group_spec, &RankSet::range(rank_id, rank_id)),
+                group_spec,
+                self.store_key(rank, group),
+                group_spec.timeout_ns,
+            )
+        };
+        // The record and the finding stand for the rank's whole class: PyTorch's words carry
+        // each member's own group rank, so theirs name the class's.
+        let class = self.classes.class_members(rank);
+        let for_class = if nonblocking || class.count() <= 1 {
+            message.clone()
+        } else {
+            unique_id_timeout(
+                rank_id,
+                &group_ranks(group_spec, class),
                 group_spec,
                 self.store_key(rank, group),
                 group_spec.timeout_ns,
@@ -62,13 +78,13 @@ impl Failure<'_> {
             Some(group),
             (ThreadKind::Main, WatchdogEvent::StoreTimeout),
             now_ns,
-            message.clone(),
+            for_class.clone(),
         );
         out.push(Command::Finding {
             kind: FindingKind::StoreTimeout,
             rank,
             about: FindingAbout::Call(op),
-            message: message.clone(),
+            message: for_class,
         });
         if !self.scenario.ops[op].catch {
             self.exit_uncaught(rank, group, now_ns, out);
@@ -96,20 +112,35 @@ impl Failure<'_> {
 /// PyTorch's words for a `store.get` of the unique id that timed out (R29):
 /// `broadcastUniqueNCCLID`'s `DistBackendError` around TCPStore's `DistStoreError`, then
 /// c10dsim's explanation. `[r]` is the rank in the process group (a pair's process group is
-/// the world), `from [0]` fixed text; PyTorch's `keys:` carries the prefixes of its
-/// `PrefixStore`s (`/default_pg/0//cuda//0` for the world's first communicator), shown as `…`.
-fn unique_id_timeout(rank_id: u32, group: &Group, key: String, timeout_ns: u64) -> String {
-    let group_rank = if group.point_to_point {
-        rank_id
-    } else {
-        group.ranks.binary_search(&rank_id).unwrap_or_default() as u32
-    };
+/// the world), `group_ranks` as [`group_ranks`] writes them (several for a record made once
+/// for a class of ranks: `[1-3]`), `from [0]` fixed text; PyTorch's `keys:` carries the
+/// prefixes of its `PrefixStore`s (`/default_pg/0//cuda//0` for the world's first
+/// communicator), shown as `…`.
+fn unique_id_timeout(
+    rank_id: u32,
+    group_ranks: &str,
+    group: &Group,
+    key: String,
+    timeout_ns: u64,
+) -> String {
     let root = group.ranks[0];
     format!(
-        "[Rank {rank_id}] DistBackendError: [{group_rank}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: wait timeout after {}ms, keys: …/{key}. This may indicate a possible application crash on rank 0 or a network set up issue. (c10dsim: rank {root} never published the NCCL unique id of group {} within the group's timeout; R29)",
+        "[Rank {rank_id}] DistBackendError: [{group_ranks}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: wait timeout after {}ms, keys: …/{key}. This may indicate a possible application crash on rank 0 or a network set up issue. (c10dsim: rank {root} never published the NCCL unique id of group {} within the group's timeout; R29)",
         ms(timeout_ns),
         group.name
     )
+}
+
+/// The ranks in the process group of `ranks` (global ranks of `group`), as ranges (`1-3`):
+/// a pair's process group is the world, so there they are the global ranks.
+fn group_ranks(group: &Group, ranks: &RankSet) -> String {
+    if group.point_to_point {
+        return ranks.to_string();
+    }
+    let in_group = ranks
+        .iter()
+        .map(|rank| group.ranks.binary_search(&rank).unwrap_or_default() as u32);
+    RankSet::from_ranks(in_group).to_string()
 }
 
 #[cfg(test)]
