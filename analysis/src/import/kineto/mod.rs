@@ -451,6 +451,48 @@ mod tests {
         assert!(text.contains("all_reduce = \"f32_6KiB\""), "{text}");
     }
 
+    /// Rank `rank` of two, its all_reduce's `record_param_comms` replaced by the Work's `nccl:*`
+    /// annotation `annotation` (name and args), as a trace without `record_param_comms` has it.
+    fn two_rank_annotation_import(annotation: &str) -> String {
+        let traces: Vec<String> = (0..2)
+            .map(|rank| {
+                small_trace(rank, 2)
+                    .replace(
+                        r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}"#,
+                        &format!(r#""name": {annotation}"#),
+                    )
+                    .replace("\"cat\": \"cpu_op\"", "\"cat\": \"user_annotation\"")
+            })
+            .collect();
+        let files = [
+            TraceFile {
+                name: "rank0.json",
+                text: &traces[0],
+            },
+            TraceFile {
+                name: "rank1.json",
+                text: &traces[1],
+            },
+        ];
+        import(&files, &KinetoOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn an_all_gather_annotation_is_sized_as_the_gathered_output() {
+        // The Work's annotation lists its inputs only: an all_gather's is one rank's slice,
+        // 512 KiB of two; the scenario's all_gather is of the gathered 1 MiB, as
+        // `record_param_comms`'s `Out msg nelems` gives it.
+        let text = two_rank_annotation_import(
+            r#""nccl:_all_gather_base", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Input Dims": [[131072]], "Input type": ["float"]}"#,
+        );
+        assert!(text.contains("all_gather = \"f32_1MiB\""), "{text}");
+        // A reduce_scatter's input is the whole.
+        let text = two_rank_annotation_import(
+            r#""nccl:_reduce_scatter_base", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Input Dims": [[262144]], "Input type": ["float"]}"#,
+        );
+        assert!(text.contains("reduce_scatter = \"f32_1MiB\""), "{text}");
+    }
+
     #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();

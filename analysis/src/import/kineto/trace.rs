@@ -425,11 +425,15 @@ impl Trace {
         }
         if trace.comms.is_empty() {
             for (index, event_name, args, thread, start_ns, duration_ns) in nccl_annotations {
-                if let Some(comm) =
-                    Comm::from_nccl_annotation(event_name, args, thread, start_ns, duration_ns)
-                        .map_err(|message| {
-                            error(name, Some(format!("traceEvents[{index}]")), message)
-                        })?
+                // The annotations name no group: their collectives are the world's.
+                let group_size = u64::from(trace.world_size);
+                if let Some(comm) = Comm::from_nccl_annotation(
+                    event_name,
+                    args,
+                    group_size,
+                    (thread, start_ns, duration_ns),
+                )
+                .map_err(|message| error(name, Some(format!("traceEvents[{index}]")), message))?
                 {
                     trace.comms.push(comm);
                 }
@@ -746,18 +750,21 @@ impl Comm {
         }))
     }
 
+    /// A collective from the `nccl:*` annotation of its Work, on a group of `group_size` ranks;
+    /// `(thread, start_ns, duration_ns)` the annotation's.
     fn from_nccl_annotation(
         name: &str,
         args: &Map<String, Value>,
-        thread: String,
-        start_ns: i64,
-        duration_ns: i64,
+        group_size: u64,
+        (thread, start_ns, duration_ns): (String, i64, i64),
     ) -> Result<Option<Comm>, String> {
         let Some(key) = collective_key(name.trim_start_matches("nccl:")) else {
             return Ok(None);
         };
         // One dims and one type per input tensor: a coalesced block's (`nccl:allreduce_coalesced`)
-        // are several, each counted in its own dtype; the first names the collective's.
+        // are several, each counted in its own dtype; the first names the collective's. The
+        // Work lists its inputs only: an all_gather's are one rank's slices, of which the
+        // scenario's tensor, the gathered output, holds one per rank of the group.
         let list = |key: &str| args.get(key).and_then(Value::as_array).cloned();
         let types = list("Input type").unwrap_or_default();
         let type_of = |index: usize| {
@@ -782,6 +789,9 @@ impl Comm {
                 .and_then(|shape| (shape.iter()).try_fold(1u64, |p, d| p.checked_mul(d.as_u64()?)))
                 .unwrap_or(1);
             bytes = bytes.saturating_add(elements.saturating_mul(element_bytes));
+        }
+        if key == "all_gather" {
+            bytes = bytes.saturating_mul(group_size);
         }
         Ok(Some(Comm {
             thread,
