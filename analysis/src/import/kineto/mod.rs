@@ -494,6 +494,17 @@ mod tests {
     }
 
     #[test]
+    fn a_coalesced_all_gather_annotation_is_imported_gathered() {
+        // `nccl:all_gather_into_tensor_coalesced`, PyTorch 2.11's name of a coalescing block of
+        // all_gather_into_tensor calls: two slices of 512 KiB and 256 KiB, gathered over two
+        // ranks, 1.5 MiB.
+        let text = two_rank_annotation_import(
+            r#""nccl:all_gather_into_tensor_coalesced", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Input Dims": [[131072], [65536]], "Input type": ["float", "float"]}"#,
+        );
+        assert!(text.contains("all_gather = \"f32_1536KiB\""), "{text}");
+    }
+
+    #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
         assert_eq!(syntax.place.as_deref(), Some("2:14"));

@@ -156,7 +156,9 @@ fn dtype_of(name: &str) -> Option<(&'static str, u64)> {
     })
 }
 
-/// A collective's name in `record_param_comms` or after `nccl:` → the scenario key.
+/// A collective's name in `record_param_comms` or after `nccl:` → the scenario key. A
+/// coalescing block of all_gather_into_tensor calls is `allgather_into_tensor_coalesced` in
+/// `record_param_comms`, `nccl:all_gather_into_tensor_coalesced` in its Work's annotation.
 fn collective_key(name: &str) -> Option<&'static str> {
     Some(match name {
         "allreduce" | "all_reduce" | "allreduce_coalesced" => "all_reduce",
@@ -165,7 +167,8 @@ fn collective_key(name: &str) -> Option<&'static str> {
         | "_allgather_base"
         | "_all_gather_base"
         | "all_gather_into_tensor"
-        | "allgather_into_tensor_coalesced" => "all_gather",
+        | "allgather_into_tensor_coalesced"
+        | "all_gather_into_tensor_coalesced" => "all_gather",
         "reduce_scatter"
         | "_reduce_scatter_base"
         | "reduce_scatter_tensor"
