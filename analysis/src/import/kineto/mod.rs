@@ -505,6 +505,48 @@ mod tests {
     }
 
     #[test]
+    fn a_mixed_dtype_coalesced_block_is_sized_from_its_work_s_annotation() {
+        // `allreduce_coalesced` of a 1024-element float and a 1024-element bfloat16:
+        // `record_param_comms` counts the block's 2048 elements in the first tensor's dtype,
+        // 8 KiB; the Work's annotation inside it lists each tensor in its own, 6 KiB.
+        const ALL_REDUCE: &str = r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}},"#;
+        let block = |rank: u32, comms: &str, annotation: &str| {
+            small_trace(rank, 2).replace(
+                ALL_REDUCE,
+                &format!(
+                    r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {comms}}},
+{{"ph": "X", "cat": "user_annotation", "name": {annotation}, "pid": 1, "tid": 1, "ts": 132.0, "dur": 20.0, "args": {{"Input Dims": [[1024], [1024]], "Input type": ["float", "c10::BFloat16"]}}}},"#
+                ),
+            )
+        };
+        let import_two = |comms: &str, annotation: &str| {
+            let traces = [block(0, comms, annotation), block(1, comms, annotation)];
+            let files = [
+                TraceFile {
+                    name: "rank0.json",
+                    text: &traces[0],
+                },
+                TraceFile {
+                    name: "rank1.json",
+                    text: &traces[1],
+                },
+            ];
+            import(&files, &KinetoOptions::default()).unwrap()
+        };
+        let text = import_two(
+            r#"{"Collective name": "allreduce_coalesced", "dtype": "Float", "In msg nelems": 2048, "Out msg nelems": 2048, "Process Group Ranks": "[0, 1]"}"#,
+            r#""nccl:allreduce_coalesced""#,
+        );
+        assert!(text.contains("all_reduce = \"f32_6KiB\""), "{text}");
+        // An all_gather block's annotation lists the slices: 6 KiB gathered over two ranks.
+        let text = import_two(
+            r#"{"Collective name": "allgather_into_tensor_coalesced", "dtype": "Float", "In msg nelems": 2048, "Out msg nelems": 4096, "Process Group Ranks": "[0, 1]"}"#,
+            r#""nccl:all_gather_into_tensor_coalesced""#,
+        );
+        assert!(text.contains("all_gather = \"f32_12KiB\""), "{text}");
+    }
+
+    #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
         assert_eq!(syntax.place.as_deref(), Some("2:14"));

@@ -307,6 +307,8 @@ impl Trace {
         }
         let empty = Map::new();
         let mut nccl_annotations = Vec::new();
+        // The coalescing blocks among `trace.comms`, by index.
+        let mut coalesced = Vec::new();
         // Per correlation: the stream a `cuda_sync` event synchronised, and the one it waited on.
         let mut synced_streams: BTreeMap<i64, (i64, Option<i64>)> = BTreeMap::new();
         for (index, event) in events.iter().enumerate() {
@@ -413,6 +415,10 @@ impl Trace {
                         Comm::from_record_param_comms(args, thread, start_ns, duration_ns)
                             .map_err(|message| error(name, place(), message))?
                     {
+                        let collective = args.get("Collective name").and_then(Value::as_str);
+                        if collective.is_some_and(|c| c.ends_with("_coalesced")) {
+                            coalesced.push(trace.comms.len());
+                        }
                         trace.comms.push(comm);
                     }
                 }
@@ -424,6 +430,29 @@ impl Trace {
                     start_ns,
                     end_ns: start_ns + duration_ns,
                 }),
+            }
+        }
+        // A coalescing block's `record_param_comms` counts all its tensors' elements in the
+        // first one's dtype; its Work's annotation, inside it on its thread, lists each tensor
+        // with its own.
+        for index in coalesced {
+            let comm = &trace.comms[index];
+            let group_size = (comm.ranks.as_ref().map(Vec::len))
+                .filter(|&members| members > 0)
+                .map_or(u64::from(trace.world_size), |members| members as u64);
+            let annotated = (nccl_annotations.iter())
+                .filter(|(_, _, _, thread, start_ns, _)| {
+                    *thread == comm.thread && (comm.start_ns..=comm.end_ns).contains(start_ns)
+                })
+                .find_map(|&(_, event_name, args, _, start_ns, duration_ns)| {
+                    let at = (comm.thread.clone(), start_ns, duration_ns);
+                    Comm::from_nccl_annotation(event_name, args, group_size, at)
+                        .ok()
+                        .flatten()
+                        .filter(|annotated| annotated.key == comm.key)
+                });
+            if let Some(annotated) = annotated {
+                trace.comms[index].bytes = annotated.bytes;
             }
         }
         if trace.comms.is_empty() {
