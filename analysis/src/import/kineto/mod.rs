@@ -547,6 +547,19 @@ mod tests {
     }
 
     #[test]
+    fn a_collective_of_bytes_is_a_whole_number_of_scenario_elements() {
+        // An all_reduce of 3 `Byte` elements: the scenario has no 1-byte dtype, so f32 of its
+        // bytes, rounded up to one whole element (the Flight Recorder importer's rule).
+        let trace = small_trace(0, 1).replace(
+            r#""dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]""#,
+            r#""dtype": "Byte", "In msg nelems": 3, "Out msg nelems": 3, "Process Group Ranks": "[0]""#,
+        );
+        let text = import_one(&trace).unwrap();
+        assert!(text.contains("all_reduce = \"f32_4B\""), "{text}");
+        sim::scenario::parse("import.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+
+    #[test]
     fn refusals_say_what_is_wrong_and_where() {
         let syntax = import_one("{\"traceEvents\": [\n  {\"ph\": \"X\",]}").unwrap_err();
         assert_eq!(syntax.place.as_deref(), Some("2:14"));

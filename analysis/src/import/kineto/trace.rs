@@ -5,7 +5,7 @@
 use super::TraceFile;
 use crate::import::ImportError;
 use serde_json::{Map, Value};
-use sim::scenario::MAX_FIRST_SEQ_NUM;
+use sim::scenario::{DType, MAX_FIRST_SEQ_NUM};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a GPU activity is.
@@ -154,6 +154,17 @@ fn dtype_of(name: &str) -> Option<(&'static str, u64)> {
         "Byte" | "Char" | "Bool" | "bool" | "Float8_e4m3fn" | "Float8_e5m2" => ("f32", 1),
         _ => return None,
     })
+}
+
+/// A collective's bytes as the scenario's tensor holds them: a whole number of elements of its
+/// dtype, at least one. A dtype the scenario lacks counts as f32 of its bytes, rounded up (3
+/// `Byte` elements: 4 B).
+fn whole_elements(bytes: u64, dtype: &str) -> u64 {
+    let element_bytes = DType::parse(dtype).map_or(4, DType::size_bytes);
+    bytes
+        .max(1)
+        .div_ceil(element_bytes)
+        .saturating_mul(element_bytes)
 }
 
 /// A collective's name in `record_param_comms` or after `nccl:` → the scenario key. A
@@ -775,7 +786,7 @@ impl Comm {
             end_ns: start_ns + duration_ns,
             key,
             dtype,
-            bytes: elements.saturating_mul(element_bytes).max(1),
+            bytes: whole_elements(elements.saturating_mul(element_bytes), dtype),
             ranks,
             group,
             seq_num: args_u64(args, "Seq"),
@@ -831,7 +842,7 @@ impl Comm {
             end_ns: start_ns + duration_ns,
             key,
             dtype,
-            bytes: bytes.max(1),
+            bytes: whole_elements(bytes, dtype),
             ranks: None,
             group: None,
             seq_num: None,
