@@ -14,6 +14,7 @@ pub use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ops::Range;
 pub use summary::*;
 
 mod summary;
@@ -723,7 +724,7 @@ impl Finding {
         };
         Finding {
             rank: Some(lowest),
-            message: with_rank(&self.message, rank, lowest),
+            message: with_ranks(&self.message, rank, lowest, None),
             stands_for: if ranks.count() > 1 {
                 ranks
             } else {
@@ -925,12 +926,20 @@ impl Timeline {
                 flight_recorder.extend(dump.cloned());
                 continue;
             }
-            for member in class.stands_for.iter() {
+            let group_ranks: Vec<_> = class
+                .exceptions
+                .iter()
+                .map(|exception| group_ranks_named(&exception.message, &class.stands_for))
+                .collect();
+            for (index, member) in class.stands_for.iter().enumerate() {
                 let mut copy = class.clone();
                 copy.rank = member;
                 copy.stands_for = RankSet::default();
-                for exception in &mut copy.exceptions {
-                    exception.message = with_rank(&exception.message, class.rank, member);
+                for (exception, named) in copy.exceptions.iter_mut().zip(&group_ranks) {
+                    let own = named
+                        .as_ref()
+                        .map(|(span, named)| (span.clone(), named[index].to_string()));
+                    exception.message = with_ranks(&exception.message, class.rank, member, own);
                 }
                 ranks.push(copy);
                 if let Some(dump) = dump {
@@ -966,11 +975,36 @@ impl Timeline {
     }
 }
 
-/// `message` as `member` writes it, where `rank` wrote it: the `[Rank r]` it opens with.
-fn with_rank(message: &str, rank: u32, member: u32) -> String {
+/// What follows PyTorch's `[r]`, the rank in the process group, in the words of a store
+/// timeout (`broadcastUniqueNCCLID`, R29; `sim/src/engine/failure/store.rs` writes them): a
+/// record made for several ranks names all of theirs there (`[1-3]`).
+const GROUP_RANKS_END: &str = "] is setting up NCCL communicator";
+
+/// Where `message`, written for `ranks`, names their ranks in their process group (one per
+/// rank, in the same order), and those group ranks; `None` where it names none, or not one
+/// per rank.
+fn group_ranks_named(message: &str, ranks: &RankSet) -> Option<(Range<usize>, Vec<u32>)> {
+    let end = message.find(GROUP_RANKS_END)?;
+    let start = message[..end].rfind('[')? + 1;
+    let named = RankSet::parse(&message[start..end])?;
+    (named.count() == ranks.count()).then(|| (start..end, named.iter().collect()))
+}
+
+/// `message` as `member` writes it, where `rank` wrote it: the `[Rank r]` it opens with, and
+/// the group ranks it names at `group_ranks`' span, where it names some, replaced by theirs.
+fn with_ranks(
+    message: &str,
+    rank: u32,
+    member: u32,
+    group_ranks: Option<(Range<usize>, String)>,
+) -> String {
+    let mut message = message.to_string();
+    if let Some((span, group_ranks)) = group_ranks {
+        message.replace_range(span, &group_ranks);
+    }
     match message.strip_prefix(&format!("[Rank {rank}]")) {
         Some(rest) => format!("[Rank {member}]{rest}"),
-        None => message.to_string(),
+        None => message,
     }
 }
 
