@@ -717,14 +717,29 @@ impl Finding {
     }
 
     /// This finding as only `ranks` (some of those it concerns) made it: the lowest of them its
-    /// `rank`, its message opening with that rank's `[Rank r]`, the others in `stands_for`.
+    /// `rank`, its message opening with that rank's `[Rank r]` and naming only their ranks in
+    /// their process group where it names the group ranks of all it concerns, the others in
+    /// `stands_for`.
     pub fn narrowed_to(&self, ranks: RankSet) -> Finding {
         let (Some(rank), Some(lowest)) = (self.rank, ranks.first()) else {
             return self.clone();
         };
+        let concerned = if self.stands_for.is_empty() {
+            RankSet::range(rank, rank)
+        } else {
+            self.stands_for.clone()
+        };
+        let group_ranks = group_ranks_named(&self.message, &concerned).map(|(span, named)| {
+            let kept = concerned
+                .iter()
+                .zip(named)
+                .filter(|&(concerned, _)| ranks.contains(concerned))
+                .map(|(_, group_rank)| group_rank);
+            (span, RankSet::from_ranks(kept).to_string())
+        });
         Finding {
             rank: Some(lowest),
-            message: with_ranks(&self.message, rank, lowest, None),
+            message: with_ranks(&self.message, rank, lowest, group_ranks),
             stands_for: if ranks.count() > 1 {
                 ranks
             } else {
