@@ -995,14 +995,20 @@ impl Timeline {
 /// record made for several ranks names all of theirs there (`[1-3]`).
 const GROUP_RANKS_END: &str = "] is setting up NCCL communicator";
 
+/// Where `message` names ranks in their process group (PyTorch's `[r]` of a store timeout,
+/// R29: `[1-3]` in a record made for several ranks), and which; `None` where it names none.
+pub fn group_ranks_in(message: &str) -> Option<(Range<usize>, RankSet)> {
+    let end = message.find(GROUP_RANKS_END)?;
+    let start = message[..end].rfind('[')? + 1;
+    Some((start..end, RankSet::parse(&message[start..end])?))
+}
+
 /// Where `message`, written for `ranks`, names their ranks in their process group (one per
 /// rank, in the same order), and those group ranks; `None` where it names none, or not one
 /// per rank.
 fn group_ranks_named(message: &str, ranks: &RankSet) -> Option<(Range<usize>, Vec<u32>)> {
-    let end = message.find(GROUP_RANKS_END)?;
-    let start = message[..end].rfind('[')? + 1;
-    let named = RankSet::parse(&message[start..end])?;
-    (named.count() == ranks.count()).then(|| (start..end, named.iter().collect()))
+    let (span, named) = group_ranks_in(message)?;
+    (named.count() == ranks.count()).then(|| (span, named.iter().collect()))
 }
 
 /// `message` as `member` writes it, where `rank` wrote it: the `[Rank r]` it opens with, and
