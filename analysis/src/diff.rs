@@ -648,7 +648,8 @@ fn findings_only_in(first: &Timeline, second: &Timeline) -> Vec<Finding> {
 }
 
 /// The findings of one side as the report prints them: a finding names every rank it stands
-/// for, and findings that differ only in the `[Rank r]` they open with are one line.
+/// for, and findings that differ only in the `[Rank r]` they open with (and the group ranks a
+/// store timeout names) are one line.
 fn finding_lines(findings: &[Finding]) -> Vec<String> {
     crate::text::merge_by_rank(
         findings

@@ -3,8 +3,9 @@
 use crate::metrics::{CollectiveMetrics, MemoryMetrics, Report, Stat};
 use sim::ranks::RankSet;
 use sim::scenario::Scenario;
-use sim::timeline::ThreadKind;
+use sim::timeline::{group_ranks_in, ThreadKind};
 use sim::units::{format_size, format_size_readable};
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// The seed and every resolved parameter, printed before results so that a run can be replayed
@@ -427,45 +428,68 @@ fn for_ranks(rank: u32, ranks: &RankSet, message: &str) -> String {
 }
 
 /// The records as the report lists them, in order of first appearance: records under the same
-/// key whose messages differ only in the `[Rank r]` they open with — the watchdog lines and
-/// findings of ranks that did the same but were not folded together (each its own class: drawn
-/// kernel jitter, docs/scale.md) — become one line naming all their ranks; `per_rank`
-/// (`run --detail ranks`) lists each.
+/// key whose messages differ only in the `[Rank r]` they open with and the ranks in their
+/// process group they name (a store timeout's `[1] is setting up …`, R29) — the watchdog lines
+/// and findings of ranks that did the same but were not folded together (each its own class:
+/// drawn kernel jitter, docs/scale.md) — become one line naming all their ranks and group ranks;
+/// `per_rank` (`run --detail ranks`) lists each.
 pub(crate) fn merge_by_rank<'a, K: PartialEq>(
     records: impl Iterator<Item = (K, Option<u32>, &'a RankSet, &'a str)>,
     per_rank: bool,
 ) -> Vec<(K, String)> {
-    // (key, the message after its `[Rank r]`, the first record's rank and message, ranks).
-    type Group<'a, K> = (K, Option<&'a str>, (Option<u32>, &'a str), RankSet);
+    // (key, the first record's rank and message, ranks, group ranks named).
+    type Group<'a, K> = (K, (Option<u32>, &'a str), RankSet, Option<RankSet>);
     let mut groups: Vec<Group<'a, K>> = Vec::new();
-    let mut index: std::collections::HashMap<&'a str, Vec<usize>> = Default::default();
+    // Per message after its `[Rank r]`, its group ranks left out: the groups it may join.
+    let mut index: std::collections::HashMap<Cow<'a, str>, Vec<usize>> = Default::default();
     for (key, rank, stands_for, message) in records {
         let ranks = match rank {
             Some(rank) if stands_for.is_empty() => RankSet::range(rank, rank),
             _ => stands_for.clone(),
         };
         let rest = rank.and_then(|rank| message.strip_prefix(&format!("[Rank {rank}]")));
-        let found = match (per_rank, rest) {
-            (false, Some(rest)) => index
-                .get(rest)
+        let (shape, group_ranks) = match rest.map(|rest| (rest, group_ranks_in(rest))) {
+            Some((rest, Some((span, named)))) => {
+                let shape = format!("{}{}", &rest[..span.start], &rest[span.end..]);
+                (Some(Cow::Owned(shape)), Some(named))
+            }
+            Some((rest, None)) => (Some(Cow::Borrowed(rest)), None),
+            None => (None, None),
+        };
+        let found = match (per_rank, &shape) {
+            (false, Some(shape)) => index
+                .get(shape)
                 .and_then(|list| list.iter().copied().find(|&i| groups[i].0 == key)),
             _ => None,
         };
         match found {
-            Some(i) => groups[i].3 = groups[i].3.union(&ranks),
-            None => {
-                if let Some(rest) = rest {
-                    index.entry(rest).or_default().push(groups.len());
+            Some(i) => {
+                let group = &mut groups[i];
+                group.2 = group.2.union(&ranks);
+                if let (Some(merged), Some(named)) = (&mut group.3, &group_ranks) {
+                    *merged = merged.union(named);
                 }
-                groups.push((key, rest, (rank, message), ranks));
+            }
+            None => {
+                if let Some(shape) = shape {
+                    index.entry(shape).or_default().push(groups.len());
+                }
+                groups.push((key, (rank, message), ranks, group_ranks));
             }
         }
     }
     groups
         .into_iter()
-        .map(|(key, rest, (rank, message), ranks)| {
-            let text = match (rank, rest) {
-                (Some(rank), _) if ranks.count() > 1 => for_ranks(rank, &ranks, message),
+        .map(|(key, (rank, message), ranks, group_ranks)| {
+            let text = match rank {
+                Some(rank) if ranks.count() > 1 => {
+                    let mut message = message.to_string();
+                    if let (Some((span, _)), Some(merged)) = (group_ranks_in(&message), group_ranks)
+                    {
+                        message.replace_range(span, &merged.to_string());
+                    }
+                    for_ranks(rank, &ranks, &message)
+                }
                 _ => message.to_string(),
             };
             (key, text)

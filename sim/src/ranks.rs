@@ -42,6 +42,14 @@ impl RankSet {
         }
     }
 
+    /// The set `text` names as [`RankSet`]'s `Display` writes it (`0-2,4-99999`), or `None`
+    /// for text it does not write (out of order, overlapping, adjacent ranges, not ranges).
+    pub fn parse(text: &str) -> Option<RankSet> {
+        let ranges = parse_ranges(text).ok()?;
+        let set = RankSet(ranges.iter().map(|r| [*r.start(), *r.end()]).collect());
+        (set.is_well_formed() && set.to_string() == text).then_some(set)
+    }
+
     /// Every rank of both sets.
     pub fn union(&self, other: &RankSet) -> RankSet {
         let mut ranges: Vec<[u32; 2]> = self.0.iter().chain(&other.0).copied().collect();
@@ -194,6 +202,10 @@ mod tests {
         assert_eq!(set.count(), 6);
         assert_eq!(set.named(), "ranks 0-2,4-5,99999 (6 ranks)");
         assert_eq!(RankSet::from_ranks([3]).named(), "rank 3");
+        assert_eq!(RankSet::parse("0-2,4-5,99999"), Some(set.clone()));
+        for unwritten in ["", "0-2,3", "4,1", "1-3,2", " 1", "x", "[1]"] {
+            assert_eq!(RankSet::parse(unwritten), None, "{unwritten:?}");
+        }
         assert_eq!(RankSet::default().named(), "no rank");
         assert_eq!(
             RankSet::range(0, 99_998).named(),

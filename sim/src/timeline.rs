@@ -14,6 +14,7 @@ pub use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ops::Range;
 pub use summary::*;
 
 mod summary;
@@ -716,14 +717,29 @@ impl Finding {
     }
 
     /// This finding as only `ranks` (some of those it concerns) made it: the lowest of them its
-    /// `rank`, its message opening with that rank's `[Rank r]`, the others in `stands_for`.
+    /// `rank`, its message opening with that rank's `[Rank r]` and naming only their ranks in
+    /// their process group where it names the group ranks of all it concerns, the others in
+    /// `stands_for`.
     pub fn narrowed_to(&self, ranks: RankSet) -> Finding {
         let (Some(rank), Some(lowest)) = (self.rank, ranks.first()) else {
             return self.clone();
         };
+        let concerned = if self.stands_for.is_empty() {
+            RankSet::range(rank, rank)
+        } else {
+            self.stands_for.clone()
+        };
+        let group_ranks = group_ranks_named(&self.message, &concerned).map(|(span, named)| {
+            let kept = concerned
+                .iter()
+                .zip(named)
+                .filter(|&(concerned, _)| ranks.contains(concerned))
+                .map(|(_, group_rank)| group_rank);
+            (span, RankSet::from_ranks(kept).to_string())
+        });
         Finding {
             rank: Some(lowest),
-            message: with_rank(&self.message, rank, lowest),
+            message: with_ranks(&self.message, rank, lowest, group_ranks),
             stands_for: if ranks.count() > 1 {
                 ranks
             } else {
@@ -925,12 +941,20 @@ impl Timeline {
                 flight_recorder.extend(dump.cloned());
                 continue;
             }
-            for member in class.stands_for.iter() {
+            let group_ranks: Vec<_> = class
+                .exceptions
+                .iter()
+                .map(|exception| group_ranks_named(&exception.message, &class.stands_for))
+                .collect();
+            for (index, member) in class.stands_for.iter().enumerate() {
                 let mut copy = class.clone();
                 copy.rank = member;
                 copy.stands_for = RankSet::default();
-                for exception in &mut copy.exceptions {
-                    exception.message = with_rank(&exception.message, class.rank, member);
+                for (exception, named) in copy.exceptions.iter_mut().zip(&group_ranks) {
+                    let own = named
+                        .as_ref()
+                        .map(|(span, named)| (span.clone(), named[index].to_string()));
+                    exception.message = with_ranks(&exception.message, class.rank, member, own);
                 }
                 ranks.push(copy);
                 if let Some(dump) = dump {
@@ -966,11 +990,42 @@ impl Timeline {
     }
 }
 
-/// `message` as `member` writes it, where `rank` wrote it: the `[Rank r]` it opens with.
-fn with_rank(message: &str, rank: u32, member: u32) -> String {
+/// What follows PyTorch's `[r]`, the rank in the process group, in the words of a store
+/// timeout (`broadcastUniqueNCCLID`, R29; `sim/src/engine/failure/store.rs` writes them): a
+/// record made for several ranks names all of theirs there (`[1-3]`).
+const GROUP_RANKS_END: &str = "] is setting up NCCL communicator";
+
+/// Where `message` names ranks in their process group (PyTorch's `[r]` of a store timeout,
+/// R29: `[1-3]` in a record made for several ranks), and which; `None` where it names none.
+pub fn group_ranks_in(message: &str) -> Option<(Range<usize>, RankSet)> {
+    let end = message.find(GROUP_RANKS_END)?;
+    let start = message[..end].rfind('[')? + 1;
+    Some((start..end, RankSet::parse(&message[start..end])?))
+}
+
+/// Where `message`, written for `ranks`, names their ranks in their process group (one per
+/// rank, in the same order), and those group ranks; `None` where it names none, or not one
+/// per rank.
+fn group_ranks_named(message: &str, ranks: &RankSet) -> Option<(Range<usize>, Vec<u32>)> {
+    let (span, named) = group_ranks_in(message)?;
+    (named.count() == ranks.count()).then(|| (span, named.iter().collect()))
+}
+
+/// `message` as `member` writes it, where `rank` wrote it: the `[Rank r]` it opens with, and
+/// the group ranks it names at `group_ranks`' span, where it names some, replaced by theirs.
+fn with_ranks(
+    message: &str,
+    rank: u32,
+    member: u32,
+    group_ranks: Option<(Range<usize>, String)>,
+) -> String {
+    let mut message = message.to_string();
+    if let Some((span, group_ranks)) = group_ranks {
+        message.replace_range(span, &group_ranks);
+    }
     match message.strip_prefix(&format!("[Rank {rank}]")) {
         Some(rest) => format!("[Rank {member}]{rest}"),
-        None => message.to_string(),
+        None => message,
     }
 }
 

@@ -150,3 +150,49 @@ fn a_large_job_with_three_stragglers_costs_about_four_ranks() {
         .iter()
         .all(|r| r.collectives[0].last_rank == Some(4000)));
 }
+
+#[test]
+fn a_caught_store_timeout_expands_to_each_member_s_own_group_rank_r29() {
+    // The roots of the lazily created world and odd groups die before publishing the NCCL
+    // unique id; the others' store.get times out, is caught, and the retry times out again.
+    // PyTorch's words name the rank in the process group: rank 5 is the odd group's 2. The
+    // expanded copies once all said the class's lowest member's `[1]`.
+    let caught = |group: &str, members: &str, root: u32| {
+        format!(
+            "[[op]]\nlabel = \"ar_{group}\"\nall_reduce = \"x\"\ngroup = \"{group}\"\nranks = [{members}]\ncatch = true\n\
+             [[op]]\nall_reduce = \"x\"\ngroup = \"{group}\"\nranks = [{members}]\ncatch = true\n\
+             [[fault]]\nranks = [{root}]\nat = \"ar_{group}\"\nkind = \"die\"\n"
+        )
+    };
+    let text = format!(
+        "[cluster]\nranks = 8\n[groups.world]\ntimeout_s = 1\n[groups.odd]\nranks = [1, 3, 5, 7]\ntimeout_s = 1\n\
+         [tensors]\nx = \"1MiB\"\n{}{}[[op]]\nkernel = {{ us = 5 }}\n",
+        caught("world", "2, 4, 6", 2),
+        caught("odd", "1, 3, 5, 7", 1),
+    );
+    let scenario = parse("caught.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(assert_exact("caught store timeouts", &scenario) < 8);
+    let (folded, _) = simulate_with(&scenario, options(true));
+    let expanded = folded.expand();
+    let messages = |rank: usize| -> Vec<&str> {
+        expanded.ranks[rank]
+            .exceptions
+            .iter()
+            .map(|e| e.message.split(" is setting up").next().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        messages(5),
+        [
+            "[Rank 5] DistBackendError: [2]",
+            "[Rank 5] DistBackendError: [2]"
+        ]
+    );
+    assert_eq!(
+        messages(6),
+        [
+            "[Rank 6] DistBackendError: [6]",
+            "[Rank 6] DistBackendError: [6]"
+        ]
+    );
+}

@@ -1226,3 +1226,31 @@ fn the_findings_count_is_the_lines_it_heads_when_ranks_are_not_folded() {
     assert_eq!(count, 2, "{findings}");
     assert!(findings.contains("(63 ranks)"), "{findings}");
 }
+
+#[test]
+fn unfolded_store_timeouts_are_one_line_naming_every_group_rank_r29() {
+    // Drawn kernel jitter: every rank a class of its own, each store timeout's words naming its
+    // own group rank (`[5] is setting up …`). They printed one watchdog line and one finding per
+    // rank (3.5 MB at 4,096 ranks) where the folded run prints one of each.
+    let report = |jitter: bool| {
+        let mut args = vec![
+            "run",
+            "scenarios/rank0_crash_init.toml",
+            "--set",
+            "cluster.ranks=64",
+        ];
+        if jitter {
+            args.extend(["--set", "cluster.kernel_jitter_pct=1"]);
+        }
+        crate::util::stdout(&crate::util::c10dsim(&args))
+    };
+    let (folded, jittered) = (report(false), report(true));
+    let section = |text: &str| text.split_once("\nwatchdog, ").unwrap().1.to_string();
+    assert_eq!(section(&jittered), section(&folded));
+    assert!(
+        folded.contains(
+            "\n  [StoreTimeout] [Ranks 1-63 (63 ranks)] DistBackendError: [1-63] is setting up NCCL communicator"
+        ),
+        "{folded}"
+    );
+}

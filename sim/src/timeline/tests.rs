@@ -153,3 +153,43 @@ fn a_kernel_that_ends_before_it_starts_is_refused() {
         .unwrap_err()
         .contains("a kernel ends at"));
 }
+
+#[test]
+fn a_finding_narrowed_to_some_of_its_ranks_names_only_their_group_ranks_r29() {
+    // Ranks 3, 5 and 7 of a group [1, 3, 5, 7] whose root died: their group ranks 1-3. Narrowed
+    // to ranks 5 and 7 (`diff`: only they lack it on the other side), it once still said
+    // `[1-3]` after their `[Rank 5]`.
+    let store_timeout = |rank: u32, stands_for: RankSet, group_ranks: &str| {
+        Finding {
+        kind: FindingKind::StoreTimeout,
+        rank: Some(rank),
+        iteration: Some(0),
+        op: Some(0),
+        stream: None,
+        message: format!("[Rank {rank}] DistBackendError: [{group_ranks}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0'"),
+        stands_for,
+    }
+    };
+    let class = store_timeout(3, RankSet::from_ranks([3, 5, 7]), "1-3");
+    assert_eq!(
+        class.narrowed_to(RankSet::from_ranks([5, 7])),
+        store_timeout(5, RankSet::from_ranks([5, 7]), "2-3")
+    );
+    assert_eq!(
+        class.narrowed_to(RankSet::from_ranks([3, 7])),
+        store_timeout(3, RankSet::from_ranks([3, 7]), "1,3")
+    );
+    assert_eq!(
+        class.narrowed_to(RankSet::from_ranks([7])),
+        store_timeout(7, RankSet::default(), "3")
+    );
+    // A message that names no group ranks keeps all but its `[Rank r]`.
+    let other = Finding {
+        message: "[Rank 3] Watchdog caught collective operation timeout".into(),
+        ..class
+    };
+    assert_eq!(
+        other.narrowed_to(RankSet::from_ranks([5])).message,
+        "[Rank 5] Watchdog caught collective operation timeout"
+    );
+}

@@ -84,7 +84,7 @@ impl Failure<'_> {
             kind: FindingKind::StoreTimeout,
             rank,
             about: FindingAbout::Call(op),
-            message: for_class,
+            message: for_class.clone(),
         });
         if !self.scenario.ops[op].catch {
             self.exit_uncaught(rank, group, now_ns, out);
@@ -94,8 +94,16 @@ impl Failure<'_> {
             // The next try takes the process group's next key (`ncclCommCounter_`).
             *self.store_attempts.entry((rank, group)).or_default() += 1;
         }
-        out.push(Command::caught_backend_error(rank, op, &message, now_ns));
+        // A folded run's rank is its whole class: its exception names the class's group ranks,
+        // which `Timeline::expand` gives each member its own of.
+        let caught = if self.classes.folded() {
+            &for_class
+        } else {
+            &message
+        };
+        out.push(Command::caught_backend_error(rank, op, caught, now_ns));
     }
+
     /// The key `store.get` waits on: a pair's `<low>:<high>`, else how many communicators
     /// of the group this process began to create before (ProcessGroupNCCL's
     /// `ncclCommCounter_`: a caught raise's try counts).
