@@ -883,6 +883,15 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
     assert_eq!(ops, [0, 1]);
     assert_eq!(rank.collectives.len(), 1);
     assert_eq!(rank.unfinished_iteration, Some(0));
+    // PyTorch counts a segment once cudaMalloc returned it: the refused one is in no peak.
+    let a_bytes = 100 << 20;
+    assert_eq!(
+        (
+            rank.memory.peak_reserved_bytes,
+            rank.memory.peak_allocated_bytes
+        ),
+        (a_bytes, a_bytes)
+    );
 
     // Before the program: the up-front tensor the GPU refuses.
     let mut device = FakeDevice {
@@ -899,6 +908,7 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
     );
     assert_eq!(log.findings[0].op, None);
     assert!(device.calls.is_empty(), "{:?}", device.calls);
+    assert_eq!(log.memory, MemoryPeaks::default(), "nothing was obtained");
 }
 
 /// A bucketed collective's buffers are booked before the program, after the tensors, as DDP's
