@@ -1083,8 +1083,9 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// `torch.empty` on the op's stream (R17), once per tensor of a list: each from the
-    /// stream's cache, a new segment, or — at the capacity — after releasing the cache: the
-    /// host first waits for the whole device, unless expandable segments (R20).
+    /// stream's cache, a new segment, or — at the capacity, or where the GPU refused the new
+    /// segment — after releasing the cache: the host first waits for the whole device, unless
+    /// expandable segments (R20).
     fn alloc(
         &mut self,
         iteration: u32,
@@ -1122,7 +1123,7 @@ impl<'a, D: Device> Executor<'a, D> {
         let mut gpu_refusal = None;
         // At most one release: after it the request fits a new segment or never will (R20).
         for released in [false, true] {
-            let step = if released {
+            let mut step = if released {
                 self.memory
                     .allocate_after_release(tensor, size_bytes, stream)
             } else {
@@ -1131,11 +1132,12 @@ impl<'a, D: Device> Executor<'a, D> {
             if let AllocStep::NewSegment { place, bytes } = step {
                 match self.device.malloc(place.segment, bytes, false) {
                     Ok(()) => return Ok(()),
-                    // PyTorch counts a segment only once `cudaMalloc` returned it.
+                    // PyTorch counts a segment only once `cudaMalloc` returned it, and its
+                    // `malloc` takes a refusal as no room: the cache is released and the
+                    // segment asked for again, once (`release_cached_blocks`, R20).
                     Err(HwError::OutOfMemory(refused)) => {
                         gpu_refusal = Some(refused);
-                        self.memory.refuse_new_segment();
-                        break;
+                        step = self.memory.refuse_new_segment();
                     }
                     Err(error) => return Err(error),
                 }

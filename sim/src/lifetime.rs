@@ -224,7 +224,8 @@ pub enum AllocStep {
         place: Place,
         bytes: u64,
     },
-    /// The capacity is reached: wait for [`TensorMemory::pending_events`], call
+    /// The capacity is reached, or the device refused the new segment
+    /// ([`TensorMemory::refuse_new_segment`]): wait for [`TensorMemory::pending_events`], call
     /// [`TensorMemory::release_cache`], then ask [`TensorMemory::allocate_after_release`]. With `synchronises` the release frees
     /// at least one segment with `cudaFree`, which waits for the whole device; without it,
     /// it waits for the pending events alone: expandable segments unmap pages without
