@@ -434,7 +434,7 @@ impl<'a, D: Device> Executor<'a, D> {
             call_collective: None,
             waiting_on: None,
             log: RunLog::default(),
-            memory: Memory::new(scenario, plan.rank),
+            memory: Memory::unbooked(scenario, plan.rank),
         }
     }
 
@@ -443,11 +443,11 @@ impl<'a, D: Device> Executor<'a, D> {
     /// `sim::pg` runs in `init_process_group` (R8, eager init) are run. A bucket buffer is only
     /// booked: the bucket's NCCL call moves the list's own buffer (docs/hw.md).
     pub fn setup(&mut self) -> Result<(), HwError> {
-        let mut static_steps = self.memory.static_steps().into_iter().peekable();
         // Which tensor of its list each step makes (0 for a plain tensor or a bucket buffer).
         let mut previous = None;
         let mut made = 0;
-        while let Some((owner, step)) = static_steps.next() {
+        // Booked one at a time, so that a segment the GPU refuses is the last one booked.
+        while let Some((owner, step)) = self.memory.allocate_up_front() {
             made = if previous == Some(owner) { made + 1 } else { 0 };
             previous = Some(owner);
             match step {
@@ -455,6 +455,8 @@ impl<'a, D: Device> Executor<'a, D> {
                     match self.device.malloc(place.segment, bytes, true) {
                         Ok(()) => {}
                         Err(HwError::OutOfMemory(refused)) => {
+                            // Nothing is freed before the program: no release can help.
+                            self.memory.refuse_new_segment();
                             self.up_front_out_of_memory(owner, made, Some(&refused));
                             return Ok(());
                         }
@@ -470,7 +472,7 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             // A list is bound once, after its last tensor.
             if let UpFront::Tensor(tensor) = owner {
-                if static_steps.peek().is_none_or(|&(next, _)| next != owner) {
+                if made + 1 == self.scenario.tensors[tensor].count {
                     self.device.bind(tensor, self.memory.place(tensor));
                 }
             }
@@ -1081,8 +1083,9 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// `torch.empty` on the op's stream (R17), once per tensor of a list: each from the
-    /// stream's cache, a new segment, or — at the capacity — after releasing the cache: the
-    /// host first waits for the whole device, unless expandable segments (R20).
+    /// stream's cache, a new segment, or — at the capacity, or where the GPU refused the new
+    /// segment — after releasing the cache: the host first waits for the whole device, unless
+    /// expandable segments (R20).
     fn alloc(
         &mut self,
         iteration: u32,
@@ -1116,35 +1119,33 @@ impl<'a, D: Device> Executor<'a, D> {
         let size_bytes = self.scenario.tensors[tensor].size_bytes;
         let count = self.scenario.tensors[tensor].count;
         let list_position = self.memory.list_position_text(tensor, count);
+        // The GPU's words, where it refused the new segment the books had room for.
+        let mut gpu_refusal = None;
         // At most one release: after it the request fits a new segment or never will (R20).
         for released in [false, true] {
-            let step = if released {
+            let mut step = if released {
                 self.memory
                     .allocate_after_release(tensor, size_bytes, stream)
             } else {
                 self.memory.allocate(tensor, size_bytes, stream)
             };
+            if let AllocStep::NewSegment { place, bytes } = step {
+                match self.device.malloc(place.segment, bytes, false) {
+                    Ok(()) => return Ok(()),
+                    // PyTorch counts a segment only once `cudaMalloc` returned it, and its
+                    // `malloc` takes a refusal as no room: the cache is released and the
+                    // segment asked for again, once (`release_cached_blocks`, R20).
+                    Err(HwError::OutOfMemory(refused)) => {
+                        gpu_refusal = Some(refused);
+                        step = self.memory.refuse_new_segment();
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
             match step {
                 AllocStep::Cached(_) => return Ok(()),
-                AllocStep::NewSegment { place, bytes } => {
-                    let Err(error) = self.device.malloc(place.segment, bytes, false) else {
-                        return Ok(());
-                    };
-                    let HwError::OutOfMemory(refused) = error else {
-                        return Err(error);
-                    };
-                    let pytorch_text = self.pytorch_out_of_memory_text(size_bytes, Some(&refused));
-                    let asked = (op, size_bytes, list_position.as_str());
-                    let refused = gpu_refused(&refused);
-                    return Err(self.out_of_memory(
-                        iteration,
-                        stream,
-                        &pytorch_text,
-                        asked,
-                        &refused,
-                    ));
-                }
-                AllocStep::NeedsRelease { synchronises } => {
+                AllocStep::NewSegment { .. } => unreachable!("asked of the GPU above"),
+                AllocStep::NeedsRelease { synchronises } if !released => {
                     // synchronize_and_free_events: recordStream's events first, even with
                     // expandable segments (R19, R20).
                     for event in self.memory.pending_events() {
@@ -1169,18 +1170,14 @@ impl<'a, D: Device> Executor<'a, D> {
                         segments_freed: segments.len() as u32,
                     });
                 }
-                AllocStep::OutOfMemory => break,
+                AllocStep::NeedsRelease { .. } | AllocStep::OutOfMemory => break,
             }
         }
-        let pytorch_text = self.pytorch_out_of_memory_text(size_bytes, None);
+        let pytorch_text = self.pytorch_out_of_memory_text(size_bytes, gpu_refusal.as_deref());
         let asked = (op, size_bytes, list_position.as_str());
-        Err(self.out_of_memory(
-            iteration,
-            stream,
-            &pytorch_text,
-            asked,
-            CACHE_RELEASE_DID_NOT_HELP,
-        ))
+        let refused = (gpu_refusal.as_deref())
+            .map_or_else(|| CACHE_RELEASE_DID_NOT_HELP.to_string(), gpu_refused);
+        Err(self.out_of_memory(iteration, stream, &pytorch_text, asked, &refused))
     }
 
     /// `torch.empty` at `op` raised PyTorch's `OutOfMemoryError` (`pytorch_text`, then what was

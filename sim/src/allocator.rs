@@ -113,6 +113,8 @@ pub struct CachingAllocator {
     reserved_bytes: u64,
     allocated_bytes: u64,
     peaks: MemoryPeaks,
+    /// The peaks before the last new segment was booked, for [`Self::refuse_new_segment`].
+    peaks_before_new_segment: MemoryPeaks,
 }
 
 fn rounded(size_bytes: u64) -> u64 {
@@ -139,6 +141,7 @@ impl CachingAllocator {
             reserved_bytes: 0,
             allocated_bytes: 0,
             peaks: MemoryPeaks::default(),
+            peaks_before_new_segment: MemoryPeaks::default(),
         }
     }
 
@@ -165,13 +168,40 @@ impl CachingAllocator {
         }
         match self.new_segment(size, stream) {
             Some(block) => Allocation::NewSegment(block),
-            // PyTorch's `malloc` releases every wholly free segment and retries whether or not
-            // that makes room; only the retry's failure raises.
-            None if (0..self.segments.len()).any(|index| self.wholly_free(index)) => {
-                Allocation::NeedsRelease
-            }
-            None => Allocation::OutOfMemory,
+            None => self.without_room(),
         }
+    }
+
+    /// What a request that got no new segment needs: PyTorch's `malloc` releases every wholly
+    /// free segment and retries whether or not that makes room; only the retry's failure
+    /// raises.
+    fn without_room(&self) -> Allocation {
+        if (0..self.segments.len()).any(|index| self.wholly_free(index)) {
+            Allocation::NeedsRelease
+        } else {
+            Allocation::OutOfMemory
+        }
+    }
+
+    /// The device refused the segment whose first block is `block`, the one the last request
+    /// booked ([`Allocation::NewSegment`], nothing booked since): PyTorch counts a segment only
+    /// once `cudaMalloc` returned it, so the books drop it — reserved and allocated bytes and
+    /// their peaks as before the request — and say what the request needs now, as
+    /// [`Self::allocate`] says it where the capacity leaves no room.
+    pub fn refuse_new_segment(&mut self, block: BlockId) -> Allocation {
+        let segment = self.segments.pop().expect("a segment was booked");
+        debug_assert_eq!(
+            segment.blocks.first(),
+            Some(&block),
+            "the last segment booked"
+        );
+        self.reserved_bytes -= segment.size_bytes;
+        self.allocated_bytes -= self.blocks[block as usize].size_bytes;
+        // Its first block and the rest split off it, the last blocks made.
+        self.blocks.truncate(block as usize);
+        self.peaks.peak_reserved_bytes = self.peaks_before_new_segment.peak_reserved_bytes;
+        self.peaks.peak_allocated_bytes = self.peaks_before_new_segment.peak_allocated_bytes;
+        self.without_room()
     }
 
     /// The retry after [`CachingAllocator::release_cached`] (R20): PyTorch's
@@ -192,6 +222,7 @@ impl CachingAllocator {
         if self.reserved_bytes + new_bytes > self.capacity_bytes {
             return None;
         }
+        self.peaks_before_new_segment = self.peaks;
         self.reserved_bytes += new_bytes;
         self.peaks.peak_reserved_bytes = self.peaks.peak_reserved_bytes.max(self.reserved_bytes);
         let segment = self.segments.len() as u32;
@@ -482,5 +513,38 @@ mod tests {
             Allocation::NewSegment(_)
         ));
         assert_eq!(pool.peaks().cache_releases, 1);
+    }
+
+    #[test]
+    fn a_refused_segment_leaves_the_books_as_they_were() {
+        let mut pool = CachingAllocator::new(1 << 30);
+        let Allocation::NewSegment(a) = pool.allocate(30 * MIB, 0) else {
+            panic!()
+        };
+        pool.free(a);
+        let before = pool.peaks();
+        // 3 MiB on another stream: a 20 MiB segment, split.
+        let Allocation::NewSegment(b) = pool.allocate(3 * MIB, 1) else {
+            panic!()
+        };
+        assert_eq!(pool.peaks().peak_reserved_bytes, 50 * MIB);
+        // The device refused it: a's cached segment can be released before asking again.
+        assert_eq!(pool.refuse_new_segment(b), Allocation::NeedsRelease);
+        assert_eq!(pool.peaks(), before);
+        assert_eq!(
+            (pool.reserved_bytes(), pool.allocated_bytes()),
+            (30 * MIB, 0)
+        );
+        // Asked again, it is booked as if the refused one had never been.
+        assert_eq!(pool.allocate(3 * MIB, 1), Allocation::NewSegment(b));
+        assert_eq!(pool.region(b).segment, 1);
+        assert_eq!(pool.allocate(3 * MIB, 1), Allocation::Cached(b + 1));
+        // Once a's segment is released, nothing is wholly free: a refusal cannot be helped.
+        assert_eq!(pool.release_cached(), 1);
+        let Allocation::NewSegment(c) = pool.allocate(40 * MIB, 1) else {
+            panic!()
+        };
+        assert_eq!(pool.refuse_new_segment(c), Allocation::OutOfMemory);
+        assert_eq!(pool.peaks().peak_reserved_bytes, 50 * MIB);
     }
 }

@@ -27,7 +27,7 @@ use crate::timeline::StreamRef;
 use crate::units::format_size_as_pytorch;
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 /// A tensor's blocks: one, unless it is a list (`count` > 1), so kept without a heap
 /// allocation for each collective that stashes it.
@@ -79,9 +79,14 @@ pub struct TensorMemory<E> {
     in_use: HashMap<BlockId, u32>,
     /// Segments allocated and not released.
     live_segments: BTreeSet<u32>,
-    /// What the allocations that live for the whole run need, in order: one step per tensor of
-    /// a list, then one per bucket buffer.
+    /// The allocations that live for the whole run and are not booked yet, in order: one per
+    /// tensor of a list, then one per bucket buffer, with their bytes.
+    up_front: VecDeque<(UpFront, u64)>,
+    /// What the up-front allocations [`TensorMemory::new`] booked needed, in order.
     static_steps: Vec<(UpFront, AllocStep)>,
+    /// Who the segment the last allocation booked went to, while the device may still refuse
+    /// it ([`TensorMemory::refuse_new_segment`]).
+    last_new_segment: Option<(Holder, BlockId)>,
     /// `expandable_segments:True`: a cache release neither synchronises nor frees (R20).
     expandable_segments: bool,
 }
@@ -219,7 +224,8 @@ pub enum AllocStep {
         place: Place,
         bytes: u64,
     },
-    /// The capacity is reached: wait for [`TensorMemory::pending_events`], call
+    /// The capacity is reached, or the device refused the new segment
+    /// ([`TensorMemory::refuse_new_segment`]): wait for [`TensorMemory::pending_events`], call
     /// [`TensorMemory::release_cache`], then ask [`TensorMemory::allocate_after_release`]. With `synchronises` the release frees
     /// at least one segment with `cudaFree`, which waits for the whole device; without it,
     /// it waits for the pending events alone: expandable segments unmap pages without
@@ -238,6 +244,16 @@ impl<E: Copy> TensorMemory<E> {
     /// them. A rank that never runs a bucketed op (`ranks`, a group it is not a member of)
     /// never builds its DDP Reducer, so holds none of its buffers.
     pub fn new(scenario: &Scenario, rank: u32) -> TensorMemory<E> {
+        let mut memory = TensorMemory::unbooked(scenario, rank);
+        let steps = std::iter::from_fn(|| memory.allocate_up_front()).collect();
+        memory.static_steps = steps;
+        memory
+    }
+
+    /// `rank`'s books as [`TensorMemory::new`] makes them, but with none of the up-front
+    /// allocations booked yet: [`TensorMemory::allocate_up_front`] books them one at a time,
+    /// for an engine whose device may refuse a segment ([`TensorMemory::refuse_new_segment`]).
+    pub fn unbooked(scenario: &Scenario, rank: u32) -> TensorMemory<E> {
         let mut memory = TensorMemory {
             allocator: CachingAllocator::new(scenario.memory.capacity_bytes),
             lifetime: scenario.memory.lifetime,
@@ -252,7 +268,9 @@ impl<E: Copy> TensorMemory<E> {
             shelf: vec![Vec::new(); scenario.groups.len()],
             in_use: HashMap::default(),
             live_segments: BTreeSet::new(),
+            up_front: VecDeque::new(),
             static_steps: Vec::new(),
+            last_new_segment: None,
             expandable_segments: scenario.memory.expandable_segments,
         };
         let elements = (scenario.tensors.iter().enumerate())
@@ -281,26 +299,31 @@ impl<E: Copy> TensorMemory<E> {
                     (owner, size_bytes)
                 })
             });
-        for (owner, size_bytes) in elements.chain(buckets) {
-            let holder = match owner {
-                UpFront::Tensor(tensor) => Holder::Tensor(tensor),
-                UpFront::Bucket { op, .. } => Holder::Bucket { op },
-            };
-            let step = memory.allocate_for(holder, size_bytes, 0);
-            let fits = matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. });
-            memory.static_steps.push((owner, step));
-            if !fits {
-                // PyTorch raises at this `torch.empty`: what comes after it is never made.
-                break;
-            }
-        }
+        memory.up_front = elements.chain(buckets).collect();
         memory
     }
 
-    /// What the up-front allocations need, in order (one step per tensor of a list, then per
-    /// bucket buffer), up to the first that does not fit (its step last: nothing is freed
-    /// before the program, so no release can help it, and [`Self::out_of_memory_text`] now
-    /// says why); empty after the first call.
+    /// Books the next up-front allocation (one per tensor of a list, then per bucket buffer)
+    /// and says what it needs; `None` once all are booked, or after the first that does not
+    /// fit (nothing is freed before the program, so no release can help it, and
+    /// [`Self::out_of_memory_text`] then says why): PyTorch raises at that `torch.empty`, and
+    /// what comes after it is never made.
+    pub fn allocate_up_front(&mut self) -> Option<(UpFront, AllocStep)> {
+        let (owner, size_bytes) = self.up_front.pop_front()?;
+        let holder = match owner {
+            UpFront::Tensor(tensor) => Holder::Tensor(tensor),
+            UpFront::Bucket { op, .. } => Holder::Bucket { op },
+        };
+        let step = self.allocate_for(holder, size_bytes, 0);
+        if !matches!(step, AllocStep::Cached(_) | AllocStep::NewSegment { .. }) {
+            self.up_front.clear();
+        }
+        Some((owner, step))
+    }
+
+    /// What the up-front allocations [`TensorMemory::new`] booked needed, in order, up to the
+    /// first that does not fit (its step last, [`Self::allocate_up_front`]); empty after the
+    /// first call.
     pub fn static_steps(&mut self) -> Vec<(UpFront, AllocStep)> {
         std::mem::take(&mut self.static_steps)
     }
@@ -435,9 +458,18 @@ impl<E: Copy> TensorMemory<E> {
 
     fn allocate_for(&mut self, holder: Holder, size_bytes: u64, stream: StreamRef) -> AllocStep {
         let reserved_before = self.allocator.reserved_bytes();
+        self.last_new_segment = None;
         match self.allocator.allocate(size_bytes, stream) {
             Allocation::Cached(block) => AllocStep::Cached(self.hand_out(holder, block)),
             Allocation::NewSegment(block) => self.new_segment(holder, block, reserved_before),
+            without_room => self.step_without_room(without_room),
+        }
+    }
+
+    /// What a request the allocator found no room for (`without_room`: needs a release, or
+    /// out of memory) needs from the device.
+    fn step_without_room(&self, without_room: Allocation) -> AllocStep {
+        match without_room {
             Allocation::NeedsRelease => AllocStep::NeedsRelease {
                 synchronises: !self.expandable_segments,
             },
@@ -449,7 +481,30 @@ impl<E: Copy> TensorMemory<E> {
                     && !self.segments_free_after_pending().is_empty(),
             },
             Allocation::OutOfMemory => AllocStep::OutOfMemory,
+            Allocation::Cached(_) | Allocation::NewSegment(_) => {
+                unreachable!("{without_room:?} has room")
+            }
         }
+    }
+
+    /// The device refused the segment the last allocation booked (its step was
+    /// [`AllocStep::NewSegment`]; `cuMemAlloc`'s out of memory): PyTorch counts a segment only
+    /// once `cudaMalloc` returned it, so the books drop it — the tensor's block, reserved and
+    /// allocated bytes and their peaks as before that allocation — and say what PyTorch's
+    /// `malloc` does next: release the cache and ask again ([`AllocStep::NeedsRelease`], R20),
+    /// or raise where nothing is left to release.
+    pub fn refuse_new_segment(&mut self) -> AllocStep {
+        let (holder, block) =
+            (self.last_new_segment.take()).expect("the last allocation booked a new segment");
+        let handed = match holder {
+            Holder::Tensor(tensor) => self.blocks[tensor].pop(),
+            Holder::Bucket { .. } => self.bucket_blocks.pop().map(|(_, block)| block),
+        };
+        debug_assert_eq!(handed, Some(block), "the last block handed out");
+        let segment = self.in_use.remove(&block).expect("handed out");
+        self.live_segments.remove(&segment);
+        let without_room = self.allocator.refuse_new_segment(block);
+        self.step_without_room(without_room)
     }
 
     /// The allocation again after [`TensorMemory::release_cache`]: a new segment or out of
@@ -462,6 +517,7 @@ impl<E: Copy> TensorMemory<E> {
         stream: StreamRef,
     ) -> AllocStep {
         let reserved_before = self.allocator.reserved_bytes();
+        self.last_new_segment = None;
         match self.allocator.allocate_after_release(size_bytes, stream) {
             Allocation::NewSegment(block) => {
                 self.new_segment(Holder::Tensor(tensor), block, reserved_before)
@@ -474,6 +530,7 @@ impl<E: Copy> TensorMemory<E> {
     fn new_segment(&mut self, holder: Holder, block: BlockId, reserved_before: u64) -> AllocStep {
         let place = self.hand_out(holder, block);
         self.live_segments.insert(place.segment);
+        self.last_new_segment = Some((holder, block));
         AllocStep::NewSegment {
             place,
             bytes: self.allocator.reserved_bytes() - reserved_before,

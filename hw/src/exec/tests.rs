@@ -883,6 +883,15 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
     assert_eq!(ops, [0, 1]);
     assert_eq!(rank.collectives.len(), 1);
     assert_eq!(rank.unfinished_iteration, Some(0));
+    // PyTorch counts a segment once cudaMalloc returned it: the refused one is in no peak.
+    let a_bytes = 100 << 20;
+    assert_eq!(
+        (
+            rank.memory.peak_reserved_bytes,
+            rank.memory.peak_allocated_bytes
+        ),
+        (a_bytes, a_bytes)
+    );
 
     // Before the program: the up-front tensor the GPU refuses.
     let mut device = FakeDevice {
@@ -899,6 +908,71 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
     );
     assert_eq!(log.findings[0].op, None);
     assert!(device.calls.is_empty(), "{:?}", device.calls);
+    assert_eq!(log.memory, MemoryPeaks::default(), "nothing was obtained");
+}
+
+/// A segment the GPU refuses is not yet PyTorch's raise: `malloc` first releases the cache
+/// (`release_cached_blocks`: the device synchronised, every wholly free segment freed) and asks
+/// `cudaMalloc` again (R20); only a second refusal raises. Here the 300 MiB cached for the side
+/// stream make the room: the run goes on, one release recorded, and the peaks count the
+/// segments the GPU gave, never both at once.
+#[test]
+fn a_segment_the_gpu_refuses_is_asked_again_after_a_cache_release_r20() {
+    let text = "[cluster]\nranks = 1\n[memory]\ncapacity_gib = 1\n[streams]\nside = {}\n\
+                [tensors]\nc = \"300MiB\"\nbig = \"600MiB\"\n\
+                [[op]]\nalloc = \"c\"\nstream = \"side\"\n[[op]]\nfree = \"c\"\nstream = \"side\"\n\
+                [[op]]\nalloc = \"big\"\n[[op]]\nfree = \"big\"\n";
+    let mut device = FakeDevice {
+        gpu_bytes: Some(700 << 20),
+        ..FakeDevice::default()
+    };
+    let rank = run_fake(text, &mut device).unwrap();
+    // Every op ran.
+    assert_eq!(rank.host.len(), 4);
+    assert_eq!(rank.unfinished_iteration, None);
+    assert_eq!(
+        device.memory_calls,
+        [
+            "malloc s0 314572800",
+            "bind t0 Some(\"s0+0\")",
+            "bind t0 None",
+            "malloc s1 629145600",
+            "free s0",
+            "malloc s1 629145600",
+            "bind t1 Some(\"s1+0\")",
+            "bind t1 None",
+        ]
+    );
+    assert_eq!(rank.cache_releases.len(), 1);
+    let release = rank.cache_releases[0];
+    assert_eq!((release.op, release.segments_freed), (2, 1));
+    assert!(release.device_idle_ns.is_some());
+    assert_eq!(
+        rank.memory,
+        MemoryPeaks {
+            peak_reserved_bytes: 600 << 20,
+            peak_allocated_bytes: 600 << 20,
+            cache_releases: 1,
+        }
+    );
+
+    // c still alive: nothing to release, so the refusal raises at once, no release recorded.
+    let mut device = FakeDevice {
+        gpu_bytes: Some(700 << 20),
+        ..FakeDevice::default()
+    };
+    let free_c = "[[op]]\nfree = \"c\"\nstream = \"side\"\n";
+    let kept = text.replace(free_c, "") + free_c;
+    let log = run_fake_log(&kept, &mut device, None);
+    assert!(
+        log.findings[0]
+            .message
+            .contains("the GPU refused the new segment"),
+        "{}",
+        log.findings[0].message
+    );
+    assert!(log.cache_releases.is_empty());
+    assert_eq!(log.memory.peak_reserved_bytes, 300 << 20);
 }
 
 /// A bucketed collective's buffers are booked before the program, after the tensors, as DDP's

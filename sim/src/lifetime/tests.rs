@@ -345,6 +345,36 @@ fn a_bucketed_collective_s_buffers_are_allocated_up_front_beside_the_list_r17_r2
     );
 }
 
+/// Booked one at a time, as `hw` books them: a segment the device refuses leaves the books
+/// as they were before it — here the bucket buffer after the 1000 gradients — and, nothing
+/// being freed before the program, no release can help.
+#[test]
+fn a_refused_up_front_segment_is_dropped_from_the_books() {
+    let text = "[cluster]\nranks = 1\n[tensors]\ngrads = { size = \"25KB\", count = 1000 }\n\
+                [[op]]\nall_reduce = \"grads\"\nbucket = \"25MB\"\n";
+    let scenario = crate::scenario::parse("bucket.toml", text).unwrap();
+    let mut memory = TensorMemory::<u32>::unbooked(&scenario, 0);
+    for _ in 0..1000 {
+        let (owner, _) = memory.allocate_up_front().unwrap();
+        assert_eq!(owner, UpFront::Tensor(0));
+    }
+    let grads = memory.peaks();
+    let (owner, step) = memory.allocate_up_front().unwrap();
+    assert!(matches!(owner, UpFront::Bucket { bucket: 0, .. }));
+    assert!(matches!(step, AllocStep::NewSegment { .. }));
+    assert_eq!(memory.refuse_new_segment(), AllocStep::OutOfMemory);
+    assert_eq!(memory.peaks(), grads);
+    assert_eq!(memory.reserved_bytes(), grads.peak_reserved_bytes);
+    assert!(memory.bucket_region(0, 0).is_none());
+    // Booked whole, the same books.
+    assert_eq!(
+        TensorMemory::<u32>::new(&scenario, 0)
+            .peaks()
+            .peak_reserved_bytes,
+        50 * MIB
+    );
+}
+
 #[test]
 fn the_books_find_each_bucket_buffer_of_each_bucketed_collective_r21_r25() {
     // Two bucketed all_reduces (ops 1 and 3), of two buckets and of one, whose buffers the
