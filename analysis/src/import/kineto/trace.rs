@@ -1,6 +1,11 @@
 //! Reading a torch.profiler trace: its GPU activities, CUDA calls, collectives and steps,
 //! joined (a call to the activity it launched and to the collective it is part of) and its
 //! streams named.
+//!
+//! About 850 lines, kept as one piece: the pass over the events (`Trace::from_events`, which
+//! calls the collectives' readers, `Comm`, and sizes a coalescing block from the annotation
+//! inside it) and the linking after it (`check_and_link`) fill and read the one `Trace` being
+//! built; its tests are in `kineto/mod.rs`.
 
 use super::TraceFile;
 use crate::import::ImportError;
