@@ -993,7 +993,7 @@ impl Timeline {
 /// What follows PyTorch's `[r]`, the rank in the process group, in the words of a store
 /// timeout (`broadcastUniqueNCCLID`, R29; `sim/src/engine/failure/store.rs` writes them): a
 /// record made for several ranks names all of theirs there (`[1-3]`).
-const GROUP_RANKS_END: &str = "] is setting up NCCL communicator";
+pub(crate) const GROUP_RANKS_END: &str = "] is setting up NCCL communicator";
 
 /// Where `message` names ranks in their process group (PyTorch's `[r]` of a store timeout,
 /// R29: `[1-3]` in a record made for several ranks), and which; `None` where it names none.

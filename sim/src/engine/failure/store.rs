@@ -4,7 +4,7 @@
 use super::{ms, wake, Command, Failure, FindingAbout, RunView, Wake};
 use crate::ranks::RankSet;
 use crate::scenario::{Group, GroupId};
-use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent};
+use crate::timeline::{FindingKind, ThreadKind, WatchdogEvent, GROUP_RANKS_END};
 
 impl Failure<'_> {
     /// A rank blocked in `store.get` at `host_ns`: unless it is the root or the root already
@@ -133,7 +133,7 @@ fn unique_id_timeout(
 ) -> String {
     let root = group.ranks[0];
     format!(
-        "[Rank {rank_id}] DistBackendError: [{group_ranks}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: wait timeout after {}ms, keys: …/{key}. This may indicate a possible application crash on rank 0 or a network set up issue. (c10dsim: rank {root} never published the NCCL unique id of group {} within the group's timeout; R29)",
+        "[Rank {rank_id}] DistBackendError: [{group_ranks}{GROUP_RANKS_END} and retrieving ncclUniqueId from [0] via c10d key-value store by key '{key}', but store->get('{key}') got error: wait timeout after {}ms, keys: …/{key}. This may indicate a possible application crash on rank 0 or a network set up issue. (c10dsim: rank {root} never published the NCCL unique id of group {} within the group's timeout; R29)",
         ms(timeout_ns),
         group.name
     )
