@@ -742,10 +742,18 @@ fn set_op(document: &mut toml_edit::DocumentMut, edit: &Override) -> Result<(), 
         .get_mut("op")
         .and_then(toml_edit::Item::as_array_of_tables_mut)
         .ok_or_else(|| fail("the scenario has no [[op]] tables".to_string()))?;
-    let op = ops
+    let Some(op) = ops
         .iter_mut()
         .find(|op| op.get("label").and_then(toml_edit::Item::as_str) == Some(label))
-        .ok_or_else(|| fail(format!("no [[op]] has label = {label:?}")))?;
+    else {
+        let labels = ops
+            .iter()
+            .filter_map(|op| op.get("label").and_then(toml_edit::Item::as_str));
+        return Err(fail(format!(
+            "no [[op]] has label = {label:?}{}",
+            scenario::did_you_mean(label, labels)
+        )));
+    };
     let value = match edit.value.parse::<toml_edit::Value>() {
         Ok(value) => value,
         Err(_) => toml_edit::Value::from(edit.value.as_str()),

@@ -161,6 +161,24 @@ fn sweep_errors_name_line_and_column() {
 }
 
 #[test]
+fn a_misspelt_op_label_names_the_nearest_one() {
+    let set = |path: &str| Override {
+        path: path.to_string(),
+        value: "true".to_string(),
+    };
+    let err = apply_overrides_with_ops(BASE, &[set("op.finsh.device_sync")]).unwrap_err();
+    assert_eq!(
+        err.message,
+        "--set op.finsh.device_sync=true: no [[op]] has label = \"finsh\"; did you mean \"finish\"?"
+    );
+    let err = apply_overrides_with_ops(BASE, &[set("op.zzzzzz.device_sync")]).unwrap_err();
+    assert_eq!(
+        err.message,
+        "--set op.zzzzzz.device_sync=true: no [[op]] has label = \"zzzzzz\""
+    );
+}
+
+#[test]
 fn an_invalid_combination_fails_only_its_point() {
     let s = sweep("[sweep]\n\"tensors.x\" = [\"1KiB\", \"1KB2\"]\n", &[]).unwrap();
     assert!(s.scenario(&s.point(0)).is_ok());
