@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,230 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,260 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -208,6 +208,34 @@ fn exp_a_sweep_has_the_documented_columns_and_the_model_figures() {
             "stream interval",
         );
     }
+}
+
+/// The first rows docs/sweep-format.md shows of `scenarios/exp_a_sweep.toml`'s CSV are the rows
+/// the sweep writes, header included, every cell but the version's.
+#[test]
+fn the_documented_csv_example_is_what_the_sweep_writes() {
+    let written = sweep_to(
+        &temp("exp_a_documented.csv"),
+        &["scenarios/exp_a_sweep.toml", "--threads", "1"],
+    );
+    let written = String::from_utf8(written).unwrap();
+    let doc = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/sweep-format.md"),
+    )
+    .unwrap();
+    let example = doc
+        .split("```csv\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/sweep-format.md has a ```csv example");
+    let without_version = |line: &str| line.rsplit_once(',').unwrap().0.to_string();
+    let example: Vec<String> = example.lines().map(without_version).collect();
+    let first: Vec<String> = written
+        .lines()
+        .take(example.len())
+        .map(without_version)
+        .collect();
+    assert_eq!(example, first, "docs/sweep-format.md's example rows");
 }
 
 #[test]
