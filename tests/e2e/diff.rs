@@ -103,6 +103,20 @@ fn calibrated_on_one_set_the_simulator_predicts_the_held_out_runs() {
     assert!(median < 10.0, "median error {median}%");
     assert_eq!(agreeing, pairs);
     assert!(pairs > 100);
+    // docs/diff.md shows this command's table of fitted values as it prints it.
+    let doc = std::fs::read_to_string("docs/diff.md").unwrap();
+    let table = doc
+        .split("```\nparameter ")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .map(|rest| format!("parameter {rest}"))
+        .expect("docs/diff.md shows calibrate's table");
+    for line in table.lines() {
+        assert!(
+            text.lines().any(|printed| printed == line),
+            "docs/diff.md's line is not printed: {line:?}\n{text}"
+        );
+    }
     // The shipped profile is this calibration's output (its header comment aside).
     let shipped = std::fs::read_to_string("profiles/h200.toml").unwrap();
     let shipped: String = shipped
