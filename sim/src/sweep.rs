@@ -131,8 +131,12 @@ fn split_top_level(text: &str) -> Vec<String> {
     let mut current = String::new();
     let mut depth = 0i32;
     let mut quote: Option<char> = None;
+    let mut escaped = false;
     for c in text.chars() {
         match (quote, c) {
+            // A TOML basic string's `\"` (or `\\`) does not end it; a literal one has no escapes.
+            (Some('"'), _) if escaped => escaped = false,
+            (Some('"'), '\\') => escaped = true,
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
             (None, '"' | '\'') => quote = Some(c),

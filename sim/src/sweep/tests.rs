@@ -97,6 +97,8 @@ fn command_line_axes_add_replace_and_fix() {
     assert_eq!(s.scenario(&s.point(0)).unwrap().repeat, 3);
     let gemm = AxisArg::parse("op.g.gemm=[1,2,3], [4,5,6]").unwrap();
     assert_eq!(gemm.values, ["[1,2,3]", "[4,5,6]"]);
+    let names = AxisArg::parse(r#"name="a,b","c\"d",'e\',f"#).unwrap();
+    assert_eq!(names.values, [r#""a,b""#, r#""c\"d""#, r"'e\'", "f"]);
 }
 
 #[test]
