@@ -120,9 +120,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     args.limits.caps.check(&args.file, &base, false)?;
     let options = args.limits.engine_options();
+    let per_rank = options.per_rank_detail;
     let base_report = analysis::metrics::report(&sim::engine::simulate_with(&base, options).0);
-    let columns =
-        Columns::new(&sweep.columns(), &base_report).with_size_axes(&sweep.size_columns());
+    let columns = Columns::new(&sweep.columns(), &base_report)
+        .with_size_axes(&sweep.size_columns())
+        .with_per_rank(per_rank);
     let header = columns.header();
     // A zipped axis may be named anything: named like another column (`point`, a metric, a
     // size's `_bytes` twin) it would make two columns of one name, which readers of the CSV

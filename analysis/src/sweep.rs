@@ -239,6 +239,9 @@ pub struct Columns {
     /// Per axis: whether its values are sizes, which gain a `…_bytes` column.
     size_axes: Vec<bool>,
     metrics: Vec<String>,
+    /// Whether the findings are counted and named one per rank (`--detail ranks`), not as
+    /// `run`'s report lists them.
+    per_rank: bool,
 }
 
 impl Columns {
@@ -251,7 +254,16 @@ impl Columns {
                 .into_iter()
                 .map(|(name, _)| name)
                 .collect(),
+            per_rank: false,
         }
+    }
+
+    /// Counts and names the findings one per rank, as `run --detail ranks` lists them; without
+    /// it, as `run` lists them: the findings of ranks that found the same are one, whether the
+    /// ranks were folded into one class or each simulated on its own (docs/scale.md).
+    pub fn with_per_rank(mut self, per_rank: bool) -> Columns {
+        self.per_rank = per_rank;
+        self
     }
 
     /// Marks the axes whose values are sizes (`sim::sweep::Sweep::size_columns`): each is
@@ -314,20 +326,31 @@ impl Columns {
             Ok(timeline) => {
                 let metrics = report(timeline);
                 let cells: HashMap<String, String> = metric_cells(&metrics).into_iter().collect();
-                let error = metrics.findings.first().map_or(String::new(), |first| {
-                    let more = metrics.findings.len() - 1;
-                    let kind = first.kind.as_str();
+                // The findings as `run`'s report lists them.
+                let findings = crate::text::merge_by_rank(
+                    metrics.findings.iter().map(|finding| {
+                        (
+                            finding.kind,
+                            finding.rank,
+                            &finding.stands_for,
+                            finding.message.as_str(),
+                        )
+                    }),
+                    self.per_rank,
+                );
+                let error = findings.first().map_or(String::new(), |(kind, message)| {
+                    let more = findings.len() - 1;
+                    let kind = kind.as_str();
                     if more == 0 {
-                        format!("{kind}: {}", first.message)
+                        format!("{kind}: {message}")
                     } else {
                         format!(
-                            "{kind}: {} (and {})",
-                            first.message,
+                            "{kind}: {message} (and {})",
                             crate::text::counted(more as u64, "more finding")
                         )
                     }
                 });
-                (cells, Some(metrics.memory), Some(metrics.findings), error)
+                (cells, Some(metrics.memory), Some(findings), error)
             }
             Err(message) => (HashMap::new(), None, None, message.to_string()),
         };
@@ -352,8 +375,8 @@ impl Columns {
         match &findings {
             Some(all) => {
                 let mut by_kind = [0usize; FINDING_KINDS.len()];
-                for finding in all {
-                    by_kind[finding_column(finding.kind)] += 1;
+                for (kind, _) in all {
+                    by_kind[finding_column(*kind)] += 1;
                 }
                 row.push(all.len().to_string());
                 row.extend(by_kind.iter().map(ToString::to_string));

@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,260 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,300 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -236,6 +236,56 @@ fn the_documented_csv_example_is_what_the_sweep_writes() {
         .map(without_version)
         .collect();
     assert_eq!(example, first, "docs/sweep-format.md's example rows");
+}
+
+/// A point's findings are counted and its `error` names the first as `run`'s report lists them
+/// ("findings: 2", `[Ranks 0-2,4-7 (7 ranks)] Watchdog caught …`), whether its ranks fold into
+/// classes or, under drawn kernel jitter, are each simulated on their own; `--detail ranks`
+/// counts one per rank. Until 2026-12-07 the jittered point of `hang_10min` at 8 ranks counted
+/// 8 findings and the folded one 2, and both named only `[Rank 0]`.
+#[test]
+fn findings_are_counted_as_the_report_lists_them_folded_or_not() {
+    let args = [
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=8",
+        "--set",
+        "cluster.kernel_jitter_pct=0,1",
+    ];
+    let (_, listed) = rows(&sweep_to(&temp("findings_listed.csv"), &args));
+    let report = stdout(&c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=8",
+        "--set",
+        "cluster.kernel_jitter_pct=1",
+    ]));
+    assert!(report.contains("findings: 2\n"), "{report}");
+    for row in &listed {
+        let point = &row["point"];
+        assert_eq!(row["findings"], "2", "point {point}");
+        assert_eq!(row["findings.watchdog_timeout"], "1", "point {point}");
+        assert_eq!(row["findings.heartbeat_abort"], "1", "point {point}");
+        assert!(
+            row["error"].starts_with(
+                "watchdog_timeout: [Ranks 0-2,4-7 (7 ranks)] Watchdog caught collective operation timeout"
+            ) && row["error"].ends_with(" (and 1 more finding)"),
+            "point {point}: {}",
+            row["error"]
+        );
+    }
+    let mut per_rank_args = args.to_vec();
+    per_rank_args.extend(["--detail", "ranks"]);
+    let (_, per_rank) = rows(&sweep_to(&temp("findings_per_rank.csv"), &per_rank_args));
+    for row in &per_rank {
+        assert_eq!(row["findings"], "8", "point {}", row["point"]);
+        assert_eq!(
+            row["findings.watchdog_timeout"], "7",
+            "point {}",
+            row["point"]
+        );
+    }
 }
 
 #[test]
