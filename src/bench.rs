@@ -345,7 +345,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
         counted(u64::from(ranks), "rank"),
         counted(u64::from(iterations), "iteration")
     );
-    eprintln!("c10dsim: simulating {size} without the race detector ...");
+    note!("c10dsim: simulating {size} without the race detector ...");
     let started = Instant::now();
     let options = sim::engine::Options {
         race_detector: false,
@@ -356,7 +356,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
     let without_detector_s = started.elapsed().as_secs_f64();
     drop(without_detector);
-    eprintln!("c10dsim: simulating {size} ...");
+    note!("c10dsim: simulating {size} ...");
     let counted_from = ProcessCounters::now();
     let started = Instant::now();
     let options = sim::engine::Options {
@@ -428,7 +428,7 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
         .map_err(|error| Failure::input(format!("cannot find this program: {error}")))?;
     let mut rows = GrowingCsv::new(output, &COLUMNS.join(","))?;
     for (point, &count) in ranks.iter().enumerate() {
-        eprintln!(
+        note!(
             "c10dsim: scaling point {}/{}: {} x {}",
             point + 1,
             ranks.len(),
@@ -439,7 +439,7 @@ fn scaling(args: &BenchArgs, ranks: &[u32]) -> Result<u8, Failure> {
         rows.push(&format!("{point},{row}"))?;
     }
     if !crate::stdio::is_dash(output) {
-        eprintln!("c10dsim: wrote {}", output.display());
+        note!("c10dsim: wrote {}", output.display());
     }
     if let Some(picture) = &args.plot {
         if crate::stdio::is_dash(output) {
@@ -640,7 +640,7 @@ fn run_series(
         }
         for which in order {
             let (label, program) = &binaries[which];
-            eprintln!(
+            note!(
                 "c10dsim: run {}/{} ({label}, round {}): {} x {}",
                 run + 1,
                 runs as usize * binaries.len(),
@@ -662,7 +662,7 @@ fn run_series(
             measured
                 .events
                 .extend(field("events").and_then(|f| f.parse::<u64>().ok()));
-            eprintln!("c10dsim: {label}: {row}");
+            note!("c10dsim: {label}: {row}");
             if let Some(csv) = &mut csv {
                 csv.push(&format!("{run},{label},{round},{row}"))?;
             }
@@ -671,7 +671,7 @@ fn run_series(
     }
     if let Some(output) = &args.output {
         if !crate::stdio::is_dash(output) {
-            eprintln!("c10dsim: wrote {}", output.display());
+            note!("c10dsim: wrote {}", output.display());
         }
     }
     Ok(series)

@@ -204,7 +204,7 @@ pub fn resolve_machine(
         let (profile, profile_text) = read_profile_with_text(&file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
-        eprintln!("c10dsim: machine profile {}", file.display());
+        note!("c10dsim: machine profile {}", file.display());
         notes.push(format!("machine {}", file.display()));
         profiles.push((file.display().to_string(), profile_text));
     }
@@ -303,7 +303,7 @@ fn with_something_to_fit(
         return Err(Failure::input(reasons.join("\n")));
     }
     for reason in reasons {
-        eprintln!("c10dsim: {reason}; left out of the fit");
+        note!("c10dsim: {reason}; left out of the fit");
     }
     Ok(kept)
 }
@@ -385,7 +385,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
             Some(gpu) => format!("cluster.gpu is the prior's, {gpu}"),
             None => "the profile names no cluster.gpu".to_string(),
         };
-        eprintln!(
+        note!(
             "c10dsim: the runs were measured on different GPUs ({gpus}): each fitted value \
              is fitted across them all, and {gpu}"
         );
@@ -436,7 +436,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     }
     out!("{fitted}")?;
     crate::stdio::write_bytes(output, profile.as_bytes())?;
-    eprintln!("c10dsim: wrote profile {}", output.display());
+    note!("c10dsim: wrote profile {}", output.display());
     if held_out.is_empty() {
         return Ok(0);
     }

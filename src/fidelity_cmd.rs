@@ -86,7 +86,7 @@ pub fn fidelity(
             for path in paths {
                 let run = read_timeline(&path)?;
                 match analysis::fidelity::memory_run_mismatch(&run, &torch[0], &source_hash) {
-                    Some(why) => eprintln!("c10dsim: {} left out: {why}", path.display()),
+                    Some(why) => note!("c10dsim: {} left out: {why}", path.display()),
                     None => memory.push(run),
                 }
             }
@@ -103,7 +103,7 @@ pub fn fidelity(
                 .is_some_and(|mode| mode != "off");
             let comparable = hw.scenario.ranks == torch[0].scenario.ranks && !stand_ins;
             if !comparable {
-                eprintln!(
+                note!(
                     "c10dsim: {} left out: {} ranks{}, the PyTorch runs {} ranks",
                     hw_path.display(),
                     hw.scenario.ranks,
@@ -129,7 +129,7 @@ pub fn fidelity(
         });
     }
     for paths in memory_runs.values().flatten() {
-        eprintln!(
+        note!(
             "c10dsim: {} left out: {} has no timing run of its scenario to simulate it from",
             paths.display(),
             torch_dir.display()
@@ -184,6 +184,6 @@ pub fn fidelity(
         analysis::fidelity::render_markdown(&table)
     );
     crate::stdio::write_bytes(output, document.as_bytes())?;
-    eprintln!("c10dsim: wrote {}", output.display());
+    note!("c10dsim: wrote {}", output.display());
     Ok(0)
 }

@@ -163,7 +163,7 @@ pub fn write_dumps(
     fr_dir: Option<&Path>,
 ) -> Result<(), Failure> {
     if fr_dir.is_some() && timeline.flight_recorder.is_empty() {
-        eprintln!("c10dsim: no rank dumped its Flight Recorder (no watchdog timeout or error, or TORCH_NCCL_DUMP_ON_TIMEOUT = 0): --fr-dir wrote nothing");
+        note!("c10dsim: no rank dumped its Flight Recorder (no watchdog timeout or error, or TORCH_NCCL_DUMP_ON_TIMEOUT = 0): --fr-dir wrote nothing");
     }
     // A folded Timeline holds one dump per class of ranks that behave alike: one file per rank.
     let expanded;
@@ -188,7 +188,7 @@ pub fn write_dumps(
     }
     batch.commit()?;
     if let (Some(first), Some(last)) = (written.first(), written.last()) {
-        eprintln!(
+        note!(
             "c10dsim: wrote {} Flight Recorder dump{} ({} … {})",
             written.len(),
             if written.len() == 1 { "" } else { "s" },

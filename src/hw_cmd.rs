@@ -60,7 +60,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     let scenario = load(args.file, args.overrides)?;
     let mut options = hw::HwOptions::from_env().map_err(hw_failure)?;
     for note in &options.notes {
-        eprintln!("c10dsim: note: {note}");
+        note!("c10dsim: note: {note}");
     }
     options.downscale = hw::Downscale::parse(args.downscale).map_err(hw_failure)?;
     if let Some(timeout_ms) = args.timeout_ms {
@@ -90,7 +90,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     let layout = hw::Layout::resolve(scenario.cluster.ranks, &options, report.devices.len())
         .map_err(hw_failure)?;
     if let Some(device) = report.devices.get(layout.device) {
-        eprintln!(
+        note!(
             "c10dsim: rank {rank} on GPU {} ({}; {} visible; CUDA {}, NCCL {})",
             layout.device,
             device.name,
@@ -124,7 +124,7 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let merged = hw::merge_ranks(timelines).map_err(hw_failure)?;
     crate::write_json(output, &merged)?;
-    eprintln!(
+    note!(
         "c10dsim: merged {} into {}",
         analysis::text::counted(merged.ranks.len() as u64, "rank"),
         if crate::stdio::is_dash(output) {

@@ -92,7 +92,7 @@ fn import_kineto(
         .map_err(|message| Failure::input(format!("{}: error: {message}", paths[0].display())))?;
     stdio::write_bytes(output, text.as_bytes())?;
     if !stdio::is_dash(output) {
-        eprintln!("c10dsim: wrote {}", output.display());
+        note!("c10dsim: wrote {}", output.display());
     }
     if !replay {
         return Ok(0);

@@ -24,6 +24,21 @@ macro_rules! outln {
     };
 }
 
+/// `eprintln!` that leaves a standard error nobody reads alone: a note, warning or error
+/// message written to a closed pipe (`c10dsim sweep … 2>&1 | head -0`) is lost, where
+/// `eprintln!` would panic (exit 101) and hide the command's own exit status.
+macro_rules! note {
+    () => {
+        note!("")
+    };
+    ($($arg:tt)*) => {{
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr().lock(),
+            format_args!("{}\n", format_args!($($arg)*)),
+        );
+    }};
+}
+
 mod bench;
 mod diagnostic;
 mod diff_cmd;
@@ -509,7 +524,7 @@ fn main() -> ExitCode {
     let _ = ctrlc::set_handler(|| stdio::remove_partials_and_exit(130));
     let cli = Cli::parse();
     if let Some(key) = repeated_set(&cli.command) {
-        eprintln!("c10dsim: --set {key} is given twice: the last would win silently; give it once");
+        note!("c10dsim: --set {key} is given twice: the last would win silently; give it once");
         return ExitCode::from(2);
     }
     let result = match cli.command {
@@ -726,7 +741,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("c10dsim: {}", failure.message);
+                note!("c10dsim: {}", failure.message);
             }
             ExitCode::from(failure.code)
         }
@@ -937,7 +952,7 @@ fn check(
             }
             Err(failure) => {
                 bad += 1;
-                eprintln!("{}", failure.message);
+                note!("{}", failure.message);
             }
         }
     }

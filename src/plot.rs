@@ -126,7 +126,7 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     let lines: usize = charts.iter().map(|chart| chart.series.len()).sum();
-    eprintln!(
+    note!(
         "c10dsim: wrote {} ({}{})",
         args.output.display(),
         analysis::text::counted(lines as u64, "line"),

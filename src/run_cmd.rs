@@ -156,7 +156,7 @@ pub(crate) fn run(
             .map(|(flag, _)| *flag)
             .collect();
         if selection.keeps_none() && !asked.is_empty() {
-            eprintln!(
+            note!(
                 "c10dsim: note: --summary keeps no record without --records-for (e.g. --records-for ranks=0 iterations=0), so {} will show none",
                 asked.join(", ")
             );
@@ -231,7 +231,7 @@ pub(crate) fn emit(
     // With `--json` and a file on stdout, stderr holds the JSON report alone.
     let wrote = |what: &str, path: &Path| {
         if !(json && stdio::is_dash(path)) {
-            eprintln!("c10dsim: wrote {what} {}", shown(path));
+            note!("c10dsim: wrote {what} {}", shown(path));
         }
     };
     // Traces and charts show every rank: a folded Timeline is expanded for them (the report
@@ -249,7 +249,7 @@ pub(crate) fn emit(
         };
         let timeline = per_rank();
         trace_out::write_trace_dir(dir, timeline, ranks)?;
-        eprintln!(
+        note!(
             "c10dsim: wrote {} rank trace{} into {}",
             timeline.ranks.len(),
             if timeline.ranks.len() == 1 { "" } else { "s" },
@@ -278,7 +278,7 @@ pub(crate) fn emit(
     }
     if table {
         eprint!("{}", text::describe_scenario(scenario));
-        eprintln!();
+        note!();
         eprint!("{}", rendered());
         out!("{}", analysis::nccl_tests::table(per_rank()))?;
         return Ok(());

@@ -200,7 +200,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             .filter(|index| !done_set.contains(index))
     };
     let pending_count = pending().count() as u64;
-    eprintln!(
+    note!(
         "c10dsim: {path}: {}; shard {shard} ({shard_source}) has {}, {} already in {}, {} to run",
         counted(sweep.point_count(), "point"),
         sim::ranks::thousands(shard.len(sweep.point_count())),
@@ -292,7 +292,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         let (header, rows) = read_rows(&args.output)?;
         write_sorted((&args.output, true), &header, rows)?;
     }
-    eprintln!(
+    note!(
         "c10dsim: wrote {shown} ({} run, {} with an error or finding)",
         counted(pending_count, "point"),
         sim::ranks::thousands(failed_points),
@@ -556,14 +556,14 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     }
     let sweep_points = analysis::sweep::sweep_points(&header, &all).map_err(Failure::input)?;
     let count = write_sorted((output, false), &header, all)?;
-    eprintln!(
+    note!(
         "c10dsim: merged {} from {} into {}",
         counted(count as u64, "point"),
         counted(inputs.len() as u64, "file"),
         output.display()
     );
     if let Some(missing) = missing_points(&mut indices, sweep_points) {
-        eprintln!("c10dsim: warning: {missing}");
+        note!("c10dsim: warning: {missing}");
     }
     Ok(0)
 }

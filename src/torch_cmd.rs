@@ -247,12 +247,12 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     };
     let (scenario, note) = downscaled(&args, scenario, world)?;
     if let Some(note) = &note {
-        eprintln!("c10dsim: {note}");
+        note!("c10dsim: {note}");
     }
     let dir = run_folder()?;
     let scenario_path = dir.join("scenario.json");
     crate::write_json(&scenario_path, &scenario)?;
-    eprintln!(
+    note!(
         "c10dsim: PyTorch {} on {world} of {}, files in {}",
         probe.torch_version,
         counted(u64::from(probe.gpus), "GPU"),

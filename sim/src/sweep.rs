@@ -21,8 +21,9 @@
 //! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
 //! the point's index — never on which thread runs it or in what order.
 //!
-//! Over 800 lines (about 950; the unit tests are in `sweep/tests.rs`): reading the axes, expanding points and
-//! editing `[[op]]`s by label share the private `Dimension`/`AxisValue` types; the op edits
+//! Over 800 lines (about 960; the unit tests are in `sweep/tests.rs`): reading the axes, the
+//! checks of a bad sweep, expanding points and editing `[[op]]`s by label share one `Sweep` and
+//! the private `Dimension`/`AxisValue` types; the op edits
 //! (`apply_overrides_with_ops`, `set_op`) are the piece to move out if it grows.
 //!
 //! ```
@@ -37,9 +38,6 @@
 //! let scenario = sweep.scenario(&point).unwrap();
 //! assert_eq!(scenario.cluster.ranks, 4);
 //! ```
-//!
-//! Just over 800 lines, kept whole: the axes' parsing, the checks of a bad sweep and the points
-//! share one `Sweep`; its unit tests are in `sweep/tests.rs`.
 
 use crate::scenario::{
     self, apply_overrides, LineOrigin, Override, OverrideError, Scenario, ScenarioError,

@@ -67,6 +67,35 @@ fn a_reader_that_goes_away_from_the_man_page_or_completions_ends_them_quietly() 
 }
 
 #[test]
+fn a_standard_error_nobody_reads_changes_no_exit_status() {
+    // Its read end closed before the command starts: every note, warning and error message
+    // meets a closed pipe. `eprintln!` used to panic there (exit 101): a sweep's notes, a bad
+    // `--set`'s message.
+    for (args, expected) in [
+        (
+            ["sweep", "scenarios/overlap_sweep.toml", "-o", "-"].as_slice(),
+            0,
+        ),
+        (
+            ["run", "scenarios/hang_10min.toml", "--set", "op.nope={}"].as_slice(),
+            2,
+        ),
+        (["run", "scenarios/hang_10min.toml"].as_slice(), 1),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::null())
+            .stderr(writer)
+            .output()
+            .unwrap();
+        assert_eq!(code(&output), Some(expected), "{args:?}");
+    }
+}
+
+#[test]
 fn a_full_disk_is_an_error_with_a_message() {
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
         skipped("a_full_disk_is_an_error_with_a_message: no /dev/full on this machine");
