@@ -952,7 +952,7 @@ fn check(
             }
             Err(failure) => {
                 bad += 1;
-                note!("{}", failure.message);
+                note!("c10dsim: {}", failure.message);
             }
         }
     }

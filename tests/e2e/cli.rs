@@ -287,7 +287,8 @@ fn the_binary_reports_bad_input_with_file_line_column_and_exit_2() {
                 bad.class,
                 stderr(&output)
             );
-            let expected = format!("{path}:{}:{}: error:", bad.line, bad.column);
+            // Every command prefixes its errors alike, `check` each file's too.
+            let expected = format!("c10dsim: {path}:{}:{}: error:", bad.line, bad.column);
             assert!(
                 stderr(&output).contains(&expected),
                 "{}: {:?} lacks {expected:?}",
