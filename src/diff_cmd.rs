@@ -135,6 +135,23 @@ fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The plain names `find_profile` would find: the stems of the `profiles/*.toml` files in the
+/// scenario's folder, each folder above it and the working directory, sorted.
+fn profile_names(scenario: &Path) -> std::collections::BTreeSet<String> {
+    let folder = scenario.parent().unwrap_or(Path::new(""));
+    folder
+        .ancestors()
+        .chain(std::iter::once(Path::new("")))
+        .filter_map(|dir| std::fs::read_dir(dir.join("profiles")).ok())
+        .flatten()
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let stem = path.file_stem()?.to_str()?.to_string();
+            (path.extension()? == "toml" && path.is_file()).then_some(stem)
+        })
+        .collect()
+}
+
 /// Reads and validates a profile file.
 pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
     read_profile_with_text(path).map(|(profile, _)| profile)
@@ -194,8 +211,10 @@ pub fn resolve_machine(
     }
     if let Some((name, span)) = reference {
         let file = find_profile(path, &name).ok_or_else(|| {
+            let known = profile_names(path);
+            let suggestion = sim::scenario::did_you_mean(&name, known.iter().map(String::as_str));
             let message = format!(
-                "machine = {name:?}: no such profile (looked for {name:?} beside the \
+                "machine = {name:?}: no such profile{suggestion} (looked for {name:?} beside the \
                  scenario and in the working directory, or profiles/{name}.toml in the \
                  scenario's folder, the folders above it and the working directory)"
             );

@@ -772,8 +772,21 @@ fn an_unknown_machine_profile_is_refused_at_its_key() {
     assert_eq!(code(&output), Some(2));
     assert!(
         stderr(&output).contains(
-            "unknown_machine.toml:2:1: error: machine = \"no_such_gpu\": no such profile"
+            "unknown_machine.toml:2:1: error: machine = \"no_such_gpu\": no such profile ("
         ),
+        "{}",
+        stderr(&output)
+    );
+    // A near miss names the profile it likely meant, as unknown tensors and labels do.
+    let file = write(
+        "misspelt_machine.toml",
+        "name = \"m\"\nmachine = \"h20\"\n[[op]]\nmark = \"a\"\n",
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output)
+            .contains("machine = \"h20\": no such profile; did you mean \"h200\"? (looked for"),
         "{}",
         stderr(&output)
     );
