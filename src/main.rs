@@ -832,12 +832,13 @@ fn repeated_set(command: &Command) -> Option<String> {
 
 /// A count or an identifier of a flag (`--seed`, `--ranks`, `--threads`): its flag takes a
 /// negative number as its value (`allow_negative_numbers`) so that this, not "unexpected argument
-/// '-1'", says what is wrong with it.
+/// '-1'", says what is wrong with it. The range each flag accepts (`--ranks` from 1, `--seed`
+/// from 0) is checked by its command, which names it; this message claims none.
 pub(crate) fn parse_count<T>(text: &str) -> Result<T, String>
 where
     T: std::str::FromStr<Err = std::num::ParseIntError>,
 {
-    const EXPECTED: &str = "expected a whole number, 0 or more";
+    const EXPECTED: &str = "expected a whole number";
     if text.trim_start().starts_with('-') {
         return Err(format!("a negative value is not allowed: {EXPECTED}"));
     }

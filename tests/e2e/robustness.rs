@@ -313,6 +313,20 @@ fn small_input_mistakes_get_a_message_that_helps() {
     ] {
         assert_refused(&c10dsim(args), says, &args.join(" "));
     }
+    // Not a number: the message claims no range that the command refuses afterwards (--scaling
+    // takes 1 rank or more, and says so when given 0).
+    let not_a_number = c10dsim(&["bench", "--scaling", "4,x", "-o", "-"]);
+    assert_refused(
+        &not_a_number,
+        "invalid value 'x' for '--scaling <RANKS,...>': invalid digit found in string: \
+         expected a whole number\n",
+        "bench --scaling 4,x",
+    );
+    assert_refused(
+        &c10dsim(&["bench", "--scaling", "4,0", "-o", "-"]),
+        "--scaling 0: the number of ranks must be between 1 and",
+        "bench --scaling 4,0",
+    );
     // With --against the exit code is the diff's: --fail-on-race was ignored.
     let output = c10dsim(&[
         "run",
