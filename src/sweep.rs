@@ -105,7 +105,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
     let with_machine = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
     let text = with_machine.text;
-    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(|error| {
+    let sweep_failure = |error| {
         let located = crate::diagnostic::locate_with_profiles(
             error,
             &path,
@@ -115,7 +115,8 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             &with_machine.profiles,
         );
         Failure::input(crate::diagnostic::render(&located))
-    })?;
+    };
+    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(sweep_failure)?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     args.limits.caps.check(&args.file, &base, false)?;
@@ -126,9 +127,20 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .with_size_axes(&sweep.size_columns())
         .with_per_rank(per_rank);
     let header = columns.header();
-    // A zipped axis may be named anything: named like another column (`point`, a metric, a
-    // size's `_bytes` twin) it would make two columns of one name, which readers of the CSV
-    // (pandas, `plot`, `merge`) tell apart by position or not at all.
+    // A zipped axis may be named anything: named like another column (`point`, a metric,
+    // `seed`, a size's `_bytes` twin) it would make two columns of one name, which readers of
+    // the CSV (pandas, `plot`, `merge`) tell apart by position or not at all.
+    let size_twins = (sweep.columns().into_iter())
+        .zip(sweep.size_columns())
+        .filter(|&(_, size)| size)
+        .map(|(axis, _)| format!("{axis}{}", analysis::sweep::SIZE_BYTES_SUFFIX));
+    let written: Vec<String> = (Columns::new(&[], &base_report).with_per_rank(per_rank))
+        .header()
+        .into_iter()
+        .chain(size_twins)
+        .collect();
+    sweep.check_zip_names(&written).map_err(sweep_failure)?;
+    // What is left: a zipped axis named like a path axis's `scenario.<key>` column.
     if let Some(twice) = (header.iter().enumerate())
         .find_map(|(index, column)| header[..index].contains(column).then_some(column))
     {

@@ -77,6 +77,8 @@ struct Dimension {
     /// `Some((name, labels))` for a zipped group with `values`: one column, its name and the
     /// label of each step, stands for all its paths. Otherwise every path is a column.
     zip: Option<(String, Vec<String>)>,
+    /// Where a zipped group's name is written in `[sweep]`, for errors.
+    name_span: Option<Range<usize>>,
     paths: Vec<AxisPath>,
 }
 
@@ -308,6 +310,7 @@ impl Sweep {
                 }),
                 None => dimensions.push(Dimension {
                     zip: None,
+                    name_span: None,
                     paths: vec![AxisPath {
                         path: arg.path.clone(),
                         values,
@@ -567,6 +570,32 @@ impl Sweep {
             .iter()
             .flat_map(Dimension::columns)
             .collect()
+    }
+
+    /// Refuses, at its name in `[sweep]`, a zipped axis with `values` named like one of
+    /// `written`, the columns c10dsim writes besides the axes (`point`, the metrics, `seed`,
+    /// `error`, a size axis's `_bytes` twin, …; two axes of one column are refused by
+    /// [`Sweep::parse`]). Its name is the user's own choice, so the user renames it; a path axis
+    /// named like a written column (`seed`) is the scenario's key and is shown as
+    /// `scenario.<key>` instead.
+    pub fn check_zip_names(&self, written: &[String]) -> Result<(), ScenarioError> {
+        for dimension in &self.dimensions {
+            let Some((name, _)) = &dimension.zip else {
+                continue;
+            };
+            if written.contains(name) {
+                return Err(scenario::error_at(
+                    &self.path,
+                    &self.text,
+                    dimension.name_span.clone().unwrap_or(0..0),
+                    format!(
+                        "zipped axis {name:?} is named like another column of the CSV, which \
+                         would have two columns of one name: rename the zipped axis"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Per column of [`Sweep::columns`]: whether it holds sizes — a tensor's size
@@ -851,6 +880,7 @@ impl FileAxes<'_> {
                 key_span.map_or(0, |s| s.start),
                 Dimension {
                     zip: None,
+                    name_span: None,
                     paths: vec![axis],
                 },
             ));
@@ -954,6 +984,7 @@ impl FileAxes<'_> {
         }
         Ok(Dimension {
             zip: labels.map(|labels| (name.to_string(), labels)),
+            name_span,
             paths,
         })
     }

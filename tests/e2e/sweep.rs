@@ -738,10 +738,18 @@ fn failing_points_get_error_rows_and_the_sweep_goes_on() {
 fn a_zipped_axis_named_like_a_column_is_refused_before_the_file_is_written() {
     let base = "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n\
                 [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n";
+    // Every column c10dsim writes alike, the trailing ones (`seed`, `error`) too, at the name's
+    // line and column: the name is the user's, not a scenario key (a `seed` path axis is
+    // `scenario.seed`, below).
     for (name, zip) in [
         ("point", "point"),
         ("metric", "\"ar.kernel_us\""),
         ("bytes", "\"tensors.x_bytes\""),
+        ("seed", "seed"),
+        ("error", "error"),
+        ("findings", "findings"),
+        ("sweep_points", "sweep_points"),
+        ("memory", "\"memory.peak_reserved_bytes\""),
     ] {
         let path = temp(&format!("zip_{name}.toml"));
         let sweep = format!(
@@ -754,11 +762,11 @@ fn a_zipped_axis_named_like_a_column_is_refused_before_the_file_is_written() {
         let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert_eq!(output.status.code(), Some(2), "{name}: {}", stderr(&output));
         let column = zip.trim_matches('"');
-        assert!(
-            stderr(&output).contains(&format!("two columns named {column:?}")),
-            "{}",
-            stderr(&output)
+        let at = format!(
+            "{}:11:12: error: zipped axis {column:?} is named like another column of the CSV",
+            path.display()
         );
+        assert!(stderr(&output).contains(&at), "{}", stderr(&output));
         assert!(!out.exists(), "{name}: no CSV of two same-named columns");
     }
 }
