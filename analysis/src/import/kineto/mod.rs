@@ -343,20 +343,24 @@ mod tests {
         )
     }
 
-    #[test]
-    fn a_small_trace_becomes_a_scenario_that_parses() {
-        let two = [small_trace(0, 2), small_trace(1, 2)];
+    /// The scenario of two ranks' traces, `rank0.json` and `rank1.json`.
+    fn import_two(traces: &[String; 2]) -> String {
         let files = [
             TraceFile {
                 name: "rank0.json",
-                text: &two[0],
+                text: &traces[0],
             },
             TraceFile {
                 name: "rank1.json",
-                text: &two[1],
+                text: &traces[1],
             },
         ];
-        let text = import(&files, &KinetoOptions::default()).unwrap();
+        import(&files, &KinetoOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn a_small_trace_becomes_a_scenario_that_parses() {
+        let text = import_two(&[small_trace(0, 2), small_trace(1, 2)]);
         assert!(text.contains("kernel = { us = 200, sms = 132 }"), "{text}");
         assert!(
             text.contains("all_reduce = \"f32_1MiB\"\nasync_op = true"),
@@ -375,7 +379,7 @@ mod tests {
             sim::scenario::parse("import.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let timeline = sim::engine::simulate(&scenario);
         assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
-        assert_eq!(text, import(&files, &KinetoOptions::default()).unwrap());
+        assert_eq!(text, import_two(&[small_trace(0, 2), small_trace(1, 2)]));
     }
 
     #[test]
@@ -454,27 +458,15 @@ mod tests {
     /// Rank `rank` of two, its all_reduce's `record_param_comms` replaced by the Work's `nccl:*`
     /// annotation `annotation` (name and args), as a trace without `record_param_comms` has it.
     fn two_rank_annotation_import(annotation: &str) -> String {
-        let traces: Vec<String> = (0..2)
-            .map(|rank| {
+        let traces = [0, 1].map(|rank| {
                 small_trace(rank, 2)
                     .replace(
                         r#""name": "record_param_comms", "pid": 1, "tid": 1, "ts": 130.0, "dur": 30.0, "args": {"Collective name": "allreduce", "dtype": "Float", "In msg nelems": 262144, "Out msg nelems": 262144, "Process Group Ranks": "[0, 1]"}"#,
                         &format!(r#""name": {annotation}"#),
                     )
                     .replace("\"cat\": \"cpu_op\"", "\"cat\": \"user_annotation\"")
-            })
-            .collect();
-        let files = [
-            TraceFile {
-                name: "rank0.json",
-                text: &traces[0],
-            },
-            TraceFile {
-                name: "rank1.json",
-                text: &traces[1],
-            },
-        ];
-        import(&files, &KinetoOptions::default()).unwrap()
+        });
+        import_two(&traces)
     }
 
     #[test]
@@ -520,18 +512,7 @@ mod tests {
             )
         };
         let import_two = |comms: &str, annotation: &str| {
-            let traces = [block(0, comms, annotation), block(1, comms, annotation)];
-            let files = [
-                TraceFile {
-                    name: "rank0.json",
-                    text: &traces[0],
-                },
-                TraceFile {
-                    name: "rank1.json",
-                    text: &traces[1],
-                },
-            ];
-            import(&files, &KinetoOptions::default()).unwrap()
+            import_two(&[block(0, comms, annotation), block(1, comms, annotation)])
         };
         let text = import_two(
             r#"{"Collective name": "allreduce_coalesced", "dtype": "Float", "In msg nelems": 2048, "Out msg nelems": 2048, "Process Group Ranks": "[0, 1]"}"#,
