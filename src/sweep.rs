@@ -128,25 +128,32 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .with_per_rank(per_rank);
     let header = columns.header();
     // A zipped axis may be named anything: named like another column (`point`, a metric,
-    // `seed`, a size's `_bytes` twin) it would make two columns of one name, which readers of
-    // the CSV (pandas, `plot`, `merge`) tell apart by position or not at all.
+    // `seed`, a size's `_bytes` twin, a `seed` path axis's `scenario.seed`) it would make two
+    // columns of one name, which readers of the CSV (pandas, `plot`, `merge`) tell apart by
+    // position or not at all.
     let size_twins = (sweep.columns().into_iter())
         .zip(sweep.size_columns())
         .filter(|&(_, size)| size)
         .map(|(axis, _)| format!("{axis}{}", analysis::sweep::SIZE_BYTES_SUFFIX));
+    let trailing = analysis::sweep::trailing_columns();
+    let renamed_axes = (sweep.columns().into_iter())
+        .filter(|axis| trailing.iter().any(|column| column == axis))
+        .map(|axis| format!("{}{axis}", analysis::sweep::SCENARIO_PREFIX));
     let written: Vec<String> = (Columns::new(&[], &base_report).with_per_rank(per_rank))
         .header()
         .into_iter()
         .chain(size_twins)
+        .chain(renamed_axes)
         .collect();
     sweep.check_zip_names(&written).map_err(sweep_failure)?;
-    // What is left: a zipped axis named like a path axis's `scenario.<key>` column.
+    // What is left: a path axis named like another's `_bytes` twin (`tensors.x_bytes` beside
+    // the size axis `tensors.x`).
     if let Some(twice) = (header.iter().enumerate())
         .find_map(|(index, column)| header[..index].contains(column).then_some(column))
     {
         return Err(Failure::input(format!(
             "{path}: the CSV would have two columns named {twice:?}: an axis is named like a \
-             column c10dsim writes; rename the zipped axis"
+             column c10dsim writes; rename the axis"
         )));
     }
     // The sweep's identity: the file, and the `--set`s that change its points (a `--resume`

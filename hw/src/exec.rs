@@ -528,15 +528,18 @@ impl<'a, D: Device> Executor<'a, D> {
 
     /// PyTorch's words after "CUDA out of memory. " for a request of `size_bytes`: the books'
     /// (what is allowed, allocated and reserved), or, where the GPU refused the segment
-    /// (`refused`) though the books had room, only the size it tried to allocate.
+    /// (`refused`) though the books had room, the size it tried to allocate and what the
+    /// books hold (the refused segment is not among them; the GPU's capacity and free
+    /// memory, which PyTorch's text gives too, are not known here).
     fn pytorch_out_of_memory_text(&self, size_bytes: u64, refused: Option<&str>) -> String {
         match refused {
             None => self
                 .memory
                 .out_of_memory_text(size_bytes, self.scenario.memory.capacity_bytes),
             Some(_) => format!(
-                "Tried to allocate {}.",
-                format_size_as_pytorch(allocation_bytes(size_bytes))
+                "Tried to allocate {}. {}",
+                format_size_as_pytorch(allocation_bytes(size_bytes)),
+                self.memory.allocated_memory_text()
             ),
         }
     }

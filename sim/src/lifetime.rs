@@ -354,13 +354,22 @@ impl<E: Copy> TensorMemory<E> {
     /// segment, R17), the allocator's limit, what is allocated and what is reserved but not,
     /// in c10's `format_size`.
     pub fn out_of_memory_text(&self, size_bytes: u64, capacity_bytes: u64) -> String {
+        format!(
+            "Tried to allocate {}. {} allowed; {}",
+            format_size_as_pytorch(crate::allocator::allocation_bytes(size_bytes)),
+            format_size_as_pytorch(capacity_bytes),
+            self.allocated_memory_text(),
+        )
+    }
+
+    /// PyTorch's sentence of its `OutOfMemoryError` on what the allocator holds: what is
+    /// allocated and what is reserved but not, in c10's `format_size`.
+    pub fn allocated_memory_text(&self) -> String {
         let allocated = self.allocator.allocated_bytes();
         let unallocated = self.allocator.reserved_bytes() - allocated;
         format!(
-            "Tried to allocate {}. {} allowed; Of the allocated memory {} is allocated by \
-             PyTorch, and {} is reserved by PyTorch but unallocated.",
-            format_size_as_pytorch(crate::allocator::allocation_bytes(size_bytes)),
-            format_size_as_pytorch(capacity_bytes),
+            "Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch \
+             but unallocated.",
             format_size_as_pytorch(allocated),
             format_size_as_pytorch(unallocated),
         )

@@ -21,7 +21,7 @@
 //! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
 //! the point's index — never on which thread runs it or in what order.
 //!
-//! Over 800 lines (about 990; the unit tests are in `sweep/tests.rs`): reading the axes, the
+//! Over 800 lines (about 1,010; the unit tests are in `sweep/tests.rs`): reading the axes, the
 //! checks of a bad sweep, expanding points and editing `[[op]]`s by label share one `Sweep` and
 //! the private `Dimension`/`AxisValue` types; the op edits
 //! (`apply_overrides_with_ops`, `set_op`) are the piece to move out if it grows.
@@ -519,15 +519,30 @@ impl Sweep {
         Ok(())
     }
 
+    /// Two axes of one column (a zipped axis named like a path axis) are refused at the second
+    /// one's name in `[sweep]`, or as the `--set` that added it.
     fn check_columns_unique(&self) -> Result<(), ScenarioError> {
-        let columns = self.columns();
-        for (i, column) in columns.iter().enumerate() {
-            if columns[..i].contains(column) {
-                return Err(whole_file(
-                    &self.path,
-                    format!("sweep column {column:?} appears twice; name each axis once"),
-                ));
+        let columns = self.dimensions.iter().flat_map(|dimension| {
+            // A labelled zipped axis's one column is its name; otherwise each path's key.
+            let spans: Vec<Option<Range<usize>>> = match dimension.zip {
+                Some(_) => vec![dimension.name_span.clone()],
+                None => (dimension.paths.iter())
+                    .map(|axis| axis.key_span.clone())
+                    .collect(),
+            };
+            dimension.columns().into_iter().zip(spans)
+        });
+        let mut seen: Vec<&str> = Vec::new();
+        for (column, span) in columns {
+            if !seen.contains(&column) {
+                seen.push(column);
+                continue;
             }
+            let message = format!("sweep column {column:?} appears twice; name each axis once");
+            return Err(match span {
+                Some(span) => scenario::error_at(&self.path, &self.text, span, message),
+                None => whole_file(&self.path, format!("--set {column}=…: {message}")),
+            });
         }
         Ok(())
     }

@@ -772,6 +772,47 @@ fn a_zipped_axis_named_like_a_column_is_refused_before_the_file_is_written() {
 }
 
 #[test]
+fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
+    // A `seed` path axis is written `scenario.seed`: a zipped axis of that name is refused at
+    // its name, as one named like any other column.
+    let path = temp("zip_scenario_seed.toml");
+    std::fs::write(
+        &path,
+        "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n\
+         [sweep]\nseed = [1, 2]\n[sweep.zip.\"scenario.seed\"]\nvalues = [\"a\", \"b\"]\n\
+         \"cluster.ranks\" = [2, 4]\n",
+    )
+    .unwrap();
+    let out = temp("zip_scenario_seed.csv");
+    let _ = std::fs::remove_file(&out);
+    let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let at = format!(
+        "{}:9:12: error: zipped axis \"scenario.seed\" is named like another column of the CSV",
+        path.display()
+    );
+    assert!(stderr(&output).contains(&at), "{}", stderr(&output));
+    assert!(!out.exists());
+    // A path axis named like a size axis's `_bytes` twin: no zipped axis to rename.
+    let path = temp("bytes_twin_axis.toml");
+    std::fs::write(
+        &path,
+        "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\nx_bytes = \"1MiB\"\n[[op]]\n\
+         all_reduce = \"x\"\n[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n\
+         \"tensors.x_bytes\" = [\"1MiB\", \"2MiB\"]\n",
+    )
+    .unwrap();
+    let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("two columns named \"tensors.x_bytes\"")
+            && !stderr(&output).contains("zipped"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn bad_sweep_keys_name_file_line_and_column() {
     let path = temp("bad.toml");
     std::fs::write(

@@ -873,8 +873,9 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
     assert_eq!(finding.stream.as_deref(), Some("default"));
     assert_eq!(
         finding.message,
-        "[Rank 0] CUDA out of memory. Tried to allocate 600.00 MiB. At alloc#1 (line 10), \
-         629145600 B asked, the GPU refused the new segment (cuMemAlloc of 629145600 B: \
+        "[Rank 0] CUDA out of memory. Tried to allocate 600.00 MiB. Of the allocated memory \
+         100.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. \
+         At alloc#1 (line 10), 629145600 B asked, the GPU refused the new segment (cuMemAlloc of 629145600 B: \
          CUDA_ERROR_OUT_OF_MEMORY); the rank's program stopped"
     );
     let rank = log.resolve(&plan, |ev| Ok(device.time_of(ev))).unwrap();
@@ -902,8 +903,9 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
     assert_eq!(log.findings.len(), 1, "{:?}", log.findings);
     assert_eq!(
         log.findings[0].message,
-        "[Rank 0] CUDA out of memory. Tried to allocate 100.00 MiB. Tensor \"a\", 104857600 B \
-         asked before the program (R17); the GPU refused the new segment (cuMemAlloc of 104857600 \
+        "[Rank 0] CUDA out of memory. Tried to allocate 100.00 MiB. Of the allocated memory \
+         0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. \
+         Tensor \"a\", 104857600 B asked before the program (R17); the GPU refused the new segment (cuMemAlloc of 104857600 \
          B: CUDA_ERROR_OUT_OF_MEMORY); the rank's program never started"
     );
     assert_eq!(log.findings[0].op, None);

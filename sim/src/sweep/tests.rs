@@ -163,6 +163,20 @@ fn sweep_errors_name_line_and_column() {
 }
 
 #[test]
+fn a_zipped_axis_named_like_a_path_axis_is_refused_at_the_second_name() {
+    let path_axis = "\"tensors.x\" = [\"1KiB\", \"1MiB\"]\n";
+    let zip = "[sweep.zip.\"tensors.x\"]\nvalues = [\"a\", \"b\"]\n\"cluster.ranks\" = [2, 4]\n";
+    // The zipped axis second: at its name.
+    let err = sweep(&format!("[sweep]\n{path_axis}{zip}"), &[]).unwrap_err();
+    assert!(err.message.contains("\"tensors.x\" appears twice"), "{err}");
+    assert_eq!((err.line, err.column), (16, 12), "{err}");
+    // The path axis second: at its key.
+    let err = sweep(&format!("{zip}[sweep]\n{path_axis}"), &[]).unwrap_err();
+    assert!(err.message.contains("\"tensors.x\" appears twice"), "{err}");
+    assert_eq!((err.line, err.column), (18, 1), "{err}");
+}
+
+#[test]
 fn a_misspelt_op_label_names_the_nearest_one() {
     let set = |path: &str| Override {
         path: path.to_string(),
