@@ -122,7 +122,7 @@ pub fn diff_files(a: &Path, b: &Path, tolerance: ToleranceArgs, json: bool) -> R
 /// it, then in the working directory.
 fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
     let folder = scenario.parent().unwrap_or(Path::new(""));
-    if name.ends_with(".toml") || name.contains('/') {
+    if is_profile_path(name) {
         return [folder.join(name), PathBuf::from(name)]
             .into_iter()
             .find(|p| p.is_file());
@@ -133,6 +133,11 @@ fn find_profile(scenario: &Path, name: &str) -> Option<PathBuf> {
         .map(|dir| dir.join("profiles").join(&file))
         .chain(std::iter::once(Path::new("profiles").join(&file)))
         .find(|p| p.is_file())
+}
+
+/// Whether a scenario's `machine = …` is a path (`"profiles/h200.toml"`), not a plain name.
+fn is_profile_path(name: &str) -> bool {
+    name.ends_with(".toml") || name.contains('/')
 }
 
 /// The plain names `find_profile` would find: the stems of the `profiles/*.toml` files in the
@@ -211,13 +216,23 @@ pub fn resolve_machine(
     }
     if let Some((name, span)) = reference {
         let file = find_profile(path, &name).ok_or_else(|| {
-            let known = profile_names(path);
-            let suggestion = sim::scenario::did_you_mean(&name, known.iter().map(String::as_str));
-            let message = format!(
-                "machine = {name:?}: no such profile{suggestion} (looked for {name:?} beside the \
-                 scenario and in the working directory, or profiles/{name}.toml in the \
-                 scenario's folder, the folders above it and the working directory)"
-            );
+            // Where `find_profile` looked: a path is not looked up under `profiles/`, and a
+            // plain name not beside the scenario.
+            let message = if is_profile_path(&name) {
+                format!(
+                    "machine = {name:?}: no such profile (looked for it relative to the \
+                     scenario's folder, then to the working directory)"
+                )
+            } else {
+                let known = profile_names(path);
+                let suggestion =
+                    sim::scenario::did_you_mean(&name, known.iter().map(String::as_str));
+                format!(
+                    "machine = {name:?}: no such profile{suggestion} (looked for \
+                     profiles/{name}.toml in the scenario's folder, the folders above it and \
+                     the working directory)"
+                )
+            };
             Failure::input(sim::scenario::error_at(&shown, &text, span, message).to_string())
         })?;
         let (profile, profile_text) = read_profile_with_text(&file)?;

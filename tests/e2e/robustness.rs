@@ -804,6 +804,30 @@ fn an_unknown_machine_profile_is_refused_at_its_key() {
         "{}",
         stderr(&output)
     );
+    // The message says where it looked: a plain name only under `profiles/`, a path only
+    // relative to the scenario's folder and the working directory.
+    assert!(
+        stderr(&output).contains(
+            "(looked for profiles/h20.toml in the scenario's folder, the folders above it and \
+             the working directory)"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let file = write(
+        "path_machine.toml",
+        "name = \"m\"\nmachine = \"profiles/h20.toml\"\n[[op]]\nmark = \"a\"\n",
+    );
+    let output = c10dsim(&["run", &file]);
+    assert_eq!(code(&output), Some(2));
+    assert!(
+        stderr(&output).contains(
+            "machine = \"profiles/h20.toml\": no such profile (looked for it relative to the \
+             scenario's folder, then to the working directory)"
+        ),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
