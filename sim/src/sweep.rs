@@ -684,7 +684,8 @@ impl Sweep {
     }
 
     /// The scenario of one point, its seed set to [`point_seed`]. Errors name the point's
-    /// overrides beside the file, as positions refer to the edited text.
+    /// overrides beside the file, as positions refer to the edited text; its ops keep the
+    /// file's line numbers, as `run --set` keeps them, whatever the edits inserted above them.
     pub fn scenario(&self, point: &Point) -> Result<Scenario, ScenarioError> {
         let shown = format!(
             "{} [point {}: {}]",
@@ -701,6 +702,7 @@ impl Sweep {
         let text = apply_overrides_with_ops(&self.text, &all)
             .map_err(|error| whole_file(&shown, error.message))?;
         let mut scenario = scenario::parse(&shown, &text)?;
+        scenario::renumber_op_lines(&mut scenario, &self.text, &text);
         scenario.seed = point_seed(scenario.seed, point.index);
         Ok(scenario)
     }

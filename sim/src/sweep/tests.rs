@@ -372,3 +372,13 @@ fn an_axis_on_the_sweep_table_itself_is_refused() {
         error.message
     );
 }
+
+#[test]
+fn a_points_ops_keep_the_files_line_numbers() {
+    // `repeat` is not in the file: setting it inserts a line above the ops, which a finding
+    // naming an op's line (`ar, line 6`) must not count.
+    let s = sweep("[sweep]\nrepeat = [2, 3]\n", &["warmup=1"]).unwrap();
+    let scenario = s.scenario(&s.point(0)).unwrap();
+    let lines: Vec<u32> = scenario.ops.iter().map(|op| op.line).collect();
+    assert_eq!(lines, [6, 11]);
+}
