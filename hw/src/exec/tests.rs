@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,550 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,520 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
@@ -9,15 +9,20 @@ use super::*;
 use crate::fake::{CommError, FakeDevice};
 use crate::options::Layout;
 
-pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwError> {
-    let scenario = sim::scenario::parse("fake.toml", text).unwrap();
-    let layout = Layout {
+/// Rank 0 of a one-process launch on device 0, with `stand_in` for its peers' collectives.
+fn rank0_layout(stand_in: Option<StandIn>) -> Layout {
+    Layout {
         rank: 0,
         world: 1,
         device: 0,
         launched: false,
-        stand_in: None,
-    };
+        stand_in,
+    }
+}
+
+pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwError> {
+    let scenario = sim::scenario::parse("fake.toml", text).unwrap();
+    let layout = rank0_layout(None);
     let plan = RankPlan::new(&scenario, &layout)?;
     let mut executor = Executor::new(&scenario, &plan, device);
     executor.setup()?;
@@ -28,13 +33,7 @@ pub fn run_fake(text: &str, device: &mut FakeDevice) -> Result<RankTimeline, HwE
 /// The log of a run on the fake device that must end early, with its one finding.
 fn run_fake_log(text: &str, device: &mut FakeDevice, stand_in: Option<StandIn>) -> RunLog {
     let scenario = sim::scenario::parse("fake.toml", text).unwrap();
-    let layout = Layout {
-        rank: 0,
-        world: 1,
-        device: 0,
-        launched: false,
-        stand_in,
-    };
+    let layout = rank0_layout(stand_in);
     let plan = RankPlan::new(&scenario, &layout).unwrap();
     let mut executor = Executor::new(&scenario, &plan, device);
     executor.setup().unwrap();
@@ -106,13 +105,7 @@ is_completed = "w"
 fn the_executor_runs_the_process_groups_steps_and_nothing_else() {
     let text = ASYNC.replace("[tensors]", "[groups.world]\neager_init = true\n[tensors]");
     let scenario = sim::scenario::parse("fake.toml", &text).unwrap();
-    let layout = Layout {
-        rank: 0,
-        world: 1,
-        device: 0,
-        launched: false,
-        stand_in: None,
-    };
+    let layout = rank0_layout(None);
     let plan = RankPlan::new(&scenario, &layout).unwrap();
     let mut device = FakeDevice::default();
     let mut executor = Executor::new(&scenario, &plan, &mut device);
@@ -474,13 +467,7 @@ wait = "w"
         ),
         (StandIn::Nccl, "nccl s1 all_reduce world".to_string()),
     ] {
-        let layout = Layout {
-            rank: 0,
-            world: 1,
-            device: 0,
-            launched: false,
-            stand_in: Some(stand_in),
-        };
+        let layout = rank0_layout(Some(stand_in));
         let plan = RankPlan::new(&scenario, &layout).unwrap();
         let mut device = FakeDevice::default();
         Executor::new(&scenario, &plan, &mut device).run().unwrap();
@@ -847,13 +834,7 @@ fn a_segment_the_gpu_refuses_is_an_out_of_memory_finding_and_the_run_keeps_its_t
                 big = \"600MiB\"\n[[op]]\nall_reduce = \"a\"\n[[op]]\nalloc = \"big\"\n\
                 [[op]]\nall_reduce = \"big\"\n[[op]]\nfree = \"big\"\n";
     let scenario = sim::scenario::parse("refused.toml", text).unwrap();
-    let layout = Layout {
-        rank: 0,
-        world: 1,
-        device: 0,
-        launched: false,
-        stand_in: None,
-    };
+    let layout = rank0_layout(None);
     let plan = RankPlan::new(&scenario, &layout).unwrap();
     let mut device = FakeDevice {
         gpu_bytes: Some(512 << 20),
@@ -1149,13 +1130,7 @@ fn hung_peer(ops: &str) -> (RankTimeline, RankTimeline) {
 /// ran it (the collectives' stand-ins modelled) and as the simulator gives it.
 fn fake_and_simulated(name: &str, text: &str) -> (RankTimeline, RankTimeline) {
     let scenario = sim::scenario::parse(name, text).unwrap();
-    let layout = Layout {
-        rank: 0,
-        world: 1,
-        device: 0,
-        launched: false,
-        stand_in: Some(StandIn::Model),
-    };
+    let layout = rank0_layout(Some(StandIn::Model));
     let plan = RankPlan::new(&scenario, &layout).unwrap();
     let mut device = FakeDevice::default();
     let mut executor = Executor::new(&scenario, &plan, &mut device);
