@@ -312,11 +312,25 @@ pub fn rank0_plan(scenario: &Scenario) -> Result<RankPlan, HwError> {
 mod tests {
     use super::*;
     use crate::exec::Executor;
+    use crate::exec::RunLog;
     use sim::pg::work::{
         async_error_raised, async_exception, remote_error_found, timeout_caught,
         wait_timeout_finding, NcclAsyncError,
     };
-    use sim::timeline::{Finding, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
+    use sim::timeline::{
+        Finding, FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+    };
+
+    /// Rank 0 of `scenario` run on the fake device (the one-GPU model stand-in for its peers):
+    /// its log and the device after the run; and the whole scenario simulated.
+    fn rank0_on_fake_and_simulated(scenario: &Scenario) -> (RunLog, FakeDevice, Timeline) {
+        let plan = rank0_plan(scenario).unwrap();
+        let mut device = FakeDevice::default();
+        let mut executor = Executor::new(scenario, &plan, &mut device);
+        executor.setup().unwrap();
+        let log = executor.run().unwrap();
+        (log, device, sim::engine::simulate(scenario))
+    }
 
     /// Rank 0 of a two-rank job, run on the fake device as the one-GPU model stand-in and
     /// simulated: `env` goes into `[env]`, `between` between the all_reduce and its `wait()`,
@@ -334,13 +348,8 @@ mod tests {
              work = \"w\"\n{between}[[op]]\nlabel = \"wait\"\nwait = \"w\"\n[[fault]]\n{fault}\nat = \"ar\"\n"
         );
         let scenario = sim::scenario::parse("texts.toml", &text).unwrap();
-        let plan = rank0_plan(&scenario).unwrap();
-        let mut device = FakeDevice::default();
-        let mut executor = Executor::new(&scenario, &plan, &mut device);
-        executor.setup().unwrap();
-        let log = executor.run().unwrap();
+        let (log, device, simulated) = rank0_on_fake_and_simulated(&scenario);
         let work = device.watched[0].description.clone();
-        let simulated = sim::engine::simulate(&scenario);
         let rank0 = |findings: &[Finding]| findings.iter().find(|f| f.rank == Some(0)).cloned();
         let records = (simulated.watchdog.iter())
             .filter(|r| r.rank == 0 && r.event != WatchdogEvent::Fault)
@@ -523,12 +532,7 @@ mod tests {
                  work = \"w\"\n{between}[[op]]\nlabel = \"wait\"\nwait = \"w\"\n{wait}{fault}"
             );
             let scenario = sim::scenario::parse("uncaught.toml", &text).unwrap();
-            let plan = rank0_plan(&scenario).unwrap();
-            let mut device = FakeDevice::default();
-            let mut executor = Executor::new(&scenario, &plan, &mut device);
-            executor.setup().unwrap();
-            let log = executor.run().unwrap();
-            let simulated = sim::engine::simulate(&scenario);
+            let (log, _, simulated) = rank0_on_fake_and_simulated(&scenario);
             let main = |records: &[WatchdogRecord]| -> Vec<_> {
                 (records.iter())
                     .filter(|r| r.rank == 0 && r.thread == ThreadKind::Main)
@@ -574,12 +578,7 @@ mod tests {
                 .iter()
                 .position(|g| g.name == "sub")
                 .unwrap();
-            let plan = rank0_plan(&scenario).unwrap();
-            let mut device = FakeDevice::default();
-            let mut executor = Executor::new(&scenario, &plan, &mut device);
-            executor.setup().unwrap();
-            let log = executor.run().unwrap();
-            let simulated = sim::engine::simulate(&scenario);
+            let (log, device, simulated) = rank0_on_fake_and_simulated(&scenario);
             let timeout_and_abort = |records: &[WatchdogRecord]| -> Vec<_> {
                 (records.iter())
                     .filter(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
