@@ -21,7 +21,7 @@
 //! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
 //! the point's index — never on which thread runs it or in what order.
 //!
-//! Over 1,000 lines (about 1,010; the unit tests are in `sweep/tests.rs`): reading the axes, the
+//! Over 1,000 lines (about 1,050; the unit tests are in `sweep/tests.rs`): reading the axes, the
 //! checks of a bad sweep, expanding points and editing `[[op]]`s by label share one `Sweep` and
 //! the private `Dimension`/`AxisValue` types; the op edits
 //! (`apply_overrides_with_ops`, `set_op`) are the piece to move out if it grows.
@@ -252,6 +252,13 @@ impl Sweep {
         let mut relabelled: Vec<&str> = Vec::new();
         let mut replaced_under_labels: Vec<(String, &AxisArg)> = Vec::new();
         for arg in cli {
+            // A zipped axis named like a scenario path: the `--set` would be taken as new
+            // labels where the user may have meant the key.
+            if let Some(dimension) = (dimensions.iter())
+                .find(|d| d.zip.as_ref().is_some_and(|(name, _)| *name == arg.path))
+            {
+                refuse_a_scenario_path_name(path, text, dimension)?;
+            }
             if let Some((name, labels)) = dimensions
                 .iter_mut()
                 .filter_map(|d| d.zip.as_mut())
@@ -590,9 +597,9 @@ impl Sweep {
     /// Refuses, at its name in `[sweep]`, a zipped axis with `values` named like one of
     /// `written`, the columns c10dsim writes besides the axes (`point`, the metrics, `seed`,
     /// `error`, a size axis's `_bytes` twin, …; two axes of one column are refused by
-    /// [`Sweep::parse`]). Its name is the user's own choice, so the user renames it; a path axis
-    /// named like a written column (`seed`) is the scenario's key and is shown as
-    /// `scenario.<key>` instead.
+    /// [`Sweep::parse`]), then one named like a scenario path (`tensors.x`, `env.FOO`). Its name
+    /// is the user's own choice, so the user renames it; a path axis named like a written column
+    /// (`seed`) is the scenario's key and is shown as `scenario.<key>` instead.
     pub fn check_zip_names(&self, written: &[String]) -> Result<(), ScenarioError> {
         for dimension in &self.dimensions {
             let Some((name, _)) = &dimension.zip else {
@@ -609,6 +616,7 @@ impl Sweep {
                     ),
                 ));
             }
+            refuse_a_scenario_path_name(&self.path, &self.text, dimension)?;
         }
         Ok(())
     }
@@ -706,6 +714,34 @@ impl Sweep {
         scenario.seed = point_seed(scenario.seed, point.index);
         Ok(scenario)
     }
+}
+
+/// A labelled zipped axis whose name starts with a scenario's top-level key (`tensors.x`,
+/// `seed`, `env.FOO`, `op.LABEL.KEY`, or `machine`, the profile `run --set` takes) is refused at
+/// its name: `--set NAME=…` would be taken as new labels for the axis, not as that key, and the
+/// CSV would show values the user did not ask for.
+fn refuse_a_scenario_path_name(
+    path: &str,
+    text: &str,
+    dimension: &Dimension,
+) -> Result<(), ScenarioError> {
+    let Some((name, _)) = &dimension.zip else {
+        return Ok(());
+    };
+    let first = name.split('.').next().unwrap_or_default();
+    if !scenario::TOP_LEVEL_KEYS.contains(&first) && first != "machine" {
+        return Ok(());
+    }
+    Err(scenario::error_at(
+        path,
+        text,
+        dimension.name_span.clone().unwrap_or(0..0),
+        format!(
+            "zipped axis {name:?} is named like a scenario path ({first:?} is a scenario key), \
+             so `--set {name}=…` could mean the key or the axis's labels: give the zipped axis \
+             a plain name such as \"mode\""
+        ),
+    ))
 }
 
 fn whole_file(path: &str, message: impl Into<String>) -> ScenarioError {

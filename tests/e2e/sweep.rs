@@ -813,6 +813,33 @@ fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
 }
 
 #[test]
+fn a_zipped_axis_named_like_a_scenario_path_is_refused_with_or_without_a_set() {
+    // `--set tensors.x=…` used to relabel the zipped axis "tensors.x": the CSV's column showed
+    // 1KiB and 2KiB for points that all ran the file's 1MiB.
+    let path = temp("zip_scenario_path.toml");
+    std::fs::write(
+        &path,
+        "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\n\
+         all_reduce = \"x\"\n[sweep.zip.\"tensors.x\"]\nvalues = [\"a\", \"b\"]\nrepeat = [2, 3]\n",
+    )
+    .unwrap();
+    let out = temp("zip_scenario_path.csv");
+    for set in [&["--set", "tensors.x=1KiB,2KiB"][..], &[]] {
+        let _ = std::fs::remove_file(&out);
+        let mut args = vec!["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend(set);
+        let output = c10dsim(&args);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        let at = format!(
+            "{}:9:12: error: zipped axis \"tensors.x\" is named like a scenario path",
+            path.display()
+        );
+        assert!(stderr(&output).contains(&at), "{}", stderr(&output));
+        assert!(!out.exists());
+    }
+}
+
+#[test]
 fn bad_sweep_keys_name_file_line_and_column() {
     let path = temp("bad.toml");
     std::fs::write(

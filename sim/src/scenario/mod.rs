@@ -45,6 +45,7 @@ pub use overrides::{
     apply_overrides, line_origin, read_recorded_invocation, recorded_invocation, renumber_op_lines,
     table_header, LineOrigin, Override, OverrideError,
 };
+pub use raw::TOP_LEVEL_KEYS;
 pub use suggest::{did_you_mean, nearest};
 
 use crate::units::{parse_size_bytes, us_to_ns};

@@ -8,6 +8,33 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
+/// The top-level keys of a scenario file: the fields of [`RawScenario`], in its order (a test
+/// keeps the two in step). The first key of every path `--set` sets (`tensors.buf`, `seed`).
+pub const TOP_LEVEL_KEYS: [&str; 22] = [
+    "name",
+    "about",
+    "torch",
+    "seed",
+    "repeat",
+    "warmup",
+    "max_sim_time_s",
+    "destroy_process_group",
+    "cluster",
+    "network",
+    "host",
+    "env",
+    "memory",
+    "tensors",
+    "streams",
+    "groups",
+    "perturb",
+    "fault",
+    "op",
+    "measure",
+    "overlap",
+    "sweep",
+];
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
@@ -289,4 +316,24 @@ pub struct RawOverlap {
     pub compute: Spanned<String>,
     pub comm: Spanned<String>,
     pub both: Spanned<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_top_level_keys_are_the_fields_of_a_raw_scenario() {
+        // serde names every field it expects when it meets an unknown one.
+        let error = toml::from_str::<super::RawScenario>("no_such_key = 1\n").unwrap_err();
+        let expected: Vec<String> = super::TOP_LEVEL_KEYS
+            .iter()
+            .map(|key| format!("`{key}`"))
+            .collect();
+        assert!(
+            error
+                .message()
+                .ends_with(&format!("expected one of {}", expected.join(", "))),
+            "{}",
+            error.message()
+        );
+    }
 }

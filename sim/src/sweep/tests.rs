@@ -177,6 +177,43 @@ fn a_zipped_axis_named_like_a_path_axis_is_refused_at_the_second_name() {
 }
 
 #[test]
+fn a_zipped_axis_named_like_a_scenario_path_is_refused_at_its_name() {
+    for name in [
+        "tensors.x",
+        "seed",
+        "env.TORCH_NCCL_BLOCKING_WAIT",
+        "cluster.ranks",
+        "op.ar.async_op",
+        "machine",
+    ] {
+        let zip = format!("[sweep.zip.\"{name}\"]\nvalues = [\"a\", \"b\"]\nrepeat = [2, 3]\n");
+        // `--set NAME=…` is not taken as new labels (the CSV would show values the points did
+        // not run with), and the name is refused without it too.
+        let set = format!("{name}=1KiB,2KiB");
+        let refusals = [
+            sweep(&zip, &[set.as_str()]).unwrap_err(),
+            sweep(&zip, &[]).unwrap().check_zip_names(&[]).unwrap_err(),
+        ];
+        for err in refusals {
+            assert!(
+                err.message.starts_with(&format!(
+                    "zipped axis {name:?} is named like a scenario path"
+                )),
+                "{err}"
+            );
+            assert_eq!((err.line, err.column), (14, 12), "{err}");
+        }
+    }
+    // A plain name, or one that only looks like a path (a metric's), is the axis's own.
+    for name in ["mode", "ar.kernel_us"] {
+        let zip = format!("[sweep.zip.\"{name}\"]\nvalues = [\"a\", \"b\"]\nrepeat = [2, 3]\n");
+        let s = sweep(&zip, &[&format!("{name}=c,d")]).unwrap();
+        assert_eq!(s.point(1).values, ["d"]);
+        s.check_zip_names(&[]).unwrap();
+    }
+}
+
+#[test]
 fn a_misspelt_op_label_names_the_nearest_one() {
     let set = |path: &str| Override {
         path: path.to_string(),
