@@ -151,9 +151,12 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     if let Some(twice) = (header.iter().enumerate())
         .find_map(|(index, column)| header[..index].contains(column).then_some(column))
     {
-        return Err(Failure::input(format!(
-            "{path}: the CSV would have two columns named {twice:?}: an axis is named like a \
-             column c10dsim writes; rename the axis"
+        return Err(sweep_failure(sweep.axis_column_error(
+            twice,
+            format!(
+                "the CSV would have two columns named {twice:?}: an axis is named like a column \
+                 c10dsim writes; rename the axis"
+            ),
         )));
     }
     // The sweep's identity: the file, and the `--set`s that change its points (a `--resume`

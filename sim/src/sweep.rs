@@ -621,6 +621,19 @@ impl Sweep {
         Ok(())
     }
 
+    /// An error of the path axis whose CSV column is `column`: at its key in `[sweep]`, or as
+    /// the `--set` that added it.
+    pub fn axis_column_error(&self, column: &str, message: String) -> ScenarioError {
+        let axis = (self.dimensions.iter())
+            .filter(|dimension| dimension.zip.is_none())
+            .flat_map(|dimension| &dimension.paths)
+            .find(|axis| axis.path == column);
+        match axis.and_then(|axis| axis.key_span.clone()) {
+            Some(span) => scenario::error_at(&self.path, &self.text, span, message),
+            None => whole_file(&self.path, format!("--set {column}=…: {message}")),
+        }
+    }
+
     /// Per column of [`Sweep::columns`]: whether it holds sizes — a tensor's size
     /// (`tensors.NAME` or `tensors.NAME.size`) every value of which reads as one (`25MiB`,
     /// `4096`). The CSV adds the size in bytes beside such a column.

@@ -793,7 +793,8 @@ fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
     );
     assert!(stderr(&output).contains(&at), "{}", stderr(&output));
     assert!(!out.exists());
-    // A path axis named like a size axis's `_bytes` twin: no zipped axis to rename.
+    // A path axis named like a size axis's `_bytes` twin: no zipped axis to rename; refused at
+    // the axis's key.
     let path = temp("bytes_twin_axis.toml");
     std::fs::write(
         &path,
@@ -804,9 +805,12 @@ fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
     .unwrap();
     let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let at = format!(
+        "{}:10:1: error: the CSV would have two columns named \"tensors.x_bytes\"",
+        path.display()
+    );
     assert!(
-        stderr(&output).contains("two columns named \"tensors.x_bytes\"")
-            && !stderr(&output).contains("zipped"),
+        stderr(&output).contains(&at) && !stderr(&output).contains("zipped"),
         "{}",
         stderr(&output)
     );
