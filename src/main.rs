@@ -872,11 +872,6 @@ pub(crate) fn load_on(
 ) -> Result<Scenario, Failure> {
     let original = stdio::read_scenario_text(path)?;
     let shown = path.display().to_string();
-    // A [sweep] table is checked too: bad input never half-runs.
-    sim::sweep::Sweep::parse(&shown, &original, &[]).map_err(|error| {
-        let located = diagnostic::locate(error, &shown, &original, &original, &[]);
-        Failure::input(diagnostic::render(&located))
-    })?;
     // `--set machine=…` names the profile, so it applies before the profile is read; then the
     // profile, so that the other `--set`s win over it.
     let (machine_set, rest): (Vec<_>, Vec<_>) =
@@ -885,6 +880,19 @@ pub(crate) fn load_on(
     let text =
         sim::sweep::apply_overrides_with_ops(&original, &machine_set).map_err(set_failure)?;
     let with_machine = diff_cmd::resolve_machine(path, &text, machine)?;
+    // A [sweep] table is checked too, on the machine's values as `sweep` checks it (its points
+    // are scenarios without `machine`): bad input never half-runs.
+    sim::sweep::Sweep::parse(&shown, &with_machine.text, &[]).map_err(|error| {
+        let located = diagnostic::locate_with_profiles(
+            error,
+            &shown,
+            &original,
+            &with_machine.text,
+            &machine_set,
+            &with_machine.profiles,
+        );
+        Failure::input(diagnostic::render(&located))
+    })?;
     let text =
         sim::sweep::apply_overrides_with_ops(&with_machine.text, &rest).map_err(set_failure)?;
     // The scenario records how it was invoked (`FILE [--set K=V …]`, the Timeline's

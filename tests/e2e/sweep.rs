@@ -8,7 +8,7 @@
 
 use crate::util::{stderr, stdout};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The variables `c10dsim sweep` takes its shard from when `--shard` is not given.
@@ -840,6 +840,57 @@ fn a_zipped_axis_named_like_a_scenario_path_is_refused_with_or_without_a_set() {
         );
         assert!(stderr(&output).contains(&at), "{}", stderr(&output));
         assert!(!out.exists());
+    }
+}
+
+#[test]
+fn a_sweep_on_a_machine_profile_names_the_files_lines_and_runs_its_base_point() {
+    // The profile fills in [cluster] and adds [network] and [host]: the errors still name the
+    // file's own lines, and `run` and `check` read the file's [sweep] on the profile's values.
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/h200.toml");
+    for machine in ["h200".to_string(), profile.display().to_string()] {
+        let head = format!(
+            "machine = {machine:?}\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\n\
+             label = \"ar\"\nall_reduce = \"x\"\n[sweep]\nrepeat = [1, 2]\n"
+        );
+        let path = temp("on_machine.toml");
+        std::fs::write(&path, &head).unwrap();
+        let file = path.to_str().unwrap();
+        for command in ["run", "check"] {
+            let output = c10dsim(&[command, file]);
+            assert!(output.status.success(), "{command}: {}", stderr(&output));
+        }
+        let out = temp("on_machine.csv");
+        let (_, rows) = rows(&sweep_to(&out, &[file]));
+        assert_eq!(rows.len(), 2);
+        for (tail, at, commands) in [
+            ("\"tensors.x\" = \"1KiB\"\n", "11:15", &["sweep", "check"][..]),
+            ("\"cluster.sms\" = [\"a\", \"b\"]\n", "11:1", &["sweep", "check"]),
+            (
+                "[sweep.zip.seed]\nvalues = [\"a\", \"b\"]\n\"cluster.ranks\" = [2, 4]\n",
+                "11:12",
+                &["sweep"],
+            ),
+            (
+                "[sweep.zip.\"ar.kernel_us\"]\nvalues = [\"a\", \"b\"]\n\"cluster.ranks\" = [2, 4]\n",
+                "11:12",
+                &["sweep"],
+            ),
+        ] {
+            std::fs::write(&path, format!("{head}{tail}")).unwrap();
+            for &command in commands {
+                let output = match command {
+                    "sweep" => c10dsim(&[command, file, "-o", out.to_str().unwrap()]),
+                    _ => c10dsim(&[command, file]),
+                };
+                assert_eq!(output.status.code(), Some(2), "{command}: {}", stderr(&output));
+                assert!(
+                    stderr(&output).contains(&format!("{file}:{at}: error: ")),
+                    "{command} {tail}: {}",
+                    stderr(&output)
+                );
+            }
+        }
     }
 }
 
