@@ -102,8 +102,30 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
 pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
     let original = crate::stdio::read_scenario_text(&args.file)?;
+    // `--set machine=NAME` names the profile, so it applies before the profile is read, as for
+    // `run`; every point runs on that one profile.
+    let (machine_sets, axes): (Vec<AxisArg>, Vec<AxisArg>) = args
+        .axes
+        .iter()
+        .cloned()
+        .partition(|axis| axis.path == "machine");
+    let mut machine_set = Vec::new();
+    for axis in machine_sets {
+        let [value] = axis.values.as_slice() else {
+            return Err(Failure::input(format!(
+                "--set {axis}: a sweep runs every point on one machine profile; run one sweep \
+                 per profile"
+            )));
+        };
+        machine_set.push(sim::scenario::Override {
+            path: axis.path,
+            value: value.clone(),
+        });
+    }
+    let with_machine_set = sim::sweep::apply_overrides_with_ops(&original, &machine_set)
+        .map_err(|error| Failure::input(format!("{path}: {error}")))?;
     // A `machine = …` profile fills in what the scenario does not set, as for `run`.
-    let with_machine = crate::diff_cmd::resolve_machine(&args.file, &original, None)?;
+    let with_machine = crate::diff_cmd::resolve_machine(&args.file, &with_machine_set, None)?;
     let text = with_machine.text;
     let sweep_failure = |error| {
         let located = crate::diagnostic::locate_with_profiles(
@@ -111,12 +133,12 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             &path,
             &original,
             &text,
-            &[],
+            &machine_set,
             &with_machine.profiles,
         );
         Failure::input(crate::diagnostic::render(&located))
     };
-    let sweep = Sweep::parse(&path, &text, &args.axes).map_err(sweep_failure)?;
+    let sweep = Sweep::parse(&path, &text, &axes).map_err(sweep_failure)?;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     args.limits.caps.check(&args.file, &base, false)?;

@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,350 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,480 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -892,6 +892,54 @@ fn a_sweep_on_a_machine_profile_names_the_files_lines_and_runs_its_base_point() 
             }
         }
     }
+}
+
+#[test]
+fn set_machine_runs_every_point_on_that_profile_as_for_run() {
+    let body = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\n\
+                all_reduce = \"x\"\n[sweep]\nrepeat = [1, 2]\n";
+    let named = temp("machine_named.toml");
+    std::fs::write(&named, format!("machine = \"h200\"\n{body}")).unwrap();
+    let set = temp("machine_set.toml");
+    std::fs::write(&set, body).unwrap();
+    let (_, on_h200) = rows(&sweep_to(
+        &temp("machine_named.csv"),
+        &[named.to_str().unwrap()],
+    ));
+    let (_, by_set) = rows(&sweep_to(
+        &temp("machine_set.csv"),
+        &[set.to_str().unwrap(), "--set", "machine=h200"],
+    ));
+    let (_, plain) = rows(&sweep_to(
+        &temp("machine_plain.csv"),
+        &[set.to_str().unwrap()],
+    ));
+    for ((h200, by_set), plain) in on_h200.iter().zip(&by_set).zip(&plain) {
+        assert_eq!(by_set["ar.kernel_us"], h200["ar.kernel_us"]);
+        assert_ne!(
+            by_set["ar.kernel_us"], plain["ar.kernel_us"],
+            "the profile applies"
+        );
+        assert_eq!(by_set["error"], "");
+    }
+    // One profile per sweep: a machine axis is refused before anything runs.
+    let out = temp("machine_axis.csv");
+    let _ = std::fs::remove_file(&out);
+    let output = c10dsim(&[
+        "sweep",
+        set.to_str().unwrap(),
+        "--set",
+        "machine=h200,h100",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("one machine profile"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!out.exists());
 }
 
 #[test]
