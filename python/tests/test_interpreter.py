@@ -199,6 +199,20 @@ def test_a_scenario_value_wins_over_the_measurement_defaults():
     assert set(exported) == set(MEASUREMENT_ENV)
 
 
+def test_the_simulated_module_loading_is_exported_over_the_shells(resolve):
+    # The simulator's barrier waits for the device at its fill kernel's first launch under
+    # lazy loading (R14); a shell's CUDA_MODULE_LOADING=EAGER must not change the measured run.
+    path, scenario = resolve("timeout_dump", "cluster.ranks=1")
+    assert scenario["env"]["lazy_module_loading"] is True
+    environ = {"CUDA_MODULE_LOADING": "EAGER"}
+    exported = export_environment(scenario, environ)
+    assert environ["CUDA_MODULE_LOADING"] == exported["CUDA_MODULE_LOADING"] == "LAZY"
+    path, scenario = resolve("timeout_dump", "cluster.ranks=1", "env.CUDA_MODULE_LOADING=EAGER")
+    environ = {}
+    export_environment(scenario, environ)
+    assert environ["CUDA_MODULE_LOADING"] == "EAGER"
+
+
 def test_the_simulated_error_handling_mode_is_exported_over_torchruns_default(resolve,
                                                                             interpret):
     # torchrun sets TORCH_NCCL_ASYNC_ERROR_HANDLING=1 for its workers; the scenario is silent,

@@ -52,6 +52,13 @@ const BAD_INPUTS: &[BadInput] = &[
         says: "unknown or unmodelled environment variable \"TORCH_NCCL_BLOCKING_WAITT\"",
     },
     BadInput {
+        class: "a CUDA_MODULE_LOADING CUDA does not know",
+        text: "[env]\nCUDA_MODULE_LOADING = \"lazy\"\n[[op]]\ndevice_sync = true\n",
+        line: 2,
+        column: 23,
+        says: "CUDA_MODULE_LOADING expects \"LAZY\" or \"EAGER\", found \"lazy\"",
+    },
+    BadInput {
         class: "unknown tensor",
         text: "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"y\"\n",
         line: 4,

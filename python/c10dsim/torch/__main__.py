@@ -30,6 +30,7 @@ MEASUREMENT_ENV = {
 ERROR_HANDLING_VARIABLE = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 # The resolved scenario's `env.async_error_handling`, in the variable's order (0 to 3).
 ERROR_HANDLING_MODES = ("NoHandling", "TearDown", "CleanUpOnly", "SkipCleanUp")
+MODULE_LOADING_VARIABLE = "CUDA_MODULE_LOADING"
 
 
 def export_environment(scenario, environ):
@@ -57,6 +58,14 @@ def export_environment(scenario, environ):
             value = str(ERROR_HANDLING_MODES.index(mode))
             environ[ERROR_HANDLING_VARIABLE] = value
             exported[ERROR_HANDLING_VARIABLE] = value
+    # The simulator assumes CUDA's lazy loading (a kernel's first launch waits for the device,
+    # R14) unless the scenario says EAGER: a launching shell's own CUDA_MODULE_LOADING must not
+    # decide the measured run instead.
+    lazy = scenario["env"].get("lazy_module_loading")
+    if MODULE_LOADING_VARIABLE not in exported and lazy is not None:
+        value = "LAZY" if lazy else "EAGER"
+        environ[MODULE_LOADING_VARIABLE] = value
+        exported[MODULE_LOADING_VARIABLE] = value
     return exported
 
 

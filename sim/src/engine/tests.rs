@@ -1364,3 +1364,40 @@ fn the_main_threads_abort_stall_outlives_the_watchdogs_abort_r15_r28() {
         assert_eq!(heartbeat, [30_000_000_000], "mode {mode}");
     }
 }
+
+#[test]
+fn a_process_s_first_barrier_behind_a_kernel_waits_for_it_and_is_not_timed_out_r14() {
+    // Measured on PyTorch 2.11 (an H100, tests/data/torch/probes/sync_watchdog/): the process's
+    // first barrier behind a 5 s kernel returned after the kernel and was not timed out (2 s
+    // group timeout): its fill kernel's first launch waited for the device, and the Work came
+    // after. A `torch.zeros(1)` before the kernel, or CUDA_MODULE_LOADING=EAGER, and the
+    // watchdog timed it out after 2.0 s.
+    let program = |before: &str| {
+        format!(
+            "[cluster]\nranks = 1\n[groups.world]\neager_init = true\ntimeout_s = 2\n{before}\
+             [[op]]\nlabel = \"busy\"\nkernel = {{ us = 5000000, sms = 132 }}\n\
+             [[op]]\nlabel = \"bar\"\nbarrier = true\n"
+        )
+    };
+    let cold = simulate(&parse("b.toml", &program("")).unwrap());
+    assert!(
+        !(cold.findings.iter()).any(|f| f.kind == FindingKind::WatchdogTimeout),
+        "{:?}",
+        cold.findings
+    );
+    let rank = &cold.ranks[0];
+    let barrier = rank.host[1];
+    assert!(barrier.end_ns >= rank.kernels[0].end_ns, "{barrier:?}");
+    for before in [
+        "[tensors]\nx = \"4B\"\n",
+        "[env]\nCUDA_MODULE_LOADING = \"EAGER\"\n",
+    ] {
+        let timeline = simulate(&parse("b.toml", &program(before)).unwrap());
+        let timeout = rank0_watchdog_timeout(&timeline);
+        assert!(
+            timeout.message.contains("ran for 2099 milliseconds"),
+            "{before}: {}",
+            timeout.message
+        );
+    }
+}

@@ -27,7 +27,7 @@ pub use step::{CallWarmth, Kernel, NcclCall, Slot, Step, WorkHolder};
 
 use crate::random::{collective_rng, jitter_factor, rank_rng};
 use crate::scenario::{
-    Batch, CollectiveKind, DType, GroupId, Op, OpKind, Scenario, TensorId, WorkId,
+    Batch, CollectiveKind, DType, FaultKind, GroupId, Op, OpKind, Scenario, TensorId, WorkId,
 };
 use crate::timeline::{KernelClass, StreamRef};
 use rand_chacha::ChaCha8Rng;
@@ -57,6 +57,11 @@ pub struct ProcessGroupNccl {
     /// The dtypes of the GEMMs this process launched: the first of each dtype costs
     /// `host.first_gemm_us` more.
     gemm_dtypes: Vec<DType>,
+    /// The element types whose fill kernel this process has loaded (R14: under CUDA's lazy
+    /// loading a kernel's first launch waits for the device to drain): those of the tensors
+    /// made before the program, made filled as `c10dsim torch` makes them (`torch.ones`), and
+    /// f32 once a barrier filled its one-element tensor.
+    fill_kernel_dtypes: Vec<DType>,
     /// Per group: an eager init that `TORCH_NCCL_USE_COMM_NONBLOCKING` left to the first use.
     deferred: Vec<bool>,
     /// Per op: a setup op (`init_process_group`, `new_group`) that already ran.
@@ -94,6 +99,25 @@ pub struct ProcessGroupNccl {
     perturbations_by_op: Vec<Vec<usize>>,
 }
 
+/// The element types of the tensors `rank` makes before the program, each made filled
+/// (`torch.ones`, as `c10dsim torch` makes them), so that its fill kernel is loaded (R14): the
+/// scenario's tensors that live for the whole run (bucket buffers are of their tensor's type)
+/// and the scratch tensors of the `mismatch` faults on this rank.
+fn filled_before_program(scenario: &Scenario, rank: u32) -> Vec<DType> {
+    let mut dtypes = Vec::new();
+    let tensors = scenario.tensors.iter().filter(|tensor| !tensor.dynamic);
+    let mismatches = scenario.faults.iter().filter_map(|fault| match fault.kind {
+        FaultKind::Mismatch { dtype, .. } if fault.ranks.contains(&rank) => Some(dtype),
+        _ => None,
+    });
+    for dtype in tensors.map(|tensor| tensor.dtype).chain(mismatches) {
+        if !dtypes.contains(&dtype) {
+            dtypes.push(dtype);
+        }
+    }
+    dtypes
+}
+
 impl ProcessGroupNccl {
     pub fn new(scenario: &Scenario, rank: u32) -> ProcessGroupNccl {
         let mut perturbations_by_op = vec![Vec::new(); scenario.ops.len()];
@@ -121,6 +145,7 @@ impl ProcessGroupNccl {
             initialised: vec![false; scenario.groups.len()],
             any_communicator: false,
             gemm_dtypes: Vec::new(),
+            fill_kernel_dtypes: filled_before_program(scenario, rank),
             deferred: vec![false; scenario.groups.len()],
             ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
@@ -176,6 +201,21 @@ impl ProcessGroupNccl {
             nonblocking,
         });
         if first {
+            out.push(Step::DeviceSync { cost_ns: 0 });
+        }
+    }
+
+    /// A fill kernel of `dtype` launched: under lazy module loading its first launch in the
+    /// process loads it, which waits for the device to drain (R14; one H100, PyTorch 2.11:
+    /// the process's first barrier behind a 5 s GPU sleep returned after it, its Work made
+    /// only then, while a `torch.zeros(1)` before the sleep, or `CUDA_MODULE_LOADING=EAGER`,
+    /// let the watchdog time the barrier out; tests/data/torch/probes/sync_watchdog).
+    fn launch_fill_kernel(&mut self, scenario: &Scenario, dtype: DType, out: &mut Vec<Step>) {
+        if self.fill_kernel_dtypes.contains(&dtype) {
+            return;
+        }
+        self.fill_kernel_dtypes.push(dtype);
+        if scenario.env.lazy_module_loading {
             out.push(Step::DeviceSync { cost_ns: 0 });
         }
     }
@@ -578,6 +618,11 @@ impl ProcessGroupNccl {
         let call_stream = op.stream as StreamRef;
         let barrier = call.tensor.is_none();
         out.push(Step::CallStart);
+        if barrier {
+            // R14: `ProcessGroupNCCL::barrier` fills its tensor (`at::zeros`, f32) first; the
+            // fill kernel's first launch in the process waits for the device to drain.
+            self.launch_fill_kernel(scenario, DType::F32, out);
+        }
         if let Some(cost_ns) = call.recorded_calls_ns {
             out.push(Step::HostCost { cost_ns });
         }

@@ -679,3 +679,52 @@ fn a_work_name_whose_binding_call_raised_lowers_to_name_error_in_both_engines() 
         );
     }
 }
+
+#[test]
+fn only_a_barrier_whose_fill_kernel_is_not_loaded_waits_for_the_device_first_r14() {
+    // Under lazy module loading the barrier's f32 fill kernel loads at its first launch in the
+    // process, which waits for the device to drain: a `device_sync` opens the first barrier's
+    // call, unless an f32 tensor was made (filled) before the program or modules load eagerly.
+    let program = |tensors: &str, env: &str| {
+        format!(
+            "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n{tensors}{env}\
+             [[op]]\nbarrier = true\n[[op]]\nbarrier = true\n"
+        )
+    };
+    // Per barrier (its call checks the communicator): whether its call opens with a drain.
+    let drains = |text: &str| -> Vec<usize> {
+        let steps = lowered(text);
+        let barriers: Vec<usize> = (steps.iter().enumerate())
+            .filter(|(_, step)| step.as_str() == "check_comm g0")
+            .map(|(at, _)| at)
+            .collect();
+        assert_eq!(barriers.len(), 2, "{steps:?}");
+        (barriers.iter().enumerate())
+            .filter(|(_, &at)| steps[at - 1] == "device_sync +0ns" && steps[at - 2] == "call")
+            .map(|(barrier, _)| barrier)
+            .collect()
+    };
+    assert_eq!(drains(&program("", "")), [0], "the first barrier only");
+    let bf16 = "[tensors]\nx = { size = \"2B\", dtype = \"bf16\" }\n";
+    assert_eq!(
+        drains(&program(bf16, "")),
+        [0],
+        "a bf16 fill loads another kernel"
+    );
+    let f32 = "[tensors]\nx = \"4B\"\n";
+    assert_eq!(drains(&program(f32, "")), [] as [usize; 0]);
+    let dynamic = "[tensors]\nx = \"4B\"\n";
+    let made_in_program = program(dynamic, "").replace(
+        "[[op]]\nbarrier = true\n[[op]]",
+        "[[op]]\nalloc = \"x\"\n[[op]]\nfree = \"x\"\n[[op]]\nbarrier = true\n[[op]]",
+    );
+    assert_eq!(
+        drains(&made_in_program),
+        [0],
+        "made empty by the program: no fill"
+    );
+    let eager = "[env]\nCUDA_MODULE_LOADING = \"EAGER\"\n";
+    assert_eq!(drains(&program("", eager)), [] as [usize; 0]);
+    let lazy = "[env]\nCUDA_MODULE_LOADING = \"LAZY\"\n";
+    assert_eq!(drains(&program("", lazy)), [0]);
+}

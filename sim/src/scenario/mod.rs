@@ -968,6 +968,7 @@ impl Resolver<'_> {
             dump_file_prefix: None,
             avoid_record_streams: None,
             expandable_segments: false,
+            lazy_module_loading: true,
             raw: BTreeMap::new(),
         };
         let none = BTreeMap::new();
@@ -983,7 +984,7 @@ impl Resolver<'_> {
             if self.watchdog_env(&mut env, key, value)? {
                 continue;
             }
-            if self.allocator_env(&mut env, key, value)? {
+            if self.cuda_runtime_env(&mut env, key, value)? {
                 continue;
             }
             let flag = match key.get_ref().as_str() {
@@ -1122,8 +1123,9 @@ impl Resolver<'_> {
         }
     }
 
-    /// Reads the caching allocator's variables into `env`; false if `key` is neither.
-    fn allocator_env(
+    /// Reads the CUDA runtime's variables (the caching allocator's two, `CUDA_MODULE_LOADING`)
+    /// into `env`; false if `key` is none of them.
+    fn cuda_runtime_env(
         &self,
         env: &mut Env,
         key: &Spanned<String>,
@@ -1157,6 +1159,26 @@ impl Resolver<'_> {
                     }
                 };
                 env.raw.insert(key.get_ref().clone(), setting);
+            }
+            "CUDA_MODULE_LOADING" => {
+                env.lazy_module_loading = match value.get_ref() {
+                    toml::Value::String(text) if text == "LAZY" => true,
+                    toml::Value::String(text) if text == "EAGER" => false,
+                    other => {
+                        return Err(self.error(
+                            value.span(),
+                            format!(
+                                "CUDA_MODULE_LOADING expects \"LAZY\" or \"EAGER\", found {other}"
+                            ),
+                        ))
+                    }
+                };
+                let setting = if env.lazy_module_loading {
+                    "LAZY"
+                } else {
+                    "EAGER"
+                };
+                env.raw.insert(key.get_ref().clone(), setting.to_string());
             }
             _ => return Ok(false),
         }

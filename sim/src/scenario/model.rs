@@ -359,6 +359,9 @@ pub struct Env {
     pub avoid_record_streams: Option<bool>,
     /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (R20).
     pub expandable_segments: bool,
+    /// `CUDA_MODULE_LOADING` (`LAZY`, the default, or `EAGER`): under lazy loading a kernel's
+    /// first launch in a process loads its code, which waits for the device to drain (R14).
+    pub lazy_module_loading: bool,
     /// Every variable as written, for reports.
     pub raw: BTreeMap<String, String>,
 }
@@ -372,7 +375,7 @@ impl Env {
     }
 
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 26] = [
+    pub const KNOWN: [(&'static str, &'static str); 27] = [
         (
             "TORCH_NCCL_USE_COMM_NONBLOCKING",
             "0 or 1: an eager communicator is finished at its first use, not in init_process_group (R8)",
@@ -388,6 +391,10 @@ impl Env {
         (
             "PYTORCH_CUDA_ALLOC_CONF",
             "\"expandable_segments:True\" or \"expandable_segments:False\" (R20)",
+        ),
+        (
+            "CUDA_MODULE_LOADING",
+            "\"LAZY\" (default) or \"EAGER\": a kernel's first launch waits for the device to drain under LAZY (R14)",
         ),
         (
             "TORCH_NCCL_BLOCKING_WAIT",
