@@ -1,7 +1,8 @@
 //! The fault paths set beside what PyTorch 2.11 did on the H200 (tests/data/torch/probes): the
-//! watchdog's way after a timeout with the dumps or the Flight Recorder off (R27), and a
-//! program that returns with work pending, with one group or two (R31). Split from `faults`,
-//! whose helpers and defaults it uses.
+//! watchdog's way after a timeout with the dumps or the Flight Recorder off (R27), a program
+//! that returns with work pending, with one group or two (R31), and the watchdog's error after
+//! an uncaught `wait(timeout)` (R15, also on an H100). Split from `faults`, whose helpers and
+//! defaults it uses.
 
 use super::faults::{at, next_poll_ns, records, DUMP_WAIT_NS, MS, S, TIMEOUT_NS, US};
 use crate::util::run_with;
@@ -340,5 +341,55 @@ fn with_two_groups_the_abort_of_the_one_with_the_smaller_timeout_ends_the_proces
             groups.iter().all(|&g| g == Some(small)),
             "{what}: {groups:?}"
         );
+    }
+}
+
+/// `w.wait(timeout=50ms)` on a subgroup's async all_reduce behind a 300 ms GPU sleep, uncaught:
+/// the scenario PyTorch 2.11 ran on an H100 (session 26; `c10dsim torch`).
+const TWO_GROUP_WAIT_TIMEOUT: &str = "name = \"two_group_wait_timeout\"\nrepeat = 1\nwarmup = 0\n[cluster]\nranks = 1\n[groups.world]\neager_init = true\n[groups.sub]\nranks = [0]\neager_init = true\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n[[op]]\nlabel = \"ar_world\"\nall_reduce = \"y\"\n[[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 300_000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ngroup = \"sub\"\nasync_op = true\nwork = \"w\"\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ntimeout_ms = 50\n[[op]]\nlabel = \"done\"\ndevice_sync = true\n";
+
+#[test]
+fn an_uncaught_wait_timeout_still_lets_the_watchdog_find_the_aborted_communicators_error_r15() {
+    // PyTorch 2.11 logged the watchdog's "raised the following async exception: NCCL error:
+    // unhandled system error" in the raise's millisecond, before the uncaught exception ended
+    // the process: with two groups (the subgroup's watchdog, on an H100) and with one
+    // (tests/data/torch/probes/wait_timeout_abort.variants.txt, `--uncaught`). The simulator's
+    // process, which ends at the raise, used to end before its watchdog found it.
+    let one_group = std::fs::read_to_string(crate::util::scenarios_dir().join("wait_timeout.toml"))
+        .unwrap()
+        .replace("catch = true\n", "");
+    for (text, group) in [
+        (TWO_GROUP_WAIT_TIMEOUT, "sub"),
+        (one_group.as_str(), "world"),
+    ] {
+        let timeline = sim::engine::simulate(&sim::scenario::parse("uncaught.toml", text).unwrap());
+        let mut kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        kinds.sort_by_key(|k| format!("{k:?}"));
+        assert_eq!(
+            kinds,
+            [FindingKind::AsyncError, FindingKind::WaitTimeout],
+            "{group}"
+        );
+        let raised_ns = at(&timeline, 0, WatchdogEvent::Abort);
+        let found = &records(&timeline, 0, WatchdogEvent::AsyncError)[0];
+        assert_eq!(found.at_ns, raised_ns);
+        assert_eq!(found.thread, ThreadKind::Watchdog);
+        assert!(
+            found.message.contains("unhandled system error"),
+            "{}",
+            found.message
+        );
+        let groups = &timeline.scenario.groups;
+        assert_eq!(groups[found.group.unwrap() as usize], group);
+        // The exception still ends the process at the raise, after the watchdog's line.
+        let end = timeline.ranks[0].end.unwrap();
+        assert_eq!(end.status, ExitStatus::Raised);
+        assert_eq!(end.at_ns, Some(raised_ns));
+        let log: Vec<WatchdogEvent> = timeline.watchdog.iter().map(|r| r.event).collect();
+        let found_at = log
+            .iter()
+            .position(|e| *e == WatchdogEvent::AsyncError)
+            .unwrap();
+        assert!(found_at < log.iter().position(|e| *e == WatchdogEvent::Exit).unwrap());
     }
 }

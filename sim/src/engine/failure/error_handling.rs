@@ -398,33 +398,36 @@ impl Failure<'_> {
             now_ns,
             message.clone(),
         );
-        if self.scenario.ops[op].catch {
+        let catches = self.scenario.ops[op].catch;
+        if catches {
             // The communicator stays aborted: its next use raises (R27).
-            let index = self.index(rank, group);
             out.push(Command::caught_backend_error(rank, op, &message, now_ns));
-            // Where the watchdog runs, it finds the aborted communicator's error under the
-            // Work and handles it as its own (measured on PyTorch 2.11: docs/watchdog.md).
-            let watchdog = &self.watchdogs[index];
-            let pending = watchdog.pending.iter().any(|p| p.collective == collective);
-            if crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env)
-                && !watchdog.handling
-                && pending
-            {
-                // The watchdog of the Work's process group handles it, and its abort (modes
-                // 1 and 2) covers every communicator of that group.
-                let watchdog = self.watchdog_group(group);
-                self.caught(
-                    view,
-                    rank,
-                    watchdog,
-                    super::Caught::AbortedByWait(collective),
-                    now_ns,
-                    out,
-                );
-            }
-            return;
         }
-        self.exit_uncaught(rank, group, now_ns, out);
+        // Where the watchdog runs, it finds the aborted communicator's error under the Work in
+        // the raise's millisecond and handles it as its own, caught or not: uncaught, it finds
+        // it before the exception ends the process (measured on PyTorch 2.11: docs/watchdog.md,
+        // and R31's uncaught `wait(timeout)`, tests/data/torch/probes/wait_timeout_abort.variants.txt).
+        let watchdog = &self.watchdogs[index];
+        let pending = watchdog.pending.iter().any(|p| p.collective == collective);
+        if crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env)
+            && !watchdog.handling
+            && pending
+        {
+            // The watchdog of the Work's process group handles it, and its abort (modes
+            // 1 and 2) covers every communicator of that group.
+            let watchdog = self.watchdog_group(group);
+            self.caught(
+                view,
+                rank,
+                watchdog,
+                super::Caught::AbortedByWait(collective),
+                now_ns,
+                out,
+            );
+        }
+        if !catches {
+            self.exit_uncaught(rank, group, now_ns, out);
+        }
     }
 }
 
