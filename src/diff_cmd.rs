@@ -82,7 +82,7 @@ pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
             } else {
                 ""
             };
-            Failure::input(format!("{} is not a Timeline: {e}{hint}", path.display()))
+            Failure::input(format!("{}{hint}", e.in_file(&path.display().to_string())))
         })
 }
 

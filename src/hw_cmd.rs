@@ -116,9 +116,8 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         .iter()
         .map(|path| {
             let text = crate::stdio::read_text(path)?;
-            let timeline = Timeline::from_json(&text).map_err(|e| {
-                Failure::input(format!("{} is not a Timeline: {e}", path.display()))
-            })?;
+            let timeline = Timeline::from_json(&text)
+                .map_err(|e| Failure::input(e.in_file(&path.display().to_string())))?;
             Ok((path.display().to_string(), timeline))
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -331,9 +331,8 @@ fn join_ranks(
         let path = dir.join(format!("rank{rank}.json"));
         match std::fs::read_to_string(&path) {
             Ok(text) => {
-                let mut part = Timeline::from_json(&text).map_err(|e| {
-                    Failure::input(format!("{} is not a Timeline: {e}", path.display()))
-                })?;
+                let mut part = Timeline::from_json(&text)
+                    .map_err(|e| Failure::input(e.in_file(&path.display().to_string())))?;
                 if note_unfinished(&mut part, rank, launcher_status) {
                     inferred_exits.push(rank);
                 }

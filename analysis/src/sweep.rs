@@ -115,11 +115,15 @@ pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>),
     Ok((header, rows))
 }
 
-/// A row's point index (its first cell).
+/// A row's point index (its first cell); an error names the row's line in the file.
 pub fn point_index(row: &csv::StringRecord) -> Result<u64, String> {
-    row.get(0)
-        .and_then(|cell| cell.parse().ok())
-        .ok_or_else(|| format!("a row's first cell is not a point index: {row:?}"))
+    let cell = row.get(0).unwrap_or_default();
+    cell.parse().map_err(|_| {
+        let line = row
+            .position()
+            .map_or(String::new(), |at| format!("line {}: ", at.line()));
+        format!("{line}the point cell {cell:?} is not a point index (a whole number)")
+    })
 }
 
 /// The number of points of the sweep the rows belong to (their [`SWEEP_POINTS_COLUMN`]), or
@@ -626,6 +630,21 @@ mod tests {
             error(&[["3", "3"]]).contains("point 3 is not one of its sweep's 3 points (0 to 2)")
         );
         assert!(error(&[["0", ""]]).contains("not a count of points"));
+    }
+
+    #[test]
+    fn a_point_cell_that_is_no_index_is_named_with_its_line() {
+        // It used to show the row as Rust debug output: `StringRecord(["x", "2"])`.
+        let (_, rows) = read_table(b"point,b\n0,1\nx,2\n").unwrap();
+        assert_eq!(point_index(&rows[0]), Ok(0));
+        assert_eq!(
+            point_index(&rows[1]),
+            Err("line 3: the point cell \"x\" is not a point index (a whole number)".to_string())
+        );
+        assert_eq!(
+            rows_in_point_order(rows).unwrap_err(),
+            "line 3: the point cell \"x\" is not a point index (a whole number)"
+        );
     }
 
     #[test]

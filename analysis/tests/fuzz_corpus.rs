@@ -1,8 +1,8 @@
 //! The fuzz targets' short run on the stable toolchain (CI): every seed of `fuzz/seeds/` and
 //! every input a campaign found and `fuzz/regressions/` keeps goes through its target's entry
-//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options; the `simulation`
-//! target reads the scenario seeds), then proptest mutates the seeds (byte edits, cuts and
-//! splices) a few hundred times per target. A panic fails the test; the catalogue's own
+//! point (`analysis::robustness`; `hw::robustness` for `hw`'s launch options and the parts
+//! `hw-merge` joins; the `simulation` target reads the scenario seeds), then proptest mutates
+//! the seeds (byte edits, cuts and splices) a few hundred times per target. A panic fails the test; the catalogue's own
 //! files must also be accepted. The long coverage-guided campaigns: docs/reliability.md.
 
 use analysis::robustness;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 type Entry = fn(&[u8]) -> bool;
 
-const TARGETS: [(&str, Entry); 11] = [
+const TARGETS: [(&str, Entry); 12] = [
     ("scenario", robustness::scenario),
     ("set_override", robustness::set_override),
     ("timeline", robustness::timeline),
@@ -23,6 +23,7 @@ const TARGETS: [(&str, Entry); 11] = [
     ("torch_log", robustness::torch_log),
     ("calibration", robustness::calibration),
     ("hw_options", hw::robustness::launch_options),
+    ("hw_merge", hw::robustness::merge_parts),
 ];
 
 /// The `simulation` target's entry point, with the simulator its fuzz target passes too.
@@ -243,4 +244,9 @@ fn mutated_calibrations_never_panic() {
 #[test]
 fn mutated_launch_environments_never_break_a_layout() {
     mutations("hw_options", hw::robustness::launch_options, 400);
+}
+
+#[test]
+fn mutated_hw_merge_parts_never_panic() {
+    mutations("hw_merge", hw::robustness::merge_parts, 200);
 }

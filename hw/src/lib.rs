@@ -82,7 +82,7 @@ pub use options::{
 pub use probe::{DeviceInfo, DeviceReport};
 
 use sim::scenario::Scenario;
-use sim::timeline::{Source, Timeline, WatchdogRecord};
+use sim::timeline::{ScenarioInfo, Source, Timeline, WatchdogRecord};
 
 /// Checks the CUDA driver, NVRTC, cuBLAS and NCCL libraries (before any other cudarc use), then
 /// lists the GPUs and the driver, CUDA and NCCL versions. A missing library or device is an
@@ -262,6 +262,20 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
                 ),
             ));
         }
+        // One source text, yet another header (`--seed`, a hand-edited file): the merge would
+        // take the first part's and write a Timeline its own readers refuse.
+        if let Some(field) = differing_field(&part.scenario, &first.scenario) {
+            return Err(bad(
+                name,
+                format!("its {field} as in {first_name}'s: not parts of one run"),
+            ));
+        }
+        if part.ops != first.ops {
+            return Err(bad(
+                name,
+                format!("its ops are not {first_name}'s: not parts of one run"),
+            ));
+        }
         if part.source != first.source {
             let source = |timeline: &Timeline| format!("{:?}", timeline.source).to_lowercase();
             return Err(bad(
@@ -294,6 +308,17 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
                 format!("holds {} ranks, not 1", part.ranks.len()),
             ));
         };
+        if !rank.stands_for.is_empty() {
+            return Err(bad(
+                name,
+                format!(
+                    "rank {} stands for {}, a folded Timeline's: a process of `c10dsim hw` \
+                     writes its own rank alone",
+                    rank.rank,
+                    rank.stands_for.named()
+                ),
+            ));
+        }
         if merged.ranks.iter().any(|r| r.rank == rank.rank) {
             // The parts are in rank order: the first one of this rank is the other file.
             let (other, _) = (parts.iter())
@@ -348,6 +373,20 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
         uncertainty_ns.to_string(),
     );
     Ok(merged)
+}
+
+/// The first field of a part's `scenario` header that is not the first part's, as
+/// `scenario.ranks is 2, not 1` (values as the Timeline writes them); `None` when they are equal.
+fn differing_field(part: &ScenarioInfo, first: &ScenarioInfo) -> Option<String> {
+    let fields = |info: &ScenarioInfo| match serde_json::to_value(info) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => unreachable!("a scenario header serialises as an object"),
+    };
+    let (part, first) = (fields(part), fields(first));
+    first.iter().find_map(|(key, value)| {
+        let other = part.get(key).unwrap_or(&serde_json::Value::Null);
+        (other != value).then(|| format!("scenario.{key} is {other}, not {value}"))
+    })
 }
 
 /// Adds `delta_ns` to every time of a rank's records; a time that never came (`u64::MAX`,

@@ -1,9 +1,11 @@
-//! The entry point of the `hw_options` fuzz target (`fuzz/`, cargo fuzz) and of the stable test
-//! that replays its corpus (`analysis/tests/fuzz_corpus.rs`): what `c10dsim hw` reads before it
-//! touches a GPU, from any bytes, checked against what the run relies on. Pure logic: no GPU, no
-//! environment, no file.
+//! The entry points of the `hw_options` and `hw_merge` fuzz targets (`fuzz/`, cargo fuzz) and of
+//! the stable test that replays their corpus (`analysis/tests/fuzz_corpus.rs`): what `c10dsim hw`
+//! reads before it touches a GPU, and the per-process Timelines `c10dsim hw-merge` joins, from
+//! any bytes, checked against what the run and the readers of the result rely on. Pure logic:
+//! no GPU, no environment, no file.
 
 use crate::options::{Downscale, HwOptions, Layout, StandIn};
+use sim::timeline::Timeline;
 
 /// Scenario rank counts and GPU counts every reading is resolved against.
 const SCENARIO_RANKS: [u32; 4] = [1, 2, 8, u32::MAX];
@@ -64,6 +66,30 @@ pub fn launch_options(data: &[u8]) -> bool {
         }
     }
     accepted
+}
+
+/// `c10dsim hw-merge PARTS…`: the parts are the input's NUL-separated pieces, each read as a
+/// Timeline (`Timeline::from_json`) and joined by [`crate::merge_ranks`]; what the merge writes
+/// must read back as a Timeline, as `diff`, `run --against` and `calibrate` read it, else it
+/// panics, as the merge's bug. Accepted when the parts merge.
+pub fn merge_parts(data: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let Ok(parts) = (text.split('\0').enumerate())
+        .map(|(index, part)| Timeline::from_json(part).map(|t| (format!("part{index}"), t)))
+        .collect::<Result<Vec<_>, _>>()
+    else {
+        return false;
+    };
+    let Ok(merged) = crate::merge_ranks(parts) else {
+        return false;
+    };
+    let written = serde_json::to_string(&merged).expect("a Timeline serialises");
+    if let Err(why) = Timeline::from_json(&written) {
+        panic!("the merged Timeline does not read back: {why}\n{written}");
+    }
+    true
 }
 
 #[cfg(test)]

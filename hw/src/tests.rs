@@ -331,6 +331,35 @@ fn parts_of_another_engine_or_launch_are_refused() {
 }
 
 #[test]
+fn parts_whose_headers_differ_under_one_hash_or_that_stand_for_others_are_refused() {
+    // Found by the `hw_merge` fuzz target: parts with one source hash but another
+    // `scenario.ranks` merged into a Timeline that `diff` and `calibrate` refuse to read.
+    let error = |parts| merge_ranks(parts).unwrap_err().to_string();
+    let (name, mut one_rank) = part(0, 0, "h");
+    one_rank.scenario.ranks = 1;
+    assert_eq!(
+        error(vec![(name, one_rank), part(1, 0, "h")]),
+        "cannot merge rank Timelines: part1.json: its scenario.ranks is 2, not 1 as in \
+         part0.json's: not parts of one run"
+    );
+    let (name, mut other_ops) = part(1, 0, "h");
+    other_ops.ops[0].line = 7;
+    assert_eq!(
+        error(vec![part(0, 0, "h"), (name, other_ops)]),
+        "cannot merge rank Timelines: part1.json: its ops are not part0.json's: not parts of \
+         one run"
+    );
+    // A folded Timeline's rank that stands for others is no process's part.
+    let (name, mut folded) = part(0, 0, "h");
+    folded.ranks[0].stands_for = sim::ranks::RankSet::range(0, 1);
+    assert_eq!(
+        error(vec![(name, folded), part(1, 0, "h")]),
+        "cannot merge rank Timelines: part0.json: rank 0 stands for ranks 0-1 (2 ranks), a \
+         folded Timeline's: a process of `c10dsim hw` writes its own rank alone"
+    );
+}
+
+#[test]
 fn a_part_holding_two_ranks_is_refused() {
     let (name, mut two) = part(1, 0, "h");
     two.ranks.push(every_record(2));

@@ -1029,14 +1029,64 @@ fn with_ranks(
     }
 }
 
+/// Why [`Timeline::from_json`] refused a text: where the JSON itself is at fault, its line and
+/// column (1-based); a failed reference check names the record in its message instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineError {
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl TimelineError {
+    /// The error as a reader of the file `path` reports it: `path:line:column: error: not a
+    /// Timeline: …` (as scenario and trace errors read) where the JSON is at fault, else
+    /// `path is not a Timeline: …`.
+    pub fn in_file(&self, path: &str) -> String {
+        match self.position {
+            Some((line, column)) => {
+                format!(
+                    "{path}:{line}:{column}: error: not a Timeline: {}",
+                    self.message
+                )
+            }
+            None => format!("{path} is not a Timeline: {}", self.message),
+        }
+    }
+}
+
+impl std::fmt::Display for TimelineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.position {
+            Some((line, column)) => write!(f, "{} at line {line} column {column}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
 /// The host-side API a profiler's CPU row shows for an op.
 impl Timeline {
     /// Reads a Timeline's JSON and checks that every index in it points at something
     /// ([`Timeline::check_references`]): a file cut or edited by hand is refused with a
     /// message, never read into a panic later.
-    pub fn from_json(text: &str) -> Result<Timeline, String> {
-        let timeline: Timeline = serde_json::from_str(text).map_err(|error| error.to_string())?;
-        timeline.check_references()?;
+    pub fn from_json(text: &str) -> Result<Timeline, TimelineError> {
+        let timeline: Timeline = serde_json::from_str(text).map_err(|error| {
+            let (line, column) = (error.line(), error.column());
+            // serde_json ends its message with the place, which `in_file` puts first; its
+            // column 0 (the end of a text cut after a newline) is shown as 1.
+            let message = error.to_string();
+            let message = (message.strip_suffix(&format!(" at line {line} column {column}")))
+                .map_or(message.clone(), str::to_string);
+            TimelineError {
+                position: (line > 0).then_some((line, column.max(1))),
+                message,
+            }
+        })?;
+        timeline
+            .check_references()
+            .map_err(|message| TimelineError {
+                position: None,
+                message,
+            })?;
         Ok(timeline)
     }
 

@@ -283,11 +283,32 @@ fn a_scenario_names_its_machine_and_bad_profiles_point_at_the_error() {
 }
 
 #[test]
+fn a_timeline_whose_json_is_at_fault_is_refused_at_its_file_line_and_column() {
+    // Every reader of Timelines (diff, hw-merge; run --against, calibrate and fidelity read
+    // through diff's) names the place as scenario and trace errors do, not serde's
+    // "at line 2 column 12" after the file's name.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("timeline_position");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\n  \"format\": 3}\n").unwrap();
+    let bad = bad.display().to_string();
+    let expected = format!(
+        "c10dsim: {bad}:2:13: error: not a Timeline: invalid type: integer `3`, expected a \
+         string\n"
+    );
+    for args in [vec!["diff", &bad, &bad], vec!["hw-merge", &bad, "-o", "-"]] {
+        let output = c10dsim(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&output), expected, "{args:?}");
+    }
+}
+
+#[test]
 fn diff_of_files_that_are_not_timelines_exits_2_naming_them() {
     let output = c10dsim(&["diff", "tests/data/hw/hw_spin_kernels.json", "README.md"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("README.md is not a Timeline"),
+        stderr(&output).contains("README.md:1:1: error: not a Timeline: expected value"),
         "{}",
         stderr(&output)
     );
