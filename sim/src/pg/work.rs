@@ -20,9 +20,9 @@ pub fn watchdog_runs(env: &Env) -> bool {
 /// stack trace, dump signal, dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING`), whether or not the
 /// program catches the exception: the watchdog finds the error of the communicator the main
 /// thread aborted under the Work, in the raise's millisecond (uncaught, before the exception
-/// ends the process: PyTorch 2.11, `wait_timeout_abort.variants.txt`, and with two groups). Measured on PyTorch 2.11 (`scenarios/wait_timeout.toml`,
-/// docs/watchdog.md: an NCCL async error in the raise's millisecond, `SIGABRT` after the dump
-/// wait). Only where the watchdog runs; under blocking wait none runs and the process lived on.
+/// ends the process: PyTorch 2.11, `wait_timeout_abort.variants.txt`, and with two groups).
+/// Measured on PyTorch 2.11 (`scenarios/wait_timeout.toml`, docs/watchdog.md: an NCCL async
+/// error in the raise's millisecond, `SIGABRT` after the dump wait). Only where the watchdog runs; under blocking wait none runs and the process lived on.
 pub fn wait_timeout_reaches_watchdog(env: &Env) -> bool {
     watchdog_runs(env)
 }
