@@ -579,3 +579,51 @@ def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and
     assert completed.returncode == 3, completed.stderr
     assert "Traceback" in completed.stderr and "AttributeError" in completed.stderr
     assert document is None
+
+
+WAIT_TIMEOUT_RAISED = (
+    "work.wait=DistBackendError: [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+    "Timeout(ms)=600000) ran for 50 milliseconds before timing out.")
+
+
+@pytest.mark.parametrize("catch", [True, False])
+def test_a_collective_whose_wait_raised_is_unfinished_as_the_simulator_writes_it(
+        resolve, interpret, simulate, tmp_path, catch):
+    # wait_timeout: `wait_w`'s wait(timeout=50ms) raises and the program catches it (or, not
+    # caught, stops). The interpreter kept the collective only once a wait had returned, so its
+    # Timeline had neither a record nor an unfinished one of `ar`: `diff` reported "unfinished
+    # collective (rank 0): ar … in A only" and the log's AsyncError about SeqNum=1 could name
+    # no op.
+    path, scenario = resolve("wait_timeout")
+    for op in scenario["ops"]:
+        if op["label"] == "wait_w":
+            op["catch"] = catch
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(scenario))
+    completed, document, calls = interpret(path, env={"FAKE_TORCH_RAISES": WAIT_TIMEOUT_RAISED})
+    assert completed.returncode == (0 if catch else 1), completed.stderr
+    assert document["machine"]["journal"].startswith("final" if catch else "partial")
+    (rank,) = document["ranks"]
+    (simulated_rank,) = simulate("wait_timeout")["ranks"]
+    ops = {op["label"]: op["index"] for op in scenario["ops"]}
+    assert rank["collectives"] == []
+    (unfinished,) = rank["unfinished_collectives"]
+    (expected,) = simulated_rank["unfinished_collectives"]
+    for key in ("iteration", "op", "group", "seq", "bytes", "async_op", "call_stream",
+                "run_stream"):
+        assert unfinished[key] == expected[key], key
+    assert (unfinished["op"], unfinished["seq"]) == (ops["ar"], 1)
+    # Its wait returned, by raising: it ended where the call's host record ends.
+    (wait_host,) = [h for h in rank["host"] if h["op"] == ops["wait_w"]]
+    wait = unfinished["wait"]
+    assert {key: wait[key] for key in ("op", "stream")} == {
+        key: expected["wait"][key] for key in ("op", "stream")}
+    assert wait["host_start_ns"] <= wait["host_end_ns"] <= wait_host["end_ns"]
+    assert wait_host["start_ns"] <= wait["host_start_ns"]
+    # Whether the raise released the stream the interpreter cannot see: as in the simulator,
+    # no stream wait is written never released; the call raised, so none is open.
+    assert "unfinished_stream_waits" not in simulated_rank
+    for key in ("unfinished_stream_waits", "unfinished_host"):
+        assert key not in rank, key
+    assert rank.get("unfinished_iteration") == (None if catch else 0)

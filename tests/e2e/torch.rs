@@ -341,3 +341,51 @@ fn pytorch_s_watchdog_log_lines_become_records_and_a_finding() {
     assert_eq!(finding.kind, FindingKind::AsyncError);
     assert!(finding.message.contains("(PyTorch's log)"));
 }
+
+#[test]
+fn a_caught_wait_timeout_s_collective_is_unfinished_and_the_log_s_async_error_names_it() {
+    if !python_available() {
+        skipped("a_caught_wait_timeout_s_collective_is_unfinished_and_the_log_s_async_error_names_it: no python3 on PATH (the interpreter is Python)");
+        return;
+    }
+    // wait_timeout's `wait_w` raises its timeout and the program catches it; the watchdog then
+    // logs the async error of SeqNum=1. The interpreter's final Timeline dropped `ar`, the
+    // Work's call, so the log's finding named no op and `diff` saw `ar` unfinished on one side.
+    let (output, timeline) = torch_with_fake_torch(
+        "scenarios/wait_timeout.toml",
+        "wait_raised",
+        &[
+            (
+                "FAKE_TORCH_RAISES",
+                "work.wait=DistBackendError: [Rank 0] Watchdog caught collective operation \
+                 timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 50 milliseconds before \
+                 timing out.",
+            ),
+            ("FAKE_TORCH_LOG_ASYNC_ERROR", "1"),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let op = |name: &str| timeline.ops.iter().position(|op| op.name == name);
+    let rank = &timeline.ranks[0];
+    let [unfinished] = rank.unfinished_collectives.as_slice() else {
+        panic!("one unfinished collective expected: {rank:?}")
+    };
+    assert_eq!(
+        (unfinished.op as usize, unfinished.seq),
+        (op("ar").expect("ar"), 1)
+    );
+    let wait = unfinished.wait.expect("the wait that raised");
+    assert_eq!(Some(wait.op as usize), op("wait_w"));
+    let [async_error] = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::AsyncError)
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("one async_error finding expected: {:?}", timeline.findings)
+    };
+    assert_eq!(
+        (async_error.iteration, async_error.op.map(|op| op as usize)),
+        (Some(0), op("ar")),
+        "{}",
+        async_error.message
+    );
+}

@@ -1038,13 +1038,28 @@ class Interpreter:
         if kind["timeout_ns"] is not None:
             timeout = datetime.timedelta(microseconds=kind["timeout_ns"] // 1000)
         start = self.clock()
-        for work, record in entries:
-            self.open_call["blocked_on"] = {"kind": "work", "group": record["group"],
-                                            "seq": record["seq"], "aborting": False}
-            if timeout is None:
-                work.wait()
-            else:
-                work.wait(timeout)
+        reached = []
+        try:
+            for work, record in entries:
+                reached.append(record)
+                self.open_call["blocked_on"] = {"kind": "work", "group": record["group"],
+                                                "seq": record["seq"], "aborting": False}
+                if timeout is None:
+                    work.wait()
+                else:
+                    work.wait(timeout)
+        except self.program_errors:
+            # The wait raised (its timeout, R15, or the Work's error, R26, R27): the Works it
+            # reached keep their wait, ended at the raise, so that the Timeline writes their
+            # collectives unfinished, as the simulator does (``resolved_rank``).
+            raised = self.rel(self.clock())
+            for record in reached:
+                record["wait"] = {
+                    "op": op["index"], "host_start_ns": self.rel(start), "host_end_ns": raised,
+                    "stream": self.current, "released_ns": None, "completed_at_return": None,
+                    "raised": True,
+                }
+            raise
         end = self.clock()
         released = self.gpu_time(self.current)
         completed = [work.is_completed() for work, _ in entries]
@@ -1347,7 +1362,8 @@ class Interpreter:
         (or implicit wait) had not released its stream, a synchronous call on the current stream
         that stream had not passed, the Work the open ``wait()`` is blocked on — and the stream
         waits on such a collective never released (its ``wait()``'s on its end, its internal
-        stream's on an input that never came). An async
+        stream's on an input that never came). A collective whose ``wait()`` raised is unfinished
+        in every write, the final one too. An async
         collective with no ``wait()`` yet and no end known is left out: nothing says whether it
         completed."""
         def resolve_all(record):
@@ -1402,6 +1418,7 @@ class Interpreter:
             probed = "stream_passed_ns" in record
             stream_passed = self.resolve(record.pop("stream_passed_ns", None), final)
             waited = dict(record["wait"]) if record["wait"] else None
+            raised = waited is not None and waited.get("raised", False)
             wait = dict(waited) if waited else None
             if wait is not None:
                 wait["released_ns"] = self.resolve(wait["released_ns"], final)
@@ -1415,6 +1432,13 @@ class Interpreter:
                                                        "stream")}
             never_completed = tl.unfinished_collective(record, record["input_ready_ns"],
                                                        waited)
+            if raised:
+                # Its wait() raised: PyTorch gave up on the Work, which the program never saw
+                # complete, whatever its kernel's events say (an abort ends a spinning kernel
+                # before data moved, R15, R27). Whether the raise left the waiting stream
+                # released is not seen: no stream wait is written for it.
+                unfinished.append(never_completed)
+                continue
             if record["input_ready_ns"] is None:
                 unfinished.append(never_completed)
                 unreleased += tl.unreleased_stream_waits(never_completed, input_came=False)
