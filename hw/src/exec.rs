@@ -824,13 +824,21 @@ impl<'a, D: Device> Executor<'a, D> {
             ),
         };
         self.note_group(group, thread, WatchdogEvent::Exit, at_ns, exit);
+        // A wait's own timeout names the stream current at the wait, as the simulator's does.
+        let stream = match (kind, op) {
+            (FindingKind::WaitTimeout, Some(op)) => {
+                let stream = self.scenario.ops[op as usize].stream;
+                Some(self.plan.streams[stream].name.clone())
+            }
+            _ => None,
+        };
         self.log.findings.push(Finding {
             stands_for: Default::default(),
             kind,
             rank: Some(rank),
             iteration,
             op,
-            stream: None,
+            stream,
             message,
         });
         self.log.ended_early = true;

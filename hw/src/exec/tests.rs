@@ -314,6 +314,8 @@ fn blocking_wait_times_out_and_aborts() {
     assert_eq!(finding.kind, FindingKind::WaitTimeout);
     // The wait() op raised (as the simulator's finding names it).
     assert_eq!((finding.op, finding.iteration), (Some(2), Some(0)));
+    // The stream current at the wait, as the simulator's finding names it.
+    assert_eq!(finding.stream.as_deref(), Some("side"));
     assert!(finding.message.contains("SeqNum=1"), "{}", finding.message);
     assert_eq!(device.aborted, [0], "the world group's communicator");
     let sleeps = device
