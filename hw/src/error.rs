@@ -53,9 +53,9 @@ pub enum HwError {
     /// before it (GEMM operands, lists' buffers) end it with this error.
     OutOfMemory(String),
     /// A collective did not complete within the timeout: the watchdog (R26) or a blocking
-    /// wait (R15) gave up. `work`: the Work the watchdog caught,
-    /// by its end event's handle in the device's pool (none for a wait's, which names the
-    /// `wait()` that raised). The finding, whole, in the simulator's words (`sim::pg::work`).
+    /// wait (R15) gave up. `work`: the Work the watchdog caught or the wait timed out on, by
+    /// its end event's handle in the device's pool (a wait's finding names the `wait()` that
+    /// raised). The finding, whole, in the simulator's words (`sim::pg::work`).
     Timeout {
         work: Option<usize>,
         finding: String,

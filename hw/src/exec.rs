@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,520 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,570 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -747,7 +747,7 @@ impl<'a, D: Device> Executor<'a, D> {
             self.log.ended_early = true;
             return Ok(());
         }
-        // The Work the watchdog caught, else (a wait's own timeout) the oldest not complete; a
+        // The Work the watchdog caught or a wait timed out on, else the oldest not complete; a
         // peer's error names none.
         let named = match &error {
             HwError::RemoteError { .. } => None,
@@ -811,6 +811,12 @@ impl<'a, D: Device> Executor<'a, D> {
             let aborting = work::watchdog_abort(rank, mode, name);
             self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
         }
+        let aborted_found = self.wait_abort_found(&error);
+        if let Some((watchdog, found)) = &aborted_found {
+            let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
+            let message = found.message.clone();
+            self.note_group(Some(*watchdog), thread, event, at_ns, message);
+        }
         let (group, exit) = match self.wait_raised {
             // A wait's own timeout raised in the main thread: uncaught, it ends the process.
             Some((_, _, raised_for)) => (Some(raised_for), work::exception_not_caught(rank)),
@@ -824,17 +830,60 @@ impl<'a, D: Device> Executor<'a, D> {
             ),
         };
         self.note_group(group, thread, WatchdogEvent::Exit, at_ns, exit);
+        // A wait's own timeout names the stream current at the wait, as the simulator's does.
+        let stream = match (kind, op) {
+            (FindingKind::WaitTimeout, Some(op)) => {
+                let stream = self.scenario.ops[op as usize].stream;
+                Some(self.plan.streams[stream].name.clone())
+            }
+            _ => None,
+        };
         self.log.findings.push(Finding {
             stands_for: Default::default(),
             kind,
             rank: Some(rank),
             iteration,
             op,
-            stream: None,
+            stream,
             message,
         });
+        self.log
+            .findings
+            .extend(aborted_found.map(|(_, found)| found));
         self.log.ended_early = true;
         Ok(())
+    }
+
+    /// After a wait's own timeout (`error`, from [`Self::poll`]), where the watchdog runs
+    /// ([`work::wait_timeout_reaches_watchdog`]): the watchdog of the Work's process group finds
+    /// the error of the communicator the main thread aborted under the Work, in the raise's
+    /// millisecond, before the uncaught exception ends the process, as the simulator's does
+    /// (PyTorch's `NCCLComm::abort` leaves `ncclSystemError` for it, R15, R27). That group and
+    /// its finding, in `sim::pg::work`'s words.
+    fn wait_abort_found(&self, error: &HwError) -> Option<(usize, Finding)> {
+        let HwError::Timeout {
+            work: Some(end), ..
+        } = error
+        else {
+            return None;
+        };
+        if self.wait_raised.is_none() || !work::wait_timeout_reaches_watchdog(&self.scenario.env) {
+            return None;
+        }
+        let timed_out = self.works.iter().find(|work| work.end == *end)?;
+        let rank = self.plan.rank;
+        let message =
+            work::async_exception(rank, &timed_out.description, NcclAsyncError::AbortedByWait);
+        let finding = Finding {
+            stands_for: Default::default(),
+            kind: FindingKind::AsyncError,
+            rank: Some(rank),
+            iteration: Some(timed_out.iteration),
+            op: Some(timed_out.op),
+            stream: None,
+            message,
+        };
+        Some((self.scenario.process_group(timed_out.group), finding))
     }
 
     /// The oldest Work whose end event has not fired.
@@ -1442,7 +1491,8 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
     /// polls (R15); a poll that finds the Work failed by an async error raises it (R27), one
     /// that finds the timeout (`sim::pg`'s: the wait's own, else the group's) passed since the
-    /// enqueue aborts the Work's group's communicator and raises (R26's clock, [`work::timed_out`]). A
+    /// enqueue aborts the Work's group's communicator and raises (R26's clock, [`work::timed_out`];
+    /// the watchdog's finding of that communicator's error follows in [`Self::verdict`]). A
     /// verdict of the watchdog (`wait(timeout)`, where it runs) ends the wait first, never
     /// returned: hw takes the process down at the verdict, as every other blocking call does.
     fn poll(
@@ -1482,7 +1532,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.raised(iteration, op, group, raised_ns);
                 let finding = work::wait_timeout_finding(rank, &description, ran_ns, op);
                 return Err(HwError::Timeout {
-                    work: None,
+                    work: Some(end),
                     finding,
                 });
             }

@@ -554,6 +554,88 @@ mod tests {
         }
     }
 
+    /// A `wait(timeout)` that times out, uncaught, on one group (`scenarios/wait_timeout.toml`
+    /// without its `catch`) and on a subgroup's Work beside the world group's: hw's findings and
+    /// records are the simulator's (kind, iteration, op, stream, group, words but for the
+    /// milliseconds measured). Where the watchdog runs, it finds the error of the communicator
+    /// the main thread aborted under the Work before the exception ends the process, a second
+    /// finding; under blocking wait none runs. The dump signal and its sleep, which hw does not
+    /// re-enact (R27), are left out of the simulator's records (R15, R26, R27).
+    #[test]
+    fn an_uncaught_wait_timeout_is_the_simulators_findings_and_records_on_both_engines_r15() {
+        let one_group =
+            include_str!("../../scenarios/wait_timeout.toml").replace("catch = true\n", "");
+        let two_groups = "[cluster]\nranks = 1\n[groups.world]\neager_init = true\n\
+             [groups.sub]\nranks = [0]\neager_init = true\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+             [[op]]\nlabel = \"ar_world\"\nall_reduce = \"y\"\n[[op]]\nlabel = \"backlog\"\n\
+             gpu_sleep_us = 300_000\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\ngroup = \"sub\"\n\
+             async_op = true\nwork = \"w\"\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ntimeout_ms = 50\n\
+             [[op]]\nlabel = \"done\"\ndevice_sync = true\n";
+        let blocking_wait = one_group.replace(
+            "[cluster]",
+            "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[cluster]",
+        );
+        // Under TearDown the watchdog's abort would come after the dump wait: the exception
+        // ends the process first, on both engines.
+        let tear_down = format!("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1\n{two_groups}");
+        for (text, watchdog_runs) in [
+            (one_group.as_str(), true),
+            (two_groups, true),
+            (tear_down.as_str(), true),
+            (blocking_wait.as_str(), false),
+        ] {
+            let scenario = sim::scenario::parse("wait_timeout.toml", text).unwrap();
+            let plan = rank0_plan(&scenario).unwrap();
+            // The Work is not complete at any poll: the 300 ms backlog is ahead of it.
+            let mut device = FakeDevice {
+                query_answers: std::iter::repeat_n(false, 1000).collect(),
+                ..FakeDevice::default()
+            };
+            let mut executor = Executor::new(&scenario, &plan, &mut device);
+            executor.setup().unwrap();
+            let log = executor.run().unwrap();
+            let simulated = sim::engine::simulate(&scenario);
+            let findings = |findings: &[Finding]| -> Vec<_> {
+                (findings.iter())
+                    .map(|f| {
+                        (
+                            f.kind,
+                            f.rank,
+                            f.iteration,
+                            f.op,
+                            f.stream.clone(),
+                            unmeasured(&f.message),
+                        )
+                    })
+                    .collect()
+            };
+            let not_reenacted = [
+                WatchdogEvent::StackTrace,
+                WatchdogEvent::DumpSignal,
+                WatchdogEvent::Dump,
+            ];
+            let records = |records: &[WatchdogRecord]| -> Vec<_> {
+                (records.iter())
+                    .filter(|r| !not_reenacted.contains(&r.event))
+                    .map(|r| (r.rank, r.thread, r.event, r.group, unmeasured(&r.message)))
+                    .collect()
+            };
+            let ran = findings(&log.findings);
+            assert_eq!(ran, findings(&simulated.findings), "{text}");
+            let kinds: Vec<_> = ran.iter().map(|f| f.0).collect();
+            let mut expected = vec![FindingKind::WaitTimeout];
+            if watchdog_runs {
+                expected.push(FindingKind::AsyncError);
+            }
+            assert_eq!(kinds, expected, "{text}");
+            assert_eq!(
+                records(&log.records),
+                records(&simulated.watchdog),
+                "{text}"
+            );
+        }
+    }
+
     /// The watchdog's verdict on a Work of one group aborts, under
     /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 and 2, that group's communicators alone, as each
     /// process group's own watchdog does in PyTorch 2.11 (`abortComms()`); the world

@@ -310,10 +310,16 @@ fn blocking_wait_times_out_and_aborts() {
         query_answers: std::iter::repeat_n(false, 100).collect(),
         ..FakeDevice::default()
     };
-    let finding = only_finding(&text, &mut device);
+    let findings = run_fake_log(&text, &mut device, None).findings;
+    let finding = &findings[0];
     assert_eq!(finding.kind, FindingKind::WaitTimeout);
+    // The watchdog runs under `wait(timeout)`: it finds the aborted communicator's error.
+    assert_eq!(findings[1].kind, FindingKind::AsyncError);
+    assert_eq!(findings.len(), 2, "{findings:?}");
     // The wait() op raised (as the simulator's finding names it).
     assert_eq!((finding.op, finding.iteration), (Some(2), Some(0)));
+    // The stream current at the wait, as the simulator's finding names it.
+    assert_eq!(finding.stream.as_deref(), Some("side"));
     assert!(finding.message.contains("SeqNum=1"), "{}", finding.message);
     assert_eq!(device.aborted, [0], "the world group's communicator");
     let sleeps = device
@@ -341,8 +347,10 @@ fn a_wait_timeout_aborts_the_works_group_only() {
         query_answers: std::iter::repeat_n(false, 100).collect(),
         ..FakeDevice::default()
     };
-    let finding = only_finding(&text, &mut device);
-    assert_eq!(finding.kind, FindingKind::WaitTimeout);
+    let findings = run_fake_log(&text, &mut device, None).findings;
+    let kinds: Vec<_> = findings.iter().map(|finding| finding.kind).collect();
+    // The watchdog runs under `wait(timeout)`: it finds the aborted communicator's error.
+    assert_eq!(kinds, [FindingKind::WaitTimeout, FindingKind::AsyncError]);
     assert_eq!(device.comms, ["sub", "world"]);
     assert_eq!(device.aborted, [group_of("world")]);
 }
