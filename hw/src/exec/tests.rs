@@ -254,7 +254,7 @@ fn an_async_barriers_wait_syncs_the_current_stream_only_if_its_work_is_unfinishe
         device.calls[2..].to_vec()
     };
     let unfinished = [
-        "device_sync", // the fill kernel's first launch waits for the device (lazy loading, R14)
+        "device_sync", // no tensor made before: the first fill waits for the device (R14)
         "record s0 e0",
         "wait s1 e0",
         "record s1 e1",
@@ -396,7 +396,7 @@ device_sync = true
 "#;
     let mut device = FakeDevice::default();
     let rank = run_fake(text, &mut device).unwrap();
-    let first: Vec<&str> = device.calls.iter().take(21).map(String::as_str).collect();
+    let first: Vec<&str> = device.calls.iter().take(20).map(String::as_str).collect();
     assert_eq!(
         first,
         [
@@ -413,9 +413,8 @@ device_sync = true
             "record s0 e7",
             "launch s0 spin 50000ns x1",
             "record s0 e8",
-            "device_sync", // the barrier's f32 fill kernel is not loaded (x is bf16): R14
             "init_comm world", // barrier: on the current stream, then its stream sync (R14)
-            "device_sync", // the process's first communicator then waits for the device (R8)
+            "device_sync",     // the process's first communicator then waits for the device (R8)
             "record s0 e9",
             "nccl s0 barrier world",
             "record s0 e10",

@@ -57,11 +57,12 @@ pub struct ProcessGroupNccl {
     /// The dtypes of the GEMMs this process launched: the first of each dtype costs
     /// `host.first_gemm_us` more.
     gemm_dtypes: Vec<DType>,
-    /// The element types whose fill kernel this process has loaded (R14: under CUDA's lazy
-    /// loading a kernel's first launch waits for the device to drain): those of the tensors
-    /// made before the program, made filled as `c10dsim torch` makes them (`torch.ones`), and
-    /// f32 once a barrier filled its one-element tensor.
-    fill_kernel_dtypes: Vec<DType>,
+    /// Whether this process has loaded PyTorch's fill kernels (R14: under CUDA's lazy loading
+    /// the first launch of a kernel from a module not loaded yet waits for the device to
+    /// drain; the fill kernels of every dtype share one): true where tensors were made before
+    /// the program, made filled as `c10dsim torch` makes them (`torch.ones`), and once a
+    /// barrier filled its one-element tensor.
+    fill_kernels_loaded: bool,
     /// Per group: an eager init that `TORCH_NCCL_USE_COMM_NONBLOCKING` left to the first use.
     deferred: Vec<bool>,
     /// Per op: a setup op (`init_process_group`, `new_group`) that already ran.
@@ -99,23 +100,15 @@ pub struct ProcessGroupNccl {
     perturbations_by_op: Vec<Vec<usize>>,
 }
 
-/// The element types of the tensors `rank` makes before the program, each made filled
-/// (`torch.ones`, as `c10dsim torch` makes them), so that its fill kernel is loaded (R14): the
-/// scenario's tensors that live for the whole run (bucket buffers are of their tensor's type)
-/// and the scratch tensors of the `mismatch` faults on this rank.
-fn filled_before_program(scenario: &Scenario, rank: u32) -> Vec<DType> {
-    let mut dtypes = Vec::new();
-    let tensors = scenario.tensors.iter().filter(|tensor| !tensor.dynamic);
-    let mismatches = scenario.faults.iter().filter_map(|fault| match fault.kind {
-        FaultKind::Mismatch { dtype, .. } if fault.ranks.contains(&rank) => Some(dtype),
-        _ => None,
-    });
-    for dtype in tensors.map(|tensor| tensor.dtype).chain(mismatches) {
-        if !dtypes.contains(&dtype) {
-            dtypes.push(dtype);
-        }
-    }
-    dtypes
+/// Whether `rank` makes tensors before the program, each made filled (`torch.ones`, as
+/// `c10dsim torch` makes them), which loads the fill kernels (R14): the scenario's tensors that
+/// live for the whole run (bucket buffers are made with them) or the scratch tensors of a
+/// `mismatch` fault on this rank.
+fn fills_before_program(scenario: &Scenario, rank: u32) -> bool {
+    scenario.tensors.iter().any(|tensor| !tensor.dynamic)
+        || (scenario.faults.iter()).any(|fault| {
+            matches!(fault.kind, FaultKind::Mismatch { .. }) && fault.ranks.contains(&rank)
+        })
 }
 
 impl ProcessGroupNccl {
@@ -145,7 +138,7 @@ impl ProcessGroupNccl {
             initialised: vec![false; scenario.groups.len()],
             any_communicator: false,
             gemm_dtypes: Vec::new(),
-            fill_kernel_dtypes: filled_before_program(scenario, rank),
+            fill_kernels_loaded: fills_before_program(scenario, rank),
             deferred: vec![false; scenario.groups.len()],
             ran_once: vec![false; scenario.ops.len()],
             next_slot: 0,
@@ -205,16 +198,16 @@ impl ProcessGroupNccl {
         }
     }
 
-    /// A fill kernel of `dtype` launched: under lazy module loading its first launch in the
-    /// process loads it, which waits for the device to drain (R14; one H100, PyTorch 2.11:
-    /// the process's first barrier behind a 5 s GPU sleep returned after it, its Work made
-    /// only then, while a `torch.zeros(1)` before the sleep, or `CUDA_MODULE_LOADING=EAGER`,
-    /// let the watchdog time the barrier out; tests/data/torch/probes/sync_watchdog).
-    fn launch_fill_kernel(&mut self, scenario: &Scenario, dtype: DType, out: &mut Vec<Step>) {
-        if self.fill_kernel_dtypes.contains(&dtype) {
+    /// A fill kernel launched: under lazy module loading the first in the process loads the
+    /// fill kernels' module, which waits for the device to drain (R14; PyTorch 2.11 on an H100
+    /// and an H200: the process's first barrier behind a 5 s GPU sleep returned after it, its
+    /// Work made only then, while a `torch.zeros(1)`, a bf16 one or a `torch.ones(4)` before
+    /// the sleep, or `CUDA_MODULE_LOADING=EAGER`, let the watchdog time the barrier out;
+    /// tests/data/torch/probes/sync_watchdog).
+    fn launch_fill_kernel(&mut self, scenario: &Scenario, out: &mut Vec<Step>) {
+        if std::mem::replace(&mut self.fill_kernels_loaded, true) {
             return;
         }
-        self.fill_kernel_dtypes.push(dtype);
         if scenario.env.lazy_module_loading {
             out.push(Step::DeviceSync { cost_ns: 0 });
         }
@@ -619,9 +612,9 @@ impl ProcessGroupNccl {
         let barrier = call.tensor.is_none();
         out.push(Step::CallStart);
         if barrier {
-            // R14: `ProcessGroupNCCL::barrier` fills its tensor (`at::zeros`, f32) first; the
-            // fill kernel's first launch in the process waits for the device to drain.
-            self.launch_fill_kernel(scenario, DType::F32, out);
+            // R14: `ProcessGroupNCCL::barrier` fills its tensor (`at::zeros`) first; the first
+            // launch of a fill kernel in the process waits for the device to drain.
+            self.launch_fill_kernel(scenario, out);
         }
         if let Some(cost_ns) = call.recorded_calls_ns {
             out.push(Step::HostCost { cost_ns });
