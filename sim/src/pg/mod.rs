@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! Over 1,000 lines (about 1,060): the lowering of every op kind is one `match` (the setup ops and
+//! Over 1,000 lines (about 1,110): the lowering of every op kind is one `match` (the setup ops and
 //! communicator creation included), so that each ProcessGroupNCCL rule is written in one place;
 //! its unit tests are `pg/tests.rs`.
 
@@ -102,10 +102,21 @@ pub struct ProcessGroupNccl {
 
 /// Whether `rank` makes tensors before the program, each made filled (`torch.ones`, as
 /// `c10dsim torch` makes them), which loads the fill kernels (R14): the scenario's tensors that
-/// live for the whole run (bucket buffers are made with them) or the scratch tensors of a
+/// live for the whole run, the bucket buffers of a bucketed op this rank runs (DDP's Reducer
+/// makes them whether or not the program makes the gradients) or the scratch tensors of a
 /// `mismatch` fault on this rank.
 fn fills_before_program(scenario: &Scenario, rank: u32) -> bool {
     scenario.tensors.iter().any(|tensor| !tensor.dynamic)
+        || (scenario.ops.iter()).any(|op| {
+            op.runs_on(rank)
+                && matches!(
+                    op.kind,
+                    OpKind::Collective {
+                        batch: Batch::Bucketed { .. },
+                        ..
+                    }
+                )
+        })
         || (scenario.faults.iter()).any(|fault| {
             matches!(fault.kind, FaultKind::Mismatch { .. }) && fault.ranks.contains(&rank)
         })

@@ -729,3 +729,28 @@ fn only_a_barrier_whose_fill_kernels_are_not_loaded_waits_for_the_device_first_r
     let lazy = "[env]\nCUDA_MODULE_LOADING = \"LAZY\"\n";
     assert_eq!(drains(&program("", lazy)), [0]);
 }
+
+#[test]
+fn a_bucketed_op_of_the_rank_loads_the_fill_kernels_before_the_program_r14() {
+    // DDP's bucket buffers are made before the program (`c10dsim torch`: `torch.ones`) on the
+    // ranks that run the bucketed op, even where its gradients are made by the program: the
+    // barrier after them finds the fill kernels loaded and does not wait for the device.
+    let program = |ranks: &str| {
+        format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
+             [tensors]\ng = {{ size = \"4KiB\", count = 4 }}\n\
+             [[op]]\nalloc = \"g\"\n[[op]]\nall_reduce = \"g\"\nbucket = \"8KiB\"\n{ranks}\
+             [[op]]\nfree = \"g\"\n[[op]]\nbarrier = true\n"
+        )
+    };
+    let opens_with_drain = |text: &str| {
+        let steps = lowered(text);
+        let barrier = (steps.iter().rposition(|step| step == "check_comm g0")).unwrap();
+        steps[barrier - 1] == "device_sync +0ns"
+    };
+    assert!(!opens_with_drain(&program("")), "rank 0 builds the Reducer");
+    assert!(
+        opens_with_drain(&program("ranks = [1]\n")),
+        "a rank that does not run the bucketed op holds no bucket buffer"
+    );
+}

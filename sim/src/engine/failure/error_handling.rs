@@ -366,9 +366,9 @@ impl Failure<'_> {
         out.push(Command::AbortCommunicators { rank, group });
     }
 
-    /// A polling `wait()` raised (R15), its abort of the communicator over: caught, the
-    /// program goes on with the communicator aborted and the watchdog finds its error; uncaught,
-    /// the exception ends the process.
+    /// A polling `wait()` raised (R15), its abort of the communicator over: where it runs, the
+    /// watchdog finds the aborted communicator's error, caught or not; caught, the program goes
+    /// on with the communicator aborted; uncaught, the exception then ends the process.
     pub(super) fn wait_raised(
         &mut self,
         view: &impl RunView,
