@@ -7,7 +7,10 @@
 #   sin: time the first launch of a kernel never used before (torch.sin on an existing tensor)
 #   behind the sleep, no barrier;  gemm: time the process's first 4096^3 bf16 matmul behind the
 #   sleep;  gemm_warm: one such matmul before the sleep, time a second behind it;  gemm_shape:
-#   a 1024^3 bf16 matmul before the sleep, time the first 4096^3 one behind it.
+#   a 1024^3 bf16 matmul before the sleep, time the first 4096^3 one behind it;  gemm_k /
+#   gemm_m: a 4096^3 bf16 matmul before the sleep, time the first 4096x2048 @ 2048x4096
+#   (another k) / 2048x4096 @ 4096x4096 (another m) one behind it: does a shape family share
+#   the loaded kernel?
 # TORCH_NCCL_ASYNC_ERROR_HANDLING=0: the watchdog logs a timeout but lets the process live.
 import os, sys, time, torch, torch.distributed as dist, datetime
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29571")
@@ -25,7 +28,9 @@ if gemm:
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     torch.cuda.current_blas_handle()
-    if v == "gemm_warm": torch.matmul(a, b)
+    if v in ("gemm_warm", "gemm_k", "gemm_m"): torch.matmul(a, b)
+    if v == "gemm_k": a, b = a[:, :2048].contiguous(), b[:2048, :].contiguous()
+    if v == "gemm_m": a = a[:2048, :].contiguous()
     if v == "gemm_shape":
         s = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16); torch.matmul(s, s)
 torch.cuda.synchronize()
