@@ -729,7 +729,8 @@ class Interpreter:
             "exception": type(error).__name__, "message": message,
         })
         lowered = message.lower()
-        if op["kind"]["kind"] == "wait" and ("timed out" in lowered or "timeout" in lowered):
+        if self.raised_in_a_wait(op, iteration) and ("timed out" in lowered
+                                                     or "timeout" in lowered):
             # Caught or not, the wait timed out: the finding the simulator writes (R15).
             self.findings.append(tl.finding(
                 "wait_timeout", self.rank, iteration, op["index"],
@@ -761,8 +762,8 @@ class Interpreter:
         if isinstance(error, self.torch.cuda.OutOfMemoryError):
             # The process ends at the raise (R20): no watchdog event but its exit.
             finding, event = "out_of_memory", None
-        elif kind["kind"] == "wait" and (kind["timeout_ns"] is not None
-                                         or self.scenario["env"]["blocking_wait"]):
+        elif self.raised_in_a_wait(op, iteration) and (
+                kind.get("timeout_ns") is not None or self.scenario["env"]["blocking_wait"]):
             finding, event = "wait_timeout", "wait_timeout"
         elif self.is_store_timeout(error, message):
             # The store rendezvous timed out (R29): the main thread's own, as the simulator's.
@@ -778,6 +779,13 @@ class Interpreter:
         if event is not None:
             self.watchdog.append(tl.watchdog_record(self.rank, event, at, text))
         self.exit_status = 1
+
+    def raised_in_a_wait(self, op, iteration):
+        """Whether ``op``'s raise came from a ``wait()``: its own, or the implicit one of a
+        synchronous call (``wait_raised``), whose timeout is the same ``wait_timeout`` (R15)."""
+        return op["kind"]["kind"] == "wait" or any(
+            record["op"] == op["index"] and record["iteration"] == iteration
+            and (record["wait"] or {}).get("raised") for record in self.record["collectives"])
 
     def is_store_timeout(self, error, message):
         """Whether ``error`` is the store's timeout: TCPStore's ``DistStoreError`` ("wait timeout
@@ -830,27 +838,27 @@ class Interpreter:
         world, for a pair's send or receive), whether it is point-to-point, and that group's
         count of such calls — ``collective_seq_id``, or ``p2p_seq_id`` for a point-to-point
         call, which PyTorch numbers apart and marks ``is_p2p``."""
+        counter = self.flight_counter(op, group_index)
+        self.flight_seq[counter] = self.flight_seq.get(counter, 0) + 1
+        return counter + (self.flight_seq[counter],)
+
+    def flight_counter(self, op, group_index):
         p2p = tl.op_key(op["kind"]) in P2P_KEYS
         process_group = (0 if self.scenario["groups"][group_index].get("point_to_point")
                          else group_index)
-        counter = (process_group, p2p)
-        self.flight_seq[counter] = self.flight_seq.get(counter, 0) + 1
-        return counter + (self.flight_seq[counter],)
+        return process_group, p2p
 
     def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
                           end_ns, ready):
         self.seq[group_index] = self.seq.get(group_index, 0) + 1
         flight_key = self.flight_key(op, group_index)
         self.flight_records[flight_key] = (group_index, self.seq[group_index])
-        # R11: a synchronous collective runs on the current stream from PyTorch 2.8; a
-        # synchronous send or recv never does (``isend``/``irecv`` then ``wait()``).
-        _, p2p, _ = flight_key
-        on_current = not async_op and self.sync_on_current_stream and not p2p
         record = {
             "iteration": iteration, "op": op["index"], "group": group_index,
             "seq": self.seq[group_index], "bytes": nbytes, "async_op": async_op,
             "call_stream": self.current,
-            "run_stream": self.current if on_current else self.nccl_stream[group_index],
+            "run_stream": (self.current if self.runs_on_calling_stream(op, async_op)
+                           else self.nccl_stream[group_index]),
             "host_start_ns": self.rel(start_ns), "host_end_ns": self.rel(end_ns),
             "input_ready_ns": ready, "kernel_start_ns": None, "data_start_ns": None,
             "end_ns": None, "last_rank": None, "wait": None,
@@ -862,6 +870,53 @@ class Interpreter:
             record["work_seq_num"] = flight_key[2]
         self.record["collectives"].append(record)
         return record
+
+    def runs_on_calling_stream(self, op, async_op):
+        """R11: a synchronous collective runs on the current stream from PyTorch 2.8; a
+        synchronous send or recv never does (``isend``/``irecv`` then ``wait()``)."""
+        return (not async_op and self.sync_on_current_stream
+                and tl.op_key(op["kind"]) not in P2P_KEYS)
+
+    def raised_in_implicit_wait(self, op, async_op, error):
+        """Whether a call that raised ``error`` had issued its collective and raised in the
+        wrapper's implicit ``wait()`` (a synchronous call on the internal stream: a blocking
+        wait's timeout, R15, or its Work's error). A call raises before it issues anything —
+        no SeqNum, no Work, no record, as in the simulator — where its communicator's creation
+        timed out (R29) or its communicator was already aborted (R27: "NCCL communicator was
+        aborted"), and wherever it has no implicit wait (async_op; on the current stream, R11)."""
+        message = str(error)
+        return (not async_op and not self.runs_on_calling_stream(op, async_op)
+                and isinstance(error, self.dist.DistBackendError)
+                and not self.is_store_timeout(error, message)
+                and "communicator was aborted" not in message.lower())
+
+    def wait_raised(self, op, record, start_ns):
+        """The implicit wait of ``record``'s call raised: it ends at the raise, marked raised,
+        so that the Timeline writes the collective unfinished as the simulator does
+        (``resolved_rank``); the call's host side stays at its start, since where PyTorch
+        issued the collective inside the call is not observable."""
+        record["wait"] = {
+            "op": op["index"], "host_start_ns": self.rel(start_ns),
+            "host_end_ns": self.rel(self.clock()), "stream": self.current, "released_ns": None,
+            "completed_at_return": None, "raised": True,
+        }
+
+    def withdraw(self, op, record):
+        """The record made before a call that raised before it issued anything: undone, its
+        SeqNum and Flight Recorder number given back (``raised_in_implicit_wait``)."""
+        self.record["collectives"].remove(record)
+        self.seq[record["group"]] -= 1
+        counter = self.flight_counter(op, record["group"])
+        del self.flight_records[counter + (self.flight_seq[counter],)]
+        self.flight_seq[counter] -= 1
+
+    def raised(self, op, record, start_ns, error):
+        """The call of ``record``, made before it, raised ``error``: its wait ends at the raise
+        where it had issued its collective, else the record is withdrawn."""
+        if self.raised_in_implicit_wait(op, record["async_op"], error):
+            self.wait_raised(op, record, start_ns)
+        else:
+            self.withdraw(op, record)
 
     def implicit_wait(self, op, record):
         """``async_op=False``. On the group's internal stream (before PyTorch 2.8, a send or
@@ -922,13 +977,18 @@ class Interpreter:
                 collective, nbytes = mismatch["collective"], mismatch["size_bytes"]
             ready = self.gpu_time(self.current)
             start = self.clock()
-            with self.dist._coalescing_manager(group=group, device=self.device,
-                                               async_ops=async_op) as manager:
-                for buffer in buffers:
-                    self.issue(collective, buffer, group, group_index, False)
-            end = self.clock()
             record = self.collective_record(op, iteration, group_index, nbytes, async_op,
-                                            start, end, ready)
+                                            start, start, ready)
+            try:
+                with self.dist._coalescing_manager(group=group, device=self.device,
+                                                   async_ops=async_op) as manager:
+                    for buffer in buffers:
+                        self.issue(collective, buffer, group, group_index, False)
+            except self.program_errors as error:
+                self.raised(op, record, start, error)
+                raise
+            end = self.clock()
+            record["host_end_ns"] = self.rel(end)
             entries.append((CoalescedWork(manager), record))
             if not async_op:
                 self.implicit_wait(op, record)
@@ -945,12 +1005,17 @@ class Interpreter:
             for collective, buffer in calls:
                 ready = self.gpu_time(self.current)
                 start = self.clock()
-                work = self.issue(collective, buffer, group, group_index, async_op)
-                end = self.clock()
-                first_start = first_start if first_start is not None else start
                 record = self.collective_record(op, iteration, group_index,
                                                 buffer.numel() * buffer.element_size(),
-                                                async_op, start, end, ready)
+                                                async_op, start, start, ready)
+                try:
+                    work = self.issue(collective, buffer, group, group_index, async_op)
+                except self.program_errors as error:
+                    self.raised(op, record, start, error)
+                    raise
+                end = self.clock()
+                record["host_end_ns"] = self.rel(end)
+                first_start = first_start if first_start is not None else start
                 entries.append((work, record))
                 if not async_op:
                     # Released right after its own call, not after the list's last one.
@@ -1005,8 +1070,12 @@ class Interpreter:
                                         start, start, ready)
         if not async_op:
             self.blocked_inside(op, record)
-        work = self.dist.barrier(group=self.groups[group_index], async_op=async_op,
-                                 device_ids=[self.local_rank])
+        try:
+            work = self.dist.barrier(group=self.groups[group_index], async_op=async_op,
+                                     device_ids=[self.local_rank])
+        except self.program_errors as error:
+            self.raised(op, record, start, error)
+            raise
         end = self.clock()
         record["host_end_ns"] = self.rel(end)
         self.host(op, iteration, start, end)
