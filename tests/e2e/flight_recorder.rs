@@ -222,6 +222,28 @@ fn a_subgroup_s_size_mismatch_imports_to_that_group_and_size() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn a_dump_under_another_rank_s_name_exits_2_naming_the_file() {
+    let dir = scratch("renamed");
+    let dumps = subgroup_dumps(&dir);
+    let out = dir.join("imported.toml");
+    // Ranks 1 and 2 swapped: rank 1's dump (of `tp`, ranks 0 and 1) named rank 2's.
+    let file = |rank: u32| dumps.join(format!("nccl_trace_rank_{rank}"));
+    std::fs::rename(file(1), dir.join("one")).unwrap();
+    std::fs::rename(file(2), file(1)).unwrap();
+    std::fs::rename(dir.join("one"), file(2)).unwrap();
+    let message = stderr(&import_exiting(&dumps, &out, 2));
+    assert!(
+        message.contains(&format!(
+            "{}: the file name says rank 2, but the dump's process group \"1\" (tp) lists ranks [0, 1], without it",
+            file(2).display()
+        )),
+        "{message}"
+    );
+    assert!(!out.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Two ranks all_reduce 4 MiB of f32; rank 1 issues the same tensor as bf16 (as many elements,
 /// half the bytes).
 const DTYPE_MISMATCH: &str = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\

@@ -10,12 +10,13 @@
 //! simulator's desync report, whose verdict [`verdict`] collects. Where a ring buffer wrapped,
 //! each group's `first_seq_num` keeps the replay's SeqNums the dumps'.
 //!
-//! About 1,170 lines, of which 290 are unit tests kept beside the private steps they check
+//! About 1,250 lines, of which 345 are unit tests kept beside the private steps they check
 //! (`call_of`, `dtype`, the departures); the import itself is one pass over the dumps.
 
 use sim::flight_recorder::{DumpEntry, EntryState, FlightRecorderDump};
 use sim::scenario::{DType, MAX_FIRST_SEQ_NUM};
 use sim::timeline::{FindingKind, Timeline, WatchdogEvent};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -241,9 +242,56 @@ fn slot(entry: &DumpEntry) -> Slot {
     (entry.pg_name.clone(), entry.is_p2p, seq)
 }
 
+/// The dumps with each process group told apart by its ranks as well as its name: a
+/// `split_group` (DeviceMesh's, among others) gives each of its subgroups one name, so that
+/// ranks 0 and 1 list a group "1" of [0, 1] and ranks 2 and 3 a group "1" of [2, 3], as
+/// torchfrtrace reads them. The first listing of a name keeps it; a listing of other ranks is
+/// named `<name> <ranks>` (`1 [2, 3]`) in its dump's groups and entries.
+fn split_groups_apart(dumps: &[FlightRecorderDump]) -> Cow<'_, [FlightRecorderDump]> {
+    let mut first: BTreeMap<&str, &[u32]> = BTreeMap::new();
+    for group in dumps.iter().flat_map(|d| &d.groups) {
+        first.entry(&group.name).or_insert(&group.ranks);
+    }
+    let renamed = |dump: &FlightRecorderDump| -> BTreeMap<String, String> {
+        (dump.groups.iter())
+            .filter(|g| first[g.name.as_str()] != &*g.ranks)
+            .map(|g| {
+                (
+                    g.name.clone(),
+                    format!("{} {}", g.name, rank_list(&g.ranks)),
+                )
+            })
+            .collect()
+    };
+    if dumps.iter().all(|dump| renamed(dump).is_empty()) {
+        return Cow::Borrowed(dumps);
+    }
+    Cow::Owned(
+        dumps
+            .iter()
+            .map(|dump| {
+                let names = renamed(dump);
+                let mut dump = dump.clone();
+                for group in &mut dump.groups {
+                    if let Some(name) = names.get(&group.name) {
+                        group.name = name.clone();
+                    }
+                }
+                for entry in &mut dump.entries {
+                    if let Some(name) = names.get(&entry.pg_name) {
+                        entry.pg_name = name.clone();
+                    }
+                }
+                dump
+            })
+            .collect(),
+    )
+}
+
 /// The scenario text reproducing `dumps` (any order, one per rank), from files described by
 /// `source` (for the header).
 pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, ImportError> {
+    let dumps = &*split_groups_apart(dumps);
     let mut by_rank: BTreeMap<u32, &FlightRecorderDump> = BTreeMap::new();
     for dump in dumps {
         if by_rank.insert(dump.rank, dump).is_some() {
@@ -772,6 +820,7 @@ fn render(input: &RenderInput) -> String {
 /// collective the furthest-behind members never issued (the buffers of the ranks that issued it
 /// wrapped past it), so the replay cannot show them missing it.
 pub fn unreplayed(dumps: &[FlightRecorderDump]) -> Vec<String> {
+    let dumps = &*split_groups_apart(dumps);
     let kept: BTreeSet<(&str, u64)> = (dumps.iter().flat_map(|d| &d.entries))
         .filter(|e| !e.is_p2p)
         .map(|e| (e.pg_name.as_str(), e.collective_seq_id))
@@ -904,6 +953,42 @@ mod tests {
             scenario(&simulated("", "kind = \"hang\""), "sim").unwrap(),
             text
         );
+    }
+
+    #[test]
+    fn subgroups_of_one_name_and_other_ranks_are_told_apart() {
+        // Groups tp = [0, 1] and dp = [2, 3], rank 3 hanging at dp's all_reduce; then named
+        // alike, "1", as a split_group names its subgroups.
+        let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                    [groups.tp]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+                    [groups.dp]\nranks = [2, 3]\neager_init = true\ntimeout_s = 1\n\
+                    [tensors]\ng = \"4MiB\"\n[[op]]\nall_reduce = \"g\"\n\
+                    [[op]]\nall_reduce = \"g\"\ngroup = \"tp\"\n\
+                    [[op]]\nlabel = \"dp_ar\"\nall_reduce = \"g\"\ngroup = \"dp\"\n\
+                    [[op]]\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+                    [[fault]]\nranks = [3]\nat = \"dp_ar\"\nkind = \"hang\"\n";
+        let mut dumps = sim::engine::simulate(&sim::scenario::parse("split.toml", text).unwrap())
+            .flight_recorder;
+        let apart = replayed(&scenario(&dumps, "sim").unwrap());
+        for dump in dumps.iter_mut().filter(|d| d.rank >= 2) {
+            for group in dump.groups.iter_mut().filter(|g| g.name == "2") {
+                group.name = "1".into();
+            }
+            for entry in dump.entries.iter_mut().filter(|e| e.pg_name == "2") {
+                entry.pg_name = "1".into();
+            }
+        }
+        let ranks: Vec<u32> = dumps.iter().map(|d| d.rank).collect();
+        assert_eq!(ranks, [0, 1, 2, 3]);
+        let text = scenario(&dumps, "sim").unwrap();
+        assert!(text.contains("[groups.dp]\nranks = [2, 3]\n"), "{text}");
+        let verdicts = replayed(&text);
+        assert_eq!(verdicts, apart);
+        assert!(
+            verdicts.contains(&"desync report (rank 2's watchdog): rank 3 never joined collective 1 (ALLREDUCE, dp); rank 2 waiting".to_string()),
+            "{verdicts:?}"
+        );
+        assert!(unreplayed(&dumps).is_empty(), "{:?}", unreplayed(&dumps));
     }
 
     #[test]

@@ -431,8 +431,10 @@ fn read_entry(fields: &Fields) -> Result<DumpEntry, DumpError> {
     })
 }
 
-/// Reads the dump of `rank` (the rank is the file name's, not the dump's: PyTorch writes it
-/// only there).
+/// Reads the dump of `rank`, the rank its file name gives: PyTorch writes no rank of its own
+/// into the dump, but each group of its `pg_config` is one the rank belongs to (a rank outside
+/// a group creates no process group for it), so a group that does not list `rank` says the
+/// file is another rank's dump, renamed or copied under the wrong name: an error.
 pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
     // Protocols 2 to 5 start with PROTO (0x80); protocol 1 with the dict's EMPTY_DICT (`}`).
     if !matches!(bytes.first(), Some(0x80 | b'}')) {
@@ -494,6 +496,15 @@ pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
             last_completed: progress.2,
         });
     }
+    if let Some(group) = groups.iter().find(|g| !g.ranks.contains(&rank)) {
+        return Err(error(format!(
+            "the file name says rank {rank}, but the dump's process group {:?} ({}) lists ranks {}, \
+             without it: this is another rank's dump (renamed or copied under the wrong name?)",
+            group.name,
+            group.desc,
+            ranks_repr(&group.ranks)
+        )));
+    }
     let entries = top
         .list("entries")?
         .iter()
@@ -553,6 +564,28 @@ mod tests {
         assert_eq!(first.state, EntryState::Completed);
         assert!(first.retired);
         assert_eq!(first.time_discovered_started_ns, None);
+    }
+
+    #[test]
+    fn a_dump_read_as_a_rank_its_groups_do_not_list_is_refused() {
+        let mut dump = read(REAL, 0).unwrap();
+        dump.groups[0].ranks = vec![0, 1].into();
+        dump.groups.push(DumpGroup {
+            name: "1".into(),
+            desc: "tp".into(),
+            ranks: vec![0].into(),
+            ..dump.groups[0].clone()
+        });
+        let bytes = write(&dump);
+        assert_eq!(read(&bytes, 0).unwrap().groups.len(), 2);
+        assert_eq!(
+            read(&bytes, 1).unwrap_err().message,
+            "the file name says rank 1, but the dump's process group \"1\" (tp) lists ranks [0], \
+             without it: this is another rank's dump (renamed or copied under the wrong name?)"
+        );
+        assert!(read(REAL, 3).unwrap_err().message.contains(
+            "the file name says rank 3, but the dump's process group \"0\" (default_pg) lists ranks [0]"
+        ));
     }
 
     #[test]
