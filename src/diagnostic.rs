@@ -59,7 +59,10 @@ pub fn locate(
             } else if error.column > equals_column {
                 (path_chars + 2, item.value.chars().count() as u32)
             } else {
-                let last = item.path.rsplit('.').next().unwrap_or("").chars().count() as u32;
+                let last_key = item.keys().ok().and_then(|mut keys| keys.pop());
+                let last = last_key.map_or(0, |key| {
+                    sim::scenario::dotted_path(&[key]).chars().count() as u32
+                });
                 (path_chars - last + 1, last)
             };
             Located {

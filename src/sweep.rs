@@ -523,15 +523,18 @@ fn other_hash<'a>(header: &[String], rows: &'a [csv::StringRecord], hash: &str) 
 }
 
 fn point_index(path: &Path, row: &csv::StringRecord) -> Result<u64, Failure> {
-    analysis::sweep::point_index(row)
-        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))
+    analysis::sweep::point_index(row).map_err(|error| in_csv(path, &error))
 }
 
 /// Reads a sweep CSV: its header and rows.
 pub fn read_rows(path: &Path) -> Result<(Vec<String>, Vec<csv::StringRecord>), Failure> {
     let text = crate::stdio::read_text(path)?;
-    analysis::sweep::read_table(text.as_bytes())
-        .map_err(|error| Failure::input(format!("{}: {error}", path.display())))
+    analysis::sweep::read_table(text.as_bytes()).map_err(|error| in_csv(path, &error))
+}
+
+/// An error of the sweep CSV `path`, at its line: `FILE:LINE: error: …`.
+fn in_csv(path: &Path, error: &analysis::sweep::CsvError) -> Failure {
+    Failure::input(error.in_file(&path.display().to_string()))
 }
 
 /// Writes rows in point order through a temporary file renamed over `path`; returns how many
@@ -541,7 +544,11 @@ fn write_sorted(
     header: &[String],
     rows: Vec<csv::StringRecord>,
 ) -> Result<usize, Failure> {
-    let rows = analysis::sweep::rows_in_point_order(rows).map_err(Failure::input)?;
+    let rows = analysis::sweep::rows_in_point_order(rows).map_err(|error| match own_output {
+        true => in_csv(path, &error),
+        // Rows of several inputs: the line alone, without the file it is in.
+        false => Failure::input(error.to_string()),
+    })?;
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer
         .write_record(header)
@@ -568,6 +575,7 @@ fn write_sorted(
 /// `c10dsim merge`: the rows of every input (same columns), one per point, in point order.
 pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     let mut header: Option<(Vec<String>, &Path)> = None;
+    let mut sweep_points: Option<(u64, &Path)> = None;
     let mut all = Vec::new();
     let mut indices = Vec::new();
     for input in inputs {
@@ -586,6 +594,21 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         for row in &rows {
             indices.push(point_index(input, row)?);
         }
+        let columns = &header.as_ref().expect("set above").0;
+        let points =
+            analysis::sweep::sweep_points(columns, &rows).map_err(|error| in_csv(input, &error))?;
+        match (sweep_points, points) {
+            (Some((first, first_path)), Some(count)) if first != count => {
+                return Err(Failure::input(format!(
+                    "{} holds rows of a sweep of {first} points, {} of {count}; merge the slices \
+                     of one sweep",
+                    first_path.display(),
+                    input.display()
+                )))
+            }
+            (None, Some(count)) => sweep_points = Some((count, input)),
+            _ => {}
+        }
         all.extend(rows);
     }
     let (header, _) = header.expect("clap requires an input");
@@ -598,7 +621,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
             )));
         }
     }
-    let sweep_points = analysis::sweep::sweep_points(&header, &all).map_err(Failure::input)?;
+    let sweep_points = sweep_points.map(|(count, _)| count);
     let count = write_sorted((output, false), &header, all)?;
     note!(
         "c10dsim: merged {} from {} into {}",

@@ -93,43 +93,99 @@ pub const PROVENANCE_COLUMNS: [&str; 5] = [
     "c10dsim_version",
 ];
 
+/// An error in a sweep CSV: the message, and the line of the file it is on where one is
+/// known (a row's; the csv reader's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvError {
+    pub line: Option<u64>,
+    pub message: String,
+}
+
+impl CsvError {
+    fn at_row(row: &csv::StringRecord, message: String) -> CsvError {
+        CsvError {
+            line: row.position().map(csv::Position::line),
+            message,
+        }
+    }
+
+    /// `FILE:LINE: error: message`, as the other readers place an error; `FILE: message` where
+    /// no line is known.
+    pub fn in_file(&self, file: &str) -> String {
+        match self.line {
+            Some(line) => format!("{file}:{line}: error: {}", self.message),
+            None => format!("{file}: {}", self.message),
+        }
+    }
+}
+
+impl std::fmt::Display for CsvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// The csv reader's error in the words of the other readers: its line, and what is wrong
+/// without the reader's own record and byte counts.
+fn csv_error(error: &csv::Error) -> CsvError {
+    let line = error.position().map(csv::Position::line);
+    let message = match error.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("a row of {len} cells, but the header has {expected_len} columns"),
+        csv::ErrorKind::Utf8 { err, .. } => {
+            format!("cell {} is not UTF-8 text", err.field() + 1)
+        }
+        _ => error.to_string(),
+    };
+    CsvError { line, message }
+}
+
 /// Reads a sweep CSV (`c10dsim sweep`'s output): its header and rows. The first column must
 /// be [`POINT_COLUMN`]; every row has the header's length (the `csv` reader checks).
-pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>), String> {
+pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>), CsvError> {
     let mut reader = csv::Reader::from_reader(bytes);
     let header: Vec<String> = reader
         .headers()
-        .map_err(|error| error.to_string())?
+        .map_err(|error| csv_error(&error))?
         .iter()
         .map(ToString::to_string)
         .collect();
     if header.first().map(String::as_str) != Some(POINT_COLUMN) {
-        return Err(format!(
-            "not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})"
-        ));
+        return Err(CsvError {
+            line: Some(1),
+            message: format!("not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})"),
+        });
     }
     let rows = reader
         .records()
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| csv_error(&error))?;
     Ok((header, rows))
 }
 
 /// A row's point index (its first cell); an error names the row's line in the file.
-pub fn point_index(row: &csv::StringRecord) -> Result<u64, String> {
+pub fn point_index(row: &csv::StringRecord) -> Result<u64, CsvError> {
     let cell = row.get(0).unwrap_or_default();
     cell.parse().map_err(|_| {
-        let line = row
-            .position()
-            .map_or(String::new(), |at| format!("line {}: ", at.line()));
-        format!("{line}the point cell {cell:?} is not a point index (a whole number)")
+        CsvError::at_row(
+            row,
+            format!("the point cell {cell:?} is not a point index (a whole number)"),
+        )
     })
 }
 
 /// The number of points of the sweep the rows belong to (their [`SWEEP_POINTS_COLUMN`]), or
 /// `None` for a table without the column (a `c10dsim-sweep/2` file) or without rows. Rows that
-/// disagree, a cell that is not a count, or a point index at or past the count, are errors.
-pub fn sweep_points(header: &[String], rows: &[csv::StringRecord]) -> Result<Option<u64>, String> {
+/// disagree, a cell that is not a count, or a point index at or past the count, are errors,
+/// at the row's line.
+pub fn sweep_points(
+    header: &[String],
+    rows: &[csv::StringRecord],
+) -> Result<Option<u64>, CsvError> {
     let Some(column) = header.iter().position(|h| h == SWEEP_POINTS_COLUMN) else {
         return Ok(None);
     };
@@ -137,21 +193,30 @@ pub fn sweep_points(header: &[String], rows: &[csv::StringRecord]) -> Result<Opt
     for row in rows {
         let cell = row.get(column).unwrap_or_default();
         let count: u64 = cell.parse().map_err(|_| {
-            format!("a row's {SWEEP_POINTS_COLUMN} is not a count of points: {cell:?}")
+            CsvError::at_row(
+                row,
+                format!("a row's {SWEEP_POINTS_COLUMN} is not a count of points: {cell:?}"),
+            )
         })?;
         match points {
             Some(first) if first != count => {
-                return Err(format!(
-                    "the rows are of sweeps of {first} and of {count} points; merge the slices of one sweep"
+                return Err(CsvError::at_row(
+                    row,
+                    format!(
+                        "the rows are of sweeps of {first} and of {count} points; merge the slices of one sweep"
+                    ),
                 ))
             }
             _ => points = Some(count),
         }
         let index = point_index(row)?;
         if index >= count {
-            return Err(format!(
-                "point {index} is not one of its sweep's {count} points (0 to {})",
-                count.saturating_sub(1)
+            return Err(CsvError::at_row(
+                row,
+                format!(
+                    "point {index} is not one of its sweep's {count} points (0 to {})",
+                    count.saturating_sub(1)
+                ),
             ));
         }
     }
@@ -160,15 +225,20 @@ pub fn sweep_points(header: &[String], rows: &[csv::StringRecord]) -> Result<Opt
 
 /// Rows in point order, one per point: a point present twice with the same row is kept once
 /// (a resumed or merged sweep may hold it twice); twice with different rows is an error.
-pub fn rows_in_point_order(rows: Vec<csv::StringRecord>) -> Result<Vec<csv::StringRecord>, String> {
+pub fn rows_in_point_order(
+    rows: Vec<csv::StringRecord>,
+) -> Result<Vec<csv::StringRecord>, CsvError> {
     let mut by_point: std::collections::BTreeMap<u64, csv::StringRecord> =
         std::collections::BTreeMap::new();
     for row in rows {
         let index = point_index(&row)?;
         if let Some(previous) = by_point.insert(index, row.clone()) {
             if previous != row {
-                return Err(format!(
-                    "point {index} appears twice with different rows; were these slices of one sweep?"
+                return Err(CsvError::at_row(
+                    &row,
+                    format!(
+                        "point {index} appears twice with different rows; were these slices of one sweep?"
+                    ),
                 ));
             }
         }
@@ -624,7 +694,7 @@ mod tests {
         assert_eq!(sweep_points(&header, &[]), Ok(None));
         // A `c10dsim-sweep/2` table has no such column.
         assert_eq!(sweep_points(&header[..1], &rows(&[["0", "3"]])), Ok(None));
-        let error = |cells: &[[&str; 2]]| sweep_points(&header, &rows(cells)).unwrap_err();
+        let error = |cells: &[[&str; 2]]| sweep_points(&header, &rows(cells)).unwrap_err().message;
         assert!(error(&[["0", "3"], ["1", "4"]]).contains("sweeps of 3 and of 4 points"));
         assert!(
             error(&[["3", "3"]]).contains("point 3 is not one of its sweep's 3 points (0 to 2)")
@@ -637,13 +707,37 @@ mod tests {
         // It used to show the row as Rust debug output: `StringRecord(["x", "2"])`.
         let (_, rows) = read_table(b"point,b\n0,1\nx,2\n").unwrap();
         assert_eq!(point_index(&rows[0]), Ok(0));
+        let at_line_3 =
+            "s.csv:3: error: the point cell \"x\" is not a point index (a whole number)";
         assert_eq!(
-            point_index(&rows[1]),
-            Err("line 3: the point cell \"x\" is not a point index (a whole number)".to_string())
+            point_index(&rows[1]).unwrap_err().in_file("s.csv"),
+            at_line_3
         );
         assert_eq!(
-            rows_in_point_order(rows).unwrap_err(),
-            "line 3: the point cell \"x\" is not a point index (a whole number)"
+            rows_in_point_order(rows).unwrap_err().in_file("s.csv"),
+            at_line_3
+        );
+    }
+
+    #[test]
+    fn a_csv_error_is_placed_at_its_file_and_line_in_the_readers_words() {
+        // It showed the csv crate's own `CSV error: record 2 (line: 3, byte: 16): …`.
+        let error = read_table(b"point,b\n0,1\n1\n").unwrap_err();
+        assert_eq!(
+            error.in_file("s.csv"),
+            "s.csv:3: error: a row of 1 cells, but the header has 2 columns"
+        );
+        let error = read_table(b"x,b\n").unwrap_err().in_file("s.csv");
+        assert!(
+            error.starts_with("s.csv:1: error: not a c10dsim sweep CSV"),
+            "{error}"
+        );
+        // A sweep_points error names the row's line (merge adds the file).
+        let text = format!("point,{SWEEP_POINTS_COLUMN}\n0,3\n7,3\n");
+        let (header, rows) = read_table(text.as_bytes()).unwrap();
+        assert_eq!(
+            sweep_points(&header, &rows).unwrap_err().in_file("s.csv"),
+            "s.csv:3: error: point 7 is not one of its sweep's 3 points (0 to 2)"
         );
     }
 

@@ -648,8 +648,8 @@ impl Sweep {
                     .paths
                     .iter()
                     .map(|axis| {
-                        let parts: Vec<&str> = axis.path.split('.').collect();
-                        let names_size = parts.first() == Some(&"tensors")
+                        let parts = scenario::path_keys(&axis.path).unwrap_or_default();
+                        let names_size = parts.first().is_some_and(|key| key == "tensors")
                             && (parts.len() == 2 || (parts.len() == 3 && parts[2] == "size"));
                         names_size
                             && axis
@@ -809,7 +809,7 @@ pub fn apply_overrides_with_ops(
 ) -> Result<String, OverrideError> {
     let (op_edits, table_edits): (Vec<&Override>, Vec<&Override>) = overrides
         .iter()
-        .partition(|o| o.path.split('.').next() == Some("op"));
+        .partition(|o| o.keys().is_ok_and(|keys| keys[0] == "op"));
     let table_edits: Vec<Override> = table_edits.into_iter().cloned().collect();
     let text = apply_overrides(text, &table_edits)?;
     if op_edits.is_empty() {
@@ -830,11 +830,16 @@ fn set_op(document: &mut toml_edit::DocumentMut, edit: &Override) -> Result<(), 
     let fail = |message: String| OverrideError {
         message: format!("--set {edit}: {message}"),
     };
-    let mut keys = edit.path.splitn(3, '.').skip(1);
-    let label = keys
-        .next()
-        .ok_or_else(|| fail("name an op by its label: op.LABEL or op.LABEL.KEY".to_string()))?;
-    let key = keys.next();
+    let keys = edit.keys()?;
+    let (label, key) = match keys.as_slice() {
+        [_, label] => (label.as_str(), None),
+        [_, label, key] => (label.as_str(), Some(key.as_str())),
+        _ => {
+            return Err(fail(
+                "name an op by its label: op.LABEL or op.LABEL.KEY".to_string(),
+            ))
+        }
+    };
     let ops = document
         .get_mut("op")
         .and_then(toml_edit::Item::as_array_of_tables_mut)
@@ -884,22 +889,33 @@ fn set_op(document: &mut toml_edit::DocumentMut, edit: &Override) -> Result<(), 
     Ok(())
 }
 
-/// The entries of a table with nested tables flattened into dotted keys, so that
-/// `tensors.buf = [..]` (a dotted key) reads as `"tensors.buf" = [..]`; `zip` stays a table.
+/// The entries of a table with nested tables flattened into dotted paths, so that
+/// `tensors.buf = [..]` (a dotted key) reads as `"tensors.buf" = [..]`, and
+/// `tensors."a.b" = [..]` as `'tensors."a.b"' = [..]`; `zip` stays a table. A key of the table
+/// itself that holds a value is a path as written; every key below it is one key of the path.
 fn flatten(
     table: &dyn toml_edit::TableLike,
+) -> Vec<(String, Option<Range<usize>>, &toml_edit::Item)> {
+    flatten_below(table, false)
+}
+
+fn flatten_below(
+    table: &dyn toml_edit::TableLike,
+    nested: bool,
 ) -> Vec<(String, Option<Range<usize>>, &toml_edit::Item)> {
     let mut entries = Vec::new();
     for (key, item) in table.iter() {
         let span = table.key(key).and_then(toml_edit::Key::span);
+        let one_key = scenario::dotted_path(&[key.to_string()]);
         match item.as_table_like() {
             Some(inner) if key != ZIP_KEY => {
                 entries.extend(
-                    flatten(inner)
+                    flatten_below(inner, true)
                         .into_iter()
-                        .map(|(rest, span, item)| (format!("{key}.{rest}"), span, item)),
+                        .map(|(rest, span, item)| (format!("{one_key}.{rest}"), span, item)),
                 );
             }
+            _ if nested => entries.push((one_key, span, item)),
             _ => entries.push((key.to_string(), span, item)),
         }
     }
@@ -961,15 +977,18 @@ impl FileAxes<'_> {
         key_span: Option<Range<usize>>,
         item: &toml_edit::Item,
     ) -> Result<AxisPath, ScenarioError> {
-        if key.is_empty() || key.split('.').any(str::is_empty) {
-            return Err(self.error(
-                key_span,
-                format!("sweep key {key:?} is not a dotted path such as \"tensors.buf\""),
-            ));
-        }
+        let keys = scenario::path_keys(key).map_err(|reason| {
+            self.error(
+                key_span.clone(),
+                format!(
+                    "sweep key {key:?} is not a dotted path such as \"tensors.buf\" or \
+                     'tensors.\"a.b\"': {reason}"
+                ),
+            )
+        })?;
         let values = self.values(key, key_span.clone(), item)?;
         Ok(AxisPath {
-            path: key.to_string(),
+            path: scenario::dotted_path(&keys),
             values,
             key_span,
         })

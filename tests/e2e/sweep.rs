@@ -1481,3 +1481,65 @@ fn a_sweep_of_one_point_says_point_and_line_in_the_singular() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_bad_row_of_a_merged_or_plotted_csv_is_named_by_file_and_line() {
+    let scenario = temp("bad_rows.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         [sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n",
+    )
+    .unwrap();
+    let good = temp("bad_rows_good.csv");
+    let text = String::from_utf8(sweep_to(&good, &[scenario.to_str().unwrap()])).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // A row whose point is past its sweep's count: named in its own file, not the merge's.
+    let past = temp("bad_rows_past.csv");
+    let (_, rest) = lines[1].split_once(',').unwrap();
+    std::fs::write(&past, format!("{}\n7,{rest}\n", lines[0])).unwrap();
+    let merged = temp("bad_rows_merged.csv");
+    let (good, past, merged) = (
+        good.to_str().unwrap(),
+        past.to_str().unwrap(),
+        merged.to_str().unwrap(),
+    );
+    let output = c10dsim(&["merge", good, past, "-o", merged]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "{past}:2: error: point 7 is not one of its sweep's 2 points (0 to 1)"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    // A row cut short: the file and line, in the other readers' words, not the csv crate's.
+    let short = temp("bad_rows_short.csv");
+    std::fs::write(&short, format!("{}\n{}\n1,2\n", lines[0], lines[1])).unwrap();
+    let short = short.to_str().unwrap();
+    let columns = lines[0].split(',').count();
+    for args in [
+        vec!["merge", short, "-o", merged],
+        vec![
+            "plot",
+            short,
+            "--x",
+            "point",
+            "--y",
+            "ar.wait_us",
+            "-o",
+            "-",
+        ],
+    ] {
+        let output = c10dsim(&args);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        let expected =
+            format!("{short}:3: error: a row of 2 cells, but the header has {columns} columns");
+        assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
+        assert!(
+            !stderr(&output).contains("CSV error"),
+            "{}",
+            stderr(&output)
+        );
+    }
+}

@@ -42,8 +42,8 @@ mod type_errors;
 pub use model::*;
 pub use names::unfit_name;
 pub use overrides::{
-    apply_overrides, line_origin, read_recorded_invocation, recorded_invocation, renumber_op_lines,
-    table_header, LineOrigin, Override, OverrideError,
+    apply_overrides, dotted_path, line_origin, path_keys, read_recorded_invocation,
+    recorded_invocation, renumber_op_lines, table_header, LineOrigin, Override, OverrideError,
 };
 pub use raw::TOP_LEVEL_KEYS;
 pub use suggest::{did_you_mean, nearest};

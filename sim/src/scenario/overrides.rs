@@ -11,24 +11,134 @@ pub struct Override {
 }
 
 impl Override {
-    /// Parses `key=value` as given on the command line.
+    /// Parses `key=value` as given on the command line. The key is a dotted path read as TOML
+    /// reads a dotted key ([`path_keys`]); it is kept written as [`dotted_path`] writes it, so
+    /// that one key has one spelling (`tensors."x"` is `tensors.x`).
     pub fn parse(text: &str) -> Result<Override, OverrideError> {
-        let (path, value) = text.split_once('=').ok_or_else(|| OverrideError {
+        let expects_key_value = || OverrideError {
             message: format!(
                 "--set expects key=value (e.g. env.TORCH_NCCL_BLOCKING_WAIT=1), found {text:?}"
             ),
+        };
+        let (keys, rest) = read_keys(text).map_err(|reason| OverrideError {
+            message: format!(
+                "--set: {:?} is not a dotted key such as tensors.buf or tensors.\"a.b\": {reason}",
+                text.split_once('=').map_or(text, |(path, _)| path).trim()
+            ),
         })?;
-        let path = path.trim();
-        if path.is_empty() || path.split('.').any(str::is_empty) {
-            return Err(OverrideError {
-                message: format!("--set: {path:?} is not a dotted key such as tensors.buf"),
-            });
-        }
+        let value = rest.strip_prefix('=').ok_or_else(expects_key_value)?;
         Ok(Override {
-            path: path.to_string(),
+            path: dotted_path(&keys),
             value: value.trim().to_string(),
         })
     }
+
+    /// The keys of [`Override::path`].
+    pub fn keys(&self) -> Result<Vec<String>, OverrideError> {
+        path_keys(&self.path).map_err(|reason| OverrideError {
+            message: format!(
+                "--set {self}: {:?} is not a dotted key: {reason}",
+                self.path
+            ),
+        })
+    }
+}
+
+/// The keys of a dotted path (`--set`'s key, a `[sweep]` axis), read as TOML reads a dotted
+/// key: `tensors.buf` is two keys, and a quoted key may hold dots (`tensors."a.b"`, or
+/// `tensors.'a.b'`, names the tensor `a.b`). A bare key is what lies between the dots, spaces
+/// around it trimmed.
+pub fn path_keys(path: &str) -> Result<Vec<String>, String> {
+    match read_keys(path)? {
+        (keys, "") => Ok(keys),
+        (_, rest) => Err(format!("{rest:?} follows the last key")),
+    }
+}
+
+/// A path's keys written back as a dotted path: bare where a key can be, quoted otherwise
+/// (`tensors."a.b"`). [`path_keys`] reads it back to the same keys.
+pub fn dotted_path(keys: &[String]) -> String {
+    let written: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            let bare = !key.is_empty()
+                && key.trim() == key
+                && !key.contains(['.', '=', '"', '\'', '#'])
+                && !key.chars().any(char::is_control);
+            if bare {
+                return key.clone();
+            }
+            // A TOML basic string, on one line whatever the key holds.
+            let mut quoted = String::from('"');
+            for c in key.chars() {
+                match c {
+                    '"' | '\\' => quoted.extend(['\\', c]),
+                    c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", u32::from(c))),
+                    c => quoted.push(c),
+                }
+            }
+            quoted.push('"');
+            quoted
+        })
+        .collect();
+    written.join(".")
+}
+
+/// Reads dotted keys from the start of `text`, up to its end or a `=` outside quotes: the keys
+/// and the rest of the text (empty, or from that `=` on).
+fn read_keys(text: &str) -> Result<(Vec<String>, &str), String> {
+    let mut keys = Vec::new();
+    let mut rest = text;
+    loop {
+        let trimmed = rest.trim_start();
+        let (key, after) = match trimmed.chars().next() {
+            Some(quote @ ('"' | '\'')) => {
+                let close = closing_quote(trimmed, quote)
+                    .ok_or_else(|| format!("the quote that opens {trimmed:?} is never closed"))?;
+                let quoted = &trimmed[..=close];
+                let key = quoted
+                    .parse::<toml_edit::Value>()
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_string))
+                    .ok_or_else(|| format!("{quoted} is not a TOML string"))?;
+                (key, trimmed[close + 1..].trim_start())
+            }
+            _ => {
+                let end = trimmed.find(['.', '=']).unwrap_or(trimmed.len());
+                let key = trimmed[..end].trim();
+                if key.is_empty() {
+                    return Err("a key is empty".to_string());
+                }
+                (key.to_string(), &trimmed[end..])
+            }
+        };
+        keys.push(key);
+        match after.strip_prefix('.') {
+            Some(next) => rest = next,
+            None if after.is_empty() || after.starts_with('=') => return Ok((keys, after)),
+            None => {
+                return Err(format!(
+                    "{after:?} follows the quoted key {:?}",
+                    keys[keys.len() - 1]
+                ))
+            }
+        }
+    }
+}
+
+/// The byte offset of the quote that closes the string `text` opens with `quote` (a `"`
+/// string's `\"` does not close it; a `'` string has no escapes).
+fn closing_quote(text: &str, quote: char) -> Option<usize> {
+    let mut escaped = false;
+    for (at, c) in text.char_indices().skip(1) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quote == '"' => escaped = true,
+            _ if c == quote => return Some(at),
+            _ => {}
+        }
+    }
+    None
 }
 
 impl fmt::Display for Override {
@@ -134,7 +244,7 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
             ),
         });
     }
-    let keys: Vec<&str> = item.path.split('.').collect();
+    let keys = item.keys()?;
     let (last, tables) = keys.split_last().expect("paths have a key");
     let not_a_table = |key: &str| {
         OverrideError {
@@ -153,10 +263,10 @@ fn set_one(root: &mut toml_edit::Table, item: &Override) -> Result<(), OverrideE
         if let Some(inline) = entry.as_inline_table_mut() {
             // `side = { priority = "normal" }`: the rest of the path must end inside it.
             if depth + 1 != tables.len() {
-                return Err(not_a_table(tables[depth + 1]));
+                return Err(not_a_table(&tables[depth + 1]));
             }
             let existing = inline.get(last).map(|v| toml_edit::Item::Value(v.clone()));
-            inline.insert(*last, value_for(&item.path, existing.as_ref(), &item.value));
+            inline.insert(last, value_for(&item.path, existing.as_ref(), &item.value));
             return Ok(());
         }
         table = entry.as_table_mut().ok_or_else(|| not_a_table(key))?;
@@ -187,19 +297,21 @@ const DECLARATIONS: [(&str, &str, &[&str]); 3] = [
 fn refuse_undeclared(
     root: &toml_edit::Table,
     item: &Override,
-    keys: &[&str],
+    keys: &[String],
 ) -> Result<(), OverrideError> {
     let [table_name, name, ..] = keys else {
         return Ok(());
     };
-    let Some(&(_, what, implicit)) = DECLARATIONS.iter().find(|(table, ..)| table == table_name)
+    let Some(&(_, what, implicit)) = DECLARATIONS
+        .iter()
+        .find(|(table, ..)| *table == table_name.as_str())
     else {
         return Ok(());
     };
     let declared: Vec<&str> = (root.get(table_name))
         .and_then(toml_edit::Item::as_table_like)
         .map_or_else(Vec::new, |table| table.iter().map(|(key, _)| key).collect());
-    if declared.contains(name) || implicit.contains(name) {
+    if declared.contains(&name.as_str()) || implicit.contains(&name.as_str()) {
         return Ok(());
     }
     Err(OverrideError {
@@ -242,16 +354,13 @@ pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u
             .rposition(|o| o.path.starts_with(&inside))
             .map_or(LineOrigin::Edited, LineOrigin::Override);
     }
-    let key = text.split('=').next().unwrap_or("").trim();
-    let key = key
-        .rsplit('.')
-        .next()
-        .unwrap_or(key)
-        .trim()
-        .trim_matches('"');
+    let Ok((keys, _)) = read_keys(text) else {
+        return LineOrigin::Edited;
+    };
+    let last_key = |path: &str| path_keys(path).ok().and_then(|mut keys| keys.pop());
     overrides
         .iter()
-        .rposition(|o| o.path.rsplit('.').next() == Some(key))
+        .rposition(|o| last_key(&o.path).as_ref() == keys.last())
         .map_or(LineOrigin::Edited, LineOrigin::Override)
 }
 
@@ -305,6 +414,58 @@ mod tests {
     fn set(text: &str, pairs: &[&str]) -> Result<String, OverrideError> {
         let overrides: Vec<Override> = pairs.iter().map(|p| Override::parse(p).unwrap()).collect();
         apply_overrides(text, &overrides)
+    }
+
+    #[test]
+    fn a_quoted_key_names_a_tensor_whose_name_holds_a_dot() {
+        let text = "[tensors]\n\"a.b\" = \"1MiB\"\nc = \"1MiB\"\n";
+        for key in ["tensors.\"a.b\"", "tensors.'a.b'", " tensors . \"a.b\" "] {
+            let edited = set(text, &[&format!("{key}=2MiB")]).unwrap();
+            assert!(edited.contains("\"a.b\" = \"2MiB\""), "{key}: {edited}");
+        }
+        // One key, one spelling: a quoted key that needs no quotes is the bare one.
+        let quoted = Override::parse("tensors.\"c\"=2MiB").unwrap();
+        assert_eq!(quoted.path, "tensors.c");
+        assert_eq!(
+            Override::parse("tensors.'a.b'=2MiB").unwrap().path,
+            "tensors.\"a.b\""
+        );
+        // A `=` inside quotes is part of the key.
+        let equals = Override::parse("tensors.\"a=b\"=2MiB").unwrap();
+        assert_eq!(
+            (equals.keys().unwrap()[1].as_str(), equals.value.as_str()),
+            ("a=b", "2MiB")
+        );
+        for (bad, reason) in [
+            ("tensors.\"a.b=2MiB", "never closed"),
+            ("tensors.\"a.b\"x=2MiB", "follows the quoted key"),
+            ("tensors..x=2MiB", "a key is empty"),
+        ] {
+            let error = Override::parse(bad).unwrap_err().message;
+            assert!(error.contains(reason), "{bad}: {error}");
+        }
+        // The edited line is traced to the `--set` that wrote it by its last key.
+        let overrides = [Override::parse("tensors.\"a.b\"=2KB2").unwrap()];
+        let edited = apply_overrides(text, &overrides).unwrap();
+        assert_eq!(
+            line_origin(text, &edited, &overrides, 2),
+            LineOrigin::Override(0)
+        );
+    }
+
+    #[test]
+    fn dotted_paths_read_back_to_their_keys() {
+        for keys in [
+            vec!["tensors", "buf"],
+            vec!["tensors", "a.b"],
+            vec!["op", "it's \"x\"", "async_op"],
+            vec!["env", " padded "],
+            vec!["a=b", "c#d"],
+            vec!["tab\there", "back\\slash"],
+        ] {
+            let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
+            assert_eq!(path_keys(&dotted_path(&keys)).unwrap(), keys);
+        }
     }
 
     #[test]

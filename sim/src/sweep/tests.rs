@@ -419,3 +419,37 @@ fn a_points_ops_keep_the_files_line_numbers() {
     let lines: Vec<u32> = scenario.ops.iter().map(|op| op.line).collect();
     assert_eq!(lines, [6, 11]);
 }
+
+#[test]
+fn a_quoted_key_in_a_path_names_a_tensor_or_label_holding_a_dot() {
+    let base = "[cluster]\nranks = 2\n[tensors]\n\"a.b\" = \"1MiB\"\n\
+        [[op]]\nlabel = \"x.y\"\nall_reduce = \"a.b\"\n";
+    let size_of = |sweep: &Sweep, index: u64| {
+        let scenario = sweep.scenario(&sweep.point(index)).unwrap();
+        let async_op = matches!(
+            scenario.ops[0].kind,
+            crate::scenario::OpKind::Collective { async_op: true, .. }
+        );
+        (scenario.tensors[0].size_bytes, async_op)
+    };
+    // `[sweep]` written with the path as one quoted key, as a TOML dotted key, and on the
+    // command line: one column, one spelling.
+    for (sweep_table, cli) in [
+        (
+            "[sweep]\n'tensors.\"a.b\"' = [\"1KiB\", \"2KiB\"]\n",
+            vec![],
+        ),
+        ("[sweep]\ntensors.\"a.b\" = [\"1KiB\", \"2KiB\"]\n", vec![]),
+        ("", vec![AxisArg::parse("tensors.'a.b'=1KiB,2KiB").unwrap()]),
+    ] {
+        let mut cli = cli;
+        cli.push(AxisArg::parse("op.\"x.y\".async_op=true").unwrap());
+        let sweep = Sweep::parse("s.toml", &format!("{base}{sweep_table}"), &cli).unwrap();
+        assert_eq!(sweep.columns(), ["tensors.\"a.b\""], "{sweep_table}");
+        assert_eq!(sweep.size_columns(), [true]);
+        assert_eq!(size_of(&sweep, 1), (2048, true), "{sweep_table}");
+    }
+    let error = sweep("[sweep]\n'tensors.\"x' = [\"1KiB\"]\n", &[]).unwrap_err();
+    assert!(error.message.contains("never closed"), "{error}");
+    assert!(error.line > 0, "{error}");
+}
