@@ -660,20 +660,24 @@ IMPLICIT_WAIT_TIMEOUT = (
     "Timeout(ms)=500) ran for 500 milliseconds before timing out.")
 
 
+@pytest.mark.parametrize("call", ["all_reduce", "barrier"])
 @pytest.mark.parametrize("catch", [True, False])
-def test_a_synchronous_collective_whose_implicit_wait_raised_is_unfinished_as_simulated(
-        resolve, interpret, simulate, tmp_path, catch):
-    # A synchronous all_reduce's implicit wait() times out under blocking wait. The interpreter
-    # made the call's record only once the call had returned, so its Timeline had no `ar` at all
-    # where the simulator's has it unfinished, and the finding was a watchdog_timeout (uncaught)
-    # or none (caught) where the simulator's is a wait_timeout naming `ar`.
-    source = scenario_file(tmp_path, "sync_timeout", SYNC_BLOCKING_WAIT % (
-        "all_reduce", "catch = true" if catch else ""))
+def test_a_synchronous_call_whose_implicit_wait_raised_is_unfinished_as_simulated(
+        resolve, interpret, simulate, tmp_path, call, catch):
+    # A synchronous all_reduce's (or barrier's) implicit wait() times out under blocking wait.
+    # The interpreter made an all_reduce's record only once the call had returned, so its
+    # Timeline had no `ar` at all where the simulator's has it unfinished, and the finding was a
+    # watchdog_timeout (uncaught) or none (caught) where the simulator's is a wait_timeout naming
+    # `ar`. A barrier's record, made before the call, kept its wait open (host_end_ns null, made
+    # for a process taken down inside the call): a wait that never returned, where the
+    # simulator's wait ends at the raise.
+    text = SYNC_BLOCKING_WAIT % (call, "catch = true" if catch else "")
+    source = scenario_file(tmp_path, "sync_timeout", text.replace('barrier = "x"', "barrier = true"))
     simulated = simulate(source)
     path, scenario = resolve(source)
     ops = {op["label"]: op["index"] for op in scenario["ops"]}
     completed, document, _ = interpret(path, env={
-        "FAKE_TORCH_RAISES": "all_reduce=" + IMPLICIT_WAIT_TIMEOUT})
+        "FAKE_TORCH_RAISES": call + "=" + IMPLICIT_WAIT_TIMEOUT})
     assert completed.returncode == (0 if catch else 1), completed.stderr
     (rank,) = document["ranks"]
     (expected,) = simulated["ranks"]
@@ -685,10 +689,10 @@ def test_a_synchronous_collective_whose_implicit_wait_raised_is_unfinished_as_si
         assert unfinished[key] == simulated_unfinished[key], key
     assert unfinished["op"] == ops["ar"]
     # The implicit wait ends at the raise, where the call's host record ends.
-    (call,) = [h for h in rank["host"] if h["op"] == ops["ar"]]
+    (host,) = [h for h in rank["host"] if h["op"] == ops["ar"]]
     wait = unfinished["wait"]
     assert (wait["op"], wait["stream"]) == (ops["ar"], simulated_unfinished["wait"]["stream"])
-    assert call["start_ns"] <= wait["host_start_ns"] <= wait["host_end_ns"] <= call["end_ns"]
+    assert host["start_ns"] <= wait["host_start_ns"] <= wait["host_end_ns"] <= host["end_ns"]
     for key in ("unfinished_stream_waits", "unfinished_host"):
         assert key not in rank, key
     assert ([(f["kind"], f["op"]) for f in document["findings"]]
@@ -696,19 +700,26 @@ def test_a_synchronous_collective_whose_implicit_wait_raised_is_unfinished_as_si
             == [("wait_timeout", ops["ar"])])
 
 
+@pytest.mark.parametrize("call", ["all_reduce", "barrier"])
 def test_a_call_on_an_aborted_communicator_writes_no_collective_as_simulated(
-        resolve, interpret, simulate, tmp_path):
-    # caught_timeout under the 2.5 profile: `retry`, a synchronous all_reduce on the
-    # communicator the blocking wait aborted, raises before it issues anything (R27): no record
-    # of it, on either side, however its call is kept for a raise in its implicit wait.
-    text = scenario_source("caught_timeout").read_text().replace(
-        "[cluster]", 'torch = "2.5"\n[cluster]')
-    source = scenario_file(tmp_path, "retry_25", text)
+        resolve, interpret, simulate, tmp_path, call):
+    # caught_timeout's `retry`, a synchronous all_reduce (under the 2.5 profile) or a barrier
+    # on the communicator the blocking wait aborted, raises before it issues anything (R27): no
+    # record of it on either side, however a call is kept for a raise in its implicit wait. A
+    # barrier's record, made before the call, was kept: an unfinished collective the simulator
+    # has not.
+    text = scenario_source("caught_timeout").read_text()
+    if call == "barrier":
+        text = text.replace('label = "retry"\nall_reduce = "x"', 'label = "retry"\nbarrier = true')
+        assert "barrier = true" in text
+    else:
+        text = text.replace("[cluster]", 'torch = "2.5"\n[cluster]')
+    source = scenario_file(tmp_path, "retry_" + call, text)
     simulated = simulate(source)
     path, scenario = resolve(source)
-    completed, document, _ = interpret(path, env={
-        "FAKE_TORCH_RAISES": "all_reduce:2=DistBackendError: NCCL communicator was aborted on "
-                             "rank 0."})
+    raises = ("all_reduce:2" if call == "all_reduce" else "barrier") + (
+        "=DistBackendError: NCCL communicator was aborted on rank 0.")
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_RAISES": raises})
     assert completed.returncode == 0, completed.stderr
     (rank,) = document["ranks"]
     (expected,) = simulated["ranks"]
@@ -717,60 +728,5 @@ def test_a_call_on_an_aborted_communicator_writes_no_collective_as_simulated(
     assert retry not in [r["op"] for r in expected.get("unfinished_collectives", [])]
     for key in ("collectives", "unfinished_collectives"):
         assert retry not in [r["op"] for r in rank.get(key, [])], key
-    assert [r["seq"] for r in rank["collectives"]] == [1]
-
-
-@pytest.mark.parametrize("catch", [True, False])
-def test_a_synchronous_barrier_whose_implicit_wait_raised_ends_its_wait_at_the_raise(
-        resolve, interpret, simulate, tmp_path, catch):
-    # The same timeout at a barrier, whose record is made before the call: it kept its wait
-    # open (host_end_ns null, made for a process taken down inside the call), so the Timeline
-    # wrote a wait that never returned where the simulator's wait ends at the raise.
-    source = scenario_file(tmp_path, "barrier_timeout", (SYNC_BLOCKING_WAIT % (
-        "barrier", "catch = true" if catch else "")).replace('barrier = "x"', "barrier = true"))
-    simulated = simulate(source)
-    path, scenario = resolve(source)
-    ops = {op["label"]: op["index"] for op in scenario["ops"]}
-    completed, document, _ = interpret(path, env={
-        "FAKE_TORCH_RAISES": "barrier=" + IMPLICIT_WAIT_TIMEOUT})
-    assert completed.returncode == (0 if catch else 1), completed.stderr
-    (rank,) = document["ranks"]
-    (expected,) = simulated["ranks"]
-    assert rank["collectives"] == expected["collectives"] == []
-    (unfinished,) = rank["unfinished_collectives"]
-    (simulated_unfinished,) = expected["unfinished_collectives"]
-    for key in ("iteration", "op", "group", "seq", "bytes", "async_op", "call_stream",
-                "run_stream"):
-        assert unfinished[key] == simulated_unfinished[key], key
-    (call,) = [h for h in rank["host"] if h["op"] == ops["ar"]]
-    wait = unfinished["wait"]
-    assert wait["op"] == ops["ar"]
-    assert call["start_ns"] <= wait["host_start_ns"] <= wait["host_end_ns"] <= call["end_ns"]
-    for key in ("unfinished_stream_waits", "unfinished_host"):
-        assert key not in rank, key
-    assert ([(f["kind"], f["op"]) for f in document["findings"]]
-            == [(f["kind"], f["op"]) for f in simulated["findings"]]
-            == [("wait_timeout", ops["ar"])])
-
-
-def test_a_barrier_on_an_aborted_communicator_writes_no_collective_as_simulated(
-        resolve, interpret, simulate, tmp_path):
-    # caught_timeout's `retry` as a barrier: on the communicator the blocking wait aborted it
-    # raises before it issues anything (R27); its record, made before the call, was kept,
-    # written as an unfinished collective the simulator has not.
-    text = scenario_source("caught_timeout").read_text().replace(
-        'label = "retry"\nall_reduce = "x"', 'label = "retry"\nbarrier = true')
-    source = scenario_file(tmp_path, "retry_barrier", text)
-    simulated = simulate(source)
-    path, scenario = resolve(source)
-    completed, document, _ = interpret(path, env={
-        "FAKE_TORCH_RAISES": "barrier=DistBackendError: NCCL communicator was aborted on "
-                             "rank 0."})
-    assert completed.returncode == 0, completed.stderr
-    (rank,) = document["ranks"]
-    (expected,) = simulated["ranks"]
-    retry = next(op["index"] for op in scenario["ops"] if op["label"] == "retry")
-    assert [e["op"] for e in rank["exceptions"]] == [retry]
-    assert retry not in [r["op"] for r in expected.get("unfinished_collectives", [])]
-    for key in ("collectives", "unfinished_collectives"):
-        assert retry not in [r["op"] for r in rank.get(key, [])], key
+    if call == "all_reduce":
+        assert [r["seq"] for r in rank["collectives"]] == [1]
