@@ -6,7 +6,7 @@
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
-use crate::util::{stderr, stdout};
+use crate::util::{refused, stderr, stdout};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -437,13 +437,12 @@ fn shards_merged_equal_the_unsharded_run() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stderr(&output).contains("shard 2/3 (SLURM_ARRAY_TASK_ID)"));
     // The sweep as a Slurm task with `variables`, refused (exit 2) with `message`.
-    let refused = |variables: &[(&str, &str)], message: &str| {
+    let refused_as_task = |variables: &[(&str, &str)], message: &str| {
         let output = c10dsim_with(&["sweep", args[0], args[1], args[2], "-o", "-"], variables);
-        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-        assert!(stderr(&output).contains(message), "{}", stderr(&output));
+        refused(&output, message);
     };
     // A task id below the array's first is no task of it (it used to run shard 0).
-    refused(
+    refused_as_task(
         &[
             ("SLURM_ARRAY_TASK_ID", "0"),
             ("SLURM_ARRAY_TASK_MIN", "1"),
@@ -468,7 +467,7 @@ fn shards_merged_equal_the_unsharded_run() {
         std::fs::read(&slurm).unwrap(),
         "the stepped array's last task is the third slice"
     );
-    refused(
+    refused_as_task(
         &[
             ("SLURM_ARRAY_TASK_ID", "5"),
             ("SLURM_ARRAY_TASK_STEP", "4"),
@@ -477,7 +476,7 @@ fn shards_merged_equal_the_unsharded_run() {
         "plus a multiple of SLURM_ARRAY_TASK_STEP=4",
     );
     // A task id without the array's count would have run the whole sweep in every task.
-    refused(
+    refused_as_task(
         &[("SLURM_ARRAY_TASK_ID", "1")],
         "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not",
     );
@@ -587,12 +586,7 @@ fn shards_merged_equal_the_unsharded_run() {
         "-o",
         merged.to_str().unwrap(),
     ]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("the files hold rows of two sweeps"),
-        "{}",
-        stderr(&output)
-    );
+    refused(&output, "the files hold rows of two sweeps");
 }
 
 #[test]
@@ -933,12 +927,7 @@ fn set_machine_runs_every_point_on_that_profile_as_for_run() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("one machine profile"),
-        "{}",
-        stderr(&output)
-    );
+    refused(&output, "one machine profile");
     assert!(!out.exists());
 }
 
@@ -1151,12 +1140,7 @@ fn run_refuses_a_gantt_chart_named_png_before_it_simulates() {
         "--svg",
         png.to_str().unwrap(),
     ]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("drawn as SVG only; name the file .svg"),
-        "{}",
-        stderr(&output)
-    );
+    refused(&output, "drawn as SVG only; name the file .svg");
     assert!(stdout(&output).is_empty(), "{}", stdout(&output));
     assert!(!png.exists());
 }
@@ -1474,11 +1458,9 @@ fn a_sweep_of_one_point_says_point_and_line_in_the_singular() {
     let mut resume = sweep.to_vec();
     resume.push("--resume");
     let output = c10dsim(&resume);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("holds point 7, but this sweep has 1 point (0 to 0)"),
-        "{}",
-        stderr(&output)
+    refused(
+        &output,
+        "holds point 7, but this sweep has 1 point (0 to 0)",
     );
 }
 

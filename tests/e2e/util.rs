@@ -55,6 +55,12 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Asserts that a command was refused as bad input (exit 2) with `says` in its standard error.
+pub fn refused(output: &Output, says: &str) {
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(output));
+    assert!(stderr(output).contains(says), "{}", stderr(output));
+}
+
 /// Says a test was skipped and why, outside the harness's capture (which swallows `eprintln!`
 /// of a passing test), so that the skip is visible in `cargo test`'s output.
 pub fn skipped(why: &str) {
