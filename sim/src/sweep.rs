@@ -21,7 +21,7 @@
 //! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
 //! the point's index — never on which thread runs it or in what order.
 //!
-//! Over 1,000 lines (about 1,050; the unit tests are in `sweep/tests.rs`): reading the axes, the
+//! Over 1,000 lines (about 1,080; the unit tests are in `sweep/tests.rs`): reading the axes, the
 //! checks of a bad sweep, expanding points and editing `[[op]]`s by label share one `Sweep` and
 //! the private `Dimension`/`AxisValue` types; the op edits
 //! (`apply_overrides_with_ops`, `set_op`) are the piece to move out if it grows.

@@ -5,7 +5,7 @@ can hand it a stand-in (``python/tests/fake_torch``). Every ``OpKind`` of the re
 is either enacted with the PyTorch call a user would write or refused up front
 (:class:`Refusal`, exit 2). What is measured and how is in docs/torch.md.
 
-About 1,540 lines in one module: the op handlers share the interpreter's state (streams, Works,
+About 1,610 lines in one module: the op handlers share the interpreter's state (streams, Works,
 tensors, pending timing events) through ``self``; the Timeline assembly at the end
 (``finish`` and ``resolved_rank``) is the part to move into ``timeline.py`` if it grows.
 """
