@@ -145,9 +145,13 @@ fn csv_error(error: &csv::Error) -> CsvError {
 }
 
 /// Reads a sweep CSV (`c10dsim sweep`'s output): its header and rows. The first column must
-/// be [`POINT_COLUMN`]; every row has the header's length (the `csv` reader checks).
+/// be [`POINT_COLUMN`]; every row has the header's length (the `csv` reader checks). A file
+/// with Windows (`\r\n`) line ends reads as the same file with `\n` ones.
 pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>), CsvError> {
-    let mut reader = csv::Reader::from_reader(bytes);
+    // The csv reader places every row of a `\r\n` file one line early (line 1 for the row on
+    // line 2), so its line ends are made `\n` first: errors then name the row's own line.
+    let bytes = without_carriage_returns(bytes);
+    let mut reader = csv::Reader::from_reader(bytes.as_ref());
     let header: Vec<String> = reader
         .headers()
         .map_err(|error| csv_error(&error))?
@@ -165,6 +169,20 @@ pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>),
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| csv_error(&error))?;
     Ok((header, rows))
+}
+
+/// `bytes` with each `\r\n` made `\n` (a copy only where the file has one).
+fn without_carriage_returns(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !bytes.windows(2).any(|pair| pair == b"\r\n") {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut unix = Vec::with_capacity(bytes.len());
+    for (at, &byte) in bytes.iter().enumerate() {
+        if !(byte == b'\r' && bytes.get(at + 1) == Some(&b'\n')) {
+            unix.push(byte);
+        }
+    }
+    std::borrow::Cow::Owned(unix)
 }
 
 /// A row's point index (its first cell); an error names the row's line in the file.
@@ -731,6 +749,17 @@ mod tests {
         assert!(
             error.starts_with("s.csv:1: error: not a c10dsim sweep CSV"),
             "{error}"
+        );
+        // A file with Windows line ends: the same lines (the csv reader said 2 and 1).
+        let (_, rows) = read_table(b"point,b\r\n0,1\r\nx,2\r\n").unwrap();
+        assert_eq!(
+            point_index(&rows[1]).unwrap_err().in_file("s.csv"),
+            "s.csv:3: error: the point cell \"x\" is not a point index (a whole number)"
+        );
+        let error = read_table(b"point,b\r\n0,1\r\n1\r\n").unwrap_err();
+        assert_eq!(
+            error.in_file("s.csv"),
+            "s.csv:3: error: a row of 1 cells, but the header has 2 columns"
         );
         // A sweep_points error names the row's line (merge adds the file).
         let text = format!("point,{SWEEP_POINTS_COLUMN}\n0,3\n7,3\n");
