@@ -334,7 +334,9 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         || matches!((done.iter().max(), pending().next()), (Some(&last), Some(first)) if last > first)
     {
         let (header, rows) = read_rows(&args.output)?;
-        write_sorted((&args.output, true), &header, rows)?;
+        let rows = analysis::sweep::rows_in_point_order(rows)
+            .map_err(|error| in_csv(&args.output, &error))?;
+        write_rows((&args.output, true), &header, &rows)?;
     }
     note!(
         "c10dsim: wrote {shown} ({} run, {} with an error or finding)",
@@ -537,23 +539,25 @@ fn in_csv(path: &Path, error: &analysis::sweep::CsvError) -> Failure {
     Failure::input(error.in_file(&path.display().to_string()))
 }
 
-/// Writes rows in point order through a temporary file renamed over `path`; returns how many
-/// (a point present twice with the same row is written once).
-fn write_sorted(
+/// Where a row is: `FILE:LINE`.
+fn row_place(path: &Path, row: &csv::StringRecord) -> String {
+    match row.position() {
+        Some(at) => format!("{}:{}", path.display(), at.line()),
+        None => path.display().to_string(),
+    }
+}
+
+/// Writes the header and `rows` through a temporary file renamed over `path`.
+fn write_rows(
     (path, own_output): (&Path, bool),
     header: &[String],
-    rows: Vec<csv::StringRecord>,
-) -> Result<usize, Failure> {
-    let rows = analysis::sweep::rows_in_point_order(rows).map_err(|error| match own_output {
-        true => in_csv(path, &error),
-        // Rows of several inputs: the line alone, without the file it is in.
-        false => Failure::input(error.to_string()),
-    })?;
+    rows: &[csv::StringRecord],
+) -> Result<(), Failure> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer
         .write_record(header)
         .map_err(|error| write_failure(path, error))?;
-    for row in &rows {
+    for row in rows {
         writer
             .write_record(row)
             .map_err(|error| write_failure(path, error))?;
@@ -569,15 +573,17 @@ fn write_sorted(
     } else {
         crate::stdio::write_bytes(path, &bytes)?;
     }
-    Ok(rows.len())
+    Ok(())
 }
 
 /// `c10dsim merge`: the rows of every input (same columns), one per point, in point order.
 pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     let mut header: Option<(Vec<String>, &Path)> = None;
     let mut sweep_points: Option<(u64, &Path)> = None;
-    let mut all = Vec::new();
-    let mut indices = Vec::new();
+    // The first row's scenario_hash, and where that row is.
+    let mut sweep_hash: Option<(String, String)> = None;
+    // Each point's row, and the file it is in.
+    let mut by_point: BTreeMap<u64, (csv::StringRecord, &Path)> = BTreeMap::new();
     for input in inputs {
         let (columns, rows) = read_rows(input)?;
         match &header {
@@ -591,9 +597,9 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
             Some(_) => {}
             None => header = Some((columns, input)),
         }
-        for row in &rows {
-            indices.push(point_index(input, row)?);
-        }
+        let indices = (rows.iter())
+            .map(|row| point_index(input, row))
+            .collect::<Result<Vec<u64>, _>>()?;
         let columns = &header.as_ref().expect("set above").0;
         let points =
             analysis::sweep::sweep_points(columns, &rows).map_err(|error| in_csv(input, &error))?;
@@ -609,23 +615,53 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
             (None, Some(count)) => sweep_points = Some((count, input)),
             _ => {}
         }
-        all.extend(rows);
-    }
-    let (header, _) = header.expect("clap requires an input");
-    // Slices of one sweep carry one hash (the file and its --sets): other sweeps' rows with the
-    // same columns are refused rather than mixed.
-    if let Some(first) = all.first().and_then(|row| row_hash(&header, row)) {
-        if let Some(other) = other_hash(&header, &all, first) {
-            return Err(Failure::input(format!(
-                "the files hold rows of two sweeps (scenario_hash {first} and {other}: another scenario file or other --set values); merge the slices of one sweep"
-            )));
+        // Slices of one sweep carry one hash (the file and its --sets): other sweeps' rows with
+        // the same columns are refused rather than mixed.
+        for row in &rows {
+            let Some(hash) = row_hash(columns, row) else {
+                continue;
+            };
+            match &sweep_hash {
+                Some((first, first_place)) if first != hash => {
+                    return Err(Failure::input(format!(
+                        "the files hold rows of two sweeps: scenario_hash {first} at {first_place}, \
+                         {hash} at {} (another scenario file or other --set values); merge the \
+                         slices of one sweep",
+                        row_place(input, row)
+                    )))
+                }
+                Some(_) => {}
+                None => sweep_hash = Some((hash.to_string(), row_place(input, row))),
+            }
+        }
+        // A point present twice with the same row is kept once (a resumed slice, a file given
+        // twice); with different rows, both places are named.
+        for (index, row) in indices.into_iter().zip(rows) {
+            match by_point.entry(index) {
+                std::collections::btree_map::Entry::Vacant(entry) => {
+                    entry.insert((row, input));
+                }
+                std::collections::btree_map::Entry::Occupied(entry) if entry.get().0 != row => {
+                    let (first, first_path) = entry.get();
+                    return Err(Failure::input(format!(
+                        "point {index} appears twice with different rows, at {} and {}; were \
+                         these slices of one sweep?",
+                        row_place(first_path, first),
+                        row_place(input, &row)
+                    )));
+                }
+                std::collections::btree_map::Entry::Occupied(_) => {}
+            }
         }
     }
+    let (header, _) = header.expect("clap requires an input");
     let sweep_points = sweep_points.map(|(count, _)| count);
-    let count = write_sorted((output, false), &header, all)?;
+    let mut indices: Vec<u64> = by_point.keys().copied().collect();
+    let rows: Vec<csv::StringRecord> = by_point.into_values().map(|(row, _)| row).collect();
+    write_rows((output, false), &header, &rows)?;
     note!(
         "c10dsim: merged {} from {} into {}",
-        counted(count as u64, "point"),
+        counted(rows.len() as u64, "point"),
         counted(inputs.len() as u64, "file"),
         output.display()
     );

@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,530 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,570 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -1524,4 +1524,43 @@ fn a_bad_row_of_a_merged_or_plotted_csv_is_named_by_file_and_line() {
             stderr(&output)
         );
     }
+}
+
+#[test]
+fn merge_names_the_files_and_lines_of_a_point_twice_and_of_two_sweeps() {
+    let scenario = temp("merge_places.toml");
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\n\
+                all_reduce = \"x\"\n[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n";
+    std::fs::write(&scenario, text).unwrap();
+    let good = temp("merge_places_good.csv");
+    let csv = String::from_utf8(sweep_to(&good, &[scenario.to_str().unwrap()])).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    // Point 1 again (on line 2 of its file), one cell changed.
+    let changed = temp("merge_places_changed.csv");
+    let cells: Vec<&str> = lines[2].split(',').collect();
+    let edited = [&cells[..3], &["0.5"], &cells[4..]].concat().join(",");
+    std::fs::write(&changed, format!("{}\n{edited}\n", lines[0])).unwrap();
+    // The same sweep of another scenario file: the same columns, another scenario_hash.
+    let other_scenario = temp("merge_places_other.toml");
+    std::fs::write(&other_scenario, text.replace("ranks = 2", "ranks = 4")).unwrap();
+    let other = temp("merge_places_other.csv");
+    sweep_to(&other, &[other_scenario.to_str().unwrap()]);
+    let merged = temp("merge_places_merged.csv");
+    let [good, changed, other, merged] =
+        [&good, &changed, &other, &merged].map(|path| path.to_str().unwrap());
+    // It said `line 2: point 1 appears twice …`, without the files.
+    let output = c10dsim(&["merge", good, changed, "-o", merged]);
+    refused(
+        &output,
+        &format!("point 1 appears twice with different rows, at {good}:3 and {changed}:2;"),
+    );
+    // It said `the files hold rows of two sweeps (scenario_hash A and B: …)`, without the files.
+    let output = c10dsim(&["merge", good, other, "-o", merged]);
+    refused(&output, "the files hold rows of two sweeps: scenario_hash ");
+    assert!(
+        stderr(&output).contains(&format!(" at {good}:2, "))
+            && stderr(&output).contains(&format!(" at {other}:2 (")),
+        "{}",
+        stderr(&output)
+    );
 }
