@@ -233,7 +233,7 @@ impl Engine<'_> {
             state.pg_before_op = None;
         }
         if let Some(group) = aborted {
-            ProcessGroupNccl::aborted_call(group, &mut steps);
+            state.pg.aborted_call(scenario, op, group, &mut steps);
         } else if let Err(error) = state.pg.op(scenario, op, &mut steps) {
             unreachable!("validation guarantees what the op uses: {}", error.0);
         }

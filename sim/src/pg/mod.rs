@@ -226,9 +226,21 @@ impl ProcessGroupNccl {
 
     /// A communication op on a communicator the watchdog aborted (R27, mode 2), as the host
     /// reaches it: the call checks the communicator and raises `DistBackendError` before it
-    /// issues anything (no SeqNum, no Work, no kernel); a `catch` goes on at the next op.
-    pub fn aborted_call(group: GroupId, out: &mut Vec<Step>) {
-        out.extend([Step::CallStart, Step::CheckComm { group }, Step::CallEnd]);
+    /// issues anything (no SeqNum, no Work, no NCCL kernel); a `catch` goes on at the next op.
+    /// A barrier fills its tensor before it reaches the communicator, so its fill kernel's
+    /// first launch still waits for the device (R14).
+    pub fn aborted_call(
+        &mut self,
+        scenario: &Scenario,
+        op: &Op,
+        group: GroupId,
+        out: &mut Vec<Step>,
+    ) {
+        out.push(Step::CallStart);
+        if matches!(op.kind, OpKind::Barrier { .. }) {
+            self.launch_fill_kernel(scenario, out);
+        }
+        out.extend([Step::CheckComm { group }, Step::CallEnd]);
     }
 
     /// `init_process_group` and `new_group` (R8), in the first iteration only.

@@ -754,3 +754,30 @@ fn a_bucketed_op_of_the_rank_loads_the_fill_kernels_before_the_program_r14() {
         "a rank that does not run the bucketed op holds no bucket buffer"
     );
 }
+
+#[test]
+fn a_barrier_on_an_aborted_communicator_still_fills_first_r14_r27() {
+    // ProcessGroupNCCL::barrier fills its tensor (at::zeros) before it reaches the
+    // communicator, so on an aborted one it raises after the fill: a process that filled no
+    // tensor yet waits for the device there (R14); an all_reduce raises at once.
+    let text = "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nalloc = \"x\"\n[[op]]\nall_reduce = \"x\"\ncatch = true\n\
+                [[op]]\nfree = \"x\"\n[[op]]\nbarrier = true\ncatch = true\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let steps = |pg: &mut ProcessGroupNccl, op: usize| {
+        let mut steps = Vec::new();
+        pg.aborted_call(&scenario, &scenario.ops[op], 0, &mut steps);
+        steps.iter().map(Step::to_string).collect::<Vec<_>>()
+    };
+    let mut pg = ProcessGroupNccl::new(&scenario, 0);
+    assert_eq!(steps(&mut pg, 1), ["call", "check_comm g0", "return"]);
+    assert_eq!(
+        steps(&mut pg, 3),
+        ["call", "device_sync +0ns", "check_comm g0", "return"]
+    );
+    assert_eq!(
+        steps(&mut pg, 3),
+        ["call", "check_comm g0", "return"],
+        "the fill kernels are loaded now"
+    );
+}
