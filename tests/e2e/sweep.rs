@@ -41,6 +41,13 @@ fn temp(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sweep_{name}"))
 }
 
+/// Writes `text` to the temporary file `name` and gives its path.
+fn written(name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+    let path = temp(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn sweep_to(out: &PathBuf, args: &[&str]) -> Vec<u8> {
     let out_text = out.to_str().unwrap();
     let mut all = vec!["sweep"];
@@ -693,13 +700,11 @@ fn resume_refuses_the_rows_of_other_set_values() {
 
 #[test]
 fn failing_points_get_error_rows_and_the_sweep_goes_on() {
-    let scenario = temp("failing.toml");
-    std::fs::write(
-        &scenario,
+    let scenario = written(
+        "failing.toml",
         "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
          [sweep]\n\"tensors.x\" = [\"1KiB\", \"oops\"]\n\"op.ar.ranks\" = [[0], [0, 1]]\n",
-    )
-    .unwrap();
+    );
     let (_, rows) = rows(&sweep_to(
         &temp("failing.csv"),
         &[scenario.to_str().unwrap()],
@@ -769,14 +774,12 @@ fn a_zipped_axis_named_like_a_column_is_refused_before_the_file_is_written() {
 fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
     // A `seed` path axis is written `scenario.seed`: a zipped axis of that name is refused at
     // its name, as one named like any other column.
-    let path = temp("zip_scenario_seed.toml");
-    std::fs::write(
-        &path,
+    let path = written(
+        "zip_scenario_seed.toml",
         "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n\
          [sweep]\nseed = [1, 2]\n[sweep.zip.\"scenario.seed\"]\nvalues = [\"a\", \"b\"]\n\
          \"cluster.ranks\" = [2, 4]\n",
-    )
-    .unwrap();
+    );
     let out = temp("zip_scenario_seed.csv");
     let _ = std::fs::remove_file(&out);
     let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
@@ -789,14 +792,12 @@ fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
     assert!(!out.exists());
     // A path axis named like a size axis's `_bytes` twin: no zipped axis to rename; refused at
     // the axis's key.
-    let path = temp("bytes_twin_axis.toml");
-    std::fs::write(
-        &path,
+    let path = written(
+        "bytes_twin_axis.toml",
         "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\nx_bytes = \"1MiB\"\n[[op]]\n\
          all_reduce = \"x\"\n[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n\
          \"tensors.x_bytes\" = [\"1MiB\", \"2MiB\"]\n",
-    )
-    .unwrap();
+    );
     let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     let at = format!(
@@ -814,13 +815,11 @@ fn a_zipped_axis_named_like_a_renamed_path_axis_is_refused_at_its_name() {
 fn a_zipped_axis_named_like_a_scenario_path_is_refused_with_or_without_a_set() {
     // `--set tensors.x=…` used to relabel the zipped axis "tensors.x": the CSV's column showed
     // 1KiB and 2KiB for points that all ran the file's 1MiB.
-    let path = temp("zip_scenario_path.toml");
-    std::fs::write(
-        &path,
+    let path = written(
+        "zip_scenario_path.toml",
         "repeat = 2\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\n\
          all_reduce = \"x\"\n[sweep.zip.\"tensors.x\"]\nvalues = [\"a\", \"b\"]\nrepeat = [2, 3]\n",
-    )
-    .unwrap();
+    );
     let out = temp("zip_scenario_path.csv");
     for set in [&["--set", "tensors.x=1KiB,2KiB"][..], &[]] {
         let _ = std::fs::remove_file(&out);
@@ -914,7 +913,7 @@ fn set_machine_runs_every_point_on_that_profile_as_for_run() {
             by_set["ar.kernel_us"], plain["ar.kernel_us"],
             "the profile applies"
         );
-        assert_eq!(by_set["error"], "");
+        assert_eq!(by_set["error"], "",);
     }
     // One profile per sweep: a machine axis is refused before anything runs.
     let out = temp("machine_axis.csv");
@@ -933,12 +932,10 @@ fn set_machine_runs_every_point_on_that_profile_as_for_run() {
 
 #[test]
 fn bad_sweep_keys_name_file_line_and_column() {
-    let path = temp("bad.toml");
-    std::fs::write(
-        &path,
+    let path = written(
+        "bad.toml",
         "[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n[sweep]\n\"tensors.x\" = \"1KiB\"\n",
-    )
-    .unwrap();
+    );
     let out = temp("bad.csv");
     let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
@@ -947,7 +944,7 @@ fn bad_sweep_keys_name_file_line_and_column() {
     // `run` and `check` refuse it too, rather than run half of the file.
     for command in ["run", "check"] {
         let output = c10dsim(&[command, path.to_str().unwrap()]);
-        assert_eq!(output.status.code(), Some(2), "{command}");
+        assert_eq!(output.status.code(), Some(2), "{command}",);
         assert!(stderr(&output).contains(expected), "{}", stderr(&output));
     }
     // `run` on a sweep file runs its base point; its --set reaches ops by label as axes do.
@@ -1413,13 +1410,11 @@ fn the_documented_commands_draw_the_committed_pictures() {
 
 #[test]
 fn a_sweep_of_one_point_says_point_and_line_in_the_singular() {
-    let scenario = temp("one_point.toml");
-    std::fs::write(
-        &scenario,
+    let scenario = written(
+        "one_point.toml",
         "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
          [sweep]\n\"tensors.x\" = [\"1MiB\"]\n",
-    )
-    .unwrap();
+    );
     let csv = temp("one_point.csv");
     let sweep = [
         "sweep",
@@ -1466,13 +1461,11 @@ fn a_sweep_of_one_point_says_point_and_line_in_the_singular() {
 
 #[test]
 fn a_bad_row_of_a_merged_or_plotted_csv_is_named_by_file_and_line() {
-    let scenario = temp("bad_rows.toml");
-    std::fs::write(
-        &scenario,
+    let scenario = written(
+        "bad_rows.toml",
         "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
          [sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n",
-    )
-    .unwrap();
+    );
     let good = temp("bad_rows_good.csv");
     let text = String::from_utf8(sweep_to(&good, &[scenario.to_str().unwrap()])).unwrap();
     let lines: Vec<&str> = text.lines().collect();
