@@ -314,6 +314,19 @@ fn refuse_undeclared(
     if declared.contains(&name.as_str()) || implicit.contains(&name.as_str()) {
         return Ok(());
     }
+    // `tensors.a.b` for a tensor named "a.b": the name's dots split it; quoted, it is one key.
+    let rest = &keys[1..];
+    let dotted = declared.iter().find(|declared| {
+        let parts: Vec<&str> = declared.split('.').collect();
+        parts.len() > 1 && rest.len() >= parts.len() && parts.iter().zip(rest).all(|(a, b)| a == b)
+    });
+    if let Some(dotted) = dotted {
+        return Err(OverrideError {
+            message: format!(
+                "--set {item}: the scenario declares no {what} {name:?}, but one named {dotted:?}: a name with a dot is quoted, as in TOML ({table_name}.\"{dotted}\")"
+            ),
+        });
+    }
     Err(OverrideError {
         message: format!(
             "--set {item}: the scenario declares no {what} {name:?}{}; --set changes a declared {what} (declare a new one in the file)",
@@ -568,6 +581,11 @@ mod tests {
         assert_eq!(
             err.message,
             "--set tensors.bufs=2MiB: the scenario declares no tensor \"bufs\"; did you mean \"buf\"?; --set changes a declared tensor (declare a new one in the file)"
+        );
+        let dotted = set("[tensors]\n\"a.b\" = \"1MiB\"\n", &["tensors.a.b=2MiB"]).unwrap_err();
+        assert_eq!(
+            dotted.message,
+            "--set tensors.a.b=2MiB: the scenario declares no tensor \"a\", but one named \"a.b\": a name with a dot is quoted, as in TOML (tensors.\"a.b\")"
         );
         let err = set(text, &["streams.sid.priority=high"]).unwrap_err();
         assert!(
