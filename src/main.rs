@@ -2,7 +2,7 @@
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
 //! time cap, …), 2 bad input or environment (an unwritable output too).
 //!
-//! Over 800 lines (about 980): the clap definition of every command (most of the file is their
+//! Over 800 lines (about 990): the clap definition of every command (most of the file is their
 //! help text) and one dispatch; each command's work lives in its own module (`run_cmd`,
 //! `sweep`, `diff_cmd`, `torch_cmd`, `import_cmd`, `fr_cmd`, …).
 
@@ -870,31 +870,27 @@ pub(crate) fn load_on(
     overrides: &[scenario::Override],
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
+    load_plan(path, overrides, machine).map(|(scenario, _)| scenario)
+}
+
+/// [`load_on`], and the file's sweep as `sweep` reads it.
+fn load_plan(
+    path: &Path,
+    overrides: &[scenario::Override],
+    machine: Option<&Path>,
+) -> Result<(Scenario, sweep::Plan), Failure> {
     let original = stdio::read_scenario_text(path)?;
     let shown = path.display().to_string();
     // `--set machine=…` names the profile, so it applies before the profile is read; then the
     // profile, so that the other `--set`s win over it.
     let (machine_set, rest): (Vec<_>, Vec<_>) =
-        overrides.iter().cloned().partition(|o| o.path == "machine");
-    let set_failure = |error: scenario::OverrideError| Failure::input(format!("{shown}: {error}"));
-    let text =
-        sim::sweep::apply_overrides_with_ops(&original, &machine_set).map_err(set_failure)?;
-    let with_machine = diff_cmd::resolve_machine(path, &text, machine)?;
+        (overrides.iter().cloned()).partition(|o| o.path == sim::sweep::MACHINE_KEY);
     // A [sweep] table is checked too, on the machine's values as `sweep` checks it (its points
     // are scenarios without `machine`): bad input never half-runs.
-    sim::sweep::Sweep::parse(&shown, &with_machine.text, &[]).map_err(|error| {
-        let located = diagnostic::locate_with_profiles(
-            error,
-            &shown,
-            &original,
-            &with_machine.text,
-            &machine_set,
-            &with_machine.profiles,
-        );
-        Failure::input(diagnostic::render(&located))
-    })?;
-    let text =
-        sim::sweep::apply_overrides_with_ops(&with_machine.text, &rest).map_err(set_failure)?;
+    let plan = sweep::Plan::read(path, original.clone(), machine_set, machine, &[])?;
+    let with_machine = &plan.file.with_machine;
+    let text = sim::sweep::apply_overrides_with_ops(&with_machine.text, &rest)
+        .map_err(|error| Failure::input(format!("{shown}: {error}")))?;
     // The scenario records how it was invoked (`FILE [--set K=V …]`, the Timeline's
     // `scenario.path`), so that a measured run can be simulated again as it ran.
     let recorded = scenario::recorded_invocation(&shown, overrides);
@@ -903,7 +899,7 @@ pub(crate) fn load_on(
         scenario::renumber_op_lines(&mut parsed, &original, &text);
         parsed
     });
-    parsed.map_err(|error| {
+    let scenario = parsed.map_err(|error| {
         let located = diagnostic::locate_with_profiles(
             error,
             &shown,
@@ -917,7 +913,8 @@ pub(crate) fn load_on(
             Some(note) => format!("{rendered}\n(with {note} applied)"),
             None => rendered,
         })
-    })
+    })?;
+    Ok((scenario, plan))
 }
 
 /// Writes JSON to `path`, or to standard output for `-`, streaming (Timelines can be large).
@@ -938,8 +935,24 @@ fn check(
 ) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
-        match load(file, overrides).and_then(|scenario| {
+        match load_plan(file, overrides, None).and_then(|(scenario, plan)| {
             limits.check(file, &scenario, false)?;
+            // What `sweep` refuses before it runs a point: an axis that would make two CSV
+            // columns of one name. The metric columns are those the base point reports, so it
+            // is simulated, as `sweep` simulates it (under the default memory cap), only where
+            // an axis could be named like one.
+            let metrics = if plan.may_name_a_metric() {
+                let options = limits::LimitArgs {
+                    caps: *limits,
+                    max_memory: None,
+                }
+                .engine_options();
+                let base = sim::engine::simulate_with(&scenario, options).0;
+                analysis::sweep::metric_columns(&analysis::metrics::report(&base))
+            } else {
+                Vec::new()
+            };
+            plan.columns(metrics)?;
             Ok(scenario)
         }) {
             Ok(scenario) => {

@@ -99,6 +99,116 @@ fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
     Ok((Shard::ALL, "default"))
 }
 
+/// A sweep file as `sweep` reads it: its `--set machine=…` and machine profile applied, its
+/// `[sweep]` table and the command line's axes parsed.
+pub(crate) struct Plan {
+    pub sweep: Sweep,
+    pub file: SweepFile,
+}
+
+/// The text a sweep is made of, and what places an error of it at the file's line (or the
+/// profile's, or the `--set`'s).
+pub(crate) struct SweepFile {
+    pub with_machine: crate::diff_cmd::WithMachine,
+    path: String,
+    original: String,
+    machine_set: Vec<sim::scenario::Override>,
+}
+
+impl SweepFile {
+    /// `error`, of the profiled text or of the sweep, rendered at its line.
+    pub(crate) fn failure(&self, error: sim::scenario::ScenarioError) -> Failure {
+        let located = crate::diagnostic::locate_with_profiles(
+            error,
+            &self.path,
+            &self.original,
+            &self.with_machine.text,
+            &self.machine_set,
+            &self.with_machine.profiles,
+        );
+        Failure::input(crate::diagnostic::render(&located))
+    }
+}
+
+impl Plan {
+    /// `original`, the text of `file`, with `machine_set` (the `--set machine=NAME`s) and
+    /// `machine` (`--machine PROFILE`) applied, and `axes` (the other `--set`s of `sweep`).
+    pub(crate) fn read(
+        file: &Path,
+        original: String,
+        machine_set: Vec<sim::scenario::Override>,
+        machine: Option<&Path>,
+        axes: &[AxisArg],
+    ) -> Result<Plan, Failure> {
+        let path = file.display().to_string();
+        let with_machine_set = sim::sweep::apply_overrides_with_ops(&original, &machine_set)
+            .map_err(|error| Failure::input(format!("{path}: {error}")))?;
+        // A `machine = …` profile fills in what the scenario does not set, as for `run`.
+        let with_machine = crate::diff_cmd::resolve_machine(file, &with_machine_set, machine)?;
+        let sweep_file = SweepFile {
+            with_machine,
+            path,
+            original,
+            machine_set,
+        };
+        match Sweep::parse(&sweep_file.path, &sweep_file.with_machine.text, axes) {
+            Ok(sweep) => Ok(Plan {
+                sweep,
+                file: sweep_file,
+            }),
+            Err(error) => Err(sweep_file.failure(error)),
+        }
+    }
+
+    /// Whether an axis column has the form of a metric column: only then do the base point's
+    /// metrics decide [`Plan::columns`]' refusals.
+    pub(crate) fn may_name_a_metric(&self) -> bool {
+        (self.sweep.columns().into_iter()).any(analysis::sweep::is_metric_column)
+    }
+
+    /// The CSV's columns, the base point's being `metrics` ([`analysis::sweep::metric_columns`]);
+    /// refused at the axis's name or key where two would share a name.
+    pub(crate) fn columns(&self, metrics: Vec<String>) -> Result<Columns, Failure> {
+        let sweep = &self.sweep;
+        let columns = Columns::with_metrics(&sweep.columns(), metrics.clone())
+            .with_size_axes(&sweep.size_columns());
+        let header = columns.header();
+        // A zipped axis may be named anything: named like another column (`point`, a metric,
+        // `seed`, a size's `_bytes` twin, a `seed` path axis's `scenario.seed`) it would make
+        // two columns of one name, which readers of the CSV (pandas, `plot`, `merge`) tell
+        // apart by position or not at all.
+        let size_twins = (sweep.columns().into_iter())
+            .zip(sweep.size_columns())
+            .filter(|&(_, size)| size)
+            .map(|(axis, _)| format!("{axis}{}", analysis::sweep::SIZE_BYTES_SUFFIX));
+        let trailing = analysis::sweep::trailing_columns();
+        let renamed_axes = (sweep.columns().into_iter())
+            .filter(|axis| trailing.iter().any(|column| column == axis))
+            .map(|axis| format!("{}{axis}", analysis::sweep::SCENARIO_PREFIX));
+        let written: Vec<String> = (Columns::with_metrics(&[], metrics).header().into_iter())
+            .chain(size_twins)
+            .chain(renamed_axes)
+            .collect();
+        sweep
+            .check_zip_names(&written)
+            .map_err(|error| self.file.failure(error))?;
+        // What is left: a path axis named like another's `_bytes` twin (`tensors.x_bytes`
+        // beside the size axis `tensors.x`).
+        if let Some(twice) = (header.iter().enumerate())
+            .find_map(|(index, column)| header[..index].contains(column).then_some(column))
+        {
+            return Err(self.file.failure(sweep.axis_column_error(
+                twice,
+                format!(
+                    "the CSV would have two columns named {twice:?}: an axis is named like a \
+                     column c10dsim writes; rename the axis"
+                ),
+            )));
+        }
+        Ok(columns)
+    }
+}
+
 pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let path = args.file.display().to_string();
     let original = crate::stdio::read_scenario_text(&args.file)?;
@@ -108,7 +218,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .axes
         .iter()
         .cloned()
-        .partition(|axis| axis.path == "machine");
+        .partition(|axis| axis.path == sim::sweep::MACHINE_KEY);
     let mut machine_set = Vec::new();
     for axis in machine_sets {
         let [value] = axis.values.as_slice() else {
@@ -122,70 +232,23 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             value: value.clone(),
         });
     }
-    let with_machine_set = sim::sweep::apply_overrides_with_ops(&original, &machine_set)
-        .map_err(|error| Failure::input(format!("{path}: {error}")))?;
-    // A `machine = …` profile fills in what the scenario does not set, as for `run`.
-    let with_machine = crate::diff_cmd::resolve_machine(&args.file, &with_machine_set, None)?;
-    let text = with_machine.text;
-    let sweep_failure = |error| {
-        let located = crate::diagnostic::locate_with_profiles(
-            error,
-            &path,
-            &original,
-            &text,
-            &machine_set,
-            &with_machine.profiles,
-        );
-        Failure::input(crate::diagnostic::render(&located))
-    };
-    let sweep = Sweep::parse(&path, &text, &axes).map_err(sweep_failure)?;
+    let plan = Plan::read(&args.file, original, machine_set, None, &axes)?;
+    let sweep = &plan.sweep;
+    let text = &plan.file.with_machine.text;
     let (shard, shard_source) = shard(args.shard)?;
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     args.limits.caps.check(&args.file, &base, false)?;
     let options = args.limits.engine_options();
     let per_rank = options.per_rank_detail;
     let base_report = analysis::metrics::report(&sim::engine::simulate_with(&base, options).0);
-    let columns = Columns::new(&sweep.columns(), &base_report)
-        .with_size_axes(&sweep.size_columns())
-        .with_per_rank(per_rank);
+    let columns =
+        (plan.columns(analysis::sweep::metric_columns(&base_report))?).with_per_rank(per_rank);
     let header = columns.header();
-    // A zipped axis may be named anything: named like another column (`point`, a metric,
-    // `seed`, a size's `_bytes` twin, a `seed` path axis's `scenario.seed`) it would make two
-    // columns of one name, which readers of the CSV (pandas, `plot`, `merge`) tell apart by
-    // position or not at all.
-    let size_twins = (sweep.columns().into_iter())
-        .zip(sweep.size_columns())
-        .filter(|&(_, size)| size)
-        .map(|(axis, _)| format!("{axis}{}", analysis::sweep::SIZE_BYTES_SUFFIX));
-    let trailing = analysis::sweep::trailing_columns();
-    let renamed_axes = (sweep.columns().into_iter())
-        .filter(|axis| trailing.iter().any(|column| column == axis))
-        .map(|axis| format!("{}{axis}", analysis::sweep::SCENARIO_PREFIX));
-    let written: Vec<String> = (Columns::new(&[], &base_report).with_per_rank(per_rank))
-        .header()
-        .into_iter()
-        .chain(size_twins)
-        .chain(renamed_axes)
-        .collect();
-    sweep.check_zip_names(&written).map_err(sweep_failure)?;
-    // What is left: a path axis named like another's `_bytes` twin (`tensors.x_bytes` beside
-    // the size axis `tensors.x`).
-    if let Some(twice) = (header.iter().enumerate())
-        .find_map(|(index, column)| header[..index].contains(column).then_some(column))
-    {
-        return Err(sweep_failure(sweep.axis_column_error(
-            twice,
-            format!(
-                "the CSV would have two columns named {twice:?}: an axis is named like a column \
-                 c10dsim writes; rename the axis"
-            ),
-        )));
-    }
     // The sweep's identity: the file, and the `--set`s that change its points (a `--resume`
     // file of other values must not be joined). Without `--set`, the file's hash alone, as a
     // Timeline records it.
     let hash = if args.axes.is_empty() {
-        sim::scenario::content_hash(&text)
+        sim::scenario::content_hash(text)
     } else {
         let sets: Vec<String> = args.axes.iter().map(ToString::to_string).collect();
         sim::scenario::content_hash(&format!("{text}\n--set {}", sets.join("\n--set ")))

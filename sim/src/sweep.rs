@@ -21,7 +21,7 @@
 //! Pure: no files, clocks or threads. A point's scenario depends only on the file, the axes and
 //! the point's index — never on which thread runs it or in what order.
 //!
-//! Over 1,000 lines (about 1,080; the unit tests are in `sweep/tests.rs`): reading the axes, the
+//! Over 1,000 lines (about 1,090; the unit tests are in `sweep/tests.rs`): reading the axes, the
 //! checks of a bad sweep, expanding points and editing `[[op]]`s by label share one `Sweep` and
 //! the private `Dimension`/`AxisValue` types; the op edits
 //! (`apply_overrides_with_ops`, `set_op`) are the piece to move out if it grows.
@@ -49,6 +49,9 @@ use std::ops::Range;
 /// The most points one sweep may have.
 pub const MAX_POINTS: u64 = 1 << 40;
 
+/// The scenario key that names a machine profile (docs/diff.md): read before the file's
+/// points are made, so not an axis.
+pub const MACHINE_KEY: &str = "machine";
 /// The reserved key of `[sweep]` holding zipped axes (`[sweep.zip.NAME]`).
 const ZIP_KEY: &str = "zip";
 /// The reserved key of a zipped axis holding what its column shows.
@@ -742,7 +745,7 @@ fn refuse_a_scenario_path_name(
         return Ok(());
     };
     let first = name.split('.').next().unwrap_or_default();
-    if !scenario::TOP_LEVEL_KEYS.contains(&first) && first != "machine" {
+    if !scenario::TOP_LEVEL_KEYS.contains(&first) && first != MACHINE_KEY {
         return Ok(());
     }
     Err(scenario::error_at(
@@ -986,9 +989,21 @@ impl FileAxes<'_> {
                 ),
             )
         })?;
+        let path = scenario::dotted_path(&keys);
+        // `machine = NAME` names the profile the whole file is read on, before its points are
+        // made: one profile per sweep, as `sweep --set machine=a,b` is told.
+        if path == MACHINE_KEY {
+            return Err(self.error(
+                key_span,
+                format!(
+                    "sweep axis {key:?}: a sweep runs every point on one machine profile; run \
+                     one sweep per profile (`machine = NAME` in the file, or `--set machine=NAME`)"
+                ),
+            ));
+        }
         let values = self.values(key, key_span.clone(), item)?;
         Ok(AxisPath {
-            path: scenario::dotted_path(&keys),
+            path,
             values,
             key_span,
         })

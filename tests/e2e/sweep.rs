@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,570 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,640 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -928,6 +928,82 @@ fn set_machine_runs_every_point_on_that_profile_as_for_run() {
     ]);
     refused(&output, "one machine profile");
     assert!(!out.exists());
+}
+
+#[test]
+fn a_machine_key_of_the_sweep_table_is_refused_as_one_profile_per_sweep() {
+    // It used to read "none of its values gives a valid scenario … unknown field `machine`".
+    let body = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n";
+    for (name, sweep, at) in [
+        ("axis", "[sweep]\nmachine = [\"h100\", \"h200\"]\n", "8:1"),
+        (
+            "zipped",
+            "[sweep.zip.gpu]\nvalues = [\"a\", \"b\"]\nmachine = [\"h100\", \"h200\"]\n",
+            "9:1",
+        ),
+    ] {
+        let path = written(&format!("machine_in_{name}.toml"), format!("{body}{sweep}"));
+        let expected = format!(
+            "{}:{at}: error: sweep axis \"machine\": a sweep runs every point on one machine \
+             profile",
+            path.display()
+        );
+        let file = path.to_str().unwrap();
+        for args in [&["sweep", file, "-o", "-"][..], &["check", file]] {
+            refused(&c10dsim(args), &expected);
+        }
+    }
+}
+
+#[test]
+fn check_refuses_what_sweep_refuses_before_it_runs() {
+    // `check` used to pass these files, which `sweep` then refused: a zipped axis named like a
+    // column (point, a metric the base point reports) or a scenario path, a path axis named like
+    // a size axis's `_bytes` twin. Same words, same file:line:column, exit 2.
+    let base = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\nx_bytes = \"1MiB\"\n[[op]]\n\
+                label = \"ar\"\nall_reduce = \"x\"\n[sweep]\n\"tensors.x\" = [\"1MiB\", \"2MiB\"]\n";
+    let zipped =
+        |name: &str| format!("[sweep.zip.{name}]\nvalues = [\"a\", \"b\"]\nrepeat = [1, 2]\n");
+    for (name, sweep, says) in [
+        (
+            "point",
+            zipped("point"),
+            "11:12: error: zipped axis \"point\" is named like another column",
+        ),
+        (
+            "metric",
+            zipped("\"ar.kernel_us\""),
+            "11:12: error: zipped axis \"ar.kernel_us\" is named like another column",
+        ),
+        (
+            "path",
+            zipped("\"tensors.y\""),
+            "11:12: error: zipped axis \"tensors.y\" is named like a scenario path",
+        ),
+        (
+            "twin",
+            "\"tensors.x_bytes\" = [\"1MiB\", \"2MiB\"]\n".to_string(),
+            "11:1: error: the CSV would have two columns named \"tensors.x_bytes\"",
+        ),
+    ] {
+        let path = written(&format!("check_{name}.toml"), format!("{base}{sweep}"));
+        let says = format!("{}:{says}", path.display());
+        let out = temp(&format!("check_{name}.csv"));
+        refused(
+            &c10dsim(&["sweep", path.to_str().unwrap(), "-o", out.to_str().unwrap()]),
+            &says,
+        );
+        refused(&c10dsim(&["check", path.to_str().unwrap()]), &says);
+    }
+    // A name shaped like a metric that the base point does not report is fine for both.
+    let path = written(
+        "check_other_metric.toml",
+        format!("{base}{}", zipped("\"other.kernel_us\"")),
+    );
+    let output = c10dsim(&["check", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&["sweep", path.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
 }
 
 #[test]
