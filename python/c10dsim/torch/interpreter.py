@@ -890,14 +890,13 @@ class Interpreter:
                 and not self.is_store_timeout(error, message)
                 and "communicator was aborted" not in message.lower())
 
-    def wait_raised(self, op, record, start_ns):
-        """The implicit wait of ``record``'s call raised: it ends at the raise, marked raised,
-        so that the Timeline writes the collective unfinished as the simulator does
-        (``resolved_rank``); the call's host side stays at its start, since where PyTorch
-        issued the collective inside the call is not observable."""
+    def wait_raised(self, op, record, start_ns, raised_ns):
+        """The wait at ``op`` on ``record``'s Work, begun at ``start_ns``, raised at
+        ``raised_ns`` (the clock's readings): it ends at the raise, marked raised, so that the
+        Timeline writes the collective unfinished as the simulator does (``resolved_rank``)."""
         record["wait"] = {
             "op": op["index"], "host_start_ns": self.rel(start_ns),
-            "host_end_ns": self.rel(self.clock()), "stream": self.current, "released_ns": None,
+            "host_end_ns": self.rel(raised_ns), "stream": self.current, "released_ns": None,
             "completed_at_return": None, "raised": True,
         }
 
@@ -911,10 +910,12 @@ class Interpreter:
         self.flight_seq[counter] -= 1
 
     def raised(self, op, record, start_ns, error):
-        """The call of ``record``, made before it, raised ``error``: its wait ends at the raise
-        where it had issued its collective, else the record is withdrawn."""
+        """The call of ``record``, made before it, raised ``error``: its implicit wait ends at
+        the raise where it had issued its collective, else the record is withdrawn. The call's
+        host side stays at its start, since where PyTorch issued the collective inside the call
+        is not observable."""
         if self.raised_in_implicit_wait(op, record["async_op"], error):
-            self.wait_raised(op, record, start_ns)
+            self.wait_raised(op, record, start_ns, self.clock())
         else:
             self.withdraw(op, record)
 
@@ -1121,13 +1122,9 @@ class Interpreter:
             # The wait raised (its timeout, R15, or the Work's error, R26, R27): the Works it
             # reached keep their wait, ended at the raise, so that the Timeline writes their
             # collectives unfinished, as the simulator does (``resolved_rank``).
-            raised = self.rel(self.clock())
+            raised = self.clock()
             for record in reached:
-                record["wait"] = {
-                    "op": op["index"], "host_start_ns": self.rel(start), "host_end_ns": raised,
-                    "stream": self.current, "released_ns": None, "completed_at_return": None,
-                    "raised": True,
-                }
+                self.wait_raised(op, record, start, raised)
             raise
         end = self.clock()
         released = self.gpu_time(self.current)
