@@ -122,15 +122,6 @@ impl CsvError {
     }
 }
 
-impl std::fmt::Display for CsvError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "line {line}: {}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
 /// The csv reader's error in the words of the other readers: its line, and what is wrong
 /// without the reader's own record and byte counts.
 fn csv_error(error: &csv::Error) -> CsvError {
