@@ -3,6 +3,7 @@ faults are refused, how an exception from PyTorch is classified, and that an exc
 interpreter's own is no finding."""
 
 import json
+import signal
 
 import pytest
 
@@ -154,6 +155,36 @@ collective = "all_gather"
     records = document["ranks"][0]["collectives"]
     assert [(c["iteration"], c["seq"]) for c in records] == [(0, 1), (1, 2)]
     assert all(not c["async_op"] and c["wait"] is not None for c in records)
+
+
+def test_a_process_taken_down_inside_a_mismatch_at_a_barrier_writes_its_collective_unfinished(
+        resolve, interpret, tmp_path):
+    # The fault's all_gather hangs (its peers issue a barrier) and, synchronous before PyTorch
+    # 2.8, blocks inside the wrapper's wait until the watchdog takes the process down: the
+    # simulator writes it unfinished.
+    source = scenario_file(tmp_path, "barrier_mismatch_hang", """
+[cluster]
+ranks = 1
+[[op]]
+label = "b"
+barrier = true
+[[fault]]
+ranks = [0]
+at = "b"
+kind = "mismatch"
+collective = "all_gather"
+size = "1MiB"
+""")
+    path, _ = resolve(source)
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.5.1",
+                                                  "FAKE_TORCH_ABORTS": "all_gather_into_tensor:1"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    assert rank["collectives"] == []
+    (never,) = rank["unfinished_collectives"]
+    assert (never["op"], never["seq"], never["bytes"]) == (0, 1, 1 << 20)
+    assert never["wait"] == {"op": 0, "host_start_ns": never["host_start_ns"],
+                             "host_end_ns": None, "stream": 0}
 
 
 @pytest.mark.parametrize("at, collective, why", [

@@ -903,6 +903,59 @@ def test_a_process_taken_down_inside_a_barrier_writes_its_collective_unfinished(
                                  "host_end_ns": None, "stream": 0}
 
 
+@pytest.mark.parametrize("call", ["send", "recv"])
+def test_a_process_taken_down_inside_a_synchronous_send_or_recv_writes_it_unfinished(
+        resolve, interpret, tmp_path, call):
+    # `dist.send` is `isend(...).wait()` (R11): the process blocks inside the call until the
+    # transfer is done, and the watchdog can take it down there; the simulator writes that
+    # transfer unfinished, its wrapper's wait never returned.
+    source = tmp_path / "sync_p2p_hang.toml"
+    other = "recv" if call == "send" else "send"
+    source.write_text('[cluster]\nranks = 2\n[tensors]\nact = "1MiB"\n'
+                      '[[op]]\nranks = [0]\n%s = "act"\npeer = 1\n'
+                      '[[op]]\nranks = [1]\n%s = "act"\npeer = 0\n' % (call, other))
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, world=2, env={"FAKE_TORCH_VERSION": "2.11.0+cu130",
+                                                           "FAKE_TORCH_ABORTS": call + ":1"})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    assert rank["collectives"] == []
+    (never,) = rank["unfinished_collectives"]
+    assert (never["op"], never["seq"], never["bytes"]) == (0, 1, 1 << 20)
+    assert never["host_end_ns"] == never["host_start_ns"] >= rank["unfinished_host"]["start_ns"]
+    assert never["run_stream"] != never["call_stream"]
+    assert never["wait"] == {"op": 0, "host_start_ns": never["host_start_ns"],
+                             "host_end_ns": None, "stream": 0}
+    assert rank["unfinished_host"]["op"] == 0
+
+
+@pytest.mark.parametrize("tensor, coalesce, aborting, nbytes", [
+    ('"1MiB"', "", "all_reduce:2", 1 << 20),
+    ('{ size = "1MiB", count = 2 }', "coalesce = true\n", "coalescing_manager.exit:2", 2 << 20)])
+def test_a_process_taken_down_inside_a_2_5_synchronous_all_reduce_writes_it_unfinished(
+        resolve, interpret, tmp_path, tensor, coalesce, aborting, nbytes):
+    # Before PyTorch 2.8 a synchronous all_reduce (or coalescing block) runs on the group's
+    # internal stream and the wrapper waits on its Work inside the call (R11): a process the
+    # watchdog takes down there leaves the collective unfinished, as the simulator writes it.
+    source = tmp_path / "sync_all_reduce_hang.toml"
+    source.write_text('torch = "2.5"\n[cluster]\nranks = 1\n[tensors]\ngrad = %s\n'
+                      '[[op]]\nall_reduce = "grad"\n%s'
+                      '[[op]]\nall_reduce = "grad"\n%s' % (tensor, coalesce, coalesce))
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.5.1",
+                                                  "FAKE_TORCH_ABORTS": aborting})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    assert [c["seq"] for c in rank["collectives"]] == [1]
+    (never,) = rank["unfinished_collectives"]
+    assert (never["op"], never["seq"], never["bytes"]) == (1, 2, nbytes)
+    assert never["host_end_ns"] == never["host_start_ns"] >= rank["unfinished_host"]["start_ns"]
+    assert never["run_stream"] != never["call_stream"]
+    assert never["wait"] == {"op": 1, "host_start_ns": never["host_start_ns"],
+                             "host_end_ns": None, "stream": 0}
+    assert rank["unfinished_host"]["op"] == 1
+
+
 def test_an_async_barrier_returns_its_work_for_a_later_wait(resolve, interpret, tmp_path):
     # Measured on PyTorch 2.11 (tests/data/torch/probes/barrier/): barrier(async_op=True) runs
     # on the internal stream and returns a Work; its wait() is the program's (R14).

@@ -705,16 +705,16 @@ class Interpreter:
         if functional:
             # The call's result, made inside it as its clone of the input is.
             result = self.allocate(self.scenario["tensors"][kind["result"]])
-        work = self.issue(mismatch["collective"], buffer, self.groups[group_index], group_index,
-                          async_op)
-        end = self.clock()
+        record, work, end = self.recorded_call(
+            op, iteration, group_index, buffer.numel() * buffer.element_size(), async_op, ready,
+            start,
+            lambda: self.issue(mismatch["collective"], buffer, self.groups[group_index],
+                               group_index, async_op),
+            self.has_implicit_wait(op, async_op))
         if functional:
             # The one the name held goes now, after the call, as in op_collective.
             self.tensors[kind["result"]] = result
         self.host(op, iteration, start, end)
-        record = self.collective_record(op, iteration, group_index,
-                                        buffer.numel() * buffer.element_size(), async_op, start,
-                                        end, ready)
         if not async_op:
             self.implicit_wait(op, record)
         elif kind["work"] is not None:
@@ -877,6 +877,12 @@ class Interpreter:
         return (not async_op and self.sync_on_current_stream
                 and tl.op_key(op["kind"]) not in P2P_KEYS)
 
+    def has_implicit_wait(self, op, async_op):
+        """Whether the call blocks inside the wrapper's ``wait()`` on its Work until its
+        collective is done: synchronous, on the internal stream (a send or receive; any
+        collective before PyTorch 2.8, R11)."""
+        return not async_op and not self.runs_on_calling_stream(op, async_op)
+
     def raised_in_implicit_wait(self, op, async_op, error):
         """Whether a call that raised ``error`` had issued its collective and raised in the
         wrapper's implicit ``wait()`` (a synchronous call on the internal stream: a blocking
@@ -885,7 +891,7 @@ class Interpreter:
         timed out (R29) or its communicator was already aborted (R27: "NCCL communicator was
         aborted"), and wherever it has no implicit wait (async_op; on the current stream, R11)."""
         message = str(error)
-        return (not async_op and not self.runs_on_calling_stream(op, async_op)
+        return (self.has_implicit_wait(op, async_op)
                 and isinstance(error, self.dist.DistBackendError)
                 and not self.is_store_timeout(error, message)
                 and "communicator was aborted" not in message.lower())
@@ -949,6 +955,28 @@ class Interpreter:
             "stream": self.current, "released_ns": None, "completed_at_return": None,
         }
 
+    def recorded_call(self, op, iteration, group_index, nbytes, async_op, ready, start, call,
+                      blocks_inside):
+        """``call()``, a collective's call begun at ``start`` (the clock's reading), its record
+        made before it: a process taken down inside a call that ``blocks_inside`` (the
+        watchdog) still writes the collective, unfinished, as the simulator does
+        (``blocked_inside``); until the call returns its end is its start, since where PyTorch
+        issued the collective inside it is not observable. A call that raised keeps its record
+        only where it had issued the collective (``raised``). Returns the record, what the call
+        returned and the clock at its return."""
+        record = self.collective_record(op, iteration, group_index, nbytes, async_op, start,
+                                        start, ready)
+        if blocks_inside:
+            self.blocked_inside(op, record)
+        try:
+            returned = call()
+        except self.program_errors as error:
+            self.raised(op, record, start, error)
+            raise
+        end = self.clock()
+        record["host_end_ns"] = self.rel(end)
+        return record, returned, end
+
     def op_collective(self, op, kind, iteration, mismatch=None):
         """The op's NCCL call or calls; a ``mismatch`` fault's call in place of the first
         (``issue_mismatch``)."""
@@ -976,20 +1004,19 @@ class Interpreter:
                 # The block's one call is the fault's: its calls on the fault's buffers.
                 buffers = self.mismatch_buffer(mismatch, op)
                 collective, nbytes = mismatch["collective"], mismatch["size_bytes"]
-            ready = self.gpu_time(self.current)
-            start = self.clock()
-            record = self.collective_record(op, iteration, group_index, nbytes, async_op,
-                                            start, start, ready)
-            try:
+
+            def block():
                 with self.dist._coalescing_manager(group=group, device=self.device,
                                                    async_ops=async_op) as manager:
                     for buffer in buffers:
                         self.issue(collective, buffer, group, group_index, False)
-            except self.program_errors as error:
-                self.raised(op, record, start, error)
-                raise
-            end = self.clock()
-            record["host_end_ns"] = self.rel(end)
+                return manager
+
+            ready = self.gpu_time(self.current)
+            start = self.clock()
+            record, manager, end = self.recorded_call(
+                op, iteration, group_index, nbytes, async_op, ready, start, block,
+                self.has_implicit_wait(op, async_op))
             entries.append((CoalescedWork(manager), record))
             if not async_op:
                 self.implicit_wait(op, record)
@@ -1006,16 +1033,11 @@ class Interpreter:
             for collective, buffer in calls:
                 ready = self.gpu_time(self.current)
                 start = self.clock()
-                record = self.collective_record(op, iteration, group_index,
-                                                buffer.numel() * buffer.element_size(),
-                                                async_op, start, start, ready)
-                try:
-                    work = self.issue(collective, buffer, group, group_index, async_op)
-                except self.program_errors as error:
-                    self.raised(op, record, start, error)
-                    raise
-                end = self.clock()
-                record["host_end_ns"] = self.rel(end)
+                record, work, end = self.recorded_call(
+                    op, iteration, group_index, buffer.numel() * buffer.element_size(),
+                    async_op, ready, start,
+                    lambda: self.issue(collective, buffer, group, group_index, async_op),
+                    self.has_implicit_wait(op, async_op))
                 first_start = first_start if first_start is not None else start
                 entries.append((work, record))
                 if not async_op:
@@ -1061,24 +1083,14 @@ class Interpreter:
         start = self.clock()
         # A synchronous all_reduce (R11, R14): from PyTorch 2.8 on the current stream, which
         # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
-        # internal stream, its Work waited on by the wrapper. With async_op, the internal
-        # stream and a Work, kept for a later wait as any async collective's. The record is
-        # made before the call, which a synchronous barrier blocks inside: a process taken
-        # down there (the watchdog) still writes the collective, unfinished, as the simulator
-        # does; until the call returns its end is its start, since where PyTorch issued the
-        # all_reduce inside it is not observable.
-        record = self.collective_record(op, iteration, group_index, BARRIER_BYTES, async_op,
-                                        start, start, ready)
-        if not async_op:
-            self.blocked_inside(op, record)
-        try:
-            work = self.dist.barrier(group=self.groups[group_index], async_op=async_op,
-                                     device_ids=[self.local_rank])
-        except self.program_errors as error:
-            self.raised(op, record, start, error)
-            raise
-        end = self.clock()
-        record["host_end_ns"] = self.rel(end)
+        # internal stream, its Work waited on by the wrapper. Either way a synchronous barrier
+        # blocks inside its call. With async_op, the internal stream and a Work, kept for a
+        # later wait as any async collective's.
+        record, work, end = self.recorded_call(
+            op, iteration, group_index, BARRIER_BYTES, async_op, ready, start,
+            lambda: self.dist.barrier(group=self.groups[group_index], async_op=async_op,
+                                      device_ids=[self.local_rank]),
+            not async_op)
         self.host(op, iteration, start, end)
         if not async_op:
             self.implicit_wait(op, record)
