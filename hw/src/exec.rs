@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,570 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,700 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -30,9 +30,10 @@ use sim::pg::{work, work_text, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
 use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId};
 use sim::timeline::{
-    CacheRelease, CollectiveRecord, Finding, FindingKind, HostBlock, HostCall, KernelClass,
-    KernelRecord, MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef, StreamWaitRecord,
-    ThreadKind, UnfinishedHostCall, WaitRecord, WatchdogEvent, WatchdogRecord, NEVER_NS,
+    CacheRelease, CollectiveRecord, ExceptionRecord, Finding, FindingKind, HostBlock, HostCall,
+    KernelClass, KernelRecord, MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef,
+    StreamWaitRecord, ThreadKind, UnfinishedHostCall, WaitRecord, WatchdogEvent, WatchdogRecord,
+    NEVER_NS,
 };
 use sim::units::format_size_as_pytorch;
 use std::collections::HashMap;
@@ -206,6 +207,8 @@ pub struct RunLog {
     pub records: Vec<WatchdogRecord>,
     /// The verdict or the out-of-memory that ended the run early, as the Timeline's `findings`.
     pub findings: Vec<Finding>,
+    /// The exceptions the program caught (`catch = true`), as the Timeline's `exceptions`.
+    exceptions: Vec<ExceptionRecord>,
     /// Whether the run ended before its program did (a timeout, an async error, a dead
     /// process, an out-of-memory): the GPU may still hold work that will never end.
     pub ended_early: bool,
@@ -321,8 +324,7 @@ impl RunLog {
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.
             races: Vec::new(),
-            // A program that catches is refused before it runs (`refusal`).
-            exceptions: Vec::new(),
+            exceptions: self.exceptions,
             // The process's end is the launcher's to see (`c10dsim hw` reports its exit).
             end: None,
         };
@@ -334,17 +336,9 @@ impl RunLog {
     }
 }
 
-/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a `catch`
-/// (no `wait()` of hw raises an exception a program could catch) or a fault hardware cannot
-/// produce; `alone` when the other ranks are not run (the downscale).
+/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a fault
+/// hardware cannot produce; `alone` when the other ranks are not run (the downscale).
 pub(crate) fn not_on_hardware(scenario: &Scenario, rank: u32, alone: bool) -> Option<String> {
-    if let Some(op) = scenario.ops.iter().find(|op| op.catch && op.runs_on(rank)) {
-        return Some(format!(
-            "op {:?} (line {}) has catch = true: on hardware no wait() raises a DistBackendError the program could catch (hw ends the run at a timeout or an async error, R15, R27); the simulator enacts it",
-            op.display_name(),
-            op.line
-        ));
-    }
     RankFaults::new(scenario, rank).not_on_hardware(alone)
 }
 
@@ -390,6 +384,16 @@ pub struct Executor<'a, D: Device> {
     wait_raised: Option<(u32, OpRef, usize)>,
     /// The error instant of every Work an NCCL async error failed, by its end event (R27).
     failed_ends: HashMap<Ev, u64>,
+    /// Per group: whether the main thread aborted its communicator after a wait's timeout
+    /// (R15); a later collective on it raises before it issues anything (R27).
+    aborted: Vec<bool>,
+    /// The current op raised an exception the program caught (`catch = true`): its call
+    /// ended there, and the program goes on at the next op.
+    caught: bool,
+    /// The process group whose watchdog found the error of the communicator the main thread
+    /// aborted under a Work whose timed-out wait the program caught (R15, R27): hw takes the
+    /// process down at the verdict, before the next op.
+    watchdog_found: Option<usize>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
     #[cfg(test)]
     executed: Vec<Step>,
@@ -423,6 +427,9 @@ impl<'a, D: Device> Executor<'a, D> {
             faults: RankFaults::new(scenario, plan.rank),
             wait_raised: None,
             failed_ends: HashMap::new(),
+            aborted: vec![false; scenario.groups.len()],
+            caught: false,
+            watchdog_found: None,
             #[cfg(test)]
             executed: Vec::new(),
             slots: Vec::new(),
@@ -584,8 +591,9 @@ impl<'a, D: Device> Executor<'a, D> {
                 | HwError::AsyncError { .. }
                 | HwError::RemoteError { .. }),
             ) => self.verdict(error)?,
-            // `torch.empty` raised, uncaught: the finding is written (`out_of_memory`).
-            Err(HwError::OutOfMemory(_)) => {}
+            // `torch.empty` raised, or the program's own exception, uncaught: the finding is
+            // written (`out_of_memory`, `raise_uncaught`).
+            Err(HwError::OutOfMemory(_) | HwError::ProgramError(_)) => {}
             Err(error) => return Err(error),
         }
         self.log.memory = self.memory.peaks();
@@ -600,6 +608,9 @@ impl<'a, D: Device> Executor<'a, D> {
             // Until the program passed this iteration, a run that ends leaves it unfinished.
             self.log.unfinished_iteration = Some(iteration);
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
+                if self.taken_down_by_watchdog_found() {
+                    return Ok(false);
+                }
                 if let Some(failure) = self.device.watchdog_failure() {
                     return Err(failure);
                 }
@@ -621,8 +632,9 @@ impl<'a, D: Device> Executor<'a, D> {
                 }
                 steps.clear();
                 self.pg.before_op(self.scenario, iteration, op, &mut steps);
+                let aborted = |group: usize| self.aborted[group];
                 self.pg
-                    .op(self.scenario, op, &mut steps)
+                    .reached_op(self.scenario, op, aborted, &mut steps)
                     .map_err(|error| HwError::Unsupported(error.0))?;
                 for &step in &steps {
                     #[cfg(test)]
@@ -631,11 +643,73 @@ impl<'a, D: Device> Executor<'a, D> {
                         self.leave_open(iteration, op, step);
                         return Err(error);
                     }
+                    if std::mem::take(&mut self.caught) {
+                        break;
+                    }
                 }
             }
         }
         self.log.unfinished_iteration = None;
-        Ok(true)
+        Ok(!self.taken_down_by_watchdog_found())
+    }
+
+    /// Whether the watchdog found the error of a communicator the main thread aborted under a
+    /// Work whose timed-out wait the program caught ([`Self::watchdog_found`]): hw then takes
+    /// the process down, as at every verdict of the watchdog.
+    fn taken_down_by_watchdog_found(&mut self) -> bool {
+        let Some(watchdog) = self.watchdog_found.take() else {
+            return false;
+        };
+        let at_ns = self.device.now_ns();
+        self.take_down(Some(watchdog), at_ns);
+        self.log.ended_early = true;
+        true
+    }
+
+    /// The program caught (`catch = true`) the exception `op` raised at `at_ns`, in
+    /// `sim::pg::work`'s words (`message`): recorded, and the program goes on at the next op.
+    fn catch(&mut self, iteration: u32, op: &Op, at_ns: u64, message: String) {
+        self.wait_raised = None;
+        self.caught = true;
+        self.log.exceptions.push(ExceptionRecord {
+            iteration,
+            op: op.index as OpRef,
+            at_ns,
+            exception: "DistBackendError".to_string(),
+            message,
+        });
+    }
+
+    /// An exception the program raised at `op` and did not catch (a `DistBackendError` of a
+    /// collective on the aborted communicator of `group`, R27; a NameError): the call ends
+    /// there, logged as the process's end, a `kind` finding, and the run ends.
+    fn raise_uncaught(
+        &mut self,
+        (iteration, op, group): (u32, &Op, Option<usize>),
+        kind: FindingKind,
+        message: String,
+    ) -> HwError {
+        let at_ns = self.device.now_ns();
+        self.in_call = false;
+        self.log.host.push(HostCall {
+            iteration,
+            op: op.index as OpRef,
+            start_ns: self.call_start_ns,
+            end_ns: at_ns,
+        });
+        let (thread, event) = (ThreadKind::Main, WatchdogEvent::Exit);
+        self.note_group(group, thread, event, at_ns, message.clone());
+        self.log.findings.push(Finding {
+            stands_for: Default::default(),
+            kind,
+            rank: Some(self.plan.rank),
+            iteration: Some(iteration),
+            op: Some(op.index as OpRef),
+            stream: None,
+            message: message.clone(),
+        });
+        self.log.ended_early = true;
+        HwError::ProgramError(message)
     }
 
     /// The run ends at `step` of `op`: a call it is inside never returned (its raise would have
@@ -801,35 +875,21 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
         }
-        // The watchdog's error handling aborts, under modes 1 and 2 (R27), the communicators of
-        // the failed Work's group alone: PyTorch's `abortComms()` of that process group, whose
-        // own watchdog found it; another group's communicators run on.
-        let mode = self.scenario.env.async_error_handling;
-        if let (ThreadKind::Watchdog, Some(failed), true) = (thread, group, mode.cleans_up()) {
-            self.device.abort_comm(failed);
-            let name = &self.scenario.groups[failed].name;
-            let aborting = work::watchdog_abort(rank, mode, name);
-            self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
-        }
         let aborted_found = self.wait_abort_found(&error);
-        if let Some((watchdog, found)) = &aborted_found {
-            let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
-            let message = found.message.clone();
-            self.note_group(Some(*watchdog), thread, event, at_ns, message);
+        match self.wait_raised {
+            // A wait's own timeout raised in the main thread: uncaught, it ends the process,
+            // after the watchdog found the aborted communicator's error, where it runs.
+            Some((_, _, raised_for)) => {
+                if let Some((watchdog, found)) = &aborted_found {
+                    let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
+                    let message = found.message.clone();
+                    self.note_group(Some(*watchdog), thread, event, at_ns, message);
+                }
+                let exit = work::exception_not_caught(rank);
+                self.note_group(Some(raised_for), thread, WatchdogEvent::Exit, at_ns, exit);
+            }
+            None => self.take_down(group, at_ns),
         }
-        let (group, exit) = match self.wait_raised {
-            // A wait's own timeout raised in the main thread: uncaught, it ends the process.
-            Some((_, _, raised_for)) => (Some(raised_for), work::exception_not_caught(rank)),
-            None => (
-                group,
-                format!(
-                    "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down \
-                     now, without waiting for the GPU's work (R27, no dump wait)",
-                    self.scenario.env.async_error_handling.number()
-                ),
-            ),
-        };
-        self.note_group(group, thread, WatchdogEvent::Exit, at_ns, exit);
         // A wait's own timeout names the stream current at the wait, as the simulator's does.
         let stream = match (kind, op) {
             (FindingKind::WaitTimeout, Some(op)) => {
@@ -854,12 +914,31 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
-    /// After a wait's own timeout (`error`, from [`Self::poll`]), where the watchdog runs
-    /// ([`work::wait_timeout_reaches_watchdog`]): the watchdog of the Work's process group finds
-    /// the error of the communicator the main thread aborted under the Work, in the raise's
-    /// millisecond, before the uncaught exception ends the process, as the simulator's does
-    /// (PyTorch's `NCCLComm::abort` leaves `ncclSystemError` for it, R15, R27). That group and
-    /// its finding, in `sim::pg::work`'s words.
+    /// hw takes the process down at a verdict of the watchdog of `group`, found at `at_ns`,
+    /// whatever the GPU still holds (R27 without the dump wait): the watchdog's error handling
+    /// first aborts, under modes 1 and 2, the communicators of that group alone (PyTorch's
+    /// `abortComms()` of that process group, whose own watchdog found it; another group's
+    /// communicators run on).
+    fn take_down(&mut self, group: Option<usize>, at_ns: u64) {
+        let rank = self.plan.rank;
+        let thread = ThreadKind::Watchdog;
+        let mode = self.scenario.env.async_error_handling;
+        if let (Some(failed), true) = (group, mode.cleans_up()) {
+            self.device.abort_comm(failed);
+            let name = &self.scenario.groups[failed].name;
+            let aborting = work::watchdog_abort(rank, mode, name);
+            self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
+        }
+        let exit = format!(
+            "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down now, \
+             without waiting for the GPU's work (R27, no dump wait)",
+            mode.number()
+        );
+        self.note_group(group, thread, WatchdogEvent::Exit, at_ns, exit);
+    }
+
+    /// After a wait's own timeout (`error`, from [`Self::poll`]), uncaught: see
+    /// [`Self::aborted_found`].
     fn wait_abort_found(&self, error: &HwError) -> Option<(usize, Finding)> {
         let HwError::Timeout {
             work: Some(end), ..
@@ -867,10 +946,21 @@ impl<'a, D: Device> Executor<'a, D> {
         else {
             return None;
         };
-        if self.wait_raised.is_none() || !work::wait_timeout_reaches_watchdog(&self.scenario.env) {
+        self.wait_raised?;
+        self.aborted_found(*end)
+    }
+
+    /// After a wait's own timeout on the Work of end event `end`, where the watchdog runs
+    /// ([`work::wait_timeout_reaches_watchdog`]): the watchdog of the Work's process group finds
+    /// the error of the communicator the main thread aborted under the Work, in the raise's
+    /// millisecond, caught or not (uncaught, before the exception ends the process), as the
+    /// simulator's does (PyTorch's `NCCLComm::abort` leaves `ncclSystemError` for it, R15, R27).
+    /// That group and its finding, in `sim::pg::work`'s words.
+    fn aborted_found(&self, end: Ev) -> Option<(usize, Finding)> {
+        if !work::wait_timeout_reaches_watchdog(&self.scenario.env) {
             return None;
         }
-        let timed_out = self.works.iter().find(|work| work.end == *end)?;
+        let timed_out = self.works.iter().find(|work| work.end == end)?;
         let rank = self.plan.rank;
         let message =
             work::async_exception(rank, &timed_out.description, NcclAsyncError::AbortedByWait);
@@ -951,16 +1041,29 @@ impl<'a, D: Device> Executor<'a, D> {
                 };
                 self.kernel(iteration, op_ref, stream, class, kernel)?;
             }
-            // The watchdog's verdict is checked before every op.
+            // The watchdog's verdict is checked before every op; a communicator the main thread
+            // aborted raises here (R27).
+            Step::CheckComm { group } if self.aborted[group] => {
+                let name = &self.scenario.groups[group].name;
+                let message = work::aborted_communicator_raised(self.plan.rank, name, op);
+                if !op.catch {
+                    let raise = (iteration, op, Some(group));
+                    return Err(self.raise_uncaught(raise, FindingKind::AsyncError, message));
+                }
+                let at_ns = self.device.now_ns();
+                let (thread, event) = (ThreadKind::Main, WatchdogEvent::AsyncError);
+                self.note_group(Some(group), thread, event, at_ns, message.clone());
+                self.raised(iteration, op, group, at_ns);
+                self.catch(iteration, op, at_ns, message);
+            }
             Step::CheckComm { .. } => {}
-            // Unreached while hw refuses `catch` (`not_on_hardware`): no call raises first.
+            // Every call that would have bound the Work raised first, caught: NameError, which
+            // `except DistBackendError:` does not catch.
             Step::NameError { work } => {
                 let name = &self.scenario.works[work];
-                return Err(HwError::ProgramError(work::name_error(
-                    self.plan.rank,
-                    name,
-                    op,
-                )));
+                let message = work::name_error(self.plan.rank, name, op);
+                let raise = (iteration, op, None);
+                return Err(self.raise_uncaught(raise, FindingKind::ProgramError, message));
             }
             Step::InitComm { group, .. } | Step::EagerInit { group } => {
                 self.device.init_comm(self.plan.group(group))?
@@ -992,6 +1095,9 @@ impl<'a, D: Device> Executor<'a, D> {
             } => {
                 // A Work that failed with an NCCL async error raises in wait() (R27).
                 self.raise_if_failed(iteration, op, collective)?;
+                if self.caught {
+                    return Ok(());
+                }
                 // The Work's end event, or the event that completes a future's callback.
                 let (event, source_stream) = self.slots[end as usize];
                 let host_start_ns = self.device.now_ns();
@@ -1512,6 +1618,9 @@ impl<'a, D: Device> Executor<'a, D> {
                 return Err(failure);
             }
             self.raise_if_failed(iteration, op, collective)?;
+            if self.caught {
+                return Ok(());
+            }
             let now_ns = self.device.now_ns();
             if work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 let rank = self.plan.rank;
@@ -1523,14 +1632,20 @@ impl<'a, D: Device> Executor<'a, D> {
                     self.note_group(Some(group), thread, event, now_ns, line);
                 }
                 self.device.abort_comm(group);
+                self.aborted[group] = true;
                 // It raises once the abort returned.
                 let raised_ns = self.device.now_ns();
                 let name = &self.scenario.groups[group].name;
                 let aborted = work::wait_abort_returned(rank, &description, name);
                 let (thread, event) = (ThreadKind::Main, WatchdogEvent::Abort);
-                self.note_group(Some(group), thread, event, raised_ns, aborted);
+                self.note_group(Some(group), thread, event, raised_ns, aborted.clone());
                 self.raised(iteration, op, group, raised_ns);
                 let finding = work::wait_timeout_finding(rank, &description, ran_ns, op);
+                if op.catch {
+                    self.timeout_caught(iteration, op, (end, finding));
+                    self.catch(iteration, op, raised_ns, work::wait_raise_caught(&aborted));
+                    return Ok(());
+                }
                 return Err(HwError::Timeout {
                     work: Some(end),
                     finding,
@@ -1539,6 +1654,30 @@ impl<'a, D: Device> Executor<'a, D> {
             self.device.host_sleep(poll_ns);
         }
         Ok(())
+    }
+
+    /// A polling wait's timeout (R15) on the Work of end event `end`, which the program caught:
+    /// its `wait_timeout` finding (`finding`), and where the watchdog runs, its finding of the
+    /// error of the communicator the main thread aborted under the Work, in the raise's
+    /// millisecond ([`Self::aborted_found`]), after which hw takes the process down.
+    fn timeout_caught(&mut self, iteration: u32, op: &Op, (end, finding): (Ev, String)) {
+        let stream = self.plan.streams[op.stream].name.clone();
+        self.log.findings.push(Finding {
+            stands_for: Default::default(),
+            kind: FindingKind::WaitTimeout,
+            rank: Some(self.plan.rank),
+            iteration: Some(iteration),
+            op: Some(op.index as OpRef),
+            stream: Some(stream),
+            message: finding,
+        });
+        if let Some((watchdog, found)) = self.aborted_found(end) {
+            let at_ns = self.device.now_ns();
+            let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
+            self.note_group(Some(watchdog), thread, event, at_ns, found.message.clone());
+            self.log.findings.push(found);
+            self.watchdog_found = Some(watchdog);
+        }
     }
 
     /// `wait()` on a Work that an NCCL async error failed by now raises `DistBackendError` in
@@ -1552,9 +1691,14 @@ impl<'a, D: Device> Executor<'a, D> {
         if !work::failed_by(Some(error_ns), now_ns) {
             return Ok(());
         }
-        let message = work::async_error_raised(self.plan.rank, &work.description, error_ns, op);
+        let failed = work::async_error_failed(self.plan.rank, &work.description, error_ns, op);
         let group = work.group;
         self.raised(iteration, op, group, now_ns);
+        if op.catch {
+            self.catch(iteration, op, now_ns, work::failed_work_caught(&failed));
+            return Ok(());
+        }
+        let message = work::uncaught(&failed);
         Err(HwError::AsyncError {
             work: None,
             finding: message,

@@ -57,6 +57,26 @@ pub struct CommError {
 }
 
 impl FakeDevice {
+    /// A device whose GPU is busy with a backlog: each Work is still running at every one of
+    /// the first 1,000 queries, so a polling wait behind it times out (the catalogue's caught
+    /// timeouts, whose GPU sleep holds the Work past the wait's timeout).
+    pub fn behind_a_backlog() -> FakeDevice {
+        FakeDevice {
+            query_answers: std::iter::repeat_n(false, 1000).collect(),
+            ..FakeDevice::default()
+        }
+    }
+
+    /// The device a scenario's rank 0 runs on in the catalogue tests: behind a backlog where
+    /// the program catches what a timed-out wait raises, else idle.
+    pub fn for_catalogue(scenario: &Scenario) -> FakeDevice {
+        if scenario.ops.iter().any(|op| op.catch) {
+            FakeDevice::behind_a_backlog()
+        } else {
+            FakeDevice::default()
+        }
+    }
+
     fn tick(&mut self, call: String) {
         self.now_ns += 1_000;
         self.calls.push(call);
@@ -318,7 +338,7 @@ mod tests {
         wait_timeout_finding, NcclAsyncError,
     };
     use sim::timeline::{
-        Finding, FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+        Finding, FindingKind, RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
     };
 
     /// Rank 0 of `scenario` run on the fake device (the one-GPU model stand-in for its peers):
@@ -632,6 +652,223 @@ mod tests {
                 records(&log.records),
                 records(&simulated.watchdog),
                 "{text}"
+            );
+        }
+    }
+
+    /// Rank 0 of `text` run on the fake device behind a backlog
+    /// ([`FakeDevice::behind_a_backlog`]), and the scenario simulated.
+    fn behind_a_backlog_on_both(text: &str) -> OnBoth {
+        let scenario = sim::scenario::parse("caught.toml", text).unwrap();
+        let plan = rank0_plan(&scenario).unwrap();
+        let mut device = FakeDevice::behind_a_backlog();
+        let mut executor = Executor::new(&scenario, &plan, &mut device);
+        executor.setup().unwrap();
+        let mut log = executor.run().unwrap();
+        let (findings, records) = (
+            std::mem::take(&mut log.findings),
+            std::mem::take(&mut log.records),
+        );
+        let rank0 = log
+            .resolve(&plan, |event| Ok(device.time_of(event)))
+            .unwrap();
+        OnBoth {
+            rank0,
+            findings,
+            records,
+            aborted: device.aborted,
+            simulated: sim::engine::simulate(&scenario),
+        }
+    }
+
+    /// A run on the fake device (the rank's Timeline part, its findings and records, the
+    /// groups it aborted) and the same scenario simulated.
+    struct OnBoth {
+        rank0: RankTimeline,
+        findings: Vec<Finding>,
+        records: Vec<WatchdogRecord>,
+        aborted: Vec<usize>,
+        simulated: Timeline,
+    }
+
+    /// A run's findings, each but for the milliseconds measured.
+    fn finding_fields(findings: &[Finding]) -> Vec<FindingFields> {
+        (findings.iter())
+            .map(|f| {
+                let message = unmeasured(&f.message);
+                (f.kind, f.rank, f.iteration, f.op, f.stream.clone(), message)
+            })
+            .collect()
+    }
+
+    type FindingFields = (
+        FindingKind,
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+        Option<String>,
+        String,
+    );
+
+    /// A run's records but the dump signal and its sleep, which hw does not re-enact (R27), and
+    /// the words of the process's end, which hw's own (it takes the process down at the
+    /// watchdog's verdict, without the dump wait).
+    fn reenacted_records(records: &[WatchdogRecord]) -> Vec<RecordFields> {
+        let not_reenacted = [
+            WatchdogEvent::StackTrace,
+            WatchdogEvent::DumpSignal,
+            WatchdogEvent::Dump,
+        ];
+        (records.iter())
+            .filter(|r| !not_reenacted.contains(&r.event))
+            .map(|r| {
+                let own_words = r.event == WatchdogEvent::Exit && r.thread == ThreadKind::Watchdog;
+                let message = if own_words {
+                    String::new()
+                } else {
+                    unmeasured(&r.message)
+                };
+                (r.rank, r.thread, r.event, r.group, message)
+            })
+            .collect()
+    }
+
+    type RecordFields = (u32, ThreadKind, WatchdogEvent, Option<u16>, String);
+
+    /// The exceptions the program caught: iteration, op, type and words.
+    fn exception_fields(timeline: &RankTimeline) -> Vec<(u32, u32, String, String)> {
+        (timeline.exceptions.iter())
+            .map(|e| (e.iteration, e.op, e.exception.clone(), e.message.clone()))
+            .collect()
+    }
+
+    /// The catalogue's two caught timeouts run on hw as the simulator runs them (R15, R27):
+    /// `caught_timeout` (blocking wait) catches the wait's `DistBackendError` once the abort of
+    /// the communicator returned, then the retry's on the aborted communicator, raised before it
+    /// issues anything, and runs to its end; `wait_timeout` (`wait(timeout)`, where the
+    /// watchdog runs) catches the wait's, and the watchdog finds the aborted communicator's
+    /// error. The exceptions, findings and records are the simulator's, but for the
+    /// milliseconds measured; hw takes the process down at the watchdog's verdict, the
+    /// simulator after the dump wait, so `wait_timeout`'s last op runs in the simulator only.
+    #[test]
+    fn the_catalogues_caught_timeouts_are_the_simulators_exceptions_and_findings_on_both_engines() {
+        for (text, exceptions, findings, runs_to_its_end) in [
+            (
+                include_str!("../../scenarios/caught_timeout.toml"),
+                2,
+                vec![FindingKind::WaitTimeout],
+                true,
+            ),
+            (
+                include_str!("../../scenarios/wait_timeout.toml"),
+                1,
+                vec![FindingKind::WaitTimeout, FindingKind::AsyncError],
+                false,
+            ),
+        ] {
+            let OnBoth {
+                rank0,
+                findings: hw_findings,
+                simulated,
+                ..
+            } = behind_a_backlog_on_both(text);
+            let name = text.lines().find(|l| l.starts_with("name")).unwrap();
+            assert_eq!(
+                exception_fields(&rank0),
+                exception_fields(&simulated.ranks[0]),
+                "{name}"
+            );
+            assert_eq!(rank0.exceptions.len(), exceptions, "{name}");
+            let ran = finding_fields(&hw_findings);
+            assert_eq!(ran, finding_fields(&simulated.findings), "{name}");
+            let kinds: Vec<_> = ran.iter().map(|f| f.0).collect();
+            assert_eq!(kinds, findings, "{name}");
+            let ops =
+                |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
+            let simulated_ops = ops(&simulated.ranks[0]);
+            if runs_to_its_end {
+                assert_eq!(ops(&rank0), simulated_ops, "{name}");
+            } else {
+                assert_eq!(
+                    ops(&rank0),
+                    simulated_ops[..simulated_ops.len() - 1],
+                    "{name}"
+                );
+            }
+        }
+    }
+
+    /// The records of the catalogue's two caught timeouts: the wait's timeout and abort, the
+    /// caught raise on the aborted communicator, the watchdog's finding of its error and the
+    /// end of the process (R15, R27).
+    #[test]
+    fn the_catalogues_caught_timeouts_are_the_simulators_records_on_both_engines() {
+        for text in [
+            include_str!("../../scenarios/caught_timeout.toml"),
+            include_str!("../../scenarios/wait_timeout.toml"),
+        ] {
+            let run = behind_a_backlog_on_both(text);
+            assert_eq!(run.aborted, [0], "the wait's abort of world, once");
+            let simulated = run.simulated;
+            assert_eq!(
+                reenacted_records(&run.records),
+                reenacted_records(&simulated.watchdog),
+                "{text}"
+            );
+        }
+    }
+
+    /// After a caught timeout, what nothing catches ends the process in the simulator's words:
+    /// the retry on the aborted communicator without its `catch`, and the use of a Work's name
+    /// that the retry would have bound (Python's NameError, which `except DistBackendError:`
+    /// does not catch) (R27).
+    #[test]
+    fn an_uncaught_raise_after_a_caught_timeout_ends_the_process_as_the_simulators() {
+        let caught = include_str!("../../scenarios/caught_timeout.toml");
+        let uncaught_retry = caught.replace(
+            "label = \"retry\"\nall_reduce = \"x\"\ncatch = true\n",
+            "label = \"retry\"\nall_reduce = \"x\"\n",
+        );
+        let name_error = caught
+            .replace(
+                "all_reduce = \"x\"\ncatch = true\n",
+                "all_reduce = \"x\"\nasync_op = true\nwork = \"w2\"\ncatch = true\n",
+            )
+            .replace(
+                "[[op]]\nlabel = \"after\"",
+                "[[op]]\nlabel = \"use_w2\"\nwait = \"w2\"\n\n[[op]]\nlabel = \"after\"",
+            );
+        for (text, kind, exceptions) in [
+            (uncaught_retry, FindingKind::AsyncError, 1),
+            (name_error, FindingKind::ProgramError, 2),
+        ] {
+            assert_ne!(text, caught);
+            let OnBoth {
+                rank0,
+                findings,
+                records,
+                simulated,
+                ..
+            } = behind_a_backlog_on_both(&text);
+            let ran = finding_fields(&findings);
+            assert_eq!(ran, finding_fields(&simulated.findings), "{text}");
+            assert_eq!(
+                ran.iter().map(|f| f.0).collect::<Vec<_>>(),
+                [FindingKind::WaitTimeout, kind]
+            );
+            let records = reenacted_records(&records);
+            assert_eq!(records, reenacted_records(&simulated.watchdog), "{text}");
+            assert_eq!(
+                records.last().map(|r| (r.1, r.2)),
+                Some((ThreadKind::Main, WatchdogEvent::Exit))
+            );
+            assert_eq!(rank0.exceptions.len(), exceptions, "{text}");
+            let ops =
+                |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
+            assert_eq!(ops(&rank0), ops(&simulated.ranks[0]), "{text}");
+            assert_eq!(
+                exception_fields(&rank0),
+                exception_fields(&simulated.ranks[0])
             );
         }
     }

@@ -57,7 +57,7 @@ fn call_log(path: &Path, text: &str) -> String {
             return out;
         }
     };
-    let mut device = FakeDevice::default();
+    let mut device = FakeDevice::for_catalogue(&scenario);
     let mut executor = Executor::new(&scenario, &plan, &mut device);
     let outcome = executor.setup().and_then(|()| executor.run());
     let watched: Vec<String> = device

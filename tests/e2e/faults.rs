@@ -393,7 +393,7 @@ fn a_work_name_no_call_bound_raises_name_error_and_ends_the_process() {
 }
 
 #[test]
-fn catch_does_not_apply_to_a_kernel_and_hw_refuses_it() {
+fn catch_does_not_apply_to_a_kernel_and_hw_does_not_refuse_it() {
     let on_kernel = CAUGHT_TIMEOUT.replace(
         "kernel = { us = 5 }\n",
         "kernel = { us = 5 }\ncatch = true\n",
@@ -404,14 +404,16 @@ fn catch_does_not_apply_to_a_kernel_and_hw_refuses_it() {
         "{}",
         error.message
     );
+    // hw enacts a caught raise as the simulator does: its checks before the GPU pass the
+    // scenario, which then needs a GPU (exit 2 here, where none is).
     let path = std::env::temp_dir().join(format!("c10dsim-catch-{}.toml", std::process::id()));
     std::fs::write(&path, CAUGHT_TIMEOUT).unwrap();
-    let refused = crate::util::c10dsim(&["hw", &path.display().to_string()]);
-    assert_eq!(refused.status.code(), Some(2));
+    let ran = crate::util::c10dsim(&["hw", &path.display().to_string()]);
+    let _ = std::fs::remove_file(&path);
     assert!(
-        crate::util::stderr(&refused).contains("has catch = true"),
+        !crate::util::stderr(&ran).contains("catch"),
         "{}",
-        crate::util::stderr(&refused)
+        crate::util::stderr(&ran)
     );
 }
 

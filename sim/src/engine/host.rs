@@ -216,10 +216,6 @@ impl Engine<'_> {
             }
             HostEffect::Stop => return false,
         }
-        // R27: a collective on an aborted communicator raises before it issues anything.
-        let aborted = (op.kind.collective())
-            .map(|(_, group)| group)
-            .filter(|&group| self.failure.is_aborted(rank, group));
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();
         steps.clear();
@@ -232,9 +228,10 @@ impl Engine<'_> {
         } else if state.pg_before_op.is_some() {
             state.pg_before_op = None;
         }
-        if let Some(group) = aborted {
-            state.pg.aborted_call(scenario, op, group, &mut steps);
-        } else if let Err(error) = state.pg.op(scenario, op, &mut steps) {
+        // R27: a collective on an aborted communicator raises before it issues anything.
+        let failure = &self.failure;
+        let aborted = |group| failure.is_aborted(rank, group);
+        if let Err(error) = state.pg.reached_op(scenario, op, aborted, &mut steps) {
             unreachable!("validation guarantees what the op uses: {}", error.0);
         }
         state.cursor = Cursor {

@@ -229,13 +229,7 @@ impl ProcessGroupNccl {
     /// issues anything (no SeqNum, no Work, no NCCL kernel); a `catch` goes on at the next op.
     /// A barrier fills its tensor before it reaches the communicator, so its fill kernel's
     /// first launch still waits for the device (R14).
-    pub fn aborted_call(
-        &mut self,
-        scenario: &Scenario,
-        op: &Op,
-        group: GroupId,
-        out: &mut Vec<Step>,
-    ) {
+    fn aborted_call(&mut self, scenario: &Scenario, op: &Op, group: GroupId, out: &mut Vec<Step>) {
         out.push(Step::CallStart);
         if matches!(op.kind, OpKind::Barrier { .. }) {
             self.launch_fill_kernel(scenario, out);
@@ -331,6 +325,26 @@ impl ProcessGroupNccl {
                     jitter: 1.0,
                 });
             }
+        }
+    }
+
+    /// The steps of `op` as the host reaches it (after [`ProcessGroupNccl::before_op`]): a
+    /// collective on a communicator the rank aborted (`aborted(group)`: the main thread after
+    /// a wait's timeout, R15, or the watchdog, R27) raises before it issues anything
+    /// ([`ProcessGroupNccl::aborted_call`]); any other op is [`ProcessGroupNccl::op`]'s.
+    pub fn reached_op(
+        &mut self,
+        scenario: &Scenario,
+        op: &Op,
+        aborted: impl Fn(GroupId) -> bool,
+        out: &mut Vec<Step>,
+    ) -> Result<(), LowerError> {
+        match op.kind.collective().map(|(_, group)| group) {
+            Some(group) if aborted(group) => {
+                self.aborted_call(scenario, op, group, out);
+                Ok(())
+            }
+            _ => self.op(scenario, op, out),
         }
     }
 

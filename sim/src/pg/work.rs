@@ -282,6 +282,35 @@ pub fn uncaught(raised: &str) -> String {
     format!("{raised} and, uncaught, ends the process")
 }
 
+/// The exception record of a polling `wait()`'s raise after its timeout (R15), `raised` as
+/// [`wait_abort_returned`] words it, which the program catches (`catch = true`) and goes on.
+pub fn wait_raise_caught(raised: &str) -> String {
+    format!("{raised} Caught (catch = true), the program goes on.")
+}
+
+/// The exception record of `wait()` on a Work an async error failed (R27), `failed` as
+/// [`async_error_failed`] words it, which the program catches (`catch = true`) and goes on.
+pub fn failed_work_caught(failed: &str) -> String {
+    format!("{failed}; caught (catch = true), the program goes on")
+}
+
+/// What a collective call `op` of rank `rank` raises on the communicator of group `group`
+/// that the rank aborted (the main thread after a wait's timeout, R15; the watchdog, R27),
+/// before it issues anything: `DistBackendError`, caught (`catch = true`) or ending the
+/// process.
+pub fn aborted_communicator_raised(rank: u32, group: &str, op: &Op) -> String {
+    format!(
+        "[Rank {rank}] DistBackendError: the NCCL communicator of group {group} was aborted; {} (line {}) raises in the main thread and, {}",
+        op.display_name(),
+        op.line,
+        if op.catch {
+            "caught (catch = true), the program goes on"
+        } else {
+            "uncaught, ends the process"
+        }
+    )
+}
+
 /// What `wait()` on a Work failed by an async error raises, before the program's choice of
 /// catching it (`catch = true`) or not.
 pub fn async_error_failed(rank: u32, work: &str, error_ns: u64, op: &Op) -> String {

@@ -281,16 +281,10 @@ impl Failure<'_> {
         let rank_id = self.rank_id(rank);
         let scenario = self.scenario;
         let caught = scenario.ops[op].catch;
-        let message = format!(
-            "[Rank {rank_id}] DistBackendError: the NCCL communicator of group {} was aborted; {} (line {}) raises in the main thread and, {}",
-            scenario.groups[group].name,
-            scenario.ops[op].display_name(),
-            scenario.ops[op].line,
-            if caught {
-                "caught (catch = true), the program goes on"
-            } else {
-                "uncaught, ends the process"
-            }
+        let message = crate::pg::work::aborted_communicator_raised(
+            rank_id,
+            &scenario.groups[group].name,
+            &scenario.ops[op],
         );
         if caught {
             self.note(

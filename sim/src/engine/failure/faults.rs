@@ -224,7 +224,7 @@ impl Failure<'_> {
                 rank,
                 op,
                 exception: "DistBackendError",
-                message: format!("{failed}; caught (catch = true), the program goes on"),
+                message: work::failed_work_caught(&failed),
                 at_ns: host_ns,
             });
             return;

@@ -230,7 +230,7 @@ impl Command {
             rank,
             op,
             exception: "DistBackendError",
-            message: format!("{message} Caught (catch = true), the program goes on."),
+            message: crate::pg::work::wait_raise_caught(message),
             at_ns,
         }
     }
