@@ -88,8 +88,14 @@ fn import_kineto(
 ) -> Result<u8, Failure> {
     let traces = read_traces(paths)?;
     let options = kineto::KinetoOptions { bucket_bytes };
-    let text = kineto::import_traces(&traces, &options)
-        .map_err(|message| Failure::input(format!("{}: error: {message}", paths[0].display())))?;
+    let text = kineto::import_traces(&traces, &options).map_err(|message| {
+        let names: Vec<String> = paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        Failure::input(format!("{}: error: {message}", kineto::files_named(&names)))
+    })?;
     stdio::write_bytes(output, text.as_bytes())?;
     if !stdio::is_dash(output) {
         note!("c10dsim: wrote {}", output.display());

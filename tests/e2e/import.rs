@@ -269,6 +269,24 @@ fn a_multi_rank_trace_of_c10dsim_round_trips_as_a_folder_and_as_one_file() {
             );
         }
     }
+    // A job-level error of several files names them all, not the first as if it were at fault.
+    let some: Vec<String> = (0..2)
+        .map(|rank| {
+            dir.join(format!("rank{rank}.pt.trace.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let refused = c10dsim(&["import", "kineto", &some[0], &some[1], "-o", "-"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains(&format!(
+            "{}, {}: error: world size 8 but no trace of ranks [2, 3, 4, 5, 6, 7]",
+            some[0], some[1]
+        )),
+        "{}",
+        stderr(&refused)
+    );
     // the same run as one file with every rank (`--trace`): one process per rank
     let merged = dir.join("all.json");
     let run = c10dsim(&[

@@ -50,14 +50,17 @@ pub struct KinetoOptions {
 
 /// Imports traces (one per rank of the job, or one file of every rank) into a scenario's text.
 pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, ImportError> {
-    let Some(first) = files.first() else {
+    if files.is_empty() {
         return Err(error("kineto", None, "no trace given"));
-    };
+    }
     let mut traces = Vec::new();
     for file in files {
         traces.extend(Trace::parse_file(file)?);
     }
-    import_traces(&traces, options).map_err(|message| error(first.name, None, message))
+    import_traces(&traces, options).map_err(|message| {
+        let names: Vec<&str> = files.iter().map(|file| file.name).collect();
+        error(&files_named(&names), None, message)
+    })
 }
 
 /// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
@@ -264,9 +267,10 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
     Ok(text)
 }
 
-/// The traces' files for the scenario's header: whole names, as many as fit in about 200
-/// characters, then how many more (a name is never cut in the middle).
-fn files_named(names: &[&str]) -> String {
+/// The traces' files for the scenario's header, and where a job-level error of the import
+/// ([`import_traces`]) is: whole names, as many as fit in about 200 characters, then how many
+/// more (a name is never cut in the middle).
+pub fn files_named(names: &[&str]) -> String {
     let mut shown = String::new();
     for (index, name) in names.iter().enumerate() {
         let name = comment_text(name);
