@@ -131,11 +131,8 @@ def test_a_mismatch_issues_the_fault_s_collective_in_place_of_the_op(
     assert [r["event"] for r in document["watchdog"]] == ["fault"]
 
 
-def test_a_mismatch_at_a_barrier_issues_the_collective_and_waits_for_it(resolve, interpret,
-                                                                        tmp_path):
-    source = scenario_file(tmp_path, "barrier_mismatch", """
-repeat = 2
-warmup = 0
+# One rank whose barrier "b" is issued as an all_gather instead (a mismatch fault).
+BARRIER_AS_ALL_GATHER = """
 [cluster]
 ranks = 1
 [[op]]
@@ -146,7 +143,13 @@ ranks = [0]
 at = "b"
 kind = "mismatch"
 collective = "all_gather"
-""")
+"""
+
+
+def test_a_mismatch_at_a_barrier_issues_the_collective_and_waits_for_it(resolve, interpret,
+                                                                        tmp_path):
+    source = scenario_file(tmp_path, "barrier_mismatch",
+                           "repeat = 2\nwarmup = 0\n" + BARRIER_AS_ALL_GATHER)
     path, _ = resolve(source)
     completed, document, calls = interpret(path)
     assert completed.returncode == 0, completed.stderr
@@ -162,19 +165,8 @@ def test_a_process_taken_down_inside_a_mismatch_at_a_barrier_writes_its_collecti
     # The fault's all_gather hangs (its peers issue a barrier) and, synchronous before PyTorch
     # 2.8, blocks inside the wrapper's wait until the watchdog takes the process down: the
     # simulator writes it unfinished.
-    source = scenario_file(tmp_path, "barrier_mismatch_hang", """
-[cluster]
-ranks = 1
-[[op]]
-label = "b"
-barrier = true
-[[fault]]
-ranks = [0]
-at = "b"
-kind = "mismatch"
-collective = "all_gather"
-size = "1MiB"
-""")
+    source = scenario_file(tmp_path, "barrier_mismatch_hang",
+                           BARRIER_AS_ALL_GATHER + 'size = "1MiB"\n')
     path, _ = resolve(source)
     completed, document, _ = interpret(path, env={"FAKE_TORCH_VERSION": "2.5.1",
                                                   "FAKE_TORCH_ABORTS": "all_gather_into_tensor:1"})
