@@ -181,6 +181,9 @@ struct CollectiveLog {
     /// The Work is timed (R6): `start` is its start event.
     timed: bool,
     end: Ev,
+    /// The main thread aborted the group's communicator before the Work completed (R15): the
+    /// abort ended its kernel, and no data moved.
+    aborted: bool,
     wait: Option<WaitLog>,
 }
 
@@ -275,8 +278,10 @@ impl RunLog {
                 kernel_start_ns,
                 // The kernel starts at the event recorded just before it: the start event.
                 work_start_ns: r.timed.then_some(kernel_start_ns),
-                // R16: when the last rank arrived is not observable from one rank.
-                data_start_ns: kernel_start_ns,
+                // R16: when the last rank arrived is not observable from one rank; a Work
+                // aborted under it moved no data, and goes to the unfinished records with
+                // its kernel ended by the abort, as the simulator's.
+                data_start_ns: if r.aborted { NEVER_NS } else { kernel_start_ns },
                 end_ns: time_or_never(r.end)?,
                 last_rank: None,
                 wait,
@@ -1576,6 +1581,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 start: issued.start,
                 timed: issued.call.work_start.is_some(),
                 end,
+                aborted: false,
                 wait: None,
             },
         });
@@ -1631,6 +1637,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
                     self.note_group(Some(group), thread, event, now_ns, line);
                 }
+                self.abort_pending_works(group, collective)?;
                 self.device.abort_comm(group);
                 self.aborted[group] = true;
                 // It raises once the abort returned.
@@ -1652,6 +1659,22 @@ impl<'a, D: Device> Executor<'a, D> {
                 });
             }
             self.device.host_sleep(poll_ns);
+        }
+        Ok(())
+    }
+
+    /// Before the main thread aborts the communicator of `group` under the timed-out Work
+    /// `timed_out` (R15): that Work and every other of the group not completed by now are
+    /// aborted, their collectives written unfinished ([`CollectiveLog::aborted`]).
+    fn abort_pending_works(&mut self, group: usize, timed_out: u32) -> Result<(), HwError> {
+        for (index, work) in self.works.iter().enumerate() {
+            let record = &self.log.collectives[index].rest;
+            if work.group != group || record.aborted {
+                continue;
+            }
+            if index == timed_out as usize || !self.device.query(work.end)? {
+                self.log.collectives[index].rest.aborted = true;
+            }
         }
         Ok(())
     }
