@@ -59,7 +59,9 @@ pub struct CommError {
 impl FakeDevice {
     /// A device whose GPU is busy with a backlog: each Work is still running at every one of
     /// the first 1,000 queries, so a polling wait behind it times out (the catalogue's caught
-    /// timeouts, whose GPU sleep holds the Work past the wait's timeout).
+    /// timeouts, whose GPU sleep holds the Work past the wait's timeout), until an abort of a
+    /// communicator, which returns once the device drained (R15): every query then answers
+    /// that the Work is done.
     pub fn behind_a_backlog() -> FakeDevice {
         FakeDevice {
             query_answers: std::iter::repeat_n(false, 1000).collect(),
@@ -276,6 +278,7 @@ impl Device for FakeDevice {
     fn abort_comm(&mut self, group: usize) {
         self.aborted.push(group);
         self.calls.push(format!("abort g{group}"));
+        self.query_answers.clear();
     }
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
         Ok(self.event_times[event])
@@ -1025,8 +1028,9 @@ mod tests {
     }
 
     /// The caught timeouts of a synchronous collective's and a barrier's implicit `wait()`
-    /// (the 2.5 profile), an async barrier's, a coalescing block's, and one Work of two
-    /// groups, end as the simulator's: exceptions, findings, records, host calls, collectives
+    /// (the 2.5 profile), an async barrier's, a coalescing block's, one Work of two groups,
+    /// and a second iteration's wait on the Work the first one's timed out on (the call that
+    /// would have rebound its name raised on the aborted communicator), end as the simulator's: exceptions, findings, records, host calls, collectives
     /// and what is left unfinished (R15, R25, R27).
     #[test]
     fn caught_timeouts_of_every_call_shape_are_the_simulators_on_both_engines_r15() {
@@ -1079,6 +1083,11 @@ mod tests {
                 ),
             ),
             ("two_groups", two_groups),
+            (
+                "repeat2",
+                base.replace("repeat = 1", "repeat = 2")
+                    .replace("work = \"w\"\n", "work = \"w\"\ncatch = true\n"),
+            ),
         ];
         assert!(variants.iter().all(|(_, text)| text != base));
         let mut failures = Vec::new();
