@@ -1103,4 +1103,42 @@ mod tests {
         }
         assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     }
+
+    /// A caught `wait(timeout)` where the watchdog runs: the watchdog finds the error of the
+    /// communicator the main thread aborted (R15, R27). Under `TORCH_NCCL_ASYNC_ERROR_HANDLING`
+    /// 0 and 2 it does not take the process down: the program goes on to its end on both
+    /// engines, with the same findings and records; under 1 and 3 hw takes it down at the
+    /// finding, before the next op (the simulator after the dump wait).
+    #[test]
+    fn a_caught_wait_timeouts_watchdog_finding_takes_the_process_down_where_the_mode_does_r27() {
+        let base = include_str!("../../scenarios/wait_timeout.toml");
+        for mode in 0..=3u8 {
+            let text = base.replace(
+                "[cluster]",
+                &format!("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n\n[cluster]"),
+            );
+            let run = behind_a_backlog_on_both(&text);
+            let ops =
+                |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
+            let simulated_ops = ops(&run.simulated.ranks[0]);
+            assert_eq!(simulated_ops, [0, 1, 2, 3], "mode {mode}");
+            let taken_down = mode == 1 || mode == 3;
+            let ran_ops = if taken_down {
+                &simulated_ops[..3]
+            } else {
+                &simulated_ops[..]
+            };
+            assert_eq!(ops(&run.rank0), ran_ops, "mode {mode}");
+            assert_eq!(
+                finding_fields(&run.findings),
+                finding_fields(&run.simulated.findings),
+                "mode {mode}"
+            );
+            assert_eq!(
+                reenacted_records(&run.records),
+                reenacted_records(&run.simulated.watchdog),
+                "mode {mode}"
+            );
+        }
+    }
 }
