@@ -28,7 +28,7 @@ use sim::pg::work::NcclAsyncError;
 pub use sim::pg::Kernel;
 use sim::pg::{work, work_text, NcclCall, ProcessGroupNccl, Step};
 use sim::random::apply_jitter;
-use sim::scenario::{CollectiveKind, Op, OpKind, P2pTransfer, Scenario, TensorId};
+use sim::scenario::{CollectiveKind, ErrorHandling, Op, OpKind, P2pTransfer, Scenario, TensorId};
 use sim::timeline::{
     CacheRelease, CollectiveRecord, ExceptionRecord, Finding, FindingKind, HostBlock, HostCall,
     KernelClass, KernelRecord, MarkRecord, OpRef, QueryRecord, RankTimeline, StreamRef,
@@ -181,6 +181,9 @@ struct CollectiveLog {
     /// The Work is timed (R6): `start` is its start event.
     timed: bool,
     end: Ev,
+    /// The main thread aborted the group's communicator before the Work completed (R15): the
+    /// abort ended its kernel, and no data moved.
+    aborted: bool,
     wait: Option<WaitLog>,
 }
 
@@ -275,8 +278,10 @@ impl RunLog {
                 kernel_start_ns,
                 // The kernel starts at the event recorded just before it: the start event.
                 work_start_ns: r.timed.then_some(kernel_start_ns),
-                // R16: when the last rank arrived is not observable from one rank.
-                data_start_ns: kernel_start_ns,
+                // R16: when the last rank arrived is not observable from one rank; a Work
+                // aborted under it moved no data, and goes to the unfinished records with
+                // its kernel ended by the abort, as the simulator's.
+                data_start_ns: if r.aborted { NEVER_NS } else { kernel_start_ns },
                 end_ns: time_or_never(r.end)?,
                 last_rank: None,
                 wait,
@@ -1576,6 +1581,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 start: issued.start,
                 timed: issued.call.work_start.is_some(),
                 end,
+                aborted: false,
                 wait: None,
             },
         });
@@ -1631,6 +1637,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
                     self.note_group(Some(group), thread, event, now_ns, line);
                 }
+                self.abort_pending_works(group, collective)?;
                 self.device.abort_comm(group);
                 self.aborted[group] = true;
                 // It raises once the abort returned.
@@ -1656,10 +1663,27 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
+    /// Before the main thread aborts the communicator of `group` under the timed-out Work
+    /// `timed_out` (R15): that Work and every other of the group not completed by now are
+    /// aborted, their collectives written unfinished ([`CollectiveLog::aborted`]).
+    fn abort_pending_works(&mut self, group: usize, timed_out: u32) -> Result<(), HwError> {
+        for (index, work) in self.works.iter().enumerate() {
+            let record = &self.log.collectives[index].rest;
+            if work.group != group || record.aborted {
+                continue;
+            }
+            if index == timed_out as usize || !self.device.query(work.end)? {
+                self.log.collectives[index].rest.aborted = true;
+            }
+        }
+        Ok(())
+    }
+
     /// A polling wait's timeout (R15) on the Work of end event `end`, which the program caught:
     /// its `wait_timeout` finding (`finding`), and where the watchdog runs, its finding of the
     /// error of the communicator the main thread aborted under the Work, in the raise's
-    /// millisecond ([`Self::aborted_found`]), after which hw takes the process down.
+    /// millisecond ([`Self::aborted_found`]), after which hw takes the process down where
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` tears down (1, 3).
     fn timeout_caught(&mut self, iteration: u32, op: &Op, (end, finding): (Ev, String)) {
         let stream = self.plan.streams[op.stream].name.clone();
         self.log.findings.push(Finding {
@@ -1676,7 +1700,40 @@ impl<'a, D: Device> Executor<'a, D> {
             let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
             self.note_group(Some(watchdog), thread, event, at_ns, found.message.clone());
             self.log.findings.push(found);
-            self.watchdog_found = Some(watchdog);
+            self.left_running(watchdog, at_ns);
+        }
+    }
+
+    /// The watchdog of `watchdog` found, at `at_ns`, the error of the communicator the main
+    /// thread aborted after a caught wait's timeout; `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides
+    /// (R27), without the dump wait: 1 and 3 take the process down before the next op
+    /// ([`Self::watchdog_found`]); 0 leaves the error alone and 2 aborts the communicators,
+    /// whose abort returns at once (the main thread's returned), and the program goes on, as
+    /// the simulator's, with its records.
+    fn left_running(&mut self, watchdog: usize, at_ns: u64) {
+        let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
+        let name = &self.scenario.groups[watchdog].name;
+        let handling = match mode {
+            _ if mode.tears_down() => {
+                self.watchdog_found = Some(watchdog);
+                return;
+            }
+            ErrorHandling::NoHandling => {
+                vec![(
+                    WatchdogEvent::NoHandling,
+                    work::error_left_alone(rank, mode),
+                )]
+            }
+            _ => vec![
+                (WatchdogEvent::Abort, work::watchdog_abort(rank, mode, name)),
+                (
+                    WatchdogEvent::AbortReturned,
+                    work::watchdog_abort_returned(rank, mode, name),
+                ),
+            ],
+        };
+        for (event, message) in handling {
+            self.note_group(Some(watchdog), ThreadKind::Watchdog, event, at_ns, message);
         }
     }
 

@@ -59,7 +59,9 @@ pub struct CommError {
 impl FakeDevice {
     /// A device whose GPU is busy with a backlog: each Work is still running at every one of
     /// the first 1,000 queries, so a polling wait behind it times out (the catalogue's caught
-    /// timeouts, whose GPU sleep holds the Work past the wait's timeout).
+    /// timeouts, whose GPU sleep holds the Work past the wait's timeout), until an abort of a
+    /// communicator, which returns once the device drained (R15): every query then answers
+    /// that the Work is done.
     pub fn behind_a_backlog() -> FakeDevice {
         FakeDevice {
             query_answers: std::iter::repeat_n(false, 1000).collect(),
@@ -276,6 +278,7 @@ impl Device for FakeDevice {
     fn abort_comm(&mut self, group: usize) {
         self.aborted.push(group);
         self.calls.push(format!("abort g{group}"));
+        self.query_answers.clear();
     }
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
         Ok(self.event_times[event])
@@ -913,6 +916,228 @@ mod tests {
             assert!(
                 ran.iter().all(|(_, group, _)| *group == Some(sub as u16)),
                 "{ran:?}"
+            );
+        }
+    }
+
+    /// What rank 0's Timeline part says of its program, but for the times each engine
+    /// measures: its exceptions, findings and records, its host calls, collectives (and the
+    /// op of their wait), what it left unfinished.
+    fn caught_outline(
+        rank0: &RankTimeline,
+        findings: &[Finding],
+        records: &[WatchdogRecord],
+    ) -> Vec<String> {
+        let rank0_findings: Vec<_> = findings
+            .iter()
+            .filter(|f| f.rank == Some(0))
+            .cloned()
+            .collect();
+        let rank0_records: Vec<_> = records.iter().filter(|r| r.rank == 0).cloned().collect();
+        let mut outline = vec![
+            format!("exceptions {:?}", exception_fields(rank0)),
+            format!("findings {:?}", finding_fields(&rank0_findings)),
+            format!("records {:?}", reenacted_records(&rank0_records)),
+        ];
+        outline.extend(
+            rank0
+                .host
+                .iter()
+                .map(|c| format!("host {} op {}", c.iteration, c.op)),
+        );
+        outline.extend(rank0.collectives.iter().map(|c| {
+            format!(
+                "collective {} op {} g{} seq {} wait {:?}",
+                c.iteration,
+                c.op,
+                c.group,
+                c.seq,
+                c.wait.as_ref().map(|w| w.op)
+            )
+        }));
+        outline.extend(rank0.unfinished_collectives.iter().map(|c| {
+            format!(
+                "unfinished collective {} op {} g{} seq {} wait {:?}",
+                c.iteration,
+                c.op,
+                c.group,
+                c.seq,
+                c.wait.as_ref().map(|w| w.op)
+            )
+        }));
+        outline.push(format!(
+            "unfinished host {:?}",
+            rank0
+                .unfinished_host
+                .as_ref()
+                .map(|u| (u.iteration, u.op, u.blocked_on))
+        ));
+        outline.push(format!(
+            "unfinished iteration {:?}",
+            rank0.unfinished_iteration
+        ));
+        outline
+    }
+
+    /// Rank 0 of `text` on `device` and simulated, outlined ([`caught_outline`]).
+    fn caught_outlines(text: &str, mut device: FakeDevice) -> (Vec<String>, Vec<String>) {
+        let scenario = sim::scenario::parse("caught.toml", text).unwrap();
+        let plan = rank0_plan(&scenario).unwrap();
+        let mut executor = Executor::new(&scenario, &plan, &mut device);
+        executor.setup().unwrap();
+        let mut log = executor.run().unwrap();
+        let (findings, records) = (
+            std::mem::take(&mut log.findings),
+            std::mem::take(&mut log.records),
+        );
+        let rank0 = log
+            .resolve(&plan, |event| Ok(device.time_of(event)))
+            .unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        (
+            caught_outline(&rank0, &findings, &records),
+            caught_outline(
+                &simulated.ranks[0],
+                &simulated.findings,
+                &simulated.watchdog,
+            ),
+        )
+    }
+
+    /// The Work whose timed-out wait the program caught was aborted under it: the simulator
+    /// writes its collective unfinished, the kernel ended by the abort and no data moved
+    /// (R15, R27); hw writes it the same way, not as a collective that completed when the
+    /// aborted kernel's end event fired.
+    #[test]
+    fn a_caught_timeouts_aborted_collective_is_unfinished_on_both_engines_r15() {
+        let OnBoth {
+            rank0, simulated, ..
+        } = behind_a_backlog_on_both(include_str!("../../scenarios/caught_timeout.toml"));
+        let shape = |t: &RankTimeline| -> Vec<_> {
+            (t.unfinished_collectives.iter())
+                .map(|c| {
+                    let wait = c.wait.as_ref().map(|w| w.op);
+                    (c.iteration, c.op, c.seq, c.kernel_end_ns.is_some(), wait)
+                })
+                .collect()
+        };
+        assert!(simulated.ranks[0].collectives.is_empty());
+        assert_eq!(shape(&simulated.ranks[0]), [(0, 1, 1, true, Some(2))]);
+        assert!(rank0.collectives.is_empty(), "{:?}", rank0.collectives);
+        assert_eq!(shape(&rank0), shape(&simulated.ranks[0]));
+    }
+
+    /// The caught timeouts of a synchronous collective's and a barrier's implicit `wait()`
+    /// (the 2.5 profile), an async barrier's, a coalescing block's, one Work of two groups,
+    /// and a second iteration's wait on the Work the first one's timed out on (the call that
+    /// would have rebound its name raised on the aborted communicator), end as the simulator's: exceptions, findings, records, host calls, collectives
+    /// and what is left unfinished (R15, R25, R27).
+    #[test]
+    fn caught_timeouts_of_every_call_shape_are_the_simulators_on_both_engines_r15() {
+        let base = include_str!("../../scenarios/caught_timeout.toml");
+        let t25 = base.replace("warmup = 0\n", "warmup = 0\ntorch = \"2.5\"\n");
+        let no_wait = |t: &str| {
+            t.replace(
+                "[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n",
+                "",
+            )
+        };
+        let two_groups = base
+            .replace("[tensors]", "[groups.sub]\nranks = [0]\neager_init = true\ntimeout_s = 0.5\n\n[tensors]")
+            .replace("label = \"retry\"\nall_reduce = \"x\"\ncatch = true\n", "label = \"retry\"\nall_reduce = \"x\"\ngroup = \"sub\"\nasync_op = true\nwork = \"w2\"\n\n[[op]]\nwait = \"w2\"\ncatch = true\n");
+        let variants = vec![
+            (
+                "sync25",
+                no_wait(&t25.replace("async_op = true\nwork = \"w\"\n", "catch = true\n")),
+            ),
+            (
+                "barrier25",
+                no_wait(&t25.replace(
+                    "all_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n",
+                    "barrier = true\ncatch = true\n",
+                )),
+            ),
+            (
+                "barrier212",
+                no_wait(&base.replace(
+                    "all_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n",
+                    "barrier = true\ncatch = true\n",
+                )),
+            ),
+            (
+                "async_barrier",
+                base.replace(
+                    "all_reduce = \"x\"\nasync_op = true\n",
+                    "barrier = true\nasync_op = true\n",
+                ),
+            ),
+            (
+                "coalesce",
+                base.replace(
+                    "[tensors]\nx = \"1MiB\"",
+                    "[tensors]\nx = { size = \"1MiB\", count = 2 }",
+                )
+                .replace(
+                    "all_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n",
+                    "all_reduce = \"x\"\ncoalesce = true\nasync_op = true\nwork = \"w\"\n",
+                ),
+            ),
+            ("two_groups", two_groups),
+            (
+                "repeat2",
+                base.replace("repeat = 1", "repeat = 2")
+                    .replace("work = \"w\"\n", "work = \"w\"\ncatch = true\n"),
+            ),
+        ];
+        assert!(variants.iter().all(|(_, text)| text != base));
+        let mut failures = Vec::new();
+        for (name, text) in variants {
+            let (hw, sim) = caught_outlines(&text, FakeDevice::behind_a_backlog());
+            if hw != sim {
+                failures.push(format!(
+                    "{name}:\n hw:  {}\n sim: {}",
+                    hw.join("\n      "),
+                    sim.join("\n      ")
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+
+    /// A caught `wait(timeout)` where the watchdog runs: the watchdog finds the error of the
+    /// communicator the main thread aborted (R15, R27). Under `TORCH_NCCL_ASYNC_ERROR_HANDLING`
+    /// 0 and 2 it does not take the process down: the program goes on to its end on both
+    /// engines, with the same findings and records; under 1 and 3 hw takes it down at the
+    /// finding, before the next op (the simulator after the dump wait).
+    #[test]
+    fn a_caught_wait_timeouts_watchdog_finding_takes_the_process_down_where_the_mode_does_r27() {
+        let base = include_str!("../../scenarios/wait_timeout.toml");
+        for mode in 0..=3u8 {
+            let text = base.replace(
+                "[cluster]",
+                &format!("[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n\n[cluster]"),
+            );
+            let run = behind_a_backlog_on_both(&text);
+            let ops =
+                |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
+            let simulated_ops = ops(&run.simulated.ranks[0]);
+            assert_eq!(simulated_ops, [0, 1, 2, 3], "mode {mode}");
+            let taken_down = mode == 1 || mode == 3;
+            let ran_ops = if taken_down {
+                &simulated_ops[..3]
+            } else {
+                &simulated_ops[..]
+            };
+            assert_eq!(ops(&run.rank0), ran_ops, "mode {mode}");
+            assert_eq!(
+                finding_fields(&run.findings),
+                finding_fields(&run.simulated.findings),
+                "mode {mode}"
+            );
+            assert_eq!(
+                reenacted_records(&run.records),
+                reenacted_records(&run.simulated.watchdog),
+                "mode {mode}"
             );
         }
     }

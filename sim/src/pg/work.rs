@@ -144,6 +144,25 @@ pub fn watchdog_abort(rank: u32, mode: ErrorHandling, group: &str) -> String {
     )
 }
 
+/// The watchdog's abort of group `group`'s communicators under `mode` (1 or 2) returned, and,
+/// as mode 2 leaves the process running, it goes on (R27). Both engines log it (an
+/// `abort_returned` record).
+pub fn watchdog_abort_returned(rank: u32, mode: ErrorHandling, group: &str) -> String {
+    format!(
+        "[Rank {rank}] {}: the abort of the communicators of group {group} returned; the watchdog goes on",
+        error_handling_setting(mode)
+    )
+}
+
+/// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=0` the watchdog leaves the error it found alone
+/// (R27). Both engines log it (a `no_handling` record).
+pub fn error_left_alone(rank: u32, mode: ErrorHandling) -> String {
+    format!(
+        "[Rank {rank}] {}: the error is left alone; the process and its hung collective stay",
+        error_handling_setting(mode)
+    )
+}
+
 /// The last line of rank `rank`'s process when its main thread raised an exception nobody
 /// caught (a polling `wait()`'s timeout, R15; `DistStoreError`, R29). Both engines log it (an
 /// `exit` record).

@@ -8,7 +8,9 @@
 //! from a verdict to the process's end, and its tests drive that chain through the modes.
 
 use super::{ms, next_tick_ns, wake, Command, Failure, RunView, Wake};
-use crate::pg::work::{error_handling_setting, watchdog_abort};
+use crate::pg::work::{
+    error_handling_setting, error_left_alone, watchdog_abort, watchdog_abort_returned,
+};
 use crate::scenario::{ErrorHandling, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -114,7 +116,7 @@ impl Failure<'_> {
                 Some(group),
                 (ThreadKind::Watchdog, WatchdogEvent::NoHandling),
                 now_ns,
-                format!("[Rank {rank_id}] {}: the error is left alone; the process and its hung collective stay", error_handling_setting(mode)),
+                error_left_alone(rank_id, mode),
             );
         }
         if !mode.cleans_up() {
@@ -158,29 +160,6 @@ impl Failure<'_> {
             let check = Wake::AbortStallCheck { since_ns };
             self.heartbeat_stalls((rank, group), since_ns, u64::MAX, check, out);
         }
-    }
-
-    /// A watchdog line about its abort: `[Rank r] TORCH_NCCL_ASYNC_ERROR_HANDLING=<n> (<name>): `
-    /// and `what`, its `{group}` replaced by the group's name.
-    fn note_abort(
-        &mut self,
-        (rank, group, event): (u32, GroupId, WatchdogEvent),
-        now_ns: u64,
-        what: &str,
-    ) {
-        let message = format!(
-            "[Rank {}] {}: {}",
-            self.rank_id(rank),
-            error_handling_setting(self.scenario.env.async_error_handling),
-            what.replace("{group}", &self.scenario.groups[group].name)
-        );
-        self.note(
-            rank,
-            Some(group),
-            (ThreadKind::Watchdog, event),
-            now_ns,
-            message,
-        );
     }
 
     /// The watchdog's abort returns once its least time passed and the device drained: every
@@ -231,11 +210,10 @@ impl Failure<'_> {
             self.watchdogs[index].own_abort_stall_since_ns = None;
             out.push(Command::AbortReturned { rank, group });
             if !mode.tears_down() {
-                self.note_abort(
-                    (rank, group, WatchdogEvent::AbortReturned),
-                    now_ns,
-                    "the abort of the communicators of group {group} returned; the watchdog goes on",
-                );
+                let name = &self.scenario.groups[group].name;
+                let message = watchdog_abort_returned(self.rank_id(rank), mode, name);
+                let thread_event = (ThreadKind::Watchdog, WatchdogEvent::AbortReturned);
+                self.note(rank, Some(group), thread_event, now_ns, message);
             }
         }
         if mode.tears_down() {
