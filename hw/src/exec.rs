@@ -213,7 +213,8 @@ pub struct RunLog {
     /// The exceptions the program caught (`catch = true`), as the Timeline's `exceptions`.
     exceptions: Vec<ExceptionRecord>,
     /// Whether the run ended before its program did (a timeout, an async error, a dead
-    /// process, an out-of-memory): the GPU may still hold work that will never end.
+    /// process, an out-of-memory), or the watchdog took the process down at its end (after a
+    /// caught wait's timeout): the GPU may still hold work that will never end.
     pub ended_early: bool,
     /// The host call the run's early end left open, as the simulator's.
     pub unfinished_host: Option<UnfinishedHostCall>,
@@ -396,9 +397,12 @@ pub struct Executor<'a, D: Device> {
     /// ended there, and the program goes on at the next op.
     caught: bool,
     /// The process group whose watchdog found the error of the communicator the main thread
-    /// aborted under a Work whose timed-out wait the program caught (R15, R27): hw takes the
-    /// process down at the verdict, before the next op.
-    watchdog_found: Option<usize>,
+    /// aborted under a Work whose timed-out wait the program caught (R15, R27), where
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` tears down, and when the simulator's watchdog takes
+    /// the process down (after the stack trace and the dump wait,
+    /// [`work::traced_error_handled_ns`]): hw takes it down then, before the next op, or at the
+    /// program's end if that comes first.
+    watchdog_found: Option<(usize, u64)>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
     #[cfg(test)]
     executed: Vec<Step>,
@@ -613,7 +617,7 @@ impl<'a, D: Device> Executor<'a, D> {
             // Until the program passed this iteration, a run that ends leaves it unfinished.
             self.log.unfinished_iteration = Some(iteration);
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
-                if self.taken_down_by_watchdog_found() {
+                if self.taken_down_after_the_dump_wait() {
                     return Ok(false);
                 }
                 if let Some(failure) = self.device.watchdog_failure() {
@@ -655,18 +659,43 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         self.log.unfinished_iteration = None;
-        Ok(!self.taken_down_by_watchdog_found())
+        Ok(!self.taken_down_at_the_programs_end())
     }
 
-    /// Whether the watchdog found the error of a communicator the main thread aborted under a
-    /// Work whose timed-out wait the program caught ([`Self::watchdog_found`]): hw then takes
-    /// the process down, as at every verdict of the watchdog.
-    fn taken_down_by_watchdog_found(&mut self) -> bool {
-        let Some(watchdog) = self.watchdog_found.take() else {
+    /// Whether the simulator's watchdog would have taken the process down by now, after the
+    /// dump wait that followed its finding of the error of a communicator the main thread
+    /// aborted under a Work whose timed-out wait the program caught ([`Self::watchdog_found`]):
+    /// hw then takes it down, before the next op.
+    fn taken_down_after_the_dump_wait(&mut self) -> bool {
+        let Some((watchdog, handled_ns)) = self.watchdog_found else {
             return false;
         };
         let at_ns = self.device.now_ns();
-        self.take_down(Some(watchdog), at_ns);
+        if at_ns < handled_ns {
+            return false;
+        }
+        self.watchdog_found = None;
+        let dump_wait_ms = work::dump_wait_ns(self.scenario) / 1_000_000;
+        let when =
+            format!("after the watchdog's dump wait ({dump_wait_ms} ms), before the next op");
+        self.take_down(Some(watchdog), at_ns, &when);
+        self.log.ended_early = true;
+        true
+    }
+
+    /// Whether the program ended before the simulator's watchdog would take the process down
+    /// ([`Self::watchdog_found`]): hw takes it down now, at the program's end, rather than wait
+    /// the rest of the dump wait (60 s by default) for nothing; every iteration finished.
+    fn taken_down_at_the_programs_end(&mut self) -> bool {
+        let Some((watchdog, _)) = self.watchdog_found.take() else {
+            return false;
+        };
+        let at_ns = self.device.now_ns();
+        self.take_down(
+            Some(watchdog),
+            at_ns,
+            "at the program's end, without the dump wait",
+        );
         self.log.ended_early = true;
         true
     }
@@ -893,7 +922,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let exit = work::exception_not_caught(rank);
                 self.note_group(Some(raised_for), thread, WatchdogEvent::Exit, at_ns, exit);
             }
-            None => self.take_down(group, at_ns),
+            None => self.take_down(group, at_ns, "now, without the dump wait"),
         }
         // A wait's own timeout names the stream current at the wait, as the simulator's does.
         let stream = match (kind, op) {
@@ -919,12 +948,12 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
-    /// hw takes the process down at a verdict of the watchdog of `group`, found at `at_ns`,
-    /// whatever the GPU still holds (R27 without the dump wait): the watchdog's error handling
-    /// first aborts, under modes 1 and 2, the communicators of that group alone (PyTorch's
-    /// `abortComms()` of that process group, whose own watchdog found it; another group's
-    /// communicators run on).
-    fn take_down(&mut self, group: Option<usize>, at_ns: u64) {
+    /// hw takes the process down at `at_ns` (`when`, in the exit record's words) after a
+    /// verdict of the watchdog of `group`, whatever the GPU still holds (R27): the watchdog's
+    /// error handling first aborts, under modes 1 and 2, the communicators of that group alone
+    /// (PyTorch's `abortComms()` of that process group, whose own watchdog found it; another
+    /// group's communicators run on).
+    fn take_down(&mut self, group: Option<usize>, at_ns: u64, when: &str) {
         let rank = self.plan.rank;
         let thread = ThreadKind::Watchdog;
         let mode = self.scenario.env.async_error_handling;
@@ -935,8 +964,8 @@ impl<'a, D: Device> Executor<'a, D> {
             self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
         }
         let exit = format!(
-            "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down now, \
-             without waiting for the GPU's work (R27, no dump wait)",
+            "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down {when}, \
+             without waiting for the GPU's work (R27)",
             mode.number()
         );
         self.note_group(group, thread, WatchdogEvent::Exit, at_ns, exit);
@@ -1683,7 +1712,8 @@ impl<'a, D: Device> Executor<'a, D> {
     /// its `wait_timeout` finding (`finding`), and where the watchdog runs, its finding of the
     /// error of the communicator the main thread aborted under the Work, in the raise's
     /// millisecond ([`Self::aborted_found`]), after which hw takes the process down where
-    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` tears down (1, 3).
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` tears down (1, 3), after the dump wait or at the
+    /// program's end ([`Self::watchdog_found`]).
     fn timeout_caught(&mut self, iteration: u32, op: &Op, (end, finding): (Ev, String)) {
         let stream = self.plan.streams[op.stream].name.clone();
         self.log.findings.push(Finding {
@@ -1706,16 +1736,18 @@ impl<'a, D: Device> Executor<'a, D> {
 
     /// The watchdog of `watchdog` found, at `at_ns`, the error of the communicator the main
     /// thread aborted after a caught wait's timeout; `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides
-    /// (R27), without the dump wait: 1 and 3 take the process down before the next op
+    /// (R27): 1 and 3 take the process down once the simulator's watchdog would, after the
+    /// stack trace and the dump wait, or at the program's end if that comes first
     /// ([`Self::watchdog_found`]); 0 leaves the error alone and 2 aborts the communicators,
-    /// whose abort returns at once (the main thread's returned), and the program goes on, as
-    /// the simulator's, with its records.
+    /// whose abort returns at once (the main thread's returned), at the finding, without the
+    /// dump wait, and the program goes on, as the simulator's, with its records.
     fn left_running(&mut self, watchdog: usize, at_ns: u64) {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         let name = &self.scenario.groups[watchdog].name;
         let handling = match mode {
             _ if mode.tears_down() => {
-                self.watchdog_found = Some(watchdog);
+                let handled_ns = work::traced_error_handled_ns(self.scenario, at_ns);
+                self.watchdog_found = Some((watchdog, handled_ns));
                 return;
             }
             ErrorHandling::NoHandling => {

@@ -715,7 +715,7 @@ mod tests {
 
     /// A run's records but the dump signal and its sleep, which hw does not re-enact (R27), and
     /// the words of the process's end, which hw's own (it takes the process down at the
-    /// watchdog's verdict, without the dump wait).
+    /// watchdog's verdict, or at the program's end, without the dump wait).
     fn reenacted_records(records: &[WatchdogRecord]) -> Vec<RecordFields> {
         let not_reenacted = [
             WatchdogEvent::StackTrace,
@@ -751,22 +751,20 @@ mod tests {
     /// issues anything, and runs to its end; `wait_timeout` (`wait(timeout)`, where the
     /// watchdog runs) catches the wait's, and the watchdog finds the aborted communicator's
     /// error. The exceptions, findings and records are the simulator's, but for the
-    /// milliseconds measured; hw takes the process down at the watchdog's verdict, the
-    /// simulator after the dump wait, so `wait_timeout`'s last op runs in the simulator only.
+    /// milliseconds measured; both run to the program's end, `wait_timeout`'s take-down after
+    /// it (the simulator's after the dump wait, hw's at the program's end).
     #[test]
     fn the_catalogues_caught_timeouts_are_the_simulators_exceptions_and_findings_on_both_engines() {
-        for (text, exceptions, findings, runs_to_its_end) in [
+        for (text, exceptions, findings) in [
             (
                 include_str!("../../scenarios/caught_timeout.toml"),
                 2,
                 vec![FindingKind::WaitTimeout],
-                true,
             ),
             (
                 include_str!("../../scenarios/wait_timeout.toml"),
                 1,
                 vec![FindingKind::WaitTimeout, FindingKind::AsyncError],
-                false,
             ),
         ] {
             let OnBoth {
@@ -788,16 +786,11 @@ mod tests {
             assert_eq!(kinds, findings, "{name}");
             let ops =
                 |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
-            let simulated_ops = ops(&simulated.ranks[0]);
-            if runs_to_its_end {
-                assert_eq!(ops(&rank0), simulated_ops, "{name}");
-            } else {
-                assert_eq!(
-                    ops(&rank0),
-                    simulated_ops[..simulated_ops.len() - 1],
-                    "{name}"
-                );
-            }
+            assert_eq!(ops(&rank0), ops(&simulated.ranks[0]), "{name}");
+            assert_eq!(
+                rank0.unfinished_iteration, simulated.ranks[0].unfinished_iteration,
+                "{name}"
+            );
         }
     }
 
@@ -1106,11 +1099,12 @@ mod tests {
 
     /// A caught `wait(timeout)` where the watchdog runs: the watchdog finds the error of the
     /// communicator the main thread aborted (R15, R27). Under `TORCH_NCCL_ASYNC_ERROR_HANDLING`
-    /// 0 and 2 it does not take the process down: the program goes on to its end on both
-    /// engines, with the same findings and records; under 1 and 3 hw takes it down at the
-    /// finding, before the next op (the simulator after the dump wait).
+    /// 0 and 2 it does not take the process down; under 1 and 3 it does, after the dump wait
+    /// (60 s), long after the program's end: the program goes on to its end on both engines,
+    /// every iteration finished, with the same findings and records (hw takes the process down
+    /// at the program's end, without the dump wait).
     #[test]
-    fn a_caught_wait_timeouts_watchdog_finding_takes_the_process_down_where_the_mode_does_r27() {
+    fn a_caught_wait_timeouts_watchdog_finding_lets_the_program_run_to_its_end_in_every_mode_r27() {
         let base = include_str!("../../scenarios/wait_timeout.toml");
         for mode in 0..=3u8 {
             let text = base.replace(
@@ -1122,13 +1116,9 @@ mod tests {
                 |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
             let simulated_ops = ops(&run.simulated.ranks[0]);
             assert_eq!(simulated_ops, [0, 1, 2, 3], "mode {mode}");
-            let taken_down = mode == 1 || mode == 3;
-            let ran_ops = if taken_down {
-                &simulated_ops[..3]
-            } else {
-                &simulated_ops[..]
-            };
-            assert_eq!(ops(&run.rank0), ran_ops, "mode {mode}");
+            assert_eq!(ops(&run.rank0), simulated_ops, "mode {mode}");
+            assert_eq!(run.simulated.ranks[0].unfinished_iteration, None);
+            assert_eq!(run.rank0.unfinished_iteration, None, "mode {mode}");
             assert_eq!(
                 finding_fields(&run.findings),
                 finding_fields(&run.simulated.findings),
@@ -1139,6 +1129,55 @@ mod tests {
                 reenacted_records(&run.simulated.watchdog),
                 "mode {mode}"
             );
+            let exit = (run.records.iter())
+                .find(|r| r.event == WatchdogEvent::Exit)
+                .map(|r| r.message.as_str());
+            let tears_down = mode == 1 || mode == 3;
+            assert_eq!(
+                exit.is_some_and(|m| m.contains("at the program's end, without the dump wait")),
+                tears_down,
+                "mode {mode}: {exit:?}"
+            );
         }
+    }
+
+    /// A dump wait shorter than what follows the caught `wait(timeout)`
+    /// (`TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 10`: 40 ms; then a 200 ms host sleep): the
+    /// watchdog takes the process down during the sleep in the simulator, and hw, which checks
+    /// before each op, before the next one (`done`): the sleep runs on both engines, `done` on
+    /// neither, and the iteration is left unfinished on both (R27).
+    #[test]
+    fn a_caught_wait_timeouts_take_down_comes_after_the_simulators_dump_wait_r27() {
+        let text = include_str!("../../scenarios/wait_timeout.toml")
+            .replace(
+                "[cluster]",
+                "[env]\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 10\n\n[cluster]",
+            )
+            .replace(
+                "label = \"done\"",
+                "label = \"pause\"\nhost_sleep_us = 200_000\n\n[[op]]\nlabel = \"done\"",
+            );
+        let run = behind_a_backlog_on_both(&text);
+        let ops = |t: &RankTimeline| -> Vec<u32> { t.host.iter().map(|call| call.op).collect() };
+        assert_eq!(ops(&run.rank0), [0, 1, 2, 3]);
+        let simulated = &run.simulated.ranks[0];
+        let simulated_ops: Vec<u32> = (ops(simulated).into_iter())
+            .chain(simulated.unfinished_host.as_ref().map(|call| call.op))
+            .collect();
+        assert_eq!(simulated_ops, [0, 1, 2, 3]);
+        assert_eq!(simulated.unfinished_iteration, Some(0));
+        assert_eq!(run.rank0.unfinished_iteration, Some(0));
+        assert_eq!(
+            reenacted_records(&run.records),
+            reenacted_records(&run.simulated.watchdog)
+        );
+        let exit = (run.records.iter())
+            .find(|r| r.event == WatchdogEvent::Exit)
+            .map(|r| r.message.clone())
+            .unwrap_or_default();
+        assert!(
+            exit.contains("after the watchdog's dump wait (40 ms)"),
+            "{exit}"
+        );
     }
 }

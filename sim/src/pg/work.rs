@@ -5,7 +5,7 @@
 //! clock), so both engines call these functions with their own times: the simulator with
 //! simulated ones, `hw` with its host clock's.
 
-use crate::scenario::{Env, ErrorHandling, Op};
+use crate::scenario::{Env, ErrorHandling, Op, Scenario};
 
 /// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
 pub const WATCHDOG_POLL_NS: u64 = 100_000_000;
@@ -35,6 +35,38 @@ pub fn wait_timeout_reaches_watchdog(env: &Env) -> bool {
 /// aborted communicator's error only after the raise. Only where the watchdog runs.
 pub fn wait_abort_stalls_watchdog(env: &Env) -> bool {
     watchdog_runs(env)
+}
+
+/// How long the watchdog symbolises a timed-out Work's stack trace from the Flight Recorder
+/// (`host.watchdog_stack_trace_us`): nothing to symbolise with the recorder off
+/// (`TORCH_FR_BUFFER_SIZE = 0`; PyTorch 2.11 then logs at once that it found none,
+/// docs/watchdog.md).
+pub fn stack_trace_ns(scenario: &Scenario) -> u64 {
+    match scenario.env.trace_buffer_entries {
+        0 => 0,
+        _ => scenario.host.watchdog_stack_trace_ns,
+    }
+}
+
+/// How long after the dump signal the watchdog goes on to handle the error (R27): its sleep
+/// for the dumps, 4 × `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`, and no less than the rank's own
+/// dump takes (`host.flight_recorder_dump_us`). Measured on PyTorch 2.11: 4 × the timeout
+/// plus 6 ms from a 1 s timeout up, 1.1–1.6 s for 100 and 250 ms
+/// (tests/data/torch/probes/dump_wait.txt).
+/// The same with the recorder off (`TORCH_FR_BUFFER_SIZE = 0`): launched directly, PyTorch
+/// 2.11 went down 1.000 s after the signal at 250 ms with the recorder off and on alike
+/// (tests/data/torch/probes/fr_off.txt), so the recorder makes no measured difference.
+pub fn dump_wait_ns(scenario: &Scenario) -> u64 {
+    (4 * scenario.env.wait_timeout_dump_ns).max(scenario.host.flight_recorder_dump_ns)
+}
+
+/// When the watchdog, having found at `found_ns` an error whose Work it traces (a timeout, or
+/// the error of a communicator a wait's timeout aborted), goes on to handle it under
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING` (R27): after the stack trace ([`stack_trace_ns`]) and the
+/// dump wait ([`dump_wait_ns`]). Modes 1 and 3 take the process down then (mode 1 once its
+/// abort returned: at once where the main thread's abort already returned, R15).
+pub fn traced_error_handled_ns(scenario: &Scenario, found_ns: u64) -> u64 {
+    found_ns + stack_trace_ns(scenario) + dump_wait_ns(scenario)
 }
 
 /// The earliest a wait that timed out at `timed_out_ns` raises to the program (R15): the main

@@ -28,7 +28,7 @@ impl Failure<'_> {
         let rank_id = self.rank_id(rank);
         let env = &self.scenario.env;
         let sleep_ms = ms(4 * env.wait_timeout_dump_ns);
-        let wait_ms = ms(self.dump_wait_ns());
+        let wait_ms = ms(crate::pg::work::dump_wait_ns(self.scenario));
         let outlasted = match (env.dump_on_timeout, wait_ms > sleep_ms) {
             (true, true) => format!("; the dump itself lasts {wait_ms} ms (host.flight_recorder_dump_us), and the watchdog goes on after it"),
             (false, true) => format!("; TORCH_NCCL_DUMP_ON_TIMEOUT=0: nothing is dumped, and the watchdog goes on after {wait_ms} ms, as long as a dump would take (host.flight_recorder_dump_us)"),

@@ -116,8 +116,7 @@ impl Failure<'_> {
         let mut dump_ns = 0;
         if group == 0 && self.scenario.env.dump_on_timeout && !self.dumped[rank as usize] {
             self.dumped[rank as usize] = true;
-            dump_ns = self
-                .stack_trace_ns()
+            dump_ns = crate::pg::work::stack_trace_ns(self.scenario)
                 .min(self.scenario.env.wait_timeout_dump_ns);
             self.note(
                 rank,

@@ -15,8 +15,8 @@ use super::{
     WorkFacts,
 };
 use crate::pg::work::{
-    async_error_ns, async_exception, remote_error_found, timeout_caught, timeout_deadline_ns,
-    NcclAsyncError, WATCHDOG_POLL_NS,
+    async_error_ns, async_exception, dump_wait_ns, remote_error_found, stack_trace_ns,
+    timeout_caught, timeout_deadline_ns, traced_error_handled_ns, NcclAsyncError, WATCHDOG_POLL_NS,
 };
 use crate::ranks::RankSet;
 use crate::scenario::{FaultKind, GroupId};
@@ -433,8 +433,12 @@ impl Failure<'_> {
         // The failed Work's stack trace: for a timeout, and for the error of a communicator a
         // wait's timeout aborted (both measured on PyTorch 2.11, docs/watchdog.md).
         let traced = matches!(caught, Caught::Timeout(_) | Caught::AbortedByWait(_));
-        let stack_trace_ns = if traced { self.stack_trace_ns() } else { 0 };
-        let wait_ns = self.dump_wait_ns();
+        let stack_trace_ns = if traced {
+            stack_trace_ns(self.scenario)
+        } else {
+            0
+        };
+        let wait_ns = dump_wait_ns(self.scenario);
         if stack_trace_ns == 0 {
             if traced && scenario.env.trace_buffer_entries == 0 {
                 let rank_id = self.rank_id(rank);
@@ -471,28 +475,17 @@ impl Failure<'_> {
         self.heartbeat_stalls(
             (rank, group),
             now_ns,
-            now_ns + stack_trace_ns + wait_ns,
+            traced_error_handled_ns(scenario, now_ns),
             Wake::HeartbeatCheck,
             out,
         );
-    }
-
-    /// How long the watchdog symbolises a timed-out Work's stack trace from the Flight
-    /// Recorder (`host.watchdog_stack_trace_us`): nothing to symbolise with the recorder off
-    /// (`TORCH_FR_BUFFER_SIZE = 0`; PyTorch 2.11 then logs at once that it found none,
-    /// docs/watchdog.md).
-    pub(super) fn stack_trace_ns(&self) -> u64 {
-        match self.scenario.env.trace_buffer_entries {
-            0 => 0,
-            _ => self.scenario.host.watchdog_stack_trace_ns,
-        }
     }
 
     /// The timed-out Work's stack trace, logged `host.watchdog_stack_trace_us` after the
     /// timeout was found.
     pub(super) fn stack_trace_logged(&mut self, rank: u32, group: GroupId, now_ns: u64) {
         let rank_id = self.rank_id(rank);
-        let took_ms = ms(self.stack_trace_ns());
+        let took_ms = ms(stack_trace_ns(self.scenario));
         self.note(
             rank,
             Some(group),
@@ -513,21 +506,8 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         self.broadcast_dump_signal(view, rank, group, now_ns, out);
-        let wait_ns = self.dump_wait_ns();
+        let wait_ns = dump_wait_ns(self.scenario);
         wake(out, rank, group, Wake::DumpWaitOver, now_ns + wait_ns);
-    }
-
-    /// How long after the dump signal the watchdog goes on to handle the error (R27): its sleep
-    /// for the dumps, 4 × `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC`, and no less than the rank's own
-    /// dump takes (`host.flight_recorder_dump_us`). Measured on PyTorch 2.11: 4 × the timeout
-    /// plus 6 ms from a 1 s timeout up, 1.1–1.6 s for 100 and 250 ms
-    /// (tests/data/torch/probes/dump_wait.txt).
-    /// The same with the recorder off (`TORCH_FR_BUFFER_SIZE = 0`): launched directly, PyTorch
-    /// 2.11 went down 1.000 s after the signal at 250 ms with the recorder off and on alike
-    /// (tests/data/torch/probes/fr_off.txt), so the recorder makes no measured difference.
-    pub(super) fn dump_wait_ns(&self) -> u64 {
-        let scenario = self.scenario;
-        (4 * scenario.env.wait_timeout_dump_ns).max(scenario.host.flight_recorder_dump_ns)
     }
 
     /// `TORCH_NCCL_DESYNC_DEBUG` (Flight-Recorder-like): where every rank of the group stands
