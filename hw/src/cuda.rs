@@ -713,6 +713,12 @@ impl Device for CudaDevice {
         }
     }
 
+    fn watchdog_resumed(&mut self, group: usize) {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.resume(group);
+        }
+    }
+
     fn malloc(&mut self, segment: u32, bytes: u64, fill: bool) -> Result<(), HwError> {
         let buffer = if fill {
             Buffer::new(bytes)?

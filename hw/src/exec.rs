@@ -126,6 +126,11 @@ pub trait Device {
     /// (R15), and the watchdog's error handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 or 2
     /// (R27): PyTorch aborts the Work's process group only, another group's communicator runs on.
     fn abort_comm(&mut self, group: usize);
+    /// The watchdog goes on after its error handling aborted the communicators of `group` and
+    /// left the process running (`TORCH_NCCL_ASYNC_ERROR_HANDLING` 2, R27): its verdict is
+    /// handled, and the Works of that group are done with, as the simulator's watchdog clears
+    /// them.
+    fn watchdog_resumed(&mut self, group: usize);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
     /// A new segment of the caching allocator (`cudaMalloc`, R17); `fill` writes a non-zero
@@ -586,10 +591,16 @@ impl<'a, D: Device> Executor<'a, D> {
             return Ok(std::mem::take(&mut self.log));
         }
         let outcome = match self.program() {
-            Ok(true) => self
-                .device
-                .device_sync()
-                .and_then(|()| self.device.watchdog_failure().map_or(Ok(()), Err)),
+            Ok(true) => loop {
+                let drained = self
+                    .device
+                    .device_sync()
+                    .and_then(|()| self.device.watchdog_failure().map_or(Ok(()), Err));
+                match drained {
+                    Err(error) if self.runs_on_after(&error) => self.verdict(error)?,
+                    drained => break drained,
+                }
+            },
             Ok(false) => Ok(()),
             Err(error) => Err(error),
         };
@@ -621,7 +632,10 @@ impl<'a, D: Device> Executor<'a, D> {
                     return Ok(false);
                 }
                 if let Some(failure) = self.device.watchdog_failure() {
-                    return Err(failure);
+                    if !self.runs_on_after(&failure) {
+                        return Err(failure);
+                    }
+                    self.verdict(failure)?;
                 }
                 if let Some(fault) = self.faults.at(op.index, iteration) {
                     self.note(
@@ -648,9 +662,14 @@ impl<'a, D: Device> Executor<'a, D> {
                 for &step in &steps {
                     #[cfg(test)]
                     self.executed.push(step);
-                    if let Err(error) = self.step(iteration, op, step) {
-                        self.leave_open(iteration, op, step);
-                        return Err(error);
+                    // A call blocked on a collective the watchdog's verdict aborted, where the
+                    // process lives on, returns: the step runs again past the abort.
+                    while let Err(error) = self.step(iteration, op, step) {
+                        if !self.runs_on_after(&error) {
+                            self.leave_open(iteration, op, step);
+                            return Err(error);
+                        }
+                        self.verdict(error)?;
                     }
                     if std::mem::take(&mut self.caught) {
                         break;
@@ -660,6 +679,19 @@ impl<'a, D: Device> Executor<'a, D> {
         }
         self.log.unfinished_iteration = None;
         Ok(!self.taken_down_at_the_programs_end())
+    }
+
+    /// Whether `error` is a verdict of the watchdog (a timeout, R26; an NCCL async error, R27)
+    /// whose error handling leaves the process running ([`work::aborts_and_runs_on`]): the
+    /// program goes on past it ([`Self::verdict`]).
+    fn runs_on_after(&self, error: &HwError) -> bool {
+        let verdict = matches!(
+            error,
+            HwError::Timeout { .. } | HwError::AsyncError { .. } | HwError::RemoteError { .. }
+        );
+        verdict
+            && self.wait_raised.is_none()
+            && work::aborts_and_runs_on(self.scenario.env.async_error_handling)
     }
 
     /// Whether the simulator's watchdog would have taken the process down by now, after the
@@ -830,9 +862,11 @@ impl<'a, D: Device> Executor<'a, D> {
     /// the store names no Work: its group, at the host's iteration, none once the program
     /// returned, as the simulator's), and hw takes the process down at once (the TearDown of
     /// R27 without the dump wait), whatever the GPU still holds, after aborting the failed
-    /// group's communicator where the watchdog's error handling does (modes 1 and 2).
+    /// group's communicator where the watchdog's error handling does (modes 1 and 2); under 2
+    /// the process lives instead ([`Self::aborted_by_watchdog`]) and the program goes on.
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
+        let runs_on = self.runs_on_after(&error);
         if let (
             Some((iteration, op, group)),
             HwError::AsyncError {
@@ -922,6 +956,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let exit = work::exception_not_caught(rank);
                 self.note_group(Some(raised_for), thread, WatchdogEvent::Exit, at_ns, exit);
             }
+            None if runs_on => self.aborted_by_watchdog(group)?,
             None => self.take_down(group, at_ns, "now, without the dump wait"),
         }
         // A wait's own timeout names the stream current at the wait, as the simulator's does.
@@ -944,7 +979,36 @@ impl<'a, D: Device> Executor<'a, D> {
         self.log
             .findings
             .extend(aborted_found.map(|(_, found)| found));
-        self.log.ended_early = true;
+        self.log.ended_early = !runs_on;
+        Ok(())
+    }
+
+    /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2` the watchdog's verdict on a Work of `group`
+    /// aborts that group's communicators and the process lives (R27,
+    /// [`work::aborts_and_runs_on`]), as the simulator's: every Work of the group not completed
+    /// is aborted (written unfinished), the group is aborted for the main thread (a later
+    /// collective on it raises, `Step::CheckComm`), the abort and its return are logged in the
+    /// simulator's words, and the watchdog goes on. hw handles the error at the verdict, without
+    /// the stack trace and the dump wait (R27) that come first in the simulator.
+    fn aborted_by_watchdog(&mut self, group: Option<usize>) -> Result<(), HwError> {
+        let Some(failed) = group else {
+            return Ok(());
+        };
+        let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
+        self.abort_pending_works(failed, None)?;
+        let at_ns = self.device.now_ns();
+        let name = &self.scenario.groups[failed].name;
+        let aborting = work::watchdog_abort(rank, mode, name);
+        let thread = ThreadKind::Watchdog;
+        self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
+        self.device.abort_comm(failed);
+        self.aborted[failed] = true;
+        let returned_ns = self.device.now_ns();
+        let name = &self.scenario.groups[failed].name;
+        let returned = work::watchdog_abort_returned(rank, mode, name);
+        let event = WatchdogEvent::AbortReturned;
+        self.note_group(group, thread, event, returned_ns, returned);
+        self.device.watchdog_resumed(failed);
         Ok(())
     }
 
@@ -1666,7 +1730,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
                     self.note_group(Some(group), thread, event, now_ns, line);
                 }
-                self.abort_pending_works(group, collective)?;
+                self.abort_pending_works(group, Some(collective))?;
                 self.device.abort_comm(group);
                 self.aborted[group] = true;
                 // It raises once the abort returned.
@@ -1695,13 +1759,13 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Before the main thread aborts the communicator of `group` under the timed-out Work
     /// `timed_out` (R15): that Work and every other of the group not completed by now are
     /// aborted, their collectives written unfinished ([`CollectiveLog::aborted`]).
-    fn abort_pending_works(&mut self, group: usize, timed_out: u32) -> Result<(), HwError> {
+    fn abort_pending_works(&mut self, group: usize, timed_out: Option<u32>) -> Result<(), HwError> {
         for (index, work) in self.works.iter().enumerate() {
             let record = &self.log.collectives[index].rest;
             if work.group != group || record.aborted {
                 continue;
             }
-            if index == timed_out as usize || !self.device.query(work.end)? {
+            if timed_out == Some(index as u32) || !self.device.query(work.end)? {
                 self.log.collectives[index].rest.aborted = true;
             }
         }

@@ -275,10 +275,19 @@ impl Device for FakeDevice {
             .filter(|(at_ns, _)| *at_ns <= self.now_ns)
             .map(|(_, error)| error)
     }
+    /// The abort ends the kernels that would never end (the fake device fails one group at a
+    /// time): their streams and events go on.
     fn abort_comm(&mut self, group: usize) {
         self.aborted.push(group);
         self.calls.push(format!("abort g{group}"));
         self.query_answers.clear();
+        self.hung_streams.clear();
+        self.never_fired.clear();
+    }
+    fn watchdog_resumed(&mut self, group: usize) {
+        self.calls.push(format!("watchdog resumed g{group}"));
+        self.watched.retain(|work| work.group != group);
+        self.comm_errors.retain(|comm| comm.group != group);
     }
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError> {
         Ok(self.event_times[event])
@@ -1179,5 +1188,55 @@ mod tests {
             exit.contains("after the watchdog's dump wait (40 ms)"),
             "{exit}"
         );
+    }
+
+    /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING = 2` (CleanUpOnly) the watchdog's verdict — a
+    /// collective's timeout (`scenarios/hang_10min.toml`, R26) or an NCCL async error
+    /// (`scenarios/async_error.toml`, R27), small: two ranks, a 1-s timeout, a 1-ms error on
+    /// rank 0's own network — aborts the failed group's communicators and the process lives:
+    /// the call blocked on the collective returns, a later `wait()` on the failed Work raises
+    /// and a later collective on the aborted communicator raises before it issues anything,
+    /// caught (`catch = true`) or not. hw runs on as the simulator does: exceptions, findings,
+    /// records, host calls, collectives and what is left unfinished are the simulator's.
+    #[test]
+    fn clean_up_only_lets_the_program_run_on_after_the_watchdogs_verdict_on_both_engines_r27() {
+        let program = |fault: &str, catch: &str| {
+            format!(
+                "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[cluster]\nranks = 2\n\
+                 [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\ngrad = \"1MiB\"\n\
+                 [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+                 [[op]]\nwait = \"w\"\n[[op]]\nlabel = \"loss\"\nitem = \"grad\"\n\
+                 [[op]]\nlabel = \"again\"\nwait = \"w\"\ncatch = {catch}\n\
+                 [[op]]\nlabel = \"retry\"\nall_reduce = \"grad\"\ncatch = {catch}\n\
+                 [[op]]\nlabel = \"done\"\ndevice_sync = true\n\
+                 [[fault]]\nat = \"ar\"\n{fault}\n"
+            )
+        };
+        let hang = "ranks = [1]\nkind = \"hang\"";
+        let failed = "ranks = [0]\nkind = \"async_error\"\nafter_us = 1000";
+        let mut failures = Vec::new();
+        for (fault, catch) in [(hang, true), (hang, false), (failed, true), (failed, false)] {
+            let text = program(fault, &catch.to_string());
+            let (hw, mut sim) = caught_outlines(&text, FakeDevice::default());
+            // The simulator's timeout finding adds the desync diagnosis, from every rank.
+            for line in &mut sim {
+                while let Some(at) = line.find(" Diagnosis: ") {
+                    let end = at + line[at..].find("\")").unwrap();
+                    line.replace_range(at..end, "");
+                }
+            }
+            assert!(
+                sim.iter().any(|line| line.contains("AbortReturned")),
+                "{fault} catch {catch}: the simulator's process lives: {sim:?}"
+            );
+            if hw != sim {
+                failures.push(format!(
+                    "{fault} catch {catch}:\n hw:  {}\n sim: {}",
+                    hw.join("\n      "),
+                    sim.join("\n      ")
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     }
 }

@@ -183,6 +183,27 @@ impl Watchdog {
             .push((group, comm));
     }
 
+    /// After its error handling aborted the communicators of `group` and left the process
+    /// running (`TORCH_NCCL_ASYNC_ERROR_HANDLING=2`, R27): the verdict is handled, and the
+    /// group's Works and aborted communicator are no longer checked; the watchdog goes on.
+    pub fn resume(&self, group: usize) {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(work, _)| work.group != group);
+        self.shared
+            .comms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(comm_group, _)| *comm_group != group);
+        *self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     pub fn failure(&self) -> Option<HwError> {
         self.shared
             .failure

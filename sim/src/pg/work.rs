@@ -186,6 +186,15 @@ pub fn watchdog_abort_returned(rank: u32, mode: ErrorHandling, group: &str) -> S
     )
 }
 
+/// Whether the watchdog's error handling under `mode` aborts the failed group's communicators
+/// and leaves the process running (R27): `CleanUpOnly` (2) alone. A call blocked on the failed
+/// collective then returns (the abort ended its kernels), a later `wait()` on a Work an async
+/// error failed raises, and a later collective on the aborted communicator raises before it
+/// issues anything; 1 and 3 take the process down, 0 leaves it with its hung collective.
+pub fn aborts_and_runs_on(mode: ErrorHandling) -> bool {
+    mode.cleans_up() && !mode.tears_down()
+}
+
 /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=0` the watchdog leaves the error it found alone
 /// (R27). Both engines log it (a `no_handling` record).
 pub fn error_left_alone(rank: u32, mode: ErrorHandling) -> String {
