@@ -11,7 +11,7 @@
 
 use crate::clock::{self, AnchorSample, ClockAnchor, ClockMap};
 use crate::error::HwError;
-use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork};
+use crate::exec::{CommCall, Device, Ev, Kernel, WatchedWork, FOREVER_NS};
 use crate::nccl::{self, Communicator, Elem, Rendezvous};
 use crate::plan::{nccl_counts, GroupPlan, RankPlan};
 use crate::watchdog::Watchdog;
@@ -29,16 +29,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The spin kernel of `kernel {us, sms}`, `gpu_sleep_us` and the downscale stand-ins: each
-/// block's first thread reads `%globaltimer` until the asked duration has passed.
+/// block's first thread reads `%globaltimer` until the asked duration has passed. A stand-in
+/// collective that never ends ([`crate::exec::FOREVER_NS`]) also reads the count of
+/// communicator aborts ([`AbortCount`], `aborts`, null for every other spin) and stops once it
+/// moved past the count it was launched at (`epoch`), as `ncclCommAbort` ends a real NCCL kernel.
 const SPIN_SOURCE: &str = r#"
-extern "C" __global__ void c10dsim_spin(unsigned long long duration_ns) {
+extern "C" __global__ void c10dsim_spin(unsigned long long duration_ns,
+                                        const volatile unsigned int* aborts,
+                                        unsigned int epoch) {
     if (threadIdx.x != 0) {
         return;
     }
     unsigned long long start;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
     unsigned long long now = start;
-    while (now - start < duration_ns) {
+    while (now - start < duration_ns && (aborts == 0 || *aborts == epoch)) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     }
 }
@@ -121,6 +126,60 @@ impl Drop for PinnedElement {
     }
 }
 
+/// How many communicator aborts the process made, in page-locked host memory mapped into the
+/// GPU's address space: the spin of a stand-in collective that never ends reads it and stops
+/// once an abort moved it (see [`SPIN_SOURCE`]). Without it, under
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING=2` (the process lives after the watchdog's abort, R27) or
+/// after a caught `wait(timeout)` (R15), the stand-in would hold its stream for ever and the
+/// program's next synchronise would never return.
+struct AbortCount {
+    host: *mut u32,
+    device: sys::CUdeviceptr,
+}
+
+impl AbortCount {
+    fn new() -> Result<AbortCount, HwError> {
+        // SAFETY: a page-locked allocation of 4 bytes, mapped for the device, freed in drop.
+        let host = unsafe { result::malloc_host(4, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(driver("cuMemHostAlloc"))?
+            .cast::<u32>();
+        let mut count = AbortCount { host, device: 0 };
+        // SAFETY: the allocation holds a u32 that nothing else writes.
+        unsafe { count.host.write_volatile(0) };
+        // SAFETY: `host` came from cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP.
+        let mapped =
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut count.device, host.cast(), 0) };
+        if mapped != sys::CUresult::CUDA_SUCCESS {
+            return Err(HwError::cuda(
+                "cuMemHostGetDevicePointer",
+                result::DriverError(mapped),
+            ));
+        }
+        Ok(count)
+    }
+
+    fn current(&self) -> u32 {
+        // SAFETY: the allocation holds a u32; the GPU only reads it.
+        unsafe { self.host.read_volatile() }
+    }
+
+    /// An abort: every stand-in spinning now stops.
+    fn advance(&self) {
+        let next = self.current().wrapping_add(1);
+        // SAFETY: as in `current`; the GPU sees the write through the mapping.
+        unsafe { self.host.write_volatile(next) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for AbortCount {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from cuMemHostAlloc; no kernel reads it once the device is
+        // dropped after its final synchronise.
+        let _ = unsafe { result::free_host(self.host.cast()) };
+    }
+}
+
 fn elem(dtype: DType) -> Elem {
     match dtype {
         DType::F32 => Elem::F32,
@@ -148,6 +207,8 @@ pub struct CudaDevice {
     events: Arc<Vec<CudaEvent>>,
     next_event: usize,
     spin: CudaFunction,
+    /// Read by the spins of stand-in collectives that never end.
+    aborts: AbortCount,
     own_sm_shared_bytes: u32,
     blas: Blas,
     gemm_buffers: HashMap<(u64, u64, u64, &'static str), [Buffer; 3]>,
@@ -276,6 +337,7 @@ impl CudaDevice {
             events,
             next_event: 0,
             spin,
+            aborts: AbortCount::new()?,
             own_sm_shared_bytes: shared_optin as u32,
             blas,
             gemm_buffers,
@@ -547,8 +609,17 @@ impl Device for CudaDevice {
                 };
                 let stream = &self.streams[stream as usize];
                 let mut launch = stream.launch_builder(&self.spin);
+                let aborts = if duration_ns == FOREVER_NS {
+                    self.aborts.device
+                } else {
+                    0
+                };
+                let epoch = self.aborts.current();
                 launch.arg(&duration_ns);
-                // SAFETY: the kernel takes one u64 by value.
+                launch.arg(&aborts);
+                launch.arg(&epoch);
+                // SAFETY: the kernel takes a u64, a pointer (a device address or null) and a
+                // u32, by value; the pointer maps `self.aborts`, which outlives every launch.
                 unsafe { launch.launch(config) }
                     .map(|_| ())
                     .map_err(driver("cuLaunchKernel"))
@@ -711,6 +782,7 @@ impl Device for CudaDevice {
         if let Some(comm) = &self.comms[group] {
             comm.abort();
         }
+        self.aborts.advance();
     }
 
     fn watchdog_resumed(&mut self, group: usize) {

@@ -221,3 +221,80 @@ fn a_collective_a_peer_never_joins_is_recorded_unfinished() {
     assert!(!kernels.is_empty() && host.is_some());
     assert_eq!((collectives, kernels, host), shape(&simulated.ranks[0]));
 }
+
+/// Where the child run of [`a_stand_in_the_watchdog_aborted_under_clean_up_only_ends`] writes
+/// its Timeline.
+const CLEAN_UP_CHILD_TIMELINE: &str = "C10DSIM_GPU_TEST_CLEAN_UP_TIMELINE";
+
+/// [`PEER_NEVER_JOINS`] under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2`, then a device synchronise:
+/// the watchdog's abort leaves the process running (R27), so the program goes on to `done`.
+fn clean_up_only_scenario() -> sim::scenario::Scenario {
+    let text = PEER_NEVER_JOINS.replace(
+        "[groups.world]",
+        "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[groups.world]",
+    ) + "[[op]]\nlabel = \"done\"\ndevice_sync = true\n";
+    sim::scenario::parse("clean_up_only.toml", &text).unwrap()
+}
+
+/// The run of [`a_stand_in_the_watchdog_aborted_under_clean_up_only_ends`], in a process of its
+/// own: if the stand-in's spin outlived the abort, `done` would never return.
+#[test]
+#[ignore = "the child process of a_stand_in_the_watchdog_aborted_under_clean_up_only_ends"]
+fn run_clean_up_only_past_the_abort() {
+    let path = std::env::var(CLEAN_UP_CHILD_TIMELINE).expect("started by its parent test");
+    let timeline = hw::run_scenario(&clean_up_only_scenario(), &rank_zero_modelled()).unwrap();
+    std::fs::write(path, serde_json::to_string(&timeline).unwrap()).unwrap();
+    hw::exit_without_cleanup(0);
+}
+
+#[test]
+fn a_stand_in_the_watchdog_aborted_under_clean_up_only_ends() {
+    let Some(_gpu) = gpu_or_skip("a_stand_in_the_watchdog_aborted_under_clean_up_only_ends") else {
+        return;
+    };
+    let path = std::env::temp_dir().join(format!("c10dsim-gpu-m2-{}.json", std::process::id()));
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "run_clean_up_only_past_the_abort",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CLEAN_UP_CHILD_TIMELINE, &path)
+        .spawn()
+        .unwrap();
+    // The 1-s watchdog timeout and the abort take about 2 s; a spin the abort did not end
+    // holds `done` for ever.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run did not end within 60 s: the stand-in outlived the abort");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(status.success(), "the child run: {status}");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let measured: sim::timeline::Timeline = serde_json::from_str(&text).unwrap();
+    assert!(!hw::ended_early(&measured), "{:?}", measured.findings);
+    let rank = &measured.ranks[0];
+    assert_eq!(rank.unfinished_iteration, None);
+    let done = clean_up_only_scenario().ops.len() - 1;
+    assert!(
+        rank.host.iter().any(|call| call.op as usize == done),
+        "done never ran: {:?}",
+        rank.host
+    );
+    let simulated = sim::engine::simulate(&clean_up_only_scenario());
+    let kinds = |timeline: &sim::timeline::Timeline| -> Vec<_> {
+        (timeline.findings.iter())
+            .filter(|f| f.rank == Some(0))
+            .map(|f| f.kind)
+            .collect()
+    };
+    assert_eq!(kinds(&measured), kinds(&simulated));
+}
