@@ -779,10 +779,12 @@ impl Device for CudaDevice {
     }
 
     fn abort_comm(&mut self, group: usize) {
+        // The stand-ins stop first: `ncclCommAbort` frees device memory, which waits for the
+        // device to drain, so a spin still running would hold the abort for ever.
+        self.aborts.advance();
         if let Some(comm) = &self.comms[group] {
             comm.abort();
         }
-        self.aborts.advance();
     }
 
     fn watchdog_resumed(&mut self, group: usize) {
