@@ -483,7 +483,8 @@ pub enum HostBlock {
         aborting: bool,
     },
     /// The communicator of `group`: its creation, waiting for the other members (R8), or the
-    /// watchdog's abort of it (R27).
+    /// watchdog of its process group, busy with an error: its abort of the communicator, or
+    /// its Work list, which the call needs to enqueue its Work (R27).
     Communicator { group: u16 },
     /// An enqueue onto `stream`, whose launch queue is full (R1).
     LaunchQueue { stream: StreamRef },

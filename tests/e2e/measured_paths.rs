@@ -393,3 +393,83 @@ fn an_uncaught_wait_timeout_still_lets_the_watchdog_find_the_aborted_communicato
         assert!(found_at < log.iter().position(|e| *e == WatchdogEvent::Exit).unwrap());
     }
 }
+
+/// `c10dsim run` of tests/data/torch/probes/mode2_timeout/mode2_timeout.toml followed by a
+/// 2-s host sleep (the measured interpreter lived on after its program, writing its Timeline,
+/// and its watchdog with it), with `extra` arguments: its Timeline.
+fn simulate_mode2_timeout_probe(extra: &[&str]) -> Timeline {
+    let dir = std::env::temp_dir().join(format!(
+        "c10dsim-mode2-probe-{}-{}",
+        std::process::id(),
+        extra.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/torch/probes/mode2_timeout/mode2_timeout.toml");
+    let text = std::fs::read_to_string(probe).unwrap() + "[[op]]\nhost_sleep_us = 2_000_000\n";
+    let scenario = dir.join("mode2_timeout.toml");
+    std::fs::write(&scenario, text).unwrap();
+    let out = dir.join("run.json");
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--timeline",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let output = crate::util::c10dsim(&args);
+    assert!(
+        output.status.code().is_some(),
+        "{}",
+        crate::util::stderr(&output)
+    );
+    let timeline = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    timeline
+}
+
+#[test]
+fn a_collective_called_during_the_watchdogs_handling_waits_for_the_abort_as_pytorch_2_11_did() {
+    // tests/data/torch/probes/mode2_timeout/ (an H100, mode 2): `again`, called while the
+    // watchdog logged the stack trace of the timed-out Work, returned with the abort, 3.56 s
+    // later, without an exception; its Work (SeqNum 2) then failed with NCCL's system error,
+    // which the watchdog handled too. On the PyTorch profile, whose stack trace puts the call
+    // inside the handling, the simulation does the same.
+    let timeline = simulate_mode2_timeout_probe(&["--machine", "profiles/h200-torch.toml"]);
+    let again = 4;
+    let call = (timeline.ranks[0].host.iter())
+        .find(|c| c.op == again)
+        .expect("again's call returned");
+    let returned: Vec<u64> = (timeline.watchdog.iter())
+        .filter(|r| r.event == WatchdogEvent::AbortReturned)
+        .map(|r| r.at_ns)
+        .collect();
+    assert_eq!(returned.len(), 2, "{:#?}", timeline.watchdog);
+    assert_eq!(call.end_ns, returned[0]);
+    assert!(call.end_ns - call.start_ns > 2 * S);
+    let errors: Vec<&str> = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::AsyncError)
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("[Rank 0] Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE")
+            && errors[0].contains(
+                "raised the following async exception: NCCL error: unhandled system error"
+            ),
+        "{}",
+        errors[0]
+    );
+    assert!(!(timeline.watchdog.iter()).any(|r| r.thread == ThreadKind::Main));
+    // The default profile: the abort returned with the 5-s kernel, before the call, which then
+    // raises (caught) before it issues anything.
+    let timeline = simulate_mode2_timeout_probe(&[]);
+    let raised: Vec<&str> = (timeline.watchdog.iter())
+        .filter(|r| r.thread == ThreadKind::Main)
+        .map(|r| r.message.as_str())
+        .collect();
+    assert_eq!(raised.len(), 1);
+    assert!(raised[0].contains("DistBackendError"), "{}", raised[0]);
+    assert!(!(timeline.ranks[0].kernels.iter()).any(|k| k.op == again));
+    assert!(!(timeline.findings.iter()).any(|f| f.kind == FindingKind::AsyncError));
+}

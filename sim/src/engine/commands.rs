@@ -307,9 +307,9 @@ impl Engine<'_> {
                 Command::AwaitDrain { rank, group } => self.ranks[rank as usize]
                     .aborts_awaiting_drain
                     .push(group as u16),
-                Command::AbortReturned { rank, group } => {
+                Command::WatchdogFree { rank, group } => {
                     let state = &mut self.ranks[rank as usize];
-                    if matches!(state.blocked, Blocked::WatchdogAbort { group: g } if g as GroupId == group)
+                    if matches!(state.blocked, Blocked::Watchdog { group: g } if g as GroupId == group)
                     {
                         state.blocked = Blocked::Timer;
                         let at_ns = self.now_ns;

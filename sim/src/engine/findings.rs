@@ -303,8 +303,8 @@ impl Engine<'_> {
                     "aborts the communicator after the wait's timeout, which waits for the device to drain: GPU work on one of its streams never finishes (R15)"
                 }
                 Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
-                Blocked::WatchdogAbort { .. } => {
-                    "calls a collective on a communicator its watchdog is aborting, and the abort waits for the device to drain: GPU work on one of its streams never finishes (R27)"
+                Blocked::Watchdog { .. } => {
+                    "calls a collective while its watchdog handles an error (on the communicator it aborts, or to enqueue the Work onto the list it holds), and the abort waits for the device to drain: GPU work on one of its streams never finishes (R27)"
                 }
                 Blocked::LaunchQueue { .. } => {
                     "is in a kernel launch or event record onto a stream that holds host.launch_queue_depth commands, none of which the GPU ever takes (CUDA's launch queue)"

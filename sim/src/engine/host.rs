@@ -85,7 +85,9 @@ impl Engine<'_> {
     pub(super) fn run_host(&mut self, rank: u32) {
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         // The simulation's time does not move while the host runs.
-        let read_bound_ns = self.dump_signal_read_bound_ns();
+        let read_bound_ns = self
+            .dump_signal_read_bound_ns()
+            .min(self.failure.remote_error_bound_ns(self.now_ns));
         loop {
             let horizon_ns = self.host_horizon_ns().min(read_bound_ns);
             let max_sim_time_ns = self.scenario.max_sim_time_ns;
@@ -329,7 +331,7 @@ impl Engine<'_> {
                     // watchdog took the process down then (mode 1).
                     let state = &mut self.ranks[rank as usize];
                     state.cursor.next -= 1;
-                    state.blocked = Blocked::WatchdogAbort {
+                    state.blocked = Blocked::Watchdog {
                         group: self.failure.watchdog_group(group) as u16,
                     };
                     return;
@@ -781,12 +783,27 @@ impl Engine<'_> {
     ) {
         let end = self.instance(rank, end);
         let state = &mut self.ranks[rank as usize];
+        if state.scratch.collective_end.len() == collective as usize {
+            // The first time at this step: it runs again after a wait for the watchdog's list.
+            state.scratch.collective_end.push(end);
+        }
+        let group = (state.cursor.issued.as_ref())
+            .expect("a Work follows its NCCL call")
+            .group;
+        if self.failure.holds_work_list(rank, group) {
+            // The kernel is out; the Work waits for the watchdog, busy with an error, to let go
+            // of its list (R27), then this step runs again.
+            state.cursor.next -= 1;
+            state.blocked = Blocked::Watchdog {
+                group: self.failure.watchdog_group(group) as u16,
+            };
+            return;
+        }
         let issued = state
             .cursor
             .issued
             .take()
             .expect("a Work follows its NCCL call");
-        state.scratch.collective_end.push(end);
         state.timeline.collectives[collective as usize].host_end_ns = state.host_ns;
         match holder {
             WorkHolder::Named(work) => {
@@ -817,6 +834,7 @@ impl Engine<'_> {
             end,
             rendezvous: issued.rendezvous,
             enqueue_ns,
+            listed_ns: self.ranks[rank as usize].host_ns,
             issued: (issued.kind, issued.bytes),
         });
     }
@@ -1005,7 +1023,7 @@ impl super::rank::RankState {
             Blocked::Instances { .. } | Blocked::CommInit => self.cursor.blocked_on,
             Blocked::Polling { collective, .. } => Some(work(collective, false)),
             Blocked::Aborting { collective, .. } => Some(work(collective, true)),
-            Blocked::WatchdogAbort { group } => Some(HostBlock::Communicator { group }),
+            Blocked::Watchdog { group } => Some(HostBlock::Communicator { group }),
             Blocked::LaunchQueue { stream } => Some(HostBlock::LaunchQueue { stream }),
             // Its own host time, or waiting for the simulation to reach it (its process's end
             // among what it waits for).

@@ -178,9 +178,12 @@ enum Blocked {
     /// `host.comm_abort_us`) and the device drained (every stream's queue, the collective's or
     /// not).
     Aborting { collective: u32, floor_passed: bool },
-    /// A call on the communicator of `group`, which the watchdog is aborting (R27): the call
-    /// blocks until the abort returned, then checks the communicator again.
-    WatchdogAbort { group: u16 },
+    /// A call waiting for the watchdog of process group `group`, busy with an error (R27): on
+    /// the communicator the watchdog is aborting, or, its kernel launched, to put its Work onto
+    /// the list the watchdog holds from the error's finding until it is done with it. The call
+    /// goes on once the watchdog is done, at the same step (the communicator checked again,
+    /// the Work listed).
+    Watchdog { group: u16 },
     /// Enqueueing onto `stream` (a launch, an event record, a stream wait), which already holds
     /// `host.launch_queue_depth` commands: CUDA blocks the thread until the GPU takes one.
     LaunchQueue { stream: u16 },

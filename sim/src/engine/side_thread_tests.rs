@@ -90,9 +90,19 @@ fn a_process_group_s_abort_ends_its_pairs_spinning_kernels_too_r27() {
     // aborts at 2.1 s, when rank 0's send to rank 1 (issued at 2.0 s) spins. The default
     // group's abort covers the pair's communicator: the send's kernel ends and the abort
     // returns at once (it used to wait until the pair's own watchdog aborted it at 4.1 s).
+    // The send, called during the dump wait, launched its kernel and then waited for the
+    // watchdog's Work list until the abort returned: its Work is on the aborted pair
+    // communicator, found at the next poll (2.2 s), and handled again (abort at 3.2 s).
     let text = std::fs::read_to_string("../tests/data/sim/p2p_abort.toml").unwrap();
     let timeline = simulate(&parse("p2p_abort.toml", &text).unwrap());
-    assert_eq!(abort_returns_of_rank_0(&timeline), [2_100_000_000]);
+    assert_eq!(
+        abort_returns_of_rank_0(&timeline),
+        [2_100_000_000, 3_200_000_000]
+    );
+    let send = (timeline.ranks[0].host.iter())
+        .find(|c| c.op == 4)
+        .expect("the send's call");
+    assert_eq!(send.end_ns, 2_100_000_000);
 }
 
 /// When rank 0's watchdog logged that its abort of the communicators returned (R27, mode 2).

@@ -1,7 +1,7 @@
 //! The engine's behaviours, each through a whole small scenario: the unit tests of
 //! `engine/mod.rs`, apart so that the run loop and the Timeline's assembly read on their own.
 //!
-//! About 1,400 lines: the failure component's scenarios are in `engine/commands/tests.rs`
+//! About 1,520 lines: the failure component's scenarios are in `engine/commands/tests.rs`
 //! already; what is left here is one run loop seen from many scenarios, which share their
 //! helpers.
 
@@ -1400,4 +1400,122 @@ fn a_process_s_first_barrier_behind_a_kernel_waits_for_it_and_is_not_timed_out_r
             timeout.message
         );
     }
+}
+
+/// tests/data/torch/probes/mode2_timeout/mode2_timeout.toml under `mode` (measured under 2): a
+/// 2-s timeout behind a 5-s kernel, a 1-s dump wait, then, after a device synchronize at 5 s,
+/// the `again` all_reduce (caught); then a 6-s host sleep, for the measured interpreter's
+/// life after its program (it wrote its Timeline); `host` adds lines to `[host]`.
+fn mode2_timeout_probe(mode: u8, host: &str) -> Timeline {
+    let text = format!(
+        "[cluster]\nranks = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n\
+         TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n[host]\n{host}\n[groups.world]\n\
+         eager_init = true\ntimeout_s = 2\n[tensors]\nx = \"1MiB\"\n\
+         [[op]]\nlabel = \"busy\"\nkernel = {{ us = 5000000, sms = 132 }}\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\n[[op]]\ndevice_sync = true\n\
+         [[op]]\nlabel = \"again\"\nall_reduce = \"x\"\ncatch = true\n\
+         [[op]]\ndevice_sync = true\n[[op]]\nhost_sleep_us = 6_000_000\n"
+    );
+    simulate(&parse("mode2_timeout.toml", &text).unwrap())
+}
+
+/// The times of rank 0's watchdog records of `event`.
+fn watchdog_times(timeline: &Timeline, event: WatchdogEvent) -> Vec<u64> {
+    (timeline.watchdog.iter())
+        .filter(|r| r.rank == 0 && r.event == event)
+        .map(|r| r.at_ns)
+        .collect()
+}
+
+/// The host call of op `op` (its index in the program) of rank 0.
+fn host_call(timeline: &Timeline, op: OpRef) -> &crate::timeline::HostCall {
+    (timeline.ranks[0].host.iter())
+        .find(|c| c.op == op)
+        .expect("the op's host call")
+}
+
+#[test]
+fn a_collective_called_during_the_watchdogs_handling_waits_for_it_then_its_work_fails_r27() {
+    // As measured on PyTorch 2.11 (tests/data/torch/probes/mode2_timeout/): the watchdog holds
+    // its Work list from the timeout it found (2.1 s) through the stack trace (3.5 s here, as
+    // profiles/h200-torch.toml), the dump wait (1 s) and the abort (930 ms); `again`, called at
+    // 5 s, launches its kernel and then waits to enqueue its Work until the abort returned. Its
+    // Work is on the aborted communicator: the watchdog's next poll finds NCCL's system error
+    // under SeqNum 2 and handles it as mode 2 does, dump wait and abort again.
+    let host = "watchdog_stack_trace_us = 3_500_000\ncomm_abort_us = 930_000";
+    let timeline = mode2_timeout_probe(2, host);
+    let again = 4;
+    let returned = watchdog_times(&timeline, WatchdogEvent::AbortReturned);
+    assert_eq!(returned.len(), 2, "{:#?}", timeline.watchdog);
+    let call = host_call(&timeline, again);
+    let busy_end_ns = timeline.ranks[0].kernels[0].end_ns;
+    let aborts = watchdog_times(&timeline, WatchdogEvent::Abort);
+    assert!(busy_end_ns < call.start_ns && call.start_ns < aborts[0] - 1_000_000_000);
+    assert_eq!(call.end_ns, returned[0]);
+    // The kernel went out before the wait.
+    let kernel = (timeline.ranks[0].kernels.iter())
+        .find(|k| k.op == again)
+        .expect("again's kernel");
+    assert!(kernel.enqueue_ns < call.start_ns + 1_000_000);
+    let errors: Vec<&Finding> = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::AsyncError)
+        .collect();
+    assert_eq!(errors.len(), 1, "{:#?}", timeline.findings);
+    assert!(
+        errors[0]
+            .message
+            .starts_with("[Rank 0] Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE")
+            && errors[0].message.contains(
+                "raised the following async exception: NCCL error: unhandled system error"
+            ),
+        "{}",
+        errors[0].message
+    );
+    assert_eq!(errors[0].op, Some(again));
+    // Found at the watchdog's next poll after the abort returned, then the dump wait, then the
+    // second abort (nothing left to abort: it returns at once).
+    let found = watchdog_times(&timeline, WatchdogEvent::AsyncError);
+    assert_eq!(found, [returned[0] + 100_000_000]);
+    assert_eq!(aborts.len(), 2);
+    assert_eq!(aborts[1], found[0] + 3_500_000_000 + 1_000_000_000);
+    assert_eq!(returned[1], aborts[1]);
+    // No exception reached the program: the call returned.
+    assert!(!(timeline.watchdog.iter()).any(|r| r.thread == ThreadKind::Main));
+    assert_eq!(timeline.ranks[0].end.unwrap().status, ExitStatus::Clean);
+}
+
+#[test]
+fn a_collective_called_after_the_watchdogs_handling_raises_before_it_issues_r27() {
+    // The default profile: no stack trace, the abort returns when the 5-s kernel ended, with
+    // the device synchronize before `again`: the call finds the communicator aborted and
+    // raises (caught) before it issues anything; no Work, no second finding.
+    let timeline = mode2_timeout_probe(2, "");
+    let again = 4;
+    let returned = watchdog_times(&timeline, WatchdogEvent::AbortReturned);
+    assert_eq!(returned, [timeline.ranks[0].kernels[0].end_ns]);
+    let rank = &timeline.ranks[0];
+    assert_eq!(
+        rank.collectives.len() + rank.unfinished_collectives.len(),
+        1
+    );
+    assert!(!(timeline.ranks[0].kernels.iter()).any(|k| k.op == again));
+    let raised: Vec<&WatchdogRecord> = (timeline.watchdog.iter())
+        .filter(|r| r.thread == ThreadKind::Main)
+        .collect();
+    assert_eq!(raised.len(), 1);
+    assert!(raised[0].message.contains("DistBackendError"));
+    assert_eq!(host_call(&timeline, again).end_ns, raised[0].at_ns);
+    assert!(!(timeline.findings.iter()).any(|f| f.kind == FindingKind::AsyncError));
+}
+
+#[test]
+fn under_mode_0_a_collective_called_during_the_dump_wait_waits_for_its_end_r27() {
+    // Mode 0 leaves the error alone once the dump wait is over (2.1 + 3.5 + 1 s): the Work
+    // list is free then, and the communicator was not aborted, so the Work fails nothing.
+    let timeline = mode2_timeout_probe(0, "watchdog_stack_trace_us = 3_500_000");
+    let left_alone = watchdog_times(&timeline, WatchdogEvent::NoHandling);
+    assert_eq!(left_alone, [6_600_000_000]);
+    assert_eq!(host_call(&timeline, 4).end_ns, left_alone[0]);
+    assert!(!(timeline.findings.iter()).any(|f| f.kind == FindingKind::AsyncError));
 }

@@ -237,6 +237,9 @@ pub enum NcclAsyncError {
     Remote,
     /// `ncclSystemError`: the communicator the main thread aborted after a wait's timeout (R15).
     AbortedByWait,
+    /// `ncclSystemError`: the communicator the watchdog aborted (R27) after the call launched
+    /// its kernel, while it waited to put its Work onto the watchdog's list.
+    AbortedByWatchdog,
     /// `ncclUnhandledCudaError`.
     UnhandledCuda,
     /// `ncclSystemError` of its own: a system call, an external library or the device failed.
@@ -263,6 +266,10 @@ impl NcclAsyncError {
             NcclAsyncError::AbortedByWait => (
                 "unhandled system error (run with NCCL_DEBUG=INFO for details)",
                 "the communicator the main thread aborted after the wait's timeout",
+            ),
+            NcclAsyncError::AbortedByWatchdog => (
+                "unhandled system error (run with NCCL_DEBUG=INFO for details)",
+                "the communicator the watchdog aborted while the call waited to enqueue its Work",
             ),
             NcclAsyncError::UnhandledCuda => (
                 "unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
@@ -425,6 +432,16 @@ mod tests {
         assert_eq!(
             detail,
             "the communicator the main thread aborted after the wait's timeout"
+        );
+        // SeqNum 2 of tests/data/torch/probes/mode2_timeout/, on the communicator the watchdog
+        // aborted while the call waited to enqueue its Work.
+        let measured = measured.replace("SeqNum=1", "SeqNum=2");
+        let work = WORK.replace("SeqNum=1", "SeqNum=2");
+        let ours = async_exception(0, &work, NcclAsyncError::AbortedByWatchdog);
+        let (pytorchs, _) = ours.split_once("; ").unwrap();
+        assert!(
+            measured.starts_with(&format!("{pytorchs}, NCCL version ")),
+            "{ours}"
         );
         assert_eq!(
             async_exception(3, WORK, NcclAsyncError::Remote),

@@ -204,11 +204,15 @@ impl Failure<'_> {
     ) {
         let index = self.index(rank, group);
         let mode = self.scenario.env.async_error_handling;
-        if std::mem::take(&mut self.watchdogs[index].aborting) {
-            // A call the program made on the communicator meanwhile goes on (R27), and the
-            // heartbeat moves again.
+        let aborted_now = std::mem::take(&mut self.watchdogs[index].aborting);
+        if aborted_now || !mode.tears_down() {
+            // A call the program made meanwhile, on the communicator or waiting for the Work
+            // list, goes on (R27).
+            out.push(Command::WatchdogFree { rank, group });
+        }
+        if aborted_now {
+            // The heartbeat moves again.
             self.watchdogs[index].own_abort_stall_since_ns = None;
-            out.push(Command::AbortReturned { rank, group });
             if !mode.tears_down() {
                 let name = &self.scenario.groups[group].name;
                 let message = watchdog_abort_returned(self.rank_id(rank), mode, name);
@@ -485,7 +489,7 @@ mod tests {
                 DUMP_WAIT_OVER_NS
             ),
             [
-                Command::AbortReturned { rank: 0, group: 0 },
+                Command::WatchdogFree { rank: 0, group: 0 },
                 Command::KillProcess {
                     rank: 0,
                     status: ExitStatus::Aborted,
@@ -531,7 +535,7 @@ mod tests {
         assert_eq!(
             woken(&mut failure, &run, 0, Wake::AbortReturned, returned_ns),
             [
-                Command::AbortReturned { rank: 0, group: 0 },
+                Command::WatchdogFree { rank: 0, group: 0 },
                 Command::KillProcess {
                     rank: 0,
                     status: ExitStatus::Aborted,
@@ -628,7 +632,10 @@ mod tests {
         assert_eq!(enqueue(&mut failure, &run, (0, 1), 50_000), []);
         assert_eq!(
             woken(&mut failure, &run, 0, Wake::DumpWaitOver, DUMP_WAIT_OVER_NS),
-            [wake(0, Wake::Check, DUMP_WAIT_OVER_NS)]
+            [
+                Command::WatchdogFree { rank: 0, group: 0 },
+                wake(0, Wake::Check, DUMP_WAIT_OVER_NS)
+            ]
         );
         let (commands, messages) =
             split(woken(&mut failure, &run, 0, Wake::Check, DUMP_WAIT_OVER_NS));

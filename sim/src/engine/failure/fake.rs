@@ -131,6 +131,7 @@ pub(super) fn enqueue(
             end: collective,
             rendezvous: collective,
             enqueue_ns,
+            listed_ns: enqueue_ns,
             issued: (crate::scenario::CollectiveKind::AllReduce, 1 << 20),
         },
         &mut out,

@@ -346,6 +346,7 @@ mod tests {
                 end: 0,
                 rendezvous: 0,
                 enqueue_ns: 20_000,
+                listed_ns: 20_000,
                 issued: (CollectiveKind::AllReduce, 2 << 20),
             },
             &mut out,

@@ -45,6 +45,10 @@ pub(in crate::engine) enum Wake {
     /// The first poll that sees an async error on the communicator under collective record
     /// `collective` (R26).
     AsyncError { collective: u32 },
+    /// The first poll after the Work of collective record `collective` went onto the list on a
+    /// communicator the watchdog aborted while the call waited for the list (R27): NCCL's
+    /// system error under it.
+    AbortedCommunicator { collective: u32 },
     /// The first poll after another rank propagated its error (R27).
     RemoteError { from_rank: u32 },
     /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
@@ -100,7 +104,11 @@ pub(in crate::engine) enum Notice {
         /// The Work's end event instance.
         end: u32,
         rendezvous: u32,
+        /// When its kernel was enqueued: its timeout counts from then.
         enqueue_ns: u64,
+        /// When it went onto the watchdog's list: later than `enqueue_ns` where the call
+        /// waited for the watchdog to let go of the list ([`Failure::holds_work_list`]).
+        listed_ns: u64,
         issued: (CollectiveKind, u64),
     },
     /// A non-root rank blocked in `store.get` for the unique id of `group`'s communicator
@@ -201,9 +209,11 @@ pub(in crate::engine) enum Command {
     /// Wake `group`'s watchdog of `rank` ([`Wake::AbortReturned`]) once the last GPU work of
     /// `rank` left its streams.
     AwaitDrain { rank: u32, group: GroupId },
-    /// The watchdog's abort of `rank`'s communicator of `group` returned: a call blocked on
-    /// the communicator goes on now.
-    AbortReturned { rank: u32, group: GroupId },
+    /// `rank`'s watchdog of process group `group` is done with its error: its abort of the
+    /// communicators returned (modes 1, 2), or it left the error alone (mode 0). A call that
+    /// waited for it (on the communicator it aborted, or to put its Work onto the list it held)
+    /// goes on now (R27).
+    WatchdogFree { rank: u32, group: GroupId },
     /// The process of `rank` ends at `at_ns` with `status`: its host stops, its GPU work
     /// vanishes.
     KillProcess {
@@ -431,9 +441,13 @@ impl<'s> Failure<'s> {
                 end,
                 rendezvous,
                 enqueue_ns,
+                listed_ns,
                 issued,
             } => {
                 let armed = self.armed[rank as usize].take();
+                // The call launched its kernel before the watchdog's abort, then waited for
+                // the list (R27): the Work is on the aborted communicator.
+                let on_aborted = self.is_aborted(rank, group);
                 self.check_work(
                     view,
                     (rank, collective, rendezvous),
@@ -447,7 +461,11 @@ impl<'s> Failure<'s> {
                     end,
                 };
                 let watchdog = self.watchdog_group(group);
-                self.watch(view, (rank, watchdog), work, armed, out);
+                if on_aborted {
+                    self.watch_aborted(rank, watchdog, collective, listed_ns, out);
+                } else {
+                    self.watch(view, (rank, watchdog), work, armed, out);
+                }
             }
             Notice::StoreWait {
                 rank,
@@ -520,6 +538,14 @@ impl<'s> Failure<'s> {
                     now_ns,
                     out,
                 ),
+                Wake::AbortedCommunicator { collective } => self.caught(
+                    view,
+                    rank,
+                    group,
+                    Caught::AbortedByWatchdog(collective),
+                    now_ns,
+                    out,
+                ),
                 Wake::RemoteError { from_rank } => {
                     self.caught(view, rank, group, Caught::Remote(from_rank), now_ns, out)
                 }
@@ -569,7 +595,9 @@ impl<'s> Failure<'s> {
                 !view.waits_for_communicator(rank, group)
             }
             Wake::StoreTimeout => !view.waits_for_unique_id(rank, group),
-            Wake::AsyncError { .. } | Wake::RemoteError { .. } => {
+            Wake::AsyncError { .. }
+            | Wake::AbortedCommunicator { .. }
+            | Wake::RemoteError { .. } => {
                 let watchdog = &self.watchdogs[self.index(rank, group)];
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
@@ -714,6 +742,9 @@ enum Caught {
     /// The communicator the main thread aborted after a wait's own timeout reports an NCCL
     /// error under the Work of collective record `.0` (R15, R27).
     AbortedByWait(u32),
+    /// The communicator the watchdog aborted while the call of collective record `.0` waited
+    /// to put its Work onto the list (R27).
+    AbortedByWatchdog(u32),
     Remote(u32),
 }
 

@@ -163,6 +163,51 @@ impl Failure<'_> {
         }
     }
 
+    /// Whether `rank`'s watchdog of `group`'s process group holds its Work list: from the
+    /// error it found until it is done with it (its stack trace, dump wait and abort; R27).
+    /// `ProcessGroupNCCL::watchdogHandler` holds `workMetaListMutex_` all that time, and a call
+    /// takes it to put its Work onto the list after launching its kernel: the call waits.
+    pub(in crate::engine) fn holds_work_list(&self, rank: u32, group: GroupId) -> bool {
+        self.watchdogs[self.index(rank, group)].handling
+    }
+
+    /// The Work of collective record `collective` went onto the list at `listed_ns` on a
+    /// communicator the watchdog aborted meanwhile: its next poll (the one at the abort's
+    /// return came before the listing) finds NCCL's error under it, before any timeout (R26),
+    /// so the Work needs no deadline poll (R27; measured on PyTorch 2.11, 105 ms after the
+    /// call returned: tests/data/torch/probes/mode2_timeout/).
+    pub(super) fn watch_aborted(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        collective: u32,
+        listed_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        if !self.watchdog_enabled {
+            return;
+        }
+        let origin_ns = self.watchdogs[self.index(rank, group)].tick_origin_ns;
+        let seen_ns = next_tick_ns(origin_ns, WATCHDOG_POLL_NS, listed_ns + 1);
+        let found = Wake::AbortedCommunicator { collective };
+        wake(out, rank, group, found, seen_ns);
+    }
+
+    /// Where errors propagate (`TORCH_NCCL_PROPAGATE_ERROR=1`), the first poll of any watchdog
+    /// after `now_ns`: another rank's error found from now on is seen no earlier, and the
+    /// watchdog that sees it then holds its Work list (R27). No wake-up announces it before
+    /// the finding, so a host does not run past it: a call of its that lists a Work there
+    /// waits or not by the simulated time, not by how far ahead its host ran.
+    pub(in crate::engine) fn remote_error_bound_ns(&self, now_ns: u64) -> u64 {
+        if !(self.watchdog_enabled && self.scenario.env.propagate_error) {
+            return u64::MAX;
+        }
+        (self.watchdogs.iter())
+            .map(|w| next_tick_ns(w.tick_origin_ns, WATCHDOG_POLL_NS, now_ns + 1))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// Whether `rank`'s watchdog of `group` is aborting its communicators (R27 modes 1, 2).
     pub(in crate::engine) fn is_aborting(&self, rank: u32, group: GroupId) -> bool {
         self.watchdogs[self.index(rank, group)].aborting
@@ -353,9 +398,12 @@ impl Failure<'_> {
                     ),
                 )
             }
-            Caught::AsyncError(collective) | Caught::AbortedByWait(collective) => {
+            Caught::AsyncError(collective)
+            | Caught::AbortedByWait(collective)
+            | Caught::AbortedByWatchdog(collective) => {
                 let error = match caught {
                     Caught::AbortedByWait(_) => NcclAsyncError::AbortedByWait,
+                    Caught::AbortedByWatchdog(_) => NcclAsyncError::AbortedByWatchdog,
                     _ => NcclAsyncError::Remote,
                 };
                 (
@@ -431,8 +479,11 @@ impl Failure<'_> {
         // TORCH_NCCL_DUMP_ON_TIMEOUT=0 changes none of what follows but the dumps: PyTorch 2.11
         // still logs the stack trace, signals and waits as long (docs/watchdog.md).
         // The failed Work's stack trace: for a timeout, and for the error of a communicator a
-        // wait's timeout aborted (both measured on PyTorch 2.11, docs/watchdog.md).
-        let traced = matches!(caught, Caught::Timeout(_) | Caught::AbortedByWait(_));
+        // wait's timeout or the watchdog aborted (measured on PyTorch 2.11, docs/watchdog.md).
+        let traced = matches!(
+            caught,
+            Caught::Timeout(_) | Caught::AbortedByWait(_) | Caught::AbortedByWatchdog(_)
+        );
         let stack_trace_ns = if traced {
             stack_trace_ns(self.scenario)
         } else {
