@@ -233,9 +233,9 @@ impl Failure<'_> {
         // The process lives on and the watchdog resumes polling: a timed-out Work is done
         // with, and every Work of a failed or aborted communicator.
         let aborted = self.is_aborted(rank, group);
+        self.move_tick_origin(index, now_ns);
         let watchdog = &mut self.watchdogs[index];
         watchdog.handling = false;
-        watchdog.tick_origin_ns = now_ns;
         if watchdog.handling_timeout && !aborted {
             watchdog.pending.pop_front();
         } else {

@@ -345,6 +345,10 @@ pub(in crate::engine) struct Failure<'s> {
     groups: usize,
     /// Per rank × group (a pair's slot unused: its Works are its process group's watchdog's).
     watchdogs: Vec<WatchdogState>,
+    /// How many of `watchdogs` poll at each phase of the 100-ms grid (`tick_origin_ns` modulo
+    /// it): the first poll of any watchdog after a time, in a look-up rather than a pass over
+    /// every rank ([`Failure::remote_error_bound_ns`]).
+    tick_phases: std::collections::BTreeMap<u64, usize>,
     /// Per rank × group: the communicator was aborted (`is_aborted`).
     comm_aborted: Vec<bool>,
     records: Vec<WatchdogRecord>,
@@ -396,6 +400,10 @@ impl<'s> Failure<'s> {
             groups,
             watchdogs: (0..ranks * groups)
                 .map(|_| WatchdogState::default())
+                .collect(),
+            tick_phases: (ranks * groups > 0)
+                .then_some((0, ranks * groups))
+                .into_iter()
                 .collect(),
             comm_aborted: vec![false; ranks * groups],
             records: Vec::new(),

@@ -202,10 +202,42 @@ impl Failure<'_> {
         if !(self.watchdog_enabled && self.scenario.env.propagate_error) {
             return u64::MAX;
         }
-        (self.watchdogs.iter())
-            .map(|w| next_tick_ns(w.tick_origin_ns, WATCHDOG_POLL_NS, now_ns + 1))
-            .min()
-            .unwrap_or(u64::MAX)
+        // Every origin lies at or before `now_ns` (it moves to the time of a dump wait's end),
+        // so the next poll after it depends on the origin's phase alone.
+        let after_ns = now_ns + 1;
+        let phase_ns = after_ns % WATCHDOG_POLL_NS;
+        let nearest = (self.tick_phases.range(phase_ns..).next())
+            .map(|(&phase, _)| phase - phase_ns)
+            .or_else(|| {
+                (self.tick_phases.keys().next()).map(|&phase| phase + WATCHDOG_POLL_NS - phase_ns)
+            });
+        let bound_ns = nearest.map_or(u64::MAX, |wait_ns| after_ns + wait_ns);
+        debug_assert_eq!(
+            bound_ns,
+            (self.watchdogs.iter())
+                .map(|w| next_tick_ns(w.tick_origin_ns, WATCHDOG_POLL_NS, after_ns))
+                .min()
+                .unwrap_or(u64::MAX),
+            "the phases' count out of step with the watchdogs' origins"
+        );
+        bound_ns
+    }
+
+    /// The watchdog at `index` polls from `origin_ns` on (after a dump wait), keeping
+    /// [`Failure::tick_phases`] in step.
+    pub(super) fn move_tick_origin(&mut self, index: usize, origin_ns: u64) {
+        let old_phase = self.watchdogs[index].tick_origin_ns % WATCHDOG_POLL_NS;
+        if let Some(count) = self.tick_phases.get_mut(&old_phase) {
+            *count -= 1;
+            if *count == 0 {
+                self.tick_phases.remove(&old_phase);
+            }
+        }
+        *self
+            .tick_phases
+            .entry(origin_ns % WATCHDOG_POLL_NS)
+            .or_default() += 1;
+        self.watchdogs[index].tick_origin_ns = origin_ns;
     }
 
     /// Whether `rank`'s watchdog of `group` is aborting its communicators (R27 modes 1, 2).
