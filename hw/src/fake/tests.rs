@@ -329,9 +329,13 @@ fn an_uncaught_wait_timeout_is_the_simulators_findings_and_records_on_both_engin
 /// Rank 0 of `text` run on the fake device behind a backlog
 /// ([`FakeDevice::behind_a_backlog`]), and the scenario simulated.
 fn behind_a_backlog_on_both(text: &str) -> OnBoth {
+    on_both(text, FakeDevice::behind_a_backlog())
+}
+
+/// Rank 0 of `text` run on `device`, and the scenario simulated.
+fn on_both(text: &str, mut device: FakeDevice) -> OnBoth {
     let scenario = sim::scenario::parse("caught.toml", text).unwrap();
     let plan = rank0_plan(&scenario).unwrap();
-    let mut device = FakeDevice::behind_a_backlog();
     let mut executor = Executor::new(&scenario, &plan, &mut device);
     executor.setup().unwrap();
     let mut log = executor.run().unwrap();
@@ -638,20 +642,14 @@ fn caught_outline(
 }
 
 /// Rank 0 of `text` on `device` and simulated, outlined ([`caught_outline`]).
-fn caught_outlines(text: &str, mut device: FakeDevice) -> (Vec<String>, Vec<String>) {
-    let scenario = sim::scenario::parse("caught.toml", text).unwrap();
-    let plan = rank0_plan(&scenario).unwrap();
-    let mut executor = Executor::new(&scenario, &plan, &mut device);
-    executor.setup().unwrap();
-    let mut log = executor.run().unwrap();
-    let (findings, records) = (
-        std::mem::take(&mut log.findings),
-        std::mem::take(&mut log.records),
-    );
-    let rank0 = log
-        .resolve(&plan, |event| Ok(device.time_of(event)))
-        .unwrap();
-    let simulated = sim::engine::simulate(&scenario);
+fn caught_outlines(text: &str, device: FakeDevice) -> (Vec<String>, Vec<String>) {
+    let OnBoth {
+        rank0,
+        findings,
+        records,
+        simulated,
+        ..
+    } = on_both(text, device);
     (
         caught_outline(&rank0, &findings, &records),
         caught_outline(
