@@ -1473,12 +1473,15 @@ fn a_collective_called_during_the_watchdogs_handling_waits_for_it_then_its_work_
         errors[0].message
     );
     assert_eq!(errors[0].op, Some(again));
-    // Found at the watchdog's next poll after the abort returned, then the dump wait, then the
-    // second abort (nothing left to abort: it returns at once).
+    // Found at the watchdog's next poll after the abort returned; its stack trace at once (the
+    // process kept the first trace's symbols: PyTorch logged it 1 ms after the finding), then
+    // the dump wait, then the second abort (nothing left to abort: it returns at once).
     let found = watchdog_times(&timeline, WatchdogEvent::AsyncError);
     assert_eq!(found, [returned[0] + 100_000_000]);
+    let traces = watchdog_times(&timeline, WatchdogEvent::StackTrace);
+    assert_eq!(traces, [2_100_000_000 + 3_500_000_000, found[0]]);
     assert_eq!(aborts.len(), 2);
-    assert_eq!(aborts[1], found[0] + 3_500_000_000 + 1_000_000_000);
+    assert_eq!(aborts[1], found[0] + 1_000_000_000);
     assert_eq!(returned[1], aborts[1]);
     // No exception reached the program: the call returned.
     assert!(!(timeline.watchdog.iter()).any(|r| r.thread == ThreadKind::Main));

@@ -354,6 +354,11 @@ pub(in crate::engine) struct Failure<'s> {
     records: Vec<WatchdogRecord>,
     /// Per rank: the fault that applies to the collective being issued.
     armed: Vec<Option<FaultKind>>,
+    /// Per rank: the watchdog has symbolised a failed Work's stack trace before; the process
+    /// keeps the symbols, so a later trace costs nothing (R27; measured on PyTorch 2.11: the
+    /// second, of a Work issued at the same call site, 1 ms after its finding against 4.4 s
+    /// for the first, tests/data/torch/probes/mode2_timeout/).
+    symbolised: Vec<bool>,
     /// Per (group, SeqNum): what the first caller issued, when calls may disagree.
     signatures: Option<HashMap<(GroupId, u64), Signature>>,
     /// (group, SeqNum) at which calls disagreed.
@@ -408,6 +413,7 @@ impl<'s> Failure<'s> {
             comm_aborted: vec![false; ranks * groups],
             records: Vec::new(),
             armed: vec![None; ranks],
+            symbolised: vec![false; ranks],
             signatures: calls_may_disagree.then(HashMap::default),
             mismatched: HashSet::default(),
             dumped: vec![false; ranks],

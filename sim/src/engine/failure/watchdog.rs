@@ -16,7 +16,7 @@ use super::{
 };
 use crate::pg::work::{
     async_error_ns, async_exception, dump_wait_ns, remote_error_found, stack_trace_ns,
-    timeout_caught, timeout_deadline_ns, traced_error_handled_ns, NcclAsyncError, WATCHDOG_POLL_NS,
+    timeout_caught, timeout_deadline_ns, NcclAsyncError, WATCHDOG_POLL_NS,
 };
 use crate::ranks::RankSet;
 use crate::scenario::{FaultKind, GroupId};
@@ -516,21 +516,27 @@ impl Failure<'_> {
             caught,
             Caught::Timeout(_) | Caught::AbortedByWait(_) | Caught::AbortedByWatchdog(_)
         );
-        let stack_trace_ns = if traced {
+        let first_trace = traced && !std::mem::replace(&mut self.symbolised[rank as usize], true);
+        let trace_ns = if first_trace {
             stack_trace_ns(self.scenario)
         } else {
             0
         };
         let wait_ns = dump_wait_ns(self.scenario);
-        if stack_trace_ns == 0 {
-            if traced && scenario.env.trace_buffer_entries == 0 {
+        if trace_ns == 0 {
+            let kept = traced && !first_trace && stack_trace_ns(scenario) > 0;
+            if (traced && scenario.env.trace_buffer_entries == 0) || kept {
                 let rank_id = self.rank_id(rank);
+                let message = match kept {
+                    false => format!("[Rank {rank_id}] Stack trace of the failed collective not found, potentially because FlightRecorder is disabled (TORCH_FR_BUFFER_SIZE = 0)"),
+                    true => format!("[Rank {rank_id}] Stack trace of the failed collective (its symbols kept from the process's first trace)"),
+                };
                 self.note(
                     rank,
                     Some(group),
                     (ThreadKind::Watchdog, WatchdogEvent::StackTrace),
                     now_ns,
-                    format!("[Rank {rank_id}] Stack trace of the failed collective not found, potentially because FlightRecorder is disabled (TORCH_FR_BUFFER_SIZE = 0)"),
+                    message,
                 );
             }
             self.signal_dump(view, rank, group, now_ns, out);
@@ -553,12 +559,12 @@ impl Failure<'_> {
             rank,
             group,
             Wake::StackTraceLogged,
-            now_ns + stack_trace_ns,
+            now_ns + trace_ns,
         );
         self.heartbeat_stalls(
             (rank, group),
             now_ns,
-            traced_error_handled_ns(scenario, now_ns),
+            now_ns + trace_ns + wait_ns,
             Wake::HeartbeatCheck,
             out,
         );
