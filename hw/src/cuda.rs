@@ -5,7 +5,7 @@
 //! the GPU are the ones the scenario declares (a race stays a race). Streams, events and memory
 //! go through `cudarc::driver::result` with explicit handles; every event is timed.
 //!
-//! About 810 lines in one piece: it is the whole of the [`Device`] trait for a real GPU, and
+//! About 900 lines in one piece: it is the whole of the [`Device`] trait for a real GPU, and
 //! each part (streams and events, memory, kernels, NCCL calls, the clock) uses the handles the
 //! others create; the unsafe FFI stays in this file and `nccl.rs`.
 
