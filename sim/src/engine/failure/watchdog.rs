@@ -554,13 +554,7 @@ impl Failure<'_> {
         // A timeout: the watchdog first symbolises and logs the Work's stack trace, and its
         // heartbeat stalls from now until its sleep for the dumps ended (then while its abort
         // runs, as above).
-        wake(
-            out,
-            rank,
-            group,
-            Wake::StackTraceLogged,
-            now_ns + trace_ns,
-        );
+        wake(out, rank, group, Wake::StackTraceLogged, now_ns + trace_ns);
         self.heartbeat_stalls(
             (rank, group),
             now_ns,
