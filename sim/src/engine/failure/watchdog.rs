@@ -764,8 +764,45 @@ mod tests {
         DUMP_WAIT_OVER_NS,
     };
     use super::super::FindingAbout;
-    use super::super::{Command, Failure, Wake};
+    use super::super::{next_tick_ns, Command, Failure, Wake};
+    use crate::pg::work::WATCHDOG_POLL_NS;
     use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
+
+    #[test]
+    fn the_watchdogs_next_poll_after_a_time_follows_each_origin_as_it_moves() {
+        // Where errors propagate, the host is bound at the first poll of any watchdog after
+        // now; the look-up over the polls' phases must give what a pass over every watchdog
+        // gives as the origins move (each to the end of a dump wait).
+        let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let pass = |failure: &Failure, now_ns: u64| {
+            (failure.watchdogs.iter())
+                .map(|w| next_tick_ns(w.tick_origin_ns, WATCHDOG_POLL_NS, now_ns + 1))
+                .min()
+                .unwrap()
+        };
+        assert_eq!(failure.remote_error_bound_ns(0), 100_000_000);
+        assert_eq!(failure.remote_error_bound_ns(250_000_000), 300_000_000);
+        let moves = [(0, 1_234_567_890), (1, 2_050_000_000), (0, 3_099_999_999)];
+        for (index, origin_ns) in moves {
+            failure.move_tick_origin(index, origin_ns);
+            for now_ns in [
+                origin_ns,
+                origin_ns + 1,
+                origin_ns + 49_999_999,
+                origin_ns + 99_999_999,
+            ] {
+                assert_eq!(
+                    failure.remote_error_bound_ns(now_ns),
+                    pass(&failure, now_ns),
+                    "after moving watchdog {index} to {origin_ns}, at {now_ns}"
+                );
+            }
+        }
+        // Watchdog 0 polls at ...099_999_999 + k·100 ms, watchdog 1 at ...050_000_000: at
+        // 3.1 s the nearest is watchdog 1's 3.15 s.
+        assert_eq!(failure.remote_error_bound_ns(3_100_000_000), 3_150_000_000);
+    }
 
     #[test]
     fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
