@@ -7,7 +7,7 @@
 //! group and rank waits at its deadline poll and is dropped there if the Work finished in
 //! time. A run where nothing goes wrong pays one event per group and rank.
 //!
-//! About 980 lines, a quarter of them tests: the poll, the timeout, the dump wait and the
+//! About 1,010 lines, over 1,000, a quarter of them tests: the poll, the timeout, the dump wait and the
 //! take-down are one sequence of one thread's states.
 
 use super::{
