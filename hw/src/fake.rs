@@ -10,7 +10,8 @@ use crate::plan::{GroupPlan, RankPlan};
 use crate::watchdog::comm_error_finding;
 use sim::lifetime::Place;
 use sim::pg::work::{
-    async_error_ns, timeout_caught, timeout_deadline_ns, NcclAsyncError, WATCHDOG_POLL_NS,
+    async_error_ns, timeout_caught, timeout_deadline_ns, watchdog_runs, NcclAsyncError,
+    WATCHDOG_POLL_NS,
 };
 use sim::scenario::Scenario;
 use sim::scenario::TensorId;
@@ -21,7 +22,6 @@ use std::collections::{HashSet, VecDeque};
 /// time advances by 1 µs per call (sleeps by their length), an event's time is its record
 /// time, and queries answer from a script (then `true`) — except for events that never fire:
 /// those behind a [`FOREVER_NS`] kernel on their stream, or behind a wait on such an event.
-#[derive(Default)]
 pub struct FakeDevice {
     pub calls: Vec<String>,
     pub now_ns: u64,
@@ -46,6 +46,32 @@ pub struct FakeDevice {
     pub gpu_bytes: Option<u64>,
     /// The bytes of each segment held, by segment.
     pub segment_bytes: Vec<u64>,
+    /// Whether ProcessGroupNCCL's watchdog thread runs (`sim::pg::work::watchdog_runs`, true
+    /// by default; not under blocking wait, R15). Without it nothing gives a verdict on work
+    /// that never ends: a polling `wait()` alone meets it, and a host call blocked on it
+    /// blocks for good, as on a GPU.
+    pub watchdog_runs: bool,
+}
+
+impl Default for FakeDevice {
+    fn default() -> FakeDevice {
+        FakeDevice {
+            calls: Vec::new(),
+            now_ns: 0,
+            event_times: Vec::new(),
+            query_answers: VecDeque::new(),
+            comms: Vec::new(),
+            watched: Vec::new(),
+            aborted: Vec::new(),
+            memory_calls: Vec::new(),
+            hung_streams: HashSet::new(),
+            never_fired: HashSet::new(),
+            comm_errors: Vec::new(),
+            gpu_bytes: None,
+            segment_bytes: Vec::new(),
+            watchdog_runs: true,
+        }
+    }
 }
 
 /// A communicator's NCCL async error on the fake device.
@@ -70,12 +96,23 @@ impl FakeDevice {
     }
 
     /// The device a scenario's rank 0 runs on in the catalogue tests: behind a backlog where
-    /// the program catches what a timed-out wait raises, else idle.
+    /// the program catches what a timed-out wait raises, else idle; with a watchdog where the
+    /// scenario's environment starts one.
     pub fn for_catalogue(scenario: &Scenario) -> FakeDevice {
-        if scenario.ops.iter().any(|op| op.catch) {
+        let device = if scenario.ops.iter().any(|op| op.catch) {
             FakeDevice::behind_a_backlog()
         } else {
             FakeDevice::default()
+        };
+        device.for_environment_of(scenario)
+    }
+
+    /// This device with the watchdog `scenario`'s environment starts, or none
+    /// (`sim::pg::work::watchdog_runs`, R15).
+    pub fn for_environment_of(self, scenario: &Scenario) -> FakeDevice {
+        FakeDevice {
+            watchdog_runs: watchdog_runs(&scenario.env),
+            ..self
         }
     }
 
@@ -91,8 +128,11 @@ impl FakeDevice {
 
     /// The watchdog's verdict on the Works that never complete: at its first 100-ms poll past
     /// the first communicator's async error, injected one (both checked first) or timeout
-    /// (counted from the enqueue).
+    /// (counted from the enqueue); none where no watchdog runs.
     fn verdict(&self) -> Option<(u64, HwError)> {
+        if !self.watchdog_runs {
+            return None;
+        }
         let next_poll = |at_ns: u64| at_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS;
         let stuck = || {
             self.watched

@@ -22,7 +22,7 @@ use sim::timeline::{
 /// its log and the device after the run; and the whole scenario simulated.
 fn rank0_on_fake_and_simulated(scenario: &Scenario) -> (RunLog, FakeDevice, Timeline) {
     let plan = rank0_plan(scenario).unwrap();
-    let mut device = FakeDevice::default();
+    let mut device = FakeDevice::default().for_environment_of(scenario);
     let mut executor = Executor::new(scenario, &plan, &mut device);
     executor.setup().unwrap();
     let log = executor.run().unwrap();
@@ -285,7 +285,8 @@ fn an_uncaught_wait_timeout_is_the_simulators_findings_and_records_on_both_engin
         let mut device = FakeDevice {
             query_answers: std::iter::repeat_n(false, 1000).collect(),
             ..FakeDevice::default()
-        };
+        }
+        .for_environment_of(&scenario);
         let mut executor = Executor::new(&scenario, &plan, &mut device);
         executor.setup().unwrap();
         let log = executor.run().unwrap();
@@ -338,8 +339,9 @@ fn behind_a_backlog_on_both(text: &str) -> OnBoth {
 }
 
 /// Rank 0 of `text` run on `device`, and the scenario simulated.
-fn on_both(text: &str, mut device: FakeDevice) -> OnBoth {
+fn on_both(text: &str, device: FakeDevice) -> OnBoth {
     let scenario = sim::scenario::parse("caught.toml", text).unwrap();
+    let mut device = device.for_environment_of(&scenario);
     let plan = rank0_plan(&scenario).unwrap();
     let mut executor = Executor::new(&scenario, &plan, &mut device);
     executor.setup().unwrap();
@@ -896,4 +898,91 @@ fn clean_up_only_lets_the_program_run_on_after_the_watchdogs_verdict_on_both_eng
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Under blocking wait no watchdog runs (R15): an `async_error` fault (`scenarios/async_error.toml`'s,
+/// on a two-rank job run as rank 0's one-GPU downscale) is met by rank 0's polling `wait()`
+/// alone, never by a watchdog. Rank 0's own failed Work, uncaught, raises in `wait()` and ends
+/// the process; a peer's error, which no watchdog of the peer writes into the store, leaves
+/// rank 0's wait to time out. Rank 0's findings and records are the simulator's on both
+/// engines, and no watchdog thread logs anything. Caught, rank 0's own error leaves the stand-in
+/// collective spinning with nothing to end it, so the process would hang for good at its next
+/// synchronise (the simulator reports a deadlock): hw refuses the run (R15, R27).
+#[test]
+fn an_async_error_under_blocking_wait_meets_no_watchdog_on_both_engines_r15() {
+    let own = "ranks = [0]\nkind = \"async_error\"\nafter_us = 1000";
+    let peers = "ranks = [1]\nkind = \"async_error\"\nafter_us = 1000";
+    for (fault, catch, rank0_kinds) in [
+        (own, "", Some(vec![FindingKind::AsyncError])),
+        (peers, "", Some(vec![FindingKind::WaitTimeout])),
+        (
+            peers,
+            "catch = true\n",
+            Some(vec![FindingKind::WaitTimeout]),
+        ),
+        (own, "catch = true\n", None),
+    ] {
+        let text = format!(
+            "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\n\
+             ranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\n\
+             x = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
+             work = \"w\"\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n{catch}[[op]]\n\
+             label = \"after\"\nhost_sleep_us = 10\n[[fault]]\n{fault}\nat = \"ar\"\n"
+        );
+        let scenario = sim::scenario::parse("blocking_async_error.toml", &text).unwrap();
+        let simulated = sim::engine::simulate(&scenario);
+        let watchdog_records = (simulated.watchdog.iter())
+            .filter(|r| r.thread == ThreadKind::Watchdog)
+            .count();
+        assert_eq!(watchdog_records, 0, "{fault} {catch}");
+        let plan = rank0_plan(&scenario).unwrap();
+        let mut device = FakeDevice::behind_a_backlog().for_environment_of(&scenario);
+        let mut executor = Executor::new(&scenario, &plan, &mut device);
+        executor.setup().unwrap();
+        let ran = executor.run();
+        let Some(rank0_kinds) = rank0_kinds else {
+            let Err(HwError::Unsupported(why)) = ran else {
+                panic!("{fault} {catch}: {ran:?}");
+            };
+            assert!(why.contains("hang for good"), "{why}");
+            let deadlock = simulated.findings.iter().map(|f| f.kind);
+            assert!(
+                deadlock.clone().any(|kind| kind == FindingKind::Deadlock),
+                "{:?}",
+                deadlock.collect::<Vec<_>>()
+            );
+            continue;
+        };
+        let log = ran.unwrap();
+        let rank0_findings = |findings: &[Finding]| -> Vec<FindingFields> {
+            let rank0: Vec<_> = (findings.iter())
+                .filter(|f| f.rank == Some(0) && f.kind != FindingKind::Deadlock)
+                .cloned()
+                .collect();
+            finding_fields(&rank0)
+        };
+        let hw_findings = rank0_findings(&log.findings);
+        assert_eq!(
+            hw_findings,
+            rank0_findings(&simulated.findings),
+            "{fault} {catch}"
+        );
+        let kinds: Vec<_> = hw_findings.iter().map(|f| f.0).collect();
+        assert_eq!(kinds, rank0_kinds, "{fault} {catch}");
+        let rank0_records = |records: &[WatchdogRecord]| -> Vec<RecordFields> {
+            (reenacted_records(records).into_iter())
+                .filter(|r| r.0 == 0)
+                .collect()
+        };
+        let hw_records = rank0_records(&log.records);
+        assert_eq!(
+            hw_records,
+            rank0_records(&simulated.watchdog),
+            "{fault} {catch}"
+        );
+        assert!(
+            hw_records.iter().all(|r| r.1 == ThreadKind::Main),
+            "{fault} {catch}: {hw_records:?}"
+        );
+    }
 }

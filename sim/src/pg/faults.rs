@@ -14,7 +14,7 @@
 //! another op), or it never completes and NCCL reports an async error after a delay.
 //! [`RankFaults::not_on_hardware`] names the faults a hardware run cannot produce.
 
-use crate::scenario::{Fault, FaultKind, GroupId, Op, Scenario};
+use crate::scenario::{Fault, FaultKind, GroupId, Op, OpKind, Scenario};
 
 /// The main thread's `fault` record when rank `rank`'s host reaches `op` in `iteration`, where
 /// a fault of kind `kind` applies: what the fault does there. c10dsim's own line (PyTorch logs
@@ -182,7 +182,7 @@ impl<'a> RankFaults<'a> {
                     why: format!("rank {ranks_text} issues another collective at {where_}"),
                 }),
                 FaultKind::AsyncError { after_ns } if at_this_op => {
-                    Some(if self.scenario.env.propagate_error {
+                    Some(if super::work::propagates_error(&self.scenario.env) {
                         // The peer's watchdog writes the error into the store
                         // (TORCH_NCCL_PROPAGATE_ERROR); this rank reads it at its next poll.
                         CollectiveFate::AsyncError {
@@ -206,6 +206,22 @@ impl<'a> RankFaults<'a> {
             }
         }
         fate
+    }
+
+    /// Whether a `wait()` without `catch` waits for the Work `op` makes: its raise, where an
+    /// async error failed the Work, ends the process (R27).
+    fn failed_work_raises_uncaught(&self, op: &Op) -> bool {
+        let made = match op.kind {
+            OpKind::Collective { work, .. }
+            | OpKind::BatchP2p { work, .. }
+            | OpKind::Barrier { work, .. } => work,
+            _ => None,
+        };
+        made.is_some_and(|made| {
+            (self.scenario.ops.iter()).any(|wait| {
+                matches!(wait.kind, OpKind::Wait { work, .. } if work == made) && !wait.catch
+            })
+        })
     }
 
     /// Why a hardware run of this rank cannot produce the scenario's faults, if it cannot:
@@ -235,6 +251,17 @@ impl<'a> RankFaults<'a> {
                 ),
                 FaultKind::Mismatch { .. } | FaultKind::AsyncError { .. } if own && !alone => {
                     Some("it is produced only on the one-GPU downscale's stand-in collectives")
+                }
+                FaultKind::AsyncError { .. }
+                    if own && !super::work::watchdog_runs(&self.scenario.env)
+                        && !self.failed_work_raises_uncaught(op) =>
+                {
+                    Some(
+                        "under blocking wait no watchdog runs (R15) and no uncaught raise of a \
+                         wait() on the failed Work ends the process: the rank the hardware runs \
+                         would hang for good at its next synchronise, its collective never \
+                         ending (the simulator reports it as a deadlock)",
+                    )
                 }
                 _ => None,
             };
@@ -319,6 +346,36 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn no_peers_async_error_reaches_the_lone_rank_under_blocking_wait_r15() {
+        // The peer's watchdog, which would write its error into the store, does not run.
+        let faults = format!("{}after_us = 5000\n", fault("[1]", "b", "async_error"));
+        let env = "TORCH_NCCL_PROPAGATE_ERROR = 1\nTORCH_NCCL_BLOCKING_WAIT = 1";
+        let blocking = scenario(&faults, env);
+        assert!(matches!(
+            RankFaults::new(&blocking, 0).collective_fate(&blocking.ops[1], 0, 0),
+            CollectiveFate::NeverCompletes { .. }
+        ));
+    }
+
+    #[test]
+    fn an_own_async_error_nothing_ends_under_blocking_wait_is_refused_on_hardware_r15() {
+        let faults = format!("{}after_us = 5000\n", fault("[0]", "b", "async_error"));
+        let blocking = "TORCH_NCCL_BLOCKING_WAIT = 1";
+        // The uncaught raise of `wait()` ends the process; with a watchdog, its verdict does.
+        assert_eq!(
+            RankFaults::new(&scenario(&faults, blocking), 0).not_on_hardware(true),
+            None
+        );
+        let mut caught = scenario(&faults, blocking);
+        caught.ops[2].catch = true;
+        let why = RankFaults::new(&caught, 0).not_on_hardware(true).unwrap();
+        assert!(why.contains("hang for good"), "{why}");
+        let mut watched = scenario(&faults, "");
+        watched.ops[2].catch = true;
+        assert_eq!(RankFaults::new(&watched, 0).not_on_hardware(true), None);
     }
 
     #[test]

@@ -16,6 +16,14 @@ pub fn watchdog_runs(env: &Env) -> bool {
     !env.blocking_wait
 }
 
+/// Whether a rank's error reaches the other ranks of its group through the store
+/// (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): the failed rank's watchdog writes it and theirs read
+/// it, so only where the watchdog runs; under blocking wait none runs (R15), and the others'
+/// blocking waits time out.
+pub fn propagates_error(env: &Env) -> bool {
+    env.propagate_error && watchdog_runs(env)
+}
+
 /// Whether a `wait(timeout)` that timed out also sets off the watchdog's error path (log,
 /// stack trace, dump signal, dump wait, `TORCH_NCCL_ASYNC_ERROR_HANDLING`), whether or not the
 /// program catches the exception: the watchdog finds the error of the communicator the main

@@ -199,7 +199,7 @@ impl Failure<'_> {
     /// the finding, so a host does not run past it: a call of its that lists a Work there
     /// waits or not by the simulated time, not by how far ahead its host ran.
     pub(in crate::engine) fn remote_error_bound_ns(&self, now_ns: u64) -> u64 {
-        if !(self.watchdog_enabled && self.scenario.env.propagate_error) {
+        if !(self.watchdog_enabled && crate::pg::work::propagates_error(&self.scenario.env)) {
             return u64::MAX;
         }
         // Every origin lies at or before `now_ns` (it moves to the time of a dump wait's end),
