@@ -628,7 +628,7 @@ impl<'a, D: Device> Executor<'a, D> {
             // Until the program passed this iteration, a run that ends leaves it unfinished.
             self.log.unfinished_iteration = Some(iteration);
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
-                if self.taken_down_after_the_dump_wait() {
+                if self.taken_down_by_the_finding(false) {
                     return Ok(false);
                 }
                 if let Some(failure) = self.device.watchdog_failure() {
@@ -678,7 +678,7 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         self.log.unfinished_iteration = None;
-        Ok(!self.taken_down_at_the_programs_end())
+        Ok(!self.taken_down_by_the_finding(true))
     }
 
     /// Whether `error` is a verdict of the watchdog (a timeout, R26; an NCCL async error, R27)
@@ -694,40 +694,26 @@ impl<'a, D: Device> Executor<'a, D> {
             && work::aborts_and_runs_on(self.scenario.env.async_error_handling)
     }
 
-    /// Whether the simulator's watchdog would have taken the process down by now, after the
-    /// dump wait that followed its finding of the error of a communicator the main thread
-    /// aborted under a Work whose timed-out wait the program caught ([`Self::watchdog_found`]):
-    /// hw then takes it down, before the next op.
-    fn taken_down_after_the_dump_wait(&mut self) -> bool {
+    /// Whether the watchdog's finding of the error of a communicator the main thread aborted
+    /// under a Work whose timed-out wait the program caught ([`Self::watchdog_found`]) takes
+    /// the process down now: once the simulator's watchdog would have (after its dump wait),
+    /// checked before each op, or at the program's end (`programs_end`), where hw does not wait
+    /// the rest of the dump wait (60 s by default) for nothing.
+    fn taken_down_by_the_finding(&mut self, programs_end: bool) -> bool {
         let Some((watchdog, handled_ns)) = self.watchdog_found else {
             return false;
         };
         let at_ns = self.device.now_ns();
-        if at_ns < handled_ns {
-            return false;
-        }
-        self.watchdog_found = None;
-        let dump_wait_ms = work::dump_wait_ns(self.scenario) / 1_000_000;
-        let when =
-            format!("after the watchdog's dump wait ({dump_wait_ms} ms), before the next op");
-        self.take_down(Some(watchdog), at_ns, &when);
-        self.log.ended_early = true;
-        true
-    }
-
-    /// Whether the program ended before the simulator's watchdog would take the process down
-    /// ([`Self::watchdog_found`]): hw takes it down now, at the program's end, rather than wait
-    /// the rest of the dump wait (60 s by default) for nothing; every iteration finished.
-    fn taken_down_at_the_programs_end(&mut self) -> bool {
-        let Some((watchdog, _)) = self.watchdog_found.take() else {
+        let when = if programs_end {
+            "at the program's end, without the dump wait".to_string()
+        } else if at_ns >= handled_ns {
+            let dump_wait_ms = work::dump_wait_ns(self.scenario) / 1_000_000;
+            format!("after the watchdog's dump wait ({dump_wait_ms} ms), before the next op")
+        } else {
             return false;
         };
-        let at_ns = self.device.now_ns();
-        self.take_down(
-            Some(watchdog),
-            at_ns,
-            "at the program's end, without the dump wait",
-        );
+        self.watchdog_found = None;
+        self.take_down(Some(watchdog), at_ns, &when);
         self.log.ended_early = true;
         true
     }
@@ -997,35 +983,44 @@ impl<'a, D: Device> Executor<'a, D> {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         self.abort_pending_works(failed, None)?;
         let at_ns = self.device.now_ns();
-        let name = &self.scenario.groups[failed].name;
-        let aborting = work::watchdog_abort(rank, mode, name);
-        let thread = ThreadKind::Watchdog;
-        self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
-        self.device.abort_comm(failed);
+        self.watchdog_aborts(failed, at_ns);
         self.aborted[failed] = true;
         let returned_ns = self.device.now_ns();
         let name = &self.scenario.groups[failed].name;
         let returned = work::watchdog_abort_returned(rank, mode, name);
-        let event = WatchdogEvent::AbortReturned;
+        let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AbortReturned);
         self.note_group(group, thread, event, returned_ns, returned);
         self.device.watchdog_resumed(failed);
         Ok(())
     }
 
+    /// The watchdog's error handling aborts the communicators of `group` alone (modes 1 and 2,
+    /// R27: PyTorch's `abortComms()` of the process group whose own watchdog found the error;
+    /// another group's communicators run on), logged at `at_ns` in the simulator's words.
+    fn watchdog_aborts(&mut self, group: usize, at_ns: u64) {
+        let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
+        let name = &self.scenario.groups[group].name;
+        let aborting = work::watchdog_abort(rank, mode, name);
+        self.note_group(
+            Some(group),
+            ThreadKind::Watchdog,
+            WatchdogEvent::Abort,
+            at_ns,
+            aborting,
+        );
+        self.device.abort_comm(group);
+    }
+
     /// hw takes the process down at `at_ns` (`when`, in the exit record's words) after a
-    /// verdict of the watchdog of `group`, whatever the GPU still holds (R27): the watchdog's
-    /// error handling first aborts, under modes 1 and 2, the communicators of that group alone
-    /// (PyTorch's `abortComms()` of that process group, whose own watchdog found it; another
-    /// group's communicators run on).
+    /// verdict of the watchdog of `group`, whatever the GPU still holds (R27), after the
+    /// watchdog's abort of that group's communicators under modes 1 and 2
+    /// ([`Self::watchdog_aborts`]).
     fn take_down(&mut self, group: Option<usize>, at_ns: u64, when: &str) {
         let rank = self.plan.rank;
         let thread = ThreadKind::Watchdog;
         let mode = self.scenario.env.async_error_handling;
         if let (Some(failed), true) = (group, mode.cleans_up()) {
-            self.device.abort_comm(failed);
-            let name = &self.scenario.groups[failed].name;
-            let aborting = work::watchdog_abort(rank, mode, name);
-            self.note_group(group, thread, WatchdogEvent::Abort, at_ns, aborting);
+            self.watchdog_aborts(failed, at_ns);
         }
         let exit = format!(
             "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down {when}, \
