@@ -1689,12 +1689,12 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
-    /// polls (R15); a poll that finds the Work failed by an async error raises it (R27), one
-    /// that finds the timeout (`sim::pg`'s: the wait's own, else the group's) passed since the
-    /// enqueue aborts the Work's group's communicator and raises (R26's clock, [`work::timed_out`];
-    /// the watchdog's finding of that communicator's error follows in [`Self::verdict`]). A
-    /// verdict of the watchdog (`wait(timeout)`, where it runs) ends the wait first, never
-    /// returned: hw takes the process down at the verdict, as every other blocking call does.
+    /// polls (R15); a poll that finds the Work failed by an async error (R27) or the timeout
+    /// (`sim::pg`'s: the wait's own, else the group's) passed since the enqueue (R26's clock,
+    /// [`work::timed_out`]) aborts the Work's group's communicator and raises
+    /// ([`Self::wait_aborts`]). A verdict of the watchdog (`wait(timeout)`, where it runs) ends
+    /// the wait first, never returned: hw takes the process down at the verdict, as every
+    /// other blocking call does.
     fn poll(
         &mut self,
         iteration: u32,
@@ -1711,44 +1711,67 @@ impl<'a, D: Device> Executor<'a, D> {
             if let Some(failure) = self.device.watchdog_failure() {
                 return Err(failure);
             }
-            self.raise_if_failed(iteration, op, collective)?;
-            if self.caught {
-                return Ok(());
-            }
             let now_ns = self.device.now_ns();
-            if work::timed_out(enqueue_ns, limit_ns, now_ns) {
-                let rank = self.plan.rank;
-                let ran_ns = now_ns.saturating_sub(enqueue_ns);
-                let timed_out = &self.works[collective as usize];
-                let (group, description) = (timed_out.group, timed_out.description.clone());
-                for line in work::wait_timeout_log(rank, &description, ran_ns) {
-                    let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
-                    self.note_group(Some(group), thread, event, now_ns, line);
-                }
-                self.abort_pending_works(group, Some(collective))?;
-                self.device.abort_comm(group);
-                self.aborted[group] = true;
-                // It raises once the abort returned.
-                let raised_ns = self.device.now_ns();
-                let name = &self.scenario.groups[group].name;
-                let aborted = work::wait_abort_returned(rank, &description, name);
-                let (thread, event) = (ThreadKind::Main, WatchdogEvent::Abort);
-                self.note_group(Some(group), thread, event, raised_ns, aborted.clone());
-                self.raised(iteration, op, group, raised_ns);
-                let finding = work::wait_timeout_finding(rank, &description, ran_ns, op);
-                if op.catch {
-                    self.timeout_caught(iteration, op, (end, finding));
-                    self.catch(iteration, op, raised_ns, work::wait_raise_caught(&aborted));
-                    return Ok(());
-                }
-                return Err(HwError::Timeout {
-                    work: Some(end),
-                    finding,
-                });
+            let error_ns = (self.failed_ends.get(&end).copied())
+                .filter(|&error_ns| work::failed_by(Some(error_ns), now_ns));
+            if error_ns.is_some() || work::timed_out(enqueue_ns, limit_ns, now_ns) {
+                return self.wait_aborts(iteration, op, collective, error_ns);
             }
             self.device.host_sleep(poll_ns);
         }
         Ok(())
+    }
+
+    /// A polling wait (R15) leaves its loop on the Work's async error (`error_ns`, R27) or its
+    /// timeout: as PyTorch's `WorkNCCL::wait()`, the main thread aborts the communicator of
+    /// the Work's group, then raises once the abort returned, the error or the timeout (the
+    /// watchdog's finding of that communicator's error after a timeout follows in
+    /// [`Self::verdict`]); caught, the program goes on with the communicator aborted.
+    fn wait_aborts(
+        &mut self,
+        iteration: u32,
+        op: &Op,
+        collective: u32,
+        error_ns: Option<u64>,
+    ) -> Result<(), HwError> {
+        let rank = self.plan.rank;
+        let now_ns = self.device.now_ns();
+        let work = &self.works[collective as usize];
+        let (end, group, description) = (work.end, work.group, work.description.clone());
+        let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
+        let lines = match error_ns {
+            Some(_) => vec![work::wait_error_log(rank, &description)],
+            None => work::wait_timeout_log(rank, &description, ran_ns).to_vec(),
+        };
+        for line in lines {
+            let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
+            self.note_group(Some(group), thread, event, now_ns, line);
+        }
+        self.abort_pending_works(group, Some(collective))?;
+        self.device.abort_comm(group);
+        self.aborted[group] = true;
+        // It raises once the abort returned.
+        let raised_ns = self.device.now_ns();
+        let name = &self.scenario.groups[group].name;
+        let (thread, event) = (ThreadKind::Main, WatchdogEvent::Abort);
+        if let Some(error_ns) = error_ns {
+            let aborted = work::wait_error_abort_returned(rank, &description, name);
+            self.note_group(Some(group), thread, event, raised_ns, aborted);
+            return self.raise_failed(iteration, op, collective, (error_ns, raised_ns));
+        }
+        let aborted = work::wait_abort_returned(rank, &description, name);
+        self.note_group(Some(group), thread, event, raised_ns, aborted.clone());
+        self.raised(iteration, op, group, raised_ns);
+        let finding = work::wait_timeout_finding(rank, &description, ran_ns, op);
+        if op.catch {
+            self.timeout_caught(iteration, op, (end, finding));
+            self.catch(iteration, op, raised_ns, work::wait_raise_caught(&aborted));
+            return Ok(());
+        }
+        Err(HwError::Timeout {
+            work: Some(end),
+            finding,
+        })
     }
 
     /// Before the main thread aborts the communicator of `group` under the timed-out Work
@@ -1839,11 +1862,24 @@ impl<'a, D: Device> Executor<'a, D> {
         if !work::failed_by(Some(error_ns), now_ns) {
             return Ok(());
         }
+        self.raise_failed(iteration, op, collective, (error_ns, now_ns))
+    }
+
+    /// `wait()` on the Work of `collective`, failed by an NCCL async error at `error_ns`, raises
+    /// `DistBackendError` at `at_ns` (R27): caught, the program goes on.
+    fn raise_failed(
+        &mut self,
+        iteration: u32,
+        op: &Op,
+        collective: u32,
+        (error_ns, at_ns): (u64, u64),
+    ) -> Result<(), HwError> {
+        let work = &self.works[collective as usize];
         let failed = work::async_error_failed(self.plan.rank, &work.description, error_ns, op);
         let group = work.group;
-        self.raised(iteration, op, group, now_ns);
+        self.raised(iteration, op, group, at_ns);
         if op.catch {
-            self.catch(iteration, op, now_ns, work::failed_work_caught(&failed));
+            self.catch(iteration, op, at_ns, work::failed_work_caught(&failed));
             return Ok(());
         }
         let message = work::uncaught(&failed);

@@ -300,7 +300,7 @@ impl Engine<'_> {
                 }
                 Blocked::Polling { .. } => "polls a Work that never completes (blocking wait, R15)",
                 Blocked::Aborting { .. } => {
-                    "aborts the communicator after the wait's timeout, which waits for the device to drain: GPU work on one of its streams never finishes (R15)"
+                    "aborts the communicator after the wait's timeout or the Work's async error, which waits for the device to drain: GPU work on one of its streams never finishes (R15)"
                 }
                 Blocked::Hung => "hangs before it (a [[fault]] of kind hang)",
                 Blocked::Watchdog { .. } => {

@@ -173,11 +173,15 @@ enum Blocked {
         deadline_ns: u64,
         collective: u32,
     },
-    /// A wait's own timeout (R15): the main thread aborts the communicator of collective record
-    /// `collective` and raises once the abort's least time passed (`floor_passed`,
-    /// `host.comm_abort_us`) and the device drained (every stream's queue, the collective's or
-    /// not).
-    Aborting { collective: u32, floor_passed: bool },
+    /// A wait's own timeout, or the Work's async error found by a poll (`failed`, R15, R27):
+    /// the main thread aborts the communicator of collective record `collective` and raises
+    /// once the abort's least time passed (`floor_passed`, `host.comm_abort_us`) and the
+    /// device drained (every stream's queue, the collective's or not).
+    Aborting {
+        collective: u32,
+        floor_passed: bool,
+        failed: bool,
+    },
     /// A call waiting for the watchdog of process group `group`, busy with an error (R27): on
     /// the communicator the watchdog is aborting, or, its kernel launched, to put its Work onto
     /// the list the watchdog holds from the error's finding until it is done with it. The call

@@ -52,8 +52,9 @@ impl Engine<'_> {
         self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
     }
 
-    /// `wait(timeout)` or blocking wait past the timeout (R15): the main thread aborts the
-    /// communicator, and raises once the abort ended ([`Self::wait_abort_check`]).
+    /// `wait(timeout)` or blocking wait past the timeout, or at the first poll after the Work's
+    /// async error (R15, R27): the main thread aborts the communicator, and raises once the
+    /// abort ended ([`Self::wait_abort_check`]).
     pub(super) fn wait_timed_out(&mut self, rank: u32, generation: u64) {
         let now_ns = self.now_ns;
         let state = &self.ranks[rank as usize];
@@ -63,20 +64,18 @@ impl Engine<'_> {
         if state.generation != generation {
             return;
         }
-        let op = state.blocked_op;
         if work::failed_by(self.failure.work_failed_ns(rank, collective), now_ns) {
-            // The poll found the Work failed: wait() raises its error, not a timeout.
-            self.raised_in_wait(rank, collective, op, now_ns);
-            self.notify(Notice::WaitCalled {
+            // The poll found the Work failed: wait() aborts the communicator, then raises the
+            // error, not a timeout (R27).
+            self.notify(Notice::WaitFoundError {
                 rank,
                 collective,
-                op,
-                host_ns: now_ns,
+                now_ns,
             });
-            self.resume_if_caught(rank, now_ns);
+            self.wait_aborts(rank, collective, true);
             return;
         }
-        let op = &self.scenario.ops[op];
+        let op = &self.scenario.ops[state.blocked_op];
         let enqueue_ns = self.enqueue_ns(rank, collective);
         // PyTorch prints the Work with its own (the group's) timeout, whatever the wait's was.
         let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
@@ -105,13 +104,20 @@ impl Engine<'_> {
             enqueue_ns,
             now_ns,
         });
-        let floor_ns = work::wait_abort_floor_ns(now_ns, self.scenario.host.comm_abort_ns);
+        self.wait_aborts(rank, collective, false);
+    }
+
+    /// The polling wait of `rank` on `collective` aborts the communicator (the Work `failed`
+    /// by an async error, else timed out) and raises once the abort ended.
+    fn wait_aborts(&mut self, rank: u32, collective: u32, failed: bool) {
+        let floor_ns = work::wait_abort_floor_ns(self.now_ns, self.scenario.host.comm_abort_ns);
         let state = &mut self.ranks[rank as usize];
         // The host no longer waits for the Work's end event: it is in the abort.
         state.waiters.forget_host();
         state.blocked = Blocked::Aborting {
             collective,
             floor_passed: false,
+            failed,
         };
         let generation = state.generation;
         self.schedule(floor_ns, Event::WaitAbortDue { rank, generation });
@@ -131,7 +137,7 @@ impl Engine<'_> {
         self.wait_abort_check(rank);
     }
 
-    /// The abort after a wait's timeout ends once its floor passed and the device drained: every
+    /// The abort in a polling wait ends once its floor passed and the device drained: every
     /// stream of the rank, not only the collective's (measured: a sleep on a stream the
     /// collective does not wait for holds the raise too). The call ends there and the wait
     /// raises (R15). Called from an event of its own, never from inside a stream's advance, so
@@ -142,6 +148,7 @@ impl Engine<'_> {
         let Blocked::Aborting {
             collective,
             floor_passed: true,
+            failed,
         } = state.blocked
         else {
             return;
@@ -156,6 +163,7 @@ impl Engine<'_> {
             collective,
             op,
             now_ns,
+            failed,
         });
         self.resume_if_caught(rank, now_ns);
     }

@@ -208,9 +208,10 @@ impl<'a> RankFaults<'a> {
         fate
     }
 
-    /// Whether a `wait()` without `catch` waits for the Work `op` makes: its raise, where an
-    /// async error failed the Work, ends the process (R27).
-    fn failed_work_raises_uncaught(&self, op: &Op) -> bool {
+    /// Whether a `wait()` waits for the Work `op` makes: under blocking wait, where an async
+    /// error failed the Work, it aborts the communicator, which ends the failed collective,
+    /// then raises (R15, R27), caught or ending the process.
+    fn failed_work_waited(&self, op: &Op) -> bool {
         let made = match op.kind {
             OpKind::Collective { work, .. }
             | OpKind::BatchP2p { work, .. }
@@ -218,9 +219,8 @@ impl<'a> RankFaults<'a> {
             _ => None,
         };
         made.is_some_and(|made| {
-            (self.scenario.ops.iter()).any(|wait| {
-                matches!(wait.kind, OpKind::Wait { work, .. } if work == made) && !wait.catch
-            })
+            (self.scenario.ops.iter())
+                .any(|wait| matches!(wait.kind, OpKind::Wait { work, .. } if work == made))
         })
     }
 
@@ -254,13 +254,13 @@ impl<'a> RankFaults<'a> {
                 }
                 FaultKind::AsyncError { .. }
                     if own && !super::work::watchdog_runs(&self.scenario.env)
-                        && !self.failed_work_raises_uncaught(op) =>
+                        && !self.failed_work_waited(op) =>
                 {
                     Some(
-                        "under blocking wait no watchdog runs (R15) and no uncaught raise of a \
-                         wait() on the failed Work ends the process: the rank the hardware runs \
-                         would hang for good at its next synchronise, its collective never \
-                         ending (the simulator reports it as a deadlock)",
+                        "under blocking wait no watchdog runs (R15) and no wait() on the failed \
+                         Work aborts its communicator: the rank the hardware runs would hang for \
+                         good at its next synchronise, its collective never ending (the \
+                         simulator reports it as a deadlock)",
                     )
                 }
                 _ => None,
@@ -364,17 +364,22 @@ mod tests {
     fn an_own_async_error_nothing_ends_under_blocking_wait_is_refused_on_hardware_r15() {
         let faults = format!("{}after_us = 5000\n", fault("[0]", "b", "async_error"));
         let blocking = "TORCH_NCCL_BLOCKING_WAIT = 1";
-        // The uncaught raise of `wait()` ends the process; with a watchdog, its verdict does.
+        // The wait() on the failed Work aborts its communicator, caught or not; with a
+        // watchdog, its verdict ends the process.
         assert_eq!(
             RankFaults::new(&scenario(&faults, blocking), 0).not_on_hardware(true),
             None
         );
         let mut caught = scenario(&faults, blocking);
         caught.ops[2].catch = true;
-        let why = RankFaults::new(&caught, 0).not_on_hardware(true).unwrap();
+        assert_eq!(RankFaults::new(&caught, 0).not_on_hardware(true), None);
+        // No wait() on it: nothing ends the failed collective.
+        let mut unwaited = scenario(&faults, blocking);
+        unwaited.ops.pop();
+        let why = RankFaults::new(&unwaited, 0).not_on_hardware(true).unwrap();
         assert!(why.contains("hang for good"), "{why}");
         let mut watched = scenario(&faults, "");
-        watched.ops[2].catch = true;
+        watched.ops.pop();
         assert_eq!(RankFaults::new(&watched, 0).not_on_hardware(true), None);
     }
 

@@ -529,6 +529,50 @@ fn a_blocking_wait_raises_at_the_first_poll_after_the_async_error_r15_r27() {
     );
 }
 
+#[test]
+fn a_blocking_wait_aborts_the_communicator_before_it_raises_the_async_error_r15_r27() {
+    // PyTorch's `WorkNCCL::wait()`: the poll that finds the communicator's error leaves the
+    // loop, aborts the Work's communicator, then rethrows the error. The raise comes once the
+    // abort returned (`host.comm_abort_us`, here 50 ms, past the first poll after the error
+    // at 1.02 ms), the failed collective's kernel is ended by the abort, and caught, the
+    // program goes on with the communicator aborted: its next collective raises.
+    let text = "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[host]\ncomm_abort_us = 50000\n\
+        [cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+        [tensors]\nx = \"1MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+        [[op]]\nlabel = \"wait\"\nwait = \"w\"\ncatch = true\n\
+        [[op]]\nlabel = \"again\"\nall_reduce = \"x\"\ncatch = true\n\
+        [[op]]\ndevice_sync = true\n\
+        [[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    let timeline = simulate(&parse("t.toml", text).unwrap());
+    let rank0 = &timeline.ranks[0];
+    let [raised, again] = rank0.exceptions.as_slice() else {
+        panic!("{:?}", rank0.exceptions)
+    };
+    assert!(
+        raised.message.contains("unhandled system error") || raised.message.contains("async"),
+        "{}",
+        raised.message
+    );
+    assert!(
+        (51_020_000..53_000_000).contains(&raised.at_ns),
+        "the raise waits for the abort: {}",
+        raised.at_ns
+    );
+    let abort = timeline
+        .watchdog
+        .iter()
+        .find(|r| r.rank == 0 && r.thread == ThreadKind::Main && r.event == WatchdogEvent::Abort)
+        .expect("the main thread's abort is recorded");
+    assert_eq!(abort.at_ns, raised.at_ns);
+    assert!(
+        again.message.contains("aborted"),
+        "the next collective meets the aborted communicator: {}",
+        again.message
+    );
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+}
+
 /// Two ranks under blocking wait with a 500 ms group timeout; `ops` follow.
 fn blocking_wait(ops: &str) -> crate::timeline::Timeline {
     let text = format!(

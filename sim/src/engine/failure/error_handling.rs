@@ -328,6 +328,34 @@ impl Failure<'_> {
                 line,
             );
         }
+        self.main_thread_aborts(rank, group, now_ns, out);
+    }
+
+    /// A polling `wait()` found its Work failed by the communicator's NCCL async error (R15,
+    /// R27): PyTorch's `WorkNCCL::wait()` leaves its loop, aborts the Work's communicator and
+    /// rethrows the error once the abort returned ([`Self::wait_raised`]), as after a timeout.
+    pub(super) fn wait_found_error(
+        &mut self,
+        view: &impl RunView,
+        (rank, collective): (u32, u32),
+        now_ns: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+            now_ns,
+            crate::pg::work::wait_error_log(rank_id, &work),
+        );
+        self.main_thread_aborts(rank, group, now_ns, out);
+    }
+
+    /// The main thread of `rank` aborts the communicator of `group` in a polling `wait()`
+    /// (R15): a later collective on it raises; a running watchdog blocks on the abort, so its
+    /// heartbeat stalls while the abort lasts (R28).
+    fn main_thread_aborts(&mut self, rank: u32, group: usize, now_ns: u64, out: &mut Vec<Command>) {
         let index = self.index(rank, group);
         self.mark_aborted(rank, group, false);
         self.watchdogs[index].main_abort_running = true;
@@ -342,14 +370,16 @@ impl Failure<'_> {
         out.push(Command::AbortCommunicators { rank, group });
     }
 
-    /// A polling `wait()` raised (R15), its abort of the communicator over: where it runs, the
-    /// watchdog finds the aborted communicator's error, caught or not; caught, the program goes
-    /// on with the communicator aborted; uncaught, the exception then ends the process.
+    /// A polling `wait()` raised (R15), its abort of the communicator over: the Work's async
+    /// error where it `failed` (R27, raised as a `wait()` on a failed Work raises); else its
+    /// timeout, and where it runs, the watchdog finds the aborted communicator's error, caught
+    /// or not; caught, the program goes on with the communicator aborted; uncaught, the
+    /// exception then ends the process.
     pub(super) fn wait_raised(
         &mut self,
         view: &impl RunView,
         (rank, collective, op): (u32, u32, usize),
-        now_ns: u64,
+        (now_ns, failed): (u64, bool),
         out: &mut Vec<Command>,
     ) {
         let (rank_id, group, work) = self.timed_out_work(view, rank, collective);
@@ -365,8 +395,12 @@ impl Failure<'_> {
             let at_ns = now_ns.max(self.watchdogs[index].abort_least_end_ns);
             wake(out, rank, watchdog, Wake::AbortReturned, at_ns);
         }
-        let message =
-            crate::pg::work::wait_abort_returned(rank_id, &work, &self.scenario.groups[group].name);
+        let group_name = &self.scenario.groups[group].name;
+        let message = if failed {
+            crate::pg::work::wait_error_abort_returned(rank_id, &work, group_name)
+        } else {
+            crate::pg::work::wait_abort_returned(rank_id, &work, group_name)
+        };
         self.note(
             rank,
             Some(group),
@@ -374,6 +408,11 @@ impl Failure<'_> {
             now_ns,
             message.clone(),
         );
+        if failed {
+            // The Work's own error is rethrown, caught or ending the process.
+            self.wait_called(view, (rank, collective, op), now_ns, out);
+            return;
+        }
         let catches = self.scenario.ops[op].catch;
         if catches {
             // The communicator stays aborted: its next use raises (R27).
@@ -806,6 +845,7 @@ mod tests {
             collective: 0,
             op: 1,
             now_ns: 1_000_000_000,
+            failed: false,
         };
         failure.notify(&run, raised, &mut out);
         assert!(matches!(out[0], Command::Caught { op: 1, .. }));
@@ -872,6 +912,7 @@ mod tests {
                 collective: 0,
                 op: 0,
                 now_ns: 1_930_034_000,
+                failed: false,
             },
             &mut out,
         );

@@ -154,13 +154,23 @@ pub(in crate::engine) enum Notice {
         enqueue_ns: u64,
         now_ns: u64,
     },
+    /// A polling `wait()` of collective record `collective` found the Work failed by its
+    /// communicator's NCCL async error (R15, R27): as after a timeout, the main thread aborts
+    /// the communicator, then raises the error ([`Notice::WaitRaised`] with `failed`).
+    WaitFoundError {
+        rank: u32,
+        collective: u32,
+        now_ns: u64,
+    },
     /// A polling `wait()` of collective record `collective` raised (R15), once the main
-    /// thread's abort of the communicator ended.
+    /// thread's abort of the communicator ended: the Work's async error where `failed`
+    /// ([`Notice::WaitFoundError`]), else its timeout.
     WaitRaised {
         rank: u32,
         collective: u32,
         op: usize,
         now_ns: u64,
+        failed: bool,
     },
     /// The program of `rank` ran to its end at host time `host_ns` (R31). `abort_timeout`:
     /// the group with the smallest timeout among those whose communicator the process created,
@@ -520,12 +530,18 @@ impl<'s> Failure<'s> {
                 enqueue_ns,
                 now_ns,
             } => self.wait_timed_out(view, (rank, collective), (enqueue_ns, now_ns), out),
+            Notice::WaitFoundError {
+                rank,
+                collective,
+                now_ns,
+            } => self.wait_found_error(view, (rank, collective), now_ns, out),
             Notice::WaitRaised {
                 rank,
                 collective,
                 op,
                 now_ns,
-            } => self.wait_raised(view, (rank, collective, op), now_ns, out),
+                failed,
+            } => self.wait_raised(view, (rank, collective, op), (now_ns, failed), out),
             Notice::ProgramReturned {
                 rank,
                 host_ns,
