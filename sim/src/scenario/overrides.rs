@@ -147,28 +147,99 @@ impl fmt::Display for Override {
     }
 }
 
-/// How a scenario read with overrides names itself (`FILE [--set K=V --set …]`, a Timeline's
-/// `scenario.path`), so that a measured run can be simulated again as it ran; the file alone
-/// without overrides. [`read_recorded_invocation`] reads it back.
-pub fn recorded_invocation(file: &str, overrides: &[Override]) -> String {
-    if overrides.is_empty() {
-        return file.to_string();
-    }
-    let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
-    format!("{file} [--set {}]", list.join(" --set "))
+/// What a run was given besides its file, as it was typed: `--seed N` (which sets `seed`, as
+/// `--set seed=N` would) and the `--set`s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocation {
+    pub seed: Option<u64>,
+    pub overrides: Vec<Override>,
 }
 
-/// The file and overrides of a [`recorded_invocation`]. Only the `]` that closes the list is
+impl Invocation {
+    /// `--seed` and the `--set`s; a `--set seed=` beside `--seed` is refused, as a key set twice
+    /// is: the last would win silently.
+    pub fn new(seed: Option<u64>, overrides: &[Override]) -> Result<Invocation, OverrideError> {
+        if let (Some(seed), Some(set)) = (seed, overrides.iter().find(|o| o.path == "seed")) {
+            return Err(OverrideError {
+                message: format!(
+                    "--seed {seed} and --set {set} both set the seed: the last would win silently; give one"
+                ),
+            });
+        }
+        Ok(Invocation {
+            seed,
+            overrides: overrides.to_vec(),
+        })
+    }
+
+    /// The overrides the invocation applies: the `--set`s, then `seed` for `--seed`.
+    pub fn applied(&self) -> Vec<Override> {
+        self.overrides
+            .iter()
+            .cloned()
+            .chain(self.seed.map(seed_override))
+            .collect()
+    }
+}
+
+/// `--seed N` as the override it stands for, `seed=N`.
+fn seed_override(seed: u64) -> Override {
+    Override {
+        path: "seed".to_string(),
+        value: seed.to_string(),
+    }
+}
+
+/// How a scenario read with overrides names itself (`FILE [--seed N --set K=V --set …]`, a
+/// Timeline's `scenario.path`), the arguments as they were given, so that a measured run can be
+/// simulated again as it ran; the file alone without any. [`read_recorded_invocation`] reads it
+/// back.
+pub fn recorded_invocation(file: &str, invocation: &Invocation) -> String {
+    let seed = invocation.seed.map(|seed| format!("--seed {seed}"));
+    let sets = invocation.overrides.iter().map(|o| format!("--set {o}"));
+    let arguments: Vec<String> = seed.into_iter().chain(sets).collect();
+    if arguments.is_empty() {
+        return file.to_string();
+    }
+    format!("{file} [{}]", arguments.join(" "))
+}
+
+/// The file and the overrides that simulate a [`recorded_invocation`] again (`--seed N` read as
+/// `seed=N`, after the `--set`s, as the run applied it). Only the `]` that closes the list is
 /// taken off: a last value may end with its own (`--set groups.world.ranks=[0, 1]`).
 pub fn read_recorded_invocation(recorded: &str) -> Result<(&str, Vec<Override>), OverrideError> {
-    let Some((file, sets)) = recorded.split_once(" [--set ") else {
+    let opening = [" [--seed ", " [--set "]
+        .into_iter()
+        .filter_map(|opening| recorded.find(opening))
+        .min();
+    let Some(open) = opening else {
         return Ok((recorded, Vec::new()));
     };
-    let sets = sets.strip_suffix(']').unwrap_or(sets);
-    let overrides = sets
-        .split(" --set ")
-        .map(Override::parse)
-        .collect::<Result<Vec<_>, _>>()?;
+    let (file, arguments) = (&recorded[..open], &recorded[open + " [".len()..]);
+    let arguments = arguments.strip_suffix(']').unwrap_or(arguments);
+    let (seed, sets) = match arguments.strip_prefix("--seed ") {
+        Some(rest) => {
+            let (seed, sets) = rest.split_once(' ').unwrap_or((rest, ""));
+            let seed = seed.parse::<u64>().map_err(|_| OverrideError {
+                message: format!("--seed {seed:?} is not a whole number"),
+            })?;
+            (Some(seed), sets)
+        }
+        None => (None, arguments),
+    };
+    let mut overrides = match sets.strip_prefix("--set ") {
+        Some(sets) => sets
+            .split(" --set ")
+            .map(Override::parse)
+            .collect::<Result<Vec<_>, _>>()?,
+        None if sets.is_empty() => Vec::new(),
+        None => {
+            return Err(OverrideError {
+                message: format!("{sets:?} is not a --set"),
+            })
+        }
+    };
+    overrides.extend(seed.map(seed_override));
     Ok((file, overrides))
 }
 
@@ -512,14 +583,37 @@ mod tests {
             .iter()
             .map(|text| Override::parse(text).unwrap())
             .collect();
-        let recorded = recorded_invocation("s.toml", &overrides);
+        let invocation = Invocation::new(None, &overrides).unwrap();
+        let recorded = recorded_invocation("s.toml", &invocation);
         assert_eq!(
             recorded,
             "s.toml [--set cluster.ranks=2 --set groups.world.ranks=[0, 1]]"
         );
         assert_eq!(
             read_recorded_invocation(&recorded).unwrap(),
-            ("s.toml", overrides)
+            ("s.toml", overrides.clone())
+        );
+        // `--seed` is recorded as typed, and read back as the `seed=N` it applied.
+        let seeded = Invocation::new(Some(5), &overrides).unwrap();
+        let recorded = recorded_invocation("s.toml", &seeded);
+        assert_eq!(
+            recorded,
+            "s.toml [--seed 5 --set cluster.ranks=2 --set groups.world.ranks=[0, 1]]"
+        );
+        assert_eq!(
+            read_recorded_invocation(&recorded).unwrap(),
+            ("s.toml", seeded.applied())
+        );
+        let alone = Invocation::new(Some(7), &[]).unwrap();
+        assert_eq!(recorded_invocation("s.toml", &alone), "s.toml [--seed 7]");
+        assert_eq!(
+            read_recorded_invocation("s.toml [--seed 7]").unwrap(),
+            ("s.toml", alone.applied())
+        );
+        let clash = Invocation::new(Some(5), &[Override::parse("seed=6").unwrap()]);
+        assert_eq!(
+            clash.unwrap_err().message,
+            "--seed 5 and --set seed=6 both set the seed: the last would win silently; give one"
         );
         assert_eq!(
             read_recorded_invocation("s.toml").unwrap(),
