@@ -20,10 +20,13 @@ impl Override {
                 "--set expects key=value (e.g. env.TORCH_NCCL_BLOCKING_WAIT=1), found {text:?}"
             ),
         };
-        let (keys, rest) = read_keys(text).map_err(|reason| OverrideError {
+        let (keys, rest) = read_keys(text).map_err(|error| OverrideError {
             message: format!(
-                "--set: {:?} is not a dotted key such as tensors.buf or tensors.\"a.b\": {reason}",
-                text.split_once('=').map_or(text, |(path, _)| path).trim()
+                "--set {text}:1:{}: error: {:?} is not a dotted key such as tensors.buf or \
+                 tensors.\"a.b\": {}",
+                text[..error.at].chars().count() + 1,
+                text.split_once('=').map_or(text, |(path, _)| path).trim(),
+                error.reason
             ),
         })?;
         let value = rest.strip_prefix('=').ok_or_else(expects_key_value)?;
@@ -46,13 +49,18 @@ impl Override {
 
 /// The keys of a dotted path (`--set`'s key, a `[sweep]` axis), read as TOML reads a dotted
 /// key: `tensors.buf` is two keys, and a quoted key may hold dots (`tensors."a.b"`, or
-/// `tensors.'a.b'`, names the tensor `a.b`). A bare key is what lies between the dots, spaces
-/// around it trimmed.
+/// `tensors.'a.b'`, names the tensor `a.b`). A bare key holds A-Za-z0-9_- only; spaces around
+/// a key are left out.
 pub fn path_keys(path: &str) -> Result<Vec<String>, String> {
-    match read_keys(path)? {
+    match read_keys(path).map_err(|error| error.reason)? {
         (keys, "") => Ok(keys),
         (_, rest) => Err(format!("{rest:?} follows the last key")),
     }
+}
+
+/// Whether `c` may be in a bare TOML key.
+fn is_bare_key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
 /// A path's keys written back as a dotted path: bare where a key can be, quoted otherwise
@@ -61,10 +69,7 @@ pub fn dotted_path(keys: &[String]) -> String {
     let written: Vec<String> = keys
         .iter()
         .map(|key| {
-            let bare = !key.is_empty()
-                && key.trim() == key
-                && !key.contains(['.', '=', '"', '\'', '#'])
-                && !key.chars().any(char::is_control);
+            let bare = !key.is_empty() && key.chars().all(is_bare_key_char);
             if bare {
                 return key.clone();
             }
@@ -84,42 +89,78 @@ pub fn dotted_path(keys: &[String]) -> String {
     written.join(".")
 }
 
+/// Why the keys at the start of a text are not a dotted key, and the byte offset of the
+/// character at fault.
+struct KeyError {
+    at: usize,
+    reason: String,
+}
+
 /// Reads dotted keys from the start of `text`, up to its end or a `=` outside quotes: the keys
 /// and the rest of the text (empty, or from that `=` on).
-fn read_keys(text: &str) -> Result<(Vec<String>, &str), String> {
+fn read_keys(text: &str) -> Result<(Vec<String>, &str), KeyError> {
+    let at = |rest: &str| text.len() - rest.len();
     let mut keys = Vec::new();
     let mut rest = text;
     loop {
         let trimmed = rest.trim_start();
+        let fault = |rest: &str, reason: String| KeyError {
+            at: at(rest),
+            reason,
+        };
         let (key, after) = match trimmed.chars().next() {
             Some(quote @ ('"' | '\'')) => {
-                let close = closing_quote(trimmed, quote)
-                    .ok_or_else(|| format!("the quote that opens {trimmed:?} is never closed"))?;
+                let close = closing_quote(trimmed, quote).ok_or_else(|| {
+                    fault(
+                        trimmed,
+                        format!("the quote that opens {trimmed:?} is never closed"),
+                    )
+                })?;
                 let quoted = &trimmed[..=close];
                 let key = quoted
                     .parse::<toml_edit::Value>()
                     .ok()
                     .and_then(|value| value.as_str().map(str::to_string))
-                    .ok_or_else(|| format!("{quoted} is not a TOML string"))?;
-                (key, trimmed[close + 1..].trim_start())
+                    .ok_or_else(|| fault(trimmed, format!("{quoted} is not a TOML string")))?;
+                (key, &trimmed[close + 1..])
             }
             _ => {
-                let end = trimmed.find(['.', '=']).unwrap_or(trimmed.len());
-                let key = trimmed[..end].trim();
-                if key.is_empty() {
-                    return Err("a key is empty".to_string());
+                let end = trimmed
+                    .find(|c: char| !is_bare_key_char(c))
+                    .unwrap_or(trimmed.len());
+                let (key, after) = trimmed.split_at(end);
+                let next = after.trim_start().chars().next();
+                match after.chars().next() {
+                    Some(c) if !matches!(next, Some('.' | '=')) => {
+                        return Err(fault(
+                            after,
+                            format!(
+                                "{c:?} cannot be in a bare key (A-Za-z0-9_-); quote a key that \
+                                 holds other characters (\"a b\")"
+                            ),
+                        ))
+                    }
+                    _ if key.is_empty() => {
+                        return Err(fault(trimmed, "a key is empty".to_string()))
+                    }
+                    _ => (key.to_string(), after),
                 }
-                (key.to_string(), &trimmed[end..])
             }
         };
         keys.push(key);
-        match after.strip_prefix('.') {
+        let after_spaces = after.trim_start();
+        match after_spaces.strip_prefix('.') {
             Some(next) => rest = next,
-            None if after.is_empty() || after.starts_with('=') => return Ok((keys, after)),
+            None if after_spaces.is_empty() || after_spaces.starts_with('=') => {
+                return Ok((keys, after_spaces))
+            }
             None => {
-                return Err(format!(
-                    "{after:?} follows the quoted key {:?}",
-                    keys[keys.len() - 1]
+                return Err(fault(
+                    after_spaces,
+                    format!(
+                        "{after_spaces:?} follows the quoted key {:?}",
+                        keys[keys.len() - 1]
+                    ),
                 ))
             }
         }
@@ -534,6 +575,38 @@ mod tests {
         assert_eq!(
             line_origin(text, &edited, &overrides, 2),
             LineOrigin::Override(0)
+        );
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_toml_dotted_key_is_refused_at_its_character() {
+        // A bare key holds A-Za-z0-9_- only, as in TOML; the error names the argument's own
+        // line and column.
+        for (argument, column, reason) in [
+            ("perturb[0].ranks=[9]", 8, "'[' cannot be in a bare key"),
+            ("cluster.x y=1", 10, "' ' cannot be in a bare key"),
+            ("a,b=1", 2, "',' cannot be in a bare key"),
+            ("tensors..x=2MiB", 9, "a key is empty"),
+            ("tensors.\"a.b=2MiB", 9, "never closed"),
+        ] {
+            let error = Override::parse(argument).unwrap_err().message;
+            let place = format!("--set {argument}:1:{column}: error: ");
+            assert!(error.starts_with(&place), "{argument}: {error}");
+            assert!(error.contains("is not a dotted key"), "{argument}: {error}");
+            assert!(error.contains(reason), "{argument}: {error}");
+        }
+        // Quoted, such a key is one key; written back, it keeps its quotes.
+        let quoted = Override::parse("'perturb[0]'.ranks=[9]").unwrap();
+        assert_eq!(quoted.path, "\"perturb[0]\".ranks");
+        assert_eq!(Override::parse("a-b_C9 . d=1").unwrap().path, "a-b_C9.d");
+        // The table a quoted key's `--set` writes is traced to it.
+        let overrides = [quoted];
+        let edited = apply_overrides("repeat = 1\n", &overrides).unwrap();
+        let header = edited.lines().position(|l| l.starts_with('[')).unwrap() as u32 + 1;
+        assert_eq!(
+            line_origin("repeat = 1\n", &edited, &overrides, header),
+            LineOrigin::Override(0),
+            "{edited}"
         );
     }
 
