@@ -81,8 +81,8 @@ pub fn locate(
                 format!("{path} [as edited]")
             } else {
                 let invocation = sim::scenario::Invocation {
-                    seed: None,
                     overrides: overrides.to_vec(),
+                    ..sim::scenario::Invocation::default()
                 };
                 sim::scenario::recorded_invocation(path, &invocation)
             };

@@ -882,10 +882,12 @@ fn load_plan(
     seed: Option<u64>,
     machine: Option<&Path>,
 ) -> Result<(Scenario, sweep::Plan), Failure> {
-    // `--seed N` is `--set seed=N`, recorded as typed: the Timeline's recorded invocation then
-    // carries it, so that `diff`, `calibrate` and `fidelity` simulate it again with its seed.
-    let invocation =
-        scenario::Invocation::new(seed, typed).map_err(|e| Failure::input(e.to_string()))?;
+    // `--seed N` is `--set seed=N`, recorded as typed with `--machine`: the Timeline's recorded
+    // invocation then carries them, so that `diff`, `calibrate` and `fidelity` simulate it again
+    // with its seed, and a reader of the header knows the profile it ran on.
+    let shown_machine = machine.map(|machine| machine.display().to_string());
+    let invocation = scenario::Invocation::new(seed, shown_machine, typed)
+        .map_err(|e| Failure::input(e.to_string()))?;
     let overrides = &invocation.applied();
     let original = stdio::read_scenario_text(path)?;
     let shown = path.display().to_string();

@@ -102,8 +102,8 @@ pub fn set_override(data: &[u8]) -> bool {
     // How a Timeline records the run's overrides reads back as them (`calibrate`, `fidelity`),
     // unless the argument itself holds the separator.
     let invocation = scenario::Invocation {
-        seed: None,
         overrides: vec![set.clone()],
+        ..scenario::Invocation::default()
     };
     let recorded = scenario::recorded_invocation("fuzz.toml", &invocation);
     if !set.to_string().contains(" --set ") {

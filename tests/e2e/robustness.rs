@@ -697,6 +697,43 @@ fn seed_with_set_seed_is_refused_and_the_header_shows_seed_as_typed() {
 }
 
 #[test]
+fn machine_with_set_machine_is_refused_and_the_header_names_machine() {
+    // Both given, parameters mixed the two profiles and the header named neither flag.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--machine",
+        "profiles/h200-x4.toml",
+        "--set",
+        "machine=h200",
+    ]);
+    assert_refused(
+        &output,
+        "--machine profiles/h200-x4.toml and --set machine=h200 both name the machine profile",
+        "--machine with --set machine",
+    );
+    assert_eq!(stdout(&output), "", "nothing runs");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--machine",
+        "profiles/h200-x4.toml",
+        "--seed",
+        "3",
+        "--set",
+        "repeat=2",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let header = stdout(&output).lines().next().unwrap_or("").to_string();
+    assert!(
+        header.contains(
+            "(scenarios/straggler.toml [--seed 3 --machine profiles/h200-x4.toml --set repeat=2], sha "
+        ),
+        "{header}"
+    );
+}
+
+#[test]
 fn set_machine_names_a_profile() {
     let output = c10dsim(&[
         "run",

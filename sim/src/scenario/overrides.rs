@@ -189,26 +189,42 @@ impl fmt::Display for Override {
 }
 
 /// What a run was given besides its file, as it was typed: `--seed N` (which sets `seed`, as
-/// `--set seed=N` would) and the `--set`s.
+/// `--set seed=N` would), `--machine PROFILE` (the profile whose keys win, shown as given) and
+/// the `--set`s.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Invocation {
     pub seed: Option<u64>,
+    pub machine: Option<String>,
     pub overrides: Vec<Override>,
 }
 
 impl Invocation {
-    /// `--seed` and the `--set`s; a `--set seed=` beside `--seed` is refused, as a key set twice
-    /// is: the last would win silently.
-    pub fn new(seed: Option<u64>, overrides: &[Override]) -> Result<Invocation, OverrideError> {
-        if let (Some(seed), Some(set)) = (seed, overrides.iter().find(|o| o.path == "seed")) {
+    /// `--seed`, `--machine` and the `--set`s. A `--set seed=` beside `--seed`, or a
+    /// `--set machine=` beside `--machine`, is refused, as a key set twice is: one would win
+    /// silently (or, for the machine, the two profiles would mix).
+    pub fn new(
+        seed: Option<u64>,
+        machine: Option<String>,
+        overrides: &[Override],
+    ) -> Result<Invocation, OverrideError> {
+        let set = |key: &str| overrides.iter().find(|o| o.path == key);
+        if let (Some(seed), Some(set)) = (seed, set("seed")) {
             return Err(OverrideError {
                 message: format!(
                     "--seed {seed} and --set {set} both set the seed: the last would win silently; give one"
                 ),
             });
         }
+        if let (Some(machine), Some(set)) = (&machine, set(crate::sweep::MACHINE_KEY)) {
+            return Err(OverrideError {
+                message: format!(
+                    "--machine {machine} and --set {set} both name the machine profile: the run would mix their values; give one"
+                ),
+            });
+        }
         Ok(Invocation {
             seed,
+            machine,
             overrides: overrides.to_vec(),
         })
     }
@@ -231,14 +247,15 @@ fn seed_override(seed: u64) -> Override {
     }
 }
 
-/// How a scenario read with overrides names itself (`FILE [--seed N --set K=V --set …]`, a
+/// How a scenario read with overrides names itself (`FILE [--seed N --machine P --set K=V …]`, a
 /// Timeline's `scenario.path`), the arguments as they were given, so that a measured run can be
 /// simulated again as it ran; the file alone without any. [`read_recorded_invocation`] reads it
 /// back.
 pub fn recorded_invocation(file: &str, invocation: &Invocation) -> String {
     let seed = invocation.seed.map(|seed| format!("--seed {seed}"));
+    let machine = (invocation.machine.as_ref()).map(|machine| format!("--machine {machine}"));
     let sets = invocation.overrides.iter().map(|o| format!("--set {o}"));
-    let arguments: Vec<String> = seed.into_iter().chain(sets).collect();
+    let arguments: Vec<String> = seed.into_iter().chain(machine).chain(sets).collect();
     if arguments.is_empty() {
         return file.to_string();
     }
@@ -246,10 +263,11 @@ pub fn recorded_invocation(file: &str, invocation: &Invocation) -> String {
 }
 
 /// The file and the overrides that simulate a [`recorded_invocation`] again (`--seed N` read as
-/// `seed=N`, after the `--set`s, as the run applied it). Only the `]` that closes the list is
-/// taken off: a last value may end with its own (`--set groups.world.ranks=[0, 1]`).
+/// `seed=N`, after the `--set`s, as the run applied it). A run on `--machine` is refused: its
+/// profile is no override. Only the `]` that closes the list is taken off: a last value may end
+/// with its own (`--set groups.world.ranks=[0, 1]`).
 pub fn read_recorded_invocation(recorded: &str) -> Result<(&str, Vec<Override>), OverrideError> {
-    let opening = [" [--seed ", " [--set "]
+    let opening = [" [--seed ", " [--machine ", " [--set "]
         .into_iter()
         .filter_map(|opening| recorded.find(opening))
         .min();
@@ -268,6 +286,14 @@ pub fn read_recorded_invocation(recorded: &str) -> Result<(&str, Vec<Override>),
         }
         None => (None, arguments),
     };
+    if let Some(machine) = sets.strip_prefix("--machine ") {
+        let machine = machine.split(" --set ").next().unwrap_or(machine);
+        return Err(OverrideError {
+            message: format!(
+                "the run was simulated on --machine {machine}, which is not a --set: simulate it again with that flag"
+            ),
+        });
+    }
     let mut overrides = match sets.strip_prefix("--set ") {
         Some(sets) => sets
             .split(" --set ")
@@ -656,7 +682,7 @@ mod tests {
             .iter()
             .map(|text| Override::parse(text).unwrap())
             .collect();
-        let invocation = Invocation::new(None, &overrides).unwrap();
+        let invocation = Invocation::new(None, None, &overrides).unwrap();
         let recorded = recorded_invocation("s.toml", &invocation);
         assert_eq!(
             recorded,
@@ -667,7 +693,7 @@ mod tests {
             ("s.toml", overrides.clone())
         );
         // `--seed` is recorded as typed, and read back as the `seed=N` it applied.
-        let seeded = Invocation::new(Some(5), &overrides).unwrap();
+        let seeded = Invocation::new(Some(5), None, &overrides).unwrap();
         let recorded = recorded_invocation("s.toml", &seeded);
         assert_eq!(
             recorded,
@@ -677,16 +703,31 @@ mod tests {
             read_recorded_invocation(&recorded).unwrap(),
             ("s.toml", seeded.applied())
         );
-        let alone = Invocation::new(Some(7), &[]).unwrap();
+        let alone = Invocation::new(Some(7), None, &[]).unwrap();
         assert_eq!(recorded_invocation("s.toml", &alone), "s.toml [--seed 7]");
         assert_eq!(
             read_recorded_invocation("s.toml [--seed 7]").unwrap(),
             ("s.toml", alone.applied())
         );
-        let clash = Invocation::new(Some(5), &[Override::parse("seed=6").unwrap()]);
+        let clash = Invocation::new(Some(5), None, &[Override::parse("seed=6").unwrap()]);
         assert_eq!(
             clash.unwrap_err().message,
             "--seed 5 and --set seed=6 both set the seed: the last would win silently; give one"
+        );
+        // `--machine` is shown as given; a profile is no override, so it does not read back.
+        let machine = Some("p/h200-x4.toml".to_string());
+        let on_machine = Invocation::new(Some(5), machine.clone(), &overrides[..1]).unwrap();
+        let recorded = recorded_invocation("s.toml", &on_machine);
+        assert_eq!(
+            recorded,
+            "s.toml [--seed 5 --machine p/h200-x4.toml --set cluster.ranks=2]"
+        );
+        let error = read_recorded_invocation(&recorded).unwrap_err().message;
+        assert!(error.contains("--machine p/h200-x4.toml"), "{error}");
+        let clash = Invocation::new(None, machine, &[Override::parse("machine=h200").unwrap()]);
+        assert_eq!(
+            clash.unwrap_err().message,
+            "--machine p/h200-x4.toml and --set machine=h200 both name the machine profile: the run would mix their values; give one"
         );
         assert_eq!(
             read_recorded_invocation("s.toml").unwrap(),
