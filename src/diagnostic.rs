@@ -80,7 +80,11 @@ pub fn locate(
             let shown = if overrides.is_empty() {
                 format!("{path} [as edited]")
             } else {
-                sim::scenario::recorded_invocation(path, overrides)
+                let invocation = sim::scenario::Invocation {
+                    overrides: overrides.to_vec(),
+                    ..sim::scenario::Invocation::default()
+                };
+                sim::scenario::recorded_invocation(path, &invocation)
             };
             Located {
                 error: ScenarioError {

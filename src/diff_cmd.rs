@@ -476,7 +476,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     }
     let mut diffs = Vec::new();
     for (measured, path, overrides) in &held_out {
-        let scenario = crate::load_on(path, overrides, Some(output))?;
+        let scenario = crate::load_on(path, overrides, None, Some(output))?;
         let simulated = crate::limits::simulate_capped(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }

@@ -92,7 +92,7 @@ pub fn fidelity(
             }
         }
         overrides.extend(analysis::calibrate::measurement_overrides(&torch[0]));
-        let scenario = crate::load_on(&file, &overrides, Some(machine))?;
+        let scenario = crate::load_on(&file, &overrides, None, Some(machine))?;
         let hw_path = hw_dir.join(format!("{name}.json"));
         // Only an hw run of the same world size without stand-ins measures the same program.
         let hw = if hw_path.is_file() {

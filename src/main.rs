@@ -861,24 +861,34 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
 /// Reads and validates a scenario, applying `--set` overrides first. An error points at the
 /// file's line, or at the `--set` argument that wrote the line (`diagnostic::locate`).
 fn load(path: &Path, overrides: &[scenario::Override]) -> Result<Scenario, Failure> {
-    load_on(path, overrides, None)
+    load_on(path, overrides, None, None)
 }
 
-/// [`load`], then the scenario's `machine` profile and `--machine` (docs/diff.md).
+/// [`load`] with `--seed`, then the scenario's `machine` profile and `--machine`
+/// (docs/diff.md).
 pub(crate) fn load_on(
     path: &Path,
     overrides: &[scenario::Override],
+    seed: Option<u64>,
     machine: Option<&Path>,
 ) -> Result<Scenario, Failure> {
-    load_plan(path, overrides, machine).map(|(scenario, _)| scenario)
+    load_plan(path, overrides, seed, machine).map(|(scenario, _)| scenario)
 }
 
 /// [`load_on`], and the file's sweep as `sweep` reads it.
 fn load_plan(
     path: &Path,
-    overrides: &[scenario::Override],
+    typed: &[scenario::Override],
+    seed: Option<u64>,
     machine: Option<&Path>,
 ) -> Result<(Scenario, sweep::Plan), Failure> {
+    // `--seed N` is `--set seed=N`, recorded as typed with `--machine`: the Timeline's recorded
+    // invocation then carries them, so that `diff`, `calibrate` and `fidelity` simulate it again
+    // with its seed, and a reader of the header knows the profile it ran on.
+    let shown_machine = machine.map(|machine| machine.display().to_string());
+    let invocation = scenario::Invocation::new(seed, shown_machine, typed)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    let overrides = &invocation.applied();
     let original = stdio::read_scenario_text(path)?;
     let shown = path.display().to_string();
     // `--set machine=…` names the profile, so it applies before the profile is read; then the
@@ -893,7 +903,7 @@ fn load_plan(
         .map_err(|error| Failure::input(format!("{shown}: {error}")))?;
     // The scenario records how it was invoked (`FILE [--set K=V …]`, the Timeline's
     // `scenario.path`), so that a measured run can be simulated again as it ran.
-    let recorded = scenario::recorded_invocation(&shown, overrides);
+    let recorded = scenario::recorded_invocation(&shown, &invocation);
     let parsed = scenario::parse(&recorded, &text).map(|mut parsed| {
         // The report names the file's own lines, whatever the edits inserted above them.
         scenario::renumber_op_lines(&mut parsed, &original, &text);
@@ -935,7 +945,7 @@ fn check(
 ) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
-        match load_plan(file, overrides, None).and_then(|(scenario, plan)| {
+        match load_plan(file, overrides, None, None).and_then(|(scenario, plan)| {
             limits.check(file, &scenario, false)?;
             // What `sweep` refuses before it runs a point: an axis that would make two CSV
             // columns of one name. The metric columns are those the base point reports, so it

@@ -109,24 +109,7 @@ pub(crate) fn run(
     }
     let limits = &against.limits;
     outputs.check_places(nccl_tests && !json)?;
-    // `--seed N` is `--set seed=N`: the Timeline's recorded invocation then carries it, so
-    // that `diff`, `calibrate` and `fidelity` simulate it again with the seed it ran with.
-    let seeded: Vec<scenario::Override>;
-    let overrides = match against.seed {
-        Some(seed) => {
-            seeded = overrides
-                .iter()
-                .cloned()
-                .chain([scenario::Override {
-                    path: "seed".into(),
-                    value: seed.to_string(),
-                }])
-                .collect();
-            &seeded
-        }
-        None => overrides,
-    };
-    let scenario = load_on(file, overrides, against.machine)?;
+    let scenario = load_on(file, overrides, against.seed, against.machine)?;
     limits
         .caps
         .check(file, &scenario, outputs.summary.is_some())?;

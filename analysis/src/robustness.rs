@@ -101,7 +101,11 @@ pub fn set_override(data: &[u8]) -> bool {
     };
     // How a Timeline records the run's overrides reads back as them (`calibrate`, `fidelity`),
     // unless the argument itself holds the separator.
-    let recorded = scenario::recorded_invocation("fuzz.toml", std::slice::from_ref(&set));
+    let invocation = scenario::Invocation {
+        overrides: vec![set.clone()],
+        ..scenario::Invocation::default()
+    };
+    let recorded = scenario::recorded_invocation("fuzz.toml", &invocation);
     if !set.to_string().contains(" --set ") {
         assert_eq!(
             scenario::read_recorded_invocation(&recorded),

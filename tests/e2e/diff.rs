@@ -218,13 +218,16 @@ fn jitter_with_another_seed_differs_and_the_same_seed_does_not() {
     run("1", &one);
     run("1", &one_again);
     run("2", &two);
-    // `--seed` is recorded with the invocation, as `--set seed=N` would be: a Timeline
-    // simulated again from its `scenario.path` uses the seed it ran with.
+    // `--seed` is recorded with the invocation, as typed: a Timeline simulated again from its
+    // `scenario.path` uses the seed it ran with.
     let recorded = sim::timeline::Timeline::from_json(&std::fs::read_to_string(&two).unwrap())
         .unwrap()
         .scenario
         .path;
-    assert!(recorded.ends_with("--set seed=2]"), "{recorded}");
+    assert!(
+        recorded.ends_with(" [--seed 2 --set cluster.kernel_jitter_pct=5]"),
+        "{recorded}"
+    );
     let same = json(&c10dsim(&["diff", &one, &one_again, "--json"]));
     assert_eq!(same["identical"], true);
     assert_eq!(same["exceeded"].as_array().unwrap().len(), 0);

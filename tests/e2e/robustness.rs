@@ -669,6 +669,71 @@ fn a_profile_calibrated_from_one_torch_run_predicts_another() {
 }
 
 #[test]
+fn seed_with_set_seed_is_refused_and_the_header_shows_seed_as_typed() {
+    // `--seed N` is sugar for `--set seed=N`: both given, the last won silently, and the header
+    // listed a `--set seed=` nobody typed.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--seed",
+        "5",
+        "--set",
+        "seed=6",
+    ]);
+    assert_refused(
+        &output,
+        "--seed 5 and --set seed=6 both set the seed",
+        "--seed with --set seed",
+    );
+    assert_eq!(stdout(&output), "", "nothing runs");
+    let output = c10dsim(&["run", "scenarios/straggler.toml", "--seed", "5"]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let header = stdout(&output).lines().next().unwrap_or("").to_string();
+    assert!(
+        header.contains("(scenarios/straggler.toml [--seed 5], sha "),
+        "{header}"
+    );
+    assert!(header.ends_with("seed 5"), "{header}");
+}
+
+#[test]
+fn machine_with_set_machine_is_refused_and_the_header_names_machine() {
+    // Both given, parameters mixed the two profiles and the header named neither flag.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--machine",
+        "profiles/h200-x4.toml",
+        "--set",
+        "machine=h200",
+    ]);
+    assert_refused(
+        &output,
+        "--machine profiles/h200-x4.toml and --set machine=h200 both name the machine profile",
+        "--machine with --set machine",
+    );
+    assert_eq!(stdout(&output), "", "nothing runs");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/straggler.toml",
+        "--machine",
+        "profiles/h200-x4.toml",
+        "--seed",
+        "3",
+        "--set",
+        "repeat=2",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let header = stdout(&output).lines().next().unwrap_or("").to_string();
+    assert!(
+        header.contains(
+            "(scenarios/straggler.toml [--seed 3 --machine profiles/h200-x4.toml --set repeat=2], sha "
+        ),
+        "{header}"
+    );
+}
+
+#[test]
 fn set_machine_names_a_profile() {
     let output = c10dsim(&[
         "run",

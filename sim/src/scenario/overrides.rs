@@ -20,10 +20,13 @@ impl Override {
                 "--set expects key=value (e.g. env.TORCH_NCCL_BLOCKING_WAIT=1), found {text:?}"
             ),
         };
-        let (keys, rest) = read_keys(text).map_err(|reason| OverrideError {
+        let (keys, rest) = read_keys(text).map_err(|error| OverrideError {
             message: format!(
-                "--set: {:?} is not a dotted key such as tensors.buf or tensors.\"a.b\": {reason}",
-                text.split_once('=').map_or(text, |(path, _)| path).trim()
+                "--set {text}:1:{}: error: {:?} is not a dotted key such as tensors.buf or \
+                 tensors.\"a.b\": {}",
+                text[..error.at].chars().count() + 1,
+                text.split_once('=').map_or(text, |(path, _)| path).trim(),
+                error.reason
             ),
         })?;
         let value = rest.strip_prefix('=').ok_or_else(expects_key_value)?;
@@ -46,13 +49,18 @@ impl Override {
 
 /// The keys of a dotted path (`--set`'s key, a `[sweep]` axis), read as TOML reads a dotted
 /// key: `tensors.buf` is two keys, and a quoted key may hold dots (`tensors."a.b"`, or
-/// `tensors.'a.b'`, names the tensor `a.b`). A bare key is what lies between the dots, spaces
-/// around it trimmed.
+/// `tensors.'a.b'`, names the tensor `a.b`). A bare key holds A-Za-z0-9_- only; spaces around
+/// a key are left out.
 pub fn path_keys(path: &str) -> Result<Vec<String>, String> {
-    match read_keys(path)? {
+    match read_keys(path).map_err(|error| error.reason)? {
         (keys, "") => Ok(keys),
         (_, rest) => Err(format!("{rest:?} follows the last key")),
     }
+}
+
+/// Whether `c` may be in a bare TOML key.
+fn is_bare_key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
 /// A path's keys written back as a dotted path: bare where a key can be, quoted otherwise
@@ -61,10 +69,7 @@ pub fn dotted_path(keys: &[String]) -> String {
     let written: Vec<String> = keys
         .iter()
         .map(|key| {
-            let bare = !key.is_empty()
-                && key.trim() == key
-                && !key.contains(['.', '=', '"', '\'', '#'])
-                && !key.chars().any(char::is_control);
+            let bare = !key.is_empty() && key.chars().all(is_bare_key_char);
             if bare {
                 return key.clone();
             }
@@ -84,42 +89,78 @@ pub fn dotted_path(keys: &[String]) -> String {
     written.join(".")
 }
 
+/// Why the keys at the start of a text are not a dotted key, and the byte offset of the
+/// character at fault.
+struct KeyError {
+    at: usize,
+    reason: String,
+}
+
 /// Reads dotted keys from the start of `text`, up to its end or a `=` outside quotes: the keys
 /// and the rest of the text (empty, or from that `=` on).
-fn read_keys(text: &str) -> Result<(Vec<String>, &str), String> {
+fn read_keys(text: &str) -> Result<(Vec<String>, &str), KeyError> {
+    let at = |rest: &str| text.len() - rest.len();
     let mut keys = Vec::new();
     let mut rest = text;
     loop {
         let trimmed = rest.trim_start();
+        let fault = |rest: &str, reason: String| KeyError {
+            at: at(rest),
+            reason,
+        };
         let (key, after) = match trimmed.chars().next() {
             Some(quote @ ('"' | '\'')) => {
-                let close = closing_quote(trimmed, quote)
-                    .ok_or_else(|| format!("the quote that opens {trimmed:?} is never closed"))?;
+                let close = closing_quote(trimmed, quote).ok_or_else(|| {
+                    fault(
+                        trimmed,
+                        format!("the quote that opens {trimmed:?} is never closed"),
+                    )
+                })?;
                 let quoted = &trimmed[..=close];
                 let key = quoted
                     .parse::<toml_edit::Value>()
                     .ok()
                     .and_then(|value| value.as_str().map(str::to_string))
-                    .ok_or_else(|| format!("{quoted} is not a TOML string"))?;
-                (key, trimmed[close + 1..].trim_start())
+                    .ok_or_else(|| fault(trimmed, format!("{quoted} is not a TOML string")))?;
+                (key, &trimmed[close + 1..])
             }
             _ => {
-                let end = trimmed.find(['.', '=']).unwrap_or(trimmed.len());
-                let key = trimmed[..end].trim();
-                if key.is_empty() {
-                    return Err("a key is empty".to_string());
+                let end = trimmed
+                    .find(|c: char| !is_bare_key_char(c))
+                    .unwrap_or(trimmed.len());
+                let (key, after) = trimmed.split_at(end);
+                let next = after.trim_start().chars().next();
+                match after.chars().next() {
+                    Some(c) if !matches!(next, Some('.' | '=')) => {
+                        return Err(fault(
+                            after,
+                            format!(
+                                "{c:?} cannot be in a bare key (A-Za-z0-9_-); quote a key that \
+                                 holds other characters (\"a b\")"
+                            ),
+                        ))
+                    }
+                    _ if key.is_empty() => {
+                        return Err(fault(trimmed, "a key is empty".to_string()))
+                    }
+                    _ => (key.to_string(), after),
                 }
-                (key.to_string(), &trimmed[end..])
             }
         };
         keys.push(key);
-        match after.strip_prefix('.') {
+        let after_spaces = after.trim_start();
+        match after_spaces.strip_prefix('.') {
             Some(next) => rest = next,
-            None if after.is_empty() || after.starts_with('=') => return Ok((keys, after)),
+            None if after_spaces.is_empty() || after_spaces.starts_with('=') => {
+                return Ok((keys, after_spaces))
+            }
             None => {
-                return Err(format!(
-                    "{after:?} follows the quoted key {:?}",
-                    keys[keys.len() - 1]
+                return Err(fault(
+                    after_spaces,
+                    format!(
+                        "{after_spaces:?} follows the quoted key {:?}",
+                        keys[keys.len() - 1]
+                    ),
                 ))
             }
         }
@@ -147,28 +188,125 @@ impl fmt::Display for Override {
     }
 }
 
-/// How a scenario read with overrides names itself (`FILE [--set K=V --set …]`, a Timeline's
-/// `scenario.path`), so that a measured run can be simulated again as it ran; the file alone
-/// without overrides. [`read_recorded_invocation`] reads it back.
-pub fn recorded_invocation(file: &str, overrides: &[Override]) -> String {
-    if overrides.is_empty() {
-        return file.to_string();
-    }
-    let list: Vec<String> = overrides.iter().map(ToString::to_string).collect();
-    format!("{file} [--set {}]", list.join(" --set "))
+/// What a run was given besides its file, as it was typed: `--seed N` (which sets `seed`, as
+/// `--set seed=N` would), `--machine PROFILE` (the profile whose keys win, shown as given) and
+/// the `--set`s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocation {
+    pub seed: Option<u64>,
+    pub machine: Option<String>,
+    pub overrides: Vec<Override>,
 }
 
-/// The file and overrides of a [`recorded_invocation`]. Only the `]` that closes the list is
-/// taken off: a last value may end with its own (`--set groups.world.ranks=[0, 1]`).
+impl Invocation {
+    /// `--seed`, `--machine` and the `--set`s. A `--set seed=` beside `--seed`, or a
+    /// `--set machine=` beside `--machine`, is refused, as a key set twice is: one would win
+    /// silently (or, for the machine, the two profiles would mix).
+    pub fn new(
+        seed: Option<u64>,
+        machine: Option<String>,
+        overrides: &[Override],
+    ) -> Result<Invocation, OverrideError> {
+        let set = |key: &str| overrides.iter().find(|o| o.path == key);
+        if let (Some(seed), Some(set)) = (seed, set("seed")) {
+            return Err(OverrideError {
+                message: format!(
+                    "--seed {seed} and --set {set} both set the seed: the last would win silently; give one"
+                ),
+            });
+        }
+        if let (Some(machine), Some(set)) = (&machine, set(crate::sweep::MACHINE_KEY)) {
+            return Err(OverrideError {
+                message: format!(
+                    "--machine {machine} and --set {set} both name the machine profile: the run would mix their values; give one"
+                ),
+            });
+        }
+        Ok(Invocation {
+            seed,
+            machine,
+            overrides: overrides.to_vec(),
+        })
+    }
+
+    /// The overrides the invocation applies: the `--set`s, then `seed` for `--seed`.
+    pub fn applied(&self) -> Vec<Override> {
+        self.overrides
+            .iter()
+            .cloned()
+            .chain(self.seed.map(seed_override))
+            .collect()
+    }
+}
+
+/// `--seed N` as the override it stands for, `seed=N`.
+fn seed_override(seed: u64) -> Override {
+    Override {
+        path: "seed".to_string(),
+        value: seed.to_string(),
+    }
+}
+
+/// How a scenario read with overrides names itself (`FILE [--seed N --machine P --set K=V …]`, a
+/// Timeline's `scenario.path`), the arguments as they were given, so that a measured run can be
+/// simulated again as it ran; the file alone without any. [`read_recorded_invocation`] reads it
+/// back.
+pub fn recorded_invocation(file: &str, invocation: &Invocation) -> String {
+    let seed = invocation.seed.map(|seed| format!("--seed {seed}"));
+    let machine = (invocation.machine.as_ref()).map(|machine| format!("--machine {machine}"));
+    let sets = invocation.overrides.iter().map(|o| format!("--set {o}"));
+    let arguments: Vec<String> = seed.into_iter().chain(machine).chain(sets).collect();
+    if arguments.is_empty() {
+        return file.to_string();
+    }
+    format!("{file} [{}]", arguments.join(" "))
+}
+
+/// The file and the overrides that simulate a [`recorded_invocation`] again (`--seed N` read as
+/// `seed=N`, after the `--set`s, as the run applied it). A run on `--machine` is refused: its
+/// profile is no override. Only the `]` that closes the list is taken off: a last value may end
+/// with its own (`--set groups.world.ranks=[0, 1]`).
 pub fn read_recorded_invocation(recorded: &str) -> Result<(&str, Vec<Override>), OverrideError> {
-    let Some((file, sets)) = recorded.split_once(" [--set ") else {
+    let opening = [" [--seed ", " [--machine ", " [--set "]
+        .into_iter()
+        .filter_map(|opening| recorded.find(opening))
+        .min();
+    let Some(open) = opening else {
         return Ok((recorded, Vec::new()));
     };
-    let sets = sets.strip_suffix(']').unwrap_or(sets);
-    let overrides = sets
-        .split(" --set ")
-        .map(Override::parse)
-        .collect::<Result<Vec<_>, _>>()?;
+    let (file, arguments) = (&recorded[..open], &recorded[open + " [".len()..]);
+    let arguments = arguments.strip_suffix(']').unwrap_or(arguments);
+    let (seed, sets) = match arguments.strip_prefix("--seed ") {
+        Some(rest) => {
+            let (seed, sets) = rest.split_once(' ').unwrap_or((rest, ""));
+            let seed = seed.parse::<u64>().map_err(|_| OverrideError {
+                message: format!("--seed {seed:?} is not a whole number"),
+            })?;
+            (Some(seed), sets)
+        }
+        None => (None, arguments),
+    };
+    if let Some(machine) = sets.strip_prefix("--machine ") {
+        let machine = machine.split(" --set ").next().unwrap_or(machine);
+        return Err(OverrideError {
+            message: format!(
+                "the run was simulated on --machine {machine}, which is not a --set: simulate it again with that flag"
+            ),
+        });
+    }
+    let mut overrides = match sets.strip_prefix("--set ") {
+        Some(sets) => sets
+            .split(" --set ")
+            .map(Override::parse)
+            .collect::<Result<Vec<_>, _>>()?,
+        None if sets.is_empty() => Vec::new(),
+        None => {
+            return Err(OverrideError {
+                message: format!("{sets:?} is not a --set"),
+            })
+        }
+    };
+    overrides.extend(seed.map(seed_override));
     Ok((file, overrides))
 }
 
@@ -467,6 +605,38 @@ mod tests {
     }
 
     #[test]
+    fn a_path_that_is_not_a_toml_dotted_key_is_refused_at_its_character() {
+        // A bare key holds A-Za-z0-9_- only, as in TOML; the error names the argument's own
+        // line and column.
+        for (argument, column, reason) in [
+            ("perturb[0].ranks=[9]", 8, "'[' cannot be in a bare key"),
+            ("cluster.x y=1", 10, "' ' cannot be in a bare key"),
+            ("a,b=1", 2, "',' cannot be in a bare key"),
+            ("tensors..x=2MiB", 9, "a key is empty"),
+            ("tensors.\"a.b=2MiB", 9, "never closed"),
+        ] {
+            let error = Override::parse(argument).unwrap_err().message;
+            let place = format!("--set {argument}:1:{column}: error: ");
+            assert!(error.starts_with(&place), "{argument}: {error}");
+            assert!(error.contains("is not a dotted key"), "{argument}: {error}");
+            assert!(error.contains(reason), "{argument}: {error}");
+        }
+        // Quoted, such a key is one key; written back, it keeps its quotes.
+        let quoted = Override::parse("'perturb[0]'.ranks=[9]").unwrap();
+        assert_eq!(quoted.path, "\"perturb[0]\".ranks");
+        assert_eq!(Override::parse("a-b_C9 . d=1").unwrap().path, "a-b_C9.d");
+        // The table a quoted key's `--set` writes is traced to it.
+        let overrides = [quoted];
+        let edited = apply_overrides("repeat = 1\n", &overrides).unwrap();
+        let header = edited.lines().position(|l| l.starts_with('[')).unwrap() as u32 + 1;
+        assert_eq!(
+            line_origin("repeat = 1\n", &edited, &overrides, header),
+            LineOrigin::Override(0),
+            "{edited}"
+        );
+    }
+
+    #[test]
     fn dotted_paths_read_back_to_their_keys() {
         for keys in [
             vec!["tensors", "buf"],
@@ -512,14 +682,52 @@ mod tests {
             .iter()
             .map(|text| Override::parse(text).unwrap())
             .collect();
-        let recorded = recorded_invocation("s.toml", &overrides);
+        let invocation = Invocation::new(None, None, &overrides).unwrap();
+        let recorded = recorded_invocation("s.toml", &invocation);
         assert_eq!(
             recorded,
             "s.toml [--set cluster.ranks=2 --set groups.world.ranks=[0, 1]]"
         );
         assert_eq!(
             read_recorded_invocation(&recorded).unwrap(),
-            ("s.toml", overrides)
+            ("s.toml", overrides.clone())
+        );
+        // `--seed` is recorded as typed, and read back as the `seed=N` it applied.
+        let seeded = Invocation::new(Some(5), None, &overrides).unwrap();
+        let recorded = recorded_invocation("s.toml", &seeded);
+        assert_eq!(
+            recorded,
+            "s.toml [--seed 5 --set cluster.ranks=2 --set groups.world.ranks=[0, 1]]"
+        );
+        assert_eq!(
+            read_recorded_invocation(&recorded).unwrap(),
+            ("s.toml", seeded.applied())
+        );
+        let alone = Invocation::new(Some(7), None, &[]).unwrap();
+        assert_eq!(recorded_invocation("s.toml", &alone), "s.toml [--seed 7]");
+        assert_eq!(
+            read_recorded_invocation("s.toml [--seed 7]").unwrap(),
+            ("s.toml", alone.applied())
+        );
+        let clash = Invocation::new(Some(5), None, &[Override::parse("seed=6").unwrap()]);
+        assert_eq!(
+            clash.unwrap_err().message,
+            "--seed 5 and --set seed=6 both set the seed: the last would win silently; give one"
+        );
+        // `--machine` is shown as given; a profile is no override, so it does not read back.
+        let machine = Some("p/h200-x4.toml".to_string());
+        let on_machine = Invocation::new(Some(5), machine.clone(), &overrides[..1]).unwrap();
+        let recorded = recorded_invocation("s.toml", &on_machine);
+        assert_eq!(
+            recorded,
+            "s.toml [--seed 5 --machine p/h200-x4.toml --set cluster.ranks=2]"
+        );
+        let error = read_recorded_invocation(&recorded).unwrap_err().message;
+        assert!(error.contains("--machine p/h200-x4.toml"), "{error}");
+        let clash = Invocation::new(None, machine, &[Override::parse("machine=h200").unwrap()]);
+        assert_eq!(
+            clash.unwrap_err().message,
+            "--machine p/h200-x4.toml and --set machine=h200 both name the machine profile: the run would mix their values; give one"
         );
         assert_eq!(
             read_recorded_invocation("s.toml").unwrap(),
