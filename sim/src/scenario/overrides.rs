@@ -55,16 +55,17 @@ pub fn path_keys(path: &str) -> Result<Vec<String>, String> {
     }
 }
 
-/// A path's keys written back as a dotted path: bare where a key can be, quoted otherwise
-/// (`tensors."a.b"`). [`path_keys`] reads it back to the same keys.
+/// A path's keys written back as a dotted path: bare where a key can be — a TOML bare key,
+/// `A-Za-z0-9_-` alone — quoted otherwise (`tensors."a.b"`, `tensors."a b"`). [`path_keys`]
+/// reads it back to the same keys.
 pub fn dotted_path(keys: &[String]) -> String {
     let written: Vec<String> = keys
         .iter()
         .map(|key| {
             let bare = !key.is_empty()
-                && key.trim() == key
-                && !key.contains(['.', '=', '"', '\'', '#'])
-                && !key.chars().any(char::is_control);
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
             if bare {
                 return key.clone();
             }
@@ -475,6 +476,9 @@ mod tests {
             vec!["env", " padded "],
             vec!["a=b", "c#d"],
             vec!["tab\there", "back\\slash"],
+            vec!["tensors", "a,b"],
+            vec!["tensors", "a b"],
+            vec!["tensors", "é"],
         ] {
             let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
             assert_eq!(path_keys(&dotted_path(&keys)).unwrap(), keys);
