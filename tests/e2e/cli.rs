@@ -1205,3 +1205,18 @@ fn one_of_a_thing_is_singular_in_check_run_diff_and_bench() {
         stderr(&output)
     );
 }
+
+#[test]
+fn bench_calls_no_ratio_of_its_two_simulations_the_detectors_cost() {
+    // The detector's run goes second: its ratio to the first is no cost ("detector costs
+    // 0.45x" where the first paid the first touch of memory).
+    let output = c10dsim(&["bench", "--ranks", "16", "--iterations", "50"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("(the race detector's run took ")
+            && stdout(&output).contains("first touch of memory")
+            && !stdout(&output).contains("detector costs"),
+        "{}",
+        stdout(&output)
+    );
+}
