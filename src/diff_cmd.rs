@@ -75,10 +75,18 @@ pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
     Timeline::from_json(&text)
         .map(|timeline| timeline.expand())
         .map_err(|e| {
-            // A Chrome trace (`--trace`, a PyTorch profiler trace) is the usual wrong file.
+            // A Chrome trace (`--trace`, a PyTorch profiler trace) and `run --json`'s report
+            // are the usual wrong files.
+            let is_run_report = || {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).is_ok_and(
+                    |object| object.contains_key("parameters") && object.contains_key("report"),
+                )
+            };
             let hint = if text.trim_start().starts_with('{') && text.contains("\"traceEvents\"") {
                 " (it is a Chrome trace: give the Timeline `run --timeline FILE` writes; a \
                  PyTorch profiler trace becomes a scenario with `c10dsim import kineto`)"
+            } else if is_run_report() {
+                " (it is a `run --json` report, not a Timeline: `run --timeline FILE` writes one)"
             } else {
                 ""
             };

@@ -249,21 +249,20 @@ pub(crate) fn emit(
         wrote("timeline chart", path);
     }
     let rendered = || text::render_report_with(report, outputs.per_rank);
-    if dashes == 1 {
-        if json {
-            // `--json` with a file on stdout: the JSON report, on stderr.
-            let value = serde_json::json!({"parameters": scenario, "report": report});
-            pretty_json(std::io::stderr().lock(), &value)?;
-        } else {
-            eprint!("{}", rendered());
-        }
+    if dashes == 1 && json {
+        // `--json` with a file on stdout: the JSON report, on stderr.
+        let value = serde_json::json!({"parameters": scenario, "report": report});
+        pretty_json(std::io::stderr().lock(), &value)?;
         return Ok(());
     }
-    if table {
+    if dashes == 1 || table {
+        // The whole text report, the scenario's head included, as stdout would have had it.
         eprint!("{}", text::describe_scenario(scenario));
         note!();
         eprint!("{}", rendered());
-        out!("{}", analysis::nccl_tests::table(per_rank()))?;
+        if table {
+            out!("{}", analysis::nccl_tests::table(per_rank()))?;
+        }
         return Ok(());
     }
     if json {

@@ -1064,6 +1064,18 @@ impl std::fmt::Display for TimelineError {
     }
 }
 
+/// A JSON reader's error as a file's error is written, `file:line:column: message`: where
+/// serde_json places it, 1-based (its column 0, the end of an empty text or of one cut after a
+/// newline, is 1; `None` where it names no line), and its message without the " at line L
+/// column C" it ends with, so that the place is said once.
+pub fn json_error_place(error: &serde_json::Error) -> (Option<(usize, usize)>, String) {
+    let (line, column) = (error.line(), error.column());
+    let message = error.to_string();
+    let message = (message.strip_suffix(&format!(" at line {line} column {column}")))
+        .map_or(message.clone(), str::to_string);
+    ((line > 0).then_some((line, column.max(1))), message)
+}
+
 /// The host-side API a profiler's CPU row shows for an op.
 impl Timeline {
     /// Reads a Timeline's JSON and checks that every index in it points at something
@@ -1071,16 +1083,8 @@ impl Timeline {
     /// message, never read into a panic later.
     pub fn from_json(text: &str) -> Result<Timeline, TimelineError> {
         let timeline: Timeline = serde_json::from_str(text).map_err(|error| {
-            let (line, column) = (error.line(), error.column());
-            // serde_json ends its message with the place, which `in_file` puts first; its
-            // column 0 (the end of a text cut after a newline) is shown as 1.
-            let message = error.to_string();
-            let message = (message.strip_suffix(&format!(" at line {line} column {column}")))
-                .map_or(message.clone(), str::to_string);
-            TimelineError {
-                position: (line > 0).then_some((line, column.max(1))),
-                message,
-            }
+            let (position, message) = json_error_place(&error);
+            TimelineError { position, message }
         })?;
         timeline
             .check_references()

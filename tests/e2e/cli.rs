@@ -1002,6 +1002,26 @@ fn a_dash_reads_standard_input_and_writes_standard_output() {
     assert_eq!(twice.status.code(), Some(2), "{}", stderr(&twice));
 }
 
+#[test]
+fn a_file_on_standard_output_moves_the_whole_report_to_standard_error() {
+    // The report on stderr used to start at `collectives (…)`: the scenario line, its sha,
+    // seed and resolved parameters were left out (`--json` and `--nccl-tests` kept them).
+    let plain = c10dsim(&["run", "scenarios/overlap_bench.toml"]);
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    let report = stdout(&plain);
+    assert!(report.starts_with("scenario \"overlap_bench\""), "{report}");
+    for flag in ["--timeline", "--trace", "--svg"] {
+        let run = c10dsim(&["run", "scenarios/overlap_bench.toml", flag, "-"]);
+        assert_eq!(run.status.code(), Some(0), "{flag}: {}", stderr(&run));
+        let (note, rest) = stderr(&run)
+            .split_once('\n')
+            .map(|(note, rest)| (note.to_string(), rest.to_string()))
+            .unwrap();
+        assert!(note.starts_with("c10dsim: wrote "), "{flag}: {note}");
+        assert_eq!(rest, report, "{flag}");
+    }
+}
+
 /// `-o -` of `hw-merge`, `calibrate` and `fidelity` (`sweep` and `run --svg`: tests/e2e/sweep.rs)
 /// writes to stdout the bytes the file gets, with the notes on stderr.
 #[test]
@@ -1183,5 +1203,20 @@ fn one_of_a_thing_is_singular_in_check_run_diff_and_bench() {
         stderr(&output).contains("simulating 1 rank x 1 iteration ..."),
         "{}",
         stderr(&output)
+    );
+}
+
+#[test]
+fn bench_calls_no_ratio_of_its_two_simulations_the_detectors_cost() {
+    // The detector's run goes second: its ratio to the first is no cost ("detector costs
+    // 0.45x" where the first paid the first touch of memory).
+    let output = c10dsim(&["bench", "--ranks", "16", "--iterations", "50"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("(the race detector's run took ")
+            && stdout(&output).contains("first touch of memory")
+            && !stdout(&output).contains("detector costs"),
+        "{}",
+        stdout(&output)
     );
 }

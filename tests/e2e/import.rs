@@ -192,6 +192,37 @@ fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// An unreadable JSON file is placed as every other error is, 1-based `file:line:column` and
+/// once: import used to say `empty.json:1:0: … at line 1 column 0` where diff said `1:1`.
+#[test]
+fn import_and_diff_place_an_unreadable_json_file_alike() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("import_unreadable_json");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text, place) in [
+        ("empty.json", "", "1:1"),
+        ("newline.json", "\n", "2:1"),
+        ("broken.json", "{\"traceEvents\": [\n  {\"ph\": ]}", "2:10"),
+    ] {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+        let import = c10dsim(&["import", "kineto", file, "-o", "-"]);
+        let diff = c10dsim(&["diff", file, file]);
+        for (command, output) in [("import", &import), ("diff", &diff)] {
+            let message = stderr(output);
+            assert_eq!(output.status.code(), Some(2), "{command} {name}: {message}");
+            assert!(
+                message.contains(&format!("{file}:{place}: error: not a ")),
+                "{command} {name}: {message}"
+            );
+            assert!(
+                !message.contains(" at line "),
+                "{command} {name}: {message}"
+            );
+        }
+    }
+}
+
 /// torch.profiler writes `….pt.trace.json.gz` (`tensorboard_trace_handler(use_gzip=True)`):
 /// it imports as the trace it holds; a cut one is named as such, not as a file that is not UTF-8.
 #[test]

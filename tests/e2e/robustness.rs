@@ -202,6 +202,23 @@ fn small_input_mistakes_get_a_message_that_helps() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let output = c10dsim(&["diff", trace.to_str().unwrap(), trace.to_str().unwrap()]);
     assert_refused(&output, "it is a Chrome trace", "diff of a Chrome trace");
+    // A `run --json` report is the other usual wrong file.
+    let (report, timeline) = (temp("run_report.json"), temp("run_timeline.json"));
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--json",
+        "--timeline",
+        timeline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    std::fs::write(&report, &output.stdout).unwrap();
+    let output = c10dsim(&["diff", timeline.to_str().unwrap(), report.to_str().unwrap()]);
+    assert_refused(
+        &output,
+        "(it is a `run --json` report, not a Timeline: `run --timeline FILE` writes one)",
+        "diff of a run --json report",
+    );
     // A selection of records past the scenario kept nothing, silently.
     let output = c10dsim(&[
         "run",

@@ -654,6 +654,53 @@ fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
 }
 
 #[test]
+fn a_column_quotes_a_name_that_is_no_bare_key_and_resume_reads_it_back() {
+    // A tensor named "a,b" or "a b" used to give the columns `tensors.a,b` and `tensors.a b`:
+    // TOML's bare keys are A-Za-z0-9_- alone, so both are quoted, as `tensors."a.b"` is.
+    let scenario = written(
+        "quoted_columns.toml",
+        "name = \"quoted_columns\"\nrepeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n\
+         [tensors]\n\"a,b\" = \"1MiB\"\n\"a b\" = \"1MiB\"\n\
+         [[op]]\nall_reduce = \"a,b\"\n[[op]]\nall_reduce = \"a b\"\n\
+         [sweep]\ntensors.\"a,b\" = [\"1MiB\", \"2MiB\"]\ntensors.\"a b\" = [\"1MiB\", \"2MiB\"]\n",
+    );
+    let scenario = scenario.to_str().unwrap();
+    let whole = sweep_to(&temp("quoted_columns.csv"), &[scenario]);
+    let (header, table) = rows(&whole);
+    assert_eq!(
+        header[1..5],
+        [
+            "tensors.\"a,b\"",
+            "tensors.\"a,b\"_bytes",
+            "tensors.\"a b\"",
+            "tensors.\"a b\"_bytes"
+        ]
+    );
+    assert_eq!(table[3]["tensors.\"a b\"_bytes"], "2097152");
+    // `--resume` reads the columns it wrote back as its own.
+    let text = String::from_utf8(whole.clone()).unwrap();
+    let cut = text.match_indices('\n').nth(2).unwrap().0 + 1;
+    let partial = written("quoted_columns_partial.csv", &text[..cut]);
+    let output = c10dsim(&[
+        "sweep",
+        scenario,
+        "--resume",
+        "-o",
+        partial.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("2 already in"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        std::fs::read(&partial).unwrap() == whole,
+        "resumed != whole"
+    );
+}
+
+#[test]
 fn resume_refuses_the_rows_of_other_set_values() {
     // The same file and columns, other values on the command line: its rows are another
     // sweep's, so they are refused rather than joined.

@@ -576,6 +576,7 @@ impl<'s> Engine<'s> {
         if held_bytes <= self.options.max_memory_bytes {
             return false;
         }
+        let events = self.events_processed;
         self.findings.push(Finding {
             kind: FindingKind::MemoryCap,
             rank: None,
@@ -584,10 +585,11 @@ impl<'s> Engine<'s> {
             stream: None,
             stands_for: RankSet::default(),
             message: format!(
-                "the simulation held {} of memory, over the cap of {} (--max-memory), after {} events at simulated time {:.3} s; the run was stopped there",
-                crate::units::format_size(held_bytes),
+                "the simulation held {} of memory, over the cap of {} (--max-memory), after {} event{} at simulated time {:.3} s; the run was stopped there",
+                crate::units::format_size_readable(held_bytes),
                 crate::units::format_size(self.options.max_memory_bytes),
-                self.events_processed,
+                crate::ranks::thousands(events),
+                if events == 1 { "" } else { "s" },
                 self.now_ns as f64 / 1e9
             ),
         });

@@ -1522,3 +1522,22 @@ fn under_mode_0_a_collective_called_during_the_dump_wait_waits_for_its_end_r27()
     assert_eq!(host_call(&timeline, 4).end_ns, left_alone[0]);
     assert!(!(timeline.findings.iter()).any(|f| f.kind == FindingKind::AsyncError));
 }
+
+#[test]
+fn the_memory_cap_finding_says_the_memory_held_in_readable_units_and_one_event() {
+    // It used to say "held 7868KiB … after 1 events".
+    let text = format!("{TWO_RANKS}[[op]]\nall_reduce = \"x\"\n");
+    let options = Options {
+        memory_in_use: Some(|| 18_706_432),
+        max_memory_bytes: 1024,
+        ..Options::default()
+    };
+    let (timeline, _) = simulate_with(&parse("cap.toml", &text).unwrap(), options);
+    let finding = &timeline.findings[0];
+    assert_eq!(finding.kind, FindingKind::MemoryCap);
+    assert_eq!(
+        finding.message,
+        "the simulation held 17.84MiB of memory, over the cap of 1KiB (--max-memory), after 1 \
+         event at simulated time 0.000 s; the run was stopped there"
+    );
+}

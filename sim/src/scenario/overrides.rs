@@ -63,8 +63,9 @@ fn is_bare_key_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-/// A path's keys written back as a dotted path: bare where a key can be, quoted otherwise
-/// (`tensors."a.b"`). [`path_keys`] reads it back to the same keys.
+/// A path's keys written back as a dotted path: bare where a key can be — a TOML bare key,
+/// `A-Za-z0-9_-` alone — quoted otherwise (`tensors."a.b"`, `tensors."a b"`). [`path_keys`]
+/// reads it back to the same keys.
 pub fn dotted_path(keys: &[String]) -> String {
     let written: Vec<String> = keys
         .iter()
@@ -645,6 +646,9 @@ mod tests {
             vec!["env", " padded "],
             vec!["a=b", "c#d"],
             vec!["tab\there", "back\\slash"],
+            vec!["tensors", "a,b"],
+            vec!["tensors", "a b"],
+            vec!["tensors", "é"],
         ] {
             let keys: Vec<String> = keys.into_iter().map(str::to_string).collect();
             assert_eq!(path_keys(&dotted_path(&keys)).unwrap(), keys);

@@ -453,3 +453,30 @@ fn a_quoted_key_in_a_path_names_a_tensor_or_label_holding_a_dot() {
     assert!(error.message.contains("never closed"), "{error}");
     assert!(error.line > 0, "{error}");
 }
+
+#[test]
+fn a_column_quotes_every_key_that_is_not_a_bare_key() {
+    // TOML's bare keys are A-Za-z0-9_- alone: a name holding a comma or a space used to be
+    // written bare (`tensors.a,b`), where one holding a quote was quoted.
+    let base = "[cluster]\nranks = 2\n[tensors]\n\"a,b\" = \"1MiB\"\n\"a b\" = \"1MiB\"\n\
+        \"c\\\"d\" = \"1MiB\"\nplain_name-2 = \"1MiB\"\n[[op]]\nall_reduce = \"a,b\"\n";
+    let sweep_table = "[sweep]\ntensors.\"a,b\" = [\"1KiB\"]\ntensors.\"a b\" = [\"1KiB\"]\n\
+        tensors.'c\"d' = [\"1KiB\"]\ntensors.plain_name-2 = [\"1KiB\"]\n";
+    let sweep = Sweep::parse("s.toml", &format!("{base}{sweep_table}"), &[]).unwrap();
+    let columns = sweep.columns();
+    assert_eq!(
+        columns,
+        [
+            "tensors.\"a,b\"",
+            "tensors.\"a b\"",
+            "tensors.\"c\\\"d\"",
+            "tensors.plain_name-2"
+        ]
+    );
+    // Each column reads back, as `--set` and `[sweep]` read a path, to the tensor it names.
+    for (column, name) in columns.iter().zip(["a,b", "a b", "c\"d", "plain_name-2"]) {
+        let keys = crate::scenario::path_keys(column).unwrap();
+        assert_eq!(keys, ["tensors", name], "{column}");
+    }
+    assert_eq!(sweep.size_columns(), [true; 4]);
+}

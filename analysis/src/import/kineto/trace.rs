@@ -231,11 +231,9 @@ impl Trace {
     pub fn parse_file(file: &TraceFile) -> Result<Vec<Trace>, ImportError> {
         let name = file.name;
         let root: Value = serde_json::from_str(file.text).map_err(|e| {
-            error(
-                name,
-                Some(format!("{}:{}", e.line(), e.column())),
-                format!("not a JSON trace: {e}"),
-            )
+            let (place, message) = sim::timeline::json_error_place(&e);
+            let place = place.map(|(line, column)| format!("{line}:{column}"));
+            error(name, place, format!("not a JSON trace: {message}"))
         })?;
         let (events, meta) = match &root {
             Value::Object(map) => match map.get("traceEvents") {
