@@ -894,7 +894,7 @@ fn load_plan(
     // `--set machine=…` names the profile, so it applies before the profile is read; then the
     // profile, so that the other `--set`s win over it.
     let (machine_set, rest): (Vec<_>, Vec<_>) =
-        (overrides.iter().cloned()).partition(|o| o.path == sim::sweep::MACHINE_KEY);
+        (overrides.iter().cloned()).partition(|o| o.path == sim::scenario::MACHINE_KEY);
     // A [sweep] table is checked too, on the machine's values as `sweep` checks it (its points
     // are scenarios without `machine`): bad input never half-runs.
     let plan = sweep::Plan::read(path, original.clone(), machine_set, machine, &[])?;

@@ -218,7 +218,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .axes
         .iter()
         .cloned()
-        .partition(|axis| axis.path == sim::sweep::MACHINE_KEY);
+        .partition(|axis| axis.path == sim::scenario::MACHINE_KEY);
     let mut machine_set = Vec::new();
     for axis in machine_sets {
         let [value] = axis.values.as_slice() else {

@@ -49,9 +49,6 @@ use std::ops::Range;
 /// The most points one sweep may have.
 pub const MAX_POINTS: u64 = 1 << 40;
 
-/// The scenario key that names a machine profile (docs/diff.md): read before the file's
-/// points are made, so not an axis.
-pub const MACHINE_KEY: &str = "machine";
 /// The reserved key of `[sweep]` holding zipped axes (`[sweep.zip.NAME]`).
 const ZIP_KEY: &str = "zip";
 /// The reserved key of a zipped axis holding what its column shows.
@@ -745,7 +742,7 @@ fn refuse_a_scenario_path_name(
         return Ok(());
     };
     let first = name.split('.').next().unwrap_or_default();
-    if !scenario::TOP_LEVEL_KEYS.contains(&first) && first != MACHINE_KEY {
+    if !scenario::TOP_LEVEL_KEYS.contains(&first) && first != scenario::MACHINE_KEY {
         return Ok(());
     }
     Err(scenario::error_at(
@@ -992,7 +989,7 @@ impl FileAxes<'_> {
         let path = scenario::dotted_path(&keys);
         // `machine = NAME` names the profile the whole file is read on, before its points are
         // made: one profile per sweep, as `sweep --set machine=a,b` is told.
-        if path == MACHINE_KEY {
+        if path == scenario::MACHINE_KEY {
             return Err(self.error(
                 key_span,
                 format!(

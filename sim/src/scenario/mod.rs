@@ -44,7 +44,7 @@ pub use names::unfit_name;
 pub use overrides::{
     apply_overrides, dotted_path, line_origin, path_keys, read_recorded_invocation,
     recorded_invocation, renumber_op_lines, table_header, Invocation, LineOrigin, Override,
-    OverrideError,
+    OverrideError, MACHINE_KEY,
 };
 pub use raw::TOP_LEVEL_KEYS;
 pub use suggest::{did_you_mean, nearest};

@@ -47,6 +47,10 @@ impl Override {
     }
 }
 
+/// The scenario key that names a machine profile (docs/diff.md): read before the file's
+/// points are made, so never a sweep axis, and `--machine`'s `--set` form.
+pub const MACHINE_KEY: &str = "machine";
+
 /// The keys of a dotted path (`--set`'s key, a `[sweep]` axis), read as TOML reads a dotted
 /// key: `tensors.buf` is two keys, and a quoted key may hold dots (`tensors."a.b"`, or
 /// `tensors.'a.b'`, names the tensor `a.b`). A bare key holds A-Za-z0-9_- only; spaces around
@@ -216,7 +220,7 @@ impl Invocation {
                 ),
             });
         }
-        if let (Some(machine), Some(set)) = (&machine, set(crate::sweep::MACHINE_KEY)) {
+        if let (Some(machine), Some(set)) = (&machine, set(MACHINE_KEY)) {
             return Err(OverrideError {
                 message: format!(
                     "--machine {machine} and --set {set} both name the machine profile: the run would mix their values; give one"
