@@ -573,6 +573,41 @@ fn a_blocking_wait_aborts_the_communicator_before_it_raises_the_async_error_r15_
     assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
 }
 
+#[test]
+fn the_watchdog_finds_the_error_a_wait_timeout_found_once_the_main_threads_abort_returned_r15_r27()
+{
+    // `wait(timeout)` without blocking wait: the watchdog runs. The wait's poll finds rank 0's
+    // async error at 1 ms and the main thread aborts the communicator for 150 ms, over the
+    // watchdog's poll at 100 ms: the watchdog blocks on the abort (R15, R28), so it finds the
+    // Work's error once the abort returned, in the raise's millisecond, as after a timeout;
+    // uncaught, before the exception ends the process, whose status stays `raised`.
+    for catch in [true, false] {
+        let text = format!(
+            "[host]\ncomm_abort_us = 150000\n[cluster]\nranks = 2\n[groups.world]\n\
+             eager_init = true\ntimeout_s = 2\n[tensors]\nx = \"1MiB\"\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\ntimeout_ms = 5000\ncatch = {catch}\n\
+             [[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        let timeline = simulate(&parse("t.toml", &text).unwrap());
+        let raise = (timeline.watchdog.iter())
+            .find(|r| {
+                r.rank == 0 && r.thread == ThreadKind::Main && r.event == WatchdogEvent::Abort
+            })
+            .expect("the main thread's abort returned");
+        let found = (timeline.watchdog.iter())
+            .filter(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+            .find(|r| r.event == WatchdogEvent::AsyncError)
+            .unwrap_or_else(|| panic!("catch {catch}: the watchdog finds the error"));
+        assert_eq!(found.at_ns, raise.at_ns, "catch {catch}");
+        let status = timeline.ranks[0].end.unwrap().status;
+        if !catch {
+            assert_eq!(status, ExitStatus::Raised);
+        }
+    }
+}
+
 /// Two ranks under blocking wait with a 500 ms group timeout; `ops` follow.
 fn blocking_wait(ops: &str) -> crate::timeline::Timeline {
     let text = format!(

@@ -408,20 +408,21 @@ impl Failure<'_> {
             now_ns,
             message.clone(),
         );
-        if failed {
-            // The Work's own error is rethrown, caught or ending the process.
-            self.wait_called(view, (rank, collective, op), now_ns, out);
-            return;
-        }
         let catches = self.scenario.ops[op].catch;
         if catches {
-            // The communicator stays aborted: its next use raises (R27).
-            out.push(Command::caught_backend_error(rank, op, &message, now_ns));
+            // The communicator stays aborted: its next use raises (R27). A failed Work's own
+            // error is what the wait rethrows.
+            match failed {
+                true => self.wait_called(view, (rank, collective, op), now_ns, out),
+                false => out.push(Command::caught_backend_error(rank, op, &message, now_ns)),
+            }
         }
         // Where the watchdog runs, it finds the aborted communicator's error under the Work in
         // the raise's millisecond and handles it as its own, caught or not: uncaught, it finds
         // it before the exception ends the process (measured on PyTorch 2.11: docs/watchdog.md,
         // and R31's uncaught `wait(timeout)`, tests/data/torch/probes/wait_timeout_abort.variants.txt).
+        // After a Work's async error, the one it finds is that error: a poll of its that fell
+        // in the abort blocked on it ([`super::Failure::is_stale`]).
         let watchdog = &self.watchdogs[index];
         let pending = watchdog.pending.iter().any(|p| p.collective == collective);
         if crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env)
@@ -431,17 +432,17 @@ impl Failure<'_> {
             // The watchdog of the Work's process group handles it, and its abort (modes
             // 1 and 2) covers every communicator of that group.
             let watchdog = self.watchdog_group(group);
-            self.caught(
-                view,
-                rank,
-                watchdog,
-                super::Caught::AbortedByWait(collective),
-                now_ns,
-                out,
-            );
+            let caught = match failed {
+                true => super::Caught::AsyncError(collective),
+                false => super::Caught::AbortedByWait(collective),
+            };
+            self.caught(view, rank, watchdog, caught, now_ns, out);
         }
-        if !catches {
-            self.exit_uncaught(rank, group, now_ns, out);
+        match (catches, failed) {
+            (true, _) => {}
+            // The Work's own error is rethrown and ends the process.
+            (false, true) => self.wait_called(view, (rank, collective, op), now_ns, out),
+            (false, false) => self.exit_uncaught(rank, group, now_ns, out),
         }
     }
 }

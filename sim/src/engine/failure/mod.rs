@@ -625,6 +625,13 @@ impl<'s> Failure<'s> {
                 !view.waits_for_communicator(rank, group)
             }
             Wake::StoreTimeout => !view.waits_for_unique_id(rank, group),
+            // A poll in the main thread's abort after a wait found the Work's async error
+            // blocks on it: the watchdog finds the error once it returned (`wait_raised`).
+            Wake::AsyncError { .. }
+                if self.watchdogs[self.index(rank, group)].main_abort_running =>
+            {
+                true
+            }
             Wake::AsyncError { .. }
             | Wake::AbortedCommunicator { .. }
             | Wake::RemoteError { .. } => {
