@@ -412,9 +412,10 @@ impl Failure<'_> {
         if catches {
             // The communicator stays aborted: its next use raises (R27). A failed Work's own
             // error is what the wait rethrows.
-            match failed {
-                true => self.wait_called(view, (rank, collective, op), now_ns, out),
-                false => out.push(Command::caught_backend_error(rank, op, &message, now_ns)),
+            if failed {
+                self.wait_called(view, (rank, collective, op), now_ns, out);
+            } else {
+                out.push(Command::caught_backend_error(rank, op, &message, now_ns));
             }
         }
         // Where the watchdog runs, it finds the aborted communicator's error under the Work in
@@ -432,9 +433,10 @@ impl Failure<'_> {
             // The watchdog of the Work's process group handles it, and its abort (modes
             // 1 and 2) covers every communicator of that group.
             let watchdog = self.watchdog_group(group);
-            let caught = match failed {
-                true => super::Caught::AsyncError(collective),
-                false => super::Caught::AbortedByWait(collective),
+            let caught = if failed {
+                super::Caught::AsyncError(collective)
+            } else {
+                super::Caught::AbortedByWait(collective)
             };
             self.caught(view, rank, watchdog, caught, now_ns, out);
         }
