@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,870 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 1,930 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -129,7 +129,9 @@ pub trait Device {
     /// The watchdog goes on after its error handling aborted the communicators of `group` and
     /// left the process running (`TORCH_NCCL_ASYNC_ERROR_HANDLING` 2, R27): its verdict is
     /// handled, and the Works of that group are done with, as the simulator's watchdog clears
-    /// them.
+    /// them. Also once the executor re-enacted the watchdog's finding of a Work's injected
+    /// async error at the raise of a polling wait that aborted the Work's communicator (R15):
+    /// the watchdog does not find that error again.
     fn watchdog_resumed(&mut self, group: usize);
     /// Host-axis time of an event, once the GPU drained.
     fn event_time_ns(&mut self, event: Ev) -> Result<u64, HwError>;
@@ -401,8 +403,9 @@ pub struct Executor<'a, D: Device> {
     /// The current op raised an exception the program caught (`catch = true`): its call
     /// ended there, and the program goes on at the next op.
     caught: bool,
-    /// The process group whose watchdog found the error of the communicator the main thread
-    /// aborted under a Work whose timed-out wait the program caught (R15, R27), where
+    /// The process group whose watchdog found, at the raise of a polling wait the program
+    /// caught, the error of the communicator the main thread aborted under the Work after the
+    /// wait's timeout, or the Work's own async error (R15, R27), where
     /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` tears down, and when the simulator's watchdog takes
     /// the process down (after the stack trace and the dump wait,
     /// [`work::traced_error_handled_ns`]): hw takes it down then, before the next op, or at the
@@ -694,11 +697,11 @@ impl<'a, D: Device> Executor<'a, D> {
             && work::aborts_and_runs_on(self.scenario.env.async_error_handling)
     }
 
-    /// Whether the watchdog's finding of the error of a communicator the main thread aborted
-    /// under a Work whose timed-out wait the program caught ([`Self::watchdog_found`]) takes
-    /// the process down now: once the simulator's watchdog would have (after its dump wait),
-    /// checked before each op, or at the program's end (`programs_end`), where hw does not wait
-    /// the rest of the dump wait (60 s by default) for nothing.
+    /// Whether the watchdog's finding at the raise of a polling wait the program caught
+    /// ([`Self::watchdog_found`]) takes the process down now: once the simulator's watchdog
+    /// would have (after its dump wait), checked before each op, or at the program's end
+    /// (`programs_end`), where hw does not wait the rest of the dump wait (60 s by default)
+    /// for nothing.
     fn taken_down_by_the_finding(&mut self, programs_end: bool) -> bool {
         let Some((watchdog, handled_ns)) = self.watchdog_found else {
             return false;
@@ -1040,23 +1043,24 @@ impl<'a, D: Device> Executor<'a, D> {
             return None;
         };
         self.wait_raised?;
-        self.aborted_found(*end)
+        self.aborted_found(*end, NcclAsyncError::AbortedByWait)
     }
 
-    /// After a wait's own timeout on the Work of end event `end`, where the watchdog runs
-    /// ([`work::wait_timeout_reaches_watchdog`]): the watchdog of the Work's process group finds
-    /// the error of the communicator the main thread aborted under the Work, in the raise's
-    /// millisecond, caught or not (uncaught, before the exception ends the process), as the
-    /// simulator's does (PyTorch's `NCCLComm::abort` leaves `ncclSystemError` for it, R15, R27).
-    /// That group and its finding, in `sim::pg::work`'s words.
-    fn aborted_found(&self, end: Ev) -> Option<(usize, Finding)> {
+    /// After a polling wait on the Work of end event `end` aborted the Work's communicator
+    /// (R15), where the watchdog runs ([`work::wait_timeout_reaches_watchdog`]): the watchdog
+    /// of the Work's process group finds `error` under the Work, in the raise's millisecond,
+    /// caught or not (uncaught, before the exception ends the process), as the simulator's
+    /// does: after the wait's timeout, the aborted communicator's (`AbortedByWait`: PyTorch's
+    /// `NCCLComm::abort` leaves `ncclSystemError` for it); after the Work's own async error,
+    /// that error, which its poll, blocked on the abort, finds once the abort returned (R27,
+    /// R28). That group and its finding, in `sim::pg::work`'s words.
+    fn aborted_found(&self, end: Ev, error: NcclAsyncError) -> Option<(usize, Finding)> {
         if !work::wait_timeout_reaches_watchdog(&self.scenario.env) {
             return None;
         }
         let timed_out = self.works.iter().find(|work| work.end == end)?;
         let rank = self.plan.rank;
-        let message =
-            work::async_exception(rank, &timed_out.description, NcclAsyncError::AbortedByWait);
+        let message = work::async_exception(rank, &timed_out.description, error);
         let finding = Finding {
             stands_for: Default::default(),
             kind: FindingKind::AsyncError,
@@ -1724,9 +1728,11 @@ impl<'a, D: Device> Executor<'a, D> {
 
     /// A polling wait (R15) leaves its loop on the Work's async error (`error_ns`, R27) or its
     /// timeout: as PyTorch's `WorkNCCL::wait()`, the main thread aborts the communicator of
-    /// the Work's group, then raises once the abort returned, the error or the timeout (the
-    /// watchdog's finding of that communicator's error after a timeout follows in
-    /// [`Self::verdict`]); caught, the program goes on with the communicator aborted.
+    /// the Work's group, then raises once the abort returned, the error or the timeout; where
+    /// it runs, the watchdog finds, in the raise's millisecond, the Work's error or, after the
+    /// timeout, the aborted communicator's ([`Self::found_at_the_raise`]; uncaught after a
+    /// timeout, in [`Self::verdict`]); caught, the program goes on with the communicator
+    /// aborted.
     fn wait_aborts(
         &mut self,
         iteration: u32,
@@ -1757,6 +1763,14 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some(error_ns) = error_ns {
             let aborted = work::wait_error_abort_returned(rank, &description, name);
             self.note_group(Some(group), thread, event, raised_ns, aborted);
+            // The watchdog, whose polls blocked on the abort, finds the Work's own error
+            // before the wait's exception is caught or ends the process (R15, R27, R28). That
+            // finding is the one it would give on the injected error, which a real
+            // watchdog's poll would meet again after the abort: it is done with the group's
+            // Works, as after its own handling.
+            if self.found_at_the_raise(end, NcclAsyncError::Remote, op.catch) {
+                self.device.watchdog_resumed(group);
+            }
             return self.raise_failed(iteration, op, collective, (error_ns, raised_ns));
         }
         let aborted = work::wait_abort_returned(rank, &description, name);
@@ -1807,18 +1821,32 @@ impl<'a, D: Device> Executor<'a, D> {
             stream: Some(stream),
             message: finding,
         });
-        if let Some((watchdog, found)) = self.aborted_found(end) {
-            let at_ns = self.device.now_ns();
-            let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
-            self.note_group(Some(watchdog), thread, event, at_ns, found.message.clone());
-            self.log.findings.push(found);
-            self.left_running(watchdog, at_ns);
-        }
+        self.found_at_the_raise(end, NcclAsyncError::AbortedByWait, true);
     }
 
-    /// The watchdog of `watchdog` found, at `at_ns`, the error of the communicator the main
-    /// thread aborted after a caught wait's timeout; `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides
-    /// (R27): 1 and 3 take the process down once the simulator's watchdog would, after the
+    /// Where the watchdog runs, its finding of `error` under the Work of end event `end`, in
+    /// the raise's millisecond, once the main thread's abort of the Work's communicator
+    /// returned ([`Self::aborted_found`]): its `async_error` record and finding, then, where
+    /// the program `caught` the wait's exception, its error handling ([`Self::left_running`]);
+    /// uncaught, the exception ends the process first. Whether the watchdog found it.
+    fn found_at_the_raise(&mut self, end: Ev, error: NcclAsyncError, caught: bool) -> bool {
+        let Some((watchdog, found)) = self.aborted_found(end, error) else {
+            return false;
+        };
+        let at_ns = self.device.now_ns();
+        let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AsyncError);
+        self.note_group(Some(watchdog), thread, event, at_ns, found.message.clone());
+        self.log.findings.push(found);
+        if caught {
+            self.left_running(watchdog, at_ns);
+        }
+        true
+    }
+
+    /// The watchdog of `watchdog` found, at `at_ns`, the error under the Work of a polling
+    /// wait the program caught, once the main thread's abort returned (the aborted
+    /// communicator's after the wait's timeout, or the Work's own async error);
+    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides (R27): 1 and 3 take the process down once the simulator's watchdog would, after the
     /// stack trace and the dump wait, or at the program's end if that comes first
     /// ([`Self::watchdog_found`]); 0 leaves the error alone and 2 aborts the communicators,
     /// whose abort returns at once (the main thread's returned), at the finding, without the

@@ -2,7 +2,7 @@
 //! the milliseconds each engine measured: both build them with `sim::pg::work` (a fault's
 //! records with `sim::pg::faults`).
 //!
-//! About 990 lines in one module: every test runs a scenario on the fake device and simulates
+//! About 1,030 lines in one module: every test runs a scenario on the fake device and simulates
 //! it, through the same few helpers (`on_both`, `caught_outlines`, the field extractors), and
 //! compares the two engines' texts, records and exceptions; split by fault kind they would
 //! have to share those helpers from a module of their own.
@@ -967,4 +967,61 @@ fn an_async_error_under_blocking_wait_meets_no_watchdog_on_both_engines_r15() {
             "{fault} {catch}: {hw_records:?}"
         );
     }
+}
+
+/// A `wait(timeout)` without blocking wait, where the watchdog runs, on a Work rank 0's own
+/// NCCL async error failed (1 ms in, the wait's timeout 500 ms): the wait's poll finds the
+/// error, the main thread aborts the communicator and raises the error once the abort
+/// returned; the watchdog, whose polls blocked on the abort, finds that error in the raise's
+/// millisecond, caught or not (uncaught, before the exception ends the process), as after a
+/// wait's timeout (R15, R27, R28). Caught, under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 0 and 2
+/// the program runs to its end on both engines, hw writing the watchdog's handling at the
+/// finding; under 1 and 3 the take-down comes after the dump wait (60 s), after the program's
+/// end, where hw takes the process down. Rank 0's exceptions, findings, records (but for the
+/// dump and the take-down's words), host calls, collectives and what is left unfinished are
+/// the simulator's ([`caught_outline`]).
+#[test]
+fn a_wait_timeouts_own_async_error_is_found_by_the_watchdog_at_the_raise_on_both_engines_r27() {
+    let mut failures = Vec::new();
+    for mode in 0..=3u8 {
+        for catch in [true, false] {
+            let text = format!(
+                "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n[cluster]\nranks = 2\n\
+                 [groups.world]\neager_init = true\ntimeout_s = 2\n[tensors]\nx = \"1MiB\"\n\
+                 [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                 [[op]]\nlabel = \"wait\"\nwait = \"w\"\ntimeout_ms = 500\ncatch = {catch}\n\
+                 [[op]]\nlabel = \"after\"\nhost_sleep_us = 10\n\
+                 [[op]]\nlabel = \"done\"\ndevice_sync = true\n\
+                 [[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n"
+            );
+            let case = format!("mode {mode} catch {catch}");
+            let run = on_both(&text, FakeDevice::default());
+            let found_at_the_raise = |records: &[WatchdogRecord]| {
+                let raise = (records.iter())
+                    .find(|r| r.rank == 0 && r.event == WatchdogEvent::Abort)
+                    .map(|r| r.at_ns / 1_000_000);
+                let found = (records.iter())
+                    .filter(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
+                    .find(|r| r.event == WatchdogEvent::AsyncError)
+                    .map(|r| r.at_ns / 1_000_000);
+                found.is_some() && found == raise
+            };
+            assert!(found_at_the_raise(&run.simulated.watchdog), "{case}");
+            assert!(found_at_the_raise(&run.records), "{case}");
+            let hw = caught_outline(&run.rank0, &run.findings, &run.records);
+            let sim = caught_outline(
+                &run.simulated.ranks[0],
+                &run.simulated.findings,
+                &run.simulated.watchdog,
+            );
+            if hw != sim {
+                failures.push(format!(
+                    "{case}:\n hw:  {}\n sim: {}",
+                    hw.join("\n      "),
+                    sim.join("\n      ")
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
