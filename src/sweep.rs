@@ -316,15 +316,10 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         sim::ranks::thousands(pending_count),
     );
 
-    let sink: Box<dyn std::io::Write> = if to_stdout {
-        Box::new(std::io::stdout())
+    let sink = if to_stdout {
+        Sink::Stdout(std::io::stdout())
     } else {
-        Box::new(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&args.output)
-                .map_err(|error| write_failure(&args.output, error))?,
-        )
+        Sink::File(OutputFile::open(&args.output)?)
     };
     let mut writer = csv::Writer::from_writer(sink);
     if to_stdout {
@@ -367,6 +362,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         let error_column = header.iter().position(|h| h == "error").expect("has error");
         let mut waiting: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         let mut expected = pending().peekable();
+        let mut written_points = 0u64;
+        let stopped = |written_points: u64| Stopped {
+            written_points,
+            pending_count,
+        };
         for (index, row) in receiver {
             progress.inc(1);
             if !row[error_column].is_empty() {
@@ -379,15 +379,18 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
                     .write_record(&row)
                     .map_err(|error| row_failure(&args.output, error))?;
                 expected.next();
+                written_points += 1;
                 wrote = true;
             }
             if wrote {
                 writer
                     .flush()
                     .map_err(|error| row_failure(&args.output, error.into()))?;
+                writer.get_ref().check(&stopped(written_points))?;
             }
         }
-        Ok(())
+        // Removed or cut short after the last row: the file is no sweep's either.
+        writer.get_ref().check(&stopped(written_points))
     })?;
     progress.finish_and_clear();
     drop(writer);
@@ -407,6 +410,106 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         sim::ranks::thousands(failed_points),
     );
     Ok(0)
+}
+
+/// Where a sweep's rows go: standard output, or the file `-o` names.
+enum Sink {
+    Stdout(std::io::Stdout),
+    File(OutputFile),
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(out) => out.write(bytes),
+            Sink::File(file) => file.file.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.flush(),
+            Sink::File(file) => file.file.flush(),
+        }
+    }
+}
+
+impl Sink {
+    /// Whether the rows written so far are where the sweep will say they are (a file is checked;
+    /// standard output is not).
+    fn check(&self, stopped: &Stopped) -> Result<(), Failure> {
+        match self {
+            Sink::Stdout(_) => Ok(()),
+            Sink::File(file) => file.check(stopped),
+        }
+    }
+}
+
+/// How far a sweep got when it stopped: the points whose rows it wrote, of those it had to run.
+struct Stopped {
+    written_points: u64,
+    pending_count: u64,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            out,
+            "the sweep stopped after writing {} of the {} to run",
+            sim::ranks::thousands(self.written_points),
+            counted(self.pending_count, "point"),
+        )
+    }
+}
+
+/// The sweep's output file, opened to append its rows.
+struct OutputFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl OutputFile {
+    fn open(path: &Path) -> Result<OutputFile, Failure> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|error| write_failure(path, error))?;
+        Ok(OutputFile {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Refuses what would make the sweep's "wrote FILE" untrue: the path naming another file
+    /// than the one written (removed, renamed or replaced while the sweep ran: compared by
+    /// device and inode). A path that is not
+    /// a regular file (`/dev/null`, a pipe) is not checked.
+    fn check(&self, stopped: &Stopped) -> Result<(), Failure> {
+        use std::os::unix::fs::MetadataExt;
+        let shown = self.path.display();
+        let open = (self.file.metadata()).map_err(|error| write_failure(&self.path, error))?;
+        if !open.is_file() {
+            return Ok(());
+        }
+        let named = std::fs::metadata(&self.path).ok();
+        if named.map(|named| (named.dev(), named.ino())) != Some((open.dev(), open.ino())) {
+            return Err(Failure::input(if open.nlink() == 0 {
+                format!(
+                    "{shown} was deleted (or replaced by another file) while the sweep wrote \
+                     it: the rows written to it went with the deleted file and are lost; \
+                     {stopped}; run the sweep again"
+                )
+            } else {
+                format!(
+                    "{shown} was renamed (or replaced, the file written being kept under \
+                     another name) while the sweep wrote it: the rows written are in that file, \
+                     under its other name, not at {shown}; {stopped}; move it back and run the \
+                     sweep again with --resume to finish it"
+                )
+            }));
+        }
+        Ok(())
+    }
 }
 
 /// What every point of a sweep shares.
