@@ -422,7 +422,7 @@ impl std::io::Write for Sink {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         match self {
             Sink::Stdout(out) => out.write(bytes),
-            Sink::File(file) => file.file.write(bytes),
+            Sink::File(file) => file.write(bytes),
         }
     }
 
@@ -462,10 +462,12 @@ impl std::fmt::Display for Stopped {
     }
 }
 
-/// The sweep's output file, opened to append its rows.
+/// The sweep's output file, opened to append its rows, and the bytes it holds by the sweep's
+/// count (the header or resumed rows it had, and every row appended since).
 struct OutputFile {
     file: std::fs::File,
     path: PathBuf,
+    written_bytes: u64,
 }
 
 impl OutputFile {
@@ -474,15 +476,25 @@ impl OutputFile {
             .append(true)
             .open(path)
             .map_err(|error| write_failure(path, error))?;
+        let written_bytes = (file.metadata())
+            .map_err(|error| write_failure(path, error))?
+            .len();
         Ok(OutputFile {
             file,
             path: path.to_path_buf(),
+            written_bytes,
         })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = std::io::Write::write(&mut self.file, bytes)?;
+        self.written_bytes += written as u64;
+        Ok(written)
     }
 
     /// Refuses what would make the sweep's "wrote FILE" untrue: the path naming another file
     /// than the one written (removed, renamed or replaced while the sweep ran: compared by
-    /// device and inode). A path that is not
+    /// device and inode), or the file shorter than what was written to it. A path that is not
     /// a regular file (`/dev/null`, a pipe) is not checked.
     fn check(&self, stopped: &Stopped) -> Result<(), Failure> {
         use std::os::unix::fs::MetadataExt;
@@ -507,6 +519,16 @@ impl OutputFile {
                      sweep again with --resume to finish it"
                 )
             }));
+        }
+        if open.len() < self.written_bytes {
+            return Err(Failure::input(format!(
+                "{shown} was cut short while the sweep wrote it (it holds {} of the {} bytes \
+                 written: emptied or truncated by another process?): its header and the rows \
+                 before the cut are lost, and the rows appended since start it; {stopped}; \
+                 delete it (or move it aside) and run the sweep again",
+                sim::ranks::thousands(open.len()),
+                sim::ranks::thousands(self.written_bytes),
+            )));
         }
         Ok(())
     }
@@ -647,6 +669,15 @@ fn resume_rows(
     if complete == 0 {
         write_header(path, header)?;
         return Ok(Vec::new());
+    }
+    if let Some(point) = analysis::sweep::headless_first_point(&bytes[..complete]) {
+        return Err(Failure::input(format!(
+            "--resume: {}:1 is the row of point {point}, not the header: the file lost its \
+             header and the rows before this one (as a file emptied while a sweep appends to it \
+             does), so its rows cannot be checked against this sweep's columns; delete it (or \
+             move it aside) and run the sweep again",
+            path.display()
+        )));
     }
     let (existing, rows) = read_rows(path)?;
     if existing != header {

@@ -1,6 +1,6 @@
 //! Outputs under stress (docs/reliability.md, "Outputs: written whole, never over an input"):
 //! a reader that goes away, a full disk, an output named like an input, a write cut half-way, a
-//! sweep's file removed while it runs.
+//! sweep's file removed or emptied while it runs.
 //! Split from robustness.rs, whose helpers it shares.
 
 use crate::robustness::{assert_no_panic, assert_refused, code, temp};
@@ -256,6 +256,8 @@ fn a_sweep_refused_before_it_runs_leaves_the_existing_csv_alone() {
 fn sweep_changed_while_it_runs(csv: &std::path::Path, change: impl FnOnce()) -> Output {
     let bufs: Vec<String> = (1..=100).map(|mib| format!("{mib}MiB")).collect();
     let set = format!("tensors.buf={}", bufs.join(","));
+    // A file of an earlier run would be taken for this run's rows.
+    let _ = std::fs::remove_file(csv);
     let mut command = Command::new(env!("CARGO_BIN_EXE_c10dsim"));
     command
         .args(["sweep", "scenarios/overlap_sweep.toml", "--set", &set])
@@ -312,4 +314,19 @@ fn a_sweep_whose_output_is_removed_or_renamed_while_it_runs_fails_and_says_where
     assert!(std::fs::read_to_string(&moved)
         .unwrap()
         .starts_with("point,"));
+}
+
+#[test]
+fn a_sweep_whose_output_is_cut_short_while_it_runs_fails() {
+    let csv = temp("truncated_while_running.csv");
+    let output = sweep_changed_while_it_runs(&csv, || {
+        std::fs::File::create(&csv).unwrap();
+    });
+    let err = stderr(&output);
+    assert_eq!(code(&output), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{} was cut short", csv.display()))
+            && !err.contains("c10dsim: wrote"),
+        "{err}"
+    );
 }

@@ -654,6 +654,54 @@ fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
 }
 
 #[test]
+fn a_csv_that_lost_its_header_is_named_as_such_and_resume_says_what_to_do() {
+    // What a file emptied while a sweep appends to it holds: rows, from a later point on.
+    let whole = sweep_to(&temp("headless_whole.csv"), &["scenarios/exp_a_sweep.toml"]);
+    let text = String::from_utf8(whole).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let headless = written("headless.csv", format!("{}\n", lines[5..].join("\n")));
+    let headless = headless.to_str().unwrap();
+    let resume = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--resume",
+        "-o",
+        headless,
+    ]);
+    refused(
+        &resume,
+        &format!(
+            "--resume: {headless}:1 is the row of point 4, not the header: the file lost its \
+             header"
+        ),
+    );
+    assert!(
+        stderr(&resume).contains("delete it (or move it aside) and run the sweep again"),
+        "{}",
+        stderr(&resume)
+    );
+    let merged = temp("headless_merged.csv");
+    for args in [
+        vec!["merge", headless, "-o", merged.to_str().unwrap()],
+        vec![
+            "plot",
+            headless,
+            "--x",
+            "point",
+            "--y",
+            "ar.wait_us",
+            "-o",
+            "-",
+        ],
+    ] {
+        refused(
+            &c10dsim(&args),
+            &format!("{headless}:1: error: not a c10dsim sweep CSV: line 1 is the row of point 4"),
+        );
+    }
+}
+
+#[test]
 fn a_column_quotes_a_name_that_is_no_bare_key_and_resume_reads_it_back() {
     // A tensor named "a,b" or "a b" used to give the columns `tensors.a,b` and `tensors.a b`:
     // TOML's bare keys are A-Za-z0-9_- alone, so both are quoted, as `tensors."a.b"` is.
