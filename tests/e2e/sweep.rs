@@ -597,6 +597,64 @@ fn shards_merged_equal_the_unsharded_run() {
 }
 
 #[test]
+fn a_shard_count_alone_is_refused_and_disagreeing_schedulers_are_noted() {
+    let sweep = ["sweep", "scenarios/exp_a_sweep.toml", "-o", "-"];
+    // A count without its index would run the whole sweep in every task (it did).
+    refused(
+        &c10dsim_with(&sweep, &[("C10DSIM_SHARD_COUNT", "8")]),
+        "C10DSIM_SHARD_COUNT is set but JOB_COMPLETION_INDEX is not",
+    );
+    refused(
+        &c10dsim_with(&sweep, &[("SLURM_ARRAY_TASK_COUNT", "2")]),
+        "SLURM_ARRAY_TASK_COUNT is set but SLURM_ARRAY_TASK_ID is not",
+    );
+    // Slurm's variables are read first; the Kubernetes ones, disagreeing, are named as ignored.
+    let slurm = [
+        ("SLURM_ARRAY_TASK_ID", "0"),
+        ("SLURM_ARRAY_TASK_COUNT", "2"),
+    ];
+    let both = c10dsim_with(
+        &sweep,
+        &[
+            slurm[0],
+            slurm[1],
+            ("JOB_COMPLETION_INDEX", "1"),
+            ("C10DSIM_SHARD_COUNT", "8"),
+        ],
+    );
+    assert!(both.status.success(), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains(
+            "c10dsim: note: using shard 0/2 (SLURM_ARRAY_TASK_ID=0, SLURM_ARRAY_TASK_COUNT=2); \
+             ignoring shard 1/8 (JOB_COMPLETION_INDEX=1, C10DSIM_SHARD_COUNT=8), which disagrees"
+        ) && stderr(&both).contains("shard 0/2 (SLURM_ARRAY_TASK_ID) has 12"),
+        "{}",
+        stderr(&both)
+    );
+    assert_eq!(both.stdout, c10dsim_with(&sweep, &slurm).stdout);
+    // A count alone beside a whole pair: that pair is used, the count named as ignored.
+    let half = c10dsim_with(&sweep, &[slurm[0], slurm[1], ("C10DSIM_SHARD_COUNT", "8")]);
+    assert!(half.status.success(), "{}", stderr(&half));
+    assert!(
+        stderr(&half).contains("ignoring C10DSIM_SHARD_COUNT=8, set without JOB_COMPLETION_INDEX"),
+        "{}",
+        stderr(&half)
+    );
+    // Agreeing, they need no note.
+    let agree = c10dsim_with(
+        &sweep,
+        &[
+            slurm[0],
+            slurm[1],
+            ("JOB_COMPLETION_INDEX", "0"),
+            ("C10DSIM_SHARD_COUNT", "2"),
+        ],
+    );
+    assert!(agree.status.success(), "{}", stderr(&agree));
+    assert!(!stderr(&agree).contains("note"), "{}", stderr(&agree));
+}
+
+#[test]
 fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
     let whole = sweep_to(&temp("resume_whole.csv"), &["scenarios/exp_a_sweep.toml"]);
     // Interrupted after 10 rows, in the middle of the 11th.
