@@ -1029,6 +1029,18 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// [`missing_points`] of one CSV's rows, for a reader of it (`plot`); `None` also where its
+/// cells do not say (a point or `sweep_points` cell that is no number: the reader's own checks
+/// report those).
+pub(crate) fn missing_points_of(header: &[String], rows: &[csv::StringRecord]) -> Option<String> {
+    let mut indices = (rows.iter())
+        .map(analysis::sweep::point_index)
+        .collect::<Result<Vec<u64>, _>>()
+        .ok()?;
+    let sweep_points = analysis::sweep::sweep_points(header, rows).ok()?;
+    missing_points(&mut indices, sweep_points)
+}
+
 /// The points of the sweep that no row holds, shown as ranges (`3, 5-9`), when any are
 /// missing: shards not merged yet, or not finished (`--resume` finishes them). The sweep's
 /// points are `0..sweep_points` where the rows say how many (`c10dsim-sweep/3`), else the ones

@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,640 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,830 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -1237,6 +1237,46 @@ fn every_plot_error_about_the_data_names_the_csv_and_an_argument_error_does_not(
         error(&[&only_numbers[..], &["--width", "5"]].concat()),
         "c10dsim: --width 5: expected 16 to 16384 pixels\n"
     );
+}
+
+#[test]
+fn plot_of_one_shard_warns_of_the_points_without_a_row_as_merge_does_and_still_draws() {
+    let shard = temp("plot_one_shard.csv");
+    sweep_to(&shard, &["scenarios/exp_a_sweep.toml", "--shard", "0/3"]);
+    let whole = temp("plot_whole.csv");
+    sweep_to(&whole, &["scenarios/exp_a_sweep.toml"]);
+    let picture = temp("plot_one_shard.svg");
+    let plot = |csv: &Path| {
+        c10dsim(&[
+            "plot",
+            csv.to_str().unwrap(),
+            "--x",
+            "tensors.x",
+            "--y",
+            "ar.host_call_us",
+            "--by",
+            "mode",
+            "--where",
+            "blocking=0",
+            "-o",
+            picture.to_str().unwrap(),
+        ])
+    };
+    let output = plot(&shard);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "c10dsim: warning: 16 of the points 0-23 have no row (points 1-2, 4-5, 7-8, "
+        ) && stderr(&output).contains("c10dsim: wrote"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(std::fs::read_to_string(&picture)
+        .unwrap()
+        .starts_with("<svg"));
+    let output = plot(&whole);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
 }
 
 #[test]
