@@ -122,6 +122,11 @@ pub fn plot(args: &PlotArgs) -> Result<u8, Failure> {
     }
     .map_err(in_csv)?;
     crate::stdio::write_bytes(&args.output, &bytes)?;
+    // A CSV of one shard, or of a sweep not finished, draws lines with points missing: said as
+    // `merge` says it.
+    if let Some(missing) = crate::sweep::missing_points_of(&header, &records) {
+        note!("c10dsim: warning: {missing}");
+    }
     if crate::stdio::is_dash(&args.output) {
         return Ok(0);
     }

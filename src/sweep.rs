@@ -48,55 +48,209 @@ fn variable(name: &str) -> Result<Option<u64>, Failure> {
     }
 }
 
-/// `--shard` when given; else a Slurm array task's ((`SLURM_ARRAY_TASK_ID` −
-/// `SLURM_ARRAY_TASK_MIN`) / `SLURM_ARRAY_TASK_STEP` of `SLURM_ARRAY_TASK_COUNT`); else a Kubernetes indexed Job's
-/// (`JOB_COMPLETION_INDEX` of `C10DSIM_SHARD_COUNT`); else the whole sweep.
-fn shard(explicit: Option<Shard>) -> Result<(Shard, &'static str), Failure> {
-    if let Some(shard) = explicit {
-        return Ok((shard, "--shard"));
-    }
-    let check = |index: u64, count: u64, source: &'static str| {
-        Shard::parse(&format!("{index}/{count}"))
-            .map(|shard| (shard, source))
-            .map_err(|_| {
-                Failure::input(format!(
-                    "{source}: shard index {index} is not below the shard count {count}"
-                ))
+/// What one scheduler's variables say of the shard.
+enum Reading {
+    Unset,
+    /// Its index or its count without the other: `set` names the one set (`NAME=VALUE`),
+    /// `unset` the other; `refusal` says what to do when no other scheduler gives both.
+    HalfSet {
+        set: String,
+        unset: &'static str,
+        refusal: String,
+    },
+    /// Both: the shard, the variables (`NAME=VALUE, …`) and the one the sweep's note names.
+    Set {
+        shard: Shard,
+        described: String,
+        source: &'static str,
+    },
+}
+
+/// A Slurm array task's shard: ((`SLURM_ARRAY_TASK_ID` − `SLURM_ARRAY_TASK_MIN`) /
+/// `SLURM_ARRAY_TASK_STEP` of `SLURM_ARRAY_TASK_COUNT`).
+fn slurm_reading() -> Result<Reading, Failure> {
+    let (id, count) = match (
+        variable("SLURM_ARRAY_TASK_ID")?,
+        variable("SLURM_ARRAY_TASK_COUNT")?,
+    ) {
+        (None, None) => return Ok(Reading::Unset),
+        (Some(id), None) => {
+            return Ok(Reading::HalfSet {
+                set: format!("SLURM_ARRAY_TASK_ID={id}"),
+                unset: "SLURM_ARRAY_TASK_COUNT",
+                refusal: "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (Slurm \
+                          sets both for a job array): set it to the array's task count (or pass \
+                          --shard I/N)"
+                    .to_string(),
             })
-    };
-    if let Some(id) = variable("SLURM_ARRAY_TASK_ID")? {
-        let count = variable("SLURM_ARRAY_TASK_COUNT")?.ok_or_else(|| {
-            Failure::input(
-                "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (Slurm sets both \
-                 for a job array): set it to the array's task count (or pass --shard I/N)",
-            )
-        })?;
-        let min = variable("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-        // `--array=0-15:4` runs tasks 0, 4, 8 and 12: shards 0 to 3 of 4.
-        let step = variable("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
-        let offset = id.checked_sub(min).ok_or_else(|| {
-            Failure::input(format!(
-                "SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}: not a task of \
-                 this array"
-            ))
-        })?;
-        if offset % step != 0 {
-            return Err(Failure::input(format!(
-                "SLURM_ARRAY_TASK_ID={id} is not SLURM_ARRAY_TASK_MIN={min} plus a multiple of \
-                 SLURM_ARRAY_TASK_STEP={step}: not a task of this array"
-            )));
         }
-        return check(offset / step, count, "SLURM_ARRAY_TASK_ID");
+        (None, Some(count)) => {
+            return Ok(Reading::HalfSet {
+                set: format!("SLURM_ARRAY_TASK_COUNT={count}"),
+                unset: "SLURM_ARRAY_TASK_ID",
+                refusal: "SLURM_ARRAY_TASK_COUNT is set but SLURM_ARRAY_TASK_ID is not (Slurm \
+                          sets both for a job array): without the id every task would run the \
+                          whole sweep; set the task's id, unset the count, or pass --shard I/N"
+                    .to_string(),
+            })
+        }
+        (Some(id), Some(count)) => (id, count),
+    };
+    let min = variable("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    // `--array=0-15:4` runs tasks 0, 4, 8 and 12: shards 0 to 3 of 4.
+    let step = variable("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+    let offset = id.checked_sub(min).ok_or_else(|| {
+        Failure::input(format!(
+            "SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}: not a task of \
+             this array"
+        ))
+    })?;
+    if offset % step != 0 {
+        return Err(Failure::input(format!(
+            "SLURM_ARRAY_TASK_ID={id} is not SLURM_ARRAY_TASK_MIN={min} plus a multiple of \
+             SLURM_ARRAY_TASK_STEP={step}: not a task of this array"
+        )));
     }
-    if let Some(index) = variable(K8S_INDEX_VARIABLE)? {
-        let count = variable(K8S_COUNT_VARIABLE)?.ok_or_else(|| {
-            Failure::input(format!(
-                "{K8S_INDEX_VARIABLE} is set but {K8S_COUNT_VARIABLE} is not: set it to the Job's completions (or pass --shard I/N)"
-            ))
-        })?;
-        return check(index, count, K8S_INDEX_VARIABLE);
+    set_reading(
+        offset / step,
+        count,
+        "SLURM_ARRAY_TASK_ID",
+        format!("SLURM_ARRAY_TASK_ID={id}, SLURM_ARRAY_TASK_COUNT={count}"),
+    )
+}
+
+/// A Kubernetes indexed Job's shard: `JOB_COMPLETION_INDEX` of `C10DSIM_SHARD_COUNT`.
+fn kubernetes_reading() -> Result<Reading, Failure> {
+    match (variable(K8S_INDEX_VARIABLE)?, variable(K8S_COUNT_VARIABLE)?) {
+        (None, None) => Ok(Reading::Unset),
+        (Some(index), None) => Ok(Reading::HalfSet {
+            set: format!("{K8S_INDEX_VARIABLE}={index}"),
+            unset: K8S_COUNT_VARIABLE,
+            refusal: format!(
+                "{K8S_INDEX_VARIABLE} is set but {K8S_COUNT_VARIABLE} is not: set it to the \
+                 Job's completions (or pass --shard I/N)"
+            ),
+        }),
+        (None, Some(count)) => Ok(Reading::HalfSet {
+            set: format!("{K8S_COUNT_VARIABLE}={count}"),
+            unset: K8S_INDEX_VARIABLE,
+            refusal: format!(
+                "{K8S_COUNT_VARIABLE} is set but {K8S_INDEX_VARIABLE} is not (an indexed Job \
+                 sets it in each pod): without the index every task would run the whole sweep; \
+                 run as an indexed Job (completionMode: Indexed), unset {K8S_COUNT_VARIABLE}, or \
+                 pass --shard I/N"
+            ),
+        }),
+        (Some(index), Some(count)) => set_reading(
+            index,
+            count,
+            K8S_INDEX_VARIABLE,
+            format!("{K8S_INDEX_VARIABLE}={index}, {K8S_COUNT_VARIABLE}={count}"),
+        ),
     }
-    Ok((Shard::ALL, "default"))
+}
+
+fn set_reading(
+    index: u64,
+    count: u64,
+    source: &'static str,
+    described: String,
+) -> Result<Reading, Failure> {
+    let shard = Shard::parse(&format!("{index}/{count}")).map_err(|_| {
+        Failure::input(format!(
+            "{source}: shard index {index} is not below the shard count {count}"
+        ))
+    })?;
+    Ok(Reading::Set {
+        shard,
+        described,
+        source,
+    })
+}
+
+/// What chose the sweep's shard: the shard, where it came from (`--shard`, the variable, or
+/// `default`), and what the user should hear of the variables not used.
+struct ShardChoice {
+    shard: Shard,
+    source: &'static str,
+    notes: Vec<String>,
+}
+
+/// `--shard` when given; else the first of a Slurm array task's variables and a Kubernetes
+/// indexed Job's that gives both index and count (Slurm's first, as `hw` reads the launchers in
+/// order); else the whole sweep. The other scheduler's, disagreeing or half set, are ignored
+/// with a note; an index or a count alone, with no scheduler giving both, is refused.
+fn shard(explicit: Option<Shard>) -> Result<ShardChoice, Failure> {
+    if let Some(shard) = explicit {
+        return Ok(ShardChoice {
+            shard,
+            source: "--shard",
+            notes: Vec::new(),
+        });
+    }
+    let mut used: Option<(Shard, String, &'static str)> = None;
+    let mut half_set = Vec::new();
+    let mut notes = Vec::new();
+    for read in [slurm_reading, kubernetes_reading] {
+        let reading = match used {
+            None => read()?,
+            // Variables of the scheduler not used: a bad value of theirs does not matter here.
+            Some(_) => read().unwrap_or(Reading::Unset),
+        };
+        match (reading, &used) {
+            (Reading::Unset, _) => {}
+            (
+                Reading::HalfSet {
+                    set,
+                    unset,
+                    refusal,
+                },
+                _,
+            ) => half_set.push((set, unset, refusal)),
+            (
+                Reading::Set {
+                    shard,
+                    described,
+                    source,
+                },
+                None,
+            ) => used = Some((shard, described, source)),
+            (
+                Reading::Set {
+                    shard, described, ..
+                },
+                Some((used_shard, used_described, _)),
+            ) => {
+                if shard != *used_shard {
+                    notes.push(format!(
+                        "using shard {used_shard} ({used_described}); ignoring shard {shard} \
+                         ({described}), which disagrees: Slurm's variables are read before the \
+                         Kubernetes ones"
+                    ));
+                }
+            }
+        }
+    }
+    let Some((shard, described, source)) = used else {
+        return match half_set.into_iter().next() {
+            Some((_, _, refusal)) => Err(Failure::input(refusal)),
+            None => Ok(ShardChoice {
+                shard: Shard::ALL,
+                source: "default",
+                notes,
+            }),
+        };
+    };
+    for (set, unset, _) in half_set {
+        notes.push(format!(
+            "using shard {shard} ({described}); ignoring {set}, set without {unset}"
+        ));
+    }
+    Ok(ShardChoice {
+        shard,
+        source,
+        notes,
+    })
 }
 
 /// A sweep file as `sweep` reads it: its `--set machine=…` and machine profile applied, its
@@ -235,7 +389,14 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     let plan = Plan::read(&args.file, original, machine_set, None, &axes)?;
     let sweep = &plan.sweep;
     let text = &plan.file.with_machine.text;
-    let (shard, shard_source) = shard(args.shard)?;
+    let ShardChoice {
+        shard,
+        source: shard_source,
+        notes,
+    } = shard(args.shard)?;
+    for note in &notes {
+        note!("c10dsim: note: {note}");
+    }
     let base = sweep.base_scenario().map_err(scenario_failure)?;
     args.limits.caps.check(&args.file, &base, false)?;
     let options = args.limits.engine_options();
@@ -316,15 +477,10 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         sim::ranks::thousands(pending_count),
     );
 
-    let sink: Box<dyn std::io::Write> = if to_stdout {
-        Box::new(std::io::stdout())
+    let sink = if to_stdout {
+        Sink::Stdout(std::io::stdout())
     } else {
-        Box::new(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&args.output)
-                .map_err(|error| write_failure(&args.output, error))?,
-        )
+        Sink::File(OutputFile::open(&args.output)?)
     };
     let mut writer = csv::Writer::from_writer(sink);
     if to_stdout {
@@ -367,6 +523,11 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         let error_column = header.iter().position(|h| h == "error").expect("has error");
         let mut waiting: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         let mut expected = pending().peekable();
+        let mut written_points = 0u64;
+        let stopped = |written_points: u64| Stopped {
+            written_points,
+            pending_count,
+        };
         for (index, row) in receiver {
             progress.inc(1);
             if !row[error_column].is_empty() {
@@ -379,15 +540,18 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
                     .write_record(&row)
                     .map_err(|error| row_failure(&args.output, error))?;
                 expected.next();
+                written_points += 1;
                 wrote = true;
             }
             if wrote {
                 writer
                     .flush()
                     .map_err(|error| row_failure(&args.output, error.into()))?;
+                writer.get_ref().check(&stopped(written_points))?;
             }
         }
-        Ok(())
+        // Removed or cut short after the last row: the file is no sweep's either.
+        writer.get_ref().check(&stopped(written_points))
     })?;
     progress.finish_and_clear();
     drop(writer);
@@ -407,6 +571,128 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         sim::ranks::thousands(failed_points),
     );
     Ok(0)
+}
+
+/// Where a sweep's rows go: standard output, or the file `-o` names.
+enum Sink {
+    Stdout(std::io::Stdout),
+    File(OutputFile),
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(out) => out.write(bytes),
+            Sink::File(file) => file.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(out) => out.flush(),
+            Sink::File(file) => file.file.flush(),
+        }
+    }
+}
+
+impl Sink {
+    /// Whether the rows written so far are where the sweep will say they are (a file is checked;
+    /// standard output is not).
+    fn check(&self, stopped: &Stopped) -> Result<(), Failure> {
+        match self {
+            Sink::Stdout(_) => Ok(()),
+            Sink::File(file) => file.check(stopped),
+        }
+    }
+}
+
+/// How far a sweep got when it stopped: the points whose rows it wrote, of those it had to run.
+struct Stopped {
+    written_points: u64,
+    pending_count: u64,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            out,
+            "the sweep stopped after writing {} of the {} to run",
+            sim::ranks::thousands(self.written_points),
+            counted(self.pending_count, "point"),
+        )
+    }
+}
+
+/// The sweep's output file, opened to append its rows, and the bytes it holds by the sweep's
+/// count (the header or resumed rows it had, and every row appended since).
+struct OutputFile {
+    file: std::fs::File,
+    path: PathBuf,
+    written_bytes: u64,
+}
+
+impl OutputFile {
+    fn open(path: &Path) -> Result<OutputFile, Failure> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|error| write_failure(path, error))?;
+        let written_bytes = (file.metadata())
+            .map_err(|error| write_failure(path, error))?
+            .len();
+        Ok(OutputFile {
+            file,
+            path: path.to_path_buf(),
+            written_bytes,
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = std::io::Write::write(&mut self.file, bytes)?;
+        self.written_bytes += written as u64;
+        Ok(written)
+    }
+
+    /// Refuses what would make the sweep's "wrote FILE" untrue: the path naming another file
+    /// than the one written (removed, renamed or replaced while the sweep ran: compared by
+    /// device and inode), or the file shorter than what was written to it. A path that is not
+    /// a regular file (`/dev/null`, a pipe) is not checked.
+    fn check(&self, stopped: &Stopped) -> Result<(), Failure> {
+        use std::os::unix::fs::MetadataExt;
+        let shown = self.path.display();
+        let open = (self.file.metadata()).map_err(|error| write_failure(&self.path, error))?;
+        if !open.is_file() {
+            return Ok(());
+        }
+        let named = std::fs::metadata(&self.path).ok();
+        if named.map(|named| (named.dev(), named.ino())) != Some((open.dev(), open.ino())) {
+            return Err(Failure::input(if open.nlink() == 0 {
+                format!(
+                    "{shown} was deleted (or replaced by another file) while the sweep wrote \
+                     it: the rows written to it went with the deleted file and are lost; \
+                     {stopped}; run the sweep again"
+                )
+            } else {
+                format!(
+                    "{shown} was renamed (or replaced, the file written being kept under \
+                     another name) while the sweep wrote it: the rows written are in that file, \
+                     under its other name, not at {shown}; {stopped}; move it back and run the \
+                     sweep again with --resume to finish it"
+                )
+            }));
+        }
+        if open.len() < self.written_bytes {
+            return Err(Failure::input(format!(
+                "{shown} was cut short while the sweep wrote it (it holds {} of the {} bytes \
+                 written: emptied or truncated by another process?): its header and the rows \
+                 before the cut are lost, and the rows appended since start it; {stopped}; \
+                 delete it (or move it aside) and run the sweep again",
+                sim::ranks::thousands(open.len()),
+                sim::ranks::thousands(self.written_bytes),
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What every point of a sweep shares.
@@ -544,6 +830,15 @@ fn resume_rows(
     if complete == 0 {
         write_header(path, header)?;
         return Ok(Vec::new());
+    }
+    if let Some(point) = analysis::sweep::headless_first_point(&bytes[..complete]) {
+        return Err(Failure::input(format!(
+            "--resume: {}:1 is the row of point {point}, not the header: the file lost its \
+             header and the rows before this one (as a file emptied while a sweep appends to it \
+             does), so its rows cannot be checked against this sweep's columns; delete it (or \
+             move it aside) and run the sweep again",
+            path.display()
+        )));
     }
     let (existing, rows) = read_rows(path)?;
     if existing != header {
@@ -732,6 +1027,18 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         note!("c10dsim: warning: {missing}");
     }
     Ok(0)
+}
+
+/// [`missing_points`] of one CSV's rows, for a reader of it (`plot`); `None` also where its
+/// cells do not say (a point or `sweep_points` cell that is no number: the reader's own checks
+/// report those).
+pub(crate) fn missing_points_of(header: &[String], rows: &[csv::StringRecord]) -> Option<String> {
+    let mut indices = (rows.iter())
+        .map(analysis::sweep::point_index)
+        .collect::<Result<Vec<u64>, _>>()
+        .ok()?;
+    let sweep_points = analysis::sweep::sweep_points(header, rows).ok()?;
+    missing_points(&mut indices, sweep_points)
 }
 
 /// The points of the sweep that no row holds, shown as ranges (`3, 5-9`), when any are

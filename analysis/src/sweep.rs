@@ -153,9 +153,19 @@ pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>),
         .map(ToString::to_string)
         .collect();
     if header.first().map(String::as_str) != Some(POINT_COLUMN) {
+        let message = match headless_first_point(&bytes) {
+            Some(point) => format!(
+                "not a c10dsim sweep CSV: line 1 is the row of point {point}, not the header \
+                 ({POINT_COLUMN:?} first): the file lost its header, as one emptied while a \
+                 sweep appends to it does"
+            ),
+            None => {
+                format!("not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})")
+            }
+        };
         return Err(CsvError {
             line: Some(1),
-            message: format!("not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})"),
+            message,
         });
     }
     let rows = reader
@@ -163,6 +173,18 @@ pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>),
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| csv_error(&error))?;
     Ok((header, rows))
+}
+
+/// The point of the row on line 1 of `bytes`, a sweep CSV whose first line is a row rather
+/// than the header (its first cell a point index, not `point`), else `None`.
+pub fn headless_first_point(bytes: &[u8]) -> Option<u64> {
+    let line = bytes.split(|&byte| byte == b'\n').next()?;
+    let cell = line.split(|&byte| byte == b',').next()?;
+    std::str::from_utf8(cell)
+        .ok()?
+        .trim_end_matches('\r')
+        .parse()
+        .ok()
 }
 
 /// `bytes` with each `\r\n` made `\n` (a copy only where the file has one).

@@ -1,5 +1,6 @@
 //! Outputs under stress (docs/reliability.md, "Outputs: written whole, never over an input"):
-//! a reader that goes away, a full disk, an output named like an input, a write cut half-way.
+//! a reader that goes away, a full disk, an output named like an input, a write cut half-way, a
+//! sweep's file removed or emptied while it runs.
 //! Split from robustness.rs, whose helpers it shares.
 
 use crate::robustness::{assert_no_panic, assert_refused, code, temp};
@@ -7,7 +8,7 @@ use crate::util::{c10dsim, skipped, stderr};
 use sim::timeline::Timeline;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// Runs the binary with `args`, reads the first `bytes` bytes of its stdout, then closes the
 /// pipe: the command must end quietly (exit 0, no panic, nothing on stderr). The bytes read.
@@ -248,4 +249,84 @@ fn a_sweep_refused_before_it_runs_leaves_the_existing_csv_alone() {
     ]);
     assert_refused(&refused, "--threads 100000: at most 1024", "--threads");
     assert_eq!(std::fs::read(&csv).unwrap(), rows);
+}
+
+/// Starts `c10dsim sweep` of 2,000 points into `csv` (no shard variables), waits until its first
+/// rows are in the file, does `change` to the file while the sweep runs, and waits for the end.
+fn sweep_changed_while_it_runs(csv: &std::path::Path, change: impl FnOnce()) -> Output {
+    let bufs: Vec<String> = (1..=100).map(|mib| format!("{mib}MiB")).collect();
+    let set = format!("tensors.buf={}", bufs.join(","));
+    // A file of an earlier run would be taken for this run's rows.
+    let _ = std::fs::remove_file(csv);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_c10dsim"));
+    command
+        .args(["sweep", "scenarios/overlap_sweep.toml", "--set", &set])
+        .args(["--threads", "2", "-o", csv.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for variable in [
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "JOB_COMPLETION_INDEX",
+        "C10DSIM_SHARD_COUNT",
+    ] {
+        command.env_remove(variable);
+    }
+    let child = command.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(csv).map_or(true, |text| text.lines().count() < 3) {
+        assert!(started.elapsed().as_secs() < 120, "no rows after 2 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    change();
+    let output = child.wait_with_output().unwrap();
+    assert_no_panic(&output);
+    output
+}
+
+#[test]
+fn a_sweep_whose_output_is_removed_or_renamed_while_it_runs_fails_and_says_where_the_rows_are() {
+    let csv = temp("removed_while_running.csv");
+    let output = sweep_changed_while_it_runs(&csv, || std::fs::remove_file(&csv).unwrap());
+    let err = stderr(&output);
+    assert_eq!(code(&output), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{} was deleted", csv.display()))
+            && err.contains("are lost")
+            && !err.contains("c10dsim: wrote"),
+        "{err}"
+    );
+    assert!(
+        !csv.exists(),
+        "the sweep made a new file at the removed name"
+    );
+    // Renamed: the rows are in the file under its new name, header first.
+    let csv = temp("renamed_while_running.csv");
+    let moved = temp("renamed_while_running_moved.csv");
+    let output = sweep_changed_while_it_runs(&csv, || std::fs::rename(&csv, &moved).unwrap());
+    let err = stderr(&output);
+    assert_eq!(code(&output), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{} was renamed", csv.display())) && !err.contains("c10dsim: wrote"),
+        "{err}"
+    );
+    assert!(std::fs::read_to_string(&moved)
+        .unwrap()
+        .starts_with("point,"));
+}
+
+#[test]
+fn a_sweep_whose_output_is_cut_short_while_it_runs_fails() {
+    let csv = temp("truncated_while_running.csv");
+    let output = sweep_changed_while_it_runs(&csv, || {
+        std::fs::File::create(&csv).unwrap();
+    });
+    let err = stderr(&output);
+    assert_eq!(code(&output), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{} was cut short", csv.display()))
+            && !err.contains("c10dsim: wrote"),
+        "{err}"
+    );
 }

@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,640 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,830 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 
@@ -597,6 +597,64 @@ fn shards_merged_equal_the_unsharded_run() {
 }
 
 #[test]
+fn a_shard_count_alone_is_refused_and_disagreeing_schedulers_are_noted() {
+    let sweep = ["sweep", "scenarios/exp_a_sweep.toml", "-o", "-"];
+    // A count without its index would run the whole sweep in every task (it did).
+    refused(
+        &c10dsim_with(&sweep, &[("C10DSIM_SHARD_COUNT", "8")]),
+        "C10DSIM_SHARD_COUNT is set but JOB_COMPLETION_INDEX is not",
+    );
+    refused(
+        &c10dsim_with(&sweep, &[("SLURM_ARRAY_TASK_COUNT", "2")]),
+        "SLURM_ARRAY_TASK_COUNT is set but SLURM_ARRAY_TASK_ID is not",
+    );
+    // Slurm's variables are read first; the Kubernetes ones, disagreeing, are named as ignored.
+    let slurm = [
+        ("SLURM_ARRAY_TASK_ID", "0"),
+        ("SLURM_ARRAY_TASK_COUNT", "2"),
+    ];
+    let both = c10dsim_with(
+        &sweep,
+        &[
+            slurm[0],
+            slurm[1],
+            ("JOB_COMPLETION_INDEX", "1"),
+            ("C10DSIM_SHARD_COUNT", "8"),
+        ],
+    );
+    assert!(both.status.success(), "{}", stderr(&both));
+    assert!(
+        stderr(&both).contains(
+            "c10dsim: note: using shard 0/2 (SLURM_ARRAY_TASK_ID=0, SLURM_ARRAY_TASK_COUNT=2); \
+             ignoring shard 1/8 (JOB_COMPLETION_INDEX=1, C10DSIM_SHARD_COUNT=8), which disagrees"
+        ) && stderr(&both).contains("shard 0/2 (SLURM_ARRAY_TASK_ID) has 12"),
+        "{}",
+        stderr(&both)
+    );
+    assert_eq!(both.stdout, c10dsim_with(&sweep, &slurm).stdout);
+    // A count alone beside a whole pair: that pair is used, the count named as ignored.
+    let half = c10dsim_with(&sweep, &[slurm[0], slurm[1], ("C10DSIM_SHARD_COUNT", "8")]);
+    assert!(half.status.success(), "{}", stderr(&half));
+    assert!(
+        stderr(&half).contains("ignoring C10DSIM_SHARD_COUNT=8, set without JOB_COMPLETION_INDEX"),
+        "{}",
+        stderr(&half)
+    );
+    // Agreeing, they need no note.
+    let agree = c10dsim_with(
+        &sweep,
+        &[
+            slurm[0],
+            slurm[1],
+            ("JOB_COMPLETION_INDEX", "0"),
+            ("C10DSIM_SHARD_COUNT", "2"),
+        ],
+    );
+    assert!(agree.status.success(), "{}", stderr(&agree));
+    assert!(!stderr(&agree).contains("note"), "{}", stderr(&agree));
+}
+
+#[test]
 fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
     let whole = sweep_to(&temp("resume_whole.csv"), &["scenarios/exp_a_sweep.toml"]);
     // Interrupted after 10 rows, in the middle of the 11th.
@@ -651,6 +709,54 @@ fn resume_finishes_an_interrupted_sweep_with_the_same_bytes() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn a_csv_that_lost_its_header_is_named_as_such_and_resume_says_what_to_do() {
+    // What a file emptied while a sweep appends to it holds: rows, from a later point on.
+    let whole = sweep_to(&temp("headless_whole.csv"), &["scenarios/exp_a_sweep.toml"]);
+    let text = String::from_utf8(whole).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let headless = written("headless.csv", format!("{}\n", lines[5..].join("\n")));
+    let headless = headless.to_str().unwrap();
+    let resume = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--resume",
+        "-o",
+        headless,
+    ]);
+    refused(
+        &resume,
+        &format!(
+            "--resume: {headless}:1 is the row of point 4, not the header: the file lost its \
+             header"
+        ),
+    );
+    assert!(
+        stderr(&resume).contains("delete it (or move it aside) and run the sweep again"),
+        "{}",
+        stderr(&resume)
+    );
+    let merged = temp("headless_merged.csv");
+    for args in [
+        vec!["merge", headless, "-o", merged.to_str().unwrap()],
+        vec![
+            "plot",
+            headless,
+            "--x",
+            "point",
+            "--y",
+            "ar.wait_us",
+            "-o",
+            "-",
+        ],
+    ] {
+        refused(
+            &c10dsim(&args),
+            &format!("{headless}:1: error: not a c10dsim sweep CSV: line 1 is the row of point 4"),
+        );
+    }
 }
 
 #[test]
@@ -1131,6 +1237,46 @@ fn every_plot_error_about_the_data_names_the_csv_and_an_argument_error_does_not(
         error(&[&only_numbers[..], &["--width", "5"]].concat()),
         "c10dsim: --width 5: expected 16 to 16384 pixels\n"
     );
+}
+
+#[test]
+fn plot_of_one_shard_warns_of_the_points_without_a_row_as_merge_does_and_still_draws() {
+    let shard = temp("plot_one_shard.csv");
+    sweep_to(&shard, &["scenarios/exp_a_sweep.toml", "--shard", "0/3"]);
+    let whole = temp("plot_whole.csv");
+    sweep_to(&whole, &["scenarios/exp_a_sweep.toml"]);
+    let picture = temp("plot_one_shard.svg");
+    let plot = |csv: &Path| {
+        c10dsim(&[
+            "plot",
+            csv.to_str().unwrap(),
+            "--x",
+            "tensors.x",
+            "--y",
+            "ar.host_call_us",
+            "--by",
+            "mode",
+            "--where",
+            "blocking=0",
+            "-o",
+            picture.to_str().unwrap(),
+        ])
+    };
+    let output = plot(&shard);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(
+            "c10dsim: warning: 16 of the points 0-23 have no row (points 1-2, 4-5, 7-8, "
+        ) && stderr(&output).contains("c10dsim: wrote"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(std::fs::read_to_string(&picture)
+        .unwrap()
+        .starts_with("<svg"));
+    let output = plot(&whole);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("warning"), "{}", stderr(&output));
 }
 
 #[test]
