@@ -69,6 +69,18 @@ fn a_launch_that_does_not_match_the_scenario_is_refused_before_the_probe() {
 }
 
 #[test]
+fn a_multi_rank_scenario_in_a_single_process_is_refused_before_the_probe() {
+    refused_before_the_probe(
+        &hw(&[], &[]),
+        "the scenario has 4 ranks but this is a single process (no RANK/WORLD_SIZE",
+    );
+    refused_before_the_probe(
+        &hw(&[], &[]),
+        "`torchrun --no-python --nproc-per-node=4 c10dsim hw FILE`",
+    );
+}
+
+#[test]
 fn layout_errors_name_the_launcher_variables_that_were_read() {
     let output = hw(
         &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
