@@ -149,6 +149,17 @@ fn a_missing_timeline_folder_is_refused_before_the_run() {
 }
 
 #[test]
+fn a_missing_trace_dir_is_refused_before_the_run() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-absent-dir-{}", std::process::id()));
+    let dir = folder.display().to_string();
+    refused_before_the_probe(
+        &hw(&[], &["--trace-dir", &dir, "--downscale", "model"]),
+        &format!("--trace-dir {dir}: the folder does not exist"),
+    );
+    assert!(!folder.exists(), "the refused run made {dir}");
+}
+
+#[test]
 fn one_timeline_file_for_every_launched_process_is_refused() {
     let path = std::env::temp_dir().join("out.json");
     refused_before_the_probe(
