@@ -102,6 +102,13 @@ pub fn print_diff(
     json: bool,
 ) -> Result<u8, Failure> {
     let result = diff::diff(a, b, options);
+    if !result.unlike_scenarios.is_empty() {
+        note!(
+            "c10dsim: note: {}: ops are matched by name all the same, so the comparison \
+             may mean nothing",
+            result.unlike_scenarios.join("; ")
+        );
+    }
     if json {
         outln!(
             "{}",

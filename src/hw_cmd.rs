@@ -56,6 +56,20 @@ fn output_path(
     Ok(Some(path))
 }
 
+/// `--trace-dir` is the launch's folder, into which every process writes its rank's file: it
+/// must exist before the run (exit 2), as the folder of `--timeline` and `--trace` must, so that
+/// a mistyped path is found before the GPUs run rather than made after.
+fn check_trace_dir_exists(dir: &Path) -> Result<(), Failure> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(Failure::input(format!(
+        "--trace-dir {}: the folder does not exist; make it first (each process of a launch \
+         writes its rank's trace into it)",
+        dir.display()
+    )))
+}
+
 pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     let scenario = load(args.file, args.overrides)?;
     let mut options = hw::HwOptions::from_env().map_err(hw_failure)?;
@@ -85,6 +99,9 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     };
     // What is wrong whatever the machine is refused before any GPU is touched.
     outputs.check_places(false)?;
+    if let Some(dir) = args.trace_dir {
+        check_trace_dir_exists(dir)?;
+    }
     hw::check_without_gpu(&scenario, &options).map_err(hw_failure)?;
     let report = hw::probe().map_err(hw_failure)?;
     let layout = hw::Layout::resolve(scenario.cluster.ranks, &options, report.devices.len())

@@ -218,7 +218,7 @@ enum Command {
         #[arg(long, value_name = "OUT.json")]
         trace: Option<PathBuf>,
         /// Write this process's rank as `DIR/rank<N>.pt.trace.json`, beside the other
-        /// processes' files: a folder Holistic Trace Analysis loads.
+        /// processes' files: a folder Holistic Trace Analysis loads. DIR must exist.
         #[arg(long, value_name = "DIR")]
         trace_dir: Option<PathBuf>,
         /// Write the measured Timeline; `{rank}` in the path becomes the rank (`-`: standard

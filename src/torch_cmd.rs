@@ -223,8 +223,15 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     };
     outputs.check_places(false)?;
     // What is wrong whatever the machine is refused before Python is asked.
-    if args.nproc == Some(0) {
-        return Err(Failure::input("--nproc must be at least 1"));
+    match args.nproc {
+        Some(0) => return Err(Failure::input("--nproc must be at least 1")),
+        Some(n) if n > scenario.cluster.ranks => {
+            return Err(Failure::input(format!(
+                "--nproc {n}: the scenario has {}",
+                counted(u64::from(scenario.cluster.ranks), "rank")
+            )))
+        }
+        _ => {}
     }
     let python = python();
     let package = package_folder();
@@ -234,12 +241,6 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
             return Err(Failure::input(format!(
                 "--nproc {n}: PyTorch sees {} here (one process per GPU)",
                 counted(u64::from(probe.gpus), "GPU")
-            )))
-        }
-        Some(n) if n > scenario.cluster.ranks => {
-            return Err(Failure::input(format!(
-                "--nproc {n}: the scenario has {} ranks",
-                scenario.cluster.ranks
             )))
         }
         Some(n) => n,

@@ -226,6 +226,10 @@ pub struct Diff {
     /// Per rank, each unfinished record the two sides do not share.
     #[serde(default)]
     pub unfinished_disagreements: Vec<UnfinishedDisagreement>,
+    /// How the two sides' scenarios differ ([`unlike_scenarios`]); empty for two runs of one
+    /// scenario.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlike_scenarios: Vec<String>,
 }
 
 impl Diff {
@@ -237,6 +241,28 @@ impl Diff {
 /// Per (rank, iteration, op): host return, GPU start and GPU end, relative to the iteration
 /// start, then the host call's and the kernel's durations.
 type OpTimes = BTreeMap<(u32, u32, String), [Option<i64>; 5]>;
+
+/// How the scenarios of two sides differ: their names, their rank counts. Ops are matched by
+/// name all the same, so their differences may compare unlike things; a downscaled run may be
+/// compared on purpose, so this is said, not refused. The file (`source_hash`) is not compared:
+/// a machine profile or an edit of the same scenario changes it.
+pub fn unlike_scenarios(a: &Side, b: &Side) -> Vec<String> {
+    let mut unlike = Vec::new();
+    if a.scenario != b.scenario {
+        unlike.push(format!(
+            "A and B are runs of different scenarios ({}, {})",
+            a.scenario, b.scenario
+        ));
+    }
+    if a.ranks != b.ranks {
+        unlike.push(format!(
+            "A and B have different rank counts ({} against {})",
+            crate::text::counted(u64::from(a.ranks), "rank"),
+            b.ranks
+        ));
+    }
+    unlike
+}
 
 fn side(timeline: &Timeline) -> Side {
     Side {
@@ -836,9 +862,11 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         && calls_only_in_a.is_empty()
         && calls_only_in_b.is_empty()
         && unfinished.disagreements.is_empty();
+    let (a, b) = (side(a), side(b));
     Diff {
-        a: side(a),
-        b: side(b),
+        unlike_scenarios: unlike_scenarios(&a, &b),
+        a,
+        b,
         options: *options,
         ops,
         ops_only_in_a,

@@ -428,9 +428,21 @@ pub struct Layout {
 
 impl Layout {
     /// What can be refused without a GPU: a launch that does not match the scenario (a world
-    /// size other than its ranks) or the downscale (which runs one process).
+    /// size other than its ranks) or the downscale (which runs one process), and a multi-rank
+    /// scenario in a single process without the downscale: NCCL refuses two ranks of one
+    /// communicator on one GPU, so every rank needs its own GPU and process.
     pub fn check_launch(scenario_ranks: u32, options: &HwOptions) -> Result<(), HwError> {
         let Some(launch) = options.launch else {
+            if scenario_ranks > 1 && options.downscale == Downscale::Off {
+                return Err(HwError::Layout(format!(
+                    "the scenario has {scenario_ranks} ranks but this is a single process (no \
+                     RANK/WORLD_SIZE in the environment), and one GPU hosts one rank (NCCL \
+                     refuses two ranks of a communicator on one GPU): launch one process per GPU \
+                     on {scenario_ranks} GPUs with `torchrun --no-python \
+                     --nproc-per-node={scenario_ranks} c10dsim hw FILE` (or srun), or ask for \
+                     the downscale (rank 0 alone, 1-rank communicators, see docs/hw.md)"
+                )));
+            }
             return Ok(());
         };
         let world_var = launch.launcher.world_size_var;
@@ -450,8 +462,8 @@ impl Layout {
         }
     }
 
-    /// Decides the layout, or says at once why the scenario cannot run here: NCCL refuses two
-    /// ranks of one communicator on one GPU, so every rank needs its own GPU and process.
+    /// Decides the layout, or says at once why the scenario cannot run here: the launch
+    /// ([`Layout::check_launch`]), then the GPU count.
     pub fn resolve(
         scenario_ranks: u32,
         options: &HwOptions,
@@ -478,32 +490,14 @@ impl Layout {
                 launched: false,
                 stand_in: (scenario_ranks > 1).then_some(stand_in),
             },
-            (None, Downscale::Off) if scenario_ranks == 1 => Layout {
+            // A multi-rank scenario in a single process was refused by `check_launch`.
+            (None, Downscale::Off) => Layout {
                 rank: 0,
                 world: 1,
                 device: 0,
                 launched: false,
                 stand_in: None,
             },
-            (None, Downscale::Off) => {
-                let gpus = if device_count >= scenario_ranks as usize {
-                    format!(
-                        "this node has {device_count} GPUs, enough: launch one process per GPU with \
-                         `torchrun --no-python --nproc-per-node={scenario_ranks} c10dsim hw FILE`"
-                    )
-                } else {
-                    format!(
-                        "this node has {device_count} GPU(s), and one GPU hosts one rank (NCCL refuses \
-                         two ranks of a communicator on one GPU): run on {scenario_ranks} GPUs with one \
-                         process each (torchrun/srun)"
-                    )
-                };
-                return Err(HwError::Layout(format!(
-                    "the scenario has {scenario_ranks} ranks but this is a single process (no RANK/WORLD_SIZE \
-                     in the environment); {gpus}, or ask for the downscale (rank 0 alone, 1-rank \
-                     communicators, see docs/hw.md)"
-                )));
-            }
         };
         let device = Layout::device(options, layout.launched, device_count)?;
         Ok(Layout { device, ..layout })
@@ -913,7 +907,16 @@ mod tests {
 
     #[test]
     fn the_launch_is_checked_without_a_gpu() {
-        assert!(Layout::check_launch(4, &HwOptions::default()).is_ok());
+        assert!(Layout::check_launch(4, &HwOptions::default())
+            .unwrap_err()
+            .to_string()
+            .contains("`torchrun --no-python --nproc-per-node=4 c10dsim hw FILE`"));
+        assert!(Layout::check_launch(1, &HwOptions::default()).is_ok());
+        let single = HwOptions {
+            downscale: Downscale::RankZero(StandIn::Model),
+            ..HwOptions::default()
+        };
+        assert!(Layout::check_launch(4, &single).is_ok());
         assert!(Layout::check_launch(4, &launched(1, 4, 1)).is_ok());
         assert!(Layout::check_launch(4, &launched(1, 2, 1))
             .unwrap_err()

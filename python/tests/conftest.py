@@ -80,14 +80,25 @@ def simulate():
     return run
 
 
+def absent_torch(folder):
+    """A folder whose `torch` package fails to import as a missing PyTorch does."""
+    package = folder / "absent_torch" / "torch"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'torch\'", name="torch")\n')
+    return package.parent
+
+
 @pytest.fixture
 def interpret(tmp_path):
-    """interpret(scenario_path, env=..., world=..., args=[...], out=...) -> (the completed
-    process, Timeline dict or None, calls). `out` (default: a fresh folder) is passed as --out;
-    `args` are more arguments; `env` is applied after the launcher's RANK=0, WORLD_SIZE=world
-    and LOCAL_RANK=0."""
+    """interpret(scenario_path, env=..., world=..., args=[...], out=..., torch=True) -> (the
+    completed process, Timeline dict or None, calls). `out` (default: a fresh folder) is passed
+    as --out; `args` are more arguments; `env` is applied after the launcher's RANK=0,
+    WORLD_SIZE=world and LOCAL_RANK=0. `torch=False` runs it where torch cannot be imported (a
+    `torch` package on the path that raises ModuleNotFoundError, as an absent one does), whether
+    or not this machine has PyTorch."""
 
-    def run(scenario_path, env=None, world=1, args=(), out=None):
+    def run(scenario_path, env=None, world=1, args=(), out=None, torch=True):
         if out is None:
             out = tmp_path / "out"
             out.mkdir(exist_ok=True)
@@ -97,7 +108,8 @@ def interpret(tmp_path):
         environ = dict(os.environ)
         environ.update(RANK="0", WORLD_SIZE=str(world), LOCAL_RANK="0")
         environ.update(env or {})
-        environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), str(FAKE_TORCH)])
+        environ["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO / "python"), str(FAKE_TORCH if torch else absent_torch(tmp_path))])
         environ["FAKE_TORCH_LOG"] = str(log)
         completed = subprocess.run(
             [sys.executable, "-m", "c10dsim.torch", str(scenario_path), "--out", str(out),

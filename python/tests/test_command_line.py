@@ -1,5 +1,8 @@
-"""`python -m c10dsim.torch` as torchrun starts it, against the fake torch: bad input and a launch
-that does not fit exit 2 before torch is imported; the journal thread's failures are reported."""
+"""`python -m c10dsim.torch` as torchrun starts it, against the fake torch (or none): bad input,
+a launch that does not fit and a scenario PyTorch cannot enact exit 2 before torch is imported; a
+missing torch exits 2 naming it; the journal thread's failures are reported."""
+
+import json
 
 import pytest
 
@@ -107,4 +110,38 @@ def test_bad_launcher_variables_exit_2_naming_them(resolve, interpret, variables
     assert completed.returncode == 2, completed.stderr
     assert "Traceback" not in completed.stderr
     assert message in completed.stderr, completed.stderr
+    assert document is None and calls == []
+
+
+def test_without_torch_a_runnable_scenario_exits_2_naming_the_missing_torch(resolve, interpret):
+    path, _ = resolve("exp_b_stream_scope", "cluster.ranks=1")
+    completed, document, _ = interpret(path, torch=False)
+    assert completed.returncode == 2, completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert "cannot import torch (No module named 'torch'): install PyTorch with CUDA" \
+        in completed.stderr, completed.stderr
+    assert document is None
+
+
+def test_without_torch_a_scenario_pytorch_cannot_enact_is_refused_for_what_it_asks(
+        resolve, interpret, tmp_path):
+    path, scenario = resolve("mismatch")
+    scenario["faults"][0]["ranks"] = [0]
+    scenario["faults"][0]["kind"] = {"kind": "async_error", "after_ns": 5}
+    edited = tmp_path / "async_error_rank0.json"
+    edited.write_text(json.dumps(scenario))
+    completed, document, _ = interpret(edited, world=2, torch=False)
+    assert completed.returncode == 2, completed.stderr
+    assert "fault 'async_error' on rank(s) [0] cannot be enacted" in completed.stderr, \
+        completed.stderr
+    assert "cannot import torch" not in completed.stderr, completed.stderr
+    assert document is None
+
+
+def test_a_scenario_pytorch_cannot_enact_is_refused_before_torch_is_imported(resolve,
+                                                                              interpret):
+    path, _ = resolve("watchdog_stuck")
+    completed, document, calls = interpret(path, env=WATCH_IMPORT)
+    assert completed.returncode == 2, completed.stderr
+    assert "watchdog_stuck" in completed.stderr and "Traceback" not in completed.stderr
     assert document is None and calls == []

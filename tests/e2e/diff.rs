@@ -682,3 +682,53 @@ fn run_against_a_hang_elsewhere_names_where_each_rank_stopped() {
         assert!(out.contains(line), "{line}\n{out}");
     }
 }
+
+#[test]
+fn a_diff_of_two_scenarios_says_so_and_still_compares() {
+    let timeline = |scenario: &str, sets: &[&str], out: &str| {
+        let mut args = vec!["run", scenario, "--timeline", out];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let output = c10dsim(&args);
+        assert!(
+            matches!(output.status.code(), Some(0 | 1)),
+            "{}",
+            stderr(&output)
+        );
+    };
+    let (straggler, stream_scope, downscaled) = (
+        temp("straggler.json"),
+        temp("stream_scope.json"),
+        temp("stream_scope_2.json"),
+    );
+    timeline("scenarios/straggler.toml", &[], &straggler);
+    timeline("scenarios/exp_b_stream_scope.toml", &[], &stream_scope);
+    timeline(
+        "scenarios/exp_b_stream_scope.toml",
+        &["cluster.ranks=2"],
+        &downscaled,
+    );
+    let other = c10dsim(&["diff", &straggler, &stream_scope]);
+    assert!(
+        matches!(other.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&other)
+    );
+    assert!(
+        stderr(&other).contains(
+            "c10dsim: note: A and B are runs of different scenarios (straggler, exp_b_stream_scope)"
+        ) && stderr(&other).contains("8 ranks against 4"),
+        "{}",
+        stderr(&other)
+    );
+    assert!(stdout(&other).contains("|Δ| (B − A)"), "{}", stdout(&other));
+    let json = json(&c10dsim(&["diff", &stream_scope, &downscaled, "--json"]));
+    assert_eq!(
+        json["unlike_scenarios"],
+        serde_json::json!(["A and B have different rank counts (4 ranks against 2)"]),
+        "{json}"
+    );
+    let same = c10dsim(&["diff", &stream_scope, &stream_scope]);
+    assert!(!stderr(&same).contains("note:"), "{}", stderr(&same));
+}

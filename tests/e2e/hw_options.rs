@@ -69,6 +69,18 @@ fn a_launch_that_does_not_match_the_scenario_is_refused_before_the_probe() {
 }
 
 #[test]
+fn a_multi_rank_scenario_in_a_single_process_is_refused_before_the_probe() {
+    refused_before_the_probe(
+        &hw(&[], &[]),
+        "the scenario has 4 ranks but this is a single process (no RANK/WORLD_SIZE",
+    );
+    refused_before_the_probe(
+        &hw(&[], &[]),
+        "`torchrun --no-python --nproc-per-node=4 c10dsim hw FILE`",
+    );
+}
+
+#[test]
 fn layout_errors_name_the_launcher_variables_that_were_read() {
     let output = hw(
         &[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
@@ -134,6 +146,17 @@ fn a_missing_timeline_folder_is_refused_before_the_run() {
             folder.display()
         ),
     );
+}
+
+#[test]
+fn a_missing_trace_dir_is_refused_before_the_run() {
+    let folder = std::env::temp_dir().join(format!("c10dsim-absent-dir-{}", std::process::id()));
+    let dir = folder.display().to_string();
+    refused_before_the_probe(
+        &hw(&[], &["--trace-dir", &dir, "--downscale", "model"]),
+        &format!("--trace-dir {dir}: the folder does not exist"),
+    );
+    assert!(!folder.exists(), "the refused run made {dir}");
 }
 
 #[test]

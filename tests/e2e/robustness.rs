@@ -469,8 +469,14 @@ fn hw_refuses_a_libcuda_without_the_driver_symbols() {
             return;
         }
     }
+    // Downscaled to one process: a 4-rank scenario alone is refused before the library probe.
     let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(["hw", "scenarios/exp_b_stream_scope.toml"])
+        .args([
+            "hw",
+            "scenarios/exp_b_stream_scope.toml",
+            "--downscale",
+            "model",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("LD_LIBRARY_PATH", &dir)
         .output()

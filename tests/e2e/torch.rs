@@ -100,6 +100,27 @@ fn nproc_0_is_refused_before_python_is_asked() {
 }
 
 #[test]
+fn nproc_above_the_scenario_ranks_is_refused_before_python_is_asked() {
+    let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args([
+            "torch",
+            "scenarios/process_group_setup.toml",
+            "--nproc",
+            "5",
+        ])
+        .current_dir(repo())
+        .env("C10DSIM_PYTHON", "/nonexistent/python3")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("--nproc 5: the scenario has 1 rank") && !message.contains("python3"),
+        "{message}"
+    );
+}
+
+#[test]
 fn torch_without_python_exits_2_and_names_it() {
     let output = torch_with_interpreter("/nonexistent/python3");
     assert_eq!(output.status.code(), Some(2));

@@ -6,10 +6,10 @@ Run one process per GPU under torchrun (``c10dsim torch FILE`` does it). Each pr
 raised for a failed call (a timed-out wait, an aborted communicator, an out-of-memory error:
 recorded in the Timeline as a finding); 2 bad input, found before torch is imported (a scenario
 file that cannot be read or is no resolved scenario, an --out that cannot be made a folder, a
-launcher variable that is not a non-negative integer or a rank not below the world size) or
-before the program runs (the scenario asks for something this interpreter cannot enact, or the
-launch does not fit it); 3 an exception the interpreter does not expect (its own bug, or the
-machine's), its traceback on stderr.
+launcher variable that is not a non-negative integer or a rank not below the world size, a
+launch that does not fit the scenario, a scenario that asks for something this interpreter
+cannot enact), or a torch that cannot be imported, named; 3 an exception the interpreter does
+not expect (its own bug, or the machine's), its traceback on stderr.
 """
 
 import argparse
@@ -152,20 +152,27 @@ def main(argv=None):
     if world > scenario["cluster"]["ranks"]:
         return fail("WORLD_SIZE=%d exceeds the scenario's %d ranks" % (
             world, scenario["cluster"]["ranks"]))
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29500")
+    # No torch in the interpreter module: what the scenario asks that PyTorch cannot do is
+    # refused here, on a machine without PyTorch too.
+    from .interpreter import Interpreter, Refusal, refuse_what_cannot_run, scenario_file
 
-    import torch  # after the environment: PyTorch and NCCL read it at import and init
-
-    from .interpreter import Interpreter, Refusal, scenario_file
-
-    out_path = os.path.join(args.out, "rank%d.json" % rank)
     try:
-        interpreter = Interpreter(scenario, torch, rank, world, local_rank, out_path)
+        refuse_what_cannot_run(scenario, world)
     except Refusal as refusal:
         sets = scenario_file(scenario["path"])[1]
         return fail("%s (the scenario as resolved with %s)" % (refusal, sets) if sets
                     else str(refusal))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+
+    try:
+        import torch  # after the environment: PyTorch and NCCL read it at import and init
+    except ImportError as error:
+        return fail("%s cannot import torch (%s): install PyTorch with CUDA"
+                    % (sys.executable, error))
+
+    out_path = os.path.join(args.out, "rank%d.json" % rank)
+    interpreter = Interpreter(scenario, torch, rank, world, local_rank, out_path)
     interpreter.machine.update(
         torch=torch.__version__,
         nccl=".".join(str(part) for part in torch.cuda.nccl.version()),

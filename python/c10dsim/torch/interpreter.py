@@ -2,8 +2,9 @@
 
 ``Interpreter(scenario, torch, ...)`` takes the torch module as an argument, so that the tests
 can hand it a stand-in (``python/tests/fake_torch``). Every ``OpKind`` of the resolved scenario
-is either enacted with the PyTorch call a user would write or refused up front
-(:class:`Refusal`, exit 2). What is measured and how is in docs/torch.md.
+is either enacted with the PyTorch call a user would write or refused up front, before torch is
+imported (:func:`refuse_what_cannot_run`, :class:`Refusal`, exit 2). What is measured and how is
+in docs/torch.md.
 
 About 1,610 lines in one module: the op handlers share the interpreter's state (streams, Works,
 tensors, pending timing events) through ``self``; the Timeline assembly at the end
@@ -61,6 +62,86 @@ class UnboundWorkName(NameError):
     """The program's own NameError: an op names a Work no call bound on this rank, every call
     that would have raised first (``catch = true``); ``except DistBackendError:`` does not
     catch it, so the program stops there (the simulator's ``program_error``)."""
+
+
+def where(scenario, op):
+    """``FILE:LINE`` of ``op`` in the scenario's file."""
+    return "%s:%d" % (scenario_file(scenario["path"])[0], op["line"])
+
+
+def refuse_what_cannot_run(scenario, world):
+    """Raises :class:`Refusal` for what the scenario asks of ranks ``0..world-1`` that this
+    interpreter cannot enact through PyTorch. It reads the scenario and the launch only, so
+    that it is asked before torch is imported: a machine without PyTorch sees the refusal."""
+    ops = scenario["ops"]
+    for op in ops:
+        kind = op["kind"]
+        if not hasattr(Interpreter, "op_" + kind["kind"]):
+            raise Refusal("%s: op kind %r is not known to this interpreter" % (
+                where(scenario, op), kind["kind"]))
+        if kind["kind"] == "collective" and kind["collective"] not in tl.COLLECTIVE_KINDS:
+            raise Refusal("%s: collective %r is not known to this interpreter" % (
+                where(scenario, op), kind["collective"]))
+        if kind["kind"] == "collective" and kind["collective"] in ("send", "recv"):
+            pair = scenario["groups"][kind["group"]]["ranks"]
+            if any(rank >= world for rank in pair):
+                raise Refusal(
+                    "%s: a %s between ranks %s needs both processes, and this launch runs "
+                    "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
+                        where(scenario, op), kind["collective"], pair, world))
+        if kind["kind"] == "batch_p2p":
+            members = scenario["groups"][kind["group"]]["ranks"]
+            if any(rank >= world for rank in members):
+                raise Refusal(
+                    "%s: batch_isend_irecv exchanges with ranks %s, and this launch runs "
+                    "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
+                        where(scenario, op), members, world))
+        if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
+                and kind["collective"] in ("broadcast", "all_to_all")):
+            raise Refusal(
+                "%s: a coalesced %s cannot be issued through "
+                "torch.distributed._coalescing_manager (it takes all_reduce, "
+                "all_gather_into_tensor and reduce_scatter_tensor)" % (
+                    where(scenario, op), kind["collective"]))
+    for fault in scenario["faults"]:
+        if not any(r < world for r in fault["ranks"]):
+            continue
+        kind = fault["kind"]["kind"]
+        if kind in ("async_error", "watchdog_stuck"):
+            raise Refusal(
+                "%s: fault %r on rank(s) %s cannot be enacted through PyTorch (%s)" % (
+                    where(scenario, ops[fault["op"]]), kind, fault["ranks"],
+                    "NCCL offers no way to inject a network failure"
+                    if kind == "async_error"
+                    else "the watchdog thread cannot be made to hang from Python"))
+        if kind == "mismatch":
+            refuse_mismatch(scenario, fault["kind"]["collective"], ops[fault["op"]])
+
+
+def refuse_mismatch(scenario, issued, op):
+    """A ``mismatch`` fault issues its collective in place of the op's call: refused where
+    PyTorch has no such call to make."""
+    replaced = tl.op_key(op["kind"])
+    if issued == "batch_p2p":
+        raise Refusal(
+            "%s: a mismatch fault cannot issue batch_isend_irecv in place of the %s: a "
+            "batch's transfers are declared only by a batch_isend_irecv op" % (
+                where(scenario, op), replaced))
+    if issued not in tl.COLLECTIVE_KINDS:
+        raise Refusal("%s: a mismatch fault issues collective %r, which is not known to "
+                      "this interpreter" % (where(scenario, op), issued))
+    if (issued in P2P_KEYS) != (replaced in P2P_KEYS):
+        raise Refusal(
+            "%s: a mismatch fault cannot issue a %s in place of the %s through PyTorch: a "
+            "point-to-point call and a group collective cannot stand for each other (a "
+            "pair's communicator is no group a collective can be issued on, and a group "
+            "collective names no peer)" % (where(scenario, op), issued, replaced))
+    if (op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced"
+            and issued in ("broadcast", "all_to_all")):
+        raise Refusal(
+            "%s: a mismatch fault cannot issue a %s in place of the coalescing block's "
+            "call: torch.distributed._coalescing_manager takes all_reduce, "
+            "all_gather_into_tensor and reduce_scatter_tensor" % (where(scenario, op), issued))
 
 
 class GpuTime:
@@ -182,7 +263,6 @@ class Interpreter:
         self.members = [
             [r for r in group["ranks"] if r < world] for group in scenario["groups"]
         ]
-        self.refuse_what_cannot_run()
         self.streams_info = [
             {"name": s["name"], "kind": "default" if i == 0 else "user",
              "high_priority": s["priority"] == "high"}
@@ -200,81 +280,6 @@ class Interpreter:
         # PyTorch 2.8 and later launch a synchronous collective on the current stream
         # (pytorch/pytorch#150398, R11); earlier ones on the group's internal stream.
         self.sync_on_current_stream = tl.torch_version(torch.__version__) >= (2, 8)
-
-    # ---- refusals -------------------------------------------------------------------------
-
-    def where(self, op):
-        return "%s:%d" % (scenario_file(self.scenario["path"])[0], op["line"])
-
-    def refuse_what_cannot_run(self):
-        ops = self.scenario["ops"]
-        for op in ops:
-            kind = op["kind"]
-            if not hasattr(self, "op_" + kind["kind"]):
-                raise Refusal("%s: op kind %r is not known to this interpreter" % (
-                    self.where(op), kind["kind"]))
-            if kind["kind"] == "collective" and kind["collective"] not in tl.COLLECTIVE_KINDS:
-                raise Refusal("%s: collective %r is not known to this interpreter" % (
-                    self.where(op), kind["collective"]))
-            if kind["kind"] == "collective" and kind["collective"] in ("send", "recv"):
-                pair = self.scenario["groups"][kind["group"]]["ranks"]
-                if any(rank >= self.world for rank in pair):
-                    raise Refusal(
-                        "%s: a %s between ranks %s needs both processes, and this launch runs "
-                        "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
-                            self.where(op), kind["collective"], pair, self.world))
-            if kind["kind"] == "batch_p2p":
-                members = self.scenario["groups"][kind["group"]]["ranks"]
-                if any(rank >= self.world for rank in members):
-                    raise Refusal(
-                        "%s: batch_isend_irecv exchanges with ranks %s, and this launch runs "
-                        "%d rank(s): point-to-point ops need as many GPUs as their ranks" % (
-                            self.where(op), members, self.world))
-            if (kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
-                    and kind["collective"] in ("broadcast", "all_to_all")):
-                raise Refusal(
-                    "%s: a coalesced %s cannot be issued through "
-                    "torch.distributed._coalescing_manager (it takes all_reduce, "
-                    "all_gather_into_tensor and reduce_scatter_tensor)" % (
-                        self.where(op), kind["collective"]))
-        for fault in self.scenario["faults"]:
-            if not any(r < self.world for r in fault["ranks"]):
-                continue
-            kind = fault["kind"]["kind"]
-            if kind in ("async_error", "watchdog_stuck"):
-                raise Refusal(
-                    "%s: fault %r on rank(s) %s cannot be enacted through PyTorch (%s)" % (
-                        self.where(ops[fault["op"]]), kind, fault["ranks"],
-                        "NCCL offers no way to inject a network failure"
-                        if kind == "async_error"
-                        else "the watchdog thread cannot be made to hang from Python"))
-            if kind == "mismatch":
-                self.refuse_mismatch(fault["kind"]["collective"], ops[fault["op"]])
-
-    def refuse_mismatch(self, issued, op):
-        """A ``mismatch`` fault issues its collective in place of the op's call: refused where
-        PyTorch has no such call to make."""
-        replaced = tl.op_key(op["kind"])
-        if issued == "batch_p2p":
-            raise Refusal(
-                "%s: a mismatch fault cannot issue batch_isend_irecv in place of the %s: a "
-                "batch's transfers are declared only by a batch_isend_irecv op" % (
-                    self.where(op), replaced))
-        if issued not in tl.COLLECTIVE_KINDS:
-            raise Refusal("%s: a mismatch fault issues collective %r, which is not known to "
-                          "this interpreter" % (self.where(op), issued))
-        if (issued in P2P_KEYS) != (replaced in P2P_KEYS):
-            raise Refusal(
-                "%s: a mismatch fault cannot issue a %s in place of the %s through PyTorch: a "
-                "point-to-point call and a group collective cannot stand for each other (a "
-                "pair's communicator is no group a collective can be issued on, and a group "
-                "collective names no peer)" % (self.where(op), issued, replaced))
-        if (op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced"
-                and issued in ("broadcast", "all_to_all")):
-            raise Refusal(
-                "%s: a mismatch fault cannot issue a %s in place of the coalescing block's "
-                "call: torch.distributed._coalescing_manager takes all_reduce, "
-                "all_gather_into_tensor and reduce_scatter_tensor" % (self.where(op), issued))
 
     # ---- time -----------------------------------------------------------------------------
 
