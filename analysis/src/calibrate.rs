@@ -12,7 +12,8 @@
 //! collectives' kernel times (R24). Each fitted value comes with its residual.
 //!
 //! Here: profiles (parse, write into a scenario, render) and the held-out validation; the fit is
-//! in `calibrate/fit.rs`, the unit tests in `calibrate/tests.rs`.
+//! in `calibrate/fit.rs` (the network's in `calibrate/network.rs`, which `import kineto` reuses),
+//! the unit tests in `calibrate/tests.rs`.
 
 use serde::Serialize;
 use sim::scenario::{Override, TorchProfile};
@@ -21,11 +22,13 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 mod fit;
+mod network;
 use fit::median;
 pub use fit::{
     calibrate, check_pairing, nothing_to_fit, render_fitted, runs_per_gpu, Calibration,
     CalibrationRun, FittedValue,
 };
+pub use network::{fit_bandwidth_given_alpha, fit_network, CollectivePoint};
 
 /// The keys a profile may set, by table.
 pub const PROFILE_KEYS: [(&str, &[&str]); 5] = [

@@ -1,10 +1,10 @@
 //! The fit of a machine profile to measured runs ([`calibrate`]): robust estimators per
 //! parameter — medians of per-op medians for host costs (R1, R11, R12, R14, R25), the ratio of
 //! FLOPs to duration for GEMM rates, a relative least-squares line through the multi-rank
-//! collectives' kernel times (R24), and the one-rank floor and NCCL launch latency from timed
+//! collectives' kernel times (R24, in `calibrate/network.rs`), and the one-rank floor and NCCL launch latency from timed
 //! Works (R6) — each value with its residual.
 //!
-//! One file over 1,000 lines (about 1,270): every estimator shares the run selection (warm calls, torch
+//! One file over 1,000 lines (about 1,150): every estimator shares the run selection (warm calls, torch
 //! Timelines, busy or idle streams) and the median helpers, and `calibrate` orders them (the
 //! tail and the shortest call before the enqueue, the event-free floor before the launch
 //! latency); split along parameter families when a next one is added.
@@ -99,7 +99,7 @@ fn host_cost(key: &str, method: &str, per_op: OpSamples) -> Option<FittedValue> 
     })
 }
 
-fn us(ns: i64) -> f64 {
+pub(super) fn us(ns: i64) -> f64 {
     ns as f64 / 1e3
 }
 
@@ -837,114 +837,6 @@ fn fit_gemms(runs: &[CalibrationRun], profile_bf16_tflops: Option<f64>) -> Vec<F
     fitted
 }
 
-/// One collective for the network fit: α steps, volume in bytes, measured kernel µs.
-struct CollectivePoint {
-    steps: f64,
-    volume_bytes: f64,
-    kernel_us: f64,
-}
-
-/// Real multi-rank collectives inside one node: per (run, op) the median kernel time.
-fn collective_points(runs: &[CalibrationRun]) -> Vec<CollectivePoint> {
-    let mut points = Vec::new();
-    for run in runs {
-        let t = run.timeline;
-        let downscaled = t.machine.get("downscale").is_some_and(|d| d != "off");
-        if downscaled {
-            continue;
-        }
-        for op in &run.scenario.ops {
-            let OpKind::Collective {
-                collective, group, ..
-            } = op.kind
-            else {
-                continue;
-            };
-            let ranks = &run.scenario.groups[group].ranks;
-            if ranks.len() < 2 || ranks.iter().any(|&r| !run.scenario.same_node(ranks[0], r)) {
-                continue;
-            }
-            let records: Vec<_> = t
-                .ranks
-                .iter()
-                .flat_map(|r| &r.collectives)
-                .filter(|c| c.op == op.index as u32 && c.iteration >= t.scenario.warmup)
-                .collect();
-            let Some(first) = records.first() else {
-                continue;
-            };
-            let durations: Vec<f64> = records
-                .iter()
-                .map(|c| us(c.end_ns as i64 - c.kernel_start_ns as i64))
-                .collect();
-            let ring = collective.descriptor().ring;
-            let n = ranks.len() as u64;
-            let (steps, factor) = (ring.steps(n) as f64, ring.volume_factor(n));
-            points.push(CollectivePoint {
-                steps,
-                volume_bytes: factor * first.bytes as f64,
-                kernel_us: median(&durations),
-            });
-        }
-    }
-    points
-}
-
-/// `t = steps·α + volume/B` by least squares on relative residuals (each point weighs 1/t², so
-/// a 1 KiB and a 256 MiB collective count alike).
-fn fit_network(runs: &[CalibrationRun]) -> Vec<FittedValue> {
-    let points = collective_points(runs);
-    if points.len() < 2 {
-        return Vec::new();
-    }
-    // Unknowns: α (µs), β = 1/B (µs per byte). Normal equations of Σ ((steps·α + v·β − t)/t)².
-    let (mut saa, mut sab, mut sbb, mut sat, mut sbt) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for p in &points {
-        let w = 1.0 / (p.kernel_us * p.kernel_us);
-        saa += w * p.steps * p.steps;
-        sab += w * p.steps * p.volume_bytes;
-        sbb += w * p.volume_bytes * p.volume_bytes;
-        sat += w * p.steps * p.kernel_us;
-        sbt += w * p.volume_bytes * p.kernel_us;
-    }
-    let determinant = saa * sbb - sab * sab;
-    if determinant.abs() < f64::EPSILON * saa * sbb {
-        return Vec::new();
-    }
-    let alpha_us = ((sat * sbb - sab * sbt) / determinant).max(0.0);
-    let beta_us_per_byte = (saa * sbt - sab * sat) / determinant;
-    if beta_us_per_byte <= 0.0 {
-        return Vec::new();
-    }
-    let gbps = 1.0 / beta_us_per_byte / 1e3;
-    let residuals: Vec<f64> = points
-        .iter()
-        .map(|p| {
-            ((p.steps * alpha_us + p.volume_bytes * beta_us_per_byte) - p.kernel_us).abs()
-                / p.kernel_us
-                * 100.0
-        })
-        .collect();
-    let residual = format!("{:.1}% of kernel time", median(&residuals));
-    let method = "relative least squares of kernel time = steps·α + volume/B over real multi-rank collectives in one node (R24)";
-    vec![
-        FittedValue {
-            key: "network.alpha_us".into(),
-            value: alpha_us,
-            samples: points.len(),
-            residual: residual.clone(),
-            method: method.into(),
-        },
-        FittedValue {
-            key: "network.nvlink_gbps".into(),
-            value: gbps,
-            samples: points.len(),
-            residual,
-            method: method.into(),
-        },
-    ]
-}
-
 /// Telling the two one-rank cases apart: the stream was idle when the call was made (its Work
 /// started before the call returned) or still busy (the Work started more than this after the
 /// call returned, behind earlier work).
@@ -1232,7 +1124,9 @@ pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
     fitted.extend(fit_collective_enqueue(runs, tail_us, shortest_call_us));
     let measured_gpu = measured_gpu_preset(runs);
     fitted.extend(fit_gemms(runs, profile_bf16_tflops(prior, measured_gpu)));
-    fitted.extend(fit_network(runs));
+    fitted.extend(super::network::fit_network(
+        &super::network::collective_points(runs),
+    ));
     fitted.extend(fit_one_rank_collectives(runs));
     fitted.extend(fit_self_copy(runs));
     let mut profile = prior.clone();

@@ -586,3 +586,24 @@ fn a_refused_profile_names_the_prior_values_its_reason_names() {
         ["host.collective_tail_us"]
     );
 }
+
+#[test]
+fn one_collective_size_fits_the_bandwidth_at_a_given_alpha() {
+    // 64 MiB all_reduces over 4 ranks at α = 2.5 µs, 113.3 GB/s: one size cannot tell α from B,
+    // so the two-value fit gives nothing; at α given, B comes back.
+    let size_bytes = 64 << 20;
+    let point = |alpha_us: f64| {
+        let model =
+            CollectivePoint::new(sim::scenario::CollectiveKind::AllReduce, 4, size_bytes, 0.0);
+        let kernel_us = model.steps * alpha_us + model.volume_bytes / 113.3e3;
+        CollectivePoint { kernel_us, ..model }
+    };
+    let points = [point(2.5), point(2.5)];
+    assert!(fit_network(&points).is_empty());
+    let fitted = fit_bandwidth_given_alpha(&points, 2.5);
+    assert_eq!(fitted.len(), 1);
+    assert_eq!(fitted[0].key, "network.nvlink_gbps");
+    assert!((fitted[0].value - 113.3).abs() < 1e-6, "{fitted:?}");
+    // kernels shorter than α alone makes them: no bandwidth
+    assert!(fit_bandwidth_given_alpha(&points, 1e6).is_empty());
+}

@@ -575,7 +575,7 @@ impl Resolver<'_> {
         let Some(raw) = raw else {
             return Ok(Cluster {
                 ranks: 8,
-                ranks_per_node: 8,
+                ranks_per_node: DEFAULT_RANKS_PER_NODE,
                 gpu: default_gpu,
                 kernel_jitter: 0.0,
                 rank_speed_spread: 0.0,
@@ -588,7 +588,7 @@ impl Resolver<'_> {
             Some(value) => self.count(value, "cluster.ranks", 1, i64::from(MAX_RANKS))? as u32,
         };
         let ranks_per_node = match &raw.ranks_per_node {
-            None => ranks.min(8),
+            None => ranks.min(DEFAULT_RANKS_PER_NODE),
             Some(value) => {
                 self.count(value, "cluster.ranks_per_node", 1, i64::from(MAX_RANKS))? as u32
             }
@@ -666,7 +666,7 @@ impl Resolver<'_> {
         let mut network = Network {
             nvlink_bytes_per_s: 450e9,
             nic_bytes_per_s: 50e9,
-            alpha_ns: 5_000,
+            alpha_ns: DEFAULT_ALPHA_NS,
             nic_alpha_ns: 10_000,
             kernel_floor_ns: 5_000,
             self_copy_bytes_per_s: None,
@@ -678,19 +678,21 @@ impl Resolver<'_> {
             return Ok(network);
         };
         if let Some(gbps) = &raw.nvlink_gbps {
-            network.nvlink_bytes_per_s = self.positive(gbps, "network.nvlink_gbps", 1e5)? * 1e9;
+            network.nvlink_bytes_per_s =
+                self.positive(gbps, "network.nvlink_gbps", MAX_LINK_GBPS)? * 1e9;
         }
         if let Some(gbps) = &raw.nic_gbps {
-            network.nic_bytes_per_s = self.positive(gbps, "network.nic_gbps", 1e5)? * 1e9;
+            network.nic_bytes_per_s = self.positive(gbps, "network.nic_gbps", MAX_LINK_GBPS)? * 1e9;
         }
-        network.alpha_ns = self.optional_time_us(&raw.alpha_us, "network.alpha_us", 5_000)?;
+        network.alpha_ns =
+            self.optional_time_us(&raw.alpha_us, "network.alpha_us", DEFAULT_ALPHA_NS)?;
         network.nic_alpha_ns =
             self.optional_time_us(&raw.nic_alpha_us, "network.nic_alpha_us", 10_000)?;
         network.kernel_floor_ns =
             self.optional_time_us(&raw.kernel_floor_us, "network.kernel_floor_us", 5_000)?;
         if let Some(gbps) = &raw.self_copy_gbps {
             network.self_copy_bytes_per_s =
-                Some(self.positive(gbps, "network.self_copy_gbps", 1e5)? * 1e9);
+                Some(self.positive(gbps, "network.self_copy_gbps", MAX_LINK_GBPS)? * 1e9);
         }
         let launches = [
             (&raw.nccl_ll_launch_us, "network.nccl_ll_launch_us"),

@@ -157,6 +157,16 @@ pub enum NetworkAlgorithm {
     Auto,
 }
 
+/// `network.alpha_us`'s default, the per-step latency inside a node.
+pub const DEFAULT_ALPHA_NS: u64 = 5_000;
+
+/// The most a link's bandwidth (`network.nvlink_gbps`, `nic_gbps`, `self_copy_gbps`) may be,
+/// GB/s.
+pub const MAX_LINK_GBPS: f64 = 1e5;
+
+/// `cluster.ranks_per_node`'s default (fewer where the job has fewer ranks).
+pub const DEFAULT_RANKS_PER_NODE: u32 = 8;
+
 /// Link parameters: the α-β ring of R24, and the line rates the NCCL model starts from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Network {

@@ -15,6 +15,7 @@
 //! recorded on another stream (or, while asynchronous collectives are outstanding, their Work,
 //! oldest first).
 
+mod network;
 mod program;
 mod trace;
 
@@ -133,6 +134,8 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
          # record is on the stream of the GPU work issued last, a wait by the stream of the work\n\
          # issued next, on the latest event of another stream or an outstanding Work.\n",
     );
+    let network = network::traced_network(&ordered);
+    text.push_str(&network.note);
     if let Some(cap) = options.bucket_bytes {
         let _ = writeln!(
             text,
@@ -174,10 +177,14 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
          # channels: kernels keep their measured durations, side by side as in the trace\nsms = {}",
         gpu_sms + 1 + SHARING_HEADROOM_SMS
     );
-    if let Some(floor) = one_rank_collective_ns(traces) {
+    let floor = one_rank_collective_ns(traces);
+    if floor.is_some() || !network.values.is_empty() {
+        let _ = write!(text, "\n[network]\n{}", network.values);
+    }
+    if let Some(floor) = floor {
         let _ = writeln!(
             text,
-            "\n[network]\n# a one-rank collective's GPU time in the trace (median)\nkernel_floor_us = {}",
+            "# a one-rank collective's GPU time in the trace (median)\nkernel_floor_us = {}",
             us(floor)
         );
     }
