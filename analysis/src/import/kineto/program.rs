@@ -802,7 +802,11 @@ pub(super) fn one_rank_collective_ns(traces: &[Trace]) -> Option<i64> {
     Some(median(&mut samples).unwrap_or(0))
 }
 
+/// The scenario's `gpu` preset for a trace's `deviceProperties` name, in any case: PyTorch
+/// writes the device's name (`NVIDIA H100 80GB HBM3`), c10dsim's own traces the preset
+/// (`h100-sxm`).
 pub(super) fn gpu_preset(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_uppercase();
     if name.contains("H200") {
         Some("h200")
     } else if name.contains("H100") {
@@ -818,6 +822,17 @@ pub(super) fn gpu_preset(name: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::import::kineto::TraceFile;
+
+    #[test]
+    fn the_gpu_is_known_by_the_device_s_name_or_c10dsim_s_own_preset() {
+        // PyTorch writes the device's name; c10dsim's own traces write the preset.
+        assert_eq!(gpu_preset("NVIDIA H100 80GB HBM3"), Some("h100-sxm"));
+        assert_eq!(gpu_preset("NVIDIA H200"), Some("h200"));
+        assert_eq!(gpu_preset("h100-sxm"), Some("h100-sxm"));
+        assert_eq!(gpu_preset("h200"), Some("h200"));
+        assert_eq!(gpu_preset("a100"), Some("a100"));
+        assert_eq!(gpu_preset("NVIDIA L4"), None);
+    }
 
     #[test]
     fn buckets_join_as_ddp_fills_them() {
