@@ -1,5 +1,10 @@
 //! `--set key=value`: edits a scenario's text at a dotted path before it is parsed, keeping the
 //! rest of the file (and so the line and column of every untouched value) as it was.
+//!
+//! About 890 lines, a third of them unit tests: the dotted-path reader, the text edit, the
+//! invocation as a Timeline records it (`--seed`, `--machine`, the `--set`s) and its reading
+//! back share one path grammar, kept in one file so that the writer and the readers cannot
+//! drift apart.
 
 use std::fmt;
 
