@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 1,930 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 2,020 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -381,6 +381,27 @@ struct IssuedCall {
     fails_work: bool,
 }
 
+/// An error the watchdog found and handles once the simulator's watchdog would, after the
+/// failed Work's stack trace and the dump wait (R27, [`work::error_handled_ns`]), under
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING`: 1 and 3 take the process down, 2 aborts the group's
+/// communicators and 0 leaves the error alone, the process living on.
+#[derive(Debug, Clone, Copy)]
+struct Handling {
+    /// The process group whose watchdog found the error.
+    group: usize,
+    handled_ns: u64,
+    /// The device's watchdog gave it as its verdict, which it holds until the handling
+    /// (`Device::watchdog_resumed`): a call blocked on the failed group's work stays blocked
+    /// until then. Otherwise it was found at the raise of a polling wait the program caught,
+    /// once the main thread's abort of the communicator returned.
+    verdict: bool,
+}
+
+/// How an `abort` or `no_handling` record of the watchdog's, which the simulator writes after
+/// the dump wait, ends where hw writes it at the program's end instead (it does not wait the
+/// rest of the dump wait, 60 s by default, for nothing).
+pub const AT_THE_PROGRAMS_END: &str = " (hw: at the program's end, without the dump wait)";
+
 /// Runs a scenario's program for one rank on a [`Device`]: the steps ProcessGroupNCCL makes of
 /// each op ([`sim::pg`]), one device call (or a few) per step.
 pub struct Executor<'a, D: Device> {
@@ -403,14 +424,13 @@ pub struct Executor<'a, D: Device> {
     /// The current op raised an exception the program caught (`catch = true`): its call
     /// ended there, and the program goes on at the next op.
     caught: bool,
-    /// The process group whose watchdog found, at the raise of a polling wait the program
-    /// caught, the error of the communicator the main thread aborted under the Work after the
-    /// wait's timeout, or the Work's own async error (R15, R27), where
-    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` tears down, and when the simulator's watchdog takes
-    /// the process down (after the stack trace and the dump wait,
-    /// [`work::traced_error_handled_ns`]): hw takes it down then, before the next op, or at the
-    /// program's end if that comes first.
-    watchdog_found: Option<(usize, u64)>,
+    /// The error handling the watchdog owes ([`Handling`]): hw does it once the simulator's
+    /// watchdog would, checked before each op and inside a blocked call, or at the program's
+    /// end if that comes first ([`Self::handled_when_due`]).
+    watchdog_found: Option<Handling>,
+    /// Whether the watchdog logged a failed Work's stack trace already: the process's first
+    /// one only takes `host.watchdog_stack_trace_us` ([`work::error_handled_ns`]).
+    stack_traced: bool,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
     #[cfg(test)]
     executed: Vec<Step>,
@@ -447,6 +467,7 @@ impl<'a, D: Device> Executor<'a, D> {
             aborted: vec![false; scenario.groups.len()],
             caught: false,
             watchdog_found: None,
+            stack_traced: false,
             #[cfg(test)]
             executed: Vec::new(),
             slots: Vec::new(),
@@ -600,7 +621,11 @@ impl<'a, D: Device> Executor<'a, D> {
                     .device_sync()
                     .and_then(|()| self.device.watchdog_failure().map_or(Ok(()), Err));
                 match drained {
-                    Err(error) if self.runs_on_after(&error) => self.verdict(error)?,
+                    Err(error) if self.runs_on_after(&error) => {
+                        // The program has ended: its handling comes at once.
+                        self.verdict(error)?;
+                        self.handled_when_due(true)?;
+                    }
                     drained => break drained,
                 }
             },
@@ -631,10 +656,10 @@ impl<'a, D: Device> Executor<'a, D> {
             // Until the program passed this iteration, a run that ends leaves it unfinished.
             self.log.unfinished_iteration = Some(iteration);
             for op in self.scenario.ops.iter().filter(|op| op.runs_on(rank)) {
-                if self.taken_down_by_the_finding(false) {
+                if self.handled_when_due(false)? {
                     return Ok(false);
                 }
-                if let Some(failure) = self.device.watchdog_failure() {
+                if let Some(failure) = self.unhandled_watchdog_failure() {
                     if !self.runs_on_after(&failure) {
                         return Err(failure);
                     }
@@ -665,9 +690,13 @@ impl<'a, D: Device> Executor<'a, D> {
                 for &step in &steps {
                     #[cfg(test)]
                     self.executed.push(step);
-                    // A call blocked on a collective the watchdog's verdict aborted, where the
-                    // process lives on, returns: the step runs again past the abort.
+                    // A call blocked on a collective the watchdog's verdict aborts, where the
+                    // process lives on, stays blocked until the abort, then returns: the step
+                    // runs again.
                     while let Err(error) = self.step(iteration, op, step) {
+                        if self.blocked_until_handled(&error)? {
+                            continue;
+                        }
                         if !self.runs_on_after(&error) {
                             self.leave_open(iteration, op, step);
                             return Err(error);
@@ -681,44 +710,108 @@ impl<'a, D: Device> Executor<'a, D> {
             }
         }
         self.log.unfinished_iteration = None;
-        Ok(!self.taken_down_by_the_finding(true))
+        Ok(!self.handled_when_due(true)?)
+    }
+
+    /// The device's watchdog's verdict, unless it is the one the watchdog is handling.
+    fn unhandled_watchdog_failure(&mut self) -> Option<HwError> {
+        if self.watchdog_found.is_some_and(|handling| handling.verdict) {
+            return None;
+        }
+        self.device.watchdog_failure()
+    }
+
+    /// A step returned `error`: if it is the verdict the watchdog is handling, the call stays
+    /// blocked until the handling is due (the device polled again every watchdog poll, so that
+    /// work that completes meanwhile lets it return), then the handling comes
+    /// ([`Self::handled_when_due`]); the step is to run again.
+    fn blocked_until_handled(&mut self, error: &HwError) -> Result<bool, HwError> {
+        let Some(handling) = self.watchdog_found.filter(|handling| handling.verdict) else {
+            return Ok(false);
+        };
+        if !is_verdict(error) {
+            return Ok(false);
+        }
+        let now_ns = self.device.now_ns();
+        if now_ns < handling.handled_ns {
+            let rest_ns = handling.handled_ns - now_ns;
+            self.device.host_sleep(rest_ns.min(work::WATCHDOG_POLL_NS));
+            return Ok(true);
+        }
+        self.handled_when_due(false)?;
+        Ok(true)
     }
 
     /// Whether `error` is a verdict of the watchdog (a timeout, R26; an NCCL async error, R27)
     /// whose error handling leaves the process running ([`work::aborts_and_runs_on`]): the
     /// program goes on past it ([`Self::verdict`]).
     fn runs_on_after(&self, error: &HwError) -> bool {
-        let verdict = matches!(
-            error,
-            HwError::Timeout { .. } | HwError::AsyncError { .. } | HwError::RemoteError { .. }
-        );
-        verdict
+        is_verdict(error)
             && self.wait_raised.is_none()
             && work::aborts_and_runs_on(self.scenario.env.async_error_handling)
     }
 
-    /// Whether the watchdog's finding at the raise of a polling wait the program caught
-    /// ([`Self::watchdog_found`]) takes the process down now: once the simulator's watchdog
-    /// would have (after its dump wait), checked before each op, or at the program's end
-    /// (`programs_end`), where hw does not wait the rest of the dump wait (60 s by default)
-    /// for nothing.
-    fn taken_down_by_the_finding(&mut self, programs_end: bool) -> bool {
-        let Some((watchdog, handled_ns)) = self.watchdog_found else {
-            return false;
+    /// The watchdog's handling of the error it found ([`Self::watchdog_found`]), once the
+    /// simulator's watchdog would handle it (after the stack trace and the dump wait), checked
+    /// before each op and inside a blocked call, or at the program's end (`programs_end`),
+    /// where hw does not wait the rest of the dump wait (60 s by default) for nothing, as the
+    /// simulator's process, whose end waits for its watchdog, would: 1 and 3 take the process
+    /// down (whether it did), 2 aborts the failed group's communicators and 0 leaves the error
+    /// alone ([`Self::handled`]).
+    fn handled_when_due(&mut self, programs_end: bool) -> Result<bool, HwError> {
+        let Some(handling) = self.watchdog_found else {
+            return Ok(false);
         };
         let at_ns = self.device.now_ns();
-        let when = if programs_end {
-            "at the program's end, without the dump wait".to_string()
-        } else if at_ns >= handled_ns {
-            let dump_wait_ms = work::dump_wait_ns(self.scenario) / 1_000_000;
-            format!("after the watchdog's dump wait ({dump_wait_ms} ms), before the next op")
-        } else {
-            return false;
-        };
+        let due = at_ns >= handling.handled_ns;
+        if !(due || programs_end) {
+            return Ok(false);
+        }
         self.watchdog_found = None;
-        self.take_down(Some(watchdog), at_ns, &when);
-        self.log.ended_early = true;
-        true
+        if self.scenario.env.async_error_handling.tears_down() {
+            let when = if programs_end {
+                "at the program's end, without the dump wait".to_string()
+            } else {
+                let dump_wait_ms = work::dump_wait_ns(self.scenario) / 1_000_000;
+                format!("after the watchdog's dump wait ({dump_wait_ms} ms), before the next op")
+            };
+            self.take_down(Some(handling.group), at_ns, &when);
+            self.log.ended_early = true;
+            return Ok(true);
+        }
+        let early = if due { "" } else { AT_THE_PROGRAMS_END };
+        self.handled(handling, early)?;
+        Ok(false)
+    }
+
+    /// The watchdog's handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 0 and 2, where the
+    /// process lives on, in the simulator's words (`early` ends the first record where hw
+    /// writes it before the simulator would): 0 leaves the error alone; 2 aborts the failed
+    /// group's communicators ([`Self::aborted_by_watchdog`]), or, where the main thread's abort
+    /// returned already (the error found at the raise of a polling wait the program caught),
+    /// logs the abort, which returns at once.
+    fn handled(&mut self, handling: Handling, early: &str) -> Result<(), HwError> {
+        let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
+        let group = handling.group;
+        if mode == ErrorHandling::NoHandling {
+            let left_alone = work::error_left_alone(rank, mode) + early;
+            let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::NoHandling);
+            let at_ns = self.device.now_ns();
+            self.note_group(Some(group), thread, event, at_ns, left_alone);
+            return Ok(());
+        }
+        if handling.verdict {
+            return self.aborted_by_watchdog(group, early);
+        }
+        let name = &self.scenario.groups[group].name;
+        let aborting = work::watchdog_abort(rank, mode, name) + early;
+        let returned = work::watchdog_abort_returned(rank, mode, name);
+        let at_ns = self.device.now_ns();
+        let thread = ThreadKind::Watchdog;
+        self.note_group(Some(group), thread, WatchdogEvent::Abort, at_ns, aborting);
+        let event = WatchdogEvent::AbortReturned;
+        self.note_group(Some(group), thread, event, at_ns, returned);
+        Ok(())
     }
 
     /// The program caught (`catch = true`) the exception `op` raised at `at_ns`, in
@@ -852,7 +945,9 @@ impl<'a, D: Device> Executor<'a, D> {
     /// returned, as the simulator's), and hw takes the process down at once (the TearDown of
     /// R27 without the dump wait), whatever the GPU still holds, after aborting the failed
     /// group's communicator where the watchdog's error handling does (modes 1 and 2); under 2
-    /// the process lives instead ([`Self::aborted_by_watchdog`]) and the program goes on.
+    /// the process lives instead and the program goes on: the watchdog aborts the group's
+    /// communicators once the simulator's would, after the stack trace and the dump wait
+    /// ([`Self::handled_when_due`], [`Self::aborted_by_watchdog`]).
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
         let runs_on = self.runs_on_after(&error);
@@ -945,7 +1040,11 @@ impl<'a, D: Device> Executor<'a, D> {
                 let exit = work::exception_not_caught(rank);
                 self.note_group(Some(raised_for), thread, WatchdogEvent::Exit, at_ns, exit);
             }
-            None if runs_on => self.aborted_by_watchdog(group)?,
+            None if runs_on => {
+                // A timeout's stack trace, the process's first; an async error has none.
+                let traced = matches!(error, HwError::Timeout { .. });
+                self.handles_later(group, at_ns, traced, true);
+            }
             None => self.take_down(group, at_ns, "now, without the dump wait"),
         }
         // A wait's own timeout names the stream current at the wait, as the simulator's does.
@@ -972,38 +1071,54 @@ impl<'a, D: Device> Executor<'a, D> {
         Ok(())
     }
 
-    /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2` the watchdog's verdict on a Work of `group`
-    /// aborts that group's communicators and the process lives (R27,
-    /// [`work::aborts_and_runs_on`]), as the simulator's: every Work of the group not completed
-    /// is aborted (written unfinished), the group is aborted for the main thread (a later
-    /// collective on it raises, `Step::CheckComm`), the abort and its return are logged in the
-    /// simulator's words, and the watchdog goes on. hw handles the error at the verdict, without
-    /// the stack trace and the dump wait (R27) that come first in the simulator.
-    fn aborted_by_watchdog(&mut self, group: Option<usize>) -> Result<(), HwError> {
-        let Some(failed) = group else {
-            return Ok(());
+    /// The watchdog of `group` found at `found_ns` an error it handles once the simulator's
+    /// would ([`Handling`], [`work::error_handled_ns`]): after the failed Work's stack trace
+    /// where it has one (`traced`, the process's first only), and the dump wait. None for no
+    /// group (a verdict that names none).
+    fn handles_later(&mut self, group: Option<usize>, found_ns: u64, traced: bool, verdict: bool) {
+        let Some(group) = group else {
+            return;
         };
+        let first_trace = traced && !std::mem::replace(&mut self.stack_traced, true);
+        let handled_ns = work::error_handled_ns(self.scenario, found_ns, first_trace);
+        self.watchdog_found = Some(Handling {
+            group,
+            handled_ns,
+            verdict,
+        });
+    }
+
+    /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2` the watchdog's verdict on a Work of `failed`
+    /// aborts that group's communicators and the process lives (R27,
+    /// [`work::aborts_and_runs_on`]), as the simulator's, once its handling is due
+    /// ([`Self::handled_when_due`]; `early` ends the abort's record where that is the
+    /// program's end): every Work of the group not completed is aborted (written unfinished),
+    /// the group is aborted for the main thread (a later collective on it raises,
+    /// `Step::CheckComm`), the abort and its return are logged in the simulator's words, and
+    /// the watchdog goes on.
+    fn aborted_by_watchdog(&mut self, failed: usize, early: &str) -> Result<(), HwError> {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         self.abort_pending_works(failed, None)?;
         let at_ns = self.device.now_ns();
-        self.watchdog_aborts(failed, at_ns);
+        self.watchdog_aborts(failed, at_ns, early);
         self.aborted[failed] = true;
         let returned_ns = self.device.now_ns();
         let name = &self.scenario.groups[failed].name;
         let returned = work::watchdog_abort_returned(rank, mode, name);
         let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AbortReturned);
-        self.note_group(group, thread, event, returned_ns, returned);
+        self.note_group(Some(failed), thread, event, returned_ns, returned);
         self.device.watchdog_resumed(failed);
         Ok(())
     }
 
     /// The watchdog's error handling aborts the communicators of `group` alone (modes 1 and 2,
     /// R27: PyTorch's `abortComms()` of the process group whose own watchdog found the error;
-    /// another group's communicators run on), logged at `at_ns` in the simulator's words.
-    fn watchdog_aborts(&mut self, group: usize, at_ns: u64) {
+    /// another group's communicators run on), logged at `at_ns` in the simulator's words
+    /// (`early`: see [`AT_THE_PROGRAMS_END`]).
+    fn watchdog_aborts(&mut self, group: usize, at_ns: u64, early: &str) {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         let name = &self.scenario.groups[group].name;
-        let aborting = work::watchdog_abort(rank, mode, name);
+        let aborting = work::watchdog_abort(rank, mode, name) + early;
         self.note_group(
             Some(group),
             ThreadKind::Watchdog,
@@ -1023,7 +1138,7 @@ impl<'a, D: Device> Executor<'a, D> {
         let thread = ThreadKind::Watchdog;
         let mode = self.scenario.env.async_error_handling;
         if let (Some(failed), true) = (group, mode.cleans_up()) {
-            self.watchdog_aborts(failed, at_ns);
+            self.watchdog_aborts(failed, at_ns, "");
         }
         let exit = format!(
             "[Rank {rank}] TORCH_NCCL_ASYNC_ERROR_HANDLING={}: hw takes the process down {when}, \
@@ -1698,7 +1813,8 @@ impl<'a, D: Device> Executor<'a, D> {
     /// [`work::timed_out`]) aborts the Work's group's communicator and raises
     /// ([`Self::wait_aborts`]). A verdict of the watchdog (`wait(timeout)`, where it runs) ends
     /// the wait first, never returned: hw takes the process down at the verdict, as every
-    /// other blocking call does.
+    /// other blocking call does; one the watchdog handles while the process lives on
+    /// ([`Handling`], `TORCH_NCCL_ASYNC_ERROR_HANDLING=2`) does not stop the polls.
     fn poll(
         &mut self,
         iteration: u32,
@@ -1712,7 +1828,7 @@ impl<'a, D: Device> Executor<'a, D> {
             (work.end, work.enqueue_ns)
         };
         while !self.device.query(end)? {
-            if let Some(failure) = self.device.watchdog_failure() {
+            if let Some(failure) = self.unhandled_watchdog_failure() {
                 return Err(failure);
             }
             let now_ns = self.device.now_ns();
@@ -1827,7 +1943,7 @@ impl<'a, D: Device> Executor<'a, D> {
     /// Where the watchdog runs, its finding of `error` under the Work of end event `end`, in
     /// the raise's millisecond, once the main thread's abort of the Work's communicator
     /// returned ([`Self::aborted_found`]): its `async_error` record and finding, then, where
-    /// the program `caught` the wait's exception, its error handling ([`Self::left_running`]);
+    /// the program `caught` the wait's exception, its error handling ([`Self::handles_later`]);
     /// uncaught, the exception ends the process first. Whether the watchdog found it.
     fn found_at_the_raise(&mut self, end: Ev, error: NcclAsyncError, caught: bool) -> bool {
         let Some((watchdog, found)) = self.aborted_found(end, error) else {
@@ -1838,45 +1954,12 @@ impl<'a, D: Device> Executor<'a, D> {
         self.note_group(Some(watchdog), thread, event, at_ns, found.message.clone());
         self.log.findings.push(found);
         if caught {
-            self.left_running(watchdog, at_ns);
+            // Found after the main thread's abort returned, as its handling of a verdict: the
+            // aborted communicator's error is traced, the Work's own async error is not.
+            let traced = error == NcclAsyncError::AbortedByWait;
+            self.handles_later(Some(watchdog), at_ns, traced, false);
         }
         true
-    }
-
-    /// The watchdog of `watchdog` found, at `at_ns`, the error under the Work of a polling
-    /// wait the program caught, once the main thread's abort returned (the aborted
-    /// communicator's after the wait's timeout, or the Work's own async error);
-    /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` decides (R27): 1 and 3 take the process down once the simulator's watchdog would, after the
-    /// stack trace and the dump wait, or at the program's end if that comes first
-    /// ([`Self::watchdog_found`]); 0 leaves the error alone and 2 aborts the communicators,
-    /// whose abort returns at once (the main thread's returned), at the finding, without the
-    /// dump wait, and the program goes on, as the simulator's, with its records.
-    fn left_running(&mut self, watchdog: usize, at_ns: u64) {
-        let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
-        let name = &self.scenario.groups[watchdog].name;
-        let handling = match mode {
-            _ if mode.tears_down() => {
-                let handled_ns = work::traced_error_handled_ns(self.scenario, at_ns);
-                self.watchdog_found = Some((watchdog, handled_ns));
-                return;
-            }
-            ErrorHandling::NoHandling => {
-                vec![(
-                    WatchdogEvent::NoHandling,
-                    work::error_left_alone(rank, mode),
-                )]
-            }
-            _ => vec![
-                (WatchdogEvent::Abort, work::watchdog_abort(rank, mode, name)),
-                (
-                    WatchdogEvent::AbortReturned,
-                    work::watchdog_abort_returned(rank, mode, name),
-                ),
-            ],
-        };
-        for (event, message) in handling {
-            self.note_group(Some(watchdog), ThreadKind::Watchdog, event, at_ns, message);
-        }
     }
 
     /// `wait()` on a Work that an NCCL async error failed by now raises `DistBackendError` in
@@ -1916,6 +1999,14 @@ impl<'a, D: Device> Executor<'a, D> {
             finding: message,
         })
     }
+}
+
+/// Whether `error` is a verdict of the watchdog: a timeout (R26), an NCCL async error (R27).
+fn is_verdict(error: &HwError) -> bool {
+    matches!(
+        error,
+        HwError::Timeout { .. } | HwError::AsyncError { .. } | HwError::RemoteError { .. }
+    )
 }
 
 /// Why no block came where the GPU refused the new segment the books had room for: `detail`,

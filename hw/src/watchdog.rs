@@ -4,7 +4,9 @@
 //! completion. On an error or a timeout it gives its verdict, which ends the main thread's
 //! blocked call and the run (R27, without the dump wait); the executor then aborts the failed
 //! Work's group's communicator where `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
-//! TearDown, 2 CleanUpOnly; `Executor::verdict`). Not started under `TORCH_NCCL_BLOCKING_WAIT`
+//! TearDown, 2 CleanUpOnly; `Executor::verdict`). Under 2 the process lives: the verdict stays
+//! until the executor's abort after the simulator's dump wait, a blocked call polled again
+//! meanwhile, and [`Watchdog::resume`] then clears it. Not started under `TORCH_NCCL_BLOCKING_WAIT`
 //! (R15), where the wait itself times out.
 
 use crate::error::HwError;

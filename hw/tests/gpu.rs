@@ -227,11 +227,14 @@ fn a_collective_a_peer_never_joins_is_recorded_unfinished() {
 const CLEAN_UP_CHILD_TIMELINE: &str = "C10DSIM_GPU_TEST_CLEAN_UP_TIMELINE";
 
 /// [`PEER_NEVER_JOINS`] under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2`, then a device synchronise:
-/// the watchdog's abort leaves the process running (R27), so the program goes on to `done`.
+/// the watchdog's abort, after its dump wait (1 s: `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250`),
+/// during which `.item()` stays blocked, leaves the process running (R27), so the program goes
+/// on to `done`.
 fn clean_up_only_scenario() -> sim::scenario::Scenario {
     let text = PEER_NEVER_JOINS.replace(
         "[groups.world]",
-        "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[groups.world]",
+        "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n\
+         [groups.world]",
     ) + "[[op]]\nlabel = \"done\"\ndevice_sync = true\n";
     sim::scenario::parse("clean_up_only.toml", &text).unwrap()
 }
@@ -263,8 +266,8 @@ fn a_stand_in_the_watchdog_aborted_under_clean_up_only_ends() {
         .env(CLEAN_UP_CHILD_TIMELINE, &path)
         .spawn()
         .unwrap();
-    // The 1-s watchdog timeout and the abort take about 2 s; a spin the abort did not end
-    // holds `done` for ever.
+    // The 1-s watchdog timeout, the 1-s dump wait and the abort take about 3 s; a spin the
+    // abort did not end holds `done` for ever.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -280,7 +283,20 @@ fn a_stand_in_the_watchdog_aborted_under_clean_up_only_ends() {
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     let measured: sim::timeline::Timeline = serde_json::from_str(&text).unwrap();
-    // The watchdog's finding stays; no record says the process ended.
+    // The watchdog's finding stays; no record says the process ended. The abort comes after
+    // the dump wait, as the simulator's, and `.item()` returns after it.
+    let record_ns = |timeline: &sim::timeline::Timeline, event| {
+        (timeline.watchdog.iter())
+            .find(|r| r.rank == 0 && r.event == event)
+            .map(|r| r.at_ns)
+    };
+    let timeout = record_ns(&measured, sim::timeline::WatchdogEvent::Timeout).unwrap();
+    let abort = record_ns(&measured, sim::timeline::WatchdogEvent::Abort).unwrap();
+    assert!(abort >= timeout + 1_000_000_000, "{timeout} {abort}");
+    let item = (measured.ranks[0].host.iter())
+        .find(|call| call.op == 2)
+        .unwrap();
+    assert!(item.end_ns >= abort, "{item:?} {abort}");
     assert!(
         !(measured.watchdog.iter()).any(|r| r.event == sim::timeline::WatchdogEvent::Exit),
         "{:?}",

@@ -2,14 +2,14 @@
 //! the milliseconds each engine measured: both build them with `sim::pg::work` (a fault's
 //! records with `sim::pg::faults`).
 //!
-//! About 1,030 lines in one module: every test runs a scenario on the fake device and simulates
+//! About 1,200 lines in one module: every test runs a scenario on the fake device and simulates
 //! it, through the same few helpers (`on_both`, `caught_outlines`, the field extractors), and
 //! compares the two engines' texts, records and exceptions; split by fault kind they would
 //! have to share those helpers from a module of their own.
 
 use super::*;
-use crate::exec::Executor;
 use crate::exec::RunLog;
+use crate::exec::{Executor, AT_THE_PROGRAMS_END};
 use sim::pg::work::{
     async_error_raised, async_exception, remote_error_found, timeout_caught, wait_timeout_finding,
     NcclAsyncError,
@@ -404,10 +404,11 @@ fn reenacted_records(records: &[WatchdogRecord]) -> Vec<RecordFields> {
         .filter(|r| !not_reenacted.contains(&r.event))
         .map(|r| {
             let own_words = r.event == WatchdogEvent::Exit && r.thread == ThreadKind::Watchdog;
+            // hw's words for a handling it did at the program's end, before the simulator's.
             let message = if own_words {
                 String::new()
             } else {
-                unmeasured(&r.message)
+                unmeasured(r.message.trim_end_matches(AT_THE_PROGRAMS_END))
             };
             (r.rank, r.thread, r.event, r.group, message)
         })
@@ -550,7 +551,9 @@ fn an_uncaught_raise_after_a_caught_timeout_ends_the_process_as_the_simulators()
 /// process group's own watchdog does in PyTorch 2.11 (`abortComms()`); the world
 /// communicator, with a Work of its own still held, runs on. hw asks the device to abort
 /// `sub` only and logs the simulator's `timeout` and `abort` records, group and words but
-/// for the milliseconds measured; under 3 nothing is aborted on either engine (R26, R27).
+/// for the milliseconds measured (under 2, whose handling comes after the dump wait, after
+/// the program's end, hw's `abort` record adds that hw aborted at the program's end, without
+/// the dump wait); under 3 nothing is aborted on either engine (R26, R27).
 #[test]
 fn the_watchdogs_abort_is_the_failed_groups_alone_on_both_engines_r27() {
     for mode in [1, 2, 3] {
@@ -574,7 +577,10 @@ fn the_watchdogs_abort_is_the_failed_groups_alone_on_both_engines_r27() {
             (records.iter())
                 .filter(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog)
                 .filter(|r| matches!(r.event, WatchdogEvent::Timeout | WatchdogEvent::Abort))
-                .map(|r| (r.event, r.group, unmeasured(&r.message)))
+                .map(|r| {
+                    let message = r.message.trim_end_matches(AT_THE_PROGRAMS_END);
+                    (r.event, r.group, unmeasured(message))
+                })
                 .collect()
         };
         let ran = timeout_and_abort(&log.records);
@@ -1024,4 +1030,176 @@ fn a_wait_timeouts_own_async_error_is_found_by_the_watchdog_at_the_raise_on_both
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The time of rank 0's first `event` record of the watchdog thread.
+fn watchdog_record_ns(records: &[WatchdogRecord], event: WatchdogEvent) -> u64 {
+    (records.iter())
+        .find(|r| r.rank == 0 && r.thread == ThreadKind::Watchdog && r.event == event)
+        .unwrap_or_else(|| panic!("no {event:?} record: {records:?}"))
+        .at_ns
+}
+
+/// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING = 2` the watchdog handles its verdict (a timeout,
+/// R26; an NCCL async error, R27) as the simulator's does: the finding at the verdict, the
+/// abort of the group's communicators only after the dump wait (60 s), and the call blocked
+/// on the failed collective (`loss`, an `.item()`) stays blocked until the abort, then
+/// returns; the next call on the aborted communicator raises. The records' order, the abort's
+/// time (after a timeout's stack trace too, `host.watchdog_stack_trace_us`) and the blocked
+/// call's return are the simulator's (within a millisecond: the fake device's host calls take
+/// a microsecond each).
+#[test]
+fn clean_up_only_aborts_after_the_dump_wait_as_the_simulator_does_r27() {
+    let program = |fault: &str| {
+        format!(
+            "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[cluster]\nranks = 2\n\
+             [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\ngrad = \"1MiB\"\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+             [[op]]\nwait = \"w\"\n[[op]]\nlabel = \"loss\"\nitem = \"grad\"\n\
+             [[op]]\nlabel = \"retry\"\nall_reduce = \"grad\"\ncatch = true\n\
+             [[fault]]\nat = \"ar\"\n{fault}\n"
+        )
+    };
+    let hang = "ranks = [1]\nkind = \"hang\"";
+    let failed = "ranks = [0]\nkind = \"async_error\"\nafter_us = 1000";
+    // A timeout's stack trace delays the handling; an async error has none (R27).
+    let traced = "[host]\nwatchdog_stack_trace_us = 3_500_000\n";
+    for (fault, found, host) in [
+        (hang, WatchdogEvent::Timeout, ""),
+        (failed, WatchdogEvent::AsyncError, ""),
+        (hang, WatchdogEvent::Timeout, traced),
+        (failed, WatchdogEvent::AsyncError, traced),
+    ] {
+        let run = on_both(&(program(fault) + host), FakeDevice::default());
+        let rank0_records = |records: &[WatchdogRecord]| -> Vec<RecordFields> {
+            (reenacted_records(records).into_iter())
+                .filter(|r| r.0 == 0)
+                .collect()
+        };
+        assert_eq!(
+            rank0_records(&run.records),
+            rank0_records(&run.simulated.watchdog),
+            "{fault}"
+        );
+        let (hw_found, sim_found) = (
+            watchdog_record_ns(&run.records, found),
+            watchdog_record_ns(&run.simulated.watchdog, found),
+        );
+        assert_eq!(hw_found / 1_000_000, sim_found / 1_000_000, "{fault}");
+        let (hw_abort, sim_abort) = (
+            watchdog_record_ns(&run.records, WatchdogEvent::Abort),
+            watchdog_record_ns(&run.simulated.watchdog, WatchdogEvent::Abort),
+        );
+        assert!(
+            sim_abort >= sim_found + 60_000_000_000,
+            "{fault}: {sim_abort}"
+        );
+        assert!(
+            hw_abort.abs_diff(sim_abort) < 1_000_000,
+            "{fault}: {hw_abort} {sim_abort}"
+        );
+        let loss_end = |rank: &RankTimeline| rank.host.iter().find(|c| c.op == 2).unwrap().end_ns;
+        let (hw_loss, sim_loss) = (loss_end(&run.rank0), loss_end(&run.simulated.ranks[0]));
+        assert!(hw_loss >= hw_abort, "{fault}: {hw_loss} {hw_abort}");
+        assert!(
+            hw_loss.abs_diff(sim_loss) < 1_000_000,
+            "{fault}: {hw_loss} {sim_loss}"
+        );
+        assert_eq!(
+            exception_fields(&run.rank0),
+            exception_fields(&run.simulated.ranks[0])
+        );
+    }
+}
+
+/// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING = 2`, a program that ends before the watchdog's
+/// handling of its verdict: the simulator's process, whose end waits for its watchdog, is
+/// left with the collective that never completes until the abort after the dump wait; hw
+/// aborts at the program's end, without the dump wait, and its `abort` record says so. The
+/// records are the simulator's, in its order.
+#[test]
+fn clean_up_only_aborts_at_the_programs_end_without_the_dump_wait_r27() {
+    let text = "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n[cluster]\nranks = 2\n\
+        [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\ngrad = \"1MiB\"\n\
+        [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+        [[op]]\nwait = \"w\"\n[[fault]]\nat = \"ar\"\nranks = [1]\nkind = \"hang\"\n";
+    let run = on_both(text, FakeDevice::default());
+    let rank0_records = |records: &[WatchdogRecord]| -> Vec<RecordFields> {
+        (reenacted_records(records).into_iter())
+            .filter(|r| r.0 == 0)
+            .collect()
+    };
+    assert_eq!(
+        rank0_records(&run.records),
+        rank0_records(&run.simulated.watchdog)
+    );
+    let abort = (run.records.iter())
+        .find(|r| r.event == WatchdogEvent::Abort)
+        .unwrap();
+    assert!(
+        abort.message.ends_with(AT_THE_PROGRAMS_END),
+        "{}",
+        abort.message
+    );
+    let found = watchdog_record_ns(&run.records, WatchdogEvent::Timeout);
+    assert!(abort.at_ns - found < 1_000_000, "{} {found}", abort.at_ns);
+    assert_eq!(run.aborted, [0]);
+    assert_eq!(run.rank0.unfinished_iteration, None);
+}
+
+/// After a caught `wait(timeout)` under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 0 and 2, the
+/// watchdog's `no_handling`, or its `abort` and `abort_returned`, come after the dump wait on
+/// both engines (a 40 ms one: `TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 10`): during the 200 ms
+/// `pause` in the simulator, before the next op (`done`) on hw, which checks before each op.
+#[test]
+fn a_caught_wait_timeouts_handling_comes_after_the_dump_wait_under_0_and_2_r27() {
+    for (mode, handling) in [(0u8, WatchdogEvent::NoHandling), (2, WatchdogEvent::Abort)] {
+        let text = include_str!("../../../scenarios/wait_timeout.toml")
+            .replace(
+                "[cluster]",
+                &format!(
+                    "[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n\
+                     TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 10\n\n[cluster]"
+                ),
+            )
+            .replace(
+                "label = \"done\"",
+                "label = \"pause\"\nhost_sleep_us = 200_000\n\n[[op]]\nlabel = \"done\"",
+            );
+        let run = behind_a_backlog_on_both(&text);
+        assert_eq!(
+            reenacted_records(&run.records),
+            reenacted_records(&run.simulated.watchdog),
+            "mode {mode}"
+        );
+        let found = watchdog_record_ns(&run.records, WatchdogEvent::AsyncError);
+        let (hw_ns, sim_ns) = (
+            watchdog_record_ns(&run.records, handling),
+            watchdog_record_ns(&run.simulated.watchdog, handling),
+        );
+        assert!(hw_ns >= found + 40_000_000, "mode {mode}: {hw_ns} {found}");
+        let starts =
+            |rank: &RankTimeline, op: u32| rank.host.iter().find(|c| c.op == op).unwrap().start_ns;
+        let (pause, done) = (3, 4);
+        assert!(
+            starts(&run.simulated.ranks[0], pause) < sim_ns,
+            "mode {mode}"
+        );
+        assert!(
+            sim_ns < starts(&run.simulated.ranks[0], done),
+            "mode {mode}"
+        );
+        assert!(starts(&run.rank0, pause) < hw_ns, "mode {mode}");
+        assert!(hw_ns <= starts(&run.rank0, done), "mode {mode}");
+        let message = &run
+            .records
+            .iter()
+            .find(|r| r.event == handling)
+            .unwrap()
+            .message;
+        assert!(
+            !message.ends_with(AT_THE_PROGRAMS_END),
+            "mode {mode}: {message}"
+        );
+    }
 }

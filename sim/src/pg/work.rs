@@ -68,13 +68,20 @@ pub fn dump_wait_ns(scenario: &Scenario) -> u64 {
     (4 * scenario.env.wait_timeout_dump_ns).max(scenario.host.flight_recorder_dump_ns)
 }
 
-/// When the watchdog, having found at `found_ns` an error whose Work it traces (a timeout, or
-/// the error of a communicator a wait's timeout aborted), goes on to handle it under
-/// `TORCH_NCCL_ASYNC_ERROR_HANDLING` (R27): after the stack trace ([`stack_trace_ns`]) and the
-/// dump wait ([`dump_wait_ns`]). Modes 1 and 3 take the process down then (mode 1 once its
-/// abort returned: at once where the main thread's abort already returned, R15).
-pub fn traced_error_handled_ns(scenario: &Scenario, found_ns: u64) -> u64 {
-    found_ns + stack_trace_ns(scenario) + dump_wait_ns(scenario)
+/// When the watchdog, having found an error at `found_ns`, goes on to handle it under
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING` (R27): after the failed Work's stack trace
+/// ([`stack_trace_ns`]) where `first_trace` (a timeout, or the error of a communicator a wait's
+/// timeout or the watchdog aborted, the process's first such: later ones keep its symbols),
+/// then the dump wait ([`dump_wait_ns`]). Modes 1 and 3 take the process down then (mode 1
+/// once its abort returned: at once where the main thread's abort already returned, R15), 2
+/// aborts the failed group's communicators, 0 leaves the error alone.
+pub fn error_handled_ns(scenario: &Scenario, found_ns: u64, first_trace: bool) -> u64 {
+    let trace_ns = if first_trace {
+        stack_trace_ns(scenario)
+    } else {
+        0
+    };
+    found_ns + trace_ns + dump_wait_ns(scenario)
 }
 
 /// The earliest a wait that timed out at `timed_out_ns` raises to the program (R15): the main
