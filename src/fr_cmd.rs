@@ -165,17 +165,20 @@ pub fn write_dumps(
     if fr_dir.is_some() && timeline.flight_recorder.is_empty() {
         note!("c10dsim: no rank dumped its Flight Recorder (no watchdog timeout or error, or TORCH_NCCL_DUMP_ON_TIMEOUT = 0): --fr-dir wrote nothing");
     }
-    // A folded Timeline holds one dump per class of ranks that behave alike: one file per rank.
-    let expanded;
-    let timeline = if timeline.is_folded() && dump_path(scenario, fr_dir, 0).is_some() {
-        expanded = timeline.expand();
-        &expanded
+    // A folded or summarised Timeline holds one dump per class of ranks that behave alike: one
+    // file per rank.
+    let per_rank;
+    let dumps = if (timeline.is_folded() || timeline.has_dumps_for_several_ranks())
+        && dump_path(scenario, fr_dir, 0).is_some()
+    {
+        per_rank = timeline.rank_dumps();
+        &per_rank
     } else {
-        timeline
+        &timeline.flight_recorder
     };
     let mut written = Vec::new();
     let mut batch = stdio::Batch::default();
-    for dump in &timeline.flight_recorder {
+    for dump in dumps {
         let Some(path) = dump_path(scenario, fr_dir, dump.rank) else {
             return Ok(());
         };

@@ -96,6 +96,7 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
         svg: None,
         summary: None,
         per_rank: false,
+        timeline_cap_bytes: None,
     };
     // What is wrong whatever the machine is refused before any GPU is touched.
     outputs.check_places(false)?;

@@ -152,6 +152,83 @@ pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Fai
         .expand())
 }
 
+/// Writes `timeline` to `path` as `write_json` does, but stops once it passes `cap_bytes`
+/// (`--max-timeline`), and keeps nothing of it (standard output keeps what it was sent): the
+/// estimate before the run errs on the large side but does not cover everything (a summarised
+/// run's named ranks), so the cap holds here too. The message says how large the
+/// `flight_recorder` section is, each of whose dumps lists every rank of its groups.
+pub fn write_capped_timeline(
+    path: &Path,
+    timeline: &Timeline,
+    cap_bytes: u64,
+) -> Result<(), Failure> {
+    crate::stdio::replace(path, |out| {
+        let mut capped = CappedWriter {
+            out,
+            written_bytes: 0,
+            cap_bytes,
+        };
+        let written = serde_json::to_writer(&mut capped, timeline)
+            .map_err(std::io::Error::from)
+            .and_then(|()| {
+                if crate::stdio::is_dash(path) {
+                    std::io::Write::write_all(&mut capped, b"\n")?;
+                }
+                Ok(())
+            });
+        written.map_err(|error| {
+            if capped.written_bytes <= cap_bytes {
+                return error;
+            }
+            let mut counted = CappedWriter {
+                out: &mut std::io::sink(),
+                written_bytes: 0,
+                cap_bytes: u64::MAX,
+            };
+            let dumps = serde_json::to_writer(&mut counted, &timeline.flight_recorder)
+                .map(|()| counted.written_bytes)
+                .unwrap_or(0);
+            std::io::Error::other(format!(
+                "the Timeline passed the cap of {} (--max-timeline) as it was written, so it \
+                 was stopped there and not kept; its flight_recorder section alone is {} \
+                 ({} Flight Recorder dump{}, each listing every rank of its groups)",
+                sim::units::format_size(cap_bytes),
+                sim::units::format_size_readable(dumps),
+                timeline.flight_recorder.len(),
+                if timeline.flight_recorder.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                },
+            ))
+        })
+    })
+}
+
+/// A writer that fails once more than `cap_bytes` would have been written through it.
+struct CappedWriter<'a> {
+    out: &'a mut dyn std::io::Write,
+    written_bytes: u64,
+    cap_bytes: u64,
+}
+
+impl std::io::Write for CappedWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let after_bytes = self.written_bytes.saturating_add(bytes.len() as u64);
+        if after_bytes > self.cap_bytes {
+            self.written_bytes = after_bytes;
+            return Err(std::io::Error::other("over --max-timeline"));
+        }
+        let written = self.out.write(bytes)?;
+        self.written_bytes += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 /// 8 GiB, or three quarters of the machine's memory when that is less.
 fn default_memory_cap() -> u64 {
     let eight_gib = 8 << 30;

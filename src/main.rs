@@ -562,6 +562,7 @@ fn main() -> ExitCode {
                     })
                 }),
                 per_rank: limits.engine_options().per_rank_detail,
+                timeline_cap_bytes: Some(limits.caps.max_timeline),
             },
             nccl_tests,
             fail_on_race,

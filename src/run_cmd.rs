@@ -33,6 +33,19 @@ pub(crate) struct RunOutputs<'a> {
     pub(crate) summary: Option<sim::timeline::RecordSelection>,
     /// `--detail ranks`: every rank's watchdog lines and findings listed on their own.
     pub(crate) per_rank: bool,
+    /// `--max-timeline`: `--timeline` stops past it as it is written (`None`: no cap, a
+    /// measured Timeline's).
+    pub(crate) timeline_cap_bytes: Option<u64>,
+}
+
+impl RunOutputs<'_> {
+    /// Writes the Timeline to `path`, under the cap if there is one.
+    fn write_timeline(&self, path: &Path, timeline: &Timeline) -> Result<(), Failure> {
+        match self.timeline_cap_bytes {
+            Some(cap_bytes) => limits::write_capped_timeline(path, timeline, cap_bytes),
+            None => write_json(path, timeline),
+        }
+    }
 }
 
 impl RunOutputs<'_> {
@@ -174,7 +187,7 @@ pub(crate) fn run(
     progress::finish();
     if let (Some(measured), Some(diff_options)) = (measured, diff_options) {
         if let Some(path) = outputs.timeline {
-            write_json(path, &timeline)?;
+            outputs.write_timeline(path, &timeline)?;
         }
         let timeline = timeline.expand();
         fr_cmd::write_dumps(&scenario, &timeline, outputs.fr_dir)?;
@@ -240,7 +253,7 @@ pub(crate) fn emit(
         );
     }
     if let Some(path) = outputs.timeline {
-        write_json(path, timeline)?;
+        outputs.write_timeline(path, timeline)?;
         wrote("timeline", path);
     }
     fr_cmd::write_dumps(scenario, timeline, outputs.fr_dir)?;

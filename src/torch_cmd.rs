@@ -220,6 +220,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
         svg: None,
         summary: None,
         per_rank: false,
+        timeline_cap_bytes: None,
     };
     outputs.check_places(false)?;
     // What is wrong whatever the machine is refused before Python is asked.

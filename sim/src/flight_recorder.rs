@@ -21,6 +21,12 @@ pub const DEFAULT_FILE_PREFIX: &str = "nccl_trace_rank_";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlightRecorderDump {
     pub rank: u32,
+    /// In a summarised Timeline (`run --summary`), the ranks of a class of ranks that behave
+    /// alike whose dumps this one stands for, `rank` the lowest of them: theirs are this one
+    /// with their rank (`Timeline::rank_dumps`). Empty: this rank's alone (every dump of a
+    /// Timeline that is not summarised, and the dumps of the ranks `--records-for` names).
+    #[serde(default, skip_serializing_if = "crate::ranks::RankSet::is_empty")]
+    pub stands_for: crate::ranks::RankSet,
     /// The dump format's version (`DUMP_VERSION` for the simulator's).
     pub version: String,
     /// NCCL's version as the dump writes it (`"2.28.9"`); the simulator writes `"c10dsim"`.

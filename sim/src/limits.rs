@@ -33,6 +33,13 @@ pub const TIMELINE_BYTES_PER_CALL: u64 = 512;
 pub const WATCHDOG_BYTES_PER_RANK: u64 = 2_048;
 /// Timeline bytes of one line of a rank's desync report.
 pub const DESYNC_BYTES_PER_PAIR: u64 = 128;
+/// Timeline bytes of a Flight Recorder dump besides its groups' ranks and its entries.
+pub const DUMP_BYTES: u64 = 1_024;
+/// Timeline bytes per rank a dump lists in a group's `ranks` (up to 6 digits and a comma; the
+/// catalogue's hang measures 4.7 at 1,024 ranks, 4.9 at 4,096).
+pub const DUMP_BYTES_PER_LISTED_RANK: u64 = 8;
+/// Timeline bytes of one entry of a dump (a collective it recorded).
+pub const DUMP_BYTES_PER_ENTRY: u64 = 1_024;
 
 /// The caps a run must fit; `c10dsim run --max-events / --max-timeline` raise them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +63,11 @@ impl Default for Limits {
 pub struct WorkEstimate {
     pub op_calls: u64,
     pub events: u64,
+    /// The whole Timeline, `flight_recorder_bytes` included.
     pub timeline_bytes: u64,
+    /// The Timeline's `flight_recorder` section: a dump per simulated rank that can dump,
+    /// each listing every rank of its groups (unfolded, the square of the ranks).
+    pub flight_recorder_bytes: u64,
 }
 
 /// Estimates a scenario's work without running it, folded as its `cluster.fold` says;
@@ -120,13 +131,45 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
     } else {
         0
     };
+    let flight_recorder_bytes = if may_time_out && scenario.env.dump_on_timeout {
+        flight_recorder_bytes(scenario, classes)
+    } else {
+        0
+    };
     WorkEstimate {
         op_calls,
         events: op_calls.saturating_mul(EVENTS_PER_CALL),
         timeline_bytes: op_calls
             .saturating_mul(TIMELINE_BYTES_PER_CALL)
-            .saturating_add(watchdog_bytes),
+            .saturating_add(watchdog_bytes)
+            .saturating_add(flight_recorder_bytes),
+        flight_recorder_bytes,
     }
+}
+
+/// The Flight Recorder dumps of a run where every simulated rank dumps (a timeout's every
+/// rank does, R27): each holds up to `TORCH_FR_BUFFER_SIZE` entries and lists, for every group
+/// it is a member of, all of the group's ranks.
+fn flight_recorder_bytes(scenario: &Scenario, classes: &Classes) -> u64 {
+    let collective_calls = scenario
+        .ops
+        .iter()
+        .filter(|op| op.kind.collective().is_some())
+        .map(|op| scenario.call_sizes(&op.kind).len().max(1) as u64)
+        .sum::<u64>()
+        .saturating_mul(u64::from(scenario.repeat));
+    let entries = collective_calls.min(scenario.env.trace_buffer_entries);
+    let per_dump = entries
+        .saturating_mul(DUMP_BYTES_PER_ENTRY)
+        .saturating_add(DUMP_BYTES);
+    let listed = (0..scenario.groups.len()).fold(0u64, |sum, group| {
+        let dumps = classes.group_simulated(group).len() as u64;
+        let ranks = scenario.groups[group].ranks.len() as u64;
+        sum.saturating_add(dumps.saturating_mul(ranks))
+    });
+    u64::from(classes.simulated())
+        .saturating_mul(per_dump)
+        .saturating_add(listed.saturating_mul(DUMP_BYTES_PER_LISTED_RANK))
 }
 
 impl WorkEstimate {
@@ -140,8 +183,18 @@ impl WorkEstimate {
             ));
         }
         if self.timeline_bytes > limits.max_timeline_bytes {
+            // Named where it is the bulk: what --no-fold makes quadratic in the ranks.
+            let dumps = if self.flight_recorder_bytes > self.timeline_bytes / 2 {
+                format!(
+                    " ({} of it in its flight_recorder section: a Flight Recorder dump per \
+                     simulated rank, each listing every rank of its groups)",
+                    crate::units::format_size_readable(self.flight_recorder_bytes)
+                )
+            } else {
+                String::new()
+            };
             over.push(format!(
-                "a Timeline of about {}, over the cap of {}",
+                "a Timeline of about {}{dumps}, over the cap of {}",
                 crate::units::format_size_readable(self.timeline_bytes),
                 crate::units::format_size(limits.max_timeline_bytes)
             ));
@@ -176,16 +229,30 @@ mod tests {
         let unfolded = estimate_for(&scenario, &Classes::per_rank(&scenario));
         assert_eq!(unfolded.op_calls, 10 * (8 * 3 + 2));
         // An op only some ranks run may leave the others to their watchdogs.
+        // And every rank may dump its Flight Recorder: 30 entries, the world's 8 ranks listed.
+        let dump = 30 * DUMP_BYTES_PER_ENTRY + DUMP_BYTES;
+        assert_eq!(
+            unfolded.flight_recorder_bytes,
+            8 * dump + 8 * 8 * DUMP_BYTES_PER_LISTED_RANK
+        );
         assert_eq!(
             unfolded.timeline_bytes,
-            unfolded.op_calls * TIMELINE_BYTES_PER_CALL + 8 * WATCHDOG_BYTES_PER_RANK
+            unfolded.op_calls * TIMELINE_BYTES_PER_CALL
+                + 8 * WATCHDOG_BYTES_PER_RANK
+                + unfolded.flight_recorder_bytes
         );
         // Folded, ranks 0-1 and 2-7 are simulated once each, and log once each.
         let folded = estimate(&scenario);
         assert_eq!(folded.op_calls, 10 * (2 * 3 + 1));
         assert_eq!(
+            folded.flight_recorder_bytes,
+            2 * dump + 2 * 8 * DUMP_BYTES_PER_LISTED_RANK
+        );
+        assert_eq!(
             folded.timeline_bytes,
-            folded.op_calls * TIMELINE_BYTES_PER_CALL + 2 * WATCHDOG_BYTES_PER_RANK
+            folded.op_calls * TIMELINE_BYTES_PER_CALL
+                + 2 * WATCHDOG_BYTES_PER_RANK
+                + folded.flight_recorder_bytes
         );
     }
 
@@ -202,6 +269,42 @@ mod tests {
         assert!(message.contains("over the cap of 4GiB"), "{message}");
     }
 
+    /// Every rank of a hang dumps its Flight Recorder, each dump listing every rank of its
+    /// groups: unfolded, the dumps grow with the square of the ranks (87.6 MB of a 4,096-rank
+    /// Timeline), folded with the classes times the ranks.
+    #[test]
+    fn flight_recorder_dumps_count_every_rank_they_list() {
+        let scenario = scenario(
+            "[cluster]\nranks = 4096\n[groups.world]\neager_init = true\n\
+             [tensors]\ng = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+             [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n",
+        );
+        let unfolded = estimate_for(&scenario, &Classes::per_rank(&scenario));
+        let listed = 4096 * 4096 * DUMP_BYTES_PER_LISTED_RANK;
+        assert!(unfolded.flight_recorder_bytes >= listed, "{unfolded:?}");
+        assert!(unfolded.timeline_bytes >= unfolded.flight_recorder_bytes);
+        let limits = Limits {
+            max_events: u64::MAX,
+            max_timeline_bytes: 10 << 20,
+        };
+        let message = unfolded.check(&limits).unwrap_err();
+        assert!(message.contains("flight_recorder"), "{message}");
+        // Folded: ranks 0-2,4-4095 and rank 3, two dumps.
+        let folded = estimate(&scenario);
+        assert!(folded.flight_recorder_bytes >= 2 * 4096 * DUMP_BYTES_PER_LISTED_RANK);
+        assert!(folded.flight_recorder_bytes < 1 << 20, "{folded:?}");
+        assert!(folded.check(&limits).is_ok());
+        // No dump without TORCH_NCCL_DUMP_ON_TIMEOUT.
+        let text = "[env]\nTORCH_NCCL_DUMP_ON_TIMEOUT = 0\n[cluster]\nranks = 64\n[tensors]\n\
+                    g = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+                    [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n";
+        let quiet = self::scenario(text);
+        assert_eq!(
+            estimate_for(&quiet, &Classes::per_rank(&quiet)).flight_recorder_bytes,
+            0
+        );
+    }
+
     #[test]
     fn desync_reports_grow_with_the_classes_times_the_states_they_can_be_in() {
         let text = "[cluster]\nranks = 65536\n[env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n\
@@ -210,13 +313,15 @@ mod tests {
         let scenario = scenario(text);
         // Rank 0 (the root of the lazily created communicator), rank 3, and the others.
         let classes = estimate(&scenario);
-        assert!(classes.timeline_bytes < 4 * 4 * DESYNC_BYTES_PER_PAIR + (1 << 20));
+        let desync_bytes = classes.timeline_bytes - classes.flight_recorder_bytes;
+        assert!(desync_bytes < 4 * 4 * DESYNC_BYTES_PER_PAIR + (1 << 20));
         assert!(classes.check(&Limits::default()).is_ok());
         // Every rank its own class: a report per rank, each with at most 2 x (1 + 1)^2 = 8
         // lines (one collective: last enqueued and completed 0 or 1, the process gone or not).
         let estimate = estimate_for(&scenario, &Classes::per_rank(&scenario));
-        assert!(estimate.timeline_bytes >= 65_536 * 8 * DESYNC_BYTES_PER_PAIR);
-        assert!(estimate.timeline_bytes < 65_536 * 8 * DESYNC_BYTES_PER_PAIR + (1 << 30));
+        let desync_bytes = estimate.timeline_bytes - estimate.flight_recorder_bytes;
+        assert!(desync_bytes >= 65_536 * 8 * DESYNC_BYTES_PER_PAIR);
+        assert!(desync_bytes < 65_536 * 8 * DESYNC_BYTES_PER_PAIR + (1 << 30));
         // Many collectives: as many lines as ranks at most, the square of the classes.
         let many = text.replace("[cluster]", "repeat = 1000\n[cluster]");
         let scenario = self::scenario(&many);

@@ -929,17 +929,23 @@ impl Timeline {
     /// opens its exceptions' messages, its Flight Recorder dump). Findings and watchdog
     /// records are made once per class in both and stay as they are. A Timeline that is not
     /// folded comes back unchanged.
+    /// A summarised Timeline's dumps that stand for several ranks are copied to each of them
+    /// too (`FlightRecorderDump::stands_for`).
     pub fn expand(&self) -> Timeline {
         if !self.is_folded() {
-            return self.clone();
+            if !self.has_dumps_for_several_ranks() {
+                return self.clone();
+            }
+            return Timeline {
+                ranks: self.ranks.clone(),
+                flight_recorder: self.rank_dumps(),
+                ..self.clone_without_ranks()
+            };
         }
         let mut ranks = Vec::with_capacity(self.scenario.ranks as usize);
-        let mut flight_recorder = Vec::new();
         for class in &self.ranks {
-            let dump = self.flight_recorder.iter().find(|d| d.rank == class.rank);
             if class.stands_for.is_empty() {
                 ranks.push(class.clone());
-                flight_recorder.extend(dump.cloned());
                 continue;
             }
             let group_ranks: Vec<_> = class
@@ -958,20 +964,46 @@ impl Timeline {
                     exception.message = with_ranks(&exception.message, class.rank, member, own);
                 }
                 ranks.push(copy);
-                if let Some(dump) = dump {
-                    let mut copy = dump.clone();
-                    copy.rank = member;
-                    flight_recorder.push(copy);
-                }
             }
         }
         ranks.sort_by_key(|rank| rank.rank);
-        flight_recorder.sort_by_key(|dump| dump.rank);
         Timeline {
             ranks,
-            flight_recorder,
+            flight_recorder: self.rank_dumps(),
             ..self.clone_without_ranks()
         }
+    }
+
+    /// Whether some dump stands for several ranks (a summarised Timeline's).
+    pub fn has_dumps_for_several_ranks(&self) -> bool {
+        (self.flight_recorder.iter()).any(|dump| !dump.stands_for.is_empty())
+    }
+
+    /// One Flight Recorder dump per rank that dumped, in rank order, as PyTorch writes them (a
+    /// file each): a dump that stands for several ranks — its class's in a folded Timeline,
+    /// its own `stands_for` in a summarised one — copied to each of them with its rank.
+    pub fn rank_dumps(&self) -> Vec<crate::flight_recorder::FlightRecorderDump> {
+        let classes: BTreeMap<u32, &RankSet> = (self.ranks.iter())
+            .filter(|class| !class.stands_for.is_empty())
+            .map(|class| (class.rank, &class.stands_for))
+            .collect();
+        let mut dumps = Vec::new();
+        for dump in &self.flight_recorder {
+            let stands_for = classes.get(&dump.rank).copied().unwrap_or(&dump.stands_for);
+            if stands_for.is_empty() {
+                dumps.push(dump.clone());
+                continue;
+            }
+            for member in stands_for.iter() {
+                dumps.push(crate::flight_recorder::FlightRecorderDump {
+                    rank: member,
+                    stands_for: RankSet::default(),
+                    ..dump.clone()
+                });
+            }
+        }
+        dumps.sort_by_key(|dump| dump.rank);
+        dumps
     }
 
     /// A copy with no rank records and no dumps (cheap to make for a large folded Timeline).

@@ -1062,3 +1062,50 @@ fn an_endless_scenario_file_is_refused_without_reading_it_all() {
         "check - < /dev/zero",
     );
 }
+
+/// Every rank of a hang dumps its Flight Recorder, each dump listing every rank of its groups:
+/// unfolded, the Timeline's `flight_recorder` section grows with the square of the ranks, and
+/// the estimate counts it (refused before the run, the section named); a Timeline that still
+/// passes `--max-timeline` as it is written (a summarised one, whose size is not estimated) is
+/// not written.
+#[test]
+fn the_timeline_cap_counts_the_flight_recorder_dumps_and_holds_while_writing() {
+    let path = temp("fr_capped.json");
+    let _ = std::fs::remove_file(&path);
+    let out = path.to_str().unwrap().to_string();
+    let ranks = ["--set", "cluster.ranks=2048"];
+    let unfolded = [
+        &["run", "scenarios/hang_10min.toml", "--no-fold"][..],
+        &ranks,
+        &["--max-timeline", "10MiB", "--timeline", &out],
+    ]
+    .concat();
+    let output = c10dsim(&unfolded);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("flight_recorder"), "{err}");
+    assert!(err.contains("nothing was run"), "{err}");
+    assert!(!std::path::Path::new(&out).exists());
+    let check = [
+        &["check", "scenarios/hang_10min.toml", "--no-fold"][..],
+        &ranks,
+    ]
+    .concat();
+    let output = c10dsim(&[&check[..], &["--max-timeline", "10MiB"]].concat());
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    // Under the default cap it runs, and the estimate is larger than the file.
+    let estimated = stdout(&c10dsim(&check));
+    assert!(estimated.contains("MiB Timeline"), "{estimated}");
+    let summarised = [
+        &["run", "scenarios/hang_10min.toml", "--summary"][..],
+        &["--set", "cluster.ranks=64", "--records-for", "ranks=0-63"],
+        &["--max-timeline", "16KiB", "--timeline", &out],
+    ]
+    .concat();
+    let output = c10dsim(&summarised);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("--max-timeline"), "{err}");
+    assert!(err.contains("flight_recorder"), "{err}");
+    assert!(!std::path::Path::new(&out).exists());
+}

@@ -492,3 +492,42 @@ fn the_json_report_lists_a_group_s_ranks_on_one_line() {
     assert!(stdout(&output).contains("\"ranks\": [0, 1, 2, 3,"));
     assert!(stdout(&output).contains("\n  \"report\": {\n"));
 }
+
+/// Every rank of a hang dumps its Flight Recorder and every dump lists every rank of its groups:
+/// a summarised Timeline keeps the named ranks' dumps and one per class of the others, so it
+/// stays small, while `--fr-dir` still gets a file per rank.
+#[test]
+fn a_summary_keeps_the_named_ranks_dumps_and_fr_dir_a_file_per_rank() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-summary-fr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let timeline_path = dir.join("t.json");
+    let fr_dir = dir.join("fr");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=512",
+        "--summary",
+        "--records-for",
+        "ranks=0,3",
+        "--timeline",
+        timeline_path.to_str().unwrap(),
+        "--fr-dir",
+        fr_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = std::fs::read_to_string(&timeline_path).unwrap();
+    let timeline: Timeline = serde_json::from_str(&text).unwrap();
+    let dumps: Vec<(u32, String)> = (timeline.flight_recorder.iter())
+        .map(|dump| (dump.rank, dump.stands_for.to_string()))
+        .collect();
+    let expected = [(0, ""), (1, "1-2,4-511"), (3, "")];
+    let expected: Vec<(u32, String)> = (expected.iter())
+        .map(|&(rank, stands_for)| (rank, stands_for.to_string()))
+        .collect();
+    assert_eq!(dumps, expected);
+    assert!(text.len() < 64 << 10, "{} bytes", text.len());
+    let files = std::fs::read_dir(&fr_dir).unwrap().count();
+    assert_eq!(files, 512);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -517,6 +517,7 @@ pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
     };
     Ok(FlightRecorderDump {
         rank,
+        stands_for: sim::ranks::RankSet::default(),
         version,
         comm_lib_version,
         groups,

@@ -296,6 +296,7 @@ pub(super) fn dump(
         .collect();
     FlightRecorderDump {
         rank,
+        stands_for: crate::ranks::RankSet::default(),
         version: DUMP_VERSION.to_string(),
         comm_lib_version: "c10dsim".to_string(),
         groups,

@@ -652,7 +652,13 @@ impl<'s> Engine<'s> {
             // The watchdog's records are its class's lowest rank's.
             let rank = t.rank;
             let logged_as = class.first().expect("a class has members");
-            if let Some(&at_ns) = dumped_at.get(&logged_as) {
+            // A summarised run keeps the dumps of the ranks it names and one per class of the
+            // others (`Summariser::dump_stands_for`).
+            let stands_for = match &summariser {
+                Some(summariser) => summariser.dump_stands_for(rank, class),
+                None => Some(RankSet::default()),
+            };
+            if let (Some(&at_ns), Some(stands_for)) = (dumped_at.get(&logged_as), stands_for) {
                 let earlier = &records.folded_works[..folded_during_run];
                 let dump = flight_recorder::dump(
                     scenario,
@@ -661,7 +667,9 @@ impl<'s> Engine<'s> {
                     at_ns,
                     (earlier, &t.collectives),
                 );
-                timeline.flight_recorder.push(dump);
+                timeline
+                    .flight_recorder
+                    .push(crate::flight_recorder::FlightRecorderDump { stands_for, ..dump });
             }
             // Records of what never happened (a deadlock) are dropped; findings describe them.
             // A collective that never completed (a hang, or a kernel an abort ended before data

@@ -459,6 +459,27 @@ impl Summariser {
         self.kept.remove(&rank)
     }
 
+    /// Whether `rank`'s Flight Recorder dump is kept, and which ranks it stands for (empty: its
+    /// own alone): a rank the selection names keeps its own; of the others of `class` (ranks
+    /// that behave alike, whose dumps differ only in their rank), the lowest keeps one for
+    /// them all; the rest keep none. Each dump lists every rank of its groups, so keeping one
+    /// per rank would grow with the square of the ranks.
+    pub(super) fn dump_stands_for(&self, rank: u32, class: &RankSet) -> Option<RankSet> {
+        if self.selection.keeps_rank(rank) {
+            return Some(RankSet::default());
+        }
+        let unnamed = |member: &u32| !self.selection.keeps_rank(*member);
+        if class.iter().find(unnamed) != Some(rank) {
+            return None;
+        }
+        let others = RankSet::from_ranks(class.iter().filter(unnamed));
+        Some(if others.count() > 1 {
+            others
+        } else {
+            RankSet::default()
+        })
+    }
+
     /// The summary, once every rank finished.
     pub(super) fn into_summary(self, scenario: &crate::scenario::Scenario) -> TimelineSummary {
         let collectives = self
@@ -935,6 +956,42 @@ mod tests {
         assert_eq!(
             timeline.summary.unwrap().collectives[0].host_call.count,
             400
+        );
+    }
+
+    /// Every rank of a hang dumps its Flight Recorder, and each dump lists every rank of its
+    /// groups: a summary keeps the named ranks' dumps whole and one dump per class of the
+    /// others, standing for them, as a folded Timeline does, so that its size grows with the
+    /// classes and the named ranks, not with the square of the ranks.
+    #[test]
+    fn a_summary_keeps_the_named_ranks_dumps_and_one_per_class_of_the_others() {
+        let scenario = parse(
+            "h.toml",
+            "[cluster]\nranks = 8\n[groups.world]\neager_init = true\n[tensors]\ng = \"1MiB\"\n\
+             [[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\n\
+             [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n",
+        )
+        .unwrap();
+        let every_rank = Options {
+            fold: false,
+            ..Options::default()
+        };
+        let whole = simulate_with(&scenario, every_rank).0;
+        assert_eq!(whole.flight_recorder.len(), 8, "every rank dumps");
+        let summary = summarised(&scenario, "ranks=0,5");
+        let kept: Vec<(u32, String)> = (summary.flight_recorder.iter())
+            .map(|dump| (dump.rank, dump.stands_for.to_string()))
+            .collect();
+        let expected = [(0, ""), (1, "1-2,4,6-7"), (3, ""), (5, "")];
+        let expected: Vec<(u32, String)> = (expected.iter())
+            .map(|&(rank, stands_for)| (rank, stands_for.to_string()))
+            .collect();
+        assert_eq!(kept, expected);
+        assert_eq!(summary.expand().flight_recorder, whole.flight_recorder);
+        // Every rank named: every dump whole.
+        assert_eq!(
+            summarised(&scenario, "ranks=0-7").flight_recorder,
+            whole.flight_recorder
         );
     }
 
