@@ -154,7 +154,10 @@ pub struct CollectiveMetrics {
     /// Fraction of waits after which `is_completed()` was already true (R3
     /// `completed_at_wait`).
     pub completed_at_wait: Option<f64>,
-    /// Time each kernel spun before the last rank arrived (R16): the wait a late rank imposed.
+    /// Time each kernel spun before the last rank arrived (R16): the wait a late rank imposed,
+    /// over every rank but the one that arrived last (its own kernel waits for none but itself:
+    /// counting it would pull the median down the more, the fewer ranks wait, docs/semantics.md
+    /// R16); in a group of one rank, that rank's own.
     pub spin_us: Stat,
     /// The rank that arrived last most often (ties: the lowest), where known.
     pub last_rank: Option<u32>,
@@ -262,6 +265,8 @@ pub fn report(timeline: &Timeline) -> Report {
         interval: Vec<(i64, u64)>,
         kernel: Vec<(i64, u64)>,
         spin: Vec<(i64, u64)>,
+        /// The spin of the rank that arrived last, which waited for none but itself.
+        last_rank_spin: Vec<(i64, u64)>,
         last_ranks: HashMap<u32, usize>,
         ranks: u32,
         rank_iterations: u64,
@@ -297,10 +302,19 @@ pub fn report(timeline: &Timeline) -> Report {
             ));
             samples.interval.push((record.stream_interval_ns(), weight));
             samples.kernel.push((record.duration_ns(), weight));
-            samples.spin.push((
-                record.data_start_ns as i64 - record.kernel_start_ns as i64,
-                weight,
-            ));
+            // The rank that arrived last is kept apart (one of a folded class's `weight`):
+            // the spin is the wait a late rank imposed on the others.
+            let spin_ns = record.data_start_ns as i64 - record.kernel_start_ns as i64;
+            let arrived_last = (record.last_rank)
+                .is_some_and(|last| rank.rank == last || rank.stands_for.contains(last));
+            if arrived_last {
+                samples.last_rank_spin.push((spin_ns, 1));
+            }
+            if weight > u64::from(arrived_last) {
+                samples
+                    .spin
+                    .push((spin_ns, weight - u64::from(arrived_last)));
+            }
             if let Some(last) = record.last_rank {
                 *samples.last_ranks.entry(last).or_default() += count;
             }
@@ -343,7 +357,10 @@ pub fn report(timeline: &Timeline) -> Report {
                     .expect("seen ops have samples"),
                 completed_at_wait: (samples.waits > 0)
                     .then(|| samples.completed as f64 / samples.waits as f64),
-                spin_us: Stat::from_weighted_ns(&mut samples.spin).expect("seen ops have samples"),
+                // A group of one rank waits for none: its spin is the last rank's own.
+                spin_us: Stat::from_weighted_ns(&mut samples.spin)
+                    .or_else(|| Stat::from_weighted_ns(&mut samples.last_rank_spin))
+                    .expect("seen ops have samples"),
                 last_rank: most_frequent(&samples.last_ranks).map(|(rank, _)| rank),
                 last_rank_share: most_frequent(&samples.last_ranks).map_or(0.0, |(_, count)| {
                     count as f64 / samples.last_ranks.values().sum::<usize>() as f64
@@ -768,6 +785,47 @@ fn measure_samples_by_rank(timeline: &Timeline) -> Vec<Vec<Vec<i64>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spin_is_the_early_ranks_wait_whatever_the_share_of_late_ranks_r16() {
+        // scenarios/straggler.toml: rank 3 late by a seeded delay, the same draws at every
+        // rank count. Its own kernel barely spins; the spin is the wait it imposed on the
+        // others, so the figures are the same at 4 ranks (1 late of 4) and 16 (1 of 16), from
+        // the records and from the summary.
+        let text = |ranks: u32| {
+            format!(
+                "seed = 42\nrepeat = 21\nwarmup = 1\n[cluster]\nranks = {ranks}\n\
+                 [groups.world]\neager_init = true\n[tensors]\ng = \"25MiB\"\n\
+                 [[perturb]]\nranks = [3]\nbefore = \"ar\"\n\
+                 host_delay_us = {{ lognormal = {{ mean = 200, std = 50 }} }}\n\
+                 [[op]]\nlabel = \"ar\"\nall_reduce = \"g\"\nasync_op = true\nwork = \"w\"\n\
+                 [[op]]\nwait = \"w\"\n[[op]]\ndevice_sync = true\n"
+            )
+        };
+        let spin = |ranks: u32, summary: bool| {
+            let scenario = sim::scenario::parse("straggler.toml", &text(ranks)).unwrap();
+            let options = sim::engine::Options {
+                summary: summary.then(|| sim::timeline::RecordSelection::parse("none").unwrap()),
+                ..sim::engine::Options::default()
+            };
+            let report = report(&sim::engine::simulate_with(&scenario, options).0);
+            let collective = &report.collectives[0];
+            assert_eq!(collective.last_rank, Some(3));
+            collective.spin_us
+        };
+        let four = spin(4, false);
+        // 20 measured iterations of the 3 early ranks.
+        assert_eq!(four.samples, 60);
+        assert!(four.min > 100.0, "{four:?}");
+        for (ranks, summary) in [(4, true), (8, false), (16, false), (16, true)] {
+            let other = spin(ranks, summary);
+            assert_eq!(
+                (other.median, other.min, other.max),
+                (four.median, four.min, four.max),
+                "{ranks} ranks, summary {summary}"
+            );
+        }
+    }
 
     #[test]
     fn stats_use_the_middle_and_nearest_rank() {

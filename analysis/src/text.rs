@@ -386,8 +386,18 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
             }),
             per_rank,
         );
-        // The lines printed: findings of ranks that found the same are one line.
-        let _ = writeln!(out, "findings: {}", lines.len());
+        // The findings as `--json` lists them; findings of ranks that found the same are one
+        // line, and the header says so where that made fewer lines.
+        let count = report.findings.len();
+        if lines.len() == count {
+            let _ = writeln!(out, "findings: {count}");
+        } else {
+            let _ = writeln!(
+                out,
+                "findings: {count} ({}: alike findings of several ranks are one line)",
+                counted(lines.len() as u64, "line")
+            );
+        }
         for (kind, message) in lines {
             let _ = writeln!(out, "  [{kind:?}] {message}");
         }
@@ -621,6 +631,31 @@ mod tests {
             for_ranks(4, &class, "the store timed out"),
             "ranks 4-5 (2 ranks): the store timed out"
         );
+    }
+
+    #[test]
+    fn the_findings_header_counts_findings_as_json_lists_them_and_says_how_many_lines() {
+        // Ranks 0 and 1 each time out at the same collective, not folded together (the hang
+        // sets rank 1 apart): two findings, alike but for their rank, so one line.
+        let mut report = crate::metrics::report(&crate::test_scenarios::backlog_then_hang());
+        let header = |report: &Report| {
+            let text = render_report(report);
+            let (_, findings) = text.split_once("\nfindings: ").expect("a findings section");
+            let mut lines = findings.lines();
+            let header = lines.next().unwrap().to_string();
+            (header, lines.take_while(|l| l.starts_with("  [")).count())
+        };
+        assert_eq!(report.findings.len(), 2);
+        assert_eq!(
+            header(&report),
+            (
+                "2 (1 line: alike findings of several ranks are one line)".to_string(),
+                1
+            )
+        );
+        // One finding, one line: the count alone.
+        report.findings.truncate(1);
+        assert_eq!(header(&report), ("1".to_string(), 1));
     }
 
     #[test]

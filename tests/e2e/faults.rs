@@ -1218,11 +1218,24 @@ fn the_desync_verdict_tells_a_busy_stream_from_a_process_that_ended_before_the_k
     );
 }
 
+/// `run`'s report, then the number of findings `--json` lists.
+fn findings_of(args: &[&str]) -> (String, usize) {
+    let text = crate::util::stdout(&crate::util::c10dsim(args));
+    let json = crate::util::c10dsim(&[args, &["--json"]].concat());
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let count = json["report"]["findings"]
+        .as_array()
+        .expect("findings")
+        .len();
+    (text, count)
+}
+
 #[test]
-fn the_findings_count_is_the_lines_it_heads_when_ranks_are_not_folded() {
-    // Drawn kernel jitter makes every rank a class of its own: 64 records of the same timeout,
-    // one line naming the 63 ranks that found it. The count said 64 over two lines.
-    let output = crate::util::c10dsim(&[
+fn the_findings_header_counts_the_findings_json_lists_and_the_lines_they_make() {
+    // Drawn kernel jitter makes every rank a class of its own: 64 findings, 63 of the same
+    // timeout, one line naming the 63 ranks that found it. Until 2026-12-07 the header said
+    // 64 over two lines, then 2 (the lines, not the findings `--json` lists).
+    let (text, json_count) = findings_of(&[
         "run",
         "scenarios/hang_10min.toml",
         "--set",
@@ -1230,14 +1243,32 @@ fn the_findings_count_is_the_lines_it_heads_when_ranks_are_not_folded() {
         "--set",
         "cluster.kernel_jitter_pct=1",
     ]);
-    let text = crate::util::stdout(&output);
     let (_, findings) = text.split_once("\nfindings: ").expect("a findings section");
     let mut lines = findings.lines();
-    let count: usize = lines.next().unwrap().parse().unwrap();
+    let header = lines.next().unwrap();
     let listed = lines.take_while(|line| line.starts_with("  [")).count();
-    assert_eq!(count, listed, "{findings}");
-    assert_eq!(count, 2, "{findings}");
+    assert_eq!(
+        header,
+        format!("{json_count} ({listed} lines: alike findings of several ranks are one line)"),
+    );
+    assert_eq!((json_count, listed), (64, 2), "{findings}");
     assert!(findings.contains("(63 ranks)"), "{findings}");
+    // Folded: rank 0 and rank 3 are classes of their own, their heartbeat aborts one line.
+    let (text, json_count) = findings_of(&[
+        "run",
+        "scenarios/watchdog_stuck.toml",
+        "--set",
+        "cluster.ranks=64",
+    ]);
+    assert_eq!(json_count, 3);
+    assert!(
+        text.contains("\nfindings: 3 (2 lines: alike findings of several ranks are one line)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[HeartbeatAbort] [Ranks 0,3 (2 ranks)]"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -1258,8 +1289,20 @@ fn unfolded_store_timeouts_are_one_line_naming_every_group_rank_r29() {
         crate::util::stdout(&crate::util::c10dsim(&args))
     };
     let (folded, jittered) = (report(false), report(true));
-    let section = |text: &str| text.split_once("\nwatchdog, ").unwrap().1.to_string();
-    assert_eq!(section(&jittered), section(&folded));
+    // The same lines; only the findings header's count differs: it counts the findings as
+    // `--json` lists them, one per class (63 unfolded, 1 folded).
+    let section = |text: &str| -> (Vec<String>, Vec<String>) {
+        let (_, section) = text.split_once("\nwatchdog, ").unwrap();
+        (section.lines().map(str::to_string)).partition(|line| !line.starts_with("findings: "))
+    };
+    let ((jittered_lines, jittered_header), (folded_lines, folded_header)) =
+        (section(&jittered), section(&folded));
+    assert_eq!(jittered_lines, folded_lines);
+    assert_eq!(
+        jittered_header,
+        ["findings: 63 (1 line: alike findings of several ranks are one line)"]
+    );
+    assert_eq!(folded_header, ["findings: 1"]);
     assert!(
         folded.contains(
             "\n  [StoreTimeout] [Ranks 1-63 (63 ranks)] DistBackendError: [1-63] is setting up NCCL communicator"

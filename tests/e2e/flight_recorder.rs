@@ -68,8 +68,9 @@ fn a_simulated_hang_s_dumps_import_to_the_culprit_the_simulator_named() {
     }
     let scenario = dir.join("imported.toml");
     let verdict = import(&dumps, &scenario);
-    // The one verdict: rank 3's `pg_status` (-1, none enqueued) names no collective the dumps
-    // lack, since the others' dumps hold SeqNum 1.
+    // The one verdict, from the watchdogs of the three waiting ranks (one folded record): rank
+    // 3's `pg_status` (-1, none enqueued) names no collective the dumps lack, since the others'
+    // dumps hold SeqNum 1.
     let verdicts: Vec<&str> = verdict
         .lines()
         .filter(|l| l.starts_with("verdict:"))
@@ -77,7 +78,7 @@ fn a_simulated_hang_s_dumps_import_to_the_culprit_the_simulator_named() {
     assert_eq!(
         verdicts,
         [format!(
-            "verdict: desync report (rank 0's watchdog): {named}; ranks 0-2 (3 ranks) waiting"
+            "verdict: desync report (ranks 0-2 (3 ranks)'s watchdog): {named}; ranks 0-2 (3 ranks) waiting"
         )],
         "{verdict}"
     );

@@ -246,10 +246,11 @@ fn the_documented_csv_example_is_what_the_sweep_writes() {
 }
 
 /// A point's findings are counted and its `error` names the first as `run`'s report lists them
-/// ("findings: 2", `[Ranks 0-2,4-7 (7 ranks)] Watchdog caught …`), whether its ranks fold into
-/// classes or, under drawn kernel jitter, are each simulated on their own; `--detail ranks`
-/// counts one per rank. Until 2026-12-07 the jittered point of `hang_10min` at 8 ranks counted
-/// 8 findings and the folded one 2, and both named only `[Rank 0]`.
+/// (the two lines of "findings: 8 (2 lines: …)", `[Ranks 0-2,4-7 (7 ranks)] Watchdog caught
+/// …`), whether its ranks fold into classes or, under drawn kernel jitter, are each simulated on
+/// their own; `--detail ranks` counts one per rank. Until 2026-12-07 the jittered point of
+/// `hang_10min` at 8 ranks counted 8 findings and the folded one 2, and both named only
+/// `[Rank 0]`.
 #[test]
 fn findings_are_counted_as_the_report_lists_them_folded_or_not() {
     let args = [
@@ -268,7 +269,12 @@ fn findings_are_counted_as_the_report_lists_them_folded_or_not() {
         "--set",
         "cluster.kernel_jitter_pct=1",
     ]));
-    assert!(report.contains("findings: 2\n"), "{report}");
+    // The report's header counts the 8 findings `--json` lists (one per rank's class), and
+    // the 2 lines they make, which the sweep counts.
+    assert!(
+        report.contains("findings: 8 (2 lines: alike findings of several ranks are one line)\n"),
+        "{report}"
+    );
     for row in &listed {
         let point = &row["point"];
         assert_eq!(row["findings"], "2", "point {point}");

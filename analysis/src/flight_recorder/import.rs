@@ -865,10 +865,10 @@ pub fn unreplayed(dumps: &[FlightRecorderDump]) -> Vec<String> {
     lines
 }
 
-/// The verdicts of a run of an imported scenario: each desync report's verdict (with the ranks
-/// whose watchdog gave it), then each mismatch finding; a sentence when there is neither.
+/// The verdicts of a run of an imported scenario: each desync report's verdict (with every rank
+/// whose watchdog gave it, a folded record's `stands_for` included), then each mismatch finding; a sentence when there is neither.
 pub fn verdict(timeline: &Timeline) -> Vec<String> {
-    let mut verdicts: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    let mut verdicts: BTreeMap<String, sim::ranks::RankSet> = BTreeMap::new();
     let mut order = Vec::new();
     for record in &timeline.watchdog {
         if record.event != WatchdogEvent::DesyncReport {
@@ -881,13 +881,19 @@ pub fn verdict(timeline: &Timeline) -> Vec<String> {
         if !verdicts.contains_key(&verdict) {
             order.push(verdict.clone());
         }
-        verdicts.entry(verdict).or_default().push(record.rank);
+        // A folded record is every rank it stands for (docs/scale.md).
+        let ranks = if record.stands_for.is_empty() {
+            sim::ranks::RankSet::range(record.rank, record.rank)
+        } else {
+            record.stands_for.clone()
+        };
+        let reported = verdicts.entry(verdict).or_default();
+        *reported = reported.union(&ranks);
     }
     let mut lines: Vec<String> = order
         .into_iter()
         .map(|verdict| {
-            let ranks = &verdicts[&verdict];
-            let who = sim::ranks::RankSet::from_ranks(ranks.iter().copied()).named();
+            let who = verdicts[&verdict].named();
             format!("desync report ({who}'s watchdog): {verdict}")
         })
         .collect();
@@ -927,6 +933,26 @@ mod tests {
         let scenario =
             sim::scenario::parse("imported.toml", text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         verdict(&sim::engine::simulate(&scenario))
+    }
+
+    #[test]
+    fn a_desync_verdict_names_every_rank_its_watchdog_record_stands_for() {
+        // Eight ranks, rank 1 issuing the other collective: ranks 0 and 2-7 behave alike, so
+        // one watchdog record stands for all seven; with rank 1's, all eight watchdogs reported.
+        let text = "[cluster]\nranks = 8\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [env]\nTORCH_NCCL_DESYNC_DEBUG = 1\n[tensors]\ng = \"4MiB\"\n\
+             [[op]]\nlabel = \"a\"\nall_reduce = \"g\"\n[[op]]\ndevice_sync = true\n\
+             [[fault]]\nranks = [1]\nat = \"a\"\nkind = \"mismatch\"\ncollective = \"all_gather\"\n";
+        let timeline = sim::engine::simulate(&sim::scenario::parse("fr.toml", text).unwrap());
+        assert!(
+            (timeline.watchdog.iter()).any(|record| record.stands_for.count() == 7),
+            "the record of ranks 0 and 2-7 is folded"
+        );
+        let verdicts = verdict(&timeline);
+        assert!(
+            verdicts[0].starts_with("desync report (ranks 0-7 (8 ranks)'s watchdog): "),
+            "{verdicts:?}"
+        );
     }
 
     #[test]

@@ -180,6 +180,9 @@ struct CollectiveSamples {
     kernel: Histogram,
     data: Histogram,
     spin: Histogram,
+    /// The spin of the rank that arrived last, kept apart from `spin` (it waited for none but
+    /// itself); the summary's spin where no other rank took part (a group of one).
+    last_rank_spin: Histogram,
     waits: u64,
     completed: u64,
     last_ranks: BTreeMap<u32, u64>,
@@ -285,10 +288,12 @@ impl Summariser {
             add(&mut samples.stream_interval, record.stream_interval_ns());
             add(&mut samples.kernel, record.duration_ns());
             add(&mut samples.data, span(record.data_start_ns, record.end_ns));
-            add(
-                &mut samples.spin,
-                span(record.kernel_start_ns, record.data_start_ns),
-            );
+            let spin = if record.last_rank == Some(rank) {
+                &mut samples.last_rank_spin
+            } else {
+                &mut samples.spin
+            };
+            add(spin, span(record.kernel_start_ns, record.data_start_ns));
             if let Some(last) = record.last_rank {
                 *samples.last_ranks.entry(last).or_default() += 1;
             }
@@ -498,7 +503,11 @@ impl Summariser {
                 stream_interval: distribution(&s.stream_interval),
                 kernel: distribution(&s.kernel),
                 data: distribution(&s.data),
-                spin: distribution(&s.spin),
+                spin: distribution(if s.spin.is_empty() {
+                    &s.last_rank_spin
+                } else {
+                    &s.spin
+                }),
                 waits: s.waits,
                 completed_at_return: s.completed,
                 last_ranks: s.last_ranks.iter().map(|(&r, &c)| (r, c)).collect(),
@@ -860,14 +869,25 @@ mod tests {
                 collective.stream_interval,
                 counts_of(of_op().map(|c| c.stream_interval_ns()))
             );
+            // The spin of every rank but the one that arrived last (it waited for none).
+            let early = (full.ranks.iter())
+                .flat_map(|r| r.collectives.iter().map(move |c| (r.rank, c)))
+                .filter(|(rank, c)| {
+                    c.iteration >= scenario.warmup
+                        && c.op == collective.op
+                        && c.last_rank != Some(*rank)
+                });
             assert_eq!(
                 collective.spin,
-                counts_of(of_op().map(|c| span(c.kernel_start_ns, c.data_start_ns)))
+                counts_of(early.map(|(_, c)| span(c.kernel_start_ns, c.data_start_ns)))
             );
+            assert_eq!(collective.spin.count, 3 * 10);
             assert_eq!(collective.host_call.count, 4 * 10);
         }
-        // The straggler spins every other rank's kernel: the distribution has many values.
-        assert!(summary.collectives[0].spin.values.len() > 10);
+        // The straggler spins every other rank's kernel by its drawn delay: a value per
+        // measured iteration, none of them its own 0.
+        assert_eq!(summary.collectives[0].spin.values.len(), 10);
+        assert!(summary.collectives[0].spin.min_ns > 0);
         assert_eq!(summary.queries[0].calls, 40);
         assert_eq!(summary.measures[0].values.count, 40);
         assert_eq!(summary.measures[0].rank_medians_us.len(), 4);

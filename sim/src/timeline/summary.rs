@@ -166,7 +166,9 @@ pub struct CollectiveSummary {
     pub kernel: Distribution,
     /// `end_ns − data_start_ns`: the data moving once the last rank arrived (R16, R24).
     pub data: Distribution,
-    /// `data_start_ns − kernel_start_ns`: spinning for late ranks (R16).
+    /// `data_start_ns − kernel_start_ns`: spinning for late ranks (R16), over every rank but
+    /// the one that arrived last (`analysis::metrics`'s `spin_us`); in a group of one rank, its
+    /// own.
     pub spin: Distribution,
     /// Records with a wait (explicit or implicit), and those whose Work was complete when the
     /// wait returned (R3 `completed_at_wait`).
