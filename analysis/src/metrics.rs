@@ -4,7 +4,7 @@
 //! folded Timeline's records stand for several ranks each (docs/scale.md): they count as many
 //! samples as ranks, so the report is the unfolded run's without expanding it.
 //!
-//! Just over 800 lines (about 820, 50 of them tests): the full records' and the summaries' paths
+//! About 880 lines, 90 of them tests: the full records' and the summaries' paths
 //! fill one [`Report`] and are kept side by side so that the two stay the same report.
 
 use serde::{Deserialize, Serialize};
