@@ -386,10 +386,13 @@ pub fn render_report_with(report: &Report, per_rank: bool) -> String {
             }),
             per_rank,
         );
-        // The findings as `--json` lists them; findings of ranks that found the same are one
+        // Every rank's findings, each folded one counted once per rank it stands for, so that
+        // folded and unfolded runs say the same; findings of ranks that found the same are one
         // line, and the header says so where that made fewer lines.
-        let count = report.findings.len();
-        if lines.len() == count {
+        let count: u64 = (report.findings.iter())
+            .map(|finding| finding.stands_for.count().max(1))
+            .sum();
+        if lines.len() as u64 == count {
             let _ = writeln!(out, "findings: {count}");
         } else {
             let _ = writeln!(

@@ -1223,18 +1223,29 @@ fn findings_of(args: &[&str]) -> (String, usize) {
     let text = crate::util::stdout(&crate::util::c10dsim(args));
     let json = crate::util::c10dsim(&[args, &["--json"]].concat());
     let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
-    let count = json["report"]["findings"]
+    // Each finding once per rank it stands for (a folded class's finding stands for many).
+    let count = (json["report"]["findings"]
         .as_array()
         .expect("findings")
-        .len();
+        .iter())
+    .map(|finding| {
+        let ranks = finding["stands_for"].as_array().map_or(0, |ranges| {
+            ranges
+                .iter()
+                .map(|range| range[1].as_u64().unwrap() - range[0].as_u64().unwrap() + 1)
+                .sum()
+        });
+        ranks.max(1) as usize
+    })
+    .sum();
     (text, count)
 }
 
 #[test]
 fn the_findings_header_counts_the_findings_json_lists_and_the_lines_they_make() {
     // Drawn kernel jitter makes every rank a class of its own: 64 findings, 63 of the same
-    // timeout, one line naming the 63 ranks that found it. Until 2026-12-07 the header said
-    // 64 over two lines, then 2 (the lines, not the findings `--json` lists).
+    // timeout, one line naming the 63 ranks that found it. The header counts every rank's
+    // findings (a folded one once per rank it stands for), so folded runs say the same.
     let (text, json_count) = findings_of(&[
         "run",
         "scenarios/hang_10min.toml",
@@ -1253,16 +1264,29 @@ fn the_findings_header_counts_the_findings_json_lists_and_the_lines_they_make() 
     );
     assert_eq!((json_count, listed), (64, 2), "{findings}");
     assert!(findings.contains("(63 ranks)"), "{findings}");
-    // Folded: rank 0 and rank 3 are classes of their own, their heartbeat aborts one line.
+    // Folded the same: 64 findings of ranks over the two lines.
+    let (folded, folded_count) = findings_of(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=64",
+    ]);
+    assert_eq!(folded_count, 64);
+    assert!(
+        folded.contains("\nfindings: 64 (2 lines: alike findings of several ranks are one line)\n"),
+        "{folded}"
+    );
+    // Rank 0 and rank 3 are classes of their own, their heartbeat aborts one line.
     let (text, json_count) = findings_of(&[
         "run",
         "scenarios/watchdog_stuck.toml",
         "--set",
         "cluster.ranks=64",
     ]);
-    assert_eq!(json_count, 3);
     assert!(
-        text.contains("\nfindings: 3 (2 lines: alike findings of several ranks are one line)\n"),
+        text.contains(&format!(
+            "\nfindings: {json_count} (2 lines: alike findings of several ranks are one line)\n"
+        )),
         "{text}"
     );
     assert!(
@@ -1289,20 +1313,13 @@ fn unfolded_store_timeouts_are_one_line_naming_every_group_rank_r29() {
         crate::util::stdout(&crate::util::c10dsim(&args))
     };
     let (folded, jittered) = (report(false), report(true));
-    // The same lines; only the findings header's count differs: it counts the findings as
-    // `--json` lists them, one per class (63 unfolded, 1 folded).
-    let section = |text: &str| -> (Vec<String>, Vec<String>) {
-        let (_, section) = text.split_once("\nwatchdog, ").unwrap();
-        (section.lines().map(str::to_string)).partition(|line| !line.starts_with("findings: "))
-    };
-    let ((jittered_lines, jittered_header), (folded_lines, folded_header)) =
-        (section(&jittered), section(&folded));
-    assert_eq!(jittered_lines, folded_lines);
-    assert_eq!(
-        jittered_header,
-        ["findings: 63 (1 line: alike findings of several ranks are one line)"]
+    // The same lines, the findings header's count included (every rank's findings).
+    let section = |text: &str| text.split_once("\nwatchdog, ").unwrap().1.to_string();
+    assert_eq!(section(&jittered), section(&folded));
+    assert!(
+        folded.contains("\nfindings: 63 (1 line: alike findings of several ranks are one line)\n"),
+        "{folded}"
     );
-    assert_eq!(folded_header, ["findings: 1"]);
     assert!(
         folded.contains(
             "\n  [StoreTimeout] [Ranks 1-63 (63 ranks)] DistBackendError: [1-63] is setting up NCCL communicator"
