@@ -1041,8 +1041,11 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.note_group(Some(raised_for), thread, WatchdogEvent::Exit, at_ns, exit);
             }
             None if runs_on => {
-                // A timeout's stack trace, the process's first; an async error has none.
-                let traced = matches!(error, HwError::Timeout { .. });
+                // A timeout's stack trace, the process's first; a Work's own async error has
+                // none.
+                let own_error =
+                    (!matches!(error, HwError::Timeout { .. })).then_some(NcclAsyncError::Remote);
+                let traced = work::stack_traced(own_error);
                 self.handles_later(group, at_ns, traced, true);
             }
             None => self.take_down(group, at_ns, "now, without the dump wait"),
@@ -1956,7 +1959,7 @@ impl<'a, D: Device> Executor<'a, D> {
         if caught {
             // Found after the main thread's abort returned, as its handling of a verdict: the
             // aborted communicator's error is traced, the Work's own async error is not.
-            let traced = error == NcclAsyncError::AbortedByWait;
+            let traced = work::stack_traced(Some(error));
             self.handles_later(Some(watchdog), at_ns, traced, false);
         }
         true

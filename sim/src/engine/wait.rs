@@ -1,6 +1,7 @@
-//! A rank's polling waits (R15): blocking wait and `wait(timeout)` poll the Work on the host,
-//! time out, and then the main thread aborts the communicator and raises once the abort
-//! returned; a caught raise resumes the host's cursor ([`super::host`]) at the next op.
+//! A rank's polling waits (R15): blocking wait and `wait(timeout)` poll the Work on the host
+//! until it completes, times out or is found failed by an NCCL async error (R27); in the last
+//! two cases the main thread aborts the communicator and raises once the abort returned; a
+//! caught raise resumes the host's cursor ([`super::host`]) at the next op.
 
 use super::failure::Notice;
 use super::host::next_poll_ns;

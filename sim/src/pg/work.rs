@@ -68,6 +68,20 @@ pub fn dump_wait_ns(scenario: &Scenario) -> u64 {
     (4 * scenario.env.wait_timeout_dump_ns).max(scenario.host.flight_recorder_dump_ns)
 }
 
+/// Whether the watchdog logs the failed Work's stack trace before its dump signal (R27): for a
+/// timeout (`error` None) and for the NCCL error of a communicator the main thread or the
+/// watchdog aborted, not for a Work's own async error (measured on PyTorch 2.11,
+/// docs/watchdog.md). Both engines ask.
+pub fn stack_traced(error: Option<NcclAsyncError>) -> bool {
+    match error {
+        None => true,
+        Some(error) => matches!(
+            error,
+            NcclAsyncError::AbortedByWait | NcclAsyncError::AbortedByWatchdog
+        ),
+    }
+}
+
 /// When the watchdog, having found an error at `found_ns`, goes on to handle it under
 /// `TORCH_NCCL_ASYNC_ERROR_HANDLING` (R27): after the failed Work's stack trace
 /// ([`stack_trace_ns`]) where `first_trace` (a timeout, or the error of a communicator a wait's

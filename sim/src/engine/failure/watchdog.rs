@@ -512,10 +512,12 @@ impl Failure<'_> {
         // still logs the stack trace, signals and waits as long (docs/watchdog.md).
         // The failed Work's stack trace: for a timeout, and for the error of a communicator a
         // wait's timeout or the watchdog aborted (measured on PyTorch 2.11, docs/watchdog.md).
-        let traced = matches!(
-            caught,
-            Caught::Timeout(_) | Caught::AbortedByWait(_) | Caught::AbortedByWatchdog(_)
-        );
+        let traced = crate::pg::work::stack_traced(match caught {
+            Caught::Timeout(_) => None,
+            Caught::AbortedByWait(_) => Some(NcclAsyncError::AbortedByWait),
+            Caught::AbortedByWatchdog(_) => Some(NcclAsyncError::AbortedByWatchdog),
+            Caught::AsyncError(_) | Caught::Remote(_) => Some(NcclAsyncError::Remote),
+        });
         let first_trace = traced && !std::mem::replace(&mut self.symbolised[rank as usize], true);
         let trace_ns = if first_trace {
             stack_trace_ns(self.scenario)
