@@ -442,6 +442,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_timeout_and_an_aborted_communicator_s_error_take_a_stack_trace_r27() {
+        assert!(stack_traced(None));
+        assert!(stack_traced(Some(NcclAsyncError::AbortedByWait)));
+        assert!(stack_traced(Some(NcclAsyncError::AbortedByWatchdog)));
+        assert!(!stack_traced(Some(NcclAsyncError::Remote)));
+        assert!(!stack_traced(Some(NcclAsyncError::System)));
+    }
+
+    #[test]
     fn a_work_times_out_when_the_elapsed_time_reaches_the_timeout() {
         assert_eq!(timeout_deadline_ns(20, 1_000), 1_020);
         assert!(!timed_out(20, 1_000, 1_019));
