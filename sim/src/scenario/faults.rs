@@ -104,6 +104,29 @@ impl Resolver<'_> {
         Ok(faults)
     }
 
+    /// `ranks` of a `[[fault]]` or `[[perturb]]` (`what` names the key) at the op labelled
+    /// `label`: ranks of the cluster that run that op, since nothing happens on the others.
+    pub(super) fn ranks_running(
+        &self,
+        ranks: &Spanned<Vec<i64>>,
+        op: &Op,
+        label: &Spanned<String>,
+        cluster: &Cluster,
+        what: &str,
+    ) -> Result<Vec<u32>> {
+        let list = self.rank_list(ranks, cluster.ranks, what)?;
+        if let Some(rank) = list.iter().find(|&&rank| !op.runs_on(rank)) {
+            return Err(self.error(
+                ranks.span(),
+                format!(
+                    "{what}: rank {rank} does not run op {:?}, so nothing can go wrong there",
+                    label.get_ref()
+                ),
+            ));
+        }
+        Ok(list)
+    }
+
     fn fault(
         &self,
         raw: &RawFault,
@@ -126,16 +149,7 @@ impl Resolver<'_> {
             )
         })?;
         let op = &program.ops[op_index];
-        let ranks = self.rank_list(&raw.ranks, cluster.ranks, "fault.ranks")?;
-        if let Some(rank) = ranks.iter().find(|&&rank| !op.runs_on(rank)) {
-            return Err(self.error(
-                raw.ranks.span(),
-                format!(
-                    "fault.ranks: rank {rank} does not run op {:?}, so nothing can go wrong there",
-                    raw.at.get_ref()
-                ),
-            ));
-        }
+        let ranks = self.ranks_running(&raw.ranks, op, &raw.at, cluster, "fault.ranks")?;
         let iteration = match &raw.iteration {
             None => 0,
             Some(value) => self.count(value, "fault.iteration", 0, i64::from(repeat) - 1)? as u32,
@@ -1084,6 +1098,29 @@ mod tests {
         for second in [other_rank, other_iteration] {
             let text = format!("repeat = 2\n{PROGRAM}{hang}{second}");
             assert_eq!(parse("f.toml", &text).unwrap().faults.len(), 2);
+        }
+    }
+
+    #[test]
+    fn a_perturb_on_a_rank_that_does_not_run_the_op_is_refused_as_a_fault_is() {
+        let program =
+            "[cluster]\nranks = 2\n[[op]]\nlabel = \"k\"\nranks = [0]\nkernel = { us = 10 }\n";
+        for (table, what) in [
+            (
+                "[[perturb]]\nranks = [1]\nbefore = \"k\"\nhost_delay_us = 5\n",
+                "perturb.ranks",
+            ),
+            (
+                "[[fault]]\nranks = [1]\nat = \"k\"\nkind = \"hang\"\n",
+                "fault.ranks",
+            ),
+        ] {
+            let (line, column, message) = error(&format!("{program}{table}"));
+            assert_eq!((line, column), (8, 9), "{message}");
+            assert!(
+                message.contains(&format!("{what}: rank 1 does not run op \"k\"")),
+                "{message}"
+            );
         }
     }
 

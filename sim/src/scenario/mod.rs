@@ -2287,8 +2287,9 @@ impl Resolver<'_> {
                         Some(iterations)
                     }
                 };
+                let op = &program.ops[before_op];
                 Ok(Perturbation {
-                    ranks: self.rank_list(&p.ranks, cluster.ranks, "perturb.ranks")?,
+                    ranks: self.ranks_running(&p.ranks, op, &p.before, cluster, "perturb.ranks")?,
                     before_op,
                     host_delay,
                     gpu_delay,
