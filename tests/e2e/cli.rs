@@ -254,6 +254,20 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 44,
         says: "shift 2 points a rank at itself in a group of 2 ranks",
     },
+    BadInput {
+        class: "an overlap of one measure",
+        text: "[[op]]\nmark = \"m0\"\n[[op]]\nkernel = { us = 10 }\n[[op]]\nmark = \"m1\"\n[[measure]]\nname = \"x\"\nfrom = \"m0\"\nto = \"m1\"\n[[overlap]]\nname = \"o\"\ncompute = \"x\"\ncomm = \"x\"\nboth = \"x\"\n",
+        line: 11,
+        column: 1,
+        says: "overlap \"o\": compute and comm are the same measure (\"x\")",
+    },
+    BadInput {
+        class: "an overlap of two measures of one span",
+        text: "[[op]]\nmark = \"m0\"\n[[op]]\nkernel = { us = 10 }\n[[op]]\nmark = \"m1\"\n[[measure]]\nname = \"x\"\nfrom = \"m0\"\nto = \"m1\"\n[[measure]]\nname = \"y\"\nfrom = \"m0\"\nto = \"m1\"\n[[overlap]]\ncompute = \"x\"\ncomm = \"y\"\nboth = \"x\"\n",
+        line: 15,
+        column: 1,
+        says: "overlap \"overlap\": compute and comm are the same measure (\"x\" and \"y\" both time m0 to m1 on the gpu clock)",
+    },
 ];
 
 #[test]

@@ -517,7 +517,7 @@ impl Resolver<'_> {
         let measures = self.measures(raw.measure.as_deref().unwrap_or_default(), &program)?;
         let mut overlaps: Vec<OverlapSpec> = Vec::new();
         for overlap in raw.overlap.iter().flatten() {
-            let spec = self.overlap(overlap.get_ref(), &measures)?;
+            let spec = self.overlap(overlap, &measures, &program.marks.names)?;
             if overlaps.iter().any(|o| o.name == spec.name) {
                 return Err(self.error(
                     overlap.span(),
@@ -2444,7 +2444,13 @@ impl Resolver<'_> {
         Ok(measures)
     }
 
-    fn overlap(&self, raw: &RawOverlap, measures: &[Measure]) -> Result<OverlapSpec> {
+    fn overlap(
+        &self,
+        spanned: &Spanned<RawOverlap>,
+        measures: &[Measure],
+        marks: &[String],
+    ) -> Result<OverlapSpec> {
+        let raw = spanned.get_ref();
         let find = |name: &Spanned<String>| {
             measures
                 .iter()
@@ -2463,14 +2469,53 @@ impl Resolver<'_> {
                     )
                 })
         };
+        let name = raw
+            .name
+            .as_ref()
+            .map_or_else(|| "overlap".to_string(), |n| n.get_ref().clone());
+        let roles = [
+            ("compute", find(&raw.compute)?),
+            ("comm", find(&raw.comm)?),
+            ("both", find(&raw.both)?),
+        ];
+        // R3 compares a compute phase and a communication phase timed alone with the two timed
+        // together: one span in two roles makes the score say nothing of overlap (all three the
+        // same read 1.000, a perfect overlap).
+        for (position, &(role, first)) in roles.iter().enumerate() {
+            for &(other_role, second) in &roles[position + 1..] {
+                let (a, b) = (&measures[first], &measures[second]);
+                if (a.from, a.to, a.clock) != (b.from, b.to, b.clock) {
+                    continue;
+                }
+                let which = if first == second {
+                    format!("{:?}", a.name)
+                } else {
+                    let clock = match a.clock {
+                        Clock::Gpu => "gpu",
+                        Clock::Host => "host",
+                    };
+                    format!(
+                        "{:?} and {:?} both time {} to {} on the {clock} clock",
+                        a.name, b.name, marks[a.from], marks[a.to]
+                    )
+                };
+                return Err(self.error(
+                    spanned.span(),
+                    format!(
+                        "overlap {name:?}: {role} and {other_role} are the same measure ({which}); \
+                         an overlap compares a compute phase and a communication phase each timed \
+                         alone (compute, comm) with the two timed together (both), R3's \
+                         (t_compute + t_comm - t_both) / min(t_compute, t_comm), so it needs three \
+                         measures of different spans"
+                    ),
+                ));
+            }
+        }
         Ok(OverlapSpec {
-            name: raw
-                .name
-                .as_ref()
-                .map_or_else(|| "overlap".to_string(), |n| n.get_ref().clone()),
-            compute: find(&raw.compute)?,
-            comm: find(&raw.comm)?,
-            both: find(&raw.both)?,
+            name,
+            compute: roles[0].1,
+            comm: roles[1].1,
+            both: roles[2].1,
         })
     }
 }
