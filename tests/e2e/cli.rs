@@ -268,6 +268,20 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 1,
         says: "overlap \"overlap\": compute and comm are the same measure (\"x\" and \"y\" both time m0 to m1 on the gpu clock)",
     },
+    BadInput {
+        class: "a perturb whose delays are 0",
+        text: "[[op]]\nlabel = \"k\"\nkernel = { us = 10 }\n[[perturb]]\nranks = [0]\nbefore = \"k\"\nhost_delay_us = 0\ngpu_delay_us = 0\n",
+        line: 7,
+        column: 17,
+        says: "a [[perturb]] whose delays are all 0 does nothing",
+    },
+    BadInput {
+        class: "a perturb without a delay",
+        text: "[[op]]\nlabel = \"k\"\nkernel = { us = 10 }\n[[perturb]]\nranks = [0]\nbefore = \"k\"\n",
+        line: 4,
+        column: 1,
+        says: "a [[perturb]] needs host_delay_us or gpu_delay_us",
+    },
 ];
 
 #[test]

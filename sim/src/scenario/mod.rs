@@ -2264,10 +2264,18 @@ impl Resolver<'_> {
                     Some(value) => self.delay(value, "perturb.gpu_delay_us")?,
                 };
                 if host_delay.is_none() && gpu_delay.is_none() {
-                    return Err(self.error(
-                        perturb.span(),
-                        "a [[perturb]] needs host_delay_us or gpu_delay_us",
-                    ));
+                    // A key given as 0 is in range; a perturb whose every delay is 0 does nothing.
+                    let given = p.host_delay_us.as_ref().or(p.gpu_delay_us.as_ref());
+                    return Err(match given {
+                        None => self.error(
+                            perturb.span(),
+                            "a [[perturb]] needs host_delay_us or gpu_delay_us",
+                        ),
+                        Some(value) => self.error(
+                            value.span(),
+                            "a [[perturb]] whose delays are all 0 does nothing: give host_delay_us or gpu_delay_us a delay above 0, or remove the [[perturb]]",
+                        ),
+                    });
                 }
                 let iterations = match &p.iterations {
                     None => None,
