@@ -282,6 +282,13 @@ const BAD_INPUTS: &[BadInput] = &[
         column: 1,
         says: "a [[perturb]] needs host_delay_us or gpu_delay_us",
     },
+    BadInput {
+        class: "a key set twice",
+        text: "[cluster]\nranks = 2\nranks = 4\n[[op]]\nkernel = { us = 1 }\n",
+        line: 3,
+        column: 1,
+        says: "duplicate key `ranks`",
+    },
 ];
 
 #[test]

@@ -112,9 +112,19 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario> {
         let span = error.span().unwrap_or(0..0);
         let message = suggest::explain_unknown_field(error.message().trim_end());
         let message = type_errors::explain_type_error(&message, text, span.clone());
+        let message = name_duplicate_key(message, text, span.clone());
         resolver.error(span, message)
     })?;
     resolver.resolve(raw)
+}
+
+/// The TOML parsers' "duplicate key", which points at the key (`span` of `text`) without naming
+/// it, with the key named; any other message unchanged.
+pub(crate) fn name_duplicate_key(message: String, text: &str, span: Range<usize>) -> String {
+    match text.get(span).filter(|key| message == "duplicate key" && !key.is_empty()) {
+        Some(key) => format!("duplicate key `{key}`: a table sets each key once"),
+        None => message,
+    }
 }
 
 fn line_starts(text: &str) -> Vec<usize> {
