@@ -224,7 +224,7 @@ const BAD_INPUTS: &[BadInput] = &[
         text: "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nranks = [1]\nsend = \"t\"\npeer = 1\n",
         line: 8,
         column: 8,
-        says: "peer must be another rank of the cluster (0..2, not the op's own rank 1)",
+        says: "peer must be another rank than the op's own rank 1",
     },
     BadInput {
         class: "a callback on a plain wait",
@@ -288,6 +288,13 @@ const BAD_INPUTS: &[BadInput] = &[
         line: 3,
         column: 1,
         says: "duplicate key `ranks`",
+    },
+    BadInput {
+        class: "a peer that does not exist",
+        text: "[cluster]\nranks = 4\n[tensors]\na = \"1MiB\"\n[[op]]\nranks = [0]\nsend = \"a\"\npeer = 9\n",
+        line: 8,
+        column: 8,
+        says: "peer: rank 9 does not exist (cluster.ranks = 4, ranks are 0..3)",
     },
 ];
 

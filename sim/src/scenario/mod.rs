@@ -2222,13 +2222,20 @@ impl Resolver<'_> {
             }
         };
         let peer_rank = *peer.get_ref();
-        if peer_rank < 0 || peer_rank >= i64::from(cluster.ranks) || peer_rank == i64::from(own) {
+        if peer_rank < 0 || peer_rank >= i64::from(cluster.ranks) {
             return Err(self.error(
                 peer.span(),
                 format!(
-                    "peer must be another rank of the cluster (0..{}, not the op's own rank {own})",
-                    cluster.ranks
+                    "peer: rank {peer_rank} does not exist (cluster.ranks = {}, ranks are 0..{})",
+                    cluster.ranks,
+                    cluster.ranks - 1
                 ),
+            ));
+        }
+        if peer_rank == i64::from(own) {
+            return Err(self.error(
+                peer.span(),
+                format!("peer must be another rank than the op's own rank {own}"),
             ));
         }
         let pair = (own.min(peer_rank as u32), own.max(peer_rank as u32));
