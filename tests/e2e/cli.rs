@@ -1,7 +1,7 @@
 //! The command line: bad input names file, line and column and exits 2; outputs are
 //! deterministic; `check` validates the catalogue.
 //!
-//! Over 1,000 lines (about 1,180): one table of bad inputs and one test per command-line
+//! Over 1,000 lines (about 1,280): one table of bad inputs and one test per command-line
 //! behaviour, sharing the table's helpers; the next split is by command (run, sweep, diff).
 
 use crate::util::{c10dsim, stderr, stdout};
@@ -288,6 +288,20 @@ const BAD_INPUTS: &[BadInput] = &[
         line: 3,
         column: 1,
         says: "duplicate key `ranks`",
+    },
+    BadInput {
+        class: "a misspelt key in a tensor",
+        text: "[tensors]\nt = { size = \"1MiB\", dtpye = \"bf16\" }\n[[op]]\nkernel = { us = 1 }\n",
+        line: 2,
+        column: 22,
+        says: "unknown key \"dtpye\" in tensor \"t\"; did you mean \"dtype\"?",
+    },
+    BadInput {
+        class: "a misspelt key in a tensor's own table",
+        text: "[tensors.t]\nsize = \"1MiB\"\ndtpye = \"bf16\"\n[[op]]\nkernel = { us = 1 }\n",
+        line: 3,
+        column: 1,
+        says: "unknown key \"dtpye\" in tensor \"t\"; did you mean \"dtype\"?",
     },
     BadInput {
         class: "a peer that does not exist",

@@ -121,7 +121,10 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario> {
 /// The TOML parsers' "duplicate key", which points at the key (`span` of `text`) without naming
 /// it, with the key named; any other message unchanged.
 pub(crate) fn name_duplicate_key(message: String, text: &str, span: Range<usize>) -> String {
-    match text.get(span).filter(|key| message == "duplicate key" && !key.is_empty()) {
+    match text
+        .get(span)
+        .filter(|key| message == "duplicate key" && !key.is_empty())
+    {
         Some(key) => format!("duplicate key `{key}`: a table sets each key once"),
         None => message,
     }
@@ -208,6 +211,33 @@ impl Resolver<'_> {
             width: on_line.max(1) as u32,
             message: message.into(),
         }
+    }
+
+    /// Where `key` is written as a key (bare or quoted, before its `=`) in the table at `span`
+    /// (an inline table, or a `[header]` and the lines up to the next one), read as a
+    /// `toml::Value`, which keeps no spans of its own; `span` itself if not found.
+    fn key_within(&self, span: Range<usize>, key: &str) -> Range<usize> {
+        let start = span.start.min(self.text.len());
+        let end = match self.text[start..].starts_with('[') {
+            true => (self.text[start..].find("\n[")).map_or(self.text.len(), |at| start + at),
+            false => span.end.clamp(start, self.text.len()),
+        };
+        let within = self.text.get(start..end).unwrap_or("");
+        let written = [format!("\"{key}\""), format!("'{key}'"), key.to_string()];
+        (within.match_indices(|c| c == '"' || c == '\'' || c == key.chars().next().unwrap_or(' ')))
+            .find_map(|(at, _)| {
+                let before = within[..at].chars().next_back();
+                let starts_key = before.is_none_or(|c| c == '{' || c == ',' || c.is_whitespace());
+                let form = written
+                    .iter()
+                    .find(|form| within[at..].starts_with(form.as_str()))?;
+                let after = within[at + form.len()..].trim_start_matches([' ', '\t']);
+                (starts_key && after.starts_with('=')).then(|| {
+                    let key_start = start + at;
+                    key_start..key_start + form.len()
+                })
+            })
+            .unwrap_or(span)
     }
 
     fn line_of(&self, span: &Range<usize>) -> u32 {
@@ -1330,13 +1360,16 @@ impl Resolver<'_> {
                 toml::Value::String(size) => (size.clone(), DType::F32),
                 toml::Value::Integer(bytes) => (bytes.to_string(), DType::F32),
                 toml::Value::Table(table) => {
-                    for key in table.keys() {
-                        if key != "size" && key != "dtype" && key != "count" {
-                            return Err(self.error(
-                                value.span(),
-                                format!("unknown key {key:?} in tensor {:?}; expected size, dtype and count", name.get_ref()),
-                            ));
-                        }
+                    const KEYS: [&str; 3] = ["size", "dtype", "count"];
+                    if let Some(key) = table.keys().find(|key| !KEYS.contains(&key.as_str())) {
+                        let hint = match suggest::nearest(key, KEYS) {
+                            Some(found) => format!("did you mean {found:?}?"),
+                            None => "expected size, dtype and count".to_string(),
+                        };
+                        return Err(self.error(
+                            self.key_within(value.span(), key),
+                            format!("unknown key {key:?} in tensor {:?}; {hint}", name.get_ref()),
+                        ));
                     }
                     let size = match table.get("size") {
                         Some(toml::Value::String(size)) => size.clone(),
