@@ -3,7 +3,7 @@
 //! The format is described for users in `docs/scenario-format.md`. Every error names the file,
 //! the 1-based line and column, and what was expected; nothing half-parses.
 //!
-//! Over 1,000 lines (about 2,600): it is one `impl Resolver`, and every table's resolution needs
+//! Over 1,000 lines (about 2,700): it is one `impl Resolver`, and every table's resolution needs
 //! the same source text, spans and name tables to build its `file:line:column` errors, while ops
 //! refer to every other table. Parts already live beside it as further `impl Resolver` blocks
 //! (`faults.rs`, `observability.rs`, `setup.rs` for the process-group setup ops). Two thirds of
