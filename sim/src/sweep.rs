@@ -235,12 +235,10 @@ impl Sweep {
     /// file:line:column of the offending sweep key.
     pub fn parse(path: &str, text: &str, cli: &[AxisArg]) -> Result<Sweep, ScenarioError> {
         let document = toml_edit::Document::parse(text).map_err(|error| {
-            scenario::error_at(
-                path,
-                text,
-                error.span().unwrap_or(0..0),
-                error.message().trim_end().to_string(),
-            )
+            let span = error.span().unwrap_or(0..0);
+            let message = error.message().trim_end().to_string();
+            let message = scenario::name_duplicate_key(message, text, span.clone());
+            scenario::error_at(path, text, span, message)
         })?;
         let mut dimensions = match document.get("sweep") {
             None => Vec::new(),

@@ -1,7 +1,7 @@
 //! The command line: bad input names file, line and column and exits 2; outputs are
 //! deterministic; `check` validates the catalogue.
 //!
-//! Over 1,000 lines (about 1,180): one table of bad inputs and one test per command-line
+//! Over 1,000 lines (about 1,280): one table of bad inputs and one test per command-line
 //! behaviour, sharing the table's helpers; the next split is by command (run, sweep, diff).
 
 use crate::util::{c10dsim, stderr, stdout};
@@ -224,7 +224,7 @@ const BAD_INPUTS: &[BadInput] = &[
         text: "[cluster]\nranks = 2\n[tensors]\nt = \"1MiB\"\n[[op]]\nranks = [1]\nsend = \"t\"\npeer = 1\n",
         line: 8,
         column: 8,
-        says: "peer must be another rank of the cluster (0..2, not the op's own rank 1)",
+        says: "peer must be another rank than the op's own rank 1",
     },
     BadInput {
         class: "a callback on a plain wait",
@@ -253,6 +253,62 @@ const BAD_INPUTS: &[BadInput] = &[
         line: 6,
         column: 44,
         says: "shift 2 points a rank at itself in a group of 2 ranks",
+    },
+    BadInput {
+        class: "an overlap of one measure",
+        text: "[[op]]\nmark = \"m0\"\n[[op]]\nkernel = { us = 10 }\n[[op]]\nmark = \"m1\"\n[[measure]]\nname = \"x\"\nfrom = \"m0\"\nto = \"m1\"\n[[overlap]]\nname = \"o\"\ncompute = \"x\"\ncomm = \"x\"\nboth = \"x\"\n",
+        line: 11,
+        column: 1,
+        says: "overlap \"o\": compute and comm are the same measure (\"x\")",
+    },
+    BadInput {
+        class: "an overlap of two measures of one span",
+        text: "[[op]]\nmark = \"m0\"\n[[op]]\nkernel = { us = 10 }\n[[op]]\nmark = \"m1\"\n[[measure]]\nname = \"x\"\nfrom = \"m0\"\nto = \"m1\"\n[[measure]]\nname = \"y\"\nfrom = \"m0\"\nto = \"m1\"\n[[overlap]]\ncompute = \"x\"\ncomm = \"y\"\nboth = \"x\"\n",
+        line: 15,
+        column: 1,
+        says: "overlap \"overlap\": compute and comm are the same measure (\"x\" and \"y\" both time m0 to m1 on the gpu clock)",
+    },
+    BadInput {
+        class: "a perturb whose delays are 0",
+        text: "[[op]]\nlabel = \"k\"\nkernel = { us = 10 }\n[[perturb]]\nranks = [0]\nbefore = \"k\"\nhost_delay_us = 0\ngpu_delay_us = 0\n",
+        line: 7,
+        column: 17,
+        says: "a [[perturb]] whose delays are all 0 does nothing",
+    },
+    BadInput {
+        class: "a perturb without a delay",
+        text: "[[op]]\nlabel = \"k\"\nkernel = { us = 10 }\n[[perturb]]\nranks = [0]\nbefore = \"k\"\n",
+        line: 4,
+        column: 1,
+        says: "a [[perturb]] needs host_delay_us or gpu_delay_us",
+    },
+    BadInput {
+        class: "a key set twice",
+        text: "[cluster]\nranks = 2\nranks = 4\n[[op]]\nkernel = { us = 1 }\n",
+        line: 3,
+        column: 1,
+        says: "duplicate key `ranks`",
+    },
+    BadInput {
+        class: "a misspelt key in a tensor",
+        text: "[tensors]\nt = { size = \"1MiB\", dtpye = \"bf16\" }\n[[op]]\nkernel = { us = 1 }\n",
+        line: 2,
+        column: 22,
+        says: "unknown key \"dtpye\" in tensor \"t\"; did you mean \"dtype\"?",
+    },
+    BadInput {
+        class: "a misspelt key in a tensor's own table",
+        text: "[tensors.t]\nsize = \"1MiB\"\ndtpye = \"bf16\"\n[[op]]\nkernel = { us = 1 }\n",
+        line: 3,
+        column: 1,
+        says: "unknown key \"dtpye\" in tensor \"t\"; did you mean \"dtype\"?",
+    },
+    BadInput {
+        class: "a peer that does not exist",
+        text: "[cluster]\nranks = 4\n[tensors]\na = \"1MiB\"\n[[op]]\nranks = [0]\nsend = \"a\"\npeer = 9\n",
+        line: 8,
+        column: 8,
+        says: "peer: rank 9 does not exist (cluster.ranks = 4, ranks are 0..3)",
     },
 ];
 

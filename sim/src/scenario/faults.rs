@@ -78,9 +78,53 @@ impl Resolver<'_> {
         tensors: &[Tensor],
         repeat: u32,
     ) -> Result<Vec<Fault>> {
-        raw.iter()
-            .map(|fault| self.fault(fault.get_ref(), program, cluster, tensors, repeat))
-            .collect()
+        let mut faults: Vec<Fault> = Vec::with_capacity(raw.len());
+        for (index, spanned) in raw.iter().enumerate() {
+            let fault = self.fault(spanned.get_ref(), program, cluster, tensors, repeat)?;
+            // One place, one fault: a hang or a death stops the rank before the op, so a second
+            // fault there never happens, and two mismatches would each replace the one call.
+            let clash = faults.iter().enumerate().find_map(|(earlier, other)| {
+                let same_place = (other.op, other.iteration) == (fault.op, fault.iteration);
+                let rank = fault.ranks.iter().find(|rank| other.ranks.contains(rank));
+                rank.filter(|_| same_place).map(|&rank| (earlier, rank))
+            });
+            if let Some((earlier, rank)) = clash {
+                return Err(self.error(
+                    spanned.span(),
+                    format!(
+                        "this [[fault]] strikes rank {rank} at {:?} in iteration {}, as the [[fault]] of line {} does; one fault per rank, op and iteration can happen (a hang or die stops the rank before the op, a mismatch replaces its call): keep one, and give a mismatch its collective, size and dtype together",
+                        raw[index].get_ref().at.get_ref(),
+                        fault.iteration,
+                        self.line_of(&raw[earlier].span()),
+                    ),
+                ));
+            }
+            faults.push(fault);
+        }
+        Ok(faults)
+    }
+
+    /// `ranks` of a `[[fault]]` or `[[perturb]]` (`what` names the key) at the op labelled
+    /// `label`: ranks of the cluster that run that op, since nothing happens on the others.
+    pub(super) fn ranks_running(
+        &self,
+        ranks: &Spanned<Vec<i64>>,
+        op: &Op,
+        label: &Spanned<String>,
+        cluster: &Cluster,
+        what: &str,
+    ) -> Result<Vec<u32>> {
+        let list = self.rank_list(ranks, cluster.ranks, what)?;
+        if let Some(rank) = list.iter().find(|&&rank| !op.runs_on(rank)) {
+            return Err(self.error(
+                ranks.span(),
+                format!(
+                    "{what}: rank {rank} does not run op {:?}, so nothing can go wrong there",
+                    label.get_ref()
+                ),
+            ));
+        }
+        Ok(list)
     }
 
     fn fault(
@@ -105,16 +149,7 @@ impl Resolver<'_> {
             )
         })?;
         let op = &program.ops[op_index];
-        let ranks = self.rank_list(&raw.ranks, cluster.ranks, "fault.ranks")?;
-        if let Some(rank) = ranks.iter().find(|&&rank| !op.runs_on(rank)) {
-            return Err(self.error(
-                raw.ranks.span(),
-                format!(
-                    "fault.ranks: rank {rank} does not run op {:?}, so nothing can go wrong there",
-                    raw.at.get_ref()
-                ),
-            ));
-        }
+        let ranks = self.ranks_running(&raw.ranks, op, &raw.at, cluster, "fault.ranks")?;
         let iteration = match &raw.iteration {
             None => 0,
             Some(value) => self.count(value, "fault.iteration", 0, i64::from(repeat) - 1)? as u32,
@@ -1038,6 +1073,54 @@ mod tests {
                     ..
                 }
             )));
+        }
+    }
+
+    #[test]
+    fn two_faults_on_one_rank_op_and_iteration_are_refused_at_the_second() {
+        let fault =
+            |kind: &str| format!("[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"{kind}\"\n");
+        let (hang, die) = (fault("hang"), fault("die"));
+        let shrink = fault("mismatch") + "dtype = \"bf16\"\n";
+        let swap = fault("mismatch") + "collective = \"broadcast\"\n";
+        for (first, second) in [(&hang, &die), (&die, &hang), (&shrink, &swap)] {
+            let (line, column, message) = error(&format!("repeat = 2\n{PROGRAM}{first}{second}"));
+            let second_line = 14 + first.lines().count() as u32;
+            assert_eq!((line, column), (second_line, 1), "{message}");
+            assert!(
+                message.contains("rank 1 at \"ar\" in iteration 0, as the [[fault]] of line 14"),
+                "{message}"
+            );
+        }
+        // Another rank or another iteration is another place.
+        let other_rank = die.replace("[1]", "[0]");
+        let other_iteration = die.clone() + "iteration = 1\n";
+        for second in [other_rank, other_iteration] {
+            let text = format!("repeat = 2\n{PROGRAM}{hang}{second}");
+            assert_eq!(parse("f.toml", &text).unwrap().faults.len(), 2);
+        }
+    }
+
+    #[test]
+    fn a_perturb_on_a_rank_that_does_not_run_the_op_is_refused_as_a_fault_is() {
+        let program =
+            "[cluster]\nranks = 2\n[[op]]\nlabel = \"k\"\nranks = [0]\nkernel = { us = 10 }\n";
+        for (table, what) in [
+            (
+                "[[perturb]]\nranks = [1]\nbefore = \"k\"\nhost_delay_us = 5\n",
+                "perturb.ranks",
+            ),
+            (
+                "[[fault]]\nranks = [1]\nat = \"k\"\nkind = \"hang\"\n",
+                "fault.ranks",
+            ),
+        ] {
+            let (line, column, message) = error(&format!("{program}{table}"));
+            assert_eq!((line, column), (8, 9), "{message}");
+            assert!(
+                message.contains(&format!("{what}: rank 1 does not run op \"k\"")),
+                "{message}"
+            );
         }
     }
 

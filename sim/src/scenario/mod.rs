@@ -3,7 +3,7 @@
 //! The format is described for users in `docs/scenario-format.md`. Every error names the file,
 //! the 1-based line and column, and what was expected; nothing half-parses.
 //!
-//! Over 1,000 lines (about 2,600): it is one `impl Resolver`, and every table's resolution needs
+//! Over 1,000 lines (about 2,700): it is one `impl Resolver`, and every table's resolution needs
 //! the same source text, spans and name tables to build its `file:line:column` errors, while ops
 //! refer to every other table. Parts already live beside it as further `impl Resolver` blocks
 //! (`faults.rs`, `observability.rs`, `setup.rs` for the process-group setup ops). Two thirds of
@@ -112,9 +112,22 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario> {
         let span = error.span().unwrap_or(0..0);
         let message = suggest::explain_unknown_field(error.message().trim_end());
         let message = type_errors::explain_type_error(&message, text, span.clone());
+        let message = name_duplicate_key(message, text, span.clone());
         resolver.error(span, message)
     })?;
     resolver.resolve(raw)
+}
+
+/// The TOML parsers' "duplicate key", which points at the key (`span` of `text`) without naming
+/// it, with the key named; any other message unchanged.
+pub(crate) fn name_duplicate_key(message: String, text: &str, span: Range<usize>) -> String {
+    match text
+        .get(span)
+        .filter(|key| message == "duplicate key" && !key.is_empty())
+    {
+        Some(key) => format!("duplicate key `{key}`: a table sets each key once"),
+        None => message,
+    }
 }
 
 fn line_starts(text: &str) -> Vec<usize> {
@@ -198,6 +211,33 @@ impl Resolver<'_> {
             width: on_line.max(1) as u32,
             message: message.into(),
         }
+    }
+
+    /// Where `key` is written as a key (bare or quoted, before its `=`) in the table at `span`
+    /// (an inline table, or a `[header]` and the lines up to the next one), read as a
+    /// `toml::Value`, which keeps no spans of its own; `span` itself if not found.
+    fn key_within(&self, span: Range<usize>, key: &str) -> Range<usize> {
+        let start = span.start.min(self.text.len());
+        let end = match self.text[start..].starts_with('[') {
+            true => (self.text[start..].find("\n[")).map_or(self.text.len(), |at| start + at),
+            false => span.end.clamp(start, self.text.len()),
+        };
+        let within = self.text.get(start..end).unwrap_or("");
+        let written = [format!("\"{key}\""), format!("'{key}'"), key.to_string()];
+        (within.match_indices(|c| c == '"' || c == '\'' || c == key.chars().next().unwrap_or(' ')))
+            .find_map(|(at, _)| {
+                let before = within[..at].chars().next_back();
+                let starts_key = before.is_none_or(|c| c == '{' || c == ',' || c.is_whitespace());
+                let form = written
+                    .iter()
+                    .find(|form| within[at..].starts_with(form.as_str()))?;
+                let after = within[at + form.len()..].trim_start_matches([' ', '\t']);
+                (starts_key && after.starts_with('=')).then(|| {
+                    let key_start = start + at;
+                    key_start..key_start + form.len()
+                })
+            })
+            .unwrap_or(span)
     }
 
     fn line_of(&self, span: &Range<usize>) -> u32 {
@@ -517,7 +557,7 @@ impl Resolver<'_> {
         let measures = self.measures(raw.measure.as_deref().unwrap_or_default(), &program)?;
         let mut overlaps: Vec<OverlapSpec> = Vec::new();
         for overlap in raw.overlap.iter().flatten() {
-            let spec = self.overlap(overlap.get_ref(), &measures)?;
+            let spec = self.overlap(overlap, &measures, &program.marks.names)?;
             if overlaps.iter().any(|o| o.name == spec.name) {
                 return Err(self.error(
                     overlap.span(),
@@ -1320,13 +1360,16 @@ impl Resolver<'_> {
                 toml::Value::String(size) => (size.clone(), DType::F32),
                 toml::Value::Integer(bytes) => (bytes.to_string(), DType::F32),
                 toml::Value::Table(table) => {
-                    for key in table.keys() {
-                        if key != "size" && key != "dtype" && key != "count" {
-                            return Err(self.error(
-                                value.span(),
-                                format!("unknown key {key:?} in tensor {:?}; expected size, dtype and count", name.get_ref()),
-                            ));
-                        }
+                    const KEYS: [&str; 3] = ["size", "dtype", "count"];
+                    if let Some(key) = table.keys().find(|key| !KEYS.contains(&key.as_str())) {
+                        let hint = match suggest::nearest(key, KEYS) {
+                            Some(found) => format!("did you mean {found:?}?"),
+                            None => "expected size, dtype and count".to_string(),
+                        };
+                        return Err(self.error(
+                            self.key_within(value.span(), key),
+                            format!("unknown key {key:?} in tensor {:?}; {hint}", name.get_ref()),
+                        ));
                     }
                     let size = match table.get("size") {
                         Some(toml::Value::String(size)) => size.clone(),
@@ -2212,13 +2255,20 @@ impl Resolver<'_> {
             }
         };
         let peer_rank = *peer.get_ref();
-        if peer_rank < 0 || peer_rank >= i64::from(cluster.ranks) || peer_rank == i64::from(own) {
+        if peer_rank < 0 || peer_rank >= i64::from(cluster.ranks) {
             return Err(self.error(
                 peer.span(),
                 format!(
-                    "peer must be another rank of the cluster (0..{}, not the op's own rank {own})",
-                    cluster.ranks
+                    "peer: rank {peer_rank} does not exist (cluster.ranks = {}, ranks are 0..{})",
+                    cluster.ranks,
+                    cluster.ranks - 1
                 ),
+            ));
+        }
+        if peer_rank == i64::from(own) {
+            return Err(self.error(
+                peer.span(),
+                format!("peer must be another rank than the op's own rank {own}"),
             ));
         }
         let pair = (own.min(peer_rank as u32), own.max(peer_rank as u32));
@@ -2264,10 +2314,18 @@ impl Resolver<'_> {
                     Some(value) => self.delay(value, "perturb.gpu_delay_us")?,
                 };
                 if host_delay.is_none() && gpu_delay.is_none() {
-                    return Err(self.error(
-                        perturb.span(),
-                        "a [[perturb]] needs host_delay_us or gpu_delay_us",
-                    ));
+                    // A key given as 0 is in range; a perturb whose every delay is 0 does nothing.
+                    let given = p.host_delay_us.as_ref().or(p.gpu_delay_us.as_ref());
+                    return Err(match given {
+                        None => self.error(
+                            perturb.span(),
+                            "a [[perturb]] needs host_delay_us or gpu_delay_us",
+                        ),
+                        Some(value) => self.error(
+                            value.span(),
+                            "a [[perturb]] whose delays are all 0 does nothing: give host_delay_us or gpu_delay_us a delay above 0, or remove the [[perturb]]",
+                        ),
+                    });
                 }
                 let iterations = match &p.iterations {
                     None => None,
@@ -2287,8 +2345,9 @@ impl Resolver<'_> {
                         Some(iterations)
                     }
                 };
+                let op = &program.ops[before_op];
                 Ok(Perturbation {
-                    ranks: self.rank_list(&p.ranks, cluster.ranks, "perturb.ranks")?,
+                    ranks: self.ranks_running(&p.ranks, op, &p.before, cluster, "perturb.ranks")?,
                     before_op,
                     host_delay,
                     gpu_delay,
@@ -2443,7 +2502,13 @@ impl Resolver<'_> {
         Ok(measures)
     }
 
-    fn overlap(&self, raw: &RawOverlap, measures: &[Measure]) -> Result<OverlapSpec> {
+    fn overlap(
+        &self,
+        spanned: &Spanned<RawOverlap>,
+        measures: &[Measure],
+        marks: &[String],
+    ) -> Result<OverlapSpec> {
+        let raw = spanned.get_ref();
         let find = |name: &Spanned<String>| {
             measures
                 .iter()
@@ -2462,14 +2527,53 @@ impl Resolver<'_> {
                     )
                 })
         };
+        let name = raw
+            .name
+            .as_ref()
+            .map_or_else(|| "overlap".to_string(), |n| n.get_ref().clone());
+        let roles = [
+            ("compute", find(&raw.compute)?),
+            ("comm", find(&raw.comm)?),
+            ("both", find(&raw.both)?),
+        ];
+        // R3 compares a compute phase and a communication phase timed alone with the two timed
+        // together: one span in two roles makes the score say nothing of overlap (all three the
+        // same read 1.000, a perfect overlap).
+        for (position, &(role, first)) in roles.iter().enumerate() {
+            for &(other_role, second) in &roles[position + 1..] {
+                let (a, b) = (&measures[first], &measures[second]);
+                if (a.from, a.to, a.clock) != (b.from, b.to, b.clock) {
+                    continue;
+                }
+                let which = if first == second {
+                    format!("{:?}", a.name)
+                } else {
+                    let clock = match a.clock {
+                        Clock::Gpu => "gpu",
+                        Clock::Host => "host",
+                    };
+                    format!(
+                        "{:?} and {:?} both time {} to {} on the {clock} clock",
+                        a.name, b.name, marks[a.from], marks[a.to]
+                    )
+                };
+                return Err(self.error(
+                    spanned.span(),
+                    format!(
+                        "overlap {name:?}: {role} and {other_role} are the same measure ({which}); \
+                         an overlap compares a compute phase and a communication phase each timed \
+                         alone (compute, comm) with the two timed together (both), R3's \
+                         (t_compute + t_comm - t_both) / min(t_compute, t_comm), so it needs three \
+                         measures of different spans"
+                    ),
+                ));
+            }
+        }
         Ok(OverlapSpec {
-            name: raw
-                .name
-                .as_ref()
-                .map_or_else(|| "overlap".to_string(), |n| n.get_ref().clone()),
-            compute: find(&raw.compute)?,
-            comm: find(&raw.comm)?,
-            both: find(&raw.both)?,
+            name,
+            compute: roles[0].1,
+            comm: roles[1].1,
+            both: roles[2].1,
         })
     }
 }
