@@ -604,9 +604,11 @@ mod tests {
         // The compute measure runs backwards (its `to` mark comes first), so it is below 0 and
         // R3's figure, which divides by the shorter measure, is undefined.
         let text = "repeat = 2\n[cluster]\nranks = 1\n[[op]]\nmark = \"a\"\n[[op]]\nmark = \"b\"\n\
+            [[op]]\nmark = \"z\"\n\
             [[measure]]\nname = \"c\"\nfrom = \"b\"\nto = \"a\"\n\
             [[measure]]\nname = \"m\"\nfrom = \"a\"\nto = \"b\"\n\
-            [[overlap]]\nname = \"o\"\ncompute = \"c\"\ncomm = \"m\"\nboth = \"c\"\n";
+            [[measure]]\nname = \"t\"\nfrom = \"a\"\nto = \"z\"\n\
+            [[overlap]]\nname = \"o\"\ncompute = \"c\"\ncomm = \"m\"\nboth = \"t\"\n";
         let timeline = timeline_of(text);
         let base = report(&timeline);
         assert!(base.overlaps.is_empty());
