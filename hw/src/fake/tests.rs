@@ -762,13 +762,7 @@ fn caught_timeouts_of_every_call_shape_are_the_simulators_on_both_engines_r15() 
     let mut failures = Vec::new();
     for (name, text) in variants {
         let (hw, sim) = caught_outlines(&text, FakeDevice::behind_a_backlog());
-        if hw != sim {
-            failures.push(format!(
-                "{name}:\n hw:  {}\n sim: {}",
-                hw.join("\n      "),
-                sim.join("\n      ")
-            ));
-        }
+        failures.extend(outlines_differ(name, &hw, &sim));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -895,13 +889,11 @@ fn clean_up_only_lets_the_program_run_on_after_the_watchdogs_verdict_on_both_eng
             sim.iter().any(|line| line.contains("AbortReturned")),
             "{fault} catch {catch}: the simulator's process lives: {sim:?}"
         );
-        if hw != sim {
-            failures.push(format!(
-                "{fault} catch {catch}:\n hw:  {}\n sim: {}",
-                hw.join("\n      "),
-                sim.join("\n      ")
-            ));
-        }
+        failures.extend(outlines_differ(
+            &format!("{fault} catch {catch}"),
+            &hw,
+            &sim,
+        ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
@@ -1020,16 +1012,21 @@ fn a_wait_timeouts_own_async_error_is_found_by_the_watchdog_at_the_raise_on_both
                 &run.simulated.findings,
                 &run.simulated.watchdog,
             );
-            if hw != sim {
-                failures.push(format!(
-                    "{case}:\n hw:  {}\n sim: {}",
-                    hw.join("\n      "),
-                    sim.join("\n      ")
-                ));
-            }
+            failures.extend(outlines_differ(&case, &hw, &sim));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The two engines' outlines of `case`, side by side, where they differ.
+fn outlines_differ(case: &str, hw: &[String], sim: &[String]) -> Option<String> {
+    (hw != sim).then(|| {
+        format!(
+            "{case}:\n hw:  {}\n sim: {}",
+            hw.join("\n      "),
+            sim.join("\n      ")
+        )
+    })
 }
 
 /// The time of rank 0's first `event` record of the watchdog thread.
