@@ -2,7 +2,7 @@
 //! actions (the inferred events and waits, DDP's re-bucketing), then written as `[[op]]`s with
 //! the host's gaps between them.
 //!
-//! About 860 lines, kept as one piece: the plan (ordering the trace's items into actions) and
+//! About 880 lines, kept as one piece: the plan (ordering the trace's items into actions) and
 //! the writer of the `[[op]]`s share one rank's naming state (events, Works, streams), and its
 //! unit tests are the last 100 lines.
 

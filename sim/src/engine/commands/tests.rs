@@ -1,7 +1,7 @@
 //! The failure component's behaviours through whole small scenarios: the unit tests of
 //! `engine/commands.rs`, apart so that the commands read on their own.
 //!
-//! About 860 lines, over 800: one small scenario per behaviour of the watchdog, the heartbeat
+//! About 940 lines, over 800: one small scenario per behaviour of the watchdog, the heartbeat
 //! monitor and the error handling, sharing the scenario builders at the top; split by behaviour
 //! they would repeat those builders.
 
