@@ -99,6 +99,47 @@ impl Resolver<'_> {
                     ),
                 ));
             }
+            // A hang or a death stops the rank for good: a fault of that rank after it (a later
+            // iteration, or a later op of its iteration) never happens.
+            let stops = |fault: &Fault| matches!(fault.kind, FaultKind::Hang | FaultKind::Die);
+            let after = |later: &Fault, first: &Fault| {
+                (later.iteration, later.op) > (first.iteration, first.op)
+            };
+            let unreachable = faults.iter().enumerate().find_map(|(earlier, other)| {
+                let rank = fault.ranks.iter().find(|rank| other.ranks.contains(rank))?;
+                let order = if stops(other) && after(&fault, other) {
+                    Some((other, &fault, earlier, true))
+                } else if stops(&fault) && after(other, &fault) {
+                    Some((&fault, other, earlier, false))
+                } else {
+                    None
+                };
+                order.map(|(stop, never, earlier, this_never)| {
+                    (
+                        stop.kind.key(),
+                        stop.iteration,
+                        never.iteration,
+                        earlier,
+                        this_never,
+                        *rank,
+                    )
+                })
+            });
+            if let Some((stop, stop_iteration, never_iteration, earlier, this_never, rank)) =
+                unreachable
+            {
+                let line = self.line_of(&raw[earlier].span());
+                let message = if this_never {
+                    format!(
+                        "this [[fault]] never happens: the {stop} of the [[fault]] of line {line} stops rank {rank} for good in iteration {stop_iteration}, before this one's place (iteration {never_iteration}); keep the one that should happen"
+                    )
+                } else {
+                    format!(
+                        "this {stop} stops rank {rank} for good in iteration {stop_iteration}, so the [[fault]] of line {line} (iteration {never_iteration}, later) never happens; keep the one that should happen"
+                    )
+                };
+                return Err(self.error(spanned.span(), message));
+            }
             faults.push(fault);
         }
         Ok(faults)
@@ -1092,13 +1133,54 @@ mod tests {
                 "{message}"
             );
         }
-        // Another rank or another iteration is another place.
+        // Another rank, or another iteration after a fault that does not stop the rank, is
+        // another place.
         let other_rank = die.replace("[1]", "[0]");
         let other_iteration = die.clone() + "iteration = 1\n";
-        for second in [other_rank, other_iteration] {
-            let text = format!("repeat = 2\n{PROGRAM}{hang}{second}");
+        for (first, second) in [(&hang, &other_rank), (&shrink, &other_iteration)] {
+            let text = format!("repeat = 2\n{PROGRAM}{first}{second}");
             assert_eq!(parse("f.toml", &text).unwrap().faults.len(), 2);
         }
+    }
+
+    #[test]
+    fn a_fault_after_a_hang_or_death_of_its_rank_is_refused_as_never_happening() {
+        let fault = |kind: &str, iteration: u32| {
+            format!(
+                "[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"{kind}\"\niteration = {iteration}\n"
+            )
+        };
+        // Listed after the hang: refused at itself.
+        let text = format!(
+            "repeat = 3\n{PROGRAM}{}{}",
+            fault("hang", 0),
+            fault("die", 2)
+        );
+        let (line, _, message) = error(&text);
+        assert_eq!(line, 19, "{message}");
+        assert!(
+            message.contains("this [[fault]] never happens: the hang of the [[fault]] of line 14 stops rank 1 for good in iteration 0"),
+            "{message}"
+        );
+        // Listed before the death that stops the rank first: refused at the death.
+        let text = format!(
+            "repeat = 3\n{PROGRAM}{}dtype = \"bf16\"\n{}",
+            fault("mismatch", 2),
+            fault("die", 1)
+        );
+        let (line, _, message) = error(&text);
+        assert_eq!(line, 20, "{message}");
+        assert!(
+            message.contains("this die stops rank 1 for good in iteration 1, so the [[fault]] of line 14 (iteration 2, later) never happens"),
+            "{message}"
+        );
+        // A fault before the hang happens.
+        let text = format!(
+            "repeat = 3\n{PROGRAM}{}dtype = \"bf16\"\n{}",
+            fault("mismatch", 0),
+            fault("hang", 1)
+        );
+        assert_eq!(parse("f.toml", &text).unwrap().faults.len(), 2);
     }
 
     #[test]
