@@ -923,17 +923,16 @@ fn an_async_error_under_blocking_wait_meets_no_watchdog_on_both_engines_r15() {
              work = \"w\"\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n{catch}[[op]]\n\
              label = \"after\"\nhost_sleep_us = 10\n[[fault]]\n{fault}\nat = \"ar\"\n"
         );
-        let scenario = sim::scenario::parse("blocking_async_error.toml", &text).unwrap();
-        let simulated = sim::engine::simulate(&scenario);
+        let OnBoth {
+            findings,
+            records,
+            simulated,
+            ..
+        } = on_both(&text, FakeDevice::behind_a_backlog());
         let watchdog_records = (simulated.watchdog.iter())
             .filter(|r| r.thread == ThreadKind::Watchdog)
             .count();
         assert_eq!(watchdog_records, 0, "{fault} {catch}");
-        let plan = rank0_plan(&scenario).unwrap();
-        let mut device = FakeDevice::behind_a_backlog().for_environment_of(&scenario);
-        let mut executor = Executor::new(&scenario, &plan, &mut device);
-        executor.setup().unwrap();
-        let log = executor.run().unwrap();
         let rank0_findings = |findings: &[Finding]| -> Vec<FindingFields> {
             let rank0: Vec<_> = (findings.iter())
                 .filter(|f| f.rank == Some(0) && f.kind != FindingKind::Deadlock)
@@ -941,7 +940,7 @@ fn an_async_error_under_blocking_wait_meets_no_watchdog_on_both_engines_r15() {
                 .collect();
             finding_fields(&rank0)
         };
-        let hw_findings = rank0_findings(&log.findings);
+        let hw_findings = rank0_findings(&findings);
         assert_eq!(
             hw_findings,
             rank0_findings(&simulated.findings),
@@ -954,7 +953,7 @@ fn an_async_error_under_blocking_wait_meets_no_watchdog_on_both_engines_r15() {
                 .filter(|r| r.0 == 0)
                 .collect()
         };
-        let hw_records = rank0_records(&log.records);
+        let hw_records = rank0_records(&records);
         assert_eq!(
             hw_records,
             rank0_records(&simulated.watchdog),
