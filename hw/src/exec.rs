@@ -418,6 +418,10 @@ pub struct Executor<'a, D: Device> {
     wait_raised: Option<(u32, OpRef, usize)>,
     /// The error instant of every Work an NCCL async error failed, by its end event (R27).
     failed_ends: HashMap<Ev, u64>,
+    /// Per group: its communicator's NCCL async error, the earliest of `failed_ends` on it,
+    /// and the end event of the Work it failed under; every Work of the communicator sees it
+    /// ([`work::poll_error_ns`], R27).
+    comm_errors: HashMap<usize, (u64, Ev)>,
     /// Per group: whether the main thread aborted its communicator after a wait's timeout
     /// (R15); a later collective on it raises before it issues anything (R27).
     aborted: Vec<bool>,
@@ -464,6 +468,7 @@ impl<'a, D: Device> Executor<'a, D> {
             faults: RankFaults::new(scenario, plan.rank),
             wait_raised: None,
             failed_ends: HashMap::new(),
+            comm_errors: HashMap::new(),
             aborted: vec![false; scenario.groups.len()],
             caught: false,
             watchdog_found: None,
@@ -1350,7 +1355,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let host_ns = self.device.now_ns();
                 let event = self.slots[slot as usize].0;
                 let fired = self.device.query(event)?;
-                let error_ns = self.failed_ends.get(&event).copied();
+                let error_ns = self.poll_error_ns(event);
                 let completed = work::is_completed(fired, error_ns, host_ns);
                 self.log.queries.push(QueryRecord {
                     iteration,
@@ -1365,7 +1370,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let host_ns = self.device.now_ns();
                 let event = self.slots[end as usize].0;
                 let fired = self.device.query(event)?;
-                let error_ns = self.failed_ends.get(&event).copied();
+                let error_ns = self.poll_error_ns(event);
                 if !work::is_completed(fired, error_ns, host_ns) {
                     self.device.stream_sync(stream)?;
                 }
@@ -1732,8 +1737,12 @@ impl<'a, D: Device> Executor<'a, D> {
             g.timeout_ns,
         );
         if let (Some((after_ns, _)), true) = (&issued.async_error, issued.fails_work) {
-            self.failed_ends
-                .insert(end, work::async_error_ns(issued.enqueue_ns, *after_ns));
+            let error_ns = work::async_error_ns(issued.enqueue_ns, *after_ns);
+            self.failed_ends.insert(end, error_ns);
+            let comm_error = (self.comm_errors.entry(call.group)).or_insert((error_ns, end));
+            if error_ns < comm_error.0 {
+                *comm_error = (error_ns, end);
+            }
         }
         let rank = self.plan.rank;
         let async_error = issued.async_error.map(|(after_ns, signalled_by)| {
@@ -1810,8 +1819,25 @@ impl<'a, D: Device> Executor<'a, D> {
         self.call_collective = Some(record);
     }
 
+    /// The NCCL async error a poll of the Work of end event `end` finds from its instant on
+    /// (R27, [`work::poll_error_ns`]): the Work's own, or its communicator's while that is not
+    /// aborted.
+    fn poll_error_ns(&self, end: Ev) -> Option<u64> {
+        if self.comm_errors.is_empty() {
+            // Most runs: no fault failed a Work.
+            return None;
+        }
+        let group = self.works.iter().find(|work| work.end == end)?.group;
+        work::poll_error_ns(
+            self.failed_ends.get(&end).copied(),
+            self.comm_errors.get(&group).map(|&(error_ns, _)| error_ns),
+            self.aborted[group],
+        )
+    }
+
     /// Blocking wait or `wait(timeout)`: poll `is_completed()`, sleeping the interval between
-    /// polls (R15); a poll that finds the Work failed by an async error (R27) or the timeout
+    /// polls (R15); a poll that finds the Work failed by an async error (R27: its own or its
+    /// communicator's, a Work completed before the call included) or the timeout
     /// (`sim::pg`'s: the wait's own, else the group's) passed since the enqueue (R26's clock,
     /// [`work::timed_out`]) aborts the Work's group's communicator and raises
     /// ([`Self::wait_aborts`]). A verdict of the watchdog (`wait(timeout)`, where it runs) ends
@@ -1830,19 +1856,22 @@ impl<'a, D: Device> Executor<'a, D> {
             let work = &self.works[collective as usize];
             (work.end, work.enqueue_ns)
         };
-        while !self.device.query(end)? {
+        loop {
+            let completed = self.device.query(end)?;
+            let now_ns = self.device.now_ns();
+            let error_ns = (self.poll_error_ns(end))
+                .filter(|&error_ns| work::failed_by(Some(error_ns), now_ns));
+            if completed && error_ns.is_none() {
+                return Ok(());
+            }
             if let Some(failure) = self.unhandled_watchdog_failure() {
                 return Err(failure);
             }
-            let now_ns = self.device.now_ns();
-            let error_ns = (self.failed_ends.get(&end).copied())
-                .filter(|&error_ns| work::failed_by(Some(error_ns), now_ns));
             if error_ns.is_some() || work::timed_out(enqueue_ns, limit_ns, now_ns) {
-                return self.wait_aborts(iteration, op, collective, error_ns);
+                return self.wait_aborts(iteration, op, (collective, completed), error_ns);
             }
             self.device.host_sleep(poll_ns);
         }
-        Ok(())
     }
 
     /// A polling wait (R15) leaves its loop on the Work's async error (`error_ns`, R27) or its
@@ -1856,7 +1885,7 @@ impl<'a, D: Device> Executor<'a, D> {
         &mut self,
         iteration: u32,
         op: &Op,
-        collective: u32,
+        (collective, completed): (u32, bool),
         error_ns: Option<u64>,
     ) -> Result<(), HwError> {
         let rank = self.plan.rank;
@@ -1872,7 +1901,8 @@ impl<'a, D: Device> Executor<'a, D> {
             let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
             self.note_group(Some(group), thread, event, now_ns, line);
         }
-        self.abort_pending_works(group, Some(collective))?;
+        // A Work completed before the call stays completed.
+        self.abort_pending_works(group, (!completed).then_some(collective))?;
         self.device.abort_comm(group);
         self.aborted[group] = true;
         // It raises once the abort returned.
@@ -1886,8 +1916,13 @@ impl<'a, D: Device> Executor<'a, D> {
             // before the wait's exception is caught or ends the process (R15, R27, R28). That
             // finding is the one it would give on the injected error, which a real
             // watchdog's poll would meet again after the abort: it is done with the group's
-            // Works, as after its own handling.
-            if self.found_at_the_raise(end, NcclAsyncError::Remote, op.catch) {
+            // Works, as after its own handling. It names the Work the network failed under,
+            // whichever Work the wait was on (R27).
+            let failed_under = self
+                .comm_errors
+                .get(&group)
+                .map_or(end, |&(_, under)| under);
+            if self.found_at_the_raise(failed_under, NcclAsyncError::Remote, op.catch) {
                 self.device.watchdog_resumed(group);
             }
             return self.raise_failed(iteration, op, collective, (error_ns, raised_ns));

@@ -18,6 +18,8 @@ use sim::timeline::{
     Finding, FindingKind, RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
 };
 
+mod comm_error;
+
 /// Rank 0 of `scenario` run on the fake device (the one-GPU model stand-in for its peers):
 /// its log and the device after the run; and the whole scenario simulated.
 fn rank0_on_fake_and_simulated(scenario: &Scenario) -> (RunLog, FakeDevice, Timeline) {

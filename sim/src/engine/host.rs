@@ -446,7 +446,7 @@ impl Engine<'_> {
                 let instance = self.instance(rank, slot);
                 let failed_ns = match self.scenario.ops[op].kind {
                     OpKind::IsCompleted { work } => self.ranks[rank as usize].work_end[work]
-                        .and_then(|(_, collective)| self.failure.work_failed_ns(rank, collective)),
+                        .and_then(|(_, collective)| self.poll_error_ns(rank, collective)),
                     _ => None,
                 };
                 let state = &mut self.ranks[rank as usize];
@@ -477,7 +477,7 @@ impl Engine<'_> {
                 sync_cost_ns,
             } => {
                 let instance = self.instance(rank, end);
-                let error_ns = self.failure.work_failed_ns(rank, collective);
+                let error_ns = self.poll_error_ns(rank, collective);
                 let now_ns = self.now_ns;
                 let state = &mut self.ranks[rank as usize];
                 let host_ns = state.host_ns;

@@ -166,12 +166,14 @@ enum Blocked {
     },
     /// Blocking wait (R15) or `wait(timeout)` on the Work of collective record `collective`:
     /// polls at `first_poll_ns + k·poll_ns`, raising at the first poll at or after
-    /// `deadline_ns`.
+    /// `deadline_ns`: that of the NCCL async error its first poll knew of (`failed`, R27),
+    /// else of the timeout.
     Polling {
         first_poll_ns: u64,
         poll_ns: u64,
         deadline_ns: u64,
         collective: u32,
+        failed: bool,
     },
     /// A wait's own timeout, or the Work's async error found by a poll (`failed`, R15, R27):
     /// the main thread aborts the communicator of collective record `collective` and raises
@@ -716,6 +718,8 @@ fn rank_speed(scenario: &Scenario, rank: u32) -> f64 {
 /// Stream key of the per-rank speed draws.
 const RANK_SPEED_STREAM: u64 = 0x73_7065_6564;
 
+#[cfg(test)]
+mod comm_error_tests;
 #[cfg(test)]
 mod side_thread_tests;
 #[cfg(test)]

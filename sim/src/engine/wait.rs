@@ -25,29 +25,37 @@ impl Engine<'_> {
         // The polling host returns only once the end event passed.
         self.ranks[rank as usize].race.host_waits(end);
         let enqueue_ns = self.enqueue_ns(rank, collective);
-        let failed_ns = self.failure.work_failed_ns(rank, collective);
+        let error_ns = self.poll_error_ns(rank, collective);
         let state = &mut self.ranks[rank as usize];
-        if state.fired_ns[end as usize] != NEVER {
-            // Completed before the first poll: the first check succeeds.
+        let host_ns = state.host_ns;
+        let completed = state.fired_ns[end as usize] != NEVER;
+        if completed && !work::failed_by(error_ns, host_ns) {
+            // Completed before the first poll, and no error of its communicator yet: the
+            // first check succeeds.
             return;
         }
-        state.waiters.add(end, Waiter::Host);
-        let host_ns = state.host_ns;
+        if !completed {
+            state.waiters.add(end, Waiter::Host);
+        }
         let timeout_poll_ns = next_poll_ns(
             host_ns,
             interval_ns,
             work::timeout_deadline_ns(enqueue_ns, timeout_ns),
         );
-        // A Work that failed with an NCCL async error is completed, with its error, at the
-        // first poll after the error, and raises there (R27).
-        let deadline_ns = failed_ns.map_or(timeout_poll_ns, |error_ns| {
-            timeout_poll_ns.min(next_poll_ns(host_ns, interval_ns, error_ns))
+        // A Work whose communicator reported an NCCL async error (its own, or another Work's
+        // of the same communicator) is completed, with its error, at the first poll after the
+        // error, and raises there (R27); a Work completed before the call, at its first check.
+        let error_poll_ns = error_ns.map(|error_ns| next_poll_ns(host_ns, interval_ns, error_ns));
+        let failed = error_poll_ns.is_some_and(|error_poll_ns| error_poll_ns <= timeout_poll_ns);
+        let deadline_ns = error_poll_ns.map_or(timeout_poll_ns, |error_poll_ns| {
+            timeout_poll_ns.min(error_poll_ns)
         });
         state.blocked = Blocked::Polling {
             first_poll_ns: host_ns,
             poll_ns: interval_ns,
             deadline_ns,
             collective,
+            failed,
         };
         let generation = state.generation;
         self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
@@ -59,13 +67,16 @@ impl Engine<'_> {
     pub(super) fn wait_timed_out(&mut self, rank: u32, generation: u64) {
         let now_ns = self.now_ns;
         let state = &self.ranks[rank as usize];
-        let Blocked::Polling { collective, .. } = state.blocked else {
+        let Blocked::Polling {
+            collective, failed, ..
+        } = state.blocked
+        else {
             return;
         };
         if state.generation != generation {
             return;
         }
-        if work::failed_by(self.failure.work_failed_ns(rank, collective), now_ns) {
+        if failed {
             // The poll found the Work failed: wait() aborts the communicator, then raises the
             // error, not a timeout (R27).
             self.notify(Notice::WaitFoundError {
@@ -201,6 +212,15 @@ impl Engine<'_> {
                 at_ns: now_ns,
             },
         );
+    }
+
+    /// The NCCL async error a poll of `rank`'s Work of `collective` finds from its instant
+    /// on (R27, [`work::poll_error_ns`]): the Work's own, or its communicator's while that is
+    /// not aborted.
+    pub(super) fn poll_error_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
+        self.failure
+            .poll_error_ns(rank, collective, group as crate::scenario::GroupId)
     }
 
     /// When the Work of a collective record was enqueued (its kernel's launch).

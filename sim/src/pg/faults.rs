@@ -14,7 +14,7 @@
 //! another op), or it never completes and NCCL reports an async error after a delay.
 //! [`RankFaults::not_on_hardware`] names the faults a hardware run cannot produce.
 
-use crate::scenario::{Fault, FaultKind, GroupId, Op, OpKind, Scenario};
+use crate::scenario::{Fault, FaultKind, GroupId, Op, OpKind, Scenario, WorkId};
 
 /// The main thread's `fault` record when rank `rank`'s host reaches `op` in `iteration`, where
 /// a fault of kind `kind` applies: what the fault does there. c10dsim's own line (PyTorch logs
@@ -208,20 +208,35 @@ impl<'a> RankFaults<'a> {
         fate
     }
 
-    /// Whether a `wait()` waits for the Work `op` makes: under blocking wait, where an async
-    /// error failed the Work, it aborts the communicator, which ends the failed collective,
-    /// then raises (R15, R27), caught or ending the process.
+    /// Whether a `wait()` waits for the Work `op` makes, or for a later Work of its
+    /// communicator (not a point-to-point one's, whose pair has its own): under blocking wait,
+    /// where an async error failed the Work, it finds the communicator's error (R27), or times
+    /// out, aborts the communicator, which ends the failed collective, then raises (R15),
+    /// caught or ending the process.
     fn failed_work_waited(&self, op: &Op) -> bool {
-        let made = match op.kind {
+        let made = |op: &Op| match op.kind {
             OpKind::Collective { work, .. }
             | OpKind::BatchP2p { work, .. }
             | OpKind::Barrier { work, .. } => work,
             _ => None,
         };
-        made.is_some_and(|made| {
+        let communicator = |op: &Op| {
+            (op.kind.collective())
+                .filter(|(kind, _)| !kind.is_point_to_point())
+                .map(|(_, group)| group)
+        };
+        let failed_group = communicator(op);
+        let same_communicator = |later: &Op| {
+            later.index > op.index && failed_group.is_some() && communicator(later) == failed_group
+        };
+        let waited = |made: WorkId| {
             (self.scenario.ops.iter())
                 .any(|wait| matches!(wait.kind, OpKind::Wait { work, .. } if work == made))
-        })
+        };
+        (self.scenario.ops.iter())
+            .filter(|other| other.index == op.index || same_communicator(other))
+            .filter_map(made)
+            .any(waited)
     }
 
     /// Why a hardware run of this rank cannot produce the scenario's faults, if it cannot:
@@ -258,7 +273,7 @@ impl<'a> RankFaults<'a> {
                 {
                     Some(
                         "under blocking wait no watchdog runs (R15) and no wait() on the failed \
-                         Work aborts its communicator: the rank the hardware runs would hang for \
+                         Work or a later Work of its communicator aborts it: the rank the hardware runs would hang for \
                          good at its next synchronise, its collective never ending (the \
                          simulator reports it as a deadlock)",
                     )
@@ -381,6 +396,18 @@ mod tests {
         let mut watched = scenario(&faults, "");
         watched.ops.pop();
         assert_eq!(RankFaults::new(&watched, 0).not_on_hardware(true), None);
+        // A wait() on a later Work of the failed communicator finds its error (R27) and
+        // aborts it too.
+        let earlier = format!("{}after_us = 5000\n", fault("[0]", "a", "async_error"));
+        assert_eq!(
+            RankFaults::new(&scenario(&earlier, blocking), 0).not_on_hardware(true),
+            None
+        );
+        let mut unwaited = scenario(&earlier, blocking);
+        unwaited.ops.pop();
+        assert!(RankFaults::new(&unwaited, 0)
+            .not_on_hardware(true)
+            .is_some());
     }
 
     #[test]

@@ -143,6 +143,27 @@ pub fn failed_by(error_ns: Option<u64>, now_ns: u64) -> bool {
     error_ns.is_some_and(|error_ns| error_ns <= now_ns)
 }
 
+/// The NCCL async error a poll of a Work finds (R27), the instant from which it finds it:
+/// `WorkNCCL::isCompleted()` runs `checkAndSetException()` unless the Work's communicator was
+/// aborted (`ncclComm_->isAborted()`), and that asks the **communicator** for its async error
+/// (`checkForNCCLErrors()`, NCCL's `ncclCommGetAsyncError`), so every Work of a failed
+/// communicator sees the error, not only the one the network failed under. `own_error_ns`:
+/// the Work's own failure (a fault under it), which it keeps; `comm_error_ns`: the earliest
+/// error of its communicator on the rank, seen while the communicator is not aborted
+/// (`comm_aborted`). Both engines ask, for a polling `wait()` (R15) and `is_completed()`;
+/// a default `wait()` raises only on the Work's own failure.
+pub fn poll_error_ns(
+    own_error_ns: Option<u64>,
+    comm_error_ns: Option<u64>,
+    comm_aborted: bool,
+) -> Option<u64> {
+    let comm_error_ns = comm_error_ns.filter(|_| !comm_aborted);
+    match (own_error_ns, comm_error_ns) {
+        (Some(own_ns), Some(comm_ns)) => Some(own_ns.min(comm_ns)),
+        (own, comm) => own.or(comm),
+    }
+}
+
 /// `work.is_completed()` at `now_ns` (R13, R27): its end event fired, or it failed.
 pub fn is_completed(end_fired: bool, error_ns: Option<u64>, now_ns: u64) -> bool {
     end_fired || failed_by(error_ns, now_ns)
@@ -466,6 +487,20 @@ mod tests {
         assert!(!is_completed(false, Some(11), 10));
         assert!(is_completed(false, Some(9), 10));
         assert!(is_completed(true, None, 10));
+    }
+
+    #[test]
+    fn a_poll_finds_its_communicators_error_until_the_communicator_is_aborted() {
+        assert_eq!(poll_error_ns(None, None, false), None);
+        assert_eq!(poll_error_ns(None, Some(7), false), Some(7));
+        assert_eq!(poll_error_ns(None, Some(7), true), None, "aborted");
+        assert_eq!(poll_error_ns(Some(9), Some(7), false), Some(7), "earliest");
+        assert_eq!(
+            poll_error_ns(Some(9), Some(7), true),
+            Some(9),
+            "its own stays"
+        );
+        assert_eq!(poll_error_ns(Some(9), None, false), Some(9));
     }
 
     const WORK: &str =

@@ -408,12 +408,15 @@ impl Failure<'_> {
             now_ns,
             message.clone(),
         );
+        // The error the poll found: the communicator's, under the Work the network failed
+        // under, whichever Work the wait was on (R27).
+        let found = failed.then(|| self.comm_error(rank, group));
         let catches = self.scenario.ops[op].catch;
         if catches {
-            // The communicator stays aborted: its next use raises (R27). A failed Work's own
+            // The communicator stays aborted: its next use raises (R27). The communicator's
             // error is what the wait rethrows.
-            if failed {
-                self.wait_called(view, (rank, collective, op), now_ns, out);
+            if let Some((error_ns, _)) = found {
+                self.raise_failed(view, (rank, collective, op), (error_ns, now_ns), out);
             } else {
                 out.push(Command::caught_backend_error(rank, op, &message, now_ns));
             }
@@ -424,8 +427,11 @@ impl Failure<'_> {
         // and R31's uncaught `wait(timeout)`, tests/data/torch/probes/wait_timeout_abort.variants.txt).
         // After a Work's async error, the one it finds is that error: a poll of its that fell
         // in the abort blocked on it ([`super::Failure::is_stale`]).
+        // It names the Work the network failed under (the model does not follow which Work
+        // its list polls first).
+        let named = found.map_or(collective, |(_, failed_under)| failed_under);
         let watchdog = &self.watchdogs[index];
-        let pending = watchdog.pending.iter().any(|p| p.collective == collective);
+        let pending = watchdog.pending.iter().any(|p| p.collective == named);
         if crate::pg::work::wait_timeout_reaches_watchdog(&self.scenario.env)
             && !watchdog.handling
             && pending
@@ -434,17 +440,19 @@ impl Failure<'_> {
             // 1 and 2) covers every communicator of that group.
             let watchdog = self.watchdog_group(group);
             let caught = if failed {
-                super::Caught::AsyncError(collective)
+                super::Caught::AsyncError(named)
             } else {
-                super::Caught::AbortedByWait(collective)
+                super::Caught::AbortedByWait(named)
             };
             self.caught(view, rank, watchdog, caught, now_ns, out);
         }
-        match (catches, failed) {
+        match (catches, found) {
             (true, _) => {}
-            // The Work's own error is rethrown and ends the process.
-            (false, true) => self.wait_called(view, (rank, collective, op), now_ns, out),
-            (false, false) => self.exit_uncaught(rank, group, now_ns, out),
+            // The communicator's error is rethrown and ends the process.
+            (false, Some((error_ns, _))) => {
+                self.raise_failed(view, (rank, collective, op), (error_ns, now_ns), out)
+            }
+            (false, None) => self.exit_uncaught(rank, group, now_ns, out),
         }
     }
 }

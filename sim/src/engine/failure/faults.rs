@@ -100,10 +100,14 @@ impl Failure<'_> {
             // communicator reports the error from then on (to a watchdog, if there is one,
             // and to the Work's `is_completed()` and `wait()`).
             out.push(Command::PoisonRendezvous { rendezvous });
-            self.failed_works.insert(
-                (rank, collective_index),
-                work::async_error_ns(enqueue_ns, *after_ns),
-            );
+            let error_ns = work::async_error_ns(enqueue_ns, *after_ns);
+            self.failed_works.insert((rank, collective_index), error_ns);
+            let group = view.work(rank, collective_index).group;
+            let comm_error =
+                (self.comm_errors.entry((rank, group))).or_insert((error_ns, collective_index));
+            if error_ns < comm_error.0 {
+                *comm_error = (error_ns, collective_index);
+            }
         }
     }
 
@@ -194,9 +198,39 @@ impl Failure<'_> {
         self.failed_works.get(&(rank, collective)).copied()
     }
 
+    /// The NCCL async error a poll of `rank`'s Work of `collective`, on the communicator of
+    /// `group`, finds from its instant on ([`work::poll_error_ns`], R27): its own, or its
+    /// communicator's while that is not aborted.
+    pub(in crate::engine) fn poll_error_ns(
+        &self,
+        rank: u32,
+        collective: u32,
+        group: GroupId,
+    ) -> Option<u64> {
+        if self.failed_works.is_empty() {
+            // Most runs: no fault failed a Work, and every polling wait() asks.
+            return None;
+        }
+        work::poll_error_ns(
+            self.failed_works.get(&(rank, collective)).copied(),
+            self.comm_errors
+                .get(&(rank, group))
+                .map(|&(error_ns, _)| error_ns),
+            self.is_aborted(rank, group),
+        )
+    }
+
+    /// The NCCL async error that a polling `wait()` of `rank` found on the communicator of
+    /// `group` before aborting it (R27): its instant, and the collective record of the Work
+    /// the network failed under, which the watchdog names.
+    pub(super) fn comm_error(&self, rank: u32, group: GroupId) -> (u64, u32) {
+        self.comm_errors[&(rank, group)]
+    }
+
     /// `wait()` on a Work that failed with an NCCL async error by the call raises
     /// `DistBackendError` in the main thread; uncaught, it ends the process. Called before
-    /// the error, `wait()` only makes the current stream wait.
+    /// the error, `wait()` only makes the current stream wait. Only the Work's own error: a
+    /// default `wait()` checks no communicator (R27).
     pub(super) fn wait_called(
         &mut self,
         view: &impl RunView,
@@ -210,6 +244,18 @@ impl Failure<'_> {
         if !work::failed_by(Some(error_ns), host_ns) {
             return;
         }
+        self.raise_failed(view, (rank, collective, op), (error_ns, host_ns), out);
+    }
+
+    /// `wait()` (op `op`) on `rank`'s Work of `collective` raises at `host_ns` the NCCL async
+    /// error reported at `error_ns` (R27): `DistBackendError`, caught or ending the process.
+    pub(super) fn raise_failed(
+        &mut self,
+        view: &impl RunView,
+        (rank, collective, op): (u32, u32, usize),
+        (error_ns, host_ns): (u64, u64),
+        out: &mut Vec<Command>,
+    ) {
         let work = view.work(rank, collective);
         let timeout_ns = self.scenario.groups[work.group].timeout_ns;
         let op_spec = &self.scenario.ops[op];

@@ -384,6 +384,10 @@ pub(in crate::engine) struct Failure<'s> {
     /// (rank, collective record) → when NCCL reported the async error of the network under
     /// it (an `async_error` fault).
     failed_works: HashMap<(u32, u32), u64>,
+    /// (rank, group) → the communicator's NCCL async error (R27): the earliest of the Works
+    /// in `failed_works` on it, and that Work's collective record. Every Work of the
+    /// communicator sees it ([`crate::pg::work::poll_error_ns`]).
+    comm_errors: HashMap<(u32, GroupId), (u64, u32)>,
     /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
     /// timeout raises the non-blocking init's error, not the store's.
     nonblocking_waits: HashSet<(u32, GroupId)>,
@@ -432,6 +436,7 @@ impl<'s> Failure<'s> {
             dumped: vec![false; ranks],
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
+            comm_errors: HashMap::default(),
             nonblocking_waits: HashSet::default(),
             store_attempts: HashMap::default(),
             desync_cache: None,

@@ -1,0 +1,111 @@
+//! An NCCL async error belongs to the communicator (R27): a polling `wait()` or
+//! `is_completed()` on any Work of the failed communicator finds it, as in the simulator
+//! (`sim::pg::work::poll_error_ns`).
+
+use super::*;
+
+/// Rank 0's network fails under all_reduce `a` of group world, 1 ms after its enqueue; then
+/// come `program`'s ops (`b`, `wb`: a Work of group `{group}`), under `env`.
+fn comm_error(env: &str, first: &str, program: &str) -> String {
+    format!(
+        "[env]\n{env}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+         [groups.other]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+         [tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n{first}\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n{program}\
+         [[op]]\nlabel = \"done\"\nhost_sleep_us = 10\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    )
+}
+
+/// A polling wait (blocking wait, or `wait(timeout)` where the watchdog runs, leaving the
+/// error alone: `TORCH_NCCL_ASYNC_ERROR_HANDLING=0`) on `b`, another Work of the failed
+/// communicator, raises its error at the first poll after it, caught or not; a completed `b`
+/// waited on after the error raises at the first check; `b` of another group is unaffected;
+/// `is_completed()` on `b` is true from the error on. Rank 0's exceptions, findings, records,
+/// host calls, collectives and queries are the simulator's ([`caught_outline`]).
+#[test]
+fn another_work_of_the_failed_communicator_sees_its_error_on_both_engines_r15_r27() {
+    let b = |group: &str| {
+        format!(
+            "[[op]]\nlabel = \"b\"\nall_reduce = \"y\"\ngroup = \"{group}\"\nasync_op = true\n\
+             work = \"wb\"\n"
+        )
+    };
+    let wait = |extra: &str| format!("[[op]]\nlabel = \"wait_b\"\nwait = \"wb\"\n{extra}");
+    let again = "[[op]]\nlabel = \"again\"\nall_reduce = \"y\"\ncatch = true\n";
+    let blocking = "TORCH_NCCL_BLOCKING_WAIT = 1";
+    let clean_up = "TORCH_NCCL_ASYNC_ERROR_HANDLING = 2";
+    let timed_caught = wait("timeout_ms = 500\ncatch = true\n");
+    let sleep = "[[op]]\nhost_sleep_us = 5000\n";
+    let b_first = b("world").replace("\"b\"", "\"b0\"");
+    let cases = [
+        (blocking, "", format!("{}{}", b("world"), wait(""))),
+        (
+            blocking,
+            "",
+            format!("{}{}{again}", b("world"), wait("catch = true\n")),
+        ),
+        (clean_up, "", format!("{}{timed_caught}{again}", b("world"))),
+        (clean_up, "", format!("{}{timed_caught}{again}", b("other"))),
+        (
+            clean_up,
+            b_first.as_str(),
+            format!("{sleep}{timed_caught}{again}"),
+        ),
+        (
+            clean_up,
+            "",
+            format!("{}{sleep}[[op]]\nis_completed = \"wb\"\n", b("world")),
+        ),
+    ];
+    let mut failures = Vec::new();
+    let mut raised = Vec::new();
+    for (env, first, program) in cases {
+        let text = comm_error(env, first, &program);
+        let case = format!("{env} {first}{program}");
+        let run = on_both(&text, FakeDevice::default());
+        let queries = |rank: &RankTimeline| {
+            let completed: Vec<_> = rank.queries.iter().map(|q| q.completed).collect();
+            format!("queries {completed:?}")
+        };
+        let mut hw = caught_outline(&run.rank0, &run.findings, &run.records);
+        hw.push(queries(&run.rank0));
+        let simulated = &run.simulated;
+        let mut sim = caught_outline(
+            &simulated.ranks[0],
+            &simulated.findings,
+            &simulated.watchdog,
+        );
+        sim.push(queries(&simulated.ranks[0]));
+        failures.extend(outlines_differ(&case, &hw, &sim));
+        // Whether rank 0 raised the communicator's error at `wait_b`, and what it queried.
+        let scenario = sim::scenario::parse("comm_error.toml", &text).unwrap();
+        let wait_b = (scenario.ops.iter())
+            .position(|op| op.label.as_deref() == Some("wait_b"))
+            .map(|op| op as u32);
+        let at_wait_b = (run.findings.iter().map(|f| (f.op, &f.message)))
+            .chain(
+                run.rank0
+                    .exceptions
+                    .iter()
+                    .map(|e| (Some(e.op), &e.message)),
+            )
+            .any(|(op, message)| {
+                op.is_some() && op == wait_b && message.contains("NCCL reported an async error")
+            });
+        raised.push((at_wait_b, queries(&run.rank0)));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    let none = "queries []".to_string();
+    assert_eq!(
+        raised,
+        [
+            (true, none.clone()),
+            (true, none.clone()),
+            (true, none.clone()),
+            (false, none.clone()),
+            (true, none),
+            (false, "queries [true]".to_string()),
+        ]
+    );
+}

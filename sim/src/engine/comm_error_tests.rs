@@ -1,0 +1,204 @@
+//! An NCCL async error belongs to the communicator (R27): PyTorch's `WorkNCCL::isCompleted()`
+//! asks the Work's communicator for its error (`checkAndSetException`), so a polling wait or
+//! `is_completed()` on any Work of that communicator finds it, not only on the Work the
+//! network failed under. Whole small scenarios, one per case.
+
+use crate::engine::simulate;
+use crate::scenario::parse;
+use crate::timeline::{FindingKind, OpRef, ThreadKind, Timeline, WatchdogEvent};
+
+/// Rank 0's network fails under all_reduce `a` of group world (NCCL reports it 1 ms after
+/// the enqueue at ≈ 20 µs; `comm_abort_us` 50 ms); then all_reduce `b` of `b_group`;
+/// `between` goes before `wait_b`, the wait on `b` (`wait`: its extra lines), then `again`,
+/// a caught all_reduce on world. `env` goes into `[env]`. The timeline, and `wait_b`'s op.
+fn comm_error(env: &str, b_group: &str, between: &str, wait: &str) -> (Timeline, OpRef) {
+    let text = format!(
+        "[env]\n{env}\n[host]\ncomm_abort_us = 50000\n[cluster]\nranks = 2\n\
+         [groups.world]\neager_init = true\ntimeout_s = 1\n\
+         [groups.other]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+         [tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n\
+         [[op]]\nlabel = \"b\"\nall_reduce = \"y\"\ngroup = \"{b_group}\"\nasync_op = true\n\
+         work = \"wb\"\n{between}\
+         [[op]]\nlabel = \"wait_b\"\nwait = \"wb\"\n{wait}\
+         [[op]]\nlabel = \"again\"\nall_reduce = \"y\"\ncatch = true\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    );
+    labelled_run(&text)
+}
+
+/// The timeline of scenario `text`, and the op labelled `wait_b`.
+fn labelled_run(text: &str) -> (Timeline, OpRef) {
+    let scenario = parse("comm_error.toml", text).unwrap();
+    let wait_b = (scenario.ops.iter())
+        .position(|op| op.label.as_deref() == Some("wait_b"))
+        .unwrap();
+    (simulate(&scenario), wait_b as OpRef)
+}
+
+/// Rank 0's main-thread records: (event, time).
+fn main_thread(timeline: &Timeline) -> Vec<(WatchdogEvent, u64)> {
+    (timeline.watchdog.iter())
+        .filter(|r| r.rank == 0 && r.thread == ThreadKind::Main)
+        .map(|r| (r.event, r.at_ns))
+        .collect()
+}
+
+#[test]
+fn a_polling_wait_on_another_work_of_the_failed_communicator_raises_its_error_r15_r27() {
+    // `wait(timeout)` (the watchdog runs) and blocking wait: the wait on `b` polls from
+    // ≈ 40 µs every 1 ms; its first poll past `a`'s error at ≈ 1.02 ms finds the
+    // communicator's error, not the 500-ms timeout: the main thread aborts the communicator
+    // (50 ms), then raises DistBackendError naming `b`'s Work (SeqNum 2) in the wait.
+    for (env, wait) in [
+        ("", "timeout_ms = 500\n"),
+        ("TORCH_NCCL_BLOCKING_WAIT = 1", ""),
+    ] {
+        let (timeline, wait_b) = comm_error(env, "world", "", wait);
+        let raised = (timeline.findings.iter())
+            .find(|f| f.rank == Some(0) && f.op == Some(wait_b))
+            .unwrap_or_else(|| panic!("{env}: {:?}", timeline.findings));
+        assert_eq!(
+            raised.kind,
+            FindingKind::AsyncError,
+            "{env}: {}",
+            raised.message
+        );
+        assert!(
+            raised.message.contains("DistBackendError") && raised.message.contains("SeqNum=2"),
+            "{env}: {}",
+            raised.message
+        );
+        let records = main_thread(&timeline);
+        let found = (records.iter())
+            .find(|r| r.0 == WatchdogEvent::WaitTimeout)
+            .unwrap_or_else(|| panic!("{env}: the poll's finding: {records:?}"));
+        assert!(
+            (1_020_000..2_100_000).contains(&found.1),
+            "{env}: {records:?}"
+        );
+        let abort = records
+            .iter()
+            .find(|r| r.0 == WatchdogEvent::Abort)
+            .unwrap();
+        assert_eq!(
+            abort.1,
+            found.1 + 50_000_000,
+            "{env}: the raise waits for the abort"
+        );
+        // Where the watchdog runs, it finds the error at the raise under `a`, the Work the
+        // network failed under (SeqNum 1).
+        let watchdog: Vec<_> = (timeline.watchdog.iter())
+            .filter(|r| r.rank == 0 && r.event == WatchdogEvent::AsyncError)
+            .map(|r| (r.at_ns, r.message.contains("SeqNum=1,")))
+            .collect();
+        let expected = if env.is_empty() {
+            vec![(abort.1, true)]
+        } else {
+            vec![]
+        };
+        assert_eq!(watchdog, expected, "{env}");
+    }
+}
+
+#[test]
+fn a_caught_raise_on_another_work_goes_on_with_the_communicator_aborted_r15_r27() {
+    let (timeline, wait_b) = comm_error(
+        "TORCH_NCCL_BLOCKING_WAIT = 1",
+        "world",
+        "",
+        "catch = true\n",
+    );
+    let rank0 = &timeline.ranks[0];
+    let [raised, again] = rank0.exceptions.as_slice() else {
+        panic!("{:?}", rank0.exceptions)
+    };
+    assert_eq!(raised.op, wait_b);
+    assert!(
+        raised.message.contains("SeqNum=2") && raised.message.contains("async error"),
+        "{}",
+        raised.message
+    );
+    assert!(
+        again.message.contains("was aborted"),
+        "the next collective meets the aborted communicator: {}",
+        again.message
+    );
+}
+
+#[test]
+fn a_work_of_another_group_or_another_rank_is_unaffected_r27() {
+    // `b` on group other, whose communicator has no error: `b` completes and the wait
+    // returns well before its timeout.
+    let (timeline, wait_b) = comm_error("", "other", "", "timeout_ms = 500\n");
+    assert!(
+        !(timeline.findings.iter()).any(|f| f.rank == Some(0) && f.op == Some(wait_b)),
+        "{:?}",
+        timeline.findings
+    );
+    let wait = (timeline.ranks[0].host.iter())
+        .find(|h| h.op == wait_b)
+        .unwrap();
+    assert!(wait.end_ns < 10_000_000, "{}", wait.end_ns);
+    // Rank 1's `b` on world, behind its `a` that never completes: its wait times out.
+    let (timeline, wait_b) = comm_error("TORCH_NCCL_BLOCKING_WAIT = 1", "world", "", "");
+    let rank1 = (timeline.findings.iter())
+        .find(|f| f.rank == Some(1) && f.op == Some(wait_b))
+        .unwrap();
+    assert_eq!(rank1.kind, FindingKind::WaitTimeout, "{}", rank1.message);
+}
+
+/// `b` goes first and completes; `a` fails 1 ms after its enqueue; the host sleeps
+/// `sleep_us`, then waits on `b` under blocking wait, caught.
+fn completed_first(sleep_us: u64) -> (Timeline, OpRef) {
+    labelled_run(&format!(
+        "[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n[host]\ncomm_abort_us = 50000\n[cluster]\n\
+         ranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\n\
+         x = \"1MiB\"\ny = \"1MiB\"\n\
+         [[op]]\nlabel = \"b\"\nall_reduce = \"y\"\nasync_op = true\nwork = \"wb\"\n\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n\
+         [[op]]\nhost_sleep_us = {sleep_us}\n\
+         [[op]]\nlabel = \"wait_b\"\nwait = \"wb\"\ncatch = true\n\
+         [[op]]\nlabel = \"again\"\nall_reduce = \"y\"\ncatch = true\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    ))
+}
+
+#[test]
+fn a_polling_wait_on_a_completed_work_finds_the_communicators_earlier_error_r15_r27() {
+    // Called after the error (a 5-ms sleep), the wait on the completed `b` finds it at its
+    // first check: the main thread aborts the communicator, then raises.
+    let (timeline, wait_b) = completed_first(5000);
+    let rank0 = &timeline.ranks[0];
+    let [raised, again] = rank0.exceptions.as_slice() else {
+        panic!("{:?}", rank0.exceptions)
+    };
+    assert_eq!(raised.op, wait_b, "{}", raised.message);
+    assert!(raised.message.contains("SeqNum=1"), "{}", raised.message);
+    let call = rank0.host.iter().find(|h| h.op == wait_b).unwrap();
+    assert!(
+        (50_000_000..50_100_000).contains(&(call.end_ns - call.start_ns)),
+        "the first check finds it, the raise waits for the abort: {call:?}"
+    );
+    assert!(again.message.contains("was aborted"), "{}", again.message);
+    // Called before the error (a 100-µs sleep): `b` completed, the wait returns at once.
+    let (timeline, wait_b) = completed_first(100);
+    let rank0 = &timeline.ranks[0];
+    assert!(rank0.exceptions.is_empty(), "{:?}", rank0.exceptions);
+    let call = rank0.host.iter().find(|h| h.op == wait_b).unwrap();
+    assert!(call.end_ns - call.start_ns < 100_000, "{call:?}");
+}
+
+#[test]
+fn is_completed_on_another_work_of_the_failed_communicator_is_true_from_its_error_r27() {
+    let query = "[[op]]\nis_completed = \"wb\"\n";
+    let late = format!("[[op]]\nhost_sleep_us = 5000\n{query}");
+    let (after, _) = comm_error("", "world", &late, "");
+    assert!(after.ranks[0].queries[0].completed, "after the error");
+    assert!(
+        !after.ranks[1].queries[0].completed,
+        "rank 1's communicator has no error"
+    );
+    let (before, _) = comm_error("", "world", query, "");
+    assert!(!before.ranks[0].queries[0].completed, "before the error");
+}
