@@ -45,6 +45,9 @@ impl Engine<'_> {
         // A Work whose communicator reported an NCCL async error (its own, or another Work's
         // of the same communicator) is completed, with its error, at the first poll after the
         // error, and raises there (R27); a Work completed before the call, at its first check.
+        // Decided here: no Work is enqueued on the rank while its host polls, and its main
+        // thread aborts nothing meanwhile (a watchdog's abort within the one poll interval up to
+        // that poll is not followed).
         let error_poll_ns = error_ns.map(|error_ns| next_poll_ns(host_ns, interval_ns, error_ns));
         let failed = error_poll_ns.is_some_and(|error_poll_ns| error_poll_ns <= timeout_poll_ns);
         let deadline_ns = error_poll_ns.map_or(timeout_poll_ns, |error_poll_ns| {
@@ -218,9 +221,10 @@ impl Engine<'_> {
     /// on (R27, [`work::poll_error_ns`]): the Work's own, or its communicator's while that is
     /// not aborted.
     pub(super) fn poll_error_ns(&self, rank: u32, collective: u32) -> Option<u64> {
-        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
-        self.failure
-            .poll_error_ns(rank, collective, group as crate::scenario::GroupId)
+        self.failure.poll_error_ns(rank, collective, || {
+            let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
+            group as crate::scenario::GroupId
+        })
     }
 
     /// When the Work of a collective record was enqueued (its kernel's launch).

@@ -199,18 +199,19 @@ impl Failure<'_> {
     }
 
     /// The NCCL async error a poll of `rank`'s Work of `collective`, on the communicator of
-    /// `group`, finds from its instant on ([`work::poll_error_ns`], R27): its own, or its
-    /// communicator's while that is not aborted.
+    /// the group `group` gives, finds from its instant on ([`work::poll_error_ns`], R27): its
+    /// own, or its communicator's while that is not aborted.
     pub(in crate::engine) fn poll_error_ns(
         &self,
         rank: u32,
         collective: u32,
-        group: GroupId,
+        group: impl FnOnce() -> GroupId,
     ) -> Option<u64> {
         if self.failed_works.is_empty() {
             // Most runs: no fault failed a Work, and every polling wait() asks.
             return None;
         }
+        let group = group();
         work::poll_error_ns(
             self.failed_works.get(&(rank, collective)).copied(),
             self.comm_errors
