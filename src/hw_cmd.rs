@@ -1,17 +1,16 @@
 //! `c10dsim hw` and `c10dsim hw-merge`: run a scenario on this machine's GPUs through the `hw`
 //! crate, and join the per-process Timelines of a torchrun/srun launch.
 
-use crate::{emit, load, Failure, RunOutputs};
+use crate::{emit, Failure, RunOutputs, ScenarioArgs};
 use analysis::metrics;
 use analysis::text::counted;
-use sim::scenario::Override;
 use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
 
 /// Options of `c10dsim hw` beyond the run outputs.
 pub struct HwArgs<'a> {
     pub file: &'a Path,
-    pub overrides: &'a [Override],
+    pub scenario: &'a ScenarioArgs,
     pub downscale: &'a str,
     pub timeout_ms: Option<u64>,
     pub device: Option<usize>,
@@ -71,7 +70,7 @@ fn check_trace_dir_exists(dir: &Path) -> Result<(), Failure> {
 }
 
 pub fn hw(args: HwArgs) -> Result<u8, Failure> {
-    let scenario = load(args.file, args.overrides)?;
+    let scenario = args.scenario.load(args.file)?;
     let mut options = hw::HwOptions::from_env().map_err(hw_failure)?;
     for note in &options.notes {
         note!("c10dsim: note: {note}");

@@ -147,12 +147,6 @@ enum Command {
         /// may be left out: every rank, every iteration; default none).
         #[arg(long, value_name = "SELECTION", requires = "summary", value_parser = parse_selection)]
         records_for: Option<sim::timeline::RecordSelection>,
-        /// Override the scenario's seed.
-        #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<u64>)]
-        seed: Option<u64>,
-        /// Run on this machine profile: its values replace the scenario's (docs/diff.md).
-        #[arg(long, value_name = "PROFILE.toml")]
-        machine: Option<PathBuf>,
         /// Diff the simulated Timeline against this one (measured) instead of printing the
         /// report; exit 1 when a difference exceeds the tolerances. Not with --trace,
         /// --trace-dir, --svg or --nccl-tests, which it would not write.
@@ -162,10 +156,8 @@ enum Command {
         tolerance: diff_cmd::ToleranceArgs,
         #[command(flatten)]
         limits: limits::LimitArgs,
-        /// Override a scenario value before running: `--set env.TORCH_NCCL_BLOCKING_WAIT=1`,
-        /// `--set tensors.x=64MiB`, `--set torch=2.12` (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
-        overrides: Vec<scenario::Override>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Print a shell completion script on stdout, e.g. `mkdir -p
     /// ~/.local/share/bash-completion/completions; c10dsim completions bash >
@@ -188,10 +180,8 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         limits: limits::CapArgs,
-        /// Override a value of every file before checking it, as `run --set` does:
-        /// `--set cluster.ranks=100000` (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
-        overrides: Vec<scenario::Override>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Run a scenario on this machine's GPUs with real NCCL (docs/hw.md) and print the same
     /// report as `run`. Under torchrun/srun each process runs its rank (RANK, WORLD_SIZE,
@@ -225,9 +215,8 @@ enum Command {
         /// output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
-        /// Override a scenario value (as for `run`).
-        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
-        overrides: Vec<scenario::Override>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Print the resolved scenario (what the simulator, `hw` and `torch` read) as JSON
     /// (docs/torch.md).
@@ -237,9 +226,8 @@ enum Command {
         /// Print JSON (the only form `resolve` prints).
         #[arg(long, required = true)]
         json: bool,
-        /// Override a scenario value (as for `run`).
-        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
-        overrides: Vec<scenario::Override>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Run a scenario through real torch.distributed (NCCL backend), one process per GPU under
     /// torchrun, and print the same report as `run` from the measured Timeline
@@ -256,9 +244,8 @@ enum Command {
         /// Write the measured Timeline (all ranks joined; `-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
-        /// Override a scenario value (as for `run`).
-        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
-        overrides: Vec<scenario::Override>,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// The fidelity table (docs/fidelity.md): measured PyTorch runs (`<scenario>.run<k>.json`)
     /// against the simulator and the hardware backend, with PyTorch's run-to-run spread, the
@@ -540,15 +527,13 @@ fn main() -> ExitCode {
             fail_on_race,
             summary,
             records_for,
-            seed,
-            machine,
             against,
             tolerance,
             limits,
-            overrides,
+            scenario,
         } => run(
             &file,
-            &overrides,
+            &scenario,
             json,
             &RunOutputs {
                 trace: trace.as_deref(),
@@ -567,9 +552,7 @@ fn main() -> ExitCode {
             nccl_tests,
             fail_on_race,
             &Against {
-                seed,
                 limits,
-                machine: machine.as_deref(),
                 measured: against.as_deref(),
                 tolerance,
             },
@@ -588,8 +571,8 @@ fn main() -> ExitCode {
         Command::Check {
             files,
             limits,
-            overrides,
-        } => check(&files, &overrides, &limits),
+            scenario,
+        } => check(&files, &scenario, &limits),
         Command::Hw {
             file,
             downscale,
@@ -599,10 +582,10 @@ fn main() -> ExitCode {
             trace,
             trace_dir,
             timeline,
-            overrides,
+            scenario,
         } => hw_cmd::hw(hw_cmd::HwArgs {
             file: &file,
-            overrides: &overrides,
+            scenario: &scenario,
             downscale: &downscale,
             timeout_ms,
             device,
@@ -614,17 +597,17 @@ fn main() -> ExitCode {
         Command::Resolve {
             file,
             json: _,
-            overrides,
-        } => torch_cmd::resolve(&file, &overrides),
+            scenario,
+        } => torch_cmd::resolve(&file, &scenario),
         Command::Torch {
             file,
             nproc,
             json,
             timeline,
-            overrides,
+            scenario,
         } => torch_cmd::torch(torch_cmd::TorchArgs {
             file: &file,
-            overrides: &overrides,
+            scenario: &scenario,
             nproc,
             json,
             timeline: timeline.as_deref(),
@@ -816,11 +799,13 @@ fn find_command(
 /// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).
 fn repeated_set(command: &Command) -> Option<String> {
     let paths: Vec<&str> = match command {
-        Command::Run { overrides, .. }
-        | Command::Check { overrides, .. }
-        | Command::Hw { overrides, .. }
-        | Command::Resolve { overrides, .. }
-        | Command::Torch { overrides, .. } => overrides.iter().map(|o| o.path.as_str()).collect(),
+        Command::Run { scenario, .. }
+        | Command::Check { scenario, .. }
+        | Command::Hw { scenario, .. }
+        | Command::Resolve { scenario, .. }
+        | Command::Torch { scenario, .. } => (scenario.overrides.iter())
+            .map(|o| o.path.as_str())
+            .collect(),
         Command::Sweep { axes, .. } => axes.iter().map(|a| a.path.as_str()).collect(),
         _ => return None,
     };
@@ -857,6 +842,32 @@ fn parse_selection(text: &str) -> Result<sim::timeline::RecordSelection, String>
 
 fn parse_override(text: &str) -> Result<scenario::Override, String> {
     scenario::Override::parse(text).map_err(|e| e.to_string())
+}
+
+/// What `run`, `check`, `hw`, `resolve` and `torch` apply to the scenario they load: the
+/// `--set`s, `--seed N` (`--set seed=N`) and `--machine`, the last two recorded as typed
+/// ([`load_plan`]). Not `sweep`'s, whose `--set` makes axes and whose points draw their own
+/// seeds (docs/sweep-format.md#seeds).
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct ScenarioArgs {
+    /// Override the scenario's seed, as `--set seed=N` does (not with it).
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<u64>)]
+    pub(crate) seed: Option<u64>,
+    /// Run on this machine profile: its values replace the scenario's (docs/diff.md); not with
+    /// `--set machine=…`.
+    #[arg(long, value_name = "PROFILE.toml")]
+    pub(crate) machine: Option<PathBuf>,
+    /// Override a scenario value: `--set env.TORCH_NCCL_BLOCKING_WAIT=1`, `--set
+    /// tensors.x=64MiB`, `--set torch=2.12`, `--set cluster.ranks=100000` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+    pub(crate) overrides: Vec<scenario::Override>,
+}
+
+impl ScenarioArgs {
+    /// The scenario at `path` with these applied ([`load_on`]).
+    pub(crate) fn load(&self, path: &Path) -> Result<Scenario, Failure> {
+        load_on(path, &self.overrides, self.seed, self.machine.as_deref())
+    }
 }
 
 /// Reads and validates a scenario, applying `--set` overrides first. An error points at the
@@ -939,33 +950,31 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), Failure>
     })
 }
 
-fn check(
-    files: &[PathBuf],
-    overrides: &[scenario::Override],
-    limits: &limits::CapArgs,
-) -> Result<u8, Failure> {
+fn check(files: &[PathBuf], with: &ScenarioArgs, limits: &limits::CapArgs) -> Result<u8, Failure> {
     let mut bad = 0;
     for file in files {
-        match load_plan(file, overrides, None, None).and_then(|(scenario, plan)| {
-            limits.check(file, &scenario, false)?;
-            // What `sweep` refuses before it runs a point: an axis that would make two CSV
-            // columns of one name. The metric columns are those the base point reports, so it
-            // is simulated, as `sweep` simulates it (under the default memory cap), only where
-            // an axis could be named like one.
-            let metrics = if plan.may_name_a_metric() {
-                let options = limits::LimitArgs {
-                    caps: *limits,
-                    max_memory: None,
-                }
-                .engine_options();
-                let base = sim::engine::simulate_with(&scenario, options).0;
-                analysis::sweep::metric_columns(&analysis::metrics::report(&base))
-            } else {
-                Vec::new()
-            };
-            plan.columns(metrics)?;
-            Ok(scenario)
-        }) {
+        match load_plan(file, &with.overrides, with.seed, with.machine.as_deref()).and_then(
+            |(scenario, plan)| {
+                limits.check(file, &scenario, false)?;
+                // What `sweep` refuses before it runs a point: an axis that would make two CSV
+                // columns of one name. The metric columns are those the base point reports, so it
+                // is simulated, as `sweep` simulates it (under the default memory cap), only where
+                // an axis could be named like one.
+                let metrics = if plan.may_name_a_metric() {
+                    let options = limits::LimitArgs {
+                        caps: *limits,
+                        max_memory: None,
+                    }
+                    .engine_options();
+                    let base = sim::engine::simulate_with(&scenario, options).0;
+                    analysis::sweep::metric_columns(&analysis::metrics::report(&base))
+                } else {
+                    Vec::new()
+                };
+                plan.columns(metrics)?;
+                Ok(scenario)
+            },
+        ) {
             Ok(scenario) => {
                 let estimate = limits.estimate(&scenario);
                 outln!(

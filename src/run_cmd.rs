@@ -3,19 +3,17 @@
 //! share for their measured Timelines).
 
 use crate::{
-    diff_cmd, fr_cmd, limits, load_on, output_failure, plot, progress, stdio, trace_out,
-    write_json, Failure,
+    diff_cmd, fr_cmd, limits, output_failure, plot, progress, stdio, trace_out, write_json,
+    Failure, ScenarioArgs,
 };
 use analysis::{metrics, text};
-use sim::scenario::{self, Scenario};
+use sim::scenario::Scenario;
 use sim::timeline::Timeline;
 use std::path::Path;
 
-/// `run --seed`, `--machine`, `--against` and the caps of `--max-events` and the like.
+/// `run --against` and the caps of `--max-events` and the like.
 pub(crate) struct Against<'a> {
-    pub(crate) seed: Option<u64>,
     pub(crate) limits: limits::LimitArgs,
-    pub(crate) machine: Option<&'a Path>,
     pub(crate) measured: Option<&'a Path>,
     pub(crate) tolerance: diff_cmd::ToleranceArgs,
 }
@@ -110,7 +108,7 @@ impl RunOutputs<'_> {
 
 pub(crate) fn run(
     file: &Path,
-    overrides: &[scenario::Override],
+    with: &ScenarioArgs,
     json: bool,
     outputs: &RunOutputs,
     nccl_tests: bool,
@@ -122,7 +120,7 @@ pub(crate) fn run(
     }
     let limits = &against.limits;
     outputs.check_places(nccl_tests && !json)?;
-    let scenario = load_on(file, overrides, against.seed, against.machine)?;
+    let scenario = with.load(file)?;
     limits
         .caps
         .check(file, &scenario, outputs.summary.is_some())?;

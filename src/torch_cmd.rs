@@ -6,7 +6,7 @@
 //! and the join of the ranks' Timelines (with the notes on a run cut short) are one command's
 //! path through one set of run folders.
 
-use crate::{emit, load, Failure, RunOutputs};
+use crate::{emit, Failure, RunOutputs, ScenarioArgs};
 use analysis::metrics;
 use analysis::text::counted;
 use sim::scenario::{Override, Scenario};
@@ -24,8 +24,8 @@ try:\n    import c10dsim.torch.interpreter\n    package = True\nexcept Exception
 print(json.dumps({'torch': torch.__version__, 'cuda': torch.cuda.is_available(), 'gpus': torch.cuda.device_count() if torch.cuda.is_available() else 0, 'package': package}))\n";
 
 /// `c10dsim resolve FILE --json`: the scenario both engines read, as JSON.
-pub fn resolve(file: &Path, overrides: &[Override]) -> Result<u8, Failure> {
-    let scenario = load(file, overrides)?;
+pub fn resolve(file: &Path, with: &ScenarioArgs) -> Result<u8, Failure> {
+    let scenario = with.load(file)?;
     outln!("{}", crate::json_text::to_string(&scenario))?;
     Ok(0)
 }
@@ -33,7 +33,7 @@ pub fn resolve(file: &Path, overrides: &[Override]) -> Result<u8, Failure> {
 /// Options of `c10dsim torch`.
 pub struct TorchArgs<'a> {
     pub file: &'a Path,
-    pub overrides: &'a [Override],
+    pub scenario: &'a ScenarioArgs,
     pub nproc: Option<u32>,
     pub json: bool,
     pub timeline: Option<&'a Path>,
@@ -168,17 +168,13 @@ fn downscaled(
     }
     // The user's own `cluster.ranks` gives way, so that the run's recorded `--set`s name each
     // key once, as the command line takes them.
-    let mut overrides: Vec<Override> = args
-        .overrides
-        .iter()
-        .filter(|set| set.path != "cluster.ranks")
-        .cloned()
-        .collect();
-    overrides.push(Override {
+    let mut with = args.scenario.clone();
+    with.overrides.retain(|set| set.path != "cluster.ranks");
+    with.overrides.push(Override {
         path: "cluster.ranks".to_string(),
         value: world.to_string(),
     });
-    match load(args.file, &overrides) {
+    match with.load(args.file) {
         Ok(smaller) => Ok((
             smaller,
             Some(format!(
@@ -211,7 +207,7 @@ fn run_folder() -> Result<PathBuf, Failure> {
 
 /// `c10dsim torch FILE`: the scenario through real `torch.distributed` (docs/torch.md).
 pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
-    let scenario = load(args.file, args.overrides)?;
+    let scenario = args.scenario.load(args.file)?;
     let outputs = RunOutputs {
         trace: None,
         trace_dir: None,
@@ -492,6 +488,7 @@ fn origin_ns(part: &Timeline) -> u64 {
 mod tests {
     use super::*;
     use crate::diff_cmd::{read_timeline, recorded_invocation};
+    use crate::load;
     use sim::timeline::FindingKind;
 
     fn record(rank: u32, thread: ThreadKind, event: WatchdogEvent, at_ns: u64) -> WatchdogRecord {
@@ -587,18 +584,22 @@ mod tests {
 
     #[test]
     fn a_downscaled_run_records_cluster_ranks_once_as_the_command_line_takes_it() {
-        let overrides = [
-            Override::parse("cluster.ranks=4").unwrap(),
-            Override::parse("repeat=7").unwrap(),
-        ];
+        let with = ScenarioArgs {
+            seed: Some(3),
+            overrides: vec![
+                Override::parse("cluster.ranks=4").unwrap(),
+                Override::parse("repeat=7").unwrap(),
+            ],
+            ..ScenarioArgs::default()
+        };
         let args = TorchArgs {
             file: Path::new("scenarios/overlap_bench.toml"),
-            overrides: &overrides,
+            scenario: &with,
             nproc: None,
             json: false,
             timeline: None,
         };
-        let Ok(scenario) = load(args.file, &overrides) else {
+        let Ok(scenario) = with.load(args.file) else {
             panic!("overlap_bench loads")
         };
         let Ok((smaller, note)) = downscaled(&args, scenario, 1) else {
@@ -608,7 +609,7 @@ mod tests {
         assert!(note.unwrap().contains("running it at cluster.ranks = 1"));
         assert_eq!(
             smaller.path,
-            "scenarios/overlap_bench.toml [--set repeat=7 --set cluster.ranks=1]"
+            "scenarios/overlap_bench.toml [--seed 3 --set repeat=7 --set cluster.ranks=1]"
         );
     }
 

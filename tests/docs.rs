@@ -217,6 +217,46 @@ fn rule_citations_are_recognised() {
     assert_eq!(cited, [12, 10, 26, 29, 3]);
 }
 
+/// The text of rule `R<n>`'s entry in `semantics` (docs/semantics.md): from its heading to the
+/// next heading of its level or above.
+fn rule_entry(semantics: &str, n: u32) -> &str {
+    let heading = format!("\n### R{n} — ");
+    let start = semantics
+        .find(&heading)
+        .map_or(semantics.len(), |at| at + 1);
+    let rest = &semantics[start..];
+    let end = ["\n### ", "\n## "]
+        .iter()
+        .filter_map(|next| rest.find(next))
+        .min()
+        .unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// Every `[env]` variable whose help (`c10dsim help env`, `Env::KNOWN`) cites rules is named in
+/// one of those rules' entries: a reader sent to the rule finds the variable explained there.
+/// Until 2026-12-07 `TORCH_NCCL_NONBLOCKING_TIMEOUT` cited R8, which never named it.
+#[test]
+fn every_env_variable_is_explained_by_a_rule_its_help_cites() {
+    let semantics = read(Path::new("docs/semantics.md"));
+    let mut unexplained = Vec::new();
+    for (name, help) in sim::scenario::Env::KNOWN {
+        let rules: Vec<u32> = rule_citations(help).into_iter().map(|(n, _)| n).collect();
+        if !rules.is_empty()
+            && !rules
+                .iter()
+                .any(|&n| rule_entry(&semantics, n).contains(name))
+        {
+            unexplained.push(format!("{name} (cites {rules:?})"));
+        }
+    }
+    assert!(
+        unexplained.is_empty(),
+        "variables whose cited rules in docs/semantics.md never name them:\n{}",
+        unexplained.join("\n")
+    );
+}
+
 /// Lines of Markdown outside fenced code blocks.
 fn prose_lines(text: &str) -> Vec<(usize, &str)> {
     let mut fenced = false;

@@ -31,6 +31,79 @@ def test_a_file_that_is_not_a_resolved_scenario_exits_2(interpret, tmp_path, tex
     assert document is None and calls == []
 
 
+def edit(**changes):
+    """An edit of a resolved scenario: each KEY__PATH=value replaces scenario[KEY][PATH]
+    (an int part indexes a list); the value `DELETE` removes the key."""
+
+    def apply(scenario):
+        for key_path, value in changes.items():
+            *parents, last = [int(part) if part.isdigit() else part
+                              for part in key_path.split("__")]
+            holder = scenario
+            for part in parents:
+                holder = holder[part]
+            if value is DELETE:
+                del holder[last]
+            else:
+                holder[last] = value
+        return scenario
+
+    return apply
+
+
+DELETE = object()
+
+
+# The review's malformed copies of straggler's resolved scenario: each exits 2 with one line
+# naming the key path, before torch is imported.
+@pytest.mark.parametrize("change, message", [
+    (edit(env__raw=DELETE), "env: has no raw"),
+    (edit(env=[]), "env: expected an object, got []"),
+    (edit(cluster={}), "cluster: has no ranks"),
+    (edit(cluster__ranks="8"), 'cluster.ranks: expected an integer, got "8"'),
+    (edit(ops=None), "ops: expected a list, got null"),
+    (edit(ops=[{}]), "ops[0]: has no index"),
+    (edit(ops__0__kind={}), "ops[0].kind: has no kind"),
+    (edit(ops__0__kind__group=7), "ops[0].kind.group: expected an index of groups (0 to 0), "
+                                  "got 7"),
+    (edit(faults=[{"ranks": [0], "kind": {"kind": "async_error"}, "op": 99, "iteration": 0}]),
+     "faults[0].op: expected an index of ops (0 to 2), got 99"),
+    (edit(faults=[{"ranks": [0], "kind": {"kind": "async_error"}, "op": 0, "iteration": 0}]),
+     "faults[0].kind: has no after_ns"),
+    (edit(faults=[{"ranks": [0], "kind": {"kind": "melt"}, "op": 0, "iteration": 0}]),
+     'faults[0].kind.kind: expected one of skip, hang, die, watchdog_stuck, mismatch, '
+     'async_error, got "melt"'),
+    (edit(path=None, ops__0__kind={"kind": "nope"}), "path: expected a string, got null"),
+    (edit(repeat=True), "repeat: expected an integer, got true"),
+    (edit(perturbations__0__host_delay={"distribution": "lognormal"}),
+     "perturbations[0].host_delay: has no mean_ns"),
+])
+def test_a_malformed_resolved_scenario_exits_2_naming_the_key(resolve, interpret, tmp_path,
+                                                                change, message):
+    _, scenario = resolve("straggler")
+    assert len(scenario["ops"]) == 3 and len(scenario["groups"]) == 1
+    bad = tmp_path / "malformed.json"
+    bad.write_text(json.dumps(change(scenario)))
+    completed, document, calls = interpret(bad, env=WATCH_IMPORT)
+    assert completed.returncode == 2, completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert completed.stderr == "c10dsim.torch: %s is not a resolved scenario (c10dsim resolve " \
+        "FILE --json): %s\n" % (bad, message), completed.stderr
+    assert document is None and calls == []
+
+
+def test_an_unknown_op_kind_is_left_to_the_refusal_that_names_it(resolve, interpret, tmp_path):
+    _, scenario = resolve("straggler")
+    scenario["ops"][0]["kind"] = {"kind": "nope"}
+    bad = tmp_path / "unknown_kind.json"
+    bad.write_text(json.dumps(scenario))
+    completed, _, calls = interpret(bad, env=WATCH_IMPORT)
+    assert completed.returncode == 2, completed.stderr
+    assert "scenarios/straggler.toml:31: op kind 'nope' is not known to this interpreter" \
+        in completed.stderr, completed.stderr
+    assert calls == []
+
+
 def test_an_out_folder_that_does_not_exist_is_made_and_filled(resolve, interpret, tmp_path):
     path, _ = resolve("exp_b_stream_scope", "cluster.ranks=1")
     missing = tmp_path / "made" / "by_the_rank"

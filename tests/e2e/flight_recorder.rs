@@ -743,3 +743,25 @@ fn a_rank_that_enqueued_none_of_a_group_whose_first_collective_no_dump_kept_is_s
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// docs/flight-recorder.md's example of `import flight-recorder` on PyTorch's recorded dump is
+/// what the binary prints, word for word but the output's path. Until 2026-12-07 the page
+/// showed "imported 1 dumps".
+#[test]
+fn the_documented_import_example_is_what_the_binary_prints() {
+    let doc = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/flight-recorder.md"),
+    )
+    .unwrap();
+    let command = "$ c10dsim import flight-recorder tests/data/torch/recorded/fr -o h200.toml\n";
+    let shown = doc
+        .split(command)
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/flight-recorder.md shows the import of tests/data/torch/recorded/fr");
+    let dir = scratch("documented");
+    let out = dir.join("h200.toml");
+    let printed = import(Path::new("tests/data/torch/recorded/fr"), &out);
+    assert_eq!(shown, printed.replace(out.to_str().unwrap(), "h200.toml"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -719,6 +719,84 @@ fn seed_with_set_seed_is_refused_and_the_header_shows_seed_as_typed() {
     assert!(header.ends_with("seed 5"), "{header}");
 }
 
+/// `--seed` and `--machine` are taken by every command that loads one scenario with `--set`,
+/// with `run`'s rules: beside `--set seed=` or `--set machine=` they are refused. Until
+/// 2026-12-07 only `run` took them, though the README gives `--seed N` as `--set seed=N`.
+#[test]
+fn seed_and_machine_are_taken_by_every_command_that_takes_set() {
+    let commands: [&[&str]; 4] = [
+        &["resolve", "scenarios/straggler.toml", "--json"],
+        &["check", "scenarios/straggler.toml"],
+        &["torch", "scenarios/straggler.toml"],
+        &["hw", "scenarios/straggler.toml"],
+    ];
+    for command in commands {
+        let seeds = [command, &["--seed", "5", "--set", "seed=6"]].concat();
+        let output = c10dsim(&seeds);
+        assert_refused(
+            &output,
+            "--seed 5 and --set seed=6 both set the seed",
+            &seeds.join(" "),
+        );
+        let machines = [
+            command,
+            &[
+                "--machine",
+                "profiles/h200-x4.toml",
+                "--set",
+                "machine=h200",
+            ],
+        ]
+        .concat();
+        let output = c10dsim(&machines);
+        assert_refused(
+            &output,
+            "--machine profiles/h200-x4.toml and --set machine=h200 both name the machine profile",
+            &machines.join(" "),
+        );
+    }
+    let output = c10dsim(&["check", "scenarios/straggler.toml", "--seed", "5"]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    // `torch` loads the scenario with them before it asks Python anything.
+    let output = c10dsim(&[
+        "torch",
+        "scenarios/straggler.toml",
+        "--seed",
+        "5",
+        "--nproc",
+        "0",
+    ]);
+    assert_refused(
+        &output,
+        "--nproc must be at least 1",
+        "torch --seed 5 --nproc 0",
+    );
+}
+
+/// `resolve --seed N --machine P` is what `--set seed=N` and the profile give, recorded as typed
+/// (the path `c10dsim torch` and its Timeline carry).
+#[test]
+fn resolve_applies_seed_and_machine_and_records_them_as_typed() {
+    let resolved = |args: &[&str]| -> serde_json::Value {
+        let output = c10dsim(&[&["resolve", "scenarios/straggler.toml", "--json"], args].concat());
+        assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+        serde_json::from_str(&stdout(&output)).unwrap()
+    };
+    let typed = resolved(&["--seed", "5", "--machine", "profiles/h200-x4.toml"]);
+    assert_eq!(typed["seed"], 5);
+    assert_eq!(
+        typed["path"],
+        "scenarios/straggler.toml [--seed 5 --machine profiles/h200-x4.toml]"
+    );
+    // The same scenario but for how it was invoked and the hash of the edited text.
+    let mut set = resolved(&["--set", "seed=5", "--set", "machine=h200-x4"]);
+    assert_eq!(set["cluster"], typed["cluster"]);
+    for key in ["path", "source_hash"] {
+        set[key] = typed[key].clone();
+    }
+    assert_eq!(set, typed);
+}
+
 #[test]
 fn machine_with_set_machine_is_refused_and_the_header_names_machine() {
     // Both given, parameters mixed the two profiles and the header named neither flag.

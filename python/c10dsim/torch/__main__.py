@@ -5,11 +5,12 @@ Run one process per GPU under torchrun (``c10dsim torch FILE`` does it). Each pr
 ``DIR/rank<RANK>.json``. Exit status: 0 the program ran; 1 it stopped on an exception PyTorch
 raised for a failed call (a timed-out wait, an aborted communicator, an out-of-memory error:
 recorded in the Timeline as a finding); 2 bad input, found before torch is imported (a scenario
-file that cannot be read or is no resolved scenario, an --out that cannot be made a folder, a
-launcher variable that is not a non-negative integer or a rank not below the world size, a
-launch that does not fit the scenario, a scenario that asks for something this interpreter
-cannot enact), or a torch that cannot be imported, named; 3 an exception the interpreter does
-not expect (its own bug, or the machine's), its traceback on stderr.
+file that cannot be read or is no resolved scenario, its first wrong key named; an --out that
+cannot be made a folder; a launcher variable that is not a non-negative integer or a rank not
+below the world size; a launch that does not fit the scenario; a scenario that asks for
+something this interpreter cannot enact), or a torch that cannot be imported, named; 3 an
+exception the interpreter does not expect (its own bug, or the machine's), its traceback on
+stderr.
 """
 
 import argparse
@@ -17,6 +18,8 @@ import json
 import os
 import sys
 import traceback
+
+from .scenario_shape import SCENARIO, shape_error
 
 # Set unless the scenario's [env] says otherwise: Works time their kernels (as the hardware
 # backend's do) and the Flight Recorder keeps every collective, so that kernel durations can be
@@ -78,10 +81,6 @@ def fail(message):
     return 2
 
 
-# The top-level keys of a resolved scenario that the interpreter reads.
-SCENARIO_KEYS = ("name", "path", "source_hash", "torch", "seed", "repeat", "warmup", "cluster",
-                 "env", "memory", "tensors", "streams", "groups", "works", "marks", "ops",
-                 "perturbations", "faults", "measures", "overlaps")
 
 
 def read_scenario(path):
@@ -100,10 +99,11 @@ def read_scenario(path):
         fail("%s is not a resolved scenario (c10dsim resolve FILE --json): a JSON %s, not an "
              "object" % (path, type(scenario).__name__))
         return None
-    missing = [key for key in SCENARIO_KEYS if key not in scenario]
-    if missing:
-        fail("%s is not a resolved scenario (c10dsim resolve FILE --json): it has no %s"
-             % (path, ", ".join(missing)))
+    missing = [key for key in SCENARIO if key not in scenario]
+    wrong = ("it has no %s" % ", ".join(missing) if missing
+             else shape_error(scenario, SCENARIO, scenario))
+    if wrong is not None:
+        fail("%s is not a resolved scenario (c10dsim resolve FILE --json): %s" % (path, wrong))
         return None
     return scenario
 
