@@ -443,6 +443,9 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
         fitted.push_str(&format!("cluster.gpu = {gpu}\n"));
     }
+    for note in &calibration.notes {
+        fitted.push_str(&format!("note: {note}\n"));
+    }
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
     // A profile that fails a scenario's checks is not written.
     calibrate::check_usable(&calibration.profile).map_err(|why| {
