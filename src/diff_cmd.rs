@@ -367,6 +367,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         name,
         held_out,
     } = args;
+    refuse_repeated_runs(runs, held_out)?;
     let inputs = runs
         .iter()
         .map(|run| {
@@ -498,12 +499,50 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         let simulated = crate::limits::simulate_capped(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
+    let validation = calibrate::validation(&diffs);
+    if validation.rows.is_empty() {
+        note!(
+            "c10dsim: warning: the held-out runs have no timing metric with a measured value \
+             (no measure, host call or kernel both runs time): the profile is not validated"
+        );
+    }
     outln!()?;
-    out!(
-        "{}",
-        calibrate::render_validation(&calibrate::validation(&diffs))
-    )?;
+    out!("{}", calibrate::render_validation(&validation))?;
     Ok(0)
+}
+
+/// Refuses a run file given twice among the fitted runs or the held-out ones, however named
+/// (`a.json` and `./a.json`): fitted twice, it would count twice, and a fitted run validated is
+/// not held out. Standard input (`-`) is left out.
+fn refuse_repeated_runs(runs: &[String], held_out: &[String]) -> Result<(), Failure> {
+    let mut seen: Vec<(PathBuf, &str, &str)> = Vec::new();
+    let arguments =
+        (runs.iter().map(|run| (run, ""))).chain(held_out.iter().map(|run| (run, "--validate ")));
+    for (argument, flag) in arguments {
+        let (run, _) = run_and_scenario(argument);
+        if crate::stdio::is_dash(&run) {
+            continue;
+        }
+        let Ok(file) = run.canonicalize() else {
+            continue;
+        };
+        if let Some((_, first, first_flag)) = seen.iter().find(|(seen, ..)| *seen == file) {
+            let why = match (first_flag.is_empty(), flag.is_empty()) {
+                (true, false) => {
+                    "a run the profile was fitted to is not held out; validate on runs left out \
+                     of the fit"
+                }
+                (true, true) => "fitted twice, it would count as two runs",
+                _ => "validated twice, it would count twice",
+            };
+            return Err(Failure::input(format!(
+                "calibrate {first_flag}{first} and {flag}{argument} name one run, {}: {why}",
+                file.display()
+            )));
+        }
+        seen.push((file, argument, flag));
+    }
+    Ok(())
 }
 
 /// `c10dsim calibrate`'s arguments.

@@ -1075,8 +1075,9 @@ pub fn nothing_to_fit(timeline: &Timeline) -> Option<String> {
 pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), String> {
     if timeline.scenario.ranks != scenario.cluster.ranks {
         return Err(format!(
-            "the Timeline ran {} ranks, the scenario has {}: not a run of this scenario",
-            timeline.scenario.ranks, scenario.cluster.ranks
+            "the Timeline ran {}, the scenario has {}: not a run of this scenario",
+            crate::text::counted(u64::from(timeline.scenario.ranks), "rank"),
+            scenario.cluster.ranks
         ));
     }
     if timeline.ops.len() != scenario.ops.len() {

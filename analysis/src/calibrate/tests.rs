@@ -248,7 +248,7 @@ fn held_out_errors_take_the_timing_metrics() {
         3,
         "host_call, stream_interval and kernel µs"
     );
-    assert_eq!(result.median_error_pct, 0.0);
+    assert_eq!(result.median_error_pct, Some(0.0));
     assert!(render_validation(&result).contains("median error 0.00% over 3 timing metrics"));
     assert_eq!(result.rows[0].scenario, "v (2 ranks)");
 }
