@@ -6,7 +6,7 @@ use crate::Failure;
 use analysis::calibrate::{self, CalibrationRun, Profile, ProfileMode};
 use analysis::diff::{self, DiffOptions};
 use sim::scenario::{Override, Scenario};
-use sim::timeline::Timeline;
+use sim::timeline::{Source, Timeline};
 use std::path::{Path, PathBuf};
 
 /// Tolerances of `diff` and `run --against`.
@@ -407,11 +407,33 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let runs_per_gpu = calibrate::runs_per_gpu(&pairs);
+    // A simulated Timeline is fitted (the fit gives back what the simulation ran with, a check
+    // of the fit) but named as one, never as a measurement.
+    let kind = |timeline: &Timeline| match timeline.source {
+        Source::Simulated => "simulated",
+        Source::Measured | Source::Torch => "measured",
+    };
+    for (run, timeline, _) in &inputs {
+        if timeline.source == Source::Simulated {
+            note!(
+                "c10dsim: note: {run} is a simulated Timeline: it fits the simulator's own \
+                 parameters back, not a machine's; the profile lists it as `simulated: {run}`"
+            );
+        }
+    }
+    let counts: Vec<String> = ["measured", "simulated"]
+        .into_iter()
+        .map(|which| {
+            let count = inputs.iter().filter(|(_, t, _)| kind(t) == which).count();
+            (count, which)
+        })
+        .filter(|&(count, _)| count > 0)
+        .map(|(count, which)| format!("{count} {which} run{}", if count == 1 { "" } else { "s" }))
+        .collect();
     // The profile names the runs it was fitted to: not those left out for want of records.
     prior.about = format!(
-        "calibrated by c10dsim calibrate from {} measured run{}{}{}",
-        inputs.len(),
-        if inputs.len() == 1 { "" } else { "s" },
+        "calibrated by c10dsim calibrate from {}{}{}",
+        counts.join(" and "),
         runs_per_gpu
             .as_ref()
             .map_or(String::new(), |gpus| format!(", {gpus}")),
@@ -423,8 +445,8 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     );
     prior.name = name.to_string();
     // A prior fitted to some of these runs already names them: each once.
-    for (run, ..) in &inputs {
-        let source = format!("measured: {run}");
+    for (run, timeline, _) in &inputs {
+        let source = format!("{}: {run}", kind(timeline));
         if !prior.sources.contains(&source) {
             prior.sources.push(source);
         }

@@ -789,3 +789,38 @@ fn calibrate_validates_only_what_it_can_and_fits_each_run_once() {
         stderr(&output)
     );
 }
+
+/// A simulated Timeline is calibrated (the fit recovers the parameters the simulation ran with,
+/// a check of the fit) but labelled so: it used to be listed as `measured: tl.json`.
+#[test]
+fn a_simulated_timeline_is_calibrated_as_simulated() {
+    let run = temp("simulated_run.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--timeline",
+        &run,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let profile = temp("simulated_profile.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        &run,
+        "tests/data/hw/hw_host_overhead.json",
+        "-o",
+        &profile,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("{run} is a simulated Timeline")),
+        "{}",
+        stderr(&output)
+    );
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        written.contains(&format!("\"simulated: {run}\""))
+            && written.contains("\"measured: tests/data/hw/hw_host_overhead.json\"")
+            && written.contains("from 1 measured run and 1 simulated run"),
+        "{written}"
+    );
+}
