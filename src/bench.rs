@@ -38,8 +38,9 @@ pub struct BenchArgs {
     pub against: Option<PathBuf>,
 }
 
-/// The flags that size the scenario, and `--plot`'s name, refused before any work, naming the
-/// flag (the generated scenario's own errors would point at a file the user never wrote).
+/// The flags that size the scenario, `--plot`'s name, and `-o` and `--plot` on one file, refused
+/// before any work, naming the flag (the generated scenario's own errors would point at a file
+/// the user never wrote).
 fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
     let max_ranks = sim::scenario::MAX_RANKS;
     let mut ranks = vec![("--ranks", args.ranks)];
@@ -66,6 +67,9 @@ fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
     if let Some(picture) = &args.plot {
         crate::plot::picture_is_png(picture)
             .map_err(|refused| Failure::input(format!("--plot {}", refused.message)))?;
+        if let Some(output) = &args.output {
+            crate::stdio::refuse_shared_outputs(&[("-o", output), ("--plot", picture)])?;
+        }
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use crate::Failure;
 use analysis::calibrate::{self, CalibrationRun, Profile, ProfileMode};
 use analysis::diff::{self, DiffOptions};
 use sim::scenario::{Override, Scenario};
-use sim::timeline::Timeline;
+use sim::timeline::{Source, Timeline};
 use std::path::{Path, PathBuf};
 
 /// Tolerances of `diff` and `run --against`.
@@ -367,6 +367,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         name,
         held_out,
     } = args;
+    refuse_repeated_runs(runs, held_out)?;
     let inputs = runs
         .iter()
         .map(|run| {
@@ -406,11 +407,33 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         .map(|(_, timeline, scenario)| CalibrationRun { scenario, timeline })
         .collect();
     let runs_per_gpu = calibrate::runs_per_gpu(&pairs);
+    // A simulated Timeline is fitted (the fit gives back what the simulation ran with, a check
+    // of the fit) but named as one, never as a measurement.
+    let kind = |timeline: &Timeline| match timeline.source {
+        Source::Simulated => "simulated",
+        Source::Measured | Source::Torch => "measured",
+    };
+    for (run, timeline, _) in &inputs {
+        if timeline.source == Source::Simulated {
+            note!(
+                "c10dsim: note: {run} is a simulated Timeline: it fits the simulator's own \
+                 parameters back, not a machine's; the profile lists it as `simulated: {run}`"
+            );
+        }
+    }
+    let counts: Vec<String> = ["measured", "simulated"]
+        .into_iter()
+        .map(|which| {
+            let count = inputs.iter().filter(|(_, t, _)| kind(t) == which).count();
+            (count, which)
+        })
+        .filter(|&(count, _)| count > 0)
+        .map(|(count, which)| format!("{count} {which} run{}", if count == 1 { "" } else { "s" }))
+        .collect();
     // The profile names the runs it was fitted to: not those left out for want of records.
     prior.about = format!(
-        "calibrated by c10dsim calibrate from {} measured run{}{}{}",
-        inputs.len(),
-        if inputs.len() == 1 { "" } else { "s" },
+        "calibrated by c10dsim calibrate from {}{}{}",
+        counts.join(" and "),
         runs_per_gpu
             .as_ref()
             .map_or(String::new(), |gpus| format!(", {gpus}")),
@@ -422,8 +445,8 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     );
     prior.name = name.to_string();
     // A prior fitted to some of these runs already names them: each once.
-    for (run, ..) in &inputs {
-        let source = format!("measured: {run}");
+    for (run, timeline, _) in &inputs {
+        let source = format!("{}: {run}", kind(timeline));
         if !prior.sources.contains(&source) {
             prior.sources.push(source);
         }
@@ -442,6 +465,9 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut fitted = calibrate::render_fitted(&calibration.fitted);
     if let Some(gpu) = calibration.profile.values.get("cluster.gpu") {
         fitted.push_str(&format!("cluster.gpu = {gpu}\n"));
+    }
+    for note in &calibration.notes {
+        fitted.push_str(&format!("note: {note}\n"));
     }
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
     // A profile that fails a scenario's checks is not written.
@@ -495,12 +521,50 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         let simulated = crate::limits::simulate_capped(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
+    let validation = calibrate::validation(&diffs);
+    if validation.rows.is_empty() {
+        note!(
+            "c10dsim: warning: the held-out runs have no timing metric with a measured value \
+             (no measure, host call or kernel both runs time): the profile is not validated"
+        );
+    }
     outln!()?;
-    out!(
-        "{}",
-        calibrate::render_validation(&calibrate::validation(&diffs))
-    )?;
+    out!("{}", calibrate::render_validation(&validation))?;
     Ok(0)
+}
+
+/// Refuses a run file given twice among the fitted runs or the held-out ones, however named
+/// (`a.json` and `./a.json`): fitted twice, it would count twice, and a fitted run validated is
+/// not held out. Standard input (`-`) is left out.
+fn refuse_repeated_runs(runs: &[String], held_out: &[String]) -> Result<(), Failure> {
+    let mut seen: Vec<(PathBuf, &str, &str)> = Vec::new();
+    let arguments =
+        (runs.iter().map(|run| (run, ""))).chain(held_out.iter().map(|run| (run, "--validate ")));
+    for (argument, flag) in arguments {
+        let (run, _) = run_and_scenario(argument);
+        if crate::stdio::is_dash(&run) {
+            continue;
+        }
+        let Ok(file) = run.canonicalize() else {
+            continue;
+        };
+        if let Some((_, first, first_flag)) = seen.iter().find(|(seen, ..)| *seen == file) {
+            let why = match (first_flag.is_empty(), flag.is_empty()) {
+                (true, false) => {
+                    "a run the profile was fitted to is not held out; validate on runs left out \
+                     of the fit"
+                }
+                (true, true) => "fitted twice, it would count as two runs",
+                _ => "validated twice, it would count twice",
+            };
+            return Err(Failure::input(format!(
+                "calibrate {first_flag}{first} and {flag}{argument} name one run, {}: {why}",
+                file.display()
+            )));
+        }
+        seen.push((file, argument, flag));
+    }
+    Ok(())
 }
 
 /// `c10dsim calibrate`'s arguments.

@@ -51,16 +51,32 @@ fn memory_runs(
     }
 }
 
+/// The folder of the `hw` runs: `--hw`'s, which must be a folder that can be read, else
+/// [`DEFAULT_HW_DIR`] (`None` where it does not exist: no `hw` column).
+fn hw_folder(hw_dir: Option<&Path>) -> Result<Option<&Path>, Failure> {
+    let Some(dir) = hw_dir else {
+        let default = Path::new(DEFAULT_HW_DIR);
+        return Ok(default.is_dir().then_some(default));
+    };
+    std::fs::read_dir(dir)
+        .map_err(|e| Failure::input(format!("--hw {}: cannot read: {e}", dir.display())))?;
+    Ok(Some(dir))
+}
+
+/// Where `fidelity` looks for the `hw` runs without `--hw`.
+const DEFAULT_HW_DIR: &str = "tests/data/hw/world1";
+
 /// `c10dsim fidelity`: every `<scenario>.run<k>.json` of `torch_dir` against the simulation of
 /// the scenario with the `--set`s the run recorded, and against `hw_dir/<scenario>.json` where
 /// there is one; the memory table also from the memory runs (docs/fidelity.md).
 pub fn fidelity(
     torch_dir: &Path,
     memory_dir: Option<&Path>,
-    hw_dir: &Path,
+    hw_dir: Option<&Path>,
     machine: &Path,
     output: Option<&Path>,
 ) -> Result<u8, Failure> {
+    let hw_dir = hw_folder(hw_dir)?;
     let runs = recorded_runs(torch_dir)?;
     if runs.is_empty() {
         return Err(Failure::input(format!(
@@ -93,9 +109,9 @@ pub fn fidelity(
         }
         overrides.extend(analysis::calibrate::measurement_overrides(&torch[0]));
         let scenario = crate::load_on(&file, &overrides, None, Some(machine))?;
-        let hw_path = hw_dir.join(format!("{name}.json"));
+        let hw_path = hw_dir.map(|dir| dir.join(format!("{name}.json")));
         // Only an hw run of the same world size without stand-ins measures the same program.
-        let hw = if hw_path.is_file() {
+        let hw = if let Some(hw_path) = hw_path.filter(|path| path.is_file()) {
             let hw = read_timeline(&hw_path)?;
             let stand_ins = hw
                 .machine

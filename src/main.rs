@@ -260,9 +260,9 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         memory_runs: Option<PathBuf>,
         /// Folder of `hw` Timelines named `<scenario>.json`, measured at the PyTorch runs' world
-        /// size without stand-ins.
-        #[arg(long, default_value = "tests/data/hw/world1")]
-        hw: PathBuf,
+        /// size without stand-ins [default: tests/data/hw/world1, where it exists].
+        #[arg(long, value_name = "DIR")]
+        hw: Option<PathBuf>,
         /// Simulate on this machine profile (`--machine` of `run`).
         #[arg(
             long,
@@ -621,7 +621,7 @@ fn main() -> ExitCode {
         } => fidelity_cmd::fidelity(
             &torch,
             memory_runs.as_deref(),
-            &hw,
+            hw.as_deref(),
             &machine,
             output.as_deref(),
         ),

@@ -50,7 +50,8 @@ impl RunOutputs<'_> {
     /// What is wrong with the output paths whatever the run gives, refused before it: a file in
     /// a folder that does not exist or that is a folder, a `--trace-dir` or `--fr-dir` that is
     /// `-` or a file, a file written into `--trace-dir`, whose every file HTA reads as a rank's
-    /// trace, and two outputs on standard output (`nccl_table`: nccl-tests' table is one).
+    /// trace, two outputs on one path, and two outputs on standard output (`nccl_table`:
+    /// nccl-tests' table is one).
     pub(crate) fn check_places(&self, nccl_table: bool) -> Result<(), Failure> {
         let mut on_stdout = self.on_stdout();
         if nccl_table {
@@ -63,6 +64,18 @@ impl RunOutputs<'_> {
                 on_stdout.join(" and ")
             )));
         }
+        let all = [
+            ("--trace", self.trace),
+            ("--timeline", self.timeline),
+            ("--svg", self.svg),
+            ("--trace-dir", self.trace_dir),
+            ("--fr-dir", self.fr_dir),
+        ];
+        let named: Vec<(&str, &Path)> = all
+            .into_iter()
+            .filter_map(|(flag, path)| Some((flag, path?)))
+            .collect();
+        stdio::refuse_shared_outputs(&named)?;
         let folders = [("--trace-dir", self.trace_dir), ("--fr-dir", self.fr_dir)];
         for (flag, dir) in folders {
             if let Some(dir) = dir {

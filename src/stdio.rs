@@ -114,6 +114,52 @@ pub fn check_output_place(flag: &str, path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Refused before anything is written (exit 2): two of a command's outputs, files or folders
+/// (`(flag, path)`), that name one place, where the one written last would replace the other.
+/// Paths are compared as they resolve: the path itself made canonical where it exists (a
+/// symbolic link followed), else its folder made canonical and its name. `-` and a path that
+/// exists and is neither a file nor a folder (`/dev/null`, written directly) are left out.
+pub fn refuse_shared_outputs(outputs: &[(&str, &Path)]) -> Result<(), Failure> {
+    let resolved: Vec<(&str, &Path, PathBuf)> = outputs
+        .iter()
+        .filter_map(|&(flag, path)| Some((flag, path, resolved_output(path)?)))
+        .collect();
+    for (at, (flag, path, place)) in resolved.iter().enumerate() {
+        let earlier = resolved[..at].iter().find(|(_, _, other)| other == place);
+        if let Some((other_flag, other_path, _)) = earlier {
+            return Err(Failure::input(format!(
+                "{other_flag} {} and {flag} {} name the same place ({}): the one written last \
+                 would replace the other; give each its own",
+                other_path.display(),
+                path.display(),
+                place.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Where output `path` lands ([`refuse_shared_outputs`]), `None` for `-` and for a path written
+/// directly.
+fn resolved_output(path: &Path) -> Option<PathBuf> {
+    if is_dash(path) {
+        return None;
+    }
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() && !meta.is_dir() {
+            return None;
+        }
+    }
+    if let Ok(canonical) = path.canonicalize() {
+        return Some(canonical);
+    }
+    let folder = folder_of(path).canonicalize().ok()?;
+    Some(match path.file_name() {
+        Some(name) => folder.join(name),
+        None => folder,
+    })
+}
+
 /// The folder a file `path` is in (`.` for a bare name).
 pub fn folder_of(path: &Path) -> &Path {
     match path.parent() {

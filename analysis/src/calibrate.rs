@@ -588,7 +588,8 @@ pub struct ValidationRow {
 pub struct Validation {
     /// Every timing (µs) metric of every held-out run with a nonzero measured value.
     pub rows: Vec<ValidationRow>,
-    pub median_error_pct: f64,
+    /// `None` without rows: nothing was validated.
+    pub median_error_pct: Option<f64>,
     pub order_pairs: usize,
     pub order_pairs_agreeing: usize,
 }
@@ -615,30 +616,37 @@ pub fn validation(diffs: &[crate::diff::Diff]) -> Validation {
         .collect();
     let errors: Vec<f64> = rows.iter().map(|r| r.error_pct).collect();
     Validation {
-        median_error_pct: median(&errors),
+        median_error_pct: (!errors.is_empty()).then(|| median(&errors)),
         order_pairs: diffs.iter().map(|d| d.order_pairs).sum(),
         order_pairs_agreeing: diffs.iter().map(|d| d.order_pairs_agreeing).sum(),
         rows,
     }
 }
 
-/// The held-out table (Markdown) and its summary line.
+/// The held-out table (Markdown) and its summary line; without timing metrics, the line alone,
+/// its median `–` (as `fidelity` prints a median of nothing).
 pub fn render_validation(validation: &Validation) -> String {
-    let mut out = String::from(
-        "| scenario | metric | measured (µs) | simulated (µs) | error |\n|---|---|---|---|---|\n",
-    );
-    for row in &validation.rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {:.1} | {:.1} | {:.1}% |",
-            row.scenario, row.metric, row.measured_us, row.simulated_us, row.error_pct
+    let mut out = String::new();
+    if !validation.rows.is_empty() {
+        out.push_str(
+            "| scenario | metric | measured (µs) | simulated (µs) | error |\n|---|---|---|---|---|\n",
         );
+        for row in &validation.rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.1} | {:.1} | {:.1}% |",
+                row.scenario, row.metric, row.measured_us, row.simulated_us, row.error_pct
+            );
+        }
+        out.push('\n');
     }
     let _ = writeln!(
         out,
-        "\nheld-out: median error {:.2}% over {} timing metrics; ordering verdicts {}/{} agree",
-        validation.median_error_pct,
-        validation.rows.len(),
+        "held-out: median error {} over {}; ordering verdicts {}/{} agree",
+        validation
+            .median_error_pct
+            .map_or_else(|| "–".to_string(), |pct| format!("{pct:.2}%")),
+        crate::text::counted(validation.rows.len() as u64, "timing metric"),
         validation.order_pairs_agreeing,
         validation.order_pairs
     );

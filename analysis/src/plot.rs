@@ -49,6 +49,8 @@ pub struct LineChart {
     pub y_label: String,
     /// The x column holds sizes (`1MiB`) or bytes: log axis, ticks as sizes.
     pub x_is_bytes: bool,
+    /// The y column holds bytes (its name ends in `_bytes`): ticks as sizes.
+    pub y_is_bytes: bool,
     pub series: Vec<Series>,
 }
 
@@ -238,6 +240,7 @@ pub fn line_chart(
         x_label: axis_label(query.x, x_is_bytes),
         y_label: axis_label(query.y, false),
         x_is_bytes,
+        y_is_bytes: query.y.ends_with("_bytes"),
         series,
     })
 }
@@ -507,7 +510,7 @@ fn draw_chart<DB: DrawingBackend>(
     log_y: bool,
 ) -> Result<(), String> {
     let all = chart.series.iter().flat_map(|s| s.points.iter());
-    let (x_low, x_high) = all
+    let (x_low, _) = all
         .clone()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
             (lo.min(p.0), hi.max(p.0))
@@ -515,24 +518,58 @@ fn draw_chart<DB: DrawingBackend>(
     let (y_low, y_high) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
         (lo.min(p.1), hi.max(p.1))
     });
-    let size_format = |bytes: &f64| size_tick(*bytes);
-    let number_format = |x: &f64| number_tick(*x);
-    let x_format: &dyn Fn(&f64) -> String = if chart.x_is_bytes && x_low > 0.0 {
-        &size_format
-    } else {
-        &number_format
-    };
     // Sizes double per tick, other numbers grow tenfold.
     let x_log = (chart.x_is_bytes || log_x) && x_low > 0.0;
-    let x_base = if chart.x_is_bytes { 2.0 } else { 10.0 };
-    let (x_pad_low, x_pad_high) = padded(x_low, x_high);
-    let (y_pad_low, y_pad_high) = padded(y_low, y_high);
-    let log_y_range = log_span(y_low, y_high).log_scale().base(10.0);
+    let x_kind = if chart.x_is_bytes && x_low > 0.0 {
+        TickKind::Size
+    } else {
+        TickKind::Number
+    };
+    // Bytes on a log axis double per tick, as sizes; on a linear one they are drawn in the unit
+    // of the greatest, so that the ticks are round in it (`50 MiB`, not `47.684 MiB`).
+    let (y_kind, y_scale) = match chart.y_is_bytes {
+        true if log_y => (TickKind::Size, 1.0),
+        true => {
+            let (unit, scale) = size_unit(y_low.abs().max(y_high.abs()));
+            (TickKind::Unit(unit), scale)
+        }
+        false => (TickKind::Number, 1.0),
+    };
+    let scaled;
+    let chart = if y_scale == 1.0 {
+        chart
+    } else {
+        scaled = LineChart {
+            series: (chart.series.iter())
+                .map(|line| Series {
+                    name: line.name.clone(),
+                    points: (line.points.iter())
+                        .map(|&(x, y)| (x, y / y_scale))
+                        .collect(),
+                })
+                .collect(),
+            ..chart.clone()
+        };
+        &scaled
+    };
     let axes = Axes {
-        x_format,
+        x_kind,
+        y_kind,
         x_description: with_scale(&chart.x_label, x_log),
         y_description: with_scale(&chart.y_label, log_y),
     };
+    let points = || chart.series.iter().flat_map(|s| s.points.iter());
+    let span = |value: fn(&(f64, f64)) -> f64| {
+        (points().map(value)).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        })
+    };
+    let ((x_low, x_high), (y_low, y_high)) = (span(|p| p.0), span(|p| p.1));
+    let x_base = if chart.x_is_bytes { 2.0 } else { 10.0 };
+    let y_base = if chart.y_is_bytes { 2.0 } else { 10.0 };
+    let (x_pad_low, x_pad_high) = padded(x_low, x_high);
+    let (y_pad_low, y_pad_high) = padded(y_low, y_high);
+    let log_y_range = log_span(y_low, y_high).log_scale().base(y_base);
     match (x_log, log_y) {
         (true, true) => {
             let x_range = log_span(x_low, x_high).log_scale().base(x_base);
@@ -606,25 +643,36 @@ fn legend_segments(index: usize) -> [[(i32, i32); 2]; 3] {
     [0, 1, 2].map(|k| [(start(k), 0), ((start(k) + dash).min(24), 0)])
 }
 
-fn size_tick(bytes: f64) -> String {
-    const UNITS: [(&str, f64); 5] = [
+/// The binary unit of a size (`MiB` for 1 MiB up to 1 GiB) and its bytes.
+fn size_unit(bytes: f64) -> (&'static str, f64) {
+    const UNITS: [(&str, f64); 6] = [
+        ("PiB", 1125899906842624.0),
         ("TiB", 1099511627776.0),
         ("GiB", 1073741824.0),
         ("MiB", 1048576.0),
         ("KiB", 1024.0),
         ("B", 1.0),
     ];
-    let (unit, scale) = UNITS
+    UNITS
         .iter()
         .find(|(_, scale)| bytes >= *scale)
         .copied()
-        .unwrap_or(("B", 1.0));
+        .unwrap_or(("B", 1.0))
+}
+
+fn size_tick(bytes: f64) -> String {
+    let (unit, scale) = size_unit(bytes);
     number_tick(bytes / scale) + " " + unit
 }
 
-pub(crate) fn number_tick(value: f64) -> String {
-    let text = format!("{value:.3}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
+/// A number with at most `decimals` decimals, its trailing zeros dropped.
+fn number_tick_places(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
     if text == "-0" {
         "0".to_string()
     } else {
@@ -632,12 +680,104 @@ pub(crate) fn number_tick(value: f64) -> String {
     }
 }
 
-/// How the axes are described: the x ticks' format and both axes' labels as drawn.
-struct Axes<'a> {
-    x_format: &'a dyn Fn(&f64) -> String,
+pub(crate) fn number_tick(value: f64) -> String {
+    number_tick_places(value, 3)
+}
+
+/// A tick of a number axis with at most `decimals` decimals: as [`number_tick`] from 0.01 to
+/// below 10,000, else with an SI prefix (`250M`, `1.2T`, `30µ`) so that it stays short, else in
+/// scientific notation (`4e21`).
+fn compact_tick(value: f64, decimals: usize) -> String {
+    const PREFIXES: [(&str, i32); 10] = [
+        ("f", -15),
+        ("p", -12),
+        ("n", -9),
+        ("µ", -6),
+        ("m", -3),
+        ("k", 3),
+        ("M", 6),
+        ("G", 9),
+        ("T", 12),
+        ("P", 15),
+    ];
+    let magnitude = value.abs();
+    if magnitude == 0.0 || (0.01..1e4).contains(&magnitude) {
+        return number_tick_places(value, decimals);
+    }
+    let engineering = (magnitude.log10().floor() as i32).div_euclid(3) * 3;
+    match PREFIXES.iter().find(|&&(_, of)| of == engineering) {
+        Some((prefix, _)) => number_tick_places(value / 10f64.powi(engineering), decimals) + prefix,
+        None => {
+            let scientific = format!("{value:.decimals$e}");
+            let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, ""));
+            let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+            format!("{mantissa}e{exponent}")
+        }
+    }
+}
+
+/// How an axis writes its ticks.
+#[derive(Clone, Copy)]
+enum TickKind {
+    /// Sizes, each in its own binary unit (`4 KiB`, `1 MiB`).
+    Size,
+    /// Numbers of one binary unit (the values already divided by it): `50 MiB`.
+    Unit(&'static str),
+    /// Numbers ([`compact_tick`]).
+    Number,
+}
+
+impl TickKind {
+    /// Tick `value` with at most `decimals` decimals.
+    fn write(self, value: f64, decimals: usize) -> String {
+        match self {
+            TickKind::Size => size_tick(value),
+            TickKind::Unit(unit) => format!("{} {unit}", number_tick_places(value, decimals)),
+            TickKind::Number => compact_tick(value, decimals),
+        }
+    }
+
+    /// The fewest decimals, 3 or more, at which neighbouring `ticks` read apart (ticks that
+    /// differ in the ninth digit, `123456.791` and `123456.792`, are not both `123.457k`).
+    fn decimals_for(self, ticks: &[f64]) -> usize {
+        (3..MAX_TICK_DECIMALS)
+            .find(|&decimals| {
+                ticks
+                    .windows(2)
+                    .all(|pair| self.write(pair[0], decimals) != self.write(pair[1], decimals))
+            })
+            .unwrap_or(MAX_TICK_DECIMALS)
+    }
+}
+
+/// The most decimals a tick is written with.
+const MAX_TICK_DECIMALS: usize = 12;
+
+/// The ticks an axis asks the mesh for (its bold lines, which carry the labels).
+const TICKS: usize = 11;
+
+/// How the axes are described: how each writes its ticks, and both axes' labels as drawn.
+struct Axes {
+    x_kind: TickKind,
+    y_kind: TickKind,
     x_description: String,
     y_description: String,
 }
+
+/// The values an axis over `range` ticks, as the mesh picks them.
+fn ticks_of<R>(range: R) -> Vec<f64>
+where
+    R: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    R::CoordDescType: Ranged<ValueType = f64>,
+{
+    let coordinate: R::CoordDescType = range.into();
+    coordinate.key_points(plotters::coord::ranged1d::BoldPoints(TICKS))
+}
+
+/// The y labels' area is at least this wide, and beside its widest tick has this much room for
+/// the tick mark, the gap and the rotated axis label.
+const MIN_Y_LABEL_AREA_PX: u32 = 72;
+const Y_LABEL_ROOM_PX: u32 = 36;
 
 fn draw_with<DB, X, Y>(
     root: DrawingArea<DB, plotters::coord::Shift>,
@@ -648,26 +788,40 @@ fn draw_with<DB, X, Y>(
 ) -> Result<(), String>
 where
     DB: DrawingBackend,
-    X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    X: plotters::coord::ranged1d::AsRangedCoord<Value = f64> + Clone,
     X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
-    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64> + Clone,
     Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let fail = |error: &dyn std::fmt::Display| format!("drawing the chart failed: {error}");
     root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let (x_kind, y_kind) = (axes.x_kind, axes.y_kind);
+    let x_decimals = x_kind.decimals_for(&ticks_of(x_range.clone()));
+    let y_ticks = ticks_of(y_range.clone());
+    let y_decimals = y_kind.decimals_for(&y_ticks);
+    // The y labels' area fits the widest tick beside the rotated axis label, whatever its
+    // length: a fixed one cut `1.2e12` at the left, and wrote `250000000` over the label.
+    let label_style = TextStyle::from(("sans-serif", 14).into_font());
+    let widest_px = (y_ticks.iter())
+        .map(|&y| root.estimate_text_size(&y_kind.write(y, y_decimals), &label_style))
+        .map(|size| size.map_or(0, |(width, _)| width))
+        .max()
+        .unwrap_or(0);
     let mut context = ChartBuilder::on(&root)
         .caption(&chart.title, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(48)
-        .y_label_area_size(72)
+        .y_label_area_size(MIN_Y_LABEL_AREA_PX.max(widest_px + Y_LABEL_ROOM_PX))
         .build_cartesian_2d(x_range, y_range)
         .map_err(|e| fail(&e))?;
     context
         .configure_mesh()
+        .x_labels(TICKS)
+        .y_labels(TICKS)
         .x_desc(&axes.x_description)
         .y_desc(&axes.y_description)
-        .x_label_formatter(axes.x_format)
-        .y_label_formatter(&|y: &f64| number_tick(*y))
+        .x_label_formatter(&|x: &f64| x_kind.write(*x, x_decimals))
+        .y_label_formatter(&|y: &f64| y_kind.write(*y, y_decimals))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
         .draw()
@@ -1146,5 +1300,99 @@ mod tests {
         assert!(panels_svg(&[zero], canvas)
             .unwrap_err()
             .contains("--log-x needs positive values"));
+    }
+
+    /// The y ticks of an SVG chart (right-aligned text) with their right edge's x, and the x of
+    /// the rotated y axis label's centre.
+    fn y_ticks_and_title_x(svg: &str) -> (Vec<(f64, String)>, f64) {
+        let attribute = |tag: &str, name: &str| -> f64 {
+            let start = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+            tag[start..].split('"').next().unwrap().parse().unwrap()
+        };
+        let mut ticks = Vec::new();
+        let mut title_x = f64::NAN;
+        for part in svg.split("<text").skip(1) {
+            let (tag, rest) = part.split_once('>').unwrap();
+            let text = rest.split("</text").next().unwrap().trim().to_string();
+            if tag.contains("rotate(270") {
+                title_x = attribute(tag, "x");
+            } else if tag.contains(r#"text-anchor="end""#) {
+                ticks.push((attribute(tag, "x"), text));
+            }
+        }
+        (ticks, title_x)
+    }
+
+    /// One line of `y` against x = 1, 2, 3 in column `y_column`.
+    fn chart_of(y_column: &str, y: [&str; 3]) -> LineChart {
+        let header = ["n", y_column].map(String::from);
+        let rows: Vec<Vec<String>> = [["1", y[0]], ["2", y[1]], ["3", y[2]]]
+            .map(|row| row.map(String::from).to_vec())
+            .to_vec();
+        let query = ChartQuery {
+            x: "n",
+            y: y_column,
+            by: None,
+            filters: &[],
+        };
+        line_chart(&header, &rows, &query).unwrap()
+    }
+
+    #[test]
+    fn large_and_small_ticks_are_compact() {
+        assert_eq!(compact_tick(1.2e12, 3), "1.2T");
+        assert_eq!(compact_tick(250_000_000.0, 3), "250M");
+        assert_eq!(compact_tick(12_345.0, 3), "12.345k");
+        assert_eq!(compact_tick(-2e6, 3), "-2M");
+        assert_eq!(compact_tick(3e-5, 3), "30µ");
+        assert_eq!(compact_tick(0.005, 3), "5m");
+        assert_eq!(compact_tick(0.25, 3), "0.25");
+        assert_eq!(compact_tick(1000.0, 3), "1000");
+        assert_eq!(compact_tick(0.0, 3), "0");
+        assert_eq!(compact_tick(4e21, 3), "4e21");
+        assert_eq!(compact_tick(-1e299, 3), "-1e299");
+        assert_eq!(compact_tick(2.5e-20, 3), "2.5e-20");
+        assert_eq!(compact_tick(5e-324, 3), "4.941e-324");
+    }
+
+    /// The review's charts: a y column of bytes ticked as numbers of nine digits over the axis
+    /// label, values near 1e12 cut off at the left, values near 1e-5 all reading `0`.
+    #[test]
+    fn y_ticks_are_sizes_for_bytes_compact_otherwise_and_fit_the_left_margin() {
+        register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
+        let canvas = Canvas::default();
+        let bytes = chart_of(
+            "memory.peak_reserved_bytes",
+            ["2097152", "134217728", "268435456"],
+        );
+        let (ticks, _) = y_ticks_and_title_x(&line_chart_svg(&bytes, canvas).unwrap());
+        assert!(
+            ticks.iter().any(|(_, t)| t == "250 MiB")
+                && ticks.iter().all(|(_, t)| t.ends_with(" MiB")),
+            "{ticks:?}"
+        );
+        let huge = chart_of("events", ["1.1e12", "1.2e12", "1.3e12"]);
+        let tiny = chart_of("share", ["1e-5", "2e-5", "3e-5"]);
+        let long = chart_of("n_count", ["123456.789", "123456.791", "123456.793"]);
+        for chart in [&bytes, &huge, &tiny, &long] {
+            let (ticks, title_x) = y_ticks_and_title_x(&line_chart_svg(chart, canvas).unwrap());
+            let labels: Vec<&str> = ticks.iter().map(|(_, t)| t.as_str()).collect();
+            let mut distinct = labels.clone();
+            distinct.dedup();
+            assert_eq!(
+                distinct.len(),
+                labels.len(),
+                "ticks that read alike: {labels:?}"
+            );
+            for (right_x, text) in &ticks {
+                // At 11.3 px a character is at most 0.65 em wide; the rotated label's half
+                // height (8 px) lies right of its centre.
+                let width = text.chars().count() as f64 * 11.3 * 0.65;
+                assert!(
+                    right_x - width >= title_x + 8.0,
+                    "{text:?} ends at {right_x}, over the axis label at {title_x}: {labels:?}"
+                );
+            }
+        }
     }
 }

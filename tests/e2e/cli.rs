@@ -1140,8 +1140,14 @@ fn hw_merge_calibrate_and_fidelity_write_standard_output_with_a_dash() {
     assert_eq!(piped.status.code(), Some(0), "{}", stderr(&piped));
     assert!(piped.stdout == std::fs::read(&profile).unwrap());
     assert_eq!(stderr(&piped), stdout(&to_file));
-    let validate = c10dsim(&["calibrate", run, "-o", "-", "--validate", run]);
+    let held_out = "tests/data/hw/x2/overlap_bench.2ranks.json";
+    let validate = c10dsim(&["calibrate", run, "-o", "-", "--validate", held_out]);
     assert_eq!(validate.status.code(), Some(2), "{}", stderr(&validate));
+    assert!(
+        stderr(&validate).contains("`-o -`"),
+        "{}",
+        stderr(&validate)
+    );
     assert!(validate.stdout.is_empty());
 
     // fidelity: the marker and the generated Markdown, what follows the marker in a file.

@@ -732,3 +732,95 @@ fn a_diff_of_two_scenarios_says_so_and_still_compares() {
     let same = c10dsim(&["diff", &stream_scope, &stream_scope]);
     assert!(!stderr(&same).contains("note:"), "{}", stderr(&same));
 }
+
+/// `calibrate --validate` used to print an empty table and "median error 0.00% over 0 timing
+/// metrics" for a run without timing metrics, call a fitted run held out, and count a run given
+/// twice twice.
+#[test]
+fn calibrate_validates_only_what_it_can_and_fits_each_run_once() {
+    let fitted = "tests/data/hw/hw_host_overhead.json";
+    let profile = temp("validate_checks.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        fitted,
+        "-o",
+        &profile,
+        "--validate",
+        "tests/data/hw/faults/hang_10min.json=scenarios/hang_10min.toml",
+    ]);
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert!(output.status.success(), "{err}");
+    assert!(
+        out.contains("median error – over 0 timing metrics"),
+        "{out}"
+    );
+    assert!(!out.contains("| scenario | metric |"), "{out}");
+    assert!(
+        err.contains("warning: the held-out runs have no timing metric"),
+        "{err}"
+    );
+    // A fitted run is not held out.
+    let output = c10dsim(&["calibrate", fitted, "-o", &profile, "--validate", fitted]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("name one run") && stderr(&output).contains("is not held out"),
+        "{}",
+        stderr(&output)
+    );
+    // A run given twice, however named.
+    let again = format!("tests/data/../data/hw/{}", "hw_host_overhead.json");
+    let output = c10dsim(&["calibrate", fitted, &again, "-o", &profile]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("name one run") && stderr(&output).contains("fitted twice"),
+        "{}",
+        stderr(&output)
+    );
+    // The pairing check counts ranks in words.
+    let output = c10dsim(&[
+        "calibrate",
+        "tests/data/hw/hw_host_overhead.json=scenarios/send_recv.toml",
+        "-o",
+        &profile,
+    ]);
+    assert!(
+        stderr(&output).contains("the Timeline ran 1 rank, the scenario has 2"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// A simulated Timeline is calibrated (the fit recovers the parameters the simulation ran with,
+/// a check of the fit) but labelled so: it used to be listed as `measured: tl.json`.
+#[test]
+fn a_simulated_timeline_is_calibrated_as_simulated() {
+    let run = temp("simulated_run.json");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/exp_b_stream_scope.toml",
+        "--timeline",
+        &run,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let profile = temp("simulated_profile.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        &run,
+        "tests/data/hw/hw_host_overhead.json",
+        "-o",
+        &profile,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("{run} is a simulated Timeline")),
+        "{}",
+        stderr(&output)
+    );
+    let written = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        written.contains(&format!("\"simulated: {run}\""))
+            && written.contains("\"measured: tests/data/hw/hw_host_overhead.json\"")
+            && written.contains("from 1 measured run and 1 simulated run"),
+        "{written}"
+    );
+}

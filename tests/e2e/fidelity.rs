@@ -386,4 +386,14 @@ fn the_memory_runs_stand_in_for_timing_runs_recorded_before_the_interpreters_byt
         "{}",
         stderr(&missing)
     );
+    // --hw likewise: it used to exit 0, every hw cell empty ("over 0 timing metrics").
+    let missing_hw = dir.join("missing_hw").display().to_string();
+    let torch = torch.display().to_string();
+    let missing = c10dsim(&["fidelity", "--torch", &torch, "--hw", &missing_hw]);
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains(&format!("--hw {missing_hw}: cannot read")),
+        "{}",
+        stderr(&missing)
+    );
 }

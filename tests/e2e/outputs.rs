@@ -330,3 +330,80 @@ fn a_sweep_whose_output_is_cut_short_while_it_runs_fails() {
         "{err}"
     );
 }
+
+#[test]
+fn two_outputs_on_one_path_are_refused_before_anything_is_written() {
+    // `--trace same.json --timeline same.json` used to write both, the trace lost, exit 0.
+    let same = temp("same_output.json");
+    let _ = std::fs::remove_file(&same);
+    let same = same.to_str().unwrap();
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--trace",
+        same,
+        "--timeline",
+        same,
+    ]);
+    assert_refused(&output, "--trace", "--trace and --timeline on one file");
+    assert!(
+        stderr(&output).contains("--timeline"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !std::path::Path::new(same).exists(),
+        "written before the refusal"
+    );
+    // The same file named two ways: through `..` and a folder of its own.
+    let folder = temp("same_output_folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let direct = folder.join("x.svg");
+    let roundabout = folder.join("../same_output_folder/x.svg");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--trace",
+        direct.to_str().unwrap(),
+        "--svg",
+        roundabout.to_str().unwrap(),
+    ]);
+    assert_refused(&output, "--svg", "--trace and --svg on one file");
+    assert!(stderr(&output).contains("--trace"), "{}", stderr(&output));
+    // Two folders likewise: the Flight Recorder's dumps would be read by HTA as ranks' traces.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--trace-dir",
+        folder.to_str().unwrap(),
+        "--fr-dir",
+        folder.to_str().unwrap(),
+    ]);
+    assert_refused(
+        &output,
+        "--fr-dir",
+        "--trace-dir and --fr-dir on one folder",
+    );
+    // bench's CSV and its picture.
+    let picture = temp("bench_same.svg");
+    let output = c10dsim(&[
+        "bench",
+        "--scaling",
+        "2",
+        "-o",
+        picture.to_str().unwrap(),
+        "--plot",
+        picture.to_str().unwrap(),
+    ]);
+    assert_refused(&output, "--plot", "bench -o and --plot on one file");
+    // /dev/null takes any number of outputs.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/send_recv.toml",
+        "--trace",
+        "/dev/null",
+        "--timeline",
+        "/dev/null",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+}

@@ -1046,8 +1046,11 @@ pub fn runs_per_gpu(runs: &[CalibrationRun]) -> Option<String> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
     pub fitted: Vec<FittedValue>,
-    /// `prior` with every fitted value replaced.
+    /// `prior` with every fitted value replaced (its `about` ending in the notes).
     pub profile: Profile,
+    /// What the runs could not fit and why (the network from one collective size), printed
+    /// under the table.
+    pub notes: Vec<String>,
 }
 
 /// Why a Timeline gives `calibrate` nothing to fit, if it does not: no rank kept a host call or
@@ -1072,8 +1075,9 @@ pub fn nothing_to_fit(timeline: &Timeline) -> Option<String> {
 pub fn check_pairing(timeline: &Timeline, scenario: &Scenario) -> Result<(), String> {
     if timeline.scenario.ranks != scenario.cluster.ranks {
         return Err(format!(
-            "the Timeline ran {} ranks, the scenario has {}: not a run of this scenario",
-            timeline.scenario.ranks, scenario.cluster.ranks
+            "the Timeline ran {}, the scenario has {}: not a run of this scenario",
+            crate::text::counted(u64::from(timeline.scenario.ranks), "rank"),
+            scenario.cluster.ranks
         ));
     }
     if timeline.ops.len() != scenario.ops.len() {
@@ -1124,9 +1128,20 @@ pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
     fitted.extend(fit_collective_enqueue(runs, tail_us, shortest_call_us));
     let measured_gpu = measured_gpu_preset(runs);
     fitted.extend(fit_gemms(runs, profile_bf16_tflops(prior, measured_gpu)));
-    fitted.extend(super::network::fit_network(
-        &super::network::collective_points(runs),
-    ));
+    let points = super::network::collective_points(runs);
+    let network = super::network::fit_network(&points);
+    let mut notes = Vec::new();
+    if network.is_empty() && !points.is_empty() {
+        let why = if super::network::tell_alpha_from_bandwidth(&points) {
+            "no line with a positive bandwidth fits the collectives' kernel times"
+        } else {
+            "the collectives are of one size, which cannot tell α from the bandwidth"
+        };
+        notes.push(format!(
+            "[network] not fitted: {why}; alpha_us and nvlink_gbps are the prior's or the defaults"
+        ));
+    }
+    fitted.extend(network);
     fitted.extend(fit_one_rank_collectives(runs));
     fitted.extend(fit_self_copy(runs));
     let mut profile = prior.clone();
@@ -1136,13 +1151,22 @@ pub fn calibrate(runs: &[CalibrationRun], prior: &Profile) -> Calibration {
             .insert("cluster.gpu".into(), ProfileValue::Text(preset.into()));
     }
     for value in &mut fitted {
-        // Three decimals are far below every residual; the table prints what is written.
-        value.value = (value.value * 1e3).round() / 1e3;
+        // Three decimals are far below every residual; the table prints what is written. A
+        // negative value rounded to zero is zero, not `-0.0`.
+        let rounded = (value.value * 1e3).round() / 1e3;
+        value.value = if rounded == 0.0 { 0.0 } else { rounded };
         profile
             .values
             .insert(value.key.clone(), ProfileValue::Number(value.value));
     }
-    Calibration { fitted, profile }
+    for note in &notes {
+        profile.about = format!("{}; {note}", profile.about);
+    }
+    Calibration {
+        fitted,
+        profile,
+        notes,
+    }
 }
 
 /// The fitted values as a table: key, value, samples, residual, method.

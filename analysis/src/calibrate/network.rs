@@ -120,12 +120,27 @@ fn fitted(
     values
 }
 
+/// Whether `points` tell α from B: two steps-to-volume ratios or more (one size of one
+/// collective on one group size has one, however its kernel times spread).
+pub fn tell_alpha_from_bandwidth(points: &[CollectivePoint]) -> bool {
+    let Some(first) = points.first() else {
+        return false;
+    };
+    points.iter().any(|p| {
+        let (across, down) = (p.steps * first.volume_bytes, first.steps * p.volume_bytes);
+        (across - down).abs() > SAME_RATIO * across.abs().max(down.abs())
+    })
+}
+
+/// Two steps-to-volume ratios closer than this, relatively, are one: the fit's rounding, not a
+/// second size.
+const SAME_RATIO: f64 = 1e-9;
+
 /// `t = steps·α + volume/B` by least squares on relative residuals: `network.alpha_us` and
-/// `network.nvlink_gbps`. Nothing where the points cannot tell α from B (fewer than two, or all
-/// of one steps-to-volume ratio: one size of one collective on one group size) or the best
-/// line has no positive bandwidth.
+/// `network.nvlink_gbps`. Nothing where the points cannot tell α from B
+/// ([`tell_alpha_from_bandwidth`]) or the best line has no positive bandwidth.
 pub fn fit_network(points: &[CollectivePoint]) -> Vec<FittedValue> {
-    if points.len() < 2 {
+    if !tell_alpha_from_bandwidth(points) {
         return Vec::new();
     }
     // Unknowns: α (µs), β = 1/B (µs per byte). Normal equations of Σ ((steps·α + v·β − t)/t)².

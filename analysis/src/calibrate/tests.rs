@@ -248,7 +248,7 @@ fn held_out_errors_take_the_timing_metrics() {
         3,
         "host_call, stream_interval and kernel µs"
     );
-    assert_eq!(result.median_error_pct, 0.0);
+    assert_eq!(result.median_error_pct, Some(0.0));
     assert!(render_validation(&result).contains("median error 0.00% over 3 timing metrics"));
     assert_eq!(result.rows[0].scenario, "v (2 ranks)");
 }
@@ -577,6 +577,7 @@ fn a_refused_profile_names_the_prior_values_its_reason_names() {
             method: "median".into(),
         }],
         profile,
+        notes: Vec::new(),
     };
     let reason = check_usable(&calibration.profile).unwrap_err();
     assert!(reason.contains("host.collective_tail_us"), "{reason}");
@@ -606,4 +607,27 @@ fn one_collective_size_fits_the_bandwidth_at_a_given_alpha() {
     assert!((fitted[0].value - 113.3).abs() < 1e-6, "{fitted:?}");
     // kernels shorter than α alone makes them: no bandwidth
     assert!(fit_bandwidth_given_alpha(&points, 1e6).is_empty());
+}
+
+#[test]
+fn a_calibration_from_one_collective_size_keeps_the_network_and_says_so() {
+    // The review's case: overlap_bench's all_reduces, one 25 MiB buffer, used to write
+    // `alpha_us = -0.0` and nvlink_gbps 393 at a residual of 32%.
+    let text = include_str!("../../../scenarios/overlap_bench.toml");
+    let calibration = calibrated_to_its_simulation("overlap_bench.toml", text);
+    let keys: Vec<&str> = calibration.fitted.iter().map(|f| f.key.as_str()).collect();
+    assert!(
+        !keys.iter().any(|key| key.starts_with("network.")),
+        "{keys:?}"
+    );
+    assert!(
+        calibration
+            .notes
+            .iter()
+            .any(|note| note.contains("one size") && note.contains("[network]")),
+        "{:?}",
+        calibration.notes
+    );
+    let rendered = render_profile(&calibration.profile, &calibration.fitted);
+    assert!(!rendered.contains("-0.0"), "{rendered}");
 }

@@ -45,6 +45,13 @@ fn runtime_call(key: &str) -> Option<(&'static str, u32)> {
         _ => return None,
     })
 }
+/// Whether an op's host call is one kernel launch and nothing else (`kernel`, `gpu_sleep_us`):
+/// its `cuda_runtime` `cudaLaunchKernel` (`TraceContext::kernels`) is the whole call, which has no
+/// `cpu_op` of its own, as CUPTI writes only the runtime call.
+fn launch_alone(key: &str) -> bool {
+    matches!(key, "kernel" | "gpu_sleep")
+}
+
 /// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
 const LISTED_RANKS: usize = 30;
 
@@ -489,6 +496,9 @@ impl<'a> TraceContext<'a> {
             let op = &self.timeline.ops[call.op as usize];
             let args = json!({"op": op.name, "line": op.line, "iteration": call.iteration,
                 "External id": index + 1});
+            if launch_alone(&op.key) {
+                continue;
+            }
             let Some((name, cbid)) = runtime_call(&op.key) else {
                 sink.slice(
                     "cpu_op",
@@ -526,7 +536,7 @@ impl<'a> TraceContext<'a> {
         // writes it; none for a CUDA call, of which CUPTI writes a record once it returned.
         if let Some(call) = &rank.unfinished_host {
             let op = &self.timeline.ops[call.op as usize];
-            if runtime_call(&op.key).is_none() {
+            if runtime_call(&op.key).is_none() && !launch_alone(&op.key) {
                 let mut args = json!({"op": op.name, "line": op.line,
                     "iteration": call.iteration, "External id": rank.host.len() + 1});
                 args[NEVER_FINISHED.0] = json!(NEVER_FINISHED.1);

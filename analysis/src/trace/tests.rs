@@ -787,3 +787,25 @@ fn stream_waits_never_released_are_kept_and_traced_as_made_but_never_released() 
         .count();
     assert_eq!(marks, 2, "the all_reduce's input wait: fired and released");
 }
+
+/// A `kernel` or `gpu_sleep_us` op's host call is one CUDA call, its launch: written once, as
+/// the `cuda_runtime` `cudaLaunchKernel` beside its kernel. It used to have a `cpu_op` of the
+/// same name, start and length too, which HTA counted as a second call.
+#[test]
+fn a_launch_alone_on_the_host_is_one_cuda_runtime_call() {
+    let text = "repeat = 2\n[cluster]\nranks = 1\n[[op]]\nlabel = \"sleep\"\ngpu_sleep_us = 50\n\
+        [[op]]\nlabel = \"k\"\nkernel = { us = 20 }\n";
+    let scenario = sim::scenario::parse("launch.toml", text).unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    let trace = single_file(&timeline);
+    let launches = named(&trace, "cudaLaunchKernel");
+    assert!(
+        launches.iter().all(|l| l["cat"] == "cuda_runtime"),
+        "{launches:#?}"
+    );
+    assert_eq!(launches.len(), 2 * 2, "two launches per iteration");
+    let kernels = (events(&trace).iter())
+        .filter(|e| e["cat"] == "kernel")
+        .count();
+    assert_eq!(launches.len(), kernels);
+}
