@@ -1805,8 +1805,14 @@ impl<'a, D: Device> Executor<'a, D> {
             },
         });
         if let Some(tensor) = stash {
-            self.memory
-                .keep_alive(tensor, call.group, call.stream, record, end, held);
+            self.memory.keep_alive(
+                tensor,
+                call.group,
+                call.stream,
+                record,
+                end,
+                held && call.kind.outputs_are_its_tensor(),
+            );
         }
         self.works.push(WorkState {
             end,

@@ -304,6 +304,15 @@ impl CollectiveKind {
         )
     }
 
+    /// Whether the Work keeps the op's own tensor as its outputs (`outputs_`, which a Work the
+    /// program holds keeps alive, R18): every collective a scenario writes runs in place on its
+    /// tensor (`all_gather` and `reduce_scatter` on views of one buffer), and a send or receive
+    /// keeps its tensor; `all_to_all_single` receives into a buffer of its own, so its Work's
+    /// outputs are not the tensor it sends.
+    pub fn outputs_are_its_tensor(self) -> bool {
+        self != CollectiveKind::AllToAll
+    }
+
     pub fn descriptor(self) -> &'static Descriptor {
         &DESCRIPTORS[self as usize]
     }

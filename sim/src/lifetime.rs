@@ -40,9 +40,6 @@ struct ShelfEntry<E> {
     collective: usize,
     blocks: Blocks,
     end: E,
-    /// The program still holds the Work (a named Work not yet rebound): PyTorch keeps its
-    /// tensors with it until `wait()` (measured, docs/torch.md#unwaited-works).
-    held: bool,
 }
 
 #[derive(Debug)]
@@ -589,7 +586,9 @@ impl<E: Copy> TensorMemory<E> {
     }
 
     /// Keeps a collective's tensor (all of a list) alive as the lifetime rule says (R18, R19),
-    /// for a collective run on an internal stream.
+    /// for a collective run on an internal stream; `held`: the program holds the Work and the
+    /// tensor is the Work's outputs (`outputs_`, [`crate::collective::CollectiveKind::outputs_are_its_tensor`]),
+    /// which keep it until the Work goes, waited or not.
     pub fn keep_alive(
         &mut self,
         tensor: TensorId,
@@ -619,7 +618,6 @@ impl<E: Copy> TensorMemory<E> {
                     collective,
                     blocks,
                     end,
-                    held,
                 });
             }
             Lifetime::RecordStream => {
@@ -638,27 +636,23 @@ impl<E: Copy> TensorMemory<E> {
     }
 
     /// The program let go of collective's Work (its name was bound to a newer Work): the
-    /// Work's outputs go with it, and, never waited, the next collective of its group may
-    /// release its stash (R18).
+    /// Work's outputs go with it (R18).
     pub fn drop_handle(&mut self, collective: usize) {
-        for entry in self.shelf.iter_mut().flatten() {
-            if entry.collective == collective {
-                entry.held = false;
-            }
-        }
         if let Some(position) = (self.handle_holds.iter()).position(|(c, _)| *c == collective) {
             let (_, blocks) = self.handle_holds.swap_remove(position);
             self.release_holders(blocks);
         }
     }
 
-    /// R18: at a collective's enqueue, Works of the group that the program no longer holds and
-    /// never waited on leave the shelf once they completed.
+    /// R18: at a collective's enqueue, the stashes of the group's never-waited Works that
+    /// completed leave the shelf, whether or not the program still holds the Work: the shelf
+    /// is shared with the watchdog's copy of the Work, which hands it over for release once it
+    /// sees the Work complete. A held Work keeps only its outputs ([`Self::keep_alive`]).
     pub fn release_shelf(&mut self, group: usize, mut completed: impl FnMut(E) -> bool) {
         let mut index = 0;
         while index < self.shelf[group].len() {
             let entry = &self.shelf[group][index];
-            if !entry.held && completed(entry.end) {
+            if completed(entry.end) {
                 let entry = self.shelf[group].swap_remove(index);
                 self.release_holders(entry.blocks);
             } else {

@@ -823,7 +823,7 @@ impl Engine<'_> {
                 issued.stream,
                 collective as usize,
                 end,
-                holder.program_holds(),
+                holder.program_holds() && issued.kind.outputs_are_its_tensor(),
             );
         }
         let enqueue_ns = self.enqueue_ns(rank, collective);

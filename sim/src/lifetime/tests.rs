@@ -121,20 +121,36 @@ fn under_record_stream_a_held_output_waits_for_its_work_then_for_its_events() {
 }
 
 #[test]
-fn never_waited_works_leave_the_shelf_once_complete_and_let_go() {
+fn never_waited_works_leave_the_shelf_once_complete_held_or_not_and_a_held_output_stays() {
+    // `w = dist.all_reduce(g, async_op=True); del g`, never waited: the shelf is shared with
+    // the watchdog's copy of the Work and goes at the first collective after completion, held
+    // or not; the Work's outputs_ (g itself, in place) keep the block until `w` is rebound.
     let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     memory.keep_alive(2, 0, 2, 3, 40, true);
     memory.free(2, Vec::new());
     assert_eq!(memory.shelf_ends(0), [40]);
     memory.release_shelf(0, |_| false);
+    assert_eq!(memory.shelf_ends(0), [40], "not complete: it stays");
+    memory.release_shelf(0, |end| end == 40);
+    assert!(memory.shelf_ends(0).is_empty(), "complete: it leaves, held or not");
     new_segment(memory.allocate(3, 256 * MIB, 0));
-    // Complete, but the program still holds the Work: it keeps the block.
-    memory.release_shelf(0, |end| end == 40);
-    assert_eq!(memory.shelf_ends(0), [40]);
     memory.drop_handle(3);
-    memory.release_shelf(0, |end| end == 40);
     assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
+}
+
+#[test]
+fn a_held_work_whose_outputs_are_another_buffer_keeps_its_input_only_on_the_shelf() {
+    // `w = dist.all_to_all_single(out, t, async_op=True); del t`, w held and never waited: the
+    // Work's outputs_ are `out`, so t goes with the shelf at the next collective after
+    // completion (R18).
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
+    let sent = new_segment(memory.allocate(2, 256 * MIB, 0));
+    memory.keep_alive(2, 0, 2, 3, 40, false);
+    memory.free(2, Vec::new());
+    new_segment(memory.allocate(3, 256 * MIB, 0));
+    memory.release_shelf(0, |end| end == 40);
+    assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(sent));
 }
 
 #[test]
