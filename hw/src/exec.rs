@@ -1809,9 +1809,8 @@ impl<'a, D: Device> Executor<'a, D> {
                 tensor,
                 call.group,
                 call.stream,
-                record,
-                end,
-                held && call.kind.outputs_are_its_tensor(),
+                (record, end),
+                (call.kind, held),
             );
         }
         self.works.push(WorkState {

@@ -22,6 +22,7 @@
 //! ```
 
 use crate::allocator::{Allocation, BlockId, CachingAllocator, MemoryPeaks, Region};
+use crate::collective::CollectiveKind;
 use crate::scenario::{Batch, Lifetime, Op, OpKind, Scenario, TensorId};
 use crate::timeline::StreamRef;
 use crate::units::format_size_as_pytorch;
@@ -585,22 +586,25 @@ impl<E: Copy> TensorMemory<E> {
         }
     }
 
-    /// Keeps a collective's tensor (all of a list) alive as the lifetime rule says (R18, R19),
-    /// for a collective run on an internal stream; `held`: the program holds the Work and the
-    /// tensor is the Work's outputs (`outputs_`, [`crate::collective::CollectiveKind::outputs_are_its_tensor`]),
-    /// which keep it until the Work goes, waited or not.
+    /// Keeps the tensor (all of a list) of a collective of kind `kind`, run on an internal
+    /// stream, alive as the lifetime rule says (R18, R19). Where the program holds the Work
+    /// (`program_holds`) and the tensor is the Work's outputs (`outputs_`,
+    /// [`CollectiveKind::outputs_are_its_tensor`]), they keep it until the Work goes, waited or
+    /// not. A send or receive records its tensor on the NCCL stream whatever the collectives
+    /// do: PyTorch's `pointToPoint` cannot know whether an `isend`'s Work will be waited, so
+    /// it keeps recordStream (R19).
     pub fn keep_alive(
         &mut self,
         tensor: TensorId,
         group: usize,
         run_stream: StreamRef,
-        collective: usize,
-        end: E,
-        held: bool,
+        (collective, end): (usize, E),
+        (kind, program_holds): (CollectiveKind, bool),
     ) {
         if self.blocks[tensor].is_empty() {
             return;
         }
+        let held = program_holds && kind.outputs_are_its_tensor();
         if held && self.lifetime != Lifetime::None {
             let blocks: Blocks = self.blocks[tensor].iter().copied().collect();
             for &block in &blocks {
@@ -608,7 +612,11 @@ impl<E: Copy> TensorMemory<E> {
             }
             self.handle_holds.push((collective, blocks));
         }
-        match self.lifetime {
+        let lifetime = match self.lifetime {
+            Lifetime::Stash if kind.is_point_to_point() => Lifetime::RecordStream,
+            lifetime => lifetime,
+        };
+        match lifetime {
             Lifetime::Stash => {
                 let blocks: Blocks = self.blocks[tensor].iter().copied().collect();
                 for &block in &blocks {

@@ -821,9 +821,8 @@ impl Engine<'_> {
                 tensor,
                 issued.group,
                 issued.stream,
-                collective as usize,
-                end,
-                holder.program_holds() && issued.kind.outputs_are_its_tensor(),
+                (collective as usize, end),
+                (issued.kind, holder.program_holds()),
             );
         }
         let enqueue_ns = self.enqueue_ns(rank, collective);

@@ -2,6 +2,7 @@
 //! cache releases and lists of tensors.
 
 use super::*;
+use crate::collective::CollectiveKind::{AllReduce, AllToAll, Send};
 
 /// 1 GiB of capacity: the static 64 MiB plus one 512 MiB segment fit, a second does not.
 fn scenario(lifetime: &str) -> Scenario {
@@ -83,7 +84,7 @@ fn a_stashed_block_of_a_dropped_work_returns_at_wait_then_is_reused() {
     let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
     // A Work the program does not hold (a synchronous call's, waited by its wrapper).
-    memory.keep_alive(2, 0, 2, 7, 99, false);
+    memory.keep_alive(2, 0, 2, (7, 99), (AllReduce, false));
     memory.free(2, Vec::new());
     // Held by the Work's stash: not in the pool (R18), so a new segment.
     new_segment(memory.allocate(3, 256 * MIB, 0));
@@ -97,7 +98,7 @@ fn a_work_the_program_holds_keeps_its_output_past_wait_until_it_is_dropped() {
     // hold g; it goes when `w` is bound to the next Work (R18).
     let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 7, 99, true);
+    memory.keep_alive(2, 0, 2, (7, 99), (AllReduce, true));
     memory.free(2, Vec::new());
     memory.release_on_wait(7);
     new_segment(memory.allocate(3, 256 * MIB, 0));
@@ -109,7 +110,7 @@ fn a_work_the_program_holds_keeps_its_output_past_wait_until_it_is_dropped() {
 fn under_record_stream_a_held_output_waits_for_its_work_then_for_its_events() {
     let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 7, 5, true);
+    memory.keep_alive(2, 0, 2, (7, 5), (AllReduce, true));
     assert_eq!(memory.streams_to_record(2), [2]);
     memory.free(2, vec![11]);
     memory.collect_pending(|_| true);
@@ -127,13 +128,16 @@ fn never_waited_works_leave_the_shelf_once_complete_held_or_not_and_a_held_outpu
     // or not; the Work's outputs_ (g itself, in place) keep the block until `w` is rebound.
     let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 3, 40, true);
+    memory.keep_alive(2, 0, 2, (3, 40), (AllReduce, true));
     memory.free(2, Vec::new());
     assert_eq!(memory.shelf_ends(0), [40]);
     memory.release_shelf(0, |_| false);
     assert_eq!(memory.shelf_ends(0), [40], "not complete: it stays");
     memory.release_shelf(0, |end| end == 40);
-    assert!(memory.shelf_ends(0).is_empty(), "complete: it leaves, held or not");
+    assert!(
+        memory.shelf_ends(0).is_empty(),
+        "complete: it leaves, held or not"
+    );
     new_segment(memory.allocate(3, 256 * MIB, 0));
     memory.drop_handle(3);
     assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(grad));
@@ -146,7 +150,7 @@ fn a_held_work_whose_outputs_are_another_buffer_keeps_its_input_only_on_the_shel
     // completion (R18).
     let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
     let sent = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 3, 40, false);
+    memory.keep_alive(2, 0, 2, (3, 40), (AllToAll, true));
     memory.free(2, Vec::new());
     new_segment(memory.allocate(3, 256 * MIB, 0));
     memory.release_shelf(0, |end| end == 40);
@@ -154,10 +158,26 @@ fn a_held_work_whose_outputs_are_another_buffer_keeps_its_input_only_on_the_shel
 }
 
 #[test]
+fn under_stash_a_send_still_records_its_tensor_on_the_nccl_stream() {
+    // PyTorch 2.12 stashes collectives' tensors but keeps recordStream for point-to-point
+    // calls (R19): `del t` after `dist.isend(t)` records an event on the NCCL stream, and the
+    // block returns once it passed; nothing goes on the shelf.
+    let mut memory = TensorMemory::<u32>::new(&scenario("stash"), 0);
+    let sent = new_segment(memory.allocate(2, 256 * MIB, 0));
+    memory.keep_alive(2, 0, 5, (3, 40), (Send, false));
+    assert!(memory.shelf_ends(0).is_empty());
+    assert_eq!(memory.streams_to_record(2), [5]);
+    memory.free(2, vec![11]);
+    new_segment(memory.allocate(3, 256 * MIB, 0));
+    memory.collect_pending(|event| event == 11);
+    assert_eq!(memory.allocate(4, 256 * MIB, 0), AllocStep::Cached(sent));
+}
+
+#[test]
 fn record_stream_frees_wait_for_their_events() {
     let mut memory = TensorMemory::<u32>::new(&scenario("record_stream"), 0);
     let grad = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 0, 5, false);
+    memory.keep_alive(2, 0, 2, (0, 5), (AllReduce, false));
     assert_eq!(memory.streams_to_record(2), [2]);
     memory.free(2, vec![11]);
     assert_eq!(memory.pending_events(), [11]);
@@ -174,12 +194,12 @@ fn a_rebound_name_gets_a_new_block_while_the_old_one_lives_until_it_is_dropped_r
     memory.set_aside(2);
     assert_eq!(memory.set_aside_streams(2), None);
     let first = new_segment(memory.allocate(2, 256 * MIB, 0));
-    memory.keep_alive(2, 0, 2, 0, 5, false);
+    memory.keep_alive(2, 0, 2, (0, 5), (AllReduce, false));
     memory.set_aside(2);
     // The new result is made while the old one is alive: a second block.
     let second = new_segment(memory.allocate(2, 256 * MIB, 0));
     assert_ne!(first, second);
-    memory.keep_alive(2, 0, 2, 1, 6, false);
+    memory.keep_alive(2, 0, 2, (1, 6), (AllReduce, false));
     // The old one's recordStream stream stays with it, the new one's with the name.
     assert_eq!(memory.set_aside_streams(2), Some(vec![2]));
     memory.free_set_aside(2, vec![11]);
@@ -276,7 +296,7 @@ fn a_stashed_list_keeps_every_block_until_wait_r18() {
     let mut memory = list("1MiB", 2, "stash");
     memory.static_steps();
     // A Work the program does not hold (a synchronous call's, waited by its wrapper).
-    memory.keep_alive(0, 0, 1, 7, 99, false);
+    memory.keep_alive(0, 0, 1, (7, 99), (AllReduce, false));
     memory.free(0, Vec::new());
     // Both blocks are held by the Work: 1 MiB more needs a new segment.
     assert!(matches!(
@@ -293,7 +313,7 @@ fn a_stashed_list_keeps_every_block_until_wait_r18() {
 fn a_record_stream_list_returns_every_block_once_its_events_passed_r19() {
     let mut memory = list("300KiB", 4, "record_stream");
     memory.static_steps();
-    memory.keep_alive(0, 0, 1, 7, 99, false);
+    memory.keep_alive(0, 0, 1, (7, 99), (AllReduce, false));
     assert_eq!(memory.streams_to_record(0), [1]);
     memory.free(0, vec![11]);
     assert_eq!(memory.pending_events(), [11]);
