@@ -432,6 +432,11 @@ pub struct Executor<'a, D: Device> {
     /// watchdog would, checked before each op and inside a blocked call, or at the program's
     /// end if that comes first ([`Self::handled_when_due`]).
     watchdog_found: Option<Handling>,
+    /// Per process group: how many of `works` its watchdog is done with, those enqueued
+    /// before its last handling of an error, after which it cleared its Work list (R27), as
+    /// the simulator's: a wait's abort later finds no error under them
+    /// ([`Self::aborted_found`]).
+    watchdog_cleared: Vec<usize>,
     /// Whether the watchdog logged a failed Work's stack trace already: the process's first
     /// one only takes `host.watchdog_stack_trace_us` ([`work::error_handled_ns`]).
     stack_traced: bool,
@@ -472,6 +477,7 @@ impl<'a, D: Device> Executor<'a, D> {
             aborted: vec![false; scenario.groups.len()],
             caught: false,
             watchdog_found: None,
+            watchdog_cleared: vec![0; scenario.groups.len()],
             stack_traced: false,
             #[cfg(test)]
             executed: Vec::new(),
@@ -729,12 +735,13 @@ impl<'a, D: Device> Executor<'a, D> {
     /// A step returned `error`: if it is the verdict the watchdog is handling, the call stays
     /// blocked until the handling is due (the device polled again every watchdog poll, so that
     /// work that completes meanwhile lets it return), then the handling comes
-    /// ([`Self::handled_when_due`]); the step is to run again.
+    /// ([`Self::handled_when_due`]); the step is to run again. Not a `wait()`'s raise in the
+    /// main thread, which ends the call.
     fn blocked_until_handled(&mut self, error: &HwError) -> Result<bool, HwError> {
         let Some(handling) = self.watchdog_found.filter(|handling| handling.verdict) else {
             return Ok(false);
         };
-        if !is_verdict(error) {
+        if !is_verdict(error) || self.wait_raised.is_some() {
             return Ok(false);
         }
         let now_ns = self.device.now_ns();
@@ -798,6 +805,7 @@ impl<'a, D: Device> Executor<'a, D> {
     fn handled(&mut self, handling: Handling, early: &str) -> Result<(), HwError> {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         let group = handling.group;
+        self.watchdog_cleared[group] = self.works.len();
         if mode == ErrorHandling::NoHandling {
             let left_alone = work::error_left_alone(rank, mode) + early;
             let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::NoHandling);
@@ -1176,12 +1184,22 @@ impl<'a, D: Device> Executor<'a, D> {
     /// does: after the wait's timeout, the aborted communicator's (`AbortedByWait`: PyTorch's
     /// `NCCLComm::abort` leaves `ncclSystemError` for it); after the Work's own async error,
     /// that error, which its poll, blocked on the abort, finds once the abort returned (R27,
-    /// R28). That group and its finding, in `sim::pg::work`'s words.
+    /// R28). Not where the watchdog is handling an error of its group already, or was done
+    /// with the Work at the end of an earlier handling (`watchdog_cleared`). That group and
+    /// its finding, in `sim::pg::work`'s words.
     fn aborted_found(&self, end: Ev, error: NcclAsyncError) -> Option<(usize, Finding)> {
         if !work::wait_timeout_reaches_watchdog(&self.scenario.env) {
             return None;
         }
-        let timed_out = self.works.iter().find(|work| work.end == end)?;
+        let index = self.works.iter().position(|work| work.end == end)?;
+        let timed_out = &self.works[index];
+        let watchdog = self.scenario.process_group(timed_out.group);
+        let handling = self
+            .watchdog_found
+            .is_some_and(|found| found.group == watchdog);
+        if handling || index < self.watchdog_cleared[watchdog] {
+            return None;
+        }
         let rank = self.plan.rank;
         let message = work::async_exception(rank, &timed_out.description, error);
         let finding = Finding {
@@ -1193,7 +1211,7 @@ impl<'a, D: Device> Executor<'a, D> {
             stream: None,
             message,
         };
-        Some((self.scenario.process_group(timed_out.group), finding))
+        Some((watchdog, finding))
     }
 
     /// The oldest Work whose end event has not fired.
@@ -1313,11 +1331,6 @@ impl<'a, D: Device> Executor<'a, D> {
                 end,
                 ..
             } => {
-                // A Work that failed with an NCCL async error raises in wait() (R27).
-                self.raise_if_failed(iteration, op, collective)?;
-                if self.caught {
-                    return Ok(());
-                }
                 // The Work's end event, or the event that completes a future's callback.
                 let (event, source_stream) = self.slots[end as usize];
                 let host_start_ns = self.device.now_ns();
@@ -1334,6 +1347,12 @@ impl<'a, D: Device> Executor<'a, D> {
                     completed_at_return: false,
                 });
                 self.waiting_on = Some(collective);
+                // After its stream wait, every wait() on a Work an NCCL async error failed by
+                // now aborts the communicator, then raises (R15, R27).
+                if let Some(error_ns) = self.failed_by_now(collective) {
+                    let completed = self.device.query(self.works[collective as usize].end)?;
+                    self.wait_aborts(iteration, op, (collective, completed), Some(error_ns))?;
+                }
             }
             Step::ReleaseOnWait { collective } => self.memory.release_on_wait(collective as usize),
             Step::Poll {
@@ -2005,18 +2024,12 @@ impl<'a, D: Device> Executor<'a, D> {
         true
     }
 
-    /// `wait()` on a Work that an NCCL async error failed by now raises `DistBackendError` in
-    /// the main thread (R27, [`work::failed_by`]); the call ends there.
-    fn raise_if_failed(&mut self, iteration: u32, op: &Op, collective: u32) -> Result<(), HwError> {
-        let work = &self.works[collective as usize];
-        let Some(&error_ns) = self.failed_ends.get(&work.end) else {
-            return Ok(());
-        };
-        let now_ns = self.device.now_ns();
-        if !work::failed_by(Some(error_ns), now_ns) {
-            return Ok(());
-        }
-        self.raise_failed(iteration, op, collective, (error_ns, now_ns))
+    /// The instant of the NCCL async error that failed the Work of `collective`, its own, if
+    /// it did by now (R27, [`work::failed_by`]): any `wait()` on it aborts the communicator,
+    /// then raises ([`Self::wait_aborts`]).
+    fn failed_by_now(&self, collective: u32) -> Option<u64> {
+        let error_ns = *self.failed_ends.get(&self.works[collective as usize].end)?;
+        work::failed_by(Some(error_ns), self.device.now_ns()).then_some(error_ns)
     }
 
     /// `wait()` on the Work of `collective`, failed by an NCCL async error at `error_ns`, raises

@@ -1,11 +1,14 @@
 //! An NCCL async error belongs to the communicator (R27): PyTorch's `WorkNCCL::isCompleted()`
 //! asks the Work's communicator for its error (`checkAndSetException`), so a polling wait or
 //! `is_completed()` on any Work of that communicator finds it, not only on the Work the
-//! network failed under. Whole small scenarios, one per case.
+//! network failed under. A `wait()` of any kind that finds its Work's error aborts the
+//! communicator before it raises. Whole small scenarios, one per case.
 
 use crate::engine::simulate;
 use crate::scenario::parse;
-use crate::timeline::{FindingKind, OpRef, ThreadKind, Timeline, WatchdogEvent};
+use crate::timeline::{
+    ExitStatus, FindingKind, KernelClass, OpRef, ThreadKind, Timeline, WatchdogEvent,
+};
 
 /// Rank 0's network fails under all_reduce `a` of group world (NCCL reports it 1 ms after
 /// the enqueue at ≈ 20 µs; `comm_abort_us` 50 ms); then all_reduce `b` of `b_group`;
@@ -201,4 +204,121 @@ fn is_completed_on_another_work_of_the_failed_communicator_is_true_from_its_erro
     );
     let (before, _) = comm_error("", "world", query, "");
     assert!(!before.ranks[0].queries[0].completed, "before the error");
+}
+
+/// Rank 0's network fails under `a` (NCCL reports it 1 ms after the enqueue at ≈ 20 µs;
+/// `comm_abort_us` 50 ms); `side_sleep_us` of GPU sleep on a side stream; the host sleeps
+/// 5 ms, past the error, then `wait_a`, a `wait()` on `a` (`wait`: its extra lines), then
+/// `again`, a caught all_reduce. The timeline, `wait_a`'s op and `again`'s.
+fn own_error(env: &str, side_sleep_us: u64, wait: &str) -> (Timeline, OpRef, OpRef) {
+    let text = format!(
+        "[env]\n{env}\n[host]\ncomm_abort_us = 50000\n[cluster]\nranks = 2\n\
+         [groups.world]\neager_init = true\ntimeout_s = 1\n[streams]\nside = {{}}\n\
+         [tensors]\nx = \"1MiB\"\n\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n\
+         [[op]]\nset_stream = \"side\"\n[[op]]\ngpu_sleep_us = {side_sleep_us}\n\
+         [[op]]\nset_stream = \"default\"\n[[op]]\nhost_sleep_us = 5000\n\
+         [[op]]\nlabel = \"wait_a\"\nwait = \"wa\"\n{wait}\
+         [[op]]\nlabel = \"again\"\nall_reduce = \"x\"\ncatch = true\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    );
+    let scenario = parse("own_error.toml", &text).unwrap();
+    let labelled = |label: &str| {
+        (scenario.ops.iter())
+            .position(|op| op.label.as_deref() == Some(label))
+            .unwrap() as OpRef
+    };
+    let (wait_a, again) = (labelled("wait_a"), labelled("again"));
+    (simulate(&scenario), wait_a, again)
+}
+
+#[test]
+fn a_wait_of_any_kind_called_after_its_works_error_aborts_the_communicator_then_raises_r15_r27() {
+    // PyTorch's `WorkNCCL::wait()`: `synchronize()`, then for every wait, `exception()` set
+    // → `abort()`, then the rethrow. Called at ≈ 5.02 ms, past the error at 1.02 ms: the
+    // main thread finds the error after the stream wait, aborts the communicator (50 ms),
+    // then raises DistBackendError naming `a`; caught, `again` meets the aborted
+    // communicator; uncaught, the process ends at the raise.
+    let kinds = [
+        ("", ""),
+        ("", "timeout_ms = 500\n"),
+        ("TORCH_NCCL_BLOCKING_WAIT = 1", ""),
+    ];
+    for (env, kind) in kinds {
+        for catch in [true, false] {
+            let case = format!("{env} {kind} catch {catch}");
+            let (timeline, wait_a, again) = own_error(env, 10, &format!("{kind}catch = {catch}\n"));
+            let records = main_thread(&timeline);
+            let found = (records.iter())
+                .find(|r| r.0 == WatchdogEvent::WaitTimeout)
+                .unwrap_or_else(|| panic!("{case}: the wait's finding: {records:?}"));
+            assert!(
+                (5_000_000..5_100_000).contains(&found.1),
+                "{case}: {records:?}"
+            );
+            let abort = (records.iter())
+                .find(|r| r.0 == WatchdogEvent::Abort)
+                .unwrap_or_else(|| panic!("{case}: the abort: {records:?}"));
+            assert_eq!(
+                abort.1,
+                found.1 + 50_000_000,
+                "{case}: the raise waits for the abort"
+            );
+            let rank0 = &timeline.ranks[0];
+            let call = rank0.host.iter().find(|h| h.op == wait_a).unwrap();
+            assert_eq!(
+                call.end_ns, abort.1,
+                "{case}: the wait raises once the abort returned"
+            );
+            let rank0_findings = timeline.findings.iter().filter(|f| f.rank == Some(0));
+            let raised = (rank0_findings.map(|f| (f.op, &f.message)))
+                .chain(rank0.exceptions.iter().map(|e| (Some(e.op), &e.message)))
+                .find(|(op, _)| *op == Some(wait_a))
+                .unwrap_or_else(|| panic!("{case}: {:?}", timeline.findings))
+                .1;
+            assert!(
+                raised.contains("DistBackendError")
+                    && raised.contains("SeqNum=1")
+                    && raised.contains("NCCL reported an async error"),
+                "{case}: {raised}"
+            );
+            if catch {
+                let next = (rank0.exceptions.iter())
+                    .find(|e| e.op == again)
+                    .unwrap_or_else(|| panic!("{case}: {:?}", rank0.exceptions));
+                assert!(
+                    next.message.contains("was aborted"),
+                    "{case}: {}",
+                    next.message
+                );
+            } else {
+                let end = rank0.end.unwrap();
+                assert_eq!(
+                    (end.status, end.at_ns),
+                    (ExitStatus::Raised, Some(abort.1)),
+                    "{case}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_default_wait_after_its_works_error_raises_once_the_device_drained_r15_r27() {
+    // A 200-ms sleep on a side stream the collective does not wait for: the abort after the
+    // error found at ≈ 5 ms lasts until the sleep ended, past its 50 ms.
+    let (timeline, wait_a, _) = own_error("", 200_000, "catch = true\n");
+    let rank0 = &timeline.ranks[0];
+    let side_end_ns = (rank0.kernels.iter())
+        .find(|k| k.class == KernelClass::Sleep)
+        .unwrap()
+        .end_ns;
+    assert!(side_end_ns > 200_000_000, "{side_end_ns}");
+    let call = rank0.host.iter().find(|h| h.op == wait_a).unwrap();
+    assert!(
+        (side_end_ns..side_end_ns + 100_000).contains(&call.end_ns),
+        "raised at {} ns, the side stream drained at {side_end_ns} ns",
+        call.end_ns
+    );
+    assert_eq!(rank0.exceptions[0].op, wait_a);
 }

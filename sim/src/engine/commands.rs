@@ -403,15 +403,6 @@ impl Engine<'_> {
         view!(self).is_dead(rank)
     }
 
-    /// Whether the process of `rank` ended, or its end is decided and only waits for the
-    /// simulation to reach it: either way its host takes no more steps.
-    pub(super) fn host_ended(&self, rank: u32) -> bool {
-        matches!(
-            self.ranks[rank as usize].blocked,
-            Blocked::Dead | Blocked::Exiting { .. }
-        )
-    }
-
     /// Whether a rendezvous can never complete.
     pub(super) fn poisoned(&self, rendezvous: u32) -> bool {
         !self.poisoned.is_empty() && self.poisoned.contains(&rendezvous)

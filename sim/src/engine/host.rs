@@ -16,7 +16,7 @@ use super::findings::Accessed;
 use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
 use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
-use crate::pg::{Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
+use crate::pg::{work, Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
 use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Scenario, TensorId};
@@ -389,24 +389,6 @@ impl Engine<'_> {
                 end,
                 cost_ns,
             } => {
-                // A Work that failed with an NCCL async error raises in wait() (R27).
-                let host_ns = self.ranks[rank as usize].host_ns;
-                self.notify(Notice::WaitCalled {
-                    rank,
-                    collective,
-                    op,
-                    host_ns,
-                });
-                if self.host_ended(rank) {
-                    // It raised: the process's end closes the call there.
-                    return;
-                }
-                if self.take_caught(rank) {
-                    // The call ends where it raised; the program goes on at its next op.
-                    self.push_host_call(rank, op, host_ns);
-                    self.ranks[rank as usize].cursor.leave_op();
-                    return;
-                }
                 let instance = self.instance(rank, end);
                 let state = &mut self.ranks[rank as usize];
                 let host_start_ns = state.host_ns;
@@ -423,6 +405,12 @@ impl Engine<'_> {
                     completed_at_return: false,
                 });
                 state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
+                // After its stream wait, every wait() on a Work an NCCL async error failed by
+                // now aborts the communicator, then raises (R15, R27).
+                let host_ns = state.host_ns;
+                if work::failed_by(self.failure.work_failed_ns(rank, collective), host_ns) {
+                    self.wait_found_error(rank, collective);
+                }
             }
             Step::ReleaseOnWait { collective } => {
                 // R18: after the stream block the Work lets go of its stashed tensor.

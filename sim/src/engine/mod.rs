@@ -167,7 +167,8 @@ enum Blocked {
     /// Blocking wait (R15) or `wait(timeout)` on the Work of collective record `collective`:
     /// polls at `first_poll_ns + k·poll_ns`, raising at the first poll at or after
     /// `deadline_ns`: that of the NCCL async error its first poll knew of (`failed`, R27),
-    /// else of the timeout.
+    /// else of the timeout. Also any `wait()` that found its Work's error at the call: one
+    /// poll, its deadline the call's host time.
     Polling {
         first_poll_ns: u64,
         poll_ns: u64,

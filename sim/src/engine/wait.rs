@@ -1,7 +1,8 @@
 //! A rank's polling waits (R15): blocking wait and `wait(timeout)` poll the Work on the host
 //! until it completes, times out or is found failed by an NCCL async error (R27); in the last
-//! two cases the main thread aborts the communicator and raises once the abort returned; a
-//! caught raise resumes the host's cursor ([`super::host`]) at the next op.
+//! two cases the main thread aborts the communicator and raises once the abort returned, as
+//! any `wait()` does that finds its Work's error at the call; a caught raise resumes the
+//! host's cursor ([`super::host`]) at the next op.
 
 use super::failure::Notice;
 use super::host::next_poll_ns;
@@ -64,6 +65,25 @@ impl Engine<'_> {
         self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
     }
 
+    /// Any `wait()`, default or polling, that finds its Work failed by its NCCL async error at
+    /// the call, after its stream wait (R27: PyTorch's `WorkNCCL::wait()` checks `exception()`
+    /// after `synchronize()`, for every wait): a poll whose first check finds the error, at
+    /// the host's time, aborts the communicator, then raises ([`Self::wait_timed_out`]).
+    pub(super) fn wait_found_error(&mut self, rank: u32, collective: u32) {
+        let interval_ns = self.scenario.host.blocking_wait_poll_ns;
+        let state = &mut self.ranks[rank as usize];
+        let host_ns = state.host_ns;
+        state.blocked = Blocked::Polling {
+            first_poll_ns: host_ns,
+            poll_ns: interval_ns,
+            deadline_ns: host_ns,
+            collective,
+            failed: true,
+        };
+        let generation = state.generation;
+        self.schedule(host_ns, Event::WaitTimeout { rank, generation });
+    }
+
     /// `wait(timeout)` or blocking wait past the timeout, or at the first poll after the Work's
     /// async error (R15, R27): the main thread aborts the communicator, and raises once the
     /// abort ended ([`Self::wait_abort_check`]).
@@ -122,8 +142,8 @@ impl Engine<'_> {
         self.wait_aborts(rank, collective, false);
     }
 
-    /// The polling wait of `rank` on `collective` aborts the communicator (the Work `failed`
-    /// by an async error, else timed out) and raises once the abort ended.
+    /// The wait of `rank` on `collective` aborts the communicator (the Work `failed` by an
+    /// async error, else a polling wait timed out) and raises once the abort ended.
     fn wait_aborts(&mut self, rank: u32, collective: u32, failed: bool) {
         let floor_ns = work::wait_abort_floor_ns(self.now_ns, self.scenario.host.comm_abort_ns);
         let state = &mut self.ranks[rank as usize];
@@ -138,7 +158,7 @@ impl Engine<'_> {
         self.schedule(floor_ns, Event::WaitAbortDue { rank, generation });
     }
 
-    /// The abort after a wait's timeout may end now: its least time passed
+    /// The abort in a wait (its timeout, or its Work's async error) may end now: its least time passed
     /// (`host.comm_abort_us`), or a stream moved after it had.
     pub(super) fn wait_abort_due(&mut self, rank: u32, generation: u64) {
         let state = &mut self.ranks[rank as usize];
@@ -152,7 +172,7 @@ impl Engine<'_> {
         self.wait_abort_check(rank);
     }
 
-    /// The abort in a polling wait ends once its floor passed and the device drained: every
+    /// The abort in a wait ends once its floor passed and the device drained: every
     /// stream of the rank, not only the collective's (measured: a sleep on a stream the
     /// collective does not wait for holds the raise too). The call ends there and the wait
     /// raises (R15). Called from an event of its own, never from inside a stream's advance, so
@@ -183,7 +203,7 @@ impl Engine<'_> {
         self.resume_if_caught(rank, now_ns);
     }
 
-    /// The polling `wait()` (op `op`) on the Work of `collective` raised at `now_ns`: its call
+    /// The `wait()` (op `op`) on the Work of `collective` raised at `now_ns`: its call
     /// and the wait's record end there.
     fn raised_in_wait(&mut self, rank: u32, collective: u32, op: usize, now_ns: u64) {
         self.push_host_call(rank, op, now_ns);
@@ -198,7 +218,7 @@ impl Engine<'_> {
         std::mem::take(&mut self.ranks[rank as usize].caught)
     }
 
-    /// A polling wait that raised and was caught: the host goes on at the next op from `now_ns`.
+    /// A wait that raised and was caught: the host goes on at the next op from `now_ns`.
     fn resume_if_caught(&mut self, rank: u32, now_ns: u64) {
         if !self.take_caught(rank) {
             return;

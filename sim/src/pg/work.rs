@@ -204,22 +204,23 @@ pub fn wait_abort_returned(rank: u32, work: &str, group: &str) -> String {
     )
 }
 
-/// The main thread's line when a polling `wait()` (R15) of rank `rank` finds the NCCL async
-/// error of Work `work`'s communicator (R27): PyTorch's `WorkNCCL::wait()` leaves its loop,
-/// aborts the Work's communicator and rethrows the error once the abort returned, as after a
-/// timeout. Both engines log it (a `wait_timeout` record of the main thread).
+/// The main thread's line when a `wait()` of rank `rank`, default or polling (R15), finds
+/// Work `work` failed by its communicator's NCCL async error (R27), at the call or at a poll:
+/// PyTorch's `WorkNCCL::wait()` aborts the Work's communicator and rethrows the error once
+/// the abort returned, as after a polling wait's timeout. Both engines log it (a
+/// `wait_timeout` record of the main thread).
 pub fn wait_error_log(rank: u32, work: &str) -> String {
     format!(
-        "[Rank {rank}] Work {work} failed with its communicator's NCCL async error in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."
+        "[Rank {rank}] Work {work} failed with its communicator's NCCL async error in wait(). Aborting the communicator, then raising DistBackendError in the main thread."
     )
 }
 
-/// The main thread's line once the abort that a polling `wait()` started on finding Work
-/// `work`'s NCCL async error ([`wait_error_log`]) returned: the wait raises the error next.
-/// Both engines log it (an `abort` record).
+/// The main thread's line once the abort that a `wait()` started on finding Work `work`'s
+/// NCCL async error ([`wait_error_log`]) returned: the wait raises the error next. Both
+/// engines log it (an `abort` record).
 pub fn wait_error_abort_returned(rank: u32, work: &str, group: &str) -> String {
     format!(
-        "[Rank {rank}] Work {work} failed with an NCCL async error in blocking wait; the main thread aborted the communicator of group {group} and raises DistBackendError."
+        "[Rank {rank}] Work {work} failed with an NCCL async error in wait(); the main thread aborted the communicator of group {group} and raises DistBackendError."
     )
 }
 

@@ -331,9 +331,10 @@ impl Failure<'_> {
         self.main_thread_aborts(rank, group, now_ns, out);
     }
 
-    /// A polling `wait()` found its Work failed by the communicator's NCCL async error (R15,
-    /// R27): PyTorch's `WorkNCCL::wait()` leaves its loop, aborts the Work's communicator and
-    /// rethrows the error once the abort returned ([`Self::wait_raised`]), as after a timeout.
+    /// A `wait()`, default or polling, found its Work failed by the communicator's NCCL async
+    /// error (R15, R27): PyTorch's `WorkNCCL::wait()` (after its loop, if it polls) aborts the
+    /// Work's communicator and rethrows the error once the abort returned
+    /// ([`Self::wait_raised`]), as after a timeout.
     pub(super) fn wait_found_error(
         &mut self,
         view: &impl RunView,
@@ -370,8 +371,8 @@ impl Failure<'_> {
         out.push(Command::AbortCommunicators { rank, group });
     }
 
-    /// A polling `wait()` raised (R15), its abort of the communicator over: the Work's async
-    /// error where it `failed` (R27, raised as a `wait()` on a failed Work raises); else its
+    /// A `wait()` raised (R15), its abort of the communicator over: the Work's async error
+    /// where it `failed` (R27, a default or polling wait); else a polling wait's
     /// timeout, and where it runs, the watchdog finds the aborted communicator's error, caught
     /// or not; caught, the program goes on with the communicator aborted; uncaught, the
     /// exception then ends the process.

@@ -228,26 +228,6 @@ impl Failure<'_> {
         self.comm_errors[&(rank, group)]
     }
 
-    /// `wait()` on a Work that failed with an NCCL async error by the call raises
-    /// `DistBackendError` in the main thread; uncaught, it ends the process. Called before
-    /// the error, `wait()` only makes the current stream wait. Only the Work's own error: a
-    /// default `wait()` checks no communicator (R27).
-    pub(super) fn wait_called(
-        &mut self,
-        view: &impl RunView,
-        (rank, collective, op): (u32, u32, usize),
-        host_ns: u64,
-        out: &mut Vec<Command>,
-    ) {
-        let Some(error_ns) = self.work_failed_ns(rank, collective) else {
-            return;
-        };
-        if !work::failed_by(Some(error_ns), host_ns) {
-            return;
-        }
-        self.raise_failed(view, (rank, collective, op), (error_ns, host_ns), out);
-    }
-
     /// `wait()` (op `op`) on `rank`'s Work of `collective` raises at `host_ns` the NCCL async
     /// error reported at `error_ns` (R27): `DistBackendError`, caught or ending the process.
     pub(super) fn raise_failed(
@@ -476,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn wait_on_a_work_that_failed_with_an_async_error_raises_from_the_error_on_r27() {
+    fn a_work_failed_by_an_async_error_fails_from_the_error_on_r27() {
         let scenario = two_ranks("", "");
         let mut failure = Failure::new(&scenario, per_rank(&scenario));
         let run = FakeRun::default().with_work(0, 0, 1);
@@ -489,36 +469,7 @@ mod tests {
         );
         enqueue(&mut failure, &run, (0, 0), 20_000);
         assert_eq!(failure.work_failed_ns(0, 0), Some(500_020_000));
-        let wait = |host_ns| Notice::WaitCalled {
-            rank: 0,
-            collective: 0,
-            op: 1,
-            host_ns,
-        };
-        // Before the error, wait() only makes the stream wait.
-        let mut out = Vec::new();
-        failure.notify(&run, wait(500_019_999), &mut out);
-        assert_eq!(out, []);
-        failure.notify(&run, wait(500_020_000), &mut out);
-        let (commands, messages) = split(out);
-        assert_eq!(
-            commands,
-            [
-                finding(FindingKind::AsyncError, 0, FindingAbout::Call(1)),
-                Command::KillProcess {
-                    rank: 0,
-                    status: ExitStatus::Raised,
-                    at_ns: 500_020_000,
-                },
-            ]
-        );
-        assert!(
-            messages[0]
-                .contains("failed: NCCL reported an async error (ncclRemoteError) at 0.500 s"),
-            "{}",
-            messages[0]
-        );
-        // A Work without an error never raises in wait().
+        // A Work without an error never fails.
         assert_eq!(failure.work_failed_ns(1, 0), None);
     }
 }

@@ -141,13 +141,6 @@ pub(in crate::engine) enum Notice {
         op: usize,
         host_ns: u64,
     },
-    /// The main thread calls `wait()` (op `op`) on the Work of collective record `collective`.
-    WaitCalled {
-        rank: u32,
-        collective: u32,
-        op: usize,
-        host_ns: u64,
-    },
     /// A polling `wait()` of collective record `collective` timed out (R15): the main thread
     /// aborts the communicator, then raises ([`Notice::WaitRaised`]).
     WaitTimedOut {
@@ -157,16 +150,17 @@ pub(in crate::engine) enum Notice {
         enqueue_ns: u64,
         now_ns: u64,
     },
-    /// A polling `wait()` of collective record `collective` found the Work failed by its
-    /// communicator's NCCL async error (R15, R27): as after a timeout, the main thread aborts
-    /// the communicator, then raises the error ([`Notice::WaitRaised`] with `failed`).
+    /// A `wait()` of collective record `collective` found the Work failed by its
+    /// communicator's NCCL async error (R15, R27): a default one at the call, a polling one at
+    /// the call or at a poll. As after a timeout, the main thread aborts the communicator,
+    /// then raises the error ([`Notice::WaitRaised`] with `failed`).
     WaitFoundError {
         rank: u32,
         collective: u32,
         now_ns: u64,
     },
-    /// A polling `wait()` of collective record `collective` raised (R15), once the main
-    /// thread's abort of the communicator ended: the Work's async error where `failed`
+    /// A `wait()` of collective record `collective` raised (R15), once the main thread's
+    /// abort of the communicator ended: the Work's async error where `failed`
     /// ([`Notice::WaitFoundError`]), else its timeout.
     WaitRaised {
         rank: u32,
@@ -526,12 +520,6 @@ impl<'s> Failure<'s> {
                 op,
                 host_ns,
             } => self.name_error(rank, work, op, host_ns, out),
-            Notice::WaitCalled {
-                rank,
-                collective,
-                op,
-                host_ns,
-            } => self.wait_called(view, (rank, collective, op), host_ns, out),
             Notice::WaitTimedOut {
                 rank,
                 collective,
