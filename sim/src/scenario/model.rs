@@ -1143,6 +1143,20 @@ impl Scenario {
         }
     }
 
+    /// The group whose communicator and internal stream a call on `group` runs on: a pair's
+    /// unbatched send or receive runs on the world's when the world was created eagerly
+    /// (`device_id`: PyTorch's `eagerInit_` makes no two-rank communicator, R8, R11), so that it
+    /// is serialised with the world's collectives; any other call on its group's own. The pair
+    /// stays the call's group for its matching with the peer's call (NCCL matches a
+    /// communicator's sends and receives per pair of ranks, in order).
+    pub fn communicator(&self, group: GroupId) -> GroupId {
+        if self.groups[group].point_to_point && self.groups[0].eager_init {
+            0
+        } else {
+            group
+        }
+    }
+
     pub fn same_node(&self, a: u32, b: u32) -> bool {
         a / self.cluster.ranks_per_node == b / self.cluster.ranks_per_node
     }
