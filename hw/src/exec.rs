@@ -349,9 +349,24 @@ impl RunLog {
     }
 }
 
-/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a fault
-/// hardware cannot produce; `alone` when the other ranks are not run (the downscale).
+/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a send or
+/// receive on an eager world's communicator (R11: the re-enactment makes its sends and receives
+/// on two-rank communicators only), a fault hardware cannot produce; `alone` when the other
+/// ranks are not run (the downscale).
 pub(crate) fn not_on_hardware(scenario: &Scenario, rank: u32, alone: bool) -> Option<String> {
+    let on_world = (0..scenario.groups.len()).find(|&group| {
+        scenario.groups[group].has_rank(rank) && scenario.communicator(group) != group
+    });
+    if let Some(pair) = on_world {
+        return Some(format!(
+            "the send/recv between ranks {:?} run on the eagerly created world's communicator \
+             (R11: PyTorch makes no pair communicator under init_process_group(device_id=…)); \
+             the hardware backend issues sends and receives on two-rank communicators only: \
+             leave the world lazy ([groups.world] eager_init, device_id) or run it with \
+             `c10dsim torch`",
+            scenario.groups[pair].ranks
+        ));
+    }
     RankFaults::new(scenario, rank).not_on_hardware(alone)
 }
 
