@@ -432,6 +432,18 @@ fn an_eager_world_runs_a_send_after_its_all_reduce_a_lazy_one_beside_it_r11() {
     let spans = |world: &str| {
         let timeline = simulate(&parse("overlap.toml", &text.replace("{world}", world)).unwrap());
         assert!(timeline.findings.is_empty(), "{:#?}", timeline.findings);
+        // PyTorch's warning, once per rank (its first send, its first receive), eager only.
+        let warnings: Vec<(u32, ThreadKind)> = (timeline.watchdog.iter())
+            .filter(|r| r.event == WatchdogEvent::Warning)
+            .inspect(|r| assert!(r.message.contains("with size 2.  In eager initialization mode, unbatched P2P ops are treated as independent collective ops"), "{}", r.message))
+            .map(|r| (r.rank, r.thread))
+            .collect();
+        let expected: &[(u32, ThreadKind)] = if world.is_empty() {
+            &[]
+        } else {
+            &[(0, ThreadKind::Main), (1, ThreadKind::Main)]
+        };
+        assert_eq!(warnings, expected);
         let kernel = |op: u32| {
             let k = (timeline.ranks[0].kernels.iter())
                 .find(|k| k.op == op && k.iteration == 1)
@@ -447,4 +459,12 @@ fn an_eager_world_runs_a_send_after_its_all_reduce_a_lazy_one_beside_it_r11() {
         spans("[groups.world]\neager_init = true\n");
     assert!(send_start >= all_reduce_end, "eager: the send waits");
     assert_eq!(all_reduce_stream, send_stream, "the world's stream");
+    // The variable silences the warning and changes nothing else.
+    let silenced = text.replace("{world}", "[groups.world]\neager_init = true\n[env]\nTORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING = 0\n");
+    let timeline = simulate(&parse("silenced.toml", &silenced).unwrap());
+    assert!(
+        timeline.findings.is_empty() && timeline.watchdog.is_empty(),
+        "{:#?}",
+        timeline.watchdog
+    );
 }

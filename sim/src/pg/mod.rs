@@ -53,6 +53,10 @@ pub struct ProcessGroupNccl {
     initialised: Vec<bool>,
     /// Per group: the group whose communicator its calls use (`Scenario::communicator`, R11).
     communicator: Vec<GroupId>,
+    /// Whether PyTorch warned of an unbatched send, and of an unbatched receive, on an eager
+    /// world (R11): `TORCH_WARN_ONCE` in the function template `pointToPoint`, whose send and
+    /// receive are two instantiations, each with its own once.
+    warned_eager_p2p: [bool; 2],
     /// Whether this process created a communicator yet: its first waits for the device to
     /// drain and costs `comm_init_ns`, later ones `comm_init_next_ns` (R8).
     any_communicator: bool,
@@ -152,6 +156,7 @@ impl ProcessGroupNccl {
             communicator: (0..scenario.groups.len())
                 .map(|group| scenario.communicator(group))
                 .collect(),
+            warned_eager_p2p: [false; 2],
             any_communicator: false,
             gemm_dtypes: Vec::new(),
             fill_kernels_loaded: fills_before_program(scenario, rank),
@@ -681,6 +686,14 @@ impl ProcessGroupNccl {
         if !self.initialised[communicator] {
             // R8: the first collective of a group bootstraps the communicator inside the call.
             self.create_communicator(scenario, communicator, out);
+        }
+        if communicator != group && scenario.env.show_eager_init_p2p_serialization_warning {
+            let direction = usize::from(call.kind == CollectiveKind::Recv);
+            if !std::mem::replace(&mut self.warned_eager_p2p[direction], true) {
+                out.push(Step::EagerP2pWarning {
+                    group: communicator,
+                });
+            }
         }
         // R11: a synchronous collective runs on the current stream where the profile says so.
         // `dist.send` and `dist.recv` never do: ProcessGroupNCCL's point-to-point path takes no

@@ -319,6 +319,9 @@ pub struct Env {
     pub blocking_wait: bool,
     /// `TORCH_NCCL_HIGH_PRIORITY` (R9: the internal streams are high priority).
     pub high_priority: bool,
+    /// `TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING` (default on): PyTorch warns at an
+    /// unbatched send/recv on an eagerly initialised group (R11).
+    pub show_eager_init_p2p_serialization_warning: bool,
     /// `TORCH_NCCL_ENABLE_TIMING` (R6: Works get start events).
     pub enable_timing: bool,
     /// `NCCL_ALGO`: the algorithms each collective may use (`crate::nccl`).
@@ -385,7 +388,7 @@ impl Env {
     }
 
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 27] = [
+    pub const KNOWN: [(&'static str, &'static str); 28] = [
         (
             "TORCH_NCCL_USE_COMM_NONBLOCKING",
             "0 or 1: an eager communicator is finished at its first use, not in init_process_group (R8)",
@@ -413,6 +416,10 @@ impl Env {
         (
             "TORCH_NCCL_HIGH_PRIORITY",
             "0 or 1: internal NCCL streams are high priority (R9)",
+        ),
+        (
+            "TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING",
+            "0 or 1 (default 1): the warning at an unbatched send/recv on an eagerly initialised world (R11)",
         ),
         (
             "TORCH_NCCL_ENABLE_TIMING",
