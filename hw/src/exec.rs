@@ -349,9 +349,24 @@ impl RunLog {
     }
 }
 
-/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a fault
-/// hardware cannot produce; `alone` when the other ranks are not run (the downscale).
+/// Why rank `rank`'s part of the scenario cannot run on hardware, if it cannot: a send or
+/// receive on an eager world's communicator (R11: the re-enactment makes its sends and receives
+/// on two-rank communicators only), a fault hardware cannot produce; `alone` when the other
+/// ranks are not run (the downscale).
 pub(crate) fn not_on_hardware(scenario: &Scenario, rank: u32, alone: bool) -> Option<String> {
+    let on_world = (0..scenario.groups.len()).find(|&group| {
+        scenario.groups[group].has_rank(rank) && scenario.communicator(group) != group
+    });
+    if let Some(pair) = on_world {
+        return Some(format!(
+            "the send/recv between ranks {:?} run on the eagerly created world's communicator \
+             (R11: PyTorch makes no pair communicator under init_process_group(device_id=…)); \
+             the hardware backend issues sends and receives on two-rank communicators only: \
+             leave the world lazy ([groups.world] eager_init, device_id) or run it with \
+             `c10dsim torch`",
+            scenario.groups[pair].ranks
+        ));
+    }
     RankFaults::new(scenario, rank).not_on_hardware(alone)
 }
 
@@ -1307,6 +1322,18 @@ impl<'a, D: Device> Executor<'a, D> {
                 self.device.init_comm(self.plan.group(group))?
             }
             Step::ReleaseShelf { group } => self.release_shelf(group)?,
+            Step::EagerP2pWarning { group } => {
+                let size = self.scenario.groups[group].ranks.len();
+                let message = work::eager_p2p_serialization_warning(self.plan.rank, size);
+                let at_ns = self.device.now_ns();
+                self.note_group(
+                    Some(group),
+                    ThreadKind::Main,
+                    WatchdogEvent::Warning,
+                    at_ns,
+                    message,
+                );
+            }
             Step::Nccl(call) => self.nccl(iteration, op, call)?,
             Step::Watch {
                 collective,

@@ -408,6 +408,27 @@ fn what_needs_no_gpu_is_checked_without_one() {
 }
 
 #[test]
+fn a_send_on_an_eager_world_s_communicator_is_refused_before_the_gpu_r11() {
+    // PyTorch runs it on the world's communicator and stream; hw makes pair communicators.
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
+    let alone = HwOptions {
+        downscale: Downscale::RankZero(StandIn::Nccl),
+        ..HwOptions::default()
+    };
+    let scenario = sim::scenario::parse("eager.toml", text).unwrap();
+    let error = check_without_gpu(&scenario, &alone).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("eagerly created world's communicator"),
+        "{error}"
+    );
+    let lazy = sim::scenario::parse("lazy.toml", &text.replace("eager_init = true\n", "")).unwrap();
+    check_without_gpu(&lazy, &alone).unwrap();
+}
+
+#[test]
 fn run_facts_describe_the_downscale() {
     let layout = Layout {
         rank: 0,

@@ -1241,3 +1241,36 @@ def test_a_refusal_names_the_file_and_line_then_the_sets_it_was_resolved_with(re
     assert line.startswith("c10dsim.torch: %s:%d: a send between ranks [0, 1]" % (
         scenario_source("send_recv"), send["line"])), line
     assert line.endswith("(the scenario as resolved with --set seed=3)"), line
+
+
+EAGER_SEND = """[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+[tensors]
+x = "1MiB"
+[[op]]
+ranks = [0]
+send = "x"
+peer = 1
+[[op]]
+ranks = [1]
+recv = "x"
+peer = 0
+"""
+
+
+def test_an_eager_world_s_send_runs_on_the_world_s_stream_as_simulated(resolve, interpret,
+                                                                       simulate, tmp_path):
+    # R11: under init_process_group(device_id=…) PyTorch makes no pair communicator; the send
+    # is the world's, on its stream, and the rank has no `nccl:p2p:0:1` stream.
+    source = tmp_path / "eager_send.toml"
+    source.write_text(EAGER_SEND)
+    path, _ = resolve(str(source))
+    completed, document, _ = interpret(path, world=2)
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    simulated = simulate(str(source))["ranks"][0]
+    assert [s["name"] for s in rank["streams"]] == [s["name"] for s in simulated["streams"]]
+    assert [k["stream"] for k in rank["kernels"]] == [k["stream"] for k in simulated["kernels"]]
+    assert rank["streams"][rank["kernels"][0]["stream"]]["name"] == "nccl:world"

@@ -670,6 +670,9 @@ pub enum WatchdogEvent {
     StoreTimeout,
     /// A polling `wait()` raised its timeout in the main thread (R15).
     WaitTimeout,
+    /// A warning PyTorch logged from the main thread, once (`TORCH_WARN_ONCE`): an unbatched
+    /// send or receive on an eagerly initialised group, serialised with its collectives (R11).
+    Warning,
 }
 
 /// One step of the watchdog / error-handling story of a rank.

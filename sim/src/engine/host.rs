@@ -153,6 +153,32 @@ impl Engine<'_> {
         });
     }
 
+    /// PyTorch's warning at an unbatched send or receive on the eager world (R11), logged by
+    /// the main thread at the call; once per class of ranks that behave alike.
+    fn warn_eager_p2p(&mut self, rank: u32, group: GroupId) {
+        if !self.classes.reports(rank) {
+            return;
+        }
+        let class = self.classes.class_members(rank);
+        let rank_id = self.classes.rank_of(rank);
+        self.warnings.push(WatchdogRecord {
+            rank: rank_id,
+            group: Some(group as u16),
+            thread: ThreadKind::Main,
+            event: WatchdogEvent::Warning,
+            at_ns: self.ranks[rank as usize].host_ns,
+            message: crate::pg::work::eager_p2p_serialization_warning(
+                rank_id,
+                self.scenario.groups[group].ranks.len(),
+            ),
+            stands_for: if class.count() > 1 {
+                class.clone()
+            } else {
+                RankSet::default()
+            },
+        });
+    }
+
     /// Adds a step to the log of the rank whose steps were asked for.
     fn log_step(&mut self, step: Step) {
         if let Some((_, steps)) = &mut self.step_log {
@@ -366,6 +392,7 @@ impl Engine<'_> {
                 timeout_ns,
                 nonblocking,
             } => self.init_comm(rank, group, cost_ns, (timeout_ns, nonblocking)),
+            Step::EagerP2pWarning { group } => self.warn_eager_p2p(rank, group),
             Step::ReleaseShelf { group } => {
                 if !self.release_shelf(rank, group) {
                     // The release runs again once the simulation reached the host's time.

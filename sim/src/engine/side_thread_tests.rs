@@ -358,3 +358,113 @@ fn a_finding_of_no_call_after_the_program_returned_names_no_iteration_r27() {
         "rank 1's own is its Work's"
     );
 }
+
+/// After an all_reduce of `y` (which creates a lazy world's communicator), rank 0 all_reduces
+/// `x` then sends `y` to rank 1; rank 1 receives `y` then all_reduces `x`; every call async,
+/// its Work waited at the end. `{world}` declares the world group.
+fn crossed_send_and_all_reduce(world: &str) -> String {
+    format!(
+        "[cluster]\nranks = 2\n[groups.world]\ntimeout_s = 1\n{world}[tensors]\nx = \"64MiB\"\ny = \"1MiB\"\n\
+         [[op]]\nall_reduce = \"y\"\n\
+         [[op]]\nranks = [0]\nall_reduce = \"x\"\nasync_op = true\nwork = \"a\"\n\
+         [[op]]\nranks = [0]\nsend = \"y\"\npeer = 1\nasync_op = true\nwork = \"p\"\n\
+         [[op]]\nranks = [1]\nrecv = \"y\"\npeer = 0\nasync_op = true\nwork = \"q\"\n\
+         [[op]]\nranks = [1]\nall_reduce = \"x\"\nasync_op = true\nwork = \"b\"\n\
+         [[op]]\nranks = [0]\nwait = \"a\"\n[[op]]\nranks = [1]\nwait = \"b\"\n\
+         [[op]]\nranks = [0]\nwait = \"p\"\n[[op]]\nranks = [1]\nwait = \"q\"\n[[op]]\ndevice_sync = true\n"
+    )
+}
+
+#[test]
+fn an_eager_world_serialises_a_send_with_its_collectives_and_crossed_orders_hang_r11() {
+    // Lazy: the send and the receive run on their pair's communicator and stream, beside the
+    // all_reduces: the run completes. Eager (`device_id`): PyTorch makes no pair
+    // communicator; the send queues behind rank 0's all_reduce on the world's stream, the
+    // receive ahead of rank 1's: neither can start, and the watchdogs time both out.
+    let lazy = simulate(&parse("lazy.toml", &crossed_send_and_all_reduce("")).unwrap());
+    assert!(lazy.findings.is_empty(), "{:#?}", lazy.findings);
+    assert!(
+        (lazy.ranks[0].streams.iter()).any(|s| s.name == "nccl:p2p:0:1"),
+        "the pair's stream"
+    );
+    for world in ["eager_init = true\n", ""] {
+        let text = if world.is_empty() {
+            crossed_send_and_all_reduce("").replace(
+                "[tensors]",
+                "[[op]]\ninit_process_group = true\ndevice_id = true\n[tensors]",
+            )
+        } else {
+            crossed_send_and_all_reduce(world)
+        };
+        let eager = simulate(&parse("eager.toml", &text).unwrap());
+        let timeouts: Vec<u32> = (eager.findings.iter())
+            .filter(|f| f.kind == FindingKind::WatchdogTimeout)
+            .filter_map(|f| f.rank)
+            .collect();
+        assert_eq!(timeouts, [0, 1], "{:#?}", eager.findings);
+        assert!(
+            !(eager.ranks[0].streams.iter()).any(|s| s.name.starts_with("nccl:p2p")),
+            "no pair stream: {:?}",
+            eager.ranks[0].streams
+        );
+        let sends: Vec<u64> = (eager.ranks[0].host.iter())
+            .filter(|c| eager.ops[c.op as usize].key == "send")
+            .map(|c| c.end_ns - c.start_ns)
+            .collect();
+        assert!(
+            sends.len() == 1 && sends[0] < 1_000_000,
+            "no pair communicator bootstrapped inside the send: {sends:?}"
+        );
+    }
+}
+
+#[test]
+fn an_eager_world_runs_a_send_after_its_all_reduce_a_lazy_one_beside_it_r11() {
+    // Both ranks all_reduce 64 MiB, then send (receive) 1 MiB, async, twice (the first
+    // iteration bootstraps the lazy communicators): in the second, on the pair's stream
+    // the send starts while the all_reduce runs; on the eager world's one stream it starts
+    // only once the all_reduce ended.
+    let text = "repeat = 2\n[cluster]\nranks = 2\n{world}[tensors]\nx = \"64MiB\"\ny = \"1MiB\"\n\
+        [[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"a\"\n\
+        [[op]]\nranks = [0]\nsend = \"y\"\npeer = 1\nasync_op = true\nwork = \"p\"\n\
+        [[op]]\nranks = [1]\nrecv = \"y\"\npeer = 0\nasync_op = true\nwork = \"q\"\n\
+        [[op]]\nwait = \"a\"\n[[op]]\nranks = [0]\nwait = \"p\"\n[[op]]\nranks = [1]\nwait = \"q\"\n[[op]]\ndevice_sync = true\n";
+    let spans = |world: &str| {
+        let timeline = simulate(&parse("overlap.toml", &text.replace("{world}", world)).unwrap());
+        assert!(timeline.findings.is_empty(), "{:#?}", timeline.findings);
+        // PyTorch's warning, once per rank (its first send, its first receive), eager only.
+        let warnings: Vec<(u32, ThreadKind)> = (timeline.watchdog.iter())
+            .filter(|r| r.event == WatchdogEvent::Warning)
+            .inspect(|r| assert!(r.message.contains("with size 2.  In eager initialization mode, unbatched P2P ops are treated as independent collective ops"), "{}", r.message))
+            .map(|r| (r.rank, r.thread))
+            .collect();
+        let expected: &[(u32, ThreadKind)] = if world.is_empty() {
+            &[]
+        } else {
+            &[(0, ThreadKind::Main), (1, ThreadKind::Main)]
+        };
+        assert_eq!(warnings, expected);
+        let kernel = |op: u32| {
+            let k = (timeline.ranks[0].kernels.iter())
+                .find(|k| k.op == op && k.iteration == 1)
+                .expect("the op's kernel in the second iteration");
+            (k.start_ns, k.end_ns, k.stream)
+        };
+        (kernel(0), kernel(1))
+    };
+    let ((_, all_reduce_end, all_reduce_stream), (send_start, _, send_stream)) = spans("");
+    assert!(send_start < all_reduce_end, "lazy: the send overlaps");
+    assert_ne!(all_reduce_stream, send_stream);
+    let ((_, all_reduce_end, all_reduce_stream), (send_start, _, send_stream)) =
+        spans("[groups.world]\neager_init = true\n");
+    assert!(send_start >= all_reduce_end, "eager: the send waits");
+    assert_eq!(all_reduce_stream, send_stream, "the world's stream");
+    // The variable silences the warning and changes nothing else.
+    let silenced = text.replace("{world}", "[groups.world]\neager_init = true\n[env]\nTORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING = 0\n");
+    let timeline = simulate(&parse("silenced.toml", &silenced).unwrap());
+    assert!(
+        timeline.findings.is_empty() && timeline.watchdog.is_empty(),
+        "{:#?}",
+        timeline.watchdog
+    );
+}

@@ -51,6 +51,12 @@ pub struct ProcessGroupNccl {
     /// Per group: whether the communicator exists (the prologue's eager init, or an earlier
     /// collective).
     initialised: Vec<bool>,
+    /// Per group: the group whose communicator its calls use (`Scenario::communicator`, R11).
+    communicator: Vec<GroupId>,
+    /// Whether PyTorch warned of an unbatched send, and of an unbatched receive, on an eager
+    /// world (R11): `TORCH_WARN_ONCE` in the function template `pointToPoint`, whose send and
+    /// receive are two instantiations, each with its own once.
+    warned_eager_p2p: [bool; 2],
     /// Whether this process created a communicator yet: its first waits for the device to
     /// drain and costs `comm_init_ns`, later ones `comm_init_next_ns` (R8).
     any_communicator: bool,
@@ -147,6 +153,10 @@ impl ProcessGroupNccl {
             group_stream: streams::group_streams(scenario, rank),
             group_seq: vec![0; scenario.groups.len()],
             initialised: vec![false; scenario.groups.len()],
+            communicator: (0..scenario.groups.len())
+                .map(|group| scenario.communicator(group))
+                .collect(),
+            warned_eager_p2p: [false; 2],
             any_communicator: false,
             gemm_dtypes: Vec::new(),
             fill_kernels_loaded: fills_before_program(scenario, rank),
@@ -280,8 +290,15 @@ impl ProcessGroupNccl {
     /// Whether a group this rank belongs to has no communicator yet, so that an op could still
     /// create one (R8) and raise in its creation (R29).
     pub fn communicators_pending(&self) -> bool {
-        (self.initialised.iter().zip(&self.group_stream))
-            .any(|(created, stream)| !created && stream.is_some())
+        (self
+            .initialised
+            .iter()
+            .zip(&self.group_stream)
+            .zip(&self.communicator))
+        .enumerate()
+        .any(|(group, ((created, stream), &communicator))| {
+            !created && stream.is_some() && communicator == group
+        })
     }
 
     /// The group's internal NCCL stream on this rank (R9).
@@ -339,7 +356,11 @@ impl ProcessGroupNccl {
         aborted: impl Fn(GroupId) -> bool,
         out: &mut Vec<Step>,
     ) -> Result<(), LowerError> {
-        match op.kind.collective().map(|(_, group)| group) {
+        match op
+            .kind
+            .collective()
+            .map(|(_, group)| scenario.communicator(group))
+        {
             Some(group) if aborted(group) => {
                 self.aborted_call(scenario, op, group, out);
                 Ok(())
@@ -656,10 +677,23 @@ impl ProcessGroupNccl {
         if let Some(cost_ns) = call.recorded_calls_ns {
             out.push(Step::HostCost { cost_ns });
         }
-        out.push(Step::CheckComm { group });
-        if !self.initialised[group] {
+        // R8, R11: an eager world's unbatched send or receive uses the world's communicator,
+        // which exists (PyTorch asserts it), and no pair communicator.
+        let communicator = scenario.communicator(group);
+        out.push(Step::CheckComm {
+            group: communicator,
+        });
+        if !self.initialised[communicator] {
             // R8: the first collective of a group bootstraps the communicator inside the call.
-            self.create_communicator(scenario, group, out);
+            self.create_communicator(scenario, communicator, out);
+        }
+        if communicator != group && scenario.env.show_eager_init_p2p_serialization_warning {
+            let direction = usize::from(call.kind == CollectiveKind::Recv);
+            if !std::mem::replace(&mut self.warned_eager_p2p[direction], true) {
+                out.push(Step::EagerP2pWarning {
+                    group: communicator,
+                });
+            }
         }
         // R11: a synchronous collective runs on the current stream where the profile says so.
         // `dist.send` and `dist.recv` never do: ProcessGroupNCCL's point-to-point path takes no

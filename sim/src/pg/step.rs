@@ -136,6 +136,10 @@ pub enum Step {
     },
     /// Works of `group` never waited on leave the stash shelf once complete (R18).
     ReleaseShelf { group: GroupId },
+    /// PyTorch's warning that an unbatched send or receive runs on the eagerly initialised
+    /// `group`'s communicator and stream, serialised with its collectives (R11): logged by the
+    /// main thread, once per process for sends and once for receives.
+    EagerP2pWarning { group: GroupId },
     /// The program's name for a Work was bound to a newer one: it no longer holds `collective`'s
     /// Work, so a never-waited Work's tensors may leave at the group's next collective (R18).
     DropHandle { collective: u32 },
@@ -319,6 +323,7 @@ impl fmt::Display for Step {
             Step::EagerInit { group } => write!(f, "eager_init g{group}"),
             Step::InitComm { group, .. } => write!(f, "init_comm g{group}"),
             Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),
+            Step::EagerP2pWarning { group } => write!(f, "eager_p2p_warning g{group}"),
             Step::DropHandle { collective } => write!(f, "drop_handle c{collective}"),
             Step::Nccl(call) => write!(
                 f,

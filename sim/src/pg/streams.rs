@@ -1,7 +1,8 @@
 //! The streams of a rank as ProcessGroupNCCL and the program see them: the scenario's streams
 //! (the default one first), then one internal NCCL stream per group the rank belongs to, in
 //! group order, whether or not the program uses it (R9), at high priority where the group or
-//! `TORCH_NCCL_HIGH_PRIORITY` asks. Both engines lay out a rank's streams from here; the
+//! `TORCH_NCCL_HIGH_PRIORITY` asks; a send/recv pair on an eager world's communicator has none
+//! of its own (R11). Both engines lay out a rank's streams from here; the
 //! lowering names them by these indices.
 
 use crate::scenario::{Priority, Scenario};
@@ -24,7 +25,7 @@ pub fn rank_streams(scenario: &Scenario, rank: u32) -> Vec<StreamInfo> {
         })
         .collect();
     for (group, declared) in scenario.groups.iter().enumerate() {
-        if declared.has_rank(rank) {
+        if declared.has_rank(rank) && scenario.communicator(group) == group {
             streams.push(StreamInfo {
                 name: format!("nccl:{}", declared.name),
                 kind: StreamKind::Nccl,
@@ -35,19 +36,27 @@ pub fn rank_streams(scenario: &Scenario, rank: u32) -> Vec<StreamInfo> {
     streams
 }
 
-/// Per group: its internal stream on `rank` (R9), `None` where the rank is not a member.
+/// Per group: its internal stream on `rank` (R9), `None` where the rank is not a member; a
+/// pair on the eager world's communicator has the world's (R11).
 pub fn group_streams(scenario: &Scenario, rank: u32) -> Vec<Option<StreamRef>> {
     let mut next = scenario.streams.len();
-    scenario
-        .groups
-        .iter()
-        .map(|declared| {
+    let mut streams: Vec<Option<StreamRef>> = Vec::with_capacity(scenario.groups.len());
+    for (group, declared) in scenario.groups.iter().enumerate() {
+        let communicator = scenario.communicator(group);
+        let stream = if communicator != group {
+            declared
+                .has_rank(rank)
+                .then_some(streams[communicator])
+                .flatten()
+        } else {
             declared.has_rank(rank).then(|| {
                 next += 1;
                 (next - 1) as StreamRef
             })
-        })
-        .collect()
+        };
+        streams.push(stream);
+    }
+    streams
 }
 
 #[cfg(test)]

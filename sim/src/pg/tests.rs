@@ -556,6 +556,74 @@ fn a_pipelines_point_to_point_seqnums_count_across_peers() {
 }
 
 #[test]
+fn an_eager_world_s_send_and_recv_use_its_communicator_and_stream_and_warn_once_each_r11() {
+    // Rank 1 of a pipeline on an eager world: two iterations of a receive from rank 0 and a
+    // send to rank 2. No pair communicator is made; every call checks the world's (g0) and
+    // runs on its stream; PyTorch warns at the first receive and at the first send
+    // (`TORCH_WARN_ONCE` in each instantiation of `pointToPoint`).
+    let text = "repeat = 2\n[cluster]\nranks = 3\n[groups.world]\neager_init = true\n\
+        [tensors]\nx = \"1MiB\"\n\
+        [[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n[[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n";
+    let steps_of = |text: &str| {
+        let scenario = parse("pipeline.toml", text).unwrap();
+        let mut pg = ProcessGroupNccl::new(&scenario, 1);
+        let mut steps = Vec::new();
+        pg.prologue(&scenario, &mut steps);
+        for _ in 0..scenario.repeat {
+            for op in scenario.ops.iter().filter(|op| op.runs_on(1)) {
+                pg.op(&scenario, op, &mut steps).unwrap();
+            }
+        }
+        let world_stream = pg.group_stream(0).unwrap();
+        (steps.iter().map(Step::to_string))
+            .filter(|s| {
+                s.starts_with("check_comm")
+                    || s.starts_with("init_comm")
+                    || s.starts_with("eager_p2p_warning")
+                    || s.starts_with("nccl")
+            })
+            .map(|s| match s.split_once(" s") {
+                Some((head, rest)) if s.starts_with("nccl") => {
+                    let on_world = rest.contains(&format!("->s{world_stream}"));
+                    format!(
+                        "{} on_world={on_world}",
+                        head.split(' ').take(3).collect::<Vec<_>>().join(" ")
+                    )
+                }
+                _ => s,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        steps_of(text),
+        [
+            "check_comm g0",
+            "eager_p2p_warning g0",
+            "nccl c0 g1 on_world=true",
+            "check_comm g0",
+            "eager_p2p_warning g0",
+            "nccl c1 g2 on_world=true",
+            "check_comm g0",
+            "nccl c2 g1 on_world=true",
+            "check_comm g0",
+            "nccl c3 g2 on_world=true",
+        ]
+    );
+    let silenced = steps_of(&format!(
+        "{text}[env]\nTORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING = 0\n"
+    ));
+    assert!(
+        !silenced.iter().any(|s| s.contains("warning")),
+        "{silenced:?}"
+    );
+    let lazy = steps_of(&text.replace("eager_init = true\n", ""));
+    assert_eq!(
+        lazy[..3],
+        ["check_comm g1", "init_comm g1", "nccl c0 g1 on_world=false"]
+    );
+}
+
+#[test]
 fn a_collective_after_a_batch_on_its_group_is_numbered_among_the_collectives() {
     // Rank 0: an all_reduce (the world's call 1), a send to rank 1 (its pair's call 1, the
     // process group's p2p call 1), a batch on the world (the world's call 2, p2p call 2: one

@@ -414,6 +414,15 @@ pub fn name_error(rank: u32, work: &str, op: &Op) -> String {
     ))
 }
 
+/// PyTorch's warning at the first unbatched send (and at the first receive) of rank `rank` on
+/// the eagerly initialised world of `group_size` ranks (`pointToPoint`, R11), with its log
+/// prefix; `TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING=0` silences it.
+pub fn eager_p2p_serialization_warning(rank: u32, group_size: usize) -> String {
+    format!(
+        "[PG ID 0 PG GUID 0(default_pg) Rank {rank}] An unbatched P2P op (send/recv) was called on this ProcessGroup with size {group_size}.  In eager initialization mode, unbatched P2P ops are treated as independent collective ops, and are thus serialized with all other ops on this ProcessGroup, including other P2P ops. To avoid serialization, either create additional independent ProcessGroups for the P2P ops or use batched P2P ops. You can squash this warning by setting the environment variable TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING to false."
+    )
+}
+
 /// The message of an exception the program does not catch: it ends the process.
 pub fn uncaught(raised: &str) -> String {
     format!("{raised} and, uncaught, ends the process")

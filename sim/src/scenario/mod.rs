@@ -991,6 +991,7 @@ impl Resolver<'_> {
         let mut env = Env {
             blocking_wait: false,
             high_priority: false,
+            show_eager_init_p2p_serialization_warning: true,
             enable_timing: false,
             nccl_algorithms: None,
             nccl_protocols: None,
@@ -1033,6 +1034,9 @@ impl Resolver<'_> {
             let flag = match key.get_ref().as_str() {
                 "TORCH_NCCL_BLOCKING_WAIT" => &mut env.blocking_wait,
                 "TORCH_NCCL_HIGH_PRIORITY" => &mut env.high_priority,
+                "TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING" => {
+                    &mut env.show_eager_init_p2p_serialization_warning
+                }
                 "TORCH_NCCL_ENABLE_TIMING" => &mut env.enable_timing,
                 "TORCH_NCCL_ENABLE_MONITORING" => &mut env.enable_monitoring,
                 "TORCH_NCCL_PROPAGATE_ERROR" => &mut env.propagate_error,

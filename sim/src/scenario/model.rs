@@ -319,6 +319,9 @@ pub struct Env {
     pub blocking_wait: bool,
     /// `TORCH_NCCL_HIGH_PRIORITY` (R9: the internal streams are high priority).
     pub high_priority: bool,
+    /// `TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING` (default on): PyTorch warns at an
+    /// unbatched send/recv on an eagerly initialised group (R11).
+    pub show_eager_init_p2p_serialization_warning: bool,
     /// `TORCH_NCCL_ENABLE_TIMING` (R6: Works get start events).
     pub enable_timing: bool,
     /// `NCCL_ALGO`: the algorithms each collective may use (`crate::nccl`).
@@ -385,7 +388,7 @@ impl Env {
     }
 
     /// The variables a scenario may set, with what they mean.
-    pub const KNOWN: [(&'static str, &'static str); 27] = [
+    pub const KNOWN: [(&'static str, &'static str); 28] = [
         (
             "TORCH_NCCL_USE_COMM_NONBLOCKING",
             "0 or 1: an eager communicator is finished at its first use, not in init_process_group (R8)",
@@ -413,6 +416,10 @@ impl Env {
         (
             "TORCH_NCCL_HIGH_PRIORITY",
             "0 or 1: internal NCCL streams are high priority (R9)",
+        ),
+        (
+            "TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING",
+            "0 or 1 (default 1): the warning at an unbatched send/recv on an eagerly initialised world (R11)",
         ),
         (
             "TORCH_NCCL_ENABLE_TIMING",
@@ -1137,6 +1144,20 @@ impl Scenario {
     /// group's); any other group is its own.
     pub fn process_group(&self, group: GroupId) -> GroupId {
         if self.groups[group].point_to_point {
+            0
+        } else {
+            group
+        }
+    }
+
+    /// The group whose communicator and internal stream a call on `group` runs on: a pair's
+    /// unbatched send or receive runs on the world's when the world was created eagerly
+    /// (`device_id`: PyTorch's `eagerInit_` makes no two-rank communicator, R8, R11), so that it
+    /// is serialised with the world's collectives; any other call on its group's own. The pair
+    /// stays the call's group for its matching with the peer's call (NCCL matches a
+    /// communicator's sends and receives per pair of ranks, in order).
+    pub fn communicator(&self, group: GroupId) -> GroupId {
+        if self.groups[group].point_to_point && self.groups[0].eager_init {
             0
         } else {
             group

@@ -19,8 +19,9 @@ const LEGACY_ALIASES: [(&str, &str); 4] = [
 
 /// `TORCH_NCCL_` variables PyTorch reads under that name only: written without the prefix,
 /// neither PyTorch nor NCCL reads them.
-const WITHOUT_ALIAS: [&str; 12] = [
+const WITHOUT_ALIAS: [&str; 13] = [
     "TORCH_NCCL_HIGH_PRIORITY",
+    "TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING",
     "TORCH_NCCL_AVOID_RECORD_STREAMS",
     "TORCH_NCCL_ENABLE_MONITORING",
     "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
