@@ -68,11 +68,6 @@ pub enum HwError {
         work: Option<usize>,
         finding: String,
     },
-    /// The watchdog read from the store that a peer failed under a collective of group `group`
-    /// (an injected `[[fault]]` of kind `async_error` on another rank,
-    /// `TORCH_NCCL_PROPAGATE_ERROR=1`, R27): a finding about the group, of no op of this rank.
-    /// The finding, whole, in the simulator's words (`sim::pg::work::remote_error_found`).
-    RemoteError { group: usize, finding: String },
     /// The program raised an exception of its own and did not catch it: a Work's name used
     /// where no call bound it (Python's NameError, [`sim::pg::Step::NameError`]). The finding,
     /// whole, in the simulator's words (`sim::pg::work::name_error`).
@@ -80,15 +75,14 @@ pub enum HwError {
 }
 
 impl HwError {
-    /// The process exit code the CLI should use: 1 for a timeout, an async error (its own or a
-    /// peer's) or an out-of-memory (findings about the run), 2 for
+    /// The process exit code the CLI should use: 1 for a timeout, an async error or an
+    /// out-of-memory (findings about the run), 2 for
     /// everything else (bad input or environment: no GPU, no library, impossible layout, a failed
     /// CUDA/NCCL call).
     pub fn exit_code(&self) -> i32 {
         match self {
             HwError::Timeout { .. }
             | HwError::AsyncError { .. }
-            | HwError::RemoteError { .. }
             | HwError::OutOfMemory(_)
             | HwError::ProgramError(_) => 1,
             _ => 2,
@@ -143,7 +137,6 @@ impl fmt::Display for HwError {
             HwError::OutOfMemory(detail) => write!(f, "CUDA out of memory. {detail}"),
             HwError::Timeout { finding, .. }
             | HwError::AsyncError { finding, .. }
-            | HwError::RemoteError { finding, .. }
             | HwError::ProgramError(finding) => f.write_str(finding),
         }
     }
@@ -169,11 +162,6 @@ mod tests {
         assert_eq!(HwError::NoDevice("none".into()).exit_code(), 2);
         let finding = "x".to_string();
         assert_eq!(HwError::AsyncError { work, finding }.exit_code(), 1);
-        let remote = HwError::RemoteError {
-            group: 0,
-            finding: "x".into(),
-        };
-        assert_eq!((remote.exit_code(), remote.to_string()), (1, "x".into()));
         assert_eq!(HwError::OutOfMemory("x".into()).exit_code(), 1);
         assert_eq!(HwError::ProgramError("x".into()).exit_code(), 1);
         for input in [

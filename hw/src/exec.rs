@@ -80,14 +80,10 @@ pub struct WatchedWork {
     /// As PyTorch prints the Work (`sim::pg::work_text`), in the timeout's finding
     /// (`sim::pg::work::timeout_caught`).
     pub description: String,
-    /// An injected NCCL async error (`[[fault]] kind = "async_error"`): after this long since
-    /// the enqueue the watchdog finds it, and its verdict, in the simulator's words: an
-    /// [`HwError::AsyncError`] (`sim::pg::work::async_exception`) on the rank whose network
-    /// failed, else an [`HwError::RemoteError`] (`remote_error_found`).
+    /// An injected NCCL async error (`[[fault]] kind = "async_error"`) under this rank's own
+    /// call: after this long since the enqueue the watchdog finds it, and its verdict, an
+    /// [`HwError::AsyncError`] in the simulator's words (`sim::pg::work::async_exception`).
     pub async_error: Option<(u64, HwError)>,
-    /// How many watchdog polls after the first one past that error it is found: one for a
-    /// peer's error read from the store (`sim::pg::work::polls_after_async_error`).
-    pub async_error_polls_late: u64,
 }
 
 /// The GPU calls of a ProcessGroupNCCL, on one device. Streams are [`StreamRef`]s of the
@@ -389,11 +385,20 @@ struct IssuedCall {
     enqueue_ns: u64,
     input_ready: Ev,
     start: Ev,
-    /// The injected async error of a faulted collective: after how long, and the rank whose
-    /// network failed.
-    async_error: Option<(u64, u32)>,
-    /// Whether that error fails this Work itself (this rank's network, R27).
-    fails_work: bool,
+    /// The injected async error of a collective faulted on this rank: after how long (R27).
+    async_error: Option<u64>,
+    /// A peer's error under it that this rank's watchdog reads from the store: after how long,
+    /// and the peer (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27, [`RankFaults::remote_error`]).
+    remote_error: Option<(u64, u32)>,
+}
+
+/// A peer's error this rank's watchdog of `group` reads from the store at `read_ns`, unless its
+/// group's error was set before or the process ended first (R27): only a log line.
+#[derive(Debug, Clone, Copy)]
+struct RemoteErrorRead {
+    group: usize,
+    read_ns: u64,
+    from_rank: u32,
 }
 
 /// An error the watchdog found and handles once the simulator's watchdog would, after the
@@ -455,6 +460,12 @@ pub struct Executor<'a, D: Device> {
     /// Whether the watchdog logged a failed Work's stack trace already: the process's first
     /// one only takes `host.watchdog_stack_trace_us` ([`work::error_handled_ns`]).
     stack_traced: bool,
+    /// The peers' errors the watchdogs read from the store, logged at the run's end
+    /// ([`Self::remote_errors_read`]).
+    remote_error_reads: Vec<RemoteErrorRead>,
+    /// Per group: when its process group's error (`error_`) was set by a verdict of its
+    /// watchdog; a peer's error is read from the store only before.
+    group_error_ns: HashMap<usize, u64>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
     #[cfg(test)]
     executed: Vec<Step>,
@@ -489,6 +500,8 @@ impl<'a, D: Device> Executor<'a, D> {
             wait_raised: None,
             failed_ends: HashMap::new(),
             comm_errors: HashMap::new(),
+            remote_error_reads: Vec::new(),
+            group_error_ns: HashMap::new(),
             aborted: vec![false; scenario.groups.len()],
             caught: false,
             watchdog_found: None,
@@ -660,18 +673,38 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         match outcome {
             Ok(()) => {}
-            Err(
-                error @ (HwError::Timeout { .. }
-                | HwError::AsyncError { .. }
-                | HwError::RemoteError { .. }),
-            ) => self.verdict(error)?,
+            Err(error @ (HwError::Timeout { .. } | HwError::AsyncError { .. })) => {
+                self.verdict(error)?
+            }
             // `torch.empty` raised, or the program's own exception, uncaught: the finding is
             // written (`out_of_memory`, `raise_uncaught`).
             Err(HwError::OutOfMemory(_) | HwError::ProgramError(_)) => {}
             Err(error) => return Err(error),
         }
+        self.remote_errors_read();
         self.log.memory = self.memory.peaks();
         Ok(std::mem::take(&mut self.log))
+    }
+
+    /// `checkAndSetRemoteError()` (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): each peer's error a
+    /// watchdog read from the store while the process lived and its group's error was unset,
+    /// the first per group, as a `remote_error` record in the simulator's words
+    /// ([`work::remote_error_detected`]); it sets the group's error and does nothing else.
+    fn remote_errors_read(&mut self) {
+        let end_ns = self.device.now_ns();
+        let mut reads = std::mem::take(&mut self.remote_error_reads);
+        reads.sort_by_key(|read| read.read_ns);
+        for read in reads {
+            let set_before = (self.group_error_ns.get(&read.group))
+                .is_some_and(|&set_ns| set_ns <= read.read_ns);
+            if set_before || read.read_ns > end_ns {
+                continue;
+            }
+            self.group_error_ns.insert(read.group, read.read_ns);
+            let message = work::remote_error_detected(self.plan.rank, read.from_rank);
+            let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::RemoteError);
+            self.note_group(Some(read.group), thread, event, read.read_ns, message);
+        }
     }
 
     /// The program; false when a fault stopped the process before its end.
@@ -1001,10 +1034,8 @@ impl<'a, D: Device> Executor<'a, D> {
             self.log.ended_early = true;
             return Ok(());
         }
-        // The Work the watchdog caught or a wait timed out on, else the oldest not complete; a
-        // peer's error names none.
+        // The Work the watchdog caught or a wait timed out on, else the oldest not complete.
         let named = match &error {
-            HwError::RemoteError { .. } => None,
             HwError::Timeout {
                 work: Some(end), ..
             }
@@ -1017,11 +1048,6 @@ impl<'a, D: Device> Executor<'a, D> {
         // What found it, and its record: none for a wait's own timeout, which the wait's
         // poll logged as it found it.
         let (kind, event, thread) = match (&error, self.wait_raised) {
-            (HwError::RemoteError { .. }, _) => (
-                FindingKind::AsyncError,
-                Some(WatchdogEvent::RemoteError),
-                ThreadKind::Watchdog,
-            ),
             (HwError::AsyncError { .. }, _) => (
                 FindingKind::AsyncError,
                 Some(WatchdogEvent::AsyncError),
@@ -1036,22 +1062,17 @@ impl<'a, D: Device> Executor<'a, D> {
         };
         let rank = self.plan.rank;
         let message = error.to_string();
-        // The wait() that raised, else the Work named, in its own iteration; a peer's error,
-        // the iteration the host is in (none once the program returned).
-        let (group, iteration, op) = match error {
-            HwError::RemoteError { group, .. } => {
-                (Some(group), self.log.unfinished_iteration, None)
-            }
-            _ => {
-                let raised = (self.wait_raised).map(|(iteration, op, _)| (iteration, op));
-                let at = raised.or(named.map(|(_, iteration, op)| (iteration, op)));
-                (
-                    named.map(|(group, _, _)| group),
-                    at.map(|(iteration, _)| iteration),
-                    at.map(|(_, op)| op),
-                )
-            }
-        };
+        // The wait() that raised, else the Work named, in its own iteration.
+        let raised = (self.wait_raised).map(|(iteration, op, _)| (iteration, op));
+        let at = raised.or(named.map(|(_, iteration, op)| (iteration, op)));
+        let (group, iteration, op) = (
+            named.map(|(group, _, _)| group),
+            at.map(|(iteration, _)| iteration),
+            at.map(|(_, op)| op),
+        );
+        if let Some(group) = group {
+            self.group_error_ns.entry(group).or_insert(at_ns);
+        }
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
         }
@@ -1681,14 +1702,12 @@ impl<'a, D: Device> Executor<'a, D> {
             Some(_) => self.faults.collective_fate(op, iteration, call.group),
             None => CollectiveFate::Completes,
         };
-        let (async_error, fails_work) = match &fate {
-            CollectiveFate::AsyncError {
-                after_ns,
-                fails_work,
-                signalled_by,
-            } => (Some((*after_ns, *signalled_by)), *fails_work),
-            _ => (None, false),
+        let async_error = match &fate {
+            CollectiveFate::AsyncError { after_ns } => Some(*after_ns),
+            _ => None,
         };
+        let remote_error =
+            (self.plan.stand_in).and_then(|_| self.faults.remote_error(op, iteration, call.group));
         match self.plan.stand_in {
             Some(_) if fate != CollectiveFate::Completes => {
                 let ranks = &self.scenario.groups[call.group].ranks;
@@ -1738,7 +1757,7 @@ impl<'a, D: Device> Executor<'a, D> {
             input_ready: self.slots[call.input_ready as usize].0,
             start,
             async_error,
-            fails_work,
+            remote_error,
         });
         Ok(())
     }
@@ -1782,26 +1801,27 @@ impl<'a, D: Device> Executor<'a, D> {
             (call.group, call.seq_num),
             g.timeout_ns,
         );
-        if let (Some((after_ns, _)), true) = (&issued.async_error, issued.fails_work) {
-            let error_ns = work::async_error_ns(issued.enqueue_ns, *after_ns);
+        if let Some(after_ns) = issued.async_error {
+            let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);
             self.failed_ends.insert(end, error_ns);
             let comm_error = (self.comm_errors.entry(call.group)).or_insert((error_ns, end));
             if error_ns < comm_error.0 {
                 *comm_error = (error_ns, end);
             }
         }
+        if let Some((after_ns, from_rank)) = issued.remote_error {
+            let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);
+            self.remote_error_reads.push(RemoteErrorRead {
+                group: call.group,
+                read_ns: work::remote_error_read_ns(error_ns),
+                from_rank,
+            });
+        }
         let rank = self.plan.rank;
-        let async_error = issued.async_error.map(|(after_ns, signalled_by)| {
-            let verdict = if issued.fails_work {
-                HwError::AsyncError {
-                    work: Some(end),
-                    finding: work::async_exception(rank, &description, NcclAsyncError::Remote),
-                }
-            } else {
-                HwError::RemoteError {
-                    group: call.group,
-                    finding: work::remote_error_found(rank, signalled_by, &g.name),
-                }
+        let async_error = issued.async_error.map(|after_ns| {
+            let verdict = HwError::AsyncError {
+                work: Some(end),
+                finding: work::async_exception(rank, &description, NcclAsyncError::Remote),
             };
             (after_ns, verdict)
         });
@@ -1813,7 +1833,6 @@ impl<'a, D: Device> Executor<'a, D> {
             timeout_ns: g.timeout_ns,
             description: description.clone(),
             async_error,
-            async_error_polls_late: work::polls_after_async_error(!issued.fails_work),
         });
         let op_ref = op.index as OpRef;
         self.log.kernels.push(Pending {
@@ -2086,10 +2105,7 @@ impl<'a, D: Device> Executor<'a, D> {
 
 /// Whether `error` is a verdict of the watchdog: a timeout (R26), an NCCL async error (R27).
 fn is_verdict(error: &HwError) -> bool {
-    matches!(
-        error,
-        HwError::Timeout { .. } | HwError::AsyncError { .. } | HwError::RemoteError { .. }
-    )
+    matches!(error, HwError::Timeout { .. } | HwError::AsyncError { .. })
 }
 
 /// Why no block came where the GPU refused the new segment the books had room for: `detail`,

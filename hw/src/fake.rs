@@ -151,11 +151,8 @@ impl FakeDevice {
         for work in stuck() {
             let candidates = [
                 work.async_error.as_ref().map(|(after_ns, verdict)| {
-                    let late_ns = work.async_error_polls_late * WATCHDOG_POLL_NS;
-                    (
-                        next_poll(async_error_ns(work.enqueue_ns, *after_ns)) + late_ns,
-                        verdict.clone(),
-                    )
+                    let at_ns = next_poll(async_error_ns(work.enqueue_ns, *after_ns));
+                    (at_ns, verdict.clone())
                 }),
                 Some({
                     let at_ns = next_poll(timeout_deadline_ns(work.enqueue_ns, work.timeout_ns));

@@ -44,9 +44,8 @@ pub fn comm_error_finding<'a>(
 
 struct Shared {
     events: Arc<Vec<CudaEvent>>,
-    /// The Works not seen complete, each with the polls made since its injected async error
-    /// was due (`WatchedWork::async_error_polls_late`).
-    pending: Mutex<Vec<(WatchedWork, u64)>>,
+    /// The Works not seen complete.
+    pending: Mutex<Vec<WatchedWork>>,
     /// Each communicator, with its group.
     comms: Mutex<Vec<(usize, Arc<Communicator>)>>,
     origin: Instant,
@@ -70,7 +69,7 @@ impl Shared {
                 Ok(None) => None,
                 Ok(Some(error)) => {
                     let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    comm_error_finding(pending.iter().map(|(work, _)| work), *group, error)
+                    comm_error_finding(pending.iter(), *group, error)
                 }
                 Err(error) => Some(error),
             };
@@ -81,19 +80,11 @@ impl Shared {
         }
         let now_ns = self.origin.elapsed().as_nanos() as u64;
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        // An injected async error (a `[[fault]]`) is found like a real one: first; a peer's,
-        // read from the store, one poll after the one that reached it.
-        let injected = pending.iter_mut().find_map(|(work, polls_past)| {
+        // An injected async error (a `[[fault]]`) is found like a real one: first.
+        let injected = pending.iter().find_map(|work| {
             let (after_ns, verdict) = work.async_error.as_ref()?;
             let error_ns = async_error_ns(work.enqueue_ns, *after_ns);
-            if !failed_by(Some(error_ns), now_ns) {
-                return None;
-            }
-            if *polls_past < work.async_error_polls_late {
-                *polls_past += 1;
-                return None;
-            }
-            Some(verdict.clone())
+            failed_by(Some(error_ns), now_ns).then(|| verdict.clone())
         });
         if let Some(verdict) = injected {
             drop(pending);
@@ -101,7 +92,7 @@ impl Shared {
             return;
         }
         let mut caught = None;
-        pending.retain(|(work, _)| {
+        pending.retain(|work| {
             // SAFETY: the event belongs to the pool, alive as long as `Shared`.
             let done = unsafe { result::event::query(self.events[work.end].cu_event()) };
             if done.is_ok() {
@@ -174,7 +165,7 @@ impl Watchdog {
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((work, 0));
+            .push(work);
     }
 
     pub fn add_comm(&self, group: usize, comm: Arc<Communicator>) {
@@ -193,7 +184,7 @@ impl Watchdog {
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(work, _)| work.group != group);
+            .retain(|work| work.group != group);
         self.shared
             .comms
             .lock()

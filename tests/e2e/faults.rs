@@ -35,7 +35,8 @@ pub fn expected_findings(name: &str) -> Vec<FindingKind> {
         "gpu_backlog_timeout.toml" => vec![WatchdogTimeout],
         "mismatch.toml" => vec![Mismatch, WatchdogTimeout],
         "rank0_crash_init.toml" => vec![StoreTimeout],
-        "async_error.toml" => vec![AsyncError],
+        // Rank 1's own error; the others' heartbeat monitors end them (R28).
+        "async_error.toml" => vec![AsyncError, HeartbeatAbort],
         // Caught by the program (catch = true), still a finding: the wait raised.
         "caught_timeout.toml" => vec![WaitTimeout],
         // ... and the watchdog then finds the aborted communicator's error under a wait(timeout)'s
@@ -719,16 +720,45 @@ pub fn check_async_error(timeline: &Timeline, _report: &Report) {
     assert_eq!(at(timeline, 1, WatchdogEvent::AsyncError), seen_ns);
     assert_eq!(at(timeline, 1, WatchdogEvent::Exit), seen_ns + DUMP_WAIT_NS);
     for rank in [0, 2, 3] {
-        // TORCH_NCCL_PROPAGATE_ERROR: the next poll after the error reached the store.
+        // TORCH_NCCL_PROPAGATE_ERROR: the next poll after the error reached the store logs
+        // it, and that is all; the heartbeat monitor reads rank 1's dump signal at 6 s and
+        // aborts the process 480 s later (R28).
         let remote = records(timeline, rank, WatchdogEvent::RemoteError);
         assert_eq!(remote.len(), 1);
         assert_eq!(remote[0].at_ns, seen_ns + POLL_NS);
-        assert!(remote[0].message.contains("signalled by rank 1"));
         assert_eq!(
-            at(timeline, rank, WatchdogEvent::Exit),
-            seen_ns + POLL_NS + DUMP_WAIT_NS
+            remote[0].message,
+            "[Rank 0] remote error detected from rank: 1"
         );
+        assert_eq!(at(timeline, rank, WatchdogEvent::Exit), 486 * S);
     }
+}
+
+#[test]
+fn propagation_only_logs_the_remote_error_on_the_other_ranks_r27() {
+    // checkAndSetRemoteError() sets the group's error to REMOTE_ERROR and logs one line;
+    // no Work fails by it, no dump wait, no abort: every rank ends as it does without
+    // propagation, and the records differ by that line alone.
+    let propagated = run_with("async_error.toml", &["env.TORCH_NCCL_PROPAGATE_ERROR=1"]);
+    let local = run_with("async_error.toml", &["env.TORCH_NCCL_PROPAGATE_ERROR=0"]);
+    for rank in 0..4 {
+        let end = |timeline: &Timeline| timeline.ranks[rank].end;
+        assert_eq!(end(&propagated), end(&local), "rank {rank}");
+        assert!(end(&local).is_some(), "rank {rank}");
+    }
+    assert_eq!(propagated.findings, local.findings);
+    let without_remote: Vec<&WatchdogRecord> = (propagated.watchdog.iter())
+        .filter(|r| r.event != WatchdogEvent::RemoteError)
+        .collect();
+    assert_eq!(without_remote, local.watchdog.iter().collect::<Vec<_>>());
+    let remote: Vec<(u64, &str)> = (propagated.watchdog.iter())
+        .filter(|r| r.event == WatchdogEvent::RemoteError)
+        .map(|r| (r.at_ns, r.message.as_str()))
+        .collect();
+    assert_eq!(
+        remote,
+        [(5_200 * MS, "[Rank 0] remote error detected from rank: 1")]
+    );
 }
 
 #[test]

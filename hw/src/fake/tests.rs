@@ -11,8 +11,8 @@ use super::*;
 use crate::exec::RunLog;
 use crate::exec::{Executor, AT_THE_PROGRAMS_END};
 use sim::pg::work::{
-    async_error_raised, async_exception, remote_error_found, timeout_caught, wait_timeout_finding,
-    NcclAsyncError,
+    async_error_raised, async_exception, remote_error_detected, timeout_caught,
+    wait_timeout_finding, NcclAsyncError,
 };
 use sim::timeline::{
     Finding, FindingKind, RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
@@ -112,15 +112,25 @@ fn the_watchdogs_async_error_is_pytorchs_line_on_both_engines_r27() {
 }
 
 #[test]
-fn a_peers_propagated_error_is_the_simulators_remote_error_r27() {
-    let (hw, simulated, _, _, _) = rank0_on_both(
-        "TORCH_NCCL_PROPAGATE_ERROR = 1",
-        "",
-        "ranks = [1]\nkind = \"async_error\"\nafter_us = 1000",
+fn a_peers_propagated_error_only_adds_the_remote_error_line_r27() {
+    // TORCH_NCCL_PROPAGATE_ERROR=1 sets rank 0's group's error and logs one line; rank 0
+    // times out as it does without it, on both engines.
+    let peers = "ranks = [1]\nkind = \"async_error\"\nafter_us = 1000";
+    let (hw, simulated, records, work, _) =
+        rank0_on_both("TORCH_NCCL_PROPAGATE_ERROR = 1", "", peers);
+    let (local, simulated_local, local_records, _, _) =
+        rank0_on_both("TORCH_NCCL_PROPAGATE_ERROR = 0", "", peers);
+    assert_eq!(
+        (hw.kind, simulated.kind),
+        (FindingKind::WatchdogTimeout, FindingKind::WatchdogTimeout)
     );
-    assert_eq!(hw.kind, FindingKind::AsyncError);
-    assert_eq!(hw.message, remote_error_found(0, 1, "world"));
-    assert_eq!(hw.message, simulated.message);
+    assert_eq!(
+        unmeasured(&hw.message),
+        unmeasured(&timeout_caught(0, &work, 0))
+    );
+    assert_eq!((hw, simulated), (local, simulated_local));
+    assert_eq!(records[0], remote_error_detected(0, 1));
+    assert_eq!(records[1..], local_records[..]);
 }
 
 #[test]

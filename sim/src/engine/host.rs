@@ -85,9 +85,7 @@ impl Engine<'_> {
     pub(super) fn run_host(&mut self, rank: u32) {
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
         // The simulation's time does not move while the host runs.
-        let read_bound_ns = self
-            .dump_signal_read_bound_ns()
-            .min(self.failure.remote_error_bound_ns(self.now_ns));
+        let read_bound_ns = self.dump_signal_read_bound_ns();
         loop {
             let horizon_ns = self.host_horizon_ns().min(read_bound_ns);
             let max_sim_time_ns = self.scenario.max_sim_time_ns;

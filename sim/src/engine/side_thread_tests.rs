@@ -339,9 +339,10 @@ fn a_watchdog_finding_names_the_iteration_of_the_work_it_caught_not_the_host_s_r
 
 #[test]
 fn a_finding_of_no_call_after_the_program_returned_names_no_iteration_r27() {
-    // Rank 1's network fails under the all_reduce; rank 0 reads the error from the store
-    // after its one-iteration program returned: a remote error of no op and no iteration
-    // (it used to name iteration 1, which does not exist).
+    // Rank 1's network fails under the all_reduce; rank 0's heartbeat monitor reads its dump
+    // signal after rank 0's one-iteration program returned and ends the process (R28): a
+    // finding of no op and no iteration (it used to name iteration 1, which does not exist).
+    // The error rank 1 writes into the store (TORCH_NCCL_PROPAGATE_ERROR) is only logged.
     let text = "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[cluster]\nranks = 2\n\
         [groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
         [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
@@ -349,7 +350,7 @@ fn a_finding_of_no_call_after_the_program_returned_names_no_iteration_r27() {
     let timeline = simulate(&parse("remote.toml", text).unwrap());
     assert_eq!(timeline.ranks[0].unfinished_iteration, None, "it returned");
     assert_eq!(
-        finding_place(&timeline, 0, FindingKind::AsyncError),
+        finding_place(&timeline, 0, FindingKind::HeartbeatAbort),
         (None, None)
     );
     assert_eq!(

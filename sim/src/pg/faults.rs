@@ -99,16 +99,13 @@ pub enum CollectiveFate {
     NeverCompletes {
         why: String,
     },
-    /// It never completes, and NCCL reports an async error `after_ns` after its enqueue (R26).
-    /// `fails_work`: the network failed under this rank's own call, so that its Work is
-    /// completed with the error from then on (`is_completed()` true, `wait()` raises, R27;
-    /// see [`super::work::failed_by`]); a peer's error propagated through the store reaches
-    /// only the watchdog. `signalled_by`: the rank whose network failed (this one, or the
-    /// lowest peer's, whose watchdog signalled it), which the watchdog's finding names.
+    /// It never completes, and NCCL reports an async error `after_ns` after its enqueue (R26):
+    /// the network failed under this rank's own call, so that its Work is completed with the
+    /// error from then on (`is_completed()` true, `wait()` raises, R27; see
+    /// [`super::work::failed_by`]). A peer's error never fails this rank's Work: it only
+    /// leaves the collective incomplete (and, propagated, logged: [`RankFaults::remote_error`]).
     AsyncError {
         after_ns: u64,
-        fails_work: bool,
-        signalled_by: u32,
     },
 }
 
@@ -163,8 +160,6 @@ impl<'a> RankFaults<'a> {
                 FaultKind::AsyncError { after_ns } if own && at_this_op => {
                     Some(CollectiveFate::AsyncError {
                         after_ns: *after_ns,
-                        fails_work: true,
-                        signalled_by: self.rank,
                     })
                 }
                 FaultKind::Mismatch { .. } if own && at_this_op => {
@@ -181,19 +176,9 @@ impl<'a> RankFaults<'a> {
                 FaultKind::Mismatch { .. } if at_this_op => Some(CollectiveFate::NeverCompletes {
                     why: format!("rank {ranks_text} issues another collective at {where_}"),
                 }),
-                FaultKind::AsyncError { after_ns } if at_this_op => {
-                    Some(if super::work::propagates_error(&self.scenario.env) {
-                        // The peer's watchdog writes the error into the store
-                        // (TORCH_NCCL_PROPAGATE_ERROR); this rank reads it at its next poll.
-                        CollectiveFate::AsyncError {
-                            after_ns: *after_ns,
-                            fails_work: false,
-                            signalled_by: peers[0],
-                        }
-                    } else {
-                        CollectiveFate::NeverCompletes {
-                            why: format!("the network fails under {where_} on rank {ranks_text}"),
-                        }
+                FaultKind::AsyncError { .. } if at_this_op => {
+                    Some(CollectiveFate::NeverCompletes {
+                        why: format!("the network fails under {where_} on rank {ranks_text}"),
                     })
                 }
                 _ => None,
@@ -206,6 +191,28 @@ impl<'a> RankFaults<'a> {
             }
         }
         fate
+    }
+
+    /// The peer error this rank's watchdog reads from the store under its collective at `op`
+    /// (on `group`) in `iteration`, when the group's other ranks are not run: where errors
+    /// propagate (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27) and the network fails under this very
+    /// collective on a peer, how long after the enqueue, and the lowest such peer, whose
+    /// watchdog writes it. The watchdog only logs it ([`super::work::remote_error_detected`]).
+    pub fn remote_error(&self, op: &Op, iteration: u32, group: GroupId) -> Option<(u64, u32)> {
+        if !super::work::propagates_error(&self.scenario.env) {
+            return None;
+        }
+        let members = &self.scenario.groups[group].ranks;
+        (self.scenario.faults.iter())
+            .filter(|fault| (fault.iteration, fault.op) == (iteration, op.index))
+            .find_map(|fault| {
+                let FaultKind::AsyncError { after_ns } = fault.kind else {
+                    return None;
+                };
+                let peer = (fault.ranks.iter())
+                    .find(|rank| **rank != self.rank && members.contains(rank))?;
+                Some((after_ns, *peer))
+            })
     }
 
     /// Whether a `wait()` waits for the Work `op` makes, or for a later Work of its
@@ -336,31 +343,34 @@ mod tests {
     }
 
     #[test]
-    fn a_peers_async_error_reaches_the_lone_rank_only_when_propagated() {
+    fn a_peers_async_error_only_leaves_the_lone_ranks_collective_incomplete_r27() {
         let faults = format!("{}after_us = 5000\n", fault("[1]", "b", "async_error"));
         let propagated = scenario(&faults, "TORCH_NCCL_PROPAGATE_ERROR = 1");
-        assert!(matches!(
-            RankFaults::new(&propagated, 0).collective_fate(&propagated.ops[1], 0, 0),
-            CollectiveFate::AsyncError {
-                after_ns: 5_000_000,
-                fails_work: false,
-                signalled_by: 1,
-                ..
-            }
-        ));
         let local = scenario(&faults, "");
-        assert!(matches!(
-            RankFaults::new(&local, 0).collective_fate(&local.ops[1], 0, 0),
-            CollectiveFate::NeverCompletes { .. }
-        ));
-        // The rank that fails sees its own error, propagated or not.
-        assert!(matches!(
-            RankFaults::new(&local, 1).collective_fate(&local.ops[1], 0, 0),
+        for scenario in [&propagated, &local] {
+            assert!(matches!(
+                RankFaults::new(scenario, 0).collective_fate(&scenario.ops[1], 0, 0),
+                CollectiveFate::NeverCompletes { .. }
+            ));
+        }
+        // Propagated, rank 0's watchdog reads rank 1's error from the store, and only logs it.
+        let rank0 = RankFaults::new(&propagated, 0);
+        assert_eq!(
+            rank0.remote_error(&propagated.ops[1], 0, 0),
+            Some((5_000_000, 1))
+        );
+        assert_eq!(rank0.remote_error(&propagated.ops[0], 0, 0), None);
+        let local0 = RankFaults::new(&local, 0);
+        assert_eq!(local0.remote_error(&local.ops[1], 0, 0), None);
+        // The rank that fails sees its own error, propagated or not, and reads none.
+        let rank1 = RankFaults::new(&propagated, 1);
+        assert_eq!(
+            rank1.collective_fate(&propagated.ops[1], 0, 0),
             CollectiveFate::AsyncError {
-                fails_work: true,
-                ..
+                after_ns: 5_000_000
             }
-        ));
+        );
+        assert_eq!(rank1.remote_error(&propagated.ops[1], 0, 0), None);
     }
 
     #[test]
@@ -373,6 +383,10 @@ mod tests {
             RankFaults::new(&blocking, 0).collective_fate(&blocking.ops[1], 0, 0),
             CollectiveFate::NeverCompletes { .. }
         ));
+        assert_eq!(
+            RankFaults::new(&blocking, 0).remote_error(&blocking.ops[1], 0, 0),
+            None
+        );
     }
 
     #[test]

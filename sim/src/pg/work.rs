@@ -125,15 +125,13 @@ pub fn async_error_ns(enqueue_ns: u64, after_ns: u64) -> u64 {
     enqueue_ns.saturating_add(after_ns)
 }
 
-/// How many watchdog polls after its first one at or after an async error a rank's watchdog
-/// finds it (R26, R27): none for its own communicator's error; one for a peer's signalled
-/// through the store (`TORCH_NCCL_PROPAGATE_ERROR=1`, `through_store`), since the peer's
-/// watchdog finds its error at its own poll and writes it into the store, and this rank reads it
-/// at its next poll after that (the simulator's watchdogs poll in step, every
-/// [`WATCHDOG_POLL_NS`] from the same start; `hw`, running one rank, takes the peer's polls as
-/// in step with its own).
-pub fn polls_after_async_error(through_store: bool) -> u64 {
-    u64::from(through_store)
+/// When a rank's watchdog reads from the store the error a peer's NCCL reported at `error_ns`
+/// (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): the peer's watchdog finds it at its first poll at or
+/// after it and writes `remote_error:<pg_uid>`, and this rank's watchdog reads it at its next
+/// poll (`checkAndSetRemoteError()` at the top of each). Watchdogs polling in step, every
+/// [`WATCHDOG_POLL_NS`] from the run's start, as `hw`, running one rank, takes the peer's.
+pub fn remote_error_read_ns(error_ns: u64) -> u64 {
+    error_ns.div_ceil(WATCHDOG_POLL_NS) * WATCHDOG_POLL_NS + WATCHDOG_POLL_NS
 }
 
 /// Whether a Work whose communicator reported an NCCL async error at `error_ns` (if it did)
@@ -389,12 +387,12 @@ pub fn nccl_call_raised(rank: u32, error: NcclAsyncError, op: &Op) -> String {
     ))
 }
 
-/// What the watchdog of rank `rank` finds when rank `from_rank` signalled its error for group
-/// `group` through the store (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27).
-pub fn remote_error_found(rank: u32, from_rank: u32, group: &str) -> String {
-    format!(
-        "[Rank {rank}] Watchdog found a remote error signalled by rank {from_rank} through the store for group {group} (TORCH_NCCL_PROPAGATE_ERROR=1)"
-    )
+/// What the watchdog of rank `rank` logs when it reads from the store that rank `from_rank`
+/// found an error on their group (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): PyTorch's line of
+/// `checkAndSetRemoteError()`, which sets the group's error to `REMOTE_ERROR` and does nothing
+/// else.
+pub fn remote_error_detected(rank: u32, from_rank: u32) -> String {
+    format!("[Rank {rank}] remote error detected from rank: {from_rank}")
 }
 
 /// What the main thread raises when `op`'s `wait()` finds its Work `work` (as [`super::work_text`]

@@ -52,7 +52,9 @@ pub(in crate::engine) enum Wake {
     /// communicator the watchdog aborted while the call waited for the list (R27): NCCL's
     /// system error under it.
     AbortedCommunicator { collective: u32 },
-    /// The first poll after another rank propagated its error (R27).
+    /// The first poll after another rank wrote its error into the store
+    /// (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): the watchdog reads it, unless its group's error
+    /// is set already.
     RemoteError { from_rank: u32 },
     /// The heartbeat monitor's poll that finds the dump signal in the store (R27).
     DumpSeen,
@@ -352,10 +354,6 @@ pub(in crate::engine) struct Failure<'s> {
     groups: usize,
     /// Per rank × group (a pair's slot unused: its Works are its process group's watchdog's).
     watchdogs: Vec<WatchdogState>,
-    /// How many of `watchdogs` poll at each phase of the 100-ms grid (`tick_origin_ns` modulo
-    /// it): the first poll of any watchdog after a time, in a look-up rather than a pass over
-    /// every rank ([`Failure::remote_error_bound_ns`]).
-    tick_phases: std::collections::BTreeMap<u64, usize>,
     /// Per rank × group: the communicator was aborted (`is_aborted`).
     comm_aborted: Vec<bool>,
     records: Vec<WatchdogRecord>,
@@ -416,10 +414,6 @@ impl<'s> Failure<'s> {
             groups,
             watchdogs: (0..ranks * groups)
                 .map(|_| WatchdogState::default())
-                .collect(),
-            tick_phases: (ranks * groups > 0)
-                .then_some((0, ranks * groups))
-                .into_iter()
                 .collect(),
             comm_aborted: vec![false; ranks * groups],
             records: Vec::new(),
@@ -573,7 +567,7 @@ impl<'s> Failure<'s> {
                     out,
                 ),
                 Wake::RemoteError { from_rank } => {
-                    self.caught(view, rank, group, Caught::Remote(from_rank), now_ns, out)
+                    self.remote_error_read(rank, group, from_rank, now_ns)
                 }
                 Wake::DumpSeen => self.dump_seen((rank, group, false), now_ns, out),
                 Wake::DumpFlagSeen => self.dump_seen((rank, group, true), now_ns, out),
@@ -628,11 +622,13 @@ impl<'s> Failure<'s> {
             {
                 true
             }
-            Wake::AsyncError { .. }
-            | Wake::AbortedCommunicator { .. }
-            | Wake::RemoteError { .. } => {
+            Wake::AsyncError { .. } | Wake::AbortedCommunicator { .. } => {
                 let watchdog = &self.watchdogs[self.index(rank, group)];
                 watchdog.handling || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
+            }
+            Wake::RemoteError { .. } => {
+                let watchdog = &self.watchdogs[self.index(rank, group)];
+                watchdog.error_set || watchdog.stuck_at_ns.is_some_and(|t| t <= at_ns)
             }
             // After a return without destroy_process_group() the monitor was stopped (R31).
             Wake::DumpSeen | Wake::DumpFlagSeen => {
@@ -778,7 +774,6 @@ enum Caught {
     /// The communicator the watchdog aborted while the call of collective record `.0` waited
     /// to put its Work onto the list (R27).
     AbortedByWatchdog(u32),
-    Remote(u32),
 }
 
 /// Asks for a wake-up.

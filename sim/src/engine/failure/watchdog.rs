@@ -14,7 +14,7 @@ use super::{
     WorkFacts,
 };
 use crate::pg::work::{
-    async_error_ns, async_exception, dump_wait_ns, remote_error_found, stack_trace_ns,
+    async_error_ns, async_exception, dump_wait_ns, remote_error_detected, stack_trace_ns,
     timeout_caught, timeout_deadline_ns, NcclAsyncError, WATCHDOG_POLL_NS,
 };
 use crate::ranks::RankSet;
@@ -107,6 +107,10 @@ pub(super) struct WatchdogState {
     pub(super) abort_awaits_main: bool,
     /// When the watchdog's abort's least time (`host.comm_abort_us`) ends.
     pub(super) abort_least_end_ns: u64,
+    /// The process group's error (`error_`) is set: by the first error or timeout the watchdog
+    /// found, or by a peer's error read from the store (`REMOTE_ERROR`, R27). Only the program
+    /// reads it (`get_error()`); the watchdog reads the store only while it is unset.
+    pub(super) error_set: bool,
 }
 
 impl Failure<'_> {
@@ -192,50 +196,8 @@ impl Failure<'_> {
         wake(out, rank, group, found, seen_ns);
     }
 
-    /// Where errors propagate (`TORCH_NCCL_PROPAGATE_ERROR=1`), the first poll of any watchdog
-    /// after `now_ns`: another rank's error found from now on is seen no earlier, and the
-    /// watchdog that sees it then holds its Work list (R27). No wake-up announces it before
-    /// the finding, so a host does not run past it: a call of its that lists a Work there
-    /// waits or not by the simulated time, not by how far ahead its host ran.
-    pub(in crate::engine) fn remote_error_bound_ns(&self, now_ns: u64) -> u64 {
-        if !(self.watchdog_enabled && crate::pg::work::propagates_error(&self.scenario.env)) {
-            return u64::MAX;
-        }
-        // Every origin lies at or before `now_ns` (it moves to the time of a dump wait's end),
-        // so the next poll after it depends on the origin's phase alone.
-        let after_ns = now_ns + 1;
-        let phase_ns = after_ns % WATCHDOG_POLL_NS;
-        let nearest = (self.tick_phases.range(phase_ns..).next())
-            .map(|(&phase, _)| phase - phase_ns)
-            .or_else(|| {
-                (self.tick_phases.keys().next()).map(|&phase| phase + WATCHDOG_POLL_NS - phase_ns)
-            });
-        let bound_ns = nearest.map_or(u64::MAX, |wait_ns| after_ns + wait_ns);
-        debug_assert_eq!(
-            bound_ns,
-            (self.watchdogs.iter())
-                .map(|w| next_tick_ns(w.tick_origin_ns, WATCHDOG_POLL_NS, after_ns))
-                .min()
-                .unwrap_or(u64::MAX),
-            "the phases' count out of step with the watchdogs' origins"
-        );
-        bound_ns
-    }
-
-    /// The watchdog at `index` polls from `origin_ns` on (after a dump wait), keeping
-    /// [`Failure::tick_phases`] in step.
+    /// The watchdog at `index` polls from `origin_ns` on (after a dump wait).
     pub(super) fn move_tick_origin(&mut self, index: usize, origin_ns: u64) {
-        let old_phase = self.watchdogs[index].tick_origin_ns % WATCHDOG_POLL_NS;
-        if let Some(count) = self.tick_phases.get_mut(&old_phase) {
-            *count -= 1;
-            if *count == 0 {
-                self.tick_phases.remove(&old_phase);
-            }
-        }
-        *self
-            .tick_phases
-            .entry(origin_ns % WATCHDOG_POLL_NS)
-            .or_default() += 1;
         self.watchdogs[index].tick_origin_ns = origin_ns;
     }
 
@@ -392,6 +354,30 @@ impl Failure<'_> {
         wake(out, rank, group, Wake::Check, at_ns);
     }
 
+    /// `checkAndSetRemoteError()` (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): at the top of its
+    /// poll, the watchdog whose group's error is still unset reads `remote_error:<pg_uid>`
+    /// from the store, which rank `from_rank`'s watchdog wrote as it found its error; it sets
+    /// the group's error to `REMOTE_ERROR` and logs PyTorch's line. Nothing else: no Work
+    /// fails by it, no dump wait, no abort; the rank goes on as without propagation.
+    pub(super) fn remote_error_read(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        from_rank: u32,
+        now_ns: u64,
+    ) {
+        let index = self.index(rank, group);
+        self.watchdogs[index].error_set = true;
+        let message = remote_error_detected(self.rank_id(rank), self.rank_id(from_rank));
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Watchdog, WatchdogEvent::RemoteError),
+            now_ns,
+            message,
+        );
+    }
+
     /// A poll caught a timeout or an error: log it, report it, propagate it, signal the
     /// dumps and sleep for them (R26, R27).
     pub(super) fn caught(
@@ -408,6 +394,7 @@ impl Failure<'_> {
         let env = &scenario.env;
         let index = self.index(rank, group);
         self.watchdogs[index].handling = true;
+        self.watchdogs[index].error_set = true;
         self.watchdogs[index].handling_since_ns = now_ns;
         self.watchdogs[index].handling_timeout = matches!(caught, Caught::Timeout(_));
         let timeout_ns = scenario.groups[group].timeout_ns;
@@ -448,16 +435,6 @@ impl Failure<'_> {
                     ),
                 )
             }
-            Caught::Remote(from_rank) => (
-                WatchdogEvent::RemoteError,
-                FindingKind::AsyncError,
-                FindingAbout::Rank,
-                remote_error_found(
-                    rank_id,
-                    self.rank_id(from_rank),
-                    &scenario.groups[group].name,
-                ),
-            ),
         };
         self.note(
             rank,
@@ -490,7 +467,8 @@ impl Failure<'_> {
         {
             return;
         }
-        if env.propagate_error && !matches!(caught, Caught::Remote(_)) {
+        // `broadcastSignal(store, "remote_error:<pg_uid>", rank)` before the dump signal.
+        if env.propagate_error {
             let classes = Rc::clone(&self.classes);
             for &member in classes.group_simulated(group) {
                 if member == rank || view.is_dead(member) {
@@ -515,7 +493,7 @@ impl Failure<'_> {
             Caught::Timeout(_) => None,
             Caught::AbortedByWait(_) => Some(NcclAsyncError::AbortedByWait),
             Caught::AbortedByWatchdog(_) => Some(NcclAsyncError::AbortedByWatchdog),
-            Caught::AsyncError(_) | Caught::Remote(_) => Some(NcclAsyncError::Remote),
+            Caught::AsyncError(_) => Some(NcclAsyncError::Remote),
         });
         let first_trace = traced && !std::mem::replace(&mut self.symbolised[rank as usize], true);
         let trace_ns = if first_trace {

@@ -3,45 +3,8 @@ use super::super::fake::{
     DUMP_WAIT_OVER_NS,
 };
 use super::super::FindingAbout;
-use super::super::{next_tick_ns, Command, Failure, Wake};
-use crate::pg::work::WATCHDOG_POLL_NS;
+use super::super::{Command, Failure, Wake};
 use crate::timeline::{ExitStatus, FindingKind, WatchdogEvent};
-
-#[test]
-fn the_watchdogs_next_poll_after_a_time_follows_each_origin_as_it_moves() {
-    // Where errors propagate, the host is bound at the first poll of any watchdog after
-    // now; the look-up over the polls' phases must give what a pass over every watchdog
-    // gives as the origins move (each to the end of a dump wait).
-    let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
-    let mut failure = Failure::new(&scenario, per_rank(&scenario));
-    let pass = |failure: &Failure, now_ns: u64| {
-        (failure.watchdogs.iter())
-            .map(|w| next_tick_ns(w.tick_origin_ns, WATCHDOG_POLL_NS, now_ns + 1))
-            .min()
-            .unwrap()
-    };
-    assert_eq!(failure.remote_error_bound_ns(0), 100_000_000);
-    assert_eq!(failure.remote_error_bound_ns(250_000_000), 300_000_000);
-    let moves = [(0, 1_234_567_890), (1, 2_050_000_000), (0, 3_099_999_999)];
-    for (index, origin_ns) in moves {
-        failure.move_tick_origin(index, origin_ns);
-        for now_ns in [
-            origin_ns,
-            origin_ns + 1,
-            origin_ns + 49_999_999,
-            origin_ns + 99_999_999,
-        ] {
-            assert_eq!(
-                failure.remote_error_bound_ns(now_ns),
-                pass(&failure, now_ns),
-                "after moving watchdog {index} to {origin_ns}, at {now_ns}"
-            );
-        }
-    }
-    // Watchdog 0 polls at ...099_999_999 + k·100 ms, watchdog 1 at ...050_000_000: at
-    // 3.1 s the nearest is watchdog 1's 3.15 s.
-    assert_eq!(failure.remote_error_bound_ns(3_100_000_000), 3_150_000_000);
-}
 
 #[test]
 fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
@@ -180,7 +143,7 @@ fn without_dump_on_timeout_the_watchdog_still_signals_and_waits_but_nothing_is_d
 }
 
 #[test]
-fn propagate_error_hands_the_error_to_the_groups_other_ranks_at_their_next_poll_r27() {
+fn propagate_error_only_flags_the_groups_other_ranks_at_their_next_poll_r27() {
     let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
     let mut failure = Failure::new(&scenario, per_rank(&scenario));
     let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
@@ -190,22 +153,34 @@ fn propagate_error_hands_the_error_to_the_groups_other_ranks_at_their_next_poll_
         commands[1],
         wake(1, Wake::RemoteError { from_rank: 0 }, 1_200_000_000)
     );
-    // Rank 1 handles it as its own error, and propagates it no further.
-    let (commands, messages) = split(woken(
-        &mut failure,
-        &run,
-        1,
-        Wake::RemoteError { from_rank: 0 },
-        1_200_000_000,
-    ));
+    // Rank 1's watchdog sets its group's error to REMOTE_ERROR and logs PyTorch's line:
+    // no finding, no dump wait, no handling; its Work stays pending.
+    let remote = Wake::RemoteError { from_rank: 0 };
+    let commands = woken(&mut failure, &run, 1, remote, 1_200_000_000);
+    assert_eq!(commands, []);
+    assert!(!failure.holds_work_list(1, 0));
+    // The group's error is set: a later signal is not read again.
+    assert_eq!(woken(&mut failure, &run, 1, remote, 1_300_000_000), []);
+    let remote_records: Vec<(u32, u64, String)> = (failure.into_records().iter())
+        .filter(|r| r.event == WatchdogEvent::RemoteError)
+        .map(|r| (r.rank, r.at_ns, r.message.clone()))
+        .collect();
     assert_eq!(
-        commands,
-        [
-            finding(FindingKind::AsyncError, 1, FindingAbout::Rank),
-            wake(1, Wake::DumpWaitOver, 61_200_000_000),
-        ]
+        remote_records,
+        [(
+            1,
+            1_200_000_000,
+            "[Rank 1] remote error detected from rank: 0".to_string()
+        )]
     );
-    assert!(messages[0].contains("remote error signalled by rank 0"));
+    // A rank whose watchdog found its own error first (the group's error set) logs nothing.
+    let mut failure = Failure::new(&scenario, per_rank(&scenario));
+    enqueue(&mut failure, &run, (0, 0), 20_000);
+    enqueue(&mut failure, &run, (1, 0), 20_000);
+    woken(&mut failure, &run, 0, Wake::Check, 1_100_000_000);
+    woken(&mut failure, &run, 1, Wake::Check, 1_100_000_000);
+    assert_eq!(woken(&mut failure, &run, 1, remote, 1_200_000_000), []);
+    assert!(!(failure.into_records().iter()).any(|r| r.event == WatchdogEvent::RemoteError));
     // A dead peer is told nothing.
     let scenario = two_ranks("[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1", "");
     let mut failure = Failure::new(&scenario, per_rank(&scenario));
