@@ -442,6 +442,10 @@ pub struct Executor<'a, D: Device> {
     /// and the end event of the Work it failed under; every Work of the communicator sees it
     /// ([`work::poll_error_ns`], R27).
     comm_errors: HashMap<usize, (u64, Ev)>,
+    /// The NCCL async error each program's Work stored through its own `isCompleted()`, by
+    /// its end event ([`work::stored_error_ns`], R27): a `wait()` on it raises; the
+    /// watchdog's findings stay in its copies of the Works.
+    stored_errors: HashMap<Ev, u64>,
     /// Per group: whether the main thread aborted its communicator after a wait's timeout
     /// (R15); a later collective on it raises before it issues anything (R27).
     aborted: Vec<bool>,
@@ -499,6 +503,7 @@ impl<'a, D: Device> Executor<'a, D> {
             faults: RankFaults::new(scenario, plan.rank),
             wait_raised: None,
             failed_ends: HashMap::new(),
+            stored_errors: HashMap::new(),
             comm_errors: HashMap::new(),
             remote_error_reads: Vec::new(),
             group_error_ns: HashMap::new(),
@@ -1395,10 +1400,12 @@ impl<'a, D: Device> Executor<'a, D> {
                     completed_at_return: false,
                 });
                 self.waiting_on = Some(collective);
-                // After its stream wait, every wait() on a Work an NCCL async error failed by
-                // now aborts the communicator, then raises (R15, R27).
-                if let Some(error_ns) = self.failed_by_now(collective) {
-                    let completed = self.device.query(self.works[collective as usize].end)?;
+                // After its stream wait, every wait() on a Work that stored its NCCL async
+                // error (its own `is_completed()` found it) aborts the communicator, then
+                // raises (R15, R27); the watchdog's finding stays in its copy of the Work.
+                let end = self.works[collective as usize].end;
+                if let Some(&error_ns) = self.stored_errors.get(&end) {
+                    let completed = self.device.query(end)?;
                     self.wait_aborts(iteration, op, (collective, completed), Some(error_ns))?;
                 }
             }
@@ -1423,6 +1430,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let event = self.slots[slot as usize].0;
                 let fired = self.device.query(event)?;
                 let error_ns = self.poll_error_ns(event);
+                self.program_polled(event, error_ns, host_ns);
                 let completed = work::is_completed(fired, error_ns, host_ns);
                 self.log.queries.push(QueryRecord {
                     iteration,
@@ -1433,12 +1441,22 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             Step::EventSync { slot, .. } => self.device.event_sync(self.slots[slot as usize].0)?,
             Step::StreamSync { stream, .. } => self.device.stream_sync(stream)?,
-            Step::StreamSyncUnlessCompleted { stream, end, .. } => {
+            Step::StreamSyncUnlessCompleted {
+                collective,
+                stream,
+                end,
+                ..
+            } => {
                 let host_ns = self.device.now_ns();
                 let event = self.slots[end as usize].0;
                 let fired = self.device.query(event)?;
                 let error_ns = self.poll_error_ns(event);
-                if !work::is_completed(fired, error_ns, host_ns) {
+                // The barrier's own `isCompleted()` stores the error it finds, and the wait
+                // then aborts the communicator and raises (R14, R27).
+                self.program_polled(event, error_ns, host_ns);
+                if let Some(&error_ns) = self.stored_errors.get(&event) {
+                    self.wait_aborts(iteration, op, (collective, fired), Some(error_ns))?;
+                } else if !work::is_completed(fired, error_ns, host_ns) {
                     self.device.stream_sync(stream)?;
                 }
             }
@@ -1937,6 +1955,8 @@ impl<'a, D: Device> Executor<'a, D> {
             if let Some(failure) = self.unhandled_watchdog_failure() {
                 return Err(failure);
             }
+            // The poll's `isCompleted()` stores the error it finds in the Work (R27).
+            self.program_polled(end, error_ns, now_ns);
             if error_ns.is_some() || work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 return self.wait_aborts(iteration, op, (collective, completed), error_ns);
             }
@@ -2070,12 +2090,15 @@ impl<'a, D: Device> Executor<'a, D> {
         true
     }
 
-    /// The instant of the NCCL async error that failed the Work of `collective`, its own, if
-    /// it did by now (R27, [`work::failed_by`]): any `wait()` on it aborts the communicator,
-    /// then raises ([`Self::wait_aborts`]).
-    fn failed_by_now(&self, collective: u32) -> Option<u64> {
-        let error_ns = *self.failed_ends.get(&self.works[collective as usize].end)?;
-        work::failed_by(Some(error_ns), self.device.now_ns()).then_some(error_ns)
+    /// An `isCompleted()` on the program's Work of end event `end` at `now_ns` (the program's
+    /// `is_completed()`, a polling wait's poll, a barrier's wait) that finds `poll_error_ns`
+    /// ([`Self::poll_error_ns`]): the Work stores the error found by then, and keeps it
+    /// ([`work::stored_error_ns`], R27).
+    fn program_polled(&mut self, end: Ev, poll_error_ns: Option<u64>, now_ns: u64) {
+        let stored_ns = self.stored_errors.get(&end).copied();
+        if let Some(error_ns) = work::stored_error_ns(stored_ns, poll_error_ns, now_ns) {
+            self.stored_errors.insert(end, error_ns);
+        }
     }
 
     /// `wait()` on the Work of `collective`, failed by an NCCL async error at `error_ns`, raises

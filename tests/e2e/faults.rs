@@ -264,10 +264,11 @@ fn a_caught_wait_timeout_is_recorded_and_the_program_goes_on() {
 
 #[test]
 fn a_caught_async_error_leaves_the_watchdog_to_end_the_process() {
-    // The Work failed at 1 ms; wait() at 2 ms raises it, the program catches it and goes on;
-    // the watchdog still finds the error at its poll and, after the dump wait, takes the
-    // process down (SkipCleanUp, R27).
-    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 2000\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    // The Work failed at 1 ms; `is_completed()` at 2 ms stores the error in the program's
+    // Work, so wait() raises it, the program catches it and goes on; the watchdog still finds
+    // the error at its poll and, after the dump wait, takes the process down (SkipCleanUp,
+    // R27).
+    let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nhost_sleep_us = 2000\n[[op]]\nis_completed = \"w\"\n[[op]]\nlabel = \"wait_w\"\nwait = \"w\"\ncatch = true\n[[op]]\nlabel = \"after\"\nkernel = { us = 5 }\n[[fault]]\nranks = [0]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 1000\n";
     let timeline = simulate_text(text);
     let rank0 = &timeline.ranks[0];
     assert_eq!(rank0.exceptions.len(), 1);

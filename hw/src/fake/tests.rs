@@ -137,20 +137,22 @@ fn a_peers_propagated_error_only_adds_the_remote_error_line_r27() {
 fn wait_on_a_failed_work_raises_the_same_text_on_both_engines_r27() {
     let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
         [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\n\
-        work = \"w\"\n[[op]]\nhost_sleep_us = 5000\n[[op]]\nlabel = \"wait\"\nwait = \"w\"\n\
+        work = \"w\"\n[[op]]\nhost_sleep_us = 5000\n[[op]]\nis_completed = \"w\"\n\
+        [[op]]\nlabel = \"wait\"\nwait = \"w\"\n\
         [[fault]]\nranks = [0]\nkind = \"async_error\"\nafter_us = 1000\nat = \"ar\"\n";
     let scenario = sim::scenario::parse("texts.toml", text).unwrap();
     let run = on_both(text, FakeDevice::default());
-    // The wait's raise, after the watchdog's finding at the raise (the main thread's abort).
+    // The wait's raise (its Work stored the error the `is_completed()` found), after the
+    // watchdog's finding at the raise (the main thread's abort).
     let raised_in_wait = |findings: &[Finding]| {
         (findings.iter())
-            .find(|f| f.rank == Some(0) && f.op == Some(2))
+            .find(|f| f.rank == Some(0) && f.op == Some(3))
             .map(|f| f.message.clone())
     };
     let work =
         "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=1000)";
     // The error 1 ms after the enqueue, 4 µs in (the fake device's calls).
-    let raised = async_error_raised(0, work, 1_004_000, &scenario.ops[2]);
+    let raised = async_error_raised(0, work, 1_004_000, &scenario.ops[3]);
     let hw = raised_in_wait(&run.findings).expect("hw raised in the wait");
     assert_eq!(hw, raised);
     assert!(
@@ -239,7 +241,12 @@ fn an_uncaught_raise_in_wait_ends_the_process_in_the_simulators_words_on_both_en
     for (env, between, wait, fault) in [
         ("TORCH_NCCL_BLOCKING_WAIT = 1\n", "", "", hang),
         ("", "", "timeout_ms = 3\n", hang),
-        ("", "[[op]]\nhost_sleep_us = 5000\n", "", failed),
+        (
+            "",
+            "[[op]]\nhost_sleep_us = 5000\n[[op]]\nis_completed = \"w\"\n",
+            "",
+            failed,
+        ),
         ("TORCH_NCCL_BLOCKING_WAIT = 1\n", "", "", failed),
     ] {
         let text = format!(
@@ -1039,8 +1046,8 @@ fn a_wait_timeouts_own_async_error_is_found_by_the_watchdog_at_the_raise_on_both
 }
 
 /// Any `wait()` called after its Work's own NCCL async error (a sleep past the error at
-/// 1 ms): a default wait, `wait(timeout)` and blocking wait alike find it at the call, after
-/// the stream wait, and the main thread aborts the communicator before it raises (PyTorch's
+/// 1 ms): a default wait (after the program's `is_completed()` stored the error in its Work),
+/// `wait(timeout)` and blocking wait alike find it at the call, after the stream wait, and the main thread aborts the communicator before it raises (PyTorch's
 /// `WorkNCCL::wait()`: `exception()` → `abort()` → rethrow, R15, R27), caught or not; caught,
 /// the next collective meets the aborted communicator. Rank 0's exceptions, findings, records,
 /// host calls, collectives and what is left unfinished are the simulator's
@@ -1049,20 +1056,21 @@ fn a_wait_timeouts_own_async_error_is_found_by_the_watchdog_at_the_raise_on_both
 fn a_wait_of_any_kind_on_a_failed_work_aborts_before_it_raises_on_both_engines_r15_r27() {
     // The last: called at 200 ms, after the watchdog found the error at its 100-ms poll and
     // while it handles it (the dump wait): it finds nothing more at the raise.
+    let query = "[[op]]\nis_completed = \"w\"\n";
     let kinds = [
-        ("", "", 5000),
-        ("", "timeout_ms = 500\n", 5000),
-        ("TORCH_NCCL_BLOCKING_WAIT = 1", "", 5000),
-        ("TORCH_NCCL_ASYNC_ERROR_HANDLING = 2", "", 200_000),
+        ("", query, "", 5000),
+        ("", "", "timeout_ms = 500\n", 5000),
+        ("TORCH_NCCL_BLOCKING_WAIT = 1", "", "", 5000),
+        ("TORCH_NCCL_ASYNC_ERROR_HANDLING = 2", query, "", 200_000),
     ];
     let mut failures = Vec::new();
-    for (env, kind, sleep_us) in kinds {
+    for (env, between, kind, sleep_us) in kinds {
         for catch in [true, false] {
             let text = format!(
                 "[env]\n{env}\n[cluster]\nranks = 2\n[groups.world]\neager_init = true\n\
                  timeout_s = 2\n[tensors]\nx = \"1MiB\"\n\
                  [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
-                 [[op]]\nhost_sleep_us = {sleep_us}\n\
+                 [[op]]\nhost_sleep_us = {sleep_us}\n{between}\
                  [[op]]\nlabel = \"wait\"\nwait = \"w\"\n{kind}catch = {catch}\n\
                  [[op]]\nlabel = \"again\"\nall_reduce = \"x\"\ncatch = true\n\
                  [[op]]\nlabel = \"done\"\nhost_sleep_us = 10\n\

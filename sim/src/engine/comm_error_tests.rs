@@ -2,7 +2,9 @@
 //! asks the Work's communicator for its error (`checkAndSetException`), so a polling wait or
 //! `is_completed()` on any Work of that communicator finds it, not only on the Work the
 //! network failed under. A `wait()` of any kind that finds its Work's error aborts the
-//! communicator before it raises. Whole small scenarios, one per case.
+//! communicator before it raises; a default `wait()` finds only the error the program's Work
+//! stored through its own `is_completed()` (the watchdog's list holds copies). Whole small
+//! scenarios, one per case.
 
 use crate::engine::simulate;
 use crate::scenario::parse;
@@ -208,16 +210,16 @@ fn is_completed_on_another_work_of_the_failed_communicator_is_true_from_its_erro
 
 /// Rank 0's network fails under `a` (NCCL reports it 1 ms after the enqueue at ≈ 20 µs;
 /// `comm_abort_us` 50 ms); `side_sleep_us` of GPU sleep on a side stream; the host sleeps
-/// 5 ms, past the error, then `wait_a`, a `wait()` on `a` (`wait`: its extra lines), then
-/// `again`, a caught all_reduce. The timeline, `wait_a`'s op and `again`'s.
-fn own_error(env: &str, side_sleep_us: u64, wait: &str) -> (Timeline, OpRef, OpRef) {
+/// 5 ms, past the error, then `between`, then `wait_a`, a `wait()` on `a` (`wait`: its extra
+/// lines), then `again`, a caught all_reduce. The timeline, `wait_a`'s op and `again`'s.
+fn own_error(env: &str, side_sleep_us: u64, between: &str, wait: &str) -> (Timeline, OpRef, OpRef) {
     let text = format!(
         "[env]\n{env}\n[host]\ncomm_abort_us = 50000\n[cluster]\nranks = 2\n\
          [groups.world]\neager_init = true\ntimeout_s = 1\n[streams]\nside = {{}}\n\
          [tensors]\nx = \"1MiB\"\n\
          [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n\
          [[op]]\nset_stream = \"side\"\n[[op]]\ngpu_sleep_us = {side_sleep_us}\n\
-         [[op]]\nset_stream = \"default\"\n[[op]]\nhost_sleep_us = 5000\n\
+         [[op]]\nset_stream = \"default\"\n[[op]]\nhost_sleep_us = 5000\n{between}\
          [[op]]\nlabel = \"wait_a\"\nwait = \"wa\"\n{wait}\
          [[op]]\nlabel = \"again\"\nall_reduce = \"x\"\ncatch = true\n\
          [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
@@ -232,22 +234,28 @@ fn own_error(env: &str, side_sleep_us: u64, wait: &str) -> (Timeline, OpRef, OpR
     (simulate(&scenario), wait_a, again)
 }
 
+/// The program's `is_completed()` on `a`, between the sleep past its error and the wait.
+const IS_COMPLETED_A: &str = "[[op]]\nis_completed = \"wa\"\n";
+
 #[test]
 fn a_wait_of_any_kind_called_after_its_works_error_aborts_the_communicator_then_raises_r15_r27() {
     // PyTorch's `WorkNCCL::wait()`: `synchronize()`, then for every wait, `exception()` set
-    // → `abort()`, then the rethrow. Called at ≈ 5.02 ms, past the error at 1.02 ms: the
-    // main thread finds the error after the stream wait, aborts the communicator (50 ms),
-    // then raises DistBackendError naming `a`; caught, `again` meets the aborted
-    // communicator; uncaught, the process ends at the raise.
+    // → `abort()`, then the rethrow. Called at ≈ 5.02 ms, past the error at 1.02 ms: a
+    // polling wait's first check stores the error in the Work, a default wait finds the one
+    // the program's `is_completed()` stored just before; the main thread finds it after the
+    // stream wait, aborts the communicator (50 ms), then raises DistBackendError naming
+    // `a`; caught, `again` meets the aborted communicator; uncaught, the process ends at the
+    // raise.
     let kinds = [
-        ("", ""),
-        ("", "timeout_ms = 500\n"),
-        ("TORCH_NCCL_BLOCKING_WAIT = 1", ""),
+        ("", IS_COMPLETED_A, ""),
+        ("", "", "timeout_ms = 500\n"),
+        ("TORCH_NCCL_BLOCKING_WAIT = 1", "", ""),
     ];
-    for (env, kind) in kinds {
+    for (env, between, kind) in kinds {
         for catch in [true, false] {
             let case = format!("{env} {kind} catch {catch}");
-            let (timeline, wait_a, again) = own_error(env, 10, &format!("{kind}catch = {catch}\n"));
+            let wait = format!("{kind}catch = {catch}\n");
+            let (timeline, wait_a, again) = own_error(env, 10, between, &wait);
             let records = main_thread(&timeline);
             let found = (records.iter())
                 .find(|r| r.0 == WatchdogEvent::WaitTimeout)
@@ -306,8 +314,9 @@ fn a_wait_of_any_kind_called_after_its_works_error_aborts_the_communicator_then_
 #[test]
 fn a_default_wait_after_its_works_error_raises_once_the_device_drained_r15_r27() {
     // A 200-ms sleep on a side stream the collective does not wait for: the abort after the
-    // error found at ≈ 5 ms lasts until the sleep ended, past its 50 ms.
-    let (timeline, wait_a, _) = own_error("", 200_000, "catch = true\n");
+    // error found at ≈ 5 ms (stored by `is_completed()`) lasts until the sleep ended, past
+    // its 50 ms.
+    let (timeline, wait_a, _) = own_error("", 200_000, IS_COMPLETED_A, "catch = true\n");
     let rank0 = &timeline.ranks[0];
     let side_end_ns = (rank0.kernels.iter())
         .find(|k| k.class == KernelClass::Sleep)
@@ -321,4 +330,130 @@ fn a_default_wait_after_its_works_error_raises_once_the_device_drained_r15_r27()
         call.end_ns
     );
     assert_eq!(rank0.exceptions[0].op, wait_a);
+}
+
+#[test]
+fn a_default_wait_after_its_works_error_returns_unless_the_program_asked_is_completed_r12_r27() {
+    // PyTorch's `workEnqueue` hands the watchdog a copy of the Work: the watchdog's finding
+    // of the error stays in its copy. Without an `is_completed()` of its own, the program's
+    // Work holds no exception: the default wait, after its stream wait on an end event that
+    // never fires, returns at once (R12), and the main thread neither aborts nor raises
+    // there. The watchdog finds the error at its poll (100 ms) and, under the default
+    // `TORCH_NCCL_ASYNC_ERROR_HANDLING=3`, takes the process down after its dump wait.
+    let (timeline, wait_a, again) = own_error("", 10, "", "");
+    let rank0 = &timeline.ranks[0];
+    let call = rank0.host.iter().find(|h| h.op == wait_a).unwrap();
+    assert!(
+        call.end_ns - call.start_ns < 100_000,
+        "the wait returns at once: {call:?}"
+    );
+    let records = main_thread(&timeline);
+    assert!(
+        !(records.iter()).any(|r| matches!(r.0, WatchdogEvent::WaitTimeout | WatchdogEvent::Abort)),
+        "no finding or abort in the main thread: {records:?}"
+    );
+    assert!(
+        !(timeline.findings.iter()).any(|f| f.rank == Some(0) && f.op == Some(wait_a)),
+        "{:?}",
+        timeline.findings
+    );
+    assert!(
+        !(rank0.exceptions.iter()).any(|e| e.op == wait_a),
+        "{:?}",
+        rank0.exceptions
+    );
+    assert!(
+        (rank0.host.iter()).any(|h| h.op == again),
+        "the program goes on past the wait"
+    );
+    let found = (timeline.watchdog.iter())
+        .find(|r| {
+            r.rank == 0 && r.thread != ThreadKind::Main && r.event == WatchdogEvent::AsyncError
+        })
+        .expect("the watchdog finds the error");
+    assert_eq!(found.at_ns, crate::pg::work::WATCHDOG_POLL_NS);
+    let end = rank0.end.unwrap();
+    assert_eq!(
+        end.status,
+        ExitStatus::Aborted,
+        "mode 3 takes the process down"
+    );
+    assert!(
+        end.at_ns.unwrap() > found.at_ns,
+        "after the dump wait: {end:?}"
+    );
+}
+
+#[test]
+fn is_completed_before_the_error_stores_nothing_for_a_later_default_wait_r12_r27() {
+    // The program's `is_completed()` at ≈ 20 µs, before the error at 1.02 ms, finds none;
+    // the default wait at 5 ms then returns as without it.
+    let text = "[[op]]\nlabel = \"early\"\nis_completed = \"wa\"\n";
+    let scenario = format!(
+        "[env]\n\n[host]\ncomm_abort_us = 50000\n[cluster]\nranks = 2\n\
+         [groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n{text}\
+         [[op]]\nhost_sleep_us = 5000\n[[op]]\nlabel = \"wait_b\"\nwait = \"wa\"\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
+    );
+    let (timeline, wait) = labelled_run(&scenario);
+    assert!(!timeline.ranks[0].queries[0].completed);
+    let records = main_thread(&timeline);
+    assert!(
+        !(records.iter()).any(|r| r.0 == WatchdogEvent::WaitTimeout),
+        "{records:?}"
+    );
+    assert!(
+        !(timeline.findings.iter()).any(|f| f.op == Some(wait)),
+        "{:?}",
+        timeline.findings
+    );
+}
+
+#[test]
+fn a_default_wait_on_another_work_raises_only_after_its_is_completed_found_the_error_r27() {
+    // `b` of the failed communicator: the program's `is_completed()` on `b` after `a`'s error
+    // stores the communicator's error in `b`, and the default wait on `b` aborts, then
+    // raises; without it the wait on `b` raises nothing.
+    let late = "[[op]]\nhost_sleep_us = 5000\n";
+    for (between, raises) in [
+        (format!("{late}[[op]]\nis_completed = \"wb\"\n"), true),
+        (late.to_string(), false),
+    ] {
+        let (timeline, wait_b) = comm_error("", "world", &between, "");
+        let raised = (timeline.findings.iter())
+            .find(|f| f.rank == Some(0) && f.op == Some(wait_b))
+            .map(|f| (f.kind, f.message.contains("SeqNum=2")));
+        let expected = raises.then_some((FindingKind::AsyncError, true));
+        assert_eq!(raised, expected, "{between}: {:?}", timeline.findings);
+    }
+}
+
+#[test]
+fn a_barriers_default_wait_after_its_error_stores_it_itself_and_raises_r14_r27() {
+    // PyTorch 2.12's barrier `wait()` asks `isCompleted()` itself (`isBarrierOp_ &&
+    // !isCompleted()`), which stores the error in the program's Work before the wait checks
+    // `exception()`: no `is_completed()` of the program is needed.
+    let text = "[host]\ncomm_abort_us = 50000\n[cluster]\nranks = 2\n\
+         [groups.world]\neager_init = true\ntimeout_s = 1\n\
+         [[op]]\nlabel = \"a\"\nbarrier = true\nasync_op = true\nwork = \"wa\"\n\
+         [[op]]\nhost_sleep_us = 5000\n[[op]]\nlabel = \"wait_b\"\nwait = \"wa\"\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    let (timeline, wait) = labelled_run(text);
+    let raised = (timeline.findings.iter())
+        .find(|f| f.rank == Some(0) && f.op == Some(wait))
+        .unwrap_or_else(|| panic!("{:?}", timeline.findings));
+    assert_eq!(raised.kind, FindingKind::AsyncError, "{}", raised.message);
+    let records = main_thread(&timeline);
+    let events: Vec<_> = records.iter().map(|r| r.0).collect();
+    assert_eq!(
+        events,
+        [
+            WatchdogEvent::Fault,
+            WatchdogEvent::WaitTimeout,
+            WatchdogEvent::Abort,
+            WatchdogEvent::Exit
+        ],
+        "{records:?}"
+    );
 }

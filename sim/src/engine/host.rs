@@ -430,10 +430,10 @@ impl Engine<'_> {
                     completed_at_return: false,
                 });
                 state.scratch.collective_wait_stream_wait[collective as usize] = stream_wait;
-                // After its stream wait, every wait() on a Work an NCCL async error failed by
-                // now aborts the communicator, then raises (R15, R27).
-                let host_ns = state.host_ns;
-                if work::failed_by(self.failure.work_failed_ns(rank, collective), host_ns) {
+                // After its stream wait, every wait() on a Work that stored its NCCL async
+                // error (its own `is_completed()` found it) aborts the communicator, then
+                // raises (R15, R27); the watchdog's finding stays in its copy of the Work.
+                if self.failure.stored_error_ns(rank, collective).is_some() {
                     self.wait_found_error(rank, collective);
                 }
             }
@@ -457,17 +457,24 @@ impl Engine<'_> {
             }
             Step::Query { slot, cost_ns } => {
                 let instance = self.instance(rank, slot);
-                let failed_ns = match self.scenario.ops[op].kind {
+                let polled = match self.scenario.ops[op].kind {
                     OpKind::IsCompleted { work } => self.ranks[rank as usize].work_end[work]
-                        .and_then(|(_, collective)| self.poll_error_ns(rank, collective)),
+                        .map(|(_, collective)| (collective, self.poll_error_ns(rank, collective))),
                     _ => None,
                 };
+                let failed_ns = polled.and_then(|(_, failed_ns)| failed_ns);
                 let state = &mut self.ranks[rank as usize];
                 state
                     .scratch
                     .query_failed_ns
                     .push(failed_ns.unwrap_or(NEVER));
                 state.host_ns += cost_ns;
+                if let Some((collective, failed_ns)) = polled {
+                    // The program's Work stores the error its own query found (R27).
+                    let host_ns = state.host_ns;
+                    (self.failure).program_polled((rank, collective), failed_ns, host_ns);
+                }
+                let state = &mut self.ranks[rank as usize];
                 state.timeline.queries.push(QueryRecord {
                     iteration: state.iteration,
                     op: op as OpRef,
@@ -510,7 +517,12 @@ impl Engine<'_> {
                     return;
                 }
                 state.host_ns += query_cost_ns;
-                if !crate::pg::work::is_completed(fired_ns <= host_ns, error_ns, host_ns) {
+                // The barrier's own `isCompleted()` stores the error it finds, and the wait
+                // then aborts the communicator and raises (R14, R27).
+                (self.failure).program_polled((rank, collective), error_ns, host_ns);
+                if self.failure.stored_error_ns(rank, collective).is_some() {
+                    self.wait_found_error(rank, collective);
+                } else if !work::is_completed(fired_ns <= host_ns, error_ns, host_ns) {
                     self.stream_sync(rank, stream, sync_cost_ns);
                 }
             }

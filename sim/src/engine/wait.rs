@@ -1,7 +1,7 @@
 //! A rank's polling waits (R15): blocking wait and `wait(timeout)` poll the Work on the host
 //! until it completes, times out or is found failed by an NCCL async error (R27); in the last
 //! two cases the main thread aborts the communicator and raises once the abort returned, as
-//! any `wait()` does that finds its Work's error at the call; a caught raise resumes the
+//! any `wait()` does whose Work stored its error before the call; a caught raise resumes the
 //! host's cursor ([`super::host`]) at the next op.
 
 use super::failure::Notice;
@@ -65,10 +65,12 @@ impl Engine<'_> {
         self.schedule(deadline_ns, Event::WaitTimeout { rank, generation });
     }
 
-    /// Any `wait()`, default or polling, that finds its Work failed by its NCCL async error at
-    /// the call, after its stream wait (R27: PyTorch's `WorkNCCL::wait()` checks `exception()`
-    /// after `synchronize()`, for every wait): a poll whose first check finds the error, at
-    /// the host's time, aborts the communicator, then raises ([`Self::wait_timed_out`]).
+    /// A `wait()` whose Work stored its NCCL async error ([`work::stored_error_ns`]: its own
+    /// `is_completed()` found it before), found after its stream wait (R27: PyTorch's
+    /// `WorkNCCL::wait()` checks `exception()` after `synchronize()`, for every wait), or a
+    /// barrier's wait whose own `is_completed()` found it (R14): as a poll whose first check
+    /// finds the error, at the host's time, it aborts the communicator, then raises
+    /// ([`Self::wait_timed_out`]).
     pub(super) fn wait_found_error(&mut self, rank: u32, collective: u32) {
         let interval_ns = self.scenario.host.blocking_wait_poll_ns;
         let state = &mut self.ranks[rank as usize];
@@ -100,8 +102,10 @@ impl Engine<'_> {
             return;
         }
         if failed {
-            // The poll found the Work failed: wait() aborts the communicator, then raises the
-            // error, not a timeout (R27).
+            // The poll found the Work failed, and the Work stores the error (R27): wait()
+            // aborts the communicator, then raises the error, not a timeout.
+            let error_ns = self.poll_error_ns(rank, collective);
+            (self.failure).program_polled((rank, collective), error_ns, now_ns);
             self.notify(Notice::WaitFoundError {
                 rank,
                 collective,

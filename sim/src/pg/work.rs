@@ -149,7 +149,8 @@ pub fn failed_by(error_ns: Option<u64>, now_ns: u64) -> bool {
 /// the Work's own failure (a fault under it), which it keeps; `comm_error_ns`: the earliest
 /// error of its communicator on the rank, seen while the communicator is not aborted
 /// (`comm_aborted`). Both engines ask, for a polling `wait()` (R15) and `is_completed()`;
-/// a default `wait()` raises only on the Work's own failure.
+/// a default `wait()` raises only on what these stored in the program's Work
+/// ([`stored_error_ns`]).
 pub fn poll_error_ns(
     own_error_ns: Option<u64>,
     comm_error_ns: Option<u64>,
@@ -160,6 +161,25 @@ pub fn poll_error_ns(
         (Some(own_ns), Some(comm_ns)) => Some(own_ns.min(comm_ns)),
         (own, comm) => own.or(comm),
     }
+}
+
+/// The NCCL async error the **program's** Work holds (its `exception_`, R12, R27) after an
+/// `is_completed()` on it at `now_ns` whose poll finds `poll_error_ns` ([`poll_error_ns`]),
+/// where it held `stored_ns` before: PyTorch's `workEnqueue` hands the watchdog a copy of the
+/// Work (`workMetaList_.emplace_back(*work)`), so the watchdog's `checkAndSetException()`
+/// stores the error in its copy only; the program's Work stores it only through its own
+/// `isCompleted()`: the program's `work.is_completed()`, a polling wait's poll (R15), a
+/// barrier's `wait()` (R14). Once stored it stays. A `wait()` of any kind raises where its
+/// Work holds one after its stream wait (`WorkNCCL::wait()` checks `exception()`, aborts the
+/// communicator, then rethrows it): a default wait on a Work whose error only the watchdog
+/// found returns, the current stream waiting on an end event that never fires, and the
+/// watchdog handles the error (`TORCH_NCCL_ASYNC_ERROR_HANDLING`). Both engines ask.
+pub fn stored_error_ns(
+    stored_ns: Option<u64>,
+    poll_error_ns: Option<u64>,
+    now_ns: u64,
+) -> Option<u64> {
+    stored_ns.or(poll_error_ns.filter(|&error_ns| failed_by(Some(error_ns), now_ns)))
 }
 
 /// `work.is_completed()` at `now_ns` (R13, R27): its end event fired, or it failed.
@@ -256,8 +276,8 @@ pub fn watchdog_abort_returned(rank: u32, mode: ErrorHandling, group: &str) -> S
 
 /// Whether the watchdog's error handling under `mode` aborts the failed group's communicators
 /// and leaves the process running (R27): `CleanUpOnly` (2) alone. A call blocked on the failed
-/// collective then returns (the abort ended its kernels), a later `wait()` on a Work an async
-/// error failed raises, and a later collective on the aborted communicator raises before it
+/// collective then returns (the abort ended its kernels), a later `wait()` on a Work that
+/// stored its async error ([`stored_error_ns`]) raises, and a later collective on the aborted communicator raises before it
 /// issues anything; 1 and 3 take the process down, 0 leaves it with its hung collective.
 pub fn aborts_and_runs_on(mode: ErrorHandling) -> bool {
     mode.cleans_up() && !mode.tears_down()
@@ -495,6 +515,18 @@ mod tests {
         assert!(!is_completed(false, Some(11), 10));
         assert!(is_completed(false, Some(9), 10));
         assert!(is_completed(true, None, 10));
+    }
+
+    #[test]
+    fn the_programs_work_stores_the_error_its_own_poll_found_and_keeps_it() {
+        assert_eq!(stored_error_ns(None, None, 10), None);
+        assert_eq!(
+            stored_error_ns(None, Some(11), 10),
+            None,
+            "before the error"
+        );
+        assert_eq!(stored_error_ns(None, Some(10), 10), Some(10));
+        assert_eq!(stored_error_ns(Some(4), None, 10), Some(4), "it stays");
     }
 
     #[test]

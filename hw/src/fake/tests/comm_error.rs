@@ -109,3 +109,95 @@ fn another_work_of_the_failed_communicator_sees_its_error_on_both_engines_r15_r2
         ]
     );
 }
+
+/// A default `wait()` after the error raises only where the program's own `is_completed()`
+/// stored the error in its Work, as in the simulator (`sim::pg::work::stored_error_ns`): the
+/// watchdog's finding stays in its copy of the Work (PyTorch's `workEnqueue` hands it
+/// `*work`). On `a`, the Work the network failed under, or on `b`, another Work of the failed
+/// communicator; under the default error handling (3) and under 2 (the process lives on).
+/// Without the query the wait returns and the watchdog handles the error; with it the main
+/// thread aborts the communicator, then raises. Rank 0's exceptions, findings, records, host
+/// calls, collectives and queries are the simulator's ([`caught_outline`]).
+#[test]
+fn a_default_wait_raises_only_after_the_programs_is_completed_found_the_error_on_both_engines_r12_r27(
+) {
+    let b = "[[op]]\nlabel = \"b\"\nall_reduce = \"y\"\nasync_op = true\nwork = \"wb\"\n";
+    let sleep = "[[op]]\nhost_sleep_us = 5000\n";
+    let again = "[[op]]\nlabel = \"again\"\nall_reduce = \"y\"\ncatch = true\n";
+    let mut failures = Vec::new();
+    let mut raised = Vec::new();
+    for env in ["", "TORCH_NCCL_ASYNC_ERROR_HANDLING = 2"] {
+        for (work, extra) in [("wa", ""), ("wb", b)] {
+            for query in [false, true] {
+                let query_op = if query {
+                    format!("[[op]]\nis_completed = \"{work}\"\n")
+                } else {
+                    String::new()
+                };
+                let program = format!(
+                    "{extra}{sleep}{query_op}[[op]]\nlabel = \"wait\"\nwait = \"{work}\"\n\
+                     catch = true\n{again}"
+                );
+                let text = comm_error(env, "", &program);
+                let case = format!("{env} {program}");
+                let run = on_both(&text, FakeDevice::default());
+                let hw = caught_outline(&run.rank0, &run.findings, &run.records);
+                let simulated = &run.simulated;
+                let sim = caught_outline(
+                    &simulated.ranks[0],
+                    &simulated.findings,
+                    &simulated.watchdog,
+                );
+                failures.extend(outlines_differ(&case, &hw, &sim));
+                let scenario = sim::scenario::parse("comm_error.toml", &text).unwrap();
+                let wait = (scenario.ops.iter())
+                    .position(|op| op.label.as_deref() == Some("wait"))
+                    .map(|op| op as u32)
+                    .unwrap();
+                let at_wait = (run.rank0.exceptions.iter())
+                    .any(|e| e.op == wait && e.message.contains("NCCL reported an async error"));
+                raised.push((case, at_wait, query));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    for (case, at_wait, query) in raised {
+        assert_eq!(at_wait, query, "{case}");
+    }
+}
+
+/// A barrier's default `wait()` after its Work's error: its own `isCompleted()` (PyTorch
+/// 2.12's `isBarrierOp_ && !isCompleted()`) stores the error, and the wait aborts the
+/// communicator, then raises, caught or not, as in the simulator.
+#[test]
+fn a_barriers_default_wait_stores_its_error_itself_on_both_engines_r14_r27() {
+    let mut failures = Vec::new();
+    for catch in [true, false] {
+        let text = format!(
+            "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+             [[op]]\nlabel = \"a\"\nbarrier = true\nasync_op = true\nwork = \"wa\"\n\
+             [[op]]\nhost_sleep_us = 5000\n\
+             [[op]]\nlabel = \"wait\"\nwait = \"wa\"\ncatch = {catch}\n\
+             [[op]]\nlabel = \"done\"\nhost_sleep_us = 10\n\
+             [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
+        );
+        let run = on_both(&text, FakeDevice::default());
+        let hw = caught_outline(&run.rank0, &run.findings, &run.records);
+        let sim = caught_outline(
+            &run.simulated.ranks[0],
+            &run.simulated.findings,
+            &run.simulated.watchdog,
+        );
+        failures.extend(outlines_differ(&format!("catch {catch}"), &hw, &sim));
+        let raised_in_wait = (run.findings.iter().map(|f| (f.op, &f.message)))
+            .chain(
+                run.rank0
+                    .exceptions
+                    .iter()
+                    .map(|e| (Some(e.op), &e.message)),
+            )
+            .any(|(op, message)| op == Some(2) && message.contains("NCCL reported an async error"));
+        assert!(raised_in_wait, "catch {catch}: {hw:?}");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

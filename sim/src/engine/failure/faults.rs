@@ -188,14 +188,31 @@ impl Failure<'_> {
         });
     }
 
-    /// When the Work of `rank`'s collective record `collective` failed with an NCCL async
-    /// error, if it did: from then on `is_completed()` is true and `wait()` raises.
-    pub(in crate::engine) fn work_failed_ns(&self, rank: u32, collective: u32) -> Option<u64> {
-        if self.failed_works.is_empty() {
-            // Most runs: no fault failed a Work, and every wait() asks.
+    /// The NCCL async error the program's Work of `rank`'s collective record `collective`
+    /// holds, if it stored one ([`Self::program_polled`]): a `wait()` on it raises
+    /// ([`work::stored_error_ns`], R27).
+    pub(in crate::engine) fn stored_error_ns(&self, rank: u32, collective: u32) -> Option<u64> {
+        if self.stored_errors.is_empty() {
+            // Most runs: no Work stored an error, and every wait() asks.
             return None;
         }
-        self.failed_works.get(&(rank, collective)).copied()
+        self.stored_errors.get(&(rank, collective)).copied()
+    }
+
+    /// An `isCompleted()` on the program's Work of `rank`'s collective record `collective` at
+    /// `now_ns` (the program's `is_completed()`, a polling wait's poll, a barrier's wait) that
+    /// finds `poll_error_ns` ([`Self::poll_error_ns`]): the Work stores the error found by
+    /// then, and keeps it ([`work::stored_error_ns`], R27).
+    pub(in crate::engine) fn program_polled(
+        &mut self,
+        (rank, collective): (u32, u32),
+        poll_error_ns: Option<u64>,
+        now_ns: u64,
+    ) {
+        let stored_ns = self.stored_error_ns(rank, collective);
+        if let Some(error_ns) = work::stored_error_ns(stored_ns, poll_error_ns, now_ns) {
+            self.stored_errors.insert((rank, collective), error_ns);
+        }
     }
 
     /// The NCCL async error a poll of `rank`'s Work of `collective`, on the communicator of
@@ -468,8 +485,14 @@ mod tests {
             },
         );
         enqueue(&mut failure, &run, (0, 0), 20_000);
-        assert_eq!(failure.work_failed_ns(0, 0), Some(500_020_000));
+        assert_eq!(failure.poll_error_ns(0, 0, || 0), Some(500_020_000));
         // A Work without an error never fails.
-        assert_eq!(failure.work_failed_ns(1, 0), None);
+        assert_eq!(failure.poll_error_ns(1, 0, || 0), None);
+        // The program's Work stores the error only from a poll at or after it, and keeps it.
+        failure.program_polled((0, 0), Some(500_020_000), 500_019_999);
+        assert_eq!(failure.stored_error_ns(0, 0), None);
+        failure.program_polled((0, 0), Some(500_020_000), 500_020_000);
+        failure.program_polled((0, 0), None, 600_000_000);
+        assert_eq!(failure.stored_error_ns(0, 0), Some(500_020_000));
     }
 }

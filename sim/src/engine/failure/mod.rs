@@ -380,6 +380,10 @@ pub(in crate::engine) struct Failure<'s> {
     /// in `failed_works` on it, and that Work's collective record. Every Work of the
     /// communicator sees it ([`crate::pg::work::poll_error_ns`]).
     comm_errors: HashMap<(u32, GroupId), (u64, u32)>,
+    /// (rank, collective record) → the NCCL async error the program's Work stored through its
+    /// own `isCompleted()` (R27, [`crate::pg::work::stored_error_ns`]); the watchdog's
+    /// findings stay in its copies of the Works.
+    stored_errors: HashMap<(u32, u32), u64>,
     /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
     /// timeout raises the non-blocking init's error, not the store's.
     nonblocking_waits: HashSet<(u32, GroupId)>,
@@ -425,6 +429,7 @@ impl<'s> Failure<'s> {
             issued_instead: HashMap::default(),
             failed_works: HashMap::default(),
             comm_errors: HashMap::default(),
+            stored_errors: HashMap::default(),
             nonblocking_waits: HashSet::default(),
             store_attempts: HashMap::default(),
             desync_cache: None,
