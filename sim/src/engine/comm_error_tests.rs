@@ -457,3 +457,28 @@ fn a_barriers_default_wait_after_its_error_stores_it_itself_and_raises_r14_r27()
         "{records:?}"
     );
 }
+
+#[test]
+fn an_eager_worlds_send_runs_on_the_worlds_communicator_and_sees_its_error_r11_r27() {
+    // Eager world: rank 0's send to rank 1 runs on the world's communicator (R11), so after
+    // the network failed under all_reduce `a` of that communicator, `wait(timeout)` on the
+    // send's Work finds the communicator's error at its first poll past it (≈ 1.02 ms), not a
+    // timeout; rank 1 receives nothing (its recv waits behind rank 0's failed all_reduce).
+    let text = "[host]\ncomm_abort_us = 50000\n[cluster]\nranks = 2\n\
+         [groups.world]\neager_init = true\ntimeout_s = 1\n\
+         [tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+         [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n\
+         [[op]]\nranks = [0]\nsend = \"y\"\npeer = 1\nasync_op = true\nwork = \"ws\"\n\
+         [[op]]\nranks = [1]\nrecv = \"y\"\npeer = 0\nasync_op = true\nwork = \"wr\"\n\
+         [[op]]\nlabel = \"wait_b\"\nranks = [0]\nwait = \"ws\"\ntimeout_ms = 500\n\
+         [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n";
+    let (timeline, wait_send) = labelled_run(text);
+    let raised = (timeline.findings.iter())
+        .find(|f| f.rank == Some(0) && f.op == Some(wait_send))
+        .unwrap_or_else(|| panic!("{:?}", timeline.findings));
+    assert_eq!(raised.kind, FindingKind::AsyncError, "{}", raised.message);
+    let found = (main_thread(&timeline).into_iter())
+        .find(|r| r.0 == WatchdogEvent::WaitTimeout)
+        .expect("the poll's finding");
+    assert!((1_020_000..2_100_000).contains(&found.1), "{found:?}");
+}

@@ -301,7 +301,11 @@ impl Failure<'_> {
         rank: u32,
         collective: u32,
     ) -> (u32, GroupId, String) {
-        let group = view.work(rank, collective).group;
+        // An eager world's send or receive runs on the world's communicator (R11): the wait
+        // aborts that one.
+        let group = self
+            .scenario
+            .communicator(view.work(rank, collective).group);
         let timeout_ns = self.scenario.groups[group].timeout_ns;
         let work = self.work_text(view, rank, collective, timeout_ns);
         (self.rank_id(rank), group, work)

@@ -102,7 +102,10 @@ impl Failure<'_> {
             out.push(Command::PoisonRendezvous { rendezvous });
             let error_ns = work::async_error_ns(enqueue_ns, *after_ns);
             self.failed_works.insert((rank, collective_index), error_ns);
-            let group = view.work(rank, collective_index).group;
+            // An eager world's send or receive runs on the world's communicator (R11).
+            let group = self
+                .scenario
+                .communicator(view.work(rank, collective_index).group);
             let comm_error =
                 (self.comm_errors.entry((rank, group))).or_insert((error_ns, collective_index));
             if error_ns < comm_error.0 {
@@ -228,7 +231,7 @@ impl Failure<'_> {
             // Most runs: no fault failed a Work, and every polling wait() asks.
             return None;
         }
-        let group = group();
+        let group = self.scenario.communicator(group());
         work::poll_error_ns(
             self.failed_works.get(&(rank, collective)).copied(),
             self.comm_errors
@@ -242,7 +245,7 @@ impl Failure<'_> {
     /// `group` before aborting it (R27): its instant, and the collective record of the Work
     /// the network failed under, which the watchdog names.
     pub(super) fn comm_error(&self, rank: u32, group: GroupId) -> (u64, u32) {
-        self.comm_errors[&(rank, group)]
+        self.comm_errors[&(rank, self.scenario.communicator(group))]
     }
 
     /// `wait()` (op `op`) on `rank`'s Work of `collective` raises at `host_ns` the NCCL async

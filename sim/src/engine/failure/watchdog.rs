@@ -153,15 +153,18 @@ impl Failure<'_> {
     }
 
     /// Marks `rank`'s communicator of `group` aborted; for a process group's abort
-    /// (`whole_process_group`), its pairs' communicators too.
+    /// (`whole_process_group`), its pairs' communicators too. An eager world's pairs run on the
+    /// world's communicator (R11, `Scenario::communicator`): aborting it, through any of them,
+    /// aborts them all, so that `is_aborted` stays one look-up.
     pub(super) fn mark_aborted(&mut self, rank: u32, group: GroupId, whole_process_group: bool) {
         let base = rank as usize * self.groups;
-        self.comm_aborted[base + group] = true;
-        if whole_process_group {
-            for (pair, info) in self.scenario.groups.iter().enumerate() {
-                if info.point_to_point && self.watchdog_group(pair) == group {
-                    self.comm_aborted[base + pair] = true;
-                }
+        let communicator = self.scenario.communicator(group);
+        self.comm_aborted[base + communicator] = true;
+        for (pair, info) in self.scenario.groups.iter().enumerate() {
+            let covered = (whole_process_group && self.watchdog_group(pair) == communicator)
+                || self.scenario.communicator(pair) == communicator;
+            if info.point_to_point && covered {
+                self.comm_aborted[base + pair] = true;
             }
         }
     }
