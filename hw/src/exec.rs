@@ -1453,8 +1453,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let error_ns = self.poll_error_ns(event);
                 // The barrier's own `isCompleted()` stores the error it finds, and the wait
                 // then aborts the communicator and raises (R14, R27).
-                self.program_polled(event, error_ns, host_ns);
-                if let Some(&error_ns) = self.stored_errors.get(&event) {
+                if let Some(error_ns) = self.program_polled(event, error_ns, host_ns) {
                     self.wait_aborts(iteration, op, (collective, fired), Some(error_ns))?;
                 } else if !work::is_completed(fired, error_ns, host_ns) {
                     self.device.stream_sync(stream)?;
@@ -1955,10 +1954,12 @@ impl<'a, D: Device> Executor<'a, D> {
             if let Some(failure) = self.unhandled_watchdog_failure() {
                 return Err(failure);
             }
-            // The poll's `isCompleted()` stores the error it finds in the Work (R27).
-            self.program_polled(end, error_ns, now_ns);
+            // The poll's `isCompleted()` stores the error it finds in the Work (R27); the wait
+            // raises the one stored.
+            let stored_ns = self.program_polled(end, error_ns, now_ns);
             if error_ns.is_some() || work::timed_out(enqueue_ns, limit_ns, now_ns) {
-                return self.wait_aborts(iteration, op, (collective, completed), error_ns);
+                let raised_error_ns = error_ns.and(stored_ns);
+                return self.wait_aborts(iteration, op, (collective, completed), raised_error_ns);
             }
             self.device.host_sleep(poll_ns);
         }
@@ -2093,12 +2094,14 @@ impl<'a, D: Device> Executor<'a, D> {
     /// An `isCompleted()` on the program's Work of end event `end` at `now_ns` (the program's
     /// `is_completed()`, a polling wait's poll, a barrier's wait) that finds `poll_error_ns`
     /// ([`Self::poll_error_ns`]): the Work stores the error found by then, and keeps it
-    /// ([`work::stored_error_ns`], R27).
-    fn program_polled(&mut self, end: Ev, poll_error_ns: Option<u64>, now_ns: u64) {
+    /// ([`work::stored_error_ns`], R27): the error it holds now, which a wait raises.
+    fn program_polled(&mut self, end: Ev, poll_error_ns: Option<u64>, now_ns: u64) -> Option<u64> {
         let stored_ns = self.stored_errors.get(&end).copied();
-        if let Some(error_ns) = work::stored_error_ns(stored_ns, poll_error_ns, now_ns) {
+        let error_ns = work::stored_error_ns(stored_ns, poll_error_ns, now_ns);
+        if let Some(error_ns) = error_ns {
             self.stored_errors.insert(end, error_ns);
         }
+        error_ns
     }
 
     /// `wait()` on the Work of `collective`, failed by an NCCL async error at `error_ns`, raises

@@ -201,3 +201,47 @@ fn a_barriers_default_wait_stores_its_error_itself_on_both_engines_r14_r27() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// After a caught wait aborted the failed communicator, a wait on another Work of it whose
+/// own fault failed it later raises that Work's own error, the one its poll found and stored
+/// (`sim::pg::work::stored_error_ns`), not the communicator's earliest: rank 0's network
+/// fails under `a` 1 ms after its enqueue and under `b` 2 ms after its; the first wait
+/// catches `a`'s error and aborts, the second, 5 ms later, finds `b`'s (the communicator's
+/// is no longer seen once aborted). Rank 0's exceptions, findings, records, host calls,
+/// collectives and queries are the simulator's ([`caught_outline`]).
+#[test]
+fn a_wait_after_the_abort_raises_its_own_works_error_on_both_engines_r15_r27() {
+    let program = "[[op]]\nlabel = \"b\"\nall_reduce = \"y\"\nasync_op = true\nwork = \"wb\"\n\
+                   [[op]]\nlabel = \"wait_a\"\nranks = [0]\nwait = \"wa\"\ntimeout_ms = 60000\ncatch = true\n\
+                   [[op]]\nranks = [0]\nhost_sleep_us = 5000\n\
+                   [[op]]\nlabel = \"wait_b\"\nranks = [0]\nwait = \"wb\"\ntimeout_ms = 60000\n\
+                   catch = true\n\
+                   [[fault]]\nranks = [0]\nat = \"b\"\nkind = \"async_error\"\nafter_us = 2000\n";
+    let text = comm_error("TORCH_NCCL_ASYNC_ERROR_HANDLING = 0", "", program);
+    let run = on_both(&text, FakeDevice::default());
+    let hw = caught_outline(&run.rank0, &run.findings, &run.records);
+    let simulated = &run.simulated;
+    let sim = caught_outline(
+        &simulated.ranks[0],
+        &simulated.findings,
+        &simulated.watchdog,
+    );
+    if let Some(failure) = outlines_differ("two faults", &hw, &sim) {
+        panic!("{failure}");
+    }
+    let instant = |label: &str| {
+        let scenario = sim::scenario::parse("comm_error.toml", &text).unwrap();
+        let op = (scenario.ops.iter())
+            .position(|op| op.label.as_deref() == Some(label))
+            .unwrap() as u32;
+        let raised = (simulated.ranks[0].exceptions.iter())
+            .find(|e| e.op == op)
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        let (_, after) = raised.split_once(") at ").unwrap_or_default();
+        after.split_once(" s;").unwrap_or_default().0.to_string()
+    };
+    let (a_error, b_error) = (instant("wait_a"), instant("wait_b"));
+    assert!(!a_error.is_empty() && !b_error.is_empty());
+    assert_ne!(a_error, b_error, "wait_b raised wait_a's error");
+}

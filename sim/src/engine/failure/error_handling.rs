@@ -413,9 +413,14 @@ impl Failure<'_> {
             now_ns,
             message.clone(),
         );
-        // The error the poll found: the communicator's, under the Work the network failed
-        // under, whichever Work the wait was on (R27).
-        let found = failed.then(|| self.comm_error(rank, group));
+        // The error the wait found for its Work, which the Work stored (R27,
+        // [`crate::pg::work::stored_error_ns`]): the communicator's earliest, or once it was
+        // aborted, the Work's own; and the Work the network failed under, which the watchdog
+        // names, whichever Work the wait was on.
+        let found = failed
+            .then(|| self.stored_error_ns(rank, collective))
+            .flatten()
+            .map(|error_ns| (error_ns, self.failed_under(rank, group)));
         let catches = self.scenario.ops[op].catch;
         if catches {
             // The communicator stays aborted: its next use raises (R27). The communicator's

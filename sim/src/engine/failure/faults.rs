@@ -241,11 +241,11 @@ impl Failure<'_> {
         )
     }
 
-    /// The NCCL async error that a polling `wait()` of `rank` found on the communicator of
-    /// `group` before aborting it (R27): its instant, and the collective record of the Work
-    /// the network failed under, which the watchdog names.
-    pub(super) fn comm_error(&self, rank: u32, group: GroupId) -> (u64, u32) {
-        self.comm_errors[&(rank, self.scenario.communicator(group))]
+    /// The collective record of the Work the network failed under on `rank`'s communicator of
+    /// `group` (its earliest NCCL async error, R27), which the watchdog names. What a wait
+    /// raises is its own Work's stored error ([`Self::stored_error_ns`]).
+    pub(super) fn failed_under(&self, rank: u32, group: GroupId) -> u32 {
+        self.comm_errors[&(rank, self.scenario.communicator(group))].1
     }
 
     /// `wait()` (op `op`) on `rank`'s Work of `collective` raises at `host_ns` the NCCL async
