@@ -392,7 +392,8 @@ struct IssuedCall {
     remote_error: Option<(u64, u32)>,
 }
 
-/// A peer's error this rank's watchdog of `group` reads from the store at `read_ns`, unless its
+/// A peer's error this rank's watchdog of the process group `group` (the one that watches the
+/// failed Work, `Scenario::process_group`) reads from the store at `read_ns`, unless its
 /// group's error was set before or the process ended first (R27): only a log line.
 #[derive(Debug, Clone, Copy)]
 struct RemoteErrorRead {
@@ -438,7 +439,7 @@ pub struct Executor<'a, D: Device> {
     wait_raised: Option<(u32, OpRef, usize)>,
     /// The error instant of every Work an NCCL async error failed, by its end event (R27).
     failed_ends: HashMap<Ev, u64>,
-    /// Per group: its communicator's NCCL async error, the earliest of `failed_ends` on it,
+    /// Per communicator (`Scenario::communicator`): its NCCL async error, the earliest of `failed_ends` on it,
     /// and the end event of the Work it failed under; every Work of the communicator sees it
     /// ([`work::poll_error_ns`], R27).
     comm_errors: HashMap<usize, (u64, Ev)>,
@@ -467,8 +468,9 @@ pub struct Executor<'a, D: Device> {
     /// The peers' errors the watchdogs read from the store, logged at the run's end
     /// ([`Self::remote_errors_read`]).
     remote_error_reads: Vec<RemoteErrorRead>,
-    /// Per group: when its process group's error (`error_`) was set by a verdict of its
-    /// watchdog; a peer's error is read from the store only before.
+    /// Per process group (`Scenario::process_group`: a pair's Works are its process group's
+    /// watchdog's): when its error (`error_`) was set by a verdict of its watchdog; a peer's
+    /// error is read from the store only before.
     group_error_ns: HashMap<usize, u64>,
     /// Every step run, in order (the engine-equivalence test compares it with the simulator's).
     #[cfg(test)]
@@ -1076,7 +1078,9 @@ impl<'a, D: Device> Executor<'a, D> {
             at.map(|(_, op)| op),
         );
         if let Some(group) = group {
-            self.group_error_ns.entry(group).or_insert(at_ns);
+            // The error is set in the watchdog of the Work's process group, a pair's included.
+            let watchdog = self.scenario.process_group(group);
+            self.group_error_ns.entry(watchdog).or_insert(at_ns);
         }
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
@@ -1821,7 +1825,8 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some(after_ns) = issued.async_error {
             let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);
             self.failed_ends.insert(end, error_ns);
-            let comm_error = (self.comm_errors.entry(call.group)).or_insert((error_ns, end));
+            let communicator = self.scenario.communicator(call.group);
+            let comm_error = (self.comm_errors.entry(communicator)).or_insert((error_ns, end));
             if error_ns < comm_error.0 {
                 *comm_error = (error_ns, end);
             }
@@ -1829,7 +1834,7 @@ impl<'a, D: Device> Executor<'a, D> {
         if let Some((after_ns, from_rank)) = issued.remote_error {
             let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);
             self.remote_error_reads.push(RemoteErrorRead {
-                group: call.group,
+                group: self.scenario.process_group(call.group),
                 read_ns: work::remote_error_read_ns(error_ns),
                 from_rank,
             });
@@ -1915,10 +1920,11 @@ impl<'a, D: Device> Executor<'a, D> {
             return None;
         }
         let group = self.works.iter().find(|work| work.end == end)?.group;
+        let communicator = self.scenario.communicator(group);
         work::poll_error_ns(
             self.failed_ends.get(&end).copied(),
-            self.comm_errors.get(&group).map(|&(error_ns, _)| error_ns),
-            self.aborted[group],
+            (self.comm_errors.get(&communicator)).map(|&(error_ns, _)| error_ns),
+            self.aborted[communicator],
         )
     }
 
@@ -2009,9 +2015,7 @@ impl<'a, D: Device> Executor<'a, D> {
             // watchdog's poll would meet again after the abort: it is done with the group's
             // Works, as after its own handling. It names the Work the network failed under,
             // whichever Work the wait was on (R27).
-            let failed_under = self
-                .comm_errors
-                .get(&group)
+            let failed_under = (self.comm_errors.get(&self.scenario.communicator(group)))
                 .map_or(end, |&(_, under)| under);
             if self.found_at_the_raise(failed_under, NcclAsyncError::Remote, op.catch) {
                 self.device.watchdog_resumed(group);

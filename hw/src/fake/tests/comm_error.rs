@@ -245,3 +245,42 @@ fn a_wait_after_the_abort_raises_its_own_works_error_on_both_engines_r15_r27() {
     assert!(!a_error.is_empty() && !b_error.is_empty());
     assert_ne!(a_error, b_error, "wait_b raised wait_a's error");
 }
+
+/// The group error a verdict sets belongs to the process group's watchdog, which watches its
+/// pairs' Works too (`TORCH_NCCL_PROPAGATE_ERROR=1`, R27): rank 0's watchdog finds rank 0's
+/// own error under the pair Work `snd` at its 100 ms poll, which sets the world's error, so
+/// the peer's error under the world's `ar` (rank 1's, 50 ms after its enqueue, read from the
+/// store at 200 ms, while the process lives on: `TORCH_NCCL_ASYNC_ERROR_HANDLING=2`) logs no
+/// `remote_error` line, on both engines. Only rank 0's watchdog records are compared: the
+/// engines still log the pair verdict under different groups (hw the pair's, the simulator
+/// the world's). The world is lazy: an eager world's sends run on its own communicator
+/// (R11), which hw refuses.
+#[test]
+fn a_verdict_on_a_pair_work_sets_its_process_groups_error_on_both_engines_r27() {
+    // hw's watchdog gives its verdict before an op: the program sleeps in 10 ms steps.
+    let sleeps = "[[op]]\nhost_sleep_us = 10_000\n".repeat(50);
+    let text = format!(
+        "[env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 250\n\
+                TORCH_NCCL_ASYNC_ERROR_HANDLING = 2\n\
+                [cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"wa\"\n\
+                [[op]]\nlabel = \"snd\"\nranks = [0]\nsend = \"y\"\npeer = 1\nasync_op = true\n\
+                work = \"s\"\n\
+                [[op]]\nranks = [1]\nrecv = \"y\"\npeer = 0\n\
+                {sleeps}\
+                [[fault]]\nranks = [0]\nat = \"snd\"\nkind = \"async_error\"\nafter_us = 1000\n\
+                [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\nafter_us = 50_000\n"
+    );
+    let run = on_both(&text, FakeDevice::default());
+    let rank0_count = |records: &[WatchdogRecord], event: WatchdogEvent| {
+        (records.iter())
+            .filter(|r| r.rank == 0 && r.event == event)
+            .count()
+    };
+    for (engine, records) in [("hw", &run.records), ("sim", &run.simulated.watchdog)] {
+        let found = rank0_count(records, WatchdogEvent::AsyncError);
+        assert_eq!(found, 1, "{engine}: the pair Work's verdict: {records:?}");
+        let read = rank0_count(records, WatchdogEvent::RemoteError);
+        assert_eq!(read, 0, "{engine}: {records:?}");
+    }
+}
