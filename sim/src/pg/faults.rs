@@ -216,7 +216,8 @@ impl<'a> RankFaults<'a> {
     }
 
     /// Whether a `wait()` waits for the Work `op` makes, or for a later Work of its
-    /// communicator (not a point-to-point one's, whose pair has its own): under blocking wait,
+    /// communicator ([`Scenario::communicator`]: a lazy world's pair has its own, an eager
+    /// world's sends and receives share the world's, R11): under blocking wait,
     /// where an async error failed the Work, it finds the communicator's error (R27), or times
     /// out, aborts the communicator, which ends the failed collective, then raises (R15),
     /// caught or ending the process.
@@ -227,11 +228,8 @@ impl<'a> RankFaults<'a> {
             | OpKind::Barrier { work, .. } => work,
             _ => None,
         };
-        let communicator = |op: &Op| {
-            (op.kind.collective())
-                .filter(|(kind, _)| !kind.is_point_to_point())
-                .map(|(_, group)| group)
-        };
+        let communicator =
+            |op: &Op| (op.kind.collective()).map(|(_, group)| self.scenario.communicator(group));
         let failed_group = communicator(op);
         let same_communicator = |later: &Op| {
             later.index > op.index && failed_group.is_some() && communicator(later) == failed_group
@@ -280,9 +278,9 @@ impl<'a> RankFaults<'a> {
                 {
                     Some(
                         "under blocking wait no watchdog runs (R15) and no wait() on the failed \
-                         Work or a later Work of its communicator aborts it: the rank the hardware runs would hang for \
-                         good at its next synchronise, its collective never ending (the \
-                         simulator reports it as a deadlock)",
+                         Work or a later Work of its communicator aborts it: the rank the \
+                         hardware runs would hang for good at its next synchronise, its \
+                         collective never ending (the simulator reports it as a deadlock)",
                     )
                 }
                 _ => None,
@@ -422,6 +420,31 @@ mod tests {
         assert!(RankFaults::new(&unwaited, 0)
             .not_on_hardware(true)
             .is_some());
+    }
+
+    #[test]
+    fn a_wait_on_a_later_work_of_the_failed_pair_ends_it_on_hardware_r11_r15() {
+        // On a lazy world a pair's sends run on the pair's own communicator (R11): a wait()
+        // on the pair's later Work finds the error of the first (R27) and aborts it.
+        let pair = |waited: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n\
+                 [tensors]\ng = \"1MiB\"\n\
+                 [[op]]\nall_reduce = \"g\"\n\
+                 [[op]]\nlabel = \"s1\"\nranks = [0]\nsend = \"g\"\npeer = 1\nasync_op = true\n\
+                 work = \"w1\"\n\
+                 [[op]]\nranks = [1]\nrecv = \"g\"\npeer = 0\n\
+                 [[op]]\nlabel = \"s2\"\nranks = [0]\nsend = \"g\"\npeer = 1\nasync_op = true\n\
+                 work = \"w2\"\n\
+                 [[op]]\nranks = [1]\nrecv = \"g\"\npeer = 0\n\
+                 [[op]]\nranks = [0]\nwait = \"{waited}\"\n\
+                 {}after_us = 5000\n",
+                fault("[0]", "s1", "async_error")
+            );
+            parse("pair.toml", &text).unwrap()
+        };
+        assert_eq!(RankFaults::new(&pair("w2"), 0).not_on_hardware(true), None);
+        assert_eq!(RankFaults::new(&pair("w1"), 0).not_on_hardware(true), None);
     }
 
     #[test]
