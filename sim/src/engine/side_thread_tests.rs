@@ -179,17 +179,41 @@ fn simulated_data(name: &str) -> Timeline {
     simulate(&parse(&path, &text).unwrap())
 }
 
-#[test]
-fn review_cases_a_pair_call_during_the_group_s_abort_raises_when_it_returns_r27() {
-    // Mode 2, abort 0.5 s from 2.1 s; rank 0's send at 2.2 s blocks on the aborting pair
-    // communicator and raises when the default group's abort returns (it used to block for
-    // good, until the heartbeat monitor's end at 482 s).
-    let timeline = simulated_data("review_blocked");
+/// When rank 0's process ended raising, in simulated nanoseconds.
+fn raised_end_of_rank_0(timeline: &Timeline) -> Option<u64> {
     let end = timeline.ranks[0].end.unwrap();
     assert_eq!(end.status, ExitStatus::Raised);
-    assert!(end
-        .at_ns
-        .is_some_and(|at_ns| (2_600_000_000..2_700_000_000).contains(&at_ns)));
+    end.at_ns
+}
+
+#[test]
+fn review_cases_a_pair_call_during_the_group_s_abort_raises_when_it_returns_r27() {
+    // A lazy world: the first all_reduce creates it (0.3 s), so the sends run on the pair's
+    // own communicator (R11). Rank 1 hangs before `ar` (enqueued at 0.325 s); the watchdog's
+    // timeout at its 1.4 s poll, the dump wait (1 s), then mode 2's abort of every
+    // communicator of the default group, the pair's included: 0.5 s from 2.4 s. Rank 0's
+    // send at 2.525 s (after its 2.2 s sleep) blocks on the aborting pair communicator and
+    // raises when the abort returns, at 2.9 s (it used to block for good, until the heartbeat
+    // monitor's end at 482 s).
+    let timeline = simulated_data("review_blocked_lazy");
+    let at_ns = raised_end_of_rank_0(&timeline);
+    assert!(
+        at_ns.is_some_and(|at_ns| (2_900_000_000..2_901_000_000).contains(&at_ns)),
+        "{at_ns:?}"
+    );
+}
+
+#[test]
+fn review_cases_an_eager_worlds_send_during_the_world_s_abort_raises_when_it_returns_r11_r27() {
+    // The same program on an eager world: the send runs on the world's communicator (R11),
+    // the one the watchdog aborts, 0.5 s from 2.1 s (no bootstrap: the timeout at the 1.1 s
+    // poll); the send at 2.2 s raises when that abort returns, at 2.6 s.
+    let timeline = simulated_data("review_blocked");
+    let at_ns = raised_end_of_rank_0(&timeline);
+    assert!(
+        at_ns.is_some_and(|at_ns| (2_600_000_000..2_700_000_000).contains(&at_ns)),
+        "{at_ns:?}"
+    );
 }
 
 #[test]
@@ -198,8 +222,8 @@ fn review_cases_an_eager_worlds_send_wait_aborts_the_worlds_communicator_r11_r15
     // rank 1 never joins (R11). Its wait times out at 0.5 s and the main thread aborts that
     // communicator, the all_reduce's kernel with it: the device drains, and the abort
     // (0.9 s) returns at 1.4 s, where the program catches the raise; no watchdog abort
-    // follows. (Under a lazy world the send had a pair communicator of its own, and this
-    // case once tested that the default group's later abort kept its least time.)
+    // follows. (On a lazy world the send has a pair communicator of its own:
+    // review_cases_the_watchdog_s_abort_keeps_its_least_time_after_the_main_thread_s.)
     let timeline = simulated_data("review_pairwait");
     let caught = (timeline.ranks[0].exceptions.iter())
         .map(|e| e.at_ns)
@@ -209,6 +233,18 @@ fn review_cases_an_eager_worlds_send_wait_aborts_the_worlds_communicator_r11_r15
         "{caught:?}"
     );
     assert_eq!(abort_returns_of_rank_0(&timeline), Vec::<u64>::new());
+}
+
+#[test]
+fn review_cases_the_watchdog_s_abort_keeps_its_least_time_after_the_main_thread_s_r15_r27() {
+    // A lazy world: the first all_reduce creates it (0.3 s), and the send runs on the pair's
+    // own communicator (R11). The send's wait times out at 0.825 s (its 500 ms) and the
+    // main thread aborts the pair, whose abort waits for the device, held by the all_reduce
+    // rank 1 never joins. The watchdog times that all_reduce out at its 1.4 s poll; after the
+    // dump wait (1 s), its abort of the default group (0.9 s) begins at 2.4 s, ends the
+    // all_reduce's kernel, and returns once, at 3.3 s (it returned at once, then again).
+    let timeline = simulated_data("review_pairwait_lazy");
+    assert_eq!(abort_returns_of_rank_0(&timeline), [3_300_000_000]);
 }
 
 #[test]
@@ -230,18 +266,48 @@ fn review_cases_a_send_in_the_program_changes_nothing_of_a_caught_wait_s_end_r31
         .all(|&s| s == ExitStatus::Aborted));
 }
 
+/// When rank 0's op `name` raised, caught.
+fn caught_at(timeline: &Timeline, name: &str) -> Vec<u64> {
+    let op = timeline.ops.iter().position(|op| op.name == name).unwrap() as OpRef;
+    (timeline.ranks[0].exceptions.iter())
+        .filter(|e| e.op == op)
+        .map(|e| e.at_ns)
+        .collect()
+}
+
 #[test]
 fn review_cases_the_watchdog_handling_a_pair_s_aborted_work_aborts_the_whole_group_r15_r27() {
-    // A send's wait times out and is caught; the watchdog finds the pair's aborted
-    // communicator and (mode 2) aborts every communicator of the default group: the world
-    // all_reduce after it raises, caught.
-    let timeline = simulated_data("review_abw");
-    let ar2 = timeline.ops.iter().position(|op| op.name == "ar2").unwrap() as OpRef;
+    // A lazy world: the first all_reduce creates it (0.3 s), and the send runs on the pair's
+    // own communicator (R11). The send's wait times out at 0.425 s (its 100 ms) and is
+    // caught once the main thread's abort of the pair (1 s) returned, at 1.425 s; the
+    // watchdog finds the pair's aborted communicator then and, after the dump wait (1 s),
+    // aborts every communicator of the default group (mode 2), the world's included, from
+    // 2.425 s to 3.425 s: the world all_reduce after the 3.5 s sleep raises, caught, at
+    // 4.925 s (every instant plus the host calls' 98 us). The world was aborted by the
+    // watchdog alone.
+    let timeline = simulated_data("review_abw_lazy");
+    let caught = caught_at(&timeline, "ar2");
     assert!(
-        (timeline.ranks[0].exceptions.iter()).any(|e| e.op == ar2),
-        "{:?}",
-        timeline.ranks[0].exceptions
+        matches!(caught[..], [at_ns] if (4_925_000_000..4_926_000_000).contains(&at_ns)),
+        "{caught:?}"
     );
+    assert_eq!(abort_returns_of_rank_0(&timeline), [3_425_098_000]);
+}
+
+#[test]
+fn review_cases_an_eager_worlds_send_wait_aborts_the_world_itself_r11_r15() {
+    // The same program on an eager world: the send runs on the world's communicator (R11),
+    // so the wait's timeout (0.1 s) aborts the world's own communicator; the watchdog's
+    // abort at 2.1 s finds it aborted and returns at once; the all_reduce after the 3.5 s
+    // sleep raises, caught, at 4.6 s, on the communicator the main thread aborted (every
+    // instant plus the host calls' 68 us).
+    let timeline = simulated_data("review_abw");
+    let caught = caught_at(&timeline, "ar2");
+    assert!(
+        matches!(caught[..], [at_ns] if (4_600_000_000..4_601_000_000).contains(&at_ns)),
+        "{caught:?}"
+    );
+    assert_eq!(abort_returns_of_rank_0(&timeline), [2_100_068_000]);
 }
 
 #[test]
