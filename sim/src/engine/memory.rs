@@ -491,4 +491,23 @@ mod tests {
         assert_eq!(rank.cache_releases[0].segments_freed, 1);
         assert_eq!(rank.memory.cache_releases, 1);
     }
+
+    #[test]
+    fn an_unwaited_all_to_all_lets_go_of_its_sent_tensor_at_the_next_collective_r18() {
+        // The R18 probe (tests/data/torch/probes/shelf_a2a/): the all_to_all's outputs are
+        // not its tensor, so x (64 MiB) leaves the shelf at the next collective and `again`
+        // reuses its block, 130 MiB reserved at the peak; the all_reduce of
+        // scenarios/unwaited_work.toml keeps x through its outputs, 194 MiB.
+        let peak_mib = |path: &str| {
+            let path = format!("../{path}");
+            let text = std::fs::read_to_string(&path).unwrap();
+            let timeline = simulate(&parse(&path, &text).unwrap());
+            timeline.ranks[0].memory.peak_reserved_bytes >> 20
+        };
+        assert_eq!(
+            peak_mib("tests/data/torch/probes/shelf_a2a/unwaited_a2a.toml"),
+            130
+        );
+        assert_eq!(peak_mib("scenarios/unwaited_work.toml"), 194);
+    }
 }
