@@ -620,8 +620,11 @@ impl<'s> Engine<'s> {
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         let scenario = self.scenario;
         let mut watchdog = self.failure.into_records();
-        watchdog.extend(self.warnings);
-        watchdog.sort_by_key(|r| (r.at_ns, r.rank));
+        if !self.warnings.is_empty() {
+            // The failure component's records come sorted; the warnings go in among them.
+            watchdog.extend(self.warnings);
+            watchdog.sort_by_key(|r| (r.at_ns, r.rank));
+        }
         // Each rank's first Dump record (one pass: a hang's every rank dumps).
         let mut dumped_at: FxHashMap<u32, u64> = FxHashMap::default();
         for record in &watchdog {
