@@ -438,7 +438,8 @@ impl Engine<'_> {
                 .data_start_ns
                 != NEVER;
             let on = state.timeline.collectives[collective as usize].group as GroupId;
-            // The communicators the abort covered: the group's own, and for a process group's
+            // The communicators the abort covered: the group's own, which an eager world's
+            // pairs share (R11: their sends and receives run on it), and for a process group's
             // abort by its watchdog its pairs' too (`Failure::is_aborted` knows which).
             if !started || moving || !(on == group || self.failure.is_aborted(rank, on)) {
                 continue;
