@@ -2,7 +2,7 @@
 //! the milliseconds each engine measured: both build them with `sim::pg::work` (a fault's
 //! records with `sim::pg::faults`).
 //!
-//! About 1,200 lines in one module: every test runs a scenario on the fake device and simulates
+//! About 1,288 lines in one module: every test runs a scenario on the fake device and simulates
 //! it, through the same few helpers (`on_both`, `caught_outlines`, the field extractors), and
 //! compares the two engines' texts, records and exceptions; split by fault kind they would
 //! have to share those helpers from a module of their own.
