@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 2,139 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 2,176 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -404,8 +404,9 @@ struct RemoteErrorRead {
 
 /// An error the watchdog found and handles once the simulator's watchdog would, after the
 /// failed Work's stack trace and the dump wait (R27, [`work::error_handled_ns`]), under
-/// `TORCH_NCCL_ASYNC_ERROR_HANDLING`: 1 and 3 take the process down, 2 aborts the group's
-/// communicators and 0 leaves the error alone, the process living on.
+/// `TORCH_NCCL_ASYNC_ERROR_HANDLING`: 1 and 3 take the process down, 2 aborts the process
+/// group's communicators (its pairs' included) and 0 leaves the error alone, the process
+/// living on.
 #[derive(Debug, Clone, Copy)]
 struct Handling {
     /// The process group whose watchdog found the error.
@@ -823,7 +824,7 @@ impl<'a, D: Device> Executor<'a, D> {
     /// before each op and inside a blocked call, or at the program's end (`programs_end`),
     /// where hw does not wait the rest of the dump wait (60 s by default) for nothing, as the
     /// simulator's process, whose end waits for its watchdog, would: 1 and 3 take the process
-    /// down (whether it did), 2 aborts the failed group's communicators and 0 leaves the error
+    /// down (whether it did), 2 aborts the process group's communicators and 0 leaves the error
     /// alone ([`Self::handled`]).
     fn handled_when_due(&mut self, programs_end: bool) -> Result<bool, HwError> {
         let Some(handling) = self.watchdog_found else {
@@ -853,10 +854,11 @@ impl<'a, D: Device> Executor<'a, D> {
 
     /// The watchdog's handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 0 and 2, where the
     /// process lives on, in the simulator's words (`early` ends the first record where hw
-    /// writes it before the simulator would): 0 leaves the error alone; 2 aborts the failed
+    /// writes it before the simulator would): 0 leaves the error alone; 2 aborts the process
     /// group's communicators ([`Self::aborted_by_watchdog`]), or, where the main thread's abort
-    /// returned already (the error found at the raise of a polling wait the program caught),
-    /// logs the abort, which returns at once.
+    /// of the Work's communicator returned already (the error found at the raise of a polling
+    /// wait the program caught), the others of the process group, those the main thread did not
+    /// abort ([`Self::watchdog_aborts`]), the return logged at once.
     fn handled(&mut self, handling: Handling, early: &str) -> Result<(), HwError> {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         let group = handling.group;
@@ -871,12 +873,12 @@ impl<'a, D: Device> Executor<'a, D> {
         if handling.verdict {
             return self.aborted_by_watchdog(group, early);
         }
-        let name = &self.scenario.groups[group].name;
-        let aborting = work::watchdog_abort(rank, mode, name) + early;
-        let returned = work::watchdog_abort_returned(rank, mode, name);
+        self.abort_pending_works_of_process_group(group)?;
         let at_ns = self.device.now_ns();
+        self.watchdog_aborts(group, at_ns, early);
+        let name = &self.scenario.groups[group].name;
+        let returned = work::watchdog_abort_returned(rank, mode, name);
         let thread = ThreadKind::Watchdog;
-        self.note_group(Some(group), thread, WatchdogEvent::Abort, at_ns, aborting);
         let event = WatchdogEvent::AbortReturned;
         self.note_group(Some(group), thread, event, at_ns, returned);
         Ok(())
@@ -1011,10 +1013,11 @@ impl<'a, D: Device> Executor<'a, D> {
     /// caught, in the iteration of its call, or the call that raised (a peer's error read from
     /// the store names no Work: its group, at the host's iteration, none once the program
     /// returned, as the simulator's), and hw takes the process down at once (the TearDown of
-    /// R27 without the dump wait), whatever the GPU still holds, after aborting the failed
-    /// group's communicator where the watchdog's error handling does (modes 1 and 2); under 2
-    /// the process lives instead and the program goes on: the watchdog aborts the group's
-    /// communicators once the simulator's would, after the stack trace and the dump wait
+    /// R27 without the dump wait), whatever the GPU still holds, after aborting the
+    /// communicators of the Work's process group (`Scenario::process_group`, whose watchdog's
+    /// records these are) where the watchdog's error handling does (modes 1 and 2); under 2
+    /// the process lives instead and the program goes on: the watchdog aborts the process
+    /// group's communicators once the simulator's would, after the stack trace and the dump wait
     /// ([`Self::handled_when_due`], [`Self::aborted_by_watchdog`]).
     fn verdict(&mut self, error: HwError) -> Result<(), HwError> {
         let at_ns = self.device.now_ns();
@@ -1072,15 +1075,15 @@ impl<'a, D: Device> Executor<'a, D> {
         // The wait() that raised, else the Work named, in its own iteration.
         let raised = (self.wait_raised).map(|(iteration, op, _)| (iteration, op));
         let at = raised.or(named.map(|(_, iteration, op)| (iteration, op)));
+        // The watchdog of the Work's process group, a pair's included, found it: its error is
+        // set, and its records, handling and abort are that group's, as the simulator's.
         let (group, iteration, op) = (
-            named.map(|(group, _, _)| group),
+            named.map(|(group, _, _)| self.scenario.process_group(group)),
             at.map(|(iteration, _)| iteration),
             at.map(|(_, op)| op),
         );
         if let Some(group) = group {
-            // The error is set in the watchdog of the Work's process group, a pair's included.
-            let watchdog = self.scenario.process_group(group);
-            self.group_error_ns.entry(watchdog).or_insert(at_ns);
+            self.group_error_ns.entry(group).or_insert(at_ns);
         }
         if let Some(event) = event {
             self.note_group(group, thread, event, at_ns, message.clone());
@@ -1149,50 +1152,84 @@ impl<'a, D: Device> Executor<'a, D> {
         });
     }
 
-    /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2` the watchdog's verdict on a Work of `failed`
-    /// aborts that group's communicators and the process lives (R27,
-    /// [`work::aborts_and_runs_on`]), as the simulator's, once its handling is due
-    /// ([`Self::handled_when_due`]; `early` ends the abort's record where that is the
-    /// program's end): every Work of the group not completed is aborted (written unfinished),
-    /// the group is aborted for the main thread (a later collective on it raises,
-    /// `Step::CheckComm`), the abort and its return are logged in the simulator's words, and
-    /// the watchdog goes on.
+    /// Under `TORCH_NCCL_ASYNC_ERROR_HANDLING=2` the verdict of the watchdog of process group
+    /// `failed` (on a Work of it or of one of its pairs) aborts the process group's
+    /// communicators and the process lives (R27, [`work::aborts_and_runs_on`]), as the
+    /// simulator's, once its handling is due ([`Self::handled_when_due`]; `early` ends the
+    /// abort's record where that is the program's end): every Work of the process group not
+    /// completed is aborted (written unfinished), its communicators are aborted for the main
+    /// thread (a later call on any of them raises, `Step::CheckComm`), the abort and its
+    /// return are logged in the simulator's words, and the watchdog goes on, done with every
+    /// Work of the process group.
     fn aborted_by_watchdog(&mut self, failed: usize, early: &str) -> Result<(), HwError> {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
-        self.abort_pending_works(failed, None)?;
+        self.abort_pending_works_of_process_group(failed)?;
         let at_ns = self.device.now_ns();
         self.watchdog_aborts(failed, at_ns, early);
-        self.aborted[failed] = true;
         let returned_ns = self.device.now_ns();
         let name = &self.scenario.groups[failed].name;
         let returned = work::watchdog_abort_returned(rank, mode, name);
         let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AbortReturned);
         self.note_group(Some(failed), thread, event, returned_ns, returned);
-        self.device.watchdog_resumed(failed);
+        for group in self.groups_of_process_group(failed) {
+            self.device.watchdog_resumed(group);
+        }
         Ok(())
     }
 
-    /// The watchdog's error handling aborts the communicators of `group` alone (modes 1 and 2,
-    /// R27: PyTorch's `abortComms()` of the process group whose own watchdog found the error;
-    /// another group's communicators run on), logged at `at_ns` in the simulator's words
-    /// (`early`: see [`AT_THE_PROGRAMS_END`]).
-    fn watchdog_aborts(&mut self, group: usize, at_ns: u64, early: &str) {
+    /// The watchdog's error handling of process group `process_group` aborts its
+    /// communicators (modes 1 and 2, R27: PyTorch's `work.abort()`, then `abortComms()` of the
+    /// process group whose own watchdog found the error): its own and its pairs' (R11), those
+    /// not aborted yet (a wait's timeout aborted one, R15); another process group's run on.
+    /// Logged at `at_ns` in the simulator's words (`early`: see [`AT_THE_PROGRAMS_END`]).
+    fn watchdog_aborts(&mut self, process_group: usize, at_ns: u64, early: &str) {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
-        let name = &self.scenario.groups[group].name;
+        let name = &self.scenario.groups[process_group].name;
         let aborting = work::watchdog_abort(rank, mode, name) + early;
         self.note_group(
-            Some(group),
+            Some(process_group),
             ThreadKind::Watchdog,
             WatchdogEvent::Abort,
             at_ns,
             aborting,
         );
-        self.device.abort_comm(group);
+        for group in self.groups_of_process_group(process_group) {
+            if !self.aborted[group] {
+                self.device.abort_comm(group);
+                self.aborted[group] = true;
+            }
+        }
+    }
+
+    /// The groups of this rank whose calls go through process group `process_group`
+    /// (`Scenario::process_group`): the group itself and, for the world, its pairs. Each has
+    /// its own communicator: hw refuses an eager world's pairs, which share the world's (R11).
+    fn groups_of_process_group(&self, process_group: usize) -> Vec<usize> {
+        let (scenario, rank) = (self.scenario, self.plan.rank);
+        (0..scenario.groups.len())
+            .filter(|&group| scenario.process_group(group) == process_group)
+            .filter(|&group| scenario.groups[group].has_rank(rank))
+            .collect()
+    }
+
+    /// Before the watchdog's abort of process group `process_group`'s communicators
+    /// ([`Self::watchdog_aborts`]): every Work not completed on one not aborted yet is aborted
+    /// (written unfinished).
+    fn abort_pending_works_of_process_group(
+        &mut self,
+        process_group: usize,
+    ) -> Result<(), HwError> {
+        for group in self.groups_of_process_group(process_group) {
+            if !self.aborted[group] {
+                self.abort_pending_works(group, None)?;
+            }
+        }
+        Ok(())
     }
 
     /// hw takes the process down at `at_ns` (`when`, in the exit record's words) after a
-    /// verdict of the watchdog of `group`, whatever the GPU still holds (R27), after the
-    /// watchdog's abort of that group's communicators under modes 1 and 2
+    /// verdict of the watchdog of process group `group`, whatever the GPU still holds (R27),
+    /// after the watchdog's abort of that process group's communicators under modes 1 and 2
     /// ([`Self::watchdog_aborts`]).
     fn take_down(&mut self, group: Option<usize>, at_ns: u64, when: &str) {
         let rank = self.plan.rank;

@@ -2,8 +2,9 @@
 //! found under its oldest pending Work as PyTorch words it (and each pending Work for one a
 //! `[[fault]]` injects), then each pending Work for a timeout counted on the host clock from the enqueue, then for
 //! completion. On an error or a timeout it gives its verdict, which ends the main thread's
-//! blocked call and the run (R27, without the dump wait); the executor then aborts the failed
-//! Work's group's communicator where `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
+//! blocked call and the run (R27, without the dump wait); the executor then aborts the
+//! communicators of the failed Work's process group (its pairs' included) where
+//! `TORCH_NCCL_ASYNC_ERROR_HANDLING` asks for it (1
 //! TearDown, 2 CleanUpOnly; `Executor::verdict`). Under 2 the process lives: the verdict stays
 //! until the executor's abort after the simulator's dump wait, a blocked call polled again
 //! meanwhile, and [`Watchdog::resume`] then clears it. Not started under `TORCH_NCCL_BLOCKING_WAIT`

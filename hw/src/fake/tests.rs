@@ -2,7 +2,7 @@
 //! the milliseconds each engine measured: both build them with `sim::pg::work` (a fault's
 //! records with `sim::pg::faults`).
 //!
-//! About 1,288 lines in one module: every test runs a scenario on the fake device and simulates
+//! About 1,289 lines in one module: every test runs a scenario on the fake device and simulates
 //! it, through the same few helpers (`on_both`, `caught_outlines`, the field extractors), and
 //! compares the two engines' texts, records and exceptions; split by fault kind they would
 //! have to share those helpers from a module of their own.
@@ -19,6 +19,7 @@ use sim::timeline::{
 };
 
 mod comm_error;
+mod pairs;
 
 /// Rank 0 of `scenario` run on the fake device (the one-GPU model stand-in for its peers):
 /// its log and the device after the run; and the whole scenario simulated.
