@@ -2,7 +2,7 @@
 //! the milliseconds each engine measured: both build them with `sim::pg::work` (a fault's
 //! records with `sim::pg::faults`).
 //!
-//! About 1,289 lines in one module: every test runs a scenario on the fake device and simulates
+//! About 1,280 lines in one module: every test runs a scenario on the fake device and simulates
 //! it, through the same few helpers (`on_both`, `caught_outlines`, the field extractors), and
 //! compares the two engines' texts, records and exceptions; split by fault kind they would
 //! have to share those helpers from a module of their own.
@@ -401,6 +401,21 @@ struct OnBoth {
     simulated: Timeline,
 }
 
+impl OnBoth {
+    /// Rank 0's outline on the fake device and simulated ([`caught_outline`]).
+    fn outlines(&self) -> (Vec<String>, Vec<String>) {
+        let simulated = &self.simulated;
+        (
+            caught_outline(&self.rank0, &self.findings, &self.records),
+            caught_outline(
+                &simulated.ranks[0],
+                &simulated.findings,
+                &simulated.watchdog,
+            ),
+        )
+    }
+}
+
 /// A run's findings, each but for the milliseconds measured.
 fn finding_fields(findings: &[Finding]) -> Vec<FindingFields> {
     (findings.iter())
@@ -685,21 +700,7 @@ fn caught_outline(
 
 /// Rank 0 of `text` on `device` and simulated, outlined ([`caught_outline`]).
 fn caught_outlines(text: &str, device: FakeDevice) -> (Vec<String>, Vec<String>) {
-    let OnBoth {
-        rank0,
-        findings,
-        records,
-        simulated,
-        ..
-    } = on_both(text, device);
-    (
-        caught_outline(&rank0, &findings, &records),
-        caught_outline(
-            &simulated.ranks[0],
-            &simulated.findings,
-            &simulated.watchdog,
-        ),
-    )
+    on_both(text, device).outlines()
 }
 
 /// The Work whose timed-out wait the program caught was aborted under it: the simulator
@@ -1034,12 +1035,7 @@ fn a_wait_timeouts_own_async_error_is_found_by_the_watchdog_at_the_raise_on_both
             };
             assert!(found_at_the_raise(&run.simulated.watchdog), "{case}");
             assert!(found_at_the_raise(&run.records), "{case}");
-            let hw = caught_outline(&run.rank0, &run.findings, &run.records);
-            let sim = caught_outline(
-                &run.simulated.ranks[0],
-                &run.simulated.findings,
-                &run.simulated.watchdog,
-            );
+            let (hw, sim) = run.outlines();
             failures.extend(outlines_differ(&case, &hw, &sim));
         }
     }
@@ -1093,12 +1089,7 @@ fn a_wait_of_any_kind_on_a_failed_work_aborts_before_it_raises_on_both_engines_r
             assert_eq!(main_thread(&run.simulated.watchdog), expected, "{case}");
             assert_eq!(main_thread(&run.records), expected, "{case}");
             assert!(run.aborted.contains(&0), "{case}: hw aborted world");
-            let hw = caught_outline(&run.rank0, &run.findings, &run.records);
-            let sim = caught_outline(
-                &run.simulated.ranks[0],
-                &run.simulated.findings,
-                &run.simulated.watchdog,
-            );
+            let (hw, sim) = run.outlines();
             failures.extend(outlines_differ(&case, &hw, &sim));
         }
     }

@@ -68,14 +68,9 @@ fn another_work_of_the_failed_communicator_sees_its_error_on_both_engines_r15_r2
             let completed: Vec<_> = rank.queries.iter().map(|q| q.completed).collect();
             format!("queries {completed:?}")
         };
-        let mut hw = caught_outline(&run.rank0, &run.findings, &run.records);
+        let (mut hw, mut sim) = run.outlines();
         hw.push(queries(&run.rank0));
         let simulated = &run.simulated;
-        let mut sim = caught_outline(
-            &simulated.ranks[0],
-            &simulated.findings,
-            &simulated.watchdog,
-        );
         sim.push(queries(&simulated.ranks[0]));
         failures.extend(outlines_differ(&case, &hw, &sim));
         // Whether rank 0 raised the communicator's error at `wait_b`, and what it queried.
@@ -141,13 +136,7 @@ fn a_default_wait_raises_only_after_the_programs_is_completed_found_the_error_on
                 let text = comm_error(env, "", &program);
                 let case = format!("{env} {program}");
                 let run = on_both(&text, FakeDevice::default());
-                let hw = caught_outline(&run.rank0, &run.findings, &run.records);
-                let simulated = &run.simulated;
-                let sim = caught_outline(
-                    &simulated.ranks[0],
-                    &simulated.findings,
-                    &simulated.watchdog,
-                );
+                let (hw, sim) = run.outlines();
                 failures.extend(outlines_differ(&case, &hw, &sim));
                 let scenario = sim::scenario::parse("comm_error.toml", &text).unwrap();
                 let wait = (scenario.ops.iter())
@@ -182,12 +171,7 @@ fn a_barriers_default_wait_stores_its_error_itself_on_both_engines_r14_r27() {
              [[fault]]\nranks = [0]\nat = \"a\"\nkind = \"async_error\"\nafter_us = 1000\n"
         );
         let run = on_both(&text, FakeDevice::default());
-        let hw = caught_outline(&run.rank0, &run.findings, &run.records);
-        let sim = caught_outline(
-            &run.simulated.ranks[0],
-            &run.simulated.findings,
-            &run.simulated.watchdog,
-        );
+        let (hw, sim) = run.outlines();
         failures.extend(outlines_differ(&format!("catch {catch}"), &hw, &sim));
         let raised_in_wait = (run.findings.iter().map(|f| (f.op, &f.message)))
             .chain(
@@ -219,13 +203,8 @@ fn a_wait_after_the_abort_raises_its_own_works_error_on_both_engines_r15_r27() {
                    [[fault]]\nranks = [0]\nat = \"b\"\nkind = \"async_error\"\nafter_us = 2000\n";
     let text = comm_error("TORCH_NCCL_ASYNC_ERROR_HANDLING = 0", "", program);
     let run = on_both(&text, FakeDevice::default());
-    let hw = caught_outline(&run.rank0, &run.findings, &run.records);
+    let (hw, sim) = run.outlines();
     let simulated = &run.simulated;
-    let sim = caught_outline(
-        &simulated.ranks[0],
-        &simulated.findings,
-        &simulated.watchdog,
-    );
     if let Some(failure) = outlines_differ("two faults", &hw, &sim) {
         panic!("{failure}");
     }

@@ -42,13 +42,7 @@ fn a_verdict_on_a_pair_work_sets_its_process_groups_error_on_both_engines_r27() 
         let read = rank0_count(records, WatchdogEvent::RemoteError);
         assert_eq!(read, 0, "{engine}: {records:?}");
     }
-    let hw = caught_outline(&run.rank0, &run.findings, &run.records);
-    let simulated = &run.simulated;
-    let sim = caught_outline(
-        &simulated.ranks[0],
-        &simulated.findings,
-        &simulated.watchdog,
-    );
+    let (hw, sim) = run.outlines();
     if let Some(failure) = outlines_differ("a pair Work's verdict", &hw, &sim) {
         panic!("{failure}");
     }
@@ -94,7 +88,7 @@ fn clean_up_only_aborts_every_communicator_of_the_process_group_on_both_engines_
         let pair = (scenario.groups.iter())
             .position(|g| g.point_to_point)
             .unwrap();
-        let mut aborted = run.aborted;
+        let mut aborted = run.aborted.clone();
         aborted.sort();
         assert_eq!(aborted, [0, pair], "{failed}: the device's aborts");
         let simulated = &run.simulated;
@@ -104,12 +98,7 @@ fn clean_up_only_aborts_every_communicator_of_the_process_group_on_both_engines_
             let exceptions = &timeline.exceptions;
             assert_eq!(raised, expected, "{engine}, {failed}: {exceptions:?}");
         }
-        let hw = caught_outline(&run.rank0, &run.findings, &run.records);
-        let sim = caught_outline(
-            &simulated.ranks[0],
-            &simulated.findings,
-            &simulated.watchdog,
-        );
+        let (hw, sim) = run.outlines();
         let (hw, sim) = (
             error_instants_unmeasured(hw),
             error_instants_unmeasured(sim),
