@@ -91,7 +91,14 @@ const BAD_INPUTS: &[BadInput] = &[
         text: "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nranks = [0]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n",
         line: 11,
         column: 8,
-        says: "runs on every rank, but it is defined only on some",
+        says: "wait on Work \"w\" runs on rank 1, where no earlier op creates it",
+    },
+    BadInput {
+        class: "Work bound by a send on one rank only",
+        text: "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n[[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\nasync_op = true\nwork = \"w\"\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n[[op]]\nwait = \"w\"\n",
+        line: 16,
+        column: 8,
+        says: "wait on Work \"w\" runs on rank 1, where no earlier op creates it",
     },
     BadInput {
         class: "size out of range",

@@ -180,6 +180,21 @@ fn a_sync_send_or_recv_is_isend_or_irecv_and_wait_in_every_profile_r11() {
 }
 
 #[test]
+fn a_work_bound_by_isend_on_one_rank_and_irecv_on_the_other_is_waited_on_both_r11() {
+    // `w = isend(...)` on rank 0, `w = irecv(...)` on rank 1, then `w.wait()` on both: every
+    // rank that waits binds `w` earlier, each by its own op.
+    let text = "[cluster]\nranks = 2\n[host]\nwait_us = 3\n[tensors]\nact = \"1MiB\"\n\
+                [[op]]\nranks = [0]\nsend = \"act\"\npeer = 1\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nranks = [1]\nrecv = \"act\"\npeer = 0\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nwait = \"w\"\n";
+    let steps = lowered(text);
+    assert!(
+        steps.iter().any(|s| s.starts_with("wait c0 s0")),
+        "{steps:?}"
+    );
+}
+
+#[test]
 fn blocking_wait_and_a_timeout_poll_r15() {
     // Blocking wait polls until the group's timeout (600 s by default); wait(timeout) until
     // its own.

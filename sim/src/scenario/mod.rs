@@ -1814,11 +1814,11 @@ impl Resolver<'_> {
                         ),
                     ));
                 };
-                if let Some(rank) = uncovered(&program.work_coverage[work], &ranks) {
+                if let Some(rank) = uncovered(&program.work_coverage[work], &ranks, cluster.ranks) {
                     return Err(self.error(
                         name.span(),
                         format!(
-                            "{key} on Work {:?} runs on {rank}, where no earlier collective creates it",
+                            "{key} on Work {:?} runs on {rank}, where no earlier op creates it",
                             name.get_ref()
                         ),
                     ));
@@ -1910,7 +1910,7 @@ impl Resolver<'_> {
                         ),
                     ));
                 };
-                if let Some(rank) = uncovered(&program.event_coverage[event], &ranks) {
+                if let Some(rank) = uncovered(&program.event_coverage[event], &ranks, cluster.ranks) {
                     return Err(self.error(
                         name.span(),
                         format!(
@@ -2680,19 +2680,23 @@ fn cover(coverage: &mut Vec<Coverage>, id: usize, ranks: &Option<Vec<u32>>) {
     }
 }
 
-/// Describes a rank of `ranks` (all ranks when `None`) that `coverage` lacks.
-fn uncovered(coverage: &Coverage, ranks: &Option<Vec<u32>>) -> Option<String> {
-    match (coverage, ranks) {
-        (Coverage::Every, _) => None,
-        (Coverage::Some(set), None) => Some(match set.iter().next() {
-            Some(_) => "every rank, but it is defined only on some".to_string(),
-            None => "every rank".to_string(),
-        }),
-        (Coverage::Some(set), Some(list)) => list
-            .iter()
-            .find(|rank| !set.contains(rank))
-            .map(|rank| format!("rank {rank}")),
+/// Describes a rank of `ranks` (all `rank_count` ranks when `None`) that `coverage` lacks: a
+/// name that different ops define on different ranks (`w = isend(...)` on one, `w =
+/// irecv(...)` on the other) covers every rank that defines it.
+fn uncovered(coverage: &Coverage, ranks: &Option<Vec<u32>>, rank_count: u32) -> Option<String> {
+    let Coverage::Some(set) = coverage else {
+        return None;
+    };
+    if set.is_empty() && ranks.is_none() {
+        return Some("every rank".to_string());
     }
+    let wanted: Vec<u32> = match ranks {
+        Some(list) => list.clone(),
+        None => (0..rank_count).collect(),
+    };
+    (wanted.into_iter())
+        .find(|rank| !set.contains(rank))
+        .map(|rank| format!("rank {rank}"))
 }
 /// Every tensor an op names: its declared reads and writes, and those of its kind (a
 /// functional collective's result too).
