@@ -350,16 +350,22 @@ impl RunLog {
 /// on two-rank communicators only), a fault hardware cannot produce; `alone` when the other
 /// ranks are not run (the downscale).
 pub(crate) fn not_on_hardware(scenario: &Scenario, rank: u32, alone: bool) -> Option<String> {
-    let on_world = (0..scenario.groups.len()).find(|&group| {
-        scenario.groups[group].has_rank(rank) && scenario.communicator(group) != group
+    // A pair's group whose communicator is another's: the world's.
+    let on_world = (scenario.ops.iter().filter(|op| op.runs_on(rank))).find_map(|op| {
+        let (_, group) = op.kind.collective()?;
+        (scenario.communicator(group) != group).then_some((op, group))
     });
-    if let Some(pair) = on_world {
+    if let Some((first, pair)) = on_world {
         return Some(format!(
-            "the send/recv between ranks {:?} run on the eagerly created world's communicator \
+            "{} {:?} (line {}) and the other sends and receives between ranks {:?} run on the \
+             eagerly created world's communicator \
              (R11: PyTorch makes no pair communicator under init_process_group(device_id=…)); \
              the hardware backend issues sends and receives on two-rank communicators only: \
              leave the world lazy ([groups.world] eager_init, device_id) or run it with \
              `c10dsim torch`",
+            first.kind.key(),
+            first.display_name(),
+            first.line,
             scenario.groups[pair].ranks
         ));
     }

@@ -411,6 +411,7 @@ fn what_needs_no_gpu_is_checked_without_one() {
 fn a_send_on_an_eager_world_s_communicator_is_refused_before_the_gpu_r11() {
     // PyTorch runs it on the world's communicator and stream; hw makes pair communicators.
     let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nall_reduce = \"x\"\n\
         [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
     let alone = HwOptions {
         downscale: Downscale::RankZero(StandIn::Nccl),
@@ -422,6 +423,11 @@ fn a_send_on_an_eager_world_s_communicator_is_refused_before_the_gpu_r11() {
         error
             .to_string()
             .contains("eagerly created world's communicator"),
+        "{error}"
+    );
+    // The refusal names the rank's first send or receive and its line, as a fault's does.
+    assert!(
+        (error.to_string()).contains("send \"send#1\" (line 9) and the other sends"),
         "{error}"
     );
     let lazy = sim::scenario::parse("lazy.toml", &text.replace("eager_init = true\n", "")).unwrap();
