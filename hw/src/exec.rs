@@ -2024,13 +2024,18 @@ impl<'a, D: Device> Executor<'a, D> {
         let work = &self.works[collective as usize];
         let (end, group, description) = (work.end, work.group, work.description.clone());
         let ran_ns = now_ns.saturating_sub(work.enqueue_ns);
-        let lines = match error_ns {
-            Some(_) => vec![work::wait_error_log(rank, &description)],
-            None => work::wait_timeout_log(rank, &description, ran_ns).to_vec(),
+        let (event, lines) = match error_ns {
+            Some(_) => (
+                WatchdogEvent::WaitError,
+                vec![work::wait_error_log(rank, &description)],
+            ),
+            None => (
+                WatchdogEvent::WaitTimeout,
+                work::wait_timeout_log(rank, &description, ran_ns).to_vec(),
+            ),
         };
         for line in lines {
-            let (thread, event) = (ThreadKind::Main, WatchdogEvent::WaitTimeout);
-            self.note_group(Some(group), thread, event, now_ns, line);
+            self.note_group(Some(group), ThreadKind::Main, event, now_ns, line);
         }
         // A Work completed before the call stays completed.
         self.abort_pending_works(group, (!completed).then_some(collective))?;

@@ -670,6 +670,10 @@ pub enum WatchdogEvent {
     StoreTimeout,
     /// A polling `wait()` raised its timeout in the main thread (R15).
     WaitTimeout,
+    /// A `wait()`, default or polling, found its Work failed by its communicator's NCCL async
+    /// error in the main thread, which aborts the communicator, then raises (R15, R27).
+    /// Timelines written before this event record that line as a `wait_timeout`.
+    WaitError,
     /// A warning PyTorch logged from the main thread, once (`TORCH_WARN_ONCE`): an unbatched
     /// send or receive on an eagerly initialised group, serialised with its collectives (R11).
     Warning,

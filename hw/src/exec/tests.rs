@@ -715,7 +715,7 @@ fn a_work_failed_by_an_async_error_is_completed_and_its_wait_raises_r27() {
     assert_eq!(
         main_thread,
         [
-            WatchdogEvent::WaitTimeout,
+            WatchdogEvent::WaitError,
             WatchdogEvent::Abort,
             WatchdogEvent::Exit
         ],

@@ -1080,12 +1080,17 @@ fn a_wait_of_any_kind_on_a_failed_work_aborts_before_it_raises_on_both_engines_r
                 (records.iter())
                     .filter(|r| r.rank == 0 && r.thread == ThreadKind::Main)
                     .filter(|r| {
-                        matches!(r.event, WatchdogEvent::WaitTimeout | WatchdogEvent::Abort)
+                        matches!(
+                            r.event,
+                            WatchdogEvent::WaitTimeout
+                                | WatchdogEvent::WaitError
+                                | WatchdogEvent::Abort
+                        )
                     })
                     .map(|r| r.event)
                     .collect()
             };
-            let expected = [WatchdogEvent::WaitTimeout, WatchdogEvent::Abort];
+            let expected = [WatchdogEvent::WaitError, WatchdogEvent::Abort];
             assert_eq!(main_thread(&run.simulated.watchdog), expected, "{case}");
             assert_eq!(main_thread(&run.records), expected, "{case}");
             assert!(run.aborted.contains(&0), "{case}: hw aborted world");

@@ -76,7 +76,7 @@ fn a_polling_wait_on_another_work_of_the_failed_communicator_raises_its_error_r1
         );
         let records = main_thread(&timeline);
         let found = (records.iter())
-            .find(|r| r.0 == WatchdogEvent::WaitTimeout)
+            .find(|r| r.0 == WatchdogEvent::WaitError)
             .unwrap_or_else(|| panic!("{env}: the poll's finding: {records:?}"));
         assert!(
             (1_020_000..2_100_000).contains(&found.1),
@@ -258,7 +258,7 @@ fn a_wait_of_any_kind_called_after_its_works_error_aborts_the_communicator_then_
             let (timeline, wait_a, again) = own_error(env, 10, between, &wait);
             let records = main_thread(&timeline);
             let found = (records.iter())
-                .find(|r| r.0 == WatchdogEvent::WaitTimeout)
+                .find(|r| r.0 == WatchdogEvent::WaitError)
                 .unwrap_or_else(|| panic!("{case}: the wait's finding: {records:?}"));
             assert!(
                 (5_000_000..5_100_000).contains(&found.1),
@@ -349,7 +349,10 @@ fn a_default_wait_after_its_works_error_returns_unless_the_program_asked_is_comp
     );
     let records = main_thread(&timeline);
     assert!(
-        !(records.iter()).any(|r| matches!(r.0, WatchdogEvent::WaitTimeout | WatchdogEvent::Abort)),
+        !(records.iter()).any(|r| matches!(
+            r.0,
+            WatchdogEvent::WaitTimeout | WatchdogEvent::WaitError | WatchdogEvent::Abort
+        )),
         "no finding or abort in the main thread: {records:?}"
     );
     assert!(
@@ -400,7 +403,8 @@ fn is_completed_before_the_error_stores_nothing_for_a_later_default_wait_r12_r27
     assert!(!timeline.ranks[0].queries[0].completed);
     let records = main_thread(&timeline);
     assert!(
-        !(records.iter()).any(|r| r.0 == WatchdogEvent::WaitTimeout),
+        !(records.iter())
+            .any(|r| matches!(r.0, WatchdogEvent::WaitTimeout | WatchdogEvent::WaitError)),
         "{records:?}"
     );
     assert!(
@@ -450,7 +454,7 @@ fn a_barriers_default_wait_after_its_error_stores_it_itself_and_raises_r14_r27()
         events,
         [
             WatchdogEvent::Fault,
-            WatchdogEvent::WaitTimeout,
+            WatchdogEvent::WaitError,
             WatchdogEvent::Abort,
             WatchdogEvent::Exit
         ],
@@ -478,7 +482,7 @@ fn an_eager_worlds_send_runs_on_the_worlds_communicator_and_sees_its_error_r11_r
         .unwrap_or_else(|| panic!("{:?}", timeline.findings));
     assert_eq!(raised.kind, FindingKind::AsyncError, "{}", raised.message);
     let found = (main_thread(&timeline).into_iter())
-        .find(|r| r.0 == WatchdogEvent::WaitTimeout)
+        .find(|r| r.0 == WatchdogEvent::WaitError)
         .expect("the poll's finding");
     assert!((1_020_000..2_100_000).contains(&found.1), "{found:?}");
 }

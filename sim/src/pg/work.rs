@@ -226,7 +226,7 @@ pub fn wait_abort_returned(rank: u32, work: &str, group: &str) -> String {
 /// Work `work` failed by its communicator's NCCL async error (R27), at the call or at a poll:
 /// PyTorch's `WorkNCCL::wait()` aborts the Work's communicator and rethrows the error once
 /// the abort returned, as after a polling wait's timeout. Both engines log it (a
-/// `wait_timeout` record of the main thread).
+/// `wait_error` record of the main thread).
 pub fn wait_error_log(rank: u32, work: &str) -> String {
     format!(
         "[Rank {rank}] Work {work} failed with its communicator's NCCL async error in wait(). Aborting the communicator, then raising DistBackendError in the main thread."

@@ -1910,7 +1910,8 @@ impl Resolver<'_> {
                         ),
                     ));
                 };
-                if let Some(rank) = uncovered(&program.event_coverage[event], &ranks, cluster.ranks) {
+                let recorded = &program.event_coverage[event];
+                if let Some(rank) = uncovered(recorded, &ranks, cluster.ranks) {
                     return Err(self.error(
                         name.span(),
                         format!(

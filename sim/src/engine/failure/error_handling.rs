@@ -350,7 +350,7 @@ impl Failure<'_> {
         self.note(
             rank,
             Some(group),
-            (ThreadKind::Main, WatchdogEvent::WaitTimeout),
+            (ThreadKind::Main, WatchdogEvent::WaitError),
             now_ns,
             crate::pg::work::wait_error_log(rank_id, &work),
         );
