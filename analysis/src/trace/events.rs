@@ -13,10 +13,11 @@ use super::nccl_names::{self, NcclKernel};
 use super::Clock;
 use serde::Serialize;
 use serde_json::{json, Value};
+use sim::ranks::RankSet;
 use sim::scenario::CollectiveKind;
 use sim::timeline::{
-    CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef, RankTimeline, StreamRef,
-    ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
+    group_ranks_in, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef,
+    RankTimeline, StreamRef, ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
 };
 use std::collections::BTreeSet;
 use std::io::{self, Write};

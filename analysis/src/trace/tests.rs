@@ -813,3 +813,42 @@ fn a_launch_alone_on_the_host_is_one_cuda_runtime_call() {
         .count();
     assert_eq!(launches.len(), kernels);
 }
+
+#[test]
+fn a_record_for_several_ranks_is_drawn_on_each_with_its_own_rank() {
+    // Ranks 0, 2 and 3 log rank 1's error from the store alike: one watchdog record (and one
+    // heartbeat finding) for the three, drawn on each rank's process with that rank's text.
+    let scenario = sim::scenario::parse(
+        "ae.toml",
+        "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+         [env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[tensors]\ngrad = \"25MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\n\
+         after_us = 5_000_000\n",
+    )
+    .unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    assert!(
+        (timeline.watchdog.iter()).any(|r| r.stands_for.count() == 3),
+        "the scenario makes one record for three ranks"
+    );
+    let trace = single_file(&timeline);
+    let mut drawn = 0;
+    for event in events(&trace)
+        .iter()
+        .filter(|e| e["cat"] == "watchdog" || e["cat"] == "finding")
+    {
+        let Some(message) = event["args"]["message"].as_str() else {
+            continue;
+        };
+        let rank = event["pid"].as_u64().unwrap() - 1;
+        assert!(
+            message.starts_with(&format!("[Rank {rank}]")),
+            "on rank {rank}'s track: {message}"
+        );
+        drawn += 1;
+    }
+    let remote = named(&trace, "remote_error");
+    assert_eq!(remote.len(), 3, "{remote:?}");
+    assert!(drawn > 6);
+}
