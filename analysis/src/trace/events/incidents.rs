@@ -29,11 +29,11 @@ impl TraceContext<'_> {
 
     /// The watchdog's, the heartbeat monitor's and the main thread's steps (R26–R29), and the
     /// watchdog's sleep for the dumps (R27).
-    pub(super) fn watchdog(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
-        let pid = pid(rank.rank);
+    pub(super) fn watchdog(&self, rank: u32, sink: &mut Sink) -> io::Result<()> {
+        let pid = pid(rank);
         let records = &self.timeline.watchdog;
         let mut named_threads = Vec::new();
-        for record in records.iter().filter(|r| r.concerns(rank.rank)) {
+        for record in records.iter().filter(|r| r.concerns(rank)) {
             let group = usize::from(record.group.unwrap_or(0));
             let (tid, thread) = match record.thread {
                 ThreadKind::Main => (HOST_TID, "main"),
@@ -65,12 +65,12 @@ impl TraceContext<'_> {
                     &record.message,
                     record.rank,
                     &record.stands_for,
-                    rank.rank
+                    rank
                 )}),
             )?;
             let acted = records.iter().find(|r| {
                 (r.group, r.thread) == (record.group, record.thread)
-                    && r.concerns(rank.rank)
+                    && r.concerns(rank)
                     && r.at_ns > record.at_ns
                     && matches!(
                         r.event,
