@@ -10,7 +10,8 @@
 //! their ratio; ordering verdicts (which of two GPU events — a mark's event (R5), a collective's
 //! end event (R10d), a `wait()`'s release (R12) — comes first in most iterations) that differ;
 //! findings present in one Timeline only; and where each rank stopped, the records that never
-//! finished (`diff/unfinished.rs`). Pure: Timelines in, a [`Diff`] out.
+//! finished (`diff/unfinished.rs`); the watchdog's and the main thread's records, per rank,
+//! thread and event (`diff/watchdog.rs`). Pure: Timelines in, a [`Diff`] out.
 //!
 //! Over 1,000 lines (about 1,050; its tests are in `diff/tests.rs`): the three comparisons (op
 //! times, metrics, orderings) and the text rendering share the `Diff` types and the alignment of
@@ -23,8 +24,10 @@ use sim::timeline::{Finding, RankSet, Timeline};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 pub use unfinished::UnfinishedDisagreement;
+pub use watchdog::WatchdogDisagreement;
 
 mod unfinished;
+mod watchdog;
 
 /// Tolerances and bounds of a diff.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -226,6 +229,10 @@ pub struct Diff {
     /// Per rank, each unfinished record the two sides do not share.
     #[serde(default)]
     pub unfinished_disagreements: Vec<UnfinishedDisagreement>,
+    /// Per rank, thread and event, the watchdog and main-thread records the two sides do not
+    /// share (counts, or first times beyond the tolerances); left out where they all agree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watchdog_disagreements: Vec<WatchdogDisagreement>,
     /// How the two sides' scenarios differ ([`unlike_scenarios`]); empty for two runs of one
     /// scenario.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -754,6 +761,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
     let findings_only_in_a = findings_only_in(a, b);
     let findings_only_in_b = findings_only_in(b, a);
     let unfinished = unfinished::compare(a, b);
+    let watchdog_disagreements = watchdog::compare(a, b, options);
 
     let mut exceeded = Vec::new();
     let mut op_lines = Vec::new();
@@ -792,6 +800,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         }
     }
     exceeded.extend(unfinished::lines(&unfinished.disagreements));
+    exceeded.extend(watchdog::lines(&watchdog_disagreements));
     let ops_only_in_a: Vec<String> = names_a.difference(&names_b).cloned().collect();
     let ops_only_in_b: Vec<String> = names_b.difference(&names_a).cloned().collect();
     for name in ops_only_in_a.iter().chain(&ops_only_in_b) {
@@ -861,7 +870,8 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         && ranks_only_in_b.is_empty()
         && calls_only_in_a.is_empty()
         && calls_only_in_b.is_empty()
-        && unfinished.disagreements.is_empty();
+        && unfinished.disagreements.is_empty()
+        && watchdog_disagreements.is_empty();
     let (a, b) = (side(a), side(b));
     Diff {
         unlike_scenarios: unlike_scenarios(&a, &b),
@@ -888,6 +898,7 @@ pub fn diff(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Diff {
         summarised: !whole,
         unfinished_ranks: unfinished.ranks,
         unfinished_disagreements: unfinished.disagreements,
+        watchdog_disagreements,
     }
 }
 
@@ -1005,6 +1016,15 @@ pub fn render_diff(diff: &Diff) -> String {
             diff.unfinished_ranks
         );
         for line in unfinished::lines(&diff.unfinished_disagreements) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    if !diff.watchdog_disagreements.is_empty() {
+        let _ = writeln!(
+            out,
+            "watchdog and main-thread records (count, first time) that differ:"
+        );
+        for line in watchdog::lines(&diff.watchdog_disagreements) {
             let _ = writeln!(out, "  {line}");
         }
     }

@@ -33,7 +33,7 @@ use sim::timeline::{
 };
 
 /// Which log lines become which records, by a phrase of the message.
-const EVENTS: [(&str, ThreadKind, WatchdogEvent); 12] = [
+const EVENTS: [(&str, ThreadKind, WatchdogEvent); 14] = [
     (
         "Watchdog caught collective operation timeout",
         ThreadKind::Watchdog,
@@ -95,7 +95,24 @@ const EVENTS: [(&str, ThreadKind, WatchdogEvent); 12] = [
         ThreadKind::Main,
         WatchdogEvent::Abort,
     ),
+    // The watchdog's `checkAndSetRemoteError` (TORCH_NCCL_PROPAGATE_ERROR=1, R27): another
+    // rank's error, read from the store.
+    (
+        "remote error detected from rank: ",
+        ThreadKind::Watchdog,
+        WatchdogEvent::RemoteError,
+    ),
+    // The main thread's warning at an unbatched send or receive on an eager group (R11).
+    (
+        "An unbatched P2P op (send/recv) was called on this ProcessGroup",
+        ThreadKind::Main,
+        WatchdogEvent::Warning,
+    ),
 ];
+
+/// What `TORCH_WARN` prints before a warning's message (the eager P2P one's group prefix
+/// follows it); a record keeps the message without it, as the simulator writes it.
+const WARNING: &str = "Warning: ";
 
 /// The main thread's line after the shared timeout check: the timeout was a wait's own.
 const WAIT_TIMED_OUT: &str = "timed out in blocking wait";
@@ -313,7 +330,8 @@ pub fn watchdog_records(log: &str, origin: LogOrigin, groups: &[String]) -> Vec<
         let Some(line) = parse_line_of_run(text, year, origin.unix_ns) else {
             continue;
         };
-        let (rank, message) = (line.rank, line.message);
+        let rank = line.rank;
+        let message = line.message.strip_prefix(WARNING).unwrap_or(line.message);
         let group = logged_group(message).and_then(|group| group.index(groups));
         if let Some(seq_num) = message
             .split_once(FAILURE_DETECTED)
@@ -385,7 +403,8 @@ pub fn watchdog_records(log: &str, origin: LogOrigin, groups: &[String]) -> Vec<
         records.push(WatchdogRecord {
             stands_for: Default::default(),
             rank,
-            group: group.filter(|_| thread != ThreadKind::Main),
+            // The main thread's lines are no group's, but for a group's own warning.
+            group: group.filter(|_| thread != ThreadKind::Main || event == WatchdogEvent::Warning),
             thread,
             event,
             at_ns,

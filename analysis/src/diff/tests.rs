@@ -568,3 +568,48 @@ fn a_summarised_hang_is_compared_in_what_it_kept() {
         ["unfinished collective (rank 1): ar (iteration 0, world seq 1) in A only"]
     );
 }
+
+/// Four ranks: rank 1's network fails under the all_reduce; with TORCH_NCCL_PROPAGATE_ERROR
+/// the others' watchdogs read its error from the store (R27). Records are made once for
+/// ranks 0, 2 and 3.
+fn async_error(propagate: u8) -> Timeline {
+    let text = format!(
+        "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+         [env]\nTORCH_NCCL_PROPAGATE_ERROR = {propagate}\n[tensors]\ngrad = \"25MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\n\
+         after_us = 5_000_000\n"
+    );
+    sim::engine::simulate(&parse("ae.toml", &text).unwrap())
+}
+
+#[test]
+fn watchdog_records_on_one_side_only_are_a_difference() {
+    let (a, b) = (async_error(1), async_error(0));
+    let same = diff(&a, &a, &DiffOptions::default());
+    assert!(same.identical && same.watchdog_disagreements.is_empty());
+    let result = diff(&a, &b, &DiffOptions::default());
+    assert!(!result.identical, "{result:#?}");
+    let remote: Vec<&WatchdogDisagreement> = (result.watchdog_disagreements.iter())
+        .filter(|d| d.event == "remote_error")
+        .collect();
+    // Each rank the record stands for, with its own count and first instant.
+    assert_eq!(
+        remote.iter().map(|d| d.rank).collect::<Vec<_>>(),
+        [0, 2, 3],
+        "{remote:#?}"
+    );
+    assert_eq!((remote[0].a_count, remote[0].b_count), (1, 0));
+    assert_eq!(remote[0].thread, "watchdog");
+    assert!(remote[0].a_first_ns.is_some() && remote[0].b_first_ns.is_none());
+    let text = render_diff(&result);
+    assert!(
+        text.contains("watchdog (ranks 0,2-3; 3 ranks): watchdog remote_error: A 1 (first at "),
+        "{text}"
+    );
+    assert!(
+        result.exceeded.iter().any(|l| l.contains("remote_error")),
+        "{:?}",
+        result.exceeded
+    );
+}

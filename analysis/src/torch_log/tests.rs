@@ -661,3 +661,50 @@ fn a_disabled_monitor_logs_the_termination_it_would_have_done() {
         ]
     );
 }
+
+#[test]
+fn a_remote_error_read_from_the_store_is_the_watchdog_s_record() {
+    // PyTorch's `checkAndSetRemoteError` (TORCH_NCCL_PROPAGATE_ERROR=1, R27): the group's log
+    // prefix, its trailing space, then the line's own leading space.
+    let log = "[rank0]:[E1201 03:54:42.500000000 ProcessGroupNCCL.cpp:1962] [PG ID 0 PG GUID \
+               0(default_pg) Rank 0]  remote error detected from rank: 1\n";
+    let origin = printed_clock(1_796_097_282_000_000_000);
+    let records = watchdog_records(log, origin, &["world".to_string()]);
+    assert_eq!(
+        thread_events(&records),
+        [(ThreadKind::Watchdog, WatchdogEvent::RemoteError)]
+    );
+    assert_eq!((records[0].rank, records[0].group), (0, Some(0)));
+    assert_eq!(records[0].at_ns, 500_000_000);
+    assert!(records[0]
+        .message
+        .ends_with("Rank 0]  remote error detected from rank: 1"));
+}
+
+#[test]
+fn the_eager_p2p_serialization_warning_is_the_main_thread_s_record() {
+    // TORCH_WARN's `Warning: ` before the group's prefix, as a run of three ranks printed it.
+    let log = "[rank0]:[W701 09:03:30.190545785 ProcessGroupNCCL.cpp:4025] Warning: [PG ID 0 \
+               PG GUID 0(default_pg) Rank 0] An unbatched P2P op (send/recv) was called on this \
+               ProcessGroup with size 3.  In eager initialization mode, unbatched P2P ops are \
+               treated as independent collective ops, and are thus serialized with all other ops \
+               on this ProcessGroup, including other P2P ops. To avoid serialization, either \
+               create additional independent ProcessGroups for the P2P ops or use batched P2P \
+               ops. You can squash this warning by setting the environment variable \
+               TORCH_NCCL_SHOW_EAGER_INIT_P2P_SERIALIZATION_WARNING to false. (function \
+               operator())\n\
+               [rank0]:[W701 09:03:30.190545785 ProcessGroupNCCL.cpp:4025] Warning: something \
+               else (function operator())\n";
+    let origin = printed_clock(1_782_896_610_000_000_000);
+    let records = watchdog_records(log, origin, &["world".to_string()]);
+    assert_eq!(
+        thread_events(&records),
+        [(ThreadKind::Main, WatchdogEvent::Warning)]
+    );
+    // The group's warning, read as the simulator writes it: the prefix first.
+    assert_eq!(records[0].group, Some(0));
+    assert!(records[0]
+        .message
+        .starts_with("[PG ID 0 PG GUID 0(default_pg) Rank 0] An unbatched P2P op"));
+    assert_eq!(records[0].at_ns, 190_545_785);
+}

@@ -13,10 +13,11 @@ use super::nccl_names::{self, NcclKernel};
 use super::Clock;
 use serde::Serialize;
 use serde_json::{json, Value};
+use sim::ranks::RankSet;
 use sim::scenario::CollectiveKind;
 use sim::timeline::{
-    CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef, RankTimeline, StreamRef,
-    ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
+    group_ranks_in, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef,
+    RankTimeline, StreamRef, ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
 };
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -411,7 +412,7 @@ impl<'a> TraceContext<'a> {
         self.stream_waits(rank, ids, sink)?;
         self.kernels(rank, ids, sink)?;
         self.races(rank, sink)?;
-        self.watchdog(rank, sink)?;
+        self.watchdog(rank.rank, sink)?;
         for mark in &rank.marks {
             let name = &self.timeline.scenario.marks[mark.mark as usize];
             sink.instant(
@@ -430,10 +431,15 @@ impl<'a> TraceContext<'a> {
         Ok(())
     }
 
-    /// The findings of no rank in the Timeline (a whole-run deadlock, a rank the Timeline does
-    /// not hold), on the process of the rank at `position` in `timeline.ranks`: the file's own
-    /// in a rank's file, so that it names no process the file does not have.
-    pub fn rankless_findings(&self, position: usize, sink: &mut Sink) -> io::Result<()> {
+    /// The findings of no rank (a whole-run deadlock) on the process of the rank at `position`
+    /// in `timeline.ranks`, and, where `unheld_too` (a rank's own file, which names no process
+    /// it does not have), those of a rank the Timeline holds no records of as well.
+    pub fn rankless_findings(
+        &self,
+        position: usize,
+        unheld_too: bool,
+        sink: &mut Sink,
+    ) -> io::Result<()> {
         let pid = self
             .timeline
             .ranks
@@ -441,7 +447,47 @@ impl<'a> TraceContext<'a> {
             .map_or(1, |rank| pid(rank.rank));
         for finding in &self.timeline.findings {
             let held = (self.timeline.ranks.iter()).any(|rank| finding.concerns(rank.rank));
-            if !held {
+            if !held && (unheld_too || finding.rank.is_none()) {
+                self.finding(finding, pid, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The ranks the Timeline holds no records of but whose watchdog records or findings it
+    /// keeps (a summarised Timeline's, `--summary`, which keeps those of every rank), each on a
+    /// process of its own, `rank N (no records kept)`: its records and findings, with its own
+    /// text, as a rank's process has them.
+    pub fn unheld_ranks(&self, sink: &mut Sink) -> io::Result<()> {
+        // The ranks a record made for `rank` concerns: those it stands for, else its own.
+        fn own(rank: u32, stands_for: &RankSet) -> impl Iterator<Item = u32> + '_ {
+            let alone = stands_for.is_empty().then_some(rank);
+            alone.into_iter().chain(stands_for.iter())
+        }
+        let timeline = self.timeline;
+        let held = |rank: u32| (timeline.ranks.iter()).any(|r| r.rank == rank);
+        let mut ranks = BTreeSet::new();
+        for record in &timeline.watchdog {
+            ranks.extend(own(record.rank, &record.stands_for).filter(|&r| !held(r)));
+        }
+        for finding in &timeline.findings {
+            if let Some(rank) = finding.rank {
+                ranks.extend(own(rank, &finding.stands_for).filter(|&r| !held(r)));
+            }
+        }
+        for rank in ranks {
+            let pid = pid(rank);
+            let name = format!("rank {rank} (no records kept)");
+            sink.metadata("process_name", pid, 0, json!({ "name": name }))?;
+            sink.metadata("process_sort_index", pid, 0, json!({"sort_index": rank}))?;
+            sink.metadata(
+                "thread_name",
+                pid,
+                HOST_TID,
+                json!({"name": "host (python main thread)"}),
+            )?;
+            self.watchdog(rank, sink)?;
+            for finding in (timeline.findings.iter()).filter(|f| f.concerns(rank)) {
                 self.finding(finding, pid, sink)?;
             }
         }

@@ -70,7 +70,8 @@ pub fn write_chrome_trace(timeline: &Timeline, out: &mut dyn Write) -> io::Resul
         ids.wait_flow_base += rank.stream_waits.len() as u64;
         ids.runtime_correlation_base += events::RankIds::runtime_correlations(rank);
     }
-    context.rankless_findings(0, &mut sink)?;
+    context.unheld_ranks(&mut sink)?;
+    context.rankless_findings(0, false, &mut sink)?;
     let out = sink.finish()?;
     writeln!(out, "]}}")
 }
@@ -127,7 +128,7 @@ fn write_rank_trace_with(
         runtime_correlation_base: events::RankIds::launches(rank),
     };
     context.rank_events(position, ids, &mut sink)?;
-    context.rankless_findings(position, &mut sink)?;
+    context.rankless_findings(position, true, &mut sink)?;
     let out = sink.finish()?;
     writeln!(out, "\n  ]\n}}")
 }

@@ -8,6 +8,7 @@ use super::events::{listed_ranks, Launches};
 use super::*;
 use serde_json::{json, Value};
 use sim::timeline::{Finding, FindingKind, HostCall};
+use std::collections::BTreeSet;
 
 /// Two ranks, 3 iterations (the first a warm-up) of an async all_reduce, a GEMM and a wait.
 fn simulated(extra: &str) -> Timeline {
@@ -812,4 +813,119 @@ fn a_launch_alone_on_the_host_is_one_cuda_runtime_call() {
         .filter(|e| e["cat"] == "kernel")
         .count();
     assert_eq!(launches.len(), kernels);
+}
+
+#[test]
+fn a_record_for_several_ranks_is_drawn_on_each_with_its_own_rank() {
+    // Ranks 0, 2 and 3 log rank 1's error from the store alike: one watchdog record (and one
+    // heartbeat finding) for the three, drawn on each rank's process with that rank's text.
+    let scenario = sim::scenario::parse(
+        "ae.toml",
+        "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+         [env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[tensors]\ngrad = \"25MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nwait = \"w\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\n\
+         after_us = 5_000_000\n",
+    )
+    .unwrap();
+    let timeline = sim::engine::simulate(&scenario);
+    assert!(
+        (timeline.watchdog.iter()).any(|r| r.stands_for.count() == 3),
+        "the scenario makes one record for three ranks"
+    );
+    let trace = single_file(&timeline);
+    let mut drawn = 0;
+    for event in events(&trace)
+        .iter()
+        .filter(|e| e["cat"] == "watchdog" || e["cat"] == "finding")
+    {
+        let Some(message) = event["args"]["message"].as_str() else {
+            continue;
+        };
+        let rank = event["pid"].as_u64().unwrap() - 1;
+        assert!(
+            message.starts_with(&format!("[Rank {rank}]")),
+            "on rank {rank}'s track: {message}"
+        );
+        drawn += 1;
+    }
+    let remote = named(&trace, "remote_error");
+    assert_eq!(remote.len(), 3, "{remote:?}");
+    assert!(drawn > 6);
+}
+
+/// The four ranks of `a_record_for_several_ranks_is_drawn_on_each_with_its_own_rank`'s run,
+/// summarised, keeping the records `records_for` selects.
+fn summarised_async_error(records_for: &str) -> Timeline {
+    let scenario = sim::scenario::parse(
+        "ae.toml",
+        "[cluster]\nranks = 4\n[groups.world]\neager_init = true\n\
+         [env]\nTORCH_NCCL_PROPAGATE_ERROR = 1\n[tensors]\ngrad = \"25MiB\"\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+         [[op]]\nlabel = \"s\"\nranks = [0]\nsend = \"grad\"\npeer = 1\n\
+         [[op]]\nlabel = \"r\"\nranks = [1]\nrecv = \"grad\"\npeer = 0\n\
+         [[op]]\nwait = \"w\"\n[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"async_error\"\n\
+         after_us = 5_000_000\n",
+    )
+    .unwrap();
+    let options = sim::engine::Options {
+        summary: Some(sim::timeline::RecordSelection::parse(records_for).unwrap()),
+        ..Default::default()
+    };
+    sim::engine::simulate_with(&scenario, options).0
+}
+
+#[test]
+fn a_summarised_trace_draws_the_ranks_it_kept_no_records_of_on_their_own_processes() {
+    for records_for in ["ranks=0", "none"] {
+        let timeline = summarised_async_error(records_for);
+        assert!(timeline.summary.is_some());
+        let trace = single_file(&timeline);
+        let process_of = |pid: &Value| {
+            named(&trace, "process_name")
+                .into_iter()
+                .find(|e| &e["pid"] == pid)
+                .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        };
+        // Every watchdog record and finding the Timeline keeps is drawn, each on the process
+        // of a rank it concerns, named as that rank's.
+        let drawn = |cat: &str| {
+            (events(&trace).iter())
+                .filter(|e| e["cat"] == cat)
+                .map(|e| {
+                    let rank = e["pid"].as_u64().unwrap() - 1;
+                    let name = process_of(&e["pid"]).unwrap_or_default();
+                    assert!(
+                        name == format!("rank {rank}")
+                            || name.starts_with(&format!("rank {rank} (")),
+                        "{records_for}: {cat} on the process {name:?}: {e}"
+                    );
+                    if let Some(message) = e["args"]["message"].as_str() {
+                        assert!(message.contains(&format!("Rank {rank}]")), "{message}");
+                    }
+                    (rank, e["name"].as_str().unwrap().to_string())
+                })
+                .collect::<BTreeSet<_>>()
+        };
+        let watchdog = drawn("watchdog");
+        let findings = drawn("finding");
+        for record in &timeline.watchdog {
+            let event = serde_json::to_value(record.event).unwrap();
+            assert!(
+                watchdog.contains(&(u64::from(record.rank), event.as_str().unwrap().to_string())),
+                "{records_for}: {record:?} not drawn: {watchdog:?}"
+            );
+        }
+        for finding in &timeline.findings {
+            let rank = finding.rank.unwrap();
+            assert!(
+                findings.contains(&(u64::from(rank), finding.kind.as_str().to_string())),
+                "{records_for}: {finding:?} not drawn: {findings:?}"
+            );
+        }
+        assert!(timeline
+            .watchdog
+            .iter()
+            .any(|r| r.event == sim::timeline::WatchdogEvent::Warning));
+    }
 }

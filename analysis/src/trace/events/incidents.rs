@@ -29,11 +29,11 @@ impl TraceContext<'_> {
 
     /// The watchdog's, the heartbeat monitor's and the main thread's steps (R26–R29), and the
     /// watchdog's sleep for the dumps (R27).
-    pub(super) fn watchdog(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
-        let pid = pid(rank.rank);
+    pub(super) fn watchdog(&self, rank: u32, sink: &mut Sink) -> io::Result<()> {
+        let pid = pid(rank);
         let records = &self.timeline.watchdog;
         let mut named_threads = Vec::new();
-        for record in records.iter().filter(|r| r.concerns(rank.rank)) {
+        for record in records.iter().filter(|r| r.concerns(rank)) {
             let group = usize::from(record.group.unwrap_or(0));
             let (tid, thread) = match record.thread {
                 ThreadKind::Main => (HOST_TID, "main"),
@@ -61,11 +61,16 @@ impl TraceContext<'_> {
                 name.as_str().unwrap_or_default(),
                 (pid, tid),
                 record.at_ns,
-                json!({"message": record.message}),
+                json!({"message": as_logged_by(
+                    &record.message,
+                    record.rank,
+                    &record.stands_for,
+                    rank
+                )}),
             )?;
             let acted = records.iter().find(|r| {
                 (r.group, r.thread) == (record.group, record.thread)
-                    && r.concerns(rank.rank)
+                    && r.concerns(rank)
                     && r.at_ns > record.at_ns
                     && matches!(
                         r.event,
@@ -86,11 +91,53 @@ impl TraceContext<'_> {
         Ok(())
     }
 
+    /// `finding` on the process `pid`: where it stands for several ranks and `pid` is one
+    /// of theirs, with that rank's own text.
     pub(super) fn finding(&self, finding: &Finding, pid: u64, sink: &mut Sink) -> io::Result<()> {
+        let rank = (pid - 1) as u32;
+        let own;
+        let finding = if finding.rank != Some(rank) && finding.stands_for.contains(rank) {
+            own = finding.narrowed_to(RankSet::range(rank, rank));
+            &own
+        } else {
+            finding
+        };
         sink.event(&json!({"ph": "i", "s": "g", "cat": "finding",
             "name": finding.kind.as_str(), "pid": pid, "tid": HOST_TID,
             "ts": sink.time(finding_time_ns(self.timeline, finding)),
             "args": {"message": finding.message, "iteration": finding.iteration}}))
+    }
+}
+
+/// `message`, logged by `rank` for every rank of `stands_for` too (a record made once for ranks
+/// that behave alike), as `member`, one of them, logged it: the rank that closes its opening
+/// bracket (`[Rank r]`, PyTorch's `[PG ID 0 PG GUID 0(default_pg) Rank r]`) is `member`, and
+/// where it names the process-group ranks of all (a store timeout's `[1-3]`), it names
+/// `member`'s own — as `Timeline::expand` rewrites a class's exceptions.
+pub(super) fn as_logged_by(message: &str, rank: u32, stands_for: &RankSet, member: u32) -> String {
+    let mut message = message.to_string();
+    if member == rank || !stands_for.contains(member) {
+        return message;
+    }
+    if let Some((span, named)) = group_ranks_in(&message) {
+        let index = stands_for.iter().position(|r| r == member);
+        let own = index.and_then(|index| named.iter().nth(index));
+        if let (Some(own), true) = (own, named.count() == stands_for.count()) {
+            message.replace_range(span, &own.to_string());
+        }
+    }
+    let opening = message
+        .starts_with('[')
+        .then(|| message.find(']'))
+        .flatten();
+    let named_rank = format!("Rank {rank}");
+    match opening {
+        Some(end) if message[..end].ends_with(&named_rank) => {
+            let start = end - named_rank.len();
+            message.replace_range(start..end, &format!("Rank {member}"));
+            message
+        }
+        _ => message,
     }
 }
 

@@ -1,0 +1,106 @@
+//! The watchdog's, the heartbeat monitor's and the main thread's records (R15, R26–R29, R31)
+//! on both sides of a diff (docs/diff.md): per rank, thread and event, how many each side
+//! logged and when the first was. A record made once for several ranks (`stands_for`) is each
+//! of theirs.
+
+use super::{exceeds_us, lines_by_ranks, DiffOptions};
+use serde::{Deserialize, Serialize};
+use sim::timeline::Timeline;
+use std::collections::BTreeMap;
+
+/// One rank's records of one thread and event that the two sides do not share: not as many,
+/// or the first of them at times further apart than the tolerances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchdogDisagreement {
+    pub rank: u32,
+    /// `main`, `watchdog` or `heartbeat_monitor`, as the Timeline names it.
+    pub thread: String,
+    /// The record's `event` (`remote_error`, `warning`, `timeout`, …).
+    pub event: String,
+    pub a_count: usize,
+    pub b_count: usize,
+    /// The first record's time on each side; `None`: that side has none.
+    pub a_first_ns: Option<u64>,
+    pub b_first_ns: Option<u64>,
+}
+
+/// Per (rank, thread, event): the count and the first time.
+type Logged = BTreeMap<(u32, String, String), (usize, u64)>;
+
+fn name(value: impl Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn logged(timeline: &Timeline) -> Logged {
+    let mut logged = Logged::new();
+    for record in &timeline.watchdog {
+        let (thread, event) = (name(record.thread), name(record.event));
+        let own = [record.rank]
+            .into_iter()
+            .filter(|_| record.stands_for.is_empty());
+        for rank in own.chain(record.stands_for.iter()) {
+            let entry = logged
+                .entry((rank, thread.clone(), event.clone()))
+                .or_insert((0, record.at_ns));
+            entry.0 += 1;
+            entry.1 = entry.1.min(record.at_ns);
+        }
+    }
+    logged
+}
+
+/// The records the two sides do not share, by rank, thread and event.
+pub(super) fn compare(
+    a: &Timeline,
+    b: &Timeline,
+    options: &DiffOptions,
+) -> Vec<WatchdogDisagreement> {
+    let (logged_a, logged_b) = (logged(a), logged(b));
+    let mut keys: Vec<&(u32, String, String)> = logged_a.keys().chain(logged_b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|key| {
+            let (a, b) = (logged_a.get(key), logged_b.get(key));
+            let (a_count, b_count) = (a.map_or(0, |a| a.0), b.map_or(0, |b| b.0));
+            let (a_first_ns, b_first_ns) = (a.map(|a| a.1), b.map(|b| b.1));
+            let moved = match (a_first_ns, b_first_ns) {
+                (Some(x), Some(y)) => exceeds_us(options, x as f64 / 1e3, y as f64 / 1e3),
+                _ => false,
+            };
+            (a_count != b_count || moved).then(|| WatchdogDisagreement {
+                rank: key.0,
+                thread: key.1.clone(),
+                event: key.2.clone(),
+                a_count,
+                b_count,
+                a_first_ns,
+                b_first_ns,
+            })
+        })
+        .collect()
+}
+
+/// The disagreements as the report writes them, ranks that differ alike on one line.
+pub(super) fn lines(disagreements: &[WatchdogDisagreement]) -> Vec<String> {
+    let side = |count: usize, first_ns: Option<u64>| match first_ns {
+        Some(first_ns) => format!("{count} (first at {:.6} s)", first_ns as f64 / 1e9),
+        None => "none".to_string(),
+    };
+    lines_by_ranks(disagreements.iter().map(|d| {
+        (
+            d.rank,
+            "watchdog (".to_string(),
+            format!(
+                "): {} {}: A {}, B {}",
+                d.thread,
+                d.event,
+                side(d.a_count, d.a_first_ns),
+                side(d.b_count, d.b_first_ns)
+            ),
+        )
+    }))
+}
