@@ -5,7 +5,7 @@
 //! host calls, kernels and stream waits here; `record_param_comms` in [`comms`]; races, the
 //! watchdog's steps and the findings in [`incidents`].
 //!
-//! About 840 lines in one piece: host calls, kernel launches, kernels and stream waits (those
+//! About 920 lines in one piece: host calls, kernel launches, kernels and stream waits (those
 //! released and those never released) share the correlation ids and flow arrows numbered here,
 //! so they are written together.
 
@@ -55,6 +55,19 @@ fn launch_alone(key: &str) -> bool {
 
 /// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
 const LISTED_RANKS: usize = 30;
+
+/// A rank's process in the trace, named `name` and sorted by its rank, with its host thread.
+fn rank_process(rank: u32, name: &str, sink: &mut Sink) -> io::Result<()> {
+    let pid = pid(rank);
+    sink.metadata("process_name", pid, 0, json!({ "name": name }))?;
+    sink.metadata("process_sort_index", pid, 0, json!({"sort_index": rank}))?;
+    sink.metadata(
+        "thread_name",
+        pid,
+        HOST_TID,
+        json!({"name": "host (python main thread)"}),
+    )
+}
 
 fn pid(rank: u32) -> u64 {
     u64::from(rank) + 1
@@ -359,24 +372,7 @@ impl<'a> TraceContext<'a> {
     pub fn rank_events(&self, position: usize, ids: RankIds, sink: &mut Sink) -> io::Result<()> {
         let rank = &self.timeline.ranks[position];
         let pid = pid(rank.rank);
-        sink.metadata(
-            "process_name",
-            pid,
-            0,
-            json!({"name": format!("rank {}", rank.rank)}),
-        )?;
-        sink.metadata(
-            "process_sort_index",
-            pid,
-            0,
-            json!({"sort_index": rank.rank}),
-        )?;
-        sink.metadata(
-            "thread_name",
-            pid,
-            HOST_TID,
-            json!({"name": "host (python main thread)"}),
-        )?;
+        rank_process(rank.rank, &format!("rank {}", rank.rank), sink)?;
         for (index, stream) in rank.streams.iter().enumerate() {
             let priority = if stream.high_priority {
                 ", high priority"
@@ -477,15 +473,7 @@ impl<'a> TraceContext<'a> {
         }
         for rank in ranks {
             let pid = pid(rank);
-            let name = format!("rank {rank} (no records kept)");
-            sink.metadata("process_name", pid, 0, json!({ "name": name }))?;
-            sink.metadata("process_sort_index", pid, 0, json!({"sort_index": rank}))?;
-            sink.metadata(
-                "thread_name",
-                pid,
-                HOST_TID,
-                json!({"name": "host (python main thread)"}),
-            )?;
+            rank_process(rank, &format!("rank {rank} (no records kept)"), sink)?;
             self.watchdog(rank, sink)?;
             for finding in (timeline.findings.iter()).filter(|f| f.concerns(rank)) {
                 self.finding(finding, pid, sink)?;
