@@ -13,7 +13,7 @@
 //! finished (`diff/unfinished.rs`); the watchdog's and the main thread's records, per rank,
 //! thread and event (`diff/watchdog.rs`). Pure: Timelines in, a [`Diff`] out.
 //!
-//! Over 1,000 lines (about 1,050; its tests are in `diff/tests.rs`): the three comparisons (op
+//! Over 1,000 lines (about 1,070; its tests are in `diff/tests.rs`): the three comparisons (op
 //! times, metrics, orderings) and the text rendering share the `Diff` types and the alignment of
 //! ops; the renderer (`render_diff` onwards, ~110 lines) is the piece to move out if it grows.
 

@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 2,176 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 2,190 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling

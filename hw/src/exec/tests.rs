@@ -1,7 +1,7 @@
 //! The executor against the recording fake device: which GPU calls each step becomes, faults,
 //! the run log and the Timeline's assembly, without a GPU.
 //!
-//! About 1,540 lines in one file: every test drives the same `Executor` over the same fake
+//! About 1,560 lines in one file: every test drives the same `Executor` over the same fake
 //! device and shares its helpers (`run_fake_log`, `fake_and_simulated`); a split by step kind
 //! would scatter those comparisons with the simulator.
 
