@@ -613,3 +613,32 @@ fn watchdog_records_on_one_side_only_are_a_difference() {
         result.exceeded
     );
 }
+
+#[test]
+fn watchdog_records_are_compared_from_each_sides_program_start() {
+    // A measured run's clock starts before its setup: the same run with every time 0.4 s
+    // later (host calls and records alike) logs nothing the other does not; the records alone
+    // 0.4 s later are a difference.
+    let a = async_error(1);
+    let shift = |timeline: &mut Timeline, host_too: bool| {
+        for record in &mut timeline.watchdog {
+            record.at_ns += 400_000_000;
+        }
+        if host_too {
+            for rank in &mut timeline.ranks {
+                for call in &mut rank.host {
+                    call.start_ns += 400_000_000;
+                    call.end_ns += 400_000_000;
+                }
+            }
+        }
+    };
+    let mut later = a.clone();
+    shift(&mut later, true);
+    let result = diff(&a, &later, &DiffOptions::default());
+    assert!(result.watchdog_disagreements.is_empty(), "{result:#?}");
+    let mut records_later = a.clone();
+    shift(&mut records_later, false);
+    let result = diff(&a, &records_later, &DiffOptions::default());
+    assert!(!result.watchdog_disagreements.is_empty());
+}

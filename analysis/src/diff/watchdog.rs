@@ -6,7 +6,7 @@
 use super::{exceeds_us, lines_by_ranks, DiffOptions};
 use serde::{Deserialize, Serialize};
 use sim::timeline::Timeline;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// One rank's records of one thread and event that the two sides do not share: not as many,
 /// or the first of them at times further apart than the tolerances.
@@ -52,6 +52,22 @@ fn logged(timeline: &Timeline) -> Logged {
     logged
 }
 
+/// When each rank's program made its first host call, and the earliest of all ranks (for a
+/// rank a record stands for that kept no host calls): a measured run's clock starts before its
+/// setup (a GPU's first communicator takes ~0.4 s there), the simulator's at the program, so
+/// first times are compared from these starts, as the op table compares times from each
+/// iteration's start.
+fn program_starts(timeline: &Timeline) -> (HashMap<u32, u64>, u64) {
+    let starts: HashMap<u32, u64> = (timeline.ranks.iter())
+        .filter_map(|rank| {
+            let first = rank.host.iter().map(|call| call.start_ns).min()?;
+            Some((rank.rank, first))
+        })
+        .collect();
+    let earliest = starts.values().copied().min().unwrap_or(0);
+    (starts, earliest)
+}
+
 /// The records the two sides do not share, by rank, thread and event.
 pub(super) fn compare(
     a: &Timeline,
@@ -59,6 +75,11 @@ pub(super) fn compare(
     options: &DiffOptions,
 ) -> Vec<WatchdogDisagreement> {
     let (logged_a, logged_b) = (logged(a), logged(b));
+    let (starts_a, starts_b) = (program_starts(a), program_starts(b));
+    let since_start = |(starts, earliest): &(HashMap<u32, u64>, u64), rank: u32, ns: u64| {
+        let start = starts.get(&rank).copied().unwrap_or(*earliest);
+        (ns as f64 - start as f64) / 1e3
+    };
     let mut keys: Vec<&(u32, String, String)> = logged_a.keys().chain(logged_b.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -68,7 +89,11 @@ pub(super) fn compare(
             let (a_count, b_count) = (a.map_or(0, |a| a.0), b.map_or(0, |b| b.0));
             let (a_first_ns, b_first_ns) = (a.map(|a| a.1), b.map(|b| b.1));
             let moved = match (a_first_ns, b_first_ns) {
-                (Some(x), Some(y)) => exceeds_us(options, x as f64 / 1e3, y as f64 / 1e3),
+                (Some(x), Some(y)) => exceeds_us(
+                    options,
+                    since_start(&starts_a, key.0, x),
+                    since_start(&starts_b, key.0, y),
+                ),
                 _ => false,
             };
             (a_count != b_count || moved).then(|| WatchdogDisagreement {
