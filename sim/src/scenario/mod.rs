@@ -2691,13 +2691,12 @@ fn uncovered(coverage: &Coverage, ranks: &Option<Vec<u32>>, rank_count: u32) -> 
     if set.is_empty() && ranks.is_none() {
         return Some("every rank".to_string());
     }
-    let wanted: Vec<u32> = match ranks {
-        Some(list) => list.clone(),
-        None => (0..rank_count).collect(),
-    };
-    (wanted.into_iter())
-        .find(|rank| !set.contains(rank))
-        .map(|rank| format!("rank {rank}"))
+    let lacks = |rank: &u32| !set.contains(rank);
+    match ranks {
+        Some(list) => list.iter().copied().find(lacks),
+        None => (0..rank_count).find(lacks),
+    }
+    .map(|rank| format!("rank {rank}"))
 }
 /// Every tensor an op names: its declared reads and writes, and those of its kind (a
 /// functional collective's result too).
