@@ -1,7 +1,7 @@
 //! The command line: bad input names file, line and column and exits 2; outputs are
 //! deterministic; `check` validates the catalogue.
 //!
-//! Over 1,000 lines (about 1,280): one table of bad inputs and one test per command-line
+//! Over 1,000 lines (about 1,300): one table of bad inputs and one test per command-line
 //! behaviour, sharing the table's helpers; the next split is by command (run, sweep, diff).
 
 use crate::util::{c10dsim, stderr, stdout};

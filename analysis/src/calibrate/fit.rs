@@ -4,7 +4,7 @@
 //! collectives' kernel times (R24, in `calibrate/network.rs`), and the one-rank floor and NCCL launch latency from timed
 //! Works (R6) — each value with its residual.
 //!
-//! One file over 1,000 lines (about 1,150): every estimator shares the run selection (warm calls, torch
+//! One file over 1,000 lines (about 1,190): every estimator shares the run selection (warm calls, torch
 //! Timelines, busy or idle streams) and the median helpers, and `calibrate` orders them (the
 //! tail and the shortest call before the enqueue, the event-free floor before the launch
 //! latency); split along parameter families when a next one is added.

@@ -1,7 +1,7 @@
 //! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
 //! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
 //!
-//! Over 1,000 lines (about 1,140), kept whole: it is the one data model every engine, `analysis` and the
+//! Over 1,000 lines (about 1,180), kept whole: it is the one data model every engine, `analysis` and the
 //! Python side read (`c10dsim resolve --json` serialises it), a flat set of plain structs of
 //! which about a third is doc comments on their fields; split, the one definition of the
 //! resolved scenario would be scattered.
