@@ -154,27 +154,12 @@ impl Engine<'_> {
     /// PyTorch's warning at an unbatched send or receive on the eager world (R11), logged by
     /// the main thread at the call; once per class of ranks that behave alike.
     fn warn_eager_p2p(&mut self, rank: u32, group: GroupId) {
-        if !self.classes.reports(rank) {
-            return;
-        }
-        let class = self.classes.class_members(rank);
-        let rank_id = self.classes.rank_of(rank);
-        self.warnings.push(WatchdogRecord {
-            rank: rank_id,
-            group: Some(group as u16),
-            thread: ThreadKind::Main,
-            event: WatchdogEvent::Warning,
-            at_ns: self.ranks[rank as usize].host_ns,
-            message: crate::pg::work::eager_p2p_serialization_warning(
-                rank_id,
-                self.scenario.groups[group].ranks.len(),
-            ),
-            stands_for: if class.count() > 1 {
-                class.clone()
-            } else {
-                RankSet::default()
-            },
-        });
+        let message = crate::pg::work::eager_p2p_serialization_warning(
+            self.classes.rank_of(rank),
+            self.scenario.groups[group].ranks.len(),
+        );
+        let at_ns = self.ranks[rank as usize].host_ns;
+        self.failure.warn(rank, group, at_ns, message);
     }
 
     /// Adds a step to the log of the rank whose steps were asked for.

@@ -256,8 +256,6 @@ struct Engine<'s> {
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
     plans: FxHashMap<(usize, u64), CollectivePlan>,
     findings: Vec<Finding>,
-    /// The warnings PyTorch's main threads logged (R11), merged into the watchdog's log.
-    warnings: Vec<WatchdogRecord>,
     /// Faults, watchdogs, heartbeat monitors, the store, the end of a process (R26–R29, R31).
     failure: Failure<'s>,
     /// The failure component's commands being applied (kept to reuse the buffer).
@@ -387,7 +385,6 @@ impl<'s> Engine<'s> {
             gemm_ns_by_op,
             compute_sms_by_op,
             findings: Vec::new(),
-            warnings: Vec::new(),
             failure: Failure::new(scenario, Rc::clone(&classes)),
             classes,
             commands: Vec::new(),
@@ -619,12 +616,7 @@ impl<'s> Engine<'s> {
             .machine
             .insert("gpu".into(), scenario.cluster.gpu.preset.clone());
         let scenario = self.scenario;
-        let mut watchdog = self.failure.into_records();
-        if !self.warnings.is_empty() {
-            // The failure component's records come sorted; the warnings go in among them.
-            watchdog.extend(self.warnings);
-            watchdog.sort_by_key(|r| (r.at_ns, r.rank));
-        }
+        let watchdog = self.failure.into_records();
         // Each rank's first Dump record (one pass: a hang's every rank dumps).
         let mut dumped_at: FxHashMap<u32, u64> = FxHashMap::default();
         for record in &watchdog {

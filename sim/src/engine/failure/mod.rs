@@ -735,6 +735,24 @@ impl<'s> Failure<'s> {
         });
     }
 
+    /// A warning PyTorch's main thread logs (R11's eager send/recv), among the side threads'
+    /// records.
+    pub(in crate::engine) fn warn(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        at_ns: u64,
+        message: String,
+    ) {
+        self.note(
+            rank,
+            Some(group),
+            (ThreadKind::Main, WatchdogEvent::Warning),
+            at_ns,
+            message,
+        );
+    }
+
     fn note(
         &mut self,
         rank: u32,
