@@ -234,7 +234,7 @@ impl Engine<'_> {
         // the copy is not made once every communicator of the rank exists.
         // Boxed and written only when it changes: a copy of the large state moved in and out at
         // every op cost about 170 instructions an op.
-        if op.catch && state.pg.communicators_pending() {
+        if op.catch && state.pg.communicators_pending(scenario) {
             state.pg_before_op = Some(Box::new(state.pg.clone()));
         } else if state.pg_before_op.is_some() {
             state.pg_before_op = None;

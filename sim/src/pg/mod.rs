@@ -51,8 +51,6 @@ pub struct ProcessGroupNccl {
     /// Per group: whether the communicator exists (the prologue's eager init, or an earlier
     /// collective).
     initialised: Vec<bool>,
-    /// Per group: the group whose communicator its calls use (`Scenario::communicator`, R11).
-    communicator: Vec<GroupId>,
     /// Whether PyTorch warned of an unbatched send, and of an unbatched receive, on an eager
     /// world (R11): `TORCH_WARN_ONCE` in the function template `pointToPoint`, whose send and
     /// receive are two instantiations, each with its own once.
@@ -153,9 +151,6 @@ impl ProcessGroupNccl {
             group_stream: streams::group_streams(scenario, rank),
             group_seq: vec![0; scenario.groups.len()],
             initialised: vec![false; scenario.groups.len()],
-            communicator: (0..scenario.groups.len())
-                .map(|group| scenario.communicator(group))
-                .collect(),
             warned_eager_p2p: [false; 2],
             any_communicator: false,
             gemm_dtypes: Vec::new(),
@@ -289,16 +284,12 @@ impl ProcessGroupNccl {
 
     /// Whether a group this rank belongs to has no communicator yet, so that an op could still
     /// create one (R8) and raise in its creation (R29).
-    pub fn communicators_pending(&self) -> bool {
-        (self
-            .initialised
-            .iter()
-            .zip(&self.group_stream)
-            .zip(&self.communicator))
-        .enumerate()
-        .any(|(group, ((created, stream), &communicator))| {
-            !created && stream.is_some() && communicator == group
-        })
+    pub fn communicators_pending(&self, scenario: &Scenario) -> bool {
+        (self.initialised.iter().zip(&self.group_stream))
+            .enumerate()
+            .any(|(group, (created, stream))| {
+                !created && stream.is_some() && scenario.communicator(group) == group
+            })
     }
 
     /// The group's internal NCCL stream on this rank (R9).
