@@ -876,18 +876,7 @@ impl<'a, D: Device> Executor<'a, D> {
             self.note_group(Some(group), thread, event, at_ns, left_alone);
             return Ok(());
         }
-        if handling.verdict {
-            return self.aborted_by_watchdog(group, early);
-        }
-        self.abort_pending_works_of_process_group(group)?;
-        let at_ns = self.device.now_ns();
-        self.watchdog_aborts(group, at_ns, early);
-        let name = &self.scenario.groups[group].name;
-        let returned = work::watchdog_abort_returned(rank, mode, name);
-        let thread = ThreadKind::Watchdog;
-        let event = WatchdogEvent::AbortReturned;
-        self.note_group(Some(group), thread, event, at_ns, returned);
-        Ok(())
+        self.aborted_by_watchdog(group, early, handling.verdict)
     }
 
     /// The program caught (`catch = true`) the exception `op` raised at `at_ns`, in
@@ -1167,18 +1156,29 @@ impl<'a, D: Device> Executor<'a, D> {
     /// thread (a later call on any of them raises, `Step::CheckComm`), the abort and its
     /// return are logged in the simulator's words, and the watchdog goes on, done with every
     /// Work of the process group.
-    fn aborted_by_watchdog(&mut self, failed: usize, early: &str) -> Result<(), HwError> {
+    ///
+    /// Without a `verdict` of its own (the error found at the raise of a caught polling wait,
+    /// whose main thread's abort returned already), the return is logged at once and the
+    /// device's watchdog, which gave no verdict, has nothing to resume.
+    fn aborted_by_watchdog(
+        &mut self,
+        failed: usize,
+        early: &str,
+        verdict: bool,
+    ) -> Result<(), HwError> {
         let (rank, mode) = (self.plan.rank, self.scenario.env.async_error_handling);
         self.abort_pending_works_of_process_group(failed)?;
         let at_ns = self.device.now_ns();
         self.watchdog_aborts(failed, at_ns, early);
-        let returned_ns = self.device.now_ns();
+        let returned_ns = if verdict { self.device.now_ns() } else { at_ns };
         let name = &self.scenario.groups[failed].name;
         let returned = work::watchdog_abort_returned(rank, mode, name);
         let (thread, event) = (ThreadKind::Watchdog, WatchdogEvent::AbortReturned);
         self.note_group(Some(failed), thread, event, returned_ns, returned);
-        for group in self.groups_of_process_group(failed) {
-            self.device.watchdog_resumed(group);
+        if verdict {
+            for group in self.groups_of_process_group(failed) {
+                self.device.watchdog_resumed(group);
+            }
         }
         Ok(())
     }
