@@ -6,7 +6,7 @@
 //!
 //! [`crate::cuda::CudaDevice`] is the thin real implementation of [`Device`]; the unit tests
 //! use the recording [`crate::fake`] device (`exec/tests.rs`), so the mapping of steps onto GPU
-//! calls is checked without a GPU. (About 2,190 lines, over 1,000: the steps, the faults hw
+//! calls is checked without a GPU. (About 2,160 lines, over 1,000: the steps, the faults hw
 //! injects and the run log. Kept as one piece because every step arm, the injected faults and
 //! the run log share the executor's live CUDA handles and its log's ordering, which the
 //! engine-equivalence test compares call by call; moving the run log and the fault handling
@@ -22,7 +22,7 @@ use sim::lifetime::{
     CACHE_RELEASE_DID_NOT_HELP,
 };
 use sim::pg::faults::{died, fault_reached, host_effect, CollectiveFate, HostEffect, RankFaults};
-use sim::pg::work::NcclAsyncError;
+use sim::pg::work::{NcclAsyncError, WorkErrors};
 /// A kernel the executor launches: the lowering's own (a spin of `duration_ns` by
 /// `%globaltimer`, each block alone on its SM with `own_sm`; or a cuBLAS GEMM).
 pub use sim::pg::Kernel;
@@ -444,16 +444,9 @@ pub struct Executor<'a, D: Device> {
     /// and op, which the finding names, as the simulator's does, and the group of the Work it
     /// raised for, which the process's exit record names.
     wait_raised: Option<(u32, OpRef, usize)>,
-    /// The error instant of every Work an NCCL async error failed, by its end event (R27).
-    failed_ends: HashMap<Ev, u64>,
-    /// Per communicator (`Scenario::communicator`): its NCCL async error, the earliest of `failed_ends` on it,
-    /// and the end event of the Work it failed under; every Work of the communicator sees it
-    /// ([`work::poll_error_ns`], R27).
-    comm_errors: HashMap<usize, (u64, Ev)>,
-    /// The NCCL async error each program's Work stored through its own `isCompleted()`, by
-    /// its end event ([`work::stored_error_ns`], R27): a `wait()` on it raises; the
-    /// watchdog's findings stay in its copies of the Works.
-    stored_errors: HashMap<Ev, u64>,
+    /// The NCCL async errors (R27) of the Works, by end event, and of the communicators, by
+    /// group (`Scenario::communicator`).
+    errors: WorkErrors<Ev, usize>,
     /// Per group: whether the main thread aborted its communicator after a wait's timeout
     /// (R15); a later collective on it raises before it issues anything (R27).
     aborted: Vec<bool>,
@@ -511,9 +504,7 @@ impl<'a, D: Device> Executor<'a, D> {
             pg: ProcessGroupNccl::new(scenario, plan.rank),
             faults: RankFaults::new(scenario, plan.rank),
             wait_raised: None,
-            failed_ends: HashMap::new(),
-            stored_errors: HashMap::new(),
-            comm_errors: HashMap::new(),
+            errors: WorkErrors::default(),
             remote_error_reads: Vec::new(),
             group_error_ns: HashMap::new(),
             aborted: vec![false; scenario.groups.len()],
@@ -1439,7 +1430,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 // error (its own `is_completed()` found it) aborts the communicator, then
                 // raises (R15, R27); the watchdog's finding stays in its copy of the Work.
                 let end = self.works[collective as usize].end;
-                if let Some(&error_ns) = self.stored_errors.get(&end) {
+                if let Some(error_ns) = self.errors.stored_error_ns(end) {
                     let completed = self.device.query(end)?;
                     self.wait_aborts(iteration, op, (collective, completed), Some(error_ns))?;
                 }
@@ -1465,7 +1456,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let event = self.slots[slot as usize].0;
                 let fired = self.device.query(event)?;
                 let error_ns = self.poll_error_ns(event);
-                self.program_polled(event, error_ns, host_ns);
+                self.errors.program_polled(event, error_ns, host_ns);
                 let completed = work::is_completed(fired, error_ns, host_ns);
                 self.log.queries.push(QueryRecord {
                     iteration,
@@ -1488,7 +1479,7 @@ impl<'a, D: Device> Executor<'a, D> {
                 let error_ns = self.poll_error_ns(event);
                 // The barrier's own `isCompleted()` stores the error it finds, and the wait
                 // then aborts the communicator and raises (R14, R27).
-                if let Some(error_ns) = self.program_polled(event, error_ns, host_ns) {
+                if let Some(error_ns) = self.errors.program_polled(event, error_ns, host_ns) {
                     self.wait_aborts(iteration, op, (collective, fired), Some(error_ns))?;
                 } else if !work::is_completed(fired, error_ns, host_ns) {
                     self.device.stream_sync(stream)?;
@@ -1858,12 +1849,8 @@ impl<'a, D: Device> Executor<'a, D> {
         );
         if let Some(after_ns) = issued.async_error {
             let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);
-            self.failed_ends.insert(end, error_ns);
             let communicator = self.scenario.communicator(call.group);
-            let comm_error = (self.comm_errors.entry(communicator)).or_insert((error_ns, end));
-            if error_ns < comm_error.0 {
-                *comm_error = (error_ns, end);
-            }
+            self.errors.work_failed(end, communicator, error_ns);
         }
         if let Some((after_ns, from_rank)) = issued.remote_error {
             let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);
@@ -1946,19 +1933,16 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// The NCCL async error a poll of the Work of end event `end` finds from its instant on
-    /// (R27, [`work::poll_error_ns`]): the Work's own, or its communicator's while that is not
-    /// aborted.
+    /// (R27, [`WorkErrors::poll_error_ns`]): the Work's own, or its communicator's while that
+    /// is not aborted.
     fn poll_error_ns(&self, end: Ev) -> Option<u64> {
-        if self.comm_errors.is_empty() {
-            // Most runs: no fault failed a Work.
-            return None;
-        }
-        let group = self.works.iter().find(|work| work.end == end)?.group;
-        let communicator = self.scenario.communicator(group);
-        work::poll_error_ns(
-            self.failed_ends.get(&end).copied(),
-            (self.comm_errors.get(&communicator)).map(|&(error_ns, _)| error_ns),
-            self.aborted[communicator],
+        self.errors.poll_error_ns(
+            end,
+            || {
+                let group = self.works.iter().find(|work| work.end == end)?.group;
+                Some(self.scenario.communicator(group))
+            },
+            |communicator| self.aborted[communicator],
         )
     }
 
@@ -1996,7 +1980,7 @@ impl<'a, D: Device> Executor<'a, D> {
             }
             // The poll's `isCompleted()` stores the error it finds in the Work (R27); the wait
             // raises the one stored.
-            let stored_ns = self.program_polled(end, error_ns, now_ns);
+            let stored_ns = self.errors.program_polled(end, error_ns, now_ns);
             if error_ns.is_some() || work::timed_out(enqueue_ns, limit_ns, now_ns) {
                 let raised_error_ns = error_ns.and(stored_ns);
                 return self.wait_aborts(iteration, op, (collective, completed), raised_error_ns);
@@ -2054,8 +2038,8 @@ impl<'a, D: Device> Executor<'a, D> {
             // watchdog's poll would meet again after the abort: it is done with the group's
             // Works, as after its own handling. It names the Work the network failed under,
             // whichever Work the wait was on (R27).
-            let failed_under = (self.comm_errors.get(&self.scenario.communicator(group)))
-                .map_or(end, |&(_, under)| under);
+            let communicator = self.scenario.communicator(group);
+            let failed_under = self.errors.failed_under(communicator).unwrap_or(end);
             if self.found_at_the_raise(failed_under, NcclAsyncError::Remote, op.catch) {
                 self.device.watchdog_resumed(group);
             }
@@ -2132,19 +2116,6 @@ impl<'a, D: Device> Executor<'a, D> {
             self.handles_later(Some(watchdog), at_ns, traced, false);
         }
         true
-    }
-
-    /// An `isCompleted()` on the program's Work of end event `end` at `now_ns` (the program's
-    /// `is_completed()`, a polling wait's poll, a barrier's wait) that finds `poll_error_ns`
-    /// ([`Self::poll_error_ns`]): the Work stores the error found by then, and keeps it
-    /// ([`work::stored_error_ns`], R27): the error it holds now, which a wait raises.
-    fn program_polled(&mut self, end: Ev, poll_error_ns: Option<u64>, now_ns: u64) -> Option<u64> {
-        let stored_ns = self.stored_errors.get(&end).copied();
-        let error_ns = work::stored_error_ns(stored_ns, poll_error_ns, now_ns);
-        if let Some(error_ns) = error_ns {
-            self.stored_errors.insert(end, error_ns);
-        }
-        error_ns
     }
 
     /// `wait()` on the Work of `collective`, failed by an NCCL async error at `error_ns`, raises

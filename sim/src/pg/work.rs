@@ -6,6 +6,8 @@
 //! simulated ones, `hw` with its host clock's.
 
 use crate::scenario::{Env, ErrorHandling, Op, Scenario};
+use rustc_hash::FxHashMap;
+use std::hash::Hash;
 
 /// The watchdog's poll interval (`kWatchdogThreadSleepMillis`, R26).
 pub const WATCHDOG_POLL_NS: u64 = 100_000_000;
@@ -185,6 +187,109 @@ pub fn stored_error_ns(
 /// `work.is_completed()` at `now_ns` (R13, R27): its end event fired, or it failed.
 pub fn is_completed(end_fired: bool, error_ns: Option<u64>, now_ns: u64) -> bool {
     end_fired || failed_by(error_ns, now_ns)
+}
+
+/// One engine's bookkeeping of NCCL async errors (R27), by its own keys: `W` names a Work
+/// (the simulator's rank and collective record, `hw`'s end event), `C` a communicator on the
+/// rank (`Scenario::communicator`; the simulator's with its rank). It holds each failed Work's
+/// error instant, each communicator's earliest error and the Work it failed under, and the
+/// error each program's Work stored through its own `isCompleted()`; the rules over them are
+/// [`poll_error_ns`] and [`stored_error_ns`]. Both engines keep one.
+pub struct WorkErrors<W, C> {
+    /// Each Work an NCCL async error failed (an `async_error` fault under it) → the instant
+    /// NCCL reports it ([`async_error_ns`]).
+    failed: FxHashMap<W, u64>,
+    /// Each communicator → its NCCL async error, the earliest of `failed` on it, and the
+    /// Work it failed under. Every Work of the communicator sees it ([`poll_error_ns`]).
+    communicators: FxHashMap<C, (u64, W)>,
+    /// Each program's Work → the error it stored through its own `isCompleted()`
+    /// ([`stored_error_ns`]); the watchdog's findings stay in its copies of the Works.
+    stored: FxHashMap<W, u64>,
+}
+
+impl<W, C> Default for WorkErrors<W, C> {
+    fn default() -> Self {
+        WorkErrors {
+            failed: FxHashMap::default(),
+            communicators: FxHashMap::default(),
+            stored: FxHashMap::default(),
+        }
+    }
+}
+
+impl<W: Copy + Eq + Hash, C: Copy + Eq + Hash> WorkErrors<W, C> {
+    /// NCCL reports an async error at `error_ns` under `work`, enqueued on `communicator`: the
+    /// Work keeps it, and the communicator has it from then on unless it had an earlier one
+    /// (the first Work of an equal instant stays the one it failed under).
+    pub fn work_failed(&mut self, work: W, communicator: C, error_ns: u64) {
+        self.failed.insert(work, error_ns);
+        let comm_error = self
+            .communicators
+            .entry(communicator)
+            .or_insert((error_ns, work));
+        if error_ns < comm_error.0 {
+            *comm_error = (error_ns, work);
+        }
+    }
+
+    /// The NCCL async error a poll of `work` finds from its instant on ([`poll_error_ns`]):
+    /// its own, or its communicator's while that is not aborted. `communicator` gives the
+    /// Work's communicator (None: not a Work, no error) and `aborted` whether it was aborted;
+    /// neither is asked where no fault failed a Work.
+    pub fn poll_error_ns(
+        &self,
+        work: W,
+        communicator: impl FnOnce() -> Option<C>,
+        aborted: impl FnOnce(C) -> bool,
+    ) -> Option<u64> {
+        if self.failed.is_empty() {
+            // Most runs: no fault failed a Work, and every poll asks.
+            return None;
+        }
+        let communicator = communicator()?;
+        poll_error_ns(
+            self.failed.get(&work).copied(),
+            self.communicators
+                .get(&communicator)
+                .map(|&(error_ns, _)| error_ns),
+            aborted(communicator),
+        )
+    }
+
+    /// An `isCompleted()` on the program's `work` at `now_ns` (the program's
+    /// `is_completed()`, a polling wait's poll, a barrier's wait) whose poll found
+    /// `poll_error_ns` ([`Self::poll_error_ns`]): the Work stores the error found by then, and
+    /// keeps it ([`stored_error_ns`]). The error it holds now, which a wait raises.
+    pub fn program_polled(
+        &mut self,
+        work: W,
+        poll_error_ns: Option<u64>,
+        now_ns: u64,
+    ) -> Option<u64> {
+        let error_ns = stored_error_ns(self.stored_error_ns(work), poll_error_ns, now_ns);
+        if let Some(error_ns) = error_ns {
+            self.stored.insert(work, error_ns);
+        }
+        error_ns
+    }
+
+    /// The NCCL async error the program's `work` holds, if it stored one
+    /// ([`Self::program_polled`]): a `wait()` on it raises.
+    pub fn stored_error_ns(&self, work: W) -> Option<u64> {
+        if self.stored.is_empty() {
+            // Most runs: no Work stored an error, and every wait() asks.
+            return None;
+        }
+        self.stored.get(&work).copied()
+    }
+
+    /// The Work the network failed under on `communicator` (its earliest NCCL async error),
+    /// which the watchdog names, if it has an error. What a wait raises is its own Work's
+    /// stored error ([`Self::stored_error_ns`]).
+    pub fn failed_under(&self, communicator: C) -> Option<W> {
+        let &(_, work) = self.communicators.get(&communicator)?;
+        Some(work)
+    }
 }
 
 /// `WorkNCCL::checkTimeout`'s line (PyTorch's words): the watchdog's timeout (R26), and what a
@@ -541,6 +646,61 @@ mod tests {
             "its own stays"
         );
         assert_eq!(poll_error_ns(Some(9), None, false), Some(9));
+    }
+
+    /// Two Works on communicator 0 fail, the later-enqueued one first; Work 3 on it never
+    /// failed; communicator 1 has no error.
+    fn two_failed_works() -> WorkErrors<u32, u8> {
+        let mut errors = WorkErrors::default();
+        errors.work_failed(1, 0, 900);
+        errors.work_failed(2, 0, 700);
+        errors.work_failed(4, 0, 700);
+        errors
+    }
+
+    #[test]
+    fn a_communicators_error_is_its_earliest_and_names_the_first_work_at_it_r27() {
+        let errors = two_failed_works();
+        assert_eq!(errors.failed_under(0), Some(2), "earliest, first at 700");
+        assert_eq!(errors.failed_under(1), None);
+    }
+
+    #[test]
+    fn every_work_of_a_failed_communicator_finds_its_error_until_it_is_aborted_r27() {
+        let errors = two_failed_works();
+        let on = |communicator| move || Some(communicator);
+        assert_eq!(errors.poll_error_ns(1, on(0), |_| false), Some(700));
+        assert_eq!(errors.poll_error_ns(3, on(0), |_| false), Some(700));
+        assert_eq!(
+            errors.poll_error_ns(1, on(0), |_| true),
+            Some(900),
+            "its own"
+        );
+        assert_eq!(errors.poll_error_ns(3, on(0), |_| true), None);
+        assert_eq!(errors.poll_error_ns(3, on(1), |_| false), None);
+        assert_eq!(errors.poll_error_ns(3, || None, |_| false), None);
+    }
+
+    #[test]
+    fn without_a_failed_work_a_poll_asks_nothing() {
+        let errors = WorkErrors::<u32, u8>::default();
+        let asked = |_| -> bool { panic!("asked whether the communicator was aborted") };
+        assert_eq!(
+            errors.poll_error_ns(0, || panic!("asked for the communicator"), asked),
+            None
+        );
+        assert_eq!(errors.stored_error_ns(0), None);
+    }
+
+    #[test]
+    fn a_programs_work_stores_what_its_poll_found_by_then_and_keeps_it_r27() {
+        let mut errors = two_failed_works();
+        assert_eq!(errors.program_polled(3, Some(700), 699), None, "before it");
+        assert_eq!(errors.stored_error_ns(3), None);
+        assert_eq!(errors.program_polled(3, Some(700), 700), Some(700));
+        assert_eq!(errors.program_polled(3, None, 800), Some(700), "it stays");
+        assert_eq!(errors.stored_error_ns(3), Some(700));
+        assert_eq!(errors.stored_error_ns(1), None, "another Work's is its own");
     }
 
     const WORK: &str =

@@ -101,16 +101,11 @@ impl Failure<'_> {
             // and to the Work's `is_completed()` and `wait()`).
             out.push(Command::PoisonRendezvous { rendezvous });
             let error_ns = work::async_error_ns(enqueue_ns, *after_ns);
-            self.failed_works.insert((rank, collective_index), error_ns);
             // An eager world's send or receive runs on the world's communicator (R11).
             let group = self
                 .scenario
                 .communicator(view.work(rank, collective_index).group);
-            let comm_error =
-                (self.comm_errors.entry((rank, group))).or_insert((error_ns, collective_index));
-            if error_ns < comm_error.0 {
-                *comm_error = (error_ns, collective_index);
-            }
+            (self.errors).work_failed((rank, collective_index), (rank, group), error_ns);
         }
     }
 
@@ -193,59 +188,49 @@ impl Failure<'_> {
 
     /// The NCCL async error the program's Work of `rank`'s collective record `collective`
     /// holds, if it stored one ([`Self::program_polled`]): a `wait()` on it raises
-    /// ([`work::stored_error_ns`], R27).
+    /// ([`work::WorkErrors::stored_error_ns`], R27).
     pub(in crate::engine) fn stored_error_ns(&self, rank: u32, collective: u32) -> Option<u64> {
-        if self.stored_errors.is_empty() {
-            // Most runs: no Work stored an error, and every wait() asks.
-            return None;
-        }
-        self.stored_errors.get(&(rank, collective)).copied()
+        self.errors.stored_error_ns((rank, collective))
     }
 
     /// An `isCompleted()` on the program's Work of `rank`'s collective record `collective` at
     /// `now_ns` (the program's `is_completed()`, a polling wait's poll, a barrier's wait) that
     /// finds `poll_error_ns` ([`Self::poll_error_ns`]): the Work stores the error found by
-    /// then, and keeps it ([`work::stored_error_ns`], R27).
+    /// then, and keeps it ([`work::WorkErrors::program_polled`], R27).
     pub(in crate::engine) fn program_polled(
         &mut self,
         (rank, collective): (u32, u32),
         poll_error_ns: Option<u64>,
         now_ns: u64,
     ) {
-        let stored_ns = self.stored_error_ns(rank, collective);
-        if let Some(error_ns) = work::stored_error_ns(stored_ns, poll_error_ns, now_ns) {
-            self.stored_errors.insert((rank, collective), error_ns);
-        }
+        (self.errors).program_polled((rank, collective), poll_error_ns, now_ns);
     }
 
     /// The NCCL async error a poll of `rank`'s Work of `collective`, on the communicator of
-    /// the group `group` gives, finds from its instant on ([`work::poll_error_ns`], R27): its
-    /// own, or its communicator's while that is not aborted.
+    /// the group `group` gives, finds from its instant on ([`work::WorkErrors::poll_error_ns`],
+    /// R27): its own, or its communicator's while that is not aborted.
     pub(in crate::engine) fn poll_error_ns(
         &self,
         rank: u32,
         collective: u32,
         group: impl FnOnce() -> GroupId,
     ) -> Option<u64> {
-        if self.failed_works.is_empty() {
-            // Most runs: no fault failed a Work, and every polling wait() asks.
-            return None;
-        }
-        let group = self.scenario.communicator(group());
-        work::poll_error_ns(
-            self.failed_works.get(&(rank, collective)).copied(),
-            self.comm_errors
-                .get(&(rank, group))
-                .map(|&(error_ns, _)| error_ns),
-            self.is_aborted(rank, group),
+        self.errors.poll_error_ns(
+            (rank, collective),
+            || Some((rank, self.scenario.communicator(group()))),
+            |(rank, communicator)| self.is_aborted(rank, communicator),
         )
     }
 
     /// The collective record of the Work the network failed under on `rank`'s communicator of
-    /// `group` (its earliest NCCL async error, R27), which the watchdog names. What a wait
-    /// raises is its own Work's stored error ([`Self::stored_error_ns`]).
+    /// `group` (its earliest NCCL async error, R27), which the watchdog names; asked only of a
+    /// communicator with an error. What a wait raises is its own Work's stored error
+    /// ([`Self::stored_error_ns`]).
     pub(super) fn failed_under(&self, rank: u32, group: GroupId) -> u32 {
-        self.comm_errors[&(rank, self.scenario.communicator(group))].1
+        let communicator = (rank, self.scenario.communicator(group));
+        let (_, collective) = (self.errors.failed_under(communicator))
+            .expect("a Work stored an error of its communicator");
+        collective
     }
 
     /// `wait()` (op `op`) on `rank`'s Work of `collective` raises at `host_ns` the NCCL async

@@ -22,6 +22,7 @@
 
 use super::host::next_poll_ns as next_tick_ns;
 use crate::fold::Classes;
+use crate::pg::work::WorkErrors;
 use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId, OpKind, Scenario, WorkId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent, WatchdogRecord};
@@ -373,17 +374,9 @@ pub(in crate::engine) struct Failure<'s> {
     /// (rank, collective record) → the collective and element type a mismatch fault issued
     /// instead of the op's.
     issued_instead: HashMap<(u32, u32), (CollectiveKind, DType)>,
-    /// (rank, collective record) → when NCCL reported the async error of the network under
-    /// it (an `async_error` fault).
-    failed_works: HashMap<(u32, u32), u64>,
-    /// (rank, group) → the communicator's NCCL async error (R27): the earliest of the Works
-    /// in `failed_works` on it, and that Work's collective record. Every Work of the
-    /// communicator sees it ([`crate::pg::work::poll_error_ns`]).
-    comm_errors: HashMap<(u32, GroupId), (u64, u32)>,
-    /// (rank, collective record) → the NCCL async error the program's Work stored through its
-    /// own `isCompleted()` (R27, [`crate::pg::work::stored_error_ns`]); the watchdog's
-    /// findings stay in its copies of the Works.
-    stored_errors: HashMap<(u32, u32), u64>,
+    /// The NCCL async errors (R27) of the Works, by (rank, collective record), and of the
+    /// communicators, by (rank, group of `Scenario::communicator`).
+    errors: WorkErrors<(u32, u32), (u32, GroupId)>,
     /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
     /// timeout raises the non-blocking init's error, not the store's.
     nonblocking_waits: HashSet<(u32, GroupId)>,
@@ -427,9 +420,7 @@ impl<'s> Failure<'s> {
             mismatched: HashSet::default(),
             dumped: vec![false; ranks],
             issued_instead: HashMap::default(),
-            failed_works: HashMap::default(),
-            comm_errors: HashMap::default(),
-            stored_errors: HashMap::default(),
+            errors: WorkErrors::default(),
             nonblocking_waits: HashSet::default(),
             store_attempts: HashMap::default(),
             desync_cache: None,
