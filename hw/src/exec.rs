@@ -1199,12 +1199,12 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     /// The groups of this rank whose calls go through process group `process_group`
-    /// (`Scenario::process_group`): the group itself and, for the world, its pairs. Each has
-    /// its own communicator: hw refuses an eager world's pairs, which share the world's (R11).
+    /// (`Scenario::groups_of_process_group`: the group itself and, for the world, its pairs).
+    /// Each has its own communicator: hw refuses an eager world's pairs, which share the
+    /// world's (R11).
     fn groups_of_process_group(&self, process_group: usize) -> Vec<usize> {
         let (scenario, rank) = (self.scenario, self.plan.rank);
-        (0..scenario.groups.len())
-            .filter(|&group| scenario.process_group(group) == process_group)
+        (scenario.groups_of_process_group(process_group))
             .filter(|&group| scenario.groups[group].has_rank(rank))
             .collect()
     }

@@ -1,7 +1,7 @@
 //! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
 //! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
 //!
-//! Over 1,000 lines (about 1,180), kept whole: it is the one data model every engine, `analysis` and the
+//! Over 1,000 lines (about 1,210), kept whole: it is the one data model every engine, `analysis` and the
 //! Python side read (`c10dsim resolve --json` serialises it), a flat set of plain structs of
 //! which about a third is doc comments on their fields; split, the one definition of the
 //! resolved scenario would be scattered.
@@ -1150,6 +1150,18 @@ impl Scenario {
         }
     }
 
+    /// The groups whose calls go through process group `process_group` ([`Self::process_group`]):
+    /// the group itself and, for the default group, every pair (R11). Its watchdog watches
+    /// their Works, and its error handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 and 2
+    /// aborts all their communicators (PyTorch's `abortComms()` of the process group, R27);
+    /// another process group's run on. Both engines ask.
+    pub fn groups_of_process_group(
+        &self,
+        process_group: GroupId,
+    ) -> impl Iterator<Item = GroupId> + '_ {
+        (0..self.groups.len()).filter(move |&group| self.process_group(group) == process_group)
+    }
+
     /// The group whose communicator and internal stream a call on `group` runs on: a pair's
     /// unbatched send or receive runs on the world's when the world was created eagerly
     /// (`device_id`: PyTorch's `eagerInit_` makes no two-rank communicator, R8, R11), so that it
@@ -1171,5 +1183,32 @@ impl Scenario {
     /// Whether the op's internal-stream collectives of `group` run at high priority (R9).
     pub fn group_stream_high_priority(&self, group: GroupId) -> bool {
         self.env.high_priority || self.groups[group].high_priority
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Ranks 0 and 1 send to each other's neighbours on the world (pairs `p2p:0:1`,
+    /// `p2p:1:2`), and group `half` has a collective of its own.
+    const PAIRS: &str = "[cluster]\nranks = 4\n[groups]\nhalf = { ranks = [0, 1] }\n\
+        [tensors]\nx = \"1MiB\"\n\
+        [[op]]\nall_reduce = \"x\"\ngroup = \"half\"\n\
+        [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+        [[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"x\"\npeer = 1\n";
+
+    #[test]
+    fn the_default_process_group_covers_every_pair_and_another_group_only_itself_r27() {
+        let scenario = crate::scenario::parse("pairs.toml", PAIRS).unwrap();
+        let name = |group: usize| scenario.groups[group].name.as_str();
+        let names = |process_group| {
+            (scenario.groups_of_process_group(process_group))
+                .map(name)
+                .collect::<Vec<_>>()
+        };
+        let half = (0..scenario.groups.len())
+            .find(|&group| name(group) == "half")
+            .unwrap();
+        assert_eq!(names(0), ["world", "p2p:0:1", "p2p:1:2"]);
+        assert_eq!(names(half), ["half"]);
     }
 }

@@ -137,7 +137,7 @@ impl Failure<'_> {
     /// Whether any communicator of `rank`'s process group `group` was aborted: its own, or a
     /// pair's after a wait on a send or receive timed out (R15).
     pub(super) fn any_aborted_in(&self, rank: u32, group: GroupId) -> bool {
-        (0..self.groups).any(|g| self.watchdog_group(g) == group && self.is_aborted(rank, g))
+        (self.scenario.groups_of_process_group(group)).any(|g| self.is_aborted(rank, g))
     }
 
     pub(super) fn index(&self, rank: u32, group: GroupId) -> usize {
@@ -152,18 +152,22 @@ impl Failure<'_> {
         self.comm_aborted[rank as usize * self.groups + group]
     }
 
-    /// Marks `rank`'s communicator of `group` aborted; for a process group's abort
-    /// (`whole_process_group`), its pairs' communicators too. An eager world's pairs run on the
+    /// Marks `rank`'s communicator of `group` aborted; for a process group's abort by its
+    /// watchdog (`whole_process_group`, `group` the process group), every communicator of it
+    /// (`Scenario::groups_of_process_group`: the pairs' too). An eager world's pairs run on the
     /// world's communicator (R11, `Scenario::communicator`): aborting it, through any of them,
     /// aborts them all, so that `is_aborted` stays one look-up.
     pub(super) fn mark_aborted(&mut self, rank: u32, group: GroupId, whole_process_group: bool) {
-        let base = rank as usize * self.groups;
-        let communicator = self.scenario.communicator(group);
+        let (scenario, base) = (self.scenario, rank as usize * self.groups);
+        let communicator = scenario.communicator(group);
         self.comm_aborted[base + communicator] = true;
-        for (pair, info) in self.scenario.groups.iter().enumerate() {
-            let covered = (whole_process_group && self.watchdog_group(pair) == communicator)
-                || self.scenario.communicator(pair) == communicator;
-            if info.point_to_point && covered {
+        if whole_process_group {
+            for covered in scenario.groups_of_process_group(group) {
+                self.comm_aborted[base + covered] = true;
+            }
+        }
+        for (pair, info) in scenario.groups.iter().enumerate() {
+            if info.point_to_point && scenario.communicator(pair) == communicator {
                 self.comm_aborted[base + pair] = true;
             }
         }
