@@ -1369,6 +1369,27 @@ fn late_rank_survived(repeat: u32) -> Timeline {
 }
 
 #[test]
+fn a_monitor_skips_the_store_while_its_default_group_s_works_leave_the_watchdog_s_list() {
+    // Rank 0 broadcasts the dump signal at 1.1 s; rank 1's monitor would read it at its 2.0-s
+    // wake, but rank 1's watchdog took a completed Work off its list at its 2.0-s poll, so the
+    // monitor skips the store (R28) and rank 1 finds its own timeout at 2.6 s first.
+    let timeline = late_rank_survived(20);
+    let rank_1: Vec<(WatchdogEvent, u64)> = (timeline.watchdog.iter())
+        .filter(|record| record.concerns(1))
+        .map(|record| (record.event, record.at_ns))
+        .take(3)
+        .collect();
+    assert_eq!(
+        rank_1,
+        [
+            (WatchdogEvent::Timeout, 2_600_000_000),
+            (WatchdogEvent::DumpSignal, 2_600_000_000),
+            (WatchdogEvent::Dump, 2_600_000_000)
+        ]
+    );
+}
+
+#[test]
 fn a_timeout_report_while_a_collective_waits_for_the_watchdog_s_list_does_not_panic() {
     // Rank 0's watchdog sleeps 60 s holding its Work list after each timeout, and its host
     // waits there with the next collective issued but not enqueued; the desync report of the
