@@ -1358,3 +1358,56 @@ fn unfolded_store_timeouts_are_one_line_naming_every_group_rank_r29() {
         "{folded}"
     );
 }
+
+/// Two ranks, `TORCH_NCCL_ASYNC_ERROR_HANDLING=0`, 1-s timeout: rank 1 is 1.5 s late at
+/// iteration 2, rank 0's host ran ahead, so its Works of iterations 2 on time out (R26's clock
+/// runs from the enqueue) while the collectives themselves go on completing, one per 100 ms.
+fn late_rank_survived(repeat: u32) -> Timeline {
+    simulate_text(&format!(
+        "repeat = {repeat}\n[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n[groups.world]\neager_init = true\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n[[perturb]]\nranks = [1]\nbefore = \"ar\"\nhost_delay_us = 1_500_000\niterations = [2]\n[[op]]\nlabel = \"step\"\nkernel = {{ us = 100_000 }}\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[op]]\nwait = \"w\"\n"
+    ))
+}
+
+#[test]
+fn a_monitor_skips_the_store_while_its_default_group_s_works_leave_the_watchdog_s_list() {
+    // Rank 0 broadcasts the dump signal at 1.1 s; rank 1's monitor would read it at its 2.0-s
+    // wake, but rank 1's watchdog took a completed Work off its list at its 2.0-s poll, so the
+    // monitor skips the store (R28) and rank 1 finds its own timeout at 2.6 s first.
+    let timeline = late_rank_survived(20);
+    let rank_1: Vec<(WatchdogEvent, u64)> = (timeline.watchdog.iter())
+        .filter(|record| record.concerns(1))
+        .map(|record| (record.event, record.at_ns))
+        .take(3)
+        .collect();
+    assert_eq!(
+        rank_1,
+        [
+            (WatchdogEvent::Timeout, 2_600_000_000),
+            (WatchdogEvent::DumpSignal, 2_600_000_000),
+            (WatchdogEvent::Dump, 2_600_000_000)
+        ]
+    );
+}
+
+#[test]
+fn a_timeout_report_while_a_collective_waits_for_the_watchdog_s_list_does_not_panic() {
+    // Rank 0's watchdog sleeps 60 s holding its Work list after each timeout, and its host
+    // waits there with the next collective issued but not enqueued; the desync report of the
+    // next timeout reads the rank's progress, which counted that collective's missing end
+    // event (an index out of bounds).
+    let timeline = late_rank_survived(400);
+    let timeouts: Vec<(u32, u64)> = (timeline.watchdog.iter())
+        .filter(|record| record.event == WatchdogEvent::Timeout)
+        .map(|record| (record.rank, record.at_ns))
+        .take(4)
+        .collect();
+    assert_eq!(
+        timeouts,
+        [
+            (0, 1_100_000_000),
+            (1, 2_600_000_000),
+            (0, 61_100_000_000),
+            (1, 62_600_000_000)
+        ]
+    );
+}

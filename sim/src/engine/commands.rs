@@ -123,7 +123,10 @@ impl RunView for View<'_> {
             }
         }
         let base = state.timeline.collectives.base();
-        for (offset, c) in state.timeline.collectives.items().iter().enumerate() {
+        // A collective whose Work waits for the watchdog's list (R27) is not enqueued yet, and
+        // has no end event: the Works enqueued are the first `collective_end.len()`.
+        let enqueued = state.scratch.collective_end.len() - base;
+        for (offset, c) in (state.timeline.collectives.items()[..enqueued].iter()).enumerate() {
             let index = base + offset;
             let c_group = c.group as GroupId;
             let counted = numbered(c_group, c.op);

@@ -79,10 +79,19 @@ impl Failure<'_> {
     /// ends the process as after a stalled heartbeat, one heartbeat timeout later (R28).
     pub(super) fn dump_seen(
         &mut self,
+        view: &impl RunView,
         (rank, group, local): (u32, GroupId, bool),
         now_ns: u64,
         out: &mut Vec<Command>,
     ) {
+        // The process's own flag (`shouldDump_`, set by its broadcast) is read at every wake;
+        // the store only where no Work left the default group's list in the last 100 ms.
+        if !local && !self.dumped[rank as usize] && self.work_list_just_updated(view, rank, now_ns)
+        {
+            let next_ns = next_tick_ns(0, self.scenario.env.coord_check_ns, now_ns + 1);
+            super::wake(out, rank, group, Wake::DumpSeen, next_ns);
+            return;
+        }
         let rank_id = self.rank_id(rank);
         let message = match local {
             true => format!("[Rank {rank_id}] Received a dump signal due to a collective timeout from this local rank; dumping the Flight Recorder"),
@@ -741,6 +750,56 @@ mod tests {
             .map(|r| (r.rank, r.at_ns))
             .collect::<Vec<_>>();
         assert_eq!(dumps, [(0, 1_100_000_000), (1, 2_000_000_000)]);
+    }
+
+    #[test]
+    fn the_default_monitor_reads_the_store_only_100_ms_after_a_work_left_the_list_r28() {
+        // Rank 0 times out at 1.1 s and broadcasts; its signal is read at the 2.0 s poll of
+        // the store. Rank 1's default-group Work, enqueued at 1.5 s, ends at `end_ns`: its
+        // watchdog takes it off the list at its next 100-ms poll, and the monitor skips any
+        // store poll less than 100 ms after that (`HeartbeatMonitor::runLoop`).
+        for (end_ns, seen_ns) in [
+            (1_950_000_000, 3_000_000_000),
+            (1_850_000_000, 2_000_000_000),
+            (2_000_000_000, 3_000_000_000),
+        ] {
+            let scenario = two_ranks("", "");
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
+            let mut run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+            run.ends_ns.insert((1, 0), end_ns);
+            enqueue(&mut failure, &run, (1, 0), 1_500_000_000);
+            time_out_rank_0(&mut failure, &run);
+            let mut read_ns = 2_000_000_000;
+            while read_ns < seen_ns {
+                assert_eq!(
+                    woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
+                    [wake(1, Wake::DumpSeen, read_ns + 1_000_000_000)],
+                    "end {end_ns}: the poll at {read_ns} is skipped"
+                );
+                read_ns += 1_000_000_000;
+            }
+            assert_eq!(
+                woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
+                [wake(1, Wake::MonitorKill, seen_ns + 480_000_000_000)],
+                "end {end_ns}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_broadcasting_rank_s_monitor_reads_its_own_flag_whatever_its_work_list_r28() {
+        // Rank 0's second Work ends at 1.95 s and leaves its list at the 2.0-s poll, but the
+        // dump flag its own broadcast set is read before the store and whatever the list did.
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let mut run = FakeRun::default().with_work(0, 0, 1).with_work(0, 1, 2);
+        run.ends_ns.insert((0, 1), 1_950_000_000);
+        time_out_rank_0(&mut failure, &run);
+        enqueue(&mut failure, &run, (0, 1), 1_500_000_000);
+        assert_eq!(
+            woken(&mut failure, &run, 0, Wake::DumpSeen, 2_000_000_000),
+            [wake(0, Wake::MonitorKill, 482_000_000_000)]
+        );
     }
 
     #[test]

@@ -565,8 +565,8 @@ impl<'s> Failure<'s> {
                 Wake::RemoteError { from_rank } => {
                     self.remote_error_read(rank, group, from_rank, now_ns)
                 }
-                Wake::DumpSeen => self.dump_seen((rank, group, false), now_ns, out),
-                Wake::DumpFlagSeen => self.dump_seen((rank, group, true), now_ns, out),
+                Wake::DumpSeen => self.dump_seen(view, (rank, group, false), now_ns, out),
+                Wake::DumpFlagSeen => self.dump_seen(view, (rank, group, true), now_ns, out),
                 Wake::StackTraceLogged => {
                     self.stack_trace_logged(rank, group, now_ns);
                     self.signal_dump(view, rank, group, now_ns, out);

@@ -107,6 +107,10 @@ pub(super) struct WatchdogState {
     pub(super) abort_awaits_main: bool,
     /// When the watchdog's abort's least time (`host.comm_abort_us`) ends.
     pub(super) abort_least_end_ns: u64,
+    /// The latest two distinct polls at which the watchdog took a completed Work off its list
+    /// (`lastWorkListUpdateTime_`), latest first: the default group's heartbeat monitor polls
+    /// the store only 100 ms or more after that (R28, [`Failure::work_list_just_updated`]).
+    removal_polls_ns: [Option<u64>; 2],
     /// The process group's error (`error_`) is set: by the first error or timeout the watchdog
     /// found, or by a peer's error read from the store (`REMOTE_ERROR`, R27). Only the program
     /// reads it (`get_error()`); the watchdog reads the store only while it is unset.
@@ -338,11 +342,41 @@ impl Failure<'_> {
             let Some(end_ns) = view.work_end_ns(rank, head.collective, head.end) else {
                 return;
             };
-            if self.first_poll_ns(rank, group, end_ns) >= deadline_ns {
+            let removed_ns = self.first_poll_ns(rank, group, end_ns);
+            if removed_ns >= deadline_ns {
                 return;
             }
-            self.watchdogs[index].pending.pop_front();
+            let watchdog = &mut self.watchdogs[index];
+            watchdog.pending.pop_front();
+            let [latest, previous] = &mut watchdog.removal_polls_ns;
+            match *latest {
+                Some(latest_ns) if removed_ns == latest_ns => {}
+                Some(latest_ns) if removed_ns < latest_ns => {
+                    *previous = (*previous).max(Some(removed_ns));
+                }
+                _ => *previous = latest.replace(removed_ns),
+            }
         }
+    }
+
+    /// Whether `rank`'s default-group watchdog took a completed Work off its list less than
+    /// 100 ms before `at_ns` (`kWatchdogThreadSleepMillis`): its heartbeat monitor then skips
+    /// this poll of the store for the dump signal (`HeartbeatMonitor::runLoop`, R28). A Work
+    /// that ended by `at_ns` leaves at the next 100-ms poll at the latest, so at most one
+    /// distinct poll after `at_ns` is known, and the latest two decide.
+    pub(super) fn work_list_just_updated(
+        &mut self,
+        view: &impl RunView,
+        rank: u32,
+        at_ns: u64,
+    ) -> bool {
+        if !self.watchdog_enabled {
+            return false;
+        }
+        self.prune_finished(view, rank, 0);
+        let watchdog = &self.watchdogs[self.index(rank, 0)];
+        (watchdog.removal_polls_ns.iter().flatten())
+            .any(|&removed_ns| removed_ns <= at_ns && at_ns - removed_ns < WATCHDOG_POLL_NS)
     }
 
     pub(super) fn schedule_check(
