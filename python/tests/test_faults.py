@@ -627,12 +627,15 @@ kind = "hang"
 """
 
 
+@pytest.mark.parametrize("catch", [False, True])
 def test_a_wait_that_raises_its_work_s_async_error_writes_the_simulator_s_records(
-        resolve, simulate, interpret, tmp_path):
-    # The interpreter wrote such a raise as a main-thread `async_error` record, where the
-    # simulator writes `wait_error` (the wait found the Work's error) and `abort` (its abort of
-    # the communicator returned): `diff` reported both sides' records as disagreeing.
-    source = scenario_file(tmp_path, "wait_finds_error", WAIT_FINDS_ERROR)
+        resolve, simulate, interpret, tmp_path, catch):
+    # The interpreter wrote such a raise as a main-thread `async_error` record (uncaught) or
+    # none (caught), where the simulator writes `wait_error` (the wait found the Work's error)
+    # and `abort` (its abort of the communicator returned), caught or not: `diff` reported the
+    # two sides' main-thread records as disagreeing.
+    text = WAIT_FINDS_ERROR.replace('wait = "w"', 'wait = "w"\ncatch = true' if catch else 'wait = "w"')
+    source = scenario_file(tmp_path, "wait_finds_error", text)
     simulated = simulate(source)
     expected = [(r["thread"], r["event"], r["group"], r["message"])
                 for r in simulated["watchdog"]
@@ -645,14 +648,22 @@ def test_a_wait_that_raises_its_work_s_async_error_writes_the_simulator_s_record
     completed, document, _ = interpret(path, world=2, env={
         "FAKE_TORCH_RAISES": "work.wait=DistBackendError: NCCL error: remote process exited or "
                              "there was a network error, NCCL version 2.27.3"})
-    assert completed.returncode == 1, completed.stderr
+    assert completed.returncode == (0 if catch else 1), completed.stderr
     assert [(r["thread"], r["event"], r["group"], r["message"])
             for r in document["watchdog"] if r["event"] != "exit"] == expected
-    (recorded,) = document["findings"]
     (wait_w,) = [op["index"] for op in scenario["ops"] if op["label"] == "wait_w"]
-    assert (recorded["kind"], recorded["op"]) == ("async_error", wait_w)
     raised_at = {r["event"]: r["at_ns"] for r in document["watchdog"]}
-    assert raised_at["wait_error"] <= raised_at["abort"] <= raised_at["exit"]
+    assert raised_at["wait_error"] <= raised_at["abort"]
+    if catch:
+        # Caught, it is no finding, as in the simulator: the exception goes on record.
+        assert document["findings"] == []
+        (rank,) = document["ranks"]
+        (exception,) = rank["exceptions"]
+        assert (exception["op"], exception["at_ns"]) == (wait_w, raised_at["abort"])
+    else:
+        (recorded,) = document["findings"]
+        assert (recorded["kind"], recorded["op"]) == ("async_error", wait_w)
+        assert raised_at["abort"] <= raised_at["exit"]
 
 
 def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and_exit_3(

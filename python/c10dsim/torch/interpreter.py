@@ -760,6 +760,8 @@ class Interpreter:
                 "[Rank %d] %s raised %s at %s (line %d), caught: %s" % (
                     self.rank, tl.display_name(op), type(error).__name__, iteration,
                     op["line"], message)))
+        elif self.raised_in_a_wait(op, iteration):
+            self.wait_found_error(op, at)
 
     def caught(self, op, iteration, error, at):
         """An exception nobody catches, raised at ``at``: a finding, and the program stops."""
@@ -787,11 +789,8 @@ class Interpreter:
         elif "timeout" in message.lower() or "timed out" in message.lower():
             finding, event = "watchdog_timeout", "timeout"
         elif self.raised_in_a_wait(op, iteration):
-            # The wait found its Work's NCCL async error (R27): it aborted the communicator,
-            # then raised, which the simulator logs as the main thread's wait_error and abort.
             finding, event = "async_error", None
-            self.watchdog.extend(tl.wait_error_records(
-                self.scenario, self.rank, self.raised_work(op), at))
+            self.wait_found_error(op, at)
         else:
             finding, event = "async_error", "async_error"
         text = "[Rank %d] %s raised %s at %s (line %d): %s" % (
@@ -809,12 +808,15 @@ class Interpreter:
             record["op"] == op["index"] and record["iteration"] == iteration
             and (record["wait"] or {}).get("raised") for record in self.record["collectives"])
 
-    def raised_work(self, op):
-        """The record of the Work whose ``wait()`` at ``op`` raised last (``wait_raised``): of
-        the Works an explicit wait reached, the last."""
-        return [record for record in self.record["collectives"]
+    def wait_found_error(self, op, at):
+        """A ``wait()`` at ``op`` raised its Work's NCCL async error at ``at``, caught or not
+        (R27): it aborted the communicator, then raised, which the simulator logs as the main
+        thread's ``wait_error`` and ``abort``. The Work is the one whose wait raised last
+        (``wait_raised``): of the Works an explicit wait reached, the last."""
+        work = [record for record in self.record["collectives"]
                 if (record["wait"] or {}).get("raised")
                 and record["wait"]["op"] == op["index"]][-1]
+        self.watchdog.extend(tl.wait_error_records(self.scenario, self.rank, work, at))
 
     def is_store_timeout(self, error, message):
         """Whether ``error`` is the store's timeout: TCPStore's ``DistStoreError`` ("wait timeout
