@@ -623,11 +623,8 @@ fn order_verdicts(a: &Timeline, b: &Timeline, options: &DiffOptions) -> Vec<Orde
 /// The ranks a finding concerns: each it stands for (a finding made once for a class of ranks,
 /// docs/scale.md), else its own; `None` for a finding of no rank.
 fn finding_ranks(finding: &Finding) -> Option<RankSet> {
-    if !finding.stands_for.is_empty() {
-        Some(finding.stands_for.clone())
-    } else {
-        finding.rank.map(|rank| RankSet::from_ranks([rank]))
-    }
+    let ranks = finding.ranks();
+    (!ranks.is_empty()).then_some(ranks)
 }
 
 /// What identifies a finding across runs besides the ranks it concerns: kind, iteration and op

@@ -376,21 +376,22 @@ def waits_with_timeout(scenario):
     return scenario
 
 
-@pytest.mark.parametrize("sets, edit, message, finding, event", [
+@pytest.mark.parametrize("sets, edit, message, finding, events", [
     # A wait with its own timeout, or any wait under blocking wait, raised: its own timeout
     # (R15), whatever the message says.
-    ((), waits_with_timeout, "WorkNCCL(SeqNum=1) timed out", "wait_timeout", "wait_timeout"),
+    ((), waits_with_timeout, "WorkNCCL(SeqNum=1) timed out", "wait_timeout", ["wait_timeout"]),
     (("env.TORCH_NCCL_BLOCKING_WAIT=1",), None, "NCCL error: unhandled system error",
-     "wait_timeout", "wait_timeout"),
+     "wait_timeout", ["wait_timeout"]),
     # A plain wait() raised what the watchdog's timeout left on the Work (R26).
     ((), None, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)",
-     "watchdog_timeout", "timeout"),
-    ((), None, "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) timed out", "watchdog_timeout", "timeout"),
-    # Anything else is the communicator's error (R27).
-    ((), None, "NCCL error: unhandled system error", "async_error", "async_error"),
+     "watchdog_timeout", ["timeout"]),
+    ((), None, "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) timed out", "watchdog_timeout", ["timeout"]),
+    # Anything else is the communicator's error (R27), which the wait found on its Work: it
+    # aborted the communicator, then raised.
+    ((), None, "NCCL error: unhandled system error", "async_error", ["wait_error", "abort"]),
 ])
 def test_an_exception_from_pytorch_is_classified_as_the_simulator_classifies_it(
-        resolve, interpret, tmp_path, sets, edit, message, finding, event):
+        resolve, interpret, tmp_path, sets, edit, message, finding, events):
     path, scenario = resolve("exp_b_stream_scope", "cluster.ranks=1", *sets)
     if edit is not None:
         path = tmp_path / "edited.json"
@@ -401,7 +402,7 @@ def test_an_exception_from_pytorch_is_classified_as_the_simulator_classifies_it(
     (recorded,) = document["findings"]
     assert recorded["kind"] == finding, recorded
     assert "raised DistBackendError" in recorded["message"] and message in recorded["message"]
-    assert [r["event"] for r in document["watchdog"]] == [event, "exit"]
+    assert [r["event"] for r in document["watchdog"]] == events + ["exit"]
     assert names(calls).count("work.wait") == 1
     # The program never returned from its first iteration; the call raised, so none is open.
     (rank,) = document["ranks"]
@@ -590,6 +591,79 @@ def test_a_call_that_raised_uncaught_ends_its_host_record_at_the_raise(
     (raised,) = [h for h in rank["host"] if h["op"] in retry]
     (raise_record,) = [r for r in document["watchdog"] if r["event"] == "async_error"]
     assert raised["start_ns"] <= raised["end_ns"] == raise_record["at_ns"]
+
+
+# Rank 0's all_reduce fails by an NCCL async error 5 us after its enqueue (rank 1 never joins
+# it); the program's is_completed() stores the error in the Work, so the default wait() after it
+# finds it (R27): the main thread aborts the communicator and raises, uncaught.
+WAIT_FINDS_ERROR = """
+[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+[tensors]
+grad = "1MiB"
+[[op]]
+label = "ar"
+all_reduce = "grad"
+async_op = true
+work = "w"
+[[op]]
+host_sleep_us = 1000
+[[op]]
+is_completed = "w"
+[[op]]
+label = "wait_w"
+wait = "w"
+[[fault]]
+ranks = [0]
+at = "ar"
+kind = "async_error"
+after_us = 5
+[[fault]]
+ranks = [1]
+at = "ar"
+kind = "hang"
+"""
+
+
+@pytest.mark.parametrize("catch", [False, True])
+def test_a_wait_that_raises_its_work_s_async_error_writes_the_simulator_s_records(
+        resolve, simulate, interpret, tmp_path, catch):
+    # The interpreter wrote such a raise as a main-thread `async_error` record (uncaught) or
+    # none (caught), where the simulator writes `wait_error` (the wait found the Work's error)
+    # and `abort` (its abort of the communicator returned), caught or not: `diff` reported the
+    # two sides' main-thread records as disagreeing.
+    text = WAIT_FINDS_ERROR.replace('wait = "w"', 'wait = "w"\ncatch = true' if catch else 'wait = "w"')
+    source = scenario_file(tmp_path, "wait_finds_error", text)
+    simulated = simulate(source)
+    expected = [(r["thread"], r["event"], r["group"], r["message"])
+                for r in simulated["watchdog"]
+                if r["rank"] == 0 and r["thread"] == "main" and r["event"] not in ("fault", "exit")]
+    assert [event for _, event, _, _ in expected] == ["wait_error", "abort"], expected
+    path, scenario = resolve(source)
+    # PyTorch offers no way to inject the network failure: the fake raises it from the wait.
+    scenario["faults"] = []
+    path.write_text(json.dumps(scenario))
+    completed, document, _ = interpret(path, world=2, env={
+        "FAKE_TORCH_RAISES": "work.wait=DistBackendError: NCCL error: remote process exited or "
+                             "there was a network error, NCCL version 2.27.3"})
+    assert completed.returncode == (0 if catch else 1), completed.stderr
+    assert [(r["thread"], r["event"], r["group"], r["message"])
+            for r in document["watchdog"] if r["event"] != "exit"] == expected
+    (wait_w,) = [op["index"] for op in scenario["ops"] if op["label"] == "wait_w"]
+    raised_at = {r["event"]: r["at_ns"] for r in document["watchdog"]}
+    assert raised_at["wait_error"] <= raised_at["abort"]
+    if catch:
+        # Caught, it is no finding, as in the simulator: the exception goes on record.
+        assert document["findings"] == []
+        (rank,) = document["ranks"]
+        (exception,) = rank["exceptions"]
+        assert (exception["op"], exception["at_ns"]) == (wait_w, raised_at["abort"])
+    else:
+        (recorded,) = document["findings"]
+        assert (recorded["kind"], recorded["op"]) == ("async_error", wait_w)
+        assert raised_at["abort"] <= raised_at["exit"]
 
 
 def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and_exit_3(

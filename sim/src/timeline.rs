@@ -14,6 +14,7 @@ pub use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, OpKind, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::ops::Range;
 pub use summary::*;
 
@@ -631,6 +632,20 @@ pub enum ThreadKind {
     HeartbeatMonitor,
 }
 
+/// The thread as the Timeline names it (`main`, `watchdog`, `heartbeat_monitor`): serde's name.
+impl fmt::Display for ThreadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.serialize(f)
+    }
+}
+
+/// The event as the Timeline names it (`wait_error`, `abort_returned`, …): serde's name.
+impl fmt::Display for WatchdogEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.serialize(f)
+    }
+}
+
 /// What happened, in the order PyTorch's error path goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -716,12 +731,31 @@ impl WatchdogRecord {
     pub fn concerns(&self, rank: u32) -> bool {
         self.rank == rank || self.stands_for.contains(rank)
     }
+
+    /// Every rank that logged this step: those it stands for (a record made once for a class
+    /// of ranks, docs/scale.md), else its own.
+    pub fn ranks(&self) -> RankSet {
+        if self.stands_for.is_empty() {
+            RankSet::range(self.rank, self.rank)
+        } else {
+            self.stands_for.clone()
+        }
+    }
 }
 
 impl Finding {
     /// Whether `rank` found this: the finding's own rank or one it stands for.
     pub fn concerns(&self, rank: u32) -> bool {
         self.rank == Some(rank) || self.stands_for.contains(rank)
+    }
+
+    /// Every rank that found this: those it stands for (a finding made once for a class of
+    /// ranks, docs/scale.md), else its own; none for a finding of no rank.
+    pub fn ranks(&self) -> RankSet {
+        match self.rank {
+            Some(rank) if self.stands_for.is_empty() => RankSet::range(rank, rank),
+            _ => self.stands_for.clone(),
+        }
     }
 
     /// This finding as only `ranks` (some of those it concerns) made it: the lowest of them its
@@ -732,11 +766,7 @@ impl Finding {
         let (Some(rank), Some(lowest)) = (self.rank, ranks.first()) else {
             return self.clone();
         };
-        let concerned = if self.stands_for.is_empty() {
-            RankSet::range(rank, rank)
-        } else {
-            self.stands_for.clone()
-        };
+        let concerned = self.ranks();
         let group_ranks = group_ranks_named(&self.message, &concerned).map(|(span, named)| {
             let kept = concerned
                 .iter()

@@ -27,21 +27,11 @@ pub struct WatchdogDisagreement {
 /// Per (rank, thread, event): the count and the first time.
 type Logged = BTreeMap<(u32, String, String), (usize, u64)>;
 
-fn name(value: impl Serialize) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|value| value.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 fn logged(timeline: &Timeline) -> Logged {
     let mut logged = Logged::new();
     for record in &timeline.watchdog {
-        let (thread, event) = (name(record.thread), name(record.event));
-        let own = [record.rank]
-            .into_iter()
-            .filter(|_| record.stands_for.is_empty());
-        for rank in own.chain(record.stands_for.iter()) {
+        let (thread, event) = (record.thread.to_string(), record.event.to_string());
+        for rank in record.ranks().iter() {
             let entry = logged
                 .entry((rank, thread.clone(), event.clone()))
                 .or_insert((0, record.at_ns));

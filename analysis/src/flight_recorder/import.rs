@@ -882,13 +882,8 @@ pub fn verdict(timeline: &Timeline) -> Vec<String> {
             order.push(verdict.clone());
         }
         // A folded record is every rank it stands for (docs/scale.md).
-        let ranks = if record.stands_for.is_empty() {
-            sim::ranks::RankSet::range(record.rank, record.rank)
-        } else {
-            record.stands_for.clone()
-        };
         let reported = verdicts.entry(verdict).or_default();
-        *reported = reported.union(&ranks);
+        *reported = reported.union(&record.ranks());
     }
     let mut lines: Vec<String> = order
         .into_iter()

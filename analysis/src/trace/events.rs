@@ -455,21 +455,14 @@ impl<'a> TraceContext<'a> {
     /// process of its own, `rank N (no records kept)`: its records and findings, with its own
     /// text, as a rank's process has them.
     pub fn unheld_ranks(&self, sink: &mut Sink) -> io::Result<()> {
-        // The ranks a record made for `rank` concerns: those it stands for, else its own.
-        fn own(rank: u32, stands_for: &RankSet) -> impl Iterator<Item = u32> + '_ {
-            let alone = stands_for.is_empty().then_some(rank);
-            alone.into_iter().chain(stands_for.iter())
-        }
         let timeline = self.timeline;
         let held = |rank: u32| (timeline.ranks.iter()).any(|r| r.rank == rank);
         let mut ranks = BTreeSet::new();
         for record in &timeline.watchdog {
-            ranks.extend(own(record.rank, &record.stands_for).filter(|&r| !held(r)));
+            ranks.extend(record.ranks().iter().filter(|&r| !held(r)));
         }
         for finding in &timeline.findings {
-            if let Some(rank) = finding.rank {
-                ranks.extend(own(rank, &finding.stands_for).filter(|&r| !held(r)));
-            }
+            ranks.extend(finding.ranks().iter().filter(|&r| !held(r)));
         }
         for rank in ranks {
             let pid = pid(rank);

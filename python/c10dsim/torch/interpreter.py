@@ -24,7 +24,7 @@ import traceback
 
 from . import timeline as tl
 
-DTYPES = {"f32": ("float32", 4), "bf16": ("bfloat16", 2), "f16": ("float16", 2)}
+DTYPES = tl.DTYPES
 
 # ProcessGroupNCCL::barrier all_reduces ``at::zeros({1}, kFloat)``: one f32.
 BARRIER_BYTES = DTYPES["f32"][1]
@@ -760,6 +760,8 @@ class Interpreter:
                 "[Rank %d] %s raised %s at %s (line %d), caught: %s" % (
                     self.rank, tl.display_name(op), type(error).__name__, iteration,
                     op["line"], message)))
+        elif self.raised_in_a_wait(op, iteration):
+            self.wait_found_error(op, at)
 
     def caught(self, op, iteration, error, at):
         """An exception nobody catches, raised at ``at``: a finding, and the program stops."""
@@ -786,6 +788,9 @@ class Interpreter:
             finding, event = "store_timeout", "store_timeout"
         elif "timeout" in message.lower() or "timed out" in message.lower():
             finding, event = "watchdog_timeout", "timeout"
+        elif self.raised_in_a_wait(op, iteration):
+            finding, event = "async_error", None
+            self.wait_found_error(op, at)
         else:
             finding, event = "async_error", "async_error"
         text = "[Rank %d] %s raised %s at %s (line %d): %s" % (
@@ -802,6 +807,16 @@ class Interpreter:
         return op["kind"]["kind"] == "wait" or any(
             record["op"] == op["index"] and record["iteration"] == iteration
             and (record["wait"] or {}).get("raised") for record in self.record["collectives"])
+
+    def wait_found_error(self, op, at):
+        """A ``wait()`` at ``op`` raised its Work's NCCL async error at ``at``, caught or not
+        (R27): it aborted the communicator, then raised, which the simulator logs as the main
+        thread's ``wait_error`` and ``abort``. The Work is the one whose wait raised last
+        (``wait_raised``): of the Works an explicit wait reached, the last."""
+        work = [record for record in self.record["collectives"]
+                if (record["wait"] or {}).get("raised")
+                and record["wait"]["op"] == op["index"]][-1]
+        self.watchdog.extend(tl.wait_error_records(self.scenario, self.rank, work, at))
 
     def is_store_timeout(self, error, message):
         """Whether ``error`` is the store's timeout: TCPStore's ``DistStoreError`` ("wait timeout
@@ -904,13 +919,16 @@ class Interpreter:
         wrapper's implicit ``wait()`` (a synchronous call on the internal stream: a blocking
         wait's timeout, R15, or its Work's error). A call raises before it issues anything —
         no SeqNum, no Work, no record, as in the simulator — where its communicator's creation
-        timed out (R29) or its communicator was already aborted (R27: "NCCL communicator was
-        aborted"), and wherever it has no implicit wait (async_op; on the current stream, R11)."""
+        timed out (R29) or failed in the store otherwise ("… via c10d key-value store …"), or
+        its communicator was already aborted (R27: "NCCL communicator was aborted"), and
+        wherever it has no implicit wait (async_op; on the current stream, R11)."""
         message = str(error)
+        lowered = message.lower()
         return (self.has_implicit_wait(op, async_op)
                 and isinstance(error, self.dist.DistBackendError)
                 and not self.is_store_timeout(error, message)
-                and "communicator was aborted" not in message.lower())
+                and "via c10d key-value store" not in lowered
+                and "communicator was aborted" not in lowered)
 
     def wait_raised(self, op, record, start_ns, raised_ns):
         """The wait at ``op`` on ``record``'s Work, begun at ``start_ns``, raised at

@@ -9,6 +9,9 @@ import math
 
 TIMELINE_FORMAT = "c10dsim-timeline/1"
 
+# Each scenario element type: torch's name of it and its size in bytes.
+DTYPES = {"f32": ("float32", 4), "bf16": ("bfloat16", 2), "f16": ("float16", 2)}
+
 # The Python call the interpreter makes for each op key: the Timeline's ``host_name``.
 TORCH_CALLS = {
     "all_reduce": "torch.distributed.all_reduce",
@@ -276,6 +279,69 @@ def watchdog_record(rank, event, at_ns, message, thread="main", group=None):
         "at_ns": at_ns,
         "message": message,
     }
+
+
+# The OpType PyTorch prints for the Work of each collective (``sim::collective``'s descriptors);
+# a coalescing block's one Work, and a batch_isend_irecv's, is ``COALESCED``.
+WORK_OP_TYPES = {"all_reduce": "ALLREDUCE", "all_gather": "_ALLGATHER_BASE",
+                 "reduce_scatter": "_REDUCE_SCATTER_BASE", "broadcast": "BROADCAST",
+                 "all_to_all": "ALLTOALL_BASE", "send": "SEND", "recv": "RECV"}
+
+# ``u64::MAX``: the simulator's NumelIn and NumelOut of a batch_isend_irecv's Work.
+BATCH_P2P_NUMEL = 2 ** 64 - 1
+
+def communicator(scenario, group):
+    """The group whose communicator a call on ``group`` runs on (``Scenario::communicator``): a
+    pair's send or receive runs on the world's where the world was created eagerly (R11)."""
+    groups = scenario["groups"]
+    return 0 if groups[group]["point_to_point"] and groups[0]["eager_init"] else group
+
+
+def work_text(scenario, record):
+    """The Work of the collective ``record`` as the simulator prints it
+    (``sim::pg::work_text``): ``WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…,
+    Timeout(ms)=…)``, its timeout its communicator's group's."""
+    kind = scenario["ops"][record["op"]]["kind"]
+    group = record["group"]
+    if kind["kind"] == "batch_p2p":
+        op_type, numel_in, numel_out = "COALESCED", BATCH_P2P_NUMEL, BATCH_P2P_NUMEL
+    else:
+        collective = kind.get("collective", "all_reduce")
+        dtype = (scenario["tensors"][kind["tensor"]]["dtype"] if kind["kind"] == "collective"
+                 else "f32")
+        numel = record["bytes"] // DTYPES[dtype][1]
+        members = max(1, len(scenario["groups"][group]["ranks"]))
+        sliced = numel // members * members
+        numel_in, numel_out = {"all_gather": (numel // members, sliced),
+                               "reduce_scatter": (sliced, numel // members),
+                               "all_to_all": (sliced, sliced)}.get(collective, (numel, numel))
+        coalesced = kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
+        op_type = "COALESCED" if coalesced else WORK_OP_TYPES[collective]
+    timeout_ms = scenario["groups"][communicator(scenario, group)]["timeout_ns"] // 1_000_000
+    return "WorkNCCL(SeqNum=%d, OpType=%s, NumelIn=%d, NumelOut=%d, Timeout(ms)=%d)" % (
+        record.get("work_seq_num", record["seq"]), op_type, numel_in, numel_out, timeout_ms)
+
+
+def wait_error_records(scenario, rank, record, at_ns):
+    """The main thread's records where a ``wait()`` of rank ``rank`` raised the NCCL async
+    error of ``record``'s Work at ``at_ns`` (R15, R27), as the simulator writes them
+    (``sim::pg::work::wait_error_log``, ``wait_error_abort_returned``): PyTorch's wait aborted
+    the communicator before it raised. Where in the call it found the error, and when the abort
+    returned, Python cannot see: both are at the raise."""
+    group = communicator(scenario, record["group"])
+    work = work_text(scenario, record)
+    return [
+        watchdog_record(
+            rank, "wait_error", at_ns,
+            "[Rank %d] Work %s failed with its communicator's NCCL async error in wait(). "
+            "Aborting the communicator, then raising DistBackendError in the main thread."
+            % (rank, work), group=group),
+        watchdog_record(
+            rank, "abort", at_ns,
+            "[Rank %d] Work %s failed with an NCCL async error in wait(); the main thread "
+            "aborted the communicator of group %s and raises DistBackendError."
+            % (rank, work, scenario["groups"][group]["name"]), group=group),
+    ]
 
 
 def draw_delay_ns(delay, rng):

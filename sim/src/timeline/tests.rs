@@ -193,3 +193,63 @@ fn a_finding_narrowed_to_some_of_its_ranks_names_only_their_group_ranks_r29() {
         "[Rank 5] Watchdog caught collective operation timeout"
     );
 }
+
+#[test]
+fn a_watchdog_record_s_ranks_are_those_it_stands_for_else_its_own() {
+    let record = |rank: u32, stands_for: RankSet| WatchdogRecord {
+        rank,
+        group: Some(0),
+        thread: ThreadKind::Main,
+        event: WatchdogEvent::WaitError,
+        at_ns: 5,
+        message: format!("[Rank {rank}] Work failed"),
+        stands_for,
+    };
+    assert_eq!(
+        record(4, RankSet::default()).ranks(),
+        RankSet::from_ranks([4])
+    );
+    let class = RankSet::from_ranks([2, 3, 4, 9]);
+    assert_eq!(record(2, class.clone()).ranks(), class);
+}
+
+#[test]
+fn a_finding_s_ranks_are_those_it_stands_for_else_its_own_else_none() {
+    let finding = |rank: Option<u32>, stands_for: RankSet| Finding {
+        kind: FindingKind::AsyncError,
+        rank,
+        iteration: None,
+        op: None,
+        stream: None,
+        message: String::new(),
+        stands_for,
+    };
+    assert_eq!(
+        finding(Some(1), RankSet::default()).ranks(),
+        RankSet::from_ranks([1])
+    );
+    let class = RankSet::from_ranks([1, 2, 7]);
+    assert_eq!(finding(Some(1), class.clone()).ranks(), class);
+    assert!(finding(None, RankSet::default()).ranks().is_empty());
+}
+
+#[test]
+fn threads_and_events_display_as_the_timeline_names_them() {
+    for thread in [
+        ThreadKind::Main,
+        ThreadKind::Watchdog,
+        ThreadKind::HeartbeatMonitor,
+    ] {
+        assert_eq!(
+            serde_json::to_value(thread).unwrap(),
+            thread.to_string().as_str()
+        );
+    }
+    for (event, name) in [
+        (WatchdogEvent::WaitError, "wait_error"),
+        (WatchdogEvent::AbortReturned, "abort_returned"),
+        (WatchdogEvent::HeartbeatTimeout, "heartbeat_timeout"),
+    ] {
+        assert_eq!(event.to_string(), name);
+    }
+}

@@ -55,10 +55,9 @@ impl TraceContext<'_> {
                     json!({"name": format!("{thread} (group {group_name})")}),
                 )?;
             }
-            let name = serde_json::to_value(record.event)?;
             sink.instant(
                 "watchdog",
-                name.as_str().unwrap_or_default(),
+                &record.event.to_string(),
                 (pid, tid),
                 record.at_ns,
                 json!({"message": as_logged_by(
