@@ -142,7 +142,8 @@ fn x_value(cell: &str) -> Option<(f64, bool)> {
         .map(|bytes| (bytes as f64, true))
 }
 
-/// Builds a chart from a sweep table: rows with an empty or non-numeric y are left out.
+/// Builds a chart from a sweep table: rows with an empty y (or `nan`, `inf`) are left out; any
+/// other y that is not a number is refused.
 pub fn line_chart(
     header: &[String],
     rows: &[Vec<String>],
@@ -170,10 +171,20 @@ pub fn line_chart(
         if filters.iter().any(|&(i, value)| cell(row, i) != value) {
             continue;
         }
-        // `nan` and `inf` are left out, as empty cells are; a finite number no axis can span
-        // is refused, not dropped from the line unsaid.
-        let Some(y_value) = cell(row, y).trim().parse::<f64>().ok() else {
+        // `nan` and `inf` are left out, as empty cells are; a finite number no axis can span,
+        // or a cell that is no number at all, is refused, not dropped from the line unsaid.
+        let y_cell = cell(row, y).trim();
+        if y_cell.is_empty() {
             continue;
+        }
+        let Ok(y_value) = y_cell.parse::<f64>() else {
+            return Err(format!(
+                "column {:?} holds {:?} at {}, not a number (only an empty cell, `nan` or `inf` \
+                 is left out)",
+                query.y,
+                cell(row, y),
+                row_name(header, rows, row_index)
+            ));
         };
         if !plottable(y_value) {
             if y_value.is_finite() {
@@ -1003,6 +1014,34 @@ mod tests {
         assert_eq!(padded(1e20, 1e20), (1e20 - 5e18, 1e20 + 5e18));
     }
 
+    /// A y cell that is no number at all is refused, named with its column and point: dropped,
+    /// it could take a whole series with it while `plot` exits 0. Empty cells are left out.
+    #[test]
+    fn a_y_cell_that_is_not_a_number_is_refused_with_its_point() {
+        let header = ["point", "n", "y"].map(String::from);
+        let rows: Vec<Vec<String>> = [["0", "1", ""], ["1", "2", " "], ["2", "3", "12ms"]]
+            .iter()
+            .map(|row| row.map(String::from).to_vec())
+            .collect();
+        let query = ChartQuery {
+            x: "n",
+            y: "y",
+            by: None,
+            filters: &[],
+        };
+        let err = line_chart(&header, &rows, &query).unwrap_err();
+        assert_eq!(
+            err,
+            "column \"y\" holds \"12ms\" at point 2, not a number (only an empty cell, `nan` \
+             or `inf` is left out)"
+        );
+        let chart = line_chart(&header, &rows[..2], &query);
+        assert!(
+            chart.is_err_and(|err| err.contains("no row has a number")),
+            "empty cells are left out"
+        );
+    }
+
     /// A finite number no axis can span is refused, named with its row, not dropped unsaid
     /// (leaving a chart short of a point, or reported as no number at all).
     #[test]
@@ -1073,7 +1112,8 @@ mod tests {
         };
         assert_eq!(
             line_chart(&header, &rows, &no_number).unwrap_err(),
-            "no row has a number in \"killer\" (after the filters)"
+            "column \"killer\" holds \"none\" at point 1, not a number (only an empty cell, \
+             `nan` or `inf` is left out)"
         );
     }
 
