@@ -57,6 +57,16 @@ fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
             )));
         }
     }
+    // Two points of one count would be two rows at one x: `plot` refuses the CSV.
+    let counts = args.scaling.as_deref().unwrap_or_default();
+    if let Some(twice) = (counts.iter().enumerate())
+        .find(|&(position, count)| counts[..position].contains(count))
+        .map(|(_, count)| count)
+    {
+        return Err(Failure::input(format!(
+            "--scaling {twice}: a number of ranks given twice (each point is one number of ranks)"
+        )));
+    }
     let max_repeat = sim::scenario::MAX_REPEAT;
     if !(1..=max_repeat).contains(&args.iterations) {
         return Err(Failure::input(format!(
