@@ -493,6 +493,18 @@ fn shards_merged_equal_the_unsharded_run() {
         &[("SLURM_ARRAY_TASK_ID", "1")],
         "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not",
     );
+    // A count of 0 is refused as such (it read `shard index 0 is not below the shard count 0`).
+    refused_as_task(
+        &[("JOB_COMPLETION_INDEX", "0"), ("C10DSIM_SHARD_COUNT", "0")],
+        "C10DSIM_SHARD_COUNT=0: a sweep has at least 1 shard",
+    );
+    refused_as_task(
+        &[
+            ("SLURM_ARRAY_TASK_ID", "0"),
+            ("SLURM_ARRAY_TASK_COUNT", "0"),
+        ],
+        "SLURM_ARRAY_TASK_COUNT=0: a sweep has at least 1 shard",
+    );
     parts.push(slurm);
     let sliced: Vec<usize> = parts
         .iter()
