@@ -57,6 +57,16 @@ fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
             )));
         }
     }
+    // Two points of one count would be two rows at one x: `plot` refuses the CSV.
+    let counts = args.scaling.as_deref().unwrap_or_default();
+    if let Some(twice) = (counts.iter().enumerate())
+        .find(|&(position, count)| counts[..position].contains(count))
+        .map(|(_, count)| count)
+    {
+        return Err(Failure::input(format!(
+            "--scaling {twice}: a number of ranks given twice (each point is one number of ranks)"
+        )));
+    }
     let max_repeat = sim::scenario::MAX_REPEAT;
     if !(1..=max_repeat).contains(&args.iterations) {
         return Err(Failure::input(format!(
@@ -540,6 +550,24 @@ struct Repeated {
     decimals: usize,
 }
 
+impl Repeated {
+    /// The decimals `spread` is shown with: the figure's own, or more where a value is below
+    /// them, for three significant digits (a 56 µs simulation read `0.000`), down to the
+    /// microsecond the rows carry; counts (no decimals) as they are.
+    fn decimals_for(&self, spread: &Spread) -> usize {
+        const MICROSECOND_DECIMALS: i64 = 6;
+        let least = [spread.min, spread.median, spread.max]
+            .into_iter()
+            .filter(|&value| value > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        if self.decimals == 0 || !least.is_finite() {
+            return self.decimals;
+        }
+        let significant = (2 - least.log10().floor() as i64).clamp(0, MICROSECOND_DECIMALS);
+        self.decimals.max(significant as usize)
+    }
+}
+
 const REPEATED: [Repeated; 8] = [
     Repeated {
         column: "wall_s",
@@ -720,8 +748,8 @@ fn render_series(
     for ((label, program), per_figure) in binaries.iter().zip(&spreads) {
         text.push_str(&format!("{label} ({}):\n", program.display()));
         for (figure, spread) in REPEATED.iter().zip(per_figure) {
-            let digits = figure.decimals;
             let shown = spread.map_or("unavailable".to_string(), |s| {
+                let digits = figure.decimals_for(&s);
                 format!(
                     "{:.digits$} / {:.digits$} / {:.digits$}{}",
                     s.min, s.median, s.max, figure.unit
@@ -949,5 +977,22 @@ mod tests {
         );
         assert!(text.contains("  simulate: –, ranges overlap\n"), "{text}");
         assert!(text.contains("count different events"), "{text}");
+    }
+
+    /// A time below the fixed decimals gets more, for three significant digits (a 56 µs
+    /// simulation was `0.000 / 0.000 / 0.000 s`), down to the microsecond the rows carry.
+    #[test]
+    fn small_times_keep_their_significant_digits() {
+        let binaries = [("this", PathBuf::from("a"))];
+        let text = render_series(&args(), 2, &binaries, &[series([0.000056, 0.000072], 10)]);
+        assert!(
+            text.contains("  simulate: 0.000056 / 0.000064 / 0.000072 s\n"),
+            "{text}"
+        );
+        let text = render_series(&args(), 2, &binaries, &[series([0.0, 0.000002], 10)]);
+        assert!(
+            text.contains("  simulate: 0.000000 / 0.000001 / 0.000002 s\n"),
+            "{text}"
+        );
     }
 }

@@ -237,13 +237,19 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
         .num_threads(threads)
         .build()
         .map_err(|error| Failure::input(format!("cannot start {threads} threads: {error}")))?;
-    let done = if args.resume {
-        resume_rows(&args.output, &header, &hash, sweep.point_count())?
-    } else if to_stdout {
-        Vec::new()
+    let Resumed { done, line_end } = if args.resume {
+        let this_sweep = ThisSweep {
+            header: &header,
+            hash: &hash,
+            point_count: sweep.point_count(),
+            shard,
+        };
+        resume_rows(&args.output, &this_sweep)?
     } else {
-        write_header(&args.output, &header)?;
-        Vec::new()
+        if !to_stdout {
+            write_header(&args.output, &header)?;
+        }
+        Resumed::default()
     };
     let done_set: HashSet<u64> = done.iter().copied().collect();
     // The points to run, in order, without holding them all (a shard may have millions).
@@ -267,7 +273,9 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
     } else {
         Sink::File(OutputFile::open(&args.output)?)
     };
-    let mut writer = csv::Writer::from_writer(sink);
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(line_end)
+        .from_writer(sink);
     if to_stdout {
         writer
             .write_record(&header)
@@ -465,20 +473,46 @@ fn write_header(path: &Path, header: &[String]) -> Result<(), Failure> {
     writer.flush().map_err(|error| write_failure(path, error))
 }
 
-/// `--resume`: the points already in `path` (written by this sweep: same columns, same
-/// scenario file, points below its `point_count`), in file order. A record cut short by an
-/// interruption is dropped; a missing file starts the sweep afresh.
-fn resume_rows(
-    path: &Path,
-    header: &[String],
-    hash: &str,
+/// What a `--resume` file must match: the sweep's columns, its hash, its number of points and
+/// the shard this run is.
+struct ThisSweep<'a> {
+    header: &'a [String],
+    hash: &'a str,
     point_count: u64,
-) -> Result<Vec<u64>, Failure> {
+    shard: sim::sweep::Shard,
+}
+
+/// What `--resume` found in the file: the points already in it, in file order, and the line
+/// end its rows go on with (the file's own: an editor's CRLF file gets no LF rows).
+struct Resumed {
+    done: Vec<u64>,
+    line_end: csv::Terminator,
+}
+
+impl Default for Resumed {
+    fn default() -> Self {
+        Resumed {
+            done: Vec::new(),
+            line_end: csv::Terminator::Any(b'\n'),
+        }
+    }
+}
+
+/// `--resume`: the points already in `path` (written by this sweep: same columns, same
+/// scenario file, points below its `point_count`, each of this shard's) and its line end. A
+/// record cut short by an interruption is dropped; a missing file starts the sweep afresh.
+fn resume_rows(path: &Path, sweep: &ThisSweep) -> Result<Resumed, Failure> {
+    let ThisSweep {
+        header,
+        hash,
+        point_count,
+        shard,
+    } = *sweep;
     let bytes = match crate::stdio::read_file(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             write_header(path, header)?;
-            return Ok(Vec::new());
+            return Ok(Resumed::default());
         }
         Err(error) => return Err(read_failure(path, error)),
     };
@@ -492,7 +526,7 @@ fn resume_rows(
     }
     if complete == 0 {
         write_header(path, header)?;
-        return Ok(Vec::new());
+        return Ok(Resumed::default());
     }
     if let Some(point) = analysis::sweep::headless_first_point(&bytes[..complete]) {
         return Err(Failure::input(format!(
@@ -529,7 +563,28 @@ fn resume_rows(
             point_count - 1
         )));
     }
-    Ok(done)
+    // Points go to shards in turn (shard I of N runs I, I + N, …): a point of another shard
+    // means the file is another shard's, or the merged sweep's.
+    if let Some(foreign) = done
+        .iter()
+        .find(|&&index| index % shard.count != shard.index)
+    {
+        let (first, count) = (shard.index, shard.count);
+        return Err(Failure::input(format!(
+            "--resume: {} holds point {foreign}, which is not one of shard {shard}'s (points \
+             {first}, {}, {}, …): the file is another shard's, or a whole sweep's; resume it \
+             with its own --shard, or write to a new file",
+            path.display(),
+            first + count,
+            first + 2 * count
+        )));
+    }
+    let first_line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap_or(0)];
+    let line_end = match first_line.ends_with(b"\r") {
+        true => csv::Terminator::CRLF,
+        false => csv::Terminator::Any(b'\n'),
+    };
+    Ok(Resumed { done, line_end })
 }
 
 /// A row's `scenario_hash` (every sweep CSV has the column).

@@ -22,7 +22,7 @@
 //! assert_eq!(chart.y_label, "killed.overlap (R3: 1 = hidden, 0 = serial)");
 //! ```
 
-use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::ranged1d::{BoldPoints, DefaultFormatting, KeyPointHint, LightPoints, Ranged};
 use plotters::prelude::*;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -142,7 +142,8 @@ fn x_value(cell: &str) -> Option<(f64, bool)> {
         .map(|bytes| (bytes as f64, true))
 }
 
-/// Builds a chart from a sweep table: rows with an empty or non-numeric y are left out.
+/// Builds a chart from a sweep table: rows with an empty y (or `nan`, `inf`) are left out; any
+/// other y that is not a number is refused.
 pub fn line_chart(
     header: &[String],
     rows: &[Vec<String>],
@@ -170,10 +171,20 @@ pub fn line_chart(
         if filters.iter().any(|&(i, value)| cell(row, i) != value) {
             continue;
         }
-        // `nan` and `inf` are left out, as empty cells are; a finite number no axis can span
-        // is refused, not dropped from the line unsaid.
-        let Some(y_value) = cell(row, y).trim().parse::<f64>().ok() else {
+        // `nan` and `inf` are left out, as empty cells are; a finite number no axis can span,
+        // or a cell that is no number at all, is refused, not dropped from the line unsaid.
+        let y_cell = cell(row, y).trim();
+        if y_cell.is_empty() {
             continue;
+        }
+        let Ok(y_value) = y_cell.parse::<f64>() else {
+            return Err(format!(
+                "column {:?} holds {:?} at {}, not a number (only an empty cell, `nan` or `inf` \
+                 is left out)",
+                query.y,
+                cell(row, y),
+                row_name(header, rows, row_index)
+            ));
         };
         if !plottable(y_value) {
             if y_value.is_finite() {
@@ -552,12 +563,6 @@ fn draw_chart<DB: DrawingBackend>(
         };
         &scaled
     };
-    let axes = Axes {
-        x_kind,
-        y_kind,
-        x_description: with_scale(&chart.x_label, x_log),
-        y_description: with_scale(&chart.y_label, log_y),
-    };
     let points = || chart.series.iter().flat_map(|s| s.points.iter());
     let span = |value: fn(&(f64, f64)) -> f64| {
         (points().map(value)).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
@@ -567,6 +572,20 @@ fn draw_chart<DB: DrawingBackend>(
     let ((x_low, x_high), (y_low, y_high)) = (span(|p| p.0), span(|p| p.1));
     let x_base = if chart.x_is_bytes { 2.0 } else { 10.0 };
     let y_base = if chart.y_is_bytes { 2.0 } else { 10.0 };
+    let axes = Axes {
+        x_kind,
+        y_kind,
+        x_scale: match x_log {
+            true => AxisScale::Log { base: x_base },
+            false => AxisScale::Linear,
+        },
+        y_scale: match log_y {
+            true => AxisScale::Log { base: y_base },
+            false => AxisScale::Linear,
+        },
+        x_description: with_scale(&chart.x_label, x_log),
+        y_description: with_scale(&chart.y_label, log_y),
+    };
     let (x_pad_low, x_pad_high) = padded(x_low, x_high);
     let (y_pad_low, y_pad_high) = padded(y_low, y_high);
     let log_y_range = log_span(y_low, y_high).log_scale().base(y_base);
@@ -756,22 +775,143 @@ const MAX_TICK_DECIMALS: usize = 12;
 /// The ticks an axis asks the mesh for (its bold lines, which carry the labels).
 const TICKS: usize = 11;
 
-/// How the axes are described: how each writes its ticks, and both axes' labels as drawn.
+/// How the axes are described: how each writes its ticks, how each is scaled, and both axes'
+/// labels as drawn.
 struct Axes {
     x_kind: TickKind,
     y_kind: TickKind,
+    x_scale: AxisScale,
+    y_scale: AxisScale,
     x_description: String,
     y_description: String,
 }
 
-/// The values an axis over `range` ticks, as the mesh picks them.
-fn ticks_of<R>(range: R) -> Vec<f64>
-where
-    R: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
-    R::CoordDescType: Ranged<ValueType = f64>,
-{
-    let coordinate: R::CoordDescType = range.into();
-    coordinate.key_points(plotters::coord::ranged1d::BoldPoints(TICKS))
+/// How an axis maps its values.
+#[derive(Clone, Copy, PartialEq)]
+enum AxisScale {
+    Linear,
+    Log { base: f64 },
+}
+
+/// The values an axis ticks, over `coordinate`'s range: the mesh's own, each once, a tick that
+/// is float noise around zero (`-3.155e-30` between `-20f` and `20f`) made 0; where the mesh
+/// finds fewer than two (a range of 1e-20) or a log₁₀ axis (the mesh drops every decade below
+/// 2.2e-16, and writes each decade twice when it ticks the values between), ticks of this
+/// module's own, round in 1, 2 or 5.
+fn ticks_of<C: Ranged<ValueType = f64>>(coordinate: &C, scale: AxisScale) -> Vec<f64> {
+    let range = coordinate.range();
+    let (low, high) = (range.start.min(range.end), range.start.max(range.end));
+    let mut ticks = match scale {
+        AxisScale::Log { base: 10.0 } => decade_ticks(low, high),
+        _ => coordinate.key_points(BoldPoints(TICKS)),
+    };
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup_by(|later, earlier| (*later - *earlier).abs() <= 1e-9 * later.abs());
+    if scale == AxisScale::Linear {
+        if ticks.len() < 2 {
+            ticks = round_ticks(low, high);
+        }
+        let step = (ticks.windows(2))
+            .map(|pair| pair[1] - pair[0])
+            .fold(f64::INFINITY, f64::min);
+        for tick in &mut ticks {
+            if tick.abs() < step * 1e-6 {
+                *tick = 0.0;
+            }
+        }
+    }
+    ticks
+}
+
+/// Ticks from `low` to `high`, at most [`TICKS`]: multiples of a step of 1, 2 or 5 times a
+/// power of ten, 0 exactly 0.
+fn round_ticks(low: f64, high: f64) -> Vec<f64> {
+    let rough = (high - low) / (TICKS - 1) as f64;
+    if !(rough.is_finite() && rough > 0.0) {
+        return vec![low];
+    }
+    let power = power_of_ten(rough.log10().floor() as i32);
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|&m| m * power)
+        .find(|&step| step >= rough)
+        .unwrap_or(10.0 * power);
+    let first = (low / step).ceil() as i64;
+    let last = (high / step).floor() as i64;
+    (first..=last).map(|k| k as f64 * step).collect()
+}
+
+/// 10ⁿ as the nearest float (`powi` is a few ulps off for negative powers).
+fn power_of_ten(exponent: i32) -> f64 {
+    format!("1e{exponent}").parse().unwrap_or(0.0)
+}
+
+/// The ticks of a log₁₀ axis from `low` to `high`: its decades (every second, fifth, … where
+/// more than [`TICKS`]); over fewer than three, the values between at 2 and 5 times a decade,
+/// or at each of 2 to 9 times where that stays within [`TICKS`].
+fn decade_ticks(low: f64, high: f64) -> Vec<f64> {
+    let first = low.log10().floor() as i32;
+    let last = high.log10().ceil() as i32;
+    let within = |value: &f64| (low..=high).contains(value);
+    let decades = || (first..=last).map(power_of_ten).filter(within);
+    if decades().count() >= 3 {
+        let count = decades().count();
+        let stride = count.div_ceil(TICKS);
+        return decades().step_by(stride).collect();
+    }
+    let multiples = |factors: &[f64]| -> Vec<f64> {
+        (first..=last)
+            .flat_map(|exponent| factors.iter().map(move |m| m * power_of_ten(exponent)))
+            .filter(within)
+            .collect()
+    };
+    let every = multiples(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    if every.len() <= TICKS {
+        every
+    } else {
+        multiples(&[1.0, 2.0, 5.0])
+    }
+}
+
+/// A coordinate ticked at `ticks` (its labels and bold lines), its light lines where the mesh
+/// draws them; its labels written by the chart's formatters.
+struct Ticked<C> {
+    coordinate: C,
+    ticks: Vec<f64>,
+    light: Vec<f64>,
+}
+
+fn with_ticks<C: Ranged<ValueType = f64>>(coordinate: C, ticks: Vec<f64>) -> Ticked<C> {
+    let light = coordinate.key_points(LightPoints::new(TICKS, TICKS * 10));
+    Ticked {
+        coordinate,
+        ticks,
+        light,
+    }
+}
+
+impl<C: Ranged<ValueType = f64>> Ranged for Ticked<C> {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.coordinate.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        match hint.weight().allow_light_points() {
+            true => self.light.clone(),
+            false => self.ticks.clone(),
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.coordinate.range()
+    }
+
+    fn axis_pixel_range(&self, limit: (i32, i32)) -> std::ops::Range<i32> {
+        self.coordinate.axis_pixel_range(limit)
+    }
 }
 
 /// The y labels' area is at least this wide, and beside its widest tick has this much room for
@@ -788,16 +928,19 @@ fn draw_with<DB, X, Y>(
 ) -> Result<(), String>
 where
     DB: DrawingBackend,
-    X: plotters::coord::ranged1d::AsRangedCoord<Value = f64> + Clone,
-    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
-    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64> + Clone,
-    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64>,
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y::CoordDescType: Ranged<ValueType = f64>,
 {
     let fail = |error: &dyn std::fmt::Display| format!("drawing the chart failed: {error}");
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let (x_kind, y_kind) = (axes.x_kind, axes.y_kind);
-    let x_decimals = x_kind.decimals_for(&ticks_of(x_range.clone()));
-    let y_ticks = ticks_of(y_range.clone());
+    let (x_coordinate, y_coordinate): (X::CoordDescType, Y::CoordDescType) =
+        (x_range.into(), y_range.into());
+    let x_ticks = ticks_of(&x_coordinate, axes.x_scale);
+    let y_ticks = ticks_of(&y_coordinate, axes.y_scale);
+    let x_decimals = x_kind.decimals_for(&x_ticks);
     let y_decimals = y_kind.decimals_for(&y_ticks);
     // The y labels' area fits the widest tick beside the rotated axis label, whatever its
     // length: a fixed one cut `1.2e12` at the left, and wrote `250000000` over the label.
@@ -812,7 +955,10 @@ where
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(MIN_Y_LABEL_AREA_PX.max(widest_px + Y_LABEL_ROOM_PX))
-        .build_cartesian_2d(x_range, y_range)
+        .build_cartesian_2d(
+            with_ticks(x_coordinate, x_ticks),
+            with_ticks(y_coordinate, y_ticks),
+        )
         .map_err(|e| fail(&e))?;
     context
         .configure_mesh()
@@ -909,6 +1055,53 @@ mod tests {
         assert_eq!(with_scale("gemm", true), "gemm (log scale)");
     }
 
+    /// The labels of the ticks of an axis over `coordinate`, as drawn.
+    fn tick_labels<C: Ranged<ValueType = f64>>(coordinate: &C, scale: AxisScale) -> Vec<String> {
+        let ticks = ticks_of(coordinate, scale);
+        let decimals = TickKind::Number.decimals_for(&ticks);
+        (ticks.iter())
+            .map(|&tick| TickKind::Number.write(tick, decimals))
+            .collect()
+    }
+
+    /// At any magnitude an axis has readable ticks, each once: float noise around zero reads
+    /// `0` (it read `-3.155e-30` at 1e-16, `-2.487e86` at 1e100), a range of 1e-20 is ticked
+    /// (once, at `-7.274e-20`; on a log axis not at all), a log axis writes each decade once
+    /// (`100M` was written twice).
+    #[test]
+    fn ticks_read_at_any_magnitude() {
+        for scale in [1e-20, 1e-16, 1e-9, 1.0, 1e5, 1e12, 1e100] {
+            let (low, high) = (74.078 * scale, 1701.118 * scale);
+            let (pad_low, pad_high) = padded(low, high);
+            let linear: plotters::coord::types::RangedCoordf64 = (pad_low..pad_high).into();
+            let labels = tick_labels(&linear, AxisScale::Linear);
+            assert!(labels.len() >= 5, "{scale:e}: {labels:?}");
+            assert!(labels.contains(&"0".to_string()), "{scale:e}: {labels:?}");
+            assert!(
+                labels
+                    .iter()
+                    .all(|l| l == "0" || !l.contains("e") || !(1e-15..=1e15).contains(&scale)),
+                "{scale:e}: {labels:?}"
+            );
+            let log: plotters::coord::combinators::LogCoord<f64> =
+                log_span(low, high).log_scale().base(10.0).into();
+            let log_labels = tick_labels(&log, AxisScale::Log { base: 10.0 });
+            assert!(log_labels.len() >= 2, "{scale:e}: {log_labels:?}");
+            for labels in [&labels, &log_labels] {
+                let distinct: HashSet<_> = labels.iter().collect();
+                assert_eq!(distinct.len(), labels.len(), "{scale:e}: {labels:?}");
+            }
+        }
+        let tiny: plotters::coord::types::RangedCoordf64 = (-1e-20..9e-20).into();
+        assert_eq!(
+            tick_labels(&tiny, AxisScale::Linear),
+            [
+                "-1e-20", "0", "1e-20", "2e-20", "3e-20", "4e-20", "5e-20", "6e-20", "7e-20",
+                "8e-20", "9e-20"
+            ]
+        );
+    }
+
     #[test]
     fn ticks_are_round() {
         assert_eq!(size_tick(1048576.0), "1 MiB");
@@ -1003,6 +1196,34 @@ mod tests {
         assert_eq!(padded(1e20, 1e20), (1e20 - 5e18, 1e20 + 5e18));
     }
 
+    /// A y cell that is no number at all is refused, named with its column and point: dropped,
+    /// it could take a whole series with it while `plot` exits 0. Empty cells are left out.
+    #[test]
+    fn a_y_cell_that_is_not_a_number_is_refused_with_its_point() {
+        let header = ["point", "n", "y"].map(String::from);
+        let rows: Vec<Vec<String>> = [["0", "1", ""], ["1", "2", " "], ["2", "3", "12ms"]]
+            .iter()
+            .map(|row| row.map(String::from).to_vec())
+            .collect();
+        let query = ChartQuery {
+            x: "n",
+            y: "y",
+            by: None,
+            filters: &[],
+        };
+        let err = line_chart(&header, &rows, &query).unwrap_err();
+        assert_eq!(
+            err,
+            "column \"y\" holds \"12ms\" at point 2, not a number (only an empty cell, `nan` \
+             or `inf` is left out)"
+        );
+        let chart = line_chart(&header, &rows[..2], &query);
+        assert!(
+            chart.is_err_and(|err| err.contains("no row has a number")),
+            "empty cells are left out"
+        );
+    }
+
     /// A finite number no axis can span is refused, named with its row, not dropped unsaid
     /// (leaving a chart short of a point, or reported as no number at all).
     #[test]
@@ -1073,7 +1294,8 @@ mod tests {
         };
         assert_eq!(
             line_chart(&header, &rows, &no_number).unwrap_err(),
-            "no row has a number in \"killer\" (after the filters)"
+            "column \"killer\" holds \"none\" at point 1, not a number (only an empty cell, \
+             `nan` or `inf` is left out)"
         );
     }
 

@@ -160,7 +160,11 @@ pub fn read_table(bytes: &[u8]) -> Result<(Vec<String>, Vec<csv::StringRecord>),
                  sweep appends to it does"
             ),
             None => {
-                format!("not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?})")
+                format!(
+                    "not a c10dsim sweep CSV (its first column is not {POINT_COLUMN:?}): plot, \
+                     merge and --resume read the CSVs of `c10dsim sweep` and plot those of \
+                     `bench --scaling` too, not that of `bench --repeat`"
+                )
             }
         };
         return Err(CsvError {
@@ -781,6 +785,14 @@ mod tests {
         assert!(
             error.starts_with("s.csv:1: error: not a c10dsim sweep CSV"),
             "{error}"
+        );
+        // `bench --repeat`'s CSV, given to `plot`: the message says which CSVs it reads.
+        let error = read_table(b"run,binary,round,ranks\n0,this,0,8\n").unwrap_err();
+        assert_eq!(
+            error.message,
+            "not a c10dsim sweep CSV (its first column is not \"point\"): plot, merge and \
+             --resume read the CSVs of `c10dsim sweep` and plot those of `bench --scaling` too, \
+             not that of `bench --repeat`"
         );
         // A file with Windows line ends: the same lines (the csv reader said 2 and 1).
         let (_, rows) = read_table(b"point,b\r\n0,1\r\nx,2\r\n").unwrap();

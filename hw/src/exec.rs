@@ -329,6 +329,7 @@ impl RunLog {
             unfinished_stream_waits: Vec::new(),
             unfinished_host: None,
             unfinished_iteration: self.unfinished_iteration,
+            step_starts_ns: Vec::new(),
             memory: self.memory,
             cache_releases: self.cache_releases,
             // The race detector is the simulator's: the GPU shows no races by itself.

@@ -222,6 +222,13 @@ pub struct RankTimeline {
     /// older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfinished_iteration: Option<u32>,
+    /// In a summarised Timeline (`run --summary`): where the profiler step of each kept
+    /// iteration whose previous iteration's records are not kept starts, `[iteration,
+    /// start_ns]` (the end of the previous iteration's last host call), in iteration order; a
+    /// kept iteration not listed starts where the kept one before it ends (the first at 0).
+    /// Absent when none, and from a Timeline that holds every record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_starts_ns: Vec<(u32, u64)>,
     /// Peak memory of the caching allocator (R17–R20).
     #[serde(default)]
     pub memory: crate::allocator::MemoryPeaks,

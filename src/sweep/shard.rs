@@ -86,7 +86,7 @@ fn slurm_reading() -> Result<Reading, Failure> {
     }
     set_reading(
         offset / step,
-        count,
+        ("SLURM_ARRAY_TASK_COUNT", count),
         "SLURM_ARRAY_TASK_ID",
         format!("SLURM_ARRAY_TASK_ID={id}, SLURM_ARRAY_TASK_COUNT={count}"),
     )
@@ -116,19 +116,26 @@ fn kubernetes_reading() -> Result<Reading, Failure> {
         }),
         (Some(index), Some(count)) => set_reading(
             index,
-            count,
+            (K8S_COUNT_VARIABLE, count),
             K8S_INDEX_VARIABLE,
             format!("{K8S_INDEX_VARIABLE}={index}, {K8S_COUNT_VARIABLE}={count}"),
         ),
     }
 }
 
+/// The shard `index` of `count` (its variable's name and value), which `source` chose.
 fn set_reading(
     index: u64,
-    count: u64,
+    (count_variable, count): (&'static str, u64),
     source: &'static str,
     described: String,
 ) -> Result<Reading, Failure> {
+    if count == 0 {
+        return Err(Failure::input(format!(
+            "{count_variable}=0: a sweep has at least 1 shard (set it to the number of tasks, \
+             or pass --shard I/N)"
+        )));
+    }
     let shard = Shard::parse(&format!("{index}/{count}")).map_err(|_| {
         Failure::input(format!(
             "{source}: shard index {index} is not below the shard count {count}"

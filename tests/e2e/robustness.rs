@@ -1058,6 +1058,11 @@ fn bench_refuses_bad_sizes_naming_the_flag_before_any_work() {
             vec!["--scaling", "2", "-o", csv, "--plot", "chart.txt"],
             "--plot chart.txt: the picture's name must end in .svg or .png",
         ),
+        // A repeated count ran every point, wrote the CSV, then failed making the chart.
+        (
+            vec!["--scaling", "2,4,2", "-o", csv],
+            "--scaling 2: a number of ranks given twice",
+        ),
     ] {
         let output = c10dsim(&[&["bench"], args.as_slice()].concat());
         assert_refused(&output, message, &format!("{args:?}"));

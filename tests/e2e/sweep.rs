@@ -493,6 +493,18 @@ fn shards_merged_equal_the_unsharded_run() {
         &[("SLURM_ARRAY_TASK_ID", "1")],
         "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not",
     );
+    // A count of 0 is refused as such (it read `shard index 0 is not below the shard count 0`).
+    refused_as_task(
+        &[("JOB_COMPLETION_INDEX", "0"), ("C10DSIM_SHARD_COUNT", "0")],
+        "C10DSIM_SHARD_COUNT=0: a sweep has at least 1 shard",
+    );
+    refused_as_task(
+        &[
+            ("SLURM_ARRAY_TASK_ID", "0"),
+            ("SLURM_ARRAY_TASK_COUNT", "0"),
+        ],
+        "SLURM_ARRAY_TASK_COUNT=0: a sweep has at least 1 shard",
+    );
     parts.push(slurm);
     let sliced: Vec<usize> = parts
         .iter()
@@ -797,6 +809,50 @@ fn resumes_to_whole(scenario: &str, partial: &std::path::Path, whole: &[u8], alr
         stderr(&output)
     );
     assert!(std::fs::read(partial).unwrap() == whole, "resumed != whole");
+}
+
+/// A file with CRLF line ends (an editor's) is resumed with CRLF rows, not LF ones; a file of
+/// another shard's rows is refused rather than mixed with this shard's.
+#[test]
+fn resume_keeps_the_files_line_end_and_refuses_another_shards_rows() {
+    let whole = sweep_to(
+        &temp("resume_crlf_whole.csv"),
+        &["scenarios/exp_a_sweep.toml"],
+    );
+    let text = String::from_utf8(whole).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let partial = temp("resume_crlf.csv");
+    std::fs::write(&partial, format!("{}\r\n", lines[..11].join("\r\n"))).unwrap();
+    let whole_crlf = text.replace('\n', "\r\n");
+    resumes_to_whole(
+        "scenarios/exp_a_sweep.toml",
+        &partial,
+        whole_crlf.as_bytes(),
+        10,
+    );
+    let other_shard = temp("resume_shard1.csv");
+    sweep_to(
+        &other_shard,
+        &["scenarios/exp_a_sweep.toml", "--shard", "1/3"],
+    );
+    let before = std::fs::read(&other_shard).unwrap();
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--shard",
+        "0/3",
+        "--resume",
+        "-o",
+        other_shard.to_str().unwrap(),
+    ]);
+    refused(
+        &output,
+        "holds point 1, which is not one of shard 0/3's (points 0, 3, 6, …)",
+    );
+    assert!(
+        std::fs::read(&other_shard).unwrap() == before,
+        "the file is left as it was"
+    );
 }
 
 #[test]

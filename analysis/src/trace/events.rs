@@ -479,9 +479,16 @@ impl<'a> TraceContext<'a> {
     /// 0, where the program starts) to the end of iteration `i`'s last, as torch.profiler's
     /// `step()` at the end of each iteration marks them: host time before an iteration's first
     /// call (a straggler's injected delay, R16) is that iteration's. The iteration the program
-    /// never finished is open to the end of the capture, as Kineto writes an op still open.
+    /// never finished is open to the end of the capture, as Kineto writes an op still open. In a
+    /// summarised Timeline, a kept iteration after one not kept starts where `step_starts_ns`
+    /// says.
     fn profiler_steps(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
+        let step_start_ns = |iteration: u32, otherwise_ns: u64| {
+            (rank.step_starts_ns.iter())
+                .find(|&&(kept, _)| kept == iteration)
+                .map_or(otherwise_ns, |&(_, start_ns)| start_ns)
+        };
         let mut start_ns = 0;
         let mut open: Option<(u32, u64)> = None;
         for call in &rank.host {
@@ -489,11 +496,14 @@ impl<'a> TraceContext<'a> {
                 Some((iteration, end_ns)) if iteration != call.iteration => {
                     let name = format!("ProfilerStep#{iteration}");
                     sink.slice("user_annotation", &name, at, start_ns, end_ns, json!({}))?;
-                    start_ns = end_ns;
+                    start_ns = step_start_ns(call.iteration, end_ns);
                     open = Some((call.iteration, call.end_ns));
                 }
                 Some((iteration, end_ns)) => open = Some((iteration, end_ns.max(call.end_ns))),
-                None => open = Some((call.iteration, call.end_ns)),
+                None => {
+                    start_ns = step_start_ns(call.iteration, 0);
+                    open = Some((call.iteration, call.end_ns));
+                }
             }
         }
         // An iteration the program never finished (a fault stopped it, an exception, a call
@@ -509,6 +519,9 @@ impl<'a> TraceContext<'a> {
             start_ns = end_ns;
         }
         if let Some(iteration) = unfinished {
+            if open.is_none_or(|(last, _)| last != iteration) {
+                start_ns = step_start_ns(iteration, start_ns);
+            }
             let name = format!("ProfilerStep#{iteration}");
             let end_ns = last_recorded_ns(self.timeline, rank);
             let args = json!({NEVER_FINISHED.0: NEVER_FINISHED.1});

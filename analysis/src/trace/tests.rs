@@ -929,3 +929,53 @@ fn a_summarised_trace_draws_the_ranks_it_kept_no_records_of_on_their_own_process
             .any(|r| r.event == sim::timeline::WatchdogEvent::Warning));
     }
 }
+
+/// Each `ProfilerStep#<i>` of `trace` on rank `rank`'s process: `(name, ts, dur)`.
+fn profiler_steps_of(trace: &Value, rank: u64) -> Vec<(String, f64, f64)> {
+    (events(trace).iter())
+        .filter(|e| e["pid"] == rank + 1)
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .map(|e| {
+            let name = e["name"].as_str().unwrap().to_string();
+            (name, e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_summarised_trace_spans_the_steps_it_kept_as_the_full_trace_does() {
+    let text = "seed = 42\nrepeat = 7\nwarmup = 1\n[cluster]\nranks = 4\n[tensors]\n\
+                grad = \"8MiB\"\n[[perturb]]\nranks = [3]\nbefore = \"ar\"\n\
+                host_delay_us = { lognormal = { mean = 200, std = 50 } }\n\
+                [[op]]\nlabel = \"ar\"\nall_reduce = \"grad\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nwait = \"w\"\n[[op]]\ndevice_sync = true\n";
+    let scenario = sim::scenario::parse("straggler.toml", text).unwrap();
+    let full = single_file(&sim::engine::simulate(&scenario));
+    for records_for in [
+        "ranks=3 iterations=5",
+        "ranks=3 iterations=1,5",
+        "iterations=2-3,6",
+    ] {
+        let options = sim::engine::Options {
+            summary: Some(sim::timeline::RecordSelection::parse(records_for).unwrap()),
+            ..Default::default()
+        };
+        let summarised = single_file(&sim::engine::simulate_with(&scenario, options).0);
+        let selection = sim::timeline::RecordSelection::parse(records_for).unwrap();
+        for rank in 0..4u64 {
+            let kept = profiler_steps_of(&summarised, rank);
+            let expected: Vec<_> = (profiler_steps_of(&full, rank).into_iter())
+                .filter(|(name, _, _)| {
+                    let iteration = name["ProfilerStep#".len()..].parse().unwrap();
+                    selection.keeps(rank as u32, iteration)
+                })
+                .collect();
+            assert!(!expected.is_empty() || !selection.keeps_rank(rank as u32));
+            assert_eq!(kept, expected, "{records_for}, rank {rank}");
+        }
+    }
+}

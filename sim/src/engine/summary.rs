@@ -214,6 +214,10 @@ pub(super) struct Summariser {
     rank_measures: Vec<Vec<Histogram>>,
     /// The kept records of each rank that keeps some.
     kept: BTreeMap<u32, RankTimeline>,
+    /// Per rank that keeps some records: the iteration of its last host call folded so far
+    /// and the latest end of that iteration's calls, where the next iteration's profiler step
+    /// starts.
+    last_steps: BTreeMap<u32, (u32, u64)>,
     memory: MemoryPeaks,
     cache_releases: u64,
     cache_release_stalls: u64,
@@ -250,6 +254,7 @@ impl Summariser {
                 vec![vec![Histogram::new(); measures]; scenario.cluster.ranks as usize]
             },
             kept: BTreeMap::new(),
+            last_steps: BTreeMap::new(),
             memory: MemoryPeaks::default(),
             cache_releases: 0,
             cache_release_stalls: 0,
@@ -388,6 +393,31 @@ impl Summariser {
             kept.streams = batch.streams;
         }
         let keeps = |iteration: u32| selection.keeps(rank, iteration);
+        // A kept iteration after one not kept starts its step where that one's calls ended,
+        // which the kept records no longer tell.
+        let mut last_step = self.last_steps.get(&rank).copied();
+        let mut step_start = |iteration: u32, last_step: Option<(u32, u64)>| {
+            if let Some((previous, end_ns)) = last_step {
+                if previous != iteration && keeps(iteration) && !keeps(previous) {
+                    kept.step_starts_ns.push((iteration, end_ns));
+                }
+            }
+        };
+        for call in &batch.host {
+            step_start(call.iteration, last_step);
+            last_step = Some(match last_step {
+                Some((iteration, end_ns)) if iteration == call.iteration => {
+                    (iteration, end_ns.max(call.end_ns))
+                }
+                _ => (call.iteration, call.end_ns),
+            });
+        }
+        if let Some(iteration) = batch.unfinished_iteration {
+            step_start(iteration, last_step);
+        }
+        if let Some(last_step) = last_step {
+            self.last_steps.insert(rank, last_step);
+        }
         kept.host
             .extend(batch.host.into_iter().filter(|r| keeps(r.iteration)));
         kept.kernels
@@ -461,6 +491,7 @@ impl Summariser {
                 .push(rank);
         }
         self.absorb(scenario, last);
+        self.last_steps.remove(&rank);
         self.kept.remove(&rank)
     }
 
