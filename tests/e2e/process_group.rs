@@ -180,3 +180,56 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
         timeline.watchdog
     );
 }
+
+#[test]
+fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() {
+    // PyTorch checks the non-blocking init's timeout only where it is above 0
+    // (`nccl_nonblocking_timeout() > 0`): rank 0's first use waits for good, and the run ends
+    // with the deadlock finding of a host blocked in the communicator's creation.
+    for setting in ["0", "-1"] {
+        let text = shipped()
+            .replace("ranks = 1\n", "ranks = 2\n")
+            .replace("ranks = [0]", "ranks = [0, 1]")
+            .replace(
+                "[tensors]",
+                &format!("[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}\n\n[tensors]"),
+            )
+            .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
+            + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
+        let scenario = sim::scenario::parse("p.toml", &text).unwrap();
+        assert_eq!(scenario.env.nonblocking_timeout_ns, None, "{setting}");
+        let timeline = sim::engine::simulate(&scenario);
+        assert!(
+            !(timeline.watchdog.iter())
+                .any(|r| r.message.contains("TORCH_NCCL_NONBLOCKING_TIMEOUT")),
+            "{setting}: {:?}",
+            timeline.watchdog
+        );
+        let kinds: Vec<_> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [sim::timeline::FindingKind::Deadlock; 2],
+            "{setting}"
+        );
+        assert!(
+            timeline.findings[0].message.contains("never forms (R8)"),
+            "{:?}",
+            timeline.findings
+        );
+        let end = timeline.ranks[0].end.unwrap();
+        assert_eq!(
+            (end.status, end.at_ns),
+            (sim::timeline::ExitStatus::Running, None),
+            "{setting}: rank 0 never ends"
+        );
+    }
+    let text = shipped().replace(
+        "[tensors]",
+        "[env]\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 100000\n\n[tensors]",
+    );
+    let message = error_of(&text);
+    assert!(
+        message.contains("expects an integer of at most 86400 (0 or less: no timeout)"),
+        "{message}"
+    );
+}

@@ -618,7 +618,7 @@ impl Engine<'_> {
         rank: u32,
         group: GroupId,
         cost_ns: u64,
-        (timeout_ns, nonblocking): (u64, bool),
+        (timeout_ns, nonblocking): (Option<u64>, bool),
     ) {
         let host_ns = self.ranks[rank as usize].host_ns;
         let arrived = &mut self.comm_init[group];

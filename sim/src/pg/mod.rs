@@ -205,7 +205,7 @@ impl ProcessGroupNccl {
             timeout_ns: if nonblocking {
                 scenario.env.nonblocking_timeout_ns
             } else {
-                scenario.groups[group].timeout_ns
+                Some(scenario.groups[group].timeout_ns)
             },
             nonblocking,
         });

@@ -127,11 +127,12 @@ pub enum Step {
     /// collective, or eagerly in `init_process_group(device_id=…)` / `new_group`. The host
     /// blocks until every member arrived, then for `cost_ns`; a member still waiting for the
     /// others after `timeout_ns` raises (the store's timeout, R29, or under
-    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` the non-blocking init's, `nonblocking`).
+    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` the non-blocking init's, `nonblocking`, which may be
+    /// `None`: it waits for good).
     InitComm {
         group: GroupId,
         cost_ns: u64,
-        timeout_ns: u64,
+        timeout_ns: Option<u64>,
         nonblocking: bool,
     },
     /// Works of `group` never waited on leave the stash shelf once complete (R18).

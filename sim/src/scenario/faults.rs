@@ -34,7 +34,9 @@ impl Resolver<'_> {
             "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" | "TORCH_NCCL_COORD_CHECK_MILSEC" => {
                 (1, 86_400_000)
             }
-            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" | "TORCH_NCCL_NONBLOCKING_TIMEOUT" => (1, 86_400),
+            "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" => (1, 86_400),
+            // PyTorch waits for good where it is 0 or less (`nccl_nonblocking_timeout() > 0`).
+            "TORCH_NCCL_NONBLOCKING_TIMEOUT" => (i64::from(i32::MIN), 86_400),
             _ => return Ok(false),
         };
         let number = match value.get_ref() {
@@ -44,12 +46,13 @@ impl Resolver<'_> {
         }
         .filter(|number| (min..=max).contains(number))
         .ok_or_else(|| {
+            let range = match min < 0 {
+                true => format!("an integer of at most {max} (0 or less: no timeout)"),
+                false => format!("an integer between {min} and {max}"),
+            };
             self.error(
                 value.span(),
-                format!(
-                    "{name} expects an integer between {min} and {max}, found {}",
-                    value.get_ref()
-                ),
+                format!("{name} expects {range}, found {}", value.get_ref()),
             )
         })?;
         let ms = 1_000_000u64;
@@ -61,7 +64,7 @@ impl Resolver<'_> {
             "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" => env.wait_timeout_dump_ns = number as u64 * ms,
             "TORCH_NCCL_COORD_CHECK_MILSEC" => env.coord_check_ns = number as u64 * ms,
             "TORCH_NCCL_NONBLOCKING_TIMEOUT" => {
-                env.nonblocking_timeout_ns = number as u64 * 1_000 * ms
+                env.nonblocking_timeout_ns = (number > 0).then(|| number as u64 * 1_000 * ms)
             }
             _ => env.heartbeat_timeout_ns = number as u64 * 1_000 * ms,
         }

@@ -1006,7 +1006,7 @@ impl Resolver<'_> {
             propagate_error: false,
             desync_debug: false,
             use_comm_nonblocking: false,
-            nonblocking_timeout_ns: 1_800_000_000_000,
+            nonblocking_timeout_ns: Some(1_800_000_000_000),
             dump_on_timeout: true,
             trace_buffer_entries: 2000,
             dump_file_prefix: None,

@@ -353,8 +353,8 @@ pub struct Env {
     /// without waiting for the communicator, which is finished at its first use.
     pub use_comm_nonblocking: bool,
     /// `TORCH_NCCL_NONBLOCKING_TIMEOUT` (seconds, default 1800): how long the first use of a
-    /// non-blocking communicator waits for it before raising (R8).
-    pub nonblocking_timeout_ns: u64,
+    /// non-blocking communicator waits for it before raising (R8); `None` (0 or less): for good.
+    pub nonblocking_timeout_ns: Option<u64>,
     /// `TORCH_NCCL_DUMP_ON_TIMEOUT` (R27, default 1): after a timeout or error the watchdog
     /// broadcasts the dump signal and sleeps for the Flight Recorder dumps; 0: the same signal
     /// and sleep, but nothing is dumped and no heartbeat monitor reacts to the signal (as
@@ -395,7 +395,7 @@ impl Env {
         ),
         (
             "TORCH_NCCL_NONBLOCKING_TIMEOUT",
-            "seconds, default 1800: the first use of a non-blocking communicator raises after this (R8)",
+            "seconds, default 1800: the first use of a non-blocking communicator raises after this; 0 or less: it waits for good (R8)",
         ),
         (
             "TORCH_NCCL_AVOID_RECORD_STREAMS",

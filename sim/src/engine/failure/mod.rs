@@ -125,8 +125,8 @@ pub(in crate::engine) enum Notice {
         host_ns: u64,
         root_published: bool,
         /// How long it waits before raising: the store's timeout (R29), or the non-blocking
-        /// init's (`nonblocking`, R8).
-        timeout_ns: u64,
+        /// init's (`nonblocking`, R8; `None`: for good).
+        timeout_ns: Option<u64>,
         nonblocking: bool,
     },
     /// The main thread checks the communicator of `group` before a collective of `op`.
@@ -491,6 +491,10 @@ impl<'s> Failure<'s> {
                 timeout_ns,
                 nonblocking,
             } => {
+                let Some(timeout_ns) = timeout_ns else {
+                    // TORCH_NCCL_NONBLOCKING_TIMEOUT at 0 or less: the wait never raises.
+                    return;
+                };
                 if nonblocking {
                     self.nonblocking_waits.insert((rank, group));
                     wake(out, rank, group, Wake::StoreTimeout, host_ns + timeout_ns);

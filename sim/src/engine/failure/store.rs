@@ -48,7 +48,7 @@ impl Failure<'_> {
             format!(
                 "[Rank {rank_id}] DistBackendError: NCCL timeout in: … (c10dsim: the non-blocking NCCL communicator of group {} was not ready after {} ms, TORCH_NCCL_NONBLOCKING_TIMEOUT: its other ranks never finished the init; R8)",
                 group_spec.name,
-                ms(self.scenario.env.nonblocking_timeout_ns)
+                ms(self.scenario.env.nonblocking_timeout_ns.unwrap_or_default())
             )
         } else {
             unique_id_timeout(
@@ -164,7 +164,7 @@ mod tests {
             group: 0,
             host_ns: 30_000,
             root_published,
-            timeout_ns: 1_000_000_000,
+            timeout_ns: Some(1_000_000_000),
             nonblocking: false,
         }
     }
