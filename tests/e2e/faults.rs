@@ -12,7 +12,9 @@
 
 use crate::util::run_with;
 use analysis::metrics::{report, Report};
-use sim::timeline::{ExitStatus, FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{
+    ExitStatus, FindingKind, HostBlock, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+};
 
 pub(crate) const S: u64 = 1_000_000_000;
 pub(crate) const MS: u64 = 1_000_000;
@@ -1408,6 +1410,42 @@ fn a_timeout_report_while_a_collective_waits_for_the_watchdog_s_list_does_not_pa
             (1, 2_600_000_000),
             (0, 61_100_000_000),
             (1, 62_600_000_000)
+        ]
+    );
+}
+
+#[test]
+fn a_collective_whose_host_blocked_before_its_work_was_enqueued_ends_the_run_unfinished() {
+    // `host.launch_queue_depth = 1`: rank 1's all_reduce of iteration 1 is on its stream, the
+    // Work's end event waits for room behind it, and rank 0 died at that all_reduce, so the
+    // kernel never runs and the Work is never enqueued. The run's records took that
+    // collective's end event, which it never got (an index out of bounds).
+    let timeline = simulate_text(
+        "repeat = 2\n[cluster]\nranks = 2\n[host]\nlaunch_queue_depth = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[fault]]\nranks = [0]\nat = \"ar\"\niteration = 1\nkind = \"die\"\n",
+    );
+    let rank1 = &timeline.ranks[1];
+    // It never completes: an unfinished collective of iteration 1 whose kernel spins, its
+    // host blocked on the launch queue, and a deadlock found.
+    let iterations = |records: &mut dyn Iterator<Item = u32>| records.collect::<Vec<_>>();
+    assert_eq!(
+        iterations(&mut rank1.collectives.iter().map(|c| c.iteration)),
+        [0]
+    );
+    let unfinished = &rank1.unfinished_collectives;
+    assert_eq!(unfinished.len(), 1, "{unfinished:?}");
+    assert_eq!((unfinished[0].iteration, unfinished[0].seq), (1, 2));
+    assert_eq!(unfinished[0].kernel_end_ns, None);
+    let blocked_on = rank1.unfinished_host.as_ref().and_then(|h| h.blocked_on);
+    assert_eq!(blocked_on, Some(HostBlock::LaunchQueue { stream: 0 }));
+    assert_eq!(rank1.end.unwrap().status, ExitStatus::Running);
+    let found: Vec<_> = (timeline.findings.iter())
+        .map(|f| (f.kind, f.rank, f.iteration))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (FindingKind::Deadlock, Some(1), Some(1)),
+            (FindingKind::Deadlock, Some(1), Some(1))
         ]
     );
 }

@@ -13,7 +13,10 @@
 
 use super::failure::Notice;
 use super::findings::Accessed;
-use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
+use super::{
+    Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NOT_ENQUEUED,
+    NO_WORK_START,
+};
 use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
 use crate::pg::{work, Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
@@ -744,6 +747,7 @@ impl Engine<'_> {
         });
         state.scratch.collective_input_ready.push(input_ready);
         state.scratch.collective_work_start.push(work_start);
+        state.scratch.collective_end.push(NOT_ENQUEUED);
         state.scratch.collective_kernel.push(kernel);
         state.scratch.collective_wait_stream_wait.push(u32::MAX);
         state.cursor.call_collective = Some(call.collective);
@@ -793,10 +797,7 @@ impl Engine<'_> {
     ) {
         let end = self.instance(rank, end);
         let state = &mut self.ranks[rank as usize];
-        if state.scratch.collective_end.len() == collective as usize {
-            // The first time at this step: it runs again after a wait for the watchdog's list.
-            state.scratch.collective_end.push(end);
-        }
+        state.scratch.collective_end[collective as usize] = end;
         let group = (state.cursor.issued.as_ref())
             .expect("a Work follows its NCCL call")
             .group;
