@@ -1449,3 +1449,50 @@ fn a_collective_whose_host_blocked_before_its_work_was_enqueued_ends_the_run_unf
         ]
     );
 }
+
+/// Mode 2, 50-ms timeout: rank 0's host is 200 ms late for `ar`, so the watchdog timed the
+/// barrier out and aborted the communicator (at 0.404 s) before `ar` is called on it (0.5 s).
+const LATE_FOR_AN_ABORTED_COMMUNICATOR: &str = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1\n[groups.world]\ntimeout_s = 0.05\n[tensors]\nx = \"1MiB\"\n[[op]]\nbarrier = true\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\ncatch = true\n[[op]]\nlabel = \"use_w\"\nwait = \"w\"\n";
+
+#[test]
+fn a_perturb_s_host_delay_before_a_call_on_an_aborted_communicator_raises_as_a_sleep_does() {
+    // The perturbation's delay is host time before `ar`, as a `host_sleep_us` op before it:
+    // `ar` raises (caught) on the communicator aborted meanwhile, `w` is never bound, and its
+    // wait raises NameError. The call used to be planned at the host's time before the delay,
+    // as if it went through: its wait then read the end event of a Work never made (an index
+    // out of bounds).
+    let delayed = simulate_text(&format!(
+        "{LATE_FOR_AN_ABORTED_COMMUNICATOR}[[perturb]]\nranks = [0]\nbefore = \"ar\"\nhost_delay_us = 200000\n"
+    ));
+    let slept = simulate_text(&LATE_FOR_AN_ABORTED_COMMUNICATOR.replace(
+        "[[op]]\nlabel = \"ar\"",
+        "[[op]]\nranks = [0]\nhost_sleep_us = 200000\n[[op]]\nlabel = \"ar\"",
+    ));
+    let program_error = |timeline: &Timeline| {
+        let found: Vec<_> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::ProgramError)
+            .map(|f| (f.rank, f.message.clone()))
+            .collect();
+        (found, timeline.ranks[0].end.unwrap())
+    };
+    let (found, end) = program_error(&delayed);
+    assert_eq!(
+        found,
+        [(
+            Some(0),
+            "[Rank 0] NameError: name 'w' is not defined; use_w (line 18) raises it in the main \
+             thread (every call that would have bound the Work raised first) and, uncaught, ends \
+             the process"
+                .to_string()
+        )]
+    );
+    assert_eq!(end.status, ExitStatus::Raised);
+    let (_, slept_end) = program_error(&slept);
+    assert_eq!(end, slept_end);
+    let exceptions = |timeline: &Timeline| {
+        (timeline.ranks[0].exceptions.iter())
+            .map(|e| (timeline.ops[e.op as usize].name.clone(), e.at_ns))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(exceptions(&delayed), exceptions(&slept));
+}

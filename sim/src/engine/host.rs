@@ -48,6 +48,11 @@ pub(super) struct Cursor {
     issued: Option<Issued>,
     /// The current call's NCCL launch latency, slowed as the call is (`CallWarmth::slowed_ns`).
     nccl_launch_latency_ns: Option<u64>,
+    /// The current op's delays before it took host time, and the op is not lowered yet: what
+    /// it does depends on what the side threads did until the host's time (R27: a communicator
+    /// aborted meanwhile makes a collective raise), so it is lowered once the simulation got
+    /// there ([`Engine::lower_op`]).
+    unlowered: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -113,7 +118,9 @@ impl Engine<'_> {
             }
             let cursor = &mut state.cursor;
             if cursor.next == cursor.steps.len() {
-                if !self.next_op(rank) {
+                if cursor.unlowered {
+                    self.lower_op(rank);
+                } else if !self.next_op(rank) {
                     return;
                 }
                 continue;
@@ -208,6 +215,7 @@ impl Engine<'_> {
             return true;
         }
         state.blocked_op = op.index;
+        let delayed_from_ns = state.host_ns;
         let mut steps = std::mem::take(&mut state.cursor).steps;
         steps.clear();
         state
@@ -221,18 +229,30 @@ impl Engine<'_> {
             }
             self.step(rank, step);
         }
+        steps.clear();
+        self.ranks[rank as usize].cursor.steps = steps;
         match self.fault_reached(rank, op.index) {
             HostEffect::Run => {}
-            HostEffect::Skip => {
-                steps.clear();
-                self.ranks[rank as usize].cursor.steps = steps;
-                return true;
-            }
+            HostEffect::Skip => return true,
             HostEffect::Stop => return false,
         }
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();
-        steps.clear();
+        if state.host_ns != delayed_from_ns {
+            // The run loop lowers the op once the simulation reached the host's time.
+            state.cursor.unlowered = true;
+        } else {
+            self.lower_op(rank);
+        }
+        true
+    }
+
+    /// Puts the steps of the op the host reached (the one `next_op` moved to) in its cursor.
+    fn lower_op(&mut self, rank: u32) {
+        let scenario = self.scenario;
+        let state = &mut self.ranks[rank as usize];
+        let op = &scenario.ops[state.pc - 1];
+        let mut steps = std::mem::take(&mut state.cursor.steps);
         // Only an op that could still create a communicator can raise in its creation (R29):
         // the copy is not made once every communicator of the rank exists.
         // Boxed and written only when it changes: a copy of the large state moved in and out at
@@ -252,7 +272,6 @@ impl Engine<'_> {
             steps,
             ..Cursor::default()
         };
-        true
     }
 
     /// Executes one step in simulated time.
