@@ -1496,3 +1496,54 @@ fn a_perturb_s_host_delay_before_a_call_on_an_aborted_communicator_raises_as_a_s
     };
     assert_eq!(exceptions(&delayed), exceptions(&slept));
 }
+
+#[test]
+fn a_call_whose_communicator_is_aborted_while_the_host_is_inside_it_raises_without_its_work() {
+    // Rank 0 reaches `ar` 0.46 ms before the watchdog aborts the communicator (0.404 s), and
+    // checks it later in the call: a coalescing block records its 50 calls first (4.9 ms), a
+    // list of separate calls issues the first before the second checks it. The call raising
+    // there, caught, binds no Work and issues nothing. Both were planned as if they went
+    // through: `w` named a Work never made, whose wait read a slot never recorded (an index
+    // out of bounds).
+    let late = LATE_FOR_AN_ABORTED_COMMUNICATOR
+        .replace("x = \"1MiB\"", "x = { size = \"1KiB\", count = 50 }")
+        .replace(
+            "[groups.world]",
+            "[host]\ncoalesced_call_us = 100\n[groups.world]",
+        )
+        .replace(
+            "[[op]]\nlabel = \"ar\"",
+            "[[op]]\nranks = [0]\nhost_sleep_us = 103_500\n[[op]]\nlabel = \"ar\"",
+        );
+    let program_errors = |timeline: &Timeline| {
+        (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::ProgramError)
+            .map(|f| f.message.clone())
+            .collect::<Vec<_>>()
+    };
+    let raised = |timeline: &Timeline| {
+        (timeline.ranks[0].exceptions.iter())
+            .map(|e| (timeline.ops[e.op as usize].name.clone(), e.at_ns))
+            .collect::<Vec<_>>()
+    };
+    // The block raises after its recorded calls, before it made its Work: `w` was never bound.
+    let coalesced =
+        simulate_text(&late.replace("async_op = true\n", "async_op = true\ncoalesce = true\n"));
+    assert_eq!(raised(&coalesced), [("ar".to_string(), 408_438 * US)]);
+    let found = program_errors(&coalesced);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("[Rank 0] NameError: name 'w' is not defined; use_w"));
+    assert_eq!(coalesced.ranks[0].end.unwrap().status, ExitStatus::Raised);
+    // The second call raises: `w` holds the first call's Work, which its wait waits for.
+    let separate = simulate_text(&late);
+    assert_eq!(raised(&separate), [("ar".to_string(), 404 * MS)]);
+    assert_eq!(program_errors(&separate), Vec::<String>::new());
+    let rank0 = &separate.ranks[0];
+    let op = |name: &str| separate.ops.iter().position(|o| o.name == name).unwrap() as u32;
+    let calls: Vec<_> = (rank0.collectives.iter())
+        .filter(|c| c.op == op("ar"))
+        .map(|c| (c.seq, c.wait.as_ref().map(|w| w.op)))
+        .collect();
+    assert_eq!(calls, [(2, Some(op("use_w")))]);
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
+}

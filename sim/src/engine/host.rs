@@ -48,6 +48,8 @@ pub(super) struct Cursor {
     issued: Option<Issued>,
     /// The current call's NCCL launch latency, slowed as the call is (`CallWarmth::slowed_ns`).
     nccl_launch_latency_ns: Option<u64>,
+    /// The op's collective calls that checked their communicators so far.
+    calls_checked: usize,
     /// The current op's delays before it took host time, and the op is not lowered yet: what
     /// it does depends on what the side threads did until the host's time (R27: a communicator
     /// aborted meanwhile makes a collective raise), so it is lowered once the simulation got
@@ -262,6 +264,7 @@ impl Engine<'_> {
         } else if state.pg_before_op.is_some() {
             state.pg_before_op = None;
         }
+        state.pg.keep_call_checkpoints(op.catch);
         // R27: a collective on an aborted communicator raises before it issues anything.
         let failure = &self.failure;
         let aborted = |group| failure.is_aborted(rank, group);
@@ -367,6 +370,8 @@ impl Engine<'_> {
                     };
                     return;
                 }
+                let call = self.ranks[rank as usize].cursor.calls_checked;
+                self.ranks[rank as usize].cursor.calls_checked += 1;
                 // An aborted communicator raises and ends the process (R27).
                 self.notify(Notice::CommunicatorUsed {
                     rank,
@@ -375,9 +380,12 @@ impl Engine<'_> {
                     host_ns,
                 });
                 if self.take_caught(rank) {
-                    // `catch = true`: the call ends where it raised; the program goes on.
+                    // `catch = true`: the call ends where it raised; the program goes on from
+                    // before the call.
                     self.push_host_call(rank, op, host_ns);
-                    self.ranks[rank as usize].cursor.leave_op();
+                    let state = &mut self.ranks[rank as usize];
+                    state.pg.call_raised(call);
+                    state.cursor.leave_op();
                 }
             }
             Step::NameError { work } => {
