@@ -12,7 +12,9 @@
 
 use crate::util::run_with;
 use analysis::metrics::{report, Report};
-use sim::timeline::{ExitStatus, FindingKind, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
+use sim::timeline::{
+    ExitStatus, FindingKind, HostBlock, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord,
+};
 
 pub(crate) const S: u64 = 1_000_000_000;
 pub(crate) const MS: u64 = 1_000_000;
@@ -1410,4 +1412,138 @@ fn a_timeout_report_while_a_collective_waits_for_the_watchdog_s_list_does_not_pa
             (1, 62_600_000_000)
         ]
     );
+}
+
+#[test]
+fn a_collective_whose_host_blocked_before_its_work_was_enqueued_ends_the_run_unfinished() {
+    // `host.launch_queue_depth = 1`: rank 1's all_reduce of iteration 1 is on its stream, the
+    // Work's end event waits for room behind it, and rank 0 died at that all_reduce, so the
+    // kernel never runs and the Work is never enqueued. The run's records took that
+    // collective's end event, which it never got (an index out of bounds).
+    let timeline = simulate_text(
+        "repeat = 2\n[cluster]\nranks = 2\n[host]\nlaunch_queue_depth = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n[[fault]]\nranks = [0]\nat = \"ar\"\niteration = 1\nkind = \"die\"\n",
+    );
+    let rank1 = &timeline.ranks[1];
+    // It never completes: an unfinished collective of iteration 1 whose kernel spins, its
+    // host blocked on the launch queue, and a deadlock found.
+    let iterations = |records: &mut dyn Iterator<Item = u32>| records.collect::<Vec<_>>();
+    assert_eq!(
+        iterations(&mut rank1.collectives.iter().map(|c| c.iteration)),
+        [0]
+    );
+    let unfinished = &rank1.unfinished_collectives;
+    assert_eq!(unfinished.len(), 1, "{unfinished:?}");
+    assert_eq!((unfinished[0].iteration, unfinished[0].seq), (1, 2));
+    assert_eq!(unfinished[0].kernel_end_ns, None);
+    let blocked_on = rank1.unfinished_host.as_ref().and_then(|h| h.blocked_on);
+    assert_eq!(blocked_on, Some(HostBlock::LaunchQueue { stream: 0 }));
+    assert_eq!(rank1.end.unwrap().status, ExitStatus::Running);
+    let found: Vec<_> = (timeline.findings.iter())
+        .map(|f| (f.kind, f.rank, f.iteration))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (FindingKind::Deadlock, Some(1), Some(1)),
+            (FindingKind::Deadlock, Some(1), Some(1))
+        ]
+    );
+}
+
+/// Mode 2, 50-ms timeout: rank 0's host is 200 ms late for `ar`, so the watchdog timed the
+/// barrier out and aborted the communicator (at 0.404 s) before `ar` is called on it (0.5 s).
+const LATE_FOR_AN_ABORTED_COMMUNICATOR: &str = "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 2\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1\n[groups.world]\ntimeout_s = 0.05\n[tensors]\nx = \"1MiB\"\n[[op]]\nbarrier = true\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\ncatch = true\n[[op]]\nlabel = \"use_w\"\nwait = \"w\"\n";
+
+#[test]
+fn a_perturb_s_host_delay_before_a_call_on_an_aborted_communicator_raises_as_a_sleep_does() {
+    // The perturbation's delay is host time before `ar`, as a `host_sleep_us` op before it:
+    // `ar` raises (caught) on the communicator aborted meanwhile, `w` is never bound, and its
+    // wait raises NameError. The call used to be planned at the host's time before the delay,
+    // as if it went through: its wait then read the end event of a Work never made (an index
+    // out of bounds).
+    let delayed = simulate_text(&format!(
+        "{LATE_FOR_AN_ABORTED_COMMUNICATOR}[[perturb]]\nranks = [0]\nbefore = \"ar\"\nhost_delay_us = 200000\n"
+    ));
+    let slept = simulate_text(&LATE_FOR_AN_ABORTED_COMMUNICATOR.replace(
+        "[[op]]\nlabel = \"ar\"",
+        "[[op]]\nranks = [0]\nhost_sleep_us = 200000\n[[op]]\nlabel = \"ar\"",
+    ));
+    let program_error = |timeline: &Timeline| {
+        let found: Vec<_> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::ProgramError)
+            .map(|f| (f.rank, f.message.clone()))
+            .collect();
+        (found, timeline.ranks[0].end.unwrap())
+    };
+    let (found, end) = program_error(&delayed);
+    assert_eq!(
+        found,
+        [(
+            Some(0),
+            "[Rank 0] NameError: name 'w' is not defined; use_w (line 18) raises it in the main \
+             thread (every call that would have bound the Work raised first) and, uncaught, ends \
+             the process"
+                .to_string()
+        )]
+    );
+    assert_eq!(end.status, ExitStatus::Raised);
+    let (_, slept_end) = program_error(&slept);
+    assert_eq!(end, slept_end);
+    let exceptions = |timeline: &Timeline| {
+        (timeline.ranks[0].exceptions.iter())
+            .map(|e| (timeline.ops[e.op as usize].name.clone(), e.at_ns))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(exceptions(&delayed), exceptions(&slept));
+}
+
+#[test]
+fn a_call_whose_communicator_is_aborted_while_the_host_is_inside_it_raises_without_its_work() {
+    // Rank 0 reaches `ar` 0.46 ms before the watchdog aborts the communicator (0.404 s), and
+    // checks it later in the call: a coalescing block records its 50 calls first (4.9 ms), a
+    // list of separate calls issues the first before the second checks it. The call raising
+    // there, caught, binds no Work and issues nothing. Both were planned as if they went
+    // through: `w` named a Work never made, whose wait read a slot never recorded (an index
+    // out of bounds).
+    let late = LATE_FOR_AN_ABORTED_COMMUNICATOR
+        .replace("x = \"1MiB\"", "x = { size = \"1KiB\", count = 50 }")
+        .replace(
+            "[groups.world]",
+            "[host]\ncoalesced_call_us = 100\n[groups.world]",
+        )
+        .replace(
+            "[[op]]\nlabel = \"ar\"",
+            "[[op]]\nranks = [0]\nhost_sleep_us = 103_500\n[[op]]\nlabel = \"ar\"",
+        );
+    let program_errors = |timeline: &Timeline| {
+        (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::ProgramError)
+            .map(|f| f.message.clone())
+            .collect::<Vec<_>>()
+    };
+    let raised = |timeline: &Timeline| {
+        (timeline.ranks[0].exceptions.iter())
+            .map(|e| (timeline.ops[e.op as usize].name.clone(), e.at_ns))
+            .collect::<Vec<_>>()
+    };
+    // The block raises after its recorded calls, before it made its Work: `w` was never bound.
+    let coalesced =
+        simulate_text(&late.replace("async_op = true\n", "async_op = true\ncoalesce = true\n"));
+    assert_eq!(raised(&coalesced), [("ar".to_string(), 408_438 * US)]);
+    let found = program_errors(&coalesced);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("[Rank 0] NameError: name 'w' is not defined; use_w"));
+    assert_eq!(coalesced.ranks[0].end.unwrap().status, ExitStatus::Raised);
+    // The second call raises: `w` holds the first call's Work, which its wait waits for.
+    let separate = simulate_text(&late);
+    assert_eq!(raised(&separate), [("ar".to_string(), 404 * MS)]);
+    assert_eq!(program_errors(&separate), Vec::<String>::new());
+    let rank0 = &separate.ranks[0];
+    let op = |name: &str| separate.ops.iter().position(|o| o.name == name).unwrap() as u32;
+    let calls: Vec<_> = (rank0.collectives.iter())
+        .filter(|c| c.op == op("ar"))
+        .map(|c| (c.seq, c.wait.as_ref().map(|w| w.op)))
+        .collect();
+    assert_eq!(calls, [(2, Some(op("use_w")))]);
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
 }

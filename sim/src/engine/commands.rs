@@ -66,7 +66,7 @@ impl RunView for View<'_> {
         if let Some(folded) = state.timeline.folded_work(collective) {
             return Some(folded.end_ns);
         }
-        debug_assert_eq!(end, state.scratch.collective_end[collective as usize]);
+        debug_assert_eq!(Some(end), state.scratch.enqueued_end(collective as usize));
         let fired_ns = state.fired_ns[end as usize];
         (fired_ns != NEVER).then_some(fired_ns)
     }
@@ -123,17 +123,17 @@ impl RunView for View<'_> {
             }
         }
         let base = state.timeline.collectives.base();
-        // A collective whose Work waits for the watchdog's list (R27) is not enqueued yet, and
-        // has no end event: the Works enqueued are the first `collective_end.len()`.
-        let enqueued = state.scratch.collective_end.len() - base;
-        for (offset, c) in (state.timeline.collectives.items()[..enqueued].iter()).enumerate() {
+        for (offset, c) in state.timeline.collectives.items().iter().enumerate() {
             let index = base + offset;
             let c_group = c.group as GroupId;
             let counted = numbered(c_group, c.op);
             if !counted && c_group != group {
                 continue;
             }
-            let end = state.scratch.collective_end[index];
+            // A Work not enqueued yet (its host blocked before it) is not counted.
+            let Some(end) = state.scratch.enqueued_end(index) else {
+                continue;
+            };
             let completed = state.fired_ns[end as usize] <= now_ns;
             if counted {
                 progress.enqueued_seq_num = progress.enqueued_seq_num.max(c.seq_num());

@@ -13,7 +13,10 @@
 
 use super::failure::Notice;
 use super::findings::Accessed;
-use super::{Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NO_WORK_START};
+use super::{
+    Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NOT_ENQUEUED,
+    NO_WORK_START,
+};
 use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
 use crate::pg::{work, Kernel, NcclCall, ProcessGroupNccl, Slot, Step, WorkHolder};
@@ -45,6 +48,13 @@ pub(super) struct Cursor {
     issued: Option<Issued>,
     /// The current call's NCCL launch latency, slowed as the call is (`CallWarmth::slowed_ns`).
     nccl_launch_latency_ns: Option<u64>,
+    /// The op's collective calls that checked their communicators so far.
+    calls_checked: usize,
+    /// The current op's delays before it took host time, and the op is not lowered yet: what
+    /// it does depends on what the side threads did until the host's time (R27: a communicator
+    /// aborted meanwhile makes a collective raise), so it is lowered once the simulation got
+    /// there ([`Engine::lower_op`]).
+    unlowered: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -110,7 +120,9 @@ impl Engine<'_> {
             }
             let cursor = &mut state.cursor;
             if cursor.next == cursor.steps.len() {
-                if !self.next_op(rank) {
+                if cursor.unlowered {
+                    self.lower_op(rank);
+                } else if !self.next_op(rank) {
                     return;
                 }
                 continue;
@@ -205,6 +217,7 @@ impl Engine<'_> {
             return true;
         }
         state.blocked_op = op.index;
+        let delayed_from_ns = state.host_ns;
         let mut steps = std::mem::take(&mut state.cursor).steps;
         steps.clear();
         state
@@ -218,18 +231,30 @@ impl Engine<'_> {
             }
             self.step(rank, step);
         }
+        steps.clear();
+        self.ranks[rank as usize].cursor.steps = steps;
         match self.fault_reached(rank, op.index) {
             HostEffect::Run => {}
-            HostEffect::Skip => {
-                steps.clear();
-                self.ranks[rank as usize].cursor.steps = steps;
-                return true;
-            }
+            HostEffect::Skip => return true,
             HostEffect::Stop => return false,
         }
         let state = &mut self.ranks[rank as usize];
         state.race.host_step();
-        steps.clear();
+        if state.host_ns != delayed_from_ns {
+            // The run loop lowers the op once the simulation reached the host's time.
+            state.cursor.unlowered = true;
+        } else {
+            self.lower_op(rank);
+        }
+        true
+    }
+
+    /// Puts the steps of the op the host reached (the one `next_op` moved to) in its cursor.
+    fn lower_op(&mut self, rank: u32) {
+        let scenario = self.scenario;
+        let state = &mut self.ranks[rank as usize];
+        let op = &scenario.ops[state.pc - 1];
+        let mut steps = std::mem::take(&mut state.cursor.steps);
         // Only an op that could still create a communicator can raise in its creation (R29):
         // the copy is not made once every communicator of the rank exists.
         // Boxed and written only when it changes: a copy of the large state moved in and out at
@@ -239,6 +264,7 @@ impl Engine<'_> {
         } else if state.pg_before_op.is_some() {
             state.pg_before_op = None;
         }
+        state.pg.keep_call_checkpoints(op.catch);
         // R27: a collective on an aborted communicator raises before it issues anything.
         let failure = &self.failure;
         let aborted = |group| failure.is_aborted(rank, group);
@@ -249,7 +275,6 @@ impl Engine<'_> {
             steps,
             ..Cursor::default()
         };
-        true
     }
 
     /// Executes one step in simulated time.
@@ -345,6 +370,8 @@ impl Engine<'_> {
                     };
                     return;
                 }
+                let call = self.ranks[rank as usize].cursor.calls_checked;
+                self.ranks[rank as usize].cursor.calls_checked += 1;
                 // An aborted communicator raises and ends the process (R27).
                 self.notify(Notice::CommunicatorUsed {
                     rank,
@@ -353,9 +380,12 @@ impl Engine<'_> {
                     host_ns,
                 });
                 if self.take_caught(rank) {
-                    // `catch = true`: the call ends where it raised; the program goes on.
+                    // `catch = true`: the call ends where it raised; the program goes on from
+                    // before the call.
                     self.push_host_call(rank, op, host_ns);
-                    self.ranks[rank as usize].cursor.leave_op();
+                    let state = &mut self.ranks[rank as usize];
+                    state.pg.call_raised(call);
+                    state.cursor.leave_op();
                 }
             }
             Step::NameError { work } => {
@@ -744,6 +774,7 @@ impl Engine<'_> {
         });
         state.scratch.collective_input_ready.push(input_ready);
         state.scratch.collective_work_start.push(work_start);
+        state.scratch.collective_end.push(NOT_ENQUEUED);
         state.scratch.collective_kernel.push(kernel);
         state.scratch.collective_wait_stream_wait.push(u32::MAX);
         state.cursor.call_collective = Some(call.collective);
@@ -793,10 +824,7 @@ impl Engine<'_> {
     ) {
         let end = self.instance(rank, end);
         let state = &mut self.ranks[rank as usize];
-        if state.scratch.collective_end.len() == collective as usize {
-            // The first time at this step: it runs again after a wait for the watchdog's list.
-            state.scratch.collective_end.push(end);
-        }
+        state.scratch.collective_end[collective as usize] = end;
         let group = (state.cursor.issued.as_ref())
             .expect("a Work follows its NCCL call")
             .group;

@@ -152,6 +152,11 @@ type Instance = u32;
 /// In `Scratch::collective_work_start`: the Work is not timed and has no start event.
 const NO_WORK_START: Instance = Instance::MAX;
 
+/// In `Scratch::collective_end`: the collective's Work is not enqueued (R10e) and has no end
+/// event yet; its host has not got from the NCCL call to the Work (it waits for room on a full
+/// launch queue, R1, or for the simulation to reach its time).
+const NOT_ENQUEUED: Instance = Instance::MAX - 1;
+
 #[derive(Debug, Clone, Copy)]
 enum Blocked {
     /// Not blocked.

@@ -7,7 +7,7 @@ use super::host::Cursor;
 use super::memory::MemoryState;
 use super::streams::StreamState;
 use super::summary::{RankRecords, Records};
-use super::{Blocked, Instance, Waiter};
+use super::{Blocked, Instance, Waiter, NOT_ENQUEUED};
 use crate::gpu::SmScheduler;
 use crate::pg::ProcessGroupNccl;
 use crate::race::RaceDetector;
@@ -162,6 +162,8 @@ pub(super) struct Scratch {
     pub(super) collective_input_ready: Records<Instance>,
     /// The timed Work's start event (R6), `NO_WORK_START` where Works are not timed.
     pub(super) collective_work_start: Records<Instance>,
+    /// The Work's end event (R10d) once the Work is enqueued, `NOT_ENQUEUED` until then: read
+    /// through [`Scratch::enqueued_end`].
     pub(super) collective_end: Records<Instance>,
     pub(super) collective_kernel: Records<u32>,
     pub(super) collective_wait_stream_wait: Records<u32>,
@@ -170,6 +172,16 @@ pub(super) struct Scratch {
     pub(super) query_instance: Records<Instance>,
     /// Per query: when its Work failed with an NCCL async error (`NEVER`: it did not).
     pub(super) query_failed_ns: Records<u64>,
+}
+
+impl Scratch {
+    /// The end event of collective `index`'s Work; `None` while the Work is not enqueued: a
+    /// collective whose Work never was does not complete (its host blocked before the Work).
+    #[inline]
+    pub(super) fn enqueued_end(&self, index: usize) -> Option<Instance> {
+        let end = self.collective_end[index];
+        (end != NOT_ENQUEUED).then_some(end)
+    }
 }
 
 /// The streams and the host waiting for instances that have not fired, in the order they began

@@ -686,7 +686,7 @@ impl Engine<'_> {
                 .any(|work| matches!(work, Some((_, c)) if *c as usize == index));
             let closed = !named
                 && fired[scratch.collective_input_ready[index] as usize] != NEVER
-                && fired[scratch.collective_end[index] as usize] != NEVER
+                && (scratch.enqueued_end(index)).is_some_and(|end| fired[end as usize] != NEVER)
                 && scratch.collective_data.get(index).data_start_ns != NEVER
                 && (scratch.kernel_times)
                     .get(scratch.collective_kernel[index] as usize)
@@ -754,7 +754,7 @@ pub(super) fn resolved(state: &mut RankState, counts: Counts) -> RankTimeline {
         record.input_ready_ns = fired[scratch.collective_input_ready[index] as usize];
         let work_start = scratch.collective_work_start[index];
         record.work_start_ns = (work_start != NO_WORK_START).then(|| fired[work_start as usize]);
-        record.end_ns = fired[scratch.collective_end[index] as usize];
+        record.end_ns = (scratch.enqueued_end(index)).map_or(NEVER, |end| fired[end as usize]);
         record.data_start_ns = data.data_start_ns;
         record.last_rank = data.last_rank;
         let kernel = scratch.collective_kernel[index] as usize;

@@ -102,6 +102,10 @@ pub struct ProcessGroupNccl {
     result_waited: Vec<Option<bool>>,
     /// Per op: the perturbations (straggler delays) that apply to this rank.
     perturbations_by_op: Vec<Vec<usize>>,
+    /// While an op that catches is lowered ([`ProcessGroupNccl::keep_call_checkpoints`]): the
+    /// state before each of its collective calls checks its communicator, where the call
+    /// raises if it was aborted meanwhile (R27; [`ProcessGroupNccl::call_raised`]).
+    call_checkpoints: Option<Vec<ProcessGroupNccl>>,
 }
 
 /// Whether `rank` makes tensors before the program, each made filled (`torch.ones`, as
@@ -168,6 +172,31 @@ impl ProcessGroupNccl {
             holds_work: vec![false; scenario.works.len()],
             result_waited,
             perturbations_by_op,
+            call_checkpoints: None,
+        }
+    }
+
+    /// Whether the op lowered next keeps the state before each of its collective calls' checks
+    /// of their communicators: one that catches does, as a call that raises there goes on
+    /// from it.
+    pub fn keep_call_checkpoints(&mut self, keep: bool) {
+        if keep {
+            self.call_checkpoints = Some(Vec::new());
+        } else if self.call_checkpoints.is_some() {
+            self.call_checkpoints = None;
+        }
+    }
+
+    /// The op's collective call `call` (counted from 0 in the op) raised at its check of its
+    /// communicator, aborted after the op was lowered, and the op catches (R27): the call
+    /// issued nothing and bound no Work, and the op's later calls never ran, so the state is
+    /// the one before the check. A call lowered as raising ([`ProcessGroupNccl::aborted_call`])
+    /// keeps no checkpoint and changed nothing to undo.
+    pub fn call_raised(&mut self, call: usize) {
+        let checkpoint = (self.call_checkpoints.take())
+            .and_then(|mut kept| (call < kept.len()).then(|| kept.swap_remove(call)));
+        if let Some(checkpoint) = checkpoint {
+            *self = checkpoint;
         }
     }
 
@@ -671,6 +700,10 @@ impl ProcessGroupNccl {
         // R8, R11: an eager world's unbatched send or receive uses the world's communicator,
         // which exists (PyTorch asserts it), and no pair communicator.
         let communicator = scenario.communicator(group);
+        if let Some(mut kept) = self.call_checkpoints.take() {
+            kept.push(self.clone());
+            self.call_checkpoints = Some(kept);
+        }
         out.push(Step::CheckComm {
             group: communicator,
         });
