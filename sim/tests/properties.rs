@@ -2,6 +2,9 @@
 //! (nothing starts before its stream predecessor or the events it waits on, R4/R5/R10/R12),
 //! host time only moves forward (R1), the rendezvous of R16, every Work completes or is named in a
 //! deadlock finding, nothing of a process starts after it ended (R15, R27, R31), and determinism.
+//!
+//! About 810 lines: one generator per program family and the invariant checks they share; the
+//! families differ in what they stress (streams and events, side threads, folding, run-ahead).
 
 use proptest::prelude::*;
 use sim::timeline::{ExitStatus, FindingKind, Timeline, WatchdogEvent};
