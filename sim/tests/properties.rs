@@ -2,6 +2,9 @@
 //! (nothing starts before its stream predecessor or the events it waits on, R4/R5/R10/R12),
 //! host time only moves forward (R1), the rendezvous of R16, every Work completes or is named in a
 //! deadlock finding, nothing of a process starts after it ended (R15, R27, R31), and determinism.
+//!
+//! About 810 lines: one generator per program family and the invariant checks they share; the
+//! families differ in what they stress (streams and events, side threads, folding, run-ahead).
 
 use proptest::prelude::*;
 use sim::timeline::{ExitStatus, FindingKind, Timeline, WatchdogEvent};
@@ -429,6 +432,22 @@ proptest! {
     }
 
     #[test]
+    fn faults_and_raises_while_hosts_run_ahead_of_a_short_launch_queue(
+        ranks in 2u32..4,
+        mode in 0u8..4,
+        fault in (any::<u8>(), any::<u32>(), any::<u32>()),
+        queue_depth in 1u32..6,
+        (delay_ms, caught, waited) in (1u32..300, any::<bool>(), any::<bool>()),
+    ) {
+        let text = run_ahead_text(ranks, mode, fault, queue_depth, (delay_ms, caught, waited));
+        let scenario = sim::scenario::parse("q.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let timeline = sim::engine::simulate(&scenario);
+        check_invariants(&timeline);
+        check_side_thread_effects(&timeline);
+        prop_assert_eq!(&timeline, &sim::engine::simulate(&scenario));
+    }
+
+    #[test]
     fn folding_is_exact_over_random_programs_and_faults(
         ranks in 1u32..7,
         repeat in 1u32..3,
@@ -593,6 +612,35 @@ fn failing_text(
         host_phase_ms * 700,
         rank % ranks,
         iteration % 6,
+    )
+}
+
+/// A program whose hosts run ahead of their GPU (R1) into a launch queue of `queue_depth`
+/// entries: every iteration an async all_reduce whose Work is waited only when `waited`, a
+/// 100-µs kernel, and a host delay of `delay_ms` on rank 0 before the all_reduce of iteration 2;
+/// `caught` catches what the all_reduce raises. A fault at one iteration, a 50-ms timeout and a
+/// short dump wait let the side threads act while hosts are blocked on a full queue, on the
+/// watchdog's list (R27) or in a raise.
+fn run_ahead_text(
+    ranks: u32,
+    mode: u8,
+    fault: (u8, u32, u32),
+    queue_depth: u32,
+    (delay_ms, caught, waited): (u32, bool, bool),
+) -> String {
+    let (kind, rank, iteration) = fault;
+    let kind = match kind % 4 {
+        0 => "kind = \"hang\"",
+        1 => "kind = \"die\"",
+        2 => "kind = \"async_error\"\nafter_us = 20000",
+        _ => "kind = \"mismatch\"\nsize = \"2MiB\"",
+    };
+    let wait = if waited { "[[op]]\nwait = \"w\"\n" } else { "" };
+    format!(
+        "repeat = 8\n[cluster]\nranks = {ranks}\n[host]\nlaunch_queue_depth = {queue_depth}\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[groups.world]\ntimeout_s = 0.05\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"step\"\nkernel = {{ us = 100 }}\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\ncatch = {caught}\n{wait}[[perturb]]\nranks = [0]\nbefore = \"ar\"\nhost_delay_us = {}\niterations = [2]\n[[fault]]\nranks = [{}]\nat = \"ar\"\niteration = {}\n{kind}\n",
+        delay_ms * 1000,
+        rank % ranks,
+        iteration % 8,
     )
 }
 
