@@ -1547,3 +1547,19 @@ fn a_call_whose_communicator_is_aborted_while_the_host_is_inside_it_raises_witho
     assert_eq!(calls, [(2, Some(op("use_w")))]);
     assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
 }
+
+#[test]
+fn a_fault_after_a_perturbation_s_delay_is_reached_only_if_the_process_lives_to_its_time() {
+    // Rank 0's host is delayed 104 ms before iteration 2's `ar`, where it would hang; mode 1
+    // takes both processes down at 0.404 s, during that delay, so rank 0 never reaches the op
+    // (before, the hang was logged at 0.404188 s, after the process had ended).
+    let text = "repeat = 8\n[cluster]\nranks = 2\n[host]\nlaunch_queue_depth = 1\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 1\nTORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1\nTORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 1\n[groups.world]\ntimeout_s = 0.05\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"step\"\nkernel = { us = 100 }\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n[[perturb]]\nranks = [0]\nbefore = \"ar\"\nhost_delay_us = 104000\niterations = [2]\n[[fault]]\nranks = [0]\nat = \"ar\"\niteration = 2\nkind = \"hang\"\n";
+    let timeline = simulate_text(text);
+    let end = timeline.ranks[0].end.unwrap();
+    assert_eq!(end.at_ns, Some(404_000_000));
+    let faults: Vec<u64> = (timeline.watchdog.iter())
+        .filter(|record| record.concerns(0) && record.event == WatchdogEvent::Fault)
+        .map(|record| record.at_ns)
+        .collect();
+    assert!(faults.is_empty(), "the hang is never reached: {faults:?}");
+}

@@ -121,7 +121,9 @@ impl Engine<'_> {
             let cursor = &mut state.cursor;
             if cursor.next == cursor.steps.len() {
                 if cursor.unlowered {
-                    self.lower_op(rank);
+                    if !self.reach_op(rank) {
+                        return;
+                    }
                 } else if !self.next_op(rank) {
                     return;
                 }
@@ -232,20 +234,30 @@ impl Engine<'_> {
             self.step(rank, step);
         }
         steps.clear();
-        self.ranks[rank as usize].cursor.steps = steps;
-        match self.fault_reached(rank, op.index) {
+        let state = &mut self.ranks[rank as usize];
+        state.cursor.steps = steps;
+        if state.host_ns != delayed_from_ns {
+            // The run loop reaches the op once the simulation got to the host's time: a side
+            // thread may end the process, or abort a communicator, during the delay.
+            state.cursor.unlowered = true;
+            return true;
+        }
+        self.reach_op(rank)
+    }
+
+    /// The host reached the op `next_op` moved to: its fault, if one is placed there, then its
+    /// steps. False when the host stops there.
+    fn reach_op(&mut self, rank: u32) -> bool {
+        let state = &mut self.ranks[rank as usize];
+        state.cursor.unlowered = false;
+        let op = state.blocked_op;
+        match self.fault_reached(rank, op) {
             HostEffect::Run => {}
             HostEffect::Skip => return true,
             HostEffect::Stop => return false,
         }
-        let state = &mut self.ranks[rank as usize];
-        state.race.host_step();
-        if state.host_ns != delayed_from_ns {
-            // The run loop lowers the op once the simulation reached the host's time.
-            state.cursor.unlowered = true;
-        } else {
-            self.lower_op(rank);
-        }
+        self.ranks[rank as usize].race.host_step();
+        self.lower_op(rank);
         true
     }
 
