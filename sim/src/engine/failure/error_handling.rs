@@ -85,9 +85,8 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         // The process's own flag (`shouldDump_`, set by its broadcast) is read at every wake;
-        // the store only where no Work left the default group's list in the last 100 ms.
-        if !local && !self.dumped[rank as usize] && self.work_list_just_updated(view, rank, now_ns)
-        {
+        // the store only where the default group's Work list did not change in the last 100 ms.
+        if !local && !self.dumped[rank as usize] && self.store_read_skipped(view, rank, now_ns) {
             let next_ns = next_tick_ns(0, self.scenario.env.coord_check_ns, now_ns + 1);
             super::wake(out, rank, group, Wake::DumpSeen, next_ns);
             return;
@@ -784,6 +783,66 @@ mod tests {
                 "end {end_ns}"
             );
         }
+    }
+
+    #[test]
+    fn a_work_enqueued_less_than_100_ms_before_the_read_skips_it_too_r28() {
+        // `workEnqueue` updates `lastWorkListUpdateTime_` as a removal does: rank 1's Work
+        // enqueued at 1.95 s (not ended) makes its monitor skip the 2.0-s read of the store;
+        // one enqueued at 1.85 s does not.
+        for (enqueue_ns, seen_ns) in [
+            (1_950_000_000, 3_000_000_000),
+            (1_850_000_000, 2_000_000_000),
+        ] {
+            let scenario = two_ranks("", "");
+            let mut failure = Failure::new(&scenario, per_rank(&scenario));
+            let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+            time_out_rank_0(&mut failure, &run);
+            enqueue(&mut failure, &run, (1, 0), enqueue_ns);
+            let mut read_ns = 2_000_000_000;
+            while read_ns < seen_ns {
+                assert_eq!(
+                    woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
+                    [wake(1, Wake::DumpSeen, read_ns + 1_000_000_000)],
+                    "enqueue {enqueue_ns}"
+                );
+                read_ns += 1_000_000_000;
+            }
+            assert_eq!(
+                woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
+                [wake(1, Wake::MonitorKill, seen_ns + 480_000_000_000)],
+                "enqueue {enqueue_ns}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hung_watchdog_takes_nothing_off_its_list_r28() {
+        // Rank 1's watchdog hangs at its first poll after the 1.5-s enqueue (1.6 s); its Work
+        // ends at 1.95 s, before its deadline, but no poll takes it off, so the monitor reads
+        // the store at 2.0 s.
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let mut run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+        run.ends_ns.insert((1, 0), 1_950_000_000);
+        let mut out = Vec::new();
+        failure.notify(
+            &run,
+            Notice::FaultReached {
+                rank: 1,
+                op: 0,
+                iteration: 0,
+                fault: crate::scenario::FaultKind::WatchdogStuck,
+                host_ns: 0,
+            },
+            &mut out,
+        );
+        enqueue(&mut failure, &run, (1, 0), 1_500_000_000);
+        time_out_rank_0(&mut failure, &run);
+        assert_eq!(
+            woken(&mut failure, &run, 1, Wake::DumpSeen, 2_000_000_000),
+            [wake(1, Wake::MonitorKill, 482_000_000_000)]
+        );
     }
 
     #[test]

@@ -482,6 +482,9 @@ impl<'s> Failure<'s> {
                 } else {
                     self.watch(view, (rank, watchdog), work, armed, out);
                 }
+                if watchdog == 0 && self.watchdog_enabled && self.scenario.env.dump_on_timeout {
+                    self.work_list_updated(self.index(rank, 0), listed_ns);
+                }
             }
             Notice::StoreWait {
                 rank,

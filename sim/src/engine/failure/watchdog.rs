@@ -107,10 +107,12 @@ pub(super) struct WatchdogState {
     pub(super) abort_awaits_main: bool,
     /// When the watchdog's abort's least time (`host.comm_abort_us`) ends.
     pub(super) abort_least_end_ns: u64,
-    /// The latest two distinct polls at which the watchdog took a completed Work off its list
-    /// (`lastWorkListUpdateTime_`), latest first: the default group's heartbeat monitor polls
-    /// the store only 100 ms or more after that (R28, [`Failure::work_list_just_updated`]).
-    removal_polls_ns: [Option<u64>; 2],
+    /// The latest two distinct reads of the store by the heartbeat monitor (every
+    /// `TORCH_NCCL_COORD_CHECK_MILSEC` from 0) that come less than 100 ms after an update of
+    /// this watchdog's Work list (`lastWorkListUpdateTime_`: a Work enqueued, or taken off
+    /// complete), latest first: the default group's monitor skips those (R28,
+    /// [`Failure::store_read_skipped`]).
+    skipped_reads_ns: [Option<u64>; 2],
     /// The process group's error (`error_`) is set: by the first error or timeout the watchdog
     /// found, or by a peer's error read from the store (`REMOTE_ERROR`, R27). Only the program
     /// reads it (`get_error()`); the watchdog reads the store only while it is unset.
@@ -348,23 +350,42 @@ impl Failure<'_> {
             }
             let watchdog = &mut self.watchdogs[index];
             watchdog.pending.pop_front();
-            let [latest, previous] = &mut watchdog.removal_polls_ns;
-            match *latest {
-                Some(latest_ns) if removed_ns == latest_ns => {}
-                Some(latest_ns) if removed_ns < latest_ns => {
-                    *previous = (*previous).max(Some(removed_ns));
-                }
-                _ => *previous = latest.replace(removed_ns),
+            // A hung watchdog, or one asleep for the dumps, takes nothing off its list.
+            let busy = (watchdog.handling && removed_ns >= watchdog.handling_since_ns)
+                || watchdog
+                    .stuck_at_ns
+                    .is_some_and(|stuck_ns| removed_ns >= stuck_ns);
+            if group == 0 && !busy {
+                self.work_list_updated(index, removed_ns);
             }
         }
     }
 
-    /// Whether `rank`'s default-group watchdog took a completed Work off its list less than
-    /// 100 ms before `at_ns` (`kWatchdogThreadSleepMillis`): its heartbeat monitor then skips
-    /// this poll of the store for the dump signal (`HeartbeatMonitor::runLoop`, R28). A Work
-    /// that ended by `at_ns` leaves at the next 100-ms poll at the latest, so at most one
-    /// distinct poll after `at_ns` is known, and the latest two decide.
-    pub(super) fn work_list_just_updated(
+    /// The default group's watchdog at `index` updated its Work list at `at_ns`: the heartbeat
+    /// monitor's reads of the store less than 100 ms later are skipped (R28). With the default
+    /// one-second reads that is at most one read; hosts never run past the next read
+    /// (`Engine::dump_signal_read_bound_ns`), so the reads a later update marks are the next
+    /// one or the one after, and the latest two marked decide every read still to come.
+    pub(super) fn work_list_updated(&mut self, index: usize, at_ns: u64) {
+        let period_ns = self.scenario.env.coord_check_ns;
+        let mut read_ns = next_tick_ns(0, period_ns, at_ns);
+        while read_ns - at_ns < WATCHDOG_POLL_NS {
+            let [latest, previous] = &mut self.watchdogs[index].skipped_reads_ns;
+            match *latest {
+                Some(latest_ns) if read_ns == latest_ns => {}
+                Some(latest_ns) if read_ns < latest_ns => {
+                    *previous = (*previous).max(Some(read_ns));
+                }
+                _ => *previous = latest.replace(read_ns),
+            }
+            read_ns += period_ns;
+        }
+    }
+
+    /// Whether `rank`'s default-group heartbeat monitor skips its read of the store for the
+    /// dump signal at `at_ns`: its watchdog enqueued a Work or took one off its list less than
+    /// 100 ms before (`kWatchdogThreadSleepMillis`, `HeartbeatMonitor::runLoop`, R28).
+    pub(super) fn store_read_skipped(
         &mut self,
         view: &impl RunView,
         rank: u32,
@@ -375,8 +396,7 @@ impl Failure<'_> {
         }
         self.prune_finished(view, rank, 0);
         let watchdog = &self.watchdogs[self.index(rank, 0)];
-        (watchdog.removal_polls_ns.iter().flatten())
-            .any(|&removed_ns| removed_ns <= at_ns && at_ns - removed_ns < WATCHDOG_POLL_NS)
+        watchdog.skipped_reads_ns.contains(&Some(at_ns))
     }
 
     pub(super) fn schedule_check(
