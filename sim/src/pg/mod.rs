@@ -179,6 +179,7 @@ impl ProcessGroupNccl {
     /// Whether the op lowered next keeps the state before each of its collective calls' checks
     /// of their communicators: one that catches does, as a call that raises there goes on
     /// from it.
+    #[inline]
     pub fn keep_call_checkpoints(&mut self, keep: bool) {
         if keep {
             self.call_checkpoints = Some(Vec::new());
