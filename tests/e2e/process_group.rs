@@ -185,8 +185,9 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
 fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() {
     // PyTorch checks the non-blocking init's timeout only where it is above 0
     // (`nccl_nonblocking_timeout() > 0`): rank 0's first use waits for good, and the run ends
-    // with the deadlock finding of a host blocked in the communicator's creation.
-    for setting in ["0", "-1"] {
+    // with the deadlock finding of a host blocked in the communicator's creation. Any integer
+    // of 0 or less: one below i32::MIN was refused, with a message it satisfied.
+    for setting in ["0", "-1", "-3000000000", "\"-3000000000\""] {
         let text = shipped()
             .replace("ranks = 1\n", "ranks = 2\n")
             .replace("ranks = [0]", "ranks = [0, 1]")
