@@ -377,11 +377,17 @@ def waits_with_timeout(scenario):
 
 
 @pytest.mark.parametrize("sets, edit, message, finding, events", [
-    # A wait with its own timeout, or any wait under blocking wait, raised: its own timeout
-    # (R15), whatever the message says.
+    # A wait with its own timeout, or any wait under blocking wait, raised a timeout: its own
+    # (R15).
     ((), waits_with_timeout, "WorkNCCL(SeqNum=1) timed out", "wait_timeout", ["wait_timeout"]),
-    (("env.TORCH_NCCL_BLOCKING_WAIT=1",), None, "NCCL error: unhandled system error",
+    (("env.TORCH_NCCL_BLOCKING_WAIT=1",), None, "WorkNCCL(SeqNum=1) timed out",
      "wait_timeout", ["wait_timeout"]),
+    # Such a wait raised the communicator's error instead: the Work's async error, which it
+    # found (R27), as a plain wait's. Both were a wait_timeout.
+    ((), waits_with_timeout, "NCCL error: unhandled system error", "async_error",
+     ["wait_error", "abort"]),
+    (("env.TORCH_NCCL_BLOCKING_WAIT=1",), None, "NCCL error: unhandled system error",
+     "async_error", ["wait_error", "abort"]),
     # A plain wait() raised what the watchdog's timeout left on the Work (R26).
     ((), None, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1)",
      "watchdog_timeout", ["timeout"]),

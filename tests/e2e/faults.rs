@@ -693,7 +693,9 @@ fn a_store_timeout_is_pytorchs_dist_backend_error_and_catch_true_catches_it_r29(
 #[test]
 fn a_caught_non_blocking_init_timeout_is_pytorchs_nccl_timeout_r8() {
     // init_process_group(device_id=…) under TORCH_NCCL_USE_COMM_NONBLOCKING: the first use
-    // waits for the communicator, and raises NCCLUtils' DistBackendError after 5 s.
+    // waits for the communicator, and raises NCCLUtils' DistBackendError after 5 s. The root
+    // waits so, its peer dead (a non-root rank whose root never came raises the store's
+    // timeout instead, R29).
     let text = STORE_TIMEOUT
         .replace(
             "[groups.world]\n",
@@ -702,18 +704,19 @@ fn a_caught_non_blocking_init_timeout_is_pytorchs_nccl_timeout_r8() {
         .replace(
             "[[op]]\nlabel = \"ar\"",
             "[[op]]\ninit_process_group = true\ndevice_id = true\n[[op]]\nlabel = \"ar\"",
-        );
+        )
+        .replace("ranks = [0]\nat = \"ar\"", "ranks = [1]\nat = \"ar\"");
     let timeline = simulate_text(&text);
-    let rank1 = &timeline.ranks[1];
-    assert_eq!(rank1.exceptions.len(), 2, "{:?}", rank1.exceptions);
+    let rank0 = &timeline.ranks[0];
+    assert_eq!(rank0.exceptions.len(), 2, "{:?}", rank0.exceptions);
     assert!(
-        rank1.exceptions[0]
+        rank0.exceptions[0]
             .message
             .contains("DistBackendError: NCCL timeout in: "),
         "{}",
-        rank1.exceptions[0].message
+        rank0.exceptions[0].message
     );
-    assert_eq!(rank1.end.unwrap().status, ExitStatus::Clean);
+    assert_eq!(rank0.end.unwrap().status, ExitStatus::Clean);
 }
 
 /// async_error.toml (R26, R27): rank 1's network fails 5 s after its enqueue at 20 µs.

@@ -185,8 +185,9 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
 fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() {
     // PyTorch checks the non-blocking init's timeout only where it is above 0
     // (`nccl_nonblocking_timeout() > 0`): rank 0's first use waits for good, and the run ends
-    // with the deadlock finding of a host blocked in the communicator's creation.
-    for setting in ["0", "-1"] {
+    // with the deadlock finding of a host blocked in the communicator's creation. Any integer
+    // of 0 or less: one below i32::MIN was refused, with a message it satisfied.
+    for setting in ["0", "-1", "-3000000000", "\"-3000000000\""] {
         let text = shipped()
             .replace("ranks = 1\n", "ranks = 2\n")
             .replace("ranks = [0]", "ranks = [0, 1]")
@@ -232,4 +233,105 @@ fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() 
         message.contains("expects an integer of at most 86400 (0 or less: no timeout)"),
         "{message}"
     );
+}
+
+#[test]
+fn a_non_blocking_rank_whose_root_never_comes_raises_the_store_s_timeout() {
+    // Rank 0, the root, dies before init_process_group, so it never publishes the unique id:
+    // rank 1's `store.get` of it is bounded by the store's timeout (the group's `timeout_s`,
+    // R29) whatever TORCH_NCCL_NONBLOCKING_TIMEOUT says, which bounds only the wait for the
+    // communicator once the id came (R8). It raised after 5 s (the non-blocking timeout), or
+    // at 0 or less never.
+    for setting in ["5", "0", "-1"] {
+        let text = shipped()
+            .replace("ranks = 1\n", "ranks = 2\n")
+            .replace("ranks = [0]", "ranks = [0, 1]")
+            .replace(
+                "[tensors]",
+                &format!("[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}\n\n[tensors]"),
+            )
+            .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
+            + "\n[[fault]]\nranks = [0]\nat = \"backlog\"\nkind = \"die\"\n";
+        let scenario = sim::scenario::parse("p.toml", &text).unwrap();
+        let timeline = sim::engine::simulate(&scenario);
+        let backlog = timeline
+            .ops
+            .iter()
+            .position(|o| o.name == "backlog")
+            .unwrap() as u32;
+        let first_world_start_ns = (timeline.ranks[1].host.iter())
+            .find(|h| h.op == backlog)
+            .unwrap()
+            .end_ns;
+        let end = timeline.ranks[1].end.unwrap();
+        assert_eq!(
+            (end.status, end.at_ns),
+            (
+                sim::timeline::ExitStatus::Raised,
+                Some(first_world_start_ns + scenario.groups[0].timeout_ns)
+            ),
+            "{setting}"
+        );
+        let raised: Vec<_> = (timeline.findings.iter())
+            .filter(|f| f.kind == sim::timeline::FindingKind::StoreTimeout)
+            .collect();
+        assert_eq!(raised.len(), 1, "{setting}: {:?}", timeline.findings);
+        assert!(
+            raised[0].message.contains("retrieving ncclUniqueId"),
+            "{setting}: {}",
+            raised[0].message
+        );
+    }
+}
+
+#[test]
+fn a_non_blocking_rank_waits_for_the_communicator_from_the_root_s_unique_id() {
+    // Three ranks: rank 0, the root, reaches the first use 2 s after rank 1; rank 2 dies
+    // before it. Rank 1's `store.get` returns when the root publishes the id, and its wait for
+    // the communicator, 5 s of TORCH_NCCL_NONBLOCKING_TIMEOUT, starts there: it raises with the
+    // root, 7 s after its own arrival, with the non-blocking init's error.
+    let text = shipped()
+        .replace("ranks = 1\n", "ranks = 3\n")
+        .replace("ranks = [0]", "ranks = [0, 1, 2]")
+        .replace(
+            "[tensors]",
+            "[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 5\n\n[tensors]",
+        )
+        .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
+        + "\n[[fault]]\nranks = [2]\nat = \"backlog\"\nkind = \"die\"\n"
+        + "\n[[perturb]]\nranks = [0]\nbefore = \"first_world\"\nhost_delay_us = 2_000_000\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", &text).unwrap());
+    let first_world = timeline
+        .ops
+        .iter()
+        .position(|o| o.name == "first_world")
+        .unwrap() as u32;
+    let arrival_ns = |rank: usize| {
+        (timeline.ranks[rank].host.iter())
+            .find(|h| h.op == first_world)
+            .unwrap()
+            .start_ns
+    };
+    let ends: Vec<_> = (0..2)
+        .map(|rank| timeline.ranks[rank].end.unwrap())
+        .collect();
+    assert_eq!(
+        (ends[0].status, ends[1].status),
+        (
+            sim::timeline::ExitStatus::Raised,
+            sim::timeline::ExitStatus::Raised
+        ),
+        "{:?}",
+        timeline.findings
+    );
+    assert_eq!(ends[0].at_ns, Some(arrival_ns(0) + 5_000 * MS));
+    assert_eq!(ends[1].at_ns, ends[0].at_ns);
+    assert!(arrival_ns(1) + 5_000 * MS < ends[1].at_ns.unwrap());
+    let raised: Vec<_> = (timeline.findings.iter())
+        .filter(|f| f.kind == sim::timeline::FindingKind::StoreTimeout)
+        .collect();
+    assert_eq!(raised.len(), 2, "{:?}", timeline.findings);
+    assert!(raised
+        .iter()
+        .all(|f| f.message.contains("TORCH_NCCL_NONBLOCKING_TIMEOUT")));
 }

@@ -767,6 +767,7 @@ class Interpreter:
         """An exception nobody catches, raised at ``at``: a finding, and the program stops."""
         message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         kind = op["kind"]
+        timed_out = "timeout" in message.lower() or "timed out" in message.lower()
         if isinstance(error, UnboundWorkName):
             # The simulator's words (sim::pg::work::name_error), logged as the process's end.
             text = ("[Rank %d] NameError: %s; %s (line %d) raises it in the main thread (every "
@@ -780,13 +781,15 @@ class Interpreter:
         if isinstance(error, self.torch.cuda.OutOfMemoryError):
             # The process ends at the raise (R20): no watchdog event but its exit.
             finding, event = "out_of_memory", None
-        elif self.raised_in_a_wait(op, iteration) and (
+        elif self.raised_in_a_wait(op, iteration) and timed_out and (
                 kind.get("timeout_ns") is not None or self.scenario["env"]["blocking_wait"]):
+            # A polling wait's own timeout (R15); the Work's async error it raised instead is
+            # the error it found (R27), below.
             finding, event = "wait_timeout", "wait_timeout"
         elif self.is_store_timeout(error, message):
             # The store rendezvous timed out (R29): the main thread's own, as the simulator's.
             finding, event = "store_timeout", "store_timeout"
-        elif "timeout" in message.lower() or "timed out" in message.lower():
+        elif timed_out:
             finding, event = "watchdog_timeout", "timeout"
         elif self.raised_in_a_wait(op, iteration):
             finding, event = "async_error", None

@@ -414,9 +414,9 @@ impl Engine<'_> {
             Step::InitComm {
                 group,
                 cost_ns,
-                timeout_ns,
+                nonblocking_timeout_ns,
                 nonblocking,
-            } => self.init_comm(rank, group, cost_ns, (timeout_ns, nonblocking)),
+            } => self.init_comm(rank, group, cost_ns, (nonblocking_timeout_ns, nonblocking)),
             Step::EagerP2pWarning { group } => self.warn_eager_p2p(rank, group),
             Step::ReleaseShelf { group } => {
                 if !self.release_shelf(rank, group) {
@@ -660,7 +660,7 @@ impl Engine<'_> {
         rank: u32,
         group: GroupId,
         cost_ns: u64,
-        (timeout_ns, nonblocking): (Option<u64>, bool),
+        (nonblocking_timeout_ns, nonblocking): (Option<u64>, bool),
     ) {
         let host_ns = self.ranks[rank as usize].host_ns;
         let arrived = &mut self.comm_init[group];
@@ -680,14 +680,34 @@ impl Engine<'_> {
                 .classes
                 .simulated_of(self.scenario.groups[group].ranks[0]);
             let root_published = arrived.iter().any(|arrival| arrival.rank == root);
+            // Under non-blocking init, the root's arrival ends the earlier members' `store.get`
+            // of the unique id: from now on they wait for the communicator (R8, R29).
+            let got_the_id: Vec<u32> = if nonblocking && rank == root {
+                (arrived.iter())
+                    .map(|arrival| arrival.rank)
+                    .filter(|&member| member != root)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             self.notify(Notice::StoreWait {
                 rank,
                 group,
                 host_ns,
                 root_published,
-                timeout_ns,
+                nonblocking_timeout_ns,
                 nonblocking,
             });
+            for member in got_the_id {
+                self.notify(Notice::StoreWait {
+                    rank: member,
+                    group,
+                    host_ns,
+                    root_published: true,
+                    nonblocking_timeout_ns,
+                    nonblocking,
+                });
+            }
             return;
         }
         // The init is collective: it ends for every member together, once the member that

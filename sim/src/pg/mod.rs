@@ -232,11 +232,7 @@ impl ProcessGroupNccl {
             } else {
                 scenario.host.comm_init_next_ns
             },
-            timeout_ns: if nonblocking {
-                scenario.env.nonblocking_timeout_ns
-            } else {
-                Some(scenario.groups[group].timeout_ns)
-            },
+            nonblocking_timeout_ns: scenario.env.nonblocking_timeout_ns.filter(|_| nonblocking),
             nonblocking,
         });
         if first {

@@ -126,13 +126,13 @@ pub enum Step {
     /// A communicator created during the program (R8): lazily inside the group's first
     /// collective, or eagerly in `init_process_group(device_id=…)` / `new_group`. The host
     /// blocks until every member arrived, then for `cost_ns`; a member still waiting for the
-    /// others after `timeout_ns` raises (the store's timeout, R29, or under
-    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` the non-blocking init's, `nonblocking`, which may be
-    /// `None`: it waits for good).
+    /// root's unique id raises after the store's timeout (the group's, R29); under
+    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` (`nonblocking`), one that has the id and still waits
+    /// for the others raises after `nonblocking_timeout_ns` (R8; `None`: it waits for good).
     InitComm {
         group: GroupId,
         cost_ns: u64,
-        timeout_ns: Option<u64>,
+        nonblocking_timeout_ns: Option<u64>,
         nonblocking: bool,
     },
     /// Works of `group` never waited on leave the stash shelf once complete (R18).

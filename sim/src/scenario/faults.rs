@@ -35,8 +35,9 @@ impl Resolver<'_> {
                 (1, 86_400_000)
             }
             "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" => (1, 86_400),
-            // PyTorch waits for good where it is 0 or less (`nccl_nonblocking_timeout() > 0`).
-            "TORCH_NCCL_NONBLOCKING_TIMEOUT" => (i64::from(i32::MIN), 86_400),
+            // PyTorch waits for good where it is 0 or less (`nccl_nonblocking_timeout() > 0`):
+            // any such integer.
+            "TORCH_NCCL_NONBLOCKING_TIMEOUT" => (i64::MIN, 86_400),
             _ => return Ok(false),
         };
         let number = match value.get_ref() {

@@ -117,16 +117,17 @@ pub(in crate::engine) enum Notice {
         listed_ns: u64,
         issued: (CollectiveKind, u64),
     },
-    /// A non-root rank blocked in `store.get` for the unique id of `group`'s communicator
-    /// (R8, R29); `root_published`: the root already arrived.
+    /// A rank waiting, from `host_ns`, for the others to create `group`'s communicator (R8): a
+    /// non-root one blocked in `store.get` for the unique id until the root published it
+    /// (`root_published`: the root already arrived), which the store's timeout bounds (the
+    /// group's, R29); then, under `TORCH_NCCL_USE_COMM_NONBLOCKING` (`nonblocking`), for the
+    /// communicator, which `nonblocking_timeout_ns` bounds (`None`: for good).
     StoreWait {
         rank: u32,
         group: GroupId,
         host_ns: u64,
         root_published: bool,
-        /// How long it waits before raising: the store's timeout (R29), or the non-blocking
-        /// init's (`nonblocking`, R8; `None`: for good).
-        timeout_ns: Option<u64>,
+        nonblocking_timeout_ns: Option<u64>,
         nonblocking: bool,
     },
     /// The main thread checks the communicator of `group` before a collective of `op`.
@@ -377,9 +378,9 @@ pub(in crate::engine) struct Failure<'s> {
     /// The NCCL async errors (R27) of the Works, by (rank, collective record), and of the
     /// communicators, by (rank, group of `Scenario::communicator`).
     errors: WorkErrors<(u32, u32), (u32, GroupId)>,
-    /// (rank, group) waiting for the others to finish a non-blocking communicator (R8): its
-    /// timeout raises the non-blocking init's error, not the store's.
-    nonblocking_waits: HashSet<(u32, GroupId)>,
+    /// (rank, group) → when its wait for the others to finish a non-blocking communicator
+    /// (R8) raises: the non-blocking init's error, not the store's.
+    nonblocking_waits: HashMap<(u32, GroupId), u64>,
     /// (rank, group) → the store timeouts of its unique id the program caught (R29): each
     /// try of the communicator's creation waits on the process group's next store key.
     store_attempts: HashMap<(u32, GroupId), u32>,
@@ -421,7 +422,7 @@ impl<'s> Failure<'s> {
             dumped: vec![false; ranks],
             issued_instead: HashMap::default(),
             errors: WorkErrors::default(),
-            nonblocking_waits: HashSet::default(),
+            nonblocking_waits: HashMap::default(),
             store_attempts: HashMap::default(),
             desync_cache: None,
             dump_signal_seen_ns: None,
@@ -491,19 +492,24 @@ impl<'s> Failure<'s> {
                 group,
                 host_ns,
                 root_published,
-                timeout_ns,
+                nonblocking_timeout_ns,
                 nonblocking,
             } => {
-                let Some(timeout_ns) = timeout_ns else {
-                    // TORCH_NCCL_NONBLOCKING_TIMEOUT at 0 or less: the wait never raises.
-                    return;
-                };
-                if nonblocking {
-                    self.nonblocking_waits.insert((rank, group));
-                    wake(out, rank, group, Wake::StoreTimeout, host_ns + timeout_ns);
-                } else {
-                    self.store_wait(rank, group, host_ns, root_published, timeout_ns, out);
+                let root = self.scenario.groups[group].ranks[0];
+                let waits_for_id = !root_published && self.rank_id(rank) != root;
+                if !nonblocking || waits_for_id {
+                    // `store.get` of the unique id: the store's timeout (R29), whatever
+                    // TORCH_NCCL_NONBLOCKING_TIMEOUT says.
+                    let store_timeout_ns = self.scenario.groups[group].timeout_ns;
+                    self.store_wait(rank, group, host_ns, root_published, store_timeout_ns, out);
+                } else if let Some(timeout_ns) = nonblocking_timeout_ns {
+                    // The id is there: the wait for the non-blocking communicator (R8).
+                    let at_ns = host_ns + timeout_ns;
+                    self.nonblocking_waits.insert((rank, group), at_ns);
+                    wake(out, rank, group, Wake::StoreTimeout, at_ns);
                 }
+                // At 0 or less, TORCH_NCCL_NONBLOCKING_TIMEOUT bounds no wait for the
+                // communicator: it never raises.
             }
             Notice::CommunicatorUsed {
                 rank,
@@ -614,10 +620,14 @@ impl<'s> Failure<'s> {
     ) -> bool {
         match wake {
             Wake::Check => !self.timeout_due(view, rank, group, at_ns, out),
-            Wake::StoreTimeout if self.nonblocking_waits.contains(&(rank, group)) => {
-                !view.waits_for_communicator(rank, group)
-            }
-            Wake::StoreTimeout => !view.waits_for_unique_id(rank, group),
+            // A rank's store wait for the unique id became a wait for the non-blocking
+            // communicator once the root published it: the latter's deadline counts.
+            Wake::StoreTimeout => match self.nonblocking_waits.get(&(rank, group)) {
+                Some(&deadline_ns) => {
+                    deadline_ns != at_ns || !view.waits_for_communicator(rank, group)
+                }
+                None => !view.waits_for_unique_id(rank, group),
+            },
             // A poll in the main thread's abort after a wait found the Work's async error
             // blocks on it: the watchdog finds the error once it returned (`wait_raised`).
             Wake::AsyncError { .. }

@@ -42,7 +42,7 @@ impl Failure<'_> {
         let rank_id = self.rank_id(rank);
         let group_spec = &self.scenario.groups[group];
         let op = view.host_op(rank);
-        let nonblocking = self.nonblocking_waits.remove(&(rank, group));
+        let nonblocking = self.nonblocking_waits.remove(&(rank, group)).is_some();
         let message = if nonblocking {
             // NCCLUtils' wait for the communicator's readiness: its file and line are PyTorch's.
             format!(
@@ -164,7 +164,7 @@ mod tests {
             group: 0,
             host_ns: 30_000,
             root_published,
-            timeout_ns: Some(1_000_000_000),
+            nonblocking_timeout_ns: None,
             nonblocking: false,
         }
     }
