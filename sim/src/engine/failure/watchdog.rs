@@ -365,7 +365,9 @@ impl Failure<'_> {
     /// monitor's reads of the store less than 100 ms later are skipped (R28). With the default
     /// one-second reads that is at most one read; hosts never run past the next read
     /// (`Engine::dump_signal_read_bound_ns`), so the reads a later update marks are the next
-    /// one or the one after, and the latest two marked decide every read still to come.
+    /// one or the one after, and the latest two marked decide every read still to come. Where
+    /// hosts are not held at the reads (`TORCH_NCCL_ENABLE_MONITORING=0`), a host more than a
+    /// read ahead may push a marked read out of the two, which is then not skipped.
     pub(super) fn work_list_updated(&mut self, index: usize, at_ns: u64) {
         let period_ns = self.scenario.env.coord_check_ns;
         let mut read_ns = next_tick_ns(0, period_ns, at_ns);
