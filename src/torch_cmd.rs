@@ -386,6 +386,8 @@ fn join_ranks(
     let records = analysis::torch_log::watchdog_records(log, log_origin, &timeline.scenario.groups);
     let findings = analysis::torch_log::log_findings(&timeline, &records);
     timeline.findings.extend(findings);
+    // A polling wait's timeout, which a rank wrote at its raise, the log has at its times.
+    analysis::torch_log::drop_superseded(&mut watchdog, &records);
     watchdog.extend(records);
     place_inferred_exits(&mut watchdog, &inferred_exits);
     timeline.ranks.sort_by_key(|rank| rank.rank);

@@ -532,6 +532,25 @@ pub fn work_call(
     }
 }
 
+/// Drops from `own`, the ranks' own records, those of a polling wait's timeout (R15) where
+/// PyTorch's log (`logged`, [`watchdog_records`]) has the rank's: the interpreter writes the
+/// simulator's two main-thread `wait_timeout` records and the `abort` after them all at the
+/// raise, since Python cannot see when the timeout was found or the abort returned; the log's
+/// lines are the same records at their own times. The rank's other records stay (a wait's
+/// `wait_error` and its `abort`, of which PyTorch logs nothing).
+pub fn drop_superseded(own: &mut Vec<WatchdogRecord>, logged: &[WatchdogRecord]) {
+    let logged_ranks: BTreeSet<u32> = (logged.iter())
+        .filter(|r| r.thread == ThreadKind::Main && r.event == WatchdogEvent::WaitTimeout)
+        .map(|r| r.rank)
+        .collect();
+    own.retain(|r| {
+        let of_a_timeout = r.thread == ThreadKind::Main
+            && (r.event == WatchdogEvent::WaitTimeout
+                || (r.event == WatchdogEvent::Abort && r.message.contains(WAIT_TIMED_OUT)));
+        !(of_a_timeout && logged_ranks.contains(&r.rank))
+    });
+}
+
 /// The findings PyTorch's log gives, from its `records` ([`watchdog_records`]) and the joined
 /// `timeline` of the ranks' own files: a `watchdog_timeout` or `async_error` finding for each
 /// Work a rank's watchdog timed out or found an error on, in the log's order, naming the call

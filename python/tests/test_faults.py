@@ -4,10 +4,11 @@ interpreter's own is no finding."""
 
 import json
 import signal
+import subprocess
 
 import pytest
 
-from conftest import scenario_source
+from conftest import REPO, required_binary, scenario_source
 
 MISMATCHED = """
 name = "mismatched"
@@ -378,10 +379,11 @@ def waits_with_timeout(scenario):
 
 @pytest.mark.parametrize("sets, edit, message, finding, events", [
     # A wait with its own timeout, or any wait under blocking wait, raised a timeout: its own
-    # (R15).
-    ((), waits_with_timeout, "WorkNCCL(SeqNum=1) timed out", "wait_timeout", ["wait_timeout"]),
+    # (R15), which it logged twice, then aborted the communicator.
+    ((), waits_with_timeout, "WorkNCCL(SeqNum=1) timed out", "wait_timeout",
+     ["wait_timeout", "wait_timeout", "abort"]),
     (("env.TORCH_NCCL_BLOCKING_WAIT=1",), None, "WorkNCCL(SeqNum=1) timed out",
-     "wait_timeout", ["wait_timeout"]),
+     "wait_timeout", ["wait_timeout", "wait_timeout", "abort"]),
     # Such a wait raised the communicator's error instead: the Work's async error, which it
     # found (R27), as a plain wait's. Both were a wait_timeout.
     ((), waits_with_timeout, "NCCL error: unhandled system error", "async_error",
@@ -670,6 +672,64 @@ def test_a_wait_that_raises_its_work_s_async_error_writes_the_simulator_s_record
         (recorded,) = document["findings"]
         assert (recorded["kind"], recorded["op"]) == ("async_error", wait_w)
         assert raised_at["abort"] <= raised_at["exit"]
+
+
+def watchdog_disagreements(simulated, measured, tmp_path):
+    """`c10dsim diff`'s disagreements of the watchdog's, the monitor's and the main thread's
+    records between the two Timelines, by count alone: the fake's calls take no time, so first
+    times are not compared."""
+    paths = []
+    for name, timeline in (("simulated", simulated), ("measured", measured)):
+        paths.append(tmp_path / (name + ".json"))
+        paths[-1].write_text(json.dumps(timeline))
+    completed = subprocess.run(
+        [str(required_binary()), "diff", *map(str, paths), "--json", "--tol-pct", "1e9",
+         "--tol-us", "1e12"], capture_output=True, text=True, cwd=REPO)
+    assert completed.returncode in (0, 1), completed.stderr
+    # The report leaves the key out where there are none.
+    return json.loads(completed.stdout).get("watchdog_disagreements", [])
+
+
+@pytest.mark.parametrize("catch, sets", [
+    (True, ()), (False, ()), (False, ("env.TORCH_NCCL_BLOCKING_WAIT=1",)),
+])
+def test_a_polling_wait_s_timeout_writes_the_simulator_s_main_thread_records(
+        resolve, simulate, interpret, tmp_path, catch, sets):
+    # The interpreter wrote a polling wait's timeout (R15) as one main-thread `wait_timeout`
+    # record (uncaught) or none (caught), where the simulator writes two `wait_timeout` records
+    # (PyTorch's timeout line, then the wait's) and an `abort` once the abort returned, caught
+    # or not: `diff` reported the two sides' main-thread records as disagreeing.
+    text = scenario_source("wait_timeout").read_text()
+    if not catch:
+        text = text.replace("catch = true", "catch = false")
+    source = scenario_file(tmp_path, "wait_timeout", text)
+    simulated = simulate(source, *sets)
+    expected = [(r["thread"], r["event"], r["group"], r["message"])
+                for r in simulated["watchdog"] if r["thread"] == "main" and r["event"] != "exit"]
+    assert [event for _, event, _, _ in expected] == ["wait_timeout", "wait_timeout", "abort"]
+    path, scenario = resolve(source, *sets)
+    # What PyTorch's wait raises is the timeout check's line, the simulator's first record.
+    completed, document, _ = interpret(path, env={
+        "FAKE_TORCH_RAISES": "work.wait=DistBackendError: " + expected[0][3]})
+    assert completed.returncode == (0 if catch else 1), completed.stderr
+    assert [(r["thread"], r["event"], r["group"], r["message"]) for r in document["watchdog"]
+            if r["thread"] == "main" and r["event"] != "exit"] == expected
+    (wait_w,) = [op["index"] for op in scenario["ops"] if op["label"] == "wait_w"]
+    raised_at = [r["at_ns"] for r in document["watchdog"] if r["event"] != "exit"]
+    assert raised_at == sorted(raised_at)
+    (timed_out,) = [f for f in document["findings"] if f["kind"] == "wait_timeout"]
+    assert timed_out["op"] == wait_w
+    if catch:
+        (exception,) = document["ranks"][0]["exceptions"]
+        assert (exception["op"], exception["at_ns"]) == (wait_w, raised_at[-1])
+    disagreements = watchdog_disagreements(simulated, document, tmp_path)
+    if sets:
+        # No watchdog runs under blocking wait: the two sides' records all agree.
+        assert disagreements == []
+    else:
+        # The watchdog's records of the aborted communicator come from PyTorch's log, which the
+        # fake writes none of here.
+        assert [d for d in disagreements if d["thread"] == "main"] == []
 
 
 def test_an_exception_of_the_interpreter_s_own_is_no_finding_but_a_traceback_and_exit_3(

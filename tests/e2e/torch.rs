@@ -410,3 +410,81 @@ fn a_caught_wait_timeout_s_collective_is_unfinished_and_the_log_s_async_error_na
         async_error.message
     );
 }
+
+#[test]
+fn a_polling_wait_s_timeout_has_the_simulator_s_main_thread_records_once() {
+    if !python_available() {
+        skipped("a_polling_wait_s_timeout_has_the_simulator_s_main_thread_records_once: no python3 on PATH (the interpreter is Python)");
+        return;
+    }
+    // wait_timeout's `wait_w` times out and the program catches it. The rank writes the
+    // simulator's two main-thread `wait_timeout` records and its `abort`, at the raise; PyTorch's
+    // log has the same three at their times, which stand in for the rank's: both kept, `diff`
+    // counted four `wait_timeout` records and two `abort`s against the simulator's two and one.
+    let (output, measured) = torch_with_fake_torch(
+        "scenarios/wait_timeout.toml",
+        "polling_wait",
+        &[
+            (
+                "FAKE_TORCH_RAISES",
+                "work.wait=DistBackendError: [Rank 0] Watchdog caught collective operation \
+                 timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 50 milliseconds before \
+                 timing out.",
+            ),
+            ("FAKE_TORCH_LOG_WAIT_TIMEOUT", "1"),
+        ],
+    );
+    // The caught timeout is a finding all the same.
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let main: Vec<(WatchdogEvent, bool)> = (measured.watchdog.iter())
+        .filter(|record| record.thread == ThreadKind::Main)
+        .map(|record| (record.event, record.message.contains("fake")))
+        .collect();
+    // The log's: its lines name the fake's Work.
+    assert_eq!(
+        main,
+        [
+            (WatchdogEvent::WaitTimeout, true),
+            (WatchdogEvent::WaitTimeout, true),
+            (WatchdogEvent::Abort, false),
+        ],
+        "{:#?}",
+        measured.watchdog
+    );
+    let dir = std::env::temp_dir().join(format!("c10dsim-polling-wait-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (simulated, torch) = (dir.join("simulated.json"), dir.join("torch.json"));
+    std::fs::write(&torch, serde_json::to_string(&measured).unwrap()).unwrap();
+    let run = c10dsim(&[
+        "run",
+        "scenarios/wait_timeout.toml",
+        "--timeline",
+        simulated.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    // Counts alone: the fake's calls take no time.
+    let diff = c10dsim(&[
+        "diff",
+        simulated.to_str().unwrap(),
+        torch.to_str().unwrap(),
+        "--json",
+        "--tol-pct",
+        "1e9",
+        "--tol-us",
+        "1e12",
+    ]);
+    assert!(
+        matches!(diff.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&diff)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout(&diff)).expect("JSON");
+    let main_disagreements: Vec<&serde_json::Value> = (report["watchdog_disagreements"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .filter(|d| d["thread"] == "main")
+    .collect();
+    assert!(main_disagreements.is_empty(), "{main_disagreements:#?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -708,3 +708,71 @@ fn the_eager_p2p_serialization_warning_is_the_main_thread_s_record() {
         .starts_with("[PG ID 0 PG GUID 0(default_pg) Rank 0] An unbatched P2P op"));
     assert_eq!(records[0].at_ns, 190_545_785);
 }
+
+/// A main-thread record of rank 0, as a rank's interpreter writes it.
+fn own_record(event: WatchdogEvent, message: &str) -> WatchdogRecord {
+    WatchdogRecord {
+        stands_for: Default::default(),
+        rank: 0,
+        group: Some(0),
+        thread: ThreadKind::Main,
+        event,
+        at_ns: 2_652_170_944,
+        message: message.to_string(),
+    }
+}
+
+#[test]
+fn the_log_s_records_of_a_wait_s_timeout_stand_in_for_the_rank_s_own() {
+    // A rank's interpreter writes a polling wait's timeout as the simulator's three main-thread
+    // records, all at the raise (docs/torch.md); PyTorch's log has the same three at their own
+    // times. Both kept, `diff` counted four `wait_timeout` records and two `abort`s.
+    let work =
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=500)";
+    let timed_out = [
+        own_record(
+            WatchdogEvent::WaitTimeout,
+            &format!("[Rank 0] Watchdog caught collective operation timeout: {work} ran for 500 milliseconds before timing out."),
+        ),
+        own_record(
+            WatchdogEvent::WaitTimeout,
+            &format!("[Rank 0] Work {work} timed out in blocking wait. Aborting the communicator, then raising DistBackendError in the main thread."),
+        ),
+        own_record(
+            WatchdogEvent::Abort,
+            &format!("[Rank 0] Work {work} timed out in blocking wait; the main thread aborted the communicator of group world and raises DistBackendError."),
+        ),
+    ];
+    // What the log says nothing of stays: a wait's raise of its Work's async error, an exit.
+    let kept = [
+        own_record(
+            WatchdogEvent::WaitError,
+            &format!("[Rank 0] Work {work} failed with its communicator's NCCL async error in wait(). Aborting the communicator, then raising DistBackendError in the main thread."),
+        ),
+        own_record(
+            WatchdogEvent::Abort,
+            &format!("[Rank 0] Work {work} failed with an NCCL async error in wait(); the main thread aborted the communicator of group world and raises DistBackendError."),
+        ),
+        own_record(WatchdogEvent::Exit, "[Rank 0] process exited: the exception was not caught"),
+    ];
+    let log = include_str!("../../../tests/data/torch/h200-torchrun/caught_timeout.run1.log");
+    let logged = watchdog_records(
+        log,
+        measured(1_796_277_415_231_240_229, 40_818_424_928),
+        &[],
+    );
+    let mut own: Vec<WatchdogRecord> = timed_out.iter().chain(&kept).cloned().collect();
+    drop_superseded(&mut own, &logged);
+    assert_eq!(own, kept);
+    // Another rank's log lines, or none, leave the rank's own records alone.
+    let mut own: Vec<WatchdogRecord> = timed_out.to_vec();
+    let others: Vec<WatchdogRecord> = (logged.iter())
+        .map(|record| WatchdogRecord {
+            rank: 1,
+            ..record.clone()
+        })
+        .collect();
+    drop_superseded(&mut own, &others);
+    drop_superseded(&mut own, &[]);
+    assert_eq!(own, timed_out);
+}

@@ -6,7 +6,7 @@ is either enacted with the PyTorch call a user would write or refused up front, 
 imported (:func:`refuse_what_cannot_run`, :class:`Refusal`, exit 2). What is measured and how is
 in docs/torch.md.
 
-About 1,610 lines in one module: the op handlers share the interpreter's state (streams, Works,
+About 1,670 lines in one module: the op handlers share the interpreter's state (streams, Works,
 tensors, pending timing events) through ``self``; the Timeline assembly at the end
 (``finish`` and ``resolved_rank``) is the part to move into ``timeline.py`` if it grows.
 """
@@ -747,12 +747,15 @@ class Interpreter:
         lowered = message.lower()
         if self.raised_in_a_wait(op, iteration) and ("timed out" in lowered
                                                      or "timeout" in lowered):
-            # Caught or not, the wait timed out: the finding the simulator writes (R15).
+            # Caught or not, the wait timed out: the finding the simulator writes (R15), and
+            # a polling wait's main-thread records.
             self.findings.append(tl.finding(
                 "wait_timeout", self.rank, iteration, op["index"],
                 "[Rank %d] %s raised %s at %s (line %d), caught: %s" % (
                     self.rank, tl.display_name(op), type(error).__name__, iteration,
                     op["line"], message)))
+            if self.polls(op):
+                self.wait_timed_out(op, message, at)
         elif self.is_store_timeout(error, message):
             # Caught or not, the store timed out: the finding the simulator writes (R29).
             self.findings.append(tl.finding(
@@ -781,11 +784,11 @@ class Interpreter:
         if isinstance(error, self.torch.cuda.OutOfMemoryError):
             # The process ends at the raise (R20): no watchdog event but its exit.
             finding, event = "out_of_memory", None
-        elif self.raised_in_a_wait(op, iteration) and timed_out and (
-                kind.get("timeout_ns") is not None or self.scenario["env"]["blocking_wait"]):
+        elif self.raised_in_a_wait(op, iteration) and timed_out and self.polls(op):
             # A polling wait's own timeout (R15); the Work's async error it raised instead is
             # the error it found (R27), below.
-            finding, event = "wait_timeout", "wait_timeout"
+            finding, event = "wait_timeout", None
+            self.wait_timed_out(op, message, at)
         elif self.is_store_timeout(error, message):
             # The store rendezvous timed out (R29): the main thread's own, as the simulator's.
             finding, event = "store_timeout", "store_timeout"
@@ -811,15 +814,32 @@ class Interpreter:
             record["op"] == op["index"] and record["iteration"] == iteration
             and (record["wait"] or {}).get("raised") for record in self.record["collectives"])
 
+    def polls(self, op):
+        """Whether a ``wait()`` at ``op`` polls its Work (R15): a wait with its own timeout, or
+        any wait under blocking wait (a synchronous call's implicit one too)."""
+        return (op["kind"].get("timeout_ns") is not None
+                or self.scenario["env"]["blocking_wait"])
+
+    def raised_work(self, op):
+        """The record of the Work whose ``wait()`` at ``op`` raised last (``wait_raised``): of
+        the Works an explicit wait reached, the last."""
+        return [record for record in self.record["collectives"]
+                if (record["wait"] or {}).get("raised")
+                and record["wait"]["op"] == op["index"]][-1]
+
     def wait_found_error(self, op, at):
         """A ``wait()`` at ``op`` raised its Work's NCCL async error at ``at``, caught or not
         (R27): it aborted the communicator, then raised, which the simulator logs as the main
-        thread's ``wait_error`` and ``abort``. The Work is the one whose wait raised last
-        (``wait_raised``): of the Works an explicit wait reached, the last."""
-        work = [record for record in self.record["collectives"]
-                if (record["wait"] or {}).get("raised")
-                and record["wait"]["op"] == op["index"]][-1]
-        self.watchdog.extend(tl.wait_error_records(self.scenario, self.rank, work, at))
+        thread's ``wait_error`` and ``abort``."""
+        self.watchdog.extend(tl.wait_error_records(
+            self.scenario, self.rank, self.raised_work(op), at))
+
+    def wait_timed_out(self, op, message, at):
+        """A polling ``wait()`` at ``op`` raised its Work's timeout, ``message``, at ``at``,
+        caught or not (R15): it logged the timeout, aborted the communicator, then raised, which
+        the simulator logs as the main thread's two ``wait_timeout`` records and ``abort``."""
+        self.watchdog.extend(tl.wait_timeout_records(
+            self.scenario, self.rank, self.raised_work(op), message, at))
 
     def is_store_timeout(self, error, message):
         """Whether ``error`` is the store's timeout: TCPStore's ``DistStoreError`` ("wait timeout

@@ -6,6 +6,7 @@ Field names and order follow ``sim/src/timeline.rs``; the Rust side parses the r
 """
 
 import math
+import re
 
 TIMELINE_FORMAT = "c10dsim-timeline/1"
 
@@ -342,6 +343,36 @@ def wait_error_records(scenario, rank, record, at_ns):
             "aborted the communicator of group %s and raises DistBackendError."
             % (rank, work, scenario["groups"][group]["name"]), group=group),
     ]
+
+
+# PyTorch's timeout line (``WorkNCCL::checkTimeout``), which a polling wait raises: how long the
+# Work ran before it timed out, in whole milliseconds.
+RAN_FOR = re.compile(r"ran for (\d+) milliseconds before timing out")
+
+
+def wait_timeout_records(scenario, rank, record, message, at_ns):
+    """The main thread's records where a polling ``wait()`` of rank ``rank`` (blocking wait or
+    ``wait(timeout)``, R15) raised the timeout of ``record``'s Work at ``at_ns``, ``message``
+    the first line it raised, as the simulator writes them (``sim::pg::work::wait_timeout_log``,
+    ``wait_abort_returned``): the timeout check's line and the wait's, then, once its abort of
+    the communicator returned, the ``abort``. How long the Work ran is PyTorch's number in
+    ``message`` where it has one, else from the call's start to the raise. When PyTorch found
+    the timeout, and when the abort returned, Python cannot see: all three are at the raise."""
+    group = communicator(scenario, record["group"])
+    work = work_text(scenario, record)
+    ran = RAN_FOR.search(message)
+    ran_ms = int(ran.group(1)) if ran else (at_ns - record["host_start_ns"]) // 1_000_000
+    lines = [
+        ("wait_timeout", "[Rank %d] Watchdog caught collective operation timeout: %s ran for %d "
+                         "milliseconds before timing out." % (rank, work, ran_ms)),
+        ("wait_timeout", "[Rank %d] Work %s timed out in blocking wait. Aborting the "
+                         "communicator, then raising DistBackendError in the main thread."
+                         % (rank, work)),
+        ("abort", "[Rank %d] Work %s timed out in blocking wait; the main thread aborted the "
+                  "communicator of group %s and raises DistBackendError."
+                  % (rank, work, scenario["groups"][group]["name"])),
+    ]
+    return [watchdog_record(rank, event, at_ns, text, group=group) for event, text in lines]
 
 
 def draw_delay_ns(delay, rng):

@@ -11,6 +11,8 @@ split sizes of ``all_to_all_single``, …), so that a call the real API would re
 not pass here. ``FAKE_TORCH_COMPLETED=0`` makes ``Work.is_completed`` answer False.
 ``FAKE_TORCH_BLOCK_BY_OP_TYPE=1`` marks a block's own entry ``is_p2p`` as PyTorch's source reads
 (``isP2POp`` of the block's op type, never point-to-point), not by the calls it held.
+``FAKE_TORCH_LOG_WAIT_TIMEOUT=1`` makes ``Work.wait`` print, first, PyTorch's log lines of a
+polling wait's timeout: the timeout check's, the wait's and the end of its abort.
 """
 
 import time
@@ -62,6 +64,13 @@ class Work:
         self.name = name
 
     def wait(self, timeout=None):
+        if os.environ.get("FAKE_TORCH_LOG_WAIT_TIMEOUT") == "1":
+            rank, work = int(os.environ.get("RANK", "0")), "WorkNCCL(SeqNum=1, fake)"
+            _log_line(rank, "Watchdog caught collective operation timeout: %s ran for 50 "
+                            "milliseconds before timing out." % work)
+            _log_line(rank, "Work %s timed out in blocking wait." % work)
+            _log_line(rank, "To avoid data inconsistency, we are taking the entire process "
+                            "down.")
         _log("work.wait", self.name, timeout)
         return True
 
