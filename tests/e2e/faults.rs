@@ -1566,3 +1566,93 @@ fn a_fault_after_a_perturbation_s_delay_is_reached_only_if_the_process_lives_to_
         .collect();
     assert!(faults.is_empty(), "the hang is never reached: {faults:?}");
 }
+
+/// Two ranks each calling the all_reduce `a`, rank 1 under the fault `fault` (a TOML inline
+/// table's fields), with `launch_queue_depth` commands a stream holds.
+fn collective_fault_at_depth(fault: &str, launch_queue_depth: u32) -> String {
+    format!(
+        "[cluster]\nranks = 2\n[host]\nlaunch_queue_depth = {launch_queue_depth}\n[tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"x\"\n[[fault]]\nranks = [1]\nat = \"a\"\n{fault}\n"
+    )
+}
+
+/// Whether any rank completed a collective of the op labelled `label`.
+fn completed_anywhere(timeline: &Timeline, label: &str) -> bool {
+    let op = timeline.ops.iter().position(|o| o.name == label).unwrap() as u32;
+    (timeline.ranks.iter()).any(|rank| rank.collectives.iter().any(|c| c.op == op))
+}
+
+#[test]
+fn a_collective_fault_acts_whatever_the_launch_queue_depth_r1_r16() {
+    // The fault acts on the collective's kernel: it never completes. With a deeper queue its
+    // Work goes onto the watchdog's list, which finds the fault; with a one-deep queue the
+    // Work's end-event record waits behind that kernel for good (R1), before the Work is
+    // listed: a deadlock, and the mismatch found at the call.
+    use FindingKind::*;
+    for (fault, depth, mut kinds) in [
+        (
+            "kind = \"async_error\"",
+            2,
+            vec![AsyncError, HeartbeatAbort],
+        ),
+        ("kind = \"async_error\"", 1, vec![Deadlock]),
+        (
+            "kind = \"mismatch\"\ndtype = \"bf16\"",
+            2,
+            vec![Mismatch, WatchdogTimeout],
+        ),
+        (
+            "kind = \"mismatch\"\ndtype = \"bf16\"",
+            1,
+            vec![Mismatch, Deadlock],
+        ),
+    ] {
+        let timeline = simulate_text(&collective_fault_at_depth(fault, depth));
+        kinds.sort_by_key(|k| k.as_str());
+        assert_eq!(finding_kinds(&timeline), kinds, "{fault}, depth {depth}");
+        assert!(
+            !completed_anywhere(&timeline, "a"),
+            "{fault}, depth {depth}"
+        );
+        assert!(
+            ends(&timeline)
+                .iter()
+                .all(|(status, _)| *status != ExitStatus::Clean),
+            "{fault}, depth {depth}: {:?}",
+            ends(&timeline)
+        );
+    }
+}
+
+#[test]
+fn a_mismatch_issued_while_the_watchdog_handles_a_timeout_never_completes_r16_r27() {
+    // Rank 0's GPU is 500 ms late to `a`: rank 1's watchdog times `a` out (100 ms) and holds
+    // its Work list while it sleeps for the dumps; rank 1's mismatched `b` launches its kernel
+    // and waits for the list. The mismatch is found, and `b` never completes.
+    let scenario = |mode: u32| {
+        format!(
+            "[cluster]\nranks = 2\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = {mode}\n[groups.world]\ntimeout_s = 0.1\n[tensors]\nx = \"1KiB\"\n[[op]]\nlabel = \"a\"\nall_reduce = \"x\"\n[[op]]\nhost_sleep_us = 300000\n[[op]]\nlabel = \"b\"\nall_reduce = \"x\"\n[[perturb]]\nranks = [0]\nbefore = \"a\"\ngpu_delay_us = 500000\n[[fault]]\nranks = [1]\nat = \"b\"\nkind = \"mismatch\"\ndtype = \"bf16\"\n"
+        )
+    };
+    for mode in 0..=3 {
+        let timeline = simulate_text(&scenario(mode));
+        let kinds = finding_kinds(&timeline);
+        assert!(
+            kinds.contains(&FindingKind::Mismatch),
+            "mode {mode}: {kinds:?}"
+        );
+        assert!(!completed_anywhere(&timeline, "b"), "mode {mode}");
+        // Mode 2 (CleanUpOnly) aborts the communicators, which ends the hung kernels, and the
+        // processes live on to their ends.
+        let clean = ends(&timeline)
+            .iter()
+            .all(|(status, _)| *status == ExitStatus::Clean);
+        let none_clean = ends(&timeline)
+            .iter()
+            .all(|(status, _)| *status != ExitStatus::Clean);
+        assert!(
+            if mode == 2 { clean } else { none_clean },
+            "mode {mode}: {:?}",
+            ends(&timeline)
+        );
+    }
+}

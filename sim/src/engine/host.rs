@@ -61,10 +61,8 @@ pub(super) struct Cursor {
 struct Issued {
     group: GroupId,
     stream: u16,
-    rendezvous: u32,
-    /// As issued: a mismatch fault changes the kind and size.
+    /// As issued: a mismatch fault changes the kind.
     kind: CollectiveKind,
-    bytes: u64,
 }
 
 impl Cursor {
@@ -813,9 +811,16 @@ impl Engine<'_> {
         state.cursor.issued = Some(Issued {
             group: call.group,
             stream: call.stream,
-            rendezvous,
             kind,
-            bytes,
+        });
+        // The fault armed for the collective acts on its kernel before the kernel joins the
+        // rendezvous (R16): a poisoned one never completes.
+        self.notify(Notice::CollectiveIssued {
+            rank,
+            collective: call.collective,
+            rendezvous,
+            enqueue_ns: host_ns,
+            issued: (kind, bytes),
         });
         let latency_ns = self.ranks[rank as usize]
             .cursor
@@ -901,10 +906,8 @@ impl Engine<'_> {
             group: issued.group,
             collective,
             end,
-            rendezvous: issued.rendezvous,
             enqueue_ns,
             listed_ns: self.ranks[rank as usize].host_ns,
-            issued: (issued.kind, issued.bytes),
         });
     }
 

@@ -121,7 +121,29 @@ pub(super) fn enqueue(
     (rank, collective): (u32, u32),
     enqueue_ns: u64,
 ) -> Vec<super::Command> {
+    enqueue_issued(failure, run, (rank, collective), enqueue_ns, 1 << 20)
+}
+
+/// [`enqueue`], with the all_reduce issued of `size_bytes`.
+pub(super) fn enqueue_issued(
+    failure: &mut super::Failure<'_>,
+    run: &FakeRun,
+    (rank, collective): (u32, u32),
+    enqueue_ns: u64,
+    size_bytes: u64,
+) -> Vec<super::Command> {
     let mut out = Vec::new();
+    failure.notify(
+        run,
+        super::Notice::CollectiveIssued {
+            rank,
+            collective,
+            rendezvous: collective,
+            enqueue_ns,
+            issued: (crate::scenario::CollectiveKind::AllReduce, size_bytes),
+        },
+        &mut out,
+    );
     failure.notify(
         run,
         super::Notice::WorkEnqueued {
@@ -129,10 +151,8 @@ pub(super) fn enqueue(
             group: 0,
             collective,
             end: collective,
-            rendezvous: collective,
             enqueue_ns,
             listed_ns: enqueue_ns,
-            issued: (crate::scenario::CollectiveKind::AllReduce, 1 << 20),
         },
         &mut out,
     );

@@ -2,7 +2,8 @@
 //! where, and what becomes of the op's steps, is [`crate::pg::faults`] (shared with `hw`);
 //! here a fault the host reached is logged and acted on: `hang` stops the host, `die` ends
 //! the process, and a collective fault (`mismatch`, `async_error`, `watchdog_stuck`) is armed
-//! for the rank's next enqueued Work.
+//! for the rank's next issued collective, whose kernel it acts on, and goes with its Work onto
+//! the watchdog's list.
 //!
 //! Where calls at one SeqNum can disagree (faults, ops restricted to some ranks), each call is
 //! compared with the first; a disagreement is a finding and the collective never completes.
@@ -67,9 +68,9 @@ impl Failure<'_> {
         }
     }
 
-    /// An enqueued Work with the fault armed for it: what a mismatch issued instead, whether
-    /// the group's ranks agree on it (R16), and a network that fails under it.
-    pub(super) fn check_work(
+    /// An issued collective with the fault armed for it: what a mismatch issued instead,
+    /// whether the group's ranks agree on it (R16), and a network that fails under it.
+    pub(super) fn check_issued(
         &mut self,
         view: &impl RunView,
         (rank, collective_index, rendezvous): (u32, u32, u32),
@@ -312,7 +313,9 @@ impl Failure<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{enqueue, finding, per_rank, split, two_ranks, wake, woken, FakeRun};
+    use super::super::fake::{
+        enqueue, enqueue_issued, finding, per_rank, split, two_ranks, wake, woken, FakeRun,
+    };
     use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
     use crate::scenario::{CollectiveKind, FaultKind};
@@ -368,21 +371,7 @@ mod tests {
         );
         let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
-        let mut out = Vec::new();
-        failure.notify(
-            &run,
-            Notice::WorkEnqueued {
-                rank: 1,
-                group: 0,
-                collective: 0,
-                end: 0,
-                rendezvous: 0,
-                enqueue_ns: 20_000,
-                listed_ns: 20_000,
-                issued: (CollectiveKind::AllReduce, 2 << 20),
-            },
-            &mut out,
-        );
+        let out = enqueue_issued(&mut failure, &run, (1, 0), 20_000, 2 << 20);
         let (commands, messages) = split(out);
         assert_eq!(
             commands,
@@ -398,7 +387,7 @@ mod tests {
             "{}",
             messages[0]
         );
-        // The fault was used up by that Work.
+        // The fault was used up by that call.
         assert_eq!(
             failure.issued(1, CollectiveKind::AllReduce, one_mib),
             (CollectiveKind::AllReduce, one_mib)

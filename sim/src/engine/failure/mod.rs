@@ -100,22 +100,30 @@ pub(in crate::engine) enum Notice {
         fault: FaultKind,
         host_ns: u64,
     },
-    /// A Work was enqueued (R10e): collective record `collective` of `rank`, joined to
-    /// rendezvous `rendezvous`, issued as `issued` (kind and size; a mismatch fault changes
-    /// them).
+    /// `rank` issued its collective record `collective` (R10c): its kernel, enqueued at
+    /// `enqueue_ns`, joins rendezvous `rendezvous`, issued as `issued` (kind and size; a
+    /// mismatch fault changes them). The fault armed for it acts on the kernel now, before the
+    /// Work exists: a launch queue the end event's record waits on (R1) or a watchdog holding
+    /// its list (R27) may keep the Work from the list while the kernel runs.
+    CollectiveIssued {
+        rank: u32,
+        collective: u32,
+        rendezvous: u32,
+        enqueue_ns: u64,
+        issued: (CollectiveKind, u64),
+    },
+    /// A Work was enqueued (R10e): collective record `collective` of `rank`.
     WorkEnqueued {
         rank: u32,
         group: GroupId,
         collective: u32,
         /// The Work's end event instance.
         end: u32,
-        rendezvous: u32,
         /// When its kernel was enqueued: its timeout counts from then.
         enqueue_ns: u64,
         /// When it went onto the watchdog's list: later than `enqueue_ns` where the call
         /// waited for the watchdog to let go of the list ([`Failure::holds_work_list`]).
         listed_ns: u64,
-        issued: (CollectiveKind, u64),
     },
     /// A rank waiting, from `host_ns`, for the others to create `group`'s communicator (R8): a
     /// non-root one blocked in `store.get` for the unique id until the root published it
@@ -361,6 +369,9 @@ pub(in crate::engine) struct Failure<'s> {
     records: Vec<WatchdogRecord>,
     /// Per rank: the fault that applies to the collective being issued.
     armed: Vec<Option<FaultKind>>,
+    /// (rank, collective record) → the fault its collective was issued under, until its Work
+    /// goes onto the watchdog's list.
+    issued_faults: HashMap<(u32, u32), FaultKind>,
     /// Per rank: the watchdog has symbolised a failed Work's stack trace before; the process
     /// keeps the symbols, so a later trace costs nothing (R27; measured on PyTorch 2.11: the
     /// second, of a Work issued at the same call site, 1 ms after its finding against 4.4 s
@@ -416,6 +427,7 @@ impl<'s> Failure<'s> {
             comm_aborted: vec![false; ranks * groups],
             records: Vec::new(),
             armed: vec![None; ranks],
+            issued_faults: HashMap::default(),
             symbolised: vec![false; ranks],
             signatures: calls_may_disagree.then(HashMap::default),
             mismatched: HashSet::default(),
@@ -451,27 +463,37 @@ impl<'s> Failure<'s> {
                 fault,
                 host_ns,
             } => self.fault_reached((rank, op, iteration), fault, host_ns, out),
-            Notice::WorkEnqueued {
+            Notice::CollectiveIssued {
                 rank,
-                group,
                 collective,
-                end,
                 rendezvous,
                 enqueue_ns,
-                listed_ns,
                 issued,
             } => {
                 let armed = self.armed[rank as usize].take();
-                // The call launched its kernel before the watchdog's abort, then waited for
-                // the list (R27): the Work is on the aborted communicator.
-                let on_aborted = self.is_aborted(rank, group);
-                self.check_work(
+                self.check_issued(
                     view,
                     (rank, collective, rendezvous),
                     (issued, enqueue_ns),
                     armed.as_ref(),
                     out,
                 );
+                if let Some(fault) = armed {
+                    self.issued_faults.insert((rank, collective), fault);
+                }
+            }
+            Notice::WorkEnqueued {
+                rank,
+                group,
+                collective,
+                end,
+                enqueue_ns,
+                listed_ns,
+            } => {
+                let armed = self.issued_faults.remove(&(rank, collective));
+                // The call launched its kernel before the watchdog's abort, then waited for
+                // the list (R27): the Work is on the aborted communicator.
+                let on_aborted = self.is_aborted(rank, group);
                 let work = watchdog::PendingWork {
                     enqueue_ns,
                     collective,
