@@ -1692,3 +1692,45 @@ fn a_rank_that_ended_in_a_communicators_init_reports_the_same_folded_r8() {
         assert_eq!(folded.findings, unfolded.findings);
     }
 }
+
+/// Under non-blocking init, rank 1 reaches the world's first collective at once, the root (rank
+/// 0) and rank 2 1.125 s later: rank 1 waits for the unique id in the store, bounded by the
+/// group's timeout (600 s), not by TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s), which counts only
+/// from the root's arrival (R8, R29).
+const NONBLOCKING_ROOT_LATE: &str = r#"
+[cluster]
+ranks = 3
+[env]
+TORCH_NCCL_USE_COMM_NONBLOCKING = 1
+TORCH_NCCL_NONBLOCKING_TIMEOUT = 1
+TORCH_NCCL_DUMP_ON_TIMEOUT = 0
+[tensors]
+x = "1KiB"
+[[op]]
+init_process_group = true
+device_id = true
+[[op]]
+label = "a"
+all_reduce = "x"
+[[perturb]]
+ranks = [0, 2]
+before = "a"
+host_delay_us = 1125000
+"#;
+
+#[test]
+fn a_nonblocking_timeout_counts_from_the_roots_arrival_folded_or_not_r8() {
+    let scenario = sim::scenario::parse("nonblocking.toml", NONBLOCKING_ROOT_LATE).unwrap();
+    for fold in [true, false] {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        assert_eq!(timeline.findings, [], "fold {fold}");
+        for rank in &timeline.ranks {
+            assert_eq!(rank.end.unwrap().status, ExitStatus::Clean, "fold {fold}");
+            assert_eq!(rank.collectives.len(), 1, "fold {fold}");
+        }
+    }
+}

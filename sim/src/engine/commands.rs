@@ -159,14 +159,15 @@ impl RunView for View<'_> {
         progress
     }
 
-    fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool {
+    fn waits_for_unique_id(&self, rank: u32, group: GroupId, now_ns: u64) -> bool {
         let root = self
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
+        // A root whose host ran ahead arrived at a time of its own, maybe later than now.
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && !self.comm_init[group]
                 .iter()
-                .any(|arrival| arrival.rank == root)
+                .any(|arrival| arrival.rank == root && arrival.host_ns <= now_ns)
     }
 
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
