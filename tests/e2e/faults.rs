@@ -1734,3 +1734,39 @@ fn a_nonblocking_timeout_counts_from_the_roots_arrival_folded_or_not_r8() {
         }
     }
 }
+
+#[test]
+fn a_member_whose_store_wait_times_out_before_the_root_arrives_raises_r29() {
+    // Two ranks, the world's timeout 1 s, the root 2 s late: rank 1's `store.get` times out
+    // at 1 s, whatever the order the engine ran the hosts in.
+    let text = NONBLOCKING_ROOT_LATE
+        .replace("ranks = 3", "ranks = 2")
+        .replace("ranks = [0, 2]", "ranks = [0]")
+        .replace("1125000", "2000000")
+        .replace("[tensors]", "[groups.world]\ntimeout_s = 1\n[tensors]");
+    let scenario = sim::scenario::parse("late_root.toml", &text).unwrap();
+    for fold in [true, false] {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds[0],
+            FindingKind::StoreTimeout,
+            "fold {fold}: {kinds:?}"
+        );
+        assert!(
+            timeline.findings[0]
+                .message
+                .contains("wait timeout after 1000ms"),
+            "{}",
+            timeline.findings[0].message
+        );
+        let rank1 = timeline.ranks[1].end.unwrap();
+        assert_eq!(rank1.status, ExitStatus::Raised, "fold {fold}");
+        assert!(rank1.at_ns.unwrap() < 2 * S, "fold {fold}: {rank1:?}");
+        assert_nothing_after_end(&timeline, 1);
+    }
+}

@@ -663,6 +663,30 @@ impl Engine<'_> {
         (nonblocking_timeout_ns, nonblocking): (Option<u64>, bool),
     ) {
         let host_ns = self.ranks[rank as usize].host_ns;
+        let state = &mut self.ranks[rank as usize];
+        state.blocked = Blocked::CommInit;
+        state.cursor.blocked_on = Some(HostBlock::Communicator {
+            group: group as u16,
+        });
+        let root = self
+            .classes
+            .simulated_of(self.scenario.groups[group].ranks[0]);
+        let store_timeout_ns = self.scenario.groups[group].timeout_ns;
+        let root_too_late = (self.comm_init[group].iter())
+            .any(|arrival| arrival.rank == root && arrival.host_ns > host_ns + store_timeout_ns);
+        if root_too_late {
+            // The root, whose host ran ahead, publishes the unique id only after this rank's
+            // `store.get` timed out (R29): the rank never gets to do its part of the init.
+            self.notify(Notice::StoreWait {
+                rank,
+                group,
+                host_ns,
+                root_published: false,
+                nonblocking_timeout_ns,
+                nonblocking,
+            });
+            return;
+        }
         let arrived = &mut self.comm_init[group];
         arrived.push(InitArrival {
             rank,
@@ -670,21 +694,12 @@ impl Engine<'_> {
             cost_ns,
         });
         self.comm_init_ranks[group] += self.classes.weight(rank);
-        let state = &mut self.ranks[rank as usize];
-        state.blocked = Blocked::CommInit;
-        state.cursor.blocked_on = Some(HostBlock::Communicator {
-            group: group as u16,
-        });
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
-            let root = self
-                .classes
-                .simulated_of(self.scenario.groups[group].ranks[0]);
             // Hosts run ahead of the simulation, each to a time of its own: the root publishes
             // the unique id at its arrival's time, which may come after a member's that the
             // engine processed later. A member has the id from the later of the two, unless its
             // `store.get` timed out first (R29); from then on, under non-blocking init, it waits
             // for the communicator (R8).
-            let store_timeout_ns = self.scenario.groups[group].timeout_ns;
             let has_the_id = |member_ns: u64, root_ns: u64| {
                 (root_ns <= member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
             };
@@ -762,8 +777,12 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
+        let arrivals = self.comm_init[group].len();
         self.comm_init[group].retain(|arrival| arrival.rank != rank);
-        self.comm_init_ranks[group] -= self.classes.weight(rank);
+        // A rank whose store wait timed out before the root published never arrived.
+        if self.comm_init[group].len() < arrivals {
+            self.comm_init_ranks[group] -= self.classes.weight(rank);
+        }
         self.push_host_call(rank, op, at_ns);
         let state = &mut self.ranks[rank as usize];
         state.cursor.leave_op();
