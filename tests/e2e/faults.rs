@@ -1656,3 +1656,207 @@ fn a_mismatch_issued_while_the_watchdog_handles_a_timeout_never_completes_r16_r2
         );
     }
 }
+
+/// Rank 1 raises the store timeout (R29) while it waits in the lazy init of the world, and its
+/// process ends; rank 0, the root, arrives after its end.
+const DEAD_IN_INIT: &str = r#"
+[cluster]
+ranks = 2
+[groups.world]
+timeout_s = 1
+[tensors]
+x = "1MiB"
+[[op]]
+label = "a"
+ranks = [1]
+all_reduce = "x"
+[[op]]
+ranks = [0]
+host_sleep_us = 2000000
+[[op]]
+ranks = [0]
+barrier = true
+"#;
+
+/// Rank 1's async error takes its process down (R27) while it waits in the lazy init of
+/// group g, which rank 0 reaches a second later.
+const ABORTED_IN_INIT: &str = r#"
+[cluster]
+ranks = 2
+[env]
+TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1
+[groups.g]
+ranks = [0, 1]
+[tensors]
+x = "1MiB"
+[[op]]
+label = "a"
+all_reduce = "x"
+[[op]]
+label = "b"
+all_reduce = "x"
+group = "g"
+[[perturb]]
+ranks = [0]
+before = "b"
+host_delay_us = 1000000
+[[fault]]
+ranks = [1]
+at = "a"
+kind = "async_error"
+"#;
+
+/// Nothing of `rank` after the end of its process: no host call, kernel, collective or side
+/// thread's record.
+fn assert_nothing_after_end(timeline: &Timeline, rank: usize) {
+    let records = &timeline.ranks[rank];
+    let end_ns = records.end.unwrap().at_ns.unwrap();
+    assert!(
+        records.host.iter().all(|h| h.end_ns <= end_ns),
+        "{:?}",
+        records.host
+    );
+    assert!(
+        (records.kernels.iter()).all(|k| k.start_ns == u64::MAX || k.start_ns <= end_ns),
+        "{:?}",
+        records.kernels
+    );
+    assert!(
+        (records.collectives.iter()).all(|c| c.host_start_ns <= end_ns),
+        "{:?}",
+        records.collectives
+    );
+    let late: Vec<&WatchdogRecord> = (timeline.watchdog.iter())
+        .filter(|w| w.rank as usize == rank && w.at_ns > end_ns)
+        .collect();
+    assert!(late.is_empty(), "{late:?}");
+}
+
+#[test]
+fn a_rank_that_ended_in_a_communicators_init_never_takes_part_again_r8() {
+    let timeline = simulate_text(DEAD_IN_INIT);
+    let rank1 = &timeline.ranks[1];
+    assert_eq!(rank1.end.unwrap().status, ExitStatus::Raised);
+    assert_eq!(rank1.end.unwrap().at_ns, Some(S));
+    assert_nothing_after_end(&timeline, 1);
+    // The root waits for good for the member that never comes.
+    let never_forms: Vec<&str> = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::Deadlock)
+        .map(|f| f.message.as_str())
+        .filter(|m| m.contains("never forms"))
+        .collect();
+    assert_eq!(never_forms.len(), 1, "{:?}", timeline.findings);
+    assert!(
+        never_forms[0].contains("the communicator of group world never forms (R8): rank 0 waits")
+            && never_forms[0].ends_with("the process of rank 1 ended in its init"),
+        "{}",
+        never_forms[0]
+    );
+    assert_eq!(timeline.ranks[0].end.unwrap().status, ExitStatus::Running);
+    // Taken down by its watchdog in the init, the same.
+    let timeline = simulate_text(ABORTED_IN_INIT);
+    assert!(timeline.ranks[1].end.is_some());
+    assert_nothing_after_end(&timeline, 1);
+    assert!(
+        !(timeline.findings.iter())
+            .any(|f| f.rank == Some(1) && f.kind == FindingKind::WatchdogTimeout),
+        "{:?}",
+        timeline.findings
+    );
+}
+
+#[test]
+fn a_rank_that_ended_in_a_communicators_init_reports_the_same_folded_r8() {
+    for text in [DEAD_IN_INIT, ABORTED_IN_INIT] {
+        let scenario =
+            sim::scenario::parse("init.toml", &text.replace("ranks = 2", "ranks = 4")).unwrap();
+        let run = |fold| {
+            let options = sim::engine::Options {
+                fold,
+                ..Default::default()
+            };
+            sim::engine::simulate_with(&scenario, options).0.expand()
+        };
+        let (folded, unfolded) = (run(true), run(false));
+        assert_eq!(report(&folded), report(&unfolded));
+        assert_eq!(folded.findings, unfolded.findings);
+    }
+}
+
+/// Under non-blocking init, rank 1 reaches the world's first collective at once, the root (rank
+/// 0) and rank 2 1.125 s later: rank 1 waits for the unique id in the store, bounded by the
+/// group's timeout (600 s), not by TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s), which counts only
+/// from the root's arrival (R8, R29).
+const NONBLOCKING_ROOT_LATE: &str = r#"
+[cluster]
+ranks = 3
+[env]
+TORCH_NCCL_USE_COMM_NONBLOCKING = 1
+TORCH_NCCL_NONBLOCKING_TIMEOUT = 1
+TORCH_NCCL_DUMP_ON_TIMEOUT = 0
+[tensors]
+x = "1KiB"
+[[op]]
+init_process_group = true
+device_id = true
+[[op]]
+label = "a"
+all_reduce = "x"
+[[perturb]]
+ranks = [0, 2]
+before = "a"
+host_delay_us = 1125000
+"#;
+
+#[test]
+fn a_nonblocking_timeout_counts_from_the_roots_arrival_folded_or_not_r8() {
+    let scenario = sim::scenario::parse("nonblocking.toml", NONBLOCKING_ROOT_LATE).unwrap();
+    for fold in [true, false] {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        assert_eq!(timeline.findings, [], "fold {fold}");
+        for rank in &timeline.ranks {
+            assert_eq!(rank.end.unwrap().status, ExitStatus::Clean, "fold {fold}");
+            assert_eq!(rank.collectives.len(), 1, "fold {fold}");
+        }
+    }
+}
+
+#[test]
+fn a_member_whose_store_wait_times_out_before_the_root_arrives_raises_r29() {
+    // Two ranks, the world's timeout 1 s, the root 2 s late: rank 1's `store.get` times out
+    // at 1 s, whatever the order the engine ran the hosts in.
+    let text = NONBLOCKING_ROOT_LATE
+        .replace("ranks = 3", "ranks = 2")
+        .replace("ranks = [0, 2]", "ranks = [0]")
+        .replace("1125000", "2000000")
+        .replace("[tensors]", "[groups.world]\ntimeout_s = 1\n[tensors]");
+    let scenario = sim::scenario::parse("late_root.toml", &text).unwrap();
+    for fold in [true, false] {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds[0],
+            FindingKind::StoreTimeout,
+            "fold {fold}: {kinds:?}"
+        );
+        assert!(
+            timeline.findings[0]
+                .message
+                .contains("wait timeout after 1000ms"),
+            "{}",
+            timeline.findings[0].message
+        );
+        let rank1 = timeline.ranks[1].end.unwrap();
+        assert_eq!(rank1.status, ExitStatus::Raised, "fold {fold}");
+        assert!(rank1.at_ns.unwrap() < 2 * S, "fold {fold}: {rank1:?}");
+        assert_nothing_after_end(&timeline, 1);
+    }
+}

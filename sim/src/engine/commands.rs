@@ -15,6 +15,7 @@ macro_rules! view {
             classes: &$engine.classes,
             ranks: &$engine.ranks,
             comm_init: &$engine.comm_init,
+            comm_init_ranks: &$engine.comm_init_ranks,
             scenario: $engine.scenario,
             any_dead: $engine.any_dead,
             epoch: $engine.epoch,
@@ -27,6 +28,8 @@ struct View<'a> {
     classes: &'a Classes,
     ranks: &'a [RankState],
     comm_init: &'a [Vec<InitArrival>],
+    /// How many ranks of each group still do their part of its init (R8).
+    comm_init_ranks: &'a [u32],
     scenario: &'a Scenario,
     any_dead: bool,
     epoch: u64,
@@ -156,23 +159,20 @@ impl RunView for View<'_> {
         progress
     }
 
-    fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool {
+    fn waits_for_unique_id(&self, rank: u32, group: GroupId, now_ns: u64) -> bool {
         let root = self
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
+        // A root whose host ran ahead arrived at a time of its own, maybe later than now.
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && !self.comm_init[group]
                 .iter()
-                .any(|arrival| arrival.rank == root)
+                .any(|arrival| arrival.rank == root && arrival.host_ns <= now_ns)
     }
 
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
-            && (self.comm_init[group]
-                .iter()
-                .map(|arrival| self.classes.weight(arrival.rank) as usize)
-                .sum::<usize>())
-                < self.scenario.groups[group].ranks.len()
+            && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     fn epoch(&self) -> u64 {
@@ -455,6 +455,10 @@ impl Engine<'_> {
     /// The process ends: its host stops, and the collectives it joined can never complete.
     pub(super) fn kill(&mut self, rank: u32, end: ProcessEnd) {
         let state = &mut self.ranks[rank as usize];
+        if !matches!(state.blocked, Blocked::Dead) {
+            self.withdraw_from_comm_init(rank);
+        }
+        let state = &mut self.ranks[rank as usize];
         if state.end.is_none() {
             let at_ns = end.at_ns.unwrap_or(state.host_ns);
             state.end_call(end.status, at_ns);
@@ -471,6 +475,20 @@ impl Engine<'_> {
             }
         }
         self.stop_transfers_of(rank);
+    }
+
+    /// A process that ended in a communicator's init not yet formed never does its part (R8):
+    /// the init waits for it for good. Its arrival stays, as the root's published unique id
+    /// stays in the store (R29).
+    fn withdraw_from_comm_init(&mut self, rank: u32) {
+        for (group, arrived) in self.comm_init.iter().enumerate() {
+            let members = self.scenario.groups[group].ranks.len();
+            if (self.comm_init_ranks[group] as usize) < members
+                && arrived.iter().any(|arrival| arrival.rank == rank)
+            {
+                self.comm_init_ranks[group] -= self.classes.weight(rank);
+            }
+        }
     }
 
     /// Whether nobody waits on a stuck rendezvous any more: every rank that joined it ended

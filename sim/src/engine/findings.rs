@@ -254,14 +254,27 @@ impl Engine<'_> {
             }
             let arrived: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
             let missing = self.others_in_group(group_id, &arrived);
-            // Ranks that died in the init wait no more.
-            let mut waiting: Vec<u32> = arrived.into_iter().filter(|&r| !self.is_dead(r)).collect();
+            // Ranks that died in the init wait no more, nor do their part.
+            let (died, mut waiting): (Vec<u32>, Vec<u32>) =
+                arrived.into_iter().partition(|&r| self.is_dead(r));
             waiting.sort_unstable();
             let absent = self.absent_ranks(
                 &missing,
                 "never issued a collective on it",
                 "issuing a collective on it",
             );
+            let absent = if died.is_empty() {
+                absent
+            } else {
+                let died = self.ranks_of(&died);
+                let process = died.one_or_many("process", "processes");
+                let ended = format!("the {process} of {} ended in its init", died.named());
+                if missing.is_empty() {
+                    ended
+                } else {
+                    format!("{absent}, and {ended}")
+                }
+            };
             let first = waiting[0];
             let op = &scenario.ops[self.ranks[first as usize].blocked_op];
             let waiting = self.ranks_of(&waiting);

@@ -661,6 +661,30 @@ impl Engine<'_> {
         (nonblocking_timeout_ns, nonblocking): (Option<u64>, bool),
     ) {
         let host_ns = self.ranks[rank as usize].host_ns;
+        let state = &mut self.ranks[rank as usize];
+        state.blocked = Blocked::CommInit;
+        state.cursor.blocked_on = Some(HostBlock::Communicator {
+            group: group as u16,
+        });
+        let root = self
+            .classes
+            .simulated_of(self.scenario.groups[group].ranks[0]);
+        let store_timeout_ns = self.scenario.groups[group].timeout_ns;
+        let root_too_late = (self.comm_init[group].iter())
+            .any(|arrival| arrival.rank == root && arrival.host_ns > host_ns + store_timeout_ns);
+        if root_too_late {
+            // The root, whose host ran ahead, publishes the unique id only after this rank's
+            // `store.get` timed out (R29): the rank never gets to do its part of the init.
+            self.notify(Notice::StoreWait {
+                rank,
+                group,
+                host_ns,
+                root_published: false,
+                nonblocking_timeout_ns,
+                nonblocking,
+            });
+            return;
+        }
         let arrived = &mut self.comm_init[group];
         arrived.push(InitArrival {
             rank,
@@ -668,22 +692,26 @@ impl Engine<'_> {
             cost_ns,
         });
         self.comm_init_ranks[group] += self.classes.weight(rank);
-        let state = &mut self.ranks[rank as usize];
-        state.blocked = Blocked::CommInit;
-        state.cursor.blocked_on = Some(HostBlock::Communicator {
-            group: group as u16,
-        });
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
-            let root = self
-                .classes
-                .simulated_of(self.scenario.groups[group].ranks[0]);
-            let root_published = arrived.iter().any(|arrival| arrival.rank == root);
-            // Under non-blocking init, the root's arrival ends the earlier members' `store.get`
-            // of the unique id: from now on they wait for the communicator (R8, R29).
-            let got_the_id: Vec<u32> = if nonblocking && rank == root {
+            // Hosts run ahead of the simulation, each to a time of its own: the root publishes
+            // the unique id at its arrival's time, which may come after a member's that the
+            // engine processed later. A member has the id from the later of the two, unless its
+            // `store.get` timed out first (R29); from then on, under non-blocking init, it waits
+            // for the communicator (R8).
+            let has_the_id = |member_ns: u64, root_ns: u64| {
+                (root_ns <= member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
+            };
+            let root_ns = (arrived.iter())
+                .find(|arrival| arrival.rank == root)
+                .map(|arrival| arrival.host_ns);
+            let id_at_ns = root_ns.and_then(|root_ns| has_the_id(host_ns, root_ns));
+            let got_the_id: Vec<(u32, u64)> = if nonblocking && rank == root {
                 (arrived.iter())
-                    .map(|arrival| arrival.rank)
-                    .filter(|&member| member != root)
+                    .filter(|arrival| arrival.rank != root)
+                    .filter_map(|arrival| {
+                        let id_at_ns = has_the_id(arrival.host_ns, host_ns)?;
+                        Some((arrival.rank, id_at_ns))
+                    })
                     .collect()
             } else {
                 Vec::new()
@@ -691,16 +719,16 @@ impl Engine<'_> {
             self.notify(Notice::StoreWait {
                 rank,
                 group,
-                host_ns,
-                root_published,
+                host_ns: id_at_ns.unwrap_or(host_ns),
+                root_published: id_at_ns.is_some(),
                 nonblocking_timeout_ns,
                 nonblocking,
             });
-            for member in got_the_id {
+            for (member, id_at_ns) in got_the_id {
                 self.notify(Notice::StoreWait {
                     rank: member,
                     group,
-                    host_ns,
+                    host_ns: id_at_ns,
                     root_published: true,
                     nonblocking_timeout_ns,
                     nonblocking,
@@ -747,8 +775,12 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
+        let arrivals = self.comm_init[group].len();
         self.comm_init[group].retain(|arrival| arrival.rank != rank);
-        self.comm_init_ranks[group] -= self.classes.weight(rank);
+        // A rank whose store wait timed out before the root published never arrived.
+        if self.comm_init[group].len() < arrivals {
+            self.comm_init_ranks[group] -= self.classes.weight(rank);
+        }
         self.push_host_call(rank, op, at_ns);
         let state = &mut self.ranks[rank as usize];
         state.cursor.leave_op();

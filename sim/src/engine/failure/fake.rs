@@ -82,7 +82,7 @@ impl RunView for FakeRun {
         progress
     }
 
-    fn waits_for_unique_id(&self, rank: u32, _group: GroupId) -> bool {
+    fn waits_for_unique_id(&self, rank: u32, _group: GroupId, _now_ns: u64) -> bool {
         self.waiting_for_unique_id.contains(&rank)
     }
 

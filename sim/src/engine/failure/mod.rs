@@ -326,8 +326,9 @@ pub(in crate::engine) trait RunView {
         point_to_point: bool,
         now_ns: u64,
     ) -> Progress;
-    /// `rank`'s host still waits in `store.get` for the unique id of `group`'s communicator.
-    fn waits_for_unique_id(&self, rank: u32, group: GroupId) -> bool;
+    /// `rank`'s host still waits at `now_ns` in `store.get` for the unique id of `group`'s
+    /// communicator: the root has not published it by then.
+    fn waits_for_unique_id(&self, rank: u32, group: GroupId, now_ns: u64) -> bool;
     /// `rank`'s host still waits for the others to finish `group`'s communicator (R8).
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool;
     /// The op `rank`'s host is in.
@@ -648,7 +649,7 @@ impl<'s> Failure<'s> {
                 Some(&deadline_ns) => {
                     deadline_ns != at_ns || !view.waits_for_communicator(rank, group)
                 }
-                None => !view.waits_for_unique_id(rank, group),
+                None => !view.waits_for_unique_id(rank, group, at_ns),
             },
             // A poll in the main thread's abort after a wait found the Work's async error
             // blocks on it: the watchdog finds the error once it returned (`wait_raised`).
