@@ -1030,6 +1030,21 @@ where
 mod tests {
     use super::*;
 
+    /// The query of column `y` over column `n`, unfiltered, one series.
+    const N_OVER_Y: ChartQuery<'static> = ChartQuery {
+        x: "n",
+        y: "y",
+        by: None,
+        filters: &[],
+    };
+
+    /// Rows of three cells each, as a CSV reader gives them.
+    fn rows_of(cells: &[[&str; 3]]) -> Vec<Vec<String>> {
+        (cells.iter())
+            .map(|row| row.map(String::from).to_vec())
+            .collect()
+    }
+
     #[test]
     fn labels_carry_units() {
         assert_eq!(axis_label("ar.host_call_us", false), "ar.host_call_us (µs)");
@@ -1134,12 +1149,7 @@ mod tests {
     #[test]
     fn a_table_of_no_rows_is_named_as_such_not_as_a_where_no_row_meets() {
         let header = ["point", "n", "y"].map(String::from);
-        let query = ChartQuery {
-            x: "n",
-            y: "y",
-            by: None,
-            filters: &[],
-        };
+        let query = N_OVER_Y;
         let err = line_chart(&header, &[], &query).unwrap_err();
         assert_eq!(
             err,
@@ -1173,21 +1183,13 @@ mod tests {
     #[test]
     fn cells_that_are_not_finite_are_left_out() {
         let header = ["point", "n", "y"].map(String::from);
-        let rows: Vec<Vec<String>> = [
+        let rows = rows_of(&[
             ["0", "1", "nan"],
             ["1", "2", "inf"],
             ["2", "3", "-inf"],
             ["4", "5", "7"],
-        ]
-        .iter()
-        .map(|row| row.map(String::from).to_vec())
-        .collect();
-        let query = ChartQuery {
-            x: "n",
-            y: "y",
-            by: None,
-            filters: &[],
-        };
+        ]);
+        let query = N_OVER_Y;
         let chart = line_chart(&header, &rows, &query).unwrap();
         assert_eq!(chart.series[0].points, [(5.0, 7.0)]);
         let inf_x = vec![["0", "inf", "1"].map(String::from).to_vec()];
@@ -1201,16 +1203,8 @@ mod tests {
     #[test]
     fn a_y_cell_that_is_not_a_number_is_refused_with_its_point() {
         let header = ["point", "n", "y"].map(String::from);
-        let rows: Vec<Vec<String>> = [["0", "1", ""], ["1", "2", " "], ["2", "3", "12ms"]]
-            .iter()
-            .map(|row| row.map(String::from).to_vec())
-            .collect();
-        let query = ChartQuery {
-            x: "n",
-            y: "y",
-            by: None,
-            filters: &[],
-        };
+        let rows = rows_of(&[["0", "1", ""], ["1", "2", " "], ["2", "3", "12ms"]]);
+        let query = N_OVER_Y;
         let err = line_chart(&header, &rows, &query).unwrap_err();
         assert_eq!(
             err,
@@ -1229,36 +1223,25 @@ mod tests {
     #[test]
     fn finite_numbers_beyond_an_axis_are_refused_with_their_row() {
         let header = ["point", "n", "y"].map(String::from);
-        let table = |cells: &[[&str; 3]]| -> Vec<Vec<String>> {
-            cells
-                .iter()
-                .map(|row| row.map(String::from).to_vec())
-                .collect()
-        };
-        let query = ChartQuery {
-            x: "n",
-            y: "y",
-            by: None,
-            filters: &[],
-        };
+        let query = N_OVER_Y;
         let beyond = ": beyond ±1e300, more than an axis can span (a range over it, with the \
                       axis's room, overflows a 64-bit float)";
-        let huge_y = table(&[["0", "1", "1e308"], ["1", "2", "-1e308"]]);
+        let huge_y = rows_of(&[["0", "1", "1e308"], ["1", "2", "-1e308"]]);
         assert_eq!(
             line_chart(&header, &huge_y, &query).unwrap_err(),
             format!("column \"y\" holds \"1e308\" at point 0{beyond}")
         );
-        let one_huge_y = table(&[["0", "1", "5"], ["1", "2", "-1e308"]]);
+        let one_huge_y = rows_of(&[["0", "1", "5"], ["1", "2", "-1e308"]]);
         assert_eq!(
             line_chart(&header, &one_huge_y, &query).unwrap_err(),
             format!("column \"y\" holds \"-1e308\" at point 1{beyond}")
         );
-        let huge_x = table(&[["0", "1e308", "1"]]);
+        let huge_x = rows_of(&[["0", "1e308", "1"]]);
         assert_eq!(
             line_chart(&header, &huge_x, &query).unwrap_err(),
             format!("column \"n\" holds \"1e308\" at point 0{beyond}")
         );
-        let widest = table(&[["0", "-1e300", "1e300"], ["1", "1e300", "-1e300"]]);
+        let widest = rows_of(&[["0", "-1e300", "1e300"], ["1", "1e300", "-1e300"]]);
         let chart = line_chart(&header, &widest, &query).unwrap();
         register_font(include_bytes!("../../assets/fonts/DejaVuSans.ttf")).unwrap();
         let svg = line_chart_svg(&chart, Canvas::default()).unwrap();
@@ -1369,12 +1352,7 @@ mod tests {
             ["0", "1e-160", "1e-160"].map(String::from).to_vec(),
             ["1", "1e160", "1e160"].map(String::from).to_vec(),
         ];
-        let query = ChartQuery {
-            x: "n",
-            y: "y",
-            by: None,
-            filters: &[],
-        };
+        let query = N_OVER_Y;
         let chart = line_chart(&header, &rows, &query).unwrap();
         let log_y = Canvas {
             log_y: true,

@@ -96,6 +96,21 @@ fn shipped() -> String {
     std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml")).unwrap()
 }
 
+/// The shipped setup on two ranks under `TORCH_NCCL_USE_COMM_NONBLOCKING=1` with
+/// `TORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}` and an eager `init_process_group`, where rank
+/// `dead` dies before it.
+fn nonblocking_with_a_dead_rank(setting: &str, dead: u32) -> String {
+    shipped()
+        .replace("ranks = 1\n", "ranks = 2\n")
+        .replace("ranks = [0]", "ranks = [0, 1]")
+        .replace(
+            "[tensors]",
+            &format!("[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}\n\n[tensors]"),
+        )
+        .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
+        + &format!("\n[[fault]]\nranks = [{dead}]\nat = \"backlog\"\nkind = \"die\"\n")
+}
+
 /// The parse error of `text`.
 fn error_of(text: &str) -> String {
     sim::scenario::parse("p.toml", text)
@@ -148,15 +163,7 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
     // Two ranks; rank 1 dies before init_process_group, so rank 0's first use waits for a
     // communicator that is never finished: it raises after TORCH_NCCL_NONBLOCKING_TIMEOUT,
     // not after the group's (600 s) store timeout.
-    let text = shipped()
-        .replace("ranks = 1\n", "ranks = 2\n")
-        .replace("ranks = [0]", "ranks = [0, 1]")
-        .replace(
-            "[tensors]",
-            "[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 5\n\n[tensors]",
-        )
-        .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
-        + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
+    let text = nonblocking_with_a_dead_rank("5", 1);
     let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", &text).unwrap());
     // first_world starts where the backlog's launch returned; it raises there, uncaught, and
     // its call ends at the raise.
@@ -188,15 +195,7 @@ fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() 
     // with the deadlock finding of a host blocked in the communicator's creation. Any integer
     // of 0 or less: one below i32::MIN was refused, with a message it satisfied.
     for setting in ["0", "-1", "-3000000000", "\"-3000000000\""] {
-        let text = shipped()
-            .replace("ranks = 1\n", "ranks = 2\n")
-            .replace("ranks = [0]", "ranks = [0, 1]")
-            .replace(
-                "[tensors]",
-                &format!("[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}\n\n[tensors]"),
-            )
-            .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
-            + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
+        let text = nonblocking_with_a_dead_rank(setting, 1);
         let scenario = sim::scenario::parse("p.toml", &text).unwrap();
         assert_eq!(scenario.env.nonblocking_timeout_ns, None, "{setting}");
         let timeline = sim::engine::simulate(&scenario);
@@ -243,15 +242,7 @@ fn a_non_blocking_rank_whose_root_never_comes_raises_the_store_s_timeout() {
     // communicator once the id came (R8). It raised after 5 s (the non-blocking timeout), or
     // at 0 or less never.
     for setting in ["5", "0", "-1"] {
-        let text = shipped()
-            .replace("ranks = 1\n", "ranks = 2\n")
-            .replace("ranks = [0]", "ranks = [0, 1]")
-            .replace(
-                "[tensors]",
-                &format!("[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}\n\n[tensors]"),
-            )
-            .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
-            + "\n[[fault]]\nranks = [0]\nat = \"backlog\"\nkind = \"die\"\n";
+        let text = nonblocking_with_a_dead_rank(setting, 0);
         let scenario = sim::scenario::parse("p.toml", &text).unwrap();
         let timeline = sim::engine::simulate(&scenario);
         let backlog = timeline
