@@ -751,6 +751,25 @@ mod tests {
         assert_eq!(dumps, [(0, 1_100_000_000), (1, 2_000_000_000)]);
     }
 
+    /// Rank 1's monitor, woken for rank 0's dump signal at 2.0 s, skips every read of the store
+    /// before `seen_ns` (one second apart) and leaves its loop at `seen_ns` (R28).
+    fn reads_the_signal_at(failure: &mut Failure<'_>, run: &FakeRun, seen_ns: u64, case: &str) {
+        let mut read_ns = 2_000_000_000;
+        while read_ns < seen_ns {
+            assert_eq!(
+                woken(failure, run, 1, Wake::DumpSeen, read_ns),
+                [wake(1, Wake::DumpSeen, read_ns + 1_000_000_000)],
+                "{case}: the read at {read_ns} is skipped"
+            );
+            read_ns += 1_000_000_000;
+        }
+        assert_eq!(
+            woken(failure, run, 1, Wake::DumpSeen, read_ns),
+            [wake(1, Wake::MonitorKill, seen_ns + 480_000_000_000)],
+            "{case}"
+        );
+    }
+
     #[test]
     fn the_default_monitor_reads_the_store_only_100_ms_after_a_work_left_the_list_r28() {
         // Rank 0 times out at 1.1 s and broadcasts; its signal is read at the 2.0 s poll of
@@ -768,20 +787,7 @@ mod tests {
             run.ends_ns.insert((1, 0), end_ns);
             enqueue(&mut failure, &run, (1, 0), 1_500_000_000);
             time_out_rank_0(&mut failure, &run);
-            let mut read_ns = 2_000_000_000;
-            while read_ns < seen_ns {
-                assert_eq!(
-                    woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
-                    [wake(1, Wake::DumpSeen, read_ns + 1_000_000_000)],
-                    "end {end_ns}: the poll at {read_ns} is skipped"
-                );
-                read_ns += 1_000_000_000;
-            }
-            assert_eq!(
-                woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
-                [wake(1, Wake::MonitorKill, seen_ns + 480_000_000_000)],
-                "end {end_ns}"
-            );
+            reads_the_signal_at(&mut failure, &run, seen_ns, &format!("end {end_ns}"));
         }
     }
 
@@ -799,19 +805,11 @@ mod tests {
             let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
             time_out_rank_0(&mut failure, &run);
             enqueue(&mut failure, &run, (1, 0), enqueue_ns);
-            let mut read_ns = 2_000_000_000;
-            while read_ns < seen_ns {
-                assert_eq!(
-                    woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
-                    [wake(1, Wake::DumpSeen, read_ns + 1_000_000_000)],
-                    "enqueue {enqueue_ns}"
-                );
-                read_ns += 1_000_000_000;
-            }
-            assert_eq!(
-                woken(&mut failure, &run, 1, Wake::DumpSeen, read_ns),
-                [wake(1, Wake::MonitorKill, seen_ns + 480_000_000_000)],
-                "enqueue {enqueue_ns}"
+            reads_the_signal_at(
+                &mut failure,
+                &run,
+                seen_ns,
+                &format!("enqueue {enqueue_ns}"),
             );
         }
     }
