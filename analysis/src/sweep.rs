@@ -5,7 +5,7 @@
 //! row of one sweep has the same columns whatever its point did; a metric that a point does
 //! not have is an empty cell.
 //!
-//! About 840 lines with its unit tests, over 800: the columns, the rows and the reading of a
+//! About 850 lines with its unit tests, over 800: the columns, the rows and the reading of a
 //! CSV back are one wire format, kept in one file so that they change together.
 //!
 //! ```

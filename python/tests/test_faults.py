@@ -1,6 +1,9 @@
 """Faults and failures against the fake torch: what a `skip` or a `mismatch` fault issues, which
 faults are refused, how an exception from PyTorch is classified, and that an exception of the
-interpreter's own is no finding."""
+interpreter's own is no finding.
+
+About 900 lines, one file: every case drives the same fake torch through the interpreter and
+reads the same Timeline fields; split by fault kind it would repeat the fixtures."""
 
 import json
 import signal

@@ -7,7 +7,7 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 //!
-//! About 1,110 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
+//! About 1,190 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
 //! resume the same cursor. The polling waits, their timeouts, the abort and the raise (and its
 //! catch) are in [`super::wait`].
 

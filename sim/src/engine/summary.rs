@@ -17,7 +17,7 @@
 //! entries for the collectives not yet folded only, though its counters, record ids and
 //! `pg_status` count the folded ones too.
 //!
-//! About 810 lines, its tests (in `summary/tests.rs`, comparing it with the full run) apart: the
+//! About 840 lines, its tests (in `summary/tests.rs`, comparing it with the full run) apart: the
 //! record vectors, the fold and the distributions are one mechanism (what the fold drops is what
 //! the distributions must hold).
 

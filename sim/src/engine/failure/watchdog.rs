@@ -7,7 +7,8 @@
 //! group and rank waits at its deadline poll and is dropped there if the Work finished in
 //! time. A run where nothing goes wrong pays one event per group and rank.
 //!
-//! Its unit tests are in `watchdog/tests.rs`.
+//! Just over 800 lines: the watchdog's list, its polls, its verdicts and the desync report are
+//! one state machine over one `WatchdogState`. Its unit tests are in `watchdog/tests.rs`.
 
 use super::{
     ms, next_tick_ns, seconds, wake, Caught, Command, Failure, FindingAbout, RunView, Wake,
