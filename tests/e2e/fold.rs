@@ -1,6 +1,7 @@
 //! Folded runs (docs/scale.md) through the binary: for every catalogue scenario, `run` prints
 //! the same report and exits the same with folding as with `--no-fold`, and the fault
-//! scenarios at 100,000 ranks print a summary, not a line per rank.
+//! scenarios at 100,000 ranks print a summary, not a line per rank; identical ranks get the
+//! same times whatever order the engine takes them in.
 
 use crate::util::{c10dsim, catalogue_files, scenarios_dir, stderr, stdout};
 
@@ -49,4 +50,65 @@ fn faults_at_100000_ranks_print_classes_not_ranks() {
     let text = stdout(&detail);
     assert!(text.contains("[Rank 63] Watchdog caught"), "{text}");
     assert!(!text.contains("[Ranks "), "{text}");
+}
+
+/// Three identical ranks whose group's Work is listed after its deadline passed (the host
+/// blocked behind a full launch queue with timing on), then a call that waits for the
+/// watchdog's list through its 60 s dump sleep (mode 0, R27): each rank's watchdog finds the
+/// timeout at its first poll after the listing, not at whatever instant the engine happened
+/// to be at when that rank's host listed the Work, so folded and unfolded runs agree.
+#[test]
+fn a_work_listed_past_its_deadline_times_out_alike_on_identical_ranks() {
+    let scenario = r#"repeat = 2
+[cluster]
+ranks = 3
+[env]
+TORCH_NCCL_ASYNC_ERROR_HANDLING = 0
+TORCH_NCCL_ENABLE_TIMING = 1
+[host]
+launch_queue_depth = 3
+[groups.g]
+ranks = [0, 1, 2]
+timeout_s = 0.1
+[tensors]
+x = "1MiB"
+fy = "1MiB"
+[[op]]
+init_process_group = true
+device_id = true
+[[op]]
+new_group = "g"
+[[op]]
+label = "op0"
+functional_all_reduce = "x"
+result = "fy"
+group = "g"
+[[op]]
+all_to_all = "x"
+[[perturb]]
+ranks = [0, 1, 2]
+before = "op0"
+gpu_delay_us = 187500
+"#;
+    let dir = std::env::temp_dir().join(format!("c10dsim-fold-listed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("listed_late.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let file = file.to_str().unwrap();
+    let timeline = dir.join("unfolded.json");
+    let folded = c10dsim(&["run", file]);
+    let unfolded = c10dsim(&[
+        "run",
+        file,
+        "--no-fold",
+        "--timeline",
+        timeline.to_str().unwrap(),
+    ]);
+    assert_eq!(stdout(&folded), stdout(&unfolded));
+    let timeline: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&timeline).unwrap()).unwrap();
+    let host = |rank: usize| timeline["ranks"][rank]["host"].clone();
+    assert_eq!(host(0), host(1));
+    assert_eq!(host(1), host(2));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

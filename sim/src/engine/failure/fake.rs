@@ -132,6 +132,29 @@ pub(super) fn enqueue_issued(
     enqueue_ns: u64,
     size_bytes: u64,
 ) -> Vec<super::Command> {
+    let times_ns = (enqueue_ns, enqueue_ns);
+    enqueue_listed_issued(failure, run, (rank, collective), times_ns, size_bytes)
+}
+
+/// [`enqueue`], the Work going onto the watchdog's list at `listed_ns`, later than its
+/// enqueue (its call waited behind a full launch queue or for the watchdog's list).
+pub(super) fn enqueue_listed(
+    failure: &mut super::Failure<'_>,
+    run: &FakeRun,
+    (rank, collective): (u32, u32),
+    (enqueue_ns, listed_ns): (u64, u64),
+) -> Vec<super::Command> {
+    let times_ns = (enqueue_ns, listed_ns);
+    enqueue_listed_issued(failure, run, (rank, collective), times_ns, 1 << 20)
+}
+
+fn enqueue_listed_issued(
+    failure: &mut super::Failure<'_>,
+    run: &FakeRun,
+    (rank, collective): (u32, u32),
+    (enqueue_ns, listed_ns): (u64, u64),
+    size_bytes: u64,
+) -> Vec<super::Command> {
     let mut out = Vec::new();
     failure.notify(
         run,
@@ -152,7 +175,7 @@ pub(super) fn enqueue_issued(
             collective,
             end: collective,
             enqueue_ns,
-            listed_ns: enqueue_ns,
+            listed_ns,
         },
         &mut out,
     );

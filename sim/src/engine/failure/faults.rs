@@ -314,7 +314,8 @@ impl Failure<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::fake::{
-        enqueue, enqueue_issued, finding, per_rank, split, two_ranks, wake, woken, FakeRun,
+        enqueue, enqueue_issued, enqueue_listed, finding, per_rank, split, two_ranks, wake, woken,
+        FakeRun,
     };
     use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
@@ -412,6 +413,22 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn an_async_error_of_a_work_listed_late_is_caught_at_the_first_poll_after_the_listing_r26() {
+        // The error at 0.5 s, the Work listed at 2.05 s (its call blocked behind a full launch
+        // queue): the 2.1-s poll is the first with the Work on the list.
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        let fault = FaultKind::AsyncError {
+            after_ns: 500_000_000,
+        };
+        reached(&mut failure, 0, fault);
+        let commands = enqueue_listed(&mut failure, &run, (0, 0), (20_000, 2_050_000_000));
+        let caught = wake(0, Wake::AsyncError { collective: 0 }, 2_100_000_000);
+        assert!(commands.contains(&caught), "{commands:?}");
     }
 
     #[test]

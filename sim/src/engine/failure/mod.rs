@@ -497,6 +497,7 @@ impl<'s> Failure<'s> {
                 let on_aborted = self.is_aborted(rank, group);
                 let work = watchdog::PendingWork {
                     enqueue_ns,
+                    listed_ns,
                     collective,
                     end,
                 };

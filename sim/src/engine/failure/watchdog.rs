@@ -28,6 +28,8 @@ use std::rc::Rc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PendingWork {
     pub(super) enqueue_ns: u64,
+    /// When it went onto the list: the watchdog sees it at its first poll after then.
+    pub(super) listed_ns: u64,
     pub(super) collective: u32,
     /// Its end event instance: a poll reads its fire time without looking up the record.
     pub(super) end: u32,
@@ -250,6 +252,7 @@ impl Failure<'_> {
         watchdog.pending.push_back(work);
         let PendingWork {
             enqueue_ns,
+            listed_ns,
             collective,
             ..
         } = work;
@@ -257,11 +260,10 @@ impl Failure<'_> {
         let idle = !watchdog.handling && watchdog.stuck_at_ns.is_none();
         match armed {
             Some(FaultKind::AsyncError { after_ns }) => {
-                let seen_ns = next_tick_ns(
-                    origin_ns,
-                    WATCHDOG_POLL_NS,
-                    async_error_ns(enqueue_ns, after_ns),
-                );
+                // Found at the first poll that has both the error and the Work on the list.
+                let error_ns = async_error_ns(enqueue_ns, after_ns);
+                let seen_ns =
+                    next_tick_ns(origin_ns, WATCHDOG_POLL_NS, error_ns.max(listed_ns + 1));
                 wake(out, rank, group, Wake::AsyncError { collective }, seen_ns);
             }
             Some(FaultKind::WatchdogStuck) => {
@@ -314,7 +316,10 @@ impl Failure<'_> {
         let head = watchdog.pending.front()?;
         let timeout_ns = self.scenario.groups[group].timeout_ns;
         let deadline_ns = timeout_deadline_ns(head.enqueue_ns, timeout_ns);
-        Some(self.first_poll_ns(rank, group, deadline_ns))
+        // A Work listed past its deadline (its call blocked behind a full launch queue or the
+        // watchdog's list) times out at the first poll that finds it on the list.
+        let seen_ns = deadline_ns.max(head.listed_ns + 1);
+        Some(self.first_poll_ns(rank, group, seen_ns))
     }
 
     /// The watchdog's first poll at or after `at_ns`: every 100 ms from its tick origin, and

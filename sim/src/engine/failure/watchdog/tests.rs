@@ -1,6 +1,6 @@
 use super::super::fake::{
-    enqueue, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken, FakeRun,
-    DUMP_WAIT_OVER_NS,
+    enqueue, enqueue_listed, finding, per_rank, split, time_out_rank_0, two_ranks, wake, woken,
+    FakeRun, DUMP_WAIT_OVER_NS,
 };
 use super::super::FindingAbout;
 use super::super::{Command, Failure, Wake};
@@ -27,6 +27,23 @@ fn the_deadline_is_the_first_poll_at_or_after_enqueue_plus_timeout_r26() {
         commands[0],
         finding(FindingKind::WatchdogTimeout, 0, FindingAbout::Work(0))
     );
+}
+
+#[test]
+fn a_work_listed_past_its_deadline_times_out_at_the_first_poll_after_the_listing_r26() {
+    // Enqueued at 20 µs, listed at 2.05 s (its call blocked behind a full launch queue): the
+    // deadline (1.1 s) is found at the 2.1-s poll, the first that has the Work on the list,
+    // whatever the simulation's time when the host listed it. Listed on a poll: the next one.
+    for listed_ns in [2_050_000_000, 2_000_000_000] {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1);
+        assert_eq!(
+            enqueue_listed(&mut failure, &run, (0, 0), (20_000, listed_ns)),
+            [wake(0, Wake::Check, 2_100_000_000)],
+            "{listed_ns}"
+        );
+    }
 }
 
 #[test]
