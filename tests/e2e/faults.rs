@@ -1717,9 +1717,15 @@ fn assert_nothing_after_end(timeline: &Timeline, rank: usize) {
         records.host
     );
     assert!(
-        (records.kernels.iter()).all(|k| k.start_ns == u64::MAX || k.start_ns <= end_ns),
+        (records.kernels.iter())
+            .all(|k| k.enqueue_ns <= end_ns && (k.start_ns == u64::MAX || k.start_ns <= end_ns)),
         "{:?}",
         records.kernels
+    );
+    assert!(
+        (records.unfinished_kernels.iter()).all(|k| k.enqueue_ns <= end_ns),
+        "{:?}",
+        records.unfinished_kernels
     );
     assert!(
         (records.collectives.iter()).all(|c| c.host_start_ns <= end_ns),
@@ -1780,6 +1786,52 @@ fn a_rank_that_ended_in_a_communicators_init_reports_the_same_folded_r8() {
         let (folded, unfolded) = (run(true), run(false));
         assert_eq!(report(&folded), report(&unfolded));
         assert_eq!(folded.findings, unfolded.findings);
+    }
+}
+
+/// Rank 1 hangs in "a"; rank 0 sleeps 300 ms before "b", then would launch its 1 µs GPU delay
+/// kernel. Its watchdog finds "a" past the 100 ms timeout at the 200 ms poll and, after the
+/// 4 ms dump wait, ends the process at 204 ms, within the host delay (R16, R27).
+const DELAY_KERNEL_AFTER_END: &str = r#"
+[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+timeout_s = 0.1
+[env]
+TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1
+[tensors]
+x = "1KiB"
+[[op]]
+label = "a"
+all_reduce = "x"
+[[op]]
+label = "b"
+all_reduce = "x"
+[[perturb]]
+ranks = [0]
+before = "b"
+host_delay_us = 300000
+gpu_delay_us = 1
+[[fault]]
+ranks = [1]
+at = "a"
+kind = "hang"
+"#;
+
+#[test]
+fn a_perturbations_gpu_delay_is_not_launched_after_its_process_ended_r16() {
+    let scenario = sim::scenario::parse("delay.toml", DELAY_KERNEL_AFTER_END).unwrap();
+    for fold in [true, false] {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let end = timeline.ranks[0].end.unwrap();
+        assert_eq!(end.status, ExitStatus::Aborted);
+        assert_eq!(end.at_ns, Some(204 * MS));
+        assert_nothing_after_end(&timeline, 0);
     }
 }
 
