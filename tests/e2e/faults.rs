@@ -1835,6 +1835,71 @@ fn a_perturbations_gpu_delay_is_not_launched_after_its_process_ended_r16() {
     }
 }
 
+/// Rank 0 reaches "c3" 262.5 ms late and issues "c4" in bf16 (a mismatch fault); ranks 1-3
+/// issue it in f32 before. Rank 1 is a class of its own (its 1 µs delay), ranks 2-3 another.
+const MISMATCH_AFTER_SEVERAL_CLASSES: &str = r#"
+[cluster]
+ranks = 4
+[host]
+launch_queue_depth = 1
+[groups.world]
+timeout_s = 0.1
+[tensors]
+x = "1KiB"
+[[op]]
+all_reduce = "x"
+[[op]]
+label = "c3"
+all_reduce = "x"
+async_op = true
+work = "w3"
+[[op]]
+wait = "w3"
+[[op]]
+label = "c4"
+all_reduce = "x"
+[[perturb]]
+ranks = [1]
+before = "c3"
+host_delay_us = 1
+[[perturb]]
+ranks = [0]
+before = "c3"
+host_delay_us = 262500
+[[fault]]
+ranks = [0]
+at = "c4"
+kind = "mismatch"
+dtype = "bf16"
+"#;
+
+#[test]
+fn a_mismatch_names_every_rank_that_issued_the_first_call_folded_or_not_r16() {
+    let scenario = sim::scenario::parse("mismatch.toml", MISMATCH_AFTER_SEVERAL_CLASSES).unwrap();
+    let mismatch = |fold| {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let found: Vec<String> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::Mismatch)
+            .map(|f| f.message.clone())
+            .collect();
+        assert_eq!(found.len(), 1, "{:?}", timeline.findings);
+        found[0].clone()
+    };
+    let (folded, unfolded) = (mismatch(true), mismatch(false));
+    assert_eq!(folded, unfolded);
+    assert!(
+        folded.contains(
+            "SeqNum=3 of group world: ranks 1-3 (3 ranks) issued ALLREDUCE of 1KiB f32 (c4, line 19), \
+             rank 0 issued ALLREDUCE of 512B bf16 (c4, line 19)"
+        ),
+        "{folded}"
+    );
+}
+
 /// Under non-blocking init, rank 1 reaches the world's first collective at once, the root (rank
 /// 0) and rank 2 1.125 s later: rank 1 waits for the unique id in the store, bounded by the
 /// group's timeout (600 s), not by TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s), which counts only
