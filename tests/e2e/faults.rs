@@ -1717,9 +1717,15 @@ fn assert_nothing_after_end(timeline: &Timeline, rank: usize) {
         records.host
     );
     assert!(
-        (records.kernels.iter()).all(|k| k.start_ns == u64::MAX || k.start_ns <= end_ns),
+        (records.kernels.iter())
+            .all(|k| k.enqueue_ns <= end_ns && (k.start_ns == u64::MAX || k.start_ns <= end_ns)),
         "{:?}",
         records.kernels
+    );
+    assert!(
+        (records.unfinished_kernels.iter()).all(|k| k.enqueue_ns <= end_ns),
+        "{:?}",
+        records.unfinished_kernels
     );
     assert!(
         (records.collectives.iter()).all(|c| c.host_start_ns <= end_ns),
@@ -1781,6 +1787,117 @@ fn a_rank_that_ended_in_a_communicators_init_reports_the_same_folded_r8() {
         assert_eq!(report(&folded), report(&unfolded));
         assert_eq!(folded.findings, unfolded.findings);
     }
+}
+
+/// Rank 1 hangs in "a"; rank 0 sleeps 300 ms before "b", then would launch its 1 µs GPU delay
+/// kernel. Its watchdog finds "a" past the 100 ms timeout at the 200 ms poll and, after the
+/// 4 ms dump wait, ends the process at 204 ms, within the host delay (R16, R27).
+const DELAY_KERNEL_AFTER_END: &str = r#"
+[cluster]
+ranks = 2
+[groups.world]
+eager_init = true
+timeout_s = 0.1
+[env]
+TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1
+[tensors]
+x = "1KiB"
+[[op]]
+label = "a"
+all_reduce = "x"
+[[op]]
+label = "b"
+all_reduce = "x"
+[[perturb]]
+ranks = [0]
+before = "b"
+host_delay_us = 300000
+gpu_delay_us = 1
+[[fault]]
+ranks = [1]
+at = "a"
+kind = "hang"
+"#;
+
+#[test]
+fn a_perturbations_gpu_delay_is_not_launched_after_its_process_ended_r16() {
+    let scenario = sim::scenario::parse("delay.toml", DELAY_KERNEL_AFTER_END).unwrap();
+    for fold in [true, false] {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let end = timeline.ranks[0].end.unwrap();
+        assert_eq!(end.status, ExitStatus::Aborted);
+        assert_eq!(end.at_ns, Some(204 * MS));
+        assert_nothing_after_end(&timeline, 0);
+    }
+}
+
+/// Rank 0 reaches "c3" 262.5 ms late and issues "c4" in bf16 (a mismatch fault); ranks 1-3
+/// issue it in f32 before. Rank 1 is a class of its own (its 1 µs delay), ranks 2-3 another.
+const MISMATCH_AFTER_SEVERAL_CLASSES: &str = r#"
+[cluster]
+ranks = 4
+[host]
+launch_queue_depth = 1
+[groups.world]
+timeout_s = 0.1
+[tensors]
+x = "1KiB"
+[[op]]
+all_reduce = "x"
+[[op]]
+label = "c3"
+all_reduce = "x"
+async_op = true
+work = "w3"
+[[op]]
+wait = "w3"
+[[op]]
+label = "c4"
+all_reduce = "x"
+[[perturb]]
+ranks = [1]
+before = "c3"
+host_delay_us = 1
+[[perturb]]
+ranks = [0]
+before = "c3"
+host_delay_us = 262500
+[[fault]]
+ranks = [0]
+at = "c4"
+kind = "mismatch"
+dtype = "bf16"
+"#;
+
+#[test]
+fn a_mismatch_names_every_rank_that_issued_the_first_call_folded_or_not_r16() {
+    let scenario = sim::scenario::parse("mismatch.toml", MISMATCH_AFTER_SEVERAL_CLASSES).unwrap();
+    let mismatch = |fold| {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let found: Vec<String> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::Mismatch)
+            .map(|f| f.message.clone())
+            .collect();
+        assert_eq!(found.len(), 1, "{:?}", timeline.findings);
+        found[0].clone()
+    };
+    let (folded, unfolded) = (mismatch(true), mismatch(false));
+    assert_eq!(folded, unfolded);
+    assert!(
+        folded.contains(
+            "SeqNum=3 of group world: ranks 1-3 (3 ranks) issued ALLREDUCE of 1KiB f32 (c4, line 19), \
+             rank 0 issued ALLREDUCE of 512B bf16 (c4, line 19)"
+        ),
+        "{folded}"
+    );
 }
 
 /// Under non-blocking init, rank 1 reaches the world's first collective at once, the root (rank

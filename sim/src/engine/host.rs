@@ -129,7 +129,8 @@ impl Engine<'_> {
             }
             let index = cursor.next;
             let step = cursor.steps[index];
-            if let Some(stream) = enqueue_stream(step) {
+            // Straggler delays (the steps of an op not lowered yet) never block.
+            if let Some(stream) = enqueue_stream(step).filter(|_| !cursor.unlowered) {
                 if state.streams[stream as usize].commands() >= launch_queue_depth {
                     // The enqueue waits until the GPU takes a command off the stream, then runs.
                     state.blocked = Blocked::LaunchQueue { stream };
@@ -224,19 +225,22 @@ impl Engine<'_> {
             .pg
             .before_op(scenario, state.iteration, op, &mut steps);
         let logged = self.step_log.as_ref().is_some_and(|(r, _)| *r == rank);
-        for &step in &steps {
-            // Straggler delays never block.
+        let mut ran = 0;
+        while ran < steps.len() && self.ranks[rank as usize].host_ns == delayed_from_ns {
+            let step = steps[ran];
+            ran += 1;
             if logged {
                 self.log_step(step);
             }
             self.step(rank, step);
         }
-        steps.clear();
+        steps.drain(..ran);
         let state = &mut self.ranks[rank as usize];
         state.cursor.steps = steps;
         if state.host_ns != delayed_from_ns {
-            // The run loop reaches the op once the simulation got to the host's time: a side
-            // thread may end the process, or abort a communicator, during the delay.
+            // The run loop runs the delays after the first one that took host time (a GPU
+            // delay's launch), then reaches the op, once the simulation got to the host's time:
+            // a side thread may end the process, or abort a communicator, during the delay.
             state.cursor.unlowered = true;
             return true;
         }

@@ -10,6 +10,7 @@
 
 use super::{Command, Failure, FindingAbout, RunView, Signature};
 use crate::pg::{faults, work};
+use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId};
 use crate::timeline::{ExitStatus, FindingKind, ThreadKind, WatchdogEvent};
 
@@ -132,23 +133,31 @@ impl Failure<'_> {
             op,
             seq_num,
         };
-        let first = *signatures.entry((group, seq)).or_insert(issued);
+        let members = self.classes.class_members(rank);
+        let (first, agreeing) = signatures
+            .entry((group, seq))
+            .or_insert_with(|| (issued, RankSet::default()));
+        let first = *first;
         let counterpart = first.collective.descriptor().counterpart;
         if (counterpart, first.size_bytes, first.dtype) == (collective, size_bytes, dtype)
             || (first.rank == rank && first.collective == collective)
-            || !self.mismatched.insert((group, seq))
         {
+            *agreeing = agreeing.union(members);
+            return;
+        }
+        let agreeing = agreeing.clone();
+        if !self.mismatched.insert((group, seq)) {
             return;
         }
         out.push(Command::PoisonRendezvous { rendezvous });
         let scenario = self.scenario;
-        // The ranks of the class that issued it (ranks that behave alike issue alike); the
-        // element types where they differ.
+        // The ranks that issued the first call so far, and those of the class that issued this
+        // one (ranks that behave alike issue alike); the element types where they differ.
         let dtypes_differ = first.dtype != dtype;
-        let describe = |s: &Signature| {
+        let describe = |s: &Signature, ranks: &RankSet| {
             format!(
                 "{} issued {} of {}{} ({}, line {})",
-                self.classes.class_members(s.rank).named(),
+                ranks.named(),
                 s.collective.op_type(),
                 crate::units::format_size(s.size_bytes),
                 if dtypes_differ {
@@ -176,8 +185,8 @@ impl Failure<'_> {
         let message = format!(
             "ranks disagree on collective {seq_nums} of group {}: {}, {}; NCCL would hang or corrupt data, the model hangs it (R16)",
             scenario.groups[group].name,
-            describe(&first),
-            describe(&issued)
+            describe(&first, &agreeing),
+            describe(&issued, self.classes.class_members(rank))
         );
         out.push(Command::Finding {
             kind: FindingKind::Mismatch,

@@ -378,8 +378,9 @@ pub(in crate::engine) struct Failure<'s> {
     /// second, of a Work issued at the same call site, 1 ms after its finding against 4.4 s
     /// for the first, tests/data/torch/probes/mode2_timeout/).
     symbolised: Vec<bool>,
-    /// Per (group, SeqNum): what the first caller issued, when calls may disagree.
-    signatures: Option<HashMap<(GroupId, u64), Signature>>,
+    /// Per (group, SeqNum): what the first caller issued, and the ranks that issued the same
+    /// so far, when calls may disagree.
+    signatures: Option<HashMap<(GroupId, u64), (Signature, RankSet)>>,
     /// (group, SeqNum) at which calls disagreed.
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
