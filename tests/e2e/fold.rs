@@ -90,9 +90,108 @@ ranks = [0, 1, 2]
 before = "op0"
 gpu_delay_us = 187500
 "#;
-    let dir = std::env::temp_dir().join(format!("c10dsim-fold-listed-{}", std::process::id()));
+    folds_alike("listed_late", scenario, &[&[0, 1, 2]]);
+}
+
+/// Ranks that block behind a launch queue of depth 1 or 2 while a delayed rank holds their
+/// collective back, so that each lists later Works past their deadlines: a watchdog timeout
+/// at the third iteration (mode 0), barriers behind a host delay on a reordered group, and an
+/// async error caught in mode 1. Identical ranks stopped at different host horizons once
+/// timed out, and ran their next barriers, 10 us apart (R26), so folded and unfolded reports
+/// differed.
+#[test]
+fn works_listed_late_behind_a_shallow_launch_queue_time_out_alike_on_identical_ranks() {
+    let third_iteration = r#"repeat = 3
+[cluster]
+ranks = 3
+[env]
+TORCH_NCCL_ASYNC_ERROR_HANDLING = 0
+[host]
+launch_queue_depth = 1
+[groups.world]
+timeout_s = 1
+[tensors]
+x = "1KiB"
+[[op]]
+label = "op0"
+all_to_all = "x"
+[[perturb]]
+ranks = [0]
+before = "op0"
+gpu_delay_us = 1500000
+"#;
+    folds_alike("third_iteration", third_iteration, &[&[1, 2]]);
+    let barriers = r#"[env]
+TORCH_NCCL_ASYNC_ERROR_HANDLING = 0
+[host]
+launch_queue_depth = 1
+[groups.g]
+ranks = [0, 2, 3, 1]
+timeout_s = 1
+[tensors]
+x = "1KiB"
+[[op]]
+init_process_group = true
+device_id = true
+[[op]]
+new_group = "g"
+[[op]]
+label = "c0"
+all_reduce = "x"
+group = "g"
+[[op]]
+barrier = true
+group = "g"
+[[op]]
+barrier = true
+[[perturb]]
+ranks = [0, 1]
+before = "c0"
+host_delay_us = 1125000
+"#;
+    folds_alike("barriers", barriers, &[&[0, 1], &[2, 3], &[4, 5, 6, 7]]);
+    let async_error = r#"[env]
+TORCH_NCCL_ASYNC_ERROR_HANDLING = 1
+[host]
+launch_queue_depth = 2
+[groups.g]
+ranks = [0, 1, 2, 3, 4, 5, 6, 7]
+timeout_s = 0.1
+[tensors]
+x = "1KiB"
+[[op]]
+init_process_group = true
+device_id = true
+[[op]]
+new_group = "g"
+[[op]]
+label = "c0"
+all_reduce = "x"
+async_op = true
+work = "w0"
+group = "g"
+[[op]]
+wait = "w0"
+[[op]]
+barrier = true
+[[perturb]]
+ranks = [0, 1]
+before = "c0"
+gpu_delay_us = 187500
+[[fault]]
+ranks = [2]
+at = "c0"
+kind = "async_error"
+"#;
+    folds_alike("async_error", async_error, &[&[0, 1], &[3, 4, 5, 6, 7]]);
+}
+
+/// Runs `scenario` folded and with `--no-fold`: the reports and exit codes are the same, and
+/// in the unfolded Timeline the ranks of each of `identical` have the same host records.
+fn folds_alike(name: &str, scenario: &str, identical: &[&[usize]]) {
+    let dir = std::env::temp_dir().join(format!("c10dsim-fold-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("listed_late.toml");
+    let file = dir.join(format!("{name}.toml"));
     std::fs::write(&file, scenario).unwrap();
     let file = file.to_str().unwrap();
     let timeline = dir.join("unfolded.json");
@@ -104,11 +203,15 @@ gpu_delay_us = 187500
         "--timeline",
         timeline.to_str().unwrap(),
     ]);
-    assert_eq!(stdout(&folded), stdout(&unfolded));
+    assert_eq!(folded.status.code(), unfolded.status.code(), "{name}");
+    assert_eq!(stdout(&folded), stdout(&unfolded), "{name}");
     let timeline: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&timeline).unwrap()).unwrap();
     let host = |rank: usize| timeline["ranks"][rank]["host"].clone();
-    assert_eq!(host(0), host(1));
-    assert_eq!(host(1), host(2));
+    for ranks in identical {
+        for pair in ranks.windows(2) {
+            assert_eq!(host(pair[0]), host(pair[1]), "{name}: ranks {pair:?}");
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
