@@ -242,6 +242,15 @@ fn simulate_text(text: &str) -> Timeline {
     sim::engine::simulate(&sim::scenario::parse("catch.toml", text).unwrap())
 }
 
+/// `scenario` simulated folded or not (docs/scale.md), expanded to every rank.
+fn simulated(scenario: &sim::scenario::Scenario, fold: bool) -> Timeline {
+    let options = sim::engine::Options {
+        fold,
+        ..Default::default()
+    };
+    sim::engine::simulate_with(scenario, options).0.expand()
+}
+
 #[test]
 fn a_caught_wait_timeout_is_recorded_and_the_program_goes_on() {
     let timeline = simulate_text(CAUGHT_TIMEOUT);
@@ -1776,14 +1785,7 @@ fn a_rank_that_ended_in_a_communicators_init_reports_the_same_folded_r8() {
     for text in [DEAD_IN_INIT, ABORTED_IN_INIT] {
         let scenario =
             sim::scenario::parse("init.toml", &text.replace("ranks = 2", "ranks = 4")).unwrap();
-        let run = |fold| {
-            let options = sim::engine::Options {
-                fold,
-                ..Default::default()
-            };
-            sim::engine::simulate_with(&scenario, options).0.expand()
-        };
-        let (folded, unfolded) = (run(true), run(false));
+        let (folded, unfolded) = (simulated(&scenario, true), simulated(&scenario, false));
         assert_eq!(report(&folded), report(&unfolded));
         assert_eq!(folded.findings, unfolded.findings);
     }
@@ -1823,11 +1825,7 @@ kind = "hang"
 fn a_perturbations_gpu_delay_is_not_launched_after_its_process_ended_r16() {
     let scenario = sim::scenario::parse("delay.toml", DELAY_KERNEL_AFTER_END).unwrap();
     for fold in [true, false] {
-        let options = sim::engine::Options {
-            fold,
-            ..Default::default()
-        };
-        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let timeline = simulated(&scenario, fold);
         let end = timeline.ranks[0].end.unwrap();
         assert_eq!(end.status, ExitStatus::Aborted);
         assert_eq!(end.at_ns, Some(204 * MS));
@@ -1877,11 +1875,7 @@ dtype = "bf16"
 fn a_mismatch_names_every_rank_that_issued_the_first_call_folded_or_not_r16() {
     let scenario = sim::scenario::parse("mismatch.toml", MISMATCH_AFTER_SEVERAL_CLASSES).unwrap();
     let mismatch = |fold| {
-        let options = sim::engine::Options {
-            fold,
-            ..Default::default()
-        };
-        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let timeline = simulated(&scenario, fold);
         let found: Vec<String> = (timeline.findings.iter())
             .filter(|f| f.kind == FindingKind::Mismatch)
             .map(|f| f.message.clone())
@@ -1929,11 +1923,7 @@ host_delay_us = 1125000
 fn a_nonblocking_timeout_counts_from_the_roots_arrival_folded_or_not_r8() {
     let scenario = sim::scenario::parse("nonblocking.toml", NONBLOCKING_ROOT_LATE).unwrap();
     for fold in [true, false] {
-        let options = sim::engine::Options {
-            fold,
-            ..Default::default()
-        };
-        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let timeline = simulated(&scenario, fold);
         assert_eq!(timeline.findings, [], "fold {fold}");
         for rank in &timeline.ranks {
             assert_eq!(rank.end.unwrap().status, ExitStatus::Clean, "fold {fold}");
@@ -1953,11 +1943,7 @@ fn a_member_whose_store_wait_times_out_before_the_root_arrives_raises_r29() {
         .replace("[tensors]", "[groups.world]\ntimeout_s = 1\n[tensors]");
     let scenario = sim::scenario::parse("late_root.toml", &text).unwrap();
     for fold in [true, false] {
-        let options = sim::engine::Options {
-            fold,
-            ..Default::default()
-        };
-        let timeline = sim::engine::simulate_with(&scenario, options).0.expand();
+        let timeline = simulated(&scenario, fold);
         let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
         assert_eq!(
             kinds[0],
