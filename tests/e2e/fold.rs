@@ -186,6 +186,40 @@ kind = "async_error"
     folds_alike("async_error", async_error, &[&[0, 1], &[3, 4, 5, 6, 7]]);
 }
 
+/// The root publishes the unique id at the very instant a member's `store.get` times out (R29):
+/// the tie is decided alike whichever of the two events the engine processes first.
+#[test]
+fn a_unique_id_published_at_the_store_deadline_folds_alike() {
+    let tie = r#"
+[cluster]
+ranks = 5
+[env]
+TORCH_NCCL_USE_COMM_NONBLOCKING = 1
+TORCH_NCCL_NONBLOCKING_TIMEOUT = 5
+[host]
+comm_init_us = 2000000
+[groups.world]
+timeout_s = 2
+[groups.g]
+ranks = [0, 1, 3]
+[tensors]
+x = "1KiB"
+[[op]]
+label = "ipg"
+init_process_group = true
+device_id = true
+[[op]]
+new_group = "g"
+[[op]]
+barrier = true
+[[fault]]
+ranks = [4]
+at = "ipg"
+kind = "hang"
+"#;
+    folds_alike("store_tie", tie, &[&[0, 1, 3]]);
+}
+
 /// Runs `scenario` folded and with `--no-fold`: the reports and exit codes are the same, and
 /// in the unfolded Timeline the ranks of each of `identical` have the same host records.
 fn folds_alike(name: &str, scenario: &str, identical: &[&[usize]]) {

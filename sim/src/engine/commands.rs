@@ -163,11 +163,12 @@ impl RunView for View<'_> {
         let root = self
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
-        // A root whose host ran ahead arrived at a time of its own, maybe later than now.
+        // A root whose host ran ahead arrived at a time of its own, maybe later than now; one
+        // that publishes at `now_ns` itself is too late for a `store.get` giving up then (R29).
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && !self.comm_init[group]
                 .iter()
-                .any(|arrival| arrival.rank == root && arrival.host_ns <= now_ns)
+                .any(|arrival| arrival.rank == root && arrival.host_ns < now_ns)
     }
 
     fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {

@@ -674,10 +674,12 @@ impl Engine<'_> {
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
         let store_timeout_ns = self.scenario.groups[group].timeout_ns;
+        // `store.get` gives up at its deadline: an id published at that very instant comes too
+        // late (R29). The rule holds whichever of the two the engine processes first.
         let root_too_late = (self.comm_init[group].iter())
-            .any(|arrival| arrival.rank == root && arrival.host_ns > host_ns + store_timeout_ns);
+            .any(|arrival| arrival.rank == root && arrival.host_ns >= host_ns + store_timeout_ns);
         if root_too_late {
-            // The root, whose host ran ahead, publishes the unique id only after this rank's
+            // The root, whose host ran ahead, publishes the unique id only once this rank's
             // `store.get` timed out (R29): the rank never gets to do its part of the init.
             self.notify(Notice::StoreWait {
                 rank,
@@ -700,10 +702,10 @@ impl Engine<'_> {
             // Hosts run ahead of the simulation, each to a time of its own: the root publishes
             // the unique id at its arrival's time, which may come after a member's that the
             // engine processed later. A member has the id from the later of the two, unless its
-            // `store.get` timed out first (R29); from then on, under non-blocking init, it waits
-            // for the communicator (R8).
+            // `store.get` timed out first or at that instant (R29); from then on, under
+            // non-blocking init, it waits for the communicator (R8).
             let has_the_id = |member_ns: u64, root_ns: u64| {
-                (root_ns <= member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
+                (root_ns < member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
             };
             let root_ns = (arrived.iter())
                 .find(|arrival| arrival.rank == root)
