@@ -853,13 +853,15 @@ impl Engine<'_> {
         });
         // The fault armed for the collective acts on its kernel before the kernel joins the
         // rendezvous (R16): a poisoned one never completes.
-        self.notify(Notice::CollectiveIssued {
-            rank,
-            collective: call.collective,
-            rendezvous,
-            enqueue_ns: host_ns,
-            issued: (kind, bytes),
-        });
+        if self.failure.acts_on_issue(rank) {
+            self.notify(Notice::CollectiveIssued {
+                rank,
+                collective: call.collective,
+                rendezvous,
+                enqueue_ns: host_ns,
+                issued: (kind, bytes),
+            });
+        }
         let latency_ns = self.ranks[rank as usize]
             .cursor
             .nccl_launch_latency_ns

@@ -445,6 +445,13 @@ impl<'s> Failure<'s> {
     }
 
     /// The log, in time order.
+    /// Whether a collective `rank` issues now needs its `CollectiveIssued` notice: a fault is
+    /// armed for it, or the ranks' calls may disagree (R16). Most runs need neither, and the
+    /// notice costs a dispatch per collective.
+    pub(in crate::engine) fn acts_on_issue(&self, rank: u32) -> bool {
+        self.armed[rank as usize].is_some() || self.signatures.is_some()
+    }
+
     pub(in crate::engine) fn into_records(mut self) -> Vec<WatchdogRecord> {
         self.records.sort_by_key(|r| (r.at_ns, r.rank));
         self.records
