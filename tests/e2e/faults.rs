@@ -2,7 +2,7 @@
 //! dump wait, abort and exit, checked against the arithmetic of the model's inputs, and their
 //! variants under the other `TORCH_NCCL_*` settings.
 //!
-//! About 1,860 lines: one test per fault path, all set against the same defaults (below);
+//! About 1,970 lines: one test per fault path, all set against the same defaults (below);
 //! the paths measured on PyTorch 2.11 are in `measured_paths.rs`.
 //!
 //! Defaults used below (docs/semantics.md "Defaults"): the group timeout is 600 s, the watchdog
