@@ -478,9 +478,9 @@ pub(crate) fn merge_by_rank<'a, K: PartialEq>(
         match found {
             Some(i) => {
                 let group = &mut groups[i];
-                group.2 = group.2.union(&ranks);
+                group.2.union_with(&ranks);
                 if let (Some(merged), Some(named)) = (&mut group.3, &group_ranks) {
-                    *merged = merged.union(named);
+                    merged.union_with(named);
                 }
             }
             None => {

@@ -66,6 +66,26 @@ impl RankSet {
         set
     }
 
+    /// Adds every rank of `other`, in place: without a new allocation where `other` lies
+    /// at or past this set's last range (ranks that arrive in increasing order).
+    pub fn union_with(&mut self, other: &RankSet) {
+        let Some(&[other_first, _]) = other.0.first() else {
+            return;
+        };
+        if self.0.last().is_some_and(|last| other_first < last[0]) {
+            *self = self.union(other);
+            return;
+        }
+        for &[first, last] in &other.0 {
+            match self.0.last_mut() {
+                Some(previous) if u64::from(first) <= u64::from(previous[1]) + 1 => {
+                    previous[1] = previous[1].max(last);
+                }
+                _ => self.0.push([first, last]),
+            }
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -220,6 +240,22 @@ mod tests {
         let a = RankSet::from_ranks([0, 1, 7]);
         let b = RankSet::from_ranks([2, 3, 9]);
         assert_eq!(a.union(&b).ranges(), [[0, 3], [7, 7], [9, 9]]);
+        let sets = [
+            RankSet::default(),
+            RankSet::from_ranks([0, 1, 7]),
+            RankSet::from_ranks([2, 3, 9]),
+            RankSet::from_ranks([7, 8]),
+            RankSet::from_ranks([5, 6, 10, 12, u32::MAX]),
+            RankSet::range(1, 11),
+        ];
+        for a in &sets {
+            for b in &sets {
+                let mut in_place = a.clone();
+                in_place.union_with(b);
+                assert_eq!(in_place, a.union(b), "{a} with {b}");
+                assert!(in_place.is_well_formed());
+            }
+        }
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(thousands(999), "999");
     }

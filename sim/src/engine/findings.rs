@@ -441,9 +441,11 @@ impl Engine<'_> {
         if !self.classes.folded() {
             return RankSet::from_ranks(simulated.iter().copied());
         }
-        simulated.iter().fold(RankSet::default(), |set, &r| {
-            set.union(self.classes.class_members(r))
-        })
+        let mut set = RankSet::default();
+        for &r in simulated {
+            set.union_with(self.classes.class_members(r));
+        }
+        set
     }
 
     /// A finding of simulated rank `simulated`: kept once per class, for its lowest rank and

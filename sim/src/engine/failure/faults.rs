@@ -142,7 +142,7 @@ impl Failure<'_> {
         if (counterpart, first.size_bytes, first.dtype) == (collective, size_bytes, dtype)
             || (first.rank == rank && first.collective == collective)
         {
-            *agreeing = agreeing.union(members);
+            agreeing.union_with(members);
             return;
         }
         let agreeing = agreeing.clone();

@@ -720,19 +720,19 @@ impl Failure<'_> {
                 if dead { ", process gone" } else { "" }
             );
             match rows.iter_mut().find(|(_, row)| *row == status) {
-                Some((set, _)) => *set = set.union(ranks),
+                Some((set, _)) => set.union_with(ranks),
                 None => rows.push((ranks.clone(), status)),
             }
             if progress.last_enqueued < seq {
-                missing = missing.union(ranks);
+                missing.union_with(ranks);
                 missing_alive |= !dead;
                 continue;
             }
-            waiting = waiting.union(ranks);
+            waiting.union_with(ranks);
             match (progress.kernel_started, dead) {
-                (false, true) => gone_first = gone_first.union(ranks),
-                (false, false) => not_started = not_started.union(ranks),
-                (true, true) => gone_during = gone_during.union(ranks),
+                (false, true) => gone_first.union_with(ranks),
+                (false, false) => not_started.union_with(ranks),
+                (true, true) => gone_during.union_with(ranks),
                 (true, false) => {}
             }
         }
