@@ -482,11 +482,16 @@ impl Engine<'_> {
     /// the init waits for it for good. Its arrival stays, as the root's published unique id
     /// stays in the store (R29).
     fn withdraw_from_comm_init(&mut self, rank: u32) {
-        for (group, arrived) in self.comm_init.iter().enumerate() {
+        for (group, arrived) in self.comm_init.iter_mut().enumerate() {
             let members = self.scenario.groups[group].ranks.len();
-            if (self.comm_init_ranks[group] as usize) < members
-                && arrived.iter().any(|arrival| arrival.rank == rank)
-            {
+            let formed = (self.comm_init_ranks[group] as usize) == members;
+            let Some(arrival) =
+                (arrived.iter_mut()).find(|arrival| arrival.rank == rank && arrival.counted)
+            else {
+                continue;
+            };
+            if !formed {
+                arrival.counted = false;
                 self.comm_init_ranks[group] -= self.classes.weight(rank);
             }
         }

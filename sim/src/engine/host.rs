@@ -681,6 +681,12 @@ impl Engine<'_> {
         if root_too_late {
             // The root, whose host ran ahead, publishes the unique id only once this rank's
             // `store.get` timed out (R29): the rank never gets to do its part of the init.
+            self.comm_init[group].push(InitArrival {
+                rank,
+                host_ns,
+                cost_ns,
+                counted: false,
+            });
             self.notify(Notice::StoreWait {
                 rank,
                 group,
@@ -691,11 +697,24 @@ impl Engine<'_> {
             });
             return;
         }
+        if rank == root {
+            // The members that arrived earlier in the engine's order, though the host of the
+            // root ran ahead, and whose `store.get` gave up by the time it publishes (R29), do
+            // no part of the init: each raises at its deadline, as where the engine processed
+            // that deadline first.
+            for arrival in &mut self.comm_init[group] {
+                if arrival.counted && arrival.host_ns + store_timeout_ns <= host_ns {
+                    arrival.counted = false;
+                    self.comm_init_ranks[group] -= self.classes.weight(arrival.rank);
+                }
+            }
+        }
         let arrived = &mut self.comm_init[group];
         arrived.push(InitArrival {
             rank,
             host_ns,
             cost_ns,
+            counted: true,
         });
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
@@ -781,10 +800,11 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
-        let arrivals = self.comm_init[group].len();
-        self.comm_init[group].retain(|arrival| arrival.rank != rank);
-        // A rank whose store wait timed out before the root published never arrived.
-        if self.comm_init[group].len() < arrivals {
+        let arrived = &mut self.comm_init[group];
+        // A rank whose store wait timed out before the root published never counted.
+        let counted = (arrived.iter()).any(|arrival| arrival.rank == rank && arrival.counted);
+        arrived.retain(|arrival| arrival.rank != rank);
+        if counted {
             self.comm_init_ranks[group] -= self.classes.weight(rank);
         }
         self.push_host_call(rank, op, at_ns);
