@@ -2035,3 +2035,65 @@ fn members_whose_store_wait_ended_as_the_root_published_leave_the_init_unformed_
         );
     }
 }
+
+/// Rank 1's async error takes its process down (R27) at 104 ms, in the group g's lazy init,
+/// which both ranks reached at once and which takes a second (`comm_init_next_us`): the
+/// communicator never forms for rank 0 (whose heartbeat monitor ignores the dump signal).
+const ABORTED_WHILE_THE_INIT_RUNS: &str = r#"
+[cluster]
+ranks = 2
+[host]
+comm_init_next_us = 1000000
+[groups.world]
+eager_init = true
+[env]
+TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1
+TORCH_NCCL_DUMP_ON_TIMEOUT = 0
+[groups.g]
+ranks = [0, 1]
+[tensors]
+x = "1KiB"
+[[op]]
+label = "a"
+ranks = [1]
+all_reduce = "x"
+async_op = true
+work = "w"
+[[op]]
+label = "b"
+all_reduce = "x"
+group = "g"
+[[fault]]
+ranks = [1]
+at = "a"
+kind = "async_error"
+"#;
+
+#[test]
+fn a_rank_that_ends_while_the_init_runs_leaves_the_communicator_unformed_r8() {
+    let scenario = sim::scenario::parse("init.toml", ABORTED_WHILE_THE_INIT_RUNS).unwrap();
+    let unfolded = simulated(&scenario, false);
+    for timeline in [simulated(&scenario, true), unfolded.clone()] {
+        let end = timeline.ranks[1].end.unwrap();
+        assert_eq!(
+            (end.status, end.at_ns),
+            (ExitStatus::Aborted, Some(104 * MS))
+        );
+        assert_nothing_after_end(&timeline, 1);
+        // Rank 0 never gets the communicator, so never issues b: no kernel at all.
+        assert_eq!(timeline.ranks[0].kernels, []);
+        assert_eq!(timeline.ranks[0].unfinished_kernels, []);
+        let never_forms: Vec<&str> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::Deadlock)
+            .map(|f| f.message.as_str())
+            .filter(|m| m.contains("never forms"))
+            .collect();
+        assert_eq!(
+            never_forms,
+            ["the communicator of group g never forms (R8): rank 0 waits in its lazy init at b (line 21), the process of rank 1 ended in its init"],
+            "{:?}",
+            timeline.findings
+        );
+        assert_eq!(timeline.findings, unfolded.findings);
+    }
+}

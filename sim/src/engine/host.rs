@@ -769,10 +769,7 @@ impl Engine<'_> {
         // taking the last arrival's cost for all made the result depend on which of equal
         // arrivals the engine processed last. Where the members' costs are equal, this is the
         // last arrival plus that cost, as before.
-        let resume_ns = (arrived.iter())
-            .map(|arrival| arrival.host_ns + arrival.cost_ns)
-            .max()
-            .unwrap_or(0);
+        let resume_ns = init_end_ns(arrived);
         let members: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;
@@ -812,6 +809,19 @@ impl Engine<'_> {
         state.cursor.leave_op();
         state.blocked = Blocked::Timer;
         self.schedule(at_ns, Event::HostResume { rank, at_ns });
+    }
+
+    /// Whether `rank` waits in a communicator's init that will not end: a member's process
+    /// ended while it ran (R8), so the resume its end scheduled is void.
+    pub(super) fn waits_in_unformed_init(&self, rank: u32) -> bool {
+        let state = &self.ranks[rank as usize];
+        let (Blocked::CommInit, Some(HostBlock::Communicator { group })) =
+            (state.blocked, state.cursor.blocked_on)
+        else {
+            return false;
+        };
+        let group = group as GroupId;
+        (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).
@@ -1214,4 +1224,13 @@ pub(super) fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 
     } else {
         first_poll_ns + (at_ns - first_poll_ns).div_ceil(poll_ns) * poll_ns
     }
+}
+
+/// When a communicator's init that every member reached ends: once the member that arrived
+/// and did its part latest is done (`Engine::init_comm`).
+pub(super) fn init_end_ns(arrived: &[InitArrival]) -> u64 {
+    (arrived.iter())
+        .map(|arrival| arrival.host_ns + arrival.cost_ns)
+        .max()
+        .unwrap_or(0)
 }

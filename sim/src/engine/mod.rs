@@ -451,6 +451,13 @@ impl<'s> Engine<'s> {
         {
             return true;
         }
+        // The end of a communicator's init that a member's end undid (R8): the host waits on.
+        if self.any_dead
+            && matches!(event, Event::HostResume { .. })
+            && self.waits_in_unformed_init(rank)
+        {
+            return true;
+        }
         let Event::Failure { group, wake, .. } = event else {
             return false;
         };
