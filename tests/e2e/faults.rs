@@ -2,7 +2,7 @@
 //! dump wait, abort and exit, checked against the arithmetic of the model's inputs, and their
 //! variants under the other `TORCH_NCCL_*` settings.
 //!
-//! About 1,970 lines: one test per fault path, all set against the same defaults (below);
+//! About 2,100 lines: one test per fault path, all set against the same defaults (below);
 //! the paths measured on PyTorch 2.11 are in `measured_paths.rs`.
 //!
 //! Defaults used below (docs/semantics.md "Defaults"): the group timeout is 600 s, the watchdog
@@ -1961,5 +1961,139 @@ fn a_member_whose_store_wait_times_out_before_the_root_arrives_raises_r29() {
         assert_eq!(rank1.status, ExitStatus::Raised, "fold {fold}");
         assert!(rank1.at_ns.unwrap() < 2 * S, "fold {fold}: {rank1:?}");
         assert_nothing_after_end(&timeline, 1);
+    }
+}
+
+/// Ranks 1-3 arrive at the world's lazy init at 0; the root, rank 0, synchronises its stream,
+/// sleeps, and arrives at 1 s, the very deadline of their `store.get` (R29). Its host ran ahead
+/// of the simulation, so the engine processes its arrival before their deadline.
+const ROOT_AT_THE_STORE_DEADLINE: &str = r#"
+[cluster]
+ranks = 4
+[groups.world]
+timeout_s = 1
+[tensors]
+x = "1KiB"
+[[op]]
+ranks = [0]
+gpu_sleep_us = 10
+[[op]]
+ranks = [0]
+stream_sync = "default"
+[[op]]
+ranks = [0]
+host_sleep_us = 999977
+[[op]]
+label = "a"
+all_reduce = "x"
+"#;
+
+#[test]
+fn members_whose_store_wait_ended_as_the_root_published_leave_the_init_unformed_r8_r29() {
+    let at_deadline = sim::scenario::parse("tie.toml", ROOT_AT_THE_STORE_DEADLINE).unwrap();
+    // A nanosecond later, the root's host waits for the simulation to pass the deadline.
+    let later = ROOT_AT_THE_STORE_DEADLINE.replace("999977", "999977.001");
+    let later = sim::scenario::parse("later.toml", &later).unwrap();
+    for fold in [true, false] {
+        let timeline = simulated(&at_deadline, fold);
+        let kinds: Vec<FindingKind> = timeline.findings.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                FindingKind::StoreTimeout,
+                FindingKind::Deadlock,
+                FindingKind::Deadlock
+            ],
+            "fold {fold}: {:?}",
+            timeline.findings
+        );
+        assert!(
+            timeline.findings[1].message.ends_with(
+                "the communicator of group world never forms (R8): rank 0 waits in its lazy init at a (line 17), the processes of ranks 1-3 (3 ranks) ended in its init"
+            ),
+            "{}",
+            timeline.findings[1].message
+        );
+        // The root never gets the communicator: no NCCL kernel after its GPU sleep.
+        assert_eq!(timeline.ranks[0].kernels.len(), 1, "fold {fold}");
+        assert_eq!(timeline.ranks[0].unfinished_kernels, [], "fold {fold}");
+        assert_eq!(
+            timeline.ranks[0].end.unwrap().status,
+            ExitStatus::Running,
+            "fold {fold}"
+        );
+        for rank in 1..4 {
+            let end = timeline.ranks[rank].end.unwrap();
+            assert_eq!((end.status, end.at_ns), (ExitStatus::Raised, Some(S)));
+            assert_nothing_after_end(&timeline, rank);
+        }
+        // As when the engine processes the deadline first.
+        assert_eq!(
+            timeline.findings,
+            simulated(&later, fold).findings,
+            "fold {fold}"
+        );
+    }
+}
+
+/// Rank 1's async error takes its process down (R27) at 104 ms, in the group g's lazy init,
+/// which both ranks reached at once and which takes a second (`comm_init_next_us`): the
+/// communicator never forms for rank 0 (whose heartbeat monitor ignores the dump signal).
+const ABORTED_WHILE_THE_INIT_RUNS: &str = r#"
+[cluster]
+ranks = 2
+[host]
+comm_init_next_us = 1000000
+[groups.world]
+eager_init = true
+[env]
+TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC = 1
+TORCH_NCCL_DUMP_ON_TIMEOUT = 0
+[groups.g]
+ranks = [0, 1]
+[tensors]
+x = "1KiB"
+[[op]]
+label = "a"
+ranks = [1]
+all_reduce = "x"
+async_op = true
+work = "w"
+[[op]]
+label = "b"
+all_reduce = "x"
+group = "g"
+[[fault]]
+ranks = [1]
+at = "a"
+kind = "async_error"
+"#;
+
+#[test]
+fn a_rank_that_ends_while_the_init_runs_leaves_the_communicator_unformed_r8() {
+    let scenario = sim::scenario::parse("init.toml", ABORTED_WHILE_THE_INIT_RUNS).unwrap();
+    let unfolded = simulated(&scenario, false);
+    for timeline in [simulated(&scenario, true), unfolded.clone()] {
+        let end = timeline.ranks[1].end.unwrap();
+        assert_eq!(
+            (end.status, end.at_ns),
+            (ExitStatus::Aborted, Some(104 * MS))
+        );
+        assert_nothing_after_end(&timeline, 1);
+        // Rank 0 never gets the communicator, so never issues b: no kernel at all.
+        assert_eq!(timeline.ranks[0].kernels, []);
+        assert_eq!(timeline.ranks[0].unfinished_kernels, []);
+        let never_forms: Vec<&str> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::Deadlock)
+            .map(|f| f.message.as_str())
+            .filter(|m| m.contains("never forms"))
+            .collect();
+        assert_eq!(
+            never_forms,
+            ["the communicator of group g never forms (R8): rank 0 waits in its lazy init at b (line 21), the process of rank 1 ended in its init"],
+            "{:?}",
+            timeline.findings
+        );
+        assert_eq!(timeline.findings, unfolded.findings);
     }
 }

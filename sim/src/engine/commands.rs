@@ -456,13 +456,13 @@ impl Engine<'_> {
     /// The process ends: its host stops, and the collectives it joined can never complete.
     pub(super) fn kill(&mut self, rank: u32, end: ProcessEnd) {
         let state = &mut self.ranks[rank as usize];
+        let ended_ns = end.at_ns.unwrap_or(state.host_ns);
         if !matches!(state.blocked, Blocked::Dead) {
-            self.withdraw_from_comm_init(rank);
+            self.withdraw_from_comm_init(rank, ended_ns);
         }
         let state = &mut self.ranks[rank as usize];
         if state.end.is_none() {
-            let at_ns = end.at_ns.unwrap_or(state.host_ns);
-            state.end_call(end.status, at_ns);
+            state.end_call(end.status, ended_ns);
         }
         self.ranks[rank as usize].end.get_or_insert(end);
         self.any_dead = true;
@@ -478,15 +478,22 @@ impl Engine<'_> {
         self.stop_transfers_of(rank);
     }
 
-    /// A process that ended in a communicator's init not yet formed never does its part (R8):
-    /// the init waits for it for good. Its arrival stays, as the root's published unique id
-    /// stays in the store (R29).
-    fn withdraw_from_comm_init(&mut self, rank: u32) {
-        for (group, arrived) in self.comm_init.iter().enumerate() {
+    /// A process that ended at `ended_ns` in a communicator's init never does its part (R8):
+    /// the init waits for it for good, also where every member arrived but the init had not
+    /// ended yet (the others' resumes at its end are then void: `waits_in_unformed_init`). Its
+    /// arrival stays, as the root's published unique id stays in the store (R29).
+    fn withdraw_from_comm_init(&mut self, rank: u32, ended_ns: u64) {
+        for (group, arrived) in self.comm_init.iter_mut().enumerate() {
             let members = self.scenario.groups[group].ranks.len();
-            if (self.comm_init_ranks[group] as usize) < members
-                && arrived.iter().any(|arrival| arrival.rank == rank)
-            {
+            let formed = (self.comm_init_ranks[group] as usize) == members
+                && super::host::init_end_ns(arrived) <= ended_ns;
+            let Some(arrival) =
+                (arrived.iter_mut()).find(|arrival| arrival.rank == rank && arrival.counted)
+            else {
+                continue;
+            };
+            if !formed {
+                arrival.counted = false;
                 self.comm_init_ranks[group] -= self.classes.weight(rank);
             }
         }

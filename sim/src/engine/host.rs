@@ -681,6 +681,12 @@ impl Engine<'_> {
         if root_too_late {
             // The root, whose host ran ahead, publishes the unique id only once this rank's
             // `store.get` timed out (R29): the rank never gets to do its part of the init.
+            self.comm_init[group].push(InitArrival {
+                rank,
+                host_ns,
+                cost_ns,
+                counted: false,
+            });
             self.notify(Notice::StoreWait {
                 rank,
                 group,
@@ -691,11 +697,24 @@ impl Engine<'_> {
             });
             return;
         }
+        if rank == root {
+            // The members that arrived earlier in the engine's order, though the host of the
+            // root ran ahead, and whose `store.get` gave up by the time it publishes (R29), do
+            // no part of the init: each raises at its deadline, as where the engine processed
+            // that deadline first.
+            for arrival in &mut self.comm_init[group] {
+                if arrival.counted && arrival.host_ns + store_timeout_ns <= host_ns {
+                    arrival.counted = false;
+                    self.comm_init_ranks[group] -= self.classes.weight(arrival.rank);
+                }
+            }
+        }
         let arrived = &mut self.comm_init[group];
         arrived.push(InitArrival {
             rank,
             host_ns,
             cost_ns,
+            counted: true,
         });
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
@@ -750,10 +769,7 @@ impl Engine<'_> {
         // taking the last arrival's cost for all made the result depend on which of equal
         // arrivals the engine processed last. Where the members' costs are equal, this is the
         // last arrival plus that cost, as before.
-        let resume_ns = (arrived.iter())
-            .map(|arrival| arrival.host_ns + arrival.cost_ns)
-            .max()
-            .unwrap_or(0);
+        let resume_ns = init_end_ns(arrived);
         let members: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;
@@ -781,10 +797,11 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
-        let arrivals = self.comm_init[group].len();
-        self.comm_init[group].retain(|arrival| arrival.rank != rank);
-        // A rank whose store wait timed out before the root published never arrived.
-        if self.comm_init[group].len() < arrivals {
+        let arrived = &mut self.comm_init[group];
+        // A rank whose store wait timed out before the root published never counted.
+        let counted = (arrived.iter()).any(|arrival| arrival.rank == rank && arrival.counted);
+        arrived.retain(|arrival| arrival.rank != rank);
+        if counted {
             self.comm_init_ranks[group] -= self.classes.weight(rank);
         }
         self.push_host_call(rank, op, at_ns);
@@ -792,6 +809,19 @@ impl Engine<'_> {
         state.cursor.leave_op();
         state.blocked = Blocked::Timer;
         self.schedule(at_ns, Event::HostResume { rank, at_ns });
+    }
+
+    /// Whether `rank` waits in a communicator's init that will not end: a member's process
+    /// ended while it ran (R8), so the resume its end scheduled is void.
+    pub(super) fn waits_in_unformed_init(&self, rank: u32) -> bool {
+        let state = &self.ranks[rank as usize];
+        let (Blocked::CommInit, Some(HostBlock::Communicator { group })) =
+            (state.blocked, state.cursor.blocked_on)
+        else {
+            return false;
+        };
+        let group = group as GroupId;
+        (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).
@@ -1194,4 +1224,13 @@ pub(super) fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 
     } else {
         first_poll_ns + (at_ns - first_poll_ns).div_ceil(poll_ns) * poll_ns
     }
+}
+
+/// When a communicator's init that every member reached ends: once the member that arrived
+/// and did its part latest is done (`Engine::init_comm`).
+pub(super) fn init_end_ns(arrived: &[InitArrival]) -> u64 {
+    (arrived.iter())
+        .map(|arrival| arrival.host_ns + arrival.cost_ns)
+        .max()
+        .unwrap_or(0)
 }

@@ -219,12 +219,15 @@ enum Blocked {
 }
 
 /// A simulated rank that reached a lazy communicator init (R8), at host time `host_ns`; its part
-/// of the init costs `cost_ns` (its process's first communicator, or a later one).
+/// of the init costs `cost_ns` (its process's first communicator, or a later one). It `counted`
+/// towards the init's members until it could no longer do its part: its process ended in the
+/// init, or its `store.get` gave up before the root published the unique id (R29).
 #[derive(Debug, Clone, Copy)]
 struct InitArrival {
     rank: u32,
     host_ns: u64,
     cost_ns: u64,
+    counted: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -252,7 +255,7 @@ struct Engine<'s> {
     in_flight: Vec<rendezvous::Transfer>,
     /// Lazy communicator init: per group, the simulated ranks that arrived.
     comm_init: Vec<Vec<InitArrival>>,
-    /// Per group: how many ranks those arrivals count as.
+    /// Per group: how many ranks the arrivals still `counted` count as.
     comm_init_ranks: Vec<u32>,
     gemm_ns_by_op: Vec<u64>,
     /// Per op: how its compute kernels hold SMs (R22), read when one starts.
@@ -445,6 +448,13 @@ impl<'s> Engine<'s> {
                 event,
                 Event::HostResume { .. } | Event::WaitTimeout { .. } | Event::WaitAbortDue { .. }
             )
+        {
+            return true;
+        }
+        // The end of a communicator's init that a member's end undid (R8): the host waits on.
+        if self.any_dead
+            && matches!(event, Event::HostResume { .. })
+            && self.waits_in_unformed_init(rank)
         {
             return true;
         }
