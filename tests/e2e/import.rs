@@ -778,3 +778,64 @@ all_reduce = "x"
         }
     }
 }
+
+/// The profiler lists at most 30 of a group's ranks (`"[1, 3, …, 59, ...]"`, PyTorch ≤ 2.4
+/// and c10dsim's traces; `"[1, 3, …, 57, ..., 63]"`, later PyTorch): a 64-rank job's two
+/// 32-rank data-parallel groups import as those groups, from the listed ranks' stride and
+/// `Group size` (they imported as the world, and the replay of a clean job hung).
+#[test]
+fn groups_of_over_30_ranks_import_from_the_profiler_s_cut_rank_list() {
+    let even: Vec<String> = (0..64).step_by(2).map(|r: u32| r.to_string()).collect();
+    let odd: Vec<String> = (1..64).step_by(2).map(|r: u32| r.to_string()).collect();
+    let (even, odd) = (even.join(", "), odd.join(", "));
+    let text = format!(
+        r#"
+name = "dp64"
+[cluster]
+ranks = 64
+[groups.world]
+eager_init = true
+[groups.even]
+ranks = [{even}]
+eager_init = true
+[groups.odd]
+ranks = [{odd}]
+eager_init = true
+[tensors]
+x = "4MiB"
+[[op]]
+ranks = [{even}]
+all_reduce = "x"
+group = "even"
+[[op]]
+ranks = [{odd}]
+all_reduce = "x"
+group = "odd"
+[[op]]
+ranks = [{odd}]
+all_reduce = "x"
+group = "odd"
+[[op]]
+all_reduce = "x"
+[[op]]
+device_sync = true
+"#
+    );
+    let original = sim::scenario::parse("dp64.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let imported =
+        kineto::import_traces(&rank_traces_of(&original), &KinetoOptions::default()).unwrap();
+    let replay = sim::scenario::parse("import.toml", &imported).unwrap_or_else(|e| panic!("{e}"));
+    let group_ranks: Vec<(String, usize)> = (replay.groups.iter())
+        .map(|group| (group.name.clone(), group.ranks.len()))
+        .collect();
+    assert_eq!(
+        group_ranks,
+        [
+            ("world".to_string(), 64),
+            ("ranks_0_2_4_6_8_10_12_14_16_18_20_22_24_26_28_30_32_34_36_38_40_42_44_46_48_50_52_54_56_58_60_62".to_string(), 32),
+            ("ranks_1_3_5_7_9_11_13_15_17_19_21_23_25_27_29_31_33_35_37_39_41_43_45_47_49_51_53_55_57_59_61_63".to_string(), 32),
+        ]
+    );
+    let timeline = sim::engine::simulate(&replay);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+}

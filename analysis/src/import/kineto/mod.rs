@@ -332,6 +332,50 @@ mod tests {
         )
     }
 
+    /// A group of over 30 ranks as the profiler lists it: cut after 30 (PyTorch ≤ 2.4), or
+    /// after 29 with the last (later PyTorch), its ranks the listed stride's `Group size` steps;
+    /// a cut list of no one stride, a list without ranks, or a rank beyond u32 is refused at
+    /// its event (they were read as the world).
+    #[test]
+    fn a_cut_rank_list_is_a_strided_group_or_refused_at_its_event() {
+        let ranks_of = |listed: &str, size: u64| -> Result<Option<Vec<u32>>, String> {
+            let text = small_trace(0, 64).replace(
+                "\"Process Group Ranks\": \"[0, 1]\"",
+                &format!("\"Process Group Ranks\": \"{listed}\", \"Group size\": {size}"),
+            );
+            let file = TraceFile {
+                name: "rank0.json",
+                text: &text,
+            };
+            (Trace::parse(&file).map(|trace| trace.comms[0].ranks.clone()))
+                .map_err(|error| error.to_string())
+        };
+        let evens: Vec<u32> = (0..64).step_by(2).collect();
+        let listed = |ranks: &[u32]| -> Vec<String> { ranks.iter().map(u32::to_string).collect() };
+        let old = format!("[{}, ...]", listed(&evens[..30]).join(", "));
+        let new = format!("[{}, ..., 62]", listed(&evens[..29]).join(", "));
+        assert_eq!(ranks_of(&old, 32), Ok(Some(evens.clone())));
+        assert_eq!(ranks_of(&new, 32), Ok(Some(evens.clone())));
+        let not_strided = format!("[{}, ..., 63]", listed(&evens[..29]).join(", "));
+        let refused = ranks_of(&not_strided, 32).unwrap_err();
+        assert!(
+            refused.starts_with("rank0.json:traceEvents[3]: ")
+                && refused.contains("lists only some of the group's ranks")
+                && refused.contains("its 32 ranks are not in steps of the listed ones' stride"),
+            "{refused}"
+        );
+        for (list, why) in [
+            ("garbage", "is not a list of ranks"),
+            ("[0, 99999999999]", "\"99999999999\" is not a rank"),
+        ] {
+            let refused = ranks_of(list, 2).unwrap_err();
+            assert!(
+                refused.starts_with("rank0.json:traceEvents[3]: ") && refused.contains(why),
+                "{refused}"
+            );
+        }
+    }
+
     /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host
     /// thread before its final `cudaDeviceSynchronize`.
     fn one_rank_trace_with(events: &str) -> String {
