@@ -332,6 +332,30 @@ mod tests {
         )
     }
 
+    /// `distributedInfo`'s `rank` and `world_size` are whole numbers; another value is refused
+    /// with what it is (it was read as rank 0 of a world of 1: a rank "1" of two traces was
+    /// "two traces of rank 0", alone a one-rank job).
+    #[test]
+    fn a_distributed_info_rank_that_is_not_a_whole_number_is_refused() {
+        for (field, value) in [("rank", "-1"), ("rank", "\"1\""), ("world_size", "2.5")] {
+            let text = small_trace(1, 2).replace(
+                &format!("\"{field}\": {}", if field == "rank" { 1 } else { 2 }),
+                &format!("\"{field}\": {value}"),
+            );
+            let file = TraceFile {
+                name: "rank1.json",
+                text: &text,
+            };
+            let refused = Trace::parse(&file).map(|_| ()).unwrap_err().to_string();
+            assert_eq!(
+                refused,
+                format!(
+                    "rank1.json: error: distributedInfo: {field} {value} is not a whole number"
+                ),
+            );
+        }
+    }
+
     /// A group of over 30 ranks as the profiler lists it: cut after 30 (PyTorch ≤ 2.4), or
     /// after 29 with the last (later PyTorch), its ranks the listed stride's `Group size` steps;
     /// a cut list of no one stride, a list without ranks, or a rank beyond u32 is refused at

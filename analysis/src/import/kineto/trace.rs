@@ -549,8 +549,18 @@ impl Trace {
 
     fn read_meta(&mut self, meta: &Map<String, Value>) -> Result<(), ImportError> {
         if let Some(info) = meta.get("distributedInfo").and_then(Value::as_object) {
-            let rank = args_u64(info, "rank").unwrap_or(0);
-            let world = args_u64(info, "world_size").unwrap_or(1);
+            let whole = |field: &str, default: u64| match info.get(field) {
+                None => Ok(default),
+                Some(value) => value.as_u64().ok_or_else(|| {
+                    error(
+                        &self.file,
+                        None,
+                        format!("distributedInfo: {field} {value} is not a whole number"),
+                    )
+                }),
+            };
+            let rank = whole("rank", 0)?;
+            let world = whole("world_size", 1)?;
             if world == 0 || world > MAX_WORLD_SIZE || rank >= world {
                 return Err(error(
                     &self.file,
