@@ -839,3 +839,43 @@ device_sync = true
     let timeline = sim::engine::simulate(&replay);
     assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
 }
+
+/// `--replay-against TRACE.json…` takes every trace of the job it names, as the docs write it
+/// (it took one, the rest became traces to import: "two traces of rank 1"), and they must be
+/// one whole job of the imported world size (rank 0 of 8 was compared with a one-rank job).
+#[test]
+fn replay_against_takes_a_whole_job_of_the_imported_world_size() {
+    let (_, dir) = traced_with_trace_dir("scenarios/get_future.toml", "against");
+    let mut job: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path().display().to_string())
+        .collect();
+    job.sort();
+    let job: Vec<&str> = job.iter().map(String::as_str).collect();
+    let import_against = |imported: &[&str], against: &[&str]| {
+        let mut args = vec!["import", "kineto"];
+        args.extend(imported);
+        args.extend(["-o", "-", "--replay", "--replay-against"]);
+        args.extend(against);
+        c10dsim(&args)
+    };
+    let whole = import_against(&job, &job);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    assert!(
+        stderr(&whole).contains("| 7 | step time |"),
+        "{}",
+        stderr(&whole)
+    );
+    let one_rank = import_against(&job, &job[..1]);
+    crate::util::refused(
+        &one_rank,
+        "error: --replay-against: world size 8 but no trace of ranks [1, 2, 3, 4, 5, 6, 7]",
+    );
+    let b25 = trace_path("ddp_b25");
+    let other_world = import_against(&[b25.to_str().unwrap()], &job);
+    crate::util::refused(
+        &other_world,
+        "error: --replay-against: traces of world size 8, the imported ones of world size 1",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

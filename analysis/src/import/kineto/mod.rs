@@ -67,10 +67,13 @@ pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, Im
 /// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
 const SHARING_HEADROOM_SMS: u32 = 64;
 
-/// Imports traces already read (see [`Trace::parse_file`]).
-pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
-    let world = traces[0].world_size;
-    let several = traces.len() > 1;
+/// The world size of `traces` where they are one job's, one trace per rank (`import_traces`
+/// and `--replay-against` need that), else why not.
+pub fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
+    let Some(first) = traces.first() else {
+        return Err("no traces".to_string());
+    };
+    let world = first.world_size;
     let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
     for trace in traces {
         if trace.world_size != world {
@@ -93,6 +96,13 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
             if missing.len() > 1 { "s" } else { "" }
         ));
     }
+    Ok(world)
+}
+
+/// Imports traces already read (see [`Trace::parse_file`]).
+pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
+    let world = job_world_size(traces)?;
+    let several = traces.len() > 1;
     let mut ordered: Vec<&Trace> = traces.iter().collect();
     ordered.sort_by_key(|t| t.rank);
     let mut declarations = Declarations::new(&ordered);
