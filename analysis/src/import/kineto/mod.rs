@@ -84,8 +84,10 @@ pub fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
         }
         if let Some(other) = seen.insert(trace.rank, &trace.file) {
             return Err(format!(
-                "two traces of rank {}: {other} and {}",
-                trace.rank, trace.file
+                "two traces of rank {}: {other} and {}{}",
+                trace.rank,
+                trace.file,
+                trace.unranked_hint()
             ));
         }
     }
@@ -364,6 +366,58 @@ mod tests {
                 ),
             );
         }
+    }
+
+    /// A trace without `distributedInfo` reads as rank 0 of a one-rank job: where that is what
+    /// the error is about, the error says so (it said "outside the world of 1", or "two traces of
+    /// rank 0", of a job's traces whose metadata a tool had dropped).
+    #[test]
+    fn an_error_that_comes_of_a_missing_distributed_info_says_so() {
+        const HINT: &str =
+            "(the trace has no distributedInfo: it reads as rank 0 of a one-rank job)";
+        let without_info = |rank: u32| {
+            small_trace(rank, 2).replace(
+                &format!("\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": 2, \"nccl_version\": \"2.28.9\"}},"),
+                "",
+            )
+        };
+        let (zero, one) = (without_info(0), without_info(1));
+        assert!(!zero.contains("distributedInfo"), "{zero}");
+        let alone = import_one(&zero).unwrap_err().to_string();
+        assert!(
+            alone.ends_with(&format!(
+                "all_reduce on a group with rank 1, outside the world of 1 {HINT}"
+            )),
+            "{alone}"
+        );
+        let ranked_world_of_one = small_trace(0, 1);
+        let ranked = import_one(&ranked_world_of_one).unwrap_err().to_string();
+        assert!(ranked.ends_with("outside the world of 1"), "{ranked}");
+        let subgroup = zero.replace("\"[0, 1]\"", "\"[1, 2]\"");
+        let outside = import_one(&subgroup).unwrap_err().to_string();
+        assert!(
+            outside.ends_with(&format!("on a group without it {HINT}")),
+            "{outside}"
+        );
+        let pair = import(
+            &[
+                TraceFile {
+                    name: "a.json",
+                    text: &zero.replace("\"[0, 1]\"", "\"[0]\""),
+                },
+                TraceFile {
+                    name: "b.json",
+                    text: &one.replace("\"[0, 1]\"", "\"[0]\""),
+                },
+            ],
+            &KinetoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            pair.ends_with(&format!("two traces of rank 0: a.json and b.json {HINT}")),
+            "{pair}"
+        );
     }
 
     /// A group of over 30 ranks as the profiler lists it: cut after 30 (PyTorch ≤ 2.4), or

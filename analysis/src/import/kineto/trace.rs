@@ -90,6 +90,9 @@ pub struct Trace {
     pub path: String,
     pub rank: u32,
     pub world_size: u32,
+    /// Whether the trace says its rank and world size (`distributedInfo`, or a file of every
+    /// rank); without, it reads as rank 0 of a one-rank job.
+    pub(super) ranked: bool,
     pub gpu_name: Option<String>,
     pub sms: Option<u32>,
     pub nccl_version: Option<String>,
@@ -350,6 +353,7 @@ impl Trace {
             path: name.to_string(),
             rank: 0,
             world_size: 1,
+            ranked: false,
             gpu_name: None,
             sms: None,
             nccl_version: None,
@@ -370,6 +374,7 @@ impl Trace {
         if let Some((_, rank, world)) = process {
             trace.rank = rank;
             trace.world_size = world;
+            trace.ranked = true;
         }
         let empty = Map::new();
         let mut nccl_annotations = Vec::new();
@@ -547,6 +552,16 @@ impl Trace {
         Ok(trace)
     }
 
+    /// For an error that may come of the trace's rank and world size being the defaults: says
+    /// so where they are.
+    pub(super) fn unranked_hint(&self) -> &'static str {
+        if self.ranked {
+            ""
+        } else {
+            " (the trace has no distributedInfo: it reads as rank 0 of a one-rank job)"
+        }
+    }
+
     fn read_meta(&mut self, meta: &Map<String, Value>) -> Result<(), ImportError> {
         if let Some(info) = meta.get("distributedInfo").and_then(Value::as_object) {
             let whole = |field: &str, default: u64| match info.get(field) {
@@ -570,6 +585,7 @@ impl Trace {
             }
             self.rank = rank as u32;
             self.world_size = world as u32;
+            self.ranked = true;
             self.nccl_version = info
                 .get("nccl_version")
                 .and_then(Value::as_str)
@@ -683,8 +699,10 @@ impl Trace {
                     &self.file,
                     None,
                     format!(
-                        "rank {} calls {} on a group without it",
-                        self.rank, comm.key
+                        "rank {} calls {} on a group without it{}",
+                        self.rank,
+                        comm.key,
+                        self.unranked_hint()
                     ),
                 ));
             }
@@ -693,8 +711,10 @@ impl Trace {
                     &self.file,
                     None,
                     format!(
-                        "{} on a group with rank {rank}, outside the world of {}",
-                        comm.key, self.world_size
+                        "{} on a group with rank {rank}, outside the world of {}{}",
+                        comm.key,
+                        self.world_size,
+                        self.unranked_hint()
                     ),
                 ));
             }
