@@ -30,8 +30,9 @@ pub enum ImportCommand {
         #[arg(long)]
         replay: bool,
         /// With --replay: compare against these traces instead of the imported ones (a
-        /// what-if checked against a measured run of it).
-        #[arg(long, value_name = "TRACE.json", requires = "replay")]
+        /// what-if checked against a measured run of it): every rank's, of the imported world
+        /// size.
+        #[arg(long, value_name = "TRACE.json", requires = "replay", num_args = 1..)]
         replay_against: Vec<PathBuf>,
     },
     /// A job's Flight Recorder dumps (one pickle per rank, as PyTorch writes them on a watchdog
@@ -79,6 +80,16 @@ fn read_traces(paths: &[PathBuf]) -> Result<Vec<kineto::Trace>, Failure> {
     Ok(traces)
 }
 
+/// An error of the traces of `paths` as one job, naming them.
+fn job_error(paths: &[PathBuf], message: &str) -> Failure {
+    let names: Vec<String> = paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    Failure::input(format!("{}: error: {message}", kineto::files_named(&names)))
+}
+
 fn import_kineto(
     paths: &[PathBuf],
     output: &Path,
@@ -88,14 +99,28 @@ fn import_kineto(
 ) -> Result<u8, Failure> {
     let traces = read_traces(paths)?;
     let options = kineto::KinetoOptions { bucket_bytes };
-    let text = kineto::import_traces(&traces, &options).map_err(|message| {
-        let names: Vec<String> = paths
-            .iter()
-            .map(|path| path.display().to_string())
-            .collect();
-        let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        Failure::input(format!("{}: error: {message}", kineto::files_named(&names)))
-    })?;
+    let text =
+        kineto::import_traces(&traces, &options).map_err(|message| job_error(paths, &message))?;
+    // Read and checked before anything is written.
+    let against_traces = if replay && !against.is_empty() {
+        let against_traces = read_traces(against)?;
+        // The imported traces are one job's: `import_traces` checked them.
+        let imported_world = traces[0].world_size;
+        kineto::job_world_size(&against_traces)
+            .and_then(|world| {
+                if world == imported_world {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "traces of world size {world}, the imported ones of world size {imported_world}"
+                    ))
+                }
+            })
+            .map_err(|message| job_error(against, &format!("--replay-against: {message}")))?;
+        Some(against_traces)
+    } else {
+        None
+    };
     stdio::write_bytes(output, text.as_bytes())?;
     if !stdio::is_dash(output) {
         note!("c10dsim: wrote {}", output.display());
@@ -111,11 +136,7 @@ fn import_kineto(
             ),
         })?;
     let timeline = crate::limits::simulate_capped(output, &scenario)?;
-    let reference = if against.is_empty() {
-        traces
-    } else {
-        read_traces(against)?
-    };
+    let reference = against_traces.unwrap_or(traces);
     let traced: Vec<replay::StepFigures> = reference.iter().flat_map(replay::traced).collect();
     let table = replay::render(&traced, &replay::simulated(&timeline));
     if stdio::is_dash(output) {

@@ -270,8 +270,10 @@ fn read_bytes_at_most(path: &Path, max_bytes: u64) -> Result<Vec<u8>, Failure> {
 }
 
 /// A file that is not UTF-8 is refused at the line and column of its first byte that is not.
+/// A byte order mark (U+FEFF first, as Windows editors write UTF-8) is skipped, as RFC 8259
+/// allows a JSON reader to and the TOML reader did: the readers after it see the text alone.
 fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Failure> {
-    String::from_utf8(bytes).map_err(|error| {
+    let mut text = String::from_utf8(bytes).map_err(|error| {
         let bytes = error.as_bytes();
         let valid = error.utf8_error().valid_up_to();
         let text = std::str::from_utf8(&bytes[..valid]).unwrap_or_default();
@@ -286,8 +288,15 @@ fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, Failure> {
             path.display(),
             bytes[valid]
         ))
-    })
+    })?;
+    if text.starts_with(BYTE_ORDER_MARK) {
+        text.drain(..BYTE_ORDER_MARK.len_utf8());
+    }
+    Ok(text)
 }
+
+/// U+FEFF, the byte order mark.
+const BYTE_ORDER_MARK: char = '\u{feff}';
 
 /// An error when `path` is a file the command read an input from ([`note_input`]): writing an
 /// output there would lose the input.

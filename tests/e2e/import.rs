@@ -778,3 +778,104 @@ all_reduce = "x"
         }
     }
 }
+
+/// The profiler lists at most 30 of a group's ranks (`"[1, 3, …, 59, ...]"`, PyTorch ≤ 2.4
+/// and c10dsim's traces; `"[1, 3, …, 57, ..., 63]"`, later PyTorch): a 64-rank job's two
+/// 32-rank data-parallel groups import as those groups, from the listed ranks' stride and
+/// `Group size` (they imported as the world, and the replay of a clean job hung).
+#[test]
+fn groups_of_over_30_ranks_import_from_the_profiler_s_cut_rank_list() {
+    let even: Vec<String> = (0..64).step_by(2).map(|r: u32| r.to_string()).collect();
+    let odd: Vec<String> = (1..64).step_by(2).map(|r: u32| r.to_string()).collect();
+    let (even, odd) = (even.join(", "), odd.join(", "));
+    let text = format!(
+        r#"
+name = "dp64"
+[cluster]
+ranks = 64
+[groups.world]
+eager_init = true
+[groups.even]
+ranks = [{even}]
+eager_init = true
+[groups.odd]
+ranks = [{odd}]
+eager_init = true
+[tensors]
+x = "4MiB"
+[[op]]
+ranks = [{even}]
+all_reduce = "x"
+group = "even"
+[[op]]
+ranks = [{odd}]
+all_reduce = "x"
+group = "odd"
+[[op]]
+ranks = [{odd}]
+all_reduce = "x"
+group = "odd"
+[[op]]
+all_reduce = "x"
+[[op]]
+device_sync = true
+"#
+    );
+    let original = sim::scenario::parse("dp64.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let imported =
+        kineto::import_traces(&rank_traces_of(&original), &KinetoOptions::default()).unwrap();
+    let replay = sim::scenario::parse("import.toml", &imported).unwrap_or_else(|e| panic!("{e}"));
+    let group_ranks: Vec<(String, usize)> = (replay.groups.iter())
+        .map(|group| (group.name.clone(), group.ranks.len()))
+        .collect();
+    assert_eq!(
+        group_ranks,
+        [
+            ("world".to_string(), 64),
+            ("ranks_0_2_4_6_8_10_12_14_16_18_20_22_24_26_28_30_32_34_36_38_40_42_44_46_48_50_52_54_56_58_60_62".to_string(), 32),
+            ("ranks_1_3_5_7_9_11_13_15_17_19_21_23_25_27_29_31_33_35_37_39_41_43_45_47_49_51_53_55_57_59_61_63".to_string(), 32),
+        ]
+    );
+    let timeline = sim::engine::simulate(&replay);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+}
+
+/// `--replay-against TRACE.json…` takes every trace of the job it names, as the docs write it
+/// (it took one, the rest became traces to import: "two traces of rank 1"), and they must be
+/// one whole job of the imported world size (rank 0 of 8 was compared with a one-rank job).
+#[test]
+fn replay_against_takes_a_whole_job_of_the_imported_world_size() {
+    let (_, dir) = traced_with_trace_dir("scenarios/get_future.toml", "against");
+    let mut job: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path().display().to_string())
+        .collect();
+    job.sort();
+    let job: Vec<&str> = job.iter().map(String::as_str).collect();
+    let import_against = |imported: &[&str], against: &[&str]| {
+        let mut args = vec!["import", "kineto"];
+        args.extend(imported);
+        args.extend(["-o", "-", "--replay", "--replay-against"]);
+        args.extend(against);
+        c10dsim(&args)
+    };
+    let whole = import_against(&job, &job);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    assert!(
+        stderr(&whole).contains("| 7 | step time |"),
+        "{}",
+        stderr(&whole)
+    );
+    let one_rank = import_against(&job, &job[..1]);
+    crate::util::refused(
+        &one_rank,
+        "error: --replay-against: world size 8 but no trace of ranks [1, 2, 3, 4, 5, 6, 7]",
+    );
+    let b25 = trace_path("ddp_b25");
+    let other_world = import_against(&[b25.to_str().unwrap()], &job);
+    crate::util::refused(
+        &other_world,
+        "error: --replay-against: traces of world size 8, the imported ones of world size 1",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

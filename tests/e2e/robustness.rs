@@ -1193,3 +1193,34 @@ fn the_timeline_cap_counts_the_flight_recorder_dumps_and_holds_while_writing() {
     assert!(err.contains("flight_recorder"), "{err}");
     assert!(!std::path::Path::new(&out).exists());
 }
+
+/// A UTF-8 byte order mark (what Windows editors and PowerShell's `Out-File` put first) is
+/// skipped, as RFC 8259 allows and the scenario's TOML reader did: a Timeline or a profiler
+/// trace that starts with one was refused at `1:1` with "expected value".
+#[test]
+fn a_utf8_byte_order_mark_is_skipped_by_every_reader() {
+    let timeline = temp("bom_timeline.json");
+    let run = c10dsim(&[
+        "run",
+        "scenarios/get_future.toml",
+        "--timeline",
+        timeline.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&run), Some(0), "{}", stderr(&run));
+    let with_bom = |path: &std::path::Path, name: &str| {
+        let mut bytes = b"\xef\xbb\xbf".to_vec();
+        bytes.extend(std::fs::read(path).unwrap());
+        let marked = temp(name);
+        std::fs::write(&marked, bytes).unwrap();
+        marked
+    };
+    let marked = with_bom(&timeline, "bom_marked_timeline.json");
+    let diff = c10dsim(&["diff", timeline.to_str().unwrap(), marked.to_str().unwrap()]);
+    assert_eq!(code(&diff), Some(0), "{}", stderr(&diff));
+    let trace = with_bom(
+        std::path::Path::new("tests/data/torch/recorded/traces/ddp_b25/rank0.json"),
+        "bom_rank0.json",
+    );
+    let import = c10dsim(&["import", "kineto", trace.to_str().unwrap(), "-o", "-"]);
+    assert_eq!(code(&import), Some(0), "{}", stderr(&import));
+}

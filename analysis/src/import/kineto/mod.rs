@@ -67,10 +67,13 @@ pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, Im
 /// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
 const SHARING_HEADROOM_SMS: u32 = 64;
 
-/// Imports traces already read (see [`Trace::parse_file`]).
-pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
-    let world = traces[0].world_size;
-    let several = traces.len() > 1;
+/// The world size of `traces` where they are one job's, one trace per rank (`import_traces`
+/// and `--replay-against` need that), else why not.
+pub fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
+    let Some(first) = traces.first() else {
+        return Err("no traces".to_string());
+    };
+    let world = first.world_size;
     let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
     for trace in traces {
         if trace.world_size != world {
@@ -81,8 +84,10 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
         }
         if let Some(other) = seen.insert(trace.rank, &trace.file) {
             return Err(format!(
-                "two traces of rank {}: {other} and {}",
-                trace.rank, trace.file
+                "two traces of rank {}: {other} and {}{}",
+                trace.rank,
+                trace.file,
+                trace.unranked_hint()
             ));
         }
     }
@@ -93,6 +98,13 @@ pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String
             if missing.len() > 1 { "s" } else { "" }
         ));
     }
+    Ok(world)
+}
+
+/// Imports traces already read (see [`Trace::parse_file`]).
+pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
+    let world = job_world_size(traces)?;
+    let several = traces.len() > 1;
     let mut ordered: Vec<&Trace> = traces.iter().collect();
     ordered.sort_by_key(|t| t.rank);
     let mut declarations = Declarations::new(&ordered);
@@ -330,6 +342,126 @@ mod tests {
 {{"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 400.0, "dur": 10.0, "args": {{"correlation": 7}}}}
 ]}}"#
         )
+    }
+
+    /// `distributedInfo`'s `rank` and `world_size` are whole numbers; another value is refused
+    /// with what it is (it was read as rank 0 of a world of 1: a rank "1" of two traces was
+    /// "two traces of rank 0", alone a one-rank job).
+    #[test]
+    fn a_distributed_info_rank_that_is_not_a_whole_number_is_refused() {
+        for (field, value) in [("rank", "-1"), ("rank", "\"1\""), ("world_size", "2.5")] {
+            let text = small_trace(1, 2).replace(
+                &format!("\"{field}\": {}", if field == "rank" { 1 } else { 2 }),
+                &format!("\"{field}\": {value}"),
+            );
+            let file = TraceFile {
+                name: "rank1.json",
+                text: &text,
+            };
+            let refused = Trace::parse(&file).map(|_| ()).unwrap_err().to_string();
+            assert_eq!(
+                refused,
+                format!(
+                    "rank1.json: error: distributedInfo: {field} {value} is not a whole number"
+                ),
+            );
+        }
+    }
+
+    /// A trace without `distributedInfo` reads as rank 0 of a one-rank job: where that is what
+    /// the error is about, the error says so (it said "outside the world of 1", or "two traces of
+    /// rank 0", of a job's traces whose metadata a tool had dropped).
+    #[test]
+    fn an_error_that_comes_of_a_missing_distributed_info_says_so() {
+        const HINT: &str =
+            "(the trace has no distributedInfo: it reads as rank 0 of a one-rank job)";
+        let without_info = |rank: u32| {
+            small_trace(rank, 2).replace(
+                &format!("\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": 2, \"nccl_version\": \"2.28.9\"}},"),
+                "",
+            )
+        };
+        let (zero, one) = (without_info(0), without_info(1));
+        assert!(!zero.contains("distributedInfo"), "{zero}");
+        let alone = import_one(&zero).unwrap_err().to_string();
+        assert!(
+            alone.ends_with(&format!(
+                "all_reduce on a group with rank 1, outside the world of 1 {HINT}"
+            )),
+            "{alone}"
+        );
+        let ranked_world_of_one = small_trace(0, 1);
+        let ranked = import_one(&ranked_world_of_one).unwrap_err().to_string();
+        assert!(ranked.ends_with("outside the world of 1"), "{ranked}");
+        let subgroup = zero.replace("\"[0, 1]\"", "\"[1, 2]\"");
+        let outside = import_one(&subgroup).unwrap_err().to_string();
+        assert!(
+            outside.ends_with(&format!("on a group without it {HINT}")),
+            "{outside}"
+        );
+        let pair = import(
+            &[
+                TraceFile {
+                    name: "a.json",
+                    text: &zero.replace("\"[0, 1]\"", "\"[0]\""),
+                },
+                TraceFile {
+                    name: "b.json",
+                    text: &one.replace("\"[0, 1]\"", "\"[0]\""),
+                },
+            ],
+            &KinetoOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            pair.ends_with(&format!("two traces of rank 0: a.json and b.json {HINT}")),
+            "{pair}"
+        );
+    }
+
+    /// A group of over 30 ranks as the profiler lists it: cut after 30 (PyTorch ≤ 2.4), or
+    /// after 29 with the last (later PyTorch), its ranks the listed stride's `Group size` steps;
+    /// a cut list of no one stride, a list without ranks, or a rank beyond u32 is refused at
+    /// its event (they were read as the world).
+    #[test]
+    fn a_cut_rank_list_is_a_strided_group_or_refused_at_its_event() {
+        let ranks_of = |listed: &str, size: u64| -> Result<Option<Vec<u32>>, String> {
+            let text = small_trace(0, 64).replace(
+                "\"Process Group Ranks\": \"[0, 1]\"",
+                &format!("\"Process Group Ranks\": \"{listed}\", \"Group size\": {size}"),
+            );
+            let file = TraceFile {
+                name: "rank0.json",
+                text: &text,
+            };
+            (Trace::parse(&file).map(|trace| trace.comms[0].ranks.clone()))
+                .map_err(|error| error.to_string())
+        };
+        let evens: Vec<u32> = (0..64).step_by(2).collect();
+        let listed = |ranks: &[u32]| -> Vec<String> { ranks.iter().map(u32::to_string).collect() };
+        let old = format!("[{}, ...]", listed(&evens[..30]).join(", "));
+        let new = format!("[{}, ..., 62]", listed(&evens[..29]).join(", "));
+        assert_eq!(ranks_of(&old, 32), Ok(Some(evens.clone())));
+        assert_eq!(ranks_of(&new, 32), Ok(Some(evens.clone())));
+        let not_strided = format!("[{}, ..., 63]", listed(&evens[..29]).join(", "));
+        let refused = ranks_of(&not_strided, 32).unwrap_err();
+        assert!(
+            refused.starts_with("rank0.json:traceEvents[3]: ")
+                && refused.contains("lists only some of the group's ranks")
+                && refused.contains("its 32 ranks are not in steps of the listed ones' stride"),
+            "{refused}"
+        );
+        for (list, why) in [
+            ("garbage", "is not a list of ranks"),
+            ("[0, 99999999999]", "\"99999999999\" is not a rank"),
+        ] {
+            let refused = ranks_of(list, 2).unwrap_err();
+            assert!(
+                refused.starts_with("rank0.json:traceEvents[3]: ") && refused.contains(why),
+                "{refused}"
+            );
+        }
     }
 
     /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host

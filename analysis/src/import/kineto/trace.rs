@@ -90,6 +90,9 @@ pub struct Trace {
     pub path: String,
     pub rank: u32,
     pub world_size: u32,
+    /// Whether the trace says its rank and world size (`distributedInfo`, or a file of every
+    /// rank); without, it reads as rank 0 of a one-rank job.
+    pub(super) ranked: bool,
     pub gpu_name: Option<String>,
     pub sms: Option<u32>,
     pub nccl_version: Option<String>,
@@ -197,12 +200,64 @@ fn collective_key(name: &str) -> Option<&'static str> {
     })
 }
 
-fn parse_ranks(text: &str) -> Option<Vec<u32>> {
-    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+/// The most ranks a trace's job may have (`distributedInfo`'s `world_size`).
+const MAX_WORLD_SIZE: u64 = 65_536;
+
+/// A group's ranks from `record_param_comms`'s `Process Group Ranks` and `Group size`: the
+/// whole list, or the profiler's cut one of a group of over 30 ranks — its first 30 and `...`
+/// (PyTorch ≤ 2.4, c10dsim's traces), or its first 29, `...` and its last (later PyTorch) —,
+/// whose ranks are then `Group size` steps of the listed ones' stride (as `new_subgroups` and
+/// DeviceMesh make them); a cut list that is not is refused, as is one that names no rank.
+fn parse_ranks(text: &str, group_size: Option<u64>) -> Result<Vec<u32>, String> {
+    let not_a_list = || format!("\"Process Group Ranks\" {text:?} is not a list of ranks");
+    let inner = (text.trim().strip_prefix('['))
+        .and_then(|rest| rest.strip_suffix(']'))
+        .ok_or_else(not_a_list)?;
     if inner.trim().is_empty() {
-        return Some(Vec::new());
+        return Ok(Vec::new());
     }
-    inner.split(',').map(|r| r.trim().parse().ok()).collect()
+    let items: Vec<&str> = inner.split(',').map(str::trim).collect();
+    let parse = |items: &[&str]| -> Result<Vec<u32>, String> {
+        (items.iter())
+            .map(|item| {
+                item.parse().map_err(|_| {
+                    format!("\"Process Group Ranks\" {text:?}: {item:?} is not a rank")
+                })
+            })
+            .collect()
+    };
+    let Some(cut) = items.iter().position(|&item| item == "...") else {
+        return parse(&items);
+    };
+    let (listed, last) = (parse(&items[..cut])?, parse(&items[cut + 1..])?);
+    let unknown = |why: &str| {
+        format!(
+            "\"Process Group Ranks\" {text:?} lists only some of the group's ranks (the profiler cuts the list after 30) and {why}: c10dsim cannot tell the others"
+        )
+    };
+    let size = group_size.ok_or_else(|| unknown("the event has no \"Group size\""))?;
+    let (Some(&first), Some(&second)) = (listed.first(), listed.get(1)) else {
+        return Err(not_a_list());
+    };
+    let stride = second.checked_sub(first).filter(|&stride| stride > 0);
+    let ranks: Option<Vec<u32>> = stride
+        .filter(|_| (listed.len() as u64) < size && size <= MAX_WORLD_SIZE && last.len() <= 1)
+        .and_then(|stride| {
+            (0..size as u32)
+                .map(|step| step.checked_mul(stride)?.checked_add(first))
+                .collect()
+        });
+    match ranks {
+        Some(ranks)
+            if ranks.starts_with(&listed)
+                && last.first().is_none_or(|last| ranks.last() == Some(last)) =>
+        {
+            Ok(ranks)
+        }
+        _ => Err(unknown(&format!(
+            "its {size} ranks are not in steps of the listed ones' stride"
+        ))),
+    }
 }
 
 fn args_u64(args: &Map<String, Value>, key: &str) -> Option<u64> {
@@ -298,6 +353,7 @@ impl Trace {
             path: name.to_string(),
             rank: 0,
             world_size: 1,
+            ranked: false,
             gpu_name: None,
             sms: None,
             nccl_version: None,
@@ -318,6 +374,7 @@ impl Trace {
         if let Some((_, rank, world)) = process {
             trace.rank = rank;
             trace.world_size = world;
+            trace.ranked = true;
         }
         let empty = Map::new();
         let mut nccl_annotations = Vec::new();
@@ -495,11 +552,31 @@ impl Trace {
         Ok(trace)
     }
 
+    /// For an error that may come of the trace's rank and world size being the defaults: says
+    /// so where they are.
+    pub(super) fn unranked_hint(&self) -> &'static str {
+        if self.ranked {
+            ""
+        } else {
+            " (the trace has no distributedInfo: it reads as rank 0 of a one-rank job)"
+        }
+    }
+
     fn read_meta(&mut self, meta: &Map<String, Value>) -> Result<(), ImportError> {
         if let Some(info) = meta.get("distributedInfo").and_then(Value::as_object) {
-            let rank = args_u64(info, "rank").unwrap_or(0);
-            let world = args_u64(info, "world_size").unwrap_or(1);
-            if world == 0 || world > 65_536 || rank >= world {
+            let whole = |field: &str, default: u64| match info.get(field) {
+                None => Ok(default),
+                Some(value) => value.as_u64().ok_or_else(|| {
+                    error(
+                        &self.file,
+                        None,
+                        format!("distributedInfo: {field} {value} is not a whole number"),
+                    )
+                }),
+            };
+            let rank = whole("rank", 0)?;
+            let world = whole("world_size", 1)?;
+            if world == 0 || world > MAX_WORLD_SIZE || rank >= world {
                 return Err(error(
                     &self.file,
                     None,
@@ -508,6 +585,7 @@ impl Trace {
             }
             self.rank = rank as u32;
             self.world_size = world as u32;
+            self.ranked = true;
             self.nccl_version = info
                 .get("nccl_version")
                 .and_then(Value::as_str)
@@ -621,8 +699,10 @@ impl Trace {
                     &self.file,
                     None,
                     format!(
-                        "rank {} calls {} on a group without it",
-                        self.rank, comm.key
+                        "rank {} calls {} on a group without it{}",
+                        self.rank,
+                        comm.key,
+                        self.unranked_hint()
                     ),
                 ));
             }
@@ -631,8 +711,10 @@ impl Trace {
                     &self.file,
                     None,
                     format!(
-                        "{} on a group with rank {rank}, outside the world of {}",
-                        comm.key, self.world_size
+                        "{} on a group with rank {rank}, outside the world of {}{}",
+                        comm.key,
+                        self.world_size,
+                        self.unranked_hint()
                     ),
                 ));
             }
@@ -770,15 +852,20 @@ impl Comm {
                 format!("record_param_comms ({collective}) has no {elements_key:?}")
             })?
         };
-        let ranks = args
-            .get("Process Group Ranks")
-            .and_then(Value::as_str)
-            .and_then(parse_ranks)
-            .map(|mut ranks| {
-                ranks.sort_unstable();
-                ranks.dedup();
-                ranks
-            });
+        let ranks = match args.get("Process Group Ranks") {
+            None => None,
+            Some(Value::String(text)) => Some(parse_ranks(text, args_u64(args, "Group size"))?),
+            Some(other) => {
+                return Err(format!(
+                    "\"Process Group Ranks\" {other} is not a list of ranks"
+                ))
+            }
+        }
+        .map(|mut ranks| {
+            ranks.sort_unstable();
+            ranks.dedup();
+            ranks
+        });
         let group = args.get("Process Group Name").map(|name| match name {
             Value::String(text) => text.clone(),
             other => other.to_string(),
