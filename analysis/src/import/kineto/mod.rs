@@ -464,6 +464,73 @@ mod tests {
         }
     }
 
+    /// `Global rank start` and `Global rank stride` (PyTorch writes the stride only for a group
+    /// of evenly spaced ranks) with `Group size` make the group, whatever its rank list shows;
+    /// a rank list they disagree with is refused at its event.
+    #[test]
+    fn a_global_rank_start_and_stride_make_the_group_and_must_agree_with_its_list() {
+        let ranks_of = |args: &str| -> Result<Option<Vec<u32>>, String> {
+            let text = small_trace(1, 128).replace("\"Process Group Ranks\": \"[0, 1]\"", args);
+            let file = TraceFile {
+                name: "rank1.json",
+                text: &text,
+            };
+            (Trace::parse(&file).map(|trace| trace.comms[0].ranks.clone()))
+                .map_err(|error| error.to_string())
+        };
+        let odds: Vec<u32> = (1..128).step_by(4).collect();
+        let strided = "\"Global rank start\": 1, \"Global rank stride\": 4, \"Group size\": 32";
+        assert_eq!(ranks_of(strided), Ok(Some(odds.clone())));
+        // A cut list of one listed rank: its stride is not to be read from the list.
+        let cut = format!("{strided}, \"Process Group Ranks\": \"[1, ...]\"");
+        assert_eq!(ranks_of(&cut), Ok(Some(odds.clone())));
+        let listed: Vec<String> = odds.iter().map(u32::to_string).collect();
+        let whole = format!(
+            "{strided}, \"Process Group Ranks\": \"[{}]\"",
+            listed.join(", ")
+        );
+        assert_eq!(ranks_of(&whole), Ok(Some(odds.clone())));
+        for list in [
+            "[1, 5, 9, ..., 127]",
+            "[1, 5, 9, ..., 121]",
+            "[0, 4, 8]",
+            "[1, 5]",
+        ] {
+            let args = format!("{strided}, \"Process Group Ranks\": \"{list}\"");
+            let refused = ranks_of(&args).unwrap_err();
+            assert!(
+                refused.starts_with("rank1.json:traceEvents[3]: ")
+                    && refused.contains("\"Global rank start\" 1 and \"Global rank stride\" 4")
+                    && refused.contains(list),
+                "{list}: {refused}"
+            );
+        }
+        for (args, why) in [
+            (
+                "\"Global rank start\": 1, \"Global rank stride\": 0, \"Group size\": 2",
+                "\"Global rank stride\" 0 is not a positive whole number",
+            ),
+            (
+                "\"Global rank start\": -1, \"Global rank stride\": 1, \"Group size\": 2",
+                "\"Global rank start\" -1 is not a rank",
+            ),
+            (
+                "\"Global rank start\": 4294967295, \"Global rank stride\": 1, \"Group size\": 2",
+                "beyond",
+            ),
+            (
+                "\"Global rank start\": 1, \"Global rank stride\": 4",
+                "has no \"Group size\"",
+            ),
+        ] {
+            let refused = ranks_of(args).unwrap_err();
+            assert!(
+                refused.starts_with("rank1.json:traceEvents[3]: ") && refused.contains(why),
+                "{args}: {refused}"
+            );
+        }
+    }
+
     /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host
     /// thread before its final `cudaDeviceSynchronize`.
     fn one_rank_trace_with(events: &str) -> String {

@@ -203,18 +203,24 @@ fn collective_key(name: &str) -> Option<&'static str> {
 /// The most ranks a trace's job may have (`distributedInfo`'s `world_size`).
 const MAX_WORLD_SIZE: u64 = 65_536;
 
-/// A group's ranks from `record_param_comms`'s `Process Group Ranks` and `Group size`: the
-/// whole list, or the profiler's cut one of a group of over 30 ranks — its first 30 and `...`
-/// (PyTorch ≤ 2.4, c10dsim's traces), or its first 29, `...` and its last (later PyTorch) —,
-/// whose ranks are then `Group size` steps of the listed ones' stride (as `new_subgroups` and
-/// DeviceMesh make them); a cut list that is not is refused, as is one that names no rank.
-fn parse_ranks(text: &str, group_size: Option<u64>) -> Result<Vec<u32>, String> {
+/// A `Process Group Ranks` list as the profiler writes it: the ranks it lists and, where it cut
+/// the list of a group of over 30 ranks (`...`), those after the cut — none (PyTorch ≤ 2.4,
+/// c10dsim's traces) or the group's last (later PyTorch).
+struct RankList {
+    listed: Vec<u32>,
+    after_cut: Option<Vec<u32>>,
+}
+
+fn read_rank_list(text: &str) -> Result<RankList, String> {
     let not_a_list = || format!("\"Process Group Ranks\" {text:?} is not a list of ranks");
     let inner = (text.trim().strip_prefix('['))
         .and_then(|rest| rest.strip_suffix(']'))
         .ok_or_else(not_a_list)?;
     if inner.trim().is_empty() {
-        return Ok(Vec::new());
+        return Ok(RankList {
+            listed: Vec::new(),
+            after_cut: None,
+        });
     }
     let items: Vec<&str> = inner.split(',').map(str::trim).collect();
     let parse = |items: &[&str]| -> Result<Vec<u32>, String> {
@@ -226,38 +232,144 @@ fn parse_ranks(text: &str, group_size: Option<u64>) -> Result<Vec<u32>, String> 
             })
             .collect()
     };
-    let Some(cut) = items.iter().position(|&item| item == "...") else {
-        return parse(&items);
+    match items.iter().position(|&item| item == "...") {
+        None => Ok(RankList {
+            listed: parse(&items)?,
+            after_cut: None,
+        }),
+        Some(cut) => Ok(RankList {
+            listed: parse(&items[..cut])?,
+            after_cut: Some(parse(&items[cut + 1..])?),
+        }),
+    }
+}
+
+impl RankList {
+    /// Whether the list is one the profiler writes for a group of `ranks`: all of them, or a
+    /// cut list of their first ones and none or the last.
+    fn lists(&self, ranks: &[u32]) -> bool {
+        match &self.after_cut {
+            None => self.listed == ranks,
+            Some(after_cut) => {
+                self.listed.len() < ranks.len()
+                    && ranks.starts_with(&self.listed)
+                    && after_cut.len() <= 1
+                    && after_cut
+                        .first()
+                        .is_none_or(|last| ranks.last() == Some(last))
+            }
+        }
+    }
+}
+
+/// A group's ranks from `record_param_comms`'s `Process Group Ranks` and `Group size`: the
+/// whole list, or the profiler's cut one of a group of over 30 ranks, whose ranks are then
+/// `Group size` steps of the listed ones' stride (as `new_subgroups` and DeviceMesh make them);
+/// a cut list that is not is refused, as is one that names no rank.
+fn parse_ranks(text: &str, group_size: Option<u64>) -> Result<Vec<u32>, String> {
+    let list = read_rank_list(text)?;
+    let Some(after_cut) = &list.after_cut else {
+        return Ok(list.listed);
     };
-    let (listed, last) = (parse(&items[..cut])?, parse(&items[cut + 1..])?);
     let unknown = |why: &str| {
         format!(
             "\"Process Group Ranks\" {text:?} lists only some of the group's ranks (the profiler cuts the list after 30) and {why}: c10dsim cannot tell the others"
         )
     };
     let size = group_size.ok_or_else(|| unknown("the event has no \"Group size\""))?;
-    let (Some(&first), Some(&second)) = (listed.first(), listed.get(1)) else {
-        return Err(not_a_list());
+    let (Some(&first), Some(&second)) = (list.listed.first(), list.listed.get(1)) else {
+        return Err(format!(
+            "\"Process Group Ranks\" {text:?} is not a list of ranks"
+        ));
     };
     let stride = second.checked_sub(first).filter(|&stride| stride > 0);
     let ranks: Option<Vec<u32>> = stride
-        .filter(|_| (listed.len() as u64) < size && size <= MAX_WORLD_SIZE && last.len() <= 1)
+        .filter(|_| size <= MAX_WORLD_SIZE && after_cut.len() <= 1)
         .and_then(|stride| {
             (0..size as u32)
                 .map(|step| step.checked_mul(stride)?.checked_add(first))
                 .collect()
         });
     match ranks {
-        Some(ranks)
-            if ranks.starts_with(&listed)
-                && last.first().is_none_or(|last| ranks.last() == Some(last)) =>
-        {
-            Ok(ranks)
-        }
+        Some(ranks) if list.lists(&ranks) => Ok(ranks),
         _ => Err(unknown(&format!(
             "its {size} ranks are not in steps of the listed ones' stride"
         ))),
     }
+}
+
+/// A group's ranks from `record_param_comms`'s `Global rank start` and `Global rank stride`,
+/// which PyTorch writes for a group of evenly spaced global ranks (the stride only then), and
+/// `Group size`; `None` where the event has not both.
+fn strided_group(args: &Map<String, Value>) -> Result<Option<Vec<u32>>, String> {
+    let (Some(start), Some(stride)) = (
+        args.get("Global rank start"),
+        args.get("Global rank stride"),
+    ) else {
+        return Ok(None);
+    };
+    let start: u32 = (start.as_u64())
+        .and_then(|start| start.try_into().ok())
+        .ok_or_else(|| format!("\"Global rank start\" {start} is not a rank"))?;
+    let stride: u32 = (stride.as_u64())
+        .filter(|&stride| stride > 0)
+        .and_then(|stride| stride.try_into().ok())
+        .ok_or_else(|| {
+            format!("\"Global rank stride\" {stride} is not a positive whole number of ranks")
+        })?;
+    let size = args_u64(args, "Group size").filter(|&size| size > 0).ok_or_else(|| {
+        format!(
+            "\"Global rank start\" {start} and \"Global rank stride\" {stride} begin a group, but the event has no \"Group size\" of one rank or more: c10dsim cannot tell its ranks"
+        )
+    })?;
+    if size > MAX_WORLD_SIZE {
+        return Err(format!(
+            "\"Group size\" {size}: a job has at most {MAX_WORLD_SIZE} ranks"
+        ));
+    }
+    let ranks: Option<Vec<u32>> = (0..size as u32)
+        .map(|step| step.checked_mul(stride)?.checked_add(start))
+        .collect();
+    ranks.map(Some).ok_or_else(|| {
+        format!(
+            "\"Global rank start\" {start} and \"Global rank stride\" {stride} make a group of {size} ranks reaching beyond rank {}",
+            u32::MAX
+        )
+    })
+}
+
+/// A group's ranks from `record_param_comms`: those of its `Global rank start` and
+/// `Global rank stride`, which its `Process Group Ranks` must list (else it is refused), or
+/// those of its `Process Group Ranks`; `None` where it has neither.
+fn group_ranks(args: &Map<String, Value>) -> Result<Option<Vec<u32>>, String> {
+    let text = match args.get("Process Group Ranks") {
+        None => None,
+        Some(Value::String(text)) => Some(text),
+        Some(other) => {
+            return Err(format!(
+                "\"Process Group Ranks\" {other} is not a list of ranks"
+            ))
+        }
+    };
+    let Some(strided) = strided_group(args)? else {
+        return (text.map(|text| parse_ranks(text, args_u64(args, "Group size")))).transpose();
+    };
+    if let Some(text) = text {
+        let list = read_rank_list(text)?;
+        if !list.listed.is_empty() && !list.lists(&strided) {
+            let stride = args
+                .get("Global rank stride")
+                .map_or(String::new(), Value::to_string);
+            return Err(format!(
+                "\"Global rank start\" {} and \"Global rank stride\" {stride} make the group's {} ranks {}, …, {}, which \"Process Group Ranks\" {text:?} does not list",
+                strided[0],
+                strided.len(),
+                strided[0],
+                strided[strided.len() - 1]
+            ));
+        }
+    }
+    Ok(Some(strided))
 }
 
 fn args_u64(args: &Map<String, Value>, key: &str) -> Option<u64> {
@@ -852,16 +964,7 @@ impl Comm {
                 format!("record_param_comms ({collective}) has no {elements_key:?}")
             })?
         };
-        let ranks = match args.get("Process Group Ranks") {
-            None => None,
-            Some(Value::String(text)) => Some(parse_ranks(text, args_u64(args, "Group size"))?),
-            Some(other) => {
-                return Err(format!(
-                    "\"Process Group Ranks\" {other} is not a list of ranks"
-                ))
-            }
-        }
-        .map(|mut ranks| {
+        let ranks = group_ranks(args)?.map(|mut ranks| {
             ranks.sort_unstable();
             ranks.dedup();
             ranks
