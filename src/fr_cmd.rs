@@ -111,12 +111,13 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
     let shown = args.dir.display().to_string();
     let text =
         import::scenario(&dumps, &shown).map_err(|e| Failure::input(format!("{shown}: {e}")))?;
-    let scenario = sim::scenario::parse("imported.toml", &text).map_err(|e| Failure {
-        code: 1,
-        message: format!("the imported scenario does not parse (a bug in the importer): {e}"),
-    })?;
+    let scenario =
+        sim::scenario::parse(&args.output.display().to_string(), &text).map_err(|e| Failure {
+            code: 1,
+            message: format!("the imported scenario does not parse (a bug in the importer): {e}"),
+        })?;
     stdio::replace(&args.output, |out| out.write_all(text.as_bytes()))?;
-    let timeline = crate::limits::simulate_capped(Path::new("imported.toml"), &scenario)?;
+    let timeline = crate::limits::simulate_capped(&args.output, &scenario)?;
     let mut report = format!(
         "c10dsim: imported {} from {shown} into {}\n",
         counted(dumps.len() as u64, "dump"),
