@@ -531,6 +531,35 @@ mod tests {
         }
     }
 
+    /// A kernel's `stream` beyond i64 and a negative `In msg nelems` are refused for what they
+    /// are (they were "names no \"stream\"" and "has no \"In msg nelems\"").
+    #[test]
+    fn a_stream_beyond_i64_and_a_negative_element_count_are_refused_for_what_they_are() {
+        for (from, to, why) in [
+            (
+                "\"stream\": 7, \"device\": 0, \"correlation\": 1,",
+                "\"stream\": 18446744073709551615, \"device\": 0, \"correlation\": 1,",
+                "GPU activity \"void at::native::gemm_kernel<8>(int)\": \"stream\" 18446744073709551615 is not a stream id",
+            ),
+            (
+                "\"In msg nelems\": 262144",
+                "\"In msg nelems\": -5",
+                "record_param_comms (allreduce): \"In msg nelems\" -5 is not a count of elements",
+            ),
+        ] {
+            let text = small_trace(0, 2).replace(from, to);
+            let file = TraceFile {
+                name: "rank0.json",
+                text: &text,
+            };
+            let refused = Trace::parse(&file).unwrap_err().to_string();
+            assert!(
+                refused.starts_with("rank0.json:traceEvents[") && refused.contains(why),
+                "{refused}"
+            );
+        }
+    }
+
     /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host
     /// thread before its final `cudaDeviceSynchronize`.
     fn one_rank_trace_with(events: &str) -> String {

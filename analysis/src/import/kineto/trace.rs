@@ -547,13 +547,15 @@ impl Trace {
             let thread = thread_key(event.get("tid"));
             match category {
                 "kernel" | "gpu_memcpy" | "gpu_memset" => {
-                    let Some(stream) = args.get("stream").and_then(Value::as_i64) else {
-                        return Err(error(
-                            name,
-                            place(),
-                            format!("GPU activity {event_name:?} names no \"stream\" in its args"),
-                        ));
-                    };
+                    let stream = match args.get("stream") {
+                        None => Err(format!(
+                            "GPU activity {event_name:?} names no \"stream\" in its args"
+                        )),
+                        Some(stream) => stream.as_i64().ok_or_else(|| {
+                            format!("GPU activity {event_name:?}: \"stream\" {stream} is not a stream id (a whole number from -2^63 to 2^63-1)")
+                        }),
+                    }
+                    .map_err(|message| error(name, place(), message))?;
                     let kind = match category {
                         "kernel" => GpuKind::Kernel,
                         "gpu_memset" => GpuKind::Memset,
@@ -960,9 +962,14 @@ impl Comm {
         let elements = if key == "barrier" {
             1
         } else {
-            args_u64(args, elements_key).ok_or_else(|| {
-                format!("record_param_comms ({collective}) has no {elements_key:?}")
-            })?
+            match args.get(elements_key) {
+                None => Err(format!(
+                    "record_param_comms ({collective}) has no {elements_key:?}"
+                )),
+                Some(elements) => elements.as_u64().ok_or_else(|| {
+                    format!("record_param_comms ({collective}): {elements_key:?} {elements} is not a count of elements (a whole number from 0)")
+                }),
+            }?
         };
         let ranks = group_ranks(args)?.map(|mut ranks| {
             ranks.sort_unstable();
