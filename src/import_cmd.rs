@@ -101,6 +101,9 @@ fn import_kineto(
     let options = kineto::KinetoOptions { bucket_bytes };
     let text =
         kineto::import_traces(&traces, &options).map_err(|message| job_error(paths, &message))?;
+    for line in kineto::left_out_notes(&traces) {
+        note!("c10dsim: {line}");
+    }
     // Read and checked before anything is written.
     let against_traces = if replay && !against.is_empty() {
         let against_traces = read_traces(against)?;

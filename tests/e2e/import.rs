@@ -192,6 +192,42 @@ fn the_command_writes_a_scenario_check_accepts_and_refuses_bad_traces() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Collectives the importer does not model are left out with a note per name on standard
+/// error, how many calls; the scenario is the one without them (they were left out silently).
+#[test]
+fn collectives_left_out_are_noted_on_stderr_and_the_scenario_is_unchanged() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("import_left_out");
+    let text = std::fs::read_to_string(trace_path("fsdp_b25")).unwrap();
+    let gather = r#"{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0, "args": {"Collective name": "gather", "dtype": "Float", "In msg nelems": 4, "Out msg nelems": 8, "Process Group Ranks": "[0, 1]"}},"#;
+    let with_gathers = text.replacen(
+        "\"traceEvents\": [",
+        &format!("\"traceEvents\": [\n{gather}\n{gather}"),
+        1,
+    );
+    let import = |folder: &str, text: &str| {
+        let trace = dir.join(folder).join("rank0.json");
+        std::fs::create_dir_all(trace.parent().unwrap()).unwrap();
+        std::fs::write(&trace, text).unwrap();
+        let imported = c10dsim(&["import", "kineto", trace.to_str().unwrap(), "-o", "-"]);
+        assert!(imported.status.success(), "{}", stderr(&imported));
+        imported
+    };
+    let plain = import("plain", &text);
+    assert!(!stderr(&plain).contains("left out"), "{}", stderr(&plain));
+    let noted = import("gathers", &with_gathers);
+    assert!(
+        stderr(&noted).contains(
+            "c10dsim: left out 2 `gather` calls the importer does not model (docs/import.md)\n"
+        ),
+        "{}",
+        stderr(&noted)
+    );
+    assert!(
+        stdout(&noted).replace("gathers", "plain") == stdout(&plain),
+        "the scenario changed"
+    );
+}
+
 /// An unreadable JSON file is placed as every other error is, 1-based `file:line:column` and
 /// once: import used to say `empty.json:1:0: … at line 1 column 0` where diff said `1:1`.
 #[test]

@@ -64,6 +64,21 @@ pub fn import(files: &[TraceFile], options: &KinetoOptions) -> Result<String, Im
     })
 }
 
+/// One note per collective the importer does not model and left out of `traces`' scenario, by
+/// name: how many calls of it the traces have, all ranks together.
+pub fn left_out_notes(traces: &[Trace]) -> Vec<String> {
+    let mut calls: BTreeMap<&str, u64> = BTreeMap::new();
+    for (collective, count) in traces.iter().flat_map(|trace| &trace.left_out) {
+        *calls.entry(collective).or_default() += count;
+    }
+    (calls.into_iter())
+        .map(|(collective, count)| {
+            let calls = if count == 1 { "call" } else { "calls" };
+            format!("left out {count} `{collective}` {calls} the importer does not model (docs/import.md)")
+        })
+        .collect()
+}
+
 /// SMs added for NCCL's channels (at most 64, `NCCL_MAX_CTAS`), beyond the copy engine's one.
 const SHARING_HEADROOM_SMS: u32 = 64;
 
@@ -558,6 +573,35 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    /// The collectives the importer does not model are counted per name over every trace, for
+    /// a note each (they were left out silently); a Work's `wait` and a group's `init` are no
+    /// collectives and are not counted.
+    #[test]
+    fn collectives_left_out_are_counted_per_name_over_the_traces() {
+        let record = |name: &str| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 370.0, "dur": 5.0, "args": {{"Collective name": "{name}", "dtype": "Float", "In msg nelems": 4, "Out msg nelems": 4, "Process Group Ranks": "[0, 1]"}}}},"#
+            )
+        };
+        let events: String = ["gather", "send", "gather", "wait", "init"]
+            .map(record)
+            .concat();
+        let text = one_rank_trace_with(events.trim_end_matches(','));
+        let file = TraceFile {
+            name: "rank0.json",
+            text: &text,
+        };
+        let trace = Trace::parse(&file).unwrap();
+        let traces = [trace.clone(), trace];
+        assert_eq!(
+            left_out_notes(&traces),
+            [
+                "left out 4 `gather` calls the importer does not model (docs/import.md)",
+                "left out 2 `send` calls the importer does not model (docs/import.md)",
+            ]
+        );
     }
 
     /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host

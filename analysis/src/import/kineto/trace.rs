@@ -116,6 +116,9 @@ pub struct Trace {
     /// Per collective: whether it ran on an internal stream (ProcessGroupNCCL made that stream
     /// wait on the caller's: a `cudaStreamWaitEvent` inside the call).
     pub(super) comm_async: Vec<bool>,
+    /// Per collective name the importer does not model (a gather, a send): how many calls of
+    /// it the trace has (a Work's `wait` and a group's `init` are no collectives).
+    pub(super) left_out: BTreeMap<String, u64>,
 }
 
 pub(super) fn error(file: &str, place: Option<String>, message: impl Into<String>) -> ImportError {
@@ -479,6 +482,7 @@ impl Trace {
             comm_activity: Vec::new(),
             comm_launch: Vec::new(),
             comm_async: Vec::new(),
+            left_out: BTreeMap::new(),
         };
         if let Some(meta) = meta {
             trace.read_meta(meta)?;
@@ -596,10 +600,13 @@ impl Trace {
                     }
                 }
                 _ if event_name == "record_param_comms" => {
-                    if let Some(comm) =
-                        Comm::from_record_param_comms(args, thread, start_ns, duration_ns)
-                            .map_err(|message| error(name, place(), message))?
-                    {
+                    let comm = Comm::from_record_param_comms(args, thread, start_ns, duration_ns)
+                        .map_err(|message| error(name, place(), message))?;
+                    if comm.is_none() {
+                        let collective = args.get("Collective name").and_then(Value::as_str);
+                        trace.count_left_out(collective.unwrap_or_default());
+                    }
+                    if let Some(comm) = comm {
                         let collective = args.get("Collective name").and_then(Value::as_str);
                         if collective.is_some_and(|c| c.ends_with("_coalesced")) {
                             coalesced.push(trace.comms.len());
@@ -641,6 +648,8 @@ impl Trace {
             }
         }
         if trace.comms.is_empty() {
+            // The annotations stand for the collectives: those left out are counted anew.
+            trace.left_out.clear();
             for (index, event_name, args, thread, start_ns, duration_ns) in nccl_annotations {
                 // The annotations name no group: their collectives are the world's.
                 let group_size = u64::from(trace.world_size);
@@ -653,6 +662,8 @@ impl Trace {
                 .map_err(|message| error(name, Some(format!("traceEvents[{index}]")), message))?
                 {
                     trace.comms.push(comm);
+                } else {
+                    trace.count_left_out(event_name.trim_start_matches("nccl:"));
                 }
             }
         }
@@ -664,6 +675,14 @@ impl Trace {
         }
         trace.check_and_link()?;
         Ok(trace)
+    }
+
+    /// Counts a call of a collective the importer does not model; a Work's `wait` and a
+    /// group's `init`, which `record_param_comms` records too, are none.
+    fn count_left_out(&mut self, collective: &str) {
+        if !matches!(collective, "wait" | "init") {
+            *self.left_out.entry(collective.to_string()).or_default() += 1;
+        }
     }
 
     /// For an error that may come of the trace's rank and world size being the defaults: says
