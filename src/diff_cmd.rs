@@ -177,6 +177,22 @@ pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
     read_profile_with_text(path).map(|(profile, _)| profile)
 }
 
+/// A `calibrate --prior` profile: one that sets nothing (an empty file) is refused, as a
+/// mistake — it would fit as if no prior were given.
+fn read_prior(path: &Path) -> Result<Profile, Failure> {
+    let prior = read_profile(path)?;
+    if prior == Profile::default() {
+        return Err(Failure::input(format!(
+            "{}: error: the --prior profile sets nothing: a prior holds the values the runs \
+             cannot fit, in {} (a profile `c10dsim calibrate` wrote, or one of profiles/; \
+             docs/diff.md)",
+            path.display(),
+            calibrate::profile_tables()
+        )));
+    }
+    Ok(prior)
+}
+
 /// [`read_profile`], with the file's text.
 fn read_profile_with_text(path: &Path) -> Result<(Profile, String), Failure> {
     let text = crate::stdio::read_scenario_text(path)?;
@@ -399,7 +415,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         })
         .collect::<Result<Vec<_>, Failure>>()?;
     let mut prior = match prior {
-        Some(path) => read_profile(path)?,
+        Some(path) => read_prior(path)?,
         None => Profile::default(),
     };
     let pairs: Vec<CalibrationRun> = inputs

@@ -174,7 +174,7 @@ fn error_at(
 }
 
 /// The tables a profile may hold, as its errors list them: `[profile], [cluster], …`.
-fn profile_tables() -> String {
+pub fn profile_tables() -> String {
     std::iter::once("profile")
         .chain(PROFILE_KEYS.iter().map(|(table, _)| *table))
         .map(|table| format!("[{table}]"))

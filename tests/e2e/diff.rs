@@ -613,6 +613,38 @@ fn calibrate_takes_a_run_whose_path_holds_an_equals_sign() {
     }
 }
 
+/// A `--prior` that sets nothing (an empty file, or only comments) is refused, exit 2, naming
+/// the file and what a prior holds, before anything is written: it was taken as an empty
+/// profile, as if no `--prior` had been given.
+#[test]
+fn an_empty_prior_is_refused_naming_the_file() {
+    let profile = temp("empty_prior_profile.toml");
+    let _ = std::fs::remove_file(&profile);
+    for (name, text) in [
+        ("empty_prior.toml", ""),
+        ("comment_prior.toml", "# nothing\n"),
+    ] {
+        let prior = temp(name);
+        std::fs::write(&prior, text).unwrap();
+        let output = c10dsim(&[
+            "calibrate",
+            "tests/data/hw/hw_host_overhead.json",
+            "--prior",
+            &prior,
+            "-o",
+            &profile,
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains(&format!("{prior}: error: the --prior profile sets nothing"))
+                && stderr(&output).contains("[cluster]"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!std::path::Path::new(&profile).exists());
+    }
+}
+
 /// Refitted with its own earlier output as the prior, a profile names each run once.
 #[test]
 fn a_profile_refitted_over_its_prior_names_each_run_once() {
