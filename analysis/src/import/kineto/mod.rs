@@ -602,6 +602,17 @@ mod tests {
                 "left out 2 `send` calls the importer does not model (docs/import.md)",
             ]
         );
+        // A trace whose collectives are all left out, without `nccl:*` annotations to stand
+        // for them (they were not noted).
+        let text = small_trace(0, 2).replace("\"allreduce\"", "\"allreduce_v2_fancy\"");
+        let file = TraceFile {
+            name: "rank0.json",
+            text: &text,
+        };
+        assert_eq!(
+            left_out_notes(&[Trace::parse(&file).unwrap()]),
+            ["left out 1 `allreduce_v2_fancy` call the importer does not model (docs/import.md)"]
+        );
     }
 
     /// `small_trace` at one rank, with `events` (trace events, comma-separated) on the host

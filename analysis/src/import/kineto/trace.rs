@@ -648,8 +648,10 @@ impl Trace {
             }
         }
         if trace.comms.is_empty() {
-            // The annotations stand for the collectives: those left out are counted anew.
-            trace.left_out.clear();
+            if !nccl_annotations.is_empty() {
+                // The annotations stand for the collectives: those left out are counted anew.
+                trace.left_out.clear();
+            }
             for (index, event_name, args, thread, start_ns, duration_ns) in nccl_annotations {
                 // The annotations name no group: their collectives are the world's.
                 let group_size = u64::from(trace.world_size);
