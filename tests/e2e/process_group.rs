@@ -398,3 +398,56 @@ fn a_caught_non_blocking_timeout_leaves_the_creation_running_for_the_next_collec
         assert_eq!(end.status, sim::timeline::ExitStatus::Clean, "rank {rank}");
     }
 }
+
+/// The shipped setup on four ranks with a blocking eager `init_process_group(device_id=…)`.
+fn blocking_eager(ranks: u32) -> String {
+    nonblocking(ranks, "5").replace(
+        "TORCH_NCCL_USE_COMM_NONBLOCKING = 1",
+        "TORCH_NCCL_USE_COMM_NONBLOCKING = 0",
+    )
+}
+
+#[test]
+fn a_blocking_eager_init_waits_in_init_process_group_for_a_late_root() {
+    // `eagerConnectSingleDevice` creates the world's communicator inside init_process_group,
+    // the store exchange of the unique id included (R8, R29): ranks 1-3 wait there for the
+    // root, 2 s late, and the creation ends for all at the root's arrival plus the bootstrap;
+    // the first all_reduce then creates nothing. The root dead before the call: their
+    // `store.get` raises in init_process_group after the group's timeout.
+    let late = blocking_eager(4)
+        + "\n[[perturb]]\nranks = [0]\nbefore = \"init\"\nhost_delay_us = 2_000_000\n";
+    let timeline = folded_and_unfolded(&late);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    let root_init = call_of(&timeline, 0, "init");
+    let created_ns = root_init.start_ns + 1_600 * US + 300 * MS;
+    for rank in 0..4 {
+        assert_eq!(
+            call_of(&timeline, rank, "init").end_ns,
+            created_ns,
+            "rank {rank}"
+        );
+        let first_world = call_of(&timeline, rank, "first_world");
+        assert!(
+            first_world.end_ns - first_world.start_ns < 300 * MS,
+            "rank {rank}"
+        );
+    }
+    let dead_root = blocking_eager(4) + "\n[[fault]]\nranks = [0]\nat = \"init\"\nkind = \"die\"\n";
+    let scenario = sim::scenario::parse("p.toml", &dead_root).unwrap();
+    let timeline = folded_and_unfolded(&dead_root);
+    for rank in 1..4 {
+        let init = call_of(&timeline, rank, "init");
+        let raised_ns = init.start_ns + 1_600 * US + scenario.groups[0].timeout_ns;
+        assert_eq!(init.end_ns, raised_ns, "rank {rank}");
+        assert_eq!(
+            timeline.ranks[rank].end.unwrap().at_ns,
+            Some(raised_ns),
+            "rank {rank}"
+        );
+    }
+    assert!(timeline
+        .findings
+        .iter()
+        .any(|f| f.kind == sim::timeline::FindingKind::StoreTimeout
+            && f.op == Some(call_of(&timeline, 1, "init").op)));
+}
