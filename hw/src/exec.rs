@@ -1527,6 +1527,9 @@ impl<'a, D: Device> Executor<'a, D> {
             // Only an eager world's send or receive warns (R11), and hw refuses those runs
             // before the first step ([`not_on_hardware`]).
             Step::EagerP2pWarning { .. } => {}
+            // hw creates every communicator in blocking mode at its `InitComm` step, which
+            // exchanges the unique id there ([`crate::nccl`]).
+            Step::FetchUniqueId { .. } => {}
         }
         Ok(())
     }

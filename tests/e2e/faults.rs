@@ -1895,9 +1895,9 @@ fn a_mismatch_names_every_rank_that_issued_the_first_call_folded_or_not_r16() {
 }
 
 /// Under non-blocking init, rank 1 reaches the world's first collective at once, the root (rank
-/// 0) and rank 2 1.125 s later: rank 1 waits for the unique id in the store, bounded by the
-/// group's timeout (600 s), not by TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s), which counts only
-/// from the root's arrival (R8, R29).
+/// 0) and rank 2 1.125 s later. Every rank got the unique id inside init_process_group (R29),
+/// and NCCL's creation ran on from there, so rank 1's first use finds the communicator ready
+/// well within TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s), however late the others' first use (R8).
 const NONBLOCKING_ROOT_LATE: &str = r#"
 [cluster]
 ranks = 3
@@ -1908,6 +1908,7 @@ TORCH_NCCL_DUMP_ON_TIMEOUT = 0
 [tensors]
 x = "1KiB"
 [[op]]
+label = "init"
 init_process_group = true
 device_id = true
 [[op]]
@@ -1920,7 +1921,7 @@ host_delay_us = 1125000
 "#;
 
 #[test]
-fn a_nonblocking_timeout_counts_from_the_roots_arrival_folded_or_not_r8() {
+fn a_nonblocking_init_runs_on_from_init_process_group_folded_or_not_r8() {
     let scenario = sim::scenario::parse("nonblocking.toml", NONBLOCKING_ROOT_LATE).unwrap();
     for fold in [true, false] {
         let timeline = simulated(&scenario, fold);
@@ -1934,11 +1935,12 @@ fn a_nonblocking_timeout_counts_from_the_roots_arrival_folded_or_not_r8() {
 
 #[test]
 fn a_member_whose_store_wait_times_out_before_the_root_arrives_raises_r29() {
-    // Two ranks, the world's timeout 1 s, the root 2 s late: rank 1's `store.get` times out
-    // at 1 s, whatever the order the engine ran the hosts in.
+    // Two ranks, the world's timeout 1 s, the root 2 s late to init_process_group: rank 1's
+    // `store.get` there times out at 1 s, whatever the order the engine ran the hosts in.
     let text = NONBLOCKING_ROOT_LATE
         .replace("ranks = 3", "ranks = 2")
         .replace("ranks = [0, 2]", "ranks = [0]")
+        .replace("before = \"a\"", "before = \"init\"")
         .replace("1125000", "2000000")
         .replace("[tensors]", "[groups.world]\ntimeout_s = 1\n[tensors]");
     let scenario = sim::scenario::parse("late_root.toml", &text).unwrap();

@@ -83,7 +83,9 @@ fn a_non_blocking_eager_init_returns_at_once_and_is_finished_at_the_first_use() 
     assert_eq!(took(&timeline, "init", 0), 1_600 * US);
     let backlog_end_ns = timeline.ranks[0].kernels[0].end_ns;
     let first_world = call(&timeline, "first_world", 0).unwrap();
-    let ready_ns = (first_world.start_ns + 300 * MS).max(backlog_end_ns);
+    // NCCL's creation runs from the unique id, at the end of init_process_group, beside the
+    // program; the first use waits for it, then for the device (the process's first).
+    let ready_ns = (1_600 * US + 300 * MS).max(backlog_end_ns);
     assert_eq!(first_world.end_ns, ready_ns + 30 * US);
     // A device-bound world makes new_group create `sub`'s communicator at once, as PyTorch did
     // on the H200 (25.9 ms in new_group), though the scenario does not ask for it.
@@ -96,19 +98,50 @@ fn shipped() -> String {
     std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml")).unwrap()
 }
 
-/// The shipped setup on two ranks under `TORCH_NCCL_USE_COMM_NONBLOCKING=1` with
-/// `TORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}` and an eager `init_process_group`, where rank
-/// `dead` dies before it.
-fn nonblocking_with_a_dead_rank(setting: &str, dead: u32) -> String {
+/// The shipped setup on `ranks` ranks under `TORCH_NCCL_USE_COMM_NONBLOCKING=1` with
+/// `TORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}` and an eager `init_process_group`.
+fn nonblocking(ranks: u32, setting: &str) -> String {
+    let members: Vec<String> = (0..ranks).map(|rank| rank.to_string()).collect();
     shipped()
-        .replace("ranks = 1\n", "ranks = 2\n")
-        .replace("ranks = [0]", "ranks = [0, 1]")
+        .replace("ranks = 1\n", &format!("ranks = {ranks}\n"))
+        .replace("ranks = [0]", &format!("ranks = [{}]", members.join(", ")))
         .replace(
             "[tensors]",
             &format!("[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = {setting}\n\n[tensors]"),
         )
         .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
-        + &format!("\n[[fault]]\nranks = [{dead}]\nat = \"backlog\"\nkind = \"die\"\n")
+}
+
+/// [`nonblocking`] on two ranks, where rank `dead` dies at the op labelled `at`.
+fn nonblocking_with_a_dead_rank(setting: &str, dead: u32, at: &str) -> String {
+    nonblocking(2, setting)
+        + &format!("\n[[fault]]\nranks = [{dead}]\nat = \"{at}\"\nkind = \"die\"\n")
+}
+
+/// The host call of the op labelled `name` on `rank`, in the first iteration.
+fn call_of(timeline: &Timeline, rank: usize, name: &str) -> HostCall {
+    let op = timeline.ops.iter().position(|o| o.name == name).unwrap() as u32;
+    *(timeline.ranks[rank].host.iter())
+        .find(|h| h.op == op && h.iteration == 0)
+        .unwrap()
+}
+
+/// `text` simulated folded and with `--no-fold`, expanded; the two must agree.
+fn folded_and_unfolded(text: &str) -> Timeline {
+    let scenario = sim::scenario::parse("p.toml", text).unwrap();
+    let run = |fold| {
+        let options = sim::engine::Options {
+            fold,
+            ..Default::default()
+        };
+        sim::engine::simulate_with(&scenario, options).0.expand()
+    };
+    let (folded, unfolded) = (run(true), run(false));
+    assert_eq!(folded.findings, unfolded.findings);
+    for (a, b) in folded.ranks.iter().zip(&unfolded.ranks) {
+        assert_eq!((&a.host, a.end), (&b.host, b.end), "rank {}", a.rank);
+    }
+    folded
 }
 
 /// The parse error of `text`.
@@ -163,7 +196,7 @@ fn a_non_blocking_communicator_whose_peer_never_comes_raises_after_its_own_timeo
     // Two ranks; rank 1 dies before init_process_group, so rank 0's first use waits for a
     // communicator that is never finished: it raises after TORCH_NCCL_NONBLOCKING_TIMEOUT,
     // not after the group's (600 s) store timeout.
-    let text = nonblocking_with_a_dead_rank("5", 1);
+    let text = nonblocking_with_a_dead_rank("5", 1, "backlog");
     let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", &text).unwrap());
     // first_world starts where the backlog's launch returned; it raises there, uncaught, and
     // its call ends at the raise.
@@ -195,7 +228,7 @@ fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() 
     // with the deadlock finding of a host blocked in the communicator's creation. Any integer
     // of 0 or less: one below i32::MIN was refused, with a message it satisfied.
     for setting in ["0", "-1", "-3000000000", "\"-3000000000\""] {
-        let text = nonblocking_with_a_dead_rank(setting, 1);
+        let text = nonblocking_with_a_dead_rank(setting, 1, "backlog");
         let scenario = sim::scenario::parse("p.toml", &text).unwrap();
         assert_eq!(scenario.env.nonblocking_timeout_ns, None, "{setting}");
         let timeline = sim::engine::simulate(&scenario);
@@ -235,38 +268,31 @@ fn a_non_blocking_timeout_of_zero_or_less_waits_for_the_communicator_for_good() 
 }
 
 #[test]
-fn a_non_blocking_rank_whose_root_never_comes_raises_the_store_s_timeout() {
-    // Rank 0, the root, dies before init_process_group, so it never publishes the unique id:
-    // rank 1's `store.get` of it is bounded by the store's timeout (the group's `timeout_s`,
-    // R29) whatever TORCH_NCCL_NONBLOCKING_TIMEOUT says, which bounds only the wait for the
-    // communicator once the id came (R8). It raised after 5 s (the non-blocking timeout), or
-    // at 0 or less never.
+fn a_non_blocking_rank_whose_root_never_comes_raises_the_store_s_timeout_in_init_process_group() {
+    // Rank 0, the root, dies before init_process_group, so it never publishes the unique id.
+    // The eager init gets the id inside init_process_group (`eagerConnectSingleDevice` →
+    // `initNCCLComm` → `broadcastUniqueNCCLID` before the non-blocking `ncclCommInitRankConfig`),
+    // so rank 1's `store.get` raises there, after the store's timeout (the group's `timeout_s`,
+    // R29), whatever TORCH_NCCL_NONBLOCKING_TIMEOUT says, which bounds only the wait for the
+    // communicator at its first use (R8). It raised in the first all_reduce before.
     for setting in ["5", "0", "-1"] {
-        let text = nonblocking_with_a_dead_rank(setting, 0);
+        let text = nonblocking_with_a_dead_rank(setting, 0, "init");
         let scenario = sim::scenario::parse("p.toml", &text).unwrap();
-        let timeline = sim::engine::simulate(&scenario);
-        let backlog = timeline
-            .ops
-            .iter()
-            .position(|o| o.name == "backlog")
-            .unwrap() as u32;
-        let first_world_start_ns = (timeline.ranks[1].host.iter())
-            .find(|h| h.op == backlog)
-            .unwrap()
-            .end_ns;
+        let timeline = folded_and_unfolded(&text);
+        let init = call_of(&timeline, 1, "init");
+        let raised_ns = init.start_ns + 1_600 * US + scenario.groups[0].timeout_ns;
+        assert_eq!(init.end_ns, raised_ns, "{setting}");
         let end = timeline.ranks[1].end.unwrap();
         assert_eq!(
             (end.status, end.at_ns),
-            (
-                sim::timeline::ExitStatus::Raised,
-                Some(first_world_start_ns + scenario.groups[0].timeout_ns)
-            ),
+            (sim::timeline::ExitStatus::Raised, Some(raised_ns)),
             "{setting}"
         );
         let raised: Vec<_> = (timeline.findings.iter())
             .filter(|f| f.kind == sim::timeline::FindingKind::StoreTimeout)
             .collect();
         assert_eq!(raised.len(), 1, "{setting}: {:?}", timeline.findings);
+        assert_eq!(raised[0].op, Some(init.op), "{setting}");
         assert!(
             raised[0].message.contains("retrieving ncclUniqueId"),
             "{setting}: {}",
@@ -276,33 +302,39 @@ fn a_non_blocking_rank_whose_root_never_comes_raises_the_store_s_timeout() {
 }
 
 #[test]
-fn a_non_blocking_rank_waits_for_the_communicator_from_the_root_s_unique_id() {
+fn a_non_blocking_eager_init_waits_in_init_process_group_for_the_root_s_unique_id() {
+    // Four ranks (ranks 1-3 fold into one class); the root reaches init_process_group 2 s
+    // late. The others' `store.get` of the unique id is inside init_process_group, which
+    // returns when the root published it (at the end of its own 1.6 ms call), not at the first
+    // all_reduce; a member's first use then finds the id and waits only for the communicator.
+    let text = nonblocking(4, "5")
+        + "\n[[perturb]]\nranks = [0]\nbefore = \"init\"\nhost_delay_us = 2_000_000\n";
+    let timeline = folded_and_unfolded(&text);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    let root_init = call_of(&timeline, 0, "init");
+    assert_eq!(root_init.end_ns - root_init.start_ns, 1_600 * US);
+    for rank in 1..4 {
+        let init = call_of(&timeline, rank, "init");
+        assert_eq!(init.end_ns, root_init.end_ns, "rank {rank}");
+        assert!(init.end_ns - init.start_ns >= 2_000 * MS, "rank {rank}");
+        // The program's next op runs after the wait, not before it.
+        assert!(call_of(&timeline, rank, "backlog").start_ns >= root_init.end_ns);
+    }
+}
+
+#[test]
+fn a_non_blocking_rank_waits_for_the_communicator_from_its_first_use() {
     // Three ranks: rank 0, the root, reaches the first use 2 s after rank 1; rank 2 dies
-    // before it. Rank 1's `store.get` returns when the root publishes the id, and its wait for
-    // the communicator, 5 s of TORCH_NCCL_NONBLOCKING_TIMEOUT, starts there: it raises with the
-    // root, 7 s after its own arrival, with the non-blocking init's error.
-    let text = shipped()
-        .replace("ranks = 1\n", "ranks = 3\n")
-        .replace("ranks = [0]", "ranks = [0, 1, 2]")
-        .replace(
-            "[tensors]",
-            "[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 5\n\n[tensors]",
-        )
-        .replace("init_process_group = true\n", "init_process_group = true\ndevice_id = true\n")
+    // before it. Every rank got the unique id inside init_process_group, so the first use
+    // waits only for the communicator, and NCCLUtils' wait counts
+    // TORCH_NCCL_NONBLOCKING_TIMEOUT (5 s) from its own start: each rank raises 5 s after its
+    // own arrival, with the non-blocking init's error (rank 1 raised with the root before,
+    // 5 s after the root's arrival, as if its `store.get` were there).
+    let text = nonblocking(3, "5")
         + "\n[[fault]]\nranks = [2]\nat = \"backlog\"\nkind = \"die\"\n"
         + "\n[[perturb]]\nranks = [0]\nbefore = \"first_world\"\nhost_delay_us = 2_000_000\n";
     let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", &text).unwrap());
-    let first_world = timeline
-        .ops
-        .iter()
-        .position(|o| o.name == "first_world")
-        .unwrap() as u32;
-    let arrival_ns = |rank: usize| {
-        (timeline.ranks[rank].host.iter())
-            .find(|h| h.op == first_world)
-            .unwrap()
-            .start_ns
-    };
+    let arrival_ns = |rank: usize| call_of(&timeline, rank, "first_world").start_ns;
     let ends: Vec<_> = (0..2)
         .map(|rank| timeline.ranks[rank].end.unwrap())
         .collect();
@@ -315,9 +347,9 @@ fn a_non_blocking_rank_waits_for_the_communicator_from_the_root_s_unique_id() {
         "{:?}",
         timeline.findings
     );
+    assert!(arrival_ns(1) + 2_000 * MS <= arrival_ns(0));
     assert_eq!(ends[0].at_ns, Some(arrival_ns(0) + 5_000 * MS));
-    assert_eq!(ends[1].at_ns, ends[0].at_ns);
-    assert!(arrival_ns(1) + 5_000 * MS < ends[1].at_ns.unwrap());
+    assert_eq!(ends[1].at_ns, Some(arrival_ns(1) + 5_000 * MS));
     let raised: Vec<_> = (timeline.findings.iter())
         .filter(|f| f.kind == sim::timeline::FindingKind::StoreTimeout)
         .collect();
@@ -325,4 +357,97 @@ fn a_non_blocking_rank_waits_for_the_communicator_from_the_root_s_unique_id() {
     assert!(raised
         .iter()
         .all(|f| f.message.contains("TORCH_NCCL_NONBLOCKING_TIMEOUT")));
+}
+
+#[test]
+fn a_caught_non_blocking_timeout_leaves_the_creation_running_for_the_next_collective() {
+    // Rank 1 reaches init_process_group 1.5 s late, past rank 0's 1 s of
+    // TORCH_NCCL_NONBLOCKING_TIMEOUT in its first all_reduce, which raises, caught. ProcessGroupNCCL
+    // keeps the communicator init_process_group began, so rank 0's next all_reduce waits for that
+    // same creation again (1.5 s + 1.6 ms + 300 ms) and runs with rank 1's first.
+    let text = nonblocking(2, "1")
+        .replace("label = \"first_world\"\n", "label = \"first_world\"\ncatch = true\n")
+        .replace(
+            "[[op]]\nlabel = \"make_sub\"",
+            "[[op]]\nlabel = \"retry\"\nranks = [0]\nall_reduce = \"x\"\n\n[[op]]\nlabel = \"make_sub\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[[perturb]]\nranks = [1]\nbefore = \"init\"\nhost_delay_us = 1_500_000\n";
+    let timeline = folded_and_unfolded(&text);
+    let kinds: Vec<_> = timeline.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [sim::timeline::FindingKind::StoreTimeout],
+        "{:?}",
+        timeline.findings
+    );
+    let raised = call_of(&timeline, 0, "first_world");
+    assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS);
+    assert_eq!(timeline.ranks[0].exceptions.len(), 1);
+    let created_ns = call_of(&timeline, 1, "init").end_ns + 300 * MS;
+    assert_eq!(
+        call_of(&timeline, 1, "init").end_ns,
+        1_500 * MS + 1_600 * US
+    );
+    let retry = call_of(&timeline, 0, "retry");
+    assert_eq!(retry.start_ns, raised.end_ns);
+    assert!(retry.end_ns >= created_ns, "{retry:?}");
+    assert!(retry.end_ns < created_ns + MS, "{retry:?}");
+    for rank in 0..2 {
+        let end = timeline.ranks[rank].end.unwrap();
+        assert_eq!(end.status, sim::timeline::ExitStatus::Clean, "rank {rank}");
+    }
+}
+
+/// The shipped setup on four ranks with a blocking eager `init_process_group(device_id=…)`.
+fn blocking_eager(ranks: u32) -> String {
+    nonblocking(ranks, "5").replace(
+        "TORCH_NCCL_USE_COMM_NONBLOCKING = 1",
+        "TORCH_NCCL_USE_COMM_NONBLOCKING = 0",
+    )
+}
+
+#[test]
+fn a_blocking_eager_init_waits_in_init_process_group_for_a_late_root() {
+    // `eagerConnectSingleDevice` creates the world's communicator inside init_process_group,
+    // the store exchange of the unique id included (R8, R29): ranks 1-3 wait there for the
+    // root, 2 s late, and the creation ends for all at the root's arrival plus the bootstrap;
+    // the first all_reduce then creates nothing. The root dead before the call: their
+    // `store.get` raises in init_process_group after the group's timeout.
+    let late = blocking_eager(4)
+        + "\n[[perturb]]\nranks = [0]\nbefore = \"init\"\nhost_delay_us = 2_000_000\n";
+    let timeline = folded_and_unfolded(&late);
+    assert!(timeline.findings.is_empty(), "{:?}", timeline.findings);
+    let root_init = call_of(&timeline, 0, "init");
+    let created_ns = root_init.start_ns + 1_600 * US + 300 * MS;
+    for rank in 0..4 {
+        assert_eq!(
+            call_of(&timeline, rank, "init").end_ns,
+            created_ns,
+            "rank {rank}"
+        );
+        let first_world = call_of(&timeline, rank, "first_world");
+        assert!(
+            first_world.end_ns - first_world.start_ns < 300 * MS,
+            "rank {rank}"
+        );
+    }
+    let dead_root = blocking_eager(4) + "\n[[fault]]\nranks = [0]\nat = \"init\"\nkind = \"die\"\n";
+    let scenario = sim::scenario::parse("p.toml", &dead_root).unwrap();
+    let timeline = folded_and_unfolded(&dead_root);
+    for rank in 1..4 {
+        let init = call_of(&timeline, rank, "init");
+        let raised_ns = init.start_ns + 1_600 * US + scenario.groups[0].timeout_ns;
+        assert_eq!(init.end_ns, raised_ns, "rank {rank}");
+        assert_eq!(
+            timeline.ranks[rank].end.unwrap().at_ns,
+            Some(raised_ns),
+            "rank {rank}"
+        );
+    }
+    assert!(timeline
+        .findings
+        .iter()
+        .any(|f| f.kind == sim::timeline::FindingKind::StoreTimeout
+            && f.op == Some(call_of(&timeline, 1, "init").op)));
 }

@@ -16,6 +16,7 @@ macro_rules! view {
             ranks: &$engine.ranks,
             comm_init: &$engine.comm_init,
             comm_init_ranks: &$engine.comm_init_ranks,
+            unique_ids: &$engine.unique_ids,
             scenario: $engine.scenario,
             any_dead: $engine.any_dead,
             epoch: $engine.epoch,
@@ -30,6 +31,7 @@ struct View<'a> {
     comm_init: &'a [Vec<InitArrival>],
     /// How many ranks of each group still do their part of its init (R8).
     comm_init_ranks: &'a [u32],
+    unique_ids: &'a [UniqueIdExchange],
     scenario: &'a Scenario,
     any_dead: bool,
     epoch: u64,
@@ -165,6 +167,15 @@ impl RunView for View<'_> {
             .simulated_of(self.scenario.groups[group].ranks[0]);
         // A root whose host ran ahead arrived at a time of its own, maybe later than now; one
         // that publishes at `now_ns` itself is too late for a `store.get` giving up then (R29).
+        let exchange = &self.unique_ids[group];
+        if exchange.waiting.iter().any(|&(member, ..)| member == rank) {
+            return exchange
+                .published_ns
+                .is_none_or(|root_ns| root_ns >= now_ns);
+        }
+        if exchange.fetched.contains(&rank) {
+            return false;
+        }
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
             && !self.comm_init[group]
                 .iter()

@@ -413,6 +413,7 @@ impl Engine<'_> {
             }
             // Created in init_process_group, before the program's t = 0: free here.
             Step::EagerInit { .. } => {}
+            Step::FetchUniqueId { group, cost_ns } => self.fetch_unique_id(rank, group, cost_ns),
             Step::InitComm {
                 group,
                 cost_ns,
@@ -655,6 +656,80 @@ impl Engine<'_> {
         });
     }
 
+    /// R29 in a non-blocking eager `init_process_group` (R8): `initNCCLComm` exchanges the
+    /// unique id through the store before it starts the creation. The root publishes it at its
+    /// host time, and the members already blocked in `store.get` go on from then, unless their
+    /// `store.get` gave up by then (an id published at that very instant is too late); a member
+    /// that finds it published goes on from the later of the two times, else it blocks and
+    /// raises after the store's timeout (the group's). A member's part of the creation runs
+    /// from its id on, beside the program ([`Self::unique_id_received`]).
+    fn fetch_unique_id(&mut self, rank: u32, group: GroupId, cost_ns: u64) {
+        let host_ns = self.ranks[rank as usize].host_ns;
+        let root = self
+            .classes
+            .simulated_of(self.scenario.groups[group].ranks[0]);
+        let store_timeout_ns = self.scenario.groups[group].timeout_ns;
+        let exchange = &mut self.unique_ids[group];
+        if rank == root {
+            exchange.published_ns = Some(host_ns);
+            let (in_time, too_late): (Vec<_>, Vec<_>) = (exchange.waiting.drain(..))
+                .partition(|&(_, member_ns, _)| host_ns < member_ns + store_timeout_ns);
+            exchange.waiting = too_late;
+            self.unique_id_received(group, rank, host_ns, cost_ns);
+            for (member, member_ns, member_cost_ns) in in_time {
+                let resume_ns = member_ns.max(host_ns);
+                self.unique_id_received(group, member, resume_ns, member_cost_ns);
+                self.schedule(
+                    resume_ns.max(self.now_ns),
+                    Event::HostResume {
+                        rank: member,
+                        at_ns: resume_ns,
+                    },
+                );
+            }
+            return;
+        }
+        if let Some(root_ns) = exchange.published_ns {
+            if root_ns < host_ns + store_timeout_ns {
+                let id_at_ns = host_ns.max(root_ns);
+                self.ranks[rank as usize].host_ns = id_at_ns;
+                self.unique_id_received(group, rank, id_at_ns, cost_ns);
+                return;
+            }
+        }
+        exchange.waiting.push((rank, host_ns, cost_ns));
+        let state = &mut self.ranks[rank as usize];
+        state.blocked = Blocked::CommInit;
+        state.cursor.blocked_on = Some(HostBlock::Communicator {
+            group: group as u16,
+        });
+        self.notify(Notice::StoreWait {
+            rank,
+            group,
+            host_ns,
+            root_published: false,
+            nonblocking_timeout_ns: None,
+            nonblocking: false,
+        });
+    }
+
+    /// `rank` got the unique id of `group` at `at_ns` in a non-blocking eager init: NCCL's
+    /// creation runs from there beside the program (its part costs `cost_ns`), the rank's
+    /// arrival in the group's init (R8). The last one forms it.
+    fn unique_id_received(&mut self, group: GroupId, rank: u32, at_ns: u64, cost_ns: u64) {
+        self.unique_ids[group].fetched.push(rank);
+        self.comm_init[group].push(InitArrival {
+            rank,
+            host_ns: at_ns,
+            cost_ns,
+            counted: true,
+        });
+        self.comm_init_ranks[group] += self.classes.weight(rank);
+        if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
+            self.init_formed(group);
+        }
+    }
+
     /// R8: the first collective of a group bootstraps the communicator, a rendezvous of every
     /// member through the store (R29), inside the call.
     fn init_comm(
@@ -664,6 +739,10 @@ impl Engine<'_> {
         cost_ns: u64,
         (nonblocking_timeout_ns, nonblocking): (Option<u64>, bool),
     ) {
+        if nonblocking && self.unique_ids[group].fetched.contains(&rank) {
+            self.await_nonblocking_comm(rank, group, nonblocking_timeout_ns);
+            return;
+        }
         let host_ns = self.ranks[rank as usize].host_ns;
         let state = &mut self.ranks[rank as usize];
         state.blocked = Blocked::CommInit;
@@ -674,6 +753,7 @@ impl Engine<'_> {
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
         let store_timeout_ns = self.scenario.groups[group].timeout_ns;
+        let fetched = &self.unique_ids[group].fetched;
         // `store.get` gives up at its deadline: an id published at that very instant comes too
         // late (R29). The rule holds whichever of the two the engine processes first.
         let root_too_late = (self.comm_init[group].iter())
@@ -703,7 +783,8 @@ impl Engine<'_> {
             // no part of the init: each raises at its deadline, as where the engine processed
             // that deadline first.
             for arrival in &mut self.comm_init[group] {
-                if arrival.counted && arrival.host_ns + store_timeout_ns <= host_ns {
+                let has_the_id = nonblocking && fetched.contains(&arrival.rank);
+                if !has_the_id && arrival.counted && arrival.host_ns + store_timeout_ns <= host_ns {
                     arrival.counted = false;
                     self.comm_init_ranks[group] -= self.classes.weight(arrival.rank);
                 }
@@ -732,7 +813,7 @@ impl Engine<'_> {
             let id_at_ns = root_ns.and_then(|root_ns| has_the_id(host_ns, root_ns));
             let got_the_id: Vec<(u32, u64)> = if nonblocking && rank == root {
                 (arrived.iter())
-                    .filter(|arrival| arrival.rank != root)
+                    .filter(|arrival| arrival.rank != root && !fetched.contains(&arrival.rank))
                     .filter_map(|arrival| {
                         let id_at_ns = has_the_id(arrival.host_ns, host_ns)?;
                         Some((arrival.rank, id_at_ns))
@@ -769,8 +850,24 @@ impl Engine<'_> {
         // taking the last arrival's cost for all made the result depend on which of equal
         // arrivals the engine processed last. Where the members' costs are equal, this is the
         // last arrival plus that cost, as before.
+        self.init_formed(group);
+    }
+
+    /// Every member of `group` did or does its part of the init (R8): the members waiting in
+    /// it go on at its end. Those are the ones that arrived in the call that creates it, and
+    /// under a non-blocking eager init the ones already in their first use; a member whose
+    /// part started in `init_process_group` and that has not reached its first use goes on
+    /// there ([`Self::await_nonblocking_comm`]).
+    fn init_formed(&mut self, group: GroupId) {
+        let arrived = &self.comm_init[group];
         let resume_ns = init_end_ns(arrived);
-        let members: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
+        let exchange = &mut self.unique_ids[group];
+        let mut members = std::mem::take(&mut exchange.in_first_use);
+        members.extend(
+            (arrived.iter())
+                .map(|arrival| arrival.rank)
+                .filter(|rank| !exchange.fetched.contains(rank)),
+        );
         for member in members {
             self.ranks[member as usize].blocked = Blocked::CommInit;
             self.schedule(
@@ -781,6 +878,38 @@ impl Engine<'_> {
                 },
             );
         }
+    }
+
+    /// The first use of a communicator whose non-blocking creation `rank` started in
+    /// `init_process_group`, with the unique id (R8): it goes on at the creation's end if every
+    /// member did its part by then, else it waits for the end, and raises after
+    /// `nonblocking_timeout_ns` from its own start (NCCLUtils' wait for the communicator;
+    /// `None`: it waits for good).
+    fn await_nonblocking_comm(
+        &mut self,
+        rank: u32,
+        group: GroupId,
+        nonblocking_timeout_ns: Option<u64>,
+    ) {
+        let state = &mut self.ranks[rank as usize];
+        let host_ns = state.host_ns;
+        if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
+            state.host_ns = host_ns.max(init_end_ns(&self.comm_init[group]));
+            return;
+        }
+        state.blocked = Blocked::CommInit;
+        state.cursor.blocked_on = Some(HostBlock::Communicator {
+            group: group as u16,
+        });
+        self.unique_ids[group].in_first_use.push(rank);
+        self.notify(Notice::StoreWait {
+            rank,
+            group,
+            host_ns,
+            root_published: true,
+            nonblocking_timeout_ns,
+            nonblocking: true,
+        });
     }
 
     /// The program caught the raise of `rank`'s communicator creation at `at_ns` (a store
@@ -797,12 +926,21 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
-        let arrived = &mut self.comm_init[group];
-        // A rank whose store wait timed out before the root published never counted.
-        let counted = (arrived.iter()).any(|arrival| arrival.rank == rank && arrival.counted);
-        arrived.retain(|arrival| arrival.rank != rank);
-        if counted {
-            self.comm_init_ranks[group] -= self.classes.weight(rank);
+        let exchange = &mut self.unique_ids[group];
+        exchange.waiting.retain(|&(member, ..)| member != rank);
+        if exchange.in_first_use.contains(&rank) {
+            // A non-blocking eager init's first use: ProcessGroupNCCL keeps the communicator
+            // `init_process_group` began (`initNCCLComm` cached it), so the group's next
+            // collective waits for the same creation again, and the rank's part runs on (R8).
+            exchange.in_first_use.retain(|&member| member != rank);
+        } else {
+            let arrived = &mut self.comm_init[group];
+            // A rank whose store wait timed out before the root published never counted.
+            let counted = (arrived.iter()).any(|arrival| arrival.rank == rank && arrival.counted);
+            arrived.retain(|arrival| arrival.rank != rank);
+            if counted {
+                self.comm_init_ranks[group] -= self.classes.weight(rank);
+            }
         }
         self.push_host_call(rank, op, at_ns);
         let state = &mut self.ranks[rank as usize];
@@ -821,7 +959,10 @@ impl Engine<'_> {
             return false;
         };
         let group = group as GroupId;
-        (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
+        // A rank blocked in the `store.get` of a non-blocking eager init has no arrival: its
+        // resume is the root's publication (R29).
+        let arrived = (self.comm_init[group].iter()).any(|arrival| arrival.rank == rank);
+        arrived && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).

@@ -230,6 +230,23 @@ struct InitArrival {
     counted: bool,
 }
 
+/// The exchange of a group's unique id inside a non-blocking eager `init_process_group`
+/// (R8, R29): the root publishes it in its call, the others' `store.get` wait there.
+#[derive(Debug, Clone, Default)]
+struct UniqueIdExchange {
+    /// When the root published the id (its host time).
+    published_ns: Option<u64>,
+    /// The simulated ranks blocked in `store.get`: each with the host time it began and the
+    /// cost of its part of the creation.
+    waiting: Vec<(u32, u64, u64)>,
+    /// The simulated ranks that have the id, whose part of the creation runs from then (their
+    /// arrival in the group's init): their first use waits only for the communicator, until a
+    /// raise there makes the next try exchange an id again.
+    fetched: Vec<u32>,
+    /// The simulated ranks blocked in the first use, waiting for the creation to end.
+    in_first_use: Vec<u32>,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Waiter {
     Stream { stream: u16 },
@@ -257,6 +274,8 @@ struct Engine<'s> {
     comm_init: Vec<Vec<InitArrival>>,
     /// Per group: how many ranks the arrivals still `counted` count as.
     comm_init_ranks: Vec<u32>,
+    /// Per group: the unique id a non-blocking eager init exchanged (R29).
+    unique_ids: Vec<UniqueIdExchange>,
     gemm_ns_by_op: Vec<u64>,
     /// Per op: how its compute kernels hold SMs (R22), read when one starts.
     compute_sms_by_op: Vec<ComputeSms>,
@@ -390,6 +409,7 @@ impl<'s> Engine<'s> {
             in_flight: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
             comm_init_ranks: vec![0; scenario.groups.len()],
+            unique_ids: vec![UniqueIdExchange::default(); scenario.groups.len()],
             gemm_ns_by_op,
             compute_sms_by_op,
             findings: Vec::new(),

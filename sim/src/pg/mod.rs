@@ -280,8 +280,16 @@ impl ProcessGroupNccl {
                     cost_ns: scenario.host.init_process_group_ns,
                 });
                 if device_id && scenario.env.use_comm_nonblocking {
-                    // The call returns; the communicator is finished at its first use.
+                    // `initNCCLComm` gets the unique id through the store before it starts the
+                    // non-blocking creation (R29), which runs on from there; the call returns,
+                    // and the communicator's first use waits until it is finished.
                     self.deferred[0] = true;
+                    let cost_ns = if self.any_communicator {
+                        scenario.host.comm_init_next_ns
+                    } else {
+                        scenario.host.comm_init_ns
+                    };
+                    out.push(Step::FetchUniqueId { group: 0, cost_ns });
                 } else if device_id {
                     self.create_communicator(scenario, 0, out);
                 }

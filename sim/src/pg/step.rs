@@ -123,6 +123,13 @@ pub enum Step {
     /// group's communicator before the program's first op. The simulator counts it as done
     /// before t = 0 (it costs the program nothing); `hw` creates the communicator.
     EagerInit { group: GroupId },
+    /// The exchange of `group`'s NCCL unique id through the store (R29), inside an eager
+    /// `init_process_group(device_id=…)` under `TORCH_NCCL_USE_COMM_NONBLOCKING`, which then
+    /// only starts the communicator's creation: the root publishes the id, every other member
+    /// blocks in `store.get` until it is there, or raises after the store's timeout (the
+    /// group's). From the id on, the member's part of the creation (`cost_ns`) runs beside the
+    /// program; the group's first use ([`Step::InitComm`] with `nonblocking`) waits for the end.
+    FetchUniqueId { group: GroupId, cost_ns: u64 },
     /// A communicator created during the program (R8): lazily inside the group's first
     /// collective, or eagerly in `init_process_group(device_id=…)` / `new_group`. The host
     /// blocks until every member arrived, then for `cost_ns`; a member still waiting for the
@@ -322,6 +329,7 @@ impl fmt::Display for Step {
             Step::CheckComm { group } => write!(f, "check_comm g{group}"),
             Step::NameError { work } => write!(f, "name_error w{work}"),
             Step::EagerInit { group } => write!(f, "eager_init g{group}"),
+            Step::FetchUniqueId { group, .. } => write!(f, "fetch_unique_id g{group}"),
             Step::InitComm { group, .. } => write!(f, "init_comm g{group}"),
             Step::ReleaseShelf { group } => write!(f, "release_shelf g{group}"),
             Step::EagerP2pWarning { group } => write!(f, "eager_p2p_warning g{group}"),
