@@ -168,7 +168,7 @@ impl RunView for View<'_> {
         // A root whose host ran ahead arrived at a time of its own, maybe later than now; one
         // that publishes at `now_ns` itself is too late for a `store.get` giving up then (R29).
         let exchange = &self.unique_ids[group];
-        if exchange.waiting.iter().any(|&(member, ..)| member == rank) {
+        if exchange.waiting.contains_key(&rank) {
             return exchange
                 .published_ns
                 .is_none_or(|root_ns| root_ns >= now_ns);
@@ -497,13 +497,13 @@ impl Engine<'_> {
         for (group, arrived) in self.comm_init.iter_mut().enumerate() {
             let members = self.scenario.groups[group].ranks.len();
             let formed = (self.comm_init_ranks[group] as usize) == members
-                && super::host::init_end_ns(arrived) <= ended_ns;
-            let Some(arrival) =
-                (arrived.iter_mut()).find(|arrival| arrival.rank == rank && arrival.counted)
-            else {
+                && self.comm_init_end_ns[group] <= ended_ns;
+            if formed {
                 continue;
-            };
-            if !formed {
+            }
+            if let Some(arrival) =
+                (arrived.iter_mut()).find(|arrival| arrival.rank == rank && arrival.counted)
+            {
                 arrival.counted = false;
                 self.comm_init_ranks[group] -= self.classes.weight(rank);
             }

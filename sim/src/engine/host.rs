@@ -24,6 +24,7 @@ use crate::race::{AccessKind, Point};
 use crate::random::apply_jitter;
 use crate::scenario::{CollectiveKind, GroupId, OpKind, Scenario, TensorId};
 use crate::timeline::*;
+use std::collections::BTreeMap;
 
 /// Where a rank's host is in its program.
 #[derive(Default)]
@@ -672,11 +673,12 @@ impl Engine<'_> {
         let exchange = &mut self.unique_ids[group];
         if rank == root {
             exchange.published_ns = Some(host_ns);
-            let (in_time, too_late): (Vec<_>, Vec<_>) = (exchange.waiting.drain(..))
-                .partition(|&(_, member_ns, _)| host_ns < member_ns + store_timeout_ns);
+            let (in_time, too_late): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                (std::mem::take(&mut exchange.waiting).into_iter())
+                    .partition(|&(_, (member_ns, _))| host_ns < member_ns + store_timeout_ns);
             exchange.waiting = too_late;
             self.unique_id_received(group, rank, host_ns, cost_ns);
-            for (member, member_ns, member_cost_ns) in in_time {
+            for (member, (member_ns, member_cost_ns)) in in_time {
                 let resume_ns = member_ns.max(host_ns);
                 self.unique_id_received(group, member, resume_ns, member_cost_ns);
                 self.schedule(
@@ -697,7 +699,7 @@ impl Engine<'_> {
                 return;
             }
         }
-        exchange.waiting.push((rank, host_ns, cost_ns));
+        exchange.waiting.insert(rank, (host_ns, cost_ns));
         let state = &mut self.ranks[rank as usize];
         state.blocked = Blocked::CommInit;
         state.cursor.blocked_on = Some(HostBlock::Communicator {
@@ -717,7 +719,7 @@ impl Engine<'_> {
     /// creation runs from there beside the program (its part costs `cost_ns`), the rank's
     /// arrival in the group's init (R8). The last one forms it.
     fn unique_id_received(&mut self, group: GroupId, rank: u32, at_ns: u64, cost_ns: u64) {
-        self.unique_ids[group].fetched.push(rank);
+        self.unique_ids[group].fetched.insert(rank);
         self.comm_init[group].push(InitArrival {
             rank,
             host_ns: at_ns,
@@ -861,8 +863,11 @@ impl Engine<'_> {
     fn init_formed(&mut self, group: GroupId) {
         let arrived = &self.comm_init[group];
         let resume_ns = init_end_ns(arrived);
+        self.comm_init_end_ns[group] = resume_ns;
         let exchange = &mut self.unique_ids[group];
-        let mut members = std::mem::take(&mut exchange.in_first_use);
+        let mut members: Vec<u32> = std::mem::take(&mut exchange.in_first_use)
+            .into_iter()
+            .collect();
         members.extend(
             (arrived.iter())
                 .map(|arrival| arrival.rank)
@@ -894,14 +899,14 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         let host_ns = state.host_ns;
         if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
-            state.host_ns = host_ns.max(init_end_ns(&self.comm_init[group]));
+            state.host_ns = host_ns.max(self.comm_init_end_ns[group]);
             return;
         }
         state.blocked = Blocked::CommInit;
         state.cursor.blocked_on = Some(HostBlock::Communicator {
             group: group as u16,
         });
-        self.unique_ids[group].in_first_use.push(rank);
+        self.unique_ids[group].in_first_use.insert(rank);
         self.notify(Notice::StoreWait {
             rank,
             group,
@@ -927,12 +932,11 @@ impl Engine<'_> {
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
         let exchange = &mut self.unique_ids[group];
-        exchange.waiting.retain(|&(member, ..)| member != rank);
-        if exchange.in_first_use.contains(&rank) {
+        exchange.waiting.remove(&rank);
+        if exchange.in_first_use.remove(&rank) {
             // A non-blocking eager init's first use: ProcessGroupNCCL keeps the communicator
             // `init_process_group` began (`initNCCLComm` cached it), so the group's next
             // collective waits for the same creation again, and the rank's part runs on (R8).
-            exchange.in_first_use.retain(|&member| member != rank);
         } else {
             let arrived = &mut self.comm_init[group];
             // A rank whose store wait timed out before the root published never counted.
@@ -961,8 +965,8 @@ impl Engine<'_> {
         let group = group as GroupId;
         // A rank blocked in the `store.get` of a non-blocking eager init has no arrival: its
         // resume is the root's publication (R29).
-        let arrived = (self.comm_init[group].iter()).any(|arrival| arrival.rank == rank);
-        arrived && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
+        !self.unique_ids[group].waiting.contains_key(&rank)
+            && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).

@@ -44,7 +44,7 @@ use rank::{RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use rustc_hash::FxHashSet;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use streams::{ComputeSms, GpuItem, QueuedItem, StreamState};
 
@@ -237,14 +237,15 @@ struct UniqueIdExchange {
     /// When the root published the id (its host time).
     published_ns: Option<u64>,
     /// The simulated ranks blocked in `store.get`: each with the host time it began and the
-    /// cost of its part of the creation.
-    waiting: Vec<(u32, u64, u64)>,
+    /// cost of its part of the creation. Sets and maps by rank, not lists: every rank of a
+    /// large unfolded world is looked up in them.
+    waiting: BTreeMap<u32, (u64, u64)>,
     /// The simulated ranks that have the id, whose part of the creation runs from then (their
     /// arrival in the group's init): their first use waits only for the communicator, until a
     /// raise there makes the next try exchange an id again.
-    fetched: Vec<u32>,
+    fetched: BTreeSet<u32>,
     /// The simulated ranks blocked in the first use, waiting for the creation to end.
-    in_first_use: Vec<u32>,
+    in_first_use: BTreeSet<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -274,6 +275,9 @@ struct Engine<'s> {
     comm_init: Vec<Vec<InitArrival>>,
     /// Per group: how many ranks the arrivals still `counted` count as.
     comm_init_ranks: Vec<u32>,
+    /// Per group: when its init ends, set once every member counts (`init_formed`), read while
+    /// they all still do: kept, since each of a large world's ranks asks for it.
+    comm_init_end_ns: Vec<u64>,
     /// Per group: the unique id a non-blocking eager init exchanged (R29).
     unique_ids: Vec<UniqueIdExchange>,
     gemm_ns_by_op: Vec<u64>,
@@ -409,6 +413,7 @@ impl<'s> Engine<'s> {
             in_flight: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
             comm_init_ranks: vec![0; scenario.groups.len()],
+            comm_init_end_ns: vec![0; scenario.groups.len()],
             unique_ids: vec![UniqueIdExchange::default(); scenario.groups.len()],
             gemm_ns_by_op,
             compute_sms_by_op,
