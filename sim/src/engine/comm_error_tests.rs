@@ -486,3 +486,38 @@ fn an_eager_worlds_send_runs_on_the_worlds_communicator_and_sees_its_error_r11_r
         .expect("the poll's finding");
     assert!((1_020_000..2_100_000).contains(&found.1), "{found:?}");
 }
+
+#[test]
+fn a_caught_raise_in_a_lists_wait_leaves_the_lists_later_calls_unissued_r15_r27() {
+    // Under the 2.5 profile each call of a synchronous list's all_reduce waits on its Work
+    // (R11), and under blocking wait that wait polls (R15): rank 1 hangs, so rank 0's wait of
+    // the list's first call times out after 100 ms and raises inside the op, which catches it
+    // (`try: for t in lst: dist.all_reduce(t) except DistBackendError:`). The second call never
+    // runs; the program goes on at the event record and the stream wait on it after the list.
+    let text = "torch = \"2.5\"\n[cluster]\nranks = 2\n[env]\nTORCH_NCCL_BLOCKING_WAIT = 1\n\
+         [groups.world]\neager_init = true\ntimeout_s = 0.1\n\
+         [tensors]\nlst = { size = \"1KiB\", count = 2 }\n\
+         [[op]]\nlabel = \"ar\"\nall_reduce = \"lst\"\ncatch = true\n\
+         [[op]]\nrecord_event = \"e\"\n\
+         [[op]]\nlabel = \"wait_b\"\nwait_event = \"e\"\n\
+         [[op]]\nmark = \"after\"\n\
+         [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"hang\"\n";
+    let (timeline, wait_event) = labelled_run(text);
+    let rank0 = &timeline.ranks[0];
+    let [raised] = rank0.exceptions.as_slice() else {
+        panic!("{:?}", rank0.exceptions)
+    };
+    assert!(raised.message.contains("SeqNum=1"), "{}", raised.message);
+    let issued = rank0.collectives.len() + rank0.unfinished_collectives.len();
+    assert_eq!(issued, 1, "the list's second call never ran");
+    let waits: Vec<_> = (rank0.stream_waits.iter())
+        .filter(|w| w.op == wait_event)
+        .collect();
+    assert_eq!(waits.len(), 1, "{:?}", rank0.stream_waits);
+    assert!(
+        waits[0].source_ns >= 100_000_000,
+        "the wait is on the event recorded after the raise: {:?}",
+        waits[0]
+    );
+    assert_eq!(rank0.marks.len(), 1);
+}

@@ -83,6 +83,11 @@ impl Cursor {
     pub(super) fn leave_op(&mut self) {
         self.next = self.steps.len();
     }
+
+    /// The current op's collective calls that checked their communicators so far.
+    pub(super) fn calls_checked(&self) -> usize {
+        self.calls_checked
+    }
 }
 
 /// The steps each rank executed, when the caller asked for them.
@@ -399,7 +404,7 @@ impl Engine<'_> {
                     // before the call.
                     self.push_host_call(rank, op, host_ns);
                     let state = &mut self.ranks[rank as usize];
-                    state.pg.call_raised(call);
+                    state.pg.left_before_call(call);
                     state.cursor.leave_op();
                 }
             }

@@ -230,6 +230,9 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         // The host no longer waits for the Work's end event.
         state.waiters.forget_host();
+        // A wait inside a collective op (a synchronous call's, R11) ends the op there: its
+        // later calls never run.
+        state.pg.left_before_call(state.cursor.calls_checked());
         state.cursor.leave_op();
         state.blocked = Blocked::Timer;
         self.schedule(

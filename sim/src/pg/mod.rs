@@ -104,7 +104,7 @@ pub struct ProcessGroupNccl {
     perturbations_by_op: Vec<Vec<usize>>,
     /// While an op that catches is lowered ([`ProcessGroupNccl::keep_call_checkpoints`]): the
     /// state before each of its collective calls checks its communicator, where the call
-    /// raises if it was aborted meanwhile (R27; [`ProcessGroupNccl::call_raised`]).
+    /// raises if it was aborted meanwhile (R27; [`ProcessGroupNccl::left_before_call`]).
     call_checkpoints: Option<Vec<ProcessGroupNccl>>,
 }
 
@@ -188,12 +188,15 @@ impl ProcessGroupNccl {
         }
     }
 
-    /// The op's collective call `call` (counted from 0 in the op) raised at its check of its
-    /// communicator, aborted after the op was lowered, and the op catches (R27): the call
-    /// issued nothing and bound no Work, and the op's later calls never ran, so the state is
-    /// the one before the check. A call lowered as raising ([`ProcessGroupNccl::aborted_call`])
-    /// keeps no checkpoint and changed nothing to undo.
-    pub fn call_raised(&mut self, call: usize) {
+    /// The op, which catches, left before its collective call `call` (counted from 0 in the
+    /// op) went through its check of its communicator: that call raised at the check, the
+    /// communicator aborted after the op was lowered (R27: it issued nothing and bound no
+    /// Work), or the wait of the call before it raised (a synchronous list's under the 2.5
+    /// profile, R11, R15). The op's later calls never ran, so the state is the one before that
+    /// check; where no call follows (`call` past the op's calls), the one the op lowered to. A
+    /// call lowered as raising ([`ProcessGroupNccl::aborted_call`]) keeps no checkpoint and
+    /// changed nothing to undo.
+    pub fn left_before_call(&mut self, call: usize) {
         let checkpoint = (self.call_checkpoints.take())
             .and_then(|mut kept| (call < kept.len()).then(|| kept.swap_remove(call)));
         if let Some(checkpoint) = checkpoint {
