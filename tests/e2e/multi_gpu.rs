@@ -24,6 +24,11 @@ fn load(name: &str) -> Timeline {
 /// Simulates one of the scenario copies that were measured on this machine's profile
 /// (`profiles/h200-x4.toml`, as `run --machine` applies it).
 fn simulate_on_profile(scenario: &str) -> Timeline {
+    simulate_on_profile_with(scenario, &[])
+}
+
+/// As `simulate_on_profile`, with `--set`-style overrides.
+fn simulate_on_profile_with(scenario: &str, overrides: &[&str]) -> Timeline {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let read = |path: PathBuf| {
         std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
@@ -39,6 +44,11 @@ fn simulate_on_profile(scenario: &str) -> Timeline {
         ProfileMode::Replace,
     )
     .unwrap();
+    let overrides: Vec<sim::scenario::Override> = overrides
+        .iter()
+        .map(|o| sim::scenario::Override::parse(o).expect("valid override"))
+        .collect();
+    let text = sim::sweep::apply_overrides_with_ops(&text, &overrides).expect("overrides apply");
     sim::engine::simulate(&sim::scenario::parse(scenario, &text).unwrap_or_else(|e| panic!("{e}")))
 }
 
@@ -364,4 +374,125 @@ fn profiled_straggler_data_time_matches() {
     let m = last(&load("straggler.4ranks.json"));
     let s = last(&simulate_on_profile("straggler.4ranks.toml"));
     assert!(((s - m) / m).abs() < 0.10, "measured {m} µs, simulated {s}");
+}
+
+/// The value of a row of docs/multi-gpu.md's metric tables (`ar host_call_us`, `sleep
+/// queued_us`, `measure queued_sleep`, `overlap none`) in a report, as `c10dsim diff` and `run` print it.
+fn table_value(report: &Report, row: &str) -> Option<f64> {
+    let (op, metric) = row.split_once(' ')?;
+    if op == "measure" {
+        return Some(measure_us(report, metric));
+    }
+    if op == "overlap" {
+        return Some(overlap(report, metric));
+    }
+    if let Some(c) = report.collectives.iter().find(|c| c.op == op) {
+        return match metric {
+            "host_call_us" => Some(c.host_call_us.median),
+            "wait_us" => c.wait_us.as_ref().map(|s| s.median),
+            "stream_interval_us" => Some(c.stream_interval_us.median),
+            "kernel_us" => Some(c.kernel_us.median),
+            "completed_at_wait" => c.completed_at_wait,
+            _ => None,
+        };
+    }
+    let k = report.kernels.iter().find(|k| k.op == op)?;
+    match metric {
+        "kernel_us" => Some(k.kernel_us.median),
+        "queued_us" => Some(k.queued_us.median),
+        _ => None,
+    }
+}
+
+/// docs/multi-gpu.md's per-metric tables ("Every metric, measured against simulated") quote
+/// model outputs: each measured, as-shipped and profile cell is what the data and the
+/// simulator give now, to the digits the table shows, so a change of the model or of a
+/// metric's definition that moves one cannot leave the page behind.
+#[test]
+fn the_every_metric_tables_of_the_multi_gpu_page_are_current() {
+    let page = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/multi-gpu.md"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = page.lines().collect();
+    let sections: [(&str, &str, &str, &[&str]); 5] = [
+        (
+            "### Experiment A, 4 ranks",
+            "exp_a_api_modes.4ranks",
+            "exp_a_api_modes.4ranks.json",
+            &[],
+        ),
+        (
+            "### Experiment A with `TORCH_NCCL_BLOCKING_WAIT=1`",
+            "exp_a_api_modes.4ranks",
+            "exp_a_api_modes.4ranks.blocking.json",
+            &["env.TORCH_NCCL_BLOCKING_WAIT=1"],
+        ),
+        (
+            "### Experiment B, 4 ranks",
+            "exp_b_stream_scope.4ranks",
+            "exp_b_stream_scope.4ranks.json",
+            &[],
+        ),
+        (
+            "### Overlap benchmark, 4 ranks",
+            "overlap_bench.4ranks",
+            "overlap_bench.4ranks.json",
+            &[],
+        ),
+        (
+            "### Straggler, 4 ranks",
+            "straggler.4ranks",
+            "straggler.4ranks.json",
+            &[],
+        ),
+    ];
+    let mut checked = 0;
+    let mut stale = Vec::new();
+    for (heading, scenario, measured, overrides) in sections {
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with(heading))
+            .unwrap_or_else(|| panic!("docs/multi-gpu.md has no section {heading}"));
+        let file = format!("{scenario}.toml");
+        let reports = [
+            report(&load(measured)),
+            report(&simulate(&file, overrides)),
+            report(&simulate_on_profile_with(&file, overrides)),
+        ];
+        for (number, line) in lines.iter().enumerate().skip(start + 1) {
+            if line.starts_with('#') {
+                break;
+            }
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            let row = cells[0];
+            let is_metric_row = cells.len() == 6
+                && row.split(' ').count() == 2
+                && !row.contains('(')
+                && row != "metric (median, µs)";
+            if !is_metric_row {
+                continue;
+            }
+            for (report, cell) in reports.iter().zip([cells[1], cells[2], cells[4]]) {
+                let quoted: f64 = cell
+                    .parse()
+                    .unwrap_or_else(|_| panic!("docs/multi-gpu.md:{}: {cell}", number + 1));
+                let decimals = cell.split_once('.').map_or(0, |(_, d)| d.len()) as i32;
+                let value = table_value(report, row)
+                    .unwrap_or_else(|| panic!("docs/multi-gpu.md:{}: no {row}", number + 1));
+                if (value - quoted).abs() > 0.5 * 10f64.powi(-decimals) + 1e-9 {
+                    stale.push(format!(
+                        "docs/multi-gpu.md:{}: {row}: the page says {cell}, now {value:.3}",
+                        number + 1
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 400,
+        "only {checked} cells found: has the page's layout changed?"
+    );
+    assert!(stale.is_empty(), "stale figures:\n{}", stale.join("\n"));
 }
