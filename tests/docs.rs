@@ -7,6 +7,9 @@
 //!   heading `### R<n> — …` and the anchor `#r<n>`, and every rule R1…R31 is there, in order;
 //! - relative links in the Markdown files point at files that exist, and their `#fragment`s at
 //!   anchors that exist.
+//! - every `--flag` of a `c10dsim …` command README.md and docs/*.md show is in that command's
+//!   `--help`, and every `scenarios/`, `profiles/`, `docs/` or `tests/data/` file they name
+//!   exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -447,4 +450,156 @@ fn every_shipped_picture_is_one_svg_document() {
             picture.display()
         );
     }
+}
+
+/// The user documentation: README.md and docs/*.md.
+fn user_docs() -> Vec<PathBuf> {
+    repo_files()
+        .into_iter()
+        .filter(|f| {
+            has_extension(f, &["md"])
+                && (f == Path::new("README.md") || f.parent() == Some(Path::new("docs")))
+        })
+        .collect()
+}
+
+/// The commands a page shows: each `c10dsim …` inside backticks, and each shell line of a
+/// code block that runs `c10dsim` (without its `# comment`), with its line number.
+fn shown_commands(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut in_block = false;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        let spans: Vec<&str> = if in_block {
+            let code = line.split(" # ").next().unwrap_or(line);
+            vec![code.split("// ").last().unwrap_or(code)]
+        } else {
+            line.split('`').skip(1).step_by(2).collect()
+        };
+        for span in spans {
+            for (at, _) in span.match_indices("c10dsim ") {
+                let before = span[..at].chars().last();
+                if before.is_none_or(|c| c == ' ' || c == '/' || c == '(') {
+                    found.push((number + 1, span[at..].replace("\\|", "|")));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Every `--flag` a command shown in the docs passes to a c10dsim command is one that
+/// command's `--help` lists (a renamed or removed option leaves no example behind).
+#[test]
+fn every_flag_the_docs_show_is_in_its_command_s_help() {
+    let mut helps: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut help = |command: &str| -> Option<String> {
+        helps
+            .entry(command.to_string())
+            .or_insert_with(|| {
+                let mut args: Vec<&str> = command.split(' ').filter(|w| !w.is_empty()).collect();
+                args.push("--help");
+                let output = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+                    .args(&args)
+                    .output()
+                    .expect("c10dsim runs");
+                output
+                    .status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+            })
+            .clone()
+    };
+    let mut unknown = Vec::new();
+    let mut checked = 0;
+    for file in user_docs() {
+        for (line, command) in shown_commands(&read(&file)) {
+            // One command: up to a pipe, a `;`, `&&` or a redirection.
+            let command = command
+                .split(['|', ';', '>', '<', '&'])
+                .next()
+                .unwrap_or_default();
+            // A word ending in a comma ends the command (`bench --ranks 8, run --summary`).
+            let mut words: Vec<&str> = command.split_whitespace().skip(1).collect();
+            if let Some(end) = words.iter().position(|w| w.ends_with(',')) {
+                words.truncate(end);
+            }
+            let flag = |w: &str| w.starts_with("--") && w.len() > 2;
+            let name_words = match words.first() {
+                Some(&"import") => 2,
+                Some(w) if w.starts_with('-') => 0,
+                Some(_) => 1,
+                None => continue,
+            };
+            if !words.iter().any(|w| flag(w)) || words.len() < name_words {
+                continue;
+            }
+            let name = words[..name_words].join(" ");
+            let Some(text) = help(&name) else {
+                unknown.push(format!(
+                    "{}:{line}: `c10dsim {name}` is not a command",
+                    file.display()
+                ));
+                continue;
+            };
+            for word in words.iter().filter(|w| flag(w)) {
+                let option: String = word
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                let listed = text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
+                if !listed.clone().any(|w| w == option) {
+                    unknown.push(format!(
+                        "{}:{line}: {option} is not an option of `c10dsim {name}`",
+                        file.display()
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} flags found in the docs' commands"
+    );
+    assert!(unknown.is_empty(), "{}", unknown.join("\n"));
+}
+
+/// Every scenario, profile, test data or docs file a page names in backticks or in a command
+/// (`scenarios/straggler.toml`, `tests/data/hw/x2/exp_b_stream_scope.2ranks.json`) exists.
+#[test]
+fn every_repository_file_the_docs_name_exists() {
+    let root = root();
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in user_docs() {
+        let text = read(&file);
+        for (number, line) in text.lines().enumerate() {
+            for word in line.split(|c: char| c.is_whitespace() || "`()[]'\",=;".contains(c)) {
+                let word = word.trim_end_matches(['.', ':']);
+                let named = ["scenarios/", "profiles/", "docs/", "tests/data/"]
+                    .iter()
+                    .any(|folder| word.starts_with(folder));
+                let extension = [".toml", ".json", ".csv", ".svg", ".md", ".sbatch", ".yaml"]
+                    .iter()
+                    .any(|e| word.ends_with(e));
+                if !named || !extension || word.contains(['*', '<', '{', '…']) {
+                    continue;
+                }
+                checked += 1;
+                if !root.join(word).is_file() {
+                    missing.push(format!("{}:{}: {word}", file.display(), number + 1));
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} file names found in the docs");
+    assert!(
+        missing.is_empty(),
+        "these files named in the docs do not exist:\n{}",
+        missing.join("\n")
+    );
 }
