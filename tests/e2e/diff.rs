@@ -2,7 +2,7 @@
 //! held-out loop over the measured H200 runs in tests/data/hw, a wrong bandwidth that the diff
 //! catches, and jitter that it reports.
 //!
-//! About 829 lines in one piece: the commands share the measured runs and the calibration
+//! About 880 lines in one piece: the commands share the measured runs and the calibration
 //! set (`CALIBRATION_SET`), which each test reads again; split by command if it grows.
 
 use crate::util::{c10dsim, stderr, stdout};

@@ -2,6 +2,9 @@
 //! docs/import.md): each imports into a scenario that parses and runs, whose simulated step
 //! time is within the documented tolerance of the traced one; the 100 MiB-bucket what-if
 //! predicted from the 25 MiB trace against the measured 100 MiB run; bad input refused.
+//!
+//! About 920 lines in one piece: the tests share the recorded traces and the imports of them
+//! (each test reads them again); split by trace if it grows.
 
 use crate::util::{c10dsim, stderr, stdout};
 use analysis::import::kineto::{self, KinetoOptions, Trace, TraceFile};

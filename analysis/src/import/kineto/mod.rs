@@ -14,6 +14,10 @@
 //! issued last, a wait is by the stream of the GPU work it issues next and on the latest event
 //! recorded on another stream (or, while asynchronous collectives are outstanding, their Work,
 //! oldest first).
+//!
+//! About 980 lines: some 320 of the entry points, the rest the unit tests of the whole importer
+//! (trace.rs, program.rs and network.rs are tested here, through the entry points, on small
+//! traces written in the tests).
 
 mod network;
 mod program;
