@@ -451,3 +451,41 @@ fn a_blocking_eager_init_waits_in_init_process_group_for_a_late_root() {
         .any(|f| f.kind == sim::timeline::FindingKind::StoreTimeout
             && f.op == Some(call_of(&timeline, 1, "init").op)));
 }
+
+/// Two ranks under a non-blocking eager init whose creation takes 2 s (`host.comm_init_us`),
+/// TORCH_NCCL_NONBLOCKING_TIMEOUT 1 s, rank 1 reaching init_process_group 300 ms late: rank 0's
+/// first all_reduce (`catch = true`) waits for the creation from 1.6 ms on. `extra` adds ops
+/// and faults; rank 0 then queues 10 s of GPU work and waits for its device.
+fn slow_nonblocking_creation(extra: &str) -> String {
+    nonblocking(2, "1")
+        .replace("label = \"first_world\"\n", "label = \"first_world\"\ncatch = true\n")
+        .replace(
+            "[[op]]\nlabel = \"make_sub\"",
+            "[[op]]\nlabel = \"long\"\nranks = [0]\ngpu_sleep_us = 10_000_000\n\n[[op]]\nlabel = \"sync0\"\nranks = [0]\ndevice_sync = true\n\n[[op]]\nlabel = \"make_sub\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[host]\ncomm_init_us = 2_000_000\n"
+        + "\n[[perturb]]\nranks = [1]\nbefore = \"init\"\nhost_delay_us = 300_000\n"
+        + extra
+}
+
+#[test]
+fn a_rank_that_left_a_creation_undone_by_a_death_is_not_resumed_at_its_end() {
+    // Rank 1 dies 200 ms after its init_process_group, with every member's part started but
+    // the creation not done (it would end at 2.3 s): the creation never ends (R8). Rank 0's
+    // first use raises after its 1 s, caught, and rank 0 goes on to wait for its device; the
+    // resume the creation's end had scheduled for it is void (it resumed rank 0 in its device
+    // wait, and the engine panicked when the GPU work ended).
+    let text = slow_nonblocking_creation(
+        "\n[[fault]]\nranks = [1]\nat = \"boom\"\nkind = \"die\"\n",
+    )
+    .replace(
+        "[[op]]\nlabel = \"first_world\"",
+        "[[op]]\nlabel = \"nap\"\nranks = [1]\nhost_sleep_us = 200_000\n\n[[op]]\nlabel = \"boom\"\nranks = [1]\nhost_sleep_us = 1\n\n[[op]]\nlabel = \"first_world\"",
+    );
+    let timeline = folded_and_unfolded(&text);
+    let raised = call_of(&timeline, 0, "first_world");
+    assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS);
+    let sync = call_of(&timeline, 0, "sync0");
+    assert!(sync.end_ns >= raised.end_ns + 10_000 * MS, "{sync:?}");
+}

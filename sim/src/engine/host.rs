@@ -14,8 +14,8 @@
 use super::failure::Notice;
 use super::findings::Accessed;
 use super::{
-    Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NOT_ENQUEUED,
-    NO_WORK_START,
+    Blocked, Engine, Event, GpuItem, InitArrival, InitEndResume, Instance, Waiter, NEVER,
+    NOT_ENQUEUED, NO_WORK_START,
 };
 use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
@@ -879,7 +879,12 @@ impl Engine<'_> {
                 .filter(|rank| !exchange.fetched.contains(rank)),
         );
         for member in members {
-            self.ranks[member as usize].blocked = Blocked::CommInit;
+            let state = &mut self.ranks[member as usize];
+            state.blocked = Blocked::CommInit;
+            state.init_end_resume = Some(InitEndResume {
+                at_ns: resume_ns,
+                voided: false,
+            });
             self.schedule(
                 resume_ns.max(self.now_ns),
                 Event::HostResume {
@@ -936,12 +941,18 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
+        // The init's end, if every member counted once, would resume the host elsewhere.
+        if let Some(resume) = &mut state.init_end_resume {
+            resume.voided = true;
+        }
         let exchange = &mut self.unique_ids[group];
         exchange.waiting.remove(&rank);
-        if exchange.in_first_use.remove(&rank) {
+        exchange.in_first_use.remove(&rank);
+        if exchange.fetched.contains(&rank) {
             // A non-blocking eager init's first use: ProcessGroupNCCL keeps the communicator
             // `init_process_group` began (`initNCCLComm` cached it), so the group's next
-            // collective waits for the same creation again, and the rank's part runs on (R8).
+            // collective waits for the same creation again, and the rank's part runs on (R8),
+            // also where the others were resumed at its end before a member's death undid it.
         } else {
             let arrived = &mut self.comm_init[group];
             // A rank whose store wait timed out before the root published never counted.

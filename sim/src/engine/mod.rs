@@ -40,7 +40,7 @@ use failure::{Failure, Wake};
 use host::{Cursor, StepLog};
 use memory::MemoryState;
 use queue::{Event, EventQueue};
-use rank::{RankState, Scratch};
+use rank::{InitEndResume, RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use rustc_hash::FxHashSet;
@@ -344,6 +344,7 @@ impl<'s> Engine<'s> {
                     last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
+                    init_end_resume: None,
                     streams,
                     group_seq: vec![0; scenario.groups.len()],
                     fired_ns: Vec::new(),
@@ -475,6 +476,16 @@ impl<'s> Engine<'s> {
             )
         {
             return true;
+        }
+        if let Event::HostResume { at_ns, .. } = event {
+            let state = &mut self.ranks[rank as usize];
+            if let Some(resume) = (state.init_end_resume).filter(|resume| resume.at_ns == at_ns) {
+                state.init_end_resume = None;
+                // The host left that init by a caught raise: it is elsewhere now.
+                if resume.voided {
+                    return true;
+                }
+            }
         }
         // The end of a communicator's init that a member's end undid (R8): the host waits on.
         if self.any_dead
