@@ -489,3 +489,27 @@ fn a_rank_that_left_a_creation_undone_by_a_death_is_not_resumed_at_its_end() {
     let sync = call_of(&timeline, 0, "sync0");
     assert!(sync.end_ns >= raised.end_ns + 10_000 * MS, "{sync:?}");
 }
+
+#[test]
+fn a_non_blocking_first_use_raises_when_the_creation_ends_after_its_timeout() {
+    // Every member has its part running by 301.6 ms, but the creation takes 2 s: it ends at
+    // 2.3 s. Both first uses wait for that end, TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s) from their
+    // own start, and raise there, caught (R8): NCCLUtils' wait gives up on a communicator that
+    // is still in progress, whether or not every member started its part (they went on at the
+    // end, past their timeouts).
+    let timeline = folded_and_unfolded(&slow_nonblocking_creation(""));
+    for rank in 0..2 {
+        let raised = call_of(&timeline, rank, "first_world");
+        assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS, "rank {rank}");
+        assert_eq!(timeline.ranks[rank].exceptions.len(), 1, "rank {rank}");
+    }
+    let raised: Vec<_> = (timeline.findings.iter())
+        .filter(|f| f.kind == sim::timeline::FindingKind::StoreTimeout)
+        .map(|f| f.rank)
+        .collect();
+    assert_eq!(raised, [Some(0), Some(1)], "{:?}", timeline.findings);
+    // Rank 0 went on from its raise, to 10 s of GPU work.
+    let sync = call_of(&timeline, 0, "sync0");
+    assert!(sync.end_ns >= 1_001 * MS + 10_000 * MS, "{sync:?}");
+    assert!(sync.end_ns < 1_002 * MS + 10_000 * MS, "{sync:?}");
+}

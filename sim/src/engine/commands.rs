@@ -16,6 +16,7 @@ macro_rules! view {
             ranks: &$engine.ranks,
             comm_init: &$engine.comm_init,
             comm_init_ranks: &$engine.comm_init_ranks,
+            comm_init_end_ns: &$engine.comm_init_end_ns,
             unique_ids: &$engine.unique_ids,
             scenario: $engine.scenario,
             any_dead: $engine.any_dead,
@@ -31,6 +32,8 @@ struct View<'a> {
     comm_init: &'a [Vec<InitArrival>],
     /// How many ranks of each group still do their part of its init (R8).
     comm_init_ranks: &'a [u32],
+    /// When each group's init ends, once every member counted (R8).
+    comm_init_end_ns: &'a [u64],
     unique_ids: &'a [UniqueIdExchange],
     scenario: &'a Scenario,
     any_dead: bool,
@@ -182,9 +185,15 @@ impl RunView for View<'_> {
                 .any(|arrival| arrival.rank == root && arrival.host_ns < now_ns)
     }
 
-    fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
-        matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
-            && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
+    fn waits_for_communicator(&self, rank: u32, group: GroupId, now_ns: u64) -> bool {
+        let formed =
+            (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len();
+        // A creation a non-blocking eager init began is ready only at its end; one that ends at
+        // `now_ns` itself is in time for a wait that gives up then.
+        let ends_later = || {
+            self.unique_ids[group].fetched.contains(&rank) && self.comm_init_end_ns[group] > now_ns
+        };
+        matches!(self.ranks[rank as usize].blocked, Blocked::CommInit) && (!formed || ends_later())
     }
 
     fn epoch(&self) -> u64 {

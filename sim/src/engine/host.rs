@@ -896,10 +896,10 @@ impl Engine<'_> {
     }
 
     /// The first use of a communicator whose non-blocking creation `rank` started in
-    /// `init_process_group`, with the unique id (R8): it goes on at the creation's end if every
-    /// member did its part by then, else it waits for the end, and raises after
-    /// `nonblocking_timeout_ns` from its own start (NCCLUtils' wait for the communicator;
-    /// `None`: it waits for good).
+    /// `init_process_group`, with the unique id (R8): it goes on at the creation's end where
+    /// every member's part counts and that end comes within `nonblocking_timeout_ns` of the
+    /// wait's start; else it waits, and raises after `nonblocking_timeout_ns` from its start
+    /// (NCCLUtils' wait for the communicator; `None`: it waits for good, and goes on at the end).
     fn await_nonblocking_comm(
         &mut self,
         rank: u32,
@@ -908,15 +908,24 @@ impl Engine<'_> {
     ) {
         let state = &mut self.ranks[rank as usize];
         let host_ns = state.host_ns;
-        if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
-            state.host_ns = host_ns.max(self.comm_init_end_ns[group]);
+        let formed =
+            (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len();
+        let end_ns = self.comm_init_end_ns[group];
+        let in_time =
+            nonblocking_timeout_ns.is_none_or(|timeout_ns| end_ns <= host_ns + timeout_ns);
+        if formed && in_time {
+            state.host_ns = host_ns.max(end_ns);
             return;
         }
         state.blocked = Blocked::CommInit;
         state.cursor.blocked_on = Some(HostBlock::Communicator {
             group: group as u16,
         });
-        self.unique_ids[group].in_first_use.insert(rank);
+        // A creation that ends after the wait's timeout: the rank raises at the timeout (the
+        // store wake's `waits_for_communicator`), nothing resumes it at the end.
+        if !formed {
+            self.unique_ids[group].in_first_use.insert(rank);
+        }
         self.notify(Notice::StoreWait {
             rank,
             group,
