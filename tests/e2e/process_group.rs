@@ -513,3 +513,27 @@ fn a_non_blocking_first_use_raises_when_the_creation_ends_after_its_timeout() {
     assert!(sync.end_ns >= 1_001 * MS + 10_000 * MS, "{sync:?}");
     assert!(sync.end_ns < 1_002 * MS + 10_000 * MS, "{sync:?}");
 }
+
+#[test]
+fn a_first_use_after_every_member_started_still_waits_for_the_creation_s_end() {
+    // Three ranks, a 2 s creation, TORCH_NCCL_NONBLOCKING_TIMEOUT 5 s: rank 1 dies 200 ms after
+    // its init_process_group, before the creation's end, which never comes (R8). Ranks 0 and 2
+    // run the same program; each first use waits and raises after its 5 s, whichever of them
+    // the engine got to after every member had its part started (that one went on at the end,
+    // with a communicator that never formed: folded and unfolded runs differed).
+    let text = nonblocking(3, "5")
+        .replace(
+            "[[op]]\nlabel = \"first_world\"",
+            "[[op]]\nlabel = \"nap\"\nranks = [1]\nhost_sleep_us = 200_000\n\n[[op]]\nlabel = \"boom\"\nranks = [1]\nhost_sleep_us = 1\n\n[[op]]\nlabel = \"first_world\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[host]\ncomm_init_us = 2_000_000\n"
+        + "\n[[fault]]\nranks = [1]\nat = \"boom\"\nkind = \"die\"\n";
+    let timeline = folded_and_unfolded(&text);
+    for rank in [0, 2] {
+        let raised = call_of(&timeline, rank, "first_world");
+        let end = timeline.ranks[rank].end.unwrap();
+        assert_eq!(end.status, sim::timeline::ExitStatus::Raised, "rank {rank}");
+        assert_eq!(end.at_ns, Some(raised.start_ns + 5_000 * MS), "rank {rank}");
+    }
+}

@@ -898,8 +898,9 @@ impl Engine<'_> {
     /// The first use of a communicator whose non-blocking creation `rank` started in
     /// `init_process_group`, with the unique id (R8): it goes on at the creation's end where
     /// every member's part counts and that end comes within `nonblocking_timeout_ns` of the
-    /// wait's start; else it waits, and raises after `nonblocking_timeout_ns` from its start
-    /// (NCCLUtils' wait for the communicator; `None`: it waits for good, and goes on at the end).
+    /// wait's start (and no member's process ends before it); else it raises after
+    /// `nonblocking_timeout_ns` from its start (NCCLUtils' wait for the communicator; `None`:
+    /// it waits for good).
     fn await_nonblocking_comm(
         &mut self,
         rank: u32,
@@ -911,9 +912,8 @@ impl Engine<'_> {
         let formed =
             (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len();
         let end_ns = self.comm_init_end_ns[group];
-        let in_time =
-            nonblocking_timeout_ns.is_none_or(|timeout_ns| end_ns <= host_ns + timeout_ns);
-        if formed && in_time {
+        // Over in the simulation already: no member's end can undo it any more (R8).
+        if formed && end_ns <= self.now_ns {
             state.host_ns = host_ns.max(end_ns);
             return;
         }
@@ -921,11 +921,28 @@ impl Engine<'_> {
         state.cursor.blocked_on = Some(HostBlock::Communicator {
             group: group as u16,
         });
-        // A creation that ends after the wait's timeout: the rank raises at the timeout (the
-        // store wake's `waits_for_communicator`), nothing resumes it at the end.
+        let in_time =
+            nonblocking_timeout_ns.is_none_or(|timeout_ns| end_ns <= host_ns + timeout_ns);
         if !formed {
             self.unique_ids[group].in_first_use.insert(rank);
+        } else if in_time {
+            // The rank waits for the end, as the members already waiting do: a member's
+            // process may still end before it and undo the creation (R8), whichever rank the
+            // engine got to first (hosts run ahead of the simulation).
+            self.ranks[rank as usize].init_end_resume = Some(InitEndResume {
+                at_ns: end_ns,
+                voided: false,
+            });
+            self.schedule(
+                end_ns,
+                Event::HostResume {
+                    rank,
+                    at_ns: end_ns,
+                },
+            );
         }
+        // Else the creation ends after the wait's timeout: the rank raises at the timeout (the
+        // store wake's `waits_for_communicator`), nothing resumes it at the end.
         self.notify(Notice::StoreWait {
             rank,
             group,
