@@ -720,17 +720,37 @@ impl Engine<'_> {
         });
     }
 
+    /// `arrival` joins `group`'s init (R8), after the arrivals before it.
+    fn push_arrival(&mut self, group: GroupId, arrival: InitArrival) {
+        if arrival.rank == self.root_of(group) {
+            self.comm_init_root_ns[group] = Some(arrival.host_ns);
+        }
+        let arrived = &mut self.comm_init[group];
+        self.comm_init_index[group].insert(arrival.rank, arrived.len());
+        arrived.push(arrival);
+    }
+
+    /// The simulated rank of `group`'s root, which publishes its unique id (R29).
+    fn root_of(&self, group: GroupId) -> u32 {
+        self.classes
+            .simulated_of(self.scenario.groups[group].ranks[0])
+    }
+
     /// `rank` got the unique id of `group` at `at_ns` in a non-blocking eager init: NCCL's
     /// creation runs from there beside the program (its part costs `cost_ns`), the rank's
     /// arrival in the group's init (R8). The last one forms it.
     fn unique_id_received(&mut self, group: GroupId, rank: u32, at_ns: u64, cost_ns: u64) {
         self.unique_ids[group].fetched.insert(rank);
-        self.comm_init[group].push(InitArrival {
-            rank,
-            host_ns: at_ns,
-            cost_ns,
-            counted: true,
-        });
+        self.push_arrival(
+            group,
+            InitArrival {
+                rank,
+                host_ns: at_ns,
+                cost_ns,
+                counted: true,
+                left: false,
+            },
+        );
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
             self.init_formed(group);
@@ -763,17 +783,21 @@ impl Engine<'_> {
         let fetched = &self.unique_ids[group].fetched;
         // `store.get` gives up at its deadline: an id published at that very instant comes too
         // late (R29). The rule holds whichever of the two the engine processes first.
-        let root_too_late = (self.comm_init[group].iter())
-            .any(|arrival| arrival.rank == root && arrival.host_ns >= host_ns + store_timeout_ns);
+        let root_too_late = (self.comm_init_root_ns[group])
+            .is_some_and(|root_ns| root_ns >= host_ns + store_timeout_ns);
         if root_too_late {
             // The root, whose host ran ahead, publishes the unique id only once this rank's
             // `store.get` timed out (R29): the rank never gets to do its part of the init.
-            self.comm_init[group].push(InitArrival {
-                rank,
-                host_ns,
-                cost_ns,
-                counted: false,
-            });
+            self.push_arrival(
+                group,
+                InitArrival {
+                    rank,
+                    host_ns,
+                    cost_ns,
+                    counted: false,
+                    left: false,
+                },
+            );
             self.notify(Notice::StoreWait {
                 rank,
                 group,
@@ -797,13 +821,16 @@ impl Engine<'_> {
                 }
             }
         }
-        let arrived = &mut self.comm_init[group];
-        arrived.push(InitArrival {
-            rank,
-            host_ns,
-            cost_ns,
-            counted: true,
-        });
+        self.push_arrival(
+            group,
+            InitArrival {
+                rank,
+                host_ns,
+                cost_ns,
+                counted: true,
+                left: false,
+            },
+        );
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
             // Hosts run ahead of the simulation, each to a time of its own: the root publishes
@@ -814,13 +841,13 @@ impl Engine<'_> {
             let has_the_id = |member_ns: u64, root_ns: u64| {
                 (root_ns < member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
             };
-            let root_ns = (arrived.iter())
-                .find(|arrival| arrival.rank == root)
-                .map(|arrival| arrival.host_ns);
-            let id_at_ns = root_ns.and_then(|root_ns| has_the_id(host_ns, root_ns));
+            let id_at_ns =
+                (self.comm_init_root_ns[group]).and_then(|root_ns| has_the_id(host_ns, root_ns));
+            let fetched = &self.unique_ids[group].fetched;
             let got_the_id: Vec<(u32, u64)> = if nonblocking && rank == root {
-                (arrived.iter())
-                    .filter(|arrival| arrival.rank != root && !fetched.contains(&arrival.rank))
+                (self.comm_init[group].iter())
+                    .filter(|arrival| !arrival.left && arrival.rank != root)
+                    .filter(|arrival| !fetched.contains(&arrival.rank))
                     .filter_map(|arrival| {
                         let id_at_ns = has_the_id(arrival.host_ns, host_ns)?;
                         Some((arrival.rank, id_at_ns))
@@ -875,6 +902,7 @@ impl Engine<'_> {
             .collect();
         members.extend(
             (arrived.iter())
+                .filter(|arrival| !arrival.left)
                 .map(|arrival| arrival.rank)
                 .filter(|rank| !exchange.fetched.contains(rank)),
         );
@@ -980,12 +1008,17 @@ impl Engine<'_> {
             // collective waits for the same creation again, and the rank's part runs on (R8),
             // also where the others were resumed at its end before a member's death undid it.
         } else {
-            let arrived = &mut self.comm_init[group];
             // A rank whose store wait timed out before the root published never counted.
-            let counted = (arrived.iter()).any(|arrival| arrival.rank == rank && arrival.counted);
-            arrived.retain(|arrival| arrival.rank != rank);
-            if counted {
-                self.comm_init_ranks[group] -= self.classes.weight(rank);
+            if let Some(index) = self.comm_init_index[group].remove(&rank) {
+                let arrival = &mut self.comm_init[group][index];
+                if arrival.counted {
+                    self.comm_init_ranks[group] -= self.classes.weight(rank);
+                }
+                arrival.counted = false;
+                arrival.left = true;
+                if self.comm_init_root_ns[group].is_some() && rank == self.root_of(group) {
+                    self.comm_init_root_ns[group] = None;
+                }
             }
         }
         self.push_host_call(rank, op, at_ns);
@@ -1417,6 +1450,7 @@ pub(super) fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 
 /// and did its part latest is done (`Engine::init_comm`).
 pub(super) fn init_end_ns(arrived: &[InitArrival]) -> u64 {
     (arrived.iter())
+        .filter(|arrival| !arrival.left)
         .map(|arrival| arrival.host_ns + arrival.cost_ns)
         .max()
         .unwrap_or(0)

@@ -221,13 +221,15 @@ enum Blocked {
 /// A simulated rank that reached a lazy communicator init (R8), at host time `host_ns`; its part
 /// of the init costs `cost_ns` (its process's first communicator, or a later one). It `counted`
 /// towards the init's members until it could no longer do its part: its process ended in the
-/// init, or its `store.get` gave up before the root published the unique id (R29).
+/// init, or its `store.get` gave up before the root published the unique id (R29). It `left`
+/// once a caught raise took the rank out of the init: its next try is a new arrival.
 #[derive(Debug, Clone, Copy)]
 struct InitArrival {
     rank: u32,
     host_ns: u64,
     cost_ns: u64,
     counted: bool,
+    left: bool,
 }
 
 /// The exchange of a group's unique id inside a non-blocking eager `init_process_group`
@@ -275,6 +277,11 @@ struct Engine<'s> {
     comm_init: Vec<Vec<InitArrival>>,
     /// Per group: how many ranks the arrivals still `counted` count as.
     comm_init_ranks: Vec<u32>,
+    /// Per group: where each simulated rank's arrival (not `left`) is in `comm_init`, looked
+    /// up as each of a large world's ranks ends or raises.
+    comm_init_index: Vec<FxHashMap<u32, usize>>,
+    /// Per group: when its root arrived, publishing the unique id (R29), read at each arrival.
+    comm_init_root_ns: Vec<Option<u64>>,
     /// Per group: when its init ends, set once every member counts (`init_formed`), read while
     /// they all still do: kept, since each of a large world's ranks asks for it.
     comm_init_end_ns: Vec<u64>,
@@ -414,6 +421,8 @@ impl<'s> Engine<'s> {
             in_flight: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
             comm_init_ranks: vec![0; scenario.groups.len()],
+            comm_init_index: vec![FxHashMap::default(); scenario.groups.len()],
+            comm_init_root_ns: vec![None; scenario.groups.len()],
             comm_init_end_ns: vec![0; scenario.groups.len()],
             unique_ids: vec![UniqueIdExchange::default(); scenario.groups.len()],
             gemm_ns_by_op,
