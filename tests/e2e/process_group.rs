@@ -537,3 +537,35 @@ fn a_first_use_after_every_member_started_still_waits_for_the_creation_s_end() {
         assert_eq!(end.at_ns, Some(raised.start_ns + 5_000 * MS), "rank {rank}");
     }
 }
+
+#[test]
+fn a_retry_that_waits_for_the_same_creation_is_resumed_once_at_its_end() {
+    // Two ranks, a 1.5 s creation, TORCH_NCCL_NONBLOCKING_TIMEOUT 1 s: each first all_reduce
+    // raises at 1 s, caught; the retry waits for the same creation (R8), which ends within
+    // its timeout, and goes on at 1.5 s; then 10 s of GPU work and a device sync. The end's
+    // resume that the raise left behind was due at the same time as the retry's: it resumed
+    // the host a second time, in its device sync (engine panic).
+    let text = nonblocking(2, "1")
+        .replace("label = \"first_world\"\n", "label = \"first_world\"\ncatch = true\n")
+        .replace(
+            "[[op]]\nlabel = \"make_sub\"",
+            "[[op]]\nlabel = \"retry\"\nall_reduce = \"x\"\n\n[[op]]\nlabel = \"long\"\ngpu_sleep_us = 10_000_000\n\n[[op]]\nlabel = \"sync\"\ndevice_sync = true\n\n[[op]]\nlabel = \"make_sub\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[host]\ncomm_init_us = 1_500_000\n";
+    let timeline = folded_and_unfolded(&text);
+    for rank in 0..2 {
+        let raised = call_of(&timeline, rank, "first_world");
+        assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS, "rank {rank}");
+        let retry = call_of(&timeline, rank, "retry");
+        assert_eq!(retry.start_ns, raised.end_ns, "rank {rank}");
+        assert!(retry.end_ns >= 1_501 * MS, "rank {rank}: {retry:?}");
+        let sync = call_of(&timeline, rank, "sync");
+        assert!(
+            sync.end_ns >= retry.end_ns + 10_000 * MS,
+            "rank {rank}: {sync:?}"
+        );
+        let end = timeline.ranks[rank].end.unwrap();
+        assert_eq!(end.status, sim::timeline::ExitStatus::Clean, "rank {rank}");
+    }
+}

@@ -14,8 +14,8 @@
 use super::failure::Notice;
 use super::findings::Accessed;
 use super::{
-    Blocked, Engine, Event, GpuItem, InitArrival, InitEndResume, Instance, Waiter, NEVER,
-    NOT_ENQUEUED, NO_WORK_START,
+    Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NOT_ENQUEUED,
+    NO_WORK_START,
 };
 use crate::lifetime::Binding;
 use crate::pg::faults::HostEffect;
@@ -909,10 +909,7 @@ impl Engine<'_> {
         for member in members {
             let state = &mut self.ranks[member as usize];
             state.blocked = Blocked::CommInit;
-            state.init_end_resume = Some(InitEndResume {
-                at_ns: resume_ns,
-                voided: false,
-            });
+            state.init_end_resume_ns = Some(resume_ns);
             self.schedule(
                 resume_ns.max(self.now_ns),
                 Event::HostResume {
@@ -957,10 +954,7 @@ impl Engine<'_> {
             // The rank waits for the end, as the members already waiting do: a member's
             // process may still end before it and undo the creation (R8), whichever rank the
             // engine got to first (hosts run ahead of the simulation).
-            self.ranks[rank as usize].init_end_resume = Some(InitEndResume {
-                at_ns: end_ns,
-                voided: false,
-            });
+            self.ranks[rank as usize].init_end_resume_ns = Some(end_ns);
             self.schedule(
                 end_ns,
                 Event::HostResume {
@@ -996,8 +990,8 @@ impl Engine<'_> {
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
         // The init's end, if every member counted once, would resume the host elsewhere.
-        if let Some(resume) = &mut state.init_end_resume {
-            resume.voided = true;
+        if let Some(resume_ns) = state.init_end_resume_ns.take() {
+            state.void_resumes_ns.push(resume_ns);
         }
         let exchange = &mut self.unique_ids[group];
         exchange.waiting.remove(&rank);

@@ -40,7 +40,7 @@ use failure::{Failure, Wake};
 use host::{Cursor, StepLog};
 use memory::MemoryState;
 use queue::{Event, EventQueue};
-use rank::{InitEndResume, RankState, Scratch};
+use rank::{RankState, Scratch};
 use rendezvous::Rendezvous;
 use rustc_hash::FxHashMap;
 use rustc_hash::FxHashSet;
@@ -351,7 +351,8 @@ impl<'s> Engine<'s> {
                     last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
-                    init_end_resume: None,
+                    init_end_resume_ns: None,
+                    void_resumes_ns: Vec::new(),
                     streams,
                     group_seq: vec![0; scenario.groups.len()],
                     fired_ns: Vec::new(),
@@ -488,12 +489,15 @@ impl<'s> Engine<'s> {
         }
         if let Event::HostResume { at_ns, .. } = event {
             let state = &mut self.ranks[rank as usize];
-            if let Some(resume) = (state.init_end_resume).filter(|resume| resume.at_ns == at_ns) {
-                state.init_end_resume = None;
-                // The host left that init by a caught raise: it is elsewhere now.
-                if resume.voided {
-                    return true;
-                }
+            // The host left that init by a caught raise: it is elsewhere now. (A resume of its
+            // own due at the same time is the same event: either of the two goes.)
+            if let Some(void) = (state.void_resumes_ns.iter()).position(|&void_ns| void_ns == at_ns)
+            {
+                state.void_resumes_ns.swap_remove(void);
+                return true;
+            }
+            if state.init_end_resume_ns == Some(at_ns) {
+                state.init_end_resume_ns = None;
             }
         }
         // The end of a communicator's init that a member's end undid (R8): the host waits on.

@@ -56,9 +56,13 @@ pub(super) struct RankState {
     pub(super) slot_instance: Vec<Instance>,
     /// Counts the host's resumptions, so that a stale timeout is recognised.
     pub(super) generation: u64,
-    /// The resume at the end of the communicator's init the host waits in, scheduled once
+    /// When the end of the communicator's init the host waits in resumes it, scheduled once
     /// every member counted (`Engine::init_formed`), until it is due.
-    pub(super) init_end_resume: Option<InitEndResume>,
+    pub(super) init_end_resume_ns: Option<u64>,
+    /// Resumes at the end of inits that a caught raise took the host out of before then (a
+    /// member's death undid the init, R8, or it ended past a non-blocking timeout): still
+    /// queued, and dropped when due (`Engine::ignored`), as the host is elsewhere by then.
+    pub(super) void_resumes_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     pub(super) instance_stream: Vec<u16>,
     /// Per group: the SeqNum of the last collective the host enqueued.
@@ -150,15 +154,6 @@ impl RankState {
         (scratch.stream_wait_released_ns).reserve_exact(room_times(timeline.stream_waits.len()));
         (scratch.collective_data).reserve_exact(room_times(timeline.collectives.len()));
     }
-}
-
-/// A host's resume at the end of a communicator's init (R8), at host time `at_ns`: `voided`
-/// once a caught raise took the host out of that init before then (a member's death undid
-/// it, R8), so that it does not resume the host in whatever it waits in by then.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct InitEndResume {
-    pub(super) at_ns: u64,
-    pub(super) voided: bool,
 }
 
 /// Instances whose fire times fill Timeline fields once the run ends (or the records fold),
