@@ -569,3 +569,24 @@ fn a_retry_that_waits_for_the_same_creation_is_resumed_once_at_its_end() {
         assert_eq!(end.status, sim::timeline::ExitStatus::Clean, "rank {rank}");
     }
 }
+
+#[test]
+fn a_member_s_death_does_not_hold_a_rank_that_got_the_unique_id_in_init_process_group() {
+    // Three ranks of a non-blocking eager init; the root reaches init_process_group 3 s late,
+    // ranks 1 and 2 wait there for its unique id (R29), and rank 1 dies at its next op, at the
+    // very time the id came. Rank 2 has the id: its init_process_group returns then (the
+    // creation runs on beside the program), and its first use waits for the creation that
+    // rank 1's death undid, raising after TORCH_NCCL_NONBLOCKING_TIMEOUT (5 s). Its return from
+    // init_process_group was taken for the end of the creation and dropped where the engine
+    // got to rank 1's death first: rank 2 stayed in init_process_group for good.
+    let text = nonblocking(3, "5").replace("repeat = 2", "repeat = 1")
+        + "\n[[perturb]]\nranks = [0]\nbefore = \"init\"\nhost_delay_us = 3_000_000\n"
+        + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
+    let timeline = folded_and_unfolded(&text);
+    let published_ns = call_of(&timeline, 0, "init").end_ns;
+    assert_eq!(call_of(&timeline, 2, "init").end_ns, published_ns);
+    let first_use = call_of(&timeline, 2, "first_world");
+    let end = timeline.ranks[2].end.unwrap();
+    assert_eq!(end.status, sim::timeline::ExitStatus::Raised);
+    assert_eq!(end.at_ns, Some(first_use.start_ns + 5_000 * MS));
+}

@@ -1032,10 +1032,7 @@ impl Engine<'_> {
             return false;
         };
         let group = group as GroupId;
-        // A rank blocked in the `store.get` of a non-blocking eager init has no arrival: its
-        // resume is the root's publication (R29).
-        !self.unique_ids[group].waiting.contains_key(&rank)
-            && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
+        (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).

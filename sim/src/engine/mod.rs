@@ -498,14 +498,13 @@ impl<'s> Engine<'s> {
             }
             if state.init_end_resume_ns == Some(at_ns) {
                 state.init_end_resume_ns = None;
+                // The end of a communicator's init that a member's end undid (R8): the host
+                // waits on. (Only that resume: one from `store.get`, the unique id there, is
+                // not the init's end.)
+                if self.any_dead && self.waits_in_unformed_init(rank) {
+                    return true;
+                }
             }
-        }
-        // The end of a communicator's init that a member's end undid (R8): the host waits on.
-        if self.any_dead
-            && matches!(event, Event::HostResume { .. })
-            && self.waits_in_unformed_init(rank)
-        {
-            return true;
         }
         let Event::Failure { group, wake, .. } = event else {
             return false;
