@@ -451,3 +451,142 @@ fn a_blocking_eager_init_waits_in_init_process_group_for_a_late_root() {
         .any(|f| f.kind == sim::timeline::FindingKind::StoreTimeout
             && f.op == Some(call_of(&timeline, 1, "init").op)));
 }
+
+/// Two ranks under a non-blocking eager init whose creation takes 2 s (`host.comm_init_us`),
+/// TORCH_NCCL_NONBLOCKING_TIMEOUT 1 s, rank 1 reaching init_process_group 300 ms late: rank 0's
+/// first all_reduce (`catch = true`) waits for the creation from 1.6 ms on. `extra` adds ops
+/// and faults; rank 0 then queues 10 s of GPU work and waits for its device.
+fn slow_nonblocking_creation(extra: &str) -> String {
+    nonblocking(2, "1")
+        .replace("label = \"first_world\"\n", "label = \"first_world\"\ncatch = true\n")
+        .replace(
+            "[[op]]\nlabel = \"make_sub\"",
+            "[[op]]\nlabel = \"long\"\nranks = [0]\ngpu_sleep_us = 10_000_000\n\n[[op]]\nlabel = \"sync0\"\nranks = [0]\ndevice_sync = true\n\n[[op]]\nlabel = \"make_sub\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[host]\ncomm_init_us = 2_000_000\n"
+        + "\n[[perturb]]\nranks = [1]\nbefore = \"init\"\nhost_delay_us = 300_000\n"
+        + extra
+}
+
+#[test]
+fn a_rank_that_left_a_creation_undone_by_a_death_is_not_resumed_at_its_end() {
+    // Rank 1 dies 200 ms after its init_process_group, with every member's part started but
+    // the creation not done (it would end at 2.3 s): the creation never ends (R8). Rank 0's
+    // first use raises after its 1 s, caught, and rank 0 goes on to wait for its device; the
+    // resume the creation's end had scheduled for it is void (it resumed rank 0 in its device
+    // wait, and the engine panicked when the GPU work ended).
+    let text = slow_nonblocking_creation(
+        "\n[[fault]]\nranks = [1]\nat = \"boom\"\nkind = \"die\"\n",
+    )
+    .replace(
+        "[[op]]\nlabel = \"first_world\"",
+        "[[op]]\nlabel = \"nap\"\nranks = [1]\nhost_sleep_us = 200_000\n\n[[op]]\nlabel = \"boom\"\nranks = [1]\nhost_sleep_us = 1\n\n[[op]]\nlabel = \"first_world\"",
+    );
+    let timeline = folded_and_unfolded(&text);
+    let raised = call_of(&timeline, 0, "first_world");
+    assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS);
+    let sync = call_of(&timeline, 0, "sync0");
+    assert!(sync.end_ns >= raised.end_ns + 10_000 * MS, "{sync:?}");
+}
+
+#[test]
+fn a_non_blocking_first_use_raises_when_the_creation_ends_after_its_timeout() {
+    // Every member has its part running by 301.6 ms, but the creation takes 2 s: it ends at
+    // 2.3 s. Both first uses wait for that end, TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s) from their
+    // own start, and raise there, caught (R8): NCCLUtils' wait gives up on a communicator that
+    // is still in progress, whether or not every member started its part (they went on at the
+    // end, past their timeouts).
+    let timeline = folded_and_unfolded(&slow_nonblocking_creation(""));
+    for rank in 0..2 {
+        let raised = call_of(&timeline, rank, "first_world");
+        assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS, "rank {rank}");
+        assert_eq!(timeline.ranks[rank].exceptions.len(), 1, "rank {rank}");
+    }
+    let raised: Vec<_> = (timeline.findings.iter())
+        .filter(|f| f.kind == sim::timeline::FindingKind::StoreTimeout)
+        .map(|f| f.rank)
+        .collect();
+    assert_eq!(raised, [Some(0), Some(1)], "{:?}", timeline.findings);
+    // Rank 0 went on from its raise, to 10 s of GPU work.
+    let sync = call_of(&timeline, 0, "sync0");
+    assert!(sync.end_ns >= 1_001 * MS + 10_000 * MS, "{sync:?}");
+    assert!(sync.end_ns < 1_002 * MS + 10_000 * MS, "{sync:?}");
+}
+
+#[test]
+fn a_first_use_after_every_member_started_still_waits_for_the_creation_s_end() {
+    // Three ranks, a 2 s creation, TORCH_NCCL_NONBLOCKING_TIMEOUT 5 s: rank 1 dies 200 ms after
+    // its init_process_group, before the creation's end, which never comes (R8). Ranks 0 and 2
+    // run the same program; each first use waits and raises after its 5 s, whichever of them
+    // the engine got to after every member had its part started (that one went on at the end,
+    // with a communicator that never formed: folded and unfolded runs differed).
+    let text = nonblocking(3, "5")
+        .replace(
+            "[[op]]\nlabel = \"first_world\"",
+            "[[op]]\nlabel = \"nap\"\nranks = [1]\nhost_sleep_us = 200_000\n\n[[op]]\nlabel = \"boom\"\nranks = [1]\nhost_sleep_us = 1\n\n[[op]]\nlabel = \"first_world\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[host]\ncomm_init_us = 2_000_000\n"
+        + "\n[[fault]]\nranks = [1]\nat = \"boom\"\nkind = \"die\"\n";
+    let timeline = folded_and_unfolded(&text);
+    for rank in [0, 2] {
+        let raised = call_of(&timeline, rank, "first_world");
+        let end = timeline.ranks[rank].end.unwrap();
+        assert_eq!(end.status, sim::timeline::ExitStatus::Raised, "rank {rank}");
+        assert_eq!(end.at_ns, Some(raised.start_ns + 5_000 * MS), "rank {rank}");
+    }
+}
+
+#[test]
+fn a_retry_that_waits_for_the_same_creation_is_resumed_once_at_its_end() {
+    // Two ranks, a 1.5 s creation, TORCH_NCCL_NONBLOCKING_TIMEOUT 1 s: each first all_reduce
+    // raises at 1 s, caught; the retry waits for the same creation (R8), which ends within
+    // its timeout, and goes on at 1.5 s; then 10 s of GPU work and a device sync. The end's
+    // resume that the raise left behind was due at the same time as the retry's: it resumed
+    // the host a second time, in its device sync (engine panic).
+    let text = nonblocking(2, "1")
+        .replace("label = \"first_world\"\n", "label = \"first_world\"\ncatch = true\n")
+        .replace(
+            "[[op]]\nlabel = \"make_sub\"",
+            "[[op]]\nlabel = \"retry\"\nall_reduce = \"x\"\n\n[[op]]\nlabel = \"long\"\ngpu_sleep_us = 10_000_000\n\n[[op]]\nlabel = \"sync\"\ndevice_sync = true\n\n[[op]]\nlabel = \"make_sub\"",
+        )
+        .replace("repeat = 2", "repeat = 1")
+        + "\n[host]\ncomm_init_us = 1_500_000\n";
+    let timeline = folded_and_unfolded(&text);
+    for rank in 0..2 {
+        let raised = call_of(&timeline, rank, "first_world");
+        assert_eq!(raised.end_ns, raised.start_ns + 1_000 * MS, "rank {rank}");
+        let retry = call_of(&timeline, rank, "retry");
+        assert_eq!(retry.start_ns, raised.end_ns, "rank {rank}");
+        assert!(retry.end_ns >= 1_501 * MS, "rank {rank}: {retry:?}");
+        let sync = call_of(&timeline, rank, "sync");
+        assert!(
+            sync.end_ns >= retry.end_ns + 10_000 * MS,
+            "rank {rank}: {sync:?}"
+        );
+        let end = timeline.ranks[rank].end.unwrap();
+        assert_eq!(end.status, sim::timeline::ExitStatus::Clean, "rank {rank}");
+    }
+}
+
+#[test]
+fn a_member_s_death_does_not_hold_a_rank_that_got_the_unique_id_in_init_process_group() {
+    // Three ranks of a non-blocking eager init; the root reaches init_process_group 3 s late,
+    // ranks 1 and 2 wait there for its unique id (R29), and rank 1 dies at its next op, at the
+    // very time the id came. Rank 2 has the id: its init_process_group returns then (the
+    // creation runs on beside the program), and its first use waits for the creation that
+    // rank 1's death undid, raising after TORCH_NCCL_NONBLOCKING_TIMEOUT (5 s). Its return from
+    // init_process_group was taken for the end of the creation and dropped where the engine
+    // got to rank 1's death first: rank 2 stayed in init_process_group for good.
+    let text = nonblocking(3, "5").replace("repeat = 2", "repeat = 1")
+        + "\n[[perturb]]\nranks = [0]\nbefore = \"init\"\nhost_delay_us = 3_000_000\n"
+        + "\n[[fault]]\nranks = [1]\nat = \"backlog\"\nkind = \"die\"\n";
+    let timeline = folded_and_unfolded(&text);
+    let published_ns = call_of(&timeline, 0, "init").end_ns;
+    assert_eq!(call_of(&timeline, 2, "init").end_ns, published_ns);
+    let first_use = call_of(&timeline, 2, "first_world");
+    let end = timeline.ranks[2].end.unwrap();
+    assert_eq!(end.status, sim::timeline::ExitStatus::Raised);
+    assert_eq!(end.at_ns, Some(first_use.start_ns + 5_000 * MS));
+}

@@ -12,10 +12,10 @@ use crate::pg::faults::{host_effect, HostEffect, RankFaults};
 macro_rules! view {
     ($engine:expr) => {
         View {
-            classes: &$engine.classes,
             ranks: &$engine.ranks,
-            comm_init: &$engine.comm_init,
+            comm_init_root_ns: &$engine.comm_init_root_ns,
             comm_init_ranks: &$engine.comm_init_ranks,
+            comm_init_end_ns: &$engine.comm_init_end_ns,
             unique_ids: &$engine.unique_ids,
             scenario: $engine.scenario,
             any_dead: $engine.any_dead,
@@ -26,11 +26,13 @@ macro_rules! view {
 
 /// The run as the failure component may read it.
 struct View<'a> {
-    classes: &'a Classes,
     ranks: &'a [RankState],
-    comm_init: &'a [Vec<InitArrival>],
+    /// When each group's root arrived in its init, publishing the unique id (R29).
+    comm_init_root_ns: &'a [Option<u64>],
     /// How many ranks of each group still do their part of its init (R8).
     comm_init_ranks: &'a [u32],
+    /// When each group's init ends, once every member counted (R8).
+    comm_init_end_ns: &'a [u64],
     unique_ids: &'a [UniqueIdExchange],
     scenario: &'a Scenario,
     any_dead: bool,
@@ -162,9 +164,6 @@ impl RunView for View<'_> {
     }
 
     fn waits_for_unique_id(&self, rank: u32, group: GroupId, now_ns: u64) -> bool {
-        let root = self
-            .classes
-            .simulated_of(self.scenario.groups[group].ranks[0]);
         // A root whose host ran ahead arrived at a time of its own, maybe later than now; one
         // that publishes at `now_ns` itself is too late for a `store.get` giving up then (R29).
         let exchange = &self.unique_ids[group];
@@ -177,14 +176,18 @@ impl RunView for View<'_> {
             return false;
         }
         matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
-            && !self.comm_init[group]
-                .iter()
-                .any(|arrival| arrival.rank == root && arrival.host_ns < now_ns)
+            && self.comm_init_root_ns[group].is_none_or(|root_ns| root_ns >= now_ns)
     }
 
-    fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool {
-        matches!(self.ranks[rank as usize].blocked, Blocked::CommInit)
-            && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
+    fn waits_for_communicator(&self, rank: u32, group: GroupId, now_ns: u64) -> bool {
+        let formed =
+            (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len();
+        // A creation a non-blocking eager init began is ready only at its end; one that ends at
+        // `now_ns` itself is in time for a wait that gives up then.
+        let ends_later = || {
+            self.unique_ids[group].fetched.contains(&rank) && self.comm_init_end_ns[group] > now_ns
+        };
+        matches!(self.ranks[rank as usize].blocked, Blocked::CommInit) && (!formed || ends_later())
     }
 
     fn epoch(&self) -> u64 {
@@ -501,9 +504,11 @@ impl Engine<'_> {
             if formed {
                 continue;
             }
-            if let Some(arrival) =
-                (arrived.iter_mut()).find(|arrival| arrival.rank == rank && arrival.counted)
-            {
+            let Some(&index) = self.comm_init_index[group].get(&rank) else {
+                continue;
+            };
+            let arrival = &mut arrived[index];
+            if arrival.counted {
                 arrival.counted = false;
                 self.comm_init_ranks[group] -= self.classes.weight(rank);
             }

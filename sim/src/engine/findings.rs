@@ -246,13 +246,17 @@ impl Engine<'_> {
         }
         for (group_id, arrived) in self.comm_init.iter().enumerate() {
             let group = &scenario.groups[group_id];
+            // Ranks whose caught raise took them out of the init wait there no more.
+            let arrived: Vec<u32> = (arrived.iter())
+                .filter(|arrival| !arrival.left)
+                .map(|arrival| arrival.rank)
+                .collect();
             if arrived.is_empty()
                 || self.comm_init_ranks[group_id] as usize == group.ranks.len()
-                || arrived.iter().all(|arrival| self.is_dead(arrival.rank))
+                || arrived.iter().all(|&rank| self.is_dead(rank))
             {
                 continue;
             }
-            let arrived: Vec<u32> = arrived.iter().map(|arrival| arrival.rank).collect();
             let missing = self.others_in_group(group_id, &arrived);
             // Ranks that died in the init wait no more, nor do their part.
             let (died, mut waiting): (Vec<u32>, Vec<u32>) =

@@ -720,17 +720,37 @@ impl Engine<'_> {
         });
     }
 
+    /// `arrival` joins `group`'s init (R8), after the arrivals before it.
+    fn push_arrival(&mut self, group: GroupId, arrival: InitArrival) {
+        if arrival.rank == self.root_of(group) {
+            self.comm_init_root_ns[group] = Some(arrival.host_ns);
+        }
+        let arrived = &mut self.comm_init[group];
+        self.comm_init_index[group].insert(arrival.rank, arrived.len());
+        arrived.push(arrival);
+    }
+
+    /// The simulated rank of `group`'s root, which publishes its unique id (R29).
+    fn root_of(&self, group: GroupId) -> u32 {
+        self.classes
+            .simulated_of(self.scenario.groups[group].ranks[0])
+    }
+
     /// `rank` got the unique id of `group` at `at_ns` in a non-blocking eager init: NCCL's
     /// creation runs from there beside the program (its part costs `cost_ns`), the rank's
     /// arrival in the group's init (R8). The last one forms it.
     fn unique_id_received(&mut self, group: GroupId, rank: u32, at_ns: u64, cost_ns: u64) {
         self.unique_ids[group].fetched.insert(rank);
-        self.comm_init[group].push(InitArrival {
-            rank,
-            host_ns: at_ns,
-            cost_ns,
-            counted: true,
-        });
+        self.push_arrival(
+            group,
+            InitArrival {
+                rank,
+                host_ns: at_ns,
+                cost_ns,
+                counted: true,
+                left: false,
+            },
+        );
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
             self.init_formed(group);
@@ -763,17 +783,21 @@ impl Engine<'_> {
         let fetched = &self.unique_ids[group].fetched;
         // `store.get` gives up at its deadline: an id published at that very instant comes too
         // late (R29). The rule holds whichever of the two the engine processes first.
-        let root_too_late = (self.comm_init[group].iter())
-            .any(|arrival| arrival.rank == root && arrival.host_ns >= host_ns + store_timeout_ns);
+        let root_too_late = (self.comm_init_root_ns[group])
+            .is_some_and(|root_ns| root_ns >= host_ns + store_timeout_ns);
         if root_too_late {
             // The root, whose host ran ahead, publishes the unique id only once this rank's
             // `store.get` timed out (R29): the rank never gets to do its part of the init.
-            self.comm_init[group].push(InitArrival {
-                rank,
-                host_ns,
-                cost_ns,
-                counted: false,
-            });
+            self.push_arrival(
+                group,
+                InitArrival {
+                    rank,
+                    host_ns,
+                    cost_ns,
+                    counted: false,
+                    left: false,
+                },
+            );
             self.notify(Notice::StoreWait {
                 rank,
                 group,
@@ -797,13 +821,16 @@ impl Engine<'_> {
                 }
             }
         }
-        let arrived = &mut self.comm_init[group];
-        arrived.push(InitArrival {
-            rank,
-            host_ns,
-            cost_ns,
-            counted: true,
-        });
+        self.push_arrival(
+            group,
+            InitArrival {
+                rank,
+                host_ns,
+                cost_ns,
+                counted: true,
+                left: false,
+            },
+        );
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
             // Hosts run ahead of the simulation, each to a time of its own: the root publishes
@@ -814,13 +841,13 @@ impl Engine<'_> {
             let has_the_id = |member_ns: u64, root_ns: u64| {
                 (root_ns < member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
             };
-            let root_ns = (arrived.iter())
-                .find(|arrival| arrival.rank == root)
-                .map(|arrival| arrival.host_ns);
-            let id_at_ns = root_ns.and_then(|root_ns| has_the_id(host_ns, root_ns));
+            let id_at_ns =
+                (self.comm_init_root_ns[group]).and_then(|root_ns| has_the_id(host_ns, root_ns));
+            let fetched = &self.unique_ids[group].fetched;
             let got_the_id: Vec<(u32, u64)> = if nonblocking && rank == root {
-                (arrived.iter())
-                    .filter(|arrival| arrival.rank != root && !fetched.contains(&arrival.rank))
+                (self.comm_init[group].iter())
+                    .filter(|arrival| !arrival.left && arrival.rank != root)
+                    .filter(|arrival| !fetched.contains(&arrival.rank))
                     .filter_map(|arrival| {
                         let id_at_ns = has_the_id(arrival.host_ns, host_ns)?;
                         Some((arrival.rank, id_at_ns))
@@ -875,11 +902,14 @@ impl Engine<'_> {
             .collect();
         members.extend(
             (arrived.iter())
+                .filter(|arrival| !arrival.left)
                 .map(|arrival| arrival.rank)
                 .filter(|rank| !exchange.fetched.contains(rank)),
         );
         for member in members {
-            self.ranks[member as usize].blocked = Blocked::CommInit;
+            let state = &mut self.ranks[member as usize];
+            state.blocked = Blocked::CommInit;
+            state.init_end_resume_ns = Some(resume_ns);
             self.schedule(
                 resume_ns.max(self.now_ns),
                 Event::HostResume {
@@ -891,10 +921,11 @@ impl Engine<'_> {
     }
 
     /// The first use of a communicator whose non-blocking creation `rank` started in
-    /// `init_process_group`, with the unique id (R8): it goes on at the creation's end if every
-    /// member did its part by then, else it waits for the end, and raises after
-    /// `nonblocking_timeout_ns` from its own start (NCCLUtils' wait for the communicator;
-    /// `None`: it waits for good).
+    /// `init_process_group`, with the unique id (R8): it goes on at the creation's end where
+    /// every member's part counts and that end comes within `nonblocking_timeout_ns` of the
+    /// wait's start (and no member's process ends before it); else it raises after
+    /// `nonblocking_timeout_ns` from its start (NCCLUtils' wait for the communicator; `None`:
+    /// it waits for good).
     fn await_nonblocking_comm(
         &mut self,
         rank: u32,
@@ -903,15 +934,37 @@ impl Engine<'_> {
     ) {
         let state = &mut self.ranks[rank as usize];
         let host_ns = state.host_ns;
-        if (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len() {
-            state.host_ns = host_ns.max(self.comm_init_end_ns[group]);
+        let formed =
+            (self.comm_init_ranks[group] as usize) == self.scenario.groups[group].ranks.len();
+        let end_ns = self.comm_init_end_ns[group];
+        // Over in the simulation already: no member's end can undo it any more (R8).
+        if formed && end_ns <= self.now_ns {
+            state.host_ns = host_ns.max(end_ns);
             return;
         }
         state.blocked = Blocked::CommInit;
         state.cursor.blocked_on = Some(HostBlock::Communicator {
             group: group as u16,
         });
-        self.unique_ids[group].in_first_use.insert(rank);
+        let in_time =
+            nonblocking_timeout_ns.is_none_or(|timeout_ns| end_ns <= host_ns + timeout_ns);
+        if !formed {
+            self.unique_ids[group].in_first_use.insert(rank);
+        } else if in_time {
+            // The rank waits for the end, as the members already waiting do: a member's
+            // process may still end before it and undo the creation (R8), whichever rank the
+            // engine got to first (hosts run ahead of the simulation).
+            self.ranks[rank as usize].init_end_resume_ns = Some(end_ns);
+            self.schedule(
+                end_ns,
+                Event::HostResume {
+                    rank,
+                    at_ns: end_ns,
+                },
+            );
+        }
+        // Else the creation ends after the wait's timeout: the rank raises at the timeout (the
+        // store wake's `waits_for_communicator`), nothing resumes it at the end.
         self.notify(Notice::StoreWait {
             rank,
             group,
@@ -936,19 +989,30 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
+        // The init's end, if every member counted once, would resume the host elsewhere.
+        if let Some(resume_ns) = state.init_end_resume_ns.take() {
+            state.void_resumes_ns.push(resume_ns);
+        }
         let exchange = &mut self.unique_ids[group];
         exchange.waiting.remove(&rank);
-        if exchange.in_first_use.remove(&rank) {
+        exchange.in_first_use.remove(&rank);
+        if exchange.fetched.contains(&rank) {
             // A non-blocking eager init's first use: ProcessGroupNCCL keeps the communicator
             // `init_process_group` began (`initNCCLComm` cached it), so the group's next
-            // collective waits for the same creation again, and the rank's part runs on (R8).
+            // collective waits for the same creation again, and the rank's part runs on (R8),
+            // also where the others were resumed at its end before a member's death undid it.
         } else {
-            let arrived = &mut self.comm_init[group];
             // A rank whose store wait timed out before the root published never counted.
-            let counted = (arrived.iter()).any(|arrival| arrival.rank == rank && arrival.counted);
-            arrived.retain(|arrival| arrival.rank != rank);
-            if counted {
-                self.comm_init_ranks[group] -= self.classes.weight(rank);
+            if let Some(index) = self.comm_init_index[group].remove(&rank) {
+                let arrival = &mut self.comm_init[group][index];
+                if arrival.counted {
+                    self.comm_init_ranks[group] -= self.classes.weight(rank);
+                }
+                arrival.counted = false;
+                arrival.left = true;
+                if self.comm_init_root_ns[group].is_some() && rank == self.root_of(group) {
+                    self.comm_init_root_ns[group] = None;
+                }
             }
         }
         self.push_host_call(rank, op, at_ns);
@@ -968,10 +1032,7 @@ impl Engine<'_> {
             return false;
         };
         let group = group as GroupId;
-        // A rank blocked in the `store.get` of a non-blocking eager init has no arrival: its
-        // resume is the root's publication (R29).
-        !self.unique_ids[group].waiting.contains_key(&rank)
-            && (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
+        (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len()
     }
 
     /// R10c: the NCCL kernel, joined to the group's rendezvous (R16).
@@ -1380,6 +1441,7 @@ pub(super) fn next_poll_ns(first_poll_ns: u64, poll_ns: u64, at_ns: u64) -> u64 
 /// and did its part latest is done (`Engine::init_comm`).
 pub(super) fn init_end_ns(arrived: &[InitArrival]) -> u64 {
     (arrived.iter())
+        .filter(|arrival| !arrival.left)
         .map(|arrival| arrival.host_ns + arrival.cost_ns)
         .max()
         .unwrap_or(0)

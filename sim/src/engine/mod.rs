@@ -221,13 +221,15 @@ enum Blocked {
 /// A simulated rank that reached a lazy communicator init (R8), at host time `host_ns`; its part
 /// of the init costs `cost_ns` (its process's first communicator, or a later one). It `counted`
 /// towards the init's members until it could no longer do its part: its process ended in the
-/// init, or its `store.get` gave up before the root published the unique id (R29).
+/// init, or its `store.get` gave up before the root published the unique id (R29). It `left`
+/// once a caught raise took the rank out of the init: its next try is a new arrival.
 #[derive(Debug, Clone, Copy)]
 struct InitArrival {
     rank: u32,
     host_ns: u64,
     cost_ns: u64,
     counted: bool,
+    left: bool,
 }
 
 /// The exchange of a group's unique id inside a non-blocking eager `init_process_group`
@@ -275,6 +277,11 @@ struct Engine<'s> {
     comm_init: Vec<Vec<InitArrival>>,
     /// Per group: how many ranks the arrivals still `counted` count as.
     comm_init_ranks: Vec<u32>,
+    /// Per group: where each simulated rank's arrival (not `left`) is in `comm_init`, looked
+    /// up as each of a large world's ranks ends or raises.
+    comm_init_index: Vec<FxHashMap<u32, usize>>,
+    /// Per group: when its root arrived, publishing the unique id (R29), read at each arrival.
+    comm_init_root_ns: Vec<Option<u64>>,
     /// Per group: when its init ends, set once every member counts (`init_formed`), read while
     /// they all still do: kept, since each of a large world's ranks asks for it.
     comm_init_end_ns: Vec<u64>,
@@ -344,6 +351,8 @@ impl<'s> Engine<'s> {
                     last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
+                    init_end_resume_ns: None,
+                    void_resumes_ns: Vec::new(),
                     streams,
                     group_seq: vec![0; scenario.groups.len()],
                     fired_ns: Vec::new(),
@@ -413,6 +422,8 @@ impl<'s> Engine<'s> {
             in_flight: Vec::new(),
             comm_init: vec![Vec::new(); scenario.groups.len()],
             comm_init_ranks: vec![0; scenario.groups.len()],
+            comm_init_index: vec![FxHashMap::default(); scenario.groups.len()],
+            comm_init_root_ns: vec![None; scenario.groups.len()],
             comm_init_end_ns: vec![0; scenario.groups.len()],
             unique_ids: vec![UniqueIdExchange::default(); scenario.groups.len()],
             gemm_ns_by_op,
@@ -476,12 +487,24 @@ impl<'s> Engine<'s> {
         {
             return true;
         }
-        // The end of a communicator's init that a member's end undid (R8): the host waits on.
-        if self.any_dead
-            && matches!(event, Event::HostResume { .. })
-            && self.waits_in_unformed_init(rank)
-        {
-            return true;
+        if let Event::HostResume { at_ns, .. } = event {
+            let state = &mut self.ranks[rank as usize];
+            // The host left that init by a caught raise: it is elsewhere now. (A resume of its
+            // own due at the same time is the same event: either of the two goes.)
+            if let Some(void) = (state.void_resumes_ns.iter()).position(|&void_ns| void_ns == at_ns)
+            {
+                state.void_resumes_ns.swap_remove(void);
+                return true;
+            }
+            if state.init_end_resume_ns == Some(at_ns) {
+                state.init_end_resume_ns = None;
+                // The end of a communicator's init that a member's end undid (R8): the host
+                // waits on. (Only that resume: one from `store.get`, the unique id there, is
+                // not the init's end.)
+                if self.any_dead && self.waits_in_unformed_init(rank) {
+                    return true;
+                }
+            }
         }
         let Event::Failure { group, wake, .. } = event else {
             return false;

@@ -56,6 +56,13 @@ pub(super) struct RankState {
     pub(super) slot_instance: Vec<Instance>,
     /// Counts the host's resumptions, so that a stale timeout is recognised.
     pub(super) generation: u64,
+    /// When the end of the communicator's init the host waits in resumes it, scheduled once
+    /// every member counted (`Engine::init_formed`), until it is due.
+    pub(super) init_end_resume_ns: Option<u64>,
+    /// Resumes at the end of inits that a caught raise took the host out of before then (a
+    /// member's death undid the init, R8, or it ended past a non-blocking timeout): still
+    /// queued, and dropped when due (`Engine::ignored`), as the host is elsewhere by then.
+    pub(super) void_resumes_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     pub(super) instance_stream: Vec<u16>,
     /// Per group: the SeqNum of the last collective the host enqueued.

@@ -91,7 +91,7 @@ impl RunView for FakeRun {
         self.epochs.get()
     }
 
-    fn waits_for_communicator(&self, rank: u32, _group: GroupId) -> bool {
+    fn waits_for_communicator(&self, rank: u32, _group: GroupId, _now_ns: u64) -> bool {
         self.waiting_for_unique_id.contains(&rank)
     }
 

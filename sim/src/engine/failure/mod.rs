@@ -329,8 +329,9 @@ pub(in crate::engine) trait RunView {
     /// `rank`'s host still waits at `now_ns` in `store.get` for the unique id of `group`'s
     /// communicator: the root has not published it by then.
     fn waits_for_unique_id(&self, rank: u32, group: GroupId, now_ns: u64) -> bool;
-    /// `rank`'s host still waits for the others to finish `group`'s communicator (R8).
-    fn waits_for_communicator(&self, rank: u32, group: GroupId) -> bool;
+    /// `rank`'s host still waits at `now_ns` for `group`'s communicator (R8): the others have
+    /// not all done their part, or its creation ends after `now_ns`.
+    fn waits_for_communicator(&self, rank: u32, group: GroupId, now_ns: u64) -> bool;
     /// The op `rank`'s host is in.
     fn host_op(&self, rank: u32) -> usize;
     /// No GPU work of `rank` is left on any of its streams.
@@ -656,7 +657,7 @@ impl<'s> Failure<'s> {
             // communicator once the root published it: the latter's deadline counts.
             Wake::StoreTimeout => match self.nonblocking_waits.get(&(rank, group)) {
                 Some(&deadline_ns) => {
-                    deadline_ns != at_ns || !view.waits_for_communicator(rank, group)
+                    deadline_ns != at_ns || !view.waits_for_communicator(rank, group, at_ns)
                 }
                 None => !view.waits_for_unique_id(rank, group, at_ns),
             },

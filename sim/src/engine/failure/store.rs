@@ -60,9 +60,11 @@ impl Failure<'_> {
             )
         };
         // The record and the finding stand for the rank's whole class: PyTorch's words carry
-        // each member's own group rank, so theirs name the class's.
+        // each member's own group rank, so theirs name the class's. Only the rank that reports
+        // for its class keeps them (an unfolded run's others would each list the whole class:
+        // quadratic in the ranks where every rank times out).
         let class = self.classes.class_members(rank);
-        let for_class = if nonblocking || class.count() <= 1 {
+        let for_class = if nonblocking || class.count() <= 1 || !self.classes.reports(rank) {
             message.clone()
         } else {
             unique_id_timeout(
