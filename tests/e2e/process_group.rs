@@ -93,6 +93,36 @@ fn a_non_blocking_eager_init_returns_at_once_and_is_finished_at_the_first_use() 
     assert_eq!(took(&timeline, "first_sub", 0), 30 * US);
 }
 
+#[test]
+fn a_new_group_before_the_non_blocking_worlds_first_use_is_a_later_communicator() {
+    // The world's communicator, begun in the non-blocking eager init_process_group, is the
+    // process's first: `sub`'s, split from it in new_group before the world's first use, costs
+    // a later one's 25 ms and waits for no drain; the world's first use waits for the creation
+    // and then for the device, the 300 ms backlog (R8). Both were `sub`'s before.
+    let text = "[cluster]\nranks = 2\n[groups.sub]\nranks = [0, 1]\n\
+        [env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\n[tensors]\nx = \"1MiB\"\n\
+        [[op]]\nlabel = \"init\"\ninit_process_group = true\ndevice_id = true\n\
+        [[op]]\nlabel = \"backlog\"\ngpu_sleep_us = 300_000\n\
+        [[op]]\nlabel = \"make_sub\"\nnew_group = \"sub\"\n\
+        [[op]]\nlabel = \"first_sub\"\nall_reduce = \"x\"\ngroup = \"sub\"\n\
+        [[op]]\nlabel = \"first_world\"\nall_reduce = \"x\"\n";
+    let timeline = folded_and_unfolded(text);
+    let took_on_0 = |name| {
+        let host = call_of(&timeline, 0, name);
+        host.end_ns - host.start_ns
+    };
+    assert_eq!(took_on_0("make_sub"), 450 * US + 25 * MS);
+    let backlog_end_ns = timeline.ranks[0].kernels[0].end_ns;
+    assert!(backlog_end_ns > 300 * MS, "{backlog_end_ns}");
+    // The drain waits for the backlog and for `sub`'s all_reduce queued behind it (R10).
+    let sub_end_ns = timeline.ranks[0].collectives[0].end_ns;
+    assert!(sub_end_ns > backlog_end_ns, "{sub_end_ns} {backlog_end_ns}");
+    assert_eq!(
+        call_of(&timeline, 0, "first_world").end_ns,
+        sub_end_ns + 30 * US
+    );
+}
+
 /// The shipped scenario's text.
 fn shipped() -> String {
     std::fs::read_to_string(crate::util::scenarios_dir().join("process_group_setup.toml")).unwrap()

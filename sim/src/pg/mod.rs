@@ -58,6 +58,9 @@ pub struct ProcessGroupNccl {
     /// Whether this process created a communicator yet: its first waits for the device to
     /// drain and costs `comm_init_ns`, later ones `comm_init_next_ns` (R8).
     any_communicator: bool,
+    /// Whether the world's communicator, the process's first, began in a non-blocking eager
+    /// `init_process_group` and its device drain is still to come: at its first use (R8).
+    world_drain_at_first_use: bool,
     /// The dtypes of the GEMMs this process launched: the first of each dtype costs
     /// `host.first_gemm_us` more.
     gemm_dtypes: Vec<DType>,
@@ -157,6 +160,7 @@ impl ProcessGroupNccl {
             initialised: vec![false; scenario.groups.len()],
             warned_eager_p2p: [false; 2],
             any_communicator: false,
+            world_drain_at_first_use: false,
             gemm_dtypes: Vec::new(),
             fill_kernels_loaded: fills_before_program(scenario, rank),
             deferred: vec![false; scenario.groups.len()],
@@ -226,6 +230,7 @@ impl ProcessGroupNccl {
     fn create_communicator(&mut self, scenario: &Scenario, group: GroupId, out: &mut Vec<Step>) {
         let first = !self.any_communicator;
         self.any_communicator = true;
+        let drains = first || (group == 0 && std::mem::take(&mut self.world_drain_at_first_use));
         self.initialised[group] = true;
         let nonblocking = self.deferred[group];
         out.push(Step::InitComm {
@@ -238,7 +243,7 @@ impl ProcessGroupNccl {
             nonblocking_timeout_ns: scenario.env.nonblocking_timeout_ns.filter(|_| nonblocking),
             nonblocking,
         });
-        if first {
+        if drains {
             out.push(Step::DeviceSync { cost_ns: 0 });
         }
     }
@@ -286,11 +291,15 @@ impl ProcessGroupNccl {
                     // `initNCCLComm` gets the unique id through the store before it starts the
                     // non-blocking creation (R29), which runs on from there; the call returns,
                     // and the communicator's first use waits until it is finished.
+                    // It is the process's first communicator: its cost is the first's, and the
+                    // device drain that comes with that cost waits for its first use.
                     self.deferred[0] = true;
-                    let cost_ns = if self.any_communicator {
-                        scenario.host.comm_init_next_ns
-                    } else {
+                    let first = !std::mem::replace(&mut self.any_communicator, true);
+                    self.world_drain_at_first_use = first;
+                    let cost_ns = if first {
                         scenario.host.comm_init_ns
+                    } else {
+                        scenario.host.comm_init_next_ns
                     };
                     out.push(Step::FetchUniqueId { group: 0, cost_ns });
                 } else if device_id {
