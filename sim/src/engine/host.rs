@@ -14,7 +14,7 @@
 use super::failure::Notice;
 use super::findings::Accessed;
 use super::{
-    Blocked, Engine, Event, GpuItem, InitArrival, Instance, Waiter, NEVER, NOT_ENQUEUED,
+    Blocked, Engine, Event, GpuItem, InitArrival, Instance, StoreGet, Waiter, NEVER, NOT_ENQUEUED,
     NO_WORK_START,
 };
 use crate::lifetime::Binding;
@@ -680,12 +680,12 @@ impl Engine<'_> {
             exchange.published_ns = Some(host_ns);
             let (in_time, too_late): (BTreeMap<_, _>, BTreeMap<_, _>) =
                 (std::mem::take(&mut exchange.waiting).into_iter())
-                    .partition(|&(_, (member_ns, _))| host_ns < member_ns + store_timeout_ns);
+                    .partition(|(_, get)| host_ns < get.since_ns + store_timeout_ns);
             exchange.waiting = too_late;
             self.unique_id_received(group, rank, host_ns, cost_ns);
-            for (member, (member_ns, member_cost_ns)) in in_time {
-                let resume_ns = member_ns.max(host_ns);
-                self.unique_id_received(group, member, resume_ns, member_cost_ns);
+            for (member, get) in in_time {
+                let resume_ns = get.since_ns.max(host_ns);
+                self.unique_id_received(group, member, resume_ns, get.cost_ns);
                 self.schedule(
                     resume_ns.max(self.now_ns),
                     Event::HostResume {
@@ -704,7 +704,13 @@ impl Engine<'_> {
                 return;
             }
         }
-        exchange.waiting.insert(rank, (host_ns, cost_ns));
+        exchange.waiting.insert(
+            rank,
+            StoreGet {
+                since_ns: host_ns,
+                cost_ns,
+            },
+        );
         let state = &mut self.ranks[rank as usize];
         state.blocked = Blocked::CommInit;
         state.cursor.blocked_on = Some(HostBlock::Communicator {
@@ -766,7 +772,10 @@ impl Engine<'_> {
         cost_ns: u64,
         (nonblocking_timeout_ns, nonblocking): (Option<u64>, bool),
     ) {
-        if nonblocking && self.unique_ids[group].fetched.contains(&rank) {
+        if nonblocking {
+            // Every rank got the world's unique id in `init_process_group` (a store timeout
+            // there ends its process: that op cannot catch), so its first use only waits for
+            // the creation.
             self.await_nonblocking_comm(rank, group, nonblocking_timeout_ns);
             return;
         }
@@ -780,7 +789,6 @@ impl Engine<'_> {
             .classes
             .simulated_of(self.scenario.groups[group].ranks[0]);
         let store_timeout_ns = self.scenario.groups[group].timeout_ns;
-        let fetched = &self.unique_ids[group].fetched;
         // `store.get` gives up at its deadline: an id published at that very instant comes too
         // late (R29). The rule holds whichever of the two the engine processes first.
         let root_too_late = (self.comm_init_root_ns[group])
@@ -803,8 +811,8 @@ impl Engine<'_> {
                 group,
                 host_ns,
                 root_published: false,
-                nonblocking_timeout_ns,
-                nonblocking,
+                nonblocking_timeout_ns: None,
+                nonblocking: false,
             });
             return;
         }
@@ -814,8 +822,7 @@ impl Engine<'_> {
             // no part of the init: each raises at its deadline, as where the engine processed
             // that deadline first.
             for arrival in &mut self.comm_init[group] {
-                let has_the_id = nonblocking && fetched.contains(&arrival.rank);
-                if !has_the_id && arrival.counted && arrival.host_ns + store_timeout_ns <= host_ns {
+                if arrival.counted && arrival.host_ns + store_timeout_ns <= host_ns {
                     arrival.counted = false;
                     self.comm_init_ranks[group] -= self.classes.weight(arrival.rank);
                 }
@@ -836,44 +843,18 @@ impl Engine<'_> {
             // Hosts run ahead of the simulation, each to a time of its own: the root publishes
             // the unique id at its arrival's time, which may come after a member's that the
             // engine processed later. A member has the id from the later of the two, unless its
-            // `store.get` timed out first or at that instant (R29); from then on, under
-            // non-blocking init, it waits for the communicator (R8).
-            let has_the_id = |member_ns: u64, root_ns: u64| {
-                (root_ns < member_ns + store_timeout_ns).then_some(member_ns.max(root_ns))
-            };
-            let id_at_ns =
-                (self.comm_init_root_ns[group]).and_then(|root_ns| has_the_id(host_ns, root_ns));
-            let fetched = &self.unique_ids[group].fetched;
-            let got_the_id: Vec<(u32, u64)> = if nonblocking && rank == root {
-                (self.comm_init[group].iter())
-                    .filter(|arrival| !arrival.left && arrival.rank != root)
-                    .filter(|arrival| !fetched.contains(&arrival.rank))
-                    .filter_map(|arrival| {
-                        let id_at_ns = has_the_id(arrival.host_ns, host_ns)?;
-                        Some((arrival.rank, id_at_ns))
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            // `store.get` timed out first or at that instant (R29).
+            let id_at_ns = (self.comm_init_root_ns[group]).and_then(|root_ns| {
+                (root_ns < host_ns + store_timeout_ns).then_some(host_ns.max(root_ns))
+            });
             self.notify(Notice::StoreWait {
                 rank,
                 group,
                 host_ns: id_at_ns.unwrap_or(host_ns),
                 root_published: id_at_ns.is_some(),
-                nonblocking_timeout_ns,
-                nonblocking,
+                nonblocking_timeout_ns: None,
+                nonblocking: false,
             });
-            for (member, id_at_ns) in got_the_id {
-                self.notify(Notice::StoreWait {
-                    rank: member,
-                    group,
-                    host_ns: id_at_ns,
-                    root_published: true,
-                    nonblocking_timeout_ns,
-                    nonblocking,
-                });
-            }
             return;
         }
         // The init is collective: it ends for every member together, once the member that
@@ -976,10 +957,13 @@ impl Engine<'_> {
     }
 
     /// The program caught the raise of `rank`'s communicator creation at `at_ns` (a store
-    /// timeout, R29, or the non-blocking init's, R8; `catch = true`): the communicator was never
-    /// created, so the rank leaves the group's init and its ProcessGroupNCCL is as before the
-    /// call (the group's next collective creates the communicator again); the call ends at the
-    /// raise and the host goes on at the next op.
+    /// timeout, R29, or the non-blocking init's, R8; `catch = true`): the call ends at the raise
+    /// and the host goes on at the next op, its ProcessGroupNCCL as before the call. A lazy
+    /// init's communicator was never created, so the rank leaves the group's init and the
+    /// group's next collective creates it again; a non-blocking eager init's first use leaves
+    /// the creation `init_process_group` began running, and the next collective waits for it
+    /// again. (`init_process_group` itself cannot catch: a `store.get` there that times out
+    /// ends the process.)
     pub(super) fn comm_init_raised(&mut self, rank: u32, at_ns: u64) {
         let state = &mut self.ranks[rank as usize];
         let Some(HostBlock::Communicator { group }) = state.cursor.blocked_on else {
@@ -994,7 +978,6 @@ impl Engine<'_> {
             state.void_resumes_ns.push(resume_ns);
         }
         let exchange = &mut self.unique_ids[group];
-        exchange.waiting.remove(&rank);
         exchange.in_first_use.remove(&rank);
         if exchange.fetched.contains(&rank) {
             // A non-blocking eager init's first use: ProcessGroupNCCL keeps the communicator

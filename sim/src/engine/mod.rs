@@ -238,16 +238,24 @@ struct InitArrival {
 struct UniqueIdExchange {
     /// When the root published the id (its host time).
     published_ns: Option<u64>,
-    /// The simulated ranks blocked in `store.get`: each with the host time it began and the
-    /// cost of its part of the creation. Sets and maps by rank, not lists: every rank of a
-    /// large unfolded world is looked up in them.
-    waiting: BTreeMap<u32, (u64, u64)>,
+    /// The simulated ranks blocked in `store.get`. Sets and maps by rank, not lists: every
+    /// rank of a large unfolded world is looked up in them.
+    waiting: BTreeMap<u32, StoreGet>,
     /// The simulated ranks that have the id, whose part of the creation runs from then (their
-    /// arrival in the group's init): their first use waits only for the communicator, until a
-    /// raise there makes the next try exchange an id again.
+    /// arrival in the group's init): their first use waits only for the communicator, also
+    /// after a raise there.
     fetched: BTreeSet<u32>,
     /// The simulated ranks blocked in the first use, waiting for the creation to end.
     in_first_use: BTreeSet<u32>,
+}
+
+/// A rank's `store.get` of the unique id in a non-blocking eager init ([`UniqueIdExchange`]).
+#[derive(Debug, Clone, Copy)]
+struct StoreGet {
+    /// The host time it began.
+    since_ns: u64,
+    /// The cost of the rank's part of the creation, once it has the id.
+    cost_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -133,9 +133,10 @@ pub enum Step {
     /// A communicator created during the program (R8): lazily inside the group's first
     /// collective, or eagerly in `init_process_group(device_id=…)` / `new_group`. The host
     /// blocks until every member arrived, then for `cost_ns`; a member still waiting for the
-    /// root's unique id raises after the store's timeout (the group's, R29); under
-    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` (`nonblocking`), one that has the id and still waits
-    /// for the others raises after `nonblocking_timeout_ns` (R8; `None`: it waits for good).
+    /// root's unique id raises after the store's timeout (the group's, R29). Under
+    /// `TORCH_NCCL_USE_COMM_NONBLOCKING` (`nonblocking`: the world's first use after a
+    /// [`Step::FetchUniqueId`], which exchanged the id) it waits for the creation's end and
+    /// raises if that end comes after `nonblocking_timeout_ns` (R8; `None`: it waits for good).
     InitComm {
         group: GroupId,
         cost_ns: u64,
