@@ -31,6 +31,7 @@ use program::{
     comment_text, gpu_preset, launch_latencies_ns, one_rank_collective_ns, us, Declarations,
     RankProgram,
 };
+use sim::ranks::RankSet;
 use sim::units::format_size;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -111,10 +112,22 @@ pub fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
         }
     }
     if seen.len() as u32 != world {
-        let missing: Vec<u32> = (0..world).filter(|r| !seen.contains_key(r)).collect();
+        // The ranks between those seen, as ranges: a world of 65,536 with one trace is one
+        // short line, not a list of every rank.
+        let mut missing = RankSet::default();
+        let mut next = 0u32;
+        for &rank in seen.keys().filter(|&&rank| rank < world) {
+            if rank > next {
+                missing.union_with(&RankSet::range(next, rank - 1));
+            }
+            next = rank + 1;
+        }
+        if next < world {
+            missing.union_with(&RankSet::range(next, world - 1));
+        }
         return Err(format!(
-            "world size {world} but no trace of rank{} {missing:?}: give one trace per rank",
-            if missing.len() > 1 { "s" } else { "" }
+            "world size {world} but no trace of {}: give one trace per rank",
+            missing.named()
         ));
     }
     Ok(world)
@@ -883,9 +896,23 @@ mod tests {
         );
         let half = small_trace(0, 2);
         let missing = import_one(&half).unwrap_err();
-        assert!(
-            missing.message.contains("no trace of rank [1]"),
-            "{missing}"
+        assert!(missing.message.contains("no trace of rank 1:"), "{missing}");
+        // A large world with a few traces: the missing ranks as ranges, one short line.
+        let pair = |rank| {
+            small_trace(rank, 65_536).replace(
+                "\"Process Group Ranks\": \"[0, 1]\"",
+                "\"Process Group Ranks\": \"[2, 5]\"",
+            )
+        };
+        let (two, five) = (pair(2), pair(5));
+        let files = [("rank2.json", &two), ("rank5.json", &five)]
+            .map(|(name, text)| TraceFile { name, text });
+        let traces: Vec<Trace> = (files.iter())
+            .flat_map(|file| Trace::parse_file(file).unwrap())
+            .collect();
+        assert_eq!(
+            job_world_size(&traces).unwrap_err(),
+            "world size 65536 but no trace of ranks 0-1,3-4,6-65535 (65,534 ranks): give one trace per rank"
         );
     }
 }
