@@ -716,11 +716,18 @@ impl Engine<'_> {
         state.cursor.blocked_on = Some(HostBlock::Communicator {
             group: group as u16,
         });
+        self.notify_store_get(rank, group, host_ns, false);
+    }
+
+    /// `rank`'s `store.get` of `group`'s unique id, to the failure component: where
+    /// `root_published` the rank has the id at `host_ns`, else its wait began then and raises
+    /// after the store's timeout unless the root comes (R29).
+    fn notify_store_get(&mut self, rank: u32, group: GroupId, host_ns: u64, root_published: bool) {
         self.notify(Notice::StoreWait {
             rank,
             group,
             host_ns,
-            root_published: false,
+            root_published,
             nonblocking_timeout_ns: None,
             nonblocking: false,
         });
@@ -806,14 +813,7 @@ impl Engine<'_> {
                     left: false,
                 },
             );
-            self.notify(Notice::StoreWait {
-                rank,
-                group,
-                host_ns,
-                root_published: false,
-                nonblocking_timeout_ns: None,
-                nonblocking: false,
-            });
+            self.notify_store_get(rank, group, host_ns, false);
             return;
         }
         if rank == root {
@@ -847,14 +847,7 @@ impl Engine<'_> {
             let id_at_ns = (self.comm_init_root_ns[group]).and_then(|root_ns| {
                 (root_ns < host_ns + store_timeout_ns).then_some(host_ns.max(root_ns))
             });
-            self.notify(Notice::StoreWait {
-                rank,
-                group,
-                host_ns: id_at_ns.unwrap_or(host_ns),
-                root_published: id_at_ns.is_some(),
-                nonblocking_timeout_ns: None,
-                nonblocking: false,
-            });
+            self.notify_store_get(rank, group, id_at_ns.unwrap_or(host_ns), id_at_ns.is_some());
             return;
         }
         // The init is collective: it ends for every member together, once the member that
