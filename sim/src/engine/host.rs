@@ -7,9 +7,10 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 //!
-//! About 1,190 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
-//! resume the same cursor. The polling waits, their timeouts, the abort and the raise (and its
-//! catch) are in [`super::wait`].
+//! About 1,420 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
+//! resume the same cursor; a communicator's init (R8, R29: the arrivals, the store's unique id,
+//! the non-blocking exchange) reads and writes the same rank states. The polling waits, their
+//! timeouts, the abort and the raise (and its catch) are in [`super::wait`].
 
 use super::failure::Notice;
 use super::findings::Accessed;
