@@ -801,19 +801,17 @@ impl Engine<'_> {
         // late (R29). The rule holds whichever of the two the engine processes first.
         let root_too_late = (self.comm_init_root_ns[group])
             .is_some_and(|root_ns| root_ns >= host_ns + store_timeout_ns);
+        let arrival = InitArrival {
+            rank,
+            host_ns,
+            cost_ns,
+            counted: !root_too_late,
+            left: false,
+        };
         if root_too_late {
             // The root, whose host ran ahead, publishes the unique id only once this rank's
             // `store.get` timed out (R29): the rank never gets to do its part of the init.
-            self.push_arrival(
-                group,
-                InitArrival {
-                    rank,
-                    host_ns,
-                    cost_ns,
-                    counted: false,
-                    left: false,
-                },
-            );
+            self.push_arrival(group, arrival);
             self.notify_store_get(rank, group, host_ns, false);
             return;
         }
@@ -829,16 +827,7 @@ impl Engine<'_> {
                 }
             }
         }
-        self.push_arrival(
-            group,
-            InitArrival {
-                rank,
-                host_ns,
-                cost_ns,
-                counted: true,
-                left: false,
-            },
-        );
+        self.push_arrival(group, arrival);
         self.comm_init_ranks[group] += self.classes.weight(rank);
         if (self.comm_init_ranks[group] as usize) < self.scenario.groups[group].ranks.len() {
             // Hosts run ahead of the simulation, each to a time of its own: the root publishes
