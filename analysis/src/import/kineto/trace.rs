@@ -288,17 +288,20 @@ fn parse_ranks(text: &str, group_size: Option<u64>) -> Result<Vec<u32>, String> 
     let stride = second.checked_sub(first).filter(|&stride| stride > 0);
     let ranks: Option<Vec<u32>> = stride
         .filter(|_| size <= MAX_WORLD_SIZE && after_cut.len() <= 1)
-        .and_then(|stride| {
-            (0..size as u32)
-                .map(|step| step.checked_mul(stride)?.checked_add(first))
-                .collect()
-        });
+        .and_then(|stride| ranks_in_steps(first, stride, size as u32));
     match ranks {
         Some(ranks) if list.lists(&ranks) => Ok(ranks),
         _ => Err(unknown(&format!(
             "its {size} ranks are not in steps of the listed ones' stride"
         ))),
     }
+}
+
+/// The `size` ranks from `first` in steps of `stride`, or `None` where they pass `u32::MAX`.
+fn ranks_in_steps(first: u32, stride: u32, size: u32) -> Option<Vec<u32>> {
+    (0..size)
+        .map(|step| step.checked_mul(stride)?.checked_add(first))
+        .collect()
 }
 
 /// A group's ranks from `record_param_comms`'s `Global rank start` and `Global rank stride`,
@@ -330,10 +333,7 @@ fn strided_group(args: &Map<String, Value>) -> Result<Option<Vec<u32>>, String> 
             "\"Group size\" {size}: a job has at most {MAX_WORLD_SIZE} ranks"
         ));
     }
-    let ranks: Option<Vec<u32>> = (0..size as u32)
-        .map(|step| step.checked_mul(stride)?.checked_add(start))
-        .collect();
-    ranks.map(Some).ok_or_else(|| {
+    ranks_in_steps(start, stride, size as u32).map(Some).ok_or_else(|| {
         format!(
             "\"Global rank start\" {start} and \"Global rank stride\" {stride} make a group of {size} ranks reaching beyond rank {}",
             u32::MAX
