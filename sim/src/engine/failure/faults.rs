@@ -145,10 +145,10 @@ impl Failure<'_> {
             agreeing.union_with(members);
             return;
         }
-        let agreeing = agreeing.clone();
         if !self.mismatched.insert((group, seq)) {
             return;
         }
+        let agreeing = agreeing.clone();
         out.push(Command::PoisonRendezvous { rendezvous });
         let scenario = self.scenario;
         // The ranks that issued the first call so far, and those of the class that issued this

@@ -445,7 +445,6 @@ impl<'s> Failure<'s> {
         }
     }
 
-    /// The log, in time order.
     /// Whether a collective `rank` issues now needs its `CollectiveIssued` notice: a fault is
     /// armed for it, or the ranks' calls may disagree (R16). Most runs need neither, and the
     /// notice costs a dispatch per collective.
@@ -453,6 +452,7 @@ impl<'s> Failure<'s> {
         self.armed[rank as usize].is_some() || self.signatures.is_some()
     }
 
+    /// The log, in time order.
     pub(in crate::engine) fn into_records(mut self) -> Vec<WatchdogRecord> {
         self.records.sort_by_key(|r| (r.at_ns, r.rank));
         self.records
