@@ -107,18 +107,7 @@ fn import_kineto(
     // Read and checked before anything is written.
     let against_traces = if replay && !against.is_empty() {
         let against_traces = read_traces(against)?;
-        // The imported traces are one job's: `import_traces` checked them.
-        let imported_world = traces[0].world_size;
-        kineto::job_world_size(&against_traces)
-            .and_then(|world| {
-                if world == imported_world {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "traces of world size {world}, the imported ones of world size {imported_world}"
-                    ))
-                }
-            })
+        kineto::replayable_against(&traces, &against_traces)
             .map_err(|message| job_error(against, &format!("--replay-against: {message}")))?;
         Some(against_traces)
     } else {

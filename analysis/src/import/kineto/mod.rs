@@ -89,7 +89,7 @@ const SHARING_HEADROOM_SMS: u32 = 64;
 
 /// The world size of `traces` where they are one job's, one trace per rank (`import_traces`
 /// and `--replay-against` need that), else why not.
-pub fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
+fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
     let Some(first) = traces.first() else {
         return Err("no traces".to_string());
     };
@@ -131,6 +131,20 @@ pub fn job_world_size(traces: &[Trace]) -> Result<u32, String> {
         ));
     }
     Ok(world)
+}
+
+/// Whether `against` can stand for the imported job `imported` in a replay's comparison: a
+/// whole job of the same world size, else why not.
+pub fn replayable_against(imported: &[Trace], against: &[Trace]) -> Result<(), String> {
+    let imported_world = job_world_size(imported)?;
+    let world = job_world_size(against)?;
+    if world == imported_world {
+        Ok(())
+    } else {
+        Err(format!(
+            "traces of world size {world}, the imported ones of world size {imported_world}"
+        ))
+    }
 }
 
 /// Imports traces already read (see [`Trace::parse_file`]).
