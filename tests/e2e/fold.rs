@@ -220,6 +220,40 @@ kind = "hang"
     folds_alike("store_tie", tie, &[&[0, 1, 3]]);
 }
 
+/// Ranks 1-3 reach their first use of the world while its non-blocking creation runs, the others
+/// before it ends; every rank goes on at its end and finds a race at one instant. An unfolded
+/// run holds more events at that instant (each rank's store wake-up), so a host stopped at one
+/// and found its race later in the engine's order: the two classes' findings came in opposite
+/// orders (found by a fold hunt; listed by time, then rank, since 2026-12-07).
+#[test]
+fn findings_of_one_instant_are_listed_alike_folded_and_unfolded() {
+    let same_instant = r#"
+[cluster]
+ranks = 16
+[env]
+TORCH_NCCL_USE_COMM_NONBLOCKING = 1
+TORCH_NCCL_NONBLOCKING_TIMEOUT = 2
+[host]
+comm_init_us = 2000000
+[tensors]
+x = "1KiB"
+[[op]]
+init_process_group = true
+device_id = true
+[[op]]
+label = "c0"
+all_reduce = "x"
+async_op = true
+[[op]]
+all_reduce = "x"
+[[perturb]]
+ranks = [1, 2, 3]
+before = "c0"
+host_delay_us = 1001000
+"#;
+    folds_alike("same_instant", same_instant, &[&[0, 4, 15], &[1, 2, 3]]);
+}
+
 /// Runs `scenario` folded and with `--no-fold`: the reports and exit codes are the same, and
 /// in the unfolded Timeline the ranks of each of `identical` have the same host records.
 fn folds_alike(name: &str, scenario: &str, identical: &[&[usize]]) {

@@ -459,10 +459,19 @@ impl Engine<'_> {
             return;
         }
         let class = self.classes.class_members(simulated);
-        finding.rank = Some(self.classes.rank_of(simulated));
+        let rank = self.classes.rank_of(simulated);
+        finding.rank = Some(rank);
         if class.count() > 1 {
             finding.stands_for = class.clone();
         }
+        // Found by the host's own steps, running ahead of the simulation (R1), at its time.
+        let state = &self.ranks[simulated as usize];
+        let found_ns = if matches!(state.blocked, Blocked::Running) {
+            state.host_ns.max(self.now_ns)
+        } else {
+            self.now_ns
+        };
+        self.finding_keys.push((found_ns, rank));
         self.findings.push(finding);
     }
 }

@@ -302,6 +302,9 @@ struct Engine<'s> {
     /// How NCCL runs each (collective or barrier op, call size) (R22, R24, R25).
     plans: FxHashMap<(usize, u64), CollectivePlan>,
     findings: Vec<Finding>,
+    /// Per finding made during the run: when it was found and the rank that reports it, the
+    /// order the report lists them in ([`Self::order_findings`]).
+    finding_keys: Vec<(u64, u32)>,
     /// Faults, watchdogs, heartbeat monitors, the store, the end of a process (R26–R29, R31).
     failure: Failure<'s>,
     /// The failure component's commands being applied (kept to reuse the buffer).
@@ -437,6 +440,7 @@ impl<'s> Engine<'s> {
             gemm_ns_by_op,
             compute_sms_by_op,
             findings: Vec::new(),
+            finding_keys: Vec::new(),
             failure: Failure::new(scenario, Rc::clone(&classes)),
             classes,
             commands: Vec::new(),
@@ -521,6 +525,30 @@ impl<'s> Engine<'s> {
     }
 
     fn run(&mut self) {
+        let stopped_by_cap = self.run_events();
+        self.order_findings();
+        match stopped_by_cap {
+            Some(cap) => self.findings.push(cap),
+            None => self.report_deadlocks(),
+        }
+    }
+
+    /// The findings made during the run, by the simulated time they were found at (a host's
+    /// own time for what its host found running ahead, R1), then by the rank that reports
+    /// them: the engine takes the events of one instant in an order that depends on which
+    /// ranks it simulates (a folded run has fewer), and the report must not (docs/scale.md).
+    fn order_findings(&mut self) {
+        debug_assert_eq!(self.findings.len(), self.finding_keys.len());
+        let mut keyed: Vec<((u64, u32), Finding)> = std::mem::take(&mut self.finding_keys)
+            .into_iter()
+            .zip(std::mem::take(&mut self.findings))
+            .collect();
+        keyed.sort_by_key(|&(key, _)| key);
+        self.findings = keyed.into_iter().map(|(_, finding)| finding).collect();
+    }
+
+    /// The event loop, to its end or to a cap that stops it (the cap's finding).
+    fn run_events(&mut self) -> Option<Finding> {
         for rank in 0..self.ranks.len() as u32 {
             if !self.up_front_out_of_memory(rank) {
                 self.run_host(rank);
@@ -534,7 +562,7 @@ impl<'s> Engine<'s> {
                 continue;
             }
             if at_ns > self.scenario.max_sim_time_ns {
-                self.findings.push(Finding {
+                return Some(Finding {
                     kind: FindingKind::TimeCap,
                     rank: None,
                     iteration: None,
@@ -546,7 +574,6 @@ impl<'s> Engine<'s> {
                         self.scenario.max_sim_time_ns as f64 / 1e9
                     ),
                 });
-                return;
             }
             debug_assert!(at_ns >= self.now_ns, "time only moves forward");
             self.now_ns = at_ns;
@@ -560,8 +587,8 @@ impl<'s> Engine<'s> {
                 if let Some(progress) = self.options.progress {
                     progress(self.events_processed, self.now_ns);
                 }
-                if self.over_memory_cap() {
-                    return;
+                if let Some(cap) = self.over_memory_cap() {
+                    return Some(cap);
                 }
             }
             match event {
@@ -638,20 +665,18 @@ impl<'s> Engine<'s> {
                 }
             }
         }
-        self.report_deadlocks();
+        None
     }
 
-    /// True, with a finding, when the process holds more than the memory cap.
-    fn over_memory_cap(&mut self) -> bool {
-        let Some(memory_in_use) = self.options.memory_in_use else {
-            return false;
-        };
+    /// The finding that stops the run, when the process holds more than the memory cap.
+    fn over_memory_cap(&self) -> Option<Finding> {
+        let memory_in_use = self.options.memory_in_use?;
         let held_bytes = memory_in_use();
         if held_bytes <= self.options.max_memory_bytes {
-            return false;
+            return None;
         }
         let events = self.events_processed;
-        self.findings.push(Finding {
+        Some(Finding {
             kind: FindingKind::MemoryCap,
             rank: None,
             iteration: None,
@@ -666,8 +691,7 @@ impl<'s> Engine<'s> {
                 if events == 1 { "" } else { "s" },
                 self.now_ns as f64 / 1e9
             ),
-        });
-        true
+        })
     }
 
     // ---------------------------------------------------------------- GPU side
