@@ -254,9 +254,83 @@ host_delay_us = 1001000
     folds_alike("same_instant", same_instant, &[&[0, 4, 15], &[1, 2, 3]]);
 }
 
+/// Ranks disagree on the world's SeqNum 2: ten ranks (one class of them rank 14 alone) issue
+/// `r0`'s all_reduce, the others `c1`'s barrier, each host at a time of its own after a
+/// 1-second stall. The mismatch finding was made at the first disagreeing call the engine
+/// took, which depends on which ranks it simulates: folded it named 7 ranks of each side,
+/// unfolded ranks 3,8,10 against rank 14 (36 findings against 30; found by a fold hunt). Made
+/// once the run ended, it names every caller (R16).
+#[test]
+fn a_mismatch_names_every_caller_alike_folded_and_unfolded_r16() {
+    let disagree = r#"
+repeat = 1
+[cluster]
+ranks = 16
+[env]
+TORCH_NCCL_ASYNC_ERROR_HANDLING = 3
+TORCH_NCCL_USE_COMM_NONBLOCKING = 1
+TORCH_NCCL_NONBLOCKING_TIMEOUT = 2
+TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC = 2
+[host]
+comm_init_us = 2000000
+init_process_group_us = 0
+[groups.world]
+timeout_s = 1
+[tensors]
+x = "1KiB"
+[[op]]
+label = "ipg"
+init_process_group = true
+device_id = true
+[[op]]
+label = "c0"
+all_reduce = "x"
+async_op = true
+work = "w0"
+catch = true
+[[op]]
+wait = "w0"
+catch = true
+[[op]]
+label = "r0"
+ranks = [1, 4, 5, 6, 7, 9, 11, 12, 13, 14]
+all_reduce = "x"
+[[op]]
+label = "c1"
+barrier = true
+catch = true
+[[perturb]]
+ranks = [0]
+before = "c1"
+host_delay_us = 1000
+[[perturb]]
+ranks = [0, 1, 2, 4, 5, 6, 7, 9, 11, 12, 13, 15]
+before = "c0"
+host_delay_us = 1001000
+[[fault]]
+ranks = [7]
+at = "c1"
+kind = "die"
+[[fault]]
+ranks = [13]
+at = "c0"
+kind = "hang"
+"#;
+    let report = folds_alike("disagree", disagree, &[&[4, 5, 6], &[3, 8, 10]]);
+    assert!(
+        report.contains(
+            "[Mismatch] ranks 0,2-3,8,10,15 (6 ranks): ranks disagree on collective SeqNum=2 of \
+             group world: ranks 1,4-7,9,11-12,14 (9 ranks) issued ALLREDUCE of 1KiB (r0, line 30), \
+             ranks 0,2-3,8,10,15 (6 ranks) issued ALLREDUCE of 4B (c1, line 34)"
+        ),
+        "{report}"
+    );
+}
+
 /// Runs `scenario` folded and with `--no-fold`: the reports and exit codes are the same, and
-/// in the unfolded Timeline the ranks of each of `identical` have the same host records.
-fn folds_alike(name: &str, scenario: &str, identical: &[&[usize]]) {
+/// in the unfolded Timeline the ranks of each of `identical` have the same host records. The
+/// report.
+fn folds_alike(name: &str, scenario: &str, identical: &[&[usize]]) -> String {
     let dir = std::env::temp_dir().join(format!("c10dsim-fold-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(format!("{name}.toml"));
@@ -282,4 +356,5 @@ fn folds_alike(name: &str, scenario: &str, identical: &[&[usize]]) {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+    stdout(&folded)
 }

@@ -892,9 +892,11 @@ pub fn verdict(timeline: &Timeline) -> Vec<String> {
             format!("desync report ({who}'s watchdog): {verdict}")
         })
         .collect();
-    for finding in &timeline.findings {
-        if finding.kind == FindingKind::Mismatch {
-            lines.push(format!("mismatch: {}", finding.message));
+    // A mismatch is a finding of each call that disagrees, all with one message (R16).
+    for finding in (timeline.findings.iter()).filter(|f| f.kind == FindingKind::Mismatch) {
+        let line = format!("mismatch: {}", finding.message);
+        if !lines.contains(&line) {
+            lines.push(line);
         }
     }
     if lines.is_empty() {
@@ -1063,6 +1065,34 @@ mod tests {
         assert!(
             text.contains("kind = \"mismatch\"\ncollective = \"broadcast\"\n"),
             "{text}"
+        );
+    }
+
+    /// Three calls at one SeqNum: ranks 0 and 3 agree, ranks 1 and 2 each issue a size of their
+    /// own. Each disagreeing call is a finding of its own with the one message naming every
+    /// caller (R16); the verdict prints that message once.
+    #[test]
+    fn a_mismatch_of_three_calls_is_one_verdict_line() {
+        let text = "[cluster]\nranks = 4\n[groups.world]\ntimeout_s = 1\n[tensors]\nx = \"1MiB\"\n\
+            [[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+            [[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\nsize = \"2MiB\"\n\
+            [[fault]]\nranks = [2]\nat = \"ar\"\nkind = \"mismatch\"\nsize = \"3MiB\"\n";
+        let timeline = sim::engine::simulate(&sim::scenario::parse("three.toml", text).unwrap());
+        let findings: Vec<_> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::Mismatch)
+            .collect();
+        assert_eq!(findings.len(), 2, "{findings:?}");
+        let lines = verdict(&timeline);
+        let mismatches: Vec<_> = (lines.iter())
+            .filter(|line| line.starts_with("mismatch: "))
+            .collect();
+        assert_eq!(mismatches.len(), 1, "{lines:?}");
+        assert!(
+            mismatches[0].contains(
+                "ranks 0,3 (2 ranks) issued ALLREDUCE of 1MiB (ar, line 7), rank 1 issued ALLREDUCE \
+                 of 2MiB (ar, line 7), rank 2 issued ALLREDUCE of 3MiB (ar, line 7)"
+            ),
+            "{lines:?}"
         );
     }
 

@@ -526,6 +526,23 @@ impl<'s> Engine<'s> {
 
     fn run(&mut self) {
         let stopped_by_cap = self.run_events();
+        for mismatch in self.failure.mismatch_findings() {
+            let rank = mismatch.ranks.first().expect("a call was made");
+            self.finding_keys.push((mismatch.found_ns, rank));
+            self.findings.push(Finding {
+                kind: FindingKind::Mismatch,
+                rank: Some(rank),
+                iteration: Some(mismatch.iteration),
+                op: Some(mismatch.op as OpRef),
+                stream: None,
+                message: mismatch.message,
+                stands_for: if mismatch.ranks.count() > 1 {
+                    mismatch.ranks
+                } else {
+                    RankSet::default()
+                },
+            });
+        }
         self.order_findings();
         match stopped_by_cap {
             Some(cap) => self.findings.push(cap),

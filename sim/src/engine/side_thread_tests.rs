@@ -23,7 +23,7 @@ fn the_desync_report_and_the_mismatch_number_calls_as_each_rank_s_work_does() {
     assert!(
         mismatch
             .message
-            .contains("SeqNum=1 on rank 2, 2 on rank 1 of group p2p:1:2"),
+            .contains("SeqNum=2 on rank 1, 1 on rank 2 of group p2p:1:2"),
         "{}",
         mismatch.message
     );

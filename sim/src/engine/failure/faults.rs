@@ -6,9 +6,10 @@
 //! the watchdog's list.
 //!
 //! Where calls at one SeqNum can disagree (faults, ops restricted to some ranks), each call is
-//! compared with the first; a disagreement is a finding and the collective never completes.
+//! compared with the first the engine took; at a disagreement the collective never completes,
+//! and once the run ended a finding names every call made there.
 
-use super::{Command, Failure, FindingAbout, RunView, Signature};
+use super::{CallVariant, Command, Failure, MismatchFinding, RunView, SeqNumCalls, Signature};
 use crate::pg::{faults, work};
 use crate::ranks::RankSet;
 use crate::scenario::{CollectiveKind, DType, FaultKind, GroupId};
@@ -90,9 +91,9 @@ impl Failure<'_> {
             let work = view.work(rank, collective_index);
             let (_, dtype) = self.issued_call(view, rank, collective_index);
             self.check_signature(
-                (rank, collective_index, work.seq_num),
-                (work.group, work.seq, work.op),
-                rendezvous,
+                (rank, work.seq_num),
+                (work.group, work.seq, work.op, work.iteration),
+                (rendezvous, enqueue_ns),
                 (issued.0, issued.1, dtype),
                 out,
             );
@@ -111,14 +112,14 @@ impl Failure<'_> {
         }
     }
 
-    /// Calls at one SeqNum must issue the same collective, size and element type (R16); a
-    /// disagreement is reported once and the collective never completes (NCCL hangs or
-    /// corrupts).
+    /// Calls at one SeqNum must issue the same collective, size and element type (R16): a
+    /// disagreement with the first call the engine took makes the collective never complete
+    /// (NCCL hangs or corrupts); every call is kept for the finding, made once the run ended.
     fn check_signature(
         &mut self,
-        (rank, collective_index, seq_num): (u32, u32, u64),
-        (group, seq, op): (GroupId, u64, usize),
-        rendezvous: u32,
+        (rank, seq_num): (u32, u64),
+        (group, seq, op, iteration): (GroupId, u64, usize, u32),
+        (rendezvous, host_ns): (u32, u64),
         (collective, size_bytes, dtype): (CollectiveKind, u64, DType),
         out: &mut Vec<Command>,
     ) {
@@ -134,66 +135,127 @@ impl Failure<'_> {
             seq_num,
         };
         let members = self.classes.class_members(rank);
-        let (first, agreeing) = signatures
+        let earliest = (host_ns, self.classes.rank_of(rank));
+        let calls = signatures
             .entry((group, seq))
-            .or_insert_with(|| (issued, RankSet::default()));
-        let first = *first;
-        let counterpart = first.collective.descriptor().counterpart;
-        if (counterpart, first.size_bytes, first.dtype) == (collective, size_bytes, dtype)
-            || (first.rank == rank && first.collective == collective)
-        {
-            agreeing.union_with(members);
-            return;
+            .or_insert_with(|| SeqNumCalls {
+                first: issued,
+                agreeing: RankSet::default(),
+                variants: Vec::new(),
+            });
+        match (calls.variants.iter_mut()).find(|variant| variant.signature.same_call(&issued)) {
+            Some(variant) => {
+                variant.ranks.union_with(members);
+                if earliest < variant.earliest {
+                    (variant.signature, variant.earliest) = (issued, earliest);
+                    variant.iteration = iteration;
+                }
+            }
+            None => calls.variants.push(CallVariant {
+                signature: issued,
+                ranks: members.clone(),
+                earliest,
+                iteration,
+            }),
         }
-        if !self.mismatched.insert((group, seq)) {
-            return;
+        if calls.first.agrees_with(&issued) {
+            calls.agreeing.union_with(members);
+        } else if self.mismatched.insert((group, seq)) {
+            out.push(Command::PoisonRendezvous { rendezvous });
         }
-        let agreeing = agreeing.clone();
-        out.push(Command::PoisonRendezvous { rendezvous });
+    }
+
+    /// The mismatch findings (R16), once the run ended: at each (group, SeqNum) where calls
+    /// disagreed, the call most ranks agree with (of equal ones, that of the lowest rank, as
+    /// PyTorch's Flight Recorder analysis takes the lowest rank's as the expected) against
+    /// each other call, which is a finding of the ranks that made it. Made at the end, they
+    /// name every caller, whichever order the engine took the calls in (hosts run ahead of
+    /// the simulation, each to a time of its own, R1).
+    pub(in crate::engine) fn mismatch_findings(&self) -> Vec<MismatchFinding> {
+        let Some(signatures) = &self.signatures else {
+            return Vec::new();
+        };
+        let mut mismatched: Vec<(GroupId, u64)> = self.mismatched.iter().copied().collect();
+        mismatched.sort_unstable();
         let scenario = self.scenario;
-        // The ranks that issued the first call so far, and those of the class that issued this
-        // one (ranks that behave alike issue alike); the element types where they differ.
-        let dtypes_differ = first.dtype != dtype;
-        let describe = |s: &Signature, ranks: &RankSet| {
-            format!(
-                "{} issued {} of {}{} ({}, line {})",
-                ranks.named(),
-                s.collective.op_type(),
-                crate::units::format_size(s.size_bytes),
-                if dtypes_differ {
-                    format!(" {}", s.dtype.as_str())
+        let mut findings = Vec::new();
+        for (group, seq) in mismatched {
+            let mut variants: Vec<&CallVariant> =
+                signatures[&(group, seq)].variants.iter().collect();
+            variants.sort_by_key(|variant| variant.ranks.first());
+            let agreeing_ranks = |call: &Signature| -> u64 {
+                (variants.iter())
+                    .filter(|variant| call.agrees_with(&variant.signature))
+                    .map(|variant| variant.ranks.count())
+                    .sum()
+            };
+            let expected = *(variants.iter())
+                .rev()
+                .max_by_key(|variant| agreeing_ranks(&variant.signature))
+                .expect("a mismatch has calls");
+            let first = expected.signature;
+            let mut agreeing = RankSet::default();
+            let mut disagreeing = Vec::new();
+            for variant in variants {
+                if first.agrees_with(&variant.signature) {
+                    agreeing.union_with(&variant.ranks);
                 } else {
-                    String::new()
-                },
-                scenario.ops[s.op].display_name(),
-                scenario.ops[s.op].line
-            )
-        };
-        // The ranks' Works share a `SeqNum` unless they are point-to-point calls, which each
-        // rank numbers among its own.
-        let seq_nums = if first.seq_num == issued.seq_num {
-            format!("SeqNum={}", first.seq_num)
-        } else {
-            format!(
-                "SeqNum={} on {}, {} on {}",
-                first.seq_num,
-                self.classes.class_members(first.rank).named(),
-                issued.seq_num,
-                self.classes.class_members(issued.rank).named()
-            )
-        };
-        let message = format!(
-            "ranks disagree on collective {seq_nums} of group {}: {}, {}; NCCL would hang or corrupt data, the model hangs it (R16)",
-            scenario.groups[group].name,
-            describe(&first, &agreeing),
-            describe(&issued, self.classes.class_members(rank))
-        );
-        out.push(Command::Finding {
-            kind: FindingKind::Mismatch,
-            rank,
-            about: FindingAbout::Work(collective_index),
-            message,
-        });
+                    disagreeing.push(variant);
+                }
+            }
+            let dtypes_differ =
+                (disagreeing.iter()).any(|variant| variant.signature.dtype != first.dtype);
+            let describe = |s: &Signature, ranks: &RankSet| {
+                format!(
+                    "{} issued {} of {}{} ({}, line {})",
+                    ranks.named(),
+                    s.collective.op_type(),
+                    crate::units::format_size(s.size_bytes),
+                    if dtypes_differ {
+                        format!(" {}", s.dtype.as_str())
+                    } else {
+                        String::new()
+                    },
+                    scenario.ops[s.op].display_name(),
+                    scenario.ops[s.op].line
+                )
+            };
+            // The ranks' Works share a `SeqNum` unless they are point-to-point calls, which
+            // each rank numbers among its own.
+            let other = disagreeing[0];
+            let seq_nums = if first.seq_num == other.signature.seq_num {
+                format!("SeqNum={}", first.seq_num)
+            } else {
+                format!(
+                    "SeqNum={} on {}, {} on {}",
+                    first.seq_num,
+                    expected.ranks.named(),
+                    other.signature.seq_num,
+                    other.ranks.named()
+                )
+            };
+            let calls: Vec<String> = std::iter::once(describe(&first, &agreeing))
+                .chain(
+                    (disagreeing.iter())
+                        .map(|variant| describe(&variant.signature, &variant.ranks)),
+                )
+                .collect();
+            let message = format!(
+                "ranks disagree on collective {seq_nums} of group {}: {}; NCCL would hang or corrupt data, the model hangs it (R16)",
+                scenario.groups[group].name,
+                calls.join(", "),
+            );
+            for variant in disagreeing {
+                findings.push(MismatchFinding {
+                    ranks: variant.ranks.clone(),
+                    found_ns: variant.earliest.0,
+                    iteration: variant.iteration,
+                    op: variant.signature.op,
+                    message: message.clone(),
+                });
+            }
+        }
+        findings
     }
 
     /// The NCCL async error the program's Work of `rank`'s collective record `collective`
@@ -328,6 +390,7 @@ mod tests {
     };
     use super::super::FindingAbout;
     use super::super::{Command, Failure, Notice, Wake};
+    use crate::ranks::RankSet;
     use crate::scenario::{CollectiveKind, FaultKind};
     use crate::timeline::{ExitStatus, FindingKind};
 
@@ -382,20 +445,27 @@ mod tests {
         let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
         enqueue(&mut failure, &run, (0, 0), 20_000);
         let out = enqueue_issued(&mut failure, &run, (1, 0), 20_000, 2 << 20);
-        let (commands, messages) = split(out);
         assert_eq!(
-            commands,
+            out,
             [
                 Command::PoisonRendezvous { rendezvous: 0 },
-                finding(FindingKind::Mismatch, 1, FindingAbout::Work(0)),
                 wake(1, Wake::Check, 1_100_000_000),
             ]
         );
+        // The finding, once the run ended: rank 1's call disagrees with the earliest.
+        let found = failure.mismatch_findings();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].ranks, RankSet::range(1, 1));
+        assert_eq!(
+            (found[0].found_ns, found[0].iteration, found[0].op),
+            (20_000, 0, 0)
+        );
         assert!(
-            messages[0].contains("rank 0 issued ALLREDUCE of 1MiB")
-                && messages[0].contains("rank 1 issued ALLREDUCE of 2MiB"),
+            found[0].message.contains(
+                "SeqNum=1 of group world: rank 0 issued ALLREDUCE of 1MiB (ar, line 9), rank 1 issued ALLREDUCE of 2MiB"
+            ),
             "{}",
-            messages[0]
+            found[0].message
         );
         // The fault was used up by that call.
         assert_eq!(

@@ -342,6 +342,40 @@ pub(in crate::engine) trait RunView {
     fn epoch(&self) -> u64;
 }
 
+/// The calls of one (group, SeqNum) (R16). A disagreement is found at the engine's first
+/// disagreeing call, and the collective hangs from there; the finding, which names every
+/// caller, is made once the run ended ([`Failure::mismatch_findings`]), so that it does not
+/// depend on the order in which the engine took calls that hosts made at their own times.
+struct SeqNumCalls {
+    /// The call the engine took first, and the ranks whose calls agree with it so far.
+    first: Signature,
+    agreeing: RankSet,
+    /// The distinct calls made, each with the ranks that made it.
+    variants: Vec<CallVariant>,
+}
+
+/// One call made at a (group, SeqNum), by `ranks`.
+struct CallVariant {
+    /// What the earliest of them issued (its own rank and `SeqNum`).
+    signature: Signature,
+    ranks: RankSet,
+    /// The earliest caller: its host's time at the call, its rank (the lowest of those at
+    /// that time), the iteration of its call.
+    earliest: (u64, u32),
+    iteration: u32,
+}
+
+/// A mismatch finding (R16), made once the run ended: the rank that reports it (the lowest of
+/// `ranks`, the ranks whose call disagrees with the earliest call), the time its earliest
+/// call was made at, and where it names.
+pub(in crate::engine) struct MismatchFinding {
+    pub(in crate::engine) ranks: RankSet,
+    pub(in crate::engine) found_ns: u64,
+    pub(in crate::engine) iteration: u32,
+    pub(in crate::engine) op: usize,
+    pub(in crate::engine) message: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Signature {
     collective: CollectiveKind,
@@ -351,6 +385,38 @@ struct Signature {
     op: usize,
     /// The Work's `SeqNum` on `rank`.
     seq_num: u64,
+}
+
+impl Signature {
+    /// Whether `issued`, at the same (group, SeqNum), agrees with this call: the same
+    /// collective (a send's receive), size and element type, or the same rank's call of the
+    /// same collective (R16).
+    fn agrees_with(&self, issued: &Signature) -> bool {
+        (
+            self.collective.descriptor().counterpart,
+            self.size_bytes,
+            self.dtype,
+        ) == (issued.collective, issued.size_bytes, issued.dtype)
+            || (self.rank == issued.rank && self.collective == issued.collective)
+    }
+
+    /// Whether `issued` is the same call as this one, as a report names it: collective, size,
+    /// element type, op and `SeqNum`.
+    fn same_call(&self, issued: &Signature) -> bool {
+        (
+            self.collective,
+            self.size_bytes,
+            self.dtype,
+            self.op,
+            self.seq_num,
+        ) == (
+            issued.collective,
+            issued.size_bytes,
+            issued.dtype,
+            issued.op,
+            issued.seq_num,
+        )
+    }
 }
 
 /// Faults and ProcessGroupNCCL's side threads of every rank.
@@ -379,9 +445,8 @@ pub(in crate::engine) struct Failure<'s> {
     /// second, of a Work issued at the same call site, 1 ms after its finding against 4.4 s
     /// for the first, tests/data/torch/probes/mode2_timeout/).
     symbolised: Vec<bool>,
-    /// Per (group, SeqNum): what the first caller issued, and the ranks that issued the same
-    /// so far, when calls may disagree.
-    signatures: Option<HashMap<(GroupId, u64), (Signature, RankSet)>>,
+    /// Per (group, SeqNum): the calls made there so far, when calls may disagree (R16).
+    signatures: Option<HashMap<(GroupId, u64), SeqNumCalls>>,
     /// (group, SeqNum) at which calls disagreed.
     mismatched: HashSet<(GroupId, u64)>,
     /// Per rank: its Flight Recorder was dumped.
