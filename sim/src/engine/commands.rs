@@ -331,7 +331,7 @@ impl Engine<'_> {
                     {
                         state.blocked = Blocked::Timer;
                         let at_ns = self.now_ns;
-                        self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                        self.schedule(at_ns, self.host_resume(rank, at_ns));
                     }
                 }
                 // A host running ahead of the simulation (a `die` fault it reached) ends its

@@ -7,7 +7,7 @@
 //! step again, for an allocation that had to wait). Faults are applied when the cursor reaches
 //! an op, after its straggler delays.
 //!
-//! About 1,420 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
+//! About 1,380 lines, over 1,000: one `match` maps every step kind to simulated time, and the blocking points
 //! resume the same cursor; a communicator's init (R8, R29: the arrivals, the store's unique id,
 //! the non-blocking exchange) reads and writes the same rank states. The polling waits, their
 //! timeouts, the abort and the raise (and its catch) are in [`super::wait`].
@@ -15,7 +15,7 @@
 use super::failure::Notice;
 use super::findings::Accessed;
 use super::{
-    Blocked, Engine, Event, GpuItem, InitArrival, Instance, StoreGet, Waiter, NEVER, NOT_ENQUEUED,
+    Blocked, Engine, GpuItem, InitArrival, Instance, StoreGet, Waiter, NEVER, NOT_ENQUEUED,
     NO_WORK_START,
 };
 use crate::lifetime::Binding;
@@ -120,7 +120,7 @@ impl Engine<'_> {
                 // run past the cap), then go on.
                 let at_ns = state.host_ns;
                 state.blocked = Blocked::Timer;
-                self.schedule(at_ns.max(self.now_ns), Event::HostResume { rank, at_ns });
+                self.schedule(at_ns.max(self.now_ns), self.host_resume(rank, at_ns));
                 return;
             }
             let cursor = &mut state.cursor;
@@ -202,7 +202,7 @@ impl Engine<'_> {
                 // the side threads did until then (R31), so the simulation gets there first.
                 let at_ns = state.host_ns;
                 state.blocked = Blocked::Timer;
-                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                self.schedule(at_ns, self.host_resume(rank, at_ns));
                 return false;
             }
             state.pc = 0;
@@ -544,13 +544,7 @@ impl Engine<'_> {
                     // first, then the step runs again.
                     state.cursor.next -= 1;
                     state.blocked = Blocked::Timer;
-                    self.schedule(
-                        host_ns,
-                        Event::HostResume {
-                            rank,
-                            at_ns: host_ns,
-                        },
-                    );
+                    self.schedule(host_ns, self.host_resume(rank, host_ns));
                     return;
                 }
                 state.host_ns += query_cost_ns;
@@ -689,10 +683,7 @@ impl Engine<'_> {
                 self.unique_id_received(group, member, resume_ns, get.cost_ns);
                 self.schedule(
                     resume_ns.max(self.now_ns),
-                    Event::HostResume {
-                        rank: member,
-                        at_ns: resume_ns,
-                    },
+                    self.host_resume(member, resume_ns),
                 );
             }
             return;
@@ -871,16 +862,9 @@ impl Engine<'_> {
                 .filter(|rank| !exchange.fetched.contains(rank)),
         );
         for member in members {
-            let state = &mut self.ranks[member as usize];
-            state.blocked = Blocked::CommInit;
-            state.init_end_resume_ns = Some(resume_ns);
-            self.schedule(
-                resume_ns.max(self.now_ns),
-                Event::HostResume {
-                    rank: member,
-                    at_ns: resume_ns,
-                },
-            );
+            self.ranks[member as usize].blocked = Blocked::CommInit;
+            let end = self.comm_init_end(member, resume_ns);
+            self.schedule(resume_ns.max(self.now_ns), end);
         }
     }
 
@@ -918,14 +902,7 @@ impl Engine<'_> {
             // The rank waits for the end, as the members already waiting do: a member's
             // process may still end before it and undo the creation (R8), whichever rank the
             // engine got to first (hosts run ahead of the simulation).
-            self.ranks[rank as usize].init_end_resume_ns = Some(end_ns);
-            self.schedule(
-                end_ns,
-                Event::HostResume {
-                    rank,
-                    at_ns: end_ns,
-                },
-            );
+            self.schedule(end_ns, self.comm_init_end(rank, end_ns));
         }
         // Else the creation ends after the wait's timeout: the rank raises at the timeout (the
         // store wake's `waits_for_communicator`), nothing resumes it at the end.
@@ -956,10 +933,9 @@ impl Engine<'_> {
         state.caught = false;
         state.pg = *(state.pg_before_op.take()).expect("an op that catches keeps its state");
         let op = state.blocked_op;
-        // The init's end, if every member counted once, would resume the host elsewhere.
-        if let Some(resume_ns) = state.init_end_resume_ns.take() {
-            state.void_resumes_ns.push(resume_ns);
-        }
+        // The host leaves the init: the resume its end scheduled, if every member counted
+        // once, is stale (it would resume the host elsewhere).
+        state.generation += 1;
         let exchange = &mut self.unique_ids[group];
         exchange.in_first_use.remove(&rank);
         if exchange.fetched.contains(&rank) {
@@ -985,11 +961,11 @@ impl Engine<'_> {
         let state = &mut self.ranks[rank as usize];
         state.cursor.leave_op();
         state.blocked = Blocked::Timer;
-        self.schedule(at_ns, Event::HostResume { rank, at_ns });
+        self.schedule(at_ns, self.host_resume(rank, at_ns));
     }
 
     /// Whether `rank` waits in a communicator's init that will not end: a member's process
-    /// ended while it ran (R8), so the resume its end scheduled is void.
+    /// ended while it ran (R8), so the `CommInitEnd` its end scheduled is dropped.
     pub(super) fn waits_in_unformed_init(&self, rank: u32) -> bool {
         let state = &self.ranks[rank as usize];
         let (Blocked::CommInit, Some(HostBlock::Communicator { group })) =
@@ -1173,13 +1149,7 @@ impl Engine<'_> {
                 *latest_ns = (*latest_ns).max(now_ns);
                 if *pending == 0 {
                     let resume_ns = (*from_ns).max(*latest_ns) + *cost_ns;
-                    self.schedule(
-                        resume_ns,
-                        Event::HostResume {
-                            rank,
-                            at_ns: resume_ns,
-                        },
-                    );
+                    self.schedule(resume_ns, self.host_resume(rank, resume_ns));
                 }
             }
             Blocked::Polling {
@@ -1192,13 +1162,7 @@ impl Engine<'_> {
                 let resume_ns = next_poll_ns(*first_poll_ns, *poll_ns, now_ns);
                 // Past the deadline the pending timeout raises first.
                 if resume_ns < *deadline_ns {
-                    self.schedule(
-                        resume_ns,
-                        Event::HostResume {
-                            rank,
-                            at_ns: resume_ns,
-                        },
-                    );
+                    self.schedule(resume_ns, self.host_resume(rank, resume_ns));
                 }
             }
             // The host raised in a timed-out wait() and the Work finished afterwards.

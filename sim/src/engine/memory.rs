@@ -92,7 +92,7 @@ impl Engine<'_> {
         if now_ns < state.host_ns {
             state.blocked = Blocked::Timer;
             let at_ns = state.host_ns;
-            self.schedule(at_ns, Event::HostResume { rank, at_ns });
+            self.schedule(at_ns, self.host_resume(rank, at_ns));
             return false;
         }
         let host_ns = state.host_ns;
@@ -179,7 +179,7 @@ impl Engine<'_> {
             if now_ns < state.host_ns {
                 state.blocked = Blocked::Timer;
                 let at_ns = state.host_ns;
-                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                self.schedule(at_ns, self.host_resume(rank, at_ns));
                 return TensorAllocation::Blocked;
             }
             let fired = &state.fired_ns;

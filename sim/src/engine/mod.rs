@@ -362,8 +362,6 @@ impl<'s> Engine<'s> {
                     last_collective_return_ns: None,
                     slot_instance: Vec::new(),
                     generation: 0,
-                    init_end_resume_ns: None,
-                    void_resumes_ns: Vec::new(),
                     streams,
                     group_seq: vec![0; scenario.groups.len()],
                     fired_ns: Vec::new(),
@@ -471,6 +469,26 @@ impl<'s> Engine<'s> {
         self.queue.push(at_ns, event);
     }
 
+    /// The resume of `rank`'s host at `at_ns`, for the state the host is in now.
+    fn host_resume(&self, rank: u32, at_ns: u64) -> Event {
+        let generation = self.ranks[rank as usize].generation;
+        Event::HostResume {
+            rank,
+            at_ns,
+            generation,
+        }
+    }
+
+    /// The end of the communicator's init `rank`'s host waits in, resuming it at `at_ns`.
+    fn comm_init_end(&self, rank: u32, at_ns: u64) -> Event {
+        let generation = self.ranks[rank as usize].generation;
+        Event::CommInitEnd {
+            rank,
+            at_ns,
+            generation,
+        }
+    }
+
     /// Events that change nothing: those of a dead process, and failure wake-ups whose reason
     /// went away (dropped before the time cap is checked, so a 10-minute watchdog deadline
     /// left over by a run that ended in milliseconds costs nothing).
@@ -482,6 +500,7 @@ impl<'s> Engine<'s> {
             | Event::KernelEnd { rank, .. }
             | Event::SmTransfer { rank }
             | Event::HostResume { rank, .. }
+            | Event::CommInitEnd { rank, .. }
             | Event::WaitTimeout { rank, .. }
             | Event::WaitAbortDue { rank, .. }
             | Event::Failure { rank, .. }
@@ -494,29 +513,29 @@ impl<'s> Engine<'s> {
         if matches!(self.ranks[rank as usize].blocked, Blocked::Exiting { .. })
             && matches!(
                 event,
-                Event::HostResume { .. } | Event::WaitTimeout { .. } | Event::WaitAbortDue { .. }
+                Event::HostResume { .. }
+                    | Event::CommInitEnd { .. }
+                    | Event::WaitTimeout { .. }
+                    | Event::WaitAbortDue { .. }
             )
         {
             return true;
         }
-        if let Event::HostResume { at_ns, .. } = event {
-            let state = &mut self.ranks[rank as usize];
-            // The host left that init by a caught raise: it is elsewhere now. (A resume of its
-            // own due at the same time is the same event: either of the two goes.)
-            if let Some(void) = (state.void_resumes_ns.iter()).position(|&void_ns| void_ns == at_ns)
+        match event {
+            // Scheduled for a state the host left: it resumed since, or a caught raise took it
+            // out of the init whose end this is (`RankState::generation`).
+            Event::HostResume { generation, .. } | Event::CommInitEnd { generation, .. }
+                if generation != self.ranks[rank as usize].generation =>
             {
-                state.void_resumes_ns.swap_remove(void);
                 return true;
             }
-            if state.init_end_resume_ns == Some(at_ns) {
-                state.init_end_resume_ns = None;
-                // The end of a communicator's init that a member's end undid (R8): the host
-                // waits on. (Only that resume: one from `store.get`, the unique id there, is
-                // not the init's end.)
-                if self.any_dead && self.waits_in_unformed_init(rank) {
-                    return true;
-                }
+            // The end of a communicator's init that a member's end undid (R8): the host waits
+            // on. (Only that resume: one from `store.get`, the unique id there, is not the
+            // init's end.)
+            Event::CommInitEnd { .. } if self.any_dead && self.waits_in_unformed_init(rank) => {
+                return true;
             }
+            _ => {}
         }
         let Event::Failure { group, wake, .. } = event else {
             return false;
@@ -652,7 +671,7 @@ impl<'s> Engine<'s> {
                     state.gpu.transfer(at_ns);
                     self.rebalance(rank);
                 }
-                Event::HostResume { rank, at_ns } => {
+                Event::HostResume { rank, at_ns, .. } | Event::CommInitEnd { rank, at_ns, .. } => {
                     let state = &mut self.ranks[rank as usize];
                     state.host_ns = state.host_ns.max(at_ns);
                     state.generation += 1;

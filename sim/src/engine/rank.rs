@@ -54,15 +54,12 @@ pub(super) struct RankState {
     pub(super) last_collective_return_ns: Option<u64>,
     /// The event instance of every slot the steps recorded.
     pub(super) slot_instance: Vec<Instance>,
-    /// Counts the host's resumptions, so that a stale timeout is recognised.
+    /// The host's state, counted: it moves on at every resumption, and when a caught raise
+    /// takes the host out of a communicator's init (R8, R29) whose end was to resume it. A
+    /// wake-up of the host carries the generation it was scheduled in, and one that no longer
+    /// matches is stale, for a state the host left: a resume or the end of an init is dropped
+    /// (`Engine::ignored`), a wait's timeout or abort does nothing.
     pub(super) generation: u64,
-    /// When the end of the communicator's init the host waits in resumes it, scheduled once
-    /// every member counted (`Engine::init_formed`), until it is due.
-    pub(super) init_end_resume_ns: Option<u64>,
-    /// Resumes at the end of inits that a caught raise took the host out of before then (a
-    /// member's death undid the init, R8, or it ended past a non-blocking timeout): still
-    /// queued, and dropped when due (`Engine::ignored`), as the host is elsewhere by then.
-    pub(super) void_resumes_ns: Vec<u64>,
     /// Stream on which each instance was recorded.
     pub(super) instance_stream: Vec<u16>,
     /// Per group: the SeqNum of the last collective the host enqueued.

@@ -353,7 +353,7 @@ impl Engine<'_> {
             {
                 state.blocked = Blocked::Timer;
                 let at_ns = self.now_ns;
-                self.schedule(at_ns, Event::HostResume { rank, at_ns });
+                self.schedule(at_ns, self.host_resume(rank, at_ns));
             }
             Blocked::Done if state.drained() => {
                 let now_ns = self.now_ns;

@@ -1,7 +1,7 @@
 //! The engine's behaviours, each through a whole small scenario: the unit tests of
 //! `engine/mod.rs`, apart so that the run loop and the Timeline's assembly read on their own.
 //!
-//! About 1,540 lines: the failure component's scenarios are in `engine/commands/tests.rs`
+//! About 1,580 lines: the failure component's scenarios are in `engine/commands/tests.rs`
 //! already; what is left here is one run loop seen from many scenarios, which share their
 //! helpers.
 
@@ -1070,6 +1070,38 @@ fn a_lazy_init_ends_when_its_last_member_is_done_whatever_order_they_arrived_r8(
         .collect();
     assert_eq!(calls_ms, [300, 300, 300, 300]);
     assert_eq!(run(true).expand(), unfolded);
+}
+
+#[test]
+fn the_end_of_an_init_a_caught_raise_left_does_not_resume_the_host_in_a_later_op_r8() {
+    // A non-blocking eager init (R8): the creation takes 1.5 s, the first use gives up after
+    // TORCH_NCCL_NONBLOCKING_TIMEOUT (1 s) and the program catches the raise, then launches
+    // 10 s of GPU work and synchronises the device. Unfolded, rank 0 reaches its first use
+    // before rank 1 started its part, so the creation's end was scheduled to resume it: due
+    // at 1.5 s, in the device sync, it is stale (the raise moved the host's generation on).
+    let text = "torch = \"2.12\"\n[cluster]\nranks = 2\n\
+                [env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\nTORCH_NCCL_NONBLOCKING_TIMEOUT = 1\n\
+                [host]\ncomm_init_us = 1_500_000\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\ninit_process_group = true\ndevice_id = true\n\
+                [[op]]\nall_reduce = \"x\"\ncatch = true\n\
+                [[op]]\ngpu_sleep_us = 10_000_000\n[[op]]\ndevice_sync = true\n";
+    let scenario = parse("stale.toml", text).unwrap();
+    let options = Options {
+        fold: false,
+        ..Options::default()
+    };
+    let timeline = simulate_with(&scenario, options).0;
+    for rank in &timeline.ranks {
+        let [_, raised, sleep, sync] = rank.host[..] else {
+            panic!("rank {}: {:?}", rank.rank, rank.host);
+        };
+        assert_eq!(raised.end_ns, raised.start_ns + 1_000_000_000);
+        assert_eq!(rank.exceptions.len(), 1, "rank {}", rank.rank);
+        // The sync returns once the 10 s of GPU work are done, not at the creation's end.
+        assert!(sync.end_ns >= sleep.end_ns + 10_000_000_000, "{sync:?}");
+        let end = rank.end.expect("the program returned");
+        assert_eq!(end.status, ExitStatus::Clean, "rank {}", rank.rank);
+    }
 }
 
 #[test]

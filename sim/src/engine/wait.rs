@@ -235,13 +235,7 @@ impl Engine<'_> {
         state.pg.left_before_call(state.cursor.calls_checked());
         state.cursor.leave_op();
         state.blocked = Blocked::Timer;
-        self.schedule(
-            now_ns,
-            Event::HostResume {
-                rank,
-                at_ns: now_ns,
-            },
-        );
+        self.schedule(now_ns, self.host_resume(rank, now_ns));
     }
 
     /// The NCCL async error a poll of `rank`'s Work of `collective` finds from its instant
