@@ -194,15 +194,19 @@ impl Failure<'_> {
                 .max_by_key(|variant| agreeing_ranks(&variant.signature))
                 .expect("a mismatch has calls");
             let first = expected.signature;
-            let mut agreeing = RankSet::default();
-            let mut disagreeing = Vec::new();
-            for variant in variants {
-                if first.agrees_with(&variant.signature) {
-                    agreeing.union_with(&variant.ranks);
-                } else {
-                    disagreeing.push(variant);
-                }
+            let (mut agreeing, mut disagreeing): (Vec<&CallVariant>, Vec<&CallVariant>) =
+                (variants.iter()).partition(|variant| first.agrees_with(&variant.signature));
+            if disagreeing.is_empty() {
+                // Agreement is not transitive (a rank's own calls agree whatever their sizes,
+                // a send with a receive): the call most agree with may agree with every call
+                // though two of them disagree. Each other call is then named apart.
+                (agreeing, disagreeing) =
+                    (variants.iter()).partition(|variant| variant.signature.same_call(&first));
             }
+            let agreeing = (agreeing.iter()).fold(RankSet::default(), |mut ranks, variant| {
+                ranks.union_with(&variant.ranks);
+                ranks
+            });
             let dtypes_differ =
                 (disagreeing.iter()).any(|variant| variant.signature.dtype != first.dtype);
             let describe = |s: &Signature, ranks: &RankSet| {
@@ -471,6 +475,38 @@ mod tests {
         assert_eq!(
             failure.issued(1, CollectiveKind::AllReduce, one_mib),
             (CollectiveKind::AllReduce, one_mib)
+        );
+    }
+
+    /// A rank's own calls at one SeqNum agree with each other whatever their sizes (a coalesced
+    /// block's), so the relation is not transitive: rank 1's two calls, one of them 3 MiB,
+    /// both agree with its 1 MiB one, which most ranks made, while rank 0's 1 MiB call, the
+    /// first the engine took, disagrees with the 3 MiB one. The finding still names the
+    /// calls apart (it had none to name, and panicked).
+    #[test]
+    fn a_mismatch_whose_majority_call_agrees_with_every_call_still_names_them_r16() {
+        let faults = "[[fault]]\nranks = [1]\nat = \"ar\"\nkind = \"mismatch\"\nsize = \"3MiB\"\n";
+        let scenario = two_ranks("", faults);
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = (FakeRun::default().with_work(0, 0, 1))
+            .with_work(1, 0, 1)
+            .with_work(1, 1, 1);
+        enqueue(&mut failure, &run, (0, 0), 20_000);
+        enqueue(&mut failure, &run, (1, 0), 10_000);
+        let out = enqueue_issued(&mut failure, &run, (1, 1), 10_000, 3 << 20);
+        assert!(
+            out.contains(&Command::PoisonRendezvous { rendezvous: 1 }),
+            "{out:?}"
+        );
+        let found = failure.mismatch_findings();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].ranks, RankSet::range(1, 1));
+        assert!(
+            found[0].message.contains(
+                "ranks 0-1 (2 ranks) issued ALLREDUCE of 1MiB (ar, line 9), rank 1 issued ALLREDUCE of 3MiB"
+            ),
+            "{}",
+            found[0].message
         );
     }
 
