@@ -514,6 +514,10 @@ fn main() -> ExitCode {
         note!("c10dsim: --set {key} is given twice: the last would win silently; give it once");
         return ExitCode::from(2);
     }
+    if let Err(failure) = check_output_places(&cli.command) {
+        note!("c10dsim: {}", failure.message);
+        return ExitCode::from(failure.code);
+    }
     let result = match cli.command {
         Command::Run {
             file,
@@ -794,6 +798,29 @@ fn find_command(
         page = found;
     }
     Ok(page)
+}
+
+/// Refused before any work (exit 2), as `run` refuses its own ([`stdio::check_output_place`]):
+/// an output file, of the commands that write theirs at the end, whose folder does not exist or
+/// that is a folder. `bench --scaling` used to run every point and `calibrate` to fit, then fail
+/// on the write.
+fn check_output_places(command: &Command) -> Result<(), Failure> {
+    let places: Vec<(&str, &Path)> = match command {
+        Command::Fidelity { output, .. } => output.iter().map(|o| ("-o", o.as_path())).collect(),
+        Command::HwMerge { output, .. }
+        | Command::Merge { output, .. }
+        | Command::Sweep { output, .. }
+        | Command::Calibrate { output, .. }
+        | Command::Plot { output, .. } => vec![("-o", output.as_path())],
+        Command::Bench { output, plot, .. } => (output.iter().map(|o| ("-o", o.as_path())))
+            .chain(plot.iter().map(|p| ("--plot", p.as_path())))
+            .collect(),
+        Command::Import { format } => vec![("-o", format.output())],
+        _ => Vec::new(),
+    };
+    places
+        .into_iter()
+        .try_for_each(|(flag, path)| stdio::check_output_place(flag, path))
 }
 
 /// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).
