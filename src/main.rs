@@ -843,6 +843,19 @@ fn repeated_set(command: &Command) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `--seed`'s value: a count ([`parse_count`]) a scenario holds, at most its largest integer
+/// (2^63 - 1), so that the refusal names `--seed`, not the `--set seed=` it stands for.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    let seed = parse_count::<u64>(text)?;
+    let largest = i64::MAX.unsigned_abs();
+    if seed > largest {
+        return Err(format!(
+            "{seed} is past the largest integer a scenario holds ({largest})"
+        ));
+    }
+    Ok(seed)
+}
+
 /// A count or an identifier of a flag (`--seed`, `--ranks`, `--threads`): its flag takes a
 /// negative number as its value (`allow_negative_numbers`) so that this, not "unexpected argument
 /// '-1'", says what is wrong with it. The range each flag accepts (`--ranks` from 1, `--seed`
@@ -878,7 +891,7 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
 #[derive(clap::Args, Clone, Default)]
 pub(crate) struct ScenarioArgs {
     /// Override the scenario's seed, as `--set seed=N` does (not with it).
-    #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<u64>)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_seed)]
     pub(crate) seed: Option<u64>,
     /// Run on this machine profile: its values replace the scenario's (docs/diff.md); not with
     /// `--set machine=…`.

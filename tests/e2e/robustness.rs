@@ -719,6 +719,30 @@ fn seed_with_set_seed_is_refused_and_the_header_shows_seed_as_typed() {
     assert!(header.ends_with("seed 5"), "{header}");
 }
 
+/// A `--seed` past the largest integer a scenario holds (2^63 - 1) is refused naming `--seed`:
+/// it was taken, then refused as a `--set seed=…` nobody typed.
+#[test]
+fn a_seed_past_what_a_scenario_holds_is_refused_naming_seed() {
+    for command in ["run", "check"] {
+        let output = c10dsim(&[
+            command,
+            "scenarios/straggler.toml",
+            "--seed",
+            "9223372036854775808",
+        ]);
+        assert_refused(&output, "--seed", command);
+        assert_refused(&output, "9223372036854775807", command);
+        assert!(!stderr(&output).contains("--set"), "{}", stderr(&output));
+    }
+    let output = c10dsim(&[
+        "check",
+        "scenarios/straggler.toml",
+        "--seed",
+        "9223372036854775807",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+}
+
 /// `--seed` and `--machine` are taken by every command that loads one scenario with `--set`,
 /// with `run`'s rules: beside `--set seed=` or `--set machine=` they are refused. Until
 /// 2026-12-07 only `run` took them, though the README gives `--seed N` as `--set seed=N`.
