@@ -291,6 +291,20 @@ pub fn resolve_machine(
 /// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`.
 fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
     let (run, scenario) = run_and_scenario(argument);
+    let empty = |side: &str| {
+        Failure::input(format!(
+            "calibrate {argument}: {side}; give it as RUN.json=SCENARIO.toml, or RUN.json alone"
+        ))
+    };
+    if run.as_os_str().is_empty() {
+        return Err(empty("no run before its `=`"));
+    }
+    if scenario
+        .as_ref()
+        .is_some_and(|path| path.as_os_str().is_empty())
+    {
+        return Err(empty("no scenario after its `=`"));
+    }
     let timeline = read_timeline(&run)?;
     if let Some(path) = scenario {
         return Ok((timeline, path, Vec::new()));

@@ -191,14 +191,15 @@ pub fn write_dumps(
         written.push(path);
     }
     batch.commit()?;
-    if let (Some(first), Some(last)) = (written.first(), written.last()) {
-        note!(
-            "c10dsim: wrote {} Flight Recorder dump{} ({} … {})",
+    match written.as_slice() {
+        [] => {}
+        [one] => note!("c10dsim: wrote 1 Flight Recorder dump ({})", one.display()),
+        [first, .., last] => note!(
+            "c10dsim: wrote {} Flight Recorder dumps ({} … {})",
             written.len(),
-            if written.len() == 1 { "" } else { "s" },
             first.display(),
             last.display()
-        );
+        ),
     }
     Ok(())
 }

@@ -42,6 +42,16 @@ pub enum ImportCommand {
     FlightRecorder(crate::fr_cmd::FlightRecorderArgs),
 }
 
+impl ImportCommand {
+    /// The scenario file the import writes (`-o`).
+    pub fn output(&self) -> &Path {
+        match self {
+            ImportCommand::Kineto { output, .. } => output,
+            ImportCommand::FlightRecorder(args) => &args.output,
+        }
+    }
+}
+
 fn parse_bucket(text: &str) -> Result<u64, String> {
     match sim::units::parse_size_bytes(text)? {
         0 => Err("a bucket holds at least 1 byte".to_string()),

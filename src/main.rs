@@ -514,6 +514,10 @@ fn main() -> ExitCode {
         note!("c10dsim: --set {key} is given twice: the last would win silently; give it once");
         return ExitCode::from(2);
     }
+    if let Err(failure) = check_output_places(&cli.command) {
+        note!("c10dsim: {}", failure.message);
+        return ExitCode::from(failure.code);
+    }
     let result = match cli.command {
         Command::Run {
             file,
@@ -796,6 +800,29 @@ fn find_command(
     Ok(page)
 }
 
+/// Refused before any work (exit 2), as `run` refuses its own ([`stdio::check_output_place`]):
+/// an output file, of the commands that write theirs at the end, whose folder does not exist or
+/// that is a folder. `bench --scaling` used to run every point and `calibrate` to fit, then fail
+/// on the write.
+fn check_output_places(command: &Command) -> Result<(), Failure> {
+    let places: Vec<(&str, &Path)> = match command {
+        Command::Fidelity { output, .. } => output.iter().map(|o| ("-o", o.as_path())).collect(),
+        Command::HwMerge { output, .. }
+        | Command::Merge { output, .. }
+        | Command::Sweep { output, .. }
+        | Command::Calibrate { output, .. }
+        | Command::Plot { output, .. } => vec![("-o", output.as_path())],
+        Command::Bench { output, plot, .. } => (output.iter().map(|o| ("-o", o.as_path())))
+            .chain(plot.iter().map(|p| ("--plot", p.as_path())))
+            .collect(),
+        Command::Import { format } => vec![("-o", format.output())],
+        _ => Vec::new(),
+    };
+    places
+        .into_iter()
+        .try_for_each(|(flag, path)| stdio::check_output_place(flag, path))
+}
+
 /// A key the command's `--set`s name twice (a sweep's axis takes its values in one `--set`).
 fn repeated_set(command: &Command) -> Option<String> {
     let paths: Vec<&str> = match command {
@@ -814,6 +841,19 @@ fn repeated_set(command: &Command) -> Option<String> {
         .into_iter()
         .find(|&path| !seen.insert(path))
         .map(str::to_string)
+}
+
+/// `--seed`'s value: a count ([`parse_count`]) a scenario holds, at most its largest integer
+/// (2^63 - 1), so that the refusal names `--seed`, not the `--set seed=` it stands for.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    let seed = parse_count::<u64>(text)?;
+    let largest = i64::MAX.unsigned_abs();
+    if seed > largest {
+        return Err(format!(
+            "{seed} is past the largest integer a scenario holds ({largest})"
+        ));
+    }
+    Ok(seed)
 }
 
 /// A count or an identifier of a flag (`--seed`, `--ranks`, `--threads`): its flag takes a
@@ -851,7 +891,7 @@ fn parse_override(text: &str) -> Result<scenario::Override, String> {
 #[derive(clap::Args, Clone, Default)]
 pub(crate) struct ScenarioArgs {
     /// Override the scenario's seed, as `--set seed=N` does (not with it).
-    #[arg(long, allow_negative_numbers = true, value_parser = parse_count::<u64>)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_seed)]
     pub(crate) seed: Option<u64>,
     /// Run on this machine profile: its values replace the scenario's (docs/diff.md); not with
     /// `--set machine=…`.

@@ -375,6 +375,48 @@ fn the_scenario_s_dump_prefix_places_the_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The note of what `--fr-dir` wrote names one dump once, several as a range: one dump was
+/// shown as the range from itself to itself (`(d/nccl_trace_rank_0 … d/nccl_trace_rank_0)`).
+#[test]
+fn the_note_of_the_dumps_written_names_one_dump_once() {
+    let dir = scratch("one_dump");
+    let output = c10dsim(&[
+        "run",
+        "scenarios/timeout_dump.toml",
+        "--fr-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let one = dir.join("nccl_trace_rank_0");
+    assert!(one.is_file());
+    assert!(
+        stderr(&output).contains(&format!(
+            "wrote 1 Flight Recorder dump ({})\n",
+            one.display()
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let output = c10dsim(&[
+        "run",
+        "scenarios/mismatch.toml",
+        "--set",
+        "groups.world.timeout_s=1",
+        "--fr-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr(&output).contains(&format!(
+            "wrote 2 Flight Recorder dumps ({} … {})",
+            one.display(),
+            dir.join("nccl_trace_rank_1").display()
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_h200_dump_imports_and_replays_to_its_timeout() {
     let output = c10dsim(&[

@@ -407,3 +407,110 @@ fn two_outputs_on_one_path_are_refused_before_anything_is_written() {
     ]);
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
 }
+
+/// Every command that writes its output at the end refuses, before any work, an output whose
+/// folder does not exist or that is a folder, naming the flag: `bench --scaling` used to run
+/// every point and `calibrate` to fit and print its values, then fail with the system's "No
+/// such file or directory".
+#[test]
+fn an_output_in_a_missing_folder_or_onto_a_folder_is_refused_before_any_work() {
+    let missing = temp("no_such_folder/out");
+    let _ = std::fs::remove_dir_all(missing.parent().unwrap());
+    let missing = missing.to_str().unwrap();
+    let folder = temp("an_output_folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let folder = folder.to_str().unwrap();
+    let written = temp("written_before_the_refusal.csv");
+    let _ = std::fs::remove_file(&written);
+    let written = written.to_str().unwrap();
+    let commands: [&[&str]; 9] = [
+        &["bench", "--iterations", "5", "--scaling", "8", "-o"],
+        &[
+            "bench",
+            "--iterations",
+            "5",
+            "--scaling",
+            "8",
+            "-o",
+            written,
+            "--plot",
+        ],
+        &[
+            "bench",
+            "--ranks",
+            "8",
+            "--iterations",
+            "5",
+            "--repeat",
+            "1",
+            "-o",
+        ],
+        &["calibrate", "tests/data/hw/exp_a_api_modes.json", "-o"],
+        &[
+            "hw-merge",
+            "tests/data/hw/x2/exp_a_api_modes.2ranks.json",
+            "-o",
+        ],
+        &["merge", "docs/scaling.csv", "-o"],
+        &[
+            "plot",
+            "docs/scaling.csv",
+            "--x",
+            "ranks",
+            "--y",
+            "wall_s",
+            "-o",
+        ],
+        &[
+            "import",
+            "kineto",
+            "tests/data/torch/recorded/traces/ddp_b25/rank0.json",
+            "-o",
+        ],
+        &[
+            "import",
+            "flight-recorder",
+            "tests/data/torch/recorded/fr",
+            "-o",
+        ],
+    ];
+    for args in commands {
+        let flag = *args.last().unwrap();
+        let extension = if flag == "--plot" || args[0] == "plot" {
+            ".svg"
+        } else {
+            ".txt"
+        };
+        for (output_path, says) in [
+            (format!("{missing}{extension}"), "does not exist"),
+            (folder.to_string(), "it is a folder; name a file"),
+        ] {
+            let mut args = args.to_vec();
+            args.push(&output_path);
+            let output = c10dsim(&args);
+            assert_refused(&output, &format!("{flag} {output_path}: "), &args.join(" "));
+            assert_refused(&output, says, &args.join(" "));
+            let err = stderr(&output);
+            assert!(
+                !err.contains("simulating") && !err.contains("wrote"),
+                "{args:?}: work done before the refusal: {err}"
+            );
+            assert!(
+                output.stdout.is_empty(),
+                "{args:?}: printed before the refusal"
+            );
+            assert!(
+                !std::path::Path::new(written).exists(),
+                "{args:?}: -o written before --plot was refused"
+            );
+        }
+    }
+    // `fidelity -o` likewise (its Markdown file is read, then rewritten).
+    let fidelity_output = format!("{missing}.md");
+    let output = c10dsim(&["fidelity", "-o", &fidelity_output]);
+    assert_refused(
+        &output,
+        &format!("-o {fidelity_output}: the folder"),
+        "fidelity",
+    );
+}

@@ -429,6 +429,42 @@ fn small_input_mistakes_get_a_message_that_helps() {
     );
 }
 
+/// A calibration argument `RUN.json=` or `=SCENARIO.toml` names what is missing: it was
+/// "cannot read : No such file or directory", an empty name.
+#[test]
+fn a_calibration_argument_with_an_empty_side_says_which() {
+    let profile = temp("empty_side.toml");
+    let profile = profile.to_str().unwrap();
+    let run = "tests/data/hw/exp_a_api_modes.json";
+    for (argument, says) in [
+        (format!("{run}="), "no scenario after its `=`"),
+        (
+            "=scenarios/exp_a_api_modes.toml".to_string(),
+            "no run before its `=`",
+        ),
+    ] {
+        for args in [
+            vec!["calibrate", &argument, "-o", profile],
+            vec![
+                "calibrate",
+                "tests/data/hw/exp_b_stream_scope.json",
+                "-o",
+                profile,
+                "--validate",
+                &argument,
+            ],
+        ] {
+            let output = c10dsim(&args);
+            assert_refused(&output, &format!("calibrate {argument}: {says}"), &argument);
+            assert!(
+                !stderr(&output).contains("cannot read :"),
+                "{}",
+                stderr(&output)
+            );
+        }
+    }
+}
+
 #[test]
 fn fidelity_without_recorded_runs_or_machine_profile_exits_2() {
     let empty = temp("fidelity_empty");
@@ -717,6 +753,30 @@ fn seed_with_set_seed_is_refused_and_the_header_shows_seed_as_typed() {
         "{header}"
     );
     assert!(header.ends_with("seed 5"), "{header}");
+}
+
+/// A `--seed` past the largest integer a scenario holds (2^63 - 1) is refused naming `--seed`:
+/// it was taken, then refused as a `--set seed=…` nobody typed.
+#[test]
+fn a_seed_past_what_a_scenario_holds_is_refused_naming_seed() {
+    for command in ["run", "check"] {
+        let output = c10dsim(&[
+            command,
+            "scenarios/straggler.toml",
+            "--seed",
+            "9223372036854775808",
+        ]);
+        assert_refused(&output, "--seed", command);
+        assert_refused(&output, "9223372036854775807", command);
+        assert!(!stderr(&output).contains("--set"), "{}", stderr(&output));
+    }
+    let output = c10dsim(&[
+        "check",
+        "scenarios/straggler.toml",
+        "--seed",
+        "9223372036854775807",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
 }
 
 /// `--seed` and `--machine` are taken by every command that loads one scenario with `--set`,
