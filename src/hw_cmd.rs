@@ -127,8 +127,9 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     Ok(u8::from(!report.findings.is_empty()))
 }
 
-/// Joins one-rank Timelines into one on a common axis (`hw::merge_ranks`).
-pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
+/// Joins one-rank Timelines into one on a common axis (`hw::merge_ranks`). Ranks of the launch
+/// with no part are refused (exit 2), or with `partial` merged without them and named.
+pub fn merge(parts: &[PathBuf], output: &Path, partial: bool) -> Result<u8, Failure> {
     let timelines = parts
         .iter()
         .map(|path| {
@@ -139,6 +140,26 @@ pub fn merge(parts: &[PathBuf], output: &Path) -> Result<u8, Failure> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let merged = hw::merge_ranks(timelines).map_err(hw_failure)?;
+    let missing = hw::missing_ranks(&merged);
+    if !missing.is_empty() {
+        let world = &merged.machine["world"];
+        if !partial {
+            return Err(Failure::input(format!(
+                "cannot merge rank Timelines: the parts are processes of a launch of {world} \
+                 (machine.world), but {} {} no part: give every rank's file, or --partial to \
+                 merge those given",
+                missing.named(),
+                missing.one_or_many("has", "have")
+            )));
+        }
+        note!(
+            "c10dsim: warning: {} of the launch of {world} {} no part (--partial): the merged \
+             Timeline lacks {}",
+            missing.named(),
+            missing.one_or_many("has", "have"),
+            missing.one_or_many("it", "them")
+        );
+    }
     crate::write_json(output, &merged)?;
     note!(
         "c10dsim: merged {} into {}",

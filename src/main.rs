@@ -283,6 +283,10 @@ enum Command {
         /// The merged Timeline (`-`: standard output).
         #[arg(short, long, value_name = "OUT.json")]
         output: PathBuf,
+        /// Merge the parts given even when ranks of the launch (`machine.world`) have none (a
+        /// lost file, a process killed before it wrote one), with a warning naming them.
+        #[arg(long)]
+        partial: bool,
     },
     /// Measure the simulator's speed on a generated scenario (docs/perf.md).
     Bench {
@@ -629,7 +633,11 @@ fn main() -> ExitCode {
             &machine,
             output.as_deref(),
         ),
-        Command::HwMerge { parts, output } => hw_cmd::merge(&parts, &output),
+        Command::HwMerge {
+            parts,
+            output,
+            partial,
+        } => hw_cmd::merge(&parts, &output, partial),
         Command::Import { format } => import_cmd::import(format),
         Command::Bench {
             ranks,

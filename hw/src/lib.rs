@@ -81,6 +81,7 @@ pub use options::{
 };
 pub use probe::{DeviceInfo, DeviceReport};
 
+use sim::ranks::RankSet;
 use sim::scenario::Scenario;
 use sim::timeline::{ScenarioInfo, Source, Timeline, WatchdogRecord};
 
@@ -373,6 +374,33 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
         uncertainty_ns.to_string(),
     );
     Ok(merged)
+}
+
+/// The ranks of `merged`'s launch (`machine.world` processes: ranks 0 to world − 1) that it
+/// holds no record of: processes whose part was not given to [`merge_ranks`] (a lost file, a
+/// process killed before it wrote one). None when `machine.world` is absent or not a count.
+pub fn missing_ranks(merged: &Timeline) -> RankSet {
+    let mut missing = RankSet::default();
+    let Some(world) = merged
+        .machine
+        .get("world")
+        .and_then(|text| text.parse::<u32>().ok())
+    else {
+        return missing;
+    };
+    let mut present: Vec<u32> = merged.ranks.iter().map(|rank| rank.rank).collect();
+    present.sort_unstable();
+    let mut next = 0u32;
+    for rank in present.into_iter().filter(|&rank| rank < world) {
+        if rank > next {
+            missing.union_with(&RankSet::range(next, rank - 1));
+        }
+        next = rank + 1;
+    }
+    if next < world {
+        missing.union_with(&RankSet::range(next, world - 1));
+    }
+    missing
 }
 
 /// The first field of a part's `scenario` header that is not the first part's, as

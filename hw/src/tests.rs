@@ -328,6 +328,17 @@ fn parts_of_another_engine_or_launch_are_refused() {
     );
     let merged = merge_ranks(vec![with_world(0, "2"), with_world(1, "2")]).unwrap();
     assert_eq!(merged.machine["world"], "2");
+    assert!(missing_ranks(&merged).is_empty());
+    // Rank 0's file alone of a launch of 2: merged (as `torch` joins the ranks that wrote),
+    // with rank 1 named as missing for `hw-merge` to refuse.
+    let alone = merge_ranks(vec![with_world(0, "2")]).unwrap();
+    assert_eq!(missing_ranks(&alone).named(), "rank 1");
+    let mut middle = with_world(1, "4");
+    middle.1.scenario.ranks = 4;
+    let (name, mut last) = with_world(3, "4");
+    last.scenario.ranks = 4;
+    let merged = merge_ranks(vec![middle, (name, last)]).unwrap();
+    assert_eq!(missing_ranks(&merged).to_string(), "0,2");
 }
 
 #[test]

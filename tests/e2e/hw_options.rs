@@ -1,5 +1,5 @@
 //! `c10dsim hw`: what needs no GPU is refused (exit 2) before the GPU probe, naming the flag or
-//! variable at fault, so these run the same with or without a GPU.
+//! variable at fault, so these run the same with or without a GPU; and `hw-merge` of its parts.
 
 use crate::util::stderr;
 use std::process::{Command, Output};
@@ -248,5 +248,71 @@ fn an_output_over_the_scenario_is_refused_before_the_run() {
         &command.output().expect("the binary runs"),
         &format!("{copy} is also an input of this command"),
     );
+    std::fs::remove_dir_all(folder).unwrap();
+}
+
+/// Parts of a launch of 4 processes (`machine.world` 4) of which ranks 1 and 3 wrote no file:
+/// refused, naming them and `--partial`; with `--partial`, merged with a warning naming them.
+#[test]
+fn a_merge_missing_ranks_of_the_launch_is_refused_unless_partial() {
+    let folder =
+        std::env::temp_dir().join(format!("c10dsim-hw-merge-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let c10dsim = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("the binary runs")
+    };
+    let run = c10dsim(&["run", SCENARIO, "--no-fold", "--timeline", "-"]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let whole: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let mut parts = Vec::new();
+    for rank in [0, 2] {
+        let mut part = whole.clone();
+        part["ranks"] = serde_json::json!([whole["ranks"][rank]]);
+        part["machine"]["rank"] = serde_json::json!(rank.to_string());
+        part["machine"]["world"] = serde_json::json!("4");
+        part["machine"]["host_origin_unix_ns"] = serde_json::json!("1000");
+        let path = folder
+            .join(format!("part{rank}.json"))
+            .display()
+            .to_string();
+        std::fs::write(&path, part.to_string()).unwrap();
+        parts.push(path);
+    }
+    let merged = folder.join("merged.json").display().to_string();
+    let merge = |partial: bool| {
+        let mut args = vec!["hw-merge", &parts[0], &parts[1], "-o", &merged];
+        if partial {
+            args.push("--partial");
+        }
+        c10dsim(&args)
+    };
+    let refused = merge(false);
+    let text = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "the parts are processes of a launch of 4 (machine.world), but ranks 1,3 (2 ranks) \
+             have no part: give every rank's file, or --partial to merge those given"
+        ),
+        "{text}"
+    );
+    assert!(
+        !std::path::Path::new(&merged).exists(),
+        "refused, yet written"
+    );
+    let partial = merge(true);
+    let text = stderr(&partial);
+    assert_eq!(partial.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("c10dsim: warning: ranks 1,3 (2 ranks) of the launch of 4 have no part"),
+        "{text}"
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    assert_eq!(written["ranks"].as_array().unwrap().len(), 2);
     std::fs::remove_dir_all(folder).unwrap();
 }
