@@ -28,7 +28,43 @@ pub struct FlightRecorderArgs {
     pub prefix: Option<String>,
 }
 
-/// The dump files of `dir` by rank: `<prefix><rank>`, the prefix given or inferred.
+/// Why the entry `path`, named as `rank`'s dump, cannot be read as one: a symbolic link to
+/// nothing, a FIFO, a socket or a device (reading a FIFO would wait for a writer); `None` for a
+/// regular file.
+fn unreadable_dump(path: &Path, rank: u32) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let why = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => return None,
+        Ok(meta) => {
+            let kind = meta.file_type();
+            let named = if kind.is_fifo() {
+                "a FIFO"
+            } else if kind.is_socket() {
+                "a socket"
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device"
+            } else {
+                "not a file"
+            };
+            format!("is not a regular file ({named})")
+        }
+        Err(error) => match std::fs::read_link(path) {
+            Ok(target) => format!(
+                "is a symbolic link to {}, which cannot be read ({error})",
+                target.display()
+            ),
+            Err(_) => format!("cannot be read ({error})"),
+        },
+    };
+    Some(format!(
+        "{}: the dump of rank {rank} {why}: put the rank's dump there, or move it out of the folder",
+        path.display()
+    ))
+}
+
+/// The dump files of `dir` by rank: `<prefix><rank>`, the prefix given or inferred. Folders
+/// and names that end in no digits are not dumps and are skipped; any other entry of a dump's
+/// name that is no readable file is refused, naming it.
 fn dump_files(dir: &Path, prefix: Option<&str>) -> Result<BTreeMap<u32, PathBuf>, Failure> {
     let listing = std::fs::read_dir(dir)
         .map_err(|e| Failure::input(format!("cannot read the folder {}: {e}", dir.display())))?;
@@ -37,7 +73,7 @@ fn dump_files(dir: &Path, prefix: Option<&str>) -> Result<BTreeMap<u32, PathBuf>
     for item in listing {
         let item = item.map_err(|e| Failure::input(format!("{}: {e}", dir.display())))?;
         let path = item.path();
-        if !path.is_file() {
+        if path.is_dir() {
             continue;
         }
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
@@ -90,6 +126,9 @@ fn dump_files(dir: &Path, prefix: Option<&str>) -> Result<BTreeMap<u32, PathBuf>
                 other.display(),
                 path.display()
             )));
+        }
+        if let Some(why) = unreadable_dump(&path, rank) {
+            return Err(Failure::input(why));
         }
         by_rank.insert(rank, path);
     }

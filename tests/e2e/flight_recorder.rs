@@ -523,6 +523,45 @@ fn two_files_of_one_rank_or_a_rank_out_of_range_exit_2_naming_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A dump's name that is no readable file (a dangling symbolic link, a FIFO) is refused, naming
+/// it and why, not skipped as if the rank had written nothing; a folder and a name without a
+/// rank are still skipped.
+#[cfg(unix)]
+#[test]
+fn a_dump_name_that_is_no_readable_file_exits_2_naming_it() {
+    let dir = scratch("unreadable");
+    let out =
+        std::env::temp_dir().join(format!("c10dsim-fr-unreadable-{}.toml", std::process::id()));
+    std::fs::copy("tests/data/torch/recorded/fr/timeout_rank0", dir.join("x0")).unwrap();
+    std::fs::create_dir(dir.join("notes")).unwrap();
+    std::fs::create_dir(dir.join("x_old2")).unwrap();
+    std::fs::write(dir.join("README"), "not a dump").unwrap();
+    import(&dir, &out);
+    let dangling = dir.join("x1");
+    std::os::unix::fs::symlink("/nonexistent", &dangling).unwrap();
+    let message = stderr(&import_exiting(&dir, &out, 2));
+    assert!(
+        message.contains(&format!(
+            "{}: the dump of rank 1 is a symbolic link to /nonexistent, which cannot be read",
+            dangling.display()
+        )),
+        "{message}"
+    );
+    std::fs::remove_file(&dangling).unwrap();
+    let made = Command::new("mkfifo").arg(&dangling).status().unwrap();
+    assert!(made.success());
+    let message = stderr(&import_exiting(&dir, &out, 2));
+    assert!(
+        message.contains(&format!(
+            "{}: the dump of rank 1 is not a regular file (a FIFO)",
+            dangling.display()
+        )),
+        "{message}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&out);
+}
+
 /// PyTorch's own analyser on the simulator's dumps, where `python3` can import it (PyTorch
 /// installed, or its `torch/distributed/flight_recorder` on `PYTHONPATH`: docs/flight-recorder.md).
 #[test]
