@@ -646,12 +646,7 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
         .map_err(|error| Failure::input(format!("cannot find this program: {error}")))?;
     let mut binaries = vec![("this", this)];
     if let Some(other) = &args.against {
-        if !other.is_file() {
-            return Err(Failure::input(format!(
-                "--against {}: no such file (give the path of another c10dsim binary)",
-                other.display()
-            )));
-        }
+        check_program(other)?;
         binaries.push(("against", other.clone()));
     }
     let series = run_series(args, runs, &binaries)?;
@@ -662,6 +657,26 @@ fn repeat(args: &BenchArgs, runs: u32) -> Result<u8, Failure> {
         _ => out!("{text}")?,
     }
     Ok(0)
+}
+
+/// `--against`'s binary exists, is a file and is executable: refused before any run (exit 2),
+/// not when its first run fails after this binary's.
+fn check_program(program: &Path) -> Result<(), Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let why = match std::fs::metadata(program) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => "no such file".to_string(),
+        Err(error) => format!("cannot be read: {error}"),
+        Ok(meta) if meta.is_dir() => "a folder, not a c10dsim binary".to_string(),
+        Ok(meta) if !meta.is_file() => "not a file".to_string(),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+            "not executable (its mode has no x bit)".to_string()
+        }
+        Ok(_) => return Ok(()),
+    };
+    Err(Failure::input(format!(
+        "--against {}: {why} (give the path of another c10dsim binary)",
+        program.display()
+    )))
 }
 
 /// Runs the rounds of `bench --repeat`, writing each run's row as it ends.

@@ -465,6 +465,43 @@ fn a_calibration_argument_with_an_empty_side_says_which() {
     }
 }
 
+/// `bench --repeat --against` checks the other binary before any run: a file that is not
+/// executable failed after this binary's first run ("Permission denied"), a folder was "no such
+/// file". No run's progress line may come before the refusal.
+#[test]
+fn bench_against_a_missing_path_a_folder_or_a_plain_file_is_refused_before_any_run() {
+    let folder = temp("bench_against_folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let plain = temp("bench_against_plain.toml");
+    std::fs::write(&plain, "not a program").unwrap();
+    let missing = temp("bench_against_missing");
+    for (path, says) in [
+        (&missing, "no such file"),
+        (&folder, "a folder, not a c10dsim binary"),
+        (&plain, "not executable (its mode has no x bit)"),
+    ] {
+        let path = path.to_str().unwrap();
+        let output = c10dsim(&[
+            "bench",
+            "--ranks",
+            "2",
+            "--iterations",
+            "2",
+            "--repeat",
+            "2",
+            "--against",
+            path,
+        ]);
+        let context = format!("bench --against {path}");
+        assert_refused(&output, &format!("--against {path}: {says}"), &context);
+        assert!(
+            !stderr(&output).contains("run 1/"),
+            "{context}: {}",
+            stderr(&output)
+        );
+    }
+}
+
 #[test]
 fn fidelity_without_recorded_runs_or_machine_profile_exits_2() {
     let empty = temp("fidelity_empty");
