@@ -252,7 +252,7 @@ enum Command {
     /// outcome verdicts and the peak memory.
     Fidelity {
         /// Folder of `c10dsim torch` Timelines named `<scenario>.run<k>.json`.
-        #[arg(long, default_value = "tests/data/torch")]
+        #[arg(long, default_value = fidelity_cmd::DEFAULT_TORCH_DIR)]
         torch: PathBuf,
         /// Folder of `c10dsim torch` Timelines made for the memory table alone, named
         /// `<scenario>.run<k>.json`: used where the timing runs do not record the interpreter's
@@ -267,7 +267,7 @@ enum Command {
         #[arg(
             long,
             value_name = "PROFILE.toml",
-            default_value = "profiles/h200-torch.toml"
+            default_value = fidelity_cmd::DEFAULT_MACHINE
         )]
         machine: PathBuf,
         /// Write Markdown here, replacing what follows the generated-part marker (`-`: the

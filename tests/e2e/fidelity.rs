@@ -397,3 +397,46 @@ fn the_memory_runs_stand_in_for_timing_runs_recorded_before_the_interpreters_byt
         stderr(&missing)
     );
 }
+
+/// Outside the repository, the defaults of `--torch` and `--machine` (paths relative to the
+/// current folder) are named as such, with what to pass; it said "cannot read tests/data/torch"
+/// alone.
+#[test]
+fn fidelity_outside_the_repository_says_the_missing_folder_is_the_default() {
+    let elsewhere =
+        std::env::temp_dir().join(format!("c10dsim-fidelity-elsewhere-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let fidelity = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+            .arg("fidelity")
+            .args(args)
+            .current_dir(&elsewhere)
+            .output()
+            .expect("the binary runs")
+    };
+    let output = fidelity(&[]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "--torch tests/data/torch: cannot read: No such file or directory (os error 2); \
+             tests/data/torch is --torch's default, relative to the current folder {}: run \
+             from the c10dsim repository's root, or pass --torch FOLDER",
+            elsewhere.display()
+        )),
+        "{}",
+        stderr(&output)
+    );
+    let torch = data("tests/data/torch").display().to_string();
+    let output = fidelity(&["--torch", &torch]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "profiles/h200-torch.toml is --machine's default, relative to the current folder \
+             {}: run from the c10dsim repository's root, or pass --machine FILE",
+            elsewhere.display()
+        )),
+        "{}",
+        stderr(&output)
+    );
+    std::fs::remove_dir_all(&elsewhere).unwrap();
+}
