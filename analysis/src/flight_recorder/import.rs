@@ -795,7 +795,9 @@ fn render(input: &RenderInput) -> String {
                 dtype,
             } => {
                 let _ = writeln!(out, "kind = \"mismatch\"");
-                if *key != step.call.key {
+                // A fault issues no barrier: it issues the barrier's all_reduce (of its size).
+                let key = if *key == "barrier" { "all_reduce" } else { key };
+                if key != step.call.key {
                     let _ = writeln!(out, "collective = \"{key}\"");
                 }
                 // A fault's `dtype` alone keeps the op's element count; its size says where
@@ -1065,6 +1067,29 @@ mod tests {
         assert!(
             text.contains("kind = \"mismatch\"\ncollective = \"broadcast\"\n"),
             "{text}"
+        );
+    }
+
+    /// Rank 1 calls `barrier()` where rank 0 issues an all_reduce of 1MiB: the scenario's
+    /// fault has rank 1 issue the barrier's all_reduce of 4B (a mismatch fault names no
+    /// `barrier`), and the replay names the same two calls.
+    #[test]
+    fn a_barrier_where_the_others_issue_a_collective_is_its_all_reduce() {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+            [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"a\"\nranks = [0]\nall_reduce = \"x\"\n\
+            [[op]]\nlabel = \"b\"\nranks = [1]\nbarrier = true\n";
+        let timeline = sim::engine::simulate(&sim::scenario::parse("fr.toml", text).unwrap());
+        let text = scenario(&timeline.flight_recorder, "sim").unwrap();
+        assert!(
+            text.contains("kind = \"mismatch\"\nsize = \"4B\"\n"),
+            "{text}"
+        );
+        let verdicts = replayed(&text);
+        assert!(
+            (verdicts.iter()).any(|line| line.starts_with("mismatch: ")
+                && line.contains("rank 0 issued ALLREDUCE of 1MiB")
+                && line.contains("rank 1 issued ALLREDUCE of 4B")),
+            "{verdicts:?}"
         );
     }
 
