@@ -49,6 +49,20 @@ struct Call {
     size_bytes: u64,
 }
 
+impl Call {
+    /// The call as ProcessGroupNCCL issues it, whose collective, size and element type the
+    /// ranks' calls at one SeqNum must agree on (R16): a barrier is the all_reduce of its
+    /// one-element f32 tensor.
+    fn issued(&self) -> (&'static str, DType, u64) {
+        let key = if self.key == "barrier" {
+            "all_reduce"
+        } else {
+            self.key
+        };
+        (key, self.dtype, self.size_bytes)
+    }
+}
+
 /// The scenario key of a profiling name, and whether its size is the output's.
 fn scenario_key(profiling_name: &str) -> Option<(&'static str, bool)> {
     let name = profiling_name.strip_prefix("nccl:")?;
@@ -171,6 +185,7 @@ struct Step<'a> {
 enum Departure {
     Hang,
     Mismatch {
+        /// The collective the rank issued (a barrier's is its all_reduce, [`Call::issued`]).
         key: &'static str,
         size_bytes: u64,
         dtype: DType,
@@ -523,7 +538,8 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
                 Some(entry) => {
                     let call = call_of(rank, entry)?;
                     let (own, theirs) = (recorded_dtype(entry), recorded_dtype(step.entry));
-                    if call == step.call && own != theirs {
+                    let (issued, expected) = (call.issued(), step.call.issued());
+                    if issued == expected && own != theirs {
                         // Int and Float, say: both f32 of the same bytes to the scenario, which
                         // would replay them as one call.
                         return Err(error(format!(
@@ -537,8 +553,8 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
                             comment_safe(theirs),
                         )));
                     }
-                    (call != step.call).then_some(Departure::Mismatch {
-                        key: call.key,
+                    (issued != expected).then_some(Departure::Mismatch {
+                        key: issued.0,
                         size_bytes: call.size_bytes,
                         dtype: call.dtype,
                     })
@@ -1065,6 +1081,49 @@ mod tests {
         assert!(
             text.contains("kind = \"mismatch\"\ncollective = \"broadcast\"\n"),
             "{text}"
+        );
+    }
+
+    /// Rank 1 calls `barrier()` where rank 0 issues an all_reduce of 1MiB: the scenario's
+    /// fault has rank 1 issue the barrier's all_reduce of 4B (a mismatch fault names no
+    /// `barrier`), and the replay names the same two calls.
+    #[test]
+    fn a_barrier_where_the_others_issue_a_collective_is_its_all_reduce() {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+            [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"a\"\nranks = [0]\nall_reduce = \"x\"\n\
+            [[op]]\nlabel = \"b\"\nranks = [1]\nbarrier = true\n";
+        let timeline = sim::engine::simulate(&sim::scenario::parse("fr.toml", text).unwrap());
+        let text = scenario(&timeline.flight_recorder, "sim").unwrap();
+        assert!(
+            text.contains("kind = \"mismatch\"\nsize = \"4B\"\n"),
+            "{text}"
+        );
+        let verdicts = replayed(&text);
+        assert!(
+            (verdicts.iter()).any(|line| line.starts_with("mismatch: ")
+                && line.contains("rank 0 issued ALLREDUCE of 1MiB")
+                && line.contains("rank 1 issued ALLREDUCE of 4B")),
+            "{verdicts:?}"
+        );
+    }
+
+    /// Rank 1 calls `barrier()` where rank 0 issues an all_reduce of one f32 element: the same
+    /// call to ProcessGroupNCCL (R16), which the run completed, so the import replays them
+    /// alike (it wrote a mismatch fault that changed nothing, and refused its own scenario).
+    #[test]
+    fn a_barrier_where_the_others_all_reduce_its_one_element_is_no_mismatch() {
+        let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+            [tensors]\nx = \"4B\"\n[[op]]\nlabel = \"a\"\nranks = [0]\nall_reduce = \"x\"\n\
+            [[op]]\nlabel = \"b\"\nranks = [1]\nbarrier = true\n\
+            [[op]]\nlabel = \"c\"\nall_reduce = \"x\"\n\
+            [[fault]]\nranks = [1]\nat = \"c\"\nkind = \"hang\"\n";
+        let timeline = sim::engine::simulate(&sim::scenario::parse("fr.toml", text).unwrap());
+        let text = scenario(&timeline.flight_recorder, "sim").unwrap();
+        assert!(!text.contains("kind = \"mismatch\""), "{text}");
+        let verdicts = replayed(&text);
+        assert!(
+            verdicts[0].contains("rank 1 never joined collective 2"),
+            "{verdicts:?}"
         );
     }
 
