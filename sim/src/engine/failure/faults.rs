@@ -168,7 +168,7 @@ impl Failure<'_> {
     /// The mismatch findings (R16), once the run ended: at each (group, SeqNum) where calls
     /// disagreed, the call most ranks agree with (of equal ones, that of the lowest rank, as
     /// PyTorch's Flight Recorder analysis takes the lowest rank's as the expected) against
-    /// each other call, which is a finding of the ranks that made it. Made at the end, they
+    /// each other call, one finding of every rank that made another call. Made at the end, they
     /// name every caller, whichever order the engine took the calls in (hosts run ahead of
     /// the simulation, each to a time of its own, R1).
     pub(in crate::engine) fn mismatch_findings(&self) -> Vec<MismatchFinding> {
@@ -249,15 +249,21 @@ impl Failure<'_> {
                 scenario.groups[group].name,
                 calls.join(", "),
             );
-            for variant in disagreeing {
-                findings.push(MismatchFinding {
-                    ranks: variant.ranks.clone(),
-                    found_ns: variant.earliest.0,
-                    iteration: variant.iteration,
-                    op: variant.signature.op,
-                    message: message.clone(),
-                });
-            }
+            // One finding, of every rank whose call disagrees, at the earliest such call.
+            let earliest = (disagreeing.iter())
+                .min_by_key(|variant| variant.earliest)
+                .expect("a mismatch has a disagreeing call");
+            let ranks = (disagreeing.iter()).fold(RankSet::default(), |mut ranks, variant| {
+                ranks.union_with(&variant.ranks);
+                ranks
+            });
+            findings.push(MismatchFinding {
+                ranks,
+                found_ns: earliest.earliest.0,
+                iteration: earliest.iteration,
+                op: earliest.signature.op,
+                message,
+            });
         }
         findings
     }

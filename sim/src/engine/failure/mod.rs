@@ -365,9 +365,9 @@ struct CallVariant {
     iteration: u32,
 }
 
-/// A mismatch finding (R16), made once the run ended: the rank that reports it (the lowest of
-/// `ranks`, the ranks whose call disagrees with the earliest call), the time its earliest
-/// call was made at, and where it names.
+/// A mismatch finding (R16), made once the run ended: `ranks`, those whose call disagrees with
+/// the call most ranks made (the lowest reports it), the time the earliest of their calls was
+/// made at, and the op and iteration of that call.
 pub(in crate::engine) struct MismatchFinding {
     pub(in crate::engine) ranks: RankSet,
     pub(in crate::engine) found_ns: u64,
