@@ -320,6 +320,17 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
                 ),
             ));
         }
+        let launched = world(part).and_then(|world| world.parse::<u32>().ok());
+        if let Some(launched) = launched.filter(|&launched| rank.rank >= launched) {
+            return Err(bad(
+                name,
+                format!(
+                    "rank {} of a launch of {launched} processes (machine.world): no process of \
+                     that launch",
+                    rank.rank
+                ),
+            ));
+        }
         if merged.ranks.iter().any(|r| r.rank == rank.rank) {
             // The parts are in rank order: the first one of this rank is the other file.
             let (other, _) = (parts.iter())

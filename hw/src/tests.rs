@@ -339,6 +339,12 @@ fn parts_of_another_engine_or_launch_are_refused() {
     last.scenario.ranks = 4;
     let merged = merge_ranks(vec![middle, (name, last)]).unwrap();
     assert_eq!(missing_ranks(&merged).to_string(), "0,2");
+    // A rank past its launch's processes (a hand-edited or mixed-up file).
+    assert_eq!(
+        error(vec![with_world(0, "2"), with_world(5, "2")]),
+        "cannot merge rank Timelines: part5.json: rank 5 of a launch of 2 processes \
+         (machine.world): no process of that launch"
+    );
 }
 
 #[test]
