@@ -2,6 +2,9 @@
 //! them, `import flight-recorder` reads them back and names the culprit the simulator named;
 //! the dump PyTorch 2.11 wrote on the H200 imports and replays to its timeout; bad folders exit
 //! 2; and, where PyTorch's analyser is importable, torchfrtrace names the same culprit.
+//!
+//! About 850 lines: one test per dump the import must read or refuse, each with its own small
+//! scenario; split by the import's input (simulated, PyTorch's, malformed) if it grows.
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
 use std::collections::BTreeMap;

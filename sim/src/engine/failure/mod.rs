@@ -17,7 +17,7 @@
 //! R16 mismatch check), `exit` (R31: a process whose program returned, until its GPU work
 //! drained).
 //!
-//! Just over 800 lines: the `Notice` and `Command` vocabulary, the component's state and the
+//! About 920 lines: the `Notice` and `Command` vocabulary, the component's state and the
 //! dispatch of each notice to its part, which the parts above share.
 
 use super::host::next_poll_ns as next_tick_ns;
