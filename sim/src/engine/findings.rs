@@ -25,7 +25,6 @@ impl Engine<'_> {
         kind: AccessKind,
         op_index: usize,
     ) {
-        const MAX_RACE_FINDINGS: usize = 64;
         let state = &mut self.ranks[rank as usize];
         let site = op_index as u64;
         let (race, id) = match accessed {
@@ -147,23 +146,21 @@ impl Engine<'_> {
         let stream = Some(record.later_stream.clone());
         let iteration = record.iteration;
         self.ranks[rank as usize].timeline.races.push(record);
-        if self
-            .findings
-            .iter()
+        let finding = Finding {
+            kind: FindingKind::Race,
+            rank: None,
+            iteration: Some(iteration),
+            op: Some(op_index as OpRef),
+            stream,
+            message,
+            stands_for: RankSet::default(),
+        };
+        self.rank_finding(rank, finding);
+        let races = (self.findings.iter())
             .filter(|f| f.kind == FindingKind::Race)
-            .count()
-            < MAX_RACE_FINDINGS
-        {
-            let finding = Finding {
-                kind: FindingKind::Race,
-                rank: None,
-                iteration: Some(iteration),
-                op: Some(op_index as OpRef),
-                stream,
-                message,
-                stands_for: RankSet::default(),
-            };
-            self.rank_finding(rank, finding);
+            .count();
+        if races >= 2 * MAX_RACE_FINDINGS {
+            self.order_findings();
         }
     }
 

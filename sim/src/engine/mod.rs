@@ -25,7 +25,7 @@
 //! the Timeline's assembly once the run ends; `tests` the engine-level behaviours, each through a
 //! whole small scenario.
 //!
-//! About 860 lines: the run loop dispatches every event kind and the assembly reads every
+//! About 870 lines: the run loop dispatches every event kind and the assembly reads every
 //! part's state, so both stay beside the `Engine` they share.
 
 use crate::cost::gemm_ns;
@@ -67,6 +67,10 @@ mod wait;
 
 /// Sentinel for "has not happened", the Timeline's own for the records the engine builds.
 const NEVER: u64 = NEVER_NS;
+
+/// The most race findings a run lists (R21), the earliest ([`Engine::order_findings`]); every
+/// race stays in its rank's `races`.
+const MAX_RACE_FINDINGS: usize = 64;
 
 /// Simulates `scenario` to completion (or to a deadlock or the time cap), folding ranks that
 /// behave alike (docs/scale.md), and returns the Timeline rank by rank (expanded).
@@ -572,10 +576,13 @@ impl<'s> Engine<'s> {
         }
     }
 
-    /// The findings made during the run, by the simulated time they were found at (a host's
-    /// own time for what its host found running ahead, R1), then by the rank that reports
-    /// them: the engine takes the events of one instant in an order that depends on which
-    /// ranks it simulates (a folded run has fewer), and the report must not (docs/scale.md).
+    /// The findings made so far, by the simulated time they were found at (a host's own time
+    /// for what its host found running ahead, R1), then by the rank that reports them: the
+    /// engine takes the events of one instant in an order that depends on which ranks it
+    /// simulates (a folded run has fewer), and the report must not (docs/scale.md). Of the
+    /// races, the first [`MAX_RACE_FINDINGS`] in that order are kept: a finding made later is
+    /// found at the engine's time or after, so none that is dropped could come back among
+    /// them (the run orders its findings when they reach twice the cap, and at its end).
     fn order_findings(&mut self) {
         debug_assert_eq!(self.findings.len(), self.finding_keys.len());
         let mut keyed: Vec<((u64, u32), Finding)> = std::mem::take(&mut self.finding_keys)
@@ -583,7 +590,12 @@ impl<'s> Engine<'s> {
             .zip(std::mem::take(&mut self.findings))
             .collect();
         keyed.sort_by_key(|&(key, _)| key);
-        self.findings = keyed.into_iter().map(|(_, finding)| finding).collect();
+        let mut races = 0;
+        keyed.retain(|(_, finding)| {
+            races += usize::from(finding.kind == FindingKind::Race);
+            finding.kind != FindingKind::Race || races <= MAX_RACE_FINDINGS
+        });
+        (self.finding_keys, self.findings) = keyed.into_iter().unzip();
     }
 
     /// The event loop, to its end or to a cap that stops it (the cap's finding).

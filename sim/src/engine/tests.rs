@@ -1,7 +1,7 @@
 //! The engine's behaviours, each through a whole small scenario: the unit tests of
 //! `engine/mod.rs`, apart so that the run loop and the Timeline's assembly read on their own.
 //!
-//! About 1,580 lines: the failure component's scenarios are in `engine/commands/tests.rs`
+//! About 1,610 lines: the failure component's scenarios are in `engine/commands/tests.rs`
 //! already; what is left here is one run loop seen from many scenarios, which share their
 //! helpers.
 
@@ -1572,4 +1572,40 @@ fn the_memory_cap_finding_says_the_memory_held_in_readable_units_and_one_event()
         "the simulation held 17.84MiB of memory, over the cap of 1KiB (--max-memory), after 1 \
          event at simulated time 0.000 s; the run was stopped there"
     );
+}
+
+#[test]
+fn the_race_findings_kept_past_their_cap_are_the_earliest_r21() {
+    // 70 tensors, each written by a kernel on the default stream and one on a side stream
+    // that nothing orders: 70 races per rank, at the same launches on both ranks (rank 0's
+    // last op, after them, makes the two ranks classes of their own). Each host runs its
+    // program ahead of the simulation (R1), rank 0's first: the cap kept the first 64 races
+    // the engine found, all rank 0's. The 64 listed are the earliest, by time then rank: 32
+    // of each rank, alternating.
+    let mut text = String::from("[cluster]\nranks = 2\n[streams]\nside = {}\n[tensors]\n");
+    for tensor in 0..70 {
+        text += &format!("t{tensor} = \"4KiB\"\n");
+    }
+    for tensor in 0..70 {
+        text += &format!(
+            "[[op]]\nkernel = {{ us = 10, sms = 1 }}\nwrites = [\"t{tensor}\"]\n\
+             [[op]]\nstream = \"side\"\nkernel = {{ us = 10, sms = 1 }}\nwrites = [\"t{tensor}\"]\n"
+        );
+    }
+    text += "[[op]]\nranks = [0]\nhost_sleep_us = 1\n";
+    let scenario = parse("race_cap.toml", &text).unwrap();
+    for fold in [false, true] {
+        let options = Options {
+            fold,
+            ..Options::default()
+        };
+        let timeline = simulate_with(&scenario, options).0;
+        assert_eq!(timeline.ranks[0].races.len(), 70);
+        let ranks: Vec<Option<u32>> = (timeline.findings.iter())
+            .filter(|f| f.kind == FindingKind::Race)
+            .map(|f| f.rank)
+            .collect();
+        let alternating: Vec<Option<u32>> = (0..64).map(|i| Some(i % 2)).collect();
+        assert_eq!(ranks, alternating, "fold {fold}");
+    }
 }
