@@ -140,7 +140,6 @@ impl Failure<'_> {
             .entry((group, seq))
             .or_insert_with(|| SeqNumCalls {
                 first: issued,
-                agreeing: RankSet::default(),
                 variants: Vec::new(),
             });
         match (calls.variants.iter_mut()).find(|variant| variant.signature.same_call(&issued)) {
@@ -158,9 +157,7 @@ impl Failure<'_> {
                 iteration,
             }),
         }
-        if calls.first.agrees_with(&issued) {
-            calls.agreeing.union_with(members);
-        } else if self.mismatched.insert((group, seq)) {
+        if !calls.first.agrees_with(&issued) && self.mismatched.insert((group, seq)) {
             out.push(Command::PoisonRendezvous { rendezvous });
         }
     }

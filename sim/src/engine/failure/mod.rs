@@ -347,9 +347,8 @@ pub(in crate::engine) trait RunView {
 /// caller, is made once the run ended ([`Failure::mismatch_findings`]), so that it does not
 /// depend on the order in which the engine took calls that hosts made at their own times.
 struct SeqNumCalls {
-    /// The call the engine took first, and the ranks whose calls agree with it so far.
+    /// The call the engine took first, which each later one is compared with.
     first: Signature,
-    agreeing: RankSet,
     /// The distinct calls made, each with the ranks that made it.
     variants: Vec<CallVariant>,
 }
