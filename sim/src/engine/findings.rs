@@ -296,16 +296,25 @@ impl Engine<'_> {
                 stands_for: RankSet::default(),
             });
         }
+        // The blocked hosts are named up to a cap of their own: the findings before them (races,
+        // the watchdog's, the stuck collectives) may be many, and hide none of them.
         let mut blocked_hosts = 0u64;
+        let mut named_hosts = 0usize;
+        let mut unnamed_hosts = false;
         for (simulated, state) in self.ranks.iter().enumerate() {
             let simulated = simulated as u32;
             if matches!(state.blocked, Blocked::Done | Blocked::Dead) {
                 continue;
             }
             blocked_hosts += u64::from(self.classes.weight(simulated));
-            if self.findings.len() >= MAX_FINDINGS || !self.classes.reports(simulated) {
+            if !self.classes.reports(simulated) {
                 continue;
             }
+            if named_hosts == MAX_FINDINGS {
+                unnamed_hosts = true;
+                continue;
+            }
+            named_hosts += 1;
             let class = self.classes.class_members(simulated);
             let op = &scenario.ops[state.blocked_op];
             let why = match state.blocked {
@@ -345,7 +354,7 @@ impl Engine<'_> {
                 },
             });
         }
-        if blocked_hosts > 0 && self.findings.len() >= MAX_FINDINGS {
+        if unnamed_hosts {
             self.findings.push(Finding {
                 kind: FindingKind::Deadlock,
                 rank: None,
@@ -353,7 +362,7 @@ impl Engine<'_> {
                 op: None,
                 stream: None,
                 message: format!(
-                    "{} hosts in all are blocked; only the first findings are listed",
+                    "{} hosts in all are blocked; only the first {MAX_FINDINGS} findings on them are listed",
                     crate::ranks::thousands(blocked_hosts)
                 ),
                 stands_for: RankSet::default(),

@@ -1609,3 +1609,41 @@ fn the_race_findings_kept_past_their_cap_are_the_earliest_r21() {
         assert_eq!(ranks, alternating, "fold {fold}");
     }
 }
+
+/// Forty ranks, each its own class (`--detail ranks`), race twice each, then all but rank 1
+/// (hung) wait in a device sync for good. Earlier findings (the races, the watchdog's) used up
+/// the cap of the per-host deadlock findings, so no blocked host was named and the last line
+/// said "only the first findings are listed" of none. The cap counts those findings alone.
+#[test]
+fn blocked_hosts_are_named_however_many_findings_came_before_r14() {
+    let text = "[cluster]\nranks = 40\n[env]\nTORCH_NCCL_ASYNC_ERROR_HANDLING = 0\n\
+        TORCH_NCCL_ENABLE_MONITORING = 0\n[tensors]\nx = \"1KiB\"\n\
+        [[op]]\nlabel = \"a\"\nall_reduce = \"x\"\nasync_op = true\n\
+        [[op]]\nlabel = \"b\"\nall_reduce = \"x\"\n[[op]]\nlabel = \"c\"\nall_reduce = \"x\"\n\
+        [[op]]\ndevice_sync = true\n\
+        [[fault]]\nranks = [1]\nat = \"c\"\nkind = \"hang\"\n";
+    let scenario = parse("blocked.toml", text).unwrap();
+    let options = Options {
+        per_rank_detail: true,
+        ..Options::default()
+    };
+    let (timeline, _) = simulate_with(&scenario, options);
+    let hosts: Vec<&str> = (timeline.findings.iter())
+        .filter(|f| f.kind == FindingKind::Deadlock && f.message.contains("the host is blocked"))
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(hosts.len(), 32, "{hosts:?}");
+    assert!(
+        hosts[0].starts_with("[Rank 0] the host is blocked in device_sync#3"),
+        "{hosts:?}"
+    );
+    assert!(
+        hosts[1].starts_with("[Rank 1] the host is blocked in c"),
+        "{hosts:?}"
+    );
+    let last = timeline.findings.last().unwrap();
+    assert_eq!(
+        last.message,
+        "40 hosts in all are blocked; only the first 32 findings on them are listed"
+    );
+}
