@@ -389,7 +389,7 @@ pub fn merge_ranks(parts: Vec<(String, Timeline)>) -> Result<Timeline, HwError> 
 
 /// The ranks of `merged`'s launch (`machine.world` processes: ranks 0 to world − 1) that it
 /// holds no record of: processes whose part was not given to [`merge_ranks`] (a lost file, a
-/// process killed before it wrote one). None when `machine.world` is absent or not a count.
+/// process killed before it wrote one). Empty when `machine.world` is absent or not a count.
 pub fn missing_ranks(merged: &Timeline) -> RankSet {
     let mut missing = RankSet::default();
     let Some(world) = merged
