@@ -78,6 +78,9 @@ pub(super) struct WatchdogState {
     pub(super) pending: PendingWorks,
     /// The `Check` wake-up asked for, if any.
     check_at_ns: Option<u64>,
+    /// The heartbeat monitor's read of the store put off behind a `Check` due at the same
+    /// instant ([`Failure::dump_seen`]), once.
+    pub(super) dump_read_put_off_ns: Option<u64>,
     /// Polls fall on `tick_origin_ns + k·100 ms` (the grid moves after a dump wait).
     pub(super) tick_origin_ns: u64,
     /// Handling an error: asleep for the dumps, or done with this communicator.
@@ -393,6 +396,13 @@ impl Failure<'_> {
     /// Whether `rank`'s default-group heartbeat monitor skips its read of the store for the
     /// dump signal at `at_ns`: its watchdog enqueued a Work or took one off its list less than
     /// 100 ms before (`kWatchdogThreadSleepMillis`, `HeartbeatMonitor::runLoop`, R28).
+    /// Whether a watchdog of `rank` polls at `at_ns` and has not yet: its `Check` wake-up is
+    /// due then.
+    pub(super) fn polls_at(&self, rank: u32, at_ns: u64) -> bool {
+        (0..self.groups)
+            .any(|group| self.watchdogs[self.index(rank, group)].check_at_ns == Some(at_ns))
+    }
+
     pub(super) fn store_read_skipped(
         &mut self,
         view: &impl RunView,
