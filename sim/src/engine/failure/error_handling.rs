@@ -769,7 +769,7 @@ mod tests {
     fn reads_the_signal_at(failure: &mut Failure<'_>, run: &FakeRun, seen_ns: u64, case: &str) {
         // A read at the instant of a watchdog's poll is put off once behind it; the fake run
         // has no event queue, so the read comes again at once.
-        let mut woken = |failure: &mut Failure<'_>, at_ns| {
+        let woken = |failure: &mut Failure<'_>, at_ns| {
             let out = woken(failure, run, 1, Wake::DumpSeen, at_ns);
             if out == [wake(1, Wake::DumpSeen, at_ns)] {
                 return woken(failure, run, 1, Wake::DumpSeen, at_ns);
