@@ -1,7 +1,7 @@
 //! The engine's behaviours, each through a whole small scenario: the unit tests of
 //! `engine/mod.rs`, apart so that the run loop and the Timeline's assembly read on their own.
 //!
-//! About 1,610 lines: the failure component's scenarios are in `engine/commands/tests.rs`
+//! About 1,650 lines: the failure component's scenarios are in `engine/commands/tests.rs`
 //! already; what is left here is one run loop seen from many scenarios, which share their
 //! helpers.
 

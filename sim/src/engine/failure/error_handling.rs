@@ -4,7 +4,7 @@
 //! the watchdog aborted raises at its next use in the main thread; a polling `wait()` that
 //! raised (R15) ends the process.
 //!
-//! About 1,100 lines, half of them tests (from the `tests` module on): the code is the one chain
+//! About 1,120 lines, half of them tests (from the `tests` module on): the code is the one chain
 //! from a verdict to the process's end, and its tests drive that chain through the modes.
 
 use super::{ms, next_tick_ns, wake, Command, Failure, RunView, Wake};
