@@ -393,9 +393,6 @@ impl Failure<'_> {
         }
     }
 
-    /// Whether `rank`'s default-group heartbeat monitor skips its read of the store for the
-    /// dump signal at `at_ns`: its watchdog enqueued a Work or took one off its list less than
-    /// 100 ms before (`kWatchdogThreadSleepMillis`, `HeartbeatMonitor::runLoop`, R28).
     /// Whether a watchdog of `rank` polls at `at_ns` and has not yet: its `Check` wake-up is
     /// due then.
     pub(super) fn polls_at(&self, rank: u32, at_ns: u64) -> bool {
@@ -403,6 +400,9 @@ impl Failure<'_> {
             .any(|group| self.watchdogs[self.index(rank, group)].check_at_ns == Some(at_ns))
     }
 
+    /// Whether `rank`'s default-group heartbeat monitor skips its read of the store for the
+    /// dump signal at `at_ns`: its watchdog enqueued a Work or took one off its list less than
+    /// 100 ms before (`kWatchdogThreadSleepMillis`, `HeartbeatMonitor::runLoop`, R28).
     pub(super) fn store_read_skipped(
         &mut self,
         view: &impl RunView,
