@@ -4,7 +4,7 @@
 //! the watchdog aborted raises at its next use in the main thread; a polling `wait()` that
 //! raised (R15) ends the process.
 //!
-//! About 1,120 lines, half of them tests (from the `tests` module on): the code is the one chain
+//! About 1,140 lines, half of them tests (from the `tests` module on): the code is the one chain
 //! from a verdict to the process's end, and its tests drive that chain through the modes.
 
 use super::{ms, next_tick_ns, wake, Command, Failure, RunView, Wake};
@@ -811,6 +811,32 @@ mod tests {
             time_out_rank_0(&mut failure, &run);
             reads_the_signal_at(&mut failure, &run, seen_ns, &format!("end {end_ns}"));
         }
+    }
+
+    /// Rank 1's watchdog polls at 2.0 s, the instant its monitor reads rank 0's dump signal
+    /// (R28): the read is put off once behind the poll (the engine then takes the poll first),
+    /// whichever of the two wake-ups was asked for first; the second time it is read.
+    #[test]
+    fn the_monitor_reads_the_store_after_a_watchdog_poll_of_the_same_instant_r28() {
+        let scenario = two_ranks("", "");
+        let mut failure = Failure::new(&scenario, per_rank(&scenario));
+        let run = FakeRun::default().with_work(0, 0, 1).with_work(1, 0, 1);
+        time_out_rank_0(&mut failure, &run);
+        let out = enqueue(&mut failure, &run, (1, 0), 1_000_000_000);
+        assert!(
+            out.contains(&wake(1, Wake::Check, 2_000_000_000)),
+            "{out:?}"
+        );
+        assert_eq!(
+            woken(&mut failure, &run, 1, Wake::DumpSeen, 2_000_000_000),
+            [wake(1, Wake::DumpSeen, 2_000_000_000)]
+        );
+        let read = woken(&mut failure, &run, 1, Wake::DumpSeen, 2_000_000_000);
+        assert_ne!(
+            read,
+            [wake(1, Wake::DumpSeen, 2_000_000_000)],
+            "put off once only"
+        );
     }
 
     #[test]
