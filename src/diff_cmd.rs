@@ -193,6 +193,22 @@ fn read_prior(path: &Path) -> Result<Profile, Failure> {
     Ok(prior)
 }
 
+/// A profile a scenario runs on (`machine =`, `--machine`), with the file's text: one that sets
+/// no machine value (an empty file, only its `[profile]` table) is refused, as a mistake — the
+/// run would be the scenario's own, as if no profile were named.
+fn read_machine_profile(path: &Path) -> Result<(Profile, String), Failure> {
+    let (profile, text) = read_profile_with_text(path)?;
+    if profile.values.is_empty() {
+        return Err(Failure::input(format!(
+            "{}: error: the machine profile sets nothing: a profile holds the machine's values, \
+             in {} (a profile `c10dsim calibrate` wrote, or one of profiles/; docs/diff.md)",
+            path.display(),
+            calibrate::profile_tables()
+        )));
+    }
+    Ok((profile, text))
+}
+
 /// [`read_profile`], with the file's text.
 fn read_profile_with_text(path: &Path) -> Result<(Profile, String), Failure> {
     let text = crate::stdio::read_scenario_text(path)?;
@@ -266,7 +282,7 @@ pub fn resolve_machine(
             };
             Failure::input(sim::scenario::error_at(&shown, &text, span, message).to_string())
         })?;
-        let (profile, profile_text) = read_profile_with_text(&file)?;
+        let (profile, profile_text) = read_machine_profile(&file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         note!("c10dsim: machine profile {}", file.display());
@@ -274,7 +290,7 @@ pub fn resolve_machine(
         profiles.push((file.display().to_string(), profile_text));
     }
     if let Some(file) = forced {
-        let (profile, profile_text) = read_profile_with_text(file)?;
+        let (profile, profile_text) = read_machine_profile(file)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::Replace)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         notes.push(format!("--machine {}", file.display()));

@@ -880,3 +880,51 @@ fn a_simulated_timeline_is_calibrated_as_simulated() {
         "{written}"
     );
 }
+
+/// A machine profile that sets no machine value (an empty file, only comments, only its
+/// `[profile]` table) is refused, exit 2, naming the file and what a profile holds, whether
+/// `--machine` or the scenario's `machine =` names it: it ran the scenario as if no profile
+/// had been named.
+#[test]
+fn a_machine_profile_that_sets_nothing_is_refused_naming_the_file() {
+    let dir = temp("empty_machine_profile");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(format!("{dir}/profiles")).unwrap();
+    let scenario_text = std::fs::read_to_string("scenarios/caught_timeout.toml").unwrap();
+    for (name, text) in [
+        ("empty", ""),
+        ("comment", "# nothing\n"),
+        (
+            "named",
+            "[profile]\nname = \"named\"\nabout = \"no values\"\n",
+        ),
+    ] {
+        let profile = format!("{dir}/profiles/{name}.toml");
+        std::fs::write(&profile, text).unwrap();
+        let output = c10dsim(&[
+            "run",
+            "scenarios/caught_timeout.toml",
+            "--machine",
+            &profile,
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains(&format!(
+                "{profile}: error: the machine profile sets nothing"
+            )) && stderr(&output).contains("[cluster]"),
+            "{}",
+            stderr(&output)
+        );
+        let scenario = format!("{dir}/{name}.toml");
+        std::fs::write(&scenario, format!("machine = \"{name}\"\n{scenario_text}")).unwrap();
+        let output = c10dsim(&["run", &scenario]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains(&format!(
+                "{profile}: error: the machine profile sets nothing"
+            )),
+            "{}",
+            stderr(&output)
+        );
+    }
+}
