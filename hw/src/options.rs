@@ -2,7 +2,7 @@
 //! single-GPU downscale mode. Everything here is plain logic, tested without a GPU (the
 //! rendezvous folder's check alone touches the file system).
 //!
-//! Over 800 lines, the second half its tests: the launchers' variables, the layout they give
+//! About 1,000 lines, the second half its tests: the launchers' variables, the layout they give
 //! and the run key are one decision (which process is which rank on which GPU, and which id
 //! file it reads), and their tests go through each launcher's combinations.
 

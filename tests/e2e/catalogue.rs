@@ -2,7 +2,7 @@
 //! its outcome checked against figures derived from the model's inputs (the arithmetic is
 //! stated beside each check). A shipped scenario without an entry here fails the suite.
 //!
-//! Just over 800 lines: one check function per catalogue scenario and the table naming them;
+//! About 900 lines: one check function per catalogue scenario and the table naming them;
 //! split by scenario family (faults, overlap, memory) if the catalogue grows.
 
 use crate::util::{load, run_with, scenarios_dir};
