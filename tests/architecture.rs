@@ -3,8 +3,9 @@
 //! others. Comments and `#[cfg(test)]` code (a `tests.rs` declared `#[cfg(test)] mod tests;`
 //! included) are left out; a `use super::…` stays inside its module. ARCHITECTURE.md states the direction the dependencies run in.
 //!
-//! ARCHITECTURE.md stays true to the tree: its diagram names every subcommand, and its code map
-//! names every source file and no path that does not exist.
+//! ARCHITECTURE.md stays true to the tree: its diagram names every subcommand, its code map
+//! names every source file and no path that does not exist, and every name of code it gives in
+//! backticks (`Blocked::Watchdog`, `wait_raised`) is still in the sources.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -301,4 +302,69 @@ fn a_row_names_the_files_of_its_folder_and_beside_its_file() {
     }
     assert!(!named.contains("b/c.rs"));
     assert!(!named.contains("a/failure/heartbeat.rs"));
+}
+
+/// The names ARCHITECTURE.md gives in backticks that read as code: an identifier, or a path of
+/// them (`Blocked::Watchdog`, `pg::work_text`), a call's parentheses dropped.
+fn code_names(architecture: &str) -> BTreeSet<String> {
+    let is_identifier = |part: &str| {
+        part.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    architecture
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|name| name.split_once('(').map_or(name, |(head, _)| head))
+        .filter(|name| name.split("::").all(is_identifier))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every word of the crates' Rust sources and the Python package (this file's own examples left
+/// out).
+fn source_words(root: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for dir in ["sim", "hw", "analysis", "src", "tests", "python"] {
+        source_files(&root.join(dir), &["rs", "py"], &mut files);
+    }
+    files
+        .iter()
+        .filter(|file| !file.starts_with(root.join("tests/data")))
+        .filter(|file| !file.ends_with("tests/architecture.rs"))
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|word| !word.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn every_code_name_the_architecture_gives_is_in_the_sources() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let words = source_words(root);
+    let renamed: Vec<String> = code_names(&architecture)
+        .into_iter()
+        .filter(|name| !name.split("::").all(|part| words.contains(part)))
+        .collect();
+    assert!(
+        renamed.is_empty(),
+        "ARCHITECTURE.md names code that no source holds (renamed or removed?): {renamed:?}"
+    );
+}
+
+#[test]
+fn code_names_are_identifiers_and_paths() {
+    let names = code_names("`Blocked::Watchdog`, `wait_raised`, `sim/src/pg/`, `a b`, `f(x)`");
+    let expected: BTreeSet<String> = ["Blocked::Watchdog", "wait_raised", "f"]
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(names, expected);
 }
