@@ -368,3 +368,44 @@ fn code_names_are_identifiers_and_paths() {
         .collect();
     assert_eq!(names, expected);
 }
+
+/// The `.rs` files a crate's overview (the `//!` lines of its root) names, as written.
+fn files_named_in_overview(root_file: &str) -> Vec<String> {
+    root_file
+        .lines()
+        .filter_map(|line| line.strip_prefix("//!"))
+        .flat_map(|line| line.split(|c: char| !(c.is_ascii_alphanumeric() || "_/.".contains(c))))
+        .map(|word| word.trim_end_matches('.'))
+        .filter(|word| word.ends_with(".rs") && word.len() > ".rs".len())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_file_a_crate_overview_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    for (crate_root, src) in [
+        ("sim/src/lib.rs", "sim/src"),
+        ("hw/src/lib.rs", "hw/src"),
+        ("analysis/src/lib.rs", "analysis/src"),
+        ("src/main.rs", "src"),
+    ] {
+        let text = std::fs::read_to_string(root.join(crate_root)).unwrap();
+        for file in files_named_in_overview(&text) {
+            if !root.join(src).join(&file).is_file() {
+                missing.push(format!("{crate_root}: {file}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "crate overviews name files their crate does not have: {missing:?}"
+    );
+}
+
+#[test]
+fn an_overview_names_the_files_in_its_doc_lines() {
+    let text = "//! the executor (`exec.rs`), books in memory.rs.\nuse x; // not.rs\n//! a .rs\n";
+    assert_eq!(files_named_in_overview(text), ["exec.rs", "memory.rs"]);
+}

@@ -9,7 +9,10 @@
 //! (2.5, R11), `wait()` as a stream dependency (R12), blocking wait as host polling (R15) and a
 //! watchdog that aborts communicators after the timeout (R26). Every host call is timed by a
 //! monotonic clock, every GPU point by a timed CUDA event, and both are put on one axis by two
-//! anchor events that also correct the clocks' drift (`docs/hw.md` explains how).
+//! anchor events that also correct the clocks' drift (`docs/hw.md` explains how). The rest of
+//! the `sim::pg` steps are carried out too: straggler delays (R16), the caching allocator's books
+//! (R17–R20), coalescing and DDP buckets (R25), the NCCL async error handling (R27), the store's
+//! unique-id exchange (R29) and functional collectives' results (R30).
 //!
 //! It builds and its tests run on machines without a GPU or CUDA libraries: cudarc loads them at
 //! run time, and [`probe`] checks each library before any other use, turning absence into an
@@ -55,7 +58,7 @@
 //! | `init_process_group` store, rank 0's unique id (R29) | a file in [`HwOptions::rendezvous_dir`] |
 //! | `torchrun` / `srun` ranks | [`HwOptions::from_env`], [`Layout`], [`merge_ranks`] for the per-process Timelines |
 //! | `torch.cuda.synchronize()` | `cuCtxSynchronize` |
-//! | `CUDACachingAllocator` (R17–R20) | the simulator's `sim::allocator` books in `memory.rs`, carried out with `cuMemAlloc` / `cuMemFree` and, for a cache release, `cuCtxSynchronize` |
+//! | `CUDACachingAllocator` (R17–R20) | the simulator's own books (`sim::lifetime` over `sim::allocator`: `exec::Memory`), carried out with `cuMemAlloc` / `cuMemFree` and, for a cache release, `cuCtxSynchronize` |
 
 mod clock;
 mod cuda;
