@@ -6,10 +6,15 @@
 //! text tables `c10dsim run` prints ([`text`]), the comparison of
 //! two Timelines ([`diff::diff`]), machine profiles fitted to measured ones
 //! ([`calibrate::calibrate`]) and the spread of repeated measurements ([`spread::Spread`]).
+//! Also: the fidelity table ([`fidelity`]), other tools' files turned into scenarios (a
+//! torch.profiler trace, [`import`]; Flight Recorder dumps, read and written as bytes,
+//! [`flight_recorder`]), PyTorch's log lines as Timeline records ([`torch_log`]), sweep CSV rows
+//! ([`sweep`]), charts ([`plot`], [`gantt`]), nccl-tests' table ([`nccl_tests`]) and the
+//! fuzzing targets' entry points ([`robustness`]).
 //!
 //! Invariant: nothing here runs a simulation or touches a file, clock or GPU; every function
-//! maps Timelines (from the simulator or from the hardware backend alike) to values (the traces
-//! are written to a writer the caller opens).
+//! maps Timelines (from the simulator or from the hardware backend alike), or the bytes of a file
+//! the caller read, to values (the traces are written to a writer the caller opens).
 //!
 //! ```
 //! let text = "repeat = 3\nwarmup = 1\n[cluster]\nranks = 2\n[tensors]\nx = \"64MiB\"\n\

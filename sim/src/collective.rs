@@ -1,11 +1,16 @@
 //! One descriptor per collective kind: everything that differs between `all_reduce`,
-//! `all_gather`, `reduce_scatter`, `broadcast` and `all_to_all` — the scenario key, PyTorch's names for the
-//! call and its Work, NCCL's kernel word, how a ring moves the bytes (R24), and how NCCL counts
-//! a rank's elements — in one table, so that the parser, the cost models, the Timeline and `hw`
-//! read the same facts instead of matching on the kind each in its own way.
+//! `all_gather`, `reduce_scatter`, `broadcast`, `all_to_all`, `send`, `recv` and
+//! `batch_isend_irecv` — the scenario key, PyTorch's names for the call and its Work, NCCL's
+//! kernel word, how a ring moves the bytes (R24), the NCCL function `NCCL_ALGO` / `NCCL_PROTO`
+//! name, how NCCL counts a rank's elements, the Work's `NumelIn`/`NumelOut` and the kind the
+//! other ranks must issue (R16) — in one table, so that the parser, the cost models, the
+//! Timeline and `hw` read the same facts instead of matching on the kind each in its own way.
 //!
 //! Adding a kind: a variant of [`CollectiveKind`] and its row in [`DESCRIPTORS`]; the compiler
-//! then points at the few `match`es that must say how the kind runs (`hw`'s NCCL call).
+//! then points at the few `match`es that must say how the kind runs (`hw`'s NCCL call) and what
+//! other tools call it (the Flight Recorder, torch.profiler). ARCHITECTURE.md ("Adding a
+//! collective kind") lists the string tables, the PyTorch engine and the docs it does not point
+//! at.
 
 use serde::Serialize;
 
