@@ -6,7 +6,8 @@
 //! - every rule `R<n>` (1 ≤ n ≤ 31) cited anywhere has its entry in `docs/semantics.md`, with the
 //!   heading `### R<n> — …` and the anchor `#r<n>`, and every rule R1…R31 is there, in order;
 //! - relative links in the Markdown files point at files that exist, and their `#fragment`s at
-//!   anchors that exist.
+//!   anchors that exist; so do the `file.md#fragment`s written outside a link, in any Markdown,
+//!   Rust, TOML or Python file (`docs/semantics.md#r12` in a comment).
 //! - every `--flag` of a `c10dsim …` command README.md and docs/*.md show is in that command's
 //!   `--help`, and every `scenarios/`, `profiles/`, `docs/` or `tests/data/` file they name
 //!   exists.
@@ -602,4 +603,81 @@ fn every_repository_file_the_docs_name_exists() {
         "these files named in the docs do not exist:\n{}",
         missing.join("\n")
     );
+}
+
+/// The `file.md#fragment` references a text writes outside a Markdown link (in prose, in
+/// backticks, in code comments: `docs/fidelity.md#memory-runs`), with their lines.
+fn plain_anchor_references(text: &str) -> Vec<(usize, String, String)> {
+    let mut references = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let mut searched = 0;
+        while let Some(at) = line[searched..].find(".md#").map(|at| searched + at) {
+            searched = at + ".md#".len();
+            let path_start = line[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_-./".contains(c)))
+                .map_or(0, |before| before + 1);
+            let fragment: String = line[searched..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            let in_link = line[..path_start].ends_with("](");
+            if path_start < at && !fragment.is_empty() && !in_link {
+                let path = &line[path_start..at + ".md".len()];
+                references.push((number + 1, path.to_string(), fragment));
+            }
+        }
+    }
+    references
+}
+
+#[test]
+fn plain_anchor_references_are_found_outside_links() {
+    let text = "see docs/scale.md#folding and `fidelity.md#memory-runs`;\n\
+                [a](docs/x.md#linked) is a link, README.md# has none\n";
+    assert_eq!(
+        plain_anchor_references(text),
+        [
+            (1, "docs/scale.md".to_string(), "folding".to_string()),
+            (1, "fidelity.md".to_string(), "memory-runs".to_string()),
+        ]
+    );
+}
+
+/// Links are checked by `relative_links_resolve`; this checks the anchors named in plain text,
+/// in every Markdown, Rust, TOML and Python file: the file is found beside the one that names
+/// it, at the repository's root or in docs/, and has the anchor.
+#[test]
+fn every_anchor_named_outside_a_link_exists() {
+    let root = root();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in cited_files() {
+        if file.starts_with("tests/data") || file == Path::new("tests/docs.rs") {
+            continue;
+        }
+        let base = file.parent().unwrap_or(Path::new(""));
+        for (line, path, fragment) in plain_anchor_references(&read(&file)) {
+            let destination = [
+                resolve(base, &path),
+                Some(PathBuf::from(&path)),
+                Some(Path::new("docs").join(&path)),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|candidate| root.join(candidate).is_file());
+            let where_ = format!("{}:{line}: {path}#{fragment}", file.display());
+            checked += 1;
+            match destination {
+                None => broken.push(format!("{where_}: no such file")),
+                Some(destination) if !anchors(&read(&destination)).contains(&fragment) => broken
+                    .push(format!(
+                        "{where_}: {} has no such anchor",
+                        destination.display()
+                    )),
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} anchors named in plain text");
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
