@@ -1661,7 +1661,8 @@ impl Resolver<'_> {
                         (CollectiveKind::ReduceScatter, raw.reduce_scatter.as_ref())
                     }
                     "broadcast" => (CollectiveKind::Broadcast, raw.broadcast.as_ref()),
-                    _ => (CollectiveKind::AllToAll, raw.all_to_all.as_ref()),
+                    "all_to_all" => (CollectiveKind::AllToAll, raw.all_to_all.as_ref()),
+                    other => unreachable!("the arm lists {other} without its collective"),
                 };
                 let tensor_name = tensor_name.expect("the key was found present");
                 let tensor = self.lookup(&names.tensors, tensor_name, "tensor", "[tensors]")?;
