@@ -53,7 +53,7 @@ fn launch_alone(key: &str) -> bool {
     matches!(key, "kernel" | "gpu_sleep")
 }
 
-/// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
+/// PyTorch's profiler writes a rank list of at most this many ranks whole, and cuts a longer one.
 const LISTED_RANKS: usize = 30;
 
 /// A rank's process in the trace, named `name` and sorted by its rank, with its host thread.
@@ -802,20 +802,19 @@ impl<'a> TraceContext<'a> {
     }
 }
 
-/// `"[0, 1, 2]"`, cut after the first 30 ranks as `"[0, …, 29, ...]"` (what PyTorch's profiler
-/// writes for `Process Group Ranks`).
+/// `"[0, 1, 2]"`, as PyTorch 2.11's profiler writes `Process Group Ranks`: a list of over 30
+/// ranks is cut to its first 29, `...` and its last (`"[0, 1, …, 28, ..., 63]"`).
 pub(super) fn listed_ranks(ranks: &[u32]) -> String {
-    let listed: Vec<String> = ranks
-        .iter()
-        .take(LISTED_RANKS)
-        .map(ToString::to_string)
-        .collect();
-    let more = if ranks.len() > LISTED_RANKS {
-        ", ..."
-    } else {
-        ""
+    let text = |ranks: &[u32]| -> Vec<String> { ranks.iter().map(ToString::to_string).collect() };
+    let listed = match ranks {
+        [kept @ .., last] if ranks.len() > LISTED_RANKS => {
+            let mut listed = text(&kept[..LISTED_RANKS - 1]);
+            listed.extend(["...".to_string(), last.to_string()]);
+            listed
+        }
+        _ => text(ranks),
     };
-    format!("[{}{more}]", listed.join(", "))
+    format!("[{}]", listed.join(", "))
 }
 
 /// Where each kernel's launch sits among the host calls, both in program order: the call that

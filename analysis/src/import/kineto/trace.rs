@@ -207,8 +207,8 @@ fn collective_key(name: &str) -> Option<&'static str> {
 const MAX_WORLD_SIZE: u64 = 65_536;
 
 /// A `Process Group Ranks` list as the profiler writes it: the ranks it lists and, where it cut
-/// the list of a group of over 30 ranks (`...`), those after the cut — none (PyTorch ≤ 2.4,
-/// c10dsim's traces) or the group's last (later PyTorch).
+/// the list of a group of over 30 ranks (`...`), those after the cut — none (older PyTorch,
+/// after its first 30) or the group's last (PyTorch 2.11 and c10dsim's traces, after 29).
 struct RankList {
     listed: Vec<u32>,
     after_cut: Option<Vec<u32>>,
