@@ -802,6 +802,27 @@ impl<'a> TraceContext<'a> {
     }
 }
 
+/// The `Global rank start` and `Global rank stride` ProcessGroupNCCL gives `record_param_comms`
+/// for the group `group` of the ascending global ranks `ranks`: the default group is given no
+/// ranks, so 0 and 1 (a world of one rank too); another starts at its first rank and has a
+/// stride only where its ranks are two or more evenly spaced (PyTorch's -1 for uneven ones and 0
+/// for a lone one are not written).
+pub(super) fn global_rank_start_and_stride(
+    group: usize,
+    ranks: &[u32],
+) -> (Option<u32>, Option<u32>) {
+    if group == 0 {
+        return (Some(0), Some(1));
+    }
+    let first_step = match ranks {
+        [first, second, ..] => second.checked_sub(*first).filter(|&step| step > 0),
+        _ => None,
+    };
+    let stride = first_step
+        .filter(|&step| (ranks.windows(2)).all(|pair| pair[1].checked_sub(pair[0]) == Some(step)));
+    (ranks.first().copied(), stride)
+}
+
 /// `"[0, 1, 2]"`, as PyTorch 2.11's profiler writes `Process Group Ranks`: a list of over 30
 /// ranks is cut to its first 29, `...` and its last (`"[0, 1, …, 28, ..., 63]"`).
 pub(super) fn listed_ranks(ranks: &[u32]) -> String {
