@@ -918,3 +918,42 @@ fn replay_against_takes_a_whole_job_of_the_imported_world_size() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// PyTorch 2.11 lists no ranks for a group of unevenly spaced ranks or of a lone rank
+/// (`Process Group Ranks` `"[]"`, no `Global rank stride`; tests/data/torch/probes/
+/// group_ranks_args.txt), as c10dsim's traces do: the import takes a lone rank from its
+/// `Global rank start`, and an uneven group's ranks from the traces that record its
+/// `Process Group Name`, not the world (it read both as the world's).
+#[test]
+fn groups_whose_traces_list_no_ranks_import_with_their_ranks() {
+    let text = r#"
+name = "unlisted_groups"
+[cluster]
+ranks = 4
+[groups.uneven]
+ranks = [0, 1, 3]
+[groups.alone]
+ranks = [2]
+[tensors]
+x = "4MiB"
+[[op]]
+all_reduce = "x"
+[[op]]
+ranks = [0, 1, 3]
+all_reduce = "x"
+group = "uneven"
+[[op]]
+ranks = [2]
+all_reduce = "x"
+group = "alone"
+"#;
+    let original = sim::scenario::parse("unlisted.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let traces = rank_traces_of(&original);
+    let imported = kineto::import_traces(&traces, &KinetoOptions::default()).unwrap();
+    for group in [
+        "[groups.ranks_0_1_3]\nranks = [0, 1, 3]",
+        "[groups.ranks_2]\nranks = [2]",
+    ] {
+        assert!(imported.contains(group), "{group}:\n{imported}");
+    }
+}

@@ -53,7 +53,7 @@ fn launch_alone(key: &str) -> bool {
     matches!(key, "kernel" | "gpu_sleep")
 }
 
-/// PyTorch's profiler writes at most this many entries of a rank list, then `...`.
+/// PyTorch's profiler writes a rank list of at most this many ranks whole, and cuts a longer one.
 const LISTED_RANKS: usize = 30;
 
 /// A rank's process in the trace, named `name` and sorted by its rank, with its host thread.
@@ -802,20 +802,40 @@ impl<'a> TraceContext<'a> {
     }
 }
 
-/// `"[0, 1, 2]"`, cut after the first 30 ranks as `"[0, …, 29, ...]"` (what PyTorch's profiler
-/// writes for `Process Group Ranks`).
-pub(super) fn listed_ranks(ranks: &[u32]) -> String {
-    let listed: Vec<String> = ranks
-        .iter()
-        .take(LISTED_RANKS)
-        .map(ToString::to_string)
-        .collect();
-    let more = if ranks.len() > LISTED_RANKS {
-        ", ..."
-    } else {
-        ""
+/// The `Global rank start` and `Global rank stride` ProcessGroupNCCL gives `record_param_comms`
+/// for the group `group` of the ascending global ranks `ranks`: the default group is given no
+/// ranks, so 0 and 1 (a world of one rank too); another starts at its first rank and has a
+/// stride only where its ranks are two or more evenly spaced (PyTorch's -1 for uneven ones and 0
+/// for a lone one are not written).
+pub(super) fn global_rank_start_and_stride(
+    group: usize,
+    ranks: &[u32],
+) -> (Option<u32>, Option<u32>) {
+    if group == 0 {
+        return (Some(0), Some(1));
+    }
+    let first_step = match ranks {
+        [first, second, ..] => second.checked_sub(*first).filter(|&step| step > 0),
+        _ => None,
     };
-    format!("[{}{more}]", listed.join(", "))
+    let stride = first_step
+        .filter(|&step| (ranks.windows(2)).all(|pair| pair[1].checked_sub(pair[0]) == Some(step)));
+    (ranks.first().copied(), stride)
+}
+
+/// `"[0, 1, 2]"`, as PyTorch 2.11's profiler writes `Process Group Ranks`: a list of over 30
+/// ranks is cut to its first 29, `...` and its last (`"[0, 1, …, 28, ..., 63]"`).
+pub(super) fn listed_ranks(ranks: &[u32]) -> String {
+    let text = |ranks: &[u32]| -> Vec<String> { ranks.iter().map(ToString::to_string).collect() };
+    let listed = match ranks {
+        [kept @ .., last] if ranks.len() > LISTED_RANKS => {
+            let mut listed = text(&kept[..LISTED_RANKS - 1]);
+            listed.extend(["...".to_string(), last.to_string()]);
+            listed
+        }
+        _ => text(ranks),
+    };
+    format!("[{}]", listed.join(", "))
 }
 
 /// Where each kernel's launch sits among the host calls, both in program order: the call that

@@ -499,12 +499,99 @@ fn a_launch_where_one_call_ends_and_the_next_starts_is_the_next_call_s() {
 }
 
 #[test]
-fn group_ranks_are_listed_up_to_thirty_as_pytorch_writes_them() {
+fn group_ranks_are_listed_up_to_thirty_then_cut_to_29_and_the_last_as_pytorch_writes_them() {
     assert_eq!(listed_ranks(&[0, 2, 4]), "[0, 2, 4]");
+    let thirty: Vec<u32> = (0..30).collect();
+    assert_eq!(listed_ranks(&thirty), format!("{thirty:?}"));
+    // PyTorch 2.11's `format_list` keeps the first 29, then `...`, then the last.
     let many: Vec<u32> = (0..64).collect();
-    let listed = listed_ranks(&many);
-    assert!(listed.starts_with("[0, 1, 2, "));
-    assert!(listed.ends_with("28, 29, ...]"), "{listed}");
+    let first_29: Vec<String> = (0..29).map(|rank| rank.to_string()).collect();
+    assert_eq!(
+        listed_ranks(&many),
+        format!("[{}, ..., 63]", first_29.join(", "))
+    );
+}
+
+#[test]
+fn record_param_comms_names_its_group_s_ranks_by_start_and_stride_as_pytorch_2_11_does() {
+    // As PyTorch 2.11 recorded them (tests/data/torch/probes/group_ranks_args.txt):
+    // a group of evenly spaced ranks has a `Global rank start` and `Global rank stride`, and
+    // `Process Group Ranks` lists the ranks they make; any other group has its start only and
+    // lists none (the stride is -1 for uneven ranks, 0 for one rank, neither written).
+    let text = "[cluster]\nranks = 4\n[groups.odd]\nranks = [1, 3]\n\
+                [groups.uneven]\nranks = [0, 1, 3]\n[groups.alone]\nranks = [2]\n\
+                [tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n\
+                [[op]]\nranks = [1, 3]\nall_reduce = \"x\"\ngroup = \"odd\"\n\
+                [[op]]\nranks = [0, 1, 3]\nall_reduce = \"x\"\ngroup = \"uneven\"\n\
+                [[op]]\nranks = [2]\nall_reduce = \"x\"\ngroup = \"alone\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("g.toml", text).unwrap());
+    let files = rank_files(&timeline);
+    let ranks_args = |rank: usize| -> Vec<Value> {
+        named(&files[rank].2, "record_param_comms")
+            .iter()
+            .map(|p| {
+                let args = &p["args"];
+                json!([
+                    args["Collective name"],
+                    args["Process Group Description"],
+                    args["Global rank start"],
+                    args["Global rank stride"],
+                    args["Process Group Ranks"],
+                    args["Group size"],
+                ])
+            })
+            .collect()
+    };
+    let null = Value::Null;
+    assert_eq!(
+        ranks_args(3),
+        [
+            json!(["allreduce", "default_pg", 0, 1, "[0, 1, 2, 3]", 4]),
+            json!(["allreduce", "odd", 1, 2, "[1, 3]", 2]),
+            json!(["allreduce", "uneven", 0, null, "[]", 3]),
+        ]
+    );
+    assert_eq!(
+        ranks_args(2)[1],
+        json!(["allreduce", "alone", 2, null, "[]", 1])
+    );
+    // `WorkNCCL::wait` passes neither (-1, -1).
+    let wait_args = |trace: &Value| -> Vec<(Value, Value)> {
+        named(trace, "record_param_comms")
+            .iter()
+            .filter(|p| p["args"]["Collective name"] == "wait")
+            .map(|p| {
+                (
+                    p["args"]["Global rank start"].clone(),
+                    p["args"]["Global rank stride"].clone(),
+                )
+            })
+            .collect()
+    };
+    let waits = wait_args(&single_file(&simulated("")));
+    assert!(!waits.is_empty());
+    assert!(waits
+        .iter()
+        .all(|wait| *wait == (null.clone(), null.clone())));
+}
+
+#[test]
+fn a_one_rank_world_has_stride_one_as_a_recorded_pytorch_2_11_trace_does() {
+    // tests/data/torch/recorded/traces/ddp_b25/rank0.json (PyTorch 2.11, one H200): the default
+    // group's ranks are none listed to ProcessGroupNCCL, so its stride is 1, not a lone rank's 0.
+    let text = "[cluster]\nranks = 1\n[tensors]\nx = \"1MiB\"\n[[op]]\nall_reduce = \"x\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("one.toml", text).unwrap());
+    let trace = single_file(&timeline);
+    let args = &named(&trace, "record_param_comms")[0]["args"];
+    assert_eq!(
+        (
+            &args["Global rank start"],
+            &args["Global rank stride"],
+            &args["Process Group Ranks"],
+            &args["Group size"]
+        ),
+        (&json!(0), &json!(1), &json!("[0]"), &json!(1))
+    );
 }
 
 #[test]

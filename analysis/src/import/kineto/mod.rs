@@ -33,7 +33,8 @@ use program::{
 };
 use sim::ranks::RankSet;
 use sim::units::format_size;
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// One trace file: its name (for messages and comments) and its text.
@@ -147,9 +148,49 @@ pub fn replayable_against(imported: &[Trace], against: &[Trace]) -> Result<(), S
     }
 }
 
+/// The traces with the ranks of each group that `record_param_comms` names without listing
+/// them (one of unevenly spaced ranks): the ranks whose traces record a collective of its
+/// `Process Group Name`, which must be its `Group size` ranks from its `Global rank start`.
+fn list_unlisted_groups(traces: &[Trace]) -> Result<Cow<'_, [Trace]>, String> {
+    let mut members: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    for trace in traces {
+        for comm in trace.comms.iter().filter(|comm| comm.unlisted.is_some()) {
+            if let Some(group) = comm.group.as_deref() {
+                members.entry(group).or_default().insert(trace.rank);
+            }
+        }
+    }
+    if !traces
+        .iter()
+        .flat_map(|t| &t.comms)
+        .any(|c| c.unlisted.is_some())
+    {
+        return Ok(Cow::Borrowed(traces));
+    }
+    let mut listed = traces.to_vec();
+    for trace in &mut listed {
+        for comm in &mut trace.comms {
+            let Some(group) = comm.unlisted else {
+                continue;
+            };
+            let name = comm.group.as_deref().unwrap_or("(unnamed)");
+            let ranks: Vec<u32> = (members.get(name).into_iter().flatten().copied()).collect();
+            if ranks.len() as u64 != group.size || ranks.first() != Some(&group.start) {
+                return Err(format!(
+                    "{}: a {} on the process group {name:?} of {} ranks from rank {}, which record_param_comms does not list (PyTorch lists none for a group of unevenly spaced ranks), and the traces of ranks {ranks:?} record that group: c10dsim cannot tell its ranks",
+                    trace.file, comm.key, group.size, group.start
+                ));
+            }
+            comm.ranks = Some(ranks);
+        }
+    }
+    Ok(Cow::Owned(listed))
+}
+
 /// Imports traces already read (see [`Trace::parse_file`]).
 pub fn import_traces(traces: &[Trace], options: &KinetoOptions) -> Result<String, String> {
     let world = job_world_size(traces)?;
+    let traces = &*list_unlisted_groups(traces)?;
     let several = traces.len() > 1;
     let mut ordered: Vec<&Trace> = traces.iter().collect();
     ordered.sort_by_key(|t| t.rank);
@@ -466,8 +507,8 @@ mod tests {
         );
     }
 
-    /// A group of over 30 ranks as the profiler lists it: cut after 30 (PyTorch ≤ 2.4), or
-    /// after 29 with the last (later PyTorch), its ranks the listed stride's `Group size` steps;
+    /// A group of over 30 ranks as the profiler lists it: cut after 30 (older PyTorch), or
+    /// after 29 with the last (PyTorch 2.11, c10dsim), its ranks the listed stride's `Group size` steps;
     /// a cut list of no one stride, a list without ranks, or a rank beyond u32 is refused at
     /// its event (they were read as the world).
     #[test]
@@ -508,6 +549,36 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    /// A group PyTorch 2.11 lists no ranks of (`"[]"`, no stride): a lone rank is its
+    /// `Global rank start`; an uneven group's ranks are those whose traces record its
+    /// `Process Group Name`, refused where they are not `Group size` ranks from the start.
+    #[test]
+    fn a_group_listed_without_ranks_is_its_start_or_the_ranks_that_record_it() {
+        let unlisted = |rank: u32, start: u32, size: u64| -> Trace {
+            let args = format!(
+                "\"Process Group Ranks\": \"[]\", \"Global rank start\": {start}, \"Group size\": {size}, \"Process Group Name\": \"2\""
+            );
+            let text = small_trace(rank, 2).replace("\"Process Group Ranks\": \"[0, 1]\"", &args);
+            let file = TraceFile {
+                name: "rank.json",
+                text: &text,
+            };
+            Trace::parse(&file).unwrap()
+        };
+        assert_eq!(unlisted(1, 1, 1).comms[0].ranks, Some(vec![1]));
+        let traces = [unlisted(0, 0, 2), unlisted(1, 0, 2)];
+        assert_eq!(traces[0].comms[0].ranks, None);
+        let listed = list_unlisted_groups(&traces).unwrap();
+        assert!(listed.iter().all(|t| t.comms[0].ranks == Some(vec![0, 1])));
+        let traces = [unlisted(0, 0, 3), unlisted(1, 0, 3)];
+        let refused = import_traces(&traces, &KinetoOptions::default()).unwrap_err();
+        assert!(
+            refused.contains("process group \"2\" of 3 ranks from rank 0")
+                && refused.contains("the traces of ranks [0, 1] record that group"),
+            "{refused}"
+        );
     }
 
     /// `Global rank start` and `Global rank stride` (PyTorch writes the stride only for a group

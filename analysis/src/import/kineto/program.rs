@@ -846,6 +846,7 @@ mod tests {
             ranks: None,
             group: None,
             seq_num: None,
+            unlisted: None,
         };
         let text = crate::import::kineto::tests::small_trace(0, 2);
         let mut trace = Trace::parse(&TraceFile {

@@ -71,6 +71,18 @@ pub(super) struct Comm {
     /// The Work's `SeqNum`, the group's count of its collectives, where the trace has it
     /// (`Seq`: PyTorch ≥ 2.12 and c10dsim write it).
     pub(super) seq_num: Option<u64>,
+    /// A group of unevenly spaced ranks, which the event does not list: its first rank and its
+    /// size; its ranks are those whose traces record its `Process Group Name`
+    /// (`mod::list_unlisted_groups`).
+    pub(super) unlisted: Option<UnlistedGroup>,
+}
+
+/// What `record_param_comms` tells of a group of unevenly spaced ranks: PyTorch gives it no
+/// stride, so lists none of its ranks, but its `Global rank start` and `Group size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct UnlistedGroup {
+    pub(super) start: u32,
+    pub(super) size: u64,
 }
 
 /// A `ProfilerStep#N` on the host.
@@ -207,8 +219,8 @@ fn collective_key(name: &str) -> Option<&'static str> {
 const MAX_WORLD_SIZE: u64 = 65_536;
 
 /// A `Process Group Ranks` list as the profiler writes it: the ranks it lists and, where it cut
-/// the list of a group of over 30 ranks (`...`), those after the cut — none (PyTorch ≤ 2.4,
-/// c10dsim's traces) or the group's last (later PyTorch).
+/// the list of a group of over 30 ranks (`...`), those after the cut — none (older PyTorch,
+/// after its first 30) or the group's last (PyTorch 2.11 and c10dsim's traces, after 29).
 struct RankList {
     listed: Vec<u32>,
     after_cut: Option<Vec<u32>>,
@@ -355,7 +367,14 @@ fn group_ranks(args: &Map<String, Value>) -> Result<Option<Vec<u32>>, String> {
         }
     };
     let Some(strided) = strided_group(args)? else {
-        return (text.map(|text| parse_ranks(text, args_u64(args, "Group size")))).transpose();
+        let listed =
+            (text.map(|text| parse_ranks(text, args_u64(args, "Group size")))).transpose()?;
+        // A group without a stride is listed as none; one of a lone rank is its start.
+        let lone = rank_start(args)?.filter(|_| args_u64(args, "Group size") == Some(1));
+        return Ok(match (listed, lone) {
+            (listed, Some(start)) if listed.as_ref().is_none_or(Vec::is_empty) => Some(vec![start]),
+            (listed, _) => listed,
+        });
     };
     if let Some(text) = text {
         let list = read_rank_list(text)?;
@@ -373,6 +392,32 @@ fn group_ranks(args: &Map<String, Value>) -> Result<Option<Vec<u32>>, String> {
         }
     }
     Ok(Some(strided))
+}
+
+/// `record_param_comms`'s `Global rank start`, where it has one.
+fn rank_start(args: &Map<String, Value>) -> Result<Option<u32>, String> {
+    (args.get("Global rank start"))
+        .map(|start| {
+            (start.as_u64())
+                .and_then(|start| start.try_into().ok())
+                .ok_or_else(|| format!("\"Global rank start\" {start} is not a rank"))
+        })
+        .transpose()
+}
+
+/// The group of unevenly spaced ranks that `record_param_comms` names by `Global rank start`
+/// and a `Group size` of two or more, with no stride and no ranks listed; `None` for any other.
+fn unlisted_group(
+    args: &Map<String, Value>,
+    ranks: Option<&[u32]>,
+) -> Result<Option<UnlistedGroup>, String> {
+    if args.contains_key("Global rank stride") || ranks.is_some_and(|ranks| !ranks.is_empty()) {
+        return Ok(None);
+    }
+    let size = args_u64(args, "Group size").filter(|&size| size > 1);
+    Ok(rank_start(args)?
+        .zip(size)
+        .map(|(start, size)| UnlistedGroup { start, size }))
 }
 
 fn args_u64(args: &Map<String, Value>, key: &str) -> Option<u64> {
@@ -997,6 +1042,8 @@ impl Comm {
             ranks.dedup();
             ranks
         });
+        let unlisted = unlisted_group(args, ranks.as_deref())?;
+        let ranks = ranks.filter(|_| unlisted.is_none());
         let group = args.get("Process Group Name").map(|name| match name {
             Value::String(text) => text.clone(),
             other => other.to_string(),
@@ -1011,6 +1058,7 @@ impl Comm {
             ranks,
             group,
             seq_num: args_u64(args, "Seq"),
+            unlisted,
         }))
     }
 
@@ -1067,6 +1115,7 @@ impl Comm {
             ranks: None,
             group: None,
             seq_num: None,
+            unlisted: None,
         }))
     }
 }

@@ -62,6 +62,8 @@ impl TraceContext<'_> {
     /// profiler gives it (`torch/csrc/profiler/util.cpp` names them).
     /// A collective that never completed gets one too, its call having returned, marked
     /// `c10dsim never completed`.
+    /// Its group's ranks are those of ProcessGroupNCCL's `globalRankStart`/`globalRankStride`
+    /// (`torch/csrc/distributed/c10d/ParamCommsUtils.cpp` lists them from these two).
     pub(super) fn param_comms(&self, rank: &RankTimeline, sink: &mut Sink) -> io::Result<()> {
         let at = (pid(rank.rank), HOST_TID);
         let calls = (rank.collectives.iter().map(CommsCall::completed)).chain(
@@ -84,6 +86,9 @@ impl TraceContext<'_> {
                 .and_then(nccl_names::element_bytes)
                 .map(|bytes| record.bytes / bytes);
             let group_size = (members.len() as u64).max(1);
+            // Its ranks as ProcessGroupNCCL hands them to the profiler, which lists them only
+            // where they have a stride.
+            let (start, stride) = global_rank_start_and_stride(group, members);
             // PyTorch records the Backend's `rank_`, the rank within the group; its send and
             // receive record their peer, which the Timeline does not keep: the caller's then.
             let rank_in_group = match op.collective {
@@ -109,12 +114,21 @@ impl TraceContext<'_> {
                 "Group size": members.len(),
                 "Process Group Name": group.to_string(),
                 "Process Group Description": self.group_description(group),
-                "Process Group Ranks": listed_ranks(members),
+                "Process Group Ranks": match stride {
+                    Some(_) => listed_ranks(members),
+                    None => "[]".to_string(),
+                },
                 "Rank": rank_in_group.map_or(u64::from(rank.rank), |at| at as u64),
                 "Seq": record.seq_num,
                 "op": self.timeline.ops[record.op as usize].name,
                 "iteration": record.iteration,
             });
+            if let Some(start) = start {
+                args["Global rank start"] = json!(start);
+            }
+            if let Some(stride) = stride {
+                args["Global rank stride"] = json!(stride);
+            }
             if record.unfinished {
                 args[NEVER_COMPLETED] = json!(true);
             }
