@@ -9,6 +9,7 @@
 use crate::{emit, Failure, RunOutputs, ScenarioArgs};
 use analysis::metrics;
 use analysis::text::counted;
+use sim::pg::Resolved;
 use sim::scenario::{Override, Scenario};
 use sim::timeline::{RankTimeline, ThreadKind, Timeline, WatchdogEvent, WatchdogRecord};
 use std::path::{Path, PathBuf};
@@ -23,10 +24,11 @@ try:\n    import torch\nexcept Exception as error:\n    print(json.dumps({'torch
 try:\n    import c10dsim.torch.interpreter\n    package = True\nexcept Exception:\n    package = False\n\
 print(json.dumps({'torch': torch.__version__, 'cuda': torch.cuda.is_available(), 'gpus': torch.cuda.device_count() if torch.cuda.is_available() else 0, 'package': package}))\n";
 
-/// `c10dsim resolve FILE --json`: the scenario both engines read, as JSON.
+/// `c10dsim resolve FILE --json`: the scenario both engines read, as JSON, with the facts the
+/// PyTorch engine reads beside it (`sim::pg::Resolved`).
 pub fn resolve(file: &Path, with: &ScenarioArgs) -> Result<u8, Failure> {
     let scenario = with.load(file)?;
-    outln!("{}", crate::json_text::to_string(&scenario))?;
+    outln!("{}", crate::json_text::to_string(&Resolved::new(&scenario)))?;
     Ok(0)
 }
 
@@ -249,7 +251,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     }
     let dir = run_folder()?;
     let scenario_path = dir.join("scenario.json");
-    crate::write_json(&scenario_path, &scenario)?;
+    crate::write_json(&scenario_path, &Resolved::new(&scenario))?;
     note!(
         "c10dsim: PyTorch {} on {world} of {}, files in {}",
         probe.torch_version,

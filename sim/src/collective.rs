@@ -127,18 +127,53 @@ pub enum WorkNumel {
 
 impl WorkNumel {
     /// `(NumelIn, NumelOut)` of a collective over `numel` elements in a group of `members`.
-    /// Where the tensor is cut into one slice per rank, the sliced side of it is what the call
-    /// is given: the remainder of a size the ranks do not divide is left out, as the PyTorch
-    /// interpreter (`python/c10dsim/torch/interpreter.py`) leaves it out.
     pub fn of(self, numel: u64, members: u64) -> (u64, u64) {
+        let (numel_in, numel_out) = self.shares(members);
+        (numel_in.of(numel), numel_out.of(numel))
+    }
+
+    /// How `NumelIn` and `NumelOut` follow from the call's element count in a group of
+    /// `members`. Where the tensor is cut into one slice per rank, the sliced side of it is
+    /// what the call is given: the remainder of a size the ranks do not divide is left out, as
+    /// the PyTorch interpreter (`python/c10dsim/torch/interpreter.py`) leaves it out.
+    pub fn shares(self, members: u64) -> (NumelShare, NumelShare) {
         let members = members.max(1);
-        let slice = numel / members;
-        let sliced_whole = slice * members;
+        let whole = NumelShare::Share { slices: 1, kept: 1 };
+        let slice = NumelShare::Share {
+            slices: members,
+            kept: 1,
+        };
+        let sliced_whole = NumelShare::Share {
+            slices: members,
+            kept: members,
+        };
         match self {
-            WorkNumel::Whole => (numel, numel),
+            WorkNumel::Whole => (whole, whole),
             WorkNumel::InputSlice => (slice, sliced_whole),
             WorkNumel::OutputSlice => (sliced_whole, slice),
             WorkNumel::WholeInSlices => (sliced_whole, sliced_whole),
+        }
+    }
+}
+
+/// One of a Work's element counts (`NumelIn` or `NumelOut`) as a function of its call's
+/// element count; serialised for the PyTorch engine (`op_works` of the resolved JSON,
+/// docs/torch.md), which evaluates it and decides nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumelShare {
+    /// This count whatever the call moves.
+    Fixed(u64),
+    /// `numel / slices * kept`: `kept` of the `slices` equal slices of the call's elements.
+    Share { slices: u64, kept: u64 },
+}
+
+impl NumelShare {
+    /// The count for a call of `numel` elements.
+    pub fn of(self, numel: u64) -> u64 {
+        match self {
+            NumelShare::Fixed(count) => count,
+            NumelShare::Share { slices, kept } => numel / slices * kept,
         }
     }
 }

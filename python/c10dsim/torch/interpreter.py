@@ -270,9 +270,10 @@ class Interpreter:
         ]
         self.nccl_stream = {}
         for index, group in enumerate(scenario["groups"]):
-            if rank in self.members[index] and self.on_world_communicator(index):
+            communicator = scenario["communicators"][index]
+            if rank in self.members[index] and communicator != index:
                 # R11: an eager world's send/recv runs on the world's stream, no pair's.
-                self.nccl_stream[index] = self.nccl_stream[0]
+                self.nccl_stream[index] = self.nccl_stream[communicator]
             elif rank in self.members[index]:
                 self.nccl_stream[index] = len(self.streams_info)
                 self.streams_info.append({
@@ -283,14 +284,6 @@ class Interpreter:
         # PyTorch 2.8 and later launch a synchronous collective on the current stream
         # (pytorch/pytorch#150398, R11); earlier ones on the group's internal stream.
         self.sync_on_current_stream = tl.torch_version(torch.__version__) >= (2, 8)
-
-    def on_world_communicator(self, group_index):
-        """Whether PyTorch runs the group's calls on the world's communicator: a send/recv pair
-        under an eagerly created world (`init_process_group(device_id=…)` sets `eagerInit_`,
-        and `pointToPoint` then makes no two-rank communicator; R11). `Scenario::communicator`
-        in the simulator."""
-        groups = self.scenario["groups"]
-        return bool(groups[group_index].get("point_to_point")) and groups[0]["eager_init"]
 
     # ---- time -----------------------------------------------------------------------------
 

@@ -97,6 +97,9 @@ SCENARIO = {
     "measures": [{"name": str, "from": Index("marks"), "to": Index("marks"), "clock": str}],
     "overlaps": [{"name": str, "compute": Index("measures"), "comm": Index("measures"),
                   "both": Index("measures")}],
+    "communicators": [Index("groups")],
+    "op_works": [Maybe({"op_type": str, "element_bytes": int, "numel_in": {},
+                        "numel_out": {}, "timeout_ms": int})],
 }
 
 TYPE_NAMES = {int: "an integer", NUMBER: "a number", str: "a string", bool: "true or false",

@@ -282,45 +282,24 @@ def watchdog_record(rank, event, at_ns, message, thread="main", group=None):
     }
 
 
-# The OpType PyTorch prints for the Work of each collective (``sim::collective``'s descriptors);
-# a coalescing block's one Work, and a batch_isend_irecv's, is ``COALESCED``.
-WORK_OP_TYPES = {"all_reduce": "ALLREDUCE", "all_gather": "_ALLGATHER_BASE",
-                 "reduce_scatter": "_REDUCE_SCATTER_BASE", "broadcast": "BROADCAST",
-                 "all_to_all": "ALLTOALL_BASE", "send": "SEND", "recv": "RECV"}
-
-# ``u64::MAX``: the simulator's NumelIn and NumelOut of a batch_isend_irecv's Work.
-BATCH_P2P_NUMEL = 2 ** 64 - 1
-
-def communicator(scenario, group):
-    """The group whose communicator a call on ``group`` runs on (``Scenario::communicator``): a
-    pair's send or receive runs on the world's where the world was created eagerly (R11)."""
-    groups = scenario["groups"]
-    return 0 if groups[group]["point_to_point"] and groups[0]["eager_init"] else group
+def numel(share, count):
+    """One of a Work's element counts for a call of ``count`` elements, as the Rust side
+    describes it (``sim::collective::NumelShare``): fixed, or ``kept`` of ``slices`` slices."""
+    if "fixed" in share:
+        return share["fixed"]
+    return count // share["share"]["slices"] * share["share"]["kept"]
 
 
 def work_text(scenario, record):
     """The Work of the collective ``record`` as the simulator prints it
     (``sim::pg::work_text``): ``WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…,
-    Timeout(ms)=…)``, its timeout its communicator's group's."""
-    kind = scenario["ops"][record["op"]]["kind"]
-    group = record["group"]
-    if kind["kind"] == "batch_p2p":
-        op_type, numel_in, numel_out = "COALESCED", BATCH_P2P_NUMEL, BATCH_P2P_NUMEL
-    else:
-        collective = kind.get("collective", "all_reduce")
-        dtype = (scenario["tensors"][kind["tensor"]]["dtype"] if kind["kind"] == "collective"
-                 else "f32")
-        numel = record["bytes"] // DTYPES[dtype][1]
-        members = max(1, len(scenario["groups"][group]["ranks"]))
-        sliced = numel // members * members
-        numel_in, numel_out = {"all_gather": (numel // members, sliced),
-                               "reduce_scatter": (sliced, numel // members),
-                               "all_to_all": (sliced, sliced)}.get(collective, (numel, numel))
-        coalesced = kind["kind"] == "collective" and kind["batch"]["batch"] == "coalesced"
-        op_type = "COALESCED" if coalesced else WORK_OP_TYPES[collective]
-    timeout_ms = scenario["groups"][communicator(scenario, group)]["timeout_ns"] // 1_000_000
+    Timeout(ms)=…)``, every fact but the SeqNum and the call's bytes from the op's
+    ``op_works`` entry, which the Rust side decided."""
+    work = scenario["op_works"][record["op"]]
+    count = record["bytes"] // work["element_bytes"]
     return "WorkNCCL(SeqNum=%d, OpType=%s, NumelIn=%d, NumelOut=%d, Timeout(ms)=%d)" % (
-        record.get("work_seq_num", record["seq"]), op_type, numel_in, numel_out, timeout_ms)
+        record.get("work_seq_num", record["seq"]), work["op_type"],
+        numel(work["numel_in"], count), numel(work["numel_out"], count), work["timeout_ms"])
 
 
 def wait_error_records(scenario, rank, record, at_ns):
@@ -329,7 +308,7 @@ def wait_error_records(scenario, rank, record, at_ns):
     (``sim::pg::work::wait_error_log``, ``wait_error_abort_returned``): PyTorch's wait aborted
     the communicator before it raised. Where in the call it found the error, and when the abort
     returned, Python cannot see: both are at the raise."""
-    group = communicator(scenario, record["group"])
+    group = scenario["communicators"][record["group"]]
     work = work_text(scenario, record)
     return [
         watchdog_record(
@@ -358,7 +337,7 @@ def wait_timeout_records(scenario, rank, record, message, at_ns):
     the communicator returned, the ``abort``. How long the Work ran is PyTorch's number in
     ``message`` where it has one, else from the call's start to the raise. When PyTorch found
     the timeout, and when the abort returned, Python cannot see: all three are at the raise."""
-    group = communicator(scenario, record["group"])
+    group = scenario["communicators"][record["group"]]
     work = work_text(scenario, record)
     ran = RAN_FOR.search(message)
     ran_ms = int(ran.group(1)) if ran else (at_ns - record["host_start_ns"]) // 1_000_000

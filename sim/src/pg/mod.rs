@@ -25,12 +25,14 @@ pub mod work;
 
 pub use step::{CallWarmth, Kernel, NcclCall, Slot, Step, WorkHolder};
 
+use crate::collective::NumelShare;
 use crate::random::{collective_rng, jitter_factor, rank_rng};
 use crate::scenario::{
     Batch, CollectiveKind, DType, FaultKind, GroupId, Op, OpKind, Scenario, TensorId, WorkId,
 };
 use crate::timeline::{KernelClass, StreamRef};
 use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
 
 /// A program that uses a Work or an event this rank never created (possible only when a fault
 /// skipped the op that creates it).
@@ -1178,10 +1180,9 @@ fn declared_accesses(op: &Op, out: &mut Vec<Step>) {
 
 /// `WorkNCCL(SeqNum=…, OpType=…, NumelIn=…, NumelOut=…, Timeout(ms)=…)` as PyTorch prints a
 /// Work, for a call of `kind` over `bytes` of `dtype` issued by `op` (element counts, as
-/// PyTorch counts them: a barrier's is its one element). A `batch_isend_irecv`'s Work is the
-/// one `endCoalescing` makes without tensors, whose `numelIn_` and `numelOut_` keep their
-/// default, `size_t(-1)`. A coalescing block's Work is `COALESCED` (R25), its element counts
-/// the whole block's (unverified: PyTorch's were not seen for such a Work).
+/// PyTorch counts them: a barrier's is its one element). A coalescing block's Work is
+/// `COALESCED` (R25), its element counts the whole block's (unverified: PyTorch's were not seen
+/// for such a Work).
 pub fn work_text(
     scenario: &Scenario,
     op: &Op,
@@ -1189,19 +1190,102 @@ pub fn work_text(
     (group, seq): (GroupId, u64),
     timeout_ns: u64,
 ) -> String {
-    let (numel_in, numel_out) = match op.kind {
-        OpKind::BatchP2p { .. } => (u64::MAX, u64::MAX),
-        _ => {
-            let members = scenario.groups[group].ranks.len() as u64;
-            let numel = bytes / dtype.size_bytes();
-            kind.descriptor().work_numel.of(numel, members)
-        }
-    };
+    let (numel_in, numel_out) = work_numels(scenario, op, kind, group);
+    let numel = bytes / dtype.size_bytes();
     format!(
-        "WorkNCCL(SeqNum={seq}, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
+        "WorkNCCL(SeqNum={seq}, OpType={}, NumelIn={}, NumelOut={}, Timeout(ms)={})",
         op.kind.work_op_type(kind),
+        numel_in.of(numel),
+        numel_out.of(numel),
         timeout_ns / 1_000_000
     )
+}
+
+/// How `NumelIn` and `NumelOut` of `op`'s Work of a call of `kind` on `group` follow from the
+/// call's element count. A `batch_isend_irecv`'s Work is the one `endCoalescing` makes without tensors, whose
+/// `numelIn_` and `numelOut_` keep their default, `size_t(-1)`.
+fn work_numels(
+    scenario: &Scenario,
+    op: &Op,
+    kind: CollectiveKind,
+    group: GroupId,
+) -> (NumelShare, NumelShare) {
+    match op.kind {
+        OpKind::BatchP2p { .. } => (NumelShare::Fixed(u64::MAX), NumelShare::Fixed(u64::MAX)),
+        _ => {
+            let members = scenario.groups[group].ranks.len() as u64;
+            kind.descriptor().work_numel.shares(members)
+        }
+    }
+}
+
+/// What the PyTorch engine needs to print a Work of one op as [`work_text`] does (in a raising
+/// `wait()`'s records, `work::wait_error_log`, `work::wait_timeout_log`), each fact decided
+/// here: the interpreter only fills in the call's SeqNum and bytes (docs/torch.md,
+/// `op_works`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OpWork {
+    /// The Work's `OpType`.
+    pub op_type: &'static str,
+    /// Bytes of one element of the op's calls.
+    pub element_bytes: u64,
+    pub numel_in: NumelShare,
+    pub numel_out: NumelShare,
+    /// The Work's timeout as it prints it: its communicator's group's (R11).
+    pub timeout_ms: u64,
+}
+
+impl OpWork {
+    /// `(NumelIn, NumelOut)` of a call of the op over `bytes`.
+    pub fn numels(&self, bytes: u64) -> (u64, u64) {
+        let numel = bytes / self.element_bytes;
+        (self.numel_in.of(numel), self.numel_out.of(numel))
+    }
+}
+
+/// Each op's [`OpWork`], in op order: None for an op that makes no Work.
+pub fn op_works(scenario: &Scenario) -> Vec<Option<OpWork>> {
+    scenario
+        .ops
+        .iter()
+        .map(|op| {
+            let (kind, group) = op.kind.collective()?;
+            let communicator = scenario.communicator(group);
+            let (numel_in, numel_out) = work_numels(scenario, op, kind, group);
+            Some(OpWork {
+                op_type: op.kind.work_op_type(kind),
+                element_bytes: op.kind.call_dtype(&scenario.tensors).size_bytes(),
+                numel_in,
+                numel_out,
+                timeout_ms: scenario.groups[communicator].timeout_ns / 1_000_000,
+            })
+        })
+        .collect()
+}
+
+/// The resolved scenario as the PyTorch engine reads it (`c10dsim resolve --json`,
+/// docs/torch.md): the scenario's own keys, then the facts the engine reads and does not
+/// decide.
+#[derive(Serialize)]
+pub struct Resolved<'a> {
+    #[serde(flatten)]
+    pub scenario: &'a Scenario,
+    /// For each group, the group whose communicator and internal stream its calls run on
+    /// ([`Scenario::communicator`], R11).
+    pub communicators: Vec<GroupId>,
+    pub op_works: Vec<Option<OpWork>>,
+}
+
+impl<'a> Resolved<'a> {
+    pub fn new(scenario: &'a Scenario) -> Self {
+        Resolved {
+            scenario,
+            communicators: (0..scenario.groups.len())
+                .map(|group| scenario.communicator(group))
+                .collect(),
+            op_works: op_works(scenario),
+        }
+    }
 }
 
 #[cfg(test)]

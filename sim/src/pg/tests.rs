@@ -868,3 +868,50 @@ fn a_barrier_on_an_aborted_communicator_still_fills_first_r14_r27() {
         "the fill kernels are loaded now"
     );
 }
+
+#[test]
+fn the_interpreter_s_work_facts_print_each_op_s_work_as_work_text_does() {
+    // The PyTorch engine prints a raising wait()'s Work from `op_works` alone (docs/torch.md):
+    // for every op that makes a Work, the facts give work_text's OpType, element counts for the
+    // call's bytes, its communicator (R11) and that communicator's timeout.
+    let text = "[cluster]\nranks = 4\n[tensors]\n\
+                x = { size = \"4KiB\", dtype = \"bf16\" }\ng = { size = \"1KiB\", count = 4 }\n\
+                [groups]\nworld = { eager_init = true, timeout_s = 9 }\n\
+                half = { ranks = [0, 1], timeout_s = 0.007 }\n\
+                [[op]]\nall_gather = \"x\"\n[[op]]\nreduce_scatter = \"x\"\ngroup = \"half\"\n\
+                [[op]]\nall_gather = \"g\"\ncoalesce = true\n[[op]]\nbarrier = true\n\
+                [[op]]\nsend = \"x\"\nranks = [0]\npeer = 1\n\
+                [[op]]\nrecv = \"x\"\nranks = [1]\npeer = 0\n[[op]]\ngemm = [8, 8, 8]\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let works = op_works(&scenario);
+    let communicators = Resolved::new(&scenario).communicators;
+    assert_eq!(works.len(), scenario.ops.len());
+    assert!(works[6].is_none(), "a gemm makes no Work");
+    for (op, work) in scenario.ops.iter().zip(&works).take(6) {
+        let work = work.expect("a collective makes a Work");
+        let (kind, group) = op.kind.collective().unwrap();
+        let bytes = scenario.call_sizes(&op.kind)[0];
+        let (numel_in, numel_out) = work.numels(bytes);
+        assert_eq!(
+            format!(
+                "WorkNCCL(SeqNum=2, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
+                work.op_type, work.timeout_ms
+            ),
+            work_text(
+                &scenario,
+                op,
+                (kind, bytes, op.kind.call_dtype(&scenario.tensors)),
+                (group, 2),
+                scenario.groups[communicators[group]].timeout_ns,
+            )
+        );
+    }
+    assert_eq!(works[1].unwrap().timeout_ms, 7);
+    // The eager world's pair sends on the world's communicator, under its timeout (R11).
+    let pair = scenario.ops[4].kind.collective().unwrap().1;
+    assert_eq!(
+        (communicators[pair], works[4].unwrap().timeout_ms),
+        (0, 9000)
+    );
+    assert_eq!(communicators[..2], [0, 1]);
+}
