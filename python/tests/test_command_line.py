@@ -77,6 +77,12 @@ DELETE = object()
     (edit(repeat=True), "repeat: expected an integer, got true"),
     (edit(perturbations__0__host_delay={"distribution": "lognormal"}),
      "perturbations[0].host_delay: has no mean_ns"),
+    (edit(process_groups=[]), "process_groups: expected one item per item of groups (1), got 0"),
+    (edit(process_groups=[1]), "process_groups[0]: expected an index of groups (0 to 0), got 1"),
+    (edit(stream_high_priority=[0]), "stream_high_priority[0]: expected true or false, got 0"),
+    (edit(stream_high_priority=[True, False]),
+     "stream_high_priority: expected one item per item of groups (1), got 2"),
+    (edit(op_works=[None]), "op_works: expected one item per item of ops (3), got 1"),
 ])
 def test_a_malformed_resolved_scenario_exits_2_naming_the_key(resolve, interpret, tmp_path,
                                                                 change, message):

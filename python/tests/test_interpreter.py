@@ -1274,3 +1274,55 @@ def test_an_eager_world_s_send_runs_on_the_world_s_stream_as_simulated(resolve, 
     assert [s["name"] for s in rank["streams"]] == [s["name"] for s in simulated["streams"]]
     assert [k["stream"] for k in rank["kernels"]] == [k["stream"] for k in simulated["kernels"]]
     assert rank["streams"][rank["kernels"][0]["stream"]]["name"] == "nccl:world"
+
+
+TWO_PAIRS = """[cluster]
+ranks = 3
+[groups]
+half = { ranks = [0, 1], high_priority = true }
+[tensors]
+x = "1MiB"
+[[op]]
+all_reduce = "x"
+group = "half"
+[[op]]
+ranks = [0]
+send = "x"
+peer = 1
+[[op]]
+ranks = [1]
+recv = "x"
+peer = 0
+[[op]]
+ranks = [0]
+send = "x"
+peer = 2
+[[op]]
+ranks = [2]
+recv = "x"
+peer = 0
+"""
+
+
+@pytest.mark.parametrize("sets", [(), ("env.TORCH_NCCL_HIGH_PRIORITY=1",)])
+def test_the_streams_priorities_and_the_pairs_numbering_are_the_simulated_ones(
+        resolve, interpret, simulate, tmp_path, sets):
+    # The interpreter lays out its internal streams at the priorities of the resolved JSON's
+    # `stream_high_priority` (R9), and numbers a pair's send in the process group its
+    # `process_groups` names, the world's: rank 0's send to rank 2 is the world's second
+    # point-to-point call, its Work SeqNum 2 (`work_seq_num`), though its pair's first.
+    source = tmp_path / "two_pairs.toml"
+    source.write_text(TWO_PAIRS)
+    path, scenario = resolve(str(source), *sets)
+    completed, document, _ = interpret(path, world=3)
+    assert completed.returncode == 0, completed.stderr
+    (rank,) = document["ranks"]
+    simulated = simulate(str(source), *sets)["ranks"][0]
+    priorities = [(s["name"], s["high_priority"]) for s in rank["streams"]]
+    assert priorities == [(s["name"], s["high_priority"]) for s in simulated["streams"]]
+    assert ("nccl:half", True) in priorities and ("nccl:world", bool(sets)) in priorities
+    numbering = [(c["op"], c["group"], c["seq"], c.get("work_seq_num"))
+                 for c in rank["collectives"]]
+    assert numbering == [(c["op"], c["group"], c["seq"], c.get("work_seq_num"))
+                         for c in simulated["collectives"]]
+    assert numbering[-1][2:] == (1, 2), numbering

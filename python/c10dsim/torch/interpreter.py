@@ -278,7 +278,7 @@ class Interpreter:
                 self.nccl_stream[index] = len(self.streams_info)
                 self.streams_info.append({
                     "name": "nccl:" + group["name"], "kind": "nccl",
-                    "high_priority": scenario["env"]["high_priority"] or group["high_priority"],
+                    "high_priority": scenario["stream_high_priority"][index],
                 })
         self.record = tl.empty_rank(rank, self.streams_info)
         # PyTorch 2.8 and later launch a synchronous collective on the current stream
@@ -443,9 +443,10 @@ class Interpreter:
 
     def new_group(self, index):
         group = self.scenario["groups"][index]
-        if group.get("point_to_point"):
-            # PyTorch makes a pair's communicator itself, lazily, at the first send/recv on the
-            # world group: no group of ours (its calls are the world's, ``flight_key``).
+        if self.scenario["process_groups"][index] != index:
+            # A pair's calls go through the world's process group (``process_groups``): PyTorch
+            # makes its communicator itself, lazily, at the first send/recv on the world
+            # group; no group of ours.
             return
         # Described by its scenario name, PyTorch's log lines of the group open with it
         # (`[PG ID 1 PG GUID 1(sub) Rank 0]`): `c10dsim torch` tells the group's Works by it.
@@ -634,8 +635,8 @@ class Interpreter:
             return {"kind": "device"}
         if kind["kind"] == "init_process_group":
             return {"kind": "communicator", "group": 0}
-        if kind["kind"] == "new_group" and not self.scenario["groups"][kind["group"]].get(
-                "point_to_point"):
+        if (kind["kind"] == "new_group"
+                and self.scenario["process_groups"][kind["group"]] == kind["group"]):
             return {"kind": "communicator", "group": kind["group"]}
         return None
 
@@ -890,10 +891,11 @@ class Interpreter:
         return counter + (self.flight_seq[counter],)
 
     def flight_counter(self, op, group_index):
+        """The process group the call goes through, as the simulator decided it
+        (``process_groups``: the world, for a pair's send or receive), and whether it is
+        point-to-point."""
         p2p = tl.op_key(op["kind"]) in P2P_KEYS
-        process_group = (0 if self.scenario["groups"][group_index].get("point_to_point")
-                         else group_index)
-        return process_group, p2p
+        return self.scenario["process_groups"][group_index], p2p
 
     def collective_record(self, op, iteration, group_index, nbytes, async_op, start_ns,
                           end_ns, ready):

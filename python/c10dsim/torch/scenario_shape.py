@@ -5,7 +5,8 @@ hand, is refused naming the key that is wrong instead of stopping the interprete
 A shape is a JSON type (``int``, ``NUMBER``, ``str``, ``bool``, ``list``, ``dict``); a dict of
 keys an object must have and their shapes; a one-item list, a list whose items all have that
 shape; ``Maybe(shape)``, null or the shape; ``Index("ops")``, an integer index of the
-scenario's top-level list ``ops``; ``Tagged(tag, variants)``, an object whose string ``tag``
+scenario's top-level list ``ops``; ``PerItem("groups", shape)``, a list of that shape with one
+item per item of the top-level list ``groups``; ``Tagged(tag, variants)``, an object whose string ``tag``
 picks one of ``variants``' shapes."""
 
 import json
@@ -21,6 +22,11 @@ class Maybe:
 class Index:
     def __init__(self, table):
         self.table = table
+
+
+class PerItem:
+    def __init__(self, table, shape):
+        self.table, self.shape = table, shape
 
 
 class Tagged:
@@ -97,9 +103,11 @@ SCENARIO = {
     "measures": [{"name": str, "from": Index("marks"), "to": Index("marks"), "clock": str}],
     "overlaps": [{"name": str, "compute": Index("measures"), "comm": Index("measures"),
                   "both": Index("measures")}],
-    "communicators": [Index("groups")],
-    "op_works": [Maybe({"op_type": str, "element_bytes": int, "numel_in": {},
-                        "numel_out": {}, "timeout_ms": int})],
+    "communicators": PerItem("groups", Index("groups")),
+    "process_groups": PerItem("groups", Index("groups")),
+    "stream_high_priority": PerItem("groups", bool),
+    "op_works": PerItem("ops", Maybe({"op_type": str, "element_bytes": int, "numel_in": {},
+                        "numel_out": {}, "timeout_ms": int})),
 }
 
 TYPE_NAMES = {int: "an integer", NUMBER: "a number", str: "a string", bool: "true or false",
@@ -117,6 +125,13 @@ def shape_error(value, shape, scenario, where=""):
         if error is None and not 0 <= value < size:
             error = "%s: expected an index of %s (0 to %d), got %d" % (
                 where, shape.table, size - 1, value)
+        return error
+    if isinstance(shape, PerItem):
+        error = shape_error(value, [shape.shape], scenario, where)
+        size = len(scenario[shape.table])
+        if error is None and len(value) != size:
+            error = "%s: expected one item per item of %s (%d), got %d" % (
+                where, shape.table, size, len(value))
         return error
     if isinstance(shape, (dict, Tagged)):
         if not isinstance(value, dict):

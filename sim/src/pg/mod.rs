@@ -1273,15 +1273,32 @@ pub struct Resolved<'a> {
     /// For each group, the group whose communicator and internal stream its calls run on
     /// ([`Scenario::communicator`], R11).
     pub communicators: Vec<GroupId>,
+    /// For each group, the process group its calls go through, whose SeqNums and Flight
+    /// Recorder entries number them ([`Scenario::process_group`]: the world, for a pair); a
+    /// group whose process group is another is no `new_group` of the program's.
+    pub process_groups: Vec<GroupId>,
+    /// For each group, whether its internal stream is at high priority
+    /// ([`Scenario::group_stream_high_priority`], R9), as [`streams::rank_streams`] lays it
+    /// out; a pair's is the world's, whose options make its communicator.
+    pub stream_high_priority: Vec<bool>,
     pub op_works: Vec<Option<OpWork>>,
 }
 
 impl<'a> Resolved<'a> {
     pub fn new(scenario: &'a Scenario) -> Self {
+        let groups = 0..scenario.groups.len();
         Resolved {
             scenario,
-            communicators: (0..scenario.groups.len())
+            communicators: groups
+                .clone()
                 .map(|group| scenario.communicator(group))
+                .collect(),
+            process_groups: groups
+                .clone()
+                .map(|group| scenario.process_group(group))
+                .collect(),
+            stream_high_priority: groups
+                .map(|group| scenario.group_stream_high_priority(group))
                 .collect(),
             op_works: op_works(scenario),
         }

@@ -915,3 +915,53 @@ fn the_interpreter_s_work_facts_print_each_op_s_work_as_work_text_does() {
     );
     assert_eq!(communicators[..2], [0, 1]);
 }
+
+#[test]
+fn the_interpreter_s_group_facts_are_the_process_groups_and_stream_priorities_simulated() {
+    // The PyTorch engine numbers a call in its `process_groups` entry's Flight Recorder counts
+    // and makes a group's internal stream at its `stream_high_priority` (docs/torch.md): each
+    // the simulator's own, for every group of an eager world and of a lazy one, with and
+    // without TORCH_NCCL_HIGH_PRIORITY.
+    for (eager, env_high_priority) in [(true, 0), (false, 0), (false, 1)] {
+        let text = format!(
+            "[cluster]\nranks = 4\n[env]\nTORCH_NCCL_HIGH_PRIORITY = {env_high_priority}\n\
+             [tensors]\nx = \"1KiB\"\n\
+             [groups]\nworld = {{ eager_init = {eager}, high_priority = true }}\n\
+             half = {{ ranks = [0, 1] }}\n\
+             [[op]]\nall_reduce = \"x\"\ngroup = \"half\"\n\
+             [[op]]\nsend = \"x\"\nranks = [2]\npeer = 3\n\
+             [[op]]\nrecv = \"x\"\nranks = [3]\npeer = 2\n"
+        );
+        let scenario = parse("pg.toml", &text).unwrap();
+        let resolved = Resolved::new(&scenario);
+        let pair = scenario.ops[1].kind.collective().unwrap().1;
+        assert_eq!(resolved.process_groups.len(), scenario.groups.len());
+        for group in 0..scenario.groups.len() {
+            assert_eq!(
+                resolved.process_groups[group],
+                scenario.process_group(group)
+            );
+        }
+        assert_eq!(resolved.process_groups[..2], [0, 1]);
+        assert_eq!(
+            resolved.process_groups[pair], 0,
+            "a pair's calls are the world's"
+        );
+        for rank in 0..4 {
+            let streams = streams::rank_streams(&scenario, rank);
+            for (group, stream) in streams::group_streams(&scenario, rank).iter().enumerate() {
+                if let Some(stream) = stream {
+                    assert_eq!(
+                        resolved.stream_high_priority[group],
+                        streams[*stream as usize].high_priority,
+                        "group {group} on rank {rank}, eager {eager}"
+                    );
+                }
+            }
+        }
+        // A pair's communicator is made with the world's options, its stream at the world's
+        // priority, whether its own or (eager) the world's.
+        assert!(resolved.stream_high_priority[pair]);
+        assert_eq!(resolved.stream_high_priority[1], env_high_priority == 1);
+    }
+}
