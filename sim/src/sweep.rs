@@ -208,13 +208,14 @@ impl fmt::Display for Shard {
 }
 
 /// The seed of point `index`: the (index + 1)-th output of a SplitMix64 generator started at
-/// the scenario's seed. Portable and O(1) to jump to, so a point's seed never depends on which
-/// points ran before it.
+/// the scenario's seed, its top bit cleared. Portable and O(1) to jump to, so a point's seed
+/// never depends on which points ran before it; at most 2⁶³ − 1, the largest seed a scenario
+/// holds (a TOML integer), so that `run --seed` replays every point.
 pub fn point_seed(scenario_seed: u64, index: u64) -> u64 {
     let mut z = scenario_seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(index + 1));
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    (z ^ (z >> 31)) & i64::MAX.unsigned_abs()
 }
 
 /// A scenario file with its sweep axes, ready to produce points.

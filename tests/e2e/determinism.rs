@@ -143,3 +143,40 @@ fn the_nccl_tests_table_is_the_same_in_every_run_folded_or_not() {
     assert!(first == table(&[]), "run again");
     assert!(first == table(&["--no-fold"]), "--no-fold");
 }
+
+/// A misspelt label as far from several labels: the error names the same one in every process
+/// (the labels are looked up in a hash map, whose order is seeded per process).
+#[test]
+fn a_misspelt_label_suggests_the_same_label_in_every_run() {
+    let dir = std::env::temp_dir().join(format!("c10dsim-tied-label-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ops: String = ["ab", "ac", "ad", "ae", "af", "ag"]
+        .iter()
+        .map(|label| format!("[[op]]\nlabel = \"{label}\"\nall_reduce = \"x\"\n"))
+        .collect();
+    let head = "name = \"tied\"\n[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\n";
+    for (what, tail) in [
+        (
+            "perturb.before",
+            "[[perturb]]\nranks = [1]\nbefore = \"aa\"\nhost_delay_us = 10\n",
+        ),
+        (
+            "fault.at",
+            "[[fault]]\nranks = [1]\nat = \"aa\"\nkind = \"hang\"\n",
+        ),
+    ] {
+        let file = dir.join(format!("{what}.toml"));
+        std::fs::write(&file, format!("{head}{ops}{tail}")).unwrap();
+        for _ in 0..8 {
+            let output = c10dsim(&["check", file.to_str().unwrap()]);
+            assert_eq!(output.status.code(), Some(2), "{what}: {}", stderr(&output));
+            assert!(
+                stderr(&output)
+                    .contains("names label \"aa\", which no op has; did you mean \"ab\"?"),
+                "{what}: {}",
+                stderr(&output)
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1875,3 +1875,31 @@ fn merge_names_the_files_and_lines_of_a_point_twice_and_of_two_sweeps() {
         stderr(&output)
     );
 }
+
+/// docs/sweep-format.md#seeds: `run FILE --set … --seed SEED` replays one point, every point —
+/// also one whose drawn seed has its top bit set, which a scenario's seed (a TOML integer, at
+/// most 2⁶³ − 1) could not hold before 2026-12-07, so `run --seed` refused half the points.
+#[test]
+fn run_with_a_rows_seed_replays_every_point() {
+    let scenario = "scenarios/straggler.toml";
+    let csv = sweep_to(
+        &temp("replay.csv"),
+        &[scenario, "--set", "cluster.kernel_jitter_pct=0,5,10,20"],
+    );
+    let (_, points) = rows(&csv);
+    assert_eq!(points.len(), 4);
+    for row in &points {
+        let jitter = format!(
+            "cluster.kernel_jitter_pct={}",
+            row["cluster.kernel_jitter_pct"]
+        );
+        let seed = &row["seed"];
+        let run = c10dsim(&["run", scenario, "--set", &jitter, "--seed", seed, "--json"]);
+        assert_eq!(run.status.code(), Some(0), "seed {seed}: {}", stderr(&run));
+        let json: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        let replayed = json["report"]["collectives"][0]["stream_interval_us"]["median"]
+            .as_f64()
+            .unwrap();
+        close(replayed, number(row, "ar.stream_interval_us"), &jitter);
+    }
+}

@@ -6,19 +6,21 @@
 
 /// The candidate nearest `word` by Damerau–Levenshtein distance (case-insensitive), when it is
 /// close enough to be a typo: at most a third of the longer name's characters, and at least one.
-/// Ties go to the first candidate given.
+/// Ties go to the candidate that sorts first, so the answer does not depend on the order the
+/// candidates come in (callers pass the keys of hash maps, whose order changes from process to
+/// process: the same scenario must give the same error).
 pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lower = word.to_lowercase();
-    let mut best: Option<(usize, &str)> = None;
-    for candidate in candidates {
-        let distance = strsim::damerau_levenshtein(&lower, &candidate.to_lowercase());
-        let longer = word.chars().count().max(candidate.chars().count());
-        let allowed = (longer / 3).max(1);
-        if distance <= allowed && best.is_none_or(|(found, _)| distance < found) {
-            best = Some((distance, candidate));
-        }
-    }
-    best.map(|(_, candidate)| candidate)
+    candidates
+        .into_iter()
+        .filter_map(|candidate| {
+            let distance = strsim::damerau_levenshtein(&lower, &candidate.to_lowercase());
+            let longer = word.chars().count().max(candidate.chars().count());
+            let allowed = (longer / 3).max(1);
+            (distance <= allowed).then_some((distance, candidate))
+        })
+        .min()
+        .map(|(_, candidate)| candidate)
 }
 
 /// `"; did you mean \"X\"?"` for the nearest candidate, or nothing.
@@ -69,6 +71,15 @@ mod tests {
             "; did you mean \"side\"?"
         );
         assert_eq!(did_you_mean("zzzz", ["side"]), "");
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_same_candidate_whatever_order_they_come_in() {
+        // Callers pass the keys of hash maps, whose order changes from process to process.
+        let tied = ["ad", "ab", "ae", "ac"];
+        assert_eq!(nearest("aa", tied), Some("ab"));
+        assert_eq!(nearest("aa", tied.iter().rev().copied()), Some("ab"));
+        assert_eq!(did_you_mean("aa", ["ac", "ab"]), "; did you mean \"ab\"?");
     }
 
     #[test]
