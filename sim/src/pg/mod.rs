@@ -1235,14 +1235,6 @@ pub struct OpWork {
     pub timeout_ms: u64,
 }
 
-impl OpWork {
-    /// `(NumelIn, NumelOut)` of a call of the op over `bytes`.
-    pub fn numels(&self, bytes: u64) -> (u64, u64) {
-        let numel = bytes / self.element_bytes;
-        (self.numel_in.of(numel), self.numel_out.of(numel))
-    }
-}
-
 /// Each op's [`OpWork`], in op order: None for an op that makes no Work.
 pub fn op_works(scenario: &Scenario) -> Vec<Option<OpWork>> {
     scenario

@@ -891,7 +891,9 @@ fn the_interpreter_s_work_facts_print_each_op_s_work_as_work_text_does() {
         let work = work.expect("a collective makes a Work");
         let (kind, group) = op.kind.collective().unwrap();
         let bytes = scenario.call_sizes(&op.kind)[0];
-        let (numel_in, numel_out) = work.numels(bytes);
+        // As the interpreter evaluates them (timeline.py `work_text`).
+        let numel = bytes / work.element_bytes;
+        let (numel_in, numel_out) = (work.numel_in.of(numel), work.numel_out.of(numel));
         assert_eq!(
             format!(
                 "WorkNCCL(SeqNum=2, OpType={}, NumelIn={numel_in}, NumelOut={numel_out}, Timeout(ms)={})",
