@@ -80,11 +80,19 @@ impl CapArgs {
     /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
     /// exceeds them.
     /// A summarised run (`run --summary`) keeps no Timeline of that size: the Timeline cap does
-    /// not apply to it.
+    /// not apply to it; it simulates every rank, unfolded, and its events are counted so.
     pub fn check(&self, path: &Path, scenario: &Scenario, summarised: bool) -> Result<(), Failure> {
         self.over(scenario, summarised).map_err(|message| {
+            let unfolded = if summarised
+                && self.estimate(scenario).op_calls < self.estimate_summarised(scenario).op_calls
+            {
+                " (--summary simulates every rank, unfolded: docs/scale.md)"
+            } else {
+                ""
+            };
             Failure::input(format!(
-                "{}: {message}; nothing was run (raise the caps with --max-events / --max-timeline)",
+                "{}: {message}{unfolded}; nothing was run (raise the caps with --max-events / \
+                 --max-timeline)",
                 path.display()
             ))
         })
@@ -95,6 +103,7 @@ impl CapArgs {
         let mut limits = self.limits();
         if summarised {
             limits.max_timeline_bytes = u64::MAX;
+            return self.estimate_summarised(scenario).check(&limits);
         }
         self.estimate(scenario).check(&limits)
     }
@@ -103,6 +112,16 @@ impl CapArgs {
     /// or `--detail ranks`).
     pub fn estimate(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {
         let classes = sim::engine::classes(scenario, &self.engine_options());
+        sim::limits::estimate_for(scenario, &classes)
+    }
+
+    /// The work of `run --summary` on `scenario`, which simulates every rank.
+    fn estimate_summarised(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {
+        let options = sim::engine::Options {
+            summary: Some(sim::timeline::RecordSelection::default()),
+            ..self.engine_options()
+        };
+        let classes = sim::engine::classes(scenario, &options);
         sim::limits::estimate_for(scenario, &classes)
     }
 
