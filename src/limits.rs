@@ -80,11 +80,19 @@ impl CapArgs {
     /// Refuses, with the estimate's numbers and the flags that raise the caps, a scenario that
     /// exceeds them.
     /// A summarised run (`run --summary`) keeps no Timeline of that size: the Timeline cap does
-    /// not apply to it.
+    /// not apply to it; it simulates every rank, unfolded, and its events are counted so.
     pub fn check(&self, path: &Path, scenario: &Scenario, summarised: bool) -> Result<(), Failure> {
         self.over(scenario, summarised).map_err(|message| {
+            let unfolded = if summarised
+                && self.estimate(scenario).op_calls < self.estimate_unfolded(scenario).op_calls
+            {
+                " (--summary simulates every rank, unfolded: docs/scale.md)"
+            } else {
+                ""
+            };
             Failure::input(format!(
-                "{}: {message}; nothing was run (raise the caps with --max-events / --max-timeline)",
+                "{}: {message}{unfolded}; nothing was run (raise the caps with --max-events / \
+                 --max-timeline)",
                 path.display()
             ))
         })
@@ -95,14 +103,64 @@ impl CapArgs {
         let mut limits = self.limits();
         if summarised {
             limits.max_timeline_bytes = u64::MAX;
+            return self.estimate_unfolded(scenario).check(&limits);
         }
         self.estimate(scenario).check(&limits)
+    }
+
+    /// Refuses, before the run, outputs that show every rank (`flags`: `--trace`, `--svg`, …)
+    /// of a folded run whose Timeline, expanded to every rank for them (docs/scale.md), is
+    /// estimated over `--max-timeline`, with the ways to get a smaller output. A run that does
+    /// not fold was held to the cap already (`check`).
+    pub fn check_expanded(
+        &self,
+        path: &Path,
+        scenario: &Scenario,
+        flags: &[&str],
+    ) -> Result<(), Failure> {
+        if flags.is_empty() || !sim::engine::classes(scenario, &self.engine_options()).folded() {
+            return Ok(());
+        }
+        let expanded = self.estimate_unfolded(scenario);
+        if expanded.timeline_bytes <= self.max_timeline {
+            return Ok(());
+        }
+        let summary = if expanded.events <= self.max_events {
+            "trace some ranks and iterations with --summary --records-for ranks=0 iterations=0, "
+        } else {
+            ""
+        };
+        Err(Failure::input(format!(
+            "{}: {} show{} every rank: the folded run's Timeline expanded to all {} ranks for \
+             {} is about {} ({} op calls), over the cap of {} (--max-timeline); nothing was run \
+             ({summary}run fewer iterations with --set repeat=N, or raise --max-timeline; \
+             --timeline writes the folded Timeline)",
+            path.display(),
+            flags.join(" and "),
+            if flags.len() == 1 { "s" } else { "" },
+            scenario.cluster.ranks,
+            if flags.len() == 1 { "it" } else { "them" },
+            sim::units::format_size_readable(expanded.timeline_bytes),
+            expanded.op_calls,
+            sim::units::format_size(self.max_timeline),
+        )))
     }
 
     /// The work `scenario` asks for, simulated as these flags say (folded unless `--no-fold`
     /// or `--detail ranks`).
     pub fn estimate(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {
         let classes = sim::engine::classes(scenario, &self.engine_options());
+        sim::limits::estimate_for(scenario, &classes)
+    }
+
+    /// The work of `scenario` simulated rank by rank, as `run --summary` simulates it; its
+    /// Timeline is also the folded run's expanded to every rank (`Timeline::expand`).
+    fn estimate_unfolded(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {
+        let options = sim::engine::Options {
+            summary: Some(sim::timeline::RecordSelection::default()),
+            ..self.engine_options()
+        };
+        let classes = sim::engine::classes(scenario, &options);
         sim::limits::estimate_for(scenario, &classes)
     }
 

@@ -176,6 +176,22 @@ pub(crate) fn run(
             )));
         }
     }
+    if outputs.summary.is_none() {
+        // Traces, charts, nccl-tests' table and the diff show every rank: a folded run is
+        // expanded for them (docs/scale.md).
+        let expanding = [
+            ("--trace", outputs.trace.is_some()),
+            ("--trace-dir", outputs.trace_dir.is_some()),
+            ("--svg", outputs.svg.is_some()),
+            ("--nccl-tests", nccl_tests),
+            ("--against", against.measured.is_some()),
+        ];
+        let flags: Vec<&str> = (expanding.iter())
+            .filter(|(_, asked)| *asked)
+            .map(|(flag, _)| *flag)
+            .collect();
+        limits.caps.check_expanded(file, &scenario, &flags)?;
+    }
     // Read before the run, so that a bad file or tolerance stops it before anything is
     // simulated or written, and noted as an input, so that `--timeline` cannot be written over
     // it.

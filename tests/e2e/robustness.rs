@@ -619,6 +619,93 @@ fn check_and_run_refuse_a_scenario_too_large_to_finish_with_the_numbers() {
     assert!(stdout(&output).contains("about 600 op calls, 2400 events"));
 }
 
+/// A folded run keeps one class's records (docs/scale.md); a trace, chart or nccl-tests table
+/// shows every rank, so the run's Timeline is expanded to every rank for it. That expanded
+/// Timeline is held to `--max-timeline` before anything runs: 65,536 ranks x `repeat =
+/// 1000000`, 0.3 s plain, took 24 GB with `--trace` before it was killed. Here 64 ranks x 1,000
+/// iterations: folded about 1 MB, expanded about 31 MiB.
+#[test]
+fn outputs_that_expand_a_folded_run_are_held_to_the_timeline_cap() {
+    let file = write(
+        "expanded_over_cap.toml",
+        "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let plain = c10dsim(&["run", &file, "--max-timeline", "4MiB"]);
+    assert_eq!(code(&plain), Some(0), "{}", stderr(&plain));
+    let trace = temp("expanded_over_cap.json");
+    let svg = temp("expanded_over_cap.svg");
+    let dir = temp("expanded_over_cap_traces");
+    let trace_path = trace.to_str().unwrap();
+    let svg_path = svg.to_str().unwrap();
+    let dir_path = dir.to_str().unwrap();
+    for (flag, path) in [
+        ("--trace", trace_path),
+        ("--svg", svg_path),
+        ("--trace-dir", dir_path),
+    ] {
+        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_dir_all(path);
+        let output = c10dsim(&["run", &file, "--max-timeline", "4MiB", flag, path]);
+        assert_eq!(code(&output), Some(2), "{flag}: {}", stderr(&output));
+        let err = stderr(&output);
+        assert!(
+            err.contains(&format!("{file}: {flag} shows every rank")),
+            "{err}"
+        );
+        assert!(
+            err.contains("over the cap of 4MiB (--max-timeline)"),
+            "{err}"
+        );
+        assert!(err.contains("nothing was run"), "{err}");
+        assert!(err.contains("--records-for"), "{err}");
+        assert!(err.contains("--set repeat="), "{err}");
+        assert!(!std::path::Path::new(path).exists(), "{flag} left {path}");
+    }
+    let output = c10dsim(&["run", &file, "--max-timeline", "4MiB", "--nccl-tests"]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--nccl-tests shows every rank"));
+    // Raised, it runs and writes the trace.
+    let output = c10dsim(&[
+        "run",
+        &file,
+        "--max-timeline",
+        "64MiB",
+        "--trace",
+        trace_path,
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(trace.exists());
+    let _ = std::fs::remove_file(&trace);
+}
+
+/// `run --summary` simulates every rank, unfolded (docs/scale.md): its estimate counts ranks,
+/// not classes. It counted classes, so 65,536 ranks x `repeat = 1000000` with `--summary
+/// --records-for ranks=0,1` (6.6 x 10^10 op calls) was not refused and ran for hours.
+#[test]
+fn a_summarised_run_is_estimated_unfolded() {
+    let file = write(
+        "summary_unfolded.toml",
+        "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    // Folded: 2 classes x 1,000 calls, 8,000 events; unfolded 64,000 calls, 256,000 events.
+    let folded = c10dsim(&["run", &file, "--max-events", "100000"]);
+    assert_eq!(code(&folded), Some(0), "{}", stderr(&folded));
+    let output = c10dsim(&[
+        "run",
+        &file,
+        "--max-events",
+        "100000",
+        "--summary",
+        "--records-for",
+        "ranks=0,1",
+    ]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("64000 op calls"), "{err}");
+    assert!(err.contains("over the cap of 100000"), "{err}");
+    assert!(err.contains("--summary simulates every rank"), "{err}");
+}
+
 #[test]
 fn the_time_cap_stops_host_only_work() {
     let file = write(
