@@ -1326,3 +1326,45 @@ def test_the_streams_priorities_and_the_pairs_numbering_are_the_simulated_ones(
     assert numbering == [(c["op"], c["group"], c["seq"], c.get("work_seq_num"))
                          for c in simulated["collectives"]]
     assert numbering[-1][2:] == (1, 2), numbering
+
+
+SETUP_OPS = """warmup = 0
+[cluster]
+ranks = 2
+[groups]
+mine = { ranks = [0] }
+theirs = { ranks = [1] }
+[[op]]
+label = "init"
+init_process_group = true
+[[op]]
+new_group = "mine"
+[[op]]
+new_group = "theirs"
+"""
+
+
+@pytest.mark.parametrize("device_id, aborts, blocked_on", [
+    # A lazy world: neither call creates a communicator (R8), the host runs its own time.
+    (False, "init_process_group:1", None),
+    (False, "new_group:1", None),
+    # An eager world: init_process_group creates the world's, new_group each group's split of
+    # it, on the group's members only; rank 0 is no member of `theirs`.
+    (True, "init_process_group:1", {"kind": "communicator", "group": 0}),
+    (True, "new_group:1", {"kind": "communicator", "group": 1}),
+    (True, "new_group:2", None),
+])
+def test_a_process_taken_down_inside_a_setup_call_is_blocked_where_the_simulator_says(
+        resolve, interpret, tmp_path, device_id, aborts, blocked_on):
+    # The journal's open call blocks on a communicator only where the simulator's rank does:
+    # in the init_process_group or new_group that creates it on this rank (the resolved JSON's
+    # `setup_communicator_ranks`), as `unfinished_host.blocked_on` says it.
+    source = tmp_path / "setup.toml"
+    source.write_text(SETUP_OPS)
+    path, scenario = resolve(str(source), "op.init.device_id=%s" % str(device_id).lower())
+    completed, document, _ = interpret(path, world=2, env={"FAKE_TORCH_ABORTS": aborts})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    op = {"init_process_group:1": 0, "new_group:1": 1, "new_group:2": 2}[aborts]
+    assert rank["unfinished_host"]["op"] == op
+    assert rank["unfinished_host"]["blocked_on"] == blocked_on

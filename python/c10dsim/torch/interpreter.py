@@ -633,11 +633,13 @@ class Interpreter:
             return {"kind": "stream", "stream": source[0]} if source is not None else None
         if kind["kind"] == "device_sync":
             return {"kind": "device"}
-        if kind["kind"] == "init_process_group":
-            return {"kind": "communicator", "group": 0}
-        if (kind["kind"] == "new_group"
-                and self.scenario["process_groups"][kind["group"]] == kind["group"]):
-            return {"kind": "communicator", "group": kind["group"]}
+        if kind["kind"] in ("init_process_group", "new_group"):
+            # The group's communicator, where the call creates it on this rank, as the
+            # simulator decided (``setup_communicator_ranks``, R8); else the call runs its own
+            # host time.
+            group = kind.get("group", 0)
+            if self.rank in self.scenario["setup_communicator_ranks"][group]:
+                return {"kind": "communicator", "group": group}
         return None
 
     def host(self, op, iteration, start_ns, end_ns):

@@ -285,11 +285,13 @@ impl ProcessGroupNccl {
         }
         out.push(Step::CallStart);
         match op.kind {
-            OpKind::InitProcessGroup { device_id } => {
+            OpKind::InitProcessGroup { .. } => {
                 out.push(Step::HostCost {
                     cost_ns: scenario.host.init_process_group_ns,
                 });
-                if device_id && scenario.env.use_comm_nonblocking {
+                // With a `device_id` (the world's `eager_init`), the world's communicator.
+                let eager = scenario.creates_communicator_in_setup(0, self.rank);
+                if eager && scenario.env.use_comm_nonblocking {
                     // `initNCCLComm` gets the unique id through the store before it starts the
                     // non-blocking creation (R29), which runs on from there; the call returns,
                     // and the communicator's first use waits until it is finished.
@@ -304,7 +306,7 @@ impl ProcessGroupNccl {
                         scenario.host.comm_init_next_ns
                     };
                     out.push(Step::FetchUniqueId { group: 0, cost_ns });
-                } else if device_id {
+                } else if eager {
                     self.create_communicator(scenario, 0, out);
                 }
             }
@@ -312,9 +314,10 @@ impl ProcessGroupNccl {
                 out.push(Step::HostCost {
                     cost_ns: scenario.host.new_group_ns,
                 });
-                // PyTorch splits the world's communicator for the new group when the world has
-                // a device (`eager_init` of a group `new_group` makes says so, from the parse).
-                if scenario.groups[group].eager_init && self.group_stream[group].is_some() {
+                // PyTorch splits the world's communicator for the new group on its members
+                // when the world has a device (`eager_init` of a group `new_group` makes says
+                // so, from the parse).
+                if scenario.creates_communicator_in_setup(group, self.rank) {
                     self.create_communicator(scenario, group, out);
                 }
             }
@@ -1281,6 +1284,10 @@ pub struct Resolved<'a> {
     /// ([`Scenario::group_stream_high_priority`], R9), as [`streams::rank_streams`] lays it
     /// out; a pair's is the world's, whose options make its communicator.
     pub stream_high_priority: Vec<bool>,
+    /// For each group, the ranks whose call making it (`init_process_group`, `new_group`)
+    /// creates its communicator and blocks on it ([`Scenario::creates_communicator_in_setup`],
+    /// R8): none for a lazy group or one the program does not make.
+    pub setup_communicator_ranks: Vec<Vec<u32>>,
     pub op_works: Vec<Option<OpWork>>,
 }
 
@@ -1298,7 +1305,15 @@ impl<'a> Resolved<'a> {
                 .map(|group| scenario.process_group(group))
                 .collect(),
             stream_high_priority: groups
+                .clone()
                 .map(|group| scenario.group_stream_high_priority(group))
+                .collect(),
+            setup_communicator_ranks: groups
+                .map(|group| {
+                    (scenario.groups[group].ranks.iter().copied())
+                        .filter(|&rank| scenario.creates_communicator_in_setup(group, rank))
+                        .collect()
+                })
                 .collect(),
             op_works: op_works(scenario),
         }

@@ -965,3 +965,50 @@ fn the_interpreter_s_group_facts_are_the_process_groups_and_stream_priorities_si
         assert_eq!(resolved.stream_high_priority[1], env_high_priority == 1);
     }
 }
+
+#[test]
+fn the_interpreter_s_setup_facts_are_the_ranks_whose_setup_call_creates_the_communicator() {
+    // A process taken down inside `init_process_group` or `new_group` is blocked on the
+    // group's communicator only where that call creates it on the rank (R8); the PyTorch
+    // engine's journal says so from `setup_communicator_ranks` (docs/torch.md): each rank's
+    // setup call lowers to a communicator's creation (or its unique id's fetch) exactly there.
+    let base = "[cluster]\nranks = 3\n[groups]\nmine = { ranks = [0, 1] }\n\
+                theirs = { ranks = [2] }\n[[op]]\nlabel = \"init\"\ninit_process_group = true\n\
+                [[op]]\nnew_group = \"mine\"\n[[op]]\nnew_group = \"theirs\"\n";
+    for (sets, expected) in [
+        ("", [vec![], vec![], vec![]]),
+        ("device_id = true\n", [vec![0, 1, 2], vec![0, 1], vec![2]]),
+        (
+            "device_id = true\n[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\n",
+            [vec![0, 1, 2], vec![0, 1], vec![2]],
+        ),
+    ] {
+        let text = base.replace(
+            "init_process_group = true\n",
+            &format!("init_process_group = true\n{sets}"),
+        );
+        let scenario = parse("pg.toml", &text).unwrap();
+        let resolved = Resolved::new(&scenario);
+        assert_eq!(resolved.setup_communicator_ranks, expected, "{sets}");
+        for rank in 0..3 {
+            let mut pg = ProcessGroupNccl::new(&scenario, rank);
+            for op in &scenario.ops {
+                let mut steps = Vec::new();
+                pg.op(&scenario, op, &mut steps).unwrap();
+                let group = match op.kind {
+                    OpKind::NewGroup { group } => group,
+                    _ => 0,
+                };
+                let creates = steps.iter().any(|step| {
+                    matches!(step, Step::InitComm { group: g, .. } | Step::FetchUniqueId { group: g, .. } if *g == group)
+                });
+                assert_eq!(
+                    creates,
+                    resolved.setup_communicator_ranks[group].contains(&rank),
+                    "rank {rank}, op {}, {sets}",
+                    op.index
+                );
+            }
+        }
+    }
+}
