@@ -87,6 +87,8 @@ DELETE = object()
      "setup_communicator_ranks: expected one item per item of groups (1), got 0"),
     (edit(setup_communicator_ranks=[[True]]),
      "setup_communicator_ranks[0][0]: expected an integer, got true"),
+    (edit(functional_works=[]), "functional_works: expected one item per item of works (1), got 0"),
+    (edit(functional_works=[1]), "functional_works[0]: expected true or false, got 1"),
 ])
 def test_a_malformed_resolved_scenario_exits_2_naming_the_key(resolve, interpret, tmp_path,
                                                                 change, message):

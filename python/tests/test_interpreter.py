@@ -5,6 +5,7 @@ About 1,240 lines in one module: its 57 tests share the fake torch's fixtures an
 field order they check against (RANK_FIELDS)."""
 
 import json
+import pathlib
 import random
 import signal
 import statistics
@@ -1368,3 +1369,20 @@ def test_a_process_taken_down_inside_a_setup_call_is_blocked_where_the_simulator
     op = {"init_process_group:1": 0, "new_group:1": 1, "new_group:2": 2}[aborts]
     assert rank["unfinished_host"]["op"] == op
     assert rank["unfinished_host"]["blocked_on"] == blocked_on
+
+
+def test_a_functional_collective_is_told_by_the_resolved_fact_not_by_its_work_s_name(
+        resolve, interpret, tmp_path):
+    # Whether a collective is functional (R30), and its wait a wait_tensor, is the resolved
+    # JSON's `functional_works`, not the form of the Work's name: a program's Work renamed
+    # `wait_tensor(w)` in the JSON is still an all_reduce's Work, waited by Work.wait().
+    source = tmp_path / "named.toml"
+    source.write_text(BLOCKED_ITEM)
+    path, scenario = resolve(str(source))
+    scenario["works"] = ["wait_tensor(%s)" % name for name in scenario["works"]]
+    pathlib.Path(path).write_text(json.dumps(scenario))
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    called = names(calls)
+    assert "functional.all_reduce" not in called and "functional.wait_tensor" not in called
+    assert called.count("all_reduce") == called.count("work.wait") == scenario["repeat"]

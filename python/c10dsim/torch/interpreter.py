@@ -1160,7 +1160,7 @@ class Interpreter:
 
     def op_wait(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])
-        functional = self.scenario["works"][kind["work"]].startswith("wait_tensor(")
+        functional = tl.waits_tensor(self.scenario, kind["work"])
         if (kind["previous_iteration"] or functional) and not entries:
             # R30: the wait_tensor of a result no call made yet (the first iteration, or every
             # call so far raised): the name holds a plain tensor and nothing waits.

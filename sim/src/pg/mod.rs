@@ -143,17 +143,9 @@ impl ProcessGroupNccl {
                 perturbations_by_op[perturbation.before_op].push(index);
             }
         }
-        let mut result_waited = vec![None; scenario.works.len()];
-        for op in &scenario.ops {
-            if let OpKind::Collective {
-                work: Some(work),
-                result: Some(_),
-                ..
-            } = op.kind
-            {
-                result_waited[work] = Some(true);
-            }
-        }
+        let result_waited = (functional_works(scenario).into_iter())
+            .map(|functional| functional.then_some(true))
+            .collect();
         ProcessGroupNccl {
             rank,
             rng: rank_rng(scenario.seed, rank),
@@ -1266,6 +1258,23 @@ pub fn op_works(scenario: &Scenario) -> Vec<Option<OpWork>> {
         .collect()
 }
 
+/// Per Work name: whether it is a functional collective's result's (R30), the Work of an op
+/// carrying a `result`, whose wait is that result's `wait_tensor`.
+pub fn functional_works(scenario: &Scenario) -> Vec<bool> {
+    let mut functional = vec![false; scenario.works.len()];
+    for op in &scenario.ops {
+        if let OpKind::Collective {
+            work: Some(work),
+            result: Some(_),
+            ..
+        } = op.kind
+        {
+            functional[work] = true;
+        }
+    }
+    functional
+}
+
 /// The resolved scenario as the PyTorch engine reads it (`c10dsim resolve --json`,
 /// docs/torch.md): the scenario's own keys, then the facts the engine reads and does not
 /// decide.
@@ -1288,6 +1297,10 @@ pub struct Resolved<'a> {
     /// creates its communicator and blocks on it ([`Scenario::creates_communicator_in_setup`],
     /// R8): none for a lazy group or one the program does not make.
     pub setup_communicator_ranks: Vec<Vec<u32>>,
+    /// For each Work name, whether it is a functional collective's result's
+    /// ([`functional_works`], R30): its collective a `_functional_collectives` call, its wait a
+    /// `wait_tensor`.
+    pub functional_works: Vec<bool>,
     pub op_works: Vec<Option<OpWork>>,
 }
 
@@ -1315,6 +1328,7 @@ impl<'a> Resolved<'a> {
                         .collect()
                 })
                 .collect(),
+            functional_works: functional_works(scenario),
             op_works: op_works(scenario),
         }
     }

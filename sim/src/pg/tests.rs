@@ -1012,3 +1012,27 @@ fn the_interpreter_s_setup_facts_are_the_ranks_whose_setup_call_creates_the_comm
         }
     }
 }
+
+#[test]
+fn the_interpreter_s_functional_works_are_the_functional_collectives_results_r30() {
+    // The PyTorch engine calls a collective through `_functional_collectives` and a wait as its
+    // `wait_tensor` where `functional_works` says the Work is a functional result's
+    // (docs/torch.md): the Works of the ops carrying a result, as the lowering tells them, and
+    // no program's Work, whatever its name.
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                [[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n\
+                [[op]]\nwait = \"w\"\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let functional = Resolved::new(&scenario).functional_works;
+    assert_eq!(functional.len(), scenario.works.len());
+    for (work, name) in scenario.works.iter().enumerate() {
+        let by_result = scenario.ops.iter().any(|op| {
+            matches!(op.kind, OpKind::Collective { work: Some(w), result: Some(_), .. } if w == work)
+        });
+        assert_eq!(functional[work], by_result, "{name}");
+    }
+    assert_eq!(functional.iter().filter(|f| **f).count(), 1);
+    let w = scenario.works.iter().position(|name| name == "w").unwrap();
+    assert!(!functional[w]);
+}
