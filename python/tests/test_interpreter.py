@@ -1386,3 +1386,20 @@ def test_a_functional_collective_is_told_by_the_resolved_fact_not_by_its_work_s_
     called = names(calls)
     assert "functional.all_reduce" not in called and "functional.wait_tensor" not in called
     assert called.count("all_reduce") == called.count("work.wait") == scenario["repeat"]
+
+
+def test_a_barrier_s_bytes_are_its_one_element_as_the_simulator_decided(
+        resolve, interpret, tmp_path):
+    # A barrier reduces one element, its size the resolved JSON's `op_works[op].element_bytes`
+    # (the simulator's): the interpreter keeps no size of its own, so a JSON that says 8 is
+    # recorded as 8.
+    source = tmp_path / "barrier.toml"
+    source.write_text("[cluster]\nranks = 1\n[[op]]\nbarrier = true\n")
+    path, scenario = resolve(str(source))
+    assert scenario["op_works"][0]["element_bytes"] == 4
+    scenario["op_works"][0]["element_bytes"] = 8
+    pathlib.Path(path).write_text(json.dumps(scenario))
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    (record,) = document["ranks"][0]["collectives"]
+    assert record["bytes"] == 8

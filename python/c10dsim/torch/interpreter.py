@@ -26,9 +26,6 @@ from . import timeline as tl
 
 DTYPES = tl.DTYPES
 
-# ProcessGroupNCCL::barrier all_reduces ``at::zeros({1}, kFloat)``: one f32.
-BARRIER_BYTES = DTYPES["f32"][1]
-
 # Host sleeps sleep until this long before their deadline, then spin: a plain sleep ends
 # 50-70 us late on Linux (timer slack and wake-up), as docs/hw.md measured.
 SPIN_MARGIN_NS = 200_000
@@ -1139,9 +1136,11 @@ class Interpreter:
         # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
         # internal stream, its Work waited on by the wrapper. Either way a synchronous barrier
         # blocks inside its call. With async_op, the internal stream and a Work, kept for a
-        # later wait as any async collective's.
+        # later wait as any async collective's. Its call reduces one element (the
+        # simulator's ``element_bytes``: ProcessGroupNCCL::barrier's ``at::zeros({1}, kFloat)``).
+        nbytes = self.scenario["op_works"][op["index"]]["element_bytes"]
         record, work, end = self.recorded_call(
-            op, iteration, group_index, BARRIER_BYTES, async_op, ready, start,
+            op, iteration, group_index, nbytes, async_op, ready, start,
             lambda: self.dist.barrier(group=self.groups[group_index], async_op=async_op,
                                       device_ids=[self.local_rank]),
             not async_op)

@@ -1036,3 +1036,16 @@ fn the_interpreter_s_functional_works_are_the_functional_collectives_results_r30
     let w = scenario.works.iter().position(|name| name == "w").unwrap();
     assert!(!functional[w]);
 }
+
+#[test]
+fn a_barrier_s_work_fact_gives_its_call_s_bytes_as_one_element() {
+    // The PyTorch engine records a barrier's call as one element of `op_works[op]
+    // .element_bytes` (docs/torch.md): that is the call the simulator issues (R14).
+    let scenario = parse("pg.toml", "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n").unwrap();
+    let work = op_works(&scenario)[0].expect("a barrier makes a Work");
+    assert_eq!(
+        scenario.call_sizes(&scenario.ops[0].kind),
+        [work.element_bytes]
+    );
+    assert_eq!(work.numels(work.element_bytes), (1, 1));
+}
