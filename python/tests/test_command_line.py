@@ -83,6 +83,12 @@ DELETE = object()
     (edit(stream_high_priority=[True, False]),
      "stream_high_priority: expected one item per item of groups (1), got 2"),
     (edit(op_works=[None]), "op_works: expected one item per item of ops (3), got 1"),
+    (edit(setup_communicator_ranks=[]),
+     "setup_communicator_ranks: expected one item per item of groups (1), got 0"),
+    (edit(setup_communicator_ranks=[[True]]),
+     "setup_communicator_ranks[0][0]: expected an integer, got true"),
+    (edit(functional_works=[]), "functional_works: expected one item per item of works (1), got 0"),
+    (edit(functional_works=[1]), "functional_works[0]: expected true or false, got 1"),
 ])
 def test_a_malformed_resolved_scenario_exits_2_naming_the_key(resolve, interpret, tmp_path,
                                                                 change, message):

@@ -5,6 +5,7 @@ About 1,240 lines in one module: its 57 tests share the fake torch's fixtures an
 field order they check against (RANK_FIELDS)."""
 
 import json
+import pathlib
 import random
 import signal
 import statistics
@@ -1326,3 +1327,79 @@ def test_the_streams_priorities_and_the_pairs_numbering_are_the_simulated_ones(
     assert numbering == [(c["op"], c["group"], c["seq"], c.get("work_seq_num"))
                          for c in simulated["collectives"]]
     assert numbering[-1][2:] == (1, 2), numbering
+
+
+SETUP_OPS = """warmup = 0
+[cluster]
+ranks = 2
+[groups]
+mine = { ranks = [0] }
+theirs = { ranks = [1] }
+[[op]]
+label = "init"
+init_process_group = true
+[[op]]
+new_group = "mine"
+[[op]]
+new_group = "theirs"
+"""
+
+
+@pytest.mark.parametrize("device_id, aborts, blocked_on", [
+    # A lazy world: neither call creates a communicator (R8), the host runs its own time.
+    (False, "init_process_group:1", None),
+    (False, "new_group:1", None),
+    # An eager world: init_process_group creates the world's, new_group each group's split of
+    # it, on the group's members only; rank 0 is no member of `theirs`.
+    (True, "init_process_group:1", {"kind": "communicator", "group": 0}),
+    (True, "new_group:1", {"kind": "communicator", "group": 1}),
+    (True, "new_group:2", None),
+])
+def test_a_process_taken_down_inside_a_setup_call_is_blocked_where_the_simulator_says(
+        resolve, interpret, tmp_path, device_id, aborts, blocked_on):
+    # The journal's open call blocks on a communicator only where the simulator's rank does:
+    # in the init_process_group or new_group that creates it on this rank (the resolved JSON's
+    # `setup_communicator_ranks`), as `unfinished_host.blocked_on` says it.
+    source = tmp_path / "setup.toml"
+    source.write_text(SETUP_OPS)
+    path, scenario = resolve(str(source), "op.init.device_id=%s" % str(device_id).lower())
+    completed, document, _ = interpret(path, world=2, env={"FAKE_TORCH_ABORTS": aborts})
+    assert completed.returncode == -signal.SIGABRT, completed.stderr
+    (rank,) = document["ranks"]
+    op = {"init_process_group:1": 0, "new_group:1": 1, "new_group:2": 2}[aborts]
+    assert rank["unfinished_host"]["op"] == op
+    assert rank["unfinished_host"]["blocked_on"] == blocked_on
+
+
+def test_a_functional_collective_is_told_by_the_resolved_fact_not_by_its_work_s_name(
+        resolve, interpret, tmp_path):
+    # Whether a collective is functional (R30), and its wait a wait_tensor, is the resolved
+    # JSON's `functional_works`, not the form of the Work's name: a program's Work renamed
+    # `wait_tensor(w)` in the JSON is still an all_reduce's Work, waited by Work.wait().
+    source = tmp_path / "named.toml"
+    source.write_text(BLOCKED_ITEM)
+    path, scenario = resolve(str(source))
+    scenario["works"] = ["wait_tensor(%s)" % name for name in scenario["works"]]
+    pathlib.Path(path).write_text(json.dumps(scenario))
+    completed, document, calls = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    called = names(calls)
+    assert "functional.all_reduce" not in called and "functional.wait_tensor" not in called
+    assert called.count("all_reduce") == called.count("work.wait") == scenario["repeat"]
+
+
+def test_a_barrier_s_bytes_are_its_one_element_as_the_simulator_decided(
+        resolve, interpret, tmp_path):
+    # A barrier reduces one element, its size the resolved JSON's `op_works[op].element_bytes`
+    # (the simulator's): the interpreter keeps no size of its own, so a JSON that says 8 is
+    # recorded as 8.
+    source = tmp_path / "barrier.toml"
+    source.write_text("[cluster]\nranks = 1\n[[op]]\nbarrier = true\n")
+    path, scenario = resolve(str(source))
+    assert scenario["op_works"][0]["element_bytes"] == 4
+    scenario["op_works"][0]["element_bytes"] = 8
+    pathlib.Path(path).write_text(json.dumps(scenario))
+    completed, document, _ = interpret(path)
+    assert completed.returncode == 0, completed.stderr
+    (record,) = document["ranks"][0]["collectives"]
+    assert record["bytes"] == 8

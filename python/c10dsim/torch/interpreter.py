@@ -26,9 +26,6 @@ from . import timeline as tl
 
 DTYPES = tl.DTYPES
 
-# ProcessGroupNCCL::barrier all_reduces ``at::zeros({1}, kFloat)``: one f32.
-BARRIER_BYTES = DTYPES["f32"][1]
-
 # Host sleeps sleep until this long before their deadline, then spin: a plain sleep ends
 # 50-70 us late on Linux (timer slack and wake-up), as docs/hw.md measured.
 SPIN_MARGIN_NS = 200_000
@@ -633,11 +630,13 @@ class Interpreter:
             return {"kind": "stream", "stream": source[0]} if source is not None else None
         if kind["kind"] == "device_sync":
             return {"kind": "device"}
-        if kind["kind"] == "init_process_group":
-            return {"kind": "communicator", "group": 0}
-        if (kind["kind"] == "new_group"
-                and self.scenario["process_groups"][kind["group"]] == kind["group"]):
-            return {"kind": "communicator", "group": kind["group"]}
+        if kind["kind"] in ("init_process_group", "new_group"):
+            # The group's communicator, where the call creates it on this rank, as the
+            # simulator decided (``setup_communicator_ranks``, R8); else the call runs its own
+            # host time.
+            group = kind.get("group", 0)
+            if self.rank in self.scenario["setup_communicator_ranks"][group]:
+                return {"kind": "communicator", "group": group}
         return None
 
     def host(self, op, iteration, start_ns, end_ns):
@@ -1137,9 +1136,11 @@ class Interpreter:
         # ProcessGroupNCCL::barrier then synchronises itself, returning no Work; before, on the
         # internal stream, its Work waited on by the wrapper. Either way a synchronous barrier
         # blocks inside its call. With async_op, the internal stream and a Work, kept for a
-        # later wait as any async collective's.
+        # later wait as any async collective's. Its call reduces one element (the
+        # simulator's ``element_bytes``: ProcessGroupNCCL::barrier's ``at::zeros({1}, kFloat)``).
+        nbytes = self.scenario["op_works"][op["index"]]["element_bytes"]
         record, work, end = self.recorded_call(
-            op, iteration, group_index, BARRIER_BYTES, async_op, ready, start,
+            op, iteration, group_index, nbytes, async_op, ready, start,
             lambda: self.dist.barrier(group=self.groups[group_index], async_op=async_op,
                                       device_ids=[self.local_rank]),
             not async_op)
@@ -1158,7 +1159,7 @@ class Interpreter:
 
     def op_wait(self, op, kind, iteration):
         entries = self.works.get(kind["work"], [])
-        functional = self.scenario["works"][kind["work"]].startswith("wait_tensor(")
+        functional = tl.waits_tensor(self.scenario, kind["work"])
         if (kind["previous_iteration"] or functional) and not entries:
             # R30: the wait_tensor of a result no call made yet (the first iteration, or every
             # call so far raised): the name holds a plain tensor and nothing waits.

@@ -106,6 +106,8 @@ SCENARIO = {
     "communicators": PerItem("groups", Index("groups")),
     "process_groups": PerItem("groups", Index("groups")),
     "stream_high_priority": PerItem("groups", bool),
+    "setup_communicator_ranks": PerItem("groups", RANKS),
+    "functional_works": PerItem("works", bool),
     "op_works": PerItem("ops", Maybe({"op_type": str, "element_bytes": int, "numel_in": {},
                         "numel_out": {}, "timeout_ms": int})),
 }

@@ -64,24 +64,23 @@ def display_name(op):
     return "%s#%d" % (op_key(op["kind"]), op["index"])
 
 
+def waits_tensor(scenario, work):
+    """Whether the Work name ``work`` is a functional collective's result's (R30), as the
+    simulator decided it (``functional_works``): its wait is the result's ``wait_tensor``."""
+    return work is not None and scenario["functional_works"][work]
+
+
 def is_functional(scenario, op):
-    """Whether a collective op is a functional collective (R30): its Work is the
-    ``wait_tensor(<result>)`` the resolver made for it."""
+    """Whether a collective op is a functional collective (R30): its Work is a functional
+    result's (``waits_tensor``)."""
     kind = op["kind"]
-    work = kind.get("work")
-    return (
-        kind["kind"] == "collective"
-        and work is not None
-        and scenario["works"][work].startswith("wait_tensor(")
-    )
+    return kind["kind"] == "collective" and waits_tensor(scenario, kind["work"])
 
 
 def host_name(scenario, op):
     if is_functional(scenario, op):
         return "torch.distributed._functional_collectives.all_reduce"
-    if op["kind"]["kind"] == "wait" and scenario["works"][op["kind"]["work"]].startswith(
-        "wait_tensor("
-    ):
+    if op["kind"]["kind"] == "wait" and waits_tensor(scenario, op["kind"]["work"]):
         return "torch.distributed._functional_collectives.wait_tensor"
     if op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced":
         return "torch.distributed._coalescing_manager"

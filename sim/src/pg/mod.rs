@@ -143,17 +143,9 @@ impl ProcessGroupNccl {
                 perturbations_by_op[perturbation.before_op].push(index);
             }
         }
-        let mut result_waited = vec![None; scenario.works.len()];
-        for op in &scenario.ops {
-            if let OpKind::Collective {
-                work: Some(work),
-                result: Some(_),
-                ..
-            } = op.kind
-            {
-                result_waited[work] = Some(true);
-            }
-        }
+        let result_waited = (functional_works(scenario).into_iter())
+            .map(|functional| functional.then_some(true))
+            .collect();
         ProcessGroupNccl {
             rank,
             rng: rank_rng(scenario.seed, rank),
@@ -285,11 +277,13 @@ impl ProcessGroupNccl {
         }
         out.push(Step::CallStart);
         match op.kind {
-            OpKind::InitProcessGroup { device_id } => {
+            OpKind::InitProcessGroup { .. } => {
                 out.push(Step::HostCost {
                     cost_ns: scenario.host.init_process_group_ns,
                 });
-                if device_id && scenario.env.use_comm_nonblocking {
+                // With a `device_id` (the world's `eager_init`), the world's communicator.
+                let eager = scenario.creates_communicator_in_setup(0, self.rank);
+                if eager && scenario.env.use_comm_nonblocking {
                     // `initNCCLComm` gets the unique id through the store before it starts the
                     // non-blocking creation (R29), which runs on from there; the call returns,
                     // and the communicator's first use waits until it is finished.
@@ -304,7 +298,7 @@ impl ProcessGroupNccl {
                         scenario.host.comm_init_next_ns
                     };
                     out.push(Step::FetchUniqueId { group: 0, cost_ns });
-                } else if device_id {
+                } else if eager {
                     self.create_communicator(scenario, 0, out);
                 }
             }
@@ -312,9 +306,10 @@ impl ProcessGroupNccl {
                 out.push(Step::HostCost {
                     cost_ns: scenario.host.new_group_ns,
                 });
-                // PyTorch splits the world's communicator for the new group when the world has
-                // a device (`eager_init` of a group `new_group` makes says so, from the parse).
-                if scenario.groups[group].eager_init && self.group_stream[group].is_some() {
+                // PyTorch splits the world's communicator for the new group on its members
+                // when the world has a device (`eager_init` of a group `new_group` makes says
+                // so, from the parse).
+                if scenario.creates_communicator_in_setup(group, self.rank) {
                     self.create_communicator(scenario, group, out);
                 }
             }
@@ -1255,6 +1250,23 @@ pub fn op_works(scenario: &Scenario) -> Vec<Option<OpWork>> {
         .collect()
 }
 
+/// Per Work name: whether it is a functional collective's result's (R30), the Work of an op
+/// carrying a `result`, whose wait is that result's `wait_tensor`.
+pub fn functional_works(scenario: &Scenario) -> Vec<bool> {
+    let mut functional = vec![false; scenario.works.len()];
+    for op in &scenario.ops {
+        if let OpKind::Collective {
+            work: Some(work),
+            result: Some(_),
+            ..
+        } = op.kind
+        {
+            functional[work] = true;
+        }
+    }
+    functional
+}
+
 /// The resolved scenario as the PyTorch engine reads it (`c10dsim resolve --json`,
 /// docs/torch.md): the scenario's own keys, then the facts the engine reads and does not
 /// decide.
@@ -1273,6 +1285,14 @@ pub struct Resolved<'a> {
     /// ([`Scenario::group_stream_high_priority`], R9), as [`streams::rank_streams`] lays it
     /// out; a pair's is the world's, whose options make its communicator.
     pub stream_high_priority: Vec<bool>,
+    /// For each group, the ranks whose call making it (`init_process_group`, `new_group`)
+    /// creates its communicator and blocks on it ([`Scenario::creates_communicator_in_setup`],
+    /// R8): none for a lazy group or one the program does not make.
+    pub setup_communicator_ranks: Vec<Vec<u32>>,
+    /// For each Work name, whether it is a functional collective's result's
+    /// ([`functional_works`], R30): its collective a `_functional_collectives` call, its wait a
+    /// `wait_tensor`.
+    pub functional_works: Vec<bool>,
     pub op_works: Vec<Option<OpWork>>,
 }
 
@@ -1290,8 +1310,17 @@ impl<'a> Resolved<'a> {
                 .map(|group| scenario.process_group(group))
                 .collect(),
             stream_high_priority: groups
+                .clone()
                 .map(|group| scenario.group_stream_high_priority(group))
                 .collect(),
+            setup_communicator_ranks: groups
+                .map(|group| {
+                    (scenario.groups[group].ranks.iter().copied())
+                        .filter(|&rank| scenario.creates_communicator_in_setup(group, rank))
+                        .collect()
+                })
+                .collect(),
+            functional_works: functional_works(scenario),
             op_works: op_works(scenario),
         }
     }

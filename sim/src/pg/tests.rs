@@ -967,3 +967,87 @@ fn the_interpreter_s_group_facts_are_the_process_groups_and_stream_priorities_si
         assert_eq!(resolved.stream_high_priority[1], env_high_priority == 1);
     }
 }
+
+#[test]
+fn the_interpreter_s_setup_facts_are_the_ranks_whose_setup_call_creates_the_communicator() {
+    // A process taken down inside `init_process_group` or `new_group` is blocked on the
+    // group's communicator only where that call creates it on the rank (R8); the PyTorch
+    // engine's journal says so from `setup_communicator_ranks` (docs/torch.md): each rank's
+    // setup call lowers to a communicator's creation (or its unique id's fetch) exactly there.
+    let base = "[cluster]\nranks = 3\n[groups]\nmine = { ranks = [0, 1] }\n\
+                theirs = { ranks = [2] }\n[[op]]\nlabel = \"init\"\ninit_process_group = true\n\
+                [[op]]\nnew_group = \"mine\"\n[[op]]\nnew_group = \"theirs\"\n";
+    for (sets, expected) in [
+        ("", [vec![], vec![], vec![]]),
+        ("device_id = true\n", [vec![0, 1, 2], vec![0, 1], vec![2]]),
+        (
+            "device_id = true\n[env]\nTORCH_NCCL_USE_COMM_NONBLOCKING = 1\n",
+            [vec![0, 1, 2], vec![0, 1], vec![2]],
+        ),
+    ] {
+        let text = base.replace(
+            "init_process_group = true\n",
+            &format!("init_process_group = true\n{sets}"),
+        );
+        let scenario = parse("pg.toml", &text).unwrap();
+        let resolved = Resolved::new(&scenario);
+        assert_eq!(resolved.setup_communicator_ranks, expected, "{sets}");
+        for rank in 0..3 {
+            let mut pg = ProcessGroupNccl::new(&scenario, rank);
+            for op in &scenario.ops {
+                let mut steps = Vec::new();
+                pg.op(&scenario, op, &mut steps).unwrap();
+                let group = match op.kind {
+                    OpKind::NewGroup { group } => group,
+                    _ => 0,
+                };
+                let creates = steps.iter().any(|step| {
+                    matches!(step, Step::InitComm { group: g, .. } | Step::FetchUniqueId { group: g, .. } if *g == group)
+                });
+                assert_eq!(
+                    creates,
+                    resolved.setup_communicator_ranks[group].contains(&rank),
+                    "rank {rank}, op {}, {sets}",
+                    op.index
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_interpreter_s_functional_works_are_the_functional_collectives_results_r30() {
+    // The PyTorch engine calls a collective through `_functional_collectives` and a wait as its
+    // `wait_tensor` where `functional_works` says the Work is a functional result's
+    // (docs/torch.md): the Works of the ops carrying a result, as the lowering tells them, and
+    // no program's Work, whatever its name.
+    let text = "[cluster]\nranks = 2\n[tensors]\nx = \"1MiB\"\ny = \"1MiB\"\n\
+                [[op]]\nall_reduce = \"x\"\nasync_op = true\nwork = \"w\"\n\
+                [[op]]\nfunctional_all_reduce = \"x\"\nresult = \"y\"\n\
+                [[op]]\nwait = \"w\"\n[[op]]\nkernel = { us = 5 }\nreads = [\"y\"]\n";
+    let scenario = parse("pg.toml", text).unwrap();
+    let functional = Resolved::new(&scenario).functional_works;
+    assert_eq!(functional.len(), scenario.works.len());
+    for (work, name) in scenario.works.iter().enumerate() {
+        let by_result = scenario.ops.iter().any(|op| {
+            matches!(op.kind, OpKind::Collective { work: Some(w), result: Some(_), .. } if w == work)
+        });
+        assert_eq!(functional[work], by_result, "{name}");
+    }
+    assert_eq!(functional.iter().filter(|f| **f).count(), 1);
+    let w = scenario.works.iter().position(|name| name == "w").unwrap();
+    assert!(!functional[w]);
+}
+
+#[test]
+fn a_barrier_s_work_fact_gives_its_call_s_bytes_as_one_element() {
+    // The PyTorch engine records a barrier's call as one element of `op_works[op]
+    // .element_bytes` (docs/torch.md): that is the call the simulator issues (R14).
+    let scenario = parse("pg.toml", "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n").unwrap();
+    let work = op_works(&scenario)[0].expect("a barrier makes a Work");
+    assert_eq!(
+        scenario.call_sizes(&scenario.ops[0].kind),
+        [work.element_bytes]
+    );
+    assert_eq!(work.numels(work.element_bytes), (1, 1));
+}

@@ -1176,6 +1176,15 @@ impl Scenario {
         }
     }
 
+    /// Whether `rank`'s call that makes `group` during the program (`init_process_group` for
+    /// the world, `new_group` for another: [`Group::created_by`]) creates the group's
+    /// communicator, blocking there (R8): an eager group's call does on its members; else the
+    /// group's first collective creates it.
+    pub fn creates_communicator_in_setup(&self, group: GroupId, rank: u32) -> bool {
+        let group = &self.groups[group];
+        group.created_by.is_some() && group.eager_init && group.has_rank(rank)
+    }
+
     pub fn same_node(&self, a: u32, b: u32) -> bool {
         a / self.cluster.ranks_per_node == b / self.cluster.ranks_per_node
     }
