@@ -1049,5 +1049,5 @@ fn a_barrier_s_work_fact_gives_its_call_s_bytes_as_one_element() {
         scenario.call_sizes(&scenario.ops[0].kind),
         [work.element_bytes]
     );
-    assert_eq!(work.numels(work.element_bytes), (1, 1));
+    assert_eq!((work.numel_in.of(1), work.numel_out.of(1)), (1, 1));
 }
