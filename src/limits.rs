@@ -110,8 +110,8 @@ impl CapArgs {
 
     /// Refuses, before the run, outputs that show every rank (`flags`: `--trace`, `--svg`, …)
     /// of a folded run whose Timeline, expanded to every rank for them (docs/scale.md), is
-    /// estimated over `--max-timeline`, with the ways to get a smaller output. A run that does
-    /// not fold was held to the cap already (`check`).
+    /// estimated over `--max-timeline`, with the ways to get a smaller output (each a command
+    /// line that runs). A run that does not fold was held to the cap already (`check`).
     pub fn check_expanded(
         &self,
         path: &Path,
@@ -125,8 +125,12 @@ impl CapArgs {
         if expanded.timeline_bytes <= self.max_timeline {
             return Ok(());
         }
-        let summary = if expanded.events <= self.max_events {
-            "trace some ranks and iterations with --summary --records-for ranks=0 iterations=0, "
+        // `--summary` keeps the named ranks' records for traces and charts; clap refuses it
+        // with `--nccl-tests` and `--against`, which read every record.
+        let summarisable =
+            (flags.iter()).all(|flag| !matches!(*flag, "--nccl-tests" | "--against"));
+        let summary = if summarisable && expanded.events <= self.max_events {
+            "trace some ranks and iterations with --summary --records-for 'ranks=0 iterations=0', "
         } else {
             ""
         };
