@@ -2,7 +2,7 @@
 //! or mislead, small and written anew, with the exit code and message each must give now
 //! (docs/reliability.md).
 //!
-//! About 1,320 lines, over 1,000: one test per input found, each standing alone; split by command if it
+//! About 1,470 lines, over 1,000: one test per input found, each standing alone; split by command if it
 //! grows.
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
