@@ -177,11 +177,11 @@ pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
     read_profile_with_text(path).map(|(profile, _)| profile)
 }
 
-/// A `calibrate --prior` profile: one that sets nothing (an empty file) is refused, as a
-/// mistake — it would fit as if no prior were given.
+/// A `calibrate --prior` profile: one that sets no machine value (an empty file, only its
+/// `[profile]` table) is refused, as a mistake — it would fit as if no prior were given.
 fn read_prior(path: &Path) -> Result<Profile, Failure> {
     let prior = read_profile(path)?;
-    if prior == Profile::default() {
+    if prior.values.is_empty() {
         return Err(Failure::input(format!(
             "{}: error: the --prior profile sets nothing: a prior holds the values the runs \
              cannot fit, in {} (a profile `c10dsim calibrate` wrote, or one of profiles/; \

@@ -634,9 +634,10 @@ fn calibrate_takes_a_run_whose_path_holds_an_equals_sign() {
     }
 }
 
-/// A `--prior` that sets nothing (an empty file, or only comments) is refused, exit 2, naming
-/// the file and what a prior holds, before anything is written: it was taken as an empty
-/// profile, as if no `--prior` had been given.
+/// A `--prior` that sets nothing (an empty file, only comments, only its `[profile]` table) is
+/// refused, exit 2, naming the file and what a prior holds, before anything is written: it was
+/// taken as an empty profile, as if no `--prior` had been given (one with a `[profile]` table
+/// until 2026-12-07, which `--machine` refused).
 #[test]
 fn an_empty_prior_is_refused_naming_the_file() {
     let profile = temp("empty_prior_profile.toml");
@@ -644,6 +645,10 @@ fn an_empty_prior_is_refused_naming_the_file() {
     for (name, text) in [
         ("empty_prior.toml", ""),
         ("comment_prior.toml", "# nothing\n"),
+        (
+            "named_prior.toml",
+            "[profile]\nname = \"named\"\nabout = \"no values\"\n",
+        ),
     ] {
         let prior = temp(name);
         std::fs::write(&prior, text).unwrap();
