@@ -515,6 +515,16 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     for note in &calibration.notes {
         fitted.push_str(&format!("note: {note}\n"));
     }
+    // A profile that sets no machine value is refused wherever it is used (`--machine`,
+    // `machine =`, `--prior`): none is written.
+    if calibration.profile.values.is_empty() {
+        return Err(Failure::input(format!(
+            "the runs fit no machine value (they time none of what a profile holds, in {}), \
+             so nothing was written: a profile that sets nothing is refused by --machine, \
+             machine = and --prior\n{fitted}",
+            calibrate::profile_tables()
+        )));
+    }
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
     // A profile that fails a scenario's checks is not written.
     calibrate::check_usable(&calibration.profile).map_err(|why| {
