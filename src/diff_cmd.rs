@@ -177,11 +177,11 @@ pub fn read_profile(path: &Path) -> Result<Profile, Failure> {
     read_profile_with_text(path).map(|(profile, _)| profile)
 }
 
-/// A `calibrate --prior` profile: one that sets nothing (an empty file) is refused, as a
-/// mistake — it would fit as if no prior were given.
+/// A `calibrate --prior` profile: one that sets no machine value (an empty file, only its
+/// `[profile]` table) is refused, as a mistake — it would fit as if no prior were given.
 fn read_prior(path: &Path) -> Result<Profile, Failure> {
     let prior = read_profile(path)?;
-    if prior == Profile::default() {
+    if prior.values.is_empty() {
         return Err(Failure::input(format!(
             "{}: error: the --prior profile sets nothing: a prior holds the values the runs \
              cannot fit, in {} (a profile `c10dsim calibrate` wrote, or one of profiles/; \
@@ -514,6 +514,16 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     }
     for note in &calibration.notes {
         fitted.push_str(&format!("note: {note}\n"));
+    }
+    // A profile that sets no machine value is refused wherever it is used (`--machine`,
+    // `machine =`, `--prior`): none is written.
+    if calibration.profile.values.is_empty() {
+        return Err(Failure::input(format!(
+            "the runs fit no machine value (they time none of what a profile holds, in {}), \
+             so nothing was written: a profile that sets nothing is refused by --machine, \
+             machine = and --prior\n{fitted}",
+            calibrate::profile_tables()
+        )));
     }
     let profile = calibrate::render_profile(&calibration.profile, &calibration.fitted);
     // A profile that fails a scenario's checks is not written.

@@ -110,23 +110,26 @@ impl CapArgs {
 
     /// Refuses, before the run, outputs that show every rank (`flags`: `--trace`, `--svg`, …)
     /// of a folded run whose Timeline, expanded to every rank for them (docs/scale.md), is
-    /// estimated over `--max-timeline`, with the ways to get a smaller output. A run that does
-    /// not fold was held to the cap already (`check`).
+    /// estimated over `--max-timeline`, with the ways to get a smaller output (each a command
+    /// line that runs). A run that does not fold was held to the cap already (`check`).
     pub fn check_expanded(
         &self,
         path: &Path,
         scenario: &Scenario,
         flags: &[&str],
     ) -> Result<(), Failure> {
-        if flags.is_empty() || !sim::engine::classes(scenario, &self.engine_options()).folded() {
+        if flags.is_empty() {
             return Ok(());
         }
-        let expanded = self.estimate_unfolded(scenario);
-        if expanded.timeline_bytes <= self.max_timeline {
+        let Some(expanded) = self.expanded_over_cap(scenario) else {
             return Ok(());
-        }
-        let summary = if expanded.events <= self.max_events {
-            "trace some ranks and iterations with --summary --records-for ranks=0 iterations=0, "
+        };
+        // `--summary` keeps the named ranks' records for traces and charts; clap refuses it
+        // with `--nccl-tests` and `--against`, which read every record.
+        let summarisable =
+            (flags.iter()).all(|flag| !matches!(*flag, "--nccl-tests" | "--against"));
+        let summary = if summarisable && expanded.events <= self.max_events {
+            "trace some ranks and iterations with --summary --records-for 'ranks=0 iterations=0', "
         } else {
             ""
         };
@@ -144,6 +147,16 @@ impl CapArgs {
             expanded.op_calls,
             sim::units::format_size(self.max_timeline),
         )))
+    }
+
+    /// The estimate of a folded run's Timeline expanded to every rank, where it is over
+    /// `--max-timeline` (a run that does not fold was held to the cap by `check`).
+    fn expanded_over_cap(&self, scenario: &Scenario) -> Option<sim::limits::WorkEstimate> {
+        if !sim::engine::classes(scenario, &self.engine_options()).folded() {
+            return None;
+        }
+        let expanded = self.estimate_unfolded(scenario);
+        (expanded.timeline_bytes > self.max_timeline).then_some(expanded)
     }
 
     /// The work `scenario` asks for, simulated as these flags say (folded unless `--no-fold`
@@ -195,9 +208,14 @@ impl LimitArgs {
 
 /// Simulates a scenario a command reaches on its own (the one a measured Timeline names, one it
 /// imported) under the default caps, as `run` would: refused (exit 2) when its estimate is over
-/// them, stopped with a `memory_cap` finding past the memory cap. Its Timeline, expanded.
+/// them, or when its Timeline, expanded to every rank, would be, stopped with a `memory_cap`
+/// finding past the memory cap. Its Timeline, expanded.
 pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    let caps = LimitArgs::default();
+    simulate_under(&LimitArgs::default(), path, scenario)
+}
+
+/// [`simulate_capped`] under `caps`.
+fn simulate_under(caps: &LimitArgs, path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
     caps.caps.over(scenario, false).map_err(|message| {
         Failure::input(format!(
             "{}: {message}; this command simulates under the default caps: run it with \
@@ -205,6 +223,21 @@ pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Fai
             path.display()
         ))
     })?;
+    // Compared rank by rank, the Timeline is expanded: held to the cap as `run --trace` holds
+    // it.
+    if let Some(expanded) = caps.caps.expanded_over_cap(scenario) {
+        return Err(Failure::input(format!(
+            "{}: this command compares the Timeline rank by rank: expanded to all {} ranks it is \
+             about {} ({} op calls), over the cap of {} (--max-timeline); nothing was run \
+             (this command simulates under the default caps: run fewer iterations or ranks \
+             with `c10dsim run --set`, whose --max-timeline raises the cap)",
+            path.display(),
+            scenario.cluster.ranks,
+            sim::units::format_size_readable(expanded.timeline_bytes),
+            expanded.op_calls,
+            sim::units::format_size(caps.caps.max_timeline),
+        )));
+    }
     Ok(sim::engine::simulate_with(scenario, caps.engine_options())
         .0
         .expand())
@@ -307,4 +340,36 @@ fn resident_bytes() -> u64 {
         .ok()
         .and_then(|text| text.split_whitespace().nth(1)?.parse::<u64>().ok())
         .map_or(0, |pages| pages * PAGE_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command that simulates a scenario on its own compares it rank by rank, expanded: the
+    /// expanded Timeline is held to the cap as `run --trace` holds it, before anything runs. Only
+    /// the folded one was, so a `calibrate --validate` run of 65,536 ranks x `repeat = 1000`
+    /// (about 32 GiB expanded) would have been simulated, then expanded past the machine's memory.
+    #[test]
+    fn a_command_s_own_simulation_holds_the_expanded_timeline_to_the_cap() {
+        let text = "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n";
+        let scenario = sim::scenario::parse("big.toml", text).unwrap();
+        let path = Path::new("big.toml");
+        let mut caps = LimitArgs::default();
+        caps.caps.max_timeline = 4 << 20;
+        let folded = caps.caps.estimate(&scenario).timeline_bytes;
+        assert!(
+            folded < caps.caps.max_timeline,
+            "folded, {folded} bytes fit"
+        );
+        let refused = simulate_under(&caps, path, &scenario).map(|t| t.ranks.len());
+        let message = refused.err().map(|f| f.message).unwrap_or_default();
+        assert!(
+            message.contains("big.toml: ") && message.contains("over the cap of 4MiB"),
+            "{message}"
+        );
+        caps.caps.max_timeline = 64 << 20;
+        let timeline = simulate_under(&caps, path, &scenario).map_err(|f| f.message);
+        assert_eq!(timeline.map(|t| t.ranks.len()), Ok(64));
+    }
 }

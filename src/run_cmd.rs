@@ -164,7 +164,7 @@ pub(crate) fn run(
             .collect();
         if selection.keeps_none() && !asked.is_empty() {
             note!(
-                "c10dsim: note: --summary keeps no record without --records-for (e.g. --records-for ranks=0 iterations=0), so {} will show none",
+                "c10dsim: note: --summary keeps no record without --records-for (e.g. --records-for 'ranks=0 iterations=0'), so {} will show none",
                 asked.join(", ")
             );
         }

@@ -6,6 +6,8 @@
 //! ARCHITECTURE.md stays true to the tree: its diagram names every subcommand, its code map
 //! names every source file and no path that does not exist, and every name of code it gives in
 //! backticks (`Blocked::Watchdog`, `wait_raised`) is still in the sources.
+//!
+//! A source file's size note (`About N lines`) stays within a tenth of its length.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -408,4 +410,61 @@ fn every_file_a_crate_overview_names_exists() {
 fn an_overview_names_the_files_in_its_doc_lines() {
     let text = "//! the executor (`exec.rs`), books in memory.rs.\nuse x; // not.rs\n//! a .rs\n";
     assert_eq!(files_named_in_overview(text), ["exec.rs", "memory.rs"]);
+}
+
+/// The length a file's opening lines give it (`About 1,320 lines`, `Over 1,000 lines (about
+/// 1,200)`, `Just over 800 lines`): the first `about` number, else the first `over` one.
+fn size_note(text: &str) -> Option<usize> {
+    let head = text.lines().take(40).collect::<Vec<_>>().join("\n");
+    let numbers_after = |word: &'static str| {
+        let head = &head;
+        head.match_indices(word).filter_map(move |(at, _)| {
+            let rest = &head[at + word.len()..];
+            let digits: String = (rest.chars())
+                .take_while(|c| c.is_ascii_digit() || *c == ',')
+                .collect();
+            let digits = digits.trim_end_matches(',');
+            let after = &rest[digits.len()..];
+            let number: String = digits.chars().filter(char::is_ascii_digit).collect();
+            let noted = after.starts_with(" lines") || after.starts_with([')', ';', ',']);
+            (noted && !number.is_empty()).then(|| number.parse().unwrap())
+        })
+    };
+    (numbers_after("bout ").next()).or_else(|| numbers_after("ver ").next())
+}
+
+/// A source file over 800 lines says so in its opening lines, with its length and why it is one
+/// piece; the length it gives stays within a tenth of the file's (several were 11-21% short).
+#[test]
+fn size_notes_are_within_a_tenth_of_the_length() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "sim", "hw", "analysis", "tests", "python", "fuzz"] {
+        source_files(&root.join(dir), &["rs", "py"], &mut files);
+    }
+    let (mut notes, mut off) = (0, Vec::new());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines = text.lines().count();
+        let shown = file.strip_prefix(root).unwrap().display().to_string();
+        let Some(noted) = size_note(&text) else {
+            if lines > 800 {
+                off.push(format!("{shown}: has {lines} lines and no size note"));
+            }
+            continue;
+        };
+        notes += 1;
+        if noted >= 800 && lines.abs_diff(noted) * 10 > noted {
+            off.push(format!("{shown}: says about {noted} lines, has {lines}"));
+        }
+    }
+    assert!(
+        notes >= 30,
+        "only {notes} size notes found: the reading of them broke"
+    );
+    assert!(
+        off.is_empty(),
+        "size notes missing or off by over a tenth:\n{}",
+        off.join("\n")
+    );
 }

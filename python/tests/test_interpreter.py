@@ -1,7 +1,7 @@
 """The interpreter's logic against the fake torch: ops dispatched, environment exported before
 the import, the Timeline's shape, caught exceptions, faults and refusals.
 
-About 1,240 lines in one module: its 57 tests share the fake torch's fixtures and the Timeline
+About 1,400 lines in one module: its 62 tests share the fake torch's fixtures and the Timeline
 field order they check against (RANK_FIELDS)."""
 
 import json

@@ -2,7 +2,7 @@
 //! held-out loop over the measured H200 runs in tests/data/hw, a wrong bandwidth that the diff
 //! catches, and jitter that it reports.
 //!
-//! About 880 lines in one piece: the commands share the measured runs and the calibration
+//! About 970 lines in one piece: the commands share the measured runs and the calibration
 //! set (`CALIBRATION_SET`), which each test reads again; split by command if it grows.
 
 use crate::util::{c10dsim, stderr, stdout};
@@ -634,9 +634,10 @@ fn calibrate_takes_a_run_whose_path_holds_an_equals_sign() {
     }
 }
 
-/// A `--prior` that sets nothing (an empty file, or only comments) is refused, exit 2, naming
-/// the file and what a prior holds, before anything is written: it was taken as an empty
-/// profile, as if no `--prior` had been given.
+/// A `--prior` that sets nothing (an empty file, only comments, only its `[profile]` table) is
+/// refused, exit 2, naming the file and what a prior holds, before anything is written: it was
+/// taken as an empty profile, as if no `--prior` had been given (one with a `[profile]` table
+/// until 2026-12-07, which `--machine` refused).
 #[test]
 fn an_empty_prior_is_refused_naming_the_file() {
     let profile = temp("empty_prior_profile.toml");
@@ -644,6 +645,10 @@ fn an_empty_prior_is_refused_naming_the_file() {
     for (name, text) in [
         ("empty_prior.toml", ""),
         ("comment_prior.toml", "# nothing\n"),
+        (
+            "named_prior.toml",
+            "[profile]\nname = \"named\"\nabout = \"no values\"\n",
+        ),
     ] {
         let prior = temp(name);
         std::fs::write(&prior, text).unwrap();
@@ -659,6 +664,46 @@ fn an_empty_prior_is_refused_naming_the_file() {
         assert!(
             stderr(&output).contains(&format!("{prior}: error: the --prior profile sets nothing"))
                 && stderr(&output).contains("[cluster]"),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!std::path::Path::new(&profile).exists());
+    }
+}
+
+/// Runs that fit no machine value (a simulated run of host sleeps alone) write no profile: exit
+/// 2, saying so. One was written, of only its `[profile]` table, which `--machine`,
+/// `machine =` and `--prior` refuse as setting nothing, and `--validate` then refused it too.
+#[test]
+fn runs_that_fit_no_value_write_no_profile() {
+    let scenario = temp("fits_nothing.toml");
+    std::fs::write(
+        &scenario,
+        "[cluster]\nranks = 2\n[[op]]\nhost_sleep_us = 1\n",
+    )
+    .unwrap();
+    let (run, held_out) = (
+        temp("fits_nothing.json"),
+        temp("fits_nothing_held_out.json"),
+    );
+    let output = c10dsim(&["run", &scenario, "--timeline", &run]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    std::fs::copy(&run, &held_out).unwrap();
+    let profile = temp("fits_nothing_profile.toml");
+    for validate in [None, Some(held_out.as_str())] {
+        let _ = std::fs::remove_file(&profile);
+        let mut args = vec!["calibrate", run.as_str(), "-o", profile.as_str()];
+        args.extend(
+            validate
+                .map(|held_out| ["--validate", held_out])
+                .into_iter()
+                .flatten(),
+        );
+        let output = c10dsim(&args);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("the runs fit no machine value")
+                && stderr(&output).contains("nothing was written"),
             "{}",
             stderr(&output)
         );

@@ -2,7 +2,7 @@
 //! or mislead, small and written anew, with the exit code and message each must give now
 //! (docs/reliability.md).
 //!
-//! About 1,320 lines, over 1,000: one test per input found, each standing alone; split by command if it
+//! About 1,470 lines, over 1,000: one test per input found, each standing alone; split by command if it
 //! grows.
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
@@ -675,6 +675,67 @@ fn outputs_that_expand_a_folded_run_are_held_to_the_timeline_cap() {
     ]);
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     assert!(trace.exists());
+    let _ = std::fs::remove_file(&trace);
+}
+
+/// The refusal of an output that expands a folded run proposes only command lines that run:
+/// its `--records-for` selection quoted (unquoted, `iterations=0` is an argument of its own,
+/// which clap refuses), and `--summary` only beside outputs it can be given with (not
+/// `--nccl-tests` nor `--against`, which clap refuses with it).
+#[test]
+fn the_expanded_refusal_proposes_command_lines_that_run() {
+    let file = write(
+        "expanded_proposal.toml",
+        "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let trace = temp("expanded_proposal.json");
+    let trace_path = trace.to_str().unwrap();
+    let output = c10dsim(&[
+        "run",
+        &file,
+        "--max-timeline",
+        "4MiB",
+        "--trace",
+        trace_path,
+    ]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    let proposed = "--summary --records-for 'ranks=0 iterations=0'";
+    assert!(err.contains(proposed), "{err}");
+    // As proposed, it runs.
+    let output = c10dsim(&[
+        "run",
+        &file,
+        "--max-timeline",
+        "4MiB",
+        "--trace",
+        trace_path,
+        "--summary",
+        "--records-for",
+        "ranks=0 iterations=0",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let _ = std::fs::remove_file(&trace);
+    // Read after the refusal: a measured Timeline that is not there is never opened.
+    let measured = temp("expanded_proposal_measured.json");
+    let measured_path = measured.to_str().unwrap();
+    for flags in [
+        vec!["--nccl-tests"],
+        vec!["--against", measured_path],
+        vec!["--trace", trace_path, "--nccl-tests"],
+    ] {
+        let mut args = vec!["run", file.as_str(), "--max-timeline", "4MiB"];
+        args.extend(flags.iter().copied());
+        let output = c10dsim(&args);
+        assert_eq!(code(&output), Some(2), "{flags:?}: {}", stderr(&output));
+        let err = stderr(&output);
+        assert!(
+            err.contains("shows every rank") || err.contains("show every rank"),
+            "{err}"
+        );
+        assert!(!err.contains("--summary"), "{flags:?}: {err}");
+        assert!(err.contains("--set repeat="), "{err}");
+    }
     let _ = std::fs::remove_file(&trace);
 }
 

@@ -108,7 +108,10 @@ fn the_cli_keeps_the_named_records_and_refuses_a_bad_selection() {
     assert!(alone.status.success(), "{}", stderr(&alone));
     assert!(
         stderr(&alone).contains("--summary keeps no record without --records-for")
-            && stderr(&alone).contains("so --trace will show none"),
+            && stderr(&alone).contains("so --trace will show none")
+            // The example is a command line that runs: unquoted, `iterations=0` would be an
+            // argument of its own.
+            && stderr(&alone).contains("--records-for 'ranks=0 iterations=0'"),
         "{}",
         stderr(&alone)
     );

@@ -14,7 +14,7 @@
 //! `wait` op the parser placed). The random draws (straggler delays, kernel jitter) are made
 //! here, in program order, so that both engines apply the same ones.
 //!
-//! Over 1,000 lines (about 1,200): the lowering of every op kind is one `match` (the setup ops and
+//! Over 1,000 lines (about 1,330): the lowering of every op kind is one `match` (the setup ops and
 //! communicator creation included), so that each ProcessGroupNCCL rule is written in one place;
 //! its unit tests are `pg/tests.rs`.
 

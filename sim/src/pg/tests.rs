@@ -1,6 +1,6 @@
 //! Unit tests of the lowering: each op kind's steps, as both engines execute them.
 //!
-//! About 870 lines in one module: every test lowers a scenario through the same helper
+//! About 1,050 lines in one module: every test lowers a scenario through the same helper
 //! (`lowered`, the steps as text) and reads the steps it gives; split by op kind, the parts
 //! would share that helper and the scenarios from a module of their own.
 
