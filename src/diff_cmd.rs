@@ -196,12 +196,23 @@ fn read_prior(path: &Path) -> Result<Profile, Failure> {
 /// A profile a scenario runs on (`machine =`, `--machine`), with the file's text: one that sets
 /// no machine value (an empty file, only its `[profile]` table) is refused, as a mistake — the
 /// run would be the scenario's own, as if no profile were named.
-fn read_machine_profile(path: &Path) -> Result<(Profile, String), Failure> {
+/// `named_at`: where the scenario names it (`machine =`), said in the refusal.
+fn read_machine_profile(
+    path: &Path,
+    named_at: Option<&sim::scenario::ScenarioError>,
+) -> Result<(Profile, String), Failure> {
     let (profile, text) = read_profile_with_text(path)?;
     if profile.values.is_empty() {
+        let named = named_at.map_or(String::new(), |at| {
+            format!(
+                " (named by machine = at {}:{}:{})",
+                at.path, at.line, at.column
+            )
+        });
         return Err(Failure::input(format!(
-            "{}: error: the machine profile sets nothing: a profile holds the machine's values, \
-             in {} (a profile `c10dsim calibrate` wrote, or one of profiles/; docs/diff.md)",
+            "{}: error: the machine profile sets nothing{named}: a profile holds the machine's \
+             values, in {} (a profile `c10dsim calibrate` wrote, or one of profiles/; \
+             docs/diff.md)",
             path.display(),
             calibrate::profile_tables()
         )));
@@ -280,9 +291,12 @@ pub fn resolve_machine(
                      the working directory)"
                 )
             };
-            Failure::input(sim::scenario::error_at(&shown, &text, span, message).to_string())
+            Failure::input(
+                sim::scenario::error_at(&shown, &text, span.clone(), message).to_string(),
+            )
         })?;
-        let (profile, profile_text) = read_machine_profile(&file)?;
+        let named_at = sim::scenario::error_at(&shown, &text, span, "");
+        let (profile, profile_text) = read_machine_profile(&file, Some(&named_at))?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::FillUnset)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         note!("c10dsim: machine profile {}", file.display());
@@ -290,7 +304,7 @@ pub fn resolve_machine(
         profiles.push((file.display().to_string(), profile_text));
     }
     if let Some(file) = forced {
-        let (profile, profile_text) = read_machine_profile(file)?;
+        let (profile, profile_text) = read_machine_profile(file, None)?;
         text = calibrate::apply_profile(&text, &profile, ProfileMode::Replace)
             .map_err(|e| Failure::input(format!("{shown}: {e}")))?;
         notes.push(format!("--machine {}", file.display()));

@@ -967,7 +967,7 @@ fn a_machine_profile_that_sets_nothing_is_refused_naming_the_file() {
         assert!(
             stderr(&output).contains(&format!(
                 "{profile}: error: the machine profile sets nothing"
-            )),
+            )) && stderr(&output).contains(&format!("(named by machine = at {scenario}:1:1)")),
             "{}",
             stderr(&output)
         );
