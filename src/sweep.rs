@@ -246,6 +246,7 @@ pub fn sweep(args: &SweepArgs) -> Result<u8, Failure> {
             hash: &hash,
             point_count: sweep.point_count(),
             shard,
+            base_seed: base.seed,
         };
         resume_rows(&args.output, &this_sweep)?
     } else {
@@ -483,6 +484,8 @@ struct ThisSweep<'a> {
     hash: &'a str,
     point_count: u64,
     shard: sim::sweep::Shard,
+    /// The scenario's seed, `--set`s applied, from which each point's is drawn (`point_seed`).
+    base_seed: u64,
 }
 
 /// What `--resume` found in the file: the points already in it, in file order, and the line
@@ -510,6 +513,7 @@ fn resume_rows(path: &Path, sweep: &ThisSweep) -> Result<Resumed, Failure> {
         hash,
         point_count,
         shard,
+        base_seed,
     } = *sweep;
     let bytes = match crate::stdio::read_file(path) {
         Ok(bytes) => bytes,
@@ -582,12 +586,51 @@ fn resume_rows(path: &Path, sweep: &ThisSweep) -> Result<Resumed, Failure> {
             first + 2 * count
         )));
     }
+    refuse_other_seeds(path, header, (&rows, &done), base_seed)?;
     let first_line = &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap_or(0)];
     let line_end = match first_line.ends_with(b"\r") {
         true => csv::Terminator::CRLF,
         false => csv::Terminator::Any(b'\n'),
     };
     Ok(Resumed { done, line_end })
+}
+
+/// Refuses a row whose `seed` is not the one this sweep draws for its point: a file a c10dsim
+/// before 2026-12-07 wrote (its point seeds could pass 2^63 - 1, `point_seed`), or an edited
+/// row. A point's seed is drawn from the scenario's seed, or from its own `scenario.seed` where
+/// an axis sweeps the seed; a row of a point that failed is not checked (it gives the drawn
+/// seed whatever its axes said).
+fn refuse_other_seeds(
+    path: &Path,
+    header: &[String],
+    (rows, points): (&[csv::StringRecord], &[u64]),
+    base_seed: u64,
+) -> Result<(), Failure> {
+    let column = |name: &str| header.iter().position(|h| h == name);
+    let (Some(seed_column), Some(error_column)) = (column("seed"), column("error")) else {
+        return Ok(());
+    };
+    let swept_seed = column("scenario.seed");
+    for (row, &point) in rows.iter().zip(points) {
+        if row.get(error_column).is_some_and(|error| !error.is_empty()) {
+            continue;
+        }
+        let base = swept_seed
+            .and_then(|at| row.get(at))
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(base_seed);
+        let expected = point_seed(base, point);
+        let found = row.get(seed_column).unwrap_or("");
+        if found != expected.to_string() {
+            return Err(Failure::input(format!(
+                "--resume: {}: point {point}'s seed {found} is not this sweep's, {expected}: the \
+                 rows were written by another c10dsim (before 2026-12-07 a point's seed could \
+                 pass 2^63 - 1, docs/sweep-format.md) or edited; write to a new file",
+                row_place(path, row)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A row's `scenario_hash` (every sweep CSV has the column).

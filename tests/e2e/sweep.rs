@@ -1903,3 +1903,40 @@ fn run_with_a_rows_seed_replays_every_point() {
         close(replayed, number(row, "ar.stream_interval_us"), &jitter);
     }
 }
+
+/// A row whose `seed` is not the seed this sweep gives its point (a file a c10dsim before
+/// 2026-12-07 wrote, whose point seeds could pass 2^63 - 1, or an edited row) is refused at
+/// its line: resumed, the file would mix two seeds for one sweep without a word.
+#[test]
+fn resume_refuses_a_row_whose_seed_is_not_its_point_s() {
+    let partial = temp("resume_other_seed.csv");
+    let whole = sweep_to(&partial, &["scenarios/exp_a_sweep.toml"]);
+    let text = String::from_utf8(whole).unwrap();
+    let mut lines: Vec<String> = text.lines().take(4).map(str::to_string).collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let seed_column = header.iter().position(|h| *h == "seed").unwrap();
+    let mut fields: Vec<String> = lines[2].split(',').map(str::to_string).collect();
+    fields[seed_column] = format!(
+        "{}",
+        fields[seed_column].parse::<u64>().unwrap() | (1 << 63)
+    );
+    lines[2] = fields.join(",");
+    std::fs::write(&partial, format!("{}\n", lines.join("\n"))).unwrap();
+    let output = c10dsim(&[
+        "sweep",
+        "scenarios/exp_a_sweep.toml",
+        "--resume",
+        "-o",
+        partial.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "{}:3: point 1's seed {} is not this sweep's",
+            partial.display(),
+            fields[seed_column]
+        )),
+        "{}",
+        stderr(&output)
+    );
+}
