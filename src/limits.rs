@@ -205,9 +205,37 @@ pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Fai
             path.display()
         ))
     })?;
-    Ok(sim::engine::simulate_with(scenario, caps.engine_options())
-        .0
-        .expand())
+    let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
+    expand_capped(path, timeline, caps.caps.max_timeline)
+}
+
+/// `timeline` expanded to every rank (`Timeline::expand`) for a command that compares or shows
+/// every rank (`diff`, `calibrate`, `fidelity`, `run --against`, the replays); refused (exit 2)
+/// before it expands where the expanded Timeline is larger than `max_timeline_bytes`: a folded
+/// Timeline of 65,536 ranks x 10^6 iterations is 135 MB and expands to terabytes.
+pub fn expand_capped(
+    path: &Path,
+    timeline: Timeline,
+    max_timeline_bytes: u64,
+) -> Result<Timeline, Failure> {
+    if !timeline.is_folded() && !timeline.has_dumps_for_several_ranks() {
+        return Ok(timeline);
+    }
+    let expanded_bytes = timeline.expanded_json_bytes();
+    if expanded_bytes > max_timeline_bytes {
+        return Err(Failure::input(format!(
+            "{}: a folded Timeline: expanded to all {} ranks, as this command compares them \
+             rank by rank, it is about {}, over the cap of {} (--max-timeline); nothing was \
+             compared (give a Timeline of fewer iterations or ranks, --set repeat=N or \
+             --set cluster.ranks=N, or raise --max-timeline where the command has it: diff, \
+             run --against)",
+            path.display(),
+            timeline.scenario.ranks,
+            sim::units::format_size_readable(expanded_bytes),
+            sim::units::format_size(max_timeline_bytes),
+        )));
+    }
+    Ok(timeline.expand())
 }
 
 /// Writes `timeline` to `path` as `write_json` does, but stops once it passes `cap_bytes`

@@ -424,6 +424,16 @@ enum Command {
         json: bool,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
+        /// Refuse (exit 2) a folded Timeline whose expansion to every rank, which the
+        /// comparison needs, is larger than this (e.g. 16GiB).
+        #[arg(
+            long,
+            value_name = "SIZE",
+            default_value = "4GiB",
+            value_parser = sim::units::parse_size_bytes,
+            allow_hyphen_values = true
+        )]
+        max_timeline: u64,
     },
     /// Fit a machine profile to measured Timelines and print each value with its residual
     /// (docs/diff.md).
@@ -687,7 +697,8 @@ fn main() -> ExitCode {
             b,
             json,
             tolerance,
-        } => diff_cmd::diff_files(&a, &b, tolerance, json),
+            max_timeline,
+        } => diff_cmd::diff_files(&a, &b, tolerance, json, max_timeline),
         Command::Calibrate {
             runs,
             output,

@@ -195,7 +195,9 @@ pub(crate) fn run(
     // Read before the run, so that a bad file or tolerance stops it before anything is
     // simulated or written, and noted as an input, so that `--timeline` cannot be written over
     // it.
-    let measured = against.measured.map(diff_cmd::read_timeline).transpose()?;
+    let measured = (against.measured)
+        .map(|path| diff_cmd::read_timeline_capped(path, limits.caps.max_timeline))
+        .transpose()?;
     let diff_options = measured
         .is_some()
         .then(|| against.tolerance.options())
