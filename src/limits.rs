@@ -146,6 +146,33 @@ impl CapArgs {
         )))
     }
 
+    /// Refuses, before the run, the Flight Recorder dumps written a file per rank (`--fr-dir`,
+    /// or the scenario's `TORCH_FR_DUMP_TEMP_FILE`: `source` names which) where their
+    /// total, estimated unfolded, is over `--max-timeline`: each lists every rank of its groups,
+    /// so the files grow as the square of the ranks however the run is folded.
+    pub fn check_dump_files(
+        &self,
+        path: &Path,
+        scenario: &Scenario,
+        source: &str,
+    ) -> Result<(), Failure> {
+        let dumps_bytes = self.estimate_unfolded(scenario).flight_recorder_bytes;
+        if dumps_bytes <= self.max_timeline {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "{}: {source} writes a Flight Recorder dump for each of the {} ranks, each listing \
+             every rank of its groups: about {} in all, over the cap of {} (--max-timeline); \
+             nothing was run (run fewer ranks with --set cluster.ranks=N, or raise \
+             --max-timeline; --timeline keeps a dump per class of ranks in its flight_recorder \
+             section)",
+            path.display(),
+            scenario.cluster.ranks,
+            sim::units::format_size_readable(dumps_bytes),
+            sim::units::format_size(self.max_timeline),
+        )))
+    }
+
     /// The work `scenario` asks for, simulated as these flags say (folded unless `--no-fold`
     /// or `--detail ranks`).
     pub fn estimate(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {

@@ -192,6 +192,15 @@ pub(crate) fn run(
             .collect();
         limits.caps.check_expanded(file, &scenario, &flags)?;
     }
+    // A dump per rank, however the run is folded or summarised.
+    let dump_files = match (outputs.fr_dir, &scenario.env.dump_file_prefix) {
+        (Some(_), _) => Some("--fr-dir"),
+        (None, Some(_)) => Some("the scenario's TORCH_FR_DUMP_TEMP_FILE"),
+        (None, None) => None,
+    };
+    if let Some(source) = dump_files {
+        limits.caps.check_dump_files(file, &scenario, source)?;
+    }
     // Read before the run, so that a bad file or tolerance stops it before anything is
     // simulated or written, and noted as an input, so that `--timeline` cannot be written over
     // it.

@@ -1451,3 +1451,55 @@ fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let _ = std::fs::remove_file(&timeline);
 }
+
+/// `run --fr-dir` writes a Flight Recorder dump per rank, each listing every rank of its
+/// groups: the square of the ranks, whatever the folding. 65,536 ranks of
+/// scenarios/hang_10min.toml (0.01 s plain) had written no file after 2 minutes, its dumps about
+/// 26 GB of disk (16,384 ranks: 1.7 GB in 20 s; 131,072 ranks: about 100 GB). The dumps are
+/// estimated unfolded and held to `--max-timeline` before the run. Here 64 ranks: folded a
+/// 12.5 KiB Timeline, the dumps about 160 KiB (76 KB written).
+#[test]
+fn flight_recorder_files_of_every_rank_are_held_to_the_timeline_cap() {
+    let dir = temp("fr_dir_over_cap");
+    let dir_path = dir.to_str().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |cap: &str| {
+        c10dsim(&[
+            "run",
+            "scenarios/hang_10min.toml",
+            "--set",
+            "cluster.ranks=64",
+            "--max-timeline",
+            cap,
+            "--fr-dir",
+            dir_path,
+        ])
+    };
+    let output = run("64KiB");
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--fr-dir writes a Flight Recorder dump for each of the 64 ranks"),
+        "{err}"
+    );
+    assert!(
+        err.contains("over the cap of 64KiB (--max-timeline)"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was run"), "{err}");
+    assert!(!dir.exists(), "--fr-dir made {dir_path}");
+    // Without --fr-dir the folded run fits the cap; raised, the dumps are written.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=64",
+        "--max-timeline",
+        "64KiB",
+    ]);
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let output = run("256KiB");
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 64);
+    let _ = std::fs::remove_dir_all(&dir);
+}
