@@ -146,6 +146,53 @@ impl CapArgs {
         )))
     }
 
+    /// Refuses, before the run, a summarised run's outputs that show the records `selection`
+    /// (`--records-for`) keeps whole (`flags`: `--trace`, `--timeline`, …) where those records,
+    /// estimated as their ranks' and iterations' share of the unfolded run's Timeline, are over
+    /// `--max-timeline`.
+    pub fn check_kept_records(
+        &self,
+        path: &Path,
+        scenario: &Scenario,
+        selection: &sim::timeline::RecordSelection,
+        flags: &[&str],
+    ) -> Result<(), Failure> {
+        if flags.is_empty() {
+            return Ok(());
+        }
+        // Overlapping ranges count twice: the estimate errs on the large side.
+        let selected = |ranges: &Option<Vec<(u32, u32)>>, count: u32| {
+            ranges.as_ref().map_or(u64::from(count), |ranges| {
+                let listed = ranges
+                    .iter()
+                    .map(|&(first, last)| u64::from(last.saturating_sub(first)).saturating_add(1));
+                listed.sum::<u64>().min(u64::from(count))
+            })
+        };
+        let ranks = selected(&selection.ranks, scenario.cluster.ranks);
+        let iterations = selected(&selection.iterations, scenario.repeat);
+        let op_calls = u128::from(self.estimate_unfolded(scenario).op_calls);
+        let kept_calls = op_calls * u128::from(ranks) * u128::from(iterations)
+            / (u128::from(scenario.cluster.ranks) * u128::from(scenario.repeat)).max(1);
+        let kept_bytes = u64::try_from(kept_calls)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(sim::limits::TIMELINE_BYTES_PER_CALL);
+        if kept_bytes <= self.max_timeline {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "{}: {} show{} the records --records-for keeps: {ranks} ranks x {iterations} \
+             iterations, about {} ({kept_calls} op calls), over the cap of {} (--max-timeline); \
+             nothing was run (name fewer ranks or iterations with --records-for, e.g. \
+             --records-for ranks=0 iterations=0, or raise --max-timeline)",
+            path.display(),
+            flags.join(" and "),
+            if flags.len() == 1 { "s" } else { "" },
+            sim::units::format_size_readable(kept_bytes),
+            sim::units::format_size(self.max_timeline),
+        )))
+    }
+
     /// Refuses, before the run, the Flight Recorder dumps written a file per rank (`--fr-dir`,
     /// or the scenario's `TORCH_FR_DUMP_TEMP_FILE`: `source` names which) where their
     /// total, estimated unfolded, is over `--max-timeline`: each lists every rank of its groups,

@@ -162,6 +162,10 @@ pub(crate) fn run(
             .filter(|(_, path)| path.is_some())
             .map(|(flag, _)| *flag)
             .collect();
+        let kept_outputs: Vec<&str> = (asked.iter().copied())
+            .chain(outputs.timeline.map(|_| "--timeline"))
+            .collect();
+        (limits.caps).check_kept_records(file, &scenario, selection, &kept_outputs)?;
         if selection.keeps_none() && !asked.is_empty() {
             note!(
                 "c10dsim: note: --summary keeps no record without --records-for (e.g. --records-for ranks=0 iterations=0), so {} will show none",
