@@ -99,7 +99,7 @@ impl CapArgs {
     }
 
     /// What the estimate of `scenario` exceeds, if anything.
-    fn over(&self, scenario: &Scenario, summarised: bool) -> Result<(), String> {
+    pub fn over(&self, scenario: &Scenario, summarised: bool) -> Result<(), String> {
         let mut limits = self.limits();
         if summarised {
             limits.max_timeline_bytes = u64::MAX;

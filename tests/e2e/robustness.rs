@@ -1549,3 +1549,47 @@ fn the_records_a_summarised_run_keeps_are_held_to_the_timeline_cap() {
     assert!(trace.exists());
     let _ = std::fs::remove_file(&trace);
 }
+
+/// `bench` generates its scenario from `--ranks` and `--iterations` and simulated it with no
+/// estimate: `bench --ranks 131072 --iterations 1000000 --no-fold` (1.3 x 10^11 rank-iterations)
+/// ran out of a 6 GB limit in a second, and would run for days without one. Its scenario is
+/// held to the caps as `run`'s is, for every point of `--scaling` and `--repeat` before any runs.
+#[test]
+fn bench_holds_its_scenario_to_the_work_caps() {
+    let refused = |args: &[&str]| {
+        let output = c10dsim(&[&["bench", "--iterations", "1000"][..], args].concat());
+        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
+        let err = stderr(&output);
+        assert!(err.contains("over the cap of 100000"), "{err}");
+        assert!(err.contains("nothing was run"), "{err}");
+        assert!(err.contains("--max-events"), "{err}");
+        assert!(stdout(&output).is_empty());
+        err
+    };
+    // 64 ranks x 1,000 iterations x 3 ops: folded 2 classes, 24,000 events; unfolded 768,000.
+    let err = refused(&["--ranks", "64", "--no-fold", "--max-events", "100000"]);
+    assert!(err.contains("bench --ranks 64 --iterations 1000"), "{err}");
+    refused(&["--ranks", "64", "--summary", "--max-events", "100000"]);
+    let points = ["--scaling", "2,64", "--no-fold", "--max-events", "100000"];
+    let err = refused(&[&points[..], &["-o", "-"]].concat());
+    assert!(err.contains("bench --ranks 64"), "{err}");
+    refused(&[
+        "--ranks",
+        "64",
+        "--no-fold",
+        "--max-events",
+        "100000",
+        "--repeat",
+        "2",
+    ]);
+    let output = c10dsim(&[
+        "bench",
+        "--ranks",
+        "64",
+        "--iterations",
+        "1000",
+        "--max-events",
+        "100000",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+}
