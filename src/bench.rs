@@ -22,8 +22,9 @@ pub struct BenchArgs {
     pub print_scenario: bool,
     /// Simulate with `--summary` (records folded as they complete).
     pub summary: bool,
-    /// Simulate one rank per class of ranks that behave alike (without `--no-fold`).
-    pub fold: bool,
+    /// `--max-events` and `--max-timeline`, which each point's scenario must fit, and
+    /// `--no-fold` (without it, one rank is simulated per class of ranks that behave alike).
+    pub caps: crate::limits::CapArgs,
     /// Scaling mode: these numbers of ranks, each in its own process.
     pub scaling: Option<Vec<u32>>,
     /// The scaling CSV (`-`: standard output).
@@ -80,6 +81,31 @@ fn check_sizes(args: &BenchArgs) -> Result<(), Failure> {
         if let Some(output) = &args.output {
             crate::stdio::refuse_shared_outputs(&[("-o", output), ("--plot", picture)])?;
         }
+    }
+    Ok(())
+}
+
+/// Refuses, before any runs, a benchmark whose scenario (each point's, with `--scaling`) is
+/// over the work caps, as `run` refuses it (docs/reliability.md#limits).
+fn check_work(args: &BenchArgs) -> Result<(), Failure> {
+    let points = args.scaling.clone().unwrap_or_else(|| vec![args.ranks]);
+    for ranks in points {
+        let text = scenario_text(ranks, args.iterations);
+        let scenario =
+            sim::scenario::parse("<bench>", &text).map_err(|e| Failure::input(e.to_string()))?;
+        args.caps.over(&scenario, args.summary).map_err(|message| {
+            let unfolded = if args.summary {
+                " (--summary simulates every rank, unfolded)"
+            } else {
+                ""
+            };
+            Failure::input(format!(
+                "bench --ranks {ranks} --iterations {}: {message}{unfolded}; nothing was run \
+                 (give fewer --ranks or --iterations, or raise the caps with --max-events / \
+                 --max-timeline)",
+                args.iterations
+            ))
+        })?;
     }
     Ok(())
 }
@@ -230,6 +256,10 @@ struct Figures {
 
 pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
     check_sizes(args)?;
+    // A point's process (`--csv-row`) was checked by the command that started it.
+    if !args.csv_row {
+        check_work(args)?;
+    }
     if let Some(ranks) = &args.scaling {
         if args.repeat.is_some() {
             return Err(Failure::input(
@@ -266,7 +296,7 @@ pub fn bench(args: &BenchArgs) -> Result<u8, Failure> {
         outln!(
             "{ranks},{iterations},{},{},{},{},{:.6},{:.6},{:.0},{:.6},{:.6},{peak_mib},{counted}",
             args.summary,
-            args.fold,
+            !args.caps.no_fold,
             figures.classes.0,
             figures.events,
             figures.simulate_s,
@@ -376,7 +406,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let options = sim::engine::Options {
         race_detector: false,
         summary: summary.clone(),
-        fold: args.fold,
+        fold: !args.caps.no_fold,
         ..sim::engine::Options::default()
     };
     let (without_detector, _) = sim::engine::simulate_with(&scenario, options);
@@ -387,7 +417,7 @@ fn measure(args: &BenchArgs, text: &str) -> Result<Figures, Failure> {
     let started = Instant::now();
     let options = sim::engine::Options {
         summary,
-        fold: args.fold,
+        fold: !args.caps.no_fold,
         ..sim::engine::Options::default()
     };
     let options_for_classes = options.clone();
@@ -491,7 +521,7 @@ fn point_row(program: &Path, args: &BenchArgs, ranks: u32) -> Result<String, Fai
     if args.summary {
         command.arg("--summary");
     }
-    if !args.fold {
+    if args.caps.no_fold {
         command.arg("--no-fold");
     }
     let child = command
@@ -751,7 +781,7 @@ fn render_series(
         "scenario: {} x {}{}{}, {runs} run(s){}, each in a process of its own\n",
         counted(u64::from(args.ranks), "rank"),
         counted(u64::from(args.iterations), "iteration"),
-        if args.fold { "" } else { ", unfolded" },
+        if args.caps.no_fold { ", unfolded" } else { "" },
         if args.summary { ", summarised" } else { "" },
         if binaries.len() > 1 {
             " of each binary, by turns"
@@ -945,7 +975,10 @@ mod tests {
             iterations: 2,
             print_scenario: false,
             summary: false,
-            fold: false,
+            caps: crate::limits::CapArgs {
+                no_fold: true,
+                ..crate::limits::CapArgs::default()
+            },
             scaling: None,
             output: None,
             plot: None,

@@ -68,30 +68,34 @@ impl ToleranceArgs {
     }
 }
 
-/// Reads a Timeline file.
+/// Reads a Timeline file, expanded to every rank under the default `--max-timeline`.
 pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
+    read_timeline_capped(path, sim::limits::Limits::default().max_timeline_bytes)
+}
+
+/// Reads a Timeline file; a folded one (docs/scale.md) is compared rank by rank, so it is
+/// expanded to every rank, refused (exit 2) where that is over `max_timeline_bytes`.
+pub fn read_timeline_capped(path: &Path, max_timeline_bytes: u64) -> Result<Timeline, Failure> {
     let text = crate::stdio::read_text(path)?;
-    // A folded Timeline (docs/scale.md) is compared rank by rank.
-    Timeline::from_json(&text)
-        .map(|timeline| timeline.expand())
-        .map_err(|e| {
-            // A Chrome trace (`--trace`, a PyTorch profiler trace) and `run --json`'s report
-            // are the usual wrong files.
-            let is_run_report = || {
-                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).is_ok_and(
-                    |object| object.contains_key("parameters") && object.contains_key("report"),
-                )
-            };
-            let hint = if text.trim_start().starts_with('{') && text.contains("\"traceEvents\"") {
-                " (it is a Chrome trace: give the Timeline `run --timeline FILE` writes; a \
+    let timeline = Timeline::from_json(&text).map_err(|e| {
+        // A Chrome trace (`--trace`, a PyTorch profiler trace) and `run --json`'s report
+        // are the usual wrong files.
+        let is_run_report = || {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).is_ok_and(
+                |object| object.contains_key("parameters") && object.contains_key("report"),
+            )
+        };
+        let hint = if text.trim_start().starts_with('{') && text.contains("\"traceEvents\"") {
+            " (it is a Chrome trace: give the Timeline `run --timeline FILE` writes; a \
                  PyTorch profiler trace becomes a scenario with `c10dsim import kineto`)"
-            } else if is_run_report() {
-                " (it is a `run --json` report, not a Timeline: `run --timeline FILE` writes one)"
-            } else {
-                ""
-            };
-            Failure::input(format!("{}{hint}", e.in_file(&path.display().to_string())))
-        })
+        } else if is_run_report() {
+            " (it is a `run --json` report, not a Timeline: `run --timeline FILE` writes one)"
+        } else {
+            ""
+        };
+        Failure::input(format!("{}{hint}", e.in_file(&path.display().to_string())))
+    })?;
+    crate::limits::expand_capped(path, timeline, max_timeline_bytes)
 }
 
 /// Prints the diff of B against the reference A; 1 when it exceeds the tolerances.
@@ -121,14 +125,26 @@ pub fn print_diff(
 }
 
 /// `c10dsim diff A.json B.json`.
-pub fn diff_files(a: &Path, b: &Path, tolerance: ToleranceArgs, json: bool) -> Result<u8, Failure> {
+/// `max_timeline_bytes` (`--max-timeline`) caps each Timeline expanded to every rank.
+pub fn diff_files(
+    a: &Path,
+    b: &Path,
+    tolerance: ToleranceArgs,
+    json: bool,
+    max_timeline_bytes: u64,
+) -> Result<u8, Failure> {
     if crate::stdio::is_dash(a) && crate::stdio::is_dash(b) {
         return Err(Failure::input(
             "diff - -: standard input holds one Timeline; give at least one of them as a file",
         ));
     }
     let options = tolerance.options()?;
-    print_diff(&read_timeline(a)?, &read_timeline(b)?, &options, json)
+    print_diff(
+        &read_timeline_capped(a, max_timeline_bytes)?,
+        &read_timeline_capped(b, max_timeline_bytes)?,
+        &options,
+        json,
+    )
 }
 
 /// Where a profile named by a scenario (`machine = "h200"` or `"profiles/h200.toml"`) is: a

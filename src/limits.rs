@@ -99,7 +99,7 @@ impl CapArgs {
     }
 
     /// What the estimate of `scenario` exceeds, if anything.
-    fn over(&self, scenario: &Scenario, summarised: bool) -> Result<(), String> {
+    pub fn over(&self, scenario: &Scenario, summarised: bool) -> Result<(), String> {
         let mut limits = self.limits();
         if summarised {
             limits.max_timeline_bytes = u64::MAX;
@@ -157,6 +157,80 @@ impl CapArgs {
         }
         let expanded = self.estimate_unfolded(scenario);
         (expanded.timeline_bytes > self.max_timeline).then_some(expanded)
+    }
+
+    /// Refuses, before the run, a summarised run's outputs that show the records `selection`
+    /// (`--records-for`) keeps whole (`flags`: `--trace`, `--timeline`, …) where those records,
+    /// estimated as their ranks' and iterations' share of the unfolded run's Timeline, are over
+    /// `--max-timeline`.
+    pub fn check_kept_records(
+        &self,
+        path: &Path,
+        scenario: &Scenario,
+        selection: &sim::timeline::RecordSelection,
+        flags: &[&str],
+    ) -> Result<(), Failure> {
+        if flags.is_empty() {
+            return Ok(());
+        }
+        // Overlapping ranges count twice: the estimate errs on the large side.
+        let selected = |ranges: &Option<Vec<(u32, u32)>>, count: u32| {
+            ranges.as_ref().map_or(u64::from(count), |ranges| {
+                let listed = ranges
+                    .iter()
+                    .map(|&(first, last)| u64::from(last.saturating_sub(first)).saturating_add(1));
+                listed.sum::<u64>().min(u64::from(count))
+            })
+        };
+        let ranks = selected(&selection.ranks, scenario.cluster.ranks);
+        let iterations = selected(&selection.iterations, scenario.repeat);
+        let op_calls = u128::from(self.estimate_unfolded(scenario).op_calls);
+        let kept_calls = op_calls * u128::from(ranks) * u128::from(iterations)
+            / (u128::from(scenario.cluster.ranks) * u128::from(scenario.repeat)).max(1);
+        let kept_bytes = u64::try_from(kept_calls)
+            .unwrap_or(u64::MAX)
+            .saturating_mul(sim::limits::TIMELINE_BYTES_PER_CALL);
+        if kept_bytes <= self.max_timeline {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "{}: {} show{} the records --records-for keeps: {ranks} ranks x {iterations} \
+             iterations, about {} ({kept_calls} op calls), over the cap of {} (--max-timeline); \
+             nothing was run (name fewer ranks or iterations with --records-for, e.g. \
+             --records-for ranks=0 iterations=0, or raise --max-timeline)",
+            path.display(),
+            flags.join(" and "),
+            if flags.len() == 1 { "s" } else { "" },
+            sim::units::format_size_readable(kept_bytes),
+            sim::units::format_size(self.max_timeline),
+        )))
+    }
+
+    /// Refuses, before the run, the Flight Recorder dumps written a file per rank (`--fr-dir`,
+    /// or the scenario's `TORCH_FR_DUMP_TEMP_FILE`: `source` names which) where their
+    /// total, estimated unfolded, is over `--max-timeline`: each lists every rank of its groups,
+    /// so the files grow as the square of the ranks however the run is folded.
+    pub fn check_dump_files(
+        &self,
+        path: &Path,
+        scenario: &Scenario,
+        source: &str,
+    ) -> Result<(), Failure> {
+        let dumps_bytes = self.estimate_unfolded(scenario).flight_recorder_bytes;
+        if dumps_bytes <= self.max_timeline {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "{}: {source} writes a Flight Recorder dump for each of the {} ranks, each listing \
+             every rank of its groups: about {} in all, over the cap of {} (--max-timeline); \
+             nothing was run (run fewer ranks with --set cluster.ranks=N, or raise \
+             --max-timeline; --timeline keeps a dump per class of ranks in its flight_recorder \
+             section)",
+            path.display(),
+            scenario.cluster.ranks,
+            sim::units::format_size_readable(dumps_bytes),
+            sim::units::format_size(self.max_timeline),
+        )))
     }
 
     /// The work `scenario` asks for, simulated as these flags say (folded unless `--no-fold`
@@ -238,9 +312,37 @@ fn simulate_under(caps: &LimitArgs, path: &Path, scenario: &Scenario) -> Result<
             sim::units::format_size(caps.caps.max_timeline),
         )));
     }
-    Ok(sim::engine::simulate_with(scenario, caps.engine_options())
-        .0
-        .expand())
+    let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
+    expand_capped(path, timeline, caps.caps.max_timeline)
+}
+
+/// `timeline` expanded to every rank (`Timeline::expand`) for a command that compares or shows
+/// every rank (`diff`, `calibrate`, `fidelity`, `run --against`, the replays); refused (exit 2)
+/// before it expands where the expanded Timeline is larger than `max_timeline_bytes`: a folded
+/// Timeline of 65,536 ranks x 10^6 iterations is 135 MB and expands to terabytes.
+pub fn expand_capped(
+    path: &Path,
+    timeline: Timeline,
+    max_timeline_bytes: u64,
+) -> Result<Timeline, Failure> {
+    if !timeline.is_folded() && !timeline.has_dumps_for_several_ranks() {
+        return Ok(timeline);
+    }
+    let expanded_bytes = timeline.expanded_json_bytes();
+    if expanded_bytes > max_timeline_bytes {
+        return Err(Failure::input(format!(
+            "{}: a folded Timeline: expanded to all {} ranks, as this command compares them \
+             rank by rank, it is about {}, over the cap of {} (--max-timeline); nothing was \
+             compared (give a Timeline of fewer iterations or ranks, --set repeat=N or \
+             --set cluster.ranks=N, or raise --max-timeline where the command has it: diff, \
+             run --against)",
+            path.display(),
+            timeline.scenario.ranks,
+            sim::units::format_size_readable(expanded_bytes),
+            sim::units::format_size(max_timeline_bytes),
+        )));
+    }
+    Ok(timeline.expand())
 }
 
 /// Writes `timeline` to `path` as `write_json` does, but stops once it passes `cap_bytes`

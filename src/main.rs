@@ -312,6 +312,26 @@ enum Command {
         /// are simulated once, docs/scale.md).
         #[arg(long)]
         no_fold: bool,
+        /// Refuse (exit 2) a benchmark estimated to need more engine events than this, as `run`
+        /// does (each point of --scaling and --repeat, before any runs).
+        #[arg(
+            long,
+            value_name = "N",
+            default_value_t = sim::limits::Limits::default().max_events,
+            allow_negative_numbers = true,
+            value_parser = parse_count::<u64>
+        )]
+        max_events: u64,
+        /// Refuse (exit 2) a benchmark whose Timeline, held in memory, is estimated larger than
+        /// this, as `run` does.
+        #[arg(
+            long,
+            value_name = "SIZE",
+            default_value = "4GiB",
+            value_parser = sim::units::parse_size_bytes,
+            allow_hyphen_values = true
+        )]
+        max_timeline: u64,
         /// Scaling mode: one point per number of ranks (`1024,8192,65536`), each simulated in
         /// a process of its own so that its peak memory is its own; rows into -o (docs/perf.md).
         #[arg(
@@ -424,6 +444,16 @@ enum Command {
         json: bool,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
+        /// Refuse (exit 2) a folded Timeline whose expansion to every rank, which the
+        /// comparison needs, is larger than this (e.g. 16GiB).
+        #[arg(
+            long,
+            value_name = "SIZE",
+            default_value = "4GiB",
+            value_parser = sim::units::parse_size_bytes,
+            allow_hyphen_values = true
+        )]
+        max_timeline: u64,
     },
     /// Fit a machine profile to measured Timelines and print each value with its residual
     /// (docs/diff.md).
@@ -645,6 +675,8 @@ fn main() -> ExitCode {
             print_scenario,
             summary,
             no_fold,
+            max_events,
+            max_timeline,
             scaling,
             output,
             plot,
@@ -656,7 +688,12 @@ fn main() -> ExitCode {
             iterations,
             print_scenario,
             summary,
-            fold: !no_fold,
+            caps: limits::CapArgs {
+                max_events,
+                max_timeline,
+                no_fold,
+                detail: None,
+            },
             scaling,
             output,
             plot,
@@ -687,7 +724,8 @@ fn main() -> ExitCode {
             b,
             json,
             tolerance,
-        } => diff_cmd::diff_files(&a, &b, tolerance, json),
+            max_timeline,
+        } => diff_cmd::diff_files(&a, &b, tolerance, json, max_timeline),
         Command::Calibrate {
             runs,
             output,

@@ -162,6 +162,10 @@ pub(crate) fn run(
             .filter(|(_, path)| path.is_some())
             .map(|(flag, _)| *flag)
             .collect();
+        let kept_outputs: Vec<&str> = (asked.iter().copied())
+            .chain(outputs.timeline.map(|_| "--timeline"))
+            .collect();
+        (limits.caps).check_kept_records(file, &scenario, selection, &kept_outputs)?;
         if selection.keeps_none() && !asked.is_empty() {
             note!(
                 "c10dsim: note: --summary keeps no record without --records-for (e.g. --records-for 'ranks=0 iterations=0'), so {} will show none",
@@ -192,10 +196,21 @@ pub(crate) fn run(
             .collect();
         limits.caps.check_expanded(file, &scenario, &flags)?;
     }
+    // A dump per rank, however the run is folded or summarised.
+    let dump_files = match (outputs.fr_dir, &scenario.env.dump_file_prefix) {
+        (Some(_), _) => Some("--fr-dir"),
+        (None, Some(_)) => Some("the scenario's TORCH_FR_DUMP_TEMP_FILE"),
+        (None, None) => None,
+    };
+    if let Some(source) = dump_files {
+        limits.caps.check_dump_files(file, &scenario, source)?;
+    }
     // Read before the run, so that a bad file or tolerance stops it before anything is
     // simulated or written, and noted as an input, so that `--timeline` cannot be written over
     // it.
-    let measured = against.measured.map(diff_cmd::read_timeline).transpose()?;
+    let measured = (against.measured)
+        .map(|path| diff_cmd::read_timeline_capped(path, limits.caps.max_timeline))
+        .transpose()?;
     let diff_options = measured
         .is_some()
         .then(|| against.tolerance.options())

@@ -2,7 +2,7 @@
 //! or mislead, small and written anew, with the exit code and message each must give now
 //! (docs/reliability.md).
 //!
-//! About 1,470 lines, over 1,000: one test per input found, each standing alone; split by command if it
+//! About 1,660 lines, over 1,000: one test per input found, each standing alone; split by command if it
 //! grows.
 
 use crate::util::{c10dsim, skipped, stderr, stdout};
@@ -1395,8 +1395,8 @@ fn an_endless_scenario_file_is_refused_without_reading_it_all() {
 /// Every rank of a hang dumps its Flight Recorder, each dump listing every rank of its groups:
 /// unfolded, the Timeline's `flight_recorder` section grows with the square of the ranks, and
 /// the estimate counts it (refused before the run, the section named); a Timeline that still
-/// passes `--max-timeline` as it is written (a summarised one, whose size is not estimated) is
-/// not written.
+/// passes `--max-timeline` as it is written (a summarised one, of whose size only the kept
+/// records are estimated: here 96 KiB of the 142 KB) is not written.
 #[test]
 fn the_timeline_cap_counts_the_flight_recorder_dumps_and_holds_while_writing() {
     let path = temp("fr_capped.json");
@@ -1428,7 +1428,7 @@ fn the_timeline_cap_counts_the_flight_recorder_dumps_and_holds_while_writing() {
     let summarised = [
         &["run", "scenarios/hang_10min.toml", "--summary"][..],
         &["--set", "cluster.ranks=64", "--records-for", "ranks=0-63"],
-        &["--max-timeline", "16KiB", "--timeline", &out],
+        &["--max-timeline", "128KiB", "--timeline", &out],
     ]
     .concat();
     let output = c10dsim(&summarised);
@@ -1468,4 +1468,189 @@ fn a_utf8_byte_order_mark_is_skipped_by_every_reader() {
     );
     let import = c10dsim(&["import", "kineto", trace.to_str().unwrap(), "-o", "-"]);
     assert_eq!(code(&import), Some(0), "{}", stderr(&import));
+}
+
+/// `diff` (and `calibrate`, `fidelity`, `run --against`, the replays) compares every rank, so
+/// it expands a folded Timeline (docs/scale.md): a folded Timeline of 65,536 ranks x `repeat =
+/// 1000000`, 135 MB, was expanded by `diff` until the memory ran out (5.7 GB in 9 s under a
+/// 6 GB limit; terabytes without one). The expanded size is held to `--max-timeline` before it
+/// expands. Here 64 ranks x 1,000 iterations: folded 119 KB, expanded about 3.7 MiB.
+#[test]
+fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
+    let file = write(
+        "diff_expanded.toml",
+        "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let timeline = temp("diff_expanded.json");
+    let timeline_path = timeline.to_str().unwrap();
+    let output = c10dsim(&["run", &file, "--timeline", timeline_path]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let output = c10dsim(&[
+        "diff",
+        timeline_path,
+        timeline_path,
+        "--max-timeline",
+        "1MiB",
+    ]);
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains(&format!(
+            "{timeline_path}: a folded Timeline: expanded to all 64 ranks"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("expanded to all 64 ranks"), "{err}");
+    assert!(
+        err.contains("over the cap of 1MiB (--max-timeline)"),
+        "{err}"
+    );
+    assert!(err.contains("--set repeat="), "{err}");
+    assert!(stdout(&output).is_empty());
+    // Under the default cap it compares.
+    let output = c10dsim(&["diff", timeline_path, timeline_path]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let _ = std::fs::remove_file(&timeline);
+}
+
+/// `run --fr-dir` writes a Flight Recorder dump per rank, each listing every rank of its
+/// groups: the square of the ranks, whatever the folding. 65,536 ranks of
+/// scenarios/hang_10min.toml (0.01 s plain) had written no file after 2 minutes, its dumps about
+/// 26 GB of disk (16,384 ranks: 1.7 GB in 20 s; 131,072 ranks: about 100 GB). The dumps are
+/// estimated unfolded and held to `--max-timeline` before the run. Here 64 ranks: folded a
+/// 12.5 KiB Timeline, the dumps about 160 KiB (76 KB written).
+#[test]
+fn flight_recorder_files_of_every_rank_are_held_to_the_timeline_cap() {
+    let dir = temp("fr_dir_over_cap");
+    let dir_path = dir.to_str().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |cap: &str| {
+        c10dsim(&[
+            "run",
+            "scenarios/hang_10min.toml",
+            "--set",
+            "cluster.ranks=64",
+            "--max-timeline",
+            cap,
+            "--fr-dir",
+            dir_path,
+        ])
+    };
+    let output = run("64KiB");
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--fr-dir writes a Flight Recorder dump for each of the 64 ranks"),
+        "{err}"
+    );
+    assert!(
+        err.contains("over the cap of 64KiB (--max-timeline)"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was run"), "{err}");
+    assert!(!dir.exists(), "--fr-dir made {dir_path}");
+    // Without --fr-dir the folded run fits the cap; raised, the dumps are written.
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=64",
+        "--max-timeline",
+        "64KiB",
+    ]);
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let output = run("256KiB");
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 64);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A summarised run keeps whole the records `--records-for` names, and `--trace`, `--trace-dir`,
+/// `--svg` and `--timeline` show them: that share of the unfolded Timeline is held to
+/// `--max-timeline` before the run. 65,536 ranks x `repeat = 300` with `--summary --records-for
+/// 'ranks=0-65535 iterations=0-299' --trace` (refused without `--summary`) wrote a 5.35 GB trace
+/// in 44 s. Here 64 ranks x 1,000 iterations: every record about 31 MiB, rank 0's 500 KiB.
+#[test]
+fn the_records_a_summarised_run_keeps_are_held_to_the_timeline_cap() {
+    let file = write(
+        "summary_records.toml",
+        "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let trace = temp("summary_records.json");
+    let trace_path = trace.to_str().unwrap();
+    let run = |records: &str| {
+        let _ = std::fs::remove_file(&trace);
+        c10dsim(&[
+            "run",
+            &file,
+            "--max-timeline",
+            "1MiB",
+            "--summary",
+            "--records-for",
+            records,
+            "--trace",
+            trace_path,
+        ])
+    };
+    let output = run("ranks=0-63");
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--trace shows the records --records-for keeps: 64 ranks x 1000 iterations"),
+        "{err}"
+    );
+    assert!(
+        err.contains("over the cap of 1MiB (--max-timeline)"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was run"), "{err}");
+    assert!(!trace.exists());
+    let output = run("ranks=0");
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    assert!(trace.exists());
+    let _ = std::fs::remove_file(&trace);
+}
+
+/// `bench` generates its scenario from `--ranks` and `--iterations` and simulated it with no
+/// estimate: `bench --ranks 131072 --iterations 1000000 --no-fold` (1.3 x 10^11 rank-iterations)
+/// ran out of a 6 GB limit in a second, and would run for days without one. Its scenario is
+/// held to the caps as `run`'s is, for every point of `--scaling` and `--repeat` before any runs.
+#[test]
+fn bench_holds_its_scenario_to_the_work_caps() {
+    let refused = |args: &[&str]| {
+        let output = c10dsim(&[&["bench", "--iterations", "1000"][..], args].concat());
+        assert_eq!(code(&output), Some(2), "{args:?}: {}", stderr(&output));
+        let err = stderr(&output);
+        assert!(err.contains("over the cap of 100000"), "{err}");
+        assert!(err.contains("nothing was run"), "{err}");
+        assert!(err.contains("--max-events"), "{err}");
+        assert!(stdout(&output).is_empty());
+        err
+    };
+    // 64 ranks x 1,000 iterations x 3 ops: folded 2 classes, 24,000 events; unfolded 768,000.
+    let err = refused(&["--ranks", "64", "--no-fold", "--max-events", "100000"]);
+    assert!(err.contains("bench --ranks 64 --iterations 1000"), "{err}");
+    refused(&["--ranks", "64", "--summary", "--max-events", "100000"]);
+    let points = ["--scaling", "2,64", "--no-fold", "--max-events", "100000"];
+    let err = refused(&[&points[..], &["-o", "-"]].concat());
+    assert!(err.contains("bench --ranks 64"), "{err}");
+    refused(&[
+        "--ranks",
+        "64",
+        "--no-fold",
+        "--max-events",
+        "100000",
+        "--repeat",
+        "2",
+    ]);
+    let output = c10dsim(&[
+        "bench",
+        "--ranks",
+        "64",
+        "--iterations",
+        "1000",
+        "--max-events",
+        "100000",
+    ]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
 }
