@@ -5,8 +5,8 @@
 //! call per tensor of a list) and derives the engine's events and the Timeline's size from
 //! them with per-call figures measured on the catalogue (about one event and 170–400 bytes of
 //! Timeline JSON per call; the constants below round up). A scenario that can time out (a fault,
-//! or an op only some ranks run) adds what the watchdog writes for every member of every group,
-//! and a desync report per member when `TORCH_NCCL_DESYNC_DEBUG` reports where the group's
+//! an op only some ranks run, or an iteration's sleeps as long as a group's timeout) adds what
+//! the watchdog writes for every member of every group, and a desync report per member when `TORCH_NCCL_DESYNC_DEBUG` reports where the group's
 //! ranks stand (a line per set of ranks that stand alike: at most one per distinct progress).
 //! A folded run (docs/scale.md) simulates and logs once per class of ranks that behave alike:
 //! its estimate counts classes where the unfolded one counts ranks.
@@ -94,8 +94,9 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
         sum.saturating_add(runs_on.saturating_mul(calls))
     });
     let op_calls = per_iteration.saturating_mul(u64::from(scenario.repeat));
-    let may_time_out =
-        !scenario.faults.is_empty() || scenario.ops.iter().any(|op| op.ranks.is_some());
+    let may_time_out = !scenario.faults.is_empty()
+        || scenario.ops.iter().any(|op| op.ranks.is_some())
+        || backlog_outlasts_a_timeout(scenario);
     let watchdog_bytes = if may_time_out {
         scenario
             .groups
@@ -145,6 +146,21 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
             .saturating_add(flight_recorder_bytes),
         flight_recorder_bytes,
     }
+}
+
+/// Whether one iteration's sleeps (`gpu_sleep_us`, `host_sleep_us`) add up to a group's
+/// timeout or more: a Work enqueued behind them can outwait its timeout (R26) with no fault.
+fn backlog_outlasts_a_timeout(scenario: &Scenario) -> bool {
+    let sleeps_ns = scenario.ops.iter().fold(0u64, |sum, op| match op.kind {
+        OpKind::GpuSleep { duration_ns } | OpKind::HostSleep { duration_ns } => {
+            sum.saturating_add(duration_ns)
+        }
+        _ => sum,
+    });
+    scenario
+        .groups
+        .iter()
+        .any(|group| sleeps_ns >= group.timeout_ns)
 }
 
 /// The Flight Recorder dumps of a run where every simulated rank dumps (a timeout's every
@@ -302,6 +318,29 @@ mod tests {
         assert_eq!(
             estimate_for(&quiet, &Classes::per_rank(&quiet)).flight_recorder_bytes,
             0
+        );
+    }
+
+    /// A timeout with no fault: a GPU backlog longer than the group's timeout (the catalogue's
+    /// timeout_dump and gpu_backlog_timeout) times out every rank, each dumping: estimated so,
+    /// as a fault is (65,536 ranks of timeout_dump wrote some 26 GB of --fr-dir files unrefused).
+    #[test]
+    fn a_backlog_longer_than_the_timeout_may_time_out() {
+        let text = "[cluster]\nranks = 64\n[groups.world]\ntimeout_s = 1\n[tensors]\n\
+                    x = \"4MiB\"\n[[op]]\ngpu_sleep_us = 3_000_000\n[[op]]\nall_reduce = \"x\"\n";
+        let backlog = self::scenario(text);
+        let unfolded = estimate_for(&backlog, &Classes::per_rank(&backlog));
+        assert!(
+            unfolded.flight_recorder_bytes >= 64 * 64 * DUMP_BYTES_PER_LISTED_RANK,
+            "{unfolded:?}"
+        );
+        // A backlog within the timeout does not time out: no watchdog records, no dumps.
+        let within = self::scenario(&text.replace("3_000_000", "500_000"));
+        let unfolded = estimate_for(&within, &Classes::per_rank(&within));
+        assert_eq!(unfolded.flight_recorder_bytes, 0);
+        assert_eq!(
+            unfolded.timeline_bytes,
+            unfolded.op_calls * TIMELINE_BYTES_PER_CALL
         );
     }
 
