@@ -68,6 +68,11 @@ pub struct WorkEstimate {
     /// The Timeline's `flight_recorder` section: a dump per simulated rank that can dump,
     /// each listing every rank of its groups (unfolded, the square of the ranks).
     pub flight_recorder_bytes: u64,
+    /// The part of `flight_recorder_bytes` that lists the groups' ranks in each dump: JSON
+    /// the Timeline and the dump files write, which the dumps share in memory (one list per
+    /// group) and traces and charts never write.
+    #[serde(skip)]
+    pub dump_rank_lists_bytes: u64,
 }
 
 /// Estimates a scenario's work without running it, folded as its `cluster.fold` says;
@@ -132,11 +137,16 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
     } else {
         0
     };
-    let flight_recorder_bytes = if may_time_out && scenario.env.dump_on_timeout {
-        flight_recorder_bytes(scenario, classes)
-    } else {
-        0
-    };
+    let (flight_recorder_bytes, dump_rank_lists_bytes) =
+        if may_time_out && scenario.env.dump_on_timeout {
+            let lists = dump_rank_lists_bytes(scenario, classes);
+            (
+                flight_recorder_bytes(scenario, classes).saturating_add(lists),
+                lists,
+            )
+        } else {
+            (0, 0)
+        };
     WorkEstimate {
         op_calls,
         events: op_calls.saturating_mul(EVENTS_PER_CALL),
@@ -145,6 +155,7 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
             .saturating_add(watchdog_bytes)
             .saturating_add(flight_recorder_bytes),
         flight_recorder_bytes,
+        dump_rank_lists_bytes,
     }
 }
 
@@ -164,8 +175,8 @@ fn backlog_outlasts_a_timeout(scenario: &Scenario) -> bool {
 }
 
 /// The Flight Recorder dumps of a run where every simulated rank dumps (a timeout's every
-/// rank does, R27): each holds up to `TORCH_FR_BUFFER_SIZE` entries and lists, for every group
-/// it is a member of, all of the group's ranks.
+/// rank does, R27), their groups' rank lists aside: each holds up to `TORCH_FR_BUFFER_SIZE`
+/// entries.
 fn flight_recorder_bytes(scenario: &Scenario, classes: &Classes) -> u64 {
     let collective_calls = scenario
         .ops
@@ -178,14 +189,18 @@ fn flight_recorder_bytes(scenario: &Scenario, classes: &Classes) -> u64 {
     let per_dump = entries
         .saturating_mul(DUMP_BYTES_PER_ENTRY)
         .saturating_add(DUMP_BYTES);
+    u64::from(classes.simulated()).saturating_mul(per_dump)
+}
+
+/// What those dumps' JSON lists, for every group each dump's rank is a member of, all of the
+/// group's ranks: the square of the ranks, unfolded.
+fn dump_rank_lists_bytes(scenario: &Scenario, classes: &Classes) -> u64 {
     let listed = (0..scenario.groups.len()).fold(0u64, |sum, group| {
         let dumps = classes.group_simulated(group).len() as u64;
         let ranks = scenario.groups[group].ranks.len() as u64;
         sum.saturating_add(dumps.saturating_mul(ranks))
     });
-    u64::from(classes.simulated())
-        .saturating_mul(per_dump)
-        .saturating_add(listed.saturating_mul(DUMP_BYTES_PER_LISTED_RANK))
+    listed.saturating_mul(DUMP_BYTES_PER_LISTED_RANK)
 }
 
 impl WorkEstimate {
