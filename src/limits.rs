@@ -200,7 +200,7 @@ impl CapArgs {
             "{}: {} show{} the records --records-for keeps: {ranks} ranks x {iterations} \
              iterations, about {} ({kept_calls} op calls), over the cap of {} (--max-timeline); \
              nothing was run (name fewer ranks or iterations with --records-for, e.g. \
-             --records-for ranks=0 iterations=0, or raise --max-timeline)",
+             --records-for 'ranks=0 iterations=0', or raise --max-timeline)",
             path.display(),
             flags.join(" and "),
             if flags.len() == 1 { "s" } else { "" },

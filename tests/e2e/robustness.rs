@@ -1599,6 +1599,11 @@ fn the_records_a_summarised_run_keeps_are_held_to_the_timeline_cap() {
         err.contains("--trace shows the records --records-for keeps: 64 ranks x 1000 iterations"),
         "{err}"
     );
+    // Its example runs as given: unquoted, clap takes `iterations=0` for an argument of its own.
+    assert!(
+        err.contains("--records-for 'ranks=0 iterations=0'"),
+        "{err}"
+    );
     assert!(
         err.contains("over the cap of 1MiB (--max-timeline)"),
         "{err}"
