@@ -5,7 +5,7 @@
 //! the same point run again and again in fresh processes, alternating with another binary's
 //! where one is named, each figure printed with its spread.
 //!
-//! About 1,000 lines, about 120 of them tests: the three modes share the scenario, the
+//! About 1,050 lines, about 120 of them tests: the three modes share the scenario, the
 //! measurement of one point and the row every mode prints, and the thin `bench` command is
 //! the only user of them all.
 

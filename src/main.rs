@@ -2,7 +2,7 @@
 //! `analysis` crates, write outputs. Exit codes: 0 ok, 1 the run found a problem (deadlock,
 //! time cap, …), 2 bad input or environment (an unwritable output too).
 //!
-//! Over 1,000 lines (about 1,060): the clap definition of every command (most of the file is their
+//! Over 1,000 lines (about 1,100): the clap definition of every command (most of the file is their
 //! help text) and one dispatch; each command's work lives in its own module (`run_cmd`,
 //! `sweep`, `diff_cmd`, `torch_cmd`, `import_cmd`, `fr_cmd`, …).
 

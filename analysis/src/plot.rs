@@ -4,7 +4,7 @@
 //! Text in charts needs a TrueType font registered once with [`register_font`] (the binary
 //! reads one from the system); the Gantt chart leaves fonts to the SVG viewer.
 //!
-//! Over 1,000 lines (about 1,600, 570 of them tests): one chart model drawn to two backends (SVG
+//! Over 1,000 lines (about 1,620, 570 of them tests): one chart model drawn to two backends (SVG
 //! and PNG) with panels, log axes and line styles; the tests are the part to move out.
 //!
 //! ```

@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 //!
-//! About 1,430 lines because the wire format is one piece: every record type, `Timeline::expand`
+//! About 1,470 lines because the wire format is one piece: every record type, `Timeline::expand`
 //! (a folded Timeline rank by rank, docs/scale.md) and the reference check that a file read back
 //! must pass. The summaries of a summarised run (`TimelineSummary`, `RecordSelection`,
 //! `Distribution`) are `timeline/summary.rs`; its unit tests `timeline/tests.rs`.

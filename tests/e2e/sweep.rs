@@ -2,7 +2,7 @@
 //! and the figures the model's inputs give; it is the same bytes for 1 and 2 threads, for shards
 //! merged, and after an interrupted run resumed; failing points get error rows.
 //!
-//! About 1,880 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
+//! About 1,940 lines, over 1,000: the sweep, its shards (by flag and by the schedulers' variables, the
 //! shipped `sbatch` and Kubernetes files among them), `merge` and `plot` share one set of
 //! helpers that run the binary and read its CSV. The committed pictures are checked here too.
 

@@ -1,6 +1,6 @@
 //! The writer's files as their readers see them: parsed back, then checked event by event.
 //!
-//! About 980 lines in one module: every test simulates a scenario and parses the writer's
+//! About 1,070 lines in one module: every test simulates a scenario and parses the writer's
 //! files back through the same few helpers (`simulated`, `rank_files`, `events`, `named`,
 //! `span`); split by event kind, the parts would share them from a module of their own.
 

@@ -15,7 +15,7 @@
 //! recorded on another stream (or, while asynchronous collectives are outstanding, their Work,
 //! oldest first).
 //!
-//! About 1,020 lines, over 1,000: some 320 of the entry points, the rest the unit tests of the whole importer
+//! About 1,090 lines, over 1,000: some 320 of the entry points, the rest the unit tests of the whole importer
 //! (trace.rs, program.rs and network.rs are tested here, through the entry points, on small
 //! traces written in the tests).
 

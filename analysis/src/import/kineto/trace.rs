@@ -2,7 +2,7 @@
 //! joined (a call to the activity it launched and to the collective it is part of) and its
 //! streams named.
 //!
-//! About 1,070 lines, over 1,000, kept as one piece: the pass over the events (`Trace::from_events`, which
+//! About 1,120 lines, over 1,000, kept as one piece: the pass over the events (`Trace::from_events`, which
 //! calls the collectives' readers, `Comm`, and sizes a coalescing block from the annotation
 //! inside it) and the linking after it (`check_and_link`) fill and read the one `Trace` being
 //! built; its tests are in `kineto/mod.rs`.
