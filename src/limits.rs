@@ -8,10 +8,10 @@ use sim::scenario::Scenario;
 use sim::timeline::Timeline;
 use std::path::Path;
 
-/// The caps a scenario's estimate must fit and how ranks are simulated, shared by `run`,
-/// `check` and `sweep`.
+/// The two caps of a scenario's estimate (`--max-events`, `--max-timeline`), shared by every
+/// command that simulates a scenario it is given (`run`, `check`, `sweep`, `bench`).
 #[derive(clap::Args, Clone, Copy, Debug)]
-pub struct CapArgs {
+pub struct WorkCaps {
     /// Refuse (exit 2) a scenario estimated to need more engine events than this.
     #[arg(
         long,
@@ -30,6 +30,14 @@ pub struct CapArgs {
         allow_hyphen_values = true
     )]
     pub max_timeline: u64,
+}
+
+/// The caps a scenario's estimate must fit and how ranks are simulated, shared by `run`,
+/// `check` and `sweep`.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct CapArgs {
+    #[command(flatten)]
+    pub work: WorkCaps,
     /// Simulate every rank, also ranks that behave alike, which are simulated once by default
     /// (docs/scale.md); the report is the same.
     #[arg(long)]
@@ -63,13 +71,22 @@ fn parse_size(text: &str) -> Result<u64, String> {
     sim::units::parse_size_bytes(text)
 }
 
+impl Default for WorkCaps {
+    /// The caps as the flags' defaults set them.
+    fn default() -> WorkCaps {
+        let limits = sim::limits::Limits::default();
+        WorkCaps {
+            max_events: limits.max_events,
+            max_timeline: limits.max_timeline_bytes,
+        }
+    }
+}
+
 impl Default for CapArgs {
     /// The caps as the flags' defaults set them.
     fn default() -> CapArgs {
-        let limits = sim::limits::Limits::default();
         CapArgs {
-            max_events: limits.max_events,
-            max_timeline: limits.max_timeline_bytes,
+            work: WorkCaps::default(),
             no_fold: false,
             detail: None,
         }
@@ -128,7 +145,7 @@ impl CapArgs {
         // with `--nccl-tests` and `--against`, which read every record.
         let summarisable =
             (flags.iter()).all(|flag| !matches!(*flag, "--nccl-tests" | "--against"));
-        let summary = if summarisable && expanded.events <= self.max_events {
+        let summary = if summarisable && expanded.events <= self.work.max_events {
             "trace some ranks and iterations with --summary --records-for 'ranks=0 iterations=0', "
         } else {
             ""
@@ -145,7 +162,7 @@ impl CapArgs {
             if flags.len() == 1 { "it" } else { "them" },
             sim::units::format_size_readable(expanded.timeline_bytes),
             expanded.op_calls,
-            sim::units::format_size(self.max_timeline),
+            sim::units::format_size(self.work.max_timeline),
         )))
     }
 
@@ -159,7 +176,7 @@ impl CapArgs {
         let mut expanded = self.estimate_unfolded(scenario);
         expanded.timeline_bytes =
             (expanded.timeline_bytes).saturating_sub(expanded.dump_rank_lists_bytes);
-        (expanded.timeline_bytes > self.max_timeline).then_some(expanded)
+        (expanded.timeline_bytes > self.work.max_timeline).then_some(expanded)
     }
 
     /// Refuses, before the run, a summarised run's outputs that show the records `selection`
@@ -193,7 +210,7 @@ impl CapArgs {
         let kept_bytes = u64::try_from(kept_calls)
             .unwrap_or(u64::MAX)
             .saturating_mul(sim::limits::TIMELINE_BYTES_PER_CALL);
-        if kept_bytes <= self.max_timeline {
+        if kept_bytes <= self.work.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -205,7 +222,7 @@ impl CapArgs {
             flags.join(" and "),
             if flags.len() == 1 { "s" } else { "" },
             sim::units::format_size_readable(kept_bytes),
-            sim::units::format_size(self.max_timeline),
+            sim::units::format_size(self.work.max_timeline),
         )))
     }
 
@@ -220,7 +237,7 @@ impl CapArgs {
         source: &str,
     ) -> Result<(), Failure> {
         let dumps_bytes = self.estimate_unfolded(scenario).flight_recorder_bytes;
-        if dumps_bytes <= self.max_timeline {
+        if dumps_bytes <= self.work.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -232,7 +249,7 @@ impl CapArgs {
             path.display(),
             scenario.cluster.ranks,
             sim::units::format_size_readable(dumps_bytes),
-            sim::units::format_size(self.max_timeline),
+            sim::units::format_size(self.work.max_timeline),
         )))
     }
 
@@ -257,8 +274,8 @@ impl CapArgs {
     /// The estimate's caps.
     pub fn limits(&self) -> sim::limits::Limits {
         sim::limits::Limits {
-            max_events: self.max_events,
-            max_timeline_bytes: self.max_timeline,
+            max_events: self.work.max_events,
+            max_timeline_bytes: self.work.max_timeline,
         }
     }
 
@@ -312,11 +329,11 @@ fn simulate_under(caps: &LimitArgs, path: &Path, scenario: &Scenario) -> Result<
             scenario.cluster.ranks,
             sim::units::format_size_readable(expanded.timeline_bytes),
             expanded.op_calls,
-            sim::units::format_size(caps.caps.max_timeline),
+            sim::units::format_size(caps.caps.work.max_timeline),
         )));
     }
     let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
-    expand_capped(path, timeline, caps.caps.max_timeline)
+    expand_capped(path, timeline, caps.caps.work.max_timeline)
 }
 
 /// `timeline` expanded to every rank (`Timeline::expand`) for a command that compares or shows
@@ -461,10 +478,10 @@ mod tests {
         let scenario = sim::scenario::parse("big.toml", text).unwrap();
         let path = Path::new("big.toml");
         let mut caps = LimitArgs::default();
-        caps.caps.max_timeline = 4 << 20;
+        caps.caps.work.max_timeline = 4 << 20;
         let folded = caps.caps.estimate(&scenario).timeline_bytes;
         assert!(
-            folded < caps.caps.max_timeline,
+            folded < caps.caps.work.max_timeline,
             "folded, {folded} bytes fit"
         );
         let refused = simulate_under(&caps, path, &scenario).map(|t| t.ranks.len());
@@ -473,7 +490,7 @@ mod tests {
             message.contains("big.toml: ") && message.contains("over the cap of 4MiB"),
             "{message}"
         );
-        caps.caps.max_timeline = 64 << 20;
+        caps.caps.work.max_timeline = 64 << 20;
         let timeline = simulate_under(&caps, path, &scenario).map_err(|f| f.message);
         assert_eq!(timeline.map(|t| t.ranks.len()), Ok(64));
     }
@@ -489,10 +506,13 @@ mod tests {
                     [[fault]]\nranks = [3]\nat = \"ar\"\nkind = \"hang\"\n";
         let scenario = sim::scenario::parse("hang.toml", text).unwrap();
         let caps = CapArgs {
-            max_timeline: 64 << 20,
+            work: WorkCaps {
+                max_timeline: 64 << 20,
+                ..WorkCaps::default()
+            },
             ..CapArgs::default()
         };
-        assert!(caps.estimate_unfolded(&scenario).flight_recorder_bytes > caps.max_timeline);
+        assert!(caps.estimate_unfolded(&scenario).flight_recorder_bytes > caps.work.max_timeline);
         let shown = caps.check_expanded(Path::new("hang.toml"), &scenario, &["--trace"]);
         assert_eq!(shown.map_err(|f| f.message), Ok(()));
         // The dump files do list them: --fr-dir is still held to the cap.

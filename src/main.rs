@@ -312,26 +312,10 @@ enum Command {
         /// are simulated once, docs/scale.md).
         #[arg(long)]
         no_fold: bool,
-        /// Refuse (exit 2) a benchmark estimated to need more engine events than this, as `run`
-        /// does (each point of --scaling and --repeat, before any runs).
-        #[arg(
-            long,
-            value_name = "N",
-            default_value_t = sim::limits::Limits::default().max_events,
-            allow_negative_numbers = true,
-            value_parser = parse_count::<u64>
-        )]
-        max_events: u64,
-        /// Refuse (exit 2) a benchmark whose Timeline, held in memory, is estimated larger than
-        /// this, as `run` does.
-        #[arg(
-            long,
-            value_name = "SIZE",
-            default_value = "4GiB",
-            value_parser = sim::units::parse_size_bytes,
-            allow_hyphen_values = true
-        )]
-        max_timeline: u64,
+        /// The caps `run` holds a scenario to, held here by each point of --scaling and
+        /// --repeat before any runs.
+        #[command(flatten)]
+        work: limits::WorkCaps,
         /// Scaling mode: one point per number of ranks (`1024,8192,65536`), each simulated in
         /// a process of its own so that its peak memory is its own; rows into -o (docs/perf.md).
         #[arg(
@@ -585,7 +569,7 @@ fn main() -> ExitCode {
                     })
                 }),
                 per_rank: limits.engine_options().per_rank_detail,
-                timeline_cap_bytes: Some(limits.caps.max_timeline),
+                timeline_cap_bytes: Some(limits.caps.work.max_timeline),
             },
             nccl_tests,
             fail_on_race,
@@ -675,8 +659,7 @@ fn main() -> ExitCode {
             print_scenario,
             summary,
             no_fold,
-            max_events,
-            max_timeline,
+            work,
             scaling,
             output,
             plot,
@@ -689,8 +672,7 @@ fn main() -> ExitCode {
             print_scenario,
             summary,
             caps: limits::CapArgs {
-                max_events,
-                max_timeline,
+                work,
                 no_fold,
                 detail: None,
             },
