@@ -6,8 +6,9 @@
 //! them with per-call figures measured on the catalogue (about one event and 170–400 bytes of
 //! Timeline JSON per call; the constants below round up). A scenario that can time out (a fault,
 //! an op only some ranks run, or an iteration's sleeps as long as a group's timeout) adds what
-//! the watchdog writes for every member of every group, and a desync report per member when `TORCH_NCCL_DESYNC_DEBUG` reports where the group's
-//! ranks stand (a line per set of ranks that stand alike: at most one per distinct progress).
+//! the watchdog writes for every member of every group, and a desync report per member when
+//! `TORCH_NCCL_DESYNC_DEBUG` reports where the group's ranks stand (a line per set of ranks that
+//! stand alike: at most one per distinct progress).
 //! A folded run (docs/scale.md) simulates and logs once per class of ranks that behave alike:
 //! its estimate counts classes where the unfolded one counts ranks.
 //!
