@@ -1849,7 +1849,6 @@ impl<'a, D: Device> Executor<'a, D> {
                 op.kind.call_dtype(&self.scenario.tensors),
             ),
             (call.group, call.seq_num),
-            g.timeout_ns,
         );
         if let Some(after_ns) = issued.async_error {
             let error_ns = work::async_error_ns(issued.enqueue_ns, after_ns);

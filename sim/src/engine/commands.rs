@@ -247,9 +247,8 @@ impl Engine<'_> {
     }
 
     /// `WorkNCCL(…)` as PyTorch prints it, with the collective as issued.
-    pub(super) fn work_text(&self, rank: u32, collective: u32, timeout_ns: u64) -> String {
-        self.failure
-            .work_text(&view!(self), rank, collective, timeout_ns)
+    pub(super) fn work_text(&self, rank: u32, collective: u32) -> String {
+        self.failure.work_text(&view!(self), rank, collective)
     }
 
     /// The iteration and op a finding on `rank` about `about` names.

@@ -116,10 +116,7 @@ impl Engine<'_> {
         }
         let op = &self.scenario.ops[state.blocked_op];
         let enqueue_ns = self.enqueue_ns(rank, collective);
-        // PyTorch prints the Work with its own (the group's) timeout, whatever the wait's was.
-        let group = self.ranks[rank as usize].timeline.collectives[collective as usize].group;
-        let work_timeout_ns = self.scenario.groups[group as usize].timeout_ns;
-        let work = self.work_text(rank, collective, work_timeout_ns);
+        let work = self.work_text(rank, collective);
         let state = &self.ranks[rank as usize];
         let rank_id = state.timeline.rank;
         let finding = Finding {

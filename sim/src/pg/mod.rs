@@ -1177,13 +1177,13 @@ fn declared_accesses(op: &Op, out: &mut Vec<Step>) {
 /// Work, for a call of `kind` over `bytes` of `dtype` issued by `op` (element counts, as
 /// PyTorch counts them: a barrier's is its one element). A coalescing block's Work is
 /// `COALESCED` (R25), its element counts the whole block's (unverified: PyTorch's were not seen
-/// for such a Work).
+/// for such a Work), its timeout its process group's ([`Scenario::work_timeout_ns`]), whatever
+/// a `wait(timeout)`'s own.
 pub fn work_text(
     scenario: &Scenario,
     op: &Op,
     (kind, bytes, dtype): (CollectiveKind, u64, DType),
     (group, seq): (GroupId, u64),
-    timeout_ns: u64,
 ) -> String {
     let (numel_in, numel_out) = work_numels(scenario, op, kind, group);
     let numel = bytes / dtype.size_bytes();
@@ -1192,7 +1192,7 @@ pub fn work_text(
         op.kind.work_op_type(kind),
         numel_in.of(numel),
         numel_out.of(numel),
-        timeout_ns / 1_000_000
+        scenario.work_timeout_ns(group) / 1_000_000
     )
 }
 
@@ -1226,7 +1226,7 @@ pub struct OpWork {
     pub element_bytes: u64,
     pub numel_in: NumelShare,
     pub numel_out: NumelShare,
-    /// The Work's timeout as it prints it: its communicator's group's (R11).
+    /// The Work's timeout as it prints it ([`Scenario::work_timeout_ns`]).
     pub timeout_ms: u64,
 }
 
@@ -1237,14 +1237,13 @@ pub fn op_works(scenario: &Scenario) -> Vec<Option<OpWork>> {
         .iter()
         .map(|op| {
             let (kind, group) = op.kind.collective()?;
-            let communicator = scenario.communicator(group);
             let (numel_in, numel_out) = work_numels(scenario, op, kind, group);
             Some(OpWork {
                 op_type: op.kind.work_op_type(kind),
                 element_bytes: op.kind.call_dtype(&scenario.tensors).size_bytes(),
                 numel_in,
                 numel_out,
-                timeout_ms: scenario.groups[communicator].timeout_ns / 1_000_000,
+                timeout_ms: scenario.work_timeout_ns(group) / 1_000_000,
             })
         })
         .collect()

@@ -437,7 +437,7 @@ fn a_work_prints_element_counts_as_pytorch_does() {
     let op = &scenario.ops[0];
     let gather = (CollectiveKind::AllGather, 4096, DType::Bf16);
     assert_eq!(
-        work_text(&scenario, op, gather, (0, 3), 600_000_000_000),
+        work_text(&scenario, op, gather, (0, 3)),
         "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=512, NumelOut=2048, Timeout(ms)=600000)"
     );
     // A barrier all_reduces `at::zeros({1}, kFloat)`: one element, whatever its 4 bytes.
@@ -449,13 +449,7 @@ fn a_work_prints_element_counts_as_pytorch_does() {
         DType::F32,
     );
     assert_eq!(
-        work_text(
-            &scenario,
-            &scenario.ops[0],
-            barrier,
-            (0, 1),
-            600_000_000_000
-        ),
+        work_text(&scenario, &scenario.ops[0], barrier, (0, 1)),
         "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)"
     );
     // A batch's Work comes from endCoalescing, made without tensors: its numelIn_ and
@@ -465,7 +459,7 @@ fn a_work_prints_element_counts_as_pytorch_does() {
     let scenario = parse("pg.toml", text).unwrap();
     let batch = (CollectiveKind::BatchP2p, 1 << 20, DType::F32);
     assert_eq!(
-        work_text(&scenario, &scenario.ops[0], batch, (0, 1), 600_000_000_000),
+        work_text(&scenario, &scenario.ops[0], batch, (0, 1)),
         "WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=18446744073709551615, \
          NumelOut=18446744073709551615, Timeout(ms)=600000)"
     );
@@ -480,7 +474,7 @@ fn a_coalescing_block_s_work_is_coalesced_whatever_its_calls_r25() {
     let scenario = parse("pg.toml", text).unwrap();
     let block = (CollectiveKind::AllGather, 4096, DType::F32);
     assert_eq!(
-        work_text(&scenario, &scenario.ops[0], block, (0, 1), 600_000_000_000),
+        work_text(&scenario, &scenario.ops[0], block, (0, 1)),
         "WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=256, NumelOut=1024, Timeout(ms)=600000)"
     );
     // The same list without the manager is one Work per tensor, each of its own kind.
@@ -490,10 +484,9 @@ fn a_coalescing_block_s_work_is_coalesced_whatever_its_calls_r25() {
             &each,
             &each.ops[0],
             (CollectiveKind::AllGather, 1024, DType::F32),
-            (0, 1),
-            1_000_000
+            (0, 1)
         ),
-        "WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, NumelIn=64, NumelOut=256, Timeout(ms)=1)"
+        "WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, NumelIn=64, NumelOut=256, Timeout(ms)=600000)"
     );
 }
 
@@ -904,7 +897,6 @@ fn the_interpreter_s_work_facts_print_each_op_s_work_as_work_text_does() {
                 op,
                 (kind, bytes, op.kind.call_dtype(&scenario.tensors)),
                 (group, 2),
-                scenario.groups[communicators[group]].timeout_ns,
             )
         );
     }
@@ -916,6 +908,18 @@ fn the_interpreter_s_work_facts_print_each_op_s_work_as_work_text_does() {
         (0, 9000)
     );
     assert_eq!(communicators[..2], [0, 1]);
+    // The timeout is the process group's, not the communicator's: a lazy world's pair sends on
+    // a communicator of its own, and its Work still carries the world's.
+    let mut lazy = parse(
+        "pg.toml",
+        &text.replace("eager_init = true", "eager_init = false"),
+    )
+    .unwrap();
+    let pair = lazy.ops[4].kind.collective().unwrap().1;
+    lazy.groups[pair].timeout_ns = 1_000_000;
+    assert_eq!(lazy.communicator(pair), pair);
+    assert_eq!(lazy.work_timeout_ns(pair), 9_000_000_000);
+    assert_eq!(op_works(&lazy)[4].unwrap().timeout_ms, 9000);
 }
 
 #[test]

@@ -1150,6 +1150,13 @@ impl Scenario {
         }
     }
 
+    /// The timeout a Work of a call on `group` carries, and prints as `Timeout(ms)`: its process
+    /// group's ([`Self::process_group`]; PyTorch copies the group's options into each Work), so a
+    /// pair's send or receive has the default group's (R11).
+    pub fn work_timeout_ns(&self, group: GroupId) -> u64 {
+        self.groups[self.process_group(group)].timeout_ns
+    }
+
     /// The groups whose calls go through process group `process_group` ([`Self::process_group`]):
     /// the group itself and, for the default group, every pair (R11). Its watchdog watches
     /// their Works, and its error handling under `TORCH_NCCL_ASYNC_ERROR_HANDLING` 1 and 2

@@ -327,8 +327,7 @@ impl Failure<'_> {
         let group = self
             .scenario
             .communicator(view.work(rank, collective).group);
-        let timeout_ns = self.scenario.groups[group].timeout_ns;
-        let work = self.work_text(view, rank, collective, timeout_ns);
+        let work = self.work_text(view, rank, collective);
         (self.rank_id(rank), group, work)
     }
 

@@ -322,11 +322,10 @@ impl Failure<'_> {
         out: &mut Vec<Command>,
     ) {
         let work = view.work(rank, collective);
-        let timeout_ns = self.scenario.groups[work.group].timeout_ns;
         let op_spec = &self.scenario.ops[op];
         let failed = work::async_error_failed(
             self.rank_id(rank),
-            &self.work_text(view, rank, collective, timeout_ns),
+            &self.work_text(view, rank, collective),
             error_ns,
             op_spec,
         );
@@ -375,7 +374,6 @@ impl Failure<'_> {
         view: &impl RunView,
         rank: u32,
         collective: u32,
-        timeout_ns: u64,
     ) -> String {
         let work = view.work(rank, collective);
         let (kind, dtype) = self.issued_call(view, rank, collective);
@@ -384,7 +382,6 @@ impl Failure<'_> {
             &self.scenario.ops[work.op],
             (kind, work.bytes, dtype),
             (work.group, work.seq_num),
-            timeout_ns,
         )
     }
 }

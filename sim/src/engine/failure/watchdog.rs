@@ -476,7 +476,6 @@ impl Failure<'_> {
         self.watchdogs[index].error_set = true;
         self.watchdogs[index].handling_since_ns = now_ns;
         self.watchdogs[index].handling_timeout = matches!(caught, Caught::Timeout(_));
-        let timeout_ns = scenario.groups[group].timeout_ns;
         let mut diagnosis = String::new();
         let (event, kind, about, message) = match caught {
             Caught::Timeout(work) => {
@@ -490,7 +489,7 @@ impl Failure<'_> {
                     FindingAbout::Work(work.collective),
                     timeout_caught(
                         rank_id,
-                        &self.work_text(view, rank, work.collective, timeout_ns),
+                        &self.work_text(view, rank, work.collective),
                         now_ns - work.enqueue_ns,
                     ),
                 )
@@ -507,11 +506,7 @@ impl Failure<'_> {
                     WatchdogEvent::AsyncError,
                     FindingKind::AsyncError,
                     FindingAbout::Work(collective),
-                    async_exception(
-                        rank_id,
-                        &self.work_text(view, rank, collective, timeout_ns),
-                        error,
-                    ),
+                    async_exception(rank_id, &self.work_text(view, rank, collective), error),
                 )
             }
         };
