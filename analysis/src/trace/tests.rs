@@ -1,6 +1,6 @@
 //! The writer's files as their readers see them: parsed back, then checked event by event.
 //!
-//! About 1,070 lines in one module: every test simulates a scenario and parses the writer's
+//! About 1,140 lines in one module: every test simulates a scenario and parses the writer's
 //! files back through the same few helpers (`simulated`, `rank_files`, `events`, `named`,
 //! `span`); split by event kind, the parts would share them from a module of their own.
 
@@ -271,6 +271,79 @@ fn record_param_comms_seq_is_the_work_s_seqnum_and_the_record_keeps_it_where_it_
             ("wait", 2),
             ("allreduce", 1)
         ]
+    );
+}
+
+#[test]
+fn a_send_or_receive_records_its_process_group_and_its_peer_not_its_pair_communicator() {
+    // Rank 1 of a three-stage pipeline receives from rank 0 and sends to rank 2, on the pairs'
+    // communicators `p2p:0:1` and `p2p:1:2`. ProcessGroupNCCL::send/recv hand the profiler the
+    // process group's name, start, stride and size and the peer as the rank (`pointToPoint`
+    // only picks the pair's communicator); the profiler lists the group's ranks and adds the
+    // peer's global rank as `Src Rank` / `Dst Rank`. Their Works' waits record the group too.
+    let text = "[cluster]\nranks = 3\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n\
+                [[op]]\nranks = [1]\nsend = \"x\"\npeer = 2\n[[op]]\nranks = [2]\nrecv = \"x\"\npeer = 1\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("p.toml", text).unwrap());
+    let (_, _, trace) = &rank_files(&timeline)[1];
+    let keys = [
+        "Collective name",
+        "Process Group Name",
+        "Process Group Description",
+        "Global rank start",
+        "Global rank stride",
+        "Group size",
+        "Process Group Ranks",
+        "Rank",
+        "Src Rank",
+        "Dst Rank",
+    ];
+    let args: Vec<Vec<&Value>> = named(trace, "record_param_comms")
+        .iter()
+        .map(|p| keys.iter().map(|key| &p["args"][key]).collect())
+        .collect();
+    let (world, none) = (json!("[0, 1, 2]"), Value::Null);
+    let expected = |name: &str, ranks: &Value, rank: u32, src: Value, dst: Value| {
+        let (start, stride, size) = match name {
+            "wait" => (Value::Null, Value::Null, json!(1)),
+            _ => (json!(0), json!(1), json!(3)),
+        };
+        [
+            json!(name),
+            json!("0"),
+            json!("default_pg"),
+            start,
+            stride,
+            size,
+            ranks.clone(),
+            json!(rank),
+            src,
+            dst,
+        ]
+    };
+    let expected = [
+        expected("recv", &world, 0, json!(0), none.clone()),
+        expected("wait", &json!("[]"), 1, none.clone(), none.clone()),
+        expected("send", &world, 2, none.clone(), json!(2)),
+        expected("wait", &json!("[]"), 1, none.clone(), none),
+    ];
+    let expected: Vec<Vec<&Value>> = expected.iter().map(|e| e.iter().collect()).collect();
+    assert_eq!(args, expected, "{keys:?}");
+    // A Timeline whose pair is not named `p2p:<low>:<high>` does not tell the peer: its calls
+    // are the world's still, with no `Rank`, `Src Rank` or `Dst Rank`.
+    let mut renamed = timeline.clone();
+    renamed.scenario.groups[1] = "first pair".to_string();
+    let (_, _, trace) = &rank_files(&renamed)[1];
+    let recv = named(trace, "record_param_comms")[0]["args"].clone();
+    assert_eq!(
+        (&recv["Collective name"], &recv["Group size"]),
+        (&json!("recv"), &json!(3))
+    );
+    assert!(
+        ["Rank", "Src Rank", "Dst Rank"]
+            .iter()
+            .all(|key| recv.get(key).is_none()),
+        "{recv}"
     );
 }
 

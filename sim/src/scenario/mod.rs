@@ -529,7 +529,7 @@ impl Resolver<'_> {
         self.setup_ops(&raw_ops, &mut groups, &program)?;
         for &(low, high) in &program.pairs {
             groups.push(Group {
-                name: format!("p2p:{low}:{high}"),
+                name: Group::pair_name(low, high),
                 ranks: vec![low, high],
                 eager_init: false,
                 high_priority: groups[0].high_priority,

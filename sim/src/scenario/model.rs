@@ -1,7 +1,7 @@
 //! The resolved scenario: every name replaced by an index, every time in integer nanoseconds,
 //! every size in bytes. Both engines (the simulator and the hardware backend) read this type.
 //!
-//! Over 1,000 lines (about 1,210), kept whole: it is the one data model every engine, `analysis` and the
+//! Over 1,000 lines (about 1,250), kept whole: it is the one data model every engine, `analysis` and the
 //! Python side read (`c10dsim resolve --json` serialises it), a flat set of plain structs of
 //! which about a third is doc comments on their fields; split, the one definition of the
 //! resolved scenario would be scattered.
@@ -674,6 +674,17 @@ pub struct Group {
 }
 
 impl Group {
+    /// The name of the group of a pair's point-to-point communicator, ranks `low` ≤ `high`.
+    pub fn pair_name(low: u32, high: u32) -> String {
+        format!("p2p:{low}:{high}")
+    }
+
+    /// The two ranks a [`Group::pair_name`] names, low first; `None` for any other name.
+    pub fn pair_ranks(name: &str) -> Option<(u32, u32)> {
+        let (low, high) = name.strip_prefix("p2p:")?.split_once(':')?;
+        Some((low.parse().ok()?, high.parse().ok()?))
+    }
+
     /// Whether `rank` is a member (`ranks` is ascending: a search, not a scan, so that laying
     /// out every rank's streams is not quadratic in the rank count).
     pub fn has_rank(&self, rank: u32) -> bool {
@@ -1226,5 +1237,17 @@ mod tests {
             .unwrap();
         assert_eq!(names(0), ["world", "p2p:0:1", "p2p:1:2"]);
         assert_eq!(names(half), ["half"]);
+    }
+
+    #[test]
+    fn a_pair_groups_name_gives_back_its_two_ranks_and_no_other_name_does() {
+        let scenario = crate::scenario::parse("pairs.toml", PAIRS).unwrap();
+        let read: Vec<Option<(u32, u32)>> = (scenario.groups.iter())
+            .map(|group| super::Group::pair_ranks(&group.name))
+            .collect();
+        assert_eq!(read, [None, None, Some((0, 1)), Some((1, 2))]);
+        for name in ["p2p:1", "p2p:1:x", "p2p:-1:2", "pair:0:1"] {
+            assert_eq!(super::Group::pair_ranks(name), None, "{name}");
+        }
     }
 }

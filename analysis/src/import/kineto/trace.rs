@@ -320,15 +320,9 @@ fn ranks_in_steps(first: u32, stride: u32, size: u32) -> Option<Vec<u32>> {
 /// which PyTorch writes for a group of evenly spaced global ranks (the stride only then), and
 /// `Group size`; `None` where the event has not both.
 fn strided_group(args: &Map<String, Value>) -> Result<Option<Vec<u32>>, String> {
-    let (Some(start), Some(stride)) = (
-        args.get("Global rank start"),
-        args.get("Global rank stride"),
-    ) else {
+    let (Some(start), Some(stride)) = (rank_start(args)?, args.get("Global rank stride")) else {
         return Ok(None);
     };
-    let start: u32 = (start.as_u64())
-        .and_then(|start| start.try_into().ok())
-        .ok_or_else(|| format!("\"Global rank start\" {start} is not a rank"))?;
     let stride: u32 = (stride.as_u64())
         .filter(|&stride| stride > 0)
         .and_then(|stride| stride.try_into().ok())

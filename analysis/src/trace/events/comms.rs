@@ -3,6 +3,7 @@
 //! that completed and for those that never did.
 
 use super::*;
+use sim::scenario::Group;
 
 /// What `record_param_comms` reads of a collective, completed or not.
 pub(super) struct CommsCall {
@@ -76,7 +77,7 @@ impl TraceContext<'_> {
             let Some(name) = op.collective_name else {
                 continue;
             };
-            let group = usize::from(record.group);
+            let (group, peer) = self.process_group_and_peer(rank.rank, &record, op);
             let members = &self.group_ranks[group];
             // The kernel's type, else the tensor's (a SendRecv kernel names none).
             let nccl_type =
@@ -89,11 +90,12 @@ impl TraceContext<'_> {
             // Its ranks as ProcessGroupNCCL hands them to the profiler, which lists them only
             // where they have a stride.
             let (start, stride) = global_rank_start_and_stride(group, members);
-            // PyTorch records the Backend's `rank_`, the rank within the group; its send and
-            // receive record their peer, which the Timeline does not keep: the caller's then.
-            let rank_in_group = match op.collective {
-                Some(CollectiveKind::Send | CollectiveKind::Recv) => None,
-                _ => members.iter().position(|&member| member == rank.rank),
+            // PyTorch records the Backend's `rank_`, the rank within the group; a send or a
+            // receive its peer's instead.
+            let recorded_rank = match peer {
+                Some(Peer::Known(peer)) => Some(peer),
+                Some(Peer::Unknown) => None,
+                None => Some(rank.rank),
             };
             // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
             // sliced side, a remainder the ranks do not divide left out.
@@ -118,11 +120,21 @@ impl TraceContext<'_> {
                     Some(_) => listed_ranks(members),
                     None => "[]".to_string(),
                 },
-                "Rank": rank_in_group.map_or(u64::from(rank.rank), |at| at as u64),
                 "Seq": record.seq_num,
                 "op": self.timeline.ops[record.op as usize].name,
                 "iteration": record.iteration,
             });
+            if let Some(recorded_rank) = recorded_rank {
+                args["Rank"] = json!(rank_in_group(members, recorded_rank));
+            }
+            // The profiler adds the peer's global rank: the group's listed rank at `Rank`.
+            if let Some(Peer::Known(peer)) = peer {
+                let key = match op.collective {
+                    Some(CollectiveKind::Send) => "Dst Rank",
+                    _ => "Src Rank",
+                };
+                args[key] = json!(peer);
+            }
             if let Some(start) = start {
                 args["Global rank start"] = json!(start);
             }
@@ -182,6 +194,31 @@ impl TraceContext<'_> {
         Ok(())
     }
 
+    /// The process group `record`'s call went through and, for a send or a receive, its peer.
+    /// A pair's send or receive goes through the world, as `Scenario::process_group` has it:
+    /// `ProcessGroupNCCL::send` and `::recv` hand the profiler the process group's name,
+    /// `globalRankStart_`, `globalRankStride_` and size, and the peer (`dstRank`, `srcRank`) as
+    /// the rank; `pointToPoint` uses the pair's communicator but records no group of its own,
+    /// and its Work, whose `wait()` records the group too, is the process group's.
+    fn process_group_and_peer(
+        &self,
+        rank: u32,
+        record: &CommsCall,
+        op: &OpTrace,
+    ) -> (usize, Option<Peer>) {
+        let group = usize::from(record.group);
+        match op.collective {
+            Some(CollectiveKind::Send | CollectiveKind::Recv) => {
+                let pair = Group::pair_ranks(&self.timeline.scenario.groups[group]);
+                let peer = pair.map_or(Peer::Unknown, |(low, high)| {
+                    Peer::Known(if low == rank { high } else { low })
+                });
+                (0, Some(peer))
+            }
+            _ => (group, None),
+        }
+    }
+
     /// The arguments of the `record_param_comms` that `WorkNCCL::wait` records: named `wait`,
     /// with no elements and no ranks (PyTorch passes it no rank start or stride).
     fn wait_args(&self, rank: &RankTimeline, group: usize, record: &CommsCall, op: OpRef) -> Value {
@@ -197,8 +234,7 @@ impl TraceContext<'_> {
             "Process Group Name": group.to_string(),
             "Process Group Description": self.group_description(group),
             "Process Group Ranks": "[]",
-            "Rank": members.iter().position(|&member| member == rank.rank)
-                .map_or(u64::from(rank.rank), |at| at as u64),
+            "Rank": rank_in_group(members, rank.rank),
             "Seq": record.seq_num,
             "op": self.timeline.ops[op as usize].name,
             "iteration": record.iteration,
@@ -208,4 +244,21 @@ impl TraceContext<'_> {
         }
         args
     }
+}
+
+/// The peer of a send or a receive: the other rank of its pair's group, as the group's name
+/// (`p2p:<low>:<high>`) gives it; unknown in a Timeline whose pair is named otherwise, whose
+/// `Rank` and `Src Rank` / `Dst Rank` are then left out.
+enum Peer {
+    Known(u32),
+    Unknown,
+}
+
+/// `rank`'s rank within the group of `members` (ascending global ranks), as ProcessGroupNCCL
+/// numbers it; `rank` itself where it is not a member.
+fn rank_in_group(members: &[u32], rank: u32) -> u64 {
+    members
+        .iter()
+        .position(|&member| member == rank)
+        .map_or(u64::from(rank), |at| at as u64)
 }
