@@ -8,7 +8,8 @@
 //! ([`calibrate::calibrate`]) and the spread of repeated measurements ([`spread::Spread`]).
 //! Also: the fidelity table ([`fidelity`]), other tools' files turned into scenarios (a
 //! torch.profiler trace, [`import`]; Flight Recorder dumps, read and written as bytes,
-//! [`flight_recorder`]), PyTorch's log lines as Timeline records ([`torch_log`]), sweep CSV rows
+//! [`flight_recorder`]), PyTorch's log lines as Timeline records ([`torch_log`]) and the join of a
+//! `c10dsim torch` run's rank files with them ([`torch_join`]), sweep CSV rows
 //! ([`sweep`]), charts ([`plot`], [`gantt`]), nccl-tests' table ([`nccl_tests`]) and the
 //! fuzzing targets' entry points ([`robustness`]).
 //!
@@ -43,5 +44,6 @@ pub mod sweep;
 #[cfg(test)]
 mod test_scenarios;
 pub mod text;
+pub mod torch_join;
 pub mod torch_log;
 pub mod trace;
