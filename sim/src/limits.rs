@@ -5,7 +5,7 @@
 //! call per tensor of a list) and derives the engine's events and the Timeline's size from
 //! them with per-call figures measured on the catalogue (about one event and 170–400 bytes of
 //! Timeline JSON per call; the constants below round up). A scenario that can time out (a fault,
-//! an op only some ranks run, or an iteration's sleeps as long as a group's timeout) adds what
+//! an op only some ranks run, or the run's sleeps as long as a group's timeout) adds what
 //! the watchdog writes for every member of every group, and a desync report per member when
 //! `TORCH_NCCL_DESYNC_DEBUG` reports where the group's ranks stand (a line per set of ranks that
 //! stand alike: at most one per distinct progress).
@@ -160,8 +160,10 @@ pub fn estimate_for(scenario: &Scenario, classes: &Classes) -> WorkEstimate {
     }
 }
 
-/// Whether one iteration's sleeps (`gpu_sleep_us`, `host_sleep_us`) add up to a group's
-/// timeout or more: a Work enqueued behind them can outwait its timeout (R26) with no fault.
+/// Whether the run's sleeps (`gpu_sleep_us`, `host_sleep_us`), every iteration's, add up to a
+/// group's timeout or more: a Work enqueued behind them can outwait its timeout (R26) with no
+/// fault. Every iteration's, since the host runs ahead of the GPU (R1) and a backlog within
+/// the timeout each iteration adds up over the iterations.
 fn backlog_outlasts_a_timeout(scenario: &Scenario) -> bool {
     let sleeps_ns = scenario.ops.iter().fold(0u64, |sum, op| match op.kind {
         OpKind::GpuSleep { duration_ns } | OpKind::HostSleep { duration_ns } => {
@@ -169,6 +171,7 @@ fn backlog_outlasts_a_timeout(scenario: &Scenario) -> bool {
         }
         _ => sum,
     });
+    let sleeps_ns = sleeps_ns.saturating_mul(u64::from(scenario.repeat));
     scenario
         .groups
         .iter()
@@ -357,6 +360,18 @@ mod tests {
         assert_eq!(
             unfolded.timeline_bytes,
             unfolded.op_calls * TIMELINE_BYTES_PER_CALL
+        );
+        // Within the timeout each iteration, but the host runs ahead of the GPU and the
+        // backlog adds up: 0.5 s a time, the third iteration's all_reduce times out.
+        let adding_up = self::scenario(
+            &text
+                .replace("3_000_000", "500_000")
+                .replace("[cluster]", "repeat = 3\n[cluster]"),
+        );
+        let unfolded = estimate_for(&adding_up, &Classes::per_rank(&adding_up));
+        assert!(
+            unfolded.flight_recorder_bytes >= 64 * 64 * DUMP_BYTES_PER_LISTED_RANK,
+            "{unfolded:?}"
         );
     }
 
