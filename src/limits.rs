@@ -253,6 +253,39 @@ impl CapArgs {
         )))
     }
 
+    /// Refuses, after the run and before anything is written, the Flight Recorder dumps the
+    /// run made, a file per rank (`source` as for [`Self::check_dump_files`]), where their
+    /// files would be over `--max-timeline`: measured, a dump that stands for a class of ranks
+    /// counted once per rank. The estimate before the run cannot see every timeout (a backlog
+    /// of long kernels, a straggler's run-ahead), so it is not the only check.
+    pub fn check_made_dumps(
+        &self,
+        path: &Path,
+        timeline: &Timeline,
+        source: &str,
+    ) -> Result<(), Failure> {
+        let (mut ranks, mut dumps_bytes) = (0u64, 0u64);
+        for (dump, stands_for) in timeline.dumps_standing_for() {
+            let copies = stands_for.map_or(1, |ranks| ranks.count());
+            let bytes = analysis::flight_recorder::write(dump).len() as u64;
+            ranks = ranks.saturating_add(copies);
+            dumps_bytes = dumps_bytes.saturating_add(bytes.saturating_mul(copies));
+        }
+        if dumps_bytes <= self.work.max_timeline {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "{}: {source} writes the Flight Recorder dumps of the {ranks} ranks that dumped, each \
+             listing every rank of its groups: {} in all, over the cap of {} (--max-timeline); \
+             the run was simulated and nothing was written (run fewer ranks with --set \
+             cluster.ranks=N, or raise --max-timeline; --timeline keeps a dump per class of \
+             ranks in its flight_recorder section)",
+            path.display(),
+            sim::units::format_size_readable(dumps_bytes),
+            sim::units::format_size(self.work.max_timeline),
+        )))
+    }
+
     /// The work `scenario` asks for, simulated as these flags say (folded unless `--no-fold`
     /// or `--detail ranks`).
     pub fn estimate(&self, scenario: &Scenario) -> sim::limits::WorkEstimate {

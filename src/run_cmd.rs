@@ -227,6 +227,9 @@ pub(crate) fn run(
     };
     let (timeline, _) = sim::engine::simulate_with(&scenario, options);
     progress::finish();
+    if let Some(source) = dump_files {
+        limits.caps.check_made_dumps(file, &timeline, source)?;
+    }
     if let (Some(measured), Some(diff_options)) = (measured, diff_options) {
         if let Some(path) = outputs.timeline {
             outputs.write_timeline(path, &timeline)?;

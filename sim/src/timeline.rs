@@ -1046,21 +1046,37 @@ impl Timeline {
         (self.flight_recorder.iter()).any(|dump| !dump.stands_for.is_empty())
     }
 
-    /// One Flight Recorder dump per rank that dumped, in rank order, as PyTorch writes them (a
-    /// file each): a dump that stands for several ranks — its class's in a folded Timeline,
-    /// its own `stands_for` in a summarised one — copied to each of them with its rank.
-    pub fn rank_dumps(&self) -> Vec<crate::flight_recorder::FlightRecorderDump> {
+    /// Each Flight Recorder dump the Timeline holds, with the ranks it stands for where it
+    /// stands for several: its class's in a folded Timeline, its own `stands_for` in a
+    /// summarised one.
+    pub fn dumps_standing_for(
+        &self,
+    ) -> Vec<(
+        &crate::flight_recorder::FlightRecorderDump,
+        Option<&RankSet>,
+    )> {
         let classes: BTreeMap<u32, &RankSet> = (self.ranks.iter())
             .filter(|class| !class.stands_for.is_empty())
             .map(|class| (class.rank, &class.stands_for))
             .collect();
+        (self.flight_recorder.iter())
+            .map(|dump| {
+                let stands_for = classes.get(&dump.rank).copied().unwrap_or(&dump.stands_for);
+                (dump, Some(stands_for).filter(|ranks| !ranks.is_empty()))
+            })
+            .collect()
+    }
+
+    /// One Flight Recorder dump per rank that dumped, in rank order, as PyTorch writes them (a
+    /// file each): a dump that stands for several ranks ([`Self::dumps_standing_for`]) copied
+    /// to each of them with its rank.
+    pub fn rank_dumps(&self) -> Vec<crate::flight_recorder::FlightRecorderDump> {
         let mut dumps = Vec::new();
-        for dump in &self.flight_recorder {
-            let stands_for = classes.get(&dump.rank).copied().unwrap_or(&dump.stands_for);
-            if stands_for.is_empty() {
+        for (dump, stands_for) in self.dumps_standing_for() {
+            let Some(stands_for) = stands_for else {
                 dumps.push(dump.clone());
                 continue;
-            }
+            };
             for member in stands_for.iter() {
                 dumps.push(crate::flight_recorder::FlightRecorderDump {
                     rank: member,

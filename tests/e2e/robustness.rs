@@ -1565,6 +1565,54 @@ fn flight_recorder_files_of_every_rank_are_held_to_the_timeline_cap() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The estimate before the run cannot see every timeout: a straggler's 2 s before an
+/// all_reduce under a 1 s timeout times out the other 63 ranks, each dumping, though nothing in
+/// the scenario is a fault (65,536 such ranks would write some 26 GB). The dumps the run made
+/// are measured after it and held to `--max-timeline` before anything is written.
+#[test]
+fn flight_recorder_files_the_estimate_missed_are_held_to_the_timeline_cap_after_the_run() {
+    let file = write(
+        "straggler_dumps.toml",
+        "[cluster]\nranks = 64\n[groups.world]\ntimeout_s = 1\neager_init = true\n\
+         [tensors]\nx = \"1MiB\"\n[[op]]\nlabel = \"ar\"\nall_reduce = \"x\"\n\
+         [[perturb]]\nranks = [3]\nbefore = \"ar\"\nhost_delay_us = 2_000_000\n",
+    );
+    let dir = temp("straggler_dumps");
+    let timeline = temp("straggler_dumps.json");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&timeline);
+    let run = |cap: &str| {
+        c10dsim(&[
+            "run",
+            &file,
+            "--max-timeline",
+            cap,
+            "--fr-dir",
+            dir.to_str().unwrap(),
+            "--timeline",
+            timeline.to_str().unwrap(),
+        ])
+    };
+    let output = run("64KiB");
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("--fr-dir writes the Flight Recorder dumps of the 64 ranks that dumped"),
+        "{err}"
+    );
+    assert!(
+        err.contains("over the cap of 64KiB (--max-timeline)"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was written"), "{err}");
+    assert!(!dir.exists() && !timeline.exists(), "an output was written");
+    let output = run("1MiB");
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 64);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&timeline);
+}
+
 /// A summarised run keeps whole the records `--records-for` names, and `--trace`, `--trace-dir`,
 /// `--svg` and `--timeline` show them: that share of the unfolded Timeline is held to
 /// `--max-timeline` before the run. 65,536 ranks x `repeat = 300` with `--summary --records-for
