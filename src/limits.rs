@@ -348,7 +348,7 @@ pub fn expand_capped(
     if !timeline.is_folded() && !timeline.has_dumps_for_several_ranks() {
         return Ok(timeline);
     }
-    let expanded_bytes = timeline.expanded_json_bytes();
+    let expanded_bytes = timeline.expanded_bytes();
     if expanded_bytes > max_timeline_bytes {
         return Err(Failure::input(format!(
             "{}: a folded Timeline: expanded to all {} ranks, as this command compares them \

@@ -1513,6 +1513,39 @@ fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
     let _ = std::fs::remove_file(&timeline);
 }
 
+/// A hang's every rank dumps its Flight Recorder, each dump listing every rank of its groups:
+/// the expanded Timeline's dumps share those lists (one per group, in memory), and `diff` never
+/// writes them. Counted once per rank, they made `diff` of the folded Timeline of 65,536 ranks
+/// of scenarios/hang_10min.toml against itself refuse at about 23 GiB. Here 4,096 ranks: about
+/// 84 MiB with the lists counted per rank, under 16 MiB as `diff` holds it.
+#[test]
+fn diff_counts_the_dumps_rank_lists_once_as_it_holds_them() {
+    let timeline = temp("diff_dump_lists.json");
+    let timeline_path = timeline.to_str().unwrap();
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=4096",
+        "--timeline",
+        timeline_path,
+    ]);
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let diff = |cap: &str| c10dsim(&["diff", timeline_path, timeline_path, "--max-timeline", cap]);
+    let output = diff("16MiB");
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    // Still held to the cap: the records and entries of every rank's dump count per rank.
+    let output = diff("1MiB");
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("expanded to all 4096 ranks"), "{err}");
+    assert!(
+        err.contains("over the cap of 1MiB (--max-timeline)"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&timeline);
+}
+
 /// `run --fr-dir` writes a Flight Recorder dump per rank, each listing every rank of its
 /// groups: the square of the ranks, whatever the folding. 65,536 ranks of
 /// scenarios/hang_10min.toml (0.01 s plain) had written no file after 2 minutes, its dumps about
