@@ -329,20 +329,16 @@ fn join_ranks(
     let mut inferred_exits = Vec::new();
     for rank in 0..world {
         let path = dir.join(format!("rank{rank}.json"));
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let mut part = Timeline::from_json(&text)
-                    .map_err(|e| Failure::input(e.in_file(&path.display().to_string())))?;
-                if note_unfinished(&mut part, rank, launcher_status) {
-                    inferred_exits.push(rank);
-                }
-                parts.push((path.display().to_string(), part));
-            }
-            Err(_) => {
-                silent.push(rank);
-                inferred_exits.push(rank);
-            }
+        if !path.is_file() {
+            silent.push(rank);
+            inferred_exits.push(rank);
+            continue;
         }
+        let mut part = crate::diff_cmd::read_timeline(&path)?;
+        if note_unfinished(&mut part, rank, launcher_status) {
+            inferred_exits.push(rank);
+        }
+        parts.push((path.display().to_string(), part));
     }
     if parts.is_empty() {
         return Err(Failure::input(format!(
