@@ -73,10 +73,13 @@ pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
     read_timeline_capped(path, sim::limits::Limits::default().max_timeline_bytes)
 }
 
-/// Reads a Timeline file; a folded one (docs/scale.md) is compared rank by rank, so it is
-/// expanded to every rank, refused (exit 2) where that is over `max_timeline_bytes`.
+/// Reads a Timeline file, as every command that reads one does (`diff`, `run --against`,
+/// `calibrate`, `fidelity`, `hw-merge`, `torch`'s join of its ranks' files): refused (exit 2)
+/// before it is read where reading it would hold more than `max_timeline_bytes`
+/// (`limits::read_timeline_text`); a folded one (docs/scale.md) is compared rank by rank, so it
+/// is expanded to every rank, refused where that is over `max_timeline_bytes`.
 pub fn read_timeline_capped(path: &Path, max_timeline_bytes: u64) -> Result<Timeline, Failure> {
-    let text = crate::stdio::read_text(path)?;
+    let text = crate::limits::read_timeline_text(path, max_timeline_bytes)?;
     let timeline = Timeline::from_json(&text).map_err(|e| {
         // A Chrome trace (`--trace`, a PyTorch profiler trace) and `run --json`'s report
         // are the usual wrong files.

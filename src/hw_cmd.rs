@@ -4,7 +4,6 @@
 use crate::{emit, Failure, RunOutputs, ScenarioArgs};
 use analysis::metrics;
 use analysis::text::counted;
-use sim::timeline::Timeline;
 use std::path::{Path, PathBuf};
 
 /// Options of `c10dsim hw` beyond the run outputs.
@@ -133,9 +132,7 @@ pub fn merge(parts: &[PathBuf], output: &Path, partial: bool) -> Result<u8, Fail
     let timelines = parts
         .iter()
         .map(|path| {
-            let text = crate::stdio::read_text(path)?;
-            let timeline = Timeline::from_json(&text)
-                .map_err(|e| Failure::input(e.in_file(&path.display().to_string())))?;
+            let timeline = crate::diff_cmd::read_timeline(path)?;
             Ok((path.display().to_string(), timeline))
         })
         .collect::<Result<Vec<_>, _>>()?;

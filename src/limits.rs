@@ -369,6 +369,50 @@ fn simulate_under(caps: &LimitArgs, path: &Path, scenario: &Scenario) -> Result<
     expand_capped(path, timeline, caps.caps.work.max_timeline)
 }
 
+/// Bytes of memory that reading a Timeline file holds at its peak per byte of the file: its
+/// text and the Timeline parsed from it. Measured (release build, `/usr/bin/time`, peak resident
+/// set over the file's size, one file read): unfolded runs of scenarios/overlap_bench.toml
+/// (8 ranks) 62 MB 1.46, 254 MB 1.37; straggler.toml (64 ranks) 122 MB 1.39; hang_10min.toml
+/// at 4,096 and 8,192 ranks, their dumps listing every rank, 88 MB 2.07, 343 MB 1.92 (2.65 in
+/// address space, which `ulimit -v` counts); a summarised run 1.3 GB 1.34; a hang whose dumps
+/// hold 2,000 entries each (60% of the file) 132 MB 2.64, 3.26 in address space. Rounded up.
+/// `diff` holds two Timelines: 1.37–2.07 a byte of the two files measured.
+pub const TIMELINE_READ_BYTES_PER_FILE_BYTE: u64 = 4;
+
+/// The text of the Timeline file `path` (`-`: standard input), refused (exit 2) before it is
+/// read where reading it, estimated at [`TIMELINE_READ_BYTES_PER_FILE_BYTE`] bytes a byte of
+/// the file, would hold more than `max_timeline_bytes` (`--max-timeline`); standard input,
+/// whose size is known only as it is read, is read no further than that share of the cap.
+pub fn read_timeline_text(path: &Path, max_timeline_bytes: u64) -> Result<String, Failure> {
+    let per_byte = TIMELINE_READ_BYTES_PER_FILE_BYTE;
+    let max_file_bytes = max_timeline_bytes / per_byte;
+    let refusal = |size: Option<u64>| {
+        let (more, file_bytes, read) = match size {
+            Some(bytes) => ("", bytes, "nothing was read"),
+            None => ("more than ", max_file_bytes, "it was read no further"),
+        };
+        Failure::input(format!(
+            "{}: a Timeline file of {more}{file_bytes} bytes: reading it would hold {}{} of \
+             memory ({per_byte} bytes a byte of the file: its text and the Timeline parsed from \
+             it), over the cap of {} (--max-timeline); {read} (give a Timeline of fewer \
+             iterations or ranks, or raise --max-timeline where the command has it: diff, run \
+             --against)",
+            crate::stdio::shown_name(path),
+            if size.is_some() {
+                "about "
+            } else {
+                "more than "
+            },
+            sim::units::format_size_readable(file_bytes.saturating_mul(per_byte)),
+            sim::units::format_size(max_timeline_bytes),
+        ))
+    };
+    if let Some(size) = crate::stdio::file_size(path).filter(|&size| size > max_file_bytes) {
+        return Err(refusal(Some(size)));
+    }
+    crate::stdio::read_text_within(path, max_file_bytes)?.ok_or_else(|| refusal(None))
+}
+
 /// `timeline` expanded to every rank (`Timeline::expand`) for a command that compares or shows
 /// every rank (`diff`, `calibrate`, `fidelity`, `run --against`, the replays); refused (exit 2)
 /// before it expands where the expanded Timeline is larger than `max_timeline_bytes`: a folded
@@ -381,7 +425,7 @@ pub fn expand_capped(
     if !timeline.is_folded() && !timeline.has_dumps_for_several_ranks() {
         return Ok(timeline);
     }
-    let expanded_bytes = timeline.expanded_json_bytes();
+    let expanded_bytes = timeline.expanded_bytes();
     if expanded_bytes > max_timeline_bytes {
         return Err(Failure::input(format!(
             "{}: a folded Timeline: expanded to all {} ranks, as this command compares them \

@@ -428,8 +428,9 @@ enum Command {
         json: bool,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
-        /// Refuse (exit 2) a folded Timeline whose expansion to every rank, which the
-        /// comparison needs, is larger than this (e.g. 16GiB).
+        /// Refuse (exit 2) a Timeline file whose reading (4 bytes of memory a byte of the file)
+        /// or, folded, whose expansion to every rank, which the comparison needs, is larger
+        /// than this (e.g. 16GiB).
         #[arg(
             long,
             value_name = "SIZE",

@@ -229,12 +229,30 @@ pub fn read_text_gunzipped(path: &Path) -> Result<String, Failure> {
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// `path` as messages name it: `standard input` for `-`.
-fn shown_name(path: &Path) -> String {
+pub fn shown_name(path: &Path) -> String {
     if is_dash(path) {
         "standard input".to_string()
     } else {
         path.display().to_string()
     }
+}
+
+/// The size of `path` where it is a regular file; none for standard input, a pipe or a device,
+/// whose size is known only once read.
+pub fn file_size(path: &Path) -> Option<u64> {
+    if is_dash(path) {
+        return None;
+    }
+    let metadata = std::fs::metadata(path).ok()?;
+    metadata.is_file().then_some(metadata.len())
+}
+
+/// The text of `path` (standard input for `-`) where it holds at most `max_bytes`; none, read
+/// no further than that, where it holds more.
+pub fn read_text_within(path: &Path, max_bytes: u64) -> Result<Option<String>, Failure> {
+    read_bytes_within(path, max_bytes)?
+        .map(|bytes| utf8(path, bytes))
+        .transpose()
 }
 
 fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
@@ -244,7 +262,17 @@ fn read_text_at_most(path: &Path, max_bytes: u64) -> Result<String, Failure> {
 
 /// The bytes of `path` (standard input for `-`), refused past `max_bytes`.
 fn read_bytes_at_most(path: &Path, max_bytes: u64) -> Result<Vec<u8>, Failure> {
-    let shown = shown_name(path);
+    read_bytes_within(path, max_bytes)?.ok_or_else(|| {
+        Failure::input(format!(
+            "{} holds more than {} MiB: not a scenario or profile file",
+            shown_name(path),
+            max_bytes >> 20
+        ))
+    })
+}
+
+/// The bytes of `path` (standard input for `-`); none, read no further, past `max_bytes`.
+fn read_bytes_within(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, Failure> {
     let mut bytes = Vec::new();
     let read = if is_dash(path) {
         std::io::stdin()
@@ -259,14 +287,8 @@ fn read_bytes_at_most(path: &Path, max_bytes: u64) -> Result<Vec<u8>, Failure> {
                     .read_to_end(&mut bytes)
             })
     };
-    read.map_err(|error| Failure::input(format!("cannot read {shown}: {error}")))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(Failure::input(format!(
-            "{shown} holds more than {} MiB: not a scenario or profile file",
-            max_bytes >> 20
-        )));
-    }
-    Ok(bytes)
+    read.map_err(|error| Failure::input(format!("cannot read {}: {error}", shown_name(path))))?;
+    Ok((bytes.len() as u64 <= max_bytes).then_some(bytes))
 }
 
 /// A file that is not UTF-8 is refused at the line and column of its first byte that is not.

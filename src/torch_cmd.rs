@@ -328,14 +328,11 @@ fn join_ranks(
     let mut files = Vec::new();
     for rank in 0..world {
         let path = dir.join(format!("rank{rank}.json"));
-        files.push(match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let name = path.display().to_string();
-                let part =
-                    Timeline::from_json(&text).map_err(|e| Failure::input(e.in_file(&name)))?;
-                Some((name, part))
-            }
-            Err(_) => None,
+        files.push(if path.is_file() {
+            let part = crate::diff_cmd::read_timeline(&path)?;
+            Some((path.display().to_string(), part))
+        } else {
+            None
         });
     }
     if files.iter().all(Option::is_none) {

@@ -1018,12 +1018,16 @@ impl Timeline {
         }
     }
 
-    /// About how many bytes of JSON [`Timeline::expand`] would make of this Timeline, found
-    /// without expanding it: each class's records and each dump counted once per rank it
-    /// stands for (the substituted ranks' digits aside), the rest once. A folded Timeline of
-    /// 65,536 ranks x 10^6 iterations is 135 MB and expands to terabytes; callers hold this to
-    /// `--max-timeline` before they expand (docs/reliability.md). Saturates.
-    pub fn expanded_json_bytes(&self) -> u64 {
+    /// About how large [`Timeline::expand`] would make this Timeline as the commands that
+    /// expand one to compare it hold it, found without expanding it, in bytes of JSON: each
+    /// class's records and each dump once per rank it stands for (the substituted ranks' digits
+    /// aside), the rest once, and each dump's lists of its groups' ranks once: the expanded
+    /// dumps share them (`DumpGroup::ranks`, an `Arc`) and those commands never write them
+    /// (counted per rank, the square of the ranks, 65,536 ranks of a hang came to 23 GiB). A
+    /// folded Timeline of 65,536 ranks x 10^6 iterations is 135 MB and expands to terabytes;
+    /// callers hold this to `--max-timeline` before they expand (docs/reliability.md).
+    /// Saturates.
+    pub fn expanded_bytes(&self) -> u64 {
         let copies = |stands_for: &RankSet| stands_for.count().max(1);
         let classes: BTreeMap<u32, &RankSet> = (self.ranks.iter())
             .filter(|class| !class.stands_for.is_empty())
@@ -1034,7 +1038,12 @@ impl Timeline {
         });
         let dumps = (self.flight_recorder.iter()).fold(0u64, |sum, dump| {
             let stands_for = classes.get(&dump.rank).copied().unwrap_or(&dump.stands_for);
-            sum.saturating_add(json_bytes(dump).saturating_mul(copies(stands_for)))
+            let lists = (dump.groups.iter()).fold(0u64, |sum, group| {
+                sum.saturating_add(json_bytes(&group.ranks))
+            });
+            let copied = json_bytes(dump).saturating_sub(lists);
+            sum.saturating_add(copied.saturating_mul(copies(stands_for)))
+                .saturating_add(lists)
         });
         json_bytes(&self.clone_without_ranks())
             .saturating_add(ranks)

@@ -4,7 +4,7 @@
 //! Over 1,000 lines (about 1,300): one table of bad inputs and one test per command-line
 //! behaviour, sharing the table's helpers; the next split is by command (run, sweep, diff).
 
-use crate::util::{c10dsim, stderr, stdout};
+use crate::util::{c10dsim, c10dsim_fed, stderr, stdout};
 
 /// One class of bad input: the scenario text, where the error must point, and what it says.
 struct BadInput {
@@ -1013,21 +1013,6 @@ fn completions_and_the_man_page_name_every_subcommand() {
         "{}",
         stderr(&unknown)
     );
-}
-
-/// Runs the binary with `input` on its standard input.
-fn c10dsim_fed(args: &[&str], input: &[u8]) -> std::process::Output {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_c10dsim"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    child.wait_with_output().unwrap()
 }
 
 #[test]

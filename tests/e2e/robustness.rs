@@ -2,10 +2,10 @@
 //! or mislead, small and written anew, with the exit code and message each must give now
 //! (docs/reliability.md).
 //!
-//! About 1,660 lines, over 1,000: one test per input found, each standing alone; split by command if it
+//! About 1,750 lines, over 1,000: one test per input found, each standing alone; split by command if it
 //! grows.
 
-use crate::util::{c10dsim, skipped, stderr, stdout};
+use crate::util::{c10dsim, c10dsim_fed, skipped, stderr, stdout};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -1509,6 +1509,96 @@ fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
     assert!(stdout(&output).is_empty());
     // Under the default cap it compares.
     let output = c10dsim(&["diff", timeline_path, timeline_path]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let _ = std::fs::remove_file(&timeline);
+}
+
+/// A hang's every rank dumps its Flight Recorder, each dump listing every rank of its groups:
+/// the expanded Timeline's dumps share those lists (one per group, in memory), and `diff` never
+/// writes them. Counted once per rank, they made `diff` of the folded Timeline of 65,536 ranks
+/// of scenarios/hang_10min.toml against itself refuse at about 23 GiB. Here 4,096 ranks: about
+/// 84 MiB with the lists counted per rank, under 16 MiB as `diff` holds it.
+#[test]
+fn diff_counts_the_dumps_rank_lists_once_as_it_holds_them() {
+    let timeline = temp("diff_dump_lists.json");
+    let timeline_path = timeline.to_str().unwrap();
+    let output = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--set",
+        "cluster.ranks=4096",
+        "--timeline",
+        timeline_path,
+    ]);
+    assert_eq!(code(&output), Some(1), "{}", stderr(&output));
+    let diff = |cap: &str| c10dsim(&["diff", timeline_path, timeline_path, "--max-timeline", cap]);
+    let output = diff("16MiB");
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    // Still held to the cap: the records and entries of every rank's dump count per rank.
+    let output = diff("1MiB");
+    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("expanded to all 4096 ranks"), "{err}");
+    assert!(
+        err.contains("over the cap of 1MiB (--max-timeline)"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&timeline);
+}
+
+/// Reading a Timeline file holds its text and the Timeline parsed from it: up to about 2.6 times
+/// its size measured, which nothing capped: `diff` of a 2.6 GB Timeline against itself aborted
+/// after 12 s at 3.8 GB under a 6 GB address-space limit. Each file is held to `--max-timeline`
+/// before it is read, at `TIMELINE_READ_BYTES_PER_FILE_BYTE` (4) bytes a byte, for `diff` and
+/// `run --against` alike, and standard input is read no further than that share. Here a 47 KB
+/// unfolded Timeline: about 190 KB read.
+#[test]
+fn a_timeline_file_is_held_to_the_timeline_cap_before_it_is_read() {
+    let file = write(
+        "read_cap.toml",
+        "repeat = 200\n[cluster]\nranks = 4\nfold = false\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let timeline = temp("read_cap.json");
+    let timeline_path = timeline.to_str().unwrap();
+    let output = c10dsim(&["run", &file, "--timeline", timeline_path]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let size = std::fs::metadata(&timeline).unwrap().len();
+    assert!(size > 32 << 10 && size < 64 << 10, "{size} bytes");
+    let refused = |output: &std::process::Output, shown: &str| {
+        assert_refused(output, &format!("{shown}: a Timeline file of "), shown);
+        let err = stderr(output);
+        assert!(
+            err.contains("over the cap of 128KiB (--max-timeline)"),
+            "{err}"
+        );
+        assert!(err.contains("raise --max-timeline"), "{err}");
+        assert!(stdout(output).is_empty(), "{}", stdout(output));
+    };
+    let diff = |cap: &str| c10dsim(&["diff", timeline_path, timeline_path, "--max-timeline", cap]);
+    let output = diff("128KiB");
+    refused(&output, timeline_path);
+    assert!(
+        stderr(&output).contains(&format!("{size} bytes")),
+        "{}",
+        stderr(&output)
+    );
+    let against = c10dsim(&[
+        "run",
+        "scenarios/hang_10min.toml",
+        "--max-timeline",
+        "128KiB",
+        "--against",
+        timeline_path,
+    ]);
+    refused(&against, timeline_path);
+    let text = std::fs::read(&timeline).unwrap();
+    let fed = c10dsim_fed(
+        &["diff", "-", timeline_path, "--max-timeline", "128KiB"],
+        &text,
+    );
+    refused(&fed, "standard input");
+    // Raised, it is read and compared.
+    let output = diff("256KiB");
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let _ = std::fs::remove_file(&timeline);
 }

@@ -47,6 +47,25 @@ pub fn c10dsim(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// Runs the binary with `input` on its standard input; what it leaves unread when it exits (a
+/// refusal before the end of its input) is dropped.
+pub fn c10dsim_fed(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_c10dsim"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let written = child.stdin.take().unwrap().write_all(input);
+    if let Err(error) = written {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+    }
+    child.wait_with_output().unwrap()
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
