@@ -633,6 +633,36 @@ fn refuse_other_seeds(
     Ok(())
 }
 
+/// Refuses, for `merge`, a row whose `seed` is past 2^63 - 1, which no sweep draws since
+/// 2026-12-07 (`point_seed`) and `run --seed` cannot replay: an older c10dsim's row, whose
+/// slices would mix two seeds into one sweep. `merge` reads no scenario, so it cannot check a
+/// seed against its point's draw as `--resume` does ([`refuse_other_seeds`]).
+fn refuse_seeds_no_sweep_draws(
+    path: &Path,
+    header: &[String],
+    (rows, points): (&[csv::StringRecord], &[u64]),
+) -> Result<(), Failure> {
+    let Some(seed_column) = header.iter().position(|h| h == "seed") else {
+        return Ok(());
+    };
+    for (row, &point) in rows.iter().zip(points) {
+        let found = row.get(seed_column).unwrap_or("");
+        if found
+            .parse::<u64>()
+            .is_ok_and(|seed| seed > i64::MAX as u64)
+        {
+            return Err(Failure::input(format!(
+                "{}: point {point}'s seed {found} is past 2^63 - 1: a c10dsim before 2026-12-07 \
+                 wrote this row (docs/sweep-format.md), and its other rows' seeds are the ones \
+                 drawn now, so the merged file would mix two; run that slice again with this \
+                 c10dsim",
+                row_place(path, row)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A row's `scenario_hash` (every sweep CSV has the column).
 fn row_hash<'a>(header: &[String], row: &'a csv::StringRecord) -> Option<&'a str> {
     let column = header.iter().position(|h| h == "scenario_hash")?;
@@ -756,6 +786,7 @@ pub fn merge(inputs: &[PathBuf], output: &Path) -> Result<u8, Failure> {
                 None => sweep_hash = Some((hash.to_string(), row_place(input, row))),
             }
         }
+        refuse_seeds_no_sweep_draws(input, columns, (&rows, &indices))?;
         // A point present twice with the same row is kept once (a resumed slice, a file given
         // twice); with different rows, both places are named.
         for (index, row) in indices.into_iter().zip(rows) {
