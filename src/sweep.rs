@@ -7,7 +7,7 @@
 //! thread count. `--resume` keeps the rows already in the file and runs the rest. `-o -` writes
 //! the same bytes to standard output.
 //!
-//! Just over 800 lines: the run, its resume and the merge of shards share the CSV's row format
+//! About 880 lines: the run, its resume and the merge of shards share the CSV's row format
 //! and its checks, which split across files would be passed around.
 
 mod output;
