@@ -240,8 +240,8 @@ fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
         CollectiveKind::AllToAll => "all_to_all",
         CollectiveKind::Send => "send",
         CollectiveKind::Recv => "recv",
-        // Its sends and receives are recorded one by one inside the coalescing manager; the
-        // Timeline keeps the batch as one record.
+        // No name of its own: its sends and receives are recorded one by one, as `send` and
+        // `recv`, from the op table's transfers.
         CollectiveKind::BatchP2p => return None,
     })
 }

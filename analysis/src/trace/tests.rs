@@ -1,6 +1,6 @@
 //! The writer's files as their readers see them: parsed back, then checked event by event.
 //!
-//! About 1,140 lines in one module: every test simulates a scenario and parses the writer's
+//! About 1,230 lines in one module: every test simulates a scenario and parses the writer's
 //! files back through the same few helpers (`simulated`, `rank_files`, `events`, `named`,
 //! `span`); split by event kind, the parts would share them from a module of their own.
 
@@ -345,6 +345,98 @@ fn a_send_or_receive_records_its_process_group_and_its_peer_not_its_pair_communi
             .all(|key| recv.get(key).is_none()),
         "{recv}"
     );
+}
+
+#[test]
+fn a_batch_records_each_send_and_receive_then_its_one_wait() {
+    // Rank 1 of three: batch_isend_irecv sends `kv` to rank 2 and receives `kv_next` from
+    // rank 0. ProcessGroupNCCL::send and ::recv record one record_param_comms each inside the
+    // coalescing (the peer as `Rank`, the batch's SeqNum as `Seq`); endCoalescing records
+    // none; the Work's wait() records one.
+    let text = "repeat = 2\n[cluster]\nranks = 3\n[tensors]\nkv = { size = \"1MiB\", dtype = \"bf16\" }\n\
+                kv_next = { size = \"1MiB\", dtype = \"bf16\" }\n\
+                [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"kv\", shift = 1 }, { recv = \"kv_next\", shift = -1 }]\n\
+                work = \"w\"\n[[op]]\nwait = \"w\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("b.toml", text).unwrap());
+    let (_, _, trace) = &rank_files(&timeline)[1];
+    let keys = [
+        "Collective name",
+        "Process Group Name",
+        "Group size",
+        "Process Group Ranks",
+        "Rank",
+        "Src Rank",
+        "Dst Rank",
+        "dtype",
+        "In msg nelems",
+        "Out msg nelems",
+        "Seq",
+        "op",
+    ];
+    let params = named(trace, "record_param_comms");
+    let args: Vec<Vec<&Value>> = (params.iter())
+        .map(|p| keys.iter().map(|key| &p["args"][key]).collect())
+        .collect();
+    let (world, none) = (json!("[0, 1, 2]"), Value::Null);
+    let call = |name: &str, rank: u32, src: Value, dst: Value, seq: u64| {
+        [
+            json!(name),
+            json!("0"),
+            json!(3),
+            world.clone(),
+            json!(rank),
+            src,
+            dst,
+            json!("BFloat16"),
+            json!(512 * 1024),
+            json!(512 * 1024),
+            json!(seq),
+            json!("ring"),
+        ]
+    };
+    let wait = |seq: u64| {
+        [
+            json!("wait"),
+            json!("0"),
+            json!(1),
+            json!("[]"),
+            json!(1),
+            none.clone(),
+            none.clone(),
+            json!("Byte"),
+            json!(0),
+            json!(0),
+            json!(seq),
+            json!("wait#1"),
+        ]
+    };
+    let expected: Vec<[Value; 12]> = (1..=2)
+        .flat_map(|seq| {
+            [
+                call("send", 2, none.clone(), json!(2), seq),
+                call("recv", 0, json!(0), none.clone(), seq),
+                wait(seq),
+            ]
+        })
+        .collect();
+    let expected: Vec<Vec<&Value>> = expected.iter().map(|e| e.iter().collect()).collect();
+    assert_eq!(args, expected, "{keys:?}");
+    // Each call's record is inside the batch's one host call.
+    let batches = named(trace, "c10d::batch_isend_irecv");
+    assert_eq!(batches.len(), 2);
+    for (index, param) in params.iter().enumerate().filter(|(i, _)| i % 3 != 2) {
+        assert!(within(param, batches[index / 3]), "{param}");
+    }
+    // A Timeline that lists no transfers (an older file) writes the batch's wait alone.
+    let mut older = timeline.clone();
+    for op in &mut older.ops {
+        op.transfers.clear();
+    }
+    let (_, _, trace) = &rank_files(&older)[1];
+    let names: Vec<&Value> = (named(trace, "record_param_comms").iter())
+        .map(|p| &p["args"]["Collective name"])
+        .collect();
+    assert_eq!(names, [&json!("wait"), &json!("wait")]);
 }
 
 #[test]
