@@ -1,6 +1,6 @@
 //! The writer's files as their readers see them: parsed back, then checked event by event.
 //!
-//! About 1,230 lines in one module: every test simulates a scenario and parses the writer's
+//! About 1,260 lines in one module: every test simulates a scenario and parses the writer's
 //! files back through the same few helpers (`simulated`, `rank_files`, `events`, `named`,
 //! `span`); split by event kind, the parts would share them from a module of their own.
 
@@ -457,6 +457,35 @@ fn record_param_comms_rank_is_the_rank_within_its_group() {
         })
         .collect();
     assert_eq!(ranks, [("[0, 1, 2, 3]", 3), ("[1, 3]", 1)]);
+}
+
+#[test]
+fn a_broadcast_records_its_root_s_rank_within_the_group_on_every_rank() {
+    // ProcessGroupNCCL::broadcast hands the profiler `opts.rootRank` (the root's rank in the
+    // group), not the caller's; c10dsim's broadcasts root at the group's first rank. Global
+    // rank 3's broadcast on the group [1, 3] records 0, and so does rank 1's.
+    let text = "[cluster]\nranks = 4\n[groups.odd]\nranks = [1, 3]\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nbroadcast = \"x\"\n\
+                [[op]]\nranks = [1, 3]\nbroadcast = \"x\"\ngroup = \"odd\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("b.toml", text).unwrap());
+    for rank in [1, 3] {
+        let (_, _, trace) = &rank_files(&timeline)[rank];
+        let ranks: Vec<(&str, &str, u64)> = named(trace, "record_param_comms")
+            .iter()
+            .map(|p| {
+                (
+                    p["args"]["Collective name"].as_str().unwrap(),
+                    p["args"]["Process Group Ranks"].as_str().unwrap(),
+                    p["args"]["Rank"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ranks,
+            [("broadcast", "[0, 1, 2, 3]", 0), ("broadcast", "[1, 3]", 0)],
+            "rank {rank}"
+        );
+    }
 }
 
 #[test]

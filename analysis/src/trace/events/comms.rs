@@ -163,6 +163,9 @@ impl TraceContext<'_> {
                 let send = op.collective == Some(CollectiveKind::Send);
                 peer_args(&mut args, members, peer, send);
             }
+            // A broadcast's root (`opts.rootRank`, its rank within the group): c10dsim's
+            // broadcasts root at the group's first rank, as `c10dsim torch` and `hw` call them.
+            None if op.collective == Some(CollectiveKind::Broadcast) => args["Rank"] = json!(0),
             // The Backend's `rank_`, the rank within the group.
             None => args["Rank"] = json!(rank_in_group(members, rank)),
         }
