@@ -1,6 +1,6 @@
 //! The writer's files as their readers see them: parsed back, then checked event by event.
 //!
-//! About 1,260 lines in one module: every test simulates a scenario and parses the writer's
+//! About 1,300 lines in one module: every test simulates a scenario and parses the writer's
 //! files back through the same few helpers (`simulated`, `rank_files`, `events`, `named`,
 //! `span`); split by event kind, the parts would share them from a module of their own.
 
@@ -86,6 +86,39 @@ fn every_rank_file_says_which_rank_it_is_before_any_event() {
         // Every event is this rank's process, none the pid HTA reads as a GPU.
         assert!(events(trace).iter().all(|e| e["pid"] == rank + 1));
     }
+}
+
+#[test]
+fn distributed_info_lists_the_rank_s_process_groups_not_pair_communicators() {
+    // The profiler's `_get_distributed_info` (torch/profiler/profiler.py) writes `pg_count`,
+    // `dist.get_pg_count()` (every process group made, on every rank), and `pg_config`,
+    // `_get_all_pg_configs()` over `_world.pg_map`, which holds the groups the rank is a member
+    // of; a send's two-rank communicator (`p2p:0:1`) is ProcessGroupNCCL's own, no group.
+    let text = "[cluster]\nranks = 3\n[groups.sub]\nranks = [1, 2]\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nall_reduce = \"x\"\n[[op]]\nranks = [1, 2]\nall_reduce = \"x\"\ngroup = \"sub\"\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("d.toml", text).unwrap());
+    assert_eq!(timeline.scenario.groups, ["world", "sub", "p2p:0:1"]);
+    let configs: Vec<(Value, Vec<Value>)> = rank_files(&timeline)
+        .iter()
+        .map(|(_, _, trace)| {
+            let info = &trace["distributedInfo"];
+            let groups = (info["pg_config"].as_array().unwrap().iter())
+                .map(|g| json!([g["pg_name"], g["pg_desc"], g["pg_size"], g["ranks"]]))
+                .collect();
+            (info["pg_count"].clone(), groups)
+        })
+        .collect();
+    let world = json!(["0", "default_pg", 3, [0, 1, 2]]);
+    let sub = json!(["1", "sub", 2, [1, 2]]);
+    assert_eq!(
+        configs,
+        [
+            (json!(2), vec![world.clone()]),
+            (json!(2), vec![world.clone(), sub.clone()]),
+            (json!(2), vec![world, sub])
+        ]
+    );
 }
 
 #[test]

@@ -3,7 +3,6 @@
 //! that completed and for those that never did.
 
 use super::*;
-use sim::scenario::Group;
 use sim::timeline::TransferInfo;
 
 /// What `record_param_comms` reads of a collective, completed or not.
