@@ -5,7 +5,7 @@
 //! [`TIMELINE_FORMAT`]). Times are integer nanoseconds on one axis per rank: host and GPU times
 //! share it (the hardware backend aligns them, R1–R3).
 //!
-//! About 1,470 lines because the wire format is one piece: every record type, `Timeline::expand`
+//! About 1,520 lines because the wire format is one piece: every record type, `Timeline::expand`
 //! (a folded Timeline rank by rank, docs/scale.md) and the reference check that a file read back
 //! must pass. The summaries of a summarised run (`TimelineSummary`, `RecordSelection`,
 //! `Distribution`) are `timeline/summary.rs`; its unit tests `timeline/tests.rs`.
@@ -113,6 +113,24 @@ pub struct OpInfo {
     /// send and recv launch `ncclDevKernel_SendRecv`). Absent from older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
+    /// A `batch_isend_irecv`'s sends and receives, in the batch's order: PyTorch's profiler
+    /// records each (`ProcessGroupNCCL::send` / `::recv` inside the coalescing), where the
+    /// records keep the batch as one call. Empty for every other op, and in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transfers: Vec<TransferInfo>,
+}
+
+/// One send or receive of a `batch_isend_irecv`, as the trace's `record_param_comms` needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferInfo {
+    /// `dist.isend`; else `dist.irecv`.
+    pub send: bool,
+    /// The peer, as a distance along the group's ranks (+1: the next rank, −1: the previous).
+    pub shift: i64,
+    /// The tensor's bytes.
+    pub bytes: u64,
+    /// Its element type as NCCL names it (`f32`, `bf16`, `f16`).
+    pub dtype: String,
 }
 
 /// Index into [`Timeline::ops`].
@@ -819,6 +837,17 @@ impl Timeline {
                         Some(scenario.tensors[tensor].dtype.as_str().to_string())
                     }
                     _ => None,
+                },
+                transfers: match &op.kind {
+                    OpKind::BatchP2p { transfers, .. } => (transfers.iter())
+                        .map(|t| TransferInfo {
+                            send: t.send,
+                            shift: t.shift,
+                            bytes: scenario.tensor_bytes(t.tensor),
+                            dtype: scenario.tensors[t.tensor].dtype.as_str().to_string(),
+                        })
+                        .collect(),
+                    _ => Vec::new(),
                 },
             })
             .collect();

@@ -439,10 +439,10 @@ fn a_multi_rank_trace_of_c10dsim_round_trips_as_a_folder_and_as_one_file() {
 }
 
 #[test]
-fn traces_of_all_to_all_and_send_recv_carry_their_dtype_and_import_back() {
+fn traces_of_all_to_all_and_point_to_point_carry_their_dtype_and_import_back() {
     // Their NCCL kernel (ncclDevKernel_SendRecv) names no type: record_param_comms takes the
     // tensor's dtype, without which `import kineto` refused the tool's own trace.
-    for scenario in ["all_to_all", "send_recv"] {
+    for scenario in ["all_to_all", "send_recv", "batch_isend_irecv"] {
         let dir =
             std::env::temp_dir().join(format!("c10dsim-import-{scenario}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -512,6 +512,21 @@ fn traces_of_all_to_all_and_send_recv_carry_their_dtype_and_import_back() {
                 .map(|group| group.name.as_str())
                 .collect();
             assert_eq!(groups, ["world"]);
+        }
+        if scenario == "batch_isend_irecv" {
+            // A batch records each of its sends and receives (4 ranks × 4 iterations of one
+            // each), which the importer leaves out as it does a lone send's; its kernel stays.
+            assert!(
+                stderr(&imported).contains("left out 16 `send` calls")
+                    && stderr(&imported).contains("left out 16 `recv` calls"),
+                "{}",
+                stderr(&imported)
+            );
+            assert!(
+                (imported_scenario.ops.iter())
+                    .any(|op| op.display_name().contains("ncclDevKernel_SendRecv")),
+                "the batch's kernel is imported"
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

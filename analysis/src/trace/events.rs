@@ -5,7 +5,7 @@
 //! host calls, kernels and stream waits here; `record_param_comms` in [`comms`]; races, the
 //! watchdog's steps and the findings in [`incidents`].
 //!
-//! About 920 lines in one piece: host calls, kernel launches, kernels and stream waits (those
+//! About 960 lines in one piece: host calls, kernel launches, kernels and stream waits (those
 //! released and those never released) share the correlation ids and flow arrows numbered here,
 //! so they are written together.
 
@@ -14,7 +14,7 @@ use super::Clock;
 use serde::Serialize;
 use serde_json::{json, Value};
 use sim::ranks::RankSet;
-use sim::scenario::CollectiveKind;
+use sim::scenario::{CollectiveKind, Group};
 use sim::timeline::{
     group_ranks_in, CollectiveRecord, Finding, FindingKind, HostCall, KernelClass, OpRef,
     RankTimeline, StreamRef, ThreadKind, Timeline, UnfinishedCollective, WatchdogEvent,
@@ -240,8 +240,8 @@ fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
         CollectiveKind::AllToAll => "all_to_all",
         CollectiveKind::Send => "send",
         CollectiveKind::Recv => "recv",
-        // Its sends and receives are recorded one by one inside the coalescing manager; the
-        // Timeline keeps the batch as one record.
+        // No name of its own: its sends and receives are recorded one by one, as `send` and
+        // `recv`, from the op table's transfers.
         CollectiveKind::BatchP2p => return None,
     })
 }
@@ -338,15 +338,24 @@ impl<'a> TraceContext<'a> {
         self.timeline
     }
 
-    /// `distributedInfo` of `rank`'s file.
+    /// `distributedInfo` of `rank`'s file, as the profiler's `_get_distributed_info`
+    /// (`torch/profiler/profiler.py`) writes it: `pg_count` is `dist.get_pg_count()`, every
+    /// process group made (on every rank, member or not), and `pg_config` lists
+    /// `_get_all_pg_configs()`, the groups of `_world.pg_map`, which holds only those the rank
+    /// is a member of (`torch/distributed/distributed_c10d.py`). A pair's two-rank communicator
+    /// (`p2p:<low>:<high>`) is ProcessGroupNCCL's own, no process group: in neither. The
+    /// Timeline keeps no group's members: a rank is a group's where it has a collective on it.
     pub fn distributed_info(&self, rank: u32) -> DistributedInfo {
         let scenario = &self.timeline.scenario;
+        let process_groups = (0..scenario.groups.len())
+            .filter(|&group| Group::pair_ranks(&scenario.groups[group]).is_none());
         DistributedInfo {
             backend: "nccl",
             rank,
             world_size: scenario.ranks,
-            pg_count: scenario.groups.len(),
-            pg_config: (0..scenario.groups.len())
+            pg_count: process_groups.clone().count(),
+            pg_config: process_groups
+                .filter(|&group| self.group_ranks[group].contains(&rank))
                 .map(|group| GroupConfig {
                     pg_name: group.to_string(),
                     pg_desc: self.group_description(group),

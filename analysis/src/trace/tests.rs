@@ -1,6 +1,6 @@
 //! The writer's files as their readers see them: parsed back, then checked event by event.
 //!
-//! About 1,140 lines in one module: every test simulates a scenario and parses the writer's
+//! About 1,300 lines in one module: every test simulates a scenario and parses the writer's
 //! files back through the same few helpers (`simulated`, `rank_files`, `events`, `named`,
 //! `span`); split by event kind, the parts would share them from a module of their own.
 
@@ -86,6 +86,39 @@ fn every_rank_file_says_which_rank_it_is_before_any_event() {
         // Every event is this rank's process, none the pid HTA reads as a GPU.
         assert!(events(trace).iter().all(|e| e["pid"] == rank + 1));
     }
+}
+
+#[test]
+fn distributed_info_lists_the_rank_s_process_groups_not_pair_communicators() {
+    // The profiler's `_get_distributed_info` (torch/profiler/profiler.py) writes `pg_count`,
+    // `dist.get_pg_count()` (every process group made, on every rank), and `pg_config`,
+    // `_get_all_pg_configs()` over `_world.pg_map`, which holds the groups the rank is a member
+    // of; a send's two-rank communicator (`p2p:0:1`) is ProcessGroupNCCL's own, no group.
+    let text = "[cluster]\nranks = 3\n[groups.sub]\nranks = [1, 2]\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nall_reduce = \"x\"\n[[op]]\nranks = [1, 2]\nall_reduce = \"x\"\ngroup = \"sub\"\n\
+                [[op]]\nranks = [0]\nsend = \"x\"\npeer = 1\n[[op]]\nranks = [1]\nrecv = \"x\"\npeer = 0\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("d.toml", text).unwrap());
+    assert_eq!(timeline.scenario.groups, ["world", "sub", "p2p:0:1"]);
+    let configs: Vec<(Value, Vec<Value>)> = rank_files(&timeline)
+        .iter()
+        .map(|(_, _, trace)| {
+            let info = &trace["distributedInfo"];
+            let groups = (info["pg_config"].as_array().unwrap().iter())
+                .map(|g| json!([g["pg_name"], g["pg_desc"], g["pg_size"], g["ranks"]]))
+                .collect();
+            (info["pg_count"].clone(), groups)
+        })
+        .collect();
+    let world = json!(["0", "default_pg", 3, [0, 1, 2]]);
+    let sub = json!(["1", "sub", 2, [1, 2]]);
+    assert_eq!(
+        configs,
+        [
+            (json!(2), vec![world.clone()]),
+            (json!(2), vec![world.clone(), sub.clone()]),
+            (json!(2), vec![world, sub])
+        ]
+    );
 }
 
 #[test]
@@ -348,6 +381,98 @@ fn a_send_or_receive_records_its_process_group_and_its_peer_not_its_pair_communi
 }
 
 #[test]
+fn a_batch_records_each_send_and_receive_then_its_one_wait() {
+    // Rank 1 of three: batch_isend_irecv sends `kv` to rank 2 and receives `kv_next` from
+    // rank 0. ProcessGroupNCCL::send and ::recv record one record_param_comms each inside the
+    // coalescing (the peer as `Rank`, the batch's SeqNum as `Seq`); endCoalescing records
+    // none; the Work's wait() records one.
+    let text = "repeat = 2\n[cluster]\nranks = 3\n[tensors]\nkv = { size = \"1MiB\", dtype = \"bf16\" }\n\
+                kv_next = { size = \"1MiB\", dtype = \"bf16\" }\n\
+                [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"kv\", shift = 1 }, { recv = \"kv_next\", shift = -1 }]\n\
+                work = \"w\"\n[[op]]\nwait = \"w\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("b.toml", text).unwrap());
+    let (_, _, trace) = &rank_files(&timeline)[1];
+    let keys = [
+        "Collective name",
+        "Process Group Name",
+        "Group size",
+        "Process Group Ranks",
+        "Rank",
+        "Src Rank",
+        "Dst Rank",
+        "dtype",
+        "In msg nelems",
+        "Out msg nelems",
+        "Seq",
+        "op",
+    ];
+    let params = named(trace, "record_param_comms");
+    let args: Vec<Vec<&Value>> = (params.iter())
+        .map(|p| keys.iter().map(|key| &p["args"][key]).collect())
+        .collect();
+    let (world, none) = (json!("[0, 1, 2]"), Value::Null);
+    let call = |name: &str, rank: u32, src: Value, dst: Value, seq: u64| {
+        [
+            json!(name),
+            json!("0"),
+            json!(3),
+            world.clone(),
+            json!(rank),
+            src,
+            dst,
+            json!("BFloat16"),
+            json!(512 * 1024),
+            json!(512 * 1024),
+            json!(seq),
+            json!("ring"),
+        ]
+    };
+    let wait = |seq: u64| {
+        [
+            json!("wait"),
+            json!("0"),
+            json!(1),
+            json!("[]"),
+            json!(1),
+            none.clone(),
+            none.clone(),
+            json!("Byte"),
+            json!(0),
+            json!(0),
+            json!(seq),
+            json!("wait#1"),
+        ]
+    };
+    let expected: Vec<[Value; 12]> = (1..=2)
+        .flat_map(|seq| {
+            [
+                call("send", 2, none.clone(), json!(2), seq),
+                call("recv", 0, json!(0), none.clone(), seq),
+                wait(seq),
+            ]
+        })
+        .collect();
+    let expected: Vec<Vec<&Value>> = expected.iter().map(|e| e.iter().collect()).collect();
+    assert_eq!(args, expected, "{keys:?}");
+    // Each call's record is inside the batch's one host call.
+    let batches = named(trace, "c10d::batch_isend_irecv");
+    assert_eq!(batches.len(), 2);
+    for (index, param) in params.iter().enumerate().filter(|(i, _)| i % 3 != 2) {
+        assert!(within(param, batches[index / 3]), "{param}");
+    }
+    // A Timeline that lists no transfers (an older file) writes the batch's wait alone.
+    let mut older = timeline.clone();
+    for op in &mut older.ops {
+        op.transfers.clear();
+    }
+    let (_, _, trace) = &rank_files(&older)[1];
+    let names: Vec<&Value> = (named(trace, "record_param_comms").iter())
+        .map(|p| &p["args"]["Collective name"])
+        .collect();
+    assert_eq!(names, [&json!("wait"), &json!("wait")]);
+}
+
+#[test]
 fn record_param_comms_rank_is_the_rank_within_its_group() {
     // PyTorch records the Backend's `rank_`: global rank 3 is rank 1 of the group [1, 3].
     let text = "[cluster]\nranks = 4\n[groups.odd]\nranks = [1, 3]\n[tensors]\nx = \"1MiB\"\n\
@@ -365,6 +490,35 @@ fn record_param_comms_rank_is_the_rank_within_its_group() {
         })
         .collect();
     assert_eq!(ranks, [("[0, 1, 2, 3]", 3), ("[1, 3]", 1)]);
+}
+
+#[test]
+fn a_broadcast_records_its_root_s_rank_within_the_group_on_every_rank() {
+    // ProcessGroupNCCL::broadcast hands the profiler `opts.rootRank` (the root's rank in the
+    // group), not the caller's; c10dsim's broadcasts root at the group's first rank. Global
+    // rank 3's broadcast on the group [1, 3] records 0, and so does rank 1's.
+    let text = "[cluster]\nranks = 4\n[groups.odd]\nranks = [1, 3]\n[tensors]\nx = \"1MiB\"\n\
+                [[op]]\nbroadcast = \"x\"\n\
+                [[op]]\nranks = [1, 3]\nbroadcast = \"x\"\ngroup = \"odd\"\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("b.toml", text).unwrap());
+    for rank in [1, 3] {
+        let (_, _, trace) = &rank_files(&timeline)[rank];
+        let ranks: Vec<(&str, &str, u64)> = named(trace, "record_param_comms")
+            .iter()
+            .map(|p| {
+                (
+                    p["args"]["Collective name"].as_str().unwrap(),
+                    p["args"]["Process Group Ranks"].as_str().unwrap(),
+                    p["args"]["Rank"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ranks,
+            [("broadcast", "[0, 1, 2, 3]", 0), ("broadcast", "[1, 3]", 0)],
+            "rank {rank}"
+        );
+    }
 }
 
 #[test]

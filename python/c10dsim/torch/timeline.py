@@ -109,6 +109,13 @@ def kernel_name(op):
     return None
 
 
+def transfer_info(tensor, transfer):
+    """A ``batch_isend_irecv`` transfer as the op table lists it (`sim::timeline::TransferInfo`):
+    its direction, its peer's shift, its tensor's bytes (every tensor of a list) and dtype."""
+    return {"send": transfer["send"], "shift": transfer["shift"],
+            "bytes": tensor["size_bytes"] * tensor["count"], "dtype": tensor["dtype"]}
+
+
 def op_table(scenario):
     table = []
     for op in scenario["ops"]:
@@ -123,6 +130,10 @@ def op_table(scenario):
         if op["kind"]["kind"] == "collective":
             # The element type NCCL is given, as the Rust side writes it (absent elsewhere).
             entry["dtype"] = scenario["tensors"][op["kind"]["tensor"]]["dtype"]
+        if op["kind"]["kind"] == "batch_p2p":
+            # Each send and receive of the batch, which the trace records one by one.
+            entry["transfers"] = [transfer_info(scenario["tensors"][t["tensor"]], t)
+                                  for t in op["kind"]["transfers"]]
         table.append(entry)
     return table
 

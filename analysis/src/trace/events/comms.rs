@@ -3,7 +3,7 @@
 //! that completed and for those that never did.
 
 use super::*;
-use sim::scenario::Group;
+use sim::timeline::TransferInfo;
 
 /// What `record_param_comms` reads of a collective, completed or not.
 pub(super) struct CommsCall {
@@ -74,98 +74,34 @@ impl TraceContext<'_> {
         );
         for record in calls {
             let op = &self.ops[record.op as usize];
-            let Some(name) = op.collective_name else {
+            let params: Vec<Value> = if op.collective == Some(CollectiveKind::BatchP2p) {
+                // ProcessGroupNCCL::send and ::recv record each transfer inside the coalescing,
+                // and endCoalescing, which launches the batch, records none. The Timeline keeps
+                // the batch as one host call: each transfer's record spans all of it.
+                (self.timeline.ops[record.op as usize].transfers.iter())
+                    .map(|transfer| self.transfer_args(rank.rank, &record, transfer))
+                    .collect()
+            } else if let Some(name) = op.collective_name {
+                vec![self.call_args(rank.rank, &record, op, name)]
+            } else {
                 continue;
             };
-            let (group, peer) = self.process_group_and_peer(rank.rank, &record, op);
-            let members = &self.group_ranks[group];
-            // The kernel's type, else the tensor's (a SendRecv kernel names none).
-            let nccl_type =
-                (op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref()))
-                    .or(self.timeline.ops[record.op as usize].dtype.as_deref());
-            let elements = nccl_type
-                .and_then(nccl_names::element_bytes)
-                .map(|bytes| record.bytes / bytes);
-            let group_size = (members.len() as u64).max(1);
-            // Its ranks as ProcessGroupNCCL hands them to the profiler, which lists them only
-            // where they have a stride.
-            let (start, stride) = global_rank_start_and_stride(group, members);
-            // PyTorch records the Backend's `rank_`, the rank within the group; a send or a
-            // receive its peer's instead.
-            let recorded_rank = match peer {
-                Some(Peer::Known(peer)) => Some(peer),
-                Some(Peer::Unknown) => None,
-                None => Some(rank.rank),
-            };
-            // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
-            // sliced side, a remainder the ranks do not divide left out.
-            // A barrier's are PyTorch's literals: no elements, of bytes.
-            let barrier = name == "barrier";
-            let (in_elements, out_elements) = match (op.collective, elements) {
-                _ if barrier => (Some(0), Some(0)),
-                (Some(kind), Some(n)) => {
-                    let (input, output) = kind.descriptor().work_numel.of(n, group_size);
-                    (Some(input), Some(output))
-                }
-                (_, n) => (n, n),
-            };
-            let mut args = json!({
-                "Collective name": name,
-                "In split size": "[]",
-                "Out split size": "[]",
-                "Group size": members.len(),
-                "Process Group Name": group.to_string(),
-                "Process Group Description": self.group_description(group),
-                "Process Group Ranks": match stride {
-                    Some(_) => listed_ranks(members),
-                    None => "[]".to_string(),
-                },
-                "Seq": record.seq_num,
-                "op": self.timeline.ops[record.op as usize].name,
-                "iteration": record.iteration,
-            });
-            if let Some(recorded_rank) = recorded_rank {
-                args["Rank"] = json!(rank_in_group(members, recorded_rank));
+            for args in params {
+                sink.slice(
+                    "cpu_op",
+                    "record_param_comms",
+                    at,
+                    record.host_start_ns,
+                    record.host_end_ns,
+                    args,
+                )?;
             }
-            // The profiler adds the peer's global rank: the group's listed rank at `Rank`.
-            if let Some(Peer::Known(peer)) = peer {
-                let key = match op.collective {
-                    Some(CollectiveKind::Send) => "Dst Rank",
-                    _ => "Src Rank",
-                };
-                args[key] = json!(peer);
-            }
-            if let Some(start) = start {
-                args["Global rank start"] = json!(start);
-            }
-            if let Some(stride) = stride {
-                args["Global rank stride"] = json!(stride);
-            }
-            if record.unfinished {
-                args[NEVER_COMPLETED] = json!(true);
-            }
-            if barrier {
-                args["dtype"] = json!("Byte");
-            } else if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
-                args["dtype"] = json!(dtype);
-            }
-            if let (Some(input), Some(output)) = (in_elements, out_elements) {
-                args["In msg nelems"] = json!(input);
-                args["Out msg nelems"] = json!(output);
-            }
-            sink.slice(
-                "cpu_op",
-                "record_param_comms",
-                at,
-                record.host_start_ns,
-                record.host_end_ns,
-                args,
-            )?;
             if let Some(wait) = &record.wait {
                 // `WorkNCCL::wait` records one too, over the whole wait(): from its start to the
                 // end of the host call it is part of, a blocking wait's polls included.
                 // A wait() that never returned is open at the end of the capture, as
                 // torch.profiler writes an op still open when it stops.
+                let group = self.process_group_and_peer(rank.rank, &record, op).0;
                 let mut args = self.wait_args(rank, group, &record, wait.op);
                 let end_ns = match wait.host_end_ns {
                     None => {
@@ -192,6 +128,117 @@ impl TraceContext<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The arguments of the `record_param_comms` of a collective call named `name`: its
+    /// group's, its rank's and its elements'.
+    fn call_args(&self, rank: u32, record: &CommsCall, op: &OpTrace, name: &str) -> Value {
+        let (group, peer) = self.process_group_and_peer(rank, record, op);
+        let members = &self.group_ranks[group];
+        // The kernel's type, else the tensor's (a SendRecv kernel names none).
+        let nccl_type =
+            (op.nccl.as_ref().and_then(|k| k.nccl_type.as_deref()))
+                .or(self.timeline.ops[record.op as usize].dtype.as_deref());
+        let elements = nccl_type
+            .and_then(nccl_names::element_bytes)
+            .map(|bytes| record.bytes / bytes);
+        let group_size = (members.len() as u64).max(1);
+        // As the Work counts them (sim::collective::WorkNumel): one rank's slice on the
+        // sliced side, a remainder the ranks do not divide left out.
+        // A barrier's are PyTorch's literals: no elements, of bytes.
+        let barrier = name == "barrier";
+        let (in_elements, out_elements) = match (op.collective, elements) {
+            _ if barrier => (Some(0), Some(0)),
+            (Some(kind), Some(n)) => {
+                let (input, output) = kind.descriptor().work_numel.of(n, group_size);
+                (Some(input), Some(output))
+            }
+            (_, n) => (n, n),
+        };
+        let mut args = self.group_args(group, record, name);
+        match peer {
+            // PyTorch records a send's or a receive's peer as its rank.
+            Some(peer) => {
+                let send = op.collective == Some(CollectiveKind::Send);
+                peer_args(&mut args, members, peer, send);
+            }
+            // A broadcast's root (`opts.rootRank`, its rank within the group): c10dsim's
+            // broadcasts root at the group's first rank, as `c10dsim torch` and `hw` call them.
+            None if op.collective == Some(CollectiveKind::Broadcast) => args["Rank"] = json!(0),
+            // The Backend's `rank_`, the rank within the group.
+            None => args["Rank"] = json!(rank_in_group(members, rank)),
+        }
+        if barrier {
+            args["dtype"] = json!("Byte");
+        } else if let Some(dtype) = nccl_type.and_then(nccl_names::torch_dtype) {
+            args["dtype"] = json!(dtype);
+        }
+        if let (Some(input), Some(output)) = (in_elements, out_elements) {
+            args["In msg nelems"] = json!(input);
+            args["Out msg nelems"] = json!(output);
+        }
+        args
+    }
+
+    /// The arguments of the `record_param_comms` of one send or receive of a batch, as
+    /// `ProcessGroupNCCL::send` / `::recv` record it inside the coalescing: the batch's process
+    /// group and SeqNum, the peer `shift` places along the group as the rank, the tensor's
+    /// elements.
+    fn transfer_args(&self, rank: u32, record: &CommsCall, transfer: &TransferInfo) -> Value {
+        let group = usize::from(record.group);
+        let members = &self.group_ranks[group];
+        let name = if transfer.send { "send" } else { "recv" };
+        let mut args = self.group_args(group, record, name);
+        let peer = match members.iter().position(|&member| member == rank) {
+            Some(at) => {
+                let size = members.len() as i64;
+                let place = (at as i64 + transfer.shift.rem_euclid(size)) % size;
+                Peer::Known(members[place as usize])
+            }
+            None => Peer::Unknown,
+        };
+        peer_args(&mut args, members, peer, transfer.send);
+        if let Some(dtype) = nccl_names::torch_dtype(&transfer.dtype) {
+            args["dtype"] = json!(dtype);
+        }
+        if let Some(bytes) = nccl_names::element_bytes(&transfer.dtype) {
+            args["In msg nelems"] = json!(transfer.bytes / bytes);
+            args["Out msg nelems"] = json!(transfer.bytes / bytes);
+        }
+        args
+    }
+
+    /// What every `record_param_comms` of a call on `group` carries: its name, its group as
+    /// ProcessGroupNCCL hands it to the profiler (ranks listed only where they have a stride),
+    /// the Work's SeqNum and c10dsim's op and iteration.
+    fn group_args(&self, group: usize, record: &CommsCall, name: &str) -> Value {
+        let members = &self.group_ranks[group];
+        let (start, stride) = global_rank_start_and_stride(group, members);
+        let mut args = json!({
+            "Collective name": name,
+            "In split size": "[]",
+            "Out split size": "[]",
+            "Group size": members.len(),
+            "Process Group Name": group.to_string(),
+            "Process Group Description": self.group_description(group),
+            "Process Group Ranks": match stride {
+                Some(_) => listed_ranks(members),
+                None => "[]".to_string(),
+            },
+            "Seq": record.seq_num,
+            "op": self.timeline.ops[record.op as usize].name,
+            "iteration": record.iteration,
+        });
+        if let Some(start) = start {
+            args["Global rank start"] = json!(start);
+        }
+        if let Some(stride) = stride {
+            args["Global rank stride"] = json!(stride);
+        }
+        if record.unfinished {
+            args[NEVER_COMPLETED] = json!(true);
+        }
+        args
     }
 
     /// The process group `record`'s call went through and, for a send or a receive, its peer.
@@ -252,6 +299,16 @@ impl TraceContext<'_> {
 enum Peer {
     Known(u32),
     Unknown,
+}
+
+/// A send's or a receive's `Rank`, its peer's rank within the group of `members`, and the
+/// peer's global rank the profiler adds from the listed ranks at `Rank` (`Dst Rank` on a send,
+/// `Src Rank` on a receive); neither where the peer is unknown.
+fn peer_args(args: &mut Value, members: &[u32], peer: Peer, send: bool) {
+    if let Peer::Known(peer) = peer {
+        args["Rank"] = json!(rank_in_group(members, peer));
+        args[if send { "Dst Rank" } else { "Src Rank" }] = json!(peer);
+    }
 }
 
 /// `rank`'s rank within the group of `members` (ascending global ranks), as ProcessGroupNCCL
