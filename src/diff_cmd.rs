@@ -68,11 +68,6 @@ impl ToleranceArgs {
     }
 }
 
-/// Reads a Timeline file, expanded to every rank under the default `--max-timeline`.
-pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
-    read_timeline_capped(path, sim::limits::Limits::default().max_timeline_bytes)
-}
-
 /// Reads a Timeline file, as every command that reads one does (`diff`, `run --against`,
 /// `calibrate`, `fidelity`, `hw-merge`, `torch`'s join of its ranks' files): refused (exit 2)
 /// before it is read where reading it would hold more than `max_timeline_bytes`
@@ -337,8 +332,12 @@ pub fn resolve_machine(
 }
 
 /// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the
-/// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`.
-fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
+/// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`;
+/// the run is read under `max_timeline_bytes` (`--max-timeline`).
+fn calibration_input(
+    argument: &str,
+    max_timeline_bytes: u64,
+) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
     let (run, scenario) = run_and_scenario(argument);
     let empty = |side: &str| {
         Failure::input(format!(
@@ -354,7 +353,7 @@ fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>
     {
         return Err(empty("no scenario after its `=`"));
     }
-    let timeline = read_timeline(&run)?;
+    let timeline = read_timeline_capped(&run, max_timeline_bytes)?;
     if let Some(path) = scenario {
         return Ok((timeline, path, Vec::new()));
     }
@@ -445,12 +444,13 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         prior,
         name,
         held_out,
+        caps,
     } = args;
     refuse_repeated_runs(runs, held_out)?;
     let inputs = runs
         .iter()
         .map(|run| {
-            let (timeline, path, overrides) = calibration_input(run)?;
+            let (timeline, path, overrides) = calibration_input(run, caps.max_timeline())?;
             let scenario = crate::load(&path, &overrides)?;
             paired(run, &timeline, &scenario)?;
             Ok((timeline, scenario))
@@ -468,7 +468,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let held_out = held_out
         .iter()
         .map(|run| {
-            let (timeline, path, overrides) = calibration_input(run)?;
+            let (timeline, path, overrides) = calibration_input(run, caps.max_timeline())?;
             paired(
                 &format!("--validate {run}"),
                 &timeline,
@@ -607,7 +607,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut diffs = Vec::new();
     for (measured, path, overrides) in &held_out {
         let scenario = crate::load_on(path, overrides, None, Some(output))?;
-        let simulated = crate::limits::simulate_capped(path, &scenario)?;
+        let simulated = caps.simulate(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
     let validation = calibrate::validation(&diffs);
@@ -664,4 +664,6 @@ pub struct CalibrateArgs {
     pub name: String,
     /// Measured runs to predict with the fitted profile (never fitted to).
     pub held_out: Vec<String>,
+    /// The runs' read cap and the held-out runs' simulations' caps.
+    pub caps: crate::limits::SimulationCaps,
 }

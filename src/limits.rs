@@ -8,8 +8,29 @@ use sim::scenario::Scenario;
 use sim::timeline::Timeline;
 use std::path::Path;
 
+/// `--max-timeline`, defined once for every command a Timeline's size can refuse: a scenario's
+/// estimate before it runs (`run`, `check`, `sweep`, `bench`, and the simulations of
+/// `calibrate --validate`, `fidelity` and `import`), a folded Timeline expanded to every rank to
+/// be shown or compared, and a Timeline file before it is read (`diff`, `run --against`,
+/// `calibrate`, `fidelity`, `hw-merge`, `torch`).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct TimelineCap {
+    /// Refuse (exit 2) what would hold a Timeline larger than this (e.g. 16GiB): a scenario
+    /// estimated before it runs, a folded Timeline expanded to every rank to show or compare
+    /// them, a Timeline file read (4 bytes of memory a byte of the file).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "4GiB",
+        value_parser = parse_size,
+        allow_hyphen_values = true
+    )]
+    pub max_timeline: u64,
+}
+
 /// The two caps of a scenario's estimate (`--max-events`, `--max-timeline`), shared by every
-/// command that simulates a scenario it is given (`run`, `check`, `sweep`, `bench`).
+/// command that simulates a scenario (`run`, `check`, `sweep`, `bench`, and through
+/// [`SimulationCaps`] `calibrate`, `fidelity` and `import`).
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct WorkCaps {
     /// Refuse (exit 2) a scenario estimated to need more engine events than this.
@@ -21,15 +42,8 @@ pub struct WorkCaps {
         value_parser = crate::parse_count::<u64>
     )]
     pub max_events: u64,
-    /// Refuse (exit 2) a scenario whose Timeline is estimated larger than this (e.g. 16GiB).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "4GiB",
-        value_parser = parse_size,
-        allow_hyphen_values = true
-    )]
-    pub max_timeline: u64,
+    #[command(flatten)]
+    pub timeline: TimelineCap,
 }
 
 /// The caps a scenario's estimate must fit and how ranks are simulated, shared by `run`,
@@ -48,16 +62,36 @@ pub struct CapArgs {
     pub detail: Option<Detail>,
 }
 
+/// `--max-memory`, defined once for every command whose simulation runs (`run`, `sweep`, and
+/// through [`SimulationCaps`] `calibrate`, `fidelity` and `import`; `check` runs none).
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct MemoryCap {
+    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
+    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
+    pub max_memory: Option<u64>,
+}
+
 /// [`CapArgs`] and the memory cap of a simulation that runs (`run` and `sweep`; `check` runs
 /// none).
 #[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub struct LimitArgs {
     #[command(flatten)]
     pub caps: CapArgs,
-    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
-    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
-    pub max_memory: Option<u64>,
+    #[command(flatten)]
+    pub memory: MemoryCap,
+}
+
+/// The caps of a command that simulates a scenario it reaches on its own to compare it rank by
+/// rank (`calibrate --validate`, `fidelity`, `import kineto --replay`, `import
+/// flight-recorder`): those `run` holds it to, its `--max-timeline` also the cap of the
+/// Timeline files it reads. It simulates as `run` does by default, folded.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct SimulationCaps {
+    #[command(flatten)]
+    pub work: WorkCaps,
+    #[command(flatten)]
+    pub memory: MemoryCap,
 }
 
 /// What `--detail` lists in full.
@@ -77,7 +111,9 @@ impl Default for WorkCaps {
         let limits = sim::limits::Limits::default();
         WorkCaps {
             max_events: limits.max_events,
-            max_timeline: limits.max_timeline_bytes,
+            timeline: TimelineCap {
+                max_timeline: limits.max_timeline_bytes,
+            },
         }
     }
 }
@@ -162,7 +198,7 @@ impl CapArgs {
             if flags.len() == 1 { "it" } else { "them" },
             sim::units::format_size_readable(expanded.timeline_bytes),
             expanded.op_calls,
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -176,7 +212,7 @@ impl CapArgs {
         let mut expanded = self.estimate_unfolded(scenario);
         expanded.timeline_bytes =
             (expanded.timeline_bytes).saturating_sub(expanded.dump_rank_lists_bytes);
-        (expanded.timeline_bytes > self.work.max_timeline).then_some(expanded)
+        (expanded.timeline_bytes > self.work.timeline.max_timeline).then_some(expanded)
     }
 
     /// Refuses, before the run, a summarised run's outputs that show the records `selection`
@@ -210,7 +246,7 @@ impl CapArgs {
         let kept_bytes = u64::try_from(kept_calls)
             .unwrap_or(u64::MAX)
             .saturating_mul(sim::limits::TIMELINE_BYTES_PER_CALL);
-        if kept_bytes <= self.work.max_timeline {
+        if kept_bytes <= self.work.timeline.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -222,7 +258,7 @@ impl CapArgs {
             flags.join(" and "),
             if flags.len() == 1 { "s" } else { "" },
             sim::units::format_size_readable(kept_bytes),
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -237,7 +273,7 @@ impl CapArgs {
         source: &str,
     ) -> Result<(), Failure> {
         let dumps_bytes = self.estimate_unfolded(scenario).flight_recorder_bytes;
-        if dumps_bytes <= self.work.max_timeline {
+        if dumps_bytes <= self.work.timeline.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -249,7 +285,7 @@ impl CapArgs {
             path.display(),
             scenario.cluster.ranks,
             sim::units::format_size_readable(dumps_bytes),
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -271,7 +307,7 @@ impl CapArgs {
             ranks = ranks.saturating_add(copies);
             dumps_bytes = dumps_bytes.saturating_add(bytes.saturating_mul(copies));
         }
-        if dumps_bytes <= self.work.max_timeline {
+        if dumps_bytes <= self.work.timeline.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -282,7 +318,7 @@ impl CapArgs {
              ranks in its flight_recorder section)",
             path.display(),
             sim::units::format_size_readable(dumps_bytes),
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -308,7 +344,7 @@ impl CapArgs {
     pub fn limits(&self) -> sim::limits::Limits {
         sim::limits::Limits {
             max_events: self.work.max_events,
-            max_timeline_bytes: self.work.max_timeline,
+            max_timeline_bytes: self.work.timeline.max_timeline,
         }
     }
 
@@ -322,51 +358,78 @@ impl CapArgs {
     }
 }
 
+impl MemoryCap {
+    /// The cap in bytes: the one given, else the default.
+    fn bytes(&self) -> u64 {
+        self.max_memory.unwrap_or_else(default_memory_cap)
+    }
+}
+
 impl LimitArgs {
     /// Engine options with the memory cap.
     pub fn engine_options(&self) -> sim::engine::Options {
         sim::engine::Options {
             memory_in_use: Some(resident_bytes),
-            max_memory_bytes: self.max_memory.unwrap_or_else(default_memory_cap),
+            max_memory_bytes: self.memory.bytes(),
             ..self.caps.engine_options()
         }
     }
 }
 
-/// Simulates a scenario a command reaches on its own (the one a measured Timeline names, one it
-/// imported) under the default caps, as `run` would: refused (exit 2) when its estimate is over
-/// them, or when its Timeline, expanded to every rank, would be, stopped with a `memory_cap`
-/// finding past the memory cap. Its Timeline, expanded.
-pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    simulate_under(&LimitArgs::default(), path, scenario)
-}
-
-/// [`simulate_capped`] under `caps`.
-fn simulate_under(caps: &LimitArgs, path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    caps.caps.over(scenario, false).map_err(|message| {
-        Failure::input(format!(
-            "{}: {message}; this command simulates under the default caps: run it with \
-             `c10dsim run`, whose --max-events / --max-timeline raise them",
-            path.display()
-        ))
-    })?;
-    // Compared rank by rank, the Timeline is expanded: held to the cap as `run --trace` holds
-    // it.
-    if let Some(expanded) = caps.caps.expanded_over_cap(scenario) {
-        return Err(Failure::input(format!(
-            "{}: this command compares the Timeline rank by rank: expanded to all {} ranks it is \
-             about {} ({} op calls), over the cap of {} (--max-timeline); nothing was run \
-             (this command simulates under the default caps: run fewer iterations or ranks \
-             with `c10dsim run --set`, whose --max-timeline raises the cap)",
-            path.display(),
-            scenario.cluster.ranks,
-            sim::units::format_size_readable(expanded.timeline_bytes),
-            expanded.op_calls,
-            sim::units::format_size(caps.caps.work.max_timeline),
-        )));
+impl SimulationCaps {
+    /// The cap of each Timeline file the command reads (`--max-timeline`).
+    pub fn max_timeline(&self) -> u64 {
+        self.work.timeline.max_timeline
     }
-    let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
-    expand_capped(path, timeline, caps.caps.work.max_timeline)
+
+    /// Simulates a scenario the command reaches on its own (the one a measured Timeline names,
+    /// one it imported), as `run` would: refused (exit 2) when its estimate is over the caps,
+    /// or when its Timeline, expanded to every rank, would be; stopped past the memory cap,
+    /// where its Timeline ends, and not compared (exit 1, the `memory_cap` finding's words).
+    /// Its Timeline, expanded.
+    pub fn simulate(&self, path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
+        let caps = LimitArgs {
+            caps: CapArgs {
+                work: self.work,
+                ..CapArgs::default()
+            },
+            memory: self.memory,
+        };
+        caps.caps.over(scenario, false).map_err(|message| {
+            Failure::input(format!(
+                "{}: {message}; nothing was run (this command simulates the scenario to compare \
+                 it: raise the caps with --max-events / --max-timeline)",
+                path.display()
+            ))
+        })?;
+        // Compared rank by rank, the Timeline is expanded: held to the cap as `run --trace`
+        // holds it.
+        if let Some(expanded) = caps.caps.expanded_over_cap(scenario) {
+            return Err(Failure::input(format!(
+                "{}: this command compares the Timeline rank by rank: expanded to all {} ranks \
+                 it is about {} ({} op calls), over the cap of {} (--max-timeline); nothing was \
+                 run (raise --max-timeline)",
+                path.display(),
+                scenario.cluster.ranks,
+                sim::units::format_size_readable(expanded.timeline_bytes),
+                expanded.op_calls,
+                sim::units::format_size(self.max_timeline()),
+            )));
+        }
+        let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
+        let memory_cap = sim::timeline::FindingKind::MemoryCap;
+        if let Some(stopped) = timeline.findings.iter().find(|f| f.kind == memory_cap) {
+            return Err(Failure {
+                code: 1,
+                message: format!(
+                    "{}: {}; nothing was compared (raise --max-memory)",
+                    path.display(),
+                    stopped.message
+                ),
+            });
+        }
+        expand_capped(path, timeline, self.max_timeline())
+    }
 }
 
 /// Bytes of memory that reading a Timeline file holds at its peak per byte of the file: its
@@ -395,8 +458,7 @@ pub fn read_timeline_text(path: &Path, max_timeline_bytes: u64) -> Result<String
             "{}: a Timeline file of {more}{file_bytes} bytes: reading it would hold {}{} of \
              memory ({per_byte} bytes a byte of the file: its text and the Timeline parsed from \
              it), over the cap of {} (--max-timeline); {read} (give a Timeline of fewer \
-             iterations or ranks, or raise --max-timeline where the command has it: diff, run \
-             --against)",
+             iterations or ranks, or raise --max-timeline)",
             crate::stdio::shown_name(path),
             if size.is_some() {
                 "about "
@@ -430,9 +492,9 @@ pub fn expand_capped(
         return Err(Failure::input(format!(
             "{}: a folded Timeline: expanded to all {} ranks, as this command compares them \
              rank by rank, it is about {}, over the cap of {} (--max-timeline); nothing was \
-             compared (give a Timeline of fewer iterations or ranks, --set repeat=N or \
-             --set cluster.ranks=N, or raise --max-timeline where the command has it: diff, \
-             run --against)",
+             compared (give a Timeline of fewer iterations or ranks, as `c10dsim run --set \
+             repeat=N` or `c10dsim run --set cluster.ranks=N` writes one, or raise \
+             --max-timeline)",
             path.display(),
             timeline.scenario.ranks,
             sim::units::format_size_readable(expanded_bytes),
@@ -554,21 +616,18 @@ mod tests {
         let text = "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n";
         let scenario = sim::scenario::parse("big.toml", text).unwrap();
         let path = Path::new("big.toml");
-        let mut caps = LimitArgs::default();
-        caps.caps.work.max_timeline = 4 << 20;
-        let folded = caps.caps.estimate(&scenario).timeline_bytes;
-        assert!(
-            folded < caps.caps.work.max_timeline,
-            "folded, {folded} bytes fit"
-        );
-        let refused = simulate_under(&caps, path, &scenario).map(|t| t.ranks.len());
+        let mut caps = SimulationCaps::default();
+        caps.work.timeline.max_timeline = 4 << 20;
+        let folded = CapArgs::default().estimate(&scenario).timeline_bytes;
+        assert!(folded < caps.max_timeline(), "folded, {folded} bytes fit");
+        let refused = caps.simulate(path, &scenario).map(|t| t.ranks.len());
         let message = refused.err().map(|f| f.message).unwrap_or_default();
         assert!(
             message.contains("big.toml: ") && message.contains("over the cap of 4MiB"),
             "{message}"
         );
-        caps.caps.work.max_timeline = 64 << 20;
-        let timeline = simulate_under(&caps, path, &scenario).map_err(|f| f.message);
+        caps.work.timeline.max_timeline = 64 << 20;
+        let timeline = caps.simulate(path, &scenario).map_err(|f| f.message);
         assert_eq!(timeline.map(|t| t.ranks.len()), Ok(64));
     }
 
@@ -584,12 +643,17 @@ mod tests {
         let scenario = sim::scenario::parse("hang.toml", text).unwrap();
         let caps = CapArgs {
             work: WorkCaps {
-                max_timeline: 64 << 20,
+                timeline: TimelineCap {
+                    max_timeline: 64 << 20,
+                },
                 ..WorkCaps::default()
             },
             ..CapArgs::default()
         };
-        assert!(caps.estimate_unfolded(&scenario).flight_recorder_bytes > caps.work.max_timeline);
+        assert!(
+            caps.estimate_unfolded(&scenario).flight_recorder_bytes
+                > caps.work.timeline.max_timeline
+        );
         let shown = caps.check_expanded(Path::new("hang.toml"), &scenario, &["--trace"]);
         assert_eq!(shown.map_err(|f| f.message), Ok(()));
         // The dump files do list them: --fr-dir is still held to the cap.

@@ -209,7 +209,7 @@ pub(crate) fn run(
     // simulated or written, and noted as an input, so that `--timeline` cannot be written over
     // it.
     let measured = (against.measured)
-        .map(|path| diff_cmd::read_timeline_capped(path, limits.caps.work.max_timeline))
+        .map(|path| diff_cmd::read_timeline_capped(path, limits.caps.work.timeline.max_timeline))
         .transpose()?;
     let diff_options = measured
         .is_some()

@@ -1361,7 +1361,7 @@ fn a_held_out_scenario_over_the_caps_is_refused_not_simulated() {
     ]);
     assert_refused(
         &output,
-        "this command simulates under the default caps",
+        "this command simulates the scenario to compare it: raise the caps with --max-events",
         "calibrate --validate",
     );
 }
