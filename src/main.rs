@@ -244,7 +244,7 @@ enum Command {
         /// Write the measured Timeline (all ranks joined; `-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
-        /// The cap of each rank's Timeline file, read to join them (4 bytes of memory a byte
+        /// The cap of each rank's Timeline file, read to join them (6 bytes of memory a byte
         /// of the file).
         #[command(flatten)]
         cap: limits::TimelineCap,
@@ -295,7 +295,7 @@ enum Command {
         /// lost file, a process killed before it wrote one), with a warning naming them.
         #[arg(long)]
         partial: bool,
-        /// Each part's cap: its reading (4 bytes of memory a byte of the file).
+        /// Each part's cap: its reading (6 bytes of memory a byte of the file).
         #[command(flatten)]
         cap: limits::TimelineCap,
     },
@@ -439,8 +439,8 @@ enum Command {
         json: bool,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
-        /// Each Timeline file's cap: its reading (4 bytes of memory a byte of the file) and,
-        /// folded, its expansion to every rank, which the comparison needs.
+        /// The cap of the memory both Timelines take: each file's reading and, folded, its
+        /// expansion to every rank, which the comparison needs (6 bytes a byte of JSON).
         #[command(flatten)]
         cap: limits::TimelineCap,
     },
