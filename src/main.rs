@@ -447,7 +447,7 @@ enum Command {
     /// Fit a machine profile to measured Timelines and print each value with its residual
     /// (docs/diff.md).
     Calibrate {
-        /// Measured Timelines: RUN.json (scenario: scenarios/<stem>.toml beside it, else the
+        /// Measured Timelines: RUN.json (scenario: `scenarios/<stem>.toml` beside it, else the
         /// path it records) or RUN.json=SCENARIO.toml.
         #[arg(required = true)]
         runs: Vec<String>,
