@@ -68,17 +68,19 @@ impl ToleranceArgs {
     }
 }
 
-/// Reads a Timeline file, expanded to every rank under the default `--max-timeline`.
-pub fn read_timeline(path: &Path) -> Result<Timeline, Failure> {
-    read_timeline_capped(path, sim::limits::Limits::default().max_timeline_bytes)
-}
-
 /// Reads a Timeline file, as every command that reads one does (`diff`, `run --against`,
 /// `calibrate`, `fidelity`, `hw-merge`, `torch`'s join of its ranks' files): refused (exit 2)
 /// before it is read where reading it would hold more than `max_timeline_bytes`
 /// (`limits::read_timeline_text`); a folded one (docs/scale.md) is compared rank by rank, so it
-/// is expanded to every rank, refused where that is over `max_timeline_bytes`.
+/// is expanded to every rank, refused where that would hold more than `max_timeline_bytes`.
 pub fn read_timeline_capped(path: &Path, max_timeline_bytes: u64) -> Result<Timeline, Failure> {
+    let (timeline, _) = read_unexpanded(path, max_timeline_bytes)?;
+    crate::limits::expand_capped(path, timeline, max_timeline_bytes)
+}
+
+/// A Timeline file read as [`read_timeline_capped`] reads it, not yet expanded, with its JSON
+/// bytes as a comparison holds it (`limits::compared_json_bytes`).
+pub fn read_unexpanded(path: &Path, max_timeline_bytes: u64) -> Result<(Timeline, u64), Failure> {
     let text = crate::limits::read_timeline_text(path, max_timeline_bytes)?;
     let timeline = Timeline::from_json(&text).map_err(|e| {
         // A Chrome trace (`--trace`, a PyTorch profiler trace) and `run --json`'s report
@@ -98,7 +100,8 @@ pub fn read_timeline_capped(path: &Path, max_timeline_bytes: u64) -> Result<Time
         };
         Failure::input(format!("{}{hint}", e.in_file(&path.display().to_string())))
     })?;
-    crate::limits::expand_capped(path, timeline, max_timeline_bytes)
+    let json_bytes = crate::limits::compared_json_bytes(&timeline, text.len() as u64);
+    Ok((timeline, json_bytes))
 }
 
 /// Prints the diff of B against the reference A; 1 when it exceeds the tolerances.
@@ -128,7 +131,10 @@ pub fn print_diff(
 }
 
 /// `c10dsim diff A.json B.json`.
-/// `max_timeline_bytes` (`--max-timeline`) caps each Timeline expanded to every rank.
+/// `max_timeline_bytes` (`--max-timeline`) caps the memory of each file read, and of the two
+/// Timelines held together, each expanded to every rank where it is folded: refused before
+/// either is read where their files' sizes are already over it, before either expands where
+/// their expansions are.
 pub fn diff_files(
     a: &Path,
     b: &Path,
@@ -142,9 +148,36 @@ pub fn diff_files(
         ));
     }
     let options = tolerance.options()?;
+    let both = |json_bytes: [u64; 2], done: &str| {
+        crate::limits::check_compared(
+            &format!(
+                "{} and {}: diff holds both Timelines",
+                crate::stdio::shown_name(a),
+                crate::stdio::shown_name(b)
+            ),
+            json_bytes.map(crate::limits::held_bytes),
+            &format!(
+                "{} and {} of JSON, {} bytes a byte",
+                sim::units::format_size_readable(json_bytes[0]),
+                sim::units::format_size_readable(json_bytes[1]),
+                crate::limits::TIMELINE_MEMORY_BYTES_PER_JSON_BYTE
+            ),
+            done,
+            max_timeline_bytes,
+        )
+    };
+    // Each file alone first, then both: a file is at least its own JSON as compared (standard
+    // input counts once read).
+    crate::limits::check_timeline_file(a, max_timeline_bytes)?;
+    crate::limits::check_timeline_file(b, max_timeline_bytes)?;
+    let size = |path: &Path| crate::stdio::file_size(path).unwrap_or(0);
+    both([size(a), size(b)], "nothing was read")?;
+    let (a_timeline, a_bytes) = read_unexpanded(a, max_timeline_bytes)?;
+    let (b_timeline, b_bytes) = read_unexpanded(b, max_timeline_bytes)?;
+    both([a_bytes, b_bytes], "nothing was compared")?;
     print_diff(
-        &read_timeline_capped(a, max_timeline_bytes)?,
-        &read_timeline_capped(b, max_timeline_bytes)?,
+        &crate::limits::expand_measured(a, a_timeline, a_bytes, max_timeline_bytes)?,
+        &crate::limits::expand_measured(b, b_timeline, b_bytes, max_timeline_bytes)?,
         &options,
         json,
     )
@@ -337,8 +370,12 @@ pub fn resolve_machine(
 }
 
 /// A calibration input: `RUN.json` (its scenario is `scenarios/<stem>.toml` beside it, else the
-/// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`.
-fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
+/// scenario the Timeline records, with the `--set`s it was run with) or `RUN.json=SCENARIO.toml`;
+/// the run is read under `max_timeline_bytes` (`--max-timeline`).
+fn calibration_input(
+    argument: &str,
+    max_timeline_bytes: u64,
+) -> Result<(Timeline, PathBuf, Vec<Override>), Failure> {
     let (run, scenario) = run_and_scenario(argument);
     let empty = |side: &str| {
         Failure::input(format!(
@@ -354,7 +391,7 @@ fn calibration_input(argument: &str) -> Result<(Timeline, PathBuf, Vec<Override>
     {
         return Err(empty("no scenario after its `=`"));
     }
-    let timeline = read_timeline(&run)?;
+    let timeline = read_timeline_capped(&run, max_timeline_bytes)?;
     if let Some(path) = scenario {
         return Ok((timeline, path, Vec::new()));
     }
@@ -445,12 +482,13 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
         prior,
         name,
         held_out,
+        caps,
     } = args;
     refuse_repeated_runs(runs, held_out)?;
     let inputs = runs
         .iter()
         .map(|run| {
-            let (timeline, path, overrides) = calibration_input(run)?;
+            let (timeline, path, overrides) = calibration_input(run, caps.max_timeline())?;
             let scenario = crate::load(&path, &overrides)?;
             paired(run, &timeline, &scenario)?;
             Ok((timeline, scenario))
@@ -468,7 +506,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let held_out = held_out
         .iter()
         .map(|run| {
-            let (timeline, path, overrides) = calibration_input(run)?;
+            let (timeline, path, overrides) = calibration_input(run, caps.max_timeline())?;
             paired(
                 &format!("--validate {run}"),
                 &timeline,
@@ -607,7 +645,7 @@ pub fn calibrate_runs(args: &CalibrateArgs) -> Result<u8, Failure> {
     let mut diffs = Vec::new();
     for (measured, path, overrides) in &held_out {
         let scenario = crate::load_on(path, overrides, None, Some(output))?;
-        let simulated = crate::limits::simulate_capped(path, &scenario)?;
+        let simulated = caps.simulate(path, &scenario)?;
         diffs.push(diff::diff(measured, &simulated, &DiffOptions::default()));
     }
     let validation = calibrate::validation(&diffs);
@@ -664,4 +702,6 @@ pub struct CalibrateArgs {
     pub name: String,
     /// Measured runs to predict with the fitted profile (never fitted to).
     pub held_out: Vec<String>,
+    /// The runs' read cap and the held-out runs' simulations' caps.
+    pub caps: crate::limits::SimulationCaps,
 }

@@ -2,7 +2,7 @@
 //! from their folders, each scenario simulated as its runs recorded it, and the table of
 //! `analysis::fidelity` printed or written below docs/fidelity.md's marker.
 
-use crate::diff_cmd::{read_timeline, recorded_invocation};
+use crate::diff_cmd::{read_timeline_capped, recorded_invocation};
 use crate::{load, Failure};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -104,7 +104,9 @@ pub fn fidelity(
     hw_dir: Option<&Path>,
     machine: &Path,
     output: Option<&Path>,
+    caps: &crate::limits::SimulationCaps,
 ) -> Result<u8, Failure> {
+    let read_timeline = |path: &Path| read_timeline_capped(path, caps.max_timeline());
     let hw_dir = hw_folder(hw_dir)?;
     let runs = recorded_runs("--torch", torch_dir)?;
     if runs.is_empty() {
@@ -169,7 +171,7 @@ pub fn fidelity(
         };
         scenarios.push(analysis::fidelity::ScenarioRuns {
             name,
-            simulated: crate::limits::simulate_capped(&file, &scenario)?,
+            simulated: caps.simulate(&file, &scenario)?,
             scenario,
             hw,
             torch,

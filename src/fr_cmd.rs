@@ -26,6 +26,9 @@ pub struct FlightRecorderArgs {
     /// file of the folder shares, as torchfrtrace infers it).
     #[arg(short, long)]
     pub prefix: Option<String>,
+    /// The caps the replay's simulation is held to, as `run` holds a scenario.
+    #[command(flatten)]
+    pub caps: crate::limits::SimulationCaps,
 }
 
 /// Why the entry `path`, named as `rank`'s dump, cannot be read as one: a symbolic link to
@@ -156,7 +159,7 @@ pub fn import(args: &FlightRecorderArgs) -> Result<u8, Failure> {
             message: format!("the imported scenario does not parse (a bug in the importer): {e}"),
         })?;
     stdio::replace(&args.output, |out| out.write_all(text.as_bytes()))?;
-    let timeline = crate::limits::simulate_capped(&args.output, &scenario)?;
+    let timeline = args.caps.simulate(&args.output, &scenario)?;
     let mut report = format!(
         "c10dsim: imported {} from {shown} into {}\n",
         counted(dumps.len() as u64, "dump"),

@@ -126,13 +126,19 @@ pub fn hw(args: HwArgs) -> Result<u8, Failure> {
     Ok(u8::from(!report.findings.is_empty()))
 }
 
-/// Joins one-rank Timelines into one on a common axis (`hw::merge_ranks`). Ranks of the launch
-/// with no part are refused (exit 2), or with `partial` merged without them and named.
-pub fn merge(parts: &[PathBuf], output: &Path, partial: bool) -> Result<u8, Failure> {
+/// Joins one-rank Timelines into one on a common axis (`hw::merge_ranks`), each part held to
+/// `max_timeline_bytes` (`--max-timeline`) before it is read. Ranks of the launch with no part
+/// are refused (exit 2), or with `partial` merged without them and named.
+pub fn merge(
+    parts: &[PathBuf],
+    output: &Path,
+    partial: bool,
+    max_timeline_bytes: u64,
+) -> Result<u8, Failure> {
     let timelines = parts
         .iter()
         .map(|path| {
-            let timeline = crate::diff_cmd::read_timeline(path)?;
+            let timeline = crate::diff_cmd::read_timeline_capped(path, max_timeline_bytes)?;
             Ok((path.display().to_string(), timeline))
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -12,6 +12,12 @@ pub enum ImportCommand {
     /// kernels of their measured durations on the trace's streams, collectives with their
     /// sizes, dtypes and groups, event edges, synchronisations, the host's gaps as host time;
     /// one `ProfilerStep#N` per commented block (docs/import.md).
+    // The caps hold the replay's simulation: without --replay, nothing would read them.
+    #[command(
+        mut_arg("max_events", |arg| arg.requires("replay")),
+        mut_arg("max_timeline", |arg| arg.requires("replay")),
+        mut_arg("max_memory", |arg| arg.requires("replay"))
+    )]
     Kineto {
         /// The traces (`prof.export_chrome_trace(...)`), one per rank of the job; gzipped ones
         /// (`….json.gz`) are read as they are.
@@ -34,6 +40,9 @@ pub enum ImportCommand {
         /// size.
         #[arg(long, value_name = "TRACE.json", requires = "replay", num_args = 1..)]
         replay_against: Vec<PathBuf>,
+        /// With --replay: the caps its simulation is held to, as `run` holds a scenario.
+        #[command(flatten)]
+        caps: crate::limits::SimulationCaps,
     },
     /// A job's Flight Recorder dumps (one pickle per rank, as PyTorch writes them on a watchdog
     /// timeout) → a scenario that replays their collectives to the hang, and the verdict of
@@ -68,7 +77,14 @@ pub fn import(command: ImportCommand) -> Result<u8, Failure> {
             bucket,
             replay,
             replay_against,
-        } => import_kineto(&traces, &output, bucket, replay, &replay_against),
+            caps,
+        } => import_kineto(
+            &traces,
+            &output,
+            bucket,
+            replay.then_some(&caps),
+            &replay_against,
+        ),
     }
 }
 
@@ -104,7 +120,7 @@ fn import_kineto(
     paths: &[PathBuf],
     output: &Path,
     bucket_bytes: Option<u64>,
-    replay: bool,
+    replay: Option<&crate::limits::SimulationCaps>,
     against: &[PathBuf],
 ) -> Result<u8, Failure> {
     let traces = read_traces(paths)?;
@@ -115,7 +131,7 @@ fn import_kineto(
         note!("c10dsim: {line}");
     }
     // Read and checked before anything is written.
-    let against_traces = if replay && !against.is_empty() {
+    let against_traces = if replay.is_some() && !against.is_empty() {
         let against_traces = read_traces(against)?;
         kineto::replayable_against(&traces, &against_traces)
             .map_err(|message| job_error(against, &format!("--replay-against: {message}")))?;
@@ -127,9 +143,9 @@ fn import_kineto(
     if !stdio::is_dash(output) {
         note!("c10dsim: wrote {}", output.display());
     }
-    if !replay {
+    let Some(caps) = replay else {
         return Ok(0);
-    }
+    };
     let scenario =
         sim::scenario::parse(&output.display().to_string(), &text).map_err(|error| Failure {
             code: 1,
@@ -137,7 +153,7 @@ fn import_kineto(
                 "the imported scenario does not parse (a bug of the importer): {error}"
             ),
         })?;
-    let timeline = crate::limits::simulate_capped(output, &scenario)?;
+    let timeline = caps.simulate(output, &scenario)?;
     let reference = against_traces.unwrap_or(traces);
     let traced: Vec<replay::StepFigures> = reference.iter().flat_map(replay::traced).collect();
     let table = replay::render(&traced, &replay::simulated(&timeline));

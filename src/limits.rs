@@ -8,8 +8,29 @@ use sim::scenario::Scenario;
 use sim::timeline::Timeline;
 use std::path::Path;
 
+/// `--max-timeline`, defined once for every command a Timeline's size can refuse: a scenario's
+/// estimate before it runs (`run`, `check`, `sweep`, `bench`, and the simulations of
+/// `calibrate --validate`, `fidelity` and `import`), a folded Timeline expanded to every rank to
+/// be shown or compared, and a Timeline file before it is read (`diff`, `run --against`,
+/// `calibrate`, `fidelity`, `hw-merge`, `torch`).
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct TimelineCap {
+    /// Refuse (exit 2) what would hold a Timeline larger than this (e.g. 16GiB): a scenario
+    /// estimated before it runs, a folded Timeline expanded to every rank to show them or held
+    /// to compare them (6 bytes of memory a byte of JSON), a Timeline file read (6 a byte).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "4GiB",
+        value_parser = parse_size,
+        allow_hyphen_values = true
+    )]
+    pub max_timeline: u64,
+}
+
 /// The two caps of a scenario's estimate (`--max-events`, `--max-timeline`), shared by every
-/// command that simulates a scenario it is given (`run`, `check`, `sweep`, `bench`).
+/// command that simulates a scenario (`run`, `check`, `sweep`, `bench`, and through
+/// [`SimulationCaps`] `calibrate`, `fidelity` and `import`).
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct WorkCaps {
     /// Refuse (exit 2) a scenario estimated to need more engine events than this.
@@ -21,15 +42,8 @@ pub struct WorkCaps {
         value_parser = crate::parse_count::<u64>
     )]
     pub max_events: u64,
-    /// Refuse (exit 2) a scenario whose Timeline is estimated larger than this (e.g. 16GiB).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "4GiB",
-        value_parser = parse_size,
-        allow_hyphen_values = true
-    )]
-    pub max_timeline: u64,
+    #[command(flatten)]
+    pub timeline: TimelineCap,
 }
 
 /// The caps a scenario's estimate must fit and how ranks are simulated, shared by `run`,
@@ -48,16 +62,36 @@ pub struct CapArgs {
     pub detail: Option<Detail>,
 }
 
+/// `--max-memory`, defined once for every command whose simulation runs (`run`, `sweep`, and
+/// through [`SimulationCaps`] `calibrate`, `fidelity` and `import`; `check` runs none).
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct MemoryCap {
+    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
+    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
+    pub max_memory: Option<u64>,
+}
+
 /// [`CapArgs`] and the memory cap of a simulation that runs (`run` and `sweep`; `check` runs
 /// none).
 #[derive(clap::Args, Clone, Copy, Debug, Default)]
 pub struct LimitArgs {
     #[command(flatten)]
     pub caps: CapArgs,
-    /// Stop a simulation (exit 1, a memory_cap finding) once the process holds more than this
-    /// (default: 8GiB or 3/4 of the machine's memory, the smaller).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
-    pub max_memory: Option<u64>,
+    #[command(flatten)]
+    pub memory: MemoryCap,
+}
+
+/// The caps of a command that simulates a scenario it reaches on its own to compare it rank by
+/// rank (`calibrate --validate`, `fidelity`, `import kineto --replay`, `import
+/// flight-recorder`): those `run` holds it to, its `--max-timeline` also the cap of the
+/// Timeline files it reads. It simulates as `run` does by default, folded.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct SimulationCaps {
+    #[command(flatten)]
+    pub work: WorkCaps,
+    #[command(flatten)]
+    pub memory: MemoryCap,
 }
 
 /// What `--detail` lists in full.
@@ -77,7 +111,9 @@ impl Default for WorkCaps {
         let limits = sim::limits::Limits::default();
         WorkCaps {
             max_events: limits.max_events,
-            max_timeline: limits.max_timeline_bytes,
+            timeline: TimelineCap {
+                max_timeline: limits.max_timeline_bytes,
+            },
         }
     }
 }
@@ -162,13 +198,20 @@ impl CapArgs {
             if flags.len() == 1 { "it" } else { "them" },
             sim::units::format_size_readable(expanded.timeline_bytes),
             expanded.op_calls,
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
     /// The estimate of a folded run's Timeline expanded to every rank, where it is over
     /// `--max-timeline` (a run that does not fold was held to the cap by `check`).
     fn expanded_over_cap(&self, scenario: &Scenario) -> Option<sim::limits::WorkEstimate> {
+        self.expanded_estimate(scenario)
+            .filter(|expanded| expanded.timeline_bytes > self.work.timeline.max_timeline)
+    }
+
+    /// The estimate of a folded run's Timeline expanded to every rank; none for a run that
+    /// does not fold.
+    fn expanded_estimate(&self, scenario: &Scenario) -> Option<sim::limits::WorkEstimate> {
         if !sim::engine::classes(scenario, &self.engine_options()).folded() {
             return None;
         }
@@ -176,7 +219,16 @@ impl CapArgs {
         let mut expanded = self.estimate_unfolded(scenario);
         expanded.timeline_bytes =
             (expanded.timeline_bytes).saturating_sub(expanded.dump_rank_lists_bytes);
-        (expanded.timeline_bytes > self.work.max_timeline).then_some(expanded)
+        Some(expanded)
+    }
+
+    /// The estimated Timeline of `scenario` as a comparison (`run --against`) holds it,
+    /// expanded to every rank: the estimate's bytes, which count what a call's records hold in
+    /// memory as well (512 bytes a call; measured expanded, 290-530).
+    pub fn compared_bytes(&self, scenario: &Scenario) -> u64 {
+        self.expanded_estimate(scenario)
+            .unwrap_or_else(|| self.estimate(scenario))
+            .timeline_bytes
     }
 
     /// Refuses, before the run, a summarised run's outputs that show the records `selection`
@@ -210,7 +262,7 @@ impl CapArgs {
         let kept_bytes = u64::try_from(kept_calls)
             .unwrap_or(u64::MAX)
             .saturating_mul(sim::limits::TIMELINE_BYTES_PER_CALL);
-        if kept_bytes <= self.work.max_timeline {
+        if kept_bytes <= self.work.timeline.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -222,7 +274,7 @@ impl CapArgs {
             flags.join(" and "),
             if flags.len() == 1 { "s" } else { "" },
             sim::units::format_size_readable(kept_bytes),
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -237,7 +289,7 @@ impl CapArgs {
         source: &str,
     ) -> Result<(), Failure> {
         let dumps_bytes = self.estimate_unfolded(scenario).flight_recorder_bytes;
-        if dumps_bytes <= self.work.max_timeline {
+        if dumps_bytes <= self.work.timeline.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -249,7 +301,7 @@ impl CapArgs {
             path.display(),
             scenario.cluster.ranks,
             sim::units::format_size_readable(dumps_bytes),
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -271,7 +323,7 @@ impl CapArgs {
             ranks = ranks.saturating_add(copies);
             dumps_bytes = dumps_bytes.saturating_add(bytes.saturating_mul(copies));
         }
-        if dumps_bytes <= self.work.max_timeline {
+        if dumps_bytes <= self.work.timeline.max_timeline {
             return Ok(());
         }
         Err(Failure::input(format!(
@@ -282,7 +334,7 @@ impl CapArgs {
              ranks in its flight_recorder section)",
             path.display(),
             sim::units::format_size_readable(dumps_bytes),
-            sim::units::format_size(self.work.max_timeline),
+            sim::units::format_size(self.work.timeline.max_timeline),
         )))
     }
 
@@ -308,7 +360,7 @@ impl CapArgs {
     pub fn limits(&self) -> sim::limits::Limits {
         sim::limits::Limits {
             max_events: self.work.max_events,
-            max_timeline_bytes: self.work.max_timeline,
+            max_timeline_bytes: self.work.timeline.max_timeline,
         }
     }
 
@@ -322,120 +374,230 @@ impl CapArgs {
     }
 }
 
+impl MemoryCap {
+    /// The cap in bytes: the one given, else the default.
+    fn bytes(&self) -> u64 {
+        self.max_memory.unwrap_or_else(default_memory_cap)
+    }
+}
+
 impl LimitArgs {
     /// Engine options with the memory cap.
     pub fn engine_options(&self) -> sim::engine::Options {
         sim::engine::Options {
             memory_in_use: Some(resident_bytes),
-            max_memory_bytes: self.max_memory.unwrap_or_else(default_memory_cap),
+            max_memory_bytes: self.memory.bytes(),
             ..self.caps.engine_options()
         }
     }
 }
 
-/// Simulates a scenario a command reaches on its own (the one a measured Timeline names, one it
-/// imported) under the default caps, as `run` would: refused (exit 2) when its estimate is over
-/// them, or when its Timeline, expanded to every rank, would be, stopped with a `memory_cap`
-/// finding past the memory cap. Its Timeline, expanded.
-pub fn simulate_capped(path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    simulate_under(&LimitArgs::default(), path, scenario)
-}
-
-/// [`simulate_capped`] under `caps`.
-fn simulate_under(caps: &LimitArgs, path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
-    caps.caps.over(scenario, false).map_err(|message| {
-        Failure::input(format!(
-            "{}: {message}; this command simulates under the default caps: run it with \
-             `c10dsim run`, whose --max-events / --max-timeline raise them",
-            path.display()
-        ))
-    })?;
-    // Compared rank by rank, the Timeline is expanded: held to the cap as `run --trace` holds
-    // it.
-    if let Some(expanded) = caps.caps.expanded_over_cap(scenario) {
-        return Err(Failure::input(format!(
-            "{}: this command compares the Timeline rank by rank: expanded to all {} ranks it is \
-             about {} ({} op calls), over the cap of {} (--max-timeline); nothing was run \
-             (this command simulates under the default caps: run fewer iterations or ranks \
-             with `c10dsim run --set`, whose --max-timeline raises the cap)",
-            path.display(),
-            scenario.cluster.ranks,
-            sim::units::format_size_readable(expanded.timeline_bytes),
-            expanded.op_calls,
-            sim::units::format_size(caps.caps.work.max_timeline),
-        )));
+impl SimulationCaps {
+    /// The cap of each Timeline file the command reads (`--max-timeline`).
+    pub fn max_timeline(&self) -> u64 {
+        self.work.timeline.max_timeline
     }
-    let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
-    expand_capped(path, timeline, caps.caps.work.max_timeline)
+
+    /// Simulates a scenario the command reaches on its own (the one a measured Timeline names,
+    /// one it imported), as `run` would: refused (exit 2) when its estimate is over the caps,
+    /// or when its Timeline, expanded to every rank, would be; stopped past the memory cap,
+    /// where its Timeline ends, and not compared (exit 1, the `memory_cap` finding's words).
+    /// Its Timeline, expanded.
+    pub fn simulate(&self, path: &Path, scenario: &Scenario) -> Result<Timeline, Failure> {
+        let caps = LimitArgs {
+            caps: CapArgs {
+                work: self.work,
+                ..CapArgs::default()
+            },
+            memory: self.memory,
+        };
+        caps.caps.over(scenario, false).map_err(|message| {
+            Failure::input(format!(
+                "{}: {message}; nothing was run (this command simulates the scenario to compare \
+                 it: raise the caps with --max-events / --max-timeline)",
+                path.display()
+            ))
+        })?;
+        // Compared rank by rank, the Timeline is expanded: held to the cap as `run --trace`
+        // holds it.
+        if let Some(expanded) = caps.caps.expanded_over_cap(scenario) {
+            return Err(Failure::input(format!(
+                "{}: this command compares the Timeline rank by rank: expanded to all {} ranks \
+                 it is about {} ({} op calls), over the cap of {} (--max-timeline); nothing was \
+                 run (raise --max-timeline)",
+                path.display(),
+                scenario.cluster.ranks,
+                sim::units::format_size_readable(expanded.timeline_bytes),
+                expanded.op_calls,
+                sim::units::format_size(self.max_timeline()),
+            )));
+        }
+        let timeline = sim::engine::simulate_with(scenario, caps.engine_options()).0;
+        let memory_cap = sim::timeline::FindingKind::MemoryCap;
+        if let Some(stopped) = timeline.findings.iter().find(|f| f.kind == memory_cap) {
+            return Err(Failure {
+                code: 1,
+                message: format!(
+                    "{}: {}; nothing was compared (raise --max-memory)",
+                    path.display(),
+                    stopped.message
+                ),
+            });
+        }
+        expand_capped(path, timeline, self.max_timeline())
+    }
 }
 
-/// Bytes of memory that reading a Timeline file holds at its peak per byte of the file: its
-/// text and the Timeline parsed from it. Measured (release build, `/usr/bin/time`, peak resident
-/// set over the file's size, one file read): unfolded runs of scenarios/overlap_bench.toml
-/// (8 ranks) 62 MB 1.46, 254 MB 1.37; straggler.toml (64 ranks) 122 MB 1.39; hang_10min.toml
-/// at 4,096 and 8,192 ranks, their dumps listing every rank, 88 MB 2.07, 343 MB 1.92 (2.65 in
-/// address space, which `ulimit -v` counts); a summarised run 1.3 GB 1.34; a hang whose dumps
-/// hold 2,000 entries each (60% of the file) 132 MB 2.64, 3.26 in address space. Rounded up.
-/// `diff` holds two Timelines: 1.37–2.07 a byte of the two files measured.
-pub const TIMELINE_READ_BYTES_PER_FILE_BYTE: u64 = 4;
+/// Bytes of memory a Timeline takes per byte of its JSON while a command holds it: read (its
+/// text and the Timeline parsed from it), expanded to every rank (`Timeline::expand`), or as one
+/// side of a comparison (its share of `diff`'s own working set). Measured (release build,
+/// `/usr/bin/time`, peak resident set less the process's own, over the JSON bytes held), a side
+/// of `diff` of a folded Timeline against itself, expanded: scenarios/straggler.toml at 4,096
+/// ranks 1.33, overlap_bench.toml at 2,048 1.50, exp_a_api_modes.toml and exp_b_stream_scope.toml
+/// at 4,096 1.72 and 1.88, hang_10min.toml at 4,096 and 65,536 2.03 and 1.97, marks and GPU
+/// sleeps 2.72, host sleeps alone 4.85-4.94; read, unfolded: the catalogue's runs 1.34-2.64 (3.26
+/// in address space, which `ulimit -v` counts), host sleeps alone 4.71 (`run --against`) and 5.06
+/// a side of `diff`. A host call is small in JSON and a record of fixed size in memory. Rounded
+/// up.
+pub const TIMELINE_MEMORY_BYTES_PER_JSON_BYTE: u64 = 6;
+
+/// The memory that holding `json_bytes` of Timeline takes, at
+/// [`TIMELINE_MEMORY_BYTES_PER_JSON_BYTE`].
+pub fn held_bytes(json_bytes: u64) -> u64 {
+    json_bytes.saturating_mul(TIMELINE_MEMORY_BYTES_PER_JSON_BYTE)
+}
 
 /// The text of the Timeline file `path` (`-`: standard input), refused (exit 2) before it is
-/// read where reading it, estimated at [`TIMELINE_READ_BYTES_PER_FILE_BYTE`] bytes a byte of
-/// the file, would hold more than `max_timeline_bytes` (`--max-timeline`); standard input,
-/// whose size is known only as it is read, is read no further than that share of the cap.
+/// read where reading it ([`held_bytes`] of the file) would hold more than `max_timeline_bytes`
+/// (`--max-timeline`, [`check_timeline_file`]); standard input, whose size is known only as it
+/// is read, is read no further than that share of the cap.
 pub fn read_timeline_text(path: &Path, max_timeline_bytes: u64) -> Result<String, Failure> {
-    let per_byte = TIMELINE_READ_BYTES_PER_FILE_BYTE;
-    let max_file_bytes = max_timeline_bytes / per_byte;
-    let refusal = |size: Option<u64>| {
-        let (more, file_bytes, read) = match size {
-            Some(bytes) => ("", bytes, "nothing was read"),
-            None => ("more than ", max_file_bytes, "it was read no further"),
-        };
-        Failure::input(format!(
-            "{}: a Timeline file of {more}{file_bytes} bytes: reading it would hold {}{} of \
-             memory ({per_byte} bytes a byte of the file: its text and the Timeline parsed from \
-             it), over the cap of {} (--max-timeline); {read} (give a Timeline of fewer \
-             iterations or ranks, or raise --max-timeline where the command has it: diff, run \
-             --against)",
-            crate::stdio::shown_name(path),
-            if size.is_some() {
-                "about "
-            } else {
-                "more than "
-            },
-            sim::units::format_size_readable(file_bytes.saturating_mul(per_byte)),
-            sim::units::format_size(max_timeline_bytes),
-        ))
-    };
-    if let Some(size) = crate::stdio::file_size(path).filter(|&size| size > max_file_bytes) {
-        return Err(refusal(Some(size)));
+    check_timeline_file(path, max_timeline_bytes)?;
+    let max_file_bytes = max_timeline_bytes / TIMELINE_MEMORY_BYTES_PER_JSON_BYTE;
+    crate::stdio::read_text_within(path, max_file_bytes)?
+        .ok_or_else(|| read_refusal(path, None, max_timeline_bytes))
+}
+
+/// Refuses (exit 2), before it is read, the Timeline file `path` whose reading would hold more
+/// than `max_timeline_bytes`: its size is known (standard input's is not).
+pub fn check_timeline_file(path: &Path, max_timeline_bytes: u64) -> Result<(), Failure> {
+    let max_file_bytes = max_timeline_bytes / TIMELINE_MEMORY_BYTES_PER_JSON_BYTE;
+    match crate::stdio::file_size(path).filter(|&size| size > max_file_bytes) {
+        Some(size) => Err(read_refusal(path, Some(size), max_timeline_bytes)),
+        None => Ok(()),
     }
-    crate::stdio::read_text_within(path, max_file_bytes)?.ok_or_else(|| refusal(None))
+}
+
+/// The refusal of a Timeline file of `size` bytes (none: more than the cap's share, read so
+/// far) over `max_timeline_bytes`.
+fn read_refusal(path: &Path, size: Option<u64>, max_timeline_bytes: u64) -> Failure {
+    let per_byte = TIMELINE_MEMORY_BYTES_PER_JSON_BYTE;
+    let (more, file_bytes, read) = match size {
+        Some(bytes) => ("", bytes, "nothing was read"),
+        None => (
+            "more than ",
+            max_timeline_bytes / per_byte,
+            "it was read no further",
+        ),
+    };
+    Failure::input(format!(
+        "{}: a Timeline file of {more}{file_bytes} bytes: reading it would hold {}{} of memory \
+         ({per_byte} bytes a byte of the file: its text and the Timeline parsed from it), over \
+         the cap of {} (--max-timeline); {read} (give a Timeline of fewer iterations or ranks, \
+         or raise --max-timeline)",
+        crate::stdio::shown_name(path),
+        if size.is_some() {
+            "about "
+        } else {
+            "more than "
+        },
+        sim::units::format_size_readable(held_bytes(file_bytes)),
+        sim::units::format_size(max_timeline_bytes),
+    ))
+}
+
+/// Whether a command that compares or shows every rank expands `timeline` first: a folded one,
+/// or a summarised one whose dumps stand for several ranks.
+fn needs_expansion(timeline: &Timeline) -> bool {
+    timeline.is_folded() || timeline.has_dumps_for_several_ranks()
+}
+
+/// The JSON bytes of `timeline` as a command that compares every rank holds it: expanded
+/// (`Timeline::expanded_bytes`) where it is expanded, else `json_bytes`, those it was read
+/// from.
+pub fn compared_json_bytes(timeline: &Timeline, json_bytes: u64) -> u64 {
+    if needs_expansion(timeline) {
+        timeline.expanded_bytes()
+    } else {
+        json_bytes
+    }
+}
+
+/// Refuses (exit 2) a comparison of two Timelines (`diff`, `run --against`) whose memory held
+/// together, `held` (each side's, in the order `parts` names them), is over
+/// `max_timeline_bytes` (`--max-timeline`): `who` says what holds them, `parts` what each side
+/// is, `done` what was not done.
+pub fn check_compared(
+    who: &str,
+    held: [u64; 2],
+    parts: &str,
+    done: &str,
+    max_timeline_bytes: u64,
+) -> Result<(), Failure> {
+    let total = held[0].saturating_add(held[1]);
+    if total <= max_timeline_bytes {
+        return Ok(());
+    }
+    Err(Failure::input(format!(
+        "{who}, each expanded to every rank where it is folded: about {} of memory ({parts}), \
+         over the cap of {} (--max-timeline); {done} (give Timelines of fewer iterations or \
+         ranks, as `c10dsim run --set repeat=N` or `c10dsim run --set cluster.ranks=N` writes \
+         one, or raise --max-timeline)",
+        sim::units::format_size_readable(total),
+        sim::units::format_size(max_timeline_bytes),
+    )))
 }
 
 /// `timeline` expanded to every rank (`Timeline::expand`) for a command that compares or shows
 /// every rank (`diff`, `calibrate`, `fidelity`, `run --against`, the replays); refused (exit 2)
-/// before it expands where the expanded Timeline is larger than `max_timeline_bytes`: a folded
-/// Timeline of 65,536 ranks x 10^6 iterations is 135 MB and expands to terabytes.
+/// before it expands where the expanded Timeline would hold more than `max_timeline_bytes` of
+/// memory ([`held_bytes`] of its JSON): a folded Timeline of 65,536 ranks x 10^6 iterations is
+/// 135 MB and expands to terabytes.
 pub fn expand_capped(
     path: &Path,
     timeline: Timeline,
     max_timeline_bytes: u64,
 ) -> Result<Timeline, Failure> {
-    if !timeline.is_folded() && !timeline.has_dumps_for_several_ranks() {
+    if !needs_expansion(&timeline) {
         return Ok(timeline);
     }
     let expanded_bytes = timeline.expanded_bytes();
-    if expanded_bytes > max_timeline_bytes {
+    expand_measured(path, timeline, expanded_bytes, max_timeline_bytes)
+}
+
+/// [`expand_capped`] of a Timeline whose JSON bytes as compared are known, `expanded_bytes`
+/// ([`compared_json_bytes`]).
+pub fn expand_measured(
+    path: &Path,
+    timeline: Timeline,
+    expanded_bytes: u64,
+    max_timeline_bytes: u64,
+) -> Result<Timeline, Failure> {
+    if !needs_expansion(&timeline) {
+        return Ok(timeline);
+    }
+    if held_bytes(expanded_bytes) > max_timeline_bytes {
         return Err(Failure::input(format!(
             "{}: a folded Timeline: expanded to all {} ranks, as this command compares them \
-             rank by rank, it is about {}, over the cap of {} (--max-timeline); nothing was \
-             compared (give a Timeline of fewer iterations or ranks, --set repeat=N or \
-             --set cluster.ranks=N, or raise --max-timeline where the command has it: diff, \
-             run --against)",
+             rank by rank, it is about {} of JSON and would hold about {} of memory ({} bytes \
+             a byte of JSON), over the cap of {} (--max-timeline); nothing was compared (give a \
+             Timeline of fewer iterations or ranks, as `c10dsim run --set repeat=N` or \
+             `c10dsim run --set cluster.ranks=N` writes one, or raise --max-timeline)",
             path.display(),
             timeline.scenario.ranks,
             sim::units::format_size_readable(expanded_bytes),
+            sim::units::format_size_readable(held_bytes(expanded_bytes)),
+            TIMELINE_MEMORY_BYTES_PER_JSON_BYTE,
             sim::units::format_size(max_timeline_bytes),
         )));
     }
@@ -554,21 +716,18 @@ mod tests {
         let text = "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n";
         let scenario = sim::scenario::parse("big.toml", text).unwrap();
         let path = Path::new("big.toml");
-        let mut caps = LimitArgs::default();
-        caps.caps.work.max_timeline = 4 << 20;
-        let folded = caps.caps.estimate(&scenario).timeline_bytes;
-        assert!(
-            folded < caps.caps.work.max_timeline,
-            "folded, {folded} bytes fit"
-        );
-        let refused = simulate_under(&caps, path, &scenario).map(|t| t.ranks.len());
+        let mut caps = SimulationCaps::default();
+        caps.work.timeline.max_timeline = 4 << 20;
+        let folded = CapArgs::default().estimate(&scenario).timeline_bytes;
+        assert!(folded < caps.max_timeline(), "folded, {folded} bytes fit");
+        let refused = caps.simulate(path, &scenario).map(|t| t.ranks.len());
         let message = refused.err().map(|f| f.message).unwrap_or_default();
         assert!(
             message.contains("big.toml: ") && message.contains("over the cap of 4MiB"),
             "{message}"
         );
-        caps.caps.work.max_timeline = 64 << 20;
-        let timeline = simulate_under(&caps, path, &scenario).map_err(|f| f.message);
+        caps.work.timeline.max_timeline = 64 << 20;
+        let timeline = caps.simulate(path, &scenario).map_err(|f| f.message);
         assert_eq!(timeline.map(|t| t.ranks.len()), Ok(64));
     }
 
@@ -584,12 +743,17 @@ mod tests {
         let scenario = sim::scenario::parse("hang.toml", text).unwrap();
         let caps = CapArgs {
             work: WorkCaps {
-                max_timeline: 64 << 20,
+                timeline: TimelineCap {
+                    max_timeline: 64 << 20,
+                },
                 ..WorkCaps::default()
             },
             ..CapArgs::default()
         };
-        assert!(caps.estimate_unfolded(&scenario).flight_recorder_bytes > caps.work.max_timeline);
+        assert!(
+            caps.estimate_unfolded(&scenario).flight_recorder_bytes
+                > caps.work.timeline.max_timeline
+        );
         let shown = caps.check_expanded(Path::new("hang.toml"), &scenario, &["--trace"]);
         assert_eq!(shown.map_err(|f| f.message), Ok(()));
         // The dump files do list them: --fr-dir is still held to the cap.

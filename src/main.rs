@@ -244,6 +244,10 @@ enum Command {
         /// Write the measured Timeline (all ranks joined; `-`: standard output).
         #[arg(long, value_name = "OUT.json")]
         timeline: Option<PathBuf>,
+        /// The cap of each rank's Timeline file, read to join them (6 bytes of memory a byte
+        /// of the file).
+        #[command(flatten)]
+        cap: limits::TimelineCap,
         #[command(flatten)]
         scenario: ScenarioArgs,
     },
@@ -274,6 +278,10 @@ enum Command {
         /// marker and the generated Markdown on standard output).
         #[arg(short, long, value_name = "OUT.md")]
         output: Option<PathBuf>,
+        /// The caps of each run read (--max-timeline) and of each scenario's simulation, held
+        /// to them as `run` holds a scenario.
+        #[command(flatten)]
+        caps: limits::SimulationCaps,
     },
     /// Join the one-rank Timelines of a launched `hw` run into one (a common time axis).
     HwMerge {
@@ -287,6 +295,9 @@ enum Command {
         /// lost file, a process killed before it wrote one), with a warning naming them.
         #[arg(long)]
         partial: bool,
+        /// Each part's cap: its reading (6 bytes of memory a byte of the file).
+        #[command(flatten)]
+        cap: limits::TimelineCap,
     },
     /// Measure the simulator's speed on a generated scenario (docs/perf.md).
     Bench {
@@ -428,22 +439,15 @@ enum Command {
         json: bool,
         #[command(flatten)]
         tolerance: diff_cmd::ToleranceArgs,
-        /// Refuse (exit 2) a Timeline file whose reading (4 bytes of memory a byte of the file)
-        /// or, folded, whose expansion to every rank, which the comparison needs, is larger
-        /// than this (e.g. 16GiB).
-        #[arg(
-            long,
-            value_name = "SIZE",
-            default_value = "4GiB",
-            value_parser = sim::units::parse_size_bytes,
-            allow_hyphen_values = true
-        )]
-        max_timeline: u64,
+        /// The cap of the memory both Timelines take: each file's reading and, folded, its
+        /// expansion to every rank, which the comparison needs (6 bytes a byte of JSON).
+        #[command(flatten)]
+        cap: limits::TimelineCap,
     },
     /// Fit a machine profile to measured Timelines and print each value with its residual
     /// (docs/diff.md).
     Calibrate {
-        /// Measured Timelines: RUN.json (scenario: scenarios/<stem>.toml beside it, else the
+        /// Measured Timelines: RUN.json (scenario: `scenarios/<stem>.toml` beside it, else the
         /// path it records) or RUN.json=SCENARIO.toml.
         #[arg(required = true)]
         runs: Vec<String>,
@@ -461,6 +465,10 @@ enum Command {
         /// timing metric by metric, with the median error and the ordering verdicts.
         #[arg(long = "validate", value_name = "RUN.json")]
         held_out: Vec<String>,
+        /// The caps of each run read (--max-timeline) and of --validate's simulations, held
+        /// to them as `run` holds a scenario.
+        #[command(flatten)]
+        caps: limits::SimulationCaps,
     },
     /// Turn what a real job recorded into a scenario: torch.profiler traces (docs/import.md) or
     /// Flight Recorder dumps (docs/flight-recorder.md).
@@ -570,7 +578,7 @@ fn main() -> ExitCode {
                     })
                 }),
                 per_rank: limits.engine_options().per_rank_detail,
-                timeline_cap_bytes: Some(limits.caps.work.max_timeline),
+                timeline_cap_bytes: Some(limits.caps.work.timeline.max_timeline),
             },
             nccl_tests,
             fail_on_race,
@@ -627,6 +635,7 @@ fn main() -> ExitCode {
             nproc,
             json,
             timeline,
+            cap,
             scenario,
         } => torch_cmd::torch(torch_cmd::TorchArgs {
             file: &file,
@@ -634,6 +643,7 @@ fn main() -> ExitCode {
             nproc,
             json,
             timeline: timeline.as_deref(),
+            max_timeline: cap.max_timeline,
         }),
         Command::Fidelity {
             torch,
@@ -641,18 +651,21 @@ fn main() -> ExitCode {
             hw,
             machine,
             output,
+            caps,
         } => fidelity_cmd::fidelity(
             &torch,
             memory_runs.as_deref(),
             hw.as_deref(),
             &machine,
             output.as_deref(),
+            &caps,
         ),
         Command::HwMerge {
             parts,
             output,
             partial,
-        } => hw_cmd::merge(&parts, &output, partial),
+            cap,
+        } => hw_cmd::merge(&parts, &output, partial, cap.max_timeline),
         Command::Import { format } => import_cmd::import(format),
         Command::Bench {
             ranks,
@@ -707,20 +720,22 @@ fn main() -> ExitCode {
             b,
             json,
             tolerance,
-            max_timeline,
-        } => diff_cmd::diff_files(&a, &b, tolerance, json, max_timeline),
+            cap,
+        } => diff_cmd::diff_files(&a, &b, tolerance, json, cap.max_timeline),
         Command::Calibrate {
             runs,
             output,
             prior,
             name,
             held_out,
+            caps,
         } => diff_cmd::calibrate_runs(&diff_cmd::CalibrateArgs {
             runs,
             output,
             prior,
             name,
             held_out,
+            caps,
         }),
         Command::Plot {
             csv,
@@ -1032,7 +1047,7 @@ fn check(files: &[PathBuf], with: &ScenarioArgs, limits: &limits::CapArgs) -> Re
                 let metrics = if plan.may_name_a_metric() {
                     let options = limits::LimitArgs {
                         caps: *limits,
-                        max_memory: None,
+                        memory: limits::MemoryCap::default(),
                     }
                     .engine_options();
                     let base = sim::engine::simulate_with(&scenario, options).0;

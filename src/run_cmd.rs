@@ -209,7 +209,7 @@ pub(crate) fn run(
     // simulated or written, and noted as an input, so that `--timeline` cannot be written over
     // it.
     let measured = (against.measured)
-        .map(|path| diff_cmd::read_timeline_capped(path, limits.caps.work.max_timeline))
+        .map(|path| read_against(file, &scenario, path, &limits.caps))
         .transpose()?;
     let diff_options = measured
         .is_some()
@@ -247,6 +247,42 @@ pub(crate) fn run(
         .iter()
         .any(|f| fail_on_race || f.kind != sim::timeline::FindingKind::Race);
     Ok(u8::from(failing))
+}
+
+/// The measured Timeline of `run --against`, read as `diff` reads one and expanded: it is held
+/// beside the simulated one, so the two are held to `--max-timeline` together (the simulated
+/// one as estimated before the run), before the file is read and before it expands.
+fn read_against(
+    file: &Path,
+    scenario: &Scenario,
+    path: &Path,
+    caps: &limits::CapArgs,
+) -> Result<Timeline, Failure> {
+    let cap = caps.work.timeline.max_timeline;
+    let simulated = caps.compared_bytes(scenario);
+    let both = |json_bytes: u64| {
+        limits::check_compared(
+            &format!(
+                "{}: run --against {} holds the simulated Timeline beside the measured one",
+                file.display(),
+                stdio::shown_name(path)
+            ),
+            [simulated, limits::held_bytes(json_bytes)],
+            &format!(
+                "the simulated run's estimate, {}, and {} of JSON at {} bytes a byte",
+                sim::units::format_size_readable(simulated),
+                sim::units::format_size_readable(json_bytes),
+                limits::TIMELINE_MEMORY_BYTES_PER_JSON_BYTE
+            ),
+            "nothing was run",
+            cap,
+        )
+    };
+    limits::check_timeline_file(path, cap)?;
+    both(stdio::file_size(path).unwrap_or(0))?;
+    let (measured, json_bytes) = diff_cmd::read_unexpanded(path, cap)?;
+    both(json_bytes)?;
+    limits::expand_measured(path, measured, json_bytes, cap)
 }
 
 pub(crate) fn emit(

@@ -41,6 +41,8 @@ pub struct TorchArgs<'a> {
     pub nproc: Option<u32>,
     pub json: bool,
     pub timeline: Option<&'a Path>,
+    /// `--max-timeline`: each rank's file is held to it before it is read.
+    pub max_timeline: u64,
 }
 
 /// What the probe found.
@@ -287,7 +289,7 @@ pub fn torch(args: TorchArgs) -> Result<u8, Failure> {
     let launcher_status = status
         .code()
         .map_or_else(|| "killed by a signal".to_string(), |code| code.to_string());
-    let timeline = join_ranks(&dir, world, &launcher_status, &log)?;
+    let timeline = join_ranks(&dir, world, &launcher_status, &log, args.max_timeline)?;
     let report = metrics::report(&timeline);
     emit(&scenario, &timeline, &report, args.json, false, &outputs)?;
     let findings = !report.findings.is_empty();
@@ -324,12 +326,13 @@ fn join_ranks(
     world: u32,
     launcher_status: &str,
     log: &str,
+    max_timeline_bytes: u64,
 ) -> Result<Timeline, Failure> {
     let mut files = Vec::new();
     for rank in 0..world {
         let path = dir.join(format!("rank{rank}.json"));
         files.push(if path.is_file() {
-            let part = crate::diff_cmd::read_timeline(&path)?;
+            let part = crate::diff_cmd::read_timeline_capped(&path, max_timeline_bytes)?;
             Some((path.display().to_string(), part))
         } else {
             None
@@ -373,6 +376,7 @@ mod tests {
             nproc: None,
             json: false,
             timeline: None,
+            max_timeline: 4 << 30,
         };
         let Ok(scenario) = with.load(args.file) else {
             panic!("overlap_bench loads")

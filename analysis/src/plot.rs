@@ -65,7 +65,7 @@ pub struct ChartQuery<'a> {
 }
 
 /// The unit of a column, from its name (units last: `_us`, `_ns`, `_bytes`) or what it holds.
-/// The drawing adds ", log scale" where the axis is logarithmic ([`with_scale`]).
+/// The drawing adds ", log scale" where the axis is logarithmic (`with_scale`).
 pub fn axis_label(column: &str, is_bytes: bool) -> String {
     let unit = if is_bytes || column.ends_with("_bytes") {
         "bytes"

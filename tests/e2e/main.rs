@@ -1,6 +1,7 @@
 //! The end-to-end test binary: the scenario catalogue, the command line, bad input and
 //! determinism. One binary, as ripgrep does, so that the helpers in `util` are shared.
 
+mod caps;
 mod catalogue;
 mod cli;
 mod determinism;

@@ -2,7 +2,7 @@
 //! or mislead, small and written anew, with the exit code and message each must give now
 //! (docs/reliability.md).
 //!
-//! About 1,750 lines, over 1,000: one test per input found, each standing alone; split by command if it
+//! About 1,870 lines, over 1,000: one test per input found, each standing alone; split by command if it
 //! grows.
 
 use crate::util::{c10dsim, c10dsim_fed, skipped, stderr, stdout};
@@ -1361,7 +1361,7 @@ fn a_held_out_scenario_over_the_caps_is_refused_not_simulated() {
     ]);
     assert_refused(
         &output,
-        "this command simulates under the default caps",
+        "this command simulates the scenario to compare it: raise the caps with --max-events",
         "calibrate --validate",
     );
 }
@@ -1474,7 +1474,8 @@ fn a_utf8_byte_order_mark_is_skipped_by_every_reader() {
 /// it expands a folded Timeline (docs/scale.md): a folded Timeline of 65,536 ranks x `repeat =
 /// 1000000`, 135 MB, was expanded by `diff` until the memory ran out (5.7 GB in 9 s under a
 /// 6 GB limit; terabytes without one). The expanded size is held to `--max-timeline` before it
-/// expands. Here 64 ranks x 1,000 iterations: folded 119 KB, expanded about 3.7 MiB.
+/// expands, as the memory it would hold. Here 64 ranks x 1,000 iterations: folded 119 KB,
+/// expanded about 3.6 MiB of JSON, 21.6 MiB held; `diff` holds two.
 #[test]
 fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
     let file = write(
@@ -1490,26 +1491,87 @@ fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
         timeline_path,
         timeline_path,
         "--max-timeline",
-        "1MiB",
+        "4MiB",
     ]);
-    assert_eq!(code(&output), Some(2), "{}", stderr(&output));
+    assert_refused(&output, "diff holds both Timelines", "diff at 4MiB");
     let err = stderr(&output);
+    assert!(err.contains("expanded to every rank"), "{err}");
     assert!(
-        err.contains(&format!(
-            "{timeline_path}: a folded Timeline: expanded to all 64 ranks"
-        )),
-        "{err}"
-    );
-    assert!(err.contains("expanded to all 64 ranks"), "{err}");
-    assert!(
-        err.contains("over the cap of 1MiB (--max-timeline)"),
+        err.contains("over the cap of 4MiB (--max-timeline); nothing was compared"),
         "{err}"
     );
     assert!(err.contains("--set repeat="), "{err}");
     assert!(stdout(&output).is_empty());
+    // A command that holds one Timeline counts one.
+    let profile = temp("diff_expanded.profile.toml");
+    let output = c10dsim(&[
+        "calibrate",
+        &format!("{timeline_path}={file}"),
+        "-o",
+        profile.to_str().unwrap(),
+        "--max-timeline",
+        "4MiB",
+    ]);
+    assert_refused(
+        &output,
+        &format!("{timeline_path}: a folded Timeline: expanded to all 64 ranks"),
+        "calibrate at 4MiB",
+    );
+    assert!(
+        stderr(&output).contains("would hold about 21.63MiB of memory"),
+        "{}",
+        stderr(&output)
+    );
     // Under the default cap it compares.
     let output = c10dsim(&["diff", timeline_path, timeline_path]);
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let _ = std::fs::remove_file(&timeline);
+}
+
+/// `diff` holds both Timelines, each expanded to every rank, in memory: 1.3 to 4.9 times their
+/// JSON each, measured. Counted as one Timeline's JSON, `diff` of the folded Timeline of 65,536
+/// ranks of hang_10min against itself was estimated at 127 MiB and held 511 MiB; `run
+/// --against` holds the simulated run beside the measured one. Both are counted, at 6 bytes of
+/// memory a byte of JSON. Here 64 ranks x 1000 iterations: 3.61 MiB of JSON expanded a side,
+/// 43.26 MiB held as estimated.
+#[test]
+fn diff_counts_the_memory_of_both_timelines_it_holds() {
+    let file = write(
+        "diff_both.toml",
+        "repeat = 1000\n[cluster]\nranks = 64\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let timeline = temp("diff_both.json");
+    let timeline_path = timeline.to_str().unwrap();
+    let output = c10dsim(&["run", &file, "--timeline", timeline_path]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let diff = |cap: &str| c10dsim(&["diff", timeline_path, timeline_path, "--max-timeline", cap]);
+    let output = diff("16MiB");
+    assert_refused(&output, "diff holds both Timelines", "diff at 16MiB");
+    let err = stderr(&output);
+    assert!(
+        err.contains("about 43.26MiB of memory (3.61MiB and 3.61MiB of JSON, 6 bytes a byte)")
+            && err.contains("over the cap of 16MiB (--max-timeline)"),
+        "{err}"
+    );
+    let output = diff("64MiB");
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
+    let tiny = write(
+        "diff_both_tiny.toml",
+        "[cluster]\nranks = 1\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let against = |cap: &str| {
+        c10dsim(&[
+            "run",
+            &tiny,
+            "--max-timeline",
+            cap,
+            "--against",
+            timeline_path,
+        ])
+    };
+    assert_refused(&against("16MiB"), "of memory", "run --against at 16MiB");
+    let output = against("32MiB");
+    assert_ne!(code(&output), Some(2), "{}", stderr(&output));
     let _ = std::fs::remove_file(&timeline);
 }
 
@@ -1517,7 +1579,8 @@ fn diff_holds_a_folded_timeline_expanded_to_every_rank_to_the_timeline_cap() {
 /// the expanded Timeline's dumps share those lists (one per group, in memory), and `diff` never
 /// writes them. Counted once per rank, they made `diff` of the folded Timeline of 65,536 ranks
 /// of scenarios/hang_10min.toml against itself refuse at about 23 GiB. Here 4,096 ranks: about
-/// 84 MiB with the lists counted per rank, under 16 MiB as `diff` holds it.
+/// 84 MiB of JSON a side with the lists counted per rank (about 1 GiB held, both sides), 7.95
+/// MiB as `diff` holds it (95 MiB estimated, 32 MiB measured).
 #[test]
 fn diff_counts_the_dumps_rank_lists_once_as_it_holds_them() {
     let timeline = temp("diff_dump_lists.json");
@@ -1532,13 +1595,16 @@ fn diff_counts_the_dumps_rank_lists_once_as_it_holds_them() {
     ]);
     assert_eq!(code(&output), Some(1), "{}", stderr(&output));
     let diff = |cap: &str| c10dsim(&["diff", timeline_path, timeline_path, "--max-timeline", cap]);
-    let output = diff("16MiB");
+    let output = diff("128MiB");
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     // Still held to the cap: the records and entries of every rank's dump count per rank.
     let output = diff("1MiB");
     assert_eq!(code(&output), Some(2), "{}", stderr(&output));
     let err = stderr(&output);
-    assert!(err.contains("expanded to all 4096 ranks"), "{err}");
+    assert!(
+        err.contains("diff holds both Timelines") && err.contains("7.95MiB and 7.95MiB of JSON"),
+        "{err}"
+    );
     assert!(
         err.contains("over the cap of 1MiB (--max-timeline)"),
         "{err}"
@@ -1546,12 +1612,12 @@ fn diff_counts_the_dumps_rank_lists_once_as_it_holds_them() {
     let _ = std::fs::remove_file(&timeline);
 }
 
-/// Reading a Timeline file holds its text and the Timeline parsed from it: up to about 2.6 times
+/// Reading a Timeline file holds its text and the Timeline parsed from it: up to about 4.7 times
 /// its size measured, which nothing capped: `diff` of a 2.6 GB Timeline against itself aborted
 /// after 12 s at 3.8 GB under a 6 GB address-space limit. Each file is held to `--max-timeline`
-/// before it is read, at `TIMELINE_READ_BYTES_PER_FILE_BYTE` (4) bytes a byte, for `diff` and
+/// before it is read, at `TIMELINE_MEMORY_BYTES_PER_JSON_BYTE` (6) bytes a byte, for `diff` and
 /// `run --against` alike, and standard input is read no further than that share. Here a 47 KB
-/// unfolded Timeline: about 190 KB read.
+/// unfolded Timeline: about 280 KB read.
 #[test]
 fn a_timeline_file_is_held_to_the_timeline_cap_before_it_is_read() {
     let file = write(
@@ -1592,13 +1658,21 @@ fn a_timeline_file_is_held_to_the_timeline_cap_before_it_is_read() {
     ]);
     refused(&against, timeline_path);
     let text = std::fs::read(&timeline).unwrap();
+    let small = temp("read_cap_small.json");
+    let small_path = small.to_str().unwrap();
+    let one_call = write(
+        "read_cap_small.toml",
+        "[cluster]\nranks = 1\n[[op]]\nhost_sleep_us = 1\n",
+    );
+    let output = c10dsim(&["run", &one_call, "--timeline", small_path]);
+    assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let fed = c10dsim_fed(
-        &["diff", "-", timeline_path, "--max-timeline", "128KiB"],
+        &["diff", "-", small_path, "--max-timeline", "128KiB"],
         &text,
     );
     refused(&fed, "standard input");
     // Raised, it is read and compared.
-    let output = diff("256KiB");
+    let output = diff("1MiB");
     assert_eq!(code(&output), Some(0), "{}", stderr(&output));
     let _ = std::fs::remove_file(&timeline);
 }

@@ -138,7 +138,7 @@ const SAME_RATIO: f64 = 1e-9;
 
 /// `t = steps·α + volume/B` by least squares on relative residuals: `network.alpha_us` and
 /// `network.nvlink_gbps`. Nothing where the points cannot tell α from B
-/// ([`tell_alpha_from_bandwidth`]) or the best line has no positive bandwidth.
+/// (`tell_alpha_from_bandwidth`) or the best line has no positive bandwidth.
 pub fn fit_network(points: &[CollectivePoint]) -> Vec<FittedValue> {
     if !tell_alpha_from_bandwidth(points) {
         return Vec::new();

@@ -1,6 +1,6 @@
 //! Flight Recorder dumps as the bytes PyTorch writes: a pickle (protocol 2) of a dict with
 //! `version`, `pg_config`, `pg_status`, `comm_lib_version` and `entries` (docs/flight-recorder.md).
-//! [`write`] turns a [`FlightRecorderDump`] into those bytes, so that PyTorch's own analyser
+//! [`write()`] turns a [`FlightRecorderDump`] into those bytes, so that PyTorch's own analyser
 //! (`torchfrtrace`) reads the simulator's dumps; [`read`] turns a dump written by PyTorch 2.11
 //! (format version 2.10) back into one, with an error naming the key at fault. [`import`]
 //! makes a scenario of a job's dumps.

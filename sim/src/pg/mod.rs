@@ -192,7 +192,7 @@ impl ProcessGroupNccl {
     /// Work), or the wait of the call before it raised (a synchronous list's under the 2.5
     /// profile, R11, R15). The op's later calls never ran, so the state is the one before that
     /// check; where no call follows (`call` past the op's calls), the one the op lowered to. A
-    /// call lowered as raising ([`ProcessGroupNccl::aborted_call`]) keeps no checkpoint and
+    /// call lowered as raising (`ProcessGroupNccl::aborted_call`) keeps no checkpoint and
     /// changed nothing to undo.
     pub fn left_before_call(&mut self, call: usize) {
         let checkpoint = (self.call_checkpoints.take())
@@ -382,7 +382,7 @@ impl ProcessGroupNccl {
     /// The steps of `op` as the host reaches it (after [`ProcessGroupNccl::before_op`]): a
     /// collective on a communicator the rank aborted (`aborted(group)`: the main thread after
     /// a wait's timeout, R15, or the watchdog, R27) raises before it issues anything
-    /// ([`ProcessGroupNccl::aborted_call`]); any other op is [`ProcessGroupNccl::op`]'s.
+    /// (`ProcessGroupNccl::aborted_call`); any other op is [`ProcessGroupNccl::op`]'s.
     pub fn reached_op(
         &mut self,
         scenario: &Scenario,

@@ -497,7 +497,7 @@ pub enum LineOrigin {
 }
 
 /// The origin of 1-based `line` of `edited`: lines are matched to `original` by a line diff
-/// ([`original_lines`]), and a line the edit wrote is put down to the last override whose last
+/// (`original_lines`), and a line the edit wrote is put down to the last override whose last
 /// key it sets.
 pub fn line_origin(original: &str, edited: &str, overrides: &[Override], line: u32) -> LineOrigin {
     let wanted = (line as usize).saturating_sub(1);

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
 
-/// The top-level keys of a scenario file: the fields of [`RawScenario`], in its order (a test
+/// The top-level keys of a scenario file: the fields of `RawScenario`, in its order (a test
 /// keeps the two in step). The first key of every path `--set` sets (`tensors.buf`, `seed`).
 pub const TOP_LEVEL_KEYS: [&str; 22] = [
     "name",
