@@ -2,7 +2,7 @@
 //! collective the rank created before the dump, finished or not — taken before the Timeline
 //! drops the records of what never happened.
 //!
-//! About 890 lines, two thirds of them tests: one function builds a dump, and its tests run
+//! About 950 lines, over half of them tests: one function builds a dump, and its tests run
 //! scenarios through the engine to check each key PyTorch records, so they stay beside it.
 
 use super::summary::FoldedWork;
@@ -120,12 +120,13 @@ struct Numbers {
 }
 
 /// `rank`'s dump at `dump_ns`: the last `TORCH_FR_BUFFER_SIZE` collectives it created by then,
-/// from its records (`u64::MAX` for what never happened), each in its state at the dump;
+/// from its records (`u64::MAX` for what never happened), each in its state at the dump, and
+/// the groups whose communicator it created by then (per group, when: `comm_created_ns`);
 /// `group_ranks` holds each group's ranks, shared by every dump.
 pub(super) fn dump(
     scenario: &Scenario,
     group_ranks: &[std::sync::Arc<[u32]>],
-    rank: u32,
+    (rank, comm_created_ns): (u32, &[u64]),
     dump_ns: u64,
     (folded, records): (&[FoldedWork], &[CollectiveRecord]),
 ) -> FlightRecorderDump {
@@ -193,12 +194,26 @@ pub(super) fn dump(
             transfers: transfers(&scenario.ops[record.op as usize]).len() as u64,
         }))
         .collect();
+    // The recorder lists a process group once `initNCCLComm` created a communicator of it
+    // (`record_pg_ranks`: the group's own, or a pair's for a send or receive on it), and takes
+    // its status with its first entry; with the recorder off it records neither. A group that
+    // ran collectives before the program had both.
+    let recorder_on = scenario.env.trace_buffer_entries > 0;
+    let communicator = |index: usize| {
+        (comm_created_ns.iter().enumerate())
+            .any(|(group, &at_ns)| at_ns <= dump_ns && process_group(group as u16) == index)
+    };
     let groups = scenario
         .groups
         .iter()
         .enumerate()
         .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
-        .map(|(index, _)| {
+        .filter_map(|(index, group)| {
+            let recorded = group.collectives_before() > 0
+                || calls.iter().any(|call| call.process_group == index);
+            (recorder_on && (recorded || communicator(index))).then_some((index, recorded))
+        })
+        .map(|(index, recorded)| {
             let (name, desc) = group_names(scenario, index);
             // PyTorch's status holds the `SeqNum` of the Work it saw last, whichever counter
             // numbered it: a send's count among the point-to-point calls, a collective's among
@@ -237,6 +252,7 @@ pub(super) fn dump(
                     -1
                 },
                 last_completed,
+                recorded,
             }
         })
         .collect();
@@ -882,6 +898,50 @@ mod tests {
             (odd.0, odd.1),
             (vec![vec![2560]], vec!["Float".to_string()])
         );
+    }
+
+    #[test]
+    fn a_dump_lists_the_groups_whose_communicator_the_rank_created() {
+        // `world` and `ep` eager, `tp` and `dp` lazy. Both ranks all_reduce on tp; rank 1 hangs
+        // before the world's all_reduce, which times out on rank 0, whose all_reduce on dp
+        // meanwhile waits in dp's init for rank 1. PyTorch's `initNCCLComm` records a group's
+        // ranks once it created the communicator (`pg_config`); the recorder takes a group's
+        // status with its first entry (`pg_status`): nothing of dp, ep without a status.
+        let scenario = |env: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 [groups.tp]\nranks = [0, 1]\ntimeout_s = 1\n[groups.dp]\nranks = [0, 1]\n\
+                 timeout_s = 1\n[groups.ep]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+                 [env]\n{env}\n[tensors]\nx = \"1MiB\"\n\
+                 [[op]]\nall_reduce = \"x\"\ngroup = \"tp\"\n\
+                 [[op]]\nlabel = \"w\"\nall_reduce = \"x\"\nasync_op = true\n\
+                 [[op]]\nall_reduce = \"x\"\ngroup = \"dp\"\n\
+                 [[fault]]\nranks = [1]\nat = \"w\"\nkind = \"hang\"\n"
+            );
+            crate::engine::simulate(&parse("groups.toml", &text).unwrap()).flight_recorder
+        };
+        let listed = |dump: &FlightRecorderDump| -> Vec<(String, bool)> {
+            (dump.groups.iter())
+                .map(|group| (group.desc.clone(), group.recorded))
+                .collect()
+        };
+        let dumps = scenario("");
+        let named = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
+            (list.iter())
+                .map(|&(desc, recorded)| (desc.to_string(), recorded))
+                .collect()
+        };
+        assert_eq!(
+            listed(&dumps[0]),
+            named(&[("default_pg", true), ("tp", true), ("ep", false)])
+        );
+        assert_eq!(
+            listed(&dumps[1]),
+            named(&[("default_pg", false), ("tp", true), ("ep", false)])
+        );
+        // With the recorder off (`enabled_` false), it records no group either.
+        let off = scenario("TORCH_FR_BUFFER_SIZE = 0");
+        assert!(off.iter().all(|dump| dump.groups.is_empty()), "{off:?}");
     }
 
     #[test]
