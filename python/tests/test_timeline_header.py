@@ -54,7 +54,7 @@ def test_the_op_table_and_the_scenario_block_are_the_simulator_s(resolve, simula
     assert document["scenario"] == simulated["scenario"]
     assert len(document["ops"]) == len(simulated["ops"])
     for ours, theirs in zip(document["ops"], simulated["ops"]):
-        for key in ("index", "name", "key", "line", "dtype", "transfers"):
+        for key in ("index", "name", "key", "line", "dtype", "transfers", "coalesced"):
             assert ours.get(key) == theirs.get(key), (key, ours, theirs)
         key = ours["key"]
         assert ours["host_name"] == SPECIAL_HOST_NAMES.get((name, ours["name"]),

@@ -31,7 +31,9 @@ pub struct FlightRecorderDump {
     pub version: String,
     /// NCCL's version as the dump writes it (`"2.28.9"`); the simulator writes `"c10dsim"`.
     pub comm_lib_version: String,
-    /// `pg_config` and `pg_status`: the process groups this rank is a member of.
+    /// `pg_config`: the process groups whose communicator this rank created (PyTorch's
+    /// `initNCCLComm` records each: `record_pg_ranks`), none with the recorder off; with their
+    /// `pg_status` where [`DumpGroup::recorded`].
     pub groups: Vec<DumpGroup>,
     pub entries: Vec<DumpEntry>,
 }
@@ -50,6 +52,20 @@ pub struct DumpGroup {
     pub last_enqueued: i64,
     pub last_started: i64,
     pub last_completed: i64,
+    /// The rank recorded an entry on the group (before the program, or in it, whether its
+    /// ring buffer still holds it or not): `pg_status` lists only those groups (the recorder
+    /// takes a group's status with its first entry). Absent from older files, whose groups
+    /// all had it.
+    #[serde(default = "recorded_by_default", skip_serializing_if = "is_recorded")]
+    pub recorded: bool,
+}
+
+fn recorded_by_default() -> bool {
+    true
+}
+
+fn is_recorded(recorded: &bool) -> bool {
+    *recorded
 }
 
 /// What the recorder knew of an entry's Work at the dump.

@@ -180,16 +180,19 @@ fn backlog_outlasts_a_timeout(scenario: &Scenario) -> bool {
 
 /// The Flight Recorder dumps of a run where every simulated rank dumps (a timeout's every
 /// rank does, R27), their groups' rank lists aside: each holds up to `TORCH_FR_BUFFER_SIZE`
-/// entries.
+/// entries, one per collective call and, for a batch, one per send or receive and its own.
 fn flight_recorder_bytes(scenario: &Scenario, classes: &Classes) -> u64 {
-    let collective_calls = scenario
+    let entries = scenario
         .ops
         .iter()
         .filter(|op| op.kind.collective().is_some())
-        .map(|op| scenario.call_sizes(&op.kind).len().max(1) as u64)
+        .map(|op| match &op.kind {
+            OpKind::BatchP2p { transfers, .. } => transfers.len() as u64 + 1,
+            kind => scenario.call_sizes(kind).len().max(1) as u64,
+        })
         .sum::<u64>()
         .saturating_mul(u64::from(scenario.repeat));
-    let entries = collective_calls.min(scenario.env.trace_buffer_entries);
+    let entries = entries.min(scenario.env.trace_buffer_entries);
     let per_dump = entries
         .saturating_mul(DUMP_BYTES_PER_ENTRY)
         .saturating_add(DUMP_BYTES);
@@ -288,6 +291,22 @@ mod tests {
             folded.op_calls * TIMELINE_BYTES_PER_CALL
                 + 2 * WATCHDOG_BYTES_PER_RANK
                 + folded.flight_recorder_bytes
+        );
+    }
+
+    #[test]
+    fn a_batch_counts_an_entry_per_send_and_receive_and_its_own() {
+        // Ten batches of a send and a receive, the last never joined: 30 entries in each of the
+        // 2 dumps.
+        let scenario = scenario(
+            "repeat = 10\n[cluster]\nranks = 2\n[tensors]\na = \"1MiB\"\nb = \"1MiB\"\n\
+             [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n\
+             [[fault]]\nranks = [1]\nat = \"ring\"\niteration = 9\nkind = \"hang\"\n",
+        );
+        let estimate = estimate_for(&scenario, &Classes::per_rank(&scenario));
+        assert_eq!(
+            estimate.flight_recorder_bytes,
+            2 * (30 * DUMP_BYTES_PER_ENTRY + DUMP_BYTES) + 2 * 2 * DUMP_BYTES_PER_LISTED_RANK
         );
     }
 

@@ -118,6 +118,11 @@ pub struct OpInfo {
     /// records keep the batch as one call. Empty for every other op, and in older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transfers: Vec<TransferInfo>,
+    /// A `_coalescing_manager` block (`coalesce = true`, R25): PyTorch's fast path makes one
+    /// call of all its tensors, which the trace's `record_param_comms` names
+    /// (`allreduce_coalesced`, …). False for every other op, and in older files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coalesced: bool,
 }
 
 /// One send or receive of a `batch_isend_irecv`, as the trace's `record_param_comms` needs it.
@@ -849,6 +854,7 @@ impl Timeline {
                         .collect(),
                     _ => Vec::new(),
                 },
+                coalesced: op.kind.is_coalescing_block(),
             })
             .collect();
         let mark_name = |id: usize| scenario.marks[id].clone();

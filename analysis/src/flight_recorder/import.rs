@@ -10,7 +10,7 @@
 //! simulator's desync report, whose verdict [`verdict`] collects. Where a ring buffer wrapped,
 //! each group's `first_seq_num` keeps the replay's SeqNums the dumps'.
 //!
-//! About 1,360 lines, of which 435 are unit tests kept beside the private steps they check
+//! About 1,420 lines, of which 485 are unit tests kept beside the private steps they check
 //! (`call_of`, `dtype`, the departures); the import itself is one pass over the dumps.
 
 use sim::flight_recorder::{DumpEntry, EntryState, FlightRecorderDump};
@@ -317,35 +317,46 @@ pub fn scenario(dumps: &[FlightRecorderDump], source: &str) -> Result<String, Im
         .values()
         .next()
         .ok_or_else(|| error("no dumps to import"))?;
+    // The default group, as the dumps that list it give it: PyTorch lists a group only where
+    // the rank created its communicator (`pg_config`), so a rank that never used the world,
+    // lazily initialised, has none. Where no dump lists it, the job is the ranks of its dumps,
+    // one per rank (as torchfrtrace reads them), 0 to the highest.
     let default_group = |dump: &FlightRecorderDump| {
-        let found = dump
-            .groups
-            .iter()
+        (dump.groups.iter())
             .find(|g| g.desc == "default_pg")
-            .or_else(|| dump.groups.iter().find(|g| g.name == "0"));
-        found.cloned().ok_or_else(|| {
-            error(format!(
-                "rank {}'s dump has no default process group (desc \"default_pg\") in pg_config",
-                dump.rank
-            ))
-        })
+            .or_else(|| dump.groups.iter().find(|g| g.name == "0"))
+            .map(|g| g.ranks.to_vec())
     };
-    let world = default_group(first)?;
+    if by_rank.values().all(|d| d.entries.is_empty()) {
+        return Err(error(
+            "no collective in the dumps to import: they hold no entries (was the Flight Recorder off, TORCH_FR_BUFFER_SIZE = 0?)",
+        ));
+    }
+    let listed = by_rank
+        .values()
+        .find_map(|dump| default_group(dump).map(|ranks| (dump.rank, ranks)));
+    let (world_from, world) = match listed {
+        Some(listed) => listed,
+        None => {
+            let highest = by_rank.keys().next_back().copied().unwrap_or(first.rank);
+            (first.rank, (0..=highest).collect())
+        }
+    };
     for dump in by_rank.values() {
-        let own = default_group(dump)?;
-        if own.ranks != world.ranks {
+        let Some(own) = default_group(dump) else {
+            continue;
+        };
+        if own != world {
             return Err(error(format!(
-                "rank {}'s default group lists ranks {:?}, rank {}'s {:?}: the dumps are not of one job",
-                dump.rank, own.ranks, first.rank, world.ranks
+                "rank {}'s default group lists ranks {own:?}, rank {world_from}'s {world:?}: the dumps are not of one job",
+                dump.rank
             )));
         }
     }
-    let world_size = world.ranks.len() as u32;
-    if world.ranks.iter().copied().ne(0..world_size) {
+    let world_size = world.len() as u32;
+    if world.iter().copied().ne(0..world_size) {
         return Err(error(format!(
-            "rank {}'s default group lists ranks {:?}: expected 0 to {} in order",
-            first.rank,
-            world.ranks,
+            "rank {world_from}'s default group lists ranks {world:?}: expected 0 to {} in order",
             world_size.saturating_sub(1)
         )));
     }
@@ -989,6 +1000,55 @@ mod tests {
         assert_eq!(
             scenario(&simulated("", "kind = \"hang\""), "sim").unwrap(),
             text
+        );
+    }
+
+    #[test]
+    fn dumps_that_list_no_default_group_are_one_job_of_their_ranks() {
+        // A lazily initialised world no rank used: PyTorch lists only the groups whose
+        // communicator a rank created, so no dump lists the world; the dumps, one per rank, say
+        // how many ranks it has. Rank 1 hangs at tp's second all_reduce.
+        let text = "[cluster]\nranks = 4\n[groups.world]\ntimeout_s = 1\n\
+                    [groups.tp]\nranks = [0, 1]\ntimeout_s = 1\n\
+                    [groups.dp]\nranks = [2, 3]\ntimeout_s = 1\n[tensors]\ng = \"4MiB\"\n\
+                    [[op]]\nranks = [0, 1]\nall_reduce = \"g\"\ngroup = \"tp\"\n\
+                    [[op]]\nranks = [2, 3]\nall_reduce = \"g\"\ngroup = \"dp\"\n\
+                    [[op]]\nranks = [0, 1]\nlabel = \"t2\"\nall_reduce = \"g\"\ngroup = \"tp\"\n\
+                    [[op]]\nranks = [2, 3]\nhost_sleep_us = 5_000_000\n\
+                    [[fault]]\nranks = [1]\nat = \"t2\"\nkind = \"hang\"\n";
+        let dumps = sim::engine::simulate(&sim::scenario::parse("lazy.toml", text).unwrap())
+            .flight_recorder;
+        assert_eq!(dumps.len(), 4);
+        assert!(dumps
+            .iter()
+            .all(|d| d.groups.iter().all(|g| g.desc != "default_pg")));
+        let imported = scenario(&dumps, "sim").unwrap();
+        assert!(imported.contains("[cluster]\nranks = 4\n"), "{imported}");
+        assert!(
+            imported.contains("[groups.tp]\nranks = [0, 1]"),
+            "{imported}"
+        );
+        assert!(
+            imported.contains("[groups.dp]\nranks = [2, 3]"),
+            "{imported}"
+        );
+        assert!(
+            imported.contains("[[fault]]\nranks = [1]\nat = \"tp_all_reduce_2\"\nkind = \"hang\""),
+            "{imported}"
+        );
+    }
+
+    #[test]
+    fn dumps_with_the_recorder_off_have_nothing_to_import() {
+        // `TORCH_FR_BUFFER_SIZE = 0`: the recorder records no entry and no group.
+        let dumps = simulated("TORCH_FR_BUFFER_SIZE = 0", "kind = \"hang\"");
+        assert!(dumps
+            .iter()
+            .all(|d| d.groups.is_empty() && d.entries.is_empty()));
+        let message = scenario(&dumps, "sim").unwrap_err().message;
+        assert!(
+            message.starts_with("no collective in the dumps to import"),
+            "{message}"
         );
     }
 

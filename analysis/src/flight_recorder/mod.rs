@@ -149,6 +149,7 @@ pub fn write(dump: &FlightRecorderDump) -> Vec<u8> {
     let status = Value::Dict(
         dump.groups
             .iter()
+            .filter(|group| group.recorded)
             .map(|group| {
                 (
                     text(&group.name),
@@ -476,6 +477,7 @@ pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
     let mut groups = Vec::new();
     for (name, value) in string_keys(&config)? {
         let group = Fields::of(format!("pg_config[{name:?}]"), value)?;
+        // A group the rank recorded no entry on has no status.
         let progress = match status.find(&name) {
             Some(value) => {
                 let progress = Fields::of(format!("pg_status[{name:?}]"), value)?;
@@ -483,9 +485,10 @@ pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
                     progress.integer("last_enqueued_collective")?,
                     progress.integer("last_started_collective")?,
                     progress.integer("last_completed_collective")?,
+                    true,
                 )
             }
-            None => (-1, -1, -1),
+            None => (-1, -1, -1, false),
         };
         groups.push(DumpGroup {
             name: group.string("name")?,
@@ -494,6 +497,7 @@ pub fn read(bytes: &[u8], rank: u32) -> Result<FlightRecorderDump, DumpError> {
             last_enqueued: progress.0,
             last_started: progress.1,
             last_completed: progress.2,
+            recorded: progress.3,
         });
     }
     if let Some(group) = groups.iter().find(|g| !g.ranks.contains(&rank)) {
@@ -596,6 +600,33 @@ mod tests {
         assert_eq!(again, dump);
         // Protocol 2, as PyTorch writes.
         assert_eq!(&write(&dump)[..2], &[0x80, 0x02]);
+    }
+
+    #[test]
+    fn a_group_without_an_entry_is_in_pg_config_alone() {
+        // The recorder takes a group's status with its first entry (`pg_status`), and lists
+        // every group whose communicator was created (`pg_config`).
+        let mut dump = read(REAL, 0).unwrap();
+        dump.groups.push(DumpGroup {
+            name: "1".into(),
+            desc: "tp".into(),
+            last_enqueued: -1,
+            last_completed: -1,
+            recorded: false,
+            ..dump.groups[0].clone()
+        });
+        let bytes = write(&dump);
+        let value = pickle::read(&bytes).unwrap();
+        let top = Fields::of(String::new(), &value).unwrap();
+        let listed = |key: &str| -> Vec<String> {
+            let fields = Fields::of(key.into(), top.get(key).unwrap()).unwrap();
+            (string_keys(&fields).unwrap().into_iter())
+                .map(|(name, _)| name)
+                .collect()
+        };
+        assert_eq!(listed("pg_config"), ["0", "1"]);
+        assert_eq!(listed("pg_status"), ["0"]);
+        assert_eq!(read(&bytes, 0).unwrap(), dump);
     }
 
     #[test]

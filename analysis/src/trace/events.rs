@@ -246,6 +246,20 @@ fn param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
     })
 }
 
+/// PyTorch's name in `record_param_comms` of the one call a `_coalescing_manager` block of
+/// `collective`s makes (R25): its fast path's `ProcessGroupNCCL::allreduce_coalesced`,
+/// `allgather_into_tensor_coalesced` and `reduce_scatter_tensor_coalesced` record these names
+/// (`torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp`). The manager coalesces no other kind:
+/// each of their calls records its own name, as a call outside a block does.
+fn coalesced_param_comms_name(collective: CollectiveKind) -> Option<&'static str> {
+    match collective {
+        CollectiveKind::AllReduce => Some("allreduce_coalesced"),
+        CollectiveKind::AllGather => Some("allgather_into_tensor_coalesced"),
+        CollectiveKind::ReduceScatter => Some("reduce_scatter_tensor_coalesced"),
+        other => param_comms_name(other),
+    }
+}
+
 /// c10dsim's argument on the `record_param_comms` of a collective that never completed.
 const NEVER_COMPLETED: &str = "c10dsim never completed";
 /// The argument torch.profiler (Kineto's `processCpuTrace`, since March 2025) gives an op still
@@ -301,6 +315,7 @@ impl<'a> TraceContext<'a> {
                     nccl: op.kernel_name.as_deref().and_then(nccl_names::nccl_kernel),
                     collective_name: match op.key.as_str() {
                         "barrier" => Some("barrier"),
+                        _ if op.coalesced => collective.and_then(coalesced_param_comms_name),
                         _ => collective.and_then(param_comms_name),
                     },
                     collective,

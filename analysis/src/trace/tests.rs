@@ -552,6 +552,42 @@ fn an_all_gather_counts_one_slice_in_and_the_whole_out() {
 }
 
 #[test]
+fn a_coalescing_block_records_the_name_of_the_coalesced_call_pytorch_makes_r25() {
+    // `_coalescing_manager`'s fast path makes one call of the block, whose
+    // `RECORD_PARAM_COMMS_DATA` names it (ProcessGroupNCCL::allreduce_coalesced,
+    // allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced) and counts every tensor's
+    // elements; a block of broadcasts keeps its collective's name.
+    let text = "[cluster]\nranks = 4\n[tensors]\nx = { size = \"4MiB\", count = 3 }\n\
+                [[op]]\nall_reduce = \"x\"\ncoalesce = true\n\
+                [[op]]\nall_gather = \"x\"\ncoalesce = true\n\
+                [[op]]\nreduce_scatter = \"x\"\ncoalesce = true\n\
+                [[op]]\nbroadcast = \"x\"\ncoalesce = true\n";
+    let timeline = sim::engine::simulate(&sim::scenario::parse("c.toml", text).unwrap());
+    let (_, _, trace) = &rank_files(&timeline)[0];
+    let params: Vec<(&str, u64, u64)> = named(trace, "record_param_comms")
+        .iter()
+        .map(|p| {
+            let args = &p["args"];
+            (
+                args["Collective name"].as_str().unwrap(),
+                args["In msg nelems"].as_u64().unwrap(),
+                args["Out msg nelems"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let (whole, slice) = (3 * 1024 * 1024, 3 * 256 * 1024);
+    assert_eq!(
+        params,
+        [
+            ("allreduce_coalesced", whole, whole),
+            ("allgather_into_tensor_coalesced", slice, whole),
+            ("reduce_scatter_tensor_coalesced", whole, slice),
+            ("broadcast", whole, whole),
+        ]
+    );
+}
+
+#[test]
 fn a_barrier_s_record_param_comms_has_pytorch_s_literal_arguments() {
     let text = "[cluster]\nranks = 2\n[[op]]\nbarrier = true\n";
     let timeline = sim::engine::simulate(&sim::scenario::parse("t.toml", text).unwrap());

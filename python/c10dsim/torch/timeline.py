@@ -130,6 +130,9 @@ def op_table(scenario):
         if op["kind"]["kind"] == "collective":
             # The element type NCCL is given, as the Rust side writes it (absent elsewhere).
             entry["dtype"] = scenario["tensors"][op["kind"]["tensor"]]["dtype"]
+        if op["kind"]["kind"] == "collective" and op["kind"]["batch"]["batch"] == "coalesced":
+            # A `_coalescing_manager` block, whose one call the trace names (absent elsewhere).
+            entry["coalesced"] = True
         if op["kind"]["kind"] == "batch_p2p":
             # Each send and receive of the batch, which the trace records one by one.
             entry["transfers"] = [transfer_info(scenario["tensors"][t["tensor"]], t)

@@ -1,6 +1,9 @@
 //! The Flight Recorder's snapshot of a rank at its dump (docs/flight-recorder.md): every
 //! collective the rank created before the dump, finished or not — taken before the Timeline
 //! drops the records of what never happened.
+//!
+//! About 950 lines, over half of them tests: one function builds a dump, and its tests run
+//! scenarios through the engine to check each key PyTorch records, so they stay beside it.
 
 use super::summary::FoldedWork;
 use super::NEVER;
@@ -11,7 +14,7 @@ use crate::flight_recorder::{
 };
 use crate::pg::faults::RankFaults;
 use crate::pg::work::WATCHDOG_POLL_NS;
-use crate::scenario::{FaultKind, OpKind, Scenario};
+use crate::scenario::{FaultKind, Op, OpKind, P2pTransfer, Scenario};
 use crate::timeline::CollectiveRecord;
 
 /// The first poll of the watchdog (every 100 ms from 0) at or after `at_ns`.
@@ -34,6 +37,50 @@ fn block_shapes((numel_in, numel_out): (u64, u64), tensors: u64) -> (Vec<Vec<u64
     (each(numel_in), each(numel_out))
 }
 
+/// The entries `ProcessGroupNCCL::pointToPoint` records for a batch's `transfers` on `group`,
+/// each inside the coalescing, before the batch's own entry `batch` (its numbers are the last
+/// transfer's): `nccl:send <rank>-><peer>` or `nccl:recv <rank><-<peer>` in ranks of the group,
+/// its one tensor, each counting an op, with no events, so scheduled for good.
+fn transfer_entries(
+    scenario: &Scenario,
+    rank: u32,
+    group: usize,
+    transfers: &[P2pTransfer],
+    batch: &DumpEntry,
+) -> Vec<DumpEntry> {
+    let members = &scenario.groups[group].ranks;
+    let size = members.len() as i64;
+    let at = members.binary_search(&rank).unwrap_or(0) as i64;
+    let last = transfers.len() as u64;
+    (transfers.iter().zip(1..))
+        .map(|(transfer, nth)| {
+            let peer = (at + transfer.shift).rem_euclid(size);
+            let dtype = scenario.tensors[transfer.tensor].dtype;
+            let numel = scenario.tensor_bytes(transfer.tensor) / dtype.size_bytes();
+            let dtypes = vec![dtype_name(dtype).to_string()];
+            DumpEntry {
+                op_id: batch.op_id - (last - nth),
+                profiling_name: if transfer.send {
+                    format!("nccl:send {at}->{peer}")
+                } else {
+                    format!("nccl:recv {at}<-{peer}")
+                },
+                duration_ms: None,
+                input_sizes: vec![vec![numel]],
+                input_dtypes: dtypes.clone(),
+                output_sizes: vec![vec![numel]],
+                output_dtypes: dtypes,
+                state: EntryState::Scheduled,
+                time_discovered_started_ns: None,
+                time_discovered_completed_ns: None,
+                retired: false,
+                is_p2p: true,
+                ..batch.clone()
+            }
+        })
+        .collect()
+}
+
 /// One call the rank made before its dump, as the dump's counters and status see it.
 struct Call {
     process_group: usize,
@@ -42,6 +89,26 @@ struct Call {
     /// When its kernel started (a folded call: ended), `NEVER` for not yet.
     started_ns: u64,
     end_ns: u64,
+    /// The sends and receives of a batch, else 0.
+    transfers: u64,
+}
+
+/// The sends and receives of `op`'s call: a `batch_isend_irecv`'s, else none.
+fn transfers(op: &Op) -> &[P2pTransfer] {
+    match &op.kind {
+        OpKind::BatchP2p { transfers, .. } => transfers,
+        _ => &[],
+    }
+}
+
+/// The entries PyTorch records for a call with `transfers` sends and receives: one, or for a
+/// batch one per send or receive (`pointToPoint` inside the coalescing) and the batch's own
+/// (`endCoalescing`'s Work).
+fn entries_of(transfers: u64) -> u64 {
+    match transfers {
+        0 => 1,
+        k => k + 1,
+    }
 }
 
 /// A process group's counters as a Flight Recorder entry records them.
@@ -53,12 +120,13 @@ struct Numbers {
 }
 
 /// `rank`'s dump at `dump_ns`: the last `TORCH_FR_BUFFER_SIZE` collectives it created by then,
-/// from its records (`u64::MAX` for what never happened), each in its state at the dump;
+/// from its records (`u64::MAX` for what never happened), each in its state at the dump, and
+/// the groups whose communicator it created by then (per group, when: `comm_created_ns`);
 /// `group_ranks` holds each group's ranks, shared by every dump.
 pub(super) fn dump(
     scenario: &Scenario,
     group_ranks: &[std::sync::Arc<[u32]>],
-    rank: u32,
+    (rank, comm_created_ns): (u32, &[u64]),
     dump_ns: u64,
     (folded, records): (&[FoldedWork], &[CollectiveRecord]),
 ) -> FlightRecorderDump {
@@ -107,13 +175,14 @@ pub(super) fn dump(
     };
     let calls: Vec<Call> = (folded_before.iter())
         .map(|work| {
-            let point_to_point = scenario.ops[work.op as usize].kind.is_point_to_point();
+            let op = &scenario.ops[work.op as usize];
             Call {
                 process_group: process_group(work.group),
-                point_to_point,
+                point_to_point: op.kind.is_point_to_point(),
                 seq_num: work.seq_num,
                 started_ns: work.end_ns,
                 end_ns: work.end_ns,
+                transfers: transfers(op).len() as u64,
             }
         })
         .chain(created.iter().map(|record| Call {
@@ -122,14 +191,29 @@ pub(super) fn dump(
             seq_num: record.seq_num(),
             started_ns: record.kernel_start_ns,
             end_ns: record.end_ns,
+            transfers: transfers(&scenario.ops[record.op as usize]).len() as u64,
         }))
         .collect();
+    // The recorder lists a process group once `initNCCLComm` created a communicator of it
+    // (`record_pg_ranks`: the group's own, or a pair's for a send or receive on it), and takes
+    // its status with its first entry; with the recorder off it records neither. A group that
+    // ran collectives before the program had both.
+    let recorder_on = scenario.env.trace_buffer_entries > 0;
+    let communicator = |index: usize| {
+        (comm_created_ns.iter().enumerate())
+            .any(|(group, &at_ns)| at_ns <= dump_ns && process_group(group as u16) == index)
+    };
     let groups = scenario
         .groups
         .iter()
         .enumerate()
         .filter(|(_, group)| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
-        .map(|(index, _)| {
+        .filter_map(|(index, group)| {
+            let recorded = group.collectives_before() > 0
+                || calls.iter().any(|call| call.process_group == index);
+            (recorder_on && (recorded || communicator(index))).then_some((index, recorded))
+        })
+        .map(|(index, recorded)| {
             let (name, desc) = group_names(scenario, index);
             // PyTorch's status holds the `SeqNum` of the Work it saw last, whichever counter
             // numbered it: a send's count among the point-to-point calls, a collective's among
@@ -168,14 +252,16 @@ pub(super) fn dump(
                     -1
                 },
                 last_completed,
+                recorded,
             }
         })
         .collect();
-    // A process group numbers its calls three ways: every call (`op_id`), its collectives
-    // (`collective_seq_id`, a collective's SeqNum) and its point-to-point calls (`p2p_seq_id`,
-    // a send's or a batch's SeqNum, whatever the peer). PyTorch records all three counters, as
-    // they stand, with every entry; the collectives a group ran before the program count in
-    // the first two.
+    // A process group numbers its calls three ways: every call (`op_id`; each send and
+    // receive of a batch), its collectives (`collective_seq_id`, a collective's SeqNum) and its
+    // point-to-point calls (`p2p_seq_id`, a send's or a batch's SeqNum, whatever the peer).
+    // PyTorch records all three counters, as they stand, with every entry; the collectives a
+    // group ran before the program count in the first two. Each call's numbers here are those
+    // of its last entry.
     let mut counted: std::collections::HashMap<usize, Numbers> = Default::default();
     let numbers: Vec<Numbers> = calls
         .iter()
@@ -188,7 +274,7 @@ pub(super) fn dump(
                     p2p_seq_id: 0,
                 }
             });
-            numbers.op_id += 1;
+            numbers.op_id += call.transfers.max(1);
             if call.point_to_point {
                 numbers.p2p_seq_id = call.seq_num;
             } else {
@@ -203,18 +289,28 @@ pub(super) fn dump(
         .filter(|group| !group.point_to_point && group.ranks.binary_search(&rank).is_ok())
         .map(|group| group.collectives_before())
         .sum();
-    let first_record_id = folded_before.len();
-    let numbers = &numbers[first_record_id..];
-    let kept = created
-        .len()
-        .saturating_sub(scenario.env.trace_buffer_entries as usize);
-    let entries = created
+    let folded_entries: u64 = (calls[..folded_before.len()].iter())
+        .map(|call| entries_of(call.transfers))
+        .sum();
+    let calls = &calls[folded_before.len()..];
+    let numbers = &numbers[folded_before.len()..];
+    // The ring buffer keeps the last entries: those of the records from the one whose entries
+    // reach back to them, less any of its first ones that are older.
+    let buffer = scenario.env.trace_buffer_entries;
+    let (mut first_kept, mut held) = (created.len(), 0);
+    while first_kept > 0 && held < buffer {
+        first_kept -= 1;
+        held += entries_of(calls[first_kept].transfers);
+    }
+    let first_record_id = collectives_before
+        + folded_entries
+        + (calls[..first_kept].iter())
+            .map(|call| entries_of(call.transfers))
+            .sum::<u64>();
+    let mut entries: Vec<DumpEntry> = created[first_kept..]
         .iter()
-        .zip(numbers)
-        .enumerate()
-        .skip(kept)
-        .map(|(index, (record, numbers))| {
-            let record_id = collectives_before + (first_record_id + index) as u64;
+        .zip(&numbers[first_kept..])
+        .flat_map(|(record, numbers)| {
             let op = &scenario.ops[record.op as usize];
             let pair = usize::from(record.group);
             let group = process_group(record.group);
@@ -234,7 +330,14 @@ pub(super) fn dump(
                 }
                 _ => 1,
             };
-            let (input_sizes, output_sizes) = block_shapes((numel_in, numel_out), tensors);
+            let batch = kind == CollectiveKind::BatchP2p;
+            // A batch's Work (`endCoalescing`'s `initWork`) is given no tensors: its sends and
+            // receives, recorded before it, carry them.
+            let (input_sizes, output_sizes) = if batch {
+                (Vec::new(), Vec::new())
+            } else {
+                block_shapes((numel_in, numel_out), tensors)
+            };
             let peer = scenario.groups[pair]
                 .ranks
                 .iter()
@@ -248,7 +351,8 @@ pub(super) fn dump(
                 _ if op.kind.is_coalescing_block() => coalesced_profiling_name(kind).to_string(),
                 _ => profiling_name(kind).to_string(),
             };
-            let is_p2p = kind.is_point_to_point();
+            // `initWork` records `isP2POp(opType)`, false for a batch's `COALESCED` Work.
+            let is_p2p = kind.is_point_to_point() && !batch;
             let completed = record.end_ns <= dump_ns;
             let started = timing && record.kernel_start_ns <= dump_ns;
             let state = if completed {
@@ -261,8 +365,8 @@ pub(super) fn dump(
             let completed_seen_ns = completed.then(|| discovered_ns(record.end_ns));
             let (pg_name, pg_desc) = group_names(scenario, group);
             let dtypes = vec![dtype_name(dtype).to_string(); input_sizes.len()];
-            DumpEntry {
-                record_id,
+            let own = DumpEntry {
+                record_id: 0,
                 pg_id: group as u64,
                 pg_name,
                 pg_desc,
@@ -291,9 +395,16 @@ pub(super) fn dump(
                     filename: scenario.path.clone(),
                     line: u64::from(op.line),
                 }],
-            }
+            };
+            let mut made = transfer_entries(scenario, rank, group, transfers(op), &own);
+            made.push(own);
+            made
         })
         .collect();
+    for (index, entry) in entries.iter_mut().enumerate() {
+        entry.record_id = first_record_id + index as u64;
+    }
+    entries.drain(..entries.len().saturating_sub(buffer as usize));
     FlightRecorderDump {
         rank,
         stands_for: crate::ranks::RankSet::default(),
@@ -621,25 +732,95 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_is_one_coalesced_entry_numbered_by_the_p2p_counter() {
-        // An all_reduce, then a ring of batches that rank 1 never joins.
+    fn a_batch_records_each_send_and_receive_then_its_coalesced_entry() {
+        // An all_reduce, a ring batch that rank 1 never joins, then another all_reduce. As
+        // ProcessGroupNCCL records them: `pointToPoint` one entry per send or receive inside
+        // the coalescing (no events: scheduled for good), each counting an op, the first
+        // counting the batch's p2p number; `endCoalescing` the batch's Work, `nccl:coalesced`,
+        // no tensors, at the last op's number, not point-to-point (`isP2POp(COALESCED)`).
         let text = "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
                     [tensors]\na = \"1MiB\"\nb = \"1MiB\"\n[[op]]\nall_reduce = \"a\"\n\
                     [[op]]\nlabel = \"ring\"\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"b\", shift = -1 }]\n\
+                    [[op]]\nall_reduce = \"a\"\nasync_op = true\n\
                     [[fault]]\nranks = [1]\nat = \"ring\"\nkind = \"hang\"\n";
         let timeline = crate::engine::simulate(&parse("batch.toml", text).unwrap());
         let rank0 = (timeline.flight_recorder.iter())
             .find(|dump| dump.rank == 0)
             .expect("rank 0 dumps");
-        let batch = rank0.entries.last().unwrap();
+        let entries: Vec<(&str, u64, u64, u64, u64, bool)> = (rank0.entries.iter())
+            .map(|e| {
+                (
+                    e.profiling_name.as_str(),
+                    e.record_id,
+                    e.collective_seq_id,
+                    e.p2p_seq_id,
+                    e.op_id,
+                    e.is_p2p,
+                )
+            })
+            .collect();
         assert_eq!(
-            (
-                batch.profiling_name.as_str(),
-                batch.collective_seq_id,
-                batch.p2p_seq_id,
-                batch.op_id
-            ),
-            ("nccl:coalesced", 1, 1, 2)
+            entries,
+            [
+                ("nccl:all_reduce", 0, 1, 0, 1, false),
+                ("nccl:send 0->1", 1, 1, 1, 2, true),
+                ("nccl:recv 0<-1", 2, 1, 1, 3, true),
+                ("nccl:coalesced", 3, 1, 1, 3, false),
+                ("nccl:all_reduce", 4, 2, 1, 4, false),
+            ]
+        );
+        let (send, coalesced) = (&rank0.entries[1], &rank0.entries[3]);
+        assert_eq!(
+            (send.state, send.retired, send.time_discovered_started_ns),
+            (EntryState::Scheduled, false, None)
+        );
+        assert_eq!(
+            (&send.input_sizes, &send.output_dtypes),
+            (&vec![vec![1 << 18]], &vec!["Float".to_string()])
+        );
+        assert!(coalesced.input_sizes.is_empty() && coalesced.input_dtypes.is_empty());
+        // The ring buffer keeps the last entries, whichever call made them.
+        let text = text.replace(
+            "timeout_s = 1\n",
+            "timeout_s = 1\n[env]\nTORCH_FR_BUFFER_SIZE = 3\n",
+        );
+        let timeline = crate::engine::simulate(&parse("batch.toml", &text).unwrap());
+        let kept: Vec<(u64, &str)> = (timeline.flight_recorder[0].entries.iter())
+            .map(|e| (e.record_id, e.profiling_name.as_str()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (2, "nccl:recv 0<-1"),
+                (3, "nccl:coalesced"),
+                (4, "nccl:all_reduce")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_batch_on_a_subgroup_names_its_peers_by_their_rank_in_the_group() {
+        // `nccl:send {rank_}->{dstRank}`: ranks within the group, as torchfrtrace reads them.
+        let text = "[cluster]\nranks = 4\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                    [groups.odd]\nranks = [1, 3]\ntimeout_s = 1\n[tensors]\na = \"1MiB\"\n\
+                    [[op]]\nlabel = \"first\"\nall_reduce = \"a\"\nasync_op = true\n\
+                    [[op]]\nranks = [1, 3]\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"a\", shift = -1 }]\ngroup = \"odd\"\n\
+                    [[fault]]\nranks = [0]\nat = \"first\"\nkind = \"hang\"\n";
+        let timeline = crate::engine::simulate(&parse("odd.toml", text).unwrap());
+        let rank3 = (timeline.flight_recorder.iter())
+            .find(|dump| dump.rank == 3)
+            .expect("rank 3 dumps");
+        let names: Vec<(&str, &str)> = (rank3.entries.iter())
+            .map(|e| (e.profiling_name.as_str(), e.pg_desc.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("nccl:all_reduce", "default_pg"),
+                ("nccl:send 1->0", "odd"),
+                ("nccl:recv 1<-0", "odd"),
+                ("nccl:coalesced", "odd"),
+            ]
         );
     }
 
@@ -717,6 +898,50 @@ mod tests {
             (odd.0, odd.1),
             (vec![vec![2560]], vec!["Float".to_string()])
         );
+    }
+
+    #[test]
+    fn a_dump_lists_the_groups_whose_communicator_the_rank_created() {
+        // `world` and `ep` eager, `tp` and `dp` lazy. Both ranks all_reduce on tp; rank 1 hangs
+        // before the world's all_reduce, which times out on rank 0, whose all_reduce on dp
+        // meanwhile waits in dp's init for rank 1. PyTorch's `initNCCLComm` records a group's
+        // ranks once it created the communicator (`pg_config`); the recorder takes a group's
+        // status with its first entry (`pg_status`): nothing of dp, ep without a status.
+        let scenario = |env: &str| {
+            let text = format!(
+                "[cluster]\nranks = 2\n[groups.world]\neager_init = true\ntimeout_s = 1\n\
+                 [groups.tp]\nranks = [0, 1]\ntimeout_s = 1\n[groups.dp]\nranks = [0, 1]\n\
+                 timeout_s = 1\n[groups.ep]\nranks = [0, 1]\neager_init = true\ntimeout_s = 1\n\
+                 [env]\n{env}\n[tensors]\nx = \"1MiB\"\n\
+                 [[op]]\nall_reduce = \"x\"\ngroup = \"tp\"\n\
+                 [[op]]\nlabel = \"w\"\nall_reduce = \"x\"\nasync_op = true\n\
+                 [[op]]\nall_reduce = \"x\"\ngroup = \"dp\"\n\
+                 [[fault]]\nranks = [1]\nat = \"w\"\nkind = \"hang\"\n"
+            );
+            crate::engine::simulate(&parse("groups.toml", &text).unwrap()).flight_recorder
+        };
+        let listed = |dump: &FlightRecorderDump| -> Vec<(String, bool)> {
+            (dump.groups.iter())
+                .map(|group| (group.desc.clone(), group.recorded))
+                .collect()
+        };
+        let dumps = scenario("");
+        let named = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
+            (list.iter())
+                .map(|&(desc, recorded)| (desc.to_string(), recorded))
+                .collect()
+        };
+        assert_eq!(
+            listed(&dumps[0]),
+            named(&[("default_pg", true), ("tp", true), ("ep", false)])
+        );
+        assert_eq!(
+            listed(&dumps[1]),
+            named(&[("default_pg", false), ("tp", true), ("ep", false)])
+        );
+        // With the recorder off (`enabled_` false), it records no group either.
+        let off = scenario("TORCH_FR_BUFFER_SIZE = 0");
+        assert!(off.iter().all(|dump| dump.groups.is_empty()), "{off:?}");
     }
 
     #[test]

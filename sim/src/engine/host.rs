@@ -89,6 +89,14 @@ impl Cursor {
     pub(super) fn calls_checked(&self) -> usize {
         self.calls_checked
     }
+
+    /// The creation of the communicator the host waits for ended at `at_ns` (R8): it exists
+    /// from then in `created_ns` ([`RankState::comm_created_ns`]).
+    pub(super) fn comm_init_ended(&self, created_ns: &mut [u64], at_ns: u64) {
+        if let Some(HostBlock::Communicator { group }) = self.blocked_on {
+            super::rank::comm_created(created_ns, usize::from(group), at_ns);
+        }
+    }
 }
 
 /// The steps each rank executed, when the caller asked for them.
@@ -419,7 +427,10 @@ impl Engine<'_> {
                 });
             }
             // Created in init_process_group, before the program's t = 0: free here.
-            Step::EagerInit { .. } => {}
+            Step::EagerInit { group } => {
+                let state = &mut self.ranks[rank as usize];
+                state.comm_created(group, state.host_ns);
+            }
             Step::FetchUniqueId { group, cost_ns } => self.fetch_unique_id(rank, group, cost_ns),
             Step::InitComm {
                 group,
@@ -746,6 +757,8 @@ impl Engine<'_> {
     /// arrival in the group's init (R8). The last one forms it.
     fn unique_id_received(&mut self, group: GroupId, rank: u32, at_ns: u64, cost_ns: u64) {
         self.unique_ids[group].fetched.insert(rank);
+        // `initNCCLComm` has its communicator once the non-blocking creation started.
+        self.ranks[rank as usize].comm_created(group, at_ns);
         self.push_arrival(
             group,
             InitArrival {

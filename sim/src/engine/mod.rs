@@ -371,6 +371,7 @@ impl<'s> Engine<'s> {
                     generation: 0,
                     streams,
                     group_seq: vec![0; scenario.groups.len()],
+                    comm_created_ns: vec![NEVER; scenario.groups.len()],
                     fired_ns: Vec::new(),
                     instance_stream: Vec::new(),
                     waiters: rank::Waiters::default(),
@@ -688,6 +689,11 @@ impl<'s> Engine<'s> {
                 }
                 Event::HostResume { rank, at_ns, .. } | Event::CommInitEnd { rank, at_ns, .. } => {
                     let state = &mut self.ranks[rank as usize];
+                    if matches!(event, Event::CommInitEnd { .. }) {
+                        state
+                            .cursor
+                            .comm_init_ended(&mut state.comm_created_ns, at_ns);
+                    }
                     state.host_ns = state.host_ns.max(at_ns);
                     state.generation += 1;
                     state.blocked = Blocked::Running;
@@ -812,7 +818,7 @@ impl<'s> Engine<'s> {
                 let dump = flight_recorder::dump(
                     scenario,
                     &group_ranks,
-                    rank,
+                    (rank, &state.comm_created_ns),
                     at_ns,
                     (earlier, &t.collectives),
                 );

@@ -64,6 +64,9 @@ pub(super) struct RankState {
     pub(super) instance_stream: Vec<u16>,
     /// Per group: the SeqNum of the last collective the host enqueued.
     pub(super) group_seq: Vec<u64>,
+    /// Per group: when this rank's communicator of it was created (R8), `NEVER` for not: the
+    /// Flight Recorder lists a group from then (`initNCCLComm`'s `record_pg_ranks`).
+    pub(super) comm_created_ns: Vec<u64>,
     /// This GPU's compute time relative to the model's (`cluster.rank_speed_spread_pct`).
     pub(super) compute_speed: f64,
     /// Compute-kernel time launched so far (`cluster.boost_ms`).
@@ -91,7 +94,17 @@ pub(super) struct RankState {
     pub(super) aborts_awaiting_drain: Vec<u16>,
 }
 
+/// `created_ns[group]` (a [`RankState::comm_created_ns`]): created at `at_ns`, unless earlier.
+pub(super) fn comm_created(created_ns: &mut [u64], group: usize, at_ns: u64) {
+    created_ns[group] = created_ns[group].min(at_ns);
+}
+
 impl RankState {
+    /// This rank's communicator of `group` exists from `at_ns` (R8), unless it did earlier.
+    pub(super) fn comm_created(&mut self, group: usize, at_ns: u64) {
+        comm_created(&mut self.comm_created_ns, group, at_ns);
+    }
+
     /// The stream a kernel the SM scheduler holds runs on: the one it is the head of (the
     /// streams' states are at hand; its record, made by the host long before, is not).
     #[inline]
