@@ -255,6 +255,13 @@ const BAD_INPUTS: &[BadInput] = &[
         says: "this send by shift 1 has no matching recv by shift -1 of the same size",
     },
     BadInput {
+        class: "a batch transfer of a tensor list",
+        text: "[cluster]\nranks = 2\n[tensors]\na = { size = \"1MiB\", count = 2 }\n[[op]]\nbatch_isend_irecv = [{ send = \"a\", shift = 1 }, { recv = \"a\", shift = -1 }]\n",
+        line: 6,
+        column: 31,
+        says: "a P2POp takes one tensor, and \"a\" is a list of 2",
+    },
+    BadInput {
         class: "a batch transfer to itself",
         text: "[cluster]\nranks = 2\n[tensors]\na = \"1MiB\"\n[[op]]\nbatch_isend_irecv = [{ send = \"a\", shift = 2 }]\n",
         line: 6,

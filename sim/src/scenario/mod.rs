@@ -1749,8 +1749,12 @@ impl Resolver<'_> {
                         "batch_isend_irecv runs on every rank of its group (each rank's peers are given by shift); leave ranks out",
                     ));
                 }
-                let transfers =
-                    self.p2p_transfers(list, members.len(), names, &program.tensor_sizes)?;
+                let transfers = self.p2p_transfers(
+                    list,
+                    members.len(),
+                    names,
+                    (&program.tensor_sizes, &program.tensor_counts),
+                )?;
                 let work = match &raw.work {
                     None => None,
                     Some(name) => {
@@ -2124,14 +2128,15 @@ impl Resolver<'_> {
     }
 
     /// The sends and receives of a `batch_isend_irecv` over a group of `size` ranks: each names
-    /// one tensor and a `shift` that is not a multiple of the size, and every send by `k` has a
-    /// receive by `−k` of the same size, so that the batch matches itself on every rank.
+    /// one tensor, not a list (a `P2POp` takes one), and a `shift` that is not a multiple of the
+    /// size, and every send by `k` has a receive by `−k` of the same size, so that the batch
+    /// matches itself on every rank.
     fn p2p_transfers(
         &self,
         list: &Spanned<Vec<Spanned<RawP2p>>>,
         size: usize,
         names: &Names,
-        tensor_sizes: &[u64],
+        (tensor_sizes, tensor_counts): (&[u64], &[u32]),
     ) -> Result<Vec<P2pTransfer>> {
         if list.get_ref().is_empty() {
             return Err(self.error(list.span(), "batch_isend_irecv needs at least one { send = …, shift = … } or { recv = …, shift = … }"));
@@ -2157,6 +2162,16 @@ impl Resolver<'_> {
                 ));
             }
             let tensor = self.lookup(&names.tensors, name, "tensor", "[tensors]")?;
+            if tensor_counts[tensor] != 1 {
+                return Err(self.error(
+                    name.span(),
+                    format!(
+                        "a P2POp takes one tensor, and {:?} is a list of {}",
+                        name.get_ref(),
+                        tensor_counts[tensor]
+                    ),
+                ));
+            }
             transfers.push((
                 entry.span(),
                 P2pTransfer {
