@@ -112,6 +112,34 @@ fn text(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// A folder of `scenarios/hang_10min.toml`'s Flight Recorder dumps, written by `run --fr-dir`.
+fn hang_dumps(name: &str) -> std::path::PathBuf {
+    let dumps = temp(name);
+    let _ = std::fs::remove_dir_all(&dumps);
+    let made = c10dsim_with(
+        &strings(&[
+            "run",
+            "scenarios/hang_10min.toml",
+            "--fr-dir",
+            &text(&dumps),
+        ]),
+        &[],
+    );
+    assert_eq!(made.status.code(), Some(1), "{}", stderr(&made));
+    dumps
+}
+
+/// A folder of the first `runs` recorded `c10dsim torch` runs of exp_b, as `fidelity` reads.
+fn torch_runs(name: &str, runs: u32) -> String {
+    let folder = temp(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    for run in 1..=runs {
+        let file = format!("exp_b_stream_scope.run{run}.json");
+        std::fs::copy(format!("tests/data/torch/{file}"), folder.join(&file)).unwrap();
+    }
+    text(&folder)
+}
+
 fn strings(words: &[&str]) -> Vec<String> {
     words.iter().map(|word| word.to_string()).collect()
 }
@@ -142,25 +170,8 @@ fn every_refusal_on_a_cap_names_flags_its_command_takes() {
     let measured = "tests/data/hw/exp_b_stream_scope.json";
     let held_out = "tests/data/hw/x2/overlap_bench.2ranks.json";
     let out = |name: &str| text(&temp(name));
-    let dumps = temp("caps_dumps");
-    let _ = std::fs::remove_dir_all(&dumps);
-    let made = c10dsim_with(
-        &strings(&[
-            "run",
-            "scenarios/hang_10min.toml",
-            "--fr-dir",
-            &text(&dumps),
-        ]),
-        &[],
-    );
-    assert_eq!(made.status.code(), Some(1), "{}", stderr(&made));
-    let torch_runs = temp("caps_torch");
-    std::fs::create_dir_all(&torch_runs).unwrap();
-    for run in 1..=3 {
-        let name = format!("exp_b_stream_scope.run{run}.json");
-        std::fs::copy(format!("tests/data/torch/{name}"), torch_runs.join(&name)).unwrap();
-    }
-    let torch_runs = text(&torch_runs);
+    let dumps = hang_dumps("caps_dumps");
+    let torch_runs = torch_runs("caps_torch", 3);
     let kineto = "tests/data/torch/recorded/traces/fsdp_b25/rank0.json";
     let events = ("--max-events", "10", "1000000000");
     let read = "a Timeline file of";
@@ -353,23 +364,8 @@ fn every_refusal_on_a_cap_names_flags_its_command_takes() {
 /// as "every collective in the dumps completes when replayed".
 #[test]
 fn a_simulation_stopped_at_the_memory_cap_is_not_compared() {
-    let dumps = temp("caps_memory_dumps");
-    let _ = std::fs::remove_dir_all(&dumps);
-    let made = c10dsim_with(
-        &strings(&[
-            "run",
-            "scenarios/hang_10min.toml",
-            "--fr-dir",
-            &text(&dumps),
-        ]),
-        &[],
-    );
-    assert_eq!(made.status.code(), Some(1), "{}", stderr(&made));
-    let torch_runs = temp("caps_memory_torch");
-    std::fs::create_dir_all(&torch_runs).unwrap();
-    let name = "exp_b_stream_scope.run1.json";
-    std::fs::copy(format!("tests/data/torch/{name}"), torch_runs.join(name)).unwrap();
-    let torch_runs = text(&torch_runs);
+    let dumps = hang_dumps("caps_memory_dumps");
+    let torch_runs = torch_runs("caps_memory_torch", 1);
     let out = |name: &str| text(&temp(name));
     let memory = ("--max-memory", "1KiB", "64GiB");
     let stopped = "over the cap of 1KiB (--max-memory)";
